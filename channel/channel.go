@@ -1,0 +1,249 @@
+package channel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/opentracing/opentracing-go"
+	"github.com/sluice-rpc/sluice/busy"
+	"github.com/sluice-rpc/sluice/internal/clock"
+	"github.com/sluice-rpc/sluice/peer"
+	"github.com/sluice-rpc/sluice/stats"
+	"github.com/uber-go/tally/v4"
+	"github.com/uber/tchannel-go"
+)
+
+// DefaultTimeout bounds a call whose context has no deadline (TChannel
+// requires one on every call).
+const DefaultTimeout = time.Second
+
+// closeWait bounds how long Close waits for connections to finish closing.
+const closeWait = 5 * time.Second
+
+// Option configures a Channel.
+type Option func(*options)
+
+type options struct {
+	clock   clock.Clock
+	busy    busy.Config
+	scope   tally.Scope
+	tracer  opentracing.Tracer
+	timeout time.Duration
+	tch     tchannel.ChannelOptions
+	shed    *ShedConfig
+}
+
+// WithClock sets the clock the busy limiters and latency measurements use.
+// Default: the wall clock.
+func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithBusyConfig sets the busy-throttling configuration of every peer.
+// Default: busy.DefaultConfig().
+func WithBusyConfig(c busy.Config) Option { return func(o *options) { o.busy = c } }
+
+// WithScope sets the tally scope metrics are reported to. Default: none.
+func WithScope(s tally.Scope) Option { return func(o *options) { o.scope = s } }
+
+// WithTracer sets the tracer for call and attempt spans (it is also given
+// to tchannel-go). Default: opentracing.GlobalTracer().
+func WithTracer(t opentracing.Tracer) Option { return func(o *options) { o.tracer = t } }
+
+// WithDefaultTimeout sets the timeout of calls whose context has no
+// deadline. Default: DefaultTimeout (one second).
+func WithDefaultTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// WithTChannelOptions sets the options the underlying tchannel.Channel is
+// created with (its Tracer is overridden by WithTracer's).
+func WithTChannelOptions(t tchannel.ChannelOptions) Option { return func(o *options) { o.tch = t } }
+
+// WithShedding makes the Channel's server side answer Busy, before any
+// handler runs, to requests beyond the limits of c.
+func WithShedding(c ShedConfig) Option { return func(o *options) { o.shed = &c } }
+
+// Channel is a TChannel channel whose outbound calls throttle, and whose
+// inbound side can shed, by itself. It is safe for concurrent use.
+type Channel struct {
+	name string
+	tch  *tchannel.Channel
+	o    options
+	rec  *stats.Recorder
+	shed *shedder
+	// tracing is false when the tracer is opentracing's no-op one.
+	tracing bool
+
+	mu       sync.RWMutex
+	services map[string]*peer.List
+	closed   atomic.Bool
+}
+
+// New returns a Channel for the service named serviceName (the name it
+// serves under and calls as). Options are validated; an invalid one is an
+// error naming it.
+func New(serviceName string, opts ...Option) (*Channel, error) {
+	if serviceName == "" {
+		return nil, errors.New("channel: the service name is empty; name the service this channel serves or calls as")
+	}
+	o := options{clock: clock.Real, busy: busy.DefaultConfig(), timeout: DefaultTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := o.busy.Validate(); err != nil {
+		return nil, fmt.Errorf("channel: WithBusyConfig: %w", err)
+	}
+	if o.timeout <= 0 {
+		return nil, fmt.Errorf("channel: WithDefaultTimeout is %v, must be > 0", o.timeout)
+	}
+	if o.clock == nil {
+		return nil, errors.New("channel: WithClock is nil, must be a clock")
+	}
+	if o.tracer == nil {
+		o.tracer = opentracing.GlobalTracer()
+	}
+	_, noop := o.tracer.(opentracing.NoopTracer)
+	c := &Channel{name: serviceName, o: o, rec: stats.NewRecorder(o.scope), services: map[string]*peer.List{}, tracing: !noop}
+	if o.shed != nil {
+		s, err := newShedder(*o.shed)
+		if err != nil {
+			return nil, err
+		}
+		c.shed = s
+	}
+	topts := o.tch
+	topts.Tracer = o.tracer
+	tch, err := tchannel.NewChannel(serviceName, &topts)
+	if err != nil {
+		return nil, fmt.Errorf("channel: %w", err)
+	}
+	c.tch = tch
+	return c, nil
+}
+
+// ServiceName returns the name the Channel serves under.
+func (c *Channel) ServiceName() string { return c.name }
+
+// TChannel returns the underlying tchannel-go channel, for what Sluice does
+// not wrap. Calls made on it directly bypass Sluice's pipeline.
+func (c *Channel) TChannel() *tchannel.Channel { return c.tch }
+
+// Stats returns the recorder the Channel reports through.
+func (c *Channel) Stats() *stats.Recorder { return c.rec }
+
+// ListenAndServe listens on hostPort ("127.0.0.1:0" picks a free port) and
+// serves the registered handlers. It returns once listening; HostPort tells
+// the address.
+func (c *Channel) ListenAndServe(hostPort string) error {
+	host, port, err := net.SplitHostPort(hostPort)
+	if err != nil || host == "" {
+		return fmt.Errorf("channel: bad listen address %q: want host:port, for example 127.0.0.1:0", hostPort)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("channel: bad listen address %q: port must be a number in 0..65535", hostPort)
+	}
+	if err := c.tch.ListenAndServe(hostPort); err != nil {
+		return fmt.Errorf("channel: listen on %s: %w", hostPort, err)
+	}
+	return nil
+}
+
+// HostPort returns the address the Channel listens on.
+func (c *Channel) HostPort() string { return c.tch.PeerInfo().HostPort }
+
+// AddPeer adds the peer at hostPort to service's peers. Adding a peer twice
+// is harmless.
+func (c *Channel) AddPeer(service, hostPort string) error {
+	if service == "" {
+		return errors.New("channel: AddPeer: the service name is empty")
+	}
+	if err := peer.ValidateHostPort(hostPort); err != nil {
+		return fmt.Errorf("channel: AddPeer: %w", err)
+	}
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	l, err := c.peerList(service, true)
+	if err != nil {
+		return err
+	}
+	_, err = l.Add(hostPort, c.tch.RootPeers().GetOrAdd(hostPort))
+	return err
+}
+
+// RemovePeer removes the peer at hostPort from service's peers. Calls in
+// flight to it complete.
+func (c *Channel) RemovePeer(service, hostPort string) error {
+	l, _ := c.peerList(service, false)
+	if l == nil {
+		return fmt.Errorf("channel: RemovePeer: service %q has no peers", service)
+	}
+	if err := l.Remove(hostPort); err != nil {
+		return fmt.Errorf("channel: RemovePeer: %w", err)
+	}
+	return nil
+}
+
+// Peers returns the counts of service's peers, sorted by host:port.
+func (c *Channel) Peers(service string) []peer.Counts {
+	l, _ := c.peerList(service, false)
+	if l == nil {
+		return nil
+	}
+	var out []peer.Counts
+	for _, p := range l.Peers() {
+		out = append(out, p.Counts())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].HostPort < out[j].HostPort })
+	return out
+}
+
+func (c *Channel) peerList(service string, create bool) (*peer.List, error) {
+	c.mu.RLock()
+	l := c.services[service]
+	c.mu.RUnlock()
+	if l != nil || !create {
+		return l, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l := c.services[service]; l != nil {
+		return l, nil
+	}
+	l, err := peer.NewList(service, c.o.busy, c.o.clock, c.rec)
+	if err != nil {
+		return nil, err
+	}
+	c.services[service] = l
+	return l, nil
+}
+
+// Close stops listening, closes every connection once its calls are done,
+// and waits (up to a few seconds) until they have closed. Calls made after
+// Close fail with ErrClosed.
+func (c *Channel) Close() {
+	if c.closed.Swap(true) {
+		return
+	}
+	c.tch.Close()
+	// tchannel-go offers no notification of the end of closing: poll its
+	// state, bounded.
+	deadline := time.Now().Add(closeWait)
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for c.tch.State() != tchannel.ChannelClosed && time.Now().Before(deadline) {
+		<-t.C
+	}
+}
+
+// withDeadline gives ctx the default timeout if it has no deadline.
+func (c *Channel) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.o.timeout)
+}

@@ -1,0 +1,279 @@
+package channel
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opentracing/opentracing-go/mocktracer"
+	"github.com/sluice-rpc/sluice/busy"
+	"github.com/sluice-rpc/sluice/codes"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestCallRawAndJSON(t *testing.T) {
+	s := startServer(t)
+	c, _, _ := startClient(t, s)
+	ctx := ctxTimeout(t)
+
+	res, err := c.CallRaw(ctx, "kv", "echo", []byte("h"), []byte("body"))
+	require.NoError(t, err)
+	assert.Equal(t, "h", string(res.Arg2))
+	assert.Equal(t, "body", string(res.Arg3))
+	assert.False(t, res.AppError)
+
+	res, err = c.CallRaw(ctx, "kv", "echo", nil, []byte("app-error"))
+	require.NoError(t, err, "an application error is a successful transport")
+	assert.True(t, res.AppError)
+
+	var out echoRes
+	var rh map[string]string
+	require.NoError(t, c.CallJSON(ctx, "kv", "get", &echoReq{Key: "k"}, &out,
+		WithHeaders(map[string]string{"who": "me"}), ResponseHeaders(&rh)))
+	assert.Equal(t, echoRes{Key: "k", Server: s.ch.HostPort()}, out)
+	assert.Equal(t, "me", rh["seen"], "headers travel both ways")
+
+	err = c.CallJSON(ctx, "kv", "get", &echoReq{}, &out)
+	var ae *ApplicationError
+	require.True(t, errors.As(err, &ae), "got %v", err)
+	assert.Equal(t, "key is empty", ae.Message)
+}
+
+func TestBusyIsClassifiedFromTheCallNotItsText(t *testing.T) {
+	s := startServer(t)
+	s.busy.Store(true)
+	c, _, scope := startClient(t, s)
+	for _, call := range []func() error{
+		func() error { _, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil); return err },
+		func() error { return c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil) },
+	} {
+		err := call()
+		var ce *CallError
+		require.True(t, errors.As(err, &ce), "got %T %v", err, err)
+		assert.Equal(t, codes.Busy, ce.Code)
+		assert.Equal(t, "test server is busy", ce.Message)
+		assert.Equal(t, 1, ce.Attempts)
+		assert.Equal(t, s.ch.HostPort(), ce.Peer)
+	}
+	snap := scope.Snapshot().Counters()
+	assert.EqualValues(t, 1, snap["call.errors+code=BUSY,method=echo,service=kv"].Value())
+	assert.EqualValues(t, 1, snap["call.errors+code=BUSY,method=get,service=kv"].Value())
+	assert.EqualValues(t, 2, snap["peer.busy+peer="+s.ch.HostPort()+",service=kv"].Value())
+}
+
+// One of three servers answers Busy: its limit collapses, the client's
+// traffic moves to the other two, and the limit recovers once it stops.
+func TestBusyPeerTrafficMovesAwayAndRecovers(t *testing.T) {
+	a, b, bad := startServer(t), startServer(t), startServer(t)
+	c, clk, scope := startClient(t, a, b, bad)
+	ctx := ctxTimeout(t)
+	badPeer := bad.ch.HostPort()
+	send := func(n int) (ok, busyErrs int) {
+		for i := 0; i < n; i++ {
+			_, err := c.CallRaw(ctx, "kv", "echo", nil, []byte("x"))
+			var ce *CallError
+			switch {
+			case err == nil:
+				ok++
+			case errors.As(err, &ce) && ce.Code == codes.Busy:
+				busyErrs++
+			default:
+				t.Fatalf("call %d: %v", i, err)
+			}
+		}
+		return ok, busyErrs
+	}
+	limit := func() float64 {
+		for _, p := range c.Peers("kv") {
+			if p.HostPort == badPeer {
+				return p.Limit
+			}
+		}
+		t.Fatal("bad peer missing")
+		return 0
+	}
+
+	bad.busy.Store(true)
+	_, busy1 := send(150) // second 1: no limit yet, the bad peer gets its share
+	require.Greater(t, busy1, 10, "the bad peer took no traffic in second 1")
+	clk.Add(time.Second)
+	assert.Equal(t, 38, int(limit()), "9999999*4/2^20 after a busy window") // the design's number
+	send(150)                                                               // second 2: at most 38 more reach it
+	clk.Add(time.Second)
+	require.Less(t, limit(), 1.0, "limit after two busy windows")
+
+	before := bad.received.Load()
+	okCalls, busy3 := send(200) // second 3: all traffic on the two good peers
+	assert.Equal(t, 200, okCalls)
+	assert.Zero(t, busy3)
+	assert.Equal(t, before, bad.received.Load(), "a request reached the throttled peer")
+	assert.Greater(t, a.received.Load(), int64(100))
+	assert.Greater(t, b.received.Load(), int64(100))
+
+	// It stops answering Busy; the limit grows x4 per second back to the
+	// ceiling (about 19 quiet seconds from ~1.5e-4) and it gets traffic again.
+	bad.busy.Store(false)
+	prev := limit()
+	for sec := 0; sec < 20 && limit() < busy.DefaultCeiling; sec++ {
+		send(30)
+		clk.Add(time.Second)
+		require.Greater(t, limit(), prev, "limit did not grow in a quiet second")
+		prev = limit()
+	}
+	assert.EqualValues(t, busy.DefaultCeiling, limit())
+	before = bad.received.Load()
+	send(90)
+	assert.Greater(t, bad.received.Load()-before, int64(10), "recovered peer gets its share again")
+
+	g := scope.Snapshot().Gauges()["peer.limit+peer="+badPeer+",service=kv"]
+	require.NotNil(t, g)
+	assert.EqualValues(t, busy.DefaultCeiling, g.Value())
+}
+
+// With every peer answering Busy the limits collapse and calls fail locally
+// with ErrThrottled: the servers see nothing while throttled.
+func TestEveryPeerBusyFailsThrottledAndSendsNothing(t *testing.T) {
+	servers := []*testServer{startServer(t), startServer(t), startServer(t)}
+	c, clk, scope := startClient(t, servers...)
+	for _, s := range servers {
+		s.busy.Store(true)
+	}
+	for sec := 0; sec < 2; sec++ {
+		for i := 0; i < 60; i++ {
+			_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+			require.Error(t, err)
+			assert.False(t, errors.Is(err, ErrThrottled), "throttled too early in second %d", sec+1)
+		}
+		clk.Add(time.Second)
+	}
+	received := func() (n int64) {
+		for _, s := range servers {
+			n += s.received.Load()
+		}
+		return n
+	}
+	before := received()
+	for i := 0; i < 100; i++ {
+		_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+		require.ErrorIs(t, err, ErrThrottled)
+		var ce *CallError
+		require.ErrorAs(t, err, &ce)
+		assert.Zero(t, ce.Attempts)
+	}
+	assert.Equal(t, before, received(), "requests reached the servers while throttled")
+	snap := scope.Snapshot().Counters()
+	assert.EqualValues(t, 100, snap["call.errors+code=THROTTLED,method=echo,service=kv"].Value())
+	for _, s := range servers {
+		assert.GreaterOrEqual(t, snap["peer.throttled+peer="+s.ch.HostPort()+",service=kv"].Value(), int64(100))
+	}
+}
+
+func TestTimeoutAndUnreachablePeer(t *testing.T) {
+	s := startServer(t)
+	c, _, _ := startClient(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := c.CallRaw(ctx, "kv", "echo", nil, []byte("block"))
+	var ce *CallError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, codes.Timeout, ce.Code)
+
+	// A peer nobody listens on: the attempt never left the client.
+	dead := startServer(t)
+	deadAddr := dead.ch.HostPort()
+	dead.ch.Close()
+	c2, _, _ := startClient(t)
+	require.NoError(t, c2.AddPeer("kv", deadAddr))
+	_, err = c2.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, codes.Network, ce.Code, "got %v", err)
+	assert.Zero(t, ce.Attempts)
+}
+
+func TestNoPeersAndClosed(t *testing.T) {
+	c, _, _ := startClient(t)
+	_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	assert.ErrorIs(t, err, ErrNoPeers)
+	c.Close()
+	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	assert.ErrorIs(t, err, ErrClosed)
+	assert.ErrorIs(t, c.AddPeer("kv", "127.0.0.1:4000"), ErrClosed)
+}
+
+func TestSheddingAnswersBusyBeforeTheHandler(t *testing.T) {
+	s := startServer(t, WithShedding(ShedConfig{MaxRPS: 0.001, Burst: 1}))
+	c, _, _ := startClient(t, s)
+	_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	require.NoError(t, err)
+	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	var ce *CallError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, codes.Busy, ce.Code)
+	assert.Contains(t, ce.Message, "server overloaded")
+	assert.EqualValues(t, 1, s.received.Load(), "the shed request reached the handler")
+}
+
+func TestTracingSpansPerCallAndAttempt(t *testing.T) {
+	s := startServer(t)
+	tracer := mocktracer.New()
+	c, err := New("client", WithTracer(tracer))
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.AddPeer("kv", s.ch.HostPort()))
+	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	require.NoError(t, err)
+	byName := map[string]*mocktracer.MockSpan{}
+	for _, sp := range tracer.FinishedSpans() {
+		byName[sp.OperationName] = sp
+	}
+	call, attempt := byName["sluice.call"], byName["sluice.attempt"]
+	require.NotNil(t, call)
+	require.NotNil(t, attempt)
+	assert.Equal(t, call.SpanContext.SpanID, attempt.ParentID)
+	assert.Equal(t, s.ch.HostPort(), attempt.Tag("peer"))
+	assert.Equal(t, 0, attempt.Tag("attempt"))
+	assert.Equal(t, "OK", attempt.Tag("code"))
+	assert.Equal(t, "kv", call.Tag("service"))
+}
+
+func TestInvalidOptionsNameTheOption(t *testing.T) {
+	badBusy := busy.DefaultConfig()
+	badBusy.MaxHalvings = 0
+	negRate := busy.DefaultConfig()
+	negRate.RecoverRate = -3
+	tests := []struct {
+		name string
+		svc  string
+		opts []Option
+		want string
+	}{
+		{"empty service", "", nil, "service name is empty"},
+		{"max halvings", "c", []Option{WithBusyConfig(badBusy)}, "MaxHalvings is 0"},
+		{"negative rate", "c", []Option{WithBusyConfig(negRate)}, "RecoverRate is -3"},
+		{"timeout", "c", []Option{WithDefaultTimeout(-time.Second)}, "WithDefaultTimeout is -1s"},
+		{"nil clock", "c", []Option{WithClock(nil)}, "WithClock is nil"},
+		{"shed negative", "c", []Option{WithShedding(ShedConfig{MaxRPS: -1})}, "MaxRPS is -1"},
+		{"shed empty", "c", []Option{WithShedding(ShedConfig{})}, "sets no limit"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New(tt.svc, tt.opts...)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+	c, err := New("c")
+	require.NoError(t, err)
+	defer c.Close()
+	for _, hp := range []string{"nohost", "127.0.0.1:0", "127.0.0.1:70000", ":80"} {
+		err := c.AddPeer("kv", hp)
+		require.Error(t, err, hp)
+		assert.True(t, strings.Contains(err.Error(), hp), "error %q does not name %q", err, hp)
+	}
+	assert.ErrorContains(t, c.AddPeer("", "127.0.0.1:1"), "service name is empty")
+	assert.ErrorContains(t, c.ListenAndServe("127.0.0.1"), "bad listen address")
+	assert.ErrorContains(t, c.RemovePeer("kv", "127.0.0.1:1"), "has no peers")
+}

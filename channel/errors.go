@@ -1,0 +1,113 @@
+package channel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/peer"
+	"github.com/sluice-rpc/sluice/stats"
+	"github.com/uber/tchannel-go"
+)
+
+// Local outcomes: a call that fails with one of these sent nothing.
+var (
+	// ErrThrottled: every peer's busy limiter refused the call.
+	ErrThrottled = peer.ErrThrottled
+	// ErrNoPeers: the service has no peers.
+	ErrNoPeers = peer.ErrNoPeers
+	// ErrClosed: the Channel is closed.
+	ErrClosed = errors.New("the channel is closed")
+)
+
+// CallError is the error of a call that did not get a response: a TChannel
+// system error from the remote side or the transport, or a local outcome.
+// Test for local outcomes with errors.Is(err, ErrThrottled) and read remote
+// codes with errors.As.
+type CallError struct {
+	Service, Method string
+	// Code is the TChannel code of the failure; codes.OK for a local
+	// outcome (then Err says which).
+	Code codes.Code
+	// Message is the remote error's message, without TChannel's prefix.
+	Message string
+	// Attempts is the number of attempts sent on the wire.
+	Attempts int
+	// Peer is the host:port of the last attempt's peer ("" if none).
+	Peer string
+	// Err is the underlying error.
+	Err error
+}
+
+func (e *CallError) Error() string {
+	if e.Code == codes.OK {
+		return fmt.Sprintf("sluice: call %s::%s: %v", e.Service, e.Method, e.Err)
+	}
+	return fmt.Sprintf("sluice: call %s::%s failed after %d attempt(s), last on %s: %v: %s",
+		e.Service, e.Method, e.Attempts, e.Peer, e.Code, e.Message)
+}
+
+// Unwrap returns the underlying error.
+func (e *CallError) Unwrap() error { return e.Err }
+
+// statsCode is the code tag this error is counted under.
+func (e *CallError) statsCode() string {
+	switch {
+	case e.Code != codes.OK:
+		return e.Code.String()
+	case errors.Is(e.Err, ErrThrottled):
+		return stats.CodeThrottled
+	case errors.Is(e.Err, ErrNoPeers):
+		return stats.CodeNoPeers
+	}
+	return stats.CodeLocal
+}
+
+// ApplicationError is an application-level error a JSON handler returned.
+// The transport succeeded: such calls are never retried and never count as
+// failures for throttling.
+type ApplicationError struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+func (e *ApplicationError) Error() string {
+	return fmt.Sprintf("application error (%s): %s", e.Type, e.Message)
+}
+
+// Busy returns the error a handler returns to answer Busy: the server is
+// overloaded and the caller should throttle.
+func Busy(format string, args ...any) error {
+	return tchannel.NewSystemError(tchannel.ErrCodeBusy, format, args...)
+}
+
+// Declined returns the error a handler returns to decline a request it
+// cannot take now (for example while it is draining).
+func Declined(format string, args ...any) error {
+	return tchannel.NewSystemError(tchannel.ErrCodeDeclined, format, args...)
+}
+
+// classify returns the TChannel code of an attempt's error and the remote
+// message. It reads the error's type, never its text.
+func classify(err error) (codes.Code, string) {
+	var se tchannel.SystemError
+	if errors.As(err, &se) {
+		return codes.Code(se.Code()), se.Message()
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return codes.Timeout, err.Error()
+	case errors.Is(err, context.Canceled):
+		return codes.Cancelled, err.Error()
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		if ne.Timeout() {
+			return codes.Timeout, err.Error()
+		}
+		return codes.Network, err.Error()
+	}
+	return codes.Unexpected, err.Error()
+}

@@ -1,0 +1,104 @@
+package channel
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-rpc/sluice/internal/clock"
+	"github.com/uber-go/tally/v4"
+	tjson "github.com/uber/tchannel-go/json"
+)
+
+// testServer is a real Sluice server on 127.0.0.1 serving "kv". It counts
+// every request that reaches it and answers Busy while busy is set.
+type testServer struct {
+	ch       *Channel
+	received atomic.Int64
+	busy     atomic.Bool
+	release  chan struct{} // "block" requests wait for it to close
+}
+
+type echoReq struct{ Key string }
+type echoRes struct {
+	Key    string
+	Server string
+}
+
+func startServer(t testing.TB, opts ...Option) *testServer {
+	t.Helper()
+	ch, err := New("kv", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &testServer{ch: ch, release: make(chan struct{})}
+	if err := ch.RegisterRaw("echo", func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
+		s.received.Add(1)
+		if s.busy.Load() {
+			return nil, Busy("test server is busy")
+		}
+		if string(req.Arg3) == "app-error" {
+			return &RawResponse{Arg3: []byte("nope"), AppError: true}, nil
+		}
+		if string(req.Arg3) == "block" {
+			<-s.release
+			return &RawResponse{}, nil
+		}
+		return &RawResponse{Arg2: req.Arg2, Arg3: req.Arg3}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.RegisterJSON(map[string]any{
+		"get": func(ctx tjson.Context, req *echoReq) (*echoRes, error) {
+			s.received.Add(1)
+			if s.busy.Load() {
+				return nil, Busy("test server is busy")
+			}
+			if req.Key == "" {
+				return nil, errEmptyKey
+			}
+			ctx.SetResponseHeaders(map[string]string{"seen": ctx.Headers()["who"]})
+			return &echoRes{Key: req.Key, Server: ch.HostPort()}, nil
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.ListenAndServe("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ch.Close)
+	t.Cleanup(func() { close(s.release) }) // runs first: unblock handlers
+	return s
+}
+
+type keyError string
+
+func (e keyError) Error() string { return string(e) }
+
+const errEmptyKey = keyError("key is empty")
+
+// startClient returns a client channel with the servers as peers of "kv",
+// busy windows driven by a fake clock, and metrics in a test scope.
+func startClient(t testing.TB, servers ...*testServer) (*Channel, *clock.Fake, tally.TestScope) {
+	t.Helper()
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	scope := tally.NewTestScope("", nil)
+	ch, err := New("client", WithClock(clk), WithScope(scope))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range servers {
+		if err := ch.AddPeer("kv", s.ch.HostPort()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(ch.Close)
+	return ch, clk, scope
+}
+
+func ctxTimeout(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,52 @@
+// Command sluice is Sluice's command-line tool.
+//
+//	sluice demo                 busy throttling on three in-process servers
+//	sluice sim busy [flags]     the busy-throttling design's simulation
+//	sluice doorman serve|get    a Doorman lease server, or a client of one
+//
+// Run "sluice help" for the list and "sluice CMD -h" for a command's flags.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+type command struct {
+	name, summary string
+	run           func(args []string, stdout, stderr io.Writer) int
+}
+
+func commands() []command {
+	return []command{
+		{"demo", "busy throttling on three in-process TChannel servers, one overloaded", demoCmd},
+		{"sim", "simulations: sim busy (the busy-throttling design's program)", simCmd},
+		{"doorman", "a Doorman-compatible lease server (serve) and client (get)", doormanCmd},
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stdout)
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "sluice: unknown command %q\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: sluice COMMAND [flags]")
+	fmt.Fprintln(w)
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+}

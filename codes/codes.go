@@ -1,0 +1,108 @@
+// Package codes names the outcomes of a TChannel call the way Sluice's
+// policies, stats and errors spell them.
+//
+// The numeric values are TChannel's system error codes, so a Code converts to
+// and from tchannel.SystemErrCode without a table; this package itself does
+// not import TChannel, which keeps the policy packages free of it.
+package codes
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Code is a TChannel system error code, or OK.
+type Code uint8
+
+// The TChannel system error codes (TChannel protocol, "Error codes").
+const (
+	// OK is not a wire code: the call got a response (which may still carry
+	// an application error).
+	OK         Code = 0x00
+	Timeout    Code = 0x01
+	Cancelled  Code = 0x02
+	Busy       Code = 0x03
+	Declined   Code = 0x04
+	Unexpected Code = 0x05
+	BadRequest Code = 0x06
+	Network    Code = 0x07
+	Protocol   Code = 0xFF
+)
+
+var names = map[Code]string{
+	OK:         "OK",
+	Timeout:    "TIMEOUT",
+	Cancelled:  "CANCELLED",
+	Busy:       "BUSY",
+	Declined:   "DECLINED",
+	Unexpected: "UNEXPECTED",
+	BadRequest: "BAD_REQUEST",
+	Network:    "NETWORK",
+	Protocol:   "PROTOCOL",
+}
+
+// All lists every code, OK first, in wire order.
+var All = []Code{OK, Timeout, Cancelled, Busy, Declined, Unexpected, BadRequest, Network, Protocol}
+
+// String returns the upper-case name policies use ("BUSY"), or "CODE(0xNN)"
+// for a value TChannel does not define.
+func (c Code) String() string {
+	if n, ok := names[c]; ok {
+		return n
+	}
+	return fmt.Sprintf("CODE(0x%02X)", uint8(c))
+}
+
+// Known reports whether c is one of the codes TChannel defines (or OK).
+func (c Code) Known() bool {
+	_, ok := names[c]
+	return ok
+}
+
+// Parse returns the code named s ("BUSY", case-insensitive). OK is not
+// accepted: it is not an error code a policy can name.
+func Parse(s string) (Code, error) {
+	u := strings.ToUpper(strings.TrimSpace(s))
+	for c, n := range names {
+		if c != OK && n == u {
+			return c, nil
+		}
+	}
+	return 0, fmt.Errorf("codes: unknown code %q, want one of TIMEOUT, CANCELLED, BUSY, DECLINED, UNEXPECTED, BAD_REQUEST, NETWORK, PROTOCOL", s)
+}
+
+// Set is a set of codes, cheap to test on a hot path.
+type Set uint16
+
+// NewSet returns the set holding cs.
+func NewSet(cs ...Code) Set {
+	var s Set
+	for _, c := range cs {
+		s |= bit(c)
+	}
+	return s
+}
+
+// Has reports whether c is in the set.
+func (s Set) Has(c Code) bool { b := bit(c); return b != 0 && s&b != 0 }
+
+// Codes returns the members in wire order.
+func (s Set) Codes() []Code {
+	var out []Code
+	for _, c := range All {
+		if s.Has(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func bit(c Code) Set {
+	switch {
+	case c <= Network:
+		return 1 << c
+	case c == Protocol:
+		return 1 << 15
+	}
+	return 0
+}

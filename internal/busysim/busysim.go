@@ -1,0 +1,199 @@
+// Package busysim reproduces the simulation program of TChannel's "Throttling
+// on Busy Responses" design, driving the real busy.Limiter on a fake clock.
+//
+// Time is a counter of seconds. For seconds 1..9 a request-rate pattern sends
+// requests and a busy pattern answers some of them busy; then busy responses
+// stop and, from second 11, the run watches the limit recover until nothing
+// is throttled or second 30 has passed. The printed format is the design's,
+// so its two published tables come out digit for digit.
+package busysim
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/sluice-rpc/sluice/busy"
+	"github.com/sluice-rpc/sluice/internal/clock"
+)
+
+// Pattern shapes a value v over the simulated seconds t.
+type Pattern string
+
+// The design's patterns.
+const (
+	Steady         Pattern = "steady"          // v
+	Flappy         Pattern = "flappy"          // v when t%3 == 0, else 0
+	LinearGrow     Pattern = "linear_grow"     // v + 100t
+	LinearDecrease Pattern = "linear_decrease" // v - 100t, not below 0
+)
+
+// Patterns lists the known patterns.
+var Patterns = []Pattern{Steady, Flappy, LinearGrow, LinearDecrease}
+
+// At returns the pattern's value at second t for base value v.
+func (p Pattern) At(v, t int) int {
+	switch p {
+	case Flappy:
+		if t%3 == 0 {
+			return v
+		}
+		return 0
+	case LinearGrow:
+		return v + 100*t
+	case LinearDecrease:
+		return max(0, v-100*t)
+	}
+	return v
+}
+
+func (p Pattern) valid() bool {
+	for _, q := range Patterns {
+		if p == q {
+			return true
+		}
+	}
+	return false
+}
+
+// maxRate bounds the rates a scenario may ask for; each simulated request
+// goes through the limiter, so this bounds a run's work.
+const maxRate = 100_000_000
+
+// Scenario is one simulated traffic pattern.
+type Scenario struct {
+	RPS         int
+	RPSPattern  Pattern
+	Busy        int
+	BusyPattern Pattern
+}
+
+// Presets are the design's two published scenarios.
+var Presets = map[string]Scenario{
+	"steady": {RPS: 5000, RPSPattern: Steady, Busy: 3000, BusyPattern: Steady},
+	"flappy": {RPS: 5000, RPSPattern: Steady, Busy: 3000, BusyPattern: Flappy},
+}
+
+// Validate reports the first field that is out of range.
+func (s Scenario) Validate() error {
+	switch {
+	case s.RPS < 0 || s.RPS > maxRate:
+		return fmt.Errorf("busysim: rps is %d, must be between 0 and %d", s.RPS, maxRate)
+	case s.Busy < 0 || s.Busy > maxRate:
+		return fmt.Errorf("busysim: busy is %d, must be between 0 and %d", s.Busy, maxRate)
+	case !s.RPSPattern.valid():
+		return fmt.Errorf("busysim: rps pattern %q is unknown, want one of %v", s.RPSPattern, Patterns)
+	case !s.BusyPattern.valid():
+		return fmt.Errorf("busysim: busy pattern %q is unknown, want one of %v", s.BusyPattern, Patterns)
+	}
+	return nil
+}
+
+// Result summarises one run.
+type Result struct {
+	Converged bool
+	// At is the second at which nothing was throttled any more (if Converged).
+	At int
+}
+
+// The design's phases.
+const (
+	busySeconds    = 9  // seconds 1..9 carry busy responses
+	recoverFrom    = 11 // recovery is watched from second 11
+	recoverGiveUp  = 30 // past this second the run has failed to converge
+	startOfRecover = 10 // speed is measured from here
+)
+
+// Run simulates scenario s with a limiter configured by cfg and writes the
+// design's report to w.
+func Run(w io.Writer, cfg busy.Config, s Scenario) (Result, error) {
+	if err := s.Validate(); err != nil {
+		return Result{}, err
+	}
+	start := time.Unix(0, 0)
+	clk := clock.NewFake(start)
+	cfg.Window = time.Second
+	l, err := busy.New(cfg, clk)
+	if err != nil {
+		return Result{}, err
+	}
+	p := printer{w: w}
+	if cfg.Strategy == busy.Constant {
+		p.printf("started with recover_value: %v\n", cfg.RecoverValue)
+	} else {
+		p.printf("started with recover_rate: %v\n", cfg.RecoverRate)
+	}
+	p.printf("start rps=%d (%s) throttled=0 busy=%d (%s) limit=%d\n",
+		s.RPS, s.RPSPattern, s.Busy, s.BusyPattern, trunc(cfg.Ceiling))
+
+	// send offers rate requests to the limiter in the current second and
+	// returns how many it allowed.
+	send := func(rate int) int {
+		now := clk.Now()
+		n := 0
+		for n < rate && l.AllowAt(now) {
+			n++
+		}
+		return n
+	}
+
+	for t := 1; t <= busySeconds; t++ {
+		rate := s.RPSPattern.At(s.RPS, t)
+		limit := l.Limit()
+		sent := send(rate) // floor(min(rate, limit))
+		b := min(s.BusyPattern.At(s.Busy, t), sent)
+		for i := 0; i < b; i++ {
+			l.RecordBusy()
+		}
+		p.printf("    --- time=%d rps=%d throttled=%d busy=%d limit=%d\n", t, sent, rate-sent, b, trunc(limit))
+		clk.Add(time.Second)
+	}
+
+	p.printf("    ++++ recovering\n")
+	res := Result{}
+	for t := recoverFrom; ; t++ {
+		rate := s.RPSPattern.At(s.RPS, t)
+		limit := l.Limit()
+		send(rate)
+		// The design prints this phase from the unfloored limit.
+		r := math.Min(float64(rate), limit)
+		p.printf("    +++ time=%d rps=%d throttled=%d busy=0 limit=%d\n", t, trunc(r), trunc(float64(rate)-r), trunc(limit))
+		if limit >= float64(rate) {
+			p.printf("    converged at time=%d, speed=%d\n", t, t-startOfRecover)
+			res = Result{Converged: true, At: t}
+			break
+		}
+		if t > recoverGiveUp {
+			p.printf("    failed to converge\n")
+			break
+		}
+		clk.Add(time.Second)
+	}
+	return res, p.err
+}
+
+// RunBoth runs s with the design's recover-rate limiter and then with its
+// constant recover-value limiter, as the design's program does.
+func RunBoth(w io.Writer, s Scenario) error {
+	if _, err := Run(w, busy.DefaultConfig(), s); err != nil {
+		return err
+	}
+	c := busy.DefaultConfig()
+	c.Strategy = busy.Constant
+	_, err := Run(w, c, s)
+	return err
+}
+
+func trunc(v float64) int64 { return int64(v) }
+
+type printer struct {
+	w   io.Writer
+	err error
+}
+
+func (p *printer) printf(format string, args ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format, args...)
+	}
+}

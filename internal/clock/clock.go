@@ -1,0 +1,126 @@
+// Package clock is the time source every Sluice algorithm is written against.
+//
+// Production code uses Real; tests and simulators use Fake, which only moves
+// when told to. Algorithm cores take times as arguments where they can
+// (AllowAt(now)), so the same code runs in production, tests and simulators.
+package clock
+
+import (
+	"sort"
+	"sync"
+	"time"
+)
+
+// Clock tells the time and makes timers.
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+	// NewTimer returns a timer that fires once d has passed on this clock.
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is a one-shot timer made by a Clock.
+type Timer interface {
+	// C delivers the time once the timer fires.
+	C() <-chan time.Time
+	// Stop prevents the timer from firing; it reports whether it stopped
+	// the timer before it fired.
+	Stop() bool
+}
+
+// Real is the wall clock.
+var Real Clock = realClock{}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+type realTimer struct{ t *time.Timer }
+
+func (t realTimer) C() <-chan time.Time { return t.t.C }
+func (t realTimer) Stop() bool          { return t.t.Stop() }
+
+// Fake is a manually advanced clock for deterministic tests and simulations.
+// Its zero value is not usable; make one with NewFake. It is safe for
+// concurrent use.
+type Fake struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+}
+
+// NewFake returns a fake clock reading start.
+func NewFake(start time.Time) *Fake { return &Fake{now: start} }
+
+// Now returns the fake time.
+func (f *Fake) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+// NewTimer returns a timer that fires when the fake clock has been advanced
+// by at least d. A timer with d <= 0 fires at once.
+func (f *Fake) NewTimer(d time.Duration) Timer {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := &fakeTimer{f: f, at: f.now.Add(d), c: make(chan time.Time, 1)}
+	if d <= 0 {
+		t.c <- f.now
+		return t
+	}
+	f.timers = append(f.timers, t)
+	return t
+}
+
+// Add advances the clock by d and fires, in order of their deadlines, the
+// timers that are due.
+func (f *Fake) Add(d time.Duration) {
+	f.mu.Lock()
+	f.now = f.now.Add(d)
+	now := f.now
+	sort.Slice(f.timers, func(i, j int) bool { return f.timers[i].at.Before(f.timers[j].at) })
+	var keep []*fakeTimer
+	for _, t := range f.timers {
+		if t.at.After(now) {
+			keep = append(keep, t)
+			continue
+		}
+		t.c <- now
+	}
+	f.timers = keep
+	f.mu.Unlock()
+}
+
+// Set moves the clock to t (which must not be before Now) and fires due timers.
+func (f *Fake) Set(t time.Time) { f.Add(t.Sub(f.Now())) }
+
+// Timers returns the number of timers waiting to fire; tests use it to wait
+// until a goroutine has started waiting before they advance the clock.
+func (f *Fake) Timers() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.timers)
+}
+
+type fakeTimer struct {
+	f  *Fake
+	at time.Time
+	c  chan time.Time
+}
+
+func (t *fakeTimer) C() <-chan time.Time { return t.c }
+
+func (t *fakeTimer) Stop() bool {
+	t.f.mu.Lock()
+	defer t.f.mu.Unlock()
+	for i, x := range t.f.timers {
+		if x == t {
+			t.f.timers = append(t.f.timers[:i], t.f.timers[i+1:]...)
+			return true
+		}
+	}
+	return false
+}

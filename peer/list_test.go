@@ -1,0 +1,250 @@
+package peer
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-rpc/sluice/busy"
+	"github.com/sluice-rpc/sluice/internal/clock"
+)
+
+func newList(t testing.TB, ceiling float64, hostPorts ...string) (*List, *clock.Fake) {
+	t.Helper()
+	cfg := busy.DefaultConfig()
+	cfg.Ceiling = ceiling
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	l, err := NewList("kv", cfg, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, hp := range hostPorts {
+		if _, err := l.Add(hp, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l, clk
+}
+
+func hp(i int) string { return fmt.Sprintf("127.0.0.1:%d", 4000+i) }
+
+func TestChooseEmptyList(t *testing.T) {
+	l, _ := newList(t, 100)
+	if _, err := l.Choose(nil); !errors.Is(err, ErrNoPeers) {
+		t.Fatalf("err = %v, want ErrNoPeers", err)
+	}
+}
+
+func TestChoosePrefersFewestPendingThenLatency(t *testing.T) {
+	l, _ := newList(t, 1000, hp(0), hp(1), hp(2))
+	a, b, c := l.Get(hp(0)), l.Get(hp(1)), l.Get(hp(2))
+	a.Begin()
+	a.Begin()
+	b.Begin()
+	c.Begin()
+	b.End(time.Time{}, 5*time.Millisecond, false) // b: 0 pending, slow
+	c.End(time.Time{}, time.Millisecond, false)   // c: 0 pending, fast
+	for i := 0; i < 20; i++ {
+		p, err := l.Choose(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p != c {
+			t.Fatalf("chose %s, want the idle fast peer %s", p.HostPort(), c.HostPort())
+		}
+	}
+	// Exclude c: b is next (no pending), not a (two pending).
+	if p, _ := l.Choose([]*Peer{c}); p != b {
+		t.Fatalf("with c excluded chose %s, want %s", p.HostPort(), b.HostPort())
+	}
+}
+
+func TestChooseSpreadsTiesAcrossPeers(t *testing.T) {
+	l, _ := newList(t, 1e6, hp(0), hp(1), hp(2))
+	seen := map[string]int{}
+	for i := 0; i < 300; i++ {
+		p, err := l.Choose(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[p.HostPort()]++
+	}
+	for _, p := range l.Peers() {
+		if seen[p.HostPort()] < 50 {
+			t.Fatalf("ties not spread: %v", seen)
+		}
+	}
+}
+
+func TestChooseSkipsThrottledPeer(t *testing.T) {
+	l, _ := newList(t, 1, hp(0), hp(1)) // each peer allows 1 request per second
+	first, err := l.Choose(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The best peer is now out of quota for this second: the same request
+	// goes to the other even though nothing excludes the first.
+	second, err := l.Choose(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second == first {
+		t.Fatalf("chose the refusing peer %s twice", first.HostPort())
+	}
+	if _, err := l.Choose(nil); !errors.Is(err, ErrThrottled) {
+		t.Fatalf("err = %v, want ErrThrottled once every peer refuses", err)
+	}
+	total := first.Counts().Throttled + second.Counts().Throttled
+	if total < 2 {
+		t.Fatalf("refusals counted %d, want at least one per peer", total)
+	}
+}
+
+func TestChooseReusesExcludedPeerOnlyWhenNoOtherAllows(t *testing.T) {
+	l, _ := newList(t, 1, hp(0), hp(1))
+	a, b := l.Get(hp(0)), l.Get(hp(1))
+	// b has spent its one request; a is excluded but still allows.
+	if !b.Limiter().Allow() {
+		t.Fatal("setup: b refused its first request")
+	}
+	p, err := l.Choose([]*Peer{a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p != a {
+		t.Fatalf("chose %s, want the excluded but allowing %s", p.HostPort(), a.HostPort())
+	}
+}
+
+func TestChooseRecoversAfterWindow(t *testing.T) {
+	l, clk := newList(t, 1, hp(0))
+	if _, err := l.Choose(nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Choose(nil); !errors.Is(err, ErrThrottled) {
+		t.Fatalf("err = %v, want ErrThrottled", err)
+	}
+	clk.Add(time.Second)
+	if _, err := l.Choose(nil); err != nil {
+		t.Fatalf("a new window must allow again: %v", err)
+	}
+}
+
+func TestEndRecordsBusyOnTheLimiter(t *testing.T) {
+	l, clk := newList(t, busy.DefaultCeiling, hp(0))
+	p := l.Get(hp(0))
+	for i := 0; i < 3000; i++ {
+		p.Begin()
+		p.End(clk.Now(), time.Millisecond, true)
+	}
+	clk.Add(time.Second)
+	c := p.Counts()
+	if c.Busy != 3000 || c.Sent != 3000 || c.Pending != 0 {
+		t.Fatalf("counts = %+v", c)
+	}
+	if int(c.Limit) != 38 {
+		t.Fatalf("limit after 3000 busy = %v, want 38", c.Limit)
+	}
+}
+
+func TestLargeListUsesTwoChoicesAndHonoursExclusion(t *testing.T) {
+	var hps []string
+	for i := 0; i < 20; i++ {
+		hps = append(hps, hp(i))
+	}
+	l, _ := newList(t, 1e6, hps...)
+	exclude := l.Peers()[:19]
+	for i := 0; i < 100; i++ {
+		p, err := l.Choose(exclude)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p != l.Peers()[19] {
+			t.Fatalf("chose excluded %s while %s was free", p.HostPort(), l.Peers()[19].HostPort())
+		}
+	}
+	// Busy peers (many pending) are chosen less often than idle ones.
+	for _, p := range l.Peers()[:10] {
+		for j := 0; j < 5; j++ {
+			p.Begin()
+		}
+	}
+	loaded := 0
+	for i := 0; i < 1000; i++ {
+		p, _ := l.Choose(nil)
+		if p.Pending() > 0 {
+			loaded++
+		}
+	}
+	if loaded > 350 { // p2c picks a loaded peer only when both draws are loaded: ~25%
+		t.Fatalf("loaded peers chosen %d/1000 times", loaded)
+	}
+}
+
+func TestAddRemoveWhileChoosing(t *testing.T) {
+	l, _ := newList(t, 1e6, hp(0))
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			p, err := l.Choose(nil)
+			if err == nil {
+				p.Begin()
+				p.End(time.Time{}, time.Microsecond, false)
+			}
+		}
+	}()
+	for i := 1; i < 200; i++ {
+		if _, err := l.Add(hp(i), nil); err != nil {
+			t.Error(err)
+		}
+		if i%2 == 0 {
+			if err := l.Remove(hp(i - 1)); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if err := l.Remove("127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "not a peer") {
+		t.Fatalf("removing an unknown peer: %v", err)
+	}
+	if p, _ := l.Add(hp(199), nil); p != l.Get(hp(199)) {
+		t.Fatal("adding a present peer must return the existing one")
+	}
+}
+
+func TestValidateHostPort(t *testing.T) {
+	for _, bad := range []string{"", "localhost", ":80", "127.0.0.1:0", "127.0.0.1:99999", "127.0.0.1:http"} {
+		if err := ValidateHostPort(bad); err == nil {
+			t.Errorf("ValidateHostPort(%q) accepted", bad)
+		}
+	}
+	if err := ValidateHostPort("127.0.0.1:4040"); err != nil {
+		t.Error(err)
+	}
+	l, _ := newList(t, 1)
+	if _, err := l.Add("nope", nil); err == nil || !strings.Contains(err.Error(), `"nope"`) {
+		t.Errorf("Add with a bad address: %v", err)
+	}
+}
+
+func BenchmarkChoose3(b *testing.B) {
+	l, _ := newList(b, 1e9, hp(0), hp(1), hp(2))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := l.Choose(nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
