@@ -54,6 +54,12 @@ func (c *Channel) RegisterJSON(handlers map[string]any) error {
 	return nil
 }
 
+// Registrar returns a tchannel.Registrar that registers handlers on the
+// Channel behind its server-side guard (request counting and load shedding).
+// Give it to tchannel-go's thrift.NewServer, or any code that registers
+// tchannel.Handlers.
+func (c *Channel) Registrar() tchannel.Registrar { return registrar{c} }
+
 // registrar passes the Channel's registrations through its guard.
 type registrar struct{ c *Channel }
 

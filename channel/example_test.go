@@ -1,0 +1,48 @@
+package channel_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluice-rpc/sluice/channel"
+	"github.com/uber/tchannel-go/json"
+)
+
+type GetRequest struct{ Key string }
+type GetResponse struct{ Value string }
+
+// A server and a client on 127.0.0.1: the client's calls choose a peer,
+// honour busy throttling and report metrics by themselves.
+func Example() {
+	server, err := channel.New("kv")
+	if err != nil {
+		panic(err)
+	}
+	defer server.Close()
+	server.RegisterJSON(map[string]any{
+		"get": func(ctx json.Context, req *GetRequest) (*GetResponse, error) {
+			return &GetResponse{Value: "value of " + req.Key}, nil
+		},
+	})
+	if err := server.ListenAndServe("127.0.0.1:0"); err != nil {
+		panic(err)
+	}
+
+	client, err := channel.New("example-client")
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	if err := client.AddPeer("kv", server.HostPort()); err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var res GetResponse
+	if err := client.CallJSON(ctx, "kv", "get", &GetRequest{Key: "a"}, &res); err != nil {
+		panic(err)
+	}
+	fmt.Println(res.Value)
+	// Output: value of a
+}
