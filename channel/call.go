@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/opentracing/opentracing-go"
 	"github.com/opentracing/opentracing-go/ext"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/peer"
+	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber/tchannel-go"
 )
@@ -60,9 +63,10 @@ type Response struct {
 	// error of its own. Never retried.
 	AppError bool
 	// Attempts is the number of attempts sent; Peer the host:port that
-	// answered.
+	// answered; Peers every peer an attempt was made to, in order.
 	Attempts int
 	Peer     string
+	Peers    []string
 }
 
 // Call sends req to service's method through the pipeline and returns the
@@ -122,8 +126,9 @@ func (c *Channel) CallJSON(ctx context.Context, service, method string, req, res
 	return nil
 }
 
-// call runs the pipeline: peer choice, the attempt, busy accounting, stats
-// and spans. It returns one result.
+// call runs the pipeline: policy lookup, then the retry or hedge executor,
+// each attempt choosing a peer, sending, and feeding back busy responses,
+// stats and spans. It returns one result.
 func (c *Channel) call(ctx context.Context, service, method string, req *Request) (*Response, error) {
 	m := c.rec.Method(service, method)
 	start := c.o.clock.Now()
@@ -134,7 +139,11 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 	if l == nil {
 		return nil, c.fail(m, start, &CallError{Service: service, Method: method, Err: ErrNoPeers})
 	}
-	ctx, cancel := c.withDeadline(ctx)
+	pol, err := c.policyFor(service, method)
+	if err != nil {
+		return nil, c.fail(m, start, &CallError{Service: service, Method: method, Err: err})
+	}
+	ctx, cancel := c.deadline(ctx, pol)
 	defer cancel()
 
 	span := noopSpan
@@ -146,20 +155,55 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 		ctx = opentracing.ContextWithSpan(ctx, span)
 	}
 
-	a := &attemptSpec{service: service, method: method, req: req}
-	res, p, err := c.attempt(ctx, l, m, a, 0, nil)
-	if err != nil {
-		ce := err.(*CallError)
-		if p != nil {
-			ce.Attempts = 1
+	st := &callState{c: c, l: l, m: m, spec: attemptSpec{service: service, method: method, req: req}}
+	var (
+		outcome retry.Outcome
+		stop    retry.StopReason
+		winner  int
+	)
+	switch {
+	case pol.hedge != nil:
+		r := pol.hedge.Do(ctx, st.try)
+		outcome, stop, winner = r.Outcome, r.Stop, r.Winner
+		m.Hedged(r.Sent-1, r.Outcome.Err == nil && r.Winner > 0, r.Cancelled)
+	case pol.retry != nil:
+		r := pol.retry.DoSized(ctx, int64(len(req.Arg2)+len(req.Arg3)), st.try)
+		outcome, stop, winner = r.Outcome, r.Stop, st.last
+	default: // retries disabled
+		outcome, stop = st.try(ctx, retry.Attempt{}), retry.StopNotRetryable
+	}
+	if pol.bucket != nil {
+		c.rec.RetryTokens(service).Update(pol.bucket.Tokens())
+	}
+
+	st.mu.Lock()
+	sent := st.sent
+	peers := make([]string, len(st.used))
+	for i, p := range st.used {
+		peers[i] = p.HostPort()
+	}
+	var res *Response
+	if outcome.Err == nil && winner >= 0 && winner < len(st.results) {
+		res = st.results[winner]
+	}
+	st.mu.Unlock()
+	if outcome.Err != nil || res == nil {
+		ce, ok := outcome.Err.(*CallError)
+		if !ok { // the context ended before any attempt reported
+			err := outcome.Err
+			if err == nil {
+				err = ctx.Err()
+			}
+			code, msg := classify(err)
+			ce = &CallError{Service: service, Method: method, Code: code, Message: msg, Err: err}
 		}
+		ce.Attempts, ce.Stop, ce.Peers = sent, stop, peers
 		ext.Error.Set(span, true)
 		span.SetTag("code", ce.statsCode())
 		return nil, c.fail(m, start, ce)
 	}
 	m.Call(c.o.clock.Now().Sub(start), "")
-	res.Attempts = 1
-	res.Peer = p.HostPort()
+	res.Attempts, res.Peers = sent, peers
 	return res, nil
 }
 
@@ -179,12 +223,91 @@ func spanContext(ctx context.Context) opentracing.SpanContext {
 	return nil
 }
 
-// attempt sends req once, to a peer chosen outside exclude. It returns the
-// peer it sent to (nil if it sent nothing) and a *CallError on failure.
-func (c *Channel) attempt(ctx context.Context, l *peer.List, m *stats.Method, a *attemptSpec, n int, exclude []*peer.Peer) (*Response, *peer.Peer, error) {
-	p, err := l.Choose(exclude)
+// callState is one call's memory across its attempts: the peers used (each
+// attempt avoids them) and the successful responses by attempt number.
+// Hedged attempts run concurrently, hence the mutex.
+type callState struct {
+	c    *Channel
+	l    *peer.List
+	m    *stats.Method
+	spec attemptSpec
+
+	mu      sync.Mutex
+	used    []*peer.Peer
+	sent    int // attempts sent on the wire
+	last    int // Number of the latest attempt (sequential retries)
+	results [retry.MaxAttemptsCap + 1]*Response
+}
+
+// try is the retry.AttemptFunc of a call: one attempt, classified into the
+// executor's terms.
+func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
+	st.mu.Lock()
+	var excludeBuf [8]*peer.Peer
+	exclude := append(excludeBuf[:0], st.used...)
+	st.mu.Unlock()
+
+	spec := st.spec
+	if a.Number > 0 && spec.req.Format != tchannel.Raw {
+		r := *spec.req
+		r.Headers = make(map[string]string, len(spec.req.Headers)+1)
+		for k, v := range spec.req.Headers {
+			r.Headers[k] = v
+		}
+		r.Headers[AttemptsHeader] = strconv.Itoa(a.Number)
+		spec.req = &r
+	}
+	res, p, sent, committed, err := st.c.attempt(ctx, st.l, st.m, &spec, a.Number, exclude)
+	st.mu.Lock()
+	st.last = a.Number
+	if p != nil {
+		st.used = append(st.used, p)
+	}
+	if sent {
+		st.sent++
+	}
+	if err == nil && a.Number < len(st.results) {
+		st.results[a.Number] = res
+	}
+	st.mu.Unlock()
+	if sent && a.Number > 0 {
+		st.m.Retry(a.Number)
+		if err != nil {
+			st.m.RetryFailed()
+		}
+	}
+	if err == nil {
+		return retry.Outcome{}
+	}
+	ce := err.(*CallError)
+	o := retry.Outcome{Err: ce, Code: ce.Code, Committed: committed}
+	if p == nil {
+		return o // a local outcome (throttled, no peers): final
+	}
+	if !sent {
+		o.NotSent = true
+	}
+	if ce.Code == codes.Busy || ce.Code == codes.Declined {
+		o.Pushback, ce.Message = retry.PushbackFromMessage(ce.Message)
+		o.DeclinedEarly = ce.Code == codes.Declined
+	}
+	return o
+}
+
+// AttemptsHeader is the application header carrying, on a retried or hedged
+// attempt of a JSON or Thrift call, the number of attempts made before it.
+// Handlers can read it; it is absent on the first attempt.
+const AttemptsHeader = "previous-rpc-attempts"
+
+// attempt sends a.req once, to a peer chosen outside exclude (the peers
+// this call used). It returns the peer it chose (nil for a local outcome),
+// whether the request left the client, whether the response had reached the
+// application (its arg2 was read) before a failure, and a *CallError on
+// failure.
+func (c *Channel) attempt(ctx context.Context, l *peer.List, m *stats.Method, a *attemptSpec, n int, exclude []*peer.Peer) (res *Response, p *peer.Peer, sent, committed bool, err error) {
+	p, err = l.Choose(exclude)
 	if err != nil {
-		return nil, nil, &CallError{Service: a.service, Method: a.method, Err: err}
+		return nil, nil, false, false, &CallError{Service: a.service, Method: a.method, Err: err}
 	}
 	span := noopSpan
 	if c.tracing {
@@ -194,26 +317,26 @@ func (c *Channel) attempt(ctx context.Context, l *peer.List, m *stats.Method, a 
 		span.SetTag("attempt", n)
 		ctx = opentracing.ContextWithSpan(ctx, span)
 	}
-
-	fail := func(err error, sent bool) (*Response, *peer.Peer, error) {
+	fail := func(err error) error {
 		code, msg := classify(err)
 		ext.Error.Set(span, true)
 		span.SetTag("code", code.String())
-		ce := &CallError{Service: a.service, Method: a.method, Code: code, Message: msg, Peer: p.HostPort(), Err: err}
-		if !sent {
-			return nil, nil, ce
+		if sent {
+			m.AttemptFailed(code.String())
 		}
-		return nil, p, ce
+		return &CallError{Service: a.service, Method: a.method, Code: code, Message: msg, Peer: p.HostPort(), Err: err}
 	}
 
 	call, err := p.TChannel().BeginCall(ctx, a.service, a.method, &tchannel.CallOptions{Format: a.req.Format})
 	if err != nil {
-		return fail(err, false) // never left this process
+		m.Unsent()
+		return nil, p, false, false, fail(err) // never left this process
 	}
+	sent = true
 	m.Attempt()
 	p.Begin()
 	t0 := c.o.clock.Now()
-	res, err := exchange(call, a.req)
+	res, committed, err = exchange(call, a.req)
 	code := codes.OK
 	if err != nil {
 		code, _ = classify(err)
@@ -221,10 +344,11 @@ func (c *Channel) attempt(ctx context.Context, l *peer.List, m *stats.Method, a 
 	now := c.o.clock.Now()
 	p.End(now, now.Sub(t0), code == codes.Busy)
 	if err != nil {
-		return fail(err, true)
+		return nil, p, true, committed, fail(err)
 	}
 	span.SetTag("code", codes.OK.String())
-	return res, p, nil
+	res.Peer = p.HostPort()
+	return res, p, true, false, nil
 }
 
 // attemptSpec is what every attempt of one call sends.
@@ -234,39 +358,40 @@ type attemptSpec struct {
 }
 
 // exchange writes the request's arguments and reads the response's.
-func exchange(call *tchannel.OutboundCall, req *Request) (*Response, error) {
+func exchange(call *tchannel.OutboundCall, req *Request) (res *Response, committed bool, err error) {
 	if req.Format == tchannel.Raw {
 		if err := tchannel.NewArgWriter(call.Arg2Writer()).Write(req.Arg2); err != nil {
-			return nil, err
+			return nil, committed, err
 		}
 	} else {
 		h := tchannel.InjectOutboundSpan(call.Response(), req.Headers)
 		arg2, err := encodeHeaders(req.Format, h)
 		if err != nil {
-			return nil, err
+			return nil, committed, err
 		}
 		if err := tchannel.NewArgWriter(call.Arg2Writer()).Write(arg2); err != nil {
-			return nil, err
+			return nil, committed, err
 		}
 	}
 	if err := tchannel.NewArgWriter(call.Arg3Writer()).Write(req.Arg3); err != nil {
-		return nil, err
+		return nil, committed, err
 	}
 	resp := call.Response()
-	res := &Response{}
+	res = &Response{}
 	if err := tchannel.NewArgReader(resp.Arg2Reader()).Read(&res.Arg2); err != nil {
-		return nil, err
+		return nil, committed, err
 	}
+	committed = true // the response has reached us: no retry after this
 	res.AppError = resp.ApplicationError()
 	if err := tchannel.NewArgReader(resp.Arg3Reader()).Read(&res.Arg3); err != nil {
-		return nil, err
+		return nil, committed, err
 	}
 	if req.Format != tchannel.Raw {
 		h, err := decodeHeaders(req.Format, res.Arg2)
 		if err != nil {
-			return nil, err
+			return nil, committed, err
 		}
 		res.Headers = h
 	}
-	return res, nil
+	return res, false, nil
 }

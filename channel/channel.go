@@ -15,6 +15,8 @@ import (
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/internal/clock"
 	"github.com/sluice-rpc/sluice/peer"
+	"github.com/sluice-rpc/sluice/retry"
+	"github.com/sluice-rpc/sluice/serviceconfig"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber-go/tally/v4"
 	"github.com/uber/tchannel-go"
@@ -38,6 +40,11 @@ type options struct {
 	timeout time.Duration
 	tch     tchannel.ChannelOptions
 	shed    *ShedConfig
+
+	config               *serviceconfig.Config
+	noRetries            bool
+	maxAttemptsCap       int
+	bufTotal, bufPerCall int64
 }
 
 // WithClock sets the clock the busy limiters and latency measurements use.
@@ -78,9 +85,13 @@ type Channel struct {
 	// tracing is false when the tracer is opentracing's no-op one.
 	tracing bool
 
-	mu       sync.RWMutex
-	services map[string]*peer.List
-	closed   atomic.Bool
+	buffer *retry.Buffer
+
+	mu        sync.RWMutex
+	services  map[string]*peer.List
+	policies  map[methodKey]*methodPolicy
+	throttles map[string]*retry.Throttle // per target service
+	closed    atomic.Bool
 }
 
 // New returns a Channel for the service named serviceName (the name it
@@ -90,7 +101,8 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	if serviceName == "" {
 		return nil, errors.New("channel: the service name is empty; name the service this channel serves or calls as")
 	}
-	o := options{clock: clock.Real, busy: busy.DefaultConfig(), timeout: DefaultTimeout}
+	o := options{clock: clock.Real, busy: busy.DefaultConfig(), timeout: DefaultTimeout,
+		maxAttemptsCap: retry.MaxAttemptsCap, bufTotal: retry.DefaultBufferSize, bufPerCall: retry.DefaultPerCallBufferLimit}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -103,11 +115,19 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	if o.clock == nil {
 		return nil, errors.New("channel: WithClock is nil, must be a clock")
 	}
+	if o.maxAttemptsCap < 1 {
+		return nil, fmt.Errorf("channel: WithMaxAttemptsCap is %d, must be >= 1", o.maxAttemptsCap)
+	}
+	buffer, err := retry.NewBuffer(o.bufTotal, o.bufPerCall)
+	if err != nil {
+		return nil, fmt.Errorf("channel: WithRetryBuffer: %w", err)
+	}
 	if o.tracer == nil {
 		o.tracer = opentracing.GlobalTracer()
 	}
 	_, noop := o.tracer.(opentracing.NoopTracer)
-	c := &Channel{name: serviceName, o: o, rec: stats.NewRecorder(o.scope), services: map[string]*peer.List{}, tracing: !noop}
+	c := &Channel{name: serviceName, o: o, rec: stats.NewRecorder(o.scope), tracing: !noop, buffer: buffer,
+		services: map[string]*peer.List{}, policies: map[methodKey]*methodPolicy{}, throttles: map[string]*retry.Throttle{}}
 	if o.shed != nil {
 		s, err := newShedder(*o.shed)
 		if err != nil {

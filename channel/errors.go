@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/peer"
+	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber/tchannel-go"
 )
@@ -35,8 +37,13 @@ type CallError struct {
 	Message string
 	// Attempts is the number of attempts sent on the wire.
 	Attempts int
-	// Peer is the host:port of the last attempt's peer ("" if none).
-	Peer string
+	// Peer is the host:port of the last attempt's peer ("" if none);
+	// Peers every peer an attempt was made to, in order.
+	Peer  string
+	Peers []string
+	// Stop says why no further attempt was made (zero when the call had no
+	// retry policy to consult).
+	Stop retry.StopReason
 	// Err is the underlying error.
 	Err error
 }
@@ -45,8 +52,13 @@ func (e *CallError) Error() string {
 	if e.Code == codes.OK {
 		return fmt.Sprintf("sluice: call %s::%s: %v", e.Service, e.Method, e.Err)
 	}
-	return fmt.Sprintf("sluice: call %s::%s failed after %d attempt(s), last on %s: %v: %s",
+	s := fmt.Sprintf("sluice: call %s::%s failed after %d attempt(s), last on %s: %v: %s",
 		e.Service, e.Method, e.Attempts, e.Peer, e.Code, e.Message)
+	switch e.Stop {
+	case retry.StopThrottled, retry.StopPushback, retry.StopExhausted, retry.StopContext, retry.StopUnbuffered, retry.StopCommitted:
+		s += " (no more retries: " + e.Stop.String() + ")"
+	}
+	return s
 }
 
 // Unwrap returns the underlying error.
@@ -81,6 +93,15 @@ func (e *ApplicationError) Error() string {
 // overloaded and the caller should throttle.
 func Busy(format string, args ...any) error {
 	return tchannel.NewSystemError(tchannel.ErrCodeBusy, format, args...)
+}
+
+// BusyAfter returns the error a handler returns to answer Busy with a
+// pushback hint: Sluice clients wait exactly d before retrying (a negative d
+// tells them not to retry). Other TChannel clients see it as part of the
+// message and ignore it.
+func BusyAfter(d time.Duration, format string, args ...any) error {
+	msg := retry.AppendPushback(fmt.Sprintf(format, args...), retry.PushbackAfter(d))
+	return tchannel.NewSystemError(tchannel.ErrCodeBusy, "%s", msg)
 }
 
 // Declined returns the error a handler returns to decline a request it

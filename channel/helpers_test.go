@@ -17,7 +17,9 @@ type testServer struct {
 	ch       *Channel
 	received atomic.Int64
 	busy     atomic.Bool
-	release  chan struct{} // "block" requests wait for it to close
+	// busyEvery, if set, decides per raw request whether to answer Busy.
+	busyEvery func() bool
+	release   chan struct{} // "block" requests wait for it to close
 }
 
 type echoReq struct{ Key string }
@@ -35,7 +37,7 @@ func startServer(t testing.TB, opts ...Option) *testServer {
 	s := &testServer{ch: ch, release: make(chan struct{})}
 	if err := ch.RegisterRaw("echo", func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
 		s.received.Add(1)
-		if s.busy.Load() {
+		if s.busy.Load() || (s.busyEvery != nil && s.busyEvery()) {
 			return nil, Busy("test server is busy")
 		}
 		if string(req.Arg3) == "app-error" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync/atomic"
+	"time"
 
 	"github.com/opentracing/opentracing-go"
 	"github.com/sluice-rpc/sluice/stats"
@@ -114,6 +115,10 @@ type ShedConfig struct {
 	Burst int
 	// MaxInFlight is the most requests handled at once.
 	MaxInFlight int
+	// Pushback, when set, is the hint sent with each Busy answer: Sluice
+	// clients wait exactly this long before retrying; a negative value tells
+	// them not to retry.
+	Pushback time.Duration
 }
 
 // Validate reports the first field that breaks its rule.
@@ -157,13 +162,20 @@ func newShedder(cfg ShedConfig) (*shedder, error) {
 func (s *shedder) admit() error {
 	if s.cfg.MaxInFlight > 0 && s.inFlight.Add(1) > int64(s.cfg.MaxInFlight) {
 		s.inFlight.Add(-1)
-		return Busy("server overloaded: more than %d requests in flight", s.cfg.MaxInFlight)
+		return s.busy("server overloaded: more than %d requests in flight", s.cfg.MaxInFlight)
 	}
 	if s.rate != nil && !s.rate.Allow() {
 		s.done()
-		return Busy("server overloaded: above %v requests per second", s.cfg.MaxRPS)
+		return s.busy("server overloaded: above %v requests per second", s.cfg.MaxRPS)
 	}
 	return nil
+}
+
+func (s *shedder) busy(format string, args ...any) error {
+	if s.cfg.Pushback != 0 {
+		return BusyAfter(s.cfg.Pushback, format, args...)
+	}
+	return Busy(format, args...)
 }
 
 func (s *shedder) done() {

@@ -18,9 +18,44 @@ const (
 	CallLatency = "call.latency"
 	// CallErrors counts calls that ended in an error, tagged code.
 	CallErrors = "call.errors"
-	// Attempts counts attempts sent on the wire (the first and every retry).
+	// Attempts counts attempts sent on the wire (the first, every retry and
+	// every hedge). The retry design counts each attempt as an RPC of its
+	// own: Attempts and AttemptErrors are that per-attempt view, Calls and
+	// CallErrors the caller's.
 	Attempts = "attempts"
+	// AttemptErrors counts attempts that failed, tagged code.
+	AttemptErrors = "attempt.errors"
+	// AttemptsUnsent counts attempts that never left the client (no
+	// connection could be made); they are retried transparently.
+	AttemptsUnsent = "attempt.unsent"
 )
+
+// Retry and hedging metrics, tagged service and method (the retry design's
+// "Retry and Hedging Statistics"; hedges after the first count as retries).
+const (
+	// RetryAttempts counts retry attempts made.
+	RetryAttempts = "retry.attempts"
+	// RetryAttemptsFailed counts retry attempts that failed.
+	RetryAttemptsFailed = "retry.attempts.failed"
+	// RetryHistogram counts retry attempts by ordinal, tagged bucket: each
+	// retry attempt increments exactly one of ">=1", ">=2", ">=3", ">=4",
+	// ">=5", ">=10", ">=100", ">=1000" (the 5th to 9th retries all ">=5").
+	RetryHistogram = "retry.histogram"
+	// HedgesSent counts hedged attempts after the first.
+	HedgesSent = "hedge.sent"
+	// HedgesWon counts calls won by a hedged attempt (not the first).
+	HedgesWon = "hedge.won"
+	// HedgesCancelled counts attempts cancelled because another won or a
+	// fatal code ended the call.
+	HedgesCancelled = "hedge.cancelled"
+)
+
+// TagBucket is the tag of RetryHistogram.
+const TagBucket = "bucket"
+
+// RetryTokens is a gauge tagged service: the tokens in the service's
+// retry-throttling bucket.
+const RetryTokens = "retry.throttle.tokens"
 
 // Per-peer metrics, tagged service and peer.
 const (

@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"strconv"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ type Recorder struct {
 	mu      sync.RWMutex
 	methods map[methodKey]*Method
 	peers   map[peerKey]*Peer
+	tokens  map[string]tally.Gauge
 }
 
 type methodKey struct{ service, method string }
@@ -26,7 +28,7 @@ func NewRecorder(scope tally.Scope) *Recorder {
 	if scope == nil {
 		scope = tally.NoopScope
 	}
-	return &Recorder{scope: scope, methods: map[methodKey]*Method{}, peers: map[peerKey]*Peer{}}
+	return &Recorder{scope: scope, methods: map[methodKey]*Method{}, peers: map[peerKey]*Peer{}, tokens: map[string]tally.Gauge{}}
 }
 
 // Scope returns the scope the Recorder reports to.
@@ -48,9 +50,32 @@ func (r *Recorder) Method(service, method string) *Method {
 	}
 	s := r.scope.Tagged(map[string]string{TagService: service, TagMethod: method})
 	m = &Method{scope: s, calls: s.Counter(Calls), latency: s.Timer(CallLatency),
-		attempts: s.Counter(Attempts), errors: map[string]tally.Counter{}}
+		attempts: s.Counter(Attempts), unsent: s.Counter(AttemptsUnsent), errors: map[string]tally.Counter{}, attemptErrors: map[string]tally.Counter{},
+		retries: s.Counter(RetryAttempts), retriesFailed: s.Counter(RetryAttemptsFailed),
+		hedgesSent: s.Counter(HedgesSent), hedgesWon: s.Counter(HedgesWon), hedgesCancelled: s.Counter(HedgesCancelled)}
+	for i, b := range retryBuckets {
+		m.histogram[i] = s.Tagged(map[string]string{TagBucket: ">=" + strconv.Itoa(b)}).Counter(RetryHistogram)
+	}
 	r.methods[k] = m
 	return m
+}
+
+// RetryTokens returns the gauge of service's retry-throttling tokens.
+func (r *Recorder) RetryTokens(service string) tally.Gauge {
+	r.mu.RLock()
+	g, ok := r.tokens[service]
+	r.mu.RUnlock()
+	if ok {
+		return g
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g, ok := r.tokens[service]; ok {
+		return g
+	}
+	g = r.scope.Tagged(map[string]string{TagService: service}).Gauge(RetryTokens)
+	r.tokens[service] = g
+	return g
 }
 
 // Peer returns the metrics of one peer of service.
@@ -81,8 +106,70 @@ type Method struct {
 	latency  tally.Timer
 	attempts tally.Counter
 
-	mu     sync.Mutex
-	errors map[string]tally.Counter
+	unsent                                 tally.Counter
+	retries, retriesFailed                 tally.Counter
+	histogram                              [len(retryBuckets)]tally.Counter
+	hedgesSent, hedgesWon, hedgesCancelled tally.Counter
+
+	mu            sync.Mutex
+	errors        map[string]tally.Counter
+	attemptErrors map[string]tally.Counter
+}
+
+// retryBuckets are the lower bounds of the retry histogram's buckets.
+var retryBuckets = [...]int{1, 2, 3, 4, 5, 10, 100, 1000}
+
+// RetryBucket returns the index in the retry histogram of the nth retry
+// attempt (n >= 1): the largest bucket whose lower bound n reaches.
+func RetryBucket(n int) int {
+	i := 0
+	for i+1 < len(retryBuckets) && n >= retryBuckets[i+1] {
+		i++
+	}
+	return i
+}
+
+// Retry records the nth retry attempt of a call (n >= 1; the first retry is
+// 1): it counts it and adds one to exactly one histogram bucket.
+func (m *Method) Retry(n int) {
+	if n < 1 {
+		return
+	}
+	m.retries.Inc(1)
+	m.histogram[RetryBucket(n)].Inc(1)
+}
+
+// Unsent records an attempt that never left the client.
+func (m *Method) Unsent() { m.unsent.Inc(1) }
+
+// RetryFailed records a retry attempt that failed.
+func (m *Method) RetryFailed() { m.retriesFailed.Inc(1) }
+
+// Hedged records how a hedged call went: hedges sent after the first
+// attempt, whether a hedge (not the first attempt) won, and attempts
+// cancelled.
+func (m *Method) Hedged(sent int, hedgeWon bool, cancelled int) {
+	if sent > 0 {
+		m.hedgesSent.Inc(int64(sent))
+	}
+	if hedgeWon {
+		m.hedgesWon.Inc(1)
+	}
+	if cancelled > 0 {
+		m.hedgesCancelled.Inc(int64(cancelled))
+	}
+}
+
+// AttemptFailed records an attempt that failed with code.
+func (m *Method) AttemptFailed(code string) {
+	m.mu.Lock()
+	c, ok := m.attemptErrors[code]
+	if !ok {
+		c = m.scope.Tagged(map[string]string{TagCode: code}).Counter(AttemptErrors)
+		m.attemptErrors[code] = c
+	}
+	m.mu.Unlock()
+	c.Inc(1)
 }
 
 // Scope returns the method's tagged scope, for metrics other packages

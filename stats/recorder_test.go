@@ -64,3 +64,34 @@ func BenchmarkMethodCallSuccess(b *testing.B) {
 		r.Method("kv", "get").Call(time.Millisecond, "")
 	}
 }
+
+// The retry design's histogram: each retry attempt increments exactly one
+// bucket; a call with 6 retries increments >=1, >=2, >=3, >=4, >=5 and >=5
+// again.
+func TestRetryHistogramBuckets(t *testing.T) {
+	scope := tally.NewTestScope("", nil)
+	m := NewRecorder(scope).Method("kv", "get")
+	for n := 1; n <= 6; n++ {
+		m.Retry(n)
+	}
+	m.Retry(0) // not a retry
+	counters := scope.Snapshot().Counters()
+	want := map[string]int64{">=1": 1, ">=2": 1, ">=3": 1, ">=4": 1, ">=5": 2, ">=10": 0, ">=100": 0, ">=1000": 0}
+	for b, v := range want {
+		c := counters["retry.histogram+bucket="+b+",method=get,service=kv"]
+		if c == nil {
+			t.Fatalf("bucket %s missing", b)
+		}
+		if c.Value() != v {
+			t.Errorf("bucket %s = %d, want %d", b, c.Value(), v)
+		}
+	}
+	if got := counters["retry.attempts+method=get,service=kv"].Value(); got != 6 {
+		t.Errorf("retry.attempts = %d, want 6", got)
+	}
+	for n, want := range map[int]int{1: 0, 4: 3, 5: 4, 9: 4, 10: 5, 99: 5, 100: 6, 999: 6, 1000: 7, 5000: 7} {
+		if got := RetryBucket(n); got != want {
+			t.Errorf("RetryBucket(%d) = %d, want %d", n, got, want)
+		}
+	}
+}

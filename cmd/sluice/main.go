@@ -1,6 +1,7 @@
 // Command sluice is Sluice's command-line tool.
 //
 //	sluice demo                 busy throttling on three in-process servers
+//	sluice call [flags]         one call through the pipeline, with retries or hedges
 //	sluice sim busy [flags]     the busy-throttling design's simulation
 //	sluice doorman serve|get    a Doorman lease server, or a client of one
 //
@@ -23,6 +24,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"demo", "busy throttling on three in-process TChannel servers, one overloaded", demoCmd},
+		{"call", "make one raw or JSON call through Sluice's pipeline (like tcurl)", callCmd},
 		{"sim", "simulations: sim busy (the busy-throttling design's program)", simCmd},
 		{"doorman", "a Doorman-compatible lease server (serve) and client (get)", doormanCmd},
 	}

@@ -1,0 +1,122 @@
+package channel
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluice-rpc/sluice/hedge"
+	"github.com/sluice-rpc/sluice/retry"
+	"github.com/sluice-rpc/sluice/serviceconfig"
+)
+
+// WithServiceConfig gives the Channel a service config (gRPC's shape, see
+// package serviceconfig): per (service, method) a retry or hedging policy and
+// a timeout, and per target service a retry-throttling bucket. Methods it
+// does not name get no retries (transparent retries of attempts that never
+// left the client still happen, as the retry design says).
+func WithServiceConfig(cfg *serviceconfig.Config) Option {
+	return func(o *options) { o.config = cfg }
+}
+
+// WithRetriesDisabled turns every retry and hedge off, transparent retries
+// included: each call makes exactly one attempt. For callers that retry in a
+// layer of their own.
+func WithRetriesDisabled() Option { return func(o *options) { o.noRetries = true } }
+
+// WithMaxAttemptsCap sets the client-side cap on any policy's maxAttempts.
+// Default retry.MaxAttemptsCap (5); it must be >= 1.
+func WithMaxAttemptsCap(n int) Option { return func(o *options) { o.maxAttemptsCap = n } }
+
+// WithRetryBuffer bounds the bytes of requests held for possible retries:
+// total across all calls, and perCall for one. A call whose request does not
+// fit is sent once, unretried. Defaults retry.DefaultBufferSize and
+// retry.DefaultPerCallBufferLimit.
+func WithRetryBuffer(total, perCall int64) Option {
+	return func(o *options) { o.bufTotal, o.bufPerCall = total, perCall }
+}
+
+// methodPolicy is how calls to one (service, method) run: built once from
+// the service config and cached.
+type methodPolicy struct {
+	retry   *retry.Executor // nil when retries are disabled or a hedge applies
+	hedge   *hedge.Executor
+	timeout time.Duration
+	bucket  *retry.Throttle // the service's, for the tokens gauge
+}
+
+type methodKey struct{ service, method string }
+
+// policyFor returns the cached policy of service's method, building it on
+// first use.
+func (c *Channel) policyFor(service, method string) (*methodPolicy, error) {
+	k := methodKey{service, method}
+	c.mu.RLock()
+	p, ok := c.policies[k]
+	c.mu.RUnlock()
+	if ok {
+		return p, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.policies[k]; ok {
+		return p, nil
+	}
+	p, err := c.buildPolicy(service, method)
+	if err != nil {
+		return nil, err
+	}
+	c.policies[k] = p
+	return p, nil
+}
+
+// buildPolicy runs with c.mu held.
+func (c *Channel) buildPolicy(service, method string) (*methodPolicy, error) {
+	p := &methodPolicy{}
+	if c.o.noRetries {
+		return p, nil
+	}
+	var mc *serviceconfig.MethodConfig
+	if c.o.config != nil {
+		mc, _ = c.o.config.Lookup(service, method)
+		if tc := c.o.config.RetryThrottling; tc != nil {
+			if p.bucket = c.throttles[service]; p.bucket == nil {
+				t, err := retry.NewThrottle(*tc)
+				if err != nil {
+					return nil, fmt.Errorf("channel: retryThrottling: %w", err)
+				}
+				c.throttles[service] = t
+				p.bucket = t
+			}
+		}
+	}
+	var err error
+	switch {
+	case mc != nil && mc.Hedge != nil:
+		p.hedge, err = hedge.NewExecutor(hedge.ExecutorConfig{Policy: *mc.Hedge, MaxAttemptsCap: c.o.maxAttemptsCap,
+			Throttle: p.bucket, Clock: c.o.clock})
+	default:
+		var pol *retry.Policy
+		if mc != nil {
+			pol = mc.Retry
+		}
+		p.retry, err = retry.NewExecutor(retry.ExecutorConfig{Policy: pol, MaxAttemptsCap: c.o.maxAttemptsCap,
+			Throttle: p.bucket, Buffer: c.buffer, Clock: c.o.clock})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("channel: policy for %s::%s: %w", service, method, err)
+	}
+	if mc != nil {
+		p.timeout = mc.Timeout
+	}
+	return p, nil
+}
+
+// deadline bounds ctx by the method's timeout (the earlier deadline wins)
+// or, without one, by the default timeout when ctx has no deadline.
+func (c *Channel) deadline(ctx context.Context, p *methodPolicy) (context.Context, context.CancelFunc) {
+	if p.timeout > 0 {
+		return context.WithTimeout(ctx, p.timeout)
+	}
+	return c.withDeadline(ctx)
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluice-rpc/sluice/channel"
+	tjson "github.com/uber/tchannel-go/json"
+)
+
+// startKV starts a real server of "kv" on 127.0.0.1: raw "echo" and JSON
+// "get", answering Busy while busy is true.
+func startKV(t *testing.T, busy bool) string {
+	t.Helper()
+	ch, err := channel.New("kv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ch.Close)
+	ch.RegisterRaw("echo", func(ctx context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
+		if busy {
+			return nil, channel.Busy("overloaded")
+		}
+		return &channel.RawResponse{Arg3: req.Arg3}, nil
+	})
+	ch.RegisterJSON(map[string]any{"get": func(ctx tjson.Context, req map[string]any) (map[string]any, error) {
+		if busy {
+			return nil, channel.Busy("overloaded")
+		}
+		return map[string]any{"got": req["key"], "attempt": ctx.Headers()[channel.AttemptsHeader]}, nil
+	}})
+	if err := ch.ListenAndServe("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	return ch.HostPort()
+}
+
+func TestCallCommand(t *testing.T) {
+	good, bad1, bad2 := startKV(t, false), startKV(t, true), startKV(t, true)
+
+	var out, errOut bytes.Buffer
+	code := run([]string{"call", "--peer", good, "--service", "kv", "--method", "echo", "--raw", "hello"}, &out, &errOut)
+	if code != 0 || !strings.HasPrefix(out.String(), "hello\nattempts: 1\npeers: "+good) {
+		t.Fatalf("raw call: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+
+	// Two busy peers and a good one with 3 attempts: the call gets through,
+	// each attempt on another peer.
+	out.Reset()
+	code = run([]string{"call", "--peer", bad1, "--peer", bad2, "--peer", good, "--service", "kv", "--method", "get",
+		"--json", `{"key":"k"}`, "--retry-max", "3"}, &out, &errOut)
+	if code != 0 || !strings.Contains(out.String(), `"got":"k"`) {
+		t.Fatalf("json call with retries: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+
+	// Only busy peers: exit non-zero with the code name.
+	out.Reset()
+	errOut.Reset()
+	code = run([]string{"call", "--peer", bad1, "--peer", bad2, "--service", "kv", "--method", "echo", "--raw", "x",
+		"--retry-max", "2", "--retry-codes", "BUSY"}, &out, &errOut)
+	if code != 1 || !strings.HasPrefix(errOut.String(), "error: BUSY: ") || !strings.Contains(errOut.String(), "attempts: 2\n") {
+		t.Fatalf("busy call: exit %d\nstdout: %s\nstderr: %s", code, out.String(), errOut.String())
+	}
+
+	// A config file works the same way.
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "sc.json")
+	os.WriteFile(cfg, []byte(`{"methodConfig":[{"name":[{"service":"kv"}],"retryPolicy":{"maxAttempts":3,
+		"initialBackoff":"0.001s","maxBackoff":"0.01s","backoffMultiplier":2,"retryableStatusCodes":["BUSY"]}}]}`), 0o600)
+	out.Reset()
+	code = run([]string{"call", "--peer", bad1, "--peer", good, "--service", "kv", "--method", "echo", "--raw", "y", "--config", cfg}, &out, &errOut)
+	if code != 0 || !strings.HasPrefix(out.String(), "y\n") {
+		t.Fatalf("config call: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+}
+
+func TestCallCommandRejectsBadInput(t *testing.T) {
+	for _, args := range [][]string{
+		{"call", "--service", "kv", "--method", "m", "--raw", "x"},
+		{"call", "--peer", "127.0.0.1:1", "--method", "m", "--raw", "x"},
+		{"call", "--peer", "127.0.0.1:1", "--service", "kv", "--method", "m"},
+		{"call", "--peer", "127.0.0.1:1", "--service", "kv", "--method", "m", "--raw", "x", "--json", "{}"},
+		{"call", "--peer", "127.0.0.1:1", "--service", "kv", "--method", "m", "--json", "{nope"},
+		{"call", "--peer", "nohost", "--service", "kv", "--method", "m", "--raw", "x"},
+		{"call", "--peer", "127.0.0.1:1", "--service", "kv", "--method", "m", "--raw", "x", "--retry-max", "1"},
+		{"call", "--peer", "127.0.0.1:1", "--service", "kv", "--method", "m", "--raw", "x", "--retry-max", "3", "--retry-codes", "SLOW"},
+		{"call", "--peer", "127.0.0.1:1", "--service", "kv", "--method", "m", "--raw", "x", "--retry-max", "3", "--hedge-max", "3"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(args, &out, &errOut); code != 2 || errOut.Len() == 0 {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and a message", args, code, errOut.String())
+		}
+	}
+}

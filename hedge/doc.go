@@ -1,0 +1,16 @@
+// Package hedge is Sluice's hedging policy (seeds/grpc-retry-design.md,
+// "Hedging Policy"): send the same call again, to another peer, while
+// earlier attempts are still outstanding, to cut tail latency.
+//
+// The original attempt goes at once; another follows every HedgingDelay
+// while none has succeeded, up to MaxAttempts in all (capped on the client
+// like retries). A failure with a non-fatal code sends the next hedge at
+// once; a success or a fatal code ends the call and cancels the rest.
+// Server pushback delays the next hedge or, when negative, stops hedging.
+// Hedges beyond the first attempt are subject to the service's retry
+// throttle (retry.Throttle) and are simply not sent while it refuses.
+//
+// The policy and its validation are in policy.go, the Executor that runs a
+// hedged call in executor.go. Like the retry package this one is pure: no
+// TChannel, no network; time comes from an injected clock.
+package hedge

@@ -1,0 +1,269 @@
+package hedge
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/clock"
+	"github.com/sluice-rpc/sluice/retry"
+)
+
+// ExecutorConfig configures an Executor.
+type ExecutorConfig struct {
+	// Policy is the hedging policy. It must validate.
+	Policy Policy
+	// MaxAttemptsCap is the client-side cap on Policy.MaxAttempts; 0 means
+	// MaxAttemptsCap (5). It must be >= 0.
+	MaxAttemptsCap int
+	// Throttle is the service's retry-throttling bucket; every attempt
+	// after the first needs its permission. nil means none.
+	Throttle *retry.Throttle
+	// Clock makes the hedging timers; nil means clock.Real.
+	Clock clock.Clock
+}
+
+// Validate reports the first rule c breaks, or nil.
+func (c ExecutorConfig) Validate() error {
+	if err := c.Policy.Validate(); err != nil {
+		return err
+	}
+	if c.MaxAttemptsCap < 0 {
+		return &FieldError{"maxAttemptsCap", strconv.Itoa(c.MaxAttemptsCap), "must be >= 0"}
+	}
+	return nil
+}
+
+// Result is how a hedged call ended.
+type Result struct {
+	// Outcome is the winning attempt's outcome, or the failure that ended
+	// the call: the fatal one, else the last to arrive. Outcome.Err is the
+	// call's error.
+	Outcome retry.Outcome
+	// Winner is the Number of the attempt whose Outcome is reported, or -1
+	// when no attempt reported one (the context ended first and Outcome
+	// holds the context's error).
+	Winner int
+	// Sent is the number of attempts started, the original included.
+	Sent int
+	// Cancelled is the number of attempts still outstanding when the call
+	// was decided; they were cancelled.
+	Cancelled int
+	// Stop says why the call ended: StopSucceeded, StopNotRetryable (a
+	// fatal code), StopCommitted, StopExhausted (every attempt failed and
+	// none was left), StopThrottled or StopPushback (every sent attempt
+	// failed after the throttle or a pushback stopped hedging), or
+	// StopContext.
+	Stop retry.StopReason
+	// CtxErr is the caller's context error when Stop is StopContext.
+	CtxErr error
+}
+
+// Err returns the call's error: Outcome.Err.
+func (r Result) Err() error { return r.Outcome.Err }
+
+// Executor runs hedged calls (seeds/grpc-retry-design.md, "Hedging
+// Policy"). Each attempt runs on its own goroutine with a context that is
+// cancelled as soon as the call is decided; Do returns only after every
+// attempt has returned, so no goroutine outlives the call. An Executor is
+// immutable and safe for concurrent use.
+//
+// The rules:
+//   - the original attempt (Number 0) starts at once; another starts every
+//     HedgingDelay (all at once when it is 0) while none has succeeded, up
+//     to MaxAttempts under the client-side cap.
+//   - every attempt after the first needs the Throttle's permission; a
+//     refusal stops hedging (the attempts already sent go on).
+//   - a success ends the call and cancels the others; the Throttle gets a
+//     success.
+//   - a failure with a non-fatal code (or one that never reached the
+//     server's application: NotSent, DeclinedEarly) starts the next attempt
+//     at once, and later ones resume HedgingDelay after it; with a pushback
+//     delay N the next starts after N instead. Non-fatal codes count as
+//     Throttle failures (NotSent and DeclinedEarly do not).
+//   - a pushback saying stop stops hedging and counts as a Throttle failure.
+//   - any other failure, or a Committed one, is fatal: it ends the call and
+//     cancels the others.
+//   - when every sent attempt has failed and no more may be sent, the call
+//     returns the last failure.
+//   - when the caller's context ends, the attempts are cancelled and the
+//     call returns the last failure seen (or the context's error).
+type Executor struct {
+	policy      Policy
+	maxAttempts int
+	throttle    *retry.Throttle
+	clock       clock.Clock
+}
+
+// NewExecutor returns an Executor configured by c, or c's validation error.
+func NewExecutor(c ExecutorConfig) (*Executor, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	e := &Executor{policy: c.Policy, maxAttempts: c.Policy.Attempts(c.MaxAttemptsCap), throttle: c.Throttle, clock: c.Clock}
+	if e.clock == nil {
+		e.clock = clock.Real
+	}
+	return e, nil
+}
+
+// MaxAttempts returns the attempts a call may start: the policy's
+// MaxAttempts under the client-side cap.
+func (e *Executor) MaxAttempts() int { return e.maxAttempts }
+
+type finished struct {
+	n int
+	o retry.Outcome
+}
+
+// call is the state of one hedged call; only Do's goroutine touches it,
+// apart from results and wg.
+type call struct {
+	e           *Executor
+	ctx         context.Context // the attempts' context
+	attempt     retry.AttemptFunc
+	results     chan finished // buffered for every attempt: never blocks a sender
+	wg          sync.WaitGroup
+	res         Result
+	outstanding int
+	stopped     retry.StopReason // why hedging stopped early, if it did
+	timer       clock.Timer
+	timerC      <-chan time.Time
+}
+
+// Do runs a hedged call. attempt is called once per attempt, each on its
+// own goroutine, with a context derived from ctx and an Attempt whose
+// Number (and Index) is the attempt's position: 0 for the original, 1 for
+// the first hedge (its previous-rpc-attempts value). attempt must return
+// promptly once its context is cancelled.
+func (e *Executor) Do(ctx context.Context, attempt retry.AttemptFunc) Result {
+	actx, cancel := context.WithCancel(ctx)
+	c := &call{e: e, ctx: actx, attempt: attempt, results: make(chan finished, e.maxAttempts), res: Result{Winner: -1}}
+	c.send()
+	for {
+		if c.outstanding == 0 && c.timerC == nil {
+			if c.stopped == 0 {
+				c.stopped = retry.StopExhausted
+			}
+			return c.finish(cancel, c.stopped)
+		}
+		select {
+		case <-ctx.Done():
+			c.res.CtxErr = ctx.Err()
+			r := c.finish(cancel, retry.StopContext)
+			if r.Winner < 0 {
+				// Report what a cancelled attempt said, if one finished.
+				select {
+				case f := <-c.results:
+					r.Outcome, r.Winner = f.o, f.n
+				default:
+					r.Outcome = ctxOutcome(r.CtxErr)
+				}
+			}
+			return r
+		case <-c.timerC:
+			c.timer, c.timerC = nil, nil
+			c.send()
+		case f := <-c.results:
+			if stop := c.handle(f); stop != 0 {
+				return c.finish(cancel, stop)
+			}
+		}
+	}
+}
+
+// handle applies the rules to an attempt's outcome and returns the reason
+// to end the call, or 0 to go on.
+func (c *call) handle(f finished) retry.StopReason {
+	c.outstanding--
+	o := f.o
+	c.res.Outcome, c.res.Winner = o, f.n
+	if o.Err == nil {
+		c.e.throttle.RecordSuccess()
+		return retry.StopSucceeded
+	}
+	nonFatalCode := c.e.policy.NonFatalCodes.Has(o.Code)
+	transparent := o.NotSent || o.DeclinedEarly
+	if !transparent && (nonFatalCode || o.Pushback.Kind == retry.PushbackStop) {
+		c.e.throttle.RecordFailure()
+	}
+	switch {
+	case o.Committed:
+		return retry.StopCommitted
+	case !transparent && !nonFatalCode:
+		return retry.StopNotRetryable
+	case o.Pushback.Kind == retry.PushbackStop:
+		c.stopTimer()
+		c.stopped = retry.StopPushback
+	case o.Pushback.Kind == retry.PushbackDelay && o.Pushback.Delay > 0:
+		c.schedule(o.Pushback.Delay)
+	default:
+		c.send()
+	}
+	return 0
+}
+
+func (c *call) stopTimer() {
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer, c.timerC = nil, nil
+	}
+}
+
+// schedule arms the timer for the next attempt, replacing any.
+func (c *call) schedule(d time.Duration) {
+	c.stopTimer()
+	if c.res.Sent < c.e.maxAttempts && c.stopped == 0 {
+		c.timer = c.e.clock.NewTimer(d)
+		c.timerC = c.timer.C()
+	}
+}
+
+// send starts the next attempt if hedging allows and arms the timer for
+// the one after; with a zero delay it starts them all.
+func (c *call) send() {
+	c.stopTimer()
+	for c.res.Sent < c.e.maxAttempts && c.stopped == 0 {
+		if c.res.Sent > 0 && !c.e.throttle.Allow() {
+			c.stopped = retry.StopThrottled
+			return
+		}
+		n := c.res.Sent
+		c.res.Sent++
+		c.outstanding++
+		c.wg.Add(1)
+		go c.run(n)
+		if c.e.policy.HedgingDelay > 0 {
+			c.schedule(c.e.policy.HedgingDelay)
+			return
+		}
+	}
+}
+
+func (c *call) run(n int) {
+	defer c.wg.Done()
+	c.results <- finished{n, c.attempt(c.ctx, retry.Attempt{Number: n, Index: n})}
+}
+
+// finish ends the call: it cancels the outstanding attempts and waits for
+// them all to return.
+func (c *call) finish(cancel context.CancelFunc, stop retry.StopReason) Result {
+	c.stopTimer()
+	c.res.Stop = stop
+	c.res.Cancelled = c.outstanding
+	cancel()
+	c.wg.Wait()
+	return c.res
+}
+
+// ctxOutcome is the outcome reported when the context ended the call
+// before any attempt reported back.
+func ctxOutcome(err error) retry.Outcome {
+	code := codes.Cancelled
+	if err == context.DeadlineExceeded {
+		code = codes.Timeout
+	}
+	return retry.Outcome{Err: err, Code: code}
+}

@@ -1,0 +1,72 @@
+package hedge
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/retry"
+)
+
+// MaxAttemptsCap is the default client-side maximum for MaxAttempts, the
+// same as for retries: a policy asking for more attempts gets this many.
+const MaxAttemptsCap = retry.MaxAttemptsCap
+
+// Policy is a hedging policy. It is a plain value; Validate reports whether
+// it is usable. The zero value is not (MaxAttempts must be at least 2).
+type Policy struct {
+	// MaxAttempts is the most attempts a call sends, the original
+	// included. It must be >= 2; values above the client-side cap are
+	// treated as the cap.
+	MaxAttempts int
+	// HedgingDelay is the wait between sending one attempt and the next
+	// while none has succeeded. 0 sends all MaxAttempts at once. It must be
+	// >= 0.
+	HedgingDelay time.Duration
+	// NonFatalCodes are the codes after which the other attempts may still
+	// succeed: such a failure sends the next hedge at once, and counts as a
+	// failure in the retry throttle. Any other failure ends the call. It
+	// must be non-empty and hold only TChannel error codes (not OK).
+	NonFatalCodes codes.Set
+}
+
+// FieldError is the error Validate returns: it names the field, the value
+// that broke the rule, and the rule.
+type FieldError struct {
+	// Field is the field's name as the service config spells it.
+	Field string
+	// Value is the offending value as text.
+	Value string
+	// Rule is what the value must be ("must be >= 2").
+	Rule string
+}
+
+// Error returns "hedge: <field> is <value>, <rule>".
+func (e *FieldError) Error() string {
+	return "hedge: " + e.Field + " is " + e.Value + ", " + e.Rule
+}
+
+// Validate reports the first rule p breaks, as a *FieldError, or nil.
+func (p Policy) Validate() error {
+	switch {
+	case p.MaxAttempts < 2:
+		return &FieldError{"maxAttempts", strconv.Itoa(p.MaxAttempts), "must be >= 2"}
+	case p.HedgingDelay < 0:
+		return &FieldError{"hedgingDelay", p.HedgingDelay.String(), "must be >= 0"}
+	case p.NonFatalCodes == 0:
+		return &FieldError{"nonFatalCodes", "empty", "must name at least one code"}
+	case !retry.ValidCodes(p.NonFatalCodes):
+		return &FieldError{"nonFatalCodes", fmt.Sprintf("%#04x", uint16(p.NonFatalCodes)), "must hold only TChannel error codes"}
+	}
+	return nil
+}
+
+// Attempts returns the number of attempts p allows under the client-side
+// cap limit: min(p.MaxAttempts, limit). A limit <= 0 means MaxAttemptsCap.
+func (p Policy) Attempts(limit int) int {
+	if limit <= 0 {
+		limit = MaxAttemptsCap
+	}
+	return min(p.MaxAttempts, limit)
+}

@@ -1,0 +1,68 @@
+package retry
+
+import (
+	"math"
+	"time"
+)
+
+// Backoff is exponential backoff with jitter, usable by any policy that
+// waits between tries. Delay is a pure function of the retry number and a
+// random draw, so callers inject their own random source.
+//
+// The ceiling of retry n (n >= 1, counted since the start of the call or the
+// last server pushback) is min(Initial * Multiplier^(n-1), Max); the delay is
+// drawn below it according to Jitter.
+type Backoff struct {
+	// Initial is the first retry's ceiling.
+	Initial time.Duration
+	// Max bounds every ceiling.
+	Max time.Duration
+	// Multiplier scales the ceiling from one retry to the next.
+	Multiplier float64
+	// Jitter selects the distribution below the ceiling.
+	Jitter Jitter
+}
+
+// Ceiling returns min(Initial * Multiplier^(n-1), Max) for the nth retry;
+// n < 1 is treated as 1. It never overflows: a product beyond Max is Max.
+func (b Backoff) Ceiling(n int) time.Duration {
+	if n < 1 {
+		n = 1
+	}
+	c := float64(b.Initial) * math.Pow(b.Multiplier, float64(n-1))
+	if !(c < float64(b.Max)) { // also catches NaN and +Inf
+		return b.Max
+	}
+	if c < 0 {
+		return 0
+	}
+	return time.Duration(c)
+}
+
+// Delay returns the wait before the nth retry given r, a uniform random
+// number in [0, 1) (values outside are clamped into it). FullJitter returns
+// r*ceiling, in [0, ceiling); EqualJitter returns ceiling/2 + r*ceiling/2,
+// in [ceiling/2, ceiling). A zero ceiling gives zero. Delay does not
+// allocate.
+func (b Backoff) Delay(n int, r float64) time.Duration {
+	c := b.Ceiling(n)
+	if !(r > 0) { // also catches NaN
+		r = 0
+	}
+	cf := float64(c)
+	f := r * cf
+	if b.Jitter == EqualJitter {
+		f = cf/2 + f/2
+	}
+	if !(f < cf) { // r >= 1, or rounding at the top of the range
+		if c > 0 {
+			return c - 1
+		}
+		return 0
+	}
+	d := time.Duration(f)
+	if d >= c && c > 0 {
+		d = c - 1
+	}
+	return d
+}

@@ -1,0 +1,87 @@
+package retry
+
+import (
+	"strconv"
+	"sync/atomic"
+)
+
+// Default buffer limits. The gRPC design asks for both limits but publishes
+// no numbers; these are grpc-java's defaults (retryBufferSize 16 MiB,
+// perRpcBufferLimit 1 MiB).
+const (
+	// DefaultBufferSize is the default total of request bytes held for
+	// possible retries across all calls of a channel.
+	DefaultBufferSize = 16 << 20
+	// DefaultPerCallBufferLimit is the default most bytes one call may hold.
+	DefaultPerCallBufferLimit = 1 << 20
+)
+
+// Buffer accounts for the request bytes kept so that calls can be retried
+// (seeds/grpc-retry-design.md, "Memory Management (Buffering)"). A call
+// reserves its request size before its first attempt; if the reservation
+// fails, because the request is larger than the per-call limit or the
+// total would be exceeded, the call is sent once and never retried. The
+// reservation is released when the call returns to the application.
+//
+// A Buffer only counts bytes; it holds none. It is safe for concurrent use,
+// lock-free and allocation-free. A nil *Buffer accepts every reservation.
+type Buffer struct {
+	used    atomic.Int64
+	total   int64
+	perCall int64
+}
+
+// NewBuffer returns a Buffer holding at most total bytes in all and perCall
+// bytes for any one call. Both must be > 0 and perCall <= total.
+func NewBuffer(total, perCall int64) (*Buffer, error) {
+	if total <= 0 || perCall <= 0 || perCall > total {
+		return nil, &FieldError{"bufferLimits", "total=" + strconv.FormatInt(total, 10) + " perCall=" + strconv.FormatInt(perCall, 10), "must be > 0 with perCall <= total"}
+	}
+	return &Buffer{total: total, perCall: perCall}, nil
+}
+
+// Reservation is n bytes held in a Buffer. Its zero value holds nothing.
+type Reservation struct {
+	b *Buffer
+	n int64
+}
+
+// Release returns the bytes to the Buffer. Call it exactly once per
+// successful Reserve; releasing the zero Reservation does nothing.
+func (r Reservation) Release() {
+	if r.b != nil {
+		r.b.used.Add(-r.n)
+	}
+}
+
+// Reserve holds n bytes for a call and reports whether they fit. It fails,
+// holding nothing, when n is negative, above the per-call limit, or would
+// take the total above its limit.
+func (b *Buffer) Reserve(n int64) (Reservation, bool) {
+	if n < 0 {
+		return Reservation{}, false
+	}
+	if b == nil {
+		return Reservation{}, true
+	}
+	if n > b.perCall {
+		return Reservation{}, false
+	}
+	for {
+		used := b.used.Load()
+		if used+n > b.total {
+			return Reservation{}, false
+		}
+		if b.used.CompareAndSwap(used, used+n) {
+			return Reservation{b: b, n: n}, true
+		}
+	}
+}
+
+// Used returns the bytes reserved now. A nil Buffer reports 0.
+func (b *Buffer) Used() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.used.Load()
+}

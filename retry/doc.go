@@ -1,0 +1,29 @@
+// Package retry is Sluice's retry policy: the gRPC retry design
+// (seeds/grpc-retry-design.md) applied to TChannel calls, with the backoff
+// variants of Aliyun's SDK (seeds/aliyun-throttling-backoff.md).
+//
+// The package is pure: it knows nothing of TChannel or the network. Time
+// comes from an injected clock and randomness from an injected source, so
+// tests and simulators drive the very code production runs.
+//
+// The pieces, one file each:
+//
+//   - Policy (policy.go): maxAttempts, exponential backoff parameters and the
+//     retryable codes, with Validate. A client-side cap (MaxAttemptsCap, 5 by
+//     default) bounds maxAttempts; a policy asking for more is capped, not
+//     rejected, as the gRPC design says.
+//   - Backoff (backoff.go): the delay before the nth retry, with full jitter
+//     (gRPC: random(0, min(initial*mult^(n-1), max))) or equal jitter (Aliyun:
+//     half that value plus a random half).
+//   - Throttle (throttle.go): the retry-throttling token bucket shared by all
+//     calls to one service. Retries and hedges are refused, never delayed,
+//     while the tokens are at or below half of maxTokens.
+//   - Pushback (pushback.go): the server's "retry after N ms" or "do not
+//     retry", read from the retry-pushback-ms response header or from the end
+//     of a TChannel error message.
+//   - Executor (executor.go): the sequential retry loop, including gRPC's
+//     transparent retries of attempts that never reached the server's
+//     application logic.
+//   - Buffer (buffer.go): the bytes held for possible retries; a call whose
+//     request does not fit is sent once and never retried.
+package retry

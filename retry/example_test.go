@@ -1,0 +1,100 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/retry"
+)
+
+// A call that fails twice with BUSY and then succeeds; the second failure
+// carries a pushback hint in its TChannel error message.
+func Example() {
+	policy := retry.Policy{
+		MaxAttempts:       4,
+		InitialBackoff:    time.Millisecond,
+		MaxBackoff:        10 * time.Millisecond,
+		BackoffMultiplier: 2,
+		RetryableCodes:    codes.NewSet(codes.Busy),
+	}
+	throttle, err := retry.NewThrottle(retry.ThrottleConfig{MaxTokens: 10, TokenRatio: 0.1})
+	if err != nil {
+		log.Fatal(err)
+	}
+	exec, err := retry.NewExecutor(retry.ExecutorConfig{Policy: &policy, Throttle: throttle})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	messages := []string{"server busy", "server busy retry-pushback-ms=2"}
+	res := exec.Do(context.Background(), func(ctx context.Context, a retry.Attempt) retry.Outcome {
+		fmt.Println("attempt, previous-rpc-attempts =", a.Number)
+		if a.Number < len(messages) {
+			p, msg := retry.PushbackFromMessage(messages[a.Number])
+			return retry.Outcome{Err: errors.New(msg), Code: codes.Busy, Pushback: p}
+		}
+		return retry.Outcome{}
+	})
+	fmt.Println(res.Stop, "after", res.Attempts, "attempts; tokens left:", throttle.Tokens())
+	// Output:
+	// attempt, previous-rpc-attempts = 0
+	// attempt, previous-rpc-attempts = 1
+	// attempt, previous-rpc-attempts = 2
+	// succeeded after 3 attempts; tokens left: 8.1
+}
+
+func ExamplePolicy_Validate() {
+	p := retry.Policy{MaxAttempts: 1, InitialBackoff: time.Second, MaxBackoff: time.Second,
+		BackoffMultiplier: 2, RetryableCodes: codes.NewSet(codes.Busy)}
+	fmt.Println(p.Validate())
+	p.MaxAttempts = 10
+	fmt.Println(p.Validate(), p.Attempts(0))
+	// Output:
+	// retry: maxAttempts is 1, must be >= 2
+	// <nil> 5
+}
+
+func ExampleBackoff_Delay() {
+	b := retry.Backoff{Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 2}
+	for n := 1; n <= 5; n++ {
+		fmt.Print(b.Delay(n, 0.5), " ")
+	}
+	fmt.Println("(full jitter, r = 0.5)")
+	b.Jitter = retry.EqualJitter
+	for n := 1; n <= 5; n++ {
+		fmt.Print(b.Delay(n, 0.5), " ")
+	}
+	fmt.Println("(equal jitter, r = 0.5)")
+	// Output:
+	// 50ms 100ms 200ms 400ms 500ms (full jitter, r = 0.5)
+	// 75ms 150ms 300ms 600ms 750ms (equal jitter, r = 0.5)
+}
+
+func ExampleThrottle() {
+	t, _ := retry.NewThrottle(retry.ThrottleConfig{MaxTokens: 4, TokenRatio: 0.5})
+	for range 2 {
+		t.RecordFailure()
+	}
+	fmt.Println(t.Tokens(), t.Allow()) // at the threshold: no retries
+	t.RecordSuccess()
+	fmt.Println(t.Tokens(), t.Allow())
+	// Output:
+	// 2 false
+	// 2.5 true
+}
+
+func ExampleParsePushback() {
+	for _, v := range []string{"250", "-1", "soon"} {
+		fmt.Println(retry.ParsePushback(v))
+	}
+	fmt.Println(retry.AppendPushback("server busy", retry.PushbackAfter(300*time.Millisecond)))
+	// Output:
+	// delay 250ms
+	// stop
+	// stop
+	// server busy retry-pushback-ms=300
+}

@@ -1,0 +1,354 @@
+package retry
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/clock"
+)
+
+// DefaultTransparentBackoff is the wait between transparent retries of
+// attempts that never left the client when the executor has no Policy (with
+// a Policy the wait is its InitialBackoff).
+const DefaultTransparentBackoff = 10 * time.Millisecond
+
+// Attempt describes the try an AttemptFunc is asked to make.
+type Attempt struct {
+	// Number is how many counted attempts preceded this one: 0 for the
+	// original, 1 for the first retry, and so on. It is the value of the
+	// previous-rpc-attempts header (absent when 0). Transparent retries do
+	// not advance it.
+	Number int
+	// Index is how many tries of any kind preceded this one, transparent
+	// retries included: 0 for the first.
+	Index int
+	// Transparent reports that this try repeats one that never reached the
+	// server's application logic (Outcome.NotSent or Outcome.DeclinedEarly).
+	Transparent bool
+}
+
+// Outcome is what an attempt reports back to the Executor.
+type Outcome struct {
+	// Err is the attempt's error; nil means success. An application error
+	// (a Thrift exception, a JSON app error) is a success here: it is never
+	// retried and never counted as a failure.
+	Err error
+	// Code is the TChannel code of a failure; it decides whether the
+	// failure is retryable. OK (or any code outside the policy's set) makes
+	// the failure final.
+	Code codes.Code
+	// Pushback is the server's retry instruction, if any.
+	Pushback Pushback
+	// NotSent reports that the request never left the client (no
+	// connection, no peer). Such attempts are retried transparently until
+	// the context ends, each after a short wait, and count neither toward
+	// MaxAttempts nor in the Throttle.
+	NotSent bool
+	// DeclinedEarly reports that the server refused the request before any
+	// handler ran. The first such attempt of a call is retried at once and
+	// not counted; a second is handled by the policy like any failure.
+	DeclinedEarly bool
+	// Committed reports that the response had reached the application
+	// before the failure: the call is never retried after that.
+	Committed bool
+}
+
+// AttemptFunc makes one attempt of a call. It must honour ctx and must not
+// keep ctx or a after it returns.
+type AttemptFunc func(ctx context.Context, a Attempt) Outcome
+
+// StopReason says why an Executor stopped making attempts.
+type StopReason uint8
+
+const (
+	// StopSucceeded: an attempt succeeded.
+	StopSucceeded StopReason = iota + 1
+	// StopNotRetryable: the failure's code is not retryable (or no policy).
+	StopNotRetryable
+	// StopCommitted: the failure came after the response reached the
+	// application.
+	StopCommitted
+	// StopExhausted: MaxAttempts (after the client-side cap) were made.
+	StopExhausted
+	// StopThrottled: the Throttle refused the retry.
+	StopThrottled
+	// StopPushback: the server's pushback said not to retry.
+	StopPushback
+	// StopContext: the context ended while waiting to retry.
+	StopContext
+	// StopUnbuffered: the request did not fit in the retry Buffer, so the
+	// call was sent once.
+	StopUnbuffered
+)
+
+// String returns a lower-case description ("attempts exhausted").
+func (r StopReason) String() string {
+	switch r {
+	case StopSucceeded:
+		return "succeeded"
+	case StopNotRetryable:
+		return "not retryable"
+	case StopCommitted:
+		return "committed"
+	case StopExhausted:
+		return "attempts exhausted"
+	case StopThrottled:
+		return "throttled"
+	case StopPushback:
+		return "pushback"
+	case StopContext:
+		return "context done"
+	case StopUnbuffered:
+		return "not buffered"
+	}
+	return "StopReason(" + strconv.Itoa(int(r)) + ")"
+}
+
+// Result is how a call ended.
+type Result struct {
+	// Outcome is the last attempt's outcome. Outcome.Err is the call's
+	// error: nil on success, else the last attempt's failure (also when the
+	// context ended the call while waiting to retry).
+	Outcome Outcome
+	// Attempts is the number of tries made, transparent retries included.
+	Attempts int
+	// Counted is the number of tries counted toward MaxAttempts.
+	Counted int
+	// Stop says why no further attempt was made.
+	Stop StopReason
+	// CtxErr is the context's error when Stop is StopContext, else nil.
+	CtxErr error
+}
+
+// Err returns the call's error: Outcome.Err.
+func (r Result) Err() error { return r.Outcome.Err }
+
+// ExecutorConfig configures an Executor. Every field is optional.
+type ExecutorConfig struct {
+	// Policy is the retry policy; nil means no retries (one counted attempt
+	// per call; transparent retries still happen, as the gRPC design says).
+	Policy *Policy
+	// MaxAttemptsCap is the client-side cap on Policy.MaxAttempts; 0 means
+	// MaxAttemptsCap (5). It must be >= 0.
+	MaxAttemptsCap int
+	// Throttle is the service's retry-throttling bucket; nil means none.
+	Throttle *Throttle
+	// Buffer bounds the bytes held for retries; DoSized reserves from it.
+	// nil means no limit.
+	Buffer *Buffer
+	// Clock makes the timers of every wait; nil means clock.Real.
+	Clock clock.Clock
+	// Rand returns uniform numbers in [0, 1) for the backoff jitter; nil
+	// means math/rand/v2's Float64. It must be safe for concurrent use if
+	// the Executor is shared by concurrent calls.
+	Rand func() float64
+	// TransparentBackoff is the wait between tries whose request never left
+	// the client; 0 means Policy.InitialBackoff, or
+	// DefaultTransparentBackoff without a policy. It must be >= 0.
+	TransparentBackoff time.Duration
+	// OnRetry, if set, is called before each wait for a retry (counted or
+	// transparent) with the attempt about to be made and the wait.
+	OnRetry func(next Attempt, wait time.Duration)
+}
+
+// Validate reports the first rule c breaks, or nil.
+func (c ExecutorConfig) Validate() error {
+	if c.Policy != nil {
+		if err := c.Policy.Validate(); err != nil {
+			return err
+		}
+	}
+	if c.MaxAttemptsCap < 0 {
+		return &FieldError{"maxAttemptsCap", strconv.Itoa(c.MaxAttemptsCap), "must be >= 0"}
+	}
+	if c.TransparentBackoff < 0 {
+		return &FieldError{"transparentBackoff", c.TransparentBackoff.String(), "must be >= 0"}
+	}
+	return nil
+}
+
+// Executor runs a call's attempts one after another under a retry policy
+// (seeds/grpc-retry-design.md). It never starts a goroutine: Do runs every
+// attempt and every wait on the caller's goroutine and returns when the
+// call is over. An Executor is immutable and safe for concurrent use by any
+// number of calls (given a concurrency-safe Rand).
+//
+// The rules, for each attempt's Outcome:
+//   - success (Err nil): return it; the Throttle gets a success.
+//   - NotSent: wait TransparentBackoff and try again, until the context
+//     ends; not counted toward MaxAttempts nor in the Throttle.
+//   - DeclinedEarly, the first time in the call: try again at once, not
+//     counted; afterwards it is an ordinary failure.
+//   - otherwise the attempt is counted. A failure with a retryable code or
+//     a "do not retry" pushback is a Throttle failure. The call stops when
+//     the outcome is Committed, the pushback says stop, the code is not
+//     retryable, MaxAttempts have been counted (this wins over a pushback
+//     delay), the request was not buffered, or the Throttle refuses (the
+//     failure is returned at once, nothing blocks).
+//   - the retry waits exactly the pushback delay if there is one, and the
+//     backoff restarts from InitialBackoff after it; else the policy's
+//     Backoff.Delay for the number of retries since the start or the last
+//     pushback.
+//
+// When the context ends during a wait, Do returns at once with the last
+// attempt's outcome and StopContext. Transparent retries of NotSent
+// attempts go on until the context ends, so calls should carry a deadline.
+type Executor struct {
+	backoff     Backoff
+	retryable   codes.Set
+	maxAttempts int
+	transparent time.Duration
+	throttle    *Throttle
+	buffer      *Buffer
+	clock       clock.Clock
+	rand        func() float64
+	onRetry     func(Attempt, time.Duration)
+}
+
+// NewExecutor returns an Executor configured by c, or c's validation error.
+func NewExecutor(c ExecutorConfig) (*Executor, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	e := &Executor{
+		maxAttempts: 1,
+		transparent: c.TransparentBackoff,
+		throttle:    c.Throttle,
+		buffer:      c.Buffer,
+		clock:       c.Clock,
+		rand:        c.Rand,
+		onRetry:     c.OnRetry,
+	}
+	if p := c.Policy; p != nil {
+		e.backoff = p.Backoff()
+		e.retryable = p.RetryableCodes
+		e.maxAttempts = p.Attempts(c.MaxAttemptsCap)
+		if e.transparent == 0 {
+			e.transparent = p.InitialBackoff
+		}
+	}
+	if e.transparent == 0 {
+		e.transparent = DefaultTransparentBackoff
+	}
+	if e.clock == nil {
+		e.clock = clock.Real
+	}
+	if e.rand == nil {
+		e.rand = rand.Float64
+	}
+	return e, nil
+}
+
+// MaxAttempts returns the attempts a call may make: the policy's
+// MaxAttempts under the client-side cap, or 1 without a policy.
+func (e *Executor) MaxAttempts() int { return e.maxAttempts }
+
+// Do runs the call: attempt is called for the original attempt and for each
+// retry, on the caller's goroutine, with ctx unchanged. Do returns when an
+// attempt succeeds, the rules say stop, or ctx ends during a wait. It does
+// not allocate unless it waits (each wait makes one timer).
+func (e *Executor) Do(ctx context.Context, attempt AttemptFunc) Result {
+	return e.run(ctx, true, attempt)
+}
+
+// DoSized is Do for a request of size bytes: it reserves them in the
+// executor's Buffer for the duration of the call. A request that does not
+// fit is attempted once and never retried, not even transparently
+// (Result.Stop is StopUnbuffered when a retry was refused for this reason).
+func (e *Executor) DoSized(ctx context.Context, size int64, attempt AttemptFunc) Result {
+	r, ok := e.buffer.Reserve(size)
+	res := e.run(ctx, ok, attempt)
+	r.Release()
+	return res
+}
+
+func (e *Executor) run(ctx context.Context, retries bool, attempt AttemptFunc) Result {
+	var (
+		res      Result
+		a        Attempt
+		declined bool // the one transparent retry of DeclinedEarly is used
+		sinceP   int  // retries since the start or the last pushback
+	)
+	for {
+		o := attempt(ctx, a)
+		res.Attempts++
+		res.Outcome = o
+		if o.Err == nil {
+			res.Counted++
+			e.throttle.RecordSuccess()
+			res.Stop = StopSucceeded
+			return res
+		}
+
+		var wait time.Duration
+		transparent := false
+		if !o.Committed {
+			if o.NotSent {
+				transparent, wait = true, e.transparent
+			} else if o.DeclinedEarly && !declined {
+				transparent, declined = true, true
+			}
+		}
+
+		if !transparent {
+			res.Counted++
+			if o.Pushback.Kind == PushbackStop || e.retryable.Has(o.Code) {
+				e.throttle.RecordFailure()
+			}
+			switch {
+			case o.Committed:
+				res.Stop = StopCommitted
+			case o.Pushback.Kind == PushbackStop:
+				res.Stop = StopPushback
+			case !e.retryable.Has(o.Code):
+				res.Stop = StopNotRetryable
+			case res.Counted >= e.maxAttempts:
+				res.Stop = StopExhausted
+			case !retries:
+				res.Stop = StopUnbuffered
+			case !e.throttle.Allow():
+				res.Stop = StopThrottled
+			}
+			if res.Stop != 0 {
+				return res
+			}
+			if o.Pushback.Kind == PushbackDelay {
+				wait, sinceP = o.Pushback.Delay, 0
+			} else {
+				sinceP++
+				wait = e.backoff.Delay(sinceP, e.rand())
+			}
+		} else if !retries {
+			res.Stop = StopUnbuffered
+			return res
+		}
+
+		a = Attempt{Number: res.Counted, Index: res.Attempts, Transparent: transparent}
+		if e.onRetry != nil {
+			e.onRetry(a, wait)
+		}
+		if err := e.wait(ctx, wait); err != nil {
+			res.Stop, res.CtxErr = StopContext, err
+			return res
+		}
+	}
+}
+
+// wait blocks for d on the executor's clock or until ctx ends, and returns
+// ctx's error if it has ended.
+func (e *Executor) wait(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := e.clock.NewTimer(d)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return ctx.Err()
+	case <-t.C():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,532 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/clock"
+)
+
+var (
+	errBusy     = errors.New("busy")
+	errBad      = errors.New("bad request")
+	errDeclined = errors.New("declined")
+	errNoPeer   = errors.New("no connection")
+)
+
+var (
+	okO       = Outcome{}
+	busyO     = Outcome{Err: errBusy, Code: codes.Busy}
+	badO      = Outcome{Err: errBad, Code: codes.BadRequest}
+	notSentO  = Outcome{Err: errNoPeer, Code: codes.Network, NotSent: true}
+	declEarly = Outcome{Err: errDeclined, Code: codes.Declined, DeclinedEarly: true}
+)
+
+func with(o Outcome, edit func(*Outcome)) Outcome { edit(&o); return o }
+
+func pb(d time.Duration) func(*Outcome) {
+	return func(o *Outcome) { o.Pushback = PushbackAfter(d) }
+}
+
+// autoClock is a clock.Fake whose timers fire as soon as they are made, the
+// fake time moving forward by their duration: a synchronous Do then runs
+// to its end on the test's goroutine, and each attempt can read the fake
+// time at which it was made.
+type autoClock struct{ *clock.Fake }
+
+func (c autoClock) NewTimer(d time.Duration) clock.Timer {
+	t := c.Fake.NewTimer(d)
+	c.Fake.Add(d)
+	return t
+}
+
+var epoch = time.Unix(1_700_000_000, 0)
+
+func half() float64 { return 0.5 }
+
+func TestExecutorRules(t *testing.T) {
+	type att struct {
+		number, index int
+		transparent   bool
+		at            time.Duration // fake time since the start
+	}
+	pol := func(edit func(*Policy)) *Policy {
+		p := validPolicy() // 4 attempts, 100ms, 1s, x2, BUSY
+		if edit != nil {
+			edit(&p)
+		}
+		return &p
+	}
+	tests := []struct {
+		name        string
+		policy      *Policy
+		cfg         func(*ExecutorConfig)
+		throttle    *ThrottleConfig // nil: {10, 0.1}
+		outcomes    []Outcome       // the last one repeats
+		want        []att
+		wantStop    StopReason
+		wantErr     error
+		wantCounted int
+		wantTokens  float64
+	}{
+		{
+			name: "success at once", policy: pol(nil), outcomes: []Outcome{okO},
+			want: []att{{0, 0, false, 0}}, wantStop: StopSucceeded, wantCounted: 1, wantTokens: 10,
+		},
+		{
+			name: "retryable failures then success, full jitter", policy: pol(nil),
+			outcomes: []Outcome{busyO, busyO, okO},
+			want:     []att{{0, 0, false, 0}, {1, 1, false, 50 * ms}, {2, 2, false, 150 * ms}},
+			wantStop: StopSucceeded, wantCounted: 3, wantTokens: 8.1,
+		},
+		{
+			name: "equal jitter", policy: pol(func(p *Policy) { p.Jitter = EqualJitter }),
+			outcomes: []Outcome{busyO, busyO, okO},
+			want:     []att{{0, 0, false, 0}, {1, 1, false, 75 * ms}, {2, 2, false, 225 * ms}},
+			wantStop: StopSucceeded, wantCounted: 3, wantTokens: 8.1,
+		},
+		{
+			name: "non-retryable code is final and not a throttle failure", policy: pol(nil),
+			outcomes: []Outcome{badO},
+			want:     []att{{0, 0, false, 0}}, wantStop: StopNotRetryable, wantErr: errBad, wantCounted: 1, wantTokens: 10,
+		},
+		{
+			name: "local error without a code is final", policy: pol(nil),
+			outcomes: []Outcome{{Err: errNoPeer}},
+			want:     []att{{0, 0, false, 0}}, wantStop: StopNotRetryable, wantErr: errNoPeer, wantCounted: 1, wantTokens: 10,
+		},
+		{
+			name: "maxAttempts exhausted", policy: pol(nil), outcomes: []Outcome{busyO},
+			want:     []att{{0, 0, false, 0}, {1, 1, false, 50 * ms}, {2, 2, false, 150 * ms}, {3, 3, false, 350 * ms}},
+			wantStop: StopExhausted, wantErr: errBusy, wantCounted: 4, wantTokens: 6,
+		},
+		{
+			name: "maxAttempts 10 is capped at 5", policy: pol(func(p *Policy) { p.MaxAttempts = 10 }),
+			outcomes: []Outcome{busyO},
+			want: []att{{0, 0, false, 0}, {1, 1, false, 50 * ms}, {2, 2, false, 150 * ms}, {3, 3, false, 350 * ms},
+				{4, 4, false, 750 * ms}},
+			wantStop: StopExhausted, wantErr: errBusy, wantCounted: 5, wantTokens: 5,
+		},
+		{
+			name: "a raised cap, backoff capped at maxBackoff", policy: pol(func(p *Policy) { p.MaxAttempts = 10 }),
+			cfg:      func(c *ExecutorConfig) { c.MaxAttemptsCap = 7; c.Throttle = nil },
+			outcomes: []Outcome{busyO},
+			want: []att{{0, 0, false, 0}, {1, 1, false, 50 * ms}, {2, 2, false, 150 * ms}, {3, 3, false, 350 * ms},
+				{4, 4, false, 750 * ms}, {5, 5, false, 1250 * ms}, {6, 6, false, 1750 * ms}},
+			wantStop: StopExhausted, wantErr: errBusy, wantCounted: 7,
+		},
+		{
+			name: "throttle refuses the retry at once", policy: pol(nil),
+			throttle: &ThrottleConfig{MaxTokens: 3, TokenRatio: 0.1}, outcomes: []Outcome{busyO},
+			want:     []att{{0, 0, false, 0}, {1, 1, false, 50 * ms}},
+			wantStop: StopThrottled, wantErr: errBusy, wantCounted: 2, wantTokens: 1,
+		},
+		{
+			name: "pushback waits exactly, then backoff restarts from initial", policy: pol(func(p *Policy) { p.MaxAttempts = 5 }),
+			outcomes: []Outcome{busyO, busyO, with(busyO, pb(300*ms)), busyO, okO},
+			want: []att{{0, 0, false, 0}, {1, 1, false, 50 * ms}, {2, 2, false, 150 * ms}, {3, 3, false, 450 * ms},
+				{4, 4, false, 500 * ms}},
+			wantStop: StopSucceeded, wantCounted: 5, wantTokens: 6.1,
+		},
+		{
+			name: "pushback zero retries at once", policy: pol(nil),
+			outcomes: []Outcome{with(busyO, pb(0)), okO},
+			want:     []att{{0, 0, false, 0}, {1, 1, false, 0}}, wantStop: StopSucceeded, wantCounted: 2, wantTokens: 9.1,
+		},
+		{
+			name: "pushback stop ends the call and counts as a failure", policy: pol(nil),
+			outcomes: []Outcome{with(busyO, pb(-1))},
+			want:     []att{{0, 0, false, 0}}, wantStop: StopPushback, wantErr: errBusy, wantCounted: 1, wantTokens: 9,
+		},
+		{
+			name: "pushback stop counts even with a non-retryable code", policy: pol(nil),
+			outcomes: []Outcome{with(badO, pb(-1))},
+			want:     []att{{0, 0, false, 0}}, wantStop: StopPushback, wantErr: errBad, wantCounted: 1, wantTokens: 9,
+		},
+		{
+			name: "maxAttempts wins over a pushback delay", policy: pol(func(p *Policy) { p.MaxAttempts = 2 }),
+			outcomes: []Outcome{busyO, with(busyO, pb(10*ms))},
+			want:     []att{{0, 0, false, 0}, {1, 1, false, 50 * ms}},
+			wantStop: StopExhausted, wantErr: errBusy, wantCounted: 2, wantTokens: 8,
+		},
+		{
+			name: "committed failure is never retried", policy: pol(nil),
+			outcomes: []Outcome{with(busyO, func(o *Outcome) { o.Committed = true })},
+			want:     []att{{0, 0, false, 0}}, wantStop: StopCommitted, wantErr: errBusy, wantCounted: 1, wantTokens: 9,
+		},
+		{
+			name: "committed beats not-sent and pushback", policy: pol(nil),
+			outcomes: []Outcome{with(notSentO, func(o *Outcome) { o.Committed = true; o.Pushback = PushbackAfter(ms) })},
+			want:     []att{{0, 0, false, 0}}, wantStop: StopCommitted, wantErr: errNoPeer, wantCounted: 1, wantTokens: 10,
+		},
+		{
+			name: "not sent is retried transparently after initialBackoff", policy: pol(nil),
+			outcomes: []Outcome{notSentO, notSentO, notSentO, okO},
+			want:     []att{{0, 0, false, 0}, {0, 1, true, 100 * ms}, {0, 2, true, 200 * ms}, {0, 3, true, 300 * ms}},
+			wantStop: StopSucceeded, wantCounted: 1, wantTokens: 10,
+		},
+		{
+			name: "not sent uses neither maxAttempts nor tokens", policy: pol(func(p *Policy) { p.MaxAttempts = 2 }),
+			outcomes: []Outcome{busyO, notSentO, notSentO, busyO},
+			want:     []att{{0, 0, false, 0}, {1, 1, false, 50 * ms}, {1, 2, true, 150 * ms}, {1, 3, true, 250 * ms}},
+			wantStop: StopExhausted, wantErr: errBusy, wantCounted: 2, wantTokens: 8,
+		},
+		{
+			name: "declined early is retried once at once", policy: pol(nil),
+			outcomes: []Outcome{declEarly, okO},
+			want:     []att{{0, 0, false, 0}, {0, 1, true, 0}}, wantStop: StopSucceeded, wantCounted: 1, wantTokens: 10,
+		},
+		{
+			name: "a second early decline is an ordinary failure", policy: pol(nil),
+			outcomes: []Outcome{declEarly, declEarly},
+			want:     []att{{0, 0, false, 0}, {0, 1, true, 0}},
+			wantStop: StopNotRetryable, wantErr: errDeclined, wantCounted: 1, wantTokens: 10,
+		},
+		{
+			name: "later early declines follow the policy", policy: pol(func(p *Policy) { p.RetryableCodes = codes.NewSet(codes.Busy, codes.Declined) }),
+			outcomes: []Outcome{declEarly, declEarly, declEarly, okO},
+			want:     []att{{0, 0, false, 0}, {0, 1, true, 0}, {1, 2, false, 50 * ms}, {2, 3, false, 150 * ms}},
+			wantStop: StopSucceeded, wantCounted: 3, wantTokens: 8.1,
+		},
+		{
+			name: "no policy: one counted attempt", policy: nil, outcomes: []Outcome{busyO},
+			want: []att{{0, 0, false, 0}}, wantStop: StopNotRetryable, wantErr: errBusy, wantCounted: 1, wantTokens: 10,
+		},
+		{
+			name: "no policy: transparent retries still happen", policy: nil, outcomes: []Outcome{notSentO, declEarly, okO},
+			want:     []att{{0, 0, false, 0}, {0, 1, true, DefaultTransparentBackoff}, {0, 2, true, DefaultTransparentBackoff}},
+			wantStop: StopSucceeded, wantCounted: 1, wantTokens: 10,
+		},
+		{
+			name: "configured transparent backoff", policy: pol(nil),
+			cfg:      func(c *ExecutorConfig) { c.TransparentBackoff = 25 * ms },
+			outcomes: []Outcome{notSentO, okO},
+			want:     []att{{0, 0, false, 0}, {0, 1, true, 25 * ms}}, wantStop: StopSucceeded, wantCounted: 1, wantTokens: 10,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := clock.NewFake(epoch)
+			tc := ThrottleConfig{MaxTokens: 10, TokenRatio: 0.1}
+			if tt.throttle != nil {
+				tc = *tt.throttle
+			}
+			th, err := NewThrottle(tc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := ExecutorConfig{Policy: tt.policy, Throttle: th, Clock: autoClock{fake}, Rand: half}
+			if tt.cfg != nil {
+				tt.cfg(&cfg)
+			}
+			e, err := NewExecutor(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []att
+			res := e.Do(context.Background(), func(ctx context.Context, a Attempt) Outcome {
+				got = append(got, att{a.Number, a.Index, a.Transparent, fake.Now().Sub(epoch)})
+				return tt.outcomes[min(len(got), len(tt.outcomes))-1]
+			})
+			if len(got) != len(tt.want) {
+				t.Fatalf("attempts %+v, want %+v", got, tt.want)
+			}
+			for i := range got {
+				if got[i] != tt.want[i] {
+					t.Errorf("attempt %d = %+v, want %+v", i, got[i], tt.want[i])
+				}
+			}
+			if res.Stop != tt.wantStop || res.Err() != tt.wantErr || res.Attempts != len(tt.want) || res.Counted != tt.wantCounted {
+				t.Errorf("Result{Stop: %v, Err: %v, Attempts: %d, Counted: %d}, want {%v, %v, %d, %d}",
+					res.Stop, res.Err(), res.Attempts, res.Counted, tt.wantStop, tt.wantErr, len(tt.want), tt.wantCounted)
+			}
+			if res.CtxErr != nil {
+				t.Errorf("CtxErr = %v", res.CtxErr)
+			}
+			if cfg.Throttle != nil && th.Tokens() != tt.wantTokens {
+				t.Errorf("tokens = %v, want %v", th.Tokens(), tt.wantTokens)
+			}
+			if fake.Timers() != 0 {
+				t.Errorf("%d timers left behind", fake.Timers())
+			}
+		})
+	}
+}
+
+func TestExecutorOnRetry(t *testing.T) {
+	type call struct {
+		next Attempt
+		wait time.Duration
+	}
+	var calls []call
+	p := validPolicy()
+	e, err := NewExecutor(ExecutorConfig{Policy: &p, Clock: autoClock{clock.NewFake(epoch)}, Rand: half,
+		OnRetry: func(next Attempt, wait time.Duration) { calls = append(calls, call{next, wait}) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := []Outcome{busyO, notSentO, with(busyO, pb(70*ms)), okO}
+	n := 0
+	e.Do(context.Background(), func(context.Context, Attempt) Outcome { n++; return script[n-1] })
+	want := []call{
+		{Attempt{Number: 1, Index: 1}, 50 * ms},
+		{Attempt{Number: 1, Index: 2, Transparent: true}, 100 * ms},
+		{Attempt{Number: 2, Index: 3}, 70 * ms},
+	}
+	if len(calls) != len(want) {
+		t.Fatalf("OnRetry calls %+v, want %+v", calls, want)
+	}
+	for i := range want {
+		if calls[i] != want[i] {
+			t.Errorf("OnRetry call %d = %+v, want %+v", i, calls[i], want[i])
+		}
+	}
+}
+
+func TestExecutorDoSized(t *testing.T) {
+	p := validPolicy()
+	buf, _ := NewBuffer(100, 10)
+	e, err := NewExecutor(ExecutorConfig{Policy: &p, Buffer: buf, Clock: autoClock{clock.NewFake(epoch)}, Rand: half})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name         string
+		size         int64
+		script       []Outcome
+		wantAttempts int
+		wantStop     StopReason
+		wantUsed     int64 // during the attempts
+	}{
+		{"fits: retried", 10, []Outcome{busyO, okO}, 2, StopSucceeded, 10},
+		{"too big: sent once", 11, []Outcome{busyO, okO}, 1, StopUnbuffered, 0},
+		{"too big: no transparent retry either", 11, []Outcome{notSentO, okO}, 1, StopUnbuffered, 0},
+		{"too big: success is still a success", 11, []Outcome{okO}, 1, StopSucceeded, 0},
+		{"too big and not retryable", 11, []Outcome{badO}, 1, StopNotRetryable, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := 0
+			res := e.DoSized(context.Background(), tt.size, func(context.Context, Attempt) Outcome {
+				if buf.Used() != tt.wantUsed {
+					t.Errorf("buffer used %d during attempt, want %d", buf.Used(), tt.wantUsed)
+				}
+				n++
+				return tt.script[n-1]
+			})
+			if res.Attempts != tt.wantAttempts || res.Stop != tt.wantStop {
+				t.Errorf("Attempts %d Stop %v, want %d %v", res.Attempts, res.Stop, tt.wantAttempts, tt.wantStop)
+			}
+			if buf.Used() != 0 {
+				t.Errorf("buffer still holds %d after the call", buf.Used())
+			}
+		})
+	}
+}
+
+func TestNewExecutorValidates(t *testing.T) {
+	bad := validPolicy()
+	bad.MaxAttempts = 1
+	tests := []struct {
+		cfg  ExecutorConfig
+		want string
+	}{
+		{ExecutorConfig{}, ""},
+		{ExecutorConfig{Policy: &bad}, "retry: maxAttempts is 1, must be >= 2"},
+		{ExecutorConfig{MaxAttemptsCap: -1}, "retry: maxAttemptsCap is -1, must be >= 0"},
+		{ExecutorConfig{TransparentBackoff: -ms}, "retry: transparentBackoff is -1ms, must be >= 0"},
+	}
+	for _, tt := range tests {
+		e, err := NewExecutor(tt.cfg)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tt.want {
+			t.Errorf("NewExecutor(%+v) error %q, want %q", tt.cfg, got, tt.want)
+		}
+		if err == nil && e.MaxAttempts() != 1 {
+			t.Errorf("no policy: MaxAttempts() = %d, want 1", e.MaxAttempts())
+		}
+	}
+	p := validPolicy()
+	p.MaxAttempts = 9
+	e, _ := NewExecutor(ExecutorConfig{Policy: &p})
+	if e.MaxAttempts() != MaxAttemptsCap {
+		t.Errorf("MaxAttempts() = %d, want the cap %d", e.MaxAttempts(), MaxAttemptsCap)
+	}
+}
+
+// waitTimers waits until n timers are pending on f: the goroutine under
+// test has started waiting.
+func waitTimers(t *testing.T, f *clock.Fake, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for f.Timers() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("timers pending: %d, want %d", f.Timers(), n)
+		}
+		runtime.Gosched()
+	}
+}
+
+func TestExecutorWaitsForTheClock(t *testing.T) {
+	fake := clock.NewFake(epoch)
+	p := validPolicy()
+	e, _ := NewExecutor(ExecutorConfig{Policy: &p, Clock: fake, Rand: half})
+	script := []Outcome{busyO, okO}
+	n := 0
+	done := make(chan Result)
+	go func() {
+		done <- e.Do(context.Background(), func(context.Context, Attempt) Outcome { n++; return script[n-1] })
+	}()
+	waitTimers(t, fake, 1)
+	fake.Add(50*ms - 1)
+	select {
+	case res := <-done:
+		t.Fatalf("returned before the backoff elapsed: %+v", res)
+	default:
+	}
+	if fake.Timers() != 1 {
+		t.Fatal("the backoff timer fired early")
+	}
+	fake.Add(1)
+	res := <-done
+	if res.Stop != StopSucceeded || res.Attempts != 2 {
+		t.Fatalf("Result %+v", res)
+	}
+}
+
+func TestExecutorContextEndsTheWaitAtOnce(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		script Outcome
+	}{
+		{"backoff", busyO},
+		{"pushback", with(busyO, pb(time.Hour))},
+		{"transparent", notSentO},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := clock.NewFake(epoch)
+			p := validPolicy()
+			e, _ := NewExecutor(ExecutorConfig{Policy: &p, Clock: fake, Rand: half})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan Result)
+			go func() {
+				done <- e.Do(ctx, func(context.Context, Attempt) Outcome { return tt.script })
+			}()
+			waitTimers(t, fake, 1)
+			cancel()
+			res := <-done // no clock movement needed
+			if res.Stop != StopContext || !errors.Is(res.CtxErr, context.Canceled) {
+				t.Fatalf("Stop %v CtxErr %v, want StopContext, Canceled", res.Stop, res.CtxErr)
+			}
+			if res.Err() != tt.script.Err || res.Attempts != 1 {
+				t.Fatalf("Err %v Attempts %d, want the last attempt's error after 1 attempt", res.Err(), res.Attempts)
+			}
+			if fake.Timers() != 0 {
+				t.Fatal("the wait's timer was not stopped")
+			}
+		})
+	}
+}
+
+func TestExecutorDeadline(t *testing.T) {
+	// A transparent retry loop runs until the deadline.
+	fake := clock.NewFake(epoch)
+	e, _ := NewExecutor(ExecutorConfig{Clock: fake})
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	res := e.Do(ctx, func(context.Context, Attempt) Outcome { return notSentO })
+	if res.Stop != StopContext || !errors.Is(res.CtxErr, context.DeadlineExceeded) || res.Err() != errNoPeer {
+		t.Fatalf("Result %+v", res)
+	}
+	// A zero wait (pushback 0) still notices the ended context.
+	p := validPolicy()
+	e, _ = NewExecutor(ExecutorConfig{Policy: &p, Clock: fake})
+	res = e.Do(ctx, func(context.Context, Attempt) Outcome { return with(busyO, pb(0)) })
+	if res.Stop != StopContext || res.Attempts != 1 {
+		t.Fatalf("Result %+v", res)
+	}
+	// On the real clock, a deadline shorter than the backoff ends the call
+	// at the deadline, not after the backoff.
+	p.InitialBackoff, p.MaxBackoff = time.Hour, time.Hour
+	e, _ = NewExecutor(ExecutorConfig{Policy: &p, Rand: half})
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*ms)
+	defer cancel2()
+	res = e.Do(ctx2, func(context.Context, Attempt) Outcome { return busyO })
+	if res.Stop != StopContext || !errors.Is(res.CtxErr, context.DeadlineExceeded) || res.Attempts != 1 {
+		t.Fatalf("Result %+v", res)
+	}
+}
+
+func TestStopReasonString(t *testing.T) {
+	for r := StopSucceeded; r <= StopUnbuffered; r++ {
+		if s := r.String(); s == "" || s[0] == 'S' {
+			t.Errorf("StopReason(%d).String() = %q", r, s)
+		}
+	}
+	if StopReason(0).String() != "StopReason(0)" || StopExhausted.String() != "attempts exhausted" {
+		t.Error("StopReason names")
+	}
+}
+
+func BenchmarkExecutorSuccess(b *testing.B) {
+	p := validPolicy()
+	th, _ := NewThrottle(ThrottleConfig{MaxTokens: 10, TokenRatio: 0.1})
+	e, _ := NewExecutor(ExecutorConfig{Policy: &p, Throttle: th})
+	ctx := context.Background()
+	attempt := func(context.Context, Attempt) Outcome { return Outcome{} }
+	b.ReportAllocs()
+	for b.Loop() {
+		if e.Do(ctx, attempt).Err() != nil {
+			b.Fatal("failed")
+		}
+	}
+}
+
+// BenchmarkExecutorThirdAttempt: two BUSY failures, then success. The
+// jitter source returns 0, so the waits are zero and no timer is made: this
+// measures the loop itself.
+func BenchmarkExecutorThirdAttempt(b *testing.B) {
+	p := validPolicy()
+	e, _ := NewExecutor(ExecutorConfig{Policy: &p, Rand: func() float64 { return 0 }})
+	ctx := context.Background()
+	attempt := func(_ context.Context, a Attempt) Outcome {
+		if a.Number < 2 {
+			return busyO
+		}
+		return Outcome{}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if res := e.Do(ctx, attempt); res.Attempts != 3 {
+			b.Fatal(res)
+		}
+	}
+}
+
+// BenchmarkExecutorThirdAttemptTimers is the same with two real 1µs
+// timers: the cost a wait adds.
+func BenchmarkExecutorThirdAttemptTimers(b *testing.B) {
+	p := validPolicy()
+	p.InitialBackoff, p.MaxBackoff = time.Microsecond, time.Microsecond
+	e, _ := NewExecutor(ExecutorConfig{Policy: &p, Rand: func() float64 { return 0.99 }})
+	ctx := context.Background()
+	attempt := func(_ context.Context, a Attempt) Outcome {
+		if a.Number < 2 {
+			return busyO
+		}
+		return Outcome{}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if res := e.Do(ctx, attempt); res.Attempts != 3 {
+			b.Fatal(res)
+		}
+	}
+}

@@ -1,0 +1,124 @@
+package retry
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/sluice-rpc/sluice/codes"
+)
+
+// MaxAttemptsCap is the default client-side maximum for maxAttempts. A policy
+// asking for more attempts gets this many (seeds/grpc-retry-design.md,
+// "Limits on Retries and Hedges"); ExecutorConfig.MaxAttemptsCap changes it.
+const MaxAttemptsCap = 5
+
+// Jitter selects how a backoff delay is drawn below its exponential ceiling.
+type Jitter uint8
+
+const (
+	// FullJitter draws uniformly from [0, ceiling): gRPC's backoff. It is
+	// the zero value, so a Policy uses it unless told otherwise.
+	FullJitter Jitter = iota
+	// EqualJitter waits half the ceiling plus a uniform draw from
+	// [0, ceiling/2): Aliyun's EqualJitter. It never retries sooner than
+	// half the ceiling.
+	EqualJitter
+)
+
+// String returns "full" or "equal".
+func (j Jitter) String() string {
+	switch j {
+	case FullJitter:
+		return "full"
+	case EqualJitter:
+		return "equal"
+	}
+	return "Jitter(" + strconv.Itoa(int(j)) + ")"
+}
+
+// Policy is a retry policy: how many attempts a call may make and how long
+// to wait between them. It is a plain value; Validate reports whether it is
+// usable. The zero value is not (MaxAttempts must be at least 2).
+type Policy struct {
+	// MaxAttempts is the most attempts a call makes, the original included.
+	// It must be >= 2. Values above the client-side cap (MaxAttemptsCap
+	// unless configured otherwise) are treated as the cap.
+	MaxAttempts int
+	// InitialBackoff is the ceiling of the first retry's delay. It must be > 0.
+	InitialBackoff time.Duration
+	// MaxBackoff bounds every delay's ceiling. It must be > 0.
+	MaxBackoff time.Duration
+	// BackoffMultiplier scales the ceiling after each retry. It must be a
+	// finite number > 0.
+	BackoffMultiplier float64
+	// RetryableCodes are the codes whose failures are retried (and counted
+	// as failures by the Throttle). It must be non-empty and hold only
+	// TChannel error codes (not OK).
+	RetryableCodes codes.Set
+	// Jitter selects the delay distribution; FullJitter (gRPC) by default.
+	Jitter Jitter
+}
+
+// FieldError is the error Validate returns: it names the field, the value
+// that broke the rule, and the rule. Callers that re-present configuration
+// errors (the serviceconfig package) read it with errors.As.
+type FieldError struct {
+	// Field is the field's name as the service config spells it
+	// ("maxAttempts", "initialBackoff", ...).
+	Field string
+	// Value is the offending value as text.
+	Value string
+	// Rule is what the value must be ("must be >= 2").
+	Rule string
+}
+
+// Error returns "retry: <field> is <value>, <rule>".
+func (e *FieldError) Error() string {
+	return "retry: " + e.Field + " is " + e.Value + ", " + e.Rule
+}
+
+// ValidCodes reports whether s is non-empty and holds only TChannel error
+// codes (not OK); it is the rule Policy.Validate applies to RetryableCodes
+// (and the hedge package to its non-fatal codes).
+func ValidCodes(s codes.Set) bool {
+	known := codes.NewSet(codes.Timeout, codes.Cancelled, codes.Busy, codes.Declined,
+		codes.Unexpected, codes.BadRequest, codes.Network, codes.Protocol)
+	return s != 0 && s&^known == 0
+}
+
+// Validate reports the first rule p breaks, as a *FieldError, or nil.
+func (p Policy) Validate() error {
+	switch {
+	case p.MaxAttempts < 2:
+		return &FieldError{"maxAttempts", strconv.Itoa(p.MaxAttempts), "must be >= 2"}
+	case p.InitialBackoff <= 0:
+		return &FieldError{"initialBackoff", p.InitialBackoff.String(), "must be > 0"}
+	case p.MaxBackoff <= 0:
+		return &FieldError{"maxBackoff", p.MaxBackoff.String(), "must be > 0"}
+	case !(p.BackoffMultiplier > 0) || math.IsInf(p.BackoffMultiplier, 1):
+		return &FieldError{"backoffMultiplier", strconv.FormatFloat(p.BackoffMultiplier, 'g', -1, 64), "must be a finite number > 0"}
+	case p.RetryableCodes == 0:
+		return &FieldError{"retryableCodes", "empty", "must name at least one code"}
+	case !ValidCodes(p.RetryableCodes):
+		return &FieldError{"retryableCodes", fmt.Sprintf("%#04x", uint16(p.RetryableCodes)), "must hold only TChannel error codes"}
+	case p.Jitter > EqualJitter:
+		return &FieldError{"jitter", p.Jitter.String(), "must be FullJitter or EqualJitter"}
+	}
+	return nil
+}
+
+// Attempts returns the number of attempts p allows under the client-side cap
+// limit: min(p.MaxAttempts, limit). A limit <= 0 means MaxAttemptsCap.
+func (p Policy) Attempts(limit int) int {
+	if limit <= 0 {
+		limit = MaxAttemptsCap
+	}
+	return min(p.MaxAttempts, limit)
+}
+
+// Backoff returns p's backoff parameters.
+func (p Policy) Backoff() Backoff {
+	return Backoff{Initial: p.InitialBackoff, Max: p.MaxBackoff, Multiplier: p.BackoffMultiplier, Jitter: p.Jitter}
+}

@@ -1,0 +1,40 @@
+// Package serviceconfig reads Sluice's JSON service config: gRPC's shape
+// (seeds/grpc-retry-design.md, "Integration with Service Config"), with
+// TChannel code names, extended with Sluice's own sections.
+//
+//	{
+//	  "methodConfig": [{
+//	    "name": [{"service": "kv", "method": "Get"}, {"service": "search"}],
+//	    "retryPolicy": {
+//	      "maxAttempts": 4, "initialBackoff": "0.1s", "maxBackoff": "1s",
+//	      "backoffMultiplier": 2, "retryableStatusCodes": ["BUSY"]
+//	    },
+//	    "timeout": "1s"
+//	  }],
+//	  "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1},
+//	  "busyThrottling": {...},
+//	  "lease": {...}
+//	}
+//
+// A method config names the methods it applies to; a name without a method
+// applies to every method of its service, and a name with neither service
+// nor method applies to every call. Lookup prefers the exact (service,
+// method), then (service, ""), then ("", ""). Each method config has a
+// retryPolicy or a hedgingPolicy or neither, never both.
+//
+// Durations are proto3 JSON strings: decimal seconds with an "s" suffix
+// ("0.1s", "1.5s", at most nine decimal places). Status codes are TChannel
+// code names in upper case (BUSY, DECLINED, UNEXPECTED, TIMEOUT, NETWORK,
+// CANCELLED, BAD_REQUEST, PROTOCOL). Field names are matched exactly, in
+// lowerCamelCase.
+//
+// Parse validates everything with the seed's rules and rejects an invalid
+// config with an *Error naming the field path and the rule
+// ("serviceconfig: methodConfig[0].retryPolicy.maxAttempts is 1, must be
+// >= 2"); it never adjusts a value to make it valid. Unknown fields are
+// rejected too, except the "busyThrottling" and "lease" sections, which
+// are kept unparsed (Config.BusyThrottling, Config.Lease) for the packages
+// that own them. maxAttempts above the client-side cap (5 by default) is
+// not an error: the gRPC design says such values are treated as the cap,
+// which retry.Policy.Attempts and hedge.Policy.Attempts do.
+package serviceconfig
