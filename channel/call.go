@@ -3,6 +3,7 @@ package channel
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/opentracing/opentracing-go"
 	"github.com/opentracing/opentracing-go/ext"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/hedge"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/stats"
@@ -155,7 +157,7 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 		ctx = opentracing.ContextWithSpan(ctx, span)
 	}
 
-	st := &callState{c: c, l: l, m: m, spec: attemptSpec{service: service, method: method, req: req}}
+	st := &callState{c: c, l: l, m: m, est: pol.est, spec: attemptSpec{service: service, method: method, req: req}}
 	var (
 		outcome retry.Outcome
 		stop    retry.StopReason
@@ -230,6 +232,7 @@ type callState struct {
 	c    *Channel
 	l    *peer.List
 	m    *stats.Method
+	est  *hedge.Estimator // observes first-attempt latency, for adaptive hedging
 	spec attemptSpec
 
 	mu      sync.Mutex
@@ -257,7 +260,19 @@ func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
 		r.Headers[AttemptsHeader] = strconv.Itoa(a.Number)
 		spec.req = &r
 	}
+	var t0 time.Time
+	if st.est != nil {
+		t0 = st.c.o.clock.Now()
+	}
 	res, p, sent, committed, err := st.c.attempt(ctx, st.l, st.m, &spec, a.Number, exclude)
+	if st.est != nil && a.Number == 0 && sent {
+		// A first attempt cancelled because a hedge won is observed too:
+		// its time so far bounds its latency from below.
+		var ce *CallError
+		if err == nil || (errors.As(err, &ce) && ce.Code == codes.Cancelled) {
+			st.est.Observe(st.c.o.clock.Now().Sub(t0))
+		}
+	}
 	st.mu.Lock()
 	st.last = a.Number
 	if p != nil {

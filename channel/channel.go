@@ -67,7 +67,9 @@ func WithTracer(t opentracing.Tracer) Option { return func(o *options) { o.trace
 func WithDefaultTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
 // WithTChannelOptions sets the options the underlying tchannel.Channel is
-// created with (its Tracer is overridden by WithTracer's).
+// created with. Its Tracer is overridden by WithTracer's, and cancel
+// propagation is always on (SendCancelOnContextCanceled and PropagateCancel)
+// so that cancelled hedges stop their servers' work.
 func WithTChannelOptions(t tchannel.ChannelOptions) Option { return func(o *options) { o.tch = t } }
 
 // WithShedding makes the Channel's server side answer Busy, before any
@@ -137,6 +139,10 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	}
 	topts := o.tch
 	topts.Tracer = o.tracer
+	// Cancel frames both ways: a losing hedge or an abandoned call stops
+	// work on its server too (tchannel-go leaves both off by default).
+	topts.DefaultConnectionOptions.SendCancelOnContextCanceled = true
+	topts.DefaultConnectionOptions.PropagateCancel = true
 	tch, err := tchannel.NewChannel(serviceName, &topts)
 	if err != nil {
 		return nil, fmt.Errorf("channel: %w", err)

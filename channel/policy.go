@@ -41,11 +41,15 @@ func WithRetryBuffer(total, perCall int64) Option {
 type methodPolicy struct {
 	retry   *retry.Executor // nil when retries are disabled or a hedge applies
 	hedge   *hedge.Executor
+	est     *hedge.Estimator // adaptive hedging delay, if configured
 	timeout time.Duration
 	bucket  *retry.Throttle // the service's, for the tokens gauge
 }
 
 type methodKey struct{ service, method string }
+
+// hedgeBurst is how many hedges a budget may save up in a quiet spell.
+const hedgeBurst = 10
 
 // policyFor returns the cached policy of service's method, building it on
 // first use.
@@ -93,8 +97,17 @@ func (c *Channel) buildPolicy(service, method string) (*methodPolicy, error) {
 	var err error
 	switch {
 	case mc != nil && mc.Hedge != nil:
-		p.hedge, err = hedge.NewExecutor(hedge.ExecutorConfig{Policy: *mc.Hedge, MaxAttemptsCap: c.o.maxAttemptsCap,
-			Throttle: p.bucket, Clock: c.o.clock})
+		hc := hedge.ExecutorConfig{Policy: *mc.Hedge, MaxAttemptsCap: c.o.maxAttemptsCap, Throttle: p.bucket, Clock: c.o.clock}
+		if a := mc.Hedge.Adaptive; a != nil {
+			if p.est, err = hedge.NewEstimator(*a, mc.Hedge.HedgingDelay); err != nil {
+				return nil, fmt.Errorf("channel: policy for %s::%s: %w", service, method, err)
+			}
+			hc.Delay = p.est.Delay
+			if a.Budget > 0 {
+				hc.Budget = hedge.NewBudget(a.Budget, hedgeBurst)
+			}
+		}
+		p.hedge, err = hedge.NewExecutor(hc)
 	default:
 		var pol *retry.Policy
 		if mc != nil {

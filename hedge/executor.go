@@ -23,6 +23,13 @@ type ExecutorConfig struct {
 	Throttle *retry.Throttle
 	// Clock makes the hedging timers; nil means clock.Real.
 	Clock clock.Clock
+	// Delay, if set, gives each call's hedging delay in place of
+	// Policy.HedgingDelay (an Estimator's Delay, for adaptive hedging).
+	Delay func() time.Duration
+	// Budget, if set, caps hedges at a fraction of calls: each call
+	// deposits, each attempt after the first withdraws, and a refusal stops
+	// hedging for that call as the Throttle's does.
+	Budget *Budget
 }
 
 // Validate reports the first rule c breaks, or nil.
@@ -95,6 +102,8 @@ type Executor struct {
 	maxAttempts int
 	throttle    *retry.Throttle
 	clock       clock.Clock
+	delayFn     func() time.Duration
+	budget      *Budget
 }
 
 // NewExecutor returns an Executor configured by c, or c's validation error.
@@ -102,7 +111,8 @@ func NewExecutor(c ExecutorConfig) (*Executor, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	e := &Executor{policy: c.Policy, maxAttempts: c.Policy.Attempts(c.MaxAttemptsCap), throttle: c.Throttle, clock: c.Clock}
+	e := &Executor{policy: c.Policy, maxAttempts: c.Policy.Attempts(c.MaxAttemptsCap), throttle: c.Throttle, clock: c.Clock,
+		delayFn: c.Delay, budget: c.Budget}
 	if e.clock == nil {
 		e.clock = clock.Real
 	}
@@ -131,6 +141,7 @@ type call struct {
 	stopped     retry.StopReason // why hedging stopped early, if it did
 	timer       clock.Timer
 	timerC      <-chan time.Time
+	delay       time.Duration // this call's hedging delay
 }
 
 // Do runs a hedged call. attempt is called once per attempt, each on its
@@ -140,7 +151,12 @@ type call struct {
 // promptly once its context is cancelled.
 func (e *Executor) Do(ctx context.Context, attempt retry.AttemptFunc) Result {
 	actx, cancel := context.WithCancel(ctx)
-	c := &call{e: e, ctx: actx, attempt: attempt, results: make(chan finished, e.maxAttempts), res: Result{Winner: -1}}
+	c := &call{e: e, ctx: actx, attempt: attempt, results: make(chan finished, e.maxAttempts), res: Result{Winner: -1},
+		delay: e.policy.HedgingDelay}
+	if e.delayFn != nil {
+		c.delay = e.delayFn()
+	}
+	e.budget.Deposit()
 	c.send()
 	for {
 		if c.outstanding == 0 && c.timerC == nil {
@@ -226,7 +242,7 @@ func (c *call) schedule(d time.Duration) {
 func (c *call) send() {
 	c.stopTimer()
 	for c.res.Sent < c.e.maxAttempts && c.stopped == 0 {
-		if c.res.Sent > 0 && !c.e.throttle.Allow() {
+		if c.res.Sent > 0 && (!c.e.throttle.Allow() || !c.e.budget.Withdraw()) {
 			c.stopped = retry.StopThrottled
 			return
 		}
@@ -235,8 +251,8 @@ func (c *call) send() {
 		c.outstanding++
 		c.wg.Add(1)
 		go c.run(n)
-		if c.e.policy.HedgingDelay > 0 {
-			c.schedule(c.e.policy.HedgingDelay)
+		if c.delay > 0 {
+			c.schedule(c.delay)
 			return
 		}
 	}

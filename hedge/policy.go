@@ -29,6 +29,11 @@ type Policy struct {
 	// failure in the retry throttle. Any other failure ends the call. It
 	// must be non-empty and hold only TChannel error codes (not OK).
 	NonFatalCodes codes.Set
+	// Adaptive, if set, makes the delay follow the method's recent latency
+	// (HedgingDelay then only applies until enough latencies are seen) and
+	// can cap the extra attempts. Sluice's extension; nil means a fixed
+	// delay, as in the retry design.
+	Adaptive *Adaptive
 }
 
 // FieldError is the error Validate returns: it names the field, the value
@@ -58,6 +63,12 @@ func (p Policy) Validate() error {
 		return &FieldError{"nonFatalCodes", "empty", "must name at least one code"}
 	case !retry.ValidCodes(p.NonFatalCodes):
 		return &FieldError{"nonFatalCodes", fmt.Sprintf("%#04x", uint16(p.NonFatalCodes)), "must hold only TChannel error codes"}
+	}
+	if p.Adaptive != nil {
+		if err := p.Adaptive.Validate(); err != nil {
+			fe := err.(*FieldError)
+			return &FieldError{"adaptiveDelay." + fe.Field, fe.Value, fe.Rule}
+		}
 	}
 	return nil
 }

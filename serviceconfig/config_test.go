@@ -372,3 +372,29 @@ func BenchmarkParse(b *testing.B) {
 		}
 	}
 }
+
+func TestAdaptiveHedging(t *testing.T) {
+	cfg, err := Parse([]byte(`{"methodConfig":[{"name":[{"service":"kv"}],"hedgingPolicy":{"maxAttempts":2,"hedgingDelay":"0.01s",
+		"nonFatalStatusCodes":["BUSY"],"adaptiveDelay":{"quantile":0.95,"window":1000,"floor":"0.001s","cap":"0.5s","budget":0.1}}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc, _ := cfg.Lookup("kv", "get")
+	a := mc.Hedge.Adaptive
+	if a == nil || a.Quantile != 0.95 || a.Window != 1000 || a.Floor != time.Millisecond || a.Cap != 500*time.Millisecond || a.Budget != 0.1 {
+		t.Fatalf("adaptive = %+v", a)
+	}
+	for _, tc := range []struct{ js, want string }{
+		{`{"quantile":1,"window":100,"floor":"0.001s","cap":"1s"}`, "methodConfig[0].hedgingPolicy.adaptiveDelay.quantile is 1, must be in (0, 1)"},
+		{`{"quantile":0.9,"window":5,"floor":"0.001s","cap":"1s"}`, "adaptiveDelay.window"},
+		{`{"quantile":0.9,"window":100,"floor":"1s","cap":"0.1s"}`, "adaptiveDelay.cap"},
+		{`{"quantile":0.9,"window":100,"floor":"0.001s"}`, "adaptiveDelay"},
+		{`{"quantile":0.9,"window":100,"floor":"0.001s","cap":"1s","speed":1}`, "speed"},
+	} {
+		_, err := Parse([]byte(`{"methodConfig":[{"name":[{"service":"kv"}],"hedgingPolicy":{"maxAttempts":2,
+			"nonFatalStatusCodes":["BUSY"],"adaptiveDelay":` + tc.js + `}}]}`))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want it to contain %q", tc.js, err, tc.want)
+		}
+	}
+}

@@ -170,7 +170,7 @@ func parseHedge(path string, raw json.RawMessage) (hedge.Policy, error) {
 	if err != nil {
 		return p, err
 	}
-	if err := known(path, obj, "maxAttempts", "hedgingDelay", "nonFatalStatusCodes"); err != nil {
+	if err := known(path, obj, "maxAttempts", "hedgingDelay", "nonFatalStatusCodes", "adaptiveDelay"); err != nil {
 		return p, err
 	}
 	if err := required(path, obj, "maxAttempts", "nonFatalStatusCodes"); err != nil {
@@ -187,7 +187,56 @@ func parseHedge(path string, raw json.RawMessage) (hedge.Policy, error) {
 	if p.NonFatalCodes, err = codeSet(path+".nonFatalStatusCodes", obj["nonFatalStatusCodes"]); err != nil {
 		return p, err
 	}
+	if raw, ok := obj["adaptiveDelay"]; ok {
+		a, err := parseAdaptive(path+".adaptiveDelay", raw)
+		if err != nil {
+			return p, err
+		}
+		p.Adaptive = &a
+	}
 	return p, nil
+}
+
+// parseAdaptive reads Sluice's extension of hedgingPolicy:
+// {"quantile":0.95,"window":1000,"floor":"0.001s","cap":"1s","budget":0.1}.
+func parseAdaptive(path string, raw json.RawMessage) (hedge.Adaptive, error) {
+	var a hedge.Adaptive
+	obj, err := object(path, raw)
+	if err != nil {
+		return a, err
+	}
+	if err := known(path, obj, "quantile", "window", "floor", "cap", "budget"); err != nil {
+		return a, err
+	}
+	if err := required(path, obj, "quantile", "window", "floor", "cap"); err != nil {
+		return a, err
+	}
+	if _, a.Quantile, err = number(path+".quantile", obj["quantile"]); err != nil {
+		return a, err
+	}
+	text, w, err := number(path+".window", obj["window"])
+	if err != nil {
+		return a, err
+	}
+	if w != math.Trunc(w) || w < 10 || w > 1e6 {
+		return a, &Error{Path: path + ".window", Value: text, Rule: "must be a whole number in [10, 1000000]"}
+	}
+	a.Window = int(w)
+	if a.Floor, err = duration(path+".floor", obj["floor"], true); err != nil {
+		return a, err
+	}
+	if a.Cap, err = duration(path+".cap", obj["cap"], true); err != nil {
+		return a, err
+	}
+	if b, ok := obj["budget"]; ok {
+		if _, a.Budget, err = number(path+".budget", b); err != nil {
+			return a, err
+		}
+	}
+	if err := a.Validate(); err != nil {
+		return a, fieldError(path, err)
+	}
+	return a, nil
 }
 
 func parseThrottling(path string, raw json.RawMessage) (retry.ThrottleConfig, error) {
