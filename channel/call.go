@@ -39,6 +39,9 @@ func ResponseHeaders(dst *map[string]string) CallOption {
 
 // Request is one call's payload, as every attempt of the call sends it.
 // Front-ends (CallRaw, CallJSON, package thrift) build one; Call sends it.
+// Call neither modifies a Request nor keeps it, its Headers or its args
+// after it returns (every attempt, hedges included, has ended by then), so
+// callers may reuse their buffers.
 type Request struct {
 	// Format is the TChannel arg scheme: tchannel.Raw, tchannel.JSON or
 	// tchannel.Thrift.

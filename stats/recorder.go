@@ -36,67 +36,53 @@ func (r *Recorder) Scope() tally.Scope { return r.scope }
 
 // Method returns the metrics of calls to service's method.
 func (r *Recorder) Method(service, method string) *Method {
-	k := methodKey{service, method}
-	r.mu.RLock()
-	m, ok := r.methods[k]
-	r.mu.RUnlock()
-	if ok {
+	return cached(r, r.methods, methodKey{service, method}, func() *Method {
+		s := r.scope.Tagged(map[string]string{TagService: service, TagMethod: method})
+		m := &Method{scope: s, calls: s.Counter(Calls), latency: s.Timer(CallLatency),
+			attempts: s.Counter(Attempts), unsent: s.Counter(AttemptsUnsent), errors: map[string]tally.Counter{}, attemptErrors: map[string]tally.Counter{},
+			retries: s.Counter(RetryAttempts), retriesFailed: s.Counter(RetryAttemptsFailed),
+			hedgesSent: s.Counter(HedgesSent), hedgesWon: s.Counter(HedgesWon), hedgesCancelled: s.Counter(HedgesCancelled)}
+		for i, b := range retryBuckets {
+			m.histogram[i] = s.Tagged(map[string]string{TagBucket: ">=" + strconv.Itoa(b)}).Counter(RetryHistogram)
+		}
 		return m
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if m, ok := r.methods[k]; ok {
-		return m
-	}
-	s := r.scope.Tagged(map[string]string{TagService: service, TagMethod: method})
-	m = &Method{scope: s, calls: s.Counter(Calls), latency: s.Timer(CallLatency),
-		attempts: s.Counter(Attempts), unsent: s.Counter(AttemptsUnsent), errors: map[string]tally.Counter{}, attemptErrors: map[string]tally.Counter{},
-		retries: s.Counter(RetryAttempts), retriesFailed: s.Counter(RetryAttemptsFailed),
-		hedgesSent: s.Counter(HedgesSent), hedgesWon: s.Counter(HedgesWon), hedgesCancelled: s.Counter(HedgesCancelled)}
-	for i, b := range retryBuckets {
-		m.histogram[i] = s.Tagged(map[string]string{TagBucket: ">=" + strconv.Itoa(b)}).Counter(RetryHistogram)
-	}
-	r.methods[k] = m
-	return m
+	})
 }
 
 // RetryTokens returns the gauge of service's retry-throttling tokens.
 func (r *Recorder) RetryTokens(service string) tally.Gauge {
-	r.mu.RLock()
-	g, ok := r.tokens[service]
-	r.mu.RUnlock()
-	if ok {
-		return g
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if g, ok := r.tokens[service]; ok {
-		return g
-	}
-	g = r.scope.Tagged(map[string]string{TagService: service}).Gauge(RetryTokens)
-	r.tokens[service] = g
-	return g
+	return cached(r, r.tokens, service, func() tally.Gauge {
+		return r.scope.Tagged(map[string]string{TagService: service}).Gauge(RetryTokens)
+	})
 }
 
 // Peer returns the metrics of one peer of service.
 func (r *Recorder) Peer(service, hostPort string) *Peer {
-	k := peerKey{service, hostPort}
+	return cached(r, r.peers, peerKey{service, hostPort}, func() *Peer {
+		s := r.scope.Tagged(map[string]string{TagService: service, TagPeer: hostPort})
+		return &Peer{Sent: s.Counter(PeerSent), Busy: s.Counter(PeerBusy),
+			Throttled: s.Counter(PeerThrottled), Limit: s.Gauge(PeerLimit)}
+	})
+}
+
+// cached returns m[k], making it with mk under r's lock on first use. Tagged
+// scopes allocate, so each metric set is made once and then found with a
+// read lock.
+func cached[K comparable, V any](r *Recorder, m map[K]V, k K, mk func() V) V {
 	r.mu.RLock()
-	p, ok := r.peers[k]
+	v, ok := m[k]
 	r.mu.RUnlock()
 	if ok {
-		return p
+		return v
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if p, ok := r.peers[k]; ok {
-		return p
+	if v, ok := m[k]; ok {
+		return v
 	}
-	s := r.scope.Tagged(map[string]string{TagService: service, TagPeer: hostPort})
-	p = &Peer{Sent: s.Counter(PeerSent), Busy: s.Counter(PeerBusy),
-		Throttled: s.Counter(PeerThrottled), Limit: s.Gauge(PeerLimit)}
-	r.peers[k] = p
-	return p
+	v = mk()
+	m[k] = v
+	return v
 }
 
 // Method holds the per-call metrics of one (service, method).

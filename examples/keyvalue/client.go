@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/serviceconfig"
+	"github.com/sluice-rpc/sluice/thrift"
+	"github.com/uber/tchannel-go/examples/keyvalue/gen-go/keyvalue"
+	tthrift "github.com/uber/tchannel-go/thrift"
+)
+
+// client runs the get, set and load commands.
+func client(ctx context.Context, cmd string, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(out)
+	peers := fs.String("peers", defaultAddrs, "comma-separated host:port of the instances to call")
+	config := fs.String("config", "serviceconfig.json", `service-config file with the retry policy ("": none)`)
+	timeout := fs.Duration("timeout", time.Second, "deadline of each call, retries included")
+	n := fs.Int("n", 100, "load: number of Get calls")
+	loadKey := fs.String("key", "load", "load: the key to set once and then get")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	want := map[string]int{"get": 1, "set": 2, "load": 0}[cmd]
+	if fs.NArg() != want {
+		return fmt.Errorf("%s takes %d argument(s), got %d\n%s", cmd, want, fs.NArg(), usage)
+	}
+
+	ch, err := newClientChannel(*config, splitAddrs(*peers))
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	kv := keyvalue.NewTChanKeyValueClient(thrift.NewClient(ch, service))
+	call := func(f func(tthrift.Context) error) (map[string]string, error) {
+		c, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		tctx := tthrift.Wrap(c)
+		err := f(tctx)
+		return tctx.ResponseHeaders(), err
+	}
+
+	switch cmd {
+	case "get":
+		var v string
+		h, err := call(func(ctx tthrift.Context) (err error) { v, err = kv.Get(ctx, fs.Arg(0)); return err })
+		if err != nil {
+			return describe(err)
+		}
+		fmt.Fprintf(out, "%s = %q (%s)\n", fs.Arg(0), v, servedBy(h))
+	case "set":
+		h, err := call(func(ctx tthrift.Context) error { return kv.Set(ctx, fs.Arg(0), fs.Arg(1)) })
+		if err != nil {
+			return describe(err)
+		}
+		fmt.Fprintf(out, "%s set (%s)\n", fs.Arg(0), servedBy(h))
+	case "load":
+		if *n <= 0 {
+			return fmt.Errorf("-n is %d, must be > 0", *n)
+		}
+		if _, err := call(func(ctx tthrift.Context) error { return kv.Set(ctx, *loadKey, "value") }); err != nil {
+			return fmt.Errorf("load: set %s first: %w", *loadKey, describe(err))
+		}
+		var ok, retried int
+		failed := map[string]int{}
+		for i := 0; i < *n; i++ {
+			h, err := call(func(ctx tthrift.Context) error { _, err := kv.Get(ctx, *loadKey); return err })
+			switch {
+			case err == nil:
+				ok++
+				if h[headerAttempt] != "1" {
+					retried++
+				}
+			default:
+				failed[outcome(err)]++
+			}
+		}
+		fmt.Fprintf(out, "%d calls: %d ok (%d after a retry), %d failed\n", *n, ok, retried, *n-ok)
+		for _, k := range sortedKeys(failed) {
+			fmt.Fprintf(out, "  failed %s: %d\n", k, failed[k])
+		}
+		for _, p := range ch.Peers(service) {
+			fmt.Fprintf(out, "  peer %s: sent %d, busy %d, throttled %d, limit %.0f\n", p.HostPort, p.Sent, p.Busy, p.Throttled, p.Limit)
+		}
+	}
+	return nil
+}
+
+// newClientChannel returns a Sluice channel with the instances as peers of
+// the keyvalue service and the service config read from path ("" for none).
+func newClientChannel(path string, peers []string) (*channel.Channel, error) {
+	if len(peers) == 0 {
+		return nil, errors.New("no peers: give -peers host:port,...")
+	}
+	var opts []channel.Option
+	if path != "" {
+		cfg, err := loadConfig(path)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, channel.WithServiceConfig(cfg))
+	}
+	ch, err := channel.New("keyvalue-client", opts...)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range peers {
+		if err := ch.AddPeer(service, p); err != nil {
+			ch.Close()
+			return nil, err
+		}
+	}
+	return ch, nil
+}
+
+// loadConfig reads and validates a service-config file.
+func loadConfig(path string) (*serviceconfig.Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("service config: %w", err)
+	}
+	cfg, err := serviceconfig.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("service config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+func servedBy(h map[string]string) string {
+	return fmt.Sprintf("served by %s on attempt %s", h[headerServedBy], h[headerAttempt])
+}
+
+// outcome names an error for the load summary: the declared exception's
+// type, the TChannel code of a failed call, or the local outcome.
+func outcome(err error) string {
+	var (
+		nf *keyvalue.KeyNotFound
+		ik *keyvalue.InvalidKey
+		ce *channel.CallError
+	)
+	switch {
+	case errors.As(err, &nf):
+		return "KeyNotFound"
+	case errors.As(err, &ik):
+		return "InvalidKey"
+	case errors.Is(err, channel.ErrThrottled):
+		return "THROTTLED (local, nothing sent)"
+	case errors.As(err, &ce) && ce.Code != codes.OK:
+		return ce.Code.String()
+	}
+	return "other: " + err.Error()
+}
+
+// describe makes the generated exceptions, whose Error text is terse,
+// readable.
+func describe(err error) error {
+	var nf *keyvalue.KeyNotFound
+	if errors.As(err, &nf) {
+		return fmt.Errorf("key %q not found", nf.Key)
+	}
+	var ik *keyvalue.InvalidKey
+	if errors.As(err, &ik) {
+		return errors.New("invalid key: a key must start with a letter")
+	}
+	return err
+}
+
+func sortedKeys(m map[string]int) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

@@ -1,0 +1,135 @@
+package thrift
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluice-rpc/sluice/channel"
+	"github.com/uber/tchannel-go"
+	athrift "github.com/uber/tchannel-go/thirdparty/github.com/apache/thrift/lib/go/thrift"
+	tthrift "github.com/uber/tchannel-go/thrift"
+)
+
+// maxPooledBuffer is the largest encoding buffer kept for reuse; larger ones
+// are left to the garbage collector so one big request does not pin memory.
+const maxPooledBuffer = 64 << 10
+
+// maxMethodNames bounds a client's cache of "Service::method" names.
+const maxMethodNames = 256
+
+var errNilChannel = errors.New("sluice: thrift: the client has no channel; make it with NewClient(ch, service) and a non-nil ch")
+
+// NewClient returns a thrift.TChanClient that sends every call to service
+// (the TChannel service name the servers register under) through ch's
+// pipeline. Wrap it in a generated client:
+//
+//	kv := keyvalue.NewTChanKeyValueClient(thrift.NewClient(ch, "keyvalue"))
+//
+// The client is safe for concurrent use and cheap: make one per service and
+// keep it.
+func NewClient(ch *channel.Channel, service string) tthrift.TChanClient {
+	return &client{ch: ch, service: service}
+}
+
+// client implements tthrift.TChanClient on a Sluice channel.
+type client struct {
+	ch      *channel.Channel
+	service string
+
+	// names caches thriftService+"::"+method so calls do not build the
+	// string each time. Readers load the map; writers copy it under mu.
+	names atomic.Pointer[map[methodKey]string]
+	mu    sync.Mutex
+}
+
+type methodKey struct{ service, method string }
+
+// Call sends req as thriftService::methodName with ctx's headers, reads the
+// response into resp and sets ctx's response headers. It returns success ==
+// false with a nil error when the server answered with a declared exception
+// (which resp then holds), and a non-nil error when the call failed.
+func (c *client) Call(ctx tthrift.Context, thriftService, methodName string, req, resp athrift.TStruct) (bool, error) {
+	if c.ch == nil {
+		return false, errNilChannel
+	}
+	method := c.methodName(thriftService, methodName)
+	cd := getCodec()
+	defer putCodec(cd)
+	if err := tthrift.WriteStruct(&cd.buf, req); err != nil {
+		return false, fmt.Errorf("sluice: thrift: call %s::%s: cannot encode the request: %w", c.service, method, err)
+	}
+	cd.req = channel.Request{Format: tchannel.Thrift, Headers: ctx.Headers(), Arg3: cd.buf.Bytes()}
+	res, err := c.ch.Call(ctx, c.service, method, &cd.req)
+	if err != nil {
+		return false, err
+	}
+	cd.rd.Reset(res.Arg3)
+	if err := tthrift.ReadStruct(&cd.rd, resp); err != nil {
+		return false, fmt.Errorf("sluice: thrift: call %s::%s: cannot decode the response from %s: %w", c.service, method, res.Peer, err)
+	}
+	if n := cd.rd.Len(); n > 0 {
+		return false, fmt.Errorf("sluice: thrift: call %s::%s: the response from %s has %d bytes after its struct", c.service, method, res.Peer, n)
+	}
+	ctx.SetResponseHeaders(res.Headers)
+	return !res.AppError, nil
+}
+
+// methodName returns thriftService::method, from the cache when it can.
+func (c *client) methodName(service, method string) string {
+	k := methodKey{service, method}
+	if m := c.names.Load(); m != nil {
+		if s, ok := (*m)[k]; ok {
+			return s
+		}
+	}
+	s := service + "::" + method
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.names.Load()
+	if old != nil && len(*old) >= maxMethodNames {
+		return s
+	}
+	m := make(map[methodKey]string, 1+lenOf(old))
+	if old != nil {
+		for k, v := range *old {
+			m[k] = v
+		}
+	}
+	m[k] = s
+	c.names.Store(&m)
+	return s
+}
+
+func lenOf(m *map[methodKey]string) int {
+	if m == nil {
+		return 0
+	}
+	return len(*m)
+}
+
+// codec is the per-call scratch space: the encoded request, the Request
+// handed to the channel and the reader of the response. The channel does not
+// keep a Request after Call returns (attempts, hedges included, have all
+// ended by then), so the codec goes back to the pool at the end of the call.
+type codec struct {
+	buf bytes.Buffer
+	rd  bytes.Reader
+	req channel.Request
+}
+
+var codecs = sync.Pool{New: func() any { return new(codec) }}
+
+func getCodec() *codec { return codecs.Get().(*codec) }
+
+func putCodec(cd *codec) {
+	if cd.buf.Cap() > maxPooledBuffer {
+		return
+	}
+	cd.buf.Reset()
+	cd.rd.Reset(nil)
+	cd.req = channel.Request{}
+	codecs.Put(cd)
+}
