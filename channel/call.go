@@ -13,6 +13,7 @@ import (
 	"github.com/opentracing/opentracing-go/ext"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/hedge"
+	"github.com/sluice-rpc/sluice/leasing"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/stats"
@@ -150,6 +151,15 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 	}
 	ctx, cancel := c.deadline(ctx, pol)
 	defer cancel()
+	if g := c.gates[service]; g != nil {
+		if err := c.waitLease(ctx, g); err != nil {
+			ce := &CallError{Service: service, Method: method, Err: err}
+			if !errors.Is(err, ErrRateLimited) { // the caller's context ended while waiting
+				ce.Code, ce.Message = classify(err)
+			}
+			return nil, c.fail(m, start, ce)
+		}
+	}
 
 	span := noopSpan
 	if c.tracing {
@@ -210,6 +220,23 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 	m.Call(c.o.clock.Now().Sub(start), "")
 	res.Attempts, res.Peers = sent, peers
 	return res, nil
+}
+
+// waitLease waits for the lease gate's permission. The wait may use at most
+// half the time left: a call admitted just before its deadline could not be
+// sent, and would waste a slot of the leased rate.
+func (c *Channel) waitLease(ctx context.Context, g *leasing.RateLimiter) error {
+	if d, ok := ctx.Deadline(); ok {
+		wctx, cancel := context.WithDeadline(ctx, time.Now().Add(time.Until(d)/2))
+		defer cancel()
+		err := g.Wait(wctx)
+		if err != nil && ctx.Err() == nil && !errors.Is(err, ErrRateLimited) {
+			// Only the shortened wait ran out: say so as the gate would.
+			err = fmt.Errorf("%w (no capacity within half the call's time left)", ErrRateLimited)
+		}
+		return err
+	}
+	return g.Wait(ctx)
 }
 
 func (c *Channel) fail(m *stats.Method, start time.Time, ce *CallError) error {

@@ -14,6 +14,7 @@ import (
 	"github.com/opentracing/opentracing-go"
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/internal/clock"
+	"github.com/sluice-rpc/sluice/leasing"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
@@ -45,6 +46,7 @@ type options struct {
 	noRetries            bool
 	maxAttemptsCap       int
 	bufTotal, bufPerCall int64
+	leases               map[string]leasing.CapacitySource
 }
 
 // WithClock sets the clock the busy limiters and latency measurements use.
@@ -88,6 +90,7 @@ type Channel struct {
 	tracing bool
 
 	buffer *retry.Buffer
+	gates  map[string]*leasing.RateLimiter // lease gates by target service
 
 	mu        sync.RWMutex
 	services  map[string]*peer.List
@@ -124,11 +127,18 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("channel: WithRetryBuffer: %w", err)
 	}
+	gates := map[string]*leasing.RateLimiter{}
+	for svc, src := range o.leases {
+		if svc == "" || src == nil {
+			return nil, errors.New("channel: WithLease needs a service name and a capacity source")
+		}
+		gates[svc] = leasing.NewRateLimiter(src)
+	}
 	if o.tracer == nil {
 		o.tracer = opentracing.GlobalTracer()
 	}
 	_, noop := o.tracer.(opentracing.NoopTracer)
-	c := &Channel{name: serviceName, o: o, rec: stats.NewRecorder(o.scope), tracing: !noop, buffer: buffer,
+	c := &Channel{name: serviceName, o: o, rec: stats.NewRecorder(o.scope), tracing: !noop, buffer: buffer, gates: gates,
 		services: map[string]*peer.List{}, policies: map[methodKey]*methodPolicy{}, throttles: map[string]*retry.Throttle{}}
 	if o.shed != nil {
 		s, err := newShedder(*o.shed)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/leasing"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/stats"
@@ -20,6 +21,9 @@ var (
 	ErrThrottled = peer.ErrThrottled
 	// ErrNoPeers: the service has no peers.
 	ErrNoPeers = peer.ErrNoPeers
+	// ErrRateLimited: the service's leased rate admits no call before the
+	// deadline.
+	ErrRateLimited = leasing.ErrRateLimited
 	// ErrClosed: the Channel is closed.
 	ErrClosed = errors.New("the channel is closed")
 )
@@ -73,6 +77,8 @@ func (e *CallError) statsCode() string {
 		return stats.CodeThrottled
 	case errors.Is(e.Err, ErrNoPeers):
 		return stats.CodeNoPeers
+	case errors.Is(e.Err, ErrRateLimited):
+		return stats.CodeRateLimited
 	}
 	return stats.CodeLocal
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/hedge"
+	"github.com/sluice-rpc/sluice/leasing"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
 )
@@ -34,6 +35,23 @@ func WithMaxAttemptsCap(n int) Option { return func(o *options) { o.maxAttemptsC
 // retry.DefaultPerCallBufferLimit.
 func WithRetryBuffer(total, perCall int64) Option {
 	return func(o *options) { o.bufTotal, o.bufPerCall = total, perCall }
+}
+
+// WithLease gates every call to service on a leased rate: before its
+// attempts a call waits on a leasing.RateLimiter that follows src (a
+// leasing.Resource of an embedded Doorman client), which admits calls at the
+// leased capacity per second, spread evenly. The wait may use at most half
+// the call's time left (the rest is for the call itself); a call that would
+// wait longer fails at once with ErrRateLimited and sends nothing. The
+// resource's metrics (capacity, wants, waits, rate-limited calls) are
+// reported by its leasing.Client.
+func WithLease(service string, src leasing.CapacitySource) Option {
+	return func(o *options) {
+		if o.leases == nil {
+			o.leases = map[string]leasing.CapacitySource{}
+		}
+		o.leases[service] = src
+	}
 }
 
 // methodPolicy is how calls to one (service, method) run: built once from

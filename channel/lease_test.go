@@ -1,0 +1,105 @@
+package channel
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-rpc/sluice/leasing"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/uber-go/tally/v4"
+)
+
+// startDoorman starts a real Doorman-compatible server on 127.0.0.1 whose
+// resource "kv-rps" has capacity 100 and returns a client's resource on it
+// wanting 500.
+func startDoorman(t *testing.T, scope tally.Scope) *leasing.Resource {
+	t.Helper()
+	cfg, err := leasing.ParseConfig([]byte(`
+resources:
+- identifier_glob: "kv-rps"
+  capacity: 100
+  algorithm:
+    kind: STATIC
+    lease_length: 60
+    refresh_interval: 15
+    learning_mode_duration: 0 # a fresh server hands out capacity at once
+`))
+	require.NoError(t, err)
+	srv, err := leasing.NewServer(leasing.ServerConfig{Config: cfg})
+	require.NoError(t, err)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() { defer close(done); srv.Serve(lis) }()
+	t.Cleanup(func() { srv.Stop(); <-done })
+
+	cl, err := leasing.NewClient(leasing.ClientConfig{Addr: lis.Addr().String(), ID: "channel-test", Scope: scope, ManualRefresh: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { cl.Close() })
+	res, err := cl.Resource("kv-rps", leasing.ResourceConfig{Wants: 500, Mode: leasing.Pessimistic})
+	require.NoError(t, err)
+	require.NoError(t, cl.Refresh(ctxTimeout(t)))
+	require.Equal(t, 100.0, res.Capacity())
+	return res
+}
+
+// A channel bound to a resource of capacity 100, asked for 500 requests per
+// second, sends 100 per second (+/- 5%) to a real TChannel server; the rest
+// fail fast as rate limited and are never sent.
+func TestLeaseGateHoldsTheLeasedRate(t *testing.T) {
+	s := startServer(t)
+	scope := tally.NewTestScope("", nil)
+	res := startDoorman(t, scope)
+	c, err := New("client", WithLease("kv", res), WithScope(scope))
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.AddPeer("kv", s.ch.HostPort()))
+
+	const offered, seconds = 500, 2
+	var (
+		wg          sync.WaitGroup
+		mu          sync.Mutex
+		ok, limited int
+	)
+	tick := time.NewTicker(time.Second / offered)
+	defer tick.Stop()
+	start := time.Now()
+	for i := 0; i < offered*seconds; i++ {
+		<-tick.C
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			_, err := c.CallRaw(ctx, "kv", "echo", nil, nil)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				ok++
+			case errors.Is(err, ErrRateLimited):
+				limited++
+			default:
+				t.Errorf("call: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+	rate := float64(s.received.Load()) / elapsed
+	t.Logf("offered %d/s for %.2fs: server saw %d (%.1f/s), %d ok, %d rate limited", offered, elapsed, s.received.Load(), rate, ok, limited)
+	assert.InDelta(t, 100, rate, 5, "server-side rate")
+	assert.EqualValues(t, ok, s.received.Load(), "a rate-limited call reached the server")
+	assert.Greater(t, limited, offered*seconds/2)
+	assert.EqualValues(t, limited, scope.Snapshot().Counters()["call.errors+code=RATE_LIMITED,method=echo,service=kv"].Value())
+}
+
+func TestLeaseOptionValidated(t *testing.T) {
+	_, err := New("c", WithLease("", nil))
+	assert.ErrorContains(t, err, "WithLease")
+}

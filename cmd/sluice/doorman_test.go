@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func writeConfig(t *testing.T, text string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "doorman.yaml")
+	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+const testDoormanConfig = `
+resources:
+- identifier_glob: "db"
+  capacity: 100
+  algorithm:
+    kind: FAIR_SHARE
+    lease_length: 60
+    refresh_interval: 15
+    learning_mode_duration: 0
+`
+
+func TestDoormanServeAndGet(t *testing.T) {
+	file := writeConfig(t, testDoormanConfig)
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut syncBuffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- doormanRun(ctx, []string{"serve", "--config", file, "--listen", "127.0.0.1:0", "--status", "127.0.0.1:0"}, &out, &errOut)
+	}()
+	re := regexp.MustCompile(`serving 1 templates on (\S+)`)
+	var addr string
+	deadline := time.Now().Add(5 * time.Second)
+	for addr == "" {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			addr = m[1]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not start: %q %q", out.String(), errOut.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	var getOut, getErr bytes.Buffer
+	code := doormanCmd([]string{"get", "--server", addr, "--resource", "db", "--wants", "30", "--client-id", "cli"}, &getOut, &getErr)
+	if code != 0 {
+		t.Fatalf("get exited %d: %s", code, getErr.String())
+	}
+	if got := getOut.String(); !strings.Contains(got, "client=cli resource=db wants=30 capacity=30") {
+		t.Fatalf("get printed %q", got)
+	}
+
+	// get released its lease on exit, so a watcher gets it all; --watch
+	// prints each lease and ends with its context.
+	wctx, wcancel := context.WithCancel(context.Background())
+	var watchOut syncBuffer
+	wexit := make(chan int, 1)
+	go func() {
+		wexit <- doormanRun(wctx, []string{"get", "--server", addr, "--resource", "db", "--wants", "200", "--client-id", "watcher", "--watch"}, &watchOut, &getErr)
+	}()
+	deadline = time.Now().Add(5 * time.Second)
+	for !strings.Contains(watchOut.String(), "capacity=100") {
+		if time.Now().After(deadline) {
+			t.Fatalf("watch printed %q", watchOut.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	wcancel()
+	if code := <-wexit; code != 0 {
+		t.Fatalf("get --watch exited %d", code)
+	}
+
+	cancel()
+	if code := <-exit; code != 0 {
+		t.Fatalf("serve exited %d: %s", code, errOut.String())
+	}
+}
+
+func TestDoormanErrors(t *testing.T) {
+	bad := writeConfig(t, `
+resources:
+- identifier_glob: "*"
+  capacity: 1
+  algorithm: {kind: FAIR_SHARE, lease_length: 60, refresh_interval: 15}
+- identifier_glob: "x"
+  capacity: 1
+  algorithm: {kind: FAIR_SHARE, lease_length: 60, refresh_interval: 15}
+`)
+	tests := []struct {
+		args    []string
+		code    int
+		message string
+	}{
+		{nil, 2, "usage"},
+		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		{[]string{"serve"}, 2, "--config and --listen are required"},
+		{[]string{"serve", "--config", bad, "--listen", "127.0.0.1:0"}, 1, `template 0 ("*")`},
+		{[]string{"serve", "--config", "/nonexistent.yaml", "--listen", "127.0.0.1:0"}, 1, "reading configuration"},
+		{[]string{"get", "--server", "127.0.0.1:1"}, 2, "--wants (>= 0) are required"},
+		{[]string{"get", "--server", "127.0.0.1:1", "--resource", "r", "--wants", "1"}, 1, "sluice doorman get:"},
+	}
+	for _, tt := range tests {
+		var out, errOut bytes.Buffer
+		code := doormanRun(context.Background(), tt.args, &out, &errOut)
+		if code != tt.code || !strings.Contains(errOut.String(), tt.message) {
+			t.Errorf("doorman %v: exit %d, stderr %q; want exit %d and %q", tt.args, code, errOut.String(), tt.code, tt.message)
+		}
+	}
+}

@@ -1,0 +1,833 @@
+package leasing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/uber-go/tally/v4"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-rpc/sluice/internal/clock"
+	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
+	"github.com/sluice-rpc/sluice/stats"
+)
+
+// Client defaults.
+const (
+	// DefaultClientMinRefreshInterval is the shortest interval between two
+	// requests for the same resource (the protocol's limit).
+	DefaultClientMinRefreshInterval = 5 * time.Second
+	// DefaultInitialBackoff is the first wait after a failed refresh.
+	DefaultInitialBackoff = time.Second
+	// DefaultMaxBackoff caps the exponential backoff between failed
+	// refreshes.
+	DefaultMaxBackoff = time.Minute
+	// DefaultRPCTimeout bounds one RPC to the server.
+	DefaultRPCTimeout = 5 * time.Second
+	// DefaultMaxRedirects bounds the mastership redirects one refresh follows.
+	DefaultMaxRedirects = 3
+)
+
+// Mode says what capacity a client uses for a resource while it holds no
+// valid lease (before the first answer, after its lease expired, or while
+// the server is unreachable).
+type Mode int
+
+const (
+	// Optimistic uses what the client wants: fit for online traffic to
+	// resources protected by other means.
+	Optimistic Mode = iota
+	// Pessimistic uses 0: the resource is not used until a lease arrives.
+	Pessimistic
+	// Safe uses the safe capacity the server last sent (negative means
+	// unlimited); 0 until the server has sent one.
+	Safe
+)
+
+// String returns "optimistic", "pessimistic" or "safe".
+func (m Mode) String() string {
+	switch m {
+	case Optimistic:
+		return "optimistic"
+	case Pessimistic:
+		return "pessimistic"
+	case Safe:
+		return "safe"
+	}
+	return "Mode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	// Addr is the HOST:PORT of a Doorman server; the client asks it who the
+	// master is and follows redirects. Required.
+	Addr string
+	// ID identifies the client to the server; empty means HOSTNAME:PID.
+	// It must be unique among the server's clients.
+	ID string
+	// Clock is the time source; nil means the wall clock.
+	Clock clock.Clock
+	// Scope receives the client's metrics; nil means tally.NoopScope.
+	Scope tally.Scope
+	// DialOptions are used to dial servers; nil means plaintext.
+	DialOptions []grpc.DialOption
+	// MinRefreshInterval is the shortest interval between two requests
+	// for the same resource (0 means DefaultClientMinRefreshInterval).
+	MinRefreshInterval time.Duration
+	// InitialBackoff and MaxBackoff shape the capped exponential backoff
+	// after failed refreshes (0 means the defaults).
+	InitialBackoff, MaxBackoff time.Duration
+	// RPCTimeout bounds each RPC (0 means DefaultRPCTimeout).
+	RPCTimeout time.Duration
+	// MaxRedirects bounds mastership redirects per refresh (0 means
+	// DefaultMaxRedirects).
+	MaxRedirects int
+	// ManualRefresh, if true, starts no background refresh loop: the
+	// caller drives Refresh itself (one-shot tools, deterministic tests).
+	ManualRefresh bool
+}
+
+// Validate reports the first thing wrong with c.
+func (c *ClientConfig) Validate() error {
+	if c.Addr == "" {
+		return errors.New("leasing: client Addr is empty, want the HOST:PORT of a Doorman server")
+	}
+	for name, d := range map[string]time.Duration{
+		"MinRefreshInterval": c.MinRefreshInterval, "InitialBackoff": c.InitialBackoff,
+		"MaxBackoff": c.MaxBackoff, "RPCTimeout": c.RPCTimeout,
+	} {
+		if d < 0 {
+			return fmt.Errorf("leasing: client %s is %v, must be >= 0", name, d)
+		}
+	}
+	if c.InitialBackoff > 0 && c.MaxBackoff > 0 && c.MaxBackoff < c.InitialBackoff {
+		return fmt.Errorf("leasing: client MaxBackoff %v is less than InitialBackoff %v", c.MaxBackoff, c.InitialBackoff)
+	}
+	if c.MaxRedirects < 0 {
+		return fmt.Errorf("leasing: client MaxRedirects is %d, must be >= 0", c.MaxRedirects)
+	}
+	return nil
+}
+
+// ResourceConfig configures one resource of a Client.
+type ResourceConfig struct {
+	// Wants is the capacity wanted (>= 0, finite). With EstimateWants it is
+	// the starting value.
+	Wants float64
+	// Priority is passed to the server; the built-in algorithms ignore it.
+	Priority int64
+	// Mode is what to use while no valid lease is held.
+	Mode Mode
+	// EstimateWants, if true, replaces Wants at every refresh with an
+	// estimate of the demand observed by the resource's RateLimiter or
+	// Gauge: the observed rate (or peak concurrency) plus 10%, or 1.5 times
+	// the capacity when demand reaches 90% of it.
+	EstimateWants bool
+}
+
+// Validate reports the first thing wrong with c.
+func (c *ResourceConfig) Validate() error {
+	if !finiteNonNegative(c.Wants) {
+		return fmt.Errorf("leasing: resource Wants is %v, must be a finite number >= 0", c.Wants)
+	}
+	if c.Mode < Optimistic || c.Mode > Safe {
+		return fmt.Errorf("leasing: resource Mode is %d, must be Optimistic, Pessimistic or Safe", int(c.Mode))
+	}
+	return nil
+}
+
+// Client holds leases on Doorman resources for one process. It refreshes
+// all of them with one bulk GetCapacity at the server's refresh interval
+// (never more often than MinRefreshInterval per resource), follows
+// mastership redirects, backs off exponentially while the server is
+// unreachable and releases its leases on Close.
+//
+// A Client is safe for concurrent use.
+type Client struct {
+	cfg       ClientConfig
+	id        string
+	clock     clock.Clock
+	scope     tally.Scope
+	refreshes tally.Counter
+	errors    tally.Counter
+
+	mu        sync.Mutex
+	resources map[string]*Resource
+	closed    bool
+
+	rpcMu  sync.Mutex // serialises refreshes and connection changes
+	target string
+	conn   *grpc.ClientConn
+	known  bool // target is known to be the master
+
+	wake chan struct{}
+	quit chan struct{}
+	done chan struct{}
+}
+
+// NewClient returns a client of the Doorman server at cfg.Addr. Unless
+// cfg.ManualRefresh is set it starts a background refresh loop, stopped by
+// Close.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.ID == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "localhost"
+		}
+		cfg.ID = host + ":" + strconv.Itoa(os.Getpid())
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real
+	}
+	if cfg.Scope == nil {
+		cfg.Scope = tally.NoopScope
+	}
+	if cfg.MinRefreshInterval == 0 {
+		cfg.MinRefreshInterval = DefaultClientMinRefreshInterval
+	}
+	if cfg.InitialBackoff == 0 {
+		cfg.InitialBackoff = DefaultInitialBackoff
+	}
+	if cfg.MaxBackoff == 0 {
+		cfg.MaxBackoff = DefaultMaxBackoff
+	}
+	if cfg.MaxBackoff < cfg.InitialBackoff {
+		cfg.MaxBackoff = cfg.InitialBackoff
+	}
+	if cfg.RPCTimeout == 0 {
+		cfg.RPCTimeout = DefaultRPCTimeout
+	}
+	if cfg.MaxRedirects == 0 {
+		cfg.MaxRedirects = DefaultMaxRedirects
+	}
+	if cfg.DialOptions == nil {
+		cfg.DialOptions = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	c := &Client{
+		cfg:       cfg,
+		id:        cfg.ID,
+		clock:     cfg.Clock,
+		scope:     cfg.Scope,
+		refreshes: cfg.Scope.Counter(stats.LeaseRequests),
+		errors:    cfg.Scope.Counter(stats.LeaseRefreshErrors),
+		resources: make(map[string]*Resource),
+		target:    cfg.Addr,
+		wake:      make(chan struct{}, 1),
+		quit:      make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	if cfg.ManualRefresh {
+		close(c.done)
+	} else {
+		go c.run()
+	}
+	return c, nil
+}
+
+// ID returns the identifier the client presents to the server.
+func (c *Client) ID() string { return c.id }
+
+// Resource starts leasing capacity for resource id. The first request is
+// sent at once by the refresh loop (or by the next Refresh). It is an error
+// to add the same resource twice.
+func (c *Client) Resource(id string, rc ResourceConfig) (*Resource, error) {
+	if id == "" {
+		return nil, errors.New("leasing: resource id is empty")
+	}
+	if err := rc.Validate(); err != nil {
+		return nil, fmt.Errorf("%w (resource %q)", err, id)
+	}
+	scope := c.scope.Tagged(map[string]string{stats.LeaseTagResource: id})
+	r := &Resource{
+		c:             c,
+		id:            id,
+		priority:      rc.Priority,
+		mode:          rc.Mode,
+		estimate:      rc.EstimateWants,
+		wants:         rc.Wants,
+		changed:       make(chan struct{}),
+		estimateStart: c.clock.Now(),
+		capacityGauge: scope.Gauge(stats.LeaseCapacity),
+		wantsGauge:    scope.Gauge(stats.LeaseWants),
+		waits:         scope.Counter(stats.LeaseWaits),
+		rateLimited:   scope.Counter(stats.LeaseRateLimited),
+		expired:       scope.Counter(stats.LeaseExpired),
+	}
+	r.notified = r.capacityLocked(r.estimateStart)
+	r.wantsGauge.Update(r.wants)
+	r.capacityGauge.Update(r.notified)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if _, dup := c.resources[id]; dup {
+		return nil, fmt.Errorf("leasing: resource %q was already added to this client", id)
+	}
+	c.resources[id] = r
+	c.poke()
+	return r, nil
+}
+
+// poke wakes the refresh loop.
+func (c *Client) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Client) snapshot() []*Resource {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rs := make([]*Resource, 0, len(c.resources))
+	for _, r := range c.resources {
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// Refresh sends one bulk GetCapacity for every resource not asked for in
+// the last MinRefreshInterval and applies the answer. It follows mastership
+// redirects; on an error the client forgets the master and rediscovers it
+// on the next refresh.
+func (c *Client) Refresh(ctx context.Context) error {
+	c.rpcMu.Lock()
+	defer c.rpcMu.Unlock()
+	now := c.clock.Now()
+	req := &pb.GetCapacityRequest{ClientId: proto.String(c.id)}
+	asked := make(map[string]*Resource)
+	for _, r := range c.snapshot() {
+		if rr := r.request(now, c.cfg.MinRefreshInterval); rr != nil {
+			req.Resource = append(req.Resource, rr)
+			asked[r.id] = r
+		}
+	}
+	if len(req.Resource) == 0 {
+		return nil
+	}
+	c.refreshes.Inc(1)
+	resp, err := c.getCapacity(ctx, req)
+	if err != nil {
+		c.errors.Inc(1)
+		return err
+	}
+	for _, r := range asked {
+		r.mu.Lock()
+		r.lastRequest = now
+		r.urgent = false
+		r.mu.Unlock()
+	}
+	now = c.clock.Now()
+	for _, rr := range resp.GetResponse() {
+		if r := asked[rr.GetResourceId()]; r != nil {
+			r.apply(rr, now)
+		}
+	}
+	return nil
+}
+
+// getCapacity sends req to the master, discovering it and following
+// redirects. Callers hold rpcMu.
+func (c *Client) getCapacity(ctx context.Context, req *pb.GetCapacityRequest) (*pb.GetCapacityResponse, error) {
+	retried := false
+	for redirects := 0; ; redirects++ {
+		conn, err := c.master(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rctx, cancel := context.WithTimeout(ctx, c.cfg.RPCTimeout)
+		resp, err := pb.NewCapacityClient(conn).GetCapacity(rctx, req)
+		cancel()
+		if err != nil {
+			target := c.target
+			c.forget()
+			if !retried && ctx.Err() == nil {
+				// The connection may be stale (a restarted server):
+				// rediscover and try once more at once.
+				retried = true
+				continue
+			}
+			return nil, fmt.Errorf("leasing: GetCapacity to %s: %w", target, err)
+		}
+		if len(resp.GetResponse()) > 0 || resp.GetMastership() == nil {
+			return resp, nil
+		}
+		if err := c.redirect(resp.GetMastership(), redirects); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// redirect switches to the master named by m. Callers hold rpcMu.
+func (c *Client) redirect(m *pb.Mastership, redirects int) error {
+	addr := m.GetMasterAddress()
+	if addr == "" {
+		c.forget()
+		return fmt.Errorf("leasing: server %s is not the master and does not know who is", c.target)
+	}
+	if redirects >= c.cfg.MaxRedirects {
+		c.forget()
+		return fmt.Errorf("leasing: gave up after %d mastership redirects (last to %s)", redirects, addr)
+	}
+	c.setTarget(addr, true)
+	return nil
+}
+
+// master returns a connection to the master, asking the current target
+// with Discovery when it is not known to be the master. Callers hold rpcMu.
+func (c *Client) master(ctx context.Context) (*grpc.ClientConn, error) {
+	for redirects := 0; ; redirects++ {
+		if c.conn == nil {
+			conn, err := grpc.NewClient(c.target, c.cfg.DialOptions...)
+			if err != nil {
+				return nil, fmt.Errorf("leasing: dialling %s: %w", c.target, err)
+			}
+			c.conn = conn
+		}
+		if c.known {
+			return c.conn, nil
+		}
+		rctx, cancel := context.WithTimeout(ctx, c.cfg.RPCTimeout)
+		d, err := pb.NewCapacityClient(c.conn).Discovery(rctx, &pb.DiscoveryRequest{})
+		cancel()
+		if err != nil {
+			c.forget()
+			return nil, fmt.Errorf("leasing: Discovery at %s: %w", c.target, err)
+		}
+		if d.GetIsMaster() {
+			c.known = true
+			return c.conn, nil
+		}
+		if err := c.redirect(d.GetMastership(), redirects); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// setTarget points the client at addr. Callers hold rpcMu.
+func (c *Client) setTarget(addr string, master bool) {
+	if addr != c.target && c.conn != nil {
+		c.conn.Close()
+		c.conn = nil
+	}
+	c.target = addr
+	c.known = master
+}
+
+// forget drops the connection and goes back to the configured address.
+// Callers hold rpcMu.
+func (c *Client) forget() {
+	if c.conn != nil {
+		c.conn.Close()
+		c.conn = nil
+	}
+	c.target = c.cfg.Addr
+	c.known = false
+}
+
+// run is the background refresh loop.
+func (c *Client) run() {
+	defer close(c.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-c.quit:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	failures := 0
+	var retryAt time.Time
+	for {
+		now := c.clock.Now()
+		wait := c.nextEvent(now)
+		if failures > 0 {
+			if d := retryAt.Sub(now); d > wait {
+				wait = d
+			}
+		}
+		t := c.clock.NewTimer(wait)
+		select {
+		case <-c.quit:
+			t.Stop()
+			return
+		case <-c.wake:
+			t.Stop()
+			if failures > 0 && c.clock.Now().Before(retryAt) {
+				continue
+			}
+		case <-t.C():
+		}
+		now = c.clock.Now()
+		for _, r := range c.snapshot() {
+			r.checkChanged(now)
+		}
+		if !c.due(now) {
+			continue
+		}
+		if err := c.Refresh(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			retryAt = c.clock.Now().Add(c.backoff(failures))
+			continue
+		}
+		failures = 0
+	}
+}
+
+// backoff returns the wait after the given number of consecutive failures:
+// InitialBackoff doubled per failure, capped at MaxBackoff.
+func (c *Client) backoff(failures int) time.Duration {
+	d := c.cfg.InitialBackoff
+	for i := 1; i < failures && d < c.cfg.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, c.cfg.MaxBackoff)
+}
+
+// due reports whether some resource should be refreshed at now.
+func (c *Client) due(now time.Time) bool {
+	for _, r := range c.snapshot() {
+		if !r.nextRefresh(c.cfg.MinRefreshInterval).After(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// nextEvent returns how long until a resource is due for refresh or a
+// lease expires.
+func (c *Client) nextEvent(now time.Time) time.Duration {
+	next := now.Add(c.cfg.MaxBackoff)
+	for _, r := range c.snapshot() {
+		if t := r.nextRefresh(c.cfg.MinRefreshInterval); t.Before(next) {
+			next = t
+		}
+		if t, ok := r.expiry(); ok && t.After(now) && t.Before(next) {
+			next = t
+		}
+	}
+	return max(next.Sub(now), 0)
+}
+
+// Close stops the refresh loop, releases every lease (best effort, within
+// RPCTimeout) and closes the connection. It returns the release error, if
+// any. Resources fall back to their modes afterwards.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	ids := make([]string, 0, len(c.resources))
+	for id := range c.resources {
+		ids = append(ids, id)
+	}
+	c.mu.Unlock()
+	if !c.cfg.ManualRefresh {
+		close(c.quit)
+	}
+	<-c.done
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RPCTimeout)
+	defer cancel()
+	err := c.release(ctx, ids)
+	c.rpcMu.Lock()
+	c.forget()
+	c.rpcMu.Unlock()
+	return err
+}
+
+// release sends ReleaseCapacity for ids to the master.
+func (c *Client) release(ctx context.Context, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	c.rpcMu.Lock()
+	defer c.rpcMu.Unlock()
+	req := &pb.ReleaseCapacityRequest{ClientId: proto.String(c.id), ResourceId: ids}
+	for redirects := 0; ; redirects++ {
+		conn, err := c.master(ctx)
+		if err != nil {
+			return err
+		}
+		rctx, cancel := context.WithTimeout(ctx, c.cfg.RPCTimeout)
+		resp, err := pb.NewCapacityClient(conn).ReleaseCapacity(rctx, req)
+		cancel()
+		if err != nil {
+			c.forget()
+			return fmt.Errorf("leasing: ReleaseCapacity to %s: %w", c.target, err)
+		}
+		m := resp.GetMastership()
+		if m == nil || m.GetMasterAddress() == c.target || (m.GetMasterAddress() == "" && c.known) {
+			return nil
+		}
+		if err := c.redirect(m, redirects); err != nil {
+			return err
+		}
+	}
+}
+
+// Resource is one resource leased by a Client. Its capacity is the
+// capacity of its unexpired lease, or while it has none the value its Mode
+// gives. RateLimiter and Gauge turn it into a local limit.
+type Resource struct {
+	c        *Client
+	id       string
+	priority int64
+	mode     Mode
+	estimate bool
+
+	capacityGauge, wantsGauge   tally.Gauge
+	waits, rateLimited, expired tally.Counter
+
+	mu          sync.Mutex
+	wants       float64
+	lease       *pb.Lease // nil until the first answer
+	leaseExpiry time.Time
+	refresh     time.Duration
+	safe        float64
+	hasSafe     bool
+	lastRequest time.Time
+	urgent      bool // wants changed since the last request
+	released    bool
+	notified    float64
+	changed     chan struct{}
+
+	// demand observed since estimateStart, for EstimateWants.
+	estimateStart time.Time
+	arrivals      float64
+	peak          float64
+}
+
+// ID returns the resource's identifier.
+func (r *Resource) ID() string { return r.id }
+
+// Mode returns the resource's mode.
+func (r *Resource) Mode() Mode { return r.mode }
+
+// Capacity returns the capacity the resource may use now: the capacity of
+// its unexpired lease or, without one, what its Mode gives (wants, 0 or the
+// safe capacity). It is +Inf when unlimited.
+func (r *Resource) Capacity() float64 {
+	now := r.c.clock.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.capacityLocked(now)
+}
+
+func (r *Resource) capacityLocked(now time.Time) float64 {
+	if r.lease != nil && now.Before(r.leaseExpiry) && !r.released {
+		return r.lease.GetCapacity()
+	}
+	switch r.mode {
+	case Optimistic:
+		return r.wants
+	case Safe:
+		if !r.hasSafe {
+			return 0
+		}
+		if r.safe < 0 {
+			return math.Inf(1)
+		}
+		return r.safe
+	}
+	return 0
+}
+
+// Lease returns the capacity and expiry of the resource's current lease;
+// ok is false when it holds no unexpired lease.
+func (r *Resource) Lease() (capacity float64, expiry time.Time, ok bool) {
+	now := r.c.clock.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lease == nil || !now.Before(r.leaseExpiry) || r.released {
+		return 0, time.Time{}, false
+	}
+	return r.lease.GetCapacity(), r.leaseExpiry, true
+}
+
+// Wants returns the capacity the resource asks for.
+func (r *Resource) Wants() float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.wants
+}
+
+// SetWants changes the capacity the resource asks for. A change is sent
+// early, as soon as MinRefreshInterval has passed since the resource's
+// last request, rather than at the next regular refresh.
+func (r *Resource) SetWants(w float64) error {
+	if !finiteNonNegative(w) {
+		return fmt.Errorf("leasing: wants is %v for resource %q, must be a finite number >= 0", w, r.id)
+	}
+	r.mu.Lock()
+	if w != r.wants {
+		r.wants = w
+		r.urgent = true
+	}
+	r.mu.Unlock()
+	r.wantsGauge.Update(w)
+	r.checkChanged(r.c.clock.Now())
+	r.c.poke()
+	return nil
+}
+
+// Changed returns a channel closed when the resource's capacity next
+// changes (a new lease, an expiry, or a wants change in optimistic mode).
+func (r *Resource) Changed() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.changed
+}
+
+// checkChanged wakes Changed waiters if the capacity differs from the last
+// value announced.
+func (r *Resource) checkChanged(now time.Time) {
+	r.mu.Lock()
+	capacity := r.capacityLocked(now)
+	if r.lease != nil && !now.Before(r.leaseExpiry) {
+		// Count an expiry once.
+		r.expired.Inc(1)
+		r.lease = nil
+	}
+	if capacity == r.notified {
+		r.mu.Unlock()
+		return
+	}
+	r.notified = capacity
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.mu.Unlock()
+	r.capacityGauge.Update(capacity)
+}
+
+// Release gives the resource's lease back to the server and removes it
+// from the client. Its capacity falls back to its mode.
+func (r *Resource) Release(ctx context.Context) error {
+	c := r.c
+	c.mu.Lock()
+	if c.resources[r.id] != r {
+		c.mu.Unlock()
+		return fmt.Errorf("leasing: resource %q is not held by this client", r.id)
+	}
+	delete(c.resources, r.id)
+	c.mu.Unlock()
+	r.mu.Lock()
+	r.released = true
+	r.mu.Unlock()
+	r.checkChanged(c.clock.Now())
+	return c.release(ctx, []string{r.id})
+}
+
+// request returns the resource's part of a GetCapacity request, or nil if
+// it was asked for less than minInterval ago.
+func (r *Resource) request(now time.Time, minInterval time.Duration) *pb.ResourceRequest {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.lastRequest.IsZero() && now.Sub(r.lastRequest) < minInterval {
+		return nil
+	}
+	if r.estimate {
+		r.estimateLocked(now)
+	}
+	rr := &pb.ResourceRequest{
+		ResourceId: proto.String(r.id),
+		Priority:   proto.Int64(r.priority),
+		Wants:      proto.Float64(r.wants),
+	}
+	if r.lease != nil && now.Before(r.leaseExpiry) {
+		rr.Has = proto.Clone(r.lease).(*pb.Lease)
+	}
+	return rr
+}
+
+// estimateLocked replaces wants by the demand observed since the last
+// estimate.
+func (r *Resource) estimateLocked(now time.Time) {
+	elapsed := now.Sub(r.estimateStart).Seconds()
+	if elapsed <= 0 || (r.arrivals == 0 && r.peak == 0) {
+		return
+	}
+	demand := math.Max(r.arrivals/elapsed, r.peak)
+	capacity := r.capacityLocked(now)
+	if !math.IsInf(capacity, 1) && capacity > 0 && demand >= 0.9*capacity {
+		r.wants = 1.5 * math.Max(demand, capacity)
+	} else {
+		r.wants = 1.1 * demand
+	}
+	r.estimateStart, r.arrivals, r.peak = now, 0, 0
+	r.wantsGauge.Update(r.wants)
+}
+
+// observeArrival records one call for wants estimation.
+func (r *Resource) observeArrival() {
+	if !r.estimate {
+		return
+	}
+	r.mu.Lock()
+	r.arrivals++
+	r.mu.Unlock()
+}
+
+// observeConcurrency records a concurrent demand level for wants
+// estimation.
+func (r *Resource) observeConcurrency(n int) {
+	if !r.estimate {
+		return
+	}
+	r.mu.Lock()
+	r.peak = math.Max(r.peak, float64(n))
+	r.mu.Unlock()
+}
+
+// apply stores a lease from the server.
+func (r *Resource) apply(rr *pb.ResourceResponse, now time.Time) {
+	r.mu.Lock()
+	r.lease = proto.Clone(rr.GetGets()).(*pb.Lease)
+	r.leaseExpiry = time.Unix(r.lease.GetExpiryTime(), 0)
+	r.refresh = time.Duration(r.lease.GetRefreshInterval()) * time.Second
+	if rr.SafeCapacity != nil {
+		r.safe, r.hasSafe = rr.GetSafeCapacity(), true
+	}
+	r.mu.Unlock()
+	r.checkChanged(now)
+}
+
+// nextRefresh is when the resource should next be asked for.
+func (r *Resource) nextRefresh(minInterval time.Duration) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lastRequest.IsZero() {
+		return time.Time{}
+	}
+	if r.urgent {
+		return r.lastRequest.Add(minInterval)
+	}
+	return r.lastRequest.Add(max(r.refresh, minInterval))
+}
+
+// expiry returns the expiry of the resource's lease, if it has one.
+func (r *Resource) expiry() (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lease == nil {
+		return time.Time{}, false
+	}
+	return r.leaseExpiry, true
+}

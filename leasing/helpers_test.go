@@ -1,0 +1,136 @@
+package leasing
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-rpc/sluice/internal/clock"
+	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
+)
+
+var testEpoch = time.Unix(1_700_000_000, 0)
+
+func int64p(v int64) *int64 { return &v }
+
+// testConfig returns a one-template config for resource "r" with no
+// learning mode.
+func testConfig(kind Kind, capacity float64) *Config {
+	return &Config{Resources: []Template{{
+		IdentifierGlob: "r",
+		Capacity:       capacity,
+		Algorithm: Algorithm{
+			Kind:                 kind,
+			LeaseLength:          60,
+			RefreshInterval:      15,
+			LearningModeDuration: int64p(0),
+		},
+	}}}
+}
+
+func newTestServer(t testing.TB, cfg *Config, clk clock.Clock) *Server {
+	t.Helper()
+	s, err := NewServer(ServerConfig{Config: cfg, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// ask sends one GetCapacity for resource "r" and returns the granted
+// capacity, or -1 when the response has no entry.
+func ask(t testing.TB, s *Server, client string, wants float64) float64 {
+	t.Helper()
+	resp, err := s.GetCapacity(context.Background(), &pb.GetCapacityRequest{
+		ClientId: proto.String(client),
+		Resource: []*pb.ResourceRequest{{
+			ResourceId: proto.String("r"),
+			Priority:   proto.Int64(0),
+			Wants:      proto.Float64(wants),
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Response) == 0 {
+		return -1
+	}
+	return resp.Response[0].GetGets().GetCapacity()
+}
+
+func clientName(i int) string { return fmt.Sprintf("c%d", i) }
+
+// startServer serves s on addr ("" means 127.0.0.1:0) and returns the
+// address it listens on; the server stops at the end of the test.
+func startServer(t testing.TB, s *Server, addr string) string {
+	t.Helper()
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Serve(lis)
+	}()
+	t.Cleanup(func() {
+		s.Stop()
+		lis.Close()
+		<-done
+	})
+	return lis.Addr().String()
+}
+
+// waitFor polls cond until it holds, failing the test after 5 s.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func newTestClient(t testing.TB, addr, id string, clk clock.Clock) *Client {
+	t.Helper()
+	c, err := NewClient(ClientConfig{Addr: addr, ID: id, Clock: clk, ManualRefresh: true, RPCTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func mustResource(t testing.TB, c *Client, id string, rc ResourceConfig) *Resource {
+	t.Helper()
+	r, err := c.Resource(id, rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func refresh(t testing.TB, cs ...*Client) {
+	t.Helper()
+	for _, c := range cs {
+		if err := c.Refresh(context.Background()); err != nil {
+			t.Fatalf("%s: Refresh: %v", c.ID(), err)
+		}
+	}
+}
+
+func releaseAll(t testing.TB, s *Server, client string) {
+	t.Helper()
+	if _, err := s.ReleaseCapacity(context.Background(), &pb.ReleaseCapacityRequest{ClientId: proto.String(client), ResourceId: []string{"r"}}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,170 @@
+package leasing
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-rpc/sluice/internal/clock"
+)
+
+// fixedSource is a CapacitySource the test sets by hand.
+type fixedSource struct {
+	mu       sync.Mutex
+	capacity float64
+	changed  chan struct{}
+}
+
+func newFixedSource(capacity float64) *fixedSource {
+	return &fixedSource{capacity: capacity, changed: make(chan struct{})}
+}
+
+func (s *fixedSource) Capacity() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.capacity
+}
+
+func (s *fixedSource) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+func (s *fixedSource) set(capacity float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.capacity = capacity
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+func TestRateLimiterSpreadsCallsOverTheSecond(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	l := newRateLimiter(newFixedSource(10), clk)
+	if err := l.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// No burst: the second call of the second needs 100 ms.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := l.Wait(ctx); !errors.Is(err, ErrRateLimited) {
+		t.Fatalf("second call with a 50ms deadline: %v, want ErrRateLimited", err)
+	}
+	admitted := 0
+	for i := 0; i < 10; i++ {
+		clk.Add(100 * time.Millisecond)
+		if err := l.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		admitted++
+	}
+	if clk.Timers() != 0 {
+		t.Fatalf("calls spaced 100ms apart at 10/s should not wait")
+	}
+	if admitted != 10 {
+		t.Fatalf("admitted %d", admitted)
+	}
+}
+
+func TestRateLimiterWaitsAndFollowsCapacityChanges(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	src := newFixedSource(1)
+	l := newRateLimiter(src, clk)
+	if err := l.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- l.Wait(context.Background()) }()
+	waitFor(t, "the waiter to start its timer", func() bool { return clk.Timers() == 1 })
+	src.set(1000) // the waiter re-reserves at the new rate: 1 ms
+	waitFor(t, "the waiter to re-arm its timer", func() bool {
+		clk.Add(time.Millisecond)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			return true
+		default:
+			return false
+		}
+	})
+	if elapsed := clk.Now().Sub(testEpoch); elapsed > 100*time.Millisecond {
+		t.Fatalf("waiter admitted after %v on the fake clock, want about 1ms after the change", elapsed)
+	}
+}
+
+func TestRateLimiterZeroAndInfiniteCapacity(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	src := newFixedSource(0)
+	l := newRateLimiter(src, clk)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	if err := l.Wait(ctx); !errors.Is(err, ErrRateLimited) {
+		t.Fatalf("capacity 0 with a deadline: %v, want ErrRateLimited", err)
+	}
+	cctx, ccancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Wait(cctx) }()
+	ccancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("capacity 0, cancelled: %v", err)
+	}
+	src.set(math.Inf(1))
+	for i := 0; i < 1000; i++ {
+		if err := l.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestGaugeFollowsCapacity(t *testing.T) {
+	src := newFixedSource(2)
+	g := NewGauge(src)
+	if !g.TryAcquire() || !g.TryAcquire() {
+		t.Fatal("could not take 2 slots of 2")
+	}
+	if g.TryAcquire() {
+		t.Fatal("took a third slot of 2")
+	}
+	done := make(chan error, 1)
+	go func() { done <- g.Acquire(context.Background()) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Acquire returned %v with no slot free", err)
+	default:
+	}
+	src.set(3.5) // floor: 3 slots
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if g.InUse() != 3 {
+		t.Fatalf("InUse = %d, want 3", g.InUse())
+	}
+	src.set(1)
+	g.Release()
+	if g.TryAcquire() {
+		t.Fatal("took a slot with 2 held and capacity 1")
+	}
+	go func() { done <- g.Acquire(context.Background()) }()
+	g.Release()
+	g.Release() // 0 held: the waiter gets the single slot
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := g.Acquire(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Acquire on a full gauge with a cancelled context: %v", err)
+	}
+	src.set(math.Inf(1))
+	for i := 0; i < 100; i++ {
+		if !g.TryAcquire() {
+			t.Fatal("unlimited gauge refused")
+		}
+	}
+}

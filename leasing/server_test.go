@@ -1,0 +1,364 @@
+package leasing
+
+import (
+	"context"
+	"math"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/uber-go/tally/v4"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-rpc/sluice/internal/clock"
+	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
+	"github.com/sluice-rpc/sluice/stats"
+)
+
+func TestServerMinRefreshInterval(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	s := newTestServer(t, testConfig(FairShare, 100), clk)
+	if got := ask(t, s, "a", 10); got != 10 {
+		t.Fatalf("first ask got %v, want 10", got)
+	}
+	clk.Add(4 * time.Second)
+	if got := ask(t, s, "a", 20); got != -1 {
+		t.Fatalf("ask 4s later got %v, want no entry", got)
+	}
+	clk.Add(time.Second)
+	if got := ask(t, s, "a", 20); got != 20 {
+		t.Fatalf("ask 5s later got %v, want 20", got)
+	}
+}
+
+func TestServerLeaseFields(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	cfg := testConfig(FairShare, 100)
+	cfg.Resources[0].SafeCapacity = nil
+	s := newTestServer(t, cfg, clk)
+	ask(t, s, "a", 10)
+	resp, err := s.GetCapacity(context.Background(), &pb.GetCapacityRequest{
+		ClientId: proto.String("b"),
+		Resource: []*pb.ResourceRequest{{ResourceId: proto.String("r"), Priority: proto.Int64(1), Wants: proto.Float64(5)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := resp.Response[0]
+	if got, want := r.GetGets().GetExpiryTime(), testEpoch.Unix()+60; got != want {
+		t.Errorf("expiry_time = %d, want %d", got, want)
+	}
+	if got := r.GetGets().GetRefreshInterval(); got != 15 {
+		t.Errorf("refresh_interval = %d, want 15", got)
+	}
+	if got := r.GetSafeCapacity(); got != 50 {
+		t.Errorf("dynamic safe_capacity = %v, want 100/2 clients = 50", got)
+	}
+	static := -1.0
+	cfg = testConfig(FairShare, 100)
+	cfg.Resources[0].SafeCapacity = &static
+	if err := s.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(5 * time.Second)
+	resp, _ = s.GetCapacity(context.Background(), &pb.GetCapacityRequest{
+		ClientId: proto.String("b"),
+		Resource: []*pb.ResourceRequest{{ResourceId: proto.String("r"), Priority: proto.Int64(1), Wants: proto.Float64(5)}},
+	})
+	if got := resp.Response[0].GetSafeCapacity(); got != -1 {
+		t.Errorf("static safe_capacity = %v, want -1 (unlimited)", got)
+	}
+}
+
+func TestServerExpiredLeasesAreCleaned(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	s := newTestServer(t, testConfig(FairShare, 100), clk)
+	if got := ask(t, s, "a", 100); got != 100 {
+		t.Fatalf("a got %v, want 100", got)
+	}
+	if got := ask(t, s, "b", 100); got != 0 {
+		t.Fatalf("b got %v while a holds everything, want 0", got)
+	}
+	clk.Add(60 * time.Second) // a's lease expires; b's first lease too
+	if got := ask(t, s, "b", 100); got != 100 {
+		t.Fatalf("b got %v after a's lease expired, want 100", got)
+	}
+}
+
+func TestServerRelease(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	s := newTestServer(t, testConfig(FairShare, 100), clk)
+	ask(t, s, "a", 100)
+	if _, err := s.ReleaseCapacity(context.Background(), &pb.ReleaseCapacityRequest{
+		ClientId: proto.String("a"), ResourceId: []string{"r", "unknown"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ask(t, s, "b", 100); got != 100 {
+		t.Fatalf("b got %v right after a released, want 100", got)
+	}
+}
+
+func TestServerLearningMode(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	cfg := testConfig(FairShare, 100)
+	cfg.Resources[0].Algorithm.LearningModeDuration = int64p(30)
+	s := newTestServer(t, cfg, clk)
+	has := func(client string, wants, has float64) float64 {
+		resp, err := s.GetCapacity(context.Background(), &pb.GetCapacityRequest{
+			ClientId: proto.String(client),
+			Resource: []*pb.ResourceRequest{{
+				ResourceId: proto.String("r"), Priority: proto.Int64(0), Wants: proto.Float64(wants),
+				Has: &pb.Lease{ExpiryTime: proto.Int64(testEpoch.Unix() + 30), RefreshInterval: proto.Int64(15), Capacity: proto.Float64(has)},
+			}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Response[0].GetGets().GetCapacity()
+	}
+	if got := has("a", 80, 70); got != 70 {
+		t.Errorf("learning: client reporting has 70 got %v, want 70", got)
+	}
+	if got := ask(t, s, "b", 50); got != 0 {
+		t.Errorf("learning: new client got %v, want 0", got)
+	}
+	clk.Add(30 * time.Second)
+	if got := ask(t, s, "b", 50); got != 30 {
+		t.Errorf("after learning: b got %v, want 30 (a still holds 70)", got)
+	}
+}
+
+func TestServerExplicitZeroLearningMode(t *testing.T) {
+	s := newTestServer(t, testConfig(FairShare, 100), clock.NewFake(testEpoch))
+	if got := ask(t, s, "a", 50); got != 50 {
+		t.Fatalf("with learning_mode_duration 0 got %v, want 50 at once", got)
+	}
+}
+
+func TestServerUnmatchedTemplate(t *testing.T) {
+	scope := tally.NewTestScope("", nil)
+	cfg := testConfig(FairShare, 10)
+	s, err := NewServer(ServerConfig{Config: cfg, Clock: clock.NewFake(testEpoch), Scope: scope})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.GetCapacity(context.Background(), &pb.GetCapacityRequest{
+		ClientId: proto.String("a"),
+		Resource: []*pb.ResourceRequest{{ResourceId: proto.String("other"), Priority: proto.Int64(0), Wants: proto.Float64(1234)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Response[0].GetGets().GetCapacity(); got != 1234 {
+		t.Errorf("unmatched resource got %v, want what it asked (1234)", got)
+	}
+	if got := scope.Snapshot().Counters()[stats.LeaseUnmatchedTemplate+"+"].Value(); got != 1 {
+		t.Errorf("%s = %d, want 1", stats.LeaseUnmatchedTemplate, got)
+	}
+}
+
+func TestServerTemplateMatching(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`
+resources:
+- identifier_glob: "db-*"
+  capacity: 10
+  algorithm: {kind: STATIC, lease_length: 60, refresh_interval: 15}
+- identifier_glob: "db-main"
+  capacity: 20
+  algorithm: {kind: STATIC, lease_length: 60, refresh_interval: 15}
+- identifier_glob: "*"
+  capacity: 30
+  algorithm: {kind: STATIC, lease_length: 60, refresh_interval: 15}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]float64{"db-main": 20, "db-other": 10, "web/x": 30} {
+		if got := cfg.Match(id).Capacity; got != want {
+			t.Errorf("Match(%q).Capacity = %v, want %v", id, got, want)
+		}
+	}
+}
+
+func TestServerRejectsInvalidRequests(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	s, err := NewServer(ServerConfig{Config: testConfig(FairShare, 100), Clock: clk, MaxResourcesPerRequest: 2, MaxIDLength: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr := func(id string, wants float64) *pb.ResourceRequest {
+		return &pb.ResourceRequest{ResourceId: proto.String(id), Priority: proto.Int64(0), Wants: proto.Float64(wants)}
+	}
+	tests := map[string]*pb.GetCapacityRequest{
+		"empty client id":   {ClientId: proto.String(""), Resource: []*pb.ResourceRequest{rr("r", 1)}},
+		"long client id":    {ClientId: proto.String("123456789"), Resource: []*pb.ResourceRequest{rr("r", 1)}},
+		"empty resource id": {ClientId: proto.String("a"), Resource: []*pb.ResourceRequest{rr("r", 1), rr("", 1)}},
+		"long resource id":  {ClientId: proto.String("a"), Resource: []*pb.ResourceRequest{rr("r", 1), rr("123456789", 1)}},
+		"negative wants":    {ClientId: proto.String("a"), Resource: []*pb.ResourceRequest{rr("r", -1)}},
+		"NaN wants":         {ClientId: proto.String("a"), Resource: []*pb.ResourceRequest{rr("r", math.NaN())}},
+		"infinite wants":    {ClientId: proto.String("a"), Resource: []*pb.ResourceRequest{rr("r", math.Inf(1))}},
+		"too many":          {ClientId: proto.String("a"), Resource: []*pb.ResourceRequest{rr("r", 1), rr("s", 1), rr("t", 1)}},
+		"duplicate":         {ClientId: proto.String("a"), Resource: []*pb.ResourceRequest{rr("r", 1), rr("r", 1)}},
+	}
+	for name, req := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := s.GetCapacity(context.Background(), req)
+			if status.Code(err) != codes.InvalidArgument {
+				t.Fatalf("got %v, want InvalidArgument", err)
+			}
+		})
+	}
+	// No state changed: a's first valid request is answered in full.
+	if got := ask(t, s, "a", 100); got != 100 {
+		t.Fatalf("after rejected requests a got %v, want 100 (no state may change)", got)
+	}
+	if _, err := s.ReleaseCapacity(context.Background(), &pb.ReleaseCapacityRequest{ClientId: proto.String("")}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("ReleaseCapacity with empty client id: %v, want InvalidArgument", err)
+	}
+}
+
+func TestBadConfigsRejected(t *testing.T) {
+	tests := map[string]struct{ yaml, want string }{
+		"unknown algorithm": {`
+resources:
+- identifier_glob: "a"
+  capacity: 10
+  algorithm: {kind: BEST_EFFORT, lease_length: 60, refresh_interval: 15}
+`, `template 0 ("a"): unknown algorithm kind "BEST_EFFORT"`},
+		"negative capacity": {`
+resources:
+- identifier_glob: "neg"
+  capacity: -1
+  algorithm: {kind: FAIR_SHARE, lease_length: 60, refresh_interval: 15}
+`, `template 0 ("neg"): capacity is -1`},
+		"star not last": {`
+resources:
+- identifier_glob: "*"
+  capacity: 10
+  algorithm: {kind: FAIR_SHARE, lease_length: 60, refresh_interval: 15}
+- identifier_glob: "b"
+  capacity: 10
+  algorithm: {kind: FAIR_SHARE, lease_length: 60, refresh_interval: 15}
+`, `template 0 ("*"): the "*" template must be the last one`},
+		"malformed yaml": {"resources: [\n- identifier_glob: \"a\"\n  capacity: {", "malformed configuration"},
+		"unknown field": {`
+resources:
+- identifier_glob: "a"
+  capacty: 10
+`, "malformed configuration"},
+		"refresh longer than lease": {`
+resources:
+- identifier_glob: "a"
+  capacity: 10
+  algorithm: {kind: FAIR_SHARE, lease_length: 10, refresh_interval: 15}
+`, `template 0 ("a"): algorithm refresh_interval is 15`},
+		"missing algorithm": {`
+resources:
+- identifier_glob: "a"
+  capacity: 10
+`, `template 0 ("a"): algorithm is missing`},
+		"bad glob": {`
+resources:
+- identifier_glob: "a["
+  capacity: 10
+  algorithm: {kind: FAIR_SHARE, lease_length: 60, refresh_interval: 15}
+`, `template 0 ("a["): identifier_glob`},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseConfig([]byte(tt.yaml))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("ParseConfig error = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseConfigOriginalFormat(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`
+resources:
+- identifier_glob: "fair"
+  capacity: 1000
+  safe_capacity: 10
+  description: "fair share example"
+  algorithm:
+    kind: FAIR_SHARE
+    lease_length: 60
+    refresh_interval: 15
+- identifier_glob: "*"
+  capacity: 100
+  algorithm:
+    kind: PROPORTIONAL_SHARE
+    lease_length: 60
+    refresh_interval: 15
+    learning_mode_duration: 0
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Resources) != 2 || *cfg.Resources[0].SafeCapacity != 10 || cfg.Resources[1].Algorithm.Kind != ProportionalShare {
+		t.Fatalf("parsed %+v", cfg.Resources)
+	}
+	if d := cfg.Resources[0].LearningDuration(); d != 60*time.Second {
+		t.Errorf("absent learning_mode_duration gave %v, want lease_length 60s", d)
+	}
+	if d := cfg.Resources[1].LearningDuration(); d != 0 {
+		t.Errorf("explicit learning_mode_duration 0 gave %v, want 0", d)
+	}
+}
+
+func TestServerDiscoveryAndUnimplemented(t *testing.T) {
+	s, err := NewServer(ServerConfig{Config: testConfig(FairShare, 1), Address: "10.0.0.1:7000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.Discovery(context.Background(), &pb.DiscoveryRequest{})
+	if err != nil || !d.GetIsMaster() || d.GetMastership().GetMasterAddress() != "10.0.0.1:7000" {
+		t.Fatalf("Discovery = %v, %v", d, err)
+	}
+	if _, err := s.GetServerCapacity(context.Background(), &pb.GetServerCapacityRequest{}); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("GetServerCapacity: %v, want Unimplemented", err)
+	}
+}
+
+func TestServerStatusPage(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	s := newTestServer(t, testConfig(FairShare, 100), clk)
+	ask(t, s, "client-one", 30)
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	body := rec.Body.String()
+	for _, want := range []string{`resource "r"`, "FAIR_SHARE", "client-one", "handed out 30"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("status page lacks %q:\n%s", want, body)
+		}
+	}
+}
+
+func TestServerForgetsResourcesWithoutClients(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	s := newTestServer(t, testConfig(FairShare, 100), clk)
+	ask(t, s, "a", 10)
+	clk.Add(61 * time.Second) // a's lease expired
+	resp, err := s.GetCapacity(context.Background(), &pb.GetCapacityRequest{
+		ClientId: proto.String("b"),
+		Resource: []*pb.ResourceRequest{{ResourceId: proto.String("other"), Priority: proto.Int64(0), Wants: proto.Float64(1)}},
+	})
+	if err != nil || len(resp.Response) != 1 {
+		t.Fatalf("GetCapacity: %v %v", resp, err)
+	}
+	s.mu.RLock()
+	_, kept := s.resources["r"]
+	n := len(s.resources)
+	s.mu.RUnlock()
+	if kept || n != 1 {
+		t.Fatalf("resources after sweep: %d (r kept: %v), want only \"other\"", n, kept)
+	}
+	if got := ask(t, s, "c", 100); got != 100 {
+		t.Fatalf("r after it was forgotten: got %v, want 100", got)
+	}
+}
