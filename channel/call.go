@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-rpc/sluice/leasing"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
+	"github.com/sluice-rpc/sluice/retry/pacing"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber/tchannel-go"
 )
@@ -69,7 +70,9 @@ type Response struct {
 	// error of its own. Never retried.
 	AppError bool
 	// Attempts is the number of attempts sent; Peer the host:port that
-	// answered; Peers every peer an attempt was made to, in order.
+	// answered; Peers every peer an attempt went or tried to go to, in the
+	// order they were chosen (a peer that could not be reached is listed
+	// although nothing was sent to it).
 	Attempts int
 	Peer     string
 	Peers    []string
@@ -136,18 +139,19 @@ func (c *Channel) CallJSON(ctx context.Context, service, method string, req, res
 // each attempt choosing a peer, sending, and feeding back busy responses,
 // stats and spans. It returns one result.
 func (c *Channel) call(ctx context.Context, service, method string, req *Request) (*Response, error) {
-	m := c.rec.Method(service, method)
 	start := c.o.clock.Now()
+	pol, err := c.policyFor(service, method)
+	if err != nil {
+		m := c.rec.Method(service, method)
+		return nil, c.fail(m, start, &CallError{Service: service, Method: method, Err: err})
+	}
+	m := pol.m
 	if c.closed.Load() {
 		return nil, c.fail(m, start, &CallError{Service: service, Method: method, Err: ErrClosed})
 	}
 	l, _ := c.peerList(service, false)
 	if l == nil {
 		return nil, c.fail(m, start, &CallError{Service: service, Method: method, Err: ErrNoPeers})
-	}
-	pol, err := c.policyFor(service, method)
-	if err != nil {
-		return nil, c.fail(m, start, &CallError{Service: service, Method: method, Err: err})
 	}
 	ctx, cancel := c.deadline(ctx, pol)
 	defer cancel()
@@ -161,6 +165,26 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 		}
 	}
 
+	pc := c.pacers[service]
+	if pc != nil {
+		if err := pc.before(ctx, c, method); err != nil {
+			ce := &CallError{Service: service, Method: method, Err: err}
+			if !errors.Is(err, pacing.ErrThrottled) { // the caller's context ended while waiting
+				ce.Code, ce.Message = classify(err)
+			}
+			return nil, c.fail(m, start, ce)
+		}
+		if pc.cfg.Debug && req.Format != tchannel.Raw {
+			r := *req
+			r.Headers = make(map[string]string, len(req.Headers)+1)
+			for k, v := range req.Headers {
+				r.Headers[k] = v
+			}
+			r.Headers[pacing.HeaderMode] = pacing.ModeDebug
+			req = &r
+		}
+	}
+
 	span := noopSpan
 	if c.tracing {
 		span = c.o.tracer.StartSpan("sluice.call", opentracing.ChildOf(spanContext(ctx)), ext.SpanKindRPCClient)
@@ -170,25 +194,34 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 		ctx = opentracing.ContextWithSpan(ctx, span)
 	}
 
-	st := &callState{c: c, l: l, m: m, est: pol.est, spec: attemptSpec{service: service, method: method, req: req}}
+	st := &callState{c: c, l: l, m: m, est: pol.est, pacer: pc, backoff: pol.backoff,
+		spec: attemptSpec{service: service, method: method, req: req}}
 	var (
 		outcome retry.Outcome
 		stop    retry.StopReason
 		winner  int
 	)
+	size := int64(len(req.Arg2) + len(req.Arg3))
 	switch {
 	case pol.hedge != nil:
-		r := pol.hedge.Do(ctx, st.try)
-		outcome, stop, winner = r.Outcome, r.Stop, r.Winner
-		m.Hedged(r.Sent-1, r.Outcome.Err == nil && r.Winner > 0, r.Cancelled)
+		// Hedges hold the request for every attempt: it must fit the retry
+		// buffer, or it is sent once, unhedged.
+		if r, ok := c.buffer.Reserve(size); ok {
+			hr := pol.hedge.Do(ctx, st.try)
+			r.Release()
+			outcome, stop, winner = hr.Outcome, hr.Stop, hr.Winner
+			m.Hedged(hr.Sent-1, hr.Outcome.Err == nil && hr.Winner > 0, hr.Cancelled)
+		} else {
+			outcome, stop = st.try(ctx, retry.Attempt{}), retry.StopUnbuffered
+		}
 	case pol.retry != nil:
-		r := pol.retry.DoSized(ctx, int64(len(req.Arg2)+len(req.Arg3)), st.try)
-		outcome, stop, winner = r.Outcome, r.Stop, st.last
+		rr := pol.retry.DoSized(ctx, size, st.try)
+		outcome, stop, winner = rr.Outcome, rr.Stop, st.last
 	default: // retries disabled
 		outcome, stop = st.try(ctx, retry.Attempt{}), retry.StopNotRetryable
 	}
 	if pol.bucket != nil {
-		c.rec.RetryTokens(service).Update(pol.bucket.Tokens())
+		pol.tokens.Update(pol.bucket.Tokens())
 	}
 
 	st.mu.Lock()
@@ -198,8 +231,8 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 		peers[i] = p.HostPort()
 	}
 	var res *Response
-	if outcome.Err == nil && winner >= 0 && winner < len(st.results) {
-		res = st.results[winner]
+	if outcome.Err == nil {
+		res = st.response(winner)
 	}
 	st.mu.Unlock()
 	if outcome.Err != nil || res == nil {
@@ -208,6 +241,9 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 			err := outcome.Err
 			if err == nil {
 				err = ctx.Err()
+			}
+			if err == nil { // cannot happen: an executor reported success without a response
+				err = errors.New("sluice: no attempt reported a result")
 			}
 			code, msg := classify(err)
 			ce = &CallError{Service: service, Method: method, Code: code, Message: msg, Err: err}
@@ -255,9 +291,10 @@ func spanContext(ctx context.Context) opentracing.SpanContext {
 	return nil
 }
 
-// callState is one call's memory across its attempts: the peers used (each
-// attempt avoids them) and the successful responses by attempt number.
-// Hedged attempts run concurrently, hence the mutex.
+// callState is one call's memory across its attempts: the peers chosen
+// (each attempt avoids them, hedges in flight included) and the successful
+// responses by attempt number. Hedged attempts run concurrently, hence the
+// mutex.
 type callState struct {
 	c    *Channel
 	l    *peer.List
@@ -265,11 +302,42 @@ type callState struct {
 	est  *hedge.Estimator // observes first-attempt latency, for adaptive hedging
 	spec attemptSpec
 
-	mu      sync.Mutex
-	used    []*peer.Peer
-	sent    int // attempts sent on the wire
-	last    int // Number of the latest attempt (sequential retries)
-	results [retry.MaxAttemptsCap + 1]*Response
+	pacer   *pacer        // the service's rate-limit pacing, if any
+	backoff retry.Backoff // for throttle-aware waits
+
+	mu   sync.Mutex
+	used []*peer.Peer // in the order chosen, each once
+	sent int          // attempts sent on the wire
+	last int          // Number of the latest attempt (sequential retries)
+	wins []win        // successful attempts (more than one only when hedging)
+}
+
+type win struct {
+	n   int
+	res *Response
+}
+
+// response returns the response of successful attempt n; st.mu is held.
+func (st *callState) response(n int) *Response {
+	for _, w := range st.wins {
+		if w.n == n {
+			return w.res
+		}
+	}
+	return nil
+}
+
+// chose records that an attempt is going to p, before it is sent, so that
+// hedges started meanwhile avoid it.
+func (st *callState) chose(p *peer.Peer) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, q := range st.used {
+		if q == p {
+			return
+		}
+	}
+	st.used = append(st.used, p)
 }
 
 // try is the retry.AttemptFunc of a call: one attempt, classified into the
@@ -294,25 +362,23 @@ func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
 	if st.est != nil {
 		t0 = st.c.o.clock.Now()
 	}
-	res, p, sent, committed, err := st.c.attempt(ctx, st.l, st.m, &spec, a.Number, exclude)
+	res, p, sent, committed, err := st.c.attempt(ctx, st, &spec, a.Number, exclude)
 	if st.est != nil && a.Number == 0 && sent {
-		// A first attempt cancelled because a hedge won is observed too:
-		// its time so far bounds its latency from below.
+		// A first attempt cancelled because a hedge won, or cut off by the
+		// deadline, is observed too: its time so far bounds its latency
+		// from below.
 		var ce *CallError
-		if err == nil || (errors.As(err, &ce) && ce.Code == codes.Cancelled) {
+		if err == nil || (errors.As(err, &ce) && (ce.Code == codes.Cancelled || ce.Code == codes.Timeout)) {
 			st.est.Observe(st.c.o.clock.Now().Sub(t0))
 		}
 	}
 	st.mu.Lock()
 	st.last = a.Number
-	if p != nil {
-		st.used = append(st.used, p)
-	}
 	if sent {
 		st.sent++
 	}
-	if err == nil && a.Number < len(st.results) {
-		st.results[a.Number] = res
+	if err == nil {
+		st.wins = append(st.wins, win{a.Number, res})
 	}
 	st.mu.Unlock()
 	if sent && a.Number > 0 {
@@ -322,12 +388,15 @@ func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
 		}
 	}
 	if err == nil {
-		return retry.Outcome{}
+		o := retry.Outcome{}
+		st.paceOutcome(res, &o, a.Number)
+		return o
 	}
 	ce := err.(*CallError)
 	o := retry.Outcome{Err: ce, Code: ce.Code, Committed: committed}
 	if p == nil {
-		return o // a local outcome (throttled, no peers): final
+		o.Local = true // throttled, no peers, closed: nothing was tried
+		return o
 	}
 	if !sent {
 		o.NotSent = true
@@ -336,6 +405,7 @@ func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
 		o.Pushback, ce.Message = retry.PushbackFromMessage(ce.Message)
 		o.DeclinedEarly = ce.Code == codes.Declined
 	}
+	st.paceOutcome(nil, &o, a.Number)
 	return o
 }
 
@@ -345,15 +415,20 @@ func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
 const AttemptsHeader = "previous-rpc-attempts"
 
 // attempt sends a.req once, to a peer chosen outside exclude (the peers
-// this call used). It returns the peer it chose (nil for a local outcome),
+// this call used), recorded in st as soon as it is chosen. It returns the peer it chose (nil for a local outcome),
 // whether the request left the client, whether the response had reached the
 // application (its arg2 was read) before a failure, and a *CallError on
 // failure.
-func (c *Channel) attempt(ctx context.Context, l *peer.List, m *stats.Method, a *attemptSpec, n int, exclude []*peer.Peer) (res *Response, p *peer.Peer, sent, committed bool, err error) {
-	p, err = l.Choose(exclude)
+func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n int, exclude []*peer.Peer) (res *Response, p *peer.Peer, sent, committed bool, err error) {
+	if c.closed.Load() {
+		return nil, nil, false, false, &CallError{Service: a.service, Method: a.method, Err: ErrClosed}
+	}
+	p, err = st.l.Choose(exclude)
 	if err != nil {
 		return nil, nil, false, false, &CallError{Service: a.service, Method: a.method, Err: err}
 	}
+	st.chose(p)
+	m := st.m
 	span := noopSpan
 	if c.tracing {
 		span = c.o.tracer.StartSpan("sluice.attempt", opentracing.ChildOf(spanContext(ctx)))
@@ -387,7 +462,7 @@ func (c *Channel) attempt(ctx context.Context, l *peer.List, m *stats.Method, a 
 		code, _ = classify(err)
 	}
 	now := c.o.clock.Now()
-	p.End(now, now.Sub(t0), code == codes.Busy)
+	p.End(now, now.Sub(t0), code)
 	if err != nil {
 		return nil, p, true, committed, fail(err)
 	}

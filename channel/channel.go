@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"sort"
 	"strconv"
@@ -47,6 +48,7 @@ type options struct {
 	maxAttemptsCap       int
 	bufTotal, bufPerCall int64
 	leases               map[string]leasing.CapacitySource
+	pacing               map[string]PacingConfig
 }
 
 // WithClock sets the clock the busy limiters and latency measurements use.
@@ -91,6 +93,7 @@ type Channel struct {
 
 	buffer *retry.Buffer
 	gates  map[string]*leasing.RateLimiter // lease gates by target service
+	pacers map[string]*pacer               // rate-limit pacing by target service
 
 	mu        sync.RWMutex
 	services  map[string]*peer.List
@@ -158,6 +161,15 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 		return nil, fmt.Errorf("channel: %w", err)
 	}
 	c.tch = tch
+	c.pacers = map[string]*pacer{}
+	for svc, pc := range o.pacing {
+		p, err := c.newPacer(svc, pc)
+		if err != nil {
+			tch.Close()
+			return nil, err
+		}
+		c.pacers[svc] = p
+	}
 	return c, nil
 }
 
@@ -275,6 +287,9 @@ func (c *Channel) Close() {
 		<-t.C
 	}
 }
+
+// rand returns a uniform number in [0, 1) for backoff jitter.
+func (c *Channel) rand() float64 { return rand.Float64() }
 
 // withDeadline gives ctx the default timeout if it has no deadline.
 func (c *Channel) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {

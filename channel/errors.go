@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-rpc/sluice/leasing"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
+	"github.com/sluice-rpc/sluice/retry/pacing"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber/tchannel-go"
 )
@@ -54,6 +55,9 @@ type CallError struct {
 
 func (e *CallError) Error() string {
 	if e.Code == codes.OK {
+		if e.Attempts > 0 {
+			return fmt.Sprintf("sluice: call %s::%s failed after %d attempt(s): %v", e.Service, e.Method, e.Attempts, e.Err)
+		}
 		return fmt.Sprintf("sluice: call %s::%s: %v", e.Service, e.Method, e.Err)
 	}
 	s := fmt.Sprintf("sluice: call %s::%s failed after %d attempt(s), last on %s: %v: %s",
@@ -77,7 +81,7 @@ func (e *CallError) statsCode() string {
 		return stats.CodeThrottled
 	case errors.Is(e.Err, ErrNoPeers):
 		return stats.CodeNoPeers
-	case errors.Is(e.Err, ErrRateLimited):
+	case errors.Is(e.Err, ErrRateLimited), errors.Is(e.Err, pacing.ErrThrottled):
 		return stats.CodeRateLimited
 	}
 	return stats.CodeLocal
@@ -119,6 +123,9 @@ func Declined(format string, args ...any) error {
 // classify returns the TChannel code of an attempt's error and the remote
 // message. It reads the error's type, never its text.
 func classify(err error) (codes.Code, string) {
+	if err == nil {
+		return codes.Unexpected, "no error"
+	}
 	var se tchannel.SystemError
 	if errors.As(err, &se) {
 		return codes.Code(se.Code()), se.Message()

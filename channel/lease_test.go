@@ -74,7 +74,7 @@ func TestLeaseGateHoldsTheLeasedRate(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 			defer cancel()
 			_, err := c.CallRaw(ctx, "kv", "echo", nil, nil)
 			mu.Lock()

@@ -9,6 +9,8 @@ import (
 	"github.com/sluice-rpc/sluice/leasing"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
+	"github.com/sluice-rpc/sluice/stats"
+	"github.com/uber-go/tally/v4"
 )
 
 // WithServiceConfig gives the Channel a service config (gRPC's shape, see
@@ -62,7 +64,14 @@ type methodPolicy struct {
 	est     *hedge.Estimator // adaptive hedging delay, if configured
 	timeout time.Duration
 	bucket  *retry.Throttle // the service's, for the tokens gauge
+	m       *stats.Method
+	tokens  tally.Gauge
+	backoff retry.Backoff // the retry policy's, for throttle-aware waits
 }
+
+// defaultBackoff shapes throttle-aware waits for methods without a retry
+// policy (the wait only matters to hedges there).
+var defaultBackoff = retry.Backoff{Initial: 100 * time.Millisecond, Max: 10 * time.Second, Multiplier: 2}
 
 type methodKey struct{ service, method string }
 
@@ -94,13 +103,18 @@ func (c *Channel) policyFor(service, method string) (*methodPolicy, error) {
 
 // buildPolicy runs with c.mu held.
 func (c *Channel) buildPolicy(service, method string) (*methodPolicy, error) {
-	p := &methodPolicy{}
-	if c.o.noRetries {
-		return p, nil
-	}
+	p := &methodPolicy{m: c.rec.Method(service, method), tokens: c.rec.RetryTokens(service), backoff: defaultBackoff}
 	var mc *serviceconfig.MethodConfig
 	if c.o.config != nil {
 		mc, _ = c.o.config.Lookup(service, method)
+	}
+	if mc != nil {
+		p.timeout = mc.Timeout
+	}
+	if c.o.noRetries {
+		return p, nil
+	}
+	if c.o.config != nil {
 		if tc := c.o.config.RetryThrottling; tc != nil {
 			if p.bucket = c.throttles[service]; p.bucket == nil {
 				t, err := retry.NewThrottle(*tc)
@@ -131,14 +145,14 @@ func (c *Channel) buildPolicy(service, method string) (*methodPolicy, error) {
 		if mc != nil {
 			pol = mc.Retry
 		}
+		if pol != nil {
+			p.backoff = pol.Backoff()
+		}
 		p.retry, err = retry.NewExecutor(retry.ExecutorConfig{Policy: pol, MaxAttemptsCap: c.o.maxAttemptsCap,
 			Throttle: p.bucket, Buffer: c.buffer, Clock: c.o.clock})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("channel: policy for %s::%s: %w", service, method, err)
-	}
-	if mc != nil {
-		p.timeout = mc.Timeout
 	}
 	return p, nil
 }

@@ -21,7 +21,7 @@ type Adaptive struct {
 	Quantile float64
 	// Window is how many recent latencies the quantile is taken over;
 	// at least 10. Until Window/10 latencies are seen the policy's
-	// HedgingDelay (or Cap, if it is 0) applies.
+	// HedgingDelay (or Cap, if that is 0) applies.
 	Window int
 	// Floor and Cap bound the delay: Floor > 0, Cap >= Floor.
 	Floor, Cap time.Duration
@@ -65,19 +65,23 @@ type Estimator struct {
 }
 
 // NewEstimator returns an Estimator for cfg; fallback is the delay used
-// until enough latencies are seen (clamped to [Floor, Cap]).
+// until enough latencies are seen (clamped to [Floor, Cap]; 0 means Cap, so
+// that a cold start hedges as little as the configuration allows).
 func NewEstimator(cfg Adaptive, fallback time.Duration) (*Estimator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if fallback <= 0 {
+		fallback = cfg.Cap
 	}
 	return &Estimator{cfg: cfg, fallback: clamp(fallback, cfg.Floor, cfg.Cap), ring: make([]time.Duration, cfg.Window),
 		scratch: make([]time.Duration, 0, cfg.Window)}, nil
 }
 
 // Observe records one first-attempt latency. A first attempt cancelled
-// because a hedge won should be observed too, with its time until the
-// cancellation: it is a lower bound of its latency, and leaving it out
-// would let hedging shrink its own delay.
+// because a hedge won, or cut off by the deadline, should be observed too,
+// with its time so far: it is a lower bound of its latency, and leaving it
+// out would let hedging shrink its own delay just as the service slows.
 func (e *Estimator) Observe(d time.Duration) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -147,3 +147,13 @@ func TestExecutorUsesDelayAndBudget(t *testing.T) {
 		t.Fatalf("second call: %+v, hedges %v; want the empty budget to stop hedging", r, hedges)
 	}
 }
+
+func TestEstimatorColdStartUsesCapWithoutAFixedDelay(t *testing.T) {
+	e, err := NewEstimator(Adaptive{Quantile: 0.9, Window: 100, Floor: time.Millisecond, Cap: 300 * time.Millisecond}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.Delay(); got != 300*time.Millisecond {
+		t.Fatalf("cold start with no hedgingDelay: %v, want the cap", got)
+	}
+}

@@ -85,11 +85,16 @@ func (r Result) Err() error { return r.Outcome.Err }
 //     refusal stops hedging (the attempts already sent go on).
 //   - a success ends the call and cancels the others; the Throttle gets a
 //     success.
-//   - a failure with a non-fatal code (or one that never reached the
-//     server's application: NotSent, DeclinedEarly) starts the next attempt
-//     at once, and later ones resume HedgingDelay after it; with a pushback
-//     delay N the next starts after N instead. Non-fatal codes count as
-//     Throttle failures (NotSent and DeclinedEarly do not).
+//   - a failure with a non-fatal code starts the next attempt at once, and
+//     later ones resume HedgingDelay after it; with a pushback delay N the
+//     next starts after N instead. Non-fatal codes count as Throttle
+//     failures.
+//   - an attempt that never reached the server's application (NotSent, or
+//     the call's first DeclinedEarly) is sent again transparently: it takes
+//     no attempt slot and needs no Throttle or Budget permission; a NotSent
+//     one goes again after retry.DefaultTransparentBackoff.
+//   - a Local outcome (nothing could take the attempt) stops hedging; the
+//     attempts already sent go on.
 //   - a pushback saying stop stops hedging and counts as a Throttle failure.
 //   - any other failure, or a Committed one, is fatal: it ends the call and
 //     cancels the others.
@@ -142,6 +147,8 @@ type call struct {
 	timer       clock.Timer
 	timerC      <-chan time.Time
 	delay       time.Duration // this call's hedging delay
+	free        int           // transparent re-sends owed: no slot, no permission needed
+	declined    bool          // the one transparent re-send of DeclinedEarly is used
 }
 
 // Do runs a hedged call. attempt is called once per attempt, each on its
@@ -195,20 +202,47 @@ func (e *Executor) Do(ctx context.Context, attempt retry.AttemptFunc) Result {
 func (c *call) handle(f finished) retry.StopReason {
 	c.outstanding--
 	o := f.o
+	if o.Local {
+		// Nothing could take this attempt (every peer throttled): stop
+		// hedging, but let the attempts already sent finish. The call's
+		// error stays the last remote failure, if any.
+		c.res.Sent--
+		c.stopTimer()
+		c.stopped = retry.StopThrottled
+		if c.res.Winner < 0 {
+			c.res.Outcome = o
+		}
+		return 0
+	}
 	c.res.Outcome, c.res.Winner = o, f.n
 	if o.Err == nil {
 		c.e.throttle.RecordSuccess()
 		return retry.StopSucceeded
 	}
 	nonFatalCode := c.e.policy.NonFatalCodes.Has(o.Code)
-	transparent := o.NotSent || o.DeclinedEarly
-	if !transparent && (nonFatalCode || o.Pushback.Kind == retry.PushbackStop) {
+	transparent := !o.Committed && o.Pushback.Kind != retry.PushbackStop &&
+		(o.NotSent || (o.DeclinedEarly && !c.declined))
+	if transparent {
+		// It never reached the server's application: it takes no attempt
+		// slot and needs no permission to go again (the retry design's
+		// transparent retry), after a short wait if it was not sent at all.
+		c.res.Sent--
+		c.free++
+		if o.NotSent {
+			c.schedule(retry.DefaultTransparentBackoff)
+		} else {
+			c.declined = true
+			c.send()
+		}
+		return 0
+	}
+	if nonFatalCode || o.Pushback.Kind == retry.PushbackStop {
 		c.e.throttle.RecordFailure()
 	}
 	switch {
 	case o.Committed:
 		return retry.StopCommitted
-	case !transparent && !nonFatalCode:
+	case !nonFatalCode && !o.DeclinedEarly && !o.NotSent:
 		return retry.StopNotRetryable
 	case o.Pushback.Kind == retry.PushbackStop:
 		c.stopTimer()
@@ -242,7 +276,10 @@ func (c *call) schedule(d time.Duration) {
 func (c *call) send() {
 	c.stopTimer()
 	for c.res.Sent < c.e.maxAttempts && c.stopped == 0 {
-		if c.res.Sent > 0 && (!c.e.throttle.Allow() || !c.e.budget.Withdraw()) {
+		transparent := c.free > 0
+		if transparent {
+			c.free--
+		} else if c.res.Sent > 0 && (!c.e.throttle.Allow() || !c.e.budget.Withdraw()) {
 			c.stopped = retry.StopThrottled
 			return
 		}
@@ -250,7 +287,7 @@ func (c *call) send() {
 		c.res.Sent++
 		c.outstanding++
 		c.wg.Add(1)
-		go c.run(n)
+		go c.run(n, transparent)
 		if c.delay > 0 {
 			c.schedule(c.delay)
 			return
@@ -258,9 +295,9 @@ func (c *call) send() {
 	}
 }
 
-func (c *call) run(n int) {
+func (c *call) run(n int, transparent bool) {
 	defer c.wg.Done()
-	c.results <- finished{n, c.attempt(c.ctx, retry.Attempt{Number: n, Index: n})}
+	c.results <- finished{n, c.attempt(c.ctx, retry.Attempt{Number: n, Index: n, Transparent: transparent})}
 }
 
 // finish ends the call: it cancels the outstanding attempts and waits for

@@ -326,18 +326,42 @@ func TestHedgeThrottle(t *testing.T) {
 	})
 }
 
-func TestHedgeTransparentOutcomesAreNonFatalAndUncounted(t *testing.T) {
+// Attempts that never reached the server's application are sent again in
+// the same slot: no attempt used, no throttle token spent.
+func TestHedgeTransparentOutcomesTakeNoSlot(t *testing.T) {
 	th, _ := retry.NewThrottle(retry.ThrottleConfig{MaxTokens: 10, TokenRatio: 0.1})
 	h := start(t, ExecutorConfig{Policy: policy(time.Hour), Throttle: th}, context.Background())
 	h.expectStarted(0)
+	h.expectTimer(time.Hour)
 	h.reply(0, retry.Outcome{Err: errBad, Code: codes.Network, NotSent: true})
-	h.expectStarted(1)
-	h.reply(1, retry.Outcome{Err: errBad, Code: codes.Declined, DeclinedEarly: true})
-	h.expectStarted(2)
-	h.reply(2, okO)
-	if r := h.result(); r.Stop != retry.StopSucceeded || r.Winner != 2 || th.Tokens() != 10 {
+	h.expectTimer(retry.DefaultTransparentBackoff) // not sent: go again after a short wait
+	h.expectQuiet()
+	h.fake.Add(retry.DefaultTransparentBackoff)
+	h.expectStarted(0)
+	h.reply(0, retry.Outcome{Err: errBad, Code: codes.Declined, DeclinedEarly: true})
+	h.expectStarted(0) // declined before the handler: again at once, once
+	h.reply(0, okO)
+	if r := h.result(); r.Stop != retry.StopSucceeded || r.Winner != 0 || r.Sent != 1 || th.Tokens() != 10 {
 		t.Fatalf("Result %+v, tokens %v", r, th.Tokens())
 	}
+}
+
+// A hedge nothing could take (every peer throttled) stops hedging but does
+// not end the call while an attempt is still out.
+func TestHedgeLocalOutcomeStopsHedgingOnly(t *testing.T) {
+	h := start(t, ExecutorConfig{Policy: policy(100 * ms)}, context.Background())
+	h.expectStarted(0)
+	h.waitTimers(1)
+	h.fake.Add(100 * ms)
+	h.expectStarted(1)
+	h.reply(1, retry.Outcome{Err: errBad, Local: true})
+	h.waitTimers(0)
+	h.reply(0, okO)
+	r := h.result()
+	if r.Stop != retry.StopSucceeded || r.Winner != 0 || r.Sent != 1 {
+		t.Fatalf("Result %+v", r)
+	}
+	h.expectQuiet()
 }
 
 func TestHedgeContextCancelsEverything(t *testing.T) {

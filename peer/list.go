@@ -119,33 +119,13 @@ func (l *List) Choose(exclude []*Peer) (*Peer, error) {
 		return nil, ErrNoPeers
 	}
 	now := l.clk.Now()
-	// tried marks peers whose limiter already refused this request.
-	var triedBuf [scanAll]bool
-	var tried []bool
-	if len(peers) <= scanAll {
-		tried = triedBuf[:len(peers)]
-	} else {
-		tried = make([]bool, len(peers))
-		// Power of two choices among peers not excluded; a full scan
-		// follows only if both refuse.
-		a, b := pickTwo(peers, exclude)
-		if a >= 0 {
-			if b >= 0 && better(peers[b], peers[a]) {
-				a, b = b, a
-			}
-			for _, i := range [2]int{a, b} {
-				if i < 0 {
-					continue
-				}
-				if p := l.try(peers[i], now); p != nil {
-					return p, nil
-				}
-				tried[i] = true
-			}
-		}
+	if len(peers) > scanAll {
+		return l.chooseMany(peers, exclude, now)
 	}
-	// Scan: try allowed peers best-first, first the fresh ones, then the
-	// excluded ones.
+	// A small list is scanned whole: try allowed peers best-first, first
+	// the fresh ones, then the excluded ones. tried marks peers whose
+	// limiter already refused this request.
+	var tried [scanAll]bool
 	for _, allowExcluded := range [2]bool{false, true} {
 		for {
 			best := -1
@@ -165,6 +145,37 @@ func (l *List) Choose(exclude []*Peer) (*Peer, error) {
 			}
 			tried[best] = true
 			if p := l.try(peers[best], now); p != nil {
+				return p, nil
+			}
+		}
+	}
+	return nil, ErrThrottled
+}
+
+// chooseMany picks among more than scanAll peers: the power of two random
+// choices among peers not excluded, then, if both refuse, one pass over the
+// rest from a random start (fresh peers first, then excluded ones), so that
+// the overload case costs O(n), not O(n^2).
+func (l *List) chooseMany(peers, exclude []*Peer, now time.Time) (*Peer, error) {
+	a, b := pickTwo(peers, exclude)
+	if b >= 0 && better(peers[b], peers[a]) {
+		a, b = b, a
+	}
+	for _, i := range [2]int{a, b} {
+		if i >= 0 {
+			if p := l.try(peers[i], now); p != nil {
+				return p, nil
+			}
+		}
+	}
+	off := rand.IntN(len(peers))
+	for _, allowExcluded := range [2]bool{false, true} {
+		for j := range peers {
+			i := (j + off) % len(peers)
+			if i == a || i == b || contains(exclude, peers[i]) != allowExcluded {
+				continue
+			}
+			if p := l.try(peers[i], now); p != nil {
 				return p, nil
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/busy"
+	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/clock"
 )
 
@@ -45,8 +46,8 @@ func TestChoosePrefersFewestPendingThenLatency(t *testing.T) {
 	a.Begin()
 	b.Begin()
 	c.Begin()
-	b.End(time.Time{}, 5*time.Millisecond, false) // b: 0 pending, slow
-	c.End(time.Time{}, time.Millisecond, false)   // c: 0 pending, fast
+	b.End(time.Time{}, 5*time.Millisecond, codes.OK) // b: 0 pending, slow
+	c.End(time.Time{}, time.Millisecond, codes.OK)   // c: 0 pending, fast
 	for i := 0; i < 20; i++ {
 		p, err := l.Choose(nil)
 		if err != nil {
@@ -138,7 +139,7 @@ func TestEndRecordsBusyOnTheLimiter(t *testing.T) {
 	p := l.Get(hp(0))
 	for i := 0; i < 3000; i++ {
 		p.Begin()
-		p.End(clk.Now(), time.Millisecond, true)
+		p.End(clk.Now(), time.Millisecond, codes.Busy)
 	}
 	clk.Add(time.Second)
 	c := p.Counts()
@@ -200,7 +201,7 @@ func TestAddRemoveWhileChoosing(t *testing.T) {
 			p, err := l.Choose(nil)
 			if err == nil {
 				p.Begin()
-				p.End(time.Time{}, time.Microsecond, false)
+				p.End(time.Time{}, time.Microsecond, codes.OK)
 			}
 		}
 	}()
@@ -241,6 +242,45 @@ func TestValidateHostPort(t *testing.T) {
 
 func BenchmarkChoose3(b *testing.B) {
 	l, _ := newList(b, 1e9, hp(0), hp(1), hp(2))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := l.Choose(nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func TestLargeListAllThrottledFailsAndCountsEachPeerOnce(t *testing.T) {
+	var hps []string
+	for i := 0; i < 30; i++ {
+		hps = append(hps, hp(i))
+	}
+	l, _ := newList(t, 1, hps...)
+	for i := 0; i < 30; i++ { // each peer allows one request this second
+		if _, err := l.Choose(nil); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	before := map[string]uint64{}
+	for _, p := range l.Peers() {
+		before[p.HostPort()] = p.Counts().Throttled
+	}
+	if _, err := l.Choose(nil); !errors.Is(err, ErrThrottled) {
+		t.Fatalf("err = %v, want ErrThrottled", err)
+	}
+	for _, p := range l.Peers() {
+		if d := p.Counts().Throttled - before[p.HostPort()]; d != 1 {
+			t.Fatalf("%s refused the one request %d times", p.HostPort(), d)
+		}
+	}
+}
+
+func BenchmarkChoose20(b *testing.B) {
+	var hps []string
+	for i := 0; i < 20; i++ {
+		hps = append(hps, hp(i))
+	}
+	l, _ := newList(b, 1e9, hps...)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		if _, err := l.Choose(nil); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/busy"
+	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber/tchannel-go"
 )
@@ -62,17 +63,21 @@ func (p *Peer) Begin() {
 	p.m.Sent.Inc(1)
 }
 
-// End records, at time now, the completion of an attempt Begin counted: its
-// latency, and whether the peer answered busy (which the peer's limiter is
-// told).
-func (p *Peer) End(now time.Time, latency time.Duration, busy bool) {
+// End records, at time now, the completion of an attempt Begin counted:
+// its latency and its outcome code. A busy answer is told to the peer's
+// limiter. Only successful transports update the latency estimate: a peer
+// failing fast must not look fast.
+func (p *Peer) End(now time.Time, latency time.Duration, code codes.Code) {
 	p.pending.Add(-1)
-	if busy {
+	if code == codes.Busy {
 		p.busy.Add(1)
 		p.m.Busy.Inc(1)
 		p.limiter.RecordBusyAt(now)
 	}
 	p.m.Limit.Update(p.limiter.LimitAt(now))
+	if code != codes.OK {
+		return
+	}
 	// EWMA with weight 1/8: cheap, and forgets a slow spell within dozens of
 	// calls. Races between concurrent updates lose a sample at worst.
 	old := p.latency.Load()

@@ -54,6 +54,11 @@ type Outcome struct {
 	// Committed reports that the response had reached the application
 	// before the failure: the call is never retried after that.
 	Committed bool
+	// Local reports that the attempt was not made at all: nothing could
+	// take it (every peer throttled, no peers, the client closed). It ends
+	// the call; when an earlier attempt failed remotely, that failure is
+	// the call's error (with StopThrottled), not the local one.
+	Local bool
 }
 
 // AttemptFunc makes one attempt of a call. It must honour ctx and must not
@@ -180,8 +185,11 @@ func (c ExecutorConfig) Validate() error {
 //   - success (Err nil): return it; the Throttle gets a success.
 //   - NotSent: wait TransparentBackoff and try again, until the context
 //     ends; not counted toward MaxAttempts nor in the Throttle.
-//   - DeclinedEarly, the first time in the call: try again at once, not
-//     counted; afterwards it is an ordinary failure.
+//   - DeclinedEarly, the first time in the call: try again at once (or
+//     after its pushback delay), not counted; afterwards, or with a "do not
+//     retry" pushback, it is an ordinary failure.
+//   - Local (the attempt could not be made): stop; the call's error is the
+//     last remote failure if there was one (StopThrottled), else this one.
 //   - otherwise the attempt is counted. A failure with a retryable code or
 //     a "do not retry" pushback is a Throttle failure. The call stops when
 //     the outcome is Committed, the pushback says stop, the code is not
@@ -274,6 +282,14 @@ func (e *Executor) run(ctx context.Context, retries bool, attempt AttemptFunc) R
 	)
 	for {
 		o := attempt(ctx, a)
+		if o.Local {
+			if res.Attempts == 0 {
+				res.Outcome, res.Stop = o, StopNotRetryable
+			} else {
+				res.Stop = StopThrottled // keep the last remote failure
+			}
+			return res
+		}
 		res.Attempts++
 		res.Outcome = o
 		if o.Err == nil {
@@ -285,11 +301,14 @@ func (e *Executor) run(ctx context.Context, retries bool, attempt AttemptFunc) R
 
 		var wait time.Duration
 		transparent := false
-		if !o.Committed {
+		if !o.Committed && o.Pushback.Kind != PushbackStop {
 			if o.NotSent {
 				transparent, wait = true, e.transparent
 			} else if o.DeclinedEarly && !declined {
 				transparent, declined = true, true
+				if o.Pushback.Kind == PushbackDelay {
+					wait = o.Pushback.Delay // the server asked for a pause
+				}
 			}
 		}
 

@@ -530,3 +530,42 @@ func BenchmarkExecutorThirdAttemptTimers(b *testing.B) {
 		}
 	}
 }
+
+func TestExecutorLocalOutcomeKeepsTheRemoteFailure(t *testing.T) {
+	e, err := NewExecutor(ExecutorConfig{Policy: &Policy{MaxAttempts: 3, InitialBackoff: time.Nanosecond, MaxBackoff: time.Nanosecond,
+		BackoffMultiplier: 1, RetryableCodes: codes.NewSet(codes.Busy)}, Rand: func() float64 { return 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := errors.New("busy")
+	local := errors.New("every peer throttled")
+	res := e.Do(context.Background(), func(ctx context.Context, a Attempt) Outcome {
+		if a.Number == 0 {
+			return Outcome{Err: remote, Code: codes.Busy}
+		}
+		return Outcome{Err: local, Local: true}
+	})
+	if res.Err() != remote || res.Stop != StopThrottled || res.Attempts != 1 {
+		t.Fatalf("got %+v; want the BUSY failure, StopThrottled, 1 attempt", res)
+	}
+	res = e.Do(context.Background(), func(ctx context.Context, a Attempt) Outcome { return Outcome{Err: local, Local: true} })
+	if res.Err() != local || res.Attempts != 0 {
+		t.Fatalf("first attempt local: %+v", res)
+	}
+}
+
+func TestExecutorDeclinedEarlyHonoursPushback(t *testing.T) {
+	e, err := NewExecutor(ExecutorConfig{Policy: &Policy{MaxAttempts: 3, InitialBackoff: time.Nanosecond, MaxBackoff: time.Nanosecond,
+		BackoffMultiplier: 1, RetryableCodes: codes.NewSet(codes.Busy)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tries := 0
+	res := e.Do(context.Background(), func(ctx context.Context, a Attempt) Outcome {
+		tries++
+		return Outcome{Err: errors.New("declined"), Code: codes.Declined, DeclinedEarly: true, Pushback: PushbackStopped()}
+	})
+	if tries != 1 || res.Stop != StopPushback {
+		t.Fatalf("tries %d, %+v; a declined answer saying do-not-retry was retried", tries, res)
+	}
+}
