@@ -87,3 +87,18 @@ const (
 	// before any handler ran.
 	ServerShed = "server.shed"
 )
+
+// Rate-limit pacing metrics, tagged service.
+const (
+	// RateLimitMalformed counts responses whose rate-limit headers could
+	// not be read (they were ignored).
+	RateLimitMalformed = "ratelimit.malformed_headers"
+	// RateLimitHeld counts calls held back, before sending, by a throttling
+	// window the server announced.
+	RateLimitHeld = "ratelimit.held"
+	// RateLimitRejected counts calls failed at once because the server's
+	// throttling window outlasted their maximum delay or deadline.
+	RateLimitRejected = "ratelimit.rejected"
+	// RateLimitSleep times the pacer's sleeps before calls.
+	RateLimitSleep = "ratelimit.sleep"
+)

@@ -3,6 +3,7 @@
 //	sluice demo                 busy throttling on three in-process servers
 //	sluice call [flags]         one call through the pipeline, with retries or hedges
 //	sluice sim busy [flags]     the busy-throttling design's simulation
+//	sluice sim ratelimit        the rate-limit pacers against a GCRA server
 //	sluice doorman serve|get    a Doorman lease server, or a client of one
 //
 // Run "sluice help" for the list and "sluice CMD -h" for a command's flags.
@@ -25,7 +26,7 @@ func commands() []command {
 	return []command{
 		{"demo", "busy throttling on three in-process TChannel servers, one overloaded", demoCmd},
 		{"call", "make one raw or JSON call through Sluice's pipeline (like tcurl)", callCmd},
-		{"sim", "simulations: sim busy (the busy-throttling design's program)", simCmd},
+		{"sim", "simulations: sim busy (busy throttling), sim ratelimit (rate-limit pacers)", simCmd},
 		{"doorman", "a Doorman-compatible lease server (serve) and client (get)", doormanCmd},
 	}
 }

@@ -10,14 +10,16 @@ import (
 
 func simCmd(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: sluice sim busy [flags]")
+		fmt.Fprintln(stderr, "usage: sluice sim busy|ratelimit [flags]")
 		return 2
 	}
 	switch args[0] {
 	case "busy":
 		return simBusyCmd(args[1:], stdout, stderr)
+	case "ratelimit":
+		return simRatelimitCmd(args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "sluice sim: unknown simulation %q; want busy\n", args[0])
+	fmt.Fprintf(stderr, "sluice sim: unknown simulation %q; want busy or ratelimit\n", args[0])
 	return 2
 }
 

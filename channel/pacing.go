@@ -1,0 +1,172 @@
+package channel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/retry"
+	"github.com/sluice-rpc/sluice/retry/pacing"
+	"github.com/sluice-rpc/sluice/stats"
+	"github.com/uber-go/tally/v4"
+)
+
+// PacingConfig makes calls to a service follow the rate-limit signals its
+// servers send: Aliyun's throttle-aware backoff and "disable requests during
+// throttling", and a client rate throttling pacer (Heroku's strategies).
+type PacingConfig struct {
+	// Pacer is the client rate throttling strategy; the zero value is the
+	// null pacer (no sleep before calls).
+	Pacer pacing.Config
+	// MaxDelay is the longest a call may wait for the server's throttling
+	// window (Aliyun's maximum retry interval): a retry or a new call that
+	// would wait longer fails at once with an error saying how long the
+	// window still runs. It must be > 0.
+	MaxDelay time.Duration
+	// Debug sends "X-RateLimit-Mode: debug" on JSON and Thrift calls,
+	// asking servers for quota headers on every response.
+	Debug bool
+}
+
+// Validate reports the first field that breaks its rule.
+func (p PacingConfig) Validate() error {
+	if p.MaxDelay <= 0 {
+		return fmt.Errorf("channel: PacingConfig.MaxDelay is %v, must be > 0", p.MaxDelay)
+	}
+	if err := p.Pacer.Validate(); err != nil {
+		return fmt.Errorf("channel: PacingConfig.Pacer: %w", err)
+	}
+	return nil
+}
+
+// WithPacing makes calls to service follow its servers' rate-limit signals.
+// A Busy answer counts as "rate limited" (TChannel's 429); its pushback, or
+// the quota headers of JSON and Thrift responses (X-RateLimit-User-API,
+// X-RateLimit-User, RateLimit-Remaining/-Limit/-Reset, Retry-After), give the
+// throttling window. A retry waits max(the window's time left, an equal-jitter
+// backoff, the pacer's sleep); new calls to a throttled service or method are
+// held back until the window ends, or fail at once when it outlasts MaxDelay
+// or their deadline.
+func WithPacing(service string, cfg PacingConfig) Option {
+	return func(o *options) {
+		if o.pacing == nil {
+			o.pacing = map[string]PacingConfig{}
+		}
+		o.pacing[service] = cfg
+	}
+}
+
+// pacer is one service's pacing state.
+type pacer struct {
+	cfg       PacingConfig
+	pacer     pacing.Pacer
+	windows   *pacing.Windows
+	service   string
+	malformed tally.Counter
+	held      tally.Counter
+	rejected  tally.Counter
+	sleep     tally.Timer
+}
+
+func (c *Channel) newPacer(service string, cfg PacingConfig) (*pacer, error) {
+	if service == "" {
+		return nil, errors.New("channel: WithPacing: the service name is empty")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	p, err := pacing.New(cfg.Pacer)
+	if err != nil {
+		return nil, fmt.Errorf("channel: PacingConfig.Pacer: %w", err)
+	}
+	s := c.rec.Scope().Tagged(map[string]string{stats.TagService: service})
+	return &pacer{cfg: cfg, pacer: p, windows: pacing.NewWindows(c.o.clock), service: service,
+		malformed: s.Counter(stats.RateLimitMalformed), held: s.Counter(stats.RateLimitHeld),
+		rejected: s.Counter(stats.RateLimitRejected), sleep: s.Timer(stats.RateLimitSleep)}, nil
+}
+
+// before runs ahead of a call's first attempt: it waits out a throttling
+// window the server announced for the service or the method (or fails at
+// once), then sleeps what the pacer asks.
+func (p *pacer) before(ctx context.Context, c *Channel, method string) error {
+	for _, key := range [2]string{pacing.ServiceKey(p.service), pacing.MethodKey(p.service, method)} {
+		if p.windows.Remaining(key) > 0 {
+			p.held.Inc(1)
+		}
+		if err := p.windows.Wait(ctx, key, p.cfg.MaxDelay); err != nil {
+			if errors.Is(err, pacing.ErrThrottled) {
+				p.rejected.Inc(1)
+			}
+			return err
+		}
+	}
+	if d := p.pacer.Before(c.o.clock.Now()); d > 0 {
+		p.sleep.Record(d)
+		return pacing.Pause(ctx, c.o.clock, d)
+	}
+	return nil
+}
+
+// response reads the quota headers of a response that reached the caller:
+// a spent quota opens a window for new calls; otherwise the pacer may speed
+// up.
+func (p *pacer) response(c *Channel, method string, h map[string]string) {
+	now := c.o.clock.Now()
+	sig, err := pacing.ParseHeaders(h, now)
+	if err != nil {
+		p.malformed.Inc(1)
+	}
+	if sig.Throttled() {
+		p.windows.RecordSignal(p.service, method, sig)
+		return
+	}
+	p.pacer.OnSuccess(now, sig)
+}
+
+// busy turns a Busy answer (TChannel's "rate limited") into the retry's
+// wait: the larger of the window's time left (the answer's pushback), an
+// equal-jitter backoff and the pacer's sleep. When that exceeds MaxDelay the
+// call must not retry: it returns the window error to report.
+func (p *pacer) busy(c *Channel, method string, o *retry.Outcome, b retry.Backoff, n int) error {
+	now := c.o.clock.Now()
+	var sig pacing.Signal
+	if o.Pushback.Kind == retry.PushbackDelay {
+		sig = pacing.Signal{Fields: pacing.FieldRetryAfter, RetryAfter: o.Pushback.Delay}
+		p.windows.RecordSignal(p.service, method, sig)
+	}
+	pause := p.pacer.OnRateLimited(now, sig)
+	wait, tooLong := pacing.Delay(b, n, c.rand(), sig.Wait(), p.cfg.MaxDelay)
+	if tooLong {
+		p.rejected.Inc(1)
+		o.Pushback = retry.PushbackStopped()
+		return &pacing.WindowError{Key: pacing.ServiceKey(p.service), Remaining: sig.Wait(), Limit: p.cfg.MaxDelay}
+	}
+	if o.Pushback.Kind != retry.PushbackStop {
+		o.Pushback = retry.PushbackAfter(max(wait, pause))
+	}
+	return nil
+}
+
+// paceOutcome applies the service's pacing to one attempt's result.
+func (st *callState) paceOutcome(res *Response, o *retry.Outcome, n int) {
+	p := st.pacer
+	if p == nil {
+		return
+	}
+	if o.Err == nil {
+		if res != nil {
+			p.response(st.c, st.spec.method, res.Headers)
+		}
+		return
+	}
+	ce, ok := o.Err.(*CallError)
+	if !ok || ce.Code != codes.Busy {
+		return
+	}
+	if werr := p.busy(st.c, st.spec.method, o, st.backoff, n+1); werr != nil {
+		ce.Err = fmt.Errorf("%w; %w", ce.Err, werr)
+		ce.Message = fmt.Sprintf("%s (rate limited: %v)", ce.Message, werr)
+	}
+}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/sluice-rpc/sluice/internal/ratesim"
+	"github.com/sluice-rpc/sluice/retry/pacing"
+)
+
+// simRatelimitCmd is "sluice sim ratelimit": the rate-throttling study of
+// seeds/heroku-rate-throttling.md in virtual time, for every pacer.
+func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sluice sim ratelimit", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same table")
+	runs := fs.Int("runs", 1, "average the metrics over this many runs (seeds seed, seed+1, ...)")
+	chart := fs.String("chart", "", "also draw each client's sleep over the 30 minutes, per pacer, to this .png or .svg file")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "sluice sim ratelimit: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if *runs < 1 {
+		fmt.Fprintf(stderr, "sluice sim ratelimit: --runs is %d, must be >= 1\n", *runs)
+		return 2
+	}
+	ext := strings.ToLower(filepath.Ext(*chart))
+	if *chart != "" && ext != ".png" && ext != ".svg" {
+		fmt.Fprintf(stderr, "sluice sim ratelimit: --chart %q: want a .png or .svg file\n", *chart)
+		return 2
+	}
+	steady, clear := ratesim.Steady(), ratesim.Clear()
+	rows, err := ratesim.Compare(ratesim.Entries(), steady, clear, *seed, *runs)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice sim ratelimit: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "Rate throttling (seeds/heroku-rate-throttling.md), virtual time, seed %d", *seed)
+	if *runs > 1 {
+		fmt.Fprintf(stdout, ", mean of %d runs", *runs)
+	}
+	fmt.Fprintln(stdout)
+	fmt.Fprintf(stdout, "steady: %d greedy clients, %v, GCRA bucket %d refilled at %d per hour, starting empty, %v per request\n",
+		steady.Clients, steady.Duration, steady.Capacity, steady.Capacity, steady.Latency)
+	fmt.Fprintf(stdout, "clear:  %d requests in a bucket that is not refilled, clients starting at %v of sleep, done at remaining <= %d\n",
+		clear.Start, clear.InitialSleep, clear.StopRemaining)
+	fmt.Fprintln(stdout, "(in brackets: the seed's published figures)")
+	fmt.Fprintln(stdout)
+	if err := ratesim.WriteTable(stdout, rows); err != nil {
+		fmt.Fprintf(stderr, "sluice sim ratelimit: %v\n", err)
+		return 1
+	}
+	if *chart != "" {
+		if err := writeSleepChart(*chart, ext, rows); err != nil {
+			fmt.Fprintf(stderr, "sluice sim ratelimit: chart: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "\nchart: %s\n", *chart)
+	}
+	return 0
+}
+
+// writeSleepChart draws one panel per pacer (the null pacer, which never
+// sleeps, left out): each client's sleep over the steady run, one line per
+// client, as a step function.
+func writeSleepChart(path, ext string, rows []ratesim.Row) error {
+	var plots []*plot.Plot
+	for _, r := range rows {
+		if r.Config.Strategy == pacing.StrategyNull || r.Config.Strategy == "" {
+			continue
+		}
+		p, err := sleepPlot(r)
+		if err != nil {
+			return err
+		}
+		plots = append(plots, p)
+	}
+	const cols = 2
+	nrows := (len(plots) + cols - 1) / cols
+	grid := make([][]*plot.Plot, nrows)
+	for i := range grid {
+		grid[i] = make([]*plot.Plot, cols)
+		for j := range cols {
+			if k := i*cols + j; k < len(plots) {
+				grid[i][j] = plots[k]
+			}
+		}
+	}
+	w, h := 13*vg.Inch, vg.Length(nrows)*3.6*vg.Inch
+	var (
+		canvas vg.CanvasWriterTo
+		dc     draw.Canvas
+	)
+	if ext == ".svg" {
+		c := vgsvg.New(w, h)
+		canvas, dc = c, draw.New(c)
+	} else {
+		c := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(110))
+		canvas, dc = vgimg.PngCanvas{Canvas: c}, draw.New(c)
+	}
+	tiles := draw.Tiles{Rows: nrows, Cols: cols, PadX: 6 * vg.Millimeter, PadY: 6 * vg.Millimeter,
+		PadTop: 3 * vg.Millimeter, PadBottom: 3 * vg.Millimeter, PadLeft: 3 * vg.Millimeter, PadRight: 3 * vg.Millimeter}
+	canvases := plot.Align(grid, tiles, dc)
+	for i := range grid {
+		for j, p := range grid[i] {
+			if p != nil {
+				p.Draw(canvases[i][j])
+			}
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := canvas.WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// sleepPlot is one pacer's panel.
+func sleepPlot(r ratesim.Row) (*plot.Plot, error) {
+	p := plot.New()
+	res := r.Steady
+	p.Title.Text = fmt.Sprintf("%s: retry %.2f%%, max sleep %.1f s, stdev %.0f",
+		r.Name, 100*res.RetryRate(), res.MaxSleep().Seconds(), res.RequestStdev())
+	p.X.Label.Text = "minutes"
+	p.Y.Label.Text = "sleep (s), one line per client"
+	p.X.Min, p.X.Max = 0, res.End.Minutes()
+	p.Y.Min = 0
+	p.Add(plotter.NewGrid())
+	for i, c := range res.Clients {
+		xys := make(plotter.XYs, 0, 2*len(c.Series)+1)
+		for k, pt := range c.Series {
+			x := pt.At.Minutes()
+			if k > 0 {
+				xys = append(xys, plotter.XY{X: x, Y: c.Series[k-1].Sleep.Seconds()})
+			}
+			xys = append(xys, plotter.XY{X: x, Y: pt.Sleep.Seconds()})
+		}
+		xys = append(xys, plotter.XY{X: res.End.Minutes(), Y: c.Series[len(c.Series)-1].Sleep.Seconds()})
+		l, err := plotter.NewLine(xys)
+		if err != nil {
+			return nil, err
+		}
+		l.Color = plotutil.Color(i)
+		l.Width = vg.Points(1)
+		p.Add(l)
+	}
+	return p, nil
+}

@@ -1,0 +1,183 @@
+package pacing
+
+import (
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"time"
+)
+
+// Strategy names a pacing strategy, as a service config spells it.
+type Strategy string
+
+// The strategies of seeds/heroku-rate-throttling.md, in the order the seed
+// tries them, and Sluice's own.
+const (
+	// StrategyNull does not pace: no sleep before requests, no wait before
+	// retries (today's behaviour: the retry policy alone decides).
+	StrategyNull Strategy = "null"
+	// StrategyExponentialBackoff sleeps only before retries: MinSleep
+	// after the first rate-limited response, times Multiplier after each
+	// further one; a success starts again from MinSleep. Nothing sticks
+	// between requests.
+	StrategyExponentialBackoff Strategy = "exponential-backoff"
+	// StrategyGradualDecrease sleeps before every request; a rate-limited
+	// response adds MinSleep and multiplies by Multiplier; a success
+	// subtracts MinSleep.
+	StrategyGradualDecrease Strategy = "exponential-increase-gradual-decrease"
+	// StrategyProportionalDecrease is StrategyGradualDecrease with a
+	// success subtracting sleep/Limit.
+	StrategyProportionalDecrease Strategy = "exponential-increase-proportional-decrease"
+	// StrategyProportionalRemainingDecrease is StrategyGradualDecrease with a
+	// success subtracting sleep*remaining/limit: the seed's winner, the
+	// algorithm of Heroku's platform-api gem.
+	StrategyProportionalRemainingDecrease Strategy = "exponential-increase-proportional-remaining-decrease"
+	// StrategyReserve is Sluice's addition (not in the seed): the
+	// proportional-remaining-decrease pacer measured from a small reserve
+	// (Config.Reserve) instead of from an empty bucket: while a success
+	// leaves less than the reserve it adds up to MinSleep/2 to the sleep,
+	// braking before the server starts refusing requests.
+	StrategyReserve Strategy = "reserve"
+)
+
+// Strategies lists every strategy, the seed's in its order, then Sluice's.
+func Strategies() []Strategy {
+	return []Strategy{StrategyNull, StrategyExponentialBackoff, StrategyGradualDecrease,
+		StrategyProportionalDecrease, StrategyProportionalRemainingDecrease, StrategyReserve}
+}
+
+// Defaults of Config, from the seed: Heroku's quota of 4500 requests per hour.
+const (
+	DefaultLimit      = 4500
+	DefaultWindow     = time.Hour
+	DefaultMultiplier = 1.2
+	DefaultJitter     = 0.1
+)
+
+// Config configures a Pacer. It is a plain value; zero fields take the
+// documented defaults, and Validate reports the first rule a field breaks.
+type Config struct {
+	// Strategy selects the algorithm; "" means StrategyNull.
+	Strategy Strategy
+	// Limit is the server's quota per Window (default DefaultLimit). With
+	// Window it gives MinSleep = Window/Limit, 0.8 s for 4500 per hour, and
+	// it is the divisor of the proportional decreases when a response does
+	// not carry its own limit. It must be >= 0.
+	Limit int64
+	// Window is the quota's window (default DefaultWindow). It must be >= 0.
+	Window time.Duration
+	// Multiplier scales the sleep after each rate-limited response (default
+	// DefaultMultiplier). It must be 0 (default) or a finite number >= 1.
+	Multiplier float64
+	// Jitter is the largest extra sleep, as a fraction of the sleep: each
+	// sleep s is s + s*Jitter*r with r uniform in [0, 1) (default
+	// DefaultJitter, 10%). It must be in [0, 1]; 0 means the default.
+	Jitter float64
+	// InitialSleep is the sleep before the first request of the sticky
+	// strategies. It must be >= 0.
+	InitialSleep time.Duration
+	// MaxSleep, when > 0, caps the sleep (before jitter). The seed has no
+	// cap (0); a cap trades a higher retry rate for shorter waits.
+	MaxSleep time.Duration
+	// Reserve is StrategyReserve's reserve, as a fraction of the limit
+	// (default DefaultReserve). It must be in [0, 1); 0 means the default.
+	// Other strategies ignore it.
+	Reserve float64
+	// Rand returns uniform numbers in [0, 1) for the jitter; nil means
+	// math/rand/v2's Float64. The pacer calls it under its lock, so it
+	// need not be safe for concurrent use. Simulators pass a seeded source.
+	Rand func() float64
+}
+
+// FieldError is the error Validate returns: the field, its value and the
+// rule it breaks.
+type FieldError struct {
+	// Field is the field's name ("multiplier", "jitter", ...).
+	Field string
+	// Value is the offending value as text.
+	Value string
+	// Rule is what the value must be.
+	Rule string
+}
+
+// Error returns "pacing: <field> is <value>, <rule>".
+func (e *FieldError) Error() string {
+	return "pacing: " + e.Field + " is " + e.Value + ", " + e.Rule
+}
+
+// Validate reports the first rule c breaks, as a *FieldError, or nil.
+func (c Config) Validate() error {
+	known := c.Strategy == ""
+	for _, s := range Strategies() {
+		known = known || c.Strategy == s
+	}
+	switch {
+	case !known:
+		return &FieldError{"strategy", strconv.Quote(string(c.Strategy)), "must be one of the names Strategies lists"}
+	case c.Limit < 0:
+		return &FieldError{"limit", strconv.FormatInt(c.Limit, 10), "must be >= 0"}
+	case c.Window < 0:
+		return &FieldError{"window", c.Window.String(), "must be >= 0"}
+	case c.Multiplier != 0 && !(c.Multiplier >= 1 && !math.IsInf(c.Multiplier, 1)):
+		return &FieldError{"multiplier", strconv.FormatFloat(c.Multiplier, 'g', -1, 64), "must be a finite number >= 1"}
+	case !(c.Jitter >= 0 && c.Jitter <= 1):
+		return &FieldError{"jitter", strconv.FormatFloat(c.Jitter, 'g', -1, 64), "must be in [0, 1]"}
+	case !(c.Reserve >= 0 && c.Reserve < 1):
+		return &FieldError{"reserve", strconv.FormatFloat(c.Reserve, 'g', -1, 64), "must be in [0, 1)"}
+	case c.InitialSleep < 0:
+		return &FieldError{"initialSleep", c.InitialSleep.String(), "must be >= 0"}
+	case c.MaxSleep < 0:
+		return &FieldError{"maxSleep", c.MaxSleep.String(), "must be >= 0"}
+	}
+	return nil
+}
+
+// withDefaults returns c with its zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.Strategy == "" {
+		c.Strategy = StrategyNull
+	}
+	if c.Limit == 0 {
+		c.Limit = DefaultLimit
+	}
+	if c.Window == 0 {
+		c.Window = DefaultWindow
+	}
+	if c.Multiplier == 0 {
+		c.Multiplier = DefaultMultiplier
+	}
+	if c.Jitter == 0 {
+		c.Jitter = DefaultJitter
+	}
+	if c.Reserve == 0 {
+		c.Reserve = DefaultReserve
+	}
+	if c.Rand == nil {
+		c.Rand = rand.Float64
+	}
+	return c
+}
+
+// MinSleep is the quota's pace, Window/Limit after defaults: the smallest
+// sleep that keeps a lone client within the quota (0.8 s for 4500 per hour).
+func (c Config) MinSleep() time.Duration {
+	c = c.withDefaults()
+	return c.Window / time.Duration(c.Limit)
+}
+
+// New returns the Pacer c selects, or c's first invalid field.
+func New(c Config) (Pacer, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	c = c.withDefaults()
+	switch c.Strategy {
+	case StrategyExponentialBackoff:
+		return newBackoff(c), nil
+	case StrategyGradualDecrease, StrategyProportionalDecrease, StrategyProportionalRemainingDecrease:
+		return newSticky(c), nil
+	case StrategyReserve:
+		return newReserve(c), nil
+	}
+	return Null{}, nil
+}

@@ -1,0 +1,55 @@
+// Package pacing paces a client from the rate-limit signals its server
+// sends: Aliyun's throttle-aware backoff (seeds/aliyun-throttling-backoff.md)
+// and Heroku's client rate throttling (seeds/heroku-rate-throttling.md).
+//
+// The package is pure: it knows nothing of TChannel. Time is passed in or
+// comes from an injected clock, and randomness from an injected source, so
+// the simulator (internal/ratesim, "sluice sim ratelimit"), the tests and
+// the channel run the very same code.
+//
+// The pieces, one file each:
+//
+//   - Signals (signal.go): ParseHeaders reads the quota headers of a
+//     response (X-RateLimit-User-API, X-RateLimit-User, RateLimit-Remaining,
+//     RateLimit-Limit, RateLimit-Reset, Retry-After) into a Signal. Malformed
+//     headers are ignored and reported as errors matching ErrMalformedHeader,
+//     for a metric; parsing never panics and, on well-formed input, never
+//     allocates. SetHeaders writes a Signal as a server does; HeaderMode:
+//     ModeDebug asks an Aliyun-style server for quota headers on every
+//     response.
+//   - Throttle-aware backoff (windows.go): Delay is Aliyun's retry wait,
+//     max(TimeLeft, EqualJitter backoff), and whether it exceeds the
+//     policy's maximum delay. Windows remembers throttling windows per
+//     dimension ("service", "service::method") so that new calls wait until
+//     a window ends, or fail at once with a *WindowError (ErrThrottled) when
+//     the wait would exceed their maximum delay or deadline.
+//   - Pacers (config.go, pacer.go, reserve.go): the strategies of Heroku's
+//     study behind one interface, Pacer: a null pacer, exponential backoff,
+//     and exponential increase with gradual, proportional or
+//     proportional-remaining decrease; plus Sluice's reserve pacer, which
+//     beats the seed's winner in simulation (see benchmarks/README.md).
+//
+// # How a call uses it
+//
+// Before sending an attempt to service::method, a call waits out the
+// recorded windows of both dimensions, then the pacer's sleep:
+//
+//	windows.Wait(ctx, pacing.ServiceKey(svc), maxDelay)
+//	windows.Wait(ctx, pacing.MethodKey(svc, m), maxDelay)
+//	pacing.Pause(ctx, clk, pacer.Before(clk.Now()))   // first attempt only
+//
+// After the response it parses the headers and tells the pacer:
+//
+//	sig, err := pacing.ParseHeaders(respHeaders, clk.Now())  // err: count it
+//	if rateLimited {                       // Busy, or sig.Throttled()
+//		windows.RecordSignal(svc, m, sig)  // hold back new calls meanwhile
+//		pause := pacer.OnRateLimited(clk.Now(), sig)
+//		wait, tooLong := pacing.Delay(backoff, n, rnd, sig.Wait(), maxDelay)
+//		if tooLong {                       // fail now, saying for how long
+//			return &pacing.WindowError{Key: sig.Dimension.Key(svc, m), Remaining: wait, Limit: maxDelay}
+//		}
+//		// sleep max(pause, wait), then retry
+//	} else {
+//		pacer.OnSuccess(clk.Now(), sig)
+//	}
+package pacing

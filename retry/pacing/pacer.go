@@ -1,0 +1,226 @@
+package pacing
+
+import (
+	"sync"
+	"time"
+)
+
+// Pacer is a client's rate throttling: it decides how long to sleep before
+// each request, from what the server's responses said about its quota. A
+// call asks Before, sends, then tells the pacer the outcome: OnRateLimited
+// (and sleeps what it returns before retrying) or OnSuccess. Every method
+// takes the time explicitly, so a simulator in virtual time and the channel
+// on the real clock run the very same code.
+//
+// Implementations are safe for concurrent use; concurrent calls to one
+// service share its pacer, and each call sleeps the pacer's sleep (as the
+// threads sharing the seed's client do): the sleep paces each caller, it
+// does not space the calls of all callers. A burst of rate-limited responses to calls that
+// were in flight together raises the sleep once, not once per response: a
+// raise counts only when at least the current sleep has passed since the
+// previous one.
+type Pacer interface {
+	// Before returns how long to sleep before sending a new request at now
+	// (not a retry: OnRateLimited gave that wait).
+	Before(now time.Time) time.Duration
+	// OnRateLimited records a rate-limited response (a Busy error, an HTTP
+	// 429, or a signal whose quota is spent) received at now, and returns
+	// how long to sleep before retrying the request.
+	OnRateLimited(now time.Time, s Signal) time.Duration
+	// OnSuccess records a response received at now that was not rate
+	// limited, with the quota it reported (possibly empty).
+	OnSuccess(now time.Time, s Signal)
+	// Sleep returns the pacer's current sleep, without jitter: the value a
+	// chart or a gauge shows.
+	Sleep() time.Duration
+}
+
+// Null is the pacer that never sleeps: the behaviour without pacing. Its
+// zero value is ready to use.
+type Null struct{}
+
+// Before returns 0.
+func (Null) Before(time.Time) time.Duration { return 0 }
+
+// OnRateLimited returns 0: retry at once (or as the retry policy says).
+func (Null) OnRateLimited(time.Time, Signal) time.Duration { return 0 }
+
+// OnSuccess does nothing.
+func (Null) OnSuccess(time.Time, Signal) {}
+
+// Sleep returns 0.
+func (Null) Sleep() time.Duration { return 0 }
+
+// seconds converts a duration to float seconds and back; the pacers keep
+// their sleep in float seconds so that small proportional decreases are
+// not lost to rounding.
+func seconds(d time.Duration) float64 { return d.Seconds() }
+
+func duration(s float64) time.Duration {
+	if !(s > 0) {
+		return 0
+	}
+	if s >= float64(1<<62)/float64(time.Second) {
+		return 1 << 62
+	}
+	return time.Duration(s * float64(time.Second))
+}
+
+// core is the state the strategies share: the sleep, the raise guard and
+// the jitter source, under one lock.
+type core struct {
+	mu        sync.Mutex
+	cfg       Config
+	minSleep  float64 // seconds
+	maxSleep  float64 // seconds; 0 means no cap
+	sleep     float64 // seconds
+	lastRaise time.Time
+	lastWait  float64 // seconds: the retry wait the last raise led to
+	raised    bool
+}
+
+func (c *core) init(cfg Config) {
+	c.cfg = cfg
+	c.minSleep = seconds(cfg.Window) / float64(cfg.Limit)
+	c.maxSleep = seconds(cfg.MaxSleep)
+	c.sleep = seconds(cfg.InitialSleep)
+	c.clamp()
+}
+
+func (c *core) clamp() {
+	if c.sleep < 0 || c.sleep != c.sleep {
+		c.sleep = 0
+	}
+	if c.maxSleep > 0 && c.sleep > c.maxSleep {
+		c.sleep = c.maxSleep
+	}
+}
+
+// jittered returns s plus up to cfg.Jitter of it, as a duration.
+func (c *core) jittered(s float64) time.Duration {
+	r := c.cfg.Rand()
+	if !(r >= 0 && r < 1) {
+		r = 0
+	}
+	return duration(s + s*c.cfg.Jitter*r)
+}
+
+// mayRaise reports whether a rate-limited response at now may raise the
+// sleep: the first one does, and later ones once the retry wait the last
+// raise led to has passed since it. The caller sets lastWait.
+func (c *core) mayRaise(now time.Time) bool {
+	if c.raised && now.Sub(c.lastRaise) < duration(c.lastWait) {
+		return false
+	}
+	c.raised, c.lastRaise = true, now
+	return true
+}
+
+// raise is the seed's exponential increase: add MinSleep, multiply.
+func (c *core) raise() {
+	c.sleep = (c.sleep + c.minSleep) * c.cfg.Multiplier
+	c.clamp()
+}
+
+// Sleep returns the current sleep.
+func (c *core) Sleep() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return duration(c.sleep)
+}
+
+// backoff is StrategyExponentialBackoff.
+type backoff struct {
+	core
+	retrying bool
+	last     float64 // the last retry's wait, seconds
+}
+
+func newBackoff(cfg Config) *backoff {
+	b := &backoff{}
+	b.init(cfg)
+	b.sleep = b.minSleep
+	return b
+}
+
+func (b *backoff) Before(time.Time) time.Duration { return 0 }
+
+func (b *backoff) OnRateLimited(now time.Time, _ Signal) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.retrying {
+		b.retrying, b.raised = true, false
+		b.sleep = b.minSleep
+		b.clamp()
+	}
+	wait := b.sleep
+	if b.mayRaise(now) {
+		b.lastWait = wait
+		b.sleep *= b.cfg.Multiplier
+		b.clamp()
+	} else {
+		wait = b.lastWait
+	}
+	b.last = wait
+	return b.jittered(wait)
+}
+
+func (b *backoff) OnSuccess(time.Time, Signal) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.retrying = false
+}
+
+func (b *backoff) Sleep() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.retrying {
+		return 0
+	}
+	return duration(b.last)
+}
+
+// sticky is the seed's three "exponential increase" strategies: a sleep
+// before every request, raised on rate-limited responses and decreased
+// after successes by a strategy-specific amount.
+type sticky struct {
+	core
+}
+
+func newSticky(cfg Config) *sticky {
+	s := &sticky{}
+	s.init(cfg)
+	return s
+}
+
+func (p *sticky) Before(time.Time) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.jittered(p.sleep)
+}
+
+func (p *sticky) OnRateLimited(now time.Time, _ Signal) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mayRaise(now) {
+		p.raise()
+		p.lastWait = p.sleep
+	}
+	return p.jittered(p.sleep)
+}
+
+func (p *sticky) OnSuccess(_ time.Time, s Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var dec float64
+	switch p.cfg.Strategy {
+	case StrategyGradualDecrease:
+		dec = p.minSleep
+	case StrategyProportionalDecrease:
+		dec = p.sleep / float64(p.cfg.Limit)
+	case StrategyProportionalRemainingDecrease:
+		dec = p.sleep * s.RemainingFraction(p.cfg.Limit)
+	}
+	p.sleep -= dec
+	p.clamp()
+}
