@@ -15,23 +15,20 @@ import (
 )
 
 // quotaServer is a real server of "kv" with a quota of limit requests per
-// fixed window, shared by all callers. It attaches quota headers (both
-// formats) to its answers and answers Busy, with the window's time left as
+// fixed window (pacing.Quota), shared by all callers. It attaches quota
+// headers to its answers and answers Busy, with the window's time left as
 // pushback, once the quota is spent.
 type quotaServer struct {
 	ch     *Channel
-	limit  int
 	window time.Duration
 	start  time.Time
 
-	mu   sync.Mutex
-	used map[int64]int
-	log  []quotaArrival
+	mu  sync.Mutex
+	log []quotaArrival
 }
 
 type quotaArrival struct {
 	who    string
-	at     time.Time
 	window int64
 	busy   bool
 }
@@ -40,30 +37,23 @@ func startQuotaServer(t *testing.T, limit int, window time.Duration) *quotaServe
 	t.Helper()
 	ch, err := New("kv")
 	require.NoError(t, err)
-	q := &quotaServer{ch: ch, limit: limit, window: window, start: time.Now(), used: map[int64]int{}}
+	quota, err := pacing.NewQuota(int64(limit), window, pacing.DimensionUser, nil)
+	require.NoError(t, err)
+	q := &quotaServer{ch: ch, window: window, start: time.Now()}
 	require.NoError(t, ch.RegisterJSON(map[string]any{
 		"get": func(ctx tjson.Context, req *echoReq) (*echoRes, error) {
-			now := time.Now()
-			idx := int64(now.Sub(q.start) / q.window)
-			left := q.start.Add(time.Duration(idx+1) * q.window).Sub(now)
+			sig, ok := quota.Take()
 			q.mu.Lock()
-			remain := q.limit - q.used[idx]
-			busy := remain <= 0
-			if !busy {
-				q.used[idx]++
-				remain--
-			}
-			q.log = append(q.log, quotaArrival{who: ctx.Headers()["who"], at: now, window: idx, busy: busy})
+			// The window index, from the time left: windows are aligned to
+			// the quota's start.
+			idx := int64((time.Since(q.start) + sig.TimeLeft - q.window/2) / q.window)
+			q.log = append(q.log, quotaArrival{who: ctx.Headers()["who"], window: idx, busy: !ok})
 			q.mu.Unlock()
-			if busy {
-				return nil, BusyAfter(left, "rate limited")
+			if !ok {
+				return nil, BusyAfter(sig.TimeLeft, "rate limited")
 			}
 			h := map[string]string{}
-			pacing.SetHeaders(h, pacing.Signal{
-				Fields:    pacing.FieldRemaining | pacing.FieldLimit | pacing.FieldWindow | pacing.FieldTimeLeft,
-				Dimension: pacing.DimensionUser, // the Aliyun header: TimeLeft in milliseconds
-				Remaining: int64(remain), Limit: int64(q.limit), Window: q.window, TimeLeft: left,
-			})
+			pacing.SetHeaders(h, sig)
 			ctx.SetResponseHeaders(h)
 			return &echoRes{Key: req.Key}, nil
 		},
