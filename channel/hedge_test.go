@@ -222,3 +222,18 @@ func TestAdaptiveHedgingLearnsTheDelay(t *testing.T) {
 	require.NoError(t, err)
 	assert.Less(t, p.est.Delay(), 100*time.Millisecond)
 }
+
+// A hedged call that runs out of time reports TIMEOUT, not the CANCELLED of
+// the attempts the executor cancelled on its way out.
+func TestHedgedDeadlineIsTimeout(t *testing.T) {
+	servers := []*hedgeServer{startHedgeServer(t, slow(time.Second)), startHedgeServer(t, slow(time.Second))}
+	c := hedgeClient(t, fmt.Sprintf(hedgeCfg, 2, "0.005s", ""), servers...)
+	for i := 0; i < 20; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		err := c.CallJSON(ctx, "kv", "get", &echoReq{Key: "k"}, nil)
+		cancel()
+		var ce *CallError
+		require.ErrorAs(t, err, &ce)
+		require.Equal(t, codes.Timeout, ce.Code, "call %d: %v", i, err)
+	}
+}

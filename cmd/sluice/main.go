@@ -2,6 +2,7 @@
 //
 //	sluice demo                 busy throttling on three in-process servers
 //	sluice call [flags]         one call through the pipeline, with retries or hedges
+//	sluice bench [flags]        load: latency quantiles, attempts, busy and throttled counts
 //	sluice sim busy [flags]     the busy-throttling design's simulation
 //	sluice sim ratelimit        the rate-limit pacers against a GCRA server
 //	sluice doorman serve|get    a Doorman lease server, or a client of one
@@ -26,6 +27,7 @@ func commands() []command {
 	return []command{
 		{"demo", "busy throttling on three in-process TChannel servers, one overloaded", demoCmd},
 		{"call", "make one raw or JSON call through Sluice's pipeline (like tcurl)", callCmd},
+		{"bench", "open-loop load generator: latency quantiles, attempts, busy/throttled, errors", benchCmd},
 		{"sim", "simulations: sim busy (busy throttling), sim ratelimit (rate-limit pacers)", simCmd},
 		{"doorman", "a Doorman-compatible lease server (serve) and client (get)", doormanCmd},
 	}

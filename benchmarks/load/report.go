@@ -1,0 +1,180 @@
+package load
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Report is what a run measured. Latencies are over every call, failed ones
+// included, from each call's scheduled arrival to its result.
+type Report struct {
+	// Calls were made; OK of them got a response (an application error
+	// counts as a failure, APPLICATION).
+	Calls int `json:"calls"`
+	OK    int `json:"ok"`
+	// Elapsed is from the first arrival to the last result.
+	Elapsed Seconds `json:"elapsed_s"`
+	// OfferedRPS is the arrival rate asked for; Throughput the successful
+	// calls per second of Elapsed.
+	OfferedRPS float64 `json:"offered_rps"`
+	Throughput float64 `json:"throughput_rps"`
+	// Latency quantiles, in milliseconds in JSON.
+	Latency Quantiles `json:"latency_ms"`
+	// Attempts is the sum of the attempts the calls sent (originals,
+	// retries, hedges); AttemptsPerCall is Attempts/Calls and ExtraPercent
+	// (AttemptsPerCall - 1) * 100: the extra load retries or hedges added.
+	Attempts        int     `json:"attempts"`
+	AttemptsPerCall float64 `json:"attempts_per_call"`
+	ExtraPercent    float64 `json:"extra_requests_percent"`
+	// Sent, Busy and Throttled are the service's peer counts over the run
+	// (peer.Counts): attempts sent, Busy answers received, and requests a
+	// peer's busy limiter refused.
+	Sent      uint64 `json:"sent"`
+	Busy      uint64 `json:"busy"`
+	Throttled uint64 `json:"throttled"`
+	// Errors counts the failed calls by code: a TChannel code name
+	// ("BUSY", "TIMEOUT"), or THROTTLED, NO_PEERS, CLOSED, LOCAL for local
+	// outcomes, APPLICATION for application errors.
+	Errors map[string]int `json:"errors"`
+	// Late counts calls that started more than 1 ms after their arrival
+	// time: the client (or the Concurrency limit) fell behind the schedule.
+	Late int `json:"late"`
+}
+
+// Seconds is a duration that reads as seconds in JSON.
+type Seconds time.Duration
+
+// MarshalJSON writes s as a number of seconds.
+func (s Seconds) MarshalJSON() ([]byte, error) {
+	return []byte(fmt.Sprintf("%.6f", time.Duration(s).Seconds())), nil
+}
+
+// UnmarshalJSON reads a number of seconds.
+func (s *Seconds) UnmarshalJSON(b []byte) error {
+	var f float64
+	if _, err := fmt.Sscan(string(b), &f); err != nil {
+		return fmt.Errorf("load: seconds %s: %v", b, err)
+	}
+	*s = Seconds(time.Duration(f * float64(time.Second)))
+	return nil
+}
+
+// Quantiles are latency quantiles (nearest rank) and the mean and maximum.
+type Quantiles struct {
+	P50  Millis `json:"p50"`
+	P90  Millis `json:"p90"`
+	P95  Millis `json:"p95"`
+	P99  Millis `json:"p99"`
+	P999 Millis `json:"p999"`
+	Max  Millis `json:"max"`
+	Mean Millis `json:"mean"`
+}
+
+// Millis is a duration that reads as milliseconds in JSON.
+type Millis time.Duration
+
+// MarshalJSON writes m as a number of milliseconds.
+func (m Millis) MarshalJSON() ([]byte, error) {
+	return []byte(fmt.Sprintf("%.3f", float64(m)/float64(time.Millisecond))), nil
+}
+
+// UnmarshalJSON reads a number of milliseconds.
+func (m *Millis) UnmarshalJSON(b []byte) error {
+	var f float64
+	if _, err := fmt.Sscan(string(b), &f); err != nil {
+		return fmt.Errorf("load: milliseconds %s: %v", b, err)
+	}
+	*m = Millis(time.Duration(f * float64(time.Millisecond)))
+	return nil
+}
+
+// String formats m like a time.Duration rounded to 3 significant digits.
+func (m Millis) String() string { return roundDuration(time.Duration(m)).String() }
+
+func roundDuration(d time.Duration) time.Duration {
+	for unit := time.Duration(1); unit < time.Hour; unit *= 10 {
+		if d < 1000*unit {
+			return d.Round(unit)
+		}
+	}
+	return d
+}
+
+// Quantile returns the q-quantile (nearest rank) of sorted, 0 when empty.
+func Quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func summarize(rs []result, elapsed time.Duration) *Report {
+	r := &Report{Calls: len(rs), Elapsed: Seconds(elapsed), Errors: map[string]int{}}
+	lat := make([]time.Duration, len(rs))
+	var total time.Duration
+	for i, c := range rs {
+		lat[i] = c.latency
+		total += c.latency
+		r.Attempts += c.attempts
+		if c.code == "" {
+			r.OK++
+		} else {
+			r.Errors[c.code]++
+		}
+		if c.late {
+			r.Late++
+		}
+	}
+	slices.Sort(lat)
+	r.Latency = Quantiles{
+		P50: Millis(Quantile(lat, 0.50)), P90: Millis(Quantile(lat, 0.90)), P95: Millis(Quantile(lat, 0.95)),
+		P99: Millis(Quantile(lat, 0.99)), P999: Millis(Quantile(lat, 0.999)), Max: Millis(Quantile(lat, 1)),
+	}
+	if len(rs) > 0 {
+		r.Latency.Mean = Millis(total / time.Duration(len(rs)))
+		r.AttemptsPerCall = float64(r.Attempts) / float64(len(rs))
+		r.ExtraPercent = (r.AttemptsPerCall - 1) * 100
+	}
+	if elapsed > 0 {
+		r.Throughput = float64(r.OK) / elapsed.Seconds()
+	}
+	return r
+}
+
+// Print writes r for people, one topic a line.
+func (r *Report) Print(w io.Writer) {
+	fmt.Fprintf(w, "calls       %d in %.2fs (offered %.1f/s): %d ok, throughput %.1f/s\n",
+		r.Calls, time.Duration(r.Elapsed).Seconds(), r.OfferedRPS, r.OK, r.Throughput)
+	q := r.Latency
+	fmt.Fprintf(w, "latency     p50 %v  p90 %v  p99 %v  p99.9 %v  max %v  mean %v\n",
+		q.P50, q.P90, q.P99, q.P999, q.Max, q.Mean)
+	fmt.Fprintf(w, "attempts    %d (%.3f per call, %+.1f%% extra requests); %d sent to peers\n",
+		r.Attempts, r.AttemptsPerCall, r.ExtraPercent, r.Sent)
+	fmt.Fprintf(w, "busy        %d busy answers, %d requests throttled by busy limiters\n", r.Busy, r.Throttled)
+	fmt.Fprintf(w, "errors      %s\n", r.errorList())
+	if r.Late > 0 {
+		fmt.Fprintf(w, "late        %d calls started more than 1ms after their arrival time (client behind schedule)\n", r.Late)
+	}
+}
+
+func (r *Report) errorList() string {
+	if len(r.Errors) == 0 {
+		return "none"
+	}
+	names := make([]string, 0, len(r.Errors))
+	for c := range r.Errors {
+		names = append(names, c)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, c := range names {
+		parts[i] = fmt.Sprintf("%s %d", c, r.Errors[c])
+	}
+	return strings.Join(parts, ", ")
+}

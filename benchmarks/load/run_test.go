@@ -1,0 +1,202 @@
+package load
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/serviceconfig"
+)
+
+func TestConfigValidate(t *testing.T) {
+	ok := Config{Service: "s", Method: "m", RPS: 10, Duration: time.Second}
+	for _, tc := range []struct {
+		mod  func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.Service = "" }, "Service and Method"},
+		{func(c *Config) { c.RPS = 0 }, "RPS is 0"},
+		{func(c *Config) { c.RPS = 1e9 }, "RPS is 1e+09"},
+		{func(c *Config) { c.Duration = time.Hour }, "Duration is 1h0m0s"},
+		{func(c *Config) { c.Duration = 0 }, "give Duration or Calls"},
+		{func(c *Config) { c.Calls = MaxCalls + 1 }, "Calls is 1000001"},
+		{func(c *Config) { c.Concurrency = -1 }, "Concurrency is -1"},
+		{func(c *Config) { c.Timeout = 2 * MaxTimeout }, "Timeout is 2m0s"},
+		{func(c *Config) { c.Warmup = -1 }, "Warmup is -1"},
+	} {
+		c := ok
+		tc.mod(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate() = %v, want an error containing %q", err, tc.want)
+		}
+	}
+	if err := ok.Validate(); err != nil {
+		t.Errorf("Validate() = %v for a good config", err)
+	}
+	for _, tc := range []struct {
+		c    Config
+		want int
+	}{
+		{Config{RPS: 100, Duration: time.Second}, 100},
+		{Config{RPS: 100, Duration: time.Second, Calls: 30}, 30},
+		{Config{RPS: 3, Calls: 30}, 30},
+		{Config{RPS: 0.5, Duration: time.Second}, 1},
+		{Config{RPS: 0.01, Calls: 100}, 6}, // no more than MaxDuration of arrivals
+	} {
+		if got := tc.c.calls(); got != tc.want {
+			t.Errorf("%+v.calls() = %d, want %d", tc.c, got, tc.want)
+		}
+	}
+}
+
+func startClient(t *testing.T, s *Servers, service string, cfg *serviceconfig.Config) *channel.Channel {
+	t.Helper()
+	var opts []channel.Option
+	if cfg != nil {
+		opts = append(opts, channel.WithServiceConfig(cfg))
+	}
+	c, err := channel.New("load-test", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	for _, hp := range s.HostPorts() {
+		if err := c.AddPeer(service, hp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+func startServers(t *testing.T, n int, cfg ServerConfig) *Servers {
+	t.Helper()
+	s, err := StartServers(n, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// 200 calls at 400/s against 2 ms servers: every call is made and answered,
+// the latencies are at least the servers', and the concurrency bound holds.
+func TestRunMakesTheCalls(t *testing.T) {
+	s := startServers(t, 2, ServerConfig{Service: "kv", Method: "get", Shape: Fixed(2 * time.Millisecond)})
+	c := startClient(t, s, "kv", nil)
+	r, err := Run(context.Background(), c, Config{Service: "kv", Method: "get", RPS: 400, Calls: 200,
+		Concurrency: 3, Warmup: 2, Request: &channel.Request{Format: "raw", Arg3: []byte("x")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Calls != 200 || r.OK != 200 || len(r.Errors) != 0 {
+		t.Fatalf("calls %d ok %d errors %v, want 200 ok", r.Calls, r.OK, r.Errors)
+	}
+	if r.Attempts != 200 || r.AttemptsPerCall != 1 || r.ExtraPercent != 0 || r.Sent != 200 {
+		t.Errorf("attempts %d (%.2f per call, %.1f%% extra), sent %d; want 200, 1, 0, 200",
+			r.Attempts, r.AttemptsPerCall, r.ExtraPercent, r.Sent)
+	}
+	if got := s.Received(); got != 202 {
+		t.Errorf("servers received %d requests, want 202 (200 and 2 warm-up)", got)
+	}
+	if m := s.MaxInFlight(); m > 3 {
+		t.Errorf("servers saw %d requests at once, want at most the concurrency, 3", m)
+	}
+	q := r.Latency
+	if time.Duration(q.P50) < 2*time.Millisecond || q.P50 > q.P90 || q.P90 > q.P99 || q.P99 > q.P999 || q.P999 > q.Max {
+		t.Errorf("latency quantiles %+v: want 2ms <= p50 <= p90 <= p99 <= p99.9 <= max", q)
+	}
+	// 200 arrivals 2.5 ms apart take about half a second.
+	if e := time.Duration(r.Elapsed); e < 495*time.Millisecond || e > 10*time.Second {
+		t.Errorf("elapsed %v, want about 0.5s", e)
+	}
+	js, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(js, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Calls != r.Calls || back.Latency.P50.String() != r.Latency.P50.String() {
+		t.Errorf("JSON round trip: %s -> %+v", js, back)
+	}
+	var sb strings.Builder
+	r.Print(&sb)
+	for _, want := range []string{"calls       200", "p99.9", "1.000 per call", "errors      none"} {
+		if !strings.Contains(sb.String(), want) {
+			t.Errorf("Print output lacks %q:\n%s", want, sb.String())
+		}
+	}
+}
+
+// Failures are counted by code, and hedges show up as extra attempts.
+func TestRunCountsErrorsAndHedges(t *testing.T) {
+	s := startServers(t, 2, ServerConfig{Service: "kv", Method: "get", Format: "json", Shape: Fixed(50 * time.Millisecond)})
+	cfg, err := serviceconfig.Parse([]byte(`{"methodConfig":[{"name":[{"service":"kv"}],
+		"hedgingPolicy":{"maxAttempts":2,"hedgingDelay":"0.005s","nonFatalStatusCodes":["BUSY"]}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startClient(t, s, "kv", cfg)
+	req := &channel.Request{Format: "json", Arg3: []byte(`{"k":1}`)}
+	r, err := Run(context.Background(), c, Config{Service: "kv", Method: "get", RPS: 200, Calls: 20, Request: req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.OK != 20 || r.Attempts != 40 || r.ExtraPercent != 100 {
+		t.Errorf("ok %d attempts %d extra %.0f%%, want 20 calls each hedged once", r.OK, r.Attempts, r.ExtraPercent)
+	}
+	// A method nobody serves fails every call with BAD_REQUEST; a timeout
+	// shorter than the servers' latency fails with TIMEOUT.
+	r, err = Run(context.Background(), c, Config{Service: "kv", Method: "nope", RPS: 200, Calls: 5, Request: req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.OK != 0 || r.Errors["BAD_REQUEST"] != 5 {
+		t.Errorf("unknown method: ok %d errors %v, want 5 BAD_REQUEST", r.OK, r.Errors)
+	}
+	plain := startClient(t, s, "kv", nil)
+	r, err = Run(context.Background(), plain, Config{Service: "kv", Method: "get", RPS: 200, Calls: 5, Request: req,
+		Timeout: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.OK != 0 || r.Errors["TIMEOUT"] != 5 {
+		t.Errorf("short timeout: ok %d errors %v, want 5 TIMEOUT", r.OK, r.Errors)
+	}
+}
+
+// A cancelled context ends the run early with the calls made so far.
+func TestRunStopsWithItsContext(t *testing.T) {
+	s := startServers(t, 1, ServerConfig{Service: "kv", Method: "get"})
+	c := startClient(t, s, "kv", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r, err := Run(ctx, c, Config{Service: "kv", Method: "get", RPS: 10, Duration: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Calls > 1 {
+		t.Errorf("a cancelled run made %d calls", r.Calls)
+	}
+}
+
+func TestStartServersValidates(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		cfg  ServerConfig
+		want string
+	}{
+		{0, ServerConfig{Service: "s", Method: "m"}, "0 servers"},
+		{1, ServerConfig{Method: "m"}, "need a service"},
+		{1, ServerConfig{Service: "s", Method: "m", Format: "thrift"}, `format "thrift"`},
+		{1, ServerConfig{Service: "s", Method: "m", Shape: Shape{FastMin: 2, FastMax: 1}}, "fast range"},
+	} {
+		if _, err := StartServers(tc.n, tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("StartServers(%d, %+v) = %v, want an error containing %q", tc.n, tc.cfg, err, tc.want)
+		}
+	}
+}

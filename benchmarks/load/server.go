@@ -1,0 +1,144 @@
+package load
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-rpc/sluice/channel"
+	tjson "github.com/uber/tchannel-go/json"
+)
+
+// ServerConfig configures embedded servers.
+type ServerConfig struct {
+	// Service and Method are what the servers serve. Required.
+	Service, Method string
+	// Format is "raw" (echo arg3) or "json" (echo the JSON object).
+	// Default "raw".
+	Format string
+	// Shape is each request's latency, drawn by the server that takes it.
+	Shape Shape
+	// Seed seeds server i's random source with Seed+i, so a run's latency
+	// draws are repeatable server by server.
+	Seed uint64
+}
+
+// MaxServers bounds StartServers' n.
+const MaxServers = 64
+
+// Servers are embedded TChannel servers on 127.0.0.1 whose handler waits a
+// time drawn from a Shape, or until the call is cancelled (a cancelled
+// hedge stops its server's work), then answers.
+type Servers struct {
+	chs   []*channel.Channel
+	cfg   ServerConfig
+	rngMu []sync.Mutex
+	rngs  []*rand.Rand
+
+	received, cancelled atomic.Int64
+	inFlight, maxFlight atomic.Int64
+}
+
+// StartServers starts n servers (1 <= n <= MaxServers) on 127.0.0.1 with
+// free ports. Close them when done.
+func StartServers(n int, cfg ServerConfig) (*Servers, error) {
+	switch {
+	case n < 1 || n > MaxServers:
+		return nil, fmt.Errorf("load: %d servers, must be in [1, %d]", n, MaxServers)
+	case cfg.Service == "" || cfg.Method == "":
+		return nil, errors.New("load: servers need a service and a method")
+	case cfg.Format != "" && cfg.Format != "raw" && cfg.Format != "json":
+		return nil, fmt.Errorf("load: server format %q, must be raw or json", cfg.Format)
+	}
+	if err := cfg.Shape.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Servers{cfg: cfg, rngMu: make([]sync.Mutex, n)}
+	for i := 0; i < n; i++ {
+		s.rngs = append(s.rngs, rand.New(rand.NewPCG(cfg.Seed+uint64(i), 0x5eed)))
+		ch, err := channel.New(cfg.Service)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.chs = append(s.chs, ch)
+		if err := s.register(ch, i); err != nil {
+			s.Close()
+			return nil, err
+		}
+		if err := ch.ListenAndServe("127.0.0.1:0"); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *Servers) register(ch *channel.Channel, i int) error {
+	if s.cfg.Format == "json" {
+		return ch.RegisterJSON(map[string]any{
+			s.cfg.Method: func(ctx tjson.Context, req map[string]any) (map[string]any, error) {
+				s.serve(ctx, i)
+				return req, nil
+			},
+		})
+	}
+	return ch.RegisterRaw(s.cfg.Method, func(ctx context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
+		s.serve(ctx, i)
+		return &channel.RawResponse{Arg3: req.Arg3}, nil
+	})
+}
+
+// serve waits out one request's latency on server i.
+func (s *Servers) serve(ctx context.Context, i int) {
+	s.received.Add(1)
+	n := s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
+	for m := s.maxFlight.Load(); n > m && !s.maxFlight.CompareAndSwap(m, n); m = s.maxFlight.Load() {
+	}
+	s.rngMu[i].Lock()
+	d := s.cfg.Shape.Sample(s.rngs[i])
+	s.rngMu[i].Unlock()
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.Canceled) {
+			s.cancelled.Add(1)
+		}
+	}
+}
+
+// HostPorts returns the servers' addresses.
+func (s *Servers) HostPorts() []string {
+	hps := make([]string, len(s.chs))
+	for i, ch := range s.chs {
+		hps[i] = ch.HostPort()
+	}
+	return hps
+}
+
+// Received returns the requests the servers have taken.
+func (s *Servers) Received() int64 { return s.received.Load() }
+
+// Cancelled returns the requests whose caller cancelled them while their
+// server was waiting (losing hedges).
+func (s *Servers) Cancelled() int64 { return s.cancelled.Load() }
+
+// MaxInFlight returns the most requests the servers handled at once.
+func (s *Servers) MaxInFlight() int64 { return s.maxFlight.Load() }
+
+// Close stops the servers and waits for their connections to close.
+func (s *Servers) Close() {
+	for _, ch := range s.chs {
+		ch.Close()
+	}
+}
