@@ -139,3 +139,61 @@ func BenchmarkCallThirdAttempt(b *testing.B) {
 		return err
 	})
 }
+
+// BenchmarkRawCallPaired alternates a plain tchannel-go raw call and a
+// Sluice raw call to the same server in every iteration, so that machine
+// noise hits both alike, and reports each one's median latency and their
+// ratio (sluice/tchannel).
+func BenchmarkRawCallPaired(b *testing.B) {
+	s := startServer(b)
+	hp := s.ch.HostPort()
+	arg2, arg3 := []byte("h"), []byte("hello")
+	tch, err := tchannel.NewChannel("plain-client", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tch.Close()
+	c, err := New("sluice-client")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.AddPeer("kv", hp); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	plain := func() error { _, _, _, err := raw.Call(ctx, tch, hp, "kv", "echo", arg2, arg3); return err }
+	viaSluice := func() error { _, err := c.CallRaw(ctx, "kv", "echo", arg2, arg3); return err }
+	for _, f := range []func() error{plain, viaSluice} { // connect outside the timing
+		if err := f(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	lt, ls := make([]time.Duration, b.N), make([]time.Duration, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		first, second, d1, d2 := plain, viaSluice, &lt[i], &ls[i]
+		if i%2 == 1 { // alternate the order too
+			first, second, d1, d2 = viaSluice, plain, &ls[i], &lt[i]
+		}
+		t0 := time.Now()
+		if err := first(); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if err := second(); err != nil {
+			b.Fatal(err)
+		}
+		*d1, *d2 = t1.Sub(t0), time.Since(t1)
+	}
+	b.StopTimer()
+	median := func(d []time.Duration) float64 {
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		return float64(d[len(d)/2].Nanoseconds())
+	}
+	mt, ms := median(lt), median(ls)
+	b.ReportMetric(mt, "p50-tchannel-ns")
+	b.ReportMetric(ms, "p50-sluice-ns")
+	b.ReportMetric(ms/mt, "sluice/tchannel")
+}

@@ -196,6 +196,7 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 
 	st := &callState{c: c, l: l, m: m, est: pol.est, pacer: pc, backoff: pol.backoff,
 		spec: attemptSpec{service: service, method: method, req: req}}
+	st.used, st.wins = st.usedBuf[:0], st.winsBuf[:0]
 	var (
 		outcome retry.Outcome
 		stop    retry.StopReason
@@ -226,9 +227,9 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 
 	st.mu.Lock()
 	sent := st.sent
-	peers := make([]string, len(st.used))
-	for i, p := range st.used {
-		peers[i] = p.HostPort()
+	peers := st.peersBuf[:0]
+	for _, p := range st.used {
+		peers = append(peers, p.HostPort())
 	}
 	var res *Response
 	if outcome.Err == nil {
@@ -315,6 +316,14 @@ type callState struct {
 	sent int          // attempts sent on the wire
 	last int          // Number of the latest attempt (sequential retries)
 	wins []win        // successful attempts (more than one only when hedging)
+
+	// Inline backing for used and wins: most calls need one of each, and
+	// the callState is allocated anyway.
+	usedBuf  [2]*peer.Peer
+	winsBuf  [1]win
+	peersBuf [2]string // backs Response.Peers / CallError.Peers
+	resBuf   Response  // the first successful attempt's response
+	resUsed  bool
 }
 
 type win struct {
@@ -330,6 +339,19 @@ func (st *callState) response(n int) *Response {
 		}
 	}
 	return nil
+}
+
+// newResponse returns the Response an attempt reads into: the one inside
+// the call state for the first attempt to ask (most calls make one), a new
+// one for the others (hedges may read concurrently).
+func (st *callState) newResponse() *Response {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.resUsed {
+		st.resUsed = true
+		return &st.resBuf
+	}
+	return &Response{}
 }
 
 // chose records that an attempt is going to p, before it is sent, so that
@@ -452,7 +474,7 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 		return &CallError{Service: a.service, Method: a.method, Code: code, Message: msg, Peer: p.HostPort(), Err: err}
 	}
 
-	call, err := p.TChannel().BeginCall(ctx, a.service, a.method, &tchannel.CallOptions{Format: a.req.Format})
+	call, err := p.TChannel().BeginCall(ctx, a.service, a.method, callOptionsFor(a.req.Format))
 	if err != nil {
 		m.Unsent()
 		return nil, p, false, false, fail(err) // never left this process
@@ -461,7 +483,7 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 	m.Attempt()
 	p.Begin()
 	t0 := c.o.clock.Now()
-	res, committed, err = exchange(call, a.req)
+	res, committed, err = exchange(call, a.req, st.newResponse())
 	code := codes.OK
 	if err != nil {
 		code, _ = classify(err)
@@ -471,9 +493,29 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 	if err != nil {
 		return nil, p, true, committed, fail(err)
 	}
-	span.SetTag("code", codes.OK.String())
+	if c.tracing {
+		span.SetTag("code", codes.OK.String())
+	}
 	res.Peer = p.HostPort()
 	return res, p, true, false, nil
+}
+
+// Call options per format, shared: tchannel-go only reads them (as it does
+// its own defaults), and a fresh one per attempt would cost an allocation.
+var (
+	rawCallOptions    = &tchannel.CallOptions{Format: tchannel.Raw}
+	jsonCallOptions   = &tchannel.CallOptions{Format: tchannel.JSON}
+	thriftCallOptions = &tchannel.CallOptions{Format: tchannel.Thrift}
+)
+
+func callOptionsFor(f tchannel.Format) *tchannel.CallOptions {
+	switch f {
+	case tchannel.JSON:
+		return jsonCallOptions
+	case tchannel.Thrift:
+		return thriftCallOptions
+	}
+	return rawCallOptions
 }
 
 // attemptSpec is what every attempt of one call sends.
@@ -483,7 +525,7 @@ type attemptSpec struct {
 }
 
 // exchange writes the request's arguments and reads the response's.
-func exchange(call *tchannel.OutboundCall, req *Request) (res *Response, committed bool, err error) {
+func exchange(call *tchannel.OutboundCall, req *Request, res *Response) (_ *Response, committed bool, err error) {
 	if req.Format == tchannel.Raw {
 		if err := tchannel.NewArgWriter(call.Arg2Writer()).Write(req.Arg2); err != nil {
 			return nil, committed, err
@@ -502,7 +544,6 @@ func exchange(call *tchannel.OutboundCall, req *Request) (res *Response, committ
 		return nil, committed, err
 	}
 	resp := call.Response()
-	res = &Response{}
 	if err := tchannel.NewArgReader(resp.Arg2Reader()).Read(&res.Arg2); err != nil {
 		return nil, committed, err
 	}
