@@ -57,6 +57,18 @@ type Request struct {
 	Arg3 []byte
 }
 
+// withHeader returns a copy of r with one more application header; r and
+// its Headers are left as they are (the caller's, shared by attempts).
+func (r *Request) withHeader(k, v string) *Request {
+	c := *r
+	c.Headers = make(map[string]string, len(r.Headers)+1)
+	for hk, hv := range r.Headers {
+		c.Headers[hk] = hv
+	}
+	c.Headers[k] = v
+	return &c
+}
+
 // Response is what the successful attempt read.
 type Response struct {
 	// Headers are the decoded application headers of a JSON or Thrift
@@ -175,13 +187,7 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 			return nil, c.fail(m, start, ce)
 		}
 		if pc.cfg.Debug && req.Format != tchannel.Raw {
-			r := *req
-			r.Headers = make(map[string]string, len(req.Headers)+1)
-			for k, v := range req.Headers {
-				r.Headers[k] = v
-			}
-			r.Headers[pacing.HeaderMode] = pacing.ModeDebug
-			req = &r
+			req = req.withHeader(pacing.HeaderMode, pacing.ModeDebug)
 		}
 	}
 
@@ -377,13 +383,7 @@ func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
 
 	spec := st.spec
 	if a.Number > 0 && spec.req.Format != tchannel.Raw {
-		r := *spec.req
-		r.Headers = make(map[string]string, len(spec.req.Headers)+1)
-		for k, v := range spec.req.Headers {
-			r.Headers[k] = v
-		}
-		r.Headers[AttemptsHeader] = strconv.Itoa(a.Number)
-		spec.req = &r
+		spec.req = spec.req.withHeader(AttemptsHeader, strconv.Itoa(a.Number))
 	}
 	var t0 time.Time
 	if st.est != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,8 +15,6 @@ import (
 
 	"github.com/sluice-rpc/sluice/benchmarks/load"
 	"github.com/sluice-rpc/sluice/channel"
-	"github.com/sluice-rpc/sluice/hedge"
-	"github.com/sluice-rpc/sluice/serviceconfig"
 	"github.com/uber/tchannel-go"
 )
 
@@ -57,18 +54,7 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	concurrency := fs.Int("concurrency", 100, "the most calls in flight; later arrivals wait, and the wait counts in their latency")
 	timeout := fs.Duration("timeout", time.Second, "each call's deadline, across its attempts")
 	warmup := fs.Int("warmup", 10, "calls made one at a time first, left out of the report")
-	configFile := fs.String("config", "", "a JSON service config file (gRPC's shape, with Sluice's extensions)")
-	retryMax := fs.Int("retry-max", 0, "retry: maxAttempts (>= 2); 0 means no retry policy from flags")
-	retryCodes := fs.String("retry-codes", "BUSY", "retry: retryable codes, comma-separated")
-	retryBackoff := fs.Duration("retry-backoff", 10*time.Millisecond, "retry: initial backoff (max is 10x)")
-	hedgeMax := fs.Int("hedge-max", 0, "hedge: maxAttempts (>= 2); 0 means no hedging from flags")
-	hedgeDelay := fs.Duration("hedge-delay", 0, "hedge: delay between hedged attempts (0 sends all at once; with --hedge-adaptive, the delay until enough latencies are seen)")
-	hedgeCodes := fs.String("hedge-codes", "BUSY", "hedge: non-fatal codes, comma-separated")
-	hedgeQuantile := fs.Float64("hedge-adaptive", 0, "hedge: take the delay from this quantile of recent latencies, e.g. 0.95 (0: a fixed delay)")
-	hedgeWindow := fs.Int("hedge-window", 1000, "hedge: with --hedge-adaptive, how many recent latencies")
-	hedgeFloor := fs.Duration("hedge-floor", time.Millisecond, "hedge: with --hedge-adaptive, the least delay")
-	hedgeCap := fs.Duration("hedge-cap", 500*time.Millisecond, "hedge: with --hedge-adaptive, the most delay")
-	hedgeBudget := fs.Float64("hedge-budget", 0.1, "hedge: with --hedge-adaptive, at most this many extra attempts per call (0: no budget)")
+	policy := addPolicyFlags(fs, true)
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -105,20 +91,9 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return usageErr("--timeout is %v, must be in (0, %v]", *timeout, load.MaxTimeout)
 	case *warmup < 0 || *warmup > load.MaxWarmup:
 		return usageErr("--warmup is %d, must be in [0, %d]", *warmup, load.MaxWarmup)
-	case *configFile != "" && (*retryMax != 0 || *hedgeMax != 0):
-		return usageErr("--config cannot be combined with --retry-max or --hedge-max")
-	case *retryMax != 0 && *hedgeMax != 0:
-		return usageErr("--retry-max and --hedge-max are exclusive: a method has a retry or a hedging policy")
-	case *hedgeQuantile != 0 && *hedgeMax == 0:
-		return usageErr("--hedge-adaptive needs --hedge-max")
-	case *retryMax < 0 || *retryMax == 1:
-		return usageErr("--retry-max is %d, must be >= 2 (or 0 for none)", *retryMax)
-	case *hedgeMax < 0 || *hedgeMax == 1:
-		return usageErr("--hedge-max is %d, must be >= 2 (or 0 for none)", *hedgeMax)
-	case *hedgeDelay < 0:
-		return usageErr("--hedge-delay is %v, must be >= 0", *hedgeDelay)
-	case *retryBackoff <= 0:
-		return usageErr("--retry-backoff is %v, must be > 0", *retryBackoff)
+	}
+	if err := policy.validate(); err != nil {
+		return usageErr("%v", err)
 	}
 	for _, p := range peers {
 		if err := checkPeer(p, *allowRemote); err != nil {
@@ -137,19 +112,7 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return usageErr("--embedded-latency: %v", err)
 	}
-	var cfg *serviceconfig.Config
-	if *hedgeQuantile != 0 {
-		a := hedge.Adaptive{Quantile: *hedgeQuantile, Window: *hedgeWindow, Floor: *hedgeFloor, Cap: *hedgeCap, Budget: *hedgeBudget}
-		if err := a.Validate(); err != nil {
-			return usageErr("%s", adaptiveFlagError(err))
-		}
-		cfg, err = adaptiveConfig(*service, *method, *hedgeMax, *hedgeDelay, *hedgeCodes, a)
-	} else {
-		cfg, err = callConfig(*configFile, *service, *method, *retryMax, *retryCodes, *retryBackoff, *hedgeMax, *hedgeDelay, *hedgeCodes)
-		if err != nil && *configFile != "" {
-			err = fmt.Errorf("--config %s: %w", *configFile, err)
-		}
-	}
+	cfg, err := policy.serviceConfig(*service, *method)
 	if err != nil {
 		return usageErr("%v", err)
 	}
@@ -231,33 +194,4 @@ func checkPeer(hostPort string, allowRemote bool) error {
 		return nil
 	}
 	return fmt.Errorf("%q is not a loopback address; pass --allow-remote to load a remote server", hostPort)
-}
-
-// adaptiveConfig is the service config of a hedging policy with an adaptive
-// delay, from the hedge flags.
-func adaptiveConfig(service, method string, maxAttempts int, delay time.Duration, codeList string,
-	a hedge.Adaptive) (*serviceconfig.Config, error) {
-	set, err := parseCodes("--hedge-codes", codeList)
-	if err != nil {
-		return nil, err
-	}
-	p := &hedge.Policy{MaxAttempts: maxAttempts, HedgingDelay: delay, NonFatalCodes: set, Adaptive: &a}
-	return serviceconfig.New([]serviceconfig.MethodConfig{{
-		Names: []serviceconfig.Name{{Service: service, Method: method}}, Hedge: p}}, nil)
-}
-
-// adaptiveFlagError restates an adaptive-delay validation error in terms of
-// the flag that set the field.
-func adaptiveFlagError(err error) string {
-	var fe *hedge.FieldError
-	if !errors.As(err, &fe) {
-		return err.Error()
-	}
-	flags := map[string]string{"quantile": "--hedge-adaptive", "window": "--hedge-window", "floor": "--hedge-floor",
-		"cap": "--hedge-cap", "budget": "--hedge-budget"}
-	name, ok := flags[fe.Field]
-	if !ok {
-		return err.Error()
-	}
-	return fmt.Sprintf("%s is %s, %s", name, fe.Value, fe.Rule)
 }

@@ -7,15 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/codes"
-	"github.com/sluice-rpc/sluice/hedge"
-	"github.com/sluice-rpc/sluice/retry"
-	"github.com/sluice-rpc/sluice/serviceconfig"
 )
 
 // multiFlag collects a repeatable flag.
@@ -35,13 +31,7 @@ func callCmd(args []string, stdout, stderr io.Writer) int {
 	jsonBody := fs.String("json", "", "a JSON request body (a JSON call)")
 	rawBody := fs.String("raw", "", "a raw request body, arg3 (a raw call)")
 	timeout := fs.Duration("timeout", time.Second, "the whole call's deadline, across attempts")
-	configFile := fs.String("config", "", "a JSON service config file (gRPC's shape)")
-	retryMax := fs.Int("retry-max", 0, "retry: maxAttempts (>= 2) for this method; 0 means no retry policy from flags")
-	retryCodes := fs.String("retry-codes", "BUSY", "retry: retryable codes, comma-separated")
-	retryBackoff := fs.Duration("retry-backoff", 10*time.Millisecond, "retry: initial backoff (max is 10x)")
-	hedgeMax := fs.Int("hedge-max", 0, "hedge: maxAttempts (>= 2) for this method; 0 means no hedging from flags")
-	hedgeDelay := fs.Duration("hedge-delay", 0, "hedge: delay between hedged attempts (0 sends all at once)")
-	hedgeCodes := fs.String("hedge-codes", "BUSY", "hedge: non-fatal codes, comma-separated")
+	policy := addPolicyFlags(fs, false)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -58,13 +48,9 @@ func callCmd(args []string, stdout, stderr io.Writer) int {
 		return usageErr("give exactly one of --json or --raw")
 	case *timeout <= 0:
 		return usageErr("--timeout is %v, must be > 0", *timeout)
-	case *configFile != "" && (*retryMax != 0 || *hedgeMax != 0):
-		return usageErr("--config cannot be combined with --retry-max or --hedge-max")
-	case *retryMax != 0 && *hedgeMax != 0:
-		return usageErr("--retry-max and --hedge-max are exclusive: a method has a retry or a hedging policy")
 	}
 
-	cfg, err := callConfig(*configFile, *service, *method, *retryMax, *retryCodes, *retryBackoff, *hedgeMax, *hedgeDelay, *hedgeCodes)
+	cfg, err := policy.serviceConfig(*service, *method)
 	if err != nil {
 		return usageErr("%v", err)
 	}
@@ -126,48 +112,4 @@ func callCmd(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// callConfig builds the service config of a call from a file or the policy
-// flags (nil when neither is given).
-func callConfig(file, service, method string, retryMax int, retryCodes string, backoff time.Duration,
-	hedgeMax int, hedgeDelay time.Duration, hedgeCodes string) (*serviceconfig.Config, error) {
-	if file != "" {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return nil, err
-		}
-		return serviceconfig.Parse(data)
-	}
-	name := []serviceconfig.Name{{Service: service, Method: method}}
-	switch {
-	case retryMax != 0:
-		set, err := parseCodes("--retry-codes", retryCodes)
-		if err != nil {
-			return nil, err
-		}
-		p := &retry.Policy{MaxAttempts: retryMax, InitialBackoff: backoff, MaxBackoff: 10 * backoff,
-			BackoffMultiplier: 2, RetryableCodes: set}
-		return serviceconfig.New([]serviceconfig.MethodConfig{{Names: name, Retry: p}}, nil)
-	case hedgeMax != 0:
-		set, err := parseCodes("--hedge-codes", hedgeCodes)
-		if err != nil {
-			return nil, err
-		}
-		p := &hedge.Policy{MaxAttempts: hedgeMax, HedgingDelay: hedgeDelay, NonFatalCodes: set}
-		return serviceconfig.New([]serviceconfig.MethodConfig{{Names: name, Hedge: p}}, nil)
-	}
-	return nil, nil
-}
-
-func parseCodes(flagName, list string) (codes.Set, error) {
-	var set codes.Set
-	for _, s := range strings.Split(list, ",") {
-		c, err := codes.Parse(s)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %v", flagName, err)
-		}
-		set |= codes.NewSet(c)
-	}
-	return set, nil
 }
