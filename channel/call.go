@@ -275,6 +275,8 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 // sent, and would waste a slot of the leased rate.
 func (c *Channel) waitLease(ctx context.Context, g *leasing.RateLimiter) error {
 	if d, ok := ctx.Deadline(); ok {
+		// Context deadlines are wall-clock times, so this reads the wall
+		// clock, not the channel's (possibly fake) one.
 		wctx, cancel := context.WithDeadline(ctx, time.Now().Add(time.Until(d)/2))
 		defer cancel()
 		err := g.Wait(wctx)

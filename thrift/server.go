@@ -50,6 +50,12 @@ func PreviousAttempts(ctx tthrift.Context) int {
 // the handler set is not modified. retry.Pushback{} (PushbackNone) removes
 // the header. Use it in handlers of ctx created by the Thrift server, whose
 // response headers are settable.
+//
+// Headers travel only on answers that reach the caller (successes and
+// declared exceptions), which Sluice never retries: the header informs
+// clients that retry application errors themselves. To make Sluice clients
+// wait, answer a TChannel error instead: channel.BusyAfter(d, ...) carries
+// the same hint in its message.
 func SetPushback(ctx tthrift.Context, p retry.Pushback) {
 	h := maps.Clone(ctx.ResponseHeaders())
 	v := retry.FormatPushback(p)
