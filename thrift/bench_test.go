@@ -76,3 +76,71 @@ func runLatency(b *testing.B, kv keyvalue.TChanKeyValue) {
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
 }
+
+// BenchmarkThriftCallPaired alternates a Get through tchannel-go's own
+// Thrift client and one through Sluice's in every iteration, against the
+// same Sluice server, so that machine noise hits both alike; it reports each
+// one's median latency and their ratio (sluice/tchannel).
+func BenchmarkThriftCallPaired(b *testing.B) {
+	sch, err := channel.New(service)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sch.Close()
+	NewServer(sch).Register(keyvalue.NewTChanKeyValueServer(benchHandler{}))
+	if err := sch.ListenAndServe("127.0.0.1:0"); err != nil {
+		b.Fatal(err)
+	}
+	hp := sch.HostPort()
+	pch, err := tchannel.NewChannel("plain-client", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer closePlain(pch)
+	pch.Peers().Add(hp)
+	plain := keyvalue.NewTChanKeyValueClient(tthrift.NewClient(pch, service, nil))
+	sc, err := channel.New("sluice-client")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sc.Close()
+	if err := sc.AddPeer(service, hp); err != nil {
+		b.Fatal(err)
+	}
+	viaSluice := keyvalue.NewTChanKeyValueClient(NewClient(sc, service))
+
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ctx := tthrift.Wrap(c)
+	for _, kv := range []keyvalue.TChanKeyValue{plain, viaSluice} { // connect outside the timing
+		if _, err := kv.Get(ctx, "key"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	lp, ls := make([]time.Duration, b.N), make([]time.Duration, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		first, second, d1, d2 := plain, viaSluice, &lp[i], &ls[i]
+		if i%2 == 1 {
+			first, second, d1, d2 = viaSluice, plain, &ls[i], &lp[i]
+		}
+		t0 := time.Now()
+		if _, err := first.Get(ctx, "key"); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if _, err := second.Get(ctx, "key"); err != nil {
+			b.Fatal(err)
+		}
+		*d1, *d2 = t1.Sub(t0), time.Since(t1)
+	}
+	b.StopTimer()
+	median := func(d []time.Duration) float64 {
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		return float64(d[len(d)/2].Nanoseconds())
+	}
+	mp, ms := median(lp), median(ls)
+	b.ReportMetric(mp, "p50-tchannel-ns")
+	b.ReportMetric(ms, "p50-sluice-ns")
+	b.ReportMetric(ms/mp, "sluice/tchannel")
+}
