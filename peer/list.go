@@ -136,7 +136,7 @@ func (l *List) Choose(exclude []*Peer) (*Peer, error) {
 				if tried[i] || contains(exclude, p) != allowExcluded {
 					continue
 				}
-				if best < 0 || better(p, peers[best]) {
+				if best < 0 || better(p, peers[best], now) {
 					best = i
 				}
 			}
@@ -158,7 +158,7 @@ func (l *List) Choose(exclude []*Peer) (*Peer, error) {
 // the overload case costs O(n), not O(n^2).
 func (l *List) chooseMany(peers, exclude []*Peer, now time.Time) (*Peer, error) {
 	a, b := pickTwo(peers, exclude)
-	if b >= 0 && better(peers[b], peers[a]) {
+	if b >= 0 && better(peers[b], peers[a], now) {
 		a, b = b, a
 	}
 	for _, i := range [2]int{a, b} {
@@ -192,17 +192,18 @@ func (l *List) try(p *Peer, now time.Time) *Peer {
 	return nil
 }
 
-// better reports whether a should be preferred to b: fewer pending calls,
-// then a latency estimate less than half of b's. Closer latencies count as a
-// tie, which the caller breaks at random: loopback and LAN latencies jitter
-// by tens of percent, and preferring the marginally faster peer would send it
-// all the traffic of a lightly loaded client.
-func better(a, b *Peer) bool {
+// better reports whether a should be preferred to b at time now: fewer
+// pending calls, then a fresh latency estimate less than half of b's. Closer
+// latencies count as a tie, which the caller breaks at random: loopback and
+// LAN latencies jitter by tens of percent, and preferring the marginally
+// faster peer would send it all the traffic of a lightly loaded client. A
+// stale estimate (see latencyTTL) counts as unknown.
+func better(a, b *Peer, now time.Time) bool {
 	pa, pb := a.pending.Load(), b.pending.Load()
 	if pa != pb {
 		return pa < pb
 	}
-	la, lb := a.latency.Load(), b.latency.Load()
+	la, lb := a.latencyAt(now), b.latencyAt(now)
 	return la > 0 && 2*la < lb
 }
 

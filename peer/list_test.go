@@ -40,14 +40,18 @@ func TestChooseEmptyList(t *testing.T) {
 }
 
 func TestChoosePrefersFewestPendingThenLatency(t *testing.T) {
-	l, _ := newList(t, 1000, hp(0), hp(1), hp(2))
+	l, clk := newList(t, 1000, hp(0), hp(1), hp(2))
 	a, b, c := l.Get(hp(0)), l.Get(hp(1)), l.Get(hp(2))
 	a.Begin()
 	a.Begin()
 	b.Begin()
 	c.Begin()
-	b.End(time.Time{}, 5*time.Millisecond, codes.OK) // b: 0 pending, slow
-	c.End(time.Time{}, time.Millisecond, codes.OK)   // c: 0 pending, fast
+	for i := 0; i < minLatencySamples; i++ { // enough samples for the estimates to count
+		b.Begin()
+		c.Begin()
+		b.End(clk.Now(), 5*time.Millisecond, codes.OK) // b: 0 pending, slow
+		c.End(clk.Now(), time.Millisecond, codes.OK)   // c: 0 pending, fast
+	}
 	for i := 0; i < 20; i++ {
 		p, err := l.Choose(nil)
 		if err != nil {
@@ -60,6 +64,55 @@ func TestChoosePrefersFewestPendingThenLatency(t *testing.T) {
 	// Exclude c: b is next (no pending), not a (two pending).
 	if p, _ := l.Choose([]*Peer{c}); p != b {
 		t.Fatalf("with c excluded chose %s, want %s", p.HostPort(), b.HostPort())
+	}
+}
+
+// A peer that looked slow once is not starved: once the estimates are
+// stale, it ties with the others again.
+func TestStaleLatencyStopsCounting(t *testing.T) {
+	l, clk := newList(t, 1e6, hp(0), hp(1))
+	slow, fast := l.Get(hp(0)), l.Get(hp(1))
+	for i := 0; i < minLatencySamples; i++ {
+		slow.Begin()
+		fast.Begin()
+		slow.End(clk.Now(), 50*time.Millisecond, codes.OK)
+		fast.End(clk.Now(), time.Millisecond, codes.OK)
+	}
+	for i := 0; i < 20; i++ {
+		if p, _ := l.Choose(nil); p != fast {
+			t.Fatal("a fresh 50x latency difference was ignored")
+		}
+	}
+	clk.Add(latencyTTL + time.Millisecond)
+	seen := 0
+	for i := 0; i < 200; i++ {
+		if p, _ := l.Choose(nil); p == slow {
+			seen++
+		}
+	}
+	if seen < 50 {
+		t.Fatalf("after the estimates went stale the slow-looking peer got %d of 200", seen)
+	}
+}
+
+// One slow call does not make a peer look slow.
+func TestOneSampleDoesNotSteerChoice(t *testing.T) {
+	l, clk := newList(t, 1e6, hp(0), hp(1))
+	slow, fast := l.Get(hp(0)), l.Get(hp(1))
+	slow.Begin()
+	slow.End(clk.Now(), 50*time.Millisecond, codes.OK)
+	for i := 0; i < minLatencySamples; i++ {
+		fast.Begin()
+		fast.End(clk.Now(), time.Millisecond, codes.OK)
+	}
+	seen := 0
+	for i := 0; i < 200; i++ {
+		if p, _ := l.Choose(nil); p == slow {
+			seen++
+		}
+	}
+	if seen < 50 {
+		t.Fatalf("a peer with one slow sample got %d of 200", seen)
 	}
 }
 

@@ -33,6 +33,8 @@ type Peer struct {
 
 	pending atomic.Int64
 	latency atomic.Int64 // exponentially weighted moving average, nanoseconds
+	learned atomic.Int64 // when latency was last updated, Unix nanoseconds
+	samples atomic.Int64 // successful calls in the current estimate
 	sent    atomic.Uint64
 	busy    atomic.Uint64
 	refused atomic.Uint64
@@ -79,23 +81,48 @@ func (p *Peer) End(now time.Time, latency time.Duration, code codes.Code) {
 		return
 	}
 	// EWMA with weight 1/8: cheap, and forgets a slow spell within dozens of
-	// calls. Races between concurrent updates lose a sample at worst.
+	// calls. A stale estimate restarts from this sample instead of being
+	// blended with it. Races between concurrent updates lose a sample at
+	// worst.
 	old := p.latency.Load()
-	if old == 0 {
+	if old == 0 || now.UnixNano()-p.learned.Load() > int64(latencyTTL) {
 		p.latency.Store(int64(latency))
+		p.samples.Store(1)
 	} else {
 		p.latency.Store(old + (int64(latency)-old)/8)
+		p.samples.Add(1)
 	}
+	p.learned.Store(now.UnixNano())
+}
+
+// A latency estimate steers peer choice only while it is fresh (updated
+// within latencyTTL) and rests on at least minLatencySamples calls. A peer
+// that looked slow is not chosen while others look faster, so its estimate
+// would never be corrected: once stale it ties with the others, gets a few
+// calls, and is judged again on fresh samples, not on one noisy call.
+const (
+	latencyTTL        = time.Second
+	minLatencySamples = 4
+)
+
+// latencyAt returns the latency estimate if it counts at time now, else 0
+// (unknown).
+func (p *Peer) latencyAt(now time.Time) int64 {
+	if now.UnixNano()-p.learned.Load() > int64(latencyTTL) || p.samples.Load() < minLatencySamples {
+		return 0
+	}
+	return p.latency.Load()
 }
 
 // Counts are a peer's totals since it was added.
 type Counts struct {
 	HostPort  string
-	Sent      uint64  // attempts sent
-	Busy      uint64  // busy responses received
-	Throttled uint64  // requests its limiter refused
-	Pending   int64   // attempts awaiting a response
-	Limit     float64 // busy limit in force now, requests per second
+	Sent      uint64        // attempts sent
+	Busy      uint64        // busy responses received
+	Throttled uint64        // requests its limiter refused
+	Pending   int64         // attempts awaiting a response
+	Limit     float64       // busy limit in force now, requests per second
+	Latency   time.Duration // latency estimate (0 until a call succeeds)
 }
 
 // Counts returns the peer's totals.
@@ -103,6 +130,7 @@ func (p *Peer) Counts() Counts {
 	return Counts{
 		HostPort: p.hostPort, Sent: p.sent.Load(), Busy: p.busy.Load(),
 		Throttled: p.refused.Load(), Pending: p.pending.Load(), Limit: p.limiter.Limit(),
+		Latency: time.Duration(p.latency.Load()),
 	}
 }
 
