@@ -197,3 +197,63 @@ func BenchmarkRawCallPaired(b *testing.B) {
 	b.ReportMetric(ms, "p50-sluice-ns")
 	b.ReportMetric(ms/mt, "sluice/tchannel")
 }
+
+// BenchmarkJSONRetryPolicyPaired alternates, call by call, a successful
+// JSON call through a channel with a retry policy and throttling bucket and
+// one through a channel without, to the same server, and reports each
+// one's median latency and their ratio (policy/none).
+func BenchmarkJSONRetryPolicyPaired(b *testing.B) {
+	s := startServer(b)
+	cfg, err := serviceconfig.Parse([]byte(`{"methodConfig":[{"name":[{"service":"kv"}],
+		"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.001s","maxBackoff":"0.01s","backoffMultiplier":2,"retryableStatusCodes":["BUSY"]}}],
+		"retryThrottling":{"maxTokens":10,"tokenRatio":0.1}}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	mk := func(opts ...Option) func(context.Context) error {
+		c, err := New("client", opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(c.Close)
+		if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+			b.Fatal(err)
+		}
+		var out echoRes
+		return func(ctx context.Context) error { return c.CallJSON(ctx, "kv", "get", &echoReq{Key: "k"}, &out) }
+	}
+	none, policy := mk(), mk(WithServiceConfig(cfg))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, f := range []func(context.Context) error{none, policy} {
+		if err := f(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ln, lp := make([]time.Duration, b.N), make([]time.Duration, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		first, second, d1, d2 := none, policy, &ln[i], &lp[i]
+		if i%2 == 1 {
+			first, second, d1, d2 = policy, none, &lp[i], &ln[i]
+		}
+		t0 := time.Now()
+		if err := first(ctx); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if err := second(ctx); err != nil {
+			b.Fatal(err)
+		}
+		*d1, *d2 = t1.Sub(t0), time.Since(t1)
+	}
+	b.StopTimer()
+	median := func(d []time.Duration) float64 {
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		return float64(d[len(d)/2].Nanoseconds())
+	}
+	mn, mp := median(ln), median(lp)
+	b.ReportMetric(mn, "p50-none-ns")
+	b.ReportMetric(mp, "p50-policy-ns")
+	b.ReportMetric(mp/mn, "policy/none")
+}
