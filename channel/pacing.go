@@ -91,11 +91,15 @@ func (c *Channel) newPacer(service string, cfg PacingConfig) (*pacer, error) {
 // window the server announced for the service or the method (or fails at
 // once), then sleeps what the pacer asks.
 func (p *pacer) before(ctx context.Context, c *Channel, method string) error {
+	// Both windows share one MaxDelay: waiting out the service's window
+	// leaves less for the method's.
+	start := c.o.clock.Now()
 	for _, key := range [2]string{pacing.ServiceKey(p.service), pacing.MethodKey(p.service, method)} {
 		if p.windows.Remaining(key) > 0 {
 			p.held.Inc(1)
 		}
-		if err := p.windows.Wait(ctx, key, p.cfg.MaxDelay); err != nil {
+		budget := max(p.cfg.MaxDelay-c.o.clock.Now().Sub(start), time.Nanosecond)
+		if err := p.windows.Wait(ctx, key, budget); err != nil {
 			if errors.Is(err, pacing.ErrThrottled) {
 				p.rejected.Inc(1)
 			}
@@ -141,7 +145,7 @@ func (p *pacer) busy(c *Channel, method string, o *retry.Outcome, b retry.Backof
 	if tooLong {
 		p.rejected.Inc(1)
 		o.Pushback = retry.PushbackStopped()
-		return &pacing.WindowError{Key: pacing.ServiceKey(p.service), Remaining: sig.Wait(), Limit: p.cfg.MaxDelay}
+		return &pacing.WindowError{Key: pacing.ServiceKey(p.service), Remaining: wait, Limit: p.cfg.MaxDelay}
 	}
 	if o.Pushback.Kind != retry.PushbackStop {
 		o.Pushback = retry.PushbackAfter(max(wait, pause))

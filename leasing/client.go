@@ -303,6 +303,12 @@ func (c *Client) snapshot() []*Resource {
 // redirects; on an error the client forgets the master and rediscovers it
 // on the next refresh.
 func (c *Client) Refresh(ctx context.Context) error {
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
 	c.rpcMu.Lock()
 	defer c.rpcMu.Unlock()
 	now := c.clock.Now()
@@ -323,17 +329,24 @@ func (c *Client) Refresh(ctx context.Context) error {
 		c.errors.Inc(1)
 		return err
 	}
+	// The server times its minimum refresh interval from when a request
+	// arrived, which is after now: time ours from the answer, so that the
+	// next request never arrives too soon and is dropped.
+	now = c.clock.Now()
+	answered := make(map[string]bool, len(asked))
+	for _, rr := range resp.GetResponse() {
+		if r := asked[rr.GetResourceId()]; r != nil {
+			answered[r.id] = true
+			r.apply(rr, now)
+		}
+	}
 	for _, r := range asked {
 		r.mu.Lock()
 		r.lastRequest = now
-		r.urgent = false
-		r.mu.Unlock()
-	}
-	now = c.clock.Now()
-	for _, rr := range resp.GetResponse() {
-		if r := asked[rr.GetResourceId()]; r != nil {
-			r.apply(rr, now)
+		if answered[r.id] {
+			r.urgent = false // a resource the server skipped keeps its urgency
 		}
+		r.mu.Unlock()
 	}
 	return nil
 }
@@ -722,6 +735,10 @@ func (r *Resource) checkChanged(now time.Time) {
 func (r *Resource) Release(ctx context.Context) error {
 	c := r.c
 	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed // Close released every lease already
+	}
 	if c.resources[r.id] != r {
 		c.mu.Unlock()
 		return fmt.Errorf("leasing: resource %q is not held by this client", r.id)
@@ -761,7 +778,17 @@ func (r *Resource) request(now time.Time, minInterval time.Duration) *pb.Resourc
 // estimate.
 func (r *Resource) estimateLocked(now time.Time) {
 	elapsed := now.Sub(r.estimateStart).Seconds()
-	if elapsed <= 0 || (r.arrivals == 0 && r.peak == 0) {
+	if elapsed <= 0 {
+		return
+	}
+	if r.arrivals == 0 && r.peak == 0 {
+		// No demand at all: after a second of silence want nothing, so an
+		// idle client does not keep capacity others could use.
+		if elapsed >= 1 {
+			r.wants = 0
+			r.estimateStart = now
+			r.wantsGauge.Update(0)
+		}
 		return
 	}
 	demand := math.Max(r.arrivals/elapsed, r.peak)
@@ -800,6 +827,9 @@ func (r *Resource) observeConcurrency(n int) {
 func (r *Resource) apply(rr *pb.ResourceResponse, now time.Time) {
 	r.mu.Lock()
 	r.lease = proto.Clone(rr.GetGets()).(*pb.Lease)
+	if c := r.lease.GetCapacity(); !(c >= 0) { // NaN or negative from a broken server
+		r.lease.Capacity = proto.Float64(0)
+	}
 	r.leaseExpiry = time.Unix(r.lease.GetExpiryTime(), 0)
 	r.refresh = time.Duration(r.lease.GetRefreshInterval()) * time.Second
 	if rr.SafeCapacity != nil {

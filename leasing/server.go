@@ -76,6 +76,21 @@ func (c *ServerConfig) Validate() error {
 	if c.MaxIDLength < 0 {
 		return fmt.Errorf("leasing: MaxIDLength is %d, must be >= 0", c.MaxIDLength)
 	}
+	return checkLeaseLengths(c.Config, c.MinRefreshInterval)
+}
+
+// checkLeaseLengths rejects templates whose leases would lapse between the
+// renewals the minimum refresh interval allows (0 means the default).
+func checkLeaseLengths(cfg *Config, minRefresh time.Duration) error {
+	if minRefresh == 0 {
+		minRefresh = DefaultMinRefreshInterval
+	}
+	for i, t := range cfg.Resources {
+		if l := time.Duration(t.Algorithm.LeaseLength) * time.Second; l <= minRefresh {
+			return fmt.Errorf("leasing: template %d (%q): lease_length is %d, must be longer than the minimum refresh interval (%v), or leases lapse between renewals",
+				i, t.IdentifierGlob, t.Algorithm.LeaseLength, minRefresh)
+		}
+	}
 	return nil
 }
 
@@ -105,6 +120,7 @@ type Server struct {
 
 	mu        sync.RWMutex
 	cfg       *Config
+	startCfg  *Config // the configuration at start, which bounds learning mode
 	address   string
 	resources map[string]*resourceState
 	lastSweep int64
@@ -152,6 +168,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		maxRes:    cfg.MaxResourcesPerRequest,
 		maxID:     cfg.MaxIDLength,
 		cfg:       cfg.Config,
+		startCfg:  cfg.Config,
 		address:   cfg.Address,
 		resources: make(map[string]*resourceState),
 	}
@@ -219,24 +236,44 @@ func (s *Server) SetConfig(c *Config) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
+	if err := checkLeaseLengths(c, s.minRenew); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.cfg = c
 	for _, r := range s.resources {
 		r.mu.Lock()
 		r.tmpl = c.Match(r.id)
-		r.learningUntil = s.learningUntil(r.tmpl)
+		// A new learning duration may shorten learning mode, never restart it
+		// for a resource that has left it.
+		if until := s.learningUntil(r.id, r.tmpl); until.Before(r.learningUntil) {
+			r.learningUntil = until
+		}
 		r.dirty = true
 		r.mu.Unlock()
 	}
 	return nil
 }
 
-func (s *Server) learningUntil(t *Template) time.Time {
+func (s *Server) learningUntil(id string, t *Template) time.Time {
 	if t == nil {
 		return s.started
 	}
-	return s.started.Add(t.LearningDuration())
+	until := s.started.Add(t.LearningDuration())
+	// Learning mode protects leases granted before this server started; a
+	// configuration pushed later cannot make it outlast what the
+	// configuration at start said (those leases have expired by then).
+	if s.startCfg != nil && s.startCfg != s.cfg {
+		first := s.started // no template at start: nothing to learn
+		if st := s.startCfg.Match(id); st != nil {
+			first = s.started.Add(st.LearningDuration())
+		}
+		if first.Before(until) {
+			until = first
+		}
+	}
+	return until
 }
 
 func (s *Server) mastership() *pb.Mastership {
@@ -319,11 +356,18 @@ func (s *Server) resource(id string) *resourceState {
 		return r
 	}
 	tmpl := s.cfg.Match(id)
-	scope := s.scope.Tagged(map[string]string{stats.LeaseTagResource: id})
+	// Per-resource gauges only for resources named exactly by a template:
+	// ids come from clients, and tally keeps every tagged scope for good,
+	// so tagging by any id would let clients grow the server's memory
+	// without bound. Resources matched by a glob (or none) report no gauges.
+	scope := tally.NoopScope
+	if tmpl != nil && tmpl.IdentifierGlob == id {
+		scope = s.scope.Tagged(map[string]string{stats.LeaseTagResource: id})
+	}
 	r = &resourceState{
 		id:            id,
 		tmpl:          tmpl,
-		learningUntil: s.learningUntil(tmpl),
+		learningUntil: s.learningUntil(id, tmpl),
 		clients:       make(map[string]*clientLease),
 		dirty:         true,
 		capacityGauge: scope.Gauge(stats.LeaseCapacity),

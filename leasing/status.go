@@ -1,6 +1,7 @@
 package leasing
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"sort"
@@ -10,8 +11,18 @@ import (
 
 // ServeHTTP serves a plain-text status page listing every resource the
 // server knows, its template and totals, and each client's wants and
-// lease.
-func (s *Server) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+// lease. The page is rendered in memory under the locks and written after
+// they are released: a client that stops reading must not hold a
+// resource's lock (the sweep would wait on it, and every request on the
+// sweep).
+func (s *Server) ServeHTTP(rw http.ResponseWriter, _ *http.Request) {
+	var page bytes.Buffer
+	s.renderStatus(&page)
+	rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = rw.Write(page.Bytes())
+}
+
+func (s *Server) renderStatus(w *bytes.Buffer) {
 	now := s.clock.Now()
 	s.mu.RLock()
 	addr := s.address
@@ -22,7 +33,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	s.mu.RUnlock()
 	sort.Slice(rs, func(i, j int) bool { return rs[i].id < rs[j].id })
 
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	fmt.Fprintf(w, "Doorman server %s (master), up %v, %d resources\n", addr, now.Sub(s.started).Truncate(time.Second), len(rs))
 	for _, r := range rs {
 		r.mu.Lock()

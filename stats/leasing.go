@@ -3,7 +3,10 @@ package stats
 // Metric names reported by the leasing package (the Doorman client and
 // server). Per-resource metrics carry the LeaseTagResource tag.
 const (
-	// LeaseTagResource is the tag naming the Doorman resource a metric is about.
+	// LeaseTagResource is the tag naming the Doorman resource a metric is
+	// about. A server tags only resources named exactly by a template
+	// (resource ids come from clients, and tagged scopes are never freed);
+	// resources matched by a glob are not reported per resource.
 	LeaseTagResource = "resource"
 
 	// LeaseCapacity is a gauge: the capacity currently held (client) or

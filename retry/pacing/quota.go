@@ -46,9 +46,9 @@ func NewQuota(limit int64, window time.Duration, dimension Dimension, clk clock.
 // Window and TimeLeft. When ok is false the quota is spent: answer Busy
 // with the Signal's TimeLeft as pushback.
 func (q *Quota) Take() (sig Signal, ok bool) {
-	now := q.clk.Now()
-	idx := int64(now.Sub(q.start) / q.window)
 	q.mu.Lock()
+	now := q.clk.Now() // under the lock: the window charged is the one reported
+	idx := int64(now.Sub(q.start) / q.window)
 	if idx > q.idx {
 		q.idx, q.used = idx, 0
 	}

@@ -154,7 +154,9 @@ func (w *Windows) Wait(ctx context.Context, key string, maxDelay time.Duration) 
 			return &WindowError{Key: key, Remaining: d, Limit: maxDelay}
 		}
 		if dl, ok := ctx.Deadline(); ok {
-			if left := dl.Sub(now); d > left {
+			// A context deadline is a wall-clock time: measure it on the
+			// wall clock, not on the (possibly fake) clock of the windows.
+			if left := time.Until(dl); d > left {
 				return &WindowError{Key: key, Remaining: d, Limit: max(left, 0), Deadline: true}
 			}
 		}
