@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/sluice-rpc/sluice/internal/clock"
+	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 )
 
 // A configuration pushed after learning mode ended must not put resources
@@ -82,5 +85,32 @@ func TestLeaseLengthMustOutliveMinRefresh(t *testing.T) {
 	s := newTestServer(t, testConfig(FairShare, 100), nil)
 	if err := s.SetConfig(cfg); err == nil {
 		t.Fatal("SetConfig accepted a 3 s lease with a 5 s minimum refresh interval")
+	}
+}
+
+// In learning mode a client gets back what it says it has, but never more
+// than the capacity left.
+func TestLearningModeEchoIsCapped(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	cfg := testConfig(FairShare, 100)
+	cfg.Resources[0].Algorithm.LearningModeDuration = nil // learning for 60 s
+	s := newTestServer(t, cfg, clk)
+	has := func(client string, capacity float64) float64 {
+		t.Helper()
+		resp, err := s.GetCapacity(context.Background(), &pb.GetCapacityRequest{
+			ClientId: proto.String(client),
+			Resource: []*pb.ResourceRequest{{ResourceId: proto.String("r"), Priority: proto.Int64(0), Wants: proto.Float64(10),
+				Has: &pb.Lease{ExpiryTime: proto.Int64(clk.Now().Unix() + 60), RefreshInterval: proto.Int64(15), Capacity: proto.Float64(capacity)}}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Response[0].GetGets().GetCapacity()
+	}
+	if got := has("greedy", 1e308); got != 100 {
+		t.Fatalf("a claim of 1e308 got %v, want the capacity 100", got)
+	}
+	if got := has("honest", 30); got != 0 {
+		t.Fatalf("with the capacity taken, a claim of 30 got %v, want 0", got)
 	}
 }

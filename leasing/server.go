@@ -475,7 +475,16 @@ func (s *Server) decide(r *resourceState, client string, rr *pb.ResourceRequest,
 	case learning:
 		leaseLength, refresh = tmpl.Algorithm.LeaseLength, tmpl.Algorithm.RefreshInterval
 		if rr.Has != nil {
+			// Echo what the client says it has, but never more than the
+			// capacity (or a nonsense value): one client claiming 1e308
+			// would otherwise starve every other until its lease expires.
 			gets = rr.Has.GetCapacity()
+			if !(gets >= 0) {
+				gets = 0
+			}
+			if k := tmpl.Algorithm.Kind; k == ProportionalShare || k == FairShare {
+				gets = math.Min(gets, math.Max(0, tmpl.Capacity-(r.sumHas-c.has)))
+			}
 		}
 	default:
 		leaseLength, refresh = tmpl.Algorithm.LeaseLength, tmpl.Algorithm.RefreshInterval
