@@ -88,6 +88,8 @@ type Response struct {
 	Attempts int
 	Peer     string
 	Peers    []string
+
+	end time.Time // when the attempt that read it ended
 }
 
 // Call sends req to service's method through the pipeline and returns the
@@ -161,13 +163,13 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 	if c.closed.Load() {
 		return nil, c.fail(m, start, &CallError{Service: service, Method: method, Err: ErrClosed})
 	}
-	l, _ := c.peerList(service, false)
+	l := pol.peers(c, service)
 	if l == nil {
 		return nil, c.fail(m, start, &CallError{Service: service, Method: method, Err: ErrNoPeers})
 	}
 	ctx, cancel := c.deadline(ctx, pol)
 	defer cancel()
-	if g := c.gates[service]; g != nil {
+	if g := pol.gate; g != nil {
 		if err := c.waitLease(ctx, g); err != nil {
 			ce := &CallError{Service: service, Method: method, Err: err}
 			if !errors.Is(err, ErrRateLimited) { // the caller's context ended while waiting
@@ -177,7 +179,7 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 		}
 	}
 
-	pc := c.pacers[service]
+	pc := pol.pacer
 	if pc != nil {
 		if err := pc.before(ctx, c, method); err != nil {
 			ce := &CallError{Service: service, Method: method, Err: err}
@@ -241,7 +243,11 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 	if outcome.Err == nil {
 		res = st.response(winner)
 	}
+	end := st.lastEnd // the winning attempt just ended: its end is the call's
 	st.mu.Unlock()
+	if end.IsZero() {
+		end = c.o.clock.Now()
+	}
 	if outcome.Err != nil || res == nil {
 		ce, ok := outcome.Err.(*CallError)
 		if !ok { // the context ended before any attempt reported
@@ -265,7 +271,7 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 		span.SetTag("code", ce.statsCode())
 		return nil, c.fail(m, start, ce)
 	}
-	m.Call(c.o.clock.Now().Sub(start), "")
+	m.Call(end.Sub(start), "")
 	res.Attempts, res.Peers = sent, peers
 	return res, nil
 }
@@ -323,7 +329,9 @@ type callState struct {
 	used []*peer.Peer // in the order chosen, each once
 	sent int          // attempts sent on the wire
 	last int          // Number of the latest attempt (sequential retries)
-	wins []win        // successful attempts (more than one only when hedging)
+	// lastEnd is when the latest attempt to succeed ended.
+	lastEnd time.Time
+	wins    []win // successful attempts (more than one only when hedging)
 
 	// Inline backing for used and wins: most calls need one of each, and
 	// the callState is allocated anyway.
@@ -349,12 +357,10 @@ func (st *callState) response(n int) *Response {
 	return nil
 }
 
-// newResponse returns the Response an attempt reads into: the one inside
-// the call state for the first attempt to ask (most calls make one), a new
-// one for the others (hedges may read concurrently).
-func (st *callState) newResponse() *Response {
-	st.mu.Lock()
-	defer st.mu.Unlock()
+// newResponseLocked returns the Response an attempt reads into: the one
+// inside the call state for the first attempt to ask (most calls make one),
+// a new one for the others (hedges may read concurrently). st.mu is held.
+func (st *callState) newResponseLocked() *Response {
 	if !st.resUsed {
 		st.resUsed = true
 		return &st.resBuf
@@ -381,6 +387,7 @@ func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
 	st.mu.Lock()
 	var excludeBuf [8]*peer.Peer
 	exclude := append(excludeBuf[:0], st.used...)
+	into := st.newResponseLocked()
 	st.mu.Unlock()
 
 	spec := st.spec
@@ -391,7 +398,7 @@ func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
 	if st.est != nil {
 		t0 = st.c.o.clock.Now()
 	}
-	res, p, sent, committed, err := st.c.attempt(ctx, st, &spec, a.Number, exclude)
+	res, p, sent, committed, err := st.c.attempt(ctx, st, &spec, a.Number, exclude, into)
 	if st.est != nil && a.Number == 0 && sent {
 		// A first attempt cancelled because a hedge won, or cut off by the
 		// deadline, is observed too: its time so far bounds its latency
@@ -408,6 +415,7 @@ func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
 	}
 	if err == nil {
 		st.wins = append(st.wins, win{a.Number, res})
+		st.lastEnd = res.end
 	}
 	st.mu.Unlock()
 	if sent && a.Number > 0 {
@@ -448,11 +456,12 @@ const AttemptsHeader = "previous-rpc-attempts"
 // whether the request left the client, whether the response had reached the
 // application (its arg2 was read) before a failure, and a *CallError on
 // failure.
-func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n int, exclude []*peer.Peer) (res *Response, p *peer.Peer, sent, committed bool, err error) {
+func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n int, exclude []*peer.Peer, into *Response) (res *Response, p *peer.Peer, sent, committed bool, err error) {
 	if c.closed.Load() {
 		return nil, nil, false, false, &CallError{Service: a.service, Method: a.method, Err: ErrClosed}
 	}
-	p, err = st.l.Choose(exclude)
+	t0 := c.o.clock.Now() // one read for the choice and the latency (BeginCall included)
+	p, err = st.l.ChooseAt(exclude, t0)
 	if err != nil {
 		return nil, nil, false, false, &CallError{Service: a.service, Method: a.method, Err: err}
 	}
@@ -484,14 +493,16 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 	sent = true
 	m.Attempt()
 	p.Begin()
-	t0 := c.o.clock.Now()
-	res, committed, err = exchange(call, a.req, st.newResponse())
+	res, committed, err = exchange(call, a.req, into)
 	code := codes.OK
 	if err != nil {
 		code, _ = classify(err)
 	}
 	now := c.o.clock.Now()
 	p.End(now, now.Sub(t0), code)
+	if res != nil {
+		res.end = now
+	}
 	if err != nil {
 		return nil, p, true, committed, fail(err)
 	}

@@ -3,10 +3,12 @@ package channel
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-rpc/sluice/hedge"
 	"github.com/sluice-rpc/sluice/leasing"
+	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
 	"github.com/sluice-rpc/sluice/stats"
@@ -67,6 +69,13 @@ type methodPolicy struct {
 	m       *stats.Method
 	tokens  tally.Gauge
 	backoff retry.Backoff // the retry policy's, for throttle-aware waits
+
+	// The service's lease gate and pacer (fixed at New) and peer list
+	// (made by the first AddPeer, never removed), kept here so that a call
+	// looks them up once, with the policy.
+	gate  *leasing.RateLimiter
+	pacer *pacer
+	list  atomic.Pointer[peer.List]
 }
 
 // defaultBackoff shapes throttle-aware waits for methods without a retry
@@ -103,7 +112,8 @@ func (c *Channel) policyFor(service, method string) (*methodPolicy, error) {
 
 // buildPolicy runs with c.mu held.
 func (c *Channel) buildPolicy(service, method string) (*methodPolicy, error) {
-	p := &methodPolicy{m: c.rec.Method(service, method), tokens: c.rec.RetryTokens(service), backoff: defaultBackoff}
+	p := &methodPolicy{m: c.rec.Method(service, method), tokens: c.rec.RetryTokens(service), backoff: defaultBackoff,
+		gate: c.gates[service], pacer: c.pacers[service]}
 	var mc *serviceconfig.MethodConfig
 	if c.o.config != nil {
 		mc, _ = c.o.config.Lookup(service, method)
@@ -155,6 +165,18 @@ func (c *Channel) buildPolicy(service, method string) (*methodPolicy, error) {
 		return nil, fmt.Errorf("channel: policy for %s::%s: %w", service, method, err)
 	}
 	return p, nil
+}
+
+// peers returns the service's peer list, or nil while it has none.
+func (p *methodPolicy) peers(c *Channel, service string) *peer.List {
+	if l := p.list.Load(); l != nil {
+		return l
+	}
+	l, _ := c.peerList(service, false)
+	if l != nil {
+		p.list.Store(l)
+	}
+	return l
 }
 
 // deadline bounds ctx by the method's timeout (the earlier deadline wins)

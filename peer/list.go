@@ -114,11 +114,16 @@ func (l *List) Get(hostPort string) *Peer {
 //
 // Choose does not call Begin; the caller does once it sends.
 func (l *List) Choose(exclude []*Peer) (*Peer, error) {
+	return l.ChooseAt(exclude, l.clk.Now())
+}
+
+// ChooseAt is Choose at time now (from the list's clock), for callers that
+// have just read the clock.
+func (l *List) ChooseAt(exclude []*Peer, now time.Time) (*Peer, error) {
 	peers := l.Peers()
 	if len(peers) == 0 {
 		return nil, ErrNoPeers
 	}
-	now := l.clk.Now()
 	if len(peers) > scanAll {
 		return l.chooseMany(peers, exclude, now)
 	}

@@ -22,11 +22,12 @@ type Recorder struct {
 type methodKey struct{ service, method string }
 type peerKey struct{ service, hostPort string }
 
-// NewRecorder returns a Recorder reporting to scope; a nil scope reports
-// nowhere.
+// NewRecorder returns a Recorder reporting to scope. A nil scope reports
+// nowhere and costs nothing: its metrics are no-ops, not tally's null
+// reporter (whose timers and counters still do their bookkeeping).
 func NewRecorder(scope tally.Scope) *Recorder {
 	if scope == nil {
-		scope = tally.NoopScope
+		scope = nopScope{tally.NoopScope}
 	}
 	return &Recorder{scope: scope, methods: map[methodKey]*Method{}, peers: map[peerKey]*Peer{}, tokens: map[string]tally.Gauge{}}
 }
