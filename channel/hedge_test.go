@@ -59,8 +59,6 @@ func slow(d time.Duration) func(context.Context) error {
 	}
 }
 
-func fast(context.Context) error { return nil }
-
 const hedgeCfg = `{"methodConfig":[{"name":[{"service":"kv"}],
  "hedgingPolicy":{"maxAttempts":%d,"hedgingDelay":"%s","nonFatalStatusCodes":["BUSY"]}}]%s}`
 

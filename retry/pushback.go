@@ -68,7 +68,7 @@ func (p Pushback) String() string {
 // N >= 0 asks to retry after exactly N milliseconds; a negative or
 // unparsable value (including the empty string) asks not to retry, as the
 // gRPC design says. It never returns PushbackNone: call it only when the
-// header is present. It does not allocate.
+// header is present. It does not allocate for a well-formed value.
 func ParsePushback(v string) Pushback {
 	n, ok := parseInt32(strings.Trim(v, " \t"))
 	if !ok || n < 0 {
@@ -77,34 +77,11 @@ func ParsePushback(v string) Pushback {
 	return Pushback{Kind: PushbackDelay, Delay: time.Duration(n) * time.Millisecond}
 }
 
-// parseInt32 parses [-+]?[0-9]+ within the int32 range.
+// parseInt32 parses [-+]?[0-9]+ within the int32 range (strconv with base
+// 10 accepts exactly that).
 func parseInt32(s string) (int64, bool) {
-	neg := false
-	if s != "" && (s[0] == '-' || s[0] == '+') {
-		neg = s[0] == '-'
-		s = s[1:]
-	}
-	if s == "" {
-		return 0, false
-	}
-	var n int64
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-		if n > math.MaxInt32+1 {
-			return 0, false
-		}
-	}
-	if neg {
-		n = -n
-	}
-	if n > math.MaxInt32 {
-		return 0, false
-	}
-	return n, true
+	n, err := strconv.ParseInt(s, 10, 32)
+	return n, err == nil
 }
 
 // FormatPushback returns p as a retry-pushback-ms header value: the delay in

@@ -593,40 +593,17 @@ func parseMillis(v string) (time.Duration, bool) {
 	return time.Duration(n) * time.Millisecond, true
 }
 
-// parseInt reads an optional '-' or '+' and decimal digits within int64.
+// parseInt reads [-+]?[0-9]+ within int64.
 func parseInt(v string) (int64, bool) {
-	neg := false
-	if len(v) > 0 && (v[0] == '-' || v[0] == '+') {
-		neg = v[0] == '-'
-		v = v[1:]
-	}
-	n, ok := parseUint(v)
-	if !ok {
-		return 0, false
-	}
-	if neg {
-		return -n, true
-	}
-	return n, true
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n, err == nil
 }
 
-// parseUint reads one or more decimal digits within int64, nothing else.
+// parseUint reads one or more decimal digits within int64, nothing else
+// (no sign: strconv.ParseUint accepts none).
 func parseUint(v string) (int64, bool) {
-	if len(v) == 0 || len(v) > 19 {
-		return 0, false
-	}
-	var n uint64
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + uint64(c-'0')
-	}
-	if n > math.MaxInt64 {
-		return 0, false
-	}
-	return int64(n), true
+	n, err := strconv.ParseUint(v, 10, 63)
+	return int64(n), err == nil
 }
 
 // trimSpace drops ASCII spaces and tabs at both ends without allocating.
