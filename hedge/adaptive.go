@@ -34,15 +34,15 @@ type Adaptive struct {
 func (a Adaptive) Validate() error {
 	switch {
 	case !(a.Quantile > 0 && a.Quantile < 1):
-		return &FieldError{"quantile", strconv.FormatFloat(a.Quantile, 'g', -1, 64), "must be in (0, 1)"}
+		return fieldError("quantile", strconv.FormatFloat(a.Quantile, 'g', -1, 64), "must be in (0, 1)")
 	case a.Window < 10:
-		return &FieldError{"window", strconv.Itoa(a.Window), "must be >= 10"}
+		return fieldError("window", strconv.Itoa(a.Window), "must be >= 10")
 	case a.Floor <= 0:
-		return &FieldError{"floor", a.Floor.String(), "must be > 0"}
+		return fieldError("floor", a.Floor.String(), "must be > 0")
 	case a.Cap < a.Floor:
-		return &FieldError{"cap", a.Cap.String(), fmt.Sprintf("must be >= floor (%v)", a.Floor)}
+		return fieldError("cap", a.Cap.String(), fmt.Sprintf("must be >= floor (%v)", a.Floor))
 	case !(a.Budget >= 0 && a.Budget <= 1):
-		return &FieldError{"budget", strconv.FormatFloat(a.Budget, 'g', -1, 64), "must be in [0, 1]"}
+		return fieldError("budget", strconv.FormatFloat(a.Budget, 'g', -1, 64), "must be in [0, 1]")
 	}
 	return nil
 }

@@ -38,7 +38,7 @@ func (c ExecutorConfig) Validate() error {
 		return err
 	}
 	if c.MaxAttemptsCap < 0 {
-		return &FieldError{"maxAttemptsCap", strconv.Itoa(c.MaxAttemptsCap), "must be >= 0"}
+		return fieldError("maxAttemptsCap", strconv.Itoa(c.MaxAttemptsCap), "must be >= 0")
 	}
 	return nil
 }

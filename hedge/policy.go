@@ -37,37 +37,30 @@ type Policy struct {
 }
 
 // FieldError is the error Validate returns: it names the field, the value
-// that broke the rule, and the rule.
-type FieldError struct {
-	// Field is the field's name as the service config spells it.
-	Field string
-	// Value is the offending value as text.
-	Value string
-	// Rule is what the value must be ("must be >= 2").
-	Rule string
-}
+// that broke the rule, and the rule (the one configuration error type of
+// retry, hedge and pacing).
+type FieldError = retry.FieldError
 
-// Error returns "hedge: <field> is <value>, <rule>".
-func (e *FieldError) Error() string {
-	return "hedge: " + e.Field + " is " + e.Value + ", " + e.Rule
+func fieldError(field, value, rule string) *FieldError {
+	return &FieldError{Policy: "hedge", Field: field, Value: value, Rule: rule}
 }
 
 // Validate reports the first rule p breaks, as a *FieldError, or nil.
 func (p Policy) Validate() error {
 	switch {
 	case p.MaxAttempts < 2:
-		return &FieldError{"maxAttempts", strconv.Itoa(p.MaxAttempts), "must be >= 2"}
+		return fieldError("maxAttempts", strconv.Itoa(p.MaxAttempts), "must be >= 2")
 	case p.HedgingDelay < 0:
-		return &FieldError{"hedgingDelay", p.HedgingDelay.String(), "must be >= 0"}
+		return fieldError("hedgingDelay", p.HedgingDelay.String(), "must be >= 0")
 	case p.NonFatalCodes == 0:
-		return &FieldError{"nonFatalCodes", "empty", "must name at least one code"}
+		return fieldError("nonFatalCodes", "empty", "must name at least one code")
 	case !retry.ValidCodes(p.NonFatalCodes):
-		return &FieldError{"nonFatalCodes", fmt.Sprintf("%#04x", uint16(p.NonFatalCodes)), "must hold only TChannel error codes"}
+		return fieldError("nonFatalCodes", fmt.Sprintf("%#04x", uint16(p.NonFatalCodes)), "must hold only TChannel error codes")
 	}
 	if p.Adaptive != nil {
 		if err := p.Adaptive.Validate(); err != nil {
 			fe := err.(*FieldError)
-			return &FieldError{"adaptiveDelay." + fe.Field, fe.Value, fe.Rule}
+			return fieldError("adaptiveDelay."+fe.Field, fe.Value, fe.Rule)
 		}
 	}
 	return nil

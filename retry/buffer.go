@@ -35,7 +35,7 @@ type Buffer struct {
 // bytes for any one call. Both must be > 0 and perCall <= total.
 func NewBuffer(total, perCall int64) (*Buffer, error) {
 	if total <= 0 || perCall <= 0 || perCall > total {
-		return nil, &FieldError{"bufferLimits", "total=" + strconv.FormatInt(total, 10) + " perCall=" + strconv.FormatInt(perCall, 10), "must be > 0 with perCall <= total"}
+		return nil, fieldError("bufferLimits", "total="+strconv.FormatInt(total, 10)+" perCall="+strconv.FormatInt(perCall, 10), "must be > 0 with perCall <= total")
 	}
 	return &Buffer{total: total, perCall: perCall}, nil
 }

@@ -167,10 +167,10 @@ func (c ExecutorConfig) Validate() error {
 		}
 	}
 	if c.MaxAttemptsCap < 0 {
-		return &FieldError{"maxAttemptsCap", strconv.Itoa(c.MaxAttemptsCap), "must be >= 0"}
+		return fieldError("maxAttemptsCap", strconv.Itoa(c.MaxAttemptsCap), "must be >= 0")
 	}
 	if c.TransparentBackoff < 0 {
-		return &FieldError{"transparentBackoff", c.TransparentBackoff.String(), "must be >= 0"}
+		return fieldError("transparentBackoff", c.TransparentBackoff.String(), "must be >= 0")
 	}
 	return nil
 }

@@ -61,10 +61,15 @@ type Policy struct {
 	Jitter Jitter
 }
 
-// FieldError is the error Validate returns: it names the field, the value
-// that broke the rule, and the rule. Callers that re-present configuration
-// errors (the serviceconfig package) read it with errors.As.
+// FieldError is the error the configuration checks of retry, hedge and
+// pacing return: it names the policy, the field, the value that broke the
+// rule, and the rule. Callers that re-present configuration errors (the
+// serviceconfig package) read it with errors.As; hedge.FieldError and
+// pacing.FieldError are this type.
 type FieldError struct {
+	// Policy is the package whose configuration is wrong: "retry",
+	// "hedge" or "pacing".
+	Policy string
 	// Field is the field's name as the service config spells it
 	// ("maxAttempts", "initialBackoff", ...).
 	Field string
@@ -76,7 +81,11 @@ type FieldError struct {
 
 // Error returns "retry: <field> is <value>, <rule>".
 func (e *FieldError) Error() string {
-	return "retry: " + e.Field + " is " + e.Value + ", " + e.Rule
+	return e.Policy + ": " + e.Field + " is " + e.Value + ", " + e.Rule
+}
+
+func fieldError(field, value, rule string) *FieldError {
+	return &FieldError{Policy: "retry", Field: field, Value: value, Rule: rule}
 }
 
 // ValidCodes reports whether s is non-empty and holds only TChannel error
@@ -92,19 +101,19 @@ func ValidCodes(s codes.Set) bool {
 func (p Policy) Validate() error {
 	switch {
 	case p.MaxAttempts < 2:
-		return &FieldError{"maxAttempts", strconv.Itoa(p.MaxAttempts), "must be >= 2"}
+		return fieldError("maxAttempts", strconv.Itoa(p.MaxAttempts), "must be >= 2")
 	case p.InitialBackoff <= 0:
-		return &FieldError{"initialBackoff", p.InitialBackoff.String(), "must be > 0"}
+		return fieldError("initialBackoff", p.InitialBackoff.String(), "must be > 0")
 	case p.MaxBackoff <= 0:
-		return &FieldError{"maxBackoff", p.MaxBackoff.String(), "must be > 0"}
+		return fieldError("maxBackoff", p.MaxBackoff.String(), "must be > 0")
 	case !(p.BackoffMultiplier > 0) || math.IsInf(p.BackoffMultiplier, 1):
-		return &FieldError{"backoffMultiplier", strconv.FormatFloat(p.BackoffMultiplier, 'g', -1, 64), "must be a finite number > 0"}
+		return fieldError("backoffMultiplier", strconv.FormatFloat(p.BackoffMultiplier, 'g', -1, 64), "must be a finite number > 0")
 	case p.RetryableCodes == 0:
-		return &FieldError{"retryableCodes", "empty", "must name at least one code"}
+		return fieldError("retryableCodes", "empty", "must name at least one code")
 	case !ValidCodes(p.RetryableCodes):
-		return &FieldError{"retryableCodes", fmt.Sprintf("%#04x", uint16(p.RetryableCodes)), "must hold only TChannel error codes"}
+		return fieldError("retryableCodes", fmt.Sprintf("%#04x", uint16(p.RetryableCodes)), "must hold only TChannel error codes")
 	case p.Jitter > EqualJitter:
-		return &FieldError{"jitter", p.Jitter.String(), "must be FullJitter or EqualJitter"}
+		return fieldError("jitter", p.Jitter.String(), "must be FullJitter or EqualJitter")
 	}
 	return nil
 }

@@ -144,10 +144,6 @@ func fieldError(path string, err error) error {
 	if errors.As(err, &rf) {
 		return &Error{Path: path + "." + jsonField(rf.Field), Value: rf.Value, Rule: rf.Rule}
 	}
-	var hf *hedge.FieldError
-	if errors.As(err, &hf) {
-		return &Error{Path: path + "." + jsonField(hf.Field), Value: hf.Value, Rule: hf.Rule}
-	}
 	return &Error{Path: path, Rule: "is invalid", Err: err}
 }
 

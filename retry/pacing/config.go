@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"time"
+
+	"github.com/sluice-rpc/sluice/retry"
 )
 
 // Strategy names a pacing strategy, as a service config spells it.
@@ -89,20 +91,13 @@ type Config struct {
 	Rand func() float64
 }
 
-// FieldError is the error Validate returns: the field, its value and the
-// rule it breaks.
-type FieldError struct {
-	// Field is the field's name ("multiplier", "jitter", ...).
-	Field string
-	// Value is the offending value as text.
-	Value string
-	// Rule is what the value must be.
-	Rule string
-}
+// FieldError is the error Validate returns: it names the field, the value
+// that broke the rule, and the rule (the one configuration error type of
+// retry, hedge and pacing).
+type FieldError = retry.FieldError
 
-// Error returns "pacing: <field> is <value>, <rule>".
-func (e *FieldError) Error() string {
-	return "pacing: " + e.Field + " is " + e.Value + ", " + e.Rule
+func fieldError(field, value, rule string) *FieldError {
+	return &FieldError{Policy: "pacing", Field: field, Value: value, Rule: rule}
 }
 
 // Validate reports the first rule c breaks, as a *FieldError, or nil.
@@ -113,21 +108,21 @@ func (c Config) Validate() error {
 	}
 	switch {
 	case !known:
-		return &FieldError{"strategy", strconv.Quote(string(c.Strategy)), "must be one of the names Strategies lists"}
+		return fieldError("strategy", strconv.Quote(string(c.Strategy)), "must be one of the names Strategies lists")
 	case c.Limit < 0:
-		return &FieldError{"limit", strconv.FormatInt(c.Limit, 10), "must be >= 0"}
+		return fieldError("limit", strconv.FormatInt(c.Limit, 10), "must be >= 0")
 	case c.Window < 0:
-		return &FieldError{"window", c.Window.String(), "must be >= 0"}
+		return fieldError("window", c.Window.String(), "must be >= 0")
 	case c.Multiplier != 0 && !(c.Multiplier >= 1 && !math.IsInf(c.Multiplier, 1)):
-		return &FieldError{"multiplier", strconv.FormatFloat(c.Multiplier, 'g', -1, 64), "must be a finite number >= 1"}
+		return fieldError("multiplier", strconv.FormatFloat(c.Multiplier, 'g', -1, 64), "must be a finite number >= 1")
 	case !(c.Jitter >= 0 && c.Jitter <= 1):
-		return &FieldError{"jitter", strconv.FormatFloat(c.Jitter, 'g', -1, 64), "must be in [0, 1]"}
+		return fieldError("jitter", strconv.FormatFloat(c.Jitter, 'g', -1, 64), "must be in [0, 1]")
 	case !(c.Reserve >= 0 && c.Reserve < 1):
-		return &FieldError{"reserve", strconv.FormatFloat(c.Reserve, 'g', -1, 64), "must be in [0, 1)"}
+		return fieldError("reserve", strconv.FormatFloat(c.Reserve, 'g', -1, 64), "must be in [0, 1)")
 	case c.InitialSleep < 0:
-		return &FieldError{"initialSleep", c.InitialSleep.String(), "must be >= 0"}
+		return fieldError("initialSleep", c.InitialSleep.String(), "must be >= 0")
 	case c.MaxSleep < 0:
-		return &FieldError{"maxSleep", c.MaxSleep.String(), "must be >= 0"}
+		return fieldError("maxSleep", c.MaxSleep.String(), "must be >= 0")
 	}
 	return nil
 }
