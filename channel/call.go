@@ -261,11 +261,6 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 			code, msg := classify(err)
 			ce = &CallError{Service: service, Method: method, Code: code, Message: msg, Err: err}
 		}
-		if ce.Code == codes.Cancelled && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			// The deadline ended the call; an attempt the executor cancelled
-			// on the way out must not make it look cancelled by the caller.
-			ce.Code = codes.Timeout
-		}
 		ce.Attempts, ce.Stop, ce.Peers = sent, stop, peers
 		ext.Error.Set(span, true)
 		span.SetTag("code", ce.statsCode())

@@ -177,13 +177,11 @@ func (e *Executor) Do(ctx context.Context, attempt retry.AttemptFunc) Result {
 			c.res.CtxErr = ctx.Err()
 			r := c.finish(cancel, retry.StopContext)
 			if r.Winner < 0 {
-				// Report what a cancelled attempt said, if one finished.
-				select {
-				case f := <-c.results:
-					r.Outcome, r.Winner = f.o, f.n
-				default:
-					r.Outcome = ctxOutcome(r.CtxErr)
-				}
+				// No attempt had reported before the context ended. What
+				// the attempts said after it was cancelled by finish, so
+				// it would make a deadline look like a cancellation: report
+				// the context's own outcome.
+				r.Outcome = ctxOutcome(r.CtxErr)
 			}
 			return r
 		case <-c.timerC:
