@@ -363,25 +363,29 @@ func (st *callState) newResponseLocked() *Response {
 	return &Response{}
 }
 
-// chose records that an attempt is going to p, before it is sent, so that
-// hedges started meanwhile avoid it.
-func (st *callState) chose(p *peer.Peer) {
+// choose picks the peer for one attempt, avoiding the peers this call has
+// used, and records it, all under the call's lock: concurrent hedges of one
+// call must not both pick a peer before either has recorded it.
+func (st *callState) choose(now time.Time) (*peer.Peer, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	p, err := st.l.ChooseAt(st.used, now)
+	if err != nil {
+		return nil, err
+	}
 	for _, q := range st.used {
 		if q == p {
-			return
+			return p, nil
 		}
 	}
 	st.used = append(st.used, p)
+	return p, nil
 }
 
 // try is the retry.AttemptFunc of a call: one attempt, classified into the
 // executor's terms.
 func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
 	st.mu.Lock()
-	var excludeBuf [8]*peer.Peer
-	exclude := append(excludeBuf[:0], st.used...)
 	into := st.newResponseLocked()
 	st.mu.Unlock()
 
@@ -393,7 +397,7 @@ func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
 	if st.est != nil {
 		t0 = st.c.o.clock.Now()
 	}
-	res, p, sent, committed, err := st.c.attempt(ctx, st, &spec, a.Number, exclude, into)
+	res, p, sent, committed, err := st.c.attempt(ctx, st, &spec, a.Number, into)
 	if st.est != nil && a.Number == 0 && sent {
 		// A first attempt cancelled because a hedge won, or cut off by the
 		// deadline, is observed too: its time so far bounds its latency
@@ -446,21 +450,20 @@ func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
 // Handlers can read it; it is absent on the first attempt.
 const AttemptsHeader = "previous-rpc-attempts"
 
-// attempt sends a.req once, to a peer chosen outside exclude (the peers
-// this call used), recorded in st as soon as it is chosen. It returns the peer it chose (nil for a local outcome),
+// attempt sends a.req once, to a peer this call has not used yet when one
+// allows it (st.choose). It returns the peer it chose (nil for a local outcome),
 // whether the request left the client, whether the response had reached the
 // application (its arg2 was read) before a failure, and a *CallError on
 // failure.
-func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n int, exclude []*peer.Peer, into *Response) (res *Response, p *peer.Peer, sent, committed bool, err error) {
+func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n int, into *Response) (res *Response, p *peer.Peer, sent, committed bool, err error) {
 	if c.closed.Load() {
 		return nil, nil, false, false, &CallError{Service: a.service, Method: a.method, Err: ErrClosed}
 	}
 	t0 := c.o.clock.Now() // one read for the choice and the latency (BeginCall included)
-	p, err = st.l.ChooseAt(exclude, t0)
+	p, err = st.choose(t0)
 	if err != nil {
 		return nil, nil, false, false, &CallError{Service: a.service, Method: a.method, Err: err}
 	}
-	st.chose(p)
 	m := st.m
 	span := noopSpan
 	if c.tracing {
