@@ -159,10 +159,6 @@ func (m *Method) AttemptFailed(code string) {
 	c.Inc(1)
 }
 
-// Scope returns the method's tagged scope, for metrics other packages
-// define on it.
-func (m *Method) Scope() tally.Scope { return m.scope }
-
 // Call records one finished call: its latency, and its error code if code is
 // not empty.
 func (m *Method) Call(latency time.Duration, code string) {

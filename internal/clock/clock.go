@@ -94,9 +94,6 @@ func (f *Fake) Add(d time.Duration) {
 	f.mu.Unlock()
 }
 
-// Set moves the clock to t (which must not be before Now) and fires due timers.
-func (f *Fake) Set(t time.Time) { f.Add(t.Sub(f.Now())) }
-
 // Timers returns the number of timers waiting to fire; tests use it to wait
 // until a goroutine has started waiting before they advance the clock.
 func (f *Fake) Timers() int {
