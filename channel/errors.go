@@ -123,9 +123,6 @@ func Declined(format string, args ...any) error {
 // classify returns the TChannel code of an attempt's error and the remote
 // message. It reads the error's type, never its text.
 func classify(err error) (codes.Code, string) {
-	if err == nil {
-		return codes.Unexpected, "no error"
-	}
 	var se tchannel.SystemError
 	if errors.As(err, &se) {
 		return codes.Code(se.Code()), se.Message()

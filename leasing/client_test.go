@@ -2,6 +2,7 @@ package leasing
 
 import (
 	"context"
+	"errors"
 	"math"
 	"net"
 	"testing"
@@ -395,5 +396,44 @@ func TestClientLoopSendsWantsChangesEarlyButNotWithin5s(t *testing.T) {
 	}
 	if n := requests(); n != 2 {
 		t.Fatalf("%d requests, want 2", n)
+	}
+}
+
+// With wants estimated from demand, an idle resource wants nothing.
+func TestEstimatedWantsFallToZeroWhenIdle(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	addr := startServer(t, newTestServer(t, liveConfig(100, int64p(0), nil), clk), "")
+	c, err := NewClient(ClientConfig{Addr: addr, ID: "idle", Clock: clk, ManualRefresh: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := mustResource(t, c, "r", ResourceConfig{Wants: 10, Mode: Pessimistic, EstimateWants: true})
+	refresh(t, c)
+	clk.Add(time.Minute) // no calls at all
+	refresh(t, c)
+	if got := r.Wants(); got != 0 {
+		t.Fatalf("wants after an idle minute: %v, want 0", got)
+	}
+}
+
+// After Close, Refresh and Release say so instead of dialling again.
+func TestClientAfterClose(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	addr := startServer(t, newTestServer(t, liveConfig(100, int64p(0), nil), clk), "")
+	c, err := NewClient(ClientConfig{Addr: addr, ID: "closing", Clock: clk, ManualRefresh: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := mustResource(t, c, "r", ResourceConfig{Wants: 10, Mode: Pessimistic})
+	refresh(t, c)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Refresh(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Refresh after Close: %v, want ErrClosed", err)
+	}
+	if err := r.Release(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Release after Close: %v, want ErrClosed", err)
 	}
 }

@@ -26,7 +26,3 @@ func TestFailingCallFailsTheBenchmark(t *testing.T) {
 		}
 	}
 }
-
-func BenchmarkPairedReportsTheRatio(b *testing.B) {
-	Paired(b, "x", func() error { return nil }, "y", func() error { return nil })
-}
