@@ -247,11 +247,9 @@ func TestClientRefreshLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := mustResource(t, c, "r", ResourceConfig{Wants: 4, Mode: Pessimistic})
-	select {
-	case <-r.Changed():
-	case <-time.After(5 * time.Second):
-		t.Fatal("no lease within 5s of adding the resource")
-	}
+	// The loop may refresh before a Changed channel could be taken, so wait
+	// for the lease itself.
+	waitFor(t, "a lease within 5s of adding the resource", func() bool { return r.Capacity() == 4 })
 	if got := r.Capacity(); got != 4 {
 		t.Fatalf("capacity %v, want 4", got)
 	}
@@ -343,7 +341,7 @@ func TestClientLoopFallsBackAtLeaseExpiry(t *testing.T) {
 	}
 	defer c.Close()
 	r := mustResource(t, c, "r", ResourceConfig{Wants: 30, Mode: Safe})
-	<-r.Changed() // the loop's first refresh
+	waitFor(t, "the loop's first refresh", func() bool { return r.Capacity() == 30 })
 	if got := r.Capacity(); got != 30 {
 		t.Fatalf("leased %v, want 30", got)
 	}
@@ -378,7 +376,7 @@ func TestClientLoopSendsWantsChangesEarlyButNotWithin5s(t *testing.T) {
 	}
 	defer c.Close()
 	r := mustResource(t, c, "r", ResourceConfig{Wants: 10, Mode: Pessimistic})
-	<-r.Changed()
+	waitFor(t, "the loop's first refresh", func() bool { return r.Capacity() == 10 })
 	changed := r.Changed()
 	if err := r.SetWants(20); err != nil {
 		t.Fatal(err)
