@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/clock"
+	"github.com/sluice-rpc/sluice/internal/testwait"
 	"github.com/sluice-rpc/sluice/retry"
 )
 
@@ -122,7 +123,7 @@ func TestExecutorUsesDelayAndBudget(t *testing.T) {
 				}
 			})
 		}()
-		if n := <-started; n != 0 {
+		if n := testwait.Recv(t, started, "the first attempt"); n != 0 {
 			t.Fatalf("first attempt was %d", n)
 		}
 		for clk.Timers() == 0 { // wait for the hedge timer, armed with Delay()
@@ -130,7 +131,7 @@ func TestExecutorUsesDelayAndBudget(t *testing.T) {
 		}
 		clk.Add(10 * time.Millisecond)
 		close(release)
-		r := <-done
+		r := testwait.Recv(t, done, "the hedged call to return")
 		close(started)
 		var rest []int
 		for n := range started {

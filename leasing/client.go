@@ -313,11 +313,15 @@ func (c *Client) Refresh(ctx context.Context) error {
 	defer c.rpcMu.Unlock()
 	now := c.clock.Now()
 	req := &pb.GetCapacityRequest{ClientId: proto.String(c.id)}
-	asked := make(map[string]*Resource)
+	type sent struct {
+		r     *Resource
+		wants uint64 // the resource's wantsGen when its request was made
+	}
+	asked := make(map[string]sent)
 	for _, r := range c.snapshot() {
-		if rr := r.request(now, c.cfg.MinRefreshInterval); rr != nil {
+		if rr, gen := r.request(now, c.cfg.MinRefreshInterval); rr != nil {
 			req.Resource = append(req.Resource, rr)
-			asked[r.id] = r
+			asked[r.id] = sent{r, gen}
 		}
 	}
 	if len(req.Resource) == 0 {
@@ -335,16 +339,20 @@ func (c *Client) Refresh(ctx context.Context) error {
 	now = c.clock.Now()
 	answered := make(map[string]bool, len(asked))
 	for _, rr := range resp.GetResponse() {
-		if r := asked[rr.GetResourceId()]; r != nil {
-			answered[r.id] = true
-			r.apply(rr, now)
+		if a, ok := asked[rr.GetResourceId()]; ok {
+			answered[a.r.id] = true
+			a.r.apply(rr, now)
 		}
 	}
-	for _, r := range asked {
+	for _, a := range asked {
+		r := a.r
 		r.mu.Lock()
 		r.lastRequest = now
-		if answered[r.id] {
-			r.urgent = false // a resource the server skipped keeps its urgency
+		// The server has the wants we sent. A resource it skipped, or
+		// whose wants changed while the request was in flight, keeps its
+		// urgency: the newer wants still go out early.
+		if answered[r.id] && r.wantsGen == a.wants {
+			r.urgent = false
 		}
 		r.mu.Unlock()
 	}
@@ -472,7 +480,9 @@ func (c *Client) run() {
 				wait = d
 			}
 		}
-		t := c.clock.NewTimer(wait)
+		// The deadline is fixed from now: should the clock move before
+		// the timer exists, the wait must not start over.
+		t := c.clock.NewTimerAt(now.Add(wait))
 		select {
 		case <-c.quit:
 			t.Stop()
@@ -617,7 +627,8 @@ type Resource struct {
 	safe        float64
 	hasSafe     bool
 	lastRequest time.Time
-	urgent      bool // wants changed since the last request
+	urgent      bool   // wants changed since the last request
+	wantsGen    uint64 // counts SetWants changes
 	released    bool
 	notified    float64
 	changed     chan struct{}
@@ -693,6 +704,7 @@ func (r *Resource) SetWants(w float64) error {
 	if w != r.wants {
 		r.wants = w
 		r.urgent = true
+		r.wantsGen++
 	}
 	r.mu.Unlock()
 	r.wantsGauge.Update(w)
@@ -752,13 +764,14 @@ func (r *Resource) Release(ctx context.Context) error {
 	return c.release(ctx, []string{r.id})
 }
 
-// request returns the resource's part of a GetCapacity request, or nil if
-// it was asked for less than minInterval ago.
-func (r *Resource) request(now time.Time, minInterval time.Duration) *pb.ResourceRequest {
+// request returns the resource's part of a GetCapacity request and the
+// generation of the wants it carries, or nil if the resource was asked for
+// less than minInterval ago.
+func (r *Resource) request(now time.Time, minInterval time.Duration) (*pb.ResourceRequest, uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.lastRequest.IsZero() && now.Sub(r.lastRequest) < minInterval {
-		return nil
+		return nil, 0
 	}
 	if r.estimate {
 		r.estimateLocked(now)
@@ -771,7 +784,7 @@ func (r *Resource) request(now time.Time, minInterval time.Duration) *pb.Resourc
 	if r.lease != nil && now.Before(r.leaseExpiry) {
 		rr.Has = proto.Clone(r.lease).(*pb.Lease)
 	}
-	return rr
+	return rr, r.wantsGen
 }
 
 // estimateLocked replaces wants by the demand observed since the last

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-rpc/sluice/internal/clock"
+	"github.com/sluice-rpc/sluice/internal/testwait"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 	"github.com/sluice-rpc/sluice/stats"
 )
@@ -85,7 +87,7 @@ func TestClientKeepsCapacityAcrossServerRestart(t *testing.T) {
 	}
 
 	s1.Stop()
-	<-done
+	testwait.Recv(t, done, "Serve to return")
 	s2 := newTestServer(t, cfg, clk) // a new master: learning mode for 60 s
 	startServer(t, s2, addr)
 
@@ -124,7 +126,7 @@ func TestClientFallsBackToItsModeAtLeaseExpiry(t *testing.T) {
 				t.Fatalf("leased %v, want 40", got)
 			}
 			s.Stop() // the server vanishes
-			<-done
+			testwait.Recv(t, done, "Serve to return")
 			clk.Add(30 * time.Second)
 			if err := c.Refresh(context.Background()); err == nil {
 				t.Fatal("Refresh to a stopped server succeeded")
@@ -135,7 +137,7 @@ func TestClientFallsBackToItsModeAtLeaseExpiry(t *testing.T) {
 			changed := r.Changed()
 			clk.Add(30 * time.Second) // the lease expires
 			r.checkChanged(clk.Now())
-			<-changed
+			testwait.Recv(t, changed, "the capacity to change")
 			if got := r.Capacity(); got != tt.want {
 				t.Fatalf("after expiry in %v mode: %v, want %v", tt.mode, got, tt.want)
 			}
@@ -346,11 +348,11 @@ func TestClientLoopFallsBackAtLeaseExpiry(t *testing.T) {
 		t.Fatalf("leased %v, want 30", got)
 	}
 	s.Stop()
-	<-done
+	testwait.Recv(t, done, "Serve to return")
 	waitFor(t, "the loop to wait for its next refresh", func() bool { return clk.Timers() == 1 })
 	changed := r.Changed()
 	clk.Add(60 * time.Second) // the lease expires with the server gone
-	<-changed
+	testwait.Recv(t, changed, "the capacity to change")
 	if got := r.Capacity(); got != 3 {
 		t.Fatalf("after expiry in safe mode: %v, want the safe capacity 3", got)
 	}
@@ -388,12 +390,65 @@ func TestClientLoopSendsWantsChangesEarlyButNotWithin5s(t *testing.T) {
 		t.Fatalf("%d requests within 5 s, want 1", n)
 	}
 	clk.Add(time.Second) // 5 s after the first request: well before the 15 s refresh
-	<-changed
+	testwait.Recv(t, changed, "the capacity to change")
 	if got := r.Capacity(); got != 20 {
 		t.Fatalf("capacity %v, want the new wants 20", got)
 	}
 	if n := requests(); n != 2 {
 		t.Fatalf("%d requests, want 2", n)
+	}
+}
+
+// gatedServer holds the first GetCapacity until the test releases it.
+type gatedServer struct {
+	*Server
+	calls   atomic.Int64
+	arrived chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedServer) GetCapacity(ctx context.Context, req *pb.GetCapacityRequest) (*pb.GetCapacityResponse, error) {
+	if g.calls.Add(1) == 1 {
+		close(g.arrived)
+		<-g.release
+	}
+	return g.Server.GetCapacity(ctx, req)
+}
+
+// A wants change made while a request is in flight is not lost when the
+// answer (to the older wants) arrives: it still goes out early, at the
+// minimum refresh interval rather than at the 15 s refresh.
+func TestClientKeepsAWantsChangeMadeDuringARefresh(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	gate := &gatedServer{Server: newTestServer(t, liveConfig(100, int64p(0), nil), clk),
+		arrived: make(chan struct{}), release: make(chan struct{})}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	pb.RegisterCapacityServer(g, gate)
+	done := make(chan struct{})
+	go func() { defer close(done); g.Serve(lis) }()
+	defer func() { g.Stop(); testwait.Recv(t, done, "Serve to return") }()
+
+	c, err := NewClient(ClientConfig{Addr: lis.Addr().String(), ID: "racer", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := mustResource(t, c, "r", ResourceConfig{Wants: 10, Mode: Pessimistic})
+	testwait.Recv(t, gate.arrived, "the first GetCapacity")
+	if err := r.SetWants(20); err != nil {
+		t.Fatal(err)
+	}
+	close(gate.release)
+	waitFor(t, "the answer to the first request", func() bool { return r.Capacity() == 10 })
+	changed := r.Changed()
+	clk.Add(DefaultClientMinRefreshInterval)
+	testwait.Recv(t, changed, "the early request with the new wants")
+	if got := r.Capacity(); got != 20 {
+		t.Fatalf("capacity %v, want the new wants 20", got)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-rpc/sluice/internal/clock"
+	"github.com/sluice-rpc/sluice/internal/testwait"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 )
 
@@ -83,7 +84,7 @@ func startServer(t testing.TB, s *Server, addr string) string {
 	t.Cleanup(func() {
 		s.Stop()
 		lis.Close()
-		<-done
+		testwait.Recv(t, done, "Serve to return")
 	})
 	return lis.Addr().String()
 }

@@ -133,7 +133,7 @@ func (l *RateLimiter) Wait(ctx context.Context) error {
 			return l.limited(fmt.Sprintf("next admission in %v, after the deadline in %v", delay, budget))
 		}
 		l.countWait(&counted)
-		t := l.clock.NewTimer(delay)
+		t := l.clock.NewTimerAt(now.Add(delay))
 		select {
 		case <-t.C():
 			return nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/internal/clock"
+	"github.com/sluice-rpc/sluice/internal/testwait"
 )
 
 // fixedSource is a CapacitySource the test sets by hand.
@@ -111,7 +112,7 @@ func TestRateLimiterZeroAndInfiniteCapacity(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- l.Wait(cctx) }()
 	ccancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	if err := testwait.Recv(t, done, "the waiter to return"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("capacity 0, cancelled: %v", err)
 	}
 	src.set(math.Inf(1))
@@ -139,7 +140,7 @@ func TestGaugeFollowsCapacity(t *testing.T) {
 	default:
 	}
 	src.set(3.5) // floor: 3 slots
-	if err := <-done; err != nil {
+	if err := testwait.Recv(t, done, "the waiter to return"); err != nil {
 		t.Fatal(err)
 	}
 	if g.InUse() != 3 {
@@ -153,7 +154,7 @@ func TestGaugeFollowsCapacity(t *testing.T) {
 	go func() { done <- g.Acquire(context.Background()) }()
 	g.Release()
 	g.Release() // 0 held: the waiter gets the single slot
-	if err := <-done; err != nil {
+	if err := testwait.Recv(t, done, "the waiter to return"); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

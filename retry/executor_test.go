@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/clock"
+	"github.com/sluice-rpc/sluice/internal/testwait"
 )
 
 var (
@@ -395,7 +396,7 @@ func TestExecutorWaitsForTheClock(t *testing.T) {
 		t.Fatal("the backoff timer fired early")
 	}
 	fake.Add(1)
-	res := <-done
+	res := testwait.Recv(t, done, "Do to return")
 	if res.Stop != StopSucceeded || res.Attempts != 2 {
 		t.Fatalf("Result %+v", res)
 	}
@@ -421,7 +422,7 @@ func TestExecutorContextEndsTheWaitAtOnce(t *testing.T) {
 			}()
 			waitTimers(t, fake, 1)
 			cancel()
-			res := <-done // no clock movement needed
+			res := testwait.Recv(t, done, "Do to return") // no clock movement needed
 			if res.Stop != StopContext || !errors.Is(res.CtxErr, context.Canceled) {
 				t.Fatalf("Stop %v CtxErr %v, want StopContext, Canceled", res.Stop, res.CtxErr)
 			}

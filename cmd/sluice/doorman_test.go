@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/sluice-rpc/sluice/internal/testwait"
 )
 
 func TestMain(m *testing.M) {
@@ -103,12 +105,12 @@ func TestDoormanServeAndGet(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	wcancel()
-	if code := <-wexit; code != 0 {
+	if code := testwait.Recv(t, wexit, "get --watch to exit"); code != 0 {
 		t.Fatalf("get --watch exited %d", code)
 	}
 
 	cancel()
-	if code := <-exit; code != 0 {
+	if code := testwait.Recv(t, exit, "serve to exit"); code != 0 {
 		t.Fatalf("serve exited %d: %s", code, errOut.String())
 	}
 }

@@ -17,6 +17,11 @@ type Clock interface {
 	Now() time.Time
 	// NewTimer returns a timer that fires once d has passed on this clock.
 	NewTimer(d time.Duration) Timer
+	// NewTimerAt returns a timer that fires once this clock reads at or
+	// after deadline (at once if it already does). Code that computed a
+	// wait from an earlier Now uses it, so that time passing in between
+	// does not push the deadline back.
+	NewTimerAt(deadline time.Time) Timer
 }
 
 // Timer is a one-shot timer made by a Clock.
@@ -36,6 +41,9 @@ type realClock struct{}
 func (realClock) Now() time.Time { return time.Now() }
 
 func (realClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+func (realClock) NewTimerAt(deadline time.Time) Timer {
+	return realTimer{time.NewTimer(time.Until(deadline))}
+}
 
 type realTimer struct{ t *time.Timer }
 
@@ -66,8 +74,20 @@ func (f *Fake) Now() time.Time {
 func (f *Fake) NewTimer(d time.Duration) Timer {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	t := &fakeTimer{f: f, at: f.now.Add(d), c: make(chan time.Time, 1)}
-	if d <= 0 {
+	return f.timerAtLocked(f.now.Add(d))
+}
+
+// NewTimerAt returns a timer that fires when the fake clock reads at or
+// after deadline; one whose deadline has passed fires at once.
+func (f *Fake) NewTimerAt(deadline time.Time) Timer {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.timerAtLocked(deadline)
+}
+
+func (f *Fake) timerAtLocked(at time.Time) *fakeTimer {
+	t := &fakeTimer{f: f, at: at, c: make(chan time.Time, 1)}
+	if !at.After(f.now) {
 		t.c <- f.now
 		return t
 	}

@@ -55,3 +55,44 @@ func TestFakeZeroDurationFiresAtOnce(t *testing.T) {
 		t.Fatal("a zero-duration timer must fire at once")
 	}
 }
+
+// A deadline computed from an earlier reading is kept even if the clock
+// moved in between: the timer fires at that deadline, or at once when it
+// has passed, never a full wait after the timer was made.
+func TestFakeTimerAtKeepsItsDeadline(t *testing.T) {
+	start := time.Unix(0, 0)
+	f := NewFake(start)
+	read := f.Now()
+	f.Add(4 * time.Second) // time passes between reading the clock and making the timer
+	at := f.NewTimerAt(read.Add(5 * time.Second))
+	select {
+	case <-at.C():
+		t.Fatal("fired 1s before its deadline")
+	default:
+	}
+	f.Add(time.Second)
+	select {
+	case got := <-at.C():
+		if want := start.Add(5 * time.Second); !got.Equal(want) {
+			t.Fatalf("fired at %v, want %v", got, want)
+		}
+	default:
+		t.Fatal("did not fire at its deadline")
+	}
+	select {
+	case <-f.NewTimerAt(read).C():
+	default:
+		t.Fatal("a timer whose deadline has passed must fire at once")
+	}
+	if n := f.Timers(); n != 0 {
+		t.Fatalf("%d timers pending, want 0", n)
+	}
+}
+
+func TestRealTimerAt(t *testing.T) {
+	select {
+	case <-Real.NewTimerAt(time.Now().Add(-time.Second)).C():
+	case <-time.After(time.Second):
+		t.Fatal("a real timer whose deadline has passed did not fire within 1s")
+	}
+}

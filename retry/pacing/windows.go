@@ -160,7 +160,7 @@ func (w *Windows) Wait(ctx context.Context, key string, maxDelay time.Duration) 
 				return &WindowError{Key: key, Remaining: d, Limit: max(left, 0), Deadline: true}
 			}
 		}
-		t := w.clk.NewTimer(d)
+		t := w.clk.NewTimerAt(now.Add(d)) // the window's end, however late the timer is made
 		select {
 		case <-t.C():
 		case <-released:

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-rpc/sluice/internal/clock"
+	"github.com/sluice-rpc/sluice/internal/testwait"
 	"github.com/sluice-rpc/sluice/retry"
 )
 
@@ -87,7 +88,7 @@ func TestWindowsWaitsUntilTheWindowEnds(t *testing.T) {
 	default:
 	}
 	f.Add(ms)
-	if err := <-done; err != nil {
+	if err := testwait.Recv(t, done, "Wait to return"); err != nil {
 		t.Fatalf("Wait = %v after the window ended", err)
 	}
 	if d := w.Remaining("kv::Get"); d != 0 {
@@ -131,7 +132,7 @@ func TestWindowsFailFastPastDeadline(t *testing.T) {
 	go func() { done <- w.Wait(ctx, "kv", 0) }()
 	waitForTimers(f, 1)
 	f.Add(30 * time.Second)
-	if err := <-done; err != nil {
+	if err := testwait.Recv(t, done, "Wait to return"); err != nil {
 		t.Fatal(err)
 	}
 	// A deadline before the window's end fails at once. The deadline is a
@@ -157,7 +158,7 @@ func TestWindowsReleaseAndCancel(t *testing.T) {
 	go func() { done <- w.Wait(context.Background(), "kv", 0) }()
 	waitForTimers(f, 1)
 	w.Release("kv")
-	if err := <-done; err != nil {
+	if err := testwait.Recv(t, done, "Wait to return"); err != nil {
 		t.Fatalf("Wait after Release = %v", err)
 	}
 	if f.Timers() != 0 {
@@ -169,7 +170,7 @@ func TestWindowsReleaseAndCancel(t *testing.T) {
 	go func() { done <- w.Wait(ctx, "kv", 0) }()
 	waitForTimers(f, 1)
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	if err := testwait.Recv(t, done, "Wait to return"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Wait after cancel = %v", err)
 	}
 }
@@ -196,7 +197,7 @@ func TestWindowsRecordKeepsTheLaterEnd(t *testing.T) {
 	default:
 	}
 	f.Add(5 * time.Second)
-	if err := <-done; err != nil {
+	if err := testwait.Recv(t, done, "Wait to return"); err != nil {
 		t.Fatal(err)
 	}
 }
