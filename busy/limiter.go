@@ -71,11 +71,12 @@ func New(cfg Config, clk clock.Clock) (*Limiter, error) {
 func (l *Limiter) Config() Config { return l.cfg }
 
 // Allow reports whether a request may be sent now, and if so counts it.
-func (l *Limiter) Allow() bool { return l.AllowAt(l.clk.Now()) }
+func (l *Limiter) Allow() bool { return l.allowIn(l.index(l.clk.Since(l.origin))) }
 
 // AllowAt is Allow at time now. Times must come from the Limiter's clock.
-func (l *Limiter) AllowAt(now time.Time) bool {
-	idx := l.index(now)
+func (l *Limiter) AllowAt(now time.Time) bool { return l.allowIn(l.index(now.Sub(l.origin))) }
+
+func (l *Limiter) allowIn(idx int64) bool {
 	for {
 		s := l.state.Load()
 		if l.cur.Load() != idx || !sameGen(s, idx) {
@@ -92,11 +93,12 @@ func (l *Limiter) AllowAt(now time.Time) bool {
 }
 
 // RecordBusy counts a busy response received now.
-func (l *Limiter) RecordBusy() { l.RecordBusyAt(l.clk.Now()) }
+func (l *Limiter) RecordBusy() { l.recordBusy(l.index(l.clk.Since(l.origin))) }
 
 // RecordBusyAt is RecordBusy at time now.
-func (l *Limiter) RecordBusyAt(now time.Time) {
-	idx := l.index(now)
+func (l *Limiter) RecordBusyAt(now time.Time) { l.recordBusy(l.index(now.Sub(l.origin))) }
+
+func (l *Limiter) recordBusy(idx int64) {
 	for {
 		s := l.state.Load()
 		if l.cur.Load() != idx || !sameGen(s, idx) {
@@ -113,25 +115,25 @@ func (l *Limiter) RecordBusyAt(now time.Time) {
 }
 
 // Limit returns the limit in force now, in requests per window.
-func (l *Limiter) Limit() float64 { return l.LimitAt(l.clk.Now()) }
+func (l *Limiter) Limit() float64 { return l.limitAt(l.index(l.clk.Since(l.origin))) }
 
 // LimitAt returns the limit in force at time now.
-func (l *Limiter) LimitAt(now time.Time) float64 {
-	idx := l.index(now)
+func (l *Limiter) LimitAt(now time.Time) float64 { return l.limitAt(l.index(now.Sub(l.origin))) }
+
+func (l *Limiter) limitAt(idx int64) float64 {
 	if l.cur.Load() != idx {
 		l.roll(idx)
 	}
 	return math.Float64frombits(l.limit.Load())
 }
 
-// index returns the window holding now; times before the origin belong to
-// the first window.
-func (l *Limiter) index(now time.Time) int64 {
-	d := int64(now.Sub(l.origin))
-	if d < 0 {
+// index returns the window holding the instant elapsed after the origin;
+// instants before the origin belong to the first window.
+func (l *Limiter) index(elapsed time.Duration) int64 {
+	if elapsed < 0 {
 		return 0
 	}
-	return d / l.window
+	return int64(elapsed) / l.window
 }
 
 // roll moves the limiter to window idx if it is behind it, applying the

@@ -15,6 +15,10 @@ import (
 type Clock interface {
 	// Now returns the current time.
 	Now() time.Time
+	// Since returns the time elapsed since t, a time read from this clock.
+	// On the wall clock it reads only the monotonic clock, about half the
+	// cost of Now: hot paths that need a duration use it.
+	Since(t time.Time) time.Duration
 	// NewTimer returns a timer that fires once d has passed on this clock.
 	NewTimer(d time.Duration) Timer
 	// NewTimerAt returns a timer that fires once this clock reads at or
@@ -38,7 +42,8 @@ var Real Clock = realClock{}
 
 type realClock struct{}
 
-func (realClock) Now() time.Time { return time.Now() }
+func (realClock) Now() time.Time                  { return time.Now() }
+func (realClock) Since(t time.Time) time.Duration { return time.Since(t) }
 
 func (realClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
 func (realClock) NewTimerAt(deadline time.Time) Timer {
@@ -68,6 +73,9 @@ func (f *Fake) Now() time.Time {
 	defer f.mu.Unlock()
 	return f.now
 }
+
+// Since returns the fake time elapsed since t.
+func (f *Fake) Since(t time.Time) time.Duration { return f.Now().Sub(t) }
 
 // NewTimer returns a timer that fires when the fake clock has been advanced
 // by at least d. A timer with d <= 0 fires at once.

@@ -96,3 +96,16 @@ func TestRealTimerAt(t *testing.T) {
 		t.Fatal("a real timer whose deadline has passed did not fire within 1s")
 	}
 }
+
+func TestSinceMeasuresOnItsClock(t *testing.T) {
+	f := NewFake(time.Unix(0, 0))
+	t0 := f.Now()
+	f.Add(1500 * time.Millisecond)
+	if got := f.Since(t0); got != 1500*time.Millisecond {
+		t.Fatalf("Fake.Since = %v, want 1.5s", got)
+	}
+	r0 := Real.Now()
+	if got := Real.Since(r0); got < 0 || got > time.Minute {
+		t.Fatalf("Real.Since of a fresh reading = %v", got)
+	}
+}
