@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"sync"
@@ -83,7 +84,9 @@ type ClientConfig struct {
 	// for the same resource (0 means DefaultClientMinRefreshInterval).
 	MinRefreshInterval time.Duration
 	// InitialBackoff and MaxBackoff shape the capped exponential backoff
-	// after failed refreshes (0 means the defaults).
+	// after failed refreshes (0 means the defaults). Each wait is drawn
+	// uniformly from the upper half of its backoff, so that clients that
+	// lost the server together do not return together.
 	InitialBackoff, MaxBackoff time.Duration
 	// RPCTimeout bounds each RPC (0 means DefaultRPCTimeout).
 	RPCTimeout time.Duration
@@ -171,6 +174,8 @@ type Client struct {
 	wake chan struct{}
 	quit chan struct{}
 	done chan struct{}
+
+	rand func() float64 // uniform in [0, 1), for backoff jitter
 }
 
 // NewClient returns a client of the Doorman server at cfg.Addr. Unless
@@ -226,6 +231,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		wake:      make(chan struct{}, 1),
 		quit:      make(chan struct{}),
 		done:      make(chan struct{}),
+		rand:      rand.Float64,
 	}
 	if cfg.ManualRefresh {
 		close(c.done)
@@ -506,11 +512,18 @@ func (c *Client) run() {
 				return
 			}
 			failures++
-			retryAt = c.clock.Now().Add(c.backoff(failures))
+			retryAt = c.clock.Now().Add(jitter(c.backoff(failures), c.rand()))
 			continue
 		}
 		failures = 0
 	}
+}
+
+// jitter spreads a backoff d over [d/2, d] by u in [0, 1): clients cut off
+// by one server outage then come back over an interval rather than all at
+// once, and none waits longer than the capped backoff.
+func jitter(d time.Duration, u float64) time.Duration {
+	return d/2 + time.Duration(u*float64(d-d/2))
 }
 
 // backoff returns the wait after the given number of consecutive failures:

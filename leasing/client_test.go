@@ -236,6 +236,55 @@ func TestClientBackoffIsCappedExponential(t *testing.T) {
 	}
 }
 
+func TestBackoffJitterKeepsTheUpperHalf(t *testing.T) {
+	d := 8 * time.Second
+	for _, tt := range []struct {
+		u    float64
+		want time.Duration
+	}{{0, 4 * time.Second}, {0.5, 6 * time.Second}, {0.999999, d - 4*time.Microsecond}} {
+		if got := jitter(d, tt.u); got != tt.want {
+			t.Errorf("jitter(%v, %v) = %v, want %v", d, tt.u, got, tt.want)
+		}
+	}
+}
+
+// The loop waits a jittered backoff after a failed refresh: with the
+// jitter at its lowest, exactly half of InitialBackoff.
+func TestClientLoopBacksOffWithJitter(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close() // nothing listens: every refresh fails at once
+	scope := tally.NewTestScope("", nil)
+	c, err := NewClient(ClientConfig{Addr: addr, ID: "j", Clock: clk, Scope: scope,
+		InitialBackoff: 2 * time.Second, RPCTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The loop reads rand only after a refresh fails, and none is sent
+	// before the resource below is added: setting it here does not race.
+	c.rand = func() float64 { return 0 }
+	errorsSoFar := func() int64 {
+		if e := scope.Snapshot().Counters()[stats.LeaseRefreshErrors+"+"]; e != nil {
+			return e.Value()
+		}
+		return 0
+	}
+	mustResource(t, c, "r", ResourceConfig{Wants: 1})
+	waitFor(t, "the first refresh to fail", func() bool { return errorsSoFar() == 1 })
+	waitFor(t, "the loop to back off", func() bool { return clk.Timers() == 1 })
+	clk.Add(time.Second - time.Nanosecond)
+	if n := errorsSoFar(); n != 1 {
+		t.Fatalf("%d failed refreshes before the backoff ended, want 1", n)
+	}
+	clk.Add(time.Nanosecond) // 1 s: half the initial backoff
+	waitFor(t, "the retry after 1s", func() bool { return errorsSoFar() == 2 })
+}
+
 func TestClientRefreshLoop(t *testing.T) {
 	// The background loop on the wall clock: the first request goes out as
 	// soon as the resource is added, and Close releases the lease.

@@ -133,17 +133,23 @@ func (t *Template) Validate() error {
 	if _, ok := kindNames[a.Kind]; !ok {
 		return fmt.Errorf("unknown algorithm kind %d", int32(a.Kind))
 	}
-	if a.LeaseLength <= 0 {
-		return fmt.Errorf("algorithm lease_length is %d, must be > 0 seconds", a.LeaseLength)
+	if a.LeaseLength <= 0 || a.LeaseLength > MaxLeaseLength {
+		return fmt.Errorf("algorithm lease_length is %d, must be > 0 and <= %d seconds (30 days)", a.LeaseLength, int64(MaxLeaseLength))
 	}
 	if a.RefreshInterval <= 0 || a.RefreshInterval > a.LeaseLength {
 		return fmt.Errorf("algorithm refresh_interval is %d, must be > 0 and <= lease_length (%d)", a.RefreshInterval, a.LeaseLength)
 	}
-	if a.LearningModeDuration != nil && *a.LearningModeDuration < 0 {
-		return fmt.Errorf("algorithm learning_mode_duration is %d, must be >= 0", *a.LearningModeDuration)
+	if a.LearningModeDuration != nil && (*a.LearningModeDuration < 0 || *a.LearningModeDuration > MaxLeaseLength) {
+		return fmt.Errorf("algorithm learning_mode_duration is %d, must be >= 0 and <= %d seconds (30 days)", *a.LearningModeDuration, int64(MaxLeaseLength))
 	}
 	return nil
 }
+
+// MaxLeaseLength bounds lease_length and learning_mode_duration, in
+// seconds. A lease is a promise about the near future: one that outlives
+// a month is a misconfiguration (or a unit mistake), and the bound keeps
+// every expiry far from time.Duration's range.
+const MaxLeaseLength = 30 * 24 * 60 * 60
 
 // Config is a resource repository: the ordered list of templates a server
 // matches resource identifiers against (exact identifier first, then globs

@@ -256,6 +256,18 @@ resources:
   capacity: 10
   algorithm: {kind: FAIR_SHARE, lease_length: 10, refresh_interval: 15}
 `, `template 0 ("a"): algorithm refresh_interval is 15`},
+		"lease of a year": {`
+resources:
+- identifier_glob: "a"
+  capacity: 10
+  algorithm: {kind: FAIR_SHARE, lease_length: 31536000, refresh_interval: 15}
+`, `template 0 ("a"): algorithm lease_length is 31536000, must be > 0 and <= 2592000 seconds`},
+		"learning mode of a year": {`
+resources:
+- identifier_glob: "a"
+  capacity: 10
+  algorithm: {kind: FAIR_SHARE, lease_length: 60, refresh_interval: 15, learning_mode_duration: 31536000}
+`, `template 0 ("a"): algorithm learning_mode_duration is 31536000`},
 		"missing algorithm": {`
 resources:
 - identifier_glob: "a"
