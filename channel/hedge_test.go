@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/testwait"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -102,8 +103,7 @@ func TestHedgesOnDistinctPeersAndLosersCancelled(t *testing.T) {
 	}
 	// The two losers are cancelled; their servers observe it (cancel frames
 	// travel asynchronously, so wait for them, bounded).
-	require.Eventually(t, func() bool { _, cancelled := sum(servers...); return cancelled == 2 },
-		2*time.Second, time.Millisecond, "servers saw no cancellation")
+	testwait.Until(t, "the servers to see both cancellations", func() bool { _, cancelled := sum(servers...); return cancelled == 2 })
 }
 
 func TestFatalCodeEndsHedgedCallAtOnce(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/testwait"
 	"github.com/sluice-rpc/sluice/leasing"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -36,7 +37,7 @@ resources:
 	require.NoError(t, err)
 	done := make(chan struct{})
 	go func() { defer close(done); srv.Serve(lis) }()
-	t.Cleanup(func() { srv.Stop(); <-done })
+	t.Cleanup(func() { srv.Stop(); testwait.Recv(t, done, "Serve to return") })
 
 	cl, err := leasing.NewClient(leasing.ClientConfig{Addr: lis.Addr().String(), ID: "channel-test", Scope: scope, ManualRefresh: true})
 	require.NoError(t, err)

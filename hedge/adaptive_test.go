@@ -2,7 +2,6 @@ package hedge
 
 import (
 	"context"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -126,9 +125,7 @@ func TestExecutorUsesDelayAndBudget(t *testing.T) {
 		if n := testwait.Recv(t, started, "the first attempt"); n != 0 {
 			t.Fatalf("first attempt was %d", n)
 		}
-		for clk.Timers() == 0 { // wait for the hedge timer, armed with Delay()
-			runtime.Gosched()
-		}
+		testwait.Timers(t, clk, 1) // the hedge timer, armed with Delay()
 		clk.Add(10 * time.Millisecond)
 		close(release)
 		r := testwait.Recv(t, done, "the hedged call to return")

@@ -80,6 +80,10 @@ func (c signalClock) NewTimer(d time.Duration) clock.Timer {
 	return t
 }
 
+func (c signalClock) NewTimerAt(deadline time.Time) clock.Timer {
+	return c.NewTimer(deadline.Sub(c.Now()))
+}
+
 // expectTimer waits for the executor to make a timer and checks its duration.
 func (h *harness) expectTimer(d time.Duration) {
 	h.t.Helper()

@@ -3,7 +3,6 @@ package retry
 import (
 	"context"
 	"errors"
-	"runtime"
 	"testing"
 	"time"
 
@@ -43,6 +42,10 @@ func (c autoClock) NewTimer(d time.Duration) clock.Timer {
 	t := c.Fake.NewTimer(d)
 	c.Fake.Add(d)
 	return t
+}
+
+func (c autoClock) NewTimerAt(deadline time.Time) clock.Timer {
+	return c.NewTimer(deadline.Sub(c.Now()))
 }
 
 var epoch = time.Unix(1_700_000_000, 0)
@@ -362,19 +365,6 @@ func TestNewExecutorValidates(t *testing.T) {
 	}
 }
 
-// waitTimers waits until n timers are pending on f: the goroutine under
-// test has started waiting.
-func waitTimers(t *testing.T, f *clock.Fake, n int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for f.Timers() != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("timers pending: %d, want %d", f.Timers(), n)
-		}
-		runtime.Gosched()
-	}
-}
-
 func TestExecutorWaitsForTheClock(t *testing.T) {
 	fake := clock.NewFake(epoch)
 	p := validPolicy()
@@ -385,7 +375,7 @@ func TestExecutorWaitsForTheClock(t *testing.T) {
 	go func() {
 		done <- e.Do(context.Background(), func(context.Context, Attempt) Outcome { n++; return script[n-1] })
 	}()
-	waitTimers(t, fake, 1)
+	testwait.Timers(t, fake, 1)
 	fake.Add(50*ms - 1)
 	select {
 	case res := <-done:
@@ -420,7 +410,7 @@ func TestExecutorContextEndsTheWaitAtOnce(t *testing.T) {
 			go func() {
 				done <- e.Do(ctx, func(context.Context, Attempt) Outcome { return tt.script })
 			}()
-			waitTimers(t, fake, 1)
+			testwait.Timers(t, fake, 1)
 			cancel()
 			res := testwait.Recv(t, done, "Do to return") // no clock movement needed
 			if res.Stop != StopContext || !errors.Is(res.CtxErr, context.Canceled) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/internal/testwait"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -133,13 +134,21 @@ func TestServeStopsWithItsContext(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- serve(ctx, []string{"-listen", "127.0.0.1:0,127.0.0.1:0", "-busy", "1"}, w) }()
 	// serve prints one line per instance once all listen.
-	lines := bufio.NewScanner(r)
-	require.True(t, lines.Scan())
-	assert.Contains(t, lines.Text(), "answering Busy")
-	require.True(t, lines.Scan())
-	assert.Contains(t, lines.Text(), ": serving")
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	assert.Contains(t, testwait.Recv(t, lines, "serve's first line"), "answering Busy")
+	assert.Contains(t, testwait.Recv(t, lines, "serve's second line"), ": serving")
 	cancel()
-	require.NoError(t, <-done)
+	require.NoError(t, testwait.Recv(t, done, "serve to return"))
+	w.Close() // ends the scanner
+	for range lines {
+	}
 }
 
 func atoi(t *testing.T, s string) int {

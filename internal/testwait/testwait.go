@@ -4,8 +4,11 @@
 package testwait
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/sluice-rpc/sluice/internal/clock"
 )
 
 // Limit is how long a test waits for something that should happen at once.
@@ -26,4 +29,25 @@ func Recv[T any](t testing.TB, ch <-chan T, what string) T {
 		t.Fatalf("waited %v for %s", Limit, what)
 		panic("unreachable")
 	}
+}
+
+// Until polls cond every millisecond until it holds, failing the test if
+// it does not within Limit. It is for conditions no channel signals (a
+// goroutine has armed a timer, a counter has moved).
+func Until(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(Limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", Limit, what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Timers waits until exactly n timers are pending on f: the goroutine under
+// test has started waiting and the test may move the clock.
+func Timers(t testing.TB, f *clock.Fake, n int) {
+	t.Helper()
+	Until(t, fmt.Sprintf("%d pending timers on the fake clock", n), func() bool { return f.Timers() == n })
 }

@@ -12,3 +12,11 @@ func TestRecvReturnsTheValue(t *testing.T) {
 	close(done)
 	Recv(t, done, "a closed channel")
 }
+
+func TestUntilReturnsOnceTheConditionHolds(t *testing.T) {
+	n := 0
+	Until(t, "three polls", func() bool { n++; return n == 3 })
+	if n != 3 {
+		t.Fatalf("polled %d times, want 3", n)
+	}
+}

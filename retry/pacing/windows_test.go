@@ -52,14 +52,6 @@ func TestDelay(t *testing.T) {
 	}
 }
 
-// waitForTimers blocks until the fake clock has n pending timers: a
-// goroutine under test has started waiting.
-func waitForTimers(f *clock.Fake, n int) {
-	for f.Timers() < n {
-		runtime.Gosched()
-	}
-}
-
 func TestWindowsUnthrottledPassesAtOnce(t *testing.T) {
 	f := clock.NewFake(time.Now())
 	w := NewWindows(f)
@@ -80,7 +72,7 @@ func TestWindowsWaitsUntilTheWindowEnds(t *testing.T) {
 	w.Record("kv::Get", f.Now().Add(3*time.Second))
 	done := make(chan error, 1)
 	go func() { done <- w.Wait(context.Background(), "kv::Get", 5*time.Second) }()
-	waitForTimers(f, 1)
+	testwait.Timers(t, f, 1)
 	f.Add(2999 * ms)
 	select {
 	case err := <-done:
@@ -130,7 +122,7 @@ func TestWindowsFailFastPastDeadline(t *testing.T) {
 	// The deadline is past the window: the call waits.
 	done := make(chan error, 1)
 	go func() { done <- w.Wait(ctx, "kv", 0) }()
-	waitForTimers(f, 1)
+	testwait.Timers(t, f, 1)
 	f.Add(30 * time.Second)
 	if err := testwait.Recv(t, done, "Wait to return"); err != nil {
 		t.Fatal(err)
@@ -156,7 +148,7 @@ func TestWindowsReleaseAndCancel(t *testing.T) {
 	w.Record("kv", f.Now().Add(time.Minute))
 	done := make(chan error, 1)
 	go func() { done <- w.Wait(context.Background(), "kv", 0) }()
-	waitForTimers(f, 1)
+	testwait.Timers(t, f, 1)
 	w.Release("kv")
 	if err := testwait.Recv(t, done, "Wait to return"); err != nil {
 		t.Fatalf("Wait after Release = %v", err)
@@ -168,7 +160,7 @@ func TestWindowsReleaseAndCancel(t *testing.T) {
 	w.Record("kv", f.Now().Add(time.Minute))
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { done <- w.Wait(ctx, "kv", 0) }()
-	waitForTimers(f, 1)
+	testwait.Timers(t, f, 1)
 	cancel()
 	if err := testwait.Recv(t, done, "Wait to return"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Wait after cancel = %v", err)
@@ -187,10 +179,10 @@ func TestWindowsRecordKeepsTheLaterEnd(t *testing.T) {
 	// A window extended while a call waits is honoured.
 	done := make(chan error, 1)
 	go func() { done <- w.Wait(context.Background(), "kv", 0) }()
-	waitForTimers(f, 1)
+	testwait.Timers(t, f, 1)
 	w.Record("kv", f.Now().Add(15*time.Second))
 	f.Add(10 * time.Second)
-	waitForTimers(f, 1) // waiting again, for the extension
+	testwait.Timers(t, f, 1) // waiting again, for the extension
 	select {
 	case err := <-done:
 		t.Fatalf("Wait returned %v inside the extended window", err)
@@ -243,7 +235,11 @@ func TestWindowsConcurrent(t *testing.T) {
 	// the latest record.
 	finished := make(chan struct{})
 	go func() { wg.Wait(); close(finished) }()
+	deadline := time.Now().Add(testwait.Limit)
 	for {
+		if time.Now().After(deadline) {
+			t.Fatalf("waiters still waiting after %v of advancing the clock", testwait.Limit)
+		}
 		select {
 		case <-finished:
 			close(errs)
