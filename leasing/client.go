@@ -526,8 +526,9 @@ func jitter(d time.Duration, u float64) time.Duration {
 	return d/2 + time.Duration(u*float64(d-d/2))
 }
 
-// backoff returns the wait after the given number of consecutive failures:
-// InitialBackoff doubled per failure, capped at MaxBackoff.
+// backoff returns the longest wait (see jitter) after the given number of
+// consecutive failures: InitialBackoff doubled per failure, capped at
+// MaxBackoff.
 func (c *Client) backoff(failures int) time.Duration {
 	d := c.cfg.InitialBackoff
 	for i := 1; i < failures && d < c.cfg.MaxBackoff; i++ {
@@ -640,7 +641,7 @@ type Resource struct {
 	safe        float64
 	hasSafe     bool
 	lastRequest time.Time
-	urgent      bool   // wants changed since the last request
+	urgent      bool   // wants changed since the last answered request that carried them
 	wantsGen    uint64 // counts SetWants changes
 	released    bool
 	notified    float64
@@ -738,21 +739,30 @@ func (r *Resource) Changed() <-chan struct{} {
 // value announced.
 func (r *Resource) checkChanged(now time.Time) {
 	r.mu.Lock()
-	capacity := r.capacityLocked(now)
+	capacity, changed := r.checkChangedLocked(now)
+	r.mu.Unlock()
+	if changed {
+		r.capacityGauge.Update(capacity)
+	}
+}
+
+// checkChangedLocked is checkChanged with r.mu held; the caller updates the
+// gauge if it reports a change. Whoever reads the new capacity under r.mu
+// afterwards also gets the new Changed channel.
+func (r *Resource) checkChangedLocked(now time.Time) (capacity float64, changed bool) {
+	capacity = r.capacityLocked(now)
 	if r.lease != nil && !now.Before(r.leaseExpiry) {
 		// Count an expiry once.
 		r.expired.Inc(1)
 		r.lease = nil
 	}
 	if capacity == r.notified {
-		r.mu.Unlock()
-		return
+		return capacity, false
 	}
 	r.notified = capacity
 	close(r.changed)
 	r.changed = make(chan struct{})
-	r.mu.Unlock()
-	r.capacityGauge.Update(capacity)
+	return capacity, true
 }
 
 // Release gives the resource's lease back to the server and removes it
@@ -857,12 +867,19 @@ func (r *Resource) apply(rr *pb.ResourceResponse, now time.Time) {
 		r.lease.Capacity = proto.Float64(0)
 	}
 	r.leaseExpiry = time.Unix(r.lease.GetExpiryTime(), 0)
-	r.refresh = time.Duration(r.lease.GetRefreshInterval()) * time.Second
+	// Any server may answer: clamp what it says before it becomes a
+	// Duration, which a huge number of seconds would overflow.
+	r.refresh = time.Duration(min(max(r.lease.GetRefreshInterval(), 0), MaxLeaseLength)) * time.Second
 	if rr.SafeCapacity != nil {
 		r.safe, r.hasSafe = rr.GetSafeCapacity(), true
 	}
+	// Announce under the same lock: a reader who sees the new capacity
+	// must not get the Changed channel this change closes.
+	capacity, changed := r.checkChangedLocked(now)
 	r.mu.Unlock()
-	r.checkChanged(now)
+	if changed {
+		r.capacityGauge.Update(capacity)
+	}
 }
 
 // nextRefresh is when the resource should next be asked for.

@@ -89,16 +89,10 @@ func startServer(t testing.TB, s *Server, addr string) string {
 	return lis.Addr().String()
 }
 
-// waitFor polls cond until it holds, failing the test after 5 s.
+// waitFor polls cond until it holds (see testwait.Until).
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(t, what, cond)
 }
 
 func newTestClient(t testing.TB, addr, id string, clk clock.Clock) *Client {

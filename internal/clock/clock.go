@@ -16,8 +16,9 @@ type Clock interface {
 	// Now returns the current time.
 	Now() time.Time
 	// Since returns the time elapsed since t, a time read from this clock.
-	// On the wall clock it reads only the monotonic clock, about half the
-	// cost of Now: hot paths that need a duration use it.
+	// On the wall clock, for a t from Real.Now (which carries a monotonic
+	// reading), it reads only the monotonic clock, about half the cost of
+	// Now: hot paths that need a duration use it.
 	Since(t time.Time) time.Duration
 	// NewTimer returns a timer that fires once d has passed on this clock.
 	NewTimer(d time.Duration) Timer
