@@ -49,6 +49,8 @@ type options struct {
 	bufTotal, bufPerCall int64
 	leases               map[string]leasing.CapacitySource
 	pacing               map[string]PacingConfig
+
+	rand func() float64 // backoff jitter, uniform in [0, 1); tests fix it
 }
 
 // WithClock sets the clock the busy limiters and latency measurements use.
@@ -109,7 +111,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	if serviceName == "" {
 		return nil, errors.New("channel: the service name is empty; name the service this channel serves or calls as")
 	}
-	o := options{clock: clock.Real, busy: busy.DefaultConfig(), timeout: DefaultTimeout,
+	o := options{clock: clock.Real, busy: busy.DefaultConfig(), timeout: DefaultTimeout, rand: rand.Float64,
 		maxAttemptsCap: retry.MaxAttemptsCap, bufTotal: retry.DefaultBufferSize, bufPerCall: retry.DefaultPerCallBufferLimit}
 	for _, opt := range opts {
 		opt(&o)
@@ -289,7 +291,7 @@ func (c *Channel) Close() {
 }
 
 // rand returns a uniform number in [0, 1) for backoff jitter.
-func (c *Channel) rand() float64 { return rand.Float64() }
+func (c *Channel) rand() float64 { return c.o.rand() }
 
 // withDeadline gives ctx the default timeout if it has no deadline.
 func (c *Channel) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {

@@ -104,3 +104,6 @@ func ctxTimeout(t testing.TB) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// withRand fixes the backoff jitter, for tests whose timing depends on it.
+func withRand(f func() float64) Option { return func(o *options) { o.rand = f } }

@@ -159,7 +159,7 @@ func (c *Channel) buildPolicy(service, method string) (*methodPolicy, error) {
 			p.backoff = pol.Backoff()
 		}
 		p.retry, err = retry.NewExecutor(retry.ExecutorConfig{Policy: pol, MaxAttemptsCap: c.o.maxAttemptsCap,
-			Throttle: p.bucket, Buffer: c.buffer, Clock: c.o.clock})
+			Throttle: p.bucket, Buffer: c.buffer, Clock: c.o.clock, Rand: c.o.rand})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("channel: policy for %s::%s: %w", service, method, err)

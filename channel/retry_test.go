@@ -173,7 +173,10 @@ func TestNotRetried(t *testing.T) {
 
 func TestDeadlineEndsRetryChain(t *testing.T) {
 	f := startFleet(t, 3, func(int) error { return Busy("always") })
-	c, _ := retryClient(t, f, mustConfig(t, fmt.Sprintf(retryBusy, 5, "0.2s", "")))
+	// Backoffs of half their bound: 100, 200, 400 ms. With full jitter the
+	// four could all be short enough to fit in the deadline.
+	half := withRand(func() float64 { return 0.5 })
+	c, _ := retryClient(t, f, mustConfig(t, fmt.Sprintf(retryBusy, 5, "0.2s", "")), half)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()

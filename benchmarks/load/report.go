@@ -60,7 +60,7 @@ func (s *Seconds) UnmarshalJSON(b []byte) error {
 	if _, err := fmt.Sscan(string(b), &f); err != nil {
 		return fmt.Errorf("load: seconds %s: %v", b, err)
 	}
-	*s = Seconds(time.Duration(f * float64(time.Second)))
+	*s = Seconds(time.Duration(math.Round(f * float64(time.Second)))) // 0.5005 s is 500500000 ns, not 500499999
 	return nil
 }
 
@@ -89,7 +89,7 @@ func (m *Millis) UnmarshalJSON(b []byte) error {
 	if _, err := fmt.Sscan(string(b), &f); err != nil {
 		return fmt.Errorf("load: milliseconds %s: %v", b, err)
 	}
-	*m = Millis(time.Duration(f * float64(time.Millisecond)))
+	*m = Millis(time.Duration(math.Round(f * float64(time.Millisecond))))
 	return nil
 }
 

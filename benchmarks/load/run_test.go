@@ -120,7 +120,11 @@ func TestRunMakesTheCalls(t *testing.T) {
 	if err := json.Unmarshal(js, &back); err != nil {
 		t.Fatal(err)
 	}
-	if back.Calls != r.Calls || back.Latency.P50.String() != r.Latency.P50.String() {
+	// JSON carries whole microseconds of latency and seconds of elapsed time;
+	// the round trip may only lose what is finer.
+	near := func(a, b, within time.Duration) bool { return a-b <= within && b-a <= within }
+	if back.Calls != r.Calls || !near(time.Duration(back.Latency.P50), time.Duration(r.Latency.P50), 500*time.Nanosecond) ||
+		!near(time.Duration(back.Elapsed), time.Duration(r.Elapsed), 500*time.Nanosecond) {
 		t.Errorf("JSON round trip: %s -> %+v", js, back)
 	}
 	var sb strings.Builder
@@ -197,6 +201,36 @@ func TestStartServersValidates(t *testing.T) {
 	} {
 		if _, err := StartServers(tc.n, tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("StartServers(%d, %+v) = %v, want an error containing %q", tc.n, tc.cfg, err, tc.want)
+		}
+	}
+}
+
+// Whole microseconds (and seconds to the microsecond) survive JSON exactly:
+// 1.005 ms is 1005000 ns, not the 1004999 a truncated float product gives.
+func TestDurationsRoundTripJSON(t *testing.T) {
+	for _, d := range []time.Duration{2825 * time.Microsecond, 1005 * time.Microsecond, 1, 0, 7314 * time.Microsecond, 123456789 * time.Microsecond} {
+		m := Millis(d.Round(time.Microsecond))
+		js, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Millis
+		if err := json.Unmarshal(js, &back); err != nil {
+			t.Fatal(err)
+		}
+		if back != m {
+			t.Errorf("Millis %v -> %s -> %v", time.Duration(m), js, time.Duration(back))
+		}
+		s := Seconds(d.Round(time.Microsecond))
+		if js, err = json.Marshal(s); err != nil {
+			t.Fatal(err)
+		}
+		var sback Seconds
+		if err := json.Unmarshal(js, &sback); err != nil {
+			t.Fatal(err)
+		}
+		if sback != s {
+			t.Errorf("Seconds %v -> %s -> %v", time.Duration(s), js, time.Duration(sback))
 		}
 	}
 }
