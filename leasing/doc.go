@@ -11,7 +11,9 @@
 //
 // A Client holds leases for the resources of one process. It refreshes all
 // of them with one bulk request at the server's refresh interval, follows
-// mastership redirects, backs off while the server is unreachable and,
+// mastership redirects, backs off while the server is unreachable (capped
+// exponential backoff, each wait drawn from the upper half of its bound so
+// that clients cut off together do not return together) and,
 // when a lease expires unrenewed, falls back per resource to its Mode:
 // Optimistic (use what it wants), Pessimistic (use nothing) or Safe (use
 // the server's safe capacity).
