@@ -446,7 +446,9 @@ const maxUnixMilli = math.MaxInt64 / int64(time.Millisecond)
 
 // FormatQuota writes s in the Aliyun quota format, the inverse of
 // ParseQuota: the fields s has, in the order Remain, Limit, Time, TimeLeft,
-// Reset. Durations are written in whole milliseconds (rounded down).
+// Reset. Window is written in whole milliseconds; TimeLeft and Reset are
+// rounded up to the millisecond, so that a client pacing itself by them
+// never comes back before the window has really ended.
 func FormatQuota(s Signal) string {
 	b := make([]byte, 0, 64)
 	add := func(name string, n int64) {
@@ -467,10 +469,10 @@ func FormatQuota(s Signal) string {
 		add("Time", s.Window.Milliseconds())
 	}
 	if s.Has(FieldTimeLeft) {
-		add("TimeLeft", s.TimeLeft.Milliseconds())
+		add("TimeLeft", ceilMillis(s.TimeLeft))
 	}
 	if s.Has(FieldReset) {
-		add("Reset", s.Reset.UnixMilli())
+		add("Reset", s.Reset.Add(time.Millisecond-1).UnixMilli())
 	}
 	return string(b)
 }
@@ -503,6 +505,13 @@ func SetHeaders(h map[string]string, s Signal) {
 	if s.Has(FieldRetryAfter) {
 		h[HeaderRetryAfter] = strconv.FormatInt(ceilSeconds(s.RetryAfter), 10)
 	}
+}
+
+func ceilMillis(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
 func ceilSeconds(d time.Duration) int64 {
