@@ -77,11 +77,12 @@ func TestBusyIsClassifiedFromTheCallNotItsText(t *testing.T) {
 func TestBusyPeerTrafficMovesAwayAndRecovers(t *testing.T) {
 	a, b, bad := startServer(t), startServer(t), startServer(t)
 	c, clk, scope := startClient(t, a, b, bad)
-	ctx := ctxTimeout(t)
 	badPeer := bad.ch.HostPort()
 	send := func(n int) (ok, busyErrs int) {
 		for i := 0; i < n; i++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // per call: ~1,200 calls follow
 			_, err := c.CallRaw(ctx, "kv", "echo", nil, []byte("x"))
+			cancel()
 			var ce *CallError
 			switch {
 			case err == nil:

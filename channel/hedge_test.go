@@ -82,14 +82,25 @@ func sum(servers ...*hedgeServer) (received, cancelled int64) {
 	return
 }
 
-// Slow servers: hedges go out every 20ms, each to a server not used yet;
-// the first answer wins and the servers still working see the cancellation.
+// Hedges go out every 20ms, each to a server not used yet; the first
+// answer wins and the servers still working see the cancellation. The
+// first two requests to arrive wait for their cancellation, the third
+// answers at once: no timing decides who wins or whether a loser finishes
+// before its cancel frame arrives.
 func TestHedgesOnDistinctPeersAndLosersCancelled(t *testing.T) {
-	servers := []*hedgeServer{
-		startHedgeServer(t, slow(300*time.Millisecond)),
-		startHedgeServer(t, slow(300*time.Millisecond)),
-		startHedgeServer(t, slow(300*time.Millisecond)),
+	var arrivals atomic.Int64
+	behave := func(ctx context.Context) error {
+		if arrivals.Add(1) == 3 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(testwait.Limit): // no cancel frame came: the test fails below
+			return nil
+		}
 	}
+	servers := []*hedgeServer{startHedgeServer(t, behave), startHedgeServer(t, behave), startHedgeServer(t, behave)}
 	c := hedgeClient(t, fmt.Sprintf(hedgeCfg, 3, "0.02s", ""), servers...)
 	res, err := c.Call(ctxTimeout(t), "kv", "get", &Request{Format: "json", Arg3: []byte(`{"Key":"k"}`)})
 	require.NoError(t, err)

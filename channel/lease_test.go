@@ -75,7 +75,10 @@ func TestLeaseGateHoldsTheLeasedRate(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			// A call may wait for the gate up to half its time left: with
+			// 1 s, callers queue 500 ms ahead, and a stall of the test
+			// machine shorter than that costs the gate no admission.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			_, err := c.CallRaw(ctx, "kv", "echo", nil, nil)
 			mu.Lock()

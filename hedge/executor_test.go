@@ -3,13 +3,13 @@ package hedge
 import (
 	"context"
 	"errors"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/clock"
+	"github.com/sluice-rpc/sluice/internal/testwait"
 	"github.com/sluice-rpc/sluice/retry"
 )
 
@@ -131,13 +131,7 @@ func (h *harness) expectQuiet() {
 // waitTimers waits until n timers are pending: the executor is waiting.
 func (h *harness) waitTimers(n int) {
 	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for h.fake.Timers() != n {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("timers pending: %d, want %d", h.fake.Timers(), n)
-		}
-		runtime.Gosched()
-	}
+	testwait.Timers(h.t, h.fake, n)
 }
 
 func (h *harness) reply(n int, o retry.Outcome) { h.replies[n] <- o }
@@ -358,6 +352,7 @@ func TestHedgeLocalOutcomeStopsHedgingOnly(t *testing.T) {
 	h.waitTimers(1)
 	h.fake.Add(100 * ms)
 	h.expectStarted(1)
+	h.waitTimers(1) // the third attempt's timer: armed, so waitTimers(0) below means stopped
 	h.reply(1, retry.Outcome{Err: errBad, Local: true})
 	h.waitTimers(0)
 	h.reply(0, okO)
