@@ -280,13 +280,11 @@ func (c *Channel) Close() {
 		return
 	}
 	c.tch.Close()
-	// tchannel-go offers no notification of the end of closing: poll its
-	// state, bounded.
-	deadline := time.Now().Add(closeWait)
-	t := time.NewTicker(time.Millisecond)
+	t := time.NewTimer(closeWait)
 	defer t.Stop()
-	for c.tch.State() != tchannel.ChannelClosed && time.Now().Before(deadline) {
-		<-t.C
+	select {
+	case <-c.tch.ClosedChan(): // closed once its connections have
+	case <-t.C:
 	}
 }
 

@@ -38,7 +38,7 @@ func plainGet(b *testing.B, ctx tthrift.Context, hp string) func() error {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { closePlain(ch) })
+	b.Cleanup(func() { closePlain(b, ch) })
 	ch.Peers().Add(hp)
 	return get(ctx, keyvalue.NewTChanKeyValueClient(tthrift.NewClient(ch, service, nil)))
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/internal/clock"
+	"github.com/sluice-rpc/sluice/internal/testwait"
 	"github.com/uber/tchannel-go"
 	"github.com/uber/tchannel-go/examples/keyvalue/gen-go/keyvalue"
 	tthrift "github.com/uber/tchannel-go/thrift"
@@ -128,7 +129,7 @@ func startPlainServer(t testing.TB) *kvServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { closePlain(ch) })
+	t.Cleanup(func() { closePlain(t, ch) })
 	s := newKVServer()
 	tthrift.NewServer(ch).Register(keyvalue.NewTChanKeyValueServer(s))
 	if err := ch.ListenAndServe("127.0.0.1:0"); err != nil {
@@ -138,16 +139,11 @@ func startPlainServer(t testing.TB) *kvServer {
 	return s
 }
 
-// closePlain closes a plain tchannel-go channel and waits, bounded, until
-// its connections have closed (tchannel-go has no notification for it).
-func closePlain(ch *tchannel.Channel) {
+// closePlain closes a plain tchannel-go channel and waits until its
+// connections have closed, so that goleak sees none of their goroutines.
+func closePlain(t testing.TB, ch *tchannel.Channel) {
 	ch.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for ch.State() != tchannel.ChannelClosed && time.Now().Before(deadline) {
-		<-tick.C
-	}
+	testwait.Recv(t, ch.ClosedChan(), "the plain channel to close")
 }
 
 // startClient returns a Sluice client channel whose busy windows follow a
@@ -177,7 +173,7 @@ func startPlainClient(t testing.TB, hostPort string) keyvalue.TChanKeyValue {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { closePlain(ch) })
+	t.Cleanup(func() { closePlain(t, ch) })
 	ch.Peers().Add(hostPort)
 	return keyvalue.NewTChanKeyValueClient(tthrift.NewClient(ch, service, nil))
 }
