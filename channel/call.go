@@ -275,19 +275,7 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 // half the time left: a call admitted just before its deadline could not be
 // sent, and would waste a slot of the leased rate.
 func (c *Channel) waitLease(ctx context.Context, g *leasing.RateLimiter) error {
-	if d, ok := ctx.Deadline(); ok {
-		// Context deadlines are wall-clock times, so this reads the wall
-		// clock, not the channel's (possibly fake) one.
-		wctx, cancel := context.WithDeadline(ctx, time.Now().Add(time.Until(d)/2))
-		defer cancel()
-		err := g.Wait(wctx)
-		if err != nil && ctx.Err() == nil && !errors.Is(err, ErrRateLimited) {
-			// Only the shortened wait ran out: say so as the gate would.
-			err = fmt.Errorf("%w (no capacity within half the call's time left)", ErrRateLimited)
-		}
-		return err
-	}
-	return g.Wait(ctx)
+	return g.WaitWithin(ctx, 0.5)
 }
 
 func (c *Channel) fail(m *stats.Method, start time.Time, ce *CallError) error {

@@ -94,7 +94,17 @@ func (l *RateLimiter) sync(now time.Time) (float64, <-chan struct{}) {
 // clear that admission would come after ctx's deadline, in which case it
 // returns an error wrapping ErrRateLimited at once. The deadline is a
 // wall-clock time; the wait is measured on the limiter's clock.
-func (l *RateLimiter) Wait(ctx context.Context) error {
+func (l *RateLimiter) Wait(ctx context.Context) error { return l.WaitWithin(ctx, 1) }
+
+// WaitWithin is Wait allowed only share (in (0, 1]) of the time left
+// before ctx's deadline: a caller that must still do its work after the
+// admission (send a call, say) keeps the rest. An admission that would come
+// later fails at once with ErrRateLimited, and the reserved slot is given
+// back. Without a deadline it is Wait.
+func (l *RateLimiter) WaitWithin(ctx context.Context, share float64) error {
+	if !(share > 0 && share <= 1) {
+		return fmt.Errorf("leasing: WaitWithin share is %v, must be in (0, 1]", share)
+	}
 	if l.obs != nil {
 		l.obs.observeArrival()
 	}
@@ -128,9 +138,11 @@ func (l *RateLimiter) Wait(ctx context.Context) error {
 		}
 		// Context deadlines are wall-clock times whatever clock paces
 		// the limiter, so the budget is measured on the wall clock.
-		if budget := time.Until(deadline); hasDeadline && delay > budget {
-			r.CancelAt(now)
-			return l.limited(fmt.Sprintf("next admission in %v, after the deadline in %v", delay, budget))
+		if hasDeadline {
+			if budget := time.Duration(share * float64(time.Until(deadline))); delay > budget {
+				r.CancelAt(now)
+				return l.limited(fmt.Sprintf("next admission in %v, later than the %v allowed before the deadline", delay, budget))
+			}
 		}
 		l.countWait(&counted)
 		t := l.clock.NewTimerAt(now.Add(delay))

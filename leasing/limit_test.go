@@ -44,6 +44,32 @@ func (s *fixedSource) set(capacity float64) {
 	s.changed = make(chan struct{})
 }
 
+// WaitWithin(ctx, share) refuses an admission due after that share of the
+// time left, which Wait (share 1) would have waited for, and gives the slot
+// back.
+func TestRateLimiterWaitWithinKeepsPartOfTheDeadline(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	l := newRateLimiter(newFixedSource(1), clk)
+	if err := l.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// The next admission is 1 s away; the deadline 1.5 s.
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	if err := l.WaitWithin(ctx, 0.5); !errors.Is(err, ErrRateLimited) {
+		t.Fatalf("WaitWithin(half of 1.5s) for an admission 1s away: %v, want ErrRateLimited", err)
+	}
+	clk.Add(time.Second) // the refused slot was given back: due now
+	if err := l.WaitWithin(ctx, 0.5); err != nil {
+		t.Fatalf("WaitWithin once the slot is due: %v", err)
+	}
+	for _, bad := range []float64{0, -1, 1.5, math.NaN()} {
+		if err := l.WaitWithin(ctx, bad); err == nil || errors.Is(err, ErrRateLimited) {
+			t.Errorf("WaitWithin(share %v) = %v, want an error naming the share", bad, err)
+		}
+	}
+}
+
 func TestRateLimiterSpreadsCallsOverTheSecond(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
 	l := newRateLimiter(newFixedSource(10), clk)
