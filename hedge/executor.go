@@ -218,17 +218,19 @@ func (c *call) handle(f finished) retry.StopReason {
 		return retry.StopSucceeded
 	}
 	nonFatalCode := c.e.policy.NonFatalCodes.Has(o.Code)
-	transparent := !o.Committed && o.Pushback.Kind != retry.PushbackStop &&
-		(o.NotSent || (o.DeclinedEarly && !c.declined))
-	if transparent {
+	if o.Transparent(c.declined) {
 		// It never reached the server's application: it takes no attempt
-		// slot and needs no permission to go again (the retry design's
-		// transparent retry), after a short wait if it was not sent at all.
+		// slot and needs no permission to go again, after a short wait if
+		// it was not sent at all, or the pause a declining server asked.
 		c.res.Sent--
 		c.free++
-		if o.NotSent {
+		switch {
+		case o.NotSent:
 			c.schedule(retry.DefaultTransparentBackoff)
-		} else {
+		case o.Pushback.Kind == retry.PushbackDelay && o.Pushback.Delay > 0:
+			c.declined = true
+			c.schedule(o.Pushback.Delay)
+		default:
 			c.declined = true
 			c.send()
 		}
@@ -240,7 +242,7 @@ func (c *call) handle(f finished) retry.StopReason {
 	switch {
 	case o.Committed:
 		return retry.StopCommitted
-	case !nonFatalCode && !o.DeclinedEarly && !o.NotSent:
+	case !nonFatalCode: // a second early decline included, as in retries
 		return retry.StopNotRetryable
 	case o.Pushback.Kind == retry.PushbackStop:
 		c.stopTimer()

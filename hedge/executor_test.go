@@ -128,6 +128,17 @@ func (h *harness) expectQuiet() {
 	}
 }
 
+// expectNotFired checks, just before a timer's deadline, that it is still
+// pending (Fake.Add fires due timers before it returns) and that no attempt
+// started.
+func (h *harness) expectNotFired() {
+	h.t.Helper()
+	if n := h.fake.Timers(); n != 1 {
+		h.t.Fatalf("%d timers pending before the deadline, want 1: it fired early", n)
+	}
+	h.expectQuiet()
+}
+
 // waitTimers waits until n timers are pending: the executor is waiting.
 func (h *harness) waitTimers(n int) {
 	h.t.Helper()
@@ -156,7 +167,7 @@ func TestHedgeSendsEveryDelayAndFirstSuccessWins(t *testing.T) {
 	h.expectStarted(0)
 	h.waitTimers(1)
 	h.fake.Add(499 * ms)
-	h.expectQuiet()
+	h.expectNotFired()
 	h.fake.Add(ms)
 	h.expectStarted(1)
 	h.waitTimers(1)
@@ -202,7 +213,7 @@ func TestHedgeNonFatalSendsNextAtOnce(t *testing.T) {
 	// Later hedges resume hedgingDelay after the shortcut.
 	h.waitTimers(1)
 	h.fake.Add(time.Hour - 1)
-	h.expectQuiet()
+	h.expectNotFired()
 	h.fake.Add(1)
 	h.expectStarted(2)
 	h.reply(2, okO)
@@ -247,7 +258,7 @@ func TestHedgePushbackDelaysNextHedge(t *testing.T) {
 		t.Fatalf("%d timers pending, want only the pushback's", h.fake.Timers())
 	}
 	h.fake.Add(299 * ms)
-	h.expectQuiet()
+	h.expectNotFired()
 	h.fake.Add(ms)
 	h.expectStarted(1)
 	h.expectTimer(time.Second) // and then hedgingDelay again
@@ -341,6 +352,28 @@ func TestHedgeTransparentOutcomesTakeNoSlot(t *testing.T) {
 	h.reply(0, okO)
 	if r := h.result(); r.Stop != retry.StopSucceeded || r.Winner != 0 || r.Sent != 1 || th.Tokens() != 10 {
 		t.Fatalf("Result %+v, tokens %v", r, th.Tokens())
+	}
+}
+
+// The first early decline goes again after the pause its server asked for,
+// taking no slot; a second one is an ordinary failure, fatal for a code
+// that is not non-fatal, as it is for retries.
+func TestHedgeEarlyDeclineHonoursPushbackThenIsFatal(t *testing.T) {
+	h := start(t, ExecutorConfig{Policy: policy(time.Hour)}, context.Background())
+	h.expectStarted(0)
+	h.expectTimer(time.Hour)
+	declined := retry.Outcome{Err: errBad, Code: codes.Declined, DeclinedEarly: true}
+	paused := declined
+	paused.Pushback = retry.PushbackAfter(200 * ms)
+	h.reply(0, paused)
+	h.expectTimer(200 * ms)
+	h.fake.Add(200*ms - 1)
+	h.expectNotFired()
+	h.fake.Add(1)
+	h.expectStarted(0)
+	h.reply(0, declined)
+	if r := h.result(); r.Stop != retry.StopNotRetryable || r.Sent != 1 || r.Outcome.Code != codes.Declined {
+		t.Fatalf("Result %+v, want the second decline to end the call (StopNotRetryable, 1 sent)", r)
 	}
 }
 

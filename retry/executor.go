@@ -61,6 +61,17 @@ type Outcome struct {
 	Local bool
 }
 
+// Transparent reports whether o never reached the server's application
+// and may go again without counting as an attempt or in the Throttle (the
+// retry design's transparent retry): it was not sent, or it was declined
+// early and the call has not yet used its one such re-send (declinedBefore).
+// A committed outcome or a "do not retry" pushback never is. The retry and
+// hedge executors both decide with it.
+func (o Outcome) Transparent(declinedBefore bool) bool {
+	return o.Err != nil && !o.Committed && o.Pushback.Kind != PushbackStop &&
+		(o.NotSent || (o.DeclinedEarly && !declinedBefore))
+}
+
 // AttemptFunc makes one attempt of a call. It must honour ctx and must not
 // keep ctx or a after it returns.
 type AttemptFunc func(ctx context.Context, a Attempt) Outcome
@@ -300,15 +311,14 @@ func (e *Executor) run(ctx context.Context, retries bool, attempt AttemptFunc) R
 		}
 
 		var wait time.Duration
-		transparent := false
-		if !o.Committed && o.Pushback.Kind != PushbackStop {
-			if o.NotSent {
-				transparent, wait = true, e.transparent
-			} else if o.DeclinedEarly && !declined {
-				transparent, declined = true, true
-				if o.Pushback.Kind == PushbackDelay {
-					wait = o.Pushback.Delay // the server asked for a pause
-				}
+		transparent := o.Transparent(declined)
+		switch {
+		case transparent && o.NotSent:
+			wait = e.transparent
+		case transparent: // declined early
+			declined = true
+			if o.Pushback.Kind == PushbackDelay {
+				wait = o.Pushback.Delay // the server asked for a pause
 			}
 		}
 
