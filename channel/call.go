@@ -243,11 +243,7 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 	if outcome.Err == nil {
 		res = st.response(winner)
 	}
-	end := st.lastEnd // the winning attempt just ended: its end is the call's
 	st.mu.Unlock()
-	if end.IsZero() {
-		end = c.o.clock.Now()
-	}
 	if outcome.Err != nil || res == nil {
 		ce, ok := outcome.Err.(*CallError)
 		if !ok { // the context ended before any attempt reported
@@ -266,7 +262,7 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 		span.SetTag("code", ce.statsCode())
 		return nil, c.fail(m, start, ce)
 	}
-	m.Call(end.Sub(start), "")
+	m.Call(res.end.Sub(start), "") // the winning attempt's end is the call's
 	res.Attempts, res.Peers = sent, peers
 	return res, nil
 }
@@ -312,9 +308,7 @@ type callState struct {
 	used []*peer.Peer // in the order chosen, each once
 	sent int          // attempts sent on the wire
 	last int          // Number of the latest attempt (sequential retries)
-	// lastEnd is when the latest attempt to succeed ended.
-	lastEnd time.Time
-	wins    []win // successful attempts (more than one only when hedging)
+	wins []win        // successful attempts (more than one only when hedging)
 
 	// Inline backing for used and wins: most calls need one of each, and
 	// the callState is allocated anyway.
@@ -381,20 +375,7 @@ func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
 	if a.Number > 0 && spec.req.Format != tchannel.Raw {
 		spec.req = spec.req.withHeader(AttemptsHeader, strconv.Itoa(a.Number))
 	}
-	var t0 time.Time
-	if st.est != nil {
-		t0 = st.c.o.clock.Now()
-	}
 	res, p, sent, committed, err := st.c.attempt(ctx, st, &spec, a.Number, into)
-	if st.est != nil && a.Number == 0 && sent {
-		// A first attempt cancelled because a hedge won, or cut off by the
-		// deadline, is observed too: its time so far bounds its latency
-		// from below.
-		var ce *CallError
-		if err == nil || (errors.As(err, &ce) && (ce.Code == codes.Cancelled || ce.Code == codes.Timeout)) {
-			st.est.Observe(st.c.o.clock.Now().Sub(t0))
-		}
-	}
 	st.mu.Lock()
 	st.last = a.Number
 	if sent {
@@ -402,7 +383,6 @@ func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
 	}
 	if err == nil {
 		st.wins = append(st.wins, win{a.Number, res})
-		st.lastEnd = res.end
 	}
 	st.mu.Unlock()
 	if sent && a.Number > 0 {
@@ -486,6 +466,12 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 	}
 	now := c.o.clock.Now()
 	p.End(now, now.Sub(t0), code)
+	if st.est != nil && n == 0 && (code == codes.OK || code == codes.Cancelled || code == codes.Timeout) {
+		// Adaptive hedging learns from first attempts. One cancelled
+		// because a hedge won, or cut off by the deadline, is observed
+		// too: its time so far bounds its latency from below.
+		st.est.Observe(now.Sub(t0))
+	}
 	if res != nil {
 		res.end = now
 	}
