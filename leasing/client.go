@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/internal/clock"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
+	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/stats"
 )
 
@@ -175,7 +176,11 @@ type Client struct {
 	quit chan struct{}
 	done chan struct{}
 
-	rand func() float64 // uniform in [0, 1), for backoff jitter
+	// backoff after failed refreshes: InitialBackoff doubled per failure,
+	// capped at MaxBackoff, each wait drawn from the upper half (equal
+	// jitter), so that clients cut off by one outage come back spread out.
+	backoff retry.Backoff
+	rand    func() float64 // uniform in [0, 1), for backoff jitter
 }
 
 // NewClient returns a client of the Doorman server at cfg.Addr. Unless
@@ -232,6 +237,8 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		quit:      make(chan struct{}),
 		done:      make(chan struct{}),
 		rand:      rand.Float64,
+		backoff: retry.Backoff{Initial: cfg.InitialBackoff, Max: cfg.MaxBackoff, Multiplier: 2,
+			Jitter: retry.EqualJitter},
 	}
 	if cfg.ManualRefresh {
 		close(c.done)
@@ -512,29 +519,11 @@ func (c *Client) run() {
 				return
 			}
 			failures++
-			retryAt = c.clock.Now().Add(jitter(c.backoff(failures), c.rand()))
+			retryAt = c.clock.Now().Add(c.backoff.Delay(failures, c.rand()))
 			continue
 		}
 		failures = 0
 	}
-}
-
-// jitter spreads a backoff d over [d/2, d] by u in [0, 1): clients cut off
-// by one server outage then come back over an interval rather than all at
-// once, and none waits longer than the capped backoff.
-func jitter(d time.Duration, u float64) time.Duration {
-	return d/2 + time.Duration(u*float64(d-d/2))
-}
-
-// backoff returns the longest wait (see jitter) after the given number of
-// consecutive failures: InitialBackoff doubled per failure, capped at
-// MaxBackoff.
-func (c *Client) backoff(failures int) time.Duration {
-	d := c.cfg.InitialBackoff
-	for i := 1; i < failures && d < c.cfg.MaxBackoff; i++ {
-		d *= 2
-	}
-	return min(d, c.cfg.MaxBackoff)
 }
 
 // due reports whether some resource should be refreshed at now.

@@ -230,20 +230,25 @@ func TestClientBackoffIsCappedExponential(t *testing.T) {
 	defer c.Close()
 	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}
 	for i, w := range want {
-		if got := c.backoff(i + 1); got != w {
-			t.Errorf("backoff(%d) = %v, want %v", i+1, got, w)
+		if got := c.backoff.Ceiling(i + 1); got != w {
+			t.Errorf("longest backoff after %d failures = %v, want %v", i+1, got, w)
 		}
 	}
 }
 
-func TestBackoffJitterKeepsTheUpperHalf(t *testing.T) {
+func TestClientBackoffJitterKeepsTheUpperHalf(t *testing.T) {
 	d := 8 * time.Second
+	c, err := NewClient(ClientConfig{Addr: "127.0.0.1:1", ManualRefresh: true, InitialBackoff: d, MaxBackoff: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
 	for _, tt := range []struct {
 		u    float64
 		want time.Duration
 	}{{0, 4 * time.Second}, {0.5, 6 * time.Second}, {0.999999, d - 4*time.Microsecond}} {
-		if got := jitter(d, tt.u); got != tt.want {
-			t.Errorf("jitter(%v, %v) = %v, want %v", d, tt.u, got, tt.want)
+		if got := c.backoff.Delay(1, tt.u); got != tt.want {
+			t.Errorf("backoff after one failure, drawn at %v = %v, want %v", tt.u, got, tt.want)
 		}
 	}
 }
