@@ -78,6 +78,55 @@ func BenchmarkRawCallPaired(b *testing.B) {
 		"sluice", sluiceRawCall(ctx, sluiceClient(b, s.ch.HostPort())))
 }
 
+// BenchmarkRawCallPairedAA is BenchmarkRawCallPaired with two plain
+// tchannel-go clients: the harness's own bias, expected at 1.00.
+func BenchmarkRawCallPairedAA(b *testing.B) {
+	s := startServer(b)
+	ctx := benchCtx(b)
+	benchlat.Paired(b, "tchannel", plainRawCall(b, ctx, s.ch.HostPort()),
+		"tchannel2", plainRawCall(b, ctx, s.ch.HostPort()))
+}
+
+// BenchmarkRawCallPartsPaired takes BenchmarkRawCallPaired's gap apart,
+// each part interleaved with a plain tchannel-go call to the same server:
+// "exchange" is Sluice's own tchannel channel sending and reading the
+// arguments (BeginCall and exchange, no pipeline); "attempt" adds one
+// attempt's work (peer choice, busy limiter, peer accounting, stats).
+func BenchmarkRawCallPartsPaired(b *testing.B) {
+	s := startServer(b)
+	ctx := benchCtx(b)
+	c := sluiceClient(b, s.ch.HostPort())
+	pol, err := c.policyFor("kv", "echo")
+	if err != nil {
+		b.Fatal(err)
+	}
+	l := pol.peers(c, "kv")
+	req := &Request{Format: tchannel.Raw, Arg2: benchArg2, Arg3: benchArg3}
+	b.Run("exchange", func(b *testing.B) {
+		p, err := l.Choose(nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchlat.Paired(b, "tchannel", plainRawCall(b, ctx, s.ch.HostPort()), "sluice", func() error {
+			call, err := p.TChannel().BeginCall(ctx, "kv", "echo", rawCallOptions)
+			if err != nil {
+				return err
+			}
+			var res Response
+			_, _, err = exchange(call, req, &res)
+			return err
+		})
+	})
+	b.Run("attempt", func(b *testing.B) {
+		benchlat.Paired(b, "tchannel", plainRawCall(b, ctx, s.ch.HostPort()), "sluice", func() error {
+			st := &callState{c: c, l: l, m: pol.m, spec: attemptSpec{service: "kv", method: "echo", req: req}}
+			st.used, st.wins = st.usedBuf[:0], st.winsBuf[:0]
+			_, _, _, _, err := c.attempt(ctx, st, &st.spec, 0, &st.resBuf)
+			return err
+		})
+	})
+}
+
 const benchRetryConfig = `{"methodConfig":[{"name":[{"service":"kv"}],
 	"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.001s","maxBackoff":"0.01s","backoffMultiplier":2,"retryableStatusCodes":["BUSY"]}}],
 	"retryThrottling":{"maxTokens":10,"tokenRatio":0.1}}`

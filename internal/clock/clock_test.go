@@ -109,3 +109,21 @@ func TestSinceMeasuresOnItsClock(t *testing.T) {
 		t.Fatalf("Real.Since of a fresh reading = %v", got)
 	}
 }
+
+var sinkDuration time.Duration
+
+// BenchmarkRealNow and BenchmarkRealSince compare the two wall-clock reads:
+// Since of a reading with a monotonic part reads only the monotonic clock.
+func BenchmarkRealNow(b *testing.B) {
+	t0 := Real.Now()
+	for b.Loop() {
+		sinkDuration = Real.Now().Sub(t0)
+	}
+}
+
+func BenchmarkRealSince(b *testing.B) {
+	t0 := Real.Now()
+	for b.Loop() {
+		sinkDuration = Real.Since(t0)
+	}
+}
