@@ -114,8 +114,9 @@ func (p *pacer) before(ctx context.Context, c *Channel, method string) error {
 }
 
 // response reads the quota headers of a response that reached the caller:
-// a spent quota opens a window for new calls; otherwise the pacer may speed
-// up.
+// a spent quota opens a window for new calls, and the pacer learns from the
+// success and its headers (as the rate simulator's clients do, whose runs
+// the README's pacer figures come from).
 func (p *pacer) response(c *Channel, method string, h map[string]string) {
 	now := c.o.clock.Now()
 	sig, err := pacing.ParseHeaders(h, now)
@@ -124,7 +125,6 @@ func (p *pacer) response(c *Channel, method string, h map[string]string) {
 	}
 	if sig.Throttled() {
 		p.windows.RecordSignal(p.service, method, sig)
-		return
 	}
 	p.pacer.OnSuccess(now, sig)
 }

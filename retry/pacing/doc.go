@@ -41,7 +41,7 @@
 // After the response it parses the headers and tells the pacer:
 //
 //	sig, err := pacing.ParseHeaders(respHeaders, clk.Now())  // err: count it
-//	if rateLimited {                       // Busy, or sig.Throttled()
+//	if rateLimited {                       // a Busy answer
 //		windows.RecordSignal(svc, m, sig)  // hold back new calls meanwhile
 //		pause := pacer.OnRateLimited(clk.Now(), sig)
 //		wait, tooLong := pacing.Delay(backoff, n, rnd, sig.Wait(), maxDelay)
@@ -50,6 +50,9 @@
 //		}
 //		// sleep max(pause, wait), then retry
 //	} else {
+//		if sig.Throttled() {               // a success that spent the quota
+//			windows.RecordSignal(svc, m, sig)
+//		}
 //		pacer.OnSuccess(clk.Now(), sig)
 //	}
 package pacing
