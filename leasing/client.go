@@ -650,12 +650,17 @@ func (r *Resource) Mode() Mode { return r.mode }
 
 // Capacity returns the capacity the resource may use now: the capacity of
 // its unexpired lease or, without one, what its Mode gives (wants, 0 or the
-// safe capacity). It is +Inf when unlimited.
+// safe capacity). It is +Inf when unlimited. A change it is the first to
+// see (a lease that has just expired) is announced to Changed waiters.
 func (r *Resource) Capacity() float64 {
 	now := r.c.clock.Now()
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.capacityLocked(now)
+	capacity, changed := r.checkChangedLocked(now)
+	r.mu.Unlock()
+	if changed {
+		r.capacityGauge.Update(capacity)
+	}
+	return capacity
 }
 
 func (r *Resource) capacityLocked(now time.Time) float64 {
