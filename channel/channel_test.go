@@ -56,7 +56,7 @@ func TestBusyIsClassifiedFromTheCallNotItsText(t *testing.T) {
 		var ce *CallError
 		require.True(t, errors.As(err, &ce), "got %T %v", err, err)
 		assert.Equal(t, codes.Busy, ce.Code)
-		assert.Equal(t, "test server is busy", ce.Message)
+		assert.Equal(t, busyMessage, ce.Message)
 		assert.Equal(t, 1, ce.Attempts)
 		assert.Equal(t, s.ch.HostPort(), ce.Peer)
 	}
@@ -70,6 +70,13 @@ func TestBusyIsClassifiedFromTheCallNotItsText(t *testing.T) {
 	assert.EqualValues(t, 1, snap["call.errors+code=BUSY,method=echo,service=kv"].Value())
 	assert.EqualValues(t, 1, snap["call.errors+code=BUSY,method=get,service=kv"].Value())
 	assert.EqualValues(t, 2, snap["peer.busy+peer="+s.ch.HostPort()+",service=kv"].Value())
+
+	// And an error whose text says busy but whose code does not is not Busy.
+	s.busy.Store(false)
+	_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("unexpected"))
+	var ce *CallError
+	require.True(t, errors.As(err, &ce), "got %T %v", err, err)
+	assert.Equal(t, codes.Unexpected, ce.Code, "classified by its text")
 }
 
 // One of three servers answers Busy: its limit collapses, the client's

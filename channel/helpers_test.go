@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/internal/clock"
 	"github.com/uber-go/tally/v4"
+	"github.com/uber/tchannel-go"
 	tjson "github.com/uber/tchannel-go/json"
 )
 
@@ -21,6 +22,10 @@ type testServer struct {
 	busyEvery func() bool
 	release   chan struct{} // "block" requests wait for it to close
 }
+
+// busyMessage is the test server's Busy text: it does not say "busy", so
+// a test can tell classification by code from classification by text.
+const busyMessage = "no capacity left, come back later"
 
 type echoReq struct{ Key string }
 type echoRes struct {
@@ -38,7 +43,10 @@ func startServer(t testing.TB, opts ...Option) *testServer {
 	if err := ch.RegisterRaw("echo", func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
 		s.received.Add(1)
 		if s.busy.Load() || (s.busyEvery != nil && s.busyEvery()) {
-			return nil, Busy("test server is busy")
+			return nil, Busy(busyMessage)
+		}
+		if string(req.Arg3) == "unexpected" { // an error whose text says busy, but is not Busy
+			return nil, tchannel.NewSystemError(tchannel.ErrCodeUnexpected, "busy with something else, and failed")
 		}
 		if string(req.Arg3) == "app-error" {
 			return &RawResponse{Arg3: []byte("nope"), AppError: true}, nil
@@ -55,7 +63,7 @@ func startServer(t testing.TB, opts ...Option) *testServer {
 		"get": func(ctx tjson.Context, req *echoReq) (*echoRes, error) {
 			s.received.Add(1)
 			if s.busy.Load() {
-				return nil, Busy("test server is busy")
+				return nil, Busy(busyMessage)
 			}
 			if req.Key == "" {
 				return nil, errEmptyKey
