@@ -56,15 +56,12 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	warmup := fs.Int("warmup", 10, "calls made one at a time first, left out of the report")
 	policy := addPolicyFlags(fs, true)
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
-	if err := fs.Parse(args); err != nil {
+	if !parseFlags(fs, args) {
 		return 2
 	}
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "sluice bench: "+format+"\n", a...)
 		return 2
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q (flags only)", fs.Arg(0))
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

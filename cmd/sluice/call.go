@@ -32,7 +32,7 @@ func callCmd(args []string, stdout, stderr io.Writer) int {
 	rawBody := fs.String("raw", "", "a raw request body, arg3 (a raw call)")
 	timeout := fs.Duration("timeout", time.Second, "the whole call's deadline, across attempts")
 	policy := addPolicyFlags(fs, false)
-	if err := fs.Parse(args); err != nil {
+	if !parseFlags(fs, args) {
 		return 2
 	}
 	usageErr := func(format string, a ...any) int {

@@ -32,7 +32,7 @@ func demoCmd(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.rps, "rps", 300, "requests per second the client sends (1..5000)")
 	fs.Float64Var(&cfg.capacity, "capacity", 20, "requests per second the overloaded server can take (> 0)")
 	fs.IntVar(&cfg.recoverAt, "recover-at", 6, "second at which the overloaded server heals (0: never)")
-	if err := fs.Parse(args); err != nil {
+	if !parseFlags(fs, args) {
 		return 2
 	}
 	switch {

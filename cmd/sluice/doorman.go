@@ -60,10 +60,10 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	config := fs.String("config", "", "YAML resource configuration (the original Doorman's format)")
 	listen := fs.String("listen", "", "HOST:PORT to serve gRPC on")
 	statusAddr := fs.String("status", "", "HOST:PORT to serve the status page on (optional)")
-	if err := fs.Parse(args); err != nil {
+	if !parseFlags(fs, args) {
 		return 2
 	}
-	if *config == "" || *listen == "" || fs.NArg() > 0 {
+	if *config == "" || *listen == "" {
 		fmt.Fprintf(stderr, "sluice doorman serve: --config and --listen are required\n%s", doormanUsage)
 		return 2
 	}
@@ -121,10 +121,10 @@ func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	clientID := fs.String("client-id", "", "client identifier (default HOSTNAME:PID)")
 	priority := fs.Int64("priority", 0, "priority sent to the server")
 	watch := fs.Bool("watch", false, "keep the lease, refreshing it, and print every change until interrupted")
-	if err := fs.Parse(args); err != nil {
+	if !parseFlags(fs, args) {
 		return 2
 	}
-	if *server == "" || *resource == "" || *wants < 0 || fs.NArg() > 0 {
+	if *server == "" || *resource == "" || *wants < 0 {
 		fmt.Fprintf(stderr, "sluice doorman get: --server, --resource and --wants (>= 0) are required\n%s", doormanUsage)
 		return 2
 	}

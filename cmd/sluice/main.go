@@ -11,6 +11,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -54,4 +55,19 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
+}
+
+// parseFlags parses a command's flags; the commands take flags only, so a
+// leftover word (which the flag package would stop at, silently ignoring
+// every flag after it) is an error. It reports whether to go on; on false
+// the command exits 2, the message already written to fs's output.
+func parseFlags(fs *flag.FlagSet, args []string) bool {
+	if err := fs.Parse(args); err != nil {
+		return false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q (flags only)\n", fs.Name(), fs.Arg(0))
+		return false
+	}
+	return true
 }

@@ -84,3 +84,22 @@ func TestDemoShort(t *testing.T) {
 		}
 	}
 }
+
+// Every command takes flags only: a stray word is an error, not the silent
+// end of flag parsing (which would drop the flags after it).
+func TestCommandsRejectStrayArguments(t *testing.T) {
+	for _, args := range [][]string{
+		{"call", "--peer", "127.0.0.1:1", "--service", "kv", "--method", "echo", "--raw", "x", "extra", "--retry-max", "1"},
+		{"demo", "extra", "--seconds", "1"},
+		{"bench", "--embedded", "1", "extra"},
+		{"sim", "busy", "extra"},
+		{"sim", "ratelimit", "extra"},
+		{"doorman", "serve", "--config", "x.yaml", "--listen", "127.0.0.1:0", "extra"},
+		{"doorman", "get", "--server", "127.0.0.1:1", "--resource", "r", "--wants", "1", "extra"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(args, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `unexpected argument "extra"`) {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and the stray argument named", args, code, errOut.String())
+		}
+	}
+}

@@ -31,11 +31,7 @@ func simBusyCmd(args []string, stdout, stderr io.Writer) int {
 	rpsPattern := fs.String("rps-pattern", "steady", "request pattern: steady, flappy, linear_grow, linear_decrease")
 	busyN := fs.Int("busy", 3000, "busy responses per second (never more than the requests sent)")
 	busyPattern := fs.String("busy-pattern", "steady", "busy pattern: steady, flappy, linear_grow, linear_decrease")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "sluice sim busy: unexpected argument %q\n", fs.Arg(0))
+	if !parseFlags(fs, args) {
 		return 2
 	}
 	explicit := 0

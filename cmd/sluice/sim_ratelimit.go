@@ -28,11 +28,7 @@ func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same table")
 	runs := fs.Int("runs", 1, "average the metrics over this many runs (seeds seed, seed+1, ...)")
 	chart := fs.String("chart", "", "also draw each client's sleep over the 30 minutes, per pacer, to this .png or .svg file")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "sluice sim ratelimit: unexpected argument %q\n", fs.Arg(0))
+	if !parseFlags(fs, args) {
 		return 2
 	}
 	if *runs < 1 {
