@@ -259,7 +259,7 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 		}
 		ce.Attempts, ce.Stop, ce.Peers = sent, stop, peers
 		ext.Error.Set(span, true)
-		span.SetTag("code", ce.statsCode())
+		span.SetTag("code", ce.CodeName())
 		return nil, c.fail(m, start, ce)
 	}
 	m.Call(res.end.Sub(start), "") // the winning attempt's end is the call's
@@ -275,7 +275,7 @@ func (c *Channel) waitLease(ctx context.Context, g *leasing.RateLimiter) error {
 }
 
 func (c *Channel) fail(m *stats.Method, start time.Time, ce *CallError) error {
-	m.Call(c.o.clock.Now().Sub(start), ce.statsCode())
+	m.Call(c.o.clock.Now().Sub(start), ce.CodeName())
 	return ce
 }
 

@@ -72,8 +72,11 @@ func (e *CallError) Error() string {
 // Unwrap returns the underlying error.
 func (e *CallError) Unwrap() error { return e.Err }
 
-// statsCode is the code tag this error is counted under.
-func (e *CallError) statsCode() string {
+// CodeName names the outcome: the TChannel code's name ("BUSY",
+// "TIMEOUT", ...) for a call that reached a server, else THROTTLED,
+// NO_PEERS, RATE_LIMITED or LOCAL for one that failed in this process. It
+// is the code tag the call is counted under in call.errors.
+func (e *CallError) CodeName() string {
 	switch {
 	case e.Code != codes.OK:
 		return e.Code.String()

@@ -38,8 +38,8 @@ type Report struct {
 	Busy      uint64 `json:"busy"`
 	Throttled uint64 `json:"throttled"`
 	// Errors counts the failed calls by code: a TChannel code name
-	// ("BUSY", "TIMEOUT"), or THROTTLED, NO_PEERS, CLOSED, LOCAL for local
-	// outcomes, APPLICATION for application errors.
+	// ("BUSY", "TIMEOUT"), or THROTTLED, NO_PEERS, RATE_LIMITED, LOCAL for
+	// local outcomes, APPLICATION for application errors.
 	Errors map[string]int `json:"errors"`
 	// Late counts calls that started more than 1 ms after their arrival
 	// time: the client (or the Concurrency limit) fell behind the schedule.

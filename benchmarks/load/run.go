@@ -192,21 +192,14 @@ func sumPeers(cs []peer.Counts) (s peer.Counts) {
 }
 
 // codeOf names a failed call's outcome: the TChannel code ("BUSY",
-// "TIMEOUT"), or for local outcomes THROTTLED, NO_PEERS, CLOSED or LOCAL.
+// "TIMEOUT"), or for local outcomes THROTTLED, NO_PEERS, RATE_LIMITED or
+// LOCAL (channel.CallError.CodeName).
 func codeOf(err error) string {
-	switch {
-	case errors.Is(err, channel.ErrThrottled):
-		return "THROTTLED"
-	case errors.Is(err, channel.ErrNoPeers):
-		return "NO_PEERS"
-	case errors.Is(err, channel.ErrClosed):
-		return "CLOSED"
-	}
 	var ce *channel.CallError
-	if errors.As(err, &ce) && ce.Code != 0 {
-		return ce.Code.String()
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case errors.As(err, &ce):
+		return ce.CodeName() // the tag call.errors counts it under
+	case errors.Is(err, context.DeadlineExceeded):
 		return "TIMEOUT"
 	}
 	return "LOCAL"

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
-	"github.com/sluice-rpc/sluice/codes"
 )
 
 // multiFlag collects a repeatable flag.
@@ -87,11 +86,7 @@ func callCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		var ce *channel.CallError
 		if errors.As(err, &ce) {
-			code := ce.Code.String()
-			if ce.Code == codes.OK {
-				code = "LOCAL"
-			}
-			fmt.Fprintf(stderr, "error: %s: %v\n", code, err)
+			fmt.Fprintf(stderr, "error: %s: %v\n", ce.CodeName(), err)
 			fmt.Fprintf(stderr, "attempts: %d\npeers: %s\n", ce.Attempts, strings.Join(ce.Peers, " "))
 		} else {
 			fmt.Fprintf(stderr, "error: %v\n", err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,7 +11,9 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/peer"
+	"github.com/sluice-rpc/sluice/stats"
 	"golang.org/x/time/rate"
 )
 
@@ -146,9 +149,11 @@ func runDemo(ctx context.Context, cfg demoConfig, w io.Writer) error {
 				switch {
 				case err == nil:
 					ok.Add(1)
-				case errorsIs(err, channel.ErrThrottled):
+				case !errors.As(err, &ce):
+					failOther.Add(1)
+				case ce.CodeName() == stats.CodeThrottled:
 					failThrottled.Add(1)
-				case errorsAs(err, &ce) && ce.Code.String() == "BUSY":
+				case ce.Code == codes.Busy:
 					failBusy.Add(1)
 				default:
 					failOther.Add(1)

@@ -152,10 +152,10 @@ func outcome(err error) string {
 		return "KeyNotFound"
 	case errors.As(err, &ik):
 		return "InvalidKey"
-	case errors.Is(err, channel.ErrThrottled):
-		return "THROTTLED (local, nothing sent)"
-	case errors.As(err, &ce) && ce.Code != codes.OK:
-		return ce.Code.String()
+	case errors.As(err, &ce) && ce.Code == codes.OK: // failed here: nothing was sent
+		return ce.CodeName() + " (local, nothing sent)"
+	case errors.As(err, &ce):
+		return ce.CodeName()
 	}
 	return "other: " + err.Error()
 }
