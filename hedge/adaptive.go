@@ -20,7 +20,7 @@ type Adaptive struct {
 	// (0, 1); 0.95 hedges the slowest 5% of calls.
 	Quantile float64
 	// Window is how many recent latencies the quantile is taken over;
-	// at least 10. Until Window/10 latencies are seen the policy's
+	// 10 to MaxWindow. Until Window/10 latencies are seen the policy's
 	// HedgingDelay (or Cap, if that is 0) applies.
 	Window int
 	// Floor and Cap bound the delay: Floor > 0, Cap >= Floor.
@@ -30,13 +30,17 @@ type Adaptive struct {
 	Budget float64
 }
 
+// MaxWindow bounds Adaptive.Window: the Estimator keeps (and sorts) that
+// many latencies.
+const MaxWindow = 1_000_000
+
 // Validate reports the first rule a breaks.
 func (a Adaptive) Validate() error {
 	switch {
 	case !(a.Quantile > 0 && a.Quantile < 1):
 		return fieldError("quantile", strconv.FormatFloat(a.Quantile, 'g', -1, 64), "must be in (0, 1)")
-	case a.Window < 10:
-		return fieldError("window", strconv.Itoa(a.Window), "must be >= 10")
+	case a.Window < 10 || a.Window > MaxWindow:
+		return fieldError("window", strconv.Itoa(a.Window), "must be in [10, "+strconv.Itoa(MaxWindow)+"]")
 	case a.Floor <= 0:
 		return fieldError("floor", a.Floor.String(), "must be > 0")
 	case a.Cap < a.Floor:

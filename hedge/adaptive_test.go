@@ -74,14 +74,19 @@ func TestBudgetAllowsTheFraction(t *testing.T) {
 
 func TestAdaptiveValidate(t *testing.T) {
 	ok := Adaptive{Quantile: 0.95, Window: 100, Floor: time.Millisecond, Cap: time.Second, Budget: 0.1}
-	bad := map[string]func(*Adaptive){
-		"quantile": func(a *Adaptive) { a.Quantile = 1 },
-		"window":   func(a *Adaptive) { a.Window = 5 },
-		"floor":    func(a *Adaptive) { a.Floor = 0 },
-		"cap":      func(a *Adaptive) { a.Cap = time.Microsecond },
-		"budget":   func(a *Adaptive) { a.Budget = 2 },
+	bad := []struct {
+		field string
+		mod   func(*Adaptive)
+	}{
+		{"quantile", func(a *Adaptive) { a.Quantile = 1 }},
+		{"window", func(a *Adaptive) { a.Window = 5 }},
+		{"window", func(a *Adaptive) { a.Window = MaxWindow + 1 }}, // the Estimator would hold that many
+		{"floor", func(a *Adaptive) { a.Floor = 0 }},
+		{"cap", func(a *Adaptive) { a.Cap = time.Microsecond }},
+		{"budget", func(a *Adaptive) { a.Budget = 2 }},
 	}
-	for field, mod := range bad {
+	for _, tt := range bad {
+		field, mod := tt.field, tt.mod
 		a := ok
 		mod(&a)
 		p := Policy{MaxAttempts: 2, NonFatalCodes: codes.NewSet(codes.Busy), Adaptive: &a}

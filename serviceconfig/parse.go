@@ -218,8 +218,8 @@ func parseAdaptive(path string, raw json.RawMessage) (hedge.Adaptive, error) {
 	if err != nil {
 		return a, err
 	}
-	if w != math.Trunc(w) || w < 10 || w > 1e6 {
-		return a, &Error{Path: path + ".window", Value: text, Rule: "must be a whole number in [10, 1000000]"}
+	if w != math.Trunc(w) || math.Abs(w) > hedge.MaxWindow+1 { // the range is a.Validate's
+		return a, &Error{Path: path + ".window", Value: text, Rule: "must be a whole number in [10, " + strconv.Itoa(hedge.MaxWindow) + "]"}
 	}
 	a.Window = int(w)
 	if a.Floor, err = duration(path+".floor", obj["floor"], true); err != nil {

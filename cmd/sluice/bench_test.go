@@ -203,7 +203,7 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"--embedded", "1", "--hedge-max", "2", "--hedge-codes", "SLOW"}, "--hedge-codes"},
 		{[]string{"--embedded", "1", "--hedge-adaptive", "0.9"}, "--hedge-adaptive needs --hedge-max"},
 		{[]string{"--embedded", "1", "--hedge-max", "2", "--hedge-adaptive", "1.5"}, "--hedge-adaptive is 1.5, must be in (0, 1)"},
-		{[]string{"--embedded", "1", "--hedge-max", "2", "--hedge-adaptive", "0.9", "--hedge-window", "3"}, "--hedge-window is 3, must be >= 10"},
+		{[]string{"--embedded", "1", "--hedge-max", "2", "--hedge-adaptive", "0.9", "--hedge-window", "3"}, "--hedge-window is 3, must be in [10, 1000000]"},
 		{[]string{"--embedded", "1", "--hedge-max", "2", "--hedge-adaptive", "0.9", "--hedge-cap", "0s"}, "--hedge-cap is 0s"},
 		{[]string{"--embedded", "1", "--hedge-max", "2", "--hedge-adaptive", "0.9", "--hedge-budget", "2"}, "--hedge-budget is 2, must be in [0, 1]"},
 		{[]string{"--embedded", "1", "extra"}, `unexpected argument "extra"`},
