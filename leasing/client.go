@@ -25,8 +25,9 @@ import (
 // Client defaults.
 const (
 	// DefaultClientMinRefreshInterval is the shortest interval between two
-	// requests for the same resource (the protocol's limit).
-	DefaultClientMinRefreshInterval = 5 * time.Second
+	// requests for the same resource: the server's limit, below which it
+	// answers without that resource.
+	DefaultClientMinRefreshInterval = DefaultMinRefreshInterval
 	// DefaultInitialBackoff is the first wait after a failed refresh.
 	DefaultInitialBackoff = time.Second
 	// DefaultMaxBackoff caps the exponential backoff between failed
@@ -173,7 +174,7 @@ type Client struct {
 	known  bool // target is known to be the master
 
 	wake chan struct{}
-	quit chan struct{}
+	stop context.CancelFunc // ends the refresh loop's context
 	done chan struct{}
 
 	// backoff after failed refreshes: InitialBackoff doubled per failure,
@@ -234,7 +235,6 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		resources: make(map[string]*Resource),
 		target:    cfg.Addr,
 		wake:      make(chan struct{}, 1),
-		quit:      make(chan struct{}),
 		done:      make(chan struct{}),
 		rand:      rand.Float64,
 		backoff: retry.Backoff{Initial: cfg.InitialBackoff, Max: cfg.MaxBackoff, Multiplier: 2,
@@ -243,7 +243,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.ManualRefresh {
 		close(c.done)
 	} else {
-		go c.run()
+		ctx, stop := context.WithCancel(context.Background())
+		c.stop = stop
+		go c.run(ctx)
 	}
 	return c, nil
 }
@@ -471,18 +473,9 @@ func (c *Client) forget() {
 	c.known = false
 }
 
-// run is the background refresh loop.
-func (c *Client) run() {
+// run is the background refresh loop, until ctx ends (Close).
+func (c *Client) run(ctx context.Context) {
 	defer close(c.done)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-c.quit:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	failures := 0
 	var retryAt time.Time
 	for {
@@ -497,7 +490,7 @@ func (c *Client) run() {
 		// the timer exists, the wait must not start over.
 		t := c.clock.NewTimerAt(now.Add(wait))
 		select {
-		case <-c.quit:
+		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-c.wake:
@@ -566,8 +559,8 @@ func (c *Client) Close() error {
 		ids = append(ids, id)
 	}
 	c.mu.Unlock()
-	if !c.cfg.ManualRefresh {
-		close(c.quit)
+	if c.stop != nil {
+		c.stop()
 	}
 	<-c.done
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RPCTimeout)
@@ -628,7 +621,6 @@ type Resource struct {
 	leaseExpiry time.Time
 	refresh     time.Duration
 	safe        float64
-	hasSafe     bool
 	lastRequest time.Time
 	urgent      bool   // wants changed since the last answered request that carried them
 	wantsGen    uint64 // counts SetWants changes
@@ -670,10 +662,7 @@ func (r *Resource) capacityLocked(now time.Time) float64 {
 	switch r.mode {
 	case Optimistic:
 		return r.wants
-	case Safe:
-		if !r.hasSafe {
-			return 0
-		}
+	case Safe: // 0 until the server has sent a safe capacity
 		if r.safe < 0 {
 			return math.Inf(1)
 		}
@@ -865,7 +854,7 @@ func (r *Resource) apply(rr *pb.ResourceResponse, now time.Time) {
 	// Duration, which a huge number of seconds would overflow.
 	r.refresh = time.Duration(min(max(r.lease.GetRefreshInterval(), 0), MaxLeaseLength)) * time.Second
 	if rr.SafeCapacity != nil {
-		r.safe, r.hasSafe = rr.GetSafeCapacity(), true
+		r.safe = rr.GetSafeCapacity()
 	}
 	// Announce under the same lock: a reader who sees the new capacity
 	// must not get the Changed channel this change closes.

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -144,17 +143,18 @@ func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			fmt.Fprintf(stderr, "sluice doorman get: %v\n", err)
 			return 1
 		}
-		if _, _, ok := res.Lease(); !ok {
+		capacity, expiry, ok := res.Lease()
+		if !ok {
 			fmt.Fprintf(stderr, "sluice doorman get: the server sent no lease for %q (asked too recently?)\n", *resource)
 			return 1
 		}
-		printLease(stdout, client.ID(), res)
+		printLease(stdout, client.ID(), res, capacity, expiry)
 		return 0
 	}
 	for {
 		changed := res.Changed()
-		if _, _, ok := res.Lease(); ok {
-			printLease(stdout, client.ID(), res)
+		if capacity, expiry, ok := res.Lease(); ok {
+			printLease(stdout, client.ID(), res, capacity, expiry)
 		} else {
 			fmt.Fprintf(stdout, "client=%s resource=%s wants=%g no lease (capacity %g)\n", client.ID(), res.ID(), res.Wants(), res.Capacity())
 		}
@@ -166,12 +166,7 @@ func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 }
 
-func printLease(w io.Writer, client string, res *leasing.Resource) {
-	capacity, expiry, ok := res.Lease()
-	var b strings.Builder
-	fmt.Fprintf(&b, "client=%s resource=%s wants=%g capacity=%g", client, res.ID(), res.Wants(), capacity)
-	if ok {
-		fmt.Fprintf(&b, " expires=%s", expiry.UTC().Format(time.RFC3339))
-	}
-	fmt.Fprintln(w, b.String())
+func printLease(w io.Writer, client string, res *leasing.Resource, capacity float64, expiry time.Time) {
+	fmt.Fprintf(w, "client=%s resource=%s wants=%g capacity=%g expires=%s\n", client, res.ID(), res.Wants(), capacity,
+		expiry.UTC().Format(time.RFC3339))
 }

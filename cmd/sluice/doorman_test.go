@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
@@ -68,17 +67,12 @@ func TestDoormanServeAndGet(t *testing.T) {
 	}()
 	re := regexp.MustCompile(`serving 1 templates on (\S+)`)
 	var addr string
-	deadline := time.Now().Add(5 * time.Second)
-	for addr == "" {
+	testwait.Until(t, "serve to say where it listens", func() bool {
 		if m := re.FindStringSubmatch(out.String()); m != nil {
 			addr = m[1]
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not start: %q %q", out.String(), errOut.String())
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return addr != ""
+	})
 
 	var getOut, getErr bytes.Buffer
 	code := doormanCmd([]string{"get", "--server", addr, "--resource", "db", "--wants", "30", "--client-id", "cli"}, &getOut, &getErr)
@@ -97,13 +91,7 @@ func TestDoormanServeAndGet(t *testing.T) {
 	go func() {
 		wexit <- doormanRun(wctx, []string{"get", "--server", addr, "--resource", "db", "--wants", "200", "--client-id", "watcher", "--watch"}, &watchOut, &getErr)
 	}()
-	deadline = time.Now().Add(5 * time.Second)
-	for !strings.Contains(watchOut.String(), "capacity=100") {
-		if time.Now().After(deadline) {
-			t.Fatalf("watch printed %q", watchOut.String())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(t, "the watcher to print capacity=100", func() bool { return strings.Contains(watchOut.String(), "capacity=100") })
 	wcancel()
 	if code := testwait.Recv(t, wexit, "get --watch to exit"); code != 0 {
 		t.Fatalf("get --watch exited %d", code)
