@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/clock"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/retry/pacing"
 	"github.com/sluice-rpc/sluice/stats"
@@ -108,7 +109,7 @@ func (p *pacer) before(ctx context.Context, c *Channel, method string) error {
 	}
 	if d := p.pacer.Before(c.o.clock.Now()); d > 0 {
 		p.sleep.Record(d)
-		return pacing.Pause(ctx, c.o.clock, d)
+		return clock.Sleep(ctx, c.o.clock, d)
 	}
 	return nil
 }

@@ -359,25 +359,9 @@ func (e *Executor) run(ctx context.Context, retries bool, attempt AttemptFunc) R
 		if e.onRetry != nil {
 			e.onRetry(a, wait)
 		}
-		if err := e.wait(ctx, wait); err != nil {
+		if err := clock.Sleep(ctx, e.clock, wait); err != nil {
 			res.Stop, res.CtxErr = StopContext, err
 			return res
 		}
-	}
-}
-
-// wait blocks for d on the executor's clock or until ctx ends, and returns
-// ctx's error if it has ended.
-func (e *Executor) wait(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := e.clock.NewTimer(d)
-	select {
-	case <-ctx.Done():
-		t.Stop()
-		return ctx.Err()
-	case <-t.C():
-		return ctx.Err()
 	}
 }

@@ -6,6 +6,7 @@
 package clock
 
 import (
+	"context"
 	"sort"
 	"sync"
 	"time"
@@ -149,4 +150,20 @@ func (t *fakeTimer) Stop() bool {
 		}
 	}
 	return false
+}
+
+// Sleep waits d on c, or until ctx ends, and then returns ctx.Err(). A
+// d <= 0 returns at once (ctx.Err() if ctx has already ended).
+func Sleep(ctx context.Context, c Clock, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := c.NewTimer(d)
+	select {
+	case <-t.C():
+		return nil
+	case <-ctx.Done():
+		t.Stop()
+		return ctx.Err()
+	}
 }

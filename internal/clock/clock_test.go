@@ -1,6 +1,8 @@
 package clock
 
 import (
+	"context"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -125,5 +127,36 @@ func BenchmarkRealSince(b *testing.B) {
 	t0 := Real.Now()
 	for b.Loop() {
 		sinkDuration = Real.Since(t0)
+	}
+}
+
+func TestSleepWaitsOnItsClockOrTheContext(t *testing.T) {
+	f := NewFake(time.Unix(0, 0))
+	done := make(chan error, 1)
+	go func() { done <- Sleep(context.Background(), f, time.Second) }()
+	// (testwait imports this package, so the bounds are written out.)
+	limit := time.Now().Add(30 * time.Second)
+	for f.Timers() != 1 { // Sleep has armed its timer
+		if time.Now().After(limit) {
+			t.Fatal("Sleep armed no timer")
+		}
+		runtime.Gosched()
+	}
+	f.Add(time.Second)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Sleep after its time = %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Sleep did not return once its time had passed")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := Sleep(ctx, f, time.Hour); err != context.Canceled {
+		t.Fatalf("Sleep with an ended context = %v, want Canceled", err)
+	}
+	if err := Sleep(context.Background(), f, 0); err != nil {
+		t.Fatalf("Sleep(0) = %v", err)
 	}
 }

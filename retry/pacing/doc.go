@@ -36,7 +36,7 @@
 //
 //	windows.Wait(ctx, pacing.ServiceKey(svc), maxDelay)
 //	windows.Wait(ctx, pacing.MethodKey(svc, m), maxDelay)
-//	pacing.Pause(ctx, clk, pacer.Before(clk.Now()))   // first attempt only
+//	sleep(ctx, pacer.Before(clk.Now()))   // first attempt only
 //
 // After the response it parses the headers and tells the pacer:
 //

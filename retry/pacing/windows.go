@@ -171,19 +171,3 @@ func (w *Windows) Wait(ctx context.Context, key string, maxDelay time.Duration) 
 		}
 	}
 }
-
-// Pause waits d on clk, or until ctx ends, and returns ctx.Err() in that
-// case. A d <= 0 returns at once (ctx.Err() if ctx has already ended).
-func Pause(ctx context.Context, clk clock.Clock, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := clk.NewTimer(d)
-	select {
-	case <-t.C():
-		return nil
-	case <-ctx.Done():
-		t.Stop()
-		return ctx.Err()
-	}
-}
