@@ -181,7 +181,7 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 
 	pc := pol.pacer
 	if pc != nil {
-		if err := pc.before(ctx, c, method); err != nil {
+		if err := pc.before(ctx, c, pol.paceKeys); err != nil {
 			ce := &CallError{Service: service, Method: method, Err: err}
 			if !errors.Is(err, pacing.ErrThrottled) { // the caller's context ended while waiting
 				ce.Code, ce.Message = classify(err)

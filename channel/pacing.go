@@ -91,11 +91,11 @@ func (c *Channel) newPacer(service string, cfg PacingConfig) (*pacer, error) {
 // before runs ahead of a call's first attempt: it waits out a throttling
 // window the server announced for the service or the method (or fails at
 // once), then sleeps what the pacer asks.
-func (p *pacer) before(ctx context.Context, c *Channel, method string) error {
+func (p *pacer) before(ctx context.Context, c *Channel, keys [2]string) error {
 	// Both windows share one MaxDelay: waiting out the service's window
 	// leaves less for the method's.
 	start := c.o.clock.Now()
-	for _, key := range [2]string{pacing.ServiceKey(p.service), pacing.MethodKey(p.service, method)} {
+	for _, key := range keys {
 		if p.windows.Remaining(key) > 0 {
 			p.held.Inc(1)
 		}

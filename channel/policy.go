@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-rpc/sluice/leasing"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
+	"github.com/sluice-rpc/sluice/retry/pacing"
 	"github.com/sluice-rpc/sluice/serviceconfig"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber-go/tally/v4"
@@ -73,9 +74,10 @@ type methodPolicy struct {
 	// The service's lease gate and pacer (fixed at New) and peer list
 	// (made by the first AddPeer, never removed), kept here so that a call
 	// looks them up once, with the policy.
-	gate  *leasing.RateLimiter
-	pacer *pacer
-	list  atomic.Pointer[peer.List]
+	gate     *leasing.RateLimiter
+	pacer    *pacer
+	paceKeys [2]string // the pacer's window keys: service, then service::method
+	list     atomic.Pointer[peer.List]
 }
 
 // defaultBackoff shapes throttle-aware waits for methods without a retry
@@ -114,6 +116,9 @@ func (c *Channel) policyFor(service, method string) (*methodPolicy, error) {
 func (c *Channel) buildPolicy(service, method string) (*methodPolicy, error) {
 	p := &methodPolicy{m: c.rec.Method(service, method), tokens: c.rec.RetryTokens(service), backoff: defaultBackoff,
 		gate: c.gates[service], pacer: c.pacers[service]}
+	if p.pacer != nil { // built once here, not per call: a method key allocates
+		p.paceKeys = [2]string{pacing.ServiceKey(service), pacing.MethodKey(service, method)}
+	}
 	var mc *serviceconfig.MethodConfig
 	if c.o.config != nil {
 		mc, _ = c.o.config.Lookup(service, method)
