@@ -441,8 +441,7 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 		span.SetTag("attempt", n)
 		ctx = opentracing.ContextWithSpan(ctx, span)
 	}
-	fail := func(err error) error {
-		code, msg := classify(err)
+	fail := func(err error, code codes.Code, msg string) error {
 		ext.Error.Set(span, true)
 		span.SetTag("code", code.String())
 		if sent {
@@ -454,15 +453,16 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 	call, err := p.TChannel().BeginCall(ctx, a.service, a.method, callOptionsFor(a.req.Format))
 	if err != nil {
 		m.Unsent()
-		return nil, p, false, false, fail(err) // never left this process
+		code, msg := classify(err)
+		return nil, p, false, false, fail(err, code, msg) // never left this process
 	}
 	sent = true
 	m.Attempt()
 	p.Begin()
 	res, committed, err = exchange(call, a.req, into)
-	code := codes.OK
+	code, msg := codes.OK, ""
 	if err != nil {
-		code, _ = classify(err)
+		code, msg = classify(err)
 	}
 	now := c.o.clock.Now()
 	p.End(now, now.Sub(t0), code)
@@ -476,7 +476,7 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 		res.end = now
 	}
 	if err != nil {
-		return nil, p, true, committed, fail(err)
+		return nil, p, true, committed, fail(err, code, msg)
 	}
 	if c.tracing {
 		span.SetTag("code", codes.OK.String())
