@@ -27,6 +27,7 @@ func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same table")
 	runs := fs.Int("runs", 1, "average the metrics over this many runs (seeds seed, seed+1, ...)")
+	reserve := fs.Float64("reserve", 0, "the reserve pacer's reserve, a fraction of the limit in [0, 1) (0: the default, 0.003)")
 	chart := fs.String("chart", "", "also draw each client's sleep over the 30 minutes, per pacer, to this .png or .svg file")
 	if !parseFlags(fs, args) {
 		return 2
@@ -40,8 +41,18 @@ func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sluice sim ratelimit: --chart %q: want a .png or .svg file\n", *chart)
 		return 2
 	}
+	entries := ratesim.Entries()
+	for i := range entries {
+		if entries[i].Config.Strategy == pacing.StrategyReserve {
+			entries[i].Config.Reserve = *reserve
+			if err := entries[i].Config.Validate(); err != nil {
+				fmt.Fprintf(stderr, "sluice sim ratelimit: --reserve: %v\n", err)
+				return 2
+			}
+		}
+	}
 	steady, clear := ratesim.Steady(), ratesim.Clear()
-	rows, err := ratesim.Compare(ratesim.Entries(), steady, clear, *seed, *runs)
+	rows, err := ratesim.Compare(entries, steady, clear, *seed, *runs)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice sim ratelimit: %v\n", err)
 		return 1
