@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -49,12 +52,42 @@ func TestCallCommand(t *testing.T) {
 	}
 
 	// Two busy peers and a good one with 3 attempts: the call gets through,
-	// each attempt on another peer.
-	out.Reset()
-	code = run([]string{"call", "--peer", bad1, "--peer", bad2, "--peer", good, "--service", "kv", "--method", "get",
-		"--json", `{"key":"k"}`, "--retry-max", "3"}, &out, &errOut)
-	if code != 0 || !strings.Contains(out.String(), `"got":"k"`) {
-		t.Fatalf("json call with retries: exit %d\n%s%s", code, out.String(), errOut.String())
+	// each attempt on another peer, the good one last; the handler sees how
+	// many attempts came before. Peers are chosen at random, so call until
+	// one call needed retries (10 calls all lucky: odds 1.7e-5).
+	retried := false
+	for i := 0; i < 10 && !retried; i++ {
+		out.Reset()
+		code = run([]string{"call", "--peer", bad1, "--peer", bad2, "--peer", good, "--service", "kv", "--method", "get",
+			"--json", `{"key":"k"}`, "--retry-max", "3"}, &out, &errOut)
+		if code != 0 || !strings.Contains(out.String(), `"got":"k"`) {
+			t.Fatalf("json call with retries: exit %d\n%s%s", code, out.String(), errOut.String())
+		}
+		m := regexp.MustCompile(`attempts: (\d+)\npeers: (.*)\n`).FindStringSubmatch(out.String())
+		if m == nil {
+			t.Fatalf("no attempts and peers lines in %q", out.String())
+		}
+		attempts, _ := strconv.Atoi(m[1])
+		peers := strings.Fields(m[2])
+		if len(peers) != attempts || peers[len(peers)-1] != good {
+			t.Fatalf("attempts %d on peers %v: want one peer per attempt, the good one (%s) last", attempts, peers, good)
+		}
+		seen := map[string]bool{}
+		for _, p := range peers {
+			if seen[p] {
+				t.Fatalf("peer %s used twice in %v", p, peers)
+			}
+			seen[p] = true
+		}
+		if attempts > 1 {
+			retried = true
+			if want := fmt.Sprintf(`"attempt":"%d"`, attempts-1); !strings.Contains(out.String(), want) {
+				t.Fatalf("retried call: handler saw %q, want %s", out.String(), want)
+			}
+		}
+	}
+	if !retried {
+		t.Fatal("10 calls all went to the good peer first")
 	}
 
 	// Only busy peers: exit non-zero with the code name.
