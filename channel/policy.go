@@ -86,9 +86,6 @@ var defaultBackoff = retry.Backoff{Initial: 100 * time.Millisecond, Max: 10 * ti
 
 type methodKey struct{ service, method string }
 
-// hedgeBurst is how many hedges a budget may save up in a quiet spell.
-const hedgeBurst = 10
-
 // policyFor returns the cached policy of service's method, building it on
 // first use.
 func (c *Channel) policyFor(service, method string) (*methodPolicy, error) {
@@ -144,17 +141,11 @@ func (c *Channel) buildPolicy(service, method string) (*methodPolicy, error) {
 	var err error
 	switch {
 	case mc != nil && mc.Hedge != nil:
-		hc := hedge.ExecutorConfig{Policy: *mc.Hedge, MaxAttemptsCap: c.o.maxAttemptsCap, Throttle: p.bucket, Clock: c.o.clock}
-		if a := mc.Hedge.Adaptive; a != nil {
-			if p.est, err = hedge.NewEstimator(*a, mc.Hedge.HedgingDelay); err != nil {
-				return nil, fmt.Errorf("channel: policy for %s::%s: %w", service, method, err)
-			}
-			hc.Delay = p.est.Delay
-			if a.Budget > 0 {
-				hc.Budget = hedge.NewBudget(a.Budget, hedgeBurst)
-			}
+		p.hedge, err = hedge.NewExecutor(hedge.ExecutorConfig{Policy: *mc.Hedge, MaxAttemptsCap: c.o.maxAttemptsCap,
+			Throttle: p.bucket, Clock: c.o.clock})
+		if err == nil {
+			p.est = p.hedge.Estimator()
 		}
-		p.hedge, err = hedge.NewExecutor(hc)
 	default:
 		var pol *retry.Policy
 		if mc != nil {

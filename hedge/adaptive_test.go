@@ -160,3 +160,31 @@ func TestEstimatorColdStartUsesCapWithoutAFixedDelay(t *testing.T) {
 		t.Fatalf("cold start with no hedgingDelay: %v, want the cap", got)
 	}
 }
+
+// An adaptive policy passed straight to NewExecutor gets its Estimator and
+// Budget: the executor hedges at the learned delay, not at HedgingDelay.
+func TestNewExecutorBuildsTheAdaptivePolicy(t *testing.T) {
+	a := Adaptive{Quantile: 0.5, Window: 10, Floor: time.Millisecond, Cap: time.Second, Budget: 0.1}
+	p := Policy{MaxAttempts: 2, HedgingDelay: 800 * time.Millisecond, NonFatalCodes: codes.NewSet(codes.Busy), Adaptive: &a}
+	e, err := NewExecutor(ExecutorConfig{Policy: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	est := e.Estimator()
+	if est == nil || e.budget == nil {
+		t.Fatalf("Estimator %v, budget %v: want both built from Policy.Adaptive", est, e.budget)
+	}
+	if got := e.delayFn(); got != 800*time.Millisecond {
+		t.Fatalf("delay before any sample = %v, want the fallback HedgingDelay 800ms", got)
+	}
+	for i := 0; i < 10; i++ {
+		est.Observe(20 * time.Millisecond)
+	}
+	if got := e.delayFn(); got != 20*time.Millisecond {
+		t.Fatalf("delay after 10 samples of 20ms = %v, want 20ms", got)
+	}
+	plain, err := NewExecutor(ExecutorConfig{Policy: Policy{MaxAttempts: 2, NonFatalCodes: codes.NewSet(codes.Busy)}})
+	if err != nil || plain.Estimator() != nil || plain.budget != nil {
+		t.Fatalf("a fixed-delay policy: err %v, estimator %v, budget %v; want none", err, plain.Estimator(), plain.budget)
+	}
+}

@@ -24,11 +24,13 @@ type ExecutorConfig struct {
 	// Clock makes the hedging timers; nil means clock.Real.
 	Clock clock.Clock
 	// Delay, if set, gives each call's hedging delay in place of
-	// Policy.HedgingDelay (an Estimator's Delay, for adaptive hedging).
+	// Policy.HedgingDelay. Without it, a Policy.Adaptive makes the
+	// Executor build an Estimator whose Delay it uses (see Estimator).
 	Delay func() time.Duration
 	// Budget, if set, caps hedges at a fraction of calls: each call
 	// deposits, each attempt after the first withdraws, and a refusal stops
-	// hedging for that call as the Throttle's does.
+	// hedging for that call as the Throttle's does. Without it, a
+	// Policy.Adaptive with a Budget > 0 makes one (burst BudgetBurst).
 	Budget *Budget
 }
 
@@ -109,7 +111,12 @@ type Executor struct {
 	clock       clock.Clock
 	delayFn     func() time.Duration
 	budget      *Budget
+	est         *Estimator // built from Policy.Adaptive, if any
 }
+
+// BudgetBurst is how many hedges the budget an Executor builds from
+// Policy.Adaptive may save up in a quiet spell.
+const BudgetBurst = 10
 
 // NewExecutor returns an Executor configured by c, or c's validation error.
 func NewExecutor(c ExecutorConfig) (*Executor, error) {
@@ -121,8 +128,25 @@ func NewExecutor(c ExecutorConfig) (*Executor, error) {
 	if e.clock == nil {
 		e.clock = clock.Real
 	}
+	if a := c.Policy.Adaptive; a != nil {
+		if e.delayFn == nil {
+			est, err := NewEstimator(*a, c.Policy.HedgingDelay)
+			if err != nil {
+				return nil, err
+			}
+			e.est, e.delayFn = est, est.Delay
+		}
+		if e.budget == nil && a.Budget > 0 {
+			e.budget = NewBudget(a.Budget, BudgetBurst)
+		}
+	}
 	return e, nil
 }
+
+// Estimator returns the Estimator built from Policy.Adaptive, or nil. The
+// caller feeds it each call's first-attempt latency (Observe): the attempt
+// function measures it best.
+func (e *Executor) Estimator() *Estimator { return e.est }
 
 // MaxAttempts returns the attempts a call may start: the policy's
 // MaxAttempts under the client-side cap.
