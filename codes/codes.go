@@ -44,6 +44,10 @@ var names = map[Code]string{
 // All lists every code, OK first, in wire order.
 var All = []Code{OK, Timeout, Cancelled, Busy, Declined, Unexpected, BadRequest, Network, Protocol}
 
+// Errors is the set of every error code (all but OK): the codes a policy
+// may name.
+var Errors = NewSet(All[1:]...)
+
 // String returns the upper-case name policies use ("BUSY"), or "CODE(0xNN)"
 // for a value TChannel does not define.
 func (c Code) String() string {

@@ -36,3 +36,11 @@ func TestSet(t *testing.T) {
 		t.Errorf("Codes() = %v", got)
 	}
 }
+
+func TestErrorsIsEveryCodeButOK(t *testing.T) {
+	for _, c := range All {
+		if got := Errors.Has(c); got != (c != OK) {
+			t.Errorf("Errors.Has(%v) = %v", c, got)
+		}
+	}
+}

@@ -68,9 +68,4 @@ func (p Policy) Validate() error {
 
 // Attempts returns the number of attempts p allows under the client-side
 // cap limit: min(p.MaxAttempts, limit). A limit <= 0 means MaxAttemptsCap.
-func (p Policy) Attempts(limit int) int {
-	if limit <= 0 {
-		limit = MaxAttemptsCap
-	}
-	return min(p.MaxAttempts, limit)
-}
+func (p Policy) Attempts(limit int) int { return retry.CapAttempts(p.MaxAttempts, limit) }

@@ -91,11 +91,7 @@ func fieldError(field, value, rule string) *FieldError {
 // ValidCodes reports whether s is non-empty and holds only TChannel error
 // codes (not OK); it is the rule Policy.Validate applies to RetryableCodes
 // (and the hedge package to its non-fatal codes).
-func ValidCodes(s codes.Set) bool {
-	known := codes.NewSet(codes.Timeout, codes.Cancelled, codes.Busy, codes.Declined,
-		codes.Unexpected, codes.BadRequest, codes.Network, codes.Protocol)
-	return s != 0 && s&^known == 0
-}
+func ValidCodes(s codes.Set) bool { return s != 0 && s&^codes.Errors == 0 }
 
 // Validate reports the first rule p breaks, as a *FieldError, or nil.
 func (p Policy) Validate() error {
@@ -119,12 +115,17 @@ func (p Policy) Validate() error {
 }
 
 // Attempts returns the number of attempts p allows under the client-side cap
-// limit: min(p.MaxAttempts, limit). A limit <= 0 means MaxAttemptsCap.
-func (p Policy) Attempts(limit int) int {
+// limit (see CapAttempts).
+func (p Policy) Attempts(limit int) int { return CapAttempts(p.MaxAttempts, limit) }
+
+// CapAttempts returns min(n, limit), the attempts a policy asking for n
+// gets under the client-side cap limit; a limit <= 0 means MaxAttemptsCap.
+// Retry and hedging policies are capped alike.
+func CapAttempts(n, limit int) int {
 	if limit <= 0 {
 		limit = MaxAttemptsCap
 	}
-	return min(p.MaxAttempts, limit)
+	return min(n, limit)
 }
 
 // Backoff returns p's backoff parameters.
