@@ -264,8 +264,10 @@ func (g *Gauge) Release() {
 		return
 	}
 	g.held--
-	close(g.freed)
-	g.freed = make(chan struct{})
+	if g.waiting > 0 { // waiters take freed under g.mu after counting themselves
+		close(g.freed)
+		g.freed = make(chan struct{})
+	}
 }
 
 // InUse returns the number of slots held.
