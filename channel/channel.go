@@ -31,6 +31,11 @@ const DefaultTimeout = time.Second
 // closeWait bounds how long Close waits for connections to finish closing.
 const closeWait = 5 * time.Second
 
+// DefaultMaxRequestSize is the default limit on a request's arguments
+// (arg2 and arg3 together), in bytes: 4 MiB, gRPC's default for a received
+// message.
+const DefaultMaxRequestSize = 4 << 20
+
 // Option configures a Channel.
 type Option func(*options)
 
@@ -42,6 +47,10 @@ type options struct {
 	timeout time.Duration
 	tch     tchannel.ChannelOptions
 	shed    *ShedConfig
+	// maxRequest bounds the bytes of a request's arg2 and arg3, both ways:
+	// calls larger fail BAD_REQUEST before anything is sent, and inbound
+	// requests larger are answered BAD_REQUEST.
+	maxRequest int64
 
 	config               *serviceconfig.Config
 	noRetries            bool
@@ -82,6 +91,13 @@ func WithTChannelOptions(t tchannel.ChannelOptions) Option { return func(o *opti
 // handler runs, to requests beyond the limits of c.
 func WithShedding(c ShedConfig) Option { return func(o *options) { o.shed = &c } }
 
+// WithMaxRequestSize bounds a request's arguments (arg2 and arg3 together)
+// to n bytes, both ways: a call with larger arguments fails at once with
+// BAD_REQUEST and sends nothing, and the Channel's server side answers a
+// larger inbound request with BAD_REQUEST. Default DefaultMaxRequestSize;
+// n must be > 0.
+func WithMaxRequestSize(n int64) Option { return func(o *options) { o.maxRequest = n } }
+
 // Channel is a TChannel channel whose outbound calls throttle, and whose
 // inbound side can shed, by itself. It is safe for concurrent use.
 type Channel struct {
@@ -112,7 +128,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 		return nil, errors.New("channel: the service name is empty; name the service this channel serves or calls as")
 	}
 	o := options{clock: clock.Real, busy: busy.DefaultConfig(), timeout: DefaultTimeout, rand: rand.Float64,
-		maxAttemptsCap: retry.MaxAttemptsCap, bufTotal: retry.DefaultBufferSize, bufPerCall: retry.DefaultPerCallBufferLimit}
+		maxAttemptsCap: retry.MaxAttemptsCap, maxRequest: DefaultMaxRequestSize, bufTotal: retry.DefaultBufferSize, bufPerCall: retry.DefaultPerCallBufferLimit}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -124,6 +140,9 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	}
 	if o.clock == nil {
 		return nil, errors.New("channel: WithClock is nil, must be a clock")
+	}
+	if o.maxRequest <= 0 {
+		return nil, fmt.Errorf("channel: WithMaxRequestSize is %d, must be > 0", o.maxRequest)
 	}
 	if o.maxAttemptsCap < 1 {
 		return nil, fmt.Errorf("channel: WithMaxAttemptsCap is %d, must be >= 1", o.maxAttemptsCap)

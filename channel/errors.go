@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/sluice-rpc/sluice/codes"
@@ -121,6 +122,30 @@ func BusyAfter(d time.Duration, format string, args ...any) error {
 // cannot take now (for example while it is draining).
 func Declined(format string, args ...any) error {
 	return tchannel.NewSystemError(tchannel.ErrCodeDeclined, format, args...)
+}
+
+// earlyDeclineHint ends the message of a Declined answer that a Sluice
+// server sends before any handler ran (it is closing). A Sluice client
+// retries such a decline once, on another peer, without counting it as an
+// attempt: no handler ran, so nothing runs twice. Any other Declined is an
+// ordinary code for the retry or hedging policy. Other TChannel clients see
+// it as part of the message.
+const earlyDeclineHint = "(declined before any handler ran)"
+
+// errClosing is a closing Sluice server's answer to a request that reaches
+// its guard: declined, marked as before any handler.
+var errClosing = tchannel.NewSystemError(tchannel.ErrCodeDeclined, "the server is closing "+earlyDeclineHint)
+
+// closedChannelMessage is the message of tchannel-go's own Declined answer
+// to a request arriving on a closing connection, which it sends before
+// dispatching to any handler.
+var closedChannelMessage = tchannel.ErrChannelClosed.(tchannel.SystemError).Message()
+
+// declinedEarly reports whether the message of a Declined answer (its
+// pushback hint removed) says that no handler ran: the decline was marked by
+// a Sluice server, or is tchannel-go's decline of a closing connection.
+func declinedEarly(msg string) bool {
+	return strings.HasSuffix(msg, earlyDeclineHint) || msg == closedChannelMessage
 }
 
 // classify returns the TChannel code of an attempt's error and the remote

@@ -86,6 +86,12 @@ const (
 	// ServerShed counts inbound requests answered Busy by load shedding
 	// before any handler ran.
 	ServerShed = "server.shed"
+	// ServerMalformed counts inbound requests answered BAD_REQUEST because
+	// their body or headers could not be decoded.
+	ServerMalformed = "server.malformed"
+	// ServerOversize counts inbound requests answered BAD_REQUEST because
+	// their arguments exceeded the Channel's maximum request size.
+	ServerOversize = "server.oversize"
 )
 
 // Rate-limit pacing metrics, tagged service.
