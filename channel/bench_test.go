@@ -102,6 +102,9 @@ func BenchmarkRawCallPartsPaired(b *testing.B) {
 	}
 	l := pol.peers(c, "kv")
 	req := &Request{Format: tchannel.Raw, Arg2: benchArg2, Arg3: benchArg3}
+	if err := sluiceRawCall(ctx, c)(); err != nil { // connects the peer
+		b.Fatal(err)
+	}
 	b.Run("exchange", func(b *testing.B) {
 		p, err := l.Choose(nil)
 		if err != nil {
@@ -121,7 +124,7 @@ func BenchmarkRawCallPartsPaired(b *testing.B) {
 		benchlat.Paired(b, "tchannel", plainRawCall(b, ctx, s.ch.HostPort()), "sluice", func() error {
 			st := &callState{c: c, l: l, m: pol.m, spec: attemptSpec{service: "kv", method: "echo", req: req}}
 			st.used, st.wins = st.usedBuf[:0], st.winsBuf[:0]
-			_, _, _, _, err := c.attempt(ctx, st, &st.spec, 0, &st.resBuf)
+			_, _, _, err := c.attempt(ctx, st, &st.spec, 0, &st.resBuf)
 			return err
 		})
 	})

@@ -25,18 +25,30 @@ import (
 type CallOption func(*callOptions)
 
 type callOptions struct {
-	headers     map[string]string
-	respHeaders *map[string]string
+	headers      map[string]string
+	respHeaders  *map[string]string
+	waitForReady bool
 }
 
 // WithHeaders sends application headers with a JSON call (TChannel's arg2).
+// CallJSON only: Call takes them in Request.Headers.
 func WithHeaders(h map[string]string) CallOption {
 	return func(o *callOptions) { o.headers = h }
 }
 
 // ResponseHeaders stores the JSON response's application headers in *dst.
+// CallJSON only: Call returns them in Response.Headers.
 func ResponseHeaders(dst *map[string]string) CallOption {
 	return func(o *callOptions) { o.respHeaders = dst }
+}
+
+// WaitForReady makes the call wait, until its deadline, for a peer to
+// become ready when every peer is in transient failure, instead of failing
+// at once with UNAVAILABLE (gRPC's waitForReady). Without it a call waits
+// only while some peer is connecting. The service config's waitForReady
+// sets it for a method's every call.
+func WaitForReady() CallOption {
+	return func(o *callOptions) { o.waitForReady = true }
 }
 
 // Request is one call's payload, as every attempt of the call sends it.
@@ -55,6 +67,50 @@ type Request struct {
 	Arg2 []byte
 	// Arg3 is the encoded body.
 	Arg3 []byte
+}
+
+// TChannel's limits on names, and Thrift's on headers: a call frame carries
+// the service as string~1, tchannel-go refuses a method (arg1) over 16 KiB,
+// and Thrift headers are nh~2 (k~2 v~2).
+const (
+	maxServiceName  = 255
+	maxMethodName   = 16 << 10
+	maxThriftHeader = 1<<16 - 1
+)
+
+// checkRequest returns why req cannot be sent to service's method, or nil:
+// what no attempt and no peer could change.
+func (c *Channel) checkRequest(service, method string, req *Request) error {
+	switch {
+	case req == nil:
+		return errors.New("the request is nil; pass a *Request with a Format and its arguments")
+	case service == "":
+		return errors.New("the service name is empty")
+	case len(service) > maxServiceName:
+		return fmt.Errorf("the service name is %d bytes; TChannel allows at most %d", len(service), maxServiceName)
+	case len(method) > maxMethodName:
+		return fmt.Errorf("the method name is %d bytes; TChannel allows at most %d", len(method), maxMethodName)
+	}
+	size := int64(len(req.Arg2) + len(req.Arg3))
+	switch req.Format {
+	case tchannel.Raw:
+	case tchannel.JSON, tchannel.Thrift:
+		if req.Format == tchannel.Thrift && len(req.Headers) > maxThriftHeader {
+			return fmt.Errorf("the request has %d headers; Thrift allows at most %d", len(req.Headers), maxThriftHeader)
+		}
+		for k, v := range req.Headers {
+			if req.Format == tchannel.Thrift && max(len(k), len(v)) > maxThriftHeader {
+				return fmt.Errorf("header %.40q is %d bytes long with its value; Thrift allows at most %d for each", k, len(k)+len(v), maxThriftHeader)
+			}
+			size += int64(len(k) + len(v))
+		}
+	default:
+		return fmt.Errorf("format %q is not supported; use raw, json or thrift", req.Format)
+	}
+	if size > c.o.maxRequest {
+		return fmt.Errorf("the request's arguments are %d bytes, over the limit of %d (WithMaxRequestSize)", size, c.o.maxRequest)
+	}
+	return nil
 }
 
 // withHeader returns a copy of r with one more application header; r and
@@ -95,20 +151,29 @@ type Response struct {
 // Call sends req to service's method through the pipeline and returns the
 // one result: the response, or a *CallError. The raw, JSON and Thrift
 // front-ends are built on it; use it directly to add another.
-func (c *Channel) Call(ctx context.Context, service, method string, req *Request) (*Response, error) {
-	switch req.Format {
-	case tchannel.Raw, tchannel.JSON, tchannel.Thrift:
-	default:
-		return nil, fmt.Errorf("sluice: call %s::%s: format %q is not supported; use raw, json or thrift", service, method, req.Format)
+//
+// A request that cannot be sent fails at once with BAD_REQUEST, and is never
+// retried: a nil req, an unsupported format, a service name over 255 bytes
+// or a method name over 16 KiB (TChannel's limits), a Thrift header over
+// 64 KiB, or arguments over the Channel's maximum request size
+// (WithMaxRequestSize).
+func (c *Channel) Call(ctx context.Context, service, method string, req *Request, opts ...CallOption) (*Response, error) {
+	var o callOptions
+	for _, opt := range opts {
+		opt(&o)
 	}
-	return c.call(ctx, service, method, req)
+	return c.call(ctx, service, method, req, o.waitForReady)
 }
 
 // CallRaw calls service's method with raw arguments and returns the
 // response. A response marked as an application error is returned with a nil
 // error and AppError set.
-func (c *Channel) CallRaw(ctx context.Context, service, method string, arg2, arg3 []byte) (*RawResponse, error) {
-	res, err := c.call(ctx, service, method, &Request{Format: tchannel.Raw, Arg2: arg2, Arg3: arg3})
+func (c *Channel) CallRaw(ctx context.Context, service, method string, arg2, arg3 []byte, opts ...CallOption) (*RawResponse, error) {
+	var o callOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	res, err := c.call(ctx, service, method, &Request{Format: tchannel.Raw, Arg2: arg2, Arg3: arg3}, o.waitForReady)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +192,7 @@ func (c *Channel) CallJSON(ctx context.Context, service, method string, req, res
 	if err != nil {
 		return fmt.Errorf("sluice: call %s::%s: cannot encode the request as JSON: %w", service, method, err)
 	}
-	res, err := c.call(ctx, service, method, &Request{Format: tchannel.JSON, Headers: o.headers, Arg3: arg3})
+	res, err := c.call(ctx, service, method, &Request{Format: tchannel.JSON, Headers: o.headers, Arg3: arg3}, o.waitForReady)
 	if err != nil {
 		return err
 	}
@@ -152,7 +217,12 @@ func (c *Channel) CallJSON(ctx context.Context, service, method string, req, res
 // call runs the pipeline: policy lookup, then the retry or hedge executor,
 // each attempt choosing a peer, sending, and feeding back busy responses,
 // stats and spans. It returns one result.
-func (c *Channel) call(ctx context.Context, service, method string, req *Request) (*Response, error) {
+func (c *Channel) call(ctx context.Context, service, method string, req *Request, waitForReady bool) (*Response, error) {
+	if err := c.checkRequest(service, method, req); err != nil {
+		// Before the policy lookup: a name that is not one must not make
+		// metrics of its own.
+		return nil, &CallError{Service: service, Method: method, Code: codes.BadRequest, Message: err.Error(), Err: err}
+	}
 	start := c.o.clock.Now()
 	pol, err := c.policyFor(service, method)
 	if err != nil {
@@ -165,13 +235,13 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 	}
 	l := pol.peers(c, service)
 	if l == nil {
-		return nil, c.fail(m, start, &CallError{Service: service, Method: method, Err: ErrNoPeers})
+		return nil, c.fail(m, start, &CallError{Service: service, Method: method, Code: codes.NoPeers, Err: ErrNoPeers})
 	}
 	ctx, cancel := c.deadline(ctx, pol)
 	defer cancel()
 	if g := pol.gate; g != nil {
 		if err := c.waitLease(ctx, g); err != nil {
-			ce := &CallError{Service: service, Method: method, Err: err}
+			ce := &CallError{Service: service, Method: method, Code: codes.RateLimited, Err: err}
 			if !errors.Is(err, ErrRateLimited) { // the caller's context ended while waiting
 				ce.Code, ce.Message = classify(err)
 			}
@@ -182,7 +252,7 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 	pc := pol.pacer
 	if pc != nil {
 		if err := pc.before(ctx, c, pol.paceKeys); err != nil {
-			ce := &CallError{Service: service, Method: method, Err: err}
+			ce := &CallError{Service: service, Method: method, Code: codes.RateLimited, Err: err}
 			if !errors.Is(err, pacing.ErrThrottled) { // the caller's context ended while waiting
 				ce.Code, ce.Message = classify(err)
 			}
@@ -203,7 +273,8 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 	}
 
 	st := &callState{c: c, l: l, m: m, est: pol.est, pacer: pc, backoff: pol.backoff,
-		spec: attemptSpec{service: service, method: method, req: req}}
+		waitForReady: waitForReady || pol.waitForReady,
+		spec:         attemptSpec{service: service, method: method, req: req}}
 	st.used, st.wins = st.usedBuf[:0], st.winsBuf[:0]
 	var (
 		outcome retry.Outcome
@@ -304,6 +375,8 @@ type callState struct {
 	pacer   *pacer        // the service's rate-limit pacing, if any
 	backoff retry.Backoff // for throttle-aware waits
 
+	waitForReady bool // wait for a ready peer even when none is connecting
+
 	mu   sync.Mutex
 	used []*peer.Peer // in the order chosen, each once
 	sent int          // attempts sent on the wire
@@ -345,9 +418,30 @@ func (st *callState) newResponseLocked() *Response {
 	return &Response{}
 }
 
+// pick chooses the peer for one attempt at time now (see choose). While no
+// peer is ready but some are connecting (or, waiting for ready, while none
+// is ready at all) it waits for a peer's state to change, or for ctx to
+// end. It returns the peer and the time of the choice.
+func (st *callState) pick(ctx context.Context, now time.Time) (*peer.Peer, time.Time, error) {
+	for {
+		changed := st.l.Changed() // before choosing: a change after it ends the wait
+		p, err := st.choose(now)
+		if err != peer.ErrConnecting && (err != peer.ErrUnavailable || !st.waitForReady) {
+			return p, now, err
+		}
+		select {
+		case <-changed:
+			now = st.c.o.clock.Now()
+		case <-ctx.Done():
+			return nil, now, fmt.Errorf("no peer became ready (%v): %w", err, ctx.Err())
+		}
+	}
+}
+
 // choose picks the peer for one attempt, avoiding the peers this call has
 // used, and records it, all under the call's lock: concurrent hedges of one
-// call must not both pick a peer before either has recorded it.
+// call must not both pick a peer before either has recorded it. It never
+// waits (pick does, without the lock).
 func (st *callState) choose(now time.Time) (*peer.Peer, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -375,7 +469,7 @@ func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
 	if a.Number > 0 && spec.req.Format != tchannel.Raw {
 		spec.req = spec.req.withHeader(AttemptsHeader, strconv.Itoa(a.Number))
 	}
-	res, p, sent, committed, err := st.c.attempt(ctx, st, &spec, a.Number, into)
+	res, sent, committed, err := st.c.attempt(ctx, st, &spec, a.Number, into)
 	st.mu.Lock()
 	st.last = a.Number
 	if sent {
@@ -398,16 +492,15 @@ func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
 	}
 	ce := err.(*CallError)
 	o := retry.Outcome{Err: ce, Code: ce.Code, Committed: committed}
-	if p == nil {
-		o.Local = true // throttled, no peers, closed: nothing was tried
-		return o
-	}
 	if !sent {
-		o.NotSent = true
+		// Nothing could take it: no ready peer, every peer throttled, no
+		// peers, the channel closed, or the deadline came first.
+		o.Local = true
+		return o
 	}
 	if ce.Code == codes.Busy || ce.Code == codes.Declined {
 		o.Pushback, ce.Message = retry.PushbackFromMessage(ce.Message)
-		o.DeclinedEarly = ce.Code == codes.Declined
+		o.DeclinedEarly = ce.Code == codes.Declined && declinedEarly(ce.Message)
 	}
 	st.paceOutcome(nil, &o, a.Number)
 	return o
@@ -418,43 +511,64 @@ func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
 // Handlers can read it; it is absent on the first attempt.
 const AttemptsHeader = "previous-rpc-attempts"
 
-// attempt sends a.req once, to a peer this call has not used yet when one
-// allows it (st.choose). It returns the peer it chose (nil for a local outcome),
-// whether the request left the client, whether the response had reached the
-// application (its arg2 was read) before a failure, and a *CallError on
-// failure.
-func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n int, into *Response) (res *Response, p *peer.Peer, sent, committed bool, err error) {
+// attempt sends a.req once, to a ready peer this call has not used yet when
+// one allows it (st.pick). A peer whose connection turns out to be gone
+// before anything was sent is reported lost and the attempt moves to
+// another at once: at most once per peer of the list, so a call never loops
+// on dead connections (peer health reconnects them, in the background). It
+// returns the response, whether the request left the
+// client, whether the response had reached the application (its arg2 was
+// read) before a failure, and a *CallError on failure.
+func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n int, into *Response) (res *Response, sent, committed bool, err error) {
 	if c.closed.Load() {
-		return nil, nil, false, false, &CallError{Service: a.service, Method: a.method, Err: ErrClosed}
+		return nil, false, false, &CallError{Service: a.service, Method: a.method, Err: ErrClosed}
 	}
-	t0 := c.o.clock.Now() // one read for the choice and the latency (BeginCall included)
-	p, err = st.choose(t0)
-	if err != nil {
-		return nil, nil, false, false, &CallError{Service: a.service, Method: a.method, Err: err}
-	}
+	var p *peer.Peer
 	m := st.m
-	span := noopSpan
-	if c.tracing {
-		span = c.o.tracer.StartSpan("sluice.attempt", opentracing.ChildOf(spanContext(ctx)))
-		defer span.Finish()
-		span.SetTag("peer", p.HostPort())
-		span.SetTag("attempt", n)
-		ctx = opentracing.ContextWithSpan(ctx, span)
-	}
-	fail := func(err error, code codes.Code, msg string) error {
-		ext.Error.Set(span, true)
-		span.SetTag("code", code.String())
-		if sent {
-			m.AttemptFailed(code.String())
+	// One clock read for the choice and the latency (BeginCall included),
+	// unless the choice had to wait.
+	t0 := c.o.clock.Now()
+	span, sctx := noopSpan, ctx // sctx carries the attempt's span to tchannel-go
+	var call *tchannel.OutboundCall
+	for unsent := 1; ; unsent++ {
+		if p, t0, err = st.pick(ctx, t0); err != nil {
+			ce := &CallError{Service: a.service, Method: a.method, Code: localCode(err), Err: err}
+			if ce.Code == codes.OK { // the context ended while waiting for a peer
+				ce.Code, ce.Message = classify(err)
+			}
+			return nil, false, false, ce
 		}
-		return &CallError{Service: a.service, Method: a.method, Code: code, Message: msg, Peer: p.HostPort(), Err: err}
-	}
-
-	call, err := p.TChannel().BeginCall(ctx, a.service, a.method, callOptionsFor(a.req.Format))
-	if err != nil {
+		if c.tracing {
+			if span == noopSpan {
+				span = c.o.tracer.StartSpan("sluice.attempt", opentracing.ChildOf(spanContext(ctx)))
+				defer span.Finish()
+				span.SetTag("attempt", n)
+				sctx = opentracing.ContextWithSpan(ctx, span)
+			}
+			span.SetTag("peer", p.HostPort())
+		}
+		call, err = p.TChannel().BeginCall(sctx, a.service, a.method, callOptionsFor(a.req.Format))
+		if err == nil {
+			break
+		}
+		var se tchannel.SystemError
+		if errors.As(err, &se) || ctx.Err() != nil {
+			// Not a connection problem: the deadline is (nearly) reached,
+			// or tchannel-go refused the call itself.
+			code, msg := classify(err)
+			ext.Error.Set(span, true)
+			span.SetTag("code", code.String())
+			return nil, false, false, &CallError{Service: a.service, Method: a.method, Code: code, Message: msg, Err: err}
+		}
+		// The connection closed under us: nothing left this process.
 		m.Unsent()
-		code, msg := classify(err)
-		return nil, p, false, false, fail(err, code, msg) // never left this process
+		p.Lost()
+		if unsent >= len(st.l.Peers()) {
+			ext.Error.Set(span, true)
+			span.SetTag("code", codes.Unavailable.String())
+			return nil, false, false, &CallError{Service: a.service, Method: a.method, Code: codes.Unavailable,
+				Err: fmt.Errorf("%w (the last: %s: %v)", ErrUnavailable, p.HostPort(), err)}
+		}
 	}
 	sent = true
 	m.Attempt()
@@ -476,13 +590,16 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 		res.end = now
 	}
 	if err != nil {
-		return nil, p, true, committed, fail(err, code, msg)
+		ext.Error.Set(span, true)
+		span.SetTag("code", code.String())
+		m.AttemptFailed(code.String())
+		return nil, true, committed, &CallError{Service: a.service, Method: a.method, Code: code, Message: msg, Peer: p.HostPort(), Err: err}
 	}
 	if c.tracing {
 		span.SetTag("code", codes.OK.String())
 	}
 	res.Peer = p.HostPort()
-	return res, p, true, false, nil
+	return res, true, false, nil
 }
 
 // Call options per format, shared: tchannel-go only reads them (as it does

@@ -8,6 +8,7 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +47,7 @@ type options struct {
 	tracer  opentracing.Tracer
 	timeout time.Duration
 	tch     tchannel.ChannelOptions
+	connect peer.ConnectConfig
 	shed    *ShedConfig
 	// maxRequest bounds the bytes of a request's arg2 and arg3, both ways:
 	// calls larger fail BAD_REQUEST before anything is sent, and inbound
@@ -84,8 +86,27 @@ func WithDefaultTimeout(d time.Duration) Option { return func(o *options) { o.ti
 // WithTChannelOptions sets the options the underlying tchannel.Channel is
 // created with. Its Tracer is overridden by WithTracer's, and cancel
 // propagation is always on (SendCancelOnContextCanceled and PropagateCancel)
-// so that cancelled hedges stop their servers' work.
+// so that cancelled hedges stop their servers' work. Its Dialer, if set,
+// makes the connections Sluice's connectors open (see WithConnectConfig).
+// Connection health checks (DefaultConnectionOptions.HealthChecks) default
+// to DefaultHealthChecks when their Interval is zero; a negative Interval
+// turns them off.
 func WithTChannelOptions(t tchannel.ChannelOptions) Option { return func(o *options) { o.tch = t } }
+
+// WithConnectConfig sets how the Channel connects to its peers: the timeout
+// of one connect (dial and handshake) and the backoff between connects to a
+// peer that failed. Default: the zero peer.ConnectConfig, which means
+// peer.DefaultConnectTimeout and gRPC's connection backoff (1 s, x1.6,
+// +-20 %, at most 120 s).
+func WithConnectConfig(c peer.ConnectConfig) Option { return func(o *options) { o.connect = c } }
+
+// DefaultHealthChecks are the connection health checks a Channel runs
+// unless told otherwise (see WithTChannelOptions): a TChannel ping every
+// second on each connection, and the connection is closed, its peer marked
+// in transient failure, after three pings in a row go unanswered for half a
+// second. They find a peer that died without closing its connections (a
+// frozen process, a pulled cable) in about three seconds.
+var DefaultHealthChecks = tchannel.HealthCheckOptions{Interval: time.Second, Timeout: 500 * time.Millisecond, FailuresToClose: 3}
 
 // WithShedding makes the Channel's server side answer Busy, before any
 // handler runs, to requests beyond the limits of c.
@@ -109,6 +130,7 @@ type Channel struct {
 	// tracing is false when the tracer is opentracing's no-op one.
 	tracing bool
 
+	pool   *peer.Pool // the connectors of every peer
 	buffer *retry.Buffer
 	gates  map[string]*leasing.RateLimiter // lease gates by target service
 	pacers map[string]*pacer               // rate-limit pacing by target service
@@ -171,21 +193,32 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 		}
 		c.shed = s
 	}
+	pool, err := peer.NewPool(o.connect, o.clock, c.rec)
+	if err != nil {
+		return nil, fmt.Errorf("channel: WithConnectConfig: %w", err)
+	}
 	topts := o.tch
 	topts.Tracer = o.tracer
+	// Connectors make every connection to a peer; calls never dial.
+	topts.Dialer = pool.Dialer(o.tch.Dialer)
 	// Cancel frames both ways: a losing hedge or an abandoned call stops
 	// work on its server too (tchannel-go leaves both off by default).
 	topts.DefaultConnectionOptions.SendCancelOnContextCanceled = true
 	topts.DefaultConnectionOptions.PropagateCancel = true
+	if topts.DefaultConnectionOptions.HealthChecks.Interval == 0 {
+		topts.DefaultConnectionOptions.HealthChecks = DefaultHealthChecks
+	}
 	tch, err := tchannel.NewChannel(serviceName, &topts)
 	if err != nil {
 		return nil, fmt.Errorf("channel: %w", err)
 	}
-	c.tch = tch
+	pool.Start(tch)
+	c.tch, c.pool = tch, pool
 	c.pacers = map[string]*pacer{}
 	for svc, pc := range o.pacing {
 		p, err := c.newPacer(svc, pc)
 		if err != nil {
+			pool.Close()
 			tch.Close()
 			return nil, err
 		}
@@ -240,12 +273,15 @@ func (c *Channel) AddPeer(service, hostPort string) error {
 	if err != nil {
 		return err
 	}
-	_, err = l.Add(hostPort, c.tch.RootPeers().GetOrAdd(hostPort))
+	if _, err = l.Add(hostPort); errors.Is(err, peer.ErrPoolClosed) {
+		return ErrClosed
+	}
 	return err
 }
 
 // RemovePeer removes the peer at hostPort from service's peers. Calls in
-// flight to it complete.
+// flight to it complete; then its connection closes, unless another of the
+// Channel's services still has the peer.
 func (c *Channel) RemovePeer(service, hostPort string) error {
 	l, _ := c.peerList(service, false)
 	if l == nil {
@@ -257,7 +293,8 @@ func (c *Channel) RemovePeer(service, hostPort string) error {
 	return nil
 }
 
-// Peers returns the counts of service's peers, sorted by host:port.
+// Peers returns the counts of service's peers, sorted by host:port. Their
+// State says which can take calls now.
 func (c *Channel) Peers(service string) []peer.Counts {
 	l, _ := c.peerList(service, false)
 	if l == nil {
@@ -269,6 +306,46 @@ func (c *Channel) Peers(service string) []peer.Counts {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].HostPort < out[j].HostPort })
 	return out
+}
+
+// Connect starts connecting every peer of service that has no connection
+// yet (calls do the same on first use) and waits until none is connecting
+// or ctx ends. It returns nil when every peer is ready; otherwise an error
+// naming the peers that are not, which wraps ErrUnavailable when none is.
+// Servers and tests use it to have connections in place before the first
+// call; nothing requires it.
+func (c *Channel) Connect(ctx context.Context, service string) error {
+	l, _ := c.peerList(service, false)
+	if l == nil {
+		return fmt.Errorf("channel: Connect: %w", ErrNoPeers)
+	}
+	for {
+		changed := l.Changed()
+		l.Connect()
+		var connecting, failed []string
+		for _, p := range l.Peers() {
+			switch p.State() {
+			case peer.Idle, peer.Connecting:
+				connecting = append(connecting, p.HostPort())
+			case peer.TransientFailure, peer.Shutdown:
+				failed = append(failed, p.HostPort())
+			}
+		}
+		if len(connecting) == 0 {
+			switch {
+			case len(failed) == 0:
+				return nil
+			case len(failed) == len(l.Peers()):
+				return fmt.Errorf("channel: Connect %s: %w (%s)", service, ErrUnavailable, strings.Join(failed, ", "))
+			}
+			return fmt.Errorf("channel: Connect %s: not connected to %s", service, strings.Join(failed, ", "))
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("channel: Connect %s: still connecting to %s: %w", service, strings.Join(connecting, ", "), ctx.Err())
+		}
+	}
 }
 
 func (c *Channel) peerList(service string, create bool) (*peer.List, error) {
@@ -283,7 +360,7 @@ func (c *Channel) peerList(service string, create bool) (*peer.List, error) {
 	if l := c.services[service]; l != nil {
 		return l, nil
 	}
-	l, err := peer.NewList(service, c.o.busy, c.o.clock, c.rec)
+	l, err := peer.NewList(service, c.o.busy, c.o.clock, c.rec, c.pool)
 	if err != nil {
 		return nil, err
 	}
@@ -291,13 +368,16 @@ func (c *Channel) peerList(service string, create bool) (*peer.List, error) {
 	return l, nil
 }
 
-// Close stops listening, closes every connection once its calls are done,
-// and waits (up to a few seconds) until they have closed. Calls made after
-// Close fail with ErrClosed.
+// Close stops listening, stops the connectors, closes every connection once
+// its calls are done, and waits (up to a few seconds) until they have
+// closed. Requests that reach the Channel's handlers meanwhile are declined
+// before any handler runs, so Sluice clients retry them elsewhere. Calls
+// made after Close fail with ErrClosed.
 func (c *Channel) Close() {
 	if c.closed.Swap(true) {
 		return
 	}
+	c.pool.Close()
 	c.tch.Close()
 	t := time.NewTimer(closeWait)
 	defer t.Stop()

@@ -10,7 +10,7 @@ import (
 	"github.com/opentracing/opentracing-go/mocktracer"
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/codes"
-	"github.com/sluice-rpc/sluice/retry"
+	"github.com/sluice-rpc/sluice/peer"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/uber-go/tally/v4"
@@ -203,24 +203,32 @@ func TestTimeoutAndUnreachablePeer(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, codes.Timeout, ce.Code)
 
-	// A peer nobody listens on: the attempt never left the client; it is
-	// retried transparently until the deadline.
+	// A peer nobody listens on: its connect is refused, so it is in
+	// transient failure and the call fails at once with UNAVAILABLE,
+	// long before its deadline, having sent nothing.
 	dead := startServer(t)
 	deadAddr := dead.ch.HostPort()
 	dead.ch.Close()
 	scope := tally.NewTestScope("", nil)
-	c2, err := New("client", WithScope(scope)) // wall clock: the retry waits are real
+	c2, err := New("client", WithScope(scope))
 	require.NoError(t, err)
 	defer c2.Close()
 	require.NoError(t, c2.AddPeer("kv", deadAddr))
-	ctx2, cancel2 := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel2()
+	start := time.Now()
 	_, err = c2.CallRaw(ctx2, "kv", "echo", nil, nil)
 	require.ErrorAs(t, err, &ce)
-	assert.Contains(t, []codes.Code{codes.Network, codes.Timeout}, ce.Code, "got %v", err)
+	assert.Equal(t, codes.Unavailable, ce.Code, "got %v", err)
+	assert.ErrorIs(t, err, ErrUnavailable)
 	assert.Zero(t, ce.Attempts, "nothing was sent")
-	assert.Equal(t, retry.StopContext, ce.Stop)
-	assert.Greater(t, scope.Snapshot().Counters()["attempt.unsent+method=echo,service=kv"].Value(), int64(1))
+	assert.Less(t, time.Since(start), 2*time.Second, "the call waited for its deadline")
+	assert.Equal(t, "UNAVAILABLE", ce.CodeName())
+	snap := scope.Snapshot()
+	assert.EqualValues(t, 1, snap.Counters()["call.errors+code=UNAVAILABLE,method=echo,service=kv"].Value())
+	assert.EqualValues(t, 1, snap.Counters()["peer.connect_failures+peer="+deadAddr].Value())
+	assert.EqualValues(t, float64(peer.TransientFailure), snap.Gauges()["peer.state+peer="+deadAddr].Value())
+	assert.Equal(t, peer.TransientFailure, c2.Peers("kv")[0].State)
 }
 
 func TestNoPeersAndClosed(t *testing.T) {

@@ -23,6 +23,11 @@ var (
 	ErrThrottled = peer.ErrThrottled
 	// ErrNoPeers: the service has no peers.
 	ErrNoPeers = peer.ErrNoPeers
+	// ErrUnavailable: every peer is in transient failure (its connection
+	// was refused, reset, timed out or found dead) and waits out its
+	// connection backoff. Calls fail with it at once unless they wait for
+	// a ready peer (WaitForReady, or waitForReady in the service config).
+	ErrUnavailable = peer.ErrUnavailable
 	// ErrRateLimited: the service's leased rate admits no call before the
 	// deadline.
 	ErrRateLimited = leasing.ErrRateLimited
@@ -36,8 +41,11 @@ var (
 // codes with errors.As.
 type CallError struct {
 	Service, Method string
-	// Code is the TChannel code of the failure; codes.OK for a local
-	// outcome (then Err says which).
+	// Code is the failure's code: the TChannel code a server or the
+	// transport reported, BAD_REQUEST also for a request that cannot be
+	// sent (see Call), a local code (codes.Throttled, codes.NoPeers,
+	// codes.RateLimited, codes.Unavailable) for a call that failed in this
+	// process, and OK only for a local failure no code names (ErrClosed).
 	Code codes.Code
 	// Message is the remote error's message, without TChannel's prefix.
 	Message string
@@ -55,11 +63,20 @@ type CallError struct {
 }
 
 func (e *CallError) Error() string {
-	if e.Code == codes.OK {
+	if e.Peer == "" { // failed in this process, before any server answered
+		s := "sluice: call " + e.Service + "::" + e.Method
 		if e.Attempts > 0 {
-			return fmt.Sprintf("sluice: call %s::%s failed after %d attempt(s): %v", e.Service, e.Method, e.Attempts, e.Err)
+			s += fmt.Sprintf(" failed after %d attempt(s)", e.Attempts)
 		}
-		return fmt.Sprintf("sluice: call %s::%s: %v", e.Service, e.Method, e.Err)
+		if e.Code != codes.OK {
+			s += ": " + e.Code.String()
+		}
+		if e.Err != nil {
+			s += ": " + e.Err.Error()
+		} else if e.Message != "" {
+			s += ": " + e.Message
+		}
+		return s
 	}
 	s := fmt.Sprintf("sluice: call %s::%s failed after %d attempt(s), last on %s: %v: %s",
 		e.Service, e.Method, e.Attempts, e.Peer, e.Code, e.Message)
@@ -73,22 +90,29 @@ func (e *CallError) Error() string {
 // Unwrap returns the underlying error.
 func (e *CallError) Unwrap() error { return e.Err }
 
-// CodeName names the outcome: the TChannel code's name ("BUSY",
-// "TIMEOUT", ...) for a call that reached a server, else THROTTLED,
-// NO_PEERS, RATE_LIMITED or LOCAL for one that failed in this process. It
-// is the code tag the call is counted under in call.errors.
+// CodeName names the outcome: the code's name ("BUSY", "TIMEOUT",
+// "UNAVAILABLE", ...), or LOCAL for a local failure no code names. It is
+// the code tag the call is counted under in call.errors.
 func (e *CallError) CodeName() string {
-	switch {
-	case e.Code != codes.OK:
+	if e.Code != codes.OK {
 		return e.Code.String()
-	case errors.Is(e.Err, ErrThrottled):
-		return stats.CodeThrottled
-	case errors.Is(e.Err, ErrNoPeers):
-		return stats.CodeNoPeers
-	case errors.Is(e.Err, ErrRateLimited), errors.Is(e.Err, pacing.ErrThrottled):
-		return stats.CodeRateLimited
 	}
 	return stats.CodeLocal
+}
+
+// localCode returns the local code of a failure in this process.
+func localCode(err error) codes.Code {
+	switch {
+	case errors.Is(err, ErrThrottled):
+		return codes.Throttled
+	case errors.Is(err, ErrNoPeers):
+		return codes.NoPeers
+	case errors.Is(err, ErrUnavailable):
+		return codes.Unavailable
+	case errors.Is(err, ErrRateLimited), errors.Is(err, pacing.ErrThrottled):
+		return codes.RateLimited
+	}
+	return codes.OK
 }
 
 // ApplicationError is an application-level error a JSON handler returned.

@@ -71,6 +71,9 @@ func hedgeClient(t *testing.T, cfg string, servers ...*hedgeServer) *Channel {
 	for _, s := range servers {
 		require.NoError(t, c.AddPeer("kv", s.ch.HostPort()))
 	}
+	// Hedges go to distinct peers among those ready: have them all ready,
+	// so that the first hedges do not share the first peer to connect.
+	require.NoError(t, c.Connect(ctxTimeout(t), "kv"))
 	return c
 }
 

@@ -66,7 +66,10 @@ type methodPolicy struct {
 	hedge   *hedge.Executor
 	est     *hedge.Estimator // adaptive hedging delay, if configured
 	timeout time.Duration
-	bucket  *retry.Throttle // the service's, for the tokens gauge
+	// waitForReady: calls wait for a ready peer even when every peer is in
+	// transient failure (the service config's waitForReady).
+	waitForReady bool
+	bucket       *retry.Throttle // the service's, for the tokens gauge
 	m       *stats.Method
 	tokens  tally.Gauge
 	backoff retry.Backoff // the retry policy's, for throttle-aware waits
@@ -121,7 +124,7 @@ func (c *Channel) buildPolicy(service, method string) (*methodPolicy, error) {
 		mc, _ = c.o.config.Lookup(service, method)
 	}
 	if mc != nil {
-		p.timeout = mc.Timeout
+		p.timeout, p.waitForReady = mc.Timeout, mc.WaitForReady
 	}
 	if c.o.noRetries {
 		return p, nil

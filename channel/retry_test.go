@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
 	"github.com/stretchr/testify/assert"
@@ -162,11 +163,10 @@ func TestNotRetried(t *testing.T) {
 			f := startFleet(t, 3, tt.answer)
 			c, _ := retryClient(t, f, mustConfig(t, fmt.Sprintf(retryBusy, 5, "0.001s", "")))
 			tt.check(t, c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil))
-			want := 1
-			if tt.name == "non-retryable code" {
-				want = 2 // DECLINED is retried transparently once, as declined before a handler
-			}
-			assert.Equal(t, want, f.received())
+			// A handler's DECLINED is an ordinary code: the handler ran, so
+			// it runs once (only a decline before any handler is retried
+			// transparently).
+			assert.Equal(t, 1, f.received())
 		})
 	}
 }
@@ -264,10 +264,10 @@ func TestPushback(t *testing.T) {
 	})
 }
 
-// Peers nobody listens on: attempts to them never leave the client and are
-// retried transparently, without using up maxAttempts (2 here: one BUSY and
-// one success on the live server).
-func TestUnreachablePeersRetriedTransparently(t *testing.T) {
+// Peers nobody listens on are in transient failure and never chosen: every
+// call succeeds on the live peer (maxAttempts 2: one BUSY and one success
+// there), and no attempt is even tried on a dead one.
+func TestUnreachablePeersAreNotChosen(t *testing.T) {
 	var deads []string
 	for i := 0; i < 2; i++ {
 		d := startServer(t)
@@ -284,13 +284,20 @@ func TestUnreachablePeersRetriedTransparently(t *testing.T) {
 	for _, d := range deads {
 		require.NoError(t, c.AddPeer("kv", d))
 	}
+	require.Error(t, c.Connect(ctxTimeout(t), "kv"), "two peers cannot connect")
 	for i := 0; i < 10; i++ {
-		require.NoError(t, c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil), "call %d", i)
+		var res map[string]string
+		require.NoError(t, c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &res), "call %d", i)
 	}
-	unsent := scope.Snapshot().Counters()["attempt.unsent+method=get,service=kv"]
-	require.NotNil(t, unsent)
-	assert.Greater(t, unsent.Value(), int64(0), "no attempt went to an unreachable peer")
+	assert.Zero(t, scope.Snapshot().Counters()["attempt.unsent+method=get,service=kv"].Value(), "an attempt was tried on a dead peer")
 	assert.Equal(t, 20, f.received())
+	for _, p := range c.Peers("kv") {
+		want := peer.TransientFailure
+		if p.HostPort == f.servers[0].HostPort() {
+			want = peer.Ready
+		}
+		assert.Equal(t, want, p.State, p.HostPort)
+	}
 }
 
 func TestRetriesDisabledAndUnbuffered(t *testing.T) {

@@ -1,9 +1,12 @@
 // Package codes names the outcomes of a TChannel call the way Sluice's
 // policies, stats and errors spell them.
 //
-// The numeric values are TChannel's system error codes, so a Code converts to
-// and from tchannel.SystemErrCode without a table; this package itself does
-// not import TChannel, which keeps the policy packages free of it.
+// The wire codes' numeric values are TChannel's system error codes, so such a
+// Code converts to and from tchannel.SystemErrCode without a table; this
+// package itself does not import TChannel, which keeps the policy packages
+// free of it. The local codes name outcomes decided in the calling process,
+// where nothing reached a server's handler; they never travel on the wire
+// and a policy cannot name them.
 package codes
 
 import (
@@ -29,6 +32,23 @@ const (
 	Protocol   Code = 0xFF
 )
 
+// Local codes: the call failed in this process and no server handled it.
+// Their values lie outside TChannel's code space.
+const (
+	// Throttled: every peer's busy limiter refused the call after busy
+	// answers; nothing was sent.
+	Throttled Code = 0x81
+	// NoPeers: the service has no peers.
+	NoPeers Code = 0x82
+	// RateLimited: the service's leased rate or a server's rate-limit
+	// window admits no call before the deadline; nothing was sent.
+	RateLimited Code = 0x83
+	// Unavailable: no peer has a usable connection (every one is in
+	// transient failure: refused, reset, or its handshake failed or timed
+	// out); nothing was sent.
+	Unavailable Code = 0x84
+)
+
 var names = map[Code]string{
 	OK:         "OK",
 	Timeout:    "TIMEOUT",
@@ -39,17 +59,26 @@ var names = map[Code]string{
 	BadRequest: "BAD_REQUEST",
 	Network:    "NETWORK",
 	Protocol:   "PROTOCOL",
+
+	Throttled:   "THROTTLED",
+	NoPeers:     "NO_PEERS",
+	RateLimited: "RATE_LIMITED",
+	Unavailable: "UNAVAILABLE",
 }
 
-// All lists every code, OK first, in wire order.
+// All lists every wire code, OK first, in wire order.
 var All = []Code{OK, Timeout, Cancelled, Busy, Declined, Unexpected, BadRequest, Network, Protocol}
+
+// Locals lists the local codes.
+var Locals = []Code{Throttled, NoPeers, RateLimited, Unavailable}
 
 // Errors is the set of every error code (all but OK): the codes a policy
 // may name.
 var Errors = NewSet(All[1:]...)
 
-// String returns the upper-case name policies use ("BUSY"), or "CODE(0xNN)"
-// for a value TChannel does not define.
+// String returns the upper-case name policies and stats use ("BUSY",
+// "UNAVAILABLE"), or "CODE(0xNN)" for a value neither TChannel nor this
+// package defines.
 func (c Code) String() string {
 	if n, ok := names[c]; ok {
 		return n
@@ -60,15 +89,25 @@ func (c Code) String() string {
 // Known reports whether c is one of the codes TChannel defines (or OK).
 func (c Code) Known() bool {
 	_, ok := names[c]
-	return ok
+	return ok && !c.IsLocal()
 }
 
-// Parse returns the code named s ("BUSY", case-insensitive). OK is not
-// accepted: it is not an error code a policy can name.
+// IsLocal reports whether c is a local code: the call failed in this
+// process, and no server's handler saw it.
+func (c Code) IsLocal() bool { return c >= Throttled && c <= Unavailable }
+
+// Parse returns the wire error code named s ("BUSY", case-insensitive). OK
+// and the local codes are not accepted: a policy can name neither.
 func Parse(s string) (Code, error) {
 	u := strings.ToUpper(strings.TrimSpace(s))
 	for c, n := range names {
-		if c != OK && n == u {
+		if n != u {
+			continue
+		}
+		switch {
+		case c.IsLocal():
+			return 0, fmt.Errorf("codes: %s is a local outcome (nothing reached a server), not a TChannel code a policy can name", n)
+		case c != OK:
 			return c, nil
 		}
 	}

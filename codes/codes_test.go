@@ -1,6 +1,9 @@
 package codes
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestParseRoundTrip(t *testing.T) {
 	for _, c := range All[1:] {
@@ -16,6 +19,17 @@ func TestParseRoundTrip(t *testing.T) {
 		if _, err := Parse(bad); err == nil {
 			t.Errorf("Parse(%q) accepted", bad)
 		}
+	}
+	for _, c := range Locals {
+		if _, err := Parse(c.String()); err == nil || !strings.Contains(err.Error(), "local outcome") {
+			t.Errorf("Parse(%q) = %v, want a local-outcome error", c.String(), err)
+		}
+		if c.Known() || !c.IsLocal() || NewSet(c) != 0 {
+			t.Errorf("%v: Known %v, IsLocal %v, set %v", c, c.Known(), c.IsLocal(), NewSet(c))
+		}
+	}
+	if Unavailable.String() != "UNAVAILABLE" || Busy.IsLocal() || OK.IsLocal() {
+		t.Error("local codes are named and told apart")
 	}
 	if Code(0x42).Known() || Code(0x42).String() != "CODE(0x42)" {
 		t.Errorf("unknown code: %v", Code(0x42))

@@ -91,10 +91,10 @@ func (r Result) Err() error { return r.Outcome.Err }
 //     later ones resume HedgingDelay after it; with a pushback delay N the
 //     next starts after N instead. Non-fatal codes count as Throttle
 //     failures.
-//   - an attempt that never reached the server's application (NotSent, or
-//     the call's first DeclinedEarly) is sent again transparently: it takes
-//     no attempt slot and needs no Throttle or Budget permission; a NotSent
-//     one goes again after retry.DefaultTransparentBackoff.
+//   - the call's first attempt declined before any handler ran
+//     (DeclinedEarly) is sent again transparently, at once or after its
+//     pushback delay: it takes no attempt slot and needs no Throttle or
+//     Budget permission.
 //   - a Local outcome (nothing could take the attempt) stops hedging; the
 //     attempts already sent go on.
 //   - a pushback saying stop stops hedging and counts as a Throttle failure.
@@ -171,7 +171,7 @@ type call struct {
 	timer       clock.Timer
 	timerC      <-chan time.Time
 	delay       time.Duration // this call's hedging delay
-	free        int           // transparent re-sends owed: no slot, no permission needed
+	free        int           // transparent re-sends owed: no slot, no permission needed (at most one)
 	declined    bool          // the one transparent re-send of DeclinedEarly is used
 }
 
@@ -244,18 +244,14 @@ func (c *call) handle(f finished) retry.StopReason {
 	nonFatalCode := c.e.policy.NonFatalCodes.Has(o.Code)
 	if o.Transparent(c.declined) {
 		// It never reached the server's application: it takes no attempt
-		// slot and needs no permission to go again, after a short wait if
-		// it was not sent at all, or the pause a declining server asked.
+		// slot and needs no permission to go again, at once or after the
+		// pause the declining server asked.
 		c.res.Sent--
 		c.free++
-		switch {
-		case o.NotSent:
-			c.schedule(retry.DefaultTransparentBackoff)
-		case o.Pushback.Kind == retry.PushbackDelay && o.Pushback.Delay > 0:
-			c.declined = true
+		c.declined = true
+		if o.Pushback.Kind == retry.PushbackDelay && o.Pushback.Delay > 0 {
 			c.schedule(o.Pushback.Delay)
-		default:
-			c.declined = true
+		} else {
 			c.send()
 		}
 		return 0

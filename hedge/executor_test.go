@@ -335,18 +335,13 @@ func TestHedgeThrottle(t *testing.T) {
 	})
 }
 
-// Attempts that never reached the server's application are sent again in
-// the same slot: no attempt used, no throttle token spent.
+// An attempt declined before any handler ran is sent again in the same
+// slot: no attempt used, no throttle token spent.
 func TestHedgeTransparentOutcomesTakeNoSlot(t *testing.T) {
 	th, _ := retry.NewThrottle(retry.ThrottleConfig{MaxTokens: 10, TokenRatio: 0.1})
 	h := start(t, ExecutorConfig{Policy: policy(time.Hour), Throttle: th}, context.Background())
 	h.expectStarted(0)
 	h.expectTimer(time.Hour)
-	h.reply(0, retry.Outcome{Err: errBad, Code: codes.Network, NotSent: true})
-	h.expectTimer(retry.DefaultTransparentBackoff) // not sent: go again after a short wait
-	h.expectQuiet()
-	h.fake.Add(retry.DefaultTransparentBackoff)
-	h.expectStarted(0)
 	h.reply(0, retry.Outcome{Err: errBad, Code: codes.Declined, DeclinedEarly: true})
 	h.expectStarted(0) // declined before the handler: again at once, once
 	h.reply(0, okO)

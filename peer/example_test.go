@@ -13,12 +13,12 @@ import (
 func Example() {
 	cfg := busy.DefaultConfig()
 	cfg.Ceiling = 1 // one request per peer per second, to show throttling
-	l, err := peer.NewList("kv", cfg, nil, nil)
+	l, err := peer.NewList("kv", cfg, nil, nil, nil)
 	if err != nil {
 		panic(err)
 	}
-	a, _ := l.Add("127.0.0.1:4001", nil)
-	l.Add("127.0.0.1:4002", nil)
+	a, _ := l.Add("127.0.0.1:4001")
+	l.Add("127.0.0.1:4002")
 
 	p, _ := l.Choose([]*peer.Peer{a}) // a retry: avoid a
 	fmt.Println("retry goes to", p.HostPort())

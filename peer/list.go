@@ -10,7 +10,6 @@ import (
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/internal/clock"
 	"github.com/sluice-rpc/sluice/stats"
-	"github.com/uber/tchannel-go"
 )
 
 // scanAll is the list size up to which Choose looks at every peer rather
@@ -25,15 +24,18 @@ type List struct {
 	cfg     busy.Config
 	clk     clock.Clock
 	rec     *stats.Recorder
+	pool    *Pool
 
 	mu    sync.Mutex // serialises Add and Remove
 	peers atomic.Pointer[[]*Peer]
 }
 
 // NewList returns an empty list of service's peers. Each peer gets a busy
-// limiter configured by cfg on clock clk (nil: the wall clock) and reports
-// its metrics through rec (nil: nowhere).
-func NewList(service string, cfg busy.Config, clk clock.Clock, rec *stats.Recorder) (*List, error) {
+// limiter configured by cfg on clock clk (nil: the wall clock), reports its
+// metrics through rec (nil: nowhere), and its connection from pool. Without
+// a pool (nil) the list manages no connections and every peer counts as
+// Ready: for simulations and tests of the choice alone.
+func NewList(service string, cfg busy.Config, clk clock.Clock, rec *stats.Recorder, pool *Pool) (*List, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -43,15 +45,15 @@ func NewList(service string, cfg busy.Config, clk clock.Clock, rec *stats.Record
 	if rec == nil {
 		rec = stats.NewRecorder(nil)
 	}
-	l := &List{service: service, cfg: cfg, clk: clk, rec: rec}
+	l := &List{service: service, cfg: cfg, clk: clk, rec: rec, pool: pool}
 	l.peers.Store(&[]*Peer{})
 	return l, nil
 }
 
-// Add adds the peer at hostPort, sending through tch (which may be nil when
-// the list is used without a channel). Adding a peer already present returns
-// the existing one.
-func (l *List) Add(hostPort string, tch *tchannel.Peer) (*Peer, error) {
+// Add adds the peer at hostPort, taking its connector from the list's pool
+// (it starts Idle and connects when a call first looks at it). Adding a
+// peer already present returns the existing one.
+func (l *List) Add(hostPort string) (*Peer, error) {
 	if err := ValidateHostPort(hostPort); err != nil {
 		return nil, err
 	}
@@ -67,7 +69,13 @@ func (l *List) Add(hostPort string, tch *tchannel.Peer) (*Peer, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Peer{hostPort: hostPort, tch: tch, limiter: lim, m: l.rec.Peer(l.service, hostPort)}
+	var conn *Conn
+	if l.pool != nil {
+		if conn, err = l.pool.Acquire(hostPort); err != nil {
+			return nil, err
+		}
+	}
+	p := &Peer{hostPort: hostPort, conn: conn, limiter: lim, m: l.rec.Peer(l.service, hostPort)}
 	p.m.Limit.Update(lim.Limit())
 	next := make([]*Peer, len(old), len(old)+1)
 	copy(next, old)
@@ -77,7 +85,9 @@ func (l *List) Add(hostPort string, tch *tchannel.Peer) (*Peer, error) {
 }
 
 // Remove removes the peer at hostPort. Calls already sent to it finish
-// normally. It returns an error if the peer is not in the list.
+// normally; its connector stops, and its connection closes after them,
+// unless another list still holds the host:port. It returns an error if the
+// peer is not in the list.
 func (l *List) Remove(hostPort string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -88,10 +98,33 @@ func (l *List) Remove(hostPort string) error {
 			next = append(next, old[:i]...)
 			next = append(next, old[i+1:]...)
 			l.peers.Store(&next)
+			if p.conn != nil {
+				l.pool.Release(p.conn)
+			}
 			return nil
 		}
 	}
 	return fmt.Errorf("peer: %s is not a peer of this list", hostPort)
+}
+
+// Changed returns a channel that is closed at the next change of a peer's
+// State, or nil (never closed) for a list without a pool. A caller that
+// got ErrConnecting reads it before choosing and waits on it after.
+func (l *List) Changed() <-chan struct{} {
+	if l.pool == nil {
+		return nil
+	}
+	return l.pool.Changed()
+}
+
+// Connect asks every Idle peer to connect (calls do so for the peers they
+// look at). It does not wait; watch the peers' states with Changed.
+func (l *List) Connect() {
+	for _, p := range l.Peers() {
+		if p.conn != nil {
+			p.conn.Connect()
+		}
+	}
 }
 
 // Peers returns the current peers. The slice must not be modified.
@@ -107,10 +140,14 @@ func (l *List) Get(hostPort string) *Peer {
 	return nil
 }
 
-// Choose picks a peer for one attempt and counts it against that peer's
-// busy limiter. Peers in exclude (those this call has used) are taken only
-// when every other peer refuses. It returns ErrNoPeers for an empty list and
-// ErrThrottled when every peer's limiter refuses.
+// Choose picks a Ready peer for one attempt and counts it against that
+// peer's busy limiter. Peers in exclude (those this call has used) are taken
+// only when every other Ready peer refuses. It does not wait: it returns
+// ErrNoPeers for an empty list, ErrThrottled when every Ready peer's limiter
+// refuses, ErrConnecting when no peer is Ready but some are connecting, and
+// ErrUnavailable when every peer is in TransientFailure. Idle peers it looks
+// at start connecting. A caller that may wait for a connection does so on
+// Changed when it gets ErrConnecting (or ErrUnavailable), then chooses again.
 //
 // Choose does not call Begin; the caller does once it sends.
 func (l *List) Choose(exclude []*Peer) (*Peer, error) {
@@ -127,10 +164,13 @@ func (l *List) ChooseAt(exclude []*Peer, now time.Time) (*Peer, error) {
 	if len(peers) > scanAll {
 		return l.chooseMany(peers, exclude, now)
 	}
-	// A small list is scanned whole: try allowed peers best-first, first
-	// the fresh ones, then the excluded ones. tried marks peers whose
-	// limiter already refused this request.
-	var tried [scanAll]bool
+	// A small list is scanned whole: try Ready peers best-first, first the
+	// fresh ones, then the excluded ones. skip marks peers already tried
+	// or not Ready.
+	var (
+		skip  [scanAll]bool
+		avail availability
+	)
 	for _, allowExcluded := range [2]bool{false, true} {
 		for {
 			best := -1
@@ -138,7 +178,11 @@ func (l *List) ChooseAt(exclude []*Peer, now time.Time) (*Peer, error) {
 			for j := range peers {
 				i := (j + off) % len(peers)
 				p := peers[i]
-				if tried[i] || contains(exclude, p) != allowExcluded {
+				if skip[i] || contains(exclude, p) != allowExcluded {
+					continue
+				}
+				if !avail.ready(p) {
+					skip[i] = true
 					continue
 				}
 				if best < 0 || better(p, peers[best], now) {
@@ -148,21 +192,22 @@ func (l *List) ChooseAt(exclude []*Peer, now time.Time) (*Peer, error) {
 			if best < 0 {
 				break
 			}
-			tried[best] = true
+			skip[best] = true
 			if p := l.try(peers[best], now); p != nil {
 				return p, nil
 			}
 		}
 	}
-	return nil, ErrThrottled
+	return nil, avail.err()
 }
 
 // chooseMany picks among more than scanAll peers: the power of two random
-// choices among peers not excluded, then, if both refuse, one pass over the
-// rest from a random start (fresh peers first, then excluded ones), so that
-// the overload case costs O(n), not O(n^2).
+// choices among Ready peers not excluded, then, if both refuse, one pass
+// over the rest from a random start (fresh peers first, then excluded ones),
+// so that the overload case costs O(n), not O(n^2).
 func (l *List) chooseMany(peers, exclude []*Peer, now time.Time) (*Peer, error) {
-	a, b := pickTwo(peers, exclude)
+	var avail availability
+	a, b := pickTwo(peers, exclude, &avail)
 	if b >= 0 && better(peers[b], peers[a], now) {
 		a, b = b, a
 	}
@@ -177,7 +222,7 @@ func (l *List) chooseMany(peers, exclude []*Peer, now time.Time) (*Peer, error) 
 	for _, allowExcluded := range [2]bool{false, true} {
 		for j := range peers {
 			i := (j + off) % len(peers)
-			if i == a || i == b || contains(exclude, peers[i]) != allowExcluded {
+			if i == a || i == b || contains(exclude, peers[i]) != allowExcluded || !avail.ready(peers[i]) {
 				continue
 			}
 			if p := l.try(peers[i], now); p != nil {
@@ -185,7 +230,38 @@ func (l *List) chooseMany(peers, exclude []*Peer, now time.Time) (*Peer, error) 
 			}
 		}
 	}
-	return nil, ErrThrottled
+	return nil, avail.err()
+}
+
+// availability tallies the states of the peers a choice looked at, to say
+// why it found none.
+type availability struct{ anyReady, anyConnecting bool }
+
+// ready reports whether p is Ready, noting its state; an Idle peer is
+// asked to connect.
+func (v *availability) ready(p *Peer) bool {
+	switch p.State() {
+	case Ready:
+		v.anyReady = true
+		return true
+	case Idle:
+		p.conn.Connect()
+		v.anyConnecting = true
+	case Connecting:
+		v.anyConnecting = true
+	}
+	return false
+}
+
+// err is the error of a choice that found no peer to take the attempt.
+func (v *availability) err() error {
+	switch {
+	case v.anyReady:
+		return ErrThrottled // Ready peers exist; their limiters refused
+	case v.anyConnecting:
+		return ErrConnecting
+	}
+	return ErrUnavailable
 }
 
 func (l *List) try(p *Peer, now time.Time) *Peer {
@@ -221,13 +297,13 @@ func contains(ps []*Peer, p *Peer) bool {
 	return false
 }
 
-// pickTwo returns the indexes of two distinct random peers not in exclude
-// (-1 where none was found within a few draws).
-func pickTwo(peers, exclude []*Peer) (a, b int) {
+// pickTwo returns the indexes of two distinct random Ready peers not in
+// exclude (-1 where none was found within a few draws).
+func pickTwo(peers, exclude []*Peer, avail *availability) (a, b int) {
 	a, b = -1, -1
 	for tries := 0; tries < 4*len(exclude)+4 && b < 0; tries++ {
 		i := rand.IntN(len(peers))
-		if i == a || contains(exclude, peers[i]) {
+		if i == a || contains(exclude, peers[i]) || !avail.ready(peers[i]) {
 			continue
 		}
 		if a < 0 {

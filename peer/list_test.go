@@ -18,12 +18,12 @@ func newList(t testing.TB, ceiling float64, hostPorts ...string) (*List, *clock.
 	cfg := busy.DefaultConfig()
 	cfg.Ceiling = ceiling
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
-	l, err := NewList("kv", cfg, clk, nil)
+	l, err := NewList("kv", cfg, clk, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, hp := range hostPorts {
-		if _, err := l.Add(hp, nil); err != nil {
+		if _, err := l.Add(hp); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -259,7 +259,7 @@ func TestAddRemoveWhileChoosing(t *testing.T) {
 		}
 	}()
 	for i := 1; i < 200; i++ {
-		if _, err := l.Add(hp(i), nil); err != nil {
+		if _, err := l.Add(hp(i)); err != nil {
 			t.Error(err)
 		}
 		if i%2 == 0 {
@@ -273,7 +273,7 @@ func TestAddRemoveWhileChoosing(t *testing.T) {
 	if err := l.Remove("127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "not a peer") {
 		t.Fatalf("removing an unknown peer: %v", err)
 	}
-	if p, _ := l.Add(hp(199), nil); p != l.Get(hp(199)) {
+	if p, _ := l.Add(hp(199)); p != l.Get(hp(199)) {
 		t.Fatal("adding a present peer must return the existing one")
 	}
 }
@@ -288,7 +288,7 @@ func TestValidateHostPort(t *testing.T) {
 		t.Error(err)
 	}
 	l, _ := newList(t, 1)
-	if _, err := l.Add("nope", nil); err == nil || !strings.Contains(err.Error(), `"nope"`) {
+	if _, err := l.Add("nope"); err == nil || !strings.Contains(err.Error(), `"nope"`) {
 		t.Errorf("Add with a bad address: %v", err)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -14,20 +16,28 @@ import (
 	"github.com/uber/tchannel-go"
 )
 
-// Errors Choose returns. Neither means a request was sent.
+// Errors Choose returns. None means a request was sent.
 var (
-	// ErrThrottled: every peer's busy limiter refused the request after busy
-	// responses. Back off, or let the limit recover (within a second or so).
+	// ErrThrottled: every Ready peer's busy limiter refused the request
+	// after busy responses. Back off, or let the limit recover (within a
+	// second or so).
 	ErrThrottled = errors.New("every peer is throttled after busy responses; nothing was sent")
 	// ErrNoPeers: the service has no peers. Add one first.
 	ErrNoPeers = errors.New("no peers for the service; add a peer first")
+	// ErrUnavailable: no peer has a connection, and none is being made:
+	// every one is in TransientFailure (refused, reset, handshake failed or
+	// timed out, or found dead) and waits out its connection backoff.
+	ErrUnavailable = errors.New("no peer is reachable: every connection failed and is waiting to reconnect; nothing was sent")
+	// ErrConnecting: no peer is Ready yet, but some are connecting: wait
+	// on List.Changed and choose again.
+	ErrConnecting = errors.New("no peer is connected yet; some are connecting")
 )
 
 // Peer is one host:port serving a service, with its busy limiter and the
 // load and latency the chooser weighs.
 type Peer struct {
 	hostPort string
-	tch      *tchannel.Peer
+	conn     *Conn // nil in a list without a pool: always Ready
 	limiter  *busy.Limiter
 	m        *stats.Peer
 
@@ -44,8 +54,31 @@ type Peer struct {
 func (p *Peer) HostPort() string { return p.hostPort }
 
 // TChannel returns the tchannel-go peer that sends to this address (nil in
-// lists built without a channel).
-func (p *Peer) TChannel() *tchannel.Peer { return p.tch }
+// lists without a pool).
+func (p *Peer) TChannel() *tchannel.Peer {
+	if p.conn == nil {
+		return nil
+	}
+	return p.conn.TChannel()
+}
+
+// State returns the state of the peer's connection (always Ready in a list
+// without a pool).
+func (p *Peer) State() State {
+	if p.conn == nil {
+		return Ready
+	}
+	return p.conn.State()
+}
+
+// Lost reports that an attempt found no usable connection to the peer
+// although it was Ready: the peer stops being chosen until its connector
+// has looked into it (see Conn.Lost).
+func (p *Peer) Lost() {
+	if p.conn != nil {
+		p.conn.Lost()
+	}
+}
 
 // Limiter returns the peer's busy limiter.
 func (p *Peer) Limiter() *busy.Limiter { return p.limiter }
@@ -123,6 +156,7 @@ type Counts struct {
 	Pending   int64         // attempts awaiting a response
 	Limit     float64       // busy limit in force now, requests per second
 	Latency   time.Duration // latency estimate (0 until a call succeeds)
+	State     State         // connection state
 }
 
 // Counts returns the peer's totals.
@@ -130,12 +164,14 @@ func (p *Peer) Counts() Counts {
 	return Counts{
 		HostPort: p.hostPort, Sent: p.sent.Load(), Busy: p.busy.Load(),
 		Throttled: p.refused.Load(), Pending: p.pending.Load(), Limit: p.limiter.Limit(),
-		Latency: time.Duration(p.latency.Load()),
+		Latency: time.Duration(p.latency.Load()), State: p.State(),
 	}
 }
 
 // ValidateHostPort checks that hostPort is host:port with a numeric port in
-// 1..65535.
+// 1..65535 and a host that is an IP address or a DNS host name (such as
+// localhost). It rejects spaces, an empty host, and a dotted-decimal host
+// that is not an IPv4 address ("999.999.999.999").
 func ValidateHostPort(hostPort string) error {
 	host, port, err := net.SplitHostPort(hostPort)
 	if err != nil {
@@ -145,8 +181,44 @@ func ValidateHostPort(hostPort string) error {
 		return fmt.Errorf("peer: bad host:port %q: the host is empty", hostPort)
 	}
 	n, err := strconv.Atoi(port)
-	if err != nil || n < 1 || n > 65535 {
+	if err != nil || n < 1 || n > 65535 || port[0] == '+' {
 		return fmt.Errorf("peer: bad host:port %q: port must be a number in 1..65535", hostPort)
 	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return nil
+	}
+	if why := badHostName(host); why != "" {
+		return fmt.Errorf("peer: bad host:port %q: host %q is neither an IP address nor a host name: %s", hostPort, host, why)
+	}
 	return nil
+}
+
+// badHostName says what keeps host from being a DNS host name (RFC 1123:
+// dot-separated labels of letters, digits and hyphens, 1..63 bytes each and
+// not starting or ending with a hyphen, 253 bytes in all, the last label
+// not all digits), or "" if nothing does.
+func badHostName(host string) string {
+	if len(host) > 253 {
+		return "longer than 253 bytes"
+	}
+	labels := strings.Split(strings.TrimSuffix(host, "."), ".")
+	for _, l := range labels {
+		switch {
+		case l == "":
+			return "an empty label"
+		case len(l) > 63:
+			return "a label longer than 63 bytes"
+		case l[0] == '-' || l[len(l)-1] == '-':
+			return "a label starts or ends with a hyphen"
+		}
+		for i := 0; i < len(l); i++ {
+			if c := l[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-') {
+				return fmt.Sprintf("character %q is not allowed", c)
+			}
+		}
+	}
+	if last := labels[len(labels)-1]; strings.Trim(last, "0123456789") == "" {
+		return "it looks like an IPv4 address but is not one"
+	}
+	return ""
 }

@@ -11,7 +11,7 @@ import (
 //
 // The ceiling of retry n (n >= 1, counted since the start of the call or the
 // last server pushback) is min(Initial * Multiplier^(n-1), Max); the delay is
-// drawn below it according to Jitter.
+// drawn below it according to Jitter (around it for ProportionalJitter).
 type Backoff struct {
 	// Initial is the first retry's ceiling.
 	Initial time.Duration
@@ -21,6 +21,10 @@ type Backoff struct {
 	Multiplier float64
 	// Jitter selects the distribution below the ceiling.
 	Jitter Jitter
+	// Spread is ProportionalJitter's relative spread, in [0, 1): the delay
+	// is the ceiling times a uniform factor in [1-Spread, 1+Spread). Other
+	// jitters ignore it.
+	Spread float64
 }
 
 // Ceiling returns min(Initial * Multiplier^(n-1), Max) for the nth retry;
@@ -42,14 +46,23 @@ func (b Backoff) Ceiling(n int) time.Duration {
 // Delay returns the wait before the nth retry given r, a uniform random
 // number in [0, 1) (values outside are clamped into it). FullJitter returns
 // r*ceiling, in [0, ceiling); EqualJitter returns ceiling/2 + r*ceiling/2,
-// in [ceiling/2, ceiling). A zero ceiling gives zero. Delay does not
-// allocate.
+// in [ceiling/2, ceiling); ProportionalJitter returns
+// ceiling*(1 - Spread + 2*Spread*r), in [ceiling*(1-Spread),
+// ceiling*(1+Spread)). A zero ceiling gives zero. Delay does not allocate.
 func (b Backoff) Delay(n int, r float64) time.Duration {
 	c := b.Ceiling(n)
 	if !(r > 0) { // also catches NaN
 		r = 0
 	}
 	cf := float64(c)
+	if b.Jitter == ProportionalJitter {
+		s := min(max(b.Spread, 0), 1) // also catches NaN
+		f := cf * (1 - s + 2*s*min(r, 1))
+		if !(f < math.MaxInt64) {
+			return math.MaxInt64
+		}
+		return time.Duration(f)
+	}
 	f := r * cf
 	if b.Jitter == EqualJitter {
 		f = cf/2 + f/2

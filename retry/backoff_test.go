@@ -62,6 +62,24 @@ func TestBackoffDelay(t *testing.T) {
 			t.Errorf("%s: Delay(%d, %v) = %v, want %v", tt.name, tt.n, tt.r, got, tt.want)
 		}
 	}
+	// gRPC's connection backoff: 1 s, x1.6, +-20 %, cap 120 s.
+	conn := Backoff{Initial: time.Second, Max: 120 * time.Second, Multiplier: 1.6, Jitter: ProportionalJitter, Spread: 0.2}
+	for _, tt := range []struct {
+		n    int
+		r    float64
+		want time.Duration
+	}{
+		{1, 0, 800 * ms}, {1, 0.5, time.Second}, {2, 0.5, 1600 * ms}, {3, 0, 2048 * ms},
+		{20, 0.5, 120 * time.Second}, {20, 1, 144 * time.Second}, {1, math.NaN(), 800 * ms},
+	} {
+		if got := conn.Delay(tt.n, tt.r); got != tt.want {
+			t.Errorf("proportional Delay(%d, %v) = %v, want %v", tt.n, tt.r, got, tt.want)
+		}
+	}
+	huge := Backoff{Initial: time.Duration(math.MaxInt64), Max: time.Duration(math.MaxInt64), Multiplier: 2, Jitter: ProportionalJitter, Spread: 0.5}
+	if got := huge.Delay(3, 0.99); got != time.Duration(math.MaxInt64) {
+		t.Errorf("a spread past the largest duration saturates: got %v", got)
+	}
 	// r >= 1 is clamped below 1: the delay stays below the ceiling.
 	if got := full.Delay(1, 1); got >= 100*ms || got < 99*ms {
 		t.Errorf("Delay(1, 1) = %v, want just under 100ms", got)

@@ -21,9 +21,9 @@
 //   - Pushback (pushback.go): the server's "retry after N ms" or "do not
 //     retry", read from the retry-pushback-ms response header or from the end
 //     of a TChannel error message.
-//   - Executor (executor.go): the sequential retry loop, including gRPC's
-//     transparent retries of attempts that never reached the server's
-//     application logic.
+//   - Executor (executor.go): the sequential retry loop, including the one
+//     transparent retry of an attempt a server declined before any handler
+//     ran.
 //   - Buffer (buffer.go): the bytes held for possible retries; a call whose
 //     request does not fit is sent once and never retried.
 package retry

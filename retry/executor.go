@@ -10,11 +10,6 @@ import (
 	"github.com/sluice-rpc/sluice/internal/clock"
 )
 
-// DefaultTransparentBackoff is the wait between transparent retries of
-// attempts that never left the client when the executor has no Policy (with
-// a Policy the wait is its InitialBackoff).
-const DefaultTransparentBackoff = 10 * time.Millisecond
-
 // Attempt describes the try an AttemptFunc is asked to make.
 type Attempt struct {
 	// Number is how many counted attempts preceded this one: 0 for the
@@ -25,8 +20,8 @@ type Attempt struct {
 	// Index is how many tries of any kind preceded this one, transparent
 	// retries included: 0 for the first.
 	Index int
-	// Transparent reports that this try repeats one that never reached the
-	// server's application logic (Outcome.NotSent or Outcome.DeclinedEarly).
+	// Transparent reports that this try repeats one that a server declined
+	// before any handler ran (Outcome.DeclinedEarly).
 	Transparent bool
 }
 
@@ -42,11 +37,6 @@ type Outcome struct {
 	Code codes.Code
 	// Pushback is the server's retry instruction, if any.
 	Pushback Pushback
-	// NotSent reports that the request never left the client (no
-	// connection, no peer). Such attempts are retried transparently until
-	// the context ends, each after a short wait, and count neither toward
-	// MaxAttempts nor in the Throttle.
-	NotSent bool
 	// DeclinedEarly reports that the server refused the request before any
 	// handler ran. The first such attempt of a call is retried at once and
 	// not counted; a second is handled by the policy like any failure.
@@ -55,21 +45,23 @@ type Outcome struct {
 	// before the failure: the call is never retried after that.
 	Committed bool
 	// Local reports that the attempt was not made at all: nothing could
-	// take it (every peer throttled, no peers, the client closed). It ends
-	// the call; when an earlier attempt failed remotely, that failure is
-	// the call's error (with StopThrottled), not the local one.
+	// take it (no peer ready or reachable, every peer throttled, no peers,
+	// the client closed). It ends the call; when an earlier attempt failed
+	// remotely, that failure is the call's error (with StopThrottled), not
+	// the local one. An attempt whose connection failed before anything
+	// was sent is the AttemptFunc's to move to another peer (the channel
+	// does, once per peer); the executors never loop on it.
 	Local bool
 }
 
 // Transparent reports whether o never reached the server's application
 // and may go again without counting as an attempt or in the Throttle (the
-// retry design's transparent retry): it was not sent, or it was declined
-// early and the call has not yet used its one such re-send (declinedBefore).
-// A committed outcome or a "do not retry" pushback never is. The retry and
-// hedge executors both decide with it.
+// retry design's transparent retry): it was declined early and the call
+// has not yet used its one such re-send (declinedBefore). A committed
+// outcome or a "do not retry" pushback never is. The retry and hedge
+// executors both decide with it.
 func (o Outcome) Transparent(declinedBefore bool) bool {
-	return o.Err != nil && !o.Committed && o.Pushback.Kind != PushbackStop &&
-		(o.NotSent || (o.DeclinedEarly && !declinedBefore))
+	return o.Err != nil && !o.Committed && o.Pushback.Kind != PushbackStop && o.DeclinedEarly && !declinedBefore
 }
 
 // AttemptFunc makes one attempt of a call. It must honour ctx and must not
@@ -145,7 +137,8 @@ func (r Result) Err() error { return r.Outcome.Err }
 // ExecutorConfig configures an Executor. Every field is optional.
 type ExecutorConfig struct {
 	// Policy is the retry policy; nil means no retries (one counted attempt
-	// per call; transparent retries still happen, as the gRPC design says).
+	// per call; the transparent retry of an early decline still happens, as
+	// the gRPC design says).
 	Policy *Policy
 	// MaxAttemptsCap is the client-side cap on Policy.MaxAttempts; 0 means
 	// MaxAttemptsCap (5). It must be >= 0.
@@ -161,10 +154,6 @@ type ExecutorConfig struct {
 	// means math/rand/v2's Float64. It must be safe for concurrent use if
 	// the Executor is shared by concurrent calls.
 	Rand func() float64
-	// TransparentBackoff is the wait between tries whose request never left
-	// the client; 0 means Policy.InitialBackoff, or
-	// DefaultTransparentBackoff without a policy. It must be >= 0.
-	TransparentBackoff time.Duration
 	// OnRetry, if set, is called before each wait for a retry (counted or
 	// transparent) with the attempt about to be made and the wait.
 	OnRetry func(next Attempt, wait time.Duration)
@@ -180,9 +169,6 @@ func (c ExecutorConfig) Validate() error {
 	if c.MaxAttemptsCap < 0 {
 		return fieldError("maxAttemptsCap", strconv.Itoa(c.MaxAttemptsCap), "must be >= 0")
 	}
-	if c.TransparentBackoff < 0 {
-		return fieldError("transparentBackoff", c.TransparentBackoff.String(), "must be >= 0")
-	}
 	return nil
 }
 
@@ -194,8 +180,6 @@ func (c ExecutorConfig) Validate() error {
 //
 // The rules, for each attempt's Outcome:
 //   - success (Err nil): return it; the Throttle gets a success.
-//   - NotSent: wait TransparentBackoff and try again, until the context
-//     ends; not counted toward MaxAttempts nor in the Throttle.
 //   - DeclinedEarly, the first time in the call: try again at once (or
 //     after its pushback delay), not counted; afterwards, or with a "do not
 //     retry" pushback, it is an ordinary failure.
@@ -213,13 +197,12 @@ func (c ExecutorConfig) Validate() error {
 //     pushback.
 //
 // When the context ends during a wait, Do returns at once with the last
-// attempt's outcome and StopContext. Transparent retries of NotSent
-// attempts go on until the context ends, so calls should carry a deadline.
+// attempt's outcome and StopContext. A call makes at most MaxAttempts
+// counted attempts and one transparent one.
 type Executor struct {
 	backoff     Backoff
 	retryable   codes.Set
 	maxAttempts int
-	transparent time.Duration
 	throttle    *Throttle
 	buffer      *Buffer
 	clock       clock.Clock
@@ -234,7 +217,6 @@ func NewExecutor(c ExecutorConfig) (*Executor, error) {
 	}
 	e := &Executor{
 		maxAttempts: 1,
-		transparent: c.TransparentBackoff,
 		throttle:    c.Throttle,
 		buffer:      c.Buffer,
 		clock:       c.Clock,
@@ -245,12 +227,6 @@ func NewExecutor(c ExecutorConfig) (*Executor, error) {
 		e.backoff = p.Backoff()
 		e.retryable = p.RetryableCodes
 		e.maxAttempts = p.Attempts(c.MaxAttemptsCap)
-		if e.transparent == 0 {
-			e.transparent = p.InitialBackoff
-		}
-	}
-	if e.transparent == 0 {
-		e.transparent = DefaultTransparentBackoff
 	}
 	if e.clock == nil {
 		e.clock = clock.Real
@@ -312,10 +288,7 @@ func (e *Executor) run(ctx context.Context, retries bool, attempt AttemptFunc) R
 
 		var wait time.Duration
 		transparent := o.Transparent(declined)
-		switch {
-		case transparent && o.NotSent:
-			wait = e.transparent
-		case transparent: // declined early
+		if transparent { // declined before any handler ran
 			declined = true
 			if o.Pushback.Kind == PushbackDelay {
 				wait = o.Pushback.Delay // the server asked for a pause

@@ -22,7 +22,6 @@ var (
 	okO       = Outcome{}
 	busyO     = Outcome{Err: errBusy, Code: codes.Busy}
 	badO      = Outcome{Err: errBad, Code: codes.BadRequest}
-	notSentO  = Outcome{Err: errNoPeer, Code: codes.Network, NotSent: true}
 	declEarly = Outcome{Err: errDeclined, Code: codes.Declined, DeclinedEarly: true}
 )
 
@@ -163,20 +162,14 @@ func TestExecutorRules(t *testing.T) {
 			want:     []att{{0, 0, false, 0}}, wantStop: StopCommitted, wantErr: errBusy, wantCounted: 1, wantTokens: 9,
 		},
 		{
-			name: "committed beats not-sent and pushback", policy: pol(nil),
-			outcomes: []Outcome{with(notSentO, func(o *Outcome) { o.Committed = true; o.Pushback = PushbackAfter(ms) })},
-			want:     []att{{0, 0, false, 0}}, wantStop: StopCommitted, wantErr: errNoPeer, wantCounted: 1, wantTokens: 10,
+			name: "committed beats an early decline and pushback", policy: pol(nil),
+			outcomes: []Outcome{with(declEarly, func(o *Outcome) { o.Committed = true; o.Pushback = PushbackAfter(ms) })},
+			want:     []att{{0, 0, false, 0}}, wantStop: StopCommitted, wantErr: errDeclined, wantCounted: 1, wantTokens: 10,
 		},
 		{
-			name: "not sent is retried transparently after initialBackoff", policy: pol(nil),
-			outcomes: []Outcome{notSentO, notSentO, notSentO, okO},
-			want:     []att{{0, 0, false, 0}, {0, 1, true, 100 * ms}, {0, 2, true, 200 * ms}, {0, 3, true, 300 * ms}},
-			wantStop: StopSucceeded, wantCounted: 1, wantTokens: 10,
-		},
-		{
-			name: "not sent uses neither maxAttempts nor tokens", policy: pol(func(p *Policy) { p.MaxAttempts = 2 }),
-			outcomes: []Outcome{busyO, notSentO, notSentO, busyO},
-			want:     []att{{0, 0, false, 0}, {1, 1, false, 50 * ms}, {1, 2, true, 150 * ms}, {1, 3, true, 250 * ms}},
+			name: "an early decline uses neither maxAttempts nor tokens", policy: pol(func(p *Policy) { p.MaxAttempts = 2 }),
+			outcomes: []Outcome{busyO, declEarly, busyO},
+			want:     []att{{0, 0, false, 0}, {1, 1, false, 50 * ms}, {1, 2, true, 50 * ms}},
 			wantStop: StopExhausted, wantErr: errBusy, wantCounted: 2, wantTokens: 8,
 		},
 		{
@@ -201,15 +194,14 @@ func TestExecutorRules(t *testing.T) {
 			want: []att{{0, 0, false, 0}}, wantStop: StopNotRetryable, wantErr: errBusy, wantCounted: 1, wantTokens: 10,
 		},
 		{
-			name: "no policy: transparent retries still happen", policy: nil, outcomes: []Outcome{notSentO, declEarly, okO},
-			want:     []att{{0, 0, false, 0}, {0, 1, true, DefaultTransparentBackoff}, {0, 2, true, DefaultTransparentBackoff}},
+			name: "no policy: the early decline's transparent retry still happens", policy: nil, outcomes: []Outcome{declEarly, okO},
+			want:     []att{{0, 0, false, 0}, {0, 1, true, 0}},
 			wantStop: StopSucceeded, wantCounted: 1, wantTokens: 10,
 		},
 		{
-			name: "configured transparent backoff", policy: pol(nil),
-			cfg:      func(c *ExecutorConfig) { c.TransparentBackoff = 25 * ms },
-			outcomes: []Outcome{notSentO, okO},
-			want:     []att{{0, 0, false, 0}, {0, 1, true, 25 * ms}}, wantStop: StopSucceeded, wantCounted: 1, wantTokens: 10,
+			name: "no policy: an ordinary decline ends the call", policy: nil,
+			outcomes: []Outcome{{Err: errDeclined, Code: codes.Declined}, okO},
+			want:     []att{{0, 0, false, 0}}, wantStop: StopNotRetryable, wantErr: errDeclined, wantCounted: 1, wantTokens: 10,
 		},
 	}
 	for _, tt := range tests {
@@ -273,12 +265,12 @@ func TestExecutorOnRetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	script := []Outcome{busyO, notSentO, with(busyO, pb(70*ms)), okO}
+	script := []Outcome{busyO, declEarly, with(busyO, pb(70*ms)), okO}
 	n := 0
 	e.Do(context.Background(), func(context.Context, Attempt) Outcome { n++; return script[n-1] })
 	want := []call{
 		{Attempt{Number: 1, Index: 1}, 50 * ms},
-		{Attempt{Number: 1, Index: 2, Transparent: true}, 100 * ms},
+		{Attempt{Number: 1, Index: 2, Transparent: true}, 0},
 		{Attempt{Number: 2, Index: 3}, 70 * ms},
 	}
 	if len(calls) != len(want) {
@@ -308,7 +300,7 @@ func TestExecutorDoSized(t *testing.T) {
 	}{
 		{"fits: retried", 10, []Outcome{busyO, okO}, 2, StopSucceeded, 10},
 		{"too big: sent once", 11, []Outcome{busyO, okO}, 1, StopUnbuffered, 0},
-		{"too big: no transparent retry either", 11, []Outcome{notSentO, okO}, 1, StopUnbuffered, 0},
+		{"too big: no transparent retry either", 11, []Outcome{declEarly, okO}, 1, StopUnbuffered, 0},
 		{"too big: success is still a success", 11, []Outcome{okO}, 1, StopSucceeded, 0},
 		{"too big and not retryable", 11, []Outcome{badO}, 1, StopNotRetryable, 0},
 	}
@@ -342,7 +334,6 @@ func TestNewExecutorValidates(t *testing.T) {
 		{ExecutorConfig{}, ""},
 		{ExecutorConfig{Policy: &bad}, "retry: maxAttempts is 1, must be >= 2"},
 		{ExecutorConfig{MaxAttemptsCap: -1}, "retry: maxAttemptsCap is -1, must be >= 0"},
-		{ExecutorConfig{TransparentBackoff: -ms}, "retry: transparentBackoff is -1ms, must be >= 0"},
 	}
 	for _, tt := range tests {
 		e, err := NewExecutor(tt.cfg)
@@ -399,7 +390,7 @@ func TestExecutorContextEndsTheWaitAtOnce(t *testing.T) {
 	}{
 		{"backoff", busyO},
 		{"pushback", with(busyO, pb(time.Hour))},
-		{"transparent", notSentO},
+		{"transparent", with(declEarly, pb(time.Hour))},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			fake := clock.NewFake(epoch)
@@ -427,19 +418,13 @@ func TestExecutorContextEndsTheWaitAtOnce(t *testing.T) {
 }
 
 func TestExecutorDeadline(t *testing.T) {
-	// A transparent retry loop runs until the deadline.
+	// A zero wait (pushback 0) still notices the ended context.
 	fake := clock.NewFake(epoch)
-	e, _ := NewExecutor(ExecutorConfig{Clock: fake})
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
-	res := e.Do(ctx, func(context.Context, Attempt) Outcome { return notSentO })
-	if res.Stop != StopContext || !errors.Is(res.CtxErr, context.DeadlineExceeded) || res.Err() != errNoPeer {
-		t.Fatalf("Result %+v", res)
-	}
-	// A zero wait (pushback 0) still notices the ended context.
 	p := validPolicy()
-	e, _ = NewExecutor(ExecutorConfig{Policy: &p, Clock: fake})
-	res = e.Do(ctx, func(context.Context, Attempt) Outcome { return with(busyO, pb(0)) })
+	e, _ := NewExecutor(ExecutorConfig{Policy: &p, Clock: fake})
+	res := e.Do(ctx, func(context.Context, Attempt) Outcome { return with(busyO, pb(0)) })
 	if res.Stop != StopContext || res.Attempts != 1 {
 		t.Fatalf("Result %+v", res)
 	}

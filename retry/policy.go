@@ -25,6 +25,11 @@ const (
 	// [0, ceiling/2): Aliyun's EqualJitter. It never retries sooner than
 	// half the ceiling.
 	EqualJitter
+	// ProportionalJitter draws uniformly from
+	// [ceiling*(1-Spread), ceiling*(1+Spread)): gRPC's connection backoff
+	// (Spread 0.2). It spreads reconnects around the schedule rather than
+	// below it; retry policies do not use it.
+	ProportionalJitter
 )
 
 // String returns "full" or "equal".
@@ -34,6 +39,8 @@ func (j Jitter) String() string {
 		return "full"
 	case EqualJitter:
 		return "equal"
+	case ProportionalJitter:
+		return "proportional"
 	}
 	return "Jitter(" + strconv.Itoa(int(j)) + ")"
 }

@@ -31,6 +31,10 @@ type MethodConfig struct {
 	// Timeout is the deadline of the whole call, all attempts included;
 	// 0 means none.
 	Timeout time.Duration
+	// WaitForReady makes calls wait, until their deadline, for a peer to
+	// become ready when every peer is in transient failure, instead of
+	// failing at once with UNAVAILABLE (gRPC's waitForReady).
+	WaitForReady bool
 }
 
 // Config is a parsed, validated service config. Make it with Parse or New;

@@ -32,7 +32,8 @@ const full = `{
     },
     {
       "name": [{"service": "kv"}],
-      "timeout": "0.000000001s"
+      "timeout": "0.000000001s",
+      "waitForReady": true
     },
     {
       "name": [{}],
@@ -60,7 +61,7 @@ func TestParseFull(t *testing.T) {
 			Names: []Name{{"kv", "Scan"}},
 			Hedge: &hedge.Policy{MaxAttempts: 3, HedgingDelay: 500 * time.Millisecond, NonFatalCodes: codes.NewSet(codes.Busy)},
 		},
-		{Names: []Name{{"kv", ""}}, Timeout: time.Nanosecond},
+		{Names: []Name{{"kv", ""}}, Timeout: time.Nanosecond, WaitForReady: true},
 		{
 			Names: []Name{{"", ""}},
 			Hedge: &hedge.Policy{MaxAttempts: 10, NonFatalCodes: codes.NewSet(codes.Unexpected, codes.Timeout)},
@@ -218,8 +219,10 @@ func TestParseInvalid(t *testing.T) {
 
 		// Method configs and names.
 		{"method config not an object", `{"methodConfig":[1]}`, "serviceconfig: methodConfig[0] is 1, must be a JSON object"},
-		{"unknown method field", mc(`"waitForReady":true`),
-			`serviceconfig: methodConfig[0] has unknown field "waitForReady" (known: name, retryPolicy, hedgingPolicy, timeout)`},
+		{"unknown method field", mc(`"waitForready":true`),
+			`serviceconfig: methodConfig[0] has unknown field "waitForready" (known: name, retryPolicy, hedgingPolicy, timeout, waitForReady)`},
+		{"waitForReady not a bool", mc(`"waitForReady":"yes"`), `serviceconfig: methodConfig[0].waitForReady is "yes", must be true or false`},
+		{"waitForReady null", mc(`"waitForReady":null`), `serviceconfig: methodConfig[0].waitForReady is null, must be true or false`},
 		{"no name", `{"methodConfig":[{"timeout":"1s"}]}`, "serviceconfig: methodConfig[0].name is missing, must name at least one service"},
 		{"empty name list", `{"methodConfig":[{"name":[]}]}`, "serviceconfig: methodConfig[0].name is empty, must name at least one service"},
 		{"service not a string", `{"methodConfig":[{"name":[{"service":5}]}]}`, "serviceconfig: methodConfig[0].name[0].service is 5, must be a string"},

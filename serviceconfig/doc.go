@@ -9,7 +9,8 @@
 //	      "maxAttempts": 4, "initialBackoff": "0.1s", "maxBackoff": "1s",
 //	      "backoffMultiplier": 2, "retryableStatusCodes": ["BUSY"]
 //	    },
-//	    "timeout": "1s"
+//	    "timeout": "1s",
+//	    "waitForReady": false
 //	  }],
 //	  "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1},
 //	  "busyThrottling": {...},
@@ -20,7 +21,9 @@
 // applies to every method of its service, and a name with neither service
 // nor method applies to every call. Lookup prefers the exact (service,
 // method), then (service, ""), then ("", ""). Each method config has a
-// retryPolicy or a hedgingPolicy or neither, never both.
+// retryPolicy or a hedgingPolicy or neither, never both. waitForReady, as in
+// gRPC, makes calls wait for a ready peer until their deadline when every
+// peer is in transient failure, instead of failing at once with UNAVAILABLE.
 //
 // Durations are proto3 JSON strings: decimal seconds with an "s" suffix
 // ("0.1s", "1.5s", at most nine decimal places). Status codes are TChannel

@@ -72,7 +72,7 @@ func parseMethod(path string, raw json.RawMessage) (MethodConfig, error) {
 	if err != nil {
 		return m, err
 	}
-	if err := known(path, obj, "name", "retryPolicy", "hedgingPolicy", "timeout"); err != nil {
+	if err := known(path, obj, "name", "retryPolicy", "hedgingPolicy", "timeout", "waitForReady"); err != nil {
 		return m, err
 	}
 	nraw, ok := obj["name"]
@@ -123,6 +123,11 @@ func parseMethod(path string, raw json.RawMessage) (MethodConfig, error) {
 	if raw, ok := obj["timeout"]; ok {
 		if m.Timeout, err = duration(path+".timeout", raw, true); err != nil {
 			return m, err
+		}
+	}
+	if raw, ok := obj["waitForReady"]; ok {
+		if err := json.Unmarshal(raw, &m.WaitForReady); err != nil || (kind(raw) != 't' && kind(raw) != 'f') {
+			return m, &Error{Path: path + ".waitForReady", Value: abbrev(raw), Rule: "must be true or false"}
 		}
 	}
 	return m, nil

@@ -71,13 +71,27 @@ const (
 	PeerLimit = "peer.limit"
 )
 
-// Codes of local outcomes, used as the code tag of CallErrors.
+// Connection metrics, tagged peer only: a host:port has one connection
+// whatever services it serves.
 const (
-	CodeThrottled   = "THROTTLED"
-	CodeNoPeers     = "NO_PEERS"
-	CodeRateLimited = "RATE_LIMITED"
-	CodeLocal       = "LOCAL"
+	// PeerState is a gauge: the peer's connection state, numbered as gRPC
+	// numbers its connectivity states (0 idle, 1 connecting, 2 ready,
+	// 3 transient failure, 4 shutdown).
+	PeerState = "peer.state"
+	// PeerConnects counts connections established to the peer (handshake
+	// done).
+	PeerConnects = "peer.connects"
+	// PeerConnectFailures counts connects that failed (refused, reset,
+	// handshake failed or timed out) and connections that died early or
+	// were found dead by health checks.
+	PeerConnectFailures = "peer.connect_failures"
 )
+
+// CodeLocal is the code tag of CallErrors for a call that failed in this
+// process for a reason no code names (the channel was closed, say). Other
+// local outcomes use their codes' names: THROTTLED, NO_PEERS,
+// RATE_LIMITED, UNAVAILABLE.
+const CodeLocal = "LOCAL"
 
 // Server-side metrics of a Channel, untagged.
 const (

@@ -16,6 +16,7 @@ type Recorder struct {
 	mu      sync.RWMutex
 	methods map[methodKey]*Method
 	peers   map[peerKey]*Peer
+	conns   map[string]*Conn
 	tokens  map[string]tally.Gauge
 }
 
@@ -29,7 +30,7 @@ func NewRecorder(scope tally.Scope) *Recorder {
 	if scope == nil {
 		scope = nopScope{tally.NoopScope}
 	}
-	return &Recorder{scope: scope, methods: map[methodKey]*Method{}, peers: map[peerKey]*Peer{}, tokens: map[string]tally.Gauge{}}
+	return &Recorder{scope: scope, methods: map[methodKey]*Method{}, peers: map[peerKey]*Peer{}, conns: map[string]*Conn{}, tokens: map[string]tally.Gauge{}}
 }
 
 // Scope returns the scope the Recorder reports to.
@@ -63,6 +64,14 @@ func (r *Recorder) Peer(service, hostPort string) *Peer {
 		s := r.scope.Tagged(map[string]string{TagService: service, TagPeer: hostPort})
 		return &Peer{Sent: s.Counter(PeerSent), Busy: s.Counter(PeerBusy),
 			Throttled: s.Counter(PeerThrottled), Limit: s.Gauge(PeerLimit)}
+	})
+}
+
+// Conn returns the connection metrics of the peer at hostPort.
+func (r *Recorder) Conn(hostPort string) *Conn {
+	return cached(r, r.conns, hostPort, func() *Conn {
+		s := r.scope.Tagged(map[string]string{TagPeer: hostPort})
+		return &Conn{State: s.Gauge(PeerState), Connects: s.Counter(PeerConnects), Failures: s.Counter(PeerConnectFailures)}
 	})
 }
 
@@ -189,4 +198,11 @@ type Peer struct {
 	Busy      tally.Counter
 	Throttled tally.Counter
 	Limit     tally.Gauge
+}
+
+// Conn holds the connection metrics of one host:port.
+type Conn struct {
+	State    tally.Gauge
+	Connects tally.Counter
+	Failures tally.Counter
 }

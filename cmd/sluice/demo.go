@@ -13,7 +13,6 @@ import (
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/peer"
-	"github.com/sluice-rpc/sluice/stats"
 	"golang.org/x/time/rate"
 )
 
@@ -151,7 +150,7 @@ func runDemo(ctx context.Context, cfg demoConfig, w io.Writer) error {
 					ok.Add(1)
 				case !errors.As(err, &ce):
 					failOther.Add(1)
-				case ce.CodeName() == stats.CodeThrottled:
+				case ce.Code == codes.Throttled:
 					failThrottled.Add(1)
 				case ce.Code == codes.Busy:
 					failBusy.Add(1)

@@ -152,7 +152,7 @@ func outcome(err error) string {
 		return "KeyNotFound"
 	case errors.As(err, &ik):
 		return "InvalidKey"
-	case errors.As(err, &ce) && ce.Code == codes.OK: // failed here: nothing was sent
+	case errors.As(err, &ce) && (ce.Code.IsLocal() || ce.Code == codes.OK): // failed here: nothing was sent
 		return ce.CodeName() + " (local, nothing sent)"
 	case errors.As(err, &ce):
 		return ce.CodeName()

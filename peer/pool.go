@@ -1,0 +1,333 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sluice-rpc/sluice/internal/clock"
+	"github.com/sluice-rpc/sluice/retry"
+	"github.com/sluice-rpc/sluice/stats"
+	"github.com/uber/tchannel-go"
+)
+
+// DefaultConnectTimeout bounds one connect (TCP dial and TChannel
+// handshake) when ConnectConfig.Timeout is zero. A handshake on a LAN takes
+// milliseconds; a peer that has not answered in this long is treated as
+// failed.
+const DefaultConnectTimeout = 5 * time.Second
+
+// DefaultConnectBackoff is gRPC's connection backoff: 1 s after the first
+// failed connect, then x1.6 per further failure, +-20 % jitter, at most
+// 120 s.
+var DefaultConnectBackoff = retry.Backoff{Initial: time.Second, Max: 120 * time.Second, Multiplier: 1.6,
+	Jitter: retry.ProportionalJitter, Spread: 0.2}
+
+// ConnectConfig says how a Pool connects to peers. The zero value means the
+// defaults.
+type ConnectConfig struct {
+	// Timeout bounds one connect: the TCP dial and TChannel's handshake.
+	// 0 means DefaultConnectTimeout.
+	Timeout time.Duration
+	// Backoff spaces the connects to a peer after failures: after the
+	// nth failure in a row the next connect starts Backoff.Delay(n) after
+	// the failed one started. A connection that closes within
+	// Backoff.Initial of its handshake counts as a failure too, so a peer
+	// that accepts and drops connections is retried on this schedule, not
+	// in a loop. The zero value means DefaultConnectBackoff.
+	Backoff retry.Backoff
+}
+
+// Validate reports the first rule c breaks, or nil.
+func (c ConnectConfig) Validate() error {
+	b := c.Backoff
+	switch {
+	case c.Timeout < 0:
+		return fmt.Errorf("peer: ConnectConfig.Timeout is %v, must be >= 0 (0: %v)", c.Timeout, DefaultConnectTimeout)
+	case b == retry.Backoff{}:
+	case b.Initial <= 0 || b.Max < b.Initial:
+		return fmt.Errorf("peer: ConnectConfig.Backoff is %v..%v, must have 0 < Initial <= Max", b.Initial, b.Max)
+	case !(b.Multiplier >= 1) || math.IsInf(b.Multiplier, 1):
+		return fmt.Errorf("peer: ConnectConfig.Backoff.Multiplier is %v, must be a finite number >= 1", b.Multiplier)
+	case !(b.Spread >= 0 && b.Spread < 1):
+		return fmt.Errorf("peer: ConnectConfig.Backoff.Spread is %v, must be in [0, 1)", b.Spread)
+	}
+	return nil
+}
+
+func (c ConnectConfig) withDefaults() ConnectConfig {
+	if c.Timeout == 0 {
+		c.Timeout = DefaultConnectTimeout
+	}
+	if c.Backoff == (retry.Backoff{}) {
+		c.Backoff = DefaultConnectBackoff
+	}
+	return c
+}
+
+// ErrNoConnection is the error a caller's dial gets from a Pool's Dialer:
+// the peer has no established connection, and callers never make one (the
+// peer's connector does). An attempt that gets it was not sent.
+var ErrNoConnection = errors.New("no established connection to the peer (connections are made by the peer's connector, not by calls)")
+
+// ErrPoolClosed is returned by Acquire after Close.
+var ErrPoolClosed = errors.New("peer: the connection pool is closed")
+
+// Pool keeps one connection to each host:port its lists use, off the
+// callers' path: a connector per host:port dials and handshakes with its own
+// timeout, follows the connection's health (see State) and reconnects with
+// backoff. Calls only ever use established connections, so none waits on a
+// dial or a stuck handshake (tchannel-go's own connect path holds a lock
+// that ignores deadlines).
+//
+// Make a Pool with NewPool, install its Dialer in the tchannel.Channel's
+// options, then Start it with that channel. It is safe for concurrent use.
+type Pool struct {
+	cfg  ConnectConfig
+	clk  clock.Clock
+	rec  *stats.Recorder
+	rand func() float64
+
+	ctx  context.Context // cancelled by Close: ends every connect
+	stop context.CancelFunc
+	wg   sync.WaitGroup // connectors
+
+	mu      sync.Mutex
+	tch     *tchannel.Channel
+	conns   map[string]*Conn
+	changed chan struct{}
+	closed  bool
+}
+
+// NewPool returns a Pool connecting as cfg says, timing its backoff on clk
+// (nil: the wall clock) and reporting connection metrics through rec (nil:
+// nowhere).
+func NewPool(cfg ConnectConfig, clk clock.Clock, rec *stats.Recorder) (*Pool, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if clk == nil {
+		clk = clock.Real
+	}
+	if rec == nil {
+		rec = stats.NewRecorder(nil)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	return &Pool{cfg: cfg.withDefaults(), clk: clk, rec: rec, rand: rand.Float64, ctx: ctx, stop: stop,
+		conns: map[string]*Conn{}, changed: make(chan struct{})}, nil
+}
+
+// Dialer returns the dial function to put in tchannel.ChannelOptions.Dialer.
+// For a host:port the Pool manages it dials only on behalf of the peer's
+// connector, through next (a net.Dialer when nil), and refuses every other
+// dial at once with ErrNoConnection: that is a call that found no
+// established connection, and it must not wait on a connect. Dials to
+// other host:ports go through next unchanged.
+func (p *Pool) Dialer(next func(ctx context.Context, network, hostPort string) (net.Conn, error)) func(ctx context.Context, network, hostPort string) (net.Conn, error) {
+	if next == nil {
+		var d net.Dialer
+		next = d.DialContext
+	}
+	return func(ctx context.Context, network, hostPort string) (net.Conn, error) {
+		w, _ := ctx.Value(watchKey{}).(*watch)
+		if w == nil {
+			p.mu.Lock()
+			_, managed := p.conns[hostPort]
+			p.mu.Unlock()
+			if managed {
+				return nil, ErrNoConnection
+			}
+			return next(ctx, network, hostPort)
+		}
+		nc, err := next(ctx, network, hostPort)
+		if err != nil {
+			return nil, err
+		}
+		return w.wrap(nc), nil
+	}
+}
+
+// Start gives the Pool the channel it connects through; the channel's
+// options must hold the Pool's Dialer. Acquire fails until Start.
+func (p *Pool) Start(tch *tchannel.Channel) {
+	p.mu.Lock()
+	p.tch = tch
+	p.mu.Unlock()
+}
+
+// Acquire returns the connector of hostPort, making it on first use, and
+// counts a reference to it; Release gives the reference back. A new
+// connector is Idle: it connects when a call first looks at it.
+func (p *Pool) Acquire(hostPort string) (*Conn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.closed:
+		return nil, ErrPoolClosed
+	case p.tch == nil:
+		return nil, errors.New("peer: the connection pool is not started; call Start first")
+	}
+	if c := p.conns[hostPort]; c != nil {
+		c.refs++
+		return c, nil
+	}
+	c := newConn(p, hostPort, p.tch.RootPeers().GetOrAdd(hostPort))
+	p.conns[hostPort] = c
+	p.wg.Add(1)
+	go c.run()
+	return c, nil
+}
+
+// Release gives back a reference Acquire counted. The last one stops the
+// connector and closes its connection once the calls on it are done.
+func (p *Pool) Release(c *Conn) {
+	p.mu.Lock()
+	c.refs--
+	last := c.refs == 0 && p.conns[c.hostPort] == c
+	if last {
+		delete(p.conns, c.hostPort)
+	}
+	p.mu.Unlock()
+	if last {
+		c.shutdown(true)
+	}
+}
+
+// Close stops every connector and waits for them to return. It does not
+// close the connections: closing the channel does, once their calls are
+// done.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	conns := p.conns
+	p.conns = map[string]*Conn{}
+	p.mu.Unlock()
+	p.stop()
+	for _, c := range conns {
+		c.shutdown(false)
+	}
+	p.wg.Wait()
+}
+
+// Changed returns a channel that is closed at the next change of any
+// peer's State. Read it before looking at the states, then wait on it.
+func (p *Pool) Changed() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.changed
+}
+
+func (p *Pool) notify() {
+	p.mu.Lock()
+	close(p.changed)
+	p.changed = make(chan struct{})
+	p.mu.Unlock()
+}
+
+// backoff returns the wait after the nth failed connect in a row.
+func (p *Pool) backoff(n int) time.Duration { return p.cfg.Backoff.Delay(n, p.rand()) }
+
+type watchKey struct{}
+
+// watch follows one connection's socket: it learns from tchannel-go's
+// reads and closes whether the remote side ended the connection (and how)
+// or this process closed it, and it can abort a connect in progress.
+type watch struct {
+	closed chan struct{} // closed when the socket is closed
+
+	mu      sync.Mutex
+	nc      net.Conn
+	readErr error // the first read error before the socket was closed
+	aborted bool
+	done    bool
+}
+
+func newWatch() *watch { return &watch{closed: make(chan struct{})} }
+
+func (w *watch) wrap(nc net.Conn) net.Conn {
+	w.mu.Lock()
+	w.nc = nc
+	aborted := w.aborted
+	w.mu.Unlock()
+	if aborted {
+		nc.Close()
+	}
+	if sc, ok := nc.(syscall.Conn); ok {
+		// tchannel-go sets socket options through SyscallConn.
+		return &watchedSysConn{watchedConn{nc, w}, sc}
+	}
+	return &watchedConn{nc, w}
+}
+
+// abort closes the socket of a connect in progress, so that a handshake
+// blocked on a silent peer returns at once.
+func (w *watch) abort() {
+	w.mu.Lock()
+	w.aborted = true
+	nc := w.nc
+	w.mu.Unlock()
+	if nc != nil {
+		nc.Close()
+	}
+}
+
+// remoteErr returns the first read error seen while the socket was open:
+// io.EOF when the remote side closed it, another error when it was reset
+// or failed, nil when this process closed it.
+func (w *watch) remoteErr() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.readErr
+}
+
+func (w *watch) readFailed(err error) {
+	w.mu.Lock()
+	if !w.done && w.readErr == nil {
+		w.readErr = err
+	}
+	w.mu.Unlock()
+}
+
+func (w *watch) close() {
+	w.mu.Lock()
+	if !w.done {
+		w.done = true
+		close(w.closed)
+	}
+	w.mu.Unlock()
+}
+
+type watchedConn struct {
+	net.Conn
+	w *watch
+}
+
+func (c *watchedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err != nil {
+		c.w.readFailed(err)
+	}
+	return n, err
+}
+
+func (c *watchedConn) Close() error {
+	c.w.close()
+	return c.Conn.Close()
+}
+
+type watchedSysConn struct {
+	watchedConn
+	sc syscall.Conn
+}
+
+func (c *watchedSysConn) SyscallConn() (syscall.RawConn, error) { return c.sc.SyscallConn() }

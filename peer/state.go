@@ -1,0 +1,51 @@
+package peer
+
+import "strconv"
+
+// State is a peer's connection state. The states and their numbers are
+// gRPC's subchannel connectivity states:
+//
+//	Idle --(a call looks at the peer)--> Connecting
+//	Connecting --(handshake done)--> Ready
+//	Connecting --(refused, reset, handshake failed or timed out)--> TransientFailure
+//	Ready --(closed by the remote after it served a while)--> Connecting
+//	Ready --(reset, found dead by health checks, or closed soon after it opened)--> TransientFailure
+//	Ready --(closed by this process's idle sweep)--> Idle
+//	TransientFailure --(its backoff has passed)--> Connecting
+//	any --(removed, or the channel closed)--> Shutdown
+//
+// Only a Ready peer is sent attempts.
+type State uint8
+
+const (
+	// Idle: no connection, and none is being made: the peer was never
+	// used, or its idle connection was closed. The next call that looks
+	// at it starts a connect.
+	Idle State = iota
+	// Connecting: a dial and handshake are under way.
+	Connecting
+	// Ready: a connection is established; attempts go over it.
+	Ready
+	// TransientFailure: the last connect failed, or the connection died.
+	// The next connect waits for the connection backoff.
+	TransientFailure
+	// Shutdown: the peer was removed or its channel closed.
+	Shutdown
+)
+
+// String returns the state's name as gRPC spells it ("TRANSIENT_FAILURE").
+func (s State) String() string {
+	switch s {
+	case Idle:
+		return "IDLE"
+	case Connecting:
+		return "CONNECTING"
+	case Ready:
+		return "READY"
+	case TransientFailure:
+		return "TRANSIENT_FAILURE"
+	case Shutdown:
+		return "SHUTDOWN"
+	}
+	return "State(" + strconv.Itoa(int(s)) + ")"
+}
