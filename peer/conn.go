@@ -17,8 +17,12 @@ import (
 type Conn struct {
 	pool     *Pool
 	hostPort string
-	tch      *tchannel.Peer
 	m        *stats.Conn
+
+	// tch is the tchannel-go peer holding the connection. tchannel-go
+	// drops a peer from its root list when its last connection closes and
+	// makes a new one for the next, so it is looked up after each connect.
+	tch atomic.Pointer[tchannel.Peer]
 
 	state atomic.Uint32 // a State
 	kick  chan struct{} // a call wants a connection, or found it gone
@@ -30,7 +34,8 @@ type Conn struct {
 }
 
 func newConn(p *Pool, hostPort string, tch *tchannel.Peer) *Conn {
-	c := &Conn{pool: p, hostPort: hostPort, tch: tch, m: p.rec.Conn(hostPort), kick: make(chan struct{}, 1)}
+	c := &Conn{pool: p, hostPort: hostPort, m: p.rec.Conn(hostPort), kick: make(chan struct{}, 1)}
+	c.tch.Store(tch)
 	c.ctx, c.stop = context.WithCancel(p.ctx)
 	c.m.State.Update(float64(Idle))
 	return c
@@ -43,7 +48,7 @@ func (c *Conn) HostPort() string { return c.hostPort }
 func (c *Conn) State() State { return State(c.state.Load()) }
 
 // TChannel returns the tchannel-go peer whose connections calls use.
-func (c *Conn) TChannel() *tchannel.Peer { return c.tch }
+func (c *Conn) TChannel() *tchannel.Peer { return c.tch.Load() }
 
 // Connect asks an Idle connector to connect; in any other state it does
 // nothing. It never blocks.
@@ -135,6 +140,7 @@ func (c *Conn) run() {
 				continue
 			}
 			readyAt = clk.Now()
+			c.tch.Store(c.pool.tch.RootPeers().GetOrAdd(c.hostPort))
 			c.m.Connects.Inc(1)
 			c.set(Ready)
 

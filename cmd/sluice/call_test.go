@@ -122,6 +122,10 @@ func TestCallCommandRejectsBadInput(t *testing.T) {
 		{"call", "--peer", "127.0.0.1:1", "--service", "kv", "--method", "m", "--raw", "x", "--retry-max", "1"},
 		{"call", "--peer", "127.0.0.1:1", "--service", "kv", "--method", "m", "--raw", "x", "--retry-max", "3", "--retry-codes", "SLOW"},
 		{"call", "--peer", "127.0.0.1:1", "--service", "kv", "--method", "m", "--raw", "x", "--retry-max", "3", "--hedge-max", "3"},
+		// 10x this backoff, the policy's maxBackoff, would overflow.
+		{"call", "--peer", "127.0.0.1:1", "--service", "kv", "--method", "m", "--raw", "x", "--retry-max", "3", "--retry-backoff", "2000000h"},
+		{"call", "--peer", " 127.0.0.1:1", "--service", "kv", "--method", "m", "--raw", "x"},
+		{"call", "--peer", "999.999.999.999:1", "--service", "kv", "--method", "m", "--raw", "x"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(args, &out, &errOut); code != 2 || errOut.Len() == 0 {

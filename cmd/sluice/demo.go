@@ -32,7 +32,7 @@ func demoCmd(args []string, stdout, stderr io.Writer) int {
 	cfg := demoConfig{callTimeout: 500 * time.Millisecond}
 	fs.IntVar(&cfg.seconds, "seconds", 24, "how long the demo runs (1..30)")
 	fs.IntVar(&cfg.rps, "rps", 300, "requests per second the client sends (1..5000)")
-	fs.Float64Var(&cfg.capacity, "capacity", 20, "requests per second the overloaded server can take (> 0)")
+	fs.Float64Var(&cfg.capacity, "capacity", 20, "requests per second the overloaded server can take (0 < capacity <= 100000)")
 	fs.IntVar(&cfg.recoverAt, "recover-at", 6, "second at which the overloaded server heals (0: never)")
 	if !parseFlags(fs, args) {
 		return 2
@@ -44,8 +44,8 @@ func demoCmd(args []string, stdout, stderr io.Writer) int {
 	case cfg.rps < 1 || cfg.rps > 5000:
 		fmt.Fprintf(stderr, "sluice demo: --rps is %d, must be 1..5000\n", cfg.rps)
 		return 2
-	case !(cfg.capacity > 0):
-		fmt.Fprintf(stderr, "sluice demo: --capacity is %v, must be > 0\n", cfg.capacity)
+	case !(cfg.capacity > 0 && cfg.capacity <= 100000): // also rejects NaN and +Inf
+		fmt.Fprintf(stderr, "sluice demo: --capacity is %v, must be a number in (0, 100000]\n", cfg.capacity)
 		return 2
 	case cfg.recoverAt < 0:
 		fmt.Fprintf(stderr, "sluice demo: --recover-at is %d, must be >= 0\n", cfg.recoverAt)
@@ -121,9 +121,12 @@ func runDemo(ctx context.Context, cfg demoConfig, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "sluice demo: 3 TChannel servers on 127.0.0.1; %s takes only %v req/s and answers Busy above that, then %s.\n",
 		bad.ch.HostPort(), cfg.capacity, heal)
-	fmt.Fprintf(w, "A Sluice channel sends %d req/s for %d s. Each second, per peer: requests sent, busy answers, requests its limiter refused (sent elsewhere), and its limit.\n\n",
+	fmt.Fprintf(w, "A Sluice channel sends %d req/s for %d s. Each second, per peer: requests sent, busy answers, requests its limiter refused (sent elsewhere), its limit and its connection's state.\n\n",
 		cfg.rps, cfg.seconds)
-	fmt.Fprintf(w, "%4s  %-21s %6s %6s %10s %9s\n", "sec", "peer", "sent", "busy", "throttled", "limit")
+	if err := client.Connect(ctx, "kv"); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%4s  %-21s %6s %6s %10s %9s  %s\n", "sec", "peer", "sent", "busy", "throttled", "limit", "connection")
 
 	var ok, failBusy, failThrottled, failOther atomic.Int64
 	var wg sync.WaitGroup
@@ -165,8 +168,8 @@ func runDemo(ctx context.Context, cfg demoConfig, w io.Writer) error {
 				if p.HostPort == bad.ch.HostPort() && bad.overloaded.Load() {
 					mark = "  <- overloaded"
 				}
-				fmt.Fprintf(w, "%4d  %-21s %6d %6d %10d %9d%s\n", sec, p.HostPort,
-					p.Sent-q.Sent, p.Busy-q.Busy, p.Throttled-q.Throttled, int64(p.Limit), mark)
+				fmt.Fprintf(w, "%4d  %-21s %6d %6d %10d %9d  %s%s\n", sec, p.HostPort,
+					p.Sent-q.Sent, p.Busy-q.Busy, p.Throttled-q.Throttled, int64(p.Limit), p.State, mark)
 				prev[p.HostPort] = p
 			}
 			if sec == cfg.recoverAt {
@@ -182,7 +185,7 @@ func runDemo(ctx context.Context, cfg demoConfig, w io.Writer) error {
 	fmt.Fprintf(w, "\nsummary: %d calls in %d s: %d succeeded, %d failed BUSY, %d failed THROTTLED (nothing sent), %d failed otherwise.\n",
 		total, cfg.seconds, ok.Load(), failBusy.Load(), failThrottled.Load(), failOther.Load())
 	for _, p := range client.Peers("kv") {
-		fmt.Fprintf(w, "  %-21s sent %6d  busy %5d  throttled %6d  final limit %d\n", p.HostPort, p.Sent, p.Busy, p.Throttled, int64(p.Limit))
+		fmt.Fprintf(w, "  %-21s sent %6d  busy %5d  throttled %6d  final limit %d  %s\n", p.HostPort, p.Sent, p.Busy, p.Throttled, int64(p.Limit), p.State)
 	}
 	if cfg.recoverAt > 0 && cfg.recoverAt < cfg.seconds {
 		fmt.Fprintf(w, "The overloaded server's limit fell within two seconds of its first Busy answers and the other two took its traffic; after it healed at second %d its limit grew x4 per second.\n", cfg.recoverAt)

@@ -62,7 +62,7 @@ func TestDemoShort(t *testing.T) {
 	if !strings.Contains(s, "summary:") {
 		t.Fatalf("no summary:\n%s", s)
 	}
-	line := regexp.MustCompile(`(?m)^\s+(\d+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)(\s+<- overloaded)?$`)
+	line := regexp.MustCompile(`(?m)^\s+(\d+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+READY(\s+<- overloaded)?$`)
 	rows := line.FindAllStringSubmatch(s, -1)
 	if len(rows) != 9 {
 		t.Fatalf("want 3 seconds x 3 peers lines, got %d:\n%s", len(rows), s)
@@ -78,7 +78,8 @@ func TestDemoShort(t *testing.T) {
 	if busyTotal == 0 || lastLimit >= 38 {
 		t.Fatalf("overloaded peer: busy %d, final limit %d; want busy answers and a collapsed limit:\n%s", busyTotal, lastLimit, s)
 	}
-	for _, bad := range [][]string{{"demo", "--seconds", "31"}, {"demo", "--rps", "0"}, {"demo", "--capacity", "-1"}} {
+	for _, bad := range [][]string{{"demo", "--seconds", "31"}, {"demo", "--rps", "0"}, {"demo", "--capacity", "-1"},
+		{"demo", "--capacity", "+Inf"}, {"demo", "--capacity", "NaN"}} {
 		if code := run(bad, &out, &errOut); code != 2 {
 			t.Errorf("%v: exit %d, want 2", bad, code)
 		}

@@ -33,6 +33,10 @@ type policyFlags struct {
 	budget   float64
 }
 
+// maxRetryBackoff bounds --retry-backoff: the policy's maxBackoff is ten
+// times it, which must stay a valid duration, and no call waits that long.
+const maxRetryBackoff = time.Hour
+
 // addPolicyFlags registers the policy flags on fs; adaptive adds the
 // adaptive hedging ones.
 func addPolicyFlags(fs *flag.FlagSet, adaptive bool) *policyFlags {
@@ -73,8 +77,8 @@ func (f *policyFlags) validate() error {
 		return fmt.Errorf("--hedge-max is %d, must be >= 2 (or 0 for none)", f.hedgeMax)
 	case f.hedgeDelay < 0:
 		return fmt.Errorf("--hedge-delay is %v, must be >= 0", f.hedgeDelay)
-	case f.retryBackoff <= 0:
-		return fmt.Errorf("--retry-backoff is %v, must be > 0", f.retryBackoff)
+	case f.retryBackoff <= 0 || f.retryBackoff > maxRetryBackoff:
+		return fmt.Errorf("--retry-backoff is %v, must be in (0, %v] (the policy's maxBackoff is 10x)", f.retryBackoff, maxRetryBackoff)
 	}
 	return nil
 }

@@ -20,20 +20,24 @@ import (
 	"github.com/sluice-rpc/sluice/retry/pacing"
 )
 
+// maxSimRuns bounds --runs: each run simulates 30 minutes of several
+// clients, about 0.2 s of CPU.
+const maxSimRuns = 100
+
 // simRatelimitCmd is "sluice sim ratelimit": the rate-throttling study of
 // seeds/heroku-rate-throttling.md in virtual time, for every pacer.
 func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice sim ratelimit", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same table")
-	runs := fs.Int("runs", 1, "average the metrics over this many runs (seeds seed, seed+1, ...)")
+	runs := fs.Int("runs", 1, fmt.Sprintf("average the metrics over this many runs (seeds seed, seed+1, ...; at most %d, about 0.2 s each)", maxSimRuns))
 	reserve := fs.Float64("reserve", 0, "the reserve pacer's reserve, a fraction of the limit in [0, 1) (0: the default, 0.003)")
 	chart := fs.String("chart", "", "also draw each client's sleep over the 30 minutes, per pacer, to this .png or .svg file")
 	if !parseFlags(fs, args) {
 		return 2
 	}
-	if *runs < 1 {
-		fmt.Fprintf(stderr, "sluice sim ratelimit: --runs is %d, must be >= 1\n", *runs)
+	if *runs < 1 || *runs > maxSimRuns {
+		fmt.Fprintf(stderr, "sluice sim ratelimit: --runs is %d, must be in 1..%d\n", *runs, maxSimRuns)
 		return 2
 	}
 	ext := strings.ToLower(filepath.Ext(*chart))

@@ -62,7 +62,7 @@ func TestSimRatelimitChart(t *testing.T) {
 }
 
 func TestSimRatelimitBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"--runs", "0"}, {"--chart", "x.gif"}, {"extra"}, {"--seed", "x"}} {
+	for _, args := range [][]string{{"--runs", "0"}, {"--runs", "101"}, {"--runs", "1000000000"}, {"--chart", "x.gif"}, {"extra"}, {"--seed", "x"}} {
 		var out, errb bytes.Buffer
 		if code := simRatelimitCmd(args, &out, &errb); code != 2 || errb.Len() == 0 {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errb.String())

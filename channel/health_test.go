@@ -1,0 +1,396 @@
+package channel
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/clock"
+	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/peer"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/uber-go/tally/v4"
+	"github.com/uber/tchannel-go"
+	"github.com/uber/tchannel-go/raw"
+)
+
+// deadAddr returns an address on 127.0.0.1 where nothing listens.
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// blackHole accepts TCP connections on 127.0.0.1 and never answers:
+// TChannel's handshake never completes.
+func blackHole(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+		wg    sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		wg.Wait()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	return l.Addr().String()
+}
+
+// waitPeerState waits, bounded, until service's peer at hostPort is in
+// state want.
+func waitPeerState(t *testing.T, c *Channel, hostPort string, want peer.State) {
+	t.Helper()
+	testwait.Until(t, fmt.Sprintf("%s to be %v", hostPort, want), func() bool {
+		for _, p := range c.Peers("kv") {
+			if p.HostPort == hostPort {
+				return p.State == want
+			}
+		}
+		return false
+	})
+}
+
+// A peer whose server goes away is out of choice as soon as its
+// connection fails: no later call picks it, not even to try.
+func TestDeadPeerIsNotChosen(t *testing.T) {
+	servers := []*testServer{startServer(t), startServer(t), startServer(t)}
+	c, _, _ := startClient(t, servers...)
+	require.NoError(t, c.Connect(ctxTimeout(t), "kv"))
+	for i := 0; i < 30; i++ {
+		_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("x"))
+		require.NoError(t, err)
+	}
+	dead := servers[0].ch.HostPort()
+	servers[0].ch.Close()
+	waitPeerState(t, c, dead, peer.TransientFailure)
+	for i := 0; i < 100; i++ {
+		res, err := c.Call(ctxTimeout(t), "kv", "echo", &Request{Format: tchannel.Raw, Arg3: []byte("x")})
+		require.NoError(t, err)
+		assert.NotContains(t, res.Peers, dead, "call %d tried the dead peer", i)
+		assert.Equal(t, 1, res.Attempts)
+	}
+}
+
+// With every peer in transient failure a call fails at once with
+// UNAVAILABLE and sends nothing; no call dials (one connect per peer, made
+// by its connector, whatever the number of calls).
+func TestEveryPeerDownFailsAtOnceWithoutDialing(t *testing.T) {
+	var dials atomic.Int64
+	var d net.Dialer
+	scope := tally.NewTestScope("", nil)
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0)) // the backoff never passes
+	c, err := New("client", WithClock(clk), WithScope(scope), WithTChannelOptions(tchannel.ChannelOptions{
+		Dialer: func(ctx context.Context, network, hostPort string) (net.Conn, error) {
+			dials.Add(1)
+			return d.DialContext(ctx, network, hostPort)
+		},
+	}))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	for i := 0; i < 3; i++ {
+		require.NoError(t, c.AddPeer("kv", deadAddr(t)))
+	}
+	for i := 0; i < 200; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		start := time.Now()
+		_, err := c.CallRaw(ctx, "kv", "echo", nil, nil)
+		cancel()
+		var ce *CallError
+		require.ErrorAs(t, err, &ce)
+		require.Equal(t, codes.Unavailable, ce.Code, "call %d: %v", i, err)
+		require.Zero(t, ce.Attempts)
+		require.Less(t, time.Since(start), 5*time.Second, "call %d waited for its deadline", i)
+	}
+	assert.EqualValues(t, 3, dials.Load(), "dials: one per peer")
+	assert.EqualValues(t, 200, scope.Snapshot().Counters()["call.errors+code=UNAVAILABLE,method=echo,service=kv"].Value())
+}
+
+// A call that waits for ready (the call option or the service config's
+// waitForReady) rides out a peer's transient failure until it comes back.
+func TestWaitForReady(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		config string
+		opts   []CallOption
+	}{
+		{"call option", "", []CallOption{WaitForReady()}},
+		{"service config", `{"methodConfig":[{"name":[{"service":"kv"}],"waitForReady":true}]}`, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+			opts := []Option{WithClock(clk)}
+			if tt.config != "" {
+				opts = append(opts, WithServiceConfig(mustConfig(t, tt.config)))
+			}
+			c, err := New("client", opts...)
+			require.NoError(t, err)
+			t.Cleanup(c.Close)
+			addr := deadAddr(t)
+			require.NoError(t, c.AddPeer("kv", addr))
+			require.Error(t, c.Connect(ctxTimeout(t), "kv"))
+			done := make(chan error, 1)
+			go func() {
+				_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("x"), tt.opts...)
+				done <- err
+			}()
+			// The server comes up where the peer was; once its backoff has
+			// passed, the peer connects and the waiting call goes through.
+			s, err := New("kv")
+			require.NoError(t, err)
+			require.NoError(t, s.RegisterRaw("echo", func(context.Context, *RawRequest) (*RawResponse, error) { return &RawResponse{}, nil }))
+			require.NoError(t, s.ListenAndServe(addr))
+			t.Cleanup(s.Close)
+			select {
+			case err := <-done:
+				t.Fatalf("the call returned before the peer was ready: %v", err)
+			default:
+			}
+			testwait.Timers(t, clk, 1)
+			clk.Add(2 * time.Second)
+			require.NoError(t, testwait.Recv(t, done, "the waiting call"))
+		})
+	}
+	// Without it, the same call fails at once.
+	c, err := New("client")
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	require.NoError(t, c.AddPeer("kv", deadAddr(t)))
+	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	assert.ErrorIs(t, err, ErrUnavailable)
+}
+
+// A peer that accepts TCP and never finishes the handshake is never sent a
+// call: calls go to the good peer, under retry and hedging policies alike,
+// and none waits on the stuck handshake. With only that peer, a call waits
+// while it is connecting and returns at its deadline.
+func TestBlackHolePeerHoldsNoCall(t *testing.T) {
+	hole := blackHole(t)
+	for _, cfg := range []string{
+		fmt.Sprintf(retryBusy, 3, "0.01s", ""),
+		fmt.Sprintf(hedgeCfg, 3, "0.01s", ""),
+	} {
+		good := startServer(t)
+		c, err := New("client", WithServiceConfig(mustConfig(t, cfg)))
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		require.NoError(t, c.AddPeer("kv", hole))
+		require.NoError(t, c.AddPeer("kv", good.ch.HostPort()))
+		for i := 0; i < 50; i++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			res, err := c.Call(ctx, "kv", "echo", &Request{Format: tchannel.Raw, Arg3: []byte("x")})
+			cancel()
+			require.NoError(t, err, "call %d", i)
+			assert.NotContains(t, res.Peers, hole)
+		}
+		for _, p := range c.Peers("kv") {
+			if p.HostPort == hole {
+				assert.NotEqual(t, peer.Ready, p.State, "the black hole is ready")
+			}
+		}
+	}
+
+	c, err := New("client")
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	require.NoError(t, c.AddPeer("kv", hole))
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err = c.CallRaw(ctx, "kv", "echo", nil, nil)
+	var ce *CallError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, codes.Timeout, ce.Code, "%v", err)
+	assert.Zero(t, ce.Attempts)
+	assert.Contains(t, err.Error(), "no peer became ready")
+}
+
+// Requests no peer could ever take fail at once with BAD_REQUEST: nothing
+// is sent, nothing retried, and a name that is not one makes no metrics.
+func TestUnsendableRequestsFailAtOnce(t *testing.T) {
+	s := startServer(t)
+	scope := tally.NewTestScope("", nil)
+	c, err := New("client", WithScope(scope), WithMaxRequestSize(1024),
+		WithServiceConfig(mustConfig(t, fmt.Sprintf(retryBusy, 5, "0.01s", ""))))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	require.NoError(t, c.AddPeer("kv", s.ch.HostPort()))
+	require.NoError(t, c.AddPeer(strings.Repeat("s", 300), s.ch.HostPort()))
+	long := func(n int) string { return strings.Repeat("m", n) }
+	for _, tt := range []struct {
+		name            string
+		service, method string
+		req             *Request
+		want            string
+	}{
+		{"nil request", "kv", "echo", nil, "the request is nil"},
+		{"unknown format", "kv", "echo", &Request{Format: "yaml"}, `format "yaml" is not supported`},
+		{"service name over 255 bytes", strings.Repeat("s", 300), "echo", &Request{Format: tchannel.Raw}, "the service name is 300 bytes; TChannel allows at most 255"},
+		{"method name of 64 KiB", "kv", long(64 << 10), &Request{Format: tchannel.Raw}, "the method name is 65536 bytes; TChannel allows at most 16384"},
+		{"arguments over the limit", "kv", "echo", &Request{Format: tchannel.Raw, Arg2: make([]byte, 100), Arg3: make([]byte, 1000)},
+			"the request's arguments are 1100 bytes, over the limit of 1024"},
+		{"headers count toward the limit", "kv", "get", &Request{Format: tchannel.JSON, Headers: map[string]string{"k": long(1100)}, Arg3: []byte("{}")},
+			"over the limit of 1024"},
+		{"a Thrift header over 64 KiB", "kv", "get", &Request{Format: tchannel.Thrift, Headers: map[string]string{"k": long(70000)}},
+			"Thrift allows at most 65535"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			start := time.Now()
+			_, err := c.Call(ctx, tt.service, tt.method, tt.req)
+			var ce *CallError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, codes.BadRequest, ce.Code)
+			assert.Zero(t, ce.Attempts)
+			assert.Contains(t, err.Error(), tt.want)
+			assert.Less(t, time.Since(start), 5*time.Second, "retried until the deadline")
+		})
+	}
+	assert.Zero(t, s.received.Load(), "a request reached the server")
+	for name := range scope.Snapshot().Counters() {
+		assert.NotContains(t, name, "mmmmmmmm", "a method name that is not one made a metric")
+	}
+	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, make([]byte, 1024))
+	assert.NoError(t, err, "a request at the limit goes")
+}
+
+// A decline a Sluice server marks as before any handler is retried once,
+// transparently, on another peer: the handler runs once. A second one is
+// an ordinary DECLINED.
+func TestMarkedDeclineIsRetriedOnceElsewhere(t *testing.T) {
+	var declined, ran atomic.Int64
+	start := func(decline bool) *Channel {
+		ch, err := New("kv")
+		require.NoError(t, err)
+		require.NoError(t, ch.RegisterRaw("echo", func(context.Context, *RawRequest) (*RawResponse, error) {
+			if decline {
+				declined.Add(1)
+				return nil, errClosing // what a closing server's guard answers
+			}
+			ran.Add(1)
+			return &RawResponse{}, nil
+		}))
+		require.NoError(t, ch.ListenAndServe("127.0.0.1:0"))
+		t.Cleanup(ch.Close)
+		return ch
+	}
+	closing, good := start(true), start(false)
+	c, err := New("client")
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	require.NoError(t, c.AddPeer("kv", closing.HostPort()))
+	require.NoError(t, c.AddPeer("kv", good.HostPort()))
+	require.NoError(t, c.Connect(ctxTimeout(t), "kv"))
+	for i := 0; i < 20; i++ {
+		res, err := c.Call(ctxTimeout(t), "kv", "echo", &Request{Format: tchannel.Raw})
+		require.NoError(t, err, "no retry policy: only the early decline is retried")
+		assert.Equal(t, good.HostPort(), res.Peer)
+	}
+	assert.EqualValues(t, 20, ran.Load(), "each call ran its handler once")
+	assert.Positive(t, declined.Load(), "no call went to the closing peer first")
+
+	// Both peers declining: one transparent retry, then the decline is the
+	// call's error.
+	other := start(true)
+	c2, err := New("client")
+	require.NoError(t, err)
+	t.Cleanup(c2.Close)
+	require.NoError(t, c2.AddPeer("kv", closing.HostPort()))
+	require.NoError(t, c2.AddPeer("kv", other.HostPort()))
+	before := declined.Load()
+	_, err = c2.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	var ce *CallError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, codes.Declined, ce.Code)
+	assert.Equal(t, 2, ce.Attempts)
+	assert.EqualValues(t, 2, declined.Load()-before)
+}
+
+// tchannel-go declines a call that arrives on a connection of a closing
+// channel before dispatching it ("closed channel"): no handler ran, so it
+// is retried once, transparently, on another peer.
+func TestClosingChannelDeclineIsRetriedOnceElsewhere(t *testing.T) {
+	// A plain tchannel-go server whose first request blocks until the end,
+	// holding its connection open while the channel closes.
+	var received atomic.Int64
+	release := make(chan struct{})
+	closing, err := tchannel.NewChannel("kv", nil)
+	require.NoError(t, err)
+	closing.Register(raw.Wrap(blockHandler{&received, release}), "echo")
+	require.NoError(t, closing.ListenAndServe("127.0.0.1:0"))
+	t.Cleanup(closing.Close)
+	t.Cleanup(func() { close(release) })
+
+	// The other peer answers BUSY once, so that the retry avoids it and
+	// goes to the closing one.
+	var busyOnce atomic.Bool
+	good := startServer(t)
+	good.busyEvery = func() bool { return !busyOnce.Swap(true) }
+
+	c, err := New("client", WithServiceConfig(mustConfig(t, fmt.Sprintf(retryBusy, 3, "0.001s", ""))))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	require.NoError(t, c.AddPeer("kv", closing.PeerInfo().HostPort))
+	require.NoError(t, c.Connect(ctxTimeout(t), "kv"))
+	blocked := make(chan error, 1)
+	go func() { _, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil); blocked <- err }()
+	testwait.Until(t, "the first request to block", func() bool { return received.Load() == 1 })
+	closing.Close() // its connection stays open for the blocked request
+	require.NoError(t, c.AddPeer("kv", good.ch.HostPort()))
+	require.NoError(t, c.Connect(ctxTimeout(t), "kv"))
+
+	// BUSY from good; the retry goes to the closing peer, which declines
+	// before dispatch; the transparent retry goes back to good.
+	res, err := c.Call(ctxTimeout(t), "kv", "echo", &Request{Format: tchannel.Raw, Arg3: []byte("x")})
+	require.NoError(t, err)
+	assert.Equal(t, []string{good.ch.HostPort(), closing.PeerInfo().HostPort}, res.Peers, "peers in the order first chosen")
+	assert.Equal(t, good.ch.HostPort(), res.Peer)
+	assert.Equal(t, 3, res.Attempts)
+	assert.EqualValues(t, 1, received.Load(), "the closing server dispatched the declined request")
+	assert.EqualValues(t, 2, good.received.Load())
+}
+
+type blockHandler struct {
+	received *atomic.Int64
+	release  chan struct{}
+}
+
+func (h blockHandler) Handle(ctx context.Context, _ *raw.Args) (*raw.Res, error) {
+	h.received.Add(1)
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+	}
+	return &raw.Res{}, nil
+}
+func (blockHandler) OnError(context.Context, error) {}

@@ -1,0 +1,538 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-rpc/sluice/busy"
+	"github.com/sluice-rpc/sluice/internal/clock"
+	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/retry"
+	"github.com/sluice-rpc/sluice/stats"
+	"github.com/uber-go/tally/v4"
+	"github.com/uber/tchannel-go"
+	"github.com/uber/tchannel-go/raw"
+)
+
+// fixture is a client tchannel.Channel whose connections a Pool makes,
+// with one List of service "kv" on it. Its clock is fake: backoffs pass only
+// when the test moves it; connect timeouts and health checks run on the
+// wall clock, as tchannel-go's own do.
+type fixture struct {
+	t     *testing.T
+	clk   *clock.Fake
+	pool  *Pool
+	list  *List
+	scope tally.TestScope
+	dials atomic.Int64 // dials made for connectors
+}
+
+func newFixture(t *testing.T, cfg ConnectConfig, opts tchannel.ChannelOptions) *fixture {
+	t.Helper()
+	f := &fixture{t: t, clk: clock.NewFake(time.Unix(1_700_000_000, 0)), scope: tally.NewTestScope("", nil)}
+	rec := stats.NewRecorder(f.scope)
+	pool, err := NewPool(cfg, f.clk, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.rand = func() float64 { return 0.5 } // no jitter: each backoff is its ceiling
+	var d net.Dialer
+	opts.Dialer = pool.Dialer(func(ctx context.Context, network, hostPort string) (net.Conn, error) {
+		f.dials.Add(1)
+		return d.DialContext(ctx, network, hostPort)
+	})
+	tch, err := tchannel.NewChannel("client", &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.Start(tch)
+	t.Cleanup(func() { pool.Close(); tch.Close() })
+	f.pool = pool
+	if f.list, err = NewList("kv", busy.DefaultConfig(), f.clk, rec, pool); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *fixture) add(hostPort string) *Peer {
+	f.t.Helper()
+	p, err := f.list.Add(hostPort)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return p
+}
+
+// waitState waits, bounded, until p is in state want.
+func (f *fixture) waitState(p *Peer, want State) {
+	f.t.Helper()
+	timer := time.NewTimer(testwait.Limit)
+	defer timer.Stop()
+	for {
+		changed := f.pool.Changed()
+		if p.State() == want {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			f.t.Fatalf("waited %v for %s to be %v; it is %v", testwait.Limit, p.HostPort(), want, p.State())
+		}
+	}
+}
+
+// call makes one raw call to p over its connection.
+func call(t *testing.T, p *Peer) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c, err := p.TChannel().BeginCall(ctx, "kv", "echo", &tchannel.CallOptions{Format: tchannel.Raw})
+	if err != nil {
+		return err
+	}
+	_, _, _, err = raw.WriteArgs(c, nil, []byte("hi"))
+	return err
+}
+
+// startServer starts a plain tchannel-go server of "kv" on 127.0.0.1.
+func startServer(t *testing.T, hostPort string) *tchannel.Channel {
+	t.Helper()
+	ch, err := tchannel.NewChannel("kv", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch.Register(raw.Wrap(echo{}), "echo")
+	if err := ch.ListenAndServe(hostPort); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ch.Close)
+	return ch
+}
+
+type echo struct{}
+
+func (echo) Handle(_ context.Context, args *raw.Args) (*raw.Res, error) {
+	return &raw.Res{Arg3: args.Arg3}, nil
+}
+func (echo) OnError(context.Context, error) {}
+
+// refusing returns an address on 127.0.0.1 where nothing listens.
+func refusing(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// listener accepts connections on 127.0.0.1 and, counting them, closes
+// each at once (hold false) or holds it open without a word (hold true: a
+// black hole for TChannel's handshake).
+type listener struct {
+	net.Listener
+	accepts atomic.Int64
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	held    []net.Conn
+}
+
+func listen(t *testing.T, hold bool) *listener {
+	t.Helper()
+	nl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &listener{Listener: nl}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		for {
+			c, err := nl.Accept()
+			if err != nil {
+				return
+			}
+			l.accepts.Add(1)
+			if !hold {
+				c.Close()
+				continue
+			}
+			l.mu.Lock()
+			l.held = append(l.held, c)
+			l.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		nl.Close()
+		l.wg.Wait()
+		l.mu.Lock()
+		for _, c := range l.held {
+			c.Close()
+		}
+		l.mu.Unlock()
+	})
+	return l
+}
+
+func TestPeerConnectsWhenFirstLookedAtAndCallsNeverDial(t *testing.T) {
+	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
+	s := startServer(t, "127.0.0.1:0")
+	p := f.add(s.PeerInfo().HostPort)
+	if p.State() != Idle || f.dials.Load() != 0 {
+		t.Fatalf("a new peer is %v after %d dials, want IDLE and none", p.State(), f.dials.Load())
+	}
+	// A call on a peer without a connection is refused at once: calls
+	// never dial.
+	if err := call(t, p); !errors.Is(err, ErrNoConnection) {
+		t.Fatalf("call without a connection: %v, want ErrNoConnection", err)
+	}
+	if _, err := f.list.Choose(nil); err != ErrConnecting {
+		t.Fatalf("Choose on an idle list: %v, want ErrConnecting", err)
+	}
+	f.waitState(p, Ready)
+	if got, err := f.list.Choose(nil); got != p || err != nil {
+		t.Fatalf("Choose = %v, %v", got, err)
+	}
+	if err := call(t, p); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.dials.Load(); n != 1 {
+		t.Fatalf("%d dials, want 1", n)
+	}
+	snap := f.scope.Snapshot()
+	if v := snap.Counters()["peer.connects+peer="+p.HostPort()].Value(); v != 1 {
+		t.Errorf("peer.connects = %d", v)
+	}
+	if v := snap.Gauges()["peer.state+peer="+p.HostPort()].Value(); v != float64(Ready) {
+		t.Errorf("peer.state = %v", v)
+	}
+}
+
+// A refused peer is retried on gRPC's connection backoff schedule, measured
+// from the start of each failed connect, and calls can neither hurry nor
+// add connects: with no jitter, 1 s, then 1.6 s, then 2.56 s.
+func TestRefusedPeerFollowsTheBackoffSchedule(t *testing.T) {
+	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
+	p := f.add(refusing(t))
+	f.list.Connect()
+	f.waitState(p, TransientFailure)
+	for i, wait := range []time.Duration{time.Second, 1600 * time.Millisecond, 2560 * time.Millisecond} {
+		for j := 0; j < 50; j++ { // calls meanwhile: fail at once, dial nothing
+			if _, err := f.list.Choose(nil); err != ErrUnavailable {
+				t.Fatalf("Choose in transient failure: %v, want ErrUnavailable", err)
+			}
+			p.conn.Connect()
+			p.Lost()
+		}
+		testwait.Timers(t, f.clk, 1)
+		f.clk.Add(wait - time.Millisecond)
+		if f.dials.Load() != int64(i+1) || p.State() != TransientFailure {
+			t.Fatalf("before backoff %d (%v) ended: %d dials, state %v", i+1, wait, f.dials.Load(), p.State())
+		}
+		f.clk.Add(time.Millisecond)
+		testwait.Until(t, "the next connect", func() bool { return f.dials.Load() == int64(i+2) })
+		f.waitState(p, TransientFailure)
+	}
+	if v := f.scope.Snapshot().Counters()["peer.connect_failures+peer="+p.HostPort()].Value(); v != 4 {
+		t.Errorf("peer.connect_failures = %d, want 4", v)
+	}
+}
+
+// A peer that accepts TCP and closes at once fails its handshake: it is in
+// transient failure and is retried on the schedule, one accept per connect.
+func TestAcceptThenCloseIsAFailedConnect(t *testing.T) {
+	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
+	l := listen(t, false)
+	p := f.add(l.Addr().String())
+	f.list.Connect()
+	f.waitState(p, TransientFailure)
+	testwait.Timers(t, f.clk, 1)
+	if n := l.accepts.Load(); n != 1 {
+		t.Fatalf("%d accepts, want 1", n)
+	}
+	f.clk.Add(time.Second)
+	testwait.Until(t, "the second accept", func() bool { return l.accepts.Load() == 2 })
+	f.waitState(p, TransientFailure)
+	testwait.Timers(t, f.clk, 1)
+	if n := l.accepts.Load(); n != 2 {
+		t.Fatalf("%d accepts, want 2", n)
+	}
+}
+
+// A peer that accepts TCP and never answers the handshake stays Connecting
+// until the connect timeout, then fails; meanwhile a call on it returns at
+// once (it does not wait on the connect), and closing the pool ends the
+// connect at once.
+func TestBlackHolePeerTimesOutAndNeverHoldsACall(t *testing.T) {
+	f := newFixture(t, ConnectConfig{Timeout: 300 * time.Millisecond}, tchannel.ChannelOptions{})
+	l := listen(t, true)
+	p := f.add(l.Addr().String())
+	f.list.Connect()
+	f.waitState(p, Connecting)
+	testwait.Until(t, "the black hole to accept", func() bool { return l.accepts.Load() == 1 })
+	start := time.Now()
+	if err := call(t, p); !errors.Is(err, ErrNoConnection) {
+		t.Fatalf("call while connecting: %v, want ErrNoConnection", err)
+	}
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Errorf("the call waited %v for the handshake", d)
+	}
+	f.waitState(p, TransientFailure)
+
+	g := newFixture(t, ConnectConfig{Timeout: time.Hour}, tchannel.ChannelOptions{})
+	q := g.add(l.Addr().String())
+	g.list.Connect()
+	g.waitState(q, Connecting)
+	testwait.Until(t, "the black hole to accept", func() bool { return l.accepts.Load() == 2 })
+	done := make(chan struct{})
+	go func() { g.pool.Close(); close(done) }()
+	testwait.Recv(t, done, "Close to end an hour-long connect")
+	if q.State() != Shutdown {
+		t.Fatalf("state after Close: %v", q.State())
+	}
+}
+
+// A connection that ends after it served a while is reconnected at once
+// (the peer restarted, say); one that ends soon after its handshake counts
+// as a failed connect and waits out the backoff.
+func TestClosedConnectionReconnectsOrBacksOff(t *testing.T) {
+	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
+	s := startServer(t, "127.0.0.1:0")
+	hp := s.PeerInfo().HostPort
+	p := f.add(hp)
+	f.list.Connect()
+	f.waitState(p, Ready)
+	f.clk.Add(2 * time.Second) // it has served a while
+	s.Close()
+	f.waitState(p, TransientFailure) // reconnected at once: refused
+	if n := f.dials.Load(); n != 2 {
+		t.Fatalf("%d dials, want 2: the first connect and one at once after the close", n)
+	}
+	if v := f.scope.Snapshot().Counters()["peer.connect_failures+peer="+hp].Value(); v != 1 {
+		t.Fatalf("peer.connect_failures = %d, want 1 (the refused reconnect)", v)
+	}
+	// It comes back: chosen again once its backoff has passed.
+	startServer(t, hp)
+	testwait.Timers(t, f.clk, 1)
+	f.clk.Add(time.Second)
+	f.waitState(p, Ready)
+	if err := call(t, p); err != nil {
+		t.Fatal(err)
+	}
+
+	// Dropped again within a second of its handshake: a failure, backoff.
+	g := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
+	s2 := startServer(t, "127.0.0.1:0")
+	q := g.add(s2.PeerInfo().HostPort)
+	g.list.Connect()
+	g.waitState(q, Ready)
+	s2.Close()
+	g.waitState(q, TransientFailure)
+	testwait.Timers(t, g.clk, 1)
+	if n := g.dials.Load(); n != 1 {
+		t.Fatalf("%d dials, want 1: no reconnect before the backoff", n)
+	}
+}
+
+// tchannel-go's idle sweep closing a connection is not a failure: the peer
+// goes Idle and reconnects when a call looks at it.
+func TestIdleSweepIsNotAFailure(t *testing.T) {
+	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{IdleCheckInterval: 10 * time.Millisecond, MaxIdleTime: 50 * time.Millisecond})
+	s := startServer(t, "127.0.0.1:0")
+	p := f.add(s.PeerInfo().HostPort)
+	f.list.Connect()
+	f.waitState(p, Ready)
+	f.clk.Add(time.Minute) // served a while (on the fake clock) before the sweep
+	f.waitState(p, Idle)
+	if v := f.scope.Snapshot().Counters()["peer.connect_failures+peer="+p.HostPort()].Value(); v != 0 {
+		t.Fatalf("peer.connect_failures = %d after an idle close", v)
+	}
+	if _, err := f.list.Choose(nil); err != ErrConnecting {
+		t.Fatalf("Choose on an idle peer: %v, want ErrConnecting", err)
+	}
+	f.waitState(p, Ready)
+}
+
+// TestHealthChecksFindAFrozenPeer freezes the link to a ready peer: no FIN,
+// no reset, nothing. tchannel-go's health checks close the connection and
+// the peer goes into transient failure.
+func TestHealthChecksFindAFrozenPeer(t *testing.T) {
+	s := startServer(t, "127.0.0.1:0")
+	link := startLink(t, s.PeerInfo().HostPort)
+	hc := tchannel.HealthCheckOptions{Interval: 20 * time.Millisecond, Timeout: 20 * time.Millisecond, FailuresToClose: 2}
+	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{DefaultConnectionOptions: tchannel.ConnectionOptions{HealthChecks: hc}})
+	p := f.add(link.addr)
+	f.list.Connect()
+	f.waitState(p, Ready)
+	if err := call(t, p); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Add(time.Minute)
+	link.freeze()
+	f.waitState(p, TransientFailure)
+	if v := f.scope.Snapshot().Counters()["peer.connect_failures+peer="+link.addr].Value(); v != 1 {
+		t.Fatalf("peer.connect_failures = %d, want 1", v)
+	}
+}
+
+// link is a TCP relay to a server that can be frozen: it then passes
+// nothing on and closes nothing.
+type link struct {
+	addr   string
+	frozen atomic.Bool
+	thaw   chan struct{}
+}
+
+func startLink(t *testing.T, upstream string) *link {
+	t.Helper()
+	nl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &link{addr: nl.Addr().String(), thaw: make(chan struct{})}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	pipe := func(dst, src net.Conn) {
+		defer wg.Done()
+		buf := make([]byte, 4096)
+		for {
+			n, err := src.Read(buf)
+			if err != nil {
+				return
+			}
+			if k.frozen.Load() {
+				<-k.thaw // held until the test ends
+				return
+			}
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := nl.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", upstream)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, u)
+			mu.Unlock()
+			wg.Add(2)
+			go pipe(u, c)
+			go pipe(c, u)
+		}
+	}()
+	t.Cleanup(func() {
+		nl.Close()
+		close(k.thaw)
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return k
+}
+
+func (k *link) freeze() { k.frozen.Store(true) }
+
+// Lost takes a Ready peer out of choice at once; the connector looks, finds
+// the connection healthy, and makes it Ready again.
+func TestLostIsCheckedByTheConnector(t *testing.T) {
+	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
+	s := startServer(t, "127.0.0.1:0")
+	p := f.add(s.PeerInfo().HostPort)
+	f.list.Connect()
+	f.waitState(p, Ready)
+	changed := f.pool.Changed()
+	p.Lost()
+	if st := p.State(); st != Connecting && st != Ready {
+		t.Fatalf("state after Lost: %v", st)
+	}
+	testwait.Recv(t, changed, "Lost to announce a change")
+	f.waitState(p, Ready)
+	if n := f.dials.Load(); n != 1 {
+		t.Fatalf("%d dials after a false alarm, want 1", n)
+	}
+}
+
+// Removing the last list's reference stops the connector and closes its
+// connection; the server sees it go.
+func TestRemoveStopsTheConnectorAndClosesTheConnection(t *testing.T) {
+	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
+	s := startServer(t, "127.0.0.1:0")
+	hp := s.PeerInfo().HostPort
+	p := f.add(hp)
+	other, err := NewList("other", busy.DefaultConfig(), f.clk, nil, f.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := other.Add(hp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.conn != q.conn {
+		t.Fatal("two lists got two connectors for one host:port")
+	}
+	f.list.Connect()
+	f.waitState(p, Ready)
+	if err := f.list.Remove(hp); err != nil {
+		t.Fatal(err)
+	}
+	if p.State() != Ready {
+		t.Fatalf("state %v while another list holds the peer", p.State())
+	}
+	if err := other.Remove(hp); err != nil {
+		t.Fatal(err)
+	}
+	f.waitState(p, Shutdown)
+	testwait.Until(t, "the server to see the connection closed", func() bool {
+		for _, peer := range s.IntrospectState(nil).RootPeers {
+			if len(peer.InboundConnections) > 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func TestConnectConfigValidate(t *testing.T) {
+	for _, tt := range []struct {
+		cfg  ConnectConfig
+		want string
+	}{
+		{ConnectConfig{Timeout: -1}, "Timeout is -1ns, must be >= 0"},
+		{ConnectConfig{Backoff: retry.Backoff{Initial: time.Second}}, "must have 0 < Initial <= Max"},
+		{ConnectConfig{Backoff: retry.Backoff{Initial: time.Second, Max: time.Minute, Multiplier: 0.5}}, "Multiplier is 0.5, must be a finite number >= 1"},
+		{ConnectConfig{Backoff: retry.Backoff{Initial: time.Second, Max: time.Minute, Multiplier: 2, Spread: 1}}, "Spread is 1, must be in [0, 1)"},
+	} {
+		err := tt.cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Validate(%+v) = %v, want %q", tt.cfg, err, tt.want)
+		}
+		if _, err := NewPool(tt.cfg, nil, nil); err == nil {
+			t.Errorf("NewPool accepted %+v", tt.cfg)
+		}
+	}
+	if err := (ConnectConfig{}).Validate(); err != nil {
+		t.Error(err)
+	}
+}
