@@ -70,9 +70,9 @@ type methodPolicy struct {
 	// transient failure (the service config's waitForReady).
 	waitForReady bool
 	bucket       *retry.Throttle // the service's, for the tokens gauge
-	m       *stats.Method
-	tokens  tally.Gauge
-	backoff retry.Backoff // the retry policy's, for throttle-aware waits
+	m            *stats.Method
+	tokens       tally.Gauge
+	backoff      retry.Backoff // the retry policy's, for throttle-aware waits
 
 	// The service's lease gate and pacer (fixed at New) and peer list
 	// (made by the first AddPeer, never removed), kept here so that a call

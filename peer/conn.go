@@ -204,6 +204,7 @@ func (c *Conn) connect() (*tchannel.Connection, *watch, error) {
 	}
 	return conn, w, nil
 }
+
 // afterClose decides the state that follows the end of a Ready connection
 // and whether the end counts as a failed connect. short reports that it
 // ended within the backoff's initial interval of its handshake.
