@@ -4,15 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"sync/atomic"
 	"time"
 
 	"github.com/opentracing/opentracing-go"
 	"github.com/sluice-rpc/sluice/stats"
+	"github.com/uber-go/tally/v4"
 	"github.com/uber/tchannel-go"
-	tjson "github.com/uber/tchannel-go/json"
-	"github.com/uber/tchannel-go/raw"
 	"golang.org/x/time/rate"
 )
 
@@ -34,39 +34,62 @@ type RawResponse struct {
 // Unexpected.
 type RawHandler func(ctx context.Context, req *RawRequest) (*RawResponse, error)
 
-// RegisterRaw registers h for method of the Channel's service.
+// RegisterRaw registers h for method of the Channel's service. Each method
+// is registered once: registering a method again, by any means, is an
+// error. Requests whose arguments exceed the Channel's maximum request size
+// (WithMaxRequestSize) are answered BAD_REQUEST as soon as the limit is
+// passed, before h runs and without buffering the rest.
 func (c *Channel) RegisterRaw(method string, h RawHandler) error {
 	if method == "" || h == nil {
 		return errors.New("channel: RegisterRaw needs a method name and a handler")
 	}
-	c.tch.Register(c.guard(rawHandler(h)), method)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if via := c.registeredWith()[method]; via != "" {
+		return errRegistered(viaRaw, method, via)
+	}
+	st := c.serverStats()
+	c.register(viaRaw, method, st, rawHandler{h: h, limit: c.o.maxRequest, stats: st})
 	return nil
 }
 
-// RegisterJSON registers tchannel-go JSON handlers by method name: each is a
-// func(json.Context, *Req) (*Resp, error) of package
-// github.com/uber/tchannel-go/json, so existing handlers move over as they
-// are. Returning an error made with Busy or Declined answers with that
-// TChannel code; any other error is an application error.
-func (c *Channel) RegisterJSON(handlers map[string]any) error {
-	if err := tjson.Register(registrar{c}, tjson.Handlers(handlers), func(context.Context, error) {}); err != nil {
-		return fmt.Errorf("channel: RegisterJSON: %w", err)
-	}
-	return nil
-}
+// MaxRequestSize returns the most bytes of arguments (arg2 and arg3
+// together) the Channel's handlers accept in a request: the size set with
+// WithMaxRequestSize, DefaultMaxRequestSize by default.
+func (c *Channel) MaxRequestSize() int64 { return c.o.maxRequest }
 
 // Registrar returns a tchannel.Registrar that registers handlers on the
-// Channel behind its server-side guard (request counting and load shedding).
-// Give it to tchannel-go's thrift.NewServer, or any code that registers
-// tchannel.Handlers.
+// Channel behind its server-side guard (request counting, load shedding,
+// and declining while the Channel closes). Give it to tchannel-go's
+// thrift.NewServer, or any code that registers tchannel.Handlers.
+//
+// A tchannel.Registrar cannot return an error, so its Register panics if
+// the method is already registered with RegisterRaw or RegisterJSON: a
+// start-up mistake, reported at start-up instead of a handler silently
+// replaced. Registering through the Registrar a method registered through
+// it before replaces the handler, as on a plain tchannel-go channel (a
+// second tchannel-go Thrift server on one Channel registers the Thrift meta
+// service again).
+//
+// Handlers registered through it read their arguments themselves, so the
+// Channel's maximum request size does not bound them; Sluice's
+// thrift.NewServer bounds the request bodies of the services registered on
+// it.
 func (c *Channel) Registrar() tchannel.Registrar { return registrar{c} }
 
 // registrar passes the Channel's registrations through its guard.
 type registrar struct{ c *Channel }
 
-func (r registrar) ServiceName() string                   { return r.c.tch.ServiceName() }
-func (r registrar) Register(h tchannel.Handler, m string) { r.c.tch.Register(r.c.guard(h), m) }
-func (r registrar) Logger() tchannel.Logger               { return r.c.tch.Logger() }
+func (r registrar) ServiceName() string { return r.c.tch.ServiceName() }
+func (r registrar) Register(h tchannel.Handler, m string) {
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	if via := r.c.registeredWith()[m]; via == viaRaw || via == viaJSON {
+		panic(fmt.Sprintf("channel: Registrar: method %q is already registered with %s; register each method once", m, via))
+	}
+	r.c.register(viaRegistrar, m, r.c.serverStats(), h)
+}
+func (r registrar) Logger() tchannel.Logger { return r.c.tch.Logger() }
 func (r registrar) StatsReporter() tchannel.StatsReporter {
 	return r.c.tch.StatsReporter()
 }
@@ -74,33 +97,159 @@ func (r registrar) StatsTags() map[string]string { return r.c.tch.StatsTags() }
 func (r registrar) Peers() *tchannel.PeerList    { return r.c.tch.Peers() }
 func (r registrar) Tracer() opentracing.Tracer   { return r.c.tch.Tracer() }
 
-func rawHandler(h RawHandler) tchannel.Handler {
-	return tchannel.HandlerFunc(func(ctx context.Context, call *tchannel.InboundCall) {
-		args, err := raw.ReadArgs(call)
-		if err != nil {
-			return // the connection broke; there is no one to answer
+// How a method was registered, as registration errors name it.
+const (
+	viaRaw       = "RegisterRaw"
+	viaJSON      = "RegisterJSON"
+	viaRegistrar = "the Registrar"
+	viaTChannel  = "the underlying TChannel"
+)
+
+// registeredWith returns how each method of the Channel's service is
+// registered: viaRaw, viaJSON, viaRegistrar or viaTChannel. Call it with
+// c.mu held.
+func (c *Channel) registeredWith() map[string]string {
+	hs := c.tch.GetSubChannel(c.name).GetHandlers()
+	via := make(map[string]string, len(hs))
+	for m, h := range hs {
+		via[m] = viaTChannel
+		if g, ok := h.(*guarded); ok {
+			via[m] = g.via
 		}
-		res, err := h(ctx, &RawRequest{Caller: args.Caller, Method: args.Method, Arg2: args.Arg2, Arg3: args.Arg3})
-		resp := call.Response()
-		if err != nil {
-			var se tchannel.SystemError
-			if !errors.As(err, &se) {
-				se = tchannel.NewSystemError(tchannel.ErrCodeUnexpected, "%v", err).(tchannel.SystemError)
-			}
-			_ = resp.SendSystemError(se)
+	}
+	return via
+}
+
+// errRegistered is the error of registering method through api when it is
+// registered already, with via.
+func errRegistered(api, method, via string) error {
+	return fmt.Errorf("channel: %s: method %q is already registered with %s; register each method once", api, method, via)
+}
+
+// register registers h for method behind the Channel's guard. Call it with
+// c.mu held, so that checking for a duplicate and registering are one step.
+func (c *Channel) register(via, method string, st *serverStats, h tchannel.Handler) {
+	c.tch.Register(&guarded{c: c, h: h, via: via, stats: st}, method)
+}
+
+// serverStats are the counters of a Channel's server side.
+type serverStats struct{ requests, shed, malformed, oversize tally.Counter }
+
+func (c *Channel) serverStats() *serverStats {
+	scope := c.rec.Scope()
+	return &serverStats{requests: scope.Counter(stats.ServerRequests), shed: scope.Counter(stats.ServerShed),
+		malformed: scope.Counter(stats.ServerMalformed), oversize: scope.Counter(stats.ServerOversize)}
+}
+
+// guarded is a handler behind the Channel's guard, marked with how it was
+// registered.
+type guarded struct {
+	c     *Channel
+	h     tchannel.Handler
+	via   string
+	stats *serverStats
+}
+
+// Handle counts the request, declines it while the Channel closes, sheds
+// it when shedding is on and the Channel is over a limit, and otherwise
+// passes it to the handler.
+func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
+	g.stats.requests.Inc(1)
+	if g.c.closed.Load() {
+		_ = call.Response().SendSystemError(errClosing)
+		return
+	}
+	if s := g.c.shed; s != nil {
+		if err := s.admit(); err != nil {
+			g.stats.shed.Inc(1)
+			_ = call.Response().SendSystemError(err)
 			return
 		}
-		if res == nil {
-			res = &RawResponse{}
+		defer s.done()
+	}
+	g.h.Handle(ctx, call)
+}
+
+// rawHandler serves a RawHandler.
+type rawHandler struct {
+	h     RawHandler
+	limit int64
+	stats *serverStats
+}
+
+func (r rawHandler) Handle(ctx context.Context, call *tchannel.InboundCall) {
+	// The handler owns the arguments: read them into a buffer of their own
+	// (one, for small requests), not a pooled one.
+	args, n2, ok := readArgs(call, make([]byte, 0, 512), r.limit, r.stats)
+	if !ok {
+		return
+	}
+	res, err := r.h(ctx, &RawRequest{Caller: call.CallerName(), Method: call.MethodString(), Arg2: args[:n2:n2], Arg3: args[n2:]})
+	resp := call.Response()
+	if err != nil {
+		var se tchannel.SystemError
+		if !errors.As(err, &se) {
+			se = tchannel.NewSystemError(tchannel.ErrCodeUnexpected, "%v", err).(tchannel.SystemError)
 		}
-		if res.AppError {
-			_ = resp.SetApplicationError()
+		_ = resp.SendSystemError(se)
+		return
+	}
+	if res == nil {
+		res = &RawResponse{}
+	}
+	if res.AppError {
+		_ = resp.SetApplicationError()
+	}
+	if err := tchannel.NewArgWriter(resp.Arg2Writer()).Write(res.Arg2); err != nil {
+		return
+	}
+	_ = tchannel.NewArgWriter(resp.Arg3Writer()).Write(res.Arg3)
+}
+
+// readArgs appends the call's arg2 and then its arg3 to buf and returns
+// them with the length of arg2. If together they are longer than limit it
+// answers BAD_REQUEST as soon as it has read limit+1 bytes, counts the
+// request on st.oversize and returns ok false; it returns ok false too when
+// the connection broke, when there is no one left to answer.
+func readArgs(call *tchannel.InboundCall, buf []byte, limit int64, st *serverStats) (_ []byte, n2 int, ok bool) {
+	buf, ok = readArg(call, call.Arg2Reader, buf, limit, st)
+	if !ok {
+		return buf, 0, false
+	}
+	n2 = len(buf)
+	buf, ok = readArg(call, call.Arg3Reader, buf, limit, st)
+	return buf, n2, ok
+}
+
+// readArg appends an argument to buf, reading at most limit+1-len(buf)
+// bytes of it; see readArgs.
+func readArg(call *tchannel.InboundCall, open func() (tchannel.ArgReader, error), buf []byte, limit int64, st *serverStats) ([]byte, bool) {
+	r, err := open()
+	if err != nil {
+		return buf, false
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
 		}
-		if err := tchannel.NewArgWriter(resp.Arg2Writer()).Write(res.Arg2); err != nil {
-			return
+		// Never ask for more than one byte past the limit: the reader
+		// copies as much as it is asked for, fragment after fragment.
+		end := min(int64(cap(buf)), limit+1)
+		n, err := r.Read(buf[len(buf):int(end)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			st.oversize.Inc(1)
+			_ = call.Response().SendSystemError(tchannel.NewSystemError(tchannel.ErrCodeBadRequest,
+				"request too large: its arguments are more than %d bytes, the server's limit; send a smaller request", limit))
+			return buf, false
 		}
-		_ = tchannel.NewArgWriter(resp.Arg3Writer()).Write(res.Arg3)
-	})
+		if err == io.EOF {
+			return buf, r.Close() == nil
+		}
+		if err != nil {
+			return buf, false
+		}
+	}
 }
 
 // ShedConfig limits what a Channel's server side accepts. Requests beyond a
@@ -182,22 +331,4 @@ func (s *shedder) done() {
 	if s.cfg.MaxInFlight > 0 {
 		s.inFlight.Add(-1)
 	}
-}
-
-// guard counts inbound requests and sheds the excess when shedding is on.
-func (c *Channel) guard(h tchannel.Handler) tchannel.Handler {
-	scope := c.rec.Scope()
-	inbound, shed := scope.Counter(stats.ServerRequests), scope.Counter(stats.ServerShed)
-	return tchannel.HandlerFunc(func(ctx context.Context, call *tchannel.InboundCall) {
-		inbound.Inc(1)
-		if c.shed != nil {
-			if err := c.shed.admit(); err != nil {
-				shed.Inc(1)
-				_ = call.Response().SendSystemError(err)
-				return
-			}
-			defer c.shed.done()
-		}
-		h.Handle(ctx, call)
-	})
 }

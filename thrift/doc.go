@@ -19,10 +19,12 @@
 // *channel.CallError carrying the TChannel code and the number of attempts,
 // or a local error such as channel.ErrThrottled.
 //
-// On the server side, NewServer returns a tchannel-go *thrift.Server whose
-// registrations sit behind the Channel's server guard (request counting and
-// load shedding). Generated TChanServer handlers register on it as they would
-// on a plain tchannel-go channel. A handler answers Busy by returning
+// On the server side, NewServer returns a Server: tchannel-go's
+// *thrift.Server, every method of it, whose registrations sit behind the
+// Channel's server guard (request counting, load shedding, declining while
+// the Channel closes), and whose Register bounds each request body by the
+// Channel's maximum request size. Generated TChanServer handlers register on
+// it as they would on a plain tchannel-go channel. A handler answers Busy by returning
 // channel.Busy(...); it reads the attempt number of a retried call with
 // PreviousAttempts and asks the client to wait before retrying with
 // SetPushback.

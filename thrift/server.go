@@ -1,19 +1,35 @@
 package thrift
 
 import (
+	"errors"
+	"fmt"
+	"io"
 	"maps"
 	"strconv"
+	"sync"
 
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/retry"
+	"github.com/sluice-rpc/sluice/stats"
+	"github.com/uber-go/tally/v4"
+	"github.com/uber/tchannel-go"
+	athrift "github.com/uber/tchannel-go/thirdparty/github.com/apache/thrift/lib/go/thrift"
 	tthrift "github.com/uber/tchannel-go/thrift"
 )
 
-// NewServer returns a tchannel-go Thrift server that registers its handlers
-// on ch behind ch's server guard (request counting and load shedding), so
-// requests beyond ch's shedding limits are answered Busy before any handler
-// runs. Register generated handlers on it as on any tchannel-go Thrift
-// server:
+// Server is tchannel-go's Thrift server, every method of it, registering on
+// a Sluice Channel: its registrations sit behind the Channel's server guard
+// (request counting, load shedding, declining while the Channel closes), and
+// Register bounds the request bodies of the services registered on it.
+type Server struct {
+	*tthrift.Server
+	limit    int64
+	oversize tally.Counter
+}
+
+// NewServer returns a Server that registers its handlers on ch, so requests
+// beyond ch's shedding limits are answered Busy before any handler runs.
+// Register generated handlers on it as on any tchannel-go Thrift server:
 //
 //	NewServer(ch).Register(keyvalue.NewTChanKeyValueServer(handler))
 //
@@ -23,9 +39,183 @@ import (
 // Busy, which the calling Sluice clients throttle and may retry elsewhere.
 // Unlike on a plain tchannel-go channel, the Thrift meta service (health
 // checks) is registered under ch's own service name only.
-func NewServer(ch *channel.Channel) *tthrift.Server {
-	return tthrift.NewServer(ch.Registrar())
+func NewServer(ch *channel.Channel) *Server {
+	return &Server{Server: tthrift.NewServer(ch.Registrar()), limit: ch.MaxRequestSize(),
+		oversize: ch.Stats().Scope().Counter(stats.ServerOversize)}
 }
+
+// Register registers svr's methods as tchannel-go's Register does, and
+// bounds each request's body (arg3) by the Channel's maximum request size
+// (channel.WithMaxRequestSize): a body longer than that, or one that
+// declares a string, binary or container longer than the bytes left under
+// the limit, is answered BAD_REQUEST as soon as it is seen, before the
+// handler runs, without reading further or allocating for what was
+// declared, and counted on stats.ServerOversize.
+//
+// What it does not bound: the request headers (arg2), which tchannel-go
+// reads whole before the body, and the Thrift meta service that NewServer
+// registers (tchannel-go's own, registered before Register can wrap it).
+func (s *Server) Register(svr tthrift.TChanServer, opts ...tthrift.RegisterOption) {
+	s.Server.Register(bounded{TChanServer: svr, s: s}, opts...)
+}
+
+// bounded is a TChanServer whose requests are decoded through a limit.
+type bounded struct {
+	tthrift.TChanServer
+	s *Server
+}
+
+var protocols = sync.Pool{New: func() any {
+	p := &limitedProtocol{}
+	p.TBinaryProtocol = athrift.NewTBinaryProtocolTransport(&p.t)
+	return p
+}}
+
+func (b bounded) Handle(ctx tthrift.Context, method string, p athrift.TProtocol) (bool, athrift.TStruct, error) {
+	lp := protocols.Get().(*limitedProtocol)
+	defer func() {
+		lp.t = limitedTransport{} // keep nothing of this request
+		protocols.Put(lp)
+	}()
+	tr, ok := p.Transport().(transport)
+	if !ok {
+		tr = athrift.NewTRichTransport(p.Transport())
+	}
+	lp.t = limitedTransport{transport: tr, left: b.s.limit}
+	success, res, err := b.TChanServer.Handle(ctx, method, lp)
+	if lp.t.over {
+		b.s.oversize.Inc(1)
+		return false, nil, tchannel.NewSystemError(tchannel.ErrCodeBadRequest,
+			"request too large: its Thrift body is more than %d bytes, the server's limit; send a smaller request", b.s.limit)
+	}
+	return success, res, err
+}
+
+// errTooLarge ends the decoding of a request over the limit; bounded.Handle
+// answers it with a message saying the limit.
+var errTooLarge = athrift.NewTProtocolExceptionWithType(athrift.SIZE_LIMIT, errors.New("request too large"))
+
+// transport is what the binary protocol reads from.
+type transport interface {
+	athrift.TTransport
+	athrift.TRichTransport
+}
+
+// limitedTransport reads at most one byte past the limit from the request
+// body, and marks the request over the limit when it does.
+type limitedTransport struct {
+	transport
+	left int64 // bytes that may still be read; -1 once over
+	over bool
+}
+
+func (t *limitedTransport) tooLarge() error {
+	t.over = true
+	return errTooLarge
+}
+
+func (t *limitedTransport) Read(b []byte) (int, error) {
+	if int64(len(b)) > t.left {
+		b = b[:max(t.left+1, 0)]
+	}
+	n, err := t.transport.Read(b)
+	if t.left -= int64(n); t.left < 0 {
+		return n, t.tooLarge()
+	}
+	return n, err
+}
+
+func (t *limitedTransport) ReadByte() (byte, error) {
+	c, err := t.transport.ReadByte()
+	if err == nil {
+		if t.left--; t.left < 0 {
+			return c, t.tooLarge()
+		}
+	}
+	return c, err
+}
+
+// RemainingBytes is what the binary protocol checks declared lengths
+// against before allocating for them.
+func (t *limitedTransport) RemainingBytes() uint64 { return uint64(max(t.left, 0)) }
+
+// limitedProtocol is the binary protocol reading through a limitedTransport,
+// refusing declared lengths beyond what is left: the binary protocol would
+// allocate for a string or binary first, and the generated code allocates
+// for a container's declared count.
+type limitedProtocol struct {
+	*athrift.TBinaryProtocol
+	t     limitedTransport
+	small [64]byte // short strings are read here, not into a new buffer
+}
+
+// length reads a string's or binary's length.
+func (p *limitedProtocol) length() (int, error) {
+	n, err := p.ReadI32()
+	switch {
+	case err != nil:
+		return 0, err
+	case n < 0:
+		return 0, athrift.NewTProtocolExceptionWithType(athrift.NEGATIVE_SIZE, fmt.Errorf("negative length %d", n))
+	case int64(n) > p.t.left:
+		return 0, p.t.tooLarge()
+	}
+	return int(n), nil
+}
+
+func (p *limitedProtocol) ReadString() (string, error) {
+	n, err := p.length()
+	if err != nil {
+		return "", err
+	}
+	b := p.small[:0]
+	if n > len(p.small) {
+		b = make([]byte, n)
+	}
+	_, err = io.ReadFull(&p.t, b[:n])
+	return string(b[:n]), athrift.NewTProtocolException(err)
+}
+
+func (p *limitedProtocol) ReadBinary() ([]byte, error) {
+	n, err := p.length()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, n)
+	_, err = io.ReadFull(&p.t, b)
+	return b, athrift.NewTProtocolException(err)
+}
+
+// count refuses a container's element count if its elements, at least a
+// byte each, cannot fit in what is left.
+func (p *limitedProtocol) count(n int, err error) (int, error) {
+	if err == nil && int64(n) > p.t.left {
+		return n, p.t.tooLarge()
+	}
+	return n, err
+}
+
+func (p *limitedProtocol) ReadListBegin() (athrift.TType, int, error) {
+	et, n, err := p.TBinaryProtocol.ReadListBegin()
+	n, err = p.count(n, err)
+	return et, n, err
+}
+
+func (p *limitedProtocol) ReadSetBegin() (athrift.TType, int, error) {
+	et, n, err := p.TBinaryProtocol.ReadSetBegin()
+	n, err = p.count(n, err)
+	return et, n, err
+}
+
+func (p *limitedProtocol) ReadMapBegin() (athrift.TType, athrift.TType, int, error) {
+	kt, vt, n, err := p.TBinaryProtocol.ReadMapBegin()
+	n, err = p.count(n, err)
+	return kt, vt, n, err
+}
+
+// Skip skips a field through the limits above (the binary protocol's own
+// Skip would call its own methods).
+func (p *limitedProtocol) Skip(t athrift.TType) error { return athrift.SkipDefaultDepth(p, t) }
 
 // PreviousAttempts returns how many attempts of the call being handled were
 // sent before this one: 0 for an original request, 1 for the first retry or

@@ -1,19 +1,25 @@
 package thrift
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/testwait"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/uber-go/tally/v4"
+	"github.com/uber/tchannel-go"
 	"github.com/uber/tchannel-go/examples/keyvalue/gen-go/keyvalue"
+	"github.com/uber/tchannel-go/raw"
+	athrift "github.com/uber/tchannel-go/thirdparty/github.com/apache/thrift/lib/go/thrift"
 	tthrift "github.com/uber/tchannel-go/thrift"
 	"github.com/uber/tchannel-go/thrift/gen-go/meta"
 )
@@ -119,4 +125,67 @@ type failingHandler struct{ keyvalue.TChanKeyValue }
 
 func (failingHandler) Get(tthrift.Context, string) (string, error) {
 	return "", errors.New("disk on fire")
+}
+
+// plainThriftCall calls method of the Thrift server at hp through a plain
+// tchannel-go channel with arg3 as it is (and no headers).
+func plainThriftCall(t *testing.T, hp, method string, arg3 []byte) error {
+	t.Helper()
+	ch, err := tchannel.NewChannel("plain-client", nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { closePlain(t, ch) })
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Limit)
+	defer cancel()
+	call, err := ch.BeginCall(ctx, hp, service, method, &tchannel.CallOptions{Format: tchannel.Thrift})
+	require.NoError(t, err)
+	_, _, _, err = raw.WriteArgs(call, []byte{0, 0}, arg3)
+	return err
+}
+
+// A request body over the Channel's limit, or one declaring a string or a
+// container longer than the limit, is answered BAD_REQUEST saying the
+// limit, before the handler runs and before anything is allocated for what
+// it declares; one at the limit is served.
+func TestServerBoundsRequestBodies(t *testing.T) {
+	const limit = 1024
+	// KeyValue::Set's arguments: field 1 (key) and 2 (value), strings.
+	str := func(id byte, n uint32, body string) []byte {
+		return append([]byte{byte(athrift.STRING), 0, id, byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}, body...)
+	}
+	setArgs := func(value string) []byte {
+		b := append(str(1, 1, "k"), str(2, uint32(len(value)), value)...)
+		return append(b, byte(athrift.STOP))
+	}
+	for _, tc := range []struct {
+		name string
+		arg3 []byte
+	}{
+		{"long value", setArgs(strings.Repeat("v", 64<<10))},
+		// 300 unknown i32 fields, skipped: no length declares the excess.
+		{"many fields", append(bytes.Repeat([]byte{byte(athrift.I32), 0, 9, 0, 0, 0, 1}, 300), byte(athrift.STOP))},
+		{"declared string", str(1, 1<<31-1, "only a few bytes")},
+		// A list where a string is expected is skipped, through the limit.
+		{"declared list", []byte{byte(athrift.LIST), 0, 1, byte(athrift.I32), 0x7f, 0xff, 0xff, 0xff}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			scope := tally.NewTestScope("", nil)
+			s, _ := startServer(t, channel.WithMaxRequestSize(limit), channel.WithScope(scope))
+			err := plainThriftCall(t, s.hostPort, "KeyValue::Set", tc.arg3)
+			var se tchannel.SystemError
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, tchannel.ErrCodeBadRequest, se.Code(), se.Message())
+			assert.Contains(t, se.Message(), "1024 bytes")
+			assert.Zero(t, s.received.Load(), "the handler ran")
+			oversize := scope.Snapshot().Counters()[stats.ServerOversize+"+"]
+			require.NotNil(t, oversize, "nothing was counted on %s", stats.ServerOversize)
+			assert.EqualValues(t, 1, oversize.Value())
+		})
+	}
+	t.Run("at the limit", func(t *testing.T) {
+		s, _ := startServer(t, channel.WithMaxRequestSize(limit))
+		arg3 := setArgs(strings.Repeat("v", limit-len(setArgs(""))))
+		require.Len(t, arg3, limit)
+		require.NoError(t, plainThriftCall(t, s.hostPort, "KeyValue::Set", arg3))
+		assert.EqualValues(t, 1, s.received.Load())
+	})
 }

@@ -1,0 +1,370 @@
+package channel
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/opentracing/opentracing-go"
+	"github.com/opentracing/opentracing-go/mocktracer"
+	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/stats"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/uber-go/tally/v4"
+	"github.com/uber/tchannel-go"
+	tjson "github.com/uber/tchannel-go/json"
+	"github.com/uber/tchannel-go/raw"
+)
+
+// plainClient returns a plain tchannel-go channel: it sends what it is
+// given, with none of a Sluice client's checks or retries.
+func plainClient(t testing.TB, opts *tchannel.ChannelOptions) *tchannel.Channel {
+	t.Helper()
+	ch, err := tchannel.NewChannel("plain-client", opts)
+	require.NoError(t, err)
+	t.Cleanup(ch.Close)
+	return ch
+}
+
+// plainCall calls method of the server at hp through a plain tchannel-go
+// channel, arguments as they are, in the given format.
+func plainCall(t testing.TB, hp, method string, format tchannel.Format, arg2, arg3 []byte) ([]byte, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Limit)
+	defer cancel()
+	call, err := plainClient(t, nil).BeginCall(ctx, hp, "kv", method, &tchannel.CallOptions{Format: format})
+	require.NoError(t, err)
+	_, res, _, err := raw.WriteArgs(call, arg2, arg3)
+	return res, err
+}
+
+// requireSystemError requires err to be a TChannel system error with code
+// and returns its message.
+func requireSystemError(t testing.TB, err error, code tchannel.SystemErrCode) string {
+	t.Helper()
+	var se tchannel.SystemError
+	require.True(t, errors.As(err, &se), "want a %v system error, got %T %v", code, err, err)
+	require.Equal(t, code, se.Code(), "message: %s", se.Message())
+	return se.Message()
+}
+
+func counter(scope tally.TestScope, name string) int64 {
+	if c, ok := scope.Snapshot().Counters()[name+"+"]; ok {
+		return c.Value()
+	}
+	return 0
+}
+
+// A request whose arguments exceed the server's limit is answered
+// BAD_REQUEST, saying the limit, and never reaches the handler; one at the
+// limit is served.
+func TestOversizeRequestIsBadRequest(t *testing.T) {
+	const limit = 1024
+	for _, tc := range []struct {
+		name, method string
+		format       tchannel.Format
+		arg2, arg3   []byte
+	}{
+		{"raw arg3", "echo", tchannel.Raw, nil, make([]byte, 64<<10)},
+		{"raw arg2", "echo", tchannel.Raw, make([]byte, limit+1), nil},
+		{"raw together", "echo", tchannel.Raw, make([]byte, limit/2), make([]byte, limit/2+1)},
+		{"json arg3", "get", tchannel.JSON, nil, []byte(`{"Key":"` + strings.Repeat("k", 64<<10) + `"}`)},
+		{"json headers", "get", tchannel.JSON, []byte(`{"who":"` + strings.Repeat("w", limit) + `"}`), []byte(`{"Key":"k"}`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			scope := tally.NewTestScope("", nil)
+			s := startServer(t, WithMaxRequestSize(limit), WithScope(scope))
+			_, err := plainCall(t, s.ch.HostPort(), tc.method, tc.format, tc.arg2, tc.arg3)
+			msg := requireSystemError(t, err, tchannel.ErrCodeBadRequest)
+			assert.Contains(t, msg, "1024 bytes")
+			assert.Zero(t, s.received.Load(), "the handler ran")
+			assert.EqualValues(t, 1, counter(scope, stats.ServerOversize))
+			assert.EqualValues(t, 1, counter(scope, stats.ServerRequests))
+		})
+	}
+	t.Run("at the limit", func(t *testing.T) {
+		s := startServer(t, WithMaxRequestSize(limit))
+		arg3 := bytes.Repeat([]byte("x"), limit-1)
+		res, err := plainCall(t, s.ch.HostPort(), "echo", tchannel.Raw, []byte("h"), arg3)
+		require.NoError(t, err)
+		assert.Equal(t, arg3, res)
+		js := []byte(`{"Key":"` + strings.Repeat("k", limit-len(`{"Key":""}`)) + `"}`)
+		require.Len(t, js, limit)
+		_, err = plainCall(t, s.ch.HostPort(), "get", tchannel.JSON, nil, js)
+		require.NoError(t, err)
+	})
+}
+
+// The server answers as soon as the limit is passed: it does not wait for
+// (or buffer) the rest of the argument, which here never comes.
+func TestOversizeIsAnsweredBeforeTheRestArrives(t *testing.T) {
+	for _, method := range []string{"echo", "get"} {
+		t.Run(method, func(t *testing.T) {
+			s := startServer(t, WithMaxRequestSize(1024))
+			ctx, cancel := context.WithTimeout(context.Background(), testwait.Limit)
+			defer cancel()
+			call, err := plainClient(t, nil).BeginCall(ctx, s.ch.HostPort(), "kv", method, nil)
+			require.NoError(t, err)
+			require.NoError(t, tchannel.NewArgWriter(call.Arg2Writer()).Write(nil))
+			w, err := call.Arg3Writer()
+			require.NoError(t, err)
+			_, err = w.Write(make([]byte, 2048))
+			require.NoError(t, err)
+			require.NoError(t, w.Flush()) // sent, flagged "more to come"; nothing more is
+			_, err = call.Response().Arg2Reader()
+			requireSystemError(t, err, tchannel.ErrCodeBadRequest)
+			assert.Zero(t, s.received.Load(), "the handler ran")
+		})
+	}
+}
+
+// A JSON request whose headers or body is not valid JSON is answered
+// BAD_REQUEST with the decoder's message, and never reaches the handler.
+func TestMalformedJSONIsBadRequest(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		arg2, arg3 string
+		want       string
+	}{
+		{"body", "", `{"Key":`, "malformed JSON request body: unexpected end of JSON input"},
+		{"body syntax", "", `{"Key" "k"}`, "malformed JSON request body: invalid character"},
+		{"body type", "", `["k"]`, "malformed JSON request body: json: cannot unmarshal array"},
+		{"body trailing", "", `{"Key":"k"} {"Key":"j"}`, "malformed JSON request body: invalid character '{' after top-level value"},
+		{"headers", `{"who":`, `{"Key":"k"}`, "malformed JSON request headers: unexpected end of JSON input"},
+		{"headers type", `{"who":1}`, `{"Key":"k"}`, "malformed JSON request headers: json: cannot unmarshal number"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			scope := tally.NewTestScope("", nil)
+			s := startServer(t, WithScope(scope))
+			_, err := plainCall(t, s.ch.HostPort(), "get", tchannel.JSON, []byte(tc.arg2), []byte(tc.arg3))
+			msg := requireSystemError(t, err, tchannel.ErrCodeBadRequest)
+			assert.Contains(t, msg, tc.want)
+			assert.Zero(t, s.received.Load(), "the handler ran")
+			assert.EqualValues(t, 1, counter(scope, stats.ServerMalformed))
+		})
+	}
+}
+
+type mapOrStruct struct{ N int }
+
+// tchannel-go's own JSON client sees a Sluice JSON server as a tchannel-go
+// one: headers both ways, map and struct arguments, empty arguments,
+// application errors with tchannel-go's body, system errors as they are.
+func TestJSONServerSpeaksTChannelJSON(t *testing.T) {
+	s := startServer(t)
+	require.NoError(t, s.ch.RegisterJSON(map[string]any{
+		"map": func(ctx tjson.Context, req map[string]any) (map[string]any, error) {
+			return map[string]any{"got": req["n"], "none": req == nil}, nil
+		},
+		"nil": func(ctx tjson.Context, req *mapOrStruct) (*mapOrStruct, error) { return nil, nil },
+		"declined": func(ctx tjson.Context, req *mapOrStruct) (*mapOrStruct, error) {
+			return nil, Declined("not now")
+		},
+	}))
+	peer := plainClient(t, nil).Peers().GetOrAdd(s.ch.HostPort())
+	call := func(ctx tjson.Context, method string, arg, res any) error {
+		return tjson.CallPeer(ctx, peer, "kv", method, arg, res)
+	}
+	ctx := func() tjson.Context {
+		ctx, cancel := tjson.NewContext(testwait.Limit)
+		t.Cleanup(cancel)
+		return tjson.WithHeaders(ctx, map[string]string{"who": "me"})
+	}
+
+	c := ctx()
+	var out echoRes
+	require.NoError(t, call(c, "get", &echoReq{Key: "k"}, &out))
+	assert.Equal(t, echoRes{Key: "k", Server: s.ch.HostPort()}, out)
+	assert.Equal(t, map[string]string{"seen": "me"}, c.ResponseHeaders())
+
+	var m map[string]any
+	require.NoError(t, call(ctx(), "map", map[string]any{"n": 7}, &m))
+	assert.Equal(t, map[string]any{"got": 7.0, "none": false}, m)
+
+	var ms *mapOrStruct
+	require.NoError(t, call(ctx(), "nil", nil, &ms))
+	assert.Nil(t, ms, "a nil result travels as null")
+
+	err := call(ctx(), "get", &echoReq{}, &out)
+	var ae tjson.ErrApplication
+	require.ErrorAs(t, err, &ae)
+	assert.Equal(t, tjson.ErrApplication{"type": "error", "message": "key is empty"}, ae)
+
+	err = call(ctx(), "declined", &mapOrStruct{}, &ms)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "ErrCodeDeclined: not now") // tchannel-go's client keeps only the text
+}
+
+// The JSON server continues the caller's trace from the request headers, as
+// tchannel-go's JSON handler does.
+func TestJSONServerContinuesTheTrace(t *testing.T) {
+	serverTracer, clientTracer := mocktracer.New(), mocktracer.New()
+	s := startServer(t, WithTracer(serverTracer))
+	client := tjson.NewClient(plainClient(t, &tchannel.ChannelOptions{Tracer: clientTracer}), "kv",
+		&tjson.ClientOptions{HostPort: s.ch.HostPort()})
+	parent := clientTracer.StartSpan("caller")
+	ctx, cancel := tjson.NewContext(testwait.Limit)
+	defer cancel()
+	var out echoRes
+	require.NoError(t, client.Call(tjson.Wrap(opentracing.ContextWithSpan(ctx, parent)), "get", &echoReq{Key: "k"}, &out))
+	parent.Finish()
+
+	var served *mocktracer.MockSpan
+	testwait.Until(t, "the server's span of get", func() bool {
+		for _, sp := range serverTracer.FinishedSpans() {
+			if sp.OperationName == "get" {
+				served = sp
+				return true
+			}
+		}
+		return false
+	})
+	assert.Equal(t, parent.Context().(mocktracer.MockSpanContext).TraceID, served.SpanContext.TraceID, "the server's span is not in the caller's trace")
+	assert.NotZero(t, served.ParentID)
+}
+
+func okJSON(tjson.Context, *echoReq) (*echoRes, error) { return &echoRes{}, nil }
+
+func okRaw(context.Context, *RawRequest) (*RawResponse, error) { return &RawResponse{}, nil }
+
+// Registering a method twice, by any pair of means, is an error naming the
+// method; the first handler stays.
+func TestRegisteringAMethodTwiceIsAnError(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		second func(*Channel) error
+		want   string
+	}{
+		{"raw then raw", func(c *Channel) error { return c.RegisterRaw("echo", okRaw) }, `RegisterRaw: method "echo" is already registered with RegisterRaw`},
+		{"raw then json", func(c *Channel) error { return c.RegisterJSON(map[string]any{"echo": okJSON}) }, `RegisterJSON: method "echo" is already registered with RegisterRaw`},
+		{"json then json", func(c *Channel) error { return c.RegisterJSON(map[string]any{"get": okJSON}) }, `RegisterJSON: method "get" is already registered with RegisterJSON`},
+		{"json then raw", func(c *Channel) error { return c.RegisterRaw("get", okRaw) }, `RegisterRaw: method "get" is already registered with RegisterJSON`},
+		{"registrar then raw", func(c *Channel) error {
+			c.Registrar().Register(tchannel.HandlerFunc(func(context.Context, *tchannel.InboundCall) {}), "thrift")
+			return c.RegisterRaw("thrift", okRaw)
+		}, `RegisterRaw: method "thrift" is already registered with the Registrar`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startServer(t)
+			err := tc.second(s.ch)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			// The first handlers still serve.
+			_, err = plainCall(t, s.ch.HostPort(), "echo", tchannel.Raw, nil, []byte("x"))
+			require.NoError(t, err)
+			_, err = plainCall(t, s.ch.HostPort(), "get", tchannel.JSON, nil, []byte(`{"Key":"k"}`))
+			require.NoError(t, err)
+			assert.EqualValues(t, 2, s.received.Load())
+		})
+	}
+}
+
+type notAHandler struct{}
+
+// A RegisterJSON handler of the wrong shape is an error naming the method
+// and the shape wanted, not a panic; and a map with one bad entry registers
+// none of its handlers.
+func TestRegisterJSONRejectsWrongShapes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		h    any
+		why  string
+	}{
+		{"string", "get", "is a string, not a function"},
+		{"struct", notAHandler{}, "is a channel.notAHandler, not a function"},
+		{"nil", nil, "is nil"},
+		{"nil func", (func(tjson.Context, *echoReq) (*echoRes, error))(nil), "is a nil function"},
+		{"arity", func(tjson.Context) error { return nil }, "takes 1 arguments and returns 1 results"},
+		{"context", func(context.Context, *echoReq) (*echoRes, error) { return nil, nil }, "first argument is not a json.Context"},
+		{"struct arg", func(tjson.Context, echoReq) (*echoRes, error) { return nil, nil }, "second argument is neither"},
+		{"int map", func(tjson.Context, map[int]string) (*echoRes, error) { return nil, nil }, "second argument is neither"},
+		{"result", func(tjson.Context, *echoReq) (string, error) { return "", nil }, "first result is neither"},
+		{"error", func(tjson.Context, *echoReq) (*echoRes, string) { return nil, "" }, "second result is not an error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := New("kv")
+			require.NoError(t, err)
+			defer c.Close()
+			err = c.RegisterJSON(map[string]any{"a-good": okJSON, "bad": tc.h, "z-good": okJSON})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), `the handler of method "bad" `)
+			assert.Contains(t, err.Error(), tc.why)
+			assert.Contains(t, err.Error(), "want func(json.Context, *Req) (*Resp, error)")
+			require.NoError(t, c.RegisterJSON(map[string]any{"a-good": okJSON, "z-good": okJSON}),
+				"the failed RegisterJSON registered some of its handlers")
+		})
+	}
+	t.Run("duplicate", func(t *testing.T) {
+		c, err := New("kv")
+		require.NoError(t, err)
+		defer c.Close()
+		require.NoError(t, c.RegisterRaw("taken", okRaw))
+		require.ErrorContains(t, c.RegisterJSON(map[string]any{"a-new": okJSON, "taken": okJSON}), `"taken" is already registered`)
+		require.NoError(t, c.RegisterRaw("a-new", okRaw), "the failed RegisterJSON registered a-new")
+	})
+	t.Run("empty name", func(t *testing.T) {
+		c, err := New("kv")
+		require.NoError(t, err)
+		defer c.Close()
+		require.ErrorContains(t, c.RegisterJSON(map[string]any{"": okJSON}), "a method name is empty")
+	})
+}
+
+// A tchannel.Registrar cannot return an error: registering through it a
+// method registered with RegisterRaw or RegisterJSON panics, at start-up,
+// saying so; registering through it again replaces, as on tchannel-go.
+func TestRegistrarDuplicates(t *testing.T) {
+	s := startServer(t)
+	nop := tchannel.HandlerFunc(func(context.Context, *tchannel.InboundCall) {})
+	for _, m := range []string{"echo", "get"} {
+		func() {
+			defer func() {
+				r := recover()
+				require.NotNil(t, r, "registering %q again through the Registrar did not panic", m)
+				assert.Contains(t, fmt.Sprint(r), fmt.Sprintf("method %q is already registered with Register", m))
+			}()
+			s.ch.Registrar().Register(nop, m)
+		}()
+	}
+	_, err := plainCall(t, s.ch.HostPort(), "echo", tchannel.Raw, nil, []byte("x"))
+	require.NoError(t, err, "the raw handler was replaced")
+
+	answer := func(text string) tchannel.Handler {
+		return tchannel.HandlerFunc(func(ctx context.Context, call *tchannel.InboundCall) {
+			if _, _, err := raw.ReadArgsV2(call); err == nil {
+				_ = raw.WriteResponse(call.Response(), &raw.Res{Arg3: []byte(text)})
+			}
+		})
+	}
+	s.ch.Registrar().Register(answer("first"), "thrift")
+	s.ch.Registrar().Register(answer("second"), "thrift")
+	res, err := plainCall(t, s.ch.HostPort(), "thrift", tchannel.Raw, nil, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "second", string(res))
+}
+
+// A request reaching a closing server is declined before any handler runs,
+// with the mark that tells Sluice clients no handler ran.
+func TestClosingServerDeclinesEarly(t *testing.T) {
+	for _, tc := range []struct {
+		method string
+		format tchannel.Format
+		arg3   string
+	}{{"echo", tchannel.Raw, "x"}, {"get", tchannel.JSON, `{"Key":"k"}`}} {
+		t.Run(tc.method, func(t *testing.T) {
+			scope := tally.NewTestScope("", nil)
+			s := startServer(t, WithScope(scope))
+			s.ch.closed.Store(true)                        // where Close starts
+			t.Cleanup(func() { s.ch.closed.Store(false) }) // runs before startServer's Close, so it closes
+			_, err := plainCall(t, s.ch.HostPort(), tc.method, tc.format, nil, []byte(tc.arg3))
+			msg := requireSystemError(t, err, tchannel.ErrCodeDeclined)
+			assert.True(t, declinedEarly(msg), "the decline is not marked early: %q", msg)
+			assert.Zero(t, s.received.Load(), "the handler ran")
+			assert.EqualValues(t, 1, counter(scope, stats.ServerRequests))
+		})
+	}
+}
