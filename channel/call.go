@@ -424,9 +424,15 @@ func (st *callState) newResponseLocked() *Response {
 // end. It returns the peer and the time of the choice.
 func (st *callState) pick(ctx context.Context, now time.Time) (*peer.Peer, time.Time, error) {
 	for {
-		changed := st.l.Changed() // before choosing: a change after it ends the wait
 		p, err := st.choose(now)
-		if err != peer.ErrConnecting && (err != peer.ErrUnavailable || !st.waitForReady) {
+		if !st.mayWait(err) {
+			return p, now, err
+		}
+		// Choose again after taking the change signal, so that a change
+		// between the two is not missed; the first choice kept the
+		// common case free of it.
+		changed := st.l.Changed()
+		if p, err = st.choose(now); !st.mayWait(err) {
 			return p, now, err
 		}
 		select {
@@ -436,6 +442,12 @@ func (st *callState) pick(ctx context.Context, now time.Time) (*peer.Peer, time.
 			return nil, now, fmt.Errorf("no peer became ready (%v): %w", err, ctx.Err())
 		}
 	}
+}
+
+// mayWait reports whether a choice that failed with err may wait for a
+// peer's state to change.
+func (st *callState) mayWait(err error) bool {
+	return err == peer.ErrConnecting || (err == peer.ErrUnavailable && st.waitForReady)
 }
 
 // choose picks the peer for one attempt, avoiding the peers this call has

@@ -117,6 +117,13 @@ func WithShedding(c ShedConfig) Option { return func(o *options) { o.shed = &c }
 // BAD_REQUEST and sends nothing, and the Channel's server side answers a
 // larger inbound request with BAD_REQUEST. Default DefaultMaxRequestSize;
 // n must be > 0.
+//
+// On the server side the limit covers RegisterRaw and RegisterJSON handlers
+// (answered as soon as it is passed, without buffering the rest) and the
+// Thrift services registered on package thrift's NewServer (their body,
+// arg3, including the lengths it declares). It does not cover other
+// handlers registered through Registrar, Thrift headers (arg2), or the
+// Thrift meta service: these read their arguments whole themselves.
 func WithMaxRequestSize(n int64) Option { return func(o *options) { o.maxRequest = n } }
 
 // Channel is a TChannel channel whose outbound calls throttle, and whose

@@ -9,6 +9,21 @@
 // When no peer may take a request the call fails locally with ErrThrottled
 // and nothing is sent.
 //
+// Failures stay bounded. Calls never dial: each peer's connector (package
+// peer) connects in the background with gRPC's connection backoff, and only
+// peers with an established connection are chosen. A call with no ready peer
+// waits while some peer is connecting, and fails at once with
+// ErrUnavailable (code UNAVAILABLE) when every peer's connection has failed,
+// unless it waits for ready (WaitForReady). An attempt whose connection
+// closed before it was sent moves to another peer, each peer at most once;
+// a decline sent before any handler ran (by a closing server) is retried
+// once on another peer; any other failure is retried only as the call's
+// retry or hedging policy says, so a handler runs once unless a policy
+// names the code it answered. A call returns by its deadline whatever the
+// transport does. A request no peer could take (a nil request, a name over
+// TChannel's limits, arguments over WithMaxRequestSize) fails at once with
+// BAD_REQUEST.
+//
 // Raw and JSON calls share the pipeline; both speak TChannel's wire formats,
 // so a Channel talks to any TChannel server and any TChannel client talks to
 // a Channel. On the server side a Channel registers raw and JSON handlers and

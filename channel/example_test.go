@@ -2,7 +2,9 @@ package channel_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
@@ -45,4 +47,35 @@ func Example() {
 	}
 	fmt.Println(res.Value)
 	// Output: value of a
+}
+
+// A peer nobody listens on: its connector's connect is refused, so a call
+// fails at once with UNAVAILABLE instead of waiting for its deadline, and
+// nothing is sent.
+func ExampleErrUnavailable() {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	dead := l.Addr().String()
+	l.Close() // nothing listens there now
+
+	client, err := channel.New("example-client")
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	if err := client.AddPeer("kv", dead); err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = client.CallRaw(ctx, "kv", "get", nil, nil)
+	var ce *channel.CallError
+	fmt.Println(errors.As(err, &ce), ce.Code, ce.Attempts, errors.Is(err, channel.ErrUnavailable), time.Since(start) < time.Second)
+	fmt.Println(client.Peers("kv")[0].State)
+	// Output:
+	// true UNAVAILABLE 0 true true
+	// TRANSIENT_FAILURE
 }

@@ -91,6 +91,8 @@ func retryClient(t *testing.T, f *fleet, cfg *serviceconfig.Config, opts ...Opti
 	for _, s := range f.servers {
 		require.NoError(t, c.AddPeer("kv", s.HostPort()))
 	}
+	// Retries go to distinct peers among those ready: have them all ready.
+	require.NoError(t, c.Connect(ctxTimeout(t), "kv"))
 	return c, scope
 }
 

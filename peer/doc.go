@@ -1,15 +1,41 @@
-// Package peer keeps the peers of one service and chooses one for each
-// attempt of a call.
+// Package peer keeps the peers of one service, their connections, and
+// chooses one for each attempt of a call.
 //
-// Every Peer has its own busy.Limiter. List.Choose skips peers the caller
-// excludes (those an earlier attempt of the same call used) and peers whose
-// limiter refuses, and among the rest prefers the one with the fewest pending
-// calls, then a clearly (2x) lower latency estimate, breaking ties at random. Small lists are scanned whole;
+// # Connections
+//
+// A Pool keeps one connection to each host:port, off the callers' path: a
+// connector per host:port (Conn) dials and handshakes with its own timeout,
+// watches the connection, and reconnects with gRPC's connection backoff (1 s,
+// x1.6, +-20 % jitter, at most 120 s), counted from the start of each failed
+// connect. Its State follows gRPC's connectivity states: Connecting from
+// the moment the peer is added, Ready, TransientFailure after a
+// refused, reset, failed or timed-out connect (or a connection that died:
+// reset, dropped within a second of its handshake, or closed by tchannel-go's
+// health checks), and Shutdown. A connection the remote closes after serving
+// is reconnected at once; one closed by this process's idle sweep leaves the
+// peer Idle, not failed, until a call looks at it.
+//
+// Calls never dial. The Pool's Dialer, installed in the tchannel.Channel,
+// refuses at once a dial to a managed host:port that does not come from its
+// connector, so a call that finds no connection fails before sending
+// instead of waiting on tchannel-go's connect path, whose lock ignores
+// deadlines, or on a handshake that never completes.
+//
+// # Choice
+//
+// Every Peer has its own busy.Limiter. List.Choose considers Ready peers
+// only; it skips peers the caller excludes (those an earlier attempt of the
+// same call used) and peers whose limiter refuses, and among the rest
+// prefers the one with the fewest pending calls, then a clearly (2x) lower
+// latency estimate, breaking ties at random. Small lists are scanned whole;
 // larger ones use the power of two random choices, which is nearly as good
 // and costs the same at any size.
 //
 // A request a peer's limiter refuses is offered to the next-best peer. When
-// every peer that would allow it was excluded, Choose reuses an excluded
-// peer, as gRPC's retry design allows; when every peer refuses, it returns
-// ErrThrottled, and nothing may be sent.
+// every Ready peer that would allow it was excluded, Choose reuses an
+// excluded one, as gRPC's retry design allows. When nothing can take the
+// request, nothing may be sent, and the error says why: ErrThrottled (every
+// Ready peer's limiter refused), ErrConnecting (none is Ready yet, some are
+// connecting: wait on List.Changed and choose again), ErrUnavailable (every
+// peer is in TransientFailure), ErrNoPeers.
 package peer

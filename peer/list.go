@@ -51,8 +51,9 @@ func NewList(service string, cfg busy.Config, clk clock.Clock, rec *stats.Record
 }
 
 // Add adds the peer at hostPort, taking its connector from the list's pool
-// (it starts Idle and connects when a call first looks at it). Adding a
-// peer already present returns the existing one.
+// and asking it to connect, so that the connection is in place by the time
+// calls come (they wait for it if they come sooner). Adding a peer already
+// present returns the existing one.
 func (l *List) Add(hostPort string) (*Peer, error) {
 	if err := ValidateHostPort(hostPort); err != nil {
 		return nil, err
@@ -74,6 +75,7 @@ func (l *List) Add(hostPort string) (*Peer, error) {
 		if conn, err = l.pool.Acquire(hostPort); err != nil {
 			return nil, err
 		}
+		conn.Connect()
 	}
 	p := &Peer{hostPort: hostPort, conn: conn, limiter: lim, m: l.rec.Peer(l.service, hostPort)}
 	p.m.Limit.Update(lim.Limit())

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -98,11 +99,12 @@ type Pool struct {
 	stop context.CancelFunc
 	wg   sync.WaitGroup // connectors
 
-	mu      sync.Mutex
-	tch     *tchannel.Channel
-	conns   map[string]*Conn
-	changed chan struct{}
-	closed  bool
+	changed atomic.Pointer[chan struct{}] // closed and replaced at each change
+
+	mu     sync.Mutex
+	tch    *tchannel.Channel
+	conns  map[string]*Conn
+	closed bool
 }
 
 // NewPool returns a Pool connecting as cfg says, timing its backoff on clk
@@ -119,8 +121,10 @@ func NewPool(cfg ConnectConfig, clk clock.Clock, rec *stats.Recorder) (*Pool, er
 		rec = stats.NewRecorder(nil)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	return &Pool{cfg: cfg.withDefaults(), clk: clk, rec: rec, rand: rand.Float64, ctx: ctx, stop: stop,
-		conns: map[string]*Conn{}, changed: make(chan struct{})}, nil
+	p := &Pool{cfg: cfg.withDefaults(), clk: clk, rec: rec, rand: rand.Float64, ctx: ctx, stop: stop, conns: map[string]*Conn{}}
+	ch := make(chan struct{})
+	p.changed.Store(&ch)
+	return p, nil
 }
 
 // Dialer returns the dial function to put in tchannel.ChannelOptions.Dialer.
@@ -163,7 +167,7 @@ func (p *Pool) Start(tch *tchannel.Channel) {
 
 // Acquire returns the connector of hostPort, making it on first use, and
 // counts a reference to it; Release gives the reference back. A new
-// connector is Idle: it connects when a call first looks at it.
+// connector is Idle until asked to connect (List.Add asks at once).
 func (p *Pool) Acquire(hostPort string) (*Conn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -221,17 +225,11 @@ func (p *Pool) Close() {
 
 // Changed returns a channel that is closed at the next change of any
 // peer's State. Read it before looking at the states, then wait on it.
-func (p *Pool) Changed() <-chan struct{} {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.changed
-}
+func (p *Pool) Changed() <-chan struct{} { return *p.changed.Load() }
 
 func (p *Pool) notify() {
-	p.mu.Lock()
-	close(p.changed)
-	p.changed = make(chan struct{})
-	p.mu.Unlock()
+	ch := make(chan struct{})
+	close(*p.changed.Swap(&ch))
 }
 
 // backoff returns the wait after the nth failed connect in a row.

@@ -182,21 +182,10 @@ func listen(t *testing.T, hold bool) *listener {
 	return l
 }
 
-func TestPeerConnectsWhenFirstLookedAtAndCallsNeverDial(t *testing.T) {
+func TestPeerConnectsWhenAdded(t *testing.T) {
 	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
 	s := startServer(t, "127.0.0.1:0")
 	p := f.add(s.PeerInfo().HostPort)
-	if p.State() != Idle || f.dials.Load() != 0 {
-		t.Fatalf("a new peer is %v after %d dials, want IDLE and none", p.State(), f.dials.Load())
-	}
-	// A call on a peer without a connection is refused at once: calls
-	// never dial.
-	if err := call(t, p); !errors.Is(err, ErrNoConnection) {
-		t.Fatalf("call without a connection: %v, want ErrNoConnection", err)
-	}
-	if _, err := f.list.Choose(nil); err != ErrConnecting {
-		t.Fatalf("Choose on an idle list: %v, want ErrConnecting", err)
-	}
 	f.waitState(p, Ready)
 	if got, err := f.list.Choose(nil); got != p || err != nil {
 		t.Fatalf("Choose = %v, %v", got, err)
@@ -278,6 +267,10 @@ func TestBlackHolePeerTimesOutAndNeverHoldsACall(t *testing.T) {
 	f.list.Connect()
 	f.waitState(p, Connecting)
 	testwait.Until(t, "the black hole to accept", func() bool { return l.accepts.Load() == 1 })
+	if _, err := f.list.Choose(nil); err != ErrConnecting {
+		t.Fatalf("Choose while connecting: %v, want ErrConnecting", err)
+	}
+	// Calls never dial: one that finds no connection is refused at once.
 	start := time.Now()
 	if err := call(t, p); !errors.Is(err, ErrNoConnection) {
 		t.Fatalf("call while connecting: %v, want ErrNoConnection", err)

@@ -5,7 +5,7 @@ import "strconv"
 // State is a peer's connection state. The states and their numbers are
 // gRPC's subchannel connectivity states:
 //
-//	Idle --(a call looks at the peer)--> Connecting
+//	Idle --(the peer is added to a list, or a call looks at it)--> Connecting
 //	Connecting --(handshake done)--> Ready
 //	Connecting --(refused, reset, handshake failed or timed out)--> TransientFailure
 //	Ready --(closed by the remote after it served a while)--> Connecting
@@ -18,9 +18,9 @@ import "strconv"
 type State uint8
 
 const (
-	// Idle: no connection, and none is being made: the peer was never
-	// used, or its idle connection was closed. The next call that looks
-	// at it starts a connect.
+	// Idle: no connection, and none is being made: the connector was just
+	// made, or its idle connection was closed. The next call that looks at
+	// it starts a connect.
 	Idle State = iota
 	// Connecting: a dial and handshake are under way.
 	Connecting

@@ -1,6 +1,9 @@
 package thrift
 
 import (
+	"context"
+	"time"
+
 	"testing"
 
 	"github.com/sluice-rpc/sluice/channel"
@@ -30,6 +33,10 @@ func startRetryClient(t *testing.T, servers ...*kvServer) keyvalue.TChanKeyValue
 	for _, s := range servers {
 		require.NoError(t, ch.AddPeer(service, s.hostPort))
 	}
+	// Retries go to distinct peers among those ready: have them all ready.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, ch.Connect(ctx, service))
 	return keyvalue.NewTChanKeyValueClient(NewClient(ch, service))
 }
 

@@ -144,6 +144,11 @@ func RunMode(ctx context.Context, hostPorts []string, cfg Config, m Mode) (Row, 
 			return Row{}, err
 		}
 	}
+	// Hedges go to distinct ready peers: measure with every connection in
+	// place, not a start-up in which the first peer to connect takes them.
+	if err := client.Connect(ctx, service); err != nil {
+		return Row{}, err
+	}
 	row.Report, err = load.Run(ctx, client, load.Config{Service: service, Method: method, RPS: cfg.RPS,
 		Calls: cfg.Calls, Concurrency: cfg.Concurrency, Warmup: cfg.Warmup})
 	return row, err
