@@ -528,9 +528,9 @@ const AttemptsHeader = "previous-rpc-attempts"
 // before anything was sent is reported lost and the attempt moves to
 // another at once: at most once per peer of the list, so a call never loops
 // on dead connections (peer health reconnects them, in the background). It
-// returns the response, whether the request left the
-// client, whether the response had reached the application (its arg2 was
-// read) before a failure, and a *CallError on failure.
+// returns the response, whether the request left the client, whether the
+// response had reached the application (its arg2 was read) before a
+// failure, and a *CallError on failure.
 func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n int, into *Response) (res *Response, sent, committed bool, err error) {
 	if c.closed.Load() {
 		return nil, false, false, &CallError{Service: a.service, Method: a.method, Err: ErrClosed}

@@ -105,7 +105,9 @@ func WithConnectConfig(c peer.ConnectConfig) Option { return func(o *options) { 
 // second on each connection, and the connection is closed, its peer marked
 // in transient failure, after three pings in a row go unanswered for half a
 // second. They find a peer that died without closing its connections (a
-// frozen process, a pulled cable) in about three seconds.
+// frozen process, a pulled cable) in about three seconds. tchannel-go runs
+// them on inbound connections too, so a server also drops the connections
+// of clients that vanished.
 var DefaultHealthChecks = tchannel.HealthCheckOptions{Interval: time.Second, Timeout: 500 * time.Millisecond, FailuresToClose: 3}
 
 // WithShedding makes the Channel's server side answer Busy, before any
