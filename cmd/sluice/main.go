@@ -6,6 +6,7 @@
 //	sluice sim busy [flags]     the busy-throttling design's simulation
 //	sluice sim ratelimit        the rate-limit pacers against a GCRA server
 //	sluice doorman serve|get    a Doorman lease server, or a client of one
+//	sluice faults [flags]       peers failing behind fault points: what a failure costs
 //
 // Run "sluice help" for the list and "sluice CMD -h" for a command's flags.
 package main
@@ -15,9 +16,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/sluice-rpc/sluice/benchmarks/faults"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	// `sluice faults` runs some of its servers as children of this very
+	// binary; a child serves, and exits, here.
+	faults.ServeChildIfAsked()
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
 
 type command struct {
 	name, summary string
@@ -31,6 +39,7 @@ func commands() []command {
 		{"bench", "open-loop load generator: latency quantiles, attempts, busy/throttled, errors", benchCmd},
 		{"sim", "simulations: sim busy (busy throttling), sim ratelimit (rate-limit pacers)", simCmd},
 		{"doorman", "a Doorman-compatible lease server (serve) and client (get)", doormanCmd},
+		{"faults", "fault injection: what refused, reset, silent, killed or declining peers cost a client", faultsCmd},
 	}
 }
 

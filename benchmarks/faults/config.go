@@ -1,0 +1,144 @@
+package faults
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Bounds and defaults of a run.
+const (
+	// DefaultRate is the default arrival rate, calls per second.
+	DefaultRate = 200
+	// MaxRate bounds Config.Rate.
+	MaxRate = 10_000
+	// MaxDuration bounds Config.Duration.
+	MaxDuration = 10 * time.Minute
+	// MaxCalls bounds Rate x Duration.
+	MaxCalls = 1_000_000
+	// DefaultDeadline is each call's default deadline, all attempts included.
+	DefaultDeadline = 200 * time.Millisecond
+	// MaxDeadline bounds Config.Deadline.
+	MaxDeadline = 10 * time.Second
+	// DefaultPayload is the default size of a request's body, in bytes.
+	DefaultPayload = 64
+	// MaxPayload bounds Config.Payload.
+	MaxPayload = 64 << 10
+	// maxDefaultFaultAt caps the default time of a mid-run fault.
+	maxDefaultFaultAt = 3 * time.Second
+)
+
+// Config describes one run: a scenario, a client setup and the load. The
+// zero value of a field means its default.
+type Config struct {
+	// Scenario is the fault. Required.
+	Scenario Scenario
+	// Setup is the client's policy. Required.
+	Setup Setup
+	// Rate is the arrival rate in calls per second: call i starts i/Rate
+	// seconds after the first, whether or not earlier calls have returned.
+	// In (0, MaxRate]; default DefaultRate.
+	Rate float64
+	// Duration is how long calls arrive. In (0, MaxDuration]; default the
+	// scenario's duration at the Full size.
+	Duration time.Duration
+	// FaultAt is when a mid-run fault (kill, freeze, reset, stall) strikes,
+	// from the first call. In (0, Duration); default a quarter of
+	// Duration, at most 3 s. Other scenarios fail from the start.
+	FaultAt time.Duration
+	// Deadline is each call's deadline, all attempts included. In
+	// (0, MaxDeadline]; default DefaultDeadline.
+	Deadline time.Duration
+	// Format is the calls' format, "raw" (default) or "json".
+	Format string
+	// Payload is the size of each request's body in bytes. In
+	// [0, MaxPayload]; default DefaultPayload (0 means the default).
+	Payload int
+	// Shared marks a run that shares the process with other runs made at
+	// the same time (the tests make a scenario's setups side by side): its
+	// goroutine and heap figures are not its own, so Run does not wait for
+	// the goroutines to settle or weigh the heap, and Contract.Check skips
+	// them. Whoever runs runs side by side checks them for the group.
+	Shared bool
+}
+
+// Validate reports the first rule c breaks, naming the field.
+func (c Config) Validate() error {
+	sp, ok := specOf(c.Scenario)
+	switch {
+	case c.Scenario == "":
+		return errors.New("faults: Scenario is empty; name one of " + scenarioList())
+	case !ok:
+		return fmt.Errorf("faults: Scenario is %q, must be one of %s", c.Scenario, scenarioList())
+	case c.Setup == "":
+		return errors.New("faults: Setup is empty; name one of " + setupList())
+	case !c.Setup.known():
+		return fmt.Errorf("faults: Setup is %q, must be one of %s", c.Setup, setupList())
+	case c.Rate < 0 || c.Rate > MaxRate || math.IsNaN(c.Rate):
+		return fmt.Errorf("faults: Rate is %v, must be in (0, %d]", c.Rate, MaxRate)
+	case c.Duration < 0 || c.Duration > MaxDuration:
+		return fmt.Errorf("faults: Duration is %v, must be in (0, %v]", c.Duration, MaxDuration)
+	case c.FaultAt < 0:
+		return fmt.Errorf("faults: FaultAt is %v, must be > 0 (or 0 for the default)", c.FaultAt)
+	case c.Deadline < 0 || c.Deadline > MaxDeadline:
+		return fmt.Errorf("faults: Deadline is %v, must be in (0, %v]", c.Deadline, MaxDeadline)
+	case c.Format != "" && c.Format != "raw" && c.Format != "json":
+		return fmt.Errorf("faults: Format is %q, must be raw or json", c.Format)
+	case c.Payload < 0 || c.Payload > MaxPayload:
+		return fmt.Errorf("faults: Payload is %d, must be in [0, %d]", c.Payload, MaxPayload)
+	case sp.child && !canSignal:
+		return fmt.Errorf("faults: Scenario %s stops or kills a process with signals, which needs a Unix system", c.Scenario)
+	}
+	d := c.withDefaults()
+	switch {
+	case d.FaultAt >= d.Duration && sp.midRun:
+		return fmt.Errorf("faults: FaultAt is %v, must be before the end of Duration (%v)", d.FaultAt, d.Duration)
+	case d.Rate*d.Duration.Seconds() > MaxCalls:
+		return fmt.Errorf("faults: Rate x Duration is %.0f calls, must be at most %d", d.Rate*d.Duration.Seconds(), MaxCalls)
+	}
+	return nil
+}
+
+// withDefaults returns c with every zero field set to its default. c's
+// Scenario must be known.
+func (c Config) withDefaults() Config {
+	sp, _ := specOf(c.Scenario)
+	if c.Rate == 0 {
+		c.Rate = DefaultRate
+	}
+	if c.Duration == 0 {
+		c.Duration = sp.full.duration
+	}
+	if c.FaultAt == 0 {
+		c.FaultAt = min(c.Duration/4, maxDefaultFaultAt)
+	}
+	if !sp.midRun {
+		c.FaultAt = 0
+	}
+	if c.Deadline == 0 {
+		c.Deadline = DefaultDeadline
+	}
+	if c.Format == "" {
+		c.Format = "raw"
+	}
+	if c.Payload == 0 {
+		c.Payload = DefaultPayload
+	}
+	return c
+}
+
+// method returns the method the run calls.
+func (c Config) method() string {
+	sp, _ := specOf(c.Scenario)
+	if c.Format == "json" {
+		return sp.method + JSONSuffix
+	}
+	return sp.method
+}
+
+// calls returns how many calls the run makes: arrivals at 0, 1/Rate, ...
+// strictly before Duration.
+func (c Config) calls() int {
+	return max(1, int(math.Ceil(c.Duration.Seconds()*c.Rate-1e-9)))
+}

@@ -1,0 +1,184 @@
+package faults
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sluice-rpc/sluice/retry"
+)
+
+// Contract is Sluice's failure handling contract (DESIGN.md section 4,
+// "Connection health" and "Failure handling contract", and section 5's
+// rule for transparent retries) in numbers a Result is checked against.
+// DefaultContract gives the numbers; Check applies them.
+type Contract struct {
+	// MaxConnectsPerCall bounds the TCP connections per call when every
+	// peer refuses connections or accepts and closes them: a failure never
+	// becomes a storm. 1.2.
+	MaxConnectsPerCall float64
+	// Backoff is the connection backoff a peer in transient failure is
+	// retried with: gRPC's (base 1 s, multiplier 1.6, jitter 0.2, cap
+	// 120 s), written out here rather than taken from package peer, so
+	// that the contract does not follow the code it checks. After the
+	// first second of an outage no peer may be dialed more often than it
+	// allows (MaxAttempts).
+	Backoff retry.Backoff
+	// FastFail bounds the latency of every call that starts one second or
+	// more into a full outage: with every peer in transient failure a call
+	// fails at once (UNAVAILABLE). 10 ms.
+	FastFail time.Duration
+	// KilledPick bounds how long after a peer's connection failed (it was
+	// killed) a call may still choose it. 1 s.
+	KilledPick time.Duration
+	// SilentPick bounds how long a peer that stopped answering without
+	// closing its connections (frozen, stalled) may still be chosen: it is
+	// found dead within a few seconds. 5 s.
+	SilentPick time.Duration
+	// DeadlineSlack is how much later than its deadline a call may return
+	// (scheduling slack): 20 ms, or 100 ms in a binary built with -race,
+	// which slows everything down; measure at full size without -race for
+	// the figure that counts. A hedged call whose hedge won returns within
+	// HedgingDelay plus this.
+	DeadlineSlack time.Duration
+	// BusyAttemptsPer10s bounds the server attempts per call when every
+	// handler answers BUSY, the policy retries BUSY and the
+	// retry-throttling bucket is on, as measured over 10 s at 200 calls/s
+	// (the busy limiters cut nearly all traffic within two seconds, so the
+	// bound is on the run's total: this many attempts per call of a 10 s
+	// run, plus 10%). 0.16.
+	BusyAttemptsPer10s float64
+	// GoroutineSlack and HeapSlack bound how far above its baseline a run
+	// may leave the goroutine count and the live heap: nothing outlives a
+	// call. 2 goroutines, 4 MiB.
+	GoroutineSlack int
+	HeapSlack      uint64
+}
+
+// DefaultContract returns the contract's numbers.
+func DefaultContract() Contract {
+	slack := 20 * time.Millisecond
+	if RaceDetector {
+		slack = 100 * time.Millisecond
+	}
+	return Contract{
+		MaxConnectsPerCall: 1.2,
+		Backoff: retry.Backoff{Initial: time.Second, Max: 120 * time.Second, Multiplier: 1.6,
+			Jitter: retry.ProportionalJitter, Spread: 0.2},
+		FastFail:           10 * time.Millisecond,
+		KilledPick:         time.Second,
+		SilentPick:         5 * time.Second,
+		DeadlineSlack:      slack,
+		BusyAttemptsPer10s: 0.16,
+		GoroutineSlack:     2,
+		HeapSlack:          4 << 20,
+	}
+}
+
+// MaxAttempts returns the most connection attempts the backoff b allows
+// one peer in [from, to], its first attempt failing at 0: every wait as
+// short as the jitter allows (b.Ceiling(n) x (1 - b.Spread) after the nth
+// failure), plus one attempt for the uncertainty of when that first attempt
+// was.
+func MaxAttempts(b retry.Backoff, from, to time.Duration) int {
+	n := 1
+	t := time.Duration(0)
+	for failures := 1; t <= to; failures++ {
+		if t >= from {
+			n++
+		}
+		t += time.Duration(float64(b.Ceiling(failures)) * (1 - b.Spread))
+	}
+	return n
+}
+
+// Check returns the promises r breaks, each a sentence saying which and by
+// how much; none when r keeps the contract. Harness problems
+// (Result.Problems) are not checked here.
+func (c Contract) Check(r *Result) []string {
+	var v []string
+	fail := func(format string, a ...any) { v = append(v, fmt.Sprintf(format, a...)) }
+	cfg := r.Config
+	if r.Calls == 0 {
+		return []string{"no call was made"}
+	}
+	if r.Hung > 0 {
+		fail("deadlines hold: %d calls never returned", r.Hung)
+	}
+	if limit := cfg.Deadline + c.DeadlineSlack; r.Max > limit {
+		fail("deadlines hold: the slowest call took %v, %v over its %v deadline (allowed: %v)",
+			ms(r.Max), ms(r.OverDeadline()), ms(cfg.Deadline), ms(c.DeadlineSlack))
+	}
+	if cfg.Setup == HedgePolicy && r.Faulty != "" && r.OK > 0 {
+		if limit := HedgingDelay + c.DeadlineSlack; r.MaxOK > limit {
+			fail("hedge losers return at once: the slowest successful hedged call took %v (allowed: hedgingDelay %v + %v)",
+				ms(r.MaxOK), ms(HedgingDelay), ms(c.DeadlineSlack))
+		}
+	}
+	switch cfg.Scenario {
+	case Refused, AcceptClose:
+		what := "accepted"
+		if cfg.Scenario == Refused {
+			what = "dialed"
+		}
+		if got := r.ConnectsPerCall(); got > c.MaxConnectsPerCall {
+			fail("a failure never becomes a storm: %.2f TCP connections %s per call (allowed: %.1f), %.0fx over",
+				got, what, c.MaxConnectsPerCall, got/c.MaxConnectsPerCall)
+		}
+		if r.Elapsed > time.Second {
+			allowed := 3 * MaxAttempts(c.Backoff, time.Second, r.Elapsed)
+			if r.ConnectsAfter1s > allowed {
+				fail("connection backoff: %d connections %s after the first second (%.0f/s), gRPC's backoff allows %d for three peers, %.0fx over",
+					r.ConnectsAfter1s, what, r.ConnectsPerSecondAfter1s(), allowed, float64(r.ConnectsAfter1s)/float64(allowed))
+			}
+		}
+		if r.CallsAfter1s > 0 && r.MaxAfter1s >= c.FastFail {
+			fail("fail fast when every peer is in transient failure: the slowest call after the first second took %v (allowed: under %v)",
+				ms(r.MaxAfter1s), ms(c.FastFail))
+		}
+	case Declined:
+		if got := r.ExecutionsPerCall(); r.Executions > r.Calls {
+			fail("a handler runs once unless the policy names the code: %.2f executions per call of a DECLINED handler (allowed: 1.0)", got)
+		}
+	case Busy:
+		allowed := c.BusyAttemptsPer10s * 1.1 * cfg.Rate * 10
+		if float64(r.Executions) > allowed {
+			fail("busy throttling and the bucket bound attempts: %d server attempts (%.3f per call), allowed %.0f (%.2f per call over 10 s at this rate, +10%%)",
+				r.Executions, r.ExecutionsPerCall(), allowed, c.BusyAttemptsPer10s)
+		}
+	case Kill:
+		if r.PickedAfterFault && r.LastPick > c.KilledPick {
+			fail("a dead peer is not chosen: a call chose the killed peer %v after the kill (allowed: %v); %.0f%% of calls from 1 s after the kill tried it first",
+				sec(r.LastPick), sec(c.KilledPick), 100*max(r.FirstShare, 0))
+		}
+	case Freeze, Stall:
+		if r.PickedAfterFault && r.LastPick > c.SilentPick {
+			fail("a silent peer is found dead: a call chose it %v after it went silent (allowed: %v); %.0f%% of calls from 1 s after tried it first",
+				sec(r.LastPick), sec(c.SilentPick), 100*max(r.FirstShare, 0))
+		}
+	}
+	switch cfg.Scenario {
+	case BlackHole, Reset, Kill, Freeze, Stall:
+		if window := r.Elapsed - r.FaultAt; r.Faulty != "" && window > time.Second {
+			if allowed := MaxAttempts(c.Backoff, time.Second, window); r.FaultyConnects > allowed {
+				fail("connection backoff: %d connection attempts to the failing peer from 1 s after its fault, gRPC's backoff allows %d",
+					r.FaultyConnects, allowed)
+			}
+		}
+	}
+	if cfg.Shared {
+		return v // the goroutines and the heap were the group's
+	}
+	if r.GoroutinesAfter > r.GoroutinesBefore+c.GoroutineSlack {
+		fail("nothing outlives a call: %d goroutines after the run, %d before (allowed: +%d)",
+			r.GoroutinesAfter, r.GoroutinesBefore, c.GoroutineSlack)
+	}
+	if r.HeapAfter > r.HeapBefore+c.HeapSlack {
+		fail("nothing outlives a call: %.1f MiB of heap after the run, %.1f MiB before (allowed: +%.0f MiB)",
+			mib(r.HeapAfter), mib(r.HeapBefore), mib(c.HeapSlack))
+	}
+	return v
+}
+
+func ms(d time.Duration) string  { return d.Round(100 * time.Microsecond).String() }
+func sec(d time.Duration) string { return d.Round(10 * time.Millisecond).String() }
+func mib(b uint64) float64       { return float64(b) / (1 << 20) }

@@ -1,0 +1,132 @@
+package faults
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-rpc/sluice/internal/testwait"
+)
+
+// readBound bounds a test's read from a fault point that should answer, or
+// close, at once.
+const readBound = 5 * time.Second
+
+func TestRefusedAddrRefuses(t *testing.T) {
+	addr, err := refusedAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(addr, loopback+":") {
+		t.Fatalf("refusedAddr = %s, want an address on %s", addr, loopback)
+	}
+	c, err := net.DialTimeout("tcp", addr, readBound)
+	if err == nil {
+		c.Close()
+		t.Fatalf("dial %s succeeded, want connection refused", addr)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("dial %s: %v, want connection refused", addr, err)
+	}
+}
+
+func TestAcceptCloserCountsAndCloses(t *testing.T) {
+	var accepts events
+	a, err := startAcceptCloser(&accepts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	for i := 0; i < 3; i++ {
+		c, err := net.DialTimeout("tcp", a.Addr(), readBound)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(readBound))
+		if n, err := c.Read(make([]byte, 1)); n != 0 || (err != io.EOF && !errors.Is(err, syscall.ECONNRESET)) {
+			t.Errorf("read from the accept-close listener: %d bytes, %v; want EOF or a reset", n, err)
+		}
+		c.Close()
+	}
+	testwait.Until(t, "3 accepts counted", func() bool { return accepts.count() == 3 })
+}
+
+func TestBlackHoleAcceptsAndNeverAnswers(t *testing.T) {
+	var accepts events
+	b, err := startBlackHole(&accepts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.DialTimeout("tcp", b.Addr(), readBound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("a TChannel init request, say")); err != nil {
+		t.Fatal(err)
+	}
+	// Silence is the behaviour under test: a read must time out.
+	c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	var ne net.Error
+	if _, err := c.Read(make([]byte, 1)); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Errorf("read from the black hole: %v, want a timeout", err)
+	}
+	testwait.Until(t, "1 accept counted", func() bool { return accepts.count() == 1 })
+	b.Close() // closes the held connection
+	c.SetReadDeadline(time.Now().Add(readBound))
+	if _, err := c.Read(make([]byte, 1)); err == nil || errors.As(err, &ne) && ne.Timeout() {
+		t.Errorf("read after Close: %v, want the connection closed", err)
+	}
+}
+
+func TestDialerCountsEveryAttemptAndDialsOnlyLoopback(t *testing.T) {
+	d := newDialer()
+	addr, err := refusedAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), readBound)
+	defer cancel()
+	start := time.Now()
+	for i := 0; i < 2; i++ {
+		if c, err := d.DialContext(ctx, "tcp", addr); err == nil {
+			c.Close()
+			t.Fatalf("dial %s succeeded, want refused", addr)
+		}
+	}
+	_, err = d.DialContext(ctx, "tcp", "192.0.2.1:4040")
+	if err == nil || !strings.Contains(err.Error(), "only targets 127.0.0.1") {
+		t.Errorf("dial 192.0.2.1:4040: %v, want a refusal naming 127.0.0.1", err)
+	}
+	all, after, truncated := d.total(start)
+	if all != 3 || after != 3 || truncated {
+		t.Errorf("total = %d, %d since the start, truncated %v; want 3 attempts, all counted", all, after, truncated)
+	}
+	if n := d.of(addr).count(); n != 2 {
+		t.Errorf("%d attempts to %s, want 2", n, addr)
+	}
+}
+
+func TestEventsCountSince(t *testing.T) {
+	var e events
+	t0 := time.Now()
+	for i := 0; i < 5; i++ {
+		e.add(t0.Add(time.Duration(i) * time.Second))
+	}
+	if n, tr := e.countSince(t0.Add(2 * time.Second)); n != 3 || tr {
+		t.Errorf("countSince(t0+2s) = %d, %v; want 3, false", n, tr)
+	}
+	e.reset()
+	if e.count() != 0 {
+		t.Errorf("count after reset = %d", e.count())
+	}
+	var nilLog *events
+	if nilLog.count() != 0 {
+		t.Error("a nil log counts something")
+	}
+}

@@ -1,0 +1,184 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluice-rpc/sluice/channel"
+	"github.com/uber/tchannel-go"
+)
+
+// Bounds on the waits around the load.
+const (
+	// DrainLimit bounds the wait, once the last call has started, for the
+	// calls in flight to return; calls still out then are reported hung.
+	DrainLimit = 10 * time.Second
+	// faultLimit bounds the wait for a fault's injection to return.
+	faultLimit = 10 * time.Second
+	// lateAfter is how far behind its arrival time a call may start and
+	// not count as late (Go timers wake up to a millisecond or so late).
+	lateAfter = 2 * time.Millisecond
+)
+
+// call is one call's outcome.
+type call struct {
+	start    time.Time
+	latency  time.Duration
+	code     string // "" when it succeeded
+	attempts int
+	peers    []string // every peer an attempt went or tried to go to
+	late     bool     // started more than lateAfter behind its arrival time
+}
+
+// loadOutcome is what runLoad saw.
+type loadOutcome struct {
+	calls []call
+	// start is when the first call started; end when the last returned
+	// (or the drain gave up).
+	start, end time.Time
+	// hung counts calls that had not returned DrainLimit after the last
+	// one started.
+	hung int
+	// faultAt is when the fault was injected (zero if it was not);
+	// faultErr why it could not be.
+	faultAt  time.Time
+	faultErr error
+}
+
+// runLoad makes cfg's calls through ch at cfg.Rate, each with
+// cfg.Deadline, and, if inject is not nil, calls it cfg.FaultAt after the
+// first call. It stops early when ctx ends and returns once every call has
+// returned or DrainLimit has passed since the last one started.
+func runLoad(ctx context.Context, ch *channel.Channel, cfg Config, inject func() error) loadOutcome {
+	n := cfg.calls()
+	req := request(cfg)
+	method := cfg.method()
+	results := make(chan call, n) // buffered: a straggler never blocks
+	interval := time.Duration(float64(time.Second) / cfg.Rate)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+
+	var out loadOutcome
+	out.start = time.Now()
+	faultc := make(chan injection, 1)
+	stopFault := make(chan struct{})
+	if inject != nil {
+		go func() {
+			t := time.NewTimer(time.Until(out.start.Add(cfg.FaultAt)))
+			defer t.Stop()
+			select {
+			case <-t.C:
+				at := time.Now()
+				faultc <- injection{at, inject()}
+			case <-stopFault:
+				faultc <- injection{}
+			}
+		}()
+	} else {
+		faultc <- injection{}
+	}
+
+	one := func(sched time.Time) {
+		c := call{start: time.Now()}
+		c.late = c.start.Sub(sched) > lateAfter
+		cctx, cancel := context.WithTimeout(ctx, cfg.Deadline)
+		res, err := ch.Call(cctx, Service, method, req)
+		c.latency = time.Since(c.start)
+		cancel()
+		if err != nil {
+			c.code, c.attempts, c.peers = outcomeOf(err)
+		} else {
+			c.attempts, c.peers = res.Attempts, append([]string(nil), res.Peers...)
+		}
+		results <- c
+	}
+	started := 0
+arrivals:
+	for i := 0; i < n; i++ {
+		at := out.start.Add(time.Duration(i) * interval)
+		if wait := time.Until(at); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				break arrivals
+			}
+		} else if ctx.Err() != nil {
+			break arrivals
+		}
+		started++
+		go one(at)
+	}
+	last := time.Now()
+	if ctx.Err() != nil {
+		close(stopFault)
+	}
+
+	drain := time.NewTimer(DrainLimit)
+	defer drain.Stop()
+collect:
+	for len(out.calls) < started {
+		select {
+		case c := <-results:
+			out.calls = append(out.calls, c)
+		case <-drain.C:
+			break collect
+		}
+	}
+	out.end = time.Now()
+	out.hung = started - len(out.calls)
+
+	out.faultAt, out.faultErr = waitFault(faultc, faultLimit-min(faultLimit, time.Since(last)))
+	return out
+}
+
+// injection is when a fault was injected (zero if it was not) and why it
+// could not be.
+type injection struct {
+	at  time.Time
+	err error
+}
+
+// waitFault returns the injection reported on faultc, or an error if none
+// comes within limit.
+func waitFault(faultc <-chan injection, limit time.Duration) (time.Time, error) {
+	select {
+	case f := <-faultc: // ready already: however long the drain took
+		return f.at, f.err
+	default:
+	}
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case f := <-faultc:
+		return f.at, f.err
+	case <-t.C:
+		return time.Time{}, fmt.Errorf("faults: the fault's injection had not returned %v after the last call started", faultLimit)
+	}
+}
+
+// request returns the request every call of cfg sends: a body of
+// cfg.Payload bytes, raw, or a JSON object of about that size.
+func request(cfg Config) *channel.Request {
+	if cfg.Format == "json" {
+		pad := max(0, cfg.Payload-len(`{"pad":""}`))
+		return &channel.Request{Format: tchannel.JSON, Arg3: []byte(`{"pad":"` + string(bytes.Repeat([]byte("x"), pad)) + `"}`)}
+	}
+	return &channel.Request{Format: tchannel.Raw, Arg3: bytes.Repeat([]byte("x"), cfg.Payload)}
+}
+
+// outcomeOf reads a failed call's error: the code it is counted under
+// (channel.CallError.CodeName), the attempts sent and the peers tried.
+func outcomeOf(err error) (code string, attempts int, peers []string) {
+	var ce *channel.CallError
+	switch {
+	case errors.As(err, &ce):
+		return ce.CodeName(), ce.Attempts, append([]string(nil), ce.Peers...)
+	case errors.Is(err, context.DeadlineExceeded):
+		return "TIMEOUT", 0, nil
+	}
+	return "LOCAL", 0, nil
+}

@@ -1,0 +1,176 @@
+package faults
+
+import (
+	"slices"
+	"time"
+)
+
+// Result is what one run measured. Per-call figures divide by Calls.
+type Result struct {
+	// Config is the run's configuration, its defaults filled in.
+	Config Config
+	// Calls were made; OK of them succeeded; Errors counts the others by
+	// code: channel.CallError.CodeName ("TIMEOUT", "DECLINED",
+	// "THROTTLED", ...), or TIMEOUT and LOCAL for errors of another type.
+	Calls, OK int
+	Errors    map[string]int
+	// Attempts is the sum of the attempts the calls sent on the wire
+	// (CallError.Attempts, Response.Attempts).
+	Attempts int
+	// Executions is how many times a handler ran, counted in the servers.
+	Executions int
+	// Dials is how many TCP connection attempts the client made (counted
+	// by its Dialer, whatever their outcome); Accepts how many connections
+	// the peers' listeners accepted.
+	Dials, Accepts int
+	// Connects is the TCP connections the run cost: Accepts, except for
+	// Refused, where nothing listens, Dials. ConnectsAfter1s counts those
+	// from one second after the first call until the last call returned.
+	Connects, ConnectsAfter1s int
+	// FaultyConnects counts the connection attempts to the failing peer
+	// from one second after its fault on: the larger of the client's dials
+	// to it and its listener's accepts.
+	FaultyConnects int
+	// Elapsed is from the first call's start to the last call's return.
+	Elapsed time.Duration
+	// P50, P99 and Max are latency quantiles over every call, failed ones
+	// included, each from the call's start.
+	P50, P99, Max time.Duration
+	// MaxOK is the slowest successful call.
+	MaxOK time.Duration
+	// CallsAfter1s started one second or more after the first call;
+	// MaxAfter1s is the slowest of them.
+	CallsAfter1s int
+	MaxAfter1s   time.Duration
+	// Faulty is the failing peer's host:port, "" when all three fail alike
+	// or none does. FaultAt is when its fault struck, from the first call
+	// (0 for a fault there from the start).
+	Faulty  string
+	FaultAt time.Duration
+	// PickedAfterFault reports whether a call starting at or after the
+	// fault listed Faulty among its peers (Response.Peers,
+	// CallError.Peers: every peer an attempt went or tried to go to);
+	// LastPick is when the last such call started, from the fault.
+	PickedAfterFault bool
+	LastPick         time.Duration
+	// FirstShare is the share of the calls starting one second or more
+	// after the fault whose first peer was Faulty; -1 when there were none.
+	FirstShare float64
+	// GoroutinesBefore and HeapBefore are measured once the peers are up,
+	// before the client exists; GoroutinesAfter and HeapAfter once every
+	// call has returned, the client is closed and goroutines have had
+	// SettleLimit to exit; the heap after a GC. The counts leave out
+	// toxiproxy's own goroutines (see the package documentation). A Shared
+	// run does not weigh the heap and counts the goroutines at once.
+	GoroutinesBefore, GoroutinesAfter int
+	HeapBefore, HeapAfter             uint64
+	// Late counts calls that started more than 2 ms behind their arrival
+	// time: the load generator, or the machine, fell behind.
+	Late int
+	// Hung counts calls that had not returned DrainLimit after the last
+	// call started.
+	Hung int
+	// Truncated reports that an event log overflowed: the after-1s counts
+	// are lower bounds.
+	Truncated bool
+	// Problems are what went wrong in the harness (a fault that could not
+	// be injected, a child that would not exit); the figures may be off.
+	Problems []string
+}
+
+// AttemptsPerCall is Attempts / Calls.
+func (r *Result) AttemptsPerCall() float64 { return per(r.Attempts, r.Calls) }
+
+// ExecutionsPerCall is Executions / Calls.
+func (r *Result) ExecutionsPerCall() float64 { return per(r.Executions, r.Calls) }
+
+// ConnectsPerCall is Connects / Calls.
+func (r *Result) ConnectsPerCall() float64 { return per(r.Connects, r.Calls) }
+
+// DialsPerCall is Dials / Calls.
+func (r *Result) DialsPerCall() float64 { return per(r.Dials, r.Calls) }
+
+// ConnectsPerSecondAfter1s is ConnectsAfter1s over the time from one second
+// after the first call to the last return; 0 if the run was shorter.
+func (r *Result) ConnectsPerSecondAfter1s() float64 {
+	if r.Elapsed <= time.Second {
+		return 0
+	}
+	return float64(r.ConnectsAfter1s) / (r.Elapsed - time.Second).Seconds()
+}
+
+// OverDeadline is how much later than its deadline the slowest call
+// returned (negative when every call returned in time).
+func (r *Result) OverDeadline() time.Duration { return r.Max - r.Config.Deadline }
+
+func per(n, calls int) float64 {
+	if calls == 0 {
+		return 0
+	}
+	return float64(n) / float64(calls)
+}
+
+// summarize fills r's call figures from lo; faulty is the failing peer's
+// address ("" if none) and faultAt when its fault struck (zero: not
+// injected).
+func (r *Result) summarize(lo loadOutcome, faulty string, faultAt time.Time) {
+	r.Calls, r.Errors, r.Hung = len(lo.calls), map[string]int{}, lo.hung
+	r.Elapsed = lo.end.Sub(lo.start)
+	r.FirstShare = -1
+	lat := make([]time.Duration, 0, len(lo.calls))
+	after1s := lo.start.Add(time.Second)
+	for _, c := range lo.calls {
+		lat = append(lat, c.latency)
+		r.Attempts += c.attempts
+		if c.code == "" {
+			r.OK++
+			r.MaxOK = max(r.MaxOK, c.latency)
+		} else {
+			r.Errors[c.code]++
+		}
+		if c.late {
+			r.Late++
+		}
+		if !c.start.Before(after1s) {
+			r.CallsAfter1s++
+			r.MaxAfter1s = max(r.MaxAfter1s, c.latency)
+		}
+	}
+	slices.Sort(lat)
+	r.P50, r.P99, r.Max = quantile(lat, 0.5), quantile(lat, 0.99), quantile(lat, 1)
+
+	r.Faulty = faulty
+	if faulty == "" || faultAt.IsZero() {
+		return
+	}
+	r.FaultAt = faultAt.Sub(lo.start)
+	var first, counted int
+	for _, c := range lo.calls {
+		if c.start.Before(faultAt) || len(c.peers) == 0 {
+			continue
+		}
+		if slices.Contains(c.peers, faulty) {
+			if d := c.start.Sub(faultAt); !r.PickedAfterFault || d > r.LastPick {
+				r.PickedAfterFault, r.LastPick = true, d
+			}
+		}
+		if c.start.Sub(faultAt) >= time.Second {
+			counted++
+			if c.peers[0] == faulty {
+				first++
+			}
+		}
+	}
+	if counted > 0 {
+		r.FirstShare = float64(first) / float64(counted)
+	}
+}
+
+// quantile returns the q-quantile (nearest rank) of sorted, 0 when empty.
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.999999) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}

@@ -1,0 +1,179 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/sluice-rpc/sluice/channel"
+	"github.com/uber/tchannel-go"
+)
+
+// SettleLimit bounds the wait, after a run's client is closed, for the
+// goroutine count to come back to what it was before the run.
+const SettleLimit = 5 * time.Second
+
+// clientName is the service name the suite's client calls as.
+const clientName = "faults-client"
+
+// Run makes one run: it starts cfg.Scenario's peers, a client with
+// cfg.Setup's policy dialing through a counting Dialer, makes the calls,
+// injects the fault, and measures. It returns an error only when the run
+// could not be made (an invalid cfg, a peer that would not start); what
+// went wrong while it ran is in Result.Problems. Run ends early, with the
+// calls made so far, when ctx ends. Every wait is bounded: a run lasts at
+// most cfg.Duration plus DrainLimit, SettleLimit and the peers' own
+// bounded shutdown.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	sp, _ := specOf(cfg.Scenario)
+	svc, err := cfg.Setup.serviceConfig()
+	if err != nil {
+		return nil, err
+	}
+	f, err := startFleet(cfg.Scenario)
+	if err != nil {
+		return nil, err
+	}
+	r := &Result{Config: cfg}
+	defer func() {
+		if err := f.close(); err != nil {
+			r.Problems = append(r.Problems, err.Error())
+		}
+	}()
+
+	r.GoroutinesBefore = goroutines()
+	if !cfg.Shared {
+		r.HeapBefore = heapAfterGC()
+	}
+	d := newDialer()
+	opts := []channel.Option{channel.WithTChannelOptions(tchannel.ChannelOptions{Dialer: d.DialContext})}
+	if svc != nil {
+		opts = append(opts, channel.WithServiceConfig(svc))
+	}
+	client, err := channel.New(clientName, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("faults: the client: %w", err)
+	}
+	for _, p := range f.points {
+		if err := client.AddPeer(Service, p.addr); err != nil {
+			client.Close()
+			return nil, fmt.Errorf("faults: the client: %w", err)
+		}
+	}
+	var inject func() error
+	if sp.midRun {
+		inject = f.inject
+	}
+	lo := runLoad(ctx, client, cfg, inject)
+	if lo.faultErr != nil {
+		r.Problems = append(r.Problems, lo.faultErr.Error())
+	}
+	if f.after != nil {
+		if err := f.after(); err != nil {
+			r.Problems = append(r.Problems, err.Error())
+		}
+	}
+
+	// Count before the client closes: closing is not part of the run.
+	after1s := lo.start.Add(time.Second)
+	var tr1, tr2 bool
+	var dialsAfter, acceptsAfter int
+	r.Dials, dialsAfter, tr1 = d.total(after1s)
+	r.Accepts, acceptsAfter, tr2 = f.sum(func(p *point) *events { return p.accepts }, after1s)
+	r.Executions, _, _ = f.sum(func(p *point) *events { return p.execs }, after1s)
+	r.Connects, r.ConnectsAfter1s, r.Truncated = r.Accepts, acceptsAfter, tr2
+	if cfg.Scenario == Refused {
+		r.Connects, r.ConnectsAfter1s, r.Truncated = r.Dials, dialsAfter, tr1
+	}
+	faulty, faultAt := "", time.Time{}
+	if f.faulty >= 0 {
+		p := f.points[f.faulty]
+		faulty, faultAt = p.addr, lo.start
+		if sp.midRun {
+			faultAt = lo.faultAt // zero if the fault was not injected
+		}
+		if !faultAt.IsZero() {
+			since := faultAt.Add(time.Second)
+			dn, _ := d.of(p.addr).countSince(since)
+			an, _ := p.accepts.countSince(since)
+			r.FaultyConnects = max(dn, an)
+		}
+	}
+	r.summarize(lo, faulty, faultAt)
+
+	client.Close()
+	if cfg.Shared {
+		r.GoroutinesAfter = goroutines()
+	} else {
+		r.GoroutinesAfter = settle(r.GoroutinesBefore)
+		// Drop what the run kept before weighing the heap.
+		lo.calls = nil
+		d.reset()
+		for _, p := range f.points {
+			p.accepts.reset()
+			p.execs.reset()
+		}
+		r.HeapAfter = heapAfterGC()
+	}
+	if r.Hung > 0 {
+		r.Problems = append(r.Problems, fmt.Sprintf("%d calls had not returned %v after the last call started", r.Hung, DrainLimit))
+	}
+	return r, nil
+}
+
+// heapAfterGC returns the bytes of live heap objects after two collections
+// (the second frees what the first's finalizers and pools let go).
+func heapAfterGC() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// settle waits, at most SettleLimit, for the goroutine count (goroutines)
+// to come down to target, and returns the count it ended at.
+func settle(target int) int {
+	deadline := time.Now().Add(SettleLimit)
+	for {
+		n := goroutines()
+		if n <= target || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(10 * time.Millisecond) // polling a count nothing signals
+	}
+}
+
+// toxiproxyFrames marks a goroutine running toxiproxy's code.
+const toxiproxyFrames = "github.com/Shopify/toxiproxy/"
+
+// goroutines counts the process's goroutines, leaving out toxiproxy's own.
+// toxiproxy's latency and bandwidth toxics send on a channel with nothing
+// else selected, so when a client closes a connection while such a toxic
+// holds data for it (a client that finds the slow connection dead does),
+// the toxic's goroutines, and those feeding it, wait forever: a leak in
+// toxiproxy, not in the client under test, which the counts leave out.
+func goroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		if len(bytes.TrimSpace(g)) > 0 && !bytes.Contains(g, []byte(toxiproxyFrames)) {
+			count++
+		}
+	}
+	return count
+}

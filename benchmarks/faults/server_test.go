@@ -1,0 +1,86 @@
+package faults
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/internal/testwait"
+)
+
+// callOnce calls method of the server at addr once, raw, and returns the
+// error's code name ("" on success).
+func callOnce(t *testing.T, addr, method string, timeout time.Duration) string {
+	t.Helper()
+	ch, err := channel.New("faults-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	if err := ch.AddPeer(Service, addr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	_, err = ch.CallRaw(ctx, Service, method, nil, []byte("hi"))
+	var ce *channel.CallError
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &ce):
+		return ce.CodeName()
+	}
+	return err.Error()
+}
+
+func TestServerAnswersAndCounts(t *testing.T) {
+	var accepts, execs events
+	s, err := startServer(&accepts, &execs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for method, want := range map[string]string{MethodEcho: "", MethodBusy: "BUSY", MethodDeclined: "DECLINED"} {
+		if got := callOnce(t, s.Addr(), method, testwait.Limit); got != want {
+			t.Errorf("%s: %q, want %q", method, got, want)
+		}
+	}
+	// Each callOnce is a new client, hence a new connection. A client
+	// may retry a DECLINED once (today's transparent retry), so execs is
+	// 3 or 4.
+	testwait.Until(t, "3 accepts and 3-4 executions counted", func() bool {
+		return accepts.count() == 3 && execs.count() >= 3
+	})
+	if n := execs.count(); n > 4 {
+		t.Errorf("%d executions for 3 calls", n)
+	}
+}
+
+func TestServerJSONMethods(t *testing.T) {
+	var accepts, execs events
+	s, err := startServer(&accepts, &execs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ch, err := channel.New("faults-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	if err := ch.AddPeer(Service, s.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Limit)
+	defer cancel()
+	var out map[string]any
+	if err := ch.CallJSON(ctx, Service, MethodEcho+JSONSuffix, map[string]any{"k": "v"}, &out); err != nil || out["k"] != "v" {
+		t.Errorf("echo.json: %v, %v; want the object back", out, err)
+	}
+	var ce *channel.CallError
+	if err := ch.CallJSON(ctx, Service, MethodBusy+JSONSuffix, map[string]any{}, &out); !errors.As(err, &ce) || ce.CodeName() != "BUSY" {
+		t.Errorf("busy.json: %v, want BUSY", err)
+	}
+}

@@ -1,0 +1,83 @@
+package faults
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Suite describes a list of runs: every scenario named, each under the
+// setups where its policy matters (Scenario.Setups), at one Size.
+type Suite struct {
+	// Scenarios to run, in order. Default: all of them (Scenarios()).
+	Scenarios []Scenario
+	// Size picks the runs' Duration and FaultAt (Scenario.Runs).
+	Size Size
+	// Rate, Duration and Deadline override every run's, when set (see
+	// Config). A Duration override puts mid-run faults at their default,
+	// a quarter of the way in (at most 3 s).
+	Rate     float64
+	Duration time.Duration
+	Deadline time.Duration
+}
+
+// Configs returns the runs s makes, validated.
+func (s Suite) Configs() ([]Config, error) {
+	scenarios := s.Scenarios
+	if len(scenarios) == 0 {
+		scenarios = Scenarios()
+	}
+	var out []Config
+	for _, sc := range scenarios {
+		runs := sc.Runs(s.Size)
+		if runs == nil {
+			return nil, fmt.Errorf("faults: unknown scenario %q; the scenarios are %s", sc, scenarioList())
+		}
+		for _, c := range runs {
+			if s.Rate != 0 {
+				c.Rate = s.Rate
+			}
+			if s.Duration != 0 {
+				c.Duration, c.FaultAt = s.Duration, 0
+			}
+			if s.Deadline != 0 {
+				c.Deadline = s.Deadline
+			}
+			if err := c.Validate(); err != nil {
+				return nil, err
+			}
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// Run makes s's runs one after another (so that no run's load disturbs
+// another's timing), calling each, if not nil, with every result as it
+// comes. It stops at the first run that cannot be made, or when ctx ends,
+// and returns the results so far.
+func (s Suite) Run(ctx context.Context, each func(*Result)) ([]*Result, error) {
+	cfgs, err := s.Configs()
+	if err != nil {
+		return nil, err
+	}
+	var out []*Result
+	for _, c := range cfgs {
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+		r, err := Run(ctx, c)
+		if err != nil {
+			return out, fmt.Errorf("faults: %s/%s: %w", c.Scenario, c.Setup, err)
+		}
+		out = append(out, r)
+		if each != nil {
+			each(r)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("faults: the suite has no runs")
+	}
+	return out, nil
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+func runFaults(t *testing.T, ctx context.Context, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb strings.Builder
+	code = faultsRun(ctx, args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// -h describes the command, lists the scenarios and shows examples.
+func TestFaultsHelp(t *testing.T) {
+	code, _, errOut := runFaults(t, context.Background(), "-h")
+	if code != 2 {
+		t.Errorf("-h: exit %d, want 2 as the other commands", code)
+	}
+	for _, want := range []string{"usage: sluice faults", "Scenarios: none, refused, accept-close", "Examples:",
+		"sluice faults --scenarios kill,freeze", "-rps", "-ci"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("-h lacks %q:\n%s", want, errOut)
+		}
+	}
+}
+
+func TestFaultsBadUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"--scenarios", "flood"},
+		{"--rps", "0"},
+		{"--rps", "20000"},
+		{"--duration", "-1s"},
+		{"--deadline", "0s"},
+		{"--ci", "kill"},
+	} {
+		code, out, errOut := runFaults(t, context.Background(), args...)
+		if code != 2 || out != "" || errOut == "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and an error", args, code, out, errOut)
+		}
+	}
+}
+
+// A small run of two scenarios prints a row per setup and a verdict line
+// per run (the verdicts themselves are benchmarks/faults' tests).
+func TestFaultsSmallRun(t *testing.T) {
+	code, out, errOut := runFaults(t, context.Background(), "--small", "--scenarios", "none,declined", "--duration", "300ms")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"scenario", "conn/call", "fault->last pick", "none      none", "declined  hedge", "runs broke the failure handling contract"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "none/") + strings.Count(out, "declined/"); n < 6 {
+		t.Errorf("%d verdict lines, want one per run (6):\n%s", n, out)
+	}
+	if !strings.Contains(errOut, "6 runs, ci size") {
+		t.Errorf("stderr lacks the plan:\n%s", errOut)
+	}
+}
+
+// kill re-executes this binary as a child server; the test binary does
+// not call faults.ServeChildIfAsked (sluice's main does), so the run cannot
+// be made, and says why, at once.
+func TestFaultsChildHookMissing(t *testing.T) {
+	code, _, errOut := runFaults(t, context.Background(), "--ci", "--scenarios", "kill", "--duration", "300ms")
+	if code != 1 || !strings.Contains(errOut, "ServeChildIfAsked") {
+		t.Errorf("exit %d, stderr %q; want exit 1 naming faults.ServeChildIfAsked", code, errOut)
+	}
+}
+
+// An interrupt before the first run: nothing to print, exit 0.
+func TestFaultsInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	code, out, errOut := runFaults(t, ctx, "--ci", "--scenarios", "none")
+	if code != 0 || out != "" || !strings.Contains(errOut, "interrupted") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit 0, nothing printed, a note", code, out, errOut)
+	}
+}
