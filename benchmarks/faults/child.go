@@ -188,7 +188,7 @@ func (c *child) freeze() error {
 		return err
 	}
 	c.stopped = true
-	return nil
+	return waitStopped(c.cmd.Process.Pid, childExitLimit)
 }
 
 // thaw sends SIGCONT to a frozen child.

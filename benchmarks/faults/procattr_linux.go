@@ -1,6 +1,12 @@
 package faults
 
-import "syscall"
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+)
 
 // childProcAttr makes the kernel kill a child server if the parent dies
 // without closing its stdin first, even while the child is stopped. (Linux
@@ -8,4 +14,27 @@ import "syscall"
 // runtime keeps its threads, so in practice that is when the process does.)
 func childProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
+
+// waitStopped waits until the process pid is stopped (state T in
+// /proc/pid/stat): SIGSTOP is delivered asynchronously, and a freeze is only
+// a fault once the child has stopped running. It gives up after limit.
+func waitStopped(pid int, limit time.Duration) error {
+	path := fmt.Sprintf("/proc/%d/stat", pid)
+	deadline := time.Now().Add(limit)
+	for {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("faults: read the state of pid %d: %w", pid, err)
+		}
+		// The state follows the command name, which is in parentheses
+		// and may itself hold spaces or parentheses.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'T' {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("faults: pid %d did not stop within %v of SIGSTOP", pid, limit)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
