@@ -78,18 +78,26 @@ const (
 	maxThriftHeader = 1<<16 - 1
 )
 
-// checkRequest returns why req cannot be sent to service's method, or nil:
-// what no attempt and no peer could change.
-func (c *Channel) checkRequest(service, method string, req *Request) error {
+// checkNames returns why no request to service's method can be sent, or
+// nil: what no attempt and no peer could change. It runs before anything
+// else, so that a name that is not one makes no metrics of its own.
+func checkNames(service, method string) error {
 	switch {
-	case req == nil:
-		return errors.New("the request is nil; pass a *Request with a Format and its arguments")
 	case service == "":
 		return errors.New("the service name is empty")
 	case len(service) > maxServiceName:
 		return fmt.Errorf("the service name is %d bytes; TChannel allows at most %d", len(service), maxServiceName)
 	case len(method) > maxMethodName:
 		return fmt.Errorf("the method name is %d bytes; TChannel allows at most %d", len(method), maxMethodName)
+	}
+	return nil
+}
+
+// checkRequest returns why req cannot be sent, or nil: what no attempt and
+// no peer could change.
+func (c *Channel) checkRequest(req *Request) error {
+	if req == nil {
+		return errors.New("the request is nil; pass a *Request with a Format and its arguments")
 	}
 	size := int64(len(req.Arg2) + len(req.Arg3))
 	switch req.Format {
@@ -218,9 +226,7 @@ func (c *Channel) CallJSON(ctx context.Context, service, method string, req, res
 // each attempt choosing a peer, sending, and feeding back busy responses,
 // stats and spans. It returns one result.
 func (c *Channel) call(ctx context.Context, service, method string, req *Request, waitForReady bool) (*Response, error) {
-	if err := c.checkRequest(service, method, req); err != nil {
-		// Before the policy lookup: a name that is not one must not make
-		// metrics of its own.
+	if err := checkNames(service, method); err != nil {
 		return nil, &CallError{Service: service, Method: method, Code: codes.BadRequest, Message: err.Error(), Err: err}
 	}
 	start := c.o.clock.Now()
@@ -230,6 +236,9 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 		return nil, c.fail(m, start, &CallError{Service: service, Method: method, Err: err})
 	}
 	m := pol.m
+	if err := c.checkRequest(req); err != nil {
+		return nil, c.fail(m, start, &CallError{Service: service, Method: method, Code: codes.BadRequest, Message: err.Error(), Err: err})
+	}
 	if c.closed.Load() {
 		return nil, c.fail(m, start, &CallError{Service: service, Method: method, Err: ErrClosed})
 	}
@@ -425,6 +434,9 @@ func (st *callState) newResponseLocked() *Response {
 func (st *callState) pick(ctx context.Context, now time.Time) (*peer.Peer, time.Time, error) {
 	for {
 		p, err := st.choose(now)
+		if err != nil && st.c.closed.Load() {
+			return nil, now, ErrClosed // its peers are shut down: nothing to wait for
+		}
 		if !st.mayWait(err) {
 			return p, now, err
 		}
@@ -434,6 +446,9 @@ func (st *callState) pick(ctx context.Context, now time.Time) (*peer.Peer, time.
 		changed := st.l.Changed()
 		if p, err = st.choose(now); !st.mayWait(err) {
 			return p, now, err
+		}
+		if st.c.o.onWait != nil {
+			st.c.o.onWait()
 		}
 		select {
 		case <-changed:
@@ -525,9 +540,10 @@ const AttemptsHeader = "previous-rpc-attempts"
 
 // attempt sends a.req once, to a ready peer this call has not used yet when
 // one allows it (st.pick). A peer whose connection turns out to be gone
-// before anything was sent is reported lost and the attempt moves to
-// another at once: at most once per peer of the list, so a call never loops
-// on dead connections (peer health reconnects them, in the background). It
+// before anything was sent is reported lost (it leaves choice until its
+// connector has reconnected) and the attempt moves to another at once: at
+// most as many times as the list has peers, so an attempt never loops on
+// dead connections (peer health reconnects them, in the background). It
 // returns the response, whether the request left the client, whether the
 // response had reached the application (its arg2 was read) before a
 // failure, and a *CallError on failure.
@@ -579,7 +595,7 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 			ext.Error.Set(span, true)
 			span.SetTag("code", codes.Unavailable.String())
 			return nil, false, false, &CallError{Service: a.service, Method: a.method, Code: codes.Unavailable,
-				Err: fmt.Errorf("%w (the last: %s: %v)", ErrUnavailable, p.HostPort(), err)}
+				Err: fmt.Errorf("%w (the connections of the peers this attempt chose closed before it could be sent; the last, %s: %v)", ErrUnavailable, p.HostPort(), err)}
 		}
 	}
 	sent = true

@@ -62,6 +62,9 @@ type options struct {
 	pacing               map[string]PacingConfig
 
 	rand func() float64 // backoff jitter, uniform in [0, 1); tests fix it
+	// onWait, if set, is called each time a call starts waiting for a
+	// peer to become ready; tests synchronise on it.
+	onWait func()
 }
 
 // WithClock sets the clock the busy limiters and latency measurements use.
@@ -89,18 +92,18 @@ func WithDefaultTimeout(d time.Duration) Option { return func(o *options) { o.ti
 // so that cancelled hedges stop their servers' work. Its Dialer, if set,
 // makes the connections Sluice's connectors open (see WithConnectConfig).
 // Connection health checks (DefaultConnectionOptions.HealthChecks) default
-// to DefaultHealthChecks when their Interval is zero; a negative Interval
+// to DefaultHealthChecks() when their Interval is zero; a negative Interval
 // turns them off.
 func WithTChannelOptions(t tchannel.ChannelOptions) Option { return func(o *options) { o.tch = t } }
 
 // WithConnectConfig sets how the Channel connects to its peers: the timeout
 // of one connect (dial and handshake) and the backoff between connects to a
 // peer that failed. Default: the zero peer.ConnectConfig, which means
-// peer.DefaultConnectTimeout and gRPC's connection backoff (1 s, x1.6,
-// +-20 %, at most 120 s).
+// peer.DefaultConnectTimeout and peer.DefaultConnectBackoff() (gRPC's: 1 s,
+// x1.6, at most 120 s, +-20 %).
 func WithConnectConfig(c peer.ConnectConfig) Option { return func(o *options) { o.connect = c } }
 
-// DefaultHealthChecks are the connection health checks a Channel runs
+// DefaultHealthChecks returns the connection health checks a Channel runs
 // unless told otherwise (see WithTChannelOptions): a TChannel ping every
 // second on each connection, and the connection is closed, its peer marked
 // in transient failure, after three pings in a row go unanswered for half a
@@ -108,7 +111,9 @@ func WithConnectConfig(c peer.ConnectConfig) Option { return func(o *options) { 
 // frozen process, a pulled cable) in about three seconds. tchannel-go runs
 // them on inbound connections too, so a server also drops the connections
 // of clients that vanished.
-var DefaultHealthChecks = tchannel.HealthCheckOptions{Interval: time.Second, Timeout: 500 * time.Millisecond, FailuresToClose: 3}
+func DefaultHealthChecks() tchannel.HealthCheckOptions {
+	return tchannel.HealthCheckOptions{Interval: time.Second, Timeout: 500 * time.Millisecond, FailuresToClose: 3}
+}
 
 // WithShedding makes the Channel's server side answer Busy, before any
 // handler runs, to requests beyond the limits of c.
@@ -215,13 +220,16 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	topts.DefaultConnectionOptions.SendCancelOnContextCanceled = true
 	topts.DefaultConnectionOptions.PropagateCancel = true
 	if topts.DefaultConnectionOptions.HealthChecks.Interval == 0 {
-		topts.DefaultConnectionOptions.HealthChecks = DefaultHealthChecks
+		topts.DefaultConnectionOptions.HealthChecks = DefaultHealthChecks()
 	}
 	tch, err := tchannel.NewChannel(serviceName, &topts)
 	if err != nil {
 		return nil, fmt.Errorf("channel: %w", err)
 	}
-	pool.Start(tch)
+	if err := pool.Start(tch); err != nil {
+		tch.Close()
+		return nil, fmt.Errorf("channel: %w", err)
+	}
 	c.tch, c.pool = tch, pool
 	c.pacers = map[string]*pacer{}
 	for svc, pc := range o.pacing {
@@ -325,8 +333,8 @@ func (c *Channel) Peers(service string) []peer.Counts {
 // call; nothing requires it.
 func (c *Channel) Connect(ctx context.Context, service string) error {
 	l, _ := c.peerList(service, false)
-	if l == nil {
-		return fmt.Errorf("channel: Connect: %w", ErrNoPeers)
+	if l == nil || len(l.Peers()) == 0 {
+		return fmt.Errorf("channel: Connect %s: %w", service, ErrNoPeers)
 	}
 	for {
 		changed := l.Changed()

@@ -172,12 +172,39 @@ func declinedEarly(msg string) bool {
 	return strings.HasSuffix(msg, earlyDeclineHint) || msg == closedChannelMessage
 }
 
+// HandlerError returns err as the answer of a handler that ran: a Declined
+// error saying that no handler ran (a closing server's mark, or
+// tchannel-go's "closed channel", typically the error of a call the handler
+// made downstream) is reworded, so that the caller does not retry it
+// transparently and run this handler twice. Any other error is returned as
+// is. Sluice's raw, JSON and Thrift servers apply it to what their handlers
+// return; a front-end of one's own that sends handler errors as TChannel
+// system errors should too.
+func HandlerError(err error) error {
+	var se tchannel.SystemError
+	if !errors.As(err, &se) || se.Code() != tchannel.ErrCodeDeclined {
+		return err
+	}
+	msg := se.Message()
+	p, rest := retry.PushbackFromMessage(msg)
+	if !declinedEarly(rest) {
+		return err
+	}
+	rest = strings.TrimSpace(strings.TrimSuffix(rest, earlyDeclineHint))
+	return tchannel.NewSystemError(tchannel.ErrCodeDeclined, "%s",
+		retry.AppendPushback("declined downstream, after this server's handler ran: "+rest, p))
+}
+
 // classify returns the TChannel code of an attempt's error and the remote
 // message. It reads the error's type, never its text.
 func classify(err error) (codes.Code, string) {
 	var se tchannel.SystemError
 	if errors.As(err, &se) {
-		return codes.Code(se.Code()), se.Message()
+		c := codes.Code(se.Code())
+		if c.IsLocal() { // not a TChannel code: no server can claim a local outcome
+			c = codes.Unexpected
+		}
+		return c, se.Message()
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):

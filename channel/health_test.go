@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-rpc/sluice/internal/clock"
 	"github.com/sluice-rpc/sluice/internal/testwait"
 	"github.com/sluice-rpc/sluice/peer"
+	"github.com/sluice-rpc/sluice/stats"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/uber-go/tally/v4"
@@ -149,7 +150,8 @@ func TestWaitForReady(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			clk := clock.NewFake(time.Unix(1_700_000_000, 0))
-			opts := []Option{WithClock(clk)}
+			waiting := make(chan struct{}, 10)
+			opts := []Option{WithClock(clk), withOnWait(func() { waiting <- struct{}{} })}
 			if tt.config != "" {
 				opts = append(opts, WithServiceConfig(mustConfig(t, tt.config)))
 			}
@@ -164,6 +166,7 @@ func TestWaitForReady(t *testing.T) {
 				_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("x"), tt.opts...)
 				done <- err
 			}()
+			testwait.Recv(t, waiting, "the call to wait for a ready peer")
 			// The server comes up where the peer was; once its backoff has
 			// passed, the peer connects and the waiting call goes through.
 			s, err := New("kv")
@@ -171,11 +174,6 @@ func TestWaitForReady(t *testing.T) {
 			require.NoError(t, s.RegisterRaw("echo", func(context.Context, *RawRequest) (*RawResponse, error) { return &RawResponse{}, nil }))
 			require.NoError(t, s.ListenAndServe(addr))
 			t.Cleanup(s.Close)
-			select {
-			case err := <-done:
-				t.Fatalf("the call returned before the peer was ready: %v", err)
-			default:
-			}
 			testwait.Timers(t, clk, 1)
 			clk.Add(2 * time.Second)
 			require.NoError(t, testwait.Recv(t, done, "the waiting call"))
@@ -284,40 +282,52 @@ func TestUnsendableRequestsFailAtOnce(t *testing.T) {
 	assert.NoError(t, err, "a request at the limit goes")
 }
 
-// A decline a Sluice server marks as before any handler is retried once,
-// transparently, on another peer: the handler runs once. A second one is
-// an ordinary DECLINED.
+// A decline a closing Sluice server sends before any handler runs is
+// retried once, transparently, on another peer: the handler runs once. A
+// second one is an ordinary DECLINED.
 func TestMarkedDeclineIsRetriedOnceElsewhere(t *testing.T) {
-	var declined, ran atomic.Int64
-	start := func(decline bool) *Channel {
-		ch, err := New("kv")
+	var ran atomic.Int64
+	type server struct {
+		ch    *Channel
+		scope tally.TestScope
+	}
+	start := func(closing bool) server {
+		scope := tally.NewTestScope("", nil)
+		ch, err := New("kv", WithScope(scope))
 		require.NoError(t, err)
 		require.NoError(t, ch.RegisterRaw("echo", func(context.Context, *RawRequest) (*RawResponse, error) {
-			if decline {
-				declined.Add(1)
-				return nil, errClosing // what a closing server's guard answers
-			}
 			ran.Add(1)
 			return &RawResponse{}, nil
 		}))
 		require.NoError(t, ch.ListenAndServe("127.0.0.1:0"))
 		t.Cleanup(ch.Close)
-		return ch
+		// The state Close enters first: the guard declines, marked. (Reset
+		// before the cleanup's Close, which does nothing on a closed
+		// Channel.)
+		ch.closed.Store(closing)
+		t.Cleanup(func() { ch.closed.Store(false) })
+		return server{ch, scope}
+	}
+	declined := func(s server) int64 {
+		if c := s.scope.Snapshot().Counters()[stats.ServerRequests+"+"]; c != nil {
+			return c.Value()
+		}
+		return 0
 	}
 	closing, good := start(true), start(false)
 	c, err := New("client")
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	require.NoError(t, c.AddPeer("kv", closing.HostPort()))
-	require.NoError(t, c.AddPeer("kv", good.HostPort()))
+	require.NoError(t, c.AddPeer("kv", closing.ch.HostPort()))
+	require.NoError(t, c.AddPeer("kv", good.ch.HostPort()))
 	require.NoError(t, c.Connect(ctxTimeout(t), "kv"))
 	for i := 0; i < 20; i++ {
 		res, err := c.Call(ctxTimeout(t), "kv", "echo", &Request{Format: tchannel.Raw})
 		require.NoError(t, err, "no retry policy: only the early decline is retried")
-		assert.Equal(t, good.HostPort(), res.Peer)
+		assert.Equal(t, good.ch.HostPort(), res.Peer)
 	}
 	assert.EqualValues(t, 20, ran.Load(), "each call ran its handler once")
-	assert.Positive(t, declined.Load(), "no call went to the closing peer first")
+	assert.Positive(t, declined(closing), "no call went to the closing peer first")
 
 	// Both peers declining: one transparent retry, then the decline is the
 	// call's error.
@@ -325,15 +335,84 @@ func TestMarkedDeclineIsRetriedOnceElsewhere(t *testing.T) {
 	c2, err := New("client")
 	require.NoError(t, err)
 	t.Cleanup(c2.Close)
-	require.NoError(t, c2.AddPeer("kv", closing.HostPort()))
-	require.NoError(t, c2.AddPeer("kv", other.HostPort()))
-	before := declined.Load()
+	require.NoError(t, c2.AddPeer("kv", closing.ch.HostPort()))
+	require.NoError(t, c2.AddPeer("kv", other.ch.HostPort()))
+	before := declined(closing) + declined(other)
 	_, err = c2.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
 	var ce *CallError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, codes.Declined, ce.Code)
 	assert.Equal(t, 2, ce.Attempts)
-	assert.EqualValues(t, 2, declined.Load()-before)
+	assert.EqualValues(t, 2, declined(closing)+declined(other)-before)
+	assert.EqualValues(t, 20, ran.Load(), "a closing server ran a handler")
+}
+
+// A handler that passes on the early decline of a call it made downstream
+// has run: its caller must not retry it transparently. The middle tier's
+// handler runs once per call.
+func TestForwardedEarlyDeclineIsNotTransparent(t *testing.T) {
+	down, err := New("down")
+	require.NoError(t, err)
+	require.NoError(t, down.RegisterRaw("echo", func(context.Context, *RawRequest) (*RawResponse, error) { return &RawResponse{}, nil }))
+	require.NoError(t, down.ListenAndServe("127.0.0.1:0"))
+	t.Cleanup(down.Close)
+	down.closed.Store(true)                        // declines every request, marked as before any handler
+	t.Cleanup(func() { down.closed.Store(false) }) // before Close, which does nothing on a closed Channel
+
+	var ran atomic.Int64
+	var middles []*Channel
+	for i := 0; i < 2; i++ {
+		mid, err := New("kv")
+		require.NoError(t, err)
+		t.Cleanup(mid.Close)
+		require.NoError(t, mid.AddPeer("down", down.HostPort()))
+		require.NoError(t, mid.RegisterRaw("echo", func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
+			ran.Add(1)
+			_, err := mid.CallRaw(ctx, "down", "echo", nil, nil)
+			return nil, err // the downstream's error, as it came
+		}))
+		require.NoError(t, mid.ListenAndServe("127.0.0.1:0"))
+		middles = append(middles, mid)
+	}
+	c, err := New("client")
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	for _, m := range middles {
+		require.NoError(t, c.AddPeer("kv", m.HostPort()))
+	}
+	for i := 0; i < 10; i++ {
+		_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+		var ce *CallError
+		require.ErrorAs(t, err, &ce)
+		assert.Equal(t, codes.Declined, ce.Code)
+		assert.Equal(t, 1, ce.Attempts, "the forwarded decline was retried: %v", err)
+		assert.Contains(t, ce.Message, "declined downstream, after this server's handler ran")
+	}
+	assert.EqualValues(t, 10, ran.Load(), "a middle-tier handler ran twice for one call")
+}
+
+// Close ends the calls waiting for a ready peer at once, with ErrClosed,
+// instead of leaving them to their deadlines.
+func TestCloseEndsCallsWaitingForReady(t *testing.T) {
+	waiting := make(chan struct{}, 10)
+	c, err := New("client", withOnWait(func() { waiting <- struct{}{} }))
+	require.NoError(t, err)
+	require.NoError(t, c.AddPeer("kv", deadAddr(t)))
+	require.Error(t, c.Connect(ctxTimeout(t), "kv"))
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, err := c.CallRaw(ctx, "kv", "echo", nil, nil, WaitForReady())
+		done <- err
+	}()
+	testwait.Recv(t, waiting, "the call to wait for a ready peer")
+	start := time.Now()
+	c.Close()
+	err = testwait.Recv(t, done, "the waiting call to end")
+	assert.ErrorIs(t, err, ErrClosed)
+	assert.Less(t, time.Since(start), 30*time.Second, "the call waited for its deadline")
+	assert.ErrorIs(t, c.Connect(ctxTimeout(t), "none"), ErrNoPeers)
 }
 
 // tchannel-go declines a call that arrives on a connection of a closing

@@ -115,3 +115,6 @@ func ctxTimeout(t testing.TB) context.Context {
 
 // withRand fixes the backoff jitter, for tests whose timing depends on it.
 func withRand(f func() float64) Option { return func(o *options) { o.rand = f } }
+
+// withOnWait calls f each time a call starts waiting for a ready peer.
+func withOnWait(f func()) Option { return func(o *options) { o.onWait = f } }

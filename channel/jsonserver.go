@@ -188,7 +188,7 @@ func (h *jsonHandler) Handle(tctx context.Context, call *tchannel.InboundCall) {
 		// A system error answers with its code, wrapped or not (as for raw
 		// handlers; tchannel-go's JSON handler sees only an unwrapped one).
 		var se tchannel.SystemError
-		if errors.As(err, &se) {
+		if errors.As(HandlerError(err), &se) {
 			_ = resp.SendSystemError(se)
 			return
 		}

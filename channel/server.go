@@ -188,7 +188,7 @@ func (r rawHandler) Handle(ctx context.Context, call *tchannel.InboundCall) {
 	resp := call.Response()
 	if err != nil {
 		var se tchannel.SystemError
-		if !errors.As(err, &se) {
+		if !errors.As(HandlerError(err), &se) {
 			se = tchannel.NewSystemError(tchannel.ErrCodeUnexpected, "%v", err).(tchannel.SystemError)
 		}
 		_ = resp.SendSystemError(se)

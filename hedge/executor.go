@@ -173,13 +173,19 @@ type call struct {
 	delay       time.Duration // this call's hedging delay
 	free        int           // transparent re-sends owed: no slot, no permission needed (at most one)
 	declined    bool          // the one transparent re-send of DeclinedEarly is used
+	// next is the Number of the next attempt started. Sent counts slots and
+	// goes back down when an attempt gives its slot back; numbers never
+	// repeat, so that every attempt's outcome is told apart by its Number.
+	next int
 }
 
 // Do runs a hedged call. attempt is called once per attempt, each on its
 // own goroutine, with a context derived from ctx and an Attempt whose
 // Number (and Index) is the attempt's position: 0 for the original, 1 for
-// the first hedge (its previous-rpc-attempts value). attempt must return
-// promptly once its context is cancelled.
+// the next one started (its previous-rpc-attempts value), and so on; a
+// transparent re-send takes the next number too, so no two attempts of a
+// call share one. attempt must return promptly once its context is
+// cancelled.
 func (e *Executor) Do(ctx context.Context, attempt retry.AttemptFunc) Result {
 	actx, cancel := context.WithCancel(ctx)
 	c := &call{e: e, ctx: actx, attempt: attempt, results: make(chan finished, e.maxAttempts), res: Result{Winner: -1},
@@ -303,7 +309,8 @@ func (c *call) send() {
 			c.stopped = retry.StopThrottled
 			return
 		}
-		n := c.res.Sent
+		n := c.next
+		c.next++
 		c.res.Sent++
 		c.outstanding++
 		c.wg.Add(1)

@@ -343,10 +343,28 @@ func TestHedgeTransparentOutcomesTakeNoSlot(t *testing.T) {
 	h.expectStarted(0)
 	h.expectTimer(time.Hour)
 	h.reply(0, retry.Outcome{Err: errBad, Code: codes.Declined, DeclinedEarly: true})
-	h.expectStarted(0) // declined before the handler: again at once, once
-	h.reply(0, okO)
-	if r := h.result(); r.Stop != retry.StopSucceeded || r.Winner != 0 || r.Sent != 1 || th.Tokens() != 10 {
+	h.expectStarted(1) // declined before the handler: again at once, once, numbered anew
+	h.reply(1, okO)
+	if r := h.result(); r.Stop != retry.StopSucceeded || r.Winner != 1 || r.Sent != 1 || th.Tokens() != 10 {
 		t.Fatalf("Result %+v, tokens %v", r, th.Tokens())
+	}
+}
+
+// A transparent re-send never takes the number of an attempt still out:
+// the original is declined early while the first hedge is out, and its
+// re-send is attempt 2, not a second attempt 1.
+func TestHedgeTransparentResendIsNumberedAnew(t *testing.T) {
+	h := start(t, ExecutorConfig{Policy: policy(100 * ms)}, context.Background())
+	h.expectStarted(0)
+	h.expectTimer(100 * ms)
+	h.fake.Add(100 * ms)
+	h.expectStarted(1)
+	h.expectTimer(100 * ms)
+	h.reply(0, retry.Outcome{Err: errBad, Code: codes.Declined, DeclinedEarly: true})
+	h.expectStarted(2)
+	h.reply(2, okO)
+	if r := h.result(); r.Stop != retry.StopSucceeded || r.Winner != 2 || r.Sent != 2 || r.Cancelled != 1 {
+		t.Fatalf("Result %+v, want attempt 2 to win with 2 slots used and attempt 1 cancelled", r)
 	}
 }
 
@@ -365,8 +383,8 @@ func TestHedgeEarlyDeclineHonoursPushbackThenIsFatal(t *testing.T) {
 	h.fake.Add(200*ms - 1)
 	h.expectNotFired()
 	h.fake.Add(1)
-	h.expectStarted(0)
-	h.reply(0, declined)
+	h.expectStarted(1)
+	h.reply(1, declined)
 	if r := h.result(); r.Stop != retry.StopNotRetryable || r.Sent != 1 || r.Outcome.Code != codes.Declined {
 		t.Fatalf("Result %+v, want the second decline to end the call (StopNotRetryable, 1 sent)", r)
 	}

@@ -11,10 +11,11 @@ import (
 	"github.com/uber/tchannel-go"
 )
 
-// Conn is the connector of one host:port: a goroutine that makes and
+// conn is the connector of one host:port: a goroutine that makes and
 // watches the one connection a Pool keeps to it, and the State that peer
-// choice reads. Make one with Pool.Acquire.
-type Conn struct {
+// choice reads. The Pool makes one per host:port (acquire); the Peers of
+// every List holding that host:port share it.
+type conn struct {
 	pool     *Pool
 	hostPort string
 	m        *stats.Conn
@@ -24,106 +25,110 @@ type Conn struct {
 	// makes a new one for the next, so it is looked up after each connect.
 	tch atomic.Pointer[tchannel.Peer]
 
-	state atomic.Uint32 // a State
+	// state is what choice reads. The connector goroutine writes it, and
+	// Lost may move it from Ready to Connecting; the goroutine keeps its
+	// own copy of where it is, so that such a change is an event it
+	// handles, never a state it finds itself in.
+	state atomic.Uint32
 	kick  chan struct{} // a call wants a connection, or found it gone
 
 	ctx   context.Context // ends when the connector is stopped
 	stop  context.CancelFunc
-	close atomic.Bool // on stop, close the connection too (Release)
+	close atomic.Bool // on stop, close the connection too (release)
 	refs  int         // guarded by pool.mu
 }
 
-func newConn(p *Pool, hostPort string, tch *tchannel.Peer) *Conn {
-	c := &Conn{pool: p, hostPort: hostPort, m: p.rec.Conn(hostPort), kick: make(chan struct{}, 1)}
+func newConn(p *Pool, hostPort string, tch *tchannel.Peer) *conn {
+	c := &conn{pool: p, hostPort: hostPort, m: p.rec.Conn(hostPort), kick: make(chan struct{}, 1), refs: 1}
 	c.tch.Store(tch)
 	c.ctx, c.stop = context.WithCancel(p.ctx)
 	c.m.State.Update(float64(Idle))
 	return c
 }
 
-// HostPort returns the address the connector connects to.
-func (c *Conn) HostPort() string { return c.hostPort }
-
 // State returns the connection's state now.
-func (c *Conn) State() State { return State(c.state.Load()) }
+func (c *conn) State() State { return State(c.state.Load()) }
 
 // TChannel returns the tchannel-go peer whose connections calls use.
-func (c *Conn) TChannel() *tchannel.Peer { return c.tch.Load() }
+func (c *conn) TChannel() *tchannel.Peer { return c.tch.Load() }
 
 // Connect asks an Idle connector to connect; in any other state it does
 // nothing. It never blocks.
-func (c *Conn) Connect() {
+func (c *conn) Connect() {
 	if c.State() == Idle {
 		c.poke()
 	}
 }
 
 // Lost reports that an attempt found no usable connection although the
-// state was Ready (the connection was closing). The connector stops
-// offering the peer at once and finds out what happened; calls wait for it
-// or go elsewhere.
-func (c *Conn) Lost() {
+// state was Ready (the connection was closing). The peer leaves choice at
+// once (Connecting); the connector looks into it, and makes it Ready again
+// if the connection is in fact fine.
+func (c *conn) Lost() {
 	if c.state.CompareAndSwap(uint32(Ready), uint32(Connecting)) {
 		c.changed(Connecting)
 		c.poke()
 	}
 }
 
-func (c *Conn) poke() {
+func (c *conn) poke() {
 	select {
 	case c.kick <- struct{}{}:
 	default:
 	}
 }
 
-func (c *Conn) shutdown(closeConn bool) {
+func (c *conn) shutdown(closeConn bool) {
 	if closeConn {
 		c.close.Store(true)
 	}
 	c.stop()
 }
 
-func (c *Conn) set(s State) {
+// publish makes s the state choice reads.
+func (c *conn) publish(s State) {
 	if State(c.state.Swap(uint32(s))) != s {
 		c.changed(s)
 	}
 }
 
-func (c *Conn) changed(s State) {
+func (c *conn) changed(s State) {
 	c.m.State.Update(float64(s))
 	c.pool.notify()
 }
 
-// run is the connector: one goroutine per Conn, from Acquire until Release
-// or Close.
-func (c *Conn) run() {
+// run is the connector: one goroutine per conn, from acquire until release
+// or Close. st is where it is; it publishes each state it enters.
+func (c *conn) run() {
 	defer c.pool.wg.Done()
 	var (
+		st       = Idle
 		conn     *tchannel.Connection // the connection while Ready
 		w        *watch               // its socket
 		failures int                  // failed connects in a row
 		retryAt  time.Time            // when TransientFailure ends
 		readyAt  time.Time            // when conn's handshake completed
 	)
+	enter := func(s State) { st = s; c.publish(s) }
 	defer func() {
 		if conn != nil && c.close.Load() {
 			conn.Close() // graceful: the calls on it finish first
 		}
-		c.set(Shutdown)
+		enter(Shutdown)
 	}()
 	clk, stopped := c.pool.clk, c.ctx.Done()
 	fail := func(since time.Time) {
 		failures++
 		c.m.Failures.Inc(1)
 		retryAt = since.Add(c.pool.backoff(failures))
-		c.set(TransientFailure)
+		enter(TransientFailure)
 	}
 	for {
-		switch c.State() {
+		switch st {
 		case Idle:
 			select {
 			case <-c.kick:
-				c.set(Connecting)
+				enter(Connecting)
 			case <-stopped:
 				return
 			}
@@ -142,7 +147,7 @@ func (c *Conn) run() {
 			readyAt = clk.Now()
 			c.tch.Store(c.pool.tch.RootPeers().GetOrAdd(c.hostPort))
 			c.m.Connects.Inc(1)
-			c.set(Ready)
+			enter(Ready)
 
 		case Ready:
 			wanted := false
@@ -150,7 +155,11 @@ func (c *Conn) run() {
 			case <-w.closed:
 			case <-c.kick:
 				if conn.IsActive() {
-					c.set(Ready) // a stale alarm: the connection is fine
+					// A false alarm: the connection is fine. Look the
+					// tchannel-go peer up again in case the caller's was
+					// one tchannel-go had dropped.
+					c.tch.Store(c.pool.tch.RootPeers().GetOrAdd(c.hostPort))
+					enter(Ready)
 					continue
 				}
 				wanted = true // Lost: a call found it closing
@@ -158,24 +167,30 @@ func (c *Conn) run() {
 				return
 			}
 			now := clk.Now()
-			next, failed := afterClose(conn, w, now.Sub(readyAt) < c.pool.cfg.Backoff.Initial)
+			short := now.Sub(readyAt) < c.pool.cfg.Backoff.Initial
+			if !short {
+				// It served: a failure now starts the backoff afresh, as
+				// gRPC resets it once a connection is ready. One that
+				// dies young keeps counting, so that a peer accepting
+				// and dropping connections is not redialled in a loop.
+				failures = 0
+			}
+			next, failed := afterClose(conn, w, short, c.pool.healthFailures())
 			conn, w = nil, nil
 			switch {
 			case failed:
 				fail(now)
 			case next == Idle && wanted:
-				failures = 0
-				c.set(Connecting)
+				enter(Connecting)
 			default:
-				failures = 0
-				c.set(next)
+				enter(next)
 			}
 
 		case TransientFailure:
 			t := clk.NewTimerAt(retryAt)
 			select {
 			case <-t.C():
-				c.set(Connecting)
+				enter(Connecting)
 			case <-c.kick: // calls cannot hurry a backoff
 				t.Stop()
 			case <-stopped:
@@ -183,7 +198,7 @@ func (c *Conn) run() {
 				return
 			}
 
-		case Shutdown:
+		default:
 			return
 		}
 	}
@@ -191,7 +206,7 @@ func (c *Conn) run() {
 
 // connect dials and handshakes once, bounded by the pool's timeout; a stop
 // aborts it at once.
-func (c *Conn) connect() (*tchannel.Connection, *watch, error) {
+func (c *conn) connect() (*tchannel.Connection, *watch, error) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.pool.cfg.Timeout)
 	defer cancel()
 	w := newWatch()
@@ -207,11 +222,13 @@ func (c *Conn) connect() (*tchannel.Connection, *watch, error) {
 
 // afterClose decides the state that follows the end of a Ready connection
 // and whether the end counts as a failed connect. short reports that it
-// ended within the backoff's initial interval of its handshake.
-func afterClose(conn *tchannel.Connection, w *watch, short bool) (next State, failed bool) {
+// ended within the backoff's initial interval of its handshake;
+// healthFailures is how many failed health checks in a row make
+// tchannel-go close a connection.
+func afterClose(conn *tchannel.Connection, w *watch, short bool, healthFailures int) (next State, failed bool) {
 	remote := w.remoteErr()
 	switch {
-	case healthChecksFailed(conn):
+	case healthChecksFailed(conn, healthFailures):
 		return TransientFailure, true // the peer stopped answering pings
 	case remote != nil && !errors.Is(remote, io.EOF):
 		return TransientFailure, true // reset or broken
@@ -226,10 +243,18 @@ func afterClose(conn *tchannel.Connection, w *watch, short bool) (next State, fa
 	return Idle, false
 }
 
-// healthChecksFailed reports whether the last of tchannel-go's health
-// checks on conn failed: the checks close a connection after
-// FailuresToClose failures in a row.
-func healthChecksFailed(conn *tchannel.Connection) bool {
+// healthChecksFailed reports whether tchannel-go's health checks closed
+// conn: its last n checks failed (n > 0). One failed check is not enough: a
+// check cut short by a close is recorded as failed too.
+func healthChecksFailed(conn *tchannel.Connection, n int) bool {
 	h := conn.IntrospectState(&tchannel.IntrospectionOptions{}).HealthChecks
-	return len(h) > 0 && !h[len(h)-1]
+	if n <= 0 || len(h) < n {
+		return false
+	}
+	for _, ok := range h[len(h)-n:] {
+		if ok {
+			return false
+		}
+	}
+	return true
 }

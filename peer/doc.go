@@ -32,7 +32,7 @@
 // and costs the same at any size.
 //
 // A request a peer's limiter refuses is offered to the next-best peer. When
-// every Ready peer that would allow it was excluded, Choose reuses an
+// every Ready peer that would allow it is excluded, Choose reuses an
 // excluded one, as gRPC's retry design allows. When nothing can take the
 // request, nothing may be sent, and the error says why: ErrThrottled (every
 // Ready peer's limiter refused), ErrConnecting (none is Ready yet, some are

@@ -70,14 +70,14 @@ func (l *List) Add(hostPort string) (*Peer, error) {
 	if err != nil {
 		return nil, err
 	}
-	var conn *Conn
+	var c *conn
 	if l.pool != nil {
-		if conn, err = l.pool.Acquire(hostPort); err != nil {
+		if c, err = l.pool.acquire(hostPort); err != nil {
 			return nil, err
 		}
-		conn.Connect()
+		c.Connect()
 	}
-	p := &Peer{hostPort: hostPort, conn: conn, limiter: lim, m: l.rec.Peer(l.service, hostPort)}
+	p := &Peer{hostPort: hostPort, conn: c, limiter: lim, m: l.rec.Peer(l.service, hostPort)}
 	p.m.Limit.Update(lim.Limit())
 	next := make([]*Peer, len(old), len(old)+1)
 	copy(next, old)
@@ -101,7 +101,7 @@ func (l *List) Remove(hostPort string) error {
 			next = append(next, old[i+1:]...)
 			l.peers.Store(&next)
 			if p.conn != nil {
-				l.pool.Release(p.conn)
+				l.pool.release(p.conn)
 			}
 			return nil
 		}

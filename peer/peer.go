@@ -26,8 +26,9 @@ var (
 	ErrNoPeers = errors.New("no peers for the service; add a peer first")
 	// ErrUnavailable: no peer has a connection, and none is being made:
 	// every one is in TransientFailure (refused, reset, handshake failed or
-	// timed out, or found dead) and waits out its connection backoff.
-	ErrUnavailable = errors.New("no peer is reachable: every connection failed and is waiting to reconnect; nothing was sent")
+	// timed out, or found dead) and waits out its connection backoff, or
+	// is shut down.
+	ErrUnavailable = errors.New("no peer could take the call: their connections failed (refused, reset, closed or found dead) and are waiting to reconnect; nothing was sent")
 	// ErrConnecting: no peer is Ready yet, but some are connecting: wait
 	// on List.Changed and choose again.
 	ErrConnecting = errors.New("no peer is connected yet; some are connecting")
@@ -37,7 +38,7 @@ var (
 // load and latency the chooser weighs.
 type Peer struct {
 	hostPort string
-	conn     *Conn // nil in a list without a pool: always Ready
+	conn     *conn // nil in a list without a pool: always Ready
 	limiter  *busy.Limiter
 	m        *stats.Peer
 
@@ -73,7 +74,8 @@ func (p *Peer) State() State {
 
 // Lost reports that an attempt found no usable connection to the peer
 // although it was Ready: the peer stops being chosen until its connector
-// has looked into it (see Conn.Lost).
+// has looked into it, and is Ready again at once if the connection is in
+// fact fine.
 func (p *Peer) Lost() {
 	if p.conn != nil {
 		p.conn.Lost()

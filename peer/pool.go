@@ -24,11 +24,13 @@ import (
 // failed.
 const DefaultConnectTimeout = 5 * time.Second
 
-// DefaultConnectBackoff is gRPC's connection backoff: 1 s after the first
-// failed connect, then x1.6 per further failure, +-20 % jitter, at most
-// 120 s.
-var DefaultConnectBackoff = retry.Backoff{Initial: time.Second, Max: 120 * time.Second, Multiplier: 1.6,
-	Jitter: retry.ProportionalJitter, Spread: 0.2}
+// DefaultConnectBackoff returns gRPC's connection backoff: 1 s after the
+// first failed connect, then x1.6 per further failure, at most 120 s, each
+// wait spread by +-20 % (retry.ProportionalJitter).
+func DefaultConnectBackoff() retry.Backoff {
+	return retry.Backoff{Initial: time.Second, Max: 120 * time.Second, Multiplier: 1.6,
+		Jitter: retry.ProportionalJitter, Spread: 0.2}
+}
 
 // ConnectConfig says how a Pool connects to peers. The zero value means the
 // defaults.
@@ -41,7 +43,8 @@ type ConnectConfig struct {
 	// the failed one started. A connection that closes within
 	// Backoff.Initial of its handshake counts as a failure too, so a peer
 	// that accepts and drops connections is retried on this schedule, not
-	// in a loop. The zero value means DefaultConnectBackoff.
+	// in a loop. Its Jitter must be retry.ProportionalJitter (a Spread of
+	// 0 means none). The zero value means DefaultConnectBackoff().
 	Backoff retry.Backoff
 }
 
@@ -58,6 +61,8 @@ func (c ConnectConfig) Validate() error {
 		return fmt.Errorf("peer: ConnectConfig.Backoff.Multiplier is %v, must be a finite number >= 1", b.Multiplier)
 	case !(b.Spread >= 0 && b.Spread < 1):
 		return fmt.Errorf("peer: ConnectConfig.Backoff.Spread is %v, must be in [0, 1)", b.Spread)
+	case b.Jitter != retry.ProportionalJitter:
+		return fmt.Errorf("peer: ConnectConfig.Backoff.Jitter is %v, must be proportional (retry.ProportionalJitter): connects are spread around the schedule, not drawn below it", b.Jitter)
 	}
 	return nil
 }
@@ -67,7 +72,7 @@ func (c ConnectConfig) withDefaults() ConnectConfig {
 		c.Timeout = DefaultConnectTimeout
 	}
 	if c.Backoff == (retry.Backoff{}) {
-		c.Backoff = DefaultConnectBackoff
+		c.Backoff = DefaultConnectBackoff()
 	}
 	return c
 }
@@ -77,7 +82,7 @@ func (c ConnectConfig) withDefaults() ConnectConfig {
 // peer's connector does). An attempt that gets it was not sent.
 var ErrNoConnection = errors.New("no established connection to the peer (connections are made by the peer's connector, not by calls)")
 
-// ErrPoolClosed is returned by Acquire after Close.
+// ErrPoolClosed is returned by List.Add after the Pool's Close.
 var ErrPoolClosed = errors.New("peer: the connection pool is closed")
 
 // Pool keeps one connection to each host:port its lists use, off the
@@ -88,7 +93,8 @@ var ErrPoolClosed = errors.New("peer: the connection pool is closed")
 // that ignores deadlines).
 //
 // Make a Pool with NewPool, install its Dialer in the tchannel.Channel's
-// options, then Start it with that channel. It is safe for concurrent use.
+// options, then Start it with that channel; Lists made with the Pool take
+// their peers' connections from it. It is safe for concurrent use.
 type Pool struct {
 	cfg  ConnectConfig
 	clk  clock.Clock
@@ -101,11 +107,20 @@ type Pool struct {
 
 	changed atomic.Pointer[chan struct{}] // closed and replaced at each change
 
-	mu     sync.Mutex
-	tch    *tchannel.Channel
-	conns  map[string]*Conn
-	closed bool
+	mu    sync.Mutex
+	tch   *tchannel.Channel
+	conns map[string]*conn
+	// released holds the host:ports whose last reference went, and when:
+	// for releasedHold the Dialer still refuses callers' dials to them, so
+	// that a call that chose such a peer just before finds no connection
+	// instead of making one.
+	released map[string]time.Time
+	closed   bool
 }
+
+// releasedHold is how long the Dialer goes on refusing callers' dials to a
+// host:port after its last peer was removed.
+const releasedHold = time.Minute
 
 // NewPool returns a Pool connecting as cfg says, timing its backoff on clk
 // (nil: the wall clock) and reporting connection metrics through rec (nil:
@@ -121,18 +136,20 @@ func NewPool(cfg ConnectConfig, clk clock.Clock, rec *stats.Recorder) (*Pool, er
 		rec = stats.NewRecorder(nil)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	p := &Pool{cfg: cfg.withDefaults(), clk: clk, rec: rec, rand: rand.Float64, ctx: ctx, stop: stop, conns: map[string]*Conn{}}
+	p := &Pool{cfg: cfg.withDefaults(), clk: clk, rec: rec, rand: rand.Float64, ctx: ctx, stop: stop,
+		conns: map[string]*conn{}, released: map[string]time.Time{}}
 	ch := make(chan struct{})
 	p.changed.Store(&ch)
 	return p, nil
 }
 
 // Dialer returns the dial function to put in tchannel.ChannelOptions.Dialer.
-// For a host:port the Pool manages it dials only on behalf of the peer's
-// connector, through next (a net.Dialer when nil), and refuses every other
-// dial at once with ErrNoConnection: that is a call that found no
-// established connection, and it must not wait on a connect. Dials to
-// other host:ports go through next unchanged.
+// For a host:port the Pool manages (or did until a minute ago) it dials only
+// on behalf of the peer's connector, through next (a net.Dialer when nil),
+// and refuses every other dial at once with ErrNoConnection: that is a call
+// that found no established connection, and it must not wait on a connect.
+// After Close it refuses every dial but a connector's. Dials to other
+// host:ports go through next unchanged.
 func (p *Pool) Dialer(next func(ctx context.Context, network, hostPort string) (net.Conn, error)) func(ctx context.Context, network, hostPort string) (net.Conn, error) {
 	if next == nil {
 		var d net.Dialer
@@ -141,10 +158,7 @@ func (p *Pool) Dialer(next func(ctx context.Context, network, hostPort string) (
 	return func(ctx context.Context, network, hostPort string) (net.Conn, error) {
 		w, _ := ctx.Value(watchKey{}).(*watch)
 		if w == nil {
-			p.mu.Lock()
-			_, managed := p.conns[hostPort]
-			p.mu.Unlock()
-			if managed {
+			if p.managed(hostPort) {
 				return nil, ErrNoConnection
 			}
 			return next(ctx, network, hostPort)
@@ -158,17 +172,36 @@ func (p *Pool) Dialer(next func(ctx context.Context, network, hostPort string) (
 }
 
 // Start gives the Pool the channel it connects through; the channel's
-// options must hold the Pool's Dialer. Acquire fails until Start.
-func (p *Pool) Start(tch *tchannel.Channel) {
+// options must hold the Pool's Dialer. Lists can add peers only after
+// Start, which may be called once.
+func (p *Pool) Start(tch *tchannel.Channel) error {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case tch == nil:
+		return errors.New("peer: Pool.Start needs a tchannel.Channel")
+	case p.tch != nil:
+		return errors.New("peer: the Pool is already started")
+	}
 	p.tch = tch
-	p.mu.Unlock()
+	return nil
 }
 
-// Acquire returns the connector of hostPort, making it on first use, and
-// counts a reference to it; Release gives the reference back. A new
+// managed reports whether callers' dials to hostPort are refused.
+func (p *Pool) managed(hostPort string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.conns[hostPort]; ok || p.closed {
+		return true
+	}
+	at, ok := p.released[hostPort]
+	return ok && p.clk.Since(at) < releasedHold
+}
+
+// acquire returns the connector of hostPort, making it on first use, and
+// counts a reference to it; release gives the reference back. A new
 // connector is Idle until asked to connect (List.Add asks at once).
-func (p *Pool) Acquire(hostPort string) (*Conn, error) {
+func (p *Pool) acquire(hostPort string) (*conn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
@@ -181,6 +214,7 @@ func (p *Pool) Acquire(hostPort string) (*Conn, error) {
 		c.refs++
 		return c, nil
 	}
+	delete(p.released, hostPort)
 	c := newConn(p, hostPort, p.tch.RootPeers().GetOrAdd(hostPort))
 	p.conns[hostPort] = c
 	p.wg.Add(1)
@@ -188,14 +222,21 @@ func (p *Pool) Acquire(hostPort string) (*Conn, error) {
 	return c, nil
 }
 
-// Release gives back a reference Acquire counted. The last one stops the
+// release gives back a reference acquire counted. The last one stops the
 // connector and closes its connection once the calls on it are done.
-func (p *Pool) Release(c *Conn) {
+func (p *Pool) release(c *conn) {
 	p.mu.Lock()
 	c.refs--
 	last := c.refs == 0 && p.conns[c.hostPort] == c
 	if last {
 		delete(p.conns, c.hostPort)
+		now := p.clk.Now()
+		for hp, at := range p.released { // forget what no call can race any more
+			if now.Sub(at) >= releasedHold {
+				delete(p.released, hp)
+			}
+		}
+		p.released[c.hostPort] = now
 	}
 	p.mu.Unlock()
 	if last {
@@ -214,7 +255,7 @@ func (p *Pool) Close() {
 	}
 	p.closed = true
 	conns := p.conns
-	p.conns = map[string]*Conn{}
+	p.conns = map[string]*conn{}
 	p.mu.Unlock()
 	p.stop()
 	for _, c := range conns {
@@ -234,6 +275,16 @@ func (p *Pool) notify() {
 
 // backoff returns the wait after the nth failed connect in a row.
 func (p *Pool) backoff(n int) time.Duration { return p.cfg.Backoff.Delay(n, p.rand()) }
+
+// healthFailures returns how many failed health checks in a row make
+// tchannel-go close a connection of the Pool's channel (0: no checks).
+func (p *Pool) healthFailures() int {
+	hc := p.tch.ConnectionOptions().HealthChecks
+	if hc.Interval <= 0 {
+		return 0
+	}
+	return hc.FailuresToClose
+}
 
 type watchKey struct{}
 

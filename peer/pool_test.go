@@ -51,7 +51,9 @@ func newFixture(t *testing.T, cfg ConnectConfig, opts tchannel.ChannelOptions) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool.Start(tch)
+	if err := pool.Start(tch); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { pool.Close(); tch.Close() })
 	f.pool = pool
 	if f.list, err = NewList("kv", busy.DefaultConfig(), f.clk, rec, pool); err != nil {
@@ -223,6 +225,7 @@ func TestRefusedPeerFollowsTheBackoffSchedule(t *testing.T) {
 		}
 		testwait.Timers(t, f.clk, 1)
 		f.clk.Add(wait - time.Millisecond)
+		testwait.Timers(t, f.clk, 1) // still waiting: the timer did not fire
 		if f.dials.Load() != int64(i+1) || p.State() != TransientFailure {
 			t.Fatalf("before backoff %d (%v) ended: %d dials, state %v", i+1, wait, f.dials.Load(), p.State())
 		}
@@ -457,19 +460,52 @@ func TestLostIsCheckedByTheConnector(t *testing.T) {
 	f.waitState(p, Ready)
 	changed := f.pool.Changed()
 	p.Lost()
-	if st := p.State(); st != Connecting && st != Ready {
-		t.Fatalf("state after Lost: %v", st)
-	}
-	testwait.Recv(t, changed, "Lost to announce a change")
+	testwait.Recv(t, changed, "Lost to announce a change") // it left Ready
 	f.waitState(p, Ready)
 	if n := f.dials.Load(); n != 1 {
 		t.Fatalf("%d dials after a false alarm, want 1", n)
 	}
 }
 
-// Removing the last list's reference stops the connector and closes its
-// connection; the server sees it go.
+// Removing a peer stops its connector and closes its connection (the
+// server sees it go), and calls that chose the peer before cannot dial it:
+// they find no connection.
 func TestRemoveStopsTheConnectorAndClosesTheConnection(t *testing.T) {
+	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
+	s := startServer(t, "127.0.0.1:0")
+	hp := s.PeerInfo().HostPort
+	p := f.add(hp)
+	f.waitState(p, Ready)
+	if err := f.list.Remove(hp); err != nil {
+		t.Fatal(err)
+	}
+	f.waitState(p, Shutdown)
+	testwait.Until(t, "the server to see the connection closed", func() bool {
+		for _, peer := range s.IntrospectState(nil).RootPeers {
+			if len(peer.InboundConnections) > 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if err := call(t, p); !errors.Is(err, ErrNoConnection) {
+		t.Fatalf("a call on the removed peer: %v, want ErrNoConnection (no dial)", err)
+	}
+	if n := f.dials.Load(); n != 1 {
+		t.Fatalf("%d dials, want 1", n)
+	}
+	f.pool.mu.Lock()
+	n := len(f.pool.conns)
+	f.pool.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d connectors left in the pool", n)
+	}
+}
+
+// Two lists holding one host:port share its connector; removing the peer
+// from one leaves it running for the other, and removing it from the
+// second stops it.
+func TestListsShareAConnector(t *testing.T) {
 	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
 	s := startServer(t, "127.0.0.1:0")
 	hp := s.PeerInfo().HostPort
@@ -485,26 +521,79 @@ func TestRemoveStopsTheConnectorAndClosesTheConnection(t *testing.T) {
 	if p.conn != q.conn {
 		t.Fatal("two lists got two connectors for one host:port")
 	}
-	f.list.Connect()
 	f.waitState(p, Ready)
 	if err := f.list.Remove(hp); err != nil {
 		t.Fatal(err)
 	}
-	if p.State() != Ready {
-		t.Fatalf("state %v while another list holds the peer", p.State())
+	f.pool.mu.Lock()
+	refs, held := q.conn.refs, f.pool.conns[hp] == q.conn
+	f.pool.mu.Unlock()
+	if refs != 1 || !held || q.conn.ctx.Err() != nil {
+		t.Fatalf("after removing one of two: refs %d, held %v, stopped %v", refs, held, q.conn.ctx.Err() != nil)
+	}
+	if err := call(t, q); err != nil {
+		t.Fatalf("the other list's peer: %v", err)
 	}
 	if err := other.Remove(hp); err != nil {
 		t.Fatal(err)
 	}
-	f.waitState(p, Shutdown)
-	testwait.Until(t, "the server to see the connection closed", func() bool {
-		for _, peer := range s.IntrospectState(nil).RootPeers {
-			if len(peer.InboundConnections) > 0 {
-				return false
+	f.waitState(q, Shutdown)
+}
+
+// A connection that served, then failed, waits out the backoff's first
+// step, not the step the failures before it had reached: the backoff
+// starts afresh once a connection is ready, as gRPC's.
+func TestBackoffStartsAfreshAfterAConnectionServed(t *testing.T) {
+	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
+	addr := refusing(t)
+	p := f.add(addr)
+	f.waitState(p, TransientFailure)
+	testwait.Timers(t, f.clk, 1)
+	f.clk.Add(time.Second) // second connect: refused too
+	testwait.Until(t, "the second connect", func() bool { return f.dials.Load() == 2 })
+	f.waitState(p, TransientFailure)
+	testwait.Timers(t, f.clk, 1)
+	s := startServer(t, addr)
+	f.clk.Add(1600 * time.Millisecond)
+	f.waitState(p, Ready)
+	f.clk.Add(time.Hour) // it serves an hour
+	s.Close()
+	f.waitState(p, TransientFailure) // EOF, then the reconnect is refused
+	testwait.Timers(t, f.clk, 1)
+	dials := f.dials.Load()
+	f.clk.Add(time.Second - time.Millisecond)
+	if f.dials.Load() != dials {
+		t.Fatal("reconnected before the backoff's first step")
+	}
+	f.clk.Add(time.Millisecond)
+	testwait.Until(t, "a reconnect one second on", func() bool { return f.dials.Load() == dials+1 })
+}
+
+// False alarms (Lost on a healthy connection, from many calls at once)
+// never make the connector dial again.
+func TestFalseAlarmsNeverRedial(t *testing.T) {
+	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
+	s := startServer(t, "127.0.0.1:0")
+	p := f.add(s.PeerInfo().HostPort)
+	f.waitState(p, Ready)
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 500; i++ {
+				p.Lost()
 			}
-		}
-		return true
-	})
+		}()
+	}
+	wg.Wait()
+	f.waitState(p, Ready)
+	if err := call(t, p); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.dials.Load(); n != 1 {
+		t.Fatalf("%d dials after false alarms, want 1", n)
+	}
 }
 
 func TestConnectConfigValidate(t *testing.T) {

@@ -11,6 +11,8 @@ import "strconv"
 //	Ready --(closed by the remote after it served a while)--> Connecting
 //	Ready --(reset, found dead by health checks, or closed soon after it opened)--> TransientFailure
 //	Ready --(closed by this process's idle sweep)--> Idle
+//	Ready --(an attempt found the connection closing: Peer.Lost)--> Connecting,
+//	        then Ready again at once if the connection was fine
 //	TransientFailure --(its backoff has passed)--> Connecting
 //	any --(removed, or the channel closed)--> Shutdown
 //

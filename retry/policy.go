@@ -14,7 +14,8 @@ import (
 // "Limits on Retries and Hedges"); ExecutorConfig.MaxAttemptsCap changes it.
 const MaxAttemptsCap = 5
 
-// Jitter selects how a backoff delay is drawn below its exponential ceiling.
+// Jitter selects how a backoff delay is drawn from its exponential ceiling:
+// below it (full, equal) or around it (proportional).
 type Jitter uint8
 
 const (
@@ -32,7 +33,7 @@ const (
 	ProportionalJitter
 )
 
-// String returns "full" or "equal".
+// String returns "full", "equal" or "proportional".
 func (j Jitter) String() string {
 	switch j {
 	case FullJitter:

@@ -88,7 +88,7 @@ func (b bounded) Handle(ctx tthrift.Context, method string, p athrift.TProtocol)
 		return false, nil, tchannel.NewSystemError(tchannel.ErrCodeBadRequest,
 			"request too large: its Thrift body is more than %d bytes, the server's limit; send a smaller request", b.s.limit)
 	}
-	return success, res, err
+	return success, res, channel.HandlerError(err)
 }
 
 // errTooLarge ends the decoding of a request over the limit; bounded.Handle
