@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/clock"
+	"github.com/sluice-rpc/sluice/internal/testnet"
 	"github.com/sluice-rpc/sluice/internal/testwait"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/stats"
@@ -21,52 +21,6 @@ import (
 	"github.com/uber/tchannel-go"
 	"github.com/uber/tchannel-go/raw"
 )
-
-// deadAddr returns an address on 127.0.0.1 where nothing listens.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
-// blackHole accepts TCP connections on 127.0.0.1 and never answers:
-// TChannel's handshake never completes.
-func blackHole(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-		wg    sync.WaitGroup
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		wg.Wait()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-	})
-	return l.Addr().String()
-}
 
 // waitPeerState waits, bounded, until service's peer at hostPort is in
 // state want.
@@ -120,7 +74,7 @@ func TestEveryPeerDownFailsAtOnceWithoutDialing(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	for i := 0; i < 3; i++ {
-		require.NoError(t, c.AddPeer("kv", deadAddr(t)))
+		require.NoError(t, c.AddPeer("kv", testnet.Refused(t)))
 	}
 	for i := 0; i < 200; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -158,7 +112,7 @@ func TestWaitForReady(t *testing.T) {
 			c, err := New("client", opts...)
 			require.NoError(t, err)
 			t.Cleanup(c.Close)
-			addr := deadAddr(t)
+			addr := testnet.Refused(t)
 			require.NoError(t, c.AddPeer("kv", addr))
 			require.Error(t, c.Connect(ctxTimeout(t), "kv"))
 			done := make(chan error, 1)
@@ -183,7 +137,7 @@ func TestWaitForReady(t *testing.T) {
 	c, err := New("client")
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	require.NoError(t, c.AddPeer("kv", deadAddr(t)))
+	require.NoError(t, c.AddPeer("kv", testnet.Refused(t)))
 	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
 	assert.ErrorIs(t, err, ErrUnavailable)
 }
@@ -193,7 +147,7 @@ func TestWaitForReady(t *testing.T) {
 // and none waits on the stuck handshake. With only that peer, a call waits
 // while it is connecting and returns at its deadline.
 func TestBlackHolePeerHoldsNoCall(t *testing.T) {
-	hole := blackHole(t)
+	hole := testnet.BlackHole(t).Addr()
 	for _, cfg := range []string{
 		fmt.Sprintf(retryBusy, 3, "0.01s", ""),
 		fmt.Sprintf(hedgeCfg, 3, "0.01s", ""),
@@ -397,7 +351,7 @@ func TestCloseEndsCallsWaitingForReady(t *testing.T) {
 	waiting := make(chan struct{}, 10)
 	c, err := New("client", withOnWait(func() { waiting <- struct{}{} }))
 	require.NoError(t, err)
-	require.NoError(t, c.AddPeer("kv", deadAddr(t)))
+	require.NoError(t, c.AddPeer("kv", testnet.Refused(t)))
 	require.Error(t, c.Connect(ctxTimeout(t), "kv"))
 	done := make(chan error, 1)
 	go func() {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/internal/clock"
+	"github.com/sluice-rpc/sluice/internal/testnet"
 	"github.com/sluice-rpc/sluice/internal/testwait"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/stats"
@@ -124,66 +125,6 @@ func (echo) Handle(_ context.Context, args *raw.Args) (*raw.Res, error) {
 }
 func (echo) OnError(context.Context, error) {}
 
-// refusing returns an address on 127.0.0.1 where nothing listens.
-func refusing(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
-// listener accepts connections on 127.0.0.1 and, counting them, closes
-// each at once (hold false) or holds it open without a word (hold true: a
-// black hole for TChannel's handshake).
-type listener struct {
-	net.Listener
-	accepts atomic.Int64
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	held    []net.Conn
-}
-
-func listen(t *testing.T, hold bool) *listener {
-	t.Helper()
-	nl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &listener{Listener: nl}
-	l.wg.Add(1)
-	go func() {
-		defer l.wg.Done()
-		for {
-			c, err := nl.Accept()
-			if err != nil {
-				return
-			}
-			l.accepts.Add(1)
-			if !hold {
-				c.Close()
-				continue
-			}
-			l.mu.Lock()
-			l.held = append(l.held, c)
-			l.mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		nl.Close()
-		l.wg.Wait()
-		l.mu.Lock()
-		for _, c := range l.held {
-			c.Close()
-		}
-		l.mu.Unlock()
-	})
-	return l
-}
-
 func TestPeerConnectsWhenAdded(t *testing.T) {
 	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
 	s := startServer(t, "127.0.0.1:0")
@@ -212,7 +153,7 @@ func TestPeerConnectsWhenAdded(t *testing.T) {
 // add connects: with no jitter, 1 s, then 1.6 s, then 2.56 s.
 func TestRefusedPeerFollowsTheBackoffSchedule(t *testing.T) {
 	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
-	p := f.add(refusing(t))
+	p := f.add(testnet.Refused(t))
 	f.list.Connect()
 	f.waitState(p, TransientFailure)
 	for i, wait := range []time.Duration{time.Second, 1600 * time.Millisecond, 2560 * time.Millisecond} {
@@ -242,19 +183,19 @@ func TestRefusedPeerFollowsTheBackoffSchedule(t *testing.T) {
 // transient failure and is retried on the schedule, one accept per connect.
 func TestAcceptThenCloseIsAFailedConnect(t *testing.T) {
 	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
-	l := listen(t, false)
-	p := f.add(l.Addr().String())
+	l := testnet.AcceptClose(t)
+	p := f.add(l.Addr())
 	f.list.Connect()
 	f.waitState(p, TransientFailure)
 	testwait.Timers(t, f.clk, 1)
-	if n := l.accepts.Load(); n != 1 {
+	if n := l.Accepts(); n != 1 {
 		t.Fatalf("%d accepts, want 1", n)
 	}
 	f.clk.Add(time.Second)
-	testwait.Until(t, "the second accept", func() bool { return l.accepts.Load() == 2 })
+	testwait.Until(t, "the second accept", func() bool { return l.Accepts() == 2 })
 	f.waitState(p, TransientFailure)
 	testwait.Timers(t, f.clk, 1)
-	if n := l.accepts.Load(); n != 2 {
+	if n := l.Accepts(); n != 2 {
 		t.Fatalf("%d accepts, want 2", n)
 	}
 }
@@ -265,11 +206,11 @@ func TestAcceptThenCloseIsAFailedConnect(t *testing.T) {
 // connect at once.
 func TestBlackHolePeerTimesOutAndNeverHoldsACall(t *testing.T) {
 	f := newFixture(t, ConnectConfig{Timeout: 300 * time.Millisecond}, tchannel.ChannelOptions{})
-	l := listen(t, true)
-	p := f.add(l.Addr().String())
+	l := testnet.BlackHole(t)
+	p := f.add(l.Addr())
 	f.list.Connect()
 	f.waitState(p, Connecting)
-	testwait.Until(t, "the black hole to accept", func() bool { return l.accepts.Load() == 1 })
+	testwait.Until(t, "the black hole to accept", func() bool { return l.Accepts() == 1 })
 	if _, err := f.list.Choose(nil); err != ErrConnecting {
 		t.Fatalf("Choose while connecting: %v, want ErrConnecting", err)
 	}
@@ -284,10 +225,10 @@ func TestBlackHolePeerTimesOutAndNeverHoldsACall(t *testing.T) {
 	f.waitState(p, TransientFailure)
 
 	g := newFixture(t, ConnectConfig{Timeout: time.Hour}, tchannel.ChannelOptions{})
-	q := g.add(l.Addr().String())
+	q := g.add(l.Addr())
 	g.list.Connect()
 	g.waitState(q, Connecting)
-	testwait.Until(t, "the black hole to accept", func() bool { return l.accepts.Load() == 2 })
+	testwait.Until(t, "the black hole to accept", func() bool { return l.Accepts() == 2 })
 	done := make(chan struct{})
 	go func() { g.pool.Close(); close(done) }()
 	testwait.Recv(t, done, "Close to end an hour-long connect")
@@ -545,7 +486,7 @@ func TestListsShareAConnector(t *testing.T) {
 // starts afresh once a connection is ready, as gRPC's.
 func TestBackoffStartsAfreshAfterAConnectionServed(t *testing.T) {
 	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
-	addr := refusing(t)
+	addr := testnet.Refused(t)
 	p := f.add(addr)
 	f.waitState(p, TransientFailure)
 	testwait.Timers(t, f.clk, 1)

@@ -1,0 +1,43 @@
+package testnet
+
+import (
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/sluice-rpc/sluice/internal/testwait"
+)
+
+func TestFaultPoints(t *testing.T) {
+	if _, err := net.Dial("tcp", Refused(t)); err == nil {
+		t.Fatal("a connect to the refused address succeeded")
+	}
+
+	ac := AcceptClose(t)
+	c, err := net.Dial("tcp", ac.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("read from an accept-close listener: %v, want EOF", err)
+	}
+	if ac.Accepts() != 1 {
+		t.Fatalf("%d accepts, want 1", ac.Accepts())
+	}
+
+	bh := BlackHole(t)
+	c2, err := net.Dial("tcp", bh.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	testwait.Until(t, "the black hole to accept", func() bool { return bh.Accepts() == 1 })
+	c2.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	var ne net.Error
+	if _, err := c2.Read(make([]byte, 1)); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("read from a black hole: %v, want a timeout", err)
+	}
+}
