@@ -4,7 +4,7 @@
 // # Connections
 //
 // A Pool keeps one connection to each host:port, off the callers' path: a
-// connector per host:port (Conn) dials and handshakes with its own timeout,
+// connector per host:port dials and handshakes with its own timeout,
 // watches the connection, and reconnects with gRPC's connection backoff (1 s,
 // x1.6, +-20 % jitter, at most 120 s), counted from the start of each failed
 // connect. Its State follows gRPC's connectivity states: Connecting from
