@@ -166,22 +166,28 @@ type Response struct {
 // 64 KiB, or arguments over the Channel's maximum request size
 // (WithMaxRequestSize).
 func (c *Channel) Call(ctx context.Context, service, method string, req *Request, opts ...CallOption) (*Response, error) {
+	return c.call(ctx, service, method, req, waitForReady(opts))
+}
+
+// waitForReady reports whether opts ask to wait for a ready peer. Without
+// options it touches nothing: applying them makes the options escape, an
+// allocation the common call need not pay.
+func waitForReady(opts []CallOption) bool {
+	if len(opts) == 0 {
+		return false
+	}
 	var o callOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return c.call(ctx, service, method, req, o.waitForReady)
+	return o.waitForReady
 }
 
 // CallRaw calls service's method with raw arguments and returns the
 // response. A response marked as an application error is returned with a nil
 // error and AppError set.
 func (c *Channel) CallRaw(ctx context.Context, service, method string, arg2, arg3 []byte, opts ...CallOption) (*RawResponse, error) {
-	var o callOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	res, err := c.call(ctx, service, method, &Request{Format: tchannel.Raw, Arg2: arg2, Arg3: arg3}, o.waitForReady)
+	res, err := c.call(ctx, service, method, &Request{Format: tchannel.Raw, Arg2: arg2, Arg3: arg3}, waitForReady(opts))
 	if err != nil {
 		return nil, err
 	}
