@@ -545,11 +545,8 @@ func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
 const AttemptsHeader = "previous-rpc-attempts"
 
 // attempt sends a.req once, to a ready peer this call has not used yet when
-// one allows it (st.pick). A peer whose connection turns out to be gone
-// before anything was sent is reported lost (it leaves choice until its
-// connector has reconnected) and the attempt moves to another at once: at
-// most as many times as the list has peers, so an attempt never loops on
-// dead connections (peer health reconnects them, in the background). It
+// one allows it (st.pick); a peer whose connection turns out to be gone
+// before anything was sent is left for another (beginElsewhere). It
 // returns the response, whether the request left the client, whether the
 // response had reached the application (its arg2 was read) before a
 // failure, and a *CallError on failure.
@@ -557,51 +554,29 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 	if c.closed.Load() {
 		return nil, false, false, &CallError{Service: a.service, Method: a.method, Err: ErrClosed}
 	}
-	var p *peer.Peer
 	m := st.m
 	// One clock read for the choice and the latency (BeginCall included),
 	// unless the choice had to wait.
-	t0 := c.o.clock.Now()
+	p, t0, err := st.pick(ctx, c.o.clock.Now())
+	if err != nil {
+		ce := &CallError{Service: a.service, Method: a.method, Code: localCode(err), Err: err}
+		if ce.Code == codes.OK { // the context ended while waiting for a peer
+			ce.Code, ce.Message = classify(err)
+		}
+		return nil, false, false, ce
+	}
 	span, sctx := noopSpan, ctx // sctx carries the attempt's span to tchannel-go
-	var call *tchannel.OutboundCall
-	for unsent := 1; ; unsent++ {
-		if p, t0, err = st.pick(ctx, t0); err != nil {
-			ce := &CallError{Service: a.service, Method: a.method, Code: localCode(err), Err: err}
-			if ce.Code == codes.OK { // the context ended while waiting for a peer
-				ce.Code, ce.Message = classify(err)
-			}
-			return nil, false, false, ce
-		}
-		if c.tracing {
-			if span == noopSpan {
-				span = c.o.tracer.StartSpan("sluice.attempt", opentracing.ChildOf(spanContext(ctx)))
-				defer span.Finish()
-				span.SetTag("attempt", n)
-				sctx = opentracing.ContextWithSpan(ctx, span)
-			}
-			span.SetTag("peer", p.HostPort())
-		}
-		call, err = p.TChannel().BeginCall(sctx, a.service, a.method, callOptionsFor(a.req.Format))
-		if err == nil {
-			break
-		}
-		var se tchannel.SystemError
-		if errors.As(err, &se) || ctx.Err() != nil {
-			// Not a connection problem: the deadline is (nearly) reached,
-			// or tchannel-go refused the call itself.
-			code, msg := classify(err)
-			ext.Error.Set(span, true)
-			span.SetTag("code", code.String())
-			return nil, false, false, &CallError{Service: a.service, Method: a.method, Code: code, Message: msg, Err: err}
-		}
-		// The connection closed under us: nothing left this process.
-		m.Unsent()
-		p.Lost()
-		if unsent >= len(st.l.Peers()) {
-			ext.Error.Set(span, true)
-			span.SetTag("code", codes.Unavailable.String())
-			return nil, false, false, &CallError{Service: a.service, Method: a.method, Code: codes.Unavailable,
-				Err: fmt.Errorf("%w (the connections of the peers this attempt chose closed before it could be sent; the last, %s: %v)", ErrUnavailable, p.HostPort(), err)}
+	if c.tracing {
+		span = c.o.tracer.StartSpan("sluice.attempt", opentracing.ChildOf(spanContext(ctx)))
+		span.SetTag("attempt", n)
+		span.SetTag("peer", p.HostPort())
+		sctx = opentracing.ContextWithSpan(ctx, span)
+	}
+	defer span.Finish()
+	call, err := p.TChannel().BeginCall(sctx, a.service, a.method, callOptionsFor(a.req.Format))
+	if err != nil {
+		if p, call, t0, err = c.beginElsewhere(ctx, sctx, st, a, span, p, t0, err); err != nil {
+			return nil, false, false, err
 		}
 	}
 	sent = true
@@ -634,6 +609,48 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 	}
 	res.Peer = p.HostPort()
 	return res, true, false, nil
+}
+
+// beginElsewhere handles an attempt whose BeginCall on p failed with err,
+// the rare path of attempt. A connection that closed under the attempt sent
+// nothing: the peer is reported lost (it leaves choice until its connector
+// has reconnected) and the attempt begins on another peer at once, at most
+// as many times as the list has peers, so an attempt never loops on dead
+// connections. Any other error (the deadline is reached, or tchannel-go
+// refused the call itself) ends the attempt. It returns the peer and call
+// that began, or a *CallError.
+func (c *Channel) beginElsewhere(ctx, sctx context.Context, st *callState, a *attemptSpec, span opentracing.Span,
+	p *peer.Peer, t0 time.Time, err error) (*peer.Peer, *tchannel.OutboundCall, time.Time, error) {
+	for unsent := 1; ; unsent++ {
+		var se tchannel.SystemError
+		if errors.As(err, &se) || ctx.Err() != nil {
+			code, msg := classify(err)
+			ext.Error.Set(span, true)
+			span.SetTag("code", code.String())
+			return nil, nil, t0, &CallError{Service: a.service, Method: a.method, Code: code, Message: msg, Err: err}
+		}
+		// The connection closed under us: nothing left this process.
+		st.m.Unsent()
+		p.Lost()
+		if unsent >= len(st.l.Peers()) {
+			ext.Error.Set(span, true)
+			span.SetTag("code", codes.Unavailable.String())
+			return nil, nil, t0, &CallError{Service: a.service, Method: a.method, Code: codes.Unavailable,
+				Err: fmt.Errorf("%w (the connections of the peers this attempt chose closed before it could be sent; the last, %s: %v)", ErrUnavailable, p.HostPort(), err)}
+		}
+		if p, t0, err = st.pick(ctx, t0); err != nil {
+			ce := &CallError{Service: a.service, Method: a.method, Code: localCode(err), Err: err}
+			if ce.Code == codes.OK {
+				ce.Code, ce.Message = classify(err)
+			}
+			return nil, nil, t0, ce
+		}
+		span.SetTag("peer", p.HostPort())
+		var call *tchannel.OutboundCall
+		if call, err = p.TChannel().BeginCall(sctx, a.service, a.method, callOptionsFor(a.req.Format)); err == nil {
+			return p, call, t0, nil
+		}
+	}
 }
 
 // Call options per format, shared: tchannel-go only reads them (as it does
