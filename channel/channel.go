@@ -91,29 +91,20 @@ func WithDefaultTimeout(d time.Duration) Option { return func(o *options) { o.ti
 // propagation is always on (SendCancelOnContextCanceled and PropagateCancel)
 // so that cancelled hedges stop their servers' work. Its Dialer, if set,
 // makes the connections Sluice's connectors open (see WithConnectConfig).
-// Connection health checks (DefaultConnectionOptions.HealthChecks) default
-// to DefaultHealthChecks() when their Interval is zero; a negative Interval
-// turns them off.
+// Leave tchannel-go's own health checks (DefaultConnectionOptions.
+// HealthChecks) off: Sluice's connectors check their connections
+// themselves (peer.ConnectConfig.HealthCheck), and a tchannel-go check that
+// fails on a closing connection waits for itself forever.
 func WithTChannelOptions(t tchannel.ChannelOptions) Option { return func(o *options) { o.tch = t } }
 
 // WithConnectConfig sets how the Channel connects to its peers: the timeout
-// of one connect (dial and handshake) and the backoff between connects to a
-// peer that failed. Default: the zero peer.ConnectConfig, which means
-// peer.DefaultConnectTimeout and peer.DefaultConnectBackoff() (gRPC's: 1 s,
-// x1.6, at most 120 s, +-20 %).
+// of one connect (dial and handshake), the backoff between connects to a
+// peer that failed, and the health check of established connections.
+// Default: the zero peer.ConnectConfig, which means peer.DefaultConnectTimeout,
+// peer.DefaultConnectBackoff() (gRPC's: 1 s, x1.6, at most 120 s, +-20 %) and
+// peer.DefaultHealthCheck() (a ping a second; three unanswered close the
+// connection, so a frozen peer is found in about three seconds).
 func WithConnectConfig(c peer.ConnectConfig) Option { return func(o *options) { o.connect = c } }
-
-// DefaultHealthChecks returns the connection health checks a Channel runs
-// unless told otherwise (see WithTChannelOptions): a TChannel ping every
-// second on each connection, and the connection is closed, its peer marked
-// in transient failure, after three pings in a row go unanswered for half a
-// second. They find a peer that died without closing its connections (a
-// frozen process, a pulled cable) in about three seconds. tchannel-go runs
-// them on inbound connections too, so a server also drops the connections
-// of clients that vanished.
-func DefaultHealthChecks() tchannel.HealthCheckOptions {
-	return tchannel.HealthCheckOptions{Interval: time.Second, Timeout: 500 * time.Millisecond, FailuresToClose: 3}
-}
 
 // WithShedding makes the Channel's server side answer Busy, before any
 // handler runs, to requests beyond the limits of c.
@@ -219,9 +210,6 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	// work on its server too (tchannel-go leaves both off by default).
 	topts.DefaultConnectionOptions.SendCancelOnContextCanceled = true
 	topts.DefaultConnectionOptions.PropagateCancel = true
-	if topts.DefaultConnectionOptions.HealthChecks.Interval == 0 {
-		topts.DefaultConnectionOptions.HealthChecks = DefaultHealthChecks()
-	}
 	tch, err := tchannel.NewChannel(serviceName, &topts)
 	if err != nil {
 		return nil, fmt.Errorf("channel: %w", err)

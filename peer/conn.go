@@ -2,11 +2,10 @@ package peer
 
 import (
 	"context"
-	"errors"
-	"io"
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/clock"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber/tchannel-go"
 )
@@ -106,6 +105,7 @@ func (c *conn) run() {
 		conn     *tchannel.Connection // the connection while Ready
 		w        *watch               // its socket
 		failures int                  // failed connects in a row
+		misses   int                  // unanswered health checks in a row
 		retryAt  time.Time            // when TransientFailure ends
 		readyAt  time.Time            // when conn's handshake completed
 	)
@@ -116,7 +116,7 @@ func (c *conn) run() {
 		}
 		enter(Shutdown)
 	}()
-	clk, stopped := c.pool.clk, c.ctx.Done()
+	clk, stopped, hc := c.pool.clk, c.ctx.Done(), c.pool.cfg.HealthCheck
 	fail := func(since time.Time) {
 		failures++
 		c.m.Failures.Inc(1)
@@ -150,6 +150,12 @@ func (c *conn) run() {
 			enter(Ready)
 
 		case Ready:
+			var tick <-chan time.Time
+			var t clock.Timer
+			if hc.Interval > 0 {
+				t = clk.NewTimer(hc.Interval)
+				tick = t.C()
+			}
 			wanted := false
 			select {
 			case <-w.closed:
@@ -159,13 +165,35 @@ func (c *conn) run() {
 					// tchannel-go peer up again in case the caller's was
 					// one tchannel-go had dropped.
 					c.tch.Store(c.pool.tch.RootPeers().GetOrAdd(c.hostPort))
-					enter(Ready)
+					c.publish(Ready)
+					stopTimer(t)
 					continue
 				}
 				wanted = true // Lost: a call found it closing
+			case <-tick:
+				if c.ping(hc.Timeout) {
+					misses = 0
+					continue
+				}
+				if c.ctx.Err() != nil {
+					return
+				}
+				if misses++; misses < hc.Failures {
+					continue
+				}
+				// The peer stopped answering: close the connection (the
+				// calls on it end by their deadlines) and back off.
+				conn.Close()
+				conn, w, misses = nil, nil, 0
+				failures = 0 // it served; the backoff starts afresh
+				fail(clk.Now())
+				continue
 			case <-stopped:
+				stopTimer(t)
 				return
 			}
+			stopTimer(t)
+			misses = 0
 			now := clk.Now()
 			short := now.Sub(readyAt) < c.pool.cfg.Backoff.Initial
 			if !short {
@@ -175,7 +203,7 @@ func (c *conn) run() {
 				// and dropping connections is not redialled in a loop.
 				failures = 0
 			}
-			next, failed := afterClose(conn, w, short, c.pool.healthFailures())
+			next, failed := afterClose(w, short)
 			conn, w = nil, nil
 			switch {
 			case failed:
@@ -220,41 +248,36 @@ func (c *conn) connect() (*tchannel.Connection, *watch, error) {
 	return conn, w, nil
 }
 
+// ping sends one TChannel ping to the peer and reports whether it was
+// answered within timeout. It goes over the peer's established connection:
+// if there is none, it fails at once (callers' dials are refused).
+func (c *conn) ping(timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(c.ctx, timeout)
+	defer cancel()
+	return c.pool.tch.Ping(ctx, c.hostPort) == nil
+}
+
+func stopTimer(t clock.Timer) {
+	if t != nil {
+		t.Stop()
+	}
+}
+
 // afterClose decides the state that follows the end of a Ready connection
 // and whether the end counts as a failed connect. short reports that it
-// ended within the backoff's initial interval of its handshake;
-// healthFailures is how many failed health checks in a row make
-// tchannel-go close a connection.
-func afterClose(conn *tchannel.Connection, w *watch, short bool, healthFailures int) (next State, failed bool) {
-	remote := w.remoteErr()
+// ended within the backoff's initial interval of its handshake.
+func afterClose(w *watch, short bool) (next State, failed bool) {
 	switch {
-	case healthChecksFailed(conn, healthFailures):
-		return TransientFailure, true // the peer stopped answering pings
-	case remote != nil && !errors.Is(remote, io.EOF):
-		return TransientFailure, true // reset or broken
 	case short:
 		return TransientFailure, true // accepted, then dropped: not a working peer
-	case remote != nil:
-		return Connecting, false // the peer closed it after serving: reconnect now
+	case w.remoteErr() != nil:
+		// The peer ended it (closed or reset) after serving: reconnect
+		// now, as gRPC does; if the peer is gone the connect fails and
+		// the backoff starts.
+		return Connecting, false
 	}
 	// Closed in this process while healthy: tchannel-go's idle sweep, or
 	// someone closing it through the channel. Connect again when a call
 	// wants it.
 	return Idle, false
-}
-
-// healthChecksFailed reports whether tchannel-go's health checks closed
-// conn: its last n checks failed (n > 0). One failed check is not enough: a
-// check cut short by a close is recorded as failed too.
-func healthChecksFailed(conn *tchannel.Connection, n int) bool {
-	h := conn.IntrospectState(&tchannel.IntrospectionOptions{}).HealthChecks
-	if n <= 0 || len(h) < n {
-		return false
-	}
-	for _, ok := range h[len(h)-n:] {
-		if ok {
-			return false
-		}
-	}
-	return true
 }

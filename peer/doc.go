@@ -5,15 +5,16 @@
 //
 // A Pool keeps one connection to each host:port, off the callers' path: a
 // connector per host:port dials and handshakes with its own timeout,
-// watches the connection, and reconnects with gRPC's connection backoff (1 s,
-// x1.6, +-20 % jitter, at most 120 s), counted from the start of each failed
-// connect. Its State follows gRPC's connectivity states: Connecting from
-// the moment the peer is added, Ready, TransientFailure after a
-// refused, reset, failed or timed-out connect (or a connection that died:
-// reset, dropped within a second of its handshake, or closed by tchannel-go's
-// health checks), and Shutdown. A connection the remote closes after serving
-// is reconnected at once; one closed by this process's idle sweep leaves the
-// peer Idle, not failed, until a call looks at it.
+// watches the connection, pings it (a TChannel ping a second by default),
+// and reconnects with gRPC's connection backoff (1 s, x1.6, +-20 % jitter,
+// at most 120 s), counted from the start of each failed connect. Its State
+// follows gRPC's connectivity states: Connecting from the moment the peer is
+// added, Ready, TransientFailure after a refused, reset, failed or timed-out
+// connect (or a connection that died: dropped within a second of its
+// handshake, or unanswered by three pings in a row), and Shutdown. A
+// connection the remote closes or resets after serving is reconnected at
+// once; one closed by this process's idle sweep leaves the peer Idle, not
+// failed, until a call looks at it.
 //
 // Calls never dial. The Pool's Dialer, installed in the tchannel.Channel,
 // refuses at once a dial to a managed host:port that does not come from its

@@ -46,11 +46,40 @@ type ConnectConfig struct {
 	// in a loop. Its Jitter must be retry.ProportionalJitter (a Spread of
 	// 0 means none). The zero value means DefaultConnectBackoff().
 	Backoff retry.Backoff
+	// HealthCheck finds a Ready connection whose peer stopped answering
+	// without closing it (a frozen process, a dead link). The zero value
+	// means DefaultHealthCheck(); a negative Interval turns it off.
+	HealthCheck HealthCheck
+}
+
+// HealthCheck is how a connector checks a Ready connection: a TChannel ping
+// every Interval, and after Failures pings in a row unanswered within
+// Timeout it closes the connection and the peer goes into TransientFailure.
+// (tchannel-go has health checks of its own, ConnectionOptions.HealthChecks;
+// a check of theirs that fails on a closing connection waits for itself
+// forever, so Sluice runs its own.)
+type HealthCheck struct {
+	Interval time.Duration
+	Timeout  time.Duration
+	Failures int
+}
+
+// DefaultHealthCheck returns the health check connectors run by default: a
+// ping every second, and the connection closed after three in a row go
+// unanswered for half a second. It finds a silent peer in about three
+// seconds.
+func DefaultHealthCheck() HealthCheck {
+	return HealthCheck{Interval: time.Second, Timeout: 500 * time.Millisecond, Failures: 3}
 }
 
 // Validate reports the first rule c breaks, or nil.
 func (c ConnectConfig) Validate() error {
-	b := c.Backoff
+	b, h := c.Backoff, c.HealthCheck
+	switch {
+	case h == HealthCheck{} || h.Interval < 0:
+	case h.Timeout <= 0 || h.Failures < 1:
+		return fmt.Errorf("peer: ConnectConfig.HealthCheck is %+v, must have Timeout > 0 and Failures >= 1 (or a zero value for the default, a negative Interval for none)", h)
+	}
 	switch {
 	case c.Timeout < 0:
 		return fmt.Errorf("peer: ConnectConfig.Timeout is %v, must be >= 0 (0: %v)", c.Timeout, DefaultConnectTimeout)
@@ -73,6 +102,9 @@ func (c ConnectConfig) withDefaults() ConnectConfig {
 	}
 	if c.Backoff == (retry.Backoff{}) {
 		c.Backoff = DefaultConnectBackoff()
+	}
+	if c.HealthCheck == (HealthCheck{}) {
+		c.HealthCheck = DefaultHealthCheck()
 	}
 	return c
 }
@@ -276,21 +308,11 @@ func (p *Pool) notify() {
 // backoff returns the wait after the nth failed connect in a row.
 func (p *Pool) backoff(n int) time.Duration { return p.cfg.Backoff.Delay(n, p.rand()) }
 
-// healthFailures returns how many failed health checks in a row make
-// tchannel-go close a connection of the Pool's channel (0: no checks).
-func (p *Pool) healthFailures() int {
-	hc := p.tch.ConnectionOptions().HealthChecks
-	if hc.Interval <= 0 {
-		return 0
-	}
-	return hc.FailuresToClose
-}
-
 type watchKey struct{}
 
 // watch follows one connection's socket: it learns from tchannel-go's
-// reads and closes whether the remote side ended the connection (and how)
-// or this process closed it, and it can abort a connect in progress.
+// reads and closes whether the remote side ended the connection or this
+// process closed it, and it can abort a connect in progress.
 type watch struct {
 	closed chan struct{} // closed when the socket is closed
 
@@ -330,9 +352,9 @@ func (w *watch) abort() {
 	}
 }
 
-// remoteErr returns the first read error seen while the socket was open:
-// io.EOF when the remote side closed it, another error when it was reset
-// or failed, nil when this process closed it.
+// remoteErr returns the first read error seen while the socket was open
+// (io.EOF when the remote side closed it, another error when it was reset
+// or failed), or nil when this process closed it.
 func (w *watch) remoteErr() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -299,21 +299,30 @@ func TestIdleSweepIsNotAFailure(t *testing.T) {
 }
 
 // TestHealthChecksFindAFrozenPeer freezes the link to a ready peer: no FIN,
-// no reset, nothing. tchannel-go's health checks close the connection and
-// the peer goes into transient failure.
+// no reset, nothing. The connector's pings go unanswered; after Failures of
+// them it closes the connection and the peer goes into transient failure.
+// While the link works, pings change nothing.
 func TestHealthChecksFindAFrozenPeer(t *testing.T) {
 	s := startServer(t, "127.0.0.1:0")
 	link := startLink(t, s.PeerInfo().HostPort)
-	hc := tchannel.HealthCheckOptions{Interval: 20 * time.Millisecond, Timeout: 20 * time.Millisecond, FailuresToClose: 2}
-	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{DefaultConnectionOptions: tchannel.ConnectionOptions{HealthChecks: hc}})
+	hc := HealthCheck{Interval: time.Second, Timeout: 50 * time.Millisecond, Failures: 2}
+	f := newFixture(t, ConnectConfig{HealthCheck: hc}, tchannel.ChannelOptions{})
 	p := f.add(link.addr)
-	f.list.Connect()
 	f.waitState(p, Ready)
-	if err := call(t, p); err != nil {
-		t.Fatal(err)
+	tick := func() { // one health check: the connector's timer fires
+		testwait.Timers(t, f.clk, 1)
+		f.clk.Add(hc.Interval)
 	}
-	f.clk.Add(time.Minute)
+	for i := 0; i < 5; i++ {
+		tick()
+	}
+	testwait.Timers(t, f.clk, 1) // the fifth ping is answered: waiting again
+	if err := call(t, p); err != nil || p.State() != Ready || f.dials.Load() != 1 {
+		t.Fatalf("a healthy link: call %v, state %v, %d dials", err, p.State(), f.dials.Load())
+	}
 	link.freeze()
+	tick() // unanswered: one miss
+	tick() // two: closed
 	f.waitState(p, TransientFailure)
 	if v := f.scope.Snapshot().Counters()["peer.connect_failures+peer="+link.addr].Value(); v != 1 {
 		t.Fatalf("peer.connect_failures = %d, want 1", v)
@@ -546,6 +555,9 @@ func TestConnectConfigValidate(t *testing.T) {
 		{ConnectConfig{Backoff: retry.Backoff{Initial: time.Second}}, "must have 0 < Initial <= Max"},
 		{ConnectConfig{Backoff: retry.Backoff{Initial: time.Second, Max: time.Minute, Multiplier: 0.5}}, "Multiplier is 0.5, must be a finite number >= 1"},
 		{ConnectConfig{Backoff: retry.Backoff{Initial: time.Second, Max: time.Minute, Multiplier: 2, Spread: 1}}, "Spread is 1, must be in [0, 1)"},
+		{ConnectConfig{Backoff: retry.Backoff{Initial: time.Second, Max: time.Minute, Multiplier: 2}}, "Jitter is full, must be proportional"},
+		{ConnectConfig{HealthCheck: HealthCheck{Interval: time.Second}}, "must have Timeout > 0 and Failures >= 1"},
+		{ConnectConfig{HealthCheck: HealthCheck{Interval: time.Second, Timeout: time.Second}}, "must have Timeout > 0 and Failures >= 1"},
 	} {
 		err := tt.cfg.Validate()
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -555,7 +567,9 @@ func TestConnectConfigValidate(t *testing.T) {
 			t.Errorf("NewPool accepted %+v", tt.cfg)
 		}
 	}
-	if err := (ConnectConfig{}).Validate(); err != nil {
-		t.Error(err)
+	for _, ok := range []ConnectConfig{{}, {HealthCheck: HealthCheck{Interval: -1}}, {Backoff: DefaultConnectBackoff(), HealthCheck: DefaultHealthCheck()}} {
+		if err := ok.Validate(); err != nil {
+			t.Error(err)
+		}
 	}
 }

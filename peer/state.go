@@ -8,8 +8,8 @@ import "strconv"
 //	Idle --(the peer is added to a list, or a call looks at it)--> Connecting
 //	Connecting --(handshake done)--> Ready
 //	Connecting --(refused, reset, handshake failed or timed out)--> TransientFailure
-//	Ready --(closed by the remote after it served a while)--> Connecting
-//	Ready --(reset, found dead by health checks, or closed soon after it opened)--> TransientFailure
+//	Ready --(closed or reset by the remote after it served a while)--> Connecting
+//	Ready --(found dead by health checks, or dropped soon after it opened)--> TransientFailure
 //	Ready --(closed by this process's idle sweep)--> Idle
 //	Ready --(an attempt found the connection closing: Peer.Lost)--> Connecting,
 //	        then Ready again at once if the connection was fine
