@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/clock"
 	"github.com/sluice-rpc/sluice/internal/testnet"
@@ -427,3 +428,55 @@ func (h blockHandler) Handle(ctx context.Context, _ *raw.Args) (*raw.Res, error)
 	return &raw.Res{}, nil
 }
 func (blockHandler) OnError(context.Context, error) {}
+
+// The rare path of an attempt: BeginCall on the chosen peer found its
+// connection gone (here, the error tchannel-go passes on from Sluice's
+// Dialer). The attempt reports the peer lost, counts the try as unsent and
+// begins on another peer at once; with no other peer it ends UNAVAILABLE
+// after one try; an error of tchannel-go's own ends it with its code.
+func TestAttemptMovesOnWhenTheConnectionIsGone(t *testing.T) {
+	a, b := startServer(t), startServer(t)
+	c, _, scope := startClient(t, a, b)
+	require.NoError(t, c.Connect(ctxTimeout(t), "kv"))
+	pol, err := c.policyFor("kv", "echo")
+	require.NoError(t, err)
+	l := pol.peers(c, "kv")
+	gone := l.Get(a.ch.HostPort())
+	req := &Request{Format: tchannel.Raw, Arg3: []byte("x")}
+	spec := &attemptSpec{service: "kv", method: "echo", req: req}
+	newState := func() *callState {
+		st := &callState{c: c, l: l, m: pol.m, spec: *spec}
+		st.used, st.wins = append(st.usedBuf[:0], gone), st.winsBuf[:0] // the attempt chose gone
+		return st
+	}
+	ctx := ctxTimeout(t)
+
+	st := newState()
+	p, call, _, err := c.beginElsewhere(ctx, ctx, st, spec, noopSpan, gone, time.Now(), peer.ErrNoConnection)
+	require.NoError(t, err)
+	assert.Equal(t, b.ch.HostPort(), p.HostPort(), "it began on the other peer")
+	var res Response
+	_, _, err = exchange(call, req, &res)
+	require.NoError(t, err)
+	assert.Equal(t, "x", string(res.Arg3))
+	assert.EqualValues(t, 1, scope.Snapshot().Counters()["attempt.unsent+method=echo,service=kv"].Value())
+	waitPeerState(t, c, a.ch.HostPort(), peer.Ready) // a false alarm: the connector made it Ready again
+
+	// A list of one: nowhere else to go.
+	solo, err := peer.NewList("solo", busy.DefaultConfig(), nil, nil, nil)
+	require.NoError(t, err)
+	only, err := solo.Add(a.ch.HostPort())
+	require.NoError(t, err)
+	st = newState()
+	st.l = solo
+	_, _, _, err = c.beginElsewhere(ctx, ctx, st, spec, noopSpan, only, time.Now(), peer.ErrNoConnection)
+	var ce *CallError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, codes.Unavailable, ce.Code)
+	assert.ErrorIs(t, err, ErrUnavailable)
+
+	// tchannel-go refusing the call itself is not a connection problem.
+	_, _, _, err = c.beginElsewhere(ctx, ctx, newState(), spec, noopSpan, gone, time.Now(), tchannel.ErrTimeout)
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, codes.Timeout, ce.Code)
+}
