@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/busy"
-	"github.com/sluice-rpc/sluice/internal/clock"
+	"github.com/sluice-rpc/sluice/clock"
 )
 
 // One busy second at 5000 requests collapses the limit to 38; quiet seconds

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rpc/sluice/internal/clock"
+	"github.com/sluice-rpc/sluice/clock"
 	"github.com/uber-go/tally/v4"
 	"github.com/uber/tchannel-go"
 	tjson "github.com/uber/tchannel-go/json"

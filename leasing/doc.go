@@ -22,7 +22,7 @@
 // second, spread evenly over the second; a Gauge turns it into a bound on
 // concurrent holders. Both follow capacity changes at once.
 //
-// Time comes from an injected clock (internal/clock), so tests and
+// Time comes from an injected clock (package clock), so tests and
 // simulations drive the same code production runs. Metrics go to a
 // tally.Scope under the names in package stats.
 //

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/busy"
-	"github.com/sluice-rpc/sluice/internal/clock"
+	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/stats"
 )
 

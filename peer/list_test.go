@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/busy"
+	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
-	"github.com/sluice-rpc/sluice/internal/clock"
 )
 
 func newList(t testing.TB, ceiling float64, hostPorts ...string) (*List, *clock.Fake) {

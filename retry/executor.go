@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
-	"github.com/sluice-rpc/sluice/internal/clock"
 )
 
 // Attempt describes the try an AttemptFunc is asked to make.

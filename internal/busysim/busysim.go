@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/busy"
-	"github.com/sluice-rpc/sluice/internal/clock"
+	"github.com/sluice-rpc/sluice/clock"
 )
 
 // Pattern shapes a value v over the simulated seconds t.

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-rpc/sluice/internal/clock"
+	"github.com/sluice-rpc/sluice/clock"
 )
 
 // Quota is the server side of the loop: a fixed-window request quota whose
