@@ -13,7 +13,6 @@ import (
 	"github.com/opentracing/opentracing-go/ext"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/hedge"
-	"github.com/sluice-rpc/sluice/leasing"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/retry/pacing"
@@ -255,12 +254,8 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 	ctx, cancel := c.deadline(ctx, pol)
 	defer cancel()
 	if g := pol.gate; g != nil {
-		if err := c.waitLease(ctx, g); err != nil {
-			ce := &CallError{Service: service, Method: method, Code: codes.RateLimited, Err: err}
-			if !errors.Is(err, ErrRateLimited) { // the caller's context ended while waiting
-				ce.Code, ce.Message = classify(err)
-			}
-			return nil, c.fail(m, start, ce)
+		if err := g.Admit(ctx); err != nil {
+			return nil, c.fail(m, start, gateError(service, method, ctx, err))
 		}
 	}
 
@@ -351,13 +346,6 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 	m.Call(res.end.Sub(start), "") // the winning attempt's end is the call's
 	res.Attempts, res.Peers = sent, peers
 	return res, nil
-}
-
-// waitLease waits for the lease gate's permission. The wait may use at most
-// half the time left: a call admitted just before its deadline could not be
-// sent, and would waste a slot of the leased rate.
-func (c *Channel) waitLease(ctx context.Context, g *leasing.RateLimiter) error {
-	return g.WaitWithin(ctx, 0.5)
 }
 
 func (c *Channel) fail(m *stats.Method, start time.Time, ce *CallError) error {

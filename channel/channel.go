@@ -16,7 +16,6 @@ import (
 	"github.com/opentracing/opentracing-go"
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/clock"
-	"github.com/sluice-rpc/sluice/leasing"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
@@ -58,7 +57,7 @@ type options struct {
 	noRetries            bool
 	maxAttemptsCap       int
 	bufTotal, bufPerCall int64
-	leases               map[string]leasing.CapacitySource
+	leases               map[string]Gate
 	pacing               map[string]PacingConfig
 
 	rand func() float64 // backoff jitter, uniform in [0, 1); tests fix it
@@ -137,8 +136,8 @@ type Channel struct {
 
 	pool   *peer.Pool // the connectors of every peer
 	buffer *retry.Buffer
-	gates  map[string]*leasing.RateLimiter // lease gates by target service
-	pacers map[string]*pacer               // rate-limit pacing by target service
+	gates  map[string]Gate   // lease gates by target service
+	pacers map[string]*pacer // rate-limit pacing by target service
 
 	mu        sync.RWMutex
 	services  map[string]*peer.List
@@ -178,13 +177,12 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("channel: WithRetryBuffer: %w", err)
 	}
-	gates := map[string]*leasing.RateLimiter{}
-	for svc, src := range o.leases {
-		if svc == "" || src == nil {
-			return nil, errors.New("channel: WithLease needs a service name and a capacity source")
+	for svc, g := range o.leases {
+		if svc == "" || g == nil {
+			return nil, fmt.Errorf("channel: WithLease(%q, %v) needs a service name and a Gate", svc, g)
 		}
-		gates[svc] = leasing.NewRateLimiter(src)
 	}
+	gates := o.leases
 	if o.tracer == nil {
 		o.tracer = opentracing.GlobalTracer()
 	}

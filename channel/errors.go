@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/codes"
-	"github.com/sluice-rpc/sluice/leasing"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/retry/pacing"
@@ -28,9 +27,11 @@ var (
 	// connection backoff. Calls fail with it at once unless they wait for
 	// a ready peer (WaitForReady, or waitForReady in the service config).
 	ErrUnavailable = peer.ErrUnavailable
-	// ErrRateLimited: the service's leased rate admits no call before the
-	// deadline.
-	ErrRateLimited = leasing.ErrRateLimited
+	// ErrRateLimited: the service's Gate (WithLease) refused the call, or
+	// its rate-limit pacing admits none before the deadline. Every call
+	// error with code RATE_LIMITED matches it with errors.Is, and unwraps
+	// to the Gate's or the pacer's own error.
+	ErrRateLimited = errors.New("rate limited")
 	// ErrClosed: the Channel is closed.
 	ErrClosed = errors.New("the channel is closed")
 )
@@ -90,6 +91,12 @@ func (e *CallError) Error() string {
 // Unwrap returns the underlying error.
 func (e *CallError) Unwrap() error { return e.Err }
 
+// Is reports whether target is ErrRateLimited and e's code RATE_LIMITED: a
+// Gate's or a pacer's refusal matches ErrRateLimited whatever its own error.
+func (e *CallError) Is(target error) bool {
+	return target == ErrRateLimited && e.Code == codes.RateLimited
+}
+
 // CodeName names the outcome: the code's name ("BUSY", "TIMEOUT",
 // "UNAVAILABLE", ...), or LOCAL for a local failure no code names. It is
 // the code tag the call is counted under in call.errors.
@@ -113,6 +120,17 @@ func localCode(err error) codes.Code {
 		return codes.RateLimited
 	}
 	return codes.OK
+}
+
+// gateError is the error of a call its Gate did not admit: the caller's
+// context ended while waiting (classified as such), or the Gate refused
+// (RATE_LIMITED, wrapping ErrRateLimited and the Gate's error).
+func gateError(service, method string, ctx context.Context, err error) *CallError {
+	ce := &CallError{Service: service, Method: method, Code: codes.RateLimited, Err: err}
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		ce.Code, ce.Message = classify(err)
+	}
+	return ce
 }
 
 // ApplicationError is an application-level error a JSON handler returned.

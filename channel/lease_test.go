@@ -5,9 +5,11 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/testwait"
 	"github.com/sluice-rpc/sluice/leasing"
 	"github.com/stretchr/testify/assert"
@@ -56,7 +58,7 @@ func TestLeaseGateHoldsTheLeasedRate(t *testing.T) {
 	s := startServer(t)
 	scope := tally.NewTestScope("", nil)
 	res := startDoorman(t, scope)
-	c, err := New("client", WithLease("kv", res), WithScope(scope))
+	c, err := New("client", WithLease("kv", leasing.NewRateLimiter(res)), WithScope(scope))
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.AddPeer("kv", s.ch.HostPort()))
@@ -88,6 +90,10 @@ func TestLeaseGateHoldsTheLeasedRate(t *testing.T) {
 				ok++
 			case errors.Is(err, ErrRateLimited):
 				limited++
+				var ce *CallError
+				if !errors.As(err, &ce) || ce.Code != codes.RateLimited || !errors.Is(err, leasing.ErrRateLimited) {
+					t.Errorf("a refused call's error %v: want a CallError with code RATE_LIMITED wrapping leasing.ErrRateLimited", err)
+				}
 			default:
 				t.Errorf("call: %v", err)
 			}
@@ -106,4 +112,55 @@ func TestLeaseGateHoldsTheLeasedRate(t *testing.T) {
 func TestLeaseOptionValidated(t *testing.T) {
 	_, err := New("c", WithLease("", nil))
 	assert.ErrorContains(t, err, "WithLease")
+}
+
+// gateFunc is a Gate of the test's own.
+type gateFunc func(ctx context.Context) error
+
+func (f gateFunc) Admit(ctx context.Context) error { return f(ctx) }
+
+// Any Gate plugs in: a refusal fails the call with RATE_LIMITED (matching
+// ErrRateLimited and the Gate's own error) and sends nothing; a Gate still
+// waiting when the caller's deadline passes fails it as TIMEOUT; an
+// admission lets the call through.
+func TestLeaseGateOfOnesOwn(t *testing.T) {
+	s := startServer(t)
+	errQuota := errors.New("quota spent")
+	var admit atomic.Int32 // 0 refuse, 1 wait for ctx, 2 admit
+	g := gateFunc(func(ctx context.Context) error {
+		switch admit.Load() {
+		case 0:
+			return errQuota
+		case 1:
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	})
+	c, err := New("client", WithLease("kv", g))
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.AddPeer("kv", s.ch.HostPort()))
+
+	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	var ce *CallError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, codes.RateLimited, ce.Code)
+	assert.ErrorIs(t, err, ErrRateLimited)
+	assert.ErrorIs(t, err, errQuota)
+	assert.Zero(t, ce.Attempts)
+
+	admit.Store(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err = c.CallRaw(ctx, "kv", "echo", nil, nil)
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, codes.Timeout, ce.Code)
+	assert.NotErrorIs(t, err, ErrRateLimited)
+	assert.Zero(t, s.received.Load(), "a call its gate did not admit reached the server")
+
+	admit.Store(2)
+	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, s.received.Load())
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/hedge"
-	"github.com/sluice-rpc/sluice/leasing"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/retry/pacing"
@@ -42,20 +41,36 @@ func WithRetryBuffer(total, perCall int64) Option {
 	return func(o *options) { o.bufTotal, o.bufPerCall = total, perCall }
 }
 
-// WithLease gates every call to service on a leased rate: before its
-// attempts a call waits on a leasing.RateLimiter that follows src (a
-// leasing.Resource of an embedded Doorman client), which admits calls at the
-// leased capacity per second, spread evenly. The wait may use at most half
-// the call's time left (the rest is for the call itself); a call that would
-// wait longer fails at once with ErrRateLimited and sends nothing. The
-// resource's metrics (capacity, wants, waits, rate-limited calls) are
-// reported by its leasing.Client.
-func WithLease(service string, src leasing.CapacitySource) Option {
+// Gate admits calls to one service before any of their attempts is made:
+// a leased rate (package leasing's RateLimiter, fed by an embedded Doorman
+// client), or a quota of one's own. It is how leasing plugs into a Channel
+// without the Channel depending on it.
+type Gate interface {
+	// Admit returns nil once the call may go ahead. It returns ctx's error
+	// if ctx ends first, and any other error if the call is refused: such a
+	// call fails with ErrRateLimited (and the Gate's error, both visible to
+	// errors.Is) and sends nothing. Admit should leave the call time to run:
+	// leasing.RateLimiter.Admit waits at most half the time left before
+	// ctx's deadline and refuses at once an admission that would come later.
+	// It is called concurrently.
+	Admit(ctx context.Context) error
+}
+
+// WithLease gates every call to service on g before its attempts (see
+// Gate). With an embedded Doorman client:
+//
+//	res, _ := client.Resource("kv-calls", leasing.ResourceConfig{Wants: 100})
+//	ch, _ := channel.New("me", channel.WithLease("kv", leasing.NewRateLimiter(res)))
+//
+// The gate's own metrics (capacity, wants, waits, refusals) are reported by
+// the leasing.Client; the Channel counts a refused call under
+// call.errors{code=RATE_LIMITED}.
+func WithLease(service string, g Gate) Option {
 	return func(o *options) {
 		if o.leases == nil {
-			o.leases = map[string]leasing.CapacitySource{}
+			o.leases = map[string]Gate{}
 		}
-		o.leases[service] = src
+		o.leases[service] = g
 	}
 }
 
@@ -77,7 +92,7 @@ type methodPolicy struct {
 	// The service's lease gate and pacer (fixed at New) and peer list
 	// (made by the first AddPeer, never removed), kept here so that a call
 	// looks them up once, with the policy.
-	gate     *leasing.RateLimiter
+	gate     Gate
 	pacer    *pacer
 	paceKeys [2]string // the pacer's window keys: service, then service::method
 	list     atomic.Pointer[peer.List]

@@ -61,6 +61,13 @@ func NewRateLimiter(src CapacitySource) *RateLimiter {
 	return newRateLimiter(src, clk)
 }
 
+// Admit is WaitWithin(ctx, 0.5): it waits for admission at most half the
+// time left before ctx's deadline, so that an admitted call keeps the other
+// half to run. It makes a RateLimiter a channel.Gate:
+//
+//	channel.WithLease("kv", leasing.NewRateLimiter(res))
+func (l *RateLimiter) Admit(ctx context.Context) error { return l.WaitWithin(ctx, 0.5) }
+
 // newRateLimiter is NewRateLimiter on clock clk.
 func newRateLimiter(src CapacitySource, clk clock.Clock) *RateLimiter {
 	l := &RateLimiter{src: src, clock: clk, current: math.NaN()}

@@ -1,0 +1,73 @@
+package channel
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// A program that imports channel pays for tchannel-go, tally and
+// opentracing, not for leasing's Doorman wire: no gRPC, protobuf or YAML
+// among its dependencies.
+func TestChannelImportsNoGRPCProtobufOrYAML(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, heavy := range []string{"google.golang.org/grpc", "google.golang.org/protobuf", "yaml", "github.com/sluice-rpc/sluice/leasing"} {
+			if strings.Contains(dep, heavy) {
+				t.Errorf("channel depends on %s (matches %q)", dep, heavy)
+			}
+		}
+	}
+}
+
+// The go directive names the least Go release the dependencies allow (a
+// minor version, or its first release x.y.0), never a later patch release a
+// user would be forced onto.
+func TestGoDirectiveIsNoPatchRelease(t *testing.T) {
+	mod, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(mod)
+	if m == nil {
+		t.Fatal("go.mod has no go directive")
+	}
+	if !regexp.MustCompile(`^1\.\d+(\.0)?$`).Match(m[1]) {
+		t.Errorf("go.mod says go %s: name a minor version (1.N) or its first release (1.N.0), not a patch release", m[1])
+	}
+}
+
+// A raw and JSON client and server built on channel is at most 1.25 times
+// the size of the same program on plain tchannel-go (both built by plain
+// go build, with the same flags). Sluice's extra code is its own, not a
+// dependency tree pulled in behind it.
+func TestBinarySize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds two programs")
+	}
+	dir := t.TempDir()
+	size := func(name string) int64 {
+		bin := filepath.Join(dir, name)
+		out, err := exec.Command("go", "build", "-o", bin, "./testdata/size/"+name).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go build %s: %v\n%s", name, err, out)
+		}
+		fi, err := os.Stat(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	sluice, plain := size("sluice"), size("plain")
+	ratio := float64(sluice) / float64(plain)
+	t.Logf("sluice %d bytes, plain tchannel-go %d bytes: x%.2f", sluice, plain, ratio)
+	if ratio > 1.25 {
+		t.Errorf("a program on channel is x%.2f the size of the same on plain tchannel-go (%d vs %d bytes), want at most x1.25", ratio, sluice, plain)
+	}
+}
