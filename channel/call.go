@@ -26,6 +26,7 @@ type CallOption func(*callOptions)
 type callOptions struct {
 	headers      map[string]string
 	respHeaders  *map[string]string
+	info         *CallInfo
 	waitForReady bool
 }
 
@@ -48,6 +49,60 @@ func ResponseHeaders(dst *map[string]string) CallOption {
 // sets it for a method's every call.
 func WaitForReady() CallOption {
 	return func(o *callOptions) { o.waitForReady = true }
+}
+
+// CallInfo is how a call went: the attempts it sent and where they went.
+type CallInfo struct {
+	// Attempts is the number of attempts sent on the wire.
+	Attempts int
+	// Peer is the host:port that answered, or that the last attempt went
+	// to ("" if none was chosen).
+	Peer string
+	// Peers is every peer an attempt went or tried to go to, in the order
+	// they were chosen.
+	Peers []string
+}
+
+// ReportCallInfo stores in *dst, when the call returns, successful or not,
+// its attempts and peers: for CallJSON and CallRaw, whose results do not
+// carry them (Call's Response and every *CallError do).
+func ReportCallInfo(dst *CallInfo) CallOption {
+	return func(o *callOptions) { o.info = dst }
+}
+
+// applyOptions returns the options opts set, or nil without any: applying
+// them makes the options escape, an allocation the common call need not
+// pay.
+func applyOptions(opts []CallOption) *callOptions {
+	if len(opts) == 0 {
+		return nil
+	}
+	o := new(callOptions)
+	for _, opt := range opts {
+		opt(o)
+	}
+	return o
+}
+
+// report fills the CallInfo o asks for from the call's result.
+func (o *callOptions) report(res *Response, err error) {
+	if o == nil || o.info == nil {
+		return
+	}
+	switch {
+	case res != nil:
+		*o.info = CallInfo{Attempts: res.Attempts, Peer: res.Peer, Peers: res.Peers}
+	default:
+		var ce *CallError
+		if errors.As(err, &ce) {
+			*o.info = CallInfo{Attempts: ce.Attempts, Peer: ce.Peer, Peers: ce.Peers}
+			if ce.Peer == "" && len(ce.Peers) > 0 {
+				o.info.Peer = ce.Peers[len(ce.Peers)-1]
+			}
+		} else {
+			*o.info = CallInfo{}
+		}
+	}
 }
 
 // Request is one call's payload, as every attempt of the call sends it.
@@ -165,28 +220,57 @@ type Response struct {
 // 64 KiB, or arguments over the Channel's maximum request size
 // (WithMaxRequestSize).
 func (c *Channel) Call(ctx context.Context, service, method string, req *Request, opts ...CallOption) (*Response, error) {
-	return c.call(ctx, service, method, req, waitForReady(opts))
+	return c.invoke(ctx, service, method, req, applyOptions(opts))
 }
 
-// waitForReady reports whether opts ask to wait for a ready peer. Without
-// options it touches nothing: applying them makes the options escape, an
-// allocation the common call need not pay.
-func waitForReady(opts []CallOption) bool {
-	if len(opts) == 0 {
-		return false
+// invoke runs a call through the call middlewares, if any, then the
+// pipeline, and reports its CallInfo if o asks for it.
+func (c *Channel) invoke(ctx context.Context, service, method string, req *Request, o *callOptions) (*Response, error) {
+	var (
+		res *Response
+		err error
+	)
+	if c.invoker == nil {
+		res, err = c.call(ctx, service, method, req, o != nil && o.waitForReady)
+	} else {
+		if o != nil {
+			ctx = context.WithValue(ctx, callOptionsKey{}, o)
+		}
+		res, err = c.invoker(ctx, service, method, req)
+		if err != nil {
+			err = asCallError(service, method, err)
+		}
 	}
-	var o callOptions
-	for _, opt := range opts {
-		opt(&o)
+	o.report(res, err)
+	return res, err
+}
+
+// callOptionsKey carries a call's options through call middlewares, to the
+// pipeline behind them.
+type callOptionsKey struct{}
+
+// callBehindMiddleware is the Invoker the call middlewares wrap.
+func (c *Channel) callBehindMiddleware(ctx context.Context, service, method string, req *Request) (*Response, error) {
+	o, _ := ctx.Value(callOptionsKey{}).(*callOptions)
+	return c.call(ctx, service, method, req, o != nil && o.waitForReady)
+}
+
+// asCallError returns err as a *CallError: itself if it is one, else a
+// CallError with code UNEXPECTED wrapping it (an error of a middleware's
+// own).
+func asCallError(service, method string, err error) error {
+	var ce *CallError
+	if errors.As(err, &ce) {
+		return err
 	}
-	return o.waitForReady
+	return &CallError{Service: service, Method: method, Code: codes.Unexpected, Message: err.Error(), Err: err}
 }
 
 // CallRaw calls service's method with raw arguments and returns the
 // response. A response marked as an application error is returned with a nil
 // error and AppError set.
 func (c *Channel) CallRaw(ctx context.Context, service, method string, arg2, arg3 []byte, opts ...CallOption) (*RawResponse, error) {
-	res, err := c.call(ctx, service, method, &Request{Format: tchannel.Raw, Arg2: arg2, Arg3: arg3}, waitForReady(opts))
+	res, err := c.invoke(ctx, service, method, &Request{Format: tchannel.Raw, Arg2: arg2, Arg3: arg3}, applyOptions(opts))
 	if err != nil {
 		return nil, err
 	}
@@ -197,19 +281,23 @@ func (c *Channel) CallRaw(ctx context.Context, service, method string, arg2, arg
 // response into resp. An application error the handler returned comes back
 // as *ApplicationError; a failed call as *CallError.
 func (c *Channel) CallJSON(ctx context.Context, service, method string, req, resp any, opts ...CallOption) error {
-	var o callOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := applyOptions(opts)
 	arg3, err := json.Marshal(req)
 	if err != nil {
-		return fmt.Errorf("sluice: call %s::%s: cannot encode the request as JSON: %w", service, method, err)
+		msg := "cannot encode the request as JSON: " + err.Error()
+		err = &CallError{Service: service, Method: method, Code: codes.BadRequest, Message: msg, Err: err}
+		o.report(nil, err)
+		return err
 	}
-	res, err := c.call(ctx, service, method, &Request{Format: tchannel.JSON, Headers: o.headers, Arg3: arg3}, o.waitForReady)
+	var headers map[string]string
+	if o != nil {
+		headers = o.headers
+	}
+	res, err := c.invoke(ctx, service, method, &Request{Format: tchannel.JSON, Headers: headers, Arg3: arg3}, o)
 	if err != nil {
 		return err
 	}
-	if o.respHeaders != nil {
+	if o != nil && o.respHeaders != nil {
 		*o.respHeaders = res.Headers
 	}
 	if res.AppError {
@@ -237,15 +325,14 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 	start := c.o.clock.Now()
 	pol, err := c.policyFor(service, method)
 	if err != nil {
-		m := c.rec.Method(service, method)
-		return nil, c.fail(m, start, &CallError{Service: service, Method: method, Err: err})
+		return nil, c.fail(c.methodStats(service, method), start, &CallError{Service: service, Method: method, Code: codes.BadRequest, Message: err.Error(), Err: err})
 	}
 	m := pol.m
 	if err := c.checkRequest(req); err != nil {
 		return nil, c.fail(m, start, &CallError{Service: service, Method: method, Code: codes.BadRequest, Message: err.Error(), Err: err})
 	}
 	if c.closed.Load() {
-		return nil, c.fail(m, start, &CallError{Service: service, Method: method, Err: ErrClosed})
+		return nil, c.fail(m, start, &CallError{Service: service, Method: method, Code: codes.Closed, Err: ErrClosed})
 	}
 	l := pol.peers(c, service)
 	if l == nil {
@@ -275,9 +362,9 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 
 	span := noopSpan
 	if c.tracing {
-		span = c.o.tracer.StartSpan("sluice.call", opentracing.ChildOf(spanContext(ctx)), ext.SpanKindRPCClient)
-		span.SetTag("service", service)
-		span.SetTag("method", method)
+		span = c.o.tracer.StartSpan(method, opentracing.ChildOf(spanContext(ctx)), ext.SpanKindRPCClient)
+		ext.PeerService.Set(span, service)
+		ext.Component.Set(span, componentName)
 		defer span.Finish()
 		ctx = opentracing.ContextWithSpan(ctx, span)
 	}
@@ -339,17 +426,21 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 			ce = &CallError{Service: service, Method: method, Code: code, Message: msg, Err: err}
 		}
 		ce.Attempts, ce.Stop, ce.Peers = sent, stop, peers
-		ext.Error.Set(span, true)
-		span.SetTag("code", ce.CodeName())
+		if c.tracing {
+			ext.Error.Set(span, true)
+			span.LogKV("event", "error", "error.kind", ce.CodeName(), "message", ce.Error())
+		}
 		return nil, c.fail(m, start, ce)
 	}
 	m.Call(res.end.Sub(start), "") // the winning attempt's end is the call's
+	m.CallAttempts(sent)
 	res.Attempts, res.Peers = sent, peers
 	return res, nil
 }
 
 func (c *Channel) fail(m *stats.Method, start time.Time, ce *CallError) error {
 	m.Call(c.o.clock.Now().Sub(start), ce.CodeName())
+	m.CallAttempts(ce.Attempts)
 	return ce
 }
 
@@ -490,7 +581,16 @@ func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
 	if a.Number > 0 && spec.req.Format != tchannel.Raw {
 		spec.req = spec.req.withHeader(AttemptsHeader, strconv.Itoa(a.Number))
 	}
-	res, sent, committed, err := st.c.attempt(ctx, st, &spec, a.Number, into)
+	var (
+		res             *Response
+		sent, committed bool
+		err             error
+	)
+	if st.c.sendAttempt == nil {
+		res, sent, committed, err = st.c.attempt(ctx, st, &spec, a.Number, into)
+	} else {
+		res, sent, committed, err = st.c.attemptVia(ctx, st, &spec, a.Number, into)
+	}
 	st.mu.Lock()
 	st.last = a.Number
 	if sent {
@@ -540,7 +640,7 @@ const AttemptsHeader = "previous-rpc-attempts"
 // failure, and a *CallError on failure.
 func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n int, into *Response) (res *Response, sent, committed bool, err error) {
 	if c.closed.Load() {
-		return nil, false, false, &CallError{Service: a.service, Method: a.method, Err: ErrClosed}
+		return nil, false, false, &CallError{Service: a.service, Method: a.method, Code: codes.Closed, Err: ErrClosed}
 	}
 	m := st.m
 	// One clock read for the choice and the latency (BeginCall included),
@@ -553,17 +653,18 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 		}
 		return nil, false, false, ce
 	}
-	span, sctx := noopSpan, ctx // sctx carries the attempt's span to tchannel-go
+	// sctx marks the call's span for the span tchannel-go starts for the
+	// attempt (see spanTracer).
+	sctx, as := ctx, (*attemptSpan)(nil)
 	if c.tracing {
-		span = c.o.tracer.StartSpan("sluice.attempt", opentracing.ChildOf(spanContext(ctx)))
-		span.SetTag("attempt", n)
-		span.SetTag("peer", p.HostPort())
-		sctx = opentracing.ContextWithSpan(ctx, span)
+		if cs := opentracing.SpanFromContext(ctx); cs != nil {
+			as = &attemptSpan{Span: cs, tracer: c.spans, n: n, hostPort: p.HostPort()}
+			sctx = opentracing.ContextWithSpan(ctx, as)
+		}
 	}
-	defer span.Finish()
 	call, err := p.TChannel().BeginCall(sctx, a.service, a.method, callOptionsFor(a.req.Format))
 	if err != nil {
-		if p, call, t0, err = c.beginElsewhere(ctx, sctx, st, a, span, p, t0, err); err != nil {
+		if p, call, t0, err = c.beginElsewhere(ctx, sctx, st, a, as, p, t0, err); err != nil {
 			return nil, false, false, err
 		}
 	}
@@ -587,16 +688,62 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 		res.end = now
 	}
 	if err != nil {
-		ext.Error.Set(span, true)
-		span.SetTag("code", code.String())
 		m.AttemptFailed(code.String())
 		return nil, true, committed, &CallError{Service: a.service, Method: a.method, Code: code, Message: msg, Peer: p.HostPort(), Err: err}
 	}
-	if c.tracing {
-		span.SetTag("code", codes.OK.String())
-	}
 	res.Peer = p.HostPort()
 	return res, true, false, nil
+}
+
+// attemptVia is attempt behind the attempt middlewares: they see the
+// attempt before its peer is chosen, and may replace its request.
+func (c *Channel) attemptVia(ctx context.Context, st *callState, a *attemptSpec, n int, into *Response) (_ *Response, sent, committed bool, _ error) {
+	var (
+		called   bool
+		innerErr error
+	)
+	at := &Attempt{Service: a.service, Method: a.method, Number: n, Request: a.req}
+	ctx = context.WithValue(ctx, attemptKey{}, AttemptInvoker(func(ctx context.Context, at *Attempt) (*Response, error) {
+		called = true
+		spec := attemptSpec{service: a.service, method: a.method, req: at.Request}
+		if spec.req != a.req {
+			if err := c.checkRequest(spec.req); err != nil {
+				innerErr = &CallError{Service: a.service, Method: a.method, Code: codes.BadRequest,
+					Message: "an attempt middleware's request: " + err.Error(), Err: err}
+				return nil, innerErr
+			}
+		}
+		var res *Response
+		res, sent, committed, innerErr = c.attempt(ctx, st, &spec, n, into)
+		if innerErr != nil {
+			return nil, innerErr
+		}
+		return res, nil
+	}))
+	res, err := c.sendAttempt(ctx, at)
+	if err == nil && res == nil {
+		err = errors.New("an attempt middleware returned neither a response nor an error")
+	}
+	if err != nil && called && innerErr == nil { // failed after its response arrived
+		committed = true
+	}
+	if err != nil {
+		ce := asCallError(a.service, a.method, err).(*CallError)
+		if ce.Peer == "" && res != nil {
+			ce.Peer = res.Peer
+		}
+		return nil, sent, committed, ce
+	}
+	return res, sent, false, nil
+}
+
+// attemptKey carries, through the attempt middlewares, the function that
+// sends the attempt they wrap.
+type attemptKey struct{}
+
+// sendBehindMiddleware is the AttemptInvoker the attempt middlewares wrap.
+func sendBehindMiddleware(ctx context.Context, a *Attempt) (*Response, error) {
+	return ctx.Value(attemptKey{}).(AttemptInvoker)(ctx, a)
 }
 
 // beginElsewhere handles an attempt whose BeginCall on p failed with err,
@@ -607,22 +754,18 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 // connections. Any other error (the deadline is reached, or tchannel-go
 // refused the call itself) ends the attempt. It returns the peer and call
 // that began, or a *CallError.
-func (c *Channel) beginElsewhere(ctx, sctx context.Context, st *callState, a *attemptSpec, span opentracing.Span,
+func (c *Channel) beginElsewhere(ctx, sctx context.Context, st *callState, a *attemptSpec, as *attemptSpan,
 	p *peer.Peer, t0 time.Time, err error) (*peer.Peer, *tchannel.OutboundCall, time.Time, error) {
 	for unsent := 1; ; unsent++ {
 		var se tchannel.SystemError
 		if errors.As(err, &se) || ctx.Err() != nil {
 			code, msg := classify(err)
-			ext.Error.Set(span, true)
-			span.SetTag("code", code.String())
 			return nil, nil, t0, &CallError{Service: a.service, Method: a.method, Code: code, Message: msg, Err: err}
 		}
 		// The connection closed under us: nothing left this process.
 		st.m.Unsent()
 		p.Lost()
 		if unsent >= len(st.l.Peers()) {
-			ext.Error.Set(span, true)
-			span.SetTag("code", codes.Unavailable.String())
 			return nil, nil, t0, &CallError{Service: a.service, Method: a.method, Code: codes.Unavailable,
 				Err: fmt.Errorf("%w (the connections of the peers this attempt chose closed before it could be sent; the last, %s: %v)", ErrUnavailable, p.HostPort(), err)}
 		}
@@ -633,7 +776,9 @@ func (c *Channel) beginElsewhere(ctx, sctx context.Context, st *callState, a *at
 			}
 			return nil, nil, t0, ce
 		}
-		span.SetTag("peer", p.HostPort())
+		if as != nil {
+			as.hostPort = p.HostPort()
+		}
 		var call *tchannel.OutboundCall
 		if call, err = p.TChannel().BeginCall(sctx, a.service, a.method, callOptionsFor(a.req.Format)); err == nil {
 			return p, call, t0, nil

@@ -58,6 +58,11 @@ type options struct {
 	maxAttemptsCap       int
 	bufTotal, bufPerCall int64
 	leases               map[string]Gate
+	methods              map[methodKey]bool // WithMethods
+
+	callMW    []CallMiddleware
+	attemptMW []AttemptMiddleware
+	inboundMW []InboundMiddleware
 	pacing               map[string]PacingConfig
 
 	rand func() float64 // backoff jitter, uniform in [0, 1); tests fix it
@@ -77,8 +82,11 @@ func WithBusyConfig(c busy.Config) Option { return func(o *options) { o.busy = c
 // WithScope sets the tally scope metrics are reported to. Default: none.
 func WithScope(s tally.Scope) Option { return func(o *options) { o.scope = s } }
 
-// WithTracer sets the tracer for call and attempt spans (it is also given
-// to tchannel-go). Default: opentracing.GlobalTracer().
+// WithTracer sets the tracer of calls' and attempts' spans, and of the
+// server side's (it is given to tchannel-go). A call has one span named
+// after its method, each attempt sent one child span, tagged as
+// opentracing's semantic conventions say (see TagPreviousAttempts), and the
+// trace propagates to the servers. Default: opentracing.GlobalTracer().
 func WithTracer(t opentracing.Tracer) Option { return func(o *options) { o.tracer = t } }
 
 // WithDefaultTimeout sets the timeout of calls whose context has no
@@ -133,6 +141,14 @@ type Channel struct {
 	shed *shedder
 	// tracing is false when the tracer is opentracing's no-op one.
 	tracing bool
+	// spans is the tracer tchannel-go is given when tracing (see
+	// spanTracer).
+	spans *spanTracer
+	// invoker runs calls through the call middlewares (nil without any).
+	invoker Invoker
+	// sendAttempt sends attempts through the attempt middlewares (nil
+	// without any).
+	sendAttempt AttemptInvoker
 
 	pool   *peer.Pool // the connectors of every peer
 	buffer *retry.Buffer
@@ -170,6 +186,9 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	if o.maxRequest <= 0 {
 		return nil, fmt.Errorf("channel: WithMaxRequestSize is %d, must be > 0", o.maxRequest)
 	}
+	if err := validateMiddleware(&o); err != nil {
+		return nil, err
+	}
 	if o.maxAttemptsCap < 1 {
 		return nil, fmt.Errorf("channel: WithMaxAttemptsCap is %d, must be >= 1", o.maxAttemptsCap)
 	}
@@ -196,12 +215,22 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 		}
 		c.shed = s
 	}
+	if len(o.callMW) > 0 {
+		c.invoker = chainCalls(o.callMW, c.callBehindMiddleware)
+	}
+	if len(o.attemptMW) > 0 {
+		c.sendAttempt = chainAttempts(o.attemptMW, sendBehindMiddleware)
+	}
 	pool, err := peer.NewPool(o.connect, o.clock, c.rec)
 	if err != nil {
 		return nil, fmt.Errorf("channel: WithConnectConfig: %w", err)
 	}
 	topts := o.tch
 	topts.Tracer = o.tracer
+	if c.tracing {
+		c.spans = &spanTracer{o.tracer}
+		topts.Tracer = c.spans
+	}
 	// Connectors make every connection to a peer; calls never dial.
 	topts.Dialer = pool.Dialer(o.tch.Dialer)
 	// Cancel frames both ways: a losing hedge or an abandoned call stops

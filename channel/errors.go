@@ -42,11 +42,13 @@ var (
 // codes with errors.As.
 type CallError struct {
 	Service, Method string
-	// Code is the failure's code: the TChannel code a server or the
-	// transport reported, BAD_REQUEST also for a request that cannot be
-	// sent (see Call), a local code (codes.Throttled, codes.NoPeers,
-	// codes.RateLimited, codes.Unavailable) for a call that failed in this
-	// process, and OK only for a local failure no code names (ErrClosed).
+	// Code is the failure's code, never OK: the TChannel code a server or
+	// the transport reported; BAD_REQUEST also for a request that cannot be
+	// sent (see Call); or, for a call that failed in this process and sent
+	// nothing, a local code: THROTTLED (ErrThrottled), NO_PEERS
+	// (ErrNoPeers), UNAVAILABLE (ErrUnavailable), RATE_LIMITED
+	// (ErrRateLimited) or CLOSED (ErrClosed). codes.Code.IsLocal tells the
+	// two kinds apart.
 	Code codes.Code
 	// Message is the remote error's message, without TChannel's prefix.
 	Message string
@@ -118,6 +120,8 @@ func localCode(err error) codes.Code {
 		return codes.Unavailable
 	case errors.Is(err, ErrRateLimited), errors.Is(err, pacing.ErrThrottled):
 		return codes.RateLimited
+	case errors.Is(err, ErrClosed):
+		return codes.Closed
 	}
 	return codes.OK
 }

@@ -89,7 +89,7 @@ func TestEveryPeerDownFailsAtOnceWithoutDialing(t *testing.T) {
 		require.Less(t, time.Since(start), 5*time.Second, "call %d waited for its deadline", i)
 	}
 	assert.EqualValues(t, 3, dials.Load(), "dials: one per peer")
-	assert.EqualValues(t, 200, scope.Snapshot().Counters()["call.errors+code=UNAVAILABLE,method=echo,service=kv"].Value())
+	assert.EqualValues(t, 200, scope.Snapshot().Counters()["call.errors+code=UNAVAILABLE,method=_other,service=kv"].Value())
 }
 
 // A call that waits for ready (the call option or the service config's
@@ -452,7 +452,7 @@ func TestAttemptMovesOnWhenTheConnectionIsGone(t *testing.T) {
 	ctx := ctxTimeout(t)
 
 	st := newState()
-	p, call, _, err := c.beginElsewhere(ctx, ctx, st, spec, noopSpan, gone, time.Now(), peer.ErrNoConnection)
+	p, call, _, err := c.beginElsewhere(ctx, ctx, st, spec, nil, gone, time.Now(), peer.ErrNoConnection)
 	require.NoError(t, err)
 	assert.Equal(t, b.ch.HostPort(), p.HostPort(), "it began on the other peer")
 	var res Response
@@ -469,14 +469,14 @@ func TestAttemptMovesOnWhenTheConnectionIsGone(t *testing.T) {
 	require.NoError(t, err)
 	st = newState()
 	st.l = solo
-	_, _, _, err = c.beginElsewhere(ctx, ctx, st, spec, noopSpan, only, time.Now(), peer.ErrNoConnection)
+	_, _, _, err = c.beginElsewhere(ctx, ctx, st, spec, nil, only, time.Now(), peer.ErrNoConnection)
 	var ce *CallError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, codes.Unavailable, ce.Code)
 	assert.ErrorIs(t, err, ErrUnavailable)
 
 	// tchannel-go refusing the call itself is not a connection problem.
-	_, _, _, err = c.beginElsewhere(ctx, ctx, newState(), spec, noopSpan, gone, time.Now(), tchannel.ErrTimeout)
+	_, _, _, err = c.beginElsewhere(ctx, ctx, newState(), spec, nil, gone, time.Now(), tchannel.ErrTimeout)
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, codes.Timeout, ce.Code)
 }

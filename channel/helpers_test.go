@@ -94,7 +94,7 @@ func startClient(t testing.TB, servers ...*testServer) (*Channel, *clock.Fake, t
 	t.Helper()
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	scope := tally.NewTestScope("", nil)
-	ch, err := New("client", WithClock(clk), WithScope(scope))
+	ch, err := New("client", WithClock(clk), WithScope(scope), WithMethods("kv", "echo", "get"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -164,7 +164,7 @@ func TestPacingFailsFastPastMaxDelay(t *testing.T) {
 	assert.Less(t, time.Since(start), time.Second, "failing fast took too long")
 	cn := scope.Snapshot().Counters()
 	assert.EqualValues(t, 2, cn["ratelimit.rejected+service=kv"].Value())
-	assert.EqualValues(t, 1, cn["call.errors+code=RATE_LIMITED,method=get,service=kv"].Value())
+	assert.EqualValues(t, 1, cn["call.errors+code=RATE_LIMITED,method=_other,service=kv"].Value())
 }
 
 func TestPacingOptionValidated(t *testing.T) {

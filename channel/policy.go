@@ -127,9 +127,39 @@ func (c *Channel) policyFor(service, method string) (*methodPolicy, error) {
 	return p, nil
 }
 
+// OtherMethods is the method tag of the metrics of calls to methods that
+// have no series of their own: methods named neither in the service config
+// nor by WithMethods share it, one series per service, so that the method
+// names callers use cannot multiply the series.
+const OtherMethods = "_other"
+
+// WithMethods names methods of service whose calls get metric series of
+// their own (tag method), besides the methods the service config names
+// exactly. Calls to any other method are counted under OtherMethods.
+func WithMethods(service string, methods ...string) Option {
+	return func(o *options) {
+		if o.methods == nil {
+			o.methods = map[methodKey]bool{}
+		}
+		for _, m := range methods {
+			o.methods[methodKey{service, m}] = true
+		}
+	}
+}
+
+// methodStats returns the metrics of calls to service's method: its own
+// series if the service config or WithMethods names it, else the service's
+// OtherMethods series.
+func (c *Channel) methodStats(service, method string) *stats.Method {
+	if !c.o.methods[methodKey{service, method}] && !c.o.config.Names(service, method) {
+		method = OtherMethods
+	}
+	return c.rec.Method(service, method)
+}
+
 // buildPolicy runs with c.mu held.
 func (c *Channel) buildPolicy(service, method string) (*methodPolicy, error) {
-	p := &methodPolicy{m: c.rec.Method(service, method), tokens: c.rec.RetryTokens(service), backoff: defaultBackoff,
+	p := &methodPolicy{m: c.methodStats(service, method), tokens: c.rec.RetryTokens(service), backoff: defaultBackoff,
 		gate: c.gates[service], pacer: c.pacers[service]}
 	if p.pacer != nil { // built once here, not per call: a method key allocates
 		p.paceKeys = [2]string{pacing.ServiceKey(service), pacing.MethodKey(service, method)}

@@ -47,6 +47,8 @@ const (
 	// transient failure: refused, reset, or its handshake failed or timed
 	// out); nothing was sent.
 	Unavailable Code = 0x84
+	// Closed: the calling Channel is closed; nothing was sent.
+	Closed Code = 0x85
 )
 
 var names = map[Code]string{
@@ -64,13 +66,14 @@ var names = map[Code]string{
 	NoPeers:     "NO_PEERS",
 	RateLimited: "RATE_LIMITED",
 	Unavailable: "UNAVAILABLE",
+	Closed:      "CLOSED",
 }
 
 // All lists every wire code, OK first, in wire order.
 var All = []Code{OK, Timeout, Cancelled, Busy, Declined, Unexpected, BadRequest, Network, Protocol}
 
 // Locals lists the local codes.
-var Locals = []Code{Throttled, NoPeers, RateLimited, Unavailable}
+var Locals = []Code{Throttled, NoPeers, RateLimited, Unavailable, Closed}
 
 // Errors is the set of every error code (all but OK): the codes a policy
 // may name.
@@ -94,7 +97,7 @@ func (c Code) Known() bool {
 
 // IsLocal reports whether c is a local code: the call failed in this
 // process, and no server's handler saw it.
-func (c Code) IsLocal() bool { return c >= Throttled && c <= Unavailable }
+func (c Code) IsLocal() bool { return c >= Throttled && c <= Closed }
 
 // Parse returns the wire error code named s ("BUSY", case-insensitive). OK
 // and the local codes are not accepted: a policy can name neither.

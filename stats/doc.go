@@ -1,11 +1,96 @@
-// Package stats defines, once, the names of every metric Sluice reports, and
-// the Recorder through which every package reports them to a tally.Scope.
+// Package stats defines, once, the name of every metric Sluice reports, and
+// the Recorder through which a Channel reports its per-call, per-peer and
+// per-connection metrics to a tally.Scope. The constants' doc comments are
+// the reference for each metric; this comment lists them together.
 //
-// Per-call metrics carry the tags service and method; per-peer metrics carry
-// service and peer (host:port); errors carry code, the upper-case TChannel
-// code name ("BUSY") or a local outcome ("THROTTLED", "NO_PEERS",
-// "RATE_LIMITED", "LOCAL").
+// # Tags
 //
-// The Recorder caches the tagged counters it hands out, so recording a
-// successful call allocates nothing.
+// Per-call metrics carry the tags service and method; per-peer metrics
+// carry service and peer (the peer's host:port); connection metrics carry
+// peer only. A Channel may report calls to several methods under one shared
+// method tag, to bound the number of series; package channel says when. Error counters add code: the upper-case TChannel code name
+// ("BUSY", "TIMEOUT", ...) or a local outcome ("THROTTLED", "NO_PEERS",
+// "RATE_LIMITED", "UNAVAILABLE", or "LOCAL" when no code names it).
+//
+// # Metrics
+//
+// Per call, tagged service and method:
+//
+//	calls                  counter    calls, one per call whatever its attempts
+//	call.errors            counter    calls that failed; tag code
+//	call.latency           histogram  a call's start to its result; LatencyBuckets
+//	call.attempts          histogram  attempts a call sent; AttemptBuckets
+//	attempts               counter    attempts sent (first, retries, hedges)
+//	attempt.errors         counter    attempts that failed; tag code
+//	attempt.unsent         counter    attempts whose connection closed before sending
+//	retry.attempts         counter    attempts after a call's first (retries, hedges)
+//	retry.attempts.failed  counter    those of them that failed
+//	hedge.sent             counter    hedged attempts after the first
+//	hedge.won              counter    calls won by a hedged attempt
+//	hedge.cancelled        counter    attempts cancelled (another won, or a fatal code)
+//
+// Per service, tagged service:
+//
+//	retry.throttle.tokens        gauge    tokens in the retry-throttling bucket
+//	ratelimit.malformed_headers  counter  responses with unreadable rate-limit headers
+//	ratelimit.held               counter  calls held by a server's throttling window
+//	ratelimit.rejected           counter  calls failed because the window outlasted them
+//	ratelimit.sleep              timer    the pacer's sleeps before calls
+//
+// Per peer, tagged service and peer:
+//
+//	peer.sent       counter  attempts sent to the peer
+//	peer.busy       counter  busy responses from the peer
+//	peer.throttled  counter  requests its busy limiter refused
+//	peer.limit      gauge    its busy-throttling limit, requests per second
+//
+// Per connection, tagged peer:
+//
+//	peer.state             gauge    0 idle, 1 connecting, 2 ready, 3 transient failure, 4 shutdown
+//	peer.connects          counter  connections established
+//	peer.connect_failures  counter  failed connects, and connections found dead
+//
+// Server side, untagged:
+//
+//	server.requests   counter  inbound requests, shed or not
+//	server.shed       counter  requests answered Busy by load shedding
+//	server.malformed  counter  requests answered BAD_REQUEST: undecodable
+//	server.oversize   counter  requests answered BAD_REQUEST: too large
+//
+// Leasing (the Doorman client and server of package leasing), to the scope
+// in their configuration; per resource, tagged resource:
+//
+//	lease.capacity            gauge    capacity held (client) or leased out (server)
+//	lease.wants               gauge    capacity wanted (server: its clients' sum)
+//	lease.waits               counter  calls that waited for capacity (client)
+//	lease.rate_limited        counter  calls refused: the wait would pass their deadline (client)
+//	lease.expired             counter  leases that expired before renewal (client)
+//	lease.clients             gauge    clients known for the resource (server)
+//
+// and untagged:
+//
+//	lease.requests            counter  GetCapacity requests sent (client) or answered (server)
+//	lease.refresh_errors      counter  failed refreshes (client)
+//	lease.invalid_requests    counter  requests rejected as invalid (server)
+//	lease.unmatched_template  counter  resources requested that no template names (server)
+//
+// # Histograms
+//
+// call.latency and call.attempts are tally histograms with fixed buckets,
+// LatencyBuckets and AttemptBuckets. A bucket counts the values above the
+// previous bucket's bound up to and including its own, and a last bucket
+// counts values above the highest bound. Through tally's Prometheus
+// reporter (with its "_" separator and sanitizer) they are Prometheus
+// histograms: call_latency_bucket{le="0.0001"} ... {le="10"} and
+// {le="+Inf"} (bounds in seconds), call_attempts_bucket{le="0"} ...
+// {le="5"} and {le="+Inf"}, each with _count. That reporter records each
+// sample at its bucket's upper bound, so _sum is an over-estimate (and
+// huge once a sample lands in the last bucket): compute means and
+// quantiles from _bucket and _count.
+//
+// # Cost
+//
+// The Recorder makes each tagged scope and metric once and caches it, so
+// recording a call, its latency and its attempts allocates nothing. A
+// Recorder made with a nil scope hands out metrics that do nothing.
 package stats

@@ -1,57 +1,111 @@
 package stats
 
+import (
+	"slices"
+	"time"
+
+	"github.com/uber-go/tally/v4"
+)
+
 // Tag names.
 const (
+	// TagService is the tag naming the called (client) service.
 	TagService = "service"
-	TagMethod  = "method"
-	TagCode    = "code"
-	TagPeer    = "peer"
+	// TagMethod is the tag naming the called method.
+	TagMethod = "method"
+	// TagCode is the tag of error counters: the upper-case TChannel code
+	// name ("BUSY", "TIMEOUT", ...) or a local outcome ("THROTTLED",
+	// "NO_PEERS", "RATE_LIMITED", "UNAVAILABLE", CodeLocal).
+	TagCode = "code"
+	// TagPeer is the tag naming a peer by its host:port.
+	TagPeer = "peer"
 )
 
 // Per-call metrics, tagged service and method.
 const (
-	// Calls counts calls made through a Channel, one per call whatever its
-	// number of attempts.
+	// Calls is a counter: calls made through a Channel, one per call
+	// whatever its number of attempts, failed calls included.
 	Calls = "calls"
-	// CallLatency times each call from its start to its one result, across
-	// every attempt.
+	// CallLatency is a histogram with LatencyBuckets: the time of each call
+	// from its start to its one result, across every attempt (for a
+	// successful call, to the end of the winning attempt). Every call is
+	// recorded, failed ones included.
 	CallLatency = "call.latency"
-	// CallErrors counts calls that ended in an error, tagged code.
+	// CallAttempts is a histogram with AttemptBuckets: the number of
+	// attempts each call sent on the wire (the first, every retry and every
+	// hedge), recorded once per call. A call that sent nothing (refused
+	// locally, no peers, ...) records 0.
+	CallAttempts = "call.attempts"
+	// CallErrors is a counter tagged code: calls that ended in an error.
 	CallErrors = "call.errors"
-	// Attempts counts attempts sent on the wire (the first, every retry and
-	// every hedge). The retry design counts each attempt as an RPC of its
-	// own: Attempts and AttemptErrors are that per-attempt view, Calls and
-	// CallErrors the caller's.
+	// Attempts is a counter: attempts sent on the wire (the first, every
+	// retry and every hedge). gRPC's retry design counts each attempt as an
+	// RPC of its own: Attempts and AttemptErrors are that per-attempt view,
+	// Calls and CallErrors the caller's.
 	Attempts = "attempts"
-	// AttemptErrors counts attempts that failed, tagged code.
+	// AttemptErrors is a counter tagged code: attempts that failed.
 	AttemptErrors = "attempt.errors"
-	// AttemptsUnsent counts attempts that never left the client (no
-	// connection could be made); they are retried transparently.
+	// AttemptsUnsent is a counter: attempts that never left the client (the
+	// connection closed before anything was sent); they are begun on
+	// another peer transparently and are not counted in Attempts.
 	AttemptsUnsent = "attempt.unsent"
 )
 
-// Retry and hedging metrics, tagged service and method (the retry design's
-// "Retry and Hedging Statistics"; hedges after the first count as retries).
+// Retry and hedging metrics, tagged service and method. They follow gRPC's
+// retry design ("Retry and Hedging Statistics"): hedged attempts after the
+// first count as retries too. The distribution of attempts per call is
+// CallAttempts.
 const (
-	// RetryAttempts counts retry attempts made.
+	// RetryAttempts is a counter: attempts sent after a call's first (a
+	// retry or a hedge).
 	RetryAttempts = "retry.attempts"
-	// RetryAttemptsFailed counts retry attempts that failed.
+	// RetryAttemptsFailed is a counter: attempts counted in RetryAttempts
+	// that failed.
 	RetryAttemptsFailed = "retry.attempts.failed"
-	// RetryHistogram counts retry attempts by ordinal, tagged bucket: each
-	// retry attempt increments exactly one of ">=1", ">=2", ">=3", ">=4",
-	// ">=5", ">=10", ">=100", ">=1000" (the 5th to 9th retries all ">=5").
-	RetryHistogram = "retry.histogram"
-	// HedgesSent counts hedged attempts after the first.
+	// HedgesSent is a counter: hedged attempts sent after the first.
 	HedgesSent = "hedge.sent"
-	// HedgesWon counts calls won by a hedged attempt (not the first).
+	// HedgesWon is a counter: calls won by a hedged attempt (not the first).
 	HedgesWon = "hedge.won"
-	// HedgesCancelled counts attempts cancelled because another won or a
-	// fatal code ended the call.
+	// HedgesCancelled is a counter: attempts cancelled because another won
+	// or a fatal code ended the call.
 	HedgesCancelled = "hedge.cancelled"
 )
 
-// TagBucket is the tag of RetryHistogram.
-const TagBucket = "bucket"
+// LatencyBuckets are the upper bounds of CallLatency's buckets: 1-2-5 steps
+// from 100µs to 10s, 16 bounds, so that every power of ten (1ms, 10ms,
+// 100ms, 1s, 10s) is a bound a latency objective can name. Each bucket
+// holds the latencies above the previous bound up to and including its own
+// (Prometheus's le); a last, unbounded bucket holds those above 10s, and
+// the first holds everything up to 100µs. Prometheus sees the bounds in
+// seconds: le="0.0001", "0.0002", "0.0005", "0.001", ..., "10", "+Inf".
+//
+// The Recorder uses a copy made when the program starts: changing this
+// variable changes no histogram.
+var LatencyBuckets = tally.DurationBuckets{
+	100 * time.Microsecond, 200 * time.Microsecond, 500 * time.Microsecond,
+	1 * time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond,
+	10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond,
+	100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
+	1 * time.Second, 2 * time.Second, 5 * time.Second,
+	10 * time.Second,
+}
+
+// AttemptBuckets are the upper bounds of CallAttempts's buckets: one bucket
+// per count from 0 (the call sent nothing) to 5, the default client-side
+// cap on attempts (retry.MaxAttemptsCap, which hedging shares), and a last,
+// unbounded bucket for more, possible only when a Channel raises the cap
+// (channel.WithMaxAttemptsCap). Prometheus sees le="0", "1", ..., "5",
+// "+Inf".
+//
+// The Recorder uses a copy made when the program starts: changing this
+// variable changes no histogram.
+var AttemptBuckets = tally.ValueBuckets{0, 1, 2, 3, 4, 5}
+
+// The copies the Recorder uses.
+var (
+	latencyBuckets = slices.Clone(LatencyBuckets)
+	attemptBuckets = slices.Clone(AttemptBuckets)
+)
 
 // RetryTokens is a gauge tagged service: the tokens in the service's
 // retry-throttling bucket.
@@ -59,12 +113,12 @@ const RetryTokens = "retry.throttle.tokens"
 
 // Per-peer metrics, tagged service and peer.
 const (
-	// PeerSent counts attempts sent to the peer.
+	// PeerSent is a counter: attempts sent to the peer.
 	PeerSent = "peer.sent"
-	// PeerBusy counts busy responses the peer sent back.
+	// PeerBusy is a counter: busy responses the peer sent back.
 	PeerBusy = "peer.busy"
-	// PeerThrottled counts requests the peer's busy limiter refused; each
-	// refused request was offered to another peer or failed unsent.
+	// PeerThrottled is a counter: requests the peer's busy limiter refused;
+	// each refused request was offered to another peer or failed unsent.
 	PeerThrottled = "peer.throttled"
 	// PeerLimit is a gauge: the peer's busy-throttling limit in requests per
 	// second, updated as attempts complete.
@@ -78,12 +132,12 @@ const (
 	// numbers its connectivity states (0 idle, 1 connecting, 2 ready,
 	// 3 transient failure, 4 shutdown).
 	PeerState = "peer.state"
-	// PeerConnects counts connections established to the peer (handshake
-	// done).
+	// PeerConnects is a counter: connections established to the peer
+	// (handshake done).
 	PeerConnects = "peer.connects"
-	// PeerConnectFailures counts connects that failed (refused, reset,
-	// handshake failed or timed out) and connections that died early or
-	// were found dead by health checks.
+	// PeerConnectFailures is a counter: connects that failed (refused,
+	// reset, handshake failed or timed out) and connections that died early
+	// or were found dead by health checks.
 	PeerConnectFailures = "peer.connect_failures"
 )
 
@@ -95,30 +149,30 @@ const CodeLocal = "LOCAL"
 
 // Server-side metrics of a Channel, untagged.
 const (
-	// ServerRequests counts inbound requests, shed or not.
+	// ServerRequests is a counter: inbound requests, shed or not.
 	ServerRequests = "server.requests"
-	// ServerShed counts inbound requests answered Busy by load shedding
-	// before any handler ran.
+	// ServerShed is a counter: inbound requests answered Busy by load
+	// shedding before any handler ran.
 	ServerShed = "server.shed"
-	// ServerMalformed counts inbound requests answered BAD_REQUEST because
-	// their body or headers could not be decoded.
+	// ServerMalformed is a counter: inbound requests answered BAD_REQUEST
+	// because their body or headers could not be decoded.
 	ServerMalformed = "server.malformed"
-	// ServerOversize counts inbound requests answered BAD_REQUEST because
-	// their arguments exceeded the Channel's maximum request size.
+	// ServerOversize is a counter: inbound requests answered BAD_REQUEST
+	// because their arguments exceeded the Channel's maximum request size.
 	ServerOversize = "server.oversize"
 )
 
 // Rate-limit pacing metrics, tagged service.
 const (
-	// RateLimitMalformed counts responses whose rate-limit headers could
-	// not be read (they were ignored).
+	// RateLimitMalformed is a counter: responses whose rate-limit headers
+	// could not be read (they were ignored).
 	RateLimitMalformed = "ratelimit.malformed_headers"
-	// RateLimitHeld counts calls held back, before sending, by a throttling
-	// window the server announced.
+	// RateLimitHeld is a counter: calls held back, before sending, by a
+	// throttling window the server announced.
 	RateLimitHeld = "ratelimit.held"
-	// RateLimitRejected counts calls failed at once because the server's
-	// throttling window outlasted their maximum delay or deadline.
+	// RateLimitRejected is a counter: calls failed at once because the
+	// server's throttling window outlasted their maximum delay or deadline.
 	RateLimitRejected = "ratelimit.rejected"
-	// RateLimitSleep times the pacer's sleeps before calls.
+	// RateLimitSleep is a timer: the pacer's sleeps before calls.
 	RateLimitSleep = "ratelimit.sleep"
 )

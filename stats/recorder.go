@@ -1,7 +1,6 @@
 package stats
 
 import (
-	"strconv"
 	"sync"
 	"time"
 
@@ -36,18 +35,17 @@ func NewRecorder(scope tally.Scope) *Recorder {
 // Scope returns the scope the Recorder reports to.
 func (r *Recorder) Scope() tally.Scope { return r.scope }
 
-// Method returns the metrics of calls to service's method.
+// Method returns the metrics of calls to service's method. The first call
+// for a (service, method) makes its tagged scope and metrics; later calls
+// find them with a read lock and allocate nothing.
 func (r *Recorder) Method(service, method string) *Method {
 	return cached(r, r.methods, methodKey{service, method}, func() *Method {
 		s := r.scope.Tagged(map[string]string{TagService: service, TagMethod: method})
-		m := &Method{scope: s, calls: s.Counter(Calls), latency: s.Timer(CallLatency),
+		return &Method{scope: s, calls: s.Counter(Calls),
+			latency: s.Histogram(CallLatency, latencyBuckets), callAttempts: s.Histogram(CallAttempts, attemptBuckets),
 			attempts: s.Counter(Attempts), unsent: s.Counter(AttemptsUnsent), errors: map[string]tally.Counter{}, attemptErrors: map[string]tally.Counter{},
 			retries: s.Counter(RetryAttempts), retriesFailed: s.Counter(RetryAttemptsFailed),
 			hedgesSent: s.Counter(HedgesSent), hedgesWon: s.Counter(HedgesWon), hedgesCancelled: s.Counter(HedgesCancelled)}
-		for i, b := range retryBuckets {
-			m.histogram[i] = s.Tagged(map[string]string{TagBucket: ">=" + strconv.Itoa(b)}).Counter(RetryHistogram)
-		}
-		return m
 	})
 }
 
@@ -95,16 +93,23 @@ func cached[K comparable, V any](r *Recorder, m map[K]V, k K, mk func() V) V {
 	return v
 }
 
-// Method holds the per-call metrics of one (service, method).
+// Method holds the per-call metrics of one (service, method), made once by
+// Recorder.Method. Its methods are safe for concurrent use, and allocate
+// nothing except the first time an error code is seen.
+//
+// A Channel records, for every call: Call once, with its latency and
+// error code; CallAttempts once, with the attempts it sent; and for each
+// attempt, Attempt when it is sent, Retry if it is not the first,
+// AttemptFailed and RetryFailed if it fails, Unsent if it never left.
 type Method struct {
-	scope    tally.Scope
-	calls    tally.Counter
-	latency  tally.Timer
-	attempts tally.Counter
+	scope        tally.Scope
+	calls        tally.Counter
+	latency      tally.Histogram
+	callAttempts tally.Histogram
+	attempts     tally.Counter
 
 	unsent                                 tally.Counter
 	retries, retriesFailed                 tally.Counter
-	histogram                              [len(retryBuckets)]tally.Counter
 	hedgesSent, hedgesWon, hedgesCancelled tally.Counter
 
 	mu            sync.Mutex
@@ -112,27 +117,14 @@ type Method struct {
 	attemptErrors map[string]tally.Counter
 }
 
-// retryBuckets are the lower bounds of the retry histogram's buckets.
-var retryBuckets = [...]int{1, 2, 3, 4, 5, 10, 100, 1000}
-
-// RetryBucket returns the index in the retry histogram of the nth retry
-// attempt (n >= 1): the largest bucket whose lower bound n reaches.
-func RetryBucket(n int) int {
-	i := 0
-	for i+1 < len(retryBuckets) && n >= retryBuckets[i+1] {
-		i++
-	}
-	return i
-}
-
-// Retry records the nth retry attempt of a call (n >= 1; the first retry is
-// 1): it counts it and adds one to exactly one histogram bucket.
+// Retry records the nth attempt of a call after its first, a retry or a
+// hedge (n >= 1; the first retry is 1): it counts it in RetryAttempts. It
+// does nothing for n < 1.
 func (m *Method) Retry(n int) {
 	if n < 1 {
 		return
 	}
 	m.retries.Inc(1)
-	m.histogram[RetryBucket(n)].Inc(1)
 }
 
 // Unsent records an attempt that never left the client.
@@ -168,11 +160,12 @@ func (m *Method) AttemptFailed(code string) {
 	c.Inc(1)
 }
 
-// Call records one finished call: its latency, and its error code if code is
-// not empty.
+// Call records one finished call: it counts it in Calls, records its latency
+// in the CallLatency histogram, and counts it in CallErrors tagged code if
+// code is not empty.
 func (m *Method) Call(latency time.Duration, code string) {
 	m.calls.Inc(1)
-	m.latency.Record(latency)
+	m.latency.RecordDuration(latency)
 	if code != "" {
 		m.errorCounter(code).Inc(1)
 	}
@@ -180,6 +173,11 @@ func (m *Method) Call(latency time.Duration, code string) {
 
 // Attempt records one attempt sent on the wire.
 func (m *Method) Attempt() { m.attempts.Inc(1) }
+
+// CallAttempts records, once per finished call, the number of attempts it
+// sent on the wire in the CallAttempts histogram: 0 for a call that sent
+// nothing, 1 for a call answered by its first attempt.
+func (m *Method) CallAttempts(n int) { m.callAttempts.RecordValue(float64(n)) }
 
 func (m *Method) errorCounter(code string) tally.Counter {
 	m.mu.Lock()

@@ -1,6 +1,8 @@
 package stats
 
 import (
+	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,6 +18,8 @@ func TestRecorderTagsAndCaches(t *testing.T) {
 	}
 	m.Call(3*time.Millisecond, "")
 	m.Call(5*time.Millisecond, "BUSY")
+	m.CallAttempts(1)
+	m.CallAttempts(2)
 	m.Attempt()
 	p := r.Peer("kv", "127.0.0.1:1")
 	p.Busy.Inc(2)
@@ -43,9 +47,178 @@ func TestRecorderTagsAndCaches(t *testing.T) {
 	if !ok || g.Value() != 38 {
 		t.Errorf("peer.limit gauge missing or wrong: %v", g)
 	}
-	tm, ok := snap.Timers()["call.latency+method=get,service=kv"]
-	if !ok || len(tm.Values()) != 2 {
-		t.Errorf("call.latency timer missing or wrong: %v", tm)
+	if len(snap.Timers()) != 0 {
+		t.Errorf("timers %v, want none: call.latency is a histogram", keys(snap.Timers()))
+	}
+}
+
+// The histograms' names, tags and buckets are the documented ones.
+func TestHistogramNamesTagsBuckets(t *testing.T) {
+	scope := tally.NewTestScope("", nil)
+	m := NewRecorder(scope).Method("kv", "get")
+	m.Call(time.Millisecond, "")
+	m.CallAttempts(1)
+	hs := scope.Snapshot().Histograms()
+	wantTags := map[string]string{TagService: "kv", TagMethod: "get"}
+
+	lat, ok := hs["call.latency+method=get,service=kv"]
+	if !ok {
+		t.Fatalf("no call.latency histogram; have %v", keys(hs))
+	}
+	if lat.Name() != "call.latency" || !mapsEqual(lat.Tags(), wantTags) {
+		t.Errorf("call.latency is %q %v, want call.latency %v", lat.Name(), lat.Tags(), wantTags)
+	}
+	wantLat := append(slices.Clone([]time.Duration(LatencyBuckets)), math.MaxInt64) // the last, unbounded bucket
+	if got := sortedKeys(lat.Durations()); !slices.Equal(got, wantLat) {
+		t.Errorf("call.latency bucket bounds %v, want %v", got, wantLat)
+	}
+	if len(lat.Values()) != 0 {
+		t.Errorf("call.latency has value buckets %v, want duration buckets only", lat.Values())
+	}
+
+	att, ok := hs["call.attempts+method=get,service=kv"]
+	if !ok {
+		t.Fatalf("no call.attempts histogram; have %v", keys(hs))
+	}
+	if att.Name() != "call.attempts" || !mapsEqual(att.Tags(), wantTags) {
+		t.Errorf("call.attempts is %q %v, want call.attempts %v", att.Name(), att.Tags(), wantTags)
+	}
+	wantAtt := []float64{0, 1, 2, 3, 4, 5, math.MaxFloat64}
+	if got := sortedKeys(att.Values()); !slices.Equal(got, wantAtt) {
+		t.Errorf("call.attempts bucket bounds %v, want %v", got, wantAtt)
+	}
+	if len(hs) != 2 {
+		t.Errorf("histograms %v, want call.latency and call.attempts only", keys(hs))
+	}
+}
+
+// Each latency lands in exactly one bucket: the first whose bound it does
+// not exceed.
+func TestCallLatencyBuckets(t *testing.T) {
+	for _, tc := range []struct {
+		latency, bucket time.Duration
+	}{
+		{0, 100 * time.Microsecond},
+		{50 * time.Microsecond, 100 * time.Microsecond},
+		{100 * time.Microsecond, 100 * time.Microsecond}, // bounds are inclusive
+		{100*time.Microsecond + 1, 200 * time.Microsecond},
+		{300 * time.Microsecond, 500 * time.Microsecond},
+		{time.Millisecond, time.Millisecond},
+		{3 * time.Millisecond, 5 * time.Millisecond},
+		{7 * time.Millisecond, 10 * time.Millisecond},
+		{150 * time.Millisecond, 200 * time.Millisecond},
+		{time.Second, time.Second},
+		{3 * time.Second, 5 * time.Second},
+		{10 * time.Second, 10 * time.Second},
+		{10*time.Second + 1, math.MaxInt64}, // the last, unbounded bucket
+		{time.Hour, math.MaxInt64},
+	} {
+		scope := tally.NewTestScope("", nil)
+		NewRecorder(scope).Method("kv", "get").Call(tc.latency, "")
+		got := scope.Snapshot().Histograms()["call.latency+method=get,service=kv"].Durations()
+		for bound, n := range got {
+			want := int64(0)
+			if bound == tc.bucket {
+				want = 1
+			}
+			if n != want {
+				t.Errorf("latency %v: bucket %v has %d, want %d", tc.latency, bound, n, want)
+			}
+		}
+	}
+}
+
+// Each call's attempts land in the bucket of that count; more than 5 in the
+// last, unbounded bucket.
+func TestCallAttemptsBuckets(t *testing.T) {
+	scope := tally.NewTestScope("", nil)
+	m := NewRecorder(scope).Method("kv", "get")
+	for _, n := range []int{0, 1, 1, 1, 2, 2, 3, 5, 6, 9} {
+		m.CallAttempts(n)
+	}
+	got := scope.Snapshot().Histograms()["call.attempts+method=get,service=kv"].Values()
+	want := map[float64]int64{0: 1, 1: 3, 2: 2, 3: 1, 4: 0, 5: 1, math.MaxFloat64: 2}
+	if !mapsEqual(got, want) {
+		t.Errorf("call.attempts buckets %v, want %v", got, want)
+	}
+}
+
+// Retry counts retry attempts; the retry.histogram counters are gone.
+func TestRetryCounts(t *testing.T) {
+	scope := tally.NewTestScope("", nil)
+	m := NewRecorder(scope).Method("kv", "get")
+	for n := 1; n <= 6; n++ {
+		m.Retry(n)
+		m.RetryFailed()
+	}
+	m.Retry(0) // not a retry
+	m.Hedged(2, true, 1)
+	m.Unsent()
+	m.AttemptFailed("BUSY")
+	want := map[string]int64{
+		"retry.attempts+method=get,service=kv":           6,
+		"retry.attempts.failed+method=get,service=kv":    6,
+		"hedge.sent+method=get,service=kv":               2,
+		"hedge.won+method=get,service=kv":                1,
+		"hedge.cancelled+method=get,service=kv":          1,
+		"attempt.unsent+method=get,service=kv":           1,
+		"attempt.errors+code=BUSY,method=get,service=kv": 1,
+		"calls+method=get,service=kv":                    0,
+		"attempts+method=get,service=kv":                 0,
+	}
+	counters := scope.Snapshot().Counters()
+	for k, v := range want {
+		c, ok := counters[k]
+		if !ok {
+			t.Errorf("no counter %s", k)
+			continue
+		}
+		if c.Value() != v {
+			t.Errorf("%s = %d, want %d", k, c.Value(), v)
+		}
+	}
+	if len(counters) != len(want) {
+		t.Errorf("counters %v, want exactly %v", keys(counters), keys(want))
+	}
+}
+
+// The Recorder's buckets are copies: they hold the documented values, and
+// a change to the exported variables could not reach them.
+func TestBucketsAreCopies(t *testing.T) {
+	if !slices.Equal(latencyBuckets, LatencyBuckets) || &latencyBuckets[0] == &LatencyBuckets[0] {
+		t.Error("latencyBuckets is not a copy of LatencyBuckets")
+	}
+	if !slices.Equal(attemptBuckets, AttemptBuckets) || &attemptBuckets[0] == &AttemptBuckets[0] {
+		t.Error("attemptBuckets is not a copy of AttemptBuckets")
+	}
+	if !slices.IsSorted(LatencyBuckets) || LatencyBuckets[0] != 100*time.Microsecond || LatencyBuckets[len(LatencyBuckets)-1] != 10*time.Second {
+		t.Errorf("LatencyBuckets %v: want sorted, from 100µs to 10s", LatencyBuckets)
+	}
+}
+
+// Recording a call, its attempts and each attempt on a cached Method
+// allocates nothing, with a real scope or none.
+func TestRecordingAllocatesNothing(t *testing.T) {
+	for name, scope := range map[string]tally.Scope{"test scope": tally.NewTestScope("", nil), "nil scope": nil} {
+		r := NewRecorder(scope)
+		m := r.Method("kv", "get")
+		m.Call(time.Millisecond, "BUSY") // the first error code makes its counter
+		m.AttemptFailed("BUSY")
+		allocs := testing.AllocsPerRun(100, func() {
+			m := r.Method("kv", "get")
+			m.Attempt()
+			m.Retry(1)
+			m.AttemptFailed("BUSY")
+			m.RetryFailed()
+			m.Hedged(1, true, 1)
+			m.Unsent()
+			m.CallAttempts(2)
+			m.Call(3*time.Millisecond, "")
+			m.Call(3*time.Millisecond, "BUSY")
+		})
+		if allocs != 0 {
+			t.Errorf("%s: %v allocs per call, want 0", name, allocs)
+		}
 	}
 }
 
@@ -54,44 +227,83 @@ func keys[V any](m map[string]V) []string {
 	for k := range m {
 		out = append(out, k)
 	}
+	slices.Sort(out)
 	return out
 }
 
+func sortedKeys[K float64 | time.Duration, V any](m map[K]V) []K {
+	var out []K
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func mapsEqual[K comparable, V comparable](a, b map[K]V) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// BenchmarkMethodCallSuccess records a successful call as a Channel does:
+// the Method lookup, the call (counter and latency histogram) and its
+// attempts.
 func BenchmarkMethodCallSuccess(b *testing.B) {
 	r := NewRecorder(tally.NewTestScope("", nil))
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		r.Method("kv", "get").Call(time.Millisecond, "")
+		m := r.Method("kv", "get")
+		m.Call(time.Duration(i%20)*time.Millisecond, "")
+		m.CallAttempts(1)
 	}
 }
 
-// The retry design's histogram: each retry attempt increments exactly one
-// bucket; a call with 6 retries increments >=1, >=2, >=3, >=4, >=5 and >=5
-// again.
-func TestRetryHistogramBuckets(t *testing.T) {
-	scope := tally.NewTestScope("", nil)
-	m := NewRecorder(scope).Method("kv", "get")
-	for n := 1; n <= 6; n++ {
-		m.Retry(n)
+// BenchmarkMethodCall is Call alone on a cached Method.
+func BenchmarkMethodCall(b *testing.B) {
+	m := NewRecorder(tally.NewTestScope("", nil)).Method("kv", "get")
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		m.Call(time.Duration(i%20)*time.Millisecond, "")
 	}
-	m.Retry(0) // not a retry
-	counters := scope.Snapshot().Counters()
-	want := map[string]int64{">=1": 1, ">=2": 1, ">=3": 1, ">=4": 1, ">=5": 2, ">=10": 0, ">=100": 0, ">=1000": 0}
-	for b, v := range want {
-		c := counters["retry.histogram+bucket="+b+",method=get,service=kv"]
-		if c == nil {
-			t.Fatalf("bucket %s missing", b)
-		}
-		if c.Value() != v {
-			t.Errorf("bucket %s = %d, want %d", b, c.Value(), v)
-		}
+}
+
+// BenchmarkMethodCallAttempts is CallAttempts alone on a cached Method.
+func BenchmarkMethodCallAttempts(b *testing.B) {
+	m := NewRecorder(tally.NewTestScope("", nil)).Method("kv", "get")
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		m.CallAttempts(1 + i%3)
 	}
-	if got := counters["retry.attempts+method=get,service=kv"].Value(); got != 6 {
-		t.Errorf("retry.attempts = %d, want 6", got)
-	}
-	for n, want := range map[int]int{1: 0, 4: 3, 5: 4, 9: 4, 10: 5, 99: 5, 100: 6, 999: 6, 1000: 7, 5000: 7} {
-		if got := RetryBucket(n); got != want {
-			t.Errorf("RetryBucket(%d) = %d, want %d", n, got, want)
+}
+
+// BenchmarkMethodCallParallel records successful calls from every P at
+// once.
+func BenchmarkMethodCallParallel(b *testing.B) {
+	r := NewRecorder(tally.NewTestScope("", nil))
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m := r.Method("kv", "get")
+			m.Call(3*time.Millisecond, "")
+			m.CallAttempts(1)
 		}
+	})
+}
+
+// BenchmarkMethodCallNilScope is a successful call's recording with no scope.
+func BenchmarkMethodCallNilScope(b *testing.B) {
+	r := NewRecorder(nil)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		m := r.Method("kv", "get")
+		m.Call(time.Millisecond, "")
+		m.CallAttempts(1)
 	}
 }
