@@ -284,8 +284,8 @@ func (c *Channel) CallJSON(ctx context.Context, service, method string, req, res
 	o := applyOptions(opts)
 	arg3, err := json.Marshal(req)
 	if err != nil {
-		msg := "cannot encode the request as JSON: " + err.Error()
-		err = &CallError{Service: service, Method: method, Code: codes.BadRequest, Message: msg, Err: err}
+		err = fmt.Errorf("cannot encode the request as JSON: %w", err)
+		err = &CallError{Service: service, Method: method, Code: codes.BadRequest, Message: err.Error(), Err: err}
 		o.report(nil, err)
 		return err
 	}
