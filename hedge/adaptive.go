@@ -12,7 +12,7 @@ import (
 
 // Adaptive configures a hedging delay that follows the method's recent
 // latency, and a budget on the extra attempts hedging may add. It goes
-// beyond the retry design, whose hedgingDelay is fixed: a fixed delay tuned
+// beyond gRPC's retry design, whose hedgingDelay is fixed: a fixed delay tuned
 // to today's p95 sends too many hedges when the service slows down and too
 // few when it speeds up.
 type Adaptive struct {

@@ -1,4 +1,4 @@
-// Package hedge is Sluice's hedging policy (seeds/grpc-retry-design.md,
+// Package hedge is Sluice's hedging policy (gRPC's retry design, gRFC A6,
 // "Hedging Policy"): send the same call again, to another peer, while
 // earlier attempts are still outstanding, to cut tail latency.
 //

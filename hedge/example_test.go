@@ -7,13 +7,14 @@ import (
 	"log"
 	"time"
 
+	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/hedge"
 	"github.com/sluice-rpc/sluice/retry"
 )
 
-// The seed's example: up to four attempts, 500ms apart; the service config
-// may ask for more, but the client caps them at five.
+// gRFC A6's hedging example: up to four attempts, 500ms apart; the service
+// config may ask for more, but the client caps them at five.
 func ExamplePolicy() {
 	p := hedge.Policy{
 		MaxAttempts:   4,
@@ -51,4 +52,61 @@ func ExampleExecutor() {
 	fmt.Println(res.Stop, "by attempt", res.Winner, "of", res.Sent)
 	// Output:
 	// succeeded by attempt 1 of 2
+}
+
+// The hedging delay on a fake clock: the original attempt hangs, the clock
+// passes the delay, the hedge goes out and wins, and the original attempt
+// is cancelled. Do returns only after both attempts have returned.
+func ExampleExecutor_delay() {
+	clk := clock.NewFake(time.Unix(0, 0))
+	exec, err := hedge.NewExecutor(hedge.ExecutorConfig{Clock: clk, Policy: hedge.Policy{
+		MaxAttempts:   2,
+		HedgingDelay:  50 * time.Millisecond,
+		NonFatalCodes: codes.NewSet(codes.Busy),
+	}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	go func() {
+		// Move the clock once the executor waits for the delay.
+		for clk.Timers() == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		clk.Add(50 * time.Millisecond)
+	}()
+	cancelled := make(chan bool, 1)
+	res := exec.Do(context.Background(), func(ctx context.Context, a retry.Attempt) retry.Outcome {
+		if a.Number == 0 { // a slow peer: answers only when cancelled
+			<-ctx.Done()
+			cancelled <- true
+			return retry.Outcome{Err: ctx.Err(), Code: codes.Cancelled}
+		}
+		return retry.Outcome{}
+	})
+	fmt.Println(res.Stop, "by attempt", res.Winner, "of", res.Sent, "- original cancelled:", <-cancelled)
+	// Output:
+	// succeeded by attempt 1 of 2 - original cancelled: true
+}
+
+// An adaptive delay follows the method's recent latency: here the 90th
+// percentile of the last 10 first attempts, within [Floor, Cap].
+func ExampleEstimator() {
+	e, err := hedge.NewEstimator(hedge.Adaptive{Quantile: 0.9, Window: 10,
+		Floor: time.Millisecond, Cap: time.Second}, 100*time.Millisecond)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("before any latency:", e.Delay())
+	for i := 1; i <= 10; i++ {
+		e.Observe(time.Duration(i) * 10 * time.Millisecond) // 10ms ... 100ms
+	}
+	fmt.Println("after 10ms..100ms:", e.Delay())
+	for range 10 {
+		e.Observe(5 * time.Second) // the service slows down
+	}
+	fmt.Println("after a slow spell:", e.Delay())
+	// Output:
+	// before any latency: 100ms
+	// after 10ms..100ms: 90ms
+	// after a slow spell: 1s
 }

@@ -73,7 +73,7 @@ type Result struct {
 // Err returns the call's error: Outcome.Err.
 func (r Result) Err() error { return r.Outcome.Err }
 
-// Executor runs hedged calls (seeds/grpc-retry-design.md, "Hedging
+// Executor runs hedged calls (gRPC's retry design, gRFC A6, "Hedging
 // Policy"). Each attempt runs on its own goroutine with a context that is
 // cancelled as soon as the call is decided; Do returns only after every
 // attempt has returned, so no goroutine outlives the call. An Executor is

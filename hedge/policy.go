@@ -32,7 +32,7 @@ type Policy struct {
 	// Adaptive, if set, makes the delay follow the method's recent latency
 	// (HedgingDelay then only applies until enough latencies are seen) and
 	// can cap the extra attempts. Sluice's extension; nil means a fixed
-	// delay, as in the retry design.
+	// delay, as in gRPC's retry design.
 	Adaptive *Adaptive
 }
 

@@ -9,7 +9,8 @@ import (
 	"github.com/sluice-rpc/sluice/clock"
 )
 
-// The examples of the original's doc/algorithms.md, capacity 120.
+// The worked examples of the original Doorman's algorithms documentation
+// (github.com/youtube/doorman), capacity 120.
 func TestDocumentedExamples(t *testing.T) {
 	tests := []struct {
 		kind  Kind

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"time"
 
 	"github.com/sluice-rpc/sluice/leasing"
 )
@@ -60,4 +61,41 @@ resources:
 	// Output:
 	// capacity: 30
 	// admitted
+}
+
+// Allocate is the division the server makes, without leases: capacity 120
+// between three clients wanting 1000, 50 and 10. STATIC's capacity is a
+// per-client ceiling; the sharing algorithms hand out the whole of it.
+func ExampleAllocate() {
+	wants := []float64{1000, 50, 10}
+	gets := make([]float64, len(wants))
+	for _, kind := range []leasing.Kind{leasing.NoAlgorithm, leasing.Static, leasing.ProportionalShare, leasing.FairShare} {
+		leasing.Allocate(kind, 120, wants, gets)
+		fmt.Printf("%-18s %.2f\n", kind, gets)
+	}
+	// Output:
+	// NO_ALGORITHM       [1000.00 50.00 10.00]
+	// STATIC             [120.00 50.00 10.00]
+	// PROPORTIONAL_SHARE [69.69 40.31 10.00]
+	// FAIR_SHARE         [60.00 50.00 10.00]
+}
+
+// fixed is a CapacitySource that never changes: a stand-in for a
+// *leasing.Resource in examples and tests.
+type fixed float64
+
+func (f fixed) Capacity() float64        { return float64(f) }
+func (f fixed) Changed() <-chan struct{} { return nil }
+
+// A Gauge bounds concurrent holders by a capacity: here 2.
+func ExampleGauge() {
+	g := leasing.NewGauge(fixed(2))
+	fmt.Println(g.TryAcquire(), g.TryAcquire(), g.TryAcquire(), g.InUse())
+	g.Release()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	fmt.Println(g.Acquire(ctx), g.InUse()) // a slot is free again: no wait
+	// Output:
+	// true true false 2
+	// <nil> 2
 }

@@ -17,7 +17,7 @@ const (
 )
 
 // Buffer accounts for the request bytes kept so that calls can be retried
-// (seeds/grpc-retry-design.md, "Memory Management (Buffering)"). A call
+// (gRPC's retry design, gRFC A6, "Memory Management (Buffering)"). A call
 // reserves its request size before its first attempt; if the reservation
 // fails, because the request is larger than the per-call limit or the
 // total would be exceeded, the call is sent once and never retried. The

@@ -1,6 +1,7 @@
-// Package retry is Sluice's retry policy: the gRPC retry design
-// (seeds/grpc-retry-design.md) applied to TChannel calls, with the backoff
-// variants of Aliyun's SDK (seeds/aliyun-throttling-backoff.md).
+// Package retry is Sluice's retry policy: gRPC's retry design (gRFC A6,
+// "gRPC Retry Design") applied to TChannel calls, with the backoff variants
+// of the Alibaba Cloud (Aliyun) SDK ("Advanced backoff mechanism based on
+// the throttling policy").
 //
 // The package is pure: it knows nothing of TChannel or the network. Time
 // comes from an injected clock and randomness from an injected source, so

@@ -98,3 +98,22 @@ func ExampleParsePushback() {
 	// stop
 	// server busy retry-pushback-ms=300
 }
+
+// A call holds its request's bytes in the channel's retry buffer while it
+// may still retry; one that does not fit is sent once, without retries.
+func ExampleBuffer() {
+	buf, err := retry.NewBuffer(1<<20, 256<<10) // 1 MiB in all, 256 KiB per call
+	if err != nil {
+		log.Fatal(err)
+	}
+	small, ok := buf.Reserve(200 << 10)
+	fmt.Println("200 KiB call retryable:", ok, "- held:", buf.Used())
+	_, ok = buf.Reserve(300 << 10)
+	fmt.Println("300 KiB call retryable:", ok)
+	small.Release() // the call returned to the application
+	fmt.Println("held:", buf.Used())
+	// Output:
+	// 200 KiB call retryable: true - held: 204800
+	// 300 KiB call retryable: false
+	// held: 0
+}

@@ -173,7 +173,7 @@ func (c ExecutorConfig) Validate() error {
 }
 
 // Executor runs a call's attempts one after another under a retry policy
-// (seeds/grpc-retry-design.md). It never starts a goroutine: Do runs every
+// (gRPC's retry design, gRFC A6). It never starts a goroutine: Do runs every
 // attempt and every wait on the caller's goroutine and returns when the
 // call is over. An Executor is immutable and safe for concurrent use by any
 // number of calls (given a concurrency-safe Rand).

@@ -10,8 +10,9 @@ import (
 )
 
 // MaxAttemptsCap is the default client-side maximum for maxAttempts. A policy
-// asking for more attempts gets this many (seeds/grpc-retry-design.md,
-// "Limits on Retries and Hedges"); ExecutorConfig.MaxAttemptsCap changes it.
+// asking for more attempts gets this many, as gRPC's retry design (gRFC A6,
+// "Limits on Retries and Hedges") prescribes; ExecutorConfig.MaxAttemptsCap
+// changes it.
 const MaxAttemptsCap = 5
 
 // Jitter selects how a backoff delay is drawn from its exponential ceiling:

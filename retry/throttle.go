@@ -48,8 +48,8 @@ func thousandths(x float64) bool {
 	return math.Abs(m-r) <= 1e-6+4*(math.Nextafter(m, math.Inf(1))-m)
 }
 
-// Throttle is the retry-throttling token bucket of one service
-// (seeds/grpc-retry-design.md, "Throttling Retry Attempts and Hedged RPCs").
+// Throttle is the retry-throttling token bucket of one service, as in
+// gRPC's retry design, gRFC A6 ("Throttling Retry Attempts and Hedged RPCs").
 //
 // The bucket starts full at MaxTokens and always holds between 0 and
 // MaxTokens. Every counted failure (a retryable or non-fatal code, or a

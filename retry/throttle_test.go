@@ -45,9 +45,9 @@ func TestThrottleConfigValidate(t *testing.T) {
 	}
 }
 
-// TestThrottleSeedSemantics walks the bucket of the seed's example
+// TestThrottleA6Semantics walks the bucket of gRFC A6's example
 // configuration (maxTokens 10, tokenRatio 0.1) through its rules.
-func TestThrottleSeedSemantics(t *testing.T) {
+func TestThrottleA6Semantics(t *testing.T) {
 	type step struct {
 		op         string // "f" failure, "s" success
 		n          int

@@ -1,5 +1,6 @@
-// Package serviceconfig reads Sluice's JSON service config: gRPC's shape
-// (seeds/grpc-retry-design.md, "Integration with Service Config"), with
+// Package serviceconfig reads Sluice's JSON service config: the shape of
+// gRPC's service config as gRPC's retry design (gRFC A6, "gRPC Retry
+// Design", section "Integration with Service Config") uses it, with
 // TChannel code names, extended with Sluice's own sections.
 //
 //	{
@@ -31,13 +32,13 @@
 // CANCELLED, BAD_REQUEST, PROTOCOL). Field names are matched exactly, in
 // lowerCamelCase.
 //
-// Parse validates everything with the seed's rules and rejects an invalid
+// Parse validates everything with gRFC A6's rules and rejects an invalid
 // config with an *Error naming the field path and the rule
 // ("serviceconfig: methodConfig[0].retryPolicy.maxAttempts is 1, must be
 // >= 2"); it never adjusts a value to make it valid. Unknown fields are
 // rejected too, except the "busyThrottling" and "lease" sections, which
 // are kept unparsed (Config.BusyThrottling, Config.Lease) for the packages
 // that own them. maxAttempts above the client-side cap (5 by default) is
-// not an error: the gRPC design says such values are treated as the cap,
+// not an error: gRFC A6 says such values are treated as the cap,
 // which retry.Policy.Attempts and hedge.Policy.Attempts do.
 package serviceconfig

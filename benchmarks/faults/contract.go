@@ -7,10 +7,18 @@ import (
 	"github.com/sluice-rpc/sluice/retry"
 )
 
-// Contract is Sluice's failure handling contract (DESIGN.md section 4,
-// "Connection health" and "Failure handling contract", and section 5's
-// rule for transparent retries) in numbers a Result is checked against.
-// DefaultContract gives the numbers; Check applies them.
+// Contract is Sluice's failure handling contract in numbers a Result is
+// checked against: connections are made in the background on gRPC's
+// backoff and a failure never becomes a connection storm; a peer whose
+// connection failed or fell silent stops being chosen within a bound;
+// calls fail fast when every peer is in transient failure; every call
+// returns by its deadline, and a hedged call as soon as a hedge wins; busy
+// throttling and the retry bucket bound the attempts on busy servers; a
+// handler that answered DECLINED runs once unless the policy names that
+// code (only a decline sent before any handler ran is retried
+// transparently); and nothing outlives a call. The README's "When things
+// break" section makes the same promises in words. DefaultContract gives
+// the numbers; Check applies them.
 type Contract struct {
 	// MaxConnectsPerCall bounds the TCP connections per call when every
 	// peer refuses connections or accepts and closes them: a failure never

@@ -11,7 +11,7 @@ import (
 
 // TestContract is the acceptance test of Sluice's failure handling: every
 // scenario at the CI size, under each of its setups, checked against
-// DefaultContract (DESIGN.md section 4, "Failure handling contract"). A
+// DefaultContract (the promises of the README's "When things break"). A
 // run's setups are made side by side, except where timing is the point
 // (black-hole's deadlines); the goroutines and heap of such a group are
 // checked for the group. The table of every run is logged.

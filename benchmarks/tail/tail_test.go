@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 
 // TestTailLatencyTable runs the comparison of the README: 4000 calls at
 // 400/s against four heavy-tailed servers, three ways, and checks the
-// issue's target: hedging cuts p99 by at least 10x with at most 10% extra
+// target: hedging cuts p99 by at least 10x with at most 10% extra
 // requests. It takes about 35 s, so it runs only with -tail or SLUICE_TAIL=1.
 func TestTailLatencyTable(t *testing.T) {
 	if !*runTail && os.Getenv("SLUICE_TAIL") == "" {

@@ -9,7 +9,7 @@ import (
 	"github.com/sluice-rpc/sluice/retry/pacing"
 )
 
-// Figures are the seed's four metrics for one strategy.
+// Figures are the four metrics of Heroku's article for one strategy.
 type Figures struct {
 	// RetryRate is the average retry rate, a fraction (0.0307 for 3.07%).
 	RetryRate float64
@@ -23,20 +23,20 @@ type Figures struct {
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
-// Entry is one row of the comparison: a pacer configuration, and the seed's
-// published figures for it when the seed has them.
+// Entry is one row of the comparison: a pacer configuration, and the
+// figures Heroku's article published for it when it has them.
 type Entry struct {
 	// Name labels the row.
 	Name string
 	// Config is the pacer's configuration (Rand and InitialSleep are set
 	// per run).
 	Config pacing.Config
-	// Published holds the seed's figures, nil when it has none.
+	// Published holds the article's figures, nil when it has none.
 	Published *Figures
 }
 
 // Entries are the comparison's rows: every strategy, exponential backoff
-// with both factors the seed measured, then Sluice's reserve pacer.
+// with both factors the article measured, then Sluice's reserve pacer.
 func Entries() []Entry {
 	return []Entry{
 		{Name: "null", Config: pacing.Config{Strategy: pacing.StrategyNull}},
@@ -107,7 +107,7 @@ func Compare(entries []Entry, steady, clear Scenario, seed uint64, runs int) ([]
 }
 
 // WriteTable prints rows as a Markdown table: each metric measured, with
-// the seed's published figure beside it in brackets, then the requests
+// the article's published figure beside it in brackets, then the requests
 // sent and allowed in the steady run.
 func WriteTable(w io.Writer, rows []Row) error {
 	if _, err := fmt.Fprintln(w, "| pacer | avg retry rate | max sleep | stdev requests | time to clear | requests | allowed |"); err != nil {

@@ -8,7 +8,7 @@ import (
 	"github.com/sluice-rpc/sluice/retry/pacing"
 )
 
-// The seed's two runs for its winning pacer, in virtual time.
+// Heroku's two runs for its winning pacer, in virtual time.
 func Example() {
 	cfg := pacing.Config{Strategy: pacing.StrategyProportionalRemainingDecrease}
 	steady := ratesim.Steady()

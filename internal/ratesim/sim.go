@@ -39,28 +39,29 @@ type Scenario struct {
 	InitialSleep time.Duration
 }
 
-// Steady is the seed's main run: 10 greedy clients for 30 minutes against a
-// bucket of 4500 refilled at 4500 per hour, starting empty as the seed's
+// Steady is Heroku's main run: 10 greedy clients for 30 minutes against a
+// bucket of 4500 refilled at 4500 per hour, starting empty as the article's
 // harness does (its GCRA server's starting_limit is 0).
 func Steady() Scenario {
 	return Scenario{Clients: 10, Capacity: 4500, Window: time.Hour, Start: 0,
 		Latency: DefaultLatency, Duration: 30 * time.Minute, StopRemaining: -1}
 }
 
-// Clear is the seed's "time to clear workload" run: a full bucket of 4500
+// Clear is Heroku's "time to clear workload" run: a full bucket of 4500
 // that is not refilled, clients starting at 1 s of sleep, each done at its
 // first response with 10 or fewer requests remaining. Duration is a safety
-// bound (the seed's slowest strategy takes about 9 minutes).
+// bound (the article's slowest strategy takes about 9 minutes).
 func Clear() Scenario {
 	return Scenario{Clients: 10, Capacity: 4500, Window: 0, Start: 4500,
 		Latency: DefaultLatency, Duration: 6 * time.Hour, StopRemaining: 10,
 		InitialSleep: time.Second}
 }
 
-// DefaultLatency is the simulated round trip of one request. The seed does
-// not state it; 165 ms is what makes exponential backoff clear 4500 requests
-// with 10 clients in the seed's 74 s (449 sequential requests per client),
-// and it is of the order of a request to Heroku's API.
+// DefaultLatency is the simulated round trip of one request. Heroku's
+// article does not state it; 165 ms is what makes exponential backoff clear
+// 4500 requests with 10 clients in the article's 74 s (449 sequential
+// requests per client), and it is of the order of a request to Heroku's
+// API.
 const DefaultLatency = 165 * time.Millisecond
 
 // Validate reports the first unusable field of s.
@@ -116,7 +117,7 @@ type Result struct {
 	HeaderErrors int64
 }
 
-// RetryRate is the seed's "average retry rate": the mean over clients of
+// RetryRate is Heroku's "average retry rate": the mean over clients of
 // rate-limited responses / requests.
 func (r Result) RetryRate() float64 {
 	var sum float64

@@ -158,9 +158,9 @@ func row(t *testing.T, rows []Row, s pacing.Strategy, mult float64) Row {
 	return Row{}
 }
 
-// The acceptance targets, on the default seed (the figures in
+// The acceptance targets, on the default seed (the figures in
 // benchmarks/README.md): the proportional-remaining-decrease pacer has the
-// lowest retry rate of the seed's greedy strategies and clears the
+// lowest retry rate of the article's greedy strategies and clears the
 // workload in the same order of time as exponential backoff; the reserve
 // pacer beats it on at least three metrics and loses by at most 10% on the
 // fourth.

@@ -12,8 +12,9 @@ import (
 // Strategy names a pacing strategy, as a service config spells it.
 type Strategy string
 
-// The strategies of seeds/heroku-rate-throttling.md, in the order the seed
-// tries them, and Sluice's own.
+// The strategies of Heroku's client rate throttling article ("A Fast Car
+// Needs Good Brakes"), in the order the article tries them, and Sluice's
+// own.
 const (
 	// StrategyNull does not pace: no sleep before requests, no wait before
 	// retries (today's behaviour: the retry policy alone decides).
@@ -31,10 +32,10 @@ const (
 	// success subtracting sleep/Limit.
 	StrategyProportionalDecrease Strategy = "exponential-increase-proportional-decrease"
 	// StrategyProportionalRemainingDecrease is StrategyGradualDecrease with a
-	// success subtracting sleep*remaining/limit: the seed's winner, the
+	// success subtracting sleep*remaining/limit: the article's winner, the
 	// algorithm of Heroku's platform-api gem.
 	StrategyProportionalRemainingDecrease Strategy = "exponential-increase-proportional-remaining-decrease"
-	// StrategyReserve is Sluice's addition (not in the seed): the
+	// StrategyReserve is Sluice's addition (not in the article): the
 	// proportional-remaining-decrease pacer measured from a small reserve
 	// (Config.Reserve) instead of from an empty bucket: while a success
 	// leaves less than the reserve it adds up to MinSleep/2 to the sleep,
@@ -42,13 +43,15 @@ const (
 	StrategyReserve Strategy = "reserve"
 )
 
-// Strategies lists every strategy, the seed's in its order, then Sluice's.
+// Strategies lists every strategy: Heroku's in the article's order, then
+// Sluice's.
 func Strategies() []Strategy {
 	return []Strategy{StrategyNull, StrategyExponentialBackoff, StrategyGradualDecrease,
 		StrategyProportionalDecrease, StrategyProportionalRemainingDecrease, StrategyReserve}
 }
 
-// Defaults of Config, from the seed: Heroku's quota of 4500 requests per hour.
+// Defaults of Config, from Heroku's article: the Heroku API's quota of 4500
+// requests per hour.
 const (
 	DefaultLimit      = 4500
 	DefaultWindow     = time.Hour
@@ -78,8 +81,9 @@ type Config struct {
 	// InitialSleep is the sleep before the first request of the sticky
 	// strategies. It must be >= 0.
 	InitialSleep time.Duration
-	// MaxSleep, when > 0, caps the sleep (before jitter). The seed has no
-	// cap (0); a cap trades a higher retry rate for shorter waits.
+	// MaxSleep, when > 0, caps the sleep (before jitter). Heroku's
+	// strategies have no cap (0); a cap trades a higher retry rate for
+	// shorter waits.
 	MaxSleep time.Duration
 	// Reserve is StrategyReserve's reserve, as a fraction of the limit
 	// (default DefaultReserve). It must be in [0, 1); 0 means the default.

@@ -1,6 +1,8 @@
 // Package pacing paces a client from the rate-limit signals its server
-// sends: Aliyun's throttle-aware backoff (seeds/aliyun-throttling-backoff.md)
-// and Heroku's client rate throttling (seeds/heroku-rate-throttling.md).
+// sends: Aliyun's throttle-aware backoff (the Alibaba Cloud SDK's "Advanced
+// backoff mechanism based on the throttling policy") and the client rate
+// throttling strategies of Heroku's article "A Fast Car Needs Good Brakes:
+// How We Added Client Rate Throttling to the Platform API Gem".
 //
 // The package is pure: it knows nothing of TChannel. Time is passed in or
 // comes from an injected clock, and randomness from an injected source, so
@@ -27,7 +29,8 @@
 //     study behind one interface, Pacer: a null pacer, exponential backoff,
 //     and exponential increase with gradual, proportional or
 //     proportional-remaining decrease; plus Sluice's reserve pacer, which
-//     beats the seed's winner in simulation (see benchmarks/README.md).
+//     beats the article's winner (proportional-remaining decrease) in
+//     simulation (see benchmarks/README.md).
 //
 // # How a call uses it
 //

@@ -12,7 +12,7 @@ import (
 	"github.com/sluice-rpc/sluice/retry/pacing"
 )
 
-// A client paced by the seed's winning strategy reads the quota headers of
+// A client paced by Heroku's winning strategy reads the quota headers of
 // each response, and remembers the server's throttling window so that new
 // calls fail fast instead of waiting longer than they may.
 func Example() {

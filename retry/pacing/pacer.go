@@ -14,11 +14,11 @@ import (
 //
 // Implementations are safe for concurrent use; concurrent calls to one
 // service share its pacer, and each call sleeps the pacer's sleep (as the
-// threads sharing the seed's client do): the sleep paces each caller, it
-// does not space the calls of all callers. A burst of rate-limited responses to calls that
-// were in flight together raises the sleep once, not once per response: a
-// raise counts only when at least the current sleep has passed since the
-// previous one.
+// threads sharing one client do in Heroku's article): the sleep paces each
+// caller, it does not space the calls of all callers. A burst of
+// rate-limited responses to calls that were in flight together raises the
+// sleep once, not once per response: a raise counts only when at least the
+// current sleep has passed since the previous one.
 type Pacer interface {
 	// Before returns how long to sleep before sending a new request at now
 	// (not a retry: OnRateLimited gave that wait).
@@ -116,7 +116,7 @@ func (c *core) mayRaise(now time.Time) bool {
 	return true
 }
 
-// raise is the seed's exponential increase: add MinSleep, multiply.
+// raise is Heroku's exponential increase: add MinSleep, multiply.
 func (c *core) raise() {
 	c.sleep = (c.sleep + c.minSleep) * c.cfg.Multiplier
 	c.clamp()
@@ -180,7 +180,7 @@ func (b *backoff) Sleep() time.Duration {
 	return duration(b.last)
 }
 
-// sticky is the seed's three "exponential increase" strategies: a sleep
+// sticky is Heroku's three "exponential increase" strategies: a sleep
 // before every request, raised on rate-limited responses and decreased
 // after successes by a strategy-specific amount.
 type sticky struct {

@@ -61,7 +61,7 @@ func newPacer(t *testing.T, c Config) Pacer {
 	return p
 }
 
-// The seed's figures: 4500 per hour gives a minimum sleep of 0.8 s, and a
+// Heroku's figures: 4500 per hour gives a minimum sleep of 0.8 s, and a
 // rate-limited response makes the sleep (sleep + 0.8) * 1.2.
 func TestPacerArithmetic(t *testing.T) {
 	tests := []struct {

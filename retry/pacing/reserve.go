@@ -11,23 +11,23 @@ const DefaultReserve = 0.003
 // part of the reserve adds proportionally less.
 const reserveBrake = 0.5
 
-// reserve is StrategyReserve: the seed's proportional-remaining-decrease
+// reserve is StrategyReserve: Heroku's proportional-remaining-decrease
 // pacer, measured from a small reserve instead of from an empty bucket.
 //
 // After a success that leaves a fraction f of the quota (Remaining/Limit)
 // and a reserve fraction ρ (Config.Reserve):
 //
-//	f >= ρ: sleep -= sleep * (f - ρ)                  speed up, as the seed does
+//	f >= ρ: sleep -= sleep * (f - ρ)                  speed up, as Heroku's does
 //	f <  ρ: sleep += MinSleep * 0.5 * (ρ - f) / ρ     brake before the first 429
 //
-// A rate-limited response raises the sleep as the seed's strategies do:
+// A rate-limited response raises the sleep as Heroku's strategies do:
 // sleep = (sleep + MinSleep) * Multiplier. The brake makes the clients
 // sharing a quota slow down while it is nearly spent, so fewer of them run
 // into an empty bucket; because the brake is additive, the fastest
 // clients (who see the most low-quota responses) brake the most, which
 // evens out the clients' shares.
 type reserve struct {
-	sticky  // Before, OnRateLimited and Sleep are the seed's
+	sticky  // Before, OnRateLimited and Sleep are Heroku's
 	reserve float64
 }
 

@@ -18,7 +18,7 @@ func TestParseQuota(t *testing.T) {
 		want     Signal
 		bad      bool
 	}{
-		{name: "seed example", in: "Remain:1,Limit:2,Time:1000,TimeLeft:122,Reset:1637835220000",
+		{name: "Aliyun's example", in: "Remain:1,Limit:2,Time:1000,TimeLeft:122,Reset:1637835220000",
 			want: Signal{Fields: all, Remaining: 1, Limit: 2, Window: time.Second, TimeLeft: 122 * ms, Reset: time.UnixMilli(1637835220000)}},
 		{name: "plenty", in: "Remain:-1,Limit:100", want: Signal{Fields: FieldRemaining | FieldLimit, Remaining: RemainingPlenty, Limit: 100}},
 		{name: "throttled", in: "Remain:0,TimeLeft:5000", want: Signal{Fields: FieldRemaining | FieldTimeLeft, TimeLeft: 5 * time.Second}},
