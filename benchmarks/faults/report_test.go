@@ -42,7 +42,9 @@ func TestWriteTable(t *testing.T) {
 func TestWriteChecks(t *testing.T) {
 	good := sampleResult()
 	good.PickedAfterFault = false
+	good.Max, good.MaxAfter1s = 210*time.Millisecond, 210*time.Millisecond // within the 20 ms slack
 	bad := sampleResult()
+	bad.Max, bad.MaxAfter1s = good.Max, good.MaxAfter1s
 	bad.Problems = []string{"the child would not exit"}
 	var b strings.Builder
 	failed, err := WriteChecks(&b, DefaultContract(), []*Result{good, bad})
