@@ -58,12 +58,12 @@ type options struct {
 	maxAttemptsCap       int
 	bufTotal, bufPerCall int64
 	leases               map[string]Gate
+	pacing               map[string]PacingConfig
 	methods              map[methodKey]bool // WithMethods
 
 	callMW    []CallMiddleware
 	attemptMW []AttemptMiddleware
 	inboundMW []InboundMiddleware
-	pacing               map[string]PacingConfig
 
 	rand func() float64 // backoff jitter, uniform in [0, 1); tests fix it
 	// onWait, if set, is called each time a call starts waiting for a
