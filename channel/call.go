@@ -619,7 +619,7 @@ func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
 	}
 	ce := err.(*CallError)
 	o := retry.Outcome{Err: ce, Code: ce.Code, Committed: committed}
-	if !sent {
+	if !sent && !committed {
 		// Nothing could take it: no ready peer, every peer throttled, no
 		// peers, the channel closed, or the deadline came first.
 		o.Local = true
@@ -736,7 +736,11 @@ func (c *Channel) attemptVia(ctx context.Context, st *callState, a *attemptSpec,
 	if err == nil && res == nil {
 		err = errors.New("an attempt middleware returned neither a response nor an error")
 	}
-	if err != nil && called && innerErr == nil { // failed after its response arrived
+	if err != nil && (!called || innerErr == nil) {
+		// Refused before it was sent, or failed after its response
+		// arrived: either way the call ends with this error, no further
+		// attempt (a refusal is not a local outcome such as throttling,
+		// which would keep an earlier attempt's error).
 		committed = true
 	}
 	if err != nil {

@@ -77,6 +77,7 @@ type jsonHandler struct {
 	// errNilable: a nil value of the function's error result is no error
 	// (its type is an interface or a pointer, not a struct).
 	errNilable bool
+	mw         InboundMiddleware // nil without any
 	limit      int64
 	stats      *serverStats
 }
@@ -114,7 +115,8 @@ func newJSONHandler(c *Channel, method string, f any) (*jsonHandler, error) {
 	case !t.Out(1).AssignableTo(typeOfError):
 		return nil, fail(fmt.Sprintf("is a %v, whose second result is not an error", t))
 	}
-	h := &jsonHandler{c: c, fn: v, argType: t.In(1), argIsMap: t.In(1).Kind() == reflect.Map, limit: c.o.maxRequest, stats: c.serverStats()}
+	h := &jsonHandler{c: c, fn: v, argType: t.In(1), argIsMap: t.In(1).Kind() == reflect.Map,
+		mw: c.InboundMiddleware(), limit: c.o.maxRequest, stats: c.serverStats()}
 	if !h.argIsMap {
 		h.argType = h.argType.Elem()
 	}
@@ -180,11 +182,17 @@ func (h *jsonHandler) Handle(tctx context.Context, call *tchannel.InboundCall) {
 		arg = argp.Elem() // the handler takes the map itself
 	}
 
-	out := h.fn.Call([]reflect.Value{reflect.ValueOf(ctx), arg})
-	res := out[0].Interface()
+	var (
+		res any
+		err error
+	)
+	if h.mw == nil {
+		res, err = h.call(ctx, arg)
+	} else {
+		res, err = h.serveVia(ctx, call, headers, arg)
+	}
 	resp := call.Response()
-	if ev := out[1]; !h.errNilable || !ev.IsNil() {
-		err := ev.Interface().(error)
+	if err != nil {
 		// A system error answers with its code, wrapped or not (as for raw
 		// handlers; tchannel-go's JSON handler sees only an unwrapped one).
 		var se tchannel.SystemError
@@ -199,6 +207,49 @@ func (h *jsonHandler) Handle(tctx context.Context, call *tchannel.InboundCall) {
 		return
 	}
 	_ = tchannel.NewArgWriter(resp.Arg3Writer()).WriteJSON(res)
+}
+
+// call runs the handler with ctx and arg, and returns its result and its
+// error (nil if it returned none).
+func (h *jsonHandler) call(ctx tjson.Context, arg reflect.Value) (any, error) {
+	out := h.fn.Call([]reflect.Value{reflect.ValueOf(ctx), arg})
+	if ev := out[1]; !h.errNilable || !ev.IsNil() {
+		return out[0].Interface(), ev.Interface().(error)
+	}
+	return out[0].Interface(), nil
+}
+
+// emptyObject is the answer of a middleware that returns nil without
+// calling next: the JSON object {}, which decodes without error into the
+// handler's response type (a struct or a map) in any client.
+var emptyObject = struct{}{}
+
+// serveVia runs the handler behind the inbound middleware. next wraps the
+// context it is given, if it is not a json.Context, into one that shares
+// the request and response headers ctx carries (tchannel.Wrap keeps the
+// headers of the context it wraps, where json.Wrap would start empty ones),
+// so the handler reads the request headers and the response headers it
+// sets are answered.
+func (h *jsonHandler) serveVia(ctx tjson.Context, call *tchannel.InboundCall, headers map[string]string, arg reflect.Value) (any, error) {
+	in := &Inbound{Caller: call.CallerName(), Method: call.MethodString(), Format: tchannel.JSON, Headers: headers}
+	var (
+		res any
+		ran bool
+	)
+	err := h.mw(ctx, in, func(mctx context.Context) error {
+		ran = true
+		jctx, ok := mctx.(tjson.Context)
+		if !ok {
+			jctx = tchannel.Wrap(mctx) // json.Wrap would drop the headers
+		}
+		var err error
+		res, err = h.call(jctx, arg)
+		return err
+	})
+	if !ran {
+		res = emptyObject
+	}
+	return res, err
 }
 
 // malformed answers call BAD_REQUEST and counts it.

@@ -52,8 +52,12 @@ type AttemptInvoker func(ctx context.Context, a *Attempt) (*Response, error)
 type AttemptMiddleware func(ctx context.Context, a *Attempt, next AttemptInvoker) (*Response, error)
 
 // Inbound is an inbound call, as an InboundMiddleware sees it: after the
-// server guard admitted it and its arguments were read, before the handler.
+// server guard admitted it and its arguments were read (for Thrift: its
+// headers, and its body whole within the size limit; the body is decoded
+// inside next, so a malformed body, or one declaring a length over the
+// limit, is refused from within next), before the handler.
 type Inbound struct {
+	// Method is the TChannel method name: "Service::method" for Thrift.
 	Caller, Method string
 	// Format is the call's arg scheme: raw, json or thrift.
 	Format tchannel.Format
@@ -68,14 +72,26 @@ type Inbound struct {
 // registered with RegisterRaw, RegisterJSON or package thrift's NewServer:
 // authentication, logging, metrics of one's own. It runs after the server
 // guard (shedding, size limits, declining while closing) and before the
-// handler, which next runs (with the context next is given, so a
-// middleware can add values for the handler). The error the chain returns
-// is answered as if the handler had returned it: an error made with Busy,
-// Declined or tchannel.NewSystemError answers with its code, any other is
-// an application error for JSON and Thrift handlers and UNEXPECTED for raw
-// ones. A middleware that returns nil without calling next answers with an
-// empty response. Middlewares given to WithInboundMiddleware run in order,
-// the first outermost.
+// handler, which next runs with the context next is given (so a middleware
+// can add values for the handler; for JSON and Thrift the handler's context
+// shares the request and response headers of the middleware's when it
+// derives from it). next may be called more than once: each call runs the
+// handler again, and the last result is answered.
+//
+// The error the chain returns is answered as if the handler had returned
+// it: an error made with Busy, Declined or tchannel.NewSystemError
+// (wrapped or not) answers with its code; any other is an application
+// error for JSON handlers and UNEXPECTED for raw and Thrift ones (as an
+// undeclared error of a Thrift handler: only the handler answers a declared
+// exception). A middleware that returns nil without calling next answers
+// an empty response: empty arg2 and arg3 for a raw call, the empty object
+// {} for a JSON call; a Thrift call cannot be answered without the
+// handler's result and gets UNEXPECTED.
+//
+// Middlewares given to WithInboundMiddleware run in order, the first
+// outermost. The Thrift meta service (health checks) is not wrapped.
+// (*Channel).InboundMiddleware returns the chain, for handlers registered
+// through Registrar.
 type InboundMiddleware func(ctx context.Context, in *Inbound, next func(ctx context.Context) error) error
 
 // WithCallMiddleware adds middlewares that wrap every outbound call (see

@@ -49,8 +49,27 @@ func (c *Channel) RegisterRaw(method string, h RawHandler) error {
 		return errRegistered(viaRaw, method, via)
 	}
 	st := c.serverStats()
-	c.register(viaRaw, method, st, rawHandler{h: h, limit: c.o.maxRequest, stats: st})
+	c.register(viaRaw, method, st, rawHandler{h: h, mw: c.InboundMiddleware(), limit: c.o.maxRequest, stats: st})
 	return nil
+}
+
+// InboundMiddleware returns the Channel's inbound middlewares
+// (WithInboundMiddleware) chained into one, the first outermost, or nil if
+// it has none. RegisterRaw, RegisterJSON and package thrift's server run it
+// for every call, after reading the call's arguments and before the
+// handler, which its next runs; a handler registered through Registrar
+// that reads its own arguments can run it the same way.
+func (c *Channel) InboundMiddleware() InboundMiddleware {
+	switch mws := c.o.inboundMW; len(mws) {
+	case 0:
+		return nil
+	case 1:
+		return mws[0]
+	default:
+		return func(ctx context.Context, in *Inbound, next func(context.Context) error) error {
+			return chainInbound(mws, in, next)(ctx)
+		}
+	}
 }
 
 // MaxRequestSize returns the most bytes of arguments (arg2 and arg3
@@ -170,9 +189,11 @@ func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
 	g.h.Handle(ctx, call)
 }
 
-// rawHandler serves a RawHandler.
+// rawHandler serves a RawHandler, behind the inbound middleware mw if
+// there is one.
 type rawHandler struct {
 	h     RawHandler
+	mw    InboundMiddleware
 	limit int64
 	stats *serverStats
 }
@@ -184,7 +205,16 @@ func (r rawHandler) Handle(ctx context.Context, call *tchannel.InboundCall) {
 	if !ok {
 		return
 	}
-	res, err := r.h(ctx, &RawRequest{Caller: call.CallerName(), Method: call.MethodString(), Arg2: args[:n2:n2], Arg3: args[n2:]})
+	req := &RawRequest{Caller: call.CallerName(), Method: call.MethodString(), Arg2: args[:n2:n2], Arg3: args[n2:]}
+	var (
+		res *RawResponse
+		err error
+	)
+	if r.mw == nil {
+		res, err = r.h(ctx, req)
+	} else {
+		res, err = r.serveVia(ctx, req)
+	}
 	resp := call.Response()
 	if err != nil {
 		var se tchannel.SystemError
@@ -204,6 +234,20 @@ func (r rawHandler) Handle(ctx context.Context, call *tchannel.InboundCall) {
 		return
 	}
 	_ = tchannel.NewArgWriter(resp.Arg3Writer()).Write(res.Arg3)
+}
+
+// serveVia runs the handler behind the inbound middleware. A middleware
+// that answers without calling next answers an empty response (no error,
+// empty arg2 and arg3).
+func (r rawHandler) serveVia(ctx context.Context, req *RawRequest) (*RawResponse, error) {
+	in := &Inbound{Caller: req.Caller, Method: req.Method, Format: tchannel.Raw, Arg2: req.Arg2}
+	var res *RawResponse
+	err := r.mw(ctx, in, func(ctx context.Context) error {
+		var err error
+		res, err = r.h(ctx, req)
+		return err
+	})
+	return res, err
 }
 
 // readArgs appends the call's arg2 and then its arg3 to buf and returns

@@ -1,6 +1,8 @@
 package thrift
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +27,7 @@ type Server struct {
 	*tthrift.Server
 	limit    int64
 	oversize tally.Counter
+	mw       channel.InboundMiddleware // nil without any
 }
 
 // NewServer returns a Server that registers its handlers on ch, so requests
@@ -41,7 +44,7 @@ type Server struct {
 // checks) is registered under ch's own service name only.
 func NewServer(ch *channel.Channel) *Server {
 	return &Server{Server: tthrift.NewServer(ch.Registrar()), limit: ch.MaxRequestSize(),
-		oversize: ch.Stats().Scope().Counter(stats.ServerOversize)}
+		oversize: ch.Stats().Scope().Counter(stats.ServerOversize), mw: ch.InboundMiddleware()}
 }
 
 // Register registers svr's methods as tchannel-go's Register does, and
@@ -72,23 +75,134 @@ var protocols = sync.Pool{New: func() any {
 }}
 
 func (b bounded) Handle(ctx tthrift.Context, method string, p athrift.TProtocol) (bool, athrift.TStruct, error) {
+	tr, ok := p.Transport().(transport)
+	if !ok {
+		tr = athrift.NewTRichTransport(p.Transport())
+	}
+	if b.s.mw != nil {
+		return b.handleVia(ctx, method, tr)
+	}
+	return b.decode(ctx, method, tr)
+}
+
+// decode decodes the request from tr through the limit and runs the
+// handler.
+func (b bounded) decode(ctx tthrift.Context, method string, tr transport) (bool, athrift.TStruct, error) {
 	lp := protocols.Get().(*limitedProtocol)
 	defer func() {
 		lp.t = limitedTransport{} // keep nothing of this request
 		protocols.Put(lp)
 	}()
-	tr, ok := p.Transport().(transport)
-	if !ok {
-		tr = athrift.NewTRichTransport(p.Transport())
-	}
 	lp.t = limitedTransport{transport: tr, left: b.s.limit}
 	success, res, err := b.TChanServer.Handle(ctx, method, lp)
 	if lp.t.over {
-		b.s.oversize.Inc(1)
-		return false, nil, tchannel.NewSystemError(tchannel.ErrCodeBadRequest,
-			"request too large: its Thrift body is more than %d bytes, the server's limit; send a smaller request", b.s.limit)
+		return false, nil, b.tooLarge()
 	}
-	return success, res, channel.HandlerError(err)
+	return success, res, handlerError(err)
+}
+
+// tooLarge counts a request over the limit and returns its answer.
+func (b bounded) tooLarge() error {
+	b.s.oversize.Inc(1)
+	return tchannel.NewSystemError(tchannel.ErrCodeBadRequest,
+		"request too large: its Thrift body is more than %d bytes, the server's limit; send a smaller request", b.s.limit)
+}
+
+// handlerError is err as tchannel-go's Thrift server should answer it: a
+// system error, wrapped or not, answers with its code (tchannel-go looks
+// only at an unwrapped one), after channel.HandlerError.
+func handlerError(err error) error {
+	if err == nil {
+		return nil
+	}
+	err = channel.HandlerError(err)
+	var se tchannel.SystemError
+	if errors.As(err, &se) {
+		return se
+	}
+	return err
+}
+
+// errNoResult answers a call whose inbound middleware returned nil with no
+// result of the handler to send (it did not call next, or dropped the error
+// next returned): a Thrift answer is the method's result struct, which only
+// the handler produces.
+var errNoResult = tchannel.NewSystemError(tchannel.ErrCodeUnexpected,
+	"an inbound middleware returned no error but the handler left no result (next was not called, or its error was dropped); a middleware refuses a Thrift call by returning an error")
+
+// bodies holds the buffers request bodies are read into before the
+// inbound middleware runs. One grown past maxBodyBuf is left to the
+// garbage collector.
+var bodies = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+const maxBodyBuf = 64 << 10
+
+// handleVia reads the request body whole through the limit (a body over it
+// is answered BAD_REQUEST before any middleware runs), then runs the
+// inbound middleware, whose next decodes the body and runs the handler with
+// the context next is given, wrapped into a Thrift context that shares
+// ctx's request and response headers (tchannel-go's Wrap keeps the headers
+// of the context it wraps), so the response headers the handler sets are
+// answered.
+func (b bounded) handleVia(ctx tthrift.Context, method string, tr transport) (bool, athrift.TStruct, error) {
+	bp := bodies.Get().(*[]byte)
+	lt := limitedTransport{transport: tr, left: b.s.limit}
+	body, err := readBody(&lt, (*bp)[:0])
+	defer func() {
+		if cap(body) <= maxBodyBuf {
+			*bp = body[:0]
+			bodies.Put(bp)
+		}
+	}()
+	switch {
+	case lt.over:
+		return false, nil, b.tooLarge()
+	case err != nil:
+		return false, nil, athrift.NewTProtocolException(err)
+	}
+
+	in := &channel.Inbound{Method: b.Service() + "::" + method, Format: tchannel.Thrift, Headers: ctx.Headers()}
+	if call := tchannel.CurrentCall(ctx); call != nil {
+		in.Caller = call.CallerName()
+	}
+	var (
+		success bool
+		res     athrift.TStruct
+	)
+	err = b.s.mw(ctx, in, func(mctx context.Context) error {
+		tctx, ok := mctx.(tthrift.Context)
+		if !ok {
+			tctx = tthrift.Wrap(mctx)
+		}
+		var err error
+		// A fresh reader of the body for each call of next.
+		success, res, err = b.decode(tctx, method, &athrift.TMemoryBuffer{Buffer: bytes.NewBuffer(body)})
+		return err
+	})
+	switch {
+	case err != nil:
+		return false, nil, handlerError(err)
+	case res == nil:
+		return false, nil, errNoResult
+	}
+	return success, res, nil
+}
+
+// readBody appends what t reads, until its end, to buf.
+func readBody(t *limitedTransport, buf []byte) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := t.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 // errTooLarge ends the decoding of a request over the limit; bounded.Handle

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -119,6 +120,29 @@ func TestHandlerErrorIsUnexpected(t *testing.T) {
 	var ce *channel.CallError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, codes.Unexpected, ce.Code)
+}
+
+// A system error the handler returns wrapped answers with its code, as for
+// raw and JSON handlers (tchannel-go's Thrift server sees only an unwrapped
+// one, and would answer UNEXPECTED).
+func TestHandlerWrappedSystemErrorKeepsItsCode(t *testing.T) {
+	ch, err := channel.New(service)
+	require.NoError(t, err)
+	t.Cleanup(ch.Close)
+	NewServer(ch).Register(keyvalue.NewTChanKeyValueServer(wrappingHandler{}))
+	require.NoError(t, ch.ListenAndServe("127.0.0.1:0"))
+	_, _, kv := startClient(t, &kvServer{hostPort: ch.HostPort()})
+	_, err = kv.Get(ctxTimeout(t, nil), "k")
+	var ce *channel.CallError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, codes.BadRequest, ce.Code)
+	assert.Equal(t, "key k: no such shard", ce.Message)
+}
+
+type wrappingHandler struct{ keyvalue.TChanKeyValue }
+
+func (wrappingHandler) Get(_ tthrift.Context, key string) (string, error) {
+	return "", fmt.Errorf("lookup: %w", tchannel.NewSystemError(tchannel.ErrCodeBadRequest, "key %s: no such shard", key))
 }
 
 type failingHandler struct{ keyvalue.TChanKeyValue }

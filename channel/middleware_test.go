@@ -1,0 +1,488 @@
+package channel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/benchlat"
+	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/retry"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/uber/tchannel-go"
+	tjson "github.com/uber/tchannel-go/json"
+	"github.com/uber/tchannel-go/raw"
+)
+
+// events is a log of what middlewares and handlers did, in order.
+type events struct {
+	mu  sync.Mutex
+	log []string
+}
+
+func (e *events) add(format string, args ...any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.log = append(e.log, fmt.Sprintf(format, args...))
+}
+
+func (e *events) get() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.log...)
+}
+
+// mwClient returns a client made with opts, with s as its peer of "kv".
+func mwClient(t *testing.T, s *testServer, opts ...Option) *Channel {
+	t.Helper()
+	c, err := New("mw-client", opts...)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	require.NoError(t, c.AddPeer("kv", s.ch.HostPort()))
+	return c
+}
+
+// requireCallError requires err to be a *CallError with code and returns it.
+func requireCallError(t *testing.T, err error, code codes.Code) *CallError {
+	t.Helper()
+	var ce *CallError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, code, ce.Code, "%v", err)
+	return ce
+}
+
+// Call middlewares run in order, the first outermost, around the call, and
+// see its service, method and response.
+func TestCallMiddlewareOrder(t *testing.T) {
+	s := startServer(t)
+	var ev events
+	mw := func(name string) CallMiddleware {
+		return func(ctx context.Context, service, method string, req *Request, next Invoker) (*Response, error) {
+			ev.add("%s> %s::%s %s", name, service, method, req.Arg3)
+			res, err := next(ctx, service, method, req)
+			ev.add("<%s %s %v", name, res.Arg3, err)
+			return res, err
+		}
+	}
+	c := mwClient(t, s, WithCallMiddleware(mw("a"), mw("b")))
+	res, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("hi"))
+	require.NoError(t, err)
+	assert.Equal(t, "hi", string(res.Arg3))
+	assert.Equal(t, []string{"a> kv::echo hi", "b> kv::echo hi", "<b hi <nil>", "<a hi <nil>"}, ev.get())
+}
+
+// A call middleware that passes on another request sends that one: a
+// header it adds reaches the server.
+func TestCallMiddlewareReplacesRequest(t *testing.T) {
+	s := startServer(t)
+	c := mwClient(t, s, WithCallMiddleware(func(ctx context.Context, service, method string, req *Request, next Invoker) (*Response, error) {
+		return next(ctx, service, method, req.WithHeader("who", "middleware"))
+	}))
+	var out echoRes
+	var rh map[string]string
+	require.NoError(t, c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &out, ResponseHeaders(&rh)))
+	assert.Equal(t, "k", out.Key)
+	assert.Equal(t, "middleware", rh["seen"], "the server did not see the middleware's header")
+}
+
+// A call middleware that returns an error without calling next fails the
+// call with nothing sent: an error of its own becomes a *CallError with code
+// UNEXPECTED wrapping it.
+func TestCallMiddlewareFailsTheCall(t *testing.T) {
+	s := startServer(t)
+	errNoCredentials := errors.New("no credentials")
+	c := mwClient(t, s, WithCallMiddleware(func(context.Context, string, string, *Request, Invoker) (*Response, error) {
+		return nil, errNoCredentials
+	}))
+	_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("hi"))
+	ce := requireCallError(t, err, codes.Unexpected)
+	assert.ErrorIs(t, err, errNoCredentials)
+	assert.Zero(t, ce.Attempts)
+	assert.Zero(t, s.received.Load(), "the call was sent")
+}
+
+// A call middleware sees the call once, whatever its attempts: here a
+// retry policy makes three, the first two answered Busy.
+func TestCallMiddlewareSeesTheCallOnce(t *testing.T) {
+	f := startFleet(t, 3, busyFirst(2))
+	var ev events
+	c, _ := retryClient(t, f, mustConfig(t, fmt.Sprintf(retryBusy, 3, "0.001s", "")),
+		WithCallMiddleware(func(ctx context.Context, service, method string, req *Request, next Invoker) (*Response, error) {
+			res, err := next(ctx, service, method, req)
+			if err == nil {
+				ev.add("call: %d attempts", res.Attempts)
+			}
+			return res, err
+		}))
+	var out echoRes
+	require.NoError(t, c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &out))
+	assert.Equal(t, 3, f.received())
+	assert.Equal(t, []string{"call: 3 attempts"}, ev.get())
+}
+
+// headerFleet is n real servers of "kv" whose JSON method "get" answers
+// Busy to the first busy requests the fleet receives, and records every
+// request's headers.
+type headerFleet struct {
+	servers []*Channel
+	busy    int
+	mu      sync.Mutex
+	headers []map[string]string
+}
+
+func startHeaderFleet(t *testing.T, n, busy int) *headerFleet {
+	t.Helper()
+	f := &headerFleet{busy: busy}
+	for i := 0; i < n; i++ {
+		ch, err := New("kv")
+		require.NoError(t, err)
+		require.NoError(t, ch.RegisterJSON(map[string]any{
+			"get": func(ctx tjson.Context, req *echoReq) (*echoRes, error) {
+				f.mu.Lock()
+				k := len(f.headers)
+				f.headers = append(f.headers, ctx.Headers())
+				f.mu.Unlock()
+				if k < f.busy {
+					return nil, Busy("busy #%d", k)
+				}
+				return &echoRes{Key: req.Key}, nil
+			},
+		}))
+		require.NoError(t, ch.ListenAndServe("127.0.0.1:0"))
+		t.Cleanup(ch.Close)
+		f.servers = append(f.servers, ch)
+	}
+	return f
+}
+
+func (f *headerFleet) received() []map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]map[string]string(nil), f.headers...)
+}
+
+// client returns a client of the fleet with a retry policy of three
+// attempts on the codes given, and opts.
+func (f *headerFleet) client(t *testing.T, retryOn string, opts ...Option) *Channel {
+	t.Helper()
+	cfg := mustConfig(t, `{"methodConfig":[{"name":[{"service":"kv"}],
+ "retryPolicy":{"maxAttempts":3,"initialBackoff":"0.001s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":[`+retryOn+`]}}]}`)
+	c, err := New("client", append([]Option{WithServiceConfig(cfg)}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	for _, s := range f.servers {
+		require.NoError(t, c.AddPeer("kv", s.HostPort()))
+	}
+	require.NoError(t, c.Connect(ctxTimeout(t), "kv"))
+	return c
+}
+
+// An attempt middleware runs once per attempt, numbered from 0, and a
+// header it adds to one attempt's request reaches the server with that
+// attempt, each attempt with its own value.
+func TestAttemptMiddlewareRunsPerAttempt(t *testing.T) {
+	f := startHeaderFleet(t, 3, 2)
+	var ev events
+	c := f.client(t, `"BUSY"`, WithAttemptMiddleware(func(ctx context.Context, a *Attempt, next AttemptInvoker) (*Response, error) {
+		ev.add("%s::%s attempt %d", a.Service, a.Method, a.Number)
+		a.Request = a.Request.WithHeader("signature", fmt.Sprintf("sig-%d", a.Number))
+		return next(ctx, a)
+	}))
+	var out echoRes
+	require.NoError(t, c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &out, WithHeaders(map[string]string{"who": "me"})))
+	assert.Equal(t, []string{"kv::get attempt 0", "kv::get attempt 1", "kv::get attempt 2"}, ev.get())
+	got := f.received()
+	require.Len(t, got, 3)
+	for i, h := range got {
+		assert.Equal(t, fmt.Sprintf("sig-%d", i), h["signature"], "attempt %d", i)
+		assert.Equal(t, "me", h["who"], "attempt %d lost the call's header", i)
+	}
+}
+
+// An attempt middleware's error returned without calling next fails the
+// call in this process: that attempt sends nothing, and no further attempt
+// is made, although the policy would retry the error's code.
+func TestAttemptMiddlewareErrorEndsTheCall(t *testing.T) {
+	errNoToken := errors.New("no token for this attempt")
+	for _, failOn := range []int{0, 1} {
+		t.Run(fmt.Sprintf("attempt %d", failOn), func(t *testing.T) {
+			f := startHeaderFleet(t, 3, 1)
+			var ev events
+			c := f.client(t, `"BUSY","UNEXPECTED"`, WithAttemptMiddleware(func(ctx context.Context, a *Attempt, next AttemptInvoker) (*Response, error) {
+				ev.add("attempt %d", a.Number)
+				if a.Number == failOn {
+					return nil, errNoToken
+				}
+				return next(ctx, a)
+			}))
+			err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil)
+			var ce *CallError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, failOn, ce.Attempts, "attempts sent")
+			assert.Len(t, f.received(), failOn, "requests the servers received")
+			assert.Len(t, ev.get(), failOn+1, "attempts the middleware saw")
+			// The call's error is the middleware's, also on a retry (not
+			// the last sent attempt's BUSY), though UNEXPECTED is
+			// retryable here.
+			assert.Equal(t, codes.Unexpected, ce.Code)
+			assert.ErrorIs(t, err, errNoToken)
+			assert.Equal(t, retry.StopCommitted, ce.Stop)
+		})
+	}
+}
+
+// ctxKey is a context key inbound middlewares set for the handlers.
+type ctxKey struct{}
+
+// startMWServer starts a test server with the inbound middlewares mws and
+// two more methods, "ctx-raw" and "ctx-json", whose handlers log "handler"
+// to ev and answer the ctxKey value of their context (raw: as arg3; JSON:
+// as Key, with the request's "who" header as response header "seen").
+func startMWServer(t *testing.T, ev *events, opts ...Option) *testServer {
+	t.Helper()
+	s := startServer(t, opts...)
+	require.NoError(t, s.ch.RegisterRaw("ctx-raw", func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
+		s.received.Add(1)
+		ev.add("handler")
+		v, _ := ctx.Value(ctxKey{}).(string)
+		return &RawResponse{Arg2: req.Arg2, Arg3: []byte(v)}, nil
+	}))
+	require.NoError(t, s.ch.RegisterJSON(map[string]any{
+		"ctx-json": func(ctx tjson.Context, req *echoReq) (*echoRes, error) {
+			s.received.Add(1)
+			ev.add("handler")
+			v, _ := ctx.Value(ctxKey{}).(string)
+			ctx.SetResponseHeaders(map[string]string{"seen": ctx.Headers()["who"]})
+			return &echoRes{Key: v}, nil
+		},
+	}))
+	return s
+}
+
+// callBoth calls ctx-raw (arg2 "token") and then ctx-json (header
+// who=token) and returns their errors, the raw call's arg3 and the JSON
+// call's Key and response headers.
+func callBoth(t *testing.T, c *Channel) (rawErr, jsonErr error, rawArg3, jsonKey string, rh map[string]string) {
+	t.Helper()
+	res, rawErr := c.CallRaw(ctxTimeout(t), "kv", "ctx-raw", []byte("token"), []byte("x"))
+	if rawErr == nil {
+		rawArg3 = string(res.Arg3)
+	}
+	var out echoRes
+	jsonErr = c.CallJSON(ctxTimeout(t), "kv", "ctx-json", &echoReq{Key: "k"}, &out,
+		WithHeaders(map[string]string{"who": "token"}), ResponseHeaders(&rh))
+	return rawErr, jsonErr, rawArg3, out.Key, rh
+}
+
+// Inbound middlewares run in order, the first outermost, around the
+// handler, and see the call: its caller, method, format and headers (JSON)
+// or arg2 (raw).
+func TestInboundMiddlewareOrder(t *testing.T) {
+	var ev events
+	mw := func(name string) InboundMiddleware {
+		return func(ctx context.Context, in *Inbound, next func(context.Context) error) error {
+			ev.add("%s> %s %s %s headers=%v arg2=%q", name, in.Caller, in.Method, in.Format, in.Headers, in.Arg2)
+			err := next(ctx)
+			ev.add("<%s %v", name, err)
+			return err
+		}
+	}
+	s := startMWServer(t, &ev, WithInboundMiddleware(mw("a")), WithInboundMiddleware(mw("b")))
+	rawErr, jsonErr, _, _, _ := callBoth(t, mwClient(t, s))
+	require.NoError(t, rawErr)
+	require.NoError(t, jsonErr)
+	// The JSON call's headers include the tracing headers a Sluice client adds.
+	log := ev.get()
+	require.Len(t, log, 10)
+	assert.Equal(t, []string{
+		`a> mw-client ctx-raw raw headers=map[] arg2="token"`,
+		`b> mw-client ctx-raw raw headers=map[] arg2="token"`,
+		"handler", "<b <nil>", "<a <nil>",
+	}, log[:5])
+	for i, prefix := range []string{"a> mw-client ctx-json json headers=map[", "b> mw-client ctx-json json headers=map["} {
+		assert.True(t, strings.HasPrefix(log[5+i], prefix), log[5+i])
+		assert.Contains(t, log[5+i], "who:token")
+		assert.True(t, strings.HasSuffix(log[5+i], `arg2=""`), log[5+i])
+	}
+	assert.Equal(t, []string{"handler", "<b <nil>", "<a <nil>"}, log[7:])
+}
+
+// A context value a middleware adds reaches the handler; a JSON handler's
+// context still carries the request headers, and the response headers it
+// sets are answered.
+func TestInboundMiddlewareContextReachesHandler(t *testing.T) {
+	var ev events
+	s := startMWServer(t, &ev, WithInboundMiddleware(func(ctx context.Context, in *Inbound, next func(context.Context) error) error {
+		return next(context.WithValue(ctx, ctxKey{}, "set by middleware"))
+	}))
+	rawErr, jsonErr, rawArg3, jsonKey, rh := callBoth(t, mwClient(t, s))
+	require.NoError(t, rawErr)
+	require.NoError(t, jsonErr)
+	assert.Equal(t, "set by middleware", rawArg3)
+	assert.Equal(t, "set by middleware", jsonKey)
+	assert.Equal(t, "token", rh["seen"], "the JSON handler's request or response headers were lost")
+}
+
+// The error of a middleware that returns without calling next is answered
+// as if the handler had returned it, and the handler does not run: a
+// system error, wrapped or not, with its code; any other error UNEXPECTED
+// for a raw call and as an application error for a JSON one.
+func TestInboundMiddlewareRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		err      error
+		code     codes.Code // of both calls; OK: raw UNEXPECTED, JSON application error
+		contains string
+	}{
+		{"system error", tchannel.NewSystemError(tchannel.ErrCodeBadRequest, "no token"), codes.BadRequest, "no token"},
+		{"wrapped busy", fmt.Errorf("auth backend: %w", Busy("overloaded")), codes.Busy, "overloaded"},
+		{"declined", Declined("not today"), codes.Declined, "not today"},
+		{"other error", errors.New("denied"), codes.OK, "denied"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ev events
+			s := startMWServer(t, &ev, WithInboundMiddleware(func(ctx context.Context, in *Inbound, next func(context.Context) error) error {
+				return tc.err
+			}))
+			rawErr, jsonErr, _, _, _ := callBoth(t, mwClient(t, s))
+			assert.Zero(t, s.received.Load(), "the handler ran")
+			if tc.code != codes.OK {
+				assert.Contains(t, requireCallError(t, rawErr, tc.code).Message, tc.contains)
+				assert.Contains(t, requireCallError(t, jsonErr, tc.code).Message, tc.contains)
+				return
+			}
+			assert.Contains(t, requireCallError(t, rawErr, codes.Unexpected).Message, tc.contains)
+			var ae *ApplicationError
+			require.ErrorAs(t, jsonErr, &ae)
+			assert.Equal(t, ApplicationError{Type: "error", Message: tc.contains}, *ae)
+		})
+	}
+}
+
+// A middleware that returns nil without calling next answers an empty
+// response: a raw call gets empty arg2 and arg3; a JSON call gets the empty
+// object {}, which Sluice's and tchannel-go's JSON clients decode without
+// error into the response struct, leaving it zero.
+func TestInboundMiddlewareAnswersWithoutHandler(t *testing.T) {
+	var ev events
+	s := startMWServer(t, &ev, WithInboundMiddleware(func(context.Context, *Inbound, func(context.Context) error) error {
+		return nil
+	}))
+	c := mwClient(t, s)
+	res, err := c.CallRaw(ctxTimeout(t), "kv", "ctx-raw", []byte("a2"), []byte("a3"))
+	require.NoError(t, err)
+	assert.Equal(t, RawResponse{Arg2: []byte{}, Arg3: []byte{}}, *res)
+
+	jres, err := c.Call(ctxTimeout(t), "kv", "ctx-json", &Request{Format: tchannel.JSON, Arg3: []byte(`{"Key":"k"}`)})
+	require.NoError(t, err)
+	assert.Equal(t, "{}", strings.TrimSpace(string(jres.Arg3)))
+	assert.False(t, jres.AppError)
+
+	out := echoRes{Key: "untouched"}
+	require.NoError(t, c.CallJSON(ctxTimeout(t), "kv", "ctx-json", &echoReq{Key: "k"}, &out))
+	assert.Equal(t, echoRes{Key: "untouched"}, out)
+
+	plain := plainClient(t, nil)
+	tctx, cancel := tjson.NewContext(testwait.Limit)
+	defer cancel()
+	var pout echoRes
+	require.NoError(t, tjson.CallPeer(tctx, plain.Peers().GetOrAdd(s.ch.HostPort()), "kv", "ctx-json", &echoReq{Key: "k"}, &pout))
+	assert.Zero(t, pout)
+	assert.Zero(t, s.received.Load(), "the handler ran")
+}
+
+// Inbound middlewares run after the server's guard and argument checks: a
+// shed request, one over the size limit and malformed JSON never reach
+// them.
+func TestInboundMiddlewareRunsAfterTheGuard(t *testing.T) {
+	count := func(ev *events) Option {
+		return WithInboundMiddleware(func(ctx context.Context, in *Inbound, next func(context.Context) error) error {
+			ev.add("middleware %s", in.Method)
+			return next(ctx)
+		})
+	}
+	t.Run("shedding", func(t *testing.T) {
+		var ev events
+		// One request admitted, the next token in 1000 s: the second is shed.
+		s := startMWServer(t, &ev, count(&ev), WithShedding(ShedConfig{MaxRPS: 0.001, Burst: 1}))
+		c := mwClient(t, s)
+		_, err := c.CallRaw(ctxTimeout(t), "kv", "ctx-raw", nil, nil)
+		require.NoError(t, err)
+		_, err = c.CallRaw(ctxTimeout(t), "kv", "ctx-raw", nil, nil)
+		requireCallError(t, err, codes.Busy)
+		assert.Equal(t, []string{"middleware ctx-raw", "handler"}, ev.get())
+	})
+	t.Run("size and malformed", func(t *testing.T) {
+		var ev events
+		s := startMWServer(t, &ev, count(&ev), WithMaxRequestSize(64))
+		hp := s.ch.HostPort()
+		_, err := plainCall(t, hp, "ctx-raw", tchannel.Raw, nil, make([]byte, 65))
+		requireSystemError(t, err, tchannel.ErrCodeBadRequest)
+		_, err = plainCall(t, hp, "ctx-json", tchannel.JSON, nil, []byte(`{"Key":"`+strings.Repeat("k", 64)+`"}`))
+		requireSystemError(t, err, tchannel.ErrCodeBadRequest)
+		_, err = plainCall(t, hp, "ctx-json", tchannel.JSON, nil, []byte(`{"Key":`))
+		requireSystemError(t, err, tchannel.ErrCodeBadRequest)
+		_, err = plainCall(t, hp, "ctx-json", tchannel.JSON, []byte(`{"who"`), []byte(`{}`))
+		requireSystemError(t, err, tchannel.ErrCodeBadRequest)
+		assert.Empty(t, ev.get())
+	})
+}
+
+// A nil middleware is a start-up error naming the option and its position.
+func TestNilMiddlewareIsAnError(t *testing.T) {
+	pass := func(ctx context.Context, _ *Inbound, next func(context.Context) error) error { return next(ctx) }
+	for _, tc := range []struct {
+		opt  Option
+		want string
+	}{
+		{WithCallMiddleware(nil), "channel: WithCallMiddleware: middleware 0 is nil"},
+		{WithAttemptMiddleware(nil), "channel: WithAttemptMiddleware: middleware 0 is nil"},
+		{WithInboundMiddleware(pass, nil), "channel: WithInboundMiddleware: middleware 1 is nil"},
+	} {
+		c, err := New("kv", tc.opt)
+		assert.Nil(t, c)
+		assert.EqualError(t, err, tc.want)
+	}
+}
+
+// BenchmarkServerInboundMiddleware times raw and JSON calls from one plain
+// tchannel-go client to a server without inbound middleware ("none") and to
+// one with a middleware that only calls next ("passthrough"): the first
+// shows what the feature costs a server that does not use it (nothing), the
+// second what one middleware costs.
+func BenchmarkServerInboundMiddleware(b *testing.B) {
+	pass := func(ctx context.Context, _ *Inbound, next func(context.Context) error) error { return next(ctx) }
+	for _, tc := range []struct {
+		name string
+		opts []Option
+	}{
+		{"none", nil},
+		{"passthrough", []Option{WithInboundMiddleware(pass)}},
+	} {
+		s := startServer(b, tc.opts...)
+		ch := plainClient(b, nil)
+		ctx := benchCtx(b)
+		hp := s.ch.HostPort()
+		b.Run("raw/"+tc.name, func(b *testing.B) {
+			benchlat.Median(b, func() error {
+				_, _, _, err := raw.Call(ctx, ch, hp, "kv", "echo", benchArg2, benchArg3)
+				return err
+			})
+		})
+		b.Run("json/"+tc.name, func(b *testing.B) {
+			benchlat.Median(b, func() error {
+				call, err := ch.BeginCall(ctx, hp, "kv", "get", &tchannel.CallOptions{Format: tchannel.JSON})
+				if err != nil {
+					return err
+				}
+				_, _, _, err = raw.WriteArgs(call, []byte(`{"who":"me"}`), []byte(`{"Key":"k"}`))
+				return err
+			})
+		})
+	}
+}
