@@ -10,21 +10,33 @@ import (
 	"time"
 )
 
-// Report is what a run measured. Latencies are over every call, failed ones
-// included, from each call's scheduled arrival to its result.
+// Report is what a run measured. Latencies are from each call's scheduled
+// arrival to its result, in three sets that are never mixed: successful
+// calls, failed calls and calls refused locally (which fail in
+// microseconds and would otherwise pull the quantiles of a struggling
+// service down).
 type Report struct {
-	// Calls were made; OK of them got a response (an application error
-	// counts as a failure, APPLICATION).
-	Calls int `json:"calls"`
-	OK    int `json:"ok"`
+	// Calls were made: OK of them got a response; Failed got an error
+	// after the call was let through (a TChannel error such as BUSY or
+	// TIMEOUT, or an application error, APPLICATION); Refused were refused
+	// in this process, nothing sent: THROTTLED, RATE_LIMITED, NO_PEERS or
+	// UNAVAILABLE (codes.Code.IsLocal).
+	Calls   int `json:"calls"`
+	OK      int `json:"ok"`
+	Failed  int `json:"failed"`
+	Refused int `json:"refused"`
 	// Elapsed is from the first arrival to the last result.
 	Elapsed Seconds `json:"elapsed_s"`
 	// OfferedRPS is the arrival rate asked for; Throughput the successful
 	// calls per second of Elapsed.
 	OfferedRPS float64 `json:"offered_rps"`
 	Throughput float64 `json:"throughput_rps"`
-	// Latency quantiles, in milliseconds in JSON.
-	Latency Quantiles `json:"latency_ms"`
+	// Latency quantiles of the successful calls, FailedLatency of the
+	// failed ones and RefusedLatency of the refused ones, in milliseconds
+	// in JSON; all zero for a set with no call.
+	Latency        Quantiles `json:"latency_ms"`
+	FailedLatency  Quantiles `json:"failed_latency_ms"`
+	RefusedLatency Quantiles `json:"refused_latency_ms"`
 	// Attempts is the sum of the attempts the calls sent (originals,
 	// retries, hedges); AttemptsPerCall is Attempts/Calls and ExtraPercent
 	// (AttemptsPerCall - 1) * 100: the extra load retries or hedges added.
@@ -37,9 +49,10 @@ type Report struct {
 	Sent      uint64 `json:"sent"`
 	Busy      uint64 `json:"busy"`
 	Throttled uint64 `json:"throttled"`
-	// Errors counts the failed calls by code: a TChannel code name
-	// ("BUSY", "TIMEOUT"), or THROTTLED, NO_PEERS, RATE_LIMITED, LOCAL for
-	// local outcomes, APPLICATION for application errors.
+	// Errors counts the failed and refused calls by code: a TChannel code
+	// name ("BUSY", "TIMEOUT"), APPLICATION for application errors,
+	// THROTTLED, RATE_LIMITED, NO_PEERS or UNAVAILABLE for refused calls,
+	// LOCAL for another failure in this process (a closed channel).
 	Errors map[string]int `json:"errors"`
 	// Late counts calls that started more than 1 ms after their arrival
 	// time: the client (or the Concurrency limit) fell behind the schedule.
@@ -116,28 +129,27 @@ func Quantile(sorted []time.Duration, q float64) time.Duration {
 
 func summarize(rs []result, elapsed time.Duration) *Report {
 	r := &Report{Calls: len(rs), Elapsed: Seconds(elapsed), Errors: map[string]int{}}
-	lat := make([]time.Duration, len(rs))
-	var total time.Duration
-	for i, c := range rs {
-		lat[i] = c.latency
-		total += c.latency
+	var ok, failed, refused []time.Duration
+	for _, c := range rs {
 		r.Attempts += c.attempts
-		if c.code == "" {
-			r.OK++
-		} else {
+		switch {
+		case c.code == "":
+			ok = append(ok, c.latency)
+		case c.local:
+			refused = append(refused, c.latency)
+		default:
+			failed = append(failed, c.latency)
+		}
+		if c.code != "" {
 			r.Errors[c.code]++
 		}
 		if c.late {
 			r.Late++
 		}
 	}
-	slices.Sort(lat)
-	r.Latency = Quantiles{
-		P50: Millis(Quantile(lat, 0.50)), P90: Millis(Quantile(lat, 0.90)), P95: Millis(Quantile(lat, 0.95)),
-		P99: Millis(Quantile(lat, 0.99)), P999: Millis(Quantile(lat, 0.999)), Max: Millis(Quantile(lat, 1)),
-	}
+	r.OK, r.Failed, r.Refused = len(ok), len(failed), len(refused)
+	r.Latency, r.FailedLatency, r.RefusedLatency = quantiles(ok), quantiles(failed), quantiles(refused)
 	if len(rs) > 0 {
-		r.Latency.Mean = Millis(total / time.Duration(len(rs)))
 		r.AttemptsPerCall = float64(r.Attempts) / float64(len(rs))
 		r.ExtraPercent = (r.AttemptsPerCall - 1) * 100
 	}
@@ -147,23 +159,56 @@ func summarize(rs []result, elapsed time.Duration) *Report {
 	return r
 }
 
-// Print writes r for people, one topic a line.
+// quantiles sorts lat and returns its quantiles, all zero if it is empty.
+func quantiles(lat []time.Duration) Quantiles {
+	if len(lat) == 0 {
+		return Quantiles{}
+	}
+	slices.Sort(lat)
+	var total time.Duration
+	for _, d := range lat {
+		total += d
+	}
+	return Quantiles{
+		P50: Millis(Quantile(lat, 0.50)), P90: Millis(Quantile(lat, 0.90)), P95: Millis(Quantile(lat, 0.95)),
+		P99: Millis(Quantile(lat, 0.99)), P999: Millis(Quantile(lat, 0.999)), Max: Millis(Quantile(lat, 1)),
+		Mean: Millis(total / time.Duration(len(lat))),
+	}
+}
+
+// Print writes r for people, one topic a line; the latency of failed and
+// refused calls only when there were some.
 func (r *Report) Print(w io.Writer) {
-	fmt.Fprintf(w, "calls       %d in %.2fs (offered %.1f/s): %d ok, throughput %.1f/s\n",
-		r.Calls, time.Duration(r.Elapsed).Seconds(), r.OfferedRPS, r.OK, r.Throughput)
-	q := r.Latency
-	fmt.Fprintf(w, "latency     p50 %v  p90 %v  p99 %v  p99.9 %v  max %v  mean %v\n",
-		q.P50, q.P90, q.P99, q.P999, q.Max, q.Mean)
+	fmt.Fprintf(w, "calls       %d in %.2fs (offered %.1f/s): %d ok, %d failed, %d refused locally; throughput %.1f/s\n",
+		r.Calls, time.Duration(r.Elapsed).Seconds(), r.OfferedRPS, r.OK, r.Failed, r.Refused, r.Throughput)
+	for _, set := range []struct {
+		name string
+		n    int
+		q    Quantiles
+	}{{"ok", r.OK, r.Latency}, {"failed", r.Failed, r.FailedLatency}, {"refused", r.Refused, r.RefusedLatency}} {
+		switch {
+		case set.n == 0 && set.name == "ok":
+			fmt.Fprintf(w, "latency     ok       no call succeeded\n")
+			continue
+		case set.n == 0:
+			continue
+		}
+		q := set.q
+		fmt.Fprintf(w, "latency     %-8s p50 %v  p90 %v  p99 %v  p99.9 %v  max %v  mean %v\n",
+			set.name, q.P50, q.P90, q.P99, q.P999, q.Max, q.Mean)
+	}
 	fmt.Fprintf(w, "attempts    %d (%.3f per call, %+.1f%% extra requests); %d sent to peers\n",
 		r.Attempts, r.AttemptsPerCall, r.ExtraPercent, r.Sent)
 	fmt.Fprintf(w, "busy        %d busy answers, %d requests throttled by busy limiters\n", r.Busy, r.Throttled)
-	fmt.Fprintf(w, "errors      %s\n", r.errorList())
+	fmt.Fprintf(w, "errors      %s\n", r.ErrorList())
 	if r.Late > 0 {
 		fmt.Fprintf(w, "late        %d calls started more than 1ms after their arrival time (client behind schedule)\n", r.Late)
 	}
 }
 
-func (r *Report) errorList() string {
+// ErrorList lists the failed and refused calls by code, "BUSY 3, UNAVAILABLE 2",
+// or says "none".
+func (r *Report) ErrorList() string {
 	if len(r.Errors) == 0 {
 		return "none"
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
@@ -46,6 +47,25 @@ type Config struct {
 	// Warmup calls are made one at a time before the run (to open
 	// connections and prime adaptive hedging) and left out of the Report.
 	Warmup int
+	// Progress, if not nil, is called with the run's totals once every
+	// ProgressEvery (default 1s) while calls arrive or are in flight. It
+	// runs on Run's goroutine, which it holds up: keep it short. A period
+	// that ends while Run cannot report (its goroutine held up) is reported
+	// as soon as it can, at the latest before Run returns, so a run that
+	// lasts n periods reports at least once if n >= 1.
+	Progress      func(Progress)
+	ProgressEvery time.Duration
+}
+
+// Progress is a run's running totals: the calls that have returned so
+// far, split as the Report splits them.
+type Progress struct {
+	// Elapsed is the time since the first arrival.
+	Elapsed time.Duration
+	// Calls returned: OK, Failed and Refused as in Report.
+	Calls, OK, Failed, Refused int
+	// Rate is the calls returned per second since the previous report.
+	Rate float64
 }
 
 // Validate reports the first rule c breaks, naming the field.
@@ -67,6 +87,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("load: Timeout is %v, must be in (0, %v]", c.Timeout, MaxTimeout)
 	case c.Warmup < 0 || c.Warmup > MaxWarmup:
 		return fmt.Errorf("load: Warmup is %d, must be in [0, %d]", c.Warmup, MaxWarmup)
+	case c.ProgressEvery < 0:
+		return fmt.Errorf("load: ProgressEvery is %v, must be >= 0 (0: a second)", c.ProgressEvery)
 	}
 	return nil
 }
@@ -90,7 +112,22 @@ type result struct {
 	latency  time.Duration
 	attempts int
 	code     string // "" for OK
+	local    bool   // refused locally: code is THROTTLED, RATE_LIMITED, NO_PEERS or UNAVAILABLE
 	late     bool
+}
+
+// counts are the running totals Progress reports.
+type counts struct{ ok, failed, refused atomic.Int64 }
+
+func (c *counts) add(r result) {
+	switch {
+	case r.code == "":
+		c.ok.Add(1)
+	case r.local:
+		c.refused.Add(1)
+	default:
+		c.failed.Add(1)
+	}
 }
 
 // lateAfter is how far behind its arrival a call may start and not be late.
@@ -118,7 +155,8 @@ func Run(ctx context.Context, ch *channel.Channel, cfg Config) (*Report, error) 
 		req := *cfg.Request
 		res, err := ch.Call(cctx, cfg.Service, cfg.Method, &req)
 		if err != nil {
-			return result{attempts: attemptsOf(err), code: codeOf(err)}
+			var ce *channel.CallError
+			return result{attempts: attemptsOf(err), code: codeOf(err), local: errors.As(err, &ce) && ce.Code.IsLocal()}
 		}
 		if res.AppError {
 			return result{attempts: res.Attempts, code: "APPLICATION"}
@@ -139,25 +177,40 @@ func Run(ctx context.Context, ch *channel.Channel, cfg Config) (*Report, error) 
 	defer timer.Stop()
 	<-timer.C
 	start := time.Now()
+	var totals counts
+	tick, report, stopTicks := progress(cfg, start, &totals)
+	defer stopTicks()
 	started := 0
 loop:
 	for i := 0; i < n; i++ {
 		at := start.Add(time.Duration(i) * interval)
 		if wait := time.Until(at); wait > 0 {
 			timer.Reset(wait)
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
-				break loop
+		arrive:
+			for {
+				select {
+				case <-timer.C:
+					break arrive
+				case now := <-tick:
+					report(now)
+				case <-ctx.Done():
+					break loop
+				}
 			}
 			// The timer's oversleep (up to a millisecond or so) is the
 			// generator's, not the call's: start the clock now.
 			at = time.Now()
 		}
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			break loop
+	slot:
+		for {
+			select {
+			case slots <- struct{}{}:
+				break slot
+			case now := <-tick:
+				report(now)
+			case <-ctx.Done():
+				break loop
+			}
 		}
 		started++
 		go func(i int, at time.Time) {
@@ -165,13 +218,20 @@ loop:
 			r := one(ctx)
 			r.latency, r.late = time.Since(at), late
 			results[i] = r
+			totals.add(r)
 			<-slots
 			done <- struct{}{}
 		}(i, at)
 	}
-	for i := 0; i < started; i++ {
-		<-done
+	for i := 0; i < started; {
+		select {
+		case <-done:
+			i++
+		case now := <-tick:
+			report(now)
+		}
 	}
+	report(time.Now())
 	elapsed := time.Since(start)
 	after := sumPeers(ch.Peers(cfg.Service))
 	r := summarize(results[:started], elapsed)
@@ -180,6 +240,35 @@ loop:
 	r.Throttled = after.Throttled - before.Throttled
 	r.Sent = after.Sent - before.Sent
 	return r, nil
+}
+
+// progress returns the ticker channel of cfg.Progress's reports (nil,
+// never ready, without one), the function that reports if a period has
+// ended since the last report, and the one that stops the ticker.
+func progress(cfg Config, start time.Time, totals *counts) (<-chan time.Time, func(now time.Time), func()) {
+	if cfg.Progress == nil {
+		return nil, func(time.Time) {}, func() {}
+	}
+	every := cfg.ProgressEvery
+	if every == 0 {
+		every = time.Second
+	}
+	t := time.NewTicker(every)
+	next, prev := every, Progress{}
+	return t.C, func(now time.Time) {
+		el := now.Sub(start)
+		if el < next {
+			return
+		}
+		for next <= el {
+			next += every
+		}
+		p := Progress{Elapsed: el, OK: int(totals.ok.Load()), Failed: int(totals.failed.Load()), Refused: int(totals.refused.Load())}
+		p.Calls = p.OK + p.Failed + p.Refused
+		p.Rate = float64(p.Calls-prev.Calls) / (el - prev.Elapsed).Seconds()
+		prev = p
+		cfg.Progress(p)
+	}, t.Stop
 }
 
 func sumPeers(cs []peer.Counts) (s peer.Counts) {
@@ -192,8 +281,8 @@ func sumPeers(cs []peer.Counts) (s peer.Counts) {
 }
 
 // codeOf names a failed call's outcome: the TChannel code ("BUSY",
-// "TIMEOUT"), or for local outcomes THROTTLED, NO_PEERS, RATE_LIMITED or
-// LOCAL (channel.CallError.CodeName).
+// "TIMEOUT"), or for local outcomes THROTTLED, NO_PEERS, RATE_LIMITED,
+// UNAVAILABLE or LOCAL (channel.CallError.CodeName).
 func codeOf(err error) string {
 	var ce *channel.CallError
 	switch {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/internal/testnet"
 	"github.com/sluice-rpc/sluice/serviceconfig"
 )
 
@@ -159,8 +160,9 @@ func TestRunCountsErrorsAndHedges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.OK != 0 || r.Errors["BAD_REQUEST"] != 5 {
-		t.Errorf("unknown method: ok %d errors %v, want 5 BAD_REQUEST", r.OK, r.Errors)
+	if r.OK != 0 || r.Failed != 5 || r.Errors["BAD_REQUEST"] != 5 || r.Latency != (Quantiles{}) || r.FailedLatency.Max == 0 {
+		t.Errorf("unknown method: ok %d failed %d errors %v, latency %+v failed %+v; want 5 BAD_REQUEST timed as failures",
+			r.OK, r.Failed, r.Errors, r.Latency, r.FailedLatency)
 	}
 	plain := startClient(t, s, "kv", nil)
 	r, err = Run(context.Background(), plain, Config{Service: "kv", Method: "get", RPS: 200, Calls: 5, Request: req,
@@ -168,8 +170,62 @@ func TestRunCountsErrorsAndHedges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.OK != 0 || r.Errors["TIMEOUT"] != 5 {
-		t.Errorf("short timeout: ok %d errors %v, want 5 TIMEOUT", r.OK, r.Errors)
+	if r.OK != 0 || r.Failed != 5 || r.Errors["TIMEOUT"] != 5 || time.Duration(r.FailedLatency.P50) < 10*time.Millisecond {
+		t.Errorf("short timeout: ok %d failed %d errors %v failed latency %+v, want 5 TIMEOUT after 10ms", r.OK, r.Failed, r.Errors, r.FailedLatency)
+	}
+}
+
+// Calls refused in this process (nothing listens: UNAVAILABLE) count as
+// refused, apart from failures, with their own latency.
+func TestRunCountsRefusedCalls(t *testing.T) {
+	c, err := channel.New("load-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.AddPeer("kv", testnet.Refused(t)); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(context.Background(), c, Config{Service: "kv", Method: "get", RPS: 500, Calls: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Refused != 10 || r.Failed != 0 || r.OK != 0 || r.Errors["UNAVAILABLE"] != 10 || r.RefusedLatency.Max == 0 || r.Latency != (Quantiles{}) {
+		t.Errorf("refused %d failed %d ok %d errors %v refused latency %+v latency %+v; want 10 UNAVAILABLE, timed apart",
+			r.Refused, r.Failed, r.OK, r.Errors, r.RefusedLatency, r.Latency)
+	}
+}
+
+// Progress reports the running totals on Run's goroutine while the run
+// lasts; a run of several periods reports at least once, with totals that
+// only grow and add up.
+func TestRunReportsProgress(t *testing.T) {
+	s := startServers(t, 1, ServerConfig{Service: "kv", Method: "get"})
+	c := startClient(t, s, "kv", nil)
+	var reports []Progress
+	r, err := Run(context.Background(), c, Config{Service: "kv", Method: "get", RPS: 200, Calls: 60,
+		ProgressEvery: 50 * time.Millisecond, Progress: func(p Progress) { reports = append(reports, p) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 60 arrivals 5 ms apart span 295 ms: at least one 50 ms period ends.
+	if len(reports) == 0 {
+		t.Fatal("no progress report")
+	}
+	prev := Progress{}
+	for _, p := range reports {
+		if p.Calls != p.OK+p.Failed+p.Refused || p.Calls < prev.Calls || p.Elapsed <= prev.Elapsed || p.Elapsed < 50*time.Millisecond ||
+			p.Failed != 0 || p.Refused != 0 || p.Rate < 0 {
+			t.Errorf("report %+v after %+v", p, prev)
+		}
+		prev = p
+	}
+	if prev.Calls > r.Calls {
+		t.Errorf("last report %d calls, the run made %d", prev.Calls, r.Calls)
+	}
+	if err := (Config{Service: "kv", Method: "get", RPS: 1, Calls: 1, ProgressEvery: -time.Second}).Validate(); err == nil ||
+		!strings.Contains(err.Error(), "ProgressEvery is -1s") {
+		t.Errorf("Validate() = %v for a negative ProgressEvery", err)
 	}
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -13,17 +12,36 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/uber/tchannel-go"
+
 	"github.com/sluice-rpc/sluice/benchmarks/load"
 	"github.com/sluice-rpc/sluice/channel"
-	"github.com/uber/tchannel-go"
 )
 
-// benchCmd runs `sluice bench`: an open-loop load of calls at a fixed rate
-// through Sluice's pipeline, against --peer servers or --embedded ones, and
-// a report of throughput, latency quantiles, attempts per call, busy and
-// throttled counts and errors by code. It returns 0 when the run completed
-// (whatever the calls' outcomes), 1 when it could not run, 2 on bad usage.
-// An interrupt ends the run early and reports the calls made so far.
+var benchHelp = helpText{
+	synopsis: `sluice bench -p HOST:PORT -s SERVICE -m METHOD [-r BODY] [flags]
+sluice bench --embedded N [flags]`,
+	about: `An open-loop load of calls through Sluice's pipeline: calls arrive at --rps
+on schedule whether or not earlier ones finished (at most --concurrency in
+flight), for -d/--max-duration or -n/--max-requests calls, against the peers of
+-p/-P or against --embedded servers in this process. Each second a progress
+line goes to stderr (calls returned, successes, failures, calls refused
+locally, the current rate). The report gives latency quantiles of successful
+calls, of failed calls and of calls refused locally (THROTTLED, RATE_LIMITED,
+NO_PEERS, UNAVAILABLE: nothing sent) separately, and attempts per call, busy
+answers, throttled requests and errors by code. Latency is measured from each
+call's scheduled arrival, so a stalled client cannot hide its queueing. An
+interrupt ends the run early and reports the calls made so far.
+
+Exit status: 0 when the run completed with at least one successful call, or
+was interrupted; 1 when it could not run, or when every call failed or was
+refused; 2 on a usage error.`,
+	examples: `sluice bench --embedded 4 --rps 400 -d 10s --hedge-max 3 --hedge-adaptive 0.95
+sluice bench -p 127.0.0.1:4040 -s kv -m get -r '{"key":"a"}' --rps 200 -d 30s -o json
+sluice bench -P peers.yaml -s kv -m get --retry-max 3 --debug-listen 127.0.0.1:9090`,
+}
+
+// benchCmd runs `sluice bench`; an interrupt ends the run early.
 func benchCmd(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -35,66 +53,71 @@ const benchEmbeddedMax = 16
 
 // benchRun is benchCmd with the context that ends the run early.
 func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("sluice bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var peers multiFlag
-	fs.Var(&peers, "peer", "host:port of a server to load (repeatable; loopback only unless --allow-remote)")
-	allowRemote := fs.Bool("allow-remote", false, "allow --peer addresses that are not loopback")
-	embedded := fs.Int("embedded", 0, fmt.Sprintf("start this many in-process servers on 127.0.0.1 (1-%d) and load them", benchEmbeddedMax))
+	fs := newFlagSet("sluice bench", benchHelp, stdout, stderr)
+	peers := addPeerFlags(fs)
+	allowRemote := fs.Bool("allow-remote", false, "allow peers that are not on a loopback address")
+	embedded := fs.Int("embedded", 0, fmt.Sprintf("start `N` in-process servers on 127.0.0.1 (1-%d) and load them", benchEmbeddedMax))
 	shapeText := fs.String("embedded-latency", "heavy-tail",
-		`the embedded servers' latency: "heavy-tail" (97% 0.5-1.5ms, 3% 100-200ms), "heavy-tail:0.05", "fixed:2ms", "1ms-3ms", "1ms,0.03@100ms-200ms"`)
+		"the embedded servers' latency `SHAPE`: \"heavy-tail\" (97% 0.5-1.5ms, 3% 100-200ms), \"heavy-tail:0.05\", \"fixed:2ms\", \"1ms-3ms\", \"1ms,0.03@100ms-200ms\"")
 	seed := fs.Uint64("seed", 1, "seed of the embedded servers' latency draws")
-	service := fs.String("service", "", `the service to call (default "bench" with --embedded)`)
-	method := fs.String("method", "", `the method to call (default "echo" with --embedded)`)
-	format := fs.String("format", "raw", "the call format: raw or json")
-	body := fs.String("body", "", `each call's body (arg3); default "" for raw, {} for json`)
+	service := fs.String("service", "", "the `SERVICE` to call (default \"bench\" with --embedded)")
+	fs.alias("s", "service")
+	method := fs.String("method", "", "the `METHOD` to call (default \"echo\" with --embedded)")
+	fs.alias("m", "method")
+	encoding := fs.String("encoding", "json", "the calls' `ENCODING`: json or raw")
+	fs.alias("e", "encoding")
+	body := fs.String("request", "", "each call's request `BODY` (arg3; {} if none with -e json)")
+	fs.alias("r", "request")
 	rps := fs.Float64("rps", 100, "arrival rate: calls per second, sent on schedule whether or not earlier ones finished")
-	duration := fs.Duration("duration", 5*time.Second, fmt.Sprintf("how long calls arrive (at most %v)", load.MaxDuration))
-	calls := fs.Int("calls", 0, "stop after this many calls (0: rps x duration)")
+	duration := fs.Duration("max-duration", 5*time.Second, fmt.Sprintf("how long calls arrive (at most %v)", load.MaxDuration))
+	fs.alias("d", "max-duration")
+	calls := fs.Int("max-requests", 0, "stop after `N` calls (0: rps x max-duration)")
+	fs.alias("n", "max-requests")
 	concurrency := fs.Int("concurrency", 100, "the most calls in flight; later arrivals wait, and the wait counts in their latency")
 	timeout := fs.Duration("timeout", time.Second, "each call's deadline, across its attempts")
 	warmup := fs.Int("warmup", 10, "calls made one at a time first, left out of the report")
-	policy := addPolicyFlags(fs, true)
-	asJSON := fs.Bool("json", false, "print the report as one JSON object")
-	if !parseFlags(fs, args) {
-		return 2
+	output := fs.String("output", "text", "the report's `FORMAT`: text, or json (one JSON object)")
+	fs.alias("o", "output")
+	debugAddr := fs.String("debug-listen", "", debugListenUsage)
+	policy := addPolicyFlags(fs.FlagSet, true)
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "sluice bench: "+format+"\n", a...)
-		return 2
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	hostPorts, err := peers.hostPorts()
 	switch {
-	case (len(peers) == 0) == (*embedded == 0):
-		return usageErr("give --peer (repeatable) or --embedded N, not both")
+	case err != nil:
+		return fs.usageError("%v", err)
+	case (len(hostPorts) == 0) == (*embedded == 0):
+		return fs.usageError("give peers (-p HOST:PORT, repeatable, or -P FILE) or --embedded N, not both")
 	case *embedded < 0 || *embedded > benchEmbeddedMax:
-		return usageErr("--embedded is %d, must be in [1, %d]", *embedded, benchEmbeddedMax)
-	case *embedded == 0 && set["embedded-latency"]:
-		return usageErr("--embedded-latency needs --embedded")
+		return fs.usageError("--embedded is %d, must be in [1, %d]", *embedded, benchEmbeddedMax)
+	case *embedded == 0 && fs.set("embedded-latency"):
+		return fs.usageError("--embedded-latency needs --embedded")
 	case *embedded == 0 && (*service == "" || *method == ""):
-		return usageErr("--service and --method are required with --peer")
-	case *format != "raw" && *format != "json":
-		return usageErr("--format is %q, must be raw or json", *format)
+		return fs.usageError("-s/--service and -m/--method are required with peers")
+	case *encoding != "raw" && *encoding != "json":
+		return fs.usageError("-e/--encoding is %q, must be json or raw", *encoding)
+	case *output != "text" && *output != "json":
+		return fs.usageError("-o/--output is %q, must be text or json", *output)
 	case !(*rps > 0 && *rps <= load.MaxRPS):
-		return usageErr("--rps is %v, must be in (0, %d]", *rps, load.MaxRPS)
+		return fs.usageError("--rps is %v, must be in (0, %d]", *rps, load.MaxRPS)
 	case *duration <= 0 || *duration > load.MaxDuration:
-		return usageErr("--duration is %v, must be in (0, %v]", *duration, load.MaxDuration)
+		return fs.usageError("-d/--max-duration is %v, must be in (0, %v]", *duration, load.MaxDuration)
 	case *calls < 0 || *calls > load.MaxCalls:
-		return usageErr("--calls is %d, must be in [0, %d]", *calls, load.MaxCalls)
+		return fs.usageError("-n/--max-requests is %d, must be in [0, %d]", *calls, load.MaxCalls)
 	case *concurrency < 1 || *concurrency > load.MaxConcurrency:
-		return usageErr("--concurrency is %d, must be in [1, %d]", *concurrency, load.MaxConcurrency)
+		return fs.usageError("--concurrency is %d, must be in [1, %d]", *concurrency, load.MaxConcurrency)
 	case *timeout <= 0 || *timeout > load.MaxTimeout:
-		return usageErr("--timeout is %v, must be in (0, %v]", *timeout, load.MaxTimeout)
+		return fs.usageError("--timeout is %v, must be in (0, %v]", *timeout, load.MaxTimeout)
 	case *warmup < 0 || *warmup > load.MaxWarmup:
-		return usageErr("--warmup is %d, must be in [0, %d]", *warmup, load.MaxWarmup)
+		return fs.usageError("--warmup is %d, must be in [0, %d]", *warmup, load.MaxWarmup)
 	}
 	if err := policy.validate(); err != nil {
-		return usageErr("%v", err)
+		return fs.usageError("%v", err)
 	}
-	for _, p := range peers {
-		if err := checkPeer(p, *allowRemote); err != nil {
-			return usageErr("--peer %s", err)
+	for _, p := range hostPorts {
+		if err := checkLoopback(p, *allowRemote); err != nil {
+			return fs.usageError("%v", err)
 		}
 	}
 	if *embedded > 0 {
@@ -107,88 +130,97 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	shape, err := load.ParseShape(*shapeText)
 	if err != nil {
-		return usageErr("--embedded-latency: %v", err)
+		return fs.usageError("--embedded-latency: %v", err)
 	}
 	cfg, err := policy.serviceConfig(*service, *method)
 	if err != nil {
-		return usageErr("%v", err)
+		return fs.usageError("%v", err)
 	}
-	if *body == "" && *format == "json" {
+	if *body == "" && *encoding == "json" {
 		*body = "{}"
 	}
-	if *format == "json" && !json.Valid([]byte(*body)) {
-		return usageErr("--body is not valid JSON (--format json)")
+	if *encoding == "json" && !json.Valid([]byte(*body)) {
+		return fs.usageError("the request body is not valid JSON (-e json)")
 	}
 
+	debug, err := newDebugListener(*debugAddr, stderr)
+	if err != nil {
+		return fs.usageError("%v", err)
+	}
+	defer debug.close()
 	if *embedded > 0 {
 		servers, err := load.StartServers(*embedded, load.ServerConfig{Service: *service, Method: *method,
-			Format: *format, Shape: shape, Seed: *seed})
+			Format: *encoding, Shape: shape, Seed: *seed})
 		if err != nil {
-			fmt.Fprintf(stderr, "sluice bench: %v\n", err)
-			return 1
+			return fs.failure("%v", err)
 		}
 		defer servers.Close()
-		peers = servers.HostPorts()
+		hostPorts = servers.HostPorts()
 	}
-	var opts []channel.Option
+	opts := []channel.Option{channel.WithScope(debug.scope())}
 	if cfg != nil {
 		opts = append(opts, channel.WithServiceConfig(cfg))
 	}
 	ch, err := channel.New("sluice-bench", opts...)
 	if err != nil {
-		return usageErr("%v", err)
+		return fs.usageError("%v", err)
 	}
 	defer ch.Close()
-	for _, p := range peers {
+	for _, p := range hostPorts {
 		if err := ch.AddPeer(*service, p); err != nil {
-			return usageErr("--peer %s: %v", p, err)
+			return fs.usageError("%v", err)
 		}
+	}
+	if err := debug.serve("sluice bench", nil, stderr); err != nil {
+		return fs.failure("%v", err)
 	}
 	lc := load.Config{Service: *service, Method: *method, RPS: *rps, Duration: *duration, Calls: *calls,
 		Concurrency: *concurrency, Timeout: *timeout, Warmup: *warmup,
-		Request: &channel.Request{Format: tchannel.Format(*format), Arg3: []byte(*body)}}
+		Request: &channel.Request{Format: tchannel.Format(*encoding), Arg3: []byte(*body)},
+		Progress: func(p load.Progress) {
+			fmt.Fprintf(stderr, "%6.1fs  %d calls: %d ok, %d failed, %d refused locally; %.1f calls/s\n",
+				p.Elapsed.Seconds(), p.Calls, p.OK, p.Failed, p.Refused, p.Rate)
+		}}
 	rep, err := load.Run(ctx, ch, lc)
 	if err != nil {
-		fmt.Fprintf(stderr, "sluice bench: %v\n", err)
-		return 1
+		return fs.failure("%v", err)
 	}
-	if *asJSON {
+	if *output == "json" {
 		out := struct {
 			*load.Report
 			Peers           []string `json:"peers"`
 			EmbeddedLatency string   `json:"embedded_latency,omitempty"`
-		}{Report: rep, Peers: peers}
+		}{Report: rep, Peers: hostPorts}
 		if *embedded > 0 {
 			out.EmbeddedLatency = shape.String()
 		}
-		enc := json.NewEncoder(stdout)
-		if err := enc.Encode(out); err != nil {
-			fmt.Fprintf(stderr, "sluice bench: %v\n", err)
-			return 1
+		if err := json.NewEncoder(stdout).Encode(out); err != nil {
+			return fs.failure("%v", err)
 		}
-		return 0
-	}
-	if *embedded > 0 {
-		fmt.Fprintf(stdout, "servers     %d embedded on 127.0.0.1, latency %v\n", *embedded, shape)
 	} else {
-		fmt.Fprintf(stdout, "servers     %s\n", strings.Join(peers, " "))
+		if *embedded > 0 {
+			fmt.Fprintf(stdout, "servers     %d embedded on 127.0.0.1, latency %v\n", *embedded, shape)
+		} else {
+			fmt.Fprintf(stdout, "servers     %s\n", strings.Join(hostPorts, " "))
+		}
+		rep.Print(stdout)
 	}
-	rep.Print(stdout)
-	return 0
+	if rep.Calls > 0 && rep.OK == 0 && ctx.Err() == nil {
+		return fs.failure("no call succeeded: %s", rep.ErrorList())
+	}
+	return exitOK
 }
 
-// checkPeer accepts host:port on a loopback address, or anywhere with
-// allowRemote.
-func checkPeer(hostPort string, allowRemote bool) error {
-	host, port, err := net.SplitHostPort(hostPort)
-	if err != nil || port == "" {
-		return fmt.Errorf("%q: want host:port", hostPort)
-	}
+// checkLoopback accepts a host:port on a loopback address, or anywhere
+// with allowRemote: a load generator should not point at a remote service
+// by accident.
+func checkLoopback(hostPort string, allowRemote bool) error {
 	if allowRemote {
 		return nil
 	}
+	host, _, _ := net.SplitHostPort(hostPort)
 	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
 		return nil
 	}
-	return fmt.Errorf("%q is not a loopback address; pass --allow-remote to load a remote server", hostPort)
+	return fmt.Errorf("peer %q is not a loopback address; pass --allow-remote to load a remote server", hostPort)
 }

@@ -4,20 +4,26 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/sluice-rpc/sluice/benchmarks/load"
+	"github.com/sluice-rpc/sluice/internal/testnet"
 )
 
-// benchJSON is the part of `sluice bench --json` the tests read.
+// benchJSON is `sluice bench -o json`'s report.
 type benchJSON struct {
 	Calls           int                `json:"calls"`
 	OK              int                `json:"ok"`
+	Failed          int                `json:"failed"`
+	Refused         int                `json:"refused"`
 	ElapsedS        float64            `json:"elapsed_s"`
 	OfferedRPS      float64            `json:"offered_rps"`
 	Throughput      float64            `json:"throughput_rps"`
 	Latency         map[string]float64 `json:"latency_ms"`
+	FailedLatency   map[string]float64 `json:"failed_latency_ms"`
+	RefusedLatency  map[string]float64 `json:"refused_latency_ms"`
 	Attempts        int                `json:"attempts"`
 	AttemptsPerCall float64            `json:"attempts_per_call"`
 	ExtraPercent    float64            `json:"extra_requests_percent"`
@@ -41,12 +47,12 @@ func runBench(t *testing.T, ctx context.Context, args ...string) (code int, stdo
 // every field of the JSON report is there and adds up.
 func TestBenchEmbeddedJSON(t *testing.T) {
 	code, out, errOut := runBench(t, context.Background(), "--embedded", "3", "--embedded-latency", "fixed:1ms",
-		"--rps", "200", "--duration", "1s", "--hedge-max", "2", "--hedge-delay", "50ms", "--json")
+		"--rps", "200", "-d", "1s", "--hedge-max", "2", "--hedge-delay", "50ms", "-o", "json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	if strings.Count(strings.TrimSpace(out), "\n") != 0 {
-		t.Errorf("--json printed more than one line:\n%s", out)
+		t.Errorf("-o json printed more than one line:\n%s", out)
 	}
 	var r benchJSON
 	dec := json.NewDecoder(strings.NewReader(out))
@@ -54,8 +60,11 @@ func TestBenchEmbeddedJSON(t *testing.T) {
 	if err := dec.Decode(&r); err != nil {
 		t.Fatalf("%v in %s", err, out)
 	}
-	if r.Calls != 200 || r.OK != 200 || len(r.Errors) != 0 {
-		t.Errorf("calls %d ok %d errors %v, want 200 calls all ok", r.Calls, r.OK, r.Errors)
+	if r.Calls != 200 || r.OK != 200 || r.Failed != 0 || r.Refused != 0 || len(r.Errors) != 0 {
+		t.Errorf("calls %d ok %d failed %d refused %d errors %v, want 200 calls all ok", r.Calls, r.OK, r.Failed, r.Refused, r.Errors)
+	}
+	if r.FailedLatency["p50"] != 0 || r.RefusedLatency["max"] != 0 {
+		t.Errorf("failed latency %v, refused latency %v: want zeros, no call failed", r.FailedLatency, r.RefusedLatency)
 	}
 	if r.ElapsedS < 0.99 || r.ElapsedS > 10 || r.OfferedRPS != 200 {
 		t.Errorf("elapsed %vs offered %v/s, want about 1s at 200/s", r.ElapsedS, r.OfferedRPS)
@@ -98,13 +107,13 @@ func TestBenchEmbeddedJSON(t *testing.T) {
 // benchmarks/tail's business: latency bounds would be flaky on a loaded CI
 // machine.)
 func TestBenchHeavyTailAdaptiveText(t *testing.T) {
-	code, out, errOut := runBench(t, context.Background(), "--embedded", "4", "--rps", "300", "--duration", "1s",
+	code, out, errOut := runBench(t, context.Background(), "--embedded", "4", "-e", "raw", "--rps", "300", "-d", "1s",
 		"--hedge-max", "3", "--hedge-adaptive", "0.95", "--hedge-window", "100", "--hedge-budget", "0.2", "--warmup", "20")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	for _, want := range []string{"servers     4 embedded on 127.0.0.1, latency 500µs-1.5ms,0.03@100ms-200ms",
-		"calls       300 in", "300 ok", "latency     p50 ", "p99.9 ", "attempts    ", "busy        0 busy answers, 0 requests throttled",
+		"calls       300 in", "300 ok, 0 failed, 0 refused locally", "latency     ok       p50 ", "p99.9 ", "attempts    ", "busy        0 busy answers, 0 requests throttled",
 		"errors      none"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -133,11 +142,9 @@ func TestBenchPeers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	args := []string{"--service", "kv", "--method", "get", "--format", "json", "--body", `{"k":"v"}`,
-		"--rps", "500", "--calls", "50", "--json"}
-	for _, hp := range s.HostPorts() {
-		args = append(args, "--peer", hp)
-	}
+	hps := s.HostPorts()
+	args := []string{"-s", "kv", "--method", "get", "-e", "json", "-r", `{"k":"v"}`,
+		"--rps", "500", "-n", "50", "-o", "json", "-p", hps[0], "-P", writePeerList(t, "peers.yaml", "- "+hps[1]+"\n")}
 	code, out, errOut := runBench(t, context.Background(), args...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -158,7 +165,7 @@ func TestBenchPeers(t *testing.T) {
 func TestBenchInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	code, out, errOut := runBench(t, ctx, "--embedded", "1", "--embedded-latency", "0", "--rps", "10", "--duration", "1m", "--json")
+	code, out, errOut := runBench(t, ctx, "--embedded", "1", "--embedded-latency", "0", "--rps", "10", "-d", "1m", "-o", "json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -176,27 +183,30 @@ func TestBenchFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "give --peer (repeatable) or --embedded N"},
+		{nil, "give peers (-p HOST:PORT, repeatable, or -P FILE) or --embedded N"},
 		{[]string{"--embedded", "2", "--peer", "127.0.0.1:1"}, "not both"},
 		{[]string{"--embedded", "99"}, "--embedded is 99, must be in [1, 16]"},
 		{[]string{"--embedded", "-1"}, "--embedded is -1"},
-		{[]string{"--peer", "127.0.0.1:1"}, "--service and --method are required"},
-		{[]string{"--peer", "127.0.0.1:1", "--embedded-latency", "1ms", "--service", "s", "--method", "m"}, "--embedded-latency needs --embedded"},
-		{[]string{"--peer", "10.1.2.3:4040", "--service", "s", "--method", "m"}, `--peer "10.1.2.3:4040" is not a loopback address`},
-		{[]string{"--peer", "nonsense", "--service", "s", "--method", "m"}, `--peer "nonsense": want host:port`},
+		{[]string{"-p", "127.0.0.1:1"}, "-s/--service and -m/--method are required"},
+		{[]string{"-p", "127.0.0.1:1", "--embedded-latency", "1ms", "-s", "s", "-m", "m"}, "--embedded-latency needs --embedded"},
+		{[]string{"-p", "10.1.2.3:4040", "-s", "s", "-m", "m"}, `peer "10.1.2.3:4040" is not a loopback address`},
+		{[]string{"-P", writePeerList(t, "remote.txt", "127.0.0.1:1\n10.1.2.3:4040\n"), "-s", "s", "-m", "m"}, `peer "10.1.2.3:4040" is not a loopback address`},
+		{[]string{"-p", "nonsense", "-s", "s", "-m", "m"}, `--peer: peer: bad host:port "nonsense"`},
+		{[]string{"-P", writePeerList(t, "bad.json", "[\"127.0.0.1:1\",\n\"nonsense\"]"), "-s", "s", "-m", "m"}, `line 2: peer: bad host:port "nonsense"`},
 		{[]string{"--embedded", "1", "--embedded-latency", "slowish"}, `--embedded-latency: load: shape "slowish"`},
-		{[]string{"--embedded", "1", "--format", "thrift"}, `--format is "thrift"`},
-		{[]string{"--embedded", "1", "--format", "json", "--body", "{"}, "--body is not valid JSON"},
+		{[]string{"--embedded", "1", "-e", "thrift"}, `-e/--encoding is "thrift"`},
+		{[]string{"--embedded", "1", "-o", "yaml"}, `-o/--output is "yaml"`},
+		{[]string{"--embedded", "1", "-e", "json", "-r", "{"}, "the request body is not valid JSON"},
 		{[]string{"--embedded", "1", "--rps", "0"}, "--rps is 0, must be in (0, 100000]"},
-		{[]string{"--embedded", "1", "--duration", "0s"}, "--duration is 0s"},
-		{[]string{"--embedded", "1", "--duration", "1h"}, "--duration is 1h0m0s, must be in (0, 10m0s]"},
-		{[]string{"--embedded", "1", "--calls", "-5"}, "--calls is -5"},
+		{[]string{"--embedded", "1", "-d", "0s"}, "-d/--max-duration is 0s"},
+		{[]string{"--embedded", "1", "--max-duration", "1h"}, "-d/--max-duration is 1h0m0s, must be in (0, 10m0s]"},
+		{[]string{"--embedded", "1", "-n", "-5"}, "-n/--max-requests is -5"},
 		{[]string{"--embedded", "1", "--concurrency", "0"}, "--concurrency is 0"},
 		{[]string{"--embedded", "1", "--timeout", "0s"}, "--timeout is 0s"},
 		{[]string{"--embedded", "1", "--warmup", "-1"}, "--warmup is -1"},
 		{[]string{"--embedded", "1", "--retry-max", "3", "--hedge-max", "2"}, "--retry-max and --hedge-max are exclusive"},
-		{[]string{"--embedded", "1", "--config", "x.json", "--hedge-max", "2"}, "--config cannot be combined"},
-		{[]string{"--embedded", "1", "--config", "/nonexistent/x.json"}, "--config /nonexistent/x.json: open"},
+		{[]string{"--embedded", "1", "--service-config", "x.json", "--hedge-max", "2"}, "--service-config cannot be combined"},
+		{[]string{"--embedded", "1", "--service-config", "/nonexistent/x.json"}, "--service-config /nonexistent/x.json: open"},
 		{[]string{"--embedded", "1", "--retry-max", "1"}, "--retry-max is 1, must be >= 2"},
 		{[]string{"--embedded", "1", "--hedge-max", "1"}, "--hedge-max is 1, must be >= 2"},
 		{[]string{"--embedded", "1", "--hedge-max", "2", "--hedge-delay", "-1s"}, "--hedge-delay is -1s"},
@@ -206,7 +216,11 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"--embedded", "1", "--hedge-max", "2", "--hedge-adaptive", "0.9", "--hedge-window", "3"}, "--hedge-window is 3, must be in [10, 1000000]"},
 		{[]string{"--embedded", "1", "--hedge-max", "2", "--hedge-adaptive", "0.9", "--hedge-cap", "0s"}, "--hedge-cap is 0s"},
 		{[]string{"--embedded", "1", "--hedge-max", "2", "--hedge-adaptive", "0.9", "--hedge-budget", "2"}, "--hedge-budget is 2, must be in [0, 1]"},
+		{[]string{"--embedded", "1", "--debug-listen", "nonsense"}, `--debug-listen "nonsense": want host:port`},
+		{[]string{"--embedded", "1", "--debug-listen", "127.0.0.1:http"}, "the port must be a number"},
 		{[]string{"--embedded", "1", "extra"}, `unexpected argument "extra"`},
+		{[]string{"--embedded", "1", "--json"}, "flag provided but not defined: -json"},
+		{[]string{"--embedded", "1", "--duration", "1s"}, "flag provided but not defined: -duration"},
 		{[]string{"--no-such-flag"}, "flag provided but not defined: -no-such-flag"},
 	} {
 		code, out, errOut := runBench(t, context.Background(), tc.args...)
@@ -214,6 +228,50 @@ func TestBenchFlagErrors(t *testing.T) {
 			t.Errorf("bench %q: exit %d, stderr %q, stdout %q; want exit 2 and stderr containing %q",
 				tc.args, code, errOut, out, tc.want)
 		}
+	}
+}
+
+// A progress line a second on stderr while the run lasts; the report on
+// stdout alone.
+func TestBenchProgress(t *testing.T) {
+	code, out, errOut := runBench(t, context.Background(), "--embedded", "1", "--embedded-latency", "0", "--rps", "100",
+		"-d", "1500ms", "--warmup", "0")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	line := regexp.MustCompile(`(?m)^ +(\d+\.\d)s  (\d+) calls: (\d+) ok, 0 failed, 0 refused locally; (\d+\.\d) calls/s$`)
+	m := line.FindAllStringSubmatch(errOut, -1)
+	if len(m) == 0 {
+		t.Fatalf("no progress line on stderr:\n%s", errOut)
+	}
+	for _, p := range m {
+		if p[2] != p[3] || p[2] == "0" {
+			t.Errorf("progress %q: want every returned call ok, and some", p[0])
+		}
+	}
+	if strings.Contains(out, " calls: ") || !strings.Contains(out, "calls       150 in") {
+		t.Errorf("stdout should hold the report alone:\n%s", out)
+	}
+}
+
+// Calls refused locally (here UNAVAILABLE: nothing listens) are counted
+// and timed apart from successes and failures; a run in which no call
+// succeeded exits 1.
+func TestBenchRefusedCallsApart(t *testing.T) {
+	code, out, errOut := runBench(t, context.Background(), "-p", testnet.Refused(t), "-s", "kv", "-m", "get",
+		"--rps", "200", "-n", "20", "--warmup", "0", "-o", "json")
+	var r benchJSON
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("exit %d: %v in %q; stderr %s", code, err, out, errOut)
+	}
+	if code != 1 || !strings.Contains(errOut, "sluice bench: no call succeeded: UNAVAILABLE 20") {
+		t.Errorf("exit %d, stderr %q; want 1 and the errors named", code, errOut)
+	}
+	if r.Calls != 20 || r.Refused != 20 || r.OK != 0 || r.Failed != 0 || r.Errors["UNAVAILABLE"] != 20 {
+		t.Errorf("calls %d refused %d ok %d failed %d errors %v; want 20 refused, UNAVAILABLE", r.Calls, r.Refused, r.OK, r.Failed, r.Errors)
+	}
+	if r.RefusedLatency["max"] <= 0 || r.Latency["max"] != 0 || r.FailedLatency["max"] != 0 {
+		t.Errorf("latency ok %v failed %v refused %v; want only refused latencies", r.Latency, r.FailedLatency, r.RefusedLatency)
 	}
 }
 

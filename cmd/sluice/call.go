@@ -1,110 +1,150 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
 )
 
-// multiFlag collects a repeatable flag.
-type multiFlag []string
+var callHelp = helpText{
+	synopsis: `sluice call -p HOST:PORT -s SERVICE -m METHOD [-r BODY | -f FILE] [flags]`,
+	about: `Makes one call through Sluice's pipeline (peer choice, busy throttling,
+retries or hedges under a budget), as yab and tcurl make one: the response body,
+and nothing else, goes to stdout, so that 'sluice call ... | jq .' works. With -v
+the peer, the attempts, the response headers and the time go to stderr.
 
-func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
-func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+The call is JSON (-e json, the default: the body must be JSON, {} if none is
+given) or raw (-e raw: arg3 as given). A retry or hedging policy comes from
+flags (--retry-max, --hedge-max) or from a service config file
+(--service-config). A peer that refuses connections fails the call at once
+with UNAVAILABLE rather than at the timeout.
+
+Exit status: 0 when the call succeeded; 1 when it failed, with a system error
+(BUSY, TIMEOUT, UNAVAILABLE, ...) or an application error (whose body still
+goes to stdout); 2 on a usage error.`,
+	examples: `sluice call -p 127.0.0.1:4040 -s kv -m get -r '{"key":"a"}' | jq .
+sluice call -p 127.0.0.1:4040 -s kv -m echo -e raw -r hello
+sluice call -P peers.txt -s kv -m get -r '{"key":"a"}' --retry-max 3 -v
+sluice call -p 127.0.0.1:4040 -s kv -m get -f request.json -H auth:secret --timeout 200ms`,
+}
 
 func callCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("sluice call", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var peers, headers multiFlag
-	fs.Var(&peers, "peer", "host:port of a peer (repeatable)")
-	fs.Var(&headers, "header", "application header key=value for JSON calls (repeatable)")
-	service := fs.String("service", "", "the TChannel service to call")
-	method := fs.String("method", "", "the method (endpoint) to call")
-	jsonBody := fs.String("json", "", "a JSON request body (a JSON call)")
-	rawBody := fs.String("raw", "", "a raw request body, arg3 (a raw call)")
+	fs := newFlagSet("sluice call", callHelp, stdout, stderr)
+	peers := addPeerFlags(fs)
+	service := fs.String("service", "", "the TChannel `SERVICE` to call")
+	fs.alias("s", "service")
+	method := fs.String("method", "", "the `METHOD` (endpoint) to call")
+	fs.alias("m", "method")
+	encoding := fs.String("encoding", "json", "the call's `ENCODING`: json or raw")
+	fs.alias("e", "encoding")
+	body := fs.String("request", "", "the request `BODY` (arg3)")
+	fs.alias("r", "request")
+	file := fs.String("file", "", "read the request body from `FILE`")
+	fs.alias("f", "file")
+	var headers multiFlag
+	fs.Var(&headers, "header", "an application header `KEY:VALUE` of a JSON call (repeatable)")
+	fs.alias("H", "header")
 	timeout := fs.Duration("timeout", time.Second, "the whole call's deadline, across attempts")
-	policy := addPolicyFlags(fs, false)
-	if !parseFlags(fs, args) {
-		return 2
-	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "sluice call: "+format+"\n", a...)
-		return 2
-	}
-	switch {
-	case len(peers) == 0:
-		return usageErr("--peer is required (host:port, repeatable)")
-	case *service == "" || *method == "":
-		return usageErr("--service and --method are required")
-	case (*jsonBody == "") == (*rawBody == ""):
-		return usageErr("give exactly one of --json or --raw")
-	case *timeout <= 0:
-		return usageErr("--timeout is %v, must be > 0", *timeout)
+	verbose := fs.Bool("verbose", false, "print the peer, attempts, response headers and time on stderr")
+	fs.alias("v", "verbose")
+	policy := addPolicyFlags(fs.FlagSet, false)
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
 
+	hostPorts, err := peers.hostPorts()
+	switch {
+	case err != nil:
+		return fs.usageError("%v", err)
+	case len(hostPorts) == 0:
+		return fs.usageError("give a peer: -p HOST:PORT (repeatable) or -P FILE")
+	case *service == "" || *method == "":
+		return fs.usageError("-s/--service and -m/--method are required")
+	case *encoding != "json" && *encoding != "raw":
+		return fs.usageError("-e/--encoding is %q, must be json or raw", *encoding)
+	case *body != "" && *file != "":
+		return fs.usageError("give -r/--request or -f/--file, not both")
+	case *timeout <= 0:
+		return fs.usageError("--timeout is %v, must be > 0", *timeout)
+	case len(headers) > 0 && *encoding == "raw":
+		return fs.usageError("-H/--header needs -e json: a raw call's arg2 is not headers")
+	}
+	if *file != "" {
+		b, err := os.ReadFile(*file)
+		if err != nil {
+			return fs.usageError("-f/--file: %v", err)
+		}
+		*body = string(b)
+	}
+	req := &channel.Request{Format: "raw", Arg3: []byte(*body)}
+	if *encoding == "json" {
+		if strings.TrimSpace(*body) == "" {
+			*body = "{}"
+		}
+		if !json.Valid([]byte(*body)) {
+			return fs.usageError("the request body is not valid JSON (-e json)")
+		}
+		hdrs := map[string]string{}
+		for _, h := range headers {
+			k, v, ok := strings.Cut(h, ":")
+			if !ok || k == "" {
+				return fs.usageError("-H/--header %q: want key:value", h)
+			}
+			hdrs[k] = v
+		}
+		req = &channel.Request{Format: "json", Headers: hdrs, Arg3: []byte(*body)}
+	}
 	cfg, err := policy.serviceConfig(*service, *method)
 	if err != nil {
-		return usageErr("%v", err)
-	}
-	hdrs := map[string]string{}
-	for _, h := range headers {
-		k, v, ok := strings.Cut(h, "=")
-		if !ok || k == "" {
-			return usageErr("--header %q: want key=value", h)
-		}
-		hdrs[k] = v
+		return fs.usageError("%v", err)
 	}
 
 	ch, err := channel.New("sluice-call", channel.WithServiceConfig(cfg))
 	if err != nil {
-		return usageErr("%v", err)
+		return fs.usageError("%v", err)
 	}
 	defer ch.Close()
-	for _, p := range peers {
+	for _, p := range hostPorts {
 		if err := ch.AddPeer(*service, p); err != nil {
-			return usageErr("%v", err)
+			return fs.usageError("%v", err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-
-	req := &channel.Request{Format: "raw", Arg3: []byte(*rawBody)}
-	if *jsonBody != "" {
-		if !json.Valid([]byte(*jsonBody)) {
-			return usageErr("--json is not valid JSON")
-		}
-		req = &channel.Request{Format: "json", Headers: hdrs, Arg3: []byte(*jsonBody)}
-	}
+	start := time.Now()
 	res, err := ch.Call(ctx, *service, *method, req)
+	elapsed := time.Since(start)
 	if err != nil {
+		fs.failure("%v", err) // the error names the code
 		var ce *channel.CallError
-		if errors.As(err, &ce) {
-			fmt.Fprintf(stderr, "error: %s: %v\n", ce.CodeName(), err)
-			fmt.Fprintf(stderr, "attempts: %d\npeers: %s\n", ce.Attempts, strings.Join(ce.Peers, " "))
-		} else {
-			fmt.Fprintf(stderr, "error: %v\n", err)
+		if errors.As(err, &ce) && *verbose {
+			fmt.Fprintf(stderr, "attempts  %d\npeers     %s\ntime      %v\n", ce.Attempts, strings.Join(ce.Peers, " "), elapsed)
 		}
-		return 1
+		return exitFail
+	}
+	out := res.Arg3
+	if !bytes.HasSuffix(out, []byte("\n")) {
+		out = append(out, '\n')
+	}
+	stdout.Write(out)
+	if *verbose {
+		fmt.Fprintf(stderr, "peer      %s\nattempts  %d\npeers     %s\n", res.Peer, res.Attempts, strings.Join(res.Peers, " "))
+		if len(res.Headers) > 0 {
+			h, _ := json.Marshal(res.Headers)
+			fmt.Fprintf(stderr, "headers   %s\n", h)
+		}
+		fmt.Fprintf(stderr, "time      %v\n", elapsed)
 	}
 	if res.AppError {
-		fmt.Fprintf(stdout, "application error: %s\n", res.Arg3)
-	} else {
-		fmt.Fprintf(stdout, "%s\n", res.Arg3)
+		return fs.failure("application error: the handler answered with an error, whose body is on stdout")
 	}
-	if len(res.Headers) > 0 {
-		h, _ := json.Marshal(res.Headers)
-		fmt.Fprintf(stdout, "headers: %s\n", h)
-	}
-	fmt.Fprintf(stdout, "attempts: %d\npeers: %s\n", res.Attempts, strings.Join(res.Peers, " "))
-	if res.AppError {
-		return 1
-	}
-	return 0
+	return exitOK
 }

@@ -3,11 +3,17 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"math"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
@@ -15,6 +21,25 @@ import (
 	"github.com/sluice-rpc/sluice/peer"
 	"golang.org/x/time/rate"
 )
+
+var demoHelp = helpText{
+	synopsis: `sluice demo [flags]`,
+	about: `Busy throttling, live: three TChannel servers of service kv start on
+127.0.0.1; one of them takes only --capacity requests per second and answers
+Busy above that until it heals at second --recover-at. A Sluice channel sends
+--rps requests per second for --seconds and prints, every second and for each
+peer, the requests sent, the Busy answers, the requests that peer's limiter
+refused (each went to another peer), its limit and its connection's state.
+It ends by itself with a summary of what it measured: the calls' outcomes,
+the overloaded peer's share of the attempts before and after its limiter
+reacted, and after it healed.
+
+Exit status: 0 when the demo ran (or was interrupted), 1 when it could not, 2
+on a usage error.`,
+	examples: `sluice demo
+sluice demo --seconds 10 --rps 500 --capacity 50 --recover-at 4
+sluice demo --debug-listen 127.0.0.1:0    # and scrape /metrics while it runs`,
+}
 
 // demoConfig shapes the demo's story: one of three servers is overloaded
 // until recoverAt, then heals.
@@ -27,35 +52,57 @@ type demoConfig struct {
 }
 
 func demoCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("sluice demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return demoRun(ctx, args, stdout, stderr, nil)
+}
+
+// demoRun is demoCmd with the context that ends it early. atEnd, if not
+// nil, runs once the calls are done and the metrics reported, while the
+// debug listener still serves (its address, "" without one): a test
+// scrapes it there.
+func demoRun(ctx context.Context, args []string, stdout, stderr io.Writer, atEnd func(debugAddr string)) int {
+	fs := newFlagSet("sluice demo", demoHelp, stdout, stderr)
 	cfg := demoConfig{callTimeout: 500 * time.Millisecond}
-	fs.IntVar(&cfg.seconds, "seconds", 24, "how long the demo runs (1..30)")
+	fs.IntVar(&cfg.seconds, "seconds", 24, "how long the demo runs, in seconds (1..30)")
 	fs.IntVar(&cfg.rps, "rps", 300, "requests per second the client sends (1..5000)")
 	fs.Float64Var(&cfg.capacity, "capacity", 20, "requests per second the overloaded server can take (0 < capacity <= 100000)")
-	fs.IntVar(&cfg.recoverAt, "recover-at", 6, "second at which the overloaded server heals (0: never)")
-	if !parseFlags(fs, args) {
-		return 2
+	fs.IntVar(&cfg.recoverAt, "recover-at", 6, "the second at whose end the overloaded server heals (0: never)")
+	debugAddr := fs.String("debug-listen", "", debugListenUsage)
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
 	switch {
 	case cfg.seconds < 1 || cfg.seconds > 30:
-		fmt.Fprintf(stderr, "sluice demo: --seconds is %d, must be 1..30\n", cfg.seconds)
-		return 2
+		return fs.usageError("--seconds is %d, must be 1..30", cfg.seconds)
 	case cfg.rps < 1 || cfg.rps > 5000:
-		fmt.Fprintf(stderr, "sluice demo: --rps is %d, must be 1..5000\n", cfg.rps)
-		return 2
+		return fs.usageError("--rps is %d, must be 1..5000", cfg.rps)
 	case !(cfg.capacity > 0 && cfg.capacity <= 100000): // also rejects NaN and +Inf
-		fmt.Fprintf(stderr, "sluice demo: --capacity is %v, must be a number in (0, 100000]\n", cfg.capacity)
-		return 2
+		return fs.usageError("--capacity is %v, must be a number in (0, 100000]", cfg.capacity)
 	case cfg.recoverAt < 0:
-		fmt.Fprintf(stderr, "sluice demo: --recover-at is %d, must be >= 0\n", cfg.recoverAt)
-		return 2
+		return fs.usageError("--recover-at is %d, must be >= 0", cfg.recoverAt)
 	}
-	if err := runDemo(context.Background(), cfg, stdout); err != nil {
-		fmt.Fprintf(stderr, "sluice demo: %v\n", err)
-		return 1
+	debug, err := newDebugListener(*debugAddr, stderr)
+	if err != nil {
+		return fs.usageError("%v", err)
 	}
-	return 0
+	defer debug.close()
+	if err := runDemo(ctx, cfg, stdout, stderr, debug); err != nil {
+		if ctx.Err() != nil { // interrupted: as bench and faults, not a failure
+			fmt.Fprintln(stderr, "sluice demo: interrupted")
+			return exitOK
+		}
+		return fs.failure("%v", err)
+	}
+	if atEnd != nil {
+		debug.flush()
+		addr := ""
+		if debug.server != nil {
+			addr = debug.server.Addr()
+		}
+		atEnd(addr)
+	}
+	return exitOK
 }
 
 // demoServer is one in-process TChannel server of service "kv".
@@ -87,7 +134,7 @@ func startDemoServer(capacity float64) (*demoServer, error) {
 	return s, nil
 }
 
-func runDemo(ctx context.Context, cfg demoConfig, w io.Writer) error {
+func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *debugListener) error {
 	var servers []*demoServer
 	defer func() {
 		for _, s := range servers {
@@ -104,7 +151,7 @@ func runDemo(ctx context.Context, cfg demoConfig, w io.Writer) error {
 	bad := servers[2]
 	bad.overloaded.Store(true)
 
-	client, err := channel.New("demo-client")
+	client, err := channel.New("demo-client", channel.WithScope(debug.scope()), channel.WithMethods("kv", "get"))
 	if err != nil {
 		return err
 	}
@@ -114,10 +161,16 @@ func runDemo(ctx context.Context, cfg demoConfig, w io.Writer) error {
 			return err
 		}
 	}
+	// The debug listener's pages besides /metrics and /debug/pprof/: the
+	// client channel's live state.
+	pages := map[string]http.Handler{"/debug/sluice": client.DebugHandler()}
+	if err := debug.serve("sluice demo", pages, stderr); err != nil {
+		return err
+	}
 
 	heal := "never heals"
 	if cfg.recoverAt > 0 {
-		heal = fmt.Sprintf("heals at second %d", cfg.recoverAt)
+		heal = fmt.Sprintf("heals at the end of second %d", cfg.recoverAt)
 	}
 	fmt.Fprintf(w, "sluice demo: 3 TChannel servers on 127.0.0.1; %s takes only %v req/s and answers Busy above that, then %s.\n",
 		bad.ch.HostPort(), cfg.capacity, heal)
@@ -128,6 +181,7 @@ func runDemo(ctx context.Context, cfg demoConfig, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "%4s  %-21s %6s %6s %10s %9s  %s\n", "sec", "peer", "sent", "busy", "throttled", "limit", "connection")
 
+	m := demoMeasure{overloaded: bad.ch.HostPort(), recoverAt: cfg.recoverAt}
 	var ok, failBusy, failThrottled, failOther atomic.Int64
 	var wg sync.WaitGroup
 	tick := time.NewTicker(time.Second / time.Duration(cfg.rps))
@@ -162,16 +216,22 @@ func runDemo(ctx context.Context, cfg demoConfig, w io.Writer) error {
 				}
 			}()
 		case <-second.C:
+			s := demoSecond{overloaded: bad.overloaded.Load()}
 			for _, p := range client.Peers("kv") {
 				q := prev[p.HostPort]
 				mark := ""
-				if p.HostPort == bad.ch.HostPort() && bad.overloaded.Load() {
-					mark = "  <- overloaded"
+				if p.HostPort == bad.ch.HostPort() {
+					s.badSent, s.badBusy, s.badThrottled = p.Sent-q.Sent, p.Busy-q.Busy, p.Throttled-q.Throttled
+					if s.overloaded {
+						mark = "  <- overloaded"
+					}
 				}
-				fmt.Fprintf(w, "%4d  %-21s %6d %6d %10d %9d  %s%s\n", sec, p.HostPort,
-					p.Sent-q.Sent, p.Busy-q.Busy, p.Throttled-q.Throttled, int64(p.Limit), p.State, mark)
+				s.sent += p.Sent - q.Sent
+				fmt.Fprintf(w, "%4d  %-21s %6d %6d %10d %9s  %s%s\n", sec, p.HostPort,
+					p.Sent-q.Sent, p.Busy-q.Busy, p.Throttled-q.Throttled, formatLimit(p.Limit), p.State, mark)
 				prev[p.HostPort] = p
 			}
+			m.seconds = append(m.seconds, s)
 			if sec == cfg.recoverAt {
 				bad.overloaded.Store(false)
 				fmt.Fprintf(w, "      %s heals: it stops answering Busy; its limit recovers x4 per second.\n", bad.ch.HostPort())
@@ -185,10 +245,99 @@ func runDemo(ctx context.Context, cfg demoConfig, w io.Writer) error {
 	fmt.Fprintf(w, "\nsummary: %d calls in %d s: %d succeeded, %d failed BUSY, %d failed THROTTLED (nothing sent), %d failed otherwise.\n",
 		total, cfg.seconds, ok.Load(), failBusy.Load(), failThrottled.Load(), failOther.Load())
 	for _, p := range client.Peers("kv") {
-		fmt.Fprintf(w, "  %-21s sent %6d  busy %5d  throttled %6d  final limit %d  %s\n", p.HostPort, p.Sent, p.Busy, p.Throttled, int64(p.Limit), p.State)
+		fmt.Fprintf(w, "  %-21s sent %6d  busy %5d  throttled %6d  final limit %s  %s\n", p.HostPort, p.Sent, p.Busy, p.Throttled, formatLimit(p.Limit), p.State)
 	}
-	if cfg.recoverAt > 0 && cfg.recoverAt < cfg.seconds {
-		fmt.Fprintf(w, "The overloaded server's limit fell within two seconds of its first Busy answers and the other two took its traffic; after it healed at second %d its limit grew x4 per second.\n", cfg.recoverAt)
-	}
+	fmt.Fprint(w, m.summary())
 	return nil
+}
+
+// formatLimit shows a busy limit as the limiter holds it, so that a limit
+// recovering from below 1 (x4 a second) does not read as 0: whole numbers
+// from 100 (a window allows floor(limit) requests), one decimal from 0.1,
+// two significant digits below.
+func formatLimit(l float64) string {
+	switch {
+	case l >= 100:
+		return strconv.FormatFloat(math.Floor(l), 'f', 0, 64)
+	case l >= 0.1:
+		return strconv.FormatFloat(l, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(l, 'g', 2, 64)
+}
+
+// demoSecond is what one second of the demo measured: attempts sent to
+// every peer, and the overloaded peer's attempts, Busy answers and
+// requests its limiter refused.
+type demoSecond struct {
+	overloaded                     bool // it answered Busy above its capacity this second
+	sent                           uint64
+	badSent, badBusy, badThrottled uint64
+}
+
+// demoMeasure is the demo's per-second record, from which its closing
+// summary is derived.
+type demoMeasure struct {
+	overloaded string // the overloaded peer's host:port
+	recoverAt  int
+	seconds    []demoSecond
+}
+
+// summary tells what the counts show: the overloaded peer's share of the
+// attempts while it was overloaded, before and after its limiter first
+// refused a request, and its share in the last second after it healed.
+func (m demoMeasure) summary() string {
+	var sb strings.Builder
+	share := func(part, whole uint64) string {
+		if whole == 0 {
+			return "none of the attempts (none were sent)"
+		}
+		return fmt.Sprintf("%.1f%% of the attempts (%d of %d)", 100*float64(part)/float64(whole), part, whole)
+	}
+	span := func(from, to int) string {
+		if from == to {
+			return fmt.Sprintf("second %d", from)
+		}
+		return fmt.Sprintf("seconds %d-%d", from, to)
+	}
+	// Seconds are 1-based; overloaded ones come first.
+	lastOverloaded, firstThrottled := 0, 0
+	for i, s := range m.seconds {
+		if s.overloaded {
+			lastOverloaded = i + 1
+			if firstThrottled == 0 && s.badThrottled > 0 {
+				firstThrottled = i + 1
+			}
+		}
+	}
+	sum := func(from, to int) (d demoSecond) {
+		for _, s := range m.seconds[from-1 : to] {
+			d.sent, d.badSent, d.badBusy, d.badThrottled = d.sent+s.sent, d.badSent+s.badSent, d.badBusy+s.badBusy, d.badThrottled+s.badThrottled
+		}
+		return d
+	}
+	if lastOverloaded > 0 {
+		fmt.Fprintf(&sb, "While %s was overloaded (%s): ", m.overloaded, span(1, lastOverloaded))
+		if firstThrottled == 0 {
+			d := sum(1, lastOverloaded)
+			fmt.Fprintf(&sb, "its limiter never refused a request; it got %s and answered Busy to %d.\n", share(d.badSent, d.sent), d.badBusy)
+		} else {
+			var parts []string
+			if firstThrottled > 1 {
+				d := sum(1, firstThrottled-1)
+				parts = append(parts, fmt.Sprintf("before its limiter refused any request (%s) it got %s and answered Busy to %d",
+					span(1, firstThrottled-1), share(d.badSent, d.sent), d.badBusy))
+			}
+			d := sum(firstThrottled, lastOverloaded)
+			parts = append(parts, fmt.Sprintf("once its limiter refused requests (%s) it got %s, answered Busy to %d, and its limiter kept %d requests from it",
+				span(firstThrottled, lastOverloaded), share(d.badSent, d.sent), d.badBusy, d.badThrottled))
+			fmt.Fprintf(&sb, "%s.\n", strings.Join(parts, "; "))
+		}
+	}
+	if n := len(m.seconds); lastOverloaded < n && m.recoverAt > 0 {
+		last := m.seconds[n-1]
+		d := sum(lastOverloaded+1, n)
+		fmt.Fprintf(&sb, "After it healed (%s) its limiter kept %d requests from it while its limit grew back; in the last second it got %s, against an even share of 33.3%%.\n",
+			span(lastOverloaded+1, n), d.badThrottled, share(last.badSent, last.sent))
+	}
+	return sb.String()
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -15,14 +14,49 @@ import (
 	"github.com/sluice-rpc/sluice/leasing"
 )
 
-const doormanUsage = `usage:
-  sluice doorman serve --config FILE --listen HOST:PORT [--status HOST:PORT]
-  sluice doorman get --server HOST:PORT --resource R --wants N [--client-id ID] [--priority P] [--watch]
-`
+var doormanHelp = helpText{
+	synopsis: `sluice doorman serve|get [flags]`,
+	about: `A Doorman-compatible lease server and client, speaking the original's gRPC
+protocol (service doorman.Capacity), so either side can be swapped for the
+original. serve hands out capacity leases for the resources of a YAML
+configuration in the original's format; get asks a server for a lease, once
+or (--watch) keeping it and printing every change.`,
+	examples: `sluice doorman serve --config doorman.yaml --listen 127.0.0.1:6000 --debug-listen 127.0.0.1:6001
+sluice doorman get --server 127.0.0.1:6000 --resource kv-rps --wants 500 --watch`,
+}
 
-// doormanCmd runs `sluice doorman ...` with args (after "doorman") and
-// returns the exit code: 0 on success, 1 on failure, 2 on bad usage. It
-// runs until interrupted for serve and get --watch.
+var doormanServeHelp = helpText{
+	synopsis: `sluice doorman serve --config FILE --listen HOST:PORT [--debug-listen ADDR]`,
+	about: `Serves Doorman's gRPC protocol on --listen, handing out capacity leases for the
+resources of --config (the original Doorman's YAML format: resource templates
+with a capacity and an algorithm, NO_ALGORITHM, STATIC, PROPORTIONAL_SHARE or
+FAIR_SHARE). With --debug-listen, the same listener serves the server's metrics
+at /metrics, the runtime's profiles at /debug/pprof/ and a status page listing
+every resource, its clients and their leases at /status. It runs until
+interrupted.
+
+Exit status: 0 when interrupted, 1 when the configuration cannot be loaded or
+the server fails, 2 on a usage error.`,
+	examples: `sluice doorman serve --config doorman.yaml --listen 127.0.0.1:6000
+sluice doorman serve --config doorman.yaml --listen 127.0.0.1:6000 --debug-listen 127.0.0.1:6001
+curl -s http://127.0.0.1:6001/status`,
+}
+
+var doormanGetHelp = helpText{
+	synopsis: `sluice doorman get --server HOST:PORT --resource ID --wants N [flags]`,
+	about: `Asks a Doorman server for a lease of --wants capacity of --resource and prints
+what it got (client, resource, wants, capacity and expiry), then releases it on
+exit. With --watch it keeps the lease, refreshing it as the server asks, and
+prints every change until interrupted.
+
+Exit status: 0 when a lease was printed (or --watch was interrupted), 1 when
+the server could not be reached or sent no lease, 2 on a usage error.`,
+	examples: `sluice doorman get --server 127.0.0.1:6000 --resource kv-rps --wants 500
+sluice doorman get --server 127.0.0.1:6000 --resource kv-rps --wants 500 --client-id web-1 --watch`,
+}
+
+// doormanCmd runs `sluice doorman ...`; serve and get --watch run until
+// interrupted.
 func doormanCmd(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -31,67 +65,48 @@ func doormanCmd(args []string, stdout, stderr io.Writer) int {
 
 // doormanRun is doormanCmd with the context that ends serve and watch.
 func doormanRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, doormanUsage)
-		return 2
-	}
-	switch args[0] {
-	case "serve":
-		return doormanServe(ctx, args[1:], stdout, stderr)
-	case "get":
-		return doormanGet(ctx, args[1:], stdout, stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, doormanUsage)
-		return 0
-	}
-	fmt.Fprintf(stderr, "sluice doorman: unknown command %q\n%s", args[0], doormanUsage)
-	return 2
-}
-
-func doormanFlags(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("sluice doorman "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
+	g := group{name: "sluice doorman", help: doormanHelp, subs: []command{
+		{"serve", "a Doorman lease server", func(args []string, stdout, stderr io.Writer) int {
+			return doormanServe(ctx, args, stdout, stderr)
+		}},
+		{"get", "ask a Doorman server for a lease, once or --watch", func(args []string, stdout, stderr io.Writer) int {
+			return doormanGet(ctx, args, stdout, stderr)
+		}},
+	}}
+	return g.run(args, stdout, stderr)
 }
 
 func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := doormanFlags("serve", stderr)
-	config := fs.String("config", "", "YAML resource configuration (the original Doorman's format)")
-	listen := fs.String("listen", "", "HOST:PORT to serve gRPC on")
-	statusAddr := fs.String("status", "", "HOST:PORT to serve the status page on (optional)")
-	if !parseFlags(fs, args) {
-		return 2
+	fs := newFlagSet("sluice doorman serve", doormanServeHelp, stdout, stderr)
+	config := fs.String("config", "", "the resource configuration, a YAML `FILE` in the original Doorman's format")
+	listen := fs.String("listen", "", "`HOST:PORT` to serve gRPC on")
+	debugAddr := fs.String("debug-listen", "", debugListenUsage+"; the status page is /status")
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
 	if *config == "" || *listen == "" {
-		fmt.Fprintf(stderr, "sluice doorman serve: --config and --listen are required\n%s", doormanUsage)
-		return 2
+		return fs.usageError("--config and --listen are required")
 	}
+	debug, err := newDebugListener(*debugAddr, stderr)
+	if err != nil {
+		return fs.usageError("%v", err)
+	}
+	defer debug.close()
 	cfg, err := leasing.LoadConfig(*config)
 	if err != nil {
-		fmt.Fprintf(stderr, "sluice doorman serve: %v\n", err)
-		return 1
+		return fs.failure("%v", err)
 	}
-	server, err := leasing.NewServer(leasing.ServerConfig{Config: cfg})
+	server, err := leasing.NewServer(leasing.ServerConfig{Config: cfg, Scope: debug.scope()})
 	if err != nil {
-		fmt.Fprintf(stderr, "sluice doorman serve: %v\n", err)
-		return 1
+		return fs.failure("%v", err)
 	}
 	lis, err := net.Listen("tcp", *listen)
 	if err != nil {
-		fmt.Fprintf(stderr, "sluice doorman serve: %v\n", err)
-		return 1
+		return fs.failure("%v", err)
 	}
-	var status *http.Server
-	if *statusAddr != "" {
-		slis, err := net.Listen("tcp", *statusAddr)
-		if err != nil {
-			lis.Close()
-			fmt.Fprintf(stderr, "sluice doorman serve: status page: %v\n", err)
-			return 1
-		}
-		status = &http.Server{Handler: server, ReadHeaderTimeout: 10 * time.Second}
-		go status.Serve(slis)
-		fmt.Fprintf(stdout, "status page on http://%s/\n", slis.Addr())
+	if err := debug.serve("sluice doorman serve", map[string]http.Handler{"/status": server}, stderr); err != nil {
+		lis.Close()
+		return fs.failure("%v", err)
 	}
 	fmt.Fprintf(stdout, "doorman serving %d templates on %s\n", len(cfg.Resources), lis.Addr())
 	done := make(chan error, 1)
@@ -102,54 +117,45 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		err = <-done
 	case err = <-done:
 	}
-	if status != nil {
-		status.Close()
-	}
 	if err != nil && ctx.Err() == nil {
-		fmt.Fprintf(stderr, "sluice doorman serve: %v\n", err)
-		return 1
+		return fs.failure("%v", err)
 	}
-	return 0
+	return exitOK
 }
 
 func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := doormanFlags("get", stderr)
-	server := fs.String("server", "", "HOST:PORT of a Doorman server")
-	resource := fs.String("resource", "", "resource identifier")
-	wants := fs.Float64("wants", -1, "capacity wanted")
-	clientID := fs.String("client-id", "", "client identifier (default HOSTNAME:PID)")
-	priority := fs.Int64("priority", 0, "priority sent to the server")
+	fs := newFlagSet("sluice doorman get", doormanGetHelp, stdout, stderr)
+	server := fs.String("server", "", "`HOST:PORT` of a Doorman server")
+	resource := fs.String("resource", "", "the resource's `ID`")
+	wants := fs.Float64("wants", -1, "the capacity wanted, `N` >= 0")
+	clientID := fs.String("client-id", "", "the client's `ID` (default HOSTNAME:PID)")
+	priority := fs.Int64("priority", 0, "the priority sent to the server")
 	watch := fs.Bool("watch", false, "keep the lease, refreshing it, and print every change until interrupted")
-	if !parseFlags(fs, args) {
-		return 2
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
 	if *server == "" || *resource == "" || *wants < 0 {
-		fmt.Fprintf(stderr, "sluice doorman get: --server, --resource and --wants (>= 0) are required\n%s", doormanUsage)
-		return 2
+		return fs.usageError("--server, --resource and --wants (>= 0) are required")
 	}
 	client, err := leasing.NewClient(leasing.ClientConfig{Addr: *server, ID: *clientID, ManualRefresh: !*watch})
 	if err != nil {
-		fmt.Fprintf(stderr, "sluice doorman get: %v\n", err)
-		return 1
+		return fs.failure("%v", err)
 	}
 	defer client.Close()
 	res, err := client.Resource(*resource, leasing.ResourceConfig{Wants: *wants, Priority: *priority, Mode: leasing.Pessimistic})
 	if err != nil {
-		fmt.Fprintf(stderr, "sluice doorman get: %v\n", err)
-		return 1
+		return fs.failure("%v", err)
 	}
 	if !*watch {
 		if err := client.Refresh(ctx); err != nil {
-			fmt.Fprintf(stderr, "sluice doorman get: %v\n", err)
-			return 1
+			return fs.failure("%v", err)
 		}
 		capacity, expiry, ok := res.Lease()
 		if !ok {
-			fmt.Fprintf(stderr, "sluice doorman get: the server sent no lease for %q (asked too recently?)\n", *resource)
-			return 1
+			return fs.failure("the server sent no lease for %q (asked too recently?)", *resource)
 		}
 		printLease(stdout, client.ID(), res, capacity, expiry)
-		return 0
+		return exitOK
 	}
 	for {
 		changed := res.Changed()
@@ -160,7 +166,7 @@ func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 		select {
 		case <-ctx.Done():
-			return 0
+			return exitOK
 		case <-changed:
 		}
 	}

@@ -63,15 +63,19 @@ func TestDoormanServeAndGet(t *testing.T) {
 	var out, errOut syncBuffer
 	exit := make(chan int, 1)
 	go func() {
-		exit <- doormanRun(ctx, []string{"serve", "--config", file, "--listen", "127.0.0.1:0", "--status", "127.0.0.1:0"}, &out, &errOut)
+		exit <- doormanRun(ctx, []string{"serve", "--config", file, "--listen", "127.0.0.1:0", "--debug-listen", "127.0.0.1:0"}, &out, &errOut)
 	}()
 	re := regexp.MustCompile(`serving 1 templates on (\S+)`)
-	var addr string
+	debugRe := regexp.MustCompile(`(?m)^sluice doorman serve: debug endpoints on http://(\S+)/ \(/metrics /debug/pprof/ /status\)$`)
+	var addr, debugAddr string
 	testwait.Until(t, "serve to say where it listens", func() bool {
 		if m := re.FindStringSubmatch(out.String()); m != nil {
 			addr = m[1]
 		}
-		return addr != ""
+		if m := debugRe.FindStringSubmatch(errOut.String()); m != nil {
+			debugAddr = m[1]
+		}
+		return addr != "" && debugAddr != ""
 	})
 
 	var getOut, getErr bytes.Buffer
@@ -82,6 +86,15 @@ func TestDoormanServeAndGet(t *testing.T) {
 	if got := getOut.String(); !strings.Contains(got, "client=cli resource=db wants=30 capacity=30") {
 		t.Fatalf("get printed %q", got)
 	}
+
+	// The status page and the server's metrics share the debug listener.
+	if page := httpGet(t, "http://"+debugAddr+"/status"); !strings.Contains(page, `resource "db"`) {
+		t.Errorf("/status:\n%s", page)
+	}
+	answered := regexp.MustCompile(`(?m)^lease_requests [1-9]`)
+	testwait.Until(t, "/metrics to count the request the server answered", func() bool {
+		return answered.MatchString(httpGet(t, "http://"+debugAddr+"/metrics"))
+	})
 
 	// get released its lease on exit, so a watcher gets it all; --watch
 	// prints each lease and ends with its context.
@@ -118,8 +131,10 @@ resources:
 		code    int
 		message string
 	}{
-		{nil, 2, "usage"},
+		{nil, 2, "sluice doorman: missing command"},
 		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		{[]string{"serve", "--config", bad, "--listen", "127.0.0.1:0", "--status", "127.0.0.1:0"}, 2, "flag provided but not defined: -status"},
+		{[]string{"serve", "--config", bad, "--listen", "127.0.0.1:0", "--debug-listen", "nope"}, 2, `--debug-listen "nope"`},
 		{[]string{"serve"}, 2, "--config and --listen are required"},
 		{[]string{"serve", "--config", bad, "--listen", "127.0.0.1:0"}, 1, `template 0 ("*")`},
 		{[]string{"serve", "--config", "/nonexistent.yaml", "--listen", "127.0.0.1:0"}, 1, "reading configuration"},

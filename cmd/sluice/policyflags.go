@@ -41,20 +41,20 @@ const maxRetryBackoff = time.Hour
 // adaptive hedging ones.
 func addPolicyFlags(fs *flag.FlagSet, adaptive bool) *policyFlags {
 	f := &policyFlags{adaptive: adaptive}
-	fs.StringVar(&f.config, "config", "", "a JSON service config file (gRPC's shape, with Sluice's extensions)")
-	fs.IntVar(&f.retryMax, "retry-max", 0, "retry: maxAttempts (>= 2) for this method; 0 means no retry policy from flags")
-	fs.StringVar(&f.retryCodes, "retry-codes", "BUSY", "retry: retryable codes, comma-separated")
+	fs.StringVar(&f.config, "service-config", "", "a JSON service config `FILE` (gRPC's shape, with Sluice's extensions)")
+	fs.IntVar(&f.retryMax, "retry-max", 0, "retry: maxAttempts `N` (>= 2) for this method; 0 means no retry policy from flags")
+	fs.StringVar(&f.retryCodes, "retry-codes", "BUSY", "retry: retryable `CODES`, comma-separated")
 	fs.DurationVar(&f.retryBackoff, "retry-backoff", 10*time.Millisecond, "retry: initial backoff (max is 10x)")
-	fs.IntVar(&f.hedgeMax, "hedge-max", 0, "hedge: maxAttempts (>= 2) for this method; 0 means no hedging from flags")
+	fs.IntVar(&f.hedgeMax, "hedge-max", 0, "hedge: maxAttempts `N` (>= 2) for this method; 0 means no hedging from flags")
 	delayDoc := "hedge: delay between hedged attempts (0 sends all at once)"
 	if adaptive {
 		delayDoc = "hedge: delay between hedged attempts (0 sends all at once; with --hedge-adaptive, the delay until enough latencies are seen)"
 	}
 	fs.DurationVar(&f.hedgeDelay, "hedge-delay", 0, delayDoc)
-	fs.StringVar(&f.hedgeCodes, "hedge-codes", "BUSY", "hedge: non-fatal codes, comma-separated")
+	fs.StringVar(&f.hedgeCodes, "hedge-codes", "BUSY", "hedge: non-fatal `CODES`, comma-separated")
 	if adaptive {
-		fs.Float64Var(&f.quantile, "hedge-adaptive", 0, "hedge: take the delay from this quantile of recent latencies, e.g. 0.95 (0: a fixed delay)")
-		fs.IntVar(&f.window, "hedge-window", 1000, "hedge: with --hedge-adaptive, how many recent latencies")
+		fs.Float64Var(&f.quantile, "hedge-adaptive", 0, "hedge: take the delay from this `QUANTILE` of recent latencies, e.g. 0.95 (0: a fixed delay)")
+		fs.IntVar(&f.window, "hedge-window", 1000, "hedge: with --hedge-adaptive, the quantile is of the `N` most recent latencies")
 		fs.DurationVar(&f.floor, "hedge-floor", time.Millisecond, "hedge: with --hedge-adaptive, the least delay")
 		fs.DurationVar(&f.cap, "hedge-cap", 500*time.Millisecond, "hedge: with --hedge-adaptive, the most delay")
 		fs.Float64Var(&f.budget, "hedge-budget", 0.1, "hedge: with --hedge-adaptive, at most this many extra attempts per call (0: no budget)")
@@ -66,7 +66,7 @@ func addPolicyFlags(fs *flag.FlagSet, adaptive bool) *policyFlags {
 func (f *policyFlags) validate() error {
 	switch {
 	case f.config != "" && (f.retryMax != 0 || f.hedgeMax != 0):
-		return errors.New("--config cannot be combined with --retry-max or --hedge-max")
+		return errors.New("--service-config cannot be combined with --retry-max or --hedge-max")
 	case f.retryMax != 0 && f.hedgeMax != 0:
 		return errors.New("--retry-max and --hedge-max are exclusive: a method has a retry or a hedging policy")
 	case f.quantile != 0 && f.hedgeMax == 0:
@@ -92,11 +92,11 @@ func (f *policyFlags) serviceConfig(service, method string) (*serviceconfig.Conf
 	if f.config != "" {
 		data, err := os.ReadFile(f.config)
 		if err != nil {
-			return nil, fmt.Errorf("--config %s: %w", f.config, err)
+			return nil, fmt.Errorf("--service-config %s: %w", f.config, err)
 		}
 		cfg, err := serviceconfig.Parse(data)
 		if err != nil {
-			return nil, fmt.Errorf("--config %s: %w", f.config, err)
+			return nil, fmt.Errorf("--service-config %s: %w", f.config, err)
 		}
 		return cfg, nil
 	}

@@ -2,37 +2,52 @@ package main
 
 import (
 	"flag"
-	"fmt"
 	"io"
 
 	"github.com/sluice-rpc/sluice/internal/busysim"
 )
 
+var simHelp = helpText{
+	synopsis: `sluice sim busy|ratelimit [flags]`,
+	about: `Simulations in virtual time, driving the very code a channel runs: busy
+replays the busy-throttling design's scenarios on a fake clock; ratelimit
+replays a rate-limit study (a GCRA server and greedy clients) for every
+pacer.`,
+	examples: `sluice sim busy --preset flappy
+sluice sim ratelimit --runs 10 --chart sleep.png`,
+}
+
 func simCmd(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: sluice sim busy|ratelimit [flags]")
-		return 2
-	}
-	switch args[0] {
-	case "busy":
-		return simBusyCmd(args[1:], stdout, stderr)
-	case "ratelimit":
-		return simRatelimitCmd(args[1:], stdout, stderr)
-	}
-	fmt.Fprintf(stderr, "sluice sim: unknown simulation %q; want busy or ratelimit\n", args[0])
-	return 2
+	return group{name: "sluice sim", help: simHelp, subs: []command{
+		{"busy", "TChannel's throttling on busy responses, second by second", simBusyCmd},
+		{"ratelimit", "rate-limit pacers against a GCRA server, 30 simulated minutes", simRatelimitCmd},
+	}}.run(args, stdout, stderr)
+}
+
+var simBusyHelp = helpText{
+	synopsis: `sluice sim busy [--preset steady|flappy | --rps N --rps-pattern P --busy N --busy-pattern P]`,
+	about: `Drives Sluice's busy limiter (busy.Limiter) on a fake clock, second by second,
+and prints the requests sent and throttled, the busy answers and the limit,
+with the limit's exponential recovery and, for comparison, a constant
+recovery. The presets reproduce the two tables published with TChannel's
+"Throttling on Busy Responses" design digit for digit; the other flags run
+any scenario (patterns steady, flappy, linear_grow, linear_decrease).
+
+Exit status: 0 when the simulation ran, 2 on a usage error.`,
+	examples: `sluice sim busy                      # the steady preset
+sluice sim busy --preset flappy
+sluice sim busy --rps 1000 --rps-pattern linear_grow --busy 200 --busy-pattern flappy`,
 }
 
 func simBusyCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("sluice sim busy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("sluice sim busy", simBusyHelp, stdout, stderr)
 	preset := fs.String("preset", "", "a published scenario: steady or flappy (default steady when no other flag is set)")
 	rps := fs.Int("rps", 5000, "requests per second offered")
-	rpsPattern := fs.String("rps-pattern", "steady", "request pattern: steady, flappy, linear_grow, linear_decrease")
+	rpsPattern := fs.String("rps-pattern", "steady", "request `PATTERN`: steady, flappy, linear_grow, linear_decrease")
 	busyN := fs.Int("busy", 3000, "busy responses per second (never more than the requests sent)")
-	busyPattern := fs.String("busy-pattern", "steady", "busy pattern: steady, flappy, linear_grow, linear_decrease")
-	if !parseFlags(fs, args) {
-		return 2
+	busyPattern := fs.String("busy-pattern", "steady", "busy `PATTERN`: steady, flappy, linear_grow, linear_decrease")
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
 	explicit := 0
 	fs.Visit(func(f *flag.Flag) {
@@ -43,21 +58,21 @@ func simBusyCmd(args []string, stdout, stderr io.Writer) int {
 	sc := busysim.Scenario{RPS: *rps, RPSPattern: busysim.Pattern(*rpsPattern), Busy: *busyN, BusyPattern: busysim.Pattern(*busyPattern)}
 	switch {
 	case *preset != "" && explicit > 0:
-		fmt.Fprintln(stderr, "sluice sim busy: --preset cannot be combined with --rps, --rps-pattern, --busy or --busy-pattern")
-		return 2
+		return fs.usageError("--preset cannot be combined with --rps, --rps-pattern, --busy or --busy-pattern")
 	case *preset != "":
 		p, ok := busysim.Presets[*preset]
 		if !ok {
-			fmt.Fprintf(stderr, "sluice sim busy: unknown preset %q; want steady or flappy\n", *preset)
-			return 2
+			return fs.usageError("unknown preset %q; want steady or flappy", *preset)
 		}
 		sc = p
 	case explicit == 0:
 		sc = busysim.Presets["steady"]
 	}
-	if err := busysim.RunBoth(stdout, sc); err != nil {
-		fmt.Fprintf(stderr, "sluice sim busy: %v\n", err)
-		return 2
+	if err := sc.Validate(); err != nil {
+		return fs.usageError("%v", err)
 	}
-	return 0
+	if err := busysim.RunBoth(stdout, sc); err != nil {
+		return fs.failure("%v", err)
+	}
+	return exitOK
 }

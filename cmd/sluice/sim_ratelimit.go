@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -24,44 +23,56 @@ import (
 // clients, about 0.2 s of CPU.
 const maxSimRuns = 100
 
-// simRatelimitCmd is "sluice sim ratelimit": the rate-throttling study of
-// seeds/heroku-rate-throttling.md in virtual time, for every pacer.
+var simRatelimitHelp = helpText{
+	synopsis: `sluice sim ratelimit [--seed N] [--runs N] [--reserve F] [--chart FILE]`,
+	about: `Replays, in virtual time, the rate-throttling study of Heroku's client rate
+throttling article ("A Fast Car Needs Good Brakes: How We Added Client Rate
+Throttling to the Platform API Gem"): a GCRA server (a bucket of 4500 requests
+refilled at 4500 per hour) and 10 greedy clients for 30 minutes, each client
+paced by one of Sluice's pacers (retry/pacing), the very code a channel runs.
+It prints, per pacer, the article's four metrics (average retry rate, maximum
+sleep, standard deviation of request counts, time to clear a workload) beside
+the figures the article published, and can chart each client's sleep.
+
+Exit status: 0 when the simulation ran, 1 when the chart could not be
+written, 2 on a usage error.`,
+	examples: `sluice sim ratelimit
+sluice sim ratelimit --runs 40
+sluice sim ratelimit --chart sleep.png`,
+}
+
+// simRatelimitCmd is "sluice sim ratelimit".
 func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("sluice sim ratelimit", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("sluice sim ratelimit", simRatelimitHelp, stdout, stderr)
 	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same table")
-	runs := fs.Int("runs", 1, fmt.Sprintf("average the metrics over this many runs (seeds seed, seed+1, ...; at most %d, about 0.2 s each)", maxSimRuns))
-	reserve := fs.Float64("reserve", 0, "the reserve pacer's reserve, a fraction of the limit in [0, 1) (0: the default, 0.003)")
-	chart := fs.String("chart", "", "also draw each client's sleep over the 30 minutes, per pacer, to this .png or .svg file")
-	if !parseFlags(fs, args) {
-		return 2
+	runs := fs.Int("runs", 1, fmt.Sprintf("average the metrics over `N` runs (seeds seed, seed+1, ...; at most %d, about 0.2 s each)", maxSimRuns))
+	reserve := fs.Float64("reserve", 0, "the reserve pacer's reserve, a `FRACTION` of the limit in [0, 1) (0: the default, 0.003)")
+	chart := fs.String("chart", "", "also draw each client's sleep over the 30 minutes, per pacer, to this .png or .svg `FILE`")
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
 	if *runs < 1 || *runs > maxSimRuns {
-		fmt.Fprintf(stderr, "sluice sim ratelimit: --runs is %d, must be in 1..%d\n", *runs, maxSimRuns)
-		return 2
+		return fs.usageError("--runs is %d, must be in 1..%d", *runs, maxSimRuns)
 	}
 	ext := strings.ToLower(filepath.Ext(*chart))
 	if *chart != "" && ext != ".png" && ext != ".svg" {
-		fmt.Fprintf(stderr, "sluice sim ratelimit: --chart %q: want a .png or .svg file\n", *chart)
-		return 2
+		return fs.usageError("--chart %q: want a .png or .svg file", *chart)
 	}
 	entries := ratesim.Entries()
 	for i := range entries {
 		if entries[i].Config.Strategy == pacing.StrategyReserve {
 			entries[i].Config.Reserve = *reserve
 			if err := entries[i].Config.Validate(); err != nil {
-				fmt.Fprintf(stderr, "sluice sim ratelimit: --reserve: %v\n", err)
-				return 2
+				return fs.usageError("--reserve: %v", err)
 			}
 		}
 	}
 	steady, clear := ratesim.Steady(), ratesim.Clear()
 	rows, err := ratesim.Compare(entries, steady, clear, *seed, *runs)
 	if err != nil {
-		fmt.Fprintf(stderr, "sluice sim ratelimit: %v\n", err)
-		return 1
+		return fs.failure("%v", err)
 	}
-	fmt.Fprintf(stdout, "Rate throttling (seeds/heroku-rate-throttling.md), virtual time, seed %d", *seed)
+	fmt.Fprintf(stdout, "Rate throttling (Heroku's client rate throttling article), virtual time, seed %d", *seed)
 	if *runs > 1 {
 		fmt.Fprintf(stdout, ", mean of %d runs", *runs)
 	}
@@ -70,20 +81,18 @@ func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
 		steady.Clients, steady.Duration, steady.Capacity, steady.Capacity, steady.Latency)
 	fmt.Fprintf(stdout, "clear:  %d requests in a bucket that is not refilled, clients starting at %v of sleep, done at remaining <= %d\n",
 		clear.Start, clear.InitialSleep, clear.StopRemaining)
-	fmt.Fprintln(stdout, "(in brackets: the seed's published figures)")
+	fmt.Fprintln(stdout, "(in brackets: the article's published figures)")
 	fmt.Fprintln(stdout)
 	if err := ratesim.WriteTable(stdout, rows); err != nil {
-		fmt.Fprintf(stderr, "sluice sim ratelimit: %v\n", err)
-		return 1
+		return fs.failure("%v", err)
 	}
 	if *chart != "" {
 		if err := writeSleepChart(*chart, ext, rows); err != nil {
-			fmt.Fprintf(stderr, "sluice sim ratelimit: chart: %v\n", err)
-			return 1
+			return fs.failure("chart: %v", err)
 		}
 		fmt.Fprintf(stdout, "\nchart: %s\n", *chart)
 	}
-	return 0
+	return exitOK
 }
 
 // writeSleepChart draws one panel per pacer (the null pacer, which never

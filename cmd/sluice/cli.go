@@ -1,0 +1,215 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// The exit codes of every command, as yab's and most Unix tools'.
+const (
+	exitOK    = 0 // done; for call, the call succeeded
+	exitFail  = 1 // a call, a run or a server failed
+	exitUsage = 2 // a bad flag, value or command: nothing was done
+)
+
+// helpText is what `sluice help CMD` and `sluice CMD -h` print about a
+// command besides its flags.
+type helpText struct {
+	synopsis string // usage lines, the first after "usage: "
+	about    string // what the command does, a paragraph or more
+	examples string // example command lines, one a line, # comments allowed
+}
+
+// flagSet is a command's flags and help. It parses as the flag package
+// does (-x and --x are the same flag), but prints help itself: on stdout
+// with exit 0 when asked for (-h, --help), and on a usage error only the
+// error and where to find help, on stderr, with exit 2.
+type flagSet struct {
+	*flag.FlagSet
+	help           helpText
+	stdout, stderr io.Writer
+	short          map[string]string // long name -> its one-letter alias
+	isShort        map[string]bool
+}
+
+func newFlagSet(name string, help helpText, stdout, stderr io.Writer) *flagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are returned and printed by parse
+	fs.Usage = func() {}
+	return &flagSet{FlagSet: fs, help: help, stdout: stdout, stderr: stderr,
+		short: map[string]string{}, isShort: map[string]bool{}}
+}
+
+// alias makes -short another name of the flag --long, as yab's -p for
+// --peer.
+func (f *flagSet) alias(short, long string) {
+	fl := f.Lookup(long)
+	f.Var(fl.Value, short, fl.Usage)
+	f.short[long], f.isShort[short] = short, true
+}
+
+// parse parses args. When it returns false the command exits with the
+// code it returns: 0 after printing the help asked for, 2 after a usage
+// error. The commands take flags only, so a leftover word (at which the
+// flag package would stop, silently ignoring every flag after it) is an
+// error.
+func (f *flagSet) parse(args []string) (int, bool) {
+	err := f.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		f.printHelp(f.stdout)
+		return exitOK, false
+	case err != nil:
+		return f.usageError("%v", err), false
+	case f.NArg() > 0:
+		return f.usageError("unexpected argument %q (flags only)", f.Arg(0)), false
+	}
+	return 0, true
+}
+
+// usageError prints a usage error and where help is, and returns 2.
+func (f *flagSet) usageError(format string, a ...any) int {
+	fmt.Fprintf(f.stderr, "%s: %s\nRun '%s -h' for help.\n", f.Name(), fmt.Sprintf(format, a...), f.Name())
+	return exitUsage
+}
+
+// failure prints a failure and returns 1.
+func (f *flagSet) failure(format string, a ...any) int {
+	fmt.Fprintf(f.stderr, "%s: %s\n", f.Name(), fmt.Sprintf(format, a...))
+	return exitFail
+}
+
+// set reports whether the flag named name was given.
+func (f *flagSet) set(name string) bool {
+	given := false
+	f.Visit(func(fl *flag.Flag) { given = given || fl.Name == name || f.short[name] == fl.Name })
+	return given
+}
+
+func (f *flagSet) printHelp(w io.Writer) {
+	printHelp(w, f.help, func(w io.Writer) {
+		fmt.Fprintln(w, "Flags:")
+		f.printFlags(w)
+	})
+}
+
+// printHelp prints a command's help: usage, description, what middle
+// prints (flags or subcommands), examples.
+func printHelp(w io.Writer, h helpText, middle func(io.Writer)) {
+	lines := strings.Split(strings.TrimSpace(h.synopsis), "\n")
+	for i, l := range lines {
+		if i == 0 {
+			fmt.Fprintf(w, "usage: %s\n", l)
+		} else {
+			fmt.Fprintf(w, "       %s\n", strings.TrimSpace(l))
+		}
+	}
+	fmt.Fprintf(w, "\n%s\n\n", strings.TrimSpace(h.about))
+	middle(w)
+	if h.examples != "" {
+		fmt.Fprintln(w, "\nExamples:")
+		for _, l := range strings.Split(strings.TrimSpace(h.examples), "\n") {
+			fmt.Fprintf(w, "  %s\n", strings.TrimSpace(l))
+		}
+	}
+}
+
+// printFlags lists the flags in name order, a flag's one-letter alias
+// beside it, each with its argument's name (the `quoted` word of its
+// usage, or its type) and its default when that is not the zero value.
+func (f *flagSet) printFlags(w io.Writer) {
+	type row struct{ left, usage string }
+	rows := []row{{"-h, --help", "print this help"}}
+	f.VisitAll(func(fl *flag.Flag) {
+		if f.isShort[fl.Name] {
+			return
+		}
+		arg, usage := flag.UnquoteUsage(fl)
+		left := "    --" + fl.Name
+		if s, ok := f.short[fl.Name]; ok {
+			left = "-" + s + ", --" + fl.Name
+		}
+		if arg != "" {
+			left += " " + arg
+		}
+		switch fl.DefValue {
+		case "", "0", "false", "0s":
+		default:
+			usage += fmt.Sprintf(" (default %s)", fl.DefValue)
+		}
+		rows = append(rows, row{left, usage})
+	})
+	const maxLeft = 30
+	width := 0
+	for _, r := range rows {
+		if len(r.left) <= maxLeft {
+			width = max(width, len(r.left))
+		}
+	}
+	for _, r := range rows {
+		if len(r.left) > width {
+			fmt.Fprintf(w, "  %s\n  %*s  %s\n", r.left, width, "", r.usage)
+		} else {
+			fmt.Fprintf(w, "  %-*s  %s\n", width, r.left, r.usage)
+		}
+	}
+}
+
+// command is a subcommand: a leaf that parses flags, or a group of
+// subcommands (sim, doorman).
+type command struct {
+	name, summary string
+	run           func(args []string, stdout, stderr io.Writer) int
+}
+
+// group is a command made of subcommands: `NAME SUB [flags]`.
+type group struct {
+	name string // "sluice sim"
+	help helpText
+	subs []command
+}
+
+// run dispatches args to a subcommand. "help SUB" is "SUB -h"; no
+// subcommand, or an unknown one, is a usage error.
+func (g group) run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintf(stderr, "%s: missing command\n", g.name)
+		g.printHelp(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		g.printHelp(stdout)
+		return exitOK
+	case "help":
+		if len(args) == 1 {
+			g.printHelp(stdout)
+			return exitOK
+		}
+		return g.run(append(append([]string{}, args[1:]...), "-h"), stdout, stderr)
+	}
+	for _, c := range g.subs {
+		if c.name == args[0] {
+			return c.run(args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "%s: unknown command %q\nRun '%s -h' for help.\n", g.name, args[0], g.name)
+	return exitUsage
+}
+
+func (g group) printHelp(w io.Writer) {
+	printHelp(w, g.help, func(w io.Writer) {
+		fmt.Fprintln(w, "Commands:")
+		width := 0
+		for _, c := range g.subs {
+			width = max(width, len(c.name))
+		}
+		for _, c := range g.subs {
+			fmt.Fprintf(w, "  %-*s  %s\n", width, c.name, c.summary)
+		}
+		fmt.Fprintf(w, "\nRun '%s help COMMAND' or '%s COMMAND -h' for a command's description, flags and examples.\n", g.name, g.name)
+	})
+}

@@ -1,0 +1,16 @@
+// Package debughttp serves a command's debug endpoints on one HTTP
+// listener: /metrics (a tally scope exposed through tally's Prometheus
+// reporter), /debug/pprof/ (the Go runtime's profiles) and the command's
+// own pages, with an index at /.
+//
+// A command makes one Metrics, hands its Scope to what it runs
+// (channel.WithScope, leasing.ServerConfig.Scope), and serves it with
+// Serve. Metric names are Prometheus names: tally's dots and the scope
+// separator become underscores ("call.latency" is call_latency), while
+// tag values are kept as they are (a peer's "127.0.0.1:4040", a bucket's
+// ">=1"), since Prometheus allows any text in a label value.
+//
+// Nothing here is global: each Metrics has a Prometheus registry of its
+// own, and the pprof handlers are mounted on the listener's own mux, never
+// on http.DefaultServeMux.
+package debughttp

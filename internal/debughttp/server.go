@@ -1,0 +1,93 @@
+package debughttp
+
+import (
+	"errors"
+	"fmt"
+	"html"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Paths Serve always mounts (MetricsPath only with a Metrics).
+const (
+	MetricsPath = "/metrics"
+	PprofPath   = "/debug/pprof/"
+)
+
+// Server is a running debug listener.
+type Server struct {
+	srv  *http.Server
+	addr string
+	done chan error
+}
+
+// Serve listens on addr (host:port; port 0 picks a free one) and serves,
+// until Close: m's metrics at /metrics (none if m is nil), the runtime's
+// profiles at /debug/pprof/, each of pages at its path (an exact path, or a
+// subtree if it ends in "/"), and at / an index linking them all. A page
+// may not take /, /metrics or a /debug/pprof/ path.
+func Serve(addr string, m *Metrics, pages map[string]http.Handler) (*Server, error) {
+	paths := []string{PprofPath}
+	mux := http.NewServeMux()
+	// The handlers net/http/pprof registers on http.DefaultServeMux, here
+	// on this listener's own mux: Index serves the named profiles (heap,
+	// goroutine, ...) under /debug/pprof/ itself.
+	mux.HandleFunc(PprofPath, pprof.Index)
+	mux.HandleFunc(PprofPath+"cmdline", pprof.Cmdline)
+	mux.HandleFunc(PprofPath+"profile", pprof.Profile)
+	mux.HandleFunc(PprofPath+"symbol", pprof.Symbol)
+	mux.HandleFunc(PprofPath+"trace", pprof.Trace)
+	if m != nil {
+		mux.Handle(MetricsPath, m.Handler())
+		paths = append(paths, MetricsPath)
+	}
+	for p, h := range pages {
+		switch {
+		case !strings.HasPrefix(p, "/") || p == "/" || p == MetricsPath || strings.HasPrefix(p, PprofPath):
+			return nil, fmt.Errorf("debughttp: page path %q: want a path other than /, %s and %s...", p, MetricsPath, PprofPath)
+		case h == nil:
+			return nil, fmt.Errorf("debughttp: page %q has a nil handler", p)
+		}
+		mux.Handle(p, h)
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	mux.HandleFunc("/{$}", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, "<!doctype html><title>debug</title><ul>\n")
+		for _, p := range paths {
+			fmt.Fprintf(w, "<li><a href=\"%s\">%s</a>\n", html.EscapeString(p), html.EscapeString(p))
+		}
+		fmt.Fprint(w, "</ul>\n")
+	})
+
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("debughttp: %w", err)
+	}
+	// No write timeout: /debug/pprof/profile streams for 30 s by default.
+	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
+		addr: lis.Addr().String(), done: make(chan error, 1)}
+	go func() { s.done <- s.srv.Serve(lis) }()
+	return s, nil
+}
+
+// Addr returns the host:port the server listens on.
+func (s *Server) Addr() string { return s.addr }
+
+// URL returns the server's index page, http://host:port/.
+func (s *Server) URL() string { return "http://" + s.addr + "/" }
+
+// Close closes the listener and every connection at once (a profile being
+// taken is cut short) and returns when the server has stopped.
+func (s *Server) Close() error {
+	err := s.srv.Close()
+	if serr := <-s.done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Checks sluice's exit codes (0 success, 1 failure, 2 usage error) with a
+# built binary: builds cmd/sluice into a temporary directory, starts
+# `sluice serve` on 127.0.0.1 as the server to call, runs every case of
+# cmd/sluice/testdata/exitcodes.txt (the cases TestExitCodes runs in
+# process), checks that `sluice call` prints only the response body on
+# stdout, and stops the server, which must exit 0 on SIGTERM.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+tmp=$(mktemp -d)
+server=""
+cleanup() {
+  if [ -n "$server" ]; then
+    kill "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+  fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+go build -o "$tmp/sluice" ./cmd/sluice
+bin="$tmp/sluice"
+
+"$bin" serve --listen 127.0.0.1:0 >"$tmp/serve.out" 2>"$tmp/serve.err" &
+server=$!
+peer=""
+for _ in $(seq 300); do # at most 30 s
+  peer=$(awk '/^serving /{print $4}' "$tmp/serve.out")
+  [ -n "$peer" ] && break
+  kill -0 "$server" 2>/dev/null || break
+  sleep 0.1
+done
+if [ -z "$peer" ]; then
+  echo "sluice serve did not start:"; cat "$tmp/serve.err"; exit 1
+fi
+dead=127.0.0.1:1
+
+cases=0
+failed=0
+fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
+while IFS= read -r line; do
+  case "$line" in '' | '#'*) continue ;; esac
+  read -ra words <<<"$line"
+  want=${words[0]}
+  args=("${words[@]:1}")
+  args=("${args[@]//\$PEER/$peer}")
+  args=("${args[@]//\$DEAD/$dead}")
+  cases=$((cases + 1))
+  set +e
+  "$bin" "${args[@]}" >"$tmp/out" 2>"$tmp/err"
+  got=$?
+  set -e
+  if [ "$got" != "$want" ]; then
+    fail "sluice ${args[*]}: exit $got, want $want"
+    sed 's/^/    /' "$tmp/err" | head -5
+  fi
+done <cmd/sluice/testdata/exitcodes.txt
+
+out=$("$bin" call -p "$peer" -s echo -m echo -r '{"key": "a"}' 2>"$tmp/err")
+[ "$out" = '{"key": "a"}' ] || fail "sluice call printed $out, want only the body"
+[ ! -s "$tmp/err" ] || fail "sluice call without -v wrote to stderr: $(cat "$tmp/err")"
+
+kill -TERM "$server"
+set +e
+wait "$server"
+got=$?
+set -e
+server=""
+[ "$got" = 0 ] || fail "sluice serve: exit $got on SIGTERM, want 0"
+
+echo "exit codes: $cases cases, $failed failed"
+[ "$failed" = 0 ]
