@@ -64,6 +64,9 @@ type Fake struct {
 	mu     sync.Mutex
 	now    time.Time
 	timers []*fakeTimer
+	// changed is closed, and replaced, when a timer is added: WaitTimers
+	// waits on it.
+	changed chan struct{}
 }
 
 // NewFake returns a fake clock reading start.
@@ -102,6 +105,10 @@ func (f *Fake) timerAtLocked(at time.Time) *fakeTimer {
 		return t
 	}
 	f.timers = append(f.timers, t)
+	if f.changed != nil {
+		close(f.changed)
+		f.changed = nil
+	}
 	return t
 }
 
@@ -130,6 +137,30 @@ func (f *Fake) Timers() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.timers)
+}
+
+// WaitTimers blocks until at least n timers are waiting to fire, or ctx
+// ends (it then returns ctx.Err()). Tests and examples use it to advance
+// the clock only once a goroutine has started waiting on it, without
+// polling.
+func (f *Fake) WaitTimers(ctx context.Context, n int) error {
+	for {
+		f.mu.Lock()
+		if len(f.timers) >= n {
+			f.mu.Unlock()
+			return nil
+		}
+		if f.changed == nil {
+			f.changed = make(chan struct{})
+		}
+		changed := f.changed
+		f.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 type fakeTimer struct {

@@ -157,3 +157,31 @@ func TestSleepWaitsOnItsClockOrTheContext(t *testing.T) {
 		t.Fatalf("Sleep(0) = %v", err)
 	}
 }
+
+// WaitTimers returns once enough timers wait (at once if they already do),
+// and with ctx's error if they never come.
+func TestFakeWaitTimers(t *testing.T) {
+	f := NewFake(time.Unix(0, 0))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- f.WaitTimers(ctx, 2) }()
+	f.NewTimer(time.Second)
+	select {
+	case err := <-done:
+		t.Fatalf("WaitTimers(2) returned %v with one timer", err)
+	default:
+	}
+	f.NewTimer(time.Second)
+	if err := <-done; err != nil {
+		t.Fatalf("WaitTimers(2) with two timers: %v", err)
+	}
+	if err := f.WaitTimers(ctx, 2); err != nil {
+		t.Fatalf("WaitTimers when the timers already wait: %v", err)
+	}
+	short, cancelShort := context.WithCancel(context.Background())
+	cancelShort()
+	if err := f.WaitTimers(short, 3); err != context.Canceled {
+		t.Fatalf("WaitTimers(3) with an ended context = %v, want context.Canceled", err)
+	}
+}

@@ -42,12 +42,11 @@ func ExampleSleep() {
 	done := make(chan error)
 	go func() { done <- clock.Sleep(context.Background(), clk, time.Minute) }()
 
-	for deadline := time.Now().Add(10 * time.Second); clk.Timers() == 0; {
-		if time.Now().After(deadline) {
-			fmt.Println("the sleeper never started waiting")
-			return
-		}
-		time.Sleep(time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := clk.WaitTimers(ctx, 1); err != nil { // the sleeper is waiting
+		fmt.Println("the sleeper never started waiting:", err)
+		return
 	}
 	clk.Add(time.Minute)
 	fmt.Println("slept:", <-done, "- now", clk.Now().UTC().Format(time.TimeOnly))

@@ -69,10 +69,11 @@ func ExampleExecutor_delay() {
 	}
 	go func() {
 		// Move the clock once the executor waits for the delay.
-		for clk.Timers() == 0 {
-			time.Sleep(time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if clk.WaitTimers(ctx, 1) == nil {
+			clk.Add(50 * time.Millisecond)
 		}
-		clk.Add(50 * time.Millisecond)
 	}()
 	cancelled := make(chan bool, 1)
 	res := exec.Do(context.Background(), func(ctx context.Context, a retry.Attempt) retry.Outcome {
