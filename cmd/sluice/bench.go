@@ -60,14 +60,9 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	shapeText := fs.String("embedded-latency", "heavy-tail",
 		"the embedded servers' latency `SHAPE`: \"heavy-tail\" (97% 0.5-1.5ms, 3% 100-200ms), \"heavy-tail:0.05\", \"fixed:2ms\", \"1ms-3ms\", \"1ms,0.03@100ms-200ms\"")
 	seed := fs.Uint64("seed", 1, "seed of the embedded servers' latency draws")
-	service := fs.String("service", "", "the `SERVICE` to call (default \"bench\" with --embedded)")
-	fs.alias("s", "service")
-	method := fs.String("method", "", "the `METHOD` to call (default \"echo\" with --embedded)")
-	fs.alias("m", "method")
-	encoding := fs.String("encoding", "json", "the calls' `ENCODING`: json or raw")
-	fs.alias("e", "encoding")
-	body := fs.String("request", "", "each call's request `BODY` (arg3; {} if none with -e json)")
-	fs.alias("r", "request")
+	target := addTargetFlags(fs, "the `SERVICE` to call (default \"bench\" with --embedded)",
+		"the `METHOD` to call (default \"echo\" with --embedded)", "each call's request `BODY` (arg3; {} if none with -e json)")
+	service, method, encoding, body := target.service, target.method, target.encoding, target.body
 	rps := fs.Float64("rps", 100, "arrival rate: calls per second, sent on schedule whether or not earlier ones finished")
 	duration := fs.Duration("max-duration", 5*time.Second, fmt.Sprintf("how long calls arrive (at most %v)", load.MaxDuration))
 	fs.alias("d", "max-duration")
@@ -95,8 +90,8 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fs.usageError("--embedded-latency needs --embedded")
 	case *embedded == 0 && (*service == "" || *method == ""):
 		return fs.usageError("-s/--service and -m/--method are required with peers")
-	case *encoding != "raw" && *encoding != "json":
-		return fs.usageError("-e/--encoding is %q, must be json or raw", *encoding)
+	case target.checkEncoding() != nil:
+		return fs.usageError("%v", target.checkEncoding())
 	case *output != "text" && *output != "json":
 		return fs.usageError("-o/--output is %q, must be text or json", *output)
 	case !(*rps > 0 && *rps <= load.MaxRPS):
@@ -136,11 +131,8 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fs.usageError("%v", err)
 	}
-	if *body == "" && *encoding == "json" {
-		*body = "{}"
-	}
-	if *encoding == "json" && !json.Valid([]byte(*body)) {
-		return fs.usageError("the request body is not valid JSON (-e json)")
+	if err := target.checkJSONBody(); err != nil {
+		return fs.usageError("%v", err)
 	}
 
 	debug, err := newDebugListener(*debugAddr, stderr)

@@ -39,14 +39,8 @@ sluice call -p 127.0.0.1:4040 -s kv -m get -f request.json -H auth:secret --time
 func callCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("sluice call", callHelp, stdout, stderr)
 	peers := addPeerFlags(fs)
-	service := fs.String("service", "", "the TChannel `SERVICE` to call")
-	fs.alias("s", "service")
-	method := fs.String("method", "", "the `METHOD` (endpoint) to call")
-	fs.alias("m", "method")
-	encoding := fs.String("encoding", "json", "the call's `ENCODING`: json or raw")
-	fs.alias("e", "encoding")
-	body := fs.String("request", "", "the request `BODY` (arg3)")
-	fs.alias("r", "request")
+	target := addTargetFlags(fs, "the TChannel `SERVICE` to call", "the `METHOD` (endpoint) to call", "the request `BODY` (arg3)")
+	service, method, encoding, body := target.service, target.method, target.encoding, target.body
 	file := fs.String("file", "", "read the request body from `FILE`")
 	fs.alias("f", "file")
 	var headers multiFlag
@@ -68,8 +62,8 @@ func callCmd(args []string, stdout, stderr io.Writer) int {
 		return fs.usageError("give a peer: -p HOST:PORT (repeatable) or -P FILE")
 	case *service == "" || *method == "":
 		return fs.usageError("-s/--service and -m/--method are required")
-	case *encoding != "json" && *encoding != "raw":
-		return fs.usageError("-e/--encoding is %q, must be json or raw", *encoding)
+	case target.checkEncoding() != nil:
+		return fs.usageError("%v", target.checkEncoding())
 	case *body != "" && *file != "":
 		return fs.usageError("give -r/--request or -f/--file, not both")
 	case *timeout <= 0:
@@ -84,14 +78,11 @@ func callCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		*body = string(b)
 	}
+	if err := target.checkJSONBody(); err != nil {
+		return fs.usageError("%v", err)
+	}
 	req := &channel.Request{Format: "raw", Arg3: []byte(*body)}
 	if *encoding == "json" {
-		if strings.TrimSpace(*body) == "" {
-			*body = "{}"
-		}
-		if !json.Valid([]byte(*body)) {
-			return fs.usageError("the request body is not valid JSON (-e json)")
-		}
 		hdrs := map[string]string{}
 		for _, h := range headers {
 			k, v, ok := strings.Cut(h, ":")
