@@ -659,11 +659,7 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 	}
 	p, t0, err := st.pick(ctx, t0)
 	if err != nil {
-		ce := &CallError{Service: a.service, Method: a.method, Code: localCode(err), Err: err}
-		if ce.Code == codes.OK { // the context ended while waiting for a peer
-			ce.Code, ce.Message = classify(err)
-		}
-		return nil, false, false, ce
+		return nil, false, false, a.pickError(err)
 	}
 	// sctx marks the call's span for the span tchannel-go starts for the
 	// attempt (see spanTracer).
@@ -786,11 +782,7 @@ func (c *Channel) beginElsewhere(ctx, sctx context.Context, st *callState, a *at
 				Err: fmt.Errorf("%w (the connections of the peers this attempt chose closed before it could be sent; the last, %s: %v)", ErrUnavailable, p.HostPort(), err)}
 		}
 		if p, t0, err = st.pick(ctx, t0); err != nil {
-			ce := &CallError{Service: a.service, Method: a.method, Code: localCode(err), Err: err}
-			if ce.Code == codes.OK {
-				ce.Code, ce.Message = classify(err)
-			}
-			return nil, nil, t0, ce
+			return nil, nil, t0, a.pickError(err)
 		}
 		if as != nil {
 			as.hostPort = p.HostPort()
@@ -824,6 +816,17 @@ func callOptionsFor(f tchannel.Format) *tchannel.CallOptions {
 type attemptSpec struct {
 	service, method string
 	req             *Request
+}
+
+// pickError is the error of an attempt for which st.pick found no peer:
+// a local outcome (throttled, no peers, unavailable, closed), or the
+// context's end while it waited for a peer.
+func (a *attemptSpec) pickError(err error) *CallError {
+	ce := &CallError{Service: a.service, Method: a.method, Code: localCode(err), Err: err}
+	if ce.Code == codes.OK {
+		ce.Code, ce.Message = classify(err)
+	}
+	return ce
 }
 
 // exchange writes the request's arguments and reads the response's.

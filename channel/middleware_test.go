@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/benchlat"
@@ -485,4 +486,39 @@ func BenchmarkServerInboundMiddleware(b *testing.B) {
 			})
 		})
 	}
+}
+
+// On a hedged call, an attempt middleware refusing the hedge ends the call
+// with its error: the hedge sends nothing, and the first attempt, still in
+// flight on a server that does not answer, is cancelled rather than
+// waited for until the deadline.
+func TestAttemptMiddlewareRefusingAHedge(t *testing.T) {
+	a, b := startServer(t), startServer(t)
+	cfg := mustConfig(t, `{"methodConfig":[{"name":[{"service":"kv"}],
+	  "hedgingPolicy":{"maxAttempts":2,"hedgingDelay":"0.01s","nonFatalStatusCodes":["BUSY"]}}]}`)
+	errNoToken := errors.New("no token for the hedge")
+	c, err := New("client", WithServiceConfig(cfg), WithAttemptMiddleware(func(ctx context.Context, at *Attempt, next AttemptInvoker) (*Response, error) {
+		if at.Number > 0 {
+			return nil, errNoToken
+		}
+		return next(ctx, at)
+	}))
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.AddPeer("kv", a.ch.HostPort()))
+	require.NoError(t, c.AddPeer("kv", b.ch.HostPort()))
+	require.NoError(t, c.Connect(ctxTimeout(t), "kv"))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = c.CallRaw(ctx, "kv", "echo", nil, []byte("block")) // its server answers only when released
+	var ce *CallError
+	require.ErrorAs(t, err, &ce)
+	assert.ErrorIs(t, err, errNoToken)
+	assert.Equal(t, codes.Unexpected, ce.Code)
+	assert.Equal(t, 1, ce.Attempts, "attempts sent: the first only")
+	assert.Less(t, time.Since(start), 2*time.Second, "the call waited for its stuck first attempt")
+	testwait.Until(t, "the first attempt to reach its server", func() bool { return a.received.Load()+b.received.Load() == 1 })
+	assert.EqualValues(t, 1, a.received.Load()+b.received.Load(), "requests the servers received")
 }

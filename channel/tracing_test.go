@@ -155,3 +155,24 @@ func TestTracingRetriedAttempts(t *testing.T) {
 	assert.Equal(t, true, calls[0].Tag(string(ext.Error)))
 	assert.Equal(t, true, attempts[0].Tag(string(ext.Error)))
 }
+
+// The marked context an attempt gives tchannel-go never reaches the user's
+// tracer: injected through the attempt span's tracer, it carries the call
+// span's identity, as any code holding that context would propagate it.
+func TestAttemptSpanInjectsTheCallSpan(t *testing.T) {
+	tr := mocktracer.New()
+	call := tr.StartSpan("get")
+	as := &attemptSpan{Span: call, tracer: &spanTracer{tr}, n: 1, hostPort: "127.0.0.1:1"}
+	carrier := opentracing.TextMapCarrier{}
+	require.NoError(t, as.Tracer().Inject(as.Context(), opentracing.TextMap, carrier))
+	sc, err := tr.Extract(opentracing.TextMap, carrier)
+	require.NoError(t, err)
+	assert.Equal(t, call.Context().(mocktracer.MockSpanContext).SpanID, sc.(mocktracer.MockSpanContext).SpanID)
+
+	child := as.tracer.StartSpan("get", opentracing.ChildOf(as.Context()))
+	child.Finish()
+	ms := child.(*mocktracer.MockSpan)
+	assert.Equal(t, call.Context().(mocktracer.MockSpanContext).SpanID, ms.ParentID)
+	assert.Equal(t, 1, ms.Tag(TagPreviousAttempts))
+	assert.Equal(t, "127.0.0.1:1", ms.Tag(string(ext.PeerAddress)))
+}
