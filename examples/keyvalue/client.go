@@ -67,6 +67,16 @@ func client(ctx context.Context, cmd string, args []string, out io.Writer) error
 		if *n <= 0 {
 			return fmt.Errorf("-n is %d, must be > 0", *n)
 		}
+		// Calls go only to instances whose connection is ready: have every
+		// connection up first, so that the load spreads over all of them
+		// from its first call. An instance that cannot be reached is left
+		// out, as calls would leave it out.
+		c, cancel := context.WithTimeout(ctx, *timeout)
+		err := ch.Connect(c, service)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(out, "load: %v; calling the instances that are ready\n", err)
+		}
 		if _, err := call(func(ctx tthrift.Context) error { return kv.Set(ctx, *loadKey, "value") }); err != nil {
 			return fmt.Errorf("load: set %s first: %w", *loadKey, describe(err))
 		}
