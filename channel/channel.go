@@ -209,7 +209,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	c := &Channel{name: serviceName, o: o, rec: stats.NewRecorder(o.scope), tracing: !noop, buffer: buffer, gates: gates,
 		services: map[string]*peer.List{}, policies: map[methodKey]*methodPolicy{}, throttles: map[string]*retry.Throttle{}}
 	if o.shed != nil {
-		s, err := newShedder(*o.shed)
+		s, err := newShedder(*o.shed, o.clock)
 		if err != nil {
 			return nil, err
 		}

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sync/atomic"
+	"strconv"
 	"time"
 
 	"github.com/opentracing/opentracing-go"
+	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/shed"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber-go/tally/v4"
 	"github.com/uber/tchannel-go"
@@ -148,7 +150,7 @@ func errRegistered(api, method, via string) error {
 // register registers h for method behind the Channel's guard. Call it with
 // c.mu held, so that checking for a duplicate and registering are one step.
 func (c *Channel) register(via, method string, st *serverStats, h tchannel.Handler) {
-	c.tch.Register(&guarded{c: c, h: h, via: via, stats: st}, method)
+	c.tch.Register(&guarded{c: c, h: h, via: via, stats: st, shed: c.shed.forMethod(method)}, method)
 }
 
 // serverStats are the counters of a Channel's server side.
@@ -167,6 +169,7 @@ type guarded struct {
 	h     tchannel.Handler
 	via   string
 	stats *serverStats
+	shed  *methodShedder // nil: no shedding
 }
 
 // Handle counts the request, declines it while the Channel closes, sheds
@@ -178,13 +181,14 @@ func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
 		_ = call.Response().SendSystemError(errClosing)
 		return
 	}
-	if s := g.c.shed; s != nil {
-		if err := s.admit(); err != nil {
+	if m := g.shed; m != nil {
+		a, err := m.admit()
+		if err != nil {
 			g.stats.shed.Inc(1)
 			_ = call.Response().SendSystemError(err)
 			return
 		}
-		defer s.done()
+		defer m.done(a)
 	}
 	g.h.Handle(ctx, call)
 }
@@ -297,20 +301,33 @@ func readArg(call *tchannel.InboundCall, open func() (tchannel.ArgReader, error)
 }
 
 // ShedConfig limits what a Channel's server side accepts. Requests beyond a
-// limit are answered Busy before any handler runs, so callers' busy
-// throttling backs them off. A zero limit is no limit; at least one must be
-// set.
+// limit are answered Busy, with a pushback hint, before any handler runs,
+// so callers' busy throttling backs them off. A zero limit is no limit; at
+// least one must be set. Health checks (Meta::health) are never shed.
 type ShedConfig struct {
 	// MaxRPS is the most requests per second admitted, spread evenly.
 	MaxRPS float64
 	// Burst is how many requests may arrive at once within MaxRPS.
 	// Default: MaxRPS/10, at least 1.
 	Burst int
-	// MaxInFlight is the most requests handled at once.
+	// MaxInFlight is the most requests handled at once, all methods
+	// together.
 	MaxInFlight int
+	// Adaptive, when set, bounds the requests in flight by an adaptive
+	// concurrency limit that follows the handlers' measured latency (see
+	// package shed): one limit per method, so that the latencies of
+	// different methods do not mix, unless AdaptiveShared is set.
+	// shed.DefaultConfig() is a good start.
+	Adaptive *shed.Config
+	// AdaptiveShared makes one adaptive limit for all the Channel's
+	// methods, for handlers that share one resource.
+	AdaptiveShared bool
 	// Pushback, when set, is the hint sent with each Busy answer: Sluice
 	// clients wait exactly this long before retrying; a negative value tells
-	// them not to retry.
+	// them not to retry. By default the hint says when a slot is likely to
+	// free: the adaptive limit's pushback (see shed.Limiter.Pushback) for
+	// requests over a concurrency limit, the time to the next token for
+	// requests over MaxRPS.
 	Pushback time.Duration
 }
 
@@ -323,23 +340,37 @@ func (s ShedConfig) Validate() error {
 		return fmt.Errorf("channel: ShedConfig.Burst is %d, must be >= 0", s.Burst)
 	case s.MaxInFlight < 0:
 		return fmt.Errorf("channel: ShedConfig.MaxInFlight is %d, must be >= 0", s.MaxInFlight)
-	case s.MaxRPS == 0 && s.MaxInFlight == 0:
-		return errors.New("channel: ShedConfig sets no limit; set MaxRPS or MaxInFlight")
+	case s.MaxRPS == 0 && s.MaxInFlight == 0 && s.Adaptive == nil:
+		return errors.New("channel: ShedConfig sets no limit; set MaxRPS, MaxInFlight or Adaptive")
+	case s.AdaptiveShared && s.Adaptive == nil:
+		return errors.New("channel: ShedConfig.AdaptiveShared is set without Adaptive; set Adaptive too")
+	}
+	if s.Adaptive != nil {
+		if err := s.Adaptive.Validate(); err != nil {
+			return fmt.Errorf("channel: ShedConfig.Adaptive: %w", err)
+		}
 	}
 	return nil
 }
 
+// healthMethod is the method of TChannel's Thrift health check, never shed:
+// a server that sheds its health checks looks dead when it is only busy.
+const healthMethod = "Meta::health"
+
+// shedder is a Channel's load shedding: the limits all methods share.
 type shedder struct {
 	cfg      ShedConfig
+	clk      clock.Clock
 	rate     *rate.Limiter
-	inFlight atomic.Int64
+	inFlight *shed.Limiter // MaxInFlight, a fixed limit
+	shared   *shed.Limiter // the adaptive limit when AdaptiveShared
 }
 
-func newShedder(cfg ShedConfig) (*shedder, error) {
+func newShedder(cfg ShedConfig, clk clock.Clock) (*shedder, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &shedder{cfg: cfg}
+	s := &shedder{cfg: cfg, clk: clk}
 	if cfg.MaxRPS > 0 {
 		burst := cfg.Burst
 		if burst == 0 {
@@ -347,32 +378,107 @@ func newShedder(cfg ShedConfig) (*shedder, error) {
 		}
 		s.rate = rate.NewLimiter(rate.Limit(cfg.MaxRPS), burst)
 	}
+	if n := cfg.MaxInFlight; n > 0 {
+		fixed := shed.DefaultConfig()
+		fixed.MinLimit, fixed.MaxLimit, fixed.InitialLimit = n, n, n
+		l, err := shed.New(fixed, clk)
+		if err != nil {
+			return nil, fmt.Errorf("channel: ShedConfig.MaxInFlight: %w", err)
+		}
+		s.inFlight = l
+	}
+	if cfg.AdaptiveShared {
+		l, err := shed.New(*cfg.Adaptive, clk)
+		if err != nil {
+			return nil, fmt.Errorf("channel: ShedConfig.Adaptive: %w", err)
+		}
+		s.shared = l
+	}
 	return s, nil
 }
 
-// admit returns nil and takes an in-flight slot (give it back with done), or
+// forMethod returns the shedding of one method: nil for health checks, and
+// with the method's own adaptive limit unless it is shared.
+func (s *shedder) forMethod(method string) *methodShedder {
+	if s == nil || method == healthMethod {
+		return nil
+	}
+	m := &methodShedder{s: s, method: method, adaptive: s.shared}
+	if s.cfg.Adaptive != nil && !s.cfg.AdaptiveShared {
+		// The config was validated when the shedder was made.
+		m.adaptive, _ = shed.New(*s.cfg.Adaptive, s.clk)
+	}
+	return m
+}
+
+// methodShedder sheds one method's requests.
+type methodShedder struct {
+	s        *shedder
+	method   string
+	adaptive *shed.Limiter
+}
+
+// admission is an admitted request's tokens, to give back when it is done.
+type admission struct {
+	fixed, adaptive shed.Token
+}
+
+// admit returns the admission of a request (give it back with done), or
 // the Busy error to answer with.
-func (s *shedder) admit() error {
-	if s.cfg.MaxInFlight > 0 && s.inFlight.Add(1) > int64(s.cfg.MaxInFlight) {
-		s.inFlight.Add(-1)
-		return s.busy("server overloaded: more than %d requests in flight", s.cfg.MaxInFlight)
+func (m *methodShedder) admit() (admission, error) {
+	var a admission
+	s := m.s
+	if s.inFlight != nil {
+		tok, ok := s.inFlight.Acquire()
+		if !ok {
+			return a, m.busy(s.inFlight.Pushback(), "server overloaded: %d requests in flight, its limit", s.cfg.MaxInFlight)
+		}
+		a.fixed = tok
 	}
 	if s.rate != nil && !s.rate.Allow() {
-		s.done()
-		return s.busy("server overloaded: above %v requests per second", s.cfg.MaxRPS)
+		m.cancel(a)
+		return a, m.busy(time.Duration(float64(time.Second)/s.cfg.MaxRPS), "server overloaded: above %v requests per second", s.cfg.MaxRPS)
 	}
-	return nil
+	if m.adaptive != nil {
+		tok, ok := m.adaptive.Acquire()
+		if !ok {
+			m.cancel(a)
+			return a, m.busy(m.adaptive.Pushback(), "server overloaded: %d requests of %s in flight, its adaptive limit", m.adaptive.Limit(), m.scope())
+		}
+		a.adaptive = tok
+	}
+	return a, nil
 }
 
-func (s *shedder) busy(format string, args ...any) error {
-	if s.cfg.Pushback != 0 {
-		return BusyAfter(s.cfg.Pushback, format, args...)
+func (m *methodShedder) scope() string {
+	if m.s.shared != nil {
+		return "all methods"
 	}
-	return Busy(format, args...)
+	return strconv.Quote(m.method)
 }
 
-func (s *shedder) done() {
-	if s.cfg.MaxInFlight > 0 {
-		s.inFlight.Add(-1)
+// busy returns the Busy answer with the configured pushback, or else with
+// pushback.
+func (m *methodShedder) busy(pushback time.Duration, format string, args ...any) error {
+	if p := m.s.cfg.Pushback; p != 0 {
+		pushback = p
+	}
+	return BusyAfter(pushback, format, args...)
+}
+
+// cancel gives back the fixed-limit token of a request refused afterwards.
+func (m *methodShedder) cancel(a admission) {
+	if m.s.inFlight != nil {
+		m.s.inFlight.Cancel(a.fixed)
+	}
+}
+
+// done ends an admitted request, recording its latency.
+func (m *methodShedder) done(a admission) {
+	if m.s.inFlight != nil {
+		m.s.inFlight.Release(a.fixed)
+	}
+	if m.adaptive != nil {
+		m.adaptive.Release(a.adaptive)
 	}
 }

@@ -1,0 +1,281 @@
+package channel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/retry"
+	"github.com/sluice-rpc/sluice/shed"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/uber/tchannel-go"
+)
+
+// gateServer is a Sluice server whose "work" handler waits until released
+// and counts how many run at once.
+type gateServer struct {
+	ch            *Channel
+	release       chan struct{}
+	running, most atomic.Int64
+	ran           atomic.Int64
+}
+
+func startGateServer(t *testing.T, cfg ShedConfig, methods ...string) *gateServer {
+	t.Helper()
+	ch, err := New("kv", WithShedding(cfg))
+	require.NoError(t, err)
+	g := &gateServer{ch: ch, release: make(chan struct{})}
+	for _, m := range append([]string{"work"}, methods...) {
+		require.NoError(t, ch.RegisterRaw(m, func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
+			n := g.running.Add(1)
+			defer g.running.Add(-1)
+			g.ran.Add(1)
+			for m := g.most.Load(); n > m && !g.most.CompareAndSwap(m, n); m = g.most.Load() {
+			}
+			<-g.release
+			return &RawResponse{}, nil
+		}))
+	}
+	require.NoError(t, ch.ListenAndServe("127.0.0.1:0"))
+	t.Cleanup(ch.Close)
+	return g
+}
+
+// burst sends n raw calls of method at once through a plain tchannel-go
+// client (no retries, no client throttling) and returns their errors as
+// they come.
+func burst(t *testing.T, hp, method string, n int) <-chan error {
+	t.Helper()
+	client := plainClient(t, nil)
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), testwait.Limit)
+			defer cancel()
+			call, err := client.BeginCall(ctx, hp, "kv", method, nil)
+			if err == nil {
+				_, _, _, err = rawWriteArgs(call)
+			}
+			errs <- err
+		}()
+	}
+	return errs
+}
+
+func rawWriteArgs(call *tchannel.OutboundCall) ([]byte, []byte, *tchannel.OutboundCallResponse, error) {
+	if err := tchannel.NewArgWriter(call.Arg2Writer()).Write(nil); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := tchannel.NewArgWriter(call.Arg3Writer()).Write(nil); err != nil {
+		return nil, nil, nil, err
+	}
+	resp := call.Response()
+	var a2, a3 []byte
+	if err := tchannel.NewArgReader(resp.Arg2Reader()).Read(&a2); err != nil {
+		return nil, nil, resp, err
+	}
+	err := tchannel.NewArgReader(resp.Arg3Reader()).Read(&a3)
+	return a2, a3, resp, err
+}
+
+// checkBusyWithPushback checks that err is Busy with a parsable pushback
+// hint of a positive delay.
+func checkBusyWithPushback(t *testing.T, err error) {
+	t.Helper()
+	var se tchannel.SystemError
+	require.True(t, errors.As(err, &se), "want a Busy system error, got %v", err)
+	require.Equal(t, tchannel.ErrCodeBusy, se.Code(), "error %v", err)
+	p, _ := retry.PushbackFromMessage(se.Message())
+	assert.Equal(t, retry.PushbackDelay, p.Kind, "pushback in %q", se.Message())
+	assert.Greater(t, p.Delay, time.Duration(0), "pushback in %q", se.Message())
+}
+
+// TestConcurrencyLimitUnderBurst: a burst of 10N calls at a server with a
+// concurrency limit of N runs exactly N handlers, and answers the others
+// Busy with a pushback before any handler runs.
+func TestConcurrencyLimitUnderBurst(t *testing.T) {
+	const n = 4
+	fixedN := shed.DefaultConfig()
+	fixedN.MinLimit, fixedN.MaxLimit, fixedN.InitialLimit = n, n, n
+	for _, c := range []struct {
+		name string
+		cfg  ShedConfig
+	}{
+		{"MaxInFlight", ShedConfig{MaxInFlight: n}},
+		{"adaptive with MaxLimit N", ShedConfig{Adaptive: &fixedN}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := startGateServer(t, c.cfg)
+			errs := burst(t, g.ch.HostPort(), "work", 10*n)
+			for i := 0; i < 9*n; i++ {
+				select {
+				case err := <-errs:
+					checkBusyWithPushback(t, err)
+				case <-time.After(testwait.Limit):
+					t.Fatalf("only %d of %d shed calls answered", i, 9*n)
+				}
+			}
+			testwait.Until(t, "N handlers running", func() bool { return g.running.Load() == n })
+			close(g.release)
+			for i := 0; i < n; i++ {
+				require.NoError(t, <-errs)
+			}
+			assert.EqualValues(t, n, g.most.Load(), "most handlers at once")
+			assert.EqualValues(t, n, g.ran.Load(), "handlers run")
+		})
+	}
+}
+
+// TestAdaptiveLimitStartsWithAProbe: a fresh adaptive limit admits only the
+// probe's requests; the rest of a burst is shed.
+func TestAdaptiveLimitStartsWithAProbe(t *testing.T) {
+	cfg := shed.DefaultConfig()
+	g := startGateServer(t, ShedConfig{Adaptive: &cfg})
+	errs := burst(t, g.ch.HostPort(), "work", 20)
+	for i := 0; i < 20-cfg.ProbeLimit; i++ {
+		checkBusyWithPushback(t, <-errs)
+	}
+	close(g.release)
+	for i := 0; i < cfg.ProbeLimit; i++ {
+		require.NoError(t, <-errs)
+	}
+	assert.EqualValues(t, cfg.ProbeLimit, g.most.Load())
+}
+
+// TestHealthChecksAreNeverShed: with every slot taken, Meta::health still
+// runs.
+func TestHealthChecksAreNeverShed(t *testing.T) {
+	g := startGateServer(t, ShedConfig{MaxInFlight: 1, MaxRPS: 0.001, Burst: 1})
+	require.NoError(t, g.ch.RegisterRaw(healthMethod, func(context.Context, *RawRequest) (*RawResponse, error) {
+		return &RawResponse{Arg3: []byte("OK")}, nil
+	}))
+	errs := burst(t, g.ch.HostPort(), "work", 1)
+	testwait.Until(t, "the slot taken", func() bool { return g.running.Load() == 1 })
+	for i := 0; i < 3; i++ {
+		_, err := plainCall(t, g.ch.HostPort(), healthMethod, tchannel.Raw, nil, nil)
+		require.NoError(t, err, "health check %d", i)
+	}
+	checkBusyWithPushback(t, <-burst(t, g.ch.HostPort(), "work", 1))
+	close(g.release)
+	require.NoError(t, <-errs)
+}
+
+// TestAdaptiveLimitPerMethod: each method has its own limit by default, and
+// one for all with AdaptiveShared.
+func TestAdaptiveLimitPerMethod(t *testing.T) {
+	cfg := shed.DefaultConfig()
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
+			g := startGateServer(t, ShedConfig{Adaptive: &cfg, AdaptiveShared: shared}, "other")
+			a := burst(t, g.ch.HostPort(), "work", cfg.ProbeLimit)
+			testwait.Until(t, "the probe's slots taken", func() bool { return g.running.Load() == int64(cfg.ProbeLimit) })
+			b := burst(t, g.ch.HostPort(), "other", 1)
+			if shared {
+				checkBusyWithPushback(t, <-b)
+			} else {
+				testwait.Until(t, "the other method running", func() bool { return g.running.Load() == int64(cfg.ProbeLimit)+1 })
+			}
+			close(g.release)
+			for i := 0; i < cfg.ProbeLimit; i++ {
+				require.NoError(t, <-a)
+			}
+			if !shared {
+				require.NoError(t, <-b)
+			}
+		})
+	}
+}
+
+func TestShedConfigValidate(t *testing.T) {
+	bad := shed.DefaultConfig()
+	bad.Buffer = -1
+	for _, c := range []struct {
+		cfg  ShedConfig
+		want string
+	}{
+		{ShedConfig{AdaptiveShared: true, MaxRPS: 1}, "AdaptiveShared is set without Adaptive"},
+		{ShedConfig{Adaptive: &bad}, "ShedConfig.Adaptive: shed: Buffer is -1"},
+		{ShedConfig{}, "set MaxRPS, MaxInFlight or Adaptive"},
+	} {
+		_, err := New("kv", WithShedding(c.cfg))
+		if assert.Error(t, err) {
+			assert.Contains(t, err.Error(), c.want)
+		}
+	}
+}
+
+// TestAdaptiveLimitOnARealServer drives a server whose handler has N
+// workers (a semaphore) and a service time d with callers offering more
+// than it can serve, honouring the pushback: the method's adaptive limit
+// settles between N and 2N, and no more than its limit run at once.
+func TestAdaptiveLimitOnARealServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for seconds")
+	}
+	const n = 8
+	d := 10 * time.Millisecond
+	ch, err := New("kv", WithShedding(ShedConfig{Adaptive: ptr(shed.DefaultConfig())}))
+	require.NoError(t, err)
+	t.Cleanup(ch.Close)
+	workers := make(chan struct{}, n)
+	require.NoError(t, ch.RegisterRaw("work", func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
+		workers <- struct{}{}
+		defer func() { <-workers }()
+		time.Sleep(d)
+		return &RawResponse{}, nil
+	}))
+	require.NoError(t, ch.ListenAndServe("127.0.0.1:0"))
+	lim := ch.tch.GetSubChannel("kv").GetHandlers()["work"].(*guarded).shed.adaptive
+
+	client := plainClient(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var ok, shedN atomic.Int64
+	for i := 0; i < 3*n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				cctx, ccancel := context.WithTimeout(ctx, time.Second)
+				call, err := client.BeginCall(cctx, ch.HostPort(), "kv", "work", nil)
+				if err == nil {
+					_, _, _, err = rawWriteArgs(call)
+				}
+				ccancel()
+				var se tchannel.SystemError
+				switch {
+				case err == nil:
+					ok.Add(1)
+				case errors.As(err, &se) && se.Code() == tchannel.ErrCodeBusy:
+					shedN.Add(1)
+					p, _ := retry.PushbackFromMessage(se.Message())
+					time.Sleep(p.Delay) // the caller honours the pushback: it paces the load
+				}
+			}
+		}()
+	}
+	// Watch the estimate for 3 s after the first probe and the settling.
+	testwait.Until(t, "the first probe to end", func() bool { return !lim.State().Probing })
+	settle := time.Now().Add(2 * time.Second)
+	var lo, hi float64 = 1e9, 0
+	for end := settle.Add(3 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		s := lim.State()
+		if time.Now().After(settle) && !s.Probing {
+			lo, hi = min(lo, s.Estimate), max(hi, s.Estimate)
+		}
+	}
+	cancel()
+	wg.Wait()
+	t.Logf("limit within [%.1f, %.1f]; %d served, %d shed; no-load latency %v", lo, hi, ok.Load(), shedN.Load(), lim.State().NoLoadLatency)
+	assert.GreaterOrEqual(t, lo, float64(n), "the limit fell below the workers")
+	assert.LessOrEqual(t, hi, float64(2*n), "the limit rose over twice the workers")
+	assert.Greater(t, shedN.Load(), int64(0), "nothing was shed")
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,312 @@
+package shed
+
+import (
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-rpc/sluice/clock"
+)
+
+var t0 = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func newLimiter(t testing.TB, mod func(*Config)) *Limiter {
+	t.Helper()
+	cfg := DefaultConfig()
+	if mod != nil {
+		mod(&cfg)
+	}
+	l, err := New(cfg, clock.NewFake(t0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// probe runs l's probe to its end at time now: ProbeSamples requests, one
+// at a time, each taking rtts[i%len(rtts)]. It returns the time after.
+func probe(t *testing.T, l *Limiter, now time.Time, rtts ...time.Duration) time.Time {
+	t.Helper()
+	if !l.State().Probing {
+		t.Fatal("not probing")
+	}
+	for i := 0; i < l.cfg.ProbeSamples; i++ {
+		tok, ok := l.AcquireAt(now)
+		if !ok {
+			t.Fatalf("probe request %d refused", i)
+		}
+		now = now.Add(rtts[i%len(rtts)])
+		l.ReleaseAt(tok, now)
+	}
+	if l.State().Probing {
+		t.Fatal("probe did not end after ProbeSamples requests")
+	}
+	return now
+}
+
+// window runs one window of requests at time now: inFlight requests admitted
+// together, each taking rtt, repeated until a Window has passed. It returns
+// the time after.
+func window(t *testing.T, l *Limiter, now time.Time, inFlight int, rtt time.Duration) time.Time {
+	t.Helper()
+	end := now.Add(l.cfg.Window)
+	for now.Before(end) {
+		toks := make([]Token, inFlight)
+		for i := range toks {
+			tok, ok := l.AcquireAt(now)
+			if !ok {
+				t.Fatalf("request %d of %d refused at limit %d", i+1, inFlight, l.Limit())
+			}
+			toks[i] = tok
+		}
+		now = now.Add(rtt)
+		for _, tok := range toks {
+			l.ReleaseAt(tok, now)
+		}
+	}
+	return now
+}
+
+func TestStartsWithAProbe(t *testing.T) {
+	l := newLimiter(t, nil)
+	if got := l.Limit(); got != DefaultProbeLimit {
+		t.Fatalf("limit at start %d, want the probe limit %d", got, DefaultProbeLimit)
+	}
+	var toks []Token
+	for i := 0; i < DefaultProbeLimit; i++ {
+		tok, ok := l.AcquireAt(t0)
+		if !ok {
+			t.Fatalf("request %d refused", i+1)
+		}
+		toks = append(toks, tok)
+	}
+	if _, ok := l.AcquireAt(t0); ok {
+		t.Fatal("a request beyond the probe limit was admitted")
+	}
+	for _, tok := range toks {
+		l.ReleaseAt(tok, t0.Add(time.Millisecond))
+	}
+	// The median of 1ms (x3), 2ms, ... is what the probe settles on.
+	now := probe(t, l, t0.Add(time.Millisecond), 2*time.Millisecond, 3*time.Millisecond, 2*time.Millisecond)
+	s := l.State()
+	// 3 samples of 1 ms and 22 alternating 2,3,2 ms: the median is 2 ms.
+	if s.NoLoadLatency != 2*time.Millisecond {
+		t.Errorf("no-load latency %v, want 2ms (the probe's median)", s.NoLoadLatency)
+	}
+	if s.Limit != DefaultInitialLimit || s.Probing {
+		t.Errorf("after the probe: limit %d probing %v, want %d and false", s.Limit, s.Probing, DefaultInitialLimit)
+	}
+	_ = now
+}
+
+func TestRequestsFromBeforeAProbeDoNotMeasureIt(t *testing.T) {
+	l := newLimiter(t, func(c *Config) { c.ProbeSamples = 1 })
+	now := probe(t, l, t0, time.Millisecond)
+	old, _ := l.AcquireAt(now)
+	// Make the next probe due, and start it with a window.
+	now = now.Add(2 * DefaultProbeInterval)
+	tok, _ := l.AcquireAt(now)
+	l.ReleaseAt(tok, now.Add(time.Millisecond))
+	if !l.State().Probing {
+		t.Fatal("no probe started after ProbeInterval")
+	}
+	l.ReleaseAt(old, now.Add(time.Second)) // admitted before the probe: ignored
+	if !l.State().Probing {
+		t.Fatal("a request admitted before the probe ended it")
+	}
+	p, _ := l.AcquireAt(now)
+	l.ReleaseAt(p, now.Add(3*time.Millisecond))
+	if s := l.State(); s.Probing || s.NoLoadLatency != 3*time.Millisecond {
+		t.Errorf("probing %v, no-load %v; want the probe ended at 3ms", s.Probing, s.NoLoadLatency)
+	}
+}
+
+// TestUpdate checks the limit after one window against the formula.
+func TestUpdate(t *testing.T) {
+	const l0 = 10 * time.Millisecond
+	for _, c := range []struct {
+		name     string
+		inFlight int
+		rtt      time.Duration
+		want     float64
+	}{
+		// Within the buffer: gradient 1.25*10/10 clamps to... 1.25, full.
+		{"no queueing, full", 20, l0, 20*1.25 + math.Sqrt(20)},
+		// Twice as slow: gradient 0.625.
+		{"queueing", 20, 2 * l0, 20*0.625 + math.Sqrt(20)},
+		// Ten times as slow: the gradient is clamped at 0.5.
+		{"deep queue", 20, 10 * l0, 20*0.5 + math.Sqrt(20)},
+		// Idle: fewer than half the limit in flight, no growth.
+		{"idle", 9, l0, 20},
+		// Idle but slow: it still shrinks.
+		{"idle and slow", 9, 2 * l0, 20*0.625 + math.Sqrt(20)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := newLimiter(t, nil)
+			now := probe(t, l, t0, l0)
+			window(t, l, now, c.inFlight, c.rtt)
+			if got := l.State().Estimate; math.Abs(got-c.want) > 1e-9 {
+				t.Errorf("limit %v, want %v", got, c.want)
+			}
+			if got := l.Limit(); got != int(c.want) {
+				t.Errorf("admission limit %d, want %d", got, int(c.want))
+			}
+		})
+	}
+}
+
+func TestBounds(t *testing.T) {
+	l := newLimiter(t, func(c *Config) { c.MaxLimit = 25; c.MinLimit = 5 })
+	now := probe(t, l, t0, time.Millisecond)
+	for i := 0; i < 10; i++ {
+		now = window(t, l, now, l.Limit(), time.Millisecond)
+	}
+	if got := l.State().Estimate; got != 25 {
+		t.Errorf("after fast windows the limit is %v, want MaxLimit 25", got)
+	}
+	for i := 0; i < 20; i++ {
+		now = window(t, l, now, 1, 100*time.Millisecond)
+	}
+	if got := l.State().Estimate; got != 5 {
+		t.Errorf("after slow windows the limit is %v, want MinLimit 5", got)
+	}
+}
+
+func TestPushback(t *testing.T) {
+	l := newLimiter(t, nil)
+	if got := l.Pushback(); got != time.Millisecond {
+		t.Errorf("pushback before any measurement %v, want the 1ms floor", got)
+	}
+	now := probe(t, l, t0, 4*time.Millisecond)
+	if got := l.Pushback(); got != 4*time.Millisecond {
+		t.Errorf("pushback after the probe %v, want the no-load latency 4ms", got)
+	}
+	window(t, l, now, 10, 10*time.Millisecond)
+	if got := l.Pushback(); got != 6*time.Millisecond {
+		t.Errorf("pushback with 10ms latency %v, want the queueing 6ms", got)
+	}
+}
+
+func TestProbesAgainAndFollowsTheHandler(t *testing.T) {
+	l := newLimiter(t, func(c *Config) { c.ProbeJitter = 0 })
+	now := probe(t, l, t0, time.Millisecond)
+	// The handler becomes four times slower: the limit shrinks, then the
+	// next probe learns the new latency.
+	start := now
+	for !l.State().Probing {
+		if now.Sub(start) > 2*DefaultProbeInterval {
+			t.Fatal("no probe after twice ProbeInterval")
+		}
+		now = window(t, l, now, min(l.Limit(), 8), 4*time.Millisecond)
+	}
+	if now.Sub(start) < DefaultProbeInterval || now.Sub(start) > DefaultProbeInterval+2*DefaultWindow {
+		t.Errorf("probed again after %v, want after ProbeInterval (%v)", now.Sub(start), DefaultProbeInterval)
+	}
+	if l.Limit() != DefaultProbeLimit {
+		t.Errorf("limit %d while probing, want %d", l.Limit(), DefaultProbeLimit)
+	}
+	probe(t, l, now, 4*time.Millisecond)
+	if got := l.State().NoLoadLatency; got != 4*time.Millisecond {
+		t.Errorf("no-load latency %v after the probe, want 4ms", got)
+	}
+}
+
+func TestSlowHandlersProbeLessOften(t *testing.T) {
+	l := newLimiter(t, func(c *Config) { c.ProbeJitter = 0 })
+	now := probe(t, l, t0, time.Second)
+	for i := 0; i < 100; i++ {
+		now = window(t, l, now, 10, time.Second)
+		if l.State().Probing {
+			t.Fatalf("probing again after %v; want at least %v between probes of a 1s handler", now.Sub(t0), probeShare*time.Second)
+		}
+	}
+}
+
+func TestFasterWindowLowersNoLoad(t *testing.T) {
+	l := newLimiter(t, nil)
+	now := probe(t, l, t0, 4*time.Millisecond)
+	window(t, l, now, 10, time.Millisecond)
+	if got := l.State().NoLoadLatency; got != time.Millisecond {
+		t.Errorf("no-load latency %v after a 1ms window, want 1ms", got)
+	}
+}
+
+func TestFixed(t *testing.T) {
+	l := newLimiter(t, func(c *Config) { c.MinLimit, c.MaxLimit, c.InitialLimit = 4, 4, 4 })
+	if s := l.State(); s.Probing || s.Limit != 4 {
+		t.Fatalf("a fixed limiter: %+v, want limit 4 and no probe", s)
+	}
+	now := t0
+	for i := 0; i < 100; i++ {
+		now = window(t, l, now, 4, time.Duration(1+i%3)*time.Millisecond)
+		if s := l.State(); s.Probing || s.Limit != 4 {
+			t.Fatalf("window %d: %+v, want limit 4 and no probe", i, s)
+		}
+	}
+	if got := l.State().NoLoadLatency; got != time.Millisecond {
+		t.Errorf("no-load latency %v, want the least window mean 1ms", got)
+	}
+}
+
+// TestNeverOverLimit admits from many goroutines at once and checks that
+// no more than the limit are ever in flight.
+func TestNeverOverLimit(t *testing.T) {
+	l := newLimiter(t, func(c *Config) { c.MinLimit, c.MaxLimit, c.InitialLimit = 5, 5, 5 })
+	var in, most atomic.Int64
+	var admitted, refused atomic.Int64
+	var wg sync.WaitGroup
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 2000; i++ {
+				tok, ok := l.Acquire()
+				if !ok {
+					refused.Add(1)
+					continue
+				}
+				admitted.Add(1)
+				n := in.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				in.Add(-1)
+				l.Release(tok)
+			}
+		}()
+	}
+	wg.Wait()
+	if most.Load() > 5 {
+		t.Errorf("%d in flight at once, limit 5", most.Load())
+	}
+	if admitted.Load() == 0 || l.InFlight() != 0 {
+		t.Errorf("admitted %d, %d left in flight", admitted.Load(), l.InFlight())
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, c := range []struct {
+		mod  func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.MinLimit = 0 }, "MinLimit is 0, must be >= 1"},
+		{func(c *Config) { c.MaxLimit = 0 }, "MaxLimit is 0, must be >= MinLimit (1)"},
+		{func(c *Config) { c.InitialLimit = 2000 }, "InitialLimit is 2000"},
+		{func(c *Config) { c.Buffer = math.NaN() }, "Buffer is NaN"},
+		{func(c *Config) { c.Buffer = -1 }, "Buffer is -1"},
+		{func(c *Config) { c.Window = 0 }, "Window is 0s"},
+		{func(c *Config) { c.ProbeInterval = time.Millisecond }, "ProbeInterval is 1ms, must be >= Window"},
+		{func(c *Config) { c.ProbeJitter = 2 }, "ProbeJitter is 2"},
+		{func(c *Config) { c.ProbeLimit = 0 }, "ProbeLimit is 0"},
+		{func(c *Config) { c.ProbeSamples = MaxProbeSamples + 1 }, "ProbeSamples is 257"},
+	} {
+		cfg := DefaultConfig()
+		c.mod(&cfg)
+		_, err := New(cfg, clock.Real)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("got %v, want an error containing %q", err, c.want)
+		}
+	}
+}
