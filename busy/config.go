@@ -66,6 +66,11 @@ type Config struct {
 	MaxHalvings int
 	// Window is the length of a counting window. Default one second.
 	Window time.Duration
+	// Disabled turns busy throttling off: the Limiter allows every
+	// request and ignores busy responses, and a peer does not rest on a
+	// pushback hint. For comparisons, and for clients that throttle by
+	// other means.
+	Disabled bool
 }
 
 // DefaultConfig returns the design's configuration.

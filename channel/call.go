@@ -685,7 +685,11 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 		code, msg = classify(err)
 	}
 	now := c.o.clock.Now()
-	p.End(now, now.Sub(t0), code)
+	if pb, _ := retry.PushbackFromMessage(msg); code == codes.Busy && pb.Kind == retry.PushbackDelay && pb.Delay > 0 {
+		p.EndPushedBack(now, now.Sub(t0), pb.Delay)
+	} else {
+		p.End(now, now.Sub(t0), code)
+	}
 	if st.est != nil && n == 0 && (code == codes.OK || code == codes.Cancelled || code == codes.Timeout) {
 		// Adaptive hedging learns from first attempts. One cancelled
 		// because a hedge won, or cut off by the deadline, is observed

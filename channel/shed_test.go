@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/testwait"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/shed"
@@ -279,3 +280,26 @@ func TestAdaptiveLimitOnARealServer(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestPushbackRestsThePeer: a Busy answer with a pushback hint keeps the
+// client off that peer for the hinted time (its calls are refused locally,
+// THROTTLED), then lets it try again.
+func TestPushbackRestsThePeer(t *testing.T) {
+	s := startServer(t, WithShedding(ShedConfig{MaxRPS: 0.001, Burst: 1, Pushback: 50 * time.Millisecond}))
+	c, clk, _ := startClient(t, s)
+	_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	require.NoError(t, err)
+	code := func() codes.Code {
+		_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+		var ce *CallError
+		require.ErrorAs(t, err, &ce)
+		return ce.Code
+	}
+	assert.Equal(t, codes.Busy, code(), "the server's answer over its rate")
+	assert.Equal(t, codes.Throttled, code(), "a call within the pushback")
+	clk.Add(49 * time.Millisecond)
+	assert.Equal(t, codes.Throttled, code(), "a call 1ms before the pushback ends")
+	clk.Add(time.Millisecond)
+	assert.Equal(t, codes.Busy, code(), "a call once the pushback ended reaches the server")
+	assert.EqualValues(t, 1, s.received.Load())
+}

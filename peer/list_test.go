@@ -349,3 +349,61 @@ func BenchmarkChoose20(b *testing.B) {
 		}
 	}
 }
+
+// TestPushbackRestsThePeer: a Busy answer with a pushback hint rests the
+// peer for the hinted time, leaving its busy limit alone, and the other
+// peer takes the requests meanwhile.
+func TestPushbackRestsThePeer(t *testing.T) {
+	l, clk := newList(t, busy.DefaultCeiling, hp(0), hp(1))
+	a, b := l.Get(hp(0)), l.Get(hp(1))
+	for i := 0; i < 3000; i++ {
+		a.Begin()
+		a.EndPushedBack(clk.Now(), time.Millisecond, 20*time.Millisecond)
+	}
+	for i := 0; i < 10; i++ {
+		p, err := l.Choose(nil)
+		if err != nil || p != b {
+			t.Fatalf("choice %d while %s rests: %v, %v; want %s", i, a.HostPort(), p, err, b.HostPort())
+		}
+	}
+	if _, err := l.Choose([]*Peer{b}); err != nil {
+		t.Fatalf("excluding the other peer: %v", err) // b is reused: a rests
+	}
+	l.Remove(hp(1))
+	if _, err := l.Choose(nil); !errors.Is(err, ErrThrottled) {
+		t.Fatalf("with only the resting peer: err = %v, want ErrThrottled", err)
+	}
+	clk.Add(20 * time.Millisecond)
+	if p, err := l.Choose(nil); err != nil || p != a {
+		t.Fatalf("after the pushback: %v, %v; want %s", p, err, a.HostPort())
+	}
+	clk.Add(time.Second)
+	if c := a.Counts(); c.Busy != 3000 || c.Limit != busy.DefaultCeiling {
+		t.Fatalf("counts = %+v; want 3000 busy and the limit untouched", c)
+	}
+}
+
+// TestPushbackWithThrottlingDisabled: with busy throttling disabled,
+// neither halving nor pushback keeps a peer from being chosen.
+func TestPushbackWithThrottlingDisabled(t *testing.T) {
+	cfg := busy.DefaultConfig()
+	cfg.Disabled = true
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	l, err := NewList("kv", cfg, clk, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := l.Add(hp(0))
+	for i := 0; i < 100; i++ {
+		a.Begin()
+		a.EndPushedBack(clk.Now(), time.Millisecond, time.Second)
+		a.Begin()
+		a.End(clk.Now(), time.Millisecond, codes.Busy)
+	}
+	clk.Add(time.Second)
+	for i := 0; i < 1000; i++ {
+		if _, err := l.Choose(nil); err != nil {
+			t.Fatalf("choice %d: %v", i, err)
+		}
+	}
+}

@@ -45,10 +45,13 @@ type Peer struct {
 	pending atomic.Int64
 	latency atomic.Int64 // exponentially weighted moving average, nanoseconds
 	learned atomic.Int64 // when latency was last updated, Unix nanoseconds
-	samples atomic.Int64 // successful calls in the current estimate
-	sent    atomic.Uint64
-	busy    atomic.Uint64
-	refused atomic.Uint64
+	// restUntil is when the peer's last pushback ends, Unix nanoseconds
+	// (0: none): Choose skips the peer until then.
+	restUntil atomic.Int64
+	samples   atomic.Int64 // successful calls in the current estimate
+	sent      atomic.Uint64
+	busy      atomic.Uint64
+	refused   atomic.Uint64
 }
 
 // HostPort returns the peer's address.
@@ -105,11 +108,36 @@ func (p *Peer) Begin() {
 // limiter. Only successful transports update the latency estimate: a peer
 // failing fast must not look fast.
 func (p *Peer) End(now time.Time, latency time.Duration, code codes.Code) {
+	p.end(now, latency, code, 0)
+}
+
+// EndPushedBack is End for a Busy answer that carried a pushback hint
+// asking to wait d > 0 (a Sluice server's load shedding sends one): the
+// server said when it can take more, so the peer rests for d (Choose
+// passes it over until then, counting the requests it refuses as
+// throttled) instead of having its busy limit halved. Halving is the
+// design's answer to a Busy with no hint; under sustained overload a
+// shedding server answers Busy thousands of times a second, and halving
+// per answer would cut the peer off entirely, then let it recover fourfold
+// a second into the next flood.
+func (p *Peer) EndPushedBack(now time.Time, latency, d time.Duration) {
+	p.end(now, latency, codes.Busy, d)
+}
+
+func (p *Peer) end(now time.Time, latency time.Duration, code codes.Code, rest time.Duration) {
 	p.pending.Add(-1)
 	if code == codes.Busy {
 		p.busy.Add(1)
 		p.m.Busy.Inc(1)
-		p.limiter.RecordBusyAt(now)
+		switch {
+		case rest > 0 && p.limiter.Disabled():
+		case rest > 0:
+			until := now.Add(rest).UnixNano()
+			for old := p.restUntil.Load(); until > old && !p.restUntil.CompareAndSwap(old, until); old = p.restUntil.Load() {
+			}
+		default:
+			p.limiter.RecordBusyAt(now)
+		}
 	}
 	p.m.Limit.Update(p.limiter.LimitAt(now))
 	if code != codes.OK {

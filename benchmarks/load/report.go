@@ -57,6 +57,56 @@ type Report struct {
 	// Late counts calls that started more than 1 ms after their arrival
 	// time: the client (or the Concurrency limit) fell behind the schedule.
 	Late int `json:"late"`
+	// Timeline is the run second by second, when Config.Timeline asks.
+	Timeline []Second `json:"timeline,omitempty"`
+}
+
+// Second is what became of the calls that arrived in one second of a run.
+type Second struct {
+	// Start is the second's start, from the first arrival.
+	Start Seconds `json:"start_s"`
+	// Calls arrived in the second; OK, Failed and Refused as in Report,
+	// and Busy of the failed ones ended with BUSY.
+	Calls   int `json:"calls"`
+	OK      int `json:"ok"`
+	Failed  int `json:"failed"`
+	Refused int `json:"refused"`
+	Busy    int `json:"busy"`
+	// P50 and P99 are the quantiles of the successful calls' latency.
+	P50 Millis `json:"p50_ms"`
+	P99 Millis `json:"p99_ms"`
+}
+
+// timeline groups results by the second they arrived in.
+func timeline(rs []result) []Second {
+	var secs []Second
+	var lat [][]time.Duration
+	for _, c := range rs {
+		i := int(c.at / time.Second)
+		for len(secs) <= i {
+			secs = append(secs, Second{Start: Seconds(time.Duration(len(secs)) * time.Second)})
+			lat = append(lat, nil)
+		}
+		s := &secs[i]
+		s.Calls++
+		switch {
+		case c.code == "":
+			s.OK++
+			lat[i] = append(lat[i], c.latency)
+		case c.local:
+			s.Refused++
+		default:
+			s.Failed++
+			if c.code == "BUSY" {
+				s.Busy++
+			}
+		}
+	}
+	for i := range secs {
+		slices.Sort(lat[i])
+		secs[i].P50, secs[i].P99 = Millis(Quantile(lat[i], 0.5)), Millis(Quantile(lat[i], 0.99))
+	}
+	return secs
 }
 
 // Seconds is a duration that reads as seconds in JSON.

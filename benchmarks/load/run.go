@@ -55,6 +55,8 @@ type Config struct {
 	// lasts n periods reports at least once if n >= 1.
 	Progress      func(Progress)
 	ProgressEvery time.Duration
+	// Timeline asks for Report.Timeline, the run second by second.
+	Timeline bool
 }
 
 // Progress is a run's running totals: the calls that have returned so
@@ -109,6 +111,7 @@ func (c Config) calls() int {
 
 // result is one call's outcome.
 type result struct {
+	at       time.Duration // arrival, from the start
 	latency  time.Duration
 	attempts int
 	code     string // "" for OK
@@ -216,7 +219,7 @@ loop:
 		go func(i int, at time.Time) {
 			late := time.Since(at) > lateAfter
 			r := one(ctx)
-			r.latency, r.late = time.Since(at), late
+			r.latency, r.late, r.at = time.Since(at), late, at.Sub(start)
 			results[i] = r
 			totals.add(r)
 			<-slots
@@ -235,6 +238,9 @@ loop:
 	elapsed := time.Since(start)
 	after := sumPeers(ch.Peers(cfg.Service))
 	r := summarize(results[:started], elapsed)
+	if cfg.Timeline {
+		r.Timeline = timeline(results[:started])
+	}
 	r.OfferedRPS = cfg.RPS
 	r.Busy = after.Busy - before.Busy
 	r.Throttled = after.Throttled - before.Throttled

@@ -25,10 +25,21 @@ type ServerConfig struct {
 	// Seed seeds server i's random source with Seed+i, so a run's latency
 	// draws are repeatable server by server.
 	Seed uint64
+	// Workers, when > 0, gives each server that many workers: a request
+	// holds one for its latency, and requests beyond them wait in the
+	// handler's queue (until their caller gives up), as in a server with a
+	// worker pool. A server's capacity is then Workers / latency. 0: no
+	// limit, every request waits out its latency at once.
+	Workers int
+	// Shed, if not nil, is the servers' load shedding (channel.WithShedding).
+	Shed *channel.ShedConfig
 }
 
-// MaxServers bounds StartServers' n.
-const MaxServers = 64
+// MaxServers bounds StartServers' n, MaxWorkers ServerConfig.Workers.
+const (
+	MaxServers = 64
+	MaxWorkers = 100_000
+)
 
 // Servers are embedded TChannel servers on 127.0.0.1 whose handler waits a
 // time drawn from a Shape, or until the call is cancelled (a cancelled
@@ -39,8 +50,11 @@ type Servers struct {
 	rngMu []sync.Mutex
 	rngs  []*rand.Rand
 
+	workers []chan struct{} // per server, when ServerConfig.Workers > 0
+
 	received, cancelled atomic.Int64
 	inFlight, maxFlight atomic.Int64
+	queued              atomic.Int64
 }
 
 // StartServers starts n servers (1 <= n <= MaxServers) on 127.0.0.1 with
@@ -53,6 +67,8 @@ func StartServers(n int, cfg ServerConfig) (*Servers, error) {
 		return nil, errors.New("load: servers need a service and a method")
 	case cfg.Format != "" && cfg.Format != "raw" && cfg.Format != "json":
 		return nil, fmt.Errorf("load: server format %q, must be raw or json", cfg.Format)
+	case cfg.Workers < 0 || cfg.Workers > MaxWorkers:
+		return nil, fmt.Errorf("load: %d workers per server, must be in [0, %d]", cfg.Workers, MaxWorkers)
 	}
 	if err := cfg.Shape.Validate(); err != nil {
 		return nil, err
@@ -60,7 +76,14 @@ func StartServers(n int, cfg ServerConfig) (*Servers, error) {
 	s := &Servers{cfg: cfg, rngMu: make([]sync.Mutex, n)}
 	for i := 0; i < n; i++ {
 		s.rngs = append(s.rngs, rand.New(rand.NewPCG(cfg.Seed+uint64(i), 0x5eed)))
-		ch, err := channel.New(cfg.Service)
+		if cfg.Workers > 0 {
+			s.workers = append(s.workers, make(chan struct{}, cfg.Workers))
+		}
+		var opts []channel.Option
+		if cfg.Shed != nil {
+			opts = append(opts, channel.WithShedding(*cfg.Shed))
+		}
+		ch, err := channel.New(cfg.Service, opts...)
 		if err != nil {
 			s.Close()
 			return nil, err
@@ -100,6 +123,21 @@ func (s *Servers) serve(ctx context.Context, i int) {
 	defer s.inFlight.Add(-1)
 	for m := s.maxFlight.Load(); n > m && !s.maxFlight.CompareAndSwap(m, n); m = s.maxFlight.Load() {
 	}
+	if s.workers != nil {
+		select {
+		case s.workers[i] <- struct{}{}:
+		default:
+			// Every worker is busy: wait in the queue, unless the caller
+			// gives up first.
+			s.queued.Add(1)
+			select {
+			case s.workers[i] <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+		}
+		defer func() { <-s.workers[i] }()
+	}
 	s.rngMu[i].Lock()
 	d := s.cfg.Shape.Sample(s.rngs[i])
 	s.rngMu[i].Unlock()
@@ -132,6 +170,9 @@ func (s *Servers) Received() int64 { return s.received.Load() }
 // Cancelled returns the requests whose caller cancelled them while their
 // server was waiting (losing hedges).
 func (s *Servers) Cancelled() int64 { return s.cancelled.Load() }
+
+// Queued returns the requests that found every worker busy and waited.
+func (s *Servers) Queued() int64 { return s.queued.Load() }
 
 // MaxInFlight returns the most requests the servers handled at once.
 func (s *Servers) MaxInFlight() int64 { return s.maxFlight.Load() }

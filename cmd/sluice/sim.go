@@ -8,19 +8,21 @@ import (
 )
 
 var simHelp = helpText{
-	synopsis: `sluice sim busy|ratelimit [flags]`,
+	synopsis: `sluice sim busy|ratelimit|shed [flags]`,
 	about: `Simulations in virtual time, driving the very code a channel runs: busy
 replays the busy-throttling design's scenarios on a fake clock; ratelimit
 replays a rate-limit study (a GCRA server and greedy clients) for every
-pacer.`,
+pacer; shed runs a server's adaptive concurrency limit against a queue.`,
 	examples: `sluice sim busy --preset flappy
-sluice sim ratelimit --runs 10 --chart sleep.png`,
+sluice sim ratelimit --runs 10 --chart sleep.png
+sluice sim shed --step 30s:4ms --step 60s:2ms --duration 90s`,
 }
 
 func simCmd(args []string, stdout, stderr io.Writer) int {
 	return group{name: "sluice sim", help: simHelp, subs: []command{
 		{"busy", "TChannel's throttling on busy responses, second by second", simBusyCmd},
 		{"ratelimit", "rate-limit pacers against a GCRA server, 30 simulated minutes", simRatelimitCmd},
+		{"shed", "a server's adaptive concurrency limit against a queue, second by second", simShedCmd},
 	}}.run(args, stdout, stderr)
 }
 

@@ -3,17 +3,14 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/sluice-rpc/sluice/internal/chart"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
-	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/sluice-rpc/sluice/internal/ratesim"
 	"github.com/sluice-rpc/sluice/retry/pacing"
@@ -87,7 +84,7 @@ func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
 		return fs.failure("%v", err)
 	}
 	if *chart != "" {
-		if err := writeSleepChart(*chart, ext, rows); err != nil {
+		if err := writeSleepChart(*chart, rows); err != nil {
 			return fs.failure("chart: %v", err)
 		}
 		fmt.Fprintf(stdout, "\nchart: %s\n", *chart)
@@ -98,7 +95,7 @@ func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
 // writeSleepChart draws one panel per pacer (the null pacer, which never
 // sleeps, left out): each client's sleep over the steady run, one line per
 // client, as a step function.
-func writeSleepChart(path, ext string, rows []ratesim.Row) error {
+func writeSleepChart(path string, rows []ratesim.Row) error {
 	var plots []*plot.Plot
 	for _, r := range rows {
 		if r.Config.Strategy == pacing.StrategyNull || r.Config.Strategy == "" {
@@ -110,48 +107,7 @@ func writeSleepChart(path, ext string, rows []ratesim.Row) error {
 		}
 		plots = append(plots, p)
 	}
-	const cols = 2
-	nrows := (len(plots) + cols - 1) / cols
-	grid := make([][]*plot.Plot, nrows)
-	for i := range grid {
-		grid[i] = make([]*plot.Plot, cols)
-		for j := range cols {
-			if k := i*cols + j; k < len(plots) {
-				grid[i][j] = plots[k]
-			}
-		}
-	}
-	w, h := 13*vg.Inch, vg.Length(nrows)*3.6*vg.Inch
-	var (
-		canvas vg.CanvasWriterTo
-		dc     draw.Canvas
-	)
-	if ext == ".svg" {
-		c := vgsvg.New(w, h)
-		canvas, dc = c, draw.New(c)
-	} else {
-		c := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(110))
-		canvas, dc = vgimg.PngCanvas{Canvas: c}, draw.New(c)
-	}
-	tiles := draw.Tiles{Rows: nrows, Cols: cols, PadX: 6 * vg.Millimeter, PadY: 6 * vg.Millimeter,
-		PadTop: 3 * vg.Millimeter, PadBottom: 3 * vg.Millimeter, PadLeft: 3 * vg.Millimeter, PadRight: 3 * vg.Millimeter}
-	canvases := plot.Align(grid, tiles, dc)
-	for i := range grid {
-		for j, p := range grid[i] {
-			if p != nil {
-				p.Draw(canvases[i][j])
-			}
-		}
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := canvas.WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return chart.WriteGrid(path, plots, 2, 3.6*vg.Inch)
 }
 
 // sleepPlot is one pacer's panel.
