@@ -1,13 +1,84 @@
 package closedloop
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
-var full = flag.Bool("closedloop", false, "run the full closed-loop comparison (N=8, d=2ms, 2C, 10 s per run) and print its table")
+var full = flag.Bool("closedloop", false, "run the full closed-loop comparison (N=8, d=2ms, 2C, 10 s per run), print its table and write closedloop.png to the test's temp dir")
+
+// TestSmallComparison runs every combination briefly on a small server
+// and checks what each must show whatever the machine: no shedding answers
+// no Busy; shedding does; client throttling keeps requests off the server.
+func TestSmallComparison(t *testing.T) {
+	res, err := Run(context.Background(), Config{Workers: 2, Service: 5 * time.Millisecond, Duration: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rows) != 6 {
+		t.Fatalf("%d rows, want 6", len(res.Rows))
+	}
+	var buf bytes.Buffer
+	if err := res.WriteTable(&buf); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + buf.String())
+	reached := map[Shedding][2]int64{}
+	for _, r := range res.Rows {
+		rep := r.Report
+		if rep.OK+rep.Failed+rep.Refused != rep.Calls || len(rep.Timeline) == 0 {
+			t.Errorf("%s/%v: %d ok + %d failed + %d refused != %d calls, or no timeline", r.Shedding, r.Throttling, rep.OK, rep.Failed, rep.Refused, rep.Calls)
+		}
+		switch {
+		case r.Shedding == NoShedding && r.Busy != 0:
+			t.Errorf("no shedding answered %.1f%% Busy", 100*r.Busy)
+		case r.Shedding != NoShedding && r.Busy == 0:
+			t.Errorf("%s shedding at twice the capacity answered no Busy", r.Shedding)
+		case !r.Throttling && r.Refused != 0:
+			t.Errorf("%s: %.1f%% refused in the client with throttling off", r.Shedding, 100*r.Refused)
+		}
+		v := reached[r.Shedding]
+		if r.Throttling {
+			v[1] = r.Reached
+		} else {
+			v[0] = r.Reached
+		}
+		reached[r.Shedding] = v
+	}
+	for _, s := range []Shedding{FixedShedding, AdaptiveShedding} {
+		if v := reached[s]; v[1] >= v[0] {
+			t.Errorf("%s shedding: %d requests reached the server with client throttling on, %d with it off; want fewer with it on", s, v[1], v[0])
+		}
+	}
+	path := filepath.Join(t.TempDir(), "c.png")
+	if err := res.WriteChart(path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Workers: -1}, "Workers is -1"},
+		{Config{Service: time.Microsecond}, "Service is 1µs"},
+		{Config{Load: -2}, "Load is -2"},
+		{Config{Duration: time.Hour}, "Duration is 1h0m0s"},
+		{Config{Workers: 10000, Service: 100 * time.Microsecond}, "more than"},
+	} {
+		err := c.cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: got %v, want %q", c.cfg, err, c.want)
+		}
+	}
+}
 
 func TestFullTable(t *testing.T) {
 	if !*full {
@@ -18,7 +89,7 @@ func TestFullTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	res.WriteTable(os.Stdout)
-	if err := res.WriteChart(os.TempDir() + "/closedloop.png"); err != nil {
+	if err := res.WriteChart(filepath.Join(os.TempDir(), "closedloop.png")); err != nil {
 		t.Fatal(err)
 	}
 }

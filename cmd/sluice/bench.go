@@ -291,6 +291,9 @@ func benchClosedLoop(ctx context.Context, fs *flagSet, a closedLoopArgs, stdout,
 			return fs.usageError("--closed-loop sets its own servers, load and client; drop --%s", name)
 		}
 	}
+	if !(a.load > 0 && a.load <= 100) {
+		return fs.usageError("--load is %v, must be in (0, 100]", a.load)
+	}
 	if a.embedded > 1 {
 		return fs.usageError("--closed-loop runs one embedded server; --embedded is %d", a.embedded)
 	}

@@ -188,7 +188,18 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"--embedded", "99"}, "--embedded is 99, must be in [1, 16]"},
 		{[]string{"--embedded", "-1"}, "--embedded is -1"},
 		{[]string{"-p", "127.0.0.1:1"}, "-s/--service and -m/--method are required"},
-		{[]string{"-p", "127.0.0.1:1", "--embedded-latency", "1ms", "-s", "s", "-m", "m"}, "--embedded-latency needs --embedded"},
+		{[]string{"-p", "127.0.0.1:1", "--embedded-latency", "1ms", "-s", "s", "-m", "m"}, "--embedded-latency, --embedded-workers and --embedded-shed need --embedded"},
+		{[]string{"-p", "127.0.0.1:1", "--embedded-shed", "adaptive", "-s", "s", "-m", "m"}, "need --embedded"},
+		{[]string{"--embedded", "1", "--embedded-shed", "fixed:0"}, `--embedded-shed: "fixed:0": the fixed limit must be a whole number >= 1`},
+		{[]string{"--embedded", "1", "--embedded-shed", "lots"}, `want none, adaptive or fixed:N`},
+		{[]string{"--embedded", "1", "--embedded-workers", "-1"}, "--embedded-workers is -1"},
+		{[]string{"--embedded", "1", "--load", "3"}, "--load and --chart need --closed-loop"},
+		{[]string{"--closed-loop", "-p", "127.0.0.1:1"}, "drop --peer"},
+		{[]string{"--closed-loop", "--rps", "10"}, "drop --rps"},
+		{[]string{"--closed-loop", "--embedded", "2"}, "--closed-loop runs one embedded server"},
+		{[]string{"--closed-loop", "--embedded-latency", "heavy-tail"}, "needs a fixed service time"},
+		{[]string{"--closed-loop", "--load", "0"}, "--load is 0, must be in (0, 100]"},
+		{[]string{"--closed-loop", "--chart", "x.gif"}, "must end in .png or .svg"},
 		{[]string{"-p", "10.1.2.3:4040", "-s", "s", "-m", "m"}, `peer "10.1.2.3:4040" is not a loopback address`},
 		{[]string{"-P", writePeerList(t, "remote.txt", "127.0.0.1:1\n10.1.2.3:4040\n"), "-s", "s", "-m", "m"}, `peer "10.1.2.3:4040" is not a loopback address`},
 		{[]string{"-p", "nonsense", "-s", "s", "-m", "m"}, `--peer: peer: bad host:port "nonsense"`},
@@ -276,3 +287,22 @@ func TestBenchRefusedCallsApart(t *testing.T) {
 }
 
 func fmtSscanf(s, format string, a ...any) (int, error) { return fmt.Sscanf(s, format, a...) }
+
+// TestBenchClosedLoop runs the comparison briefly on a small server: six
+// rows after the unloaded run, and a chart.
+func TestBenchClosedLoop(t *testing.T) {
+	chart := t.TempDir() + "/c.svg"
+	code, out, errOut := runBench(t, context.Background(), "--closed-loop", "--embedded-workers", "2",
+		"--embedded-latency", "fixed:5ms", "-d", "1s", "--chart", chart)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"Server: 2 workers x 5ms (capacity C = 400 calls/s)", "| none | off |", "| adaptive | on |", "chart: " + chart} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(errOut, "running: "); n != 7 {
+		t.Errorf("%d progress lines on stderr, want 7:\n%s", n, errOut)
+	}
+}
