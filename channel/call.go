@@ -633,6 +633,18 @@ func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
 	return o
 }
 
+// busyPushback returns the delay a Busy answer's pushback hint asks for, 0
+// for any other answer or hint.
+func busyPushback(code codes.Code, msg string) time.Duration {
+	if code != codes.Busy {
+		return 0
+	}
+	if pb, _ := retry.PushbackFromMessage(msg); pb.Kind == retry.PushbackDelay {
+		return pb.Delay
+	}
+	return 0
+}
+
 // AttemptsHeader is the application header carrying, on a retried or hedged
 // attempt of a JSON or Thrift call, the number of attempts made before it.
 // Handlers can read it; it is absent on the first attempt.
@@ -685,8 +697,8 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 		code, msg = classify(err)
 	}
 	now := c.o.clock.Now()
-	if pb, _ := retry.PushbackFromMessage(msg); code == codes.Busy && pb.Kind == retry.PushbackDelay && pb.Delay > 0 {
-		p.EndPushedBack(now, now.Sub(t0), pb.Delay)
+	if pb := busyPushback(code, msg); pb > 0 {
+		p.EndPushedBack(now, now.Sub(t0), pb)
 	} else {
 		p.End(now, now.Sub(t0), code)
 	}

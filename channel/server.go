@@ -326,8 +326,8 @@ type ShedConfig struct {
 	// clients wait exactly this long before retrying; a negative value tells
 	// them not to retry. By default the hint says when a slot is likely to
 	// free: the adaptive limit's pushback (see shed.Limiter.Pushback) for
-	// requests over a concurrency limit, the time to the next token for
-	// requests over MaxRPS.
+	// requests over a concurrency limit, 1/MaxRPS (the time one token
+	// takes to come back) for requests over MaxRPS.
 	Pushback time.Duration
 }
 
@@ -403,7 +403,10 @@ func (s *shedder) forMethod(method string) *methodShedder {
 	if s == nil || method == healthMethod {
 		return nil
 	}
-	m := &methodShedder{s: s, method: method, adaptive: s.shared}
+	m := &methodShedder{s: s, scope: "all methods", adaptive: s.shared}
+	if s.shared == nil {
+		m.scope = strconv.Quote(method)
+	}
 	if s.cfg.Adaptive != nil && !s.cfg.AdaptiveShared {
 		// The config was validated when the shedder was made.
 		m.adaptive, _ = shed.New(*s.cfg.Adaptive, s.clk)
@@ -414,7 +417,7 @@ func (s *shedder) forMethod(method string) *methodShedder {
 // methodShedder sheds one method's requests.
 type methodShedder struct {
 	s        *shedder
-	method   string
+	scope    string // what the adaptive limit covers, for its Busy message
 	adaptive *shed.Limiter
 }
 
@@ -435,26 +438,23 @@ func (m *methodShedder) admit() (admission, error) {
 		}
 		a.fixed = tok
 	}
-	if s.rate != nil && !s.rate.Allow() {
-		m.cancel(a)
-		return a, m.busy(time.Duration(float64(time.Second)/s.cfg.MaxRPS), "server overloaded: above %v requests per second", s.cfg.MaxRPS)
-	}
 	if m.adaptive != nil {
 		tok, ok := m.adaptive.Acquire()
 		if !ok {
 			m.cancel(a)
-			return a, m.busy(m.adaptive.Pushback(), "server overloaded: %d requests of %s in flight, its adaptive limit", m.adaptive.Limit(), m.scope())
+			return a, m.busy(m.adaptive.Pushback(), "server overloaded: %d requests of %s in flight, its adaptive limit", m.adaptive.Limit(), m.scope)
 		}
 		a.adaptive = tok
 	}
-	return a, nil
-}
-
-func (m *methodShedder) scope() string {
-	if m.s.shared != nil {
-		return "all methods"
+	// The rate last: a request a concurrency limit refuses spends no token.
+	if s.rate != nil && !s.rate.Allow() {
+		m.cancel(a)
+		if m.adaptive != nil {
+			m.adaptive.Cancel(a.adaptive)
+		}
+		return a, m.busy(time.Duration(float64(time.Second)/s.cfg.MaxRPS), "server overloaded: above %v requests per second", s.cfg.MaxRPS)
 	}
-	return strconv.Quote(m.method)
+	return a, nil
 }
 
 // busy returns the Busy answer with the configured pushback, or else with

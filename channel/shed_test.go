@@ -109,7 +109,7 @@ func TestConcurrencyLimitUnderBurst(t *testing.T) {
 		cfg  ShedConfig
 	}{
 		{"MaxInFlight", ShedConfig{MaxInFlight: n}},
-		{"adaptive with MaxLimit N", ShedConfig{Adaptive: &fixedN}},
+		{"adaptive, fixed at N (MinLimit = MaxLimit = N)", ShedConfig{Adaptive: &fixedN}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			g := startGateServer(t, c.cfg)

@@ -407,3 +407,20 @@ func TestPushbackWithThrottlingDisabled(t *testing.T) {
 		}
 	}
 }
+
+// TestPushbackRestIsBounded: a peer rests at most one busy window, however
+// long the hint.
+func TestPushbackRestIsBounded(t *testing.T) {
+	l, clk := newList(t, busy.DefaultCeiling, hp(0))
+	a := l.Get(hp(0))
+	a.Begin()
+	a.EndPushedBack(clk.Now(), time.Millisecond, time.Hour)
+	clk.Add(busy.DefaultWindow - time.Millisecond)
+	if _, err := l.Choose(nil); !errors.Is(err, ErrThrottled) {
+		t.Fatalf("within the window: err = %v, want ErrThrottled", err)
+	}
+	clk.Add(time.Millisecond)
+	if _, err := l.Choose(nil); err != nil {
+		t.Fatalf("after one window: %v", err)
+	}
+}

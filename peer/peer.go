@@ -113,7 +113,8 @@ func (p *Peer) End(now time.Time, latency time.Duration, code codes.Code) {
 
 // EndPushedBack is End for a Busy answer that carried a pushback hint
 // asking to wait d > 0 (a Sluice server's load shedding sends one): the
-// server said when it can take more, so the peer rests for d (Choose
+// server said when it can take more, so the peer rests for d, at most the
+// busy limiter's window (Choose
 // passes it over until then, counting the requests it refuses as
 // throttled) instead of having its busy limit halved. Halving is the
 // design's answer to a Busy with no hint; under sustained overload a
@@ -132,7 +133,9 @@ func (p *Peer) end(now time.Time, latency time.Duration, code codes.Code, rest t
 		switch {
 		case rest > 0 && p.limiter.Disabled():
 		case rest > 0:
-			until := now.Add(rest).UnixNano()
+			// At most one busy window: a hint of minutes (a server's
+			// "do not retry this soon") must not cut the peer off.
+			until := now.Add(min(rest, p.limiter.Config().Window)).UnixNano()
 			for old := p.restUntil.Load(); until > old && !p.restUntil.CompareAndSwap(old, until); old = p.restUntil.Load() {
 			}
 		default:

@@ -72,6 +72,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.MinLimit < 1:
 		return fmt.Errorf("shed: MinLimit is %d, must be >= 1", c.MinLimit)
+	case c.MaxLimit > math.MaxInt32:
+		return fmt.Errorf("shed: MaxLimit is %d, must be at most %d", c.MaxLimit, math.MaxInt32)
 	case c.MaxLimit < c.MinLimit:
 		return fmt.Errorf("shed: MaxLimit is %d, must be >= MinLimit (%d)", c.MaxLimit, c.MinLimit)
 	case c.InitialLimit < c.MinLimit || c.InitialLimit > c.MaxLimit:

@@ -13,7 +13,8 @@
 //	limit    = clamp(limit * gradient + sqrt(limit), MinLimit, MaxLimit)
 //
 // While requests finish within L0 plus the buffer the gradient is at least
-// 1 and the limit grows by its square root each window; once requests queue
+// 1 and the limit grows each window (by a quarter of itself plus its square
+// root when requests take L0); once requests queue
 // behind each other the gradient falls below 1 and the limit shrinks in
 // proportion. The limit does not grow in a window whose requests in flight
 // never reached half of it: an idle server learns nothing about its
@@ -23,7 +24,8 @@
 // pool of N), latency is L0 up to N requests in flight and L0*x/N at x > N,
 // so the limit settles where limit = (1+Buffer)*N + sqrt(limit): 13.7 for N
 // = 8 with the default Buffer of 0.25, between N and 2N, with requests
-// queueing for about 0.7 of L0. On a CPU-bound handler N is the number of
+// queueing for about 0.7 of L0 (a little more in practice, 14-16, as the
+// window means are noisy and the probe's median is a little above L0). On a CPU-bound handler N is the number of
 // cores; the limit settles just above it, never below MinLimit (1).
 //
 // L0 cannot be read while the server is busy, because every request then
@@ -39,6 +41,10 @@
 // that Pushback returns: the current queueing delay (L - L0), at least L0
 // and at least a millisecond, so a client waits about as long as a slot
 // takes to free.
+//
+// A probe that cannot finish (requests admitted before it that never end
+// hold its slots) ends anyway after a second, or 20 L0 if longer, keeping
+// the L0 it had.
 //
 // A Limiter is safe for concurrent use. Acquire is one atomic add;
 // Release takes a short mutex to add the latency to the window. Neither

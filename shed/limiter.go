@@ -20,6 +20,15 @@ const minPushback = time.Millisecond
 // (a probe lasts about ProbeSamples/ProbeLimit of it, 8 with the defaults).
 const probeShare = 200
 
+// A probe ends after at most minProbeTime, or probeTimeShare times the
+// no-load latency if that is longer, whether or not ProbeSamples of its
+// requests finished: requests admitted before it that never finish (hung,
+// or long polls) must not hold the limit at ProbeLimit.
+const (
+	minProbeTime   = time.Second
+	probeTimeShare = 20
+)
+
 // A Limiter is an adaptive concurrency limit; see the package doc for its
 // model. Make one with New; its zero value is not usable.
 type Limiter struct {
@@ -44,7 +53,7 @@ type Limiter struct {
 	maxInFlight int64
 	probe       uint32 // number of the probe in progress or last run
 	probing     bool
-	probeStart  time.Time
+	probeEnd    time.Time // when the probe in progress ends, finished or not
 	samples     [MaxProbeSamples]time.Duration
 	nSamples    int
 	nextProbe   time.Time
@@ -93,6 +102,9 @@ func (l *Limiter) Config() Config { return l.cfg }
 func (l *Limiter) Acquire() (Token, bool) {
 	probe, ok := l.admitOne()
 	if !ok {
+		if probe != 0 {
+			l.refused(l.clk.Now())
+		}
 		return Token{}, false
 	}
 	return Token{start: l.clk.Now(), probe: probe}, true
@@ -102,6 +114,9 @@ func (l *Limiter) Acquire() (Token, bool) {
 func (l *Limiter) AcquireAt(now time.Time) (Token, bool) {
 	probe, ok := l.admitOne()
 	if !ok {
+		if probe != 0 {
+			l.refused(now)
+		}
 		return Token{}, false
 	}
 	return Token{start: now, probe: probe}, true
@@ -113,9 +128,20 @@ func (l *Limiter) admitOne() (probe uint32, ok bool) {
 	s := l.admit.Load()
 	if l.inFlight.Add(1) > int64(uint32(s)) {
 		l.inFlight.Add(-1)
-		return 0, false
+		return uint32(s >> 32), false
 	}
 	return uint32(s >> 32), true
+}
+
+// refused is told of a refusal during a probe: it ends the probe if its
+// time is up, so that requests that never finish (hung, or long polls)
+// cannot hold the limit at ProbeLimit.
+func (l *Limiter) refused(now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.probing && !now.Before(l.probeEnd) {
+		l.endProbe(now)
+	}
 }
 
 // Cancel gives back an admitted request that never ran: it no longer
@@ -135,6 +161,14 @@ func (l *Limiter) ReleaseAt(t Token, now time.Time) {
 		// Only requests admitted during the probe, under its low limit,
 		// measure the no-load latency; the ones admitted before it may
 		// have queued.
+		if !now.Before(l.probeEnd) {
+			if t.probe == l.probe {
+				l.samples[l.nSamples] = rtt
+				l.nSamples++
+			}
+			l.endProbe(now)
+			return
+		}
 		if t.probe == l.probe {
 			l.samples[l.nSamples] = rtt
 			l.nSamples++
@@ -170,15 +204,20 @@ func (l *Limiter) update(now time.Time) {
 		l.startProbe(now)
 		return
 	}
-	if avg < l.noLoad {
-		// Faster than the last probe measured: the handler got faster.
-		l.noLoad = avg
+	if avg < l.noLoad || l.noLoad == 0 {
+		// Faster than the last probe measured (the handler got faster),
+		// or no probe measured anything: take the window's mean.
+		l.noLoad = max(avg, 1) // a zero latency would make the gradient infinite
 	}
 	gradient := min(2, max(0.5, float64(l.noLoad)*(1+l.cfg.Buffer)/float64(avg)))
-	if gradient < 1 || full {
-		l.limit = l.limit*gradient + math.Sqrt(l.limit)
-		l.limit = min(float64(l.cfg.MaxLimit), max(float64(l.cfg.MinLimit), l.limit))
+	next := l.limit*gradient + math.Sqrt(l.limit)
+	if !full {
+		// Too few in flight to learn the capacity from: the limit may
+		// fall but not rise (with a gradient just under 1 the square
+		// root would otherwise lift it window after window).
+		next = min(next, l.limit)
 	}
+	l.limit = min(float64(l.cfg.MaxLimit), max(float64(l.cfg.MinLimit), next))
 	l.setPushback(avg)
 	l.publish()
 }
@@ -196,7 +235,7 @@ func (l *Limiter) startProbe(now time.Time) {
 	if l.probe == 0 { // never 0: that marks tokens admitted outside probes
 		l.probe = 1
 	}
-	l.probeStart = now
+	l.probeEnd = now.Add(max(minProbeTime, probeTimeShare*l.noLoad))
 	l.nSamples = 0
 	l.publish()
 }
@@ -204,15 +243,16 @@ func (l *Limiter) startProbe(now time.Time) {
 // endProbe takes the probe's median latency as the no-load latency and
 // restores the limit. Call it with l.mu held.
 func (l *Limiter) endProbe(now time.Time) {
-	s := l.samples[:l.nSamples]
-	slices.Sort(s)
-	l.noLoad = max(s[len(s)/2], 1) // a zero latency would make the gradient infinite
+	if s := l.samples[:l.nSamples]; len(s) > 0 {
+		slices.Sort(s)
+		l.noLoad = max(s[len(s)/2], 1) // a zero latency would make the gradient infinite
+	} // else the probe timed out with nothing measured: keep the last L0
 	l.probing = false
 	l.windowStart, l.sum, l.n, l.maxInFlight = now, 0, 0, 0
 	interval := max(l.cfg.ProbeInterval, probeShare*l.noLoad)
 	jitter := 1 + l.cfg.ProbeJitter*(2*l.rng.Float64()-1)
 	l.nextProbe = now.Add(time.Duration(float64(interval) * jitter))
-	if l.pushback.Load() == 0 {
+	if l.pushback.Load() == 0 && l.noLoad > 0 {
 		l.setPushback(l.noLoad)
 	}
 	l.publish()

@@ -310,3 +310,57 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleLimitDoesNotDrift: one request at a time, a little slower than
+// the no-load latency: the gradient is just under 1, and the limit must not
+// creep up from the square root it adds.
+func TestIdleLimitDoesNotDrift(t *testing.T) {
+	l := newLimiter(t, nil)
+	now := probe(t, l, t0, time.Millisecond)
+	for i := 0; i < 3000; i++ {
+		now = window(t, l, now, 1, time.Duration(1000+i%500)*time.Microsecond)
+		if e := l.State().Estimate; e > DefaultInitialLimit {
+			t.Fatalf("window %d: limit %v rose over %d with one request in flight", i, e, DefaultInitialLimit)
+		}
+	}
+}
+
+// TestProbeEndsWhenRequestsHang: requests admitted before a probe that
+// never finish hold every probe slot; the probe still ends after its time,
+// and requests are admitted again.
+func TestProbeEndsWhenRequestsHang(t *testing.T) {
+	l := newLimiter(t, func(c *Config) { c.ProbeJitter = 0 })
+	now := probe(t, l, t0, time.Millisecond)
+	for i := 0; i < DefaultProbeLimit; i++ { // they never finish
+		if _, ok := l.AcquireAt(now); !ok {
+			t.Fatal("refused below the limit")
+		}
+	}
+	now = now.Add(DefaultProbeInterval)
+	tok, _ := l.AcquireAt(now)
+	now = now.Add(time.Millisecond)
+	l.ReleaseAt(tok, now) // ends a window, and starts the probe: 3 in flight, the probe limit
+	if !l.State().Probing {
+		t.Fatal("no probe")
+	}
+	if _, ok := l.AcquireAt(now.Add(500 * time.Millisecond)); ok {
+		t.Fatal("admitted over the probe limit")
+	}
+	if _, ok := l.AcquireAt(now.Add(2 * time.Second)); ok {
+		t.Fatal("admitted over the probe limit at the refusal that ends the probe")
+	}
+	if s := l.State(); s.Probing || s.NoLoadLatency != time.Millisecond || s.Limit <= DefaultProbeLimit {
+		t.Fatalf("after the probe's time: %+v; want it ended, the old no-load latency kept and the limit restored", s)
+	}
+	if _, ok := l.AcquireAt(now.Add(2 * time.Second)); !ok {
+		t.Fatal("still refusing after the probe ended")
+	}
+}
+
+func TestMaxLimitFitsTheAdmissionWord(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxLimit = math.MaxInt32 + 1
+	if _, err := New(cfg, clock.Real); err == nil || !strings.Contains(err.Error(), "MaxLimit is 2147483648, must be at most 2147483647") {
+		t.Fatalf("got %v", err)
+	}
+}

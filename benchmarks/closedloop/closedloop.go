@@ -193,9 +193,9 @@ func runOne(ctx context.Context, cfg Config, s Shedding, throttling bool, loadFa
 		}
 	}
 	rps := loadFactor * cfg.Capacity()
-	// Warm up (connect, first probe) before counting what reaches the
-	// server.
-	for i := 0; i < 10 && ctx.Err() == nil; i++ {
+	// Warm up before counting what reaches the server: connect, and let
+	// an adaptive limit's first probe (ProbeSamples requests) finish.
+	for i := 0; i < shed.DefaultProbeSamples+5 && ctx.Err() == nil; i++ {
 		wctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 		_, _ = client.Call(wctx, "closedloop", "work", &channel.Request{Format: "raw"})
 		cancel()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -290,6 +291,15 @@ func benchClosedLoop(ctx context.Context, fs *flagSet, a closedLoopArgs, stdout,
 		if fs.set(name) {
 			return fs.usageError("--closed-loop sets its own servers, load and client; drop --%s", name)
 		}
+	}
+	var policy string
+	fs.Visit(func(f *flag.Flag) {
+		if strings.HasPrefix(f.Name, "retry-") || strings.HasPrefix(f.Name, "hedge-") || f.Name == "service-config" {
+			policy = f.Name
+		}
+	})
+	if policy != "" {
+		return fs.usageError("--closed-loop makes calls with no retries or hedges; drop --%s", policy)
 	}
 	if !(a.load > 0 && a.load <= 100) {
 		return fs.usageError("--load is %v, must be in (0, 100]", a.load)

@@ -195,9 +195,11 @@ type run struct {
 	// being served.
 	queue   []*request
 	serving finishHeap
-	// CPU: requests being served, in the order they finish, and the
-	// virtual work each in-flight request has received so far.
-	cpu     []*request
+	// CPU: requests being served, a heap by the virtual work at which
+	// they finish (requests admitted before a change of the service time
+	// need more or less work than later ones), and the virtual work each
+	// in-flight request has received so far.
+	cpu     cpuHeap
 	virtual float64
 
 	sec       Second
@@ -290,7 +292,7 @@ func (r *run) arrive() {
 	r.sec.Admitted++
 	if r.s.Model == CPU {
 		req.work = r.virtual + r.service.Seconds()
-		r.cpu = append(r.cpu, req)
+		heap.Push(&r.cpu, req)
 		return
 	}
 	if len(r.serving) < r.s.Workers {
@@ -303,9 +305,7 @@ func (r *run) arrive() {
 func (r *run) finishOne() {
 	var req *request
 	if r.s.Model == CPU {
-		req = r.cpu[0]
-		r.cpu[0] = nil
-		r.cpu = r.cpu[1:]
+		req = heap.Pop(&r.cpu).(*request)
 	} else {
 		req = heap.Pop(&r.serving).(finish).req
 		if len(r.queue) > 0 {
@@ -366,6 +366,21 @@ func (r *run) closeSecond() Second {
 	s.InFlight = r.inFlight()
 	r.resetSecond()
 	return s
+}
+
+// cpuHeap orders CPU requests by the virtual work at which they finish.
+type cpuHeap []*request
+
+func (h cpuHeap) Len() int           { return len(h) }
+func (h cpuHeap) Less(i, j int) bool { return h[i].work < h[j].work }
+func (h cpuHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *cpuHeap) Push(x any)        { *h = append(*h, x.(*request)) }
+func (h *cpuHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return x
 }
 
 // finish is a pool request's finish time.
