@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/testwait"
 	"github.com/sluice-rpc/sluice/leasing"
+	"github.com/sluice-rpc/sluice/leasing/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/uber-go/tally/v4"
@@ -22,7 +23,7 @@ import (
 // wanting 500.
 func startDoorman(t *testing.T, scope tally.Scope) *leasing.Resource {
 	t.Helper()
-	cfg, err := leasing.ParseConfig([]byte(`
+	repo, err := server.ParseRepository([]byte(`
 resources:
 - identifier_glob: "kv-rps"
   capacity: 100
@@ -33,7 +34,7 @@ resources:
     learning_mode_duration: 0 # a fresh server hands out capacity at once
 `))
 	require.NoError(t, err)
-	srv, err := leasing.NewServer(leasing.ServerConfig{Config: cfg})
+	srv, err := server.New(server.Config{Repository: repo})
 	require.NoError(t, err)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

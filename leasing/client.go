@@ -25,9 +25,10 @@ import (
 // Client defaults.
 const (
 	// DefaultClientMinRefreshInterval is the shortest interval between two
-	// requests for the same resource: the server's limit, below which it
-	// answers without that resource.
-	DefaultClientMinRefreshInterval = DefaultMinRefreshInterval
+	// requests for the same resource: the original Doorman client's rule
+	// (its servers answer every request; this bounds the load a client
+	// puts on them).
+	DefaultClientMinRefreshInterval = 5 * time.Second
 	// DefaultInitialBackoff is the first wait after a failed refresh.
 	DefaultInitialBackoff = time.Second
 	// DefaultMaxBackoff caps the exponential backoff between failed
@@ -852,7 +853,7 @@ func (r *Resource) apply(rr *pb.ResourceResponse, now time.Time) {
 	r.leaseExpiry = time.Unix(r.lease.GetExpiryTime(), 0)
 	// Any server may answer: clamp what it says before it becomes a
 	// Duration, which a huge number of seconds would overflow.
-	r.refresh = time.Duration(min(max(r.lease.GetRefreshInterval(), 0), MaxLeaseLength)) * time.Second
+	r.refresh = time.Duration(min(max(r.lease.GetRefreshInterval(), 0), maxRefreshSeconds)) * time.Second
 	if rr.SafeCapacity != nil {
 		r.safe = rr.GetSafeCapacity()
 	}
@@ -886,4 +887,12 @@ func (r *Resource) expiry() (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return r.leaseExpiry, true
+}
+
+// maxRefreshSeconds bounds a refresh interval a server sends (30 days, the
+// longest lease Sluice's server hands out), so that it fits a Duration.
+const maxRefreshSeconds = 30 * 24 * 60 * 60
+
+func finiteNonNegative(v float64) bool {
+	return !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0
 }

@@ -16,12 +16,13 @@ import (
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/internal/testwait"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
+	"github.com/sluice-rpc/sluice/leasing/server"
 	"github.com/sluice-rpc/sluice/stats"
 )
 
 // liveConfig is testConfig for FAIR_SHARE with learning mode as given.
-func liveConfig(capacity float64, learning *int64, safe *float64) *Config {
-	cfg := testConfig(FairShare, capacity)
+func liveConfig(capacity float64, learning *int64, safe *float64) *server.Repository {
+	cfg := testConfig(server.FairShare, capacity)
 	cfg.Resources[0].Algorithm.LearningModeDuration = learning
 	cfg.Resources[0].SafeCapacity = safe
 	return cfg
@@ -292,7 +293,7 @@ func TestClientLoopBacksOffWithJitter(t *testing.T) {
 func TestClientRefreshLoop(t *testing.T) {
 	// The background loop on the wall clock: the first request goes out as
 	// soon as the resource is added, and Close releases the lease.
-	s, err := NewServer(ServerConfig{Config: liveConfig(10, int64p(0), nil)})
+	s, err := server.New(server.Config{Repository: liveConfig(10, int64p(0), nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,9 +320,6 @@ func TestClientRefreshLoop(t *testing.T) {
 func TestConfigValidation(t *testing.T) {
 	if _, err := NewClient(ClientConfig{}); err == nil {
 		t.Error("NewClient with no Addr succeeded")
-	}
-	if _, err := NewServer(ServerConfig{}); err == nil {
-		t.Error("NewServer with no Config succeeded")
 	}
 	c := newTestClient(t, "127.0.0.1:1", "a", clock.NewFake(testEpoch))
 	if _, err := c.Resource("r", ResourceConfig{Wants: math.NaN()}); err == nil {
@@ -414,7 +412,7 @@ func TestClientLoopFallsBackAtLeaseExpiry(t *testing.T) {
 func TestClientLoopSendsWantsChangesEarlyButNotWithin5s(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
 	scope := tally.NewTestScope("", nil)
-	s, err := NewServer(ServerConfig{Config: liveConfig(100, int64p(0), nil), Clock: clk, Scope: scope})
+	s, err := server.New(server.Config{Repository: liveConfig(100, int64p(0), nil), Clock: clk, Scope: scope})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,7 +452,7 @@ func TestClientLoopSendsWantsChangesEarlyButNotWithin5s(t *testing.T) {
 
 // gatedServer holds the first GetCapacity until the test releases it.
 type gatedServer struct {
-	*Server
+	*server.Server
 	calls   atomic.Int64
 	arrived chan struct{}
 	release chan struct{}

@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/leasing"
+	"github.com/sluice-rpc/sluice/leasing/server"
 )
 
 func Example() {
 	// A Doorman server with one FAIR_SHARE resource of capacity 100.
-	cfg, err := leasing.ParseConfig([]byte(`
+	repo, err := server.ParseRepository([]byte(`
 resources:
 - identifier_glob: "db-*"
   capacity: 100
@@ -25,7 +26,7 @@ resources:
 	if err != nil {
 		log.Fatal(err)
 	}
-	server, err := leasing.NewServer(leasing.ServerConfig{Config: cfg})
+	srv, err := server.New(server.Config{Repository: repo})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -34,8 +35,8 @@ resources:
 		log.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { defer close(done); server.Serve(lis) }()
-	defer func() { server.Stop(); <-done }()
+	go func() { defer close(done); srv.Serve(lis) }()
+	defer func() { srv.Stop(); <-done }()
 
 	// A client asking for 30 calls per second to "db-users".
 	client, err := leasing.NewClient(leasing.ClientConfig{Addr: lis.Addr().String(), ID: "example", ManualRefresh: true})
@@ -61,23 +62,6 @@ resources:
 	// Output:
 	// capacity: 30
 	// admitted
-}
-
-// Allocate is the division the server makes, without leases: capacity 120
-// between three clients wanting 1000, 50 and 10. STATIC's capacity is a
-// per-client ceiling; the sharing algorithms hand out the whole of it.
-func ExampleAllocate() {
-	wants := []float64{1000, 50, 10}
-	gets := make([]float64, len(wants))
-	for _, kind := range []leasing.Kind{leasing.NoAlgorithm, leasing.Static, leasing.ProportionalShare, leasing.FairShare} {
-		leasing.Allocate(kind, 120, wants, gets)
-		fmt.Printf("%-18s %.2f\n", kind, gets)
-	}
-	// Output:
-	// NO_ALGORITHM       [1000.00 50.00 10.00]
-	// STATIC             [120.00 50.00 10.00]
-	// PROPORTIONAL_SHARE [69.69 40.31 10.00]
-	// FAIR_SHARE         [60.00 50.00 10.00]
 }
 
 // fixed is a CapacitySource that never changes: a stand-in for a

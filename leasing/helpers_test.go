@@ -2,7 +2,6 @@ package leasing
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -12,19 +11,20 @@ import (
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/internal/testwait"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
+	"github.com/sluice-rpc/sluice/leasing/server"
 )
 
 var testEpoch = time.Unix(1_700_000_000, 0)
 
 func int64p(v int64) *int64 { return &v }
 
-// testConfig returns a one-template config for resource "r" with no
+// testConfig returns a one-template repository for resource "r" with no
 // learning mode.
-func testConfig(kind Kind, capacity float64) *Config {
-	return &Config{Resources: []Template{{
+func testConfig(kind server.Kind, capacity float64) *server.Repository {
+	return &server.Repository{Resources: []server.Template{{
 		IdentifierGlob: "r",
 		Capacity:       capacity,
-		Algorithm: Algorithm{
+		Algorithm: server.Algorithm{
 			Kind:                 kind,
 			LeaseLength:          60,
 			RefreshInterval:      15,
@@ -33,9 +33,9 @@ func testConfig(kind Kind, capacity float64) *Config {
 	}}}
 }
 
-func newTestServer(t testing.TB, cfg *Config, clk clock.Clock) *Server {
+func newTestServer(t testing.TB, repo *server.Repository, clk clock.Clock) *server.Server {
 	t.Helper()
-	s, err := NewServer(ServerConfig{Config: cfg, Clock: clk})
+	s, err := server.New(server.Config{Repository: repo, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func newTestServer(t testing.TB, cfg *Config, clk clock.Clock) *Server {
 
 // ask sends one GetCapacity for resource "r" and returns the granted
 // capacity, or -1 when the response has no entry.
-func ask(t testing.TB, s *Server, client string, wants float64) float64 {
+func ask(t testing.TB, s *server.Server, client string, wants float64) float64 {
 	t.Helper()
 	resp, err := s.GetCapacity(context.Background(), &pb.GetCapacityRequest{
 		ClientId: proto.String(client),
@@ -63,11 +63,9 @@ func ask(t testing.TB, s *Server, client string, wants float64) float64 {
 	return resp.Response[0].GetGets().GetCapacity()
 }
 
-func clientName(i int) string { return fmt.Sprintf("c%d", i) }
-
 // startServer serves s on addr ("" means 127.0.0.1:0) and returns the
 // address it listens on; the server stops at the end of the test.
-func startServer(t testing.TB, s *Server, addr string) string {
+func startServer(t testing.TB, s *server.Server, addr string) string {
 	t.Helper()
 	if addr == "" {
 		addr = "127.0.0.1:0"
@@ -120,12 +118,5 @@ func refresh(t testing.TB, cs ...*Client) {
 		if err := c.Refresh(context.Background()); err != nil {
 			t.Fatalf("%s: Refresh: %v", c.ID(), err)
 		}
-	}
-}
-
-func releaseAll(t testing.TB, s *Server, client string) {
-	t.Helper()
-	if _, err := s.ReleaseCapacity(context.Background(), &pb.ReleaseCapacityRequest{ClientId: proto.String(client), ResourceId: []string{"r"}}); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -12,28 +12,38 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/leasing"
+	"github.com/sluice-rpc/sluice/leasing/server"
 )
 
 var doormanHelp = helpText{
-	synopsis: `sluice doorman serve|get [flags]`,
+	synopsis: `sluice doorman serve|get|load|flood [flags]`,
 	about: `A Doorman-compatible lease server and client, speaking the original's gRPC
 protocol (service doorman.Capacity), so either side can be swapped for the
 original. serve hands out capacity leases for the resources of a YAML
 configuration in the original's format; get asks a server for a lease, once
-or (--watch) keeping it and printing every change.`,
+or (--watch) keeping it and printing every change; load measures a server's
+GetCapacity throughput; flood measures how a server bears a flood of new
+resource ids.`,
 	examples: `sluice doorman serve --config doorman.yaml --listen 127.0.0.1:6000 --debug-listen 127.0.0.1:6001
-sluice doorman get --server 127.0.0.1:6000 --resource kv-rps --wants 500 --watch`,
+sluice doorman get --server 127.0.0.1:6000 --resource kv-rps --wants 500 --watch
+sluice doorman load --server 127.0.0.1:6000 --clients 10000 --duration 10s
+sluice doorman flood --server 127.0.0.1:6000 --ids 1000000 --server-pid 4242`,
 }
 
 var doormanServeHelp = helpText{
-	synopsis: `sluice doorman serve --config FILE --listen HOST:PORT [--debug-listen ADDR]`,
+	synopsis: `sluice doorman serve --config FILE --listen HOST:PORT [--debug-listen ADDR] [limits]`,
 	about: `Serves Doorman's gRPC protocol on --listen, handing out capacity leases for the
 resources of --config (the original Doorman's YAML format: resource templates
 with a capacity and an algorithm, NO_ALGORITHM, STATIC, PROPORTIONAL_SHARE or
-FAIR_SHARE). With --debug-listen, the same listener serves the server's metrics
-at /metrics, the runtime's profiles at /debug/pprof/ and a status page listing
-every resource, its clients and their leases at /status. It runs until
-interrupted.
+FAIR_SHARE). It answers every request, however soon after the last. With
+--debug-listen, the same listener serves the server's metrics at /metrics, the
+runtime's profiles at /debug/pprof/ and a status page listing the resources,
+their clients and their leases at /status. It runs until interrupted.
+
+The limits bound the server's memory whatever clients send: a request that
+would hold more resources, distinct clients or leases (client and resource
+pairs) than they allow is refused with gRPC code RESOURCE_EXHAUSTED and a
+message naming the limit; renewals of existing leases never are.
 
 Exit status: 0 when interrupted, 1 when the configuration cannot be loaded or
 the server fails, 2 on a usage error.`,
@@ -72,6 +82,12 @@ func doormanRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		{"get", "ask a Doorman server for a lease, once or --watch", func(args []string, stdout, stderr io.Writer) int {
 			return doormanGet(ctx, args, stdout, stderr)
 		}},
+		{"load", "measure a Doorman server's GetCapacity throughput", func(args []string, stdout, stderr io.Writer) int {
+			return doormanLoad(ctx, args, stdout, stderr)
+		}},
+		{"flood", "flood a Doorman server with new resource ids, timing a side client", func(args []string, stdout, stderr io.Writer) int {
+			return doormanFlood(ctx, args, stdout, stderr)
+		}},
 	}}
 	return g.run(args, stdout, stderr)
 }
@@ -81,22 +97,34 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	config := fs.String("config", "", "the resource configuration, a YAML `FILE` in the original Doorman's format")
 	listen := fs.String("listen", "", "`HOST:PORT` to serve gRPC on")
 	debugAddr := fs.String("debug-listen", "", debugListenUsage+"; the status page is /status")
+	maxResources := fs.Int("max-resources", server.DefaultMaxResources, "the most resources the server keeps, `N` >= 1")
+	maxClients := fs.Int("max-clients", server.DefaultMaxClients, "the most distinct clients holding leases, `N` >= 1")
+	maxLeases := fs.Int("max-leases", server.DefaultMaxLeases, "the most leases (client and resource pairs), `N` >= 1")
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
 	if *config == "" || *listen == "" {
 		return fs.usageError("--config and --listen are required")
 	}
+	for _, l := range []struct {
+		name string
+		v    int
+	}{{"max-resources", *maxResources}, {"max-clients", *maxClients}, {"max-leases", *maxLeases}} {
+		if l.v < 1 {
+			return fs.usageError("--%s is %d, must be >= 1", l.name, l.v)
+		}
+	}
 	debug, err := newDebugListener(*debugAddr, stderr)
 	if err != nil {
 		return fs.usageError("%v", err)
 	}
 	defer debug.close()
-	cfg, err := leasing.LoadConfig(*config)
+	repo, err := server.LoadRepository(*config)
 	if err != nil {
 		return fs.failure("%v", err)
 	}
-	server, err := leasing.NewServer(leasing.ServerConfig{Config: cfg, Scope: debug.scope()})
+	srv, err := server.New(server.Config{Repository: repo, Scope: debug.scope(),
+		MaxResources: *maxResources, MaxClients: *maxClients, MaxLeases: *maxLeases})
 	if err != nil {
 		return fs.failure("%v", err)
 	}
@@ -104,16 +132,16 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return fs.failure("%v", err)
 	}
-	if err := debug.serve("sluice doorman serve", map[string]http.Handler{"/status": server}, stderr); err != nil {
+	if err := debug.serve("sluice doorman serve", map[string]http.Handler{"/status": srv}, stderr); err != nil {
 		lis.Close()
 		return fs.failure("%v", err)
 	}
-	fmt.Fprintf(stdout, "doorman serving %d templates on %s\n", len(cfg.Resources), lis.Addr())
+	fmt.Fprintf(stdout, "doorman serving %d templates on %s\n", len(repo.Resources), lis.Addr())
 	done := make(chan error, 1)
-	go func() { done <- server.Serve(lis) }()
+	go func() { done <- srv.Serve(lis) }()
 	select {
 	case <-ctx.Done():
-		server.Stop()
+		srv.Stop()
 		err = <-done
 	case err = <-done:
 	}
@@ -125,7 +153,7 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("sluice doorman get", doormanGetHelp, stdout, stderr)
-	server := fs.String("server", "", "`HOST:PORT` of a Doorman server")
+	serverAddr := fs.String("server", "", "`HOST:PORT` of a Doorman server")
 	resource := fs.String("resource", "", "the resource's `ID`")
 	wants := fs.Float64("wants", -1, "the capacity wanted, `N` >= 0")
 	clientID := fs.String("client-id", "", "the client's `ID` (default HOSTNAME:PID)")
@@ -134,10 +162,10 @@ func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
-	if *server == "" || *resource == "" || *wants < 0 {
+	if *serverAddr == "" || *resource == "" || *wants < 0 {
 		return fs.usageError("--server, --resource and --wants (>= 0) are required")
 	}
-	client, err := leasing.NewClient(leasing.ClientConfig{Addr: *server, ID: *clientID, ManualRefresh: !*watch})
+	client, err := leasing.NewClient(leasing.ClientConfig{Addr: *serverAddr, ID: *clientID, ManualRefresh: !*watch})
 	if err != nil {
 		return fs.failure("%v", err)
 	}
@@ -152,7 +180,7 @@ func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 		capacity, expiry, ok := res.Lease()
 		if !ok {
-			return fs.failure("the server sent no lease for %q (asked too recently?)", *resource)
+			return fs.failure("the server sent no lease for %q", *resource)
 		}
 		printLease(stdout, client.ID(), res, capacity, expiry)
 		return exitOK

@@ -3,16 +3,28 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-rpc/sluice/internal/testwait"
+	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
+	"github.com/sluice-rpc/sluice/leasing/server"
 )
 
 func TestMain(m *testing.M) {
@@ -147,5 +159,245 @@ resources:
 		if code != tt.code || !strings.Contains(errOut.String(), tt.message) {
 			t.Errorf("doorman %v: exit %d, stderr %q; want exit %d and %q", tt.args, code, errOut.String(), tt.code, tt.message)
 		}
+	}
+}
+
+// startDoorman runs `sluice doorman serve` in process on 127.0.0.1 with the
+// configuration text and extra flags, and returns its address; it stops
+// with the test, which checks that it exited 0.
+func startDoorman(t *testing.T, config string, flags ...string) string {
+	t.Helper()
+	file := writeConfig(t, config)
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut syncBuffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- doormanRun(ctx, append([]string{"serve", "--config", file, "--listen", "127.0.0.1:0"}, flags...), &out, &errOut)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if code := testwait.Recv(t, exit, "sluice doorman serve to exit"); code != 0 {
+			t.Errorf("sluice doorman serve exited %d: %s", code, errOut.String())
+		}
+	})
+	re := regexp.MustCompile(`serving \d+ templates on (\S+)`)
+	var addr string
+	testwait.Until(t, "sluice doorman serve to listen", func() bool {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			addr = m[1]
+		}
+		return addr != "" || strings.Contains(errOut.String(), "sluice doorman serve:")
+	})
+	if addr == "" {
+		t.Fatalf("sluice doorman serve failed: %s", errOut.String())
+	}
+	return addr
+}
+
+func dialDoorman(t *testing.T, addr string) pb.CapacityClient {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return pb.NewCapacityClient(cc)
+}
+
+const replayConfig = `
+resources:
+- identifier_glob: "fair"
+  capacity: 100
+  algorithm: {kind: FAIR_SHARE, lease_length: 60, refresh_interval: 5, learning_mode_duration: 0}
+- identifier_glob: "prop"
+  capacity: 90
+  safe_capacity: 3
+  algorithm: {kind: 2, lease_length: 30, refresh_interval: 2, learning_mode_duration: 0}
+- identifier_glob: "static-*"
+  capacity: 10
+  algorithm: {kind: STATIC, lease_length: 5, refresh_interval: 5, learning_mode_duration: 0}
+- identifier_glob: "*"
+  capacity: 50
+  algorithm: {kind: FAIR_SHARE, lease_length: 20, refresh_interval: 4, learning_mode_duration: 0}
+`
+
+// A replay of random request sequences from the same clients (the
+// original client's shapes: all its resources at once, with the lease last
+// received; releases with empty ids; an intermediate's GetServerCapacity),
+// sent back to back with no pause, gets from the CLI server the very
+// entries an in-process server with the same configuration gives: every
+// renewal answered, the same capacities and safe capacities, expiries
+// within 1 s, and GetServerCapacity the same share and algorithm.
+func TestDoormanServeReplaysLikeInProcess(t *testing.T) {
+	cli := dialDoorman(t, startDoorman(t, replayConfig))
+	repo, err := server.ParseRepository([]byte(replayConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{Repository: repo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { defer close(served); srv.Serve(lis) }()
+	t.Cleanup(func() { srv.Stop(); testwait.Recv(t, served, "the in-process server to stop") })
+	local := dialDoorman(t, lis.Addr().String())
+
+	type key struct{ client, resource string }
+	targets := []struct {
+		name string
+		stub pb.CapacityClient
+		has  map[key]*pb.Lease
+	}{{"cli", cli, map[key]*pb.Lease{}}, {"in-process", local, map[key]*pb.Lease{}}}
+	resources := []string{"fair", "prop", "static-a", "static-b", "other-1", "other-2"}
+	rng := rand.New(rand.NewPCG(13, 13))
+	ctx := context.Background()
+	var gets, releases, serverGets int
+	for op := 0; op < 1500; op++ {
+		client := fmt.Sprintf("client-%d", rng.IntN(12))
+		switch x := rng.IntN(20); {
+		case x == 0: // the original client's Close
+			ids := []string{resources[rng.IntN(len(resources))], resources[rng.IntN(len(resources))]}
+			if ids[0] == ids[1] {
+				ids = ids[:1]
+			}
+			req := &pb.ReleaseCapacityRequest{ClientId: proto.String(client), ResourceId: append(make([]string, len(ids)), ids...)}
+			for _, tg := range targets {
+				if _, err := tg.stub.ReleaseCapacity(ctx, req); err != nil {
+					t.Fatalf("op %d: %s: ReleaseCapacity %q: %v", op, tg.name, req.ResourceId, err)
+				}
+				for _, id := range ids {
+					delete(tg.has, key{client, id})
+				}
+			}
+			releases++
+		case x == 1: // an intermediate server
+			id := resources[rng.IntN(len(resources))]
+			bands := []*pb.PriorityBandAggregate{
+				{Priority: proto.Int64(1), NumClients: proto.Int64(1 + rng.Int64N(4)), Wants: proto.Float64(rng.Float64() * 80)},
+				{Priority: proto.Int64(2), NumClients: proto.Int64(1), Wants: proto.Float64(rng.Float64() * 20)},
+			}
+			var answers [2]*pb.ServerCapacityResourceResponse
+			for i, tg := range targets {
+				resp, err := tg.stub.GetServerCapacity(ctx, &pb.GetServerCapacityRequest{ServerId: proto.String("mid"),
+					Resource: []*pb.ServerCapacityResourceRequest{{ResourceId: proto.String(id), Has: tg.has[key{"mid", id}], Wants: bands}}})
+				if err != nil || len(resp.Response) != 1 || resp.Mastership != nil {
+					t.Fatalf("op %d: %s: GetServerCapacity: %v, %v", op, tg.name, resp, err)
+				}
+				answers[i] = resp.Response[0]
+				tg.has[key{"mid", id}] = resp.Response[0].GetGets()
+			}
+			if !proto.Equal(answers[0].GetAlgorithm(), answers[1].GetAlgorithm()) || answers[0].GetAlgorithm() == nil {
+				t.Fatalf("op %d: GetServerCapacity algorithms differ: %v vs %v", op, answers[0].GetAlgorithm(), answers[1].GetAlgorithm())
+			}
+			compareLeases(t, op, id, answers[0].GetGets(), answers[1].GetGets(), answers[0].GetSafeCapacity(), answers[1].GetSafeCapacity())
+			serverGets++
+		default: // GetCapacity for a few resources, with what it has
+			n := 1 + rng.IntN(3)
+			perm := rng.Perm(len(resources))[:n]
+			wants := make([]float64, n)
+			for i := range wants {
+				wants[i] = math.Round(rng.Float64()*60*4) / 4
+			}
+			var answers [2]map[string]*pb.ResourceResponse
+			for i, tg := range targets {
+				req := &pb.GetCapacityRequest{ClientId: proto.String(client)}
+				for j, p := range perm {
+					req.Resource = append(req.Resource, &pb.ResourceRequest{ResourceId: proto.String(resources[p]),
+						Priority: proto.Int64(0), Wants: proto.Float64(wants[j]), Has: tg.has[key{client, resources[p]}]})
+				}
+				resp, err := tg.stub.GetCapacity(ctx, req)
+				if err != nil || resp.Mastership != nil {
+					t.Fatalf("op %d: %s: GetCapacity: %v, %v", op, tg.name, resp, err)
+				}
+				answers[i] = map[string]*pb.ResourceResponse{}
+				for _, r := range resp.Response {
+					answers[i][r.GetResourceId()] = r
+					tg.has[key{client, r.GetResourceId()}] = r.GetGets()
+				}
+				if len(answers[i]) != n {
+					t.Fatalf("op %d: %s answered %d of the %d resources asked for (a dropped renewal)", op, tg.name, len(answers[i]), n)
+				}
+			}
+			for id, a := range answers[0] {
+				b := answers[1][id]
+				compareLeases(t, op, id, a.GetGets(), b.GetGets(), a.GetSafeCapacity(), b.GetSafeCapacity())
+			}
+			gets++
+		}
+	}
+	t.Logf("replayed %d GetCapacity, %d GetServerCapacity and %d ReleaseCapacity requests", gets, serverGets, releases)
+}
+
+func compareLeases(t *testing.T, op int, id string, a, b *pb.Lease, safeA, safeB float64) {
+	t.Helper()
+	if math.Abs(a.GetCapacity()-b.GetCapacity()) > 1e-9 || a.GetRefreshInterval() != b.GetRefreshInterval() ||
+		math.Abs(float64(a.GetExpiryTime()-b.GetExpiryTime())) > 1 || math.Abs(safeA-safeB) > 1e-9 {
+		t.Fatalf("op %d: %s: the CLI server's lease %v (safe %v), the in-process server's %v (safe %v)", op, id, a, safeA, b, safeB)
+	}
+}
+
+// The limits are flags: beyond them the CLI server refuses with
+// RESOURCE_EXHAUSTED and a message naming the flag.
+func TestDoormanServeLimits(t *testing.T) {
+	stub := dialDoorman(t, startDoorman(t, testDoormanConfig, "--max-resources", "2", "--max-clients", "5", "--max-leases", "10"))
+	ask := func(client string, ids ...string) error {
+		req := &pb.GetCapacityRequest{ClientId: proto.String(client)}
+		for _, id := range ids {
+			req.Resource = append(req.Resource, &pb.ResourceRequest{ResourceId: proto.String(id), Priority: proto.Int64(0), Wants: proto.Float64(1)})
+		}
+		_, err := stub.GetCapacity(context.Background(), req)
+		return err
+	}
+	if err := ask("a", "db", "x"); err != nil {
+		t.Fatal(err)
+	}
+	err := ask("a", "y")
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "limit of 2 resources (Config.MaxResources, --max-resources)") {
+		t.Fatalf("a third resource: %v, want RESOURCE_EXHAUSTED naming --max-resources", err)
+	}
+	if err := ask("a", "db", "x"); err != nil {
+		t.Fatalf("a renewal at the limit: %v", err)
+	}
+}
+
+// load measures renewals answered; flood floods and times a side client,
+// and reports the server's memory.
+func TestDoormanLoadAndFlood(t *testing.T) {
+	addr := startDoorman(t, testDoormanConfig, "--max-resources", "500")
+	var out, errOut bytes.Buffer
+	code := doormanRun(context.Background(), []string{"load", "--server", addr, "--resource", "db", "--clients", "50",
+		"--duration", "200ms", "--concurrency", "4", "--conns", "2"}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("load exited %d: %s%s", code, out.String(), errOut.String())
+	}
+	m := regexp.MustCompile(`requests (\d+) \(\d+/s\), answered with an entry (\d+) \(\d+/s\), without 0, failed 0`).FindStringSubmatch(out.String())
+	if m == nil || m[1] != m[2] || m[1] == "0" {
+		t.Fatalf("load printed:\n%s\nwant every request answered with an entry", out.String())
+	}
+
+	out.Reset()
+	code = doormanRun(context.Background(), []string{"flood", "--server", addr, "--ids", "2000", "--per-request", "100",
+		"--side-resource", "db", "--side-interval", "1ms", "--server-pid", strconv.Itoa(os.Getpid())}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("flood exited %d: %s%s", code, out.String(), errOut.String())
+	}
+	for _, want := range []*regexp.Regexp{
+		// 499 resources fit beside db: 4 requests of 100, then refusals.
+		regexp.MustCompile(`flood requests accepted 4 \(400 ids\), refused 16, failed 0`),
+		regexp.MustCompile(`first refusal: doorman server: GetCapacity: the server's limit of 500 resources \(Config.MaxResources, --max-resources\) is reached`),
+		regexp.MustCompile(`side client: (\d+) requests, (\d+) answered with an entry, latency p50`),
+		regexp.MustCompile(`server pid \d+: RSS \d+ MB before, \d+ MB at the peak seen \(VmHWM \d+ MB\), \d+ MB after`),
+	} {
+		if !want.MatchString(out.String()) {
+			t.Errorf("flood printed:\n%s\nwant a line matching %s", out.String(), want)
+		}
+	}
+	if m := regexp.MustCompile(`side client: (\d+) requests, (\d+) answered`).FindStringSubmatch(out.String()); m == nil || m[1] != m[2] {
+		t.Errorf("the side client's requests were not all answered: %v", m)
 	}
 }

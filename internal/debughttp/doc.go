@@ -4,7 +4,7 @@
 // own pages, with an index at /.
 //
 // A command makes one Metrics, hands its Scope to what it runs
-// (channel.WithScope, leasing.ServerConfig.Scope), and serves it with
+// (channel.WithScope, server.Config.Scope in leasing/server), and serves it with
 // Serve. Metric names are Prometheus names: tally's dots and the scope
 // separator become underscores ("call.latency" is call_latency), while
 // tag values are kept as they are (a peer's "127.0.0.1:4040", a bucket's

@@ -1,4 +1,4 @@
-package leasing
+package server
 
 import (
 	"math"
@@ -133,13 +133,18 @@ func TestLeasesNeverExceedCapacity(t *testing.T) {
 	}
 }
 
+// unexpiredTotal is the capacity held in leases of resource "r" that have
+// not expired by now, summed one by one.
 func unexpiredTotal(s *Server, now time.Time) float64 {
-	r := s.resource("r")
+	r := s.lookup("r")
+	if r == nil {
+		return 0
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var total float64
-	for _, c := range r.clients {
-		if now.Before(c.expiry) {
+	for _, i := range r.leases {
+		if c := &r.tab.slots[i]; now.Unix() < c.expiry {
 			total += c.has
 		}
 	}

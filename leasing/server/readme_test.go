@@ -1,18 +1,18 @@
-package leasing_test
+package server_test
 
 import (
 	"os"
 	"strings"
 	"testing"
 
-	"github.com/sluice-rpc/sluice/leasing"
+	"github.com/sluice-rpc/sluice/leasing/server"
 )
 
 // readmeConfig returns the YAML block of the README's "Doorman config"
 // section: the fenced block between the doorman-config markers.
 func readmeConfig(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile("../README.md")
+	data, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,23 +35,23 @@ func readmeConfig(t *testing.T) string {
 // a broken copy of it is the one ParseConfig gives.
 func TestREADMEDoormanConfig(t *testing.T) {
 	yaml := readmeConfig(t)
-	cfg, err := leasing.ParseConfig([]byte(yaml))
+	cfg, err := server.ParseRepository([]byte(yaml))
 	if err != nil {
 		t.Fatalf("the README's Doorman config does not load: %v", err)
 	}
-	server, err := leasing.NewServer(leasing.ServerConfig{Config: cfg})
+	srv, err := server.New(server.Config{Repository: cfg})
 	if err != nil {
 		t.Fatalf("a server does not start with the README's Doorman config: %v", err)
 	}
-	server.Stop()
+	srv.Stop()
 
 	for _, tt := range []struct {
 		id, glob string
-		kind     leasing.Kind
+		kind     server.Kind
 	}{
-		{"kv-rps", "kv-rps", leasing.FairShare},
-		{"db-users", "db-*", leasing.Static},
-		{"search-rps", "*", leasing.ProportionalShare},
+		{"kv-rps", "kv-rps", server.FairShare},
+		{"db-users", "db-*", server.Static},
+		{"search-rps", "*", server.ProportionalShare},
 	} {
 		tmpl := cfg.Match(tt.id)
 		if tmpl == nil || tmpl.IdentifierGlob != tt.glob || tmpl.Algorithm.Kind != tt.kind {
@@ -74,12 +74,12 @@ func TestREADMEDoormanConfig(t *testing.T) {
 	if strings.Count(yaml, good) != 1 {
 		t.Fatalf("the db-* template no longer has lease_length 300 and refresh_interval 60:\n%s", yaml)
 	}
-	_, err = leasing.ParseConfig([]byte(strings.Replace(yaml, good, "      lease_length: 300\n      refresh_interval: 600\n", 1)))
-	const quoted = `leasing: template 1 ("db-*"): algorithm refresh_interval is 600, must be > 0 and <= lease_length (300)`
+	_, err = server.ParseRepository([]byte(strings.Replace(yaml, good, "      lease_length: 300\n      refresh_interval: 600\n", 1)))
+	const quoted = `server: template 1 ("db-*"): algorithm refresh_interval is 600, must be > 0 and <= lease_length (300)`
 	if err == nil || err.Error() != quoted {
 		t.Errorf("refresh_interval 600: error %v, want the README's %q", err, quoted)
 	}
-	readme, _ := os.ReadFile("../README.md")
+	readme, _ := os.ReadFile("../../README.md")
 	if !strings.Contains(strings.Join(strings.Fields(string(readme)), " "), "`"+quoted+"`") {
 		t.Errorf("README.md no longer quotes %q", quoted)
 	}

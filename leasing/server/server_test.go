@@ -1,4 +1,4 @@
-package leasing
+package server
 
 import (
 	"context"
@@ -18,19 +18,31 @@ import (
 	"github.com/sluice-rpc/sluice/stats"
 )
 
-func TestServerMinRefreshInterval(t *testing.T) {
+// The server answers every request, however soon after the last (the 5 s
+// minimum is the original client's rule, not its server's), and a new
+// wants takes effect at once.
+func TestServerAnswersEveryRequest(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
 	s := newTestServer(t, testConfig(FairShare, 100), clk)
 	if got := ask(t, s, "a", 10); got != 10 {
 		t.Fatalf("first ask got %v, want 10", got)
 	}
-	clk.Add(4 * time.Second)
-	if got := ask(t, s, "a", 20); got != -1 {
-		t.Fatalf("ask 4s later got %v, want no entry", got)
+	if got := ask(t, s, "a", 20); got != 20 {
+		t.Fatalf("ask again at once with wants 20 got %v, want 20", got)
 	}
 	clk.Add(time.Second)
-	if got := ask(t, s, "a", 20); got != 20 {
-		t.Fatalf("ask 5s later got %v, want 20", got)
+	if got := ask(t, s, "b", 100); got != 80 {
+		t.Fatalf("b got %v while a holds 20, want 80", got)
+	}
+	clk.Add(100 * time.Millisecond)
+	if got := ask(t, s, "a", 70); got != 20 {
+		t.Fatalf("a asking for 70 got %v while b holds 80, want the 20 left", got)
+	}
+	if got := ask(t, s, "b", 100); got != 50 {
+		t.Fatalf("b renewing at once got %v, want its fair share 50", got)
+	}
+	if got := ask(t, s, "a", 70); got != 50 {
+		t.Fatalf("a renewing at once got %v, want its fair share 50", got)
 	}
 }
 
@@ -60,7 +72,7 @@ func TestServerLeaseFields(t *testing.T) {
 	static := -1.0
 	cfg = testConfig(FairShare, 100)
 	cfg.Resources[0].SafeCapacity = &static
-	if err := s.SetConfig(cfg); err != nil {
+	if err := s.SetRepository(cfg); err != nil {
 		t.Fatal(err)
 	}
 	clk.Add(5 * time.Second)
@@ -142,7 +154,7 @@ func TestServerExplicitZeroLearningMode(t *testing.T) {
 func TestServerUnmatchedTemplate(t *testing.T) {
 	scope := tally.NewTestScope("", nil)
 	cfg := testConfig(FairShare, 10)
-	s, err := NewServer(ServerConfig{Config: cfg, Clock: clock.NewFake(testEpoch), Scope: scope})
+	s, err := New(Config{Repository: cfg, Clock: clock.NewFake(testEpoch), Scope: scope})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,32 +173,9 @@ func TestServerUnmatchedTemplate(t *testing.T) {
 	}
 }
 
-func TestServerTemplateMatching(t *testing.T) {
-	cfg, err := ParseConfig([]byte(`
-resources:
-- identifier_glob: "db-*"
-  capacity: 10
-  algorithm: {kind: STATIC, lease_length: 60, refresh_interval: 15}
-- identifier_glob: "db-main"
-  capacity: 20
-  algorithm: {kind: STATIC, lease_length: 60, refresh_interval: 15}
-- identifier_glob: "*"
-  capacity: 30
-  algorithm: {kind: STATIC, lease_length: 60, refresh_interval: 15}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for id, want := range map[string]float64{"db-main": 20, "db-other": 10, "web/x": 30} {
-		if got := cfg.Match(id).Capacity; got != want {
-			t.Errorf("Match(%q).Capacity = %v, want %v", id, got, want)
-		}
-	}
-}
-
 func TestServerRejectsInvalidRequests(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
-	s, err := NewServer(ServerConfig{Config: testConfig(FairShare, 100), Clock: clk, MaxResourcesPerRequest: 2, MaxIDLength: 8})
+	s, err := New(Config{Repository: testConfig(FairShare, 100), Clock: clk, MaxResourcesPerRequest: 2, MaxIDLength: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,119 +210,14 @@ func TestServerRejectsInvalidRequests(t *testing.T) {
 	}
 }
 
-func TestBadConfigsRejected(t *testing.T) {
-	tests := map[string]struct{ yaml, want string }{
-		"unknown algorithm": {`
-resources:
-- identifier_glob: "a"
-  capacity: 10
-  algorithm: {kind: BEST_EFFORT, lease_length: 60, refresh_interval: 15}
-`, `template 0 ("a"): unknown algorithm kind "BEST_EFFORT"`},
-		"negative capacity": {`
-resources:
-- identifier_glob: "neg"
-  capacity: -1
-  algorithm: {kind: FAIR_SHARE, lease_length: 60, refresh_interval: 15}
-`, `template 0 ("neg"): capacity is -1`},
-		"star not last": {`
-resources:
-- identifier_glob: "*"
-  capacity: 10
-  algorithm: {kind: FAIR_SHARE, lease_length: 60, refresh_interval: 15}
-- identifier_glob: "b"
-  capacity: 10
-  algorithm: {kind: FAIR_SHARE, lease_length: 60, refresh_interval: 15}
-`, `template 0 ("*"): the "*" template must be the last one`},
-		"malformed yaml": {"resources: [\n- identifier_glob: \"a\"\n  capacity: {", "malformed configuration"},
-		"unknown field": {`
-resources:
-- identifier_glob: "a"
-  capacty: 10
-`, "malformed configuration"},
-		"refresh longer than lease": {`
-resources:
-- identifier_glob: "a"
-  capacity: 10
-  algorithm: {kind: FAIR_SHARE, lease_length: 10, refresh_interval: 15}
-`, `template 0 ("a"): algorithm refresh_interval is 15`},
-		"lease of a year": {`
-resources:
-- identifier_glob: "a"
-  capacity: 10
-  algorithm: {kind: FAIR_SHARE, lease_length: 31536000, refresh_interval: 15}
-`, `template 0 ("a"): algorithm lease_length is 31536000, must be > 0 and <= 2592000 seconds`},
-		"learning mode of a year": {`
-resources:
-- identifier_glob: "a"
-  capacity: 10
-  algorithm: {kind: FAIR_SHARE, lease_length: 60, refresh_interval: 15, learning_mode_duration: 31536000}
-`, `template 0 ("a"): algorithm learning_mode_duration is 31536000`},
-		"missing algorithm": {`
-resources:
-- identifier_glob: "a"
-  capacity: 10
-`, `template 0 ("a"): algorithm is missing`},
-		"bad glob": {`
-resources:
-- identifier_glob: "a["
-  capacity: 10
-  algorithm: {kind: FAIR_SHARE, lease_length: 60, refresh_interval: 15}
-`, `template 0 ("a["): identifier_glob`},
-	}
-	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			_, err := ParseConfig([]byte(tt.yaml))
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("ParseConfig error = %v, want it to contain %q", err, tt.want)
-			}
-		})
-	}
-}
-
-func TestParseConfigOriginalFormat(t *testing.T) {
-	cfg, err := ParseConfig([]byte(`
-resources:
-- identifier_glob: "fair"
-  capacity: 1000
-  safe_capacity: 10
-  description: "fair share example"
-  algorithm:
-    kind: FAIR_SHARE
-    lease_length: 60
-    refresh_interval: 15
-- identifier_glob: "*"
-  capacity: 100
-  algorithm:
-    kind: PROPORTIONAL_SHARE
-    lease_length: 60
-    refresh_interval: 15
-    learning_mode_duration: 0
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(cfg.Resources) != 2 || *cfg.Resources[0].SafeCapacity != 10 || cfg.Resources[1].Algorithm.Kind != ProportionalShare {
-		t.Fatalf("parsed %+v", cfg.Resources)
-	}
-	if d := cfg.Resources[0].LearningDuration(); d != 60*time.Second {
-		t.Errorf("absent learning_mode_duration gave %v, want lease_length 60s", d)
-	}
-	if d := cfg.Resources[1].LearningDuration(); d != 0 {
-		t.Errorf("explicit learning_mode_duration 0 gave %v, want 0", d)
-	}
-}
-
-func TestServerDiscoveryAndUnimplemented(t *testing.T) {
-	s, err := NewServer(ServerConfig{Config: testConfig(FairShare, 1), Address: "10.0.0.1:7000"})
+func TestServerDiscovery(t *testing.T) {
+	s, err := New(Config{Repository: testConfig(FairShare, 1), Address: "10.0.0.1:7000"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d, err := s.Discovery(context.Background(), &pb.DiscoveryRequest{})
 	if err != nil || !d.GetIsMaster() || d.GetMastership().GetMasterAddress() != "10.0.0.1:7000" {
 		t.Fatalf("Discovery = %v, %v", d, err)
-	}
-	if _, err := s.GetServerCapacity(context.Background(), &pb.GetServerCapacityRequest{}); status.Code(err) != codes.Unimplemented {
-		t.Fatalf("GetServerCapacity: %v, want Unimplemented", err)
 	}
 }
 
@@ -363,12 +247,11 @@ func TestServerForgetsResourcesWithoutClients(t *testing.T) {
 	if err != nil || len(resp.Response) != 1 {
 		t.Fatalf("GetCapacity: %v %v", resp, err)
 	}
-	s.mu.RLock()
-	_, kept := s.resources["r"]
-	n := len(s.resources)
-	s.mu.RUnlock()
-	if kept || n != 1 {
-		t.Fatalf("resources after sweep: %d (r kept: %v), want only \"other\"", n, kept)
+	if s.lookup("r") != nil || s.lookup("other") == nil {
+		t.Fatalf("after the sweep: r kept %v, other kept %v; want only \"other\"", s.lookup("r") != nil, s.lookup("other") != nil)
+	}
+	if res, clients, leases := s.Counts(); res != 1 || clients != 1 || leases != 1 {
+		t.Fatalf("Counts() = %d resources, %d clients, %d leases; want 1, 1, 1 (b on other)", res, clients, leases)
 	}
 	if got := ask(t, s, "c", 100); got != 100 {
 		t.Fatalf("r after it was forgotten: got %v, want 100", got)
@@ -387,7 +270,7 @@ func TestSetConfigDoesNotRestartLearningMode(t *testing.T) {
 	longer := testConfig(FairShare, 100)
 	longer.Resources[0].Algorithm.LearningModeDuration = nil
 	longer.Resources[0].Algorithm.LeaseLength = 300
-	if err := s.SetConfig(longer); err != nil {
+	if err := s.SetRepository(longer); err != nil {
 		t.Fatal(err)
 	}
 	if got := ask(t, s, "b", 10); got != 10 {
@@ -395,20 +278,44 @@ func TestSetConfigDoesNotRestartLearningMode(t *testing.T) {
 	}
 }
 
-// A lease that cannot outlive the minimum refresh interval would lapse
-// between renewals: such a template is rejected.
-func TestLeaseLengthMustOutliveMinRefresh(t *testing.T) {
+// Short leases load and are honoured: the server has no minimum refresh
+// interval of its own (the original accepts lease_length: 1).
+func TestShortLeases(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
 	cfg := testConfig(FairShare, 100)
 	cfg.Resources[0].Algorithm.LeaseLength = 3
 	cfg.Resources[0].Algorithm.RefreshInterval = 1
-	_, err := NewServer(ServerConfig{Config: cfg})
-	if err == nil || !strings.Contains(err.Error(), `template 0 ("r"): lease_length is 3`) {
-		t.Fatalf("NewServer: %v", err)
+	s := newTestServer(t, cfg, clk)
+	if got := ask(t, s, "a", 100); got != 100 {
+		t.Fatalf("a got %v, want 100", got)
 	}
-	s := newTestServer(t, testConfig(FairShare, 100), nil)
-	if err := s.SetConfig(cfg); err == nil {
-		t.Fatal("SetConfig accepted a 3 s lease with a 5 s minimum refresh interval")
+	clk.Add(2 * time.Second)
+	if got := ask(t, s, "b", 100); got != 0 {
+		t.Fatalf("b got %v 2 s into a's 3 s lease, want 0", got)
 	}
+	clk.Add(time.Second) // a's lease (from t=0) has expired, b's (from t=2) has not
+	if got := ask(t, s, "b", 100); got != 100 {
+		t.Fatalf("b got %v after a's 3 s lease expired, want 100", got)
+	}
+	// From 3 s leases to 1 s: b's renewal expires before a's older lease
+	// would have, and is forgotten first.
+	cfg = testConfig(FairShare, 100)
+	cfg.Resources[0].Algorithm.LeaseLength = 1
+	cfg.Resources[0].Algorithm.RefreshInterval = 1
+	if err := s.SetRepository(cfg); err != nil {
+		t.Fatalf("SetRepository with a 1 s lease: %v", err)
+	}
+	if got := ask(t, s, "c", 100); got != 0 {
+		t.Fatalf("c got %v while b holds 100 for 3 s more, want 0", got)
+	}
+	if got := ask(t, s, "b", 40); got != 40 {
+		t.Fatalf("b renewing for 40 got %v", got)
+	}
+	clk.Add(time.Second)
+	if got := ask(t, s, "c", 100); got != 100 {
+		t.Fatalf("c got %v once b's 1 s lease expired, want 100", got)
+	}
+	counts(t, s, 1, 1, 1)
 }
 
 // In learning mode a client gets back what it says it has, but never more

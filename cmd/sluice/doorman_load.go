@@ -1,0 +1,498 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
+)
+
+var doormanLoadHelp = helpText{
+	synopsis: `sluice doorman load --server HOST:PORT [--clients N] [--duration D] [flags]`,
+	about: `Measures a Doorman server's GetCapacity throughput: --clients distinct clients
+renew their lease of --resource in turn, as fast as --concurrency requests in
+flight on --conns connections allow, for --duration. Each request is what a
+client sends: its id, the resource, its wants and the lease it last got. A
+share --change of the requests comes with new wants (between half and one and
+a half times --wants), so that the server's shares move. Every client asks
+once before the clock starts (--warmup), so that the run measures renewals.
+
+It prints the requests sent and answered per second (a request is answered
+when the response has an entry for the resource: a server that drops early
+renewals answers without one) and the latency quantiles.
+
+Exit status: 0 when the run ended with every request answered by the
+server (with or without an entry), 1 when a request failed or the server
+could not be reached, 2 on a usage error.`,
+	examples: `sluice doorman load --server 127.0.0.1:6000 --clients 1000 --duration 10s
+sluice doorman load --server 127.0.0.1:6000 --clients 10000 --resource kv-rps --change 0.1`,
+}
+
+var doormanFloodHelp = helpText{
+	synopsis: `sluice doorman flood --server HOST:PORT [--ids N] [--server-pid PID] [flags]
+sluice doorman flood --server HOST:PORT --ids 0 --side-for D [--server-pid PID]`,
+	about: `Measures how a Doorman server bears a flood of new resource ids: --concurrency
+workers send GetCapacity requests of --per-request new ids each (flood-0,
+flood-1, ...) until --ids were sent, while a side client renews its lease of
+--side-resource every --side-interval and times each answer. It prints how
+many flood requests were accepted and refused (RESOURCE_EXHAUSTED: a server
+limit), the side client's latency quantiles and, with --server-pid (Linux),
+the server process's resident memory before, at its peak and after.
+
+The flood's own requests compete with the side client for this process's
+CPU; to time the server alone, run the flood in one process and, at the same
+time, the side client in another (--ids 0 --side-for D).
+
+Exit status: 0 when the flood ran (refusals are results, not failures), 1
+when the server could not be reached or failed otherwise, 2 on a usage
+error.`,
+	examples: `sluice doorman flood --server 127.0.0.1:6000 --ids 1000000 --server-pid 4242
+sluice doorman flood --server 127.0.0.1:6000 --ids 100000 --per-request 100 --side-interval 5ms`,
+}
+
+// loadFlags are the flags load and flood share.
+type loadFlags struct {
+	server      *string
+	concurrency *int
+	conns       *int
+}
+
+func addLoadFlags(fs *flagSet, concurrency int) loadFlags {
+	return loadFlags{
+		server:      fs.String("server", "", "`HOST:PORT` of a Doorman server"),
+		concurrency: fs.Int("concurrency", concurrency, "requests in flight, `N` >= 1"),
+		conns:       fs.Int("conns", 4, "gRPC connections to the server, `N` >= 1"),
+	}
+}
+
+func (l loadFlags) check(fs *flagSet) (int, bool) {
+	if *l.server == "" {
+		return fs.usageError("--server is required"), false
+	}
+	if *l.concurrency < 1 || *l.conns < 1 {
+		return fs.usageError("--concurrency and --conns must be >= 1"), false
+	}
+	return 0, true
+}
+
+// dialConns opens n connections to addr; close closes them.
+func dialConns(addr string, n int) (conns []*grpc.ClientConn, close func(), err error) {
+	close = func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}
+	for i := 0; i < n; i++ {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			close()
+			return nil, nil, err
+		}
+		conns = append(conns, cc)
+	}
+	return conns, close, nil
+}
+
+// dialAll opens n connections to addr and returns a Capacity client on
+// each; close closes them.
+func dialAll(addr string, n int) (stubs []pb.CapacityClient, close func(), err error) {
+	conns, close, err := dialConns(addr, n)
+	for _, cc := range conns {
+		stubs = append(stubs, pb.NewCapacityClient(cc))
+	}
+	return stubs, close, err
+}
+
+// rawMessage is a message already marshalled (a request) or left so (a
+// response nobody reads), sent through rawCodec.
+type rawMessage []byte
+
+// rawCodec passes rawMessages through unchanged.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return *v.(*rawMessage), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	*v.(*rawMessage) = append((*v.(*rawMessage))[:0], data...)
+	return nil
+}
+func (rawCodec) Name() string { return "proto" }
+
+// latencies are the durations of requests, kept for their quantiles.
+type latencies []time.Duration
+
+func (l latencies) String() string {
+	if len(l) == 0 {
+		return "no requests"
+	}
+	s := slices.Clone(l)
+	slices.Sort(s)
+	q := func(p float64) time.Duration { return s[min(len(s)-1, int(p*float64(len(s))))] }
+	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 2, 64) + "ms" }
+	return fmt.Sprintf("p50 %s p90 %s p99 %s p99.9 %s max %s", ms(q(0.5)), ms(q(0.9)), ms(q(0.99)), ms(q(0.999)), ms(s[len(s)-1]))
+}
+
+// firstError keeps the first of concurrent errors.
+type firstError struct {
+	once sync.Once
+	err  error
+	n    atomic.Int64
+}
+
+func (f *firstError) set(err error) {
+	f.n.Add(1)
+	f.once.Do(func() { f.err = err })
+}
+
+func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("sluice doorman load", doormanLoadHelp, stdout, stderr)
+	lf := addLoadFlags(fs, 32)
+	clients := fs.Int("clients", 1000, "distinct clients renewing in turn, `N` >= 1")
+	resource := fs.String("resource", "r", "the resource `ID` every client leases")
+	wants := fs.Float64("wants", 10, "each client's wants, `N` >= 0")
+	change := fs.Float64("change", 0.1, "the share of requests that change the client's wants, `P` in [0, 1]")
+	duration := fs.Duration("duration", 10*time.Second, "how long to measure, `D` > 0")
+	prefix := fs.String("client-prefix", "load-", "client ids are `PREFIX`0, PREFIX1, ...")
+	warmup := fs.Bool("warmup", true, "have every client ask once before the clock starts")
+	if code, ok := fs.parse(args); !ok {
+		return code
+	}
+	if code, ok := lf.check(fs); !ok {
+		return code
+	}
+	switch {
+	case *clients < 1:
+		return fs.usageError("--clients is %d, must be >= 1", *clients)
+	case *resource == "":
+		return fs.usageError("--resource is empty")
+	case !(*wants >= 0):
+		return fs.usageError("--wants is %v, must be >= 0", *wants)
+	case !(*change >= 0 && *change <= 1):
+		return fs.usageError("--change is %v, must be in [0, 1]", *change)
+	case *duration <= 0:
+		return fs.usageError("--duration is %v, must be > 0", *duration)
+	}
+	stubs, closeAll, err := dialAll(*lf.server, *lf.conns)
+	if err != nil {
+		return fs.failure("%v", err)
+	}
+	defer closeAll()
+
+	type client struct {
+		mu    sync.Mutex
+		id    string
+		wants float64
+		has   *pb.Lease
+	}
+	cs := make([]client, *clients)
+	for i := range cs {
+		cs[i].id = *prefix + strconv.Itoa(i)
+		cs[i].wants = *wants
+	}
+	var answered, unanswered atomic.Int64
+	var failed firstError
+	one := func(stub pb.CapacityClient, c *client, rng *rand.Rand) (time.Duration, bool) {
+		c.mu.Lock()
+		if *change > 0 && rng.Float64() < *change {
+			c.wants = *wants * (0.5 + rng.Float64())
+		}
+		req := &pb.GetCapacityRequest{ClientId: proto.String(c.id), Resource: []*pb.ResourceRequest{{
+			ResourceId: proto.String(*resource), Priority: proto.Int64(0), Wants: proto.Float64(c.wants), Has: c.has,
+		}}}
+		c.mu.Unlock()
+		start := time.Now()
+		resp, err := stub.GetCapacity(ctx, req)
+		took := time.Since(start)
+		if err != nil {
+			if ctx.Err() == nil {
+				failed.set(err)
+			}
+			return took, false
+		}
+		if rs := resp.GetResponse(); len(rs) == 1 && rs[0].GetResourceId() == *resource {
+			answered.Add(1)
+			c.mu.Lock()
+			c.has = rs[0].GetGets()
+			c.mu.Unlock()
+		} else {
+			unanswered.Add(1)
+		}
+		return took, true
+	}
+	run := func(until time.Time, next *atomic.Int64, limit int64) []latencies {
+		out := make([]latencies, *lf.concurrency)
+		var wg sync.WaitGroup
+		for w := range out {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(uint64(w), 1))
+				stub := stubs[w%len(stubs)]
+				for ctx.Err() == nil && failed.n.Load() == 0 {
+					n := next.Add(1) - 1
+					if (limit > 0 && n >= limit) || (limit == 0 && time.Now().After(until)) {
+						return
+					}
+					if took, ok := one(stub, &cs[n%int64(len(cs))], rng); ok {
+						out[w] = append(out[w], took)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		return out
+	}
+	if *warmup {
+		var next atomic.Int64
+		run(time.Time{}, &next, int64(len(cs)))
+		answered.Store(0)
+		unanswered.Store(0)
+	}
+	if failed.err != nil {
+		return fs.failure("%v", failed.err)
+	}
+	var next atomic.Int64
+	start := time.Now()
+	parts := run(start.Add(*duration), &next, 0)
+	elapsed := time.Since(start).Seconds()
+	var all latencies
+	for _, p := range parts {
+		all = append(all, p...)
+	}
+	fmt.Fprintf(stdout, "doorman load: %d clients of %q, %d in flight on %d connections, %.1fs\n", *clients, *resource, *lf.concurrency, *lf.conns, elapsed)
+	fmt.Fprintf(stdout, "requests %d (%.0f/s), answered with an entry %d (%.0f/s), without %d, failed %d\n",
+		len(all), float64(len(all))/elapsed, answered.Load(), float64(answered.Load())/elapsed, unanswered.Load(), failed.n.Load())
+	fmt.Fprintf(stdout, "latency %v\n", all)
+	if failed.err != nil {
+		return fs.failure("%d requests failed, the first: %v", failed.n.Load(), failed.err)
+	}
+	return exitOK
+}
+
+func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("sluice doorman flood", doormanFloodHelp, stdout, stderr)
+	lf := addLoadFlags(fs, 2)
+	ids := fs.Int("ids", 1_000_000, "new resource ids to send in all, `N` >= 1")
+	perRequest := fs.Int("per-request", 1000, "new ids per request, `N` >= 1")
+	floodClients := fs.Int("flood-clients", 1, "the flood's requests come from `N` client ids in turn")
+	sideResource := fs.String("side-resource", "side", "the side client's resource `ID`")
+	sideInterval := fs.Duration("side-interval", 10*time.Millisecond, "the side client's pause between requests, `D` > 0")
+	sideFor := fs.Duration("side-for", 0, "keep the side client going for `D` from the start (default: until the flood ends); with --ids 0 and a flood from another process, it times the server alone")
+	pid := fs.Int("server-pid", 0, "the server's process `ID`, to report its resident memory (Linux)")
+	if code, ok := fs.parse(args); !ok {
+		return code
+	}
+	if code, ok := lf.check(fs); !ok {
+		return code
+	}
+	switch {
+	case *ids < 0 || *perRequest < 1 || *floodClients < 1:
+		return fs.usageError("--ids must be >= 0, --per-request and --flood-clients >= 1")
+	case *ids == 0 && *sideFor <= 0:
+		return fs.usageError("--ids 0 (no flood) needs --side-for, how long to time the side client")
+	case *sideFor < 0:
+		return fs.usageError("--side-for is %v, must be >= 0", *sideFor)
+	case *sideInterval <= 0:
+		return fs.usageError("--side-interval is %v, must be > 0", *sideInterval)
+	case *sideResource == "":
+		return fs.usageError("--side-resource is empty")
+	}
+	var rssBefore int64
+	if *pid != 0 {
+		var err error
+		if rssBefore, _, err = procMemory(*pid); err != nil {
+			return fs.usageError("--server-pid %d: %v", *pid, err)
+		}
+	}
+	conns, closeAll, err := dialConns(*lf.server, *lf.conns+1)
+	if err != nil {
+		return fs.failure("%v", err)
+	}
+	defer closeAll()
+	side := pb.NewCapacityClient(conns[0])
+	conns = conns[1:]
+	sideReq := func(has *pb.Lease) *pb.GetCapacityRequest {
+		return &pb.GetCapacityRequest{ClientId: proto.String("side"), Resource: []*pb.ResourceRequest{{
+			ResourceId: proto.String(*sideResource), Priority: proto.Int64(0), Wants: proto.Float64(1), Has: has,
+		}}}
+	}
+	// The side client's lease exists before the flood.
+	first, err := side.GetCapacity(ctx, sideReq(nil))
+	if err != nil {
+		return fs.failure("the side client's first request: %v", err)
+	}
+	var has *pb.Lease
+	if rs := first.GetResponse(); len(rs) == 1 {
+		has = rs[0].GetGets()
+	}
+
+	// The flood's requests, marshalled before the clock starts, so that the
+	// flood costs this process little CPU beside the server's.
+	nreq := (*ids + *perRequest - 1) / *perRequest
+	floodReqs := make([]rawMessage, nreq)
+	for k := range floodReqs {
+		n := int64(k) * int64(*perRequest)
+		req := &pb.GetCapacityRequest{ClientId: proto.String("flood-" + strconv.Itoa(k%*floodClients))}
+		for i := n; i < min(n+int64(*perRequest), int64(*ids)); i++ {
+			req.Resource = append(req.Resource, &pb.ResourceRequest{
+				ResourceId: proto.String("flood-" + strconv.FormatInt(i, 10)), Priority: proto.Int64(0), Wants: proto.Float64(1),
+			})
+		}
+		b, err := proto.Marshal(req)
+		if err != nil {
+			return fs.failure("%v", err)
+		}
+		floodReqs[k] = b
+	}
+
+	var next, accepted, refused, acceptedIDs atomic.Int64
+	var failed firstError
+	var refusal atomic.Value
+	floodDone := make(chan struct{})
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := 0; w < *lf.concurrency; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn := conns[w%len(conns)]
+			for ctx.Err() == nil && failed.n.Load() == 0 {
+				k := next.Add(1) - 1
+				if k >= int64(len(floodReqs)) {
+					return
+				}
+				var resp rawMessage
+				err := conn.Invoke(ctx, "/doorman.Capacity/GetCapacity", &floodReqs[k], &resp, grpc.ForceCodec(rawCodec{}))
+				switch {
+				case err == nil:
+					accepted.Add(1)
+					acceptedIDs.Add(int64(min(*perRequest, *ids-int(k)**perRequest)))
+				case status.Code(err) == codes.ResourceExhausted:
+					refused.Add(1)
+					refusal.CompareAndSwap(nil, status.Convert(err).Message())
+				case ctx.Err() == nil:
+					failed.set(err)
+				}
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(floodDone) }()
+
+	// The side client, and the server's memory, while the flood lasts.
+	var sideLat latencies
+	var sideAnswered int
+	var rssPeak int64
+	var sideErr error
+	var sideDone <-chan time.Time
+	if *sideFor > 0 {
+		sideDone = time.After(*sideFor)
+	} else {
+		sideDone = make(chan time.Time) // never: follow the flood
+	}
+	for done := false; !done; {
+		flood := floodDone
+		if *sideFor > 0 {
+			flood = nil
+		}
+		select {
+		case <-flood:
+			done = true
+		case <-sideDone:
+			done = true
+		case <-ctx.Done():
+			done = true
+		case <-time.After(*sideInterval):
+		}
+		t0 := time.Now()
+		resp, err := side.GetCapacity(ctx, sideReq(has))
+		if err != nil {
+			if ctx.Err() == nil && sideErr == nil {
+				sideErr = err
+			}
+			continue
+		}
+		sideLat = append(sideLat, time.Since(t0))
+		if rs := resp.GetResponse(); len(rs) == 1 {
+			sideAnswered++
+			has = rs[0].GetGets()
+		}
+		if *pid != 0 {
+			if rss, _, err := procMemory(*pid); err == nil {
+				rssPeak = max(rssPeak, rss)
+			}
+		}
+	}
+	<-floodDone
+	elapsed := time.Since(start).Seconds()
+	fmt.Fprintf(stdout, "doorman flood: %d ids in requests of %d from %d client(s), %d in flight, %.1fs\n", *ids, *perRequest, *floodClients, *lf.concurrency, elapsed)
+	fmt.Fprintf(stdout, "flood requests accepted %d (%d ids), refused %d, failed %d\n", accepted.Load(), acceptedIDs.Load(), refused.Load(), failed.n.Load())
+	if m := refusal.Load(); m != nil {
+		fmt.Fprintf(stdout, "first refusal: %s\n", m)
+	}
+	fmt.Fprintf(stdout, "side client: %d requests, %d answered with an entry, latency %v\n", len(sideLat), sideAnswered, sideLat)
+	if *pid != 0 {
+		rss, hwm, err := procMemory(*pid)
+		if err != nil {
+			return fs.failure("reading the server's memory: %v", err)
+		}
+		rssPeak = max(rssPeak, rss)
+		fmt.Fprintf(stdout, "server pid %d: RSS %d MB before, %d MB at the peak seen (VmHWM %d MB), %d MB after\n",
+			*pid, rssBefore>>20, rssPeak>>20, hwm>>20, rss>>20)
+	}
+	if failed.err != nil {
+		return fs.failure("%d flood requests failed, the first: %v", failed.n.Load(), failed.err)
+	}
+	if sideErr != nil {
+		return fs.failure("the side client failed: %v", sideErr)
+	}
+	return exitOK
+}
+
+// procMemory returns a process's resident memory now (VmRSS) and at its
+// peak (VmHWM), in bytes, from /proc (Linux).
+func procMemory(pid int) (rss, hwm int64, err error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), ":")
+		if !ok || (name != "VmRSS" && name != "VmHWM") {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/%d/status: %s: %v", pid, name, err)
+		}
+		if name == "VmRSS" {
+			rss = kb << 10
+		} else {
+			hwm = kb << 10
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, 0, err
+	}
+	if rss == 0 {
+		return 0, 0, errors.New("no VmRSS in its /proc status")
+	}
+	return rss, hwm, nil
+}

@@ -1,0 +1,743 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/uber-go/tally/v4"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-rpc/sluice/clock"
+	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
+	"github.com/sluice-rpc/sluice/stats"
+)
+
+// Server defaults and bounds.
+const (
+	// DefaultMaxResourcesPerRequest bounds the resources in one request.
+	DefaultMaxResourcesPerRequest = 1000
+	// DefaultMaxIDLength bounds client and resource identifiers, in bytes.
+	DefaultMaxIDLength = 512
+	// DefaultMaxResources bounds the resources a server keeps state for.
+	DefaultMaxResources = 100_000
+	// DefaultMaxClients bounds the distinct clients (and servers lower in
+	// the tree) holding leases on a server.
+	DefaultMaxClients = 100_000
+	// DefaultMaxLeases bounds the leases (client and resource pairs) a
+	// server keeps.
+	DefaultMaxLeases = 1_000_000
+	// MaxSubclients bounds the clients one GetServerCapacity request may
+	// speak for in one resource (the sum of its bands' num_clients).
+	MaxSubclients = 1 << 30
+
+	// unmatchedLeaseLength and unmatchedRefreshInterval are the lease given
+	// for resources no template matches (the original's documented
+	// defaults).
+	unmatchedLeaseLength     = 60
+	unmatchedRefreshInterval = 16
+)
+
+// Config configures a Server.
+type Config struct {
+	// Repository is the resource repository. Required.
+	Repository *Repository
+	// Clock is the time source; nil means the wall clock.
+	Clock clock.Clock
+	// Scope receives the server's metrics; nil means tally.NoopScope.
+	Scope tally.Scope
+	// Address is the address the server advertises as master in Discovery
+	// answers. Empty means the address Serve listens on.
+	Address string
+	// MaxResourcesPerRequest bounds the resources in one GetCapacity,
+	// GetServerCapacity or ReleaseCapacity request (0 means
+	// DefaultMaxResourcesPerRequest). Beyond it a request is invalid.
+	MaxResourcesPerRequest int
+	// MaxIDLength bounds client and resource identifiers in bytes (0 means
+	// DefaultMaxIDLength).
+	MaxIDLength int
+	// MaxResources bounds the resources the server keeps state for (0
+	// means DefaultMaxResources). A request that would add resources beyond
+	// it is refused with codes.ResourceExhausted; renewals never are.
+	MaxResources int
+	// MaxClients bounds the distinct client (and server) ids holding
+	// leases (0 means DefaultMaxClients); beyond it a new client's request
+	// is refused with codes.ResourceExhausted.
+	MaxClients int
+	// MaxLeases bounds the leases, one per client and resource (0 means
+	// DefaultMaxLeases); beyond it a request for new leases is refused
+	// with codes.ResourceExhausted. With the other two limits it bounds
+	// the server's memory (see BenchmarkLeaseMemory).
+	MaxLeases int
+}
+
+// Validate reports the first thing wrong with c.
+func (c *Config) Validate() error {
+	if c.Repository == nil {
+		return errors.New("server: Config.Repository is nil, a resource repository is required")
+	}
+	if err := c.Repository.Validate(); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"MaxResourcesPerRequest", c.MaxResourcesPerRequest}, {"MaxIDLength", c.MaxIDLength},
+		{"MaxResources", c.MaxResources}, {"MaxClients", c.MaxClients}, {"MaxLeases", c.MaxLeases},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("server: Config.%s is %d, must be >= 0 (0 means the default)", f.name, f.v)
+		}
+	}
+	return nil
+}
+
+// Server is a single-node Doorman server speaking the original's gRPC
+// protocol (service doorman.Capacity). A single server is its own master.
+//
+// For every resource it keeps each client's wants and unexpired lease. It
+// never hands a client more than the capacity left after the other
+// clients' unexpired leases (for ProportionalShare and FairShare; Static
+// and NoAlgorithm do not bound the total, as in the original). For a
+// learning period after it starts it hands clients back what they report
+// they have, since it cannot know the leases a previous master gave out.
+// It answers every request, however soon after the last one (the 5 s
+// minimum between refreshes is the clients' rule).
+//
+// State is kept per resource under the resource's own lock, and expired
+// leases are found in O(1) from expiry-ordered lists, so no request
+// waits on a server-wide sweep. Limits on resources, clients and leases
+// bound its memory.
+//
+// A Server is safe for concurrent use.
+type Server struct {
+	pb.UnimplementedCapacityServer
+
+	clock     clock.Clock
+	scope     tally.Scope
+	started   time.Time
+	maxRes    int
+	maxID     int
+	unmatched tally.Counter
+	requests  tally.Counter
+	invalid   tally.Counter
+
+	seed      maphash.Seed
+	resources [numShards]resourceShard
+	clients   [numShards]clientShard
+
+	nResources, nClients, nLeases limit
+
+	setMu    sync.Mutex   // serialises SetRepository
+	cfgMu    sync.RWMutex // guards repo
+	repo     *Repository
+	startCfg *Repository // the configuration at start, which bounds learning mode
+
+	bulk chan struct{} // a token per bulk request running
+
+	reapMu  sync.Mutex
+	reapQ   reapHeap
+	nextDue atomic.Int64
+
+	mu      sync.Mutex
+	address string
+	grpc    *grpc.Server
+	stopped bool
+}
+
+// New returns a server for cfg. Its learning period starts now.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	def := func(v, d int) int64 {
+		if v == 0 {
+			return int64(d)
+		}
+		return int64(v)
+	}
+	s := &Server{
+		clock:    cfg.Clock,
+		scope:    cfg.Scope,
+		maxRes:   int(def(cfg.MaxResourcesPerRequest, DefaultMaxResourcesPerRequest)),
+		maxID:    int(def(cfg.MaxIDLength, DefaultMaxIDLength)),
+		seed:     maphash.MakeSeed(),
+		repo:     cfg.Repository,
+		startCfg: cfg.Repository,
+		address:  cfg.Address,
+	}
+	s.nResources.max, s.nResources.what, s.nResources.name = def(cfg.MaxResources, DefaultMaxResources), "resources", "Config.MaxResources, --max-resources"
+	s.nClients.max, s.nClients.what, s.nClients.name = def(cfg.MaxClients, DefaultMaxClients), "clients", "Config.MaxClients, --max-clients"
+	s.nLeases.max, s.nLeases.what, s.nLeases.name = def(cfg.MaxLeases, DefaultMaxLeases), "leases", "Config.MaxLeases, --max-leases"
+	for i := range s.resources {
+		s.resources[i].m = make(map[string]*resource)
+		s.clients[i].m = make(map[string]int32)
+	}
+	s.nextDue.Store(math.MaxInt64)
+	s.bulk = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1))
+	if s.clock == nil {
+		s.clock = clock.Real
+	}
+	if s.scope == nil {
+		s.scope = tally.NoopScope
+	}
+	s.unmatched = s.scope.Counter(stats.LeaseUnmatchedTemplate)
+	s.requests = s.scope.Counter(stats.LeaseRequests)
+	s.invalid = s.scope.Counter(stats.LeaseInvalidRequests)
+	s.started = s.clock.Now()
+	return s, nil
+}
+
+// Register registers s as the doorman.Capacity service of g.
+func (s *Server) Register(g grpc.ServiceRegistrar) { pb.RegisterCapacityServer(g, s) }
+
+// Serve answers gRPC requests on lis until Stop is called. If the server
+// has no advertised Address it advertises lis's address.
+func (s *Server) Serve(lis net.Listener) error {
+	g := grpc.NewServer()
+	s.Register(g)
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return errors.New("server: Serve after Stop")
+	}
+	if s.address == "" {
+		s.address = lis.Addr().String()
+	}
+	s.grpc = g
+	s.mu.Unlock()
+	return g.Serve(lis)
+}
+
+// Stop stops a server started with Serve, closing its listener and
+// connections.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	s.stopped = true
+	g := s.grpc
+	s.mu.Unlock()
+	if g != nil {
+		g.Stop()
+	}
+}
+
+// Counts returns how many resources, distinct clients and leases the
+// server holds now (including reservations of requests in flight).
+func (s *Server) Counts() (resources, clients, leases int) {
+	return int(s.nResources.n.Load()), int(s.nClients.n.Load()), int(s.nLeases.n.Load())
+}
+
+// SetRepository replaces the resource repository. Known resources are
+// matched again against the new templates; their clients and leases are
+// kept.
+func (s *Server) SetRepository(repo *Repository) error {
+	if repo == nil {
+		return errors.New("server: SetRepository: repository is nil")
+	}
+	if err := repo.Validate(); err != nil {
+		return err
+	}
+	s.setMu.Lock()
+	defer s.setMu.Unlock()
+	s.cfgMu.Lock()
+	s.repo = repo
+	s.cfgMu.Unlock()
+	for _, r := range s.snapshot() {
+		r.mu.Lock()
+		r.tmpl = repo.Match(r.id)
+		// A new learning duration may shorten learning mode, never restart it
+		// for a resource that has left it.
+		if until := s.learningUntil(r.id, r.tmpl, repo); until.Before(r.learningUntil) {
+			r.learningUntil = until
+		}
+		r.sharesValid = false
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+// snapshot returns every resource the server knows now.
+func (s *Server) snapshot() []*resource {
+	var rs []*resource
+	for i := range s.resources {
+		sh := &s.resources[i]
+		sh.mu.RLock()
+		for _, r := range sh.m {
+			rs = append(rs, r)
+		}
+		sh.mu.RUnlock()
+	}
+	return rs
+}
+
+// learningUntil returns when resource id, of template t in repo, leaves
+// learning mode.
+func (s *Server) learningUntil(id string, t *Template, repo *Repository) time.Time {
+	if t == nil {
+		return s.started
+	}
+	until := s.started.Add(t.LearningDuration())
+	// Learning mode protects leases granted before this server started; a
+	// configuration pushed later cannot make it outlast what the
+	// configuration at start said (those leases have expired by then).
+	if s.startCfg != repo {
+		first := s.started // no template at start: nothing to learn
+		if st := s.startCfg.Match(id); st != nil {
+			first = s.started.Add(st.LearningDuration())
+		}
+		if first.Before(until) {
+			until = first
+		}
+	}
+	return until
+}
+
+// Discovery tells the caller that this server is the master.
+func (s *Server) Discovery(context.Context, *pb.DiscoveryRequest) (*pb.DiscoveryResponse, error) {
+	s.mu.Lock()
+	addr := s.address
+	s.mu.Unlock()
+	return &pb.DiscoveryResponse{Mastership: &pb.Mastership{MasterAddress: proto.String(addr)}, IsMaster: proto.Bool(true)}, nil
+}
+
+func (s *Server) checkID(what, id string) error {
+	if id == "" {
+		return fmt.Errorf("%s is empty", what)
+	}
+	if len(id) > s.maxID {
+		return fmt.Errorf("%s is %d bytes long, longer than the limit of %d", what, len(id), s.maxID)
+	}
+	return nil
+}
+
+func finiteNonNegative(v float64) bool {
+	return !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0
+}
+
+// checkResources checks the resource ids of a request: each valid, no
+// more than the limit. (Duplicates are looked for after admission, which
+// refuses a flood sooner: see checkDuplicates.)
+func (s *Server) checkResources(n int, id func(int) string) error {
+	if n > s.maxRes {
+		return fmt.Errorf("request names %d resources, more than the limit of %d", n, s.maxRes)
+	}
+	for i := 0; i < n; i++ {
+		if rid := id(i); rid == "" || len(rid) > s.maxID {
+			return s.checkID(fmt.Sprintf("resource[%d].resource_id", i), rid)
+		}
+	}
+	return nil
+}
+
+// checkDuplicates refuses a request naming a resource twice.
+func checkDuplicates(ds []demand) error {
+	if len(ds) < 2 {
+		return nil
+	}
+	if len(ds) == 2 {
+		if ds[0].id == ds[1].id {
+			return fmt.Errorf("resource[1]: resource %q appears twice", ds[1].id)
+		}
+		return nil
+	}
+	seen := make(map[string]struct{}, len(ds))
+	for i := range ds {
+		if _, dup := seen[ds[i].id]; dup {
+			return fmt.Errorf("resource[%d]: resource %q appears twice", i, ds[i].id)
+		}
+		seen[ds[i].id] = struct{}{}
+	}
+	return nil
+}
+
+func checkHas(i int, id string, has *pb.Lease) error {
+	if has != nil {
+		if c := has.GetCapacity(); !finiteNonNegative(c) {
+			return fmt.Errorf("resource[%d] (%q): has.capacity is %v, must be a finite number >= 0", i, id, c)
+		}
+	}
+	return nil
+}
+
+// validateGetCapacity checks the whole request before any state changes.
+func (s *Server) validateGetCapacity(req *pb.GetCapacityRequest) error {
+	if err := s.checkID("client_id", req.GetClientId()); err != nil {
+		return err
+	}
+	rs := req.GetResource()
+	if err := s.checkResources(len(rs), func(i int) string { return rs[i].GetResourceId() }); err != nil {
+		return err
+	}
+	for i, r := range rs {
+		if w := r.GetWants(); !finiteNonNegative(w) {
+			return fmt.Errorf("resource[%d] (%q): wants is %v, must be a finite number >= 0", i, r.GetResourceId(), w)
+		}
+		if err := checkHas(i, r.GetResourceId(), r.Has); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) invalidArgument(rpc string, err error) error {
+	s.invalid.Inc(1)
+	return status.Errorf(codes.InvalidArgument, "doorman server: %s: %v", rpc, err)
+}
+
+func exhausted(rpc string, err error) error {
+	return status.Errorf(codes.ResourceExhausted, "doorman server: %s: %v", rpc, err)
+}
+
+// demand is one resource request, from a client or a server.
+type demand struct {
+	id       string
+	wants    float64
+	weight   float64 // subclients
+	priority int64
+	has      *pb.Lease
+}
+
+// decision is a lease granted for one resource.
+type decision struct {
+	tmpl     *Template
+	capacity float64
+	expiry   int64
+	refresh  int64
+	safe     float64
+	hasSafe  bool // no template: no safe capacity
+}
+
+// wire holds the scalars of a response's leases, allocated together: the
+// protobuf messages point into it, so that a response of n resources
+// costs a few allocations, not a few per resource.
+type wire struct {
+	ids    []string
+	leases []pb.Lease
+	ints   []int64
+	floats []float64
+}
+
+func newWire(ds []demand, out []decision) *wire {
+	n := len(out)
+	w := &wire{ids: make([]string, n), leases: make([]pb.Lease, n), ints: make([]int64, 2*n), floats: make([]float64, 2*n)}
+	for i, d := range out {
+		w.ids[i] = ds[i].id
+		w.ints[2*i], w.ints[2*i+1] = d.expiry, d.refresh
+		w.floats[2*i], w.floats[2*i+1] = d.capacity, d.safe
+		l := &w.leases[i]
+		l.ExpiryTime, l.RefreshInterval, l.Capacity = &w.ints[2*i], &w.ints[2*i+1], &w.floats[2*i]
+	}
+	return w
+}
+
+// safe returns the safe capacity of resource i, or nil.
+func (w *wire) safe(out []decision, i int) *float64 {
+	if !out[i].hasSafe {
+		return nil
+	}
+	return &w.floats[2*i+1]
+}
+
+// GetCapacity grants or renews leases for the resources in req. Every
+// resource of a valid request gets an entry in the response. A request
+// that would add resources, clients or leases beyond the server's limits
+// is refused as a whole with codes.ResourceExhausted.
+func (s *Server) GetCapacity(ctx context.Context, req *pb.GetCapacityRequest) (*pb.GetCapacityResponse, error) {
+	if err := s.validateGetCapacity(req); err != nil {
+		return nil, s.invalidArgument("GetCapacity", err)
+	}
+	rs := req.GetResource()
+	ds := make([]demand, len(rs))
+	for i, r := range rs {
+		ds[i] = demand{id: r.GetResourceId(), wants: r.GetWants(), weight: 1, priority: r.GetPriority(), has: r.Has}
+	}
+	out, err := s.serve(ctx, "GetCapacity", req.GetClientId(), ds)
+	if err != nil {
+		return nil, err
+	}
+	w := newWire(ds, out)
+	msgs := make([]pb.ResourceResponse, len(out))
+	resp := &pb.GetCapacityResponse{Response: make([]*pb.ResourceResponse, len(out))}
+	for i := range out {
+		r := &msgs[i]
+		r.ResourceId, r.Gets, r.SafeCapacity = &w.ids[i], &w.leases[i], w.safe(out, i)
+		resp.Response[i] = r
+	}
+	return resp, nil
+}
+
+// serve runs the admission and the decisions for one client's demands.
+//
+// A bulk request (more than bulkRequest resources) may take milliseconds
+// where a renewal takes microseconds. So that renewals do not wait behind
+// bulk requests for a processor, bulk requests run at most GOMAXPROCS-1
+// at a time (one when GOMAXPROCS is 1) and yield the processor every
+// yieldEvery resources.
+func (s *Server) serve(ctx context.Context, rpc, client string, ds []demand) ([]decision, error) {
+	if len(ds) > bulkRequest {
+		select {
+		case s.bulk <- struct{}{}:
+			defer func() { <-s.bulk }()
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	now := s.clock.Now()
+	s.reap(now, reapPerRequest, false)
+	ids := make([]string, len(ds))
+	for i := range ds {
+		ids[i] = ds[i].id
+	}
+	g, err := s.admit(client, ids, now)
+	if err != nil {
+		return nil, exhausted(rpc, err)
+	}
+	defer s.settle(&g)
+	if err := checkDuplicates(ds); err != nil {
+		return nil, s.invalidArgument(rpc, err)
+	}
+	s.requests.Inc(1)
+	out := make([]decision, len(ds))
+	for i := range ds {
+		if i > 0 && i%yieldEvery == 0 {
+			runtime.Gosched()
+		}
+		for {
+			r := s.resourceFor(ds[i].id, now, &g)
+			if s.decide(r, client, &ds[i], now, &g, &out[i]) {
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// decide runs the cleanup, insertion, capacity and response steps for one
+// resource request. It returns false when r was reaped meanwhile and must
+// be looked up again.
+func (s *Server) decide(r *resource, client string, d *demand, now time.Time, g *grant, out *decision) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.deleted {
+		return false
+	}
+	sec := now.Unix()
+	learning := now.Before(r.learningUntil)
+	if !learning {
+		s.clean(r, sec)
+	}
+	t := &r.tab
+	i, known := r.leases[client]
+	if !known {
+		i = t.alloc(client)
+		r.leases[client] = i
+		sl := &t.slots[i]
+		sl.wants, sl.weight = d.wants, d.weight
+		t.insert(i)
+		r.sharesValid = false
+		s.addLease(client, g)
+	} else if sl := &t.slots[i]; sl.wants != d.wants || sl.weight != d.weight {
+		t.setDemand(i, d.wants, d.weight)
+		r.sharesValid = false
+	}
+	sl := &t.slots[i]
+	sl.priority = d.priority
+	sl.lastRequest = now.UnixNano()
+
+	tmpl := r.tmpl
+	leaseLength, refresh := leaseParams(tmpl)
+	var gets float64
+	switch {
+	case tmpl == nil:
+		s.unmatched.Inc(1)
+		gets = d.wants
+	case learning:
+		if d.has != nil {
+			// Echo what the client says it has, but never more than the
+			// capacity left (or a nonsense value): one client claiming 1e308
+			// would otherwise starve every other until its lease expires.
+			gets = d.has.GetCapacity()
+			if k := tmpl.Algorithm.Kind; k == ProportionalShare || k == FairShare {
+				_, _, held := t.totals()
+				gets = math.Min(gets, math.Max(0, tmpl.Capacity-(held-sl.has)))
+			}
+		}
+	default:
+		if !r.sharesValid {
+			r.shares = t.computeShares(tmpl.Algorithm.Kind, tmpl.Capacity)
+			r.sharesValid = true
+		}
+		gets = r.shares.target(d.wants, d.weight)
+		if k := tmpl.Algorithm.Kind; k == ProportionalShare || k == FairShare {
+			_, _, held := t.totals()
+			gets = math.Max(0, math.Min(gets, tmpl.Capacity-(held-sl.has)))
+		}
+	}
+	t.setHas(i, gets)
+	sl = &t.slots[i]
+	expiry := sec + leaseLength
+	if !known || sl.expiry != expiry {
+		t.unlink(i)
+		t.link(i, expiry, leaseLength)
+	}
+	r.updateGauges()
+
+	*out = decision{tmpl: tmpl, capacity: gets, expiry: expiry, refresh: refresh}
+	if tmpl != nil {
+		out.hasSafe = true
+		if tmpl.SafeCapacity != nil {
+			out.safe = *tmpl.SafeCapacity
+		} else {
+			_, weight, _ := t.totals()
+			out.safe = tmpl.Capacity / weight
+		}
+	}
+	return true
+}
+
+// ReleaseCapacity forgets the caller's leases on the named resources, so
+// that their capacity is at once available to other clients. Empty
+// resource ids are ignored: the original client's Close sends one before
+// the real ones (it builds the list with make([]string, n) and appends).
+func (s *Server) ReleaseCapacity(_ context.Context, req *pb.ReleaseCapacityRequest) (*pb.ReleaseCapacityResponse, error) {
+	client := req.GetClientId()
+	if err := s.checkID("client_id", client); err != nil {
+		return nil, s.invalidArgument("ReleaseCapacity", err)
+	}
+	ids := req.GetResourceId()
+	if n := len(ids); n > s.maxRes {
+		return nil, s.invalidArgument("ReleaseCapacity", fmt.Errorf("request names %d resources, more than the limit of %d", n, s.maxRes))
+	}
+	for i, id := range ids {
+		if len(id) > s.maxID {
+			return nil, s.invalidArgument("ReleaseCapacity", fmt.Errorf("resource_id[%d] is %d bytes long, longer than the limit of %d", i, len(id), s.maxID))
+		}
+	}
+	s.reap(s.clock.Now(), reapPerRequest, false)
+	for _, id := range ids {
+		if id == "" {
+			continue
+		}
+		r := s.lookup(id)
+		if r == nil {
+			continue
+		}
+		r.mu.Lock()
+		if i, ok := r.leases[client]; ok && !r.deleted {
+			s.removeLease(r, i)
+			r.updateGauges()
+		}
+		r.mu.Unlock()
+	}
+	return &pb.ReleaseCapacityResponse{}, nil
+}
+
+// GetServerCapacity grants or renews leases to a server lower in the tree
+// on behalf of its clients. Each resource's priority bands are
+// aggregated: the server counts as the sum of their num_clients
+// subclients wanting the sum of their wants (priorities are ignored, as
+// the built-in algorithms ignore them), and gets the algorithm's share for
+// them. The response carries, per resource, the lease, the template's
+// algorithm (so that the server hands out leases the same way) and the
+// safe capacity per client.
+func (s *Server) GetServerCapacity(ctx context.Context, req *pb.GetServerCapacityRequest) (*pb.GetServerCapacityResponse, error) {
+	ds, err := s.validateGetServerCapacity(req)
+	if err != nil {
+		return nil, s.invalidArgument("GetServerCapacity", err)
+	}
+	out, err := s.serve(ctx, "GetServerCapacity", req.GetServerId(), ds)
+	if err != nil {
+		return nil, err
+	}
+	w := newWire(ds, out)
+	resp := &pb.GetServerCapacityResponse{Response: make([]*pb.ServerCapacityResourceResponse, len(out))}
+	for i, d := range out {
+		resp.Response[i] = &pb.ServerCapacityResourceResponse{
+			ResourceId:   &w.ids[i],
+			Gets:         &w.leases[i],
+			Algorithm:    wireAlgorithm(d.tmpl),
+			SafeCapacity: w.safe(out, i),
+		}
+	}
+	return resp, nil
+}
+
+func (s *Server) validateGetServerCapacity(req *pb.GetServerCapacityRequest) ([]demand, error) {
+	if err := s.checkID("server_id", req.GetServerId()); err != nil {
+		return nil, err
+	}
+	rs := req.GetResource()
+	if err := s.checkResources(len(rs), func(i int) string { return rs[i].GetResourceId() }); err != nil {
+		return nil, err
+	}
+	ds := make([]demand, len(rs))
+	for i, r := range rs {
+		id := r.GetResourceId()
+		if err := checkHas(i, id, r.Has); err != nil {
+			return nil, err
+		}
+		d := demand{id: id, has: r.Has}
+		var subclients int64
+		for j, b := range r.GetWants() {
+			if w := b.GetWants(); !finiteNonNegative(w) {
+				return nil, fmt.Errorf("resource[%d] (%q): wants[%d].wants is %v, must be a finite number >= 0", i, id, j, w)
+			}
+			n := b.GetNumClients()
+			if n < 1 || n > MaxSubclients {
+				return nil, fmt.Errorf("resource[%d] (%q): wants[%d].num_clients is %d, must be >= 1 and <= %d", i, id, j, n, MaxSubclients)
+			}
+			subclients += n
+			if subclients > MaxSubclients {
+				return nil, fmt.Errorf("resource[%d] (%q): the bands' num_clients add up to more than %d", i, id, MaxSubclients)
+			}
+			d.wants += b.GetWants()
+			if j == 0 || b.GetPriority() > d.priority {
+				d.priority = b.GetPriority()
+			}
+		}
+		if math.IsInf(d.wants, 0) {
+			return nil, fmt.Errorf("resource[%d] (%q): the bands' wants add up to more than a float64 holds", i, id)
+		}
+		// A server with no bands has no clients yet: it counts as one
+		// wanting nothing (the original's intermediate asks so).
+		d.weight = float64(max(subclients, 1))
+		ds[i] = d
+	}
+	return ds, nil
+}
+
+// wireAlgorithm returns the algorithm of tmpl as sent on the wire; for
+// resources no template matches, NO_ALGORITHM with the default lease.
+func wireAlgorithm(tmpl *Template) *pb.Algorithm {
+	if tmpl == nil {
+		return &pb.Algorithm{
+			Kind:            pb.Algorithm_NO_ALGORITHM.Enum(),
+			LeaseLength:     proto.Int64(unmatchedLeaseLength),
+			RefreshInterval: proto.Int64(unmatchedRefreshInterval),
+		}
+	}
+	a := tmpl.Algorithm
+	w := &pb.Algorithm{
+		Kind:            pb.Algorithm_Kind(a.Kind).Enum(),
+		LeaseLength:     proto.Int64(a.LeaseLength),
+		RefreshInterval: proto.Int64(a.RefreshInterval),
+	}
+	if a.LearningModeDuration != nil {
+		w.LearningModeDuration = proto.Int64(*a.LearningModeDuration)
+	}
+	for _, p := range a.Parameters {
+		w.Parameters = append(w.Parameters, &pb.NamedParameter{Name: proto.String(p.Name), Value: proto.String(p.Value)})
+	}
+	return w
+}

@@ -1,0 +1,345 @@
+package server
+
+import "math"
+
+// This file holds the algorithms' core: a resource's clients kept in a
+// treap ordered by wants per subclient, each subtree carrying the sums of
+// its wants, subclients and granted capacity. Every change (a client's
+// wants, its grant, its arrival or departure) costs O(log n) expected, and
+// so does every share: the FairShare water level and the ProportionalShare
+// split are found by one descent, exactly (no iteration, no
+// approximation), so that a request's cost does not grow with the number
+// of clients of its resource.
+//
+// A client asking on behalf of several (an intermediate server reporting
+// num_clients in GetServerCapacity) counts as that many subclients, each
+// entitled to an equal share, as in the original: FairShare gives a client
+// with k subclients min(wants, k*level), ProportionalShare gives it at
+// least min(wants, k*capacity/K) where K is the resource's total of
+// subclients.
+
+// slot is one lease in a table: the client's state, its place in the
+// expiry list and its node in the shares treap. Slot 0 is unused, so that
+// index 0 means "none".
+type slot struct {
+	client      string
+	wants       float64 // what the client wants
+	has         float64 // what the server granted it (unexpired)
+	weight      float64 // subclients: 1 for a client, num_clients for a server
+	priority    int64
+	expiry      int64 // unix seconds; the lease is expired from then on
+	lastRequest int64 // unix nanoseconds
+
+	prev, next int32 // the expiry list of leases of this length, earliest first
+	length     int32 // the lease length, in seconds: which expiry list
+
+	// The treap, keyed by (ratio, index).
+	ratio                       float64 // wants / weight
+	left, right                 int32
+	prio                        uint32
+	sumWants, sumWeight, sumHas float64 // over the subtree
+}
+
+// table holds a resource's leases: a slot per client, expiry lists
+// (earliest expiry first, so that expired leases are found at their heads
+// in O(1)) and the shares treap.
+type table struct {
+	slots []slot
+	free  []int32
+	root  int32
+	lists []expiryList
+	rng   uint64
+}
+
+func newTable() table {
+	return table{slots: make([]slot, 1, 2), rng: 0x9e3779b97f4a7c15}
+}
+
+// n returns the number of leases in the table.
+func (t *table) n() int { return len(t.slots) - 1 - len(t.free) }
+
+// alloc returns a fresh slot for client, in neither the list nor the tree.
+func (t *table) alloc(client string) int32 {
+	var i int32
+	if k := len(t.free); k > 0 {
+		i = t.free[k-1]
+		t.free = t.free[:k-1]
+	} else {
+		t.slots = append(t.slots, slot{})
+		i = int32(len(t.slots) - 1)
+	}
+	t.rng ^= t.rng << 13
+	t.rng ^= t.rng >> 7
+	t.rng ^= t.rng << 17
+	t.slots[i] = slot{client: client, weight: 1, prio: uint32(t.rng >> 32)}
+	return i
+}
+
+// release returns slot i (already out of the list and the tree).
+func (t *table) release(i int32) {
+	t.slots[i] = slot{}
+	t.free = append(t.free, i)
+	if t.n() == 0 {
+		// Give the memory of a resource that emptied back.
+		t.slots = t.slots[:1:1]
+		t.free = nil
+	}
+}
+
+// less orders slots by ratio, then index: a total order.
+func (t *table) less(a, b int32) bool {
+	ra, rb := t.slots[a].ratio, t.slots[b].ratio
+	return ra < rb || (ra == rb && a < b)
+}
+
+func (t *table) pull(i int32) {
+	s := &t.slots[i]
+	s.sumWants, s.sumWeight, s.sumHas = s.wants, s.weight, s.has
+	if l := s.left; l != 0 {
+		ls := &t.slots[l]
+		s.sumWants += ls.sumWants
+		s.sumWeight += ls.sumWeight
+		s.sumHas += ls.sumHas
+	}
+	if r := s.right; r != 0 {
+		rs := &t.slots[r]
+		s.sumWants += rs.sumWants
+		s.sumWeight += rs.sumWeight
+		s.sumHas += rs.sumHas
+	}
+}
+
+// merge joins treaps a and b, every key of a less than every key of b.
+func (t *table) merge(a, b int32) int32 {
+	if a == 0 {
+		return b
+	}
+	if b == 0 {
+		return a
+	}
+	if t.slots[a].prio >= t.slots[b].prio {
+		t.slots[a].right = t.merge(t.slots[a].right, b)
+		t.pull(a)
+		return a
+	}
+	t.slots[b].left = t.merge(a, t.slots[b].left)
+	t.pull(b)
+	return b
+}
+
+// split splits treap x into the keys less than k's and the others.
+func (t *table) split(x, k int32) (int32, int32) {
+	if x == 0 {
+		return 0, 0
+	}
+	if t.less(x, k) {
+		l, r := t.split(t.slots[x].right, k)
+		t.slots[x].right = l
+		t.pull(x)
+		return x, r
+	}
+	l, r := t.split(t.slots[x].left, k)
+	t.slots[x].left = r
+	t.pull(x)
+	return l, x
+}
+
+// insert adds slot i to the tree, keyed by its ratio.
+func (t *table) insert(i int32) {
+	s := &t.slots[i]
+	s.ratio = s.wants / s.weight
+	s.left, s.right = 0, 0
+	t.pull(i)
+	l, r := t.split(t.root, i)
+	t.root = t.merge(t.merge(l, i), r)
+}
+
+// remove takes slot i out of the tree.
+func (t *table) remove(i int32) { t.root = t.removeFrom(t.root, i) }
+
+func (t *table) removeFrom(x, i int32) int32 {
+	if x == i {
+		return t.merge(t.slots[i].left, t.slots[i].right)
+	}
+	if x == 0 {
+		return 0
+	}
+	if t.less(i, x) {
+		t.slots[x].left = t.removeFrom(t.slots[x].left, i)
+	} else {
+		t.slots[x].right = t.removeFrom(t.slots[x].right, i)
+	}
+	t.pull(x)
+	return x
+}
+
+// setHas changes slot i's granted capacity, keeping the sums.
+func (t *table) setHas(i int32, has float64) {
+	if t.slots[i].has == has {
+		return
+	}
+	t.slots[i].has = has
+	t.repath(t.root, i)
+}
+
+// repath recomputes the sums on the path from x down to i.
+func (t *table) repath(x, i int32) {
+	if x == 0 {
+		return
+	}
+	if x != i {
+		if t.less(i, x) {
+			t.repath(t.slots[x].left, i)
+		} else {
+			t.repath(t.slots[x].right, i)
+		}
+	}
+	t.pull(x)
+}
+
+// setDemand changes slot i's wants and weight, moving it in the tree.
+func (t *table) setDemand(i int32, wants, weight float64) {
+	s := &t.slots[i]
+	if s.wants == wants && s.weight == weight {
+		return
+	}
+	t.remove(i)
+	s = &t.slots[i]
+	s.wants, s.weight = wants, weight
+	t.insert(i)
+}
+
+// totals returns the sums over every lease: wants, subclients, granted.
+func (t *table) totals() (wants, weight, has float64) {
+	if t.root == 0 {
+		return 0, 0, 0
+	}
+	s := &t.slots[t.root]
+	return s.sumWants, s.sumWeight, s.sumHas
+}
+
+// fairLevel returns the water level L of weighted max-min fair division:
+// the L for which the sum over clients of min(wants, weight*L) equals
+// capacity, or +Inf when the total wants fit. One descent: at a node of
+// ratio r, if giving every client min(wants, weight*r) fits, the level is
+// at least r and every client of ratio <= r is satisfied; otherwise it is
+// below r and every client of ratio >= r gets weight*L.
+func (t *table) fairLevel(capacity float64) float64 {
+	var below, above float64 // wants of satisfied clients; weight of the others
+	for x := t.root; x != 0; {
+		s := &t.slots[x]
+		var lw, rk float64
+		if s.left != 0 {
+			lw = t.slots[s.left].sumWants
+		}
+		if s.right != 0 {
+			rk = t.slots[s.right].sumWeight
+		}
+		if below+lw+s.wants+s.ratio*(above+rk) <= capacity {
+			below += lw + s.wants
+			x = s.right
+		} else {
+			above += s.weight + rk
+			x = s.left
+		}
+	}
+	if above == 0 {
+		return math.Inf(1)
+	}
+	return math.Max(0, (capacity-below)/above)
+}
+
+// below returns the sums of wants and weight over the clients whose ratio
+// is less than r.
+func (t *table) below(r float64) (wants, weight float64) {
+	for x := t.root; x != 0; {
+		s := &t.slots[x]
+		if s.ratio < r {
+			if s.left != 0 {
+				wants += t.slots[s.left].sumWants
+				weight += t.slots[s.left].sumWeight
+			}
+			wants += s.wants
+			weight += s.weight
+			x = s.right
+		} else {
+			x = s.left
+		}
+	}
+	return wants, weight
+}
+
+// shares is the result of one algorithm run over a resource's clients: a
+// summary from which any client's target is computed in O(1).
+type shares struct {
+	kind     Kind
+	capacity float64
+	// FairShare: a client gets min(wants, weight*level).
+	level float64
+	// ProportionalShare: a client whose wants fit in its equal share
+	// (weight*equal) gets them; the others get
+	// weight*equal + extra*(wants-weight*equal)/excess, capped at wants.
+	all                  bool // the total wants fit: everyone gets its wants
+	equal, extra, excess float64
+}
+
+// computeShares runs kind over the table's clients in O(log n).
+func (t *table) computeShares(kind Kind, capacity float64) shares {
+	s := shares{kind: kind, capacity: capacity}
+	wants, weight, _ := t.totals()
+	switch kind {
+	case ProportionalShare:
+		if weight == 0 || wants <= capacity {
+			s.all = true
+			return s
+		}
+		s.equal = capacity / weight
+		bw, bk := t.below(s.equal)
+		s.extra = s.equal*bk - bw
+		s.excess = (wants - bw) - s.equal*(weight-bk)
+	case FairShare:
+		s.level = t.fairLevel(capacity)
+	}
+	return s
+}
+
+// target is what a client wanting w on behalf of weight subclients should
+// get once every client has renewed, before capping by the capacity other
+// clients still hold.
+func (s *shares) target(w, weight float64) float64 {
+	switch s.kind {
+	case NoAlgorithm:
+		return w
+	case Static:
+		return math.Min(w, s.capacity)
+	case ProportionalShare:
+		e := weight * s.equal
+		if s.all || w <= e || s.excess <= 0 {
+			return w
+		}
+		return math.Min(w, e+s.extra*(w-e)/s.excess)
+	case FairShare:
+		if math.IsInf(s.level, 1) {
+			return w
+		}
+		return math.Min(w, weight*s.level)
+	}
+	return 0
+}
+
+// Allocate divides capacity between clients wanting wants[i] under kind and
+// writes each client's share to gets (which must be at least as long as
+// wants). It is the algorithm the server runs, without leases: the shares
+// clients converge to once all have renewed. It takes O(n log n).
+func Allocate(kind Kind, capacity float64, wants, gets []float64) {
+	t := newTable()
+	for _, w := range wants {
+		i := t.alloc("")
+		t.slots[i].wants = w
+		t.insert(i)
+	}
+	s := t.computeShares(kind, capacity)
+	for i, w := range wants {
+		gets[i] = s.target(w, 1)
+	}
+}

@@ -1,0 +1,466 @@
+package server
+
+import (
+	"container/heap"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/uber-go/tally/v4"
+
+	"github.com/sluice-rpc/sluice/stats"
+)
+
+// numShards is the number of independently locked parts of the resource
+// and client maps: requests for different resources rarely wait on each
+// other, and no lock is held across the whole server.
+const numShards = 64
+
+// Work bounds, so that no request pays for the server's housekeeping with
+// more than a fraction of a millisecond.
+const (
+	// reapPerRequest is how many due resources a request checks for
+	// expired leases on its way (when any are due).
+	reapPerRequest = 8
+	// maxReapAtLimit is how many due resources a request that would
+	// exceed a limit checks before it is refused.
+	maxReapAtLimit = 2048
+	// cleanPerVisit bounds the expired leases removed from one resource
+	// at a time; the rest stay counted (a conservative error: capacity they
+	// held is not handed out again) until the next visit.
+	cleanPerVisit = 1024
+	// bulkRequest is the size above which a request is bulk: it waits for
+	// one of GOMAXPROCS-1 turns, so that a processor stays free for
+	// renewals.
+	bulkRequest = 64
+	// yieldEvery is how many resources a request handles between yields
+	// of its processor.
+	yieldEvery = 32
+)
+
+// resource is the server's state for one resource.
+type resource struct {
+	mu            sync.Mutex
+	id            string
+	tmpl          *Template // nil when no template matched
+	learningUntil time.Time
+	leases        map[string]int32 // client id -> slot in tab
+	tab           table
+	shares        shares
+	sharesValid   bool
+	deleted       bool // reaped: users must look the resource up again
+
+	capacityGauge, wantsGauge, clientsGauge tally.Gauge
+}
+
+type resourceShard struct {
+	mu sync.RWMutex
+	m  map[string]*resource
+	_  [40]byte // keep shards on separate cache lines
+}
+
+type clientShard struct {
+	mu sync.Mutex
+	m  map[string]int32 // client id -> leases it holds
+	_  [48]byte
+}
+
+// limit is a bound on a count of live things (resources, clients or
+// leases). n counts the live ones plus the reservations of requests in
+// flight, so that a request is admitted only if all it may create fits.
+type limit struct {
+	n    atomic.Int64
+	max  int64
+	what string // "resources", "clients", "leases"
+	name string // the Config field and the flag naming the limit
+}
+
+// reserve takes k units if they fit under the limit.
+func (l *limit) reserve(k int64) bool {
+	for {
+		cur := l.n.Load()
+		if cur+k > l.max {
+			return false
+		}
+		if l.n.CompareAndSwap(cur, cur+k) {
+			return true
+		}
+	}
+}
+
+// grant is what a request reserved: the resources, clients and leases it
+// may create. Creations beyond the grant (possible only when state changed
+// between admission and the request's work, such as a lease expiring in
+// between) are counted without a limit check: the limits can be exceeded
+// by at most the creations of requests in flight that raced so.
+type grant struct {
+	resources, clients, leases int64
+}
+
+func (s *Server) take(l *limit, reserved *int64) {
+	if *reserved > 0 {
+		*reserved--
+		return
+	}
+	l.n.Add(1)
+}
+
+// settle gives back what a request reserved and did not use.
+func (s *Server) settle(g *grant) {
+	if g.resources != 0 {
+		s.nResources.n.Add(-g.resources)
+	}
+	if g.clients != 0 {
+		s.nClients.n.Add(-g.clients)
+	}
+	if g.leases != 0 {
+		s.nLeases.n.Add(-g.leases)
+	}
+	*g = grant{}
+}
+
+func (s *Server) shard(id string) int {
+	return int(maphash.String(s.seed, id) % numShards)
+}
+
+// lookup returns the live resource named id, or nil.
+func (s *Server) lookup(id string) *resource {
+	sh := &s.resources[s.shard(id)]
+	sh.mu.RLock()
+	r := sh.m[id]
+	sh.mu.RUnlock()
+	return r
+}
+
+// resourceFor returns the resource named id, creating it (from g's
+// reservation) on first use.
+func (s *Server) resourceFor(id string, now time.Time, g *grant) *resource {
+	if r := s.lookup(id); r != nil {
+		return r
+	}
+	s.cfgMu.RLock()
+	sh := &s.resources[s.shard(id)]
+	sh.mu.Lock()
+	if r := sh.m[id]; r != nil {
+		sh.mu.Unlock()
+		s.cfgMu.RUnlock()
+		return r
+	}
+	tmpl := s.repo.Match(id)
+	// Per-resource gauges only for resources named exactly by a template:
+	// ids come from clients, and tally keeps every tagged scope for good,
+	// so tagging by any id would let clients grow the server's memory
+	// without bound. Resources matched by a glob (or none) report no gauges.
+	r := &resource{
+		id:            id,
+		tmpl:          tmpl,
+		learningUntil: s.learningUntil(id, tmpl, s.repo),
+		leases:        make(map[string]int32),
+		tab:           newTable(),
+		capacityGauge: nopGauge{}, wantsGauge: nopGauge{}, clientsGauge: nopGauge{},
+	}
+	if tmpl != nil && tmpl.IdentifierGlob == id {
+		scope := s.scope.Tagged(map[string]string{stats.LeaseTagResource: id})
+		r.capacityGauge = scope.Gauge(stats.LeaseCapacity)
+		r.wantsGauge = scope.Gauge(stats.LeaseWants)
+		r.clientsGauge = scope.Gauge(stats.LeaseClients)
+	}
+	sh.m[id] = r
+	s.take(&s.nResources, &g.resources)
+	sh.mu.Unlock()
+	s.cfgMu.RUnlock()
+	// The first check: when the first lease would have expired.
+	ll, _ := leaseParams(tmpl)
+	due := now.Unix() + ll
+	if lu := r.learningUntil.Unix(); lu > due {
+		due = lu
+	}
+	s.schedule(r, due)
+	return r
+}
+
+// nopGauge is the gauge of resources that report none.
+type nopGauge struct{}
+
+func (nopGauge) Update(float64) {}
+
+// leaseParams returns the lease length and refresh interval for resources
+// of tmpl (the original's defaults when no template matched).
+func leaseParams(tmpl *Template) (leaseLength, refresh int64) {
+	if tmpl == nil {
+		return unmatchedLeaseLength, unmatchedRefreshInterval
+	}
+	return tmpl.Algorithm.LeaseLength, tmpl.Algorithm.RefreshInterval
+}
+
+// addLease records that client holds one more lease.
+func (s *Server) addLease(client string, g *grant) {
+	s.take(&s.nLeases, &g.leases)
+	sh := &s.clients[s.shard(client)]
+	sh.mu.Lock()
+	n := sh.m[client]
+	if n == 0 {
+		s.take(&s.nClients, &g.clients)
+	}
+	sh.m[client] = n + 1
+	sh.mu.Unlock()
+}
+
+// dropLease records that client holds one lease less.
+func (s *Server) dropLease(client string) {
+	s.nLeases.n.Add(-1)
+	sh := &s.clients[s.shard(client)]
+	sh.mu.Lock()
+	if n := sh.m[client]; n <= 1 {
+		delete(sh.m, client)
+		s.nClients.n.Add(-1)
+	} else {
+		sh.m[client] = n - 1
+	}
+	sh.mu.Unlock()
+}
+
+func (s *Server) clientKnown(client string) bool {
+	sh := &s.clients[s.shard(client)]
+	sh.mu.Lock()
+	_, ok := sh.m[client]
+	sh.mu.Unlock()
+	return ok
+}
+
+// admit reserves what a request from client for resources ids may
+// create, or says which limit it would exceed. A request that creates
+// nothing (renewals of existing leases) is always admitted.
+func (s *Server) admit(client string, ids []string, now time.Time) (grant, error) {
+	k := int64(len(ids))
+	// Fast path, far from the limits: reserve as if every lease and
+	// resource were new; unused reservations are given back by settle.
+	if s.nResources.reserve(k) {
+		if s.nLeases.reserve(k) {
+			if s.nClients.reserve(1) {
+				return grant{resources: k, clients: 1, leases: k}, nil
+			}
+			s.nLeases.n.Add(-k)
+		}
+		s.nResources.n.Add(-k)
+	}
+	// Near a limit: count what the request would really create, and stop
+	// as soon as it cannot fit, so that a flood is refused after a lookup
+	// or two.
+	var g grant
+	for attempt := 0; ; attempt++ {
+		need, over := s.count(client, ids)
+		if over == nil {
+			if over = s.tryReserve(&need, &g); over == nil {
+				return g, nil
+			}
+		}
+		if attempt == 1 {
+			return grant{}, fmt.Errorf("the server's limit of %d %s (%s) is reached: %d held, and this request would add at least %d",
+				over.max, over.what, over.name, over.n.Load(), needOf(&need, over, s))
+		}
+		// Expired leases may free what is needed: look for them first.
+		s.reap(now, maxReapAtLimit, true)
+	}
+}
+
+// count returns what a request from client for ids would create, or, as
+// soon as that exceeds what a limit has left, the count so far and the
+// limit.
+func (s *Server) count(client string, ids []string) (need grant, over *limit) {
+	if !s.clientKnown(client) {
+		need.clients = 1
+		if s.nClients.n.Load()+1 > s.nClients.max {
+			return need, &s.nClients
+		}
+	}
+	freeResources := s.nResources.max - s.nResources.n.Load()
+	freeLeases := s.nLeases.max - s.nLeases.n.Load()
+	for k, id := range ids {
+		if k > 0 && k%(8*yieldEvery) == 0 {
+			runtime.Gosched()
+		}
+		if r := s.lookup(id); r == nil {
+			need.resources++
+			need.leases++
+		} else {
+			r.mu.Lock()
+			if r.deleted {
+				need.resources++
+				need.leases++
+			} else if _, ok := r.leases[client]; !ok {
+				need.leases++
+			}
+			r.mu.Unlock()
+		}
+		if need.resources > freeResources {
+			return need, &s.nResources
+		}
+		if need.leases > freeLeases {
+			return need, &s.nLeases
+		}
+	}
+	return need, nil
+}
+
+func needOf(need *grant, l *limit, s *Server) int64 {
+	switch l {
+	case &s.nResources:
+		return need.resources
+	case &s.nClients:
+		return need.clients
+	}
+	return need.leases
+}
+
+// tryReserve reserves need entirely into g, or nothing and returns the
+// limit that refused.
+func (s *Server) tryReserve(need, g *grant) *limit {
+	if !s.nResources.reserve(need.resources) {
+		return &s.nResources
+	}
+	if !s.nClients.reserve(need.clients) {
+		s.nResources.n.Add(-need.resources)
+		return &s.nClients
+	}
+	if !s.nLeases.reserve(need.leases) {
+		s.nResources.n.Add(-need.resources)
+		s.nClients.n.Add(-need.clients)
+		return &s.nLeases
+	}
+	*g = *need
+	return nil
+}
+
+// removeLease forgets lease i of r (r.mu held).
+func (s *Server) removeLease(r *resource, i int32) {
+	sl := &r.tab.slots[i]
+	client := sl.client
+	r.tab.remove(i)
+	r.tab.unlink(i)
+	delete(r.leases, client)
+	r.tab.release(i)
+	r.sharesValid = false
+	s.dropLease(client)
+}
+
+// clean forgets up to cleanPerVisit leases of r that expired by now (r.mu
+// held). It reports whether expired leases remain.
+func (s *Server) clean(r *resource, now int64) (more bool) {
+	for n := 0; ; n++ {
+		h := r.tab.earliest()
+		if h == 0 || r.tab.slots[h].expiry > now {
+			return false
+		}
+		if n == cleanPerVisit {
+			return true
+		}
+		s.removeLease(r, h)
+	}
+}
+
+// The reaper: a heap of resources by the time they are next due for a
+// check, each live resource in it exactly once. Requests do the checks on
+// their way, a few at a time, so that resources whose clients went away
+// are forgotten without a background goroutine and without a sweep under
+// a server-wide lock.
+type reapEntry struct {
+	due int64 // unix seconds
+	r   *resource
+}
+
+type reapHeap []reapEntry
+
+func (h reapHeap) Len() int           { return len(h) }
+func (h reapHeap) Less(i, j int) bool { return h[i].due < h[j].due }
+func (h reapHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *reapHeap) Push(x any)        { *h = append(*h, x.(reapEntry)) }
+func (h *reapHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = reapEntry{}
+	*h = old[:len(old)-1]
+	return e
+}
+
+func (s *Server) schedule(r *resource, due int64) {
+	s.reapMu.Lock()
+	s.pushLocked(r, due)
+	s.reapMu.Unlock()
+}
+
+func (s *Server) pushLocked(r *resource, due int64) {
+	heap.Push(&s.reapQ, reapEntry{due: due, r: r})
+	s.nextDue.Store(s.reapQ[0].due)
+}
+
+// reap checks up to budget resources due by now: it forgets their expired
+// leases and forgets resources left without any. Unless wait is set it
+// does nothing while another request is reaping.
+func (s *Server) reap(now time.Time, budget int, wait bool) {
+	sec := now.Unix()
+	if sec < s.nextDue.Load() {
+		return
+	}
+	if wait {
+		s.reapMu.Lock()
+	} else if !s.reapMu.TryLock() {
+		return
+	}
+	defer s.reapMu.Unlock()
+	for n := 0; n < budget && len(s.reapQ) > 0 && s.reapQ[0].due <= sec; n++ {
+		if n > 0 && n%(2*yieldEvery) == 0 {
+			runtime.Gosched() // a long reap, at a limit: let renewals run
+		}
+		e := heap.Pop(&s.reapQ).(reapEntry)
+		r := e.r
+		// Never wait on a resource while holding the reaper's lock: a busy
+		// resource is checked again a second later.
+		if !r.mu.TryLock() {
+			heap.Push(&s.reapQ, reapEntry{due: sec + 1, r: r})
+			continue
+		}
+		if now.Before(r.learningUntil) {
+			// Leases are not cleaned in learning mode.
+			heap.Push(&s.reapQ, reapEntry{due: max(r.learningUntil.Unix(), sec+1), r: r})
+			r.mu.Unlock()
+			continue
+		}
+		more := s.clean(r, sec)
+		switch {
+		case more:
+			heap.Push(&s.reapQ, reapEntry{due: sec, r: r})
+		case r.tab.n() == 0:
+			r.deleted = true
+			sh := &s.resources[s.shard(r.id)]
+			sh.mu.Lock()
+			if sh.m[r.id] == r {
+				delete(sh.m, r.id)
+			}
+			sh.mu.Unlock()
+			s.nResources.n.Add(-1)
+			r.updateGauges()
+		default:
+			// Due again when its last lease would have expired.
+			heap.Push(&s.reapQ, reapEntry{due: r.tab.latest(), r: r})
+			r.updateGauges()
+		}
+		r.mu.Unlock()
+	}
+	if len(s.reapQ) > 0 {
+		s.nextDue.Store(s.reapQ[0].due)
+	} else {
+		s.nextDue.Store(math.MaxInt64)
+	}
+}
+
+func (r *resource) updateGauges() {
+	wants, _, has := r.tab.totals()
+	r.capacityGauge.Update(has)
+	r.wantsGauge.Update(wants)
+	r.clientsGauge.Update(float64(len(r.leases)))
+}
