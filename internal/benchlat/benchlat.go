@@ -6,7 +6,10 @@
 package benchlat
 
 import (
+	"slices"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -72,4 +75,83 @@ func Paired(b *testing.B, nameX string, x func() error, nameY string, y func() e
 func median(d []time.Duration) float64 {
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 	return float64(d[len(d)/2].Nanoseconds())
+}
+
+// loadBlock is how many calls a block of PairedLoad makes of one kind:
+// about 20 ms of load, long enough that starting and stopping the callers
+// is a small part of it, short enough that the machine's drift is about
+// the same for the two blocks of a pair.
+const loadBlock = 1000
+
+// PairedLoad is Paired under load: it times b.N calls of x and of y made by callers goroutines at
+// once, in blocks of up to loadBlock calls of one kind that alternate
+// between x and y, in pairs (which goes first alternating too). It reports
+// each one's median time per call over the blocks as "ns/call-<name>", and
+// as "<nameY>/<nameX>" the median over the pairs of the ratio of y's time
+// to x's: a ratio per pair cancels the drift both blocks of a pair share.
+// Each is loaded for one block untimed first.
+func PairedLoad(b *testing.B, callers int, nameX string, x func() error, nameY string, y func() error) {
+	b.Helper()
+	block := min(b.N, loadBlock)
+	for _, f := range []func() error{x, y} {
+		if err := runBlock(f, callers, block); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var tx, ty, ratios []float64
+	b.ResetTimer()
+	for i, left := 0, b.N; left > 0; i, left = i+1, left-block {
+		n := min(block, left)
+		var dx, dy float64
+		first, second, d1, d2 := x, y, &dx, &dy
+		if i%2 == 1 {
+			first, second, d1, d2 = y, x, &dy, &dx
+		}
+		for _, run := range []struct {
+			f func() error
+			d *float64
+		}{{first, d1}, {second, d2}} {
+			t0 := time.Now()
+			if err := runBlock(run.f, callers, n); err != nil {
+				b.Fatal(err)
+			}
+			*run.d = float64(time.Since(t0).Nanoseconds()) / float64(n)
+		}
+		tx, ty, ratios = append(tx, dx), append(ty, dy), append(ratios, dy/dx)
+	}
+	b.StopTimer()
+	b.ReportMetric(medianOf(tx), "ns/call-"+nameX)
+	b.ReportMetric(medianOf(ty), "ns/call-"+nameY)
+	b.ReportMetric(medianOf(ratios), nameY+"/"+nameX)
+}
+
+// runBlock makes n calls of f from callers goroutines at once and returns
+// the first error.
+func runBlock(f func() error, callers, n int) error {
+	var (
+		next    atomic.Int64
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		first   error
+	)
+	for range min(callers, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(n) {
+				if err := f(); err != nil {
+					errOnce.Do(func() { first = err })
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// medianOf sorts v and returns its middle value.
+func medianOf(v []float64) float64 {
+	slices.Sort(v)
+	return v[len(v)/2]
 }

@@ -18,8 +18,9 @@ func TestFailingCallFailsTheBenchmark(t *testing.T) {
 	bad := func() error { return errors.New("boom") }
 	ok := func() error { return nil }
 	for name, run := range map[string]func(b *testing.B){
-		"median": func(b *testing.B) { Median(b, bad) },
-		"paired": func(b *testing.B) { Paired(b, "x", ok, "y", bad) },
+		"median":            func(b *testing.B) { Median(b, bad) },
+		"paired":            func(b *testing.B) { Paired(b, "x", ok, "y", bad) },
+		"paired under load": func(b *testing.B) { PairedLoad(b, 4, "x", ok, "y", bad) },
 	} {
 		if r := testing.Benchmark(run); r.N != 0 {
 			t.Errorf("%s: a failing call ran %d iterations", name, r.N)
