@@ -67,8 +67,8 @@ type Config struct {
 	// Window is the length of a counting window. Default one second.
 	Window time.Duration
 	// Disabled turns busy throttling off: the Limiter allows every
-	// request and ignores busy responses, and a peer does not rest on a
-	// pushback hint. For comparisons, and for clients that throttle by
+	// request and ignores busy responses, and a pushback hint does not
+	// hold a peer. For comparisons, and for clients that throttle by
 	// other means.
 	Disabled bool
 }

@@ -281,9 +281,9 @@ func TestAdaptiveLimitOnARealServer(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-// TestPushbackRestsThePeer: a Busy answer with a pushback hint keeps the
-// client off that peer for the hinted time (its calls are refused locally,
-// THROTTLED), then lets it try again.
+// TestPushbackRestsThePeer: a Busy answer with a pushback hint, to a client
+// with nothing else pending, keeps it off that peer for the hinted time
+// (its calls are refused locally, THROTTLED), then lets it try again.
 func TestPushbackRestsThePeer(t *testing.T) {
 	s := startServer(t, WithShedding(ShedConfig{MaxRPS: 0.001, Burst: 1, Pushback: 50 * time.Millisecond}))
 	c, clk, _ := startClient(t, s)

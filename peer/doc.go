@@ -26,11 +26,11 @@
 //
 // Every Peer has its own busy.Limiter. A Busy answer with no hint is told
 // to it (End), as the busy-throttling design says; a Busy answer carrying
-// a pushback hint (EndPushedBack) rests the peer for the hinted time
-// instead, because the server said when it can take more. List.Choose
-// considers Ready peers only; it skips peers the caller excludes (those an
-// earlier attempt of the same call used), resting peers and peers whose
-// limiter refuses, and among the rest
+// a pushback hint (EndPushedBack) instead holds the peer, for the hinted
+// time, at the calls it had pending when the answer came: the server said
+// it is full. List.Choose considers Ready peers only; it skips peers the
+// caller excludes (those an earlier attempt of the same call used), peers
+// held at their level and peers whose limiter refuses, and among the rest
 // prefers the one with the fewest pending calls, then a clearly (2x) lower
 // latency estimate, breaking ties at random. Small lists are scanned whole;
 // larger ones use the power of two random choices, which is nearly as good

@@ -267,7 +267,7 @@ func (v *availability) err() error {
 }
 
 func (l *List) try(p *Peer, now time.Time) *Peer {
-	if rest := p.restUntil.Load(); (rest == 0 || now.UnixNano() >= rest) && p.limiter.AllowAt(now) {
+	if rest := p.restUntil.Load(); (rest == 0 || now.UnixNano() >= rest || p.pending.Load() < p.restPending.Load()) && p.limiter.AllowAt(now) {
 		return p
 	}
 	p.refused.Add(1)

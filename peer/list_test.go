@@ -383,6 +383,48 @@ func TestPushbackRestsThePeer(t *testing.T) {
 	}
 }
 
+// TestPushbackHoldsThePendingLevel: a peer pushed back with calls still
+// pending keeps taking calls, but no more at once than it had pending when
+// the server refused; a further refusal lowers that level, and the hint's
+// end lifts it.
+func TestPushbackHoldsThePendingLevel(t *testing.T) {
+	l, clk := newList(t, busy.DefaultCeiling, hp(0))
+	a := l.Get(hp(0))
+	for range 5 {
+		a.Begin()
+	}
+	a.EndPushedBack(clk.Now(), time.Millisecond, 20*time.Millisecond) // 4 pending: the level
+	if _, err := l.Choose(nil); !errors.Is(err, ErrThrottled) {
+		t.Fatalf("at the level (4 pending): err = %v, want ErrThrottled", err)
+	}
+	a.End(clk.Now(), time.Millisecond, codes.OK) // 3 pending: room for one
+	p, err := l.Choose(nil)
+	if err != nil || p != a {
+		t.Fatalf("below the level: %v, %v; want %s", p, err, a.HostPort())
+	}
+	a.Begin()
+	if _, err := l.Choose(nil); !errors.Is(err, ErrThrottled) {
+		t.Fatalf("back at the level: err = %v, want ErrThrottled", err)
+	}
+	clk.Add(10 * time.Millisecond)
+	a.EndPushedBack(clk.Now(), time.Millisecond, 20*time.Millisecond) // level 3
+	a.End(clk.Now(), time.Millisecond, codes.OK)                      // 2 pending
+	if _, err := l.Choose(nil); err != nil {
+		t.Fatalf("below the lowered level: %v", err)
+	}
+	a.Begin()
+	if _, err := l.Choose(nil); !errors.Is(err, ErrThrottled) {
+		t.Fatalf("at the lowered level (3 pending): err = %v, want ErrThrottled", err)
+	}
+	clk.Add(20 * time.Millisecond)
+	for i := range 10 {
+		if _, err := l.Choose(nil); err != nil {
+			t.Fatalf("choice %d after the hint: %v", i, err)
+		}
+		a.Begin()
+	}
+}
+
 // TestPushbackWithThrottlingDisabled: with busy throttling disabled,
 // neither halving nor pushback keeps a peer from being chosen.
 func TestPushbackWithThrottlingDisabled(t *testing.T) {

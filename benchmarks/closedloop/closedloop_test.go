@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -17,9 +18,14 @@ var full = flag.Bool("closedloop", false, "run the full closed-loop comparison (
 // and checks what each must show whatever the machine: no shedding answers
 // no Busy; shedding does; client throttling keeps requests off the server.
 func TestSmallComparison(t *testing.T) {
-	res, err := Run(context.Background(), Config{Workers: 2, Service: 5 * time.Millisecond, Duration: 2 * time.Second})
+	const gogc = 150
+	defer debug.SetGCPercent(debug.SetGCPercent(gogc))
+	res, err := Run(context.Background(), Config{Workers: 2, Service: 5 * time.Millisecond, Duration: 2 * time.Second, GCPercent: 300})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got := debug.SetGCPercent(gogc); got != gogc {
+		t.Errorf("after Run, GOGC is %d, want the process's %d restored", got, gogc)
 	}
 	if len(res.Rows) != 6 {
 		t.Fatalf("%d rows, want 6", len(res.Rows))
@@ -91,5 +97,19 @@ func TestFullTable(t *testing.T) {
 	res.WriteTable(os.Stdout)
 	if err := res.WriteChart(filepath.Join(os.TempDir(), "closedloop.png")); err != nil {
 		t.Fatal(err)
+	}
+	// The target, on a quiet machine: adaptive shedding with client
+	// throttling keeps at least 90% of the capacity and a p99 within 3x
+	// of the unloaded one.
+	for _, r := range res.Rows {
+		if r.Shedding != AdaptiveShedding || !r.Throttling {
+			continue
+		}
+		if r.Goodput < 0.9 {
+			t.Errorf("adaptive shedding, throttling on: goodput %.1f%% of C, want >= 90%%", 100*r.Goodput)
+		}
+		if p99, u := r.Report.Latency.P99, res.Unloaded.Latency.P99; p99 > 3*u {
+			t.Errorf("adaptive shedding, throttling on: p99 %v, more than 3x the unloaded %v", p99, u)
+		}
 	}
 }

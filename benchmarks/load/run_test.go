@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -288,5 +289,29 @@ func TestDurationsRoundTripJSON(t *testing.T) {
 		if sback != s {
 			t.Errorf("Seconds %v -> %s -> %v", time.Duration(s), js, time.Duration(sback))
 		}
+	}
+}
+
+// TestWorkersNeverExceedTheirCapacity: however the schedule absorbs late
+// timers, a pool of N workers of d never finishes k requests sooner than
+// k/N x d after they all arrive.
+func TestWorkersNeverExceedTheirCapacity(t *testing.T) {
+	const workers, d, requests = 4, 10 * time.Millisecond, 40
+	s := startServers(t, 1, ServerConfig{Service: "s", Method: "m", Shape: Fixed(d), Workers: workers})
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range requests {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.serve(context.Background(), 0)
+		}()
+	}
+	wg.Wait()
+	if took, least := time.Since(start), requests/workers*d; took < least {
+		t.Fatalf("%d requests on %d workers of %v took %v, less than %v", requests, workers, d, took, least)
+	}
+	if q := s.Queued(); q < requests-workers {
+		t.Errorf("Queued() = %d, want at least %d", q, requests-workers)
 	}
 }

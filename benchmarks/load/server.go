@@ -30,6 +30,15 @@ type ServerConfig struct {
 	// handler's queue (until their caller gives up), as in a server with a
 	// worker pool. A server's capacity is then Workers / latency. 0: no
 	// limit, every request waits out its latency at once.
+	//
+	// Each worker keeps its own schedule: a request that was already waiting
+	// when the worker's previous request was due to end starts at that
+	// moment, not when the worker's timer fired. A Go timer fires late
+	// (about 0.2 ms on an idle 2-core machine, more under load), and without
+	// the schedule that lateness would come off the capacity: 8 workers of
+	// 2 ms served about 3,000 requests a second instead of 4,000. With it,
+	// the pool serves Workers / latency however late its timers are; the
+	// lateness shows only in each response's timing.
 	Workers int
 	// Shed, if not nil, is the servers' load shedding (channel.WithShedding).
 	Shed *channel.ShedConfig
@@ -50,7 +59,7 @@ type Servers struct {
 	rngMu []sync.Mutex
 	rngs  []*rand.Rand
 
-	workers []chan struct{} // per server, when ServerConfig.Workers > 0
+	workers []chan *worker // per server, when ServerConfig.Workers > 0
 
 	received, cancelled atomic.Int64
 	inFlight, maxFlight atomic.Int64
@@ -77,7 +86,11 @@ func StartServers(n int, cfg ServerConfig) (*Servers, error) {
 	for i := 0; i < n; i++ {
 		s.rngs = append(s.rngs, rand.New(rand.NewPCG(cfg.Seed+uint64(i), 0x5eed)))
 		if cfg.Workers > 0 {
-			s.workers = append(s.workers, make(chan struct{}, cfg.Workers))
+			pool := make(chan *worker, cfg.Workers)
+			for range cfg.Workers {
+				pool <- new(worker)
+			}
+			s.workers = append(s.workers, pool)
 		}
 		var opts []channel.Option
 		if cfg.Shed != nil {
@@ -116,42 +129,68 @@ func (s *Servers) register(ch *channel.Channel, i int) error {
 	})
 }
 
+// worker is one of a server's workers: free is when its last request was
+// due to end, by its schedule (see ServerConfig.Workers).
+type worker struct{ free time.Time }
+
 // serve waits out one request's latency on server i.
 func (s *Servers) serve(ctx context.Context, i int) {
+	arrived := time.Now()
 	s.received.Add(1)
 	n := s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
 	for m := s.maxFlight.Load(); n > m && !s.maxFlight.CompareAndSwap(m, n); m = s.maxFlight.Load() {
 	}
-	if s.workers != nil {
-		select {
-		case s.workers[i] <- struct{}{}:
-		default:
-			// Every worker is busy: wait in the queue, unless the caller
-			// gives up first.
-			s.queued.Add(1)
-			select {
-			case s.workers[i] <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
-		}
-		defer func() { <-s.workers[i] }()
-	}
 	s.rngMu[i].Lock()
 	d := s.cfg.Shape.Sample(s.rngs[i])
 	s.rngMu[i].Unlock()
-	if d <= 0 {
+	if s.workers == nil {
+		s.wait(ctx, d)
 		return
+	}
+	var w *worker
+	select {
+	case w = <-s.workers[i]:
+	default:
+		// Every worker is busy: wait in the queue, unless the caller
+		// gives up first.
+		s.queued.Add(1)
+		select {
+		case w = <-s.workers[i]:
+		case <-ctx.Done():
+			return
+		}
+	}
+	// Start when the worker was due to be free, if this request was
+	// already waiting then: the worker's timer firing late is not the
+	// server's work.
+	start := arrived
+	if w.free.After(start) {
+		start = w.free
+	}
+	end := start.Add(d)
+	if !s.wait(ctx, time.Until(end)) {
+		end = time.Now() // cancelled: the worker is free now
+	}
+	w.free = end
+	s.workers[i] <- w
+}
+
+// wait waits d or until ctx ends, and reports whether d passed.
+func (s *Servers) wait(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return true
 	case <-ctx.Done():
 		if errors.Is(ctx.Err(), context.Canceled) {
 			s.cancelled.Add(1)
 		}
+		return false
 	}
 }
 

@@ -83,6 +83,7 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	closedLoop := fs.Bool("closed-loop", false, "run the closed-loop comparison on one embedded worker-pool server: {no, fixed, adaptive shedding} x {busy throttling off, on}, at --load times its capacity")
 	loadX := fs.Float64("load", 2, "with --closed-loop: the offered rate as a multiple of the server's capacity")
 	chartPath := fs.String("chart", "", "with --closed-loop: draw goodput and p99 over time to `FILE` (.png or .svg)")
+	gogc := fs.Int("gogc", closedloop.DefaultGCPercent, "with --closed-loop: the garbage collector's target `PERCENT` while it runs, as GOGC (-1: keep the process's); the load generator, client and server share one process and its collector")
 	target := addTargetFlags(fs, "the `SERVICE` to call (default \"bench\" with --embedded)",
 		"the `METHOD` to call (default \"echo\" with --embedded)", "each call's request `BODY` (arg3; {} if none with -e json)")
 	service, method, encoding, body := target.service, target.method, target.encoding, target.body
@@ -103,7 +104,7 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if *closedLoop {
 		return benchClosedLoop(ctx, fs, closedLoopArgs{embedded: *embedded, workers: *workers, shape: *shapeText,
-			load: *loadX, timeout: *timeout, duration: *duration, output: *output, chart: *chartPath}, stdout, stderr)
+			load: *loadX, timeout: *timeout, duration: *duration, output: *output, chart: *chartPath, gogc: *gogc}, stdout, stderr)
 	}
 	hostPorts, err := peers.hostPorts()
 	switch {
@@ -117,8 +118,8 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fs.usageError("--embedded-latency, --embedded-workers and --embedded-shed need --embedded")
 	case *workers < 0 || *workers > load.MaxWorkers:
 		return fs.usageError("--embedded-workers is %d, must be in [0, %d]", *workers, load.MaxWorkers)
-	case fs.set("load") || fs.set("chart"):
-		return fs.usageError("--load and --chart need --closed-loop")
+	case fs.set("load") || fs.set("chart") || fs.set("gogc"):
+		return fs.usageError("--load, --chart and --gogc need --closed-loop")
 	case *embedded == 0 && (*service == "" || *method == ""):
 		return fs.usageError("-s/--service and -m/--method are required with peers")
 	case target.checkEncoding() != nil:
@@ -283,6 +284,7 @@ type closedLoopArgs struct {
 	load              float64
 	timeout, duration time.Duration
 	output, chart     string
+	gogc              int
 }
 
 // benchClosedLoop runs `sluice bench --closed-loop`.
@@ -307,7 +309,10 @@ func benchClosedLoop(ctx context.Context, fs *flagSet, a closedLoopArgs, stdout,
 	if a.embedded > 1 {
 		return fs.usageError("--closed-loop runs one embedded server; --embedded is %d", a.embedded)
 	}
-	cfg := closedloop.Config{Workers: a.workers, Load: a.load, Timeout: a.timeout}
+	if a.gogc == 0 || a.gogc < -1 {
+		return fs.usageError("--gogc is %d, must be a positive percent or -1 (keep the process's)", a.gogc)
+	}
+	cfg := closedloop.Config{Workers: a.workers, Load: a.load, Timeout: a.timeout, GCPercent: a.gogc}
 	if fs.set("max-duration") {
 		cfg.Duration = a.duration
 	}
