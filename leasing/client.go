@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/clock"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
+	"github.com/sluice-rpc/sluice/leasing/internal/master"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/stats"
 )
@@ -169,10 +170,8 @@ type Client struct {
 	resources map[string]*Resource
 	closed    bool
 
-	rpcMu  sync.Mutex // serialises refreshes and connection changes
-	target string
-	conn   *grpc.ClientConn
-	known  bool // target is known to be the master
+	rpcMu  sync.Mutex    // serialises refreshes and connection changes
+	master master.Finder // guarded by rpcMu
 
 	wake chan struct{}
 	stop context.CancelFunc // ends the refresh loop's context
@@ -234,10 +233,11 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		refreshes: cfg.Scope.Counter(stats.LeaseRequests),
 		errors:    cfg.Scope.Counter(stats.LeaseRefreshErrors),
 		resources: make(map[string]*Resource),
-		target:    cfg.Addr,
-		wake:      make(chan struct{}, 1),
-		done:      make(chan struct{}),
-		rand:      rand.Float64,
+		master: master.Finder{Addr: cfg.Addr, DialOptions: cfg.DialOptions, RPCTimeout: cfg.RPCTimeout,
+			MaxRedirects: cfg.MaxRedirects, Prefix: "leasing"},
+		wake: make(chan struct{}, 1),
+		done: make(chan struct{}),
+		rand: rand.Float64,
 		backoff: retry.Backoff{Initial: cfg.InitialBackoff, Max: cfg.MaxBackoff, Multiplier: 2,
 			Jitter: retry.EqualJitter},
 	}
@@ -378,100 +378,16 @@ func (c *Client) Refresh(ctx context.Context) error {
 // getCapacity sends req to the master, discovering it and following
 // redirects. Callers hold rpcMu.
 func (c *Client) getCapacity(ctx context.Context, req *pb.GetCapacityRequest) (*pb.GetCapacityResponse, error) {
-	retried := false
-	for redirects := 0; ; redirects++ {
-		conn, err := c.master(ctx)
-		if err != nil {
+	var resp *pb.GetCapacityResponse
+	err := c.master.Call(ctx, "GetCapacity", func(ctx context.Context, conn *grpc.ClientConn) (*pb.Mastership, error) {
+		var err error
+		resp, err = pb.NewCapacityClient(conn).GetCapacity(ctx, req)
+		if err != nil || len(resp.GetResponse()) > 0 {
 			return nil, err
 		}
-		rctx, cancel := context.WithTimeout(ctx, c.cfg.RPCTimeout)
-		resp, err := pb.NewCapacityClient(conn).GetCapacity(rctx, req)
-		cancel()
-		if err != nil {
-			target := c.target
-			c.forget()
-			if !retried && ctx.Err() == nil {
-				// The connection may be stale (a restarted server):
-				// rediscover and try once more at once.
-				retried = true
-				continue
-			}
-			return nil, fmt.Errorf("leasing: GetCapacity to %s: %w", target, err)
-		}
-		if len(resp.GetResponse()) > 0 || resp.GetMastership() == nil {
-			return resp, nil
-		}
-		if err := c.redirect(resp.GetMastership(), redirects); err != nil {
-			return nil, err
-		}
-	}
-}
-
-// redirect switches to the master named by m. Callers hold rpcMu.
-func (c *Client) redirect(m *pb.Mastership, redirects int) error {
-	addr := m.GetMasterAddress()
-	if addr == "" {
-		c.forget()
-		return fmt.Errorf("leasing: server %s is not the master and does not know who is", c.target)
-	}
-	if redirects >= c.cfg.MaxRedirects {
-		c.forget()
-		return fmt.Errorf("leasing: gave up after %d mastership redirects (last to %s)", redirects, addr)
-	}
-	c.setTarget(addr, true)
-	return nil
-}
-
-// master returns a connection to the master, asking the current target
-// with Discovery when it is not known to be the master. Callers hold rpcMu.
-func (c *Client) master(ctx context.Context) (*grpc.ClientConn, error) {
-	for redirects := 0; ; redirects++ {
-		if c.conn == nil {
-			conn, err := grpc.NewClient(c.target, c.cfg.DialOptions...)
-			if err != nil {
-				return nil, fmt.Errorf("leasing: dialling %s: %w", c.target, err)
-			}
-			c.conn = conn
-		}
-		if c.known {
-			return c.conn, nil
-		}
-		rctx, cancel := context.WithTimeout(ctx, c.cfg.RPCTimeout)
-		d, err := pb.NewCapacityClient(c.conn).Discovery(rctx, &pb.DiscoveryRequest{})
-		cancel()
-		if err != nil {
-			c.forget()
-			return nil, fmt.Errorf("leasing: Discovery at %s: %w", c.target, err)
-		}
-		if d.GetIsMaster() {
-			c.known = true
-			return c.conn, nil
-		}
-		if err := c.redirect(d.GetMastership(), redirects); err != nil {
-			return nil, err
-		}
-	}
-}
-
-// setTarget points the client at addr. Callers hold rpcMu.
-func (c *Client) setTarget(addr string, master bool) {
-	if addr != c.target && c.conn != nil {
-		c.conn.Close()
-		c.conn = nil
-	}
-	c.target = addr
-	c.known = master
-}
-
-// forget drops the connection and goes back to the configured address.
-// Callers hold rpcMu.
-func (c *Client) forget() {
-	if c.conn != nil {
-		c.conn.Close()
-		c.conn = nil
-	}
-	c.target = c.cfg.Addr
-	c.known = false
+		return resp.GetMastership(), nil
+	})
+	return resp, err
 }
 
 // run is the background refresh loop, until ctx ends (Close).
@@ -568,7 +484,7 @@ func (c *Client) Close() error {
 	defer cancel()
 	err := c.release(ctx, ids)
 	c.rpcMu.Lock()
-	c.forget()
+	c.master.Forget()
 	c.rpcMu.Unlock()
 	return err
 }
@@ -582,7 +498,7 @@ func (c *Client) release(ctx context.Context, ids []string) error {
 	defer c.rpcMu.Unlock()
 	req := &pb.ReleaseCapacityRequest{ClientId: proto.String(c.id), ResourceId: ids}
 	for redirects := 0; ; redirects++ {
-		conn, err := c.master(ctx)
+		conn, err := c.master.Conn(ctx)
 		if err != nil {
 			return err
 		}
@@ -590,14 +506,15 @@ func (c *Client) release(ctx context.Context, ids []string) error {
 		resp, err := pb.NewCapacityClient(conn).ReleaseCapacity(rctx, req)
 		cancel()
 		if err != nil {
-			c.forget()
-			return fmt.Errorf("leasing: ReleaseCapacity to %s: %w", c.target, err)
+			target := c.master.Target()
+			c.master.Forget()
+			return fmt.Errorf("leasing: ReleaseCapacity to %s: %w", target, err)
 		}
 		m := resp.GetMastership()
-		if m == nil || m.GetMasterAddress() == c.target || (m.GetMasterAddress() == "" && c.known) {
+		if m == nil || m.GetMasterAddress() == c.master.Target() || (m.GetMasterAddress() == "" && c.master.Known()) {
 			return nil
 		}
-		if err := c.redirect(m, redirects); err != nil {
+		if err := c.master.Redirect(m, redirects); err != nil {
 			return err
 		}
 	}

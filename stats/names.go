@@ -81,13 +81,21 @@ const (
 //
 // The Recorder uses a copy made when the program starts: changing this
 // variable changes no histogram.
-var LatencyBuckets = tally.DurationBuckets{
-	100 * time.Microsecond, 200 * time.Microsecond, 500 * time.Microsecond,
-	1 * time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond,
-	10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond,
-	100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
-	1 * time.Second, 2 * time.Second, 5 * time.Second,
-	10 * time.Second,
+var LatencyBuckets = steps125(100*time.Microsecond, 10*time.Second)
+
+// steps125 returns the bounds from to through, in 1-2-5 steps: from, 2 x
+// from, 5 x from, 10 x from, ... up to and including through (from and
+// through each a power of ten times the unit).
+func steps125(from, through time.Duration) tally.DurationBuckets {
+	var b tally.DurationBuckets
+	for d := from; d <= through; d *= 10 {
+		for _, m := range []time.Duration{1, 2, 5} {
+			if d*m <= through {
+				b = append(b, d*m)
+			}
+		}
+	}
+	return b
 }
 
 // AttemptBuckets are the upper bounds of CallAttempts's buckets: one bucket

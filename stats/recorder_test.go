@@ -94,6 +94,21 @@ func TestHistogramNamesTagsBuckets(t *testing.T) {
 
 // Each latency lands in exactly one bucket: the first whose bound it does
 // not exceed.
+// TestBucketBounds: the 1-2-5 bounds, 16 of them from 100µs to 10s, and 16
+// from 10µs to 1s for the Doorman server.
+func TestBucketBounds(t *testing.T) {
+	want := []time.Duration{100 * time.Microsecond, 200 * time.Microsecond, 500 * time.Microsecond,
+		time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond,
+		50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
+		time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second}
+	if !slices.Equal(LatencyBuckets, want) {
+		t.Errorf("LatencyBuckets = %v, want %v", LatencyBuckets, want)
+	}
+	if b := LeaseServerLatencyBuckets; len(b) != 16 || b[0] != 10*time.Microsecond || b[15] != time.Second {
+		t.Errorf("LeaseServerLatencyBuckets = %v, want 16 bounds from 10µs to 1s", b)
+	}
+}
+
 func TestCallLatencyBuckets(t *testing.T) {
 	for _, tc := range []struct {
 		latency, bucket time.Duration

@@ -8,11 +8,14 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/sluice-rpc/sluice/leasing"
 	"github.com/sluice-rpc/sluice/leasing/server"
+	"github.com/sluice-rpc/sluice/leasing/server/etcdelection"
 )
 
 var doormanHelp = helpText{
@@ -31,11 +34,16 @@ sluice doorman flood --server 127.0.0.1:6000 --ids 1000000 --server-pid 4242`,
 }
 
 var doormanServeHelp = helpText{
-	synopsis: `sluice doorman serve --config FILE --listen HOST:PORT [--debug-listen ADDR] [limits]`,
+	synopsis: `sluice doorman serve --config FILE|etcd:KEY --listen HOST:PORT [--debug-listen ADDR] [--tls-cert FILE --tls-key FILE [--tls-ca FILE]] [--parent HOST:PORT] [--etcd ENDPOINTS --election-key KEY] [limits]`,
 	about: `Serves Doorman's gRPC protocol on --listen, handing out capacity leases for the
 resources of --config (the original Doorman's YAML format: resource templates
 with a capacity and an algorithm, NO_ALGORITHM, STATIC, PROPORTIONAL_SHARE or
-FAIR_SHARE). It answers every request, however soon after the last. With
+FAIR_SHARE). It answers every request, however soon after the last. The
+configuration is a FILE, read again every --config-poll, or etcd:KEY in the
+etcd cluster at --etcd, watched; a changed configuration is applied whole if
+valid, and refused with a line on stderr otherwise (the one in force stays).
+--tls-cert and --tls-key serve TLS; --tls-ca also requires client
+certificates signed by that CA. With
 --debug-listen, the same listener serves the server's metrics at /metrics, the
 runtime's profiles at /debug/pprof/ and a status page listing the resources,
 their clients and their leases at /status. It runs until interrupted.
@@ -45,11 +53,37 @@ would hold more resources, distinct clients or leases (client and resource
 pairs) than they allow is refused with gRPC code RESOURCE_EXHAUSTED and a
 message naming the limit; renewals of existing leases never are.
 
+With --parent the server is an intermediate in a server tree: it asks the
+parent node's master (found with Discovery, redirects followed) for all its
+resources in one GetServerCapacity request, on behalf of its clients (their
+wants summed per priority band), and hands out at most what it was leased,
+never beyond its own lease, refreshing at half the parent's refresh interval.
+--config is then optional: the parent's answers give each resource's
+capacity and algorithm. Without --parent the server is a root: capacity comes
+from --config.
+
+With --etcd and --election-key several servers form one node: they campaign
+on the key in etcd (3.4 or later) and one is the master. The others answer
+every request with the master's address, which clients follow; Discovery
+says who the master is. A server that wins starts empty, in learning mode; one
+that loses drops its state. A master cut off from etcd stops serving within
+--election-ttl (its etcd session's time to live); a master that stops resigns
+and another takes over at once. Changes of mastership are printed. The address
+given to clients is --advertise (default --listen, which must then name a
+host).
+
 Exit status: 0 when interrupted, 1 when the configuration cannot be loaded or
 the server fails, 2 on a usage error.`,
 	examples: `sluice doorman serve --config doorman.yaml --listen 127.0.0.1:6000
 sluice doorman serve --config doorman.yaml --listen 127.0.0.1:6000 --debug-listen 127.0.0.1:6001
-curl -s http://127.0.0.1:6001/status`,
+curl -s http://127.0.0.1:6001/status
+# a root node of three servers elected on etcd, and an intermediate under it
+sluice doorman serve --config root.yaml --listen 10.0.0.1:6000 --etcd 10.0.0.9:2379 --election-key /doorman/root
+sluice doorman serve --config root.yaml --listen 10.0.0.2:6000 --etcd 10.0.0.9:2379 --election-key /doorman/root
+sluice doorman serve --config root.yaml --listen 10.0.0.3:6000 --etcd 10.0.0.9:2379 --election-key /doorman/root
+sluice doorman serve --listen 10.0.1.1:6000 --parent 10.0.0.1:6000 --server-id region-eu
+# TLS, and the configuration kept in etcd
+sluice doorman serve --config etcd:/doorman/config --etcd 10.0.0.9:2379 --listen 10.0.0.1:6000 --tls-cert server.pem --tls-key server-key.pem`,
 }
 
 var doormanGetHelp = helpText{
@@ -62,7 +96,8 @@ prints every change until interrupted.
 Exit status: 0 when a lease was printed (or --watch was interrupted), 1 when
 the server could not be reached or sent no lease, 2 on a usage error.`,
 	examples: `sluice doorman get --server 127.0.0.1:6000 --resource kv-rps --wants 500
-sluice doorman get --server 127.0.0.1:6000 --resource kv-rps --wants 500 --client-id web-1 --watch`,
+sluice doorman get --server 127.0.0.1:6000 --resource kv-rps --wants 500 --client-id web-1 --watch
+sluice doorman get --server doorman.internal:6000 --tls-ca ca.pem --resource kv-rps --wants 500`,
 }
 
 // doormanCmd runs `sluice doorman ...`; serve and get --watch run until
@@ -94,17 +129,33 @@ func doormanRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("sluice doorman serve", doormanServeHelp, stdout, stderr)
-	config := fs.String("config", "", "the resource configuration, a YAML `FILE` in the original Doorman's format")
+	config := fs.String("config", "", "the resource configuration: a YAML `FILE` in the original Doorman's format, or etcd:KEY (a key in the cluster at --etcd holding it)")
 	listen := fs.String("listen", "", "`HOST:PORT` to serve gRPC on")
 	debugAddr := fs.String("debug-listen", "", debugListenUsage+"; the status page is /status")
 	maxResources := fs.Int("max-resources", server.DefaultMaxResources, "the most resources the server keeps, `N` >= 1")
 	maxClients := fs.Int("max-clients", server.DefaultMaxClients, "the most distinct clients holding leases, `N` >= 1")
 	maxLeases := fs.Int("max-leases", server.DefaultMaxLeases, "the most leases (client and resource pairs), `N` >= 1")
+	tree := addDoormanTreeFlags(fs)
+	parentTLS := addClientTLSFlags(fs, "parent-", "the parent", "--parent")
+	ops := addDoormanOpsFlags(fs)
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
-	if *config == "" || *listen == "" {
-		return fs.usageError("--config and --listen are required")
+	if *listen == "" || (*config == "" && tree.parent == "") {
+		return fs.usageError("--config and --listen are required (--config may be left out with --parent)")
+	}
+	if err := tree.validate(*listen); err != nil {
+		return fs.usageError("%v", err)
+	}
+	if err := ops.validate(); err != nil {
+		return fs.usageError("%v", err)
+	}
+	parentDial, err := parentTLS.dialOptions()
+	switch {
+	case err != nil:
+		return fs.usageError("%v", err)
+	case parentDial != nil && tree.parent == "":
+		return fs.usageError("the --parent-tls flags need --parent")
 	}
 	for _, l := range []struct {
 		name string
@@ -119,26 +170,50 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return fs.usageError("%v", err)
 	}
 	defer debug.close()
-	repo, err := server.LoadRepository(*config)
-	if err != nil {
-		return fs.failure("%v", err)
+	var repo *server.Repository
+	if *config != "" {
+		if repo, err = ops.loadConfig(ctx, *config, tree.etcd); err != nil {
+			return fs.failure("%v", err)
+		}
 	}
-	srv, err := server.New(server.Config{Repository: repo, Scope: debug.scope(),
-		MaxResources: *maxResources, MaxClients: *maxClients, MaxLeases: *maxLeases})
-	if err != nil {
-		return fs.failure("%v", err)
-	}
+	defer ops.close()
 	lis, err := net.Listen("tcp", *listen)
 	if err != nil {
+		return fs.failure("%v", err)
+	}
+	stdout = &lockedWriter{w: stdout} // mastership changes are printed from the election
+	cfg := server.Config{Repository: repo, Scope: debug.scope(),
+		MaxResources: *maxResources, MaxClients: *maxClients, MaxLeases: *maxLeases}
+	cfg.ParentDialOptions = parentDial
+	election, err := tree.apply(&cfg, lis.Addr().String(), stdout)
+	if err != nil {
+		lis.Close()
+		return fs.failure("%v", err)
+	}
+	defer election.close()
+	srv, err := server.New(cfg)
+	if err != nil {
+		lis.Close()
+		return fs.failure("%v", err)
+	}
+	opts, err := ops.grpcServerOptions(srv, debug.scope())
+	if err != nil {
+		lis.Close()
 		return fs.failure("%v", err)
 	}
 	if err := debug.serve("sluice doorman serve", map[string]http.Handler{"/status": srv}, stderr); err != nil {
 		lis.Close()
 		return fs.failure("%v", err)
 	}
-	fmt.Fprintf(stdout, "doorman serving %d templates on %s\n", len(repo.Resources), lis.Addr())
+	stopReloading := ops.start(srv, debug.scope(), stderr)
+	defer stopReloading()
+	templates := 0
+	if repo != nil {
+		templates = len(repo.Resources)
+	}
+	fmt.Fprintf(stdout, "doorman serving %d templates on %s%s\n", templates, lis.Addr(), tree.describe())
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(lis) }()
+	go func() { done <- srv.Serve(lis, opts...) }()
 	select {
 	case <-ctx.Done():
 		srv.Stop()
@@ -159,13 +234,18 @@ func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	clientID := fs.String("client-id", "", "the client's `ID` (default HOSTNAME:PID)")
 	priority := fs.Int64("priority", 0, "the priority sent to the server")
 	watch := fs.Bool("watch", false, "keep the lease, refreshing it, and print every change until interrupted")
+	tlsFlags := addDoormanClientTLSFlags(fs)
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
 	if *serverAddr == "" || *resource == "" || *wants < 0 {
 		return fs.usageError("--server, --resource and --wants (>= 0) are required")
 	}
-	client, err := leasing.NewClient(leasing.ClientConfig{Addr: *serverAddr, ID: *clientID, ManualRefresh: !*watch})
+	dialOpts, err := tlsFlags.dialOptions()
+	if err != nil {
+		return fs.usageError("%v", err)
+	}
+	client, err := leasing.NewClient(leasing.ClientConfig{Addr: *serverAddr, ID: *clientID, ManualRefresh: !*watch, DialOptions: dialOpts})
 	if err != nil {
 		return fs.failure("%v", err)
 	}
@@ -203,4 +283,149 @@ func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) in
 func printLease(w io.Writer, client string, res *leasing.Resource, capacity float64, expiry time.Time) {
 	fmt.Fprintf(w, "client=%s resource=%s wants=%g capacity=%g expires=%s\n", client, res.ID(), res.Wants(), capacity,
 		expiry.UTC().Format(time.RFC3339))
+}
+
+// doormanTree is `sluice doorman serve`'s place in a server tree and its
+// node: --parent, --server-id, --etcd, --election-key, --election-ttl and
+// --advertise.
+type doormanTree struct {
+	parent, serverID       string
+	etcd, electionKey      string
+	electionTTL            time.Duration
+	advertise, advertising string
+}
+
+// addDoormanTreeFlags registers serve's tree and election flags on fs.
+func addDoormanTreeFlags(fs *flagSet) *doormanTree {
+	d := &doormanTree{}
+	fs.StringVar(&d.parent, "parent", "", "make this server an intermediate: ask the Doorman node at `HOST:PORT` (any of its servers) for capacity")
+	fs.StringVar(&d.serverID, "server-id", "", "the `ID` this server presents to its --parent (default the advertised address)")
+	fs.StringVar(&d.etcd, "etcd", "", "etcd's client `ENDPOINTS`, comma-separated HOST:PORT or URLs, for --election-key and --config etcd:KEY")
+	fs.StringVar(&d.electionKey, "election-key", "", "campaign for mastership of the node on etcd `KEY` with the other servers using it; needs --etcd")
+	fs.DurationVar(&d.electionTTL, "election-ttl", etcdelection.DefaultTTL,
+		"the election session's time to live, whole seconds >= 1s: a master cut off from etcd stops serving within it")
+	fs.StringVar(&d.advertise, "advertise", "", "the `HOST:PORT` other servers send clients to when this one is master (default --listen)")
+	return d
+}
+
+// validate checks the flags as a set: errors are usage errors naming the
+// flag.
+func (d *doormanTree) validate(listen string) error {
+	if d.parent != "" {
+		if err := hostPort(d.parent); err != nil {
+			return fmt.Errorf("--parent %q: %v", d.parent, err)
+		}
+	}
+	if d.advertise != "" {
+		if err := hostPort(d.advertise); err != nil {
+			return fmt.Errorf("--advertise %q: %v", d.advertise, err)
+		}
+	}
+	if d.electionKey == "" {
+		return nil
+	}
+	if d.etcd == "" {
+		return fmt.Errorf("--election-key needs --etcd, the endpoints of the etcd cluster to campaign on")
+	}
+	for i, ep := range strings.Split(d.etcd, ",") {
+		if strings.TrimSpace(ep) == "" {
+			return fmt.Errorf("--etcd %q: endpoint %d is empty", d.etcd, i+1)
+		}
+	}
+	if strings.Trim(d.electionKey, "/") == "" {
+		return fmt.Errorf("--election-key %q names no key: want a key such as /doorman/root", d.electionKey)
+	}
+	if d.electionTTL < time.Second || d.electionTTL%time.Second != 0 {
+		return fmt.Errorf("--election-ttl is %v, must be a whole number of seconds >= 1s", d.electionTTL)
+	}
+	if d.advertise == "" {
+		if host, _, err := net.SplitHostPort(listen); err == nil {
+			if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+				return fmt.Errorf("--listen %q names no host for clients to be sent to: give --advertise HOST:PORT", listen)
+			}
+		}
+	}
+	return nil
+}
+
+func hostPort(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("want HOST:PORT: %v", err)
+	}
+	if host == "" || port == "" {
+		return fmt.Errorf("want HOST:PORT with both")
+	}
+	return nil
+}
+
+// doormanElection is the running election, closed after the server stops.
+type doormanElection struct{ el *etcdelection.Election }
+
+func (e doormanElection) close() {
+	if e.el != nil {
+		e.el.Close()
+	}
+}
+
+// apply sets cfg's tree and election fields; listening is the address the
+// server listens on. Mastership changes are printed on out.
+func (d *doormanTree) apply(cfg *server.Config, listening string, out io.Writer) (doormanElection, error) {
+	d.advertising = d.advertise
+	if d.advertising == "" {
+		d.advertising = listening
+	}
+	cfg.Address = d.advertising
+	cfg.Parent, cfg.ID = d.parent, d.serverID
+	if d.electionKey == "" {
+		return doormanElection{}, nil
+	}
+	var eps []string
+	for _, ep := range strings.Split(d.etcd, ",") {
+		eps = append(eps, strings.TrimSpace(ep))
+	}
+	el, err := etcdelection.New(etcdelection.Config{Endpoints: eps, Key: d.electionKey, TTL: d.electionTTL})
+	if err != nil {
+		return doormanElection{}, err
+	}
+	cfg.Election = el
+	self := d.advertising
+	cfg.OnMastership = func(m server.Mastership) {
+		switch {
+		case m.IsMaster:
+			fmt.Fprintf(out, "doorman %s: now the master of %s (new state, learning mode)\n", self, d.electionKey)
+		case m.Master != "":
+			fmt.Fprintf(out, "doorman %s: not the master of %s; the master is %s\n", self, d.electionKey, m.Master)
+		default:
+			fmt.Fprintf(out, "doorman %s: not the master of %s; no master known\n", self, d.electionKey)
+		}
+	}
+	cfg.OnElectionError = func(err error) {
+		fmt.Fprintf(out, "doorman %s: election on %s failed, retrying: %v\n", self, d.electionKey, err)
+	}
+	return doormanElection{el}, nil
+}
+
+// describe is what serve adds to its first line.
+func (d *doormanTree) describe() string {
+	var s string
+	if d.parent != "" {
+		s += " (intermediate under " + d.parent + ")"
+	}
+	if d.electionKey != "" {
+		s += fmt.Sprintf(" (campaigning on %s as %s, session TTL %v)", d.electionKey, d.advertising, d.electionTTL)
+	}
+	return s
+}
+
+// lockedWriter serialises writes from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

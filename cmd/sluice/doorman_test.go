@@ -22,6 +22,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluice-rpc/sluice/internal/etcdtest"
+	"github.com/sluice-rpc/sluice/internal/testhttp"
 	"github.com/sluice-rpc/sluice/internal/testwait"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 	"github.com/sluice-rpc/sluice/leasing/server"
@@ -100,12 +102,12 @@ func TestDoormanServeAndGet(t *testing.T) {
 	}
 
 	// The status page and the server's metrics share the debug listener.
-	if page := httpGet(t, "http://"+debugAddr+"/status"); !strings.Contains(page, `resource "db"`) {
+	if page := testhttp.OK(t, "http://"+debugAddr+"/status"); !strings.Contains(page, `resource "db"`) {
 		t.Errorf("/status:\n%s", page)
 	}
 	answered := regexp.MustCompile(`(?m)^lease_requests [1-9]`)
 	testwait.Until(t, "/metrics to count the request the server answered", func() bool {
-		return answered.MatchString(httpGet(t, "http://"+debugAddr+"/metrics"))
+		return answered.MatchString(testhttp.OK(t, "http://"+debugAddr+"/metrics"))
 	})
 
 	// get released its lease on exit, so a watcher gets it all; --watch
@@ -150,6 +152,15 @@ resources:
 		{[]string{"serve"}, 2, "--config and --listen are required"},
 		{[]string{"serve", "--config", bad, "--listen", "127.0.0.1:0"}, 1, `template 0 ("*")`},
 		{[]string{"serve", "--config", "/nonexistent.yaml", "--listen", "127.0.0.1:0"}, 1, "reading configuration"},
+		{[]string{"serve", "--listen", "127.0.0.1:0"}, 2, "--config and --listen are required (--config may be left out with --parent)"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--parent", "nohostport"}, 2, `--parent "nohostport": want HOST:PORT`},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--parent", ":6000"}, 2, `--parent ":6000": want HOST:PORT with both`},
+		{[]string{"serve", "--config", bad, "--listen", "127.0.0.1:0", "--election-key", "/k"}, 2, "--election-key needs --etcd"},
+		{[]string{"serve", "--config", bad, "--listen", "127.0.0.1:0", "--etcd", "127.0.0.1:2379,", "--election-key", "/k"}, 2, `--etcd "127.0.0.1:2379,": endpoint 2 is empty`},
+		{[]string{"serve", "--config", bad, "--listen", "127.0.0.1:0", "--etcd", "127.0.0.1:2379", "--election-key", "/"}, 2, `--election-key "/" names no key`},
+		{[]string{"serve", "--config", bad, "--listen", "127.0.0.1:0", "--etcd", "127.0.0.1:2379", "--election-key", "/k", "--election-ttl", "1500ms"}, 2, "--election-ttl is 1.5s, must be a whole number of seconds >= 1s"},
+		{[]string{"serve", "--config", bad, "--listen", ":6000", "--etcd", "127.0.0.1:2379", "--election-key", "/k"}, 2, `--listen ":6000" names no host for clients to be sent to: give --advertise HOST:PORT`},
+		{[]string{"serve", "--config", bad, "--listen", "0.0.0.0:6000", "--etcd", "127.0.0.1:2379", "--election-key", "/k", "--advertise", "x"}, 2, `--advertise "x": want HOST:PORT`},
 		{[]string{"get", "--server", "127.0.0.1:1"}, 2, "--wants (>= 0) are required"},
 		{[]string{"get", "--server", "127.0.0.1:1", "--resource", "r", "--wants", "1"}, 1, "sluice doorman get:"},
 	}
@@ -167,30 +178,7 @@ resources:
 // with the test, which checks that it exited 0.
 func startDoorman(t *testing.T, config string, flags ...string) string {
 	t.Helper()
-	file := writeConfig(t, config)
-	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut syncBuffer
-	exit := make(chan int, 1)
-	go func() {
-		exit <- doormanRun(ctx, append([]string{"serve", "--config", file, "--listen", "127.0.0.1:0"}, flags...), &out, &errOut)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if code := testwait.Recv(t, exit, "sluice doorman serve to exit"); code != 0 {
-			t.Errorf("sluice doorman serve exited %d: %s", code, errOut.String())
-		}
-	})
-	re := regexp.MustCompile(`serving \d+ templates on (\S+)`)
-	var addr string
-	testwait.Until(t, "sluice doorman serve to listen", func() bool {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			addr = m[1]
-		}
-		return addr != "" || strings.Contains(errOut.String(), "sluice doorman serve:")
-	})
-	if addr == "" {
-		t.Fatalf("sluice doorman serve failed: %s", errOut.String())
-	}
+	addr, _, _ := startDoormanArgs(t, append([]string{"--config", writeConfig(t, config), "--listen", "127.0.0.1:0"}, flags...)...)
 	return addr
 }
 
@@ -400,4 +388,76 @@ func TestDoormanLoadAndFlood(t *testing.T) {
 	if m := regexp.MustCompile(`side client: (\d+) requests, (\d+) answered`).FindStringSubmatch(out.String()); m == nil || m[1] != m[2] {
 		t.Errorf("the side client's requests were not all answered: %v", m)
 	}
+}
+
+// startDoormanArgs runs `sluice doorman serve` with args in process and
+// returns its address and its output; it stops with the test, which
+// checks that it exited 0. stop stops it earlier.
+func startDoormanArgs(t *testing.T, args ...string) (addr string, out *syncBuffer, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out = &syncBuffer{}
+	var errOut syncBuffer
+	exit := make(chan int, 1)
+	go func() { exit <- doormanRun(ctx, append([]string{"serve"}, args...), out, &errOut) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if code := testwait.Recv(t, exit, "sluice doorman serve to exit"); code != 0 {
+				t.Errorf("sluice doorman serve exited %d: %s", code, errOut.String())
+			}
+		})
+	}
+	t.Cleanup(stop)
+	re := regexp.MustCompile(`serving \d+ templates on (\S+)`)
+	testwait.Until(t, "sluice doorman serve to listen", func() bool {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			addr = m[1]
+		}
+		return addr != "" || strings.Contains(errOut.String(), "sluice doorman serve:")
+	})
+	if addr == "" {
+		t.Fatalf("sluice doorman serve failed: %s", errOut.String())
+	}
+	return addr, out, stop
+}
+
+// Two `sluice doorman serve` on embedded etcd form one root node: one
+// says it is the master, the other names it; an intermediate started with
+// --parent pointing at the follower reaches the master, and a client of
+// the intermediate gets its lease; when the master stops, the other
+// server says it has taken over.
+func TestDoormanServeTreeAndElection(t *testing.T) {
+	et := etcdtest.Start(t)
+	file := writeConfig(t, testDoormanConfig)
+	elect := []string{"--config", file, "--listen", "127.0.0.1:0", "--etcd", et.Endpoint, "--election-key", "/cli/root", "--election-ttl", "2s"}
+	a, aOut, stopA := startDoormanArgs(t, elect...)
+	testwait.Until(t, "the first server to become master", func() bool { return strings.Contains(aOut.String(), "now the master of /cli/root") })
+	b, bOut, _ := startDoormanArgs(t, elect...)
+	testwait.Until(t, "the second server to name the master", func() bool {
+		return strings.Contains(bOut.String(), "not the master of /cli/root; the master is "+a)
+	})
+	if !strings.Contains(aOut.String(), "(campaigning on /cli/root as "+a+", session TTL 2s)") {
+		t.Errorf("serve's first line does not say it campaigns:\n%s", aOut.String())
+	}
+
+	mid, midOut, _ := startDoormanArgs(t, "--listen", "127.0.0.1:0", "--parent", b, "--server-id", "mid")
+	if !strings.Contains(midOut.String(), "serving 0 templates on "+mid+" (intermediate under "+b+")") {
+		t.Errorf("the intermediate's first line:\n%s", midOut.String())
+	}
+	wctx, wcancel := context.WithCancel(context.Background())
+	var watchOut, watchErr syncBuffer
+	wexit := make(chan int, 1)
+	go func() {
+		wexit <- doormanRun(wctx, []string{"get", "--server", mid, "--resource", "db", "--wants", "30", "--client-id", "leaf", "--watch"}, &watchOut, &watchErr)
+	}()
+	testwait.Until(t, "the intermediate's client to get 30", func() bool { return strings.Contains(watchOut.String(), "capacity=30") })
+	wcancel()
+	if code := testwait.Recv(t, wexit, "get --watch to exit"); code != 0 {
+		t.Fatalf("get --watch exited %d: %s", code, watchErr.String())
+	}
+
+	stopA()
+	testwait.Until(t, "the second server to take over", func() bool { return strings.Contains(bOut.String(), "now the master of /cli/root") })
 }

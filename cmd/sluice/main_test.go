@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"regexp"
 	"strconv"
@@ -14,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/internal/testhttp"
 	"github.com/sluice-rpc/sluice/internal/testwait"
 )
 
@@ -342,9 +341,9 @@ func TestDemoServesMetrics(t *testing.T) {
 				t.Error("no debug listener")
 				return
 			}
-			metrics = httpGet(t, "http://"+addr+"/metrics")
-			pprofIndex = httpGet(t, "http://"+addr+"/debug/pprof/")
-			live = httpGet(t, "http://"+addr+"/debug/sluice")
+			metrics = testhttp.OK(t, "http://"+addr+"/metrics")
+			pprofIndex = testhttp.OK(t, "http://"+addr+"/debug/pprof/")
+			live = testhttp.OK(t, "http://"+addr+"/debug/sluice")
 		})
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
@@ -367,26 +366,6 @@ func TestDemoServesMetrics(t *testing.T) {
 	if len(state.Services) != 1 || state.Services[0].Name != "kv" || len(state.Services[0].Peers) != 3 {
 		t.Errorf("/debug/sluice: want service kv with 3 peers, got %+v", state.Services)
 	}
-}
-
-// httpGet fetches url without keeping the connection (no client
-// goroutine outlives the test) and returns the body of a 200 answer.
-func httpGet(t *testing.T, url string) string {
-	t.Helper()
-	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: testwait.Limit}
-	res, err := c.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s\n%s", url, res.Status, b)
-	}
-	return string(b)
 }
 
 // Every command takes flags only: a stray word is an error, not the silent

@@ -9,24 +9,9 @@ import (
 	"time"
 
 	"github.com/uber-go/tally/v4"
-)
 
-// get fetches url without keeping the connection, so that no client
-// goroutine outlives the test.
-func get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
-	res, err := c.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.StatusCode, string(b)
-}
+	"github.com/sluice-rpc/sluice/internal/testhttp"
+)
 
 func serve(t *testing.T, m *Metrics, pages map[string]http.Handler) *Server {
 	t.Helper()
@@ -60,7 +45,7 @@ func TestServe(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	code, body := get(t, "http://"+s.Addr()+MetricsPath)
+	code, body := testhttp.Get(t, "http://"+s.Addr()+MetricsPath)
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: %d\n%s", code, body)
 	}
@@ -79,22 +64,22 @@ func TestServe(t *testing.T) {
 		t.Errorf("error log: %s", errLog.String())
 	}
 
-	if code, body := get(t, "http://"+s.Addr()+PprofPath); code != http.StatusOK || !strings.Contains(body, "goroutine") {
+	if code, body := testhttp.Get(t, "http://"+s.Addr()+PprofPath); code != http.StatusOK || !strings.Contains(body, "goroutine") {
 		t.Errorf("%s: %d\n%s", PprofPath, code, body)
 	}
-	if code, body := get(t, "http://"+s.Addr()+PprofPath+"goroutine?debug=1"); code != http.StatusOK || !strings.Contains(body, "goroutine profile:") {
+	if code, body := testhttp.Get(t, "http://"+s.Addr()+PprofPath+"goroutine?debug=1"); code != http.StatusOK || !strings.Contains(body, "goroutine profile:") {
 		t.Errorf("goroutine profile: %d\n%s", code, body)
 	}
-	if code, body := get(t, "http://"+s.Addr()+"/status"); code != http.StatusOK || body != "all well\n" {
+	if code, body := testhttp.Get(t, "http://"+s.Addr()+"/status"); code != http.StatusOK || body != "all well\n" {
 		t.Errorf("/status: %d %q", code, body)
 	}
-	code, body = get(t, s.URL())
+	code, body = testhttp.Get(t, s.URL())
 	for _, p := range []string{MetricsPath, PprofPath, "/status"} {
 		if code != http.StatusOK || !strings.Contains(body, `href="`+p+`"`) {
 			t.Errorf("index: %d, no link to %s:\n%s", code, p, body)
 		}
 	}
-	if code, _ := get(t, "http://"+s.Addr()+"/nope"); code != http.StatusNotFound {
+	if code, _ := testhttp.Get(t, "http://"+s.Addr()+"/nope"); code != http.StatusNotFound {
 		t.Errorf("/nope: %d, want 404", code)
 	}
 }
@@ -102,10 +87,10 @@ func TestServe(t *testing.T) {
 // Without a Metrics there is no /metrics; the profiles are still there.
 func TestServeWithoutMetrics(t *testing.T) {
 	s := serve(t, nil, nil)
-	if code, _ := get(t, "http://"+s.Addr()+MetricsPath); code != http.StatusNotFound {
+	if code, _ := testhttp.Get(t, "http://"+s.Addr()+MetricsPath); code != http.StatusNotFound {
 		t.Errorf("/metrics: %d, want 404", code)
 	}
-	if code, _ := get(t, "http://"+s.Addr()+PprofPath+"cmdline"); code != http.StatusOK {
+	if code, _ := testhttp.Get(t, "http://"+s.Addr()+PprofPath+"cmdline"); code != http.StatusOK {
 		t.Errorf("cmdline: %d", code)
 	}
 }

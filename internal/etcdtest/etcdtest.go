@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
 )
 
 // Etcd is a single-member etcd cluster running in the test process.
@@ -28,7 +29,8 @@ func Start(t testing.TB) *Etcd {
 	t.Helper()
 	cfg := embed.NewConfig()
 	cfg.Dir = t.TempDir()
-	cfg.LogLevel = "error"
+	// Quiet: a member stopping logs its listeners' closing as errors.
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	cfg.UnsafeNoFsync = true
 	client, peer := freeURL(t), freeURL(t)
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}

@@ -21,6 +21,58 @@
 // equal share, as in the original. The response carries the template's
 // algorithm, so that the lower server hands out leases the same way.
 //
+// # Master election
+//
+// Several servers form one node by sharing an Election (Config.Election;
+// package etcdelection campaigns on an etcd v3 key). Only the master
+// serves: the others answer GetCapacity, GetServerCapacity and
+// ReleaseCapacity with the mastership field alone (the master's address,
+// or none while no master is known), which clients follow, and Discovery
+// says who the master is. A server that wins starts empty, in learning
+// mode for each template's learning duration, as at start; one that loses
+// drops all its state at once (requests hold a read lock on the state, a
+// change of mastership the write lock, so no request sees half of
+// either). The Election interface only reports outcomes and has no clock,
+// so a simulation can drive a Server with its own. A server with no
+// Election is its own master, as before. How long a master cut off from
+// the others may keep serving is the Election's bound: for etcdelection,
+// its session TTL (3 s by default), counted from the last renewal etcd
+// acknowledged, so that it stops before another can win.
+//
+// # Server tree
+//
+// A server with a Parent is an intermediate: it is a client of the parent
+// node through GetServerCapacity. Every resource its clients ask for goes
+// into one request (up to DefaultMaxResourcesPerRequest resources each),
+// with its clients' wants summed per priority band and their number
+// (subclients counted for servers below it), and its lease as has. The
+// parent's master is found with Discovery and its redirects followed, as
+// the leasing client does (package leasing/internal/master, shared). For
+// each resource the intermediate hands out at most the capacity it was
+// leased, with the parent's algorithm and safe capacity, never beyond its
+// own lease's expiry, and with half the parent's refresh interval (the
+// design's decay factor of 0.5 per level); it refreshes at half the
+// parent's refresh interval too, at once when a new resource appears, and
+// with a capped backoff when the parent is unreachable. Before the
+// parent's first answer for a resource it has nothing to hand out (the
+// design: a server without capacity behaves as if it had none) and asks
+// clients back within a second. When its lease is lost it is in safe
+// mode: it hands out the safe capacity the parent last sent, per client
+// (negative: what they want), in leases of one refresh interval.
+//
+// Shortfall. When the root cuts an intermediate's lease, the
+// intermediate's clients keep their leases until they renew: in the
+// design, the capacity the root takes back may meanwhile be granted to
+// another server, and the clients' total overshoots the capacity (its
+// simulation: up to 6%). A Sluice intermediate says in has what it has
+// handed out, when that is more than its lease, and a Sluice root keeps
+// counting that claim (never more than it granted the intermediate
+// before) as held until the intermediate says less. The capacity taken
+// back is granted elsewhere only once the first intermediate's clients
+// have renewed, at the cost of up to one more client and intermediate
+// refresh before the new split. An original intermediate sends no has
+// and is served as the design says.
+//
 // # Compatibility with the original
 //
 // Replayed side by side, the server answers the original's clients as the
@@ -61,6 +113,21 @@
 //   - A resource no template matches gets what it asks for with a 60 s
 //     lease renewed every 16 s (the design's defaults); the original
 //     requires a "*" template, so it never meets one.
+//   - Server tree: a Sluice intermediate hands its clients half its
+//     parent's refresh interval and refreshes at half of it, as the design
+//     says (the original's intermediate passes the parent's interval on
+//     and refreshes at it, no more often than every 5 s); it sends its
+//     lease as has (the original's sends none) and, as root, counts an
+//     intermediate's has as held (see Shortfall above). Both directions
+//     were checked against the original's request and answer shapes,
+//     emulated from its code (its binaries predate Go modules): an
+//     original intermediate's GetServerCapacity (server_id, one band of
+//     priority 1 with num_clients and wants, no has, and its "*" probe)
+//     under a Sluice root, and a Sluice intermediate under a parent answering
+//     as the original root does (gets, algorithm, safe_capacity, no
+//     mastership; Discovery and mastership redirects from a non-master).
+//   - A non-master's answers carry the mastership field with the master's
+//     address, or an empty one while it knows none, as the original's.
 //
 // # Cost
 //

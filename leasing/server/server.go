@@ -50,7 +50,11 @@ const (
 
 // Config configures a Server.
 type Config struct {
-	// Repository is the resource repository. Required.
+	// Repository is the resource repository. Required for a root server;
+	// an intermediate (Parent set) takes each resource's capacity, and its
+	// algorithm when the parent sends one, from its parent, and uses its
+	// own templates only for what the parent does not send (nil means
+	// none).
 	Repository *Repository
 	// Clock is the time source; nil means the wall clock.
 	Clock clock.Clock
@@ -79,15 +83,49 @@ type Config struct {
 	// with codes.ResourceExhausted. With the other two limits it bounds
 	// the server's memory (see BenchmarkLeaseMemory).
 	MaxLeases int
+
+	// Election, if set, decides whether this server is its node's master
+	// (see Election and package etcdelection); nil means the server is
+	// always its own master. It is run by Start (or Serve) with the
+	// advertised Address as the server's id, so an Address that other
+	// servers' clients can reach must be known by then.
+	Election Election
+	// OnMastership, if set, is called after every change of mastership
+	// (for logging).
+	OnMastership func(Mastership)
+	// OnElectionError, if set, is called when Election.Run fails: the
+	// server has stepped down and runs it again after a backoff (for
+	// logging).
+	OnElectionError func(error)
+
+	// Parent is the HOST:PORT of a server of the parent node, making this
+	// server an intermediate in a server tree: it asks the parent's
+	// master for its capacity with GetServerCapacity, on behalf of all its
+	// clients, and hands out at most what it was leased. Empty means a
+	// root server, whose capacity is its templates'.
+	Parent string
+	// ParentDialOptions are used to dial the parent; nil means plaintext.
+	ParentDialOptions []grpc.DialOption
+	// ID is the server_id presented to the parent; empty means the
+	// advertised address.
+	ID string
+	// ParentRPCTimeout bounds each RPC to the parent (0 means
+	// DefaultParentRPCTimeout).
+	ParentRPCTimeout time.Duration
 }
 
 // Validate reports the first thing wrong with c.
 func (c *Config) Validate() error {
-	if c.Repository == nil {
-		return errors.New("server: Config.Repository is nil, a resource repository is required")
+	if c.Repository == nil && c.Parent == "" {
+		return errors.New("server: Config.Repository is nil, a resource repository is required (only an intermediate, with a Parent, may have none)")
 	}
-	if err := c.Repository.Validate(); err != nil {
-		return err
+	if c.Repository != nil {
+		if err := c.Repository.Validate(); err != nil {
+			return err
+		}
+	}
+	if c.ParentRPCTimeout < 0 {
+		return fmt.Errorf("server: Config.ParentRPCTimeout is %v, must be >= 0 (0 means the default)", c.ParentRPCTimeout)
 	}
 	for _, f := range []struct {
 		name string
@@ -103,8 +141,12 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// Server is a single-node Doorman server speaking the original's gRPC
-// protocol (service doorman.Capacity). A single server is its own master.
+// Server is a Doorman server speaking the original's gRPC protocol
+// (service doorman.Capacity). A server with no Election is its own
+// master; with one, it serves only while it is the master of its node
+// and otherwise redirects (see Election). A server with a Parent is an
+// intermediate in a server tree, its capacity leased from the parent
+// node (see the package doc).
 //
 // For every resource it keeps each client's wants and unexpired lease. It
 // never hands a client more than the capacity left after the other
@@ -124,14 +166,18 @@ func (c *Config) Validate() error {
 type Server struct {
 	pb.UnimplementedCapacityServer
 
-	clock     clock.Clock
-	scope     tally.Scope
-	started   time.Time
-	maxRes    int
-	maxID     int
-	unmatched tally.Counter
-	requests  tally.Counter
-	invalid   tally.Counter
+	clock   clock.Clock
+	scope   tally.Scope
+	started time.Time
+	// masterSince is when the server last became master (its start when
+	// it has no election): learning mode is timed from it. Guarded by
+	// epochMu.
+	masterSince time.Time
+	maxRes      int
+	maxID       int
+	unmatched   tally.Counter
+	requests    tally.Counter
+	invalid     tally.Counter
 
 	seed      maphash.Seed
 	resources [numShards]resourceShard
@@ -142,7 +188,7 @@ type Server struct {
 	setMu    sync.Mutex   // serialises SetRepository
 	cfgMu    sync.RWMutex // guards repo
 	repo     *Repository
-	startCfg *Repository // the configuration at start, which bounds learning mode
+	startCfg *Repository // the configuration at start (or on becoming master), which bounds learning mode; guarded by epochMu
 
 	bulk chan struct{} // a token per bulk request running
 
@@ -150,13 +196,26 @@ type Server struct {
 	reapQ   reapHeap
 	nextDue atomic.Int64
 
+	// epochMu is held for reading by every request while it works on the
+	// state, and for writing by a change of mastership, which empties the
+	// state: a request never sees half of one master's state.
+	epochMu         sync.RWMutex
+	ms              atomic.Pointer[Mastership] // nil: no election, always master
+	election        Election
+	onMastership    func(Mastership)
+	onElectionError func(error)
+	parent          *parentLink // nil for a root server
+
 	mu      sync.Mutex
 	address string
 	grpc    *grpc.Server
 	stopped bool
+	bgStop  context.CancelFunc // ends Start's goroutines
+	bgDone  sync.WaitGroup
 }
 
-// New returns a server for cfg. Its learning period starts now.
+// New returns a server for cfg. Its learning period starts now (or, with
+// an Election, when it wins mastership).
 func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -176,6 +235,20 @@ func New(cfg Config) (*Server, error) {
 		repo:     cfg.Repository,
 		startCfg: cfg.Repository,
 		address:  cfg.Address,
+		election: cfg.Election,
+
+		onMastership:    cfg.OnMastership,
+		onElectionError: cfg.OnElectionError,
+	}
+	if s.repo == nil {
+		s.repo = &Repository{}
+		s.startCfg = s.repo
+	}
+	if cfg.Election != nil {
+		s.ms.Store(&Mastership{}) // not the master until the election says so
+	}
+	if cfg.Parent != "" {
+		s.parent = newParentLink(cfg)
 	}
 	s.nResources.max, s.nResources.what, s.nResources.name = def(cfg.MaxResources, DefaultMaxResources), "resources", "Config.MaxResources, --max-resources"
 	s.nClients.max, s.nClients.what, s.nClients.name = def(cfg.MaxClients, DefaultMaxClients), "clients", "Config.MaxClients, --max-clients"
@@ -196,16 +269,19 @@ func New(cfg Config) (*Server, error) {
 	s.requests = s.scope.Counter(stats.LeaseRequests)
 	s.invalid = s.scope.Counter(stats.LeaseInvalidRequests)
 	s.started = s.clock.Now()
+	s.masterSince = s.started
 	return s, nil
 }
 
 // Register registers s as the doorman.Capacity service of g.
 func (s *Server) Register(g grpc.ServiceRegistrar) { pb.RegisterCapacityServer(g, s) }
 
-// Serve answers gRPC requests on lis until Stop is called. If the server
-// has no advertised Address it advertises lis's address.
-func (s *Server) Serve(lis net.Listener) error {
-	g := grpc.NewServer()
+// Serve answers gRPC requests on lis until Stop is called, on a gRPC
+// server made with opts (TLS credentials, interceptors such as
+// NewMetrics'). If the server has no advertised Address it advertises
+// lis's address.
+func (s *Server) Serve(lis net.Listener, opts ...grpc.ServerOption) error {
+	g := grpc.NewServer(opts...)
 	s.Register(g)
 	s.mu.Lock()
 	if s.stopped {
@@ -217,16 +293,67 @@ func (s *Server) Serve(lis net.Listener) error {
 	}
 	s.grpc = g
 	s.mu.Unlock()
+	if err := s.Start(); err != nil {
+		return err
+	}
 	return g.Serve(lis)
+}
+
+// Start starts the server's background work: the election, if
+// Config.Election is set, and the refresh of its capacity from its
+// parent, if Config.Parent is set. Serve calls it; a server registered
+// on a gRPC server of its own with Register must call it (with
+// Config.Address set). Stop ends the work. Start is idempotent.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return errors.New("server: Start after Stop")
+	}
+	if s.bgStop != nil || (s.election == nil && s.parent == nil) {
+		return nil
+	}
+	if s.election != nil && s.address == "" {
+		return errors.New("server: Start with an Election needs Config.Address (or Serve), the address other servers send clients to")
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	s.bgStop = stop
+	if s.election != nil {
+		s.bgDone.Add(1)
+		go func(id string) {
+			defer s.bgDone.Done()
+			s.runElection(ctx, id)
+		}(s.address)
+	}
+	if s.parent != nil {
+		if s.parent.id == "" {
+			s.parent.id = s.address
+		}
+		s.bgDone.Add(1)
+		go func() {
+			defer s.bgDone.Done()
+			s.runParent(ctx)
+		}()
+	}
+	return nil
 }
 
 // Stop stops a server started with Serve, closing its listener and
 // connections.
+//
+// With an Election, Stop first ends the campaign (resigning mastership,
+// so that another server takes over at once) and waits for the server's
+// background work to end.
 func (s *Server) Stop() {
 	s.mu.Lock()
 	s.stopped = true
 	g := s.grpc
+	bg := s.bgStop
 	s.mu.Unlock()
+	if bg != nil {
+		bg()
+		s.bgDone.Wait()
+	}
 	if g != nil {
 		g.Stop()
 	}
@@ -250,11 +377,19 @@ func (s *Server) SetRepository(repo *Repository) error {
 	}
 	s.setMu.Lock()
 	defer s.setMu.Unlock()
+	s.epochMu.RLock()
+	defer s.epochMu.RUnlock()
 	s.cfgMu.Lock()
 	s.repo = repo
 	s.cfgMu.Unlock()
 	for _, r := range s.snapshot() {
 		r.mu.Lock()
+		if s.parent != nil {
+			// An intermediate's templates come from its parent; the local
+			// ones count again when the parent next answers.
+			r.mu.Unlock()
+			continue
+		}
 		r.tmpl = repo.Match(r.id)
 		// A new learning duration may shorten learning mode, never restart it
 		// for a resource that has left it.
@@ -285,16 +420,17 @@ func (s *Server) snapshot() []*resource {
 // learning mode.
 func (s *Server) learningUntil(id string, t *Template, repo *Repository) time.Time {
 	if t == nil {
-		return s.started
+		return s.masterSince
 	}
-	until := s.started.Add(t.LearningDuration())
-	// Learning mode protects leases granted before this server started; a
-	// configuration pushed later cannot make it outlast what the
-	// configuration at start said (those leases have expired by then).
+	until := s.masterSince.Add(t.LearningDuration())
+	// Learning mode protects leases granted before this server started (or
+	// became master); a configuration pushed later cannot make it outlast
+	// what the configuration then said (those leases have expired by
+	// then).
 	if s.startCfg != repo {
-		first := s.started // no template at start: nothing to learn
+		first := s.masterSince // no template at start: nothing to learn
 		if st := s.startCfg.Match(id); st != nil {
-			first = s.started.Add(st.LearningDuration())
+			first = s.masterSince.Add(st.LearningDuration())
 		}
 		if first.Before(until) {
 			until = first
@@ -303,12 +439,39 @@ func (s *Server) learningUntil(id string, t *Template, repo *Repository) time.Ti
 	return until
 }
 
-// Discovery tells the caller that this server is the master.
+// Discovery tells the caller who the master is: this server (is_master
+// true, with its address) or another (is_master false, with the master's
+// address, or none while no master is known).
 func (s *Server) Discovery(context.Context, *pb.DiscoveryRequest) (*pb.DiscoveryResponse, error) {
-	s.mu.Lock()
-	addr := s.address
-	s.mu.Unlock()
-	return &pb.DiscoveryResponse{Mastership: &pb.Mastership{MasterAddress: proto.String(addr)}, IsMaster: proto.Bool(true)}, nil
+	m := s.Mastership()
+	if m.IsMaster {
+		s.mu.Lock()
+		addr := s.address
+		s.mu.Unlock()
+		return &pb.DiscoveryResponse{Mastership: &pb.Mastership{MasterAddress: proto.String(addr)}, IsMaster: proto.Bool(true)}, nil
+	}
+	return &pb.DiscoveryResponse{Mastership: wireMastership(m), IsMaster: proto.Bool(false)}, nil
+}
+
+// errNotMaster is serve's answer when the server is not the master.
+var errNotMaster = errors.New("server: not the master")
+
+// wireMastership is the mastership field of a non-master's answers: the
+// master's address, absent when unknown.
+func wireMastership(m Mastership) *pb.Mastership {
+	if m.Master == "" {
+		return &pb.Mastership{}
+	}
+	return &pb.Mastership{MasterAddress: proto.String(m.Master)}
+}
+
+// redirect returns the mastership field to answer with when the server is
+// not the master, or nil.
+func (s *Server) redirect() *pb.Mastership {
+	if m := s.ms.Load(); m != nil && !m.IsMaster {
+		return wireMastership(*m)
+	}
+	return nil
 }
 
 func (s *Server) checkID(what, id string) error {
@@ -406,6 +569,7 @@ type demand struct {
 	weight   float64 // subclients
 	priority int64
 	has      *pb.Lease
+	server   bool // from GetServerCapacity
 }
 
 // decision is a lease granted for one resource.
@@ -453,7 +617,13 @@ func (w *wire) safe(out []decision, i int) *float64 {
 // resource of a valid request gets an entry in the response. A request
 // that would add resources, clients or leases beyond the server's limits
 // is refused as a whole with codes.ResourceExhausted.
+//
+// A server that is not the master answers every request with only the
+// mastership field (see Discovery).
 func (s *Server) GetCapacity(ctx context.Context, req *pb.GetCapacityRequest) (*pb.GetCapacityResponse, error) {
+	if m := s.redirect(); m != nil {
+		return &pb.GetCapacityResponse{Mastership: m}, nil
+	}
 	if err := s.validateGetCapacity(req); err != nil {
 		return nil, s.invalidArgument("GetCapacity", err)
 	}
@@ -463,6 +633,9 @@ func (s *Server) GetCapacity(ctx context.Context, req *pb.GetCapacityRequest) (*
 		ds[i] = demand{id: r.GetResourceId(), wants: r.GetWants(), weight: 1, priority: r.GetPriority(), has: r.Has}
 	}
 	out, err := s.serve(ctx, "GetCapacity", req.GetClientId(), ds)
+	if err == errNotMaster {
+		return &pb.GetCapacityResponse{Mastership: wireMastership(s.Mastership())}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -492,6 +665,11 @@ func (s *Server) serve(ctx context.Context, rpc, client string, ds []demand) ([]
 		case <-ctx.Done():
 			return nil, status.FromContextError(ctx.Err()).Err()
 		}
+	}
+	s.epochMu.RLock()
+	defer s.epochMu.RUnlock()
+	if m := s.ms.Load(); m != nil && !m.IsMaster {
+		return nil, errNotMaster
 	}
 	now := s.clock.Now()
 	s.reap(now, reapPerRequest, false)
@@ -557,6 +735,15 @@ func (s *Server) decide(r *resource, client string, d *demand, now time.Time, g 
 
 	tmpl := r.tmpl
 	leaseLength, refresh := leaseParams(tmpl)
+	var capacity float64
+	lastExpiry := int64(math.MaxInt64)
+	if tmpl != nil {
+		capacity = tmpl.Capacity
+		if s.parent != nil {
+			capacity, leaseLength, refresh, lastExpiry = r.fromParent(sec)
+		}
+	}
+	prevHas := sl.has
 	var gets float64
 	switch {
 	case tmpl == nil:
@@ -570,26 +757,37 @@ func (s *Server) decide(r *resource, client string, d *demand, now time.Time, g 
 			gets = d.has.GetCapacity()
 			if k := tmpl.Algorithm.Kind; k == ProportionalShare || k == FairShare {
 				_, _, held := t.totals()
-				gets = math.Min(gets, math.Max(0, tmpl.Capacity-(held-sl.has)))
+				gets = math.Min(gets, math.Max(0, capacity-(held-sl.has)))
 			}
 		}
 	default:
-		if !r.sharesValid {
-			r.shares = t.computeShares(tmpl.Algorithm.Kind, tmpl.Capacity)
-			r.sharesValid = true
+		if !r.sharesValid || r.sharesCapacity != capacity {
+			r.shares = t.computeShares(tmpl.Algorithm.Kind, capacity)
+			r.sharesValid, r.sharesCapacity = true, capacity
 		}
 		gets = r.shares.target(d.wants, d.weight)
 		if k := tmpl.Algorithm.Kind; k == ProportionalShare || k == FairShare {
 			_, _, held := t.totals()
-			gets = math.Max(0, math.Min(gets, tmpl.Capacity-(held-sl.has)))
+			gets = math.Max(0, math.Min(gets, capacity-(held-sl.has)))
 		}
 	}
-	t.setHas(i, gets)
+	held := gets
+	if d.server && known && d.has != nil && tmpl != nil {
+		// A server's clients keep the leases of its old grant until they
+		// renew: what it says it has handed out (never more than it was
+		// granted) stays counted until it says less.
+		held = math.Max(gets, math.Min(d.has.GetCapacity(), prevHas))
+	}
+	t.setHas(i, held)
 	sl = &t.slots[i]
-	expiry := sec + leaseLength
+	// An intermediate never leases beyond its own lease: its clients'
+	// leases end with it.
+	expiry := min(sec+leaseLength, lastExpiry)
 	if !known || sl.expiry != expiry {
 		t.unlink(i)
-		t.link(i, expiry, leaseLength)
+		// Expiry lists are per lease length: an intermediate's leases cut
+		// at its own expiry are as long as what is left of it.
+		t.link(i, expiry, expiry-sec)
 	}
 	r.updateGauges()
 
@@ -600,7 +798,7 @@ func (s *Server) decide(r *resource, client string, d *demand, now time.Time, g 
 			out.safe = *tmpl.SafeCapacity
 		} else {
 			_, weight, _ := t.totals()
-			out.safe = tmpl.Capacity / weight
+			out.safe = capacity / weight
 		}
 	}
 	return true
@@ -611,6 +809,9 @@ func (s *Server) decide(r *resource, client string, d *demand, now time.Time, g 
 // resource ids are ignored: the original client's Close sends one before
 // the real ones (it builds the list with make([]string, n) and appends).
 func (s *Server) ReleaseCapacity(_ context.Context, req *pb.ReleaseCapacityRequest) (*pb.ReleaseCapacityResponse, error) {
+	if m := s.redirect(); m != nil {
+		return &pb.ReleaseCapacityResponse{Mastership: m}, nil
+	}
 	client := req.GetClientId()
 	if err := s.checkID("client_id", client); err != nil {
 		return nil, s.invalidArgument("ReleaseCapacity", err)
@@ -623,6 +824,11 @@ func (s *Server) ReleaseCapacity(_ context.Context, req *pb.ReleaseCapacityReque
 		if len(id) > s.maxID {
 			return nil, s.invalidArgument("ReleaseCapacity", fmt.Errorf("resource_id[%d] is %d bytes long, longer than the limit of %d", i, len(id), s.maxID))
 		}
+	}
+	s.epochMu.RLock()
+	defer s.epochMu.RUnlock()
+	if m := s.redirect(); m != nil {
+		return &pb.ReleaseCapacityResponse{Mastership: m}, nil
 	}
 	s.reap(s.clock.Now(), reapPerRequest, false)
 	for _, id := range ids {
@@ -651,12 +857,25 @@ func (s *Server) ReleaseCapacity(_ context.Context, req *pb.ReleaseCapacityReque
 // them. The response carries, per resource, the lease, the template's
 // algorithm (so that the server hands out leases the same way) and the
 // safe capacity per client.
+//
+// A server's own claim in has is taken as what it has handed out to its
+// clients: while it claims more than its new grant (its clients still
+// hold leases from the old one), the difference stays counted as held,
+// so that the capacity is not granted to another server before the first
+// has taken it back from its clients (the design's shortfall; see the
+// package doc). The claim never counts for more than was granted before.
 func (s *Server) GetServerCapacity(ctx context.Context, req *pb.GetServerCapacityRequest) (*pb.GetServerCapacityResponse, error) {
+	if m := s.redirect(); m != nil {
+		return &pb.GetServerCapacityResponse{Mastership: m}, nil
+	}
 	ds, err := s.validateGetServerCapacity(req)
 	if err != nil {
 		return nil, s.invalidArgument("GetServerCapacity", err)
 	}
 	out, err := s.serve(ctx, "GetServerCapacity", req.GetServerId(), ds)
+	if err == errNotMaster {
+		return &pb.GetServerCapacityResponse{Mastership: wireMastership(s.Mastership())}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -687,7 +906,7 @@ func (s *Server) validateGetServerCapacity(req *pb.GetServerCapacityRequest) ([]
 		if err := checkHas(i, id, r.Has); err != nil {
 			return nil, err
 		}
-		d := demand{id: id, has: r.Has}
+		d := demand{id: id, has: r.Has, server: true}
 		var subclients int64
 		for j, b := range r.GetWants() {
 			if w := b.GetWants(); !finiteNonNegative(w) {

@@ -44,15 +44,20 @@ const (
 
 // resource is the server's state for one resource.
 type resource struct {
-	mu            sync.Mutex
-	id            string
-	tmpl          *Template // nil when no template matched
-	learningUntil time.Time
-	leases        map[string]int32 // client id -> slot in tab
-	tab           table
-	shares        shares
-	sharesValid   bool
-	deleted       bool // reaped: users must look the resource up again
+	mu             sync.Mutex
+	id             string
+	tmpl           *Template // nil when no template matched
+	learningUntil  time.Time
+	leases         map[string]int32 // client id -> slot in tab
+	tab            table
+	shares         shares
+	sharesValid    bool
+	sharesCapacity float64 // the capacity shares was computed for
+	deleted        bool    // reaped: users must look the resource up again
+
+	// An intermediate's lease from its parent: the capacity is tmpl's.
+	parentExpiry  int64 // unix seconds; 0 until the parent has answered
+	parentRefresh int64 // seconds
 
 	capacityGauge, wantsGauge, clientsGauge tally.Gauge
 }
@@ -151,6 +156,11 @@ func (s *Server) resourceFor(id string, now time.Time, g *grant) *resource {
 		return r
 	}
 	tmpl := s.repo.Match(id)
+	gauges := tmpl != nil && tmpl.IdentifierGlob == id
+	if s.parent != nil {
+		tmpl = placeholder(tmpl)
+		s.pokeParent()
+	}
 	// Per-resource gauges only for resources named exactly by a template:
 	// ids come from clients, and tally keeps every tagged scope for good,
 	// so tagging by any id would let clients grow the server's memory
@@ -163,7 +173,7 @@ func (s *Server) resourceFor(id string, now time.Time, g *grant) *resource {
 		tab:           newTable(),
 		capacityGauge: nopGauge{}, wantsGauge: nopGauge{}, clientsGauge: nopGauge{},
 	}
-	if tmpl != nil && tmpl.IdentifierGlob == id {
+	if gauges {
 		scope := s.scope.Tagged(map[string]string{stats.LeaseTagResource: id})
 		r.capacityGauge = scope.Gauge(stats.LeaseCapacity)
 		r.wantsGauge = scope.Gauge(stats.LeaseWants)

@@ -1,0 +1,161 @@
+// Package master finds the master of a Doorman node and keeps a
+// connection to it: it asks a server with Discovery who the master is and
+// follows the mastership redirects servers answer with. The leasing client
+// and an intermediate server asking its parent for capacity share it.
+//
+// A Finder is not safe for concurrent use: its user serialises calls (the
+// client and the server each hold a lock around their RPCs).
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+
+	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
+)
+
+// Finder keeps a connection to the master of the node whose member Addr
+// is. The zero value is not usable: set the exported fields first.
+type Finder struct {
+	// Addr is the configured HOST:PORT of a server of the node; the
+	// Finder returns to it after an error.
+	Addr string
+	// DialOptions are used to dial servers.
+	DialOptions []grpc.DialOption
+	// RPCTimeout bounds each Discovery RPC.
+	RPCTimeout time.Duration
+	// MaxRedirects bounds the redirects one call follows.
+	MaxRedirects int
+	// Prefix starts every error message ("leasing", "doorman server").
+	Prefix string
+
+	target string
+	conn   *grpc.ClientConn
+	known  bool // target is known to be the master
+}
+
+// ErrNoMaster is wrapped by the errors of a server that is not the master
+// and does not know who is (an election in progress).
+var ErrNoMaster = errors.New("not the master and does not know who is")
+
+// Target returns the address the Finder talks to now.
+func (f *Finder) Target() string {
+	if f.target == "" {
+		return f.Addr
+	}
+	return f.target
+}
+
+// Known reports whether the target is known to be the master.
+func (f *Finder) Known() bool { return f.known }
+
+// Conn returns a connection to the master, asking the current target with
+// Discovery when it is not known to be the master.
+func (f *Finder) Conn(ctx context.Context) (*grpc.ClientConn, error) {
+	if f.target == "" {
+		f.target = f.Addr
+	}
+	for redirects := 0; ; redirects++ {
+		if f.conn == nil {
+			conn, err := grpc.NewClient(f.target, f.DialOptions...)
+			if err != nil {
+				return nil, fmt.Errorf("%s: dialling %s: %w", f.Prefix, f.target, err)
+			}
+			f.conn = conn
+		}
+		if f.known {
+			return f.conn, nil
+		}
+		rctx, cancel := context.WithTimeout(ctx, f.RPCTimeout)
+		d, err := pb.NewCapacityClient(f.conn).Discovery(rctx, &pb.DiscoveryRequest{})
+		cancel()
+		if err != nil {
+			target := f.target
+			f.Forget()
+			return nil, fmt.Errorf("%s: Discovery at %s: %w", f.Prefix, target, err)
+		}
+		if d.GetIsMaster() {
+			f.known = true
+			return f.conn, nil
+		}
+		if err := f.Redirect(d.GetMastership(), redirects); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// Redirect switches to the master named by m, the redirects'th redirect
+// of this call. With no address in m, or too many redirects, it forgets
+// the target and returns an error.
+func (f *Finder) Redirect(m *pb.Mastership, redirects int) error {
+	addr := m.GetMasterAddress()
+	if addr == "" {
+		target := f.Target()
+		f.Forget()
+		return fmt.Errorf("%s: server %s is %w", f.Prefix, target, ErrNoMaster)
+	}
+	if redirects >= f.MaxRedirects {
+		f.Forget()
+		return fmt.Errorf("%s: gave up after %d mastership redirects (last to %s)", f.Prefix, redirects, addr)
+	}
+	f.SetTarget(addr, true)
+	return nil
+}
+
+// SetTarget points the Finder at addr, known to be the master or not.
+func (f *Finder) SetTarget(addr string, master bool) {
+	if addr != f.target && f.conn != nil {
+		f.conn.Close()
+		f.conn = nil
+	}
+	f.target = addr
+	f.known = master
+}
+
+// Forget drops the connection and goes back to the configured address.
+func (f *Finder) Forget() {
+	if f.conn != nil {
+		f.conn.Close()
+		f.conn = nil
+	}
+	f.target = f.Addr
+	f.known = false
+}
+
+// Call sends one RPC to the master: call makes it on conn and returns the
+// answer's mastership field when the answer is a redirect (nil when it is
+// an answer). Call follows redirects, and after an error rediscovers the
+// master and tries once more at once (the connection may have been a
+// stale one, to a server since restarted). An RPC's error is returned as
+// "PREFIX: RPC to TARGET: ERR".
+func (f *Finder) Call(ctx context.Context, rpc string, call func(ctx context.Context, conn *grpc.ClientConn) (*pb.Mastership, error)) error {
+	retried := false
+	for redirects := 0; ; redirects++ {
+		conn, err := f.Conn(ctx)
+		if err != nil {
+			return err
+		}
+		rctx, cancel := context.WithTimeout(ctx, f.RPCTimeout)
+		m, err := call(rctx, conn)
+		cancel()
+		if err != nil {
+			target := f.Target()
+			f.Forget()
+			if !retried && ctx.Err() == nil {
+				retried = true
+				continue
+			}
+			return fmt.Errorf("%s: %s to %s: %w", f.Prefix, rpc, target, err)
+		}
+		if m == nil {
+			return nil
+		}
+		if err := f.Redirect(m, redirects); err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,336 @@
+package etcdelection_test
+
+import (
+	"math"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-rpc/sluice/internal/etcdtest"
+	"github.com/sluice-rpc/sluice/internal/testwait"
+	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
+	"github.com/sluice-rpc/sluice/leasing/server"
+	"github.com/sluice-rpc/sluice/leasing/server/etcdelection"
+	"github.com/sluice-rpc/sluice/leasing/server/internal/leasetest"
+)
+
+// The tests shorten the session TTL to 2 s (etcd's minimum with its
+// default heartbeat) and the lease to 3 s, renewed every second, so that
+// a failover and a learning period take seconds.
+const (
+	testTTL   = 2 * time.Second
+	lease     = 3
+	capacity  = 100
+	electKey  = "/doorman/test"
+	pollEvery = 10 * time.Millisecond
+)
+
+func repo() *server.Repository {
+	return &server.Repository{Resources: []server.Template{{
+		IdentifierGlob: "r",
+		Capacity:       capacity,
+		// Learning mode lasts the lease length (3 s): the default.
+		Algorithm: server.Algorithm{Kind: server.FairShare, LeaseLength: lease, RefreshInterval: 1},
+	}}}
+}
+
+// node is one server of the node under test, with its election.
+type node struct {
+	s    *server.Server
+	el   *etcdelection.Election
+	addr string
+	done chan struct{}
+	once sync.Once
+}
+
+// startNode starts a server campaigning through etcd at endpoint; it stops
+// at the end of the test (or earlier with stop).
+func startNode(t *testing.T, endpoint string) *node {
+	t.Helper()
+	el, err := etcdelection.New(etcdelection.Config{Endpoints: []string{endpoint}, Key: electKey, TTL: testTTL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.New(server.Config{Repository: repo(), Election: el, Address: lis.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{s: s, el: el, addr: lis.Addr().String(), done: make(chan struct{})}
+	go func() {
+		defer close(n.done)
+		s.Serve(lis)
+	}()
+	t.Cleanup(func() { n.stop(t) })
+	return n
+}
+
+func (n *node) stop(t *testing.T) {
+	n.once.Do(func() {
+		n.s.Stop()
+		testwait.Recv(t, n.done, "Serve to return")
+		if err := n.el.Close(); err != nil {
+			t.Errorf("closing the election: %v", err)
+		}
+	})
+}
+
+// master waits for exactly one of ns to be master and every other to know
+// its address, and returns it.
+func master(t *testing.T, ns []*node) *node {
+	t.Helper()
+	var m *node
+	testwait.Until(t, "one master, known to all", func() bool {
+		m = nil
+		for _, n := range ns {
+			if n.s.Mastership().IsMaster {
+				if m != nil {
+					return false
+				}
+				m = n
+			}
+		}
+		if m == nil {
+			return false
+		}
+		for _, n := range ns {
+			if n.s.Mastership().Master != m.addr {
+				return false
+			}
+		}
+		return true
+	})
+	return m
+}
+
+type client = leasetest.Client
+
+func newClient(t *testing.T, addr, id string, wants float64) *client {
+	return leasetest.NewClient(t, addr, id, "r", wants, 500*time.Millisecond)
+}
+
+func total(cs []*client) float64 { return leasetest.Total(cs) }
+
+func fair(cs []*client, share float64) bool {
+	for _, c := range cs {
+		if math.Abs(c.Has()-share) > 0.01 {
+			return false
+		}
+	}
+	return true
+}
+
+func others(ns []*node, not *node) []*node {
+	var out []*node
+	for _, n := range ns {
+		if n != not {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Three servers on embedded etcd: one master, clients sent to the others
+// are redirected to it; when the master stops, mastership moves within a
+// few seconds, the new master relearns the leases in learning mode
+// (clients keep what they had) and after learning the clients' total
+// never exceeds the capacity.
+func TestThreeServersFailover(t *testing.T) {
+	et := etcdtest.Start(t)
+	ns := []*node{startNode(t, et.Endpoint), startNode(t, et.Endpoint), startNode(t, et.Endpoint)}
+	m := master(t, ns)
+	rest := others(ns, m)
+	// Each client is given a server that is not the master: Discovery
+	// redirects it.
+	cs := []*client{newClient(t, rest[0].addr, "c0", 50), newClient(t, rest[1].addr, "c1", 50), newClient(t, rest[0].addr, "c2", 50)}
+	share := float64(capacity) / 3
+	testwait.Until(t, "the clients to get a fair share from the master", func() bool { return fair(cs, share) })
+	if _, clients, _ := m.s.Counts(); clients != 3 {
+		t.Fatalf("the master has %d clients, want all 3", clients)
+	}
+	for _, n := range rest {
+		if r, cl, l := n.s.Counts(); r+cl+l != 0 {
+			t.Fatalf("non-master %s holds state: %d resources, %d clients, %d leases", n.addr, r, cl, l)
+		}
+	}
+
+	// Kill the master (it resigns as it stops).
+	killed := time.Now()
+	m.stop(t)
+	m2 := master(t, rest)
+	failover := time.Since(killed)
+	t.Logf("mastership moved from %s to %s in %v", m.addr, m2.addr, failover.Round(time.Millisecond))
+	if failover > 2*testTTL {
+		t.Fatalf("mastership took %v to move, more than two session TTLs", failover)
+	}
+	learnEnd := time.Now().Add(lease * time.Second)
+
+	// In learning mode the new master hands back what clients have: no
+	// client drops to 0, and nothing exceeds the capacity.
+	var maxLearning, maxAfter float64
+	minLearning := math.Inf(1)
+	for time.Now().Before(learnEnd) {
+		maxLearning = math.Max(maxLearning, total(cs))
+		for _, c := range cs {
+			minLearning = math.Min(minLearning, c.Has())
+		}
+		time.Sleep(pollEvery)
+	}
+	if math.Abs(minLearning-share) > 0.01 {
+		t.Fatalf("in learning mode a client's lease fell to %v, want every client to keep its %v", minLearning, share)
+	}
+	if _, clients, _ := m2.s.Counts(); clients != 3 {
+		t.Fatalf("after learning the new master knows %d clients, want the 3 it relearned", clients)
+	}
+	// After learning: the algorithm again; the clients' total stays within
+	// the capacity. Change the wants so that the algorithm must act.
+	if err := cs[0].R.SetWants(10); err != nil {
+		t.Fatal(err)
+	}
+	end := time.Now().Add(3 * time.Second)
+	for time.Now().Before(end) {
+		maxAfter = math.Max(maxAfter, total(cs))
+		time.Sleep(pollEvery)
+	}
+	t.Logf("clients' total: at most %.2f in learning mode, %.2f after, of %d", maxLearning, maxAfter, capacity)
+	if maxLearning > capacity+1e-9 || maxAfter > capacity+1e-9 {
+		t.Fatalf("the clients' total reached %.2f in learning mode and %.2f after, more than the capacity %d", maxLearning, maxAfter, capacity)
+	}
+	if got := []float64{cs[0].Has(), cs[1].Has(), cs[2].Has()}; math.Abs(got[0]-10) > 0.01 || math.Abs(got[1]-45) > 0.01 || math.Abs(got[2]-45) > 0.01 {
+		t.Fatalf("after learning the split is %v, want [10 45 45]", got)
+	}
+}
+
+// A master cut off from etcd (its connection goes through a proxy that
+// stops) stops serving within the session TTL, and another server takes
+// over; the former master then redirects.
+func TestPartitionedMasterStopsServing(t *testing.T) {
+	zerolog.SetGlobalLevel(zerolog.InfoLevel)
+	et := etcdtest.Start(t)
+	api := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	coll := toxiproxy.NewProxyCollection()
+	px := toxiproxy.NewProxy(api, "etcd", "127.0.0.1:0", strings.TrimPrefix(et.Endpoint, "http://"))
+	if err := coll.Add(px, true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { coll.Clear() })
+
+	// The first server, behind the proxy, becomes master; then two more.
+	a := startNode(t, "http://"+px.Listen)
+	testwait.Until(t, "the first server to become master", func() bool { return a.s.Mastership().IsMaster })
+	ns := []*node{a, startNode(t, et.Endpoint), startNode(t, et.Endpoint)}
+	if m := master(t, ns); m != a {
+		t.Fatalf("master is %s, want the first server %s", m.addr, a.addr)
+	}
+	c := newClient(t, ns[1].addr, "c", 30)
+	testwait.Until(t, "the client to get its lease", func() bool { return c.Has() == 30 })
+
+	cut := time.Now()
+	px.Stop()
+	var stopped, taken time.Duration
+	for stopped == 0 || taken == 0 {
+		now := time.Since(cut)
+		if stopped == 0 && !a.s.Mastership().IsMaster {
+			stopped = now
+		}
+		if taken == 0 && (ns[1].s.Mastership().IsMaster || ns[2].s.Mastership().IsMaster) {
+			taken = now
+		}
+		if now > testwait.Limit {
+			t.Fatalf("%v after the partition: the former master stopped after %v, a new one took over after %v (0: not yet)", now, stopped, taken)
+		}
+		time.Sleep(pollEvery)
+	}
+	t.Logf("partitioned master stopped serving after %v; a new master took over after %v (TTL %v)",
+		stopped.Round(time.Millisecond), taken.Round(time.Millisecond), testTTL)
+	// The bound is the TTL from the last renewal etcd acknowledged, sent
+	// before the cut; 250 ms allow for the test's polling and scheduling.
+	if stopped > testTTL+250*time.Millisecond {
+		t.Errorf("the partitioned master served for %v after the cut, more than the session TTL %v", stopped, testTTL)
+	}
+	if taken < stopped {
+		t.Errorf("a new master took over after %v, before the former stopped (%v): two masters at once", taken, stopped)
+	}
+	// The former master no longer serves: it answers with the mastership
+	// field alone, and Discovery says it is not the master.
+	cc, err := grpc.NewClient(a.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	resp, err := pb.NewCapacityClient(cc).GetCapacity(t.Context(), &pb.GetCapacityRequest{ClientId: proto.String("probe"),
+		Resource: []*pb.ResourceRequest{{ResourceId: proto.String("r"), Priority: proto.Int64(0), Wants: proto.Float64(1)}}})
+	if err != nil || len(resp.Response) != 0 || resp.Mastership == nil {
+		t.Fatalf("the former master answered GetCapacity with %v, %v; want only the mastership field", resp, err)
+	}
+	d, err := pb.NewCapacityClient(cc).Discovery(t.Context(), &pb.DiscoveryRequest{})
+	if err != nil || d.GetIsMaster() {
+		t.Fatalf("the former master answered Discovery with %v, %v; want is_master false", d, err)
+	}
+	if r, cl, l := a.s.Counts(); r+cl+l != 0 {
+		t.Fatalf("the former master still holds %d resources, %d clients, %d leases", r, cl, l)
+	}
+	// The client redirected through a surviving server reaches the new
+	// master.
+	testwait.Until(t, "the client to hold a lease from the new master", func() bool { return c.Has() == 30 })
+}
+
+// An intermediate whose parent is an elected node finds the master
+// through any of its servers and, when mastership moves, follows it: the
+// new master relearns the intermediate's lease from its has, so the
+// intermediate's client keeps its capacity throughout.
+func TestIntermediateFollowsElectedParent(t *testing.T) {
+	et := etcdtest.Start(t)
+	ns := []*node{startNode(t, et.Endpoint), startNode(t, et.Endpoint)}
+	m := master(t, ns)
+	follower := others(ns, m)[0]
+	mid, err := server.New(server.Config{Parent: follower.addr, ID: "mid", ParentRPCTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		mid.Serve(lis)
+	}()
+	t.Cleanup(func() {
+		mid.Stop()
+		testwait.Recv(t, done, "the intermediate's Serve to return")
+	})
+	c := newClient(t, lis.Addr().String(), "leaf", 30)
+	testwait.Until(t, "the intermediate's client to get 30", func() bool { return c.Has() == 30 })
+	if _, clients, _ := m.s.Counts(); clients != 1 {
+		t.Fatalf("the master has %d clients, want the intermediate", clients)
+	}
+
+	m.stop(t)
+	testwait.Until(t, "the follower to become master", func() bool { return follower.s.Mastership().IsMaster })
+	// Through learning mode (the lease length) and a little after, the
+	// client never loses its capacity.
+	for end := time.Now().Add(lease*time.Second + time.Second); time.Now().Before(end); time.Sleep(pollEvery) {
+		if got := c.Has(); got != 30 {
+			t.Fatalf("after the failover the intermediate's client holds %v, want 30 throughout", got)
+		}
+	}
+	if _, clients, _ := follower.s.Counts(); clients != 1 {
+		t.Fatalf("the new master has %d clients, want the intermediate", clients)
+	}
+	if capacity, _, ok := mid.ParentLease("r"); !ok || capacity != 30 {
+		t.Fatalf("the intermediate's lease from the new master is %v (ok %v), want 30", capacity, ok)
+	}
+}

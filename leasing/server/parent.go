@@ -1,0 +1,410 @@
+package server
+
+import (
+	"context"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
+	"github.com/sluice-rpc/sluice/leasing/internal/master"
+)
+
+// Intermediate servers: a server with a parent is a client of its parent
+// node through GetServerCapacity.
+const (
+	// DefaultParentRPCTimeout bounds one RPC to the parent.
+	DefaultParentRPCTimeout = 5 * time.Second
+	// parentIdle is how long the refresh loop waits when it has nothing to
+	// ask for (it is woken when a resource appears or mastership changes).
+	parentIdle = 10 * time.Second
+	// parentMaxBackoff caps the wait after failed refreshes.
+	parentMaxBackoff = 8 * time.Second
+	// parentMaxRedirects bounds the redirects one refresh follows.
+	parentMaxRedirects = 3
+)
+
+// parentLink is an intermediate server's side of its parent.
+type parentLink struct {
+	id   string
+	wake chan struct{}
+
+	// finder is used by the refresh loop only.
+	finder master.Finder
+
+	mu     sync.Mutex
+	status ParentStatus
+}
+
+func newParentLink(cfg Config) *parentLink {
+	opts := cfg.ParentDialOptions
+	if opts == nil {
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	timeout := cfg.ParentRPCTimeout
+	if timeout == 0 {
+		timeout = DefaultParentRPCTimeout
+	}
+	return &parentLink{
+		id:   cfg.ID,
+		wake: make(chan struct{}, 1),
+		finder: master.Finder{Addr: cfg.Parent, DialOptions: opts, RPCTimeout: timeout,
+			MaxRedirects: parentMaxRedirects, Prefix: "doorman server: parent"},
+		status: ParentStatus{Parent: cfg.Parent},
+	}
+}
+
+// ParentStatus is what an intermediate server knows of its parent, for
+// status pages.
+type ParentStatus struct {
+	// Parent is the configured parent address; Master the parent node's
+	// master it talks to now (empty before the first answer).
+	Parent, Master string
+	// LastRefresh is when the parent last answered; LastError the last
+	// failed refresh's error (nil after a success).
+	LastRefresh time.Time
+	LastError   error
+	// Resources is how many resources the last answer leased.
+	Resources int
+}
+
+// Parent returns what the server knows of its parent, and false for a
+// root server.
+func (s *Server) Parent() (ParentStatus, bool) {
+	if s.parent == nil {
+		return ParentStatus{}, false
+	}
+	s.parent.mu.Lock()
+	defer s.parent.mu.Unlock()
+	return s.parent.status, true
+}
+
+// ParentLease returns an intermediate's lease from its parent on resource
+// id: its capacity and expiry, false when it holds none (a root server,
+// an unknown resource, or no answer yet).
+func (s *Server) ParentLease(id string) (capacity float64, expiry time.Time, ok bool) {
+	if s.parent == nil {
+		return 0, time.Time{}, false
+	}
+	r := s.lookup(id)
+	if r == nil {
+		return 0, time.Time{}, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	capacity, expiry, _, ok = s.parentLeaseLocked(r)
+	return capacity, expiry, ok
+}
+
+// parentLeaseLocked returns the lease an intermediate holds from its
+// parent for r (r.mu held): capacity, expiry and refresh interval, false
+// for a root or before the parent's first answer. For the status page.
+func (s *Server) parentLeaseLocked(r *resource) (capacity float64, expiry time.Time, refresh int64, ok bool) {
+	if s.parent == nil || r.parentExpiry == 0 || r.tmpl == nil {
+		return 0, time.Time{}, 0, false
+	}
+	return r.tmpl.Capacity, time.Unix(r.parentExpiry, 0), r.parentRefresh, true
+}
+
+func (s *Server) pokeParent() {
+	if s.parent == nil {
+		return
+	}
+	select {
+	case s.parent.wake <- struct{}{}:
+	default:
+	}
+}
+
+// placeholder is an intermediate's template for a resource its parent
+// has not leased yet: no capacity, the local template's algorithm (or
+// FAIR_SHARE with the design's default lease) until the parent sends its
+// own.
+func placeholder(local *Template) *Template {
+	t := Template{IdentifierGlob: "*", Algorithm: Algorithm{Kind: FairShare,
+		LeaseLength: unmatchedLeaseLength, RefreshInterval: unmatchedRefreshInterval}}
+	if local != nil {
+		t = *local
+	}
+	t.Capacity = 0
+	return &t
+}
+
+// fromParent returns an intermediate's capacity for r at sec, the lease
+// length and refresh interval it hands out, and the latest expiry it may
+// grant (r.mu held).
+//
+// While its lease from the parent holds, the capacity is that lease's
+// and no lease outlives it. The refresh interval is half the parent's
+// (the design's decay factor of 0.5 per level). Before the parent's first
+// answer the capacity is 0 (the design: a server with no capacity
+// behaves as if it had none), with 1 s leases to be renewed in 1 s. After its lease expired (the parent is
+// unreachable), the server is in safe mode: its capacity is the safe
+// capacity the parent last sent, per subclient (negative: what the
+// clients want), and it hands out leases of one refresh interval, so that
+// clients return soon after the parent does.
+func (r *resource) fromParent(sec int64) (capacity float64, leaseLength, refresh, lastExpiry int64) {
+	t := r.tmpl
+	leaseLength, refresh = t.Algorithm.LeaseLength, t.Algorithm.RefreshInterval
+	if r.parentRefresh > 0 {
+		refresh = r.parentRefresh
+	}
+	refresh = max(refresh/2, 1)
+	switch {
+	case r.parentExpiry > sec:
+		return t.Capacity, leaseLength, refresh, r.parentExpiry
+	case r.parentExpiry == 0:
+		// Nothing yet: a short lease, and come back in a second, by when
+		// the parent (asked at once) has most likely answered.
+		return 0, 1, 1, math.MaxInt64
+	}
+	wants, weight, _ := r.tab.totals()
+	switch safe := t.SafeCapacity; {
+	case safe == nil:
+		capacity = 0
+	case *safe < 0:
+		capacity = wants
+	default:
+		capacity = *safe * weight
+	}
+	return capacity, min(leaseLength, refresh), refresh, math.MaxInt64
+}
+
+// runParent refreshes the server's leases from its parent until ctx
+// ends: at half the shortest refresh interval the parent gave, at once
+// when a resource appears, and with a capped exponential backoff after
+// failures. Only a master asks its parent.
+func (s *Server) runParent(ctx context.Context) {
+	p := s.parent
+	defer p.finder.Forget()
+	failures := 0
+	for {
+		wait := s.refreshParent(ctx, &failures)
+		t := s.clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-p.wake:
+			t.Stop()
+			if failures > 0 {
+				// Do not hammer a parent that is down: keep to the backoff.
+				t = s.clock.NewTimer(backoffFor(failures))
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-t.C():
+				}
+			}
+		case <-t.C():
+		}
+	}
+}
+
+func backoffFor(failures int) time.Duration {
+	d := time.Second << min(failures-1, 8)
+	return min(d, parentMaxBackoff)
+}
+
+// refreshParent sends one round of GetServerCapacity and applies the
+// answers; it returns how long to wait before the next.
+func (s *Server) refreshParent(ctx context.Context, failures *int) time.Duration {
+	if !s.Mastership().IsMaster {
+		return parentIdle
+	}
+	reqs := s.parentRequests(s.clock.Now())
+	if len(reqs) == 0 {
+		return parentIdle
+	}
+	next := time.Duration(math.MaxInt64)
+	leased := 0
+	for _, req := range reqs {
+		resp, err := s.askParent(ctx, req)
+		if err != nil {
+			if ctx.Err() != nil {
+				return parentIdle
+			}
+			*failures++
+			s.parent.mu.Lock()
+			s.parent.status.LastError = err
+			s.parent.mu.Unlock()
+			return backoffFor(*failures)
+		}
+		n, interval := s.applyParent(resp)
+		leased += n
+		next = min(next, interval)
+	}
+	*failures = 0
+	s.parent.mu.Lock()
+	s.parent.status.LastRefresh = s.clock.Now()
+	s.parent.status.LastError = nil
+	s.parent.status.Master = s.parent.finder.Target()
+	s.parent.status.Resources = leased
+	s.parent.mu.Unlock()
+	if next == time.Duration(math.MaxInt64) {
+		return parentIdle
+	}
+	return next
+}
+
+// parentRequests condenses the server's state into GetServerCapacity
+// requests of at most DefaultMaxResourcesPerRequest resources: per
+// resource with clients, its clients' wants summed per priority band
+// (num_clients counting each client's subclients), and as has the
+// server's lease from the parent, whose capacity is raised to what it
+// has handed out when that is more (see GetServerCapacity).
+func (s *Server) parentRequests(now time.Time) []*pb.GetServerCapacityRequest {
+	s.epochMu.RLock()
+	rs := s.snapshot()
+	s.epochMu.RUnlock()
+	sort.Slice(rs, func(i, j int) bool { return rs[i].id < rs[j].id })
+	sec := now.Unix()
+	var reqs []*pb.GetServerCapacityRequest
+	var req *pb.GetServerCapacityRequest
+	for _, r := range rs {
+		rr := r.parentRequest(sec)
+		if rr == nil {
+			continue
+		}
+		if req == nil || len(req.Resource) == DefaultMaxResourcesPerRequest {
+			req = &pb.GetServerCapacityRequest{ServerId: proto.String(s.parent.id)}
+			reqs = append(reqs, req)
+		}
+		req.Resource = append(req.Resource, rr)
+	}
+	return reqs
+}
+
+func (r *resource) parentRequest(sec int64) *pb.ServerCapacityResourceRequest {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.deleted || len(r.leases) == 0 {
+		return nil
+	}
+	type band struct {
+		clients int64
+		wants   float64
+	}
+	bands := make(map[int64]*band)
+	for _, i := range r.leases {
+		sl := &r.tab.slots[i]
+		b := bands[sl.priority]
+		if b == nil {
+			b = &band{}
+			bands[sl.priority] = b
+		}
+		b.clients += max(int64(math.Round(sl.weight)), 1)
+		b.wants += sl.wants
+	}
+	prios := make([]int64, 0, len(bands))
+	for p := range bands {
+		prios = append(prios, p)
+	}
+	sort.Slice(prios, func(i, j int) bool { return prios[i] < prios[j] })
+	rr := &pb.ServerCapacityResourceRequest{ResourceId: proto.String(r.id)}
+	for _, p := range prios {
+		b := bands[p]
+		rr.Wants = append(rr.Wants, &pb.PriorityBandAggregate{
+			Priority: proto.Int64(p), NumClients: proto.Int64(min(b.clients, MaxSubclients)), Wants: proto.Float64(b.wants)})
+	}
+	if r.parentExpiry > sec {
+		_, _, handedOut := r.tab.totals()
+		rr.Has = &pb.Lease{
+			ExpiryTime:      proto.Int64(r.parentExpiry),
+			RefreshInterval: proto.Int64(r.parentRefresh),
+			Capacity:        proto.Float64(math.Max(r.tmpl.Capacity, handedOut)),
+		}
+	}
+	return rr
+}
+
+// askParent sends req to the parent node's master, discovering it and
+// following redirects.
+func (s *Server) askParent(ctx context.Context, req *pb.GetServerCapacityRequest) (*pb.GetServerCapacityResponse, error) {
+	var resp *pb.GetServerCapacityResponse
+	err := s.parent.finder.Call(ctx, "GetServerCapacity", func(ctx context.Context, conn *grpc.ClientConn) (*pb.Mastership, error) {
+		var err error
+		resp, err = pb.NewCapacityClient(conn).GetServerCapacity(ctx, req)
+		if err != nil || len(resp.GetResponse()) > 0 {
+			return nil, err
+		}
+		return resp.GetMastership(), nil
+	})
+	return resp, err
+}
+
+// applyParent records the parent's leases and returns how many resources
+// it leased and when to ask again: half the shortest refresh interval.
+func (s *Server) applyParent(resp *pb.GetServerCapacityResponse) (int, time.Duration) {
+	s.epochMu.RLock()
+	defer s.epochMu.RUnlock()
+	if !s.Mastership().IsMaster {
+		return 0, parentIdle // lost mastership meanwhile: the state is gone
+	}
+	next := time.Duration(math.MaxInt64)
+	n := 0
+	for _, rr := range resp.GetResponse() {
+		r := s.lookup(rr.GetResourceId())
+		if r == nil {
+			continue
+		}
+		gets := rr.GetGets()
+		if gets == nil {
+			continue
+		}
+		r.mu.Lock()
+		if !r.deleted {
+			r.tmpl = fromWire(r.tmpl, rr)
+			// The parent's learning duration may end learning mode sooner
+			// (before its answer the resource learns for the local
+			// template's, or the default lease length).
+			if until := s.masterSince.Add(r.tmpl.LearningDuration()); until.Before(r.learningUntil) {
+				r.learningUntil = until
+			}
+			r.parentExpiry = gets.GetExpiryTime()
+			r.parentRefresh = max(gets.GetRefreshInterval(), 1)
+			r.sharesValid = false
+			n++
+			next = min(next, time.Duration(max(r.parentRefresh/2, 1))*time.Second)
+		}
+		r.mu.Unlock()
+	}
+	return n, next
+}
+
+// fromWire returns the template for an intermediate's resource after its
+// parent's answer: the leased capacity, and the parent's safe capacity
+// and algorithm when it sends them (and they are valid), else old's.
+func fromWire(old *Template, rr *pb.ServerCapacityResourceResponse) *Template {
+	t := *old
+	t.Capacity = rr.GetGets().GetCapacity()
+	if !finiteNonNegative(t.Capacity) {
+		t.Capacity = 0
+	}
+	if rr.SafeCapacity != nil {
+		if v := rr.GetSafeCapacity(); !math.IsNaN(v) && !math.IsInf(v, 0) {
+			t.SafeCapacity = &v
+		}
+	}
+	if a := rr.GetAlgorithm(); a != nil {
+		nt := t
+		nt.Algorithm = Algorithm{Kind: Kind(a.GetKind()), LeaseLength: a.GetLeaseLength(), RefreshInterval: a.GetRefreshInterval()}
+		if a.LearningModeDuration != nil {
+			d := a.GetLearningModeDuration()
+			nt.Algorithm.LearningModeDuration = &d
+		}
+		for _, p := range a.GetParameters() {
+			nt.Algorithm.Parameters = append(nt.Algorithm.Parameters, Parameter{Name: p.GetName(), Value: p.GetValue()})
+		}
+		if nt.Validate() == nil {
+			t = nt
+		}
+	}
+	return &t
+}

@@ -1,0 +1,278 @@
+package server
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/testwait"
+	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
+)
+
+// originalNode emulates a server of the original Doorman as a parent:
+// Discovery says whether it is the master (and who is); as master it
+// hands each GetServerCapacity request to the test, which answers it as
+// the original root does (per resource: gets, algorithm, safe_capacity;
+// no mastership field); as non-master it answers with the mastership
+// field alone.
+type originalNode struct {
+	pb.UnimplementedCapacityServer
+	master string // empty: this node is the master
+	self   string
+	reqs   chan *pb.GetServerCapacityRequest
+	answer chan *pb.GetServerCapacityResponse // nil response: fail the RPC
+}
+
+func startOriginalNode(t *testing.T, master string) *originalNode {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &originalNode{master: master, self: lis.Addr().String(),
+		reqs: make(chan *pb.GetServerCapacityRequest), answer: make(chan *pb.GetServerCapacityResponse)}
+	g := grpc.NewServer()
+	pb.RegisterCapacityServer(g, n)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		g.Serve(lis)
+	}()
+	t.Cleanup(func() {
+		g.Stop()
+		testwait.Recv(t, done, "the emulated original server to stop")
+	})
+	return n
+}
+
+func (n *originalNode) Discovery(context.Context, *pb.DiscoveryRequest) (*pb.DiscoveryResponse, error) {
+	if n.master != "" {
+		return &pb.DiscoveryResponse{Mastership: &pb.Mastership{MasterAddress: proto.String(n.master)}, IsMaster: proto.Bool(false)}, nil
+	}
+	return &pb.DiscoveryResponse{Mastership: &pb.Mastership{MasterAddress: proto.String(n.self)}, IsMaster: proto.Bool(true)}, nil
+}
+
+func (n *originalNode) GetServerCapacity(ctx context.Context, req *pb.GetServerCapacityRequest) (*pb.GetServerCapacityResponse, error) {
+	if n.master != "" {
+		return &pb.GetServerCapacityResponse{Mastership: &pb.Mastership{MasterAddress: proto.String(n.master)}}, nil
+	}
+	select {
+	case n.reqs <- req:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case resp := <-n.answer:
+		if resp == nil {
+			return nil, status.Error(codes.Unavailable, "emulated outage")
+		}
+		return resp, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// originalAnswer is the original root's answer for resource "r".
+func originalAnswer(capacity float64, expiry, refresh int64, safe float64) *pb.GetServerCapacityResponse {
+	return &pb.GetServerCapacityResponse{Response: []*pb.ServerCapacityResourceResponse{{
+		ResourceId: proto.String("r"),
+		Gets:       &pb.Lease{ExpiryTime: proto.Int64(expiry), RefreshInterval: proto.Int64(refresh), Capacity: proto.Float64(capacity)},
+		Algorithm: &pb.Algorithm{Kind: pb.Algorithm_FAIR_SHARE.Enum(), LeaseLength: proto.Int64(60), RefreshInterval: proto.Int64(refresh),
+			LearningModeDuration: proto.Int64(0)},
+		SafeCapacity: proto.Float64(safe),
+	}}}
+}
+
+func leaseOf(t *testing.T, c pb.CapacityClient, client string, wants float64) *pb.Lease {
+	t.Helper()
+	resp := askCapacity(t, c, client, wants, nil)
+	if len(resp.Response) != 1 {
+		t.Fatalf("GetCapacity answered %v", resp)
+	}
+	return resp.Response[0].GetGets()
+}
+
+// A Sluice intermediate under a parent node that behaves as the
+// original's: it finds the master through Discovery's redirect, asks
+// with the request shape the original root expects (server_id; per
+// resource its clients' wants summed per priority band with their
+// number, and its lease as has once it holds one), hands out at most its
+// lease, never beyond its lease's expiry, with half the parent's refresh
+// interval, refreshes at half the parent's interval, and after its lease
+// is lost hands out the parent's safe capacity per client.
+func TestIntermediateUnderOriginalRoot(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	root := startOriginalNode(t, "")
+	follower := startOriginalNode(t, root.self)
+	s, err := New(Config{Parent: follower.self, ID: "mid-1", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, startServer(t, s, ""))
+	now := clk.Now().Unix()
+
+	// Before the parent answers: nothing to hand out, come back in 1 s.
+	if l := leaseOf(t, c, "a", 40); l.GetCapacity() != 0 || l.GetRefreshInterval() != 1 {
+		t.Fatalf("before the parent's answer a got %v, want 0 to be renewed in 1 s", l)
+	}
+	req := testwait.Recv(t, root.reqs, "the intermediate's first GetServerCapacity at the master")
+	if req.GetServerId() != "mid-1" || len(req.Resource) != 1 || req.Resource[0].GetResourceId() != "r" || req.Resource[0].Has != nil {
+		t.Fatalf("first request %v, want server_id mid-1 and resource r with no has", req)
+	}
+	if b := req.Resource[0].Wants; len(b) != 1 || b[0].GetPriority() != 0 || b[0].GetNumClients() != 1 || b[0].GetWants() != 40 {
+		t.Fatalf("first request's bands %v, want one band: priority 0, 1 client wanting 40", b)
+	}
+	root.answer <- originalAnswer(100, now+20, 10, 5)
+	testwait.Until(t, "the intermediate to hold its lease", func() bool { _, _, ok := s.ParentLease("r"); return ok })
+
+	// Within the lease: at most the leased 100, expiring with it, renewed
+	// at half the parent's interval.
+	if l := leaseOf(t, c, "a", 40); l.GetCapacity() != 40 || l.GetExpiryTime() != now+20 || l.GetRefreshInterval() != 5 {
+		t.Fatalf("a got %v, want 40 until the parent lease's expiry %d, refresh 5", l, now+20)
+	}
+	if l := leaseOf(t, c, "b", 100); l.GetCapacity() != 60 {
+		t.Fatalf("b got %v, want the 60 left of the lease of 100", l.GetCapacity())
+	}
+	resp := askCapacity(t, c, "b", 100, nil)
+	if safe := resp.Response[0].GetSafeCapacity(); safe != 5 {
+		t.Fatalf("the intermediate passes on safe_capacity %v, want the parent's 5", safe)
+	}
+
+	// The next refresh comes at half the parent's refresh interval, with
+	// both clients in one band and the lease as has.
+	testwait.Timers(t, clk, 1)
+	clk.Add(5 * time.Second)
+	req = testwait.Recv(t, root.reqs, "the intermediate's refresh after 5 s")
+	r0 := req.Resource[0]
+	if b := r0.Wants; len(b) != 1 || b[0].GetNumClients() != 2 || b[0].GetWants() != 140 {
+		t.Fatalf("refresh bands %v, want one band of 2 clients wanting 140", b)
+	}
+	if h := r0.GetHas(); h == nil || h.GetCapacity() != 100 || h.GetExpiryTime() != now+20 {
+		t.Fatalf("refresh has %v, want the lease: 100 until %d", h, now+20)
+	}
+	// The parent cuts the lease to 50: b holds 60, so a gets nothing more
+	// until b has given some back.
+	root.answer <- originalAnswer(50, now+25, 10, 5)
+	testwait.Until(t, "the cut lease", func() bool { v, _, _ := s.ParentLease("r"); return v == 50 })
+	if l := leaseOf(t, c, "a", 40); l.GetCapacity() != 0 {
+		t.Fatalf("after the cut a got %v, want 0 while b holds 60 of 50", l.GetCapacity())
+	}
+	if l := leaseOf(t, c, "b", 100); l.GetCapacity() != 25 {
+		t.Fatalf("after the cut b got %v, want its fair share of 50, 25", l.GetCapacity())
+	}
+	if l := leaseOf(t, c, "a", 40); l.GetCapacity() != 25 {
+		t.Fatalf("after b's renewal a got %v, want its fair share, 25", l.GetCapacity())
+	}
+
+	// The parent goes down: the refresh fails, the lease runs out, and the
+	// intermediate hands out the safe capacity, 5 per client, in leases
+	// of one refresh interval.
+	testwait.Timers(t, clk, 1)
+	clk.Add(5 * time.Second)
+	testwait.Recv(t, root.reqs, "the intermediate's next refresh")
+	root.answer <- nil
+	// It retries at once on a fresh connection (the failure may have
+	// been a stale one), and fails again.
+	testwait.Recv(t, root.reqs, "the intermediate's retry")
+	root.answer <- nil
+	testwait.Until(t, "the failed refresh to be recorded", func() bool { p, _ := s.Parent(); return p.LastError != nil })
+	clk.Add(20 * time.Second) // past the lease's expiry, now+25
+	now = clk.Now().Unix()
+	if l := leaseOf(t, c, "a", 40); l.GetCapacity() != 5 || l.GetExpiryTime() != now+5 {
+		t.Fatalf("in safe mode a got %v, want the safe 5 for 5 s", l)
+	}
+}
+
+// The root counts what an intermediate says it has handed out (has) as
+// held until the intermediate says less, never more than it granted
+// before: the capacity it takes back is not granted elsewhere while the
+// intermediate's clients still hold it.
+func TestRootCountsIntermediateClaims(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	s := newTestServer(t, testConfig(FairShare, 300), clk)
+	band := func(n int64, wants float64) []*pb.PriorityBandAggregate {
+		return []*pb.PriorityBandAggregate{{Priority: proto.Int64(1), NumClients: proto.Int64(n), Wants: proto.Float64(wants)}}
+	}
+	has := func(v float64) *pb.Lease {
+		return &pb.Lease{ExpiryTime: proto.Int64(clk.Now().Unix() + 60), RefreshInterval: proto.Int64(15), Capacity: proto.Float64(v)}
+	}
+	ask := func(server string, wants float64, has *pb.Lease) float64 {
+		t.Helper()
+		resp, err := s.GetServerCapacity(context.Background(), &pb.GetServerCapacityRequest{ServerId: proto.String(server),
+			Resource: []*pb.ServerCapacityResourceRequest{{ResourceId: proto.String("r"), Has: has, Wants: band(2, wants)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Response[0].GetGets().GetCapacity()
+	}
+	if got := ask("i1", 280, nil); got != 280 {
+		t.Fatalf("i1 got %v, want 280", got)
+	}
+	if got := ask("i2", 300, nil); got != 20 {
+		t.Fatalf("i2 got %v, want the 20 left", got)
+	}
+	// i1 is cut to its fair share, 150, but says its clients hold 280.
+	if got := ask("i1", 280, has(280)); got != 150 {
+		t.Fatalf("i1 got %v, want its fair share 150", got)
+	}
+	if got := ask("i2", 300, has(20)); got != 20 {
+		t.Fatalf("i2 got %v while i1's clients hold 280, want 20", got)
+	}
+	// i1's clients gave back: it says 150.
+	if got := ask("i1", 280, has(150)); got != 150 {
+		t.Fatalf("i1 got %v, want 150", got)
+	}
+	if got := ask("i2", 300, has(20)); got != 150 {
+		t.Fatalf("i2 got %v once i1 holds 150, want 150", got)
+	}
+	// A claim beyond what was granted counts for no more than the grant.
+	if got := ask("i1", 280, has(1e9)); got != 150 {
+		t.Fatalf("i1 claiming 1e9 got %v, want 150", got)
+	}
+	if got := ask("i2", 300, has(150)); got != 150 {
+		t.Fatalf("i2 got %v after i1's inflated claim, want 150", got)
+	}
+}
+
+// After its lease is lost, an intermediate whose parent sent a negative
+// safe capacity (unlimited) hands each client what it wants; one whose
+// parent sent none hands out nothing.
+func TestIntermediateSafeModeUnlimitedAndNone(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		safe   *float64
+		aWants float64
+		want   float64
+	}{
+		{"unlimited", proto.Float64(-1), 40, 40},
+		{"none", nil, 40, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clock.NewFake(testEpoch)
+			root := startOriginalNode(t, "")
+			s, err := New(Config{Parent: root.self, ID: "mid", Clock: clk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := dial(t, startServer(t, s, ""))
+			now := clk.Now().Unix()
+			leaseOf(t, c, "a", tt.aWants)
+			testwait.Recv(t, root.reqs, "the intermediate's first request")
+			answer := originalAnswer(100, now+10, 4, 0)
+			answer.Response[0].SafeCapacity = tt.safe
+			root.answer <- answer
+			testwait.Until(t, "the lease", func() bool { _, _, ok := s.ParentLease("r"); return ok })
+			clk.Add(11 * time.Second) // the lease is lost; the parent's answers stay unread
+			if l := leaseOf(t, c, "a", tt.aWants); l.GetCapacity() != tt.want {
+				t.Fatalf("in safe mode a got %v, want %v", l.GetCapacity(), tt.want)
+			}
+		})
+	}
+}
