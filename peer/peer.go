@@ -122,7 +122,9 @@ func (p *Peer) End(now time.Time, latency time.Duration, code codes.Code) {
 // is at that level, counting the requests it refuses as throttled; a
 // client with nothing else pending rests the peer for d. Each such answer
 // during the rest lowers the level again, and a rest without one ends at
-// the hinted time.
+// the hinted time. The level is checked when the peer is chosen and
+// counted when the attempt begins, so callers choosing at the same
+// instant may each pass it: it is exceeded by at most that many.
 //
 // A Busy with no hint halves the peer's busy limit, as the design says;
 // under sustained overload a shedding server answers Busy thousands of

@@ -219,6 +219,7 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		srv.Stop()
 		err = <-done
 	case err = <-done:
+		srv.Stop() // the election and the parent link end with it
 	}
 	if err != nil && ctx.Err() == nil {
 		return fs.failure("%v", err)
@@ -299,7 +300,7 @@ type doormanTree struct {
 func addDoormanTreeFlags(fs *flagSet) *doormanTree {
 	d := &doormanTree{}
 	fs.StringVar(&d.parent, "parent", "", "make this server an intermediate: ask the Doorman node at `HOST:PORT` (any of its servers) for capacity")
-	fs.StringVar(&d.serverID, "server-id", "", "the `ID` this server presents to its --parent (default the advertised address)")
+	fs.StringVar(&d.serverID, "server-id", "", "the `ID` this server presents to its --parent (default the advertised address, or --election-key for a node of several servers: all the servers of a node must present the same ID)")
 	fs.StringVar(&d.etcd, "etcd", "", "etcd's client `ENDPOINTS`, comma-separated HOST:PORT or URLs, for --election-key and --config etcd:KEY")
 	fs.StringVar(&d.electionKey, "election-key", "", "campaign for mastership of the node on etcd `KEY` with the other servers using it; needs --etcd")
 	fs.DurationVar(&d.electionTTL, "election-ttl", etcdelection.DefaultTTL,
@@ -377,6 +378,12 @@ func (d *doormanTree) apply(cfg *server.Config, listening string, out io.Writer)
 	}
 	cfg.Address = d.advertising
 	cfg.Parent, cfg.ID = d.parent, d.serverID
+	if cfg.ID == "" && d.parent != "" && d.electionKey != "" {
+		// The servers of one node must show the parent one id: with one
+		// id each, the parent would count the old master's lease until it
+		// expired and give the new master nothing meanwhile.
+		cfg.ID = d.electionKey
+	}
 	if d.electionKey == "" {
 		return doormanElection{}, nil
 	}

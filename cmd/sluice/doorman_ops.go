@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/uber-go/tally/v4"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/sluice-rpc/sluice/internal/grpctls"
@@ -31,7 +31,7 @@ type doormanOps struct {
 
 	// Set by loadConfig.
 	file    string           // --config FILE
-	data    []byte           // its content at start
+	data    []byte           // the configuration's content at start
 	etcd    *clientv3.Client // --config etcd:KEY
 	etcdKey string
 	etcdRev int64
@@ -44,7 +44,7 @@ func addDoormanOpsFlags(fs *flagSet) *doormanOps {
 	fs.StringVar(&o.tls.Key, "tls-key", "", "the PEM private key of --tls-cert, in `FILE`")
 	fs.StringVar(&o.tls.CA, "tls-ca", "", "require clients to present a certificate signed by a CA in the PEM `FILE` (mutual TLS); needs --tls-cert")
 	fs.DurationVar(&o.configPoll, "config-poll", server.DefaultPollInterval,
-		"how often --config FILE is read for changes (a changed, valid configuration is applied; an invalid one is logged and refused); 0 turns reloading off; an etcd:KEY is watched instead")
+		"how often --config FILE is read for changes (a changed, valid configuration is applied; an invalid one is logged and refused); an etcd:KEY is watched instead; 0 turns reloading off, from a file or from etcd")
 	return o
 }
 
@@ -70,7 +70,7 @@ func (o *doormanOps) validate() error {
 func (o *doormanOps) loadConfig(ctx context.Context, config, endpoints string) (*server.Repository, error) {
 	key, inEtcd := strings.CutPrefix(config, etcdConfigPrefix)
 	if !inEtcd {
-		data, err := readConfigFile(config)
+		data, err := server.ReadConfig(config)
 		if err != nil {
 			return nil, err
 		}
@@ -93,28 +93,24 @@ func (o *doormanOps) loadConfig(ctx context.Context, config, endpoints string) (
 	if len(eps) == 0 {
 		return nil, fmt.Errorf("--config %s needs the etcd cluster's endpoints (--etcd HOST:PORT,...)", config)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		return nil, fmt.Errorf("etcd %s: %w", strings.Join(eps, ","), err)
 	}
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	repo, rev, err := etcdconfig.Load(lctx, cli, key)
+	data, rev, err := etcdconfig.Read(lctx, cli, key)
 	if err != nil {
 		cli.Close()
 		return nil, err
 	}
-	o.etcd, o.etcdKey, o.etcdRev = cli, key, rev
-	return repo, nil
-}
-
-// readConfigFile reads a configuration file, naming it in errors.
-func readConfigFile(file string) ([]byte, error) {
-	data, err := os.ReadFile(file)
+	repo, err := server.ParseRepository(data)
 	if err != nil {
-		return nil, fmt.Errorf("server: reading configuration: %w", err)
+		cli.Close()
+		return nil, fmt.Errorf("%w (in etcd key %q)", err, key)
 	}
-	return data, nil
+	o.etcd, o.etcdKey, o.etcdRev, o.data = cli, key, rev, data
+	return repo, nil
 }
 
 // grpcServerOptions returns the options of the gRPC server srv is to be
@@ -145,14 +141,16 @@ func (o *doormanOps) start(srv *server.Server, scope tally.Scope, stderr io.Writ
 	}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	r.Loaded(o.data)
 	switch {
+	case o.configPoll == 0:
+		close(done)
 	case o.etcd != nil:
 		go func() {
 			defer close(done)
 			_ = etcdconfig.Watch(ctx, o.etcd, o.etcdKey, o.etcdRev, r) // returns nil when ctx ends
 		}()
-	case o.file != "" && o.configPoll > 0:
-		r.Loaded(o.data)
+	case o.file != "":
 		go func() {
 			defer close(done)
 			_ = server.WatchFile(ctx, o.file, o.configPoll, r) // arguments checked by validate

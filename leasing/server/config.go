@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path"
 	"slices"
 	"strings"
@@ -277,9 +276,9 @@ func ParseRepository(data []byte) (*Repository, error) {
 // LoadRepository reads and validates the resource repository in file (see
 // ParseRepository).
 func LoadRepository(file string) (*Repository, error) {
-	data, err := os.ReadFile(file)
+	data, err := ReadConfig(file)
 	if err != nil {
-		return nil, fmt.Errorf("server: reading configuration: %w", err)
+		return nil, err
 	}
 	r, err := ParseRepository(data)
 	if err != nil {

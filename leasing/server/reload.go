@@ -160,7 +160,7 @@ func WatchFile(ctx context.Context, file string, interval time.Duration, r *Relo
 			return nil
 		case <-t.C():
 		}
-		data, err := readConfig(file)
+		data, err := ReadConfig(file)
 		if err != nil {
 			r.Failed(err)
 			continue
@@ -169,19 +169,20 @@ func WatchFile(ctx context.Context, file string, interval time.Duration, r *Relo
 	}
 }
 
-// readConfig reads file, refusing one larger than MaxConfigSize.
-func readConfig(file string) ([]byte, error) {
+// ReadConfig reads a configuration file, refusing one larger than
+// MaxConfigSize; errors name the file.
+func ReadConfig(file string) ([]byte, error) {
 	f, err := os.Open(file)
 	if err != nil {
-		return nil, fmt.Errorf("reading configuration: %w", err)
+		return nil, fmt.Errorf("server: reading configuration: %w", err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, MaxConfigSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("reading configuration: %w", err)
+		return nil, fmt.Errorf("server: reading configuration: %w", err)
 	}
 	if len(data) > MaxConfigSize {
-		return nil, fmt.Errorf("configuration %s is larger than %d bytes", file, MaxConfigSize)
+		return nil, fmt.Errorf("server: configuration %s is larger than %d bytes", file, MaxConfigSize)
 	}
 	return data, nil
 }

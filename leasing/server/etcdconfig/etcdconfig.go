@@ -32,6 +32,21 @@ const (
 // missing key, an empty value or an invalid configuration is an error
 // naming the key.
 func Load(ctx context.Context, cli *clientv3.Client, key string) (*server.Repository, int64, error) {
+	data, rev, err := Read(ctx, cli, key)
+	if err != nil {
+		return nil, 0, err
+	}
+	repo, err := server.ParseRepository(data)
+	if err != nil {
+		return nil, 0, fmt.Errorf("etcdconfig: etcd key %q: %w", key, err)
+	}
+	return repo, rev, nil
+}
+
+// Read returns the value of key, unparsed (for Reloader.Loaded), and the
+// revision it was read at. A missing key, an empty value or one larger
+// than server.MaxConfigSize is an error naming the key.
+func Read(ctx context.Context, cli *clientv3.Client, key string) ([]byte, int64, error) {
 	if err := check(cli, key); err != nil {
 		return nil, 0, err
 	}
@@ -45,11 +60,7 @@ func Load(ctx context.Context, cli *clientv3.Client, key string) (*server.Reposi
 	if n := len(resp.Kvs[0].Value); n > server.MaxConfigSize {
 		return nil, 0, fmt.Errorf("etcdconfig: etcd key %q holds %d bytes, more than the limit of %d", key, n, server.MaxConfigSize)
 	}
-	repo, err := server.ParseRepository(resp.Kvs[0].Value)
-	if err != nil {
-		return nil, 0, fmt.Errorf("etcdconfig: etcd key %q: %w", key, err)
-	}
-	return repo, resp.Header.Revision, nil
+	return resp.Kvs[0].Value, resp.Header.Revision, nil
 }
 
 func check(cli *clientv3.Client, key string) error {
