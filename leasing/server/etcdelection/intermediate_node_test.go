@@ -1,0 +1,95 @@
+package etcdelection_test
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/sluice-rpc/sluice/internal/etcdtest"
+	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/leasing/server"
+	"github.com/sluice-rpc/sluice/leasing/server/etcdelection"
+)
+
+// startIntermediate starts a server of an intermediate node: a child of
+// parent, campaigning on key, presenting id to the parent.
+func startIntermediate(t *testing.T, endpoint, key, parent, id string) *node {
+	t.Helper()
+	el, err := etcdelection.New(etcdelection.Config{Endpoints: []string{endpoint}, Key: key, TTL: testTTL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.New(server.Config{Parent: parent, ID: id, Election: el, Address: lis.Addr().String(), ParentRPCTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{s: s, el: el, addr: lis.Addr().String(), done: make(chan struct{})}
+	go func() {
+		defer close(n.done)
+		s.Serve(lis)
+	}()
+	t.Cleanup(func() { n.stop(t) })
+	return n
+}
+
+// TestIntermediateNodeFailover: the two servers of an elected intermediate
+// node present the root one server_id, so that when the intermediate's
+// master stops, the new master's first request is a renewal of the same
+// lease: its client is back to what it wants long before the old lease
+// could expire, and the root counts one child throughout.
+func TestIntermediateNodeFailover(t *testing.T) {
+	et := etcdtest.Start(t)
+	learning := int64(1)
+	root, err := server.New(server.Config{Repository: &server.Repository{Resources: []server.Template{{
+		IdentifierGlob: "r", Capacity: capacity,
+		// A short learning mode, passed down to the intermediates: a new
+		// intermediate master hands its clients what they claim for 1 s.
+		Algorithm: server.Algorithm{Kind: server.FairShare, LeaseLength: 60, RefreshInterval: 2, LearningModeDuration: &learning},
+	}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		root.Serve(lis)
+	}()
+	t.Cleanup(func() {
+		root.Stop()
+		testwait.Recv(t, done, "the root's Serve to return")
+	})
+	const key = "/doorman/mid"
+	ns := []*node{startIntermediate(t, et.Endpoint, key, lis.Addr().String(), key),
+		startIntermediate(t, et.Endpoint, key, lis.Addr().String(), key)}
+	m := master(t, ns)
+	follower := others(ns, m)[0]
+	c := newClient(t, follower.addr, "leaf", 60)
+	testwait.Until(t, "the leaf to get 60 through the intermediate node", func() bool { return c.Has() == 60 })
+
+	m.stop(t)
+	if m2 := master(t, []*node{follower}); m2 != follower {
+		t.Fatalf("master %s, want %s", m2.addr, follower.addr)
+	}
+	failedOver := time.Now()
+	// The old lease would last 60 s at the root; the same server_id makes
+	// the new master's request its renewal.
+	testwait.Until(t, "the leaf to hold 60 again from the new master", func() bool {
+		_, _, ok := follower.s.ParentLease("r")
+		return ok && c.Has() == 60
+	})
+	t.Logf("the leaf held 60 again %v after the failover", time.Since(failedOver).Round(time.Millisecond))
+	if took := time.Since(failedOver); took > 10*time.Second {
+		t.Fatalf("the leaf took %v to get its 60 back, more than 10 s of the root's 60 s lease", took)
+	}
+	if _, clients, _ := root.Counts(); clients != 1 {
+		t.Fatalf("the root counts %d children, want the one intermediate node", clients)
+	}
+}
