@@ -23,6 +23,15 @@ const (
 	// parentIdle is how long the refresh loop waits when it has nothing to
 	// ask for (it is woken when a resource appears or mastership changes).
 	parentIdle = 10 * time.Second
+	// parentMinBackoff is the wait after a first failed refresh, doubled
+	// per further failure up to parentMaxBackoff. It is short because the
+	// intermediate's clients' leases end with its own (see applyParent):
+	// a failure is most often the parent node's mastership moving (the
+	// attempt lands before the new master knows it won, and Discovery
+	// sends it back to the old one), and waiting a whole second to retry
+	// would leave clients renewing meanwhile with leases ending before
+	// their next renewal.
+	parentMinBackoff = 100 * time.Millisecond
 	// parentMaxBackoff caps the wait after failed refreshes.
 	parentMaxBackoff = 8 * time.Second
 	// parentMaxRedirects bounds the redirects one refresh follows.
@@ -207,8 +216,10 @@ func (s *Server) runParent(ctx context.Context) {
 	}
 }
 
+// backoffFor is the wait after failures failed refreshes in a row:
+// parentMinBackoff doubled per failure, at most parentMaxBackoff.
 func backoffFor(failures int) time.Duration {
-	d := time.Second << min(failures-1, 8)
+	d := parentMinBackoff << min(failures-1, 8)
 	return min(d, parentMaxBackoff)
 }
 
@@ -371,7 +382,13 @@ func (s *Server) applyParent(resp *pb.GetServerCapacityResponse) (int, time.Dura
 			r.parentRefresh = max(gets.GetRefreshInterval(), 1)
 			r.sharesValid = false
 			n++
-			next = min(next, time.Duration(max(r.parentRefresh/2, 1))*time.Second)
+			// Exactly half the interval, not rounded up to a whole
+			// second: the clients' leases are cut at this lease's expiry
+			// (a whole second) and they renew every max(interval/2, 1) s,
+			// so with a parent's 1 s interval renewing only every second
+			// leaves no margin: one failed refresh and a client renewing
+			// meanwhile is handed a lease ending before its next renewal.
+			next = min(next, time.Duration(r.parentRefresh)*time.Second/2)
 		}
 		r.mu.Unlock()
 	}

@@ -276,3 +276,45 @@ func TestIntermediateSafeModeUnlimitedAndNone(t *testing.T) {
 		})
 	}
 }
+
+// An intermediate renews well within its lease, whose expiry cuts its
+// clients' leases: at half the parent's refresh interval even when that
+// is 1 s (not rounded up to a whole second), and after a failed refresh
+// (such as one landing while the parent node's mastership moves) again
+// within parentMinBackoff, not a second later, by when a client renewing
+// meanwhile would have been handed a lease ending before its next
+// renewal.
+func TestIntermediateRenewsWithinItsLease(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	root := startOriginalNode(t, "")
+	s, err := New(Config{Parent: root.self, ID: "mid", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, startServer(t, s, ""))
+	now := clk.Now().Unix()
+	leaseOf(t, c, "a", 30)
+	testwait.Recv(t, root.reqs, "the intermediate's first request")
+	root.answer <- originalAnswer(100, now+3, 1, 100)
+	testwait.Until(t, "the lease", func() bool { _, _, ok := s.ParentLease("r"); return ok })
+
+	testwait.Timers(t, clk, 1)
+	clk.Add(500 * time.Millisecond)
+	testwait.Recv(t, root.reqs, "the refresh at half the parent's 1 s interval")
+	root.answer <- nil
+	testwait.Recv(t, root.reqs, "the immediate retry on a fresh connection")
+	root.answer <- nil
+	testwait.Until(t, "the failed refresh to be recorded", func() bool { p, _ := s.Parent(); return p.LastError != nil })
+
+	testwait.Timers(t, clk, 1)
+	clk.Add(parentMinBackoff)
+	req := testwait.Recv(t, root.reqs, "the retry after parentMinBackoff")
+	if h := req.Resource[0].GetHas(); h.GetCapacity() != 100 || h.GetExpiryTime() != now+3 {
+		t.Fatalf("the retry's has is %v, want the lease still held: 100 until %d", h, now+3)
+	}
+	root.answer <- originalAnswer(100, now+4, 1, 100)
+	testwait.Until(t, "the renewed lease", func() bool { _, e, _ := s.ParentLease("r"); return e.Unix() == now+4 })
+	if l := leaseOf(t, c, "a", 30); l.GetCapacity() != 30 || l.GetExpiryTime() != now+4 {
+		t.Fatalf("a got %v, want 30 until the renewed lease's expiry %d", l, now+4)
+	}
+}
