@@ -370,7 +370,8 @@ func (e doormanElection) close() {
 }
 
 // apply sets cfg's tree and election fields; listening is the address the
-// server listens on. Mastership changes are printed on out.
+// server listens on. Mastership changes, and the parent link failing and
+// recovering, are printed on out.
 func (d *doormanTree) apply(cfg *server.Config, listening string, out io.Writer) (doormanElection, error) {
 	d.advertising = d.advertise
 	if d.advertising == "" {
@@ -383,6 +384,16 @@ func (d *doormanTree) apply(cfg *server.Config, listening string, out io.Writer)
 		// id each, the parent would count the old master's lease until it
 		// expired and give the new master nothing meanwhile.
 		cfg.ID = d.electionKey
+	}
+	if d.parent != "" {
+		self := d.advertising
+		cfg.OnParentError = func(err error) {
+			if err != nil {
+				fmt.Fprintf(out, "doorman %s: refreshing leases from parent %s failed, retrying: %v\n", self, d.parent, err)
+			} else {
+				fmt.Fprintf(out, "doorman %s: refreshing leases from parent %s works again\n", self, d.parent)
+			}
+		}
 	}
 	if d.electionKey == "" {
 		return doormanElection{}, nil

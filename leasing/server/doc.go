@@ -53,12 +53,22 @@
 // own lease's expiry, and with half the parent's refresh interval (the
 // design's decay factor of 0.5 per level); it refreshes at half the
 // parent's refresh interval too, at once when a new resource appears, and
-// with a capped backoff when the parent is unreachable. Before the
+// with a capped backoff when the parent is unreachable (one failed batch
+// of resources does not stop the others; Config.OnParentError is told
+// when refreshes start failing and when they work again). Before the
 // parent's first answer for a resource it has nothing to hand out (the
 // design: a server without capacity behaves as if it had none) and asks
-// clients back within a second. When its lease is lost it is in safe
-// mode: it hands out the safe capacity the parent last sent, per client
-// (negative: what they want), in leases of one refresh interval.
+// clients back within a second; but in learning mode (after it starts or
+// wins mastership) it echoes what its clients say they have, as a root
+// does, and its first request tells the parent it has their sum, so that
+// clients keep their leases through a restart or a change of master. The
+// parent's answer is laid over the current configuration's template, so
+// a reload counts from the parent's next answer. When its lease is lost
+// it is in safe mode: it hands out the safe capacity the parent last
+// sent, per client (negative: what they want), asked back every refresh
+// interval in leases of two refresh intervals and a second: an expiry is
+// a whole second, and a lease must last past the client's next renewal,
+// even a late one.
 //
 // Shortfall. When the root cuts an intermediate's lease, the
 // intermediate's clients keep their leases until they renew: in the
@@ -90,7 +100,9 @@
 //     PROPORTIONAL_SHARE and FAIR_SHARE). The original echoes any claim,
 //     so one client claiming 1e308 (or a negative amount) would starve
 //     every other, or hand out more than the capacity, until its lease
-//     expired.
+//     expired. (An intermediate its parent has not answered yet has no
+//     capacity to cap claims at: it echoes them, and says in its first
+//     request to the parent that it has their sum, which the parent caps.)
 //   - FAIR_SHARE is exact max-min fairness (water-filling), for any number
 //     of clients: clients wanting less than the level get what they want,
 //     the others the level (times their subclients), and the whole
@@ -138,8 +150,9 @@
 // and the FAIR_SHARE level or the PROPORTIONAL_SHARE split is one descent
 // (a renewal with unchanged wants and grant touches no tree at all).
 // Expired leases are found in O(1) at the heads of per-resource lists in
-// expiry order (one per lease length, so that a renewal is an O(1) move to
-// a tail, even after a configuration change shortens leases). State is locked per resource; resources whose leases
+// expiry order (one per lease length, and one for an intermediate's
+// leases cut at its own lease's expiry, so that a renewal is an O(1) move
+// to a tail, even after a configuration change shortens leases). State is locked per resource; resources whose leases
 // have all expired are forgotten by the requests that follow, a few at a
 // time, from a heap ordered by when each is next due, never waiting on a
 // busy resource: no request waits on a server-wide sweep. See

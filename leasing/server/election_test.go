@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -225,5 +226,29 @@ func TestElectionClientFollowsRedirect(t *testing.T) {
 	}
 	if _, cl, _ := master.Counts(); cl != 1 {
 		t.Fatalf("the master has %d clients, want the redirected one", cl)
+	}
+}
+
+// An elected intermediate must be given the server_id its node's servers
+// share: each server's own address would make the parent see a new
+// child at every change of mastership.
+func TestConfigElectedIntermediateNeedsID(t *testing.T) {
+	cfg := Config{Parent: "127.0.0.1:1", Election: newFakeElection()}
+	err := cfg.Validate()
+	if err == nil || !strings.Contains(err.Error(), "Config.ID is empty with both Parent and Election set: the servers of an elected intermediate node must present the parent one server_id") {
+		t.Fatalf("Validate() = %v, want an error saying the node's servers must present one server_id", err)
+	}
+	if _, err := New(cfg); err == nil {
+		t.Fatal("New accepted an elected intermediate without an ID")
+	}
+	cfg.ID = "/doorman/mid"
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("with an ID: Validate() = %v", err)
+	}
+	// Either alone needs none.
+	for _, c := range []Config{{Parent: "127.0.0.1:1"}, {Repository: testConfig(FairShare, 1), Election: newFakeElection()}} {
+		if err := c.Validate(); err != nil {
+			t.Fatalf("Validate(%+v) = %v, want nil", c, err)
+		}
 	}
 }

@@ -7,7 +7,15 @@ package server
 // the head. A resource keeps one list per lease length among its leases:
 // one, or a few for a lease length after a configuration change (a
 // shorter lease's expiry would otherwise have to be placed in the middle
-// of the list).
+// of the list). An intermediate's leases cut at its own lease's expiry
+// (see decide) share one more list, of length cutLength: that expiry
+// does not go back as its lease is renewed, so they too are granted in
+// expiry order (were it to go back, link would still place them right,
+// walking back from the tail).
+
+// cutLength is the length of the list of an intermediate's leases cut at
+// its own lease's expiry.
+const cutLength = -1
 
 // expiryList is a doubly linked list of slots with the same lease length,
 // in expiry order.

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"sort"
 	"sync"
@@ -46,6 +48,11 @@ type parentLink struct {
 	// finder is used by the refresh loop only.
 	finder master.Finder
 
+	// onError is Config.OnParentError; failing whether the last round
+	// failed (both used by the refresh loop only).
+	onError func(error)
+	failing bool
+
 	mu     sync.Mutex
 	status ParentStatus
 }
@@ -64,7 +71,8 @@ func newParentLink(cfg Config) *parentLink {
 		wake: make(chan struct{}, 1),
 		finder: master.Finder{Addr: cfg.Parent, DialOptions: opts, RPCTimeout: timeout,
 			MaxRedirects: parentMaxRedirects, Prefix: "doorman server: parent"},
-		status: ParentStatus{Parent: cfg.Parent},
+		status:  ParentStatus{Parent: cfg.Parent},
+		onError: cfg.OnParentError,
 	}
 }
 
@@ -75,7 +83,9 @@ type ParentStatus struct {
 	// master it talks to now (empty before the first answer).
 	Parent, Master string
 	// LastRefresh is when the parent last answered; LastError the last
-	// failed refresh's error (nil after a success).
+	// refresh's error, nil when it succeeded (a refresh sends one request
+	// per DefaultMaxResourcesPerRequest resources: the error names each
+	// failed batch, the others having been applied).
 	LastRefresh time.Time
 	LastError   error
 	// Resources is how many resources the last answer leased.
@@ -152,11 +162,13 @@ func placeholder(local *Template) *Template {
 // and no lease outlives it. The refresh interval is half the parent's
 // (the design's decay factor of 0.5 per level). Before the parent's first
 // answer the capacity is 0 (the design: a server with no capacity
-// behaves as if it had none), with 1 s leases to be renewed in 1 s. After its lease expired (the parent is
+// behaves as if it had none; in learning mode decide echoes claims
+// instead), with 1 s leases to be renewed in 1 s. After its lease expired (the parent is
 // unreachable), the server is in safe mode: its capacity is the safe
 // capacity the parent last sent, per subclient (negative: what the
-// clients want), and it hands out leases of one refresh interval, so that
-// clients return soon after the parent does.
+// clients want), and it hands out leases that outlast the client's next
+// renewal (see safeLeaseLength), asked back at the same refresh interval,
+// so that clients return soon after the parent does.
 func (r *resource) fromParent(sec int64) (capacity float64, leaseLength, refresh, lastExpiry int64) {
 	t := r.tmpl
 	leaseLength, refresh = t.Algorithm.LeaseLength, t.Algorithm.RefreshInterval
@@ -181,8 +193,17 @@ func (r *resource) fromParent(sec int64) (capacity float64, leaseLength, refresh
 	default:
 		capacity = *safe * weight
 	}
-	return capacity, min(leaseLength, refresh), refresh, math.MaxInt64
+	return capacity, safeLeaseLength(refresh), refresh, math.MaxInt64
 }
+
+// safeLeaseLength is the length of the leases an intermediate in safe
+// mode hands out with refresh interval refresh: one refresh interval
+// beyond the client's next renewal, and a second more, since an expiry is
+// a whole second (now rounded down, plus the length). A lease of one
+// refresh interval would end before the renewal it asks for, by up to a
+// second, leaving the client nothing meanwhile on every cycle; this one
+// outlasts a renewal that comes up to a refresh interval late.
+func safeLeaseLength(refresh int64) int64 { return 2*refresh + 1 }
 
 // runParent refreshes the server's leases from its parent until ctx
 // ends: at half the shortest refresh interval the parent gave, at once
@@ -234,30 +255,51 @@ func (s *Server) refreshParent(ctx context.Context, failures *int) time.Duration
 		return parentIdle
 	}
 	next := time.Duration(math.MaxInt64)
-	leased := 0
-	for _, req := range reqs {
+	leased, answered := 0, 0
+	var errs []error
+	for k, req := range reqs {
+		// A failed batch does not stop the round: the others' resources
+		// are renewed as usual, and the failed one's retried after the
+		// backoff.
 		resp, err := s.askParent(ctx, req)
 		if err != nil {
 			if ctx.Err() != nil {
 				return parentIdle
 			}
-			*failures++
-			s.parent.mu.Lock()
-			s.parent.status.LastError = err
-			s.parent.mu.Unlock()
-			return backoffFor(*failures)
+			rs := req.GetResource()
+			errs = append(errs, fmt.Errorf("batch %d of %d (%d resources, %q to %q): %w",
+				k+1, len(reqs), len(rs), rs[0].GetResourceId(), rs[len(rs)-1].GetResourceId(), err))
+			continue
 		}
+		answered++
 		n, interval := s.applyParent(resp)
 		leased += n
 		next = min(next, interval)
 	}
-	*failures = 0
-	s.parent.mu.Lock()
-	s.parent.status.LastRefresh = s.clock.Now()
-	s.parent.status.LastError = nil
-	s.parent.status.Master = s.parent.finder.Target()
-	s.parent.status.Resources = leased
-	s.parent.mu.Unlock()
+	err := errors.Join(errs...)
+	p := s.parent
+	p.mu.Lock()
+	if answered > 0 {
+		p.status.LastRefresh = s.clock.Now()
+		p.status.Master = p.finder.Target()
+		p.status.Resources = leased
+	}
+	p.status.LastError = err
+	p.mu.Unlock()
+	if err != nil {
+		*failures++
+		next = min(next, backoffFor(*failures))
+	} else {
+		*failures = 0
+	}
+	// Tell the first failure after a success (or at start), and the first
+	// success after failures: once per change, not per retry.
+	if failing := err != nil; failing != p.failing {
+		p.failing = failing
+		if p.onError != nil {
+			p.onError(err)
+		}
+	}
 	if next == time.Duration(math.MaxInt64) {
 		return parentIdle
 	}
@@ -324,12 +366,23 @@ func (r *resource) parentRequest(sec int64) *pb.ServerCapacityResourceRequest {
 		rr.Wants = append(rr.Wants, &pb.PriorityBandAggregate{
 			Priority: proto.Int64(p), NumClients: proto.Int64(min(b.clients, MaxSubclients)), Wants: proto.Float64(b.wants)})
 	}
-	if r.parentExpiry > sec {
-		_, _, handedOut := r.tab.totals()
+	_, _, handedOut := r.tab.totals()
+	switch {
+	case r.parentExpiry > sec:
 		rr.Has = &pb.Lease{
 			ExpiryTime:      proto.Int64(r.parentExpiry),
 			RefreshInterval: proto.Int64(r.parentRefresh),
 			Capacity:        proto.Float64(math.Max(r.tmpl.Capacity, handedOut)),
+		}
+	case r.parentExpiry == 0 && handedOut > 0:
+		// Before the parent's first answer, in learning mode, the server
+		// echoed its clients' claims (leases a previous master, or this
+		// server before a restart, handed out): it says it has them, so
+		// that the parent counts them as held.
+		rr.Has = &pb.Lease{
+			ExpiryTime:      proto.Int64(r.tab.latest()),
+			RefreshInterval: proto.Int64(max(r.tmpl.Algorithm.RefreshInterval, 1)),
+			Capacity:        proto.Float64(handedOut),
 		}
 	}
 	return rr
@@ -358,6 +411,15 @@ func (s *Server) applyParent(resp *pb.GetServerCapacityResponse) (int, time.Dura
 	if !s.Mastership().IsMaster {
 		return 0, parentIdle // lost mastership meanwhile: the state is gone
 	}
+	// The parent's answer is laid over the current configuration's
+	// template (SetRepository leaves an intermediate's resources alone):
+	// what the parent does not send comes from the configuration now, not
+	// from the one the resource was first matched against. Holding cfgMu
+	// orders this with SetRepository: an answer applied after it returns
+	// uses its templates.
+	s.cfgMu.RLock()
+	defer s.cfgMu.RUnlock()
+	repo := s.repo
 	next := time.Duration(math.MaxInt64)
 	n := 0
 	for _, rr := range resp.GetResponse() {
@@ -371,7 +433,7 @@ func (s *Server) applyParent(resp *pb.GetServerCapacityResponse) (int, time.Dura
 		}
 		r.mu.Lock()
 		if !r.deleted {
-			r.tmpl = fromWire(r.tmpl, rr)
+			r.tmpl = fromWire(placeholder(repo.Match(r.id)), rr)
 			// The parent's learning duration may end learning mode sooner
 			// (before its answer the resource learns for the local
 			// template's, or the default lease length).
@@ -397,7 +459,8 @@ func (s *Server) applyParent(resp *pb.GetServerCapacityResponse) (int, time.Dura
 
 // fromWire returns the template for an intermediate's resource after its
 // parent's answer: the leased capacity, and the parent's safe capacity
-// and algorithm when it sends them (and they are valid), else old's.
+// and algorithm when it sends them (and they are valid), else old's (the
+// local template's, or the placeholder's).
 func fromWire(old *Template, rr *pb.ServerCapacityResourceResponse) *Template {
 	t := *old
 	t.Capacity = rr.GetGets().GetCapacity()

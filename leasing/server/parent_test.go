@@ -2,7 +2,10 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -173,7 +176,7 @@ func TestIntermediateUnderOriginalRoot(t *testing.T) {
 
 	// The parent goes down: the refresh fails, the lease runs out, and the
 	// intermediate hands out the safe capacity, 5 per client, in leases
-	// of one refresh interval.
+	// that outlast the client's next renewal, 5 s later.
 	testwait.Timers(t, clk, 1)
 	clk.Add(5 * time.Second)
 	testwait.Recv(t, root.reqs, "the intermediate's next refresh")
@@ -185,8 +188,8 @@ func TestIntermediateUnderOriginalRoot(t *testing.T) {
 	testwait.Until(t, "the failed refresh to be recorded", func() bool { p, _ := s.Parent(); return p.LastError != nil })
 	clk.Add(20 * time.Second) // past the lease's expiry, now+25
 	now = clk.Now().Unix()
-	if l := leaseOf(t, c, "a", 40); l.GetCapacity() != 5 || l.GetExpiryTime() != now+5 {
-		t.Fatalf("in safe mode a got %v, want the safe 5 for 5 s", l)
+	if l := leaseOf(t, c, "a", 40); l.GetCapacity() != 5 || l.GetRefreshInterval() != 5 || l.GetExpiryTime() != now+11 {
+		t.Fatalf("in safe mode a got %v, want the safe 5 until %d, renewed in 5 s", l, now+11)
 	}
 }
 
@@ -316,5 +319,276 @@ func TestIntermediateRenewsWithinItsLease(t *testing.T) {
 	testwait.Until(t, "the renewed lease", func() bool { _, e, _ := s.ParentLease("r"); return e.Unix() == now+4 })
 	if l := leaseOf(t, c, "a", 30); l.GetCapacity() != 30 || l.GetExpiryTime() != now+4 {
 		t.Fatalf("a got %v, want 30 until the renewed lease's expiry %d", l, now+4)
+	}
+}
+
+// An intermediate in learning mode whose parent has not answered yet (it
+// has just started, or just won its node's mastership) echoes what its
+// clients say they have, as a root does, rather than handing out 0 until
+// the parent answers (forever, if the parent is unreachable), and its
+// first request tells the parent it has their sum.
+func TestIntermediateLearnsBeforeParentAnswers(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	root := startOriginalNode(t, "")
+	s, err := New(Config{Parent: root.self, ID: "mid", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, startServer(t, s, ""))
+	now := clk.Now().Unix()
+	claim := func(v float64) *pb.Lease {
+		return &pb.Lease{ExpiryTime: proto.Int64(now + 20), RefreshInterval: proto.Int64(5), Capacity: proto.Float64(v)}
+	}
+	l := askCapacity(t, c, "a", 40, claim(30)).Response[0].GetGets()
+	if l.GetCapacity() != 30 || l.GetRefreshInterval() != 1 {
+		t.Fatalf("before the parent's answer a claiming 30 got %v, want its claim echoed, to be renewed in 1 s", l)
+	}
+	req := testwait.Recv(t, root.reqs, "the intermediate's first request")
+	if h := req.Resource[0].GetHas(); h.GetCapacity() != 30 {
+		t.Fatalf("the first request's has is %v, want the 30 echoed to the clients", h)
+	}
+	// The parent stays silent: the intermediate keeps echoing claims.
+	if l := askCapacity(t, c, "b", 40, claim(25)).Response[0].GetGets(); l.GetCapacity() != 25 {
+		t.Fatalf("before the parent's answer b claiming 25 got %v, want 25", l)
+	}
+	root.answer <- originalAnswer(100, now+20, 10, 5)
+	testwait.Until(t, "the intermediate to hold its lease", func() bool { _, _, ok := s.ParentLease("r"); return ok })
+	if l := leaseOf(t, c, "a", 40); l.GetCapacity() != 40 || l.GetExpiryTime() != now+20 {
+		t.Fatalf("after the parent's answer a got %v, want 40 until %d", l, now+20)
+	}
+}
+
+// In safe mode an intermediate's leases last past the client's next
+// renewal, however late in a second the client asked: expiries are whole
+// seconds, and a lease of one refresh interval would end up to a second
+// before the renewal it asks for, leaving the client nothing meanwhile.
+func TestIntermediateSafeModeLeaseCoversRenewal(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	root := startOriginalNode(t, "")
+	s, err := New(Config{Parent: root.self, ID: "mid", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, startServer(t, s, ""))
+	now := clk.Now().Unix()
+	leaseOf(t, c, "a", 40)
+	testwait.Recv(t, root.reqs, "the intermediate's first request")
+	root.answer <- originalAnswer(100, now+10, 4, 5)
+	testwait.Until(t, "the lease", func() bool { _, _, ok := s.ParentLease("r"); return ok })
+	clk.Add(11*time.Second + 900*time.Millisecond) // the lease is lost; the parent's answers stay unread
+	for range 3 {
+		asked := clk.Now()
+		l := leaseOf(t, c, "a", 40)
+		if l.GetCapacity() != 5 {
+			t.Fatalf("in safe mode a got %v, want the safe 5", l.GetCapacity())
+		}
+		renewal := asked.Add(time.Duration(l.GetRefreshInterval()) * time.Second)
+		if expiry := time.Unix(l.GetExpiryTime(), 0); !expiry.After(renewal) {
+			t.Fatalf("in safe mode a, asking at %v, got a lease ending at %v, not after its renewal at %v", asked, expiry, renewal)
+		}
+		clk.Add(renewal.Sub(clk.Now())) // the client renews on time
+	}
+}
+
+// answerAll answers every resource of req as the original root does,
+// leasing it capacity until expiry, to be refreshed every refresh
+// seconds.
+func answerAll(req *pb.GetServerCapacityRequest, capacity float64, expiry, refresh int64) *pb.GetServerCapacityResponse {
+	resp := &pb.GetServerCapacityResponse{}
+	for _, rr := range req.GetResource() {
+		a := originalAnswer(capacity, expiry, refresh, 1).Response[0]
+		a.ResourceId = proto.String(rr.GetResourceId())
+		resp.Response = append(resp.Response, a)
+	}
+	return resp
+}
+
+// A failed batch of a refresh (one request per 1000 resources) does not
+// stop the round: the other batches are sent and applied, the error names
+// the failed batch, and OnParentError is told once when refreshes start
+// failing and once (nil) when they succeed again.
+func TestIntermediateRefreshCarriesOnPastFailedBatch(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	root := startOriginalNode(t, "")
+	var mu sync.Mutex
+	var reported []error
+	s, err := New(Config{Parent: root.self, ID: "mid", Clock: clk, OnParentError: func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		reported = append(reported, err)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, startServer(t, s, ""))
+	now := clk.Now().Unix()
+	ids := make([]string, DefaultMaxResourcesPerRequest+1)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("r%04d", i)
+	}
+	for _, part := range [][]string{ids[:DefaultMaxResourcesPerRequest], ids[DefaultMaxResourcesPerRequest:]} {
+		req := &pb.GetCapacityRequest{ClientId: proto.String("a")}
+		for _, id := range part {
+			req.Resource = append(req.Resource, &pb.ResourceRequest{ResourceId: proto.String(id), Priority: proto.Int64(0), Wants: proto.Float64(1)})
+		}
+		if _, err := c.GetCapacity(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leasedUntil := func(expiry int64, ids ...string) bool {
+		for _, id := range ids {
+			if _, e, ok := s.ParentLease(id); !ok || e.Unix() != expiry {
+				return false
+			}
+		}
+		return true
+	}
+	// The first rounds (sent as resources appeared) lease them all.
+	testwait.Until(t, "every resource to be leased", func() bool {
+		select {
+		case req := <-root.reqs:
+			root.answer <- answerAll(req, 1, now+20, 10)
+		default:
+		}
+		return leasedUntil(now+20, ids...)
+	})
+	if p, _ := s.Parent(); p.LastError != nil {
+		t.Fatalf("after the first rounds LastError is %v, want nil", p.LastError)
+	}
+
+	// The next round: the first batch fails (and its retry), the second
+	// is still sent and applied.
+	testwait.Timers(t, clk, 1)
+	clk.Add(5 * time.Second)
+	req := testwait.Recv(t, root.reqs, "the round's first batch")
+	if n := len(req.Resource); n != DefaultMaxResourcesPerRequest {
+		t.Fatalf("the first batch has %d resources, want %d", n, DefaultMaxResourcesPerRequest)
+	}
+	root.answer <- nil
+	testwait.Recv(t, root.reqs, "the first batch's retry")
+	root.answer <- nil
+	req = testwait.Recv(t, root.reqs, "the round's second batch, after the first failed")
+	if n := len(req.Resource); n != 1 || req.Resource[0].GetResourceId() != ids[len(ids)-1] {
+		t.Fatalf("the second batch is %v, want the last resource alone", req.Resource)
+	}
+	root.answer <- answerAll(req, 1, now+25, 10)
+	testwait.Until(t, "the second batch's lease and the first's error", func() bool {
+		p, _ := s.Parent()
+		return leasedUntil(now+25, ids[len(ids)-1]) && p.LastError != nil
+	})
+	if p, _ := s.Parent(); !containsAll(p.LastError.Error(), `batch 1 of 2 (1000 resources, "r0000" to "r0999")`, "emulated outage") {
+		t.Fatalf("LastError is %q, want it to name the failed batch and its error", p.LastError)
+	}
+	if !leasedUntil(now+20, ids[:DefaultMaxResourcesPerRequest]...) {
+		t.Fatal("the failed batch's resources changed lease")
+	}
+
+	// The failed batch is retried after the backoff, and succeeds.
+	testwait.Timers(t, clk, 1)
+	clk.Add(parentMinBackoff)
+	for range 2 {
+		req := testwait.Recv(t, root.reqs, "the retried round's batches")
+		root.answer <- answerAll(req, 1, now+25, 10)
+	}
+	testwait.Until(t, "the recovery", func() bool {
+		p, _ := s.Parent()
+		return leasedUntil(now+25, ids...) && p.LastError == nil
+	})
+	testwait.Until(t, "OnParentError to report the recovery", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(reported) >= 2
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reported) != 2 || reported[0] == nil || !strings.Contains(reported[0].Error(), "batch 1 of 2") || reported[1] != nil {
+		t.Fatalf("OnParentError was told %v, want the failure once, then nil once", reported)
+	}
+}
+
+// A configuration reload takes effect on an intermediate at the parent's
+// next answer: what the parent does not send (here the algorithm, so the
+// lease length) comes from the new configuration, not the one the
+// resource was first matched against.
+func TestIntermediateReloadAppliesAtParentAnswer(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	root := startOriginalNode(t, "")
+	repo := func(leaseLength int64) *Repository {
+		r := testConfig(FairShare, 1)
+		r.Resources[0].Algorithm.LeaseLength = leaseLength
+		return r
+	}
+	s, err := New(Config{Repository: repo(60), Parent: root.self, ID: "mid", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, startServer(t, s, ""))
+	now := clk.Now().Unix()
+	answer := func(expiry int64) *pb.GetServerCapacityResponse {
+		a := originalAnswer(100, expiry, 10, 5)
+		a.Response[0].Algorithm = nil // as a parent that sends none
+		return a
+	}
+	leaseOf(t, c, "a", 40)
+	testwait.Recv(t, root.reqs, "the intermediate's first request")
+	root.answer <- answer(now + 1000)
+	testwait.Until(t, "the lease", func() bool { _, _, ok := s.ParentLease("r"); return ok })
+	if l := leaseOf(t, c, "a", 40); l.GetExpiryTime() != now+60 {
+		t.Fatalf("a got %v, want a lease of the configured 60 s, until %d", l, now+60)
+	}
+
+	if err := s.SetRepository(repo(30)); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Timers(t, clk, 1)
+	clk.Add(5 * time.Second)
+	testwait.Recv(t, root.reqs, "the refresh after the reload")
+	root.answer <- answer(now + 1001)
+	testwait.Until(t, "the renewed lease", func() bool { _, e, _ := s.ParentLease("r"); return e.Unix() == now+1001 })
+	now = clk.Now().Unix()
+	if l := leaseOf(t, c, "a", 40); l.GetExpiryTime() != now+30 {
+		t.Fatalf("after the reload a got %v, want a lease of the reloaded 30 s, until %d", l, now+30)
+	}
+}
+
+// An intermediate's leases cut at its own lease's expiry share one expiry
+// list, however much of its lease is left when each is granted (one list
+// per remaining length would make renewals scan many), and still expire
+// in order.
+func TestIntermediateCutLeasesShareOneExpiryList(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	root := startOriginalNode(t, "")
+	s, err := New(Config{Parent: root.self, ID: "mid", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, startServer(t, s, ""))
+	now := clk.Now().Unix()
+	leaseOf(t, c, "c0", 1)
+	testwait.Recv(t, root.reqs, "the intermediate's first request")
+	root.answer <- originalAnswer(100, now+30, 60, 5)
+	testwait.Until(t, "the lease", func() bool { _, _, ok := s.ParentLease("r"); return ok })
+	lists := func() int {
+		r := s.lookup("r")
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.tab.lists)
+	}
+	for i := range 15 {
+		if l := leaseOf(t, c, clientName(i), 1); l.GetExpiryTime() != now+30 {
+			t.Fatalf("client %d got %v, want a lease cut at the intermediate's expiry %d", i, l, now+30)
+		}
+		clk.Add(time.Second)
+	}
+	if n := lists(); n != 1 {
+		t.Fatalf("15 leases cut at one expiry, granted a second apart, are in %d expiry lists, want 1", n)
+	}
+	// They expire together with the intermediate's lease; a renewal after
+	// it (the parent silent: safe mode, leases of their own length) finds
+	// and drops them.
+	clk.Add(20 * time.Second)
+	leaseOf(t, c, "late", 1)
+	if r := s.lookup("r"); func() int { r.mu.Lock(); defer r.mu.Unlock(); return len(r.leases) }() != 1 {
+		t.Fatal("the expired cut leases were not dropped at the next request")
 	}
 }

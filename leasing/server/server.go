@@ -107,11 +107,23 @@ type Config struct {
 	// ParentDialOptions are used to dial the parent; nil means plaintext.
 	ParentDialOptions []grpc.DialOption
 	// ID is the server_id presented to the parent; empty means the
-	// advertised address.
+	// advertised address. Required when Election is set too: the servers
+	// of an elected intermediate node must all present the parent one
+	// server_id (such as the election key), so that a new master's first
+	// request renews the old master's lease; with one id each, the parent
+	// would count the old master's lease until it expired and give the
+	// new one nothing meanwhile.
 	ID string
 	// ParentRPCTimeout bounds each RPC to the parent (0 means
 	// DefaultParentRPCTimeout).
 	ParentRPCTimeout time.Duration
+	// OnParentError, if set, is called by an intermediate when refreshing
+	// its leases from the parent starts failing, with the error (one per
+	// failed batch of resources), and with nil when a refresh succeeds
+	// again: once per change, not per retry (for logging). Meanwhile the
+	// server retries with a backoff; ParentStatus.LastError has the last
+	// error.
+	OnParentError func(error)
 }
 
 // Validate reports the first thing wrong with c.
@@ -123,6 +135,9 @@ func (c *Config) Validate() error {
 		if err := c.Repository.Validate(); err != nil {
 			return err
 		}
+	}
+	if c.Parent != "" && c.Election != nil && c.ID == "" {
+		return errors.New("server: Config.ID is empty with both Parent and Election set: the servers of an elected intermediate node must present the parent one server_id (such as the election key), not each its own address")
 	}
 	if c.ParentRPCTimeout < 0 {
 		return fmt.Errorf("server: Config.ParentRPCTimeout is %v, must be >= 0 (0 means the default)", c.ParentRPCTimeout)
@@ -386,7 +401,8 @@ func (s *Server) SetRepository(repo *Repository) error {
 		r.mu.Lock()
 		if s.parent != nil {
 			// An intermediate's templates come from its parent; the local
-			// ones count again when the parent next answers.
+			// ones count again when the parent next answers (applyParent
+			// starts from the configuration then).
 			r.mu.Unlock()
 			continue
 		}
@@ -687,16 +703,25 @@ func (s *Server) serve(ctx context.Context, rpc, client string, ds []demand) ([]
 	}
 	s.requests.Inc(1)
 	out := make([]decision, len(ds))
+	created := false
 	for i := range ds {
 		if i > 0 && i%yieldEvery == 0 {
 			runtime.Gosched()
 		}
 		for {
-			r := s.resourceFor(ds[i].id, now, &g)
+			r, c := s.resourceFor(ds[i].id, now, &g)
+			created = created || c
 			if s.decide(r, client, &ds[i], now, &g, &out[i]) {
 				break
 			}
 		}
+	}
+	if created {
+		// An intermediate asks its parent for a new resource at once, but
+		// only now that the request's lease is recorded: woken earlier, the
+		// refresh loop could find the resource without clients, ask for
+		// nothing and idle until its next round.
+		s.pokeParent()
 	}
 	return out, nil
 }
@@ -754,8 +779,12 @@ func (s *Server) decide(r *resource, client string, d *demand, now time.Time, g 
 			// Echo what the client says it has, but never more than the
 			// capacity left (or a nonsense value): one client claiming 1e308
 			// would otherwise starve every other until its lease expires.
+			// An intermediate its parent has not answered yet knows no
+			// capacity to cap claims at: it echoes them, and its first
+			// request to the parent says it has their sum, which the parent
+			// counts (see parentRequest).
 			gets = d.has.GetCapacity()
-			if k := tmpl.Algorithm.Kind; k == ProportionalShare || k == FairShare {
+			if k := tmpl.Algorithm.Kind; (k == ProportionalShare || k == FairShare) && !(s.parent != nil && r.parentExpiry == 0) {
 				_, _, held := t.totals()
 				gets = math.Min(gets, math.Max(0, capacity-(held-sl.has)))
 			}
@@ -782,12 +811,17 @@ func (s *Server) decide(r *resource, client string, d *demand, now time.Time, g 
 	sl = &t.slots[i]
 	// An intermediate never leases beyond its own lease: its clients'
 	// leases end with it.
-	expiry := min(sec+leaseLength, lastExpiry)
-	if !known || sl.expiry != expiry {
+	expiry, length := sec+leaseLength, leaseLength
+	if lastExpiry <= expiry {
+		// Cut at the intermediate's own lease's expiry: such leases share
+		// one list, in order since that expiry does not go back (each
+		// remaining length in a list of its own would make the lists
+		// many, and finding one costly).
+		expiry, length = lastExpiry, cutLength
+	}
+	if !known || sl.expiry != expiry || sl.length != int32(length) {
 		t.unlink(i)
-		// Expiry lists are per lease length: an intermediate's leases cut
-		// at its own expiry are as long as what is left of it.
-		t.link(i, expiry, expiry-sec)
+		t.link(i, expiry, length)
 	}
 	r.updateGauges()
 

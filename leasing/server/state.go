@@ -142,10 +142,10 @@ func (s *Server) lookup(id string) *resource {
 }
 
 // resourceFor returns the resource named id, creating it (from g's
-// reservation) on first use.
-func (s *Server) resourceFor(id string, now time.Time, g *grant) *resource {
+// reservation) on first use; created reports that it did.
+func (s *Server) resourceFor(id string, now time.Time, g *grant) (r *resource, created bool) {
 	if r := s.lookup(id); r != nil {
-		return r
+		return r, false
 	}
 	s.cfgMu.RLock()
 	sh := &s.resources[s.shard(id)]
@@ -153,19 +153,18 @@ func (s *Server) resourceFor(id string, now time.Time, g *grant) *resource {
 	if r := sh.m[id]; r != nil {
 		sh.mu.Unlock()
 		s.cfgMu.RUnlock()
-		return r
+		return r, false
 	}
 	tmpl := s.repo.Match(id)
 	gauges := tmpl != nil && tmpl.IdentifierGlob == id
 	if s.parent != nil {
-		tmpl = placeholder(tmpl)
-		s.pokeParent()
+		tmpl = placeholder(tmpl) // the parent is asked once the request is recorded (serve)
 	}
 	// Per-resource gauges only for resources named exactly by a template:
 	// ids come from clients, and tally keeps every tagged scope for good,
 	// so tagging by any id would let clients grow the server's memory
 	// without bound. Resources matched by a glob (or none) report no gauges.
-	r := &resource{
+	r = &resource{
 		id:            id,
 		tmpl:          tmpl,
 		learningUntil: s.learningUntil(id, tmpl, s.repo),
@@ -190,7 +189,7 @@ func (s *Server) resourceFor(id string, now time.Time, g *grant) *resource {
 		due = lu
 	}
 	s.schedule(r, due)
-	return r
+	return r, true
 }
 
 // nopGauge is the gauge of resources that report none.

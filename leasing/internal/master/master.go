@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 )
@@ -128,10 +130,13 @@ func (f *Finder) Forget() {
 
 // Call sends one RPC to the master: call makes it on conn and returns the
 // answer's mastership field when the answer is a redirect (nil when it is
-// an answer). Call follows redirects, and after an error rediscovers the
-// master and tries once more at once (the connection may have been a
-// stale one, to a server since restarted). An RPC's error is returned as
-// "PREFIX: RPC to TARGET: ERR".
+// an answer). Call follows redirects, and after an error that may be the
+// connection's or the server's (see Rejected) rediscovers the master and
+// tries once more at once (the connection may have been a stale one, to
+// a server since restarted). An error that rejects the request itself,
+// such as InvalidArgument or ResourceExhausted, is returned at once, the
+// connection kept: asking again, anywhere, would be rejected again. An
+// RPC's error is returned as "PREFIX: RPC to TARGET: ERR".
 func (f *Finder) Call(ctx context.Context, rpc string, call func(ctx context.Context, conn *grpc.ClientConn) (*pb.Mastership, error)) error {
 	retried := false
 	for redirects := 0; ; redirects++ {
@@ -144,6 +149,9 @@ func (f *Finder) Call(ctx context.Context, rpc string, call func(ctx context.Con
 		cancel()
 		if err != nil {
 			target := f.Target()
+			if Rejected(err) {
+				return fmt.Errorf("%s: %s to %s: %w", f.Prefix, rpc, target, err)
+			}
 			f.Forget()
 			if !retried && ctx.Err() == nil {
 				retried = true
@@ -158,4 +166,20 @@ func (f *Finder) Call(ctx context.Context, rpc string, call func(ctx context.Con
 			return err
 		}
 	}
+}
+
+// Rejected reports whether err is a server's answer that rejects the
+// request itself (its gRPC code is InvalidArgument, ResourceExhausted,
+// FailedPrecondition, OutOfRange, PermissionDenied, Unauthenticated,
+// NotFound or AlreadyExists): the same request would be rejected again,
+// by this server or another, so it is no reason to rediscover the master
+// or retry. Other errors (Unavailable, DeadlineExceeded, Unknown, ...)
+// may be the connection's or a server's passing state.
+func Rejected(err error) bool {
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.ResourceExhausted, codes.FailedPrecondition, codes.OutOfRange,
+		codes.PermissionDenied, codes.Unauthenticated, codes.NotFound, codes.AlreadyExists:
+		return true
+	}
+	return false
 }

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
@@ -23,9 +26,19 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type node struct {
 	pb.UnimplementedCapacityServer
 	self, master string
+	// GetCapacity fails with code fail; discoveries and calls count the
+	// RPCs.
+	fail               codes.Code
+	discoveries, calls atomic.Int32
+}
+
+func (n *node) GetCapacity(context.Context, *pb.GetCapacityRequest) (*pb.GetCapacityResponse, error) {
+	n.calls.Add(1)
+	return nil, status.Errorf(n.fail, "emulated %v", n.fail)
 }
 
 func (n *node) Discovery(context.Context, *pb.DiscoveryRequest) (*pb.DiscoveryResponse, error) {
+	n.discoveries.Add(1)
 	switch n.master {
 	case "":
 		return &pb.DiscoveryResponse{Mastership: &pb.Mastership{MasterAddress: proto.String(n.self)}, IsMaster: proto.Bool(true)}, nil
@@ -112,5 +125,43 @@ func TestFinderUnreachable(t *testing.T) {
 	defer f.Forget()
 	if _, err := f.Conn(context.Background()); err == nil || !strings.Contains(err.Error(), "test: Discovery at "+addr) {
 		t.Fatalf("Conn to a closed port: %v", err)
+	}
+}
+
+// Call rediscovers the master and retries once after an error that may be
+// the connection's or the server's passing state, but not after one that
+// rejects the request itself: that is returned at once, the connection
+// kept.
+func TestFinderCallRetriesOnlyTransientErrors(t *testing.T) {
+	for _, tt := range []struct {
+		code                    codes.Code
+		wantCalls, wantDiscover int32
+		wantKnown               bool
+	}{
+		{codes.Unavailable, 2, 2, true},
+		{codes.DeadlineExceeded, 2, 2, true},
+		{codes.InvalidArgument, 1, 1, true},
+		{codes.ResourceExhausted, 1, 1, true},
+		{codes.PermissionDenied, 1, 1, true},
+	} {
+		t.Run(tt.code.String(), func(t *testing.T) {
+			n := start(t, "")
+			n.fail = tt.code
+			f := finder(n.self, 3)
+			defer f.Forget()
+			err := f.Call(context.Background(), "GetCapacity", func(ctx context.Context, conn *grpc.ClientConn) (*pb.Mastership, error) {
+				_, err := pb.NewCapacityClient(conn).GetCapacity(ctx, &pb.GetCapacityRequest{ClientId: proto.String("c")})
+				return nil, err
+			})
+			if status.Code(errors.Unwrap(err)) != tt.code || !strings.Contains(err.Error(), "test: GetCapacity to "+n.self) {
+				t.Fatalf("Call: %v, want the %v naming the RPC and its target", err, tt.code)
+			}
+			if c, d := n.calls.Load(), n.discoveries.Load(); c != tt.wantCalls || d != tt.wantDiscover {
+				t.Fatalf("after %v: %d calls and %d Discovery RPCs, want %d and %d", tt.code, c, d, tt.wantCalls, tt.wantDiscover)
+			}
+			if tt.wantCalls == 1 && (!f.Known() || f.Target() != n.self) {
+				t.Fatalf("after %v the Finder forgot the master (target %s, known %v)", tt.code, f.Target(), f.Known())
+			}
+		})
 	}
 }

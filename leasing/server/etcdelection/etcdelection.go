@@ -202,6 +202,12 @@ func (e *Election) Run(ctx context.Context, id string, report func(server.Master
 			report(m)
 		}
 	}
+	// However Run ends (its context ended: the server stops and resigns),
+	// the server is told it is not the master before the deferred revoke
+	// deletes the key: once it is gone another server may win, and the
+	// Election contract is that losing is reported no later than that.
+	// (Deferred calls run last first.)
+	defer tell(server.Mastership{})
 	for {
 		select {
 		case <-ctx.Done():

@@ -1,6 +1,7 @@
 package etcdelection_test
 
 import (
+	"context"
 	"math"
 	"net"
 	"strings"
@@ -10,6 +11,8 @@ import (
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/rs/zerolog"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
@@ -49,7 +52,32 @@ type node struct {
 	addr string
 	done chan struct{}
 	once sync.Once
+
+	mu      sync.Mutex
+	changes []change // every change of mastership, from OnMastership
 }
+
+// change is a change of mastership and when the server reported it.
+type change struct {
+	at time.Time
+	m  server.Mastership
+}
+
+// changed returns when the server first reported, after since, a
+// mastership for which want holds (the zero time if it has not).
+func (n *node) changed(since time.Time, want func(server.Mastership) bool) time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, c := range n.changes {
+		if !c.at.Before(since) && want(c.m) {
+			return c.at
+		}
+	}
+	return time.Time{}
+}
+
+func isMaster(m server.Mastership) bool  { return m.IsMaster }
+func notMaster(m server.Mastership) bool { return !m.IsMaster }
 
 // startNode starts a server campaigning through etcd at endpoint; it stops
 // at the end of the test (or earlier with stop).
@@ -63,11 +91,19 @@ func startNode(t *testing.T, endpoint string) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := server.New(server.Config{Repository: repo(), Election: el, Address: lis.Addr().String()})
+	n := &node{el: el, addr: lis.Addr().String(), done: make(chan struct{})}
+	s, err := server.New(server.Config{Repository: repo(), Election: el, Address: lis.Addr().String(),
+		// Called after the server has applied the change: a loss is
+		// recorded after the server stopped serving, a win after it began.
+		OnMastership: func(m server.Mastership) {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			n.changes = append(n.changes, change{time.Now(), m})
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &node{s: s, el: el, addr: lis.Addr().String(), done: make(chan struct{})}
+	n.s = s
 	go func() {
 		defer close(n.done)
 		s.Serve(lis)
@@ -170,6 +206,11 @@ func TestThreeServersFailover(t *testing.T) {
 	m.stop(t)
 	m2 := master(t, rest)
 	failover := time.Since(killed)
+	// It stepped down before it resigned, so before the new master won.
+	if lost, won := m.changed(killed, notMaster), m2.changed(killed, isMaster); lost.IsZero() || !lost.Before(won) {
+		t.Fatalf("the stopping master reported its loss %v after it stopped, the new master its win %v after: two masters at once",
+			lost.Sub(killed), won.Sub(killed))
+	}
 	t.Logf("mastership moved from %s to %s in %v", m.addr, m2.addr, failover.Round(time.Millisecond))
 	if failover > 2*testTTL {
 		t.Fatalf("mastership took %v to move, more than two session TTLs", failover)
@@ -238,28 +279,30 @@ func TestPartitionedMasterStopsServing(t *testing.T) {
 
 	cut := time.Now()
 	px.Stop()
-	var stopped, taken time.Duration
-	for stopped == 0 || taken == 0 {
-		now := time.Since(cut)
-		if stopped == 0 && !a.s.Mastership().IsMaster {
-			stopped = now
+	// The times the servers reported the changes in OnMastership: the
+	// former master's loss after it stopped serving, the new master's win
+	// after it began, so that the two never overlap if the loss comes
+	// first.
+	var lost, won time.Time
+	testwait.Until(t, "the former master to stop and another to take over", func() bool {
+		lost = a.changed(cut, notMaster)
+		won = time.Time{}
+		for _, n := range ns[1:] {
+			if w := n.changed(cut, isMaster); !w.IsZero() && (won.IsZero() || w.Before(won)) {
+				won = w
+			}
 		}
-		if taken == 0 && (ns[1].s.Mastership().IsMaster || ns[2].s.Mastership().IsMaster) {
-			taken = now
-		}
-		if now > testwait.Limit {
-			t.Fatalf("%v after the partition: the former master stopped after %v, a new one took over after %v (0: not yet)", now, stopped, taken)
-		}
-		time.Sleep(pollEvery)
-	}
+		return !lost.IsZero() && !won.IsZero()
+	})
+	stopped, taken := lost.Sub(cut), won.Sub(cut)
 	t.Logf("partitioned master stopped serving after %v; a new master took over after %v (TTL %v)",
 		stopped.Round(time.Millisecond), taken.Round(time.Millisecond), testTTL)
 	// The bound is the TTL from the last renewal etcd acknowledged, sent
-	// before the cut; 250 ms allow for the test's polling and scheduling.
+	// before the cut; 250 ms allow for scheduling.
 	if stopped > testTTL+250*time.Millisecond {
 		t.Errorf("the partitioned master served for %v after the cut, more than the session TTL %v", stopped, testTTL)
 	}
-	if taken < stopped {
+	if !lost.Before(won) {
 		t.Errorf("a new master took over after %v, before the former stopped (%v): two masters at once", taken, stopped)
 	}
 	// The former master no longer serves: it answers with the mastership
@@ -333,4 +376,59 @@ func TestIntermediateFollowsElectedParent(t *testing.T) {
 	if capacity, _, ok := mid.ParentLease("r"); !ok || capacity != 30 {
 		t.Fatalf("the intermediate's lease from the new master is %v (ok %v), want 30", capacity, ok)
 	}
+}
+
+// A master whose Run ends (its server stops) reports that it is no longer
+// the master before it resigns: while its key is still in etcd, so before
+// another server can win.
+func TestRunReportsLossBeforeResigning(t *testing.T) {
+	et := etcdtest.Start(t)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{et.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	el, err := etcdelection.New(etcdelection.Config{Client: cli, Key: electKey, TTL: testTTL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer el.Close()
+	keys := func() int64 {
+		resp, err := cli.Get(t.Context(), electKey+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Errorf("reading the election's keys: %v", err)
+			return -1
+		}
+		return resp.Count
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	won := make(chan struct{})
+	var last server.Mastership
+	keysAtLoss := int64(-1)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- el.Run(ctx, "self:1", func(m server.Mastership) {
+			// Run reports from one goroutine at a time, and the test reads
+			// last and keysAtLoss only after Run has returned.
+			last = m
+			if m.IsMaster {
+				close(won)
+			} else if ctx.Err() != nil {
+				keysAtLoss = keys()
+			}
+		})
+	}()
+	testwait.Recv(t, won, "the campaign to win")
+	cancel()
+	if err := testwait.Recv(t, ran, "Run to return"); err != nil {
+		t.Fatalf("Run returned %v after its context ended, want nil", err)
+	}
+	if last.IsMaster {
+		t.Fatal("Run returned with the server last told it is the master")
+	}
+	if keysAtLoss != 1 {
+		t.Fatalf("when the loss was reported the election had %d keys, want this server's 1 (not yet resigned)", keysAtLoss)
+	}
+	testwait.Until(t, "the key to go with the resignation", func() bool { return keys() == 0 })
 }
