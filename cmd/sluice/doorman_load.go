@@ -72,35 +72,47 @@ type loadFlags struct {
 	server      *string
 	concurrency *int
 	conns       *int
+	tls         *doormanClientTLS
+	dialOpts    []grpc.DialOption // set by check
 }
 
-func addLoadFlags(fs *flagSet, concurrency int) loadFlags {
-	return loadFlags{
+func addLoadFlags(fs *flagSet, concurrency int) *loadFlags {
+	return &loadFlags{
 		server:      fs.String("server", "", "`HOST:PORT` of a Doorman server"),
 		concurrency: fs.Int("concurrency", concurrency, "requests in flight, `N` >= 1"),
 		conns:       fs.Int("conns", 4, "gRPC connections to the server, `N` >= 1"),
+		tls:         addDoormanClientTLSFlags(fs),
 	}
 }
 
-func (l loadFlags) check(fs *flagSet) (int, bool) {
+func (l *loadFlags) check(fs *flagSet) (int, bool) {
 	if *l.server == "" {
 		return fs.usageError("--server is required"), false
 	}
 	if *l.concurrency < 1 || *l.conns < 1 {
 		return fs.usageError("--concurrency and --conns must be >= 1"), false
 	}
+	opts, err := l.tls.dialOptions()
+	if err != nil {
+		return fs.usageError("%v", err), false
+	}
+	l.dialOpts = opts
 	return 0, true
 }
 
-// dialConns opens n connections to addr; close closes them.
-func dialConns(addr string, n int) (conns []*grpc.ClientConn, close func(), err error) {
+// dialConns opens n connections to addr, plaintext unless opts say
+// otherwise (TLS); close closes them.
+func dialConns(addr string, n int, opts []grpc.DialOption) (conns []*grpc.ClientConn, close func(), err error) {
 	close = func() {
 		for _, c := range conns {
 			c.Close()
 		}
 	}
 	for i := 0; i < n; i++ {
-		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if opts == nil {
+			opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+		}
+		cc, err := grpc.NewClient(addr, opts...)
 		if err != nil {
 			close()
 			return nil, nil, err
@@ -112,8 +124,8 @@ func dialConns(addr string, n int) (conns []*grpc.ClientConn, close func(), err 
 
 // dialAll opens n connections to addr and returns a Capacity client on
 // each; close closes them.
-func dialAll(addr string, n int) (stubs []pb.CapacityClient, close func(), err error) {
-	conns, close, err := dialConns(addr, n)
+func dialAll(addr string, n int, opts []grpc.DialOption) (stubs []pb.CapacityClient, close func(), err error) {
+	conns, close, err := dialConns(addr, n, opts)
 	for _, cc := range conns {
 		stubs = append(stubs, pb.NewCapacityClient(cc))
 	}
@@ -188,7 +200,7 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	case *duration <= 0:
 		return fs.usageError("--duration is %v, must be > 0", *duration)
 	}
-	stubs, closeAll, err := dialAll(*lf.server, *lf.conns)
+	stubs, closeAll, err := dialAll(*lf.server, *lf.conns, lf.dialOpts)
 	if err != nil {
 		return fs.failure("%v", err)
 	}
@@ -320,7 +332,7 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return fs.usageError("--server-pid %d: %v", *pid, err)
 		}
 	}
-	conns, closeAll, err := dialConns(*lf.server, *lf.conns+1)
+	conns, closeAll, err := dialConns(*lf.server, *lf.conns+1, lf.dialOpts)
 	if err != nil {
 		return fs.failure("%v", err)
 	}

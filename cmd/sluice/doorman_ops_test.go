@@ -127,6 +127,17 @@ func TestDoormanOpsTLSReloadMetrics(t *testing.T) {
 		!strings.Contains(out.String(), "resource=db wants=30 capacity=30") {
 		t.Errorf("sluice doorman get --tls-ca: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
 	}
+	out.Reset()
+	errOut.Reset()
+	load := []string{"load", "--server", s.addr, "--resource", "load-only", "--clients", "5", "--duration", "100ms", "--conns", "1", "--concurrency", "2"}
+	if code := doormanRun(context.Background(), append(load, "--tls-ca", certs.CA), &out, &errOut); code != 0 || !strings.Contains(out.String(), "failed 0") {
+		t.Errorf("sluice doorman load --tls-ca: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if code := doormanRun(ctx, load, io.Discard, io.Discard); code != 1 {
+		t.Errorf("sluice doorman load in plaintext against a TLS server: exit %d, want 1", code)
+	}
 
 	tmp := file + ".new"
 	if err := os.WriteFile(tmp, []byte(opsConfig("40")), 0o600); err != nil {
