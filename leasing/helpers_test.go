@@ -2,7 +2,6 @@ package leasing
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/internal/testwait"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
+	"github.com/sluice-rpc/sluice/leasing/internal/servetest"
 	"github.com/sluice-rpc/sluice/leasing/server"
 )
 
@@ -67,24 +67,7 @@ func ask(t testing.TB, s *server.Server, client string, wants float64) float64 {
 // address it listens on; the server stops at the end of the test.
 func startServer(t testing.TB, s *server.Server, addr string) string {
 	t.Helper()
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		s.Stop()
-		lis.Close()
-		testwait.Recv(t, done, "Serve to return")
-	})
-	return lis.Addr().String()
+	return servetest.Start(t, s, addr)
 }
 
 // waitFor polls cond until it holds (see testwait.Until).

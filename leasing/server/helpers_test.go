@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -13,8 +12,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-rpc/sluice/clock"
-	"github.com/sluice-rpc/sluice/internal/testwait"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
+	"github.com/sluice-rpc/sluice/leasing/internal/servetest"
 )
 
 var testEpoch = time.Unix(1_700_000_000, 0)
@@ -72,24 +71,7 @@ func clientName(i int) string { return fmt.Sprintf("c%d", i) }
 // address it listens on; the server stops at the end of the test.
 func startServer(t testing.TB, s *Server, addr string) string {
 	t.Helper()
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		s.Stop()
-		lis.Close()
-		testwait.Recv(t, done, "Serve to return")
-	})
-	return lis.Addr().String()
+	return servetest.Start(t, s, addr)
 }
 
 // dial returns a gRPC client of addr, closed at the end of the test.

@@ -110,6 +110,33 @@ func leaseOf(t *testing.T, c pb.CapacityClient, client string, wants float64) *p
 // lease, never beyond its lease's expiry, with half the parent's refresh
 // interval, refreshes at half the parent's interval, and after its lease
 // is lost hands out the parent's safe capacity per client.
+// startIntermediate starts an intermediate under root on a fake clock:
+// cfg with root as its Parent, and "mid" as its ID unless cfg names one.
+func startIntermediate(t *testing.T, root *originalNode, cfg Config) (*Server, pb.CapacityClient, *clock.Fake) {
+	t.Helper()
+	clk := clock.NewFake(testEpoch)
+	cfg.Parent, cfg.Clock = root.self, clk
+	if cfg.ID == "" {
+		cfg.ID = "mid"
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, dial(t, startServer(t, s, "")), clk
+}
+
+// firstLease has client ask the intermediate s for wants of "r", answers
+// its first request to root with answer, and waits until s holds the
+// lease.
+func firstLease(t *testing.T, s *Server, c pb.CapacityClient, root *originalNode, client string, wants float64, answer *pb.GetServerCapacityResponse) {
+	t.Helper()
+	leaseOf(t, c, client, wants)
+	testwait.Recv(t, root.reqs, "the intermediate's first request")
+	root.answer <- answer
+	testwait.Until(t, "the lease", func() bool { _, _, ok := s.ParentLease("r"); return ok })
+}
+
 func TestIntermediateUnderOriginalRoot(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
 	root := startOriginalNode(t, "")
@@ -258,13 +285,8 @@ func TestIntermediateSafeModeUnlimitedAndNone(t *testing.T) {
 		{"none", nil, 40, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := clock.NewFake(testEpoch)
 			root := startOriginalNode(t, "")
-			s, err := New(Config{Parent: root.self, ID: "mid", Clock: clk})
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := dial(t, startServer(t, s, ""))
+			s, c, clk := startIntermediate(t, root, Config{})
 			now := clk.Now().Unix()
 			leaseOf(t, c, "a", tt.aWants)
 			testwait.Recv(t, root.reqs, "the intermediate's first request")
@@ -288,18 +310,10 @@ func TestIntermediateSafeModeUnlimitedAndNone(t *testing.T) {
 // meanwhile would have been handed a lease ending before its next
 // renewal.
 func TestIntermediateRenewsWithinItsLease(t *testing.T) {
-	clk := clock.NewFake(testEpoch)
 	root := startOriginalNode(t, "")
-	s, err := New(Config{Parent: root.self, ID: "mid", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := dial(t, startServer(t, s, ""))
+	s, c, clk := startIntermediate(t, root, Config{})
 	now := clk.Now().Unix()
-	leaseOf(t, c, "a", 30)
-	testwait.Recv(t, root.reqs, "the intermediate's first request")
-	root.answer <- originalAnswer(100, now+3, 1, 100)
-	testwait.Until(t, "the lease", func() bool { _, _, ok := s.ParentLease("r"); return ok })
+	firstLease(t, s, c, root, "a", 30, originalAnswer(100, now+3, 1, 100))
 
 	testwait.Timers(t, clk, 1)
 	clk.Add(500 * time.Millisecond)
@@ -328,13 +342,8 @@ func TestIntermediateRenewsWithinItsLease(t *testing.T) {
 // the parent answers (forever, if the parent is unreachable), and its
 // first request tells the parent it has their sum.
 func TestIntermediateLearnsBeforeParentAnswers(t *testing.T) {
-	clk := clock.NewFake(testEpoch)
 	root := startOriginalNode(t, "")
-	s, err := New(Config{Parent: root.self, ID: "mid", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := dial(t, startServer(t, s, ""))
+	s, c, clk := startIntermediate(t, root, Config{})
 	now := clk.Now().Unix()
 	claim := func(v float64) *pb.Lease {
 		return &pb.Lease{ExpiryTime: proto.Int64(now + 20), RefreshInterval: proto.Int64(5), Capacity: proto.Float64(v)}
@@ -363,18 +372,10 @@ func TestIntermediateLearnsBeforeParentAnswers(t *testing.T) {
 // seconds, and a lease of one refresh interval would end up to a second
 // before the renewal it asks for, leaving the client nothing meanwhile.
 func TestIntermediateSafeModeLeaseCoversRenewal(t *testing.T) {
-	clk := clock.NewFake(testEpoch)
 	root := startOriginalNode(t, "")
-	s, err := New(Config{Parent: root.self, ID: "mid", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := dial(t, startServer(t, s, ""))
+	s, c, clk := startIntermediate(t, root, Config{})
 	now := clk.Now().Unix()
-	leaseOf(t, c, "a", 40)
-	testwait.Recv(t, root.reqs, "the intermediate's first request")
-	root.answer <- originalAnswer(100, now+10, 4, 5)
-	testwait.Until(t, "the lease", func() bool { _, _, ok := s.ParentLease("r"); return ok })
+	firstLease(t, s, c, root, "a", 40, originalAnswer(100, now+10, 4, 5))
 	clk.Add(11*time.Second + 900*time.Millisecond) // the lease is lost; the parent's answers stay unread
 	for range 3 {
 		asked := clk.Now()
@@ -408,19 +409,14 @@ func answerAll(req *pb.GetServerCapacityRequest, capacity float64, expiry, refre
 // the failed batch, and OnParentError is told once when refreshes start
 // failing and once (nil) when they succeed again.
 func TestIntermediateRefreshCarriesOnPastFailedBatch(t *testing.T) {
-	clk := clock.NewFake(testEpoch)
 	root := startOriginalNode(t, "")
 	var mu sync.Mutex
 	var reported []error
-	s, err := New(Config{Parent: root.self, ID: "mid", Clock: clk, OnParentError: func(err error) {
+	s, c, clk := startIntermediate(t, root, Config{OnParentError: func(err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		reported = append(reported, err)
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := dial(t, startServer(t, s, ""))
 	now := clk.Now().Unix()
 	ids := make([]string, DefaultMaxResourcesPerRequest+1)
 	for i := range ids {
@@ -511,28 +507,20 @@ func TestIntermediateRefreshCarriesOnPastFailedBatch(t *testing.T) {
 // lease length) comes from the new configuration, not the one the
 // resource was first matched against.
 func TestIntermediateReloadAppliesAtParentAnswer(t *testing.T) {
-	clk := clock.NewFake(testEpoch)
 	root := startOriginalNode(t, "")
 	repo := func(leaseLength int64) *Repository {
 		r := testConfig(FairShare, 1)
 		r.Resources[0].Algorithm.LeaseLength = leaseLength
 		return r
 	}
-	s, err := New(Config{Repository: repo(60), Parent: root.self, ID: "mid", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := dial(t, startServer(t, s, ""))
+	s, c, clk := startIntermediate(t, root, Config{Repository: repo(60)})
 	now := clk.Now().Unix()
 	answer := func(expiry int64) *pb.GetServerCapacityResponse {
 		a := originalAnswer(100, expiry, 10, 5)
 		a.Response[0].Algorithm = nil // as a parent that sends none
 		return a
 	}
-	leaseOf(t, c, "a", 40)
-	testwait.Recv(t, root.reqs, "the intermediate's first request")
-	root.answer <- answer(now + 1000)
-	testwait.Until(t, "the lease", func() bool { _, _, ok := s.ParentLease("r"); return ok })
+	firstLease(t, s, c, root, "a", 40, answer(now+1000))
 	if l := leaseOf(t, c, "a", 40); l.GetExpiryTime() != now+60 {
 		t.Fatalf("a got %v, want a lease of the configured 60 s, until %d", l, now+60)
 	}
@@ -556,18 +544,10 @@ func TestIntermediateReloadAppliesAtParentAnswer(t *testing.T) {
 // per remaining length would make renewals scan many), and still expire
 // in order.
 func TestIntermediateCutLeasesShareOneExpiryList(t *testing.T) {
-	clk := clock.NewFake(testEpoch)
 	root := startOriginalNode(t, "")
-	s, err := New(Config{Parent: root.self, ID: "mid", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := dial(t, startServer(t, s, ""))
+	s, c, clk := startIntermediate(t, root, Config{})
 	now := clk.Now().Unix()
-	leaseOf(t, c, "c0", 1)
-	testwait.Recv(t, root.reqs, "the intermediate's first request")
-	root.answer <- originalAnswer(100, now+30, 60, 5)
-	testwait.Until(t, "the lease", func() bool { _, _, ok := s.ParentLease("r"); return ok })
+	firstLease(t, s, c, root, "c0", 1, originalAnswer(100, now+30, 60, 5))
 	lists := func() int {
 		r := s.lookup("r")
 		r.mu.Lock()

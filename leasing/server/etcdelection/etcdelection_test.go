@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-rpc/sluice/internal/etcdtest"
 	"github.com/sluice-rpc/sluice/internal/testwait"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
+	"github.com/sluice-rpc/sluice/leasing/internal/servetest"
 	"github.com/sluice-rpc/sluice/leasing/server"
 	"github.com/sluice-rpc/sluice/leasing/server/etcdelection"
 	"github.com/sluice-rpc/sluice/leasing/server/internal/leasetest"
@@ -83,7 +84,15 @@ func notMaster(m server.Mastership) bool { return !m.IsMaster }
 // at the end of the test (or earlier with stop).
 func startNode(t *testing.T, endpoint string) *node {
 	t.Helper()
-	el, err := etcdelection.New(etcdelection.Config{Endpoints: []string{endpoint}, Key: electKey, TTL: testTTL})
+	return startElected(t, endpoint, electKey, server.Config{Repository: repo()})
+}
+
+// startElected starts a server of cfg campaigning on key through etcd at
+// endpoint, recording its mastership changes; it stops at the end of the
+// test (or earlier with stop).
+func startElected(t *testing.T, endpoint, key string, cfg server.Config) *node {
+	t.Helper()
+	el, err := etcdelection.New(etcdelection.Config{Endpoints: []string{endpoint}, Key: key, TTL: testTTL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,21 +101,20 @@ func startNode(t *testing.T, endpoint string) *node {
 		t.Fatal(err)
 	}
 	n := &node{el: el, addr: lis.Addr().String(), done: make(chan struct{})}
-	s, err := server.New(server.Config{Repository: repo(), Election: el, Address: lis.Addr().String(),
-		// Called after the server has applied the change: a loss is
-		// recorded after the server stopped serving, a win after it began.
-		OnMastership: func(m server.Mastership) {
-			n.mu.Lock()
-			defer n.mu.Unlock()
-			n.changes = append(n.changes, change{time.Now(), m})
-		}})
-	if err != nil {
+	cfg.Election, cfg.Address = el, n.addr
+	// Called after the server has applied the change: a loss is recorded
+	// after the server stopped serving, a win after it began.
+	cfg.OnMastership = func(m server.Mastership) {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		n.changes = append(n.changes, change{time.Now(), m})
+	}
+	if n.s, err = server.New(cfg); err != nil {
 		t.Fatal(err)
 	}
-	n.s = s
 	go func() {
 		defer close(n.done)
-		s.Serve(lis)
+		n.s.Serve(lis)
 	}()
 	t.Cleanup(func() { n.stop(t) })
 	return n
@@ -342,20 +350,7 @@ func TestIntermediateFollowsElectedParent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		mid.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		mid.Stop()
-		testwait.Recv(t, done, "the intermediate's Serve to return")
-	})
-	c := newClient(t, lis.Addr().String(), "leaf", 30)
+	c := newClient(t, servetest.Start(t, mid, ""), "leaf", 30)
 	testwait.Until(t, "the intermediate's client to get 30", func() bool { return c.Has() == 30 })
 	if _, clients, _ := m.s.Counts(); clients != 1 {
 		t.Fatalf("the master has %d clients, want the intermediate", clients)

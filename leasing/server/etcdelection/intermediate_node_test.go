@@ -1,39 +1,20 @@
 package etcdelection_test
 
 import (
-	"net"
 	"testing"
 	"time"
 
 	"github.com/sluice-rpc/sluice/internal/etcdtest"
 	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/leasing/internal/servetest"
 	"github.com/sluice-rpc/sluice/leasing/server"
-	"github.com/sluice-rpc/sluice/leasing/server/etcdelection"
 )
 
 // startIntermediate starts a server of an intermediate node: a child of
 // parent, campaigning on key, presenting id to the parent.
 func startIntermediate(t *testing.T, endpoint, key, parent, id string) *node {
 	t.Helper()
-	el, err := etcdelection.New(etcdelection.Config{Endpoints: []string{endpoint}, Key: key, TTL: testTTL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := server.New(server.Config{Parent: parent, ID: id, Election: el, Address: lis.Addr().String(), ParentRPCTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &node{s: s, el: el, addr: lis.Addr().String(), done: make(chan struct{})}
-	go func() {
-		defer close(n.done)
-		s.Serve(lis)
-	}()
-	t.Cleanup(func() { n.stop(t) })
-	return n
+	return startElected(t, endpoint, key, server.Config{Parent: parent, ID: id, ParentRPCTimeout: time.Second})
 }
 
 // TestIntermediateNodeFailover: the two servers of an elected intermediate
@@ -53,22 +34,9 @@ func TestIntermediateNodeFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		root.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		root.Stop()
-		testwait.Recv(t, done, "the root's Serve to return")
-	})
+	rootAddr := servetest.Start(t, root, "")
 	const key = "/doorman/mid"
-	ns := []*node{startIntermediate(t, et.Endpoint, key, lis.Addr().String(), key),
-		startIntermediate(t, et.Endpoint, key, lis.Addr().String(), key)}
+	ns := []*node{startIntermediate(t, et.Endpoint, key, rootAddr, key), startIntermediate(t, et.Endpoint, key, rootAddr, key)}
 	m := master(t, ns)
 	follower := others(ns, m)[0]
 	c := newClient(t, follower.addr, "leaf", 60)
