@@ -461,3 +461,22 @@ func TestDoormanServeTreeAndElection(t *testing.T) {
 	stopA()
 	testwait.Until(t, "the second server to take over", func() bool { return strings.Contains(bOut.String(), "now the master of /cli/root") })
 }
+
+// An intermediate whose parent refuses connections says so on its output
+// once its first client makes it ask, and keeps serving.
+func TestDoormanServeReportsParentFailure(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := lis.Addr().String()
+	lis.Close() // nothing listens there any more: connections are refused
+	addr, out, _ := startDoormanArgs(t, "--listen", "127.0.0.1:0", "--parent", dead)
+	var get bytes.Buffer
+	if code := doormanRun(context.Background(), []string{"get", "--server", addr, "--resource", "r", "--wants", "5"}, &get, &get); code != 0 {
+		t.Fatalf("sluice doorman get from the intermediate: exit %d: %s", code, get.String())
+	}
+	testwait.Until(t, "the intermediate to report its parent failing", func() bool {
+		return strings.Contains(out.String(), "refreshing leases from parent "+dead+" failed, retrying")
+	})
+}
