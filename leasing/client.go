@@ -84,6 +84,10 @@ type ClientConfig struct {
 	Scope tally.Scope
 	// DialOptions are used to dial servers; nil means plaintext.
 	DialOptions []grpc.DialOption
+	// Dial, if set, opens the connections to servers instead of gRPC
+	// (DialOptions are then unused): an in-process transport for
+	// simulations and tests.
+	Dial func(addr string) (pb.Conn, error)
 	// MinRefreshInterval is the shortest interval between two requests
 	// for the same resource (0 means DefaultClientMinRefreshInterval).
 	MinRefreshInterval time.Duration
@@ -98,8 +102,13 @@ type ClientConfig struct {
 	// DefaultMaxRedirects).
 	MaxRedirects int
 	// ManualRefresh, if true, starts no background refresh loop: the
-	// caller drives Refresh itself (one-shot tools, deterministic tests).
+	// caller drives Refresh or Tick itself (one-shot tools, deterministic
+	// tests, simulations).
 	ManualRefresh bool
+	// Rand draws the jitter of the backoff after failed refreshes; nil
+	// means math/rand/v2's global source. A simulation passes a seeded
+	// one to be reproducible. The client uses it under its own lock.
+	Rand *rand.Rand
 }
 
 // Validate reports the first thing wrong with c.
@@ -181,7 +190,11 @@ type Client struct {
 	// capped at MaxBackoff, each wait drawn from the upper half (equal
 	// jitter), so that clients cut off by one outage come back spread out.
 	backoff retry.Backoff
-	rand    func() float64 // uniform in [0, 1), for backoff jitter
+	rand    func() float64 // uniform in [0, 1), for backoff jitter; used under tickMu
+
+	tickMu   sync.Mutex // serialises Tick
+	failures int        // failed refreshes in a row (tickMu)
+	retryAt  time.Time  // when the backoff after them ends (tickMu)
 }
 
 // NewClient returns a client of the Doorman server at cfg.Addr. Unless
@@ -233,13 +246,16 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		refreshes: cfg.Scope.Counter(stats.LeaseRequests),
 		errors:    cfg.Scope.Counter(stats.LeaseRefreshErrors),
 		resources: make(map[string]*Resource),
-		master: master.Finder{Addr: cfg.Addr, DialOptions: cfg.DialOptions, RPCTimeout: cfg.RPCTimeout,
+		master: master.Finder{Addr: cfg.Addr, Dial: cfg.Dial, DialOptions: cfg.DialOptions, RPCTimeout: cfg.RPCTimeout,
 			MaxRedirects: cfg.MaxRedirects, Prefix: "leasing"},
 		wake: make(chan struct{}, 1),
 		done: make(chan struct{}),
 		rand: rand.Float64,
 		backoff: retry.Backoff{Initial: cfg.InitialBackoff, Max: cfg.MaxBackoff, Multiplier: 2,
 			Jitter: retry.EqualJitter},
+	}
+	if cfg.Rand != nil {
+		c.rand = cfg.Rand.Float64
 	}
 	if cfg.ManualRefresh {
 		close(c.done)
@@ -379,9 +395,9 @@ func (c *Client) Refresh(ctx context.Context) error {
 // redirects. Callers hold rpcMu.
 func (c *Client) getCapacity(ctx context.Context, req *pb.GetCapacityRequest) (*pb.GetCapacityResponse, error) {
 	var resp *pb.GetCapacityResponse
-	err := c.master.Call(ctx, "GetCapacity", func(ctx context.Context, conn *grpc.ClientConn) (*pb.Mastership, error) {
+	err := c.master.Call(ctx, "GetCapacity", func(ctx context.Context, conn pb.Conn) (*pb.Mastership, error) {
 		var err error
-		resp, err = pb.NewCapacityClient(conn).GetCapacity(ctx, req)
+		resp, err = conn.GetCapacity(ctx, req)
 		if err != nil || len(resp.GetResponse()) > 0 {
 			return nil, err
 		}
@@ -393,47 +409,53 @@ func (c *Client) getCapacity(ctx context.Context, req *pb.GetCapacityRequest) (*
 // run is the background refresh loop, until ctx ends (Close).
 func (c *Client) run(ctx context.Context) {
 	defer close(c.done)
-	failures := 0
-	var retryAt time.Time
 	for {
-		now := c.clock.Now()
-		wait := c.nextEvent(now)
-		if failures > 0 {
-			if d := retryAt.Sub(now); d > wait {
-				wait = d
-			}
+		next, _ := c.Tick(ctx)
+		if ctx.Err() != nil {
+			return
 		}
-		// The deadline is fixed from now: should the clock move before
-		// the timer exists, the wait must not start over.
-		t := c.clock.NewTimerAt(now.Add(wait))
+		// The deadline is fixed by Tick: should the clock move before the
+		// timer exists, the wait must not start over.
+		t := c.clock.NewTimerAt(next)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
-		case <-c.wake:
+		case <-c.wake: // a resource was added or its wants changed
 			t.Stop()
-			if failures > 0 && c.clock.Now().Before(retryAt) {
-				continue
-			}
 		case <-t.C():
 		}
-		now = c.clock.Now()
-		for _, r := range c.snapshot() {
-			r.checkChanged(now)
-		}
-		if !c.due(now) {
-			continue
-		}
-		if err := c.Refresh(ctx); err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			failures++
-			retryAt = c.clock.Now().Add(c.backoff.Delay(failures, c.rand()))
-			continue
-		}
-		failures = 0
 	}
+}
+
+// Tick does at the clock's now what the refresh loop does when it wakes:
+// it announces capacity changes (leases that expired), sends one Refresh
+// if a resource is due and the backoff after failed refreshes has passed,
+// and starts a backoff if that refresh fails. It returns when it next has
+// work (a refresh due, a lease expiring, the backoff ending) and the
+// refresh's error. Calling it early is harmless: nothing is sent before
+// its time.
+//
+// The refresh loop calls Tick; with ManualRefresh a caller driving the
+// client on a fake clock (a simulation) calls it at the times it returns,
+// and after Resource or SetWants.
+func (c *Client) Tick(ctx context.Context) (next time.Time, err error) {
+	c.tickMu.Lock()
+	defer c.tickMu.Unlock()
+	now := c.clock.Now()
+	for _, r := range c.snapshot() {
+		r.checkChanged(now)
+	}
+	if !now.Before(c.retryAt) && c.due(now) {
+		if err = c.Refresh(ctx); err != nil && ctx.Err() == nil {
+			c.failures++
+			c.retryAt = c.clock.Now().Add(c.backoff.Delay(c.failures, c.rand()))
+		} else if err == nil {
+			c.failures, c.retryAt = 0, time.Time{}
+		}
+		now = c.clock.Now()
+	}
+	return c.nextEvent(now), err
 }
 
 // due reports whether some resource should be refreshed at now.
@@ -446,19 +468,27 @@ func (c *Client) due(now time.Time) bool {
 	return false
 }
 
-// nextEvent returns how long until a resource is due for refresh or a
-// lease expires.
-func (c *Client) nextEvent(now time.Time) time.Duration {
+// nextEvent returns when a resource is next due for refresh (not before
+// the backoff ends) or a lease next expires, at most MaxBackoff after now
+// (c.tickMu held).
+func (c *Client) nextEvent(now time.Time) time.Time {
 	next := now.Add(c.cfg.MaxBackoff)
 	for _, r := range c.snapshot() {
-		if t := r.nextRefresh(c.cfg.MinRefreshInterval); t.Before(next) {
+		t := r.nextRefresh(c.cfg.MinRefreshInterval)
+		if t.Before(c.retryAt) {
+			t = c.retryAt
+		}
+		if t.Before(next) {
 			next = t
 		}
 		if t, ok := r.expiry(); ok && t.After(now) && t.Before(next) {
 			next = t
 		}
 	}
-	return max(next.Sub(now), 0)
+	if next.Before(now) {
+		return now
+	}
+	return next
 }
 
 // Close stops the refresh loop, releases every lease (best effort, within
@@ -503,7 +533,7 @@ func (c *Client) release(ctx context.Context, ids []string) error {
 			return err
 		}
 		rctx, cancel := context.WithTimeout(ctx, c.cfg.RPCTimeout)
-		resp, err := pb.NewCapacityClient(conn).ReleaseCapacity(rctx, req)
+		resp, err := conn.ReleaseCapacity(rctx, req)
 		cancel()
 		if err != nil {
 			target := c.master.Target()

@@ -42,16 +42,22 @@ const (
 
 // parentLink is an intermediate server's side of its parent.
 type parentLink struct {
-	id   string
-	wake chan struct{}
+	id     string
+	wake   chan struct{}
+	manual bool // Config.ManualParentRefresh
 
-	// finder is used by the refresh loop only.
+	// tickMu serialises TickParent; it guards the fields below it up to
+	// mu.
+	tickMu sync.Mutex
 	finder master.Finder
-
 	// onError is Config.OnParentError; failing whether the last round
-	// failed (both used by the refresh loop only).
+	// failed.
 	onError func(error)
 	failing bool
+	// failures counts failed rounds in a row; retryAt is when the backoff
+	// after them ends.
+	failures int
+	retryAt  time.Time
 
 	mu     sync.Mutex
 	status ParentStatus
@@ -69,9 +75,10 @@ func newParentLink(cfg Config) *parentLink {
 	return &parentLink{
 		id:   cfg.ID,
 		wake: make(chan struct{}, 1),
-		finder: master.Finder{Addr: cfg.Parent, DialOptions: opts, RPCTimeout: timeout,
+		finder: master.Finder{Addr: cfg.Parent, Dial: cfg.ParentDial, DialOptions: opts, RPCTimeout: timeout,
 			MaxRedirects: parentMaxRedirects, Prefix: "doorman server: parent"},
 		status:  ParentStatus{Parent: cfg.Parent},
+		manual:  cfg.ManualParentRefresh,
 		onError: cfg.OnParentError,
 	}
 }
@@ -211,29 +218,71 @@ func safeLeaseLength(refresh int64) int64 { return 2*refresh + 1 }
 // failures. Only a master asks its parent.
 func (s *Server) runParent(ctx context.Context) {
 	p := s.parent
-	defer p.finder.Forget()
-	failures := 0
+	defer func() {
+		p.tickMu.Lock()
+		p.finder.Forget()
+		p.tickMu.Unlock()
+	}()
 	for {
-		wait := s.refreshParent(ctx, &failures)
-		t := s.clock.NewTimer(wait)
+		next := s.TickParent(ctx)
+		t := s.clock.NewTimerAt(next)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-p.wake:
 			t.Stop()
-			if failures > 0 {
-				// Do not hammer a parent that is down: keep to the backoff.
-				t = s.clock.NewTimer(backoffFor(failures))
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					return
-				case <-t.C():
-				}
-			}
 		case <-t.C():
 		}
+	}
+}
+
+// TickParent does at the clock's now what an intermediate's refresh loop
+// does when it runs: unless the backoff after failed rounds is still
+// running, it sends one round of GetServerCapacity for all its resources
+// and applies the answers. It returns when the loop runs next: half the
+// shortest refresh interval the parent gave, the end of a backoff after
+// a failure, or later when there is nothing to ask for (a new resource or
+// a change of mastership wakes the loop; see ParentWoken). A root server
+// returns the zero Time at once.
+//
+// Start runs the loop; with Config.ManualParentRefresh a caller driving
+// the server on a fake clock (a simulation) calls TickParent itself.
+func (s *Server) TickParent(ctx context.Context) time.Time {
+	p := s.parent
+	if p == nil {
+		return time.Time{}
+	}
+	p.tickMu.Lock()
+	defer p.tickMu.Unlock()
+	if now := s.clock.Now(); now.Before(p.retryAt) {
+		// Do not hammer a parent that is down: keep to the backoff.
+		return p.retryAt
+	}
+	wait := s.refreshParent(ctx, &p.failures)
+	now := s.clock.Now()
+	if p.failures > 0 {
+		p.retryAt = now.Add(backoffFor(p.failures))
+	} else {
+		p.retryAt = time.Time{}
+	}
+	return now.Add(wait)
+}
+
+// ParentWoken reports, and forgets, whether something happened since the
+// last call that should make an intermediate ask its parent at once (a
+// new resource, a change of mastership). Only for a server with
+// Config.ManualParentRefresh, whose driver then calls TickParent; false
+// for a root.
+func (s *Server) ParentWoken() bool {
+	if s.parent == nil {
+		return false
+	}
+	select {
+	case <-s.parent.wake:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -317,11 +366,10 @@ func (s *Server) parentRequests(now time.Time) []*pb.GetServerCapacityRequest {
 	rs := s.snapshot()
 	s.epochMu.RUnlock()
 	sort.Slice(rs, func(i, j int) bool { return rs[i].id < rs[j].id })
-	sec := now.Unix()
 	var reqs []*pb.GetServerCapacityRequest
 	var req *pb.GetServerCapacityRequest
 	for _, r := range rs {
-		rr := r.parentRequest(sec)
+		rr := r.parentRequest(now)
 		if rr == nil {
 			continue
 		}
@@ -334,7 +382,8 @@ func (s *Server) parentRequests(now time.Time) []*pb.GetServerCapacityRequest {
 	return reqs
 }
 
-func (r *resource) parentRequest(sec int64) *pb.ServerCapacityResourceRequest {
+func (r *resource) parentRequest(now time.Time) *pb.ServerCapacityResourceRequest {
+	sec := now.Unix()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.deleted || len(r.leases) == 0 {
@@ -345,8 +394,13 @@ func (r *resource) parentRequest(sec int64) *pb.ServerCapacityResourceRequest {
 		wants   float64
 	}
 	bands := make(map[int64]*band)
-	for _, i := range r.leases {
+	// Sum in slot order, not in the leases map's random order: the same
+	// requests give the same sums to the last bit (simulations replay).
+	for i := 1; i < len(r.tab.slots); i++ {
 		sl := &r.tab.slots[i]
+		if sl.client == "" { // free
+			continue
+		}
 		b := bands[sl.priority]
 		if b == nil {
 			b = &band{}
@@ -392,9 +446,9 @@ func (r *resource) parentRequest(sec int64) *pb.ServerCapacityResourceRequest {
 // following redirects.
 func (s *Server) askParent(ctx context.Context, req *pb.GetServerCapacityRequest) (*pb.GetServerCapacityResponse, error) {
 	var resp *pb.GetServerCapacityResponse
-	err := s.parent.finder.Call(ctx, "GetServerCapacity", func(ctx context.Context, conn *grpc.ClientConn) (*pb.Mastership, error) {
+	err := s.parent.finder.Call(ctx, "GetServerCapacity", func(ctx context.Context, conn pb.Conn) (*pb.Mastership, error) {
 		var err error
-		resp, err = pb.NewCapacityClient(conn).GetServerCapacity(ctx, req)
+		resp, err = conn.GetServerCapacity(ctx, req)
 		if err != nil || len(resp.GetResponse()) > 0 {
 			return nil, err
 		}

@@ -26,7 +26,10 @@ type Finder struct {
 	// Addr is the configured HOST:PORT of a server of the node; the
 	// Finder returns to it after an error.
 	Addr string
-	// DialOptions are used to dial servers.
+	// Dial opens a connection to a server; nil means gRPC with
+	// DialOptions.
+	Dial func(addr string) (pb.Conn, error)
+	// DialOptions are used to dial servers when Dial is nil.
 	DialOptions []grpc.DialOption
 	// RPCTimeout bounds each Discovery RPC.
 	RPCTimeout time.Duration
@@ -36,7 +39,7 @@ type Finder struct {
 	Prefix string
 
 	target string
-	conn   *grpc.ClientConn
+	conn   pb.Conn
 	known  bool // target is known to be the master
 }
 
@@ -57,13 +60,13 @@ func (f *Finder) Known() bool { return f.known }
 
 // Conn returns a connection to the master, asking the current target with
 // Discovery when it is not known to be the master.
-func (f *Finder) Conn(ctx context.Context) (*grpc.ClientConn, error) {
+func (f *Finder) Conn(ctx context.Context) (pb.Conn, error) {
 	if f.target == "" {
 		f.target = f.Addr
 	}
 	for redirects := 0; ; redirects++ {
 		if f.conn == nil {
-			conn, err := grpc.NewClient(f.target, f.DialOptions...)
+			conn, err := f.dial(f.target)
 			if err != nil {
 				return nil, fmt.Errorf("%s: dialling %s: %w", f.Prefix, f.target, err)
 			}
@@ -73,7 +76,7 @@ func (f *Finder) Conn(ctx context.Context) (*grpc.ClientConn, error) {
 			return f.conn, nil
 		}
 		rctx, cancel := context.WithTimeout(ctx, f.RPCTimeout)
-		d, err := pb.NewCapacityClient(f.conn).Discovery(rctx, &pb.DiscoveryRequest{})
+		d, err := f.conn.Discovery(rctx, &pb.DiscoveryRequest{})
 		cancel()
 		if err != nil {
 			target := f.target
@@ -89,6 +92,30 @@ func (f *Finder) Conn(ctx context.Context) (*grpc.ClientConn, error) {
 		}
 	}
 }
+
+// dial opens a connection to addr with Dial, or gRPC.
+func (f *Finder) dial(addr string) (pb.Conn, error) {
+	if f.Dial != nil {
+		return f.Dial(addr)
+	}
+	return GRPC(addr, f.DialOptions...)
+}
+
+// GRPC dials addr with gRPC.
+func GRPC(addr string, opts ...grpc.DialOption) (pb.Conn, error) {
+	cc, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return grpcConn{pb.NewCapacityClient(cc), cc}, nil
+}
+
+type grpcConn struct {
+	pb.CapacityClient
+	cc *grpc.ClientConn
+}
+
+func (c grpcConn) Close() error { return c.cc.Close() }
 
 // Redirect switches to the master named by m, the redirects'th redirect
 // of this call. With no address in m, or too many redirects, it forgets
@@ -137,7 +164,7 @@ func (f *Finder) Forget() {
 // such as InvalidArgument or ResourceExhausted, is returned at once, the
 // connection kept: asking again, anywhere, would be rejected again. An
 // RPC's error is returned as "PREFIX: RPC to TARGET: ERR".
-func (f *Finder) Call(ctx context.Context, rpc string, call func(ctx context.Context, conn *grpc.ClientConn) (*pb.Mastership, error)) error {
+func (f *Finder) Call(ctx context.Context, rpc string, call func(ctx context.Context, conn pb.Conn) (*pb.Mastership, error)) error {
 	retried := false
 	for redirects := 0; ; redirects++ {
 		conn, err := f.Conn(ctx)

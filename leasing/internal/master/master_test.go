@@ -149,8 +149,8 @@ func TestFinderCallRetriesOnlyTransientErrors(t *testing.T) {
 			n.fail = tt.code
 			f := finder(n.self, 3)
 			defer f.Forget()
-			err := f.Call(context.Background(), "GetCapacity", func(ctx context.Context, conn *grpc.ClientConn) (*pb.Mastership, error) {
-				_, err := pb.NewCapacityClient(conn).GetCapacity(ctx, &pb.GetCapacityRequest{ClientId: proto.String("c")})
+			err := f.Call(context.Background(), "GetCapacity", func(ctx context.Context, conn pb.Conn) (*pb.Mastership, error) {
+				_, err := conn.GetCapacity(ctx, &pb.GetCapacityRequest{ClientId: proto.String("c")})
 				return nil, err
 			})
 			if status.Code(errors.Unwrap(err)) != tt.code || !strings.Contains(err.Error(), "test: GetCapacity to "+n.self) {
