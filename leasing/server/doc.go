@@ -125,6 +125,13 @@
 //   - A resource no template matches gets what it asks for with a 60 s
 //     lease renewed every 16 s (the design's defaults); the original
 //     requires a "*" template, so it never meets one.
+//   - A parent grants a child server whose has is not the lease it last
+//     granted (the child restarted, or a new master took over its node,
+//     and knows only the clients back so far) at least its old grant, and
+//     counts it, until that grant ends: the original hands the part held
+//     by the clients still away to other servers at once, and the
+//     clients' total overshoots capacity (106.05% in the design's
+//     simulation; see sluice sim doorman).
 //   - Server tree: a Sluice intermediate hands its clients half its
 //     parent's refresh interval and refreshes at half of it, as the design
 //     says (the original's intermediate passes the parent's interval on

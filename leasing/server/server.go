@@ -778,7 +778,7 @@ func (s *Server) decide(r *resource, client string, d *demand, now time.Time, g 
 			capacity, leaseLength, refresh, lastExpiry = r.fromParent(sec)
 		}
 	}
-	prevHas := sl.has
+	prevHas, prevExpiry := sl.has, sl.expiry
 	var gets float64
 	switch {
 	case tmpl == nil:
@@ -809,6 +809,27 @@ func (s *Server) decide(r *resource, client string, d *demand, now time.Time, g 
 			_, _, held := t.totals()
 			gets = math.Max(0, math.Min(gets, capacity-(held-sl.has)))
 		}
+		if d.server && known && d.has != nil && prevExpiry > sec && d.has.GetExpiryTime() != prevExpiry {
+			// A server whose has is not the lease we granted it last has
+			// lost track of that lease: it restarted (or a new master
+			// took over its node) and knows only the clients that have
+			// come back to it so far; its wants, subclients and has are
+			// theirs. Its other clients keep the leases of our last
+			// grant until that grant ends: until then grant and count it
+			// at least what we counted for it, so that neither it nor we
+			// hand that part out twice. A server that lost our last
+			// answer reports an older lease and is treated the same:
+			// safely.
+			if sl.floorUntil <= sec {
+				sl.floor, sl.floorUntil = prevHas, prevExpiry
+			} else {
+				sl.floor, sl.floorUntil = math.Max(sl.floor, prevHas), max(sl.floorUntil, prevExpiry)
+			}
+		}
+		if sl.floorUntil > sec {
+			_, _, held := t.totals()
+			gets = math.Max(gets, math.Min(sl.floor, capacity-(held-sl.has)))
+		}
 	}
 	held := gets
 	if d.server && known && d.has != nil && tmpl != nil {
@@ -816,6 +837,9 @@ func (s *Server) decide(r *resource, client string, d *demand, now time.Time, g 
 		// renew: what it says it has handed out (never more than it was
 		// granted) stays counted until it says less.
 		held = math.Max(gets, math.Min(d.has.GetCapacity(), prevHas))
+	}
+	if sl.floorUntil > sec {
+		held = math.Max(held, sl.floor)
 	}
 	t.setHas(i, held)
 	sl = &t.slots[i]

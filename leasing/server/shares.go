@@ -30,6 +30,12 @@ type slot struct {
 	expiry      int64 // unix seconds; the lease is expired from then on
 	lastRequest int64 // unix nanoseconds
 
+	// A server that lost track of its last grant (see decide) is granted
+	// and counted at least floor until floorUntil (unix seconds), when
+	// the leases it handed out of that grant have ended.
+	floor      float64
+	floorUntil int64
+
 	prev, next int32 // the expiry list of leases of this length, earliest first
 	length     int32 // the lease length, in seconds: which expiry list
 
