@@ -8,14 +8,17 @@ import (
 )
 
 var simHelp = helpText{
-	synopsis: `sluice sim busy|ratelimit|shed [flags]`,
+	synopsis: `sluice sim busy|ratelimit|shed|doorman [flags]`,
 	about: `Simulations in virtual time, driving the very code a channel runs: busy
 replays the busy-throttling design's scenarios on a fake clock; ratelimit
 replays a rate-limit study (a GCRA server and greedy clients) for every
-pacer; shed runs a server's adaptive concurrency limit against a queue.`,
+pacer; shed runs a server's adaptive concurrency limit against a queue;
+doorman runs Doorman server trees and their clients through the design's
+convergence scenarios.`,
 	examples: `sluice sim busy --preset flappy
 sluice sim ratelimit --runs 10 --chart sleep.png
-sluice sim shed --step 30s:4ms --step 60s:2ms --duration 90s`,
+sluice sim shed --step 30s:4ms --step 60s:2ms --duration 90s
+sluice sim doorman --scenario tree-mishaps --chart tree.png`,
 }
 
 func simCmd(args []string, stdout, stderr io.Writer) int {
@@ -23,6 +26,7 @@ func simCmd(args []string, stdout, stderr io.Writer) int {
 		{"busy", "TChannel's throttling on busy responses, second by second", simBusyCmd},
 		{"ratelimit", "rate-limit pacers against a GCRA server, 30 simulated minutes", simRatelimitCmd},
 		{"shed", "a server's adaptive concurrency limit against a queue, second by second", simShedCmd},
+		{"doorman", "Doorman server trees converging as demands change and servers fail", simDoormanCmd},
 	}}.run(args, stdout, stderr)
 }
 

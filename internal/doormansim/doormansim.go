@@ -1,0 +1,832 @@
+// Package doormansim runs Doorman server trees in virtual time: the
+// production leasing server (package leasing/server) and client (package
+// leasing), on a fake clock, talking through an in-memory transport that
+// calls the servers' RPC methods directly, driven by one deterministic
+// event loop. It measures what the Doorman design judges a tree by: how
+// much of a resource's capacity the clients hold while their demands
+// change, servers crash and masters fail over, and how far the total
+// overshoots the capacity (the design's "shortfall").
+//
+// Nothing is modelled but the network: clients, servers, algorithms,
+// learning mode, the tree's GetServerCapacity and the election's effects
+// are the code a deployment runs. The network delivers every RPC at once
+// (no latency, no loss) except to a server that is down, which refuses
+// with codes.Unavailable as a closed port would.
+//
+// A run is a pure function of its Scenario: the same seed gives the same
+// figures to the last digit.
+package doormansim
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/leasing"
+	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
+	"github.com/sluice-rpc/sluice/leasing/server"
+)
+
+// Scenario is one simulation: a tree of Doorman nodes, its clients, how
+// their demand changes and what goes wrong.
+type Scenario struct {
+	// Name names the scenario (see Scenarios).
+	Name string
+	// About says what it reproduces.
+	About string
+
+	// Capacity is the root's capacity for the one resource.
+	Capacity float64
+	// Algorithm is the root's algorithm (FAIR_SHARE by default).
+	Algorithm server.Kind
+	// Fanout is the number of intermediate nodes under each node, level
+	// by level from the root: [3, 3] is three regions of three
+	// datacentres each. Empty means the clients talk to the root.
+	Fanout []int
+	// Clients is the number of clients under each leaf node.
+	Clients int
+	// Wants is each client's base demand.
+	Wants float64
+
+	// LeaseLength is the root's lease length; RefreshInterval its refresh
+	// interval, halved by each level of intermediates (whole seconds, at
+	// least 1).
+	LeaseLength, RefreshInterval time.Duration
+	// Learning is the root's learning mode duration; negative means the
+	// lease length (the design's default).
+	Learning time.Duration
+	// ClientMinRefresh is the clients' shortest interval between two
+	// requests (the original client's is 5 s; a client under a tree
+	// whose leaves ask every second needs 1 s).
+	ClientMinRefresh time.Duration
+	// ChangeMin and ChangeMax bound the time between two changes of a
+	// client's demand (uniform); each change draws the demand uniformly
+	// within Step (a fraction) around the client's base.
+	ChangeMin, ChangeMax time.Duration
+	Step                 float64
+
+	// MishapEvery is the mean time between mishaps (uniform within half
+	// of it either side); 0 means none. A mishap is, with equal chances, a client's demand
+	// spiking by SpikeWants for SpikeLength, an intermediate server
+	// crashing and restarting empty after Downtime, or the root's master
+	// failing over to its standby, the node having no master for
+	// FailoverGap.
+	MishapEvery time.Duration
+	SpikeWants  float64
+	SpikeLength time.Duration
+	Downtime    time.Duration
+	FailoverGap time.Duration
+
+	// Duration is the simulated time; Sample the interval between two
+	// samples of the totals.
+	Duration, Sample time.Duration
+	// Seed seeds every random choice.
+	Seed uint64
+}
+
+// Validate reports the first thing wrong with sc.
+func (sc *Scenario) Validate() error {
+	switch {
+	case !(sc.Capacity > 0) || math.IsInf(sc.Capacity, 0):
+		return fmt.Errorf("doormansim: capacity is %v, must be a finite number > 0", sc.Capacity)
+	case sc.Clients < 1 || sc.Clients > 100000:
+		return fmt.Errorf("doormansim: clients per leaf is %d, must be 1 to 100000", sc.Clients)
+	case !(sc.Wants >= 0) || math.IsInf(sc.Wants, 0):
+		return fmt.Errorf("doormansim: wants is %v, must be a finite number >= 0", sc.Wants)
+	case sc.LeaseLength < time.Second || sc.LeaseLength%time.Second != 0:
+		return fmt.Errorf("doormansim: lease length is %v, must be whole seconds >= 1s", sc.LeaseLength)
+	case sc.RefreshInterval < time.Second || sc.RefreshInterval%time.Second != 0 || sc.RefreshInterval > sc.LeaseLength:
+		return fmt.Errorf("doormansim: refresh interval is %v, must be whole seconds, >= 1s and <= the lease length", sc.RefreshInterval)
+	case sc.Learning >= 0 && sc.Learning%time.Second != 0:
+		return fmt.Errorf("doormansim: learning mode duration is %v, must be whole seconds", sc.Learning)
+	case sc.ClientMinRefresh < 0:
+		return fmt.Errorf("doormansim: client minimum refresh interval is %v, must be >= 0", sc.ClientMinRefresh)
+	case sc.ChangeMin <= 0 || sc.ChangeMax < sc.ChangeMin:
+		return fmt.Errorf("doormansim: demand changes every %v to %v, want 0 < min <= max", sc.ChangeMin, sc.ChangeMax)
+	case !(sc.Step >= 0 && sc.Step < 1):
+		return fmt.Errorf("doormansim: demand step is %v, must be in [0, 1)", sc.Step)
+	case sc.MishapEvery < 0:
+		return fmt.Errorf("doormansim: mishap interval is %v, must be >= 0 (0: none)", sc.MishapEvery)
+	case sc.MishapEvery > 0 && (sc.SpikeLength <= 0 || sc.Downtime <= 0 || sc.FailoverGap < 0 || !(sc.SpikeWants >= 0)):
+		return errors.New("doormansim: with mishaps, spike length and downtime must be > 0, failover gap and spike wants >= 0")
+	case sc.Duration < time.Second || sc.Duration > 24*time.Hour:
+		return fmt.Errorf("doormansim: duration is %v, must be 1s to 24h", sc.Duration)
+	case sc.Sample < time.Second || sc.Sample%time.Second != 0:
+		return fmt.Errorf("doormansim: sampling interval is %v, must be whole seconds >= 1s", sc.Sample)
+	}
+	leaves := 1
+	for i, f := range sc.Fanout {
+		if f < 1 || f > 10000 {
+			return fmt.Errorf("doormansim: fanout %d (level %d) must be 1 to 10000", f, i+1)
+		}
+		leaves *= f
+		if leaves > 100000 {
+			return errors.New("doormansim: the tree has more than 100000 leaf nodes")
+		}
+	}
+	if leaves*sc.Clients > 100000 {
+		return fmt.Errorf("doormansim: %d clients, at most 100000", leaves*sc.Clients)
+	}
+	return nil
+}
+
+// NumClients returns the number of clients in the tree.
+func (sc *Scenario) NumClients() int {
+	n := sc.Clients
+	for _, f := range sc.Fanout {
+		n *= f
+	}
+	return n
+}
+
+// LearningDuration returns the root's learning mode duration.
+func (sc *Scenario) LearningDuration() time.Duration {
+	if sc.Learning < 0 {
+		return sc.LeaseLength
+	}
+	return sc.Learning
+}
+
+// base returns the parameters every scenario shares (the design's lease
+// length and refresh interval, and the demand changes and mishap rates
+// fixed before measuring).
+func base() Scenario {
+	return Scenario{
+		Algorithm:        server.FairShare,
+		LeaseLength:      60 * time.Second,
+		RefreshInterval:  5 * time.Second,
+		Learning:         -1,
+		ClientMinRefresh: time.Second,
+		ChangeMin:        30 * time.Second,
+		ChangeMax:        90 * time.Second,
+		Step:             0.3,
+		SpikeWants:       100,
+		SpikeLength:      2 * time.Minute,
+		Downtime:         30 * time.Second,
+		FailoverGap:      3 * time.Second,
+		Duration:         time.Hour,
+		Sample:           time.Second,
+		Seed:             1,
+	}
+}
+
+// Scenarios returns the named scenarios, in the order they are listed.
+func Scenarios() []Scenario {
+	root := base()
+	root.Name, root.About = "root", "the design's first scenario: one root, capacity 500, five clients wanting 100 each, then varying"
+	root.Capacity, root.Clients, root.Wants = 500, 5, 100
+
+	tree := base()
+	tree.Name, tree.About = "tree", "the design's scenario five: root, 3 regions, 3 datacentres each, 5 clients each (45 wanting 14), varying, no mishaps"
+	tree.Capacity, tree.Fanout, tree.Clients, tree.Wants = 500, []int{3, 3}, 5, 14
+
+	mishaps := tree
+	mishaps.Name, mishaps.About = "tree-mishaps", "the design's scenario seven: scenario five with a mishap every 5 minutes on average (demand spikes, intermediate crashes, root failovers)"
+	mishaps.MishapEvery = 5 * time.Minute
+
+	large := base()
+	large.Name, large.About = "large", "10,000 clients under 100 intermediates, capacity 110,000 (wants 14 each), varying, no mishaps"
+	large.Capacity, large.Fanout, large.Clients, large.Wants = 110000, []int{100}, 100, 14
+	large.Duration = 10 * time.Minute
+	return []Scenario{root, tree, mishaps, large}
+}
+
+// Lookup returns the scenario named name.
+func Lookup(name string) (Scenario, bool) {
+	for _, sc := range Scenarios() {
+		if sc.Name == name {
+			return sc, true
+		}
+	}
+	return Scenario{}, false
+}
+
+// Sample is the state of the tree at one moment.
+type Sample struct {
+	// T is the simulated time since the start.
+	T time.Duration
+	// Wants is the sum of the clients' demands; Has the sum of the
+	// capacities of their unexpired leases; Capacity the root's.
+	Wants, Has, Capacity float64
+	// RootMaster is false while the root node has no master.
+	RootMaster bool
+}
+
+// Mishap is one thing that went wrong.
+type Mishap struct {
+	T time.Duration
+	// Kind is "spike", "crash" or "failover".
+	Kind string
+	// Target names the client or server.
+	Target string
+}
+
+// Summary condenses a run.
+type Summary struct {
+	// From is when measuring starts: the end of the root's first learning
+	// mode.
+	From time.Duration
+	// Used is the mean, over the samples from From, of the capacity the
+	// clients hold divided by min(their total demand, capacity).
+	Used float64
+	// Over counts the samples (from the start) where the clients held
+	// more than the capacity, and Episodes the runs of such samples; Max
+	// is the most held and MeanOver the mean held while over.
+	Over, Episodes int
+	Max, MeanOver  float64
+	// Reconverge is the longest time from a change (of a client's demand,
+	// or a mishap) after From to the next sample where the tree is
+	// converged: holding at least 99% of min(demand, capacity) and no more
+	// than the capacity. ReconvergeAfter says which change it was.
+	Reconverge      time.Duration
+	ReconvergeAfter string
+	// RPCs counts the RPCs delivered.
+	RPCs int64
+}
+
+// Result is a run.
+type Result struct {
+	Scenario Scenario
+	Summary  Summary
+	Mishaps  []Mishap
+	Samples  []Sample
+}
+
+// ConvergedWithin is the fraction of min(demand, capacity) the clients
+// must hold for a sample to count as converged.
+const ConvergedWithin = 0.99
+
+// resource is the one resource every client leases.
+const resource = "resource"
+
+// Run runs sc.
+func Run(sc Scenario) (Result, error) {
+	if err := sc.Validate(); err != nil {
+		return Result{}, err
+	}
+	s := newSim(sc)
+	defer s.stop()
+	if err := s.build(); err != nil {
+		return Result{}, err
+	}
+	s.loop()
+	return s.result(), nil
+}
+
+// epoch is the simulated start: a whole second, as lease expiries are.
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+type sim struct {
+	sc   Scenario
+	clk  *clock.Fake
+	rng  *rand.Rand
+	ctx  context.Context
+	repo *server.Repository
+
+	q   eventQueue
+	seq uint64
+
+	nodes   []*node // root first, then by level
+	up      map[string]*srv
+	clients []*client
+
+	// changes are the moments of demand changes and mishaps, for
+	// re-convergence.
+	changes []change
+	mishaps []Mishap
+	samples []Sample
+	rpcs    int64
+}
+
+type change struct {
+	at   time.Duration
+	what string
+}
+
+// node is one Doorman node: one server, or for the root a master and a
+// standby.
+type node struct {
+	name     string
+	parent   *node
+	servers  []*srv
+	master   int // index of the root's master; -1 while it has none
+	children int // child nodes, for picking crash targets
+}
+
+// srv is one server process (its incarnation changes when it restarts).
+type srv struct {
+	addr     string
+	n        *node
+	s        *server.Server
+	election *election
+	tick     ticker
+}
+
+// client is one leasing client.
+type client struct {
+	name   string
+	c      *leasing.Client
+	r      *leasing.Resource
+	base   float64
+	spike  float64
+	ticker ticker
+}
+
+// ticker keeps one pending tick of an entity in the event queue.
+type ticker struct {
+	at time.Time // zero: none pending
+}
+
+func newSim(sc Scenario) *sim {
+	s := &sim{
+		sc:  sc,
+		clk: clock.NewFake(epoch),
+		rng: rand.New(rand.NewPCG(sc.Seed, 0x5eed)),
+		ctx: context.Background(),
+		up:  make(map[string]*srv),
+	}
+	learning := int64(sc.LearningDuration() / time.Second)
+	s.repo = &server.Repository{Resources: []server.Template{{
+		IdentifierGlob: "*",
+		Capacity:       sc.Capacity,
+		Algorithm: server.Algorithm{Kind: sc.Algorithm, LeaseLength: int64(sc.LeaseLength / time.Second),
+			RefreshInterval: int64(sc.RefreshInterval / time.Second), LearningModeDuration: &learning},
+	}}}
+	return s
+}
+
+func (s *sim) now() time.Duration { return s.clk.Now().Sub(epoch) }
+
+// build starts the servers and clients at time 0.
+func (s *sim) build() error {
+	root := &node{name: "root", master: 0}
+	s.nodes = append(s.nodes, root)
+	for i := 0; i < 2; i++ {
+		e := &election{ready: make(chan struct{})}
+		sv := &srv{addr: "root-" + string(rune('a'+i)), n: root, election: e}
+		root.servers = append(root.servers, sv)
+		if err := s.start(sv); err != nil {
+			return err
+		}
+	}
+	s.elect(root, 0)
+	level := []*node{root}
+	for l, f := range s.sc.Fanout {
+		var next []*node
+		for _, p := range level {
+			for i := 0; i < f; i++ {
+				n := &node{name: fmt.Sprintf("%s/%d", p.name, i+1), parent: p}
+				if l == 0 {
+					n.name = "n" + strconv.Itoa(i+1)
+				}
+				p.children++
+				sv := &srv{addr: n.name, n: n}
+				n.servers = []*srv{sv}
+				if err := s.start(sv); err != nil {
+					return err
+				}
+				s.nodes = append(s.nodes, n)
+				next = append(next, n)
+			}
+		}
+		level = next
+	}
+	for _, leaf := range level {
+		for i := 0; i < s.sc.Clients; i++ {
+			if err := s.addClient(leaf, i); err != nil {
+				return err
+			}
+		}
+	}
+	for t := time.Duration(0); t <= s.sc.Duration; t += s.sc.Sample {
+		s.at(t, s.sample)
+	}
+	if s.sc.MishapEvery > 0 {
+		s.at(s.mishapGap(), s.mishap)
+	}
+	return nil
+}
+
+// mishapGap returns when the next mishap comes: uniformly within half
+// the mean interval either side of it, so that every run of a scenario
+// has about as many (an exponential gap gives one hour 4 mishaps and
+// another 14 and makes runs hard to compare).
+func (s *sim) mishapGap() time.Duration {
+	d := time.Duration((0.5 + s.rng.Float64()) * float64(s.sc.MishapEvery))
+	return s.now() + max(d, time.Second).Round(time.Second)
+}
+
+// start starts (or restarts) a server process, empty.
+func (s *sim) start(sv *srv) error {
+	cfg := server.Config{Clock: s.clk, Address: sv.addr}
+	if sv.n.parent == nil {
+		cfg.Repository = s.repo
+		cfg.Election = sv.election
+	} else {
+		cfg.Parent = sv.n.parent.servers[0].addr
+		cfg.ParentDial = s.dial
+		cfg.ManualParentRefresh = true
+		cfg.ID = sv.n.name
+	}
+	srvr, err := server.New(cfg)
+	if err != nil {
+		return err
+	}
+	if err := srvr.Start(); err != nil {
+		return err
+	}
+	sv.s = srvr
+	s.up[sv.addr] = sv
+	if sv.election != nil {
+		<-sv.election.ready // Run is waiting for the outcomes we report
+	}
+	if sv.n.parent != nil {
+		s.schedule(&sv.tick, s.clk.Now(), func() { s.tickServer(sv) })
+	}
+	return nil
+}
+
+// crash stops a server process: its state is gone, and the RPCs sent to
+// it fail until it restarts.
+func (s *sim) crash(sv *srv) {
+	delete(s.up, sv.addr)
+	sv.s.Stop()
+	sv.s = nil
+	sv.tick = ticker{}
+}
+
+// elect makes the root's server i its master.
+func (s *sim) elect(root *node, i int) {
+	root.master = i
+	addr := root.servers[i].addr
+	for j, sv := range root.servers {
+		sv.election.tell(server.Mastership{IsMaster: j == i, Master: addr})
+	}
+}
+
+// depose leaves the root without a master.
+func (s *sim) depose(root *node) {
+	root.master = -1
+	for _, sv := range root.servers {
+		sv.election.tell(server.Mastership{})
+	}
+}
+
+func (s *sim) addClient(leaf *node, i int) error {
+	name := fmt.Sprintf("%s/c%d", leaf.name, i+1)
+	cl, err := leasing.NewClient(leasing.ClientConfig{
+		Addr: leaf.servers[0].addr, ID: name, Clock: s.clk, Dial: s.dial, ManualRefresh: true,
+		MinRefreshInterval: s.sc.ClientMinRefresh,
+		Rand:               rand.New(rand.NewPCG(s.sc.Seed, uint64(len(s.clients))+1)),
+	})
+	if err != nil {
+		return err
+	}
+	r, err := cl.Resource(resource, leasing.ResourceConfig{Wants: s.sc.Wants, Mode: leasing.Pessimistic})
+	if err != nil {
+		return err
+	}
+	c := &client{name: name, c: cl, r: r, base: s.sc.Wants}
+	s.clients = append(s.clients, c)
+	s.schedule(&c.ticker, s.clk.Now(), func() { s.tickClient(c) })
+	s.at(s.now()+s.changeGap(), func() { s.changeWants(c) })
+	return nil
+}
+
+func (s *sim) changeGap() time.Duration {
+	lo, hi := s.sc.ChangeMin, s.sc.ChangeMax
+	return (lo + time.Duration(s.rng.Float64()*float64(hi-lo))).Round(time.Millisecond)
+}
+
+func (s *sim) changeWants(c *client) {
+	w := c.base * (1 + s.sc.Step*(2*s.rng.Float64()-1))
+	s.setWants(c, w+c.spike, "a demand change")
+	s.at(s.now()+s.changeGap(), func() { s.changeWants(c) })
+}
+
+func (s *sim) setWants(c *client, w float64, what string) {
+	if w == c.r.Wants() {
+		return
+	}
+	if err := c.r.SetWants(w); err != nil {
+		panic(err) // w is finite and >= 0 by construction
+	}
+	s.changes = append(s.changes, change{s.now(), what + " (" + c.name + ")"})
+	s.schedule(&c.ticker, s.clk.Now(), func() { s.tickClient(c) })
+}
+
+func (s *sim) tickClient(c *client) {
+	next, _ := c.c.Tick(s.ctx)
+	s.schedule(&c.ticker, next, func() { s.tickClient(c) })
+}
+
+func (s *sim) tickServer(sv *srv) {
+	if sv.s == nil {
+		return
+	}
+	next := sv.s.TickParent(s.ctx)
+	s.schedule(&sv.tick, next, func() { s.tickServer(sv) })
+}
+
+// mishap makes one thing go wrong and schedules the next.
+func (s *sim) mishap() {
+	kinds := []string{"spike", "crash", "failover"}
+	if len(s.nodes) == 1 {
+		kinds = []string{"spike", "failover"}
+	}
+	switch kind := kinds[s.rng.IntN(len(kinds))]; kind {
+	case "spike":
+		c := s.clients[s.rng.IntN(len(s.clients))]
+		if c.spike == 0 {
+			c.spike = s.sc.SpikeWants
+			s.mishaps = append(s.mishaps, Mishap{s.now(), kind, c.name})
+			s.setWants(c, c.r.Wants()+c.spike, "a spike")
+			s.at(s.now()+s.sc.SpikeLength, func() {
+				c.spike = 0
+				s.setWants(c, math.Max(c.r.Wants()-s.sc.SpikeWants, 0), "a spike's end")
+			})
+		}
+	case "crash":
+		n := s.nodes[1+s.rng.IntN(len(s.nodes)-1)]
+		sv := n.servers[0]
+		if sv.s != nil {
+			s.mishaps = append(s.mishaps, Mishap{s.now(), kind, sv.addr})
+			s.changes = append(s.changes, change{s.now(), "a crash of " + sv.addr})
+			s.crash(sv)
+			s.at(s.now()+s.sc.Downtime, func() {
+				if err := s.start(sv); err != nil {
+					panic(err) // the configuration started once already
+				}
+			})
+		}
+	case "failover":
+		root := s.nodes[0]
+		if root.master >= 0 {
+			from := root.master
+			s.mishaps = append(s.mishaps, Mishap{s.now(), kind, root.servers[from].addr})
+			s.changes = append(s.changes, change{s.now(), "a failover from " + root.servers[from].addr})
+			s.depose(root)
+			s.at(s.now()+s.sc.FailoverGap, func() { s.elect(root, 1-from) })
+		}
+	}
+	s.at(s.mishapGap(), s.mishap)
+}
+
+func (s *sim) sample() {
+	var wants, has float64
+	for _, c := range s.clients {
+		wants += c.r.Wants()
+		if capacity, _, ok := c.r.Lease(); ok {
+			has += capacity
+		}
+	}
+	s.samples = append(s.samples, Sample{T: s.now(), Wants: wants, Has: has, Capacity: s.sc.Capacity,
+		RootMaster: s.nodes[0].master >= 0})
+}
+
+// loop runs the events in time order (ties in the order scheduled) until
+// the scenario's end.
+func (s *sim) loop() {
+	end := epoch.Add(s.sc.Duration)
+	for s.q.Len() > 0 {
+		ev := heap.Pop(&s.q).(*event)
+		if ev.at.After(end) {
+			return
+		}
+		if d := ev.at.Sub(s.clk.Now()); d > 0 {
+			s.clk.Add(d)
+		}
+		ev.fn()
+	}
+}
+
+// at runs fn at simulated time t (since the start).
+func (s *sim) at(t time.Duration, fn func()) {
+	s.seq++
+	heap.Push(&s.q, &event{at: epoch.Add(t), seq: s.seq, fn: fn})
+}
+
+// schedule makes fn, an entity's tick, run at t, unless one of its ticks
+// is pending at or before t (that tick schedules the next itself).
+func (s *sim) schedule(tk *ticker, t time.Time, fn func()) {
+	if now := s.clk.Now(); t.Before(now) {
+		t = now
+	}
+	if !tk.at.IsZero() && !t.Before(tk.at) {
+		return
+	}
+	tk.at = t
+	s.seq++
+	heap.Push(&s.q, &event{at: t, seq: s.seq, fn: func() {
+		if tk.at != t {
+			return // superseded by an earlier tick
+		}
+		tk.at = time.Time{}
+		fn()
+	}})
+}
+
+// stop ends the servers' elections' goroutines.
+func (s *sim) stop() {
+	for _, n := range s.nodes {
+		for _, sv := range n.servers {
+			if sv.s != nil {
+				sv.s.Stop()
+			}
+		}
+	}
+}
+
+// woken schedules a server's parent tick at once when it asked for one
+// (a resource appeared, or its mastership changed).
+func (s *sim) woken(sv *srv) {
+	if sv.s != nil && sv.s.ParentWoken() {
+		s.schedule(&sv.tick, s.clk.Now(), func() { s.tickServer(sv) })
+	}
+}
+
+// dial opens an in-memory connection to the server at addr.
+func (s *sim) dial(addr string) (pb.Conn, error) { return &conn{s: s, addr: addr}, nil }
+
+// conn calls a server's RPC methods directly. Neither side keeps or
+// changes a message after the call (both copy what they keep), so the
+// messages are passed as they are.
+type conn struct {
+	s    *sim
+	addr string
+}
+
+func (c *conn) Close() error { return nil }
+
+func (c *conn) server() (*srv, error) {
+	sv := c.s.up[c.addr]
+	if sv == nil {
+		return nil, status.Errorf(codes.Unavailable, "doormansim: %s is down", c.addr)
+	}
+	c.s.rpcs++
+	return sv, nil
+}
+
+func (c *conn) Discovery(ctx context.Context, in *pb.DiscoveryRequest, _ ...grpc.CallOption) (*pb.DiscoveryResponse, error) {
+	sv, err := c.server()
+	if err != nil {
+		return nil, err
+	}
+	return sv.s.Discovery(ctx, in)
+}
+
+func (c *conn) GetCapacity(ctx context.Context, in *pb.GetCapacityRequest, _ ...grpc.CallOption) (*pb.GetCapacityResponse, error) {
+	sv, err := c.server()
+	if err != nil {
+		return nil, err
+	}
+	defer c.s.woken(sv)
+	return sv.s.GetCapacity(ctx, in)
+}
+
+func (c *conn) GetServerCapacity(ctx context.Context, in *pb.GetServerCapacityRequest, _ ...grpc.CallOption) (*pb.GetServerCapacityResponse, error) {
+	sv, err := c.server()
+	if err != nil {
+		return nil, err
+	}
+	defer c.s.woken(sv)
+	return sv.s.GetServerCapacity(ctx, in)
+}
+
+func (c *conn) ReleaseCapacity(ctx context.Context, in *pb.ReleaseCapacityRequest, _ ...grpc.CallOption) (*pb.ReleaseCapacityResponse, error) {
+	sv, err := c.server()
+	if err != nil {
+		return nil, err
+	}
+	return sv.s.ReleaseCapacity(ctx, in)
+}
+
+// election is the root servers' Election, decided by the simulation.
+type election struct {
+	ready  chan struct{} // closed once Run waits
+	mu     sync.Mutex
+	report func(server.Mastership)
+}
+
+// Run waits for the outcomes the simulation tells until ctx ends.
+func (e *election) Run(ctx context.Context, _ string, report func(server.Mastership)) error {
+	e.mu.Lock()
+	e.report = report
+	ready := e.ready
+	e.mu.Unlock()
+	close(ready)
+	<-ctx.Done()
+	e.mu.Lock()
+	e.report = nil
+	e.ready = make(chan struct{}) // for the next Run, after a restart
+	e.mu.Unlock()
+	return nil
+}
+
+// tell reports an outcome to the server, from the simulation's goroutine
+// (Run's is waiting on its context meanwhile).
+func (e *election) tell(m server.Mastership) {
+	e.mu.Lock()
+	report := e.report
+	e.mu.Unlock()
+	if report != nil {
+		report(m)
+	}
+}
+
+// result condenses the run.
+func (s *sim) result() Result {
+	res := Result{Scenario: s.sc, Mishaps: s.mishaps, Samples: s.samples}
+	sum := &res.Summary
+	sum.From = s.sc.LearningDuration()
+	sum.RPCs = s.rpcs
+	var used float64
+	var nUsed int
+	var overSum float64
+	prevOver := false
+	for _, smp := range s.samples {
+		over := smp.Has > smp.Capacity*(1+1e-9)
+		if over {
+			sum.Over++
+			overSum += smp.Has
+			sum.Max = math.Max(sum.Max, smp.Has)
+			if !prevOver {
+				sum.Episodes++
+			}
+		}
+		prevOver = over
+		if smp.T < sum.From {
+			continue
+		}
+		if want := math.Min(smp.Wants, smp.Capacity); want > 0 {
+			used += smp.Has / want
+			nUsed++
+		}
+	}
+	if nUsed > 0 {
+		sum.Used = used / float64(nUsed)
+	}
+	if sum.Over > 0 {
+		sum.MeanOver = overSum / float64(sum.Over)
+	}
+	// Re-convergence: for each change after From, the time to the first
+	// converged sample at or after it.
+	converged := make([]time.Duration, 0, len(s.samples))
+	for _, smp := range s.samples {
+		if smp.Has >= ConvergedWithin*math.Min(smp.Wants, smp.Capacity) && smp.Has <= smp.Capacity*(1+1e-9) {
+			converged = append(converged, smp.T)
+		}
+	}
+	for _, ch := range s.changes {
+		if ch.at < sum.From {
+			continue
+		}
+		k := sort.Search(len(converged), func(i int) bool { return converged[i] >= ch.at })
+		end := s.sc.Duration
+		if k < len(converged) {
+			end = converged[k]
+		}
+		if d := end - ch.at; d > sum.Reconverge {
+			sum.Reconverge, sum.ReconvergeAfter = d, fmt.Sprintf("%s at %v", ch.what, ch.at)
+		}
+	}
+	return res
+}
+
+// event is one thing to do at a moment.
+type event struct {
+	at  time.Time
+	seq uint64
+	fn  func()
+}
+
+type eventQueue []*event
+
+func (q eventQueue) Len() int { return len(q) }
+func (q eventQueue) Less(i, j int) bool {
+	if !q[i].at.Equal(q[j].at) {
+		return q[i].at.Before(q[j].at)
+	}
+	return q[i].seq < q[j].seq
+}
+func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQueue) Push(x any)   { *q = append(*q, x.(*event)) }
+func (q *eventQueue) Pop() any {
+	old := *q
+	ev := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	return ev
+}

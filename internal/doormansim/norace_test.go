@@ -1,0 +1,5 @@
+//go:build !race
+
+package doormansim
+
+const raceDetector = false
