@@ -128,10 +128,11 @@
 //   - A parent grants a child server whose has is not the lease it last
 //     granted (the child restarted, or a new master took over its node,
 //     and knows only the clients back so far) at least its old grant, and
-//     counts it, until that grant ends: the original hands the part held
-//     by the clients still away to other servers at once, and the
-//     clients' total overshoots capacity (106.05% in the design's
-//     simulation; see sluice sim doorman).
+//     counts it, until that grant ends, and an intermediate asks its own
+//     parent for it (and the server's old subclients) meanwhile: the
+//     original hands the part held by the clients still away to other
+//     servers at once, and the clients' total overshoots capacity (106.05%
+//     in the design's simulation; see sluice sim doorman).
 //   - Server tree: a Sluice intermediate hands its clients half its
 //     parent's refresh interval and refreshes at half of it, as the design
 //     says (the original's intermediate passes the parent's interval on

@@ -406,8 +406,17 @@ func (r *resource) parentRequest(now time.Time) *pb.ServerCapacityResourceReques
 			b = &band{}
 			bands[sl.priority] = b
 		}
-		b.clients += max(int64(math.Round(sl.weight)), 1)
-		b.wants += sl.wants
+		wants, weight := sl.wants, sl.weight
+		if sl.floorUntil > sec {
+			// A restarted subserver knows only its clients that are
+			// back; the others still hold their part of its old grant,
+			// which it keeps till then (see decide). Ask for them too,
+			// or our parent cuts what we may hand out below what our
+			// clients hold, and our other subservers pay for it.
+			wants, weight = math.Max(wants, sl.floor), math.Max(weight, sl.floorWeight)
+		}
+		b.clients += max(int64(math.Round(weight)), 1)
+		b.wants += wants
 	}
 	prios := make([]int64, 0, len(bands))
 	for p := range bands {

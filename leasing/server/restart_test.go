@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-rpc/sluice/clock"
@@ -92,5 +93,84 @@ func TestRestartedIntermediateKeepsItsOldGrantUntilItEnds(t *testing.T) {
 	b = askAsServer(t, s, "b", 100, 5, b)
 	if got := b.GetCapacity(); got != 86 {
 		t.Errorf("b granted %v after a's old grant ended, want the other 86", got)
+	}
+}
+
+// parentConn is an in-memory parent for an intermediate: it records the
+// GetServerCapacity requests and grants capacity for every resource.
+type parentConn struct {
+	pb.CapacityClient // nil: other RPCs are not expected
+	capacity          float64
+	clk               clock.Clock
+	reqs              []*pb.GetServerCapacityRequest
+}
+
+func (p *parentConn) Close() error { return nil }
+
+func (p *parentConn) Discovery(context.Context, *pb.DiscoveryRequest, ...grpc.CallOption) (*pb.DiscoveryResponse, error) {
+	return &pb.DiscoveryResponse{IsMaster: proto.Bool(true)}, nil
+}
+
+func (p *parentConn) GetServerCapacity(_ context.Context, in *pb.GetServerCapacityRequest, _ ...grpc.CallOption) (*pb.GetServerCapacityResponse, error) {
+	p.reqs = append(p.reqs, in)
+	resp := &pb.GetServerCapacityResponse{}
+	for _, r := range in.GetResource() {
+		resp.Response = append(resp.Response, &pb.ServerCapacityResourceResponse{
+			ResourceId: r.ResourceId,
+			Gets: &pb.Lease{Capacity: proto.Float64(p.capacity), ExpiryTime: proto.Int64(p.clk.Now().Unix() + 60),
+				RefreshInterval: proto.Int64(10)},
+		})
+	}
+	return resp, nil
+}
+
+// An intermediate whose child server restarted asks its own parent on the
+// child's behalf for the child's old grant and subclients while the floor
+// lasts: otherwise the parent, seeing fewer wants and subclients, cuts the
+// intermediate's grant and its other children pay for the restart (in
+// sluice sim doorman, a datacentre's restart took its region's total from
+// 500 to 400 for a few seconds).
+func TestIntermediateAsksForItsRestartedChildsOldGrant(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	parent := &parentConn{capacity: 100, clk: clk}
+	s, err := New(Config{Repository: testConfig(FairShare, 0), Clock: clk, Parent: "parent", ID: "region",
+		Address: "region", ManualParentRefresh: true, ParentDial: func(string) (pb.Conn, error) { return parent, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	ctx := context.Background()
+	a := askAsServer(t, s, "a", 100, 5, nil) // before the parent's answer
+	s.TickParent(ctx)
+	a = askAsServer(t, s, "a", 100, 5, a)
+	b := askAsServer(t, s, "b", 100, 5, nil)
+	for range 3 {
+		clk.Add(time.Second)
+		s.TickParent(ctx)
+		a = askAsServer(t, s, "a", 100, 5, &pb.Lease{Capacity: proto.Float64(a.GetCapacity()), ExpiryTime: a.ExpiryTime, RefreshInterval: a.RefreshInterval})
+		b = askAsServer(t, s, "b", 100, 5, &pb.Lease{Capacity: proto.Float64(b.GetCapacity()), ExpiryTime: b.ExpiryTime, RefreshInterval: b.RefreshInterval})
+	}
+	if a.GetCapacity() != 50 || b.GetCapacity() != 50 {
+		t.Fatalf("grants %v and %v of 100, want 50 each", a.GetCapacity(), b.GetCapacity())
+	}
+	// a restarts: one client back, claiming 10.
+	clk.Add(time.Second)
+	claim := &pb.Lease{Capacity: proto.Float64(10), ExpiryTime: proto.Int64(a.GetExpiryTime() - 2), RefreshInterval: proto.Int64(5)}
+	if got := askAsServer(t, s, "a", 14, 1, claim).GetCapacity(); got != 50 {
+		t.Fatalf("restarted a granted %v, want its old 50", got)
+	}
+	s.TickParent(ctx)
+	last := parent.reqs[len(parent.reqs)-1].GetResource()[0].GetWants()
+	var wants float64
+	var subclients int64
+	for _, band := range last {
+		wants += band.GetWants()
+		subclients += band.GetNumClients()
+	}
+	if wants < 150 || subclients != 10 {
+		t.Errorf("asked the parent for %v wanted by %d subclients, want at least b's 100 and a's old 50, and 10 subclients (a's 5 before its restart)", wants, subclients)
 	}
 }

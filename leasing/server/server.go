@@ -752,6 +752,10 @@ func (s *Server) decide(r *resource, client string, d *demand, now time.Time, g 
 	}
 	t := &r.tab
 	i, known := r.leases[client]
+	var prevWeight float64
+	if known {
+		prevWeight = t.slots[i].weight
+	}
 	if !known {
 		i = t.alloc(client)
 		r.leases[client] = i
@@ -821,9 +825,10 @@ func (s *Server) decide(r *resource, client string, d *demand, now time.Time, g 
 			// answer reports an older lease and is treated the same:
 			// safely.
 			if sl.floorUntil <= sec {
-				sl.floor, sl.floorUntil = prevHas, prevExpiry
+				sl.floor, sl.floorWeight, sl.floorUntil = prevHas, prevWeight, prevExpiry
 			} else {
-				sl.floor, sl.floorUntil = math.Max(sl.floor, prevHas), max(sl.floorUntil, prevExpiry)
+				sl.floor, sl.floorWeight = math.Max(sl.floor, prevHas), math.Max(sl.floorWeight, prevWeight)
+				sl.floorUntil = max(sl.floorUntil, prevExpiry)
 			}
 		}
 		if sl.floorUntil > sec {

@@ -32,9 +32,11 @@ type slot struct {
 
 	// A server that lost track of its last grant (see decide) is granted
 	// and counted at least floor until floorUntil (unix seconds), when
-	// the leases it handed out of that grant have ended.
-	floor      float64
-	floorUntil int64
+	// the leases it handed out of that grant have ended; an intermediate
+	// asks its own parent for at least floor and floorWeight (the
+	// server's subclients before) on its behalf meanwhile.
+	floor, floorWeight float64
+	floorUntil         int64
 
 	prev, next int32 // the expiry list of leases of this length, earliest first
 	length     int32 // the lease length, in seconds: which expiry list
