@@ -129,7 +129,11 @@ func writeDoormanTable(w io.Writer, res doormansim.Result) {
 	}
 	fmt.Fprintf(w, "Run: %v simulated, a sample every %v, seed %d; %d RPCs\n\n", sc.Duration, sc.Sample, sc.Seed, sum.RPCs)
 
-	fmt.Fprintf(w, "capacity used (from %v, the end of the root's learning mode): %.2f%% on average\n", sum.From, 100*sum.Used)
+	if sc.Duration > sum.From {
+		fmt.Fprintf(w, "capacity used (from %v, the end of the root's learning mode): %.2f%% on average\n", sum.From, 100*sum.Used)
+	} else {
+		fmt.Fprintf(w, "capacity used: n/a (the run ends before the root's learning mode, %v)\n", sum.From)
+	}
 	if sum.Over == 0 {
 		fmt.Fprintf(w, "overshoot: none (the clients never held more than %g)\n", sc.Capacity)
 	} else {
@@ -139,6 +143,9 @@ func writeDoormanTable(w io.Writer, res doormansim.Result) {
 	if sum.ReconvergeAfter != "" {
 		fmt.Fprintf(w, "longest re-convergence (to >= %.0f%% of min(wants, capacity), within capacity): %v, after %s\n",
 			100*doormansim.ConvergedWithin, sum.Reconverge, sum.ReconvergeAfter)
+	}
+	if sum.MishapReconvergeAfter != "" {
+		fmt.Fprintf(w, "longest re-convergence after a mishap: %v, after %s\n", sum.MishapReconverge, sum.MishapReconvergeAfter)
 	}
 	for _, m := range res.Mishaps {
 		fmt.Fprintf(w, "mishap at %v: %s %s\n", m.T, m.Kind, m.Target)

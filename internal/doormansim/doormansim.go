@@ -252,6 +252,13 @@ type Summary struct {
 	// than the capacity. ReconvergeAfter says which change it was.
 	Reconverge      time.Duration
 	ReconvergeAfter string
+	// MishapReconverge is the longest time from a mishap to the end of
+	// the first stretch of unconverged samples that starts within a lease
+	// length and a downtime after it (a crashed server's clients keep
+	// their leases a while, so its effect comes late); 0 when no mishap
+	// unsettled the tree. MishapReconvergeAfter says which.
+	MishapReconverge      time.Duration
+	MishapReconvergeAfter string
 	// RPCs counts the RPCs delivered.
 	RPCs int64
 }
@@ -411,7 +418,8 @@ func (s *sim) build() error {
 		}
 	}
 	for t := time.Duration(0); t <= s.sc.Duration; t += s.sc.Sample {
-		s.at(t, s.sample)
+		s.seq++
+		heap.Push(&s.q, &event{at: epoch.Add(t), seq: s.seq, last: true, fn: s.sample})
 	}
 	if s.sc.MishapEvery > 0 {
 		s.at(s.mishapGap(), s.mishap)
@@ -489,7 +497,8 @@ func (s *sim) addClient(leaf *node, i int) error {
 	cl, err := leasing.NewClient(leasing.ClientConfig{
 		Addr: leaf.servers[0].addr, ID: name, Clock: s.clk, Dial: s.dial, ManualRefresh: true,
 		MinRefreshInterval: s.sc.ClientMinRefresh,
-		Rand:               rand.New(rand.NewPCG(s.sc.Seed, uint64(len(s.clients))+1)),
+		// A stream per client, apart from the simulation's own.
+		Rand: rand.New(rand.NewPCG(s.sc.Seed^0x9e3779b97f4a7c15, uint64(len(s.clients)))),
 	})
 	if err != nil {
 		return err
@@ -569,6 +578,7 @@ func (s *sim) mishap() {
 				if err := s.start(sv); err != nil {
 					panic(err) // the configuration started once already
 				}
+				s.changes = append(s.changes, change{s.now(), "the restart of " + sv.addr})
 			})
 		}
 	case "failover":
@@ -578,7 +588,10 @@ func (s *sim) mishap() {
 			s.mishaps = append(s.mishaps, Mishap{s.now(), kind, root.servers[from].addr})
 			s.changes = append(s.changes, change{s.now(), "a failover from " + root.servers[from].addr})
 			s.depose(root)
-			s.at(s.now()+s.sc.FailoverGap, func() { s.elect(root, 1-from) })
+			s.at(s.now()+s.sc.FailoverGap, func() {
+				s.elect(root, 1-from)
+				s.changes = append(s.changes, change{s.now(), root.servers[1-from].addr + " winning mastership"})
+			})
 		}
 	}
 	s.at(s.mishapGap(), s.mishap)
@@ -785,8 +798,30 @@ func (s *sim) result() Result {
 	// converged sample at or after it.
 	converged := make([]time.Duration, 0, len(s.samples))
 	for _, smp := range s.samples {
-		if smp.Has >= ConvergedWithin*math.Min(smp.Wants, smp.Capacity) && smp.Has <= smp.Capacity*(1+1e-9) {
+		if isConverged(smp) {
 			converged = append(converged, smp.T)
+		}
+	}
+	for _, m := range s.mishaps {
+		if m.T < sum.From {
+			continue
+		}
+		window := m.T + s.sc.LeaseLength + s.sc.Downtime
+		for i, smp := range s.samples {
+			if smp.T < m.T || smp.T > window || isConverged(smp) {
+				continue
+			}
+			end := s.sc.Duration
+			for _, later := range s.samples[i:] {
+				if isConverged(later) {
+					end = later.T
+					break
+				}
+			}
+			if d := end - m.T; d > sum.MishapReconverge {
+				sum.MishapReconverge, sum.MishapReconvergeAfter = d, fmt.Sprintf("a %s of %s at %v", m.Kind, m.Target, m.T)
+			}
+			break
 		}
 	}
 	for _, ch := range s.changes {
@@ -805,11 +840,18 @@ func (s *sim) result() Result {
 	return res
 }
 
+// isConverged reports whether the clients hold at least ConvergedWithin
+// of min(their wants, capacity), and no more than the capacity.
+func isConverged(smp Sample) bool {
+	return smp.Has >= ConvergedWithin*math.Min(smp.Wants, smp.Capacity) && smp.Has <= smp.Capacity*(1+1e-9)
+}
+
 // event is one thing to do at a moment.
 type event struct {
-	at  time.Time
-	seq uint64
-	fn  func()
+	at   time.Time
+	last bool // after every other event at the same time (samples)
+	seq  uint64
+	fn   func()
 }
 
 type eventQueue []*event
@@ -818,6 +860,9 @@ func (q eventQueue) Len() int { return len(q) }
 func (q eventQueue) Less(i, j int) bool {
 	if !q[i].at.Equal(q[j].at) {
 		return q[i].at.Before(q[j].at)
+	}
+	if q[i].last != q[j].last {
+		return q[j].last
 	}
 	return q[i].seq < q[j].seq
 }

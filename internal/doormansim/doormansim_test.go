@@ -58,6 +58,11 @@ func TestScenariosMeetTheTargets(t *testing.T) {
 				if len(res.Mishaps) < 10 || kinds["spike"] == 0 || kinds["crash"] == 0 || kinds["failover"] == 0 {
 					t.Errorf("mishaps in an hour: %v, want about 12 (one every 5 minutes on average) of every kind", kinds)
 				}
+				// The design doc: "a max of 2 minutes to catch up".
+				if res.Summary.MishapReconverge == 0 || res.Summary.MishapReconverge > 2*time.Minute {
+					t.Errorf("re-convergence after a mishap took %v (%s), want some, and at most 2 minutes",
+						res.Summary.MishapReconverge, res.Summary.MishapReconvergeAfter)
+				}
 			}
 			if n := len(res.Samples); n != int(sc.Duration/sc.Sample)+1 {
 				t.Errorf("%d samples, want one every %v", n, sc.Sample)

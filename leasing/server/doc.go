@@ -125,14 +125,16 @@
 //   - A resource no template matches gets what it asks for with a 60 s
 //     lease renewed every 16 s (the design's defaults); the original
 //     requires a "*" template, so it never meets one.
-//   - A parent grants a child server whose has is not the lease it last
-//     granted (the child restarted, or a new master took over its node,
-//     and knows only the clients back so far) at least its old grant, and
-//     counts it, until that grant ends, and an intermediate asks its own
-//     parent for it (and the server's old subclients) meanwhile: the
-//     original hands the part held by the clients still away to other
-//     servers at once, and the clients' total overshoots capacity (106.05%
-//     in the design's simulation; see sluice sim doorman).
+//   - A restarted intermediate (or an intermediate node's new master)
+//     marks the claims it reports before its parent's first answer with
+//     a refresh interval of 0. A parent seeing the mark grants and counts
+//     it at least its old grant until that grant ends, asks its own
+//     parent for it meanwhile, and ends its first lease with the old
+//     grant; the restarted server ends learning mode with that first
+//     lease. The original hands the part held by the clients still away
+//     to other servers at once, and the clients' total overshoots
+//     capacity (106.05% in the design's simulation; see sluice sim
+//     doorman); its servers ignore the mark (they read has.capacity only).
 //   - Server tree: a Sluice intermediate hands its clients half its
 //     parent's refresh interval and refreshes at half of it, as the design
 //     says (the original's intermediate passes the parent's interval on

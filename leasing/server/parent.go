@@ -55,9 +55,10 @@ type parentLink struct {
 	onError func(error)
 	failing bool
 	// failures counts failed rounds in a row; retryAt is when the backoff
-	// after them ends.
+	// after them ends. stopped is set by Stop (manual refresh).
 	failures int
 	retryAt  time.Time
+	stopped  bool
 
 	mu     sync.Mutex
 	status ParentStatus
@@ -247,7 +248,8 @@ func (s *Server) runParent(ctx context.Context) {
 // returns the zero Time at once.
 //
 // Start runs the loop; with Config.ManualParentRefresh a caller driving
-// the server on a fake clock (a simulation) calls TickParent itself.
+// the server on a fake clock (a simulation) calls TickParent itself, and
+// after Stop it sends nothing.
 func (s *Server) TickParent(ctx context.Context) time.Time {
 	p := s.parent
 	if p == nil {
@@ -255,18 +257,32 @@ func (s *Server) TickParent(ctx context.Context) time.Time {
 	}
 	p.tickMu.Lock()
 	defer p.tickMu.Unlock()
+	if p.stopped {
+		return s.clock.Now().Add(parentIdle)
+	}
 	if now := s.clock.Now(); now.Before(p.retryAt) {
-		// Do not hammer a parent that is down: keep to the backoff.
+		// Woken during a backoff: do not hammer a parent that is down.
 		return p.retryAt
 	}
 	wait := s.refreshParent(ctx, &p.failures)
 	now := s.clock.Now()
+	p.retryAt = time.Time{}
 	if p.failures > 0 {
-		p.retryAt = now.Add(backoffFor(p.failures))
-	} else {
-		p.retryAt = time.Time{}
+		// wait is already the shorter of the backoff and the healthy
+		// batches' renewal: nothing earlier, wake-ups included.
+		p.retryAt = now.Add(wait)
 	}
 	return now.Add(wait)
+}
+
+// stopParent ends a manually refreshed intermediate's parent link (Stop):
+// TickParent sends nothing more and the connection is closed.
+func (s *Server) stopParent() {
+	p := s.parent
+	p.tickMu.Lock()
+	defer p.tickMu.Unlock()
+	p.stopped = true
+	p.finder.Forget()
 }
 
 // ParentWoken reports, and forgets, whether something happened since the
@@ -275,8 +291,8 @@ func (s *Server) TickParent(ctx context.Context) time.Time {
 // Config.ManualParentRefresh, whose driver then calls TickParent; false
 // for a root.
 func (s *Server) ParentWoken() bool {
-	if s.parent == nil {
-		return false
+	if s.parent == nil || !s.parent.manual {
+		return false // the loop's to take
 	}
 	select {
 	case <-s.parent.wake:
@@ -437,14 +453,19 @@ func (r *resource) parentRequest(now time.Time) *pb.ServerCapacityResourceReques
 			RefreshInterval: proto.Int64(r.parentRefresh),
 			Capacity:        proto.Float64(math.Max(r.tmpl.Capacity, handedOut)),
 		}
-	case r.parentExpiry == 0 && handedOut > 0:
+	case r.parentExpiry == 0:
 		// Before the parent's first answer, in learning mode, the server
 		// echoed its clients' claims (leases a previous master, or this
 		// server before a restart, handed out): it says it has them, so
-		// that the parent counts them as held.
+		// that the parent counts them as held, and says with a refresh
+		// interval of 0 that this is no lease the parent granted: it has
+		// lost track of its grant, if it had one, and knows only the
+		// clients back so far (a Sluice parent then keeps the old grant
+		// for it until that ends; see reconstructed). It says so even
+		// with nothing to claim: the first client back may hold nothing.
 		rr.Has = &pb.Lease{
-			ExpiryTime:      proto.Int64(r.tab.latest()),
-			RefreshInterval: proto.Int64(max(r.tmpl.Algorithm.RefreshInterval, 1)),
+			ExpiryTime:      proto.Int64(max(r.tab.latest(), sec)),
+			RefreshInterval: proto.Int64(0),
 			Capacity:        proto.Float64(handedOut),
 		}
 	}
@@ -502,6 +523,22 @@ func (s *Server) applyParent(resp *pb.GetServerCapacityResponse) (int, time.Dura
 			// template's, or the default lease length).
 			if until := s.masterSince.Add(r.tmpl.LearningDuration()); until.Before(r.learningUntil) {
 				r.learningUntil = until
+			}
+			if r.parentExpiry == 0 {
+				// The first lease since the server started (or became
+				// master) ends no sooner than every lease of the grant
+				// before: a Sluice parent ends it with that grant when
+				// this server had one (see decide), which is when the
+				// leases handed out of it have all ended. Learning mode
+				// need not outlast it, nor the short leases of a safe
+				// mode before the restart.
+				end := time.Unix(gets.GetExpiryTime(), 0)
+				if safe := s.masterSince.Add(time.Duration(safeLeaseLength(max(r.tmpl.Algorithm.RefreshInterval, 1))) * time.Second); end.Before(safe) {
+					end = safe
+				}
+				if end.Before(r.learningUntil) {
+					r.learningUntil = end
+				}
 			}
 			r.parentExpiry = gets.GetExpiryTime()
 			r.parentRefresh = max(gets.GetRefreshInterval(), 1)

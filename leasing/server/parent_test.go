@@ -153,8 +153,13 @@ func TestIntermediateUnderOriginalRoot(t *testing.T) {
 		t.Fatalf("before the parent's answer a got %v, want 0 to be renewed in 1 s", l)
 	}
 	req := testwait.Recv(t, root.reqs, "the intermediate's first GetServerCapacity at the master")
-	if req.GetServerId() != "mid-1" || len(req.Resource) != 1 || req.Resource[0].GetResourceId() != "r" || req.Resource[0].Has != nil {
-		t.Fatalf("first request %v, want server_id mid-1 and resource r with no has", req)
+	// Before its parent's first answer a Sluice intermediate reports its
+	// clients' claims, none here, marked with a refresh interval of 0 (see
+	// reconstructed); the original reads only has.capacity, and a missing
+	// has as 0, so this is the original's "no has".
+	if req.GetServerId() != "mid-1" || len(req.Resource) != 1 || req.Resource[0].GetResourceId() != "r" ||
+		req.Resource[0].GetHas().GetCapacity() != 0 || !reconstructed(req.Resource[0].Has) {
+		t.Fatalf("first request %v, want server_id mid-1 and resource r claiming nothing", req)
 	}
 	if b := req.Resource[0].Wants; len(b) != 1 || b[0].GetPriority() != 0 || b[0].GetNumClients() != 1 || b[0].GetWants() != 40 {
 		t.Fatalf("first request's bands %v, want one band: priority 0, 1 client wanting 40", b)

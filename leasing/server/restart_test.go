@@ -62,12 +62,18 @@ func TestRestartedIntermediateKeepsItsOldGrantUntilItEnds(t *testing.T) {
 	a = askAsServer(t, s, "a", 100, 5, a)
 	oldExpiry := a.GetExpiryTime()
 
-	// a restarts: one of its five clients is back, claiming 10 of the 50.
+	// a restarts: one of its five clients is back, claiming 10 of the 50
+	// (a Sluice intermediate marks the claims it echoes before its
+	// parent's first answer with a refresh interval of 0).
 	clk.Add(5 * time.Second)
-	claim := &pb.Lease{Capacity: proto.Float64(10), ExpiryTime: proto.Int64(oldExpiry - 3), RefreshInterval: proto.Int64(15)}
+	claim := &pb.Lease{Capacity: proto.Float64(10), ExpiryTime: proto.Int64(oldExpiry - 3), RefreshInterval: proto.Int64(0)}
 	a = askAsServer(t, s, "a", 14, 1, claim)
 	if got := a.GetCapacity(); got != 50 {
 		t.Errorf("restarted a granted %v, want its old grant of 50", got)
+	}
+	// The lease ends with the old grant, when a's learning mode may end.
+	if got := a.GetExpiryTime(); got != oldExpiry {
+		t.Errorf("restarted a's lease ends at %v, want with the old grant at %v", got, oldExpiry)
 	}
 	b = askAsServer(t, s, "b", 100, 5, b)
 	if got := b.GetCapacity(); got != 50 {
@@ -103,6 +109,7 @@ type parentConn struct {
 	capacity          float64
 	clk               clock.Clock
 	reqs              []*pb.GetServerCapacityRequest
+	expiry            int64 // of the leases granted; 0 means in 60 s
 }
 
 func (p *parentConn) Close() error { return nil }
@@ -114,11 +121,14 @@ func (p *parentConn) Discovery(context.Context, *pb.DiscoveryRequest, ...grpc.Ca
 func (p *parentConn) GetServerCapacity(_ context.Context, in *pb.GetServerCapacityRequest, _ ...grpc.CallOption) (*pb.GetServerCapacityResponse, error) {
 	p.reqs = append(p.reqs, in)
 	resp := &pb.GetServerCapacityResponse{}
+	expiry := p.expiry
+	if expiry == 0 {
+		expiry = p.clk.Now().Unix() + 60
+	}
 	for _, r := range in.GetResource() {
 		resp.Response = append(resp.Response, &pb.ServerCapacityResourceResponse{
 			ResourceId: r.ResourceId,
-			Gets: &pb.Lease{Capacity: proto.Float64(p.capacity), ExpiryTime: proto.Int64(p.clk.Now().Unix() + 60),
-				RefreshInterval: proto.Int64(10)},
+			Gets:       &pb.Lease{Capacity: proto.Float64(p.capacity), ExpiryTime: proto.Int64(expiry), RefreshInterval: proto.Int64(10)},
 		})
 	}
 	return resp, nil
@@ -156,9 +166,10 @@ func TestIntermediateAsksForItsRestartedChildsOldGrant(t *testing.T) {
 	if a.GetCapacity() != 50 || b.GetCapacity() != 50 {
 		t.Fatalf("grants %v and %v of 100, want 50 each", a.GetCapacity(), b.GetCapacity())
 	}
-	// a restarts: one client back, claiming 10.
+	// a restarts: one client back, holding nothing (its lease ran out
+	// while a was down).
 	clk.Add(time.Second)
-	claim := &pb.Lease{Capacity: proto.Float64(10), ExpiryTime: proto.Int64(a.GetExpiryTime() - 2), RefreshInterval: proto.Int64(5)}
+	claim := &pb.Lease{Capacity: proto.Float64(0), ExpiryTime: proto.Int64(clk.Now().Unix()), RefreshInterval: proto.Int64(0)}
 	if got := askAsServer(t, s, "a", 14, 1, claim).GetCapacity(); got != 50 {
 		t.Fatalf("restarted a granted %v, want its old 50", got)
 	}
@@ -173,4 +184,87 @@ func TestIntermediateAsksForItsRestartedChildsOldGrant(t *testing.T) {
 	if wants < 150 || subclients != 10 {
 		t.Errorf("asked the parent for %v wanted by %d subclients, want at least b's 100 and a's old 50, and 10 subclients (a's 5 before its restart)", wants, subclients)
 	}
+}
+
+// A server that lost an answer repeats the lease it was granted before:
+// that is no restart, and what it says it has handed out sets what is
+// counted for it, as usual.
+func TestLostAnswerIsNoRestart(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	s := newTestServer(t, testConfig(FairShare, 100), clk)
+	a := askAsServer(t, s, "a", 100, 5, nil)
+	b := askAsServer(t, s, "b", 100, 5, nil)
+	a = askAsServer(t, s, "a", 100, 5, a)
+	a = askAsServer(t, s, "a", 100, 5, a)
+	b = askAsServer(t, s, "b", 100, 5, b)
+	if a.GetCapacity() != 50 || b.GetCapacity() != 50 {
+		t.Fatalf("grants %v and %v, want 50 each", a.GetCapacity(), b.GetCapacity())
+	}
+	clk.Add(time.Second)
+	older := a
+	askAsServer(t, s, "a", 100, 5, a) // answered, but the answer is lost
+	// a's clients now want 10; it repeats the older lease, saying it has
+	// handed out 10 of it.
+	clk.Add(time.Second)
+	a = askAsServer(t, s, "a", 10, 5, &pb.Lease{Capacity: proto.Float64(10), ExpiryTime: older.ExpiryTime, RefreshInterval: older.RefreshInterval})
+	if got := a.GetCapacity(); got != 10 {
+		t.Errorf("a granted %v, want its wants of 10", got)
+	}
+	if got := askAsServer(t, s, "b", 100, 5, b).GetCapacity(); got != 90 {
+		t.Errorf("b granted %v after a gave 40 back, want 90", got)
+	}
+}
+
+// A restarted intermediate ends its learning mode with the first lease
+// its parent grants it, which a Sluice parent ends with its grant before
+// the restart (when the leases handed out of it have ended), rather than
+// a whole lease length after the restart: in sluice sim doorman's
+// tree-mishaps, a datacentre's restart then unsettles the tree for 60 s
+// instead of 91.
+func TestRestartedIntermediateLearnsUntilItsFirstLeaseEnds(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	parent := &parentConn{capacity: 100, clk: clk, expiry: testEpoch.Unix() + 20}
+	repo := &Repository{Resources: []Template{{IdentifierGlob: "r", Algorithm: Algorithm{Kind: FairShare, LeaseLength: 60, RefreshInterval: 5}}}}
+	s, err := New(Config{Repository: repo, Clock: clk, Parent: "parent", ID: "dc", Address: "dc", ManualParentRefresh: true,
+		ParentDial: func(string) (pb.Conn, error) { return parent, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	// A client back from before the restart claims 30; one whose lease
+	// ran out asks with none and, in learning mode, gets nothing.
+	claim := &pb.Lease{Capacity: proto.Float64(30), ExpiryTime: proto.Int64(testEpoch.Unix() + 15), RefreshInterval: proto.Int64(5)}
+	if got := leaseFor(t, s, "c1", 50, claim).GetCapacity(); got != 30 {
+		t.Fatalf("c1 claiming 30 got %v in learning mode, want its claim", got)
+	}
+	s.TickParent(context.Background()) // the parent grants 100 until epoch+20
+	if got := ask(t, s, "c2", 50); got != 0 {
+		t.Fatalf("c2 got %v while learning, want 0", got)
+	}
+	clk.Add(20 * time.Second)
+	parent.expiry = 0
+	s.TickParent(context.Background())
+	if got := ask(t, s, "c2", 50); got != 50 {
+		t.Errorf("c2 got %v after the first lease ended, want 50: learning mode is over", got)
+	}
+}
+
+// leaseFor sends one GetCapacity for resource "r" with has and returns
+// the lease granted.
+func leaseFor(t *testing.T, s *Server, client string, wants float64, has *pb.Lease) *pb.Lease {
+	t.Helper()
+	resp, err := s.GetCapacity(context.Background(), &pb.GetCapacityRequest{
+		ClientId: proto.String(client),
+		Resource: []*pb.ResourceRequest{{ResourceId: proto.String("r"), Wants: proto.Float64(wants), Has: has}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetResponse()) != 1 {
+		t.Fatalf("GetCapacity answered %v", resp)
+	}
+	return resp.GetResponse()[0].GetGets()
 }

@@ -379,6 +379,9 @@ func (s *Server) Stop() {
 		bg()
 		s.bgDone.Wait()
 	}
+	if s.parent != nil && s.parent.manual {
+		s.stopParent()
+	}
 	if g != nil {
 		g.Stop()
 	}
@@ -548,6 +551,15 @@ func checkDuplicates(ds []demand) error {
 		seen[ds[i].id] = struct{}{}
 	}
 	return nil
+}
+
+// reconstructed reports whether has, in a server's request, is the
+// claims a Sluice intermediate echoed before its parent's first answer
+// (marked with a refresh interval of 0, which no granted lease has)
+// rather than a lease the parent granted. The original's intermediates
+// send no has.
+func reconstructed(has *pb.Lease) bool {
+	return has != nil && has.RefreshInterval != nil && has.GetRefreshInterval() == 0
 }
 
 func checkHas(i int, id string, has *pb.Lease) error {
@@ -813,17 +825,17 @@ func (s *Server) decide(r *resource, client string, d *demand, now time.Time, g 
 			_, _, held := t.totals()
 			gets = math.Max(0, math.Min(gets, capacity-(held-sl.has)))
 		}
-		if d.server && known && d.has != nil && prevExpiry > sec && d.has.GetExpiryTime() != prevExpiry {
-			// A server whose has is not the lease we granted it last has
-			// lost track of that lease: it restarted (or a new master
-			// took over its node) and knows only the clients that have
-			// come back to it so far; its wants, subclients and has are
-			// theirs. Its other clients keep the leases of our last
-			// grant until that grant ends: until then grant and count it
-			// at least what we counted for it, so that neither it nor we
-			// hand that part out twice. A server that lost our last
-			// answer reports an older lease and is treated the same:
-			// safely.
+		if d.server && known && reconstructed(d.has) && prevExpiry > sec {
+			// The server has lost track of our grant: it restarted (or a
+			// new master took over its node) and knows only the clients
+			// that have come back to it so far; its wants, subclients
+			// and has are theirs. Its other clients keep the leases of
+			// our last grant until that grant ends: until then grant and
+			// count it at least what we counted for it, and its
+			// subclients as before (see parentRequest), so that neither
+			// it nor we hand that part out twice. (A server that merely
+			// lost an answer repeats a lease we granted, and the claim
+			// rule below covers it.)
 			if sl.floorUntil <= sec {
 				sl.floor, sl.floorWeight, sl.floorUntil = prevHas, prevWeight, prevExpiry
 			} else {
@@ -851,6 +863,14 @@ func (s *Server) decide(r *resource, client string, d *demand, now time.Time, g 
 	// An intermediate never leases beyond its own lease: its clients'
 	// leases end with it.
 	expiry, length := sec+leaseLength, leaseLength
+	if reconstructed(d.has) && sl.floorUntil > sec && sl.floorUntil < lastExpiry {
+		// The first answer to a restarted server ends with our last
+		// grant to it before: its clients' leases from before the restart
+		// end by then, and it ends its learning mode with this lease
+		// (see applyParent) instead of a whole lease length after it
+		// started.
+		lastExpiry = sl.floorUntil
+	}
 	if lastExpiry <= expiry {
 		// Cut at the intermediate's own lease's expiry: such leases share
 		// one list, in order since that expiry does not go back (each
