@@ -423,13 +423,13 @@ func (r *resource) parentRequest(now time.Time) *pb.ServerCapacityResourceReques
 			bands[sl.priority] = b
 		}
 		wants, weight := sl.wants, sl.weight
-		if sl.floorUntil > sec {
+		if f, ok := r.tab.floor(int32(i), sec); ok {
 			// A restarted subserver knows only its clients that are
 			// back; the others still hold their part of its old grant,
 			// which it keeps till then (see decide). Ask for them too,
 			// or our parent cuts what we may hand out below what our
 			// clients hold, and our other subservers pay for it.
-			wants, weight = math.Max(wants, sl.floor), math.Max(weight, sl.floorWeight)
+			wants, weight = math.Max(wants, f.amount), math.Max(weight, f.weight)
 		}
 		b.clients += max(int64(math.Round(weight)), 1)
 		b.wants += wants

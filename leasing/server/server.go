@@ -836,16 +836,11 @@ func (s *Server) decide(r *resource, client string, d *demand, now time.Time, g 
 			// it nor we hand that part out twice. (A server that merely
 			// lost an answer repeats a lease we granted, and the claim
 			// rule below covers it.)
-			if sl.floorUntil <= sec {
-				sl.floor, sl.floorWeight, sl.floorUntil = prevHas, prevWeight, prevExpiry
-			} else {
-				sl.floor, sl.floorWeight = math.Max(sl.floor, prevHas), math.Max(sl.floorWeight, prevWeight)
-				sl.floorUntil = max(sl.floorUntil, prevExpiry)
-			}
+			t.raiseFloor(i, floor{prevHas, prevWeight, prevExpiry}, sec)
 		}
-		if sl.floorUntil > sec {
+		if f, ok := t.floor(i, sec); ok {
 			_, _, held := t.totals()
-			gets = math.Max(gets, math.Min(sl.floor, capacity-(held-sl.has)))
+			gets = math.Max(gets, math.Min(f.amount, capacity-(held-sl.has)))
 		}
 	}
 	held := gets
@@ -855,21 +850,22 @@ func (s *Server) decide(r *resource, client string, d *demand, now time.Time, g 
 		// granted) stays counted until it says less.
 		held = math.Max(gets, math.Min(d.has.GetCapacity(), prevHas))
 	}
-	if sl.floorUntil > sec {
-		held = math.Max(held, sl.floor)
+	f, floored := t.floor(i, sec)
+	if floored {
+		held = math.Max(held, f.amount)
 	}
 	t.setHas(i, held)
 	sl = &t.slots[i]
 	// An intermediate never leases beyond its own lease: its clients'
 	// leases end with it.
 	expiry, length := sec+leaseLength, leaseLength
-	if reconstructed(d.has) && sl.floorUntil > sec && sl.floorUntil < lastExpiry {
+	if reconstructed(d.has) && floored && f.until < lastExpiry {
 		// The first answer to a restarted server ends with our last
 		// grant to it before: its clients' leases from before the restart
 		// end by then, and it ends its learning mode with this lease
 		// (see applyParent) instead of a whole lease length after it
 		// started.
-		lastExpiry = sl.floorUntil
+		lastExpiry = f.until
 	}
 	if lastExpiry <= expiry {
 		// Cut at the intermediate's own lease's expiry: such leases share

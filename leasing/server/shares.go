@@ -30,14 +30,6 @@ type slot struct {
 	expiry      int64 // unix seconds; the lease is expired from then on
 	lastRequest int64 // unix nanoseconds
 
-	// A server that lost track of its last grant (see decide) is granted
-	// and counted at least floor until floorUntil (unix seconds), when
-	// the leases it handed out of that grant have ended; an intermediate
-	// asks its own parent for at least floor and floorWeight (the
-	// server's subclients before) on its behalf meanwhile.
-	floor, floorWeight float64
-	floorUntil         int64
-
 	prev, next int32 // the expiry list of leases of this length, earliest first
 	length     int32 // the lease length, in seconds: which expiry list
 
@@ -57,6 +49,40 @@ type table struct {
 	root  int32
 	lists []expiryList
 	rng   uint64
+	// floors holds the floors of slots of servers that lost track of
+	// their grant (see decide); nil for almost every resource, so that a
+	// lease pays nothing for them.
+	floors map[int32]floor
+}
+
+// floor is what a server that lost track of its last grant (it restarted,
+// see decide) is granted and counted at least, until (unix seconds) the
+// leases it handed out of that grant have ended; an intermediate asks its
+// own parent for at least amount and weight (the server's subclients
+// before) on its behalf meanwhile.
+type floor struct {
+	amount, weight float64
+	until          int64
+}
+
+// floor returns slot i's floor, if one holds at sec.
+func (t *table) floor(i int32, sec int64) (floor, bool) {
+	if t.floors == nil {
+		return floor{}, false
+	}
+	f, ok := t.floors[i]
+	return f, ok && f.until > sec
+}
+
+// raiseFloor sets slot i's floor to f at sec, or raises the one holding.
+func (t *table) raiseFloor(i int32, f floor, sec int64) {
+	if old, ok := t.floor(i, sec); ok {
+		f = floor{math.Max(old.amount, f.amount), math.Max(old.weight, f.weight), max(old.until, f.until)}
+	}
+	if t.floors == nil {
+		t.floors = make(map[int32]floor)
+	}
+	t.floors[i] = f
 }
 
 func newTable() table {
@@ -86,11 +112,13 @@ func (t *table) alloc(client string) int32 {
 // release returns slot i (already out of the list and the tree).
 func (t *table) release(i int32) {
 	t.slots[i] = slot{}
+	delete(t.floors, i)
 	t.free = append(t.free, i)
 	if t.n() == 0 {
 		// Give the memory of a resource that emptied back.
 		t.slots = t.slots[:1:1]
 		t.free = nil
+		t.floors = nil
 	}
 }
 
