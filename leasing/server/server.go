@@ -300,11 +300,11 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Register(g grpc.ServiceRegistrar) { pb.RegisterCapacityServer(g, s) }
 
 // Serve answers gRPC requests on lis until Stop is called, on a gRPC
-// server made with Codec and opts (TLS credentials, interceptors such as
+// server made with opts (TLS credentials, interceptors such as
 // NewMetrics'). If the server has no advertised Address it advertises
 // lis's address.
 func (s *Server) Serve(lis net.Listener, opts ...grpc.ServerOption) error {
-	g := grpc.NewServer(append([]grpc.ServerOption{Codec()}, opts...)...)
+	g := grpc.NewServer(opts...)
 	s.Register(g)
 	s.mu.Lock()
 	if s.stopped {
