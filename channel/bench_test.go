@@ -122,7 +122,7 @@ func BenchmarkRawCallPartsPaired(b *testing.B) {
 	})
 	b.Run("attempt", func(b *testing.B) {
 		benchlat.Paired(b, "tchannel", plainRawCall(b, ctx, s.ch.HostPort()), "sluice", func() error {
-			st := &callState{c: c, l: l, m: pol.m, spec: attemptSpec{service: "kv", method: "echo", req: req}}
+			st := &callState{c: c, l: l, pol: pol, spec: attemptSpec{service: "kv", method: "echo", req: req}}
 			st.used, st.wins = st.usedBuf[:0], st.winsBuf[:0]
 			_, _, _, err := c.attempt(ctx, st, &st.spec, 0, &st.resBuf)
 			return err

@@ -12,7 +12,6 @@ import (
 	"github.com/opentracing/opentracing-go"
 	"github.com/opentracing/opentracing-go/ext"
 	"github.com/sluice-rpc/sluice/codes"
-	"github.com/sluice-rpc/sluice/hedge"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/retry/pacing"
@@ -220,18 +219,20 @@ type Response struct {
 // 64 KiB, or arguments over the Channel's maximum request size
 // (WithMaxRequestSize).
 func (c *Channel) Call(ctx context.Context, service, method string, req *Request, opts ...CallOption) (*Response, error) {
-	return c.invoke(ctx, service, method, req, applyOptions(opts))
+	return c.invoke(ctx, nil, service, method, req, applyOptions(opts))
 }
 
 // invoke runs a call through the call middlewares, if any, then the
-// pipeline, and reports its CallInfo if o asks for it.
-func (c *Channel) invoke(ctx context.Context, service, method string, req *Request, o *callOptions) (*Response, error) {
+// pipeline, and reports its CallInfo if o asks for it. st is the state the
+// pipeline runs the call in, when the front-end made it (nil: the pipeline
+// makes one); behind middlewares the pipeline always makes its own.
+func (c *Channel) invoke(ctx context.Context, st *callState, service, method string, req *Request, o *callOptions) (*Response, error) {
 	var (
 		res *Response
 		err error
 	)
 	if c.invoker == nil {
-		res, err = c.call(ctx, service, method, req, o != nil && o.waitForReady)
+		res, err = c.call(ctx, st, service, method, req, o != nil && o.waitForReady)
 	} else {
 		if o != nil {
 			ctx = context.WithValue(ctx, callOptionsKey{}, o)
@@ -252,7 +253,7 @@ type callOptionsKey struct{}
 // callBehindMiddleware is the Invoker the call middlewares wrap.
 func (c *Channel) callBehindMiddleware(ctx context.Context, service, method string, req *Request) (*Response, error) {
 	o, _ := ctx.Value(callOptionsKey{}).(*callOptions)
-	return c.call(ctx, service, method, req, o != nil && o.waitForReady)
+	return c.call(ctx, nil, service, method, req, o != nil && o.waitForReady)
 }
 
 // asCallError returns err as a *CallError: itself if it is one, else a
@@ -270,11 +271,47 @@ func asCallError(service, method string, err error) error {
 // response. A response marked as an application error is returned with a nil
 // error and AppError set.
 func (c *Channel) CallRaw(ctx context.Context, service, method string, arg2, arg3 []byte, opts ...CallOption) (*RawResponse, error) {
-	res, err := c.invoke(ctx, service, method, &Request{Format: tchannel.Raw, Arg2: arg2, Arg3: arg3}, applyOptions(opts))
+	o := applyOptions(opts)
+	// The call runs in a recycled state that holds its request too: the
+	// RawResponse is all it allocates.
+	st := c.frontState()
+	st.frontReq = Request{Format: tchannel.Raw, Arg2: arg2, Arg3: arg3}
+	res, err := c.invoke(ctx, st, service, method, &st.frontReq, o)
 	if err != nil {
+		c.frontDone(st, o, err)
 		return nil, err
 	}
-	return &RawResponse{Arg2: res.Arg2, Arg3: res.Arg3, AppError: res.AppError}, nil
+	raw := &RawResponse{Arg2: res.Arg2, Arg3: res.Arg3, AppError: res.AppError}
+	c.frontDone(st, o, nil)
+	return raw, nil
+}
+
+// frontState returns a zero callState for a front-end that keeps nothing
+// of it once the call has returned (CallRaw, CallJSON): one that such a
+// call has released (frontDone), or a new one.
+func (c *Channel) frontState() *callState {
+	if st, ok := c.states.Get().(*callState); ok {
+		return st
+	}
+	return new(callState)
+}
+
+// frontDone releases the state st of a front-end call that has returned
+// err, with options o, once the front-end is done with its response. It
+// is recycled only when nothing outside the call can still reach it: not
+// when a middleware saw it (one may keep the request, or an attempt's
+// context), nor when the call's error or CallInfo lists its peers (their
+// Peers slice is the state's). Such a state is left to the collector,
+// without the caller's buffers if no middleware saw them.
+func (c *Channel) frontDone(st *callState, o *callOptions, err error) {
+	switch {
+	case c.invoker != nil || c.sendAttempt != nil:
+	case err != nil || (o != nil && o.info != nil):
+		st.frontReq = Request{}
+	default:
+		*st = callState{} // keeps no peer, Channel or buffer alive
+		c.states.Put(st)
+	}
 }
 
 // CallJSON calls service's method with req encoded as JSON and decodes the
@@ -293,10 +330,22 @@ func (c *Channel) CallJSON(ctx context.Context, service, method string, req, res
 	if o != nil {
 		headers = o.headers
 	}
-	res, err := c.invoke(ctx, service, method, &Request{Format: tchannel.JSON, Headers: headers, Arg3: arg3}, o)
+	st := c.frontState() // recycled, and holds the request (see CallRaw)
+	st.frontReq = Request{Format: tchannel.JSON, Headers: headers, Arg3: arg3}
+	res, err := c.invoke(ctx, st, service, method, &st.frontReq, o)
 	if err != nil {
+		c.frontDone(st, o, err)
 		return err
 	}
+	err = decodeJSONResponse(service, method, res, resp, o)
+	c.frontDone(st, o, nil) // res may be in st: used up above
+	return err
+}
+
+// decodeJSONResponse decodes a JSON call's response res into resp, or
+// returns the application error it carries, and gives o the response
+// headers it asks for.
+func decodeJSONResponse(service, method string, res *Response, resp any, o *callOptions) error {
 	if o != nil && o.respHeaders != nil {
 		*o.respHeaders = res.Headers
 	}
@@ -317,8 +366,10 @@ func (c *Channel) CallJSON(ctx context.Context, service, method string, req, res
 
 // call runs the pipeline: policy lookup, then the retry or hedge executor,
 // each attempt choosing a peer, sending, and feeding back busy responses,
-// stats and spans. It returns one result.
-func (c *Channel) call(ctx context.Context, service, method string, req *Request, waitForReady bool) (*Response, error) {
+// stats and spans. It returns one result. It runs the call in st, a zero
+// callState but for the front-end's request (frontReq), or in one of its
+// own if st is nil.
+func (c *Channel) call(ctx context.Context, st *callState, service, method string, req *Request, waitForReady bool) (*Response, error) {
 	if err := checkNames(service, method); err != nil {
 		return nil, &CallError{Service: service, Method: method, Code: codes.BadRequest, Message: err.Error(), Err: err}
 	}
@@ -338,8 +389,23 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 	if l == nil {
 		return nil, c.fail(m, start, &CallError{Service: service, Method: method, Code: codes.NoPeers, Err: ErrNoPeers})
 	}
+	// The rest runs in a function of its own, so that both functions'
+	// defers are open-coded (the compiler gives up on them in a function
+	// with many returns): a deferred call costs tens of nanoseconds more.
 	ctx, cancel := c.deadline(ctx, pol)
+	if cancel == nil { // ctx has its deadline already
+		return c.run(ctx, st, service, method, req, waitForReady, pol, l, start)
+	}
 	defer cancel()
+	return c.run(ctx, st, service, method, req, waitForReady, pol, l, start)
+}
+
+// run is the pipeline of call after its checks: the lease gate and pacer,
+// the call's span, then the retry or hedge executor, and the result. ctx
+// has the call's deadline; start is when the call started.
+func (c *Channel) run(ctx context.Context, st *callState, service, method string, req *Request, waitForReady bool,
+	pol *methodPolicy, l *peer.List, start time.Time) (*Response, error) {
+	m := pol.m
 	if g := pol.gate; g != nil {
 		if err := g.Admit(ctx); err != nil {
 			return nil, c.fail(m, start, gateError(service, method, ctx, err))
@@ -369,9 +435,12 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 		ctx = opentracing.ContextWithSpan(ctx, span)
 	}
 
-	st := &callState{c: c, l: l, m: m, est: pol.est, pacer: pc, backoff: pol.backoff,
-		waitForReady: waitForReady || pol.waitForReady,
-		spec:         attemptSpec{service: service, method: method, req: req}}
+	if st == nil {
+		st = new(callState)
+	}
+	st.c, st.l, st.pol = c, l, pol
+	st.waitForReady = waitForReady || pol.waitForReady
+	st.spec = attemptSpec{service: service, method: method, req: req}
 	st.used, st.wins = st.usedBuf[:0], st.winsBuf[:0]
 	if pol.gate == nil && pc == nil {
 		st.start = start
@@ -387,6 +456,7 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 		// Hedges hold the request for every attempt: it must fit the retry
 		// buffer, or it is sent once, unhedged.
 		if r, ok := c.buffer.Reserve(size); ok {
+			st.concurrent = true
 			hr := pol.hedge.Do(ctx, st.try)
 			r.Release()
 			outcome, stop, winner = hr.Outcome, hr.Stop, hr.Winner
@@ -404,7 +474,7 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 		pol.tokens.Update(pol.bucket.Tokens())
 	}
 
-	st.mu.Lock()
+	st.lock()
 	sent := st.sent
 	peers := st.peersBuf[:0]
 	for _, p := range st.used {
@@ -414,7 +484,7 @@ func (c *Channel) call(ctx context.Context, service, method string, req *Request
 	if outcome.Err == nil {
 		res = st.response(winner)
 	}
-	st.mu.Unlock()
+	st.unlock()
 	if outcome.Err != nil || res == nil {
 		ce, ok := outcome.Err.(*CallError)
 		if !ok { // the context ended before any attempt reported
@@ -460,19 +530,19 @@ func spanContext(ctx context.Context) opentracing.SpanContext {
 
 // callState is one call's memory across its attempts: the peers chosen
 // (each attempt avoids them, hedges in flight included) and the successful
-// responses by attempt number. Hedged attempts run concurrently, hence the
-// mutex.
+// responses by attempt number. It also holds the response the first
+// successful attempt reads, and the request of the front-ends that build
+// one (CallRaw, CallJSON, which recycle it: see frontState). Hedged
+// attempts run concurrently, and lock it (see lock).
 type callState struct {
 	c    *Channel
 	l    *peer.List
-	m    *stats.Method
-	est  *hedge.Estimator // observes first-attempt latency, for adaptive hedging
+	pol  *methodPolicy // the method's: stats, pacer, estimator, backoff
 	spec attemptSpec
 
-	pacer   *pacer        // the service's rate-limit pacing, if any
-	backoff retry.Backoff // for throttle-aware waits
-
 	waitForReady bool // wait for a ready peer even when none is connecting
+	concurrent   bool // attempts may run at once (hedging): lock takes mu
+	resUsed      bool // resBuf is taken
 	// start is when the call started, when nothing (a gate, a pacer) held
 	// it up before its first attempt; else zero.
 	start time.Time
@@ -489,7 +559,25 @@ type callState struct {
 	winsBuf  [1]win
 	peersBuf [2]string // backs Response.Peers / CallError.Peers
 	resBuf   Response  // the first successful attempt's response
-	resUsed  bool
+
+	frontReq Request // CallRaw's and CallJSON's request
+}
+
+// lock locks st.mu when attempts may run at once (hedging). Without
+// hedging a call's attempts run one after another on the caller's
+// goroutine (the retry executor's, or the single one), nothing else
+// reaches st meanwhile, and lock does nothing: an uncontended mutex still
+// costs atomic operations, three times per attempt.
+func (st *callState) lock() {
+	if st.concurrent {
+		st.mu.Lock()
+	}
+}
+
+func (st *callState) unlock() {
+	if st.concurrent {
+		st.mu.Unlock()
+	}
 }
 
 type win struct {
@@ -497,7 +585,7 @@ type win struct {
 	res *Response
 }
 
-// response returns the response of successful attempt n; st.mu is held.
+// response returns the response of successful attempt n; st is locked.
 func (st *callState) response(n int) *Response {
 	for _, w := range st.wins {
 		if w.n == n {
@@ -509,7 +597,7 @@ func (st *callState) response(n int) *Response {
 
 // newResponseLocked returns the Response an attempt reads into: the one
 // inside the call state for the first attempt to ask (most calls make one),
-// a new one for the others (hedges may read concurrently). st.mu is held.
+// a new one for the others (hedges may read concurrently). st is locked.
 func (st *callState) newResponseLocked() *Response {
 	if !st.resUsed {
 		st.resUsed = true
@@ -561,8 +649,8 @@ func (st *callState) mayWait(err error) bool {
 // call must not both pick a peer before either has recorded it. It never
 // waits (pick does, without the lock).
 func (st *callState) choose(now time.Time) (*peer.Peer, error) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st.lock()
+	defer st.unlock()
 	p, err := st.l.ChooseAt(st.used, now)
 	if err != nil {
 		return nil, err
@@ -579,13 +667,18 @@ func (st *callState) choose(now time.Time) (*peer.Peer, error) {
 // try is the retry.AttemptFunc of a call: one attempt, classified into the
 // executor's terms.
 func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
-	st.mu.Lock()
+	st.lock()
 	into := st.newResponseLocked()
-	st.mu.Unlock()
+	st.unlock()
 
-	spec := st.spec
+	// Attempts share the call's spec (they only read it), but for a
+	// retried JSON or Thrift attempt, whose headers count the attempts
+	// before it.
+	spec := &st.spec
 	if a.Number > 0 && spec.req.Format != tchannel.Raw {
-		spec.req = spec.req.withHeader(AttemptsHeader, strconv.Itoa(a.Number))
+		retried := *spec
+		retried.req = spec.req.withHeader(AttemptsHeader, strconv.Itoa(a.Number))
+		spec = &retried
 	}
 	var (
 		res             *Response
@@ -593,11 +686,11 @@ func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
 		err             error
 	)
 	if st.c.sendAttempt == nil {
-		res, sent, committed, err = st.c.attempt(ctx, st, &spec, a.Number, into)
+		res, sent, committed, err = st.c.attempt(ctx, st, spec, a.Number, into)
 	} else {
-		res, sent, committed, err = st.c.attemptVia(ctx, st, &spec, a.Number, into)
+		res, sent, committed, err = st.c.attemptVia(ctx, st, spec, a.Number, into)
 	}
-	st.mu.Lock()
+	st.lock()
 	st.last = a.Number
 	if sent {
 		st.sent++
@@ -605,11 +698,11 @@ func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
 	if err == nil {
 		st.wins = append(st.wins, win{a.Number, res})
 	}
-	st.mu.Unlock()
+	st.unlock()
 	if sent && a.Number > 0 {
-		st.m.Retry(a.Number)
+		st.pol.m.Retry(a.Number)
 		if err != nil {
-			st.m.RetryFailed()
+			st.pol.m.RetryFailed()
 		}
 	}
 	if err == nil {
@@ -660,7 +753,7 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 	if c.closed.Load() {
 		return nil, false, false, &CallError{Service: a.service, Method: a.method, Code: codes.Closed, Err: ErrClosed}
 	}
-	m := st.m
+	m := st.pol.m
 	// One clock read for the choice and the latency (BeginCall included),
 	// unless the choice had to wait; none for a first attempt that nothing
 	// held up, which starts when its call did (a clock read costs about
@@ -702,11 +795,11 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 	} else {
 		p.End(now, now.Sub(t0), code)
 	}
-	if st.est != nil && n == 0 && (code == codes.OK || code == codes.Cancelled || code == codes.Timeout) {
+	if est := st.pol.est; est != nil && n == 0 && (code == codes.OK || code == codes.Cancelled || code == codes.Timeout) {
 		// Adaptive hedging learns from first attempts. One cancelled
 		// because a hedge won, or cut off by the deadline, is observed
 		// too: its time so far bounds its latency from below.
-		st.est.Observe(now.Sub(t0))
+		est.Observe(now.Sub(t0))
 	}
 	if res != nil {
 		res.end = now
@@ -791,7 +884,7 @@ func (c *Channel) beginElsewhere(ctx, sctx context.Context, st *callState, a *at
 			return nil, nil, t0, &CallError{Service: a.service, Method: a.method, Code: code, Message: msg, Err: err}
 		}
 		// The connection closed under us: nothing left this process.
-		st.m.Unsent()
+		st.pol.m.Unsent()
 		p.Lost()
 		if unsent >= len(st.l.Peers()) {
 			return nil, nil, t0, &CallError{Service: a.service, Method: a.method, Code: codes.Unavailable,

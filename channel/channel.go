@@ -152,14 +152,16 @@ type Channel struct {
 
 	pool   *peer.Pool // the connectors of every peer
 	buffer *retry.Buffer
+	states sync.Pool         // *callState: CallRaw's and CallJSON's, recycled
 	gates  map[string]Gate   // lease gates by target service
 	pacers map[string]*pacer // rate-limit pacing by target service
 
-	mu        sync.RWMutex
-	services  map[string]*peer.List
-	policies  map[methodKey]*methodPolicy
-	throttles map[string]*retry.Throttle // per target service
-	closed    atomic.Bool
+	mu         sync.RWMutex
+	services   map[string]*peer.List
+	policies   map[methodKey]*methodPolicy
+	lastPolicy atomic.Pointer[methodPolicy] // policyFor's last answer
+	throttles  map[string]*retry.Throttle   // per target service
+	closed     atomic.Bool
 }
 
 // New returns a Channel for the service named serviceName (the name it
@@ -422,10 +424,11 @@ func (c *Channel) Close() {
 // rand returns a uniform number in [0, 1) for backoff jitter.
 func (c *Channel) rand() float64 { return c.o.rand() }
 
-// withDeadline gives ctx the default timeout if it has no deadline.
+// withDeadline gives ctx the default timeout if it has no deadline. It
+// returns ctx itself and a nil CancelFunc if it has one.
 func (c *Channel) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
+		return ctx, nil
 	}
 	return context.WithTimeout(ctx, c.o.timeout)
 }

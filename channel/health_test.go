@@ -445,7 +445,7 @@ func TestAttemptMovesOnWhenTheConnectionIsGone(t *testing.T) {
 	req := &Request{Format: tchannel.Raw, Arg3: []byte("x")}
 	spec := &attemptSpec{service: "kv", method: "echo", req: req}
 	newState := func() *callState {
-		st := &callState{c: c, l: l, m: pol.m, spec: *spec}
+		st := &callState{c: c, l: l, pol: pol, spec: *spec}
 		st.used, st.wins = append(st.usedBuf[:0], gone), st.winsBuf[:0] // the attempt chose gone
 		return st
 	}

@@ -156,7 +156,7 @@ func (p *pacer) busy(c *Channel, method string, o *retry.Outcome, b retry.Backof
 
 // paceOutcome applies the service's pacing to one attempt's result.
 func (st *callState) paceOutcome(res *Response, o *retry.Outcome, n int) {
-	p := st.pacer
+	p := st.pol.pacer
 	if p == nil {
 		return
 	}
@@ -170,7 +170,7 @@ func (st *callState) paceOutcome(res *Response, o *retry.Outcome, n int) {
 	if !ok || ce.Code != codes.Busy {
 		return
 	}
-	if werr := p.busy(st.c, st.spec.method, o, st.backoff, n+1); werr != nil {
+	if werr := p.busy(st.c, st.spec.method, o, st.pol.backoff, n+1); werr != nil {
 		ce.Err = fmt.Errorf("%w; %w", ce.Err, werr)
 		ce.Message = fmt.Sprintf("%s (rate limited: %v)", ce.Message, werr)
 	}

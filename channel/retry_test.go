@@ -324,6 +324,36 @@ func TestRetriesDisabledAndUnbuffered(t *testing.T) {
 	})
 }
 
+// policyFor keeps the policy it returned last at hand: calls that
+// alternate between methods, and between services with a method of the
+// same name, each get their own.
+func TestPolicyForEachMethod(t *testing.T) {
+	cfg, err := serviceconfig.Parse([]byte(`{"methodConfig":[
+		{"name":[{"service":"kv","method":"get"}],"timeout":"1s",
+		 "retryPolicy":{"maxAttempts":3,"initialBackoff":"0.01s","maxBackoff":"0.1s","backoffMultiplier":2,"retryableStatusCodes":["BUSY"]}},
+		{"name":[{"service":"kv","method":"put"}],"timeout":"2s"},
+		{"name":[{"service":"other","method":"get"}],"timeout":"3s"}]}`))
+	require.NoError(t, err)
+	c, err := New("client", WithServiceConfig(cfg))
+	require.NoError(t, err)
+	defer c.Close()
+	want := map[methodKey]time.Duration{{"kv", "get"}: time.Second, {"kv", "put"}: 2 * time.Second, {"other", "get"}: 3 * time.Second, {"other", "put"}: 0}
+	seen := map[methodKey]*methodPolicy{}
+	for _, k := range []methodKey{{"kv", "get"}, {"kv", "get"}, {"kv", "put"}, {"kv", "get"}, {"other", "get"}, {"kv", "get"},
+		{"other", "put"}, {"other", "get"}, {"kv", "put"}, {"kv", "put"}, {"other", "put"}} {
+		p, err := c.policyFor(k.service, k.method)
+		require.NoError(t, err)
+		assert.Equal(t, want[k], p.timeout, "%v", k)
+		assert.Equal(t, k, methodKey{p.service, p.method})
+		if q := seen[k]; q != nil {
+			assert.Same(t, q, p, "%v: one policy per method", k)
+		}
+		seen[k] = p
+	}
+	assert.Equal(t, 3, seen[methodKey{"kv", "get"}].retry.MaxAttempts())
+	assert.Equal(t, 1, seen[methodKey{"kv", "put"}].retry.MaxAttempts())
+}
+
 func TestRetryOptionsValidated(t *testing.T) {
 	_, err := New("c", WithMaxAttemptsCap(0))
 	assert.ErrorContains(t, err, "WithMaxAttemptsCap is 0")

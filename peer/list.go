@@ -175,8 +175,10 @@ func (l *List) ChooseAt(exclude []*Peer, now time.Time) (*Peer, error) {
 	)
 	for _, allowExcluded := range [2]bool{false, true} {
 		for {
-			best := -1
-			off := rand.IntN(len(peers)) // random start breaks ties fairly
+			best, off := -1, 0
+			if len(peers) > 1 {
+				off = rand.IntN(len(peers)) // random start breaks ties fairly
+			}
 			for j := range peers {
 				i := (j + off) % len(peers)
 				p := peers[i]
