@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 
 	"github.com/sluice-rpc/sluice/internal/busysim"
@@ -79,6 +81,31 @@ func simBusyCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := busysim.RunBoth(stdout, sc); err != nil {
 		return fs.failure("%v", err)
+	}
+	return exitOK
+}
+
+// report prints a simulation's result res: as indented JSON with asJSON,
+// else with table; then, if chartPath is set, draws it with chart and
+// says where (not in JSON mode, whose stdout is the JSON alone). It
+// returns the command's exit status.
+func (f *flagSet) report(res any, asJSON bool, table func(io.Writer), chartPath string, chart func(path string) error) int {
+	if asJSON {
+		enc := json.NewEncoder(f.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return f.failure("%v", err)
+		}
+	} else {
+		table(f.stdout)
+	}
+	if chartPath != "" {
+		if err := chart(chartPath); err != nil {
+			return f.failure("chart: %v", err)
+		}
+		if !asJSON {
+			fmt.Fprintf(f.stdout, "\nchart: %s\n", chartPath)
+		}
 	}
 	return exitOK
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -85,24 +84,8 @@ func simDoormanCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fs.failure("%v", err)
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
-			return fs.failure("%v", err)
-		}
-	} else {
-		writeDoormanTable(stdout, res)
-	}
-	if *chartPath != "" {
-		if err := writeDoormanChart(*chartPath, res); err != nil {
-			return fs.failure("chart: %v", err)
-		}
-		if !*asJSON {
-			fmt.Fprintf(stdout, "\nchart: %s\n", *chartPath)
-		}
-	}
-	return exitOK
+	return fs.report(res, *asJSON, func(w io.Writer) { writeDoormanTable(w, res) }, *chartPath,
+		func(path string) error { return writeDoormanChart(path, res) })
 }
 
 func writeDoormanTable(w io.Writer, res doormansim.Result) {

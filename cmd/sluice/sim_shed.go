@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -116,24 +115,8 @@ func simShedCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fs.failure("%v", err)
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
-			return fs.failure("%v", err)
-		}
-	} else {
-		writeShedTable(stdout, res)
-	}
-	if *chartPath != "" {
-		if err := writeShedChart(*chartPath, res); err != nil {
-			return fs.failure("chart: %v", err)
-		}
-		if !*asJSON {
-			fmt.Fprintf(stdout, "\nchart: %s\n", *chartPath)
-		}
-	}
-	return exitOK
+	return fs.report(res, *asJSON, func(w io.Writer) { writeShedTable(w, res) }, *chartPath,
+		func(path string) error { return writeShedChart(path, res) })
 }
 
 func writeShedTable(w io.Writer, res shedsim.Result) {
