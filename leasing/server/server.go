@@ -214,6 +214,12 @@ type Server struct {
 	startCfg *Repository // the configuration at start (or on becoming master), which bounds learning mode; guarded by epochMu
 
 	bulk chan struct{} // a token per bulk request running
+	// wall, pause and hold pace bulk requests in wall time (time.Now,
+	// time.Sleep and a timer; tests replace them): CPU time is shared in
+	// wall time, whatever clock the leases run on.
+	wall  func() time.Time
+	pause func(time.Duration)
+	hold  func(context.Context, time.Duration) // slowRefusal's wait
 
 	reapMu  sync.Mutex
 	reapQ   reapHeap
@@ -288,6 +294,7 @@ func New(cfg Config) (*Server, error) {
 	if s.scope == nil {
 		s.scope = tally.NoopScope
 	}
+	s.wall, s.pause, s.hold = time.Now, time.Sleep, hold
 	s.unmatched = s.scope.Counter(stats.LeaseUnmatchedTemplate)
 	s.requests = s.scope.Counter(stats.LeaseRequests)
 	s.invalid = s.scope.Counter(stats.LeaseInvalidRequests)
@@ -600,6 +607,27 @@ func exhausted(rpc string, err error) error {
 	return status.Errorf(codes.ResourceExhausted, "doorman server: %s: %v", rpc, err)
 }
 
+// slowRefusal holds back the answer to a bulk request of n resources
+// refused for a limit (err) for refusalDelay, with no lock or turn held.
+// Such a request is most likely a flood, whose sender sends the next when
+// it has the answer: refused at once, the flood keeps a processor busy
+// decoding and refusing, as fast as it is answered.
+func (s *Server) slowRefusal(ctx context.Context, n int, err error) {
+	if n > bulkRequest && status.Code(err) == codes.ResourceExhausted {
+		s.hold(ctx, refusalDelay)
+	}
+}
+
+// hold waits d in wall time, or until ctx ends.
+func hold(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
 // demand is one resource request, from a client or a server.
 type demand struct {
 	id       string
@@ -671,6 +699,9 @@ func (s *Server) GetCapacity(ctx context.Context, req *pb.GetCapacityRequest) (*
 		ds[i] = demand{id: r.GetResourceId(), wants: r.GetWants(), weight: 1, priority: r.GetPriority(), has: r.Has}
 	}
 	out, err := s.serve(ctx, "GetCapacity", req.GetClientId(), ds)
+	if err != nil {
+		s.slowRefusal(ctx, len(ds), err)
+	}
 	if err == errNotMaster {
 		return &pb.GetCapacityResponse{Mastership: wireMastership(s.Mastership())}, nil
 	}
@@ -693,8 +724,12 @@ func (s *Server) GetCapacity(ctx context.Context, req *pb.GetCapacityRequest) (*
 // A bulk request (more than bulkRequest resources) may take milliseconds
 // where a renewal takes microseconds. So that renewals do not wait behind
 // bulk requests for a processor, bulk requests run at most GOMAXPROCS-1
-// at a time (one when GOMAXPROCS is 1) and yield the processor every
-// yieldEvery resources.
+// at a time (one when GOMAXPROCS is 1), yield the processor every
+// yieldEvery resources, and pause as long as they ran every bulkSlice of
+// wall time: the processor they leave is also the machine's, shared with
+// other processes, and a flood's sender sends as fast as it is answered.
+// For the same reason a bulk request refused for a limit is answered
+// refusalDelay late (see slowRefusal).
 func (s *Server) serve(ctx context.Context, rpc, client string, ds []demand) ([]decision, error) {
 	if len(ds) > bulkRequest {
 		select {
@@ -726,9 +761,24 @@ func (s *Server) serve(ctx context.Context, rpc, client string, ds []demand) ([]
 	s.requests.Inc(1)
 	out := make([]decision, len(ds))
 	created := false
+	bulk := len(ds) > bulkRequest
+	var slice time.Time // when the bulk request last paused
 	for i := range ds {
 		if i > 0 && i%yieldEvery == 0 {
 			runtime.Gosched()
+			if bulk {
+				// Run at most about half the time, in wall time: the
+				// processor a bulk request leaves to renewals is also the
+				// machine's, shared with other processes (a flood's client
+				// among them); yielding alone leaves renewals waiting for
+				// the operating system's scheduler.
+				if now := s.wall(); slice.IsZero() {
+					slice = now
+				} else if now.Sub(slice) >= bulkSlice {
+					s.pause(bulkSlice)
+					slice = s.wall()
+				}
+			}
 		}
 		for {
 			r, c := s.resourceFor(ds[i].id, now, &g)
@@ -962,6 +1012,9 @@ func (s *Server) GetServerCapacity(ctx context.Context, req *pb.GetServerCapacit
 		return nil, s.invalidArgument("GetServerCapacity", err)
 	}
 	out, err := s.serve(ctx, "GetServerCapacity", req.GetServerId(), ds)
+	if err != nil {
+		s.slowRefusal(ctx, len(ds), err)
+	}
 	if err == errNotMaster {
 		return &pb.GetServerCapacityResponse{Mastership: wireMastership(s.Mastership())}, nil
 	}

@@ -37,6 +37,12 @@ const (
 	// one of GOMAXPROCS-1 turns, so that a processor stays free for
 	// renewals.
 	bulkRequest = 64
+	// refusalDelay is how long the answer to a bulk request refused for a
+	// limit is held back (in wall time).
+	refusalDelay = 2 * time.Millisecond
+	// bulkSlice is how long a bulk request runs (in wall time) before it
+	// pauses as long, so that it takes at most about half a processor.
+	bulkSlice = time.Millisecond
 	// yieldEvery is how many resources a request handles between yields
 	// of its processor.
 	yieldEvery = 32
