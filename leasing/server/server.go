@@ -214,12 +214,11 @@ type Server struct {
 	startCfg *Repository // the configuration at start (or on becoming master), which bounds learning mode; guarded by epochMu
 
 	bulk chan struct{} // a token per bulk request running
-	// wall, pause and hold pace bulk requests in wall time (time.Now,
-	// time.Sleep and a timer; tests replace them): CPU time is shared in
-	// wall time, whatever clock the leases run on.
-	wall  func() time.Time
-	pause func(time.Duration)
-	hold  func(context.Context, time.Duration) // slowRefusal's wait
+	// wall and hold pace bulk requests in wall time (time.Now and a
+	// timer that the request's context cuts short; tests replace them):
+	// CPU time is shared in wall time, whatever clock the leases run on.
+	wall func() time.Time
+	hold func(context.Context, time.Duration)
 
 	reapMu  sync.Mutex
 	reapQ   reapHeap
@@ -294,7 +293,7 @@ func New(cfg Config) (*Server, error) {
 	if s.scope == nil {
 		s.scope = tally.NoopScope
 	}
-	s.wall, s.pause, s.hold = time.Now, time.Sleep, hold
+	s.wall, s.hold = time.Now, hold
 	s.unmatched = s.scope.Counter(stats.LeaseUnmatchedTemplate)
 	s.requests = s.scope.Counter(stats.LeaseRequests)
 	s.invalid = s.scope.Counter(stats.LeaseInvalidRequests)
@@ -729,7 +728,10 @@ func (s *Server) GetCapacity(ctx context.Context, req *pb.GetCapacityRequest) (*
 // wall time: the processor they leave is also the machine's, shared with
 // other processes, and a flood's sender sends as fast as it is answered.
 // For the same reason a bulk request refused for a limit is answered
-// refusalDelay late (see slowRefusal).
+// refusalDelay late (see slowRefusal). A pause keeps the request's hold
+// on the state (epochMu), so a change of mastership waits for the request
+// as before, at most about twice as long; a request whose context ends
+// stops pausing.
 func (s *Server) serve(ctx context.Context, rpc, client string, ds []demand) ([]decision, error) {
 	if len(ds) > bulkRequest {
 		select {
@@ -775,7 +777,7 @@ func (s *Server) serve(ctx context.Context, rpc, client string, ds []demand) ([]
 				if now := s.wall(); slice.IsZero() {
 					slice = now
 				} else if now.Sub(slice) >= bulkSlice {
-					s.pause(bulkSlice)
+					s.hold(ctx, bulkSlice)
 					slice = s.wall()
 				}
 			}
