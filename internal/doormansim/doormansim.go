@@ -325,11 +325,10 @@ type change struct {
 // node is one Doorman node: one server, or for the root a master and a
 // standby.
 type node struct {
-	name     string
-	parent   *node
-	servers  []*srv
-	master   int // index of the root's master; -1 while it has none
-	children int // child nodes, for picking crash targets
+	name    string
+	parent  *node
+	servers []*srv
+	master  int // index of the root's master; -1 while it has none
 }
 
 // srv is one server process (its incarnation changes when it restarts).
@@ -398,7 +397,6 @@ func (s *sim) build() error {
 				if l == 0 {
 					n.name = "n" + strconv.Itoa(i+1)
 				}
-				p.children++
 				sv := &srv{addr: n.name, n: n}
 				n.servers = []*srv{sv}
 				if err := s.start(sv); err != nil {
@@ -765,12 +763,12 @@ func (s *sim) result() Result {
 	sum := &res.Summary
 	sum.From = s.sc.LearningDuration()
 	sum.RPCs = s.rpcs
-	var used float64
+	var used, overSum float64
 	var nUsed int
-	var overSum float64
 	prevOver := false
+	converged := make([]time.Duration, 0, len(s.samples))
 	for _, smp := range s.samples {
-		over := smp.Has > smp.Capacity*(1+1e-9)
+		over := overCapacity(smp)
 		if over {
 			sum.Over++
 			overSum += smp.Has
@@ -780,6 +778,9 @@ func (s *sim) result() Result {
 			}
 		}
 		prevOver = over
+		if isConverged(smp) {
+			converged = append(converged, smp.T)
+		}
 		if smp.T < sum.From {
 			continue
 		}
@@ -794,47 +795,37 @@ func (s *sim) result() Result {
 	if sum.Over > 0 {
 		sum.MeanOver = overSum / float64(sum.Over)
 	}
-	// Re-convergence: for each change after From, the time to the first
-	// converged sample at or after it.
-	converged := make([]time.Duration, 0, len(s.samples))
-	for _, smp := range s.samples {
-		if isConverged(smp) {
-			converged = append(converged, smp.T)
+	// nextConverged returns the first converged sample at or after t, or
+	// the end of the run.
+	nextConverged := func(t time.Duration) time.Duration {
+		if k := sort.Search(len(converged), func(i int) bool { return converged[i] >= t }); k < len(converged) {
+			return converged[k]
 		}
+		return s.sc.Duration
 	}
-	for _, m := range s.mishaps {
-		if m.T < sum.From {
-			continue
-		}
-		window := m.T + s.sc.LeaseLength + s.sc.Downtime
-		for i, smp := range s.samples {
-			if smp.T < m.T || smp.T > window || isConverged(smp) {
-				continue
-			}
-			end := s.sc.Duration
-			for _, later := range s.samples[i:] {
-				if isConverged(later) {
-					end = later.T
-					break
-				}
-			}
-			if d := end - m.T; d > sum.MishapReconverge {
-				sum.MishapReconverge, sum.MishapReconvergeAfter = d, fmt.Sprintf("a %s of %s at %v", m.Kind, m.Target, m.T)
-			}
-			break
-		}
-	}
+	// After a change: to the first converged sample at or after it.
 	for _, ch := range s.changes {
 		if ch.at < sum.From {
 			continue
 		}
-		k := sort.Search(len(converged), func(i int) bool { return converged[i] >= ch.at })
-		end := s.sc.Duration
-		if k < len(converged) {
-			end = converged[k]
-		}
-		if d := end - ch.at; d > sum.Reconverge {
+		if d := nextConverged(ch.at) - ch.at; d > sum.Reconverge {
 			sum.Reconverge, sum.ReconvergeAfter = d, fmt.Sprintf("%s at %v", ch.what, ch.at)
+		}
+	}
+	// After a mishap: to the end of the first unconverged stretch that
+	// starts within a lease length and a downtime of it.
+	for _, m := range s.mishaps {
+		if m.T < sum.From {
+			continue
+		}
+		first := (m.T + s.sc.Sample - 1) / s.sc.Sample * s.sc.Sample // the first sample at or after it
+		for t := first; t <= min(m.T+s.sc.LeaseLength+s.sc.Downtime, s.sc.Duration); t += s.sc.Sample {
+			if smp := s.samples[t/s.sc.Sample]; !isConverged(smp) {
+				if d := nextConverged(t) - m.T; d > sum.MishapReconverge {
+					sum.MishapReconverge, sum.MishapReconvergeAfter = d, fmt.Sprintf("a %s of %s at %v", m.Kind, m.Target, m.T)
+				}
+				break
+			}
 		}
 	}
 	return res
@@ -843,8 +834,12 @@ func (s *sim) result() Result {
 // isConverged reports whether the clients hold at least ConvergedWithin
 // of min(their wants, capacity), and no more than the capacity.
 func isConverged(smp Sample) bool {
-	return smp.Has >= ConvergedWithin*math.Min(smp.Wants, smp.Capacity) && smp.Has <= smp.Capacity*(1+1e-9)
+	return smp.Has >= ConvergedWithin*math.Min(smp.Wants, smp.Capacity) && !overCapacity(smp)
 }
+
+// overCapacity reports whether the clients held more than the capacity
+// (beyond float rounding).
+func overCapacity(smp Sample) bool { return smp.Has > smp.Capacity*(1+1e-9) }
 
 // event is one thing to do at a moment.
 type event struct {
