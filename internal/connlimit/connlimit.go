@@ -1,0 +1,590 @@
+// Package connlimit bounds the connections a server accepts: how many it
+// holds, how long a new one may take to show it speaks the protocol, how
+// long one may sit idle or leave a write blocked; at the cap it closes the
+// least useful connection to make room for the new one.
+//
+// A Listener wraps a net.Listener. Each accepted socket becomes a *Conn,
+// counted until it is closed. A Conn is
+//
+//   - pending until its Gate passes (a Listener without a Gate has none):
+//     Accept does not return it yet, and the gate must finish within
+//     GateTimeout;
+//   - open, once Accept has returned it;
+//   - serving, from its first call (Active), for good.
+//
+// The protocol above marks a Conn's calls with Active and Begin/End; pings
+// and other keepalives must not count. A Conn with no call in flight and
+// no Active for IdleTimeout is closed. At MaxConns a new socket closes,
+// in this order of preference, a pending Conn, an open one that never
+// served a call, a serving one, each the longest idle first, and never a
+// Conn with a call in flight; if every Conn has a call in flight the new
+// socket is closed instead. So sockets that connect and wait cannot lock
+// out a client that calls, and a client mid-call is never cut.
+//
+// Activity is kept at the resolution of the Listener's sweep (a second at
+// most), which makes Active two atomic stores: cheap enough for every
+// frame of a call.
+package connlimit
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sluice-rpc/sluice/clock"
+)
+
+// Defaults of Config's zero fields.
+const (
+	// DefaultIdleTimeout closes a connection with no call for five minutes.
+	DefaultIdleTimeout = 5 * time.Minute
+	// DefaultGateTimeout is the time a new connection has to pass its
+	// gate: tchannel-go gives a handshake five seconds.
+	DefaultGateTimeout = 5 * time.Second
+	// DefaultWriteTimeout closes a connection whose writes have made no
+	// progress for this long: its peer stopped reading.
+	DefaultWriteTimeout = 30 * time.Second
+)
+
+// DefaultMaxConns returns the cap a zero Config.MaxConns means: half the
+// process's descriptor limit (RLIMIT_NOFILE), leaving the other half to
+// outbound connections and files, and at least 64.
+func DefaultMaxConns() int { return max(64, descriptorLimit()/2) }
+
+// Config says how a Listener bounds its connections. The zero value means
+// the defaults.
+type Config struct {
+	// MaxConns is the most connections held at once, pending ones
+	// included; 0 means DefaultMaxConns().
+	MaxConns int
+	// IdleTimeout closes a connection with no call in flight and no
+	// activity for this long; 0 means DefaultIdleTimeout, a negative
+	// value never.
+	IdleTimeout time.Duration
+	// WriteTimeout closes a connection whose pending write has made no
+	// progress for this long; 0 means DefaultWriteTimeout, a negative
+	// value never.
+	WriteTimeout time.Duration
+	// Gate, if set, runs on each new connection, with a read deadline of
+	// GateTimeout, before Accept returns it: the connection Accept returns
+	// is the one Gate returns (it may wrap c). An error closes c.
+	Gate func(c *Conn) (net.Conn, error)
+	// GateTimeout bounds Gate; 0 means DefaultGateTimeout.
+	GateTimeout time.Duration
+	// OnClose, if set, is called when the Listener closes a connection,
+	// with the reason and, for GateFailed, the gate's error.
+	OnClose func(c *Conn, why Reason, err error)
+	// Clock times idleness and stalled writes; nil means the wall clock.
+	Clock clock.Clock
+}
+
+// Validate reports the first field that breaks its rule.
+func (c Config) Validate() error {
+	switch {
+	case c.MaxConns < 0:
+		return fmt.Errorf("connlimit: MaxConns is %d, must be >= 0 (0: half the descriptor limit)", c.MaxConns)
+	case c.GateTimeout < 0:
+		return fmt.Errorf("connlimit: GateTimeout is %v, must be >= 0 (0: %v)", c.GateTimeout, DefaultGateTimeout)
+	}
+	return nil
+}
+
+// Reason says why a Listener closed a connection.
+type Reason int
+
+// The reasons.
+const (
+	// Evicted: the Listener was at MaxConns and a new connection came.
+	Evicted Reason = iota + 1
+	// Refused: the Listener was at MaxConns, every connection had a call
+	// in flight, and this is the new one.
+	Refused
+	// Idle: no call for IdleTimeout.
+	Idle
+	// WriteStalled: a write made no progress for WriteTimeout.
+	WriteStalled
+	// GateTimeout: the gate did not finish within GateTimeout.
+	GateTimeout
+	// GateFailed: the gate returned an error.
+	GateFailed
+)
+
+func (r Reason) String() string {
+	switch r {
+	case Evicted:
+		return "evicted"
+	case Refused:
+		return "refused"
+	case Idle:
+		return "idle"
+	case WriteStalled:
+		return "write_stalled"
+	case GateTimeout:
+		return "gate_timeout"
+	case GateFailed:
+		return "gate_failed"
+	}
+	return fmt.Sprintf("Reason(%d)", int(r))
+}
+
+// Eviction classes, in the order a connection is given up: a lower class
+// goes first.
+const (
+	pending int32 = iota
+	open
+	serving
+)
+
+// Listener is a net.Listener that bounds its connections as its Config
+// says. It is safe for concurrent use.
+type Listener struct {
+	inner net.Listener
+	cfg   Config
+	clk   clock.Clock
+	start time.Time
+	now   atomic.Int64 // the sweep's time, in ns since start
+
+	accepted chan net.Conn
+	done     chan struct{}
+	wg       sync.WaitGroup // the accept loop, the sweeper, gates
+
+	mu     sync.Mutex
+	conns  connHeap // every Conn held, least useful on top
+	closed bool
+	err    error // why the accept loop stopped
+}
+
+// Listen returns a Listener accepting on inner. Close closes inner.
+func Listen(inner net.Listener, cfg Config) (*Listener, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = DefaultMaxConns()
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.GateTimeout == 0 {
+		cfg.GateTimeout = DefaultGateTimeout
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real
+	}
+	l := &Listener{inner: inner, cfg: cfg, clk: cfg.Clock, start: cfg.Clock.Now(),
+		accepted: make(chan net.Conn), done: make(chan struct{})}
+	l.wg.Add(2)
+	go l.acceptLoop()
+	go l.sweepLoop()
+	return l, nil
+}
+
+// Accept returns the next connection that passed the gate.
+func (l *Listener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.accepted:
+		return c, nil
+	case <-l.done:
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return nil, l.err
+	}
+}
+
+// Addr returns the inner listener's address.
+func (l *Listener) Addr() net.Addr { return l.inner.Addr() }
+
+// Close stops accepting and closes the pending connections; open ones
+// stay with whoever accepted them. It waits for the Listener's goroutines.
+func (l *Listener) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.err = net.ErrClosed
+	var waiting []*Conn
+	for _, c := range l.conns {
+		if c.class.Load() == pending {
+			waiting = append(waiting, c)
+		}
+	}
+	l.mu.Unlock()
+	close(l.done)
+	err := l.inner.Close()
+	for _, c := range waiting {
+		c.Close()
+	}
+	l.wg.Wait()
+	return err
+}
+
+// Len returns the number of connections held, pending ones included.
+func (l *Listener) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.conns)
+}
+
+// MaxConns returns the cap in force.
+func (l *Listener) MaxConns() int { return l.cfg.MaxConns }
+
+// nowNS returns the clock's time in ns since the Listener started.
+func (l *Listener) nowNS() int64 { return int64(l.clk.Since(l.start)) }
+
+func (l *Listener) acceptLoop() {
+	defer l.wg.Done()
+	var backoff time.Duration
+	for {
+		nc, err := l.inner.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || transient(err) {
+				// Out of descriptors (or a passing error): make room by
+				// closing the least useful connection, and retry after
+				// a pause, as net/http does.
+				l.evict()
+				backoff = min(max(5*time.Millisecond, 2*backoff), time.Second)
+				select {
+				case <-time.After(backoff):
+					continue
+				case <-l.done:
+					return
+				}
+			}
+			l.mu.Lock()
+			if !l.closed {
+				l.err = fmt.Errorf("connlimit: accept: %w", err)
+				l.closed = true
+				close(l.done)
+			}
+			l.mu.Unlock()
+			return
+		}
+		backoff = 0
+		c := l.add(nc)
+		if c == nil {
+			continue
+		}
+		if l.cfg.Gate == nil {
+			l.hand(c, c)
+			continue
+		}
+		l.wg.Add(1)
+		go l.gate(c)
+	}
+}
+
+// add registers a new socket, evicting to stay within MaxConns; it returns
+// nil if the socket was refused (closed).
+func (l *Listener) add(nc net.Conn) *Conn {
+	now := l.nowNS()
+	l.now.Store(now)
+	c := &Conn{Conn: nc, l: l, idx: -1}
+	c.last.Store(now)
+	if l.cfg.Gate == nil {
+		c.class.Store(open)
+	}
+	for {
+		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			nc.Close()
+			return nil
+		}
+		if len(l.conns) < l.cfg.MaxConns {
+			c.key = connKey{c.class.Load(), now}
+			heap.Push(&l.conns, c)
+			l.mu.Unlock()
+			return c
+		}
+		victim := l.leastUseful(now)
+		l.mu.Unlock()
+		if victim == nil {
+			l.report(c, Refused, nil)
+			nc.Close()
+			return nil
+		}
+		victim.closeFor(Evicted, nil)
+	}
+}
+
+// evict closes the least useful connection, if any has no call in flight.
+func (l *Listener) evict() {
+	l.mu.Lock()
+	victim := l.leastUseful(l.nowNS())
+	l.mu.Unlock()
+	if victim != nil {
+		victim.closeFor(Evicted, nil)
+	}
+}
+
+// leastUseful removes from the heap and returns the connection to give up
+// first, or nil if every one has a call in flight. Call it with l.mu held.
+//
+// Keys in the heap may be stale: a Conn's activity and class only grow,
+// and are read afresh when it reaches the top; a stale top is re-keyed
+// and sinks. A busy Conn is keyed as serving now, the most useful there
+// is, so once a busy Conn is on top after re-keying, all are busy.
+func (l *Listener) leastUseful(now int64) *Conn {
+	for len(l.conns) > 0 {
+		c := l.conns[0]
+		k := c.currentKey(now)
+		if k == c.key {
+			if c.busy.Load() > 0 {
+				return nil // every Conn is busy
+			}
+			heap.Pop(&l.conns)
+			return c
+		}
+		c.key = k
+		heap.Fix(&l.conns, 0)
+	}
+	return nil
+}
+
+func (l *Listener) gate(c *Conn) {
+	defer l.wg.Done()
+	// Sockets keep the wall clock's time, whatever clock times idleness.
+	_ = c.SetReadDeadline(time.Now().Add(l.cfg.GateTimeout))
+	wrapped, err := l.cfg.Gate(c)
+	if err != nil {
+		why := GateFailed
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			why = GateTimeout
+		}
+		c.closeFor(why, err)
+		return
+	}
+	if err := c.SetReadDeadline(time.Time{}); err != nil {
+		c.closeFor(GateFailed, err)
+		return
+	}
+	c.class.CompareAndSwap(pending, open)
+	l.hand(c, wrapped)
+}
+
+// hand passes an accepted connection to Accept.
+func (l *Listener) hand(c *Conn, nc net.Conn) {
+	select {
+	case l.accepted <- nc:
+	case <-l.done:
+		c.Close()
+	}
+}
+
+func (l *Listener) sweepLoop() {
+	defer l.wg.Done()
+	tick := time.Second
+	for _, d := range []time.Duration{l.cfg.IdleTimeout, l.cfg.WriteTimeout} {
+		if d > 0 {
+			tick = min(tick, max(d/4, time.Millisecond))
+		}
+	}
+	for {
+		t := l.clk.NewTimer(tick)
+		select {
+		case <-t.C():
+			l.sweep()
+		case <-l.done:
+			t.Stop()
+			return
+		}
+	}
+}
+
+// sweep advances the activity clock and closes idle connections and
+// connections whose writes stalled. It looks at every connection: a few
+// atomic loads each, once a tick.
+func (l *Listener) sweep() {
+	now := l.nowNS()
+	l.now.Store(now)
+	idleFor, stallFor := int64(l.cfg.IdleTimeout), int64(l.cfg.WriteTimeout)
+	var idle, stalled []*Conn
+	l.mu.Lock()
+	for _, c := range l.conns {
+		switch {
+		case idleFor > 0 && c.busy.Load() == 0 && c.class.Load() != pending && now-c.last.Load() >= idleFor:
+			idle = append(idle, c)
+		case stallFor > 0 && c.writeStalled(now, stallFor):
+			stalled = append(stalled, c)
+		}
+	}
+	l.mu.Unlock()
+	for _, c := range idle {
+		c.closeFor(Idle, nil)
+	}
+	for _, c := range stalled {
+		c.closeFor(WriteStalled, nil)
+	}
+}
+
+// transient reports whether an accept error passes: the process or the
+// system is out of descriptors or buffers for now.
+func transient(err error) bool {
+	for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *Listener) report(c *Conn, why Reason, err error) {
+	if f := l.cfg.OnClose; f != nil {
+		f(c, why, err)
+	}
+}
+
+// Conn is a connection a Listener accepted. The protocol above it reports
+// its calls: Active at each frame or message of a call, Begin and End
+// around each call it serves.
+type Conn struct {
+	net.Conn
+	l *Listener
+
+	last  atomic.Int64 // the sweep time of the last activity
+	class atomic.Int32
+	busy  atomic.Int32 // calls in flight
+	wgen  atomic.Uint32
+	once  sync.Once
+
+	// Guarded by l.mu.
+	idx int // in l.conns, or -1
+	key connKey
+
+	// The sweeper's own.
+	seenGen uint32
+	seenAt  int64
+}
+
+type connKey struct {
+	class int32
+	last  int64
+}
+
+func (k connKey) less(o connKey) bool {
+	return k.class < o.class || k.class == o.class && k.last < o.last
+}
+
+// currentKey is c's eviction key now.
+func (c *Conn) currentKey(now int64) connKey {
+	if c.busy.Load() > 0 {
+		return connKey{serving, now}
+	}
+	return connKey{c.class.Load(), c.last.Load()}
+}
+
+// Active records a call's activity on c: a frame or message of a call,
+// not a ping. The first makes c a serving connection for good.
+func (c *Conn) Active() {
+	c.last.Store(c.l.now.Load())
+	if c.class.Load() != serving {
+		c.class.Store(serving)
+	}
+}
+
+// Begin records a call in flight on c until End: a Conn with a call in
+// flight is neither idle nor evicted.
+func (c *Conn) Begin() { c.busy.Add(1) }
+
+// End ends a call Begin began, and records activity.
+func (c *Conn) End() {
+	c.busy.Add(-1)
+	c.Active()
+}
+
+// Write writes to the socket, marking the write in progress for the
+// stalled-write check.
+func (c *Conn) Write(b []byte) (int, error) {
+	c.wgen.Add(1) // odd: a write in progress
+	n, err := c.Conn.Write(b)
+	c.wgen.Add(1)
+	return n, err
+}
+
+// writeStalled reports whether the write in progress when the sweeper
+// first saw it is still in progress after timeout. Call it with l.mu
+// held, from the sweeper.
+func (c *Conn) writeStalled(now, timeout int64) bool {
+	g := c.wgen.Load()
+	if g%2 == 0 || g != c.seenGen {
+		c.seenGen, c.seenAt = g, now
+		return false
+	}
+	return now-c.seenAt >= timeout
+}
+
+// Close closes the socket and stops counting c.
+func (c *Conn) Close() error {
+	var err error
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		if c.idx >= 0 {
+			heap.Remove(&c.l.conns, c.idx)
+		}
+		c.l.mu.Unlock()
+		err = c.Conn.Close()
+	})
+	return err
+}
+
+// closeFor closes c for why, reporting it if c was still open.
+func (c *Conn) closeFor(why Reason, err error) {
+	closed := false
+	c.once.Do(func() {
+		closed = true
+		c.l.mu.Lock()
+		if c.idx >= 0 {
+			heap.Remove(&c.l.conns, c.idx)
+		}
+		c.l.mu.Unlock()
+		_ = c.Conn.Close()
+	})
+	if closed {
+		c.l.report(c, why, err)
+	}
+}
+
+// SyscallConn returns the socket's raw connection, for code that sets
+// socket options (tchannel-go does, and logs an error for a connection
+// without it).
+func (c *Conn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.New("connlimit: the connection has no syscall.RawConn")
+}
+
+// connHeap orders Conns by their key, the least useful on top.
+type connHeap []*Conn
+
+func (h connHeap) Len() int           { return len(h) }
+func (h connHeap) Less(i, j int) bool { return h[i].key.less(h[j].key) }
+func (h connHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].idx, h[j].idx = i, j
+}
+func (h *connHeap) Push(x any) {
+	c := x.(*Conn)
+	c.idx = len(*h)
+	*h = append(*h, c)
+}
+func (h *connHeap) Pop() any {
+	old := *h
+	c := old[len(old)-1]
+	old[len(old)-1] = nil
+	c.idx = -1
+	*h = old[:len(old)-1]
+	return c
+}

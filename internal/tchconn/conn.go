@@ -1,0 +1,604 @@
+package tchconn
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sluice-rpc/sluice/internal/tframe"
+)
+
+// smallSize is the buffer every Conn has: enough for the frames of a small
+// call, read in one system call. Larger frames borrow a big buffer while
+// they arrive.
+const smallSize = 512
+
+// bigSize holds the largest frame and what follows it in the same read.
+const bigSize = tframe.MaxSize + 4<<10
+
+var bigBuffers = sync.Pool{New: func() any { b := make([]byte, bigSize); return &b }}
+
+// Conn is a TChannel connection behind a Guard: tchannel-go reads only
+// frames that passed the checks, and the requests the peer sends are kept
+// within the Guard's limits (see the package doc). tchannel-go must write
+// whole frames, one or more per Write, as it does.
+type Conn struct {
+	net.Conn
+	g       *Guard
+	lim     Activity // nil: not a connection the listener counts
+	inbound bool
+	peer    string
+
+	// The reader's own: tchannel-go reads a connection from one goroutine.
+	small [smallSize]byte
+	buf   []byte  // small[:] or *big
+	big   *[]byte // a pooled buffer, while one is in use
+	r, w  int     // buf[r:w] came from the socket and is not yet handled
+	out   []byte  // to hand to the reader next: a checked frame, or synth
+	synth []byte  // frames this Conn makes up for tchannel-go (cancels)
+	first bool    // the next frame is the connection's first
+	rerr  error   // the error every Read returns from now on
+
+	// partialSince is the Guard's time when the reader began to wait for
+	// the rest of a frame; 0 when it waits for none.
+	partialSince atomic.Int64
+
+	// Guarded by g.mu.
+	reqs       map[uint32]*request // multi-fragment requests not yet whole
+	unfinished int64               // their frame bytes
+	drops      []drop              // decided elsewhere, for the reader to carry out
+	nreqs      atomic.Int32        // len(reqs), read without the lock
+	ndrops     atomic.Int32        // len(drops), read without the lock
+
+	dmu           sync.Mutex
+	readDeadline  time.Time // the reader's own deadline (tchannel-go's)
+	writeDeadline time.Time
+
+	wmu   sync.Mutex
+	wleft int // bytes of the frame being written still to come
+	whdr  [tframe.HeaderSize]byte
+	whn   int // bytes of a frame header written in pieces so far
+
+	calls atomic.Int32 // calls in flight (BeginCall)
+	once  sync.Once
+}
+
+// reqState is where a multi-fragment request stands.
+type reqState uint8
+
+const (
+	// delivered: tchannel-go has it; its fragments pass.
+	delivered reqState = iota + 1
+	// refused: tchannel-go never saw it; its fragments are swallowed.
+	refused
+	// dropped: tchannel-go had it and got a cancel, or answered it
+	// already; its fragments are swallowed.
+	dropped
+)
+
+type request struct {
+	bytes  int64
+	lastAt int64 // the Guard's time of its last fragment
+	state  reqState
+}
+
+// drop is a request to drop, decided off the reader's goroutine.
+type drop struct {
+	id   uint32
+	code byte
+	kind EventKind
+	err  error
+}
+
+// Read hands on the checked frames of the connection.
+func (c *Conn) Read(p []byte) (int, error) {
+	for {
+		if len(c.out) > 0 {
+			n := copy(p, c.out)
+			c.out = c.out[n:]
+			return n, nil
+		}
+		if c.rerr != nil {
+			return 0, c.rerr
+		}
+		if c.ndrops.Load() > 0 {
+			c.applyDrops()
+			continue
+		}
+		f, err := c.next()
+		if err == nil && f != nil {
+			c.out, err = c.handle(f)
+		}
+		if err != nil {
+			c.invalid(err)
+			continue
+		}
+		if f != nil {
+			continue
+		}
+		if err := c.fill(); err != nil {
+			if c.interrupted(err) {
+				continue
+			}
+			c.rerr = err
+			c.forget()
+		}
+	}
+}
+
+// next returns the next whole frame in the buffer, or nil if there is
+// none yet.
+func (c *Conn) next() ([]byte, error) {
+	avail := c.w - c.r
+	if avail < 2 {
+		return nil, nil
+	}
+	size := int(binary.BigEndian.Uint16(c.buf[c.r:]))
+	switch {
+	case size < tframe.HeaderSize:
+		return nil, &tframe.ProtocolError{Reason: fmt.Sprintf("size field is %d, smaller than a frame header (%d)", size, tframe.HeaderSize)}
+	case c.first && size > MaxInitSize:
+		return nil, &tframe.ProtocolError{Reason: fmt.Sprintf("the first frame has %d bytes; an init frame has at most %d", size, MaxInitSize)}
+	case avail < size:
+		return nil, nil
+	}
+	f := c.buf[c.r : c.r+size]
+	c.r += size
+	if c.partialSince.Load() != 0 {
+		c.partialSince.Store(0)
+	}
+	return f, nil
+}
+
+// fill reads from the socket what comes, into room for at least the rest
+// of the frame that is arriving.
+func (c *Conn) fill() error {
+	if c.r == c.w {
+		c.r, c.w = 0, 0
+		if c.big != nil {
+			// Nothing is buffered: wait for the next frame in the small
+			// buffer, so that an idle connection holds no big one.
+			bigBuffers.Put(c.big)
+			c.big, c.buf = nil, c.small[:]
+		}
+	}
+	need := 0 // the whole frame, when its size is known
+	if c.w-c.r >= 2 {
+		need = int(binary.BigEndian.Uint16(c.buf[c.r:]))
+	}
+	if need > len(c.buf)-c.r || c.w == len(c.buf) {
+		if need > len(c.buf) {
+			big := bigBuffers.Get().(*[]byte)
+			c.w = copy(*big, c.buf[c.r:c.w])
+			c.r, c.buf, c.big = 0, *big, big
+		} else {
+			c.w = copy(c.buf, c.buf[c.r:c.w])
+			c.r = 0
+		}
+	}
+	if c.w > c.r && c.partialSince.Load() == 0 {
+		c.partialSince.Store(max(1, c.g.now.Load()))
+	}
+	n, err := c.Conn.Read(c.buf[c.w:])
+	c.w += n
+	if n > 0 {
+		return nil // an error comes again at the next read
+	}
+	if err == nil {
+		err = errors.New("tchconn: read returned nothing")
+	}
+	return err
+}
+
+// interrupted reports whether err is a timeout that is not the reader's:
+// a Guard's interrupt, which ends a read so that the reader carries out a
+// drop. It restores the reader's own deadline.
+func (c *Conn) interrupted(err error) bool {
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		return false
+	}
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	if d := c.readDeadline; !d.IsZero() && !time.Now().Before(d) {
+		return false
+	}
+	return c.Conn.SetReadDeadline(c.readDeadline) == nil
+}
+
+// interrupt ends the reader's read in progress, if any, so that it sees
+// the drops queued for it.
+func (c *Conn) interrupt() { _ = c.Conn.SetReadDeadline(time.Now()) }
+
+// SetReadDeadline sets the reader's deadline.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	c.readDeadline = t
+	return c.Conn.SetReadDeadline(t)
+}
+
+// SetWriteDeadline sets the writer's deadline.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.writeDeadline = t
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// SetDeadline sets both deadlines.
+func (c *Conn) SetDeadline(t time.Time) error {
+	if err := c.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.SetWriteDeadline(t)
+}
+
+// handle checks a frame and returns what to hand tchannel-go for it: the
+// frame, nothing, or a cancel in its place.
+func (c *Conn) handle(f []byte) ([]byte, error) {
+	fr, err := tframe.Parse(f)
+	if err != nil {
+		return nil, err
+	}
+	if c.first {
+		want := tframe.InitRes
+		if c.inbound {
+			want = tframe.InitReq
+		}
+		if fr.Type != want && (c.inbound || fr.Type != tframe.Error) {
+			return nil, &tframe.ProtocolError{Type: fr.Type, ID: fr.ID, Reason: fmt.Sprintf("the first frame must be an %v", want)}
+		}
+		c.first = false
+		return f, nil
+	}
+	switch fr.Type {
+	case tframe.InitReq, tframe.InitRes:
+		return nil, &tframe.ProtocolError{Type: fr.Type, ID: fr.ID, Reason: "an init frame after the handshake"}
+	case tframe.CallReq:
+		c.active()
+		if !fr.More && c.nreqs.Load() == 0 {
+			return f, nil
+		}
+		return c.request(fr, f), nil
+	case tframe.CallReqContinue:
+		c.active()
+		return c.continuation(fr, f), nil
+	case tframe.Cancel:
+		if c.nreqs.Load() > 0 {
+			c.settled(fr.ID)
+		}
+	case tframe.CallRes, tframe.CallResContinue, tframe.Error:
+		c.active()
+	}
+	return f, nil
+}
+
+func (c *Conn) active() {
+	if c.lim != nil {
+		c.lim.Active()
+	}
+}
+
+// request handles a call request's first frame.
+func (c *Conn) request(fr tframe.Frame, f []byte) []byte {
+	g := c.g
+	g.mu.Lock()
+	if r := c.reqs[fr.ID]; r != nil {
+		if r.state == delivered {
+			// A request reusing the id of one still arriving:
+			// tchannel-go answers that with a protocol error.
+			g.mu.Unlock()
+			return f
+		}
+		c.delReq(fr.ID) // one refused or dropped before; this is new
+	}
+	if !fr.More {
+		g.mu.Unlock()
+		return f
+	}
+	now := g.now.Load()
+	victim, err := g.admit(c, int64(len(f)))
+	if err != nil {
+		c.setReq(fr.ID, &request{lastAt: now, state: refused})
+		g.mu.Unlock()
+		c.sendError(fr.ID, errCodeBusy, err.Error())
+		g.report(Event{Kind: RequestRefused, Peer: c.peer, Inbound: c.inbound, ID: fr.ID, Err: err})
+		return nil
+	}
+	c.setReq(fr.ID, &request{bytes: int64(len(f)), lastAt: now, state: delivered})
+	g.mu.Unlock()
+	if victim != nil {
+		victim.interrupt()
+	}
+	return f
+}
+
+// continuation handles a later fragment of a request.
+func (c *Conn) continuation(fr tframe.Frame, f []byte) []byte {
+	g := c.g
+	g.mu.Lock()
+	r := c.reqs[fr.ID]
+	if r == nil {
+		// Nothing expects it (tchannel-go would log and drop it).
+		g.mu.Unlock()
+		return nil
+	}
+	r.lastAt = g.now.Load()
+	switch {
+	case r.state != delivered:
+		if !fr.More {
+			c.delReq(fr.ID)
+		}
+		g.mu.Unlock()
+		return nil
+	case !fr.More:
+		// The last fragment: the request is whole, and its bytes are
+		// its handler's to bound from now on.
+		g.charge(c, -r.bytes)
+		c.delReq(fr.ID)
+		g.mu.Unlock()
+		return f
+	}
+	victim, err := g.admit(c, int64(len(f)))
+	if err != nil {
+		g.charge(c, -r.bytes)
+		r.bytes, r.state = 0, dropped
+		g.mu.Unlock()
+		c.sendError(fr.ID, errCodeBusy, err.Error())
+		g.report(Event{Kind: RequestDropped, Peer: c.peer, Inbound: c.inbound, ID: fr.ID, Err: err})
+		c.synth = tframe.AppendCancel(c.synth[:0], fr.ID, err.Error())
+		return c.synth
+	}
+	r.bytes += int64(len(f))
+	g.mu.Unlock()
+	if victim != nil {
+		victim.interrupt()
+	}
+	return f
+}
+
+// settled forgets request id, cancelled by the peer or answered by
+// tchannel-go before its last fragment: later fragments are swallowed.
+func (c *Conn) settled(id uint32) {
+	g := c.g
+	g.mu.Lock()
+	if r := c.reqs[id]; r != nil && r.state == delivered {
+		g.charge(c, -r.bytes)
+		r.bytes, r.state, r.lastAt = 0, dropped, g.now.Load()
+	}
+	g.mu.Unlock()
+}
+
+// setReq and delReq change c.reqs; call them with g.mu held.
+func (c *Conn) setReq(id uint32, r *request) {
+	if c.reqs == nil {
+		c.reqs = map[uint32]*request{}
+	}
+	c.reqs[id] = r
+	c.nreqs.Store(int32(len(c.reqs)))
+}
+
+func (c *Conn) delReq(id uint32) {
+	delete(c.reqs, id)
+	c.nreqs.Store(int32(len(c.reqs)))
+}
+
+// largest returns the id of c's largest delivered request. Call it with
+// g.mu held, on a Conn holding unfinished bytes.
+func (c *Conn) largest() uint32 {
+	var id uint32
+	var most int64 = -1
+	for i, r := range c.reqs {
+		if r.state == delivered && r.bytes > most {
+			id, most = i, r.bytes
+		}
+	}
+	return id
+}
+
+// dropLocked drops request id: its bytes are released now, and the
+// reader answers the peer with code and cancels the handler. Call it with
+// g.mu held, then interrupt c.
+func (c *Conn) dropLocked(id uint32, code byte, kind EventKind, err error) {
+	r := c.reqs[id]
+	if r == nil || r.state != delivered {
+		return
+	}
+	c.g.charge(c, -r.bytes)
+	r.bytes, r.state, r.lastAt = 0, dropped, c.g.now.Load()
+	c.drops = append(c.drops, drop{id: id, code: code, kind: kind, err: err})
+	c.ndrops.Store(int32(len(c.drops)))
+}
+
+// sweepRequests drops c's requests whose fragments stopped coming, and
+// reports whether it dropped any. Call it with g.mu held.
+func (c *Conn) sweepRequests(now, stall int64) bool {
+	dropped := false
+	for id, r := range c.reqs {
+		if r.state == delivered && now-r.lastAt >= stall {
+			c.dropLocked(id, errCodeTimeout, RequestStalled,
+				fmt.Errorf("request timed out: its fragments stopped coming for %v", time.Duration(stall)))
+			dropped = true
+		}
+	}
+	return dropped
+}
+
+// applyDrops carries out the drops decided for c elsewhere: it answers
+// each to the peer and hands tchannel-go a cancel for each.
+func (c *Conn) applyDrops() {
+	g := c.g
+	g.mu.Lock()
+	drops := c.drops
+	c.drops = nil
+	c.ndrops.Store(0)
+	g.mu.Unlock()
+	c.synth = c.synth[:0]
+	for _, d := range drops {
+		c.sendError(d.id, d.code, d.err.Error())
+		g.report(Event{Kind: d.kind, Peer: c.peer, Inbound: c.inbound, ID: d.id, Err: d.err})
+		c.synth = tframe.AppendCancel(c.synth, d.id, d.err.Error())
+	}
+	c.out = c.synth
+}
+
+// invalid ends the connection for a frame that breaks the protocol: the
+// peer is told why (if the writer is free), and every Read from now on
+// returns the error, so tchannel-go closes the connection.
+func (c *Conn) invalid(err error) {
+	c.rerr = fmt.Errorf("tchconn: %s sent an %w", c.peer, err)
+	c.out = nil
+	var pe *tframe.ProtocolError
+	id := uint32(0xFFFFFFFF)
+	if errors.As(err, &pe) && pe.Type != 0 {
+		id = pe.ID
+	}
+	if c.wmu.TryLock() {
+		c.writeOwn(tframe.AppendError(nil, id, errCodeProtocol, err.Error()))
+		c.wmu.Unlock()
+	}
+	c.g.report(Event{Kind: InvalidFrame, Peer: c.peer, Inbound: c.inbound, ID: id, Err: err})
+	c.forget()
+}
+
+// sendError answers request id to the peer with a system error.
+func (c *Conn) sendError(id uint32, code byte, msg string) {
+	if len(msg) > 1024 {
+		msg = msg[:1024]
+	}
+	f := tframe.AppendError(nil, id, code, msg)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.writeOwn(f)
+}
+
+// writeOwn writes a frame of the Conn's own between tchannel-go's frames,
+// bounded by the stall timeout. Call it with wmu held.
+func (c *Conn) writeOwn(f []byte) {
+	if c.wleft > 0 || c.whn > 0 {
+		return // never happens: tchannel-go writes whole frames
+	}
+	if d := c.g.lim.StallTimeout; d > 0 {
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(d))
+		defer c.Conn.SetWriteDeadline(c.writeDeadline)
+	}
+	_, _ = c.Conn.Write(f)
+}
+
+// Write writes tchannel-go's frames, noting the responses that answer a
+// request before its last fragment.
+func (c *Conn) Write(b []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.scanWritten(b)
+	return c.Conn.Write(b)
+}
+
+// scanWritten follows the frames in the written bytes b.
+func (c *Conn) scanWritten(b []byte) {
+	for len(b) > 0 {
+		if c.wleft > 0 {
+			k := min(c.wleft, len(b))
+			c.wleft -= k
+			b = b[k:]
+			continue
+		}
+		var h tframe.Header
+		if c.whn > 0 || len(b) < tframe.HeaderSize {
+			k := copy(c.whdr[c.whn:], b)
+			c.whn += k
+			b = b[k:]
+			if c.whn < tframe.HeaderSize {
+				return
+			}
+			h, c.whn = tframe.ParseHeader(c.whdr[:]), 0
+		} else {
+			h = tframe.ParseHeader(b)
+			b = b[tframe.HeaderSize:]
+		}
+		c.wleft = max(0, int(h.Size)-tframe.HeaderSize)
+		if (h.Type == tframe.CallRes || h.Type == tframe.Error) && c.nreqs.Load() > 0 {
+			c.settled(h.ID)
+		}
+	}
+}
+
+// BeginCall counts a call the connection's peer made, and reports whether
+// it is within MaxCallsPerConn; if it is, EndCall must follow.
+func (c *Conn) BeginCall() bool {
+	max := c.g.lim.MaxCallsPerConn
+	if n := c.calls.Add(1); max > 0 && int(n) > max {
+		c.calls.Add(-1)
+		c.g.report(Event{Kind: CallRefused, Peer: c.peer, Inbound: c.inbound,
+			Err: fmt.Errorf("server busy: this connection has %d calls in flight, its limit; wait for their answers", max)})
+		return false
+	}
+	if c.lim != nil {
+		c.lim.Begin()
+	}
+	return true
+}
+
+// EndCall ends a call BeginCall counted.
+func (c *Conn) EndCall() {
+	c.calls.Add(-1)
+	if c.lim != nil {
+		c.lim.End()
+	}
+}
+
+// Peer returns the remote address.
+func (c *Conn) Peer() string { return c.peer }
+
+// Close closes the connection and releases what its requests held.
+func (c *Conn) Close() error {
+	c.forget()
+	return c.Conn.Close()
+}
+
+// forget stops counting c in its Guard.
+func (c *Conn) forget() {
+	c.once.Do(func() {
+		g := c.g
+		g.mu.Lock()
+		g.charge(c, -c.unfinished)
+		delete(g.conns, c)
+		c.reqs = nil
+		c.nreqs.Store(0)
+		g.mu.Unlock()
+		c.partialSince.Store(0)
+	})
+}
+
+// readFirst reads until the first frame is whole, checks it, and keeps it
+// for the first Read.
+func (c *Conn) readFirst() error {
+	for {
+		f, err := c.next()
+		if err != nil {
+			return err
+		}
+		if f != nil {
+			c.out, err = c.handle(f)
+			return err
+		}
+		if err := c.fill(); err != nil {
+			return err
+		}
+	}
+}
+
+// SyscallConn returns the socket's raw connection: tchannel-go sets socket
+// options through it, and logs an error for a connection without it.
+func (c *Conn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.New("tchconn: the connection has no syscall.RawConn")
+}

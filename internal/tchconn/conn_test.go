@@ -1,0 +1,425 @@
+package tchconn
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/internal/tframe"
+	"github.com/uber/tchannel-go"
+	"github.com/uber/tchannel-go/raw"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const chunk = 60_000 // an argument chunk that fills most of a frame
+
+// TestCallsThroughGuardedConnections calls a guarded server through a
+// guarded client: calls of every size up to many fragments, concurrent, and
+// pings, all pass unchanged.
+func TestCallsThroughGuardedConnections(t *testing.T) {
+	s := startServer(t, Limits{})
+	g, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	client, err := tchannel.NewChannel("c", &tchannel.ChannelOptions{Dialer: func(ctx context.Context, network, hp string) (net.Conn, error) {
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, network, hp)
+		if err != nil {
+			return nil, err
+		}
+		return g.Client(nc), nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Limit)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i, size := range []int{0, 1, 511, 512, 513, 65_000, 65_536, 200_000, 3 << 20} {
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				body := bytes.Repeat([]byte{byte(i)}, size)
+				_, got, _, err := raw.Call(ctx, client, s.addr(), "s", "echo", []byte("h"), body)
+				if err == nil && !bytes.Equal(got, body) {
+					err = errors.New("echo changed the body")
+				}
+				if err != nil {
+					errs <- err
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if err := client.Ping(ctx, s.addr()); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.g.Unfinished(); n != 0 {
+		t.Fatalf("%d bytes of unfinished requests after every call returned", n)
+	}
+	if evs := append(s.eventsOf(InvalidFrame), s.eventsOf(RequestRefused)...); len(evs) > 0 {
+		t.Fatalf("events on good traffic: %v", evs)
+	}
+}
+
+// TestInvalidFramesCloseOnlyTheirConnection sends each frame that crashes
+// a plain tchannel-go server, and other broken frames: each closes its
+// connection, with a protocol error and an event naming the peer, and the
+// server goes on serving.
+func TestInvalidFramesCloseOnlyTheirConnection(t *testing.T) {
+	s := startServer(t, Limits{})
+	cases := []struct {
+		name   string
+		frames [][]byte
+		reason string
+	}{
+		{"checksum type 4", [][]byte{tframe.AppendCallReq(nil, 2, tframe.Call{TTL: 1000, Service: "s",
+			Fragment: tframe.Fragment{ChecksumType: 4, Chunks: [][]byte{[]byte("echo"), nil, nil}}})}, "checksum type is 4"},
+		{"no argument chunk", [][]byte{tframe.AppendCallReq(nil, 2, tframe.Call{TTL: 1000, Service: "s"})}, "no argument chunk"},
+		{"continuation without chunks", [][]byte{callReq(2, "read", true, nil),
+			tframe.AppendContinue(nil, tframe.CallReqContinue, 2, tframe.Fragment{})}, "no argument chunk"},
+		{"size field below a header", [][]byte{{0, 5, 3, 0, 0, 0, 0, 1}}, "smaller than a frame header"},
+		{"unknown type", [][]byte{tframe.Append(nil, 0x42, 2, nil)}, "unknown frame type"},
+		{"second init", [][]byte{tframe.AppendInit(nil, tframe.InitReq, 2, tframe.Init{Version: 2})}, "init frame after the handshake"},
+		{"response with checksum type 9", [][]byte{tframe.AppendCallRes(nil, 2, tframe.Call{
+			Fragment: tframe.Fragment{ChecksumType: 9, Chunks: [][]byte{nil}}})}, "checksum type is 9"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := dial(t, s.addr())
+			p.handshake()
+			p.send(tc.frames...)
+			f := p.read()
+			if f.Type != tframe.Error || f.code != errCodeProtocol || !strings.Contains(f.msg, tc.reason) {
+				t.Fatalf("got a %v frame, code %#x, %q; want a protocol error saying %q", f.Type, f.code, f.msg, tc.reason)
+			}
+			p.closedByServer()
+			if _, err := s.call("echo", []byte("still serving")); err != nil {
+				t.Fatalf("a new client's call after the frame: %v", err)
+			}
+		})
+	}
+	evs := s.eventsOf(InvalidFrame)
+	if len(evs) != len(cases) {
+		t.Fatalf("%d invalid-frame events, want %d", len(evs), len(cases))
+	}
+	for _, e := range evs {
+		if !e.Inbound || !strings.HasPrefix(e.Peer, "127.0.0.1:") || e.Err == nil {
+			t.Errorf("event %+v does not name the inbound peer and the error", e)
+		}
+	}
+}
+
+func TestFirstFrameMustBeAnInitRequest(t *testing.T) {
+	s := startServer(t, Limits{})
+	for name, f := range map[string][]byte{
+		"call before init": callReq(1, "echo", false, nil),
+		"init res":         tframe.AppendInit(nil, tframe.InitRes, 1, tframe.Init{Version: 2}),
+		"huge init":        tframe.AppendInit(nil, tframe.InitReq, 1, tframe.Init{Version: 2, Params: [][2]string{{"k", strings.Repeat("v", 10_000)}}}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := dial(t, s.addr())
+			p.send(f)
+			p.closedByServer()
+		})
+	}
+	if _, err := s.call("echo", nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClientSurvivesAHostileServer has a server answer a guarded
+// tchannel-go client's call with a response that crashes a plain client:
+// the call fails with an error, and the connection is closed.
+func TestClientSurvivesAHostileServer(t *testing.T) {
+	for name, res := range map[string]func(id uint32) []byte{
+		"checksum type 4": func(id uint32) []byte {
+			return tframe.AppendCallRes(nil, id, tframe.Call{Fragment: tframe.Fragment{ChecksumType: 4, Chunks: [][]byte{nil, nil, nil}}})
+		},
+		"no argument chunk": func(id uint32) []byte { return tframe.AppendCallRes(nil, id, tframe.Call{}) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			served := make(chan error, 1)
+			go func() { served <- hostile(l, res) }()
+			g, err := New(Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			client, err := tchannel.NewChannel("c", &tchannel.ChannelOptions{Dialer: func(ctx context.Context, network, hp string) (net.Conn, error) {
+				var d net.Dialer
+				nc, err := d.DialContext(ctx, network, hp)
+				if err != nil {
+					return nil, err
+				}
+				return g.Client(nc), nil
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer client.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_, _, _, err = raw.Call(ctx, client, l.Addr().String(), "s", "echo", nil, nil)
+			if err == nil {
+				t.Fatal("the call succeeded")
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("the call waited out its deadline (%v); want an error when the frame came", err)
+			}
+			if err := testwait.Recv(t, served, "the hostile server"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// hostile accepts one connection, completes the handshake, and answers
+// the first call request with res(id); then it waits for the close.
+func hostile(l net.Listener, res func(uint32) []byte) error {
+	c, err := l.Accept()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(testwait.Limit))
+	p := &peer{Conn: c}
+	for {
+		f, err := p.tryRead()
+		if err != nil {
+			return err
+		}
+		switch f.Type {
+		case tframe.InitReq:
+			c.Write(tframe.AppendInit(nil, tframe.InitRes, f.ID, tframe.Init{Version: 2, Params: tframe.InitParams("127.0.0.1:1", "hostile")}))
+		case tframe.CallReq:
+			c.Write(res(f.ID))
+			for {
+				if _, err := p.tryRead(); err != nil {
+					return nil // closed by the client
+				}
+			}
+		}
+	}
+}
+
+// TestUnfinishedRequestsPerConnection fills a connection's budget of
+// unfinished requests: a request whose first fragment is over budget is
+// refused with BUSY before tchannel-go sees it, and a request whose later
+// fragment is over budget is dropped, with BUSY to the peer and a cancel to
+// its handler. The connection serves on.
+func TestUnfinishedRequestsPerConnection(t *testing.T) {
+	s := startServer(t, Limits{MaxUnfinishedPerConn: 200_000, StallTimeout: -1})
+	p := dial(t, s.addr())
+	p.handshake()
+	body := make([]byte, chunk)
+	p.send(callReq(2, "read", true, body), fragment(2, true, body), fragment(2, true, body)) // about 180 KB
+	testwait.Until(t, "request 2 to be charged", func() bool { return s.g.Unfinished() > 170_000 })
+
+	p.send(callReq(3, "read", true, body)) // 240 KB with it: refused
+	f := p.read()
+	if f.Type != tframe.Error || f.code != errCodeBusy || f.ID != 3 || !strings.Contains(f.msg, "unfinished requests") {
+		t.Fatalf("got %v code %#x id %d %q, want BUSY for request 3", f.Type, f.code, f.ID, f.msg)
+	}
+	if len(s.eventsOf(RequestRefused)) != 1 {
+		t.Fatal("the refusal was not reported")
+	}
+	p.send(fragment(3, false, body)) // swallowed: tchannel-go never saw request 3
+
+	p.send(fragment(2, true, body)) // 240 KB: request 2 is dropped
+	f = p.read()
+	if f.Type != tframe.Error || f.code != errCodeBusy || f.ID != 2 {
+		t.Fatalf("got %v code %#x id %d %q, want BUSY for request 2", f.Type, f.code, f.ID, f.msg)
+	}
+	if err := testwait.Recv(t, s.reads, "request 2's handler to end"); err == nil {
+		t.Fatal("the dropped request's handler read its arguments whole")
+	}
+	if n := s.g.Unfinished(); n != 0 {
+		t.Fatalf("%d bytes still charged", n)
+	}
+	if len(s.eventsOf(RequestDropped)) != 1 {
+		t.Fatal("the drop was not reported")
+	}
+	select {
+	case err := <-s.reads:
+		t.Fatalf("a handler ran for the refused request: %v", err)
+	default:
+	}
+	p.send(callReq(9, "echo", false, []byte("ok")))
+	if f := p.read(); f.ID != 9 || f.Type != tframe.CallRes {
+		t.Fatalf("a small call on the same connection: %v id %d %q", f.Type, f.ID, f.msg)
+	}
+}
+
+// TestRequestStalled stops sending a request's fragments: after
+// StallTimeout it is dropped with TIMEOUT, whatever its TTL (120 s), its
+// handler is cancelled and its bytes released.
+func TestRequestStalled(t *testing.T) {
+	s := startServer(t, Limits{StallTimeout: 4 * time.Second})
+	p := dial(t, s.addr())
+	p.handshake()
+	p.send(callReq(2, "read", true, make([]byte, chunk)))
+	testwait.Until(t, "the request to be charged", func() bool { return s.g.Unfinished() > 0 })
+	s.tick(3)
+	if s.g.Unfinished() == 0 {
+		t.Fatal("the request was dropped before StallTimeout")
+	}
+	s.tick(1)
+	f := p.read()
+	if f.Type != tframe.Error || f.code != errCodeTimeout || f.ID != 2 || !strings.Contains(f.msg, "stopped coming") {
+		t.Fatalf("got %v code %#x id %d %q, want TIMEOUT for request 2", f.Type, f.code, f.ID, f.msg)
+	}
+	if err := testwait.Recv(t, s.reads, "the handler's read to end"); err == nil {
+		t.Fatal("the stalled request's handler read its arguments whole")
+	}
+	if n := s.g.Unfinished(); n != 0 {
+		t.Fatalf("%d bytes still charged", n)
+	}
+	if len(s.eventsOf(RequestStalled)) != 1 {
+		t.Fatal("the stall was not reported")
+	}
+	// Its late fragments are swallowed, and the connection serves on.
+	p.send(fragment(2, false, []byte("late")), callReq(3, "echo", false, []byte("ok")))
+	if f := p.read(); f.ID != 3 || f.Type != tframe.CallRes {
+		t.Fatalf("after the drop: %v id %d %q", f.Type, f.ID, f.msg)
+	}
+}
+
+// TestFrameStalled sends half a frame: after StallTimeout the connection
+// is closed.
+func TestFrameStalled(t *testing.T) {
+	s := startServer(t, Limits{StallTimeout: 4 * time.Second})
+	p := dial(t, s.addr())
+	p.handshake()
+	f := callReq(2, "echo", false, make([]byte, chunk))
+	p.send(f[:len(f)/2])
+	testwait.Until(t, "the reader to wait for the rest", func() bool {
+		s.g.mu.Lock()
+		defer s.g.mu.Unlock()
+		for c := range s.g.conns {
+			if c.partialSince.Load() != 0 {
+				return true
+			}
+		}
+		return false
+	})
+	s.tick(5)
+	p.closedByServer()
+	if len(s.eventsOf(FrameStalled)) != 1 {
+		t.Fatal("the stalled frame was not reported")
+	}
+}
+
+// TestFairShareOfTheBudget has two connections spend the Guard's budget;
+// a third, under its share, still gets its request in: the largest
+// request of the connection holding the most is dropped to make room.
+func TestFairShareOfTheBudget(t *testing.T) {
+	s := startServer(t, Limits{MaxUnfinished: 400_000, MaxUnfinishedPerConn: 300_000, StallTimeout: -1})
+	body := make([]byte, chunk)
+	hog := dial(t, s.addr())
+	hog.handshake()
+	hog.send(callReq(2, "read", true, body), fragment(2, true, body), fragment(2, true, body), fragment(2, true, body)) // ~240 KB
+	other := dial(t, s.addr())
+	other.handshake()
+	other.send(callReq(2, "read", true, body), fragment(2, true, body)) // ~120 KB
+	testwait.Until(t, "both to be charged", func() bool { return s.g.Unfinished() > 350_000 })
+
+	p := dial(t, s.addr())
+	p.handshake()
+	p.send(callReq(2, "read", true, body)) // over the total, under a third of it
+	f := hog.read()
+	if f.Type != tframe.Error || f.code != errCodeBusy || f.ID != 2 || !strings.Contains(f.msg, "make room") {
+		t.Fatalf("the hog got %v code %#x id %d %q, want BUSY for request 2", f.Type, f.code, f.ID, f.msg)
+	}
+	p.send(fragment(2, false, []byte("end")))
+	if err := testwait.Recv(t, s.reads, "a handler's read to end"); err != nil {
+		// The hog's handler ended first; the newcomer's must succeed.
+		if err := testwait.Recv(t, s.reads, "the newcomer's handler"); err != nil {
+			t.Fatalf("the newcomer's request: %v", err)
+		}
+	}
+	for {
+		f := p.read()
+		if f.ID == 2 {
+			if f.Type != tframe.CallRes {
+				t.Fatalf("the newcomer's request: %v code %#x %q", f.Type, f.code, f.msg)
+			}
+			break
+		}
+	}
+}
+
+// TestAnsweredEarly has the server answer a request before its last
+// fragment: its bytes are released at once and its later fragments are
+// swallowed.
+func TestAnsweredEarly(t *testing.T) {
+	s := startServer(t, Limits{StallTimeout: -1})
+	p := dial(t, s.addr())
+	p.handshake()
+	p.send(callReq(2, "no-such-method", true, make([]byte, chunk)))
+	f := p.read()
+	if f.Type != tframe.Error || f.ID != 2 {
+		t.Fatalf("got %v id %d %q, want an error for the unknown method", f.Type, f.ID, f.msg)
+	}
+	testwait.Until(t, "the answered request's bytes to be released", func() bool { return s.g.Unfinished() == 0 })
+	p.send(fragment(2, true, make([]byte, chunk)), fragment(2, false, nil), callReq(3, "echo", false, nil))
+	if f := p.read(); f.ID != 3 || f.Type != tframe.CallRes {
+		t.Fatalf("after the early answer: %v id %d %q", f.Type, f.ID, f.msg)
+	}
+	if n := s.g.Unfinished(); n != 0 {
+		t.Fatalf("%d bytes charged for fragments of an answered request", n)
+	}
+}
+
+func TestCallsPerConnection(t *testing.T) {
+	g, err := New(Config{Limits: Limits{MaxCallsPerConn: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	c := g.Client(a)
+	if !c.BeginCall() || !c.BeginCall() {
+		t.Fatal("a call within the limit was refused")
+	}
+	if c.BeginCall() {
+		t.Fatal("a third call was admitted over a limit of 2")
+	}
+	c.EndCall()
+	if !c.BeginCall() {
+		t.Fatal("a call was refused after one ended")
+	}
+}
+
+func TestLimitsValidate(t *testing.T) {
+	if err := (Limits{MaxUnfinishedPerConn: 10, MaxUnfinished: 5}).Validate(); err == nil || !strings.Contains(err.Error(), "MaxUnfinishedPerConn") {
+		t.Fatalf("Validate = %v, want an error naming MaxUnfinishedPerConn", err)
+	}
+	if _, err := New(Config{Limits: Limits{MaxUnfinished: 1}}); err == nil {
+		t.Fatal("New accepted a per-connection budget above the total")
+	}
+}

@@ -1,0 +1,391 @@
+// Package tchconn guards TChannel connections against the peer at the other
+// end: every frame is checked before tchannel-go reads it, and what a peer
+// can make a process hold is bounded in bytes and in time.
+//
+// A Guard wraps each connection of a channel in a *Conn: the listener's
+// (Gate) and the dialer's (Client). A Conn reads the socket ahead into its
+// own buffer and hands tchannel-go only whole frames that tframe.Parse
+// accepts; the first frame that breaks the protocol is answered with a
+// protocol error and ends the connection, so tchannel-go never parses it.
+// On top of the frame checks a Conn keeps the protocol's rules tchannel-go
+// does not: the first frame is an init frame, and no init frame follows.
+//
+// A request that arrives in several fragments is unfinished until its last
+// fragment. The frame bytes of unfinished requests are budgeted per
+// connection and per Guard: a first fragment over budget is refused with
+// BUSY and never reaches tchannel-go (nor do its other fragments); a later
+// fragment over budget drops its request: the peer gets BUSY, tchannel-go
+// gets a cancel for it, so its handler ends. When the Guard's budget is
+// spent but a connection holds less than its fair share (the budget over
+// the connections holding unfinished requests), the connection holding the
+// most gives up its largest request to make room. A request whose next
+// fragment does not come within StallTimeout is dropped the same way, with
+// TIMEOUT, whatever time to live it claimed; a frame whose bytes stop
+// coming for as long closes its connection.
+//
+// A Conn also counts the calls it serves (BeginCall, EndCall), so that a
+// server can refuse calls beyond MaxCallsPerConn: responses a peer does not
+// read pile up per call.
+package tchconn
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-rpc/sluice/clock"
+)
+
+// Defaults of Limits' zero fields.
+const (
+	// DefaultStallTimeout drops a request whose fragments stop coming,
+	// and closes a connection whose frame stops coming, after 10 s.
+	DefaultStallTimeout = 10 * time.Second
+	// DefaultMaxUnfinishedPerConn is 16 MiB of unfinished requests per
+	// connection: four requests at the Channel's default size limit.
+	DefaultMaxUnfinishedPerConn = 16 << 20
+	// DefaultMaxUnfinished is 128 MiB of unfinished requests in all.
+	DefaultMaxUnfinished = 128 << 20
+	// DefaultMaxCallsPerConn bounds the calls a connection has in
+	// flight.
+	DefaultMaxCallsPerConn = 1024
+)
+
+// MaxInitSize bounds an init frame. tchannel-go's are about 150 bytes;
+// other implementations' hold the same few parameters.
+const MaxInitSize = 8 << 10
+
+// Limits bounds what the peers of a Guard's connections can make it hold.
+// The zero value means the defaults; a negative value turns a limit off.
+type Limits struct {
+	// StallTimeout drops a request whose next fragment has not come for
+	// this long, and closes a connection whose frame has not been whole
+	// for this long since its first byte. 0: DefaultStallTimeout.
+	StallTimeout time.Duration
+	// MaxUnfinishedPerConn bounds the frame bytes of a connection's
+	// unfinished requests. 0: DefaultMaxUnfinishedPerConn.
+	MaxUnfinishedPerConn int64
+	// MaxUnfinished bounds the frame bytes of unfinished requests on all
+	// the Guard's connections. 0: DefaultMaxUnfinished.
+	MaxUnfinished int64
+	// MaxCallsPerConn bounds the calls a connection has in flight
+	// (BeginCall). 0: DefaultMaxCallsPerConn.
+	MaxCallsPerConn int
+}
+
+// Validate reports the first field that breaks its rule.
+func (l Limits) Validate() error {
+	l = l.withDefaults()
+	if l.MaxUnfinished > 0 && l.MaxUnfinishedPerConn > l.MaxUnfinished {
+		return fmt.Errorf("MaxUnfinishedPerConn is %d, more than MaxUnfinished (%d); a connection cannot hold more than all of them", l.MaxUnfinishedPerConn, l.MaxUnfinished)
+	}
+	return nil
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.StallTimeout == 0 {
+		l.StallTimeout = DefaultStallTimeout
+	}
+	if l.MaxUnfinishedPerConn == 0 {
+		l.MaxUnfinishedPerConn = DefaultMaxUnfinishedPerConn
+	}
+	if l.MaxUnfinished == 0 {
+		l.MaxUnfinished = DefaultMaxUnfinished
+	}
+	if l.MaxCallsPerConn == 0 {
+		l.MaxCallsPerConn = DefaultMaxCallsPerConn
+	}
+	return l
+}
+
+// EventKind says what a Guard did about a peer.
+type EventKind int
+
+// The events.
+const (
+	// InvalidFrame: the peer sent a frame that breaks the protocol; its
+	// connection was closed.
+	InvalidFrame EventKind = iota + 1
+	// FrameStalled: a frame's bytes stopped coming for StallTimeout; the
+	// connection was closed.
+	FrameStalled
+	// RequestRefused: a request's first fragment was over budget; the
+	// peer got BUSY and tchannel-go never saw the request.
+	RequestRefused
+	// RequestDropped: a later fragment was over budget, or the request
+	// was the largest of the connection holding the most when another
+	// needed room; the peer got BUSY and the handler a cancel.
+	RequestDropped
+	// RequestStalled: a request's fragments stopped coming for
+	// StallTimeout; the peer got TIMEOUT and the handler a cancel.
+	RequestStalled
+	// CallRefused: a call came while its connection had MaxCallsPerConn
+	// in flight (reported by the server's handler wrapper).
+	CallRefused
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case InvalidFrame:
+		return "invalid_frame"
+	case FrameStalled:
+		return "frame_stalled"
+	case RequestRefused:
+		return "request_refused"
+	case RequestDropped:
+		return "request_dropped"
+	case RequestStalled:
+		return "request_stalled"
+	case CallRefused:
+		return "call_refused"
+	}
+	return fmt.Sprintf("EventKind(%d)", int(k))
+}
+
+// Event is something a Guard did about a peer.
+type Event struct {
+	Kind EventKind
+	// Peer is the connection's remote address.
+	Peer string
+	// Inbound is set for connections the listener accepted.
+	Inbound bool
+	// ID is the message id of the request or frame, when there is one.
+	ID uint32
+	// Err says what was wrong or what was over its limit.
+	Err error
+}
+
+// Config configures a Guard. The zero value means the defaults.
+type Config struct {
+	Limits Limits
+	// OnEvent, if set, is called for each Event, on the goroutine that
+	// decided it: it must not block.
+	OnEvent func(Event)
+	// Clock times stalls; nil means the wall clock.
+	Clock clock.Clock
+}
+
+// Guard is what a channel's connections share: their limits, the budget
+// of unfinished requests, and the sweep that finds stalls. It is safe for
+// concurrent use.
+type Guard struct {
+	lim     Limits
+	onEvent func(Event)
+	clk     clock.Clock
+	start   time.Time
+	now     atomic.Int64 // the sweep's time, ns since start
+
+	done chan struct{}
+	wg   sync.WaitGroup
+
+	mu         sync.Mutex
+	conns      map[*Conn]struct{}
+	unfinished int64              // frame bytes of unfinished requests, all connections
+	holding    map[*Conn]struct{} // connections with unfinished requests
+	closed     bool
+}
+
+// New returns a Guard. Close stops its sweep.
+func New(cfg Config) (*Guard, error) {
+	if err := cfg.Limits.Validate(); err != nil {
+		return nil, fmt.Errorf("tchconn: %w", err)
+	}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.Real
+	}
+	g := &Guard{lim: cfg.Limits.withDefaults(), onEvent: cfg.OnEvent, clk: clk, start: clk.Now(),
+		done: make(chan struct{}), conns: map[*Conn]struct{}{}, holding: map[*Conn]struct{}{}}
+	if g.lim.StallTimeout > 0 {
+		g.wg.Add(1)
+		go g.sweepLoop()
+	}
+	return g, nil
+}
+
+// Limits returns the limits in force, defaults filled in.
+func (g *Guard) Limits() Limits { return g.lim }
+
+// Close stops the sweep. Connections keep working, unswept.
+func (g *Guard) Close() {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return
+	}
+	g.closed = true
+	g.mu.Unlock()
+	close(g.done)
+	g.wg.Wait()
+}
+
+// Unfinished returns the frame bytes of unfinished requests on all
+// connections.
+func (g *Guard) Unfinished() int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.unfinished
+}
+
+// Client wraps nc, a connection this process dialed, before tchannel-go's
+// handshake: the first frame it reads must be an init response (or an
+// error).
+func (g *Guard) Client(nc net.Conn) *Conn { return g.newConn(nc, nil, false) }
+
+// Gate reads a connection's first frame, which must be an init request,
+// and returns the Conn that hands it to tchannel-go: a listener calls it
+// before Accept returns the connection, so that a socket that connects and
+// waits holds no frame buffer of tchannel-go's. It reads with nc's own
+// deadline; lim, if not nil, receives the connection's activity.
+func (g *Guard) Gate(nc net.Conn, lim Activity) (*Conn, error) {
+	c := g.newConn(nc, lim, true)
+	if err := c.readFirst(); err != nil {
+		c.forget()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Activity receives a server connection's activity: Active at each frame
+// of a call, Begin and End around each call served. *connlimit.Conn is one.
+type Activity interface {
+	Active()
+	Begin()
+	End()
+}
+
+func (g *Guard) newConn(nc net.Conn, lim Activity, inbound bool) *Conn {
+	c := &Conn{Conn: nc, g: g, lim: lim, inbound: inbound, first: true, peer: nc.RemoteAddr().String()}
+	c.buf = c.small[:]
+	g.mu.Lock()
+	g.conns[c] = struct{}{}
+	g.mu.Unlock()
+	return c
+}
+
+func (g *Guard) nowNS() int64 { return int64(g.clk.Since(g.start)) }
+
+func (g *Guard) report(e Event) {
+	if g.onEvent != nil {
+		g.onEvent(e)
+	}
+}
+
+// admit charges n frame bytes of a request to c and the Guard, or returns
+// why they are over budget. On the Guard's budget it may make room instead
+// (see the package doc): it then returns the connection it dropped a
+// request of, to interrupt once g.mu is released. Call it with g.mu held.
+func (g *Guard) admit(c *Conn, n int64) (victim *Conn, err error) {
+	if max := g.lim.MaxUnfinishedPerConn; max > 0 && c.unfinished+n > max {
+		return nil, fmt.Errorf("server busy: this connection has %d bytes of unfinished requests and its limit is %d; send fewer or smaller requests at once", c.unfinished, max)
+	}
+	if max := g.lim.MaxUnfinished; max > 0 && g.unfinished+n > max {
+		holders := len(g.holding)
+		if _, ok := g.holding[c]; !ok {
+			holders++
+		}
+		share := max / int64(holders)
+		if c.unfinished+n > share {
+			return nil, fmt.Errorf("server busy: %d bytes of unfinished requests, its limit is %d, and this connection holds its share (%d); retry later", g.unfinished, max, share)
+		}
+		// Make room: the largest request of the connection holding the
+		// most gives way to a connection under its share.
+		var hog *Conn
+		for h := range g.holding {
+			if h != c && (hog == nil || h.unfinished > hog.unfinished) {
+				hog = h
+			}
+		}
+		if hog == nil || hog.unfinished <= share {
+			return nil, fmt.Errorf("server busy: %d bytes of unfinished requests, its limit is %d; retry later", g.unfinished, max)
+		}
+		hog.dropLocked(hog.largest(), errCodeBusy, RequestDropped,
+			fmt.Errorf("server busy: request dropped to make room for a connection under its share of %d bytes of unfinished requests; retry later", max))
+		victim = hog
+	}
+	g.charge(c, n)
+	return victim, nil
+}
+
+// charge adds n bytes (negative: releases) to c's and the Guard's
+// unfinished requests. Call it with g.mu held.
+func (g *Guard) charge(c *Conn, n int64) {
+	c.unfinished += n
+	g.unfinished += n
+	if c.unfinished > 0 {
+		g.holding[c] = struct{}{}
+	} else {
+		delete(g.holding, c)
+	}
+}
+
+func (g *Guard) sweepLoop() {
+	defer g.wg.Done()
+	tick := min(time.Second, max(g.lim.StallTimeout/4, time.Millisecond))
+	for {
+		t := g.clk.NewTimer(tick)
+		select {
+		case <-t.C():
+			g.sweep()
+		case <-g.done:
+			t.Stop()
+			return
+		}
+	}
+}
+
+// sweep finds stalled requests and frames.
+func (g *Guard) sweep() {
+	now := g.nowNS()
+	g.now.Store(now)
+	stall := int64(g.lim.StallTimeout)
+	var stalledFrames, wake []*Conn
+	g.mu.Lock()
+	for c := range g.conns {
+		if at := c.partialSince.Load(); at != 0 && now-at >= stall {
+			stalledFrames = append(stalledFrames, c)
+		}
+	}
+	for c := range g.holding {
+		if c.sweepRequests(now, stall) {
+			wake = append(wake, c)
+		}
+	}
+	// Requests refused or dropped before stay known until their last
+	// fragment, so that its fragments are swallowed; forget those whose
+	// fragments stopped coming too.
+	for c := range g.conns {
+		if len(c.reqs) == 0 {
+			continue
+		}
+		for id, r := range c.reqs {
+			if r.state != delivered && now-r.lastAt >= stall {
+				delete(c.reqs, id)
+			}
+		}
+		c.nreqs.Store(int32(len(c.reqs)))
+	}
+	g.mu.Unlock()
+	for _, c := range stalledFrames {
+		g.report(Event{Kind: FrameStalled, Peer: c.peer, Inbound: c.inbound,
+			Err: fmt.Errorf("a frame's bytes stopped coming for %v", g.lim.StallTimeout)})
+		c.Conn.Close()
+	}
+	for _, c := range wake {
+		c.interrupt()
+	}
+}
+
+// errCodeBusy and errCodeTimeout are TChannel's system error codes.
+const (
+	errCodeTimeout  = 0x01
+	errCodeBusy     = 0x03
+	errCodeProtocol = 0xFF
+)
+
+// ErrStalledFrame is the read error of a connection closed because a
+// frame stopped coming.
+var ErrStalledFrame = errors.New("tchconn: a frame's bytes stopped coming")
