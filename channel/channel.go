@@ -52,6 +52,7 @@ type options struct {
 	// calls larger fail BAD_REQUEST before anything is sent, and inbound
 	// requests larger are answered BAD_REQUEST.
 	maxRequest int64
+	peerLimits PeerLimits
 
 	config               *serviceconfig.Config
 	noRetries            bool
@@ -151,6 +152,7 @@ type Channel struct {
 	sendAttempt AttemptInvoker
 
 	pool   *peer.Pool // the connectors of every peer
+	peers  *peerGuard // frame checks and limits on every connection
 	buffer *retry.Buffer
 	states sync.Pool         // *callState: CallRaw's and CallJSON's, recycled
 	gates  map[string]Gate   // lease gates by target service
@@ -187,6 +189,9 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	}
 	if o.maxRequest <= 0 {
 		return nil, fmt.Errorf("channel: WithMaxRequestSize is %d, must be > 0", o.maxRequest)
+	}
+	if err := o.peerLimits.validate(o.maxRequest); err != nil {
+		return nil, err
 	}
 	if err := validateMiddleware(&o); err != nil {
 		return nil, err
@@ -227,33 +232,42 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("channel: WithConnectConfig: %w", err)
 	}
+	pg, err := newPeerGuard(&o, c.rec)
+	if err != nil {
+		return nil, err
+	}
 	topts := o.tch
 	topts.Tracer = o.tracer
 	if c.tracing {
 		c.spans = &spanTracer{o.tracer}
 		topts.Tracer = c.spans
 	}
-	// Connectors make every connection to a peer; calls never dial.
-	topts.Dialer = pool.Dialer(o.tch.Dialer)
+	// Connectors make every connection to a peer; calls never dial. Every
+	// connection checks the frames its peer sends.
+	topts.Dialer = pool.Dialer(pg.dialer(o.tch.Dialer))
 	// Cancel frames both ways: a losing hedge or an abandoned call stops
 	// work on its server too (tchannel-go leaves both off by default).
 	topts.DefaultConnectionOptions.SendCancelOnContextCanceled = true
 	topts.DefaultConnectionOptions.PropagateCancel = true
 	tch, err := tchannel.NewChannel(serviceName, &topts)
 	if err != nil {
+		pg.close()
 		return nil, fmt.Errorf("channel: %w", err)
 	}
+	pg.setLogger(tch.Logger())
 	if err := pool.Start(tch); err != nil {
 		tch.Close()
+		pg.close()
 		return nil, fmt.Errorf("channel: %w", err)
 	}
-	c.tch, c.pool = tch, pool
+	c.tch, c.pool, c.peers = tch, pool, pg
 	c.pacers = map[string]*pacer{}
 	for svc, pc := range o.pacing {
 		p, err := c.newPacer(svc, pc)
 		if err != nil {
 			pool.Close()
 			tch.Close()
+			pg.close()
 			return nil, err
 		}
 		c.pacers[svc] = p
@@ -282,9 +296,34 @@ func (c *Channel) ListenAndServe(hostPort string) error {
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		return fmt.Errorf("channel: bad listen address %q: port must be a number in 0..65535", hostPort)
 	}
-	if err := c.tch.ListenAndServe(hostPort); err != nil {
+	l, err := net.Listen("tcp", hostPort)
+	if err != nil {
 		return fmt.Errorf("channel: listen on %s: %w", hostPort, err)
 	}
+	if err := c.Serve(l); err != nil {
+		l.Close()
+		return err
+	}
+	return nil
+}
+
+// Serve serves the registered handlers on the connections l accepts, and
+// returns at once; Close closes l. The Channel's PeerLimits bound those
+// connections and every frame they carry is checked (see PeerLimits). A
+// Channel serves on one listener.
+func (c *Channel) Serve(l net.Listener) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	guarded, err := c.peers.listen(l, c.o.peerLimits)
+	if err != nil {
+		return fmt.Errorf("channel: %w", err)
+	}
+	if err := c.tch.Serve(guarded); err != nil {
+		guarded.Close()
+		return fmt.Errorf("channel: serve on %s: %w", l.Addr(), err)
+	}
+	c.peers.setLogger(c.tch.Logger()) // Serve names the address in it
 	return nil
 }
 
@@ -419,6 +458,7 @@ func (c *Channel) Close() {
 	case <-c.tch.ClosedChan(): // closed once its connections have
 	case <-t.C:
 	}
+	c.peers.close()
 }
 
 // rand returns a uniform number in [0, 1) for backoff jitter.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/opentracing/opentracing-go"
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/tchconn"
 	"github.com/sluice-rpc/sluice/shed"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber-go/tally/v4"
@@ -182,6 +183,15 @@ func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
 		_ = call.Response().SendSystemError(errClosing)
 		return
 	}
+	// Calls in flight per connection: a peer that does not read its
+	// answers stops here (PeerLimits.MaxCallsPerConn).
+	if tc, _ := call.Connection().(*tchconn.Conn); tc != nil {
+		if !tc.BeginCall() {
+			_ = call.Response().SendSystemError(errConnBusy)
+			return
+		}
+		defer tc.EndCall()
+	}
 	if m := g.shed; m != nil {
 		a, err := m.admit()
 		if err != nil {
@@ -193,6 +203,10 @@ func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
 	}
 	g.h.Handle(ctx, call)
 }
+
+// errConnBusy answers a call over PeerLimits.MaxCallsPerConn.
+var errConnBusy = tchannel.NewSystemError(tchannel.ErrCodeBusy,
+	"server busy: this connection has too many calls in flight; wait for their answers before sending more")
 
 // growStack grows the calling goroutine's stack now, if it is still at
 // the size the runtime starts goroutines with (2 KiB), by placing a 1 KiB
@@ -294,6 +308,12 @@ func readArgs(call *tchannel.InboundCall, buf []byte, limit int64, st *serverSta
 	return buf, n2, ok
 }
 
+// argChunk is the size past which an argument is read into chunks of its
+// own, joined once it is whole, instead of a buffer that grows ahead of
+// what came: a request that stops half way holds the bytes that arrived
+// (within 64 KiB), and each byte is copied twice at most.
+const argChunk = 64 << 10
+
 // readArg appends an argument to buf, reading at most limit+1-len(buf)
 // bytes of it; see readArgs.
 func readArg(call *tchannel.InboundCall, open func() (tchannel.ArgReader, error), buf []byte, limit int64, st *serverStats) ([]byte, bool) {
@@ -301,28 +321,48 @@ func readArg(call *tchannel.InboundCall, open func() (tchannel.ArgReader, error)
 	if err != nil {
 		return buf, false
 	}
+	var full [][]byte // chunks already filled, in order, before buf
+	total := int64(len(buf))
 	for {
 		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
+			if cap(buf) < argChunk {
+				buf = append(buf, 0)[:len(buf)]
+			} else {
+				full = append(full, buf)
+				buf = make([]byte, 0, argChunk)
+			}
 		}
 		// Never ask for more than one byte past the limit: the reader
 		// copies as much as it is asked for, fragment after fragment.
-		end := min(int64(cap(buf)), limit+1)
-		n, err := r.Read(buf[len(buf):int(end)])
+		end := len(buf) + int(min(int64(cap(buf)-len(buf)), limit+1-total))
+		n, err := r.Read(buf[len(buf):end])
 		buf = buf[:len(buf)+n]
-		if int64(len(buf)) > limit {
+		total += int64(n)
+		if total > limit {
 			st.oversize.Inc(1)
 			_ = call.Response().SendSystemError(tchannel.NewSystemError(tchannel.ErrCodeBadRequest,
 				"request too large: its arguments are more than %d bytes, the server's limit; send a smaller request", limit))
 			return buf, false
 		}
 		if err == io.EOF {
+			if full != nil {
+				buf = join(full, buf, total)
+			}
 			return buf, r.Close() == nil
 		}
 		if err != nil {
 			return buf, false
 		}
 	}
+}
+
+// join returns the chunks and then last in one slice of total bytes.
+func join(chunks [][]byte, last []byte, total int64) []byte {
+	out := make([]byte, 0, total)
+	for _, c := range chunks {
+		out = append(out, c...)
+	}
+	return append(out, last...)
 }
 
 // ShedConfig limits what a Channel's server side accepts. Requests beyond a

@@ -170,6 +170,40 @@ const (
 	ServerOversize = "server.oversize"
 )
 
+// What remote peers hold of a Channel: its inbound connections and the
+// requests they send (see channel.PeerLimits). Tags are bounded sets.
+const (
+	// TagReason is the tag saying why a connection was closed or a
+	// request refused or dropped.
+	TagReason = "reason"
+	// TagDirection is the tag saying whether a connection was accepted
+	// ("inbound") or dialed ("outbound").
+	TagDirection = "direction"
+
+	// ServerConns is a gauge: inbound connections held, those still in
+	// their handshake included.
+	ServerConns = "server.conns"
+	// ServerConnsClosed is a counter tagged reason: inbound connections
+	// the Channel closed: idle, evicted (at the cap, for a new one),
+	// refused (at the cap, every one busy), write_stalled,
+	// handshake_timeout, handshake_failed, invalid_frame (its first
+	// frame), frame_stalled.
+	ServerConnsClosed = "server.conns_closed"
+	// FramesInvalid is a counter tagged direction: connections closed
+	// because their peer sent a frame that breaks the TChannel protocol.
+	FramesInvalid = "frames.invalid"
+	// ServerRefused is a counter tagged reason: requests answered BUSY
+	// before any handler saw them: unfinished_bytes (their connection or
+	// the server held too many bytes of requests still arriving),
+	// calls_per_conn (their connection had too many calls in flight).
+	ServerRefused = "server.refused"
+	// ServerDropped is a counter tagged reason: requests a handler had,
+	// dropped before their last fragment came (the caller got BUSY or
+	// TIMEOUT, the handler a cancelled context): unfinished_bytes,
+	// stalled.
+	ServerDropped = "server.dropped"
+)
+
 // Rate-limit pacing metrics, tagged service.
 const (
 	// RateLimitMalformed is a counter: responses whose rate-limit headers

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/internal/testwait"
 	"github.com/sluice-rpc/sluice/internal/tframe"
+	"github.com/sluice-rpc/sluice/internal/tpeer"
 	"github.com/uber/tchannel-go"
 	"github.com/uber/tchannel-go/raw"
 	"go.uber.org/goleak"
@@ -104,13 +105,13 @@ func TestInvalidFramesCloseOnlyTheirConnection(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := dial(t, s.addr())
-			p.handshake()
-			p.send(tc.frames...)
-			f := p.read()
-			if f.Type != tframe.Error || f.code != errCodeProtocol || !strings.Contains(f.msg, tc.reason) {
-				t.Fatalf("got a %v frame, code %#x, %q; want a protocol error saying %q", f.Type, f.code, f.msg, tc.reason)
+			p.Handshake()
+			p.Send(tc.frames...)
+			f := p.Next()
+			if f.Type != tframe.Error || f.Code != errCodeProtocol || !strings.Contains(f.Message, tc.reason) {
+				t.Fatalf("got a %v frame, code %#x, %q; want a protocol error saying %q", f.Type, f.Code, f.Message, tc.reason)
 			}
-			p.closedByServer()
+			p.ClosedByServer()
 			if _, err := s.call("echo", []byte("still serving")); err != nil {
 				t.Fatalf("a new client's call after the frame: %v", err)
 			}
@@ -136,8 +137,8 @@ func TestFirstFrameMustBeAnInitRequest(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := dial(t, s.addr())
-			p.send(f)
-			p.closedByServer()
+			p.Send(f)
+			p.ClosedByServer()
 		})
 	}
 	if _, err := s.call("echo", nil); err != nil {
@@ -205,9 +206,8 @@ func hostile(l net.Listener, res func(uint32) []byte) error {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(testwait.Limit))
-	p := &peer{Conn: c}
 	for {
-		f, err := p.tryRead()
+		f, err := tpeer.ReadFrame(c)
 		if err != nil {
 			return err
 		}
@@ -217,7 +217,7 @@ func hostile(l net.Listener, res func(uint32) []byte) error {
 		case tframe.CallReq:
 			c.Write(res(f.ID))
 			for {
-				if _, err := p.tryRead(); err != nil {
+				if _, err := tpeer.ReadFrame(c); err != nil {
 					return nil // closed by the client
 				}
 			}
@@ -233,25 +233,25 @@ func hostile(l net.Listener, res func(uint32) []byte) error {
 func TestUnfinishedRequestsPerConnection(t *testing.T) {
 	s := startServer(t, Limits{MaxUnfinishedPerConn: 200_000, StallTimeout: -1})
 	p := dial(t, s.addr())
-	p.handshake()
+	p.Handshake()
 	body := make([]byte, chunk)
-	p.send(callReq(2, "read", true, body), fragment(2, true, body), fragment(2, true, body)) // about 180 KB
+	p.Send(callReq(2, "read", true, body), fragment(2, true, body), fragment(2, true, body)) // about 180 KB
 	testwait.Until(t, "request 2 to be charged", func() bool { return s.g.Unfinished() > 170_000 })
 
-	p.send(callReq(3, "read", true, body)) // 240 KB with it: refused
-	f := p.read()
-	if f.Type != tframe.Error || f.code != errCodeBusy || f.ID != 3 || !strings.Contains(f.msg, "unfinished requests") {
-		t.Fatalf("got %v code %#x id %d %q, want BUSY for request 3", f.Type, f.code, f.ID, f.msg)
+	p.Send(callReq(3, "read", true, body)) // 240 KB with it: refused
+	f := p.Next()
+	if f.Type != tframe.Error || f.Code != errCodeBusy || f.ID != 3 || !strings.Contains(f.Message, "unfinished requests") {
+		t.Fatalf("got %v code %#x id %d %q, want BUSY for request 3", f.Type, f.Code, f.ID, f.Message)
 	}
 	if len(s.eventsOf(RequestRefused)) != 1 {
 		t.Fatal("the refusal was not reported")
 	}
-	p.send(fragment(3, false, body)) // swallowed: tchannel-go never saw request 3
+	p.Send(fragment(3, false, body)) // swallowed: tchannel-go never saw request 3
 
-	p.send(fragment(2, true, body)) // 240 KB: request 2 is dropped
-	f = p.read()
-	if f.Type != tframe.Error || f.code != errCodeBusy || f.ID != 2 {
-		t.Fatalf("got %v code %#x id %d %q, want BUSY for request 2", f.Type, f.code, f.ID, f.msg)
+	p.Send(fragment(2, true, body)) // 240 KB: request 2 is dropped
+	f = p.Next()
+	if f.Type != tframe.Error || f.Code != errCodeBusy || f.ID != 2 {
+		t.Fatalf("got %v code %#x id %d %q, want BUSY for request 2", f.Type, f.Code, f.ID, f.Message)
 	}
 	if err := testwait.Recv(t, s.reads, "request 2's handler to end"); err == nil {
 		t.Fatal("the dropped request's handler read its arguments whole")
@@ -267,9 +267,9 @@ func TestUnfinishedRequestsPerConnection(t *testing.T) {
 		t.Fatalf("a handler ran for the refused request: %v", err)
 	default:
 	}
-	p.send(callReq(9, "echo", false, []byte("ok")))
-	if f := p.read(); f.ID != 9 || f.Type != tframe.CallRes {
-		t.Fatalf("a small call on the same connection: %v id %d %q", f.Type, f.ID, f.msg)
+	p.Send(callReq(9, "echo", false, []byte("ok")))
+	if f := p.Next(); f.ID != 9 || f.Type != tframe.CallRes {
+		t.Fatalf("a small call on the same connection: %v id %d %q", f.Type, f.ID, f.Message)
 	}
 }
 
@@ -279,17 +279,17 @@ func TestUnfinishedRequestsPerConnection(t *testing.T) {
 func TestRequestStalled(t *testing.T) {
 	s := startServer(t, Limits{StallTimeout: 4 * time.Second})
 	p := dial(t, s.addr())
-	p.handshake()
-	p.send(callReq(2, "read", true, make([]byte, chunk)))
+	p.Handshake()
+	p.Send(callReq(2, "read", true, make([]byte, chunk)))
 	testwait.Until(t, "the request to be charged", func() bool { return s.g.Unfinished() > 0 })
 	s.tick(3)
 	if s.g.Unfinished() == 0 {
 		t.Fatal("the request was dropped before StallTimeout")
 	}
 	s.tick(1)
-	f := p.read()
-	if f.Type != tframe.Error || f.code != errCodeTimeout || f.ID != 2 || !strings.Contains(f.msg, "stopped coming") {
-		t.Fatalf("got %v code %#x id %d %q, want TIMEOUT for request 2", f.Type, f.code, f.ID, f.msg)
+	f := p.Next()
+	if f.Type != tframe.Error || f.Code != errCodeTimeout || f.ID != 2 || !strings.Contains(f.Message, "stopped coming") {
+		t.Fatalf("got %v code %#x id %d %q, want TIMEOUT for request 2", f.Type, f.Code, f.ID, f.Message)
 	}
 	if err := testwait.Recv(t, s.reads, "the handler's read to end"); err == nil {
 		t.Fatal("the stalled request's handler read its arguments whole")
@@ -301,9 +301,9 @@ func TestRequestStalled(t *testing.T) {
 		t.Fatal("the stall was not reported")
 	}
 	// Its late fragments are swallowed, and the connection serves on.
-	p.send(fragment(2, false, []byte("late")), callReq(3, "echo", false, []byte("ok")))
-	if f := p.read(); f.ID != 3 || f.Type != tframe.CallRes {
-		t.Fatalf("after the drop: %v id %d %q", f.Type, f.ID, f.msg)
+	p.Send(fragment(2, false, []byte("late")), callReq(3, "echo", false, []byte("ok")))
+	if f := p.Next(); f.ID != 3 || f.Type != tframe.CallRes {
+		t.Fatalf("after the drop: %v id %d %q", f.Type, f.ID, f.Message)
 	}
 }
 
@@ -312,9 +312,9 @@ func TestRequestStalled(t *testing.T) {
 func TestFrameStalled(t *testing.T) {
 	s := startServer(t, Limits{StallTimeout: 4 * time.Second})
 	p := dial(t, s.addr())
-	p.handshake()
+	p.Handshake()
 	f := callReq(2, "echo", false, make([]byte, chunk))
-	p.send(f[:len(f)/2])
+	p.Send(f[:len(f)/2])
 	testwait.Until(t, "the reader to wait for the rest", func() bool {
 		s.g.mu.Lock()
 		defer s.g.mu.Unlock()
@@ -326,7 +326,7 @@ func TestFrameStalled(t *testing.T) {
 		return false
 	})
 	s.tick(5)
-	p.closedByServer()
+	p.ClosedByServer()
 	if len(s.eventsOf(FrameStalled)) != 1 {
 		t.Fatal("the stalled frame was not reported")
 	}
@@ -339,21 +339,21 @@ func TestFairShareOfTheBudget(t *testing.T) {
 	s := startServer(t, Limits{MaxUnfinished: 400_000, MaxUnfinishedPerConn: 300_000, StallTimeout: -1})
 	body := make([]byte, chunk)
 	hog := dial(t, s.addr())
-	hog.handshake()
-	hog.send(callReq(2, "read", true, body), fragment(2, true, body), fragment(2, true, body), fragment(2, true, body)) // ~240 KB
+	hog.Handshake()
+	hog.Send(callReq(2, "read", true, body), fragment(2, true, body), fragment(2, true, body), fragment(2, true, body)) // ~240 KB
 	other := dial(t, s.addr())
-	other.handshake()
-	other.send(callReq(2, "read", true, body), fragment(2, true, body)) // ~120 KB
+	other.Handshake()
+	other.Send(callReq(2, "read", true, body), fragment(2, true, body)) // ~120 KB
 	testwait.Until(t, "both to be charged", func() bool { return s.g.Unfinished() > 350_000 })
 
 	p := dial(t, s.addr())
-	p.handshake()
-	p.send(callReq(2, "read", true, body)) // over the total, under a third of it
-	f := hog.read()
-	if f.Type != tframe.Error || f.code != errCodeBusy || f.ID != 2 || !strings.Contains(f.msg, "make room") {
-		t.Fatalf("the hog got %v code %#x id %d %q, want BUSY for request 2", f.Type, f.code, f.ID, f.msg)
+	p.Handshake()
+	p.Send(callReq(2, "read", true, body)) // over the total, under a third of it
+	f := hog.Next()
+	if f.Type != tframe.Error || f.Code != errCodeBusy || f.ID != 2 || !strings.Contains(f.Message, "make room") {
+		t.Fatalf("the hog got %v code %#x id %d %q, want BUSY for request 2", f.Type, f.Code, f.ID, f.Message)
 	}
-	p.send(fragment(2, false, []byte("end")))
+	p.Send(fragment(2, false, []byte("end")))
 	if err := testwait.Recv(t, s.reads, "a handler's read to end"); err != nil {
 		// The hog's handler ended first; the newcomer's must succeed.
 		if err := testwait.Recv(t, s.reads, "the newcomer's handler"); err != nil {
@@ -361,10 +361,10 @@ func TestFairShareOfTheBudget(t *testing.T) {
 		}
 	}
 	for {
-		f := p.read()
+		f := p.Next()
 		if f.ID == 2 {
 			if f.Type != tframe.CallRes {
-				t.Fatalf("the newcomer's request: %v code %#x %q", f.Type, f.code, f.msg)
+				t.Fatalf("the newcomer's request: %v code %#x %q", f.Type, f.Code, f.Message)
 			}
 			break
 		}
@@ -377,16 +377,16 @@ func TestFairShareOfTheBudget(t *testing.T) {
 func TestAnsweredEarly(t *testing.T) {
 	s := startServer(t, Limits{StallTimeout: -1})
 	p := dial(t, s.addr())
-	p.handshake()
-	p.send(callReq(2, "no-such-method", true, make([]byte, chunk)))
-	f := p.read()
+	p.Handshake()
+	p.Send(callReq(2, "no-such-method", true, make([]byte, chunk)))
+	f := p.Next()
 	if f.Type != tframe.Error || f.ID != 2 {
-		t.Fatalf("got %v id %d %q, want an error for the unknown method", f.Type, f.ID, f.msg)
+		t.Fatalf("got %v id %d %q, want an error for the unknown method", f.Type, f.ID, f.Message)
 	}
 	testwait.Until(t, "the answered request's bytes to be released", func() bool { return s.g.Unfinished() == 0 })
-	p.send(fragment(2, true, make([]byte, chunk)), fragment(2, false, nil), callReq(3, "echo", false, nil))
-	if f := p.read(); f.ID != 3 || f.Type != tframe.CallRes {
-		t.Fatalf("after the early answer: %v id %d %q", f.Type, f.ID, f.msg)
+	p.Send(fragment(2, true, make([]byte, chunk)), fragment(2, false, nil), callReq(3, "echo", false, nil))
+	if f := p.Next(); f.ID != 3 || f.Type != tframe.CallRes {
+		t.Fatalf("after the early answer: %v id %d %q", f.Type, f.ID, f.Message)
 	}
 	if n := s.g.Unfinished(); n != 0 {
 		t.Fatalf("%d bytes charged for fragments of an answered request", n)

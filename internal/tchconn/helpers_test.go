@@ -2,9 +2,6 @@ package tchconn
 
 import (
 	"context"
-	"encoding/binary"
-	"errors"
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -13,7 +10,7 @@ import (
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/internal/connlimit"
 	"github.com/sluice-rpc/sluice/internal/testwait"
-	"github.com/sluice-rpc/sluice/internal/tframe"
+	"github.com/sluice-rpc/sluice/internal/tpeer"
 	"github.com/uber/tchannel-go"
 	"github.com/uber/tchannel-go/raw"
 )
@@ -128,102 +125,11 @@ func (echo) Handle(_ context.Context, a *raw.Args) (*raw.Res, error) {
 }
 func (echo) OnError(context.Context, error) {}
 
-// peer is a hand-made TChannel peer on a raw socket: it sends any frame.
-type peer struct {
-	t *testing.T
-	net.Conn
-}
-
-func dial(t *testing.T, addr string) *peer {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return &peer{t: t, Conn: c}
-}
-
-// handshake sends an init request and reads the init response.
-func (p *peer) handshake() {
-	p.t.Helper()
-	p.send(tframe.AppendInit(nil, tframe.InitReq, 1, tframe.Init{Version: 2, Params: tframe.InitParams("0.0.0.0:0", "attacker")}))
-	if f := p.read(); f.Type != tframe.InitRes {
-		p.t.Fatalf("handshake: got a %v frame, want an init res", f.Type)
-	}
-}
-
-func (p *peer) send(frames ...[]byte) {
-	p.t.Helper()
-	for _, f := range frames {
-		if _, err := p.Write(f); err != nil {
-			p.t.Fatalf("send: %v", err)
-		}
-	}
-}
-
-// frame is a frame read back, with an error frame's code and message.
-type frame struct {
-	tframe.Header
-	code byte
-	msg  string
-}
-
-// read reads one frame, failing the test if none comes within the limit.
-func (p *peer) read() frame {
-	p.t.Helper()
-	f, err := p.tryRead()
-	if err != nil {
-		p.t.Fatalf("read a frame: %v", err)
-	}
-	return f
-}
-
-func (p *peer) tryRead() (frame, error) {
-	p.SetReadDeadline(time.Now().Add(testwait.Limit))
-	var h [tframe.HeaderSize]byte
-	if _, err := io.ReadFull(p, h[:]); err != nil {
-		return frame{}, err
-	}
-	f := frame{Header: tframe.ParseHeader(h[:])}
-	body := make([]byte, int(f.Size)-tframe.HeaderSize)
-	if _, err := io.ReadFull(p, body); err != nil {
-		return frame{}, err
-	}
-	if f.Type == tframe.Error && len(body) >= 1+tframe.TracingSize+2 {
-		f.code = body[0]
-		n := binary.BigEndian.Uint16(body[1+tframe.TracingSize:])
-		f.msg = string(body[1+tframe.TracingSize+2:][:n])
-	}
-	return f, nil
-}
-
-// closedByServer reads until the server closes the connection, failing
-// the test if it does not.
-func (p *peer) closedByServer() {
-	p.t.Helper()
-	for {
-		if _, err := p.tryRead(); err != nil {
-			if errors.Is(err, io.EOF) || isClosed(err) {
-				return
-			}
-			p.t.Fatalf("waiting for the server to close the connection: %v", err)
-		}
-	}
-}
-
-func isClosed(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && !ne.Timeout() || errors.Is(err, io.ErrUnexpectedEOF)
-}
+func dial(t *testing.T, addr string) *tpeer.Peer { return tpeer.Dial(t, addr) }
 
 // callReq is a raw call request of method on service "s".
 func callReq(id uint32, method string, more bool, arg3 []byte) []byte {
-	return tframe.AppendCallReq(nil, id, tframe.Call{TTL: 120_000, Service: "s",
-		Headers:  [][2]string{{"as", "raw"}, {"cn", "attacker"}},
-		Fragment: tframe.Fragment{More: more, Chunks: [][]byte{[]byte(method), nil, arg3}}})
+	return tpeer.CallReq(id, "s", method, more, arg3)
 }
 
-func fragment(id uint32, more bool, arg3 []byte) []byte {
-	return tframe.AppendContinue(nil, tframe.CallReqContinue, id, tframe.Fragment{More: more, Chunks: [][]byte{arg3}})
-}
+var fragment = tpeer.Fragment

@@ -1,0 +1,272 @@
+package channel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-rpc/sluice/internal/connlimit"
+	"github.com/sluice-rpc/sluice/internal/tchconn"
+	"github.com/sluice-rpc/sluice/internal/tframe"
+	"github.com/sluice-rpc/sluice/stats"
+	"github.com/uber-go/tally/v4"
+	"github.com/uber/tchannel-go"
+	"golang.org/x/time/rate"
+)
+
+// PeerLimits bounds what the Channel's remote peers can make it hold:
+// connections, time, and bytes of requests in flight. The zero value means
+// the defaults, which suit a server on the open network; a negative value
+// turns a limit off (except HandshakeTimeout, which must be positive).
+//
+// Whatever the limits, every frame a peer sends, to the Channel's server
+// side or in answer to its calls, is checked before tchannel-go reads it: a
+// frame that breaks the protocol closes its connection (and only it),
+// counted in stats.FramesInvalid and logged naming the peer.
+type PeerLimits struct {
+	// MaxConns bounds the inbound connections held, those still in their
+	// handshake included. At the cap a new connection closes one that is
+	// still in its handshake, else one that never made a call, else one
+	// that made calls, the longest idle first, never one with a call in
+	// flight; if every one has a call in flight the new one is closed.
+	// 0 means half the process's descriptor limit.
+	MaxConns int
+	// IdleTimeout closes an inbound connection with no call in flight and
+	// none for this long; pings do not count. A Sluice client reconnects at
+	// once. TChannel has no way to announce a close, so a call sent at the
+	// very moment of it fails NETWORK, as with an HTTP keep-alive timeout
+	// (the server had not read it: a retry policy naming NETWORK covers
+	// it). 0 means 5 minutes.
+	IdleTimeout time.Duration
+	// HandshakeTimeout bounds the wait for an inbound connection's init
+	// request: until it has come, tchannel-go does not see the connection.
+	// 0 means 5 seconds (tchannel-go's own handshake timeout).
+	HandshakeTimeout time.Duration
+	// WriteTimeout closes an inbound connection whose peer has read
+	// nothing of what the Channel writes to it for this long: answers it
+	// does not read pile up. 0 means 30 seconds.
+	WriteTimeout time.Duration
+	// StallTimeout drops a request whose next fragment has not come for
+	// this long, whatever time to live it claims (its caller gets TIMEOUT,
+	// its handler a cancelled context), and closes a connection whose frame
+	// has not been whole for this long since its first byte. 0 means 10
+	// seconds.
+	StallTimeout time.Duration
+	// MaxUnfinishedBytesPerConn bounds the frame bytes of a connection's
+	// requests that are still arriving (sent in several fragments, the
+	// last one not yet come). A request over it is answered BUSY: before
+	// any handler sees it if its first fragment is over, otherwise by
+	// dropping it (its handler gets a cancelled context). 0 means four
+	// times the maximum request size (WithMaxRequestSize), at least 1 MiB:
+	// 16 MiB by default. It must be at least the maximum request size.
+	MaxUnfinishedBytesPerConn int64
+	// MaxUnfinishedBytes bounds the same over every connection. When it is
+	// reached, a connection holding less than its share (the bound over
+	// the connections holding unfinished requests) still gets its request
+	// in: the largest request of the connection holding the most is
+	// dropped to make room. 0 means 32 times the maximum request size, at
+	// least 8 times MaxUnfinishedBytesPerConn: 128 MiB by default.
+	MaxUnfinishedBytes int64
+	// MaxCallsPerConn bounds the calls a connection has in flight in the
+	// Channel's handlers; the next is answered BUSY before its handler
+	// runs. A peer that does not read its answers stops at this many.
+	// 0 means 1,024.
+	MaxCallsPerConn int
+}
+
+// WithPeerLimits sets the limits on what remote peers can make the
+// Channel hold. Default: the zero PeerLimits.
+func WithPeerLimits(l PeerLimits) Option { return func(o *options) { o.peerLimits = l } }
+
+// Validate reports the first field that breaks its rule, given the
+// Channel's maximum request size.
+func (l PeerLimits) validate(maxRequest int64) error {
+	switch {
+	case l.HandshakeTimeout < 0:
+		return fmt.Errorf("channel: PeerLimits.HandshakeTimeout is %v, must be > 0 (0: 5s)", l.HandshakeTimeout)
+	case l.MaxUnfinishedBytesPerConn > 0 && l.MaxUnfinishedBytesPerConn < maxRequest:
+		return fmt.Errorf("channel: PeerLimits.MaxUnfinishedBytesPerConn is %d, below the maximum request size %d: requests of that size could never arrive; raise it or lower WithMaxRequestSize", l.MaxUnfinishedBytesPerConn, maxRequest)
+	case l.MaxUnfinishedBytes > 0 && l.MaxUnfinishedBytes < max(l.MaxUnfinishedBytesPerConn, maxRequest):
+		return fmt.Errorf("channel: PeerLimits.MaxUnfinishedBytes is %d, below MaxUnfinishedBytesPerConn or the maximum request size; raise it", l.MaxUnfinishedBytes)
+	}
+	return nil
+}
+
+// guardLimits returns the limits of the Channel's tchconn.Guard.
+func (l PeerLimits) guardLimits(maxRequest int64) tchconn.Limits {
+	perConn, total := l.MaxUnfinishedBytesPerConn, l.MaxUnfinishedBytes
+	if perConn == 0 {
+		// At least 1 MiB: a budget must hold several frames of 64 KiB.
+		perConn = max(4*maxRequest, 1<<20)
+	}
+	if total == 0 {
+		total = max(32*maxRequest, 8*perConn)
+	}
+	return tchconn.Limits{StallTimeout: l.StallTimeout, MaxUnfinishedPerConn: perConn,
+		MaxUnfinished: total, MaxCallsPerConn: l.MaxCallsPerConn}
+}
+
+// listenerConfig returns the configuration of the Channel's listener.
+func (l PeerLimits) listenerConfig() connlimit.Config {
+	maxConns := l.MaxConns
+	if maxConns < 0 {
+		maxConns = math.MaxInt
+	}
+	return connlimit.Config{MaxConns: maxConns, IdleTimeout: l.IdleTimeout, WriteTimeout: l.WriteTimeout,
+		GateTimeout: l.HandshakeTimeout}
+}
+
+// peerGuard is the Channel's side of its connections' guard: the
+// tchconn.Guard, the listener once it serves, and the metrics and log
+// lines of what they do.
+type peerGuard struct {
+	g     *tchconn.Guard
+	scope tally.Scope
+	conns tally.Gauge
+	// logger is the channel's tchannel-go logger, read once it is final:
+	// tchannel-go's Serve replaces it unguarded, and the listener's
+	// goroutines must not read it meanwhile.
+	logger atomic.Pointer[tchannel.Logger]
+
+	mu       sync.Mutex
+	listener *connlimit.Listener
+
+	logs       *rate.Limiter // log lines are limited: a flood of bad peers must not flood the log
+	suppressed int
+}
+
+func newPeerGuard(o *options, rec *stats.Recorder) (*peerGuard, error) {
+	pg := &peerGuard{scope: rec.Scope(), conns: rec.Scope().Gauge(stats.ServerConns),
+		logs: rate.NewLimiter(10, 10)}
+	// Stalls are timed on the wall clock, as sockets are, whatever clock
+	// WithClock gives the Channel's algorithms.
+	g, err := tchconn.New(tchconn.Config{Limits: o.peerLimits.guardLimits(o.maxRequest), OnEvent: pg.event})
+	if err != nil {
+		return nil, fmt.Errorf("channel: WithPeerLimits: %w", err)
+	}
+	pg.g = g
+	return pg, nil
+}
+
+// dialer wraps the connections next dials (a net.Dialer when nil).
+func (pg *peerGuard) dialer(next func(ctx context.Context, network, hostPort string) (net.Conn, error)) func(ctx context.Context, network, hostPort string) (net.Conn, error) {
+	if next == nil {
+		var d net.Dialer
+		next = d.DialContext
+	}
+	return func(ctx context.Context, network, hostPort string) (net.Conn, error) {
+		nc, err := next(ctx, network, hostPort)
+		if err != nil {
+			return nil, err
+		}
+		return pg.g.Client(nc), nil
+	}
+}
+
+// listen wraps inner in the Channel's connection limits and frame checks.
+func (pg *peerGuard) listen(inner net.Listener, l PeerLimits) (*connlimit.Listener, error) {
+	cfg := l.listenerConfig()
+	cfg.Gate = func(c *connlimit.Conn) (net.Conn, error) {
+		tc, err := pg.g.Gate(c, c)
+		pg.updateConns()
+		return tc, err
+	}
+	cfg.OnClose = pg.closed
+	cl, err := connlimit.Listen(inner, cfg)
+	if err != nil {
+		return nil, err
+	}
+	pg.mu.Lock()
+	pg.listener = cl
+	pg.mu.Unlock()
+	return cl, nil
+}
+
+func (pg *peerGuard) updateConns() {
+	pg.mu.Lock()
+	l := pg.listener
+	pg.mu.Unlock()
+	if l != nil {
+		pg.conns.Update(float64(l.Len()))
+	}
+}
+
+// closed counts and logs a connection the listener closed.
+func (pg *peerGuard) closed(c *connlimit.Conn, why connlimit.Reason, err error) {
+	reason := why.String()
+	switch why {
+	case connlimit.GateTimeout:
+		reason = "handshake_timeout"
+	case connlimit.GateFailed:
+		reason = "handshake_failed"
+		var pe *tframe.ProtocolError
+		if errors.As(err, &pe) {
+			// An invalid first frame is counted as an invalid frame.
+			reason = "invalid_frame"
+		}
+	}
+	pg.scope.Tagged(map[string]string{stats.TagReason: reason}).Counter(stats.ServerConnsClosed).Inc(1)
+	pg.updateConns()
+	if why == connlimit.Idle {
+		return // routine: not worth a log line
+	}
+	pg.log(c.RemoteAddr().String(), fmt.Sprintf("closed an inbound connection (%s)", reason), err)
+}
+
+// event counts and logs what the Guard did about a peer.
+func (pg *peerGuard) event(e tchconn.Event) {
+	switch e.Kind {
+	case tchconn.InvalidFrame:
+		dir := "outbound"
+		if e.Inbound {
+			dir = "inbound"
+		}
+		pg.scope.Tagged(map[string]string{stats.TagDirection: dir}).Counter(stats.FramesInvalid).Inc(1)
+	case tchconn.FrameStalled:
+		pg.scope.Tagged(map[string]string{stats.TagReason: "frame_stalled"}).Counter(stats.ServerConnsClosed).Inc(1)
+	case tchconn.RequestRefused:
+		pg.scope.Tagged(map[string]string{stats.TagReason: "unfinished_bytes"}).Counter(stats.ServerRefused).Inc(1)
+	case tchconn.CallRefused:
+		pg.scope.Tagged(map[string]string{stats.TagReason: "calls_per_conn"}).Counter(stats.ServerRefused).Inc(1)
+	case tchconn.RequestDropped:
+		pg.scope.Tagged(map[string]string{stats.TagReason: "unfinished_bytes"}).Counter(stats.ServerDropped).Inc(1)
+	case tchconn.RequestStalled:
+		pg.scope.Tagged(map[string]string{stats.TagReason: "stalled"}).Counter(stats.ServerDropped).Inc(1)
+	}
+	pg.log(e.Peer, e.Kind.String(), e.Err)
+}
+
+// log writes a warning naming the peer through the channel's tchannel-go
+// logger, at most 10 a second; the next line written counts those left out.
+func (pg *peerGuard) log(peer, what string, err error) {
+	logger := pg.logger.Load()
+	if logger == nil {
+		return
+	}
+	pg.mu.Lock()
+	if !pg.logs.Allow() {
+		pg.suppressed++
+		pg.mu.Unlock()
+		return
+	}
+	suppressed := pg.suppressed
+	pg.suppressed = 0
+	pg.mu.Unlock()
+	fields := tchannel.LogFields{{Key: "remotePeer", Value: peer}, {Key: "event", Value: what}}
+	if err != nil {
+		fields = append(fields, tchannel.ErrField(err))
+	}
+	if suppressed > 0 {
+		fields = append(fields, tchannel.LogField{Key: "suppressedBefore", Value: suppressed})
+	}
+	(*logger).WithFields(fields...).Warn("sluice: a peer broke the protocol or a limit")
+}
+
+func (pg *peerGuard) setLogger(l tchannel.Logger) { pg.logger.Store(&l) }
+
+func (pg *peerGuard) close() { pg.g.Close() }

@@ -1,0 +1,317 @@
+package channel
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/internal/tframe"
+	"github.com/sluice-rpc/sluice/internal/tpeer"
+	"github.com/sluice-rpc/sluice/peer"
+	"github.com/sluice-rpc/sluice/retry"
+	"github.com/sluice-rpc/sluice/stats"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/uber-go/tally/v4"
+	"github.com/uber/tchannel-go"
+	"github.com/uber/tchannel-go/raw"
+)
+
+// checksumFrame is the probe's frame: a call request whose checksum type
+// (4) indexes past tchannel-go's table of four. It crashes a plain
+// tchannel-go server.
+func checksumFrame(id uint32) []byte {
+	return tframe.AppendCallReq(nil, id, tframe.Call{TTL: 1000, Service: "kv",
+		Fragment: tframe.Fragment{ChecksumType: 4, Chunks: [][]byte{[]byte("echo"), nil, nil}}})
+}
+
+func taggedCounter(scope tally.TestScope, name, tag, value string) int64 {
+	if c, ok := scope.Snapshot().Counters()[name+"+"+tag+"="+value]; ok {
+		return c.Value()
+	}
+	return 0
+}
+
+// logRecorder is a tchannel-go logger that keeps the warnings.
+type logRecorder struct {
+	tchannel.Logger
+	mu    *sync.Mutex
+	lines *[]string
+}
+
+func newLogRecorder() logRecorder {
+	return logRecorder{Logger: tchannel.NullLogger, mu: &sync.Mutex{}, lines: new([]string)}
+}
+
+func (l logRecorder) WithFields(fields ...tchannel.LogField) tchannel.Logger {
+	var b strings.Builder
+	for _, f := range fields {
+		b.WriteString(f.Key)
+		b.WriteString("=")
+		b.WriteString(fmt.Sprint(f.Value))
+		b.WriteString(" ")
+	}
+	return fieldLogger{l, b.String()}
+}
+
+func (l logRecorder) warnings() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), *l.lines...)
+}
+
+type fieldLogger struct {
+	logRecorder
+	fields string
+}
+
+func (l fieldLogger) Warn(msg string) {
+	l.mu.Lock()
+	*l.lines = append(*l.lines, msg+" "+l.fields)
+	l.mu.Unlock()
+}
+
+// The checksum frame, sent to a Sluice server, closes that connection and
+// nothing else: the server keeps serving other connections, counts the
+// frame and logs a line naming the peer.
+func TestChecksumFrameClosesOnlyItsConnection(t *testing.T) {
+	scope := tally.NewTestScope("", nil)
+	logs := newLogRecorder()
+	s := startServer(t, WithScope(scope), WithTChannelOptions(tchannel.ChannelOptions{Logger: logs}))
+	client, _, _ := startClient(t, s)
+	ctx := ctxTimeout(t)
+	_, err := client.CallRaw(ctx, "kv", "echo", nil, []byte("before"))
+	require.NoError(t, err)
+
+	p := tpeer.Dial(t, s.ch.HostPort())
+	p.Handshake()
+	p.Send(checksumFrame(2))
+	f := p.Next()
+	require.Equal(t, tframe.Error, f.Type, "the answer to the checksum frame")
+	assert.Contains(t, f.Message, "checksum type is 4")
+	p.ClosedByServer()
+
+	res, err := client.CallRaw(ctx, "kv", "echo", nil, []byte("after"))
+	require.NoError(t, err, "the Sluice client's connection, untouched")
+	assert.Equal(t, []byte("after"), res.Arg3)
+	_, err = plainCall(t, s.ch.HostPort(), "echo", tchannel.Raw, nil, []byte("new"))
+	require.NoError(t, err, "a new connection")
+	assert.EqualValues(t, 1, taggedCounter(scope, stats.FramesInvalid, stats.TagDirection, "inbound"))
+	warned := false
+	for _, l := range logs.warnings() {
+		if strings.Contains(l, "remotePeer="+p.LocalAddr().String()) && strings.Contains(l, "checksum type is 4") {
+			warned = true
+		}
+	}
+	assert.True(t, warned, "no warning names the peer %s: %q", p.LocalAddr(), logs.warnings())
+}
+
+// A Sluice client calling a server that answers with the checksum frame
+// gets an error, not a crash, and its peer is not chosen in a loop.
+func TestClientGetsAnErrorFromAHostileServer(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(testwait.Limit))
+				for {
+					f, err := tpeer.ReadFrame(c)
+					if err != nil {
+						return
+					}
+					switch f.Type {
+					case tframe.InitReq:
+						c.Write(tframe.AppendInit(nil, tframe.InitRes, f.ID, tframe.Init{Version: 2, Params: tframe.InitParams(l.Addr().String(), "hostile")}))
+					case tframe.CallReq:
+						c.Write(tframe.AppendCallRes(nil, f.ID, tframe.Call{Fragment: tframe.Fragment{ChecksumType: 4, Chunks: [][]byte{nil, nil, nil}}}))
+					}
+				}
+			}()
+		}
+	}()
+	scope := tally.NewTestScope("", nil)
+	client, err := New("client", WithScope(scope))
+	require.NoError(t, err)
+	defer client.Close()
+	require.NoError(t, client.AddPeer("kv", l.Addr().String()))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = client.CallRaw(ctx, "kv", "echo", nil, nil)
+	require.Error(t, err)
+	assert.NoError(t, ctx.Err(), "the call waited out its deadline instead of failing when the frame came: %v", err)
+	assert.EqualValues(t, 1, taggedCounter(scope, stats.FramesInvalid, stats.TagDirection, "outbound"))
+}
+
+// Arguments across the sizes where reading changes buffers come back
+// whole.
+func TestLargeArgumentsRoundTrip(t *testing.T) {
+	s := startServer(t)
+	client, _, _ := startClient(t, s)
+	ctx := ctxTimeout(t)
+	for _, size := range []int{0, 511, 512, 513, argChunk - 1, argChunk, argChunk + 1, 3*argChunk + 7, 2 << 20} {
+		arg2 := bytes.Repeat([]byte{'h'}, size%1000)
+		arg3 := make([]byte, size)
+		for i := range arg3 {
+			arg3[i] = byte(i * 7)
+		}
+		res, err := client.CallRaw(ctx, "kv", "echo", arg2, arg3)
+		require.NoError(t, err, "size %d", size)
+		require.Equal(t, arg2, res.Arg2, "arg2 of size %d", size)
+		require.True(t, bytes.Equal(arg3, res.Arg3), "arg3 of size %d changed", size)
+	}
+}
+
+// A connection that finished its handshake and then says nothing is
+// closed after IdleTimeout; a Sluice client whose connection was closed so
+// reconnects and calls on. (A client counts a connection closed within its
+// backoff's initial interval as a failed peer: here that is 100 ms, below
+// the idle timeout, as a second is below a real one of minutes.)
+func TestIdleConnectionsAreClosed(t *testing.T) {
+	scope := tally.NewTestScope("", nil)
+	s := startServer(t, WithScope(scope), WithPeerLimits(PeerLimits{IdleTimeout: 300 * time.Millisecond}))
+	clientScope := tally.NewTestScope("", nil)
+	client, err := New("client", WithScope(clientScope), WithConnectConfig(peer.ConnectConfig{Backoff: retry.Backoff{
+		Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 1.6, Jitter: retry.ProportionalJitter}}))
+	require.NoError(t, err)
+	t.Cleanup(client.Close)
+	require.NoError(t, client.AddPeer("kv", s.ch.HostPort()))
+	ctx := ctxTimeout(t)
+	_, err = client.CallRaw(ctx, "kv", "echo", nil, nil)
+	require.NoError(t, err)
+	p := tpeer.Dial(t, s.ch.HostPort())
+	p.Handshake()
+	p.ClosedByServer()
+	testwait.Until(t, "both connections to be closed as idle", func() bool {
+		return taggedCounter(scope, stats.ServerConnsClosed, stats.TagReason, "idle") == 2
+	})
+	// A call sent at the moment of the close would race it (see
+	// PeerLimits.IdleTimeout); wait for the client to reconnect.
+	testwait.Until(t, "the client to reconnect", func() bool {
+		return taggedCounter(clientScope, stats.PeerConnects, stats.TagPeer, s.ch.HostPort()) == 2
+	})
+	ctx = ctxTimeout(t)
+	_, err = client.CallRaw(ctx, "kv", "echo", nil, nil)
+	require.NoError(t, err, "the client's call after its idle connection was closed")
+}
+
+// A socket that never sends its init request is closed after
+// HandshakeTimeout.
+func TestHandshakeTimeout(t *testing.T) {
+	scope := tally.NewTestScope("", nil)
+	s := startServer(t, WithScope(scope), WithPeerLimits(PeerLimits{HandshakeTimeout: 100 * time.Millisecond}))
+	p := tpeer.Dial(t, s.ch.HostPort())
+	p.ClosedByServer()
+	testwait.Until(t, "the close to be counted", func() bool {
+		return taggedCounter(scope, stats.ServerConnsClosed, stats.TagReason, "handshake_timeout") == 1
+	})
+}
+
+// At MaxConns, sockets that connected and wait do not lock out a new
+// client: it takes the place of one of them.
+func TestMaxConnsMakesRoomForANewClient(t *testing.T) {
+	const maxConns = 8
+	scope := tally.NewTestScope("", nil)
+	s := startServer(t, WithScope(scope), WithPeerLimits(PeerLimits{MaxConns: maxConns}))
+	var waiting []*tpeer.Peer
+	for range maxConns {
+		p := tpeer.Dial(t, s.ch.HostPort())
+		p.Handshake()
+		waiting = append(waiting, p)
+	}
+	for range maxConns {
+		tpeer.Dial(t, s.ch.HostPort()) // and some that never even say hello
+	}
+	client, _, _ := startClient(t, s)
+	ctx := ctxTimeout(t)
+	for range 10 {
+		_, err := client.CallRaw(ctx, "kv", "echo", nil, nil)
+		require.NoError(t, err)
+	}
+	assert.GreaterOrEqual(t, taggedCounter(scope, stats.ServerConnsClosed, stats.TagReason, "evicted"), int64(maxConns+1))
+}
+
+// A connection with MaxCallsPerConn calls in flight gets BUSY for the
+// next, before its handler runs.
+func TestMaxCallsPerConn(t *testing.T) {
+	scope := tally.NewTestScope("", nil)
+	server, err := New("kv", WithScope(scope), WithPeerLimits(PeerLimits{MaxCallsPerConn: 2}))
+	require.NoError(t, err)
+	t.Cleanup(server.Close)
+	var ran atomic.Int64
+	release := make(chan struct{})
+	require.NoError(t, server.RegisterRaw("block", func(context.Context, *RawRequest) (*RawResponse, error) {
+		ran.Add(1)
+		<-release
+		return &RawResponse{}, nil
+	}))
+	require.NoError(t, server.ListenAndServe("127.0.0.1:0"))
+	client := plainClient(t, nil)
+	ctx := ctxTimeout(t)
+	call := func() error {
+		c, err := client.BeginCall(ctx, server.HostPort(), "kv", "block", nil)
+		if err != nil {
+			return err
+		}
+		_, _, _, err = raw.WriteArgs(c, nil, nil)
+		return err
+	}
+	blocked := make(chan error, 2)
+	for range 2 {
+		go func() { blocked <- call() }()
+	}
+	testwait.Until(t, "two calls in their handlers", func() bool { return ran.Load() == 2 })
+	msg := requireSystemError(t, call(), tchannel.ErrCodeBusy)
+	assert.Contains(t, msg, "too many calls in flight")
+	assert.EqualValues(t, 2, ran.Load(), "the third call's handler ran")
+	assert.EqualValues(t, 1, taggedCounter(scope, stats.ServerRefused, stats.TagReason, "calls_per_conn"))
+	close(release)
+	for range 2 {
+		require.NoError(t, testwait.Recv(t, blocked, "a blocked call"))
+	}
+	require.NoError(t, call(), "a call once the others ended")
+}
+
+// A request whose fragments stop coming is dropped after StallTimeout,
+// whatever its TTL: its caller gets TIMEOUT, its handler never ran.
+func TestStalledRequestIsDropped(t *testing.T) {
+	scope := tally.NewTestScope("", nil)
+	s := startServer(t, WithScope(scope), WithPeerLimits(PeerLimits{StallTimeout: 300 * time.Millisecond}))
+	p := tpeer.Dial(t, s.ch.HostPort())
+	p.Handshake()
+	p.Send(tpeer.CallReq(2, "kv", "echo", true, make([]byte, 60_000)), tpeer.Fragment(2, true, make([]byte, 60_000)))
+	f := p.Next()
+	require.Equal(t, tframe.Error, f.Type)
+	assert.EqualValues(t, tchannel.ErrCodeTimeout, f.Code, "%q", f.Message)
+	assert.Contains(t, f.Message, "stopped coming")
+	assert.Zero(t, s.received.Load(), "the handler ran")
+	assert.EqualValues(t, 1, taggedCounter(scope, stats.ServerDropped, stats.TagReason, "stalled"))
+}
+
+func TestPeerLimitsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		opts []Option
+		want string
+	}{
+		{[]Option{WithPeerLimits(PeerLimits{HandshakeTimeout: -1})}, "HandshakeTimeout"},
+		{[]Option{WithPeerLimits(PeerLimits{MaxUnfinishedBytesPerConn: 1 << 20})}, "MaxUnfinishedBytesPerConn is 1048576, below the maximum request size 4194304"},
+		{[]Option{WithMaxRequestSize(100), WithPeerLimits(PeerLimits{MaxUnfinishedBytesPerConn: 1000, MaxUnfinishedBytes: 500})}, "MaxUnfinishedBytes is 500"},
+	} {
+		_, err := New("kv", tc.opts...)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), tc.want)
+	}
+}
