@@ -22,6 +22,14 @@ import (
 // address; it stops with the test, which checks that it exited 0.
 func startServe(t *testing.T, args ...string) string {
 	t.Helper()
+	addr, _ := startServeStderr(t, args...)
+	return addr
+}
+
+// startServeStderr is startServe, also returning what the server writes
+// on stderr.
+func startServeStderr(t *testing.T, args ...string) (string, *syncBuffer) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errOut syncBuffer
 	exit := make(chan int, 1)
@@ -40,7 +48,7 @@ func startServe(t *testing.T, args ...string) string {
 		}
 		return addr != ""
 	})
-	return addr
+	return addr, &errOut
 }
 
 // The exit codes of testdata/exitcodes.txt, the cases scripts/exitcodes.sh

@@ -9,10 +9,11 @@ import (
 	"syscall"
 
 	"github.com/sluice-rpc/sluice/channel"
+	"github.com/uber/tchannel-go"
 )
 
 var serveHelp = helpText{
-	synopsis: `sluice serve [--listen HOST:PORT] [--service NAME] [--debug-listen ADDR]`,
+	synopsis: `sluice serve [--listen HOST:PORT] [--service NAME] [--debug-listen ADDR] [limits flags]`,
 	about: `A Sluice TChannel server to try call and bench on (and to test a client's
 error handling against): service --service on --listen, with three methods
 that take raw and JSON calls alike:
@@ -25,11 +26,14 @@ It prints "serving SERVICE on HOST:PORT" on stdout once it listens, and runs
 until interrupted. With --debug-listen it serves its metrics (server.requests,
 ...) at /metrics and the runtime's profiles at /debug/pprof/.
 
+` + peerLimitsHelp + `
+
 Exit status: 0 when interrupted, 1 when it cannot listen, 2 on a usage error.`,
 	examples: `sluice serve --listen 127.0.0.1:4040
 sluice call -p 127.0.0.1:4040 -s echo -m echo -r '{"a":1}'    # {"a":1}, exit 0
 sluice call -p 127.0.0.1:4040 -s echo -m fail                 # the error body, exit 1
-sluice bench -p 127.0.0.1:4040 -s echo -m echo --rps 1000 -d 10s`,
+sluice bench -p 127.0.0.1:4040 -s echo -m echo --rps 1000 -d 10s
+sluice serve --listen 127.0.0.1:4040 --max-conns 10000 --idle-timeout 1m   # tighter limits on peers`,
 }
 
 // serveFailBody is the application error the fail method answers.
@@ -48,6 +52,7 @@ func serveRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	service := fs.String("service", "echo", "the `SERVICE` name the server answers to")
 	fs.alias("s", "service")
 	debugAddr := fs.String("debug-listen", "", debugListenUsage)
+	limits := peerLimitFlags(fs)
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
@@ -59,7 +64,8 @@ func serveRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fs.usageError("%v", err)
 	}
 	defer debug.close()
-	ch, err := channel.New(*service, channel.WithScope(debug.scope()))
+	ch, err := channel.New(*service, channel.WithScope(debug.scope()), channel.WithPeerLimits(*limits),
+		channel.WithTChannelOptions(tchannel.ChannelOptions{Logger: newWarnLogger(stderr)}))
 	if err != nil {
 		return fs.usageError("%v", err)
 	}
