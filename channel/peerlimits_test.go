@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/internal/testwait"
 	"github.com/sluice-rpc/sluice/internal/tframe"
 	"github.com/sluice-rpc/sluice/internal/tpeer"
@@ -114,20 +115,24 @@ func TestChecksumFrameClosesOnlyItsConnection(t *testing.T) {
 }
 
 // A Sluice client calling a server that answers with the checksum frame
-// gets an error, not a crash, and its peer is not chosen in a loop.
+// gets an error, not a crash; the connection had served, yet the client
+// reconnects to that server on its backoff's schedule, not at once.
 func TestClientGetsAnErrorFromAHostileServer(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer l.Close()
+	var accepts atomic.Int64
 	go func() {
 		for {
 			c, err := l.Accept()
 			if err != nil {
 				return
 			}
+			accepts.Add(1)
 			go func() {
 				defer c.Close()
 				c.SetDeadline(time.Now().Add(testwait.Limit))
+				calls := 0
 				for {
 					f, err := tpeer.ReadFrame(c)
 					if err != nil {
@@ -136,7 +141,13 @@ func TestClientGetsAnErrorFromAHostileServer(t *testing.T) {
 					switch f.Type {
 					case tframe.InitReq:
 						c.Write(tframe.AppendInit(nil, tframe.InitRes, f.ID, tframe.Init{Version: 2, Params: tframe.InitParams(l.Addr().String(), "hostile")}))
+					case tframe.PingReq:
+						c.Write(tframe.Append(nil, tframe.PingRes, f.ID, nil))
 					case tframe.CallReq:
+						if calls++; calls == 1 { // the first is answered well
+							c.Write(tframe.AppendCallRes(nil, f.ID, tframe.Call{Fragment: tframe.Fragment{Chunks: [][]byte{nil, nil, []byte("ok")}}}))
+							continue
+						}
 						c.Write(tframe.AppendCallRes(nil, f.ID, tframe.Call{Fragment: tframe.Fragment{ChecksumType: 4, Chunks: [][]byte{nil, nil, nil}}}))
 					}
 				}
@@ -144,16 +155,30 @@ func TestClientGetsAnErrorFromAHostileServer(t *testing.T) {
 		}
 	}()
 	scope := tally.NewTestScope("", nil)
-	client, err := New("client", WithScope(scope))
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	client, err := New("client", WithScope(scope), WithClock(clk))
 	require.NoError(t, err)
 	defer client.Close()
 	require.NoError(t, client.AddPeer("kv", l.Addr().String()))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	res, err := client.CallRaw(ctx, "kv", "echo", nil, nil)
+	require.NoError(t, err)
+	require.Equal(t, []byte("ok"), res.Arg3)
+	clk.Add(10 * time.Second) // the connection has served for long: its end is no failed connect
+
 	_, err = client.CallRaw(ctx, "kv", "echo", nil, nil)
 	require.Error(t, err)
 	assert.NoError(t, ctx.Err(), "the call waited out its deadline instead of failing when the frame came: %v", err)
 	assert.EqualValues(t, 1, taggedCounter(scope, stats.FramesInvalid, stats.TagDirection, "outbound"))
+	testwait.Until(t, "the peer to be in transient failure", func() bool {
+		return client.Peers("kv")[0].State == peer.TransientFailure
+	})
+	for range 5 {
+		_, err = client.CallRaw(ctx, "kv", "echo", nil, nil)
+		require.ErrorIs(t, err, ErrUnavailable)
+	}
+	assert.EqualValues(t, 1, accepts.Load(), "connections to the hostile server within the backoff")
 }
 
 // Arguments across the sizes where reading changes buffers come back

@@ -2,10 +2,12 @@ package peer
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/tframe"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber/tchannel-go"
 )
@@ -267,9 +269,14 @@ func stopTimer(t clock.Timer) {
 // and whether the end counts as a failed connect. short reports that it
 // ended within the backoff's initial interval of its handshake.
 func afterClose(w *watch, short bool) (next State, failed bool) {
+	var pe *tframe.ProtocolError
 	switch {
 	case short:
 		return TransientFailure, true // accepted, then dropped: not a working peer
+	case errors.As(w.remoteErr(), &pe):
+		// It sent a frame that breaks the protocol: a broken or hostile
+		// peer, reconnected to on the backoff's schedule, not at once.
+		return TransientFailure, true
 	case w.remoteErr() != nil:
 		// The peer ended it (closed or reset) after serving: reconnect
 		// now, as gRPC does; if the peer is gone the connect fails and
