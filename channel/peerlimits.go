@@ -138,11 +138,12 @@ type peerGuard struct {
 
 	logs       *rate.Limiter // log lines are limited: a flood of bad peers must not flood the log
 	suppressed int
+	counters   map[[2]string]tally.Counter // by name and tag value
 }
 
 func newPeerGuard(o *options, rec *stats.Recorder) (*peerGuard, error) {
 	pg := &peerGuard{scope: rec.Scope(), conns: rec.Scope().Gauge(stats.ServerConns),
-		logs: rate.NewLimiter(10, 10)}
+		logs: rate.NewLimiter(10, 10), counters: map[[2]string]tally.Counter{}}
 	// Stalls are timed on the wall clock, as sockets are, whatever clock
 	// WithClock gives the Channel's algorithms.
 	g, err := tchconn.New(tchconn.Config{Limits: o.peerLimits.guardLimits(o.maxRequest), OnEvent: pg.event})
@@ -210,10 +211,12 @@ func (pg *peerGuard) closed(c *connlimit.Conn, why connlimit.Reason, err error) 
 			reason = "invalid_frame"
 		}
 	}
-	pg.scope.Tagged(map[string]string{stats.TagReason: reason}).Counter(stats.ServerConnsClosed).Inc(1)
+	pg.count(stats.ServerConnsClosed, stats.TagReason, reason)
 	pg.updateConns()
-	if why == connlimit.Idle {
-		return // routine: not worth a log line
+	if why == connlimit.Idle || reason == "handshake_failed" {
+		// Routine: idle peers, and sockets that connect and leave (TCP
+		// health checks do) are counted, not logged.
+		return
 	}
 	pg.log(c.RemoteAddr().String(), fmt.Sprintf("closed an inbound connection (%s)", reason), err)
 }
@@ -226,19 +229,31 @@ func (pg *peerGuard) event(e tchconn.Event) {
 		if e.Inbound {
 			dir = "inbound"
 		}
-		pg.scope.Tagged(map[string]string{stats.TagDirection: dir}).Counter(stats.FramesInvalid).Inc(1)
+		pg.count(stats.FramesInvalid, stats.TagDirection, dir)
 	case tchconn.FrameStalled:
-		pg.scope.Tagged(map[string]string{stats.TagReason: "frame_stalled"}).Counter(stats.ServerConnsClosed).Inc(1)
+		pg.count(stats.ServerConnsClosed, stats.TagReason, "frame_stalled")
 	case tchconn.RequestRefused:
-		pg.scope.Tagged(map[string]string{stats.TagReason: "unfinished_bytes"}).Counter(stats.ServerRefused).Inc(1)
+		pg.count(stats.ServerRefused, stats.TagReason, "unfinished_bytes")
 	case tchconn.CallRefused:
-		pg.scope.Tagged(map[string]string{stats.TagReason: "calls_per_conn"}).Counter(stats.ServerRefused).Inc(1)
+		pg.count(stats.ServerRefused, stats.TagReason, "calls_per_conn")
 	case tchconn.RequestDropped:
-		pg.scope.Tagged(map[string]string{stats.TagReason: "unfinished_bytes"}).Counter(stats.ServerDropped).Inc(1)
+		pg.count(stats.ServerDropped, stats.TagReason, "unfinished_bytes")
 	case tchconn.RequestStalled:
-		pg.scope.Tagged(map[string]string{stats.TagReason: "stalled"}).Counter(stats.ServerDropped).Inc(1)
+		pg.count(stats.ServerDropped, stats.TagReason, "stalled")
 	}
 	pg.log(e.Peer, e.Kind.String(), e.Err)
+}
+
+// count increments the counter name tagged tag=value, made once.
+func (pg *peerGuard) count(name, tag, value string) {
+	pg.mu.Lock()
+	c, ok := pg.counters[[2]string{name, value}]
+	if !ok {
+		c = pg.scope.Tagged(map[string]string{tag: value}).Counter(name)
+		pg.counters[[2]string{name, value}] = c
+	}
+	pg.mu.Unlock()
+	c.Inc(1)
 }
 
 // log writes a warning naming the peer through the channel's tchannel-go
