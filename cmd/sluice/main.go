@@ -21,12 +21,14 @@ import (
 	"runtime/debug"
 
 	"github.com/sluice-rpc/sluice/benchmarks/faults"
+	"github.com/sluice-rpc/sluice/benchmarks/hostile"
 )
 
 func main() {
 	// `sluice faults` runs some of its servers as children of this very
 	// binary; a child serves, and exits, here.
 	faults.ServeChildIfAsked()
+	hostile.RunChildIfAsked() // `sluice hostile`'s attackers and servers
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -57,6 +59,7 @@ func topLevel() group {
 		{"sim", "simulations: sim busy (busy throttling), sim ratelimit (rate-limit pacers)", simCmd},
 		{"doorman", "a Doorman-compatible lease server (serve) and client (get)", doormanCmd},
 		{"faults", "fault injection: what refused, reset, silent, killed or declining peers cost a client", faultsCmd},
+		{"hostile", "attack a server as a hostile peer would: does it survive, stay bounded, keep serving", hostileCmd},
 	}}
 }
 

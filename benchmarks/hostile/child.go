@@ -1,0 +1,270 @@
+package hostile
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+)
+
+// ChildEnv is the environment variable that makes RunChildIfAsked turn the
+// process into an attacker child (or the wrapper that starts a server with
+// its descriptor limit). The runner sets it, to the child's job in JSON,
+// only in the environment of the children it starts.
+const ChildEnv = "SLUICE_HOSTILE_CHILD"
+
+// childNofile is the descriptor limit of every child: the limit of the
+// machine the attacks were written for, which no process there can raise.
+const childNofile = 20_000
+
+// perChild is the most connections one attacker child holds, leaving
+// descriptors to spare under childNofile.
+const perChild = 10_000
+
+// job is what an attacker child does. Kind picks the attack; the other
+// fields are its parameters (each kind reads its own).
+type job struct {
+	Kind   string `json:"kind"`
+	Target string `json:"target,omitempty"`
+	Source string `json:"source,omitempty"` // local address to bind
+
+	// exec: run Bin with Args under the descriptor limit.
+	Bin  string   `json:"bin,omitempty"`
+	Args []string `json:"args,omitempty"`
+
+	Conns     int           `json:"conns,omitempty"`
+	Handshake bool          `json:"handshake,omitempty"`
+	Count     int           `json:"count,omitempty"` // requests, calls, ids
+	Size      int           `json:"size,omitempty"`  // bytes of each
+	Over      time.Duration `json:"over,omitempty"`  // pace: spread over this long
+	TTL       time.Duration `json:"ttl,omitempty"`
+	For       time.Duration `json:"for,omitempty"`
+	Workers   int           `json:"workers,omitempty"`
+	Rate      float64       `json:"rate,omitempty"`
+	Deadline  time.Duration `json:"deadline,omitempty"`
+	Resource  string        `json:"resource,omitempty"`
+}
+
+// event is a line an attacker child writes on its standard output.
+type event struct {
+	Ev string `json:"ev"` // ready, closed, progress, done or error
+	// At is when it happened, in Unix nanoseconds.
+	At int64 `json:"at,omitempty"`
+	// Opened and Failed count connections made and not made; Closed those
+	// the server closed.
+	Opened int `json:"opened,omitempty"`
+	Failed int `json:"failed,omitempty"`
+	Closed int `json:"closed,omitempty"`
+	// Sent counts what the attack sent: requests, calls, connects, ids.
+	Sent  int64 `json:"sent,omitempty"`
+	Bytes int64 `json:"bytes,omitempty"`
+	// Got counts what the server sent back, by kind ("error BUSY", ...).
+	Got map[string]int64 `json:"got,omitempty"`
+	// Note is a remark for the result; Err the error that ended the job.
+	Note string `json:"note,omitempty"`
+	Err  string `json:"err,omitempty"`
+	// Load is a load's figures (soak).
+	Load *Load `json:"load,omitempty"`
+}
+
+// RunChildIfAsked makes this process an attacker child when the
+// environment variable ChildEnv holds a job, and then never returns;
+// otherwise it returns at once and does nothing.
+//
+// The runner re-executes the current binary (os.Executable) with ChildEnv
+// set for its bulk attackers and to start a server with its descriptor
+// limit. Any binary that runs attacks must therefore call RunChildIfAsked
+// first thing: `sluice` in main, a test binary in TestMain. A child of a
+// binary that does not runs the binary itself with the argument
+// -test.run=^$ (a test binary then runs nothing), and the attack fails
+// with an error saying so.
+func RunChildIfAsked() {
+	spec := os.Getenv(ChildEnv)
+	if spec == "" {
+		return
+	}
+	os.Exit(runChild(spec, os.Stdin, os.Stdout))
+}
+
+// runChild runs one job and returns the exit code.
+func runChild(spec string, stdin io.Reader, stdout io.Writer) int {
+	out := &emitter{w: stdout}
+	var j job
+	if err := json.Unmarshal([]byte(spec), &j); err != nil {
+		out.emit(event{Ev: "error", Err: fmt.Sprintf("bad job %q: %v", spec, err)})
+		return 1
+	}
+	if err := setNofile(childNofile); err != nil {
+		out.emit(event{Ev: "error", Err: fmt.Sprintf("set the descriptor limit: %v", err)})
+		return 1
+	}
+	if j.Kind == "exec" {
+		os.Unsetenv(ChildEnv)
+		err := execve(j.Bin, append([]string{j.Bin}, j.Args...))
+		fmt.Fprintf(os.Stderr, "hostile: exec %s: %v\n", j.Bin, err)
+		return 1
+	}
+	// leave is closed when the parent closes stdin (or dies): the
+	// attacker leaves.
+	leave := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, stdin)
+		close(leave)
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var err error
+	switch j.Kind {
+	case "stall":
+		err = childStall(ctx, j, out, leave)
+	case "unfinished":
+		err = childUnfinished(ctx, j, out, leave)
+	case "unread":
+		err = childUnread(ctx, j, out, leave)
+	case "reset":
+		err = childReset(ctx, j, out, leave)
+	case "soak":
+		err = childSoak(ctx, j, out, leave)
+	case "flood":
+		err = childFlood(ctx, j, out, leave)
+	default:
+		err = fmt.Errorf("unknown job kind %q", j.Kind)
+	}
+	if err != nil {
+		out.emit(event{Ev: "error", Err: err.Error()})
+		return 1
+	}
+	return 0
+}
+
+// emitter writes events as JSON lines from concurrent goroutines.
+type emitter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (e *emitter) emit(ev event) {
+	if ev.At == 0 {
+		ev.At = time.Now().UnixNano()
+	}
+	b, _ := json.Marshal(ev)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.w.Write(append(b, '\n'))
+}
+
+// attacker is an attacker child seen from the parent.
+type attacker struct {
+	p      *proc
+	events chan event // every event but "closed"
+	// closes are the times the child saw the server close a connection.
+	mu     sync.Mutex
+	closes []time.Time
+	// drained is closed once the child's stdout has ended.
+	drained chan struct{}
+}
+
+// startChild starts this binary as a child doing j.
+func startChild(j job) (*proc, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("hostile: find this binary to re-execute as a child: %w", err)
+	}
+	b, err := json.Marshal(j)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), ChildEnv+"="+string(b))
+	p, err := startProc(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("hostile: start a child (%s): %w", exe, err)
+	}
+	return p, nil
+}
+
+// startAttacker starts an attacker child doing j.
+func startAttacker(j job) (*attacker, error) {
+	p, err := startChild(j)
+	if err != nil {
+		return nil, err
+	}
+	a := &attacker{p: p, events: make(chan event, 64), drained: make(chan struct{})}
+	go func() {
+		defer close(a.drained)
+		defer close(a.events)
+		for l := range p.lines {
+			var ev event
+			if err := json.Unmarshal([]byte(l), &ev); err != nil {
+				ev = event{Ev: "error", Err: fmt.Sprintf("unreadable line %q", l)}
+			}
+			if ev.Ev == "closed" {
+				a.mu.Lock()
+				a.closes = append(a.closes, time.Unix(0, ev.At))
+				a.mu.Unlock()
+				continue
+			}
+			select {
+			case a.events <- ev:
+			default: // nobody waits for progress; drop it
+				if ev.Ev != "progress" {
+					a.events <- ev
+				}
+			}
+		}
+	}()
+	return a, nil
+}
+
+// next waits at most limit for the child's next event of kind ev (events
+// of other kinds are skipped; progress events are passed to each, if not
+// nil). An error event, or the child ending, is an error.
+func (a *attacker) next(ev string, limit time.Duration, each func(event)) (event, error) {
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	for {
+		select {
+		case e, ok := <-a.events:
+			switch {
+			case !ok:
+				a.p.waitExit(procExitLimit)
+				return event{}, fmt.Errorf("attacker child: %v; stderr: %q", errNoChildHook, a.p.stderr.last())
+			case e.Ev == "error":
+				return e, fmt.Errorf("attacker child: %s", e.Err)
+			case e.Ev == ev:
+				return e, nil
+			case each != nil:
+				each(e)
+			}
+		case <-t.C:
+			return event{}, fmt.Errorf("attacker child: no %q event within %v", ev, limit)
+		}
+	}
+}
+
+// leave tells the child to close its connections and finish, and returns
+// its last event.
+func (a *attacker) leave(limit time.Duration) (event, error) {
+	a.p.stdin.Close()
+	ev, err := a.next("done", limit, nil)
+	a.stop()
+	return ev, err
+}
+
+// stop ends the child (if still running) and waits for its output.
+func (a *attacker) stop() {
+	a.p.stop()
+	<-a.drained
+}
+
+// closeTimes returns the times the child saw the server close one of its
+// connections.
+func (a *attacker) closeTimes() []time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]time.Time(nil), a.closes...)
+}

@@ -1,0 +1,243 @@
+package hostile
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-rpc/sluice/channel"
+)
+
+// Load is what a legitimate client saw: calls made at a steady rate, each
+// with a deadline, through a Sluice channel.Channel of its own (so a
+// connection made for it).
+type Load struct {
+	Calls int `json:"calls"`
+	OK    int `json:"ok"`
+	// Errors counts failed calls by code (channel.CallError's CodeName,
+	// TIMEOUT for a deadline passed, LOCAL for anything else).
+	Errors map[string]int `json:"errors,omitempty"`
+	// Latency quantiles of the calls that succeeded.
+	P50 time.Duration `json:"p50"`
+	P99 time.Duration `json:"p99"`
+	Max time.Duration `json:"max"`
+	// FirstError is the first failure's message.
+	FirstError string `json:"first_error,omitempty"`
+}
+
+// Failed is the number of calls that failed.
+func (l *Load) Failed() int { return l.Calls - l.OK }
+
+func (l *Load) String() string {
+	if l == nil {
+		return "-"
+	}
+	s := fmt.Sprintf("%d/%d ok", l.OK, l.Calls)
+	if l.OK > 0 {
+		s += fmt.Sprintf(", p50 %s p99 %s max %s", ms(l.P50), ms(l.P99), ms(l.Max))
+	}
+	if len(l.Errors) > 0 {
+		s += ", errors " + countList(l.Errors)
+	}
+	return s
+}
+
+// loadSpec is a load to make.
+type loadSpec struct {
+	rate     float64
+	deadline time.Duration
+	payload  int // arg3 bytes
+}
+
+// runLoad calls echo on addr at spec.rate, each call with spec.deadline,
+// until stop is closed or ctx ends, and returns once every call has
+// returned. The client is a new channel.Channel, closed at the end.
+func runLoad(ctx context.Context, addr string, spec loadSpec, stop <-chan struct{}) (*Load, error) {
+	ch, err := newClient(addr)
+	if err != nil {
+		return nil, err
+	}
+	defer ch.Close()
+	arg3 := bytes.Repeat([]byte("x"), spec.payload)
+	interval := time.Duration(float64(time.Second) / spec.rate)
+	type outcome struct {
+		took time.Duration
+		code string
+		err  error
+	}
+	var mu sync.Mutex
+	var outs []outcome
+	var wg sync.WaitGroup
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	start := time.Now()
+loop:
+	for i := 0; ; i++ {
+		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+			case <-stop:
+				break loop
+			case <-ctx.Done():
+				break loop
+			}
+		} else {
+			select {
+			case <-stop:
+				break loop
+			case <-ctx.Done():
+				break loop
+			default:
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, spec.deadline)
+			t0 := time.Now()
+			_, err := ch.CallRaw(cctx, Service, MethodEcho, nil, arg3)
+			took := time.Since(t0)
+			cancel()
+			o := outcome{took: took, err: err}
+			if err != nil {
+				o.code = codeOf(err)
+			}
+			mu.Lock()
+			outs = append(outs, o)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait() // every call has its deadline
+	l := &Load{Calls: len(outs), Errors: map[string]int{}}
+	var lat []time.Duration
+	for _, o := range outs {
+		if o.err == nil {
+			l.OK++
+			lat = append(lat, o.took)
+			continue
+		}
+		l.Errors[o.code]++
+		if l.FirstError == "" {
+			l.FirstError = o.err.Error()
+		}
+	}
+	l.P50, l.P99, l.Max = quantile(lat, 0.5), quantile(lat, 0.99), quantile(lat, 1)
+	if len(l.Errors) == 0 {
+		l.Errors = nil
+	}
+	return l, nil
+}
+
+// newClient returns a Sluice channel with addr as the one peer of Service.
+func newClient(addr string) (*channel.Channel, error) {
+	ch, err := channel.New("hostile-client")
+	if err != nil {
+		return nil, err
+	}
+	if err := ch.AddPeer(Service, addr); err != nil {
+		ch.Close()
+		return nil, err
+	}
+	return ch, nil
+}
+
+// Call is one legitimate call's outcome.
+type Call struct {
+	OK      bool          `json:"ok"`
+	Code    string        `json:"code,omitempty"` // the failure's code
+	Latency time.Duration `json:"latency"`
+	Err     string        `json:"err,omitempty"`
+}
+
+func (c Call) String() string {
+	if c.OK {
+		return "ok in " + ms(c.Latency)
+	}
+	if c.Code == "" {
+		return "not made"
+	}
+	return fmt.Sprintf("%s after %s (%s)", c.Code, ms(c.Latency), c.Err)
+}
+
+// oneCall makes one echo call with arg3 through a new client to addr.
+func oneCall(ctx context.Context, addr string, arg3 []byte, deadline time.Duration) Call {
+	ch, err := newClient(addr)
+	if err != nil {
+		return Call{Code: "LOCAL", Err: err.Error()}
+	}
+	defer ch.Close()
+	cctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	t0 := time.Now()
+	res, err := ch.CallRaw(cctx, Service, MethodEcho, nil, arg3)
+	c := Call{Latency: time.Since(t0)}
+	switch {
+	case err != nil:
+		c.Code, c.Err = codeOf(err), err.Error()
+	case !bytes.Equal(res.Arg3, arg3):
+		c.Code, c.Err = "WRONG", fmt.Sprintf("echo answered %d bytes, not the %d sent", len(res.Arg3), len(arg3))
+	default:
+		c.OK = true
+	}
+	return c
+}
+
+// codeOf is the code a failed call is counted under.
+func codeOf(err error) string {
+	var ce *channel.CallError
+	switch {
+	case errors.As(err, &ce):
+		return ce.CodeName()
+	case errors.Is(err, context.DeadlineExceeded):
+		return "TIMEOUT"
+	}
+	return "LOCAL"
+}
+
+// quantile returns the q-quantile of d (sorting it), 0 if empty.
+func quantile(d []time.Duration, q float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	if !slices.IsSorted(d) {
+		slices.Sort(d)
+	}
+	return d[min(len(d)-1, int(q*float64(len(d))))]
+}
+
+// ms formats d in milliseconds.
+func ms(d time.Duration) string {
+	switch {
+	case d >= 10*time.Second:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	case d >= 100*time.Millisecond:
+		return fmt.Sprintf("%.0fms", float64(d)/1e6)
+	}
+	return fmt.Sprintf("%.2fms", float64(d)/1e6)
+}
+
+// countList formats counts, most frequent first: "TIMEOUT 12, NETWORK 3".
+func countList[N int | int64](m map[string]N) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if m[keys[i]] != m[keys[j]] {
+			return m[keys[i]] > m[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}

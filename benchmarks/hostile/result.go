@@ -1,0 +1,197 @@
+package hostile
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Result is one attack's figures. The typed fields hold what tests check;
+// Figures is every figure as the table prints it, in order.
+type Result struct {
+	Attack Attack
+	Size   Size
+	// Commit names the server's build, when known (the runner leaves it
+	// empty; `sluice hostile` fills it from the binary's build info).
+	Commit  string
+	Elapsed time.Duration
+
+	// Server is the server process's figures over the attack.
+	Server ServerFigures
+	// Cases are the frames or requests sent one by one (checksum,
+	// malformed, big-args, headers, checksum-client, doorman-malformed).
+	Cases []Case
+	// Conns are the attacker's connections (stall, doorman-silent).
+	Conns *Conns
+	// Probe is a new client's calls during the attack; Side a client's
+	// steady load during it.
+	Probe, Side *Load
+	// Legit is a legitimate call made during the attack (unfinished: a
+	// large call; doorman-silent: `sluice doorman get`).
+	Legit *Call
+
+	// Figures are every figure, as printed.
+	Figures []Figure
+	// Problems are what the harness could not measure.
+	Problems []string
+}
+
+// Figure is one line of a result: a name and its value.
+type Figure struct{ Name, Value string }
+
+// ServerFigures are the server process's figures over an attack.
+type ServerFigures struct {
+	// Flags are the limit flags the server was started with; Missing the
+	// flags asked for that its binary lacks.
+	Flags, Missing []string
+	// Crashes are the server's deaths during the attack, each "case: how"
+	// (a Go panic's message and where). The runner restarts a server it
+	// started after each.
+	Crashes []string
+	// AliveAfter says the server was running at the end of the attack.
+	AliveAfter bool
+	// Resident memory in bytes before the attack, at the peak seen during
+	// it (sampled), and after it; 0 when unknown.
+	RSSBefore, RSSPeak, RSSAfter int64
+	// Goroutines likewise, from its goroutine profile; -1 when unknown.
+	GoroutinesBefore, GoroutinesPeak, GoroutinesAfter int
+}
+
+// Case is one frame, request or run sent on its own, and what followed.
+type Case struct {
+	Name string
+	// Survived says the server process was still running after it; Crash
+	// is how it died otherwise.
+	Survived bool
+	Crash    string
+	// Closed says the server closed the connection the case was sent on,
+	// After how long; Answer is what the server sent on it first, if
+	// anything ("error BAD_REQUEST \"...\"", "call res").
+	Closed bool
+	After  time.Duration
+	Answer string
+	// Next is a call made after the case: on the same connection
+	// (big-args) or from a new client (every other case); nil if none.
+	Next *Call
+	// Client marks a run of a client (checksum-client), whose Exit is its
+	// exit code (-1 if it did not exit) and whose Survived says it did not
+	// crash.
+	Client bool
+	Exit   int
+	// Note is anything else worth saying.
+	Note string
+}
+
+// Conns are an attacker's connections and what the server did to them.
+type Conns struct {
+	Wanted, Opened, Failed int
+	// ReadyIn is how long opening them took.
+	ReadyIn time.Duration
+	// Closed counts those the server closed while the attacker held them;
+	// First, Median and Last when, from the start of the attack.
+	Closed              int
+	First, Median, Last time.Duration
+}
+
+func (c *Conns) String() string {
+	s := fmt.Sprintf("%d of %d opened in %s", c.Opened, c.Wanted, ms(c.ReadyIn))
+	if c.Failed > 0 {
+		s += fmt.Sprintf(", %d failed", c.Failed)
+	}
+	return s
+}
+
+// closedString is the server's closing of the attacker's connections.
+func (c *Conns) closedString() string {
+	if c.Closed == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%d (first at %s, median %s, last %s)", c.Closed, sec(c.First), sec(c.Median), sec(c.Last))
+}
+
+// fig appends a figure.
+func (r *Result) fig(name, format string, args ...any) {
+	r.Figures = append(r.Figures, Figure{name, fmt.Sprintf(format, args...)})
+}
+
+// problem records something the harness could not measure.
+func (r *Result) problem(format string, args ...any) {
+	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
+}
+
+// caseFigures appends a figure per case.
+func (r *Result) caseFigures() {
+	for _, c := range r.Cases {
+		r.fig(c.Name, "%s", c.String())
+	}
+}
+
+func (c Case) String() string {
+	if c.Client {
+		if c.Crash != "" {
+			return fmt.Sprintf("CLIENT CRASHED (exit %d): %s%s", c.Exit, c.Crash, c.Note)
+		}
+		return fmt.Sprintf("exit %d after %s: %s", c.Exit, ms(c.After), c.Note)
+	}
+	var parts []string
+	if !c.Survived {
+		parts = append(parts, "SERVER DIED: "+c.Crash)
+	}
+	switch {
+	case c.Closed && c.Answer != "":
+		parts = append(parts, fmt.Sprintf("connection closed after %s, having sent %s", ms(c.After), c.Answer))
+	case c.Closed:
+		parts = append(parts, "connection closed after "+ms(c.After))
+	case c.Answer != "":
+		parts = append(parts, fmt.Sprintf("answered %s after %s, connection open", c.Answer, ms(c.After)))
+	case c.Survived && c.After > 0:
+		parts = append(parts, fmt.Sprintf("connection open, nothing sent in %s", ms(c.After)))
+	}
+	if c.Next != nil {
+		parts = append(parts, "then a call: "+c.Next.String())
+	}
+	if c.Note != "" {
+		parts = append(parts, c.Note)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// serverFigures appends the server's figures.
+func (r *Result) serverFigures() {
+	s := &r.Server
+	if len(s.Crashes) > 0 {
+		r.fig("server", "CRASHED %d time(s): %s", len(s.Crashes), strings.Join(s.Crashes, " | "))
+	} else if s.AliveAfter {
+		r.fig("server", "survived")
+	} else {
+		r.fig("server", "not running at the end")
+	}
+	if s.RSSBefore > 0 || s.RSSPeak > 0 {
+		r.fig("server RSS MiB before/peak/after", "%s / %s / %s", mb(s.RSSBefore), mb(s.RSSPeak), mb(s.RSSAfter))
+	}
+	if s.GoroutinesBefore >= 0 || s.GoroutinesPeak >= 0 {
+		r.fig("server goroutines before/peak/after", "%s / %s / %s", count(s.GoroutinesBefore), count(s.GoroutinesPeak), count(s.GoroutinesAfter))
+	}
+	if len(s.Flags) > 0 {
+		r.fig("server limit flags", "%s", strings.Join(s.Flags, " "))
+	}
+	if len(s.Missing) > 0 {
+		r.fig("server lacks flags", "%s", strings.Join(s.Missing, " "))
+	}
+}
+
+func mb(b int64) string {
+	if b <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", float64(b)/(1<<20))
+}
+
+func count(n int) string {
+	if n < 0 {
+		return "-"
+	}
+	return fmt.Sprint(n)
+}
+
+func sec(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }

@@ -1,0 +1,25 @@
+//go:build !linux
+
+package hostile
+
+import (
+	"errors"
+	"net"
+	"os"
+	"syscall"
+)
+
+var errLinuxOnly = errors.New("hostile: attacks run on Linux only")
+
+const sigTerm = os.Interrupt
+
+func procAttr() *syscall.SysProcAttr { return nil }
+func setNofile(uint64) error         { return errLinuxOnly }
+func execve(string, []string) error  { return errLinuxOnly }
+func tcpState(net.Conn) (int, error) { return 0, errLinuxOnly }
+
+func serverClosed(net.Conn) (bool, error) { return false, errLinuxOnly }
+
+func smallReceiveBuffer(int) func(string, string, syscall.RawConn) error { return nil }
+
+const tcpEstablished = 1

@@ -1,0 +1,348 @@
+package hostile
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/sluice-rpc/sluice/internal/tframe"
+)
+
+// The TChannel names the attacks use.
+const (
+	// Service is the service `sluice serve` answers to by default.
+	Service = "echo"
+	// MethodEcho answers with the request's arg2 and arg3.
+	MethodEcho = "echo"
+	// attackerName is the process name an attacker gives in its init
+	// frame and the caller name of its calls.
+	attackerName = "sluice-hostile"
+)
+
+// TChannel system error codes the attacks read from error frames.
+var errorCodes = map[byte]string{
+	0x01: "TIMEOUT", 0x02: "CANCELLED", 0x03: "BUSY", 0x04: "DECLINED",
+	0x05: "UNEXPECTED", 0x06: "BAD_REQUEST", 0x07: "NETWORK", 0x08: "UNHEALTHY",
+	0xFF: "PROTOCOL",
+}
+
+func errorCodeName(c byte) string {
+	if s, ok := errorCodes[c]; ok {
+		return s
+	}
+	return fmt.Sprintf("code 0x%02x", c)
+}
+
+// maxChunks is the room a frame has for argument chunks after the fields
+// of a call request of service Service with transport headers hs: its
+// payload less the fixed fields, the service, the headers and the
+// checksum type.
+func maxChunks(service string, hs [][2]string) int {
+	n := tframe.MaxSize - tframe.HeaderSize - 1 - 4 - tframe.TracingSize - 1 - len(service) - 1 - 1
+	for _, kv := range hs {
+		n -= 2 + len(kv[0]) + len(kv[1])
+	}
+	return n
+}
+
+// callHeaders are a call's transport headers: the arg scheme and the
+// caller's name, which tchannel-go requires.
+func callHeaders(scheme string) [][2]string {
+	return [][2]string{{"as", scheme}, {"cn", attackerName}}
+}
+
+// callSpec is a call request to send as frames.
+type callSpec struct {
+	id      uint32
+	ttl     time.Duration
+	service string
+	scheme  string // "raw" or "json"
+	method  string
+	arg2    []byte
+	arg3    []byte
+	// fragment bounds every frame's argument chunks (0: as much as fits).
+	fragment int
+}
+
+// frames calls each frame of the call in order, with more set on every
+// frame but the last, and stops at the first error f returns. The bytes
+// passed to f are reused for the next frame.
+//
+// Arguments are split as the protocol says: an argument ends where a chunk
+// of the next one follows in the same frame; one that ends exactly at a
+// frame's end is closed by an empty chunk at the start of the next frame.
+func (c callSpec) frames(f func(frame []byte, more bool) error) error {
+	args := [][]byte{[]byte(c.method), c.arg2, c.arg3}
+	hs := callHeaders(c.scheme)
+	first := maxChunks(c.service, hs)
+	cont := tframe.MaxSize - tframe.HeaderSize - 1 - 1 // flags, checksum type
+	if c.fragment > 0 {
+		first, cont = min(first, c.fragment), min(cont, c.fragment)
+	}
+	var buf []byte
+	ai, off := 0, 0
+	closePrev := false // the previous frame ended exactly at the end of args[ai-1]
+	for n := 0; ai < len(args); n++ {
+		room := cont
+		if n == 0 {
+			room = first
+		}
+		var chunks [][]byte
+		if closePrev {
+			chunks = append(chunks, nil)
+			room -= 2
+			closePrev = false
+		}
+		for ai < len(args) && room >= 2 {
+			take := min(len(args[ai])-off, room-2)
+			chunks = append(chunks, args[ai][off:off+take])
+			room -= 2 + take
+			off += take
+			if off < len(args[ai]) {
+				break // the frame is full mid-argument
+			}
+			ai, off = ai+1, 0
+			if ai < len(args) && room < 2 {
+				closePrev = true // the next frame's first chunk closes this argument
+			}
+		}
+		more := ai < len(args)
+		frag := tframe.Fragment{More: more, ChecksumType: tframe.ChecksumNone, Chunks: chunks}
+		if n == 0 {
+			buf = tframe.AppendCallReq(buf[:0], c.id, tframe.Call{
+				TTL: uint32(c.ttl / time.Millisecond), Service: c.service, Headers: hs, Fragment: frag})
+		} else {
+			buf = tframe.AppendContinue(buf[:0], tframe.CallReqContinue, c.id, frag)
+		}
+		if err := f(buf, more); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rawConn is a TChannel connection spoken frame by frame.
+type rawConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+// dialRaw connects to addr from source ("" for any local address).
+func dialRaw(ctx context.Context, addr, source string) (*rawConn, error) {
+	return dialRawWith(ctx, net.Dialer{}, addr, source)
+}
+
+// dialRawWith is dialRaw through d.
+func dialRawWith(ctx context.Context, d net.Dialer, addr, source string) (*rawConn, error) {
+	if source != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(source)}
+	}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &rawConn{Conn: c, r: bufio.NewReaderSize(c, 4096)}, nil
+}
+
+// initReq is the init request an attacker sends.
+func initReq() []byte {
+	return tframe.AppendInit(nil, tframe.InitReq, 1, tframe.Init{Version: 2, Params: tframe.InitParams("0.0.0.0:0", attackerName)})
+}
+
+// handshake sends an init request and reads the init response, within
+// limit.
+func (c *rawConn) handshake(limit time.Duration) error {
+	c.SetDeadline(time.Now().Add(limit))
+	defer c.SetDeadline(time.Time{})
+	if _, err := c.Write(initReq()); err != nil {
+		return fmt.Errorf("send the init request: %w", err)
+	}
+	h, p, err := c.readFrame()
+	if err != nil {
+		return fmt.Errorf("read the init response: %w", err)
+	}
+	if h.Type != tframe.InitRes {
+		return fmt.Errorf("the server answered the init request with %v %s", h.Type, describe(h, p))
+	}
+	return nil
+}
+
+// readFrame reads one frame and returns its header and payload, and the
+// whole frame (a new slice).
+func (c *rawConn) readFrame() (tframe.Header, []byte, error) {
+	h, f, err := c.readWhole()
+	if err != nil {
+		return h, nil, err
+	}
+	return h, f[tframe.HeaderSize:], nil
+}
+
+// readWhole reads one frame, header and payload, into a new slice.
+func (c *rawConn) readWhole() (tframe.Header, []byte, error) {
+	hb, err := c.r.Peek(tframe.HeaderSize)
+	if err != nil {
+		return tframe.Header{}, nil, err
+	}
+	h := tframe.ParseHeader(hb)
+	if h.Size < tframe.HeaderSize {
+		return h, nil, fmt.Errorf("the server sent a frame of size %d, less than a header", h.Size)
+	}
+	f := make([]byte, h.Size)
+	if _, err := io.ReadFull(c.r, f); err != nil {
+		return h, nil, err
+	}
+	return h, f, nil
+}
+
+// describe is a short account of a frame the server sent: an error frame's
+// code and message.
+func describe(h tframe.Header, p []byte) string {
+	if h.Type == tframe.Error && len(p) >= 1+tframe.TracingSize+2 {
+		n := int(binary.BigEndian.Uint16(p[1+tframe.TracingSize:]))
+		msg := p[1+tframe.TracingSize+2:]
+		if n < len(msg) {
+			msg = msg[:n]
+		}
+		return fmt.Sprintf("%s %q", errorCodeName(p[0]), msg)
+	}
+	return ""
+}
+
+// answer is the server's answer to one call: a response with its code and
+// arguments, or an error frame.
+type answer struct {
+	errCode byte   // set when the answer is an error frame
+	errMsg  string // the error frame's description
+	code    byte   // a response's code (0 ok, 1 application error)
+	args    [3][]byte
+}
+
+func (a answer) String() string {
+	switch {
+	case a.errMsg != "":
+		return "error " + a.errMsg
+	case a.code == 0:
+		return "ok"
+	}
+	return "application error"
+}
+
+// errClosed is a connection the server closed while a call waited for its
+// answer.
+var errClosed = errors.New("the server closed the connection")
+
+// readAnswer reads frames until the answer to call id is complete, within
+// limit, and skips frames of other calls (pings are answered). A
+// connection the server closes is errClosed.
+func (c *rawConn) readAnswer(id uint32, limit time.Duration) (answer, error) {
+	c.SetReadDeadline(time.Now().Add(limit))
+	defer c.SetReadDeadline(time.Time{})
+	var a answer
+	ai := 0
+	started := false
+	for {
+		h, f, err := c.readWhole()
+		if err != nil {
+			if !isTimeout(err) {
+				return a, errClosed
+			}
+			return a, err
+		}
+		p := f[tframe.HeaderSize:]
+		if h.Type == tframe.PingReq {
+			c.Write(tframe.Append(nil, tframe.PingRes, h.ID, nil))
+			continue
+		}
+		if h.ID != id {
+			continue
+		}
+		switch h.Type {
+		case tframe.Error:
+			a.errCode = p[0]
+			a.errMsg = describe(h, p)
+			return a, nil
+		case tframe.CallRes, tframe.CallResContinue:
+			fr, err := tframe.Parse(f)
+			if err != nil {
+				return a, fmt.Errorf("the server sent an invalid frame: %w", err)
+			}
+			var chunks [][]byte
+			if h.Type == tframe.CallRes {
+				started = true
+				a.code = p[1]
+				chunks = splitChunks(p[1+1+tframe.TracingSize:], true)
+			} else if started {
+				chunks = splitChunks(p[1:], false)
+			}
+			for i, ch := range chunks {
+				if i > 0 {
+					ai++
+				}
+				if ai < len(a.args) {
+					a.args[ai] = append(a.args[ai], ch...)
+				}
+			}
+			if !fr.More {
+				return a, nil
+			}
+		}
+	}
+}
+
+// splitChunks returns the argument chunks of a call response's payload
+// from its headers on (withHeaders) or of a continuation's from its
+// checksum type on. The frame has been checked with tframe.Parse.
+func splitChunks(p []byte, withHeaders bool) [][]byte {
+	if withHeaders {
+		nh := int(p[0])
+		p = p[1:]
+		for i := 0; i < nh; i++ {
+			p = p[1+int(p[0]):]
+			p = p[1+int(p[0]):]
+		}
+	}
+	csum := p[0]
+	p = p[1:]
+	if csum != tframe.ChecksumNone {
+		p = p[4:]
+	}
+	var chunks [][]byte
+	for len(p) >= 2 {
+		n := int(binary.BigEndian.Uint16(p))
+		chunks = append(chunks, p[2:2+n])
+		p = p[2+n:]
+	}
+	return chunks
+}
+
+// isTimeout reports whether err is a deadline passing.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// waitClosed reads and discards what the server sends on c until it closes
+// the connection or limit passes. It reports whether it closed, and when
+// (or how long it waited), and the first frame the server sent, and when.
+func (c *rawConn) waitClosed(limit time.Duration) (closed bool, after time.Duration, sent string, sentAfter time.Duration) {
+	start := time.Now()
+	c.SetReadDeadline(start.Add(limit))
+	defer c.SetReadDeadline(time.Time{})
+	for {
+		h, p, err := c.readFrame()
+		if err != nil {
+			return !isTimeout(err), time.Since(start), sent, sentAfter
+		}
+		if sent == "" {
+			sent, sentAfter = h.Type.String(), time.Since(start)
+			if d := describe(h, p); d != "" {
+				sent += " " + d
+			}
+		}
+	}
+}
