@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/connlimit"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 	"github.com/sluice-rpc/sluice/stats"
 )
@@ -83,6 +84,34 @@ type Config struct {
 	// with codes.ResourceExhausted. With the other two limits it bounds
 	// the server's memory (see BenchmarkLeaseMemory).
 	MaxLeases int
+
+	// The connections Serve accepts (see the package doc, "Hostile
+	// clients"). A server registered on a gRPC server of the caller's
+	// (Register) uses that server's settings instead.
+
+	// MaxConns bounds the connections Serve holds at once (0 means
+	// DefaultMaxConns(): half the process's descriptor limit). At the cap
+	// a new connection closes the least useful one: one that never made
+	// a call before one that did, the longest idle first, never one with
+	// a call in flight.
+	MaxConns int
+	// ConnectionTimeout bounds how long a new connection may take to
+	// finish its handshakes, TLS and HTTP/2 (0 means
+	// DefaultConnectionTimeout; gRPC's own default is 120 s).
+	ConnectionTimeout time.Duration
+	// MaxConnectionIdle closes a connection that has had no call for
+	// this long, gracefully (HTTP/2 GOAWAY: a gRPC client reconnects at
+	// its next call); 0 means DefaultMaxConnectionIdle.
+	MaxConnectionIdle time.Duration
+	// KeepaliveMinTime is the shortest interval between a client's pings
+	// that the server tolerates (gRPC's keepalive.EnforcementPolicy
+	// MinTime; a client pinging more often is sent GOAWAY after three
+	// such pings); 0 means DefaultKeepaliveMinTime. Pings are tolerated
+	// with no call in flight: a Doorman client is idle between refreshes.
+	KeepaliveMinTime time.Duration
+	// MaxConcurrentStreams bounds the calls in flight on one connection
+	// (0 means DefaultMaxConcurrentStreams, at most math.MaxUint32).
+	MaxConcurrentStreams int
 
 	// Election, if set, decides whether this server is its node's master
 	// (see Election and package etcdelection); nil means the server is
@@ -156,9 +185,23 @@ func (c *Config) Validate() error {
 	}{
 		{"MaxResourcesPerRequest", c.MaxResourcesPerRequest}, {"MaxIDLength", c.MaxIDLength},
 		{"MaxResources", c.MaxResources}, {"MaxClients", c.MaxClients}, {"MaxLeases", c.MaxLeases},
+		{"MaxConns", c.MaxConns}, {"MaxConcurrentStreams", c.MaxConcurrentStreams},
 	} {
 		if f.v < 0 {
 			return fmt.Errorf("server: Config.%s is %d, must be >= 0 (0 means the default)", f.name, f.v)
+		}
+	}
+	if int64(c.MaxConcurrentStreams) > math.MaxUint32 {
+		return fmt.Errorf("server: Config.MaxConcurrentStreams is %d, must be <= %d (HTTP/2's limit)", c.MaxConcurrentStreams, uint32(math.MaxUint32))
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"ConnectionTimeout", c.ConnectionTimeout}, {"MaxConnectionIdle", c.MaxConnectionIdle}, {"KeepaliveMinTime", c.KeepaliveMinTime},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("server: Config.%s is %v, must be >= 0 (0 means the default)", f.name, f.v)
 		}
 	}
 	return nil
@@ -234,12 +277,15 @@ type Server struct {
 	onElectionError func(error)
 	parent          *parentLink // nil for a root server
 
-	mu      sync.Mutex
-	address string
-	grpc    *grpc.Server
-	stopped bool
-	bgStop  context.CancelFunc // ends Start's goroutines
-	bgDone  sync.WaitGroup
+	conns connConfig
+
+	mu       sync.Mutex
+	address  string
+	grpc     *grpc.Server
+	listener *connlimit.Listener // Serve's
+	stopped  bool
+	bgStop   context.CancelFunc // ends Start's goroutines
+	bgDone   sync.WaitGroup
 }
 
 // New returns a server for cfg. Its learning period starts now (or, with
@@ -267,6 +313,7 @@ func New(cfg Config) (*Server, error) {
 
 		onMastership:    cfg.OnMastership,
 		onElectionError: cfg.OnElectionError,
+		conns:           newConnConfig(&cfg),
 	}
 	if s.repo == nil {
 		s.repo = &Repository{}
@@ -305,27 +352,37 @@ func New(cfg Config) (*Server, error) {
 // Register registers s as the doorman.Capacity service of g.
 func (s *Server) Register(g grpc.ServiceRegistrar) { pb.RegisterCapacityServer(g, s) }
 
-// Serve answers gRPC requests on lis until Stop is called, on a gRPC
-// server made with opts (TLS credentials, interceptors such as
-// NewMetrics'). If the server has no advertised Address it advertises
-// lis's address.
+// Serve answers gRPC requests on lis until Stop is called. It bounds
+// the connections it accepts as Config says (MaxConns, ConnectionTimeout,
+// MaxConnectionIdle, KeepaliveMinTime, MaxConcurrentStreams) and makes its
+// gRPC server with those settings first, then opts (TLS credentials,
+// interceptors such as NewMetrics'): an option in opts overrides the
+// setting it names. If the server has no advertised Address it
+// advertises lis's address.
 func (s *Server) Serve(lis net.Listener, opts ...grpc.ServerOption) error {
-	g := grpc.NewServer(opts...)
+	limited, tracker, err := s.limitConns(lis)
+	if err != nil {
+		return err
+	}
+	g := grpc.NewServer(append(s.conns.grpcOptions(tracker), opts...)...)
 	s.Register(g)
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
+		limited.Close()
 		return errors.New("server: Serve after Stop")
 	}
 	if s.address == "" {
 		s.address = lis.Addr().String()
 	}
 	s.grpc = g
+	s.listener = limited.Listener
 	s.mu.Unlock()
 	if err := s.Start(); err != nil {
+		limited.Close()
 		return err
 	}
-	return g.Serve(lis)
+	return g.Serve(limited)
 }
 
 // Start starts the server's background work: the election, if

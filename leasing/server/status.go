@@ -50,6 +50,9 @@ type Status struct {
 	Resources StatusLimit `json:"resources"`
 	Clients   StatusLimit `json:"clients"`
 	Leases    StatusLimit `json:"leases"`
+	// Connections are the connections Serve holds against Config.MaxConns;
+	// nil (left out of the JSON) for a server not started with Serve.
+	Connections *StatusLimit `json:"connections,omitempty"`
 	// Page and Limit are the page of each resource's clients shown (the
 	// first page is 1) and its size.
 	Page  int `json:"page"`
@@ -225,6 +228,9 @@ func (s *Server) Status(q StatusQuery) *Status {
 	}
 	s.mu.Lock()
 	st.Address = s.address
+	if l := s.listener; l != nil {
+		st.Connections = &StatusLimit{int64(l.Len()), int64(l.MaxConns())}
+	}
 	s.mu.Unlock()
 	s.cfgMu.RLock()
 	st.Templates = len(s.repo.Resources)
@@ -414,6 +420,9 @@ func writeStatusText(w *bytes.Buffer, st *Status) {
 	}{{"resources", st.Resources}, {"clients", st.Clients}, {"leases", st.Leases}} {
 		fmt.Fprintf(w, "  %s: %d of at most %d\n", l.what, l.l.Held, l.l.Max)
 	}
+	if c := st.Connections; c != nil {
+		fmt.Fprintf(w, "  connections: %d of at most %d\n", c.Held, c.Max)
+	}
 	if st.Truncated {
 		fmt.Fprintf(w, "  (showing the first %d resources)\n", len(st.ResourceList))
 	}
@@ -493,6 +502,7 @@ var statusHTML = template.Must(template.New("status").Parse(`<!doctype html>
 <tr><th>resources</th><td>{{.Resources.Held}} of at most {{.Resources.Max}}</td></tr>
 <tr><th>clients</th><td>{{.Clients.Held}} of at most {{.Clients.Max}}</td></tr>
 <tr><th>leases</th><td>{{.Leases.Held}} of at most {{.Leases.Max}}</td></tr>
+{{with .Connections}}<tr><th>connections</th><td>{{.Held}} of at most {{.Max}}</td></tr>{{end}}
 </table>
 <h2>Resources</h2>
 {{if .Truncated}}<p>Showing the first {{len .ResourceList}} resources by id; <code>?resource=ID</code> shows any one.</p>{{end}}
