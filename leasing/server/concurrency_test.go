@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"math/rand"
 	"net/http/httptest"
@@ -9,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uber-go/tally/v4"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -17,11 +17,12 @@ import (
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 )
 
-// Many goroutines asking, renewing, releasing and serving as a tree,
-// while time passes, the configuration changes and the status page is
-// read: run under -race, and afterwards the counts the limits use are the
-// state's exact counts (no reservation leaked), no resource hands out more
-// than its capacity, and the limits held.
+// Many goroutines asking, renewing, releasing and serving as a tree, from
+// three sources, while time passes, the configuration changes and the
+// status page is read: run under -race, and afterwards the counts the
+// limits use are the state's exact counts (no reservation leaked), no
+// resource hands out more than its capacity, the limits held, and the
+// client table agrees with the leases after its evictions.
 func TestConcurrentUse(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
 	repo := func(capacity float64) *Repository {
@@ -31,17 +32,19 @@ func TestConcurrentUse(t *testing.T) {
 		}}
 	}
 	const maxResources, maxClients, maxLeases = 12, 20, 60
-	s, err := New(Config{Repository: repo(100), Clock: clk, MaxResources: maxResources, MaxClients: maxClients, MaxLeases: maxLeases})
+	scope := tally.NewTestScope("", nil)
+	s, err := New(Config{Repository: repo(100), Clock: clk, Scope: scope, MaxResources: maxResources, MaxClients: maxClients, MaxLeases: maxLeases})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	ctx := context.Background()
 	for w := 0; w < 8; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewSource(int64(w)))
+			// Three sources, so that a full client table evicts.
+			ctx := from(fmt.Sprintf("10.0.0.%d", w%3+1))
 			for i := 0; i < 1500; i++ {
 				client := fmt.Sprintf("c%d", rng.Intn(25))
 				ids := []string{fmt.Sprintf("fair-%d", rng.Intn(8)), fmt.Sprintf("prop-%d", rng.Intn(8))}[:1+rng.Intn(2)]
@@ -53,7 +56,11 @@ func TestConcurrentUse(t *testing.T) {
 					_, err = s.GetServerCapacity(ctx, &pb.GetServerCapacityRequest{ServerId: proto.String("mid"), Resource: []*pb.ServerCapacityResourceRequest{{
 						ResourceId: proto.String(ids[0]), Wants: []*pb.PriorityBandAggregate{{Priority: proto.Int64(1), NumClients: proto.Int64(3), Wants: proto.Float64(rng.Float64() * 90)}}}}})
 				default:
-					_, err = askFor(s, client, rng.Float64()*40, ids...)
+					req := &pb.GetCapacityRequest{ClientId: proto.String(client)}
+					for _, id := range ids {
+						req.Resource = append(req.Resource, &pb.ResourceRequest{ResourceId: proto.String(id), Wants: proto.Float64(rng.Float64() * 40)})
+					}
+					_, err = s.GetCapacity(ctx, req)
 				}
 				if err != nil && status.Code(err) != codes.ResourceExhausted {
 					t.Error(err)
@@ -102,5 +109,67 @@ func TestConcurrentUse(t *testing.T) {
 	}
 	if resources > maxResources || clients > maxClients || leases > maxLeases {
 		t.Fatalf("limits exceeded: %d resources, %d clients, %d leases", resources, clients, leases)
+	}
+	checkClientTable(t, s)
+	if n := scope.Snapshot().Counters()[metricClientsEvicted+"+"].Value(); n == 0 {
+		t.Error("no client was evicted: the client table was never full for a source below its share")
+	} else {
+		t.Logf("%d clients evicted", n)
+	}
+}
+
+// checkClientTable checks that the client table agrees with the leases:
+// each client's entry counts the leases that name it, and each source
+// the entries it holds, in its lists and in the heap's order.
+func checkClientTable(t *testing.T, s *Server) {
+	t.Helper()
+	held := map[*clientEntry]int{}
+	for _, r := range s.snapshot() {
+		r.mu.Lock()
+		for c, i := range r.leases {
+			e := r.tab.slots[i].ent
+			if e == nil || e.id != c {
+				t.Errorf("resource %s: the lease of %s names entry %v", r.id, c, e)
+				continue
+			}
+			held[e]++
+		}
+		r.mu.Unlock()
+	}
+	bySource := map[*source]int{}
+	entries := 0
+	for i := range s.clients {
+		sh := &s.clients[i]
+		sh.mu.Lock()
+		for id, e := range sh.m {
+			entries++
+			if int(e.leases) != held[e] || e.leases == 0 {
+				t.Errorf("client %s: its entry counts %d leases, the resources %d", id, e.leases, held[e])
+			}
+			s.srcMu.Lock()
+			if e.src == nil || e.evicting {
+				t.Errorf("client %s: entry of source %v, evicting %v", id, e.src, e.evicting)
+			} else {
+				bySource[e.src]++
+			}
+			s.srcMu.Unlock()
+		}
+		sh.mu.Unlock()
+	}
+	if entries != len(held) {
+		t.Errorf("%d entries in the client table, %d clients holding leases", entries, len(held))
+	}
+	s.srcMu.Lock()
+	defer s.srcMu.Unlock()
+	if len(s.sources) != len(bySource) || len(s.srcHeap) != len(s.sources) {
+		t.Errorf("%d sources, %d in the heap, %d holding clients", len(s.sources), len(s.srcHeap), len(bySource))
+	}
+	for addr, src := range s.sources {
+		if src.clients != bySource[src] || src.plain.n+src.servers.n != src.clients {
+			t.Errorf("source %s counts %d clients, lists %d and %d; its entries are %d", sourceName(addr), src.clients, src.plain.n, src.servers.n, bySource[src])
+		}
+		if s.srcHeap[src.idx] != src || src.idx > 0 && s.srcHeap[(src.idx-1)/2].clients < src.clients {
+			t.Errorf("source %s is out of place in the heap", sourceName(addr))
+		}
 	}
 }

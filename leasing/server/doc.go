@@ -116,8 +116,10 @@
 //     infinite wants, which poison every share of the resource).
 //   - Limits on resources, distinct clients and leases (Config.MaxResources,
 //     MaxClients, MaxLeases) bound the server's memory; a request that
-//     would exceed one is refused with ResourceExhausted naming it. The
-//     original has none.
+//     would exceed one is refused with ResourceExhausted naming it, but
+//     for a full client table's new client from a source below its
+//     share (see Hostile clients). The original has none, and no bound
+//     on connections.
 //   - GetServerCapacity's safe_capacity, when the template sets none, is
 //     the dynamic value per client (capacity / subclients), as in
 //     GetCapacity's answers; the original sends 0, which a lower server
@@ -150,6 +152,41 @@
 //     mastership; Discovery and mastership redirects from a non-master).
 //   - A non-master's answers carry the mastership field with the master's
 //     address, or an empty one while it knows none, as the original's.
+//
+// # Hostile clients
+//
+// Serve bounds what a client can hold, with defaults a zero Config
+// means (each a Config field; an option passed to Serve overrides the
+// gRPC setting it names):
+//
+//   - connections: at most MaxConns at once (default half the process's
+//     descriptor limit). At the cap a new connection closes the least
+//     useful one: one that never made a call, then one that did, the
+//     longest idle first, never one with a call in flight (a call counts
+//     from its decoded request to its handler's return). A connection
+//     with no call for MaxConnectionIdle (5 min) is closed gracefully;
+//     one that has not finished its TLS and HTTP/2 handshakes after
+//     ConnectionTimeout (10 s; gRPC's default is 120 s) is dropped; one
+//     carries at most MaxConcurrentStreams calls at once (100); a client
+//     pinging more often than KeepaliveMinTime (10 s) is sent GOAWAY,
+//     and pings with no call in flight are allowed, as a Doorman
+//     client is idle between refreshes; a connection whose writes have
+//     made no progress for 30 s (its client stopped reading) is closed.
+//     The listener's closes (at the cap, for stalled writes, and for
+//     idleness gRPC's graceful close missed) are counted in
+//     lease.server_conns_closed, tagged reason.
+//   - the client table (MaxClients) is shared between sources, a source
+//     being the request's remote IP address (an IPv6 /64; "local" for
+//     requests without one, over an in-process transport). When it is
+//     full, a new client from a source holding fewer than MaxClients / S
+//     clients (S sources holding clients, the new one's counted) takes
+//     the place of the client of the source holding the most that has
+//     gone longest without a request, plain clients before servers
+//     lower in the tree; that client's leases are released as expiry
+//     releases them (lease.server_clients_evicted counts it), and it
+//     comes back as a new client. A source at or above its share is
+//     refused with ResourceExhausted, as any client was before. A flood
+//     of client ids from one address fills at most the room others leave.
 //
 // # Cost
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"net/netip"
 	"time"
 )
 
@@ -105,9 +106,13 @@ func (s *Server) resetLocked() {
 		sh.mu.Unlock()
 		cs := &s.clients[i]
 		cs.mu.Lock()
-		cs.m = make(map[string]int32)
+		cs.m = make(map[string]*clientEntry)
 		cs.mu.Unlock()
 	}
+	s.srcMu.Lock()
+	s.sources = make(map[netip.Addr]*source)
+	s.srcHeap = nil
+	s.srcMu.Unlock()
 	s.nResources.n.Store(0)
 	s.nClients.n.Store(0)
 	s.nLeases.n.Store(0)

@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"math"
 	"net"
+	"net/netip"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -77,7 +78,9 @@ type Config struct {
 	MaxResources int
 	// MaxClients bounds the distinct client (and server) ids holding
 	// leases (0 means DefaultMaxClients); beyond it a new client's request
-	// is refused with codes.ResourceExhausted.
+	// is refused with codes.ResourceExhausted, unless its source holds
+	// less than its share of the table: it then takes the place of a
+	// client of the source holding the most (see the package doc).
 	MaxClients int
 	// MaxLeases bounds the leases, one per client and resource (0 means
 	// DefaultMaxLeases); beyond it a request for new leases is refused
@@ -249,6 +252,13 @@ type Server struct {
 	resources [numShards]resourceShard
 	clients   [numShards]clientShard
 
+	// The client table's sources (see sources.go); srcMu is taken after
+	// any other lock.
+	srcMu          sync.Mutex
+	sources        map[netip.Addr]*source
+	srcHeap        sourceHeap
+	clientsEvicted tally.Counter
+
 	nResources, nClients, nLeases limit
 
 	setMu    sync.Mutex   // serialises SetRepository
@@ -330,8 +340,9 @@ func New(cfg Config) (*Server, error) {
 	s.nLeases.max, s.nLeases.what, s.nLeases.name = def(cfg.MaxLeases, DefaultMaxLeases), "leases", "Config.MaxLeases, --max-leases"
 	for i := range s.resources {
 		s.resources[i].m = make(map[string]*resource)
-		s.clients[i].m = make(map[string]int32)
+		s.clients[i].m = make(map[string]*clientEntry)
 	}
+	s.sources = make(map[netip.Addr]*source)
 	s.nextDue.Store(math.MaxInt64)
 	s.bulk = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1))
 	if s.clock == nil {
@@ -344,6 +355,7 @@ func New(cfg Config) (*Server, error) {
 	s.unmatched = s.scope.Counter(stats.LeaseUnmatchedTemplate)
 	s.requests = s.scope.Counter(stats.LeaseRequests)
 	s.invalid = s.scope.Counter(stats.LeaseInvalidRequests)
+	s.clientsEvicted = s.scope.Counter(metricClientsEvicted)
 	s.started = s.clock.Now()
 	s.masterSince = s.started
 	return s, nil
@@ -754,7 +766,7 @@ func (s *Server) GetCapacity(ctx context.Context, req *pb.GetCapacityRequest) (*
 	for i, r := range rs {
 		ds[i] = demand{id: r.GetResourceId(), wants: r.GetWants(), weight: 1, priority: r.GetPriority(), has: r.Has}
 	}
-	out, err := s.serve(ctx, "GetCapacity", req.GetClientId(), ds)
+	out, err := s.serve(ctx, "GetCapacity", req.GetClientId(), sourceOf(ctx), ds)
 	if err != nil {
 		s.slowRefusal(ctx, len(ds), err)
 	}
@@ -789,7 +801,7 @@ func (s *Server) GetCapacity(ctx context.Context, req *pb.GetCapacityRequest) (*
 // on the state (epochMu), so a change of mastership waits for the request
 // as before, at most about twice as long; a request whose context ends
 // stops pausing.
-func (s *Server) serve(ctx context.Context, rpc, client string, ds []demand) ([]decision, error) {
+func (s *Server) serve(ctx context.Context, rpc, client string, src netip.Addr, ds []demand) ([]decision, error) {
 	if len(ds) > bulkRequest {
 		select {
 		case s.bulk <- struct{}{}:
@@ -809,7 +821,7 @@ func (s *Server) serve(ctx context.Context, rpc, client string, ds []demand) ([]
 	for i := range ds {
 		ids[i] = ds[i].id
 	}
-	g, err := s.admit(client, ids, now)
+	g, err := s.admit(client, src, ids, now)
 	if err != nil {
 		return nil, exhausted(rpc, err)
 	}
@@ -842,7 +854,7 @@ func (s *Server) serve(ctx context.Context, rpc, client string, ds []demand) ([]
 		for {
 			r, c := s.resourceFor(ds[i].id, now, &g)
 			created = created || c
-			if s.decide(r, client, &ds[i], now, &g, &out[i]) {
+			if s.decide(r, client, src, &ds[i], now, &g, &out[i]) {
 				break
 			}
 		}
@@ -858,9 +870,9 @@ func (s *Server) serve(ctx context.Context, rpc, client string, ds []demand) ([]
 }
 
 // decide runs the cleanup, insertion, capacity and response steps for one
-// resource request. It returns false when r was reaped meanwhile and must
-// be looked up again.
-func (s *Server) decide(r *resource, client string, d *demand, now time.Time, g *grant, out *decision) bool {
+// resource request from client, of source src. It returns false when r
+// was reaped meanwhile and must be looked up again.
+func (s *Server) decide(r *resource, client string, src netip.Addr, d *demand, now time.Time, g *grant, out *decision) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.deleted {
@@ -884,7 +896,7 @@ func (s *Server) decide(r *resource, client string, d *demand, now time.Time, g 
 		sl.wants, sl.weight = d.wants, d.weight
 		t.insert(i)
 		r.sharesValid = false
-		s.addLease(client, g)
+		sl.ent = s.addLease(client, src, d.server, r, now, g)
 	} else if sl := &t.slots[i]; sl.wants != d.wants || sl.weight != d.weight {
 		t.setDemand(i, d.wants, d.weight)
 		r.sharesValid = false
@@ -892,6 +904,7 @@ func (s *Server) decide(r *resource, client string, d *demand, now time.Time, g 
 	sl := &t.slots[i]
 	sl.priority = d.priority
 	sl.lastRequest = now.UnixNano()
+	sl.ent.last.Store(sl.lastRequest) // the client table's eviction order
 
 	tmpl := r.tmpl
 	leaseLength, refresh := leaseParams(tmpl)
@@ -1070,7 +1083,7 @@ func (s *Server) GetServerCapacity(ctx context.Context, req *pb.GetServerCapacit
 	if err != nil {
 		return nil, s.invalidArgument("GetServerCapacity", err)
 	}
-	out, err := s.serve(ctx, "GetServerCapacity", req.GetServerId(), ds)
+	out, err := s.serve(ctx, "GetServerCapacity", req.GetServerId(), sourceOf(ctx), ds)
 	if err != nil {
 		s.slowRefusal(ctx, len(ds), err)
 	}

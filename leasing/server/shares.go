@@ -30,6 +30,8 @@ type slot struct {
 	expiry      int64 // unix seconds; the lease is expired from then on
 	lastRequest int64 // unix nanoseconds
 
+	ent *clientEntry // the client's entry in the client table
+
 	prev, next int32 // the expiry list of leases of this length, earliest first
 	length     int32 // the lease length, in seconds: which expiry list
 

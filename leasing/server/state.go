@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"net/netip"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -76,7 +77,7 @@ type resourceShard struct {
 
 type clientShard struct {
 	mu sync.Mutex
-	m  map[string]int32 // client id -> leases it holds
+	m  map[string]*clientEntry // clients holding leases, by id
 	_  [48]byte
 }
 
@@ -90,8 +91,13 @@ type limit struct {
 	name string // the Config field and the flag naming the limit
 }
 
-// reserve takes k units if they fit under the limit.
+// reserve takes k units if they fit under the limit. Nothing always
+// fits, even while the count is over the limit (which racing creations
+// and a client evicted for another can make it for a moment).
 func (l *limit) reserve(k int64) bool {
+	if k == 0 {
+		return true
+	}
 	for {
 		cur := l.n.Load()
 		if cur+k > l.max {
@@ -212,31 +218,44 @@ func leaseParams(tmpl *Template) (leaseLength, refresh int64) {
 	return tmpl.Algorithm.LeaseLength, tmpl.Algorithm.RefreshInterval
 }
 
-// addLease records that client holds one more lease.
-func (s *Server) addLease(client string, g *grant) {
+// addLease records that client, asking from src at now, holds one more
+// lease, of r (r.mu held), and returns its entry.
+func (s *Server) addLease(client string, src netip.Addr, server bool, r *resource, now time.Time, g *grant) *clientEntry {
 	s.take(&s.nLeases, &g.leases)
 	sh := &s.clients[s.shard(client)]
 	sh.mu.Lock()
-	n := sh.m[client]
-	if n == 0 {
+	e := sh.m[client]
+	fresh := e == nil
+	if fresh {
+		e = &clientEntry{id: client, server: server}
+		sh.m[client] = e
 		s.take(&s.nClients, &g.clients)
 	}
-	sh.m[client] = n + 1
+	e.leases++
+	e.addResource(r)
 	sh.mu.Unlock()
+	if fresh {
+		s.linkClient(e, src, now.UnixNano())
+	}
+	return e
 }
 
-// dropLease records that client holds one lease less.
-func (s *Server) dropLease(client string) {
+// dropLease records that e holds one lease less: none of r (r.mu held).
+func (s *Server) dropLease(e *clientEntry, r *resource) {
 	s.nLeases.n.Add(-1)
-	sh := &s.clients[s.shard(client)]
+	sh := &s.clients[s.shard(e.id)]
 	sh.mu.Lock()
-	if n := sh.m[client]; n <= 1 {
-		delete(sh.m, client)
+	e.leases--
+	e.removeResource(r)
+	gone := e.leases == 0
+	if gone {
+		delete(sh.m, e.id)
 		s.nClients.n.Add(-1)
-	} else {
-		sh.m[client] = n - 1
 	}
 	sh.mu.Unlock()
+	if gone {
+		s.unlinkClient(e)
+	}
 }
 
 func (s *Server) clientKnown(client string) bool {
@@ -247,10 +266,13 @@ func (s *Server) clientKnown(client string) bool {
 	return ok
 }
 
-// admit reserves what a request from client for resources ids may
-// create, or says which limit it would exceed. A request that creates
-// nothing (renewals of existing leases) is always admitted.
-func (s *Server) admit(client string, ids []string, now time.Time) (grant, error) {
+// admit reserves what a request from client, of source src, for
+// resources ids may create, or says which limit it would exceed. A
+// request that creates nothing (renewals of existing leases) is always
+// admitted. A new client refused only for the client table's limit takes
+// another source's client's place if its source holds less than its
+// share (see makeRoom).
+func (s *Server) admit(client string, src netip.Addr, ids []string, now time.Time) (grant, error) {
 	k := int64(len(ids))
 	// Fast path, far from the limits: reserve as if every lease and
 	// resource were new; unused reservations are given back by settle.
@@ -267,16 +289,32 @@ func (s *Server) admit(client string, ids []string, now time.Time) (grant, error
 	// as soon as it cannot fit, so that a flood is refused after a lookup
 	// or two.
 	var g grant
+	var why error // why no room was made in the client table
 	for attempt := 0; ; attempt++ {
-		need, over := s.count(client, ids)
+		need, over := s.count(client, ids, g.clients > 0)
 		if over == nil {
 			if over = s.tryReserve(&need, &g); over == nil {
 				return g, nil
 			}
 		}
-		if attempt == 1 {
-			return grant{}, fmt.Errorf("the server's limit of %d %s (%s) is reached: %d held, and this request would add at least %d",
+		if over == &s.nClients && attempt == 1 && g.clients == 0 {
+			// Expired leases did not make room: the new client may take
+			// the place of another source's, if the rest fits.
+			if _, rest := s.count(client, ids, true); rest == nil {
+				if why = s.makeRoom(src); why == nil {
+					g.clients = 1
+					continue
+				}
+			}
+		}
+		if attempt >= 1 {
+			s.settle(&g)
+			err := fmt.Errorf("the server's limit of %d %s (%s) is reached: %d held, and this request would add at least %d",
 				over.max, over.what, over.name, over.n.Load(), needOf(&need, over, s))
+			if over == &s.nClients && why != nil {
+				err = fmt.Errorf("%w; %v", err, why)
+			}
+			return grant{}, err
 		}
 		// Expired leases may free what is needed: look for them first.
 		s.reap(now, maxReapAtLimit, true)
@@ -285,9 +323,9 @@ func (s *Server) admit(client string, ids []string, now time.Time) (grant, error
 
 // count returns what a request from client for ids would create, or, as
 // soon as that exceeds what a limit has left, the count so far and the
-// limit.
-func (s *Server) count(client string, ids []string) (need grant, over *limit) {
-	if !s.clientKnown(client) {
+// limit. With placed, the client's place in the table is already held.
+func (s *Server) count(client string, ids []string, placed bool) (need grant, over *limit) {
+	if !placed && !s.clientKnown(client) {
 		need.clients = 1
 		if s.nClients.n.Load()+1 > s.nClients.max {
 			return need, &s.nClients
@@ -332,8 +370,8 @@ func needOf(need *grant, l *limit, s *Server) int64 {
 	return need.leases
 }
 
-// tryReserve reserves need entirely into g, or nothing and returns the
-// limit that refused.
+// tryReserve reserves need entirely, adding it to g, or nothing and
+// returns the limit that refused.
 func (s *Server) tryReserve(need, g *grant) *limit {
 	if !s.nResources.reserve(need.resources) {
 		return &s.nResources
@@ -347,20 +385,22 @@ func (s *Server) tryReserve(need, g *grant) *limit {
 		s.nClients.n.Add(-need.clients)
 		return &s.nLeases
 	}
-	*g = *need
+	g.resources += need.resources
+	g.clients += need.clients
+	g.leases += need.leases
 	return nil
 }
 
 // removeLease forgets lease i of r (r.mu held).
 func (s *Server) removeLease(r *resource, i int32) {
 	sl := &r.tab.slots[i]
-	client := sl.client
+	client, e := sl.client, sl.ent
 	r.tab.remove(i)
 	r.tab.unlink(i)
 	delete(r.leases, client)
 	r.tab.release(i)
 	r.sharesValid = false
-	s.dropLease(client)
+	s.dropLease(e, r)
 }
 
 // clean forgets up to cleanPerVisit leases of r that expired by now (r.mu

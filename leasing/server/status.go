@@ -24,6 +24,9 @@ const (
 	StatusMaxResources  = 1000
 	StatusMaxClients    = 100
 	StatusMaxClientsOne = 1000
+	// StatusMaxSources bounds the sources listed, those holding the most
+	// clients.
+	StatusMaxSources = 10
 )
 
 // Status is a snapshot of a server, as its status page shows it (JSON
@@ -50,6 +53,11 @@ type Status struct {
 	Resources StatusLimit `json:"resources"`
 	Clients   StatusLimit `json:"clients"`
 	Leases    StatusLimit `json:"leases"`
+	// Sources are the sources holding the most clients, at most
+	// StatusMaxSources, the most first; SourcesTotal counts them all (see
+	// the package doc: a full client table is shared between sources).
+	Sources      []StatusSource `json:"sources"`
+	SourcesTotal int            `json:"sources_total"`
 	// Connections are the connections Serve holds against Config.MaxConns;
 	// nil (left out of the JSON) for a server not started with Serve.
 	Connections *StatusLimit `json:"connections,omitempty"`
@@ -92,6 +100,14 @@ type StatusParent struct {
 type StatusLimit struct {
 	Held int64 `json:"held"`
 	Max  int64 `json:"max"`
+}
+
+// StatusSource is a source of requests and the clients it holds.
+type StatusSource struct {
+	// Source is the remote IP address (an IPv6 source is a /64 prefix), or
+	// "local" for requests with no peer address.
+	Source  string `json:"source"`
+	Clients int    `json:"clients"`
 }
 
 // StatusLease is a lease: a capacity until an expiry.
@@ -232,6 +248,7 @@ func (s *Server) Status(q StatusQuery) *Status {
 		st.Connections = &StatusLimit{int64(l.Len()), int64(l.MaxConns())}
 	}
 	s.mu.Unlock()
+	st.Sources, st.SourcesTotal = s.topSources(StatusMaxSources)
 	s.cfgMu.RLock()
 	st.Templates = len(s.repo.Resources)
 	s.cfgMu.RUnlock()
@@ -420,6 +437,16 @@ func writeStatusText(w *bytes.Buffer, st *Status) {
 	}{{"resources", st.Resources}, {"clients", st.Clients}, {"leases", st.Leases}} {
 		fmt.Fprintf(w, "  %s: %d of at most %d\n", l.what, l.l.Held, l.l.Max)
 	}
+	if len(st.Sources) > 0 {
+		fmt.Fprintf(w, "  clients by source (%d sources):", st.SourcesTotal)
+		for _, src := range st.Sources {
+			fmt.Fprintf(w, " %s %d", src.Source, src.Clients)
+		}
+		if len(st.Sources) < st.SourcesTotal {
+			fmt.Fprintf(w, " ...")
+		}
+		fmt.Fprintln(w)
+	}
 	if c := st.Connections; c != nil {
 		fmt.Fprintf(w, "  connections: %d of at most %d\n", c.Held, c.Max)
 	}
@@ -502,6 +529,7 @@ var statusHTML = template.Must(template.New("status").Parse(`<!doctype html>
 <tr><th>resources</th><td>{{.Resources.Held}} of at most {{.Resources.Max}}</td></tr>
 <tr><th>clients</th><td>{{.Clients.Held}} of at most {{.Clients.Max}}</td></tr>
 <tr><th>leases</th><td>{{.Leases.Held}} of at most {{.Leases.Max}}</td></tr>
+{{if .Sources}}<tr><th>clients by source</th><td>{{range .Sources}}{{.Source}} {{.Clients}}; {{end}}({{.SourcesTotal}} sources)</td></tr>{{end}}
 {{with .Connections}}<tr><th>connections</th><td>{{.Held}} of at most {{.Max}}</td></tr>{{end}}
 </table>
 <h2>Resources</h2>
