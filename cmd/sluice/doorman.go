@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -51,7 +53,22 @@ their clients and their leases at /status. It runs until interrupted.
 The limits bound the server's memory whatever clients send: a request that
 would hold more resources, distinct clients or leases (client and resource
 pairs) than they allow is refused with gRPC code RESOURCE_EXHAUSTED and a
-message naming the limit; renewals of existing leases never are.
+message naming the limit; renewals of existing leases never are. A full
+client table is shared between sources (a source is a client's IP address,
+an IPv6 /64): a new client from a source holding less than --max-clients
+divided by the number of sources takes the place of the client that has
+gone longest without asking of the source holding the most, whose leases
+are released; a source holding its share or more is refused.
+
+Connections are bounded too: at most --max-conns at once (at the cap a new
+connection closes one that never made a call, then the longest idle, never
+one with a call in flight), --handshake-timeout to finish the TLS and HTTP/2
+handshakes, closed after --idle-timeout without a call, --max-calls-per-conn
+calls in flight on each, and a client pinging more often than
+--keepalive-min-time is cut off (pings with no call in flight are allowed); a
+connection whose writes make no progress for 30 s is closed. /metrics counts
+the connections closed at the cap or for stalled writes in
+lease_server_conns_closed{reason}.
 
 With --parent the server is an intermediate in a server tree: it asks the
 parent node's master (found with Discovery, redirects followed) for all its
@@ -135,6 +152,7 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	maxResources := fs.Int("max-resources", server.DefaultMaxResources, "the most resources the server keeps, `N` >= 1")
 	maxClients := fs.Int("max-clients", server.DefaultMaxClients, "the most distinct clients holding leases, `N` >= 1")
 	maxLeases := fs.Int("max-leases", server.DefaultMaxLeases, "the most leases (client and resource pairs), `N` >= 1")
+	conns := addDoormanConnFlags(fs)
 	tree := addDoormanTreeFlags(fs)
 	parentTLS := addClientTLSFlags(fs, "parent-", "the parent", "--parent")
 	ops := addDoormanOpsFlags(fs)
@@ -148,6 +166,9 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return fs.usageError("%v", err)
 	}
 	if err := ops.validate(); err != nil {
+		return fs.usageError("%v", err)
+	}
+	if err := conns.validate(); err != nil {
 		return fs.usageError("%v", err)
 	}
 	parentDial, err := parentTLS.dialOptions()
@@ -184,6 +205,7 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	stdout = &lockedWriter{w: stdout} // mastership changes are printed from the election
 	cfg := server.Config{Repository: repo, Scope: debug.scope(),
 		MaxResources: *maxResources, MaxClients: *maxClients, MaxLeases: *maxLeases}
+	conns.apply(&cfg)
 	cfg.ParentDialOptions = parentDial
 	election, err := tree.apply(&cfg, lis.Addr().String(), stdout)
 	if err != nil {
@@ -284,6 +306,56 @@ func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) in
 func printLease(w io.Writer, client string, res *leasing.Resource, capacity float64, expiry time.Time) {
 	fmt.Fprintf(w, "client=%s resource=%s wants=%g capacity=%g expires=%s\n", client, res.ID(), res.Wants(), capacity,
 		expiry.UTC().Format(time.RFC3339))
+}
+
+// doormanConns is `sluice doorman serve`'s connection flags, named as
+// `sluice serve`'s: 0 leaves a setting at the server's default.
+type doormanConns struct {
+	maxConns, maxCalls          int
+	handshake, idle, pingPeriod time.Duration
+}
+
+// addDoormanConnFlags registers serve's connection flags on fs.
+func addDoormanConnFlags(fs *flagSet) *doormanConns {
+	d := &doormanConns{}
+	fs.IntVar(&d.maxConns, "max-conns", 0, "the most connections held, `N` (0: half the descriptor limit, "+strconv.Itoa(server.DefaultMaxConns())+
+		" here; at the cap one that never made a call goes first, then the longest idle)")
+	fs.DurationVar(&d.idle, "idle-timeout", 0, "close a connection with no call for `D`, gracefully (0: "+server.DefaultMaxConnectionIdle.String()+"; pings do not count)")
+	fs.DurationVar(&d.handshake, "handshake-timeout", 0, "a new connection's TLS and HTTP/2 handshakes must finish within `D` (0: "+server.DefaultConnectionTimeout.String()+")")
+	fs.IntVar(&d.maxCalls, "max-calls-per-conn", 0, "the most calls a connection has in flight, `N` (0: "+strconv.Itoa(server.DefaultMaxConcurrentStreams)+")")
+	fs.DurationVar(&d.pingPeriod, "keepalive-min-time", 0, "cut off a client pinging more often than every `D` (0: "+server.DefaultKeepaliveMinTime.String()+
+		"; pings with no call in flight are allowed)")
+	return d
+}
+
+// validate checks the flags: errors are usage errors naming the flag.
+func (d *doormanConns) validate() error {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"max-conns", int64(d.maxConns)}, {"max-calls-per-conn", int64(d.maxCalls)}} {
+		if f.v < 0 {
+			return fmt.Errorf("--%s is %d, must be >= 0 (0: the default)", f.name, f.v)
+		}
+	}
+	if int64(d.maxCalls) > math.MaxUint32 {
+		return fmt.Errorf("--max-calls-per-conn is %d, must be <= %d", d.maxCalls, uint32(math.MaxUint32))
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"idle-timeout", d.idle}, {"handshake-timeout", d.handshake}, {"keepalive-min-time", d.pingPeriod}} {
+		if f.v < 0 {
+			return fmt.Errorf("--%s is %v, must be >= 0 (0: the default)", f.name, f.v)
+		}
+	}
+	return nil
+}
+
+// apply sets cfg's connection fields.
+func (d *doormanConns) apply(cfg *server.Config) {
+	cfg.MaxConns, cfg.MaxConcurrentStreams = d.maxConns, d.maxCalls
+	cfg.ConnectionTimeout, cfg.MaxConnectionIdle, cfg.KeepaliveMinTime = d.handshake, d.idle, d.pingPeriod
 }
 
 // doormanTree is `sluice doorman serve`'s place in a server tree and its

@@ -130,6 +130,61 @@ func TestDoormanServeAndGet(t *testing.T) {
 	}
 }
 
+// --max-conns reaches the server: 200 sockets that connect and say
+// nothing are closed down to the cap, as /metrics counts, and `doorman
+// get` is answered.
+func TestDoormanServeCapsConnections(t *testing.T) {
+	file := writeConfig(t, testDoormanConfig)
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut syncBuffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- doormanRun(ctx, []string{"serve", "--config", file, "--listen", "127.0.0.1:0", "--debug-listen", "127.0.0.1:0",
+			"--max-conns", "50", "--handshake-timeout", "1m"}, &out, &errOut)
+	}()
+	defer func() {
+		cancel()
+		if code := testwait.Recv(t, exit, "serve to exit"); code != 0 {
+			t.Errorf("serve exited %d: %s", code, errOut.String())
+		}
+	}()
+	re := regexp.MustCompile(`serving 1 templates on (\S+)`)
+	debugRe := regexp.MustCompile(`debug endpoints on http://(\S+)/ `)
+	var addr, debugAddr string
+	testwait.Until(t, "serve to say where it listens", func() bool {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			addr = m[1]
+		}
+		if m := debugRe.FindStringSubmatch(errOut.String()); m != nil {
+			debugAddr = m[1]
+		}
+		return addr != "" && debugAddr != ""
+	})
+	for range 200 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	var getOut, getErr bytes.Buffer
+	if code := doormanCmd([]string{"get", "--server", addr, "--resource", "db", "--wants", "30", "--client-id", "late"}, &getOut, &getErr); code != 0 {
+		t.Fatalf("get exited %d: %s", code, getErr.String())
+	}
+	if got := getOut.String(); !strings.Contains(got, "client=late resource=db wants=30 capacity=30") {
+		t.Fatalf("get printed %q", got)
+	}
+	evicted := regexp.MustCompile(`(?m)^lease_server_conns_closed\{reason="evicted"\} (\d+)$`)
+	testwait.Until(t, "/metrics to count 150 connections evicted or more", func() bool {
+		m := evicted.FindStringSubmatch(testhttp.OK(t, "http://"+debugAddr+"/metrics"))
+		n := 0
+		if m != nil {
+			n, _ = strconv.Atoi(m[1])
+		}
+		return n >= 150
+	})
+}
+
 func TestDoormanErrors(t *testing.T) {
 	bad := writeConfig(t, `
 resources:
@@ -161,6 +216,12 @@ resources:
 		{[]string{"serve", "--config", bad, "--listen", "127.0.0.1:0", "--etcd", "127.0.0.1:2379", "--election-key", "/k", "--election-ttl", "1500ms"}, 2, "--election-ttl is 1.5s, must be a whole number of seconds >= 1s"},
 		{[]string{"serve", "--config", bad, "--listen", ":6000", "--etcd", "127.0.0.1:2379", "--election-key", "/k"}, 2, `--listen ":6000" names no host for clients to be sent to: give --advertise HOST:PORT`},
 		{[]string{"serve", "--config", bad, "--listen", "0.0.0.0:6000", "--etcd", "127.0.0.1:2379", "--election-key", "/k", "--advertise", "x"}, 2, `--advertise "x": want HOST:PORT`},
+		{[]string{"serve", "--config", bad, "--listen", "127.0.0.1:0", "--max-conns", "-1"}, 2, "--max-conns is -1, must be >= 0 (0: the default)"},
+		{[]string{"serve", "--config", bad, "--listen", "127.0.0.1:0", "--max-calls-per-conn", "-1"}, 2, "--max-calls-per-conn is -1, must be >= 0"},
+		{[]string{"serve", "--config", bad, "--listen", "127.0.0.1:0", "--max-calls-per-conn", "4294967296"}, 2, "--max-calls-per-conn is 4294967296, must be <= 4294967295"},
+		{[]string{"serve", "--config", bad, "--listen", "127.0.0.1:0", "--handshake-timeout", "-1s"}, 2, "--handshake-timeout is -1s, must be >= 0"},
+		{[]string{"serve", "--config", bad, "--listen", "127.0.0.1:0", "--idle-timeout", "-1s"}, 2, "--idle-timeout is -1s, must be >= 0"},
+		{[]string{"serve", "--config", bad, "--listen", "127.0.0.1:0", "--keepalive-min-time", "-1s"}, 2, "--keepalive-min-time is -1s, must be >= 0"},
 		{[]string{"get", "--server", "127.0.0.1:1"}, 2, "--wants (>= 0) are required"},
 		{[]string{"get", "--server", "127.0.0.1:1", "--resource", "r", "--wants", "1"}, 1, "sluice doorman get:"},
 	}
