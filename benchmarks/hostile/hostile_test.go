@@ -173,8 +173,13 @@ func checkStall(t *testing.T, r *Result) {
 }
 
 // checkUnfinished: unfinished requests are bounded: the server's memory
-// stays under a bound and drops back after, their goroutines end with
-// their connections, and legitimate calls go on.
+// stays under a bound during the attack, what they held is freed once the
+// attacker leaves, and legitimate calls go on.
+//
+// "Freed" is read from the live heap after a collection, not from the
+// resident memory: the Go runtime keeps freed memory resident until later
+// collections and its scavenger return it, minutes after (a bounded
+// server measured 152 MiB at the peak and 150 MiB 60 s after).
 func checkUnfinished(t *testing.T, r *Result) {
 	checkSurvived(t, r)
 	s := r.Server
@@ -193,13 +198,16 @@ func checkUnfinished(t *testing.T, r *Result) {
 		t.Errorf("the server's memory grew by %s MiB during the attack (%s -> %s MiB), over the %s MiB bound; unfinished requests must be bounded per connection and per server",
 			mb(growth), mb(s.RSSBefore), mb(s.RSSPeak), mb(bound))
 	}
+	const heapSlack = 16 << 20
+	if s.HeapBefore == 0 || s.HeapAfter == 0 {
+		t.Errorf("the server's live heap was not measured")
+	} else if s.HeapAfter-s.HeapBefore > heapSlack {
+		t.Errorf("the server's live heap was %s MiB after the attacker left, %s MiB before; what unfinished requests held must be freed with their connections",
+			mb(s.HeapAfter), mb(s.HeapBefore))
+	}
 	if s.GoroutinesBefore >= 0 && s.GoroutinesAfter > s.GoroutinesBefore+10 {
 		t.Errorf("the server had %d goroutines before the attack and %d after the attacker left; the unfinished requests' goroutines must end with their connections",
 			s.GoroutinesBefore, s.GoroutinesAfter)
-	}
-	if r.Size == Full && s.RSSAfter-s.RSSBefore > max(32<<20, growth/2) {
-		t.Errorf("the server's memory %s after the attacker left was %s MiB (%s before, %s at the peak); it must drop back",
-			sec(paramsFor(Full).unfinishedAfter), mb(s.RSSAfter), mb(s.RSSBefore), mb(s.RSSPeak))
 	}
 }
 

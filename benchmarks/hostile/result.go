@@ -55,6 +55,11 @@ type ServerFigures struct {
 	RSSBefore, RSSPeak, RSSAfter int64
 	// Goroutines likewise, from its goroutine profile; -1 when unknown.
 	GoroutinesBefore, GoroutinesPeak, GoroutinesAfter int
+	// HeapBefore and HeapAfter are its live heap in bytes (HeapAlloc
+	// right after a collection) before and after the attack; 0 when
+	// unknown. Freed memory shows here at once, while the Go runtime
+	// keeps it resident for minutes.
+	HeapBefore, HeapAfter int64
 }
 
 // Case is one frame, request or run sent on its own, and what followed.
@@ -84,17 +89,23 @@ type Case struct {
 
 // Conns are an attacker's connections and what the server did to them.
 type Conns struct {
-	Wanted, Opened, Failed int
+	// Wanted connects were made: Opened were held once the attack was in
+	// place, Early were closed by the server before (during the
+	// handshake), Failed did not connect.
+	Wanted, Opened, Early, Failed int
 	// ReadyIn is how long opening them took.
 	ReadyIn time.Duration
-	// Closed counts those the server closed while the attacker held them;
-	// First, Median and Last when, from the start of the attack.
+	// Closed counts those the server closed (Early included); First,
+	// Median and Last when, from the start of the attack.
 	Closed              int
 	First, Median, Last time.Duration
 }
 
 func (c *Conns) String() string {
-	s := fmt.Sprintf("%d of %d opened in %s", c.Opened, c.Wanted, ms(c.ReadyIn))
+	s := fmt.Sprintf("%d connects in %s: %d held", c.Wanted, ms(c.ReadyIn), c.Opened)
+	if c.Early > 0 {
+		s += fmt.Sprintf(", %d closed by the server at once", c.Early)
+	}
 	if c.Failed > 0 {
 		s += fmt.Sprintf(", %d failed", c.Failed)
 	}
@@ -168,6 +179,9 @@ func (r *Result) serverFigures() {
 	}
 	if s.RSSBefore > 0 || s.RSSPeak > 0 {
 		r.fig("server RSS MiB before/peak/after", "%s / %s / %s", mb(s.RSSBefore), mb(s.RSSPeak), mb(s.RSSAfter))
+	}
+	if s.HeapBefore > 0 || s.HeapAfter > 0 {
+		r.fig("server live heap MiB before/after", "%s / %s", mb(s.HeapBefore), mb(s.HeapAfter))
 	}
 	if s.GoroutinesBefore >= 0 || s.GoroutinesPeak >= 0 {
 		r.fig("server goroutines before/peak/after", "%s / %s / %s", count(s.GoroutinesBefore), count(s.GoroutinesPeak), count(s.GoroutinesAfter))

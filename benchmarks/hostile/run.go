@@ -190,9 +190,11 @@ func (e *env) before() {
 	s := &e.r.Server
 	s.RSSBefore, _ = readRSS(e.t.PID)
 	s.GoroutinesBefore = e.goroutines()
+	s.HeapBefore, _ = readHeap(e.ctx, e.t.DebugURL)
 }
 
-// after records them after the attack, if the server still runs.
+// after records them after the attack, if the server still runs: the
+// resident memory first, as the heap is read after a collection.
 func (e *env) after() {
 	s := &e.r.Server
 	if !e.t.Alive() {
@@ -200,6 +202,7 @@ func (e *env) after() {
 	}
 	s.RSSAfter, _ = readRSS(e.t.PID)
 	s.GoroutinesAfter = e.goroutines()
+	s.HeapAfter, _ = readHeap(e.ctx, e.t.DebugURL)
 }
 
 func (e *env) goroutines() int {

@@ -40,8 +40,8 @@ func readRSS(pid int) (int64, error) {
 	return 0, fmt.Errorf("/proc/%d/status has no VmRSS (a zombie?)", pid)
 }
 
-// goroutineClient fetches goroutine profiles; its own timeout bounds a
-// server too busy to answer.
+// goroutineClient fetches profiles; its own timeout bounds a server too
+// busy to answer.
 var goroutineClient = &http.Client{Timeout: 10 * time.Second}
 
 // readGoroutines returns a server's goroutine count from the first line of
@@ -73,6 +73,40 @@ func readGoroutines(ctx context.Context, debugURL string) (int, error) {
 		return 0, fmt.Errorf("%s: first line %q is not \"goroutine profile: total N\"", req.URL, line)
 	}
 	return strconv.Atoi(n)
+}
+
+// readHeap returns a server's live heap (runtime.MemStats.HeapAlloc)
+// right after a garbage collection, from its heap profile at debugURL
+// (?gc=1 collects first). Unlike its resident memory, it drops as soon as
+// what the server held is freed: the Go runtime returns freed memory to
+// the system only minutes later.
+func readHeap(ctx context.Context, debugURL string) (int64, error) {
+	if debugURL == "" {
+		return 0, errors.New("no debug endpoint")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, debugURL+"/debug/pprof/heap?debug=1&gc=1", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := goroutineClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("%s: %s", req.URL, resp.Status)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "# HeapAlloc = "); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("%s: no HeapAlloc line", req.URL)
 }
 
 // sampler records the peak of a server's memory and goroutines while an

@@ -102,6 +102,7 @@ func (e *env) holdConns(addr, source string, n int, handshake bool) ([]*attacker
 			return attackers, err
 		}
 		c.Opened += ev.Opened
+		c.Early += ev.Closed
 		c.Failed += ev.Failed
 		if ev.Note != "" {
 			e.r.fig("attacker", "%s", ev.Note)
@@ -136,7 +137,7 @@ func (e *env) connFigures() {
 		return
 	}
 	e.r.fig("attacker connections", "%s", c)
-	e.r.fig("closed by the server while held", "%s", c.closedString())
+	e.r.fig("closed by the server", "%s", c.closedString())
 }
 
 // childStall is the attacker child of the stall attacks: it opens

@@ -81,7 +81,8 @@ func runUnfinished(e *env) error {
 		err = e.pause(p.unfinishedAfter)
 	}
 	e.after()
-	e.r.fig("unfinished requests sent", "%d of %d (%s MiB), over %s", ready.Sent, p.unfinished, mb(ready.Bytes), sec(left.Sub(start)))
+	e.r.fig("unfinished requests sent", "%d of %d (%s MiB) in %s; held until %s", ready.Sent, p.unfinished, mb(ready.Bytes),
+		sec(time.Unix(0, ready.At).Sub(start)), sec(left.Sub(start)))
 	e.r.fig("attacker connections closed by the server", "%d", done.Closed)
 	if len(done.Got) > 0 {
 		e.r.fig("the server sent the attacker", "%s", countList(done.Got))
