@@ -181,7 +181,7 @@ func runDoormanMalformed(e *env) error {
 		cancel()
 		if err != nil {
 			st := status.Convert(err)
-			msg := st.Message()
+			msg := strings.ReplaceAll(st.Message(), "\u00a0", " ")
 			if len(msg) > 70 {
 				msg = msg[:70] + "..."
 			}

@@ -140,7 +140,7 @@ func (r *Result) caseFigures() {
 func (c Case) String() string {
 	if c.Client {
 		if c.Crash != "" {
-			return fmt.Sprintf("CLIENT CRASHED (exit %d): %s%s", c.Exit, c.Crash, c.Note)
+			return fmt.Sprintf("CLIENT CRASHED (exit %d) after %s: %s%s", c.Exit, sec(c.After), c.Crash, c.Note)
 		}
 		return fmt.Sprintf("exit %d after %s: %s", c.Exit, ms(c.After), c.Note)
 	}

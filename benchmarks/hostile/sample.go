@@ -76,11 +76,19 @@ func readGoroutines(ctx context.Context, debugURL string) (int, error) {
 }
 
 // readHeap returns a server's live heap (runtime.MemStats.HeapAlloc)
-// right after a garbage collection, from its heap profile at debugURL
-// (?gc=1 collects first). Unlike its resident memory, it drops as soon as
-// what the server held is freed: the Go runtime returns freed memory to
-// the system only minutes later.
+// right after two garbage collections, from its heap profile at debugURL
+// (?gc=1 collects first; the second collection empties the sync.Pool
+// caches the first one keeps). Unlike its resident memory, it drops as
+// soon as what the server held is freed: the Go runtime returns freed
+// memory to the system only minutes later.
 func readHeap(ctx context.Context, debugURL string) (int64, error) {
+	if _, err := readHeapOnce(ctx, debugURL); err != nil {
+		return 0, err
+	}
+	return readHeapOnce(ctx, debugURL)
+}
+
+func readHeapOnce(ctx context.Context, debugURL string) (int64, error) {
 	if debugURL == "" {
 		return 0, errors.New("no debug endpoint")
 	}
