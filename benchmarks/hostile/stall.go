@@ -111,16 +111,25 @@ func (e *env) holdConns(addr, source string, n int, handshake bool) ([]*attacker
 	return attackers, nil
 }
 
-// leave has the attackers close their connections, and records when the
-// server had closed some (from start).
+// leave has the attackers close their connections, all at once, and
+// records when the server had closed some before (from start). Closes the
+// children see after they were told to leave are theirs, not the
+// server's: one child closing its connections frees the server to do
+// things to the other's.
 func (e *env) leave(attackers []*attacker, start time.Time) {
+	leftAt := time.Now()
+	for _, a := range attackers {
+		a.p.stdin.Close()
+	}
 	var closes []time.Duration
 	for _, a := range attackers {
 		if _, err := a.leave(leaveLimit); err != nil {
 			e.r.problem("an attacker leaving: %v", err)
 		}
 		for _, t := range a.closeTimes() {
-			closes = append(closes, t.Sub(start))
+			if t.Before(leftAt) {
+				closes = append(closes, t.Sub(start))
+			}
 		}
 	}
 	if c := e.r.Conns; c != nil && len(closes) > 0 {
