@@ -28,6 +28,12 @@ import (
 // side or in answer to its calls, is checked before tchannel-go reads it: a
 // frame that breaks the protocol closes its connection (and only it),
 // counted in stats.FramesInvalid and logged naming the peer.
+//
+// When peers the limits stopped release 16 MiB or more (requests dropped,
+// connections closed for cause), the Channel runs two garbage collections
+// a second later, at most every 5 seconds: the runtime then returns the
+// memory to the system within seconds of an attacker leaving, instead of
+// after its next forced collection, minutes on.
 type PeerLimits struct {
 	// MaxConns bounds the inbound connections held, those still in their
 	// handshake included. At the cap a new connection closes one that is
@@ -139,14 +145,15 @@ type peerGuard struct {
 	logs       *rate.Limiter // log lines are limited: a flood of bad peers must not flood the log
 	suppressed int
 	counters   map[[2]string]tally.Counter // by name and tag value
+	reclaim    *reclaimer
 }
 
 func newPeerGuard(o *options, rec *stats.Recorder) (*peerGuard, error) {
 	pg := &peerGuard{scope: rec.Scope(), conns: rec.Scope().Gauge(stats.ServerConns),
-		logs: rate.NewLimiter(10, 10), counters: map[[2]string]tally.Counter{}}
+		logs: rate.NewLimiter(10, 10), counters: map[[2]string]tally.Counter{}, reclaim: newReclaimer()}
 	// Stalls are timed on the wall clock, as sockets are, whatever clock
 	// WithClock gives the Channel's algorithms.
-	g, err := tchconn.New(tchconn.Config{Limits: o.peerLimits.guardLimits(o.maxRequest), OnEvent: pg.event})
+	g, err := tchconn.New(tchconn.Config{Limits: o.peerLimits.guardLimits(o.maxRequest), OnEvent: pg.event, OnFreed: pg.reclaim.add})
 	if err != nil {
 		return nil, fmt.Errorf("channel: WithPeerLimits: %w", err)
 	}
@@ -213,6 +220,9 @@ func (pg *peerGuard) closed(c *connlimit.Conn, why connlimit.Reason, err error) 
 	}
 	pg.count(stats.ServerConnsClosed, stats.TagReason, reason)
 	pg.updateConns()
+	if why != connlimit.Idle {
+		pg.reclaim.add(connMemory)
+	}
 	if why == connlimit.Idle || reason == "handshake_failed" {
 		// Routine: idle peers, and sockets that connect and leave (TCP
 		// health checks do) are counted, not logged.
@@ -230,8 +240,10 @@ func (pg *peerGuard) event(e tchconn.Event) {
 			dir = "inbound"
 		}
 		pg.count(stats.FramesInvalid, stats.TagDirection, dir)
+		pg.reclaim.add(connMemory)
 	case tchconn.FrameStalled:
 		pg.count(stats.ServerConnsClosed, stats.TagReason, "frame_stalled")
+		pg.reclaim.add(connMemory)
 	case tchconn.RequestRefused:
 		pg.count(stats.ServerRefused, stats.TagReason, "unfinished_bytes")
 	case tchconn.CallRefused:
@@ -284,4 +296,7 @@ func (pg *peerGuard) log(peer, what string, err error) {
 
 func (pg *peerGuard) setLogger(l tchannel.Logger) { pg.logger.Store(&l) }
 
-func (pg *peerGuard) close() { pg.g.Close() }
+func (pg *peerGuard) close() {
+	pg.g.Close()
+	pg.reclaim.close()
+}

@@ -307,8 +307,8 @@ func (c *Conn) request(fr tframe.Frame, f []byte) []byte {
 	if err != nil {
 		c.setReq(fr.ID, &request{lastAt: now, state: refused})
 		g.mu.Unlock()
-		c.sendError(fr.ID, errCodeBusy, err.Error())
 		g.report(Event{Kind: RequestRefused, Peer: c.peer, Inbound: c.inbound, ID: fr.ID, Err: err})
+		c.sendError(fr.ID, errCodeBusy, err.Error())
 		return nil
 	}
 	c.setReq(fr.ID, &request{bytes: int64(len(f)), lastAt: now, state: delivered})
@@ -347,11 +347,11 @@ func (c *Conn) continuation(fr tframe.Frame, f []byte) []byte {
 	}
 	victim, err := g.admit(c, int64(len(f)))
 	if err != nil {
-		g.charge(c, -r.bytes)
+		g.free(c, r.bytes)
 		r.bytes, r.state = 0, dropped
 		g.mu.Unlock()
-		c.sendError(fr.ID, errCodeBusy, err.Error())
 		g.report(Event{Kind: RequestDropped, Peer: c.peer, Inbound: c.inbound, ID: fr.ID, Err: err})
+		c.sendError(fr.ID, errCodeBusy, err.Error())
 		c.synth = tframe.AppendCancel(c.synth[:0], fr.ID, err.Error())
 		return c.synth
 	}
@@ -369,7 +369,7 @@ func (c *Conn) settled(id uint32) {
 	g := c.g
 	g.mu.Lock()
 	if r := c.reqs[id]; r != nil && r.state == delivered {
-		g.charge(c, -r.bytes)
+		g.free(c, r.bytes)
 		r.bytes, r.state, r.lastAt = 0, dropped, g.now.Load()
 	}
 	g.mu.Unlock()
@@ -410,7 +410,7 @@ func (c *Conn) dropLocked(id uint32, code byte, kind EventKind, err error) {
 	if r == nil || r.state != delivered {
 		return
 	}
-	c.g.charge(c, -r.bytes)
+	c.g.free(c, r.bytes)
 	r.bytes, r.state, r.lastAt = 0, dropped, c.g.now.Load()
 	c.drops = append(c.drops, drop{id: id, code: code, kind: kind, err: err})
 	c.ndrops.Store(int32(len(c.drops)))
@@ -430,8 +430,8 @@ func (c *Conn) sweepRequests(now, stall int64) bool {
 	return dropped
 }
 
-// applyDrops carries out the drops decided for c elsewhere: it answers
-// each to the peer and hands tchannel-go a cancel for each.
+// applyDrops carries out the drops decided for c elsewhere: it reports
+// each, answers it to the peer and hands tchannel-go a cancel for it.
 func (c *Conn) applyDrops() {
 	g := c.g
 	g.mu.Lock()
@@ -441,8 +441,8 @@ func (c *Conn) applyDrops() {
 	g.mu.Unlock()
 	c.synth = c.synth[:0]
 	for _, d := range drops {
-		c.sendError(d.id, d.code, d.err.Error())
 		g.report(Event{Kind: d.kind, Peer: c.peer, Inbound: c.inbound, ID: d.id, Err: d.err})
+		c.sendError(d.id, d.code, d.err.Error())
 		c.synth = tframe.AppendCancel(c.synth, d.id, d.err.Error())
 	}
 	c.out = c.synth
@@ -459,11 +459,11 @@ func (c *Conn) invalid(err error) {
 	if errors.As(err, &pe) && pe.Type != 0 {
 		id = pe.ID
 	}
+	c.g.report(Event{Kind: InvalidFrame, Peer: c.peer, Inbound: c.inbound, ID: id, Err: err})
 	if c.wmu.TryLock() {
 		c.writeOwn(tframe.AppendError(nil, id, errCodeProtocol, err.Error()))
 		c.wmu.Unlock()
 	}
-	c.g.report(Event{Kind: InvalidFrame, Peer: c.peer, Inbound: c.inbound, ID: id, Err: err})
 	c.forget()
 }
 
@@ -567,7 +567,7 @@ func (c *Conn) forget() {
 	c.once.Do(func() {
 		g := c.g
 		g.mu.Lock()
-		g.charge(c, -c.unfinished)
+		g.free(c, c.unfinished)
 		delete(g.conns, c)
 		c.reqs = nil
 		c.nreqs.Store(0)

@@ -1,0 +1,85 @@
+package channel
+
+import (
+	"runtime"
+	"sync"
+	"time"
+)
+
+// reclaimer gives memory back to the operating system after abusive peers
+// released a lot of it at once: dropped requests, connections closed
+// holding unfinished ones, connections closed for cause. The Go runtime
+// returns freed memory only after its next collections, and with little
+// traffic after an attack the next may be the forced one, two minutes on:
+// the process would stay at its peak. Past reclaimAt freed bytes, the
+// reclaimer runs two collections (the second frees what sync.Pools kept
+// through the first: tchannel-go's frames), reclaimDelay after the release
+// so that the goroutines holding the memory have ended, and at most every
+// reclaimEvery; the runtime's scavenger then returns the pages, paced.
+// Legitimate traffic releases nothing this way but rare closes mid-request.
+type reclaimer struct {
+	collect      func() // two runtime.GC calls; tests count them
+	delay, every time.Duration
+
+	mu      sync.Mutex
+	freed   int64
+	last    time.Time
+	timer   *time.Timer // the collection scheduled, if any
+	closed  bool
+	running sync.WaitGroup
+}
+
+const (
+	reclaimAt    = 16 << 20
+	reclaimDelay = time.Second
+	reclaimEvery = 5 * time.Second
+	// connMemory estimates what a closed inbound connection held in
+	// tchannel-go (its goroutines' stacks, buffers and maps): the probe
+	// measured about 14 KB per stalled connection.
+	connMemory = 16 << 10
+)
+
+func newReclaimer() *reclaimer {
+	return &reclaimer{collect: func() { runtime.GC(); runtime.GC() }, delay: reclaimDelay, every: reclaimEvery}
+}
+
+// add counts n bytes freed, and schedules a collection once there are
+// enough.
+func (r *reclaimer) add(n int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.freed += n
+	if r.closed || r.timer != nil || r.freed < reclaimAt {
+		return
+	}
+	wait := max(r.delay, r.every-time.Since(r.last))
+	r.running.Add(1)
+	r.timer = time.AfterFunc(wait, r.run)
+}
+
+func (r *reclaimer) run() {
+	defer r.running.Done()
+	r.mu.Lock()
+	r.freed, r.timer, r.last = 0, nil, time.Now()
+	r.mu.Unlock()
+	r.collect()
+}
+
+// close cancels a collection not yet started and waits for one running.
+func (r *reclaimer) close() {
+	r.mu.Lock()
+	r.closed = true
+	if r.timer != nil && r.timer.Stop() {
+		r.timer = nil
+		r.running.Done()
+	}
+	r.mu.Unlock()
+	r.running.Wait()
+}
+
+// scheduled reports whether a collection is scheduled or running.
+func (r *reclaimer) scheduled() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.timer != nil
+}
