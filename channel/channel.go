@@ -238,6 +238,9 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	}
 	topts := o.tch
 	topts.Tracer = o.tracer
+	if topts.Logger == nil {
+		topts.Logger = discardLogger{}
+	}
 	if c.tracing {
 		c.spans = &spanTracer{o.tracer}
 		topts.Tracer = c.spans

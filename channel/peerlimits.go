@@ -284,6 +284,8 @@ func (pg *peerGuard) log(peer, what string, err error) {
 	suppressed := pg.suppressed
 	pg.suppressed = 0
 	pg.mu.Unlock()
+	// remotePeer first: sluice serve's logger keeps the fields of lines
+	// that start so, and no others.
 	fields := tchannel.LogFields{{Key: "remotePeer", Value: peer}, {Key: "event", Value: what}}
 	if err != nil {
 		fields = append(fields, tchannel.ErrField(err))

@@ -37,24 +37,31 @@ second.`
 
 // warnLogger is a tchannel-go logger that writes Sluice's warnings about
 // peers to w, one line each with their fields, and drops the rest of what
-// tchannel-go logs (a flood of bad peers would flood it).
+// tchannel-go logs (a flood of bad peers would flood it). It keeps only
+// the fields of those warnings: tchannel-go adds fields for every
+// connection, which a logger keeping them all holds for as long as the
+// connection lives (about 2.7 KB each).
 type warnLogger struct {
 	tchannel.Logger // the null logger, for every other level
 	mu              *sync.Mutex
 	w               io.Writer
-	fields          tchannel.LogFields
+	fields          tchannel.LogFields // a warning's, or none
 }
 
 func newWarnLogger(w io.Writer) tchannel.Logger {
-	return warnLogger{Logger: tchannel.NullLogger, mu: &sync.Mutex{}, w: w}
+	return &warnLogger{Logger: tchannel.NullLogger, mu: &sync.Mutex{}, w: w}
 }
 
-func (l warnLogger) WithFields(fields ...tchannel.LogField) tchannel.Logger {
-	l.fields = append(append(tchannel.LogFields(nil), l.fields...), fields...)
-	return l
+func (l *warnLogger) WithFields(fields ...tchannel.LogField) tchannel.Logger {
+	if len(fields) == 0 || fields[0].Key != "remotePeer" {
+		return l // tchannel-go's own fields: never printed
+	}
+	return &warnLogger{Logger: l.Logger, mu: l.mu, w: l.w, fields: fields}
 }
 
-func (l warnLogger) Warn(msg string) {
+func (l *warnLogger) Fields() tchannel.LogFields { return l.fields }
+
+func (l *warnLogger) Warn(msg string) {
 	if !strings.HasPrefix(msg, "sluice:") {
 		return
 	}
@@ -63,9 +70,6 @@ func (l warnLogger) Warn(msg string) {
 	b.WriteString(" ")
 	b.WriteString(msg)
 	for _, f := range l.fields {
-		if f.Key == "hostPort" || f.Key == "serviceName" || f.Key == "process" {
-			continue // the server's own, the same on every line
-		}
 		fmt.Fprintf(&b, " %s=%v", f.Key, f.Value)
 	}
 	b.WriteString("\n")
@@ -76,7 +80,7 @@ func (l warnLogger) Warn(msg string) {
 
 // Fatal logs and exits, as tchannel-go's loggers do (it calls Fatal on an
 // accept error it cannot recover from).
-func (l warnLogger) Fatal(msg string) {
+func (l *warnLogger) Fatal(msg string) {
 	fmt.Fprintf(l.w, "sluice: fatal: %s\n", msg)
 	os.Exit(1)
 }
