@@ -228,6 +228,14 @@ func (g *Guard) Close() {
 	g.wg.Wait()
 }
 
+// Conns returns the number of connections the Guard watches (open ones,
+// and ones not yet seen closed by their reader).
+func (g *Guard) Conns() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.conns)
+}
+
 // Unfinished returns the frame bytes of unfinished requests on all
 // connections.
 func (g *Guard) Unfinished() int64 {
