@@ -5,8 +5,9 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
+
+	"github.com/sluice-rpc/sluice/internal/table"
 )
 
 // tableHeader names WriteTable's columns.
@@ -42,22 +43,7 @@ func WriteTable(w io.Writer, rs []*Result, markdown bool) error {
 	for _, r := range rs {
 		rows = append(rows, r.row())
 	}
-	if markdown {
-		var b strings.Builder
-		for i, row := range rows {
-			b.WriteString("| " + strings.Join(row, " | ") + " |\n")
-			if i == 0 {
-				b.WriteString("|" + strings.Repeat("---|", len(row)) + "\n")
-			}
-		}
-		_, err := io.WriteString(w, b.String())
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, row := range rows {
-		fmt.Fprintln(tw, strings.Join(row, "\t"))
-	}
-	return tw.Flush()
+	return table.Write(w, rows, markdown, false)
 }
 
 // row is r's line of the table.

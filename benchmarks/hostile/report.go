@@ -1,10 +1,9 @@
 package hostile
 
 import (
-	"fmt"
 	"io"
-	"strings"
-	"text/tabwriter"
+
+	"github.com/sluice-rpc/sluice/internal/table"
 )
 
 // WriteTable writes every result's figures, one row each (attack, figure,
@@ -21,26 +20,5 @@ func WriteTable(w io.Writer, rs []*Result, markdown bool) error {
 		}
 		rows = append(rows, []string{string(r.Attack), "elapsed", sec(r.Elapsed)})
 	}
-	if markdown {
-		var b strings.Builder
-		for i, row := range rows {
-			for j := range row {
-				row[j] = strings.ReplaceAll(row[j], "|", `\|`)
-			}
-			b.WriteString("| " + strings.Join(row, " | ") + " |\n")
-			if i == 0 {
-				b.WriteString("|" + strings.Repeat("---|", len(row)) + "\n")
-			}
-		}
-		_, err := io.WriteString(w, b.String())
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for i, row := range rows {
-		if i > 0 && row[0] != rows[i-1][0] {
-			fmt.Fprintln(tw, "\t\t")
-		}
-		fmt.Fprintln(tw, strings.Join(row, "\t"))
-	}
-	return tw.Flush()
+	return table.Write(w, rows, markdown, true)
 }

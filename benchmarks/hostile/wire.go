@@ -10,6 +10,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/tframe"
 )
 
@@ -24,19 +25,8 @@ const (
 	attackerName = "sluice-hostile"
 )
 
-// TChannel system error codes the attacks read from error frames.
-var errorCodes = map[byte]string{
-	0x01: "TIMEOUT", 0x02: "CANCELLED", 0x03: "BUSY", 0x04: "DECLINED",
-	0x05: "UNEXPECTED", 0x06: "BAD_REQUEST", 0x07: "NETWORK", 0x08: "UNHEALTHY",
-	0xFF: "PROTOCOL",
-}
-
-func errorCodeName(c byte) string {
-	if s, ok := errorCodes[c]; ok {
-		return s
-	}
-	return fmt.Sprintf("code 0x%02x", c)
-}
+// errorCodeName names a TChannel system error code ("BUSY").
+func errorCodeName(c byte) string { return codes.Code(c).String() }
 
 // maxChunks is the room a frame has for argument chunks after the fields
 // of a call request of service Service with transport headers hs: its
@@ -202,13 +192,11 @@ func (c *rawConn) readWhole() (tframe.Header, []byte, error) {
 // describe is a short account of a frame the server sent: an error frame's
 // code and message.
 func describe(h tframe.Header, p []byte) string {
-	if h.Type == tframe.Error && len(p) >= 1+tframe.TracingSize+2 {
-		n := int(binary.BigEndian.Uint16(p[1+tframe.TracingSize:]))
-		msg := p[1+tframe.TracingSize+2:]
-		if n < len(msg) {
-			msg = msg[:n]
-		}
-		return fmt.Sprintf("%s %q", errorCodeName(p[0]), msg)
+	if h.Type != tframe.Error {
+		return ""
+	}
+	if code, msg, ok := tframe.ParseError(p); ok {
+		return fmt.Sprintf("%s %q", errorCodeName(code), msg)
 	}
 	return ""
 }

@@ -207,6 +207,18 @@ func Parse(f []byte) (Frame, error) {
 	return fr, nil
 }
 
+// ParseError reads an error frame's payload: its code (a TChannel system
+// error code) and its message. ok is false when the payload is too short
+// for them; a message longer than the payload is cut to it.
+func ParseError(payload []byte) (code byte, message string, ok bool) {
+	if len(payload) < 1+TracingSize+2 {
+		return 0, "", false
+	}
+	msg := payload[1+TracingSize+2:]
+	n := int(binary.BigEndian.Uint16(payload[1+TracingSize:]))
+	return payload[0], string(msg[:min(n, len(msg))]), true
+}
+
 func (fr Frame) invalid(format string, args ...any) error {
 	return &ProtocolError{Type: fr.Type, ID: fr.ID, Reason: fmt.Sprintf(format, args...)}
 }

@@ -4,7 +4,6 @@
 package tpeer
 
 import (
-	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -94,10 +93,8 @@ func ReadFrame(r io.Reader) (Frame, error) {
 	if _, err := io.ReadFull(r, f.Payload); err != nil {
 		return Frame{}, err
 	}
-	if body := f.Payload; f.Type == tframe.Error && len(body) >= 1+tframe.TracingSize+2 {
-		f.Code = body[0]
-		n := int(binary.BigEndian.Uint16(body[1+tframe.TracingSize:]))
-		f.Message = string(body[1+tframe.TracingSize+2:][:min(n, len(body)-1-tframe.TracingSize-2)])
+	if f.Type == tframe.Error {
+		f.Code, f.Message, _ = tframe.ParseError(f.Payload)
 	}
 	return f, nil
 }
