@@ -7,6 +7,7 @@
 //	sluice sim busy|ratelimit    the busy-throttling and rate-limit simulations
 //	sluice doorman serve|get     a Doorman lease server, or a client of one
 //	sluice faults [flags]        peers failing behind fault points: what a failure costs
+//	sluice hostile [flags]       hostile peers attacking a server: what each attack costs it
 //
 // "sluice help CMD" or "sluice CMD -h" describes a command, its flags and
 // examples; "sluice --version" prints the version. Every command exits 0
