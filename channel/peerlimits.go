@@ -42,7 +42,7 @@ type PeerLimits struct {
 	// flight; if every one has a call in flight the new one is closed.
 	// 0 means half the process's descriptor limit. A connection that
 	// holds no call costs about 26 KB (tchannel-go's state, its two
-	// goroutines, the collector's headroom: 268 MiB for 10,000), so where
+	// goroutines, the collector's headroom: 257 MiB for 10,000), so where
 	// the descriptor limit is large, size the cap to memory too.
 	MaxConns int
 	// IdleTimeout closes an inbound connection with no call in flight and
