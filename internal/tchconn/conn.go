@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -13,15 +14,22 @@ import (
 	"github.com/sluice-rpc/sluice/internal/tframe"
 )
 
-// smallSize is the buffer every Conn has: enough for the frames of a small
-// call, read in one system call. Larger frames borrow a big buffer while
-// they arrive.
-const smallSize = 512
+// Buffer sizes. Every Conn has a small buffer: enough for the frames of a
+// small call, read in one system call. A larger frame borrows a bigger
+// buffer once the smaller one is full of its bytes, first a mid-size one,
+// then one for the largest frame and what follows it in the same read, so
+// that what a connection holds follows the bytes that came, not what a
+// frame's size field claims.
+const (
+	smallSize = 512
+	midSize   = 4 << 10
+	bigSize   = tframe.MaxSize + 4<<10
+)
 
-// bigSize holds the largest frame and what follows it in the same read.
-const bigSize = tframe.MaxSize + 4<<10
-
-var bigBuffers = sync.Pool{New: func() any { b := make([]byte, bigSize); return &b }}
+var (
+	midBuffers = sync.Pool{New: func() any { b := make([]byte, midSize); return &b }}
+	bigBuffers = sync.Pool{New: func() any { b := make([]byte, bigSize); return &b }}
+)
 
 // Conn is a TChannel connection behind a Guard: tchannel-go reads only
 // frames that passed the checks, and the requests the peer sends are kept
@@ -35,29 +43,34 @@ type Conn struct {
 	peer    string
 
 	// The reader's own: tchannel-go reads a connection from one goroutine.
-	small [smallSize]byte
-	buf   []byte  // small[:] or *big
-	big   *[]byte // a pooled buffer, while one is in use
-	r, w  int     // buf[r:w] came from the socket and is not yet handled
-	out   []byte  // to hand to the reader next: a checked frame, or synth
-	synth []byte  // frames this Conn makes up for tchannel-go (cancels)
-	first bool    // the next frame is the connection's first
-	rerr  error   // the error every Read returns from now on
+	small  [smallSize]byte
+	buf    []byte  // small[:], *pooled, or the first frame's own
+	pooled *[]byte // the pooled buffer buf is, if it is one
+	pool   *sync.Pool
+	r, w   int    // buf[r:w] came from the socket and is not yet handled
+	out    []byte // to hand to the reader next: a checked frame, or synth
+	synth  []byte // frames this Conn makes up for tchannel-go (cancels)
+	first  bool   // the next frame is the connection's first
+	rerr   error  // the error every Read returns from now on
 
 	// partialSince is the Guard's time when the reader began to wait for
 	// the rest of a frame; 0 when it waits for none.
 	partialSince atomic.Int64
+	// stalled is set when the Guard closes the connection for a frame that
+	// stopped coming: Read then returns errStalled.
+	stalled atomic.Bool
 
 	// Guarded by g.mu.
-	reqs       map[uint32]*request // multi-fragment requests not yet whole
-	unfinished int64               // their frame bytes
+	reqs       map[uint32]*request // multi-fragment requests in flight, not yet whole
+	unfinished int64               // what they are charged
+	gone       bool                // forgotten: nothing more is charged
 	drops      []drop              // decided elsewhere, for the reader to carry out
 	nreqs      atomic.Int32        // len(reqs), read without the lock
 	ndrops     atomic.Int32        // len(drops), read without the lock
 
 	dmu           sync.Mutex
 	readDeadline  time.Time // the reader's own deadline (tchannel-go's)
-	writeDeadline time.Time
+	writeDeadline time.Time // the writer's own
 
 	wmu   sync.Mutex
 	wleft int // bytes of the frame being written still to come
@@ -68,24 +81,18 @@ type Conn struct {
 	once  sync.Once
 }
 
-// reqState is where a multi-fragment request stands.
-type reqState uint8
-
-const (
-	// delivered: tchannel-go has it; its fragments pass.
-	delivered reqState = iota + 1
-	// refused: tchannel-go never saw it; its fragments are swallowed.
-	refused
-	// dropped: tchannel-go had it and got a cancel, or answered it
-	// already; its fragments are swallowed.
-	dropped
-)
-
+// request is a multi-fragment request tchannel-go has and whose last
+// fragment has not come. A request refused, dropped, cancelled or answered
+// is forgotten: a continuation nothing expects is swallowed.
 type request struct {
-	bytes  int64
+	bytes  int64 // charged: its frames, at least minRequest
 	lastAt int64 // the Guard's time of its last fragment
-	state  reqState
 }
+
+// minRequest is the least a request in flight is charged, whatever its
+// first fragment's size: tchannel-go's exchange, its goroutines and the
+// handler's cost about 10 KB beyond the request's bytes.
+const minRequest = 16 << 10
 
 // drop is a request to drop, decided off the reader's goroutine.
 type drop struct {
@@ -125,6 +132,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 			if c.interrupted(err) {
 				continue
 			}
+			if c.stalled.Load() {
+				err = fmt.Errorf("tchconn: %s sent an %w", c.peer, errStalled(c.g.lim.StallTimeout))
+			}
 			c.rerr = err
 			c.forget()
 		}
@@ -156,30 +166,27 @@ func (c *Conn) next() ([]byte, error) {
 }
 
 // fill reads from the socket what comes, into room for at least the rest
-// of the frame that is arriving.
+// of the frame that is arriving, growing the buffer only once it is full of
+// that frame's bytes.
 func (c *Conn) fill() error {
 	if c.r == c.w {
 		c.r, c.w = 0, 0
-		if c.big != nil {
+		if c.pooled != nil || len(c.buf) != smallSize {
 			// Nothing is buffered: wait for the next frame in the small
-			// buffer, so that an idle connection holds no big one.
-			bigBuffers.Put(c.big)
-			c.big, c.buf = nil, c.small[:]
+			// buffer, so that an idle connection holds no other.
+			c.release()
 		}
 	}
 	need := 0 // the whole frame, when its size is known
 	if c.w-c.r >= 2 {
 		need = int(binary.BigEndian.Uint16(c.buf[c.r:]))
 	}
-	if need > len(c.buf)-c.r || c.w == len(c.buf) {
-		if need > len(c.buf) {
-			big := bigBuffers.Get().(*[]byte)
-			c.w = copy(*big, c.buf[c.r:c.w])
-			c.r, c.buf, c.big = 0, *big, big
-		} else {
-			c.w = copy(c.buf, c.buf[c.r:c.w])
-			c.r = 0
-		}
+	if c.r > 0 && (need > len(c.buf)-c.r || c.w == len(c.buf)) {
+		c.w = copy(c.buf, c.buf[c.r:c.w])
+		c.r = 0
+	}
+	if c.w == len(c.buf) {
+		c.grow(need)
 	}
 	if c.w > c.r && c.partialSince.Load() == 0 {
 		c.partialSince.Store(max(1, c.g.now.Load()))
@@ -195,13 +202,43 @@ func (c *Conn) fill() error {
 	return err
 }
 
+// grow moves the buffered bytes (all of one frame, need bytes long) to a
+// bigger buffer: the mid-size one, then the big one; a first frame, at most
+// MaxInitSize, gets a buffer of its size instead of the big one.
+func (c *Conn) grow(need int) {
+	var next []byte
+	var pooled *[]byte
+	var pool *sync.Pool
+	switch {
+	case len(c.buf) < midSize:
+		pooled, pool = midBuffers.Get().(*[]byte), &midBuffers
+		next = *pooled
+	case c.first:
+		next = make([]byte, need)
+	default:
+		pooled, pool = bigBuffers.Get().(*[]byte), &bigBuffers
+		next = *pooled
+	}
+	c.w = copy(next, c.buf[:c.w])
+	c.release()
+	c.buf, c.pooled, c.pool = next, pooled, pool
+}
+
+// release gives back the pooled buffer, if any, and returns to the small
+// one. Call it only when nothing in the buffer is still to be handed on.
+func (c *Conn) release() {
+	if c.pooled != nil {
+		c.pool.Put(c.pooled)
+	}
+	c.buf, c.pooled, c.pool = c.small[:], nil, nil
+}
+
 // interrupted reports whether err is a timeout that is not the reader's:
 // a Guard's interrupt, which ends a read so that the reader carries out a
 // drop. It restores the reader's own deadline.
 func (c *Conn) interrupted(err error) bool {
-	var ne net.Error
-	if !errors.As(err, &ne) || !ne.Timeout() {
-		return false
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return false // a socket error, even a timeout of TCP's own
 	}
 	c.dmu.Lock()
 	defer c.dmu.Unlock()
@@ -223,10 +260,11 @@ func (c *Conn) SetReadDeadline(t time.Time) error {
 	return c.Conn.SetReadDeadline(t)
 }
 
-// SetWriteDeadline sets the writer's deadline.
+// SetWriteDeadline sets the writer's deadline. It does not wait for a
+// write in progress: a deadline is how a stuck write is ended.
 func (c *Conn) SetWriteDeadline(t time.Time) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
 	c.writeDeadline = t
 	return c.Conn.SetWriteDeadline(t)
 }
@@ -289,29 +327,22 @@ func (c *Conn) active() {
 func (c *Conn) request(fr tframe.Frame, f []byte) []byte {
 	g := c.g
 	g.mu.Lock()
-	if r := c.reqs[fr.ID]; r != nil {
-		if r.state == delivered {
-			// A request reusing the id of one still arriving:
-			// tchannel-go answers that with a protocol error.
-			g.mu.Unlock()
-			return f
-		}
-		c.delReq(fr.ID) // one refused or dropped before; this is new
-	}
-	if !fr.More {
+	if c.gone || !fr.More || c.reqs[fr.ID] != nil {
+		// Whole in one frame; or the connection is closing; or a request
+		// reusing the id of one still arriving, which tchannel-go answers
+		// with a protocol error.
 		g.mu.Unlock()
 		return f
 	}
-	now := g.now.Load()
-	victim, err := g.admit(c, int64(len(f)))
+	cost := max(int64(len(f)), minRequest)
+	victim, err := g.admit(c, cost)
 	if err != nil {
-		c.setReq(fr.ID, &request{lastAt: now, state: refused})
 		g.mu.Unlock()
 		g.report(Event{Kind: RequestRefused, Peer: c.peer, Inbound: c.inbound, ID: fr.ID, Err: err})
 		c.sendError(fr.ID, errCodeBusy, err.Error())
-		return nil
+		return nil // its later fragments are swallowed: nothing expects them
 	}
-	c.setReq(fr.ID, &request{bytes: int64(len(f)), lastAt: now, state: delivered})
+	c.setReq(fr.ID, &request{bytes: cost, lastAt: g.now.Load()})
 	g.mu.Unlock()
 	if victim != nil {
 		victim.interrupt()
@@ -324,17 +355,13 @@ func (c *Conn) continuation(fr tframe.Frame, f []byte) []byte {
 	g := c.g
 	g.mu.Lock()
 	r := c.reqs[fr.ID]
-	if r == nil {
-		// Nothing expects it (tchannel-go would log and drop it).
-		g.mu.Unlock()
-		return nil
-	}
-	r.lastAt = g.now.Load()
 	switch {
-	case r.state != delivered:
-		if !fr.More {
-			c.delReq(fr.ID)
-		}
+	case c.gone:
+		g.mu.Unlock()
+		return f
+	case r == nil:
+		// Nothing expects it: its request was refused, dropped or
+		// answered (tchannel-go would log and drop it).
 		g.mu.Unlock()
 		return nil
 	case !fr.More:
@@ -345,10 +372,11 @@ func (c *Conn) continuation(fr tframe.Frame, f []byte) []byte {
 		g.mu.Unlock()
 		return f
 	}
+	r.lastAt = g.now.Load()
 	victim, err := g.admit(c, int64(len(f)))
 	if err != nil {
 		g.free(c, r.bytes)
-		r.bytes, r.state = 0, dropped
+		c.delReq(fr.ID)
 		g.mu.Unlock()
 		g.report(Event{Kind: RequestDropped, Peer: c.peer, Inbound: c.inbound, ID: fr.ID, Err: err})
 		c.sendError(fr.ID, errCodeBusy, err.Error())
@@ -364,13 +392,13 @@ func (c *Conn) continuation(fr tframe.Frame, f []byte) []byte {
 }
 
 // settled forgets request id, cancelled by the peer or answered by
-// tchannel-go before its last fragment: later fragments are swallowed.
+// tchannel-go before its last fragment: its later fragments are swallowed.
 func (c *Conn) settled(id uint32) {
 	g := c.g
 	g.mu.Lock()
-	if r := c.reqs[id]; r != nil && r.state == delivered {
+	if r := c.reqs[id]; r != nil {
 		g.free(c, r.bytes)
-		r.bytes, r.state, r.lastAt = 0, dropped, g.now.Load()
+		c.delReq(id)
 	}
 	g.mu.Unlock()
 }
@@ -386,20 +414,23 @@ func (c *Conn) setReq(id uint32, r *request) {
 
 func (c *Conn) delReq(id uint32) {
 	delete(c.reqs, id)
+	if len(c.reqs) == 0 {
+		c.reqs = nil // a map does not shrink: let a flood's go
+	}
 	c.nreqs.Store(int32(len(c.reqs)))
 }
 
-// largest returns the id of c's largest delivered request. Call it with
-// g.mu held, on a Conn holding unfinished bytes.
-func (c *Conn) largest() uint32 {
+// largest returns the id of c's largest request and whether it has one.
+// Call it with g.mu held.
+func (c *Conn) largest() (uint32, bool) {
 	var id uint32
 	var most int64 = -1
 	for i, r := range c.reqs {
-		if r.state == delivered && r.bytes > most {
+		if r.bytes > most {
 			id, most = i, r.bytes
 		}
 	}
-	return id
+	return id, most >= 0
 }
 
 // dropLocked drops request id: its bytes are released now, and the
@@ -407,11 +438,11 @@ func (c *Conn) largest() uint32 {
 // g.mu held, then interrupt c.
 func (c *Conn) dropLocked(id uint32, code byte, kind EventKind, err error) {
 	r := c.reqs[id]
-	if r == nil || r.state != delivered {
+	if r == nil {
 		return
 	}
 	c.g.free(c, r.bytes)
-	r.bytes, r.state, r.lastAt = 0, dropped, c.g.now.Load()
+	c.delReq(id)
 	c.drops = append(c.drops, drop{id: id, code: code, kind: kind, err: err})
 	c.ndrops.Store(int32(len(c.drops)))
 }
@@ -421,7 +452,7 @@ func (c *Conn) dropLocked(id uint32, code byte, kind EventKind, err error) {
 func (c *Conn) sweepRequests(now, stall int64) bool {
 	dropped := false
 	for id, r := range c.reqs {
-		if r.state == delivered && now-r.lastAt >= stall {
+		if now-r.lastAt >= stall {
 			c.dropLocked(id, errCodeTimeout, RequestStalled,
 				fmt.Errorf("request timed out: its fragments stopped coming for %v", time.Duration(stall)))
 			dropped = true
@@ -485,8 +516,17 @@ func (c *Conn) writeOwn(f []byte) {
 		return // never happens: tchannel-go writes whole frames
 	}
 	if d := c.g.lim.StallTimeout; d > 0 {
-		_ = c.Conn.SetWriteDeadline(time.Now().Add(d))
-		defer c.Conn.SetWriteDeadline(c.writeDeadline)
+		c.dmu.Lock()
+		own := c.writeDeadline
+		if own.IsZero() || time.Until(own) > d {
+			_ = c.Conn.SetWriteDeadline(time.Now().Add(d))
+		}
+		c.dmu.Unlock()
+		defer func() {
+			c.dmu.Lock()
+			_ = c.Conn.SetWriteDeadline(c.writeDeadline)
+			c.dmu.Unlock()
+		}()
 	}
 	_, _ = c.Conn.Write(f)
 }
@@ -569,7 +609,7 @@ func (c *Conn) forget() {
 		g.mu.Lock()
 		g.free(c, c.unfinished)
 		delete(g.conns, c)
-		c.reqs = nil
+		c.reqs, c.gone = nil, true
 		c.nreqs.Store(0)
 		g.mu.Unlock()
 		c.partialSince.Store(0)

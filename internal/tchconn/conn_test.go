@@ -423,3 +423,181 @@ func TestLimitsValidate(t *testing.T) {
 		t.Fatal("New accepted a per-connection budget above the total")
 	}
 }
+
+// A first frame that is not an init request is answered with the Guard's
+// protocol error, before tchannel-go sees it, and reported.
+func TestFirstFrameIsCheckedByTheGuard(t *testing.T) {
+	s := startServer(t, Limits{})
+	p := dial(t, s.addr())
+	p.Send(callReq(1, "echo", false, nil))
+	f := p.Next()
+	if f.Type != tframe.Error || f.Code != errCodeProtocol || !strings.Contains(f.Message, "the first frame must be an init req") {
+		t.Fatalf("got %v code %#x %q, want the Guard's protocol error", f.Type, f.Code, f.Message)
+	}
+	p.ClosedByServer()
+	testwait.Until(t, "the event", func() bool { return len(s.eventsOf(InvalidFrame)) == 1 })
+}
+
+// Requests refused at their first fragment leave nothing behind: their
+// later fragments are swallowed as fragments nothing expects.
+func TestRefusedRequestsLeaveNoEntries(t *testing.T) {
+	s := startServer(t, Limits{MaxUnfinishedPerConn: minRequest, StallTimeout: -1})
+	p := dial(t, s.addr())
+	p.Handshake()
+	p.Send(callReq(2, "read", true, []byte("x"))) // fills the budget: charged minRequest
+	testwait.Until(t, "the first request to be charged", func() bool { return s.g.Unfinished() == minRequest })
+	const refused = 1000
+	for id := uint32(3); id < 3+refused; id++ {
+		p.Send(callReq(id, "read", true, []byte("x")))
+	}
+	for range refused {
+		if f := p.Next(); f.Type != tframe.Error || f.Code != errCodeBusy {
+			t.Fatalf("got %v code %#x %q, want BUSY", f.Type, f.Code, f.Message)
+		}
+	}
+	s.g.mu.Lock()
+	n := 0
+	for c := range s.g.conns {
+		n += len(c.reqs)
+	}
+	s.g.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d requests tracked after %d refusals, want 1 (the one in flight)", n, refused)
+	}
+}
+
+// A request in flight is charged at least minRequest, whatever its first
+// fragment's size: tiny fragments cannot buy many requests in flight.
+func TestTinyRequestsAreChargedTheirCost(t *testing.T) {
+	s := startServer(t, Limits{StallTimeout: -1})
+	p := dial(t, s.addr())
+	p.Handshake()
+	p.Send(callReq(2, "read", true, nil), callReq(3, "read", true, nil))
+	testwait.Until(t, "two requests charged at their cost", func() bool { return s.g.Unfinished() == 2*minRequest })
+}
+
+// Frames read after the connection was forgotten (closing) are not
+// charged: nothing would release them.
+func TestNothingIsChargedAfterForget(t *testing.T) {
+	g, err := New(Config{Limits: Limits{StallTimeout: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	c := g.Client(a)
+	c.first = false
+	c.forget()
+	fr, err := tframe.Parse(callReq(2, "read", true, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.request(fr, callReq(2, "read", true, nil))
+	if n := g.Unfinished(); n != 0 {
+		t.Fatalf("%d bytes charged to a forgotten connection", n)
+	}
+}
+
+// A connection's buffer grows with the bytes that came, not with what a
+// frame's size field claims.
+func TestBufferGrowsWithTheBytesThatCame(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		first    bool
+		size     int // the size field
+		sent     int // bytes of the frame sent
+		wantSize int // the buffer's size once they are read
+	}{
+		{"a size field alone", false, tframe.MaxSize, 2, smallSize},
+		{"a small buffer's worth", false, tframe.MaxSize, smallSize + 1, midSize},
+		{"a mid buffer's worth", false, tframe.MaxSize, midSize + 1, bigSize},
+		{"an init frame's size field alone", true, MaxInitSize, 2, smallSize},
+		{"an init frame past the mid buffer", true, MaxInitSize, midSize + 1, MaxInitSize},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := New(Config{Limits: Limits{StallTimeout: -1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			server, client := net.Pipe()
+			defer server.Close()
+			defer client.Close()
+			c := g.Client(server)
+			c.first = tc.first
+			frame := make([]byte, tc.sent)
+			frame[0], frame[1] = byte(tc.size>>8), byte(tc.size)
+			go client.Write(frame)
+			for c.w < tc.sent {
+				if err := c.fill(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if len(c.buf) != tc.wantSize {
+				t.Fatalf("%d bytes of a %d-byte frame read: a buffer of %d, want %d", tc.sent, tc.size, len(c.buf), tc.wantSize)
+			}
+		})
+	}
+}
+
+// Making room for a connection under its share drops as many of the
+// hog's requests as it takes, not one.
+func TestFairShareMakesEnoughRoom(t *testing.T) {
+	s := startServer(t, Limits{MaxUnfinished: 6 * minRequest, MaxUnfinishedPerConn: 6 * minRequest, StallTimeout: -1})
+	hog := dial(t, s.addr())
+	hog.Handshake()
+	for id := uint32(2); id < 8; id++ {
+		hog.Send(callReq(id, "read", true, nil)) // six tiny requests: the whole budget
+	}
+	testwait.Until(t, "the hog to fill the budget", func() bool { return s.g.Unfinished() == 6*minRequest })
+	p := dial(t, s.addr())
+	p.Handshake()
+	p.Send(callReq(2, "read", true, make([]byte, 2*minRequest+100))) // needs three of the hog's
+	testwait.Until(t, "the newcomer to be charged", func() bool {
+		s.g.mu.Lock()
+		defer s.g.mu.Unlock()
+		return len(s.g.holding) == 2
+	})
+	if n, max := s.g.Unfinished(), int64(6*minRequest); n > max {
+		t.Fatalf("%d bytes charged, over the budget of %d", n, max)
+	}
+	for range 3 {
+		if f := hog.Next(); f.Type != tframe.Error || f.Code != errCodeBusy {
+			t.Fatalf("the hog got %v code %#x %q, want BUSY", f.Type, f.Code, f.Message)
+		}
+	}
+}
+
+// A connection closed for a frame that stopped coming ends its reads with
+// a protocol error, so that a client backs off from such a server.
+func TestStalledFrameIsAProtocolError(t *testing.T) {
+	s := startServer(t, Limits{StallTimeout: 4 * time.Second})
+	g, err := New(Config{Clock: s.clk, Limits: Limits{StallTimeout: 4 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	server, client := net.Pipe()
+	defer client.Close()
+	c := g.Client(server)
+	c.first = false
+	f := callReq(2, "echo", false, make([]byte, 1000))
+	go client.Write(f[:600])
+	read := make(chan error, 1)
+	go func() {
+		_, err := c.Read(make([]byte, 10))
+		read <- err
+	}()
+	testwait.Until(t, "the reader to wait for the rest", func() bool { return c.partialSince.Load() != 0 })
+	for range 5 {
+		testwait.Timers(t, s.clk, 2) // the server's Guard's sweep and this one's
+		s.clk.Add(time.Second)
+	}
+	err = testwait.Recv(t, read, "the read to end")
+	var pe *tframe.ProtocolError
+	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "stopped coming") {
+		t.Fatalf("read: %v, want a protocol error saying the frame stopped coming", err)
+	}
+}

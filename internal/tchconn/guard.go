@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/tframe"
 )
 
 // Defaults of Limits' zero fields.
@@ -257,6 +258,10 @@ func (g *Guard) Client(nc net.Conn) *Conn { return g.newConn(nc, nil, false) }
 func (g *Guard) Gate(nc net.Conn, lim Activity) (*Conn, error) {
 	c := g.newConn(nc, lim, true)
 	if err := c.readFirst(); err != nil {
+		var pe *tframe.ProtocolError
+		if errors.As(err, &pe) {
+			c.invalid(err) // reported, and answered, as any invalid frame
+		}
 		c.forget()
 		return nil, err
 	}
@@ -305,20 +310,30 @@ func (g *Guard) admit(c *Conn, n int64) (victim *Conn, err error) {
 		if c.unfinished+n > share {
 			return nil, fmt.Errorf("server busy: %d bytes of unfinished requests, its limit is %d, and this connection holds its share (%d); retry later", g.unfinished, max, share)
 		}
-		// Make room: the largest request of the connection holding the
-		// most gives way to a connection under its share.
-		var hog *Conn
-		for h := range g.holding {
-			if h != c && (hog == nil || h.unfinished > hog.unfinished) {
-				hog = h
+		// Make room: the largest requests of the connection holding the
+		// most give way, while it holds more than its share, to a
+		// connection under its share.
+		for g.unfinished+n > max {
+			var hog *Conn
+			for h := range g.holding {
+				if h != c && (hog == nil || h.unfinished > hog.unfinished) {
+					hog = h
+				}
 			}
+			if hog == nil || hog.unfinished <= share {
+				if victim != nil {
+					break // what could be freed was: admit a little over
+				}
+				return nil, fmt.Errorf("server busy: %d bytes of unfinished requests, its limit is %d; retry later", g.unfinished, max)
+			}
+			id, _ := hog.largest()
+			hog.dropLocked(id, errCodeBusy, RequestDropped,
+				fmt.Errorf("server busy: request dropped to make room for a connection under its share of %d bytes of unfinished requests; retry later", max))
+			if victim != nil && victim != hog {
+				victim.interrupt() // an earlier hog's drops; the caller interrupts the last
+			}
+			victim = hog
 		}
-		if hog == nil || hog.unfinished <= share {
-			return nil, fmt.Errorf("server busy: %d bytes of unfinished requests, its limit is %d; retry later", g.unfinished, max)
-		}
-		hog.dropLocked(hog.largest(), errCodeBusy, RequestDropped,
-			fmt.Errorf("server busy: request dropped to make room for a connection under its share of %d bytes of unfinished requests; retry later", max))
-		victim = hog
 	}
 	g.charge(c, n)
 	return victim, nil
@@ -368,7 +383,7 @@ func (g *Guard) sweep() {
 	var stalledFrames, wake []*Conn
 	g.mu.Lock()
 	for c := range g.conns {
-		if at := c.partialSince.Load(); at != 0 && now-at >= stall {
+		if at := c.partialSince.Load(); at != 0 && now-at >= stall && c.partialSince.CompareAndSwap(at, 0) {
 			stalledFrames = append(stalledFrames, c)
 		}
 	}
@@ -377,29 +392,25 @@ func (g *Guard) sweep() {
 			wake = append(wake, c)
 		}
 	}
-	// Requests refused or dropped before stay known until their last
-	// fragment, so that its fragments are swallowed; forget those whose
-	// fragments stopped coming too.
-	for c := range g.conns {
-		if len(c.reqs) == 0 {
-			continue
-		}
-		for id, r := range c.reqs {
-			if r.state != delivered && now-r.lastAt >= stall {
-				delete(c.reqs, id)
-			}
-		}
-		c.nreqs.Store(int32(len(c.reqs)))
-	}
 	g.mu.Unlock()
 	for _, c := range stalledFrames {
-		g.report(Event{Kind: FrameStalled, Peer: c.peer, Inbound: c.inbound,
-			Err: fmt.Errorf("a frame's bytes stopped coming for %v", g.lim.StallTimeout)})
+		err := errStalled(g.lim.StallTimeout)
+		g.report(Event{Kind: FrameStalled, Peer: c.peer, Inbound: c.inbound, Err: err})
+		// Close the socket: its reader may be anywhere, in tchannel-go
+		// too; once it reads again it returns err, a protocol error, so
+		// that a client backs off from such a server.
+		c.stalled.Store(true)
 		c.Conn.Close()
 	}
 	for _, c := range wake {
 		c.interrupt()
 	}
+}
+
+// errStalled is the error of a connection closed for a frame whose bytes
+// stopped coming.
+func errStalled(d time.Duration) error {
+	return &tframe.ProtocolError{Reason: fmt.Sprintf("a frame's bytes stopped coming for %v", d)}
 }
 
 // errCodeBusy and errCodeTimeout are TChannel's system error codes.
@@ -408,7 +419,3 @@ const (
 	errCodeBusy     = 0x03
 	errCodeProtocol = 0xFF
 )
-
-// ErrStalledFrame is the read error of a connection closed because a
-// frame stopped coming.
-var ErrStalledFrame = errors.New("tchconn: a frame's bytes stopped coming")
