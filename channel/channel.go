@@ -318,6 +318,9 @@ func (c *Channel) Serve(l net.Listener) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
+	if c.peers.serving() {
+		return fmt.Errorf("channel: Serve on %s: the Channel already serves on %s; a Channel serves on one listener", l.Addr(), c.HostPort())
+	}
 	guarded, err := c.peers.listen(l, c.o.peerLimits)
 	if err != nil {
 		return fmt.Errorf("channel: %w", err)

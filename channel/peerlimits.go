@@ -92,16 +92,19 @@ type PeerLimits struct {
 // Channel hold. Default: the zero PeerLimits.
 func WithPeerLimits(l PeerLimits) Option { return func(o *options) { o.peerLimits = l } }
 
-// Validate reports the first field that breaks its rule, given the
+// validate reports the first field that breaks its rule, given the
 // Channel's maximum request size.
 func (l PeerLimits) validate(maxRequest int64) error {
+	g := l.guardLimits(maxRequest)
 	switch {
 	case l.HandshakeTimeout < 0:
 		return fmt.Errorf("channel: PeerLimits.HandshakeTimeout is %v, must be > 0 (0: 5s)", l.HandshakeTimeout)
-	case l.MaxUnfinishedBytesPerConn > 0 && l.MaxUnfinishedBytesPerConn < maxRequest:
-		return fmt.Errorf("channel: PeerLimits.MaxUnfinishedBytesPerConn is %d, below the maximum request size %d: requests of that size could never arrive; raise it or lower WithMaxRequestSize", l.MaxUnfinishedBytesPerConn, maxRequest)
-	case l.MaxUnfinishedBytes > 0 && l.MaxUnfinishedBytes < max(l.MaxUnfinishedBytesPerConn, maxRequest):
-		return fmt.Errorf("channel: PeerLimits.MaxUnfinishedBytes is %d, below MaxUnfinishedBytesPerConn or the maximum request size; raise it", l.MaxUnfinishedBytes)
+	case l.MaxUnfinishedBytes > 0 && l.MaxUnfinishedBytes < maxRequest:
+		return fmt.Errorf("channel: PeerLimits.MaxUnfinishedBytes is %d, below the maximum request size %d: requests of that size could never arrive; raise it or lower WithMaxRequestSize", l.MaxUnfinishedBytes, maxRequest)
+	case g.MaxUnfinishedPerConn > 0 && g.MaxUnfinishedPerConn < maxRequest:
+		return fmt.Errorf("channel: PeerLimits.MaxUnfinishedBytesPerConn is %d, below the maximum request size %d: requests of that size could never arrive; raise it or lower WithMaxRequestSize", g.MaxUnfinishedPerConn, maxRequest)
+	case g.MaxUnfinished > 0 && g.MaxUnfinishedPerConn > g.MaxUnfinished:
+		return fmt.Errorf("channel: PeerLimits.MaxUnfinishedBytes is %d, below MaxUnfinishedBytesPerConn (%d); raise it", g.MaxUnfinished, g.MaxUnfinishedPerConn)
 	}
 	return nil
 }
@@ -112,6 +115,9 @@ func (l PeerLimits) guardLimits(maxRequest int64) tchconn.Limits {
 	if perConn == 0 {
 		// At least 1 MiB: a budget must hold several frames of 64 KiB.
 		perConn = max(4*maxRequest, 1<<20)
+		if total > 0 {
+			perConn = min(perConn, total) // the total set alone bounds it
+		}
 	}
 	if total == 0 {
 		total = max(32*maxRequest, 8*perConn)
@@ -198,6 +204,13 @@ func (pg *peerGuard) listen(inner net.Listener, l PeerLimits) (*connlimit.Listen
 	return cl, nil
 }
 
+// serving reports whether the Channel serves on a listener already.
+func (pg *peerGuard) serving() bool {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	return pg.listener != nil
+}
+
 func (pg *peerGuard) updateConns() {
 	pg.mu.Lock()
 	l := pg.listener
@@ -223,7 +236,10 @@ func (pg *peerGuard) closed(c *connlimit.Conn, why connlimit.Reason, err error) 
 	}
 	pg.count(stats.ServerConnsClosed, stats.TagReason, reason)
 	pg.updateConns()
-	if why != connlimit.Idle {
+	if why == connlimit.Evicted || why == connlimit.WriteStalled {
+		// Served or handshaken connections, whose memory is now free;
+		// not sockets that never got that far (refused, handshake
+		// failures), which held little and cost an attacker nothing.
 		pg.reclaim.add(connMemory)
 	}
 	if why == connlimit.Idle || reason == "handshake_failed" {

@@ -2,6 +2,7 @@ package channel
 
 import (
 	"runtime"
+	"runtime/metrics"
 	"sync"
 	"time"
 )
@@ -11,14 +12,17 @@ import (
 // holding unfinished ones, connections closed for cause. The Go runtime
 // returns freed memory only after its next collections, and with little
 // traffic after an attack the next may be the forced one, two minutes on:
-// the process would stay at its peak. Past reclaimAt freed bytes, the
-// reclaimer runs two collections (the second frees what sync.Pools kept
-// through the first: tchannel-go's frames), reclaimDelay after the release
-// so that the goroutines holding the memory have ended, and at most every
-// reclaimEvery; the runtime's scavenger then returns the pages, paced.
-// Legitimate traffic releases nothing this way but rare closes mid-request.
+// the process would stay at its peak. Past reclaimAt freed bytes, and a
+// quarter of the live heap (so that collections cost in proportion to what
+// they free), the reclaimer runs two collections (the second frees what
+// sync.Pools kept through the first: tchannel-go's frames), reclaimDelay
+// after the release so that the goroutines holding the memory have ended,
+// and at most every reclaimEvery; the runtime's scavenger then returns the
+// pages, paced. Legitimate traffic releases nothing this way but rare
+// closes mid-request.
 type reclaimer struct {
 	collect      func() // two runtime.GC calls; tests count them
+	live         func() int64
 	delay, every time.Duration
 
 	mu      sync.Mutex
@@ -40,7 +44,7 @@ const (
 )
 
 func newReclaimer() *reclaimer {
-	return &reclaimer{collect: func() { runtime.GC(); runtime.GC() }, delay: reclaimDelay, every: reclaimEvery}
+	return &reclaimer{collect: func() { runtime.GC(); runtime.GC() }, live: liveHeap, delay: reclaimDelay, every: reclaimEvery}
 }
 
 // add counts n bytes freed, and schedules a collection once there are
@@ -60,9 +64,24 @@ func (r *reclaimer) add(n int64) {
 func (r *reclaimer) run() {
 	defer r.running.Done()
 	r.mu.Lock()
-	r.freed, r.timer, r.last = 0, nil, time.Now()
+	r.timer = nil
+	if r.live != nil && r.freed < r.live()/4 {
+		r.mu.Unlock() // not worth two collections yet: keep counting
+		return
+	}
+	r.freed, r.last = 0, time.Now()
 	r.mu.Unlock()
 	r.collect()
+}
+
+// liveHeap returns the heap the last collection found live.
+func liveHeap() int64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return int64(s[0].Value.Uint64())
 }
 
 // close cancels a collection not yet started and waits for one running.

@@ -44,3 +44,20 @@ func TestReclaimerCloseCancels(t *testing.T) {
 		t.Fatalf("%d collections after close", n)
 	}
 }
+
+// Collections are worth it only for a quarter of the live heap or more:
+// below that the freed bytes are kept counting.
+func TestReclaimerWeighsTheLiveHeap(t *testing.T) {
+	var collected atomic.Int64
+	live := atomic.Int64{}
+	live.Store(8 * reclaimAt)
+	r := &reclaimer{collect: func() { collected.Add(1) }, live: live.Load, delay: time.Millisecond, every: time.Millisecond}
+	defer r.close()
+	r.add(reclaimAt) // an eighth of the live heap
+	testwait.Until(t, "the scheduled run to pass", func() bool { return !r.scheduled() })
+	if n := collected.Load(); n != 0 {
+		t.Fatalf("%d collections for an eighth of the live heap", n)
+	}
+	r.add(reclaimAt) // a quarter in all
+	testwait.Until(t, "the collection", func() bool { return collected.Load() == 1 })
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"strconv"
 	"time"
 
@@ -97,6 +98,12 @@ func (c *Channel) MaxRequestSize() int64 { return c.o.maxRequest }
 // Channel's maximum request size does not bound them; Sluice's
 // thrift.NewServer bounds the request bodies of the services registered on
 // it.
+//
+// A handler must answer a call before it returns, as tchannel-go's raw,
+// JSON and Thrift handlers do: when one returns without an answer, the
+// Channel releases the call (its caller times out), so that tchannel-go
+// does not hold it, its frame and a goroutine for the time to live the
+// caller claimed.
 func (c *Channel) Registrar() tchannel.Registrar { return registrar{c} }
 
 // registrar passes the Channel's registrations through its guard.
@@ -184,14 +191,25 @@ func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
 		return
 	}
 	// Calls in flight per connection: a peer that does not read its
-	// answers stops here (PeerLimits.MaxCallsPerConn).
-	if tc, _ := call.Connection().(*tchconn.Conn); tc != nil {
+	// answers stops here (PeerLimits.MaxCallsPerConn). A connection this
+	// process dialed is wrapped by its connector's watch.
+	nc := call.Connection()
+	if w, ok := nc.(interface{ NetConn() net.Conn }); ok {
+		nc = w.NetConn()
+	}
+	if tc, _ := nc.(*tchconn.Conn); tc != nil {
 		if !tc.BeginCall() {
 			_ = call.Response().SendSystemError(errConnBusy)
 			return
 		}
 		defer tc.EndCall()
 	}
+	// A handler that returns without answering (tchannel-go's Thrift
+	// server does when a request's arguments cannot be read) would leave
+	// tchannel-go holding the call, its frame and a goroutine until the
+	// time to live the peer chose: release it. After an answer this does
+	// nothing.
+	defer call.Response().Blackhole()
 	if m := g.shed; m != nil {
 		a, err := m.admit()
 		if err != nil {
@@ -319,6 +337,7 @@ const argChunk = 64 << 10
 func readArg(call *tchannel.InboundCall, open func() (tchannel.ArgReader, error), buf []byte, limit int64, st *serverStats) ([]byte, bool) {
 	r, err := open()
 	if err != nil {
+		malformedArgs(call, err, st)
 		return buf, false
 	}
 	var full [][]byte // chunks already filled, in order, before buf
@@ -348,11 +367,26 @@ func readArg(call *tchannel.InboundCall, open func() (tchannel.ArgReader, error)
 			if full != nil {
 				buf = join(full, buf, total)
 			}
-			return buf, r.Close() == nil
+			err = r.Close()
+			if err == nil {
+				return buf, true
+			}
 		}
 		if err != nil {
+			malformedArgs(call, err, st)
 			return buf, false
 		}
+	}
+}
+
+// malformedArgs answers a request whose arguments could not be read:
+// their fragments did not follow the protocol (an argument missing or one
+// too many, checksums that differ). When the connection or the call ended
+// instead, there is no one to answer, and tchannel-go sends nothing.
+func malformedArgs(call *tchannel.InboundCall, err error, st *serverStats) {
+	if call.Response().SendSystemError(tchannel.NewSystemError(tchannel.ErrCodeBadRequest,
+		"malformed request: its arguments could not be read: %v", err)) == nil {
+		st.malformed.Inc(1)
 	}
 }
 

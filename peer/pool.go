@@ -396,6 +396,11 @@ func (c *watchedConn) Close() error {
 	return c.Conn.Close()
 }
 
+// NetConn returns the connection it watches (the dialer's), as tls.Conn's
+// does: a handler of a call this connection carries finds the connection's
+// own type through it.
+func (c *watchedConn) NetConn() net.Conn { return c.Conn }
+
 type watchedSysConn struct {
 	watchedConn
 	sc syscall.Conn

@@ -238,8 +238,18 @@ func (l *Listener) Len() int {
 // MaxConns returns the cap in force.
 func (l *Listener) MaxConns() int { return l.cfg.MaxConns }
 
-// nowNS returns the clock's time in ns since the Listener started.
-func (l *Listener) nowNS() int64 { return int64(l.clk.Since(l.start)) }
+// nowNS returns the clock's time in ns since the Listener started, and
+// makes it the activity clock's if it is later: the clock only moves on,
+// so that a key in the heap is never later than its connection's.
+func (l *Listener) nowNS() int64 {
+	now := int64(l.clk.Since(l.start))
+	for {
+		old := l.now.Load()
+		if now <= old || l.now.CompareAndSwap(old, now) {
+			return max(now, old)
+		}
+	}
+}
 
 func (l *Listener) acceptLoop() {
 	defer l.wg.Done()
@@ -288,7 +298,6 @@ func (l *Listener) acceptLoop() {
 // nil if the socket was refused (closed).
 func (l *Listener) add(nc net.Conn) *Conn {
 	now := l.nowNS()
-	l.now.Store(now)
 	c := &Conn{Conn: nc, l: l, idx: -1}
 	c.last.Store(now)
 	if l.cfg.Gate == nil {
@@ -374,11 +383,13 @@ func (l *Listener) gate(c *Conn) {
 	l.hand(c, wrapped)
 }
 
-// hand passes an accepted connection to Accept.
+// hand passes an accepted connection to Accept; nc is c or the gate's
+// wrapping of it, which is closed if nobody accepts it.
 func (l *Listener) hand(c *Conn, nc net.Conn) {
 	select {
 	case l.accepted <- nc:
 	case <-l.done:
+		nc.Close()
 		c.Close()
 	}
 }
@@ -408,7 +419,6 @@ func (l *Listener) sweepLoop() {
 // atomic loads each, once a tick.
 func (l *Listener) sweep() {
 	now := l.nowNS()
-	l.now.Store(now)
 	idleFor, stallFor := int64(l.cfg.IdleTimeout), int64(l.cfg.WriteTimeout)
 	var idle, stalled []*Conn
 	l.mu.Lock()
@@ -430,14 +440,16 @@ func (l *Listener) sweep() {
 }
 
 // transient reports whether an accept error passes: the process or the
-// system is out of descriptors or buffers for now.
+// system is out of descriptors or buffers for now, or the listener says
+// the error is temporary (a listener of the caller's may).
 func transient(err error) bool {
 	for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM} {
 		if errors.Is(err, e) {
 			return true
 		}
 	}
-	return false
+	var t interface{ Temporary() bool }
+	return errors.As(err, &t) && t.Temporary()
 }
 
 func (l *Listener) report(c *Conn, why Reason, err error) {
