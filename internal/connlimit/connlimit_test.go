@@ -325,3 +325,13 @@ func TestDefaultMaxConns(t *testing.T) {
 		t.Fatal("MaxConns -1 validated")
 	}
 }
+
+// A Conn gives the socket's raw connection, for code that sets socket
+// options (tchannel-go logs an error for a connection without it).
+func TestConnExposesTheSocket(t *testing.T) {
+	h := listen(t, Config{IdleTimeout: -1, WriteTimeout: -1})
+	_, c := h.dial()
+	if _, err := c.SyscallConn(); err != nil {
+		t.Fatalf("SyscallConn: %v", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -599,5 +600,34 @@ func TestStalledFrameIsAProtocolError(t *testing.T) {
 	var pe *tframe.ProtocolError
 	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "stopped coming") {
 		t.Fatalf("read: %v, want a protocol error saying the frame stopped coming", err)
+	}
+}
+
+// tchannel-go sets socket options through syscall.Conn, and logs an error
+// for every connection without it: a Conn, over a TCP socket or a
+// listener's connlimit.Conn, still gives the socket's raw connection.
+func TestConnExposesTheSocket(t *testing.T) {
+	g, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	nc, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var conn net.Conn = g.Client(nc)
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		t.Fatal("a Conn is not a syscall.Conn")
+	}
+	if _, err := sc.SyscallConn(); err != nil {
+		t.Fatalf("SyscallConn: %v", err)
 	}
 }
