@@ -220,7 +220,7 @@ func TestAdaptiveLimitOnARealServer(t *testing.T) {
 		t.Skip("runs for seconds")
 	}
 	const n = 8
-	d := 10 * time.Millisecond
+	d := 50 * time.Millisecond
 	ch, err := New("kv", WithShedding(ShedConfig{Adaptive: ptr(shed.DefaultConfig())}))
 	require.NoError(t, err)
 	t.Cleanup(ch.Close)

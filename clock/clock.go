@@ -183,8 +183,27 @@ func (t *fakeTimer) Stop() bool {
 	return false
 }
 
+// ContextErr returns ctx.Err(), or context.DeadlineExceeded once ctx's
+// deadline has passed even if ctx's own timer has not fired yet. Context
+// deadlines are wall-clock times whatever Clock a caller uses, so it reads
+// the wall clock; it does so only for a ctx with a deadline that has not
+// ended. Code that must tell "the context ended" from other failures as
+// the deadline arrives uses it: transports check the deadline themselves
+// and may fail a call before ctx.Done is closed.
+func ContextErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
 // Sleep waits d on c, or until ctx ends, and then returns ctx.Err(). A
-// d <= 0 returns at once (ctx.Err() if ctx has already ended).
+// d <= 0 returns at once (ctx.Err() if ctx has already ended). When the
+// timer fires as ctx ends, ctx wins: Sleep never returns nil once ctx has
+// ended or its deadline has passed (see ContextErr).
 func Sleep(ctx context.Context, c Clock, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
@@ -192,7 +211,7 @@ func Sleep(ctx context.Context, c Clock, d time.Duration) error {
 	t := c.NewTimer(d)
 	select {
 	case <-t.C():
-		return nil
+		return ContextErr(ctx) // select picks at random when both are ready
 	case <-ctx.Done():
 		t.Stop()
 		return ctx.Err()

@@ -158,6 +158,53 @@ func TestSleepWaitsOnItsClockOrTheContext(t *testing.T) {
 	}
 }
 
+// firedClock's timers have fired by the time NewTimer returns.
+type firedClock struct{ *Fake }
+
+func (c firedClock) NewTimer(d time.Duration) Timer {
+	t := c.Fake.NewTimer(d)
+	c.Fake.Add(d)
+	return t
+}
+
+// When the timer and the context's end are both ready, Sleep reports the
+// context: a caller never goes on to work its context no longer allows.
+// select picks at random between ready cases, so this repeats.
+func TestSleepPrefersTheEndedContext(t *testing.T) {
+	c := firedClock{NewFake(time.Unix(0, 0))}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := 0; i < 200; i++ {
+		if err := Sleep(ctx, c, time.Second); err != context.Canceled {
+			t.Fatalf("run %d: Sleep with its timer fired and its context ended = %v, want Canceled", i, err)
+		}
+	}
+}
+
+// passedDeadline is a context whose deadline has passed and whose timer
+// has not fired yet: Done is still open and Err nil, as a context's are for
+// a moment after its deadline.
+type passedDeadline struct{ context.Context }
+
+func (passedDeadline) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
+func TestContextErr(t *testing.T) {
+	if err := ContextErr(context.Background()); err != nil {
+		t.Fatalf("ContextErr(Background) = %v", err)
+	}
+	future, cancel := context.WithTimeout(context.Background(), time.Hour)
+	if err := ContextErr(future); err != nil {
+		t.Fatalf("ContextErr before the deadline = %v", err)
+	}
+	cancel()
+	if err := ContextErr(future); err != context.Canceled {
+		t.Fatalf("ContextErr of a cancelled context = %v, want Canceled", err)
+	}
+	if err := ContextErr(passedDeadline{context.Background()}); err != context.DeadlineExceeded {
+		t.Fatalf("ContextErr past the deadline, before its timer = %v, want DeadlineExceeded", err)
+	}
+}
+
 // WaitTimers returns once enough timers wait (at once if they already do),
 // and with ctx's error if they never come.
 func TestFakeWaitTimers(t *testing.T) {

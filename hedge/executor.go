@@ -161,6 +161,7 @@ type finished struct {
 // apart from results and wg.
 type call struct {
 	e           *Executor
+	parent      context.Context // the caller's context
 	ctx         context.Context // the attempts' context
 	attempt     retry.AttemptFunc
 	results     chan finished // buffered for every attempt: never blocks a sender
@@ -188,7 +189,7 @@ type call struct {
 // cancelled.
 func (e *Executor) Do(ctx context.Context, attempt retry.AttemptFunc) Result {
 	actx, cancel := context.WithCancel(ctx)
-	c := &call{e: e, ctx: actx, attempt: attempt, results: make(chan finished, e.maxAttempts), res: Result{Winner: -1},
+	c := &call{e: e, parent: ctx, ctx: actx, attempt: attempt, results: make(chan finished, e.maxAttempts), res: Result{Winner: -1},
 		delay: e.policy.HedgingDelay}
 	if e.delayFn != nil {
 		c.delay = e.delayFn()
@@ -236,6 +237,17 @@ func (c *call) handle(f finished) retry.StopReason {
 		// error stays the last remote failure, if any.
 		c.res.Sent--
 		c.stopTimer()
+		if err := clock.ContextErr(c.parent); err != nil {
+			// The attempt failed because the caller's context had ended
+			// or its deadline had passed: that ends the call, whichever
+			// Do's select sees first, the outcome or ctx.Done.
+			c.res.CtxErr = err
+			c.stopped = retry.StopContext
+			if c.res.Winner < 0 {
+				c.res.Outcome = ctxOutcome(err)
+			}
+			return 0
+		}
 		c.stopped = retry.StopThrottled
 		if c.res.Winner < 0 {
 			c.res.Outcome = o

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -407,6 +408,45 @@ func TestHedgeLocalOutcomeStopsHedgingOnly(t *testing.T) {
 		t.Fatalf("Result %+v", r)
 	}
 	h.expectQuiet()
+}
+
+// A hedge that could not be sent because the caller's deadline had passed
+// ends the call with the context, even when its outcome reaches Do before
+// ctx.Done is closed (the transport checks the deadline against the time,
+// before the context's timer fires).
+func TestHedgeLocalOutcomeAfterTheDeadlineReportsTheContext(t *testing.T) {
+	e, err := NewExecutor(ExecutorConfig{Policy: policy(time.Hour), Clock: clock.NewFake(time.Unix(0, 0))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var late lateContext
+	r := e.Do(&late, func(actx context.Context, a retry.Attempt) retry.Outcome {
+		if a.Number == 0 {
+			return retry.Outcome{Err: errBad, Code: codes.Busy}
+		}
+		late.passed.Store(true) // the deadline passes; the timer has not fired
+		return retry.Outcome{Err: errors.New("timeout"), Code: codes.Timeout, Local: true}
+	})
+	if r.Stop != retry.StopContext || r.CtxErr != context.DeadlineExceeded {
+		t.Fatalf("Result %+v, want StopContext with DeadlineExceeded", r)
+	}
+}
+
+// lateContext has no deadline until passed is set, and then one that has
+// passed, with its Done channel still open and Err nil.
+type lateContext struct {
+	context.Context
+	passed atomic.Bool
+}
+
+func (c *lateContext) Done() <-chan struct{} { return nil }
+func (c *lateContext) Err() error            { return nil }
+func (c *lateContext) Value(any) any         { return nil }
+func (c *lateContext) Deadline() (time.Time, bool) {
+	if c.passed.Load() {
+		return time.Now().Add(-time.Millisecond), true
+	}
+	return time.Time{}, false
 }
 
 func TestHedgeContextCancelsEverything(t *testing.T) {

@@ -184,7 +184,8 @@ func (c ExecutorConfig) Validate() error {
 //     after its pushback delay), not counted; afterwards, or with a "do not
 //     retry" pushback, it is an ordinary failure.
 //   - Local (the attempt could not be made): stop; the call's error is the
-//     last remote failure if there was one (StopThrottled), else this one.
+//     last remote failure if there was one (StopContext if ctx has ended,
+//     else StopThrottled), else this one.
 //   - otherwise the attempt is counted. A failure with a retryable code or
 //     a "do not retry" pushback is a Throttle failure. The call stops when
 //     the outcome is Committed, the pushback says stop, the code is not
@@ -270,9 +271,15 @@ func (e *Executor) run(ctx context.Context, retries bool, attempt AttemptFunc) R
 	for {
 		o := attempt(ctx, a)
 		if o.Local {
-			if res.Attempts == 0 {
+			switch {
+			case res.Attempts == 0:
 				res.Outcome, res.Stop = o, StopNotRetryable
-			} else {
+			case clock.ContextErr(ctx) != nil:
+				// The attempt could not be made because the context had
+				// ended, or its deadline had passed (as the backoff timer
+				// fired): the context ended the call, not a throttle.
+				res.Stop, res.CtxErr = StopContext, clock.ContextErr(ctx)
+			default:
 				res.Stop = StopThrottled // keep the last remote failure
 			}
 			return res

@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -528,6 +529,62 @@ func TestExecutorLocalOutcomeKeepsTheRemoteFailure(t *testing.T) {
 	if res.Err() != local || res.Attempts != 0 {
 		t.Fatalf("first attempt local: %+v", res)
 	}
+}
+
+// An attempt that could not be made because the context had ended (the
+// deadline passed as the backoff timer fired) ends the call with the
+// context, not as throttled.
+func TestExecutorLocalOutcomeAfterTheContextEndedReportsTheContext(t *testing.T) {
+	e, err := NewExecutor(ExecutorConfig{Policy: &Policy{MaxAttempts: 3, InitialBackoff: time.Nanosecond, MaxBackoff: time.Nanosecond,
+		BackoffMultiplier: 1, RetryableCodes: codes.NewSet(codes.Busy)}, Rand: func() float64 { return 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := errors.New("busy")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res := e.Do(ctx, func(ctx context.Context, a Attempt) Outcome {
+		if a.Number == 0 {
+			return Outcome{Err: remote, Code: codes.Busy}
+		}
+		cancel() // the context ends while the retry is on its way out
+		return Outcome{Err: errors.New("no peer before the deadline"), Local: true}
+	})
+	if res.Stop != StopContext || res.CtxErr != context.Canceled || res.Err() != remote || res.Attempts != 1 {
+		t.Fatalf("got %+v; want StopContext with Canceled, the BUSY failure, 1 attempt", res)
+	}
+
+	// The deadline has passed but the context's timer has not fired yet:
+	// the transport saw the deadline first (tchannel-go's BeginCall checks
+	// it against the time).
+	var late lateContext
+	res = e.Do(&late, func(ctx context.Context, a Attempt) Outcome {
+		if a.Number == 0 {
+			return Outcome{Err: remote, Code: codes.Busy}
+		}
+		late.passed.Store(true) // the deadline passes; the timer has not fired
+		return Outcome{Err: errors.New("timeout"), Code: codes.Timeout, Local: true}
+	})
+	if res.Stop != StopContext || res.CtxErr != context.DeadlineExceeded || res.Err() != remote {
+		t.Fatalf("deadline passed, its timer not fired: got %+v; want StopContext with DeadlineExceeded", res)
+	}
+}
+
+// lateContext has no deadline until passed is set, and then one that has
+// passed, with its Done channel still open and Err nil.
+type lateContext struct {
+	context.Context
+	passed atomic.Bool
+}
+
+func (c *lateContext) Done() <-chan struct{} { return nil }
+func (c *lateContext) Err() error            { return nil }
+func (c *lateContext) Value(any) any         { return nil }
+func (c *lateContext) Deadline() (time.Time, bool) {
+	if c.passed.Load() {
+		return time.Now().Add(-time.Millisecond), true
+	}
+	return time.Time{}, false
 }
 
 func TestExecutorDeclinedEarlyHonoursPushback(t *testing.T) {
