@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-rpc/sluice/internal/testnet"
 	"github.com/sluice-rpc/sluice/internal/testwait"
 	"github.com/sluice-rpc/sluice/peer"
+	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -479,4 +480,34 @@ func TestAttemptMovesOnWhenTheConnectionIsGone(t *testing.T) {
 	_, _, _, err = c.beginElsewhere(ctx, ctx, newState(), spec, nil, gone, time.Now(), tchannel.ErrTimeout)
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, codes.Timeout, ce.Code)
+}
+
+// WithConnectConfig's settings reach the connectors: a connect to a peer
+// that never answers the handshake ends at the configured Timeout, not the
+// default 5 s, and the peer waits out the configured backoff. A config the
+// pool refuses fails New with the option's name.
+func TestWithConnectConfig(t *testing.T) {
+	_, err := New("client", WithConnectConfig(peer.ConnectConfig{Timeout: -time.Second}))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "WithConnectConfig")
+	assert.Contains(t, err.Error(), "Timeout is -1s")
+
+	hole := testnet.BlackHole(t)
+	c, err := New("client", WithConnectConfig(peer.ConnectConfig{
+		Timeout: 100 * time.Millisecond,
+		Backoff: retry.Backoff{Initial: time.Hour, Max: time.Hour, Multiplier: 1, Jitter: retry.ProportionalJitter},
+	}))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	start := time.Now()
+	require.NoError(t, c.AddPeer("kv", hole.Addr()))
+	waitPeerState(t, c, hole.Addr(), peer.TransientFailure)
+	// Generous against the 100 ms asked for: the default would take 5 s.
+	assert.Less(t, time.Since(start), peer.DefaultConnectTimeout/2, "the connect did not end at the configured Timeout")
+	assert.EqualValues(t, 1, hole.Accepts())
+	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	var ce *CallError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, codes.Unavailable, ce.Code, "the peer is backing off for an hour: %v", err)
+	assert.EqualValues(t, 1, hole.Accepts(), "a second connect within the hour's backoff")
 }

@@ -268,7 +268,7 @@ func startMWServer(t *testing.T, ev *events, opts ...Option) *testServer {
 // callBoth calls ctx-raw (arg2 "token") and then ctx-json (header
 // who=token) and returns their errors, the raw call's arg3 and the JSON
 // call's Key and response headers.
-func callBoth(t *testing.T, c *Channel) (rawErr, jsonErr error, rawArg3, jsonKey string, rh map[string]string) {
+func callBoth(t *testing.T, c *Channel) (rawArg3, jsonKey string, rh map[string]string, rawErr, jsonErr error) {
 	t.Helper()
 	res, rawErr := c.CallRaw(ctxTimeout(t), "kv", "ctx-raw", []byte("token"), []byte("x"))
 	if rawErr == nil {
@@ -277,7 +277,7 @@ func callBoth(t *testing.T, c *Channel) (rawErr, jsonErr error, rawArg3, jsonKey
 	var out echoRes
 	jsonErr = c.CallJSON(ctxTimeout(t), "kv", "ctx-json", &echoReq{Key: "k"}, &out,
 		WithHeaders(map[string]string{"who": "token"}), ResponseHeaders(&rh))
-	return rawErr, jsonErr, rawArg3, out.Key, rh
+	return rawArg3, out.Key, rh, rawErr, jsonErr
 }
 
 // Inbound middlewares run in order, the first outermost, around the
@@ -294,7 +294,7 @@ func TestInboundMiddlewareOrder(t *testing.T) {
 		}
 	}
 	s := startMWServer(t, &ev, WithInboundMiddleware(mw("a")), WithInboundMiddleware(mw("b")))
-	rawErr, jsonErr, _, _, _ := callBoth(t, mwClient(t, s))
+	_, _, _, rawErr, jsonErr := callBoth(t, mwClient(t, s))
 	require.NoError(t, rawErr)
 	require.NoError(t, jsonErr)
 	// The JSON call's headers include the tracing headers a Sluice client adds.
@@ -321,7 +321,7 @@ func TestInboundMiddlewareContextReachesHandler(t *testing.T) {
 	s := startMWServer(t, &ev, WithInboundMiddleware(func(ctx context.Context, in *Inbound, next func(context.Context) error) error {
 		return next(context.WithValue(ctx, ctxKey{}, "set by middleware"))
 	}))
-	rawErr, jsonErr, rawArg3, jsonKey, rh := callBoth(t, mwClient(t, s))
+	rawArg3, jsonKey, rh, rawErr, jsonErr := callBoth(t, mwClient(t, s))
 	require.NoError(t, rawErr)
 	require.NoError(t, jsonErr)
 	assert.Equal(t, "set by middleware", rawArg3)
@@ -350,7 +350,7 @@ func TestInboundMiddlewareRejects(t *testing.T) {
 			s := startMWServer(t, &ev, WithInboundMiddleware(func(ctx context.Context, in *Inbound, next func(context.Context) error) error {
 				return tc.err
 			}))
-			rawErr, jsonErr, _, _, _ := callBoth(t, mwClient(t, s))
+			_, _, _, rawErr, jsonErr := callBoth(t, mwClient(t, s))
 			assert.Zero(t, s.received.Load(), "the handler ran")
 			if tc.code != codes.OK {
 				assert.Contains(t, requireCallError(t, rawErr, tc.code).Message, tc.contains)

@@ -251,11 +251,8 @@ func TestMaxConnsMakesRoomForANewClient(t *testing.T) {
 	const maxConns = 8
 	scope := tally.NewTestScope("", nil)
 	s := startServer(t, WithScope(scope), WithPeerLimits(PeerLimits{MaxConns: maxConns}))
-	var waiting []*tpeer.Peer
 	for range maxConns {
-		p := tpeer.Dial(t, s.ch.HostPort())
-		p.Handshake()
-		waiting = append(waiting, p)
+		tpeer.Dial(t, s.ch.HostPort()).Handshake() // closed by the test's cleanup
 	}
 	for range maxConns {
 		tpeer.Dial(t, s.ch.HostPort()) // and some that never even say hello

@@ -152,7 +152,8 @@ func TestRateLimiterZeroAndInfiniteCapacity(t *testing.T) {
 func TestGaugeFollowsCapacity(t *testing.T) {
 	src := newFixedSource(2)
 	g := NewGauge(src)
-	if !g.TryAcquire() || !g.TryAcquire() {
+	first, second := g.TryAcquire(), g.TryAcquire()
+	if !first || !second {
 		t.Fatal("could not take 2 slots of 2")
 	}
 	if g.TryAcquire() {

@@ -51,8 +51,9 @@ type Config struct {
 	// tunes GOGC too. Default 400; a negative value keeps the process's
 	// setting.
 	GCPercent int
-	// Progress, if not nil, is told when each run starts.
-	Progress func(string)
+	// Progress, if not nil, is told when each run starts. It is not part
+	// of a Result's JSON.
+	Progress func(string) `json:"-"`
 }
 
 // DefaultGCPercent is Config.GCPercent's default.

@@ -3,6 +3,7 @@ package closedloop
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -20,9 +21,19 @@ var full = flag.Bool("closedloop", false, "run the full closed-loop comparison (
 func TestSmallComparison(t *testing.T) {
 	const gogc = 150
 	defer debug.SetGCPercent(debug.SetGCPercent(gogc))
-	res, err := Run(context.Background(), Config{Workers: 2, Service: 5 * time.Millisecond, Duration: 2 * time.Second, GCPercent: 300})
+	var runs []string
+	res, err := Run(context.Background(), Config{Workers: 2, Service: 5 * time.Millisecond, Duration: 2 * time.Second, GCPercent: 300,
+		Progress: func(s string) { runs = append(runs, s) }})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(runs) != 6 {
+		t.Errorf("Progress told of %d runs, want 6: %q", len(runs), runs)
+	}
+	// sluice bench --closed-loop -o json encodes the result, its Config
+	// (and Progress) included.
+	if _, err := json.Marshal(res); err != nil {
+		t.Errorf("the result does not encode as JSON: %v", err)
 	}
 	if got := debug.SetGCPercent(gogc); got != gogc {
 		t.Errorf("after Run, GOGC is %d, want the process's %d restored", got, gogc)

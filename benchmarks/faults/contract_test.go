@@ -140,6 +140,24 @@ func TestCheck(t *testing.T) {
 			r.Max = 400 * time.Millisecond
 			return r
 		}, []string{"deadlines hold"}},
+		{"late call on a machine that held timers back as long", func() *Result {
+			r := base(BlackHole, RetryPolicy)
+			r.SchedDelay = 150 * time.Millisecond
+			r.Max = r.Config.Deadline + c.DeadlineSlack + r.SchedDelay
+			return r
+		}, nil},
+		{"late call beyond what the machine held back", func() *Result {
+			r := base(BlackHole, RetryPolicy)
+			r.SchedDelay = 150 * time.Millisecond
+			r.Max = r.Config.Deadline + c.DeadlineSlack + r.SchedDelay + time.Millisecond
+			return r
+		}, []string{"deadlines hold"}},
+		{"hedge loser on a machine that held timers back as long", func() *Result {
+			r := base(BlackHole, HedgePolicy)
+			r.Faulty, r.SchedDelay = "127.0.0.1:1", 50*time.Millisecond
+			r.MaxOK = HedgingDelay + c.DeadlineSlack + r.SchedDelay
+			return r
+		}, nil},
 		{"hedge waits for the loser", func() *Result {
 			r := base(BlackHole, HedgePolicy)
 			r.Faulty, r.MaxOK = "127.0.0.1:1", 190*time.Millisecond
@@ -158,6 +176,21 @@ func TestCheck(t *testing.T) {
 		{"declined twice", func() *Result {
 			r := base(Declined, NoPolicy)
 			r.Executions = 800
+			return r
+		}, []string{"a handler runs once"}},
+		{"declined, hedges sent on the delay", func() *Result {
+			r := base(Declined, HedgePolicy)
+			r.Executions, r.HedgeDue = 430, 20 // up to 2 hedges each
+			return r
+		}, nil},
+		{"declined, hedged more than the delay explains", func() *Result {
+			r := base(Declined, HedgePolicy)
+			r.Executions, r.HedgeDue = 430, 10
+			return r
+		}, []string{"a handler runs once"}},
+		{"declined, retried without a hedging policy", func() *Result {
+			r := base(Declined, RetryPolicy)
+			r.Executions, r.HedgeDue = 430, 20 // slow calls excuse nothing
 			return r
 		}, []string{"a handler runs once"}},
 		{"busy within the bound", func() *Result {

@@ -46,6 +46,33 @@ type loadOutcome struct {
 	// faultErr why it could not be.
 	faultAt  time.Time
 	faultErr error
+	// schedDelay is the longest a sleeping goroutine woke up late.
+	schedDelay time.Duration
+}
+
+// schedTick is how long watchSched sleeps at a time.
+const schedTick = 5 * time.Millisecond
+
+// watchSched sleeps schedTick at a time until stop is closed, and then
+// sends on out the longest it woke up late: the delay the machine put on
+// this process's timers meanwhile.
+func watchSched(stop <-chan struct{}, out chan<- time.Duration) {
+	var worst time.Duration
+	due := time.Now().Add(schedTick)
+	t := time.NewTimer(schedTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			out <- worst
+			return
+		case <-t.C:
+			now := time.Now() // when this goroutine ran, not when the timer fired
+			worst = max(worst, now.Sub(due))
+			due = now.Add(schedTick)
+			t.Reset(schedTick)
+		}
+	}
 }
 
 // runLoad makes cfg's calls through ch at cfg.Rate, each with
@@ -62,6 +89,8 @@ func runLoad(ctx context.Context, ch *channel.Channel, cfg Config, inject func()
 	defer timer.Stop()
 
 	var out loadOutcome
+	stopSched, schedc := make(chan struct{}), make(chan time.Duration, 1)
+	go watchSched(stopSched, schedc)
 	out.start = time.Now()
 	faultc := make(chan injection, 1)
 	stopFault := make(chan struct{})
@@ -130,6 +159,8 @@ collect:
 	}
 	out.end = time.Now()
 	out.hung = started - len(out.calls)
+	close(stopSched)
+	out.schedDelay = <-schedc
 
 	out.faultAt, out.faultErr = waitFault(faultc, faultLimit-min(faultLimit, time.Since(last)))
 	return out

@@ -14,7 +14,7 @@ import (
 func tableHeader() []string {
 	return []string{
 		"scenario", "setup", "calls", "ok", "errors", "att/call", "exec/call", "conn/call", "conn/s >1s",
-		"dials/call", "p50", "max >1s", "max-deadline", "fault->last pick", "faulty 1st", "goroutines", "heap MiB", "late",
+		"dials/call", "p50", "max >1s", "max-deadline", "fault->last pick", "faulty 1st", "goroutines", "heap MiB", "late", "sched",
 	}
 }
 
@@ -38,6 +38,8 @@ func tableHeader() []string {
 //	                attempt went to the failing peer
 //	goroutines, heap MiB  before the run -> after it (client closed)
 //	late            calls that started over 2 ms behind schedule
+//	sched           the longest the machine held the process's timers back
+//	                (Result.SchedDelay)
 func WriteTable(w io.Writer, rs []*Result, markdown bool) error {
 	rows := [][]string{tableHeader()}
 	for _, r := range rs {
@@ -79,7 +81,7 @@ func (r *Result) row() []string {
 		pick, dash(r.FirstShare >= 0, fmt.Sprintf("%.0f%%", 100*r.FirstShare)),
 		fmt.Sprintf("%d->%d", r.GoroutinesBefore, r.GoroutinesAfter),
 		fmt.Sprintf("%.1f->%.1f", mib(r.HeapBefore), mib(r.HeapAfter)),
-		fmt.Sprint(r.Late),
+		fmt.Sprint(r.Late), ms(r.SchedDelay),
 	}
 }
 

@@ -67,6 +67,15 @@ type Result struct {
 	// Late counts calls that started more than 2 ms behind their arrival
 	// time: the load generator, or the machine, fell behind.
 	Late int
+	// SchedDelay is the longest a goroutine sleeping 5 ms at a time woke
+	// up late during the load: how far the machine held this process's
+	// timers back (other work on its cores, the race detector, collections).
+	// A deadline cannot be kept closer than that; the contract's time
+	// bounds allow it on top of their slack.
+	SchedDelay time.Duration
+	// HedgeDue counts calls still out HedgingDelay after they started: a
+	// hedging policy had sent a hedge for each.
+	HedgeDue int
 	// Hung counts calls that had not returned DrainLimit after the last
 	// call started.
 	Hung int
@@ -115,6 +124,7 @@ func per(n, calls int) float64 {
 // injected).
 func (r *Result) summarize(lo loadOutcome, faulty string, faultAt time.Time) {
 	r.Calls, r.Errors, r.Hung = len(lo.calls), map[string]int{}, lo.hung
+	r.SchedDelay = lo.schedDelay
 	r.Elapsed = lo.end.Sub(lo.start)
 	r.FirstShare = -1
 	lat := make([]time.Duration, 0, len(lo.calls))
@@ -130,6 +140,9 @@ func (r *Result) summarize(lo loadOutcome, faulty string, faultAt time.Time) {
 		}
 		if c.late {
 			r.Late++
+		}
+		if c.latency > HedgingDelay {
+			r.HedgeDue++
 		}
 		if !c.start.Before(after1s) {
 			r.CallsAfter1s++

@@ -109,7 +109,7 @@ func client(ctx context.Context, cmd string, args []string, out io.Writer) error
 // the keyvalue service and the service config read from path ("" for none).
 func newClientChannel(path string, peers []string) (*channel.Channel, error) {
 	if len(peers) == 0 {
-		return nil, errors.New("no peers: give -peers host:port,...")
+		return nil, errors.New("no peers: give -peers host:port[,host:port]")
 	}
 	var opts []channel.Option
 	if path != "" {

@@ -30,7 +30,7 @@ const usage = `usage:
   keyvalue get   [-peers addrs] [-config file] key
   keyvalue set   [-peers addrs] [-config file] key value
   keyvalue load  [-peers addrs] [-config file] [-n calls] [-key key]
-Run "keyvalue <command> -h" for a command's flags.`
+Run "keyvalue <command> -h" for a command's flags`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -48,7 +48,7 @@ func Serve(addr string, m *Metrics, pages map[string]http.Handler) (*Server, err
 	for p, h := range pages {
 		switch {
 		case !strings.HasPrefix(p, "/") || p == "/" || p == MetricsPath || strings.HasPrefix(p, PprofPath):
-			return nil, fmt.Errorf("debughttp: page path %q: want a path other than /, %s and %s...", p, MetricsPath, PprofPath)
+			return nil, fmt.Errorf("debughttp: page path %q: want a path other than /, %s and %s*", p, MetricsPath, PprofPath)
 		case h == nil:
 			return nil, fmt.Errorf("debughttp: page %q has a nil handler", p)
 		}

@@ -404,7 +404,8 @@ func TestCallsPerConnection(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	c := g.Client(a)
-	if !c.BeginCall() || !c.BeginCall() {
+	first, second := c.BeginCall(), c.BeginCall()
+	if !first || !second {
 		t.Fatal("a call within the limit was refused")
 	}
 	if c.BeginCall() {
