@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -214,7 +215,11 @@ func TestShedConfigValidate(t *testing.T) {
 // TestAdaptiveLimitOnARealServer drives a server whose handler has N
 // workers (a semaphore) and a service time d with callers offering more
 // than it can serve, honouring the pushback: the method's adaptive limit
-// settles between N and 2N, and no more than its limit run at once.
+// settles between N and 2N (the median of its samples over 3 s) and never
+// strays below N/2 or above 3N. Its latency signal is real time, which a
+// loaded machine makes noisy: under two CPU hogs single windows lifted it
+// to 17.9. The exact band, every window within [N, 2N], is checked on a
+// fake clock by internal/shedsim's TestPoolSettlesAndFollowsSteps.
 func TestAdaptiveLimitOnARealServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs for seconds")
@@ -264,18 +269,24 @@ func TestAdaptiveLimitOnARealServer(t *testing.T) {
 	// Watch the estimate for 3 s after the first probe and the settling.
 	testwait.Until(t, "the first probe to end", func() bool { return !lim.State().Probing })
 	settle := time.Now().Add(2 * time.Second)
-	var lo, hi float64 = 1e9, 0
+	var samples []float64
 	for end := settle.Add(3 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 		s := lim.State()
 		if time.Now().After(settle) && !s.Probing {
-			lo, hi = min(lo, s.Estimate), max(hi, s.Estimate)
+			samples = append(samples, s.Estimate)
 		}
 	}
 	cancel()
 	wg.Wait()
-	t.Logf("limit within [%.1f, %.1f]; %d served, %d shed; no-load latency %v", lo, hi, ok.Load(), shedN.Load(), lim.State().NoLoadLatency)
-	assert.GreaterOrEqual(t, lo, float64(n), "the limit fell below the workers")
-	assert.LessOrEqual(t, hi, float64(2*n), "the limit rose over twice the workers")
+	require.NotEmpty(t, samples)
+	slices.Sort(samples)
+	lo, median, hi := samples[0], samples[len(samples)/2], samples[len(samples)-1]
+	t.Logf("limit within [%.1f, %.1f], median %.1f; %d served, %d shed; no-load latency %v",
+		lo, hi, median, ok.Load(), shedN.Load(), lim.State().NoLoadLatency)
+	assert.GreaterOrEqual(t, median, float64(n), "the limit settled below the workers")
+	assert.LessOrEqual(t, median, float64(2*n), "the limit settled over twice the workers")
+	assert.GreaterOrEqual(t, lo, float64(n)/2, "the limit fell below half the workers")
+	assert.LessOrEqual(t, hi, float64(3*n), "the limit rose over three times the workers")
 	assert.Greater(t, shedN.Load(), int64(0), "nothing was shed")
 }
 
