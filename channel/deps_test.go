@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/sluice-rpc/sluice/internal/slowtest"
 )
 
 // A program that imports channel pays for tchannel-go, tally and
@@ -48,9 +50,7 @@ func TestGoDirectiveIsNoPatchRelease(t *testing.T) {
 // go build, with the same flags). Sluice's extra code is its own, not a
 // dependency tree pulled in behind it.
 func TestBinarySize(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds two programs")
-	}
+	slowtest.Skip(t, "builds two programs")
 	dir := t.TempDir()
 	size := func(name string) int64 {
 		bin := filepath.Join(dir, name)

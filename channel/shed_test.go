@@ -221,9 +221,6 @@ func TestShedConfigValidate(t *testing.T) {
 // to 17.9. The exact band, every window within [N, 2N], is checked on a
 // fake clock by internal/shedsim's TestPoolSettlesAndFollowsSteps.
 func TestAdaptiveLimitOnARealServer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs for seconds")
-	}
 	const n = 8
 	d := 50 * time.Millisecond
 	ch, err := New("kv", WithShedding(ShedConfig{Adaptive: ptr(shed.DefaultConfig())}))

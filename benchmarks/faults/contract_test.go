@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"github.com/sluice-rpc/sluice/internal/slowtest"
 	"github.com/sluice-rpc/sluice/retry"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 // (black-hole's deadlines); the goroutines and heap of such a group are
 // checked for the group. The table of every run is logged.
 func TestContract(t *testing.T) {
+	slowtest.Skip(t, "30 s of real time")
 	c := DefaultContract()
 	var mu sync.Mutex
 	var all []*Result

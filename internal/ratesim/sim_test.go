@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/slowtest"
 	"github.com/sluice-rpc/sluice/retry/pacing"
 )
 
@@ -185,9 +186,7 @@ func TestCompareAcceptance(t *testing.T) {
 // The reserve pacer's advantage is not one lucky seed: it holds on the
 // mean of 20 runs.
 func TestReserveBeatsProportionalRemainingOnAverage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("20 runs")
-	}
+	slowtest.Skip(t, "20 runs")
 	var entries []Entry
 	for _, e := range Entries() {
 		if e.Config.Strategy == pacing.StrategyProportionalRemainingDecrease || e.Config.Strategy == pacing.StrategyReserve {

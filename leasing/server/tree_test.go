@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/slowtest"
 	"github.com/sluice-rpc/sluice/internal/testwait"
 	"github.com/sluice-rpc/sluice/leasing/server/internal/leasetest"
 )
@@ -159,6 +160,7 @@ func shifts(t *testing.T, cs []*treeClient, limit time.Duration, steps []treeSte
 // shortfall), and the new split follows within three of the root's
 // refresh intervals.
 func TestTreeTwoLevels(t *testing.T) {
+	slowtest.Skip(t, "18 s of real time")
 	cs := treeWith(t, 500*time.Millisecond, 500*time.Millisecond)
 	var maxSteady float64
 	for end := time.Now().Add(2 * treeR); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
@@ -191,6 +193,7 @@ func TestTreeTwoLevels(t *testing.T) {
 // overshoots by 130, 43%, for about a second); the split follows within
 // three root refresh intervals plus the late clients' 3 s.
 func TestTreeShortfallWithLateClients(t *testing.T) {
+	slowtest.Skip(t, "18 s of real time")
 	late := 3 * time.Second
 	cs := treeWith(t, late, 500*time.Millisecond)
 	shifts(t, cs, 3*treeR+late, []treeStep{

@@ -1,5 +1,0 @@
-//go:build !race
-
-package doormansim
-
-const raceDetector = false
