@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Checks sluice's exit codes (0 success, 1 failure, 2 usage error) with a
-# built binary: builds cmd/sluice into a temporary directory, starts
+# built binary: builds tools/cmd/sluice into a temporary directory, starts
 # `sluice serve` on 127.0.0.1 as the server to call, runs every case of
-# cmd/sluice/testdata/exitcodes.txt (the cases TestExitCodes runs in
+# tools/cmd/sluice/testdata/exitcodes.txt (the cases TestExitCodes runs in
 # process), checks that `sluice call` prints only the response body on
 # stdout, and stops the server, which must exit 0 on SIGTERM.
 set -euo pipefail
@@ -19,7 +19,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-go build -o "$tmp/sluice" ./cmd/sluice
+go build -o "$tmp/sluice" ./tools/cmd/sluice
 bin="$tmp/sluice"
 
 "$bin" serve --listen 127.0.0.1:0 >"$tmp/serve.out" 2>"$tmp/serve.err" &
@@ -55,7 +55,7 @@ while IFS= read -r line; do
     fail "sluice ${args[*]}: exit $got, want $want"
     sed 's/^/    /' "$tmp/err" | head -5
   fi
-done <cmd/sluice/testdata/exitcodes.txt
+done <tools/cmd/sluice/testdata/exitcodes.txt
 
 out=$("$bin" call -p "$peer" -s echo -m echo -r '{"key": "a"}' 2>"$tmp/err")
 [ "$out" = '{"key": "a"}' ] || fail "sluice call printed $out, want only the body"

@@ -1,7 +1,11 @@
-// Package etcdtest runs an etcd server embedded in the test process, on
-// 127.0.0.1, for the tests of Doorman's master election and of
-// configuration kept in etcd. One place starts it, so every test gets the
-// same quick, quiet, fsync-free member.
+// Package etcdtest starts an etcd server for the library's tests of
+// Doorman's master election and of configuration kept in etcd: the etcd
+// binary (SLUICE_ETCD, or etcd on the PATH; CI installs Debian's
+// etcd-server, 3.4), as operators run it, in its own process on 127.0.0.1.
+// A test without one is skipped. Starting a binary rather than embedding
+// etcd keeps etcd's server out of the library module's requirements, and
+// so out of every importer's module graph; the tools module embeds one
+// (tools/internal/etcdembed).
 package etcdtest
 
 import (
@@ -11,60 +15,28 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
-
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
 )
 
-// Etcd is a single-member etcd cluster running in the test process.
-type Etcd struct {
-	// Endpoint is the client URL, http://127.0.0.1:PORT.
-	Endpoint string
+// Env names an etcd binary to use instead of the one on the PATH.
+const Env = "SLUICE_ETCD"
 
-	e *embed.Etcd
-}
-
-// Start starts an etcd member whose data lives in t.TempDir and stops it
-// when t ends. It fails t if etcd is not ready within 20 s.
-func Start(t testing.TB) *Etcd {
-	t.Helper()
-	cfg := embed.NewConfig()
-	cfg.Dir = t.TempDir()
-	// Quiet: a member stopping logs its listeners' closing as errors.
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	cfg.UnsafeNoFsync = true
-	client, peer := freeURL(t), freeURL(t)
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	cfg.InitialCluster = cfg.Name + "=" + peer.String()
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatalf("etcdtest: start embedded etcd: %v", err)
-	}
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(20 * time.Second):
-		e.Close()
-		t.Fatal("etcdtest: embedded etcd not ready within 20s")
-	}
-	et := &Etcd{Endpoint: client.String(), e: e}
-	t.Cleanup(et.Stop)
-	return et
-}
-
-// StartBinary starts the etcd found on the PATH (as the Debian package
-// etcd-server installs it: 3.4 or later) as a separate process, with its
+// Start starts the etcd binary (SLUICE_ETCD, or the one on the PATH, as the
+// Debian package etcd-server installs it: 3.4 or later) as a separate process, with its
 // data in t.TempDir, and kills it when t ends. It skips t if there is no
 // etcd binary, and fails it if etcd does not answer within 20 s.
-func StartBinary(t testing.TB) *External {
+func Start(t testing.TB) *Etcd {
 	t.Helper()
-	bin, err := exec.LookPath("etcd")
-	if err != nil {
-		t.Skip("etcdtest: no etcd binary on the PATH (apt-get install etcd-server)")
+	bin := os.Getenv(Env)
+	if bin == "" {
+		var err error
+		if bin, err = exec.LookPath("etcd"); err != nil {
+			t.Skip("etcdtest: no etcd binary: install one (apt-get install etcd-server) or set " + Env)
+		}
 	}
 	client, peer := freeURL(t), freeURL(t)
 	cmd := exec.Command(bin, "--name", "etcdtest", "--data-dir", t.TempDir(),
@@ -89,7 +61,7 @@ func StartBinary(t testing.TB) *External {
 	if err != nil {
 		t.Fatalf("etcdtest: %s --version: %v", bin, err)
 	}
-	e := &External{Endpoint: client.String(), Version: strings.TrimSpace(strings.SplitN(string(version), "\n", 2)[0])}
+	e := &Etcd{Endpoint: client.String(), Version: strings.TrimSpace(strings.SplitN(string(version), "\n", 2)[0])}
 	// No kept connection: its goroutines would outlive the test.
 	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Second}
 	deadline := time.Now().Add(20 * time.Second)
@@ -113,20 +85,12 @@ func StartBinary(t testing.TB) *External {
 	}
 }
 
-// External is an etcd running in its own process.
-type External struct {
+// Etcd is an etcd running in its own process.
+type Etcd struct {
 	// Endpoint is the client URL, http://127.0.0.1:PORT.
 	Endpoint string
 	// Version is the first line of etcd --version ("etcd Version: 3.4.23").
 	Version string
-}
-
-// Stop stops the member; later calls do nothing.
-func (et *Etcd) Stop() {
-	if et.e != nil {
-		et.e.Close()
-		et.e = nil
-	}
 }
 
 // freeURL returns http://127.0.0.1:PORT for a port free a moment ago.

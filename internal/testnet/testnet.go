@@ -1,10 +1,12 @@
 // Package testnet gives tests TCP fault points on 127.0.0.1: an address
-// nothing listens on, and listeners that accept connections and close them
-// at once or hold them without a word (a black hole for TChannel's
-// handshake), counting what they accept. Everything stops with the test.
+// nothing listens on, listeners that accept connections and close them at
+// once or hold them without a word (a black hole for TChannel's
+// handshake), counting what they accept, and a proxy whose connections can
+// be cut. Everything stops with the test.
 package testnet
 
 import (
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -85,4 +87,87 @@ func start(t testing.TB, hold bool) *Listener {
 		mu.Unlock()
 	})
 	return l
+}
+
+// Proxy forwards TCP connections from its own address on 127.0.0.1 to a
+// target until Stop cuts them: a network partition between a client and
+// the target.
+type Proxy struct {
+	addr string
+	nl   net.Listener
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	// conns are the open connections, both sides; nil once stopped.
+	conns map[net.Conn]struct{}
+}
+
+// StartProxy starts a proxy to target (host:port); it stops with the test.
+func StartProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	nl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{addr: nl.Addr().String(), nl: nl, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			in, err := nl.Accept()
+			if err != nil {
+				return // stopped
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			if !p.track(in, out) {
+				return
+			}
+			p.wg.Add(2)
+			go p.pipe(out, in)
+			go p.pipe(in, out)
+		}
+	}()
+	t.Cleanup(p.Stop)
+	return p
+}
+
+// Addr returns the proxy's host:port.
+func (p *Proxy) Addr() string { return p.addr }
+
+// Stop closes the proxy's listener and every connection through it, and
+// waits for its goroutines; later calls do nothing.
+func (p *Proxy) Stop() {
+	p.nl.Close()
+	p.mu.Lock()
+	for c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// track records a connection's two sides, or closes them if the proxy has
+// stopped.
+func (p *Proxy) track(in, out net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conns == nil {
+		in.Close()
+		out.Close()
+		return false
+	}
+	p.conns[in], p.conns[out] = struct{}{}, struct{}{}
+	return true
+}
+
+// pipe copies from src to dst until either side closes, then closes both.
+func (p *Proxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	io.Copy(dst, src)
+	dst.Close()
+	src.Close()
 }

@@ -41,3 +41,42 @@ func TestFaultPoints(t *testing.T) {
 		t.Fatalf("read from a black hole: %v, want a timeout", err)
 	}
 }
+
+func TestProxyForwardsUntilStopped(t *testing.T) {
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); io.Copy(c, c) }()
+		}
+	}()
+	p := StartProxy(t, echo.Addr().String())
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
+		t.Fatalf("read %q, %v through the proxy; want ping", buf, err)
+	}
+	p.Stop()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Read(buf); !errors.Is(err, io.EOF) {
+		t.Fatalf("read after Stop: %v, want EOF (the connection cut)", err)
+	}
+	if _, err := net.Dial("tcp", p.Addr()); err == nil {
+		t.Fatal("a connect to a stopped proxy succeeded")
+	}
+	p.Stop() // again: nothing
+}

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -18,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-rpc/sluice/internal/etcdtest"
+	"github.com/sluice-rpc/sluice/internal/testnet"
 	"github.com/sluice-rpc/sluice/internal/testwait"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 	"github.com/sluice-rpc/sluice/leasing/internal/servetest"
@@ -265,18 +264,11 @@ func TestThreeServersFailover(t *testing.T) {
 // stops) stops serving within the session TTL, and another server takes
 // over; the former master then redirects.
 func TestPartitionedMasterStopsServing(t *testing.T) {
-	zerolog.SetGlobalLevel(zerolog.InfoLevel)
 	et := etcdtest.Start(t)
-	api := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
-	coll := toxiproxy.NewProxyCollection()
-	px := toxiproxy.NewProxy(api, "etcd", "127.0.0.1:0", strings.TrimPrefix(et.Endpoint, "http://"))
-	if err := coll.Add(px, true); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { coll.Clear() })
+	px := testnet.StartProxy(t, strings.TrimPrefix(et.Endpoint, "http://"))
 
 	// The first server, behind the proxy, becomes master; then two more.
-	a := startNode(t, "http://"+px.Listen)
+	a := startNode(t, "http://"+px.Addr())
 	testwait.Until(t, "the first server to become master", func() bool { return a.s.Mastership().IsMaster })
 	ns := []*node{a, startNode(t, et.Endpoint), startNode(t, et.Endpoint)}
 	if m := master(t, ns); m != a {

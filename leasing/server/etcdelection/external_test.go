@@ -13,7 +13,7 @@ import (
 // Debian's etcd-server, 3.4): one master, a client sent to the other
 // server is redirected to it, and when it stops the other takes over.
 func TestElectionOnSeparateEtcd(t *testing.T) {
-	et := etcdtest.StartBinary(t)
+	et := etcdtest.Start(t)
 	t.Log(et.Version)
 	ns := []*node{startNode(t, et.Endpoint), startNode(t, et.Endpoint)}
 	m := master(t, ns)

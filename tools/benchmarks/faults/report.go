@@ -1,0 +1,133 @@
+package faults
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sluice-rpc/sluice/tools/internal/table"
+)
+
+// tableHeader names WriteTable's columns.
+func tableHeader() []string {
+	return []string{
+		"scenario", "setup", "calls", "ok", "errors", "att/call", "exec/call", "conn/call", "conn/s >1s",
+		"dials/call", "p50", "max >1s", "max-deadline", "fault->last pick", "faulty 1st", "goroutines", "heap MiB", "late", "sched",
+	}
+}
+
+// WriteTable writes one row per result: as aligned text, or as a Markdown
+// table when markdown is set. The columns:
+//
+//	calls, ok       calls made and calls that succeeded
+//	errors          failed calls by code
+//	att/call        attempts sent on the wire per call
+//	exec/call       handler executions per call, counted in the servers
+//	conn/call       TCP connections accepted at the peers' listeners per
+//	                call (refused: the client's dials, nothing listens)
+//	conn/s >1s      the same per second, from one second in to the end
+//	dials/call      the client's TCP connection attempts per call
+//	p50             median latency
+//	max >1s         the slowest call among those starting 1 s or more in
+//	max-deadline    the slowest call's latency minus its deadline
+//	fault->last pick  from the fault to the start of the last call that
+//	                chose the failing peer ("(end)": still chosen at the end)
+//	faulty 1st      share of calls from 1 s after the fault whose first
+//	                attempt went to the failing peer
+//	goroutines, heap MiB  before the run -> after it (client closed)
+//	late            calls that started over 2 ms behind schedule
+//	sched           the longest the machine held the process's timers back
+//	                (Result.SchedDelay)
+func WriteTable(w io.Writer, rs []*Result, markdown bool) error {
+	rows := [][]string{tableHeader()}
+	for _, r := range rs {
+		rows = append(rows, r.row())
+	}
+	return table.Write(w, rows, markdown, false)
+}
+
+// row is r's line of the table.
+func (r *Result) row() []string {
+	f2 := func(x float64) string { return fmt.Sprintf("%.2f", x) }
+	dash := func(ok bool, s string) string {
+		if !ok {
+			return "-"
+		}
+		return s
+	}
+	pick := "-"
+	if r.Faulty != "" {
+		switch {
+		case r.Config.FaultAt > 0 && r.FaultAt == 0:
+			pick = "not injected"
+		case !r.PickedAfterFault:
+			pick = "never"
+		default:
+			pick = sec(r.LastPick)
+			if r.Elapsed-r.FaultAt-r.LastPick < r.Config.Deadline+100*time.Millisecond {
+				pick += " (end)"
+			}
+		}
+	}
+	return []string{
+		string(r.Config.Scenario), string(r.Config.Setup),
+		fmt.Sprint(r.Calls), fmt.Sprint(r.OK), r.errorList(),
+		f2(r.AttemptsPerCall()), f2(r.ExecutionsPerCall()), f2(r.ConnectsPerCall()),
+		dash(r.Elapsed > time.Second, fmt.Sprintf("%.1f", r.ConnectsPerSecondAfter1s())),
+		f2(r.DialsPerCall()),
+		ms(r.P50), dash(r.CallsAfter1s > 0, ms(r.MaxAfter1s)), ms(r.OverDeadline()),
+		pick, dash(r.FirstShare >= 0, fmt.Sprintf("%.0f%%", 100*r.FirstShare)),
+		fmt.Sprintf("%d->%d", r.GoroutinesBefore, r.GoroutinesAfter),
+		fmt.Sprintf("%.1f->%.1f", mib(r.HeapBefore), mib(r.HeapAfter)),
+		fmt.Sprint(r.Late), ms(r.SchedDelay),
+	}
+}
+
+// errorList formats Errors, most frequent first: "TIMEOUT 12, NETWORK 3".
+func (r *Result) errorList() string {
+	if len(r.Errors) == 0 {
+		return "-"
+	}
+	codes := make([]string, 0, len(r.Errors))
+	for c := range r.Errors {
+		codes = append(codes, c)
+	}
+	sort.Slice(codes, func(i, j int) bool {
+		if r.Errors[codes[i]] != r.Errors[codes[j]] {
+			return r.Errors[codes[i]] > r.Errors[codes[j]]
+		}
+		return codes[i] < codes[j]
+	})
+	parts := make([]string, len(codes))
+	for i, c := range codes {
+		parts[i] = fmt.Sprintf("%s %d", c, r.Errors[c])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// WriteChecks writes, for each result, the promises of c it breaks and the
+// harness problems it met, one line each, and returns how many results
+// broke a promise.
+func WriteChecks(w io.Writer, c Contract, rs []*Result) (failed int, err error) {
+	var b strings.Builder
+	for _, r := range rs {
+		name := string(r.Config.Scenario) + "/" + string(r.Config.Setup)
+		v := c.Check(r)
+		if len(v) > 0 {
+			failed++
+		}
+		for _, s := range v {
+			fmt.Fprintf(&b, "FAIL %s: %s\n", name, s)
+		}
+		for _, p := range r.Problems {
+			fmt.Fprintf(&b, "PROBLEM %s: %s\n", name, p)
+		}
+		if len(v) == 0 && len(r.Problems) == 0 {
+			fmt.Fprintf(&b, "ok   %s\n", name)
+		}
+	}
+	_, err = io.WriteString(w, b.String())
+	return failed, err
+}

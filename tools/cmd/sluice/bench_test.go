@@ -1,0 +1,310 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/sluice-rpc/sluice/internal/testnet"
+	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
+)
+
+// benchJSON is `sluice bench -o json`'s report.
+type benchJSON struct {
+	Calls           int                `json:"calls"`
+	OK              int                `json:"ok"`
+	Failed          int                `json:"failed"`
+	Refused         int                `json:"refused"`
+	ElapsedS        float64            `json:"elapsed_s"`
+	OfferedRPS      float64            `json:"offered_rps"`
+	Throughput      float64            `json:"throughput_rps"`
+	Latency         map[string]float64 `json:"latency_ms"`
+	FailedLatency   map[string]float64 `json:"failed_latency_ms"`
+	RefusedLatency  map[string]float64 `json:"refused_latency_ms"`
+	Attempts        int                `json:"attempts"`
+	AttemptsPerCall float64            `json:"attempts_per_call"`
+	ExtraPercent    float64            `json:"extra_requests_percent"`
+	Sent            uint64             `json:"sent"`
+	Busy            uint64             `json:"busy"`
+	Throttled       uint64             `json:"throttled"`
+	Errors          map[string]int     `json:"errors"`
+	Late            int                `json:"late"`
+	Peers           []string           `json:"peers"`
+	EmbeddedLatency string             `json:"embedded_latency"`
+}
+
+func runBench(t *testing.T, ctx context.Context, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb strings.Builder
+	code = benchRun(ctx, args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// One second at 200/s against three 1 ms servers, hedging after 50 ms:
+// every field of the JSON report is there and adds up.
+func TestBenchEmbeddedJSON(t *testing.T) {
+	code, out, errOut := runBench(t, context.Background(), "--embedded", "3", "--embedded-latency", "fixed:1ms",
+		"--rps", "200", "-d", "1s", "--hedge-max", "2", "--hedge-delay", "50ms", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if strings.Count(strings.TrimSpace(out), "\n") != 0 {
+		t.Errorf("-o json printed more than one line:\n%s", out)
+	}
+	var r benchJSON
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		t.Fatalf("%v in %s", err, out)
+	}
+	if r.Calls != 200 || r.OK != 200 || r.Failed != 0 || r.Refused != 0 || len(r.Errors) != 0 {
+		t.Errorf("calls %d ok %d failed %d refused %d errors %v, want 200 calls all ok", r.Calls, r.OK, r.Failed, r.Refused, r.Errors)
+	}
+	if r.FailedLatency["p50"] != 0 || r.RefusedLatency["max"] != 0 {
+		t.Errorf("failed latency %v, refused latency %v: want zeros, no call failed", r.FailedLatency, r.RefusedLatency)
+	}
+	if r.ElapsedS < 0.99 || r.ElapsedS > 10 || r.OfferedRPS != 200 {
+		t.Errorf("elapsed %vs offered %v/s, want about 1s at 200/s", r.ElapsedS, r.OfferedRPS)
+	}
+	if want := float64(r.OK) / r.ElapsedS; r.Throughput < want*0.99 || r.Throughput > want*1.01 || r.Throughput > 202 {
+		t.Errorf("throughput %v/s, want ok/elapsed = %v/s (at most the offered 200/s)", r.Throughput, want)
+	}
+	prev := 0.0
+	for _, q := range []string{"p50", "p90", "p95", "p99", "p999", "max"} {
+		v, ok := r.Latency[q]
+		if !ok || v < prev {
+			t.Errorf("latency %s = %v (present %v), want >= the previous quantile %v", q, v, ok, prev)
+		}
+		prev = v
+	}
+	if p50 := r.Latency["p50"]; p50 < 1 {
+		t.Errorf("p50 %vms, want at least the servers' 1ms", p50)
+	}
+	// Latencies beyond 50ms (a loaded machine) bring hedges: 1 or 2
+	// attempts a call, all of them sent to the peers.
+	if r.Attempts < r.Calls || r.AttemptsPerCall < 1 || r.AttemptsPerCall > 2 || r.Sent != uint64(r.Attempts) {
+		t.Errorf("attempts %d (%v per call), sent %d: want 1 or 2 a call, all sent", r.Attempts, r.AttemptsPerCall, r.Sent)
+	}
+	if r.Late < 0 || r.Late > r.Calls {
+		t.Errorf("late %d of %d calls", r.Late, r.Calls)
+	}
+	if d := r.ExtraPercent - (r.AttemptsPerCall-1)*100; d > 1e-9 || d < -1e-9 {
+		t.Errorf("extra %v%% != (attempts per call - 1) x 100", r.ExtraPercent)
+	}
+	if r.Busy != 0 || r.Throttled != 0 {
+		t.Errorf("busy %d throttled %d, want none", r.Busy, r.Throttled)
+	}
+	if len(r.Peers) != 3 || !strings.HasPrefix(r.Peers[0], "127.0.0.1:") || r.EmbeddedLatency != "1ms" {
+		t.Errorf("peers %v latency %q, want 3 on 127.0.0.1 with 1ms", r.Peers, r.EmbeddedLatency)
+	}
+}
+
+// Heavy-tailed servers with adaptive hedging: the text report has every
+// line and hedges went out within the budget. (Whether they cut the tail is
+// benchmarks/tail's business: latency bounds would be flaky on a loaded CI
+// machine.)
+func TestBenchHeavyTailAdaptiveText(t *testing.T) {
+	code, out, errOut := runBench(t, context.Background(), "--embedded", "4", "-e", "raw", "--rps", "300", "-d", "1s",
+		"--hedge-max", "3", "--hedge-adaptive", "0.95", "--hedge-window", "100", "--hedge-budget", "0.2", "--warmup", "20")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"servers     4 embedded on 127.0.0.1, latency 500µs-1.5ms,0.03@100ms-200ms",
+		"calls       300 in", "300 ok, 0 failed, 0 refused locally", "latency     ok       p50 ", "p99.9 ", "attempts    ", "busy        0 busy answers, 0 requests throttled",
+		"errors      none"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	var attempts int
+	var perCall, extra float64
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "attempts") {
+			if _, err := fmtSscanf(line, "attempts    %d (%f per call, %f%% extra", &attempts, &perCall, &extra); err != nil {
+				t.Fatalf("%q: %v", line, err)
+			}
+		}
+	}
+	// The budget: 0.2 hedges a call (warm-up included) on top of the 10 it
+	// starts with: at most 10 + 0.2 x 320 = 74 hedges, 24.7%.
+	if attempts <= 300 || extra <= 0 || extra > 24.7 || perCall > 3 {
+		t.Errorf("%d attempts for 300 calls (%v a call), %v%% extra: want some hedges, within the budget", attempts, perCall, extra)
+	}
+}
+
+// --peer mode against servers started outside the command.
+func TestBenchPeers(t *testing.T) {
+	s, err := load.StartServers(2, load.ServerConfig{Service: "kv", Method: "get", Format: "json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	hps := s.HostPorts()
+	args := []string{"-s", "kv", "--method", "get", "-e", "json", "-r", `{"k":"v"}`,
+		"--rps", "500", "-n", "50", "-o", "json", "-p", hps[0], "-P", writePeerList(t, "peers.yaml", "- "+hps[1]+"\n")}
+	code, out, errOut := runBench(t, context.Background(), args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var r benchJSON
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Calls != 50 || r.OK != 50 || r.EmbeddedLatency != "" || len(r.Peers) != 2 {
+		t.Errorf("calls %d ok %d peers %v embedded %q: want 50 ok calls to the 2 peers", r.Calls, r.OK, r.Peers, r.EmbeddedLatency)
+	}
+	if got := s.Received(); got != 60 {
+		t.Errorf("servers received %d requests, want 60 (50 and 10 warm-up)", got)
+	}
+}
+
+// An interrupted run reports what it made and exits 0.
+func TestBenchInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	code, out, errOut := runBench(t, ctx, "--embedded", "1", "--embedded-latency", "0", "--rps", "10", "-d", "1m", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var r benchJSON
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Calls > 1 {
+		t.Errorf("an interrupted run made %d calls", r.Calls)
+	}
+}
+
+func TestBenchFlagErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "give peers (-p HOST:PORT, repeatable, or -P FILE) or --embedded N"},
+		{[]string{"--embedded", "2", "--peer", "127.0.0.1:1"}, "not both"},
+		{[]string{"--embedded", "99"}, "--embedded is 99, must be in [1, 16]"},
+		{[]string{"--embedded", "-1"}, "--embedded is -1"},
+		{[]string{"-p", "127.0.0.1:1"}, "-s/--service and -m/--method are required"},
+		{[]string{"-p", "127.0.0.1:1", "--embedded-latency", "1ms", "-s", "s", "-m", "m"}, "--embedded-latency, --embedded-workers and --embedded-shed need --embedded"},
+		{[]string{"-p", "127.0.0.1:1", "--embedded-shed", "adaptive", "-s", "s", "-m", "m"}, "need --embedded"},
+		{[]string{"--embedded", "1", "--embedded-shed", "fixed:0"}, `--embedded-shed: "fixed:0": the fixed limit must be a whole number >= 1`},
+		{[]string{"--embedded", "1", "--embedded-shed", "lots"}, `want none, adaptive or fixed:N`},
+		{[]string{"--embedded", "1", "--embedded-workers", "-1"}, "--embedded-workers is -1"},
+		{[]string{"--embedded", "1", "--load", "3"}, "--load, --chart and --gogc need --closed-loop"},
+		{[]string{"--embedded", "1", "--gogc", "200"}, "--gogc need --closed-loop"},
+		{[]string{"--closed-loop", "--gogc", "0"}, "--gogc is 0, must be a positive percent or -1"},
+		{[]string{"--closed-loop", "-p", "127.0.0.1:1"}, "drop --peer"},
+		{[]string{"--closed-loop", "--rps", "10"}, "drop --rps"},
+		{[]string{"--closed-loop", "--embedded", "2"}, "--closed-loop runs one embedded server"},
+		{[]string{"--closed-loop", "--embedded-latency", "heavy-tail"}, "needs a fixed service time"},
+		{[]string{"--closed-loop", "--load", "0"}, "--load is 0, must be in (0, 100]"},
+		{[]string{"--closed-loop", "--chart", "x.gif"}, "must end in .png or .svg"},
+		{[]string{"-p", "10.1.2.3:4040", "-s", "s", "-m", "m"}, `peer "10.1.2.3:4040" is not a loopback address`},
+		{[]string{"-P", writePeerList(t, "remote.txt", "127.0.0.1:1\n10.1.2.3:4040\n"), "-s", "s", "-m", "m"}, `peer "10.1.2.3:4040" is not a loopback address`},
+		{[]string{"-p", "nonsense", "-s", "s", "-m", "m"}, `--peer: peer: bad host:port "nonsense"`},
+		{[]string{"-P", writePeerList(t, "bad.json", "[\"127.0.0.1:1\",\n\"nonsense\"]"), "-s", "s", "-m", "m"}, `line 2: peer: bad host:port "nonsense"`},
+		{[]string{"--embedded", "1", "--embedded-latency", "slowish"}, `--embedded-latency: load: shape "slowish"`},
+		{[]string{"--embedded", "1", "-e", "thrift"}, `-e/--encoding is "thrift"`},
+		{[]string{"--embedded", "1", "-o", "yaml"}, `-o/--output is "yaml"`},
+		{[]string{"--embedded", "1", "-e", "json", "-r", "{"}, "the request body is not valid JSON"},
+		{[]string{"--embedded", "1", "--rps", "0"}, "--rps is 0, must be in (0, 100000]"},
+		{[]string{"--embedded", "1", "-d", "0s"}, "-d/--max-duration is 0s"},
+		{[]string{"--embedded", "1", "--max-duration", "1h"}, "-d/--max-duration is 1h0m0s, must be in (0, 10m0s]"},
+		{[]string{"--embedded", "1", "-n", "-5"}, "-n/--max-requests is -5"},
+		{[]string{"--embedded", "1", "--concurrency", "0"}, "--concurrency is 0"},
+		{[]string{"--embedded", "1", "--timeout", "0s"}, "--timeout is 0s"},
+		{[]string{"--embedded", "1", "--warmup", "-1"}, "--warmup is -1"},
+		{[]string{"--embedded", "1", "--retry-max", "3", "--hedge-max", "2"}, "--retry-max and --hedge-max are exclusive"},
+		{[]string{"--embedded", "1", "--service-config", "x.json", "--hedge-max", "2"}, "--service-config cannot be combined"},
+		{[]string{"--embedded", "1", "--service-config", "/nonexistent/x.json"}, "--service-config /nonexistent/x.json: open"},
+		{[]string{"--embedded", "1", "--retry-max", "1"}, "--retry-max is 1, must be >= 2"},
+		{[]string{"--embedded", "1", "--hedge-max", "1"}, "--hedge-max is 1, must be >= 2"},
+		{[]string{"--embedded", "1", "--hedge-max", "2", "--hedge-delay", "-1s"}, "--hedge-delay is -1s"},
+		{[]string{"--embedded", "1", "--hedge-max", "2", "--hedge-codes", "SLOW"}, "--hedge-codes"},
+		{[]string{"--embedded", "1", "--hedge-adaptive", "0.9"}, "--hedge-adaptive needs --hedge-max"},
+		{[]string{"--embedded", "1", "--hedge-max", "2", "--hedge-adaptive", "1.5"}, "--hedge-adaptive is 1.5, must be in (0, 1)"},
+		{[]string{"--embedded", "1", "--hedge-max", "2", "--hedge-adaptive", "0.9", "--hedge-window", "3"}, "--hedge-window is 3, must be in [10, 1000000]"},
+		{[]string{"--embedded", "1", "--hedge-max", "2", "--hedge-adaptive", "0.9", "--hedge-cap", "0s"}, "--hedge-cap is 0s"},
+		{[]string{"--embedded", "1", "--hedge-max", "2", "--hedge-adaptive", "0.9", "--hedge-budget", "2"}, "--hedge-budget is 2, must be in [0, 1]"},
+		{[]string{"--embedded", "1", "--debug-listen", "nonsense"}, `--debug-listen "nonsense": want host:port`},
+		{[]string{"--embedded", "1", "--debug-listen", "127.0.0.1:http"}, "the port must be a number"},
+		{[]string{"--embedded", "1", "extra"}, `unexpected argument "extra"`},
+		{[]string{"--embedded", "1", "--json"}, "flag provided but not defined: -json"},
+		{[]string{"--embedded", "1", "--duration", "1s"}, "flag provided but not defined: -duration"},
+		{[]string{"--no-such-flag"}, "flag provided but not defined: -no-such-flag"},
+	} {
+		code, out, errOut := runBench(t, context.Background(), tc.args...)
+		if code != 2 || !strings.Contains(errOut, tc.want) || out != "" {
+			t.Errorf("bench %q: exit %d, stderr %q, stdout %q; want exit 2 and stderr containing %q",
+				tc.args, code, errOut, out, tc.want)
+		}
+	}
+}
+
+// A progress line a second on stderr while the run lasts; the report on
+// stdout alone.
+func TestBenchProgress(t *testing.T) {
+	code, out, errOut := runBench(t, context.Background(), "--embedded", "1", "--embedded-latency", "0", "--rps", "100",
+		"-d", "1500ms", "--warmup", "0")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	line := regexp.MustCompile(`(?m)^ +(\d+\.\d)s  (\d+) calls: (\d+) ok, 0 failed, 0 refused locally; (\d+\.\d) calls/s$`)
+	m := line.FindAllStringSubmatch(errOut, -1)
+	if len(m) == 0 {
+		t.Fatalf("no progress line on stderr:\n%s", errOut)
+	}
+	for _, p := range m {
+		if p[2] != p[3] || p[2] == "0" {
+			t.Errorf("progress %q: want every returned call ok, and some", p[0])
+		}
+	}
+	if strings.Contains(out, " calls: ") || !strings.Contains(out, "calls       150 in") {
+		t.Errorf("stdout should hold the report alone:\n%s", out)
+	}
+}
+
+// Calls refused locally (here UNAVAILABLE: nothing listens) are counted
+// and timed apart from successes and failures; a run in which no call
+// succeeded exits 1.
+func TestBenchRefusedCallsApart(t *testing.T) {
+	code, out, errOut := runBench(t, context.Background(), "-p", testnet.Refused(t), "-s", "kv", "-m", "get",
+		"--rps", "200", "-n", "20", "--warmup", "0", "-o", "json")
+	var r benchJSON
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("exit %d: %v in %q; stderr %s", code, err, out, errOut)
+	}
+	if code != 1 || !strings.Contains(errOut, "sluice bench: no call succeeded: UNAVAILABLE 20") {
+		t.Errorf("exit %d, stderr %q; want 1 and the errors named", code, errOut)
+	}
+	if r.Calls != 20 || r.Refused != 20 || r.OK != 0 || r.Failed != 0 || r.Errors["UNAVAILABLE"] != 20 {
+		t.Errorf("calls %d refused %d ok %d failed %d errors %v; want 20 refused, UNAVAILABLE", r.Calls, r.Refused, r.OK, r.Failed, r.Errors)
+	}
+	if r.RefusedLatency["max"] <= 0 || r.Latency["max"] != 0 || r.FailedLatency["max"] != 0 {
+		t.Errorf("latency ok %v failed %v refused %v; want only refused latencies", r.Latency, r.FailedLatency, r.RefusedLatency)
+	}
+}
+
+func fmtSscanf(s, format string, a ...any) (int, error) { return fmt.Sscanf(s, format, a...) }
+
+// TestBenchClosedLoop runs the comparison briefly on a small server: six
+// rows after the unloaded run, and a chart.
+func TestBenchClosedLoop(t *testing.T) {
+	chart := t.TempDir() + "/c.svg"
+	code, out, errOut := runBench(t, context.Background(), "--closed-loop", "--embedded-workers", "2",
+		"--embedded-latency", "fixed:5ms", "-d", "1s", "--chart", chart)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"Server: 2 workers x 5ms (capacity C = 400 calls/s)", "| none | off |", "| adaptive | on |", "chart: " + chart} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(errOut, "running: "); n != 7 {
+		t.Errorf("%d progress lines on stderr, want 7:\n%s", n, errOut)
+	}
+}

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/uber-go/tally/v4"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/sluice-rpc/sluice/leasing/server"
+	"github.com/sluice-rpc/sluice/leasing/server/etcdconfig"
+	"github.com/sluice-rpc/sluice/tools/internal/grpctls"
+)
+
+// etcdConfigPrefix marks a --config kept in etcd: --config etcd:KEY, as
+// the original's -config=etcd:KEY.
+const etcdConfigPrefix = "etcd:"
+
+// doormanOps is `sluice doorman serve`'s operations: TLS on the gRPC
+// listener, the metrics interceptor, and the configuration reloaded from
+// its file or etcd key while the server runs.
+type doormanOps struct {
+	tls        grpctls.Files
+	configPoll time.Duration
+
+	// Set by loadConfig.
+	file    string           // --config FILE
+	data    []byte           // the configuration's content at start
+	etcd    *clientv3.Client // --config etcd:KEY
+	etcdKey string
+	etcdRev int64
+}
+
+// addDoormanOpsFlags registers serve's TLS and reloading flags on fs.
+func addDoormanOpsFlags(fs *flagSet) *doormanOps {
+	o := &doormanOps{}
+	fs.StringVar(&o.tls.Cert, "tls-cert", "", "serve gRPC over TLS with the PEM certificate (and chain) in `FILE`; needs --tls-key")
+	fs.StringVar(&o.tls.Key, "tls-key", "", "the PEM private key of --tls-cert, in `FILE`")
+	fs.StringVar(&o.tls.CA, "tls-ca", "", "require clients to present a certificate signed by a CA in the PEM `FILE` (mutual TLS); needs --tls-cert")
+	fs.DurationVar(&o.configPoll, "config-poll", server.DefaultPollInterval,
+		"how often --config FILE is read for changes (a changed, valid configuration is applied; an invalid one is logged and refused); an etcd:KEY is watched instead; 0 turns reloading off, from a file or from etcd")
+	return o
+}
+
+// validate checks the flags as a set, before anything starts: errors are
+// usage errors.
+func (o *doormanOps) validate() error {
+	switch {
+	case o.tls.Cert != "" && o.tls.Key == "":
+		return fmt.Errorf("--tls-cert needs --tls-key, the PEM file of its private key")
+	case o.tls.Key != "" && o.tls.Cert == "":
+		return fmt.Errorf("--tls-key needs --tls-cert, the PEM file of its certificate")
+	case o.tls.CA != "" && o.tls.Cert == "":
+		return fmt.Errorf("--tls-ca (client certificates) needs --tls-cert and --tls-key: mutual TLS is TLS first")
+	case o.configPoll < 0:
+		return fmt.Errorf("--config-poll is %v, must be >= 0 (0 turns reloading off)", o.configPoll)
+	}
+	return nil
+}
+
+// loadConfig loads --config: a FILE, or etcd:KEY read from the etcd
+// cluster at endpoints (comma-separated host:port or URLs). It remembers
+// where the configuration came from, so that start can watch it.
+func (o *doormanOps) loadConfig(ctx context.Context, config, endpoints string) (*server.Repository, error) {
+	key, inEtcd := strings.CutPrefix(config, etcdConfigPrefix)
+	if !inEtcd {
+		data, err := server.ReadConfig(config)
+		if err != nil {
+			return nil, err
+		}
+		repo, err := server.ParseRepository(data)
+		if err != nil {
+			return nil, fmt.Errorf("%w (in %s)", err, config)
+		}
+		o.file, o.data = config, data
+		return repo, nil
+	}
+	if key == "" {
+		return nil, fmt.Errorf("--config %q names no etcd key: want etcd:KEY", config)
+	}
+	var eps []string
+	for _, ep := range strings.Split(endpoints, ",") {
+		if ep = strings.TrimSpace(ep); ep != "" {
+			eps = append(eps, ep)
+		}
+	}
+	if len(eps) == 0 {
+		return nil, fmt.Errorf("--config %s needs the etcd cluster's endpoints (--etcd HOST:PORT,...)", config)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, fmt.Errorf("etcd %s: %w", strings.Join(eps, ","), err)
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	data, rev, err := etcdconfig.Read(lctx, cli, key)
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	repo, err := server.ParseRepository(data)
+	if err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("%w (in etcd key %q)", err, key)
+	}
+	o.etcd, o.etcdKey, o.etcdRev, o.data = cli, key, rev, data
+	return repo, nil
+}
+
+// grpcServerOptions returns the options of the gRPC server srv is to be
+// registered on: TLS credentials with --tls-cert, and the interceptor
+// recording srv's RPCs on scope.
+func (o *doormanOps) grpcServerOptions(srv *server.Server, scope tally.Scope) ([]grpc.ServerOption, error) {
+	opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(server.NewMetrics(srv, scope).UnaryInterceptor())}
+	if o.tls.Cert != "" {
+		creds, err := o.tls.ServerCredentials()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, grpc.Creds(creds))
+	}
+	return opts, nil
+}
+
+// start reloads the configuration into srv while it runs: --config FILE
+// every --config-poll, --config etcd:KEY on every change. Each new
+// configuration applied or refused is logged on stderr and counted on
+// scope. stop ends the watcher and returns once it has.
+func (o *doormanOps) start(srv *server.Server, scope tally.Scope, stderr io.Writer) (stop func()) {
+	var mu sync.Mutex // stderr is shared with the command
+	r := server.NewReloader(srv, server.ReloadConfig{Scope: scope, Logf: func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(stderr, format+"\n", args...)
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	r.Loaded(o.data)
+	switch {
+	case o.configPoll == 0:
+		close(done)
+	case o.etcd != nil:
+		go func() {
+			defer close(done)
+			_ = etcdconfig.Watch(ctx, o.etcd, o.etcdKey, o.etcdRev, r) // returns nil when ctx ends
+		}()
+	case o.file != "":
+		go func() {
+			defer close(done)
+			_ = server.WatchFile(ctx, o.file, o.configPoll, r) // arguments checked by validate
+		}()
+	default:
+		close(done)
+	}
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// close releases the etcd client, after start's watcher has stopped.
+func (o *doormanOps) close() {
+	if o.etcd != nil {
+		o.etcd.Close()
+		o.etcd = nil
+	}
+}
+
+// doormanClientTLS is a Doorman client's TLS flags (`sluice doorman get`):
+// the capability of the original client's -ca_file.
+type doormanClientTLS struct {
+	on         bool
+	files      grpctls.Files
+	serverName string
+}
+
+// addDoormanClientTLSFlags registers a client's TLS flags on fs: --tls,
+// --tls-ca, --tls-cert, --tls-key and --tls-server-name.
+func addDoormanClientTLSFlags(fs *flagSet) *doormanClientTLS {
+	return addClientTLSFlags(fs, "", "the server", "--server")
+}
+
+// addClientTLSFlags registers TLS flags named prefix+"tls..." for a
+// connection to peer, whose address is given by addrFlag.
+func addClientTLSFlags(fs *flagSet, prefix, peer, addrFlag string) *doormanClientTLS {
+	c := &doormanClientTLS{}
+	fs.BoolVar(&c.on, prefix+"tls", false, "speak TLS to "+peer+", verifying it against the system's roots (or --"+prefix+"tls-ca)")
+	fs.StringVar(&c.files.CA, prefix+"tls-ca", "", "speak TLS to "+peer+", verifying it against the CA certificates in the PEM `FILE`")
+	fs.StringVar(&c.files.Cert, prefix+"tls-cert", "", "speak TLS to "+peer+", presenting the PEM client certificate in `FILE` (for a server requiring one); needs --"+prefix+"tls-key")
+	fs.StringVar(&c.files.Key, prefix+"tls-key", "", "the PEM private key of --"+prefix+"tls-cert, in `FILE`")
+	fs.StringVar(&c.serverName, prefix+"tls-server-name", "", "the `NAME` the certificate of "+peer+" must carry, if not the host of "+addrFlag)
+	return c
+}
+
+// dialOptions returns the options to dial the server with
+// (leasing.ClientConfig.DialOptions): nil for plaintext when no TLS flag
+// is given. An error names the file or the flag that is wrong.
+func (c *doormanClientTLS) dialOptions() ([]grpc.DialOption, error) {
+	if !c.on && !c.files.Enabled() && c.serverName == "" {
+		return nil, nil
+	}
+	creds, err := c.files.ClientCredentials(c.serverName)
+	if err != nil {
+		return nil, err
+	}
+	return []grpc.DialOption{grpc.WithTransportCredentials(creds)}, nil
+}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/sluice-rpc/sluice/tools/benchmarks/faults"
+)
+
+var faultsHelp = helpText{
+	synopsis: `sluice faults [flags]`,
+	about: `Measures how a Sluice client behaves when its peers fail. Each scenario starts
+three peers on 127.0.0.1 behind in-process fault points (listeners that refuse,
+accept and close, or swallow the handshake; toxiproxy's reset, latency,
+bandwidth and timeout toxics; a server in a child process killed with SIGKILL
+or stopped with SIGSTOP; handlers answering DECLINED or BUSY), sends calls at
+--rps with a --timeout each under each client setup where the policy matters
+(no policy, retry, hedging), and prints one table row per run: calls, errors
+by code, attempts, handler executions and TCP connections per call, the
+slowest call against its deadline, how long a failed peer was still chosen,
+goroutines and heap after the run. Then one line per run: "ok", or each
+promise of Sluice's failure handling contract (the README's "When things
+break") it broke.
+
+The full size takes about five minutes; --ci about half a minute.
+
+Scenarios: %s
+
+Exit status: 0 when every run was made (whatever the verdicts) or the suite was
+interrupted, 1 when a run could not be made, 2 on a usage error.`,
+	examples: `sluice faults                                   # every scenario, full size
+sluice faults --scenarios kill,freeze --rps 200 --duration 30s
+sluice faults --ci --markdown                   # small, as go test runs it, as a Markdown table`,
+}
+
+// faultsCmd runs `sluice faults`: the fault-injection suite of
+// benchmarks/faults, printing its table and the contract's verdicts. An
+// interrupt ends the suite early; the runs made so far are printed.
+func faultsCmd(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return faultsRun(ctx, args, stdout, stderr)
+}
+
+// faultsRun is faultsCmd with the context that ends the suite early.
+func faultsRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	names := make([]string, 0, len(faults.Scenarios()))
+	for _, s := range faults.Scenarios() {
+		names = append(names, string(s))
+	}
+	help := faultsHelp
+	help.about = fmt.Sprintf(help.about, strings.Join(names, ", "))
+	fs := newFlagSet("sluice faults", help, stdout, stderr)
+	scenarios := fs.String("scenarios", "all", "comma-separated `SCENARIOS` to run, or all")
+	rps := fs.Float64("rps", faults.DefaultRate, "arrival rate: calls per second, sent on schedule whether or not earlier ones returned")
+	duration := fs.Duration("duration", 0, "every run's duration, overriding the size's (mid-run faults strike a quarter in, at most 3s)")
+	deadline := fs.Duration("timeout", faults.DefaultDeadline, "each call's deadline, across its attempts")
+	ci := fs.Bool("ci", false, "the CI size: a second or two a run (6s for freeze and stall)")
+	small := fs.Bool("small", false, "the same as --ci")
+	markdown := fs.Bool("markdown", false, "print the table as Markdown")
+	if code, ok := fs.parse(args); !ok {
+		return code
+	}
+	list, err := faults.ParseScenarios(*scenarios)
+	if err != nil {
+		return fs.usageError("--scenarios: %v", err)
+	}
+	switch {
+	case !(*rps > 0 && *rps <= faults.MaxRate):
+		return fs.usageError("--rps is %v, must be in (0, %d]", *rps, faults.MaxRate)
+	case *duration < 0 || *duration > faults.MaxDuration:
+		return fs.usageError("--duration is %v, must be in (0, %v] (or 0 for the size's)", *duration, faults.MaxDuration)
+	case *deadline <= 0 || *deadline > faults.MaxDeadline:
+		return fs.usageError("--timeout is %v, must be in (0, %v]", *deadline, faults.MaxDeadline)
+	}
+	suite := faults.Suite{Scenarios: list, Rate: *rps, Duration: *duration, Deadline: *deadline}
+	if *ci || *small {
+		suite.Size = faults.CI
+	}
+	cfgs, err := suite.Configs()
+	if err != nil {
+		return fs.usageError("%v", err)
+	}
+	// toxiproxy's bandwidth toxic logs through zerolog's global logger,
+	// which zerolog starts at trace level; the suite's output is the table.
+	zerolog.SetGlobalLevel(zerolog.InfoLevel)
+
+	var want time.Duration
+	for _, c := range cfgs {
+		want += c.Duration
+	}
+	fmt.Fprintf(stderr, "sluice faults: %d runs, %s size, about %v of load (%s/%s, race detector: %v)\n",
+		len(cfgs), suite.Size, want.Round(time.Second), runtime.GOOS, runtime.GOARCH, faults.RaceDetector)
+	results, err := suite.Run(ctx, func(r *faults.Result) {
+		fmt.Fprintf(stderr, "  %s/%s: %d calls in %.1fs\n", r.Config.Scenario, r.Config.Setup, r.Calls, r.Elapsed.Seconds())
+	})
+	if len(results) > 0 {
+		fmt.Fprintf(stdout, "%g calls/s, deadline %v, %s size\n\n", *rps, *deadline, suite.Size)
+		if werr := faults.WriteTable(stdout, results, *markdown); werr != nil {
+			return fs.failure("%v", werr)
+		}
+		fmt.Fprintln(stdout)
+		failed, werr := faults.WriteChecks(stdout, faults.DefaultContract(), results)
+		if werr != nil {
+			return fs.failure("%v", werr)
+		}
+		fmt.Fprintf(stdout, "\n%d of %d runs broke the failure handling contract\n", failed, len(results))
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintln(stderr, "sluice faults: interrupted; the runs made so far are above")
+			return exitOK
+		}
+		return fs.failure("%v", err)
+	}
+	return exitOK
+}

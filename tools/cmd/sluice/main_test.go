@@ -1,0 +1,412 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sluice-rpc/sluice/busy"
+	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/tools/internal/testhttp"
+)
+
+// TestMain (goleak) lives in doorman_test.go.
+
+// startServe runs `sluice serve` in process on 127.0.0.1 and returns its
+// address; it stops with the test, which checks that it exited 0.
+func startServe(t *testing.T, args ...string) string {
+	t.Helper()
+	addr, _ := startServeStderr(t, args...)
+	return addr
+}
+
+// startServeStderr is startServe, also returning what the server writes
+// on stderr.
+func startServeStderr(t *testing.T, args ...string) (string, *syncBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut syncBuffer
+	exit := make(chan int, 1)
+	go func() { exit <- serveRun(ctx, append([]string{"--listen", "127.0.0.1:0"}, args...), &out, &errOut) }()
+	t.Cleanup(func() {
+		cancel()
+		if code := testwait.Recv(t, exit, "sluice serve to exit"); code != 0 {
+			t.Errorf("sluice serve exited %d: %s", code, errOut.String())
+		}
+	})
+	re := regexp.MustCompile(`(?m)^serving echo on (\S+)$`)
+	var addr string
+	testwait.Until(t, "sluice serve to listen", func() bool {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			addr = m[1]
+		}
+		return addr != ""
+	})
+	return addr, &errOut
+}
+
+// The exit codes of testdata/exitcodes.txt, the cases scripts/exitcodes.sh
+// runs against a built binary, run in process against `sluice serve`.
+func TestExitCodes(t *testing.T) {
+	peer := startServe(t)
+	f, err := os.Open("testdata/exitcodes.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	cases := 0
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		words := strings.Fields(line)
+		want, err := strconv.Atoi(words[0])
+		if err != nil {
+			t.Fatalf("exitcodes.txt:%d: %v", n, err)
+		}
+		args := words[1:]
+		for i, a := range args {
+			args[i] = strings.NewReplacer("$PEER", peer, "$DEAD", "127.0.0.1:1").Replace(a)
+		}
+		var out, errOut bytes.Buffer
+		if got := run(args, &out, &errOut); got != want {
+			t.Errorf("exitcodes.txt:%d: sluice %s: exit %d, want %d\nstderr: %s", n, strings.Join(args, " "), got, want, errOut.String())
+		}
+		cases++
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if cases < 50 {
+		t.Fatalf("%d cases read, want the whole file", cases)
+	}
+}
+
+// Every command and subcommand has help: asked for, it goes to stdout with
+// a usage line, a description, its flags (or subcommands) and examples,
+// and nothing goes to stderr.
+func TestHelp(t *testing.T) {
+	leaves := [][]string{{"demo"}, {"call"}, {"bench"}, {"serve"}, {"sim", "busy"}, {"sim", "ratelimit"},
+		{"doorman", "serve"}, {"doorman", "get"}, {"faults"}}
+	groups := [][]string{{}, {"sim"}, {"doorman"}}
+	check := func(args []string, wantFlags bool) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		code := run(args, &out, &errOut)
+		s := out.String()
+		name := strings.TrimSpace("sluice " + strings.Join(args[:len(args)-1], " "))
+		if args[0] == "help" {
+			name = strings.TrimSpace("sluice " + strings.Join(args[1:], " "))
+		}
+		if code != 0 || errOut.Len() > 0 || !strings.HasPrefix(s, "usage: "+name) || !strings.Contains(s, "\nExamples:\n  sluice ") {
+			t.Errorf("sluice %q: exit %d, stderr %q; want exit 0 and help on stdout:\n%s", args, code, errOut.String(), s)
+			return
+		}
+		// A description: a paragraph between the usage lines and the list.
+		if para := strings.SplitN(s, "\n\n", 3); len(para) < 3 || len(para[1]) < 80 {
+			t.Errorf("sluice %q: no description:\n%s", args, s)
+		}
+		list := "\nCommands:\n"
+		if wantFlags {
+			list = "\nFlags:\n  -h, --help"
+		}
+		if !strings.Contains(s, list) {
+			t.Errorf("sluice %q: help lacks %q:\n%s", args, list, s)
+		}
+	}
+	for _, c := range leaves {
+		check(append(append([]string{}, c...), "-h"), true)
+		check(append(append([]string{}, c...), "--help"), true)
+		check(append([]string{"help"}, c...), true)
+	}
+	for _, g := range groups {
+		check(append(append([]string{}, g...), "-h"), false)
+		check(append([]string{"help"}, g...), false)
+	}
+}
+
+// Flags show with their one-letter alias, argument and default, and the
+// aliases mean the same flag.
+func TestCallHelpFlags(t *testing.T) {
+	var out, errOut bytes.Buffer
+	run([]string{"call", "-h"}, &out, &errOut)
+	for _, want := range []string{
+		"  -p, --peer HOST:PORT ", "  -P, --peer-list FILE ", "  -s, --service SERVICE ", "  -m, --method METHOD ",
+		"  -e, --encoding ENCODING ", "(default json)", "  -r, --request BODY ", "  -H, --header KEY:VALUE ",
+		"      --timeout duration ", "(default 1s)", "  -v, --verbose ", "      --service-config FILE ",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("call -h lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "--json") || strings.Contains(out.String(), "--raw") {
+		t.Errorf("call -h still has --json or --raw:\n%s", out.String())
+	}
+}
+
+// Usage errors say what is wrong and where help is, on stderr only.
+func TestUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "sluice: missing command"},
+		{[]string{"nope"}, `sluice: unknown command "nope"`},
+		{[]string{"sim", "nope"}, `sluice sim: unknown command "nope"`},
+		{[]string{"call", "--nope"}, "sluice call: flag provided but not defined: -nope\nRun 'sluice call -h' for help.\n"},
+		{[]string{"sim", "busy", "--rps", "x"}, `sluice sim busy: invalid value "x" for flag -rps`},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(tc.args, &out, &errOut); code != 2 || out.Len() > 0 || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("sluice %q: exit %d, stdout %q, stderr %q; want 2 and %q on stderr", tc.args, code, out.String(), errOut.String(), tc.want)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"--version"}, &out, &errOut); code != 0 || out.String() != "sluice "+version()+"\n" || version() == "" {
+		t.Fatalf("--version: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+}
+
+func TestSimBusyPresetsMatchTheDesign(t *testing.T) {
+	for _, preset := range []string{"steady", "flappy"} {
+		want, err := os.ReadFile("../../internal/busysim/testdata/" + preset + ".golden")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out, errOut bytes.Buffer
+		if code := run([]string{"sim", "busy", "--preset", preset}, &out, &errOut); code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut.String())
+		}
+		if out.String() != string(want) {
+			t.Fatalf("--preset %s output differs from the design's table:\n%s", preset, out.String())
+		}
+	}
+}
+
+func TestSimBusyFlags(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run([]string{"sim", "busy", "--rps", "1000", "--rps-pattern", "linear_grow", "--busy", "200", "--busy-pattern", "flappy"}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), "start rps=1000 (linear_grow) throttled=0 busy=200 (flappy) limit=9999999") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+	for _, args := range [][]string{
+		{"sim", "busy", "--preset", "steady", "--rps", "5"},
+		{"sim", "busy", "--preset", "wobbly"},
+		{"sim", "busy", "--rps-pattern", "zigzag"},
+		{"sim", "busy", "--rps", "-1"},
+		{"sim", "nope"},
+		{"nope"},
+	} {
+		errOut.Reset()
+		if code := run(args, &out, &errOut); code != 2 || errOut.Len() == 0 {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and an error", args, code, errOut.String())
+		}
+	}
+}
+
+// demoRow matches a per-second line of the demo.
+var demoRow = regexp.MustCompile(`(?m)^\s+(\d+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\S+)\s+READY(\s+<- overloaded)?$`)
+
+// A short demo: the overloaded peer answers Busy, its limit collapses and
+// its traffic goes to the others; the summary tells it with the counts.
+func TestDemoShort(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"demo", "--seconds", "3", "--rps", "300", "--recover-at", "0"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	s := out.String()
+	if !strings.Contains(s, "summary:") {
+		t.Fatalf("no summary:\n%s", s)
+	}
+	rows := demoRow.FindAllStringSubmatch(s, -1)
+	if len(rows) != 9 {
+		t.Fatalf("want 3 seconds x 3 peers lines, got %d:\n%s", len(rows), s)
+	}
+	// How far the limit falls depends on how many Busy answers the peer
+	// gave in one second, which depends on its share of real-time traffic
+	// (a loaded machine gave it 11 in second 1, so 9999999*4/2^11, not
+	// 38): the test asserts that it fell, and that by the last second the
+	// traffic had moved to the other peers.
+	busyTotal, minLimit := 0, math.Inf(1)
+	var bad string
+	lastSec := map[bool][]int{} // the last second's sent counts: overloaded or not
+	for _, r := range rows {
+		n, _ := strconv.Atoi(r[3])
+		if r[1] == "3" {
+			lastSec[r[7] != ""] = append(lastSec[r[7] != ""], n)
+		}
+		if r[7] != "" {
+			b, _ := strconv.Atoi(r[4])
+			busyTotal += b
+			limit, err := strconv.ParseFloat(r[6], 64)
+			if err != nil {
+				t.Fatalf("limit %q: %v", r[6], err)
+			}
+			minLimit = min(minLimit, limit)
+			bad = r[2]
+		}
+	}
+	if busyTotal == 0 || minLimit >= busy.DefaultCeiling/2 || minLimit <= 0 {
+		t.Fatalf("overloaded peer: busy %d, lowest limit %v; want busy answers and a limit fallen from the ceiling, above 0:\n%s", busyTotal, minLimit, s)
+	}
+	if len(lastSec[true]) != 1 || len(lastSec[false]) != 2 || lastSec[true][0] >= min(lastSec[false][0], lastSec[false][1]) {
+		t.Fatalf("second 3: the overloaded peer was sent %v, the others %v; want fewer than each of them:\n%s", lastSec[true], lastSec[false], s)
+	}
+	// The closing sentence is the counts': the overloaded peer and the
+	// attempts it got while overloaded, all three seconds of them.
+	if !strings.Contains(s, "While "+bad+" was overloaded (seconds 1-3): ") {
+		t.Errorf("summary does not tell the overloaded peer's story:\n%s", s)
+	}
+	if !regexp.MustCompile(`it got [0-9.]+% of the attempts \(\d+ of \d+\)`).MatchString(s) {
+		t.Errorf("summary gives no share of the attempts:\n%s", s)
+	}
+	for _, bad := range [][]string{{"demo", "--seconds", "31"}, {"demo", "--rps", "0"}, {"demo", "--capacity", "-1"},
+		{"demo", "--capacity", "+Inf"}, {"demo", "--capacity", "NaN"}} {
+		if code := run(bad, &out, &errOut); code != 2 {
+			t.Errorf("%v: exit %d, want 2", bad, code)
+		}
+	}
+}
+
+// An interrupted demo stops at once, says so, and exits 0 as an
+// interrupted bench or faults run does.
+func TestDemoInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out, errOut bytes.Buffer
+	if code := demoRun(ctx, []string{"--seconds", "30"}, &out, &errOut, nil); code != 0 || !strings.Contains(errOut.String(), "sluice demo: interrupted") {
+		t.Fatalf("exit %d, stderr %q; want 0 and a note", code, errOut.String())
+	}
+}
+
+// The demo's summary is derived from what it measured: other counts, other
+// sentences.
+func TestDemoSummaryFollowsTheCounts(t *testing.T) {
+	sec := func(overloaded bool, sent, badSent, badBusy, badThrottled uint64) demoSecond {
+		return demoSecond{overloaded: overloaded, sent: sent, badSent: badSent, badBusy: badBusy, badThrottled: badThrottled}
+	}
+	quick := demoMeasure{overloaded: "127.0.0.1:9", recoverAt: 2, seconds: []demoSecond{
+		sec(true, 300, 100, 80, 0), sec(true, 300, 3, 2, 97), sec(false, 300, 0, 0, 100), sec(false, 300, 90, 0, 10)}}
+	slow := demoMeasure{overloaded: "127.0.0.1:9", recoverAt: 3, seconds: []demoSecond{
+		sec(true, 300, 100, 80, 0), sec(true, 300, 100, 85, 0), sec(true, 300, 20, 18, 80), sec(false, 300, 30, 0, 70)}}
+	never := demoMeasure{overloaded: "127.0.0.1:9", recoverAt: 0, seconds: []demoSecond{
+		sec(true, 200, 50, 10, 0), sec(true, 200, 60, 12, 0)}}
+	for _, tc := range []struct {
+		m    demoMeasure
+		want []string
+	}{
+		{quick, []string{
+			"While 127.0.0.1:9 was overloaded (seconds 1-2): before its limiter refused any request (second 1) it got 33.3% of the attempts (100 of 300) and answered Busy to 80; ",
+			"once its limiter refused requests (second 2) it got 1.0% of the attempts (3 of 300), answered Busy to 2, and its limiter kept 97 requests from it.\n",
+			"After it healed (seconds 3-4) its limiter kept 110 requests from it while its limit grew back; in the last second it got 30.0% of the attempts (90 of 300), against an even share of 33.3%.\n",
+		}},
+		{slow, []string{
+			"before its limiter refused any request (seconds 1-2) it got 33.3% of the attempts (200 of 600) and answered Busy to 165; ",
+			"once its limiter refused requests (second 3) it got 6.7% of the attempts (20 of 300), answered Busy to 18, and its limiter kept 80 requests from it.\n",
+			"After it healed (second 4) its limiter kept 70 requests from it while its limit grew back; in the last second it got 10.0% of the attempts (30 of 300)",
+		}},
+		{never, []string{
+			"While 127.0.0.1:9 was overloaded (seconds 1-2): its limiter never refused a request; it got 27.5% of the attempts (110 of 400) and answered Busy to 22.\n",
+		}},
+	} {
+		got := tc.m.summary()
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("summary lacks %q:\n%s", w, got)
+			}
+		}
+	}
+	if strings.Contains(never.summary(), "healed") {
+		t.Errorf("a peer that never healed is said to have healed:\n%s", never.summary())
+	}
+}
+
+func TestFormatLimit(t *testing.T) {
+	for _, tc := range []struct {
+		limit float64
+		want  string
+	}{
+		{9999999, "9999999"}, {152.6, "152"}, {38.15, "38.1"}, {2.4, "2.4"}, {0.1, "0.1"},
+		{0.0373, "0.037"}, {0.000149, "0.00015"}, {3.6e-5, "3.6e-05"},
+	} {
+		if got := formatLimit(tc.limit); got != tc.want {
+			t.Errorf("formatLimit(%v) = %q, want %q", tc.limit, got, tc.want)
+		}
+	}
+}
+
+// With --debug-listen the demo serves its metrics through tally's
+// Prometheus reporter: a scrape at the end of a run has call latency as a
+// Prometheus histogram, the profiles are beside it.
+func TestDemoServesMetrics(t *testing.T) {
+	var out, errOut bytes.Buffer
+	var metrics, pprofIndex, live string
+	code := demoRun(context.Background(), []string{"--seconds", "1", "--rps", "200", "--debug-listen", "127.0.0.1:0"},
+		&out, &errOut, func(addr string) {
+			if addr == "" {
+				t.Error("no debug listener")
+				return
+			}
+			metrics = testhttp.OK(t, "http://"+addr+"/metrics")
+			pprofIndex = testhttp.OK(t, "http://"+addr+"/debug/pprof/")
+			live = testhttp.OK(t, "http://"+addr+"/debug/sluice")
+		})
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	if !regexp.MustCompile(`(?m)^sluice demo: debug endpoints on http://127\.0\.0\.1:\d+/ \(/metrics /debug/pprof/ /debug/sluice\)$`).MatchString(errOut.String()) {
+		t.Errorf("the demo did not say where its debug listener is:\n%s", errOut.String())
+	}
+	for _, want := range []string{`call_latency_bucket{`, `le="+Inf"} `, "\ncalls{", "\npeer_busy{"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, metrics)
+		}
+	}
+	if !strings.Contains(pprofIndex, "goroutine") {
+		t.Errorf("/debug/pprof/ is not the profile index:\n%s", pprofIndex)
+	}
+	var state channel.DebugState
+	if err := json.Unmarshal([]byte(live), &state); err != nil {
+		t.Fatalf("/debug/sluice is not the channel's state: %v\n%s", err, live)
+	}
+	if len(state.Services) != 1 || state.Services[0].Name != "kv" || len(state.Services[0].Peers) != 3 {
+		t.Errorf("/debug/sluice: want service kv with 3 peers, got %+v", state.Services)
+	}
+}
+
+// Every command takes flags only: a stray word is an error, not the silent
+// end of flag parsing (which would drop the flags after it).
+func TestCommandsRejectStrayArguments(t *testing.T) {
+	for _, args := range [][]string{
+		{"call", "-p", "127.0.0.1:1", "-s", "kv", "-m", "echo", "-e", "raw", "-r", "x", "extra", "--retry-max", "1"},
+		{"demo", "extra", "--seconds", "1"},
+		{"bench", "--embedded", "1", "extra"},
+		{"serve", "extra"},
+		{"sim", "busy", "extra"},
+		{"sim", "ratelimit", "extra"},
+		{"doorman", "serve", "--config", "x.yaml", "--listen", "127.0.0.1:0", "extra"},
+		{"doorman", "get", "--server", "127.0.0.1:1", "--resource", "r", "--wants", "1", "extra"},
+		{"faults", "extra"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(args, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `unexpected argument "extra"`) {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and the stray argument named", args, code, errOut.String())
+		}
+	}
+}

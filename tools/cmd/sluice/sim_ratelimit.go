@@ -1,0 +1,143 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/sluice-rpc/sluice/tools/internal/chart"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/sluice-rpc/sluice/retry/pacing"
+	"github.com/sluice-rpc/sluice/tools/internal/ratesim"
+)
+
+// maxSimRuns bounds --runs: each run simulates 30 minutes of several
+// clients, about 0.2 s of CPU.
+const maxSimRuns = 100
+
+var simRatelimitHelp = helpText{
+	synopsis: `sluice sim ratelimit [--seed N] [--runs N] [--reserve F] [--chart FILE]`,
+	about: `Replays, in virtual time, the rate-throttling study of Heroku's client rate
+throttling article ("A Fast Car Needs Good Brakes: How We Added Client Rate
+Throttling to the Platform API Gem"): a GCRA server (a bucket of 4500 requests
+refilled at 4500 per hour) and 10 greedy clients for 30 minutes, each client
+paced by one of Sluice's pacers (retry/pacing), the very code a channel runs.
+It prints, per pacer, the article's four metrics (average retry rate, maximum
+sleep, standard deviation of request counts, time to clear a workload) beside
+the figures the article published, and can chart each client's sleep.
+
+Exit status: 0 when the simulation ran, 1 when the chart could not be
+written, 2 on a usage error.`,
+	examples: `sluice sim ratelimit
+sluice sim ratelimit --runs 40
+sluice sim ratelimit --chart sleep.png`,
+}
+
+// simRatelimitCmd is "sluice sim ratelimit".
+func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("sluice sim ratelimit", simRatelimitHelp, stdout, stderr)
+	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same table")
+	runs := fs.Int("runs", 1, fmt.Sprintf("average the metrics over `N` runs (seeds seed, seed+1, ...; at most %d, about 0.2 s each)", maxSimRuns))
+	reserve := fs.Float64("reserve", 0, "the reserve pacer's reserve, a `FRACTION` of the limit in [0, 1) (0: the default, 0.003)")
+	chart := fs.String("chart", "", "also draw each client's sleep over the 30 minutes, per pacer, to this .png or .svg `FILE`")
+	if code, ok := fs.parse(args); !ok {
+		return code
+	}
+	if *runs < 1 || *runs > maxSimRuns {
+		return fs.usageError("--runs is %d, must be in 1..%d", *runs, maxSimRuns)
+	}
+	ext := strings.ToLower(filepath.Ext(*chart))
+	if *chart != "" && ext != ".png" && ext != ".svg" {
+		return fs.usageError("--chart %q: want a .png or .svg file", *chart)
+	}
+	entries := ratesim.Entries()
+	for i := range entries {
+		if entries[i].Config.Strategy == pacing.StrategyReserve {
+			entries[i].Config.Reserve = *reserve
+			if err := entries[i].Config.Validate(); err != nil {
+				return fs.usageError("--reserve: %v", err)
+			}
+		}
+	}
+	steady, clear := ratesim.Steady(), ratesim.Clear()
+	rows, err := ratesim.Compare(entries, steady, clear, *seed, *runs)
+	if err != nil {
+		return fs.failure("%v", err)
+	}
+	fmt.Fprintf(stdout, "Rate throttling (Heroku's client rate throttling article), virtual time, seed %d", *seed)
+	if *runs > 1 {
+		fmt.Fprintf(stdout, ", mean of %d runs", *runs)
+	}
+	fmt.Fprintln(stdout)
+	fmt.Fprintf(stdout, "steady: %d greedy clients, %v, GCRA bucket %d refilled at %d per hour, starting empty, %v per request\n",
+		steady.Clients, steady.Duration, steady.Capacity, steady.Capacity, steady.Latency)
+	fmt.Fprintf(stdout, "clear:  %d requests in a bucket that is not refilled, clients starting at %v of sleep, done at remaining <= %d\n",
+		clear.Start, clear.InitialSleep, clear.StopRemaining)
+	fmt.Fprintln(stdout, "(in brackets: the article's published figures)")
+	fmt.Fprintln(stdout)
+	if err := ratesim.WriteTable(stdout, rows); err != nil {
+		return fs.failure("%v", err)
+	}
+	if *chart != "" {
+		if err := writeSleepChart(*chart, rows); err != nil {
+			return fs.failure("chart: %v", err)
+		}
+		fmt.Fprintf(stdout, "\nchart: %s\n", *chart)
+	}
+	return exitOK
+}
+
+// writeSleepChart draws one panel per pacer (the null pacer, which never
+// sleeps, left out): each client's sleep over the steady run, one line per
+// client, as a step function.
+func writeSleepChart(path string, rows []ratesim.Row) error {
+	var plots []*plot.Plot
+	for _, r := range rows {
+		if r.Config.Strategy == pacing.StrategyNull || r.Config.Strategy == "" {
+			continue
+		}
+		p, err := sleepPlot(r)
+		if err != nil {
+			return err
+		}
+		plots = append(plots, p)
+	}
+	return chart.WriteGrid(path, plots, 2, 3.6*vg.Inch)
+}
+
+// sleepPlot is one pacer's panel.
+func sleepPlot(r ratesim.Row) (*plot.Plot, error) {
+	p := plot.New()
+	res := r.Steady
+	p.Title.Text = fmt.Sprintf("%s: retry %.2f%%, max sleep %.1f s, stdev %.0f",
+		r.Name, 100*res.RetryRate(), res.MaxSleep().Seconds(), res.RequestStdev())
+	p.X.Label.Text = "minutes"
+	p.Y.Label.Text = "sleep (s), one line per client"
+	p.X.Min, p.X.Max = 0, res.End.Minutes()
+	p.Y.Min = 0
+	p.Add(plotter.NewGrid())
+	for i, c := range res.Clients {
+		xys := make(plotter.XYs, 0, 2*len(c.Series)+1)
+		for k, pt := range c.Series {
+			x := pt.At.Minutes()
+			if k > 0 {
+				xys = append(xys, plotter.XY{X: x, Y: c.Series[k-1].Sleep.Seconds()})
+			}
+			xys = append(xys, plotter.XY{X: x, Y: pt.Sleep.Seconds()})
+		}
+		xys = append(xys, plotter.XY{X: res.End.Minutes(), Y: c.Series[len(c.Series)-1].Sleep.Seconds()})
+		l, err := plotter.NewLine(xys)
+		if err != nil {
+			return nil, err
+		}
+		l.Color = plotutil.Color(i)
+		l.Width = vg.Points(1)
+		p.Add(l)
+	}
+	return p, nil
+}

@@ -1,0 +1,168 @@
+package grpctls_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/sluice-rpc/sluice/tools/internal/grpctls"
+	"github.com/sluice-rpc/sluice/tools/internal/grpctls/tlstest"
+)
+
+// serveTLS serves gRPC's health service with creds on 127.0.0.1 until the
+// test ends and returns its address.
+func serveTLS(t *testing.T, creds credentials.TransportCredentials) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(grpc.Creds(creds))
+	healthpb.RegisterHealthServer(g, health.NewServer())
+	done := make(chan struct{})
+	go func() { defer close(done); g.Serve(lis) }()
+	t.Cleanup(func() { g.Stop(); <-done })
+	return lis.Addr().String()
+}
+
+// check makes one health check to addr with creds, and returns its error.
+func check(t *testing.T, addr string, creds credentials.TransportCredentials) error {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{})
+	return err
+}
+
+func serverCreds(t *testing.T, f grpctls.Files) credentials.TransportCredentials {
+	t.Helper()
+	c, err := f.ServerCredentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func clientCreds(t *testing.T, f grpctls.Files, serverName string) credentials.TransportCredentials {
+	t.Helper()
+	c, err := f.ClientCredentials(serverName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// A real handshake on 127.0.0.1: a client trusting the CA that signed the
+// server's certificate gets its answer; one trusting another CA, or the
+// system's roots, or expecting another name, or speaking plaintext, is
+// refused before any request.
+func TestServerTLS(t *testing.T) {
+	c := tlstest.New(t)
+	addr := serveTLS(t, serverCreds(t, grpctls.Files{Cert: c.ServerCert, Key: c.ServerKey}))
+
+	if err := check(t, addr, clientCreds(t, grpctls.Files{CA: c.CA}, "")); err != nil {
+		t.Fatalf("a client trusting the CA: %v", err)
+	}
+	// The certificate names localhost too.
+	_, port, _ := net.SplitHostPort(addr)
+	if err := check(t, "localhost:"+port, clientCreds(t, grpctls.Files{CA: c.CA}, "")); err != nil {
+		t.Fatalf("a client dialling localhost: %v", err)
+	}
+	for _, tc := range []struct {
+		name  string
+		creds credentials.TransportCredentials
+		want  string
+	}{
+		{"another CA", clientCreds(t, grpctls.Files{CA: c.OtherCA}, ""), "certificate signed by unknown authority"},
+		{"the system's roots", clientCreds(t, grpctls.Files{}, ""), "certificate"},
+		{"another server name", clientCreds(t, grpctls.Files{CA: c.CA}, "doorman.example"), "doorman.example"},
+		{"plaintext", insecure.NewCredentials(), "Unavailable"},
+	} {
+		if err := check(t, addr, tc.creds); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("a client with %s: %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// With a CA, the server requires client certificates it signed.
+func TestMutualTLS(t *testing.T) {
+	c := tlstest.New(t)
+	addr := serveTLS(t, serverCreds(t, grpctls.Files{Cert: c.ServerCert, Key: c.ServerKey, CA: c.CA}))
+
+	if err := check(t, addr, clientCreds(t, grpctls.Files{CA: c.CA, Cert: c.ClientCert, Key: c.ClientKey}, "")); err != nil {
+		t.Fatalf("a client presenting a certificate the CA signed: %v", err)
+	}
+	if err := check(t, addr, clientCreds(t, grpctls.Files{CA: c.CA}, "")); err == nil {
+		t.Error("a client presenting no certificate was served")
+	}
+	// The server's own certificate is not a client certificate (its
+	// extended key usage is server auth only).
+	if err := check(t, addr, clientCreds(t, grpctls.Files{CA: c.CA, Cert: c.ServerCert, Key: c.ServerKey}, "")); err == nil {
+		t.Error("a client presenting a server-only certificate was served")
+	}
+}
+
+// Bad files are refused when the credentials are made, each error naming
+// the file and what is wrong with it.
+func TestBadFiles(t *testing.T) {
+	c := tlstest.New(t)
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.pem")
+	empty := filepath.Join(dir, "empty.pem")
+	if err := os.WriteFile(empty, []byte("not PEM at all\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		f      grpctls.Files
+		server bool
+		want   string
+	}{
+		{"no certificate", grpctls.Files{}, true, "a TLS server needs a certificate and its key"},
+		{"a CA only", grpctls.Files{CA: c.CA}, true, "a TLS server needs a certificate and its key"},
+		{"certificate without key", grpctls.Files{Cert: c.ServerCert}, true, `certificate "` + c.ServerCert + `" has no key file`},
+		{"key without certificate", grpctls.Files{Key: c.ServerKey}, false, `key "` + c.ServerKey + `" has no certificate file`},
+		{"missing certificate", grpctls.Files{Cert: missing, Key: c.ServerKey}, true, "reading certificate: open " + missing},
+		{"missing key", grpctls.Files{Cert: c.ServerCert, Key: missing}, true, "reading key: open " + missing},
+		{"mismatched key", grpctls.Files{Cert: c.ServerCert, Key: c.OtherKey}, true, "private key does not match public key"},
+		{"client's mismatched key", grpctls.Files{Cert: c.ClientCert, Key: c.ServerKey}, false, "private key does not match public key"},
+		{"missing CA", grpctls.Files{Cert: c.ServerCert, Key: c.ServerKey, CA: missing}, true, "reading CA: open " + missing},
+		{"client's missing CA", grpctls.Files{CA: missing}, false, "reading CA: open " + missing},
+		{"CA without certificates", grpctls.Files{CA: empty}, false, `CA "` + empty + `" holds no PEM certificate`},
+		{"a key as the CA", grpctls.Files{CA: c.ServerKey}, false, `block 1 is a "PRIVATE KEY", want only CERTIFICATE blocks`},
+	} {
+		var err error
+		if tc.server {
+			_, err = tc.f.ServerCredentials()
+		} else {
+			_, err = tc.f.ClientCredentials("")
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestEnabled(t *testing.T) {
+	if (grpctls.Files{}).Enabled() {
+		t.Error("the zero Files is enabled")
+	}
+	if !(grpctls.Files{CA: "ca.pem"}).Enabled() {
+		t.Error("Files with a CA is not enabled")
+	}
+}
