@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluice-rpc/sluice/internal/testnet"
 	"github.com/sluice-rpc/sluice/internal/testwait"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 	"github.com/sluice-rpc/sluice/leasing/server"
@@ -526,12 +527,10 @@ func TestDoormanServeTreeAndElection(t *testing.T) {
 // An intermediate whose parent refuses connections says so on its output
 // once its first client makes it ask, and keeps serving.
 func TestDoormanServeReportsParentFailure(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := lis.Addr().String()
-	lis.Close() // nothing listens there any more: connections are refused
+	// A parent that accepts connections and closes them at once: every
+	// refresh fails. (A port closed after listening could be taken by
+	// another test's server meanwhile, one that answers.)
+	dead := testnet.AcceptClose(t).Addr()
 	addr, out, _ := startDoormanArgs(t, "--listen", "127.0.0.1:0", "--parent", dead)
 	var get bytes.Buffer
 	if code := doormanRun(context.Background(), []string{"get", "--server", addr, "--resource", "r", "--wants", "5"}, &get, &get); code != 0 {
