@@ -484,13 +484,25 @@ func TestIntermediateRefreshCarriesOnPastFailedBatch(t *testing.T) {
 		t.Fatal("the failed batch's resources changed lease")
 	}
 
-	// The failed batch is retried after the backoff, and succeeds.
-	testwait.Timers(t, clk, 1)
-	clk.Add(parentMinBackoff)
-	for range 2 {
-		req := testwait.Recv(t, root.reqs, "the retried round's batches")
-		root.answer <- answerAll(req, 1, now+25, 10)
-	}
+	// The failed batch is retried after the backoff, and succeeds. The
+	// clock moves a parentMinBackoff at a time, and only while the loop
+	// waits on its timer: on a loaded machine a batch can time out and
+	// count as a second failure, doubling the backoff (its length is
+	// TestTickBacksOffAfterAFailure's to check).
+	testwait.Until(t, "the retried round's first batch", func() bool {
+		select {
+		case req := <-root.reqs:
+			root.answer <- answerAll(req, 1, now+25, 10)
+			return true
+		default:
+		}
+		if clk.Timers() == 1 {
+			clk.Add(parentMinBackoff)
+		}
+		return false
+	})
+	req = testwait.Recv(t, root.reqs, "the retried round's second batch")
+	root.answer <- answerAll(req, 1, now+25, 10)
 	testwait.Until(t, "the recovery", func() bool {
 		p, _ := s.Parent()
 		return leasedUntil(now+25, ids...) && p.LastError == nil
