@@ -190,6 +190,7 @@ func others(ns []*node, not *node) []*node {
 // (clients keep what they had) and after learning the clients' total
 // never exceeds the capacity.
 func TestThreeServersFailover(t *testing.T) {
+	t.Parallel() // each has its own etcd process and servers; most of its time is waiting on TTLs
 	et := etcdtest.Start(t)
 	ns := []*node{startNode(t, et.Endpoint), startNode(t, et.Endpoint), startNode(t, et.Endpoint)}
 	m := master(t, ns)
@@ -334,6 +335,7 @@ func TestPartitionedMasterStopsServing(t *testing.T) {
 // new master relearns the intermediate's lease from its has, so the
 // intermediate's client keeps its capacity throughout.
 func TestIntermediateFollowsElectedParent(t *testing.T) {
+	t.Parallel() // each has its own etcd process and servers; most of its time is waiting on TTLs
 	et := etcdtest.Start(t)
 	ns := []*node{startNode(t, et.Endpoint), startNode(t, et.Endpoint)}
 	m := master(t, ns)

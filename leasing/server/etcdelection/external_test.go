@@ -13,6 +13,7 @@ import (
 // Debian's etcd-server, 3.4): one master, a client sent to the other
 // server is redirected to it, and when it stops the other takes over.
 func TestElectionOnSeparateEtcd(t *testing.T) {
+	t.Parallel() // each has its own etcd process and servers; most of its time is waiting on TTLs
 	et := etcdtest.Start(t)
 	t.Log(et.Version)
 	ns := []*node{startNode(t, et.Endpoint), startNode(t, et.Endpoint)}

@@ -23,6 +23,7 @@ func startIntermediate(t *testing.T, endpoint, key, parent, id string) *node {
 // lease: its client is back to what it wants long before the old lease
 // could expire, and the root counts one child throughout.
 func TestIntermediateNodeFailover(t *testing.T) {
+	t.Parallel() // each has its own etcd process and servers; most of its time is waiting on TTLs
 	et := etcdtest.Start(t)
 	learning := int64(1)
 	root, err := server.New(server.Config{Repository: &server.Repository{Resources: []server.Template{{
