@@ -536,6 +536,11 @@ func TestDoormanServeReportsParentFailure(t *testing.T) {
 	if code := doormanRun(context.Background(), []string{"get", "--server", addr, "--resource", "r", "--wants", "5"}, &get, &get); code != 0 {
 		t.Fatalf("sluice doorman get from the intermediate: exit %d: %s", code, get.String())
 	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("the intermediate's output:\n%s", out.String())
+		}
+	}()
 	testwait.Until(t, "the intermediate to report its parent failing", func() bool {
 		return strings.Contains(out.String(), "refreshing leases from parent "+dead+" failed, retrying")
 	})
