@@ -532,13 +532,22 @@ func TestDoormanServeReportsParentFailure(t *testing.T) {
 	// another test's server meanwhile, one that answers.)
 	dead := testnet.AcceptClose(t).Addr()
 	addr, out, _ := startDoormanArgs(t, "--listen", "127.0.0.1:0", "--parent", dead)
-	var get bytes.Buffer
-	if code := doormanRun(context.Background(), []string{"get", "--server", addr, "--resource", "r", "--wants", "5"}, &get, &get); code != 0 {
-		t.Fatalf("sluice doorman get from the intermediate: exit %d: %s", code, get.String())
-	}
+	// The client keeps its lease (--watch) until the report: a plain get
+	// releases it as it exits, and an intermediate whose refresh loop had
+	// not run by then (a loaded machine) has nothing to ask its parent.
+	ctx, cancel := context.WithCancel(context.Background())
+	var get syncBuffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- doormanRun(ctx, []string{"get", "--server", addr, "--resource", "r", "--wants", "5", "--watch"}, &get, &get)
+	}()
 	defer func() {
+		cancel()
+		if code := testwait.Recv(t, exit, "sluice doorman get --watch to exit"); code != 0 {
+			t.Errorf("sluice doorman get --watch from the intermediate: exit %d: %s", code, get.String())
+		}
 		if t.Failed() {
-			t.Logf("the intermediate's output:\n%s", out.String())
+			t.Logf("the intermediate's output:\n%s\nthe client's:\n%s", out.String(), get.String())
 		}
 	}()
 	testwait.Until(t, "the intermediate to report its parent failing", func() bool {
