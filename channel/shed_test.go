@@ -219,7 +219,7 @@ func TestShedConfigValidate(t *testing.T) {
 // strays below N/2 or above 3N. Its latency signal is real time, which a
 // loaded machine makes noisy: under two CPU hogs single windows lifted it
 // to 17.9. The exact band, every window within [N, 2N], is checked on a
-// fake clock by internal/shedsim's TestPoolSettlesAndFollowsSteps.
+// fake clock by tools/internal/shedsim's TestPoolSettlesAndFollowsSteps.
 func TestAdaptiveLimitOnARealServer(t *testing.T) {
 	const n = 8
 	d := 50 * time.Millisecond

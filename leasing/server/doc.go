@@ -204,5 +204,5 @@
 // time, from a heap ordered by when each is next due, never waiting on a
 // busy resource: no request waits on a server-wide sweep. See
 // BenchmarkDecide, BenchmarkGetCapacityLoopback and BenchmarkLeaseMemory,
-// and the figures in benchmarks/README.md.
+// and the figures in tools/benchmarks/README.md.
 package server

@@ -226,7 +226,7 @@ func TestConfigLimitsValidated(t *testing.T) {
 // A bulk request pauses as long as it ran every bulkSlice of wall time,
 // so that it takes at most about half a processor; a small one never
 // pauses. (With it, a side client's p99 during the flood of
-// benchmarks/README.md fell from 3.3-5.9 ms to 2.6-4.6 ms.)
+// tools/benchmarks/README.md fell from 3.3-5.9 ms to 2.6-4.6 ms.)
 func TestBulkRequestsPauseHalfTheTime(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
 	s := newTestServer(t, &Repository{Resources: []Template{{IdentifierGlob: "*", Capacity: 100,

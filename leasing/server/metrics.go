@@ -23,7 +23,7 @@ import (
 // are recorded, so other services on the same gRPC server create no
 // series.
 //
-// Through tally's Prometheus reporter (internal/debughttp) the names are
+// Through tally's Prometheus reporter (tools/internal/debughttp) the names are
 // lease_server_requests{rpc="GetCapacity",outcome="ok"},
 // lease_server_latency_bucket{rpc="GetCapacity",le="5e-05"} and so on.
 type Metrics struct {

@@ -6,7 +6,7 @@
 //
 // The package is pure: it knows nothing of TChannel. Time is passed in or
 // comes from an injected clock, and randomness from an injected source, so
-// the simulator (internal/ratesim, "sluice sim ratelimit"), the tests and
+// the simulator (tools/internal/ratesim, "sluice sim ratelimit"), the tests and
 // the channel run the very same code.
 //
 // The pieces, one file each:
@@ -30,7 +30,7 @@
 //     and exponential increase with gradual, proportional or
 //     proportional-remaining decrease; plus Sluice's reserve pacer, which
 //     beats the article's winner (proportional-remaining decrease) in
-//     simulation (see benchmarks/README.md).
+//     simulation (see tools/benchmarks/README.md).
 //
 // # How a call uses it
 //

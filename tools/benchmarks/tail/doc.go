@@ -13,6 +13,6 @@
 // The table test and the benchmarks are slow (about 10 s a configuration)
 // and run only when asked:
 //
-//	go test ./benchmarks/tail/ -run TestTailLatencyTable -tail -v
-//	go test ./benchmarks/tail/ -run '^$' -bench TailLatency -benchtime 4000x
+//	go test ./tools/benchmarks/tail/ -run TestTailLatencyTable -tail -v
+//	go test ./tools/benchmarks/tail/ -run '^$' -bench TailLatency -benchtime 4000x
 package tail
