@@ -16,26 +16,16 @@ func runConnectReset(e *env) error {
 	p := e.p
 	e.before()
 	s := e.sample()
-	stopSide := make(chan struct{})
-	side := make(chan *Load, 1)
-	go func() {
-		l, err := runLoad(e.ctx, e.t.Addr, loadSpec{rate: p.sideRate, deadline: p.deadline, payload: 100}, stopSide)
-		if err != nil {
-			e.r.problem("the side client: %v", err)
-		}
-		side <- l
-	}()
+	stopSide := e.startSide()
 	a, err := startAttacker(job{Kind: "reset", Target: e.t.Addr, For: p.resetFor, Workers: p.resetWorkers})
 	if err != nil {
-		close(stopSide)
-		<-side
+		stopSide()
 		e.peaks(s)
 		return err
 	}
 	defer a.stop()
 	done, err := a.next("done", p.resetFor+leaveLimit, nil)
-	close(stopSide)
-	e.r.Side = <-side
+	e.r.Side = stopSide()
 	e.peaks(s)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 )
 
@@ -211,6 +212,31 @@ func (e *env) goroutines() int {
 		return -1
 	}
 	return n
+}
+
+// startSide starts the side client: e.p.sideRate calls a second on a
+// connection of its own, each with e.p.deadline, until stop. stop returns
+// its figures; a second call returns the same, so that a deferred stop
+// after the measured one waits for nothing.
+func (e *env) startSide() (stop func() *Load) {
+	done := make(chan struct{})
+	res := make(chan *Load, 1)
+	go func() {
+		l, err := runLoad(e.ctx, e.t.Addr, loadSpec{rate: e.p.sideRate, deadline: e.p.deadline, payload: 100}, done)
+		if err != nil {
+			e.r.problem("the side client: %v", err)
+		}
+		res <- l
+	}()
+	var once sync.Once
+	var l *Load
+	return func() *Load {
+		once.Do(func() {
+			close(done)
+			l = <-res
+		})
+		return l
+	}
 }
 
 // sample starts sampling the server's peaks.

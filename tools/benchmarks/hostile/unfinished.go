@@ -28,20 +28,11 @@ func runUnfinished(e *env) error {
 	p := e.p
 	e.before()
 	s := e.sample()
-	stopSide := make(chan struct{})
-	side := make(chan *Load, 1)
-	go func() {
-		l, err := runLoad(e.ctx, e.t.Addr, loadSpec{rate: p.sideRate, deadline: p.deadline, payload: 100}, stopSide)
-		if err != nil {
-			e.r.problem("the side client: %v", err)
-		}
-		side <- l
-	}()
+	stopSide := e.startSide()
 	a, err := startAttacker(job{Kind: "unfinished", Target: e.t.Addr, Conns: p.unfinishedTo, Count: p.unfinished,
 		Size: p.unfinishedSize, Over: p.unfinishedOver, TTL: p.unfinishedTTL})
 	if err != nil {
-		close(stopSide)
-		<-side
+		stopSide()
 		e.peaks(s)
 		return err
 	}
@@ -58,8 +49,7 @@ func runUnfinished(e *env) error {
 	}()
 	ready, err := a.next("ready", p.unfinishedOver+readyLimit, nil)
 	if err != nil {
-		close(stopSide)
-		<-side
+		stopSide()
 		<-legit
 		e.peaks(s)
 		return err
@@ -73,8 +63,7 @@ func runUnfinished(e *env) error {
 		e.r.problem("the attacker leaving: %v", lerr)
 	}
 	left := time.Now()
-	close(stopSide)
-	e.r.Side = <-side
+	e.r.Side = stopSide()
 	e.peaks(s)
 	e.logf("the attacker left; waiting %v for the after figures", p.unfinishedAfter)
 	if err == nil {

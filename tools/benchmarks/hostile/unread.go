@@ -15,23 +15,8 @@ func runUnreadReplies(e *env) error {
 	p := e.p
 	e.before()
 	s := e.sample()
-	stopSide := make(chan struct{})
-	side := make(chan *Load, 1)
-	go func() {
-		l, err := runLoad(e.ctx, e.t.Addr, loadSpec{rate: p.sideRate, deadline: p.deadline, payload: 100}, stopSide)
-		if err != nil {
-			e.r.problem("the side client: %v", err)
-		}
-		side <- l
-	}()
-	defer func() {
-		select {
-		case <-stopSide:
-		default:
-			close(stopSide)
-			<-side
-		}
-	}()
+	stopSide := e.startSide()
+	defer stopSide()
 	start := time.Now()
 	a, err := startAttacker(job{Kind: "unread", Target: e.t.Addr, Count: p.unread, Size: p.unreadSize})
 	if err != nil {
@@ -50,8 +35,7 @@ func runUnreadReplies(e *env) error {
 	if lerr != nil {
 		e.r.problem("the attacker leaving: %v", lerr)
 	}
-	close(stopSide)
-	e.r.Side = <-side
+	e.r.Side = stopSide()
 	e.peaks(s)
 	if err == nil {
 		err = e.pause(p.settle)
