@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/testctx"
 	"github.com/sluice-rpc/sluice/internal/testwait"
 	"github.com/sluice-rpc/sluice/retry"
 )
@@ -419,34 +419,17 @@ func TestHedgeLocalOutcomeAfterTheDeadlineReportsTheContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var late lateContext
+	var late testctx.Late
 	r := e.Do(&late, func(actx context.Context, a retry.Attempt) retry.Outcome {
 		if a.Number == 0 {
 			return retry.Outcome{Err: errBad, Code: codes.Busy}
 		}
-		late.passed.Store(true) // the deadline passes; the timer has not fired
+		late.Pass() // the deadline passes; the timer has not fired
 		return retry.Outcome{Err: errors.New("timeout"), Code: codes.Timeout, Local: true}
 	})
 	if r.Stop != retry.StopContext || r.CtxErr != context.DeadlineExceeded {
 		t.Fatalf("Result %+v, want StopContext with DeadlineExceeded", r)
 	}
-}
-
-// lateContext has no deadline until passed is set, and then one that has
-// passed, with its Done channel still open and Err nil.
-type lateContext struct {
-	context.Context
-	passed atomic.Bool
-}
-
-func (c *lateContext) Done() <-chan struct{} { return nil }
-func (c *lateContext) Err() error            { return nil }
-func (c *lateContext) Value(any) any         { return nil }
-func (c *lateContext) Deadline() (time.Time, bool) {
-	if c.passed.Load() {
-		return time.Now().Add(-time.Millisecond), true
-	}
-	return time.Time{}, false
 }
 
 func TestHedgeContextCancelsEverything(t *testing.T) {

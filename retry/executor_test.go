@@ -3,12 +3,12 @@ package retry
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/testctx"
 	"github.com/sluice-rpc/sluice/internal/testwait"
 )
 
@@ -557,34 +557,17 @@ func TestExecutorLocalOutcomeAfterTheContextEndedReportsTheContext(t *testing.T)
 	// The deadline has passed but the context's timer has not fired yet:
 	// the transport saw the deadline first (tchannel-go's BeginCall checks
 	// it against the time).
-	var late lateContext
+	var late testctx.Late
 	res = e.Do(&late, func(ctx context.Context, a Attempt) Outcome {
 		if a.Number == 0 {
 			return Outcome{Err: remote, Code: codes.Busy}
 		}
-		late.passed.Store(true) // the deadline passes; the timer has not fired
+		late.Pass() // the deadline passes; the timer has not fired
 		return Outcome{Err: errors.New("timeout"), Code: codes.Timeout, Local: true}
 	})
 	if res.Stop != StopContext || res.CtxErr != context.DeadlineExceeded || res.Err() != remote {
 		t.Fatalf("deadline passed, its timer not fired: got %+v; want StopContext with DeadlineExceeded", res)
 	}
-}
-
-// lateContext has no deadline until passed is set, and then one that has
-// passed, with its Done channel still open and Err nil.
-type lateContext struct {
-	context.Context
-	passed atomic.Bool
-}
-
-func (c *lateContext) Done() <-chan struct{} { return nil }
-func (c *lateContext) Err() error            { return nil }
-func (c *lateContext) Value(any) any         { return nil }
-func (c *lateContext) Deadline() (time.Time, bool) {
-	if c.passed.Load() {
-		return time.Now().Add(-time.Millisecond), true
-	}
-	return time.Time{}, false
 }
 
 func TestExecutorDeclinedEarlyHonoursPushback(t *testing.T) {
