@@ -271,15 +271,14 @@ func (e *Executor) run(ctx context.Context, retries bool, attempt AttemptFunc) R
 	for {
 		o := attempt(ctx, a)
 		if o.Local {
-			switch {
-			case res.Attempts == 0:
+			if res.Attempts == 0 {
 				res.Outcome, res.Stop = o, StopNotRetryable
-			case clock.ContextErr(ctx) != nil:
+			} else if err := clock.ContextErr(ctx); err != nil {
 				// The attempt could not be made because the context had
 				// ended, or its deadline had passed (as the backoff timer
 				// fired): the context ended the call, not a throttle.
-				res.Stop, res.CtxErr = StopContext, clock.ContextErr(ctx)
-			default:
+				res.Stop, res.CtxErr = StopContext, err
+			} else {
 				res.Stop = StopThrottled // keep the last remote failure
 			}
 			return res
