@@ -38,7 +38,7 @@ func Start(t testing.TB) *Etcd {
 			t.Skip("etcdtest: no etcd binary: install one (apt-get install etcd-server) or set " + Env)
 		}
 	}
-	client, peer := freeURL(t), freeURL(t)
+	client, peer := FreeURL(t), FreeURL(t)
 	cmd := exec.Command(bin, "--name", "etcdtest", "--data-dir", t.TempDir(),
 		"--listen-client-urls", client.String(), "--advertise-client-urls", client.String(),
 		"--listen-peer-urls", peer.String(), "--initial-advertise-peer-urls", peer.String(),
@@ -93,8 +93,9 @@ type Etcd struct {
 	Version string
 }
 
-// freeURL returns http://127.0.0.1:PORT for a port free a moment ago.
-func freeURL(t testing.TB) url.URL {
+// FreeURL returns http://127.0.0.1:PORT for a port free a moment ago,
+// for an etcd member's client or peer URL.
+func FreeURL(t testing.TB) url.URL {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

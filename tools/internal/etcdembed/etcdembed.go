@@ -6,12 +6,11 @@
 package etcdembed
 
 import (
-	"fmt"
-	"net"
 	"net/url"
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/etcdtest"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -33,7 +32,7 @@ func Start(t testing.TB) *Etcd {
 	// Quiet: a member stopping logs its listeners' closing as errors.
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	cfg.UnsafeNoFsync = true
-	client, peer := freeURL(t), freeURL(t)
+	client, peer := etcdtest.FreeURL(t), etcdtest.FreeURL(t)
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
 	cfg.InitialCluster = cfg.Name + "=" + peer.String()
@@ -58,15 +57,4 @@ func (et *Etcd) Stop() {
 		et.e.Close()
 		et.e = nil
 	}
-}
-
-// freeURL returns http://127.0.0.1:PORT for a port free a moment ago.
-func freeURL(t testing.TB) url.URL {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("etcdembed: find a free port: %v", err)
-	}
-	defer l.Close()
-	return url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", l.Addr().(*net.TCPAddr).Port)}
 }
