@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/busy"
-	"github.com/sluice-rpc/sluice/internal/benchlat"
+	"github.com/sluice-rpc/sluice/internal/testkit/benchlat"
 	"github.com/sluice-rpc/sluice/serviceconfig"
 	"github.com/uber/tchannel-go"
 	"github.com/uber/tchannel-go/raw"

@@ -12,9 +12,9 @@ import (
 	"github.com/opentracing/opentracing-go"
 	"github.com/opentracing/opentracing-go/ext"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/pacing"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
-	"github.com/sluice-rpc/sluice/retry/pacing"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber/tchannel-go"
 )
@@ -416,7 +416,7 @@ func (c *Channel) run(ctx context.Context, st *callState, service, method string
 	if pc != nil {
 		if err := pc.before(ctx, c, pol.paceKeys); err != nil {
 			ce := &CallError{Service: service, Method: method, Code: codes.RateLimited, Err: err}
-			if !errors.Is(err, pacing.ErrThrottled) { // the caller's context ended while waiting
+			if !errors.Is(err, pacing.ErrRateLimited) { // the caller's context ended while waiting
 				ce.Code, ce.Message = classify(err)
 			}
 			return nil, c.fail(m, start, ce)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluice-rpc/sluice/internal/slowtest"
+	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
 )
 
 // A program that imports channel pays for tchannel-go, tally and

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/pacing"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
-	"github.com/sluice-rpc/sluice/retry/pacing"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber/tchannel-go"
 )
@@ -118,7 +118,7 @@ func localCode(err error) codes.Code {
 		return codes.NoPeers
 	case errors.Is(err, ErrUnavailable):
 		return codes.Unavailable
-	case errors.Is(err, ErrRateLimited), errors.Is(err, pacing.ErrThrottled):
+	case errors.Is(err, ErrRateLimited), errors.Is(err, pacing.ErrRateLimited):
 		return codes.RateLimited
 	case errors.Is(err, ErrClosed):
 		return codes.Closed

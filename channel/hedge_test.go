@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/codes"
-	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/codes"
-	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/leasing"
 	"github.com/sluice-rpc/sluice/leasing/server"
 	"github.com/stretchr/testify/assert"

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/codes"
-	"github.com/sluice-rpc/sluice/internal/benchlat"
-	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/internal/testkit/benchlat"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

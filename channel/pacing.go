@@ -8,8 +8,8 @@ import (
 
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/pacing"
 	"github.com/sluice-rpc/sluice/retry"
-	"github.com/sluice-rpc/sluice/retry/pacing"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber-go/tally/v4"
 )
@@ -101,7 +101,7 @@ func (p *pacer) before(ctx context.Context, c *Channel, keys [2]string) error {
 		}
 		budget := max(p.cfg.MaxDelay-c.o.clock.Now().Sub(start), time.Nanosecond)
 		if err := p.windows.Wait(ctx, key, budget); err != nil {
-			if errors.Is(err, pacing.ErrThrottled) {
+			if errors.Is(err, pacing.ErrRateLimited) {
 				p.rejected.Inc(1)
 			}
 			return err

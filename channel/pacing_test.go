@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rpc/sluice/retry/pacing"
+	"github.com/sluice-rpc/sluice/pacing"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/uber-go/tally/v4"
@@ -151,7 +151,7 @@ func TestPacingFailsFastPastMaxDelay(t *testing.T) {
 	start := time.Now()
 	_, err = callAs(t, c, "b")
 	require.Error(t, err)
-	assert.ErrorIs(t, err, pacing.ErrThrottled)
+	assert.ErrorIs(t, err, pacing.ErrRateLimited)
 	var we *pacing.WindowError
 	require.True(t, errors.As(err, &we), "got %v", err)
 	assert.Greater(t, we.Remaining, time.Second)
@@ -159,7 +159,7 @@ func TestPacingFailsFastPastMaxDelay(t *testing.T) {
 	assert.Len(t, q.arrivals("b"), 1, "the call retried past its maximum delay")
 
 	_, err = callAs(t, c, "b")
-	assert.ErrorIs(t, err, pacing.ErrThrottled)
+	assert.ErrorIs(t, err, pacing.ErrRateLimited)
 	assert.Len(t, q.arrivals("b"), 1, "a new call was sent during the window")
 	assert.Less(t, time.Since(start), time.Second, "failing fast took too long")
 	cn := scope.Snapshot().Counters()

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/clock"
-	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
+	"github.com/sluice-rpc/sluice/internal/testkit/tpeer"
 	"github.com/sluice-rpc/sluice/internal/tframe"
-	"github.com/sluice-rpc/sluice/internal/tpeer"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/stats"

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/hedge"
+	"github.com/sluice-rpc/sluice/pacing"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
-	"github.com/sluice-rpc/sluice/retry/pacing"
 	"github.com/sluice-rpc/sluice/serviceconfig"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber-go/tally/v4"

@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/sluice-rpc/sluice/internal/benchlat"
-	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/internal/testkit/benchlat"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/shed"
 	"github.com/uber/tchannel-go"
 	tjson "github.com/uber/tchannel-go/json"

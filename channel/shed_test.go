@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/codes"
-	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/shed"
 	"github.com/stretchr/testify/assert"
@@ -219,7 +219,7 @@ func TestShedConfigValidate(t *testing.T) {
 // strays below N/2 or above 3N. Its latency signal is real time, which a
 // loaded machine makes noisy: under two CPU hogs single windows lifted it
 // to 17.9. The exact band, every window within [N, 2N], is checked on a
-// fake clock by tools/internal/shedsim's TestPoolSettlesAndFollowsSteps.
+// fake clock by tools/internal/sim/shedsim's TestPoolSettlesAndFollowsSteps.
 func TestAdaptiveLimitOnARealServer(t *testing.T) {
 	const n = 8
 	d := 50 * time.Millisecond

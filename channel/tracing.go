@@ -15,10 +15,6 @@ import (
 // the first). So an attempt is traced once, and the servers' spans, plain
 // tchannel-go's and Sluice's alike, are children of the attempt's.
 
-// TagPreviousAttempts tags an attempt's span with the number of attempts
-// made before it, as the attempt header (AttemptsHeader) carries it.
-const TagPreviousAttempts = "previous-rpc-attempts"
-
 // componentName is the component tag of call spans.
 const componentName = "sluice"
 
@@ -45,7 +41,7 @@ func (t *spanTracer) StartSpan(name string, opts ...opentracing.StartSpanOption)
 	}
 	sp := t.Tracer.StartSpan(name, opts...)
 	if a != nil {
-		sp.SetTag(TagPreviousAttempts, a.n)
+		sp.SetTag(AttemptsHeader, a.n) // the tag is named as the header is
 		ext.PeerAddress.Set(sp, a.hostPort)
 	}
 	return sp

@@ -8,9 +8,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-rpc/sluice/clock"
-	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/internal/testkit/servetest"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
-	"github.com/sluice-rpc/sluice/leasing/internal/servetest"
 	"github.com/sluice-rpc/sluice/leasing/server"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/clock"
-	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 )
 
 // fixedSource is a CapacitySource the test sets by hand.

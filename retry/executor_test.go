@@ -8,8 +8,8 @@ import (
 
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
-	"github.com/sluice-rpc/sluice/internal/testctx"
-	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/internal/testkit/testctx"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 )
 
 var (

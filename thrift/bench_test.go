@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
-	"github.com/sluice-rpc/sluice/internal/benchlat"
+	"github.com/sluice-rpc/sluice/internal/testkit/benchlat"
 	"github.com/sluice-rpc/sluice/shed"
 	"github.com/uber/tchannel-go"
 	"github.com/uber/tchannel-go/examples/keyvalue/gen-go/keyvalue"

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
-	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/clock"
-	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"go.uber.org/goleak"
 )
 

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
+	"github.com/sluice-rpc/sluice/internal/testkit/tpeer"
 	"github.com/sluice-rpc/sluice/internal/tframe"
-	"github.com/sluice-rpc/sluice/internal/tpeer"
 	"github.com/uber/tchannel-go"
 	"github.com/uber/tchannel-go/raw"
 	"go.uber.org/goleak"

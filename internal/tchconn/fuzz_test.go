@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/testkit/tpeer"
 	"github.com/sluice-rpc/sluice/internal/tframe"
-	"github.com/sluice-rpc/sluice/internal/tpeer"
 	"github.com/uber/tchannel-go"
 	"github.com/uber/tchannel-go/raw"
 )

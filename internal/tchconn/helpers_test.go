@@ -9,8 +9,8 @@ import (
 
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/internal/connlimit"
-	"github.com/sluice-rpc/sluice/internal/testwait"
-	"github.com/sluice-rpc/sluice/internal/tpeer"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
+	"github.com/sluice-rpc/sluice/internal/testkit/tpeer"
 	"github.com/uber/tchannel-go"
 	"github.com/uber/tchannel-go/raw"
 )

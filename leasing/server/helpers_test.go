@@ -12,8 +12,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/testkit/servetest"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
-	"github.com/sluice-rpc/sluice/leasing/internal/servetest"
 )
 
 var testEpoch = time.Unix(1_700_000_000, 0)

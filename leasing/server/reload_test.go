@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/clock"
-	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 )
 
 // logLines collects a Reloader's log, safely for the watcher and the test.

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rpc/sluice/internal/slowtest"
-	"github.com/sluice-rpc/sluice/internal/testwait"
-	"github.com/sluice-rpc/sluice/leasing/server/internal/leasetest"
+	"github.com/sluice-rpc/sluice/internal/testkit/leasetest"
+	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 )
 
 // The tree tests shorten the design's numbers to keep the test fast: the

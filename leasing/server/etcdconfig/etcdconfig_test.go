@@ -11,8 +11,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sluice-rpc/sluice/internal/etcdtest"
-	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/internal/testkit/etcdtest"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 	"github.com/sluice-rpc/sluice/leasing/server"
 	"github.com/sluice-rpc/sluice/leasing/server/etcdconfig"

@@ -15,14 +15,14 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sluice-rpc/sluice/internal/etcdtest"
-	"github.com/sluice-rpc/sluice/internal/testnet"
-	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/internal/testkit/etcdtest"
+	"github.com/sluice-rpc/sluice/internal/testkit/leasetest"
+	"github.com/sluice-rpc/sluice/internal/testkit/servetest"
+	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
-	"github.com/sluice-rpc/sluice/leasing/internal/servetest"
 	"github.com/sluice-rpc/sluice/leasing/server"
 	"github.com/sluice-rpc/sluice/leasing/server/etcdelection"
-	"github.com/sluice-rpc/sluice/leasing/server/internal/leasetest"
 )
 
 // The tests shorten the session TTL to 2 s (etcd's minimum with its

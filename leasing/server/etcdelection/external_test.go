@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rpc/sluice/internal/etcdtest"
-	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/internal/testkit/etcdtest"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 )
 
 // TestElectionOnSeparateEtcd: the election works against an etcd started

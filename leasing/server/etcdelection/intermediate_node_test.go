@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rpc/sluice/internal/etcdtest"
-	"github.com/sluice-rpc/sluice/internal/testwait"
-	"github.com/sluice-rpc/sluice/leasing/internal/servetest"
+	"github.com/sluice-rpc/sluice/internal/testkit/etcdtest"
+	"github.com/sluice-rpc/sluice/internal/testkit/servetest"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/leasing/server"
 )
 

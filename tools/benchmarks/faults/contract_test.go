@@ -2,7 +2,7 @@ package faults
 
 import (
 	"context"
-	"github.com/sluice-rpc/sluice/internal/slowtest"
+	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
 	"github.com/sluice-rpc/sluice/retry"
 	"strings"
 	"sync"

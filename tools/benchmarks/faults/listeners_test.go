@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 )
 
 // readBound bounds a test's read from a fault point that should answer, or

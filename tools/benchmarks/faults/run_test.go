@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 )
 
 // JSON calls go to the JSON variant of the method and succeed.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
-	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 )
 
 // callOnce calls method of the server at addr once, raw, and returns the

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rpc/sluice/internal/slowtest"
+	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
 )
 
 // The acceptance test: every attack at CI size against a freshly built

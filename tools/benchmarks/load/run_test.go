@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
-	"github.com/sluice-rpc/sluice/internal/testnet"
+	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
 	"github.com/sluice-rpc/sluice/serviceconfig"
 )
 

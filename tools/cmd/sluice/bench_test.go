@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluice-rpc/sluice/internal/testnet"
+	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
 )
 

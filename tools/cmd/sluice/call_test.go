@@ -16,7 +16,7 @@ import (
 	tjson "github.com/uber/tchannel-go/json"
 
 	"github.com/sluice-rpc/sluice/channel"
-	"github.com/sluice-rpc/sluice/internal/testnet"
+	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
 )
 
 // startKV starts a real server of "kv" on 127.0.0.1: raw "echo" and JSON

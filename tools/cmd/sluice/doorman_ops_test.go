@@ -13,12 +13,12 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/leasing"
 	"github.com/sluice-rpc/sluice/leasing/server"
-	"github.com/sluice-rpc/sluice/tools/internal/etcdembed"
-	"github.com/sluice-rpc/sluice/tools/internal/grpctls/tlstest"
-	"github.com/sluice-rpc/sluice/tools/internal/testhttp"
+	"github.com/sluice-rpc/sluice/tools/internal/testkit/etcdembed"
+	"github.com/sluice-rpc/sluice/tools/internal/testkit/testhttp"
+	"github.com/sluice-rpc/sluice/tools/internal/testkit/tlstest"
 )
 
 // opsServer is a Doorman server started as `doorman serve` starts one

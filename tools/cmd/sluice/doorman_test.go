@@ -22,12 +22,12 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sluice-rpc/sluice/internal/testnet"
-	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 	"github.com/sluice-rpc/sluice/leasing/server"
-	"github.com/sluice-rpc/sluice/tools/internal/etcdembed"
-	"github.com/sluice-rpc/sluice/tools/internal/testhttp"
+	"github.com/sluice-rpc/sluice/tools/internal/testkit/etcdembed"
+	"github.com/sluice-rpc/sluice/tools/internal/testkit/testhttp"
 )
 
 func TestMain(m *testing.M) {

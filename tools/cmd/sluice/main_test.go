@@ -14,8 +14,8 @@ import (
 
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/channel"
-	"github.com/sluice-rpc/sluice/internal/testwait"
-	"github.com/sluice-rpc/sluice/tools/internal/testhttp"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
+	"github.com/sluice-rpc/sluice/tools/internal/testkit/testhttp"
 )
 
 // TestMain (goleak) lives in doorman_test.go.
@@ -182,7 +182,7 @@ func TestVersion(t *testing.T) {
 
 func TestSimBusyPresetsMatchTheDesign(t *testing.T) {
 	for _, preset := range []string{"steady", "flappy"} {
-		want, err := os.ReadFile("../../internal/busysim/testdata/" + preset + ".golden")
+		want, err := os.ReadFile("../../internal/sim/busysim/testdata/" + preset + ".golden")
 		if err != nil {
 			t.Fatal(err)
 		}

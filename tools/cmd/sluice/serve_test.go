@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
+	"github.com/sluice-rpc/sluice/internal/testkit/tpeer"
 	"github.com/sluice-rpc/sluice/internal/tframe"
-	"github.com/sluice-rpc/sluice/internal/tpeer"
 )
 
 // A peer that sends the frame that crashes plain tchannel-go is named on

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/sluice-rpc/sluice/tools/internal/busysim"
+	"github.com/sluice-rpc/sluice/tools/internal/sim/busysim"
 )
 
 var simHelp = helpText{

@@ -14,7 +14,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/sluice-rpc/sluice/tools/internal/chart"
-	"github.com/sluice-rpc/sluice/tools/internal/doormansim"
+	"github.com/sluice-rpc/sluice/tools/internal/sim/doormansim"
 )
 
 var simDoormanHelp = helpText{

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluice-rpc/sluice/tools/internal/doormansim"
+	"github.com/sluice-rpc/sluice/tools/internal/sim/doormansim"
 )
 
 func TestSimDoormanTable(t *testing.T) {

@@ -12,8 +12,8 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 
-	"github.com/sluice-rpc/sluice/retry/pacing"
-	"github.com/sluice-rpc/sluice/tools/internal/ratesim"
+	"github.com/sluice-rpc/sluice/pacing"
+	"github.com/sluice-rpc/sluice/tools/internal/sim/ratesim"
 )
 
 // maxSimRuns bounds --runs: each run simulates 30 minutes of several
@@ -26,7 +26,7 @@ var simRatelimitHelp = helpText{
 throttling article ("A Fast Car Needs Good Brakes: How We Added Client Rate
 Throttling to the Platform API Gem"): a GCRA server (a bucket of 4500 requests
 refilled at 4500 per hour) and 10 greedy clients for 30 minutes, each client
-paced by one of Sluice's pacers (retry/pacing), the very code a channel runs.
+paced by one of Sluice's pacers (pacing), the very code a channel runs.
 It prints, per pacer, the article's four metrics (average retry rate, maximum
 sleep, standard deviation of request counts, time to clear a workload) beside
 the figures the article published, and can chart each client's sleep.

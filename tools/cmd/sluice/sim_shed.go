@@ -9,7 +9,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/shed"
 	"github.com/sluice-rpc/sluice/tools/internal/chart"
-	"github.com/sluice-rpc/sluice/tools/internal/shedsim"
+	"github.com/sluice-rpc/sluice/tools/internal/sim/shedsim"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"

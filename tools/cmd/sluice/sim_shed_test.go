@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluice-rpc/sluice/tools/internal/shedsim"
+	"github.com/sluice-rpc/sluice/tools/internal/sim/shedsim"
 )
 
 func TestSimShedTable(t *testing.T) {

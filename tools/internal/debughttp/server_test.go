@@ -10,7 +10,7 @@ import (
 
 	"github.com/uber-go/tally/v4"
 
-	"github.com/sluice-rpc/sluice/tools/internal/testhttp"
+	"github.com/sluice-rpc/sluice/tools/internal/testkit/testhttp"
 )
 
 func serve(t *testing.T, m *Metrics, pages map[string]http.Handler) *Server {

@@ -16,7 +16,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/sluice-rpc/sluice/tools/internal/grpctls"
-	"github.com/sluice-rpc/sluice/tools/internal/grpctls/tlstest"
+	"github.com/sluice-rpc/sluice/tools/internal/testkit/tlstest"
 )
 
 // serveTLS serves gRPC's health service with creds on 127.0.0.1 until the

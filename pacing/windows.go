@@ -10,10 +10,10 @@ import (
 	"github.com/sluice-rpc/sluice/retry"
 )
 
-// ErrThrottled is the sentinel every *WindowError matches with errors.Is: a
+// ErrRateLimited is the sentinel every *WindowError matches with errors.Is: a
 // call was not sent, or not retried, because the server's throttling window
 // runs longer than the call may wait.
-var ErrThrottled = errors.New("pacing: throttled by the server's rate limit")
+var ErrRateLimited = errors.New("pacing: rate limited: the server's throttling window outlasts the call's wait")
 
 // WindowError reports a call refused locally because the server's
 // throttling window for Key still runs for Remaining, longer than the call
@@ -40,8 +40,8 @@ func (e *WindowError) Error() string {
 		", longer than " + bound + " (" + e.Limit.String() + "); retry after the window ends"
 }
 
-// Is makes errors.Is(err, ErrThrottled) true.
-func (e *WindowError) Is(target error) bool { return target == ErrThrottled }
+// Is makes errors.Is(err, ErrRateLimited) true.
+func (e *WindowError) Is(target error) bool { return target == ErrRateLimited }
 
 // Delay is Aliyun's throttle-aware backoff: the wait before retry n (n >= 1)
 // is the larger of timeLeft (the server's throttling window, 0 when the
@@ -133,7 +133,7 @@ func (w *Windows) remainingLocked(key string, now time.Time) time.Duration {
 // Wait returns nil at once when key is not throttled. Otherwise it waits
 // until key's window ends and returns nil, unless the wait would exceed
 // maxDelay (when maxDelay > 0) or outlive ctx's deadline: then it returns a
-// *WindowError at once (errors.Is(err, ErrThrottled)) saying how long the
+// *WindowError at once (errors.Is(err, ErrRateLimited)) saying how long the
 // window still runs. If ctx ends first it returns ctx.Err(). A window
 // extended or released while it waits is honoured.
 func (w *Windows) Wait(ctx context.Context, key string, maxDelay time.Duration) error {

@@ -5,7 +5,7 @@
 // A test without one is skipped. Starting a binary rather than embedding
 // etcd keeps etcd's server out of the library module's requirements, and
 // so out of every importer's module graph; the tools module embeds one
-// (tools/internal/etcdembed).
+// (tools/internal/testkit/etcdembed).
 package etcdtest
 
 import (

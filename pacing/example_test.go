@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/pacing"
 	"github.com/sluice-rpc/sluice/retry"
-	"github.com/sluice-rpc/sluice/retry/pacing"
 )
 
 // A client paced by Heroku's winning strategy reads the quota headers of
@@ -46,7 +46,7 @@ func Example() {
 	// A new call to the same method fails fast: the window outlasts its
 	// maximum delay.
 	err = windows.Wait(context.Background(), pacing.MethodKey("kv", "Get"), maxDelay)
-	fmt.Println(errors.Is(err, pacing.ErrThrottled), err)
+	fmt.Println(errors.Is(err, pacing.ErrRateLimited), err)
 
 	// Once the window has passed, calls go through; a success with half
 	// the quota left halves the pacer's sleep.

@@ -2,7 +2,7 @@
 // 127.0.0.1, for the tools' tests that need one (sluice doorman serve with
 // an etcd election or configuration). It lives in the tools module so that
 // the library's module does not require etcd's server: the library's own
-// etcd tests start the etcd binary (internal/etcdtest).
+// etcd tests start the etcd binary (internal/testkit/etcdtest).
 package etcdembed
 
 import (
@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rpc/sluice/internal/etcdtest"
+	"github.com/sluice-rpc/sluice/internal/testkit/etcdtest"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )

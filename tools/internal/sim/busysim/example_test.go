@@ -6,7 +6,7 @@ import (
 	"log"
 
 	"github.com/sluice-rpc/sluice/busy"
-	"github.com/sluice-rpc/sluice/tools/internal/busysim"
+	"github.com/sluice-rpc/sluice/tools/internal/sim/busysim"
 )
 
 // The steady scenario of TChannel's "Throttling on Busy Responses" design

@@ -8,7 +8,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/sluice-rpc/sluice/retry/pacing"
+	"github.com/sluice-rpc/sluice/pacing"
 )
 
 // epoch is the virtual time every run starts at.

@@ -8,7 +8,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/sluice-rpc/sluice/internal/slowtest"
+	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -6,7 +6,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/sluice-rpc/sluice/retry/pacing"
+	"github.com/sluice-rpc/sluice/pacing"
 )
 
 // Figures are the four metrics of Heroku's article for one strategy.

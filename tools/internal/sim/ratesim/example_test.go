@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"log"
 
-	"github.com/sluice-rpc/sluice/retry/pacing"
-	"github.com/sluice-rpc/sluice/tools/internal/ratesim"
+	"github.com/sluice-rpc/sluice/pacing"
+	"github.com/sluice-rpc/sluice/tools/internal/sim/ratesim"
 )
 
 // Heroku's two runs for its winning pacer, in virtual time.

@@ -6,7 +6,7 @@
 //
 // The package is pure: it knows nothing of TChannel. Time is passed in or
 // comes from an injected clock, and randomness from an injected source, so
-// the simulator (tools/internal/ratesim, "sluice sim ratelimit"), the tests and
+// the simulator (tools/internal/sim/ratesim, "sluice sim ratelimit"), the tests and
 // the channel run the very same code.
 //
 // The pieces, one file each:
@@ -23,7 +23,7 @@
 //     max(TimeLeft, EqualJitter backoff), and whether it exceeds the
 //     policy's maximum delay. Windows remembers throttling windows per
 //     dimension ("service", "service::method") so that new calls wait until
-//     a window ends, or fail at once with a *WindowError (ErrThrottled) when
+//     a window ends, or fail at once with a *WindowError (ErrRateLimited) when
 //     the wait would exceed their maximum delay or deadline.
 //   - Pacers (config.go, pacer.go, reserve.go): the strategies of Heroku's
 //     study behind one interface, Pacer: a null pacer, exponential backoff,

@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluice-rpc/sluice/retry/pacing"
+	"github.com/sluice-rpc/sluice/pacing"
 )
 
 // Server is the simulated API server: a GCRA rate limiter over a bucket of

@@ -3,7 +3,7 @@
 // Client Rate Throttling to the Platform API Gem") in virtual time: a GCRA
 // server (a bucket of 4500 requests refilled at 4500 per hour, answering
 // with RateLimit-Remaining and refusing requests when empty) and greedy
-// clients, each paced by a retry/pacing Pacer: the very code the channel
+// clients, each paced by a pacing Pacer: the very code the channel
 // runs.
 //
 // Run plays one Scenario as a discrete-event loop: no goroutines, no

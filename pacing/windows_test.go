@@ -12,7 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-rpc/sluice/clock"
-	"github.com/sluice-rpc/sluice/internal/testwait"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/retry"
 )
 
@@ -98,8 +98,8 @@ func TestWindowsFailFastPastMaxDelay(t *testing.T) {
 	w.Record("kv", f.Now().Add(30*time.Second))
 	f.Add(10 * time.Second)
 	err := w.Wait(context.Background(), "kv", 5*time.Second)
-	if !errors.Is(err, ErrThrottled) {
-		t.Fatalf("Wait = %v, want ErrThrottled", err)
+	if !errors.Is(err, ErrRateLimited) {
+		t.Fatalf("Wait = %v, want ErrRateLimited", err)
 	}
 	var we *WindowError
 	if !errors.As(err, &we) || we.Remaining != 20*time.Second || we.Limit != 5*time.Second || we.Deadline || we.Key != "kv" {

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rpc/sluice/internal/slowtest"
-	"github.com/sluice-rpc/sluice/retry/pacing"
+	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
+	"github.com/sluice-rpc/sluice/pacing"
 )
 
 var t0 = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
