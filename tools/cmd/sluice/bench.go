@@ -7,11 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/uber/tchannel-go"
@@ -58,17 +55,10 @@ sluice bench --embedded 1 --embedded-workers 8 --embedded-latency fixed:2ms --em
 sluice bench --closed-loop --chart closedloop.png`,
 }
 
-// benchCmd runs `sluice bench`; an interrupt ends the run early.
-func benchCmd(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return benchRun(ctx, args, stdout, stderr)
-}
-
 // benchEmbeddedMax bounds --embedded.
 const benchEmbeddedMax = 16
 
-// benchRun is benchCmd with the context that ends the run early.
+// benchRun runs `sluice bench`; the end of ctx ends the run early.
 func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("sluice bench", benchHelp, stdout, stderr)
 	peers := addPeerFlags(fs)

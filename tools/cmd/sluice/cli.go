@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 )
 
 // The exit codes of every command, as yab's and most Unix tools'.
@@ -163,6 +167,26 @@ func (f *flagSet) printFlags(w io.Writer) {
 type command struct {
 	name, summary string
 	run           func(args []string, stdout, stderr io.Writer) int
+}
+
+// untilInterrupted turns a command that runs until its context ends into
+// one that runs until SIGINT or SIGTERM: what it made so far is printed,
+// and a second signal kills the process as usual.
+func untilInterrupted(run func(ctx context.Context, args []string, stdout, stderr io.Writer) int) func(args []string, stdout, stderr io.Writer) int {
+	return func(args []string, stdout, stderr io.Writer) int {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return run(ctx, args, stdout, stderr)
+	}
+}
+
+// joinNames lists names for a help text: "a, b, c".
+func joinNames[T ~string](names []T) string {
+	s := make([]string, len(names))
+	for i, n := range names {
+		s[i] = string(n)
+	}
+	return strings.Join(s, ", ")
 }
 
 // group is a command made of subcommands: `NAME SUB [flags]`.

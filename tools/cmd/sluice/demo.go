@@ -7,13 +7,10 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
@@ -51,14 +48,12 @@ type demoConfig struct {
 	callTimeout time.Duration
 }
 
-func demoCmd(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+// demoCmd runs `sluice demo`; the end of ctx ends it early.
+func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return demoRun(ctx, args, stdout, stderr, nil)
 }
 
-// demoRun is demoCmd with the context that ends it early. atEnd, if not
-// nil, runs once the calls are done and the metrics reported, while the
+// demoRun is demoCmd with a hook for tests: atEnd, if not nil, runs once the calls are done and the metrics reported, while the
 // debug listener still serves (its address, "" without one): a test
 // scrapes it there.
 func demoRun(ctx context.Context, args []string, stdout, stderr io.Writer, atEnd func(debugAddr string)) int {

@@ -7,12 +7,9 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/sluice-rpc/sluice/leasing"
@@ -117,15 +114,8 @@ sluice doorman get --server 127.0.0.1:6000 --resource kv-rps --wants 500 --clien
 sluice doorman get --server doorman.internal:6000 --tls-ca ca.pem --resource kv-rps --wants 500`,
 }
 
-// doormanCmd runs `sluice doorman ...`; serve and get --watch run until
-// interrupted.
-func doormanCmd(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return doormanRun(ctx, args, stdout, stderr)
-}
-
-// doormanRun is doormanCmd with the context that ends serve and watch.
+// doormanRun runs `sluice doorman ...`; serve and get --watch run until ctx
+// ends.
 func doormanRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	g := group{name: "sluice doorman", help: doormanHelp, subs: []command{
 		{"serve", "a Doorman lease server", func(args []string, stdout, stderr io.Writer) int {

@@ -94,7 +94,7 @@ func TestDoormanServeAndGet(t *testing.T) {
 	})
 
 	var getOut, getErr bytes.Buffer
-	code := doormanCmd([]string{"get", "--server", addr, "--resource", "db", "--wants", "30", "--client-id", "cli"}, &getOut, &getErr)
+	code := untilInterrupted(doormanRun)([]string{"get", "--server", addr, "--resource", "db", "--wants", "30", "--client-id", "cli"}, &getOut, &getErr)
 	if code != 0 {
 		t.Fatalf("get exited %d: %s", code, getErr.String())
 	}
@@ -169,7 +169,7 @@ func TestDoormanServeCapsConnections(t *testing.T) {
 		defer c.Close()
 	}
 	var getOut, getErr bytes.Buffer
-	if code := doormanCmd([]string{"get", "--server", addr, "--resource", "db", "--wants", "30", "--client-id", "late"}, &getOut, &getErr); code != 0 {
+	if code := untilInterrupted(doormanRun)([]string{"get", "--server", addr, "--resource", "db", "--wants", "30", "--client-id", "late"}, &getOut, &getErr); code != 0 {
 		t.Fatalf("get exited %d: %s", code, getErr.String())
 	}
 	if got := getOut.String(); !strings.Contains(got, "client=late resource=db wants=30 capacity=30") {

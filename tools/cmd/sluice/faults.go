@@ -4,11 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"runtime"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -41,23 +37,12 @@ sluice faults --scenarios kill,freeze --rps 200 --duration 30s
 sluice faults --ci --markdown                   # small, as go test runs it, as a Markdown table`,
 }
 
-// faultsCmd runs `sluice faults`: the fault-injection suite of
-// benchmarks/faults, printing its table and the contract's verdicts. An
-// interrupt ends the suite early; the runs made so far are printed.
-func faultsCmd(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return faultsRun(ctx, args, stdout, stderr)
-}
-
-// faultsRun is faultsCmd with the context that ends the suite early.
+// faultsRun runs `sluice faults`: the fault-injection suite of
+// benchmarks/faults, printing its table and the contract's verdicts. The
+// end of ctx ends the suite early; the runs made so far are printed.
 func faultsRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	names := make([]string, 0, len(faults.Scenarios()))
-	for _, s := range faults.Scenarios() {
-		names = append(names, string(s))
-	}
 	help := faultsHelp
-	help.about = fmt.Sprintf(help.about, strings.Join(names, ", "))
+	help.about = fmt.Sprintf(help.about, joinNames(faults.Scenarios()))
 	fs := newFlagSet("sluice faults", help, stdout, stderr)
 	scenarios := fs.String("scenarios", "all", "comma-separated `SCENARIOS` to run, or all")
 	rps := fs.Float64("rps", faults.DefaultRate, "arrival rate: calls per second, sent on schedule whether or not earlier ones returned")

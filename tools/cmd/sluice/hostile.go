@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/sluice-rpc/sluice/tools/benchmarks/hostile"
@@ -49,22 +46,11 @@ sluice serve --debug-listen 127.0.0.1:6061 &      # then attack it where it runs
 sluice hostile --target 127.0.0.1:4040 --pid $! --debug-url http://127.0.0.1:6061 --attacks soak`,
 }
 
-// hostileCmd runs `sluice hostile`: the attacks of benchmarks/hostile. An
-// interrupt ends the run early; the attacks made so far are printed.
-func hostileCmd(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return hostileRun(ctx, args, stdout, stderr)
-}
-
-// hostileRun is hostileCmd with the context that ends the run early.
+// hostileRun runs `sluice hostile`: the attacks of benchmarks/hostile. The
+// end of ctx ends the run early; the attacks made so far are printed.
 func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	names := make([]string, 0, len(hostile.Attacks()))
-	for _, a := range hostile.Attacks() {
-		names = append(names, string(a))
-	}
 	help := hostileHelp
-	help.about = fmt.Sprintf(help.about, strings.Join(names, ", "))
+	help.about = fmt.Sprintf(help.about, joinNames(hostile.Attacks()))
 	fs := newFlagSet("sluice hostile", help, stdout, stderr)
 	attacks := fs.String("attacks", "all", "comma-separated `ATTACKS` to make, or all")
 	ci := fs.Bool("ci", false, "the CI size: a few seconds an attack, with low server limits")

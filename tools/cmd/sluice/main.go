@@ -53,14 +53,14 @@ sluice help bench`,
 
 func topLevel() group {
 	return group{name: "sluice", help: sluiceHelp, subs: []command{
-		{"demo", "busy throttling on three in-process TChannel servers, one overloaded", demoCmd},
+		{"demo", "busy throttling on three in-process TChannel servers, one overloaded", untilInterrupted(demoCmd)},
 		{"call", "make one raw or JSON call through Sluice's pipeline (like yab and tcurl)", callCmd},
-		{"bench", "open-loop load generator: latency quantiles, attempts, busy/throttled, errors", benchCmd},
-		{"serve", "a TChannel server (echo, fail, busy) to try call and bench on", serveCmd},
+		{"bench", "open-loop load generator: latency quantiles, attempts, busy/throttled, errors", untilInterrupted(benchRun)},
+		{"serve", "a TChannel server (echo, fail, busy) to try call and bench on", untilInterrupted(serveRun)},
 		{"sim", "simulations: sim busy (busy throttling), sim ratelimit (rate-limit pacers)", simCmd},
-		{"doorman", "a Doorman-compatible lease server (serve) and client (get)", doormanCmd},
-		{"faults", "fault injection: what refused, reset, silent, killed or declining peers cost a client", faultsCmd},
-		{"hostile", "attack a server as a hostile peer would: does it survive, stay bounded, keep serving", hostileCmd},
+		{"doorman", "a Doorman-compatible lease server (serve) and client (get)", untilInterrupted(doormanRun)},
+		{"faults", "fault injection: what refused, reset, silent, killed or declining peers cost a client", untilInterrupted(faultsRun)},
+		{"hostile", "attack a server as a hostile peer would: does it survive, stay bounded, keep serving", untilInterrupted(hostileRun)},
 	}}
 }
 

@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/uber/tchannel-go"
@@ -39,13 +36,7 @@ sluice serve --listen 127.0.0.1:4040 --max-conns 10000 --idle-timeout 1m   # tig
 // serveFailBody is the application error the fail method answers.
 const serveFailBody = `{"type":"error","message":"sluice serve: fail always fails"}`
 
-func serveCmd(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return serveRun(ctx, args, stdout, stderr)
-}
-
-// serveRun is serveCmd with the context that ends it.
+// serveRun runs `sluice serve` until ctx ends.
 func serveRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("sluice serve", serveHelp, stdout, stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "`HOST:PORT` to serve TChannel on (port 0: a free port)")
