@@ -1,13 +1,15 @@
-// Package pacing paces a client from the rate-limit signals its server
-// sends: Aliyun's throttle-aware backoff (the Alibaba Cloud SDK's "Advanced
-// backoff mechanism based on the throttling policy") and the client rate
-// throttling strategies of Heroku's article "A Fast Car Needs Good Brakes:
-// How We Added Client Rate Throttling to the Platform API Gem".
+// Package pacing spaces a client's requests by the rate-limit signals its
+// server sends.
 //
-// The package is pure: it knows nothing of TChannel. Time is passed in or
-// comes from an injected clock, and randomness from an injected source, so
-// the simulator (tools/internal/sim/ratesim, "sluice sim ratelimit"), the tests and
-// the channel run the very same code.
+// It implements Aliyun's throttle-aware backoff (the Alibaba Cloud SDK's
+// "Advanced backoff mechanism based on the throttling policy") and the
+// client rate throttling strategies of Heroku's article "A Fast Car Needs
+// Good Brakes: How We Added Client Rate Throttling to the Platform API Gem".
+//
+// The package knows nothing of TChannel. Time is passed in or comes from an
+// injected clock, and randomness from an injected source, so the simulator
+// (tools/internal/sim/ratesim, "sluice sim ratelimit"), the tests and the
+// channel run the very same code.
 //
 // The pieces, one file each:
 //

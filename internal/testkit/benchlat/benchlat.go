@@ -1,8 +1,10 @@
-// Package benchlat measures call latency inside go test benchmarks: the
-// median of one kind of call, or of two kinds interleaved call by call so
-// that a noisy machine slows both alike (on this project's VMs loopback
-// latency drifts by 20-30% between sequential runs, which would swamp a
-// comparison of a few percent).
+// Package benchlat measures the median latency of calls inside go test
+// benchmarks.
+//
+// It times one kind of call, or two kinds interleaved call by call
+// (Paired), so that a noisy machine slows both alike: loopback latency
+// drifts between sequential runs by more than the few percent a comparison
+// with plain tchannel-go looks for.
 package benchlat
 
 import (

@@ -1,11 +1,13 @@
-// Package faults measures how a Sluice client behaves when its peers fail:
-// real servers on 127.0.0.1 behind in-process fault points, an open-loop
-// load of calls at a fixed rate through a channel.Channel, and a Result per
-// run that says what the failure cost (attempts, TCP connections and handler
-// executions per call, how late the slowest call was against its deadline,
-// how long a failed peer went on being chosen, goroutines and heap after the
-// run) and which promises of Sluice's failure handling contract it broke
-// (Contract).
+// Package faults measures what failing peers cost a Sluice client, and
+// checks that its failure-handling promises hold.
+//
+// A run puts real servers on 127.0.0.1 behind in-process fault points and
+// sends an open-loop load of calls at a fixed rate through a
+// channel.Channel. Its Result says what the failure cost (attempts, TCP
+// connections and handler executions per call, how late the slowest call
+// was against its deadline, how long a failed peer went on being chosen,
+// goroutines and heap after the run) and which promises of the failure
+// handling contract it broke (Contract).
 //
 // # Fault points
 //

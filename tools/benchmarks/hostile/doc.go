@@ -1,7 +1,9 @@
-// Package hostile attacks a real Sluice server process the way a hostile
-// peer would, and measures what each attack costs it: whether the process
-// survives, which connections it closes and when, its resident memory and
-// goroutines before, at the peak during and after the attack, and whether a
+// Package hostile attacks a real Sluice server process as a hostile peer
+// would, and measures what each attack costs it.
+//
+// For each attack it records whether the process survives, which
+// connections it closes and when, its resident memory and goroutines
+// before, at the peak during and after the attack, and whether a
 // legitimate client is still served, and how fast, while the attack lasts.
 //
 // It is the measuring side of DESIGN.md's "Hostile input": anything that
