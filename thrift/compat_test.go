@@ -1,10 +1,10 @@
 package thrift
 
 import (
+	"errors"
+	"maps"
 	"testing"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"github.com/uber/tchannel-go/examples/keyvalue/gen-go/keyvalue"
 )
 
@@ -13,23 +13,39 @@ import (
 func exercise(t *testing.T, kv keyvalue.TChanKeyValue, s *kvServer) {
 	t.Helper()
 	ctx := ctxTimeout(t, map[string]string{"who": "compat"})
-	require.NoError(t, kv.Set(ctx, "key", "value"))
-	assert.Equal(t, map[string]string{"seen": "compat", "server": s.hostPort}, ctx.ResponseHeaders())
+	if err := kv.Set(ctx, "key", "value"); err != nil {
+		t.Fatalf("Set: %v", err)
+	}
+	if got, want := ctx.ResponseHeaders(), map[string]string{"seen": "compat", "server": s.hostPort}; !maps.Equal(got, want) {
+		t.Errorf("ctx.ResponseHeaders() = %q, want %q", got, want)
+	}
 
 	v, err := kv.Get(ctxTimeout(t, nil), "key")
-	require.NoError(t, err)
-	assert.Equal(t, "value", v)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if v != "value" {
+		t.Errorf("v = %q, want %q", v, "value")
+	}
 
 	_, err = kv.Get(ctxTimeout(t, nil), "nokey")
 	var nf *keyvalue.KeyNotFound
-	require.ErrorAs(t, err, &nf)
-	assert.Equal(t, "nokey", nf.Key)
+	if !errors.As(err, &nf) {
+		t.Fatalf("Get error = %v, want a %T", err, nf)
+	}
+	if nf.Key != "nokey" {
+		t.Errorf("nf.Key = %q, want %q", nf.Key, "nokey")
+	}
 
 	err = kv.Set(ctxTimeout(t, nil), "9", "v")
 	var ik *keyvalue.InvalidKey
-	require.ErrorAs(t, err, &ik)
+	if !errors.As(err, &ik) {
+		t.Fatalf("Set error = %v, want a %T", err, ik)
+	}
 
-	assert.EqualValues(t, 4, s.received.Load())
+	if got := s.received.Load(); got != 4 {
+		t.Errorf("s.received.Load() = %v, want %v", got, 4)
+	}
 }
 
 // A Sluice Thrift client talks to tchannel-go's own Thrift server.

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,8 +14,6 @@ import (
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/testkit/benchlat"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"github.com/uber/tchannel-go"
 	"github.com/uber/tchannel-go/examples/keyvalue/gen-go/keyvalue"
 	athrift "github.com/uber/tchannel-go/thirdparty/github.com/apache/thrift/lib/go/thrift"
@@ -64,11 +65,15 @@ func (h ctxHandler) Get(ctx tthrift.Context, key string) (string, error) {
 func startMWServer(t *testing.T, ev *events, opts ...channel.Option) *kvServer {
 	t.Helper()
 	ch, err := channel.New(service, opts...)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("channel.New: %v", err)
+	}
 	t.Cleanup(ch.Close)
 	s := newKVServer()
 	NewServer(ch).Register(keyvalue.NewTChanKeyValueServer(ctxHandler{s, ev}))
-	require.NoError(t, ch.ListenAndServe("127.0.0.1:0"))
+	if err := ch.ListenAndServe("127.0.0.1:0"); err != nil {
+		t.Fatalf("ListenAndServe: %v", err)
+	}
 	s.hostPort = ch.HostPort()
 	return s
 }
@@ -76,8 +81,12 @@ func startMWServer(t *testing.T, ev *events, opts ...channel.Option) *kvServer {
 func requireCode(t *testing.T, err error, code codes.Code) *channel.CallError {
 	t.Helper()
 	var ce *channel.CallError
-	require.ErrorAs(t, err, &ce)
-	require.Equal(t, code, ce.Code, "%v", err)
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v, want a %T", err, ce)
+	}
+	if ce.Code != code {
+		t.Fatalf("%v: got %v, want %v", err, ce.Code, code)
+	}
 	return ce
 }
 
@@ -97,12 +106,16 @@ func TestInboundMiddlewareOrder(t *testing.T) {
 	s := startMWServer(t, &ev, channel.WithInboundMiddleware(mw("a"), mw("b")))
 	_, _, kv := startClient(t, s)
 	_, err := kv.Get(ctxTimeout(t, map[string]string{"who": "me"}), "k")
-	require.NoError(t, err)
-	assert.Equal(t, []string{
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if got, want := ev.get(), []string{
 		"a> kv-client KeyValue::Get thrift who=me arg2=[]",
 		"b> kv-client KeyValue::Get thrift who=me arg2=[]",
 		"handler", "<b <nil>", "<a <nil>",
-	}, ev.get())
+	}; !slices.Equal(got, want) {
+		t.Errorf("ev.get() = %q, want %q", got, want)
+	}
 }
 
 // A context value a middleware adds reaches the handler, whose context
@@ -116,15 +129,25 @@ func TestInboundMiddlewareContextReachesHandler(t *testing.T) {
 	_, _, kv := startClient(t, s)
 	ctx := ctxTimeout(t, map[string]string{"who": "me"})
 	v, err := kv.Get(ctx, "k")
-	require.NoError(t, err)
-	assert.Equal(t, "set by middleware", v)
-	assert.Equal(t, map[string]string{"seen": "me", "server": s.hostPort}, ctx.ResponseHeaders())
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if v != "set by middleware" {
+		t.Errorf("v = %q, want %q", v, "set by middleware")
+	}
+	if got, want := ctx.ResponseHeaders(), map[string]string{"seen": "me", "server": s.hostPort}; !maps.Equal(got, want) {
+		t.Errorf("ctx.ResponseHeaders() = %q, want %q", got, want)
+	}
 
 	ctx = ctxTimeout(t, map[string]string{"who": "you"})
 	_, err = kv.Get(ctx, "1x")
 	var ik *keyvalue.InvalidKey
-	require.ErrorAs(t, err, &ik)
-	assert.Equal(t, "you", ctx.ResponseHeaders()["seen"])
+	if !errors.As(err, &ik) {
+		t.Fatalf("Get error = %v, want a %T", err, ik)
+	}
+	if got := ctx.ResponseHeaders()["seen"]; got != "you" {
+		t.Errorf(`ctx.ResponseHeaders()["seen"] = %q, want %q`, got, "you")
+	}
 }
 
 // The error of a middleware that returns without calling next is answered
@@ -151,8 +174,12 @@ func TestInboundMiddlewareRejects(t *testing.T) {
 			}))
 			_, _, kv := startClient(t, s)
 			_, err := kv.Get(ctxTimeout(t, nil), "k")
-			assert.Contains(t, requireCode(t, err, tc.code).Message, tc.contains)
-			assert.Empty(t, ev.get(), "the handler ran")
+			if got := requireCode(t, err, tc.code).Message; !strings.Contains(got, tc.contains) {
+				t.Errorf("requireCode(t, err, tc.code).Message = %q, want it to contain %q", got, tc.contains)
+			}
+			if got := ev.get(); len(got) != 0 {
+				t.Errorf("the handler ran: got %q, want empty", got)
+			}
 		})
 	}
 }
@@ -169,9 +196,15 @@ func TestInboundMiddlewareCallsNextTwice(t *testing.T) {
 	}))
 	_, _, kv := startClient(t, s)
 	v, err := kv.Get(ctxTimeout(t, nil), "k")
-	require.NoError(t, err)
-	assert.Equal(t, "second", v)
-	assert.Equal(t, []string{"handler", "handler"}, ev.get())
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if v != "second" {
+		t.Errorf("v = %q, want %q", v, "second")
+	}
+	if got, want := ev.get(), []string{"handler", "handler"}; !slices.Equal(got, want) {
+		t.Errorf("ev.get() = %q, want %q", got, want)
+	}
 }
 
 // Inbound middlewares run after the server's guard and the size limit: a
@@ -192,10 +225,14 @@ func TestInboundMiddlewareRunsAfterTheGuard(t *testing.T) {
 		s := startMWServer(t, &ev, count(&ev), channel.WithShedding(channel.ShedConfig{MaxRPS: 0.001, Burst: 1}))
 		_, _, kv := startClient(t, s)
 		_, err := kv.Get(ctxTimeout(t, nil), "k")
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatalf("Get: %v", err)
+		}
 		_, err = kv.Get(ctxTimeout(t, nil), "k")
 		requireCode(t, err, codes.Busy)
-		assert.Equal(t, []string{"middleware", "handler"}, ev.get())
+		if got, want := ev.get(), []string{"middleware", "handler"}; !slices.Equal(got, want) {
+			t.Errorf("ev.get() = %q, want %q", got, want)
+		}
 	})
 
 	const limit = 1024
@@ -216,10 +253,18 @@ func TestInboundMiddlewareRunsAfterTheGuard(t *testing.T) {
 			s := startMWServer(t, &ev, count(&ev), channel.WithMaxRequestSize(limit))
 			err := plainThriftCall(t, s.hostPort, "KeyValue::Get", tc.arg3)
 			var se tchannel.SystemError
-			require.ErrorAs(t, err, &se)
-			assert.Equal(t, tchannel.ErrCodeBadRequest, se.Code(), se.Message())
-			assert.Contains(t, se.Message(), "1024 bytes")
-			assert.Equal(t, tc.seenBy, ev.get())
+			if !errors.As(err, &se) {
+				t.Fatalf("plainThriftCall error = %v, want a %T", err, se)
+			}
+			if got := se.Code(); got != tchannel.ErrCodeBadRequest {
+				t.Errorf("%s: got %v, want %v", se.Message(), got, tchannel.ErrCodeBadRequest)
+			}
+			if got := se.Message(); !strings.Contains(got, "1024 bytes") {
+				t.Errorf("se.Message() = %q, want it to contain %q", got, "1024 bytes")
+			}
+			if got := ev.get(); !reflect.DeepEqual(got, tc.seenBy) {
+				t.Errorf("ev.get() = %q, want %q", got, tc.seenBy)
+			}
 		})
 	}
 	t.Run("at the limit", func(t *testing.T) {
@@ -227,9 +272,15 @@ func TestInboundMiddlewareRunsAfterTheGuard(t *testing.T) {
 		s := startMWServer(t, &ev, count(&ev), channel.WithMaxRequestSize(limit))
 		arg3 := append(str(1, 0, ""), byte(athrift.STOP))
 		arg3 = append(str(1, uint32(limit-len(arg3)), strings.Repeat("k", limit-len(arg3))), byte(athrift.STOP))
-		require.Len(t, arg3, limit)
-		require.NoError(t, plainThriftCall(t, s.hostPort, "KeyValue::Get", arg3))
-		assert.Equal(t, []string{"middleware", "handler"}, ev.get())
+		if len(arg3) != limit {
+			t.Fatalf("len(arg3) = %d, want %d", len(arg3), limit)
+		}
+		if err := plainThriftCall(t, s.hostPort, "KeyValue::Get", arg3); err != nil {
+			t.Fatalf("plainThriftCall: %v", err)
+		}
+		if got, want := ev.get(), []string{"middleware", "handler"}; !slices.Equal(got, want) {
+			t.Errorf("ev.get() = %q, want %q", got, want)
+		}
 	})
 }
 
@@ -243,9 +294,15 @@ func TestInboundMiddlewareSkipsMetaHealth(t *testing.T) {
 	c, _, _ := startClient(t, s)
 	var res meta.MetaHealthResult
 	ok, err := NewClient(c, service).Call(ctxTimeout(t, nil), "Meta", "health", &meta.MetaHealthArgs{Hr: &meta.HealthRequest{}}, &res)
-	require.NoError(t, err)
-	require.True(t, ok)
-	assert.True(t, res.Success.Ok)
+	if err != nil {
+		t.Fatalf("Call: %v", err)
+	}
+	if !ok {
+		t.Fatal("ok = false, want true")
+	}
+	if !res.Success.Ok {
+		t.Error("res.Success.Ok = false, want true")
+	}
 }
 
 // BenchmarkThriftServerInboundMiddleware times a Get from tchannel-go's own

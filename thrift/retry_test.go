@@ -2,14 +2,13 @@ package thrift
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"testing"
 
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/serviceconfig"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"github.com/uber/tchannel-go/examples/keyvalue/gen-go/keyvalue"
 )
 
@@ -26,17 +25,25 @@ const retryConfig = `{"methodConfig": [{
 func startRetryClient(t *testing.T, servers ...*kvServer) keyvalue.TChanKeyValue {
 	t.Helper()
 	cfg, err := serviceconfig.Parse([]byte(retryConfig))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("serviceconfig.Parse: %v", err)
+	}
 	ch, err := channel.New("kv-retry-client", channel.WithServiceConfig(cfg))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("channel.New: %v", err)
+	}
 	t.Cleanup(ch.Close)
 	for _, s := range servers {
-		require.NoError(t, ch.AddPeer(service, s.hostPort))
+		if err := ch.AddPeer(service, s.hostPort); err != nil {
+			t.Fatalf("AddPeer: %v", err)
+		}
 	}
 	// Retries go to distinct peers among those ready: have them all ready.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	require.NoError(t, ch.Connect(ctx, service))
+	if err := ch.Connect(ctx, service); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
 	return keyvalue.NewTChanKeyValueClient(NewClient(ch, service))
 }
 
@@ -52,21 +59,35 @@ func TestBusyIsRetriedOnAnotherPeerWithPreviousAttempts(t *testing.T) {
 	const calls = 40
 	for i := 0; i < calls; i++ {
 		v, err := kv.HealthCheck(ctxTimeout(t, nil))
-		require.NoError(t, err, "call %d", i)
-		assert.Equal(t, "OK", v)
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		if v != "OK" {
+			t.Errorf("v = %q, want %q", v, "OK")
+		}
 	}
 	busy := int(bad.received.Load())
-	require.Greater(t, busy, 0, "no call tried the busy peer first")
-	assert.EqualValues(t, calls, good.received.Load(), "the good peer saw every call once")
+	if busy <= 0 {
+		t.Fatalf("no call tried the busy peer first: got %v, want > %v", busy, 0)
+	}
+	if got := good.received.Load(); got != calls {
+		t.Errorf("the good peer saw every call once: got %v, want %v", got, calls)
+	}
 	for _, n := range bad.previousAttempts() {
-		assert.Zero(t, n, "a retry went back to the busy peer")
+		if n != 0 {
+			t.Errorf("a retry went back to the busy peer: got %v, want 0", n)
+		}
 	}
 	retried := 0
 	for _, n := range good.previousAttempts() {
-		require.LessOrEqual(t, n, 1)
+		if n > 1 {
+			t.Fatalf("n = %v, want <= %v", n, 1)
+		}
 		retried += n
 	}
-	assert.Equal(t, busy, retried, "each busy answer is followed by one retry with previous-rpc-attempts: 1")
+	if retried != busy {
+		t.Errorf("each busy answer is followed by one retry with previous-rpc-attempts: 1: got %v, want %v", retried, busy)
+	}
 }
 
 // A declared exception is a successful transport: never retried, even by a
@@ -77,6 +98,10 @@ func TestDeclaredExceptionNotRetriedUnderRetryPolicy(t *testing.T) {
 	kv := startRetryClient(t, a, b)
 	_, err := kv.Get(ctxTimeout(t, nil), "missing")
 	var nf *keyvalue.KeyNotFound
-	require.ErrorAs(t, err, &nf)
-	assert.EqualValues(t, 1, a.received.Load()+b.received.Load())
+	if !errors.As(err, &nf) {
+		t.Fatalf("Get error = %v, want a %T", err, nf)
+	}
+	if got := a.received.Load() + b.received.Load(); got != 1 {
+		t.Errorf("a.received.Load()+b.received.Load() = %v, want %v", got, 1)
+	}
 }

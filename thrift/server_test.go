@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +15,6 @@ import (
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/stats"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"github.com/uber-go/tally/v4"
 	"github.com/uber/tchannel-go"
 	"github.com/uber/tchannel-go/examples/keyvalue/gen-go/keyvalue"
@@ -34,16 +33,28 @@ func TestServerIsBehindTheGuard(t *testing.T) {
 	_, _, kv := startClient(t, s)
 
 	_, err := kv.HealthCheck(ctxTimeout(t, nil))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("HealthCheck: %v", err)
+	}
 	_, err = kv.HealthCheck(ctxTimeout(t, nil))
 	var ce *channel.CallError
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, codes.Busy, ce.Code)
-	assert.EqualValues(t, 1, s.received.Load(), "the shed request reached the handler")
+	if !errors.As(err, &ce) {
+		t.Fatalf("HealthCheck error = %v, want a %T", err, ce)
+	}
+	if ce.Code != codes.Busy {
+		t.Errorf("ce.Code = %v, want %v", ce.Code, codes.Busy)
+	}
+	if got := s.received.Load(); got != 1 {
+		t.Errorf("the shed request reached the handler: got %v, want %v", got, 1)
+	}
 
 	snap := scope.Snapshot().Counters()
-	assert.EqualValues(t, 2, snap[stats.ServerRequests+"+"].Value())
-	assert.EqualValues(t, 1, snap[stats.ServerShed+"+"].Value())
+	if got := snap[stats.ServerRequests+"+"].Value(); got != 2 {
+		t.Errorf(`snap[stats.ServerRequests+"+"].Value() = %v, want %v`, got, 2)
+	}
+	if got := snap[stats.ServerShed+"+"].Value(); got != 1 {
+		t.Errorf(`snap[stats.ServerShed+"+"].Value() = %v, want %v`, got, 1)
+	}
 }
 
 // NewServer registers tchannel-go's Thrift meta service (health checks)
@@ -53,10 +64,18 @@ func TestServerAnswersMetaHealth(t *testing.T) {
 	c, _, _ := startClient(t, s)
 	var res meta.MetaHealthResult
 	ok, err := NewClient(c, service).Call(ctxTimeout(t, nil), "Meta", "health", &meta.MetaHealthArgs{Hr: &meta.HealthRequest{}}, &res)
-	require.NoError(t, err)
-	require.True(t, ok)
-	require.NotNil(t, res.Success)
-	assert.True(t, res.Success.Ok)
+	if err != nil {
+		t.Fatalf("Call: %v", err)
+	}
+	if !ok {
+		t.Fatal("ok = false, want true")
+	}
+	if res.Success == nil {
+		t.Fatal("res.Success is nil")
+	}
+	if !res.Success.Ok {
+		t.Error("res.Success.Ok = false, want true")
+	}
 }
 
 type pushbackHandler struct {
@@ -82,14 +101,22 @@ func TestSetPushback(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ch, err := channel.New(service)
-			require.NoError(t, err)
+			if err != nil {
+				t.Fatalf("channel.New: %v", err)
+			}
 			t.Cleanup(ch.Close)
 			NewServer(ch).Register(keyvalue.NewTChanKeyValueServer(pushbackHandler{p: tc.p}))
-			require.NoError(t, ch.ListenAndServe("127.0.0.1:0"))
+			if err := ch.ListenAndServe("127.0.0.1:0"); err != nil {
+				t.Fatalf("ListenAndServe: %v", err)
+			}
 			_, _, kv := startClient(t, &kvServer{hostPort: ch.HostPort()})
 			ctx := ctxTimeout(t, nil)
-			require.NoError(t, kv.Set(ctx, "k", "v"))
-			assert.Equal(t, tc.want, ctx.ResponseHeaders())
+			if err := kv.Set(ctx, "k", "v"); err != nil {
+				t.Fatalf("Set: %v", err)
+			}
+			if got := ctx.ResponseHeaders(); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("ctx.ResponseHeaders() = %q, want %q", got, tc.want)
+			}
 		})
 	}
 }
@@ -99,27 +126,43 @@ func TestSetPushbackKeepsTheHandlersMap(t *testing.T) {
 	mine := map[string]string{"a": "1", retry.PushbackHeader: "5"}
 	ctx.SetResponseHeaders(mine)
 	SetPushback(ctx, retry.PushbackAfter(time.Second))
-	assert.Equal(t, "1000", ctx.ResponseHeaders()[retry.PushbackHeader])
-	assert.Equal(t, "5", mine[retry.PushbackHeader], "SetPushback modified the handler's map")
+	if got := ctx.ResponseHeaders()[retry.PushbackHeader]; got != "1000" {
+		t.Errorf("got %q, want %q", got, "1000")
+	}
+	if mine[retry.PushbackHeader] != "5" {
+		t.Errorf("SetPushback modified the handler's map: got %q, want %q", mine[retry.PushbackHeader], "5")
+	}
 	SetPushback(ctx, retry.Pushback{})
 	_, ok := ctx.ResponseHeaders()[retry.PushbackHeader]
-	assert.False(t, ok)
-	assert.Equal(t, "1", ctx.ResponseHeaders()["a"])
+	if ok {
+		t.Error("ok = true, want false")
+	}
+	if got := ctx.ResponseHeaders()["a"]; got != "1" {
+		t.Errorf(`ctx.ResponseHeaders()["a"] = %q, want %q`, got, "1")
+	}
 }
 
 // A handler error that is neither a declared exception nor a system error
 // answers Unexpected, as on tchannel-go.
 func TestHandlerErrorIsUnexpected(t *testing.T) {
 	ch, err := channel.New(service)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("channel.New: %v", err)
+	}
 	t.Cleanup(ch.Close)
 	NewServer(ch).Register(keyvalue.NewTChanKeyValueServer(failingHandler{}))
-	require.NoError(t, ch.ListenAndServe("127.0.0.1:0"))
+	if err := ch.ListenAndServe("127.0.0.1:0"); err != nil {
+		t.Fatalf("ListenAndServe: %v", err)
+	}
 	_, _, kv := startClient(t, &kvServer{hostPort: ch.HostPort()})
 	_, err = kv.Get(ctxTimeout(t, nil), "k")
 	var ce *channel.CallError
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, codes.Unexpected, ce.Code)
+	if !errors.As(err, &ce) {
+		t.Fatalf("Get error = %v, want a %T", err, ce)
+	}
+	if ce.Code != codes.Unexpected {
+		t.Errorf("ce.Code = %v, want %v", ce.Code, codes.Unexpected)
+	}
 }
 
 // A system error the handler returns wrapped answers with its code, as for
@@ -127,16 +170,26 @@ func TestHandlerErrorIsUnexpected(t *testing.T) {
 // one, and would answer UNEXPECTED).
 func TestHandlerWrappedSystemErrorKeepsItsCode(t *testing.T) {
 	ch, err := channel.New(service)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("channel.New: %v", err)
+	}
 	t.Cleanup(ch.Close)
 	NewServer(ch).Register(keyvalue.NewTChanKeyValueServer(wrappingHandler{}))
-	require.NoError(t, ch.ListenAndServe("127.0.0.1:0"))
+	if err := ch.ListenAndServe("127.0.0.1:0"); err != nil {
+		t.Fatalf("ListenAndServe: %v", err)
+	}
 	_, _, kv := startClient(t, &kvServer{hostPort: ch.HostPort()})
 	_, err = kv.Get(ctxTimeout(t, nil), "k")
 	var ce *channel.CallError
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, codes.BadRequest, ce.Code)
-	assert.Equal(t, "key k: no such shard", ce.Message)
+	if !errors.As(err, &ce) {
+		t.Fatalf("Get error = %v, want a %T", err, ce)
+	}
+	if ce.Code != codes.BadRequest {
+		t.Errorf("ce.Code = %v, want %v", ce.Code, codes.BadRequest)
+	}
+	if ce.Message != "key k: no such shard" {
+		t.Errorf("ce.Message = %q, want %q", ce.Message, "key k: no such shard")
+	}
 }
 
 type wrappingHandler struct{ keyvalue.TChanKeyValue }
@@ -156,12 +209,16 @@ func (failingHandler) Get(tthrift.Context, string) (string, error) {
 func plainThriftCall(t *testing.T, hp, method string, arg3 []byte) error {
 	t.Helper()
 	ch, err := tchannel.NewChannel("plain-client", nil)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("tchannel.NewChannel: %v", err)
+	}
 	t.Cleanup(func() { closePlain(t, ch) })
 	ctx, cancel := context.WithTimeout(context.Background(), testwait.Limit)
 	defer cancel()
 	call, err := ch.BeginCall(ctx, hp, service, method, &tchannel.CallOptions{Format: tchannel.Thrift})
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("BeginCall: %v", err)
+	}
 	_, _, _, err = raw.WriteArgs(call, []byte{0, 0}, arg3)
 	return err
 }
@@ -196,20 +253,38 @@ func TestServerBoundsRequestBodies(t *testing.T) {
 			s, _ := startServer(t, channel.WithMaxRequestSize(limit), channel.WithScope(scope))
 			err := plainThriftCall(t, s.hostPort, "KeyValue::Set", tc.arg3)
 			var se tchannel.SystemError
-			require.ErrorAs(t, err, &se)
-			assert.Equal(t, tchannel.ErrCodeBadRequest, se.Code(), se.Message())
-			assert.Contains(t, se.Message(), "1024 bytes")
-			assert.Zero(t, s.received.Load(), "the handler ran")
+			if !errors.As(err, &se) {
+				t.Fatalf("plainThriftCall error = %v, want a %T", err, se)
+			}
+			if got := se.Code(); got != tchannel.ErrCodeBadRequest {
+				t.Errorf("%s: got %v, want %v", se.Message(), got, tchannel.ErrCodeBadRequest)
+			}
+			if got := se.Message(); !strings.Contains(got, "1024 bytes") {
+				t.Errorf("se.Message() = %q, want it to contain %q", got, "1024 bytes")
+			}
+			if got := s.received.Load(); got != 0 {
+				t.Errorf("the handler ran: got %v, want 0", got)
+			}
 			oversize := scope.Snapshot().Counters()[stats.ServerOversize+"+"]
-			require.NotNil(t, oversize, "nothing was counted on %s", stats.ServerOversize)
-			assert.EqualValues(t, 1, oversize.Value())
+			if oversize == nil {
+				t.Fatalf("nothing was counted on %s", stats.ServerOversize)
+			}
+			if got := oversize.Value(); got != 1 {
+				t.Errorf("oversize.Value() = %v, want %v", got, 1)
+			}
 		})
 	}
 	t.Run("at the limit", func(t *testing.T) {
 		s, _ := startServer(t, channel.WithMaxRequestSize(limit))
 		arg3 := setArgs(strings.Repeat("v", limit-len(setArgs(""))))
-		require.Len(t, arg3, limit)
-		require.NoError(t, plainThriftCall(t, s.hostPort, "KeyValue::Set", arg3))
-		assert.EqualValues(t, 1, s.received.Load())
+		if len(arg3) != limit {
+			t.Fatalf("len(arg3) = %d, want %d", len(arg3), limit)
+		}
+		if err := plainThriftCall(t, s.hostPort, "KeyValue::Set", arg3); err != nil {
+			t.Fatalf("plainThriftCall: %v", err)
+		}
+		if got := s.received.Load(); got != 1 {
+			t.Errorf("s.received.Load() = %v, want %v", got, 1)
+		}
 	})
 }

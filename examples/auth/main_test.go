@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -20,15 +18,23 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var out bytes.Buffer
-	require.NoError(t, run(ctx, nil, &out))
-	assert.Regexp(t, regexp.MustCompile(`^server: greeter on 127\.0\.0\.1:\d+, requiring the auth-token header
+	if err := run(ctx, nil, &out); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	want := regexp.MustCompile(`^server: greeter on 127\.0\.0\.1:\d+, requiring the auth-token header
 with the token: hello, alice
 without the token: BAD_REQUEST: missing or wrong auth-token header
 server: 1 call served, 1 refused
-$`), out.String())
+$`)
+	if !want.MatchString(out.String()) {
+		t.Errorf("output = %q, want a match for %q", out.String(), want)
+	}
 }
 
 func TestRunRejectsArguments(t *testing.T) {
 	var out bytes.Buffer
-	assert.EqualError(t, run(context.Background(), []string{"extra"}, &out), `auth takes no arguments, got ["extra"]`)
+	err := run(context.Background(), []string{"extra"}, &out)
+	if want := `auth takes no arguments, got ["extra"]`; err == nil || err.Error() != want {
+		t.Errorf("run error = %v, want %q", err, want)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"regexp"
@@ -14,8 +15,6 @@ import (
 
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -26,7 +25,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func start(t *testing.T, busy int) string {
 	t.Helper()
 	chs, err := startServers([]string{"127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"}, busy, 0)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("startServers: %v", err)
+	}
 	t.Cleanup(func() { closeAll(chs) })
 	var addrs []string
 	for _, ch := range chs {
@@ -46,27 +47,47 @@ func runCmd(t *testing.T, args ...string) (string, error) {
 
 func TestServiceConfigFileIsValid(t *testing.T) {
 	cfg, err := loadConfig("serviceconfig.json")
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("loadConfig: %v", err)
+	}
 	mc, ok := cfg.Lookup(service, "KeyValue::Get")
-	require.True(t, ok, "the config names no policy for keyvalue's methods")
-	require.NotNil(t, mc.Retry)
-	require.NotNil(t, cfg.RetryThrottling)
+	if !ok {
+		t.Fatal("the config names no policy for keyvalue's methods")
+	}
+	if mc.Retry == nil {
+		t.Fatal("mc.Retry is nil")
+	}
+	if cfg.RetryThrottling == nil {
+		t.Fatal("cfg.RetryThrottling is nil")
+	}
 }
 
 func TestSetThenGet(t *testing.T) {
 	peers := start(t, 0)
 	out, err := runCmd(t, "set", "-peers", peers, "fruit", "apple")
-	require.NoError(t, err)
-	assert.Regexp(t, `^fruit set \(served by 127\.0\.0\.1:\d+ on attempt 1\)\n$`, out)
+	if err != nil {
+		t.Fatalf("runCmd: %v", err)
+	}
+	if re := regexp.MustCompile(`^fruit set \(served by 127\.0\.0\.1:\d+ on attempt 1\)\n$`); !re.MatchString(out) {
+		t.Errorf("out = %q, want a match for %q", out, re)
+	}
 
 	out, err = runCmd(t, "get", "-peers", peers, "fruit")
-	require.NoError(t, err)
-	assert.Regexp(t, `^fruit = "apple" \(served by 127\.0\.0\.1:\d+ on attempt 1\)\n$`, out)
+	if err != nil {
+		t.Fatalf("runCmd: %v", err)
+	}
+	if re := regexp.MustCompile(`^fruit = "apple" \(served by 127\.0\.0\.1:\d+ on attempt 1\)\n$`); !re.MatchString(out) {
+		t.Errorf("out = %q, want a match for %q", out, re)
+	}
 
 	_, err = runCmd(t, "get", "-peers", peers, "veg")
-	require.EqualError(t, err, `key "veg" not found`)
+	if err == nil || err.Error() != `key "veg" not found` {
+		t.Fatalf("runCmd error = %v, want %q", err, `key "veg" not found`)
+	}
 	_, err = runCmd(t, "set", "-peers", peers, "1x", "y")
-	require.EqualError(t, err, "invalid key: a key must start with a letter")
+	if want := "invalid key: a key must start with a letter"; err == nil || err.Error() != want {
+		t.Fatalf("runCmd error = %v, want %q", err, want)
+	}
 }
 
 // With one of three instances answering Busy, calls that tried it first are
@@ -75,18 +96,30 @@ func TestLoadRetriesBusyInstance(t *testing.T) {
 	peers := start(t, 1)
 	busyPeer := strings.Split(peers, ",")[0]
 	out, err := runCmd(t, "load", "-peers", peers, "-n", "30")
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("runCmd: %v", err)
+	}
 	t.Log("\n" + out)
 
 	m := regexp.MustCompile(`^30 calls: (\d+) ok \((\d+) after a retry\), (\d+) failed\n`).FindStringSubmatch(out)
-	require.NotNil(t, m, out)
-	ok, retried, failed := atoi(t, m[1]), atoi(t, m[2]), atoi(t, m[3])
-	assert.Equal(t, 30, ok+failed)
-	assert.Greater(t, retried, 0, "no call was retried after Busy")
-	if failed > 0 { // retry throttling ran out of tokens: those fail Busy
-		assert.Contains(t, out, "failed BUSY: "+strconv.Itoa(failed))
+	if m == nil {
+		t.Fatalf("no summary line in the output:\n%s", out)
 	}
-	assert.Regexp(t, `peer `+regexp.QuoteMeta(busyPeer)+`: sent \d+, busy [1-9]`, out)
+	ok, retried, failed := atoi(t, m[1]), atoi(t, m[2]), atoi(t, m[3])
+	if ok+failed != 30 {
+		t.Errorf("ok+failed = %v, want %v", ok+failed, 30)
+	}
+	if retried <= 0 {
+		t.Errorf("no call was retried after Busy: got %v, want > %v", retried, 0)
+	}
+	if failed > 0 { // retry throttling ran out of tokens: those fail Busy
+		if want := "failed BUSY: " + strconv.Itoa(failed); !strings.Contains(out, want) {
+			t.Errorf("out = %q, want it to contain %q", out, want)
+		}
+	}
+	if re := regexp.MustCompile(`peer ` + regexp.QuoteMeta(busyPeer) + `: sent \d+, busy [1-9]`); !re.MatchString(out) {
+		t.Errorf("out = %q, want a match for %q", out, re)
+	}
 }
 
 // Without a service config nothing is retried: a Busy answer is the result.
@@ -94,8 +127,12 @@ func TestNoConfigNoRetries(t *testing.T) {
 	peers := start(t, 3)
 	_, err := runCmd(t, "get", "-peers", peers, "-config", "", "k")
 	var ce *channel.CallError
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, 1, ce.Attempts)
+	if !errors.As(err, &ce) {
+		t.Fatalf("runCmd error = %v, want a %T", err, ce)
+	}
+	if ce.Attempts != 1 {
+		t.Errorf("ce.Attempts = %v, want %v", ce.Attempts, 1)
+	}
 }
 
 func TestBadInput(t *testing.T) {
@@ -113,17 +150,27 @@ func TestBadInput(t *testing.T) {
 		{[]string{"load", "-n", "0", "-peers", "127.0.0.1:1"}, "-n is 0"},
 	} {
 		_, err := runCmd(t, tc.args...)
-		require.Error(t, err, "%q", tc.args)
-		assert.Contains(t, err.Error(), tc.want, "%q", tc.args)
+		if err == nil {
+			t.Fatalf("%q: runCmd succeeded, want an error", tc.args)
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %q, want it to contain %q", tc.args, err.Error(), tc.want)
+		}
 	}
 }
 
 func TestBadConfigIsRejected(t *testing.T) {
 	path := t.TempDir() + "/bad.json"
-	require.NoError(t, os.WriteFile(path, []byte(`{"methodConfig":[{"name":[{"service":"keyvalue"}],"retryPolicy":{"maxAttempts":1,"initialBackoff":"0.01s","maxBackoff":"0.1s","backoffMultiplier":2,"retryableStatusCodes":["BUSY"]}}]}`), 0o600))
+	if err := os.WriteFile(path, []byte(`{"methodConfig":[{"name":[{"service":"keyvalue"}],"retryPolicy":{"maxAttempts":1,"initialBackoff":"0.01s","maxBackoff":"0.1s","backoffMultiplier":2,"retryableStatusCodes":["BUSY"]}}]}`), 0o600); err != nil {
+		t.Fatalf("os.WriteFile: %v", err)
+	}
 	_, err := runCmd(t, "get", "-config", path, "k")
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "maxAttempts")
+	if err == nil {
+		t.Fatal("runCmd succeeded, want an error")
+	}
+	if !strings.Contains(err.Error(), "maxAttempts") {
+		t.Errorf("err.Error() = %q, want it to contain %q", err.Error(), "maxAttempts")
+	}
 }
 
 // serve runs until its context ends, then closes its instances.
@@ -142,10 +189,16 @@ func TestServeStopsWithItsContext(t *testing.T) {
 		}
 		close(lines)
 	}()
-	assert.Contains(t, testwait.Recv(t, lines, "serve's first line"), "answering Busy")
-	assert.Contains(t, testwait.Recv(t, lines, "serve's second line"), ": serving")
+	if got := testwait.Recv(t, lines, "serve's first line"); !strings.Contains(got, "answering Busy") {
+		t.Errorf("got %q, want it to contain %q", got, "answering Busy")
+	}
+	if got := testwait.Recv(t, lines, "serve's second line"); !strings.Contains(got, ": serving") {
+		t.Errorf("got %q, want it to contain %q", got, ": serving")
+	}
 	cancel()
-	require.NoError(t, testwait.Recv(t, done, "serve to return"))
+	if err := testwait.Recv(t, done, "serve to return"); err != nil {
+		t.Fatalf("testwait.Recv: %v", err)
+	}
 	w.Close() // ends the scanner
 	for range lines {
 	}
@@ -153,6 +206,8 @@ func TestServeStopsWithItsContext(t *testing.T) {
 
 func atoi(t *testing.T, s string) int {
 	n, err := strconv.Atoi(s)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("strconv.Atoi: %v", err)
+	}
 	return n
 }
