@@ -204,7 +204,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	if o.maxAttemptsCap < 1 {
 		return nil, fmt.Errorf("channel: WithMaxAttemptsCap is %d, must be >= 1", o.maxAttemptsCap)
 	}
-	buffer, err := retry.NewBuffer(o.bufTotal, o.bufPerCall)
+	buffer, err := retry.NewBuffer(retry.BufferConfig{Total: o.bufTotal, PerCall: o.bufPerCall})
 	if err != nil {
 		return nil, fmt.Errorf("channel: WithRetryBuffer: %w", err)
 	}
