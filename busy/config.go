@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/sluice-rpc/sluice/clock"
 )
 
 // Strategy says how a limit recovers at each window boundary.
@@ -28,7 +30,7 @@ func (s Strategy) String() string {
 	return fmt.Sprintf("Strategy(%d)", int(s))
 }
 
-// The defaults of the design.
+// The defaults of the design: what a zero Config field means.
 const (
 	DefaultCeiling      = 9999999
 	DefaultRecoverRate  = 3
@@ -46,84 +48,107 @@ const maxHalvingsLimit = 255
 // the design's tables print (the smallest there is about 1.5e-4).
 const minLimit = 1e-12
 
-// Config configures a Limiter. Build one from DefaultConfig and change what
-// you need; New rejects a Config that fails Validate.
+// Config configures a Limiter. Its zero value is the design's
+// configuration, and so is each zero field: set only what you change. New
+// rejects a Config that fails Validate.
 type Config struct {
-	// Strategy picks the recovery rule. Default Multiplicative.
+	// Strategy picks the recovery rule. The zero value is Multiplicative.
 	Strategy Strategy
 	// Ceiling is the initial limit and the most it can recover to, in
-	// requests per window. Default 9,999,999 ("unlimited").
+	// requests per window: a finite number >= 0, below 2^32. 0 means
+	// DefaultCeiling (9,999,999, "unlimited").
 	Ceiling float64
 	// RecoverRate is the multiplicative recovery: each window the limit
-	// grows by RecoverRate times itself. Must be > 0. Default 3 (x4 per
-	// window).
+	// grows by RecoverRate times itself. A finite number >= 0; 0 means
+	// DefaultRecoverRate (3: x4 per window).
 	RecoverRate float64
-	// RecoverValue is the constant recovery added each window. Must be > 0
-	// when Strategy is Constant. Default 200.
+	// RecoverValue is the constant recovery added each window by the
+	// Constant strategy. A finite number >= 0; 0 means DefaultRecoverValue
+	// (200).
 	RecoverValue float64
 	// MaxHalvings caps how many times one window's busy responses halve
-	// the limit. 1 to 255. Default 20.
+	// the limit: 0 to 255, where 0 means DefaultMaxHalvings (20).
 	MaxHalvings int
-	// Window is the length of a counting window. Default one second.
+	// Window is the length of a counting window, >= 0; 0 means
+	// DefaultWindow (one second).
 	Window time.Duration
 	// Disabled turns busy throttling off: the Limiter allows every
 	// request and ignores busy responses, and a pushback hint does not
 	// hold a peer. For comparisons, and for clients that throttle by
 	// other means.
 	Disabled bool
+	// Clock is the time source of the Limiter's windows; nil means
+	// clock.Real. A peer.List or a Channel times its limiters on its own
+	// clock, and refuses a Config that sets this.
+	Clock clock.Clock
 }
 
-// DefaultConfig returns the design's configuration.
-func DefaultConfig() Config {
-	return Config{
-		Strategy:     Multiplicative,
-		Ceiling:      DefaultCeiling,
-		RecoverRate:  DefaultRecoverRate,
-		RecoverValue: DefaultRecoverValue,
-		MaxHalvings:  DefaultMaxHalvings,
-		Window:       DefaultWindow,
-	}
-}
-
-// Validate reports the first field that breaks its rule.
+// Validate reports the first field that breaks its rule, naming it and
+// what it must be. Zero fields are valid: they mean the defaults.
 func (c Config) Validate() error {
-	positive := func(name string, v float64) error {
-		if !(v > 0) || math.IsInf(v, 0) {
-			return fmt.Errorf("busy: %s is %v, must be a finite number > 0", name, v)
+	nonNegative := func(name string, v float64, def float64) error {
+		if !(v >= 0) || math.IsInf(v, 0) {
+			return fmt.Errorf("busy: %s is %v, must be a finite number >= 0 (0 means the default, %v)", name, v, def)
 		}
 		return nil
 	}
-	switch c.Strategy {
-	case Multiplicative:
-		if err := positive("RecoverRate", c.RecoverRate); err != nil {
-			return err
-		}
-	case Constant:
-		if err := positive("RecoverValue", c.RecoverValue); err != nil {
-			return err
-		}
-	default:
+	if c.Strategy != Multiplicative && c.Strategy != Constant {
 		return fmt.Errorf("busy: Strategy is %v, must be Multiplicative or Constant", c.Strategy)
 	}
-	if err := positive("Ceiling", c.Ceiling); err != nil {
+	if err := nonNegative("RecoverRate", c.RecoverRate, DefaultRecoverRate); err != nil {
+		return err
+	}
+	if err := nonNegative("RecoverValue", c.RecoverValue, DefaultRecoverValue); err != nil {
+		return err
+	}
+	if err := nonNegative("Ceiling", c.Ceiling, DefaultCeiling); err != nil {
 		return err
 	}
 	if c.Ceiling >= 1<<32 {
 		return fmt.Errorf("busy: Ceiling is %v, must be < 2^32 requests per window", c.Ceiling)
 	}
-	if c.MaxHalvings < 1 || c.MaxHalvings > maxHalvingsLimit {
-		return fmt.Errorf("busy: MaxHalvings is %d, must be between 1 and %d", c.MaxHalvings, maxHalvingsLimit)
+	if c.MaxHalvings < 0 || c.MaxHalvings > maxHalvingsLimit {
+		return fmt.Errorf("busy: MaxHalvings is %d, must be between 1 and %d (0 means the default, %d)", c.MaxHalvings, maxHalvingsLimit, DefaultMaxHalvings)
 	}
-	if c.Window <= 0 {
-		return fmt.Errorf("busy: Window is %v, must be > 0", c.Window)
+	if c.Window < 0 {
+		return fmt.Errorf("busy: Window is %v, must be >= 0 (0 means the default, %v)", c.Window, DefaultWindow)
 	}
 	return nil
 }
 
+// withDefaults returns c with its zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.Ceiling == 0 {
+		c.Ceiling = DefaultCeiling
+	}
+	if c.RecoverRate == 0 {
+		c.RecoverRate = DefaultRecoverRate
+	}
+	if c.RecoverValue == 0 {
+		c.RecoverValue = DefaultRecoverValue
+	}
+	if c.MaxHalvings == 0 {
+		c.MaxHalvings = DefaultMaxHalvings
+	}
+	if c.Window == 0 {
+		c.Window = DefaultWindow
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real
+	}
+	return c
+}
+
 // Next returns the limit for the window after one in which limit was in
-// force and busy busy responses arrived. It is the whole algorithm; the
-// Limiter calls it at each window boundary.
+// force and busy busy responses arrived, zero fields of c taking their
+// defaults. It is the whole algorithm; the Limiter applies it at each
+// window boundary.
 func (c Config) Next(limit float64, busy int) float64 {
+	return c.withDefaults().next(limit, busy)
+}
+
+// next is Next on a Config whose defaults are set.
+func (c Config) next(limit float64, busy int) float64 {
 	if busy > c.MaxHalvings {
 		busy = c.MaxHalvings
 	}
@@ -137,14 +162,15 @@ func (c Config) Next(limit float64, busy int) float64 {
 }
 
 // advance returns the limit after one window with busy responses followed by
-// idle more quiet windows, without looping once the ceiling is reached.
+// idle more quiet windows, without looping once the ceiling is reached. c's
+// defaults must be set.
 func (c Config) advance(limit float64, busy int, idle int64) float64 {
-	limit = c.Next(limit, busy)
+	limit = c.next(limit, busy)
 	if c.Strategy == Constant && idle > 0 {
 		return math.Min(c.Ceiling, limit+float64(idle)*c.RecoverValue)
 	}
 	for ; idle > 0 && limit < c.Ceiling; idle-- {
-		limit = c.Next(limit, 0)
+		limit = c.next(limit, 0)
 	}
 	return limit
 }

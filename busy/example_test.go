@@ -12,7 +12,7 @@ import (
 // recover it x4 each.
 func Example() {
 	clk := clock.NewFake(time.Unix(0, 0))
-	l, err := busy.New(busy.DefaultConfig(), clk)
+	l, err := busy.New(busy.Config{Clock: clk}) // the zero Config: the design's defaults
 	if err != nil {
 		panic(err)
 	}
@@ -37,9 +37,7 @@ func Example() {
 // three requests per one-second window; the fourth waits for the next.
 func ExampleLimiter_AllowAt() {
 	start := time.Unix(0, 0)
-	cfg := busy.DefaultConfig()
-	cfg.Ceiling = 3
-	l, err := busy.New(cfg, clock.NewFake(start))
+	l, err := busy.New(busy.Config{Ceiling: 3, Clock: clock.NewFake(start)})
 	if err != nil {
 		panic(err)
 	}
@@ -59,7 +57,8 @@ func ExampleLimiter_AllowAt() {
 // Next is the whole algorithm: the limit of the next window from the limit
 // in force and the busy answers counted.
 func ExampleConfig_Next() {
-	cfg := busy.DefaultConfig()
+	var cfg busy.Config // the zero Config: the design's defaults
+
 	fmt.Println(cfg.Next(1000, 0))  // a quiet window: x4, up to the ceiling
 	fmt.Println(cfg.Next(1000, 1))  // one busy answer: x4, halved once
 	fmt.Println(cfg.Next(1000, 10)) // ten: x4 / 2^10

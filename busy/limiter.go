@@ -51,23 +51,21 @@ type Limiter struct {
 	mu sync.Mutex // serialises window rollovers
 }
 
-// New returns a Limiter whose first window starts now on clk, with the limit
-// at cfg.Ceiling. It returns an error if cfg is invalid. A nil clk means the
-// wall clock.
-func New(cfg Config, clk clock.Clock) (*Limiter, error) {
+// New returns a Limiter whose first window starts now on cfg.Clock, with
+// the limit at cfg.Ceiling, zero fields of cfg taking their defaults. It
+// returns cfg's validation error if cfg is invalid.
+func New(cfg Config) (*Limiter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if clk == nil {
-		clk = clock.Real
-	}
-	l := &Limiter{cfg: cfg, clk: clk, origin: clk.Now(), window: int64(cfg.Window)}
+	cfg = cfg.withDefaults()
+	l := &Limiter{cfg: cfg, clk: cfg.Clock, origin: cfg.Clock.Now(), window: int64(cfg.Window)}
 	l.state.Store(pack(0))
 	l.setLimit(cfg.Ceiling)
 	return l, nil
 }
 
-// Config returns the Limiter's configuration.
+// Config returns the Limiter's configuration, its defaults filled in.
 func (l *Limiter) Config() Config { return l.cfg }
 
 // Allow reports whether a request may be sent now, and if so counts it.

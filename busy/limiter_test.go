@@ -15,7 +15,8 @@ var epoch = time.Unix(1_700_000_000, 0)
 func newTestLimiter(t testing.TB, cfg Config) (*Limiter, *clock.Fake) {
 	t.Helper()
 	clk := clock.NewFake(epoch)
-	l, err := New(cfg, clk)
+	cfg.Clock = clk
+	l, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,9 +24,8 @@ func newTestLimiter(t testing.TB, cfg Config) (*Limiter, *clock.Fake) {
 }
 
 func TestNextArithmetic(t *testing.T) {
-	def := DefaultConfig()
-	constant := DefaultConfig()
-	constant.Strategy = Constant
+	def := Config{}
+	constant := Config{Strategy: Constant}
 	tests := []struct {
 		name  string
 		cfg   Config
@@ -56,7 +56,7 @@ func TestNextArithmetic(t *testing.T) {
 // The design's published table: 5000 rps with 3000 busy responses collapses
 // the limit to 38 in one window.
 func TestLimiterCollapsesThenRecoversX4PerSecond(t *testing.T) {
-	l, clk := newTestLimiter(t, DefaultConfig())
+	l, clk := newTestLimiter(t, Config{})
 	for i := 0; i < 5000; i++ {
 		if !l.Allow() {
 			t.Fatalf("request %d refused at the ceiling", i)
@@ -87,7 +87,7 @@ func TestLimiterCollapsesThenRecoversX4PerSecond(t *testing.T) {
 }
 
 func TestLimiterIdleWindowsStillRecover(t *testing.T) {
-	l, clk := newTestLimiter(t, DefaultConfig())
+	l, clk := newTestLimiter(t, Config{})
 	l.Allow()
 	for i := 0; i < 20; i++ {
 		l.RecordBusy()
@@ -107,7 +107,7 @@ func TestLimiterIdleWindowsStillRecover(t *testing.T) {
 }
 
 func TestLimiterBusyAfterIdleCountsInItsOwnWindow(t *testing.T) {
-	l, clk := newTestLimiter(t, DefaultConfig())
+	l, clk := newTestLimiter(t, Config{})
 	clk.Add(2500 * time.Millisecond) // into window 2
 	l.RecordBusy()
 	clk.Add(time.Second)
@@ -128,7 +128,7 @@ func TestLimiterBusyAfterIdleCountsInItsOwnWindow(t *testing.T) {
 }
 
 func TestLimiterClockBehindUsesCurrentWindow(t *testing.T) {
-	l, clk := newTestLimiter(t, DefaultConfig())
+	l, clk := newTestLimiter(t, Config{})
 	clk.Add(5 * time.Second)
 	l.Limit()
 	// A goroutine whose clock read happened earlier still counts now.
@@ -141,8 +141,7 @@ func TestLimiterClockBehindUsesCurrentWindow(t *testing.T) {
 }
 
 func TestLimiterConcurrentAllowsExactlyFloorLimit(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Ceiling = 1000.7
+	cfg := Config{Ceiling: 1000.7}
 	l, _ := newTestLimiter(t, cfg)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -172,36 +171,63 @@ func TestLimiterConcurrentAllowsExactlyFloorLimit(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	mod := func(f func(*Config)) Config { c := DefaultConfig(); f(&c); return c }
 	tests := []struct {
 		cfg  Config
 		want string
 	}{
-		{mod(func(c *Config) { c.RecoverRate = 0 }), "RecoverRate is 0"},
-		{mod(func(c *Config) { c.RecoverRate = -1 }), "RecoverRate is -1"},
-		{mod(func(c *Config) { c.RecoverRate = math.NaN() }), "RecoverRate is NaN"},
-		{mod(func(c *Config) { c.Strategy = Constant; c.RecoverValue = 0 }), "RecoverValue is 0"},
-		{mod(func(c *Config) { c.Strategy = 7 }), "Strategy is Strategy(7)"},
-		{mod(func(c *Config) { c.Ceiling = 0 }), "Ceiling is 0"},
-		{mod(func(c *Config) { c.Ceiling = math.Inf(1) }), "Ceiling is +Inf"},
-		{mod(func(c *Config) { c.Ceiling = 1 << 33 }), "must be < 2^32"},
-		{mod(func(c *Config) { c.MaxHalvings = 0 }), "MaxHalvings is 0"},
-		{mod(func(c *Config) { c.MaxHalvings = 256 }), "MaxHalvings is 256"},
-		{mod(func(c *Config) { c.Window = 0 }), "Window is 0s"},
+		{Config{RecoverRate: -1}, "RecoverRate is -1, must be a finite number >= 0 (0 means the default, 3)"},
+		{Config{RecoverRate: math.NaN()}, "RecoverRate is NaN"},
+		{Config{RecoverRate: math.Inf(1)}, "RecoverRate is +Inf"},
+		{Config{Strategy: Constant, RecoverValue: -200}, "RecoverValue is -200, must be a finite number >= 0 (0 means the default, 200)"},
+		{Config{Strategy: 7}, "Strategy is Strategy(7), must be Multiplicative or Constant"},
+		{Config{Ceiling: -1}, "Ceiling is -1, must be a finite number >= 0 (0 means the default, 9.999999e+06)"},
+		{Config{Ceiling: math.Inf(1)}, "Ceiling is +Inf"},
+		{Config{Ceiling: 1 << 33}, "must be < 2^32"},
+		{Config{MaxHalvings: -1}, "MaxHalvings is -1, must be between 1 and 255 (0 means the default, 20)"},
+		{Config{MaxHalvings: 256}, "MaxHalvings is 256"},
+		{Config{Window: -time.Second}, "Window is -1s, must be >= 0 (0 means the default, 1s)"},
 	}
 	for _, tt := range tests {
-		_, err := New(tt.cfg, nil)
+		_, err := New(tt.cfg)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("New(%+v) error = %v, want it to say %q", tt.cfg, err, tt.want)
 		}
 	}
-	if err := DefaultConfig().Validate(); err != nil {
-		t.Fatalf("defaults invalid: %v", err)
+}
+
+// The zero Config, and each zero field, mean the design's defaults; a
+// disabled Config needs nothing else.
+func TestZeroConfigMeansDefaults(t *testing.T) {
+	want := Config{Strategy: Multiplicative, Ceiling: DefaultCeiling, RecoverRate: DefaultRecoverRate,
+		RecoverValue: DefaultRecoverValue, MaxHalvings: DefaultMaxHalvings, Window: DefaultWindow, Clock: clock.Real}
+	for _, cfg := range []Config{{}, {Disabled: true}, {Ceiling: 50}} {
+		l, err := New(cfg)
+		if err != nil {
+			t.Fatalf("New(%+v): %v", cfg, err)
+		}
+		w := want
+		w.Disabled = cfg.Disabled
+		if cfg.Ceiling != 0 {
+			w.Ceiling = cfg.Ceiling
+		}
+		if got := l.Config(); got != w {
+			t.Errorf("New(%+v).Config() = %+v, want %+v", cfg, got, w)
+		}
+	}
+	if got, want := (Config{}).Next(1000, 1), 2000.0; got != want {
+		t.Errorf("Config{}.Next(1000, 1) = %v, want %v", got, want)
+	}
+	l, _ := newTestLimiter(t, Config{Disabled: true, Ceiling: 1})
+	for i := 0; i < 3; i++ {
+		l.RecordBusy()
+		if !l.Allow() {
+			t.Fatalf("a disabled limiter refused request %d", i)
+		}
 	}
 }
 
 func BenchmarkAllowAt(b *testing.B) {
-	l, _ := newTestLimiter(b, DefaultConfig())
+	l, _ := newTestLimiter(b, Config{})
 	now := epoch.Add(10 * time.Millisecond)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
@@ -213,8 +239,7 @@ func BenchmarkAllowAt(b *testing.B) {
 }
 
 func BenchmarkAllowRecordBusyParallel(b *testing.B) {
-	cfg := DefaultConfig()
-	l, err := New(cfg, nil) // wall clock: the production path, time.Now included
+	l, err := New(Config{}) // wall clock: the production path, time.Now included
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -233,7 +258,7 @@ func BenchmarkAllowRecordBusyParallel(b *testing.B) {
 }
 
 func BenchmarkAllowWallClock(b *testing.B) {
-	l, err := New(DefaultConfig(), nil)
+	l, err := New(Config{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -178,9 +178,8 @@ func BenchmarkCallThirdAttempt(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bc := busy.DefaultConfig()
-	bc.MaxHalvings = 1 // keep every peer open: this measures the retry path, not throttling
-	bc.RecoverRate = 1
+	// MaxHalvings 1 keeps every peer open: this measures the retry path, not throttling.
+	bc := busy.Config{MaxHalvings: 1, RecoverRate: 1}
 	c, err := New("client", WithServiceConfig(cfg), WithBusyConfig(bc))
 	if err != nil {
 		b.Fatal(err)

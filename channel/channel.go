@@ -77,7 +77,8 @@ type options struct {
 func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
 
 // WithBusyConfig sets the busy-throttling configuration of every peer.
-// Default: busy.DefaultConfig().
+// Default: the zero busy.Config, the design's defaults. Its Clock must be
+// nil: the limiters run on the Channel's clock (WithClock).
 func WithBusyConfig(c busy.Config) Option { return func(o *options) { o.busy = c } }
 
 // WithScope sets the tally scope metrics are reported to. Default: none.
@@ -174,10 +175,13 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	if serviceName == "" {
 		return nil, errors.New("channel: the service name is empty; name the service this channel serves or calls as")
 	}
-	o := options{clock: clock.Real, busy: busy.DefaultConfig(), timeout: DefaultTimeout, rand: rand.Float64,
+	o := options{clock: clock.Real, timeout: DefaultTimeout, rand: rand.Float64,
 		maxAttemptsCap: retry.MaxAttemptsCap, maxRequest: DefaultMaxRequestSize, bufTotal: retry.DefaultBufferSize, bufPerCall: retry.DefaultPerCallBufferLimit}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.busy.Clock != nil {
+		return nil, errors.New("channel: WithBusyConfig: Clock is set, must be nil: the busy limiters run on the Channel's clock (WithClock)")
 	}
 	if err := o.busy.Validate(); err != nil {
 		return nil, fmt.Errorf("channel: WithBusyConfig: %w", err)
@@ -200,7 +204,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	if o.maxAttemptsCap < 1 {
 		return nil, fmt.Errorf("channel: WithMaxAttemptsCap is %d, must be >= 1", o.maxAttemptsCap)
 	}
-	buffer, err := retry.NewBuffer(o.bufTotal, o.bufPerCall)
+	buffer, err := retry.NewBuffer(retry.BufferConfig{Total: o.bufTotal, PerCall: o.bufPerCall})
 	if err != nil {
 		return nil, fmt.Errorf("channel: WithRetryBuffer: %w", err)
 	}
@@ -229,7 +233,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	if len(o.attemptMW) > 0 {
 		c.sendAttempt = chainAttempts(o.attemptMW, sendBehindMiddleware)
 	}
-	pool, err := peer.NewPool(o.connect, o.clock, c.rec)
+	pool, err := peer.NewPool(peer.PoolConfig{Connect: o.connect, Clock: o.clock, Recorder: c.rec})
 	if err != nil {
 		return nil, fmt.Errorf("channel: WithConnectConfig: %w", err)
 	}
@@ -440,7 +444,7 @@ func (c *Channel) peerList(service string, create bool) (*peer.List, error) {
 	if l := c.services[service]; l != nil {
 		return l, nil
 	}
-	l, err := peer.NewList(service, c.o.busy, c.o.clock, c.rec, c.pool)
+	l, err := peer.NewList(peer.ListConfig{Service: service, Busy: c.o.busy, Clock: c.o.clock, Recorder: c.rec, Pool: c.pool})
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/busy"
+	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/stretchr/testify/assert"
@@ -128,7 +129,7 @@ func TestBusyPeerTrafficMovesAwayAndRecovers(t *testing.T) {
 			send(1)
 		}
 	}
-	halvings := busy.DefaultConfig().MaxHalvings
+	halvings := busy.DefaultMaxHalvings
 
 	bad.busy.Store(true)
 	sendUntil(halvings, 1000) // second 1: no limit yet, the bad peer gets its share
@@ -208,6 +209,38 @@ func TestEveryPeerBusyFailsThrottledAndSendsNothing(t *testing.T) {
 	}
 }
 
+// TestBusyThrottlingDisabled: WithBusyConfig(busy.Config{Disabled: true}),
+// every other field left zero (the defaults), makes a Channel whose calls
+// all reach a server that answers every one Busy: windows of busy answers
+// that would take an enabled limit from the ceiling to 38 and then below 1
+// (as in the test above) leave it at the ceiling.
+func TestBusyThrottlingDisabled(t *testing.T) {
+	s := startServer(t)
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	c, err := New("client", WithClock(clk), WithBusyConfig(busy.Config{Disabled: true}))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	require.NoError(t, c.AddPeer("kv", s.ch.HostPort()))
+	s.busy.Store(true)
+	const windows, perWindow = 3, 50
+	for w := 0; w < windows; w++ {
+		for i := 0; i < perWindow; i++ {
+			_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+			var ce *CallError
+			require.ErrorAs(t, err, &ce, "window %d, call %d", w, i)
+			require.Equal(t, codes.Busy, ce.Code, "window %d, call %d: %v", w, i, err)
+		}
+		clk.Add(time.Second)
+	}
+	assert.EqualValues(t, windows*perWindow, s.received.Load(), "calls that reached the server")
+	peers := c.Peers("kv")
+	require.Len(t, peers, 1)
+	assert.EqualValues(t, busy.DefaultCeiling, peers[0].Limit, "the disabled limiter's limit")
+	s.busy.Store(false)
+	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	require.NoError(t, err)
+}
+
 func TestTimeoutAndUnreachablePeer(t *testing.T) {
 	s := startServer(t)
 	c, _, _ := startClient(t, s)
@@ -270,10 +303,6 @@ func TestSheddingAnswersBusyBeforeTheHandler(t *testing.T) {
 }
 
 func TestInvalidOptionsNameTheOption(t *testing.T) {
-	badBusy := busy.DefaultConfig()
-	badBusy.MaxHalvings = 0
-	negRate := busy.DefaultConfig()
-	negRate.RecoverRate = -3
 	tests := []struct {
 		name string
 		svc  string
@@ -281,8 +310,9 @@ func TestInvalidOptionsNameTheOption(t *testing.T) {
 		want string
 	}{
 		{"empty service", "", nil, "service name is empty"},
-		{"max halvings", "c", []Option{WithBusyConfig(badBusy)}, "MaxHalvings is 0"},
-		{"negative rate", "c", []Option{WithBusyConfig(negRate)}, "RecoverRate is -3"},
+		{"max halvings", "c", []Option{WithBusyConfig(busy.Config{MaxHalvings: 256})}, "channel: WithBusyConfig: busy: MaxHalvings is 256"},
+		{"negative rate", "c", []Option{WithBusyConfig(busy.Config{RecoverRate: -3})}, "channel: WithBusyConfig: busy: RecoverRate is -3"},
+		{"busy clock", "c", []Option{WithBusyConfig(busy.Config{Clock: clock.Real})}, "channel: WithBusyConfig: Clock is set, must be nil"},
 		{"timeout", "c", []Option{WithDefaultTimeout(-time.Second)}, "WithDefaultTimeout is -1s"},
 		{"nil clock", "c", []Option{WithClock(nil)}, "WithClock is nil"},
 		{"shed negative", "c", []Option{WithShedding(ShedConfig{MaxRPS: -1})}, "MaxRPS is -1"},

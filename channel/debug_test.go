@@ -184,7 +184,7 @@ func TestDebugShowsPeersTokensAndPolicies(t *testing.T) {
 	assert.Equal(t, "READY", b.State)
 	assert.EqualValues(t, busy.DefaultCeiling, g.Limit)
 	assert.Less(t, b.Limit, g.Limit, "the busy peer's limit")
-	want := busy.DefaultConfig().Next(busy.DefaultCeiling, int(b.Busy))
+	want := busy.Config{}.Next(busy.DefaultCeiling, int(b.Busy))
 	assert.Equal(t, want, b.Limit)
 	assert.Equal(t, start.Add(time.Second), b.Window.Start)
 	assert.Zero(t, b.Window.Allowed)
@@ -309,8 +309,7 @@ func TestDebugWhileCalling(t *testing.T) {
 	  "hedgingPolicy":{"maxAttempts":2,"hedgingDelay":"0.001s","nonFatalStatusCodes":["BUSY"],
 	  "adaptiveDelay":{"quantile":0.5,"window":10,"floor":"0.001s","cap":"0.01s"}}}],
 	 "retryThrottling":{"maxTokens":10,"tokenRatio":0.5}}`
-	busyCfg := busy.DefaultConfig()
-	busyCfg.Window = 20 * time.Millisecond // many windows roll during the test
+	busyCfg := busy.Config{Window: 20 * time.Millisecond} // many windows roll during the test
 	c, err := New("client", WithServiceConfig(mustConfig(t, cfg)), WithBusyConfig(busyCfg),
 		WithLease("kv", capGate{1e6}), WithPacing("kv", PacingConfig{MaxDelay: 10 * time.Millisecond}))
 	require.NoError(t, err)

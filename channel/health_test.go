@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
@@ -464,7 +463,7 @@ func TestAttemptMovesOnWhenTheConnectionIsGone(t *testing.T) {
 	waitPeerState(t, c, a.ch.HostPort(), peer.Ready) // a false alarm: the connector made it Ready again
 
 	// A list of one: nowhere else to go.
-	solo, err := peer.NewList("solo", busy.DefaultConfig(), nil, nil, nil)
+	solo, err := peer.NewList(peer.ListConfig{Service: "solo"})
 	require.NoError(t, err)
 	only, err := solo.Add(a.ch.HostPort())
 	require.NoError(t, err)

@@ -83,7 +83,7 @@ func (c *Channel) newPacer(service string, cfg PacingConfig) (*pacer, error) {
 		return nil, fmt.Errorf("channel: PacingConfig.Pacer: %w", err)
 	}
 	s := c.rec.Scope().Tagged(map[string]string{stats.TagService: service})
-	return &pacer{cfg: cfg, pacer: p, windows: pacing.NewWindows(c.o.clock), service: service,
+	return &pacer{cfg: cfg, pacer: p, windows: pacing.NewWindows(pacing.WindowsConfig{Clock: c.o.clock}), service: service,
 		malformed: s.Counter(stats.RateLimitMalformed), held: s.Counter(stats.RateLimitHeld),
 		rejected: s.Counter(stats.RateLimitRejected), sleep: s.Timer(stats.RateLimitSleep)}, nil
 }

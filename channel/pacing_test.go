@@ -37,7 +37,7 @@ func startQuotaServer(t *testing.T, limit int, window time.Duration) *quotaServe
 	t.Helper()
 	ch, err := New("kv")
 	require.NoError(t, err)
-	quota, err := pacing.NewQuota(int64(limit), window, pacing.DimensionUser, nil)
+	quota, err := pacing.NewQuota(pacing.QuotaConfig{Limit: int64(limit), Window: window, Dimension: pacing.DimensionUser})
 	require.NoError(t, err)
 	q := &quotaServer{ch: ch, window: window, start: time.Now()}
 	require.NoError(t, ch.RegisterJSON(map[string]any{

@@ -35,7 +35,8 @@ func WithMaxAttemptsCap(n int) Option { return func(o *options) { o.maxAttemptsC
 
 // WithRetryBuffer bounds the bytes of requests held for possible retries:
 // total across all calls, and perCall for one. A call whose request does not
-// fit is sent once, unretried. Defaults retry.DefaultBufferSize and
+// fit is sent once, unretried. 0 means the default, as in
+// retry.BufferConfig: retry.DefaultBufferSize and
 // retry.DefaultPerCallBufferLimit.
 func WithRetryBuffer(total, perCall int64) Option {
 	return func(o *options) { o.bufTotal, o.bufPerCall = total, perCall }

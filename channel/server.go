@@ -416,7 +416,8 @@ type ShedConfig struct {
 	// concurrency limit that follows the handlers' measured latency (see
 	// package shed): one limit per method, so that the latencies of
 	// different methods do not mix, unless AdaptiveShared is set.
-	// shed.DefaultConfig() is a good start.
+	// &shed.Config{}, the defaults, is a good start. Its Clock must be nil:
+	// the limits run on the Channel's clock (WithClock).
 	Adaptive *shed.Config
 	// AdaptiveShared makes one adaptive limit for all the Channel's
 	// methods, for handlers that share one resource.
@@ -445,6 +446,9 @@ func (s ShedConfig) Validate() error {
 		return errors.New("channel: ShedConfig.AdaptiveShared is set without Adaptive; set Adaptive too")
 	}
 	if s.Adaptive != nil {
+		if s.Adaptive.Clock != nil {
+			return errors.New("channel: ShedConfig.Adaptive.Clock is set, must be nil: the limits run on the Channel's clock (WithClock)")
+		}
 		if err := s.Adaptive.Validate(); err != nil {
 			return fmt.Errorf("channel: ShedConfig.Adaptive: %w", err)
 		}
@@ -459,7 +463,7 @@ const healthMethod = "Meta::health"
 // shedder is a Channel's load shedding: the limits all methods share.
 type shedder struct {
 	cfg      ShedConfig
-	clk      clock.Clock
+	adaptive shed.Config // *cfg.Adaptive on the Channel's clock
 	rate     *rate.Limiter
 	inFlight *shed.Limiter // MaxInFlight, a fixed limit
 	shared   *shed.Limiter // the adaptive limit when AdaptiveShared
@@ -469,7 +473,11 @@ func newShedder(cfg ShedConfig, clk clock.Clock) (*shedder, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &shedder{cfg: cfg, clk: clk}
+	s := &shedder{cfg: cfg}
+	if cfg.Adaptive != nil {
+		s.adaptive = *cfg.Adaptive
+		s.adaptive.Clock = clk
+	}
 	if cfg.MaxRPS > 0 {
 		burst := cfg.Burst
 		if burst == 0 {
@@ -478,16 +486,14 @@ func newShedder(cfg ShedConfig, clk clock.Clock) (*shedder, error) {
 		s.rate = rate.NewLimiter(rate.Limit(cfg.MaxRPS), burst)
 	}
 	if n := cfg.MaxInFlight; n > 0 {
-		fixed := shed.DefaultConfig()
-		fixed.MinLimit, fixed.MaxLimit, fixed.InitialLimit = n, n, n
-		l, err := shed.New(fixed, clk)
+		l, err := shed.New(shed.Config{MinLimit: n, MaxLimit: n, Clock: clk})
 		if err != nil {
 			return nil, fmt.Errorf("channel: ShedConfig.MaxInFlight: %w", err)
 		}
 		s.inFlight = l
 	}
 	if cfg.AdaptiveShared {
-		l, err := shed.New(*cfg.Adaptive, clk)
+		l, err := shed.New(s.adaptive)
 		if err != nil {
 			return nil, fmt.Errorf("channel: ShedConfig.Adaptive: %w", err)
 		}
@@ -508,7 +514,7 @@ func (s *shedder) forMethod(method string) *methodShedder {
 	}
 	if s.cfg.Adaptive != nil && !s.cfg.AdaptiveShared {
 		// The config was validated when the shedder was made.
-		m.adaptive, _ = shed.New(*s.cfg.Adaptive, s.clk)
+		m.adaptive, _ = shed.New(s.adaptive)
 	}
 	return m
 }

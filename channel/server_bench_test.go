@@ -79,8 +79,7 @@ func (plainEcho) OnError(context.Context, error) {}
 // guardOn is the server-side guard with adaptive shedding, as the issue
 // measures it: one adaptive limit per method at its default config.
 func guardOn() Option {
-	cfg := shed.DefaultConfig()
-	return WithShedding(ShedConfig{Adaptive: &cfg})
+	return WithShedding(ShedConfig{Adaptive: &shed.Config{}})
 }
 
 // sluiceEchoServer starts a Sluice server of "kv" serving benchEcho as
@@ -202,7 +201,6 @@ const loadCallers = 64
 // on 2 cores, rightly (their latency is the wait for a CPU, far above the
 // no-load latency), and a Busy answer is not a served call.
 func guardOnOpen() Option {
-	cfg := shed.DefaultConfig()
-	cfg.MinLimit, cfg.InitialLimit, cfg.ProbeLimit = 4*loadCallers, 4*loadCallers, 4*loadCallers
-	return WithShedding(ShedConfig{Adaptive: &cfg})
+	n := 4 * loadCallers
+	return WithShedding(ShedConfig{Adaptive: &shed.Config{MinLimit: n, InitialLimit: n, ProbeLimit: n}})
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/retry"
@@ -103,8 +105,7 @@ func checkBusyWithPushback(t *testing.T, err error) {
 // Busy with a pushback before any handler runs.
 func TestConcurrencyLimitUnderBurst(t *testing.T) {
 	const n = 4
-	fixedN := shed.DefaultConfig()
-	fixedN.MinLimit, fixedN.MaxLimit, fixedN.InitialLimit = n, n, n
+	fixedN := shed.Config{MinLimit: n, MaxLimit: n}
 	for _, c := range []struct {
 		name string
 		cfg  ShedConfig
@@ -137,17 +138,16 @@ func TestConcurrencyLimitUnderBurst(t *testing.T) {
 // TestAdaptiveLimitStartsWithAProbe: a fresh adaptive limit admits only the
 // probe's requests; the rest of a burst is shed.
 func TestAdaptiveLimitStartsWithAProbe(t *testing.T) {
-	cfg := shed.DefaultConfig()
-	g := startGateServer(t, ShedConfig{Adaptive: &cfg})
+	g := startGateServer(t, ShedConfig{Adaptive: &shed.Config{}})
 	errs := burst(t, g.ch.HostPort(), "work", 20)
-	for i := 0; i < 20-cfg.ProbeLimit; i++ {
+	for i := 0; i < 20-shed.DefaultProbeLimit; i++ {
 		checkBusyWithPushback(t, <-errs)
 	}
 	close(g.release)
-	for i := 0; i < cfg.ProbeLimit; i++ {
+	for i := 0; i < shed.DefaultProbeLimit; i++ {
 		require.NoError(t, <-errs)
 	}
-	assert.EqualValues(t, cfg.ProbeLimit, g.most.Load())
+	assert.EqualValues(t, shed.DefaultProbeLimit, g.most.Load())
 }
 
 // TestHealthChecksAreNeverShed: with every slot taken, Meta::health still
@@ -171,20 +171,20 @@ func TestHealthChecksAreNeverShed(t *testing.T) {
 // TestAdaptiveLimitPerMethod: each method has its own limit by default, and
 // one for all with AdaptiveShared.
 func TestAdaptiveLimitPerMethod(t *testing.T) {
-	cfg := shed.DefaultConfig()
+	const probeLimit = shed.DefaultProbeLimit
 	for _, shared := range []bool{false, true} {
 		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
-			g := startGateServer(t, ShedConfig{Adaptive: &cfg, AdaptiveShared: shared}, "other")
-			a := burst(t, g.ch.HostPort(), "work", cfg.ProbeLimit)
-			testwait.Until(t, "the probe's slots taken", func() bool { return g.running.Load() == int64(cfg.ProbeLimit) })
+			g := startGateServer(t, ShedConfig{Adaptive: &shed.Config{}, AdaptiveShared: shared}, "other")
+			a := burst(t, g.ch.HostPort(), "work", probeLimit)
+			testwait.Until(t, "the probe's slots taken", func() bool { return g.running.Load() == probeLimit })
 			b := burst(t, g.ch.HostPort(), "other", 1)
 			if shared {
 				checkBusyWithPushback(t, <-b)
 			} else {
-				testwait.Until(t, "the other method running", func() bool { return g.running.Load() == int64(cfg.ProbeLimit)+1 })
+				testwait.Until(t, "the other method running", func() bool { return g.running.Load() == probeLimit+1 })
 			}
 			close(g.release)
-			for i := 0; i < cfg.ProbeLimit; i++ {
+			for i := 0; i < probeLimit; i++ {
 				require.NoError(t, <-a)
 			}
 			if !shared {
@@ -195,14 +195,13 @@ func TestAdaptiveLimitPerMethod(t *testing.T) {
 }
 
 func TestShedConfigValidate(t *testing.T) {
-	bad := shed.DefaultConfig()
-	bad.Buffer = -1
 	for _, c := range []struct {
 		cfg  ShedConfig
 		want string
 	}{
 		{ShedConfig{AdaptiveShared: true, MaxRPS: 1}, "AdaptiveShared is set without Adaptive"},
-		{ShedConfig{Adaptive: &bad}, "ShedConfig.Adaptive: shed: Buffer is -1"},
+		{ShedConfig{Adaptive: &shed.Config{Buffer: math.NaN()}}, "channel: ShedConfig.Adaptive: shed: Buffer is NaN"},
+		{ShedConfig{Adaptive: &shed.Config{Clock: clock.Real}}, "channel: ShedConfig.Adaptive.Clock is set, must be nil"},
 		{ShedConfig{}, "set MaxRPS, MaxInFlight or Adaptive"},
 	} {
 		_, err := New("kv", WithShedding(c.cfg))
@@ -223,7 +222,7 @@ func TestShedConfigValidate(t *testing.T) {
 func TestAdaptiveLimitOnARealServer(t *testing.T) {
 	const n = 8
 	d := 50 * time.Millisecond
-	ch, err := New("kv", WithShedding(ShedConfig{Adaptive: ptr(shed.DefaultConfig())}))
+	ch, err := New("kv", WithShedding(ShedConfig{Adaptive: &shed.Config{}}))
 	require.NoError(t, err)
 	t.Cleanup(ch.Close)
 	workers := make(chan struct{}, n)
@@ -286,8 +285,6 @@ func TestAdaptiveLimitOnARealServer(t *testing.T) {
 	assert.LessOrEqual(t, hi, float64(3*n), "the limit rose over three times the workers")
 	assert.Greater(t, shedN.Load(), int64(0), "nothing was shed")
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // TestPushbackRestsThePeer: a Busy answer with a pushback hint, to a client
 // with nothing else pending, keeps it off that peer for the hinted time

@@ -24,7 +24,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	windows := pacing.NewWindows(clk)
+	windows := pacing.NewWindows(pacing.WindowsConfig{Clock: clk})
 	backoff := retry.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second, Multiplier: 2}
 	const maxDelay = 5 * time.Second
 

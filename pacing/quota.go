@@ -25,20 +25,54 @@ type Quota struct {
 	used int64
 }
 
-// NewQuota returns a quota of limit requests per window, described in the
-// headers of dimension (DimensionUser for X-RateLimit-User, DimensionNone
-// for the RateLimit-* headers only). A nil clk means the wall clock.
-func NewQuota(limit int64, window time.Duration, dimension Dimension, clk clock.Clock) (*Quota, error) {
-	if limit < 1 {
-		return nil, fmt.Errorf("pacing: quota limit is %d, must be >= 1", limit)
+// QuotaConfig configures a Quota. Its zero value is the Heroku API's
+// quota, DefaultLimit requests per DefaultWindow, sent in the RateLimit-*
+// headers only, on the wall clock.
+type QuotaConfig struct {
+	// Limit is the number of requests each window allows, >= 0; 0 means
+	// DefaultLimit (4500).
+	Limit int64
+	// Window is the length of a window, >= 0; 0 means DefaultWindow (one
+	// hour). Windows start at the Quota's creation.
+	Window time.Duration
+	// Dimension names the quota in the headers: DimensionNone (the zero
+	// value) for the RateLimit-* headers only, DimensionUser for
+	// X-RateLimit-User, DimensionUserAPI for X-RateLimit-User-API.
+	Dimension Dimension
+	// Clock is the time source of the windows; nil means clock.Real.
+	Clock clock.Clock
+}
+
+// Validate reports the first field that breaks its rule, naming it and
+// what it must be. Zero fields are valid: they mean the defaults.
+func (c QuotaConfig) Validate() error {
+	switch {
+	case c.Limit < 0:
+		return fmt.Errorf("pacing: QuotaConfig.Limit is %d, must be >= 0 (0 means the default, %d)", c.Limit, DefaultLimit)
+	case c.Window < 0:
+		return fmt.Errorf("pacing: QuotaConfig.Window is %v, must be >= 0 (0 means the default, %v)", c.Window, DefaultWindow)
+	case c.Dimension > DimensionUserAPI:
+		return fmt.Errorf("pacing: QuotaConfig.Dimension is %v, must be DimensionNone, DimensionUser or DimensionUserAPI", c.Dimension)
 	}
-	if window <= 0 {
-		return nil, fmt.Errorf("pacing: quota window is %v, must be > 0", window)
+	return nil
+}
+
+// NewQuota returns the quota cfg describes, zero fields taking their
+// defaults, or cfg's validation error.
+func NewQuota(cfg QuotaConfig) (*Quota, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if clk == nil {
-		clk = clock.Real
+	if cfg.Limit == 0 {
+		cfg.Limit = DefaultLimit
 	}
-	return &Quota{limit: limit, window: window, dimension: dimension, clk: clk, start: clk.Now()}, nil
+	if cfg.Window == 0 {
+		cfg.Window = DefaultWindow
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real
+	}
+	return &Quota{limit: cfg.Limit, window: cfg.Window, dimension: cfg.Dimension, clk: cfg.Clock, start: cfg.Clock.Now()}, nil
 }
 
 // Take spends one request of the current window if any is left (ok) and

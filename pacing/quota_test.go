@@ -9,7 +9,7 @@ import (
 
 func TestQuotaWindows(t *testing.T) {
 	clk := clock.NewFake(time.Unix(0, 0))
-	q, err := NewQuota(2, time.Second, DimensionUser, clk)
+	q, err := NewQuota(QuotaConfig{Limit: 2, Window: time.Second, Dimension: DimensionUser, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,10 +35,30 @@ func TestQuotaWindows(t *testing.T) {
 	if err != nil || !got.Throttled() || got.Wait() != time.Second {
 		t.Fatalf("round trip: %+v, %v (headers %v)", got, err, h)
 	}
-	if _, err := NewQuota(0, time.Second, DimensionNone, nil); err == nil {
-		t.Fatal("a zero limit was accepted")
+}
+
+func TestQuotaConfig(t *testing.T) {
+	for _, tt := range []struct {
+		cfg  QuotaConfig
+		want string
+	}{
+		{QuotaConfig{Limit: -1}, "pacing: QuotaConfig.Limit is -1, must be >= 0 (0 means the default, 4500)"},
+		{QuotaConfig{Window: -time.Second}, "pacing: QuotaConfig.Window is -1s, must be >= 0 (0 means the default, 1h0m0s)"},
+		{QuotaConfig{Dimension: 9}, "pacing: QuotaConfig.Dimension is Dimension(9), must be DimensionNone, DimensionUser or DimensionUserAPI"},
+	} {
+		if _, err := NewQuota(tt.cfg); err == nil || err.Error() != tt.want {
+			t.Errorf("NewQuota(%+v) = %v, want %q", tt.cfg, err, tt.want)
+		}
 	}
-	if _, err := NewQuota(1, 0, DimensionNone, nil); err == nil {
-		t.Fatal("a zero window was accepted")
+	// The zero QuotaConfig: DefaultLimit requests per DefaultWindow.
+	clk := clock.NewFake(time.Unix(0, 0))
+	q, err := NewQuota(QuotaConfig{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, ok := q.Take()
+	if !ok || sig.Limit != DefaultLimit || sig.Window != DefaultWindow || sig.Remaining != DefaultLimit-1 ||
+		sig.TimeLeft != DefaultWindow || sig.Dimension != DimensionNone {
+		t.Fatalf("zero config: ok %v, %+v", ok, sig)
 	}
 }

@@ -60,7 +60,7 @@ func Delay(b retry.Backoff, n int, r float64, timeLeft, maxDelay time.Duration) 
 // so that calls to a throttled dimension are held back until its window
 // ends: Aliyun's "disable requests during throttling". A window ends at the
 // time recorded; after it, calls pass and the entry is forgotten. The zero
-// value is not usable; make one with NewWindows. It is safe for concurrent
+// Windows is not usable; make one with NewWindows. It is safe for concurrent
 // use; a call to an unthrottled key takes one short critical section and
 // does not allocate.
 type Windows struct {
@@ -72,10 +72,20 @@ type Windows struct {
 	released chan struct{}
 }
 
-// NewWindows returns an empty set of windows on clk (clock.Real in
-// production).
-func NewWindows(clk clock.Clock) *Windows {
-	return &Windows{clk: clk, m: make(map[string]time.Time), released: make(chan struct{})}
+// WindowsConfig configures a Windows. Its zero value runs on the wall
+// clock.
+type WindowsConfig struct {
+	// Clock is the time source windows are measured on; nil means
+	// clock.Real.
+	Clock clock.Clock
+}
+
+// NewWindows returns an empty set of windows configured by cfg.
+func NewWindows(cfg WindowsConfig) *Windows {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real
+	}
+	return &Windows{clk: cfg.Clock, m: make(map[string]time.Time), released: make(chan struct{})}
 }
 
 // Record notes that key is throttled until the time until. A window that

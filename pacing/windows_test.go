@@ -54,7 +54,7 @@ func TestDelay(t *testing.T) {
 
 func TestWindowsUnthrottledPassesAtOnce(t *testing.T) {
 	f := clock.NewFake(time.Now())
-	w := NewWindows(f)
+	w := NewWindows(WindowsConfig{Clock: f})
 	if err := w.Wait(context.Background(), "kv", time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestWindowsUnthrottledPassesAtOnce(t *testing.T) {
 
 func TestWindowsWaitsUntilTheWindowEnds(t *testing.T) {
 	f := clock.NewFake(time.Now())
-	w := NewWindows(f)
+	w := NewWindows(WindowsConfig{Clock: f})
 	w.Record("kv::Get", f.Now().Add(3*time.Second))
 	done := make(chan error, 1)
 	go func() { done <- w.Wait(context.Background(), "kv::Get", 5*time.Second) }()
@@ -94,7 +94,7 @@ func TestWindowsWaitsUntilTheWindowEnds(t *testing.T) {
 
 func TestWindowsFailFastPastMaxDelay(t *testing.T) {
 	f := clock.NewFake(time.Now())
-	w := NewWindows(f)
+	w := NewWindows(WindowsConfig{Clock: f})
 	w.Record("kv", f.Now().Add(30*time.Second))
 	f.Add(10 * time.Second)
 	err := w.Wait(context.Background(), "kv", 5*time.Second)
@@ -115,7 +115,7 @@ func TestWindowsFailFastPastMaxDelay(t *testing.T) {
 
 func TestWindowsFailFastPastDeadline(t *testing.T) {
 	f := clock.NewFake(time.Now())
-	w := NewWindows(f)
+	w := NewWindows(WindowsConfig{Clock: f})
 	w.Record("kv", f.Now().Add(30*time.Second))
 	ctx, cancel := context.WithDeadline(context.Background(), f.Now().Add(time.Hour+10*time.Second))
 	defer cancel()
@@ -144,7 +144,7 @@ func TestWindowsFailFastPastDeadline(t *testing.T) {
 
 func TestWindowsReleaseAndCancel(t *testing.T) {
 	f := clock.NewFake(time.Now())
-	w := NewWindows(f)
+	w := NewWindows(WindowsConfig{Clock: f})
 	w.Record("kv", f.Now().Add(time.Minute))
 	done := make(chan error, 1)
 	go func() { done <- w.Wait(context.Background(), "kv", 0) }()
@@ -169,7 +169,7 @@ func TestWindowsReleaseAndCancel(t *testing.T) {
 
 func TestWindowsRecordKeepsTheLaterEnd(t *testing.T) {
 	f := clock.NewFake(time.Now())
-	w := NewWindows(f)
+	w := NewWindows(WindowsConfig{Clock: f})
 	w.Record("kv", f.Now().Add(10*time.Second))
 	w.Record("kv", f.Now().Add(5*time.Second))
 	w.Record("kv", f.Now()) // not after now: nothing
@@ -196,7 +196,7 @@ func TestWindowsRecordKeepsTheLaterEnd(t *testing.T) {
 
 func TestWindowsRecordSignal(t *testing.T) {
 	f := clock.NewFake(time.Now())
-	w := NewWindows(f)
+	w := NewWindows(WindowsConfig{Clock: f})
 	sig, err := ParseHeaders(map[string]string{HeaderUserAPI: "Remain:0,Limit:2,Time:1000,TimeLeft:800"}, f.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -216,7 +216,7 @@ func TestWindowsRecordSignal(t *testing.T) {
 
 func TestWindowsConcurrent(t *testing.T) {
 	f := clock.NewFake(time.Now())
-	w := NewWindows(f)
+	w := NewWindows(WindowsConfig{Clock: f})
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	for i := range 32 {
@@ -257,7 +257,7 @@ func TestWindowsConcurrent(t *testing.T) {
 }
 
 func BenchmarkWindowsWaitUnthrottled(b *testing.B) {
-	w := NewWindows(clock.Real)
+	w := NewWindows(WindowsConfig{})
 	w.Record("other", time.Now().Add(time.Hour))
 	ctx := context.Background()
 	b.ReportAllocs()

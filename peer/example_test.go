@@ -15,9 +15,8 @@ import (
 // Peers an earlier attempt used are chosen last, and a peer whose limiter
 // refuses is skipped.
 func Example() {
-	cfg := busy.DefaultConfig()
-	cfg.Ceiling = 1 // one request per peer per second, to show throttling
-	l, err := peer.NewList("kv", cfg, nil, nil, nil)
+	// A ceiling of one request per peer per second, to show throttling.
+	l, err := peer.NewList(peer.ListConfig{Service: "kv", Busy: busy.Config{Ceiling: 1}})
 	if err != nil {
 		panic(err)
 	}
@@ -56,7 +55,7 @@ func ExamplePool() {
 	dead := l.Addr().String()
 	l.Close() // nothing listens there now
 
-	pool, err := peer.NewPool(peer.ConnectConfig{}, nil, nil)
+	pool, err := peer.NewPool(peer.PoolConfig{}) // the default connect timeout, backoff and health check
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -70,7 +69,7 @@ func ExamplePool() {
 	if err := pool.Start(client); err != nil {
 		log.Fatal(err)
 	}
-	list, err := peer.NewList("kv", busy.DefaultConfig(), nil, nil, pool)
+	list, err := peer.NewList(peer.ListConfig{Service: "kv", Pool: pool})
 	if err != nil {
 		log.Fatal(err)
 	}

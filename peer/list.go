@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -21,7 +22,7 @@ const scanAll = 8
 // flight keep using the peers they chose.
 type List struct {
 	service string
-	cfg     busy.Config
+	cfg     busy.Config // with Clock set to clk
 	clk     clock.Clock
 	rec     *stats.Recorder
 	pool    *Pool
@@ -30,22 +31,54 @@ type List struct {
 	peers atomic.Pointer[[]*Peer]
 }
 
-// NewList returns an empty list of service's peers. Each peer gets a busy
-// limiter configured by cfg on clock clk (nil: the wall clock), reports its
-// metrics through rec (nil: nowhere), and its connection from pool. Without
-// a pool (nil) the list manages no connections and every peer counts as
-// Ready: for simulations and tests of the choice alone.
-func NewList(service string, cfg busy.Config, clk clock.Clock, rec *stats.Recorder, pool *Pool) (*List, error) {
+// ListConfig configures a List. Its zero value is a list of an unnamed
+// service's peers with the default busy limiters, on the wall clock,
+// reporting nowhere and managing no connections.
+type ListConfig struct {
+	// Service is the name of the service whose peers the list holds; it
+	// names the peers' metrics.
+	Service string
+	// Busy configures each peer's busy limiter; the zero value means the
+	// design's defaults (see busy.Config). Its Clock must be nil: the
+	// limiters run on the List's Clock, whose readings the List passes
+	// them.
+	Busy busy.Config
+	// Clock is the time source of the List and of its peers' busy
+	// limiters; nil means clock.Real.
+	Clock clock.Clock
+	// Recorder receives the peers' metrics; nil means nowhere.
+	Recorder *stats.Recorder
+	// Pool gives the peers their connections. nil means the list manages
+	// no connections and every peer counts as Ready: for simulations and
+	// tests of the choice alone.
+	Pool *Pool
+}
+
+// Validate reports the first rule c breaks, or nil.
+func (c ListConfig) Validate() error {
+	if c.Busy.Clock != nil {
+		return errors.New("peer: ListConfig.Busy.Clock is set, must be nil: the peers' limiters run on ListConfig.Clock")
+	}
+	if err := c.Busy.Validate(); err != nil {
+		return fmt.Errorf("peer: ListConfig.Busy: %w", err)
+	}
+	return nil
+}
+
+// NewList returns an empty list of cfg.Service's peers, configured by cfg,
+// or cfg's validation error.
+func NewList(cfg ListConfig) (*List, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if clk == nil {
-		clk = clock.Real
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real
 	}
-	if rec == nil {
-		rec = stats.NewRecorder(nil)
+	if cfg.Recorder == nil {
+		cfg.Recorder = stats.NewRecorder(nil)
 	}
-	l := &List{service: service, cfg: cfg, clk: clk, rec: rec, pool: pool}
+	cfg.Busy.Clock = cfg.Clock
+	l := &List{service: cfg.Service, cfg: cfg.Busy, clk: cfg.Clock, rec: cfg.Recorder, pool: cfg.Pool}
 	l.peers.Store(&[]*Peer{})
 	return l, nil
 }
@@ -66,7 +99,7 @@ func (l *List) Add(hostPort string) (*Peer, error) {
 			return p, nil
 		}
 	}
-	lim, err := busy.New(l.cfg, l.clk)
+	lim, err := busy.New(l.cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -15,10 +15,8 @@ import (
 
 func newList(t testing.TB, ceiling float64, hostPorts ...string) (*List, *clock.Fake) {
 	t.Helper()
-	cfg := busy.DefaultConfig()
-	cfg.Ceiling = ceiling
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
-	l, err := NewList("kv", cfg, clk, nil, nil)
+	l, err := NewList(ListConfig{Service: "kv", Busy: busy.Config{Ceiling: ceiling}, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,6 +29,33 @@ func newList(t testing.TB, ceiling float64, hostPorts ...string) (*List, *clock.
 }
 
 func hp(i int) string { return fmt.Sprintf("127.0.0.1:%d", 4000+i) }
+
+// A ListConfig's busy limiters run on its own clock: one set on Busy is
+// refused, as is an invalid Busy, each error naming the field.
+func TestListConfigValidate(t *testing.T) {
+	for _, tt := range []struct {
+		cfg  ListConfig
+		want string
+	}{
+		{ListConfig{Busy: busy.Config{Clock: clock.Real}}, "peer: ListConfig.Busy.Clock is set, must be nil"},
+		{ListConfig{Busy: busy.Config{MaxHalvings: -1}}, "peer: ListConfig.Busy: busy: MaxHalvings is -1"},
+	} {
+		if _, err := NewList(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("NewList(%+v) = %v, want %q", tt.cfg, err, tt.want)
+		}
+	}
+	l, err := NewList(ListConfig{})
+	if err != nil {
+		t.Fatalf("NewList(ListConfig{}): %v", err)
+	}
+	p, err := l.Add("127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Limiter().Config().Ceiling; got != busy.DefaultCeiling {
+		t.Errorf("a zero ListConfig's limiter has ceiling %v, want %v", got, busy.DefaultCeiling)
+	}
+}
 
 func TestChooseEmptyList(t *testing.T) {
 	l, _ := newList(t, 100)
@@ -428,10 +453,8 @@ func TestPushbackHoldsThePendingLevel(t *testing.T) {
 // TestPushbackWithThrottlingDisabled: with busy throttling disabled,
 // neither halving nor pushback keeps a peer from being chosen.
 func TestPushbackWithThrottlingDisabled(t *testing.T) {
-	cfg := busy.DefaultConfig()
-	cfg.Disabled = true
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
-	l, err := NewList("kv", cfg, clk, nil, nil)
+	l, err := NewList(ListConfig{Service: "kv", Busy: busy.Config{Disabled: true}, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -154,21 +154,35 @@ type Pool struct {
 // host:port after its last peer was removed.
 const releasedHold = time.Minute
 
-// NewPool returns a Pool connecting as cfg says, timing its backoff on clk
-// (nil: the wall clock) and reporting connection metrics through rec (nil:
-// nowhere).
-func NewPool(cfg ConnectConfig, clk clock.Clock, rec *stats.Recorder) (*Pool, error) {
+// PoolConfig configures a Pool. Its zero value connects as the zero
+// ConnectConfig says, on the wall clock, reporting nowhere.
+type PoolConfig struct {
+	// Connect says how the Pool connects to peers: connect timeout,
+	// backoff and health check. The zero value means the defaults.
+	Connect ConnectConfig
+	// Clock times the connectors' backoff and health checks; nil means
+	// clock.Real.
+	Clock clock.Clock
+	// Recorder receives the connection metrics; nil means nowhere.
+	Recorder *stats.Recorder
+}
+
+// Validate reports the first rule c breaks, or nil.
+func (c PoolConfig) Validate() error { return c.Connect.Validate() }
+
+// NewPool returns a Pool configured by cfg, or cfg's validation error.
+func NewPool(cfg PoolConfig) (*Pool, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if clk == nil {
-		clk = clock.Real
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real
 	}
-	if rec == nil {
-		rec = stats.NewRecorder(nil)
+	if cfg.Recorder == nil {
+		cfg.Recorder = stats.NewRecorder(nil)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	p := &Pool{cfg: cfg.withDefaults(), clk: clk, rec: rec, rand: rand.Float64, ctx: ctx, stop: stop,
+	p := &Pool{cfg: cfg.Connect.withDefaults(), clk: cfg.Clock, rec: cfg.Recorder, rand: rand.Float64, ctx: ctx, stop: stop,
 		conns: map[string]*conn{}, released: map[string]time.Time{}}
 	ch := make(chan struct{})
 	p.changed.Store(&ch)

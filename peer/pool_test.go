@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
@@ -38,7 +37,7 @@ func newFixture(t *testing.T, cfg ConnectConfig, opts tchannel.ChannelOptions) *
 	t.Helper()
 	f := &fixture{t: t, clk: clock.NewFake(time.Unix(1_700_000_000, 0)), scope: tally.NewTestScope("", nil)}
 	rec := stats.NewRecorder(f.scope)
-	pool, err := NewPool(cfg, f.clk, rec)
+	pool, err := NewPool(PoolConfig{Connect: cfg, Clock: f.clk, Recorder: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +56,7 @@ func newFixture(t *testing.T, cfg ConnectConfig, opts tchannel.ChannelOptions) *
 	}
 	t.Cleanup(func() { pool.Close(); tch.Close() })
 	f.pool = pool
-	if f.list, err = NewList("kv", busy.DefaultConfig(), f.clk, rec, pool); err != nil {
+	if f.list, err = NewList(ListConfig{Service: "kv", Clock: f.clk, Recorder: rec, Pool: pool}); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -460,7 +459,7 @@ func TestListsShareAConnector(t *testing.T) {
 	s := startServer(t, "127.0.0.1:0")
 	hp := s.PeerInfo().HostPort
 	p := f.add(hp)
-	other, err := NewList("other", busy.DefaultConfig(), f.clk, nil, f.pool)
+	other, err := NewList(ListConfig{Service: "other", Clock: f.clk, Pool: f.pool})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -563,7 +562,7 @@ func TestConnectConfigValidate(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Validate(%+v) = %v, want %q", tt.cfg, err, tt.want)
 		}
-		if _, err := NewPool(tt.cfg, nil, nil); err == nil {
+		if _, err := NewPool(PoolConfig{Connect: tt.cfg}); err == nil {
 			t.Errorf("NewPool accepted %+v", tt.cfg)
 		}
 	}

@@ -31,13 +31,51 @@ type Buffer struct {
 	perCall int64
 }
 
-// NewBuffer returns a Buffer holding at most total bytes in all and perCall
-// bytes for any one call. Both must be > 0 and perCall <= total.
-func NewBuffer(total, perCall int64) (*Buffer, error) {
-	if total <= 0 || perCall <= 0 || perCall > total {
-		return nil, fieldError("bufferLimits", "total="+strconv.FormatInt(total, 10)+" perCall="+strconv.FormatInt(perCall, 10), "must be > 0 with perCall <= total")
+// BufferConfig configures a Buffer. Its zero value is grpc-java's limits:
+// DefaultBufferSize in all, DefaultPerCallBufferLimit per call.
+type BufferConfig struct {
+	// Total is the most bytes held across all calls, >= 0; 0 means
+	// DefaultBufferSize (16 MiB).
+	Total int64
+	// PerCall is the most bytes one call may hold, >= 0 and at most
+	// Total; 0 means DefaultPerCallBufferLimit (1 MiB), or Total if that
+	// is smaller.
+	PerCall int64
+}
+
+// Validate reports the first rule c breaks, as a *FieldError, or nil.
+// Zero fields are valid: they mean the defaults.
+func (c BufferConfig) Validate() error {
+	switch d := c.withDefaults(); {
+	case c.Total < 0:
+		return fieldError("BufferConfig.Total", strconv.FormatInt(c.Total, 10), "must be >= 0 (0 means the default, "+strconv.Itoa(DefaultBufferSize)+")")
+	case c.PerCall < 0:
+		return fieldError("BufferConfig.PerCall", strconv.FormatInt(c.PerCall, 10), "must be >= 0 (0 means the default, "+strconv.Itoa(DefaultPerCallBufferLimit)+")")
+	case d.PerCall > d.Total:
+		return fieldError("BufferConfig.PerCall", strconv.FormatInt(c.PerCall, 10), "must be at most Total ("+strconv.FormatInt(d.Total, 10)+")")
 	}
-	return &Buffer{total: total, perCall: perCall}, nil
+	return nil
+}
+
+// withDefaults returns c with its zero fields set to their defaults.
+func (c BufferConfig) withDefaults() BufferConfig {
+	if c.Total == 0 {
+		c.Total = DefaultBufferSize
+	}
+	if c.PerCall == 0 {
+		c.PerCall = min(DefaultPerCallBufferLimit, c.Total)
+	}
+	return c
+}
+
+// NewBuffer returns a Buffer with the limits of cfg, zero fields taking
+// their defaults, or cfg's validation error.
+func NewBuffer(cfg BufferConfig) (*Buffer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	return &Buffer{total: cfg.Total, perCall: cfg.PerCall}, nil
 }
 
 // Reservation is n bytes held in a Buffer. Its zero value holds nothing.

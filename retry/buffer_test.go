@@ -9,29 +9,39 @@ import (
 
 func TestNewBufferLimits(t *testing.T) {
 	for _, tt := range []struct {
-		total, perCall int64
-		ok             bool
+		cfg            BufferConfig
+		total, perCall int64  // the limits in force, when valid
+		err            string // else the error
 	}{
-		{DefaultBufferSize, DefaultPerCallBufferLimit, true},
-		{10, 10, true},
-		{10, 11, false},
-		{0, 0, false},
-		{10, 0, false},
-		{-1, -1, false},
+		{BufferConfig{}, DefaultBufferSize, DefaultPerCallBufferLimit, ""},
+		{BufferConfig{Total: 10, PerCall: 10}, 10, 10, ""},
+		{BufferConfig{Total: 10}, 10, 10, ""},
+		{BufferConfig{PerCall: 5}, DefaultBufferSize, 5, ""},
+		{BufferConfig{Total: 10, PerCall: 11}, 0, 0, "retry: BufferConfig.PerCall is 11, must be at most Total (10)"},
+		{BufferConfig{PerCall: DefaultBufferSize + 1}, 0, 0, "retry: BufferConfig.PerCall is 16777217, must be at most Total (16777216)"},
+		{BufferConfig{Total: -1}, 0, 0, "retry: BufferConfig.Total is -1, must be >= 0 (0 means the default, 16777216)"},
+		{BufferConfig{Total: 10, PerCall: -1}, 0, 0, "retry: BufferConfig.PerCall is -1, must be >= 0 (0 means the default, 1048576)"},
 	} {
-		_, err := NewBuffer(tt.total, tt.perCall)
-		if (err == nil) != tt.ok {
-			t.Errorf("NewBuffer(%d, %d) = %v, want ok %v", tt.total, tt.perCall, err, tt.ok)
+		b, err := NewBuffer(tt.cfg)
+		if tt.err != "" {
+			var fe *FieldError
+			if err == nil || err.Error() != tt.err || !errors.As(err, &fe) {
+				t.Errorf("NewBuffer(%+v) = %v, want the *FieldError %q", tt.cfg, err, tt.err)
+			}
+			continue
 		}
-		var fe *FieldError
-		if err != nil && !errors.As(err, &fe) {
-			t.Errorf("NewBuffer error %v is not a *FieldError", err)
+		if err != nil {
+			t.Errorf("NewBuffer(%+v): %v", tt.cfg, err)
+			continue
+		}
+		if b.total != tt.total || b.perCall != tt.perCall {
+			t.Errorf("NewBuffer(%+v) holds %d in all, %d per call; want %d, %d", tt.cfg, b.total, b.perCall, tt.total, tt.perCall)
 		}
 	}
 }
 
 func TestBufferReserve(t *testing.T) {
-	b, err := NewBuffer(100, 40)
+	b, err := NewBuffer(BufferConfig{Total: 100, PerCall: 40})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +98,7 @@ func TestBufferNil(t *testing.T) {
 }
 
 func TestBufferConcurrentNeverOverTotal(t *testing.T) {
-	b, _ := NewBuffer(1000, 100)
+	b, _ := NewBuffer(BufferConfig{Total: 1000, PerCall: 100})
 	var over atomic.Bool
 	var wg sync.WaitGroup
 	for g := range 20 {
@@ -114,7 +124,7 @@ func TestBufferConcurrentNeverOverTotal(t *testing.T) {
 }
 
 func BenchmarkBufferReserve(b *testing.B) {
-	buf, _ := NewBuffer(DefaultBufferSize, DefaultPerCallBufferLimit)
+	buf, _ := NewBuffer(BufferConfig{})
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

@@ -102,7 +102,7 @@ func ExampleParsePushback() {
 // A call holds its request's bytes in the channel's retry buffer while it
 // may still retry; one that does not fit is sent once, without retries.
 func ExampleBuffer() {
-	buf, err := retry.NewBuffer(1<<20, 256<<10) // 1 MiB in all, 256 KiB per call
+	buf, err := retry.NewBuffer(retry.BufferConfig{Total: 1 << 20, PerCall: 256 << 10}) // 1 MiB in all, 256 KiB per call
 	if err != nil {
 		log.Fatal(err)
 	}

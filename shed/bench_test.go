@@ -9,9 +9,7 @@ import (
 // BenchmarkAcquireRelease is the guard's cost per admitted request on the
 // wall clock: two clock reads, one atomic add each way and a short mutex.
 func BenchmarkAcquireRelease(b *testing.B) {
-	cfg := DefaultConfig()
-	cfg.ProbeSamples = 1
-	l, _ := New(cfg, clock.Real)
+	l, _ := New(Config{ProbeSamples: 1, Clock: clock.Real})
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -24,9 +22,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 
 // BenchmarkRefuse is the cost of refusing a request.
 func BenchmarkRefuse(b *testing.B) {
-	cfg := DefaultConfig()
-	cfg.MinLimit, cfg.MaxLimit, cfg.InitialLimit = 1, 1, 1
-	l, _ := New(cfg, clock.Real)
+	l, _ := New(Config{MinLimit: 1, MaxLimit: 1, Clock: clock.Real})
 	l.Acquire()
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {

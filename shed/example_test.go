@@ -12,7 +12,7 @@ import (
 // pushback. Here on a fake clock, requests taking 2 ms one at a time.
 func Example() {
 	clk := clock.NewFake(time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC))
-	lim, err := shed.New(shed.DefaultConfig(), clk)
+	lim, err := shed.New(shed.Config{Clock: clk}) // the zero Config: the defaults
 	if err != nil {
 		panic(err)
 	}
@@ -37,9 +37,7 @@ func Example() {
 
 // With the limit taken, a request is refused and told when to come back.
 func ExampleLimiter_Pushback() {
-	cfg := shed.DefaultConfig()
-	cfg.MinLimit, cfg.MaxLimit, cfg.InitialLimit = 1, 1, 1 // a fixed limit of 1
-	lim, _ := shed.New(cfg, clock.Real)
+	lim, _ := shed.New(shed.Config{MinLimit: 1, MaxLimit: 1}) // a fixed limit of 1
 	tok, _ := lim.Acquire()
 	if _, ok := lim.Acquire(); !ok {
 		fmt.Println("busy; retry after", lim.Pushback())

@@ -72,13 +72,16 @@ type Token struct {
 	probe uint32
 }
 
-// New returns a Limiter with cfg, reading time from clk. It starts by
-// probing the no-load latency, with the limit at ProbeLimit, unless the
-// limit is fixed (MinLimit == MaxLimit), when it starts at that limit.
-func New(cfg Config, clk clock.Clock) (*Limiter, error) {
+// New returns a Limiter with cfg, zero fields taking their defaults, or
+// cfg's validation error. It starts by probing the no-load latency, with
+// the limit at ProbeLimit, unless the limit is fixed (MinLimit == MaxLimit),
+// when it starts at that limit.
+func New(cfg Config) (*Limiter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
+	clk := cfg.Clock
 	now := clk.Now()
 	seed := uint64(now.UnixNano())
 	l := &Limiter{
@@ -98,7 +101,7 @@ func New(cfg Config, clk clock.Clock) (*Limiter, error) {
 	return l, nil
 }
 
-// Config returns the Limiter's configuration.
+// Config returns the Limiter's configuration, its defaults filled in.
 func (l *Limiter) Config() Config { return l.cfg }
 
 // Acquire admits a request if fewer than the limit are in flight: it

@@ -15,11 +15,11 @@ var t0 = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func newLimiter(t testing.TB, mod func(*Config)) *Limiter {
 	t.Helper()
-	cfg := DefaultConfig()
+	cfg := Config{Clock: clock.NewFake(t0)}
 	if mod != nil {
 		mod(&cfg)
 	}
-	l, err := New(cfg, clock.NewFake(t0))
+	l, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestPushback(t *testing.T) {
 }
 
 func TestProbesAgainAndFollowsTheHandler(t *testing.T) {
-	l := newLimiter(t, func(c *Config) { c.ProbeJitter = 0 })
+	l := newLimiter(t, func(c *Config) { c.ProbeJitter = -1 }) // no jitter
 	now := probe(t, l, t0, time.Millisecond)
 	// The handler becomes four times slower: the limit shrinks, then the
 	// next probe learns the new latency.
@@ -215,7 +215,7 @@ func TestProbesAgainAndFollowsTheHandler(t *testing.T) {
 }
 
 func TestSlowHandlersProbeLessOften(t *testing.T) {
-	l := newLimiter(t, func(c *Config) { c.ProbeJitter = 0 })
+	l := newLimiter(t, func(c *Config) { c.ProbeJitter = -1 }) // no jitter
 	now := probe(t, l, t0, time.Second)
 	for i := 0; i < 100; i++ {
 		now = window(t, l, now, 10, time.Second)
@@ -288,25 +288,53 @@ func TestNeverOverLimit(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	for _, c := range []struct {
-		mod  func(*Config)
+		cfg  Config
 		want string
 	}{
-		{func(c *Config) { c.MinLimit = 0 }, "MinLimit is 0, must be >= 1"},
-		{func(c *Config) { c.MaxLimit = 0 }, "MaxLimit is 0, must be >= MinLimit (1)"},
-		{func(c *Config) { c.InitialLimit = 2000 }, "InitialLimit is 2000"},
-		{func(c *Config) { c.Buffer = math.NaN() }, "Buffer is NaN"},
-		{func(c *Config) { c.Buffer = -1 }, "Buffer is -1"},
-		{func(c *Config) { c.Window = 0 }, "Window is 0s"},
-		{func(c *Config) { c.ProbeInterval = time.Millisecond }, "ProbeInterval is 1ms, must be >= Window"},
-		{func(c *Config) { c.ProbeJitter = 2 }, "ProbeJitter is 2"},
-		{func(c *Config) { c.ProbeLimit = 0 }, "ProbeLimit is 0"},
-		{func(c *Config) { c.ProbeSamples = MaxProbeSamples + 1 }, "ProbeSamples is 257"},
+		{Config{MinLimit: -1}, "shed: MinLimit is -1, must be >= 0 (0 means the default, 1)"},
+		{Config{MinLimit: 2000}, "shed: MaxLimit is 0, meaning the default 1000, below MinLimit (2000); set MaxLimit >= MinLimit"},
+		{Config{MinLimit: 10, MaxLimit: 5}, "shed: MaxLimit is 5, must be >= MinLimit (10)"},
+		{Config{InitialLimit: 2000}, "shed: InitialLimit is 2000, must be between MinLimit (1) and MaxLimit (1000)"},
+		{Config{InitialLimit: -3}, "shed: InitialLimit is -3, must be >= 0 (0 means the default, 20)"},
+		{Config{Buffer: math.NaN()}, "shed: Buffer is NaN, must be a finite number (0 means the default, 0.25; a negative value means none)"},
+		{Config{Buffer: math.Inf(1)}, "shed: Buffer is +Inf"},
+		{Config{Window: -time.Second}, "shed: Window is -1s, must be >= 0 (0 means the default, 100ms)"},
+		{Config{ProbeInterval: time.Millisecond}, "shed: ProbeInterval is 1ms, must be >= Window (100ms)"},
+		{Config{Window: 10 * time.Second}, "shed: ProbeInterval is 0, meaning the default 5s, below Window (10s); set ProbeInterval >= Window"},
+		{Config{ProbeJitter: 2}, "shed: ProbeJitter is 2, must be at most 1 (0 means the default, 0.1; a negative value means none)"},
+		{Config{ProbeJitter: math.NaN()}, "shed: ProbeJitter is NaN"},
+		{Config{ProbeLimit: -1}, "shed: ProbeLimit is -1, must be >= 0 (0 means the default, 3)"},
+		{Config{ProbeSamples: MaxProbeSamples + 1}, "shed: ProbeSamples is 257, must be between 1 and 256"},
 	} {
-		cfg := DefaultConfig()
-		c.mod(&cfg)
-		_, err := New(cfg, clock.Real)
+		_, err := New(c.cfg)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("got %v, want an error containing %q", err, c.want)
+			t.Errorf("New(%+v) = %v, want an error containing %q", c.cfg, err, c.want)
+		}
+	}
+}
+
+// The zero Config, and each zero field, mean the defaults; a default
+// InitialLimit outside the bounds set moves into them; a negative Buffer or
+// ProbeJitter means none.
+func TestZeroConfigMeansDefaults(t *testing.T) {
+	defaults := Config{InitialLimit: DefaultInitialLimit, MinLimit: DefaultMinLimit, MaxLimit: DefaultMaxLimit,
+		Buffer: DefaultBuffer, Window: DefaultWindow, ProbeInterval: DefaultProbeInterval, ProbeJitter: DefaultProbeJitter,
+		ProbeLimit: DefaultProbeLimit, ProbeSamples: DefaultProbeSamples, Clock: clock.Real}
+	with := func(f func(*Config)) Config { c := defaults; f(&c); return c }
+	for _, tt := range []struct {
+		cfg, want Config
+	}{
+		{Config{}, defaults},
+		{Config{MinLimit: 50, MaxLimit: 60}, with(func(c *Config) { c.MinLimit, c.MaxLimit, c.InitialLimit = 50, 60, 50 })},
+		{Config{MaxLimit: 8}, with(func(c *Config) { c.MaxLimit, c.InitialLimit = 8, 8 })},
+		{Config{Buffer: -1, ProbeJitter: -1}, with(func(c *Config) { c.Buffer, c.ProbeJitter = 0, 0 })},
+	} {
+		l, err := New(tt.cfg)
+		if err != nil {
+			t.Fatalf("New(%+v): %v", tt.cfg, err)
+		}
+		if got := l.Config(); got != tt.want {
+			t.Errorf("New(%+v).Config() = %+v, want %+v", tt.cfg, got, tt.want)
 		}
 	}
 }
@@ -329,7 +357,7 @@ func TestIdleLimitDoesNotDrift(t *testing.T) {
 // never finish hold every probe slot; the probe still ends after its time,
 // and requests are admitted again.
 func TestProbeEndsWhenRequestsHang(t *testing.T) {
-	l := newLimiter(t, func(c *Config) { c.ProbeJitter = 0 })
+	l := newLimiter(t, func(c *Config) { c.ProbeJitter = -1 }) // no jitter
 	now := probe(t, l, t0, time.Millisecond)
 	for i := 0; i < DefaultProbeLimit; i++ { // they never finish
 		if _, ok := l.AcquireAt(now); !ok {
@@ -358,9 +386,7 @@ func TestProbeEndsWhenRequestsHang(t *testing.T) {
 }
 
 func TestMaxLimitFitsTheAdmissionWord(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.MaxLimit = math.MaxInt32 + 1
-	if _, err := New(cfg, clock.Real); err == nil || !strings.Contains(err.Error(), "MaxLimit is 2147483648, must be at most 2147483647") {
+	if _, err := New(Config{MaxLimit: math.MaxInt32 + 1}); err == nil || !strings.Contains(err.Error(), "MaxLimit is 2147483648, must be at most 2147483647") {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -90,8 +90,7 @@ func BenchmarkThriftCallPaired(b *testing.B) {
 // guardOn is the server-side guard with adaptive shedding, as the issue
 // measures it: one adaptive limit per method at its default config.
 func guardOn() channel.Option {
-	cfg := shed.DefaultConfig()
-	return channel.WithShedding(channel.ShedConfig{Adaptive: &cfg})
+	return channel.WithShedding(channel.ShedConfig{Adaptive: &shed.Config{}})
 }
 
 // sluiceKVServer starts a Sluice Thrift server of keyvalue serving
@@ -235,7 +234,6 @@ const loadCallers = 64
 // on 2 cores, rightly (their latency is the wait for a CPU, far above the
 // no-load latency), and a Busy answer is not a served call.
 func guardOnOpen() channel.Option {
-	cfg := shed.DefaultConfig()
-	cfg.MinLimit, cfg.InitialLimit, cfg.ProbeLimit = 4*loadCallers, 4*loadCallers, 4*loadCallers
-	return channel.WithShedding(channel.ShedConfig{Adaptive: &cfg})
+	n := 4 * loadCallers
+	return channel.WithShedding(channel.ShedConfig{Adaptive: &shed.Config{MinLimit: n, InitialLimit: n, ProbeLimit: n}})
 }

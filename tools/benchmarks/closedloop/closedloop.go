@@ -198,17 +198,14 @@ func runOne(ctx context.Context, cfg Config, s Shedding, throttling bool, loadFa
 	case FixedShedding:
 		scfg.Shed = &channel.ShedConfig{MaxInFlight: cfg.FixedLimit}
 	case AdaptiveShedding:
-		a := shed.DefaultConfig()
-		scfg.Shed = &channel.ShedConfig{Adaptive: &a}
+		scfg.Shed = &channel.ShedConfig{Adaptive: &shed.Config{}}
 	}
 	servers, err := load.StartServers(1, scfg)
 	if err != nil {
 		return Row{}, err
 	}
 	defer servers.Close()
-	bc := busy.DefaultConfig()
-	bc.Disabled = !throttling
-	client, err := channel.New("closedloop-client", channel.WithBusyConfig(bc), channel.WithRetriesDisabled())
+	client, err := channel.New("closedloop-client", channel.WithBusyConfig(busy.Config{Disabled: !throttling}), channel.WithRetriesDisabled())
 	if err != nil {
 		return Row{}, err
 	}

@@ -175,9 +175,7 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		defer servers.Close()
 		hostPorts = servers.HostPorts()
 	}
-	bc := busy.DefaultConfig()
-	bc.Disabled = !*throttling
-	opts := []channel.Option{channel.WithScope(debug.scope()), channel.WithBusyConfig(bc)}
+	opts := []channel.Option{channel.WithScope(debug.scope()), channel.WithBusyConfig(busy.Config{Disabled: !*throttling})}
 	if cfg != nil {
 		opts = append(opts, channel.WithServiceConfig(cfg))
 	}
@@ -255,8 +253,7 @@ func parseShed(v string) (*channel.ShedConfig, error) {
 	case v == "none":
 		return nil, nil
 	case v == "adaptive":
-		a := shed.DefaultConfig()
-		return &channel.ShedConfig{Adaptive: &a}, nil
+		return &channel.ShedConfig{Adaptive: &shed.Config{}}, nil
 	case strings.HasPrefix(v, "fixed:"):
 		n, err := strconv.Atoi(strings.TrimPrefix(v, "fixed:"))
 		if err != nil || n < 1 {

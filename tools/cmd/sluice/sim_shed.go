@@ -107,7 +107,7 @@ func simShedCmd(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	sc := shedsim.Scenario{Model: shedsim.Model(*model), Workers: *workers, Service: *service, Steps: steps,
-		Load: *loadX, Duration: *duration, Guard: g, FixedLimit: fixed, Shed: shed.DefaultConfig(), Seed: *seed}
+		Load: *loadX, Duration: *duration, Guard: g, FixedLimit: fixed, Shed: shed.Config{}, Seed: *seed}
 	if err := sc.Validate(); err != nil {
 		return fs.usageError("%v", strings.TrimPrefix(err.Error(), "shedsim: "))
 	}

@@ -114,10 +114,12 @@ func Run(w io.Writer, cfg busy.Config, s Scenario) (Result, error) {
 	start := time.Unix(0, 0)
 	clk := clock.NewFake(start)
 	cfg.Window = time.Second
-	l, err := busy.New(cfg, clk)
+	cfg.Clock = clk
+	l, err := busy.New(cfg)
 	if err != nil {
 		return Result{}, err
 	}
+	cfg = l.Config() // zero fields filled in, for the report
 	p := printer{w: w}
 	if cfg.Strategy == busy.Constant {
 		p.printf("started with recover_value: %v\n", cfg.RecoverValue)
@@ -176,12 +178,10 @@ func Run(w io.Writer, cfg busy.Config, s Scenario) (Result, error) {
 // RunBoth runs s with the design's recover-rate limiter and then with its
 // constant recover-value limiter, as the design's program does.
 func RunBoth(w io.Writer, s Scenario) error {
-	if _, err := Run(w, busy.DefaultConfig(), s); err != nil {
+	if _, err := Run(w, busy.Config{}, s); err != nil {
 		return err
 	}
-	c := busy.DefaultConfig()
-	c.Strategy = busy.Constant
-	_, err := Run(w, c, s)
+	_, err := Run(w, busy.Config{Strategy: busy.Constant}, s)
 	return err
 }
 

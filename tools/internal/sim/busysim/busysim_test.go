@@ -42,16 +42,14 @@ func TestPresetsMatchTheDesignsTables(t *testing.T) {
 
 func TestRunReportsConvergence(t *testing.T) {
 	var buf bytes.Buffer
-	res, err := Run(&buf, busy.DefaultConfig(), Presets["steady"])
+	res, err := Run(&buf, busy.Config{}, Presets["steady"])
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !res.Converged || res.At != 17 {
 		t.Fatalf("steady recover-rate run: %+v, want converged at 17", res)
 	}
-	c := busy.DefaultConfig()
-	c.Strategy = busy.Constant
-	if res, _ := Run(&buf, c, Presets["steady"]); res.Converged {
+	if res, _ := Run(&buf, busy.Config{Strategy: busy.Constant}, Presets["steady"]); res.Converged {
 		t.Fatal("the constant strategy converged; the design says it does not")
 	}
 }
@@ -84,7 +82,7 @@ func TestScenarioValidate(t *testing.T) {
 		{RPS: 1, Busy: maxRate + 1, RPSPattern: Steady, BusyPattern: Steady},
 	}
 	for _, s := range bad {
-		if _, err := Run(&bytes.Buffer{}, busy.DefaultConfig(), s); err == nil {
+		if _, err := Run(&bytes.Buffer{}, busy.Config{}, s); err == nil {
 			t.Errorf("Run(%+v) accepted", s)
 		}
 	}
@@ -94,7 +92,7 @@ func TestScenarioValidate(t *testing.T) {
 // steady traffic because the target keeps moving.
 func TestLinearPatternsRun(t *testing.T) {
 	var buf bytes.Buffer
-	res, err := Run(&buf, busy.DefaultConfig(), Scenario{RPS: 2000, RPSPattern: LinearGrow, Busy: 500, BusyPattern: LinearDecrease})
+	res, err := Run(&buf, busy.Config{}, Scenario{RPS: 2000, RPSPattern: LinearGrow, Busy: 500, BusyPattern: LinearDecrease})
 	if err != nil {
 		t.Fatal(err)
 	}

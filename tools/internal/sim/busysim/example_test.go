@@ -15,7 +15,7 @@ import (
 // within the 30 simulated seconds.
 func Example() {
 	s := busysim.Presets["steady"]
-	cfg := busy.DefaultConfig()
+	var cfg busy.Config // the design's defaults
 	for _, strategy := range []busy.Strategy{busy.Multiplicative, busy.Constant} {
 		cfg.Strategy = strategy
 		r, err := busysim.Run(io.Discard, cfg, s) // io.Discard: skip the printed table

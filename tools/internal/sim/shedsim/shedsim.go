@@ -167,15 +167,15 @@ func Run(s Scenario) (Result, error) {
 	r := &run{s: s, rng: rand.New(rand.NewPCG(s.Seed, s.Seed^0x5eed)), service: s.Service}
 	switch s.Guard {
 	case Adaptive:
-		l, err := shed.New(s.Shed, clock.NewFake(epoch))
+		cfg := s.Shed
+		cfg.Clock = clock.NewFake(epoch)
+		l, err := shed.New(cfg)
 		if err != nil {
 			return Result{}, err
 		}
 		r.lim = l
 	case Fixed:
-		cfg := shed.DefaultConfig()
-		cfg.InitialLimit, cfg.MinLimit, cfg.MaxLimit = s.FixedLimit, s.FixedLimit, s.FixedLimit
-		l, err := shed.New(cfg, clock.NewFake(epoch))
+		l, err := shed.New(shed.Config{MinLimit: s.FixedLimit, MaxLimit: s.FixedLimit, Clock: clock.NewFake(epoch)})
 		if err != nil {
 			return Result{}, err
 		}

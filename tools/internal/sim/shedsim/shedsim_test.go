@@ -26,7 +26,7 @@ func TestPoolSettlesAndFollowsSteps(t *testing.T) {
 	for seed := uint64(1); seed <= 3; seed++ {
 		res, err := Run(Scenario{Model: Pool, Workers: n, Service: d, Load: 2, Duration: 90 * time.Second,
 			Steps: []Step{{30 * time.Second, 2 * d}, {60 * time.Second, d}},
-			Guard: Adaptive, Shed: shed.DefaultConfig(), Seed: seed})
+			Guard: Adaptive, Shed: shed.Config{}, Seed: seed})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +58,7 @@ func TestCPUBounded(t *testing.T) {
 	work := time.Millisecond
 	for _, load := range []float64{1.2, 2, 10} {
 		res, err := Run(Scenario{Model: CPU, Workers: cores, Service: work, Load: load, Duration: 60 * time.Second,
-			Guard: Adaptive, Shed: shed.DefaultConfig(), Seed: 7})
+			Guard: Adaptive, Shed: shed.Config{}, Seed: 7})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +96,7 @@ func TestNoGuardQueues(t *testing.T) {
 }
 
 func TestDeterministic(t *testing.T) {
-	s := Scenario{Model: CPU, Workers: 2, Service: time.Millisecond, Load: 3, Duration: 5 * time.Second, Guard: Adaptive, Shed: shed.DefaultConfig(), Seed: 42}
+	s := Scenario{Model: CPU, Workers: 2, Service: time.Millisecond, Load: 3, Duration: 5 * time.Second, Guard: Adaptive, Shed: shed.Config{}, Seed: 42}
 	a, err := Run(s)
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +113,7 @@ func TestDeterministic(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	ok := Scenario{Model: Pool, Workers: 8, Service: time.Millisecond, Load: 2, Duration: time.Minute, Guard: Adaptive, Shed: shed.DefaultConfig()}
+	ok := Scenario{Model: Pool, Workers: 8, Service: time.Millisecond, Load: 2, Duration: time.Minute, Guard: Adaptive, Shed: shed.Config{}}
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestValidate(t *testing.T) {
 		{"duration", func(s *Scenario) { s.Duration = 0 }, "duration is 0s"},
 		{"guard", func(s *Scenario) { s.Guard = "x" }, `guard is "x"`},
 		{"fixed", func(s *Scenario) { s.Guard = Fixed }, "fixed limit is 0"},
-		{"shed", func(s *Scenario) { s.Shed.MinLimit = 0 }, "MinLimit is 0"},
+		{"shed", func(s *Scenario) { s.Shed.MinLimit = -1 }, "MinLimit is -1"},
 		{"step order", func(s *Scenario) {
 			s.Steps = []Step{{2 * time.Second, time.Millisecond}, {time.Second, time.Millisecond}}
 		}, "step 2: at 1s"},
