@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/hedge"
 	"github.com/sluice-rpc/sluice/pacing"
 	"github.com/sluice-rpc/sluice/peer"
@@ -89,7 +90,7 @@ type methodPolicy struct {
 	bucket       *retry.Throttle // the service's, for the tokens gauge
 	m            *stats.Method
 	tokens       tally.Gauge
-	backoff      retry.Backoff // the retry policy's, for throttle-aware waits
+	backoff      backoff.Exponential // the retry policy's, for throttle-aware waits
 
 	// The service's lease gate and pacer (fixed at New) and peer list
 	// (made by the first AddPeer, never removed), kept here so that a call
@@ -102,7 +103,7 @@ type methodPolicy struct {
 
 // defaultBackoff shapes throttle-aware waits for methods without a retry
 // policy (the wait only matters to hedges there).
-var defaultBackoff = retry.Backoff{Initial: 100 * time.Millisecond, Max: 10 * time.Second, Multiplier: 2}
+var defaultBackoff = backoff.Exponential{Initial: 100 * time.Millisecond, Max: 10 * time.Second, Multiplier: 2}
 
 type methodKey struct{ service, method string }
 
