@@ -53,9 +53,11 @@
 // own lease's expiry, and with half the parent's refresh interval (the
 // design's decay factor of 0.5 per level); it refreshes at half the
 // parent's refresh interval too, at once when a new resource appears, and
-// with a capped backoff when the parent is unreachable (one failed batch
-// of resources does not stop the others; Config.OnParentError is told
-// when refreshes start failing and when they work again). Before the
+// with a capped, jittered backoff when the parent is unreachable, so that
+// the intermediates of a parent that went down do not come back to it in
+// lockstep (one failed batch of resources does not stop the others;
+// Config.OnParentError is told when refreshes start failing and when they
+// work again). Before the
 // parent's first answer for a resource it has nothing to hand out (the
 // design: a server without capacity behaves as if it had none) and asks
 // clients back within a second; but in learning mode (after it starts or

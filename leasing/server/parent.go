@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluice-rpc/sluice/backoff"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 	"github.com/sluice-rpc/sluice/leasing/internal/master"
 )
@@ -25,8 +26,9 @@ const (
 	// parentIdle is how long the refresh loop waits when it has nothing to
 	// ask for (it is woken when a resource appears or mastership changes).
 	parentIdle = 10 * time.Second
-	// parentMinBackoff is the wait after a first failed refresh, doubled
-	// per further failure up to parentMaxBackoff. It is short because the
+	// parentMinBackoff is the ceiling of the wait after a first failed
+	// refresh, doubled per further failure up to parentMaxBackoff (see
+	// parentBackoff). It is short because the
 	// intermediate's clients' leases end with its own (see applyParent):
 	// a failure is most often the parent node's mastership moving (the
 	// attempt lands before the new master knows it won, and Discovery
@@ -34,11 +36,22 @@ const (
 	// would leave clients renewing meanwhile with leases ending before
 	// their next renewal.
 	parentMinBackoff = 100 * time.Millisecond
-	// parentMaxBackoff caps the wait after failed refreshes.
+	// parentMaxBackoff caps the ceiling of the wait after failed
+	// refreshes.
 	parentMaxBackoff = 8 * time.Second
 	// parentMaxRedirects bounds the redirects one refresh follows.
 	parentMaxRedirects = 3
 )
+
+// parentBackoff is the wait after failed refreshes: parentMinBackoff
+// doubled per failure, at most parentMaxBackoff, each wait drawn from the
+// upper half of that (equal jitter). The intermediates of one parent node
+// all fail when it does; without jitter they would retry it in lockstep
+// when it comes back, every round a burst, which is the storm jitter
+// prevents. The upper half keeps a retry from coming sooner than half the
+// ceiling.
+var parentBackoff = backoff.Exponential{Initial: parentMinBackoff, Max: parentMaxBackoff, Multiplier: 2,
+	Jitter: backoff.EqualJitter}
 
 // parentLink is an intermediate server's side of its parent.
 type parentLink struct {
@@ -302,13 +315,6 @@ func (s *Server) ParentWoken() bool {
 	}
 }
 
-// backoffFor is the wait after failures failed refreshes in a row:
-// parentMinBackoff doubled per failure, at most parentMaxBackoff.
-func backoffFor(failures int) time.Duration {
-	d := parentMinBackoff << min(failures-1, 8)
-	return min(d, parentMaxBackoff)
-}
-
 // refreshParent sends one round of GetServerCapacity and applies the
 // answers; it returns how long to wait before the next.
 func (s *Server) refreshParent(ctx context.Context, failures *int) time.Duration {
@@ -353,7 +359,7 @@ func (s *Server) refreshParent(ctx context.Context, failures *int) time.Duration
 	p.mu.Unlock()
 	if err != nil {
 		*failures++
-		next = min(next, backoffFor(*failures))
+		next = min(next, parentBackoff.Delay(*failures, s.rand()))
 	} else {
 		*failures = 0
 	}

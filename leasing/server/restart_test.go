@@ -102,14 +102,36 @@ func TestRestartedIntermediateKeepsItsOldGrantUntilItEnds(t *testing.T) {
 	}
 }
 
+// startManualIntermediate starts an intermediate of cfg, its parent
+// "parent" and its address cfg.ID, whose refreshes from its parent the
+// test drives with TickParent, talking to parent in memory. It is stopped
+// when the test ends.
+func startManualIntermediate(t *testing.T, cfg Config, parent *parentConn) *Server {
+	t.Helper()
+	cfg.Parent, cfg.Address = "parent", cfg.ID
+	cfg.ManualParentRefresh = true
+	cfg.ParentDial = func(string) (pb.Conn, error) { return parent, nil }
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
 // parentConn is an in-memory parent for an intermediate: it records the
-// GetServerCapacity requests and grants capacity for every resource.
+// GetServerCapacity requests and grants capacity for every resource, or
+// answers err when it is set.
 type parentConn struct {
 	pb.CapacityClient // nil: other RPCs are not expected
 	capacity          float64
 	clk               clock.Clock
 	reqs              []*pb.GetServerCapacityRequest
 	expiry            int64 // of the leases granted; 0 means in 60 s
+	err               error
 }
 
 func (p *parentConn) Close() error { return nil }
@@ -120,6 +142,9 @@ func (p *parentConn) Discovery(context.Context, *pb.DiscoveryRequest, ...grpc.Ca
 
 func (p *parentConn) GetServerCapacity(_ context.Context, in *pb.GetServerCapacityRequest, _ ...grpc.CallOption) (*pb.GetServerCapacityResponse, error) {
 	p.reqs = append(p.reqs, in)
+	if p.err != nil {
+		return nil, p.err
+	}
 	resp := &pb.GetServerCapacityResponse{}
 	expiry := p.expiry
 	if expiry == 0 {
@@ -143,15 +168,7 @@ func (p *parentConn) GetServerCapacity(_ context.Context, in *pb.GetServerCapaci
 func TestIntermediateAsksForItsRestartedChildsOldGrant(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
 	parent := &parentConn{capacity: 100, clk: clk}
-	s, err := New(Config{Repository: testConfig(FairShare, 0), Clock: clk, Parent: "parent", ID: "region",
-		Address: "region", ManualParentRefresh: true, ParentDial: func(string) (pb.Conn, error) { return parent, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop()
+	s := startManualIntermediate(t, Config{Repository: testConfig(FairShare, 0), Clock: clk, ID: "region"}, parent)
 	ctx := context.Background()
 	a := askAsServer(t, s, "a", 100, 5, nil) // before the parent's answer
 	s.TickParent(ctx)
@@ -225,15 +242,7 @@ func TestRestartedIntermediateLearnsUntilItsFirstLeaseEnds(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
 	parent := &parentConn{capacity: 100, clk: clk, expiry: testEpoch.Unix() + 20}
 	repo := &Repository{Resources: []Template{{IdentifierGlob: "r", Algorithm: Algorithm{Kind: FairShare, LeaseLength: 60, RefreshInterval: 5}}}}
-	s, err := New(Config{Repository: repo, Clock: clk, Parent: "parent", ID: "dc", Address: "dc", ManualParentRefresh: true,
-		ParentDial: func(string) (pb.Conn, error) { return parent, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop()
+	s := startManualIntermediate(t, Config{Repository: repo, Clock: clk, ID: "dc"}, parent)
 	// A client back from before the restart claims 30; one whose lease
 	// ran out asks with none and, in learning mode, gets nothing.
 	claim := &pb.Lease{Capacity: proto.Float64(30), ExpiryTime: proto.Int64(testEpoch.Unix() + 15), RefreshInterval: proto.Int64(5)}

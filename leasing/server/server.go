@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"runtime"
@@ -60,6 +61,11 @@ type Config struct {
 	Repository *Repository
 	// Clock is the time source; nil means the wall clock.
 	Clock clock.Clock
+	// Rand draws the jitter of the backoffs after failed refreshes from
+	// the parent and failed elections; nil means math/rand/v2's global
+	// source. A simulation passes a seeded one to be reproducible. The
+	// server draws from it under a lock of its own.
+	Rand *rand.Rand
 	// Scope receives the server's metrics; nil means tally.NoopScope.
 	Scope tally.Scope
 	// Address is the address the server advertises as master in Discovery
@@ -236,6 +242,7 @@ type Server struct {
 	pb.UnimplementedCapacityServer
 
 	clock   clock.Clock
+	rand    func() float64 // uniform in [0, 1), for backoff jitter; safe for concurrent use
 	scope   tally.Scope
 	started time.Time
 	// masterSince is when the server last became master (its start when
@@ -347,6 +354,15 @@ func New(cfg Config) (*Server, error) {
 	s.bulk = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1))
 	if s.clock == nil {
 		s.clock = clock.Real
+	}
+	s.rand = rand.Float64
+	if r := cfg.Rand; r != nil {
+		var mu sync.Mutex
+		s.rand = func() float64 {
+			mu.Lock()
+			defer mu.Unlock()
+			return r.Float64()
+		}
 	}
 	if s.scope == nil {
 		s.scope = tally.NoopScope

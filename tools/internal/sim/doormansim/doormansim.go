@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -436,7 +437,13 @@ func (s *sim) mishapGap() time.Duration {
 
 // start starts (or restarts) a server process, empty.
 func (s *sim) start(sv *srv) error {
-	cfg := server.Config{Clock: s.clk, Address: sv.addr}
+	// A stream of its own per server process (servers that fail together
+	// must not draw their backoffs alike), fixed by the seed, the server
+	// and when it starts, so that runs replay.
+	h := fnv.New64a()
+	h.Write([]byte(sv.addr))
+	stream := h.Sum64() ^ uint64(s.clk.Now().UnixNano())
+	cfg := server.Config{Clock: s.clk, Address: sv.addr, Rand: rand.New(rand.NewPCG(s.sc.Seed^0x6a09e667f3bcc908, stream))}
 	if sv.n.parent == nil {
 		cfg.Repository = s.repo
 		cfg.Election = sv.election
