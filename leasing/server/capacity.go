@@ -225,6 +225,42 @@ func (s *Server) decide(r *resource, client string, src netip.Addr, d *demand, n
 	if !learning {
 		s.clean(r, sec)
 	}
+	i, prev := s.record(r, client, src, d, now, g)
+	tm := s.leaseTerms(r, sec)
+	var gets float64
+	switch {
+	case tm.tmpl == nil:
+		s.unmatched.Inc(1)
+		gets = d.wants
+	case learning:
+		gets = s.echo(r, i, d, tm)
+	default:
+		gets = s.share(r, i, d, prev, tm, sec)
+	}
+	f, floored := r.setHeld(i, d, prev, tm, gets, sec)
+	expiry, length := leaseEnd(d, tm, f, floored, sec)
+	if sl := &r.tab.slots[i]; !prev.known || sl.expiry != expiry || sl.length != int32(length) {
+		r.tab.unlink(i)
+		r.tab.link(i, expiry, length)
+	}
+	r.updateGauges()
+	*out = r.decision(tm, gets, expiry)
+	return true
+}
+
+// before is what a resource counted for a client's lease when its
+// request came.
+type before struct {
+	known  bool    // the client held a lease of the resource
+	weight float64 // its subclients (0 when not known)
+	has    float64 // what it held
+	expiry int64   // when its lease ends
+}
+
+// record enters d in r's table (r.mu held) as client's demand: a new
+// lease, or new wants or subclients for its lease. It returns the
+// client's slot and what the table counted for it before.
+func (s *Server) record(r *resource, client string, src netip.Addr, d *demand, now time.Time, g *grant) (int32, before) {
 	t := &r.tab
 	i, known := r.leases[client]
 	var prevWeight float64
@@ -247,82 +283,116 @@ func (s *Server) decide(r *resource, client string, src netip.Addr, d *demand, n
 	sl.priority = d.priority
 	sl.lastRequest = now.UnixNano()
 	sl.ent.last.Store(sl.lastRequest) // the client table's eviction order
+	return i, before{known: known, weight: prevWeight, has: sl.has, expiry: sl.expiry}
+}
 
-	tmpl := r.tmpl
-	leaseLength, refresh := leaseParams(tmpl)
-	var capacity float64
-	lastExpiry := int64(math.MaxInt64)
-	if tmpl != nil {
-		capacity = tmpl.Capacity
+// terms are what one resource's leases are made of at one moment.
+type terms struct {
+	tmpl     *Template // nil: no template matched
+	capacity float64   // to divide between the clients
+	// leaseLength and refresh are the lease length and refresh interval
+	// handed out, in seconds.
+	leaseLength, refresh int64
+	// lastExpiry is the latest expiry a lease may have: an
+	// intermediate's own lease's (math.MaxInt64 for a root).
+	lastExpiry int64
+}
+
+// leaseTerms returns r's lease terms at sec (r.mu held): its template's,
+// or for an intermediate what its parent leased it (see fromParent).
+func (s *Server) leaseTerms(r *resource, sec int64) terms {
+	tm := terms{tmpl: r.tmpl, lastExpiry: math.MaxInt64}
+	tm.leaseLength, tm.refresh = leaseParams(tm.tmpl)
+	if tm.tmpl != nil {
+		tm.capacity = tm.tmpl.Capacity
 		if s.parent != nil {
-			capacity, leaseLength, refresh, lastExpiry = r.fromParent(sec)
+			tm.capacity, tm.leaseLength, tm.refresh, tm.lastExpiry = r.fromParent(sec)
 		}
 	}
-	prevHas, prevExpiry := sl.has, sl.expiry
-	var gets float64
-	switch {
-	case tmpl == nil:
-		s.unmatched.Inc(1)
-		gets = d.wants
-	case learning:
-		if d.has != nil {
-			// Echo what the client says it has, but never more than the
-			// capacity left (or a nonsense value): one client claiming 1e308
-			// would otherwise starve every other until its lease expires.
-			// An intermediate its parent has not answered yet knows no
-			// capacity to cap claims at: it echoes them, and its first
-			// request to the parent says it has their sum, which the parent
-			// counts (see parentRequest).
-			gets = d.has.GetCapacity()
-			if k := tmpl.Algorithm.Kind; (k == ProportionalShare || k == FairShare) && !(s.parent != nil && r.parentExpiry == 0) {
-				_, _, held := t.totals()
-				gets = math.Min(gets, math.Max(0, capacity-(held-sl.has)))
-			}
-		}
-	default:
-		if !r.sharesValid || r.sharesCapacity != capacity {
-			r.shares = t.computeShares(tmpl.Algorithm.Kind, capacity)
-			r.sharesValid, r.sharesCapacity = true, capacity
-		}
-		gets = r.shares.target(d.wants, d.weight)
-		if k := tmpl.Algorithm.Kind; k == ProportionalShare || k == FairShare {
-			_, _, held := t.totals()
-			gets = math.Max(0, math.Min(gets, capacity-(held-sl.has)))
-		}
-		if d.server && known && reconstructed(d.has) && prevExpiry > sec {
-			// The server has lost track of our grant: it restarted (or a
-			// new master took over its node) and knows only the clients
-			// that have come back to it so far; its wants, subclients
-			// and has are theirs. Its other clients keep the leases of
-			// our last grant until that grant ends: until then grant and
-			// count it at least what we counted for it, and its
-			// subclients as before (see parentRequest), so that neither
-			// it nor we hand that part out twice. (A server that merely
-			// lost an answer repeats a lease we granted, and the claim
-			// rule below covers it.)
-			t.raiseFloor(i, floor{prevHas, prevWeight, prevExpiry}, sec)
-		}
-		if f, ok := t.floor(i, sec); ok {
-			_, _, held := t.totals()
-			gets = math.Max(gets, math.Min(f.amount, capacity-(held-sl.has)))
-		}
+	return tm
+}
+
+// echo returns what slot i of r gets in learning mode (r.mu held): what
+// the client says it has, or nothing when it says nothing.
+func (s *Server) echo(r *resource, i int32, d *demand, tm terms) float64 {
+	if d.has == nil {
+		return 0
 	}
+	// Echo what the client says it has, but never more than the capacity
+	// left (or a nonsense value): one client claiming 1e308 would
+	// otherwise starve every other until its lease expires. An
+	// intermediate its parent has not answered yet knows no capacity to
+	// cap claims at: it echoes them, and its first request to the parent
+	// says it has their sum, which the parent counts (see parentRequest).
+	gets := d.has.GetCapacity()
+	if k := tm.tmpl.Algorithm.Kind; (k == ProportionalShare || k == FairShare) && !(s.parent != nil && r.parentExpiry == 0) {
+		_, _, held := r.tab.totals()
+		gets = math.Min(gets, math.Max(0, tm.capacity-(held-r.tab.slots[i].has)))
+	}
+	return gets
+}
+
+// share returns what slot i of r gets from the algorithm (r.mu held):
+// its share of the capacity, within what the other clients' leases leave
+// for ProportionalShare and FairShare, and at least its floor while it
+// has one. A server asking again after losing track of our grant to it
+// gets a floor here.
+func (s *Server) share(r *resource, i int32, d *demand, prev before, tm terms, sec int64) float64 {
+	t := &r.tab
+	if !r.sharesValid || r.sharesCapacity != tm.capacity {
+		r.shares = t.computeShares(tm.tmpl.Algorithm.Kind, tm.capacity)
+		r.sharesValid, r.sharesCapacity = true, tm.capacity
+	}
+	gets := r.shares.target(d.wants, d.weight)
+	if k := tm.tmpl.Algorithm.Kind; k == ProportionalShare || k == FairShare {
+		_, _, held := t.totals()
+		gets = math.Max(0, math.Min(gets, tm.capacity-(held-t.slots[i].has)))
+	}
+	if d.server && prev.known && reconstructed(d.has) && prev.expiry > sec {
+		// The server has lost track of our grant: it restarted (or a
+		// new master took over its node) and knows only the clients
+		// that have come back to it so far; its wants, subclients
+		// and has are theirs. Its other clients keep the leases of
+		// our last grant until that grant ends: until then grant and
+		// count it at least what we counted for it, and its
+		// subclients as before (see parentRequest), so that neither
+		// it nor we hand that part out twice. (A server that merely
+		// lost an answer repeats a lease we granted, and the claim
+		// rule below covers it.)
+		t.raiseFloor(i, floor{prev.has, prev.weight, prev.expiry}, sec)
+	}
+	if f, ok := t.floor(i, sec); ok {
+		_, _, held := t.totals()
+		gets = math.Max(gets, math.Min(f.amount, tm.capacity-(held-t.slots[i].has)))
+	}
+	return gets
+}
+
+// setHeld records what slot i of r, granted gets, counts as held (r.mu
+// held), and returns its floor, if it has one.
+func (r *resource) setHeld(i int32, d *demand, prev before, tm terms, gets float64, sec int64) (floor, bool) {
+	t := &r.tab
 	held := gets
-	if d.server && known && d.has != nil && tmpl != nil {
+	if d.server && prev.known && d.has != nil && tm.tmpl != nil {
 		// A server's clients keep the leases of its old grant until they
 		// renew: what it says it has handed out (never more than it was
 		// granted) stays counted until it says less.
-		held = math.Max(gets, math.Min(d.has.GetCapacity(), prevHas))
+		held = math.Max(gets, math.Min(d.has.GetCapacity(), prev.has))
 	}
 	f, floored := t.floor(i, sec)
 	if floored {
 		held = math.Max(held, f.amount)
 	}
 	t.setHas(i, held)
-	sl = &t.slots[i]
-	// An intermediate never leases beyond its own lease: its clients'
-	// leases end with it.
-	expiry, length := sec+leaseLength, leaseLength
+	return f, floored
+}
+
+// leaseEnd returns the expiry of the lease granted for d at sec, and the
+// length of the expiry list it goes in. An intermediate never leases
+// beyond its own lease: its clients' leases end with it.
+func leaseEnd(d *demand, tm terms, f floor, floored bool, sec int64) (expiry, length int64) {
+	expiry, length = sec+tm.leaseLength, tm.leaseLength
+	lastExpiry := tm.lastExpiry
 	if reconstructed(d.has) && floored && f.until < lastExpiry {
 		// The first answer to a restarted server ends with our last
 		// grant to it before: its clients' leases from before the restart
@@ -338,23 +408,24 @@ func (s *Server) decide(r *resource, client string, src netip.Addr, d *demand, n
 		// many, and finding one costly).
 		expiry, length = lastExpiry, cutLength
 	}
-	if !known || sl.expiry != expiry || sl.length != int32(length) {
-		t.unlink(i)
-		t.link(i, expiry, length)
-	}
-	r.updateGauges()
+	return expiry, length
+}
 
-	*out = decision{tmpl: tmpl, capacity: gets, expiry: expiry, refresh: refresh}
-	if tmpl != nil {
+// decision returns the lease granted: gets until expiry, with the
+// resource's safe capacity (its template's, or the capacity per
+// subclient), none when no template matched (r.mu held).
+func (r *resource) decision(tm terms, gets float64, expiry int64) decision {
+	out := decision{tmpl: tm.tmpl, capacity: gets, expiry: expiry, refresh: tm.refresh}
+	if tm.tmpl != nil {
 		out.hasSafe = true
-		if tmpl.SafeCapacity != nil {
-			out.safe = *tmpl.SafeCapacity
+		if tm.tmpl.SafeCapacity != nil {
+			out.safe = *tm.tmpl.SafeCapacity
 		} else {
-			_, weight, _ := t.totals()
-			out.safe = capacity / weight
+			_, weight, _ := r.tab.totals()
+			out.safe = tm.capacity / weight
 		}
 	}
-	return true
+	return out
 }
 
 // reconstructed reports whether has, in a server's request, is the

@@ -75,15 +75,15 @@
 // Shortfall. When the root cuts an intermediate's lease, the
 // intermediate's clients keep their leases until they renew: in the
 // design, the capacity the root takes back may meanwhile be granted to
-// another server, and the clients' total overshoots the capacity (its
-// simulation: up to 6%). A Sluice intermediate says in has what it has
-// handed out, when that is more than its lease, and a Sluice root keeps
-// counting that claim (never more than it granted the intermediate
+// another server, and the clients' total overshoots the capacity (as the
+// design's own simulation shows). A Sluice intermediate says in has what
+// it has handed out, when that is more than its lease, and a Sluice root
+// keeps counting that claim (never more than it granted the intermediate
 // before) as held until the intermediate says less. The capacity taken
 // back is granted elsewhere only once the first intermediate's clients
 // have renewed, at the cost of up to one more client and intermediate
-// refresh before the new split. An original intermediate sends no has
-// and is served as the design says.
+// refresh before the new split. An original intermediate sends no has and
+// is served as the design says.
 //
 // # Compatibility with the original
 //
@@ -137,8 +137,8 @@
 //     grant; the restarted server ends learning mode with that first
 //     lease. The original hands the part held by the clients still away
 //     to other servers at once, and the clients' total overshoots
-//     capacity (106.05% in the design's simulation; see sluice sim
-//     doorman); its servers ignore the mark (they read has.capacity only).
+//     capacity (see sluice sim doorman and tools/benchmarks/README.md);
+//     its servers ignore the mark (they read has.capacity only).
 //   - Server tree: a Sluice intermediate hands its clients half its
 //     parent's refresh interval and refreshes at half of it, as the design
 //     says (the original's intermediate passes the parent's interval on

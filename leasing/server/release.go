@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"fmt"
 
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 )
@@ -15,19 +14,10 @@ func (s *Server) ReleaseCapacity(_ context.Context, req *pb.ReleaseCapacityReque
 	if m := s.redirect(); m != nil {
 		return &pb.ReleaseCapacityResponse{Mastership: m}, nil
 	}
-	client := req.GetClientId()
-	if err := s.checkID("client_id", client); err != nil {
+	if err := s.validateReleaseCapacity(req); err != nil {
 		return nil, s.invalidArgument("ReleaseCapacity", err)
 	}
-	ids := req.GetResourceId()
-	if n := len(ids); n > s.maxRes {
-		return nil, s.invalidArgument("ReleaseCapacity", fmt.Errorf("request names %d resources, more than the limit of %d", n, s.maxRes))
-	}
-	for i, id := range ids {
-		if len(id) > s.maxID {
-			return nil, s.invalidArgument("ReleaseCapacity", fmt.Errorf("resource_id[%d] is %d bytes long, longer than the limit of %d", i, len(id), s.maxID))
-		}
-	}
+	client, ids := req.GetClientId(), req.GetResourceId()
 	s.epochMu.RLock()
 	defer s.epochMu.RUnlock()
 	if m := s.redirect(); m != nil {

@@ -41,11 +41,10 @@ func askAsServer(t *testing.T, s *Server, id string, wants float64, subclients i
 // the parent granted. Its other clients still hold leases of that grant
 // until it ends. The parent grants and counts the restarted server at
 // least its old grant until then, so that it hands that part to no one
-// else; afterwards the split follows the wants again. Before, the parent
-// gave the restarted server its small fair share and its sibling the rest
-// at once: in the convergence simulation (sluice sim doorman --scenario
-// tree-mishaps) every seed overshot capacity by 3.6-6.5% after such a
-// restart.
+// else; afterwards the split follows the wants again. Were the restarted
+// server given its small fair share at once and its sibling the rest, the
+// clients' total would overshoot capacity until the old leases ended (see
+// sluice sim doorman --scenario tree-mishaps).
 func TestRestartedIntermediateKeepsItsOldGrantUntilItEnds(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
 	s := newTestServer(t, testConfig(FairShare, 100), clk)
@@ -162,9 +161,7 @@ func (p *parentConn) GetServerCapacity(_ context.Context, in *pb.GetServerCapaci
 // An intermediate whose child server restarted asks its own parent on the
 // child's behalf for the child's old grant and subclients while the floor
 // lasts: otherwise the parent, seeing fewer wants and subclients, cuts the
-// intermediate's grant and its other children pay for the restart (in
-// sluice sim doorman, a datacentre's restart took its region's total from
-// 500 to 400 for a few seconds).
+// intermediate's grant and its other children pay for the restart.
 func TestIntermediateAsksForItsRestartedChildsOldGrant(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
 	parent := &parentConn{capacity: 100, clk: clk}
@@ -235,9 +232,8 @@ func TestLostAnswerIsNoRestart(t *testing.T) {
 // A restarted intermediate ends its learning mode with the first lease
 // its parent grants it, which a Sluice parent ends with its grant before
 // the restart (when the leases handed out of it have ended), rather than
-// a whole lease length after the restart: in sluice sim doorman's
-// tree-mishaps, a datacentre's restart then unsettles the tree for 60 s
-// instead of 91.
+// a whole lease length after the restart, so that the tree settles as
+// soon as the leases of before the restart have ended.
 func TestRestartedIntermediateLearnsUntilItsFirstLeaseEnds(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
 	parent := &parentConn{capacity: 100, clk: clk, expiry: testEpoch.Unix() + 20}

@@ -133,6 +133,27 @@ func (s *Server) validateGetServerCapacity(req *pb.GetServerCapacityRequest) ([]
 	return ds, nil
 }
 
+// validateReleaseCapacity checks a release: a valid client id, no more
+// resources than the limit, none of them too long (empty ones are
+// ignored; see ReleaseCapacity).
+func (s *Server) validateReleaseCapacity(req *pb.ReleaseCapacityRequest) error {
+	if err := s.checkID("client_id", req.GetClientId()); err != nil {
+		return err
+	}
+	ids := req.GetResourceId()
+	if n := len(ids); n > s.maxRes {
+		return fmt.Errorf("request names %d resources, more than the limit of %d", n, s.maxRes)
+	}
+	for i, id := range ids {
+		if len(id) > s.maxID {
+			return fmt.Errorf("resource_id[%d] is %d bytes long, longer than the limit of %d", i, len(id), s.maxID)
+		}
+	}
+	return nil
+}
+
+// invalidArgument counts an invalid request and returns its answer:
+// codes.InvalidArgument, naming the RPC and what is wrong.
 func (s *Server) invalidArgument(rpc string, err error) error {
 	s.invalid.Inc(1)
 	return status.Errorf(codes.InvalidArgument, "doorman server: %s: %v", rpc, err)
