@@ -180,12 +180,13 @@ func (s *Server) Stop() {
 	s.stopped = true
 	g := s.grpc
 	bg := s.bgStop
+	manual := s.parent != nil && s.parent.manual
 	s.mu.Unlock()
 	if bg != nil {
 		bg()
 		s.bgDone.Wait()
 	}
-	if s.parent != nil && s.parent.manual {
+	if manual {
 		s.stopParent()
 	}
 	if g != nil {

@@ -552,7 +552,7 @@ func TestTickBacksOffAfterAFailure(t *testing.T) {
 				ceiling := min(parentMinBackoff<<(n-1), parentMaxBackoff)
 				sent := len(parent.reqs)
 				now := clk.Now()
-				next := s.TickParent(ctx)
+				next := s.tickParent(ctx)
 				if len(parent.reqs) == sent {
 					t.Fatalf("failure %d: the tick sent nothing", n)
 				}
@@ -561,7 +561,7 @@ func TestTickBacksOffAfterAFailure(t *testing.T) {
 				}
 				sent = len(parent.reqs)
 				clk.Add(next.Sub(now) / 2)
-				if again := s.TickParent(ctx); !again.Equal(next) || len(parent.reqs) != sent {
+				if again := s.tickParent(ctx); !again.Equal(next) || len(parent.reqs) != sent {
 					t.Fatalf("failure %d: woken during the backoff, the tick sent %d requests and waits until %v, want none and %v",
 						n, len(parent.reqs)-sent, again, next)
 				}

@@ -103,15 +103,17 @@ func TestRestartedIntermediateKeepsItsOldGrantUntilItEnds(t *testing.T) {
 
 // startManualIntermediate starts an intermediate of cfg, its parent
 // "parent" and its address cfg.ID, whose refreshes from its parent the
-// test drives with TickParent, talking to parent in memory. It is stopped
+// test drives with tickParent (as a simulator does through
+// serverhook.DriveParent), talking to parent in memory. It is stopped
 // when the test ends.
 func startManualIntermediate(t *testing.T, cfg Config, parent *parentConn) *Server {
 	t.Helper()
 	cfg.Parent, cfg.Address = "parent", cfg.ID
-	cfg.ManualParentRefresh = true
-	cfg.ParentDial = func(string) (pb.Conn, error) { return parent, nil }
 	s, err := New(cfg)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.driveParent(func(string) (pb.Conn, error) { return parent, nil }); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Start(); err != nil {
@@ -168,12 +170,12 @@ func TestIntermediateAsksForItsRestartedChildsOldGrant(t *testing.T) {
 	s := startManualIntermediate(t, Config{Repository: testConfig(FairShare, 0), Clock: clk, ID: "region"}, parent)
 	ctx := context.Background()
 	a := askAsServer(t, s, "a", 100, 5, nil) // before the parent's answer
-	s.TickParent(ctx)
+	s.tickParent(ctx)
 	a = askAsServer(t, s, "a", 100, 5, a)
 	b := askAsServer(t, s, "b", 100, 5, nil)
 	for range 3 {
 		clk.Add(time.Second)
-		s.TickParent(ctx)
+		s.tickParent(ctx)
 		a = askAsServer(t, s, "a", 100, 5, &pb.Lease{Capacity: proto.Float64(a.GetCapacity()), ExpiryTime: a.ExpiryTime, RefreshInterval: a.RefreshInterval})
 		b = askAsServer(t, s, "b", 100, 5, &pb.Lease{Capacity: proto.Float64(b.GetCapacity()), ExpiryTime: b.ExpiryTime, RefreshInterval: b.RefreshInterval})
 	}
@@ -187,7 +189,7 @@ func TestIntermediateAsksForItsRestartedChildsOldGrant(t *testing.T) {
 	if got := askAsServer(t, s, "a", 14, 1, claim).GetCapacity(); got != 50 {
 		t.Fatalf("restarted a granted %v, want its old 50", got)
 	}
-	s.TickParent(ctx)
+	s.tickParent(ctx)
 	last := parent.reqs[len(parent.reqs)-1].GetResource()[0].GetWants()
 	var wants float64
 	var subclients int64
@@ -245,13 +247,13 @@ func TestRestartedIntermediateLearnsUntilItsFirstLeaseEnds(t *testing.T) {
 	if got := leaseFor(t, s, "c1", 50, claim).GetCapacity(); got != 30 {
 		t.Fatalf("c1 claiming 30 got %v in learning mode, want its claim", got)
 	}
-	s.TickParent(context.Background()) // the parent grants 100 until epoch+20
+	s.tickParent(context.Background()) // the parent grants 100 until epoch+20
 	if got := ask(t, s, "c2", 50); got != 0 {
 		t.Fatalf("c2 got %v while learning, want 0", got)
 	}
 	clk.Add(20 * time.Second)
 	parent.expiry = 0
-	s.TickParent(context.Background())
+	s.tickParent(context.Background())
 	if got := ask(t, s, "c2", 50); got != 50 {
 		t.Errorf("c2 got %v after the first lease ended, want 50: learning mode is over", got)
 	}

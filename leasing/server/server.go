@@ -138,10 +138,6 @@ type Config struct {
 	Parent string
 	// ParentDialOptions are used to dial the parent; nil means plaintext.
 	ParentDialOptions []grpc.DialOption
-	// ParentDial, if set, opens the connections to the parent node's
-	// servers instead of gRPC (ParentDialOptions are then unused): an
-	// in-process transport for simulations and tests.
-	ParentDial func(addr string) (pb.Conn, error)
 	// ID is the server_id presented to the parent; empty means the
 	// advertised address. Required when Election is set too: the servers
 	// of an elected intermediate node must all present the parent one
@@ -153,10 +149,6 @@ type Config struct {
 	// ParentRPCTimeout bounds each RPC to the parent (0 means
 	// DefaultParentRPCTimeout).
 	ParentRPCTimeout time.Duration
-	// ManualParentRefresh, if true, makes Start run no refresh loop for
-	// the parent: the caller drives TickParent itself (simulations on a
-	// fake clock).
-	ManualParentRefresh bool
 	// OnParentError, if set, is called by an intermediate when refreshing
 	// its leases from the parent starts failing, with the error (one per
 	// failed batch of resources), and with nil when a refresh succeeds

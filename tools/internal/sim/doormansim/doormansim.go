@@ -35,6 +35,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/serverhook"
 	"github.com/sluice-rpc/sluice/leasing"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 	"github.com/sluice-rpc/sluice/leasing/server"
@@ -337,6 +338,7 @@ type srv struct {
 	addr     string
 	n        *node
 	s        *server.Server
+	parent   serverhook.Parent // an intermediate's link to its parent, ticked by the event loop
 	election *election
 	tick     ticker
 }
@@ -449,13 +451,18 @@ func (s *sim) start(sv *srv) error {
 		cfg.Election = sv.election
 	} else {
 		cfg.Parent = sv.n.parent.servers[0].addr
-		cfg.ParentDial = s.dial
-		cfg.ManualParentRefresh = true
 		cfg.ID = sv.n.name
 	}
 	srvr, err := server.New(cfg)
 	if err != nil {
 		return err
+	}
+	if sv.n.parent != nil {
+		// The event loop ticks the parent link, over the in-memory
+		// transport, instead of the server's own refresh loop.
+		if sv.parent, err = serverhook.DriveParent(srvr, s.dial); err != nil {
+			return err
+		}
 	}
 	if err := srvr.Start(); err != nil {
 		return err
@@ -550,7 +557,7 @@ func (s *sim) tickServer(sv *srv) {
 	if sv.s == nil {
 		return
 	}
-	next := sv.s.TickParent(s.ctx)
+	next := sv.parent.Tick(s.ctx)
 	s.schedule(&sv.tick, next, func() { s.tickServer(sv) })
 }
 
@@ -670,7 +677,7 @@ func (s *sim) stop() {
 // woken schedules a server's parent tick at once when it asked for one
 // (a resource appeared, or its mastership changed).
 func (s *sim) woken(sv *srv) {
-	if sv.s != nil && sv.s.ParentWoken() {
+	if sv.s != nil && sv.parent != nil && sv.parent.Woken() {
 		s.schedule(&sv.tick, s.clk.Now(), func() { s.tickServer(sv) })
 	}
 }
