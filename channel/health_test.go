@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/peer"
-	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -494,7 +494,7 @@ func TestWithConnectConfig(t *testing.T) {
 	hole := testnet.BlackHole(t)
 	c, err := New("client", WithConnectConfig(peer.ConnectConfig{
 		Timeout: 100 * time.Millisecond,
-		Backoff: retry.Backoff{Initial: time.Hour, Max: time.Hour, Multiplier: 1, Jitter: retry.ProportionalJitter},
+		Backoff: backoff.Exponential{Initial: time.Hour, Max: time.Hour, Multiplier: 1, Jitter: backoff.ProportionalJitter},
 	}))
 	require.NoError(t, err)
 	t.Cleanup(c.Close)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/pacing"
@@ -134,7 +135,7 @@ func (p *pacer) response(c *Channel, method string, h map[string]string) {
 // wait: the larger of the window's time left (the answer's pushback), an
 // equal-jitter backoff and the pacer's sleep. When that exceeds MaxDelay the
 // call must not retry: it returns the window error to report.
-func (p *pacer) busy(c *Channel, method string, o *retry.Outcome, b retry.Backoff, n int) error {
+func (p *pacer) busy(c *Channel, method string, o *retry.Outcome, b backoff.Exponential, n int) error {
 	now := c.o.clock.Now()
 	var sig pacing.Signal
 	if o.Pushback.Kind == retry.PushbackDelay {

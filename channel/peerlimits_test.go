@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/internal/testkit/tpeer"
 	"github.com/sluice-rpc/sluice/internal/tframe"
 	"github.com/sluice-rpc/sluice/peer"
-	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -209,8 +209,8 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 	scope := tally.NewTestScope("", nil)
 	s := startServer(t, WithScope(scope), WithPeerLimits(PeerLimits{IdleTimeout: 300 * time.Millisecond}))
 	clientScope := tally.NewTestScope("", nil)
-	client, err := New("client", WithScope(clientScope), WithConnectConfig(peer.ConnectConfig{Backoff: retry.Backoff{
-		Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 1.6, Jitter: retry.ProportionalJitter}}))
+	client, err := New("client", WithScope(clientScope), WithConnectConfig(peer.ConnectConfig{Backoff: backoff.Exponential{
+		Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 1.6, Jitter: backoff.ProportionalJitter}}))
 	require.NoError(t, err)
 	t.Cleanup(client.Close)
 	require.NoError(t, client.AddPeer("kv", s.ch.HostPort()))

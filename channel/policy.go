@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/hedge"
 	"github.com/sluice-rpc/sluice/pacing"
 	"github.com/sluice-rpc/sluice/peer"
@@ -90,7 +91,7 @@ type methodPolicy struct {
 	bucket       *retry.Throttle // the service's, for the tokens gauge
 	m            *stats.Method
 	tokens       tally.Gauge
-	backoff      retry.Backoff // the retry policy's, for throttle-aware waits
+	backoff      backoff.Exponential // the retry policy's, for throttle-aware waits
 
 	// The service's lease gate and pacer (fixed at New) and peer list
 	// (made by the first AddPeer, never removed), kept here so that a call
@@ -103,16 +104,15 @@ type methodPolicy struct {
 
 // defaultBackoff shapes throttle-aware waits for methods without a retry
 // policy (the wait only matters to hedges there).
-var defaultBackoff = retry.Backoff{Initial: 100 * time.Millisecond, Max: 10 * time.Second, Multiplier: 2}
+var defaultBackoff = backoff.Exponential{Initial: 100 * time.Millisecond, Max: 10 * time.Second, Multiplier: 2}
 
 type methodKey struct{ service, method string }
 
 // policyFor returns the cached policy of service's method, building it on
 // first use. The policy it returned last is at hand without the read lock
-// and the map lookup (a hash of two strings), which take some 30 ns with
-// warm caches and more amid a real call: a client calls one method over
-// and over more often than not. A call to another method replaces it, at
-// the cost of one atomic store besides the lookup.
+// and the map lookup (a hash of two strings): a client calls one method
+// over and over more often than not. A call to another method replaces
+// it, at the cost of one atomic store besides the lookup.
 func (c *Channel) policyFor(service, method string) (*methodPolicy, error) {
 	if p := c.lastPolicy.Load(); p != nil && p.method == method && p.service == service {
 		return p, nil

@@ -16,10 +16,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 	"github.com/sluice-rpc/sluice/leasing/internal/master"
-	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/stats"
 )
 
@@ -189,7 +189,7 @@ type Client struct {
 	// backoff after failed refreshes: InitialBackoff doubled per failure,
 	// capped at MaxBackoff, each wait drawn from the upper half (equal
 	// jitter), so that clients cut off by one outage come back spread out.
-	backoff retry.Backoff
+	backoff backoff.Exponential
 	rand    func() float64 // uniform in [0, 1), for backoff jitter; used under tickMu
 
 	tickMu   sync.Mutex // serialises Tick
@@ -251,8 +251,8 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		wake: make(chan struct{}, 1),
 		done: make(chan struct{}),
 		rand: rand.Float64,
-		backoff: retry.Backoff{Initial: cfg.InitialBackoff, Max: cfg.MaxBackoff, Multiplier: 2,
-			Jitter: retry.EqualJitter},
+		backoff: backoff.Exponential{Initial: cfg.InitialBackoff, Max: cfg.MaxBackoff, Multiplier: 2,
+			Jitter: backoff.EqualJitter},
 	}
 	if cfg.Rand != nil {
 		c.rand = cfg.Rand.Float64

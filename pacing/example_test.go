@@ -7,9 +7,9 @@ import (
 	"log"
 	"time"
 
+	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/pacing"
-	"github.com/sluice-rpc/sluice/retry"
 )
 
 // A client paced by Heroku's winning strategy reads the quota headers of
@@ -25,7 +25,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	windows := pacing.NewWindows(pacing.WindowsConfig{Clock: clk})
-	backoff := retry.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second, Multiplier: 2}
+	backoff := backoff.Exponential{Initial: 100 * time.Millisecond, Max: 2 * time.Second, Multiplier: 2}
 	const maxDelay = 5 * time.Second
 
 	// A response the server refused: the "API + User" quota is spent for

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
+	expbackoff "github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
-	"github.com/sluice-rpc/sluice/retry"
 )
 
 // ErrRateLimited is the sentinel every *WindowError matches with errors.Is: a
@@ -49,8 +49,8 @@ func (e *WindowError) Is(target error) bool { return target == ErrRateLimited }
 // in [0, 1), whatever b.Jitter says. tooLong reports that the wait exceeds
 // maxDelay (when maxDelay > 0): the retry must not be made, the call fails
 // with a *WindowError and the window is recorded in Windows.
-func Delay(b retry.Backoff, n int, r float64, timeLeft, maxDelay time.Duration) (wait time.Duration, tooLong bool) {
-	b.Jitter = retry.EqualJitter
+func Delay(b expbackoff.Exponential, n int, r float64, timeLeft, maxDelay time.Duration) (wait time.Duration, tooLong bool) {
+	b.Jitter = expbackoff.EqualJitter
 	wait = max(b.Delay(n, r), timeLeft)
 	return wait, maxDelay > 0 && wait > maxDelay
 }

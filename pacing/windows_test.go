@@ -11,9 +11,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	expbackoff "github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
-	"github.com/sluice-rpc/sluice/retry"
 )
 
 func TestMain(m *testing.M) {
@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestDelay(t *testing.T) {
-	b := retry.Backoff{Initial: time.Second, Max: 20 * time.Second, Multiplier: 2, Jitter: retry.FullJitter}
+	b := expbackoff.Exponential{Initial: time.Second, Max: 20 * time.Second, Multiplier: 2, Jitter: expbackoff.FullJitter}
 	tests := []struct {
 		name        string
 		n           int

@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
-	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber/tchannel-go"
 )
@@ -26,10 +26,10 @@ const DefaultConnectTimeout = 5 * time.Second
 
 // DefaultConnectBackoff returns gRPC's connection backoff: 1 s after the
 // first failed connect, then x1.6 per further failure, at most 120 s, each
-// wait spread by +-20 % (retry.ProportionalJitter).
-func DefaultConnectBackoff() retry.Backoff {
-	return retry.Backoff{Initial: time.Second, Max: 120 * time.Second, Multiplier: 1.6,
-		Jitter: retry.ProportionalJitter, Spread: 0.2}
+// wait spread by +-20 % (backoff.ProportionalJitter).
+func DefaultConnectBackoff() backoff.Exponential {
+	return backoff.Exponential{Initial: time.Second, Max: 120 * time.Second, Multiplier: 1.6,
+		Jitter: backoff.ProportionalJitter, Spread: 0.2}
 }
 
 // ConnectConfig says how a Pool connects to peers. The zero value means the
@@ -43,9 +43,9 @@ type ConnectConfig struct {
 	// the failed one started. A connection that closes within
 	// Backoff.Initial of its handshake counts as a failure too, so a peer
 	// that accepts and drops connections is retried on this schedule, not
-	// in a loop. Its Jitter must be retry.ProportionalJitter (a Spread of
+	// in a loop. Its Jitter must be backoff.ProportionalJitter (a Spread of
 	// 0 means none). The zero value means DefaultConnectBackoff().
-	Backoff retry.Backoff
+	Backoff backoff.Exponential
 	// HealthCheck finds a Ready connection whose peer stopped answering
 	// without closing it (a frozen process, a dead link). The zero value
 	// means DefaultHealthCheck(); a negative Interval turns it off.
@@ -83,15 +83,15 @@ func (c ConnectConfig) Validate() error {
 	switch {
 	case c.Timeout < 0:
 		return fmt.Errorf("peer: ConnectConfig.Timeout is %v, must be >= 0 (0: %v)", c.Timeout, DefaultConnectTimeout)
-	case b == retry.Backoff{}:
+	case b == backoff.Exponential{}:
 	case b.Initial <= 0 || b.Max < b.Initial:
 		return fmt.Errorf("peer: ConnectConfig.Backoff is %v..%v, must have 0 < Initial <= Max", b.Initial, b.Max)
 	case !(b.Multiplier >= 1) || math.IsInf(b.Multiplier, 1):
 		return fmt.Errorf("peer: ConnectConfig.Backoff.Multiplier is %v, must be a finite number >= 1", b.Multiplier)
 	case !(b.Spread >= 0 && b.Spread < 1):
 		return fmt.Errorf("peer: ConnectConfig.Backoff.Spread is %v, must be in [0, 1)", b.Spread)
-	case b.Jitter != retry.ProportionalJitter:
-		return fmt.Errorf("peer: ConnectConfig.Backoff.Jitter is %v, must be proportional (retry.ProportionalJitter): connects are spread around the schedule, not drawn below it", b.Jitter)
+	case b.Jitter != backoff.ProportionalJitter:
+		return fmt.Errorf("peer: ConnectConfig.Backoff.Jitter is %v, must be proportional (backoff.ProportionalJitter): connects are spread around the schedule, not drawn below it", b.Jitter)
 	}
 	return nil
 }
@@ -100,7 +100,7 @@ func (c ConnectConfig) withDefaults() ConnectConfig {
 	if c.Timeout == 0 {
 		c.Timeout = DefaultConnectTimeout
 	}
-	if c.Backoff == (retry.Backoff{}) {
+	if c.Backoff == (backoff.Exponential{}) {
 		c.Backoff = DefaultConnectBackoff()
 	}
 	if c.HealthCheck == (HealthCheck{}) {

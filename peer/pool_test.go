@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
-	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber-go/tally/v4"
 	"github.com/uber/tchannel-go"
@@ -551,10 +551,10 @@ func TestConnectConfigValidate(t *testing.T) {
 		want string
 	}{
 		{ConnectConfig{Timeout: -1}, "Timeout is -1ns, must be >= 0"},
-		{ConnectConfig{Backoff: retry.Backoff{Initial: time.Second}}, "must have 0 < Initial <= Max"},
-		{ConnectConfig{Backoff: retry.Backoff{Initial: time.Second, Max: time.Minute, Multiplier: 0.5}}, "Multiplier is 0.5, must be a finite number >= 1"},
-		{ConnectConfig{Backoff: retry.Backoff{Initial: time.Second, Max: time.Minute, Multiplier: 2, Spread: 1}}, "Spread is 1, must be in [0, 1)"},
-		{ConnectConfig{Backoff: retry.Backoff{Initial: time.Second, Max: time.Minute, Multiplier: 2}}, "Jitter is full, must be proportional"},
+		{ConnectConfig{Backoff: backoff.Exponential{Initial: time.Second}}, "must have 0 < Initial <= Max"},
+		{ConnectConfig{Backoff: backoff.Exponential{Initial: time.Second, Max: time.Minute, Multiplier: 0.5}}, "Multiplier is 0.5, must be a finite number >= 1"},
+		{ConnectConfig{Backoff: backoff.Exponential{Initial: time.Second, Max: time.Minute, Multiplier: 2, Spread: 1}}, "Spread is 1, must be in [0, 1)"},
+		{ConnectConfig{Backoff: backoff.Exponential{Initial: time.Second, Max: time.Minute, Multiplier: 2}}, "Jitter is full, must be proportional"},
 		{ConnectConfig{HealthCheck: HealthCheck{Interval: time.Second}}, "must have Timeout > 0 and Failures >= 1"},
 		{ConnectConfig{HealthCheck: HealthCheck{Interval: time.Second, Timeout: time.Second}}, "must have Timeout > 0 and Failures >= 1"},
 	} {

@@ -12,10 +12,10 @@
 //   - Policy (policy.go): maxAttempts, exponential backoff parameters and the
 //     retryable codes, with Validate. A client-side cap (MaxAttemptsCap, 5 by
 //     default) bounds maxAttempts; a policy asking for more is capped, not
-//     rejected, as the gRPC design says.
-//   - Backoff (backoff.go): the delay before the nth retry, with full jitter
-//     (gRPC: random(0, min(initial*mult^(n-1), max))) or equal jitter (Aliyun:
-//     half that value plus a random half).
+//     rejected, as the gRPC design says. The wait before the nth retry is
+//     package backoff's, with full jitter (gRPC: random(0,
+//     min(initial*mult^(n-1), max))) or equal jitter (Aliyun: half that
+//     value plus a random half).
 //   - Throttle (throttle.go): the retry-throttling token bucket shared by all
 //     calls to one service. Retries and hedges are refused, never delayed,
 //     while the tokens are at or below half of maxTokens.

@@ -58,22 +58,6 @@ func ExamplePolicy_Validate() {
 	// <nil> 5
 }
 
-func ExampleBackoff_Delay() {
-	b := retry.Backoff{Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 2}
-	for n := 1; n <= 5; n++ {
-		fmt.Print(b.Delay(n, 0.5), " ")
-	}
-	fmt.Println("(full jitter, r = 0.5)")
-	b.Jitter = retry.EqualJitter
-	for n := 1; n <= 5; n++ {
-		fmt.Print(b.Delay(n, 0.5), " ")
-	}
-	fmt.Println("(equal jitter, r = 0.5)")
-	// Output:
-	// 50ms 100ms 200ms 400ms 500ms (full jitter, r = 0.5)
-	// 75ms 150ms 300ms 600ms 750ms (equal jitter, r = 0.5)
-}
-
 func ExampleThrottle() {
 	t, _ := retry.NewThrottle(retry.ThrottleConfig{MaxTokens: 4, TokenRatio: 0.5})
 	for range 2 {

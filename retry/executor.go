@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
 )
@@ -194,14 +195,14 @@ func (c ExecutorConfig) Validate() error {
 //     failure is returned at once, nothing blocks).
 //   - the retry waits exactly the pushback delay if there is one, and the
 //     backoff restarts from InitialBackoff after it; else the policy's
-//     Backoff.Delay for the number of retries since the start or the last
+//     backoff Delay for the number of retries since the start or the last
 //     pushback.
 //
 // When the context ends during a wait, Do returns at once with the last
 // attempt's outcome and StopContext. A call makes at most MaxAttempts
 // counted attempts and one transparent one.
 type Executor struct {
-	backoff     Backoff
+	backoff     backoff.Exponential
 	retryable   codes.Set
 	maxAttempts int
 	throttle    *Throttle

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/testkit/testctx"
@@ -25,6 +26,8 @@ var (
 	badO      = Outcome{Err: errBad, Code: codes.BadRequest}
 	declEarly = Outcome{Err: errDeclined, Code: codes.Declined, DeclinedEarly: true}
 )
+
+const ms = time.Millisecond
 
 func with(o Outcome, edit func(*Outcome)) Outcome { edit(&o); return o }
 
@@ -88,7 +91,7 @@ func TestExecutorRules(t *testing.T) {
 			wantStop: StopSucceeded, wantCounted: 3, wantTokens: 8.1,
 		},
 		{
-			name: "equal jitter", policy: pol(func(p *Policy) { p.Jitter = EqualJitter }),
+			name: "equal jitter", policy: pol(func(p *Policy) { p.Jitter = backoff.EqualJitter }),
 			outcomes: []Outcome{busyO, busyO, okO},
 			want:     []att{{0, 0, false, 0}, {1, 1, false, 75 * ms}, {2, 2, false, 225 * ms}},
 			wantStop: StopSucceeded, wantCounted: 3, wantTokens: 8.1,

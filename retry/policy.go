@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/codes"
 )
 
@@ -14,38 +15,6 @@ import (
 // "Limits on Retries and Hedges") prescribes; ExecutorConfig.MaxAttemptsCap
 // changes it.
 const MaxAttemptsCap = 5
-
-// Jitter selects how a backoff delay is drawn from its exponential ceiling:
-// below it (full, equal) or around it (proportional).
-type Jitter uint8
-
-const (
-	// FullJitter draws uniformly from [0, ceiling): gRPC's backoff. It is
-	// the zero value, so a Policy uses it unless told otherwise.
-	FullJitter Jitter = iota
-	// EqualJitter waits half the ceiling plus a uniform draw from
-	// [0, ceiling/2): Aliyun's EqualJitter. It never retries sooner than
-	// half the ceiling.
-	EqualJitter
-	// ProportionalJitter draws uniformly from
-	// [ceiling*(1-Spread), ceiling*(1+Spread)): gRPC's connection backoff
-	// (Spread 0.2). It spreads reconnects around the schedule rather than
-	// below it; retry policies do not use it.
-	ProportionalJitter
-)
-
-// String returns "full", "equal" or "proportional".
-func (j Jitter) String() string {
-	switch j {
-	case FullJitter:
-		return "full"
-	case EqualJitter:
-		return "equal"
-	case ProportionalJitter:
-		return "proportional"
-	}
-	return "Jitter(" + strconv.Itoa(int(j)) + ")"
-}
 
 // Policy is a retry policy: how many attempts a call may make and how long
 // to wait between them. It is a plain value; Validate reports whether it is
@@ -66,8 +35,9 @@ type Policy struct {
 	// as failures by the Throttle). It must be non-empty and hold only
 	// TChannel error codes (not OK).
 	RetryableCodes codes.Set
-	// Jitter selects the delay distribution; FullJitter (gRPC) by default.
-	Jitter Jitter
+	// Jitter selects the delay distribution; backoff.FullJitter (gRPC) by
+	// default. backoff.ProportionalJitter is for reconnects, not retries.
+	Jitter backoff.Jitter
 }
 
 // FieldError is the error the configuration checks of retry, hedge and
@@ -117,7 +87,7 @@ func (p Policy) Validate() error {
 		return fieldError("retryableCodes", "empty", "must name at least one code")
 	case !ValidCodes(p.RetryableCodes):
 		return fieldError("retryableCodes", fmt.Sprintf("%#04x", uint16(p.RetryableCodes)), "must hold only TChannel error codes")
-	case p.Jitter > EqualJitter:
+	case p.Jitter > backoff.EqualJitter:
 		return fieldError("jitter", p.Jitter.String(), "must be FullJitter or EqualJitter")
 	}
 	return nil
@@ -138,6 +108,6 @@ func CapAttempts(n, limit int) int {
 }
 
 // Backoff returns p's backoff parameters.
-func (p Policy) Backoff() Backoff {
-	return Backoff{Initial: p.InitialBackoff, Max: p.MaxBackoff, Multiplier: p.BackoffMultiplier, Jitter: p.Jitter}
+func (p Policy) Backoff() backoff.Exponential {
+	return backoff.Exponential{Initial: p.InitialBackoff, Max: p.MaxBackoff, Multiplier: p.BackoffMultiplier, Jitter: p.Jitter}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/codes"
 	"go.uber.org/goleak"
 )
@@ -30,7 +31,7 @@ func TestPolicyValidate(t *testing.T) {
 		field   string
 	}{
 		{"valid", func(*Policy) {}, "", ""},
-		{"valid equal jitter", func(p *Policy) { p.Jitter = EqualJitter }, "", ""},
+		{"valid equal jitter", func(p *Policy) { p.Jitter = backoff.EqualJitter }, "", ""},
 		{"above cap is not an error", func(p *Policy) { p.MaxAttempts = 10 }, "", ""},
 		{"maxAttempts 1", func(p *Policy) { p.MaxAttempts = 1 }, "retry: maxAttempts is 1, must be >= 2", "maxAttempts"},
 		{"maxAttempts 0", func(p *Policy) { p.MaxAttempts = 0 }, "retry: maxAttempts is 0, must be >= 2", "maxAttempts"},
@@ -82,14 +83,6 @@ func TestPolicyAttemptsCap(t *testing.T) {
 		p.MaxAttempts = tt.maxAttempts
 		if got := p.Attempts(tt.limit); got != tt.want {
 			t.Errorf("Policy{MaxAttempts: %d}.Attempts(%d) = %d, want %d", tt.maxAttempts, tt.limit, got, tt.want)
-		}
-	}
-}
-
-func TestJitterString(t *testing.T) {
-	for j, want := range map[Jitter]string{FullJitter: "full", EqualJitter: "equal", 9: "Jitter(9)"} {
-		if got := j.String(); got != want {
-			t.Errorf("Jitter(%d).String() = %q, want %q", j, got, want)
 		}
 	}
 }

@@ -53,9 +53,11 @@
 // own lease's expiry, and with half the parent's refresh interval (the
 // design's decay factor of 0.5 per level); it refreshes at half the
 // parent's refresh interval too, at once when a new resource appears, and
-// with a capped backoff when the parent is unreachable (one failed batch
-// of resources does not stop the others; Config.OnParentError is told
-// when refreshes start failing and when they work again). Before the
+// with a capped, jittered backoff when the parent is unreachable, so that
+// the intermediates of a parent that went down do not come back to it in
+// lockstep (one failed batch of resources does not stop the others;
+// Config.OnParentError is told when refreshes start failing and when they
+// work again). Before the
 // parent's first answer for a resource it has nothing to hand out (the
 // design: a server without capacity behaves as if it had none) and asks
 // clients back within a second; but in learning mode (after it starts or
@@ -73,15 +75,15 @@
 // Shortfall. When the root cuts an intermediate's lease, the
 // intermediate's clients keep their leases until they renew: in the
 // design, the capacity the root takes back may meanwhile be granted to
-// another server, and the clients' total overshoots the capacity (its
-// simulation: up to 6%). A Sluice intermediate says in has what it has
-// handed out, when that is more than its lease, and a Sluice root keeps
-// counting that claim (never more than it granted the intermediate
+// another server, and the clients' total overshoots the capacity (as the
+// design's own simulation shows). A Sluice intermediate says in has what
+// it has handed out, when that is more than its lease, and a Sluice root
+// keeps counting that claim (never more than it granted the intermediate
 // before) as held until the intermediate says less. The capacity taken
 // back is granted elsewhere only once the first intermediate's clients
 // have renewed, at the cost of up to one more client and intermediate
-// refresh before the new split. An original intermediate sends no has
-// and is served as the design says.
+// refresh before the new split. An original intermediate sends no has and
+// is served as the design says.
 //
 // # Compatibility with the original
 //
@@ -135,8 +137,8 @@
 //     grant; the restarted server ends learning mode with that first
 //     lease. The original hands the part held by the clients still away
 //     to other servers at once, and the clients' total overshoots
-//     capacity (106.05% in the design's simulation; see sluice sim
-//     doorman); its servers ignore the mark (they read has.capacity only).
+//     capacity (see sluice sim doorman and tools/benchmarks/README.md);
+//     its servers ignore the mark (they read has.capacity only).
 //   - Server tree: a Sluice intermediate hands its clients half its
 //     parent's refresh interval and refreshes at half of it, as the design
 //     says (the original's intermediate passes the parent's interval on

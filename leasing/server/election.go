@@ -6,6 +6,8 @@ import (
 	"math"
 	"net/netip"
 	"time"
+
+	"github.com/sluice-rpc/sluice/backoff"
 )
 
 // Mastership is what a server knows of its node's master.
@@ -41,12 +43,20 @@ type Election interface {
 	Run(ctx context.Context, id string, report func(Mastership)) error
 }
 
-// electionBackoff bounds the wait before Run is called again after it
-// failed.
+// electionMinBackoff and electionMaxBackoff bound the ceiling of the wait
+// before Run is called again after it failed (see electionBackoff).
 const (
 	electionMinBackoff = 100 * time.Millisecond
 	electionMaxBackoff = 5 * time.Second
 )
+
+// electionBackoff is the wait before Run is called again after failures
+// in a row: electionMinBackoff doubled per failure, at most
+// electionMaxBackoff, each wait drawn from the upper half of that (equal
+// jitter), so that the servers of a node (and of every node on the same
+// lock service) that failed together do not campaign again in lockstep.
+var electionBackoff = backoff.Exponential{Initial: electionMinBackoff, Max: electionMaxBackoff, Multiplier: 2,
+	Jitter: backoff.EqualJitter}
 
 // Mastership returns what the server knows now of its node's master.
 func (s *Server) Mastership() Mastership {
@@ -126,7 +136,7 @@ func (s *Server) resetLocked() {
 // when it fails (reset once a run has lasted longer than the longest
 // backoff).
 func (s *Server) runElection(ctx context.Context, id string) {
-	backoff := electionMinBackoff
+	failures := 0
 	for {
 		began := s.clock.Now()
 		err := s.election.Run(ctx, id, s.setMastership)
@@ -141,15 +151,15 @@ func (s *Server) runElection(ctx context.Context, id string) {
 			s.onElectionError(err)
 		}
 		if s.clock.Since(began) > electionMaxBackoff {
-			backoff = electionMinBackoff
+			failures = 0
 		}
-		t := s.clock.NewTimer(backoff)
+		failures++
+		t := s.clock.NewTimer(electionBackoff.Delay(failures, s.rand()))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-t.C():
 		}
-		backoff = min(2*backoff, electionMaxBackoff)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluice-rpc/sluice/backoff"
+	"github.com/sluice-rpc/sluice/internal/serverhook"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 	"github.com/sluice-rpc/sluice/leasing/internal/master"
 )
@@ -25,8 +27,9 @@ const (
 	// parentIdle is how long the refresh loop waits when it has nothing to
 	// ask for (it is woken when a resource appears or mastership changes).
 	parentIdle = 10 * time.Second
-	// parentMinBackoff is the wait after a first failed refresh, doubled
-	// per further failure up to parentMaxBackoff. It is short because the
+	// parentMinBackoff is the ceiling of the wait after a first failed
+	// refresh, doubled per further failure up to parentMaxBackoff (see
+	// parentBackoff). It is short because the
 	// intermediate's clients' leases end with its own (see applyParent):
 	// a failure is most often the parent node's mastership moving (the
 	// attempt lands before the new master knows it won, and Discovery
@@ -34,19 +37,32 @@ const (
 	// would leave clients renewing meanwhile with leases ending before
 	// their next renewal.
 	parentMinBackoff = 100 * time.Millisecond
-	// parentMaxBackoff caps the wait after failed refreshes.
+	// parentMaxBackoff caps the ceiling of the wait after failed
+	// refreshes.
 	parentMaxBackoff = 8 * time.Second
 	// parentMaxRedirects bounds the redirects one refresh follows.
 	parentMaxRedirects = 3
 )
 
+// parentBackoff is the wait after failed refreshes: parentMinBackoff
+// doubled per failure, at most parentMaxBackoff, each wait drawn from the
+// upper half of that (equal jitter). The intermediates of one parent node
+// all fail when it does; without jitter they would retry it in lockstep
+// when it comes back, every round a burst, which is the storm jitter
+// prevents. The upper half keeps a retry from coming sooner than half the
+// ceiling.
+var parentBackoff = backoff.Exponential{Initial: parentMinBackoff, Max: parentMaxBackoff, Multiplier: 2,
+	Jitter: backoff.EqualJitter}
+
 // parentLink is an intermediate server's side of its parent.
 type parentLink struct {
-	id     string
-	wake   chan struct{}
-	manual bool // Config.ManualParentRefresh
+	id   string
+	wake chan struct{}
+	// manual is set by driveParent (before Start, under Server.mu): the
+	// caller ticks the link, and Start runs no loop for it.
+	manual bool
 
-	// tickMu serialises TickParent; it guards the fields below it up to
+	// tickMu serialises tickParent; it guards the fields below it up to
 	// mu.
 	tickMu sync.Mutex
 	finder master.Finder
@@ -76,10 +92,9 @@ func newParentLink(cfg Config) *parentLink {
 	return &parentLink{
 		id:   cfg.ID,
 		wake: make(chan struct{}, 1),
-		finder: master.Finder{Addr: cfg.Parent, Dial: cfg.ParentDial, DialOptions: opts, RPCTimeout: timeout,
+		finder: master.Finder{Addr: cfg.Parent, DialOptions: opts, RPCTimeout: timeout,
 			MaxRedirects: parentMaxRedirects, Prefix: "doorman server: parent"},
 		status:  ParentStatus{Parent: cfg.Parent},
-		manual:  cfg.ManualParentRefresh,
 		onError: cfg.OnParentError,
 	}
 }
@@ -225,7 +240,7 @@ func (s *Server) runParent(ctx context.Context) {
 		p.tickMu.Unlock()
 	}()
 	for {
-		next := s.TickParent(ctx)
+		next := s.tickParent(ctx)
 		t := s.clock.NewTimerAt(next)
 		select {
 		case <-ctx.Done():
@@ -238,19 +253,18 @@ func (s *Server) runParent(ctx context.Context) {
 	}
 }
 
-// TickParent does at the clock's now what an intermediate's refresh loop
+// tickParent does at the clock's now what an intermediate's refresh loop
 // does when it runs: unless the backoff after failed rounds is still
 // running, it sends one round of GetServerCapacity for all its resources
 // and applies the answers. It returns when the loop runs next: half the
 // shortest refresh interval the parent gave, the end of a backoff after
 // a failure, or later when there is nothing to ask for (a new resource or
-// a change of mastership wakes the loop; see ParentWoken). A root server
-// returns the zero Time at once.
+// a change of mastership wakes the loop). A root server returns the zero
+// Time at once.
 //
-// Start runs the loop; with Config.ManualParentRefresh a caller driving
-// the server on a fake clock (a simulation) calls TickParent itself, and
-// after Stop it sends nothing.
-func (s *Server) TickParent(ctx context.Context) time.Time {
+// Start runs the loop, unless a simulator drives the link (driveParent):
+// it then calls tickParent itself, which after Stop sends nothing.
+func (s *Server) tickParent(ctx context.Context) time.Time {
 	p := s.parent
 	if p == nil {
 		return time.Time{}
@@ -275,8 +289,8 @@ func (s *Server) TickParent(ctx context.Context) time.Time {
 	return now.Add(wait)
 }
 
-// stopParent ends a manually refreshed intermediate's parent link (Stop):
-// TickParent sends nothing more and the connection is closed.
+// stopParent ends a manually driven intermediate's parent link (Stop):
+// tickParent sends nothing more and the connection is closed.
 func (s *Server) stopParent() {
 	p := s.parent
 	p.tickMu.Lock()
@@ -285,28 +299,55 @@ func (s *Server) stopParent() {
 	p.finder.Forget()
 }
 
-// ParentWoken reports, and forgets, whether something happened since the
-// last call that should make an intermediate ask its parent at once (a
-// new resource, a change of mastership). Only for a server with
-// Config.ManualParentRefresh, whose driver then calls TickParent; false
-// for a root.
-func (s *Server) ParentWoken() bool {
-	if s.parent == nil || !s.parent.manual {
-		return false // the loop's to take
+// The simulators' way in to the parent link: the one thing this package
+// sets outside itself, and only a variable of an internal package.
+func init() {
+	serverhook.DriveParent = func(srv any, dial func(addr string) (pb.Conn, error)) (serverhook.Parent, error) {
+		s, ok := srv.(*Server)
+		if !ok {
+			return nil, fmt.Errorf("serverhook: DriveParent of a %T, want a *server.Server", srv)
+		}
+		return s.driveParent(dial)
 	}
+}
+
+// driveParent hands the parent link to its caller (see
+// serverhook.DriveParent): Start will run no refresh loop for it, and
+// dial, if not nil, replaces gRPC.
+func (s *Server) driveParent(dial func(addr string) (pb.Conn, error)) (parentDriver, error) {
+	if s.parent == nil {
+		return parentDriver{}, errors.New("server: a root server has no parent link to drive")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped || s.bgStop != nil {
+		return parentDriver{}, errors.New("server: the parent link can be driven only before Start")
+	}
+	s.parent.manual = true
+	if dial != nil {
+		s.parent.tickMu.Lock()
+		s.parent.finder.Dial = dial
+		s.parent.tickMu.Unlock()
+	}
+	return parentDriver{s}, nil
+}
+
+// parentDriver is a parent link its caller ticks (serverhook.Parent).
+type parentDriver struct{ s *Server }
+
+// Tick runs one round: see tickParent.
+func (d parentDriver) Tick(ctx context.Context) time.Time { return d.s.tickParent(ctx) }
+
+// Woken reports, and forgets, whether something happened since the last
+// call that should make the server ask its parent at once (a new
+// resource, a change of mastership): the wake-up the loop would take.
+func (d parentDriver) Woken() bool {
 	select {
-	case <-s.parent.wake:
+	case <-d.s.parent.wake:
 		return true
 	default:
 		return false
 	}
-}
-
-// backoffFor is the wait after failures failed refreshes in a row:
-// parentMinBackoff doubled per failure, at most parentMaxBackoff.
-func backoffFor(failures int) time.Duration {
-	d := parentMinBackoff << min(failures-1, 8)
-	return min(d, parentMaxBackoff)
 }
 
 // refreshParent sends one round of GetServerCapacity and applies the
@@ -353,7 +394,7 @@ func (s *Server) refreshParent(ctx context.Context, failures *int) time.Duration
 	p.mu.Unlock()
 	if err != nil {
 		*failures++
-		next = min(next, backoffFor(*failures))
+		next = min(next, parentBackoff.Delay(*failures, s.rand()))
 	} else {
 		*failures = 0
 	}

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"net"
 	"strings"
 	"sync"
@@ -516,6 +518,56 @@ func TestIntermediateRefreshCarriesOnPastFailedBatch(t *testing.T) {
 	defer mu.Unlock()
 	if len(reported) != 2 || reported[0] == nil || !strings.Contains(reported[0].Error(), "batch 1 of 2") || reported[1] != nil {
 		t.Fatalf("OnParentError was told %v, want the failure once, then nil once", reported)
+	}
+}
+
+// constSource is a random source whose every draw is the same.
+type constSource uint64
+
+func (c constSource) Uint64() uint64 { return uint64(c) }
+
+// After failed refreshes an intermediate waits parentMinBackoff doubled
+// per failure, at most parentMaxBackoff, each wait drawn from the upper
+// half of that (so the intermediates of a parent that went down come back
+// apart), and sends nothing meanwhile however often it is woken. The
+// draws come from Config.Rand: the lowest waits exactly half the
+// ceiling, the highest just under it, and any draw in between.
+func TestTickBacksOffAfterAFailure(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		src   rand.Source
+		check func(wait, ceiling time.Duration) bool
+	}{
+		{"lowest draw", constSource(0), func(w, c time.Duration) bool { return w == c/2 }},
+		{"highest draw", constSource(math.MaxUint64), func(w, c time.Duration) bool { return w >= c-time.Microsecond && w < c }},
+		{"seeded draws", rand.NewPCG(1, 2), func(w, c time.Duration) bool { return w >= c/2 && w < c }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clock.NewFake(testEpoch)
+			parent := &parentConn{capacity: 100, clk: clk, err: status.Error(codes.Unavailable, "parent down")}
+			s := startManualIntermediate(t, Config{Repository: testConfig(FairShare, 0), Clock: clk, ID: "dc", Rand: rand.New(tt.src)}, parent)
+			ask(t, s, "c1", 50)
+			ctx := context.Background()
+			for n := 1; n <= 9; n++ {
+				ceiling := min(parentMinBackoff<<(n-1), parentMaxBackoff)
+				sent := len(parent.reqs)
+				now := clk.Now()
+				next := s.tickParent(ctx)
+				if len(parent.reqs) == sent {
+					t.Fatalf("failure %d: the tick sent nothing", n)
+				}
+				if wait := next.Sub(now); !tt.check(wait, ceiling) {
+					t.Fatalf("failure %d: the tick waits %v, want in [%v, %v) as the draw says", n, wait, ceiling/2, ceiling)
+				}
+				sent = len(parent.reqs)
+				clk.Add(next.Sub(now) / 2)
+				if again := s.tickParent(ctx); !again.Equal(next) || len(parent.reqs) != sent {
+					t.Fatalf("failure %d: woken during the backoff, the tick sent %d requests and waits until %v, want none and %v",
+						n, len(parent.reqs)-sent, again, next)
+				}
+				clk.Add(next.Sub(clk.Now()))
+			}
+		})
 	}
 }
 

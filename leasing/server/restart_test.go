@@ -41,11 +41,10 @@ func askAsServer(t *testing.T, s *Server, id string, wants float64, subclients i
 // the parent granted. Its other clients still hold leases of that grant
 // until it ends. The parent grants and counts the restarted server at
 // least its old grant until then, so that it hands that part to no one
-// else; afterwards the split follows the wants again. Before, the parent
-// gave the restarted server its small fair share and its sibling the rest
-// at once: in the convergence simulation (sluice sim doorman --scenario
-// tree-mishaps) every seed overshot capacity by 3.6-6.5% after such a
-// restart.
+// else; afterwards the split follows the wants again. Were the restarted
+// server given its small fair share at once and its sibling the rest, the
+// clients' total would overshoot capacity until the old leases ended (see
+// sluice sim doorman --scenario tree-mishaps).
 func TestRestartedIntermediateKeepsItsOldGrantUntilItEnds(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
 	s := newTestServer(t, testConfig(FairShare, 100), clk)
@@ -102,14 +101,38 @@ func TestRestartedIntermediateKeepsItsOldGrantUntilItEnds(t *testing.T) {
 	}
 }
 
+// startManualIntermediate starts an intermediate of cfg, its parent
+// "parent" and its address cfg.ID, whose refreshes from its parent the
+// test drives with tickParent (as a simulator does through
+// serverhook.DriveParent), talking to parent in memory. It is stopped
+// when the test ends.
+func startManualIntermediate(t *testing.T, cfg Config, parent *parentConn) *Server {
+	t.Helper()
+	cfg.Parent, cfg.Address = "parent", cfg.ID
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.driveParent(func(string) (pb.Conn, error) { return parent, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
 // parentConn is an in-memory parent for an intermediate: it records the
-// GetServerCapacity requests and grants capacity for every resource.
+// GetServerCapacity requests and grants capacity for every resource, or
+// answers err when it is set.
 type parentConn struct {
 	pb.CapacityClient // nil: other RPCs are not expected
 	capacity          float64
 	clk               clock.Clock
 	reqs              []*pb.GetServerCapacityRequest
 	expiry            int64 // of the leases granted; 0 means in 60 s
+	err               error
 }
 
 func (p *parentConn) Close() error { return nil }
@@ -120,6 +143,9 @@ func (p *parentConn) Discovery(context.Context, *pb.DiscoveryRequest, ...grpc.Ca
 
 func (p *parentConn) GetServerCapacity(_ context.Context, in *pb.GetServerCapacityRequest, _ ...grpc.CallOption) (*pb.GetServerCapacityResponse, error) {
 	p.reqs = append(p.reqs, in)
+	if p.err != nil {
+		return nil, p.err
+	}
 	resp := &pb.GetServerCapacityResponse{}
 	expiry := p.expiry
 	if expiry == 0 {
@@ -137,29 +163,19 @@ func (p *parentConn) GetServerCapacity(_ context.Context, in *pb.GetServerCapaci
 // An intermediate whose child server restarted asks its own parent on the
 // child's behalf for the child's old grant and subclients while the floor
 // lasts: otherwise the parent, seeing fewer wants and subclients, cuts the
-// intermediate's grant and its other children pay for the restart (in
-// sluice sim doorman, a datacentre's restart took its region's total from
-// 500 to 400 for a few seconds).
+// intermediate's grant and its other children pay for the restart.
 func TestIntermediateAsksForItsRestartedChildsOldGrant(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
 	parent := &parentConn{capacity: 100, clk: clk}
-	s, err := New(Config{Repository: testConfig(FairShare, 0), Clock: clk, Parent: "parent", ID: "region",
-		Address: "region", ManualParentRefresh: true, ParentDial: func(string) (pb.Conn, error) { return parent, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop()
+	s := startManualIntermediate(t, Config{Repository: testConfig(FairShare, 0), Clock: clk, ID: "region"}, parent)
 	ctx := context.Background()
 	a := askAsServer(t, s, "a", 100, 5, nil) // before the parent's answer
-	s.TickParent(ctx)
+	s.tickParent(ctx)
 	a = askAsServer(t, s, "a", 100, 5, a)
 	b := askAsServer(t, s, "b", 100, 5, nil)
 	for range 3 {
 		clk.Add(time.Second)
-		s.TickParent(ctx)
+		s.tickParent(ctx)
 		a = askAsServer(t, s, "a", 100, 5, &pb.Lease{Capacity: proto.Float64(a.GetCapacity()), ExpiryTime: a.ExpiryTime, RefreshInterval: a.RefreshInterval})
 		b = askAsServer(t, s, "b", 100, 5, &pb.Lease{Capacity: proto.Float64(b.GetCapacity()), ExpiryTime: b.ExpiryTime, RefreshInterval: b.RefreshInterval})
 	}
@@ -173,7 +189,7 @@ func TestIntermediateAsksForItsRestartedChildsOldGrant(t *testing.T) {
 	if got := askAsServer(t, s, "a", 14, 1, claim).GetCapacity(); got != 50 {
 		t.Fatalf("restarted a granted %v, want its old 50", got)
 	}
-	s.TickParent(ctx)
+	s.tickParent(ctx)
 	last := parent.reqs[len(parent.reqs)-1].GetResource()[0].GetWants()
 	var wants float64
 	var subclients int64
@@ -218,35 +234,26 @@ func TestLostAnswerIsNoRestart(t *testing.T) {
 // A restarted intermediate ends its learning mode with the first lease
 // its parent grants it, which a Sluice parent ends with its grant before
 // the restart (when the leases handed out of it have ended), rather than
-// a whole lease length after the restart: in sluice sim doorman's
-// tree-mishaps, a datacentre's restart then unsettles the tree for 60 s
-// instead of 91.
+// a whole lease length after the restart, so that the tree settles as
+// soon as the leases of before the restart have ended.
 func TestRestartedIntermediateLearnsUntilItsFirstLeaseEnds(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
 	parent := &parentConn{capacity: 100, clk: clk, expiry: testEpoch.Unix() + 20}
 	repo := &Repository{Resources: []Template{{IdentifierGlob: "r", Algorithm: Algorithm{Kind: FairShare, LeaseLength: 60, RefreshInterval: 5}}}}
-	s, err := New(Config{Repository: repo, Clock: clk, Parent: "parent", ID: "dc", Address: "dc", ManualParentRefresh: true,
-		ParentDial: func(string) (pb.Conn, error) { return parent, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop()
+	s := startManualIntermediate(t, Config{Repository: repo, Clock: clk, ID: "dc"}, parent)
 	// A client back from before the restart claims 30; one whose lease
 	// ran out asks with none and, in learning mode, gets nothing.
 	claim := &pb.Lease{Capacity: proto.Float64(30), ExpiryTime: proto.Int64(testEpoch.Unix() + 15), RefreshInterval: proto.Int64(5)}
 	if got := leaseFor(t, s, "c1", 50, claim).GetCapacity(); got != 30 {
 		t.Fatalf("c1 claiming 30 got %v in learning mode, want its claim", got)
 	}
-	s.TickParent(context.Background()) // the parent grants 100 until epoch+20
+	s.tickParent(context.Background()) // the parent grants 100 until epoch+20
 	if got := ask(t, s, "c2", 50); got != 0 {
 		t.Fatalf("c2 got %v while learning, want 0", got)
 	}
 	clk.Add(20 * time.Second)
 	parent.expiry = 0
-	s.TickParent(context.Background())
+	s.tickParent(context.Background())
 	if got := ask(t, s, "c2", 50); got != 50 {
 		t.Errorf("c2 got %v after the first lease ended, want 50: learning mode is over", got)
 	}

@@ -13,19 +13,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/leasing/server"
 )
 
-// Backoff bounds between two attempts to read or watch the key after a
-// failure (etcd unreachable, no leader, a compacted revision).
-const (
-	minBackoff = 100 * time.Millisecond
-	maxBackoff = 5 * time.Second
-)
+// retryBackoff is the wait before the next attempt to read or watch the
+// key after failures in a row (etcd unreachable, no leader, a compacted
+// revision): 100 ms doubled per failure, at most 5 s, each wait drawn
+// from the upper half of that (equal jitter), so that the servers
+// watching one key do not all come back together after an etcd outage.
+var retryBackoff = backoff.Exponential{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Multiplier: 2,
+	Jitter: backoff.EqualJitter}
 
 // Load reads and parses the configuration in key. It returns it with the
 // revision of the etcd store it was read at, from which Watch goes on. A
@@ -89,7 +92,7 @@ func Watch(ctx context.Context, cli *clientv3.Client, key string, rev int64, r *
 		return errors.New("etcdconfig: the Reloader is nil")
 	}
 	origin := fmt.Sprintf("etcd key %q", key)
-	backoff := minBackoff
+	failures := 0
 	for ctx.Err() == nil {
 		if rev == 0 {
 			resp, err := cli.Get(ctx, key)
@@ -98,7 +101,7 @@ func Watch(ctx context.Context, cli *clientv3.Client, key string, rev int64, r *
 				return nil
 			case err != nil:
 				r.Failed(fmt.Errorf("etcdconfig: reading %s: %w", origin, err))
-				backoff = wait(ctx, backoff)
+				failures = wait(ctx, failures)
 				continue
 			case len(resp.Kvs) > 0:
 				apply(r, resp.Kvs[0].Value, origin)
@@ -116,7 +119,7 @@ func Watch(ctx context.Context, cli *clientv3.Client, key string, rev int64, r *
 				}
 				break
 			}
-			backoff = minBackoff
+			failures = 0
 			for _, ev := range wr.Events {
 				rev = ev.Kv.ModRevision
 				if ev.Type == clientv3.EventTypeDelete {
@@ -128,7 +131,7 @@ func Watch(ctx context.Context, cli *clientv3.Client, key string, rev int64, r *
 		}
 		cancel()
 		if ctx.Err() == nil {
-			backoff = wait(ctx, backoff)
+			failures = wait(ctx, failures)
 		}
 	}
 	return nil
@@ -142,13 +145,15 @@ func apply(r *server.Reloader, data []byte, origin string) {
 	_ = r.Apply(data, origin) // logged by r
 }
 
-// wait waits d or until ctx ends, and returns the next backoff.
-func wait(ctx context.Context, d time.Duration) time.Duration {
-	t := time.NewTimer(d)
+// wait waits the backoff after one more failure than failures, or until
+// ctx ends, and returns the failures counted now.
+func wait(ctx context.Context, failures int) int {
+	failures++
+	t := time.NewTimer(retryBackoff.Delay(failures, rand.Float64()))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 	case <-t.C:
 	}
-	return min(2*d, maxBackoff)
+	return failures
 }

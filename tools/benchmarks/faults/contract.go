@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluice-rpc/sluice/retry"
+	"github.com/sluice-rpc/sluice/backoff"
 )
 
 // Contract is Sluice's failure handling contract in numbers a Result is
@@ -30,7 +30,7 @@ type Contract struct {
 	// that the contract does not follow the code it checks. After the
 	// first second of an outage no peer may be dialed more often than it
 	// allows (MaxAttempts).
-	Backoff retry.Backoff
+	Backoff backoff.Exponential
 	// FastFail bounds the latency of every call that starts one second or
 	// more into a full outage: with every peer in transient failure a call
 	// fails at once (UNAVAILABLE). 10 ms.
@@ -73,8 +73,8 @@ func DefaultContract() Contract {
 	}
 	return Contract{
 		MaxConnectsPerCall: 1.2,
-		Backoff: retry.Backoff{Initial: time.Second, Max: 120 * time.Second, Multiplier: 1.6,
-			Jitter: retry.ProportionalJitter, Spread: 0.2},
+		Backoff: backoff.Exponential{Initial: time.Second, Max: 120 * time.Second, Multiplier: 1.6,
+			Jitter: backoff.ProportionalJitter, Spread: 0.2},
 		FastFail:           10 * time.Millisecond,
 		KilledPick:         time.Second,
 		SilentPick:         5 * time.Second,
@@ -90,7 +90,7 @@ func DefaultContract() Contract {
 // short as the jitter allows (b.Ceiling(n) x (1 - b.Spread) after the nth
 // failure), plus one attempt for the uncertainty of when that first attempt
 // was.
-func MaxAttempts(b retry.Backoff, from, to time.Duration) int {
+func MaxAttempts(b backoff.Exponential, from, to time.Duration) int {
 	n := 1
 	t := time.Duration(0)
 	for failures := 1; t <= to; failures++ {

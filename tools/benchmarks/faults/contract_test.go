@@ -2,12 +2,13 @@ package faults
 
 import (
 	"context"
-	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
-	"github.com/sluice-rpc/sluice/retry"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-rpc/sluice/backoff"
+	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
 )
 
 // TestContract is the acceptance test of Sluice's failure handling: every
@@ -116,7 +117,7 @@ func TestBackoffMaxAttempts(t *testing.T) {
 		}
 	}
 	// The cap holds the waits at 96 s (120 s less 20%) once reached.
-	capped := retry.Backoff{Initial: time.Second, Max: 120 * time.Second, Multiplier: 10, Jitter: retry.ProportionalJitter, Spread: 0.2}
+	capped := backoff.Exponential{Initial: time.Second, Max: 120 * time.Second, Multiplier: 10, Jitter: backoff.ProportionalJitter, Spread: 0.2}
 	if got := MaxAttempts(capped, time.Hour, time.Hour+200*time.Second); got < 3 || got > 4 {
 		t.Errorf("capped MaxAttempts over 200 s = %d, want 3 or 4 (one attempt per 96 s, plus one)", got)
 	}

@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -34,6 +35,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/serverhook"
 	"github.com/sluice-rpc/sluice/leasing"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 	"github.com/sluice-rpc/sluice/leasing/server"
@@ -336,6 +338,7 @@ type srv struct {
 	addr     string
 	n        *node
 	s        *server.Server
+	parent   serverhook.Parent // an intermediate's link to its parent, ticked by the event loop
 	election *election
 	tick     ticker
 }
@@ -436,19 +439,30 @@ func (s *sim) mishapGap() time.Duration {
 
 // start starts (or restarts) a server process, empty.
 func (s *sim) start(sv *srv) error {
-	cfg := server.Config{Clock: s.clk, Address: sv.addr}
+	// A stream of its own per server process (servers that fail together
+	// must not draw their backoffs alike), fixed by the seed, the server
+	// and when it starts, so that runs replay.
+	h := fnv.New64a()
+	h.Write([]byte(sv.addr))
+	stream := h.Sum64() ^ uint64(s.clk.Now().UnixNano())
+	cfg := server.Config{Clock: s.clk, Address: sv.addr, Rand: rand.New(rand.NewPCG(s.sc.Seed^0x6a09e667f3bcc908, stream))}
 	if sv.n.parent == nil {
 		cfg.Repository = s.repo
 		cfg.Election = sv.election
 	} else {
 		cfg.Parent = sv.n.parent.servers[0].addr
-		cfg.ParentDial = s.dial
-		cfg.ManualParentRefresh = true
 		cfg.ID = sv.n.name
 	}
 	srvr, err := server.New(cfg)
 	if err != nil {
 		return err
+	}
+	if sv.n.parent != nil {
+		// The event loop ticks the parent link, over the in-memory
+		// transport, instead of the server's own refresh loop.
+		if sv.parent, err = serverhook.DriveParent(srvr, s.dial); err != nil {
+			return err
+		}
 	}
 	if err := srvr.Start(); err != nil {
 		return err
@@ -543,7 +557,7 @@ func (s *sim) tickServer(sv *srv) {
 	if sv.s == nil {
 		return
 	}
-	next := sv.s.TickParent(s.ctx)
+	next := sv.parent.Tick(s.ctx)
 	s.schedule(&sv.tick, next, func() { s.tickServer(sv) })
 }
 
@@ -663,7 +677,7 @@ func (s *sim) stop() {
 // woken schedules a server's parent tick at once when it asked for one
 // (a resource appeared, or its mastership changed).
 func (s *sim) woken(sv *srv) {
-	if sv.s != nil && sv.s.ParentWoken() {
+	if sv.s != nil && sv.parent != nil && sv.parent.Woken() {
 		s.schedule(&sv.tick, s.clk.Now(), func() { s.tickServer(sv) })
 	}
 }

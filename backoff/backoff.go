@@ -1,18 +1,52 @@
-package retry
+package backoff
 
 import (
 	"math"
+	"strconv"
 	"time"
 )
 
-// Backoff is exponential backoff with jitter, usable by any policy that
+// Jitter selects how a delay is drawn from its exponential ceiling: below
+// it (full, equal) or around it (proportional).
+type Jitter uint8
+
+const (
+	// FullJitter draws uniformly from [0, ceiling): gRPC's retry backoff.
+	// It is the zero value, so an Exponential uses it unless told
+	// otherwise.
+	FullJitter Jitter = iota
+	// EqualJitter waits half the ceiling plus a uniform draw from
+	// [0, ceiling/2): Aliyun's EqualJitter. It never retries sooner than
+	// half the ceiling.
+	EqualJitter
+	// ProportionalJitter draws uniformly from
+	// [ceiling*(1-Spread), ceiling*(1+Spread)): gRPC's connection backoff
+	// (Spread 0.2). It spreads reconnects around the schedule rather than
+	// below it.
+	ProportionalJitter
+)
+
+// String returns "full", "equal" or "proportional".
+func (j Jitter) String() string {
+	switch j {
+	case FullJitter:
+		return "full"
+	case EqualJitter:
+		return "equal"
+	case ProportionalJitter:
+		return "proportional"
+	}
+	return "Jitter(" + strconv.Itoa(int(j)) + ")"
+}
+
+// Exponential is exponential backoff with jitter, usable by anything that
 // waits between tries. Delay is a pure function of the retry number and a
 // random draw, so callers inject their own random source.
 //
-// The ceiling of retry n (n >= 1, counted since the start of the call or the
-// last server pushback) is min(Initial * Multiplier^(n-1), Max); the delay is
-// drawn below it according to Jitter (around it for ProportionalJitter).
-type Backoff struct {
+// The ceiling of retry n (n >= 1) is min(Initial * Multiplier^(n-1), Max);
+// the delay is drawn below it according to Jitter (around it for
+// ProportionalJitter). The zero value waits 0.
+type Exponential struct {
 	// Initial is the first retry's ceiling.
 	Initial time.Duration
 	// Max bounds every ceiling.
@@ -29,7 +63,7 @@ type Backoff struct {
 
 // Ceiling returns min(Initial * Multiplier^(n-1), Max) for the nth retry;
 // n < 1 is treated as 1. It never overflows: a product beyond Max is Max.
-func (b Backoff) Ceiling(n int) time.Duration {
+func (b Exponential) Ceiling(n int) time.Duration {
 	if n < 1 {
 		n = 1
 	}
@@ -49,7 +83,7 @@ func (b Backoff) Ceiling(n int) time.Duration {
 // in [ceiling/2, ceiling); ProportionalJitter returns
 // ceiling*(1 - Spread + 2*Spread*r), in [ceiling*(1-Spread),
 // ceiling*(1+Spread)). A zero ceiling gives zero. Delay does not allocate.
-func (b Backoff) Delay(n int, r float64) time.Duration {
+func (b Exponential) Delay(n int, r float64) time.Duration {
 	c := b.Ceiling(n)
 	if !(r > 0) { // also catches NaN
 		r = 0

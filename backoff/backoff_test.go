@@ -1,4 +1,4 @@
-package retry
+package backoff
 
 import (
 	"math"
@@ -9,11 +9,11 @@ import (
 
 const ms = time.Millisecond
 
-func TestBackoffCeiling(t *testing.T) {
-	grpc := Backoff{Initial: 100 * ms, Max: time.Second, Multiplier: 2}
+func TestCeiling(t *testing.T) {
+	grpc := Exponential{Initial: 100 * ms, Max: time.Second, Multiplier: 2}
 	tests := []struct {
 		name string
-		b    Backoff
+		b    Exponential
 		n    int
 		want time.Duration
 	}{
@@ -24,10 +24,10 @@ func TestBackoffCeiling(t *testing.T) {
 		{"fourth", grpc, 4, 800 * ms},
 		{"capped", grpc, 5, time.Second},
 		{"huge n does not overflow", grpc, 1 << 30, time.Second},
-		{"multiplier below one shrinks", Backoff{Initial: 100 * ms, Max: time.Second, Multiplier: 0.5}, 3, 25 * ms},
-		{"multiplier one is constant", Backoff{Initial: 100 * ms, Max: time.Second, Multiplier: 1}, 50, 100 * ms},
-		{"max below initial", Backoff{Initial: time.Second, Max: 300 * ms, Multiplier: 2}, 1, 300 * ms},
-		{"max near Duration limit", Backoff{Initial: time.Hour, Max: math.MaxInt64, Multiplier: 1e6}, 40, math.MaxInt64},
+		{"multiplier below one shrinks", Exponential{Initial: 100 * ms, Max: time.Second, Multiplier: 0.5}, 3, 25 * ms},
+		{"multiplier one is constant", Exponential{Initial: 100 * ms, Max: time.Second, Multiplier: 1}, 50, 100 * ms},
+		{"max below initial", Exponential{Initial: time.Second, Max: 300 * ms, Multiplier: 2}, 1, 300 * ms},
+		{"max near Duration limit", Exponential{Initial: time.Hour, Max: math.MaxInt64, Multiplier: 1e6}, 40, math.MaxInt64},
 	}
 	for _, tt := range tests {
 		if got := tt.b.Ceiling(tt.n); got != tt.want {
@@ -36,13 +36,13 @@ func TestBackoffCeiling(t *testing.T) {
 	}
 }
 
-func TestBackoffDelay(t *testing.T) {
-	full := Backoff{Initial: 100 * ms, Max: time.Second, Multiplier: 2}
+func TestDelay(t *testing.T) {
+	full := Exponential{Initial: 100 * ms, Max: time.Second, Multiplier: 2}
 	equal := full
 	equal.Jitter = EqualJitter
 	tests := []struct {
 		name string
-		b    Backoff
+		b    Exponential
 		n    int
 		r    float64
 		want time.Duration
@@ -63,7 +63,7 @@ func TestBackoffDelay(t *testing.T) {
 		}
 	}
 	// gRPC's connection backoff: 1 s, x1.6, +-20 %, cap 120 s.
-	conn := Backoff{Initial: time.Second, Max: 120 * time.Second, Multiplier: 1.6, Jitter: ProportionalJitter, Spread: 0.2}
+	conn := Exponential{Initial: time.Second, Max: 120 * time.Second, Multiplier: 1.6, Jitter: ProportionalJitter, Spread: 0.2}
 	for _, tt := range []struct {
 		n    int
 		r    float64
@@ -76,7 +76,7 @@ func TestBackoffDelay(t *testing.T) {
 			t.Errorf("proportional Delay(%d, %v) = %v, want %v", tt.n, tt.r, got, tt.want)
 		}
 	}
-	huge := Backoff{Initial: time.Duration(math.MaxInt64), Max: time.Duration(math.MaxInt64), Multiplier: 2, Jitter: ProportionalJitter, Spread: 0.5}
+	huge := Exponential{Initial: time.Duration(math.MaxInt64), Max: time.Duration(math.MaxInt64), Multiplier: 2, Jitter: ProportionalJitter, Spread: 0.5}
 	if got := huge.Delay(3, 0.99); got != time.Duration(math.MaxInt64) {
 		t.Errorf("a spread past the largest duration saturates: got %v", got)
 	}
@@ -90,10 +90,10 @@ func TestBackoffDelay(t *testing.T) {
 }
 
 // TestBackoffDelayBounds checks the distributions' ranges over many draws.
-func TestBackoffDelayBounds(t *testing.T) {
+func TestDelayBounds(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, j := range []Jitter{FullJitter, EqualJitter} {
-		b := Backoff{Initial: 10 * ms, Max: 200 * ms, Multiplier: 1.6, Jitter: j}
+		b := Exponential{Initial: 10 * ms, Max: 200 * ms, Multiplier: 1.6, Jitter: j}
 		for n := 1; n <= 12; n++ {
 			c := b.Ceiling(n)
 			lo := time.Duration(0)
@@ -109,8 +109,8 @@ func TestBackoffDelayBounds(t *testing.T) {
 	}
 }
 
-func BenchmarkBackoffDelay(b *testing.B) {
-	bo := Backoff{Initial: 100 * ms, Max: time.Second, Multiplier: 2}
+func BenchmarkDelay(b *testing.B) {
+	bo := Exponential{Initial: 100 * ms, Max: time.Second, Multiplier: 2}
 	rng := rand.New(rand.NewPCG(1, 2))
 	b.ReportAllocs()
 	var sink time.Duration
@@ -120,14 +120,22 @@ func BenchmarkBackoffDelay(b *testing.B) {
 	_ = sink
 }
 
-func TestBackoffDelayHugeCeiling(t *testing.T) {
-	b := Backoff{Initial: math.MaxInt64, Max: math.MaxInt64, Multiplier: 2}
+func TestDelayHugeCeiling(t *testing.T) {
+	b := Exponential{Initial: math.MaxInt64, Max: math.MaxInt64, Multiplier: 2}
 	for _, j := range []Jitter{FullJitter, EqualJitter} {
 		b.Jitter = j
 		for _, r := range []float64{0.5, 0.999999999, math.Nextafter(1, 0), 1, 2} {
 			if d := b.Delay(1, r); d < 0 || d == math.MaxInt64 {
 				t.Errorf("%v Delay(1, %v) = %d, want in [0, MaxInt64)", j, r, d)
 			}
+		}
+	}
+}
+
+func TestJitterString(t *testing.T) {
+	for j, want := range map[Jitter]string{FullJitter: "full", EqualJitter: "equal", ProportionalJitter: "proportional", 9: "Jitter(9)"} {
+		if got := j.String(); got != want {
+			t.Errorf("Jitter(%d).String() = %q, want %q", j, got, want)
 		}
 	}
 }
