@@ -25,11 +25,6 @@ func busyPushback(code codes.Code, msg string) time.Duration {
 	return 0
 }
 
-// AttemptsHeader is the application header carrying, on a retried or hedged
-// attempt of a JSON or Thrift call, the number of attempts made before it.
-// Handlers can read it; it is absent on the first attempt.
-const AttemptsHeader = "previous-rpc-attempts"
-
 // attempt sends a.req once, to a ready peer this call has not used yet when
 // one allows it (st.pick); a peer whose connection turns out to be gone
 // before anything was sent is left for another (beginElsewhere). It

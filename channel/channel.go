@@ -86,7 +86,7 @@ func WithScope(s tally.Scope) Option { return func(o *options) { o.scope = s } }
 // WithTracer sets the tracer of calls' and attempts' spans, and of the
 // server side's (it is given to tchannel-go). A call has one span named
 // after its method, each attempt sent one child span, tagged as
-// opentracing's semantic conventions say (plus AttemptsHeader, the attempt's
+// opentracing's semantic conventions say (plus retry.AttemptsHeader, the attempt's
 // number), and the
 // trace propagates to the servers. Default: opentracing.GlobalTracer().
 func WithTracer(t opentracing.Tracer) Option { return func(o *options) { o.tracer = t } }

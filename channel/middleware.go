@@ -27,7 +27,7 @@ type CallMiddleware func(ctx context.Context, service, method string, req *Reque
 type Attempt struct {
 	Service, Method string
 	// Number counts the attempts made before this one: 0 for the first,
-	// as the attempt header (AttemptsHeader) says.
+	// as the attempt header (retry.AttemptsHeader) says.
 	Number int
 	// Request is what this attempt sends. A middleware replaces it (never
 	// modifies it: it is shared by the call's attempts) to change one
