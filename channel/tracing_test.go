@@ -73,11 +73,11 @@ func TestTracingOneSpanPerCallAndPerAttempt(t *testing.T) {
 			clientTracer, serverTracer := mocktracer.New(), mocktracer.New()
 			var hp string
 			if kind == "sluice" {
-				hp = startServer(t, WithTracer(serverTracer)).ch.HostPort()
+				hp = startServer(t, WithTChannelOptions(tchannel.ChannelOptions{Tracer: serverTracer})).ch.HostPort()
 			} else {
 				hp = plainServer(t, serverTracer)
 			}
-			c, err := New("client", WithTracer(clientTracer))
+			c, err := New("client", WithTChannelOptions(tchannel.ChannelOptions{Tracer: clientTracer}))
 			require.NoError(t, err)
 			defer c.Close()
 			require.NoError(t, c.AddPeer("kv", hp))
@@ -121,7 +121,7 @@ func TestTracingRetriedAttempts(t *testing.T) {
 		"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.001s","maxBackoff":"0.001s","backoffMultiplier":1,"retryableStatusCodes":["BUSY"]}}]}`))
 	require.NoError(t, err)
 	tracer := mocktracer.New()
-	c, err := New("client", WithTracer(tracer), WithServiceConfig(cfg))
+	c, err := New("client", WithTChannelOptions(tchannel.ChannelOptions{Tracer: tracer}), WithServiceConfig(cfg))
 	require.NoError(t, err)
 	defer c.Close()
 	for i := 0; i < 3; i++ { // three peers: the busy limiter of none is spent
@@ -144,7 +144,7 @@ func TestTracingRetriedAttempts(t *testing.T) {
 	tracer.Reset()
 	down := startServer(t)
 	down.busy.Store(true)
-	c2, err := New("client", WithTracer(tracer))
+	c2, err := New("client", WithTChannelOptions(tchannel.ChannelOptions{Tracer: tracer}))
 	require.NoError(t, err)
 	defer c2.Close()
 	require.NoError(t, c2.AddPeer("kv", down.ch.HostPort()))
