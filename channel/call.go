@@ -131,7 +131,7 @@ func (c *Channel) run(ctx context.Context, st *callState, service, method string
 			return nil, c.fail(m, start, ce)
 		}
 		if pc.cfg.Debug && req.Format != tchannel.Raw {
-			req = req.withHeader(pacing.HeaderMode, pacing.ModeDebug)
+			req = req.WithHeader(pacing.HeaderMode, pacing.ModeDebug)
 		}
 	}
 

@@ -162,7 +162,7 @@ func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
 	spec := &st.spec
 	if a.Number > 0 && spec.req.Format != tchannel.Raw {
 		retried := *spec
-		retried.req = spec.req.withHeader(retry.AttemptsHeader, strconv.Itoa(a.Number))
+		retried.req = spec.req.WithHeader(retry.AttemptsHeader, strconv.Itoa(a.Number))
 		spec = &retried
 	}
 	var (

@@ -112,11 +112,6 @@ func WithInboundMiddleware(mw ...InboundMiddleware) Option {
 	return func(o *options) { o.inboundMW = append(o.inboundMW, mw...) }
 }
 
-// WithHeader returns a copy of r with one more application header (JSON
-// and Thrift calls; a raw call has no headers, and sends Arg2 as is). r and
-// its Headers are left as they are.
-func (r *Request) WithHeader(k, v string) *Request { return r.withHeader(k, v) }
-
 // validateMiddleware reports a nil middleware, by its position.
 func validateMiddleware(o *options) error {
 	for i, mw := range o.callMW {

@@ -78,9 +78,11 @@ func (c *Channel) checkRequest(req *Request) error {
 	return nil
 }
 
-// withHeader returns a copy of r with one more application header; r and
-// its Headers are left as they are (the caller's, shared by attempts).
-func (r *Request) withHeader(k, v string) *Request {
+// WithHeader returns a copy of r with one more application header (JSON
+// and Thrift calls; a raw call has no headers, and sends Arg2 as is). r and
+// its Headers are left as they are: they are the caller's, shared by the
+// call's attempts.
+func (r *Request) WithHeader(k, v string) *Request {
 	c := *r
 	c.Headers = make(map[string]string, len(r.Headers)+1)
 	for hk, hv := range r.Headers {
