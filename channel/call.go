@@ -19,6 +19,30 @@ import (
 // one result: the response, or a *CallError. The raw, JSON and Thrift
 // front-ends are built on it; use it directly to add another.
 //
+// The pipeline looks up the method's policy (WithServiceConfig), waits on
+// the service's lease gate (WithLease) and pacing (WithPacing), then runs
+// the attempts: one, or retries or hedges as the policy says. Each attempt
+// picks a peer of service through package peer, skipping peers whose busy
+// limiter refuses (package busy), sends the request with tchannel-go,
+// classifies the outcome from the call itself (never from error strings),
+// feeds a busy answer back to that peer's limiter, and records metrics
+// (package stats) and opentracing spans for the call and the attempt. When
+// no peer may take the request the call fails locally with ErrThrottled and
+// nothing is sent.
+//
+// Failures stay bounded. Calls never dial: each peer's connector (package
+// peer) connects in the background with gRPC's connection backoff, and
+// only peers with an established connection are chosen. A call with no
+// ready peer waits while some peer is connecting, and fails at once with
+// ErrUnavailable (code UNAVAILABLE) when every peer's connection has
+// failed, unless it waits for ready (WaitForReady). An attempt whose
+// connection closed before it was sent moves to another peer, each peer at
+// most once; a decline sent before any handler ran (by a closing server)
+// is retried once on another peer; any other failure is retried only as
+// the call's retry or hedging policy says, so a handler runs once unless a
+// policy names the code it answered. A call returns by its deadline
+// whatever the transport does.
+//
 // A request that cannot be sent fails at once with BAD_REQUEST, and is never
 // retried: a nil req, an unsupported format, a service name over 255 bytes
 // or a method name over 16 KiB (TChannel's limits), a Thrift header over

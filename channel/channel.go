@@ -131,6 +131,14 @@ func WithMaxRequestSize(n int64) Option { return func(o *options) { o.maxRequest
 
 // Channel is a TChannel channel whose outbound calls throttle, and whose
 // inbound side can shed, by itself. It is safe for concurrent use.
+//
+// Raw, JSON and Thrift calls share one pipeline (see Call) and speak
+// TChannel's wire formats, so a Channel talks to any TChannel server and
+// any TChannel client talks to a Channel. On the server side a Channel
+// registers raw and JSON handlers (Thrift ones through package thrift) and
+// can shed load (WithShedding): it answers Busy before a handler runs above
+// a rate or an in-flight limit, which closes the loop with the clients'
+// busy throttling.
 type Channel struct {
 	name string
 	tch  *tchannel.Channel
