@@ -38,8 +38,8 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 	m := st.pol.m
 	// One clock read for the choice and the latency (BeginCall included),
 	// unless the choice had to wait; none for a first attempt that nothing
-	// held up, which starts when its call did (a clock read costs about
-	// 0.2% of a loopback call).
+	// held up, which starts when its call did: every call pays for each
+	// clock read on its path.
 	t0 := st.start
 	if n != 0 || t0.IsZero() {
 		t0 = c.o.clock.Now()

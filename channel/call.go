@@ -124,7 +124,7 @@ func (c *Channel) call(ctx context.Context, st *callState, service, method strin
 	}
 	// The rest runs in a function of its own, so that both functions'
 	// defers are open-coded (the compiler gives up on them in a function
-	// with many returns): a deferred call costs tens of nanoseconds more.
+	// with many returns): a defer that is not costs every call more.
 	ctx, cancel := c.deadline(ctx, pol)
 	if cancel == nil { // ctx has its deadline already
 		return c.run(ctx, st, service, method, req, waitForReady, pol, l, start)

@@ -108,9 +108,9 @@ type methodKey struct{ service, method string }
 
 // policyFor returns the cached policy of service's method, building it on
 // first use. The policy it returned last is at hand without the read lock
-// and the map lookup (a hash of two strings), which take some 30 ns with
-// warm caches and more amid a real call: a client calls one method over
-// and over more often than not. A call to another method replaces it, at
+// and the map lookup (a hash of two strings), which cost every call more
+// than a comparison: a client calls one method over and over more often
+// than not. A call to another method replaces it, at
 // the cost of one atomic store besides the lookup.
 func (c *Channel) policyFor(service, method string) (*methodPolicy, error) {
 	if p := c.lastPolicy.Load(); p != nil && p.method == method && p.service == service {
