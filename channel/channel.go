@@ -84,20 +84,16 @@ func WithBusyConfig(c busy.Config) Option { return func(o *options) { o.busy = c
 // WithScope sets the tally scope metrics are reported to. Default: none.
 func WithScope(s tally.Scope) Option { return func(o *options) { o.scope = s } }
 
-// WithTracer sets the tracer of calls' and attempts' spans, and of the
-// server side's (it is given to tchannel-go). A call has one span named
-// after its method, each attempt sent one child span, tagged as
-// opentracing's semantic conventions say (plus AttemptsHeader, the attempt's
-// number), and the
-// trace propagates to the servers. Default: opentracing.GlobalTracer().
-func WithTracer(t opentracing.Tracer) Option { return func(o *options) { o.tracer = t } }
-
 // WithDefaultTimeout sets the timeout of calls whose context has no
 // deadline. Default: DefaultTimeout (one second).
 func WithDefaultTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
 // WithTChannelOptions sets the options the underlying tchannel.Channel is
-// created with. Its Tracer is overridden by WithTracer's, and cancel
+// created with. Its Tracer (default opentracing.GlobalTracer()) traces the
+// Channel's calls as well as its server side: a call has one span named
+// after its method, each attempt sent one child span, tagged as
+// opentracing's semantic conventions say (plus retry.AttemptsHeader, the
+// attempt's number), and the trace propagates to the servers. Cancel
 // propagation is always on (SendCancelOnContextCanceled and PropagateCancel)
 // so that cancelled hedges stop their servers' work. Its Dialer, if set,
 // makes the connections Sluice's connectors open (see WithConnectConfig).
@@ -136,6 +132,14 @@ func WithMaxRequestSize(n int64) Option { return func(o *options) { o.maxRequest
 
 // Channel is a TChannel channel whose outbound calls throttle, and whose
 // inbound side can shed, by itself. It is safe for concurrent use.
+//
+// Raw, JSON and Thrift calls share one pipeline (see Call) and speak
+// TChannel's wire formats, so a Channel talks to any TChannel server and
+// any TChannel client talks to a Channel. On the server side a Channel
+// registers raw and JSON handlers (Thrift ones through package thrift) and
+// can shed load (WithShedding): it answers Busy before a handler runs above
+// a rate or an in-flight limit, which closes the loop with the clients'
+// busy throttling.
 type Channel struct {
 	name string
 	tch  *tchannel.Channel
@@ -214,7 +218,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 		}
 	}
 	gates := o.leases
-	if o.tracer == nil {
+	if o.tracer = o.tch.Tracer; o.tracer == nil {
 		o.tracer = opentracing.GlobalTracer()
 	}
 	_, noop := o.tracer.(opentracing.NoopTracer)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/busy"
+	"github.com/sluice-rpc/sluice/channel/channelz"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/stretchr/testify/assert"
@@ -30,7 +31,7 @@ const debugCfg = `{"methodConfig":[
   "hedgingPolicy":{"maxAttempts":2,"hedgingDelay":"0.5s","nonFatalStatusCodes":["BUSY"]}}],
  "retryThrottling":{"maxTokens":10,"tokenRatio":0.1}}`
 
-func debugService(t *testing.T, st DebugState, name string) DebugService {
+func debugService(t *testing.T, st channelz.State, name string) channelz.Service {
 	t.Helper()
 	for _, s := range st.Services {
 		if s.Name == name {
@@ -38,10 +39,10 @@ func debugService(t *testing.T, st DebugState, name string) DebugService {
 		}
 	}
 	t.Fatalf("service %q missing from %+v", name, st.Services)
-	return DebugService{}
+	return channelz.Service{}
 }
 
-func debugPeerOf(t *testing.T, s DebugService, hostPort string) DebugPeer {
+func debugPeerOf(t *testing.T, s channelz.Service, hostPort string) channelz.Peer {
 	t.Helper()
 	for _, p := range s.Peers {
 		if p.HostPort == hostPort {
@@ -49,10 +50,10 @@ func debugPeerOf(t *testing.T, s DebugService, hostPort string) DebugPeer {
 		}
 	}
 	t.Fatalf("peer %s missing from %+v", hostPort, s.Peers)
-	return DebugPeer{}
+	return channelz.Peer{}
 }
 
-func debugMethodOf(t *testing.T, s DebugService, name string) DebugMethod {
+func debugMethodOf(t *testing.T, s channelz.Service, name string) channelz.Method {
 	t.Helper()
 	for _, m := range s.Methods {
 		if m.Name == name {
@@ -60,7 +61,7 @@ func debugMethodOf(t *testing.T, s DebugService, name string) DebugMethod {
 		}
 	}
 	t.Fatalf("method %q missing from %+v", name, s.Methods)
-	return DebugMethod{}
+	return channelz.Method{}
 }
 
 // serveDebug gets the handler's answer to a request with method.
@@ -71,12 +72,12 @@ func serveDebug(c *Channel, method string) *httptest.ResponseRecorder {
 }
 
 // decodeDebug decodes the handler's body strictly: every field it holds is
-// one of DebugState's.
-func decodeDebug(t *testing.T, body []byte) DebugState {
+// one of channelz.State's.
+func decodeDebug(t *testing.T, body []byte) channelz.State {
 	t.Helper()
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	var st DebugState
+	var st channelz.State
 	require.NoError(t, dec.Decode(&st), "%s", body)
 	return st
 }
@@ -122,7 +123,7 @@ func TestDebugShowsPeersTokensAndPolicies(t *testing.T) {
 	require.Len(t, kv.Peers, 2)
 	g, b := debugPeerOf(t, kv, good.ch.HostPort()), debugPeerOf(t, kv, bad.ch.HostPort())
 	require.GreaterOrEqual(t, b.Busy, uint64(3), "too few calls reached the busy peer for its limit to fall")
-	for _, p := range []DebugPeer{g, b} {
+	for _, p := range []channelz.Peer{g, b} {
 		assert.Equal(t, "READY", p.State, p.HostPort)
 		assert.Zero(t, p.Pending, p.HostPort)
 		assert.EqualValues(t, busy.DefaultCeiling, p.Ceiling)
@@ -151,11 +152,11 @@ func TestDebugShowsPeersTokensAndPolicies(t *testing.T) {
 	require.Len(t, kv.Methods, 2)
 	echo, get := debugMethodOf(t, kv, "echo"), debugMethodOf(t, kv, "get")
 	assert.Nil(t, echo.Hedge)
-	assert.Equal(t, &DebugRetry{MaxAttempts: 3, InitialBackoffMs: 10, MaxBackoffMs: 1000, BackoffMultiplier: 2,
+	assert.Equal(t, &channelz.Retry{MaxAttempts: 3, InitialBackoffMs: 10, MaxBackoffMs: 1000, BackoffMultiplier: 2,
 		Jitter: "full", RetryableCodes: []string{"TIMEOUT"}}, echo.Retry)
 	assert.Nil(t, get.Retry)
 	assert.Equal(t, 1500.0, get.TimeoutMs)
-	assert.Equal(t, &DebugHedge{MaxAttempts: 2, DelayMs: 500, HedgingDelayMs: 500, NonFatalCodes: []string{"BUSY"}}, get.Hedge)
+	assert.Equal(t, &channelz.Hedge{MaxAttempts: 2, DelayMs: 500, HedgingDelayMs: 500, NonFatalCodes: []string{"BUSY"}}, get.Hedge)
 
 	// The handler serves the same state, in the documented shape.
 	rec := serveDebug(c, http.MethodGet)
@@ -231,10 +232,10 @@ func TestDebugAdaptiveHedgeLeaseAndPacing(t *testing.T) {
 	}
 	assert.Equal(t, []string{"inf", "kv", "plain"}, []string{st.Services[0].Name, st.Services[1].Name, st.Services[2].Name})
 	capacity := 42.0
-	assert.Equal(t, &DebugLease{Gate: "channel.capGate", Capacity: &capacity}, debugService(t, st, "kv").Lease)
-	assert.Equal(t, &DebugLease{Gate: "channel.capGate", Unlimited: true}, debugService(t, st, "inf").Lease)
-	assert.Equal(t, &DebugLease{Gate: "channel.plainGate"}, debugService(t, st, "plain").Lease)
-	assert.Equal(t, &DebugPacing{Strategy: "null", MaxDelayMs: 5000, Windows: []DebugPaceWindow{}}, debugService(t, st, "kv").Pacing)
+	assert.Equal(t, &channelz.Lease{Gate: "channel.capGate", Capacity: &capacity}, debugService(t, st, "kv").Lease)
+	assert.Equal(t, &channelz.Lease{Gate: "channel.capGate", Unlimited: true}, debugService(t, st, "inf").Lease)
+	assert.Equal(t, &channelz.Lease{Gate: "channel.plainGate"}, debugService(t, st, "plain").Lease)
+	assert.Equal(t, &channelz.Pacing{Strategy: "null", MaxDelayMs: 5000, Windows: []channelz.PaceWindow{}}, debugService(t, st, "kv").Pacing)
 	assert.Nil(t, debugService(t, st, "inf").Pacing)
 
 	// The method's policy is made by its first call; make it directly.
@@ -242,25 +243,25 @@ func TestDebugAdaptiveHedgeLeaseAndPacing(t *testing.T) {
 	require.NoError(t, err)
 	hedge := debugMethodOf(t, debugService(t, c.Debug(), "kv"), "adapt").Hedge
 	require.NotNil(t, hedge)
-	assert.Equal(t, &DebugHedge{MaxAttempts: 3, DelayMs: 100, HedgingDelayMs: 1000, NonFatalCodes: []string{"BUSY", "DECLINED"},
-		Adaptive: &DebugAdaptive{Quantile: 0.8, Window: 20, FloorMs: 2, CapMs: 100}}, hedge,
+	assert.Equal(t, &channelz.Hedge{MaxAttempts: 3, DelayMs: 100, HedgingDelayMs: 1000, NonFatalCodes: []string{"BUSY", "DECLINED"},
+		Adaptive: &channelz.Adaptive{Quantile: 0.8, Window: 20, FloorMs: 2, CapMs: 100}}, hedge,
 		"until it has latencies the delay is hedgingDelay within [floor, cap]")
 	p.est.Observe(7 * time.Millisecond)
 	p.est.Observe(7 * time.Millisecond) // window/10 = 2 samples: the quantile is taken
 	hedge = debugMethodOf(t, debugService(t, c.Debug(), "kv"), "adapt").Hedge
 	assert.Equal(t, 7.0, hedge.DelayMs)
-	assert.Equal(t, &DebugAdaptive{Quantile: 0.8, Window: 20, FloorMs: 2, CapMs: 100, Samples: 2, Learned: true}, hedge.Adaptive)
+	assert.Equal(t, &channelz.Adaptive{Quantile: 0.8, Window: 20, FloorMs: 2, CapMs: 100, Samples: 2, Learned: true}, hedge.Adaptive)
 
 	// Windows the servers announced, for the service and for the method.
 	now := clk.Now()
 	c.pacers["kv"].windows.Record("kv", now.Add(time.Second))
 	c.pacers["kv"].windows.Record("kv::adapt", now.Add(2*time.Second))
-	assert.Equal(t, []DebugPaceWindow{
+	assert.Equal(t, []channelz.PaceWindow{
 		{Key: "kv", RemainingMs: 1000, Until: now.Add(time.Second).UTC()},
 		{Key: "kv::adapt", RemainingMs: 2000, Until: now.Add(2 * time.Second).UTC()},
 	}, debugService(t, c.Debug(), "kv").Pacing.Windows)
 	clk.Add(1500 * time.Millisecond)
-	assert.Equal(t, []DebugPaceWindow{{Key: "kv::adapt", RemainingMs: 500, Until: now.Add(2 * time.Second).UTC()}},
+	assert.Equal(t, []channelz.PaceWindow{{Key: "kv::adapt", RemainingMs: 500, Until: now.Add(2 * time.Second).UTC()}},
 		debugService(t, c.Debug(), "kv").Pacing.Windows, "the service's window has ended")
 
 	// An unlimited lease is valid JSON; empty lists are arrays, not null.

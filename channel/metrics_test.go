@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sluice-rpc/sluice/serviceconfig"
+	"github.com/sluice-rpc/sluice/stats"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/uber-go/tally/v4"
@@ -44,7 +45,7 @@ outer:
 }
 
 // Calling 1,000 distinct methods that no service config and no WithMethods
-// names adds no series: they share the service's OtherMethods series, on
+// names adds no series: they share the service's stats.MethodOther series, on
 // the client; on the server, unregistered methods make none at all.
 func TestUnknownMethodsAddNoSeries(t *testing.T) {
 	serverScope := tally.NewTestScope("", nil)
@@ -74,10 +75,10 @@ func TestUnknownMethodsAddNoSeries(t *testing.T) {
 		_, err := c.CallRaw(ctxTimeout(t), "kv", fmt.Sprintf("unknown-%d", i), nil, nil)
 		require.Error(t, err)
 	}
-	after, others := seriesCount(scope, "echo", "get", OtherMethods)
+	after, others := seriesCount(scope, "echo", "get", stats.MethodOther)
 	serverAfter, _ := seriesCount(serverScope)
 	assert.Equal(t, before, after, "client series before and after 999 more unknown methods")
 	assert.Zero(t, others, "series of methods nobody named")
 	assert.Equal(t, serverBefore, serverAfter, "server series before and after 999 more unknown methods")
-	assert.EqualValues(t, 1000, scope.Snapshot().Counters()["calls+method="+OtherMethods+",service=kv"].Value())
+	assert.EqualValues(t, 1000, scope.Snapshot().Counters()["calls+method="+stats.MethodOther+",service=kv"].Value())
 }

@@ -27,7 +27,7 @@ type CallMiddleware func(ctx context.Context, service, method string, req *Reque
 type Attempt struct {
 	Service, Method string
 	// Number counts the attempts made before this one: 0 for the first,
-	// as the attempt header (AttemptsHeader) says.
+	// as the attempt header (retry.AttemptsHeader) says.
 	Number int
 	// Request is what this attempt sends. A middleware replaces it (never
 	// modifies it: it is shared by the call's attempts) to change one
@@ -111,11 +111,6 @@ func WithAttemptMiddleware(mw ...AttemptMiddleware) Option {
 func WithInboundMiddleware(mw ...InboundMiddleware) Option {
 	return func(o *options) { o.inboundMW = append(o.inboundMW, mw...) }
 }
-
-// WithHeader returns a copy of r with one more application header (JSON
-// and Thrift calls; a raw call has no headers, and sends Arg2 as is). r and
-// its Headers are left as they are.
-func (r *Request) WithHeader(k, v string) *Request { return r.withHeader(k, v) }
 
 // validateMiddleware reports a nil middleware, by its position.
 func validateMiddleware(o *options) error {

@@ -110,9 +110,10 @@ type methodKey struct{ service, method string }
 
 // policyFor returns the cached policy of service's method, building it on
 // first use. The policy it returned last is at hand without the read lock
-// and the map lookup (a hash of two strings): a client calls one method
-// over and over more often than not. A call to another method replaces
-// it, at the cost of one atomic store besides the lookup.
+// and the map lookup (a hash of two strings), which cost every call more
+// than a comparison: a client calls one method over and over more often
+// than not. A call to another method replaces it, at the cost of one
+// atomic store besides the lookup.
 func (c *Channel) policyFor(service, method string) (*methodPolicy, error) {
 	if p := c.lastPolicy.Load(); p != nil && p.method == method && p.service == service {
 		return p, nil
@@ -147,15 +148,9 @@ func (c *Channel) addPolicy(k methodKey) (*methodPolicy, error) {
 	return p, nil
 }
 
-// OtherMethods is the method tag of the metrics of calls to methods that
-// have no series of their own: methods named neither in the service config
-// nor by WithMethods share it, one series per service, so that the method
-// names callers use cannot multiply the series.
-const OtherMethods = "_other"
-
 // WithMethods names methods of service whose calls get metric series of
 // their own (tag method), besides the methods the service config names
-// exactly. Calls to any other method are counted under OtherMethods.
+// exactly. Calls to any other method are counted under stats.MethodOther.
 func WithMethods(service string, methods ...string) Option {
 	return func(o *options) {
 		if o.methods == nil {
@@ -169,10 +164,10 @@ func WithMethods(service string, methods ...string) Option {
 
 // methodStats returns the metrics of calls to service's method: its own
 // series if the service config or WithMethods names it, else the service's
-// OtherMethods series.
+// stats.MethodOther series.
 func (c *Channel) methodStats(service, method string) *stats.Method {
 	if !c.o.methods[methodKey{service, method}] && !c.o.config.Names(service, method) {
-		method = OtherMethods
+		method = stats.MethodOther
 	}
 	return c.rec.Method(service, method)
 }

@@ -45,7 +45,7 @@ func startFleet(t *testing.T, n int, answer func(n int) error) *fleet {
 			"get": func(ctx tjson.Context, req *echoReq) (*echoRes, error) {
 				f.mu.Lock()
 				k := len(f.log)
-				f.log = append(f.log, arrival{server: *hp, attemptsHeader: ctx.Headers()[AttemptsHeader], at: time.Now()})
+				f.log = append(f.log, arrival{server: *hp, attemptsHeader: ctx.Headers()[retry.AttemptsHeader], at: time.Now()})
 				f.mu.Unlock()
 				if err := f.answer(k); err != nil {
 					return nil, err

@@ -203,7 +203,7 @@ func TestJSONServerSpeaksTChannelJSON(t *testing.T) {
 // tchannel-go's JSON handler does.
 func TestJSONServerContinuesTheTrace(t *testing.T) {
 	serverTracer, clientTracer := mocktracer.New(), mocktracer.New()
-	s := startServer(t, WithTracer(serverTracer))
+	s := startServer(t, WithTChannelOptions(tchannel.ChannelOptions{Tracer: serverTracer}))
 	client := tjson.NewClient(plainClient(t, &tchannel.ChannelOptions{Tracer: clientTracer}), "kv",
 		&tjson.ClientOptions{HostPort: s.ch.HostPort()})
 	parent := clientTracer.StartSpan("caller")

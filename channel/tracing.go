@@ -3,6 +3,7 @@ package channel
 import (
 	"github.com/opentracing/opentracing-go"
 	"github.com/opentracing/opentracing-go/ext"
+	"github.com/sluice-rpc/sluice/retry"
 )
 
 // Spans follow opentracing's semantic conventions. A call has one span,
@@ -41,7 +42,7 @@ func (t *spanTracer) StartSpan(name string, opts ...opentracing.StartSpanOption)
 	}
 	sp := t.Tracer.StartSpan(name, opts...)
 	if a != nil {
-		sp.SetTag(AttemptsHeader, a.n) // the tag is named as the header is
+		sp.SetTag(retry.AttemptsHeader, a.n) // the tag is named as the header is
 		ext.PeerAddress.Set(sp, a.hostPort)
 	}
 	return sp

@@ -8,6 +8,7 @@ import (
 	"github.com/opentracing/opentracing-go/ext"
 	"github.com/opentracing/opentracing-go/mocktracer"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
+	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -72,11 +73,11 @@ func TestTracingOneSpanPerCallAndPerAttempt(t *testing.T) {
 			clientTracer, serverTracer := mocktracer.New(), mocktracer.New()
 			var hp string
 			if kind == "sluice" {
-				hp = startServer(t, WithTracer(serverTracer)).ch.HostPort()
+				hp = startServer(t, WithTChannelOptions(tchannel.ChannelOptions{Tracer: serverTracer})).ch.HostPort()
 			} else {
 				hp = plainServer(t, serverTracer)
 			}
-			c, err := New("client", WithTracer(clientTracer))
+			c, err := New("client", WithTChannelOptions(tchannel.ChannelOptions{Tracer: clientTracer}))
 			require.NoError(t, err)
 			defer c.Close()
 			require.NoError(t, c.AddPeer("kv", hp))
@@ -100,7 +101,7 @@ func TestTracingOneSpanPerCallAndPerAttempt(t *testing.T) {
 			assert.Equal(t, "kv", attempt.Tag(string(ext.PeerService)))
 			assert.Equal(t, hp, attempt.Tag(string(ext.PeerAddress)))
 			assert.NotNil(t, attempt.Tag(string(ext.PeerPort)))
-			assert.Equal(t, 0, attempt.Tag(AttemptsHeader))
+			assert.Equal(t, 0, attempt.Tag(retry.AttemptsHeader))
 
 			served := serverSpan(t, serverTracer, "get")
 			assert.Equal(t, call.SpanContext.TraceID, served.SpanContext.TraceID, "the server's span is not in the caller's trace")
@@ -120,7 +121,7 @@ func TestTracingRetriedAttempts(t *testing.T) {
 		"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.001s","maxBackoff":"0.001s","backoffMultiplier":1,"retryableStatusCodes":["BUSY"]}}]}`))
 	require.NoError(t, err)
 	tracer := mocktracer.New()
-	c, err := New("client", WithTracer(tracer), WithServiceConfig(cfg))
+	c, err := New("client", WithTChannelOptions(tchannel.ChannelOptions{Tracer: tracer}), WithServiceConfig(cfg))
 	require.NoError(t, err)
 	defer c.Close()
 	for i := 0; i < 3; i++ { // three peers: the busy limiter of none is spent
@@ -134,7 +135,7 @@ func TestTracingRetriedAttempts(t *testing.T) {
 	require.Len(t, calls, 1)
 	require.Len(t, attempts, 3)
 	for i, a := range attempts {
-		assert.Equal(t, i, a.Tag(AttemptsHeader))
+		assert.Equal(t, i, a.Tag(retry.AttemptsHeader))
 		assert.Equal(t, calls[0].SpanContext.SpanID, a.ParentID)
 		assert.Equal(t, i < 2, a.Tag(string(ext.Error)) == true, "attempt %d's error tag: %v", i, a.Tag(string(ext.Error)))
 	}
@@ -143,7 +144,7 @@ func TestTracingRetriedAttempts(t *testing.T) {
 	tracer.Reset()
 	down := startServer(t)
 	down.busy.Store(true)
-	c2, err := New("client", WithTracer(tracer))
+	c2, err := New("client", WithTChannelOptions(tchannel.ChannelOptions{Tracer: tracer}))
 	require.NoError(t, err)
 	defer c2.Close()
 	require.NoError(t, c2.AddPeer("kv", down.ch.HostPort()))
@@ -173,6 +174,6 @@ func TestAttemptSpanInjectsTheCallSpan(t *testing.T) {
 	child.Finish()
 	ms := child.(*mocktracer.MockSpan)
 	assert.Equal(t, call.Context().(mocktracer.MockSpanContext).SpanID, ms.ParentID)
-	assert.Equal(t, 1, ms.Tag(AttemptsHeader))
+	assert.Equal(t, 1, ms.Tag(retry.AttemptsHeader))
 	assert.Equal(t, "127.0.0.1:1", ms.Tag(string(ext.PeerAddress)))
 }

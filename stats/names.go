@@ -155,6 +155,13 @@ const (
 // RATE_LIMITED, UNAVAILABLE.
 const CodeLocal = "LOCAL"
 
+// MethodOther is the method tag of calls to methods that have no series of
+// their own. A Channel gives series only to the methods the service config
+// names exactly or channel.WithMethods names, and counts calls to any other
+// method under this tag, one series per service, so that the method names
+// callers use cannot multiply the series.
+const MethodOther = "_other"
+
 // Server-side metrics of a Channel, untagged.
 const (
 	// ServerRequests is a counter: inbound requests, shed or not.

@@ -336,7 +336,7 @@ func (p *limitedProtocol) Skip(t athrift.TType) error { return athrift.SkipDefau
 // hedge, and so on. It reads the previous-rpc-attempts request header and
 // returns 0 when the header is absent or is not a non-negative number.
 func PreviousAttempts(ctx tthrift.Context) int {
-	v, ok := ctx.Headers()[channel.AttemptsHeader]
+	v, ok := ctx.Headers()[retry.AttemptsHeader]
 	if !ok {
 		return 0
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
+	"github.com/sluice-rpc/sluice/retry"
 )
 
 // startKV starts a real server of "kv" on 127.0.0.1: raw "echo" and JSON
@@ -38,7 +39,7 @@ func startKV(t *testing.T, busy bool) string {
 		if busy {
 			return nil, channel.Busy("overloaded")
 		}
-		return map[string]any{"got": req["key"], "attempt": ctx.Headers()[channel.AttemptsHeader]}, nil
+		return map[string]any{"got": req["key"], "attempt": ctx.Headers()[retry.AttemptsHeader]}, nil
 	}})
 	if err := ch.ListenAndServe("127.0.0.1:0"); err != nil {
 		t.Fatal(err)

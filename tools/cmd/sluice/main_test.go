@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/sluice-rpc/sluice/busy"
-	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/channel/channelz"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/tools/internal/testkit/testhttp"
 )
@@ -381,7 +381,7 @@ func TestDemoServesMetrics(t *testing.T) {
 	if !strings.Contains(pprofIndex, "goroutine") {
 		t.Errorf("/debug/pprof/ is not the profile index:\n%s", pprofIndex)
 	}
-	var state channel.DebugState
+	var state channelz.State
 	if err := json.Unmarshal([]byte(live), &state); err != nil {
 		t.Fatalf("/debug/sluice is not the channel's state: %v\n%s", err, live)
 	}

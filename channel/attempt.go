@@ -1,0 +1,259 @@
+package channel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/opentracing/opentracing-go"
+	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/peer"
+	"github.com/sluice-rpc/sluice/retry"
+	"github.com/uber/tchannel-go"
+)
+
+// busyPushback returns the delay a Busy answer's pushback hint asks for, 0
+// for any other answer or hint.
+func busyPushback(code codes.Code, msg string) time.Duration {
+	if code != codes.Busy {
+		return 0
+	}
+	if pb, _ := retry.PushbackFromMessage(msg); pb.Kind == retry.PushbackDelay {
+		return pb.Delay
+	}
+	return 0
+}
+
+// attempt sends a.req once, to a ready peer this call has not used yet when
+// one allows it (st.pick); a peer whose connection turns out to be gone
+// before anything was sent is left for another (beginElsewhere). It
+// returns the response, whether the request left the client, whether the
+// response had reached the application (its arg2 was read) before a
+// failure, and a *CallError on failure.
+func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n int, into *Response) (res *Response, sent, committed bool, err error) {
+	if c.closed.Load() {
+		return nil, false, false, &CallError{Service: a.service, Method: a.method, Code: codes.Closed, Err: ErrClosed}
+	}
+	m := st.pol.m
+	// One clock read for the choice and the latency (BeginCall included),
+	// unless the choice had to wait; none for a first attempt that nothing
+	// held up, which starts when its call did: every call pays for each
+	// clock read on its path.
+	t0 := st.start
+	if n != 0 || t0.IsZero() {
+		t0 = c.o.clock.Now()
+	}
+	p, t0, err := st.pick(ctx, t0)
+	if err != nil {
+		return nil, false, false, a.pickError(err)
+	}
+	// sctx marks the call's span for the span tchannel-go starts for the
+	// attempt (see spanTracer).
+	sctx, as := ctx, (*attemptSpan)(nil)
+	if c.tracing {
+		if cs := opentracing.SpanFromContext(ctx); cs != nil {
+			as = &attemptSpan{Span: cs, tracer: c.spans, n: n, hostPort: p.HostPort()}
+			sctx = opentracing.ContextWithSpan(ctx, as)
+		}
+	}
+	call, err := p.TChannel().BeginCall(sctx, a.service, a.method, callOptionsFor(a.req.Format))
+	if err != nil {
+		if p, call, t0, err = c.beginElsewhere(ctx, sctx, st, a, as, p, t0, err); err != nil {
+			return nil, false, false, err
+		}
+	}
+	sent = true
+	m.Attempt()
+	p.Begin()
+	res, committed, err = exchange(call, a.req, into)
+	code, msg := codes.OK, ""
+	if err != nil {
+		code, msg = classify(err)
+	}
+	now := c.o.clock.Now()
+	if pb := busyPushback(code, msg); pb > 0 {
+		p.EndPushedBack(now, now.Sub(t0), pb)
+	} else {
+		p.End(now, now.Sub(t0), code)
+	}
+	if est := st.pol.est; est != nil && n == 0 && (code == codes.OK || code == codes.Cancelled || code == codes.Timeout) {
+		// Adaptive hedging learns from first attempts. One cancelled
+		// because a hedge won, or cut off by the deadline, is observed
+		// too: its time so far bounds its latency from below.
+		est.Observe(now.Sub(t0))
+	}
+	if res != nil {
+		res.end = now
+	}
+	if err != nil {
+		m.AttemptFailed(code.String())
+		return nil, true, committed, &CallError{Service: a.service, Method: a.method, Code: code, Message: msg, Peer: p.HostPort(), Err: err}
+	}
+	res.Peer = p.HostPort()
+	return res, true, false, nil
+}
+
+// attemptVia is attempt behind the attempt middlewares: they see the
+// attempt before its peer is chosen, and may replace its request.
+func (c *Channel) attemptVia(ctx context.Context, st *callState, a *attemptSpec, n int, into *Response) (_ *Response, sent, committed bool, _ error) {
+	var (
+		called   bool
+		innerErr error
+	)
+	at := &Attempt{Service: a.service, Method: a.method, Number: n, Request: a.req}
+	ctx = context.WithValue(ctx, attemptKey{}, AttemptInvoker(func(ctx context.Context, at *Attempt) (*Response, error) {
+		called = true
+		spec := attemptSpec{service: a.service, method: a.method, req: at.Request}
+		if spec.req != a.req {
+			if err := c.checkRequest(spec.req); err != nil {
+				innerErr = &CallError{Service: a.service, Method: a.method, Code: codes.BadRequest,
+					Message: "an attempt middleware's request: " + err.Error(), Err: err}
+				return nil, innerErr
+			}
+		}
+		var res *Response
+		res, sent, committed, innerErr = c.attempt(ctx, st, &spec, n, into)
+		if innerErr != nil {
+			return nil, innerErr
+		}
+		return res, nil
+	}))
+	res, err := c.sendAttempt(ctx, at)
+	if err == nil && res == nil {
+		err = errors.New("an attempt middleware returned neither a response nor an error")
+	}
+	if err != nil && (!called || innerErr == nil) {
+		// Refused before it was sent, or failed after its response
+		// arrived: either way the call ends with this error, no further
+		// attempt (a refusal is not a local outcome such as throttling,
+		// which would keep an earlier attempt's error).
+		committed = true
+	}
+	if err != nil {
+		ce := asCallError(a.service, a.method, err).(*CallError)
+		if ce.Peer == "" && res != nil {
+			ce.Peer = res.Peer
+		}
+		return nil, sent, committed, ce
+	}
+	return res, sent, false, nil
+}
+
+// attemptKey carries, through the attempt middlewares, the function that
+// sends the attempt they wrap.
+type attemptKey struct{}
+
+// sendBehindMiddleware is the AttemptInvoker the attempt middlewares wrap.
+func sendBehindMiddleware(ctx context.Context, a *Attempt) (*Response, error) {
+	return ctx.Value(attemptKey{}).(AttemptInvoker)(ctx, a)
+}
+
+// beginElsewhere handles an attempt whose BeginCall on p failed with err,
+// the rare path of attempt. A connection that closed under the attempt sent
+// nothing: the peer is reported lost (it leaves choice until its connector
+// has reconnected) and the attempt begins on another peer at once, at most
+// as many times as the list has peers, so an attempt never loops on dead
+// connections. Any other error (the deadline is reached, or tchannel-go
+// refused the call itself) ends the attempt. It returns the peer and call
+// that began, or a *CallError.
+func (c *Channel) beginElsewhere(ctx, sctx context.Context, st *callState, a *attemptSpec, as *attemptSpan,
+	p *peer.Peer, t0 time.Time, err error) (*peer.Peer, *tchannel.OutboundCall, time.Time, error) {
+	for unsent := 1; ; unsent++ {
+		var se tchannel.SystemError
+		if errors.As(err, &se) || ctx.Err() != nil {
+			code, msg := classify(err)
+			return nil, nil, t0, &CallError{Service: a.service, Method: a.method, Code: code, Message: msg, Err: err}
+		}
+		// The connection closed under us: nothing left this process.
+		st.pol.m.Unsent()
+		p.Lost()
+		if unsent >= len(st.l.Peers()) {
+			return nil, nil, t0, &CallError{Service: a.service, Method: a.method, Code: codes.Unavailable,
+				Err: fmt.Errorf("%w (the connections of the peers this attempt chose closed before it could be sent; the last, %s: %v)", ErrUnavailable, p.HostPort(), err)}
+		}
+		if p, t0, err = st.pick(ctx, t0); err != nil {
+			return nil, nil, t0, a.pickError(err)
+		}
+		if as != nil {
+			as.hostPort = p.HostPort()
+		}
+		var call *tchannel.OutboundCall
+		if call, err = p.TChannel().BeginCall(sctx, a.service, a.method, callOptionsFor(a.req.Format)); err == nil {
+			return p, call, t0, nil
+		}
+	}
+}
+
+// Call options per format, shared: tchannel-go only reads them (as it does
+// its own defaults), and a fresh one per attempt would cost an allocation.
+var (
+	rawCallOptions    = &tchannel.CallOptions{Format: tchannel.Raw}
+	jsonCallOptions   = &tchannel.CallOptions{Format: tchannel.JSON}
+	thriftCallOptions = &tchannel.CallOptions{Format: tchannel.Thrift}
+)
+
+func callOptionsFor(f tchannel.Format) *tchannel.CallOptions {
+	switch f {
+	case tchannel.JSON:
+		return jsonCallOptions
+	case tchannel.Thrift:
+		return thriftCallOptions
+	}
+	return rawCallOptions
+}
+
+// attemptSpec is what every attempt of one call sends.
+type attemptSpec struct {
+	service, method string
+	req             *Request
+}
+
+// pickError is the error of an attempt for which st.pick found no peer:
+// a local outcome (throttled, no peers, unavailable, closed), or the
+// context's end while it waited for a peer.
+func (a *attemptSpec) pickError(err error) *CallError {
+	ce := &CallError{Service: a.service, Method: a.method, Code: localCode(err), Err: err}
+	if ce.Code == codes.OK {
+		ce.Code, ce.Message = classify(err)
+	}
+	return ce
+}
+
+// exchange writes the request's arguments and reads the response's.
+func exchange(call *tchannel.OutboundCall, req *Request, res *Response) (_ *Response, committed bool, err error) {
+	if req.Format == tchannel.Raw {
+		if err := tchannel.NewArgWriter(call.Arg2Writer()).Write(req.Arg2); err != nil {
+			return nil, committed, err
+		}
+	} else {
+		h := tchannel.InjectOutboundSpan(call.Response(), req.Headers)
+		arg2, err := encodeHeaders(req.Format, h)
+		if err != nil {
+			return nil, committed, err
+		}
+		if err := tchannel.NewArgWriter(call.Arg2Writer()).Write(arg2); err != nil {
+			return nil, committed, err
+		}
+	}
+	if err := tchannel.NewArgWriter(call.Arg3Writer()).Write(req.Arg3); err != nil {
+		return nil, committed, err
+	}
+	resp := call.Response()
+	if err := tchannel.NewArgReader(resp.Arg2Reader()).Read(&res.Arg2); err != nil {
+		return nil, committed, err
+	}
+	committed = true // the response has reached us: no retry after this
+	res.AppError = resp.ApplicationError()
+	if err := tchannel.NewArgReader(resp.Arg3Reader()).Read(&res.Arg3); err != nil {
+		return nil, committed, err
+	}
+	if req.Format != tchannel.Raw {
+		h, err := decodeHeaders(req.Format, res.Arg2)
+		if err != nil {
+			return nil, committed, err
+		}
+		res.Headers = h
+	}
+	return res, false, nil
+}

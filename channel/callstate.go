@@ -1,0 +1,212 @@
+package channel
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/peer"
+	"github.com/sluice-rpc/sluice/retry"
+	"github.com/uber/tchannel-go"
+)
+
+// callState is one call's memory across its attempts: the peers chosen
+// (each attempt avoids them, hedges in flight included) and the successful
+// responses by attempt number. It also holds the response the first
+// successful attempt reads, and the request of the front-ends that build
+// one (CallRaw, CallJSON, which recycle it: see frontState). Hedged
+// attempts run concurrently, and lock it (see lock).
+type callState struct {
+	c    *Channel
+	l    *peer.List
+	pol  *methodPolicy // the method's: stats, pacer, estimator, backoff
+	spec attemptSpec
+
+	waitForReady bool // wait for a ready peer even when none is connecting
+	concurrent   bool // attempts may run at once (hedging): lock takes mu
+	resUsed      bool // resBuf is taken
+	// start is when the call started, when nothing (a gate, a pacer) held
+	// it up before its first attempt; else zero.
+	start time.Time
+
+	mu   sync.Mutex
+	used []*peer.Peer // in the order chosen, each once
+	sent int          // attempts sent on the wire
+	last int          // Number of the latest attempt (sequential retries)
+	wins []win        // successful attempts (more than one only when hedging)
+
+	// Inline backing for used and wins: most calls need one of each, and
+	// the callState is allocated anyway.
+	usedBuf  [2]*peer.Peer
+	winsBuf  [1]win
+	peersBuf [2]string // backs Response.Peers / CallError.Peers
+	resBuf   Response  // the first successful attempt's response
+
+	frontReq Request // CallRaw's and CallJSON's request
+}
+
+// lock locks st.mu when attempts may run at once (hedging). Without
+// hedging a call's attempts run one after another on the caller's
+// goroutine (the retry executor's, or the single one), nothing else
+// reaches st meanwhile, and lock does nothing: an uncontended mutex still
+// costs atomic operations, three times per attempt.
+func (st *callState) lock() {
+	if st.concurrent {
+		st.mu.Lock()
+	}
+}
+
+func (st *callState) unlock() {
+	if st.concurrent {
+		st.mu.Unlock()
+	}
+}
+
+type win struct {
+	n   int
+	res *Response
+}
+
+// response returns the response of successful attempt n; st is locked.
+func (st *callState) response(n int) *Response {
+	for _, w := range st.wins {
+		if w.n == n {
+			return w.res
+		}
+	}
+	return nil
+}
+
+// newResponseLocked returns the Response an attempt reads into: the one
+// inside the call state for the first attempt to ask (most calls make one),
+// a new one for the others (hedges may read concurrently). st is locked.
+func (st *callState) newResponseLocked() *Response {
+	if !st.resUsed {
+		st.resUsed = true
+		return &st.resBuf
+	}
+	return &Response{}
+}
+
+// pick chooses the peer for one attempt at time now (see choose). While no
+// peer is ready but some are connecting (or, waiting for ready, while none
+// is ready at all) it waits for a peer's state to change, or for ctx to
+// end. It returns the peer and the time of the choice.
+func (st *callState) pick(ctx context.Context, now time.Time) (*peer.Peer, time.Time, error) {
+	for {
+		p, err := st.choose(now)
+		if err != nil && st.c.closed.Load() {
+			return nil, now, ErrClosed // its peers are shut down: nothing to wait for
+		}
+		if !st.mayWait(err) {
+			return p, now, err
+		}
+		// Choose again after taking the change signal, so that a change
+		// between the two is not missed; the first choice kept the
+		// common case free of it.
+		changed := st.l.Changed()
+		if p, err = st.choose(now); !st.mayWait(err) {
+			return p, now, err
+		}
+		if st.c.o.onWait != nil {
+			st.c.o.onWait()
+		}
+		select {
+		case <-changed:
+			now = st.c.o.clock.Now()
+		case <-ctx.Done():
+			return nil, now, fmt.Errorf("no peer became ready (%v): %w", err, ctx.Err())
+		}
+	}
+}
+
+// mayWait reports whether a choice that failed with err may wait for a
+// peer's state to change.
+func (st *callState) mayWait(err error) bool {
+	return err == peer.ErrConnecting || (err == peer.ErrUnavailable && st.waitForReady)
+}
+
+// choose picks the peer for one attempt, avoiding the peers this call has
+// used, and records it, all under the call's lock: concurrent hedges of one
+// call must not both pick a peer before either has recorded it. It never
+// waits (pick does, without the lock).
+func (st *callState) choose(now time.Time) (*peer.Peer, error) {
+	st.lock()
+	defer st.unlock()
+	p, err := st.l.ChooseAt(st.used, now)
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range st.used {
+		if q == p {
+			return p, nil
+		}
+	}
+	st.used = append(st.used, p)
+	return p, nil
+}
+
+// try is the retry.AttemptFunc of a call: one attempt, classified into the
+// executor's terms.
+func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
+	st.lock()
+	into := st.newResponseLocked()
+	st.unlock()
+
+	// Attempts share the call's spec (they only read it), but for a
+	// retried JSON or Thrift attempt, whose headers count the attempts
+	// before it.
+	spec := &st.spec
+	if a.Number > 0 && spec.req.Format != tchannel.Raw {
+		retried := *spec
+		retried.req = spec.req.WithHeader(retry.AttemptsHeader, strconv.Itoa(a.Number))
+		spec = &retried
+	}
+	var (
+		res             *Response
+		sent, committed bool
+		err             error
+	)
+	if st.c.sendAttempt == nil {
+		res, sent, committed, err = st.c.attempt(ctx, st, spec, a.Number, into)
+	} else {
+		res, sent, committed, err = st.c.attemptVia(ctx, st, spec, a.Number, into)
+	}
+	st.lock()
+	st.last = a.Number
+	if sent {
+		st.sent++
+	}
+	if err == nil {
+		st.wins = append(st.wins, win{a.Number, res})
+	}
+	st.unlock()
+	if sent && a.Number > 0 {
+		st.pol.m.Retry(a.Number)
+		if err != nil {
+			st.pol.m.RetryFailed()
+		}
+	}
+	if err == nil {
+		o := retry.Outcome{}
+		st.paceOutcome(res, &o, a.Number)
+		return o
+	}
+	ce := err.(*CallError)
+	o := retry.Outcome{Err: ce, Code: ce.Code, Committed: committed}
+	if !sent && !committed {
+		// Nothing could take it: no ready peer, every peer throttled, no
+		// peers, the channel closed, or the deadline came first.
+		o.Local = true
+		return o
+	}
+	if ce.Code == codes.Busy || ce.Code == codes.Declined {
+		o.Pushback, ce.Message = retry.PushbackFromMessage(ce.Message)
+		o.DeclinedEarly = ce.Code == codes.Declined && declinedEarly(ce.Message)
+	}
+	st.paceOutcome(nil, &o, a.Number)
+	return o
+}

@@ -1,0 +1,107 @@
+package channel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/sluice-rpc/sluice/codes"
+	"github.com/uber/tchannel-go"
+)
+
+// CallRaw calls service's method with raw arguments and returns the
+// response. A response marked as an application error is returned with a nil
+// error and AppError set.
+func (c *Channel) CallRaw(ctx context.Context, service, method string, arg2, arg3 []byte, opts ...CallOption) (*RawResponse, error) {
+	o := applyOptions(opts)
+	// The call runs in a recycled state that holds its request too: the
+	// RawResponse is all it allocates.
+	st := c.frontState()
+	st.frontReq = Request{Format: tchannel.Raw, Arg2: arg2, Arg3: arg3}
+	res, err := c.invoke(ctx, st, service, method, &st.frontReq, o)
+	if err != nil {
+		c.frontDone(st, o, err)
+		return nil, err
+	}
+	raw := &RawResponse{Arg2: res.Arg2, Arg3: res.Arg3, AppError: res.AppError}
+	c.frontDone(st, o, nil)
+	return raw, nil
+}
+
+// frontState returns a zero callState for a front-end that keeps nothing
+// of it once the call has returned (CallRaw, CallJSON): one that such a
+// call has released (frontDone), or a new one.
+func (c *Channel) frontState() *callState {
+	if st, ok := c.states.Get().(*callState); ok {
+		return st
+	}
+	return new(callState)
+}
+
+// frontDone releases the state st of a front-end call that has returned
+// err, with options o, once the front-end is done with its response. It
+// is recycled only when nothing outside the call can still reach it: not
+// when a middleware saw it (one may keep the request, or an attempt's
+// context), nor when the call's error or CallInfo lists its peers (their
+// Peers slice is the state's). Such a state is left to the collector,
+// without the caller's buffers if no middleware saw them.
+func (c *Channel) frontDone(st *callState, o *callOptions, err error) {
+	switch {
+	case c.invoker != nil || c.sendAttempt != nil:
+	case err != nil || (o != nil && o.info != nil):
+		st.frontReq = Request{}
+	default:
+		*st = callState{} // keeps no peer, Channel or buffer alive
+		c.states.Put(st)
+	}
+}
+
+// CallJSON calls service's method with req encoded as JSON and decodes the
+// response into resp. An application error the handler returned comes back
+// as *ApplicationError; a failed call as *CallError.
+func (c *Channel) CallJSON(ctx context.Context, service, method string, req, resp any, opts ...CallOption) error {
+	o := applyOptions(opts)
+	arg3, err := json.Marshal(req)
+	if err != nil {
+		err = fmt.Errorf("cannot encode the request as JSON: %w", err)
+		err = &CallError{Service: service, Method: method, Code: codes.BadRequest, Message: err.Error(), Err: err}
+		o.report(nil, err)
+		return err
+	}
+	var headers map[string]string
+	if o != nil {
+		headers = o.headers
+	}
+	st := c.frontState() // recycled, and holds the request (see CallRaw)
+	st.frontReq = Request{Format: tchannel.JSON, Headers: headers, Arg3: arg3}
+	res, err := c.invoke(ctx, st, service, method, &st.frontReq, o)
+	if err != nil {
+		c.frontDone(st, o, err)
+		return err
+	}
+	err = decodeJSONResponse(service, method, res, resp, o)
+	c.frontDone(st, o, nil) // res may be in st: used up above
+	return err
+}
+
+// decodeJSONResponse decodes a JSON call's response res into resp, or
+// returns the application error it carries, and gives o the response
+// headers it asks for.
+func decodeJSONResponse(service, method string, res *Response, resp any, o *callOptions) error {
+	if o != nil && o.respHeaders != nil {
+		*o.respHeaders = res.Headers
+	}
+	if res.AppError {
+		ae := &ApplicationError{}
+		if err := json.Unmarshal(res.Arg3, ae); err != nil {
+			return fmt.Errorf("sluice: call %s::%s: application error response is not JSON: %w", service, method, err)
+		}
+		return ae
+	}
+	if resp != nil {
+		if err := json.Unmarshal(res.Arg3, resp); err != nil {
+			return fmt.Errorf("sluice: call %s::%s: cannot decode the JSON response: %w", service, method, err)
+		}
+	}
+	return nil
+}
