@@ -11,8 +11,6 @@ import (
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/peer"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"github.com/uber-go/tally/v4"
 )
 
@@ -22,26 +20,48 @@ func TestCallRawAndJSON(t *testing.T) {
 	ctx := ctxTimeout(t)
 
 	res, err := c.CallRaw(ctx, "kv", "echo", []byte("h"), []byte("body"))
-	require.NoError(t, err)
-	assert.Equal(t, "h", string(res.Arg2))
-	assert.Equal(t, "body", string(res.Arg3))
-	assert.False(t, res.AppError)
+	if err != nil {
+		t.Fatalf("CallRaw: %v", err)
+	}
+	if string(res.Arg2) != "h" {
+		t.Errorf("string(res.Arg2) = %q, want %q", string(res.Arg2), "h")
+	}
+	if string(res.Arg3) != "body" {
+		t.Errorf("string(res.Arg3) = %q, want %q", string(res.Arg3), "body")
+	}
+	if res.AppError {
+		t.Error("res.AppError = true, want false")
+	}
 
 	res, err = c.CallRaw(ctx, "kv", "echo", nil, []byte("app-error"))
-	require.NoError(t, err, "an application error is a successful transport")
-	assert.True(t, res.AppError)
+	if err != nil {
+		t.Fatalf("an application error is a successful transport: %v", err)
+	}
+	if !res.AppError {
+		t.Error("res.AppError = false, want true")
+	}
 
 	var out echoRes
 	var rh map[string]string
-	require.NoError(t, c.CallJSON(ctx, "kv", "get", &echoReq{Key: "k"}, &out,
-		WithHeaders(map[string]string{"who": "me"}), ResponseHeaders(&rh)))
-	assert.Equal(t, echoRes{Key: "k", Server: s.ch.HostPort()}, out)
-	assert.Equal(t, "me", rh["seen"], "headers travel both ways")
+	if err := c.CallJSON(ctx, "kv", "get", &echoReq{Key: "k"}, &out,
+		WithHeaders(map[string]string{"who": "me"}), ResponseHeaders(&rh)); err != nil {
+		t.Fatalf("CallJSON: %v", err)
+	}
+	if want := (echoRes{Key: "k", Server: s.ch.HostPort()}); out != want {
+		t.Errorf("out = %+v, want %+v", out, want)
+	}
+	if rh["seen"] != "me" {
+		t.Errorf("headers travel both ways: got %q, want %q", rh["seen"], "me")
+	}
 
 	err = c.CallJSON(ctx, "kv", "get", &echoReq{}, &out)
 	var ae *ApplicationError
-	require.True(t, errors.As(err, &ae), "got %v", err)
-	assert.Equal(t, "key is empty", ae.Message)
+	if !errors.As(err, &ae) {
+		t.Fatalf("got %v: errors.As(err, &ae) = false, want true", err)
+	}
+	if ae.Message != "key is empty" {
+		t.Errorf("ae.Message = %q, want %q", ae.Message, "key is empty")
+	}
 }
 
 func TestBusyIsClassifiedFromTheCallNotItsText(t *testing.T) {
@@ -54,34 +74,64 @@ func TestBusyIsClassifiedFromTheCallNotItsText(t *testing.T) {
 	} {
 		err := call()
 		var ce *CallError
-		require.True(t, errors.As(err, &ce), "got %T %v", err, err)
-		assert.Equal(t, codes.Busy, ce.Code)
-		assert.Equal(t, busyMessage, ce.Message)
-		assert.Equal(t, 1, ce.Attempts)
-		assert.Equal(t, s.ch.HostPort(), ce.Peer)
+		if !errors.As(err, &ce) {
+			t.Fatalf("got %T %v: errors.As(err, &ce) = false, want true", err, err)
+		}
+		if ce.Code != codes.Busy {
+			t.Errorf("ce.Code = %v, want %v", ce.Code, codes.Busy)
+		}
+		if ce.Message != busyMessage {
+			t.Errorf("ce.Message = %q, want %q", ce.Message, busyMessage)
+		}
+		if ce.Attempts != 1 {
+			t.Errorf("ce.Attempts = %v, want %v", ce.Attempts, 1)
+		}
+		if want := s.ch.HostPort(); ce.Peer != want {
+			t.Errorf("ce.Peer = %q, want %q", ce.Peer, want)
+		}
 	}
 	full := scope.Snapshot()
 	snap := full.Counters()
-	assert.EqualValues(t, 1, snap["calls+method=echo,service=kv"].Value())
-	assert.EqualValues(t, 1, snap["attempts+method=echo,service=kv"].Value())
-	assert.EqualValues(t, 2, snap["peer.sent+peer="+s.ch.HostPort()+",service=kv"].Value(), "both calls went to it")
+	if got := snap["calls+method=echo,service=kv"].Value(); got != 1 {
+		t.Errorf("got %v, want %v", got, 1)
+	}
+	if got := snap["attempts+method=echo,service=kv"].Value(); got != 1 {
+		t.Errorf("got %v, want %v", got, 1)
+	}
+	if got := snap["peer.sent+peer="+s.ch.HostPort()+",service=kv"].Value(); got != 2 {
+		t.Errorf("both calls went to it: got %v, want %v", got, 2)
+	}
 	lat := full.Histograms()["call.latency+method=echo,service=kv"]
-	require.NotNil(t, lat)
+	if lat == nil {
+		t.Fatal("no call.latency histogram for kv::echo")
+	}
 	var n int64
 	for _, c := range lat.Durations() {
 		n += c
 	}
-	assert.EqualValues(t, 1, n, "one call.latency sample")
-	assert.EqualValues(t, 1, snap["call.errors+code=BUSY,method=echo,service=kv"].Value())
-	assert.EqualValues(t, 1, snap["call.errors+code=BUSY,method=get,service=kv"].Value())
-	assert.EqualValues(t, 2, snap["peer.busy+peer="+s.ch.HostPort()+",service=kv"].Value())
+	if n != 1 {
+		t.Errorf("one call.latency sample: got %v, want %v", n, 1)
+	}
+	if got := snap["call.errors+code=BUSY,method=echo,service=kv"].Value(); got != 1 {
+		t.Errorf("got %v, want %v", got, 1)
+	}
+	if got := snap["call.errors+code=BUSY,method=get,service=kv"].Value(); got != 1 {
+		t.Errorf("got %v, want %v", got, 1)
+	}
+	if got := snap["peer.busy+peer="+s.ch.HostPort()+",service=kv"].Value(); got != 2 {
+		t.Errorf("got %v, want %v", got, 2)
+	}
 
 	// And an error whose text says busy but whose code does not is not Busy.
 	s.busy.Store(false)
 	_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("unexpected"))
 	var ce *CallError
-	require.True(t, errors.As(err, &ce), "got %T %v", err, err)
-	assert.Equal(t, codes.Unexpected, ce.Code, "classified by its text")
+	if !errors.As(err, &ce) {
+		t.Fatalf("got %T %v: errors.As(err, &ce) = false, want true", err, err)
+	}
+	if ce.Code != codes.Unexpected {
+		t.Errorf("classified by its text: got %v, want %v", ce.Code, codes.Unexpected)
+	}
 }
 
 // One of three servers answers Busy: its limit collapses, the client's
@@ -125,7 +175,9 @@ func TestBusyPeerTrafficMovesAwayAndRecovers(t *testing.T) {
 		t.Helper()
 		target := bad.received.Load() + int64(n)
 		for i := 0; bad.received.Load() < target; i++ {
-			require.Less(t, i, max, "the bad peer took fewer than %d of %d calls", n, max)
+			if i >= max {
+				t.Fatalf("the bad peer took fewer than %d of %d calls: got %v, want < %v", n, max, i, max)
+			}
 			send(1)
 		}
 	}
@@ -134,18 +186,30 @@ func TestBusyPeerTrafficMovesAwayAndRecovers(t *testing.T) {
 	bad.busy.Store(true)
 	sendUntil(halvings, 1000) // second 1: no limit yet, the bad peer gets its share
 	clk.Add(time.Second)
-	assert.Equal(t, 38, int(limit()), "9999999*4/2^20 after a busy window") // the design's number
-	sendUntil(halvings, 1000)                                               // second 2: up to 38 may reach it
+	if got := int(limit()); got != 38 {
+		t.Errorf("9999999*4/2^20 after a busy window: got %v, want %v", got, 38)
+	} // the design's number
+	sendUntil(halvings, 1000) // second 2: up to 38 may reach it
 	clk.Add(time.Second)
-	require.Less(t, limit(), 1.0, "limit after two busy windows")
+	if got := limit(); !(got < 1.0) {
+		t.Fatalf("limit after two busy windows: got %v, want < %v", got, 1.0)
+	}
 
 	before := bad.received.Load()
 	aBefore, bBefore := a.received.Load(), b.received.Load()
 	okCalls, busy3 := send(200) // second 3: all traffic on the two good peers
-	assert.Equal(t, 200, okCalls)
-	assert.Zero(t, busy3)
-	assert.Equal(t, before, bad.received.Load(), "a request reached the throttled peer")
-	assert.Equal(t, int64(200), a.received.Load()-aBefore+b.received.Load()-bBefore)
+	if okCalls != 200 {
+		t.Errorf("okCalls = %v, want %v", okCalls, 200)
+	}
+	if busy3 != 0 {
+		t.Errorf("busy3 = %v, want 0", busy3)
+	}
+	if got := bad.received.Load(); got != before {
+		t.Errorf("a request reached the throttled peer: got %v, want %v", got, before)
+	}
+	if got := a.received.Load() - aBefore + b.received.Load() - bBefore; got != int64(200) {
+		t.Errorf("got %v, want %v", got, int64(200))
+	}
 
 	// It stops answering Busy; the limit grows x4 per second back to the
 	// ceiling (about 19 quiet seconds from ~1.5e-4) and it gets traffic again.
@@ -154,15 +218,23 @@ func TestBusyPeerTrafficMovesAwayAndRecovers(t *testing.T) {
 	for sec := 0; sec < 20 && limit() < busy.DefaultCeiling; sec++ {
 		send(30)
 		clk.Add(time.Second)
-		require.Greater(t, limit(), prev, "limit did not grow in a quiet second")
+		if got := limit(); !(got > prev) {
+			t.Fatalf("limit did not grow in a quiet second: got %v, want > %v", got, prev)
+		}
 		prev = limit()
 	}
-	assert.EqualValues(t, busy.DefaultCeiling, limit())
+	if got := limit(); got != busy.DefaultCeiling {
+		t.Errorf("limit() = %v, want %v", got, busy.DefaultCeiling)
+	}
 	sendUntil(10, 1000) // the recovered peer gets its share again
 
 	g := scope.Snapshot().Gauges()["peer.limit+peer="+badPeer+",service=kv"]
-	require.NotNil(t, g)
-	assert.EqualValues(t, busy.DefaultCeiling, g.Value())
+	if g == nil {
+		t.Fatal("no peer.limit gauge for the bad peer")
+	}
+	if got := g.Value(); got != busy.DefaultCeiling {
+		t.Errorf("g.Value() = %v, want %v", got, busy.DefaultCeiling)
+	}
 }
 
 // With every peer answering Busy the limits collapse and calls fail locally
@@ -182,8 +254,12 @@ func TestEveryPeerBusyFailsThrottledAndSendsNothing(t *testing.T) {
 	for sec, calls := range []int{150, 100} {
 		for i := 0; i < calls; i++ {
 			_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
-			require.Error(t, err)
-			assert.False(t, errors.Is(err, ErrThrottled), "throttled too early in second %d", sec+1)
+			if err == nil {
+				t.Fatal("CallRaw succeeded, want an error")
+			}
+			if errors.Is(err, ErrThrottled) {
+				t.Errorf("throttled too early in second %d: errors.Is(err, ErrThrottled) = true, want false", sec+1)
+			}
 		}
 		clk.Add(time.Second)
 	}
@@ -196,16 +272,28 @@ func TestEveryPeerBusyFailsThrottledAndSendsNothing(t *testing.T) {
 	before := received()
 	for i := 0; i < 100; i++ {
 		_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
-		require.ErrorIs(t, err, ErrThrottled)
+		if !errors.Is(err, ErrThrottled) {
+			t.Fatalf("CallRaw error = %v, want %v", err, ErrThrottled)
+		}
 		var ce *CallError
-		require.ErrorAs(t, err, &ce)
-		assert.Zero(t, ce.Attempts)
+		if !errors.As(err, &ce) {
+			t.Fatalf("CallRaw error = %v, want a %T", err, ce)
+		}
+		if ce.Attempts != 0 {
+			t.Errorf("ce.Attempts = %v, want 0", ce.Attempts)
+		}
 	}
-	assert.Equal(t, before, received(), "requests reached the servers while throttled")
+	if got := received(); got != before {
+		t.Errorf("requests reached the servers while throttled: got %v, want %v", got, before)
+	}
 	snap := scope.Snapshot().Counters()
-	assert.EqualValues(t, 100, snap["call.errors+code=THROTTLED,method=echo,service=kv"].Value())
+	if got := snap["call.errors+code=THROTTLED,method=echo,service=kv"].Value(); got != 100 {
+		t.Errorf("got %v, want %v", got, 100)
+	}
 	for _, s := range servers {
-		assert.GreaterOrEqual(t, snap["peer.throttled+peer="+s.ch.HostPort()+",service=kv"].Value(), int64(100))
+		if got := snap["peer.throttled+peer="+s.ch.HostPort()+",service=kv"].Value(); got < int64(100) {
+			t.Errorf("got %v, want >= %v", got, int64(100))
+		}
 	}
 }
 
@@ -218,27 +306,43 @@ func TestBusyThrottlingDisabled(t *testing.T) {
 	s := startServer(t)
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	c, err := New("client", WithClock(clk), WithBusyConfig(busy.Config{Disabled: true}))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	t.Cleanup(c.Close)
-	require.NoError(t, c.AddPeer("kv", s.ch.HostPort()))
+	if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+		t.Fatalf("AddPeer: %v", err)
+	}
 	s.busy.Store(true)
 	const windows, perWindow = 3, 50
 	for w := 0; w < windows; w++ {
 		for i := 0; i < perWindow; i++ {
 			_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
 			var ce *CallError
-			require.ErrorAs(t, err, &ce, "window %d, call %d", w, i)
-			require.Equal(t, codes.Busy, ce.Code, "window %d, call %d: %v", w, i, err)
+			if !errors.As(err, &ce) {
+				t.Fatalf("window %d, call %d: got %v, want a %T", w, i, err, ce)
+			}
+			if ce.Code != codes.Busy {
+				t.Fatalf("window %d, call %d: %v: got %v, want %v", w, i, err, ce.Code, codes.Busy)
+			}
 		}
 		clk.Add(time.Second)
 	}
-	assert.EqualValues(t, windows*perWindow, s.received.Load(), "calls that reached the server")
+	if got := s.received.Load(); got != windows*perWindow {
+		t.Errorf("calls that reached the server: got %v, want %v", got, windows*perWindow)
+	}
 	peers := c.Peers("kv")
-	require.Len(t, peers, 1)
-	assert.EqualValues(t, busy.DefaultCeiling, peers[0].Limit, "the disabled limiter's limit")
+	if len(peers) != 1 {
+		t.Fatalf("len(peers) = %d, want %d", len(peers), 1)
+	}
+	if peers[0].Limit != busy.DefaultCeiling {
+		t.Errorf("the disabled limiter's limit: got %v, want %v", peers[0].Limit, busy.DefaultCeiling)
+	}
 	s.busy.Store(false)
 	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("CallRaw: %v", err)
+	}
 }
 
 func TestTimeoutAndUnreachablePeer(t *testing.T) {
@@ -248,8 +352,12 @@ func TestTimeoutAndUnreachablePeer(t *testing.T) {
 	defer cancel()
 	_, err := c.CallRaw(ctx, "kv", "echo", nil, []byte("block"))
 	var ce *CallError
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, codes.Timeout, ce.Code)
+	if !errors.As(err, &ce) {
+		t.Fatalf("CallRaw error = %v, want a %T", err, ce)
+	}
+	if ce.Code != codes.Timeout {
+		t.Errorf("ce.Code = %v, want %v", ce.Code, codes.Timeout)
+	}
 
 	// A peer nobody listens on: its connect is refused, so it is in
 	// transient failure and the call fails at once with UNAVAILABLE,
@@ -259,47 +367,87 @@ func TestTimeoutAndUnreachablePeer(t *testing.T) {
 	dead.ch.Close()
 	scope := tally.NewTestScope("", nil)
 	c2, err := New("client", WithScope(scope))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	defer c2.Close()
-	require.NoError(t, c2.AddPeer("kv", deadAddr))
+	if err := c2.AddPeer("kv", deadAddr); err != nil {
+		t.Fatalf("AddPeer: %v", err)
+	}
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel2()
 	start := time.Now()
 	_, err = c2.CallRaw(ctx2, "kv", "echo", nil, nil)
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, codes.Unavailable, ce.Code, "got %v", err)
-	assert.ErrorIs(t, err, ErrUnavailable)
-	assert.Zero(t, ce.Attempts, "nothing was sent")
-	assert.Less(t, time.Since(start), 2*time.Second, "the call waited for its deadline")
-	assert.Equal(t, "UNAVAILABLE", ce.CodeName())
+	if !errors.As(err, &ce) {
+		t.Fatalf("CallRaw error = %v, want a %T", err, ce)
+	}
+	if ce.Code != codes.Unavailable {
+		t.Errorf("got %v: got %v, want %v", err, ce.Code, codes.Unavailable)
+	}
+	if !errors.Is(err, ErrUnavailable) {
+		t.Errorf("CallRaw error = %v, want %v", err, ErrUnavailable)
+	}
+	if ce.Attempts != 0 {
+		t.Errorf("nothing was sent: got %v, want 0", ce.Attempts)
+	}
+	if got := time.Since(start); got >= 2*time.Second {
+		t.Errorf("the call waited for its deadline: got %v, want < %v", got, 2*time.Second)
+	}
+	if got := ce.CodeName(); got != "UNAVAILABLE" {
+		t.Errorf("ce.CodeName() = %q, want %q", got, "UNAVAILABLE")
+	}
 	snap := scope.Snapshot()
-	assert.EqualValues(t, 1, snap.Counters()["call.errors+code=UNAVAILABLE,method=_other,service=kv"].Value())
-	assert.EqualValues(t, 1, snap.Counters()["peer.connect_failures+peer="+deadAddr].Value())
-	assert.EqualValues(t, float64(peer.TransientFailure), snap.Gauges()["peer.state+peer="+deadAddr].Value())
-	assert.Equal(t, peer.TransientFailure, c2.Peers("kv")[0].State)
+	if got := snap.Counters()["call.errors+code=UNAVAILABLE,method=_other,service=kv"].Value(); got != 1 {
+		t.Errorf("got %v, want %v", got, 1)
+	}
+	if got := snap.Counters()["peer.connect_failures+peer="+deadAddr].Value(); got != 1 {
+		t.Errorf("got %v, want %v", got, 1)
+	}
+	if got := snap.Gauges()["peer.state+peer="+deadAddr].Value(); got != float64(peer.TransientFailure) {
+		t.Errorf("got %v, want %v", got, float64(peer.TransientFailure))
+	}
+	if got := c2.Peers("kv")[0].State; got != peer.TransientFailure {
+		t.Errorf(`c2.Peers("kv")[0].State = %v, want %v`, got, peer.TransientFailure)
+	}
 }
 
 func TestNoPeersAndClosed(t *testing.T) {
 	c, _, _ := startClient(t)
 	_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
-	assert.ErrorIs(t, err, ErrNoPeers)
+	if !errors.Is(err, ErrNoPeers) {
+		t.Errorf("CallRaw error = %v, want %v", err, ErrNoPeers)
+	}
 	c.Close()
 	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
-	assert.ErrorIs(t, err, ErrClosed)
-	assert.ErrorIs(t, c.AddPeer("kv", "127.0.0.1:4000"), ErrClosed)
+	if !errors.Is(err, ErrClosed) {
+		t.Errorf("CallRaw error = %v, want %v", err, ErrClosed)
+	}
+	if err := c.AddPeer("kv", "127.0.0.1:4000"); !errors.Is(err, ErrClosed) {
+		t.Errorf("AddPeer error = %v, want %v", err, ErrClosed)
+	}
 }
 
 func TestSheddingAnswersBusyBeforeTheHandler(t *testing.T) {
 	s := startServer(t, WithShedding(ShedConfig{MaxRPS: 0.001, Burst: 1}))
 	c, _, _ := startClient(t, s)
 	_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("CallRaw: %v", err)
+	}
 	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
 	var ce *CallError
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, codes.Busy, ce.Code)
-	assert.Contains(t, ce.Message, "server overloaded")
-	assert.EqualValues(t, 1, s.received.Load(), "the shed request reached the handler")
+	if !errors.As(err, &ce) {
+		t.Fatalf("CallRaw error = %v, want a %T", err, ce)
+	}
+	if ce.Code != codes.Busy {
+		t.Errorf("ce.Code = %v, want %v", ce.Code, codes.Busy)
+	}
+	if !strings.Contains(ce.Message, "server overloaded") {
+		t.Errorf("ce.Message = %q, want it to contain %q", ce.Message, "server overloaded")
+	}
+	if got := s.received.Load(); got != 1 {
+		t.Errorf("the shed request reached the handler: got %v, want %v", got, 1)
+	}
 }
 
 func TestInvalidOptionsNameTheOption(t *testing.T) {
@@ -321,19 +469,35 @@ func TestInvalidOptionsNameTheOption(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := New(tt.svc, tt.opts...)
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tt.want)
+			if err == nil {
+				t.Fatal("New succeeded, want an error")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err.Error() = %q, want it to contain %q", err.Error(), tt.want)
+			}
 		})
 	}
 	c, err := New("c")
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	defer c.Close()
 	for _, hp := range []string{"nohost", "127.0.0.1:0", "127.0.0.1:70000", ":80"} {
 		err := c.AddPeer("kv", hp)
-		require.Error(t, err, hp)
-		assert.True(t, strings.Contains(err.Error(), hp), "error %q does not name %q", err, hp)
+		if err == nil {
+			t.Fatalf("%s: AddPeer succeeded, want an error", hp)
+		}
+		if !strings.Contains(err.Error(), hp) {
+			t.Errorf("error %q does not name %q: strings.Contains(err.Error(), hp) = false, want true", err, hp)
+		}
 	}
-	assert.ErrorContains(t, c.AddPeer("", "127.0.0.1:1"), "service name is empty")
-	assert.ErrorContains(t, c.ListenAndServe("127.0.0.1"), "bad listen address")
-	assert.ErrorContains(t, c.RemovePeer("kv", "127.0.0.1:1"), "has no peers")
+	if err := c.AddPeer("", "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "service name is empty") {
+		t.Errorf("AddPeer error = %v, want an error containing %q", err, "service name is empty")
+	}
+	if err := c.ListenAndServe("127.0.0.1"); err == nil || !strings.Contains(err.Error(), "bad listen address") {
+		t.Errorf("ListenAndServe error = %v, want an error containing %q", err, "bad listen address")
+	}
+	if err := c.RemovePeer("kv", "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "has no peers") {
+		t.Errorf("RemovePeer error = %v, want an error containing %q", err, "has no peers")
+	}
 }

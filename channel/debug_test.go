@@ -8,6 +8,9 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,8 +20,6 @@ import (
 	"github.com/sluice-rpc/sluice/channel/channelz"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // debugCfg retries echo (on TIMEOUT only: a retry's backoff would wait on
@@ -78,7 +79,9 @@ func decodeDebug(t *testing.T, body []byte) channelz.State {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	var st channelz.State
-	require.NoError(t, dec.Decode(&st), "%s", body)
+	if err := dec.Decode(&st); err != nil {
+		t.Fatalf("%s: %v", body, err)
+	}
 	return st
 }
 
@@ -91,12 +94,18 @@ func TestDebugShowsPeersTokensAndPolicies(t *testing.T) {
 	bad.busy.Store(true)
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	c, err := New("client", WithClock(clk), WithServiceConfig(mustConfig(t, debugCfg)))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	t.Cleanup(c.Close)
 	for _, s := range []*testServer{good, bad} {
-		require.NoError(t, c.AddPeer("kv", s.ch.HostPort()))
+		if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+			t.Fatalf("AddPeer: %v", err)
+		}
 	}
-	require.NoError(t, c.Connect(ctxTimeout(t), "kv"))
+	if err := c.Connect(ctxTimeout(t), "kv"); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
 
 	// Peers are chosen at random (neither has a fresh latency estimate to
 	// prefer it): the bad one answers about half of these Busy, all in the
@@ -115,65 +124,149 @@ func TestDebugShowsPeersTokensAndPolicies(t *testing.T) {
 	}
 
 	st := c.Debug()
-	assert.Equal(t, "client", st.Service)
-	assert.Equal(t, clk.Now().UTC(), st.Time)
-	assert.False(t, st.Closed)
-	require.Len(t, st.Services, 1)
-	kv := debugService(t, st, "kv")
-	require.Len(t, kv.Peers, 2)
-	g, b := debugPeerOf(t, kv, good.ch.HostPort()), debugPeerOf(t, kv, bad.ch.HostPort())
-	require.GreaterOrEqual(t, b.Busy, uint64(3), "too few calls reached the busy peer for its limit to fall")
-	for _, p := range []channelz.Peer{g, b} {
-		assert.Equal(t, "READY", p.State, p.HostPort)
-		assert.Zero(t, p.Pending, p.HostPort)
-		assert.EqualValues(t, busy.DefaultCeiling, p.Ceiling)
-		assert.EqualValues(t, busy.DefaultCeiling, p.Limit, "no window has ended yet")
-		assert.Equal(t, 1000.0, p.Window.LengthMs)
-		assert.Equal(t, int64(p.Sent), p.Window.Allowed, "every attempt was in the first window")
+	if st.Service != "client" {
+		t.Errorf("st.Service = %q, want %q", st.Service, "client")
 	}
-	assert.Zero(t, g.Busy)
-	assert.Zero(t, g.Window.Busy)
-	assert.Equal(t, int(min(b.Busy, busy.DefaultMaxHalvings)), b.Window.Busy, "window busy count saturates at MaxHalvings")
-	assert.Positive(t, g.Latency.Samples)
-	assert.NotNil(t, g.Latency.Updated)
-	assert.Zero(t, b.Latency.Samples, "busy answers teach no latency")
-	assert.Nil(t, b.Latency.Updated)
+	if want := clk.Now().UTC(); !reflect.DeepEqual(st.Time, want) {
+		t.Errorf("st.Time = %+v, want %+v", st.Time, want)
+	}
+	if st.Closed {
+		t.Error("st.Closed = true, want false")
+	}
+	if len(st.Services) != 1 {
+		t.Fatalf("len(st.Services) = %d, want %d", len(st.Services), 1)
+	}
+	kv := debugService(t, st, "kv")
+	if len(kv.Peers) != 2 {
+		t.Fatalf("len(kv.Peers) = %d, want %d", len(kv.Peers), 2)
+	}
+	g, b := debugPeerOf(t, kv, good.ch.HostPort()), debugPeerOf(t, kv, bad.ch.HostPort())
+	if b.Busy < uint64(3) {
+		t.Fatalf("too few calls reached the busy peer for its limit to fall: got %v, want >= %v", b.Busy, uint64(3))
+	}
+	for _, p := range []channelz.Peer{g, b} {
+		if p.State != "READY" {
+			t.Errorf("%s: got %q, want %q", p.HostPort, p.State, "READY")
+		}
+		if p.Pending != 0 {
+			t.Errorf("%s: got %v, want 0", p.HostPort, p.Pending)
+		}
+		if p.Ceiling != busy.DefaultCeiling {
+			t.Errorf("p.Ceiling = %v, want %v", p.Ceiling, busy.DefaultCeiling)
+		}
+		if p.Limit != busy.DefaultCeiling {
+			t.Errorf("no window has ended yet: got %v, want %v", p.Limit, busy.DefaultCeiling)
+		}
+		if p.Window.LengthMs != 1000.0 {
+			t.Errorf("p.Window.LengthMs = %v, want %v", p.Window.LengthMs, 1000.0)
+		}
+		if p.Window.Allowed != int64(p.Sent) {
+			t.Errorf("every attempt was in the first window: got %v, want %v", p.Window.Allowed, int64(p.Sent))
+		}
+	}
+	if g.Busy != 0 {
+		t.Errorf("g.Busy = %v, want 0", g.Busy)
+	}
+	if g.Window.Busy != 0 {
+		t.Errorf("g.Window.Busy = %v, want 0", g.Window.Busy)
+	}
+	if want := int(min(b.Busy, busy.DefaultMaxHalvings)); b.Window.Busy != want {
+		t.Errorf("window busy count saturates at MaxHalvings: got %v, want %v", b.Window.Busy, want)
+	}
+	if g.Latency.Samples <= 0 {
+		t.Errorf("g.Latency.Samples = %v, want > 0", g.Latency.Samples)
+	}
+	if g.Latency.Updated == nil {
+		t.Error("g.Latency.Updated is nil")
+	}
+	if b.Latency.Samples != 0 {
+		t.Errorf("busy answers teach no latency: got %v, want 0", b.Latency.Samples)
+	}
+	if b.Latency.Updated != nil {
+		t.Errorf("b.Latency.Updated = %+v, want nil", b.Latency.Updated)
+	}
 
-	require.NotNil(t, kv.RetryThrottle)
+	if kv.RetryThrottle == nil {
+		t.Fatal("kv.RetryThrottle is nil")
+	}
 	tokens := c.throttles["kv"].Tokens()
-	assert.Equal(t, tokens, kv.RetryThrottle.Tokens)
-	assert.Less(t, kv.RetryThrottle.Tokens, 10.0, "busy answers to hedged calls took tokens")
-	assert.Equal(t, 10.0, kv.RetryThrottle.MaxTokens)
-	assert.Equal(t, 0.1, kv.RetryThrottle.TokenRatio)
-	assert.Equal(t, tokens > 5, kv.RetryThrottle.RetriesAllowed)
-	assert.Nil(t, kv.Lease)
-	assert.Nil(t, kv.Pacing)
+	if kv.RetryThrottle.Tokens != tokens {
+		t.Errorf("kv.RetryThrottle.Tokens = %v, want %v", kv.RetryThrottle.Tokens, tokens)
+	}
+	if !(kv.RetryThrottle.Tokens < 10.0) {
+		t.Errorf("busy answers to hedged calls took tokens: got %v, want < %v", kv.RetryThrottle.Tokens, 10.0)
+	}
+	if kv.RetryThrottle.MaxTokens != 10.0 {
+		t.Errorf("kv.RetryThrottle.MaxTokens = %v, want %v", kv.RetryThrottle.MaxTokens, 10.0)
+	}
+	if kv.RetryThrottle.TokenRatio != 0.1 {
+		t.Errorf("kv.RetryThrottle.TokenRatio = %v, want %v", kv.RetryThrottle.TokenRatio, 0.1)
+	}
+	if kv.RetryThrottle.RetriesAllowed != (tokens > 5) {
+		t.Errorf("kv.RetryThrottle.RetriesAllowed = %v, want %v", kv.RetryThrottle.RetriesAllowed, (tokens > 5))
+	}
+	if kv.Lease != nil {
+		t.Errorf("kv.Lease = %+v, want nil", kv.Lease)
+	}
+	if kv.Pacing != nil {
+		t.Errorf("kv.Pacing = %+v, want nil", kv.Pacing)
+	}
 
-	require.Len(t, kv.Methods, 2)
+	if len(kv.Methods) != 2 {
+		t.Fatalf("len(kv.Methods) = %d, want %d", len(kv.Methods), 2)
+	}
 	echo, get := debugMethodOf(t, kv, "echo"), debugMethodOf(t, kv, "get")
-	assert.Nil(t, echo.Hedge)
-	assert.Equal(t, &channelz.Retry{MaxAttempts: 3, InitialBackoffMs: 10, MaxBackoffMs: 1000, BackoffMultiplier: 2,
-		Jitter: "full", RetryableCodes: []string{"TIMEOUT"}}, echo.Retry)
-	assert.Nil(t, get.Retry)
-	assert.Equal(t, 1500.0, get.TimeoutMs)
-	assert.Equal(t, &channelz.Hedge{MaxAttempts: 2, DelayMs: 500, HedgingDelayMs: 500, NonFatalCodes: []string{"BUSY"}}, get.Hedge)
+	if echo.Hedge != nil {
+		t.Errorf("echo.Hedge = %+v, want nil", echo.Hedge)
+	}
+	if want := (&channelz.Retry{MaxAttempts: 3, InitialBackoffMs: 10, MaxBackoffMs: 1000, BackoffMultiplier: 2,
+		Jitter: "full", RetryableCodes: []string{"TIMEOUT"}}); !reflect.DeepEqual(echo.Retry, want) {
+		t.Errorf("echo.Retry = %+v, want %+v", echo.Retry, want)
+	}
+	if get.Retry != nil {
+		t.Errorf("get.Retry = %+v, want nil", get.Retry)
+	}
+	if get.TimeoutMs != 1500.0 {
+		t.Errorf("get.TimeoutMs = %v, want %v", get.TimeoutMs, 1500.0)
+	}
+	if want := (&channelz.Hedge{MaxAttempts: 2, DelayMs: 500, HedgingDelayMs: 500, NonFatalCodes: []string{"BUSY"}}); !reflect.DeepEqual(get.Hedge, want) {
+		t.Errorf("get.Hedge = %+v, want %+v", get.Hedge, want)
+	}
 
 	// The handler serves the same state, in the documented shape.
 	rec := serveDebug(c, http.MethodGet)
-	require.Equal(t, http.StatusOK, rec.Code)
-	assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("rec.Code = %v, want %v", rec.Code, http.StatusOK)
+	}
+	if got := rec.Header().Get("Content-Type"); got != "application/json" {
+		t.Errorf(`rec.Header().Get("Content-Type") = %q, want %q`, got, "application/json")
+	}
 	served := decodeDebug(t, rec.Body.Bytes())
 	again, err := json.Marshal(served)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("json.Marshal: %v", err)
+	}
 	now, err := json.Marshal(c.Debug())
-	require.NoError(t, err)
-	assert.JSONEq(t, string(now), string(again), "nothing changed between the two reads")
+	if err != nil {
+		t.Fatalf("json.Marshal: %v", err)
+	}
+	if !bytes.Equal(now, again) {
+		t.Errorf("nothing changed between the two reads, but the JSON did:\n%s\n%s", again, now)
+	}
 	skv := debugService(t, served, "kv")
 	sb := debugPeerOf(t, skv, bad.ch.HostPort())
-	assert.Equal(t, "READY", sb.State)
-	assert.Equal(t, b.Busy, sb.Busy)
-	assert.Equal(t, 500.0, debugMethodOf(t, skv, "get").Hedge.DelayMs)
-	assert.Equal(t, tokens, skv.RetryThrottle.Tokens)
+	if sb.State != "READY" {
+		t.Errorf("sb.State = %q, want %q", sb.State, "READY")
+	}
+	if sb.Busy != b.Busy {
+		t.Errorf("sb.Busy = %v, want %v", sb.Busy, b.Busy)
+	}
+	if got := debugMethodOf(t, skv, "get").Hedge.DelayMs; got != 500.0 {
+		t.Errorf("got %v, want %v", got, 500.0)
+	}
+	if skv.RetryThrottle.Tokens != tokens {
+		t.Errorf("skv.RetryThrottle.Tokens = %v, want %v", skv.RetryThrottle.Tokens, tokens)
+	}
 
 	// At the next window the busy peer's limit has fallen below the
 	// other's, and the new window has counted nothing yet.
@@ -181,20 +274,40 @@ func TestDebugShowsPeersTokensAndPolicies(t *testing.T) {
 	clk.Add(time.Second)
 	kv = debugService(t, c.Debug(), "kv")
 	g, b = debugPeerOf(t, kv, good.ch.HostPort()), debugPeerOf(t, kv, bad.ch.HostPort())
-	assert.Equal(t, "READY", g.State)
-	assert.Equal(t, "READY", b.State)
-	assert.EqualValues(t, busy.DefaultCeiling, g.Limit)
-	assert.Less(t, b.Limit, g.Limit, "the busy peer's limit")
+	if g.State != "READY" {
+		t.Errorf("g.State = %q, want %q", g.State, "READY")
+	}
+	if b.State != "READY" {
+		t.Errorf("b.State = %q, want %q", b.State, "READY")
+	}
+	if g.Limit != busy.DefaultCeiling {
+		t.Errorf("g.Limit = %v, want %v", g.Limit, busy.DefaultCeiling)
+	}
+	if !(b.Limit < g.Limit) {
+		t.Errorf("the busy peer's limit: got %v, want < %v", b.Limit, g.Limit)
+	}
 	want := busy.Config{}.Next(busy.DefaultCeiling, int(b.Busy))
-	assert.Equal(t, want, b.Limit)
-	assert.Equal(t, start.Add(time.Second), b.Window.Start)
-	assert.Zero(t, b.Window.Allowed)
-	assert.Zero(t, b.Window.Busy)
+	if b.Limit != want {
+		t.Errorf("b.Limit = %v, want %v", b.Limit, want)
+	}
+	if want := start.Add(time.Second); !reflect.DeepEqual(b.Window.Start, want) {
+		t.Errorf("b.Window.Start = %+v, want %+v", b.Window.Start, want)
+	}
+	if b.Window.Allowed != 0 {
+		t.Errorf("b.Window.Allowed = %v, want 0", b.Window.Allowed)
+	}
+	if b.Window.Busy != 0 {
+		t.Errorf("b.Window.Busy = %v, want 0", b.Window.Busy)
+	}
 
 	// The JSON says the same.
 	skv = debugService(t, decodeDebug(t, serveDebug(c, http.MethodGet).Body.Bytes()), "kv")
-	assert.Equal(t, want, debugPeerOf(t, skv, bad.ch.HostPort()).Limit)
-	assert.EqualValues(t, busy.DefaultCeiling, debugPeerOf(t, skv, good.ch.HostPort()).Limit)
+	if got := debugPeerOf(t, skv, bad.ch.HostPort()).Limit; got != want {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	if got := debugPeerOf(t, skv, good.ch.HostPort()).Limit; got != busy.DefaultCeiling {
+		t.Errorf("got %v, want %v", got, busy.DefaultCeiling)
+	}
 }
 
 // capGate is a Gate that reports a capacity, as leasing.RateLimiter does.
@@ -218,82 +331,150 @@ func TestDebugAdaptiveHedgeLeaseAndPacing(t *testing.T) {
 	c, err := New("client", WithClock(clk), WithServiceConfig(mustConfig(t, cfg)),
 		WithLease("kv", capGate{42}), WithLease("inf", capGate{math.Inf(1)}), WithLease("plain", plainGate{}),
 		WithPacing("kv", PacingConfig{MaxDelay: 5 * time.Second}))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	t.Cleanup(c.Close)
 
 	st := c.Debug()
-	require.Len(t, st.Services, 3, "services with a lease or pacing are listed without peers or calls")
-	for _, s := range st.Services {
-		assert.NotNil(t, s.Peers, s.Name)
-		assert.Empty(t, s.Peers, s.Name)
-		assert.NotNil(t, s.Methods, s.Name)
-		assert.Empty(t, s.Methods, s.Name)
-		assert.Nil(t, s.RetryThrottle, s.Name)
+	if len(st.Services) != 3 {
+		t.Fatalf("services with a lease or pacing are listed without peers or calls: got length %d, want %d", len(st.Services), 3)
 	}
-	assert.Equal(t, []string{"inf", "kv", "plain"}, []string{st.Services[0].Name, st.Services[1].Name, st.Services[2].Name})
+	for _, s := range st.Services {
+		if s.Peers == nil {
+			t.Errorf("%s: s.Peers is nil", s.Name)
+		}
+		if len(s.Peers) != 0 {
+			t.Errorf("%s: got %v, want empty", s.Name, s.Peers)
+		}
+		if s.Methods == nil {
+			t.Errorf("%s: s.Methods is nil", s.Name)
+		}
+		if len(s.Methods) != 0 {
+			t.Errorf("%s: got %v, want empty", s.Name, s.Methods)
+		}
+		if s.RetryThrottle != nil {
+			t.Errorf("%s: got %+v, want nil", s.Name, s.RetryThrottle)
+		}
+	}
+	if got, want := []string{st.Services[0].Name, st.Services[1].Name, st.Services[2].Name}, []string{"inf", "kv", "plain"}; !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
 	capacity := 42.0
-	assert.Equal(t, &channelz.Lease{Gate: "channel.capGate", Capacity: &capacity}, debugService(t, st, "kv").Lease)
-	assert.Equal(t, &channelz.Lease{Gate: "channel.capGate", Unlimited: true}, debugService(t, st, "inf").Lease)
-	assert.Equal(t, &channelz.Lease{Gate: "channel.plainGate"}, debugService(t, st, "plain").Lease)
-	assert.Equal(t, &channelz.Pacing{Strategy: "null", MaxDelayMs: 5000, Windows: []channelz.PaceWindow{}}, debugService(t, st, "kv").Pacing)
-	assert.Nil(t, debugService(t, st, "inf").Pacing)
+	if got, want := debugService(t, st, "kv").Lease, (&channelz.Lease{Gate: "channel.capGate", Capacity: &capacity}); !reflect.DeepEqual(got, want) {
+		t.Errorf(`debugService(t, st, "kv").Lease = %+v, want %+v`, got, want)
+	}
+	if got, want := debugService(t, st, "inf").Lease, (&channelz.Lease{Gate: "channel.capGate", Unlimited: true}); !reflect.DeepEqual(got, want) {
+		t.Errorf(`debugService(t, st, "inf").Lease = %+v, want %+v`, got, want)
+	}
+	if got, want := debugService(t, st, "plain").Lease, (&channelz.Lease{Gate: "channel.plainGate"}); !reflect.DeepEqual(got, want) {
+		t.Errorf(`debugService(t, st, "plain").Lease = %+v, want %+v`, got, want)
+	}
+	if got, want := debugService(t, st, "kv").Pacing, (&channelz.Pacing{Strategy: "null", MaxDelayMs: 5000, Windows: []channelz.PaceWindow{}}); !reflect.DeepEqual(got, want) {
+		t.Errorf(`debugService(t, st, "kv").Pacing = %+v, want %+v`, got, want)
+	}
+	if got := debugService(t, st, "inf").Pacing; got != nil {
+		t.Errorf(`debugService(t, st, "inf").Pacing = %+v, want nil`, got)
+	}
 
 	// The method's policy is made by its first call; make it directly.
 	p, err := c.policyFor("kv", "adapt")
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("policyFor: %v", err)
+	}
 	hedge := debugMethodOf(t, debugService(t, c.Debug(), "kv"), "adapt").Hedge
-	require.NotNil(t, hedge)
-	assert.Equal(t, &channelz.Hedge{MaxAttempts: 3, DelayMs: 100, HedgingDelayMs: 1000, NonFatalCodes: []string{"BUSY", "DECLINED"},
-		Adaptive: &channelz.Adaptive{Quantile: 0.8, Window: 20, FloorMs: 2, CapMs: 100}}, hedge,
-		"until it has latencies the delay is hedgingDelay within [floor, cap]")
+	if hedge == nil {
+		t.Fatal("hedge is nil")
+	}
+	if want := (&channelz.Hedge{MaxAttempts: 3, DelayMs: 100, HedgingDelayMs: 1000, NonFatalCodes: []string{"BUSY", "DECLINED"},
+		Adaptive: &channelz.Adaptive{Quantile: 0.8, Window: 20, FloorMs: 2, CapMs: 100}}); !reflect.DeepEqual(hedge, want) {
+		t.Errorf("until it has latencies the delay is hedgingDelay within [floor, cap]: got %+v, want %+v", hedge, want)
+	}
 	p.est.Observe(7 * time.Millisecond)
 	p.est.Observe(7 * time.Millisecond) // window/10 = 2 samples: the quantile is taken
 	hedge = debugMethodOf(t, debugService(t, c.Debug(), "kv"), "adapt").Hedge
-	assert.Equal(t, 7.0, hedge.DelayMs)
-	assert.Equal(t, &channelz.Adaptive{Quantile: 0.8, Window: 20, FloorMs: 2, CapMs: 100, Samples: 2, Learned: true}, hedge.Adaptive)
+	if hedge.DelayMs != 7.0 {
+		t.Errorf("hedge.DelayMs = %v, want %v", hedge.DelayMs, 7.0)
+	}
+	if want := (&channelz.Adaptive{Quantile: 0.8, Window: 20, FloorMs: 2, CapMs: 100, Samples: 2, Learned: true}); !reflect.DeepEqual(hedge.Adaptive, want) {
+		t.Errorf("hedge.Adaptive = %+v, want %+v", hedge.Adaptive, want)
+	}
 
 	// Windows the servers announced, for the service and for the method.
 	now := clk.Now()
 	c.pacers["kv"].windows.Record("kv", now.Add(time.Second))
 	c.pacers["kv"].windows.Record("kv::adapt", now.Add(2*time.Second))
-	assert.Equal(t, []channelz.PaceWindow{
+	if want, got := []channelz.PaceWindow{
 		{Key: "kv", RemainingMs: 1000, Until: now.Add(time.Second).UTC()},
 		{Key: "kv::adapt", RemainingMs: 2000, Until: now.Add(2 * time.Second).UTC()},
-	}, debugService(t, c.Debug(), "kv").Pacing.Windows)
+	}, debugService(t, c.Debug(), "kv").Pacing.Windows; !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
 	clk.Add(1500 * time.Millisecond)
-	assert.Equal(t, []channelz.PaceWindow{{Key: "kv::adapt", RemainingMs: 500, Until: now.Add(2 * time.Second).UTC()}},
-		debugService(t, c.Debug(), "kv").Pacing.Windows, "the service's window has ended")
+	if want, got := []channelz.PaceWindow{{Key: "kv::adapt", RemainingMs: 500, Until: now.Add(2 * time.Second).UTC()}}, debugService(t, c.Debug(), "kv").Pacing.Windows; !reflect.DeepEqual(got, want) {
+		t.Errorf("the service's window has ended: got %v, want %v", got, want)
+	}
 
 	// An unlimited lease is valid JSON; empty lists are arrays, not null.
 	rec := serveDebug(c, http.MethodGet)
-	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
-	assert.NotContains(t, rec.Body.String(), `"peers": null`)
-	assert.Contains(t, rec.Body.String(), `"peers": []`)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("%s: got %v, want %v", rec.Body.String(), rec.Code, http.StatusOK)
+	}
+	if strings.Contains(rec.Body.String(), `"peers": null`) {
+		t.Errorf("rec.Body.String() = %q, want it not to contain %q", rec.Body.String(), `"peers": null`)
+	}
+	if !strings.Contains(rec.Body.String(), `"peers": []`) {
+		t.Errorf("rec.Body.String() = %q, want it to contain %q", rec.Body.String(), `"peers": []`)
+	}
 	served := decodeDebug(t, rec.Body.Bytes())
-	assert.True(t, debugService(t, served, "inf").Lease.Unlimited)
-	assert.Nil(t, debugService(t, served, "inf").Lease.Capacity)
-	assert.Equal(t, 42.0, *debugService(t, served, "kv").Lease.Capacity)
-	assert.Equal(t, 7.0, debugMethodOf(t, debugService(t, served, "kv"), "adapt").Hedge.DelayMs)
+	if !debugService(t, served, "inf").Lease.Unlimited {
+		t.Error("condition is false, want true")
+	}
+	if got := debugService(t, served, "inf").Lease.Capacity; got != nil {
+		t.Errorf("got %v, want nil", got)
+	}
+	if got := *debugService(t, served, "kv").Lease.Capacity; got != 42.0 {
+		t.Errorf("got %v, want %v", got, 42.0)
+	}
+	if got := debugMethodOf(t, debugService(t, served, "kv"), "adapt").Hedge.DelayMs; got != 7.0 {
+		t.Errorf("got %v, want %v", got, 7.0)
+	}
 }
 
 func TestDebugHandlerAnswersOnlyGet(t *testing.T) {
 	c, err := New("client")
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	t.Cleanup(c.Close)
 	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch} {
 		rec := serveDebug(c, m)
-		assert.Equal(t, http.StatusMethodNotAllowed, rec.Code, m)
-		assert.Equal(t, "GET, HEAD", rec.Header().Get("Allow"), m)
+		if rec.Code != http.StatusMethodNotAllowed {
+			t.Errorf("%s: got %v, want %v", m, rec.Code, http.StatusMethodNotAllowed)
+		}
+		if got := rec.Header().Get("Allow"); got != "GET, HEAD" {
+			t.Errorf("%s: got %q, want %q", m, got, "GET, HEAD")
+		}
 	}
 	for _, m := range []string{http.MethodGet, http.MethodHead} {
 		rec := serveDebug(c, m)
-		assert.Equal(t, http.StatusOK, rec.Code, m)
-		assert.Equal(t, "application/json", rec.Header().Get("Content-Type"), m)
+		if rec.Code != http.StatusOK {
+			t.Errorf("%s: got %v, want %v", m, rec.Code, http.StatusOK)
+		}
+		if got := rec.Header().Get("Content-Type"); got != "application/json" {
+			t.Errorf("%s: got %q, want %q", m, got, "application/json")
+		}
 	}
 	st := decodeDebug(t, serveDebug(c, http.MethodGet).Body.Bytes())
-	assert.Equal(t, "client", st.Service)
-	assert.NotNil(t, st.Services)
-	assert.Empty(t, st.Services)
+	if st.Service != "client" {
+		t.Errorf("st.Service = %q, want %q", st.Service, "client")
+	}
+	if st.Services == nil {
+		t.Error("st.Services is nil")
+	}
+	if len(st.Services) != 0 {
+		t.Errorf("st.Services = %v, want empty", st.Services)
+	}
 }
 
 // Debug and the handler read while calls run, hedge, get Busy answers,
@@ -313,10 +494,14 @@ func TestDebugWhileCalling(t *testing.T) {
 	busyCfg := busy.Config{Window: 20 * time.Millisecond} // many windows roll during the test
 	c, err := New("client", WithServiceConfig(mustConfig(t, cfg)), WithBusyConfig(busyCfg),
 		WithLease("kv", capGate{1e6}), WithPacing("kv", PacingConfig{MaxDelay: 10 * time.Millisecond}))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	t.Cleanup(c.Close)
 	for _, s := range []*testServer{good, flaky} {
-		require.NoError(t, c.AddPeer("kv", s.ch.HostPort()))
+		if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+			t.Fatalf("AddPeer: %v", err)
+		}
 	}
 
 	var calls, reads sync.WaitGroup
@@ -367,16 +552,32 @@ func TestDebugWhileCalling(t *testing.T) {
 	calls.Wait()
 	close(done)
 	reads.Wait()
-	assert.Positive(t, served.Load())
+	if got := served.Load(); got <= 0 {
+		t.Errorf("served.Load() = %v, want > 0", got)
+	}
 
 	kv := debugService(t, c.Debug(), "kv")
-	require.Len(t, kv.Peers, 2)
-	for _, p := range kv.Peers {
-		assert.Equal(t, "READY", p.State)
-		assert.Zero(t, p.Pending)
+	if len(kv.Peers) != 2 {
+		t.Fatalf("len(kv.Peers) = %d, want %d", len(kv.Peers), 2)
 	}
-	assert.Positive(t, debugPeerOf(t, kv, flaky.ch.HostPort()).Busy)
-	require.NotNil(t, kv.RetryThrottle)
-	require.NotNil(t, debugMethodOf(t, kv, "get").Hedge.Adaptive)
-	assert.Positive(t, debugMethodOf(t, kv, "get").Hedge.Adaptive.Samples)
+	for _, p := range kv.Peers {
+		if p.State != "READY" {
+			t.Errorf("p.State = %q, want %q", p.State, "READY")
+		}
+		if p.Pending != 0 {
+			t.Errorf("p.Pending = %v, want 0", p.Pending)
+		}
+	}
+	if got := debugPeerOf(t, kv, flaky.ch.HostPort()).Busy; got <= 0 {
+		t.Errorf("got %v, want > 0", got)
+	}
+	if kv.RetryThrottle == nil {
+		t.Fatal("kv.RetryThrottle is nil")
+	}
+	if got := debugMethodOf(t, kv, "get").Hedge.Adaptive; got == nil {
+		t.Fatal("got nil")
+	}
+	if got := debugMethodOf(t, kv, "get").Hedge.Adaptive.Samples; got <= 0 {
+		t.Errorf("got %v, want > 0", got)
+	}
 }

@@ -2,8 +2,10 @@ package channel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,8 +18,6 @@ import (
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/stats"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"github.com/uber-go/tally/v4"
 	"github.com/uber/tchannel-go"
 	"github.com/uber/tchannel-go/raw"
@@ -42,19 +42,29 @@ func waitPeerState(t *testing.T, c *Channel, hostPort string, want peer.State) {
 func TestDeadPeerIsNotChosen(t *testing.T) {
 	servers := []*testServer{startServer(t), startServer(t), startServer(t)}
 	c, _, _ := startClient(t, servers...)
-	require.NoError(t, c.Connect(ctxTimeout(t), "kv"))
+	if err := c.Connect(ctxTimeout(t), "kv"); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
 	for i := 0; i < 30; i++ {
 		_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("x"))
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatalf("CallRaw: %v", err)
+		}
 	}
 	dead := servers[0].ch.HostPort()
 	servers[0].ch.Close()
 	waitPeerState(t, c, dead, peer.TransientFailure)
 	for i := 0; i < 100; i++ {
 		res, err := c.Call(ctxTimeout(t), "kv", "echo", &Request{Format: tchannel.Raw, Arg3: []byte("x")})
-		require.NoError(t, err)
-		assert.NotContains(t, res.Peers, dead, "call %d tried the dead peer", i)
-		assert.Equal(t, 1, res.Attempts)
+		if err != nil {
+			t.Fatalf("Call: %v", err)
+		}
+		if slices.Contains(res.Peers, dead) {
+			t.Errorf("call %d tried the dead peer: got %q, want it not to contain %q", i, res.Peers, dead)
+		}
+		if res.Attempts != 1 {
+			t.Errorf("res.Attempts = %v, want %v", res.Attempts, 1)
+		}
 	}
 }
 
@@ -72,10 +82,14 @@ func TestEveryPeerDownFailsAtOnceWithoutDialing(t *testing.T) {
 			return d.DialContext(ctx, network, hostPort)
 		},
 	}))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	t.Cleanup(c.Close)
 	for i := 0; i < 3; i++ {
-		require.NoError(t, c.AddPeer("kv", testnet.Refused(t)))
+		if err := c.AddPeer("kv", testnet.Refused(t)); err != nil {
+			t.Fatalf("AddPeer: %v", err)
+		}
 	}
 	for i := 0; i < 200; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -83,13 +97,25 @@ func TestEveryPeerDownFailsAtOnceWithoutDialing(t *testing.T) {
 		_, err := c.CallRaw(ctx, "kv", "echo", nil, nil)
 		cancel()
 		var ce *CallError
-		require.ErrorAs(t, err, &ce)
-		require.Equal(t, codes.Unavailable, ce.Code, "call %d: %v", i, err)
-		require.Zero(t, ce.Attempts)
-		require.Less(t, time.Since(start), 5*time.Second, "call %d waited for its deadline", i)
+		if !errors.As(err, &ce) {
+			t.Fatalf("CallRaw error = %v, want a %T", err, ce)
+		}
+		if ce.Code != codes.Unavailable {
+			t.Fatalf("call %d: %v: got %v, want %v", i, err, ce.Code, codes.Unavailable)
+		}
+		if ce.Attempts != 0 {
+			t.Fatalf("ce.Attempts = %v, want 0", ce.Attempts)
+		}
+		if got := time.Since(start); got >= 5*time.Second {
+			t.Fatalf("call %d waited for its deadline: got %v, want < %v", i, got, 5*time.Second)
+		}
 	}
-	assert.EqualValues(t, 3, dials.Load(), "dials: one per peer")
-	assert.EqualValues(t, 200, scope.Snapshot().Counters()["call.errors+code=UNAVAILABLE,method=_other,service=kv"].Value())
+	if got := dials.Load(); got != 3 {
+		t.Errorf("dials: one per peer: got %v, want %v", got, 3)
+	}
+	if got := scope.Snapshot().Counters()["call.errors+code=UNAVAILABLE,method=_other,service=kv"].Value(); got != 200 {
+		t.Errorf("got %v, want %v", got, 200)
+	}
 }
 
 // A call that waits for ready (the call option or the service config's
@@ -111,11 +137,17 @@ func TestWaitForReady(t *testing.T) {
 				opts = append(opts, WithServiceConfig(mustConfig(t, tt.config)))
 			}
 			c, err := New("client", opts...)
-			require.NoError(t, err)
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
 			t.Cleanup(c.Close)
 			addr := testnet.Refused(t)
-			require.NoError(t, c.AddPeer("kv", addr))
-			require.Error(t, c.Connect(ctxTimeout(t), "kv"))
+			if err := c.AddPeer("kv", addr); err != nil {
+				t.Fatalf("AddPeer: %v", err)
+			}
+			if err := c.Connect(ctxTimeout(t), "kv"); err == nil {
+				t.Fatal("Connect succeeded, want an error")
+			}
 			done := make(chan error, 1)
 			go func() {
 				_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("x"), tt.opts...)
@@ -125,22 +157,36 @@ func TestWaitForReady(t *testing.T) {
 			// The server comes up where the peer was; once its backoff has
 			// passed, the peer connects and the waiting call goes through.
 			s, err := New("kv")
-			require.NoError(t, err)
-			require.NoError(t, s.RegisterRaw("echo", func(context.Context, *RawRequest) (*RawResponse, error) { return &RawResponse{}, nil }))
-			require.NoError(t, s.ListenAndServe(addr))
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			if err := s.RegisterRaw("echo", func(context.Context, *RawRequest) (*RawResponse, error) { return &RawResponse{}, nil }); err != nil {
+				t.Fatalf("RegisterRaw: %v", err)
+			}
+			if err := s.ListenAndServe(addr); err != nil {
+				t.Fatalf("ListenAndServe: %v", err)
+			}
 			t.Cleanup(s.Close)
 			testwait.Timers(t, clk, 1)
 			clk.Add(2 * time.Second)
-			require.NoError(t, testwait.Recv(t, done, "the waiting call"))
+			if err := testwait.Recv(t, done, "the waiting call"); err != nil {
+				t.Fatalf("testwait.Recv: %v", err)
+			}
 		})
 	}
 	// Without it, the same call fails at once.
 	c, err := New("client")
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	t.Cleanup(c.Close)
-	require.NoError(t, c.AddPeer("kv", testnet.Refused(t)))
+	if err := c.AddPeer("kv", testnet.Refused(t)); err != nil {
+		t.Fatalf("AddPeer: %v", err)
+	}
 	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
-	assert.ErrorIs(t, err, ErrUnavailable)
+	if !errors.Is(err, ErrUnavailable) {
+		t.Errorf("CallRaw error = %v, want %v", err, ErrUnavailable)
+	}
 }
 
 // A peer that accepts TCP and never finishes the handshake is never sent a
@@ -155,36 +201,60 @@ func TestBlackHolePeerHoldsNoCall(t *testing.T) {
 	} {
 		good := startServer(t)
 		c, err := New("client", WithServiceConfig(mustConfig(t, cfg)))
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
 		t.Cleanup(c.Close)
-		require.NoError(t, c.AddPeer("kv", hole))
-		require.NoError(t, c.AddPeer("kv", good.ch.HostPort()))
+		if err := c.AddPeer("kv", hole); err != nil {
+			t.Fatalf("AddPeer: %v", err)
+		}
+		if err := c.AddPeer("kv", good.ch.HostPort()); err != nil {
+			t.Fatalf("AddPeer: %v", err)
+		}
 		for i := 0; i < 50; i++ {
 			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 			res, err := c.Call(ctx, "kv", "echo", &Request{Format: tchannel.Raw, Arg3: []byte("x")})
 			cancel()
-			require.NoError(t, err, "call %d", i)
-			assert.NotContains(t, res.Peers, hole)
+			if err != nil {
+				t.Fatalf("call %d: %v", i, err)
+			}
+			if slices.Contains(res.Peers, hole) {
+				t.Errorf("res.Peers = %q, want it not to contain %q", res.Peers, hole)
+			}
 		}
 		for _, p := range c.Peers("kv") {
 			if p.HostPort == hole {
-				assert.NotEqual(t, peer.Ready, p.State, "the black hole is ready")
+				if p.State == peer.Ready {
+					t.Errorf("the black hole is ready: got %v, want a different value", p.State)
+				}
 			}
 		}
 	}
 
 	c, err := New("client")
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	t.Cleanup(c.Close)
-	require.NoError(t, c.AddPeer("kv", hole))
+	if err := c.AddPeer("kv", hole); err != nil {
+		t.Fatalf("AddPeer: %v", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	_, err = c.CallRaw(ctx, "kv", "echo", nil, nil)
 	var ce *CallError
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, codes.Timeout, ce.Code, "%v", err)
-	assert.Zero(t, ce.Attempts)
-	assert.Contains(t, err.Error(), "no peer became ready")
+	if !errors.As(err, &ce) {
+		t.Fatalf("CallRaw error = %v, want a %T", err, ce)
+	}
+	if ce.Code != codes.Timeout {
+		t.Errorf("%v: got %v, want %v", err, ce.Code, codes.Timeout)
+	}
+	if ce.Attempts != 0 {
+		t.Errorf("ce.Attempts = %v, want 0", ce.Attempts)
+	}
+	if !strings.Contains(err.Error(), "no peer became ready") {
+		t.Errorf("err.Error() = %q, want it to contain %q", err.Error(), "no peer became ready")
+	}
 }
 
 // Requests no peer could ever take fail at once with BAD_REQUEST: nothing
@@ -194,10 +264,16 @@ func TestUnsendableRequestsFailAtOnce(t *testing.T) {
 	scope := tally.NewTestScope("", nil)
 	c, err := New("client", WithScope(scope), WithMaxRequestSize(1024),
 		WithServiceConfig(mustConfig(t, fmt.Sprintf(retryBusy, 5, "0.01s", ""))))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	t.Cleanup(c.Close)
-	require.NoError(t, c.AddPeer("kv", s.ch.HostPort()))
-	require.NoError(t, c.AddPeer(strings.Repeat("s", 300), s.ch.HostPort()))
+	if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+		t.Fatalf("AddPeer: %v", err)
+	}
+	if err := c.AddPeer(strings.Repeat("s", 300), s.ch.HostPort()); err != nil {
+		t.Fatalf("AddPeer: %v", err)
+	}
 	long := func(n int) string { return strings.Repeat("m", n) }
 	for _, tt := range []struct {
 		name            string
@@ -222,19 +298,35 @@ func TestUnsendableRequestsFailAtOnce(t *testing.T) {
 			start := time.Now()
 			_, err := c.Call(ctx, tt.service, tt.method, tt.req)
 			var ce *CallError
-			require.ErrorAs(t, err, &ce)
-			assert.Equal(t, codes.BadRequest, ce.Code)
-			assert.Zero(t, ce.Attempts)
-			assert.Contains(t, err.Error(), tt.want)
-			assert.Less(t, time.Since(start), 5*time.Second, "retried until the deadline")
+			if !errors.As(err, &ce) {
+				t.Fatalf("Call error = %v, want a %T", err, ce)
+			}
+			if ce.Code != codes.BadRequest {
+				t.Errorf("ce.Code = %v, want %v", ce.Code, codes.BadRequest)
+			}
+			if ce.Attempts != 0 {
+				t.Errorf("ce.Attempts = %v, want 0", ce.Attempts)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err.Error() = %q, want it to contain %q", err.Error(), tt.want)
+			}
+			if got := time.Since(start); got >= 5*time.Second {
+				t.Errorf("retried until the deadline: got %v, want < %v", got, 5*time.Second)
+			}
 		})
 	}
-	assert.Zero(t, s.received.Load(), "a request reached the server")
+	if got := s.received.Load(); got != 0 {
+		t.Errorf("a request reached the server: got %v, want 0", got)
+	}
 	for name := range scope.Snapshot().Counters() {
-		assert.NotContains(t, name, "mmmmmmmm", "a method name that is not one made a metric")
+		if strings.Contains(name, "mmmmmmmm") {
+			t.Errorf("a method name that is not one made a metric: got %q, want it not to contain %q", name, "mmmmmmmm")
+		}
 	}
 	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, make([]byte, 1024))
-	assert.NoError(t, err, "a request at the limit goes")
+	if err != nil {
+		t.Errorf("a request at the limit goes: %v", err)
+	}
 }
 
 // A decline a closing Sluice server sends before any handler runs is
@@ -249,12 +341,18 @@ func TestMarkedDeclineIsRetriedOnceElsewhere(t *testing.T) {
 	start := func(closing bool) server {
 		scope := tally.NewTestScope("", nil)
 		ch, err := New("kv", WithScope(scope))
-		require.NoError(t, err)
-		require.NoError(t, ch.RegisterRaw("echo", func(context.Context, *RawRequest) (*RawResponse, error) {
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		if err := ch.RegisterRaw("echo", func(context.Context, *RawRequest) (*RawResponse, error) {
 			ran.Add(1)
 			return &RawResponse{}, nil
-		}))
-		require.NoError(t, ch.ListenAndServe("127.0.0.1:0"))
+		}); err != nil {
+			t.Fatalf("RegisterRaw: %v", err)
+		}
+		if err := ch.ListenAndServe("127.0.0.1:0"); err != nil {
+			t.Fatalf("ListenAndServe: %v", err)
+		}
 		t.Cleanup(ch.Close)
 		// The state Close enters first: the guard declines, marked. (Reset
 		// before the cleanup's Close, which does nothing on a closed
@@ -271,35 +369,67 @@ func TestMarkedDeclineIsRetriedOnceElsewhere(t *testing.T) {
 	}
 	closing, good := start(true), start(false)
 	c, err := New("client")
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	t.Cleanup(c.Close)
-	require.NoError(t, c.AddPeer("kv", closing.ch.HostPort()))
-	require.NoError(t, c.AddPeer("kv", good.ch.HostPort()))
-	require.NoError(t, c.Connect(ctxTimeout(t), "kv"))
+	if err := c.AddPeer("kv", closing.ch.HostPort()); err != nil {
+		t.Fatalf("AddPeer: %v", err)
+	}
+	if err := c.AddPeer("kv", good.ch.HostPort()); err != nil {
+		t.Fatalf("AddPeer: %v", err)
+	}
+	if err := c.Connect(ctxTimeout(t), "kv"); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
 	for i := 0; i < 20; i++ {
 		res, err := c.Call(ctxTimeout(t), "kv", "echo", &Request{Format: tchannel.Raw})
-		require.NoError(t, err, "no retry policy: only the early decline is retried")
-		assert.Equal(t, good.ch.HostPort(), res.Peer)
+		if err != nil {
+			t.Fatalf("no retry policy: only the early decline is retried: %v", err)
+		}
+		if want := good.ch.HostPort(); res.Peer != want {
+			t.Errorf("res.Peer = %q, want %q", res.Peer, want)
+		}
 	}
-	assert.EqualValues(t, 20, ran.Load(), "each call ran its handler once")
-	assert.Positive(t, declined(closing), "no call went to the closing peer first")
+	if got := ran.Load(); got != 20 {
+		t.Errorf("each call ran its handler once: got %v, want %v", got, 20)
+	}
+	if got := declined(closing); got <= 0 {
+		t.Errorf("no call went to the closing peer first: got %v, want > 0", got)
+	}
 
 	// Both peers declining: one transparent retry, then the decline is the
 	// call's error.
 	other := start(true)
 	c2, err := New("client")
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	t.Cleanup(c2.Close)
-	require.NoError(t, c2.AddPeer("kv", closing.ch.HostPort()))
-	require.NoError(t, c2.AddPeer("kv", other.ch.HostPort()))
+	if err := c2.AddPeer("kv", closing.ch.HostPort()); err != nil {
+		t.Fatalf("AddPeer: %v", err)
+	}
+	if err := c2.AddPeer("kv", other.ch.HostPort()); err != nil {
+		t.Fatalf("AddPeer: %v", err)
+	}
 	before := declined(closing) + declined(other)
 	_, err = c2.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
 	var ce *CallError
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, codes.Declined, ce.Code)
-	assert.Equal(t, 2, ce.Attempts)
-	assert.EqualValues(t, 2, declined(closing)+declined(other)-before)
-	assert.EqualValues(t, 20, ran.Load(), "a closing server ran a handler")
+	if !errors.As(err, &ce) {
+		t.Fatalf("CallRaw error = %v, want a %T", err, ce)
+	}
+	if ce.Code != codes.Declined {
+		t.Errorf("ce.Code = %v, want %v", ce.Code, codes.Declined)
+	}
+	if ce.Attempts != 2 {
+		t.Errorf("ce.Attempts = %v, want %v", ce.Attempts, 2)
+	}
+	if got := declined(closing) + declined(other) - before; got != 2 {
+		t.Errorf("declined(closing)+declined(other)-before = %v, want %v", got, 2)
+	}
+	if got := ran.Load(); got != 20 {
+		t.Errorf("a closing server ran a handler: got %v, want %v", got, 20)
+	}
 }
 
 // A handler that passes on the early decline of a call it made downstream
@@ -307,9 +437,15 @@ func TestMarkedDeclineIsRetriedOnceElsewhere(t *testing.T) {
 // handler runs once per call.
 func TestForwardedEarlyDeclineIsNotTransparent(t *testing.T) {
 	down, err := New("down")
-	require.NoError(t, err)
-	require.NoError(t, down.RegisterRaw("echo", func(context.Context, *RawRequest) (*RawResponse, error) { return &RawResponse{}, nil }))
-	require.NoError(t, down.ListenAndServe("127.0.0.1:0"))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if err := down.RegisterRaw("echo", func(context.Context, *RawRequest) (*RawResponse, error) { return &RawResponse{}, nil }); err != nil {
+		t.Fatalf("RegisterRaw: %v", err)
+	}
+	if err := down.ListenAndServe("127.0.0.1:0"); err != nil {
+		t.Fatalf("ListenAndServe: %v", err)
+	}
 	t.Cleanup(down.Close)
 	down.closed.Store(true)                        // declines every request, marked as before any handler
 	t.Cleanup(func() { down.closed.Store(false) }) // before Close, which does nothing on a closed Channel
@@ -318,32 +454,55 @@ func TestForwardedEarlyDeclineIsNotTransparent(t *testing.T) {
 	var middles []*Channel
 	for i := 0; i < 2; i++ {
 		mid, err := New("kv")
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
 		t.Cleanup(mid.Close)
-		require.NoError(t, mid.AddPeer("down", down.HostPort()))
-		require.NoError(t, mid.RegisterRaw("echo", func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
+		if err := mid.AddPeer("down", down.HostPort()); err != nil {
+			t.Fatalf("AddPeer: %v", err)
+		}
+		err = mid.RegisterRaw("echo", func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
 			ran.Add(1)
 			_, err := mid.CallRaw(ctx, "down", "echo", nil, nil)
 			return nil, err // the downstream's error, as it came
-		}))
-		require.NoError(t, mid.ListenAndServe("127.0.0.1:0"))
+		})
+		if err != nil {
+			t.Fatalf("RegisterRaw: %v", err)
+		}
+		if err := mid.ListenAndServe("127.0.0.1:0"); err != nil {
+			t.Fatalf("ListenAndServe: %v", err)
+		}
 		middles = append(middles, mid)
 	}
 	c, err := New("client")
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	t.Cleanup(c.Close)
 	for _, m := range middles {
-		require.NoError(t, c.AddPeer("kv", m.HostPort()))
+		if err := c.AddPeer("kv", m.HostPort()); err != nil {
+			t.Fatalf("AddPeer: %v", err)
+		}
 	}
 	for i := 0; i < 10; i++ {
 		_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
 		var ce *CallError
-		require.ErrorAs(t, err, &ce)
-		assert.Equal(t, codes.Declined, ce.Code)
-		assert.Equal(t, 1, ce.Attempts, "the forwarded decline was retried: %v", err)
-		assert.Contains(t, ce.Message, "declined downstream, after this server's handler ran")
+		if !errors.As(err, &ce) {
+			t.Fatalf("CallRaw error = %v, want a %T", err, ce)
+		}
+		if ce.Code != codes.Declined {
+			t.Errorf("ce.Code = %v, want %v", ce.Code, codes.Declined)
+		}
+		if ce.Attempts != 1 {
+			t.Errorf("the forwarded decline was retried: %v: got %v, want %v", err, ce.Attempts, 1)
+		}
+		if want := "declined downstream, after this server's handler ran"; !strings.Contains(ce.Message, want) {
+			t.Errorf("ce.Message = %q, want it to contain %q", ce.Message, want)
+		}
 	}
-	assert.EqualValues(t, 10, ran.Load(), "a middle-tier handler ran twice for one call")
+	if got := ran.Load(); got != 10 {
+		t.Errorf("a middle-tier handler ran twice for one call: got %v, want %v", got, 10)
+	}
 }
 
 // Close ends the calls waiting for a ready peer at once, with ErrClosed,
@@ -351,9 +510,15 @@ func TestForwardedEarlyDeclineIsNotTransparent(t *testing.T) {
 func TestCloseEndsCallsWaitingForReady(t *testing.T) {
 	waiting := make(chan struct{}, 10)
 	c, err := New("client", withOnWait(func() { waiting <- struct{}{} }))
-	require.NoError(t, err)
-	require.NoError(t, c.AddPeer("kv", testnet.Refused(t)))
-	require.Error(t, c.Connect(ctxTimeout(t), "kv"))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if err := c.AddPeer("kv", testnet.Refused(t)); err != nil {
+		t.Fatalf("AddPeer: %v", err)
+	}
+	if err := c.Connect(ctxTimeout(t), "kv"); err == nil {
+		t.Fatal("Connect succeeded, want an error")
+	}
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -365,9 +530,15 @@ func TestCloseEndsCallsWaitingForReady(t *testing.T) {
 	start := time.Now()
 	c.Close()
 	err = testwait.Recv(t, done, "the waiting call to end")
-	assert.ErrorIs(t, err, ErrClosed)
-	assert.Less(t, time.Since(start), 30*time.Second, "the call waited for its deadline")
-	assert.ErrorIs(t, c.Connect(ctxTimeout(t), "none"), ErrNoPeers)
+	if !errors.Is(err, ErrClosed) {
+		t.Errorf("testwait.Recv error = %v, want %v", err, ErrClosed)
+	}
+	if got := time.Since(start); got >= 30*time.Second {
+		t.Errorf("the call waited for its deadline: got %v, want < %v", got, 30*time.Second)
+	}
+	if err := c.Connect(ctxTimeout(t), "none"); !errors.Is(err, ErrNoPeers) {
+		t.Errorf("Connect error = %v, want %v", err, ErrNoPeers)
+	}
 }
 
 // tchannel-go declines a call that arrives on a connection of a closing
@@ -379,9 +550,13 @@ func TestClosingChannelDeclineIsRetriedOnceElsewhere(t *testing.T) {
 	var received atomic.Int64
 	release := make(chan struct{})
 	closing, err := tchannel.NewChannel("kv", nil)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("tchannel.NewChannel: %v", err)
+	}
 	closing.Register(raw.Wrap(blockHandler{&received, release}), "echo")
-	require.NoError(t, closing.ListenAndServe("127.0.0.1:0"))
+	if err := closing.ListenAndServe("127.0.0.1:0"); err != nil {
+		t.Fatalf("ListenAndServe: %v", err)
+	}
 	t.Cleanup(closing.Close)
 	t.Cleanup(func() { close(release) })
 
@@ -392,26 +567,48 @@ func TestClosingChannelDeclineIsRetriedOnceElsewhere(t *testing.T) {
 	good.busyEvery = func() bool { return !busyOnce.Swap(true) }
 
 	c, err := New("client", WithServiceConfig(mustConfig(t, fmt.Sprintf(retryBusy, 3, "0.001s", ""))))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	t.Cleanup(c.Close)
-	require.NoError(t, c.AddPeer("kv", closing.PeerInfo().HostPort))
-	require.NoError(t, c.Connect(ctxTimeout(t), "kv"))
+	if err := c.AddPeer("kv", closing.PeerInfo().HostPort); err != nil {
+		t.Fatalf("AddPeer: %v", err)
+	}
+	if err := c.Connect(ctxTimeout(t), "kv"); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
 	blocked := make(chan error, 1)
 	go func() { _, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil); blocked <- err }()
 	testwait.Until(t, "the first request to block", func() bool { return received.Load() == 1 })
 	closing.Close() // its connection stays open for the blocked request
-	require.NoError(t, c.AddPeer("kv", good.ch.HostPort()))
-	require.NoError(t, c.Connect(ctxTimeout(t), "kv"))
+	if err := c.AddPeer("kv", good.ch.HostPort()); err != nil {
+		t.Fatalf("AddPeer: %v", err)
+	}
+	if err := c.Connect(ctxTimeout(t), "kv"); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
 
 	// BUSY from good; the retry goes to the closing peer, which declines
 	// before dispatch; the transparent retry goes back to good.
 	res, err := c.Call(ctxTimeout(t), "kv", "echo", &Request{Format: tchannel.Raw, Arg3: []byte("x")})
-	require.NoError(t, err)
-	assert.Equal(t, []string{good.ch.HostPort(), closing.PeerInfo().HostPort}, res.Peers, "peers in the order first chosen")
-	assert.Equal(t, good.ch.HostPort(), res.Peer)
-	assert.Equal(t, 3, res.Attempts)
-	assert.EqualValues(t, 1, received.Load(), "the closing server dispatched the declined request")
-	assert.EqualValues(t, 2, good.received.Load())
+	if err != nil {
+		t.Fatalf("Call: %v", err)
+	}
+	if want := []string{good.ch.HostPort(), closing.PeerInfo().HostPort}; !slices.Equal(res.Peers, want) {
+		t.Errorf("peers in the order first chosen: got %q, want %q", res.Peers, want)
+	}
+	if want := good.ch.HostPort(); res.Peer != want {
+		t.Errorf("res.Peer = %q, want %q", res.Peer, want)
+	}
+	if res.Attempts != 3 {
+		t.Errorf("res.Attempts = %v, want %v", res.Attempts, 3)
+	}
+	if got := received.Load(); got != 1 {
+		t.Errorf("the closing server dispatched the declined request: got %v, want %v", got, 1)
+	}
+	if got := good.received.Load(); got != 2 {
+		t.Errorf("good.received.Load() = %v, want %v", got, 2)
+	}
 }
 
 type blockHandler struct {
@@ -437,9 +634,13 @@ func (blockHandler) OnError(context.Context, error) {}
 func TestAttemptMovesOnWhenTheConnectionIsGone(t *testing.T) {
 	a, b := startServer(t), startServer(t)
 	c, _, scope := startClient(t, a, b)
-	require.NoError(t, c.Connect(ctxTimeout(t), "kv"))
+	if err := c.Connect(ctxTimeout(t), "kv"); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
 	pol, err := c.policyFor("kv", "echo")
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("policyFor: %v", err)
+	}
 	l := pol.peers(c, "kv")
 	gone := l.Get(a.ch.HostPort())
 	req := &Request{Format: tchannel.Raw, Arg3: []byte("x")}
@@ -453,32 +654,56 @@ func TestAttemptMovesOnWhenTheConnectionIsGone(t *testing.T) {
 
 	st := newState()
 	p, call, _, err := c.beginElsewhere(ctx, ctx, st, spec, nil, gone, time.Now(), peer.ErrNoConnection)
-	require.NoError(t, err)
-	assert.Equal(t, b.ch.HostPort(), p.HostPort(), "it began on the other peer")
+	if err != nil {
+		t.Fatalf("beginElsewhere: %v", err)
+	}
+	if want, got := b.ch.HostPort(), p.HostPort(); got != want {
+		t.Errorf("it began on the other peer: got %q, want %q", got, want)
+	}
 	var res Response
 	_, _, err = exchange(call, req, &res)
-	require.NoError(t, err)
-	assert.Equal(t, "x", string(res.Arg3))
-	assert.EqualValues(t, 1, scope.Snapshot().Counters()["attempt.unsent+method=echo,service=kv"].Value())
+	if err != nil {
+		t.Fatalf("exchange: %v", err)
+	}
+	if string(res.Arg3) != "x" {
+		t.Errorf("string(res.Arg3) = %q, want %q", string(res.Arg3), "x")
+	}
+	if got := scope.Snapshot().Counters()["attempt.unsent+method=echo,service=kv"].Value(); got != 1 {
+		t.Errorf("got %v, want %v", got, 1)
+	}
 	waitPeerState(t, c, a.ch.HostPort(), peer.Ready) // a false alarm: the connector made it Ready again
 
 	// A list of one: nowhere else to go.
 	solo, err := peer.NewList(peer.ListConfig{Service: "solo"})
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("peer.NewList: %v", err)
+	}
 	only, err := solo.Add(a.ch.HostPort())
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("Add: %v", err)
+	}
 	st = newState()
 	st.l = solo
 	_, _, _, err = c.beginElsewhere(ctx, ctx, st, spec, nil, only, time.Now(), peer.ErrNoConnection)
 	var ce *CallError
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, codes.Unavailable, ce.Code)
-	assert.ErrorIs(t, err, ErrUnavailable)
+	if !errors.As(err, &ce) {
+		t.Fatalf("beginElsewhere error = %v, want a %T", err, ce)
+	}
+	if ce.Code != codes.Unavailable {
+		t.Errorf("ce.Code = %v, want %v", ce.Code, codes.Unavailable)
+	}
+	if !errors.Is(err, ErrUnavailable) {
+		t.Errorf("beginElsewhere error = %v, want %v", err, ErrUnavailable)
+	}
 
 	// tchannel-go refusing the call itself is not a connection problem.
 	_, _, _, err = c.beginElsewhere(ctx, ctx, newState(), spec, nil, gone, time.Now(), tchannel.ErrTimeout)
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, codes.Timeout, ce.Code)
+	if !errors.As(err, &ce) {
+		t.Fatalf("beginElsewhere error = %v, want a %T", err, ce)
+	}
+	if ce.Code != codes.Timeout {
+		t.Errorf("ce.Code = %v, want %v", ce.Code, codes.Timeout)
+	}
 }
 
 // WithConnectConfig's settings reach the connectors: a connect to a peer
@@ -487,26 +712,46 @@ func TestAttemptMovesOnWhenTheConnectionIsGone(t *testing.T) {
 // pool refuses fails New with the option's name.
 func TestWithConnectConfig(t *testing.T) {
 	_, err := New("client", WithConnectConfig(peer.ConnectConfig{Timeout: -time.Second}))
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "WithConnectConfig")
-	assert.Contains(t, err.Error(), "Timeout is -1s")
+	if err == nil {
+		t.Fatal("New succeeded, want an error")
+	}
+	if !strings.Contains(err.Error(), "WithConnectConfig") {
+		t.Errorf("err.Error() = %q, want it to contain %q", err.Error(), "WithConnectConfig")
+	}
+	if !strings.Contains(err.Error(), "Timeout is -1s") {
+		t.Errorf("err.Error() = %q, want it to contain %q", err.Error(), "Timeout is -1s")
+	}
 
 	hole := testnet.BlackHole(t)
 	c, err := New("client", WithConnectConfig(peer.ConnectConfig{
 		Timeout: 100 * time.Millisecond,
 		Backoff: backoff.Exponential{Initial: time.Hour, Max: time.Hour, Multiplier: 1, Jitter: backoff.ProportionalJitter},
 	}))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	t.Cleanup(c.Close)
 	start := time.Now()
-	require.NoError(t, c.AddPeer("kv", hole.Addr()))
+	if err := c.AddPeer("kv", hole.Addr()); err != nil {
+		t.Fatalf("AddPeer: %v", err)
+	}
 	waitPeerState(t, c, hole.Addr(), peer.TransientFailure)
 	// Generous against the 100 ms asked for: the default would take 5 s.
-	assert.Less(t, time.Since(start), peer.DefaultConnectTimeout/2, "the connect did not end at the configured Timeout")
-	assert.EqualValues(t, 1, hole.Accepts())
+	if got := time.Since(start); got >= peer.DefaultConnectTimeout/2 {
+		t.Errorf("the connect did not end at the configured Timeout: got %v, want < %v", got, peer.DefaultConnectTimeout/2)
+	}
+	if got := hole.Accepts(); got != 1 {
+		t.Errorf("hole.Accepts() = %v, want %v", got, 1)
+	}
 	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
 	var ce *CallError
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, codes.Unavailable, ce.Code, "the peer is backing off for an hour: %v", err)
-	assert.EqualValues(t, 1, hole.Accepts(), "a second connect within the hour's backoff")
+	if !errors.As(err, &ce) {
+		t.Fatalf("CallRaw error = %v, want a %T", err, ce)
+	}
+	if ce.Code != codes.Unavailable {
+		t.Errorf("the peer is backing off for an hour: %v: got %v, want %v", err, ce.Code, codes.Unavailable)
+	}
+	if got := hole.Accepts(); got != 1 {
+		t.Errorf("a second connect within the hour's backoff: got %v, want %v", got, 1)
+	}
 }

@@ -2,6 +2,7 @@ package channel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -10,8 +11,6 @@ import (
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/retry"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"github.com/uber/tchannel-go"
 	tjson "github.com/uber/tchannel-go/json"
 )
@@ -28,9 +27,11 @@ type hedgeServer struct {
 func startHedgeServer(t *testing.T, behave func(ctx context.Context) error) *hedgeServer {
 	t.Helper()
 	ch, err := New("kv")
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	s := &hedgeServer{ch: ch, behave: behave}
-	require.NoError(t, ch.RegisterJSON(map[string]any{
+	if err2 := ch.RegisterJSON(map[string]any{
 		"get": func(ctx tjson.Context, req *echoReq) (*echoRes, error) {
 			s.received.Add(1)
 			err := s.behave(ctx)
@@ -42,8 +43,12 @@ func startHedgeServer(t *testing.T, behave func(ctx context.Context) error) *hed
 			}
 			return &echoRes{Key: req.Key, Server: ch.HostPort()}, nil
 		},
-	}))
-	require.NoError(t, ch.ListenAndServe("127.0.0.1:0"))
+	}); err2 != nil {
+		t.Fatalf("RegisterJSON: %v", err2)
+	}
+	if err := ch.ListenAndServe("127.0.0.1:0"); err != nil {
+		t.Fatalf("ListenAndServe: %v", err)
+	}
 	t.Cleanup(ch.Close)
 	return s
 }
@@ -66,14 +71,20 @@ const hedgeCfg = `{"methodConfig":[{"name":[{"service":"kv"}],
 func hedgeClient(t *testing.T, cfg string, servers ...*hedgeServer) *Channel {
 	t.Helper()
 	c, err := New("client", WithServiceConfig(mustConfig(t, cfg)))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	t.Cleanup(c.Close)
 	for _, s := range servers {
-		require.NoError(t, c.AddPeer("kv", s.ch.HostPort()))
+		if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+			t.Fatalf("AddPeer: %v", err)
+		}
 	}
 	// Hedges go to distinct peers among those ready: have them all ready,
 	// so that the first hedges do not share the first peer to connect.
-	require.NoError(t, c.Connect(ctxTimeout(t), "kv"))
+	if err := c.Connect(ctxTimeout(t), "kv"); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
 	return c
 }
 
@@ -106,14 +117,28 @@ func TestHedgesOnDistinctPeersAndLosersCancelled(t *testing.T) {
 	servers := []*hedgeServer{startHedgeServer(t, behave), startHedgeServer(t, behave), startHedgeServer(t, behave)}
 	c := hedgeClient(t, fmt.Sprintf(hedgeCfg, 3, "0.02s", ""), servers...)
 	res, err := c.Call(ctxTimeout(t), "kv", "get", &Request{Format: "json", Arg3: []byte(`{"Key":"k"}`)})
-	require.NoError(t, err)
-	assert.Equal(t, 3, res.Attempts)
-	require.Len(t, res.Peers, 3)
-	assert.NotEqual(t, res.Peers[0], res.Peers[1])
-	assert.NotEqual(t, res.Peers[1], res.Peers[2])
-	assert.NotEqual(t, res.Peers[0], res.Peers[2])
+	if err != nil {
+		t.Fatalf("Call: %v", err)
+	}
+	if res.Attempts != 3 {
+		t.Errorf("res.Attempts = %v, want %v", res.Attempts, 3)
+	}
+	if len(res.Peers) != 3 {
+		t.Fatalf("len(res.Peers) = %d, want %d", len(res.Peers), 3)
+	}
+	if res.Peers[1] == res.Peers[0] {
+		t.Errorf("res.Peers[1] = %q, want a different value", res.Peers[1])
+	}
+	if res.Peers[2] == res.Peers[1] {
+		t.Errorf("res.Peers[2] = %q, want a different value", res.Peers[2])
+	}
+	if res.Peers[2] == res.Peers[0] {
+		t.Errorf("res.Peers[2] = %q, want a different value", res.Peers[2])
+	}
 	for _, s := range servers {
-		assert.EqualValues(t, 1, s.received.Load())
+		if got := s.received.Load(); got != 1 {
+			t.Errorf("s.received.Load() = %v, want %v", got, 1)
+		}
 	}
 	// The two losers are cancelled; their servers observe it (cancel frames
 	// travel asynchronously, so wait for them, bounded).
@@ -129,9 +154,15 @@ func TestFatalCodeEndsHedgedCallAtOnce(t *testing.T) {
 	start := time.Now()
 	err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil)
 	var ce *CallError
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, codes.Unexpected, ce.Code)
-	assert.Less(t, time.Since(start), time.Second, "the call waited for the slow attempt")
+	if !errors.As(err, &ce) {
+		t.Fatalf("CallJSON error = %v, want a %T", err, ce)
+	}
+	if ce.Code != codes.Unexpected {
+		t.Errorf("ce.Code = %v, want %v", ce.Code, codes.Unexpected)
+	}
+	if got := time.Since(start); got >= time.Second {
+		t.Errorf("the call waited for the slow attempt: got %v, want < %v", got, time.Second)
+	}
 }
 
 func TestNonFatalFailureSendsNextHedgeAtOnce(t *testing.T) {
@@ -145,10 +176,16 @@ func TestNonFatalFailureSendsNextHedgeAtOnce(t *testing.T) {
 	servers := []*hedgeServer{startHedgeServer(t, behave), startHedgeServer(t, behave)}
 	c := hedgeClient(t, fmt.Sprintf(hedgeCfg, 2, "10s", ""), servers...)
 	start := time.Now()
-	require.NoError(t, c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil))
-	assert.Less(t, time.Since(start), time.Second, "the hedge waited for hedgingDelay after a BUSY")
+	if err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil); err != nil {
+		t.Fatalf("CallJSON: %v", err)
+	}
+	if got := time.Since(start); got >= time.Second {
+		t.Errorf("the hedge waited for hedgingDelay after a BUSY: got %v, want < %v", got, time.Second)
+	}
 	received, _ := sum(servers...)
-	assert.EqualValues(t, 2, received)
+	if received != 2 {
+		t.Errorf("received = %v, want %v", received, 2)
+	}
 }
 
 func TestZeroDelaySendsAllAtOnce(t *testing.T) {
@@ -167,8 +204,12 @@ func TestZeroDelaySendsAllAtOnce(t *testing.T) {
 	}
 	servers := []*hedgeServer{startHedgeServer(t, behave), startHedgeServer(t, behave), startHedgeServer(t, behave)}
 	c := hedgeClient(t, fmt.Sprintf(hedgeCfg, 3, "0s", ""), servers...)
-	require.NoError(t, c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil))
-	assert.EqualValues(t, 3, arrived.Load())
+	if err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil); err != nil {
+		t.Fatalf("CallJSON: %v", err)
+	}
+	if got := arrived.Load(); got != 3 {
+		t.Errorf("arrived.Load() = %v, want %v", got, 3)
+	}
 }
 
 func TestNegativePushbackStopsHedging(t *testing.T) {
@@ -180,10 +221,16 @@ func TestNegativePushbackStopsHedging(t *testing.T) {
 	c := hedgeClient(t, fmt.Sprintf(hedgeCfg, 3, "0.05s", ""), servers...)
 	err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil)
 	var ce *CallError
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, retry.StopPushback, ce.Stop)
+	if !errors.As(err, &ce) {
+		t.Fatalf("CallJSON error = %v, want a %T", err, ce)
+	}
+	if ce.Stop != retry.StopPushback {
+		t.Errorf("ce.Stop = %v, want %v", ce.Stop, retry.StopPushback)
+	}
 	received, _ := sum(servers...)
-	assert.EqualValues(t, 1, received)
+	if received != 1 {
+		t.Errorf("received = %v, want %v", received, 1)
+	}
 }
 
 // An empty retry-throttling bucket suppresses hedges, never the first
@@ -205,10 +252,16 @@ func TestEmptyBucketSuppressesHedgesNotTheFirstAttempt(t *testing.T) {
 	busy.Store(false)
 	before, _ := sum(servers...)
 	res, err := c.Call(ctxTimeout(t), "kv", "get", &Request{Format: "json", Arg3: []byte(`{"Key":"k"}`)})
-	require.NoError(t, err, "the first attempt must still go out")
-	assert.Equal(t, 1, res.Attempts, "a hedge went out with the bucket at or below half")
+	if err != nil {
+		t.Fatalf("the first attempt must still go out: %v", err)
+	}
+	if res.Attempts != 1 {
+		t.Errorf("a hedge went out with the bucket at or below half: got %v, want %v", res.Attempts, 1)
+	}
 	after, _ := sum(servers...)
-	assert.EqualValues(t, 1, after-before)
+	if after-before != 1 {
+		t.Errorf("after-before = %v, want %v", after-before, 1)
+	}
 }
 
 func TestAdaptiveHedgingLearnsTheDelay(t *testing.T) {
@@ -225,14 +278,22 @@ func TestAdaptiveHedgingLearnsTheDelay(t *testing.T) {
 	c := hedgeClient(t, cfg, servers...)
 	start := time.Now()
 	for i := 0; i < 60; i++ {
-		require.NoError(t, c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil))
+		if err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil); err != nil {
+			t.Fatalf("CallJSON: %v", err)
+		}
 	}
 	// With the learned delay (a few ms) slow requests are hedged; with the
 	// fixed 1s fallback, 6 slow calls would take 1.8s.
-	assert.Less(t, time.Since(start), 1500*time.Millisecond)
+	if got := time.Since(start); got >= 1500*time.Millisecond {
+		t.Errorf("time.Since(start) = %v, want < %v", got, 1500*time.Millisecond)
+	}
 	p, err := c.policyFor("kv", "get")
-	require.NoError(t, err)
-	assert.Less(t, p.est.Delay(), 100*time.Millisecond)
+	if err != nil {
+		t.Fatalf("policyFor: %v", err)
+	}
+	if got := p.est.Delay(); got >= 100*time.Millisecond {
+		t.Errorf("p.est.Delay() = %v, want < %v", got, 100*time.Millisecond)
+	}
 }
 
 // A hedged call that runs out of time reports TIMEOUT, not the CANCELLED of
@@ -245,7 +306,11 @@ func TestHedgedDeadlineIsTimeout(t *testing.T) {
 		err := c.CallJSON(ctx, "kv", "get", &echoReq{Key: "k"}, nil)
 		cancel()
 		var ce *CallError
-		require.ErrorAs(t, err, &ce)
-		require.Equal(t, codes.Timeout, ce.Code, "call %d: %v", i, err)
+		if !errors.As(err, &ce) {
+			t.Fatalf("CallJSON error = %v, want a %T", err, ce)
+		}
+		if ce.Code != codes.Timeout {
+			t.Fatalf("call %d: %v: got %v, want %v", i, err, ce.Code, codes.Timeout)
+		}
 	}
 }

@@ -3,7 +3,9 @@ package channel
 import (
 	"context"
 	"errors"
+	"math"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,8 +15,6 @@ import (
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/leasing"
 	"github.com/sluice-rpc/sluice/leasing/server"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"github.com/uber-go/tally/v4"
 )
 
@@ -33,22 +33,36 @@ resources:
     refresh_interval: 15
     learning_mode_duration: 0 # a fresh server hands out capacity at once
 `))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("server.ParseRepository: %v", err)
+	}
 	srv, err := server.New(server.Config{Repository: repo})
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("server.New: %v", err)
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("net.Listen: %v", err)
+	}
 	done := make(chan struct{})
 	go func() { defer close(done); srv.Serve(lis) }()
 	t.Cleanup(func() { srv.Stop(); testwait.Recv(t, done, "Serve to return") })
 
 	cl, err := leasing.NewClient(leasing.ClientConfig{Addr: lis.Addr().String(), ID: "channel-test", Scope: scope, ManualRefresh: true})
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("leasing.NewClient: %v", err)
+	}
 	t.Cleanup(func() { cl.Close() })
 	res, err := cl.Resource("kv-rps", leasing.ResourceConfig{Wants: 500, Mode: leasing.Pessimistic})
-	require.NoError(t, err)
-	require.NoError(t, cl.Refresh(ctxTimeout(t)))
-	require.Equal(t, 100.0, res.Capacity())
+	if err != nil {
+		t.Fatalf("Resource: %v", err)
+	}
+	if err := cl.Refresh(ctxTimeout(t)); err != nil {
+		t.Fatalf("Refresh: %v", err)
+	}
+	if got := res.Capacity(); got != 100.0 {
+		t.Fatalf("res.Capacity() = %v, want %v", got, 100.0)
+	}
 	return res
 }
 
@@ -60,9 +74,13 @@ func TestLeaseGateHoldsTheLeasedRate(t *testing.T) {
 	scope := tally.NewTestScope("", nil)
 	res := startDoorman(t, scope)
 	c, err := New("client", WithLease("kv", leasing.NewRateLimiter(res)), WithScope(scope))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	defer c.Close()
-	require.NoError(t, c.AddPeer("kv", s.ch.HostPort()))
+	if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+		t.Fatalf("AddPeer: %v", err)
+	}
 
 	const offered, seconds = 500, 2
 	var (
@@ -104,15 +122,25 @@ func TestLeaseGateHoldsTheLeasedRate(t *testing.T) {
 	elapsed := time.Since(start).Seconds()
 	rate := float64(s.received.Load()) / elapsed
 	t.Logf("offered %d/s for %.2fs: server saw %d (%.1f/s), %d ok, %d rate limited", offered, elapsed, s.received.Load(), rate, ok, limited)
-	assert.InDelta(t, 100, rate, 5, "server-side rate")
-	assert.EqualValues(t, ok, s.received.Load(), "a rate-limited call reached the server")
-	assert.Greater(t, limited, offered*seconds/2)
-	assert.EqualValues(t, limited, scope.Snapshot().Counters()["call.errors+code=RATE_LIMITED,method=_other,service=kv"].Value())
+	if math.Abs(rate-100) > 5 {
+		t.Errorf("server-side rate %.1f/s, want 100 ± 5", rate)
+	}
+	if got := s.received.Load(); int(got) != ok {
+		t.Errorf("a rate-limited call reached the server: got %v, want %v", got, ok)
+	}
+	if limited <= offered*seconds/2 {
+		t.Errorf("limited = %v, want > %v", limited, offered*seconds/2)
+	}
+	if got := scope.Snapshot().Counters()["call.errors+code=RATE_LIMITED,method=_other,service=kv"].Value(); int(got) != limited {
+		t.Errorf("got %v, want %v", got, limited)
+	}
 }
 
 func TestLeaseOptionValidated(t *testing.T) {
 	_, err := New("c", WithLease("", nil))
-	assert.ErrorContains(t, err, "WithLease")
+	if err == nil || !strings.Contains(err.Error(), "WithLease") {
+		t.Errorf("New error = %v, want an error containing %q", err, "WithLease")
+	}
 }
 
 // gateFunc is a Gate of the test's own.
@@ -139,29 +167,55 @@ func TestLeaseGateOfOnesOwn(t *testing.T) {
 		return nil
 	})
 	c, err := New("client", WithLease("kv", g))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	defer c.Close()
-	require.NoError(t, c.AddPeer("kv", s.ch.HostPort()))
+	if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+		t.Fatalf("AddPeer: %v", err)
+	}
 
 	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
 	var ce *CallError
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, codes.RateLimited, ce.Code)
-	assert.ErrorIs(t, err, ErrRateLimited)
-	assert.ErrorIs(t, err, errQuota)
-	assert.Zero(t, ce.Attempts)
+	if !errors.As(err, &ce) {
+		t.Fatalf("CallRaw error = %v, want a %T", err, ce)
+	}
+	if ce.Code != codes.RateLimited {
+		t.Errorf("ce.Code = %v, want %v", ce.Code, codes.RateLimited)
+	}
+	if !errors.Is(err, ErrRateLimited) {
+		t.Errorf("CallRaw error = %v, want %v", err, ErrRateLimited)
+	}
+	if !errors.Is(err, errQuota) {
+		t.Errorf("CallRaw error = %v, want %v", err, errQuota)
+	}
+	if ce.Attempts != 0 {
+		t.Errorf("ce.Attempts = %v, want 0", ce.Attempts)
+	}
 
 	admit.Store(1)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	_, err = c.CallRaw(ctx, "kv", "echo", nil, nil)
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, codes.Timeout, ce.Code)
-	assert.NotErrorIs(t, err, ErrRateLimited)
-	assert.Zero(t, s.received.Load(), "a call its gate did not admit reached the server")
+	if !errors.As(err, &ce) {
+		t.Fatalf("CallRaw error = %v, want a %T", err, ce)
+	}
+	if ce.Code != codes.Timeout {
+		t.Errorf("ce.Code = %v, want %v", ce.Code, codes.Timeout)
+	}
+	if errors.Is(err, ErrRateLimited) {
+		t.Errorf("CallRaw error = %v, want an error that is not %v", err, ErrRateLimited)
+	}
+	if got := s.received.Load(); got != 0 {
+		t.Errorf("a call its gate did not admit reached the server: got %v, want 0", got)
+	}
 
 	admit.Store(2)
 	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
-	require.NoError(t, err)
-	assert.EqualValues(t, 1, s.received.Load())
+	if err != nil {
+		t.Fatalf("CallRaw: %v", err)
+	}
+	if got := s.received.Load(); got != 1 {
+		t.Errorf("s.received.Load() = %v, want %v", got, 1)
+	}
 }

@@ -7,8 +7,6 @@ import (
 
 	"github.com/sluice-rpc/sluice/serviceconfig"
 	"github.com/sluice-rpc/sluice/stats"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"github.com/uber-go/tally/v4"
 )
 
@@ -51,34 +49,60 @@ func TestUnknownMethodsAddNoSeries(t *testing.T) {
 	serverScope := tally.NewTestScope("", nil)
 	s := startServer(t, WithScope(serverScope))
 	cfg, err := serviceconfig.Parse([]byte(`{"methodConfig":[{"name":[{"service":"kv","method":"get"}],"timeout":"1s"}]}`))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("serviceconfig.Parse: %v", err)
+	}
 	scope := tally.NewTestScope("", nil)
 	c, err := New("client", WithScope(scope), WithServiceConfig(cfg), WithMethods("kv", "echo"))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	defer c.Close()
-	require.NoError(t, c.AddPeer("kv", s.ch.HostPort()))
+	if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+		t.Fatalf("AddPeer: %v", err)
+	}
 
 	// The named methods: series of their own.
 	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("CallRaw: %v", err)
+	}
 	var out echoRes
-	require.NoError(t, c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &out))
+	if err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &out); err != nil {
+		t.Fatalf("CallJSON: %v", err)
+	}
 	cn := scope.Snapshot().Counters()
-	assert.EqualValues(t, 1, cn["calls+method=echo,service=kv"].Value(), "WithMethods names echo")
-	assert.EqualValues(t, 1, cn["calls+method=get,service=kv"].Value(), "the service config names get")
+	if got := cn["calls+method=echo,service=kv"].Value(); got != 1 {
+		t.Errorf("WithMethods names echo: got %v, want %v", got, 1)
+	}
+	if got := cn["calls+method=get,service=kv"].Value(); got != 1 {
+		t.Errorf("the service config names get: got %v, want %v", got, 1)
+	}
 
 	_, err = c.CallRaw(ctxTimeout(t), "kv", "unknown-0", nil, nil)
-	require.Error(t, err) // the server has no such method: BAD_REQUEST
+	if err == nil {
+		t.Fatal("CallRaw succeeded, want an error")
+	} // the server has no such method: BAD_REQUEST
 	before, _ := seriesCount(scope)
 	serverBefore, _ := seriesCount(serverScope)
 	for i := 1; i < 1000; i++ {
 		_, err := c.CallRaw(ctxTimeout(t), "kv", fmt.Sprintf("unknown-%d", i), nil, nil)
-		require.Error(t, err)
+		if err == nil {
+			t.Fatal("CallRaw succeeded, want an error")
+		}
 	}
 	after, others := seriesCount(scope, "echo", "get", stats.MethodOther)
 	serverAfter, _ := seriesCount(serverScope)
-	assert.Equal(t, before, after, "client series before and after 999 more unknown methods")
-	assert.Zero(t, others, "series of methods nobody named")
-	assert.Equal(t, serverBefore, serverAfter, "server series before and after 999 more unknown methods")
-	assert.EqualValues(t, 1000, scope.Snapshot().Counters()["calls+method="+stats.MethodOther+",service=kv"].Value())
+	if after != before {
+		t.Errorf("client series before and after 999 more unknown methods: got %v, want %v", after, before)
+	}
+	if others != 0 {
+		t.Errorf("series of methods nobody named: got %v, want 0", others)
+	}
+	if serverAfter != serverBefore {
+		t.Errorf("server series before and after 999 more unknown methods: got %v, want %v", serverAfter, serverBefore)
+	}
+	if got := scope.Snapshot().Counters()["calls+method="+stats.MethodOther+",service=kv"].Value(); got != 1000 {
+		t.Errorf("got %v, want %v", got, 1000)
+	}
 }

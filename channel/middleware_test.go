@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,8 +15,6 @@ import (
 	"github.com/sluice-rpc/sluice/internal/testkit/benchlat"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/retry"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"github.com/uber/tchannel-go"
 	tjson "github.com/uber/tchannel-go/json"
 	"github.com/uber/tchannel-go/raw"
@@ -42,9 +42,13 @@ func (e *events) get() []string {
 func mwClient(t *testing.T, s *testServer, opts ...Option) *Channel {
 	t.Helper()
 	c, err := New("mw-client", opts...)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	t.Cleanup(c.Close)
-	require.NoError(t, c.AddPeer("kv", s.ch.HostPort()))
+	if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+		t.Fatalf("AddPeer: %v", err)
+	}
 	return c
 }
 
@@ -52,8 +56,12 @@ func mwClient(t *testing.T, s *testServer, opts ...Option) *Channel {
 func requireCallError(t *testing.T, err error, code codes.Code) *CallError {
 	t.Helper()
 	var ce *CallError
-	require.ErrorAs(t, err, &ce)
-	require.Equal(t, code, ce.Code, "%v", err)
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v, want a %T", err, ce)
+	}
+	if ce.Code != code {
+		t.Fatalf("%v: got %v, want %v", err, ce.Code, code)
+	}
 	return ce
 }
 
@@ -72,9 +80,15 @@ func TestCallMiddlewareOrder(t *testing.T) {
 	}
 	c := mwClient(t, s, WithCallMiddleware(mw("a"), mw("b")))
 	res, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("hi"))
-	require.NoError(t, err)
-	assert.Equal(t, "hi", string(res.Arg3))
-	assert.Equal(t, []string{"a> kv::echo hi", "b> kv::echo hi", "<b hi <nil>", "<a hi <nil>"}, ev.get())
+	if err != nil {
+		t.Fatalf("CallRaw: %v", err)
+	}
+	if string(res.Arg3) != "hi" {
+		t.Errorf("string(res.Arg3) = %q, want %q", string(res.Arg3), "hi")
+	}
+	if got, want := ev.get(), []string{"a> kv::echo hi", "b> kv::echo hi", "<b hi <nil>", "<a hi <nil>"}; !slices.Equal(got, want) {
+		t.Errorf("ev.get() = %q, want %q", got, want)
+	}
 }
 
 // A call middleware that passes on another request sends that one: a
@@ -86,9 +100,15 @@ func TestCallMiddlewareReplacesRequest(t *testing.T) {
 	}))
 	var out echoRes
 	var rh map[string]string
-	require.NoError(t, c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &out, ResponseHeaders(&rh)))
-	assert.Equal(t, "k", out.Key)
-	assert.Equal(t, "middleware", rh["seen"], "the server did not see the middleware's header")
+	if err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &out, ResponseHeaders(&rh)); err != nil {
+		t.Fatalf("CallJSON: %v", err)
+	}
+	if out.Key != "k" {
+		t.Errorf("out.Key = %q, want %q", out.Key, "k")
+	}
+	if rh["seen"] != "middleware" {
+		t.Errorf("the server did not see the middleware's header: got %q, want %q", rh["seen"], "middleware")
+	}
 }
 
 // A call middleware that returns an error without calling next fails the
@@ -102,9 +122,15 @@ func TestCallMiddlewareFailsTheCall(t *testing.T) {
 	}))
 	_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("hi"))
 	ce := requireCallError(t, err, codes.Unexpected)
-	assert.ErrorIs(t, err, errNoCredentials)
-	assert.Zero(t, ce.Attempts)
-	assert.Zero(t, s.received.Load(), "the call was sent")
+	if !errors.Is(err, errNoCredentials) {
+		t.Errorf("CallRaw error = %v, want %v", err, errNoCredentials)
+	}
+	if ce.Attempts != 0 {
+		t.Errorf("ce.Attempts = %v, want 0", ce.Attempts)
+	}
+	if got := s.received.Load(); got != 0 {
+		t.Errorf("the call was sent: got %v, want 0", got)
+	}
 }
 
 // A call middleware sees the call once, whatever its attempts: here a
@@ -121,9 +147,15 @@ func TestCallMiddlewareSeesTheCallOnce(t *testing.T) {
 			return res, err
 		}))
 	var out echoRes
-	require.NoError(t, c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &out))
-	assert.Equal(t, 3, f.received())
-	assert.Equal(t, []string{"call: 3 attempts"}, ev.get())
+	if err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &out); err != nil {
+		t.Fatalf("CallJSON: %v", err)
+	}
+	if got := f.received(); got != 3 {
+		t.Errorf("f.received() = %v, want %v", got, 3)
+	}
+	if got, want := ev.get(), []string{"call: 3 attempts"}; !slices.Equal(got, want) {
+		t.Errorf("ev.get() = %q, want %q", got, want)
+	}
 }
 
 // headerFleet is n real servers of "kv" whose JSON method "get" answers
@@ -141,8 +173,10 @@ func startHeaderFleet(t *testing.T, n, busy int) *headerFleet {
 	f := &headerFleet{busy: busy}
 	for i := 0; i < n; i++ {
 		ch, err := New("kv")
-		require.NoError(t, err)
-		require.NoError(t, ch.RegisterJSON(map[string]any{
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		if err := ch.RegisterJSON(map[string]any{
 			"get": func(ctx tjson.Context, req *echoReq) (*echoRes, error) {
 				f.mu.Lock()
 				k := len(f.headers)
@@ -153,8 +187,12 @@ func startHeaderFleet(t *testing.T, n, busy int) *headerFleet {
 				}
 				return &echoRes{Key: req.Key}, nil
 			},
-		}))
-		require.NoError(t, ch.ListenAndServe("127.0.0.1:0"))
+		}); err != nil {
+			t.Fatalf("RegisterJSON: %v", err)
+		}
+		if err := ch.ListenAndServe("127.0.0.1:0"); err != nil {
+			t.Fatalf("ListenAndServe: %v", err)
+		}
 		t.Cleanup(ch.Close)
 		f.servers = append(f.servers, ch)
 	}
@@ -174,12 +212,18 @@ func (f *headerFleet) client(t *testing.T, retryOn string, opts ...Option) *Chan
 	cfg := mustConfig(t, `{"methodConfig":[{"name":[{"service":"kv"}],
  "retryPolicy":{"maxAttempts":3,"initialBackoff":"0.001s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":[`+retryOn+`]}}]}`)
 	c, err := New("client", append([]Option{WithServiceConfig(cfg)}, opts...)...)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	t.Cleanup(c.Close)
 	for _, s := range f.servers {
-		require.NoError(t, c.AddPeer("kv", s.HostPort()))
+		if err := c.AddPeer("kv", s.HostPort()); err != nil {
+			t.Fatalf("AddPeer: %v", err)
+		}
 	}
-	require.NoError(t, c.Connect(ctxTimeout(t), "kv"))
+	if err := c.Connect(ctxTimeout(t), "kv"); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
 	return c
 }
 
@@ -195,13 +239,23 @@ func TestAttemptMiddlewareRunsPerAttempt(t *testing.T) {
 		return next(ctx, a)
 	}))
 	var out echoRes
-	require.NoError(t, c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &out, WithHeaders(map[string]string{"who": "me"})))
-	assert.Equal(t, []string{"kv::get attempt 0", "kv::get attempt 1", "kv::get attempt 2"}, ev.get())
+	if err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &out, WithHeaders(map[string]string{"who": "me"})); err != nil {
+		t.Fatalf("CallJSON: %v", err)
+	}
+	if got, want := ev.get(), []string{"kv::get attempt 0", "kv::get attempt 1", "kv::get attempt 2"}; !slices.Equal(got, want) {
+		t.Errorf("ev.get() = %q, want %q", got, want)
+	}
 	got := f.received()
-	require.Len(t, got, 3)
+	if len(got) != 3 {
+		t.Fatalf("len(got) = %d, want %d", len(got), 3)
+	}
 	for i, h := range got {
-		assert.Equal(t, fmt.Sprintf("sig-%d", i), h["signature"], "attempt %d", i)
-		assert.Equal(t, "me", h["who"], "attempt %d lost the call's header", i)
+		if want := fmt.Sprintf("sig-%d", i); h["signature"] != want {
+			t.Errorf("attempt %d: got %q, want %q", i, h["signature"], want)
+		}
+		if h["who"] != "me" {
+			t.Errorf("attempt %d lost the call's header: got %q, want %q", i, h["who"], "me")
+		}
 	}
 }
 
@@ -223,16 +277,30 @@ func TestAttemptMiddlewareErrorEndsTheCall(t *testing.T) {
 			}))
 			err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil)
 			var ce *CallError
-			require.ErrorAs(t, err, &ce)
-			assert.Equal(t, failOn, ce.Attempts, "attempts sent")
-			assert.Len(t, f.received(), failOn, "requests the servers received")
-			assert.Len(t, ev.get(), failOn+1, "attempts the middleware saw")
+			if !errors.As(err, &ce) {
+				t.Fatalf("CallJSON error = %v, want a %T", err, ce)
+			}
+			if ce.Attempts != failOn {
+				t.Errorf("attempts sent: got %v, want %v", ce.Attempts, failOn)
+			}
+			if got := len(f.received()); got != failOn {
+				t.Errorf("requests the servers received: got length %d, want %d", got, failOn)
+			}
+			if got := len(ev.get()); got != failOn+1 {
+				t.Errorf("attempts the middleware saw: got length %d, want %d", got, failOn+1)
+			}
 			// The call's error is the middleware's, also on a retry (not
 			// the last sent attempt's BUSY), though UNEXPECTED is
 			// retryable here.
-			assert.Equal(t, codes.Unexpected, ce.Code)
-			assert.ErrorIs(t, err, errNoToken)
-			assert.Equal(t, retry.StopCommitted, ce.Stop)
+			if ce.Code != codes.Unexpected {
+				t.Errorf("ce.Code = %v, want %v", ce.Code, codes.Unexpected)
+			}
+			if !errors.Is(err, errNoToken) {
+				t.Errorf("CallJSON error = %v, want %v", err, errNoToken)
+			}
+			if ce.Stop != retry.StopCommitted {
+				t.Errorf("ce.Stop = %v, want %v", ce.Stop, retry.StopCommitted)
+			}
 		})
 	}
 }
@@ -247,13 +315,15 @@ type ctxKey struct{}
 func startMWServer(t *testing.T, ev *events, opts ...Option) *testServer {
 	t.Helper()
 	s := startServer(t, opts...)
-	require.NoError(t, s.ch.RegisterRaw("ctx-raw", func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
+	if err := s.ch.RegisterRaw("ctx-raw", func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
 		s.received.Add(1)
 		ev.add("handler")
 		v, _ := ctx.Value(ctxKey{}).(string)
 		return &RawResponse{Arg2: req.Arg2, Arg3: []byte(v)}, nil
-	}))
-	require.NoError(t, s.ch.RegisterJSON(map[string]any{
+	}); err != nil {
+		t.Fatalf("RegisterRaw: %v", err)
+	}
+	if err := s.ch.RegisterJSON(map[string]any{
 		"ctx-json": func(ctx tjson.Context, req *echoReq) (*echoRes, error) {
 			s.received.Add(1)
 			ev.add("handler")
@@ -261,7 +331,9 @@ func startMWServer(t *testing.T, ev *events, opts ...Option) *testServer {
 			ctx.SetResponseHeaders(map[string]string{"seen": ctx.Headers()["who"]})
 			return &echoRes{Key: v}, nil
 		},
-	}))
+	}); err != nil {
+		t.Fatalf("RegisterJSON: %v", err)
+	}
 	return s
 }
 
@@ -295,22 +367,38 @@ func TestInboundMiddlewareOrder(t *testing.T) {
 	}
 	s := startMWServer(t, &ev, WithInboundMiddleware(mw("a")), WithInboundMiddleware(mw("b")))
 	_, _, _, rawErr, jsonErr := callBoth(t, mwClient(t, s))
-	require.NoError(t, rawErr)
-	require.NoError(t, jsonErr)
+	if rawErr != nil {
+		t.Fatalf("callBoth: %v", rawErr)
+	}
+	if jsonErr != nil {
+		t.Fatalf("callBoth: %v", jsonErr)
+	}
 	// The JSON call's headers include the tracing headers a Sluice client adds.
 	log := ev.get()
-	require.Len(t, log, 10)
-	assert.Equal(t, []string{
+	if len(log) != 10 {
+		t.Fatalf("len(log) = %d, want %d", len(log), 10)
+	}
+	if got, want := log[:5], []string{
 		`a> mw-client ctx-raw raw headers=map[] arg2="token"`,
 		`b> mw-client ctx-raw raw headers=map[] arg2="token"`,
 		"handler", "<b <nil>", "<a <nil>",
-	}, log[:5])
-	for i, prefix := range []string{"a> mw-client ctx-json json headers=map[", "b> mw-client ctx-json json headers=map["} {
-		assert.True(t, strings.HasPrefix(log[5+i], prefix), log[5+i])
-		assert.Contains(t, log[5+i], "who:token")
-		assert.True(t, strings.HasSuffix(log[5+i], `arg2=""`), log[5+i])
+	}; !slices.Equal(got, want) {
+		t.Errorf("log[:5] = %q, want %q", got, want)
 	}
-	assert.Equal(t, []string{"handler", "<b <nil>", "<a <nil>"}, log[7:])
+	for i, prefix := range []string{"a> mw-client ctx-json json headers=map[", "b> mw-client ctx-json json headers=map["} {
+		if !strings.HasPrefix(log[5+i], prefix) {
+			t.Errorf("%s: strings.HasPrefix(log[5+i], prefix) = false, want true", log[5+i])
+		}
+		if !strings.Contains(log[5+i], "who:token") {
+			t.Errorf("log[5+i] = %q, want it to contain %q", log[5+i], "who:token")
+		}
+		if !strings.HasSuffix(log[5+i], `arg2=""`) {
+			t.Errorf("%s: condition is false, want true", log[5+i])
+		}
+	}
+	if got, want := log[7:], []string{"handler", "<b <nil>", "<a <nil>"}; !slices.Equal(got, want) {
+		t.Errorf("log[7:] = %q, want %q", got, want)
+	}
 }
 
 // A context value a middleware adds reaches the handler; a JSON handler's
@@ -322,11 +410,21 @@ func TestInboundMiddlewareContextReachesHandler(t *testing.T) {
 		return next(context.WithValue(ctx, ctxKey{}, "set by middleware"))
 	}))
 	rawArg3, jsonKey, rh, rawErr, jsonErr := callBoth(t, mwClient(t, s))
-	require.NoError(t, rawErr)
-	require.NoError(t, jsonErr)
-	assert.Equal(t, "set by middleware", rawArg3)
-	assert.Equal(t, "set by middleware", jsonKey)
-	assert.Equal(t, "token", rh["seen"], "the JSON handler's request or response headers were lost")
+	if rawErr != nil {
+		t.Fatalf("callBoth: %v", rawErr)
+	}
+	if jsonErr != nil {
+		t.Fatalf("callBoth: %v", jsonErr)
+	}
+	if rawArg3 != "set by middleware" {
+		t.Errorf("rawArg3 = %q, want %q", rawArg3, "set by middleware")
+	}
+	if jsonKey != "set by middleware" {
+		t.Errorf("jsonKey = %q, want %q", jsonKey, "set by middleware")
+	}
+	if rh["seen"] != "token" {
+		t.Errorf("the JSON handler's request or response headers were lost: got %q, want %q", rh["seen"], "token")
+	}
 }
 
 // The error of a middleware that returns without calling next is answered
@@ -351,16 +449,28 @@ func TestInboundMiddlewareRejects(t *testing.T) {
 				return tc.err
 			}))
 			_, _, _, rawErr, jsonErr := callBoth(t, mwClient(t, s))
-			assert.Zero(t, s.received.Load(), "the handler ran")
+			if got := s.received.Load(); got != 0 {
+				t.Errorf("the handler ran: got %v, want 0", got)
+			}
 			if tc.code != codes.OK {
-				assert.Contains(t, requireCallError(t, rawErr, tc.code).Message, tc.contains)
-				assert.Contains(t, requireCallError(t, jsonErr, tc.code).Message, tc.contains)
+				if got := requireCallError(t, rawErr, tc.code).Message; !strings.Contains(got, tc.contains) {
+					t.Errorf("got %q, want it to contain %q", got, tc.contains)
+				}
+				if got := requireCallError(t, jsonErr, tc.code).Message; !strings.Contains(got, tc.contains) {
+					t.Errorf("got %q, want it to contain %q", got, tc.contains)
+				}
 				return
 			}
-			assert.Contains(t, requireCallError(t, rawErr, codes.Unexpected).Message, tc.contains)
+			if got := requireCallError(t, rawErr, codes.Unexpected).Message; !strings.Contains(got, tc.contains) {
+				t.Errorf("got %q, want it to contain %q", got, tc.contains)
+			}
 			var ae *ApplicationError
-			require.ErrorAs(t, jsonErr, &ae)
-			assert.Equal(t, ApplicationError{Type: "error", Message: tc.contains}, *ae)
+			if !errors.As(jsonErr, &ae) {
+				t.Fatalf("callBoth error = %v, want a %T", jsonErr, ae)
+			}
+			if want := (ApplicationError{Type: "error", Message: tc.contains}); *ae != want {
+				t.Errorf("*ae = %+v, want %+v", *ae, want)
+			}
 		})
 	}
 }
@@ -376,25 +486,45 @@ func TestInboundMiddlewareAnswersWithoutHandler(t *testing.T) {
 	}))
 	c := mwClient(t, s)
 	res, err := c.CallRaw(ctxTimeout(t), "kv", "ctx-raw", []byte("a2"), []byte("a3"))
-	require.NoError(t, err)
-	assert.Equal(t, RawResponse{Arg2: []byte{}, Arg3: []byte{}}, *res)
+	if err != nil {
+		t.Fatalf("CallRaw: %v", err)
+	}
+	if want := (RawResponse{Arg2: []byte{}, Arg3: []byte{}}); !reflect.DeepEqual(*res, want) {
+		t.Errorf("*res = %+v, want %+v", *res, want)
+	}
 
 	jres, err := c.Call(ctxTimeout(t), "kv", "ctx-json", &Request{Format: tchannel.JSON, Arg3: []byte(`{"Key":"k"}`)})
-	require.NoError(t, err)
-	assert.Equal(t, "{}", strings.TrimSpace(string(jres.Arg3)))
-	assert.False(t, jres.AppError)
+	if err != nil {
+		t.Fatalf("Call: %v", err)
+	}
+	if got := strings.TrimSpace(string(jres.Arg3)); got != "{}" {
+		t.Errorf("strings.TrimSpace(string(jres.Arg3)) = %q, want %q", got, "{}")
+	}
+	if jres.AppError {
+		t.Error("jres.AppError = true, want false")
+	}
 
 	out := echoRes{Key: "untouched"}
-	require.NoError(t, c.CallJSON(ctxTimeout(t), "kv", "ctx-json", &echoReq{Key: "k"}, &out))
-	assert.Equal(t, echoRes{Key: "untouched"}, out)
+	if err := c.CallJSON(ctxTimeout(t), "kv", "ctx-json", &echoReq{Key: "k"}, &out); err != nil {
+		t.Fatalf("CallJSON: %v", err)
+	}
+	if want := (echoRes{Key: "untouched"}); out != want {
+		t.Errorf("out = %+v, want %+v", out, want)
+	}
 
 	plain := plainClient(t, nil)
 	tctx, cancel := tjson.NewContext(testwait.Limit)
 	defer cancel()
 	var pout echoRes
-	require.NoError(t, tjson.CallPeer(tctx, plain.Peers().GetOrAdd(s.ch.HostPort()), "kv", "ctx-json", &echoReq{Key: "k"}, &pout))
-	assert.Zero(t, pout)
-	assert.Zero(t, s.received.Load(), "the handler ran")
+	if err := tjson.CallPeer(tctx, plain.Peers().GetOrAdd(s.ch.HostPort()), "kv", "ctx-json", &echoReq{Key: "k"}, &pout); err != nil {
+		t.Fatalf("tjson.CallPeer: %v", err)
+	}
+	if pout != (echoRes{}) {
+		t.Errorf("pout = %+v, want echoRes{}", pout)
+	}
+	if got := s.received.Load(); got != 0 {
+		t.Errorf("the handler ran: got %v, want 0", got)
+	}
 }
 
 // Inbound middlewares run after the server's guard and argument checks: a
@@ -413,10 +543,14 @@ func TestInboundMiddlewareRunsAfterTheGuard(t *testing.T) {
 		s := startMWServer(t, &ev, count(&ev), WithShedding(ShedConfig{MaxRPS: 0.001, Burst: 1}))
 		c := mwClient(t, s)
 		_, err := c.CallRaw(ctxTimeout(t), "kv", "ctx-raw", nil, nil)
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatalf("CallRaw: %v", err)
+		}
 		_, err = c.CallRaw(ctxTimeout(t), "kv", "ctx-raw", nil, nil)
 		requireCallError(t, err, codes.Busy)
-		assert.Equal(t, []string{"middleware ctx-raw", "handler"}, ev.get())
+		if got, want := ev.get(), []string{"middleware ctx-raw", "handler"}; !slices.Equal(got, want) {
+			t.Errorf("ev.get() = %q, want %q", got, want)
+		}
 	})
 	t.Run("size and malformed", func(t *testing.T) {
 		var ev events
@@ -430,7 +564,9 @@ func TestInboundMiddlewareRunsAfterTheGuard(t *testing.T) {
 		requireSystemError(t, err, tchannel.ErrCodeBadRequest)
 		_, err = plainCall(t, hp, "ctx-json", tchannel.JSON, []byte(`{"who"`), []byte(`{}`))
 		requireSystemError(t, err, tchannel.ErrCodeBadRequest)
-		assert.Empty(t, ev.get())
+		if got := ev.get(); len(got) != 0 {
+			t.Errorf("ev.get() = %q, want empty", got)
+		}
 	})
 }
 
@@ -446,8 +582,12 @@ func TestNilMiddlewareIsAnError(t *testing.T) {
 		{WithInboundMiddleware(pass, nil), "channel: WithInboundMiddleware: middleware 1 is nil"},
 	} {
 		c, err := New("kv", tc.opt)
-		assert.Nil(t, c)
-		assert.EqualError(t, err, tc.want)
+		if c != nil {
+			t.Errorf("c = %+v, want nil", c)
+		}
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("New error = %v, want %q", err, tc.want)
+		}
 	}
 }
 
@@ -503,22 +643,42 @@ func TestAttemptMiddlewareRefusingAHedge(t *testing.T) {
 		}
 		return next(ctx, at)
 	}))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	defer c.Close()
-	require.NoError(t, c.AddPeer("kv", a.ch.HostPort()))
-	require.NoError(t, c.AddPeer("kv", b.ch.HostPort()))
-	require.NoError(t, c.Connect(ctxTimeout(t), "kv"))
+	if err := c.AddPeer("kv", a.ch.HostPort()); err != nil {
+		t.Fatalf("AddPeer: %v", err)
+	}
+	if err := c.AddPeer("kv", b.ch.HostPort()); err != nil {
+		t.Fatalf("AddPeer: %v", err)
+	}
+	if err := c.Connect(ctxTimeout(t), "kv"); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	start := time.Now()
 	_, err = c.CallRaw(ctx, "kv", "echo", nil, []byte("block")) // its server answers only when released
 	var ce *CallError
-	require.ErrorAs(t, err, &ce)
-	assert.ErrorIs(t, err, errNoToken)
-	assert.Equal(t, codes.Unexpected, ce.Code)
-	assert.Equal(t, 1, ce.Attempts, "attempts sent: the first only")
-	assert.Less(t, time.Since(start), 2*time.Second, "the call waited for its stuck first attempt")
+	if !errors.As(err, &ce) {
+		t.Fatalf("CallRaw error = %v, want a %T", err, ce)
+	}
+	if !errors.Is(err, errNoToken) {
+		t.Errorf("CallRaw error = %v, want %v", err, errNoToken)
+	}
+	if ce.Code != codes.Unexpected {
+		t.Errorf("ce.Code = %v, want %v", ce.Code, codes.Unexpected)
+	}
+	if ce.Attempts != 1 {
+		t.Errorf("attempts sent: the first only: got %v, want %v", ce.Attempts, 1)
+	}
+	if got := time.Since(start); got >= 2*time.Second {
+		t.Errorf("the call waited for its stuck first attempt: got %v, want < %v", got, 2*time.Second)
+	}
 	testwait.Until(t, "the first attempt to reach its server", func() bool { return a.received.Load()+b.received.Load() == 1 })
-	assert.EqualValues(t, 1, a.received.Load()+b.received.Load(), "requests the servers received")
+	if got := a.received.Load() + b.received.Load(); got != 1 {
+		t.Errorf("requests the servers received: got %v, want %v", got, 1)
+	}
 }

@@ -3,13 +3,12 @@ package channel
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-rpc/sluice/pacing"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"github.com/uber-go/tally/v4"
 	tjson "github.com/uber/tchannel-go/json"
 )
@@ -36,11 +35,15 @@ type quotaArrival struct {
 func startQuotaServer(t *testing.T, limit int, window time.Duration) *quotaServer {
 	t.Helper()
 	ch, err := New("kv")
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	quota, err := pacing.NewQuota(pacing.QuotaConfig{Limit: int64(limit), Window: window, Dimension: pacing.DimensionUser})
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("pacing.NewQuota: %v", err)
+	}
 	q := &quotaServer{ch: ch, window: window, start: time.Now()}
-	require.NoError(t, ch.RegisterJSON(map[string]any{
+	err = ch.RegisterJSON(map[string]any{
 		"get": func(ctx tjson.Context, req *echoReq) (*echoRes, error) {
 			sig, ok := quota.Take()
 			q.mu.Lock()
@@ -57,8 +60,13 @@ func startQuotaServer(t *testing.T, limit int, window time.Duration) *quotaServe
 			ctx.SetResponseHeaders(h)
 			return &echoRes{Key: req.Key}, nil
 		},
-	}))
-	require.NoError(t, ch.ListenAndServe("127.0.0.1:0"))
+	})
+	if err != nil {
+		t.Fatalf("RegisterJSON: %v", err)
+	}
+	if err := ch.ListenAndServe("127.0.0.1:0"); err != nil {
+		t.Fatalf("ListenAndServe: %v", err)
+	}
 	t.Cleanup(ch.Close)
 	return q
 }
@@ -80,9 +88,13 @@ func pacedClient(t *testing.T, q *quotaServer, maxDelay time.Duration) (*Channel
 	scope := tally.NewTestScope("", nil)
 	c, err := New("client", WithScope(scope), WithPacing("kv", PacingConfig{MaxDelay: maxDelay}),
 		WithServiceConfig(mustConfig(t, fmt.Sprintf(retryBusy, 3, "0.001s", ""))))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	t.Cleanup(c.Close)
-	require.NoError(t, c.AddPeer("kv", q.ch.HostPort()))
+	if err := c.AddPeer("kv", q.ch.HostPort()); err != nil {
+		t.Fatalf("AddPeer: %v", err)
+	}
 	return c, scope
 }
 
@@ -98,20 +110,34 @@ func TestPacingHoldsNewCallsBackDuringTheWindow(t *testing.T) {
 	c, scope := pacedClient(t, q, time.Second)
 	for i := 0; i < 7; i++ {
 		res, err := callAs(t, c, "a")
-		require.NoError(t, err, "call %d", i)
-		assert.Equal(t, 1, res.Attempts)
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		if res.Attempts != 1 {
+			t.Errorf("res.Attempts = %v, want %v", res.Attempts, 1)
+		}
 	}
 	log := q.arrivals("a")
-	require.Len(t, log, 7)
+	if len(log) != 7 {
+		t.Fatalf("len(log) = %d, want %d", len(log), 7)
+	}
 	perWindow := map[int64]int{}
 	for _, a := range log {
-		assert.False(t, a.busy, "a request was sent while the quota was spent")
+		if a.busy {
+			t.Error("a request was sent while the quota was spent")
+		}
 		perWindow[a.window]++
 	}
-	assert.GreaterOrEqual(t, len(perWindow), 3, "7 calls at 3 per window span at least 3 windows")
+	if len(perWindow) < 3 {
+		t.Errorf("7 calls at 3 per window span at least 3 windows: got %v, want >= %v", len(perWindow), 3)
+	}
 	held := scope.Snapshot().Counters()["ratelimit.held+service=kv"]
-	require.NotNil(t, held)
-	assert.GreaterOrEqual(t, held.Value(), int64(2))
+	if held == nil {
+		t.Fatal("no ratelimit.held counter for kv")
+	}
+	if got := held.Value(); got < int64(2) {
+		t.Errorf("held.Value() = %v, want >= %v", got, int64(2))
+	}
 }
 
 // Another caller spent the quota: this one's first attempt gets Busy with
@@ -124,19 +150,33 @@ func TestPacingRetryWaitsOutTheWindow(t *testing.T) {
 	for {
 		// Spend the quota early in a window so the retry has a window to wait out.
 		_, err := callAs(t, other, "other")
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatalf("callAs: %v", err)
+		}
 		if len(q.arrivals("other"))%3 == 0 {
 			break
 		}
 	}
 	res, err := callAs(t, c, "b")
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("callAs: %v", err)
+	}
 	log := q.arrivals("b")
-	require.Len(t, log, 2, "want the busy attempt and one retry")
-	assert.Equal(t, 2, res.Attempts)
-	assert.True(t, log[0].busy)
-	assert.False(t, log[1].busy)
-	assert.Greater(t, log[1].window, log[0].window, "the retry was sent inside the throttled window")
+	if len(log) != 2 {
+		t.Fatalf("want the busy attempt and one retry: got length %d, want %d", len(log), 2)
+	}
+	if res.Attempts != 2 {
+		t.Errorf("res.Attempts = %v, want %v", res.Attempts, 2)
+	}
+	if !log[0].busy {
+		t.Error("log[0].busy = false, want true")
+	}
+	if log[1].busy {
+		t.Error("log[1].busy = true, want false")
+	}
+	if log[1].window <= log[0].window {
+		t.Errorf("the retry was sent inside the throttled window: got %v, want > %v", log[1].window, log[0].window)
+	}
 }
 
 // A window longer than MaxDelay fails the call at once with an error saying
@@ -145,31 +185,59 @@ func TestPacingFailsFastPastMaxDelay(t *testing.T) {
 	q := startQuotaServer(t, 1, 3*time.Second)
 	other, _ := pacedClient(t, q, time.Second)
 	_, err := callAs(t, other, "other") // spends the quota for ~3s
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("callAs: %v", err)
+	}
 
 	c, scope := pacedClient(t, q, 100*time.Millisecond)
 	start := time.Now()
 	_, err = callAs(t, c, "b")
-	require.Error(t, err)
-	assert.ErrorIs(t, err, pacing.ErrRateLimited)
+	if err == nil {
+		t.Fatal("callAs succeeded, want an error")
+	}
+	if !errors.Is(err, pacing.ErrRateLimited) {
+		t.Errorf("callAs error = %v, want %v", err, pacing.ErrRateLimited)
+	}
 	var we *pacing.WindowError
-	require.True(t, errors.As(err, &we), "got %v", err)
-	assert.Greater(t, we.Remaining, time.Second)
-	assert.Contains(t, err.Error(), "rate limited")
-	assert.Len(t, q.arrivals("b"), 1, "the call retried past its maximum delay")
+	if !errors.As(err, &we) {
+		t.Fatalf("got %v: errors.As(err, &we) = false, want true", err)
+	}
+	if we.Remaining <= time.Second {
+		t.Errorf("we.Remaining = %v, want > %v", we.Remaining, time.Second)
+	}
+	if !strings.Contains(err.Error(), "rate limited") {
+		t.Errorf("err.Error() = %q, want it to contain %q", err.Error(), "rate limited")
+	}
+	if got := len(q.arrivals("b")); got != 1 {
+		t.Errorf("the call retried past its maximum delay: got length %d, want %d", got, 1)
+	}
 
 	_, err = callAs(t, c, "b")
-	assert.ErrorIs(t, err, pacing.ErrRateLimited)
-	assert.Len(t, q.arrivals("b"), 1, "a new call was sent during the window")
-	assert.Less(t, time.Since(start), time.Second, "failing fast took too long")
+	if !errors.Is(err, pacing.ErrRateLimited) {
+		t.Errorf("callAs error = %v, want %v", err, pacing.ErrRateLimited)
+	}
+	if got := len(q.arrivals("b")); got != 1 {
+		t.Errorf("a new call was sent during the window: got length %d, want %d", got, 1)
+	}
+	if got := time.Since(start); got >= time.Second {
+		t.Errorf("failing fast took too long: got %v, want < %v", got, time.Second)
+	}
 	cn := scope.Snapshot().Counters()
-	assert.EqualValues(t, 2, cn["ratelimit.rejected+service=kv"].Value())
-	assert.EqualValues(t, 1, cn["call.errors+code=RATE_LIMITED,method=_other,service=kv"].Value())
+	if got := cn["ratelimit.rejected+service=kv"].Value(); got != 2 {
+		t.Errorf("got %v, want %v", got, 2)
+	}
+	if got := cn["call.errors+code=RATE_LIMITED,method=_other,service=kv"].Value(); got != 1 {
+		t.Errorf("got %v, want %v", got, 1)
+	}
 }
 
 func TestPacingOptionValidated(t *testing.T) {
 	_, err := New("c", WithPacing("kv", PacingConfig{}))
-	assert.ErrorContains(t, err, "MaxDelay is 0s")
+	if err == nil || !strings.Contains(err.Error(), "MaxDelay is 0s") {
+		t.Errorf("New error = %v, want an error containing %q", err, "MaxDelay is 0s")
+	}
 	_, err = New("c", WithPacing("kv", PacingConfig{MaxDelay: time.Second, Pacer: pacing.Config{Strategy: "nope"}}))
-	assert.ErrorContains(t, err, "Pacer")
+	if err == nil || !strings.Contains(err.Error(), "Pacer") {
+		t.Errorf("New error = %v, want an error containing %q", err, "Pacer")
+	}
 }

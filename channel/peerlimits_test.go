@@ -3,8 +3,10 @@ package channel
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,8 +20,6 @@ import (
 	"github.com/sluice-rpc/sluice/internal/tframe"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/stats"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"github.com/uber-go/tally/v4"
 	"github.com/uber/tchannel-go"
 	"github.com/uber/tchannel-go/raw"
@@ -89,29 +89,45 @@ func TestChecksumFrameClosesOnlyItsConnection(t *testing.T) {
 	client, _, _ := startClient(t, s)
 	ctx := ctxTimeout(t)
 	_, err := client.CallRaw(ctx, "kv", "echo", nil, []byte("before"))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("CallRaw: %v", err)
+	}
 
 	p := tpeer.Dial(t, s.ch.HostPort())
 	p.Handshake()
 	p.Send(checksumFrame(2))
 	f := p.Next()
-	require.Equal(t, tframe.Error, f.Type, "the answer to the checksum frame")
-	assert.Contains(t, f.Message, "checksum type is 4")
+	if f.Type != tframe.Error {
+		t.Fatalf("the answer to the checksum frame: got %v, want %v", f.Type, tframe.Error)
+	}
+	if !strings.Contains(f.Message, "checksum type is 4") {
+		t.Errorf("f.Message = %q, want it to contain %q", f.Message, "checksum type is 4")
+	}
 	p.ClosedByServer()
 
 	res, err := client.CallRaw(ctx, "kv", "echo", nil, []byte("after"))
-	require.NoError(t, err, "the Sluice client's connection, untouched")
-	assert.Equal(t, []byte("after"), res.Arg3)
+	if err != nil {
+		t.Fatalf("the Sluice client's connection, untouched: %v", err)
+	}
+	if !bytes.Equal(res.Arg3, []byte("after")) {
+		t.Errorf("res.Arg3 = %q, want %q", res.Arg3, []byte("after"))
+	}
 	_, err = plainCall(t, s.ch.HostPort(), "echo", tchannel.Raw, nil, []byte("new"))
-	require.NoError(t, err, "a new connection")
-	assert.EqualValues(t, 1, taggedCounter(scope, stats.FramesInvalid, stats.TagDirection, "inbound"))
+	if err != nil {
+		t.Fatalf("a new connection: %v", err)
+	}
+	if got := taggedCounter(scope, stats.FramesInvalid, stats.TagDirection, "inbound"); got != 1 {
+		t.Errorf("got %v, want %v", got, 1)
+	}
 	warned := false
 	for _, l := range logs.warnings() {
 		if strings.Contains(l, "remotePeer="+p.LocalAddr().String()) && strings.Contains(l, "checksum type is 4") {
 			warned = true
 		}
 	}
-	assert.True(t, warned, "no warning names the peer %s: %q", p.LocalAddr(), logs.warnings())
+	if !warned {
+		t.Errorf("no warning names the peer %s: %q: warned = false, want true", p.LocalAddr(), logs.warnings())
+	}
 }
 
 // A Sluice client calling a server that answers with the checksum frame
@@ -119,7 +135,9 @@ func TestChecksumFrameClosesOnlyItsConnection(t *testing.T) {
 // reconnects to that server on its backoff's schedule, not at once.
 func TestClientGetsAnErrorFromAHostileServer(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("net.Listen: %v", err)
+	}
 	defer l.Close()
 	var accepts atomic.Int64
 	go func() {
@@ -157,28 +175,46 @@ func TestClientGetsAnErrorFromAHostileServer(t *testing.T) {
 	scope := tally.NewTestScope("", nil)
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	client, err := New("client", WithScope(scope), WithClock(clk))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	defer client.Close()
-	require.NoError(t, client.AddPeer("kv", l.Addr().String()))
+	if err := client.AddPeer("kv", l.Addr().String()); err != nil {
+		t.Fatalf("AddPeer: %v", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	res, err := client.CallRaw(ctx, "kv", "echo", nil, nil)
-	require.NoError(t, err)
-	require.Equal(t, []byte("ok"), res.Arg3)
+	if err != nil {
+		t.Fatalf("CallRaw: %v", err)
+	}
+	if !bytes.Equal(res.Arg3, []byte("ok")) {
+		t.Fatalf("res.Arg3 = %q, want %q", res.Arg3, []byte("ok"))
+	}
 	clk.Add(10 * time.Second) // the connection has served for long: its end is no failed connect
 
 	_, err = client.CallRaw(ctx, "kv", "echo", nil, nil)
-	require.Error(t, err)
-	assert.NoError(t, ctx.Err(), "the call waited out its deadline instead of failing when the frame came: %v", err)
-	assert.EqualValues(t, 1, taggedCounter(scope, stats.FramesInvalid, stats.TagDirection, "outbound"))
+	if err == nil {
+		t.Fatal("CallRaw succeeded, want an error")
+	}
+	if err2 := ctx.Err(); err2 != nil {
+		t.Errorf("the call waited out its deadline instead of failing when the frame came: %v: %v", err, err2)
+	}
+	if got := taggedCounter(scope, stats.FramesInvalid, stats.TagDirection, "outbound"); got != 1 {
+		t.Errorf("got %v, want %v", got, 1)
+	}
 	testwait.Until(t, "the peer to be in transient failure", func() bool {
 		return client.Peers("kv")[0].State == peer.TransientFailure
 	})
 	for range 5 {
 		_, err = client.CallRaw(ctx, "kv", "echo", nil, nil)
-		require.ErrorIs(t, err, ErrUnavailable)
+		if !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("CallRaw error = %v, want %v", err, ErrUnavailable)
+		}
 	}
-	assert.EqualValues(t, 1, accepts.Load(), "connections to the hostile server within the backoff")
+	if got := accepts.Load(); got != 1 {
+		t.Errorf("connections to the hostile server within the backoff: got %v, want %v", got, 1)
+	}
 }
 
 // Arguments across the sizes where reading changes buffers come back
@@ -194,9 +230,15 @@ func TestLargeArgumentsRoundTrip(t *testing.T) {
 			arg3[i] = byte(i * 7)
 		}
 		res, err := client.CallRaw(ctx, "kv", "echo", arg2, arg3)
-		require.NoError(t, err, "size %d", size)
-		require.Equal(t, arg2, res.Arg2, "arg2 of size %d", size)
-		require.True(t, bytes.Equal(arg3, res.Arg3), "arg3 of size %d changed", size)
+		if err != nil {
+			t.Fatalf("size %d: %v", size, err)
+		}
+		if !reflect.DeepEqual(res.Arg2, arg2) {
+			t.Fatalf("arg2 of size %d: got %q, want %q", size, res.Arg2, arg2)
+		}
+		if !bytes.Equal(arg3, res.Arg3) {
+			t.Fatalf("arg3 of size %d changed: bytes.Equal(arg3, res.Arg3) = false, want true", size)
+		}
 	}
 }
 
@@ -211,12 +253,18 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 	clientScope := tally.NewTestScope("", nil)
 	client, err := New("client", WithScope(clientScope), WithConnectConfig(peer.ConnectConfig{Backoff: backoff.Exponential{
 		Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 1.6, Jitter: backoff.ProportionalJitter}}))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	t.Cleanup(client.Close)
-	require.NoError(t, client.AddPeer("kv", s.ch.HostPort()))
+	if err := client.AddPeer("kv", s.ch.HostPort()); err != nil {
+		t.Fatalf("AddPeer: %v", err)
+	}
 	ctx := ctxTimeout(t)
 	_, err = client.CallRaw(ctx, "kv", "echo", nil, nil)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("CallRaw: %v", err)
+	}
 	p := tpeer.Dial(t, s.ch.HostPort())
 	p.Handshake()
 	p.ClosedByServer()
@@ -230,7 +278,9 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 	})
 	ctx = ctxTimeout(t)
 	_, err = client.CallRaw(ctx, "kv", "echo", nil, nil)
-	require.NoError(t, err, "the client's call after its idle connection was closed")
+	if err != nil {
+		t.Fatalf("the client's call after its idle connection was closed: %v", err)
+	}
 }
 
 // A socket that never sends its init request is closed after
@@ -261,9 +311,13 @@ func TestMaxConnsMakesRoomForANewClient(t *testing.T) {
 	ctx := ctxTimeout(t)
 	for range 10 {
 		_, err := client.CallRaw(ctx, "kv", "echo", nil, nil)
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatalf("CallRaw: %v", err)
+		}
 	}
-	assert.GreaterOrEqual(t, taggedCounter(scope, stats.ServerConnsClosed, stats.TagReason, "evicted"), int64(maxConns+1))
+	if got := taggedCounter(scope, stats.ServerConnsClosed, stats.TagReason, "evicted"); got < int64(maxConns+1) {
+		t.Errorf("got %v, want >= %v", got, int64(maxConns+1))
+	}
 }
 
 // A connection with MaxCallsPerConn calls in flight gets BUSY for the
@@ -271,16 +325,22 @@ func TestMaxConnsMakesRoomForANewClient(t *testing.T) {
 func TestMaxCallsPerConn(t *testing.T) {
 	scope := tally.NewTestScope("", nil)
 	server, err := New("kv", WithScope(scope), WithPeerLimits(PeerLimits{MaxCallsPerConn: 2}))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	t.Cleanup(server.Close)
 	var ran atomic.Int64
 	release := make(chan struct{})
-	require.NoError(t, server.RegisterRaw("block", func(context.Context, *RawRequest) (*RawResponse, error) {
+	if err := server.RegisterRaw("block", func(context.Context, *RawRequest) (*RawResponse, error) {
 		ran.Add(1)
 		<-release
 		return &RawResponse{}, nil
-	}))
-	require.NoError(t, server.ListenAndServe("127.0.0.1:0"))
+	}); err != nil {
+		t.Fatalf("RegisterRaw: %v", err)
+	}
+	if err := server.ListenAndServe("127.0.0.1:0"); err != nil {
+		t.Fatalf("ListenAndServe: %v", err)
+	}
 	client := plainClient(t, nil)
 	ctx := ctxTimeout(t)
 	call := func() error {
@@ -297,14 +357,24 @@ func TestMaxCallsPerConn(t *testing.T) {
 	}
 	testwait.Until(t, "two calls in their handlers", func() bool { return ran.Load() == 2 })
 	msg := requireSystemError(t, call(), tchannel.ErrCodeBusy)
-	assert.Contains(t, msg, "too many calls in flight")
-	assert.EqualValues(t, 2, ran.Load(), "the third call's handler ran")
-	assert.EqualValues(t, 1, taggedCounter(scope, stats.ServerRefused, stats.TagReason, "calls_per_conn"))
+	if !strings.Contains(msg, "too many calls in flight") {
+		t.Errorf("msg = %q, want it to contain %q", msg, "too many calls in flight")
+	}
+	if got := ran.Load(); got != 2 {
+		t.Errorf("the third call's handler ran: got %v, want %v", got, 2)
+	}
+	if got := taggedCounter(scope, stats.ServerRefused, stats.TagReason, "calls_per_conn"); got != 1 {
+		t.Errorf("got %v, want %v", got, 1)
+	}
 	close(release)
 	for range 2 {
-		require.NoError(t, testwait.Recv(t, blocked, "a blocked call"))
+		if err := testwait.Recv(t, blocked, "a blocked call"); err != nil {
+			t.Fatalf("testwait.Recv: %v", err)
+		}
 	}
-	require.NoError(t, call(), "a call once the others ended")
+	if err := call(); err != nil {
+		t.Fatalf("a call once the others ended: %v", err)
+	}
 }
 
 // A request whose fragments stop coming is dropped after StallTimeout,
@@ -316,10 +386,18 @@ func TestStalledRequestIsDropped(t *testing.T) {
 	p.Handshake()
 	p.Send(tpeer.CallReq(2, "kv", "echo", true, make([]byte, 60_000)), tpeer.Fragment(2, true, make([]byte, 60_000)))
 	f := p.Next()
-	require.Equal(t, tframe.Error, f.Type)
-	assert.EqualValues(t, tchannel.ErrCodeTimeout, f.Code, "%q", f.Message)
-	assert.Contains(t, f.Message, "stopped coming")
-	assert.EqualValues(t, 1, taggedCounter(scope, stats.ServerDropped, stats.TagReason, "stalled"))
+	if f.Type != tframe.Error {
+		t.Fatalf("f.Type = %v, want %v", f.Type, tframe.Error)
+	}
+	if tchannel.SystemErrCode(f.Code) != tchannel.ErrCodeTimeout {
+		t.Errorf("%q: got %v, want %v", f.Message, f.Code, tchannel.ErrCodeTimeout)
+	}
+	if !strings.Contains(f.Message, "stopped coming") {
+		t.Errorf("f.Message = %q, want it to contain %q", f.Message, "stopped coming")
+	}
+	if got := taggedCounter(scope, stats.ServerDropped, stats.TagReason, "stalled"); got != 1 {
+		t.Errorf("got %v, want %v", got, 1)
+	}
 }
 
 func TestPeerLimitsValidate(t *testing.T) {
@@ -332,8 +410,12 @@ func TestPeerLimitsValidate(t *testing.T) {
 		{[]Option{WithMaxRequestSize(100), WithPeerLimits(PeerLimits{MaxUnfinishedBytesPerConn: 1000, MaxUnfinishedBytes: 500})}, "MaxUnfinishedBytes is 500"},
 	} {
 		_, err := New("kv", tc.opts...)
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), tc.want)
+		if err == nil {
+			t.Fatal("New succeeded, want an error")
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("err.Error() = %q, want it to contain %q", err.Error(), tc.want)
+		}
 	}
 }
 
@@ -363,11 +445,19 @@ func TestMalformedArgumentsAreAnswered(t *testing.T) {
 			Headers:  [][2]string{{"as", "raw"}, {"cn", "tpeer"}},
 			Fragment: tframe.Fragment{Chunks: [][]byte{[]byte(method), nil}}}))
 		f := p.Next()
-		require.Equal(t, tframe.Error, f.Type, method)
-		assert.EqualValues(t, tchannel.ErrCodeBadRequest, f.Code, "%s: %q", method, f.Message)
-		assert.Contains(t, f.Message, "malformed request", method)
+		if f.Type != tframe.Error {
+			t.Fatalf("%s: got %v, want %v", method, f.Type, tframe.Error)
+		}
+		if tchannel.SystemErrCode(f.Code) != tchannel.ErrCodeBadRequest {
+			t.Errorf("%s: %q: got %v, want %v", method, f.Message, f.Code, tchannel.ErrCodeBadRequest)
+		}
+		if !strings.Contains(f.Message, "malformed request") {
+			t.Errorf("%s: got %q, want it to contain %q", method, f.Message, "malformed request")
+		}
 		testwait.Until(t, "tchannel-go to release the call", func() bool { return inboundExchanges(s.ch) == 0 })
-		assert.EqualValues(t, i+1, counter(scope, stats.ServerMalformed))
+		if got := counter(scope, stats.ServerMalformed); int(got) != i+1 {
+			t.Errorf("counter(scope, stats.ServerMalformed) = %v, want %v", got, i+1)
+		}
 	}
 }
 
@@ -384,5 +474,7 @@ func TestUnansweredCallIsReleased(t *testing.T) {
 	testwait.Until(t, "tchannel-go to release the call", func() bool { return inboundExchanges(s.ch) == 0 })
 	// The connection serves on.
 	p.Send(tpeer.CallReq(3, "kv", "echo", false, []byte("ok")))
-	require.Equal(t, tframe.CallRes, p.Next().Type)
+	if got := p.Next().Type; got != tframe.CallRes {
+		t.Fatalf("p.Next().Type = %v, want %v", got, tframe.CallRes)
+	}
 }

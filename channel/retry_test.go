@@ -2,7 +2,9 @@ package channel
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,8 +14,6 @@ import (
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"github.com/uber-go/tally/v4"
 	tjson "github.com/uber/tchannel-go/json"
 )
@@ -39,9 +39,11 @@ func startFleet(t *testing.T, n int, answer func(n int) error) *fleet {
 	f := &fleet{answer: answer}
 	for i := 0; i < n; i++ {
 		ch, err := New("kv")
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
 		hp := new(string)
-		require.NoError(t, ch.RegisterJSON(map[string]any{
+		if err2 := ch.RegisterJSON(map[string]any{
 			"get": func(ctx tjson.Context, req *echoReq) (*echoRes, error) {
 				f.mu.Lock()
 				k := len(f.log)
@@ -52,8 +54,12 @@ func startFleet(t *testing.T, n int, answer func(n int) error) *fleet {
 				}
 				return &echoRes{Key: req.Key, Server: *hp}, nil
 			},
-		}))
-		require.NoError(t, ch.ListenAndServe("127.0.0.1:0"))
+		}); err2 != nil {
+			t.Fatalf("RegisterJSON: %v", err2)
+		}
+		if err := ch.ListenAndServe("127.0.0.1:0"); err != nil {
+			t.Fatalf("ListenAndServe: %v", err)
+		}
 		*hp = ch.HostPort()
 		t.Cleanup(ch.Close)
 		f.servers = append(f.servers, ch)
@@ -72,7 +78,9 @@ func (f *fleet) received() int { return len(f.arrivals()) }
 func mustConfig(t *testing.T, js string) *serviceconfig.Config {
 	t.Helper()
 	cfg, err := serviceconfig.Parse([]byte(js))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("serviceconfig.Parse: %v", err)
+	}
 	return cfg
 }
 
@@ -86,13 +94,19 @@ func retryClient(t *testing.T, f *fleet, cfg *serviceconfig.Config, opts ...Opti
 	scope := tally.NewTestScope("", nil)
 	opts = append([]Option{WithServiceConfig(cfg), WithScope(scope), WithMethods("kv", "get", "echo")}, opts...)
 	c, err := New("client", opts...)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	t.Cleanup(c.Close)
 	for _, s := range f.servers {
-		require.NoError(t, c.AddPeer("kv", s.HostPort()))
+		if err := c.AddPeer("kv", s.HostPort()); err != nil {
+			t.Fatalf("AddPeer: %v", err)
+		}
 	}
 	// Retries go to distinct peers among those ready: have them all ready.
-	require.NoError(t, c.Connect(ctxTimeout(t), "kv"))
+	if err := c.Connect(ctxTimeout(t), "kv"); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
 	return c, scope
 }
 
@@ -110,39 +124,67 @@ func TestRetryOnDistinctPeersWithAttemptHeaders(t *testing.T) {
 	c, scope := retryClient(t, f, mustConfig(t, fmt.Sprintf(retryBusy, 3, "0.001s", "")))
 	var out echoRes
 	var rh map[string]string
-	require.NoError(t, c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &out, ResponseHeaders(&rh)))
+	if err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &out, ResponseHeaders(&rh)); err != nil {
+		t.Fatalf("CallJSON: %v", err)
+	}
 
 	log := f.arrivals()
-	require.Len(t, log, 3)
+	if len(log) != 3 {
+		t.Fatalf("len(log) = %d, want %d", len(log), 3)
+	}
 	seen := map[string]bool{}
 	for i, a := range log {
 		want := ""
 		if i > 0 {
 			want = fmt.Sprint(i)
 		}
-		assert.Equal(t, want, a.attemptsHeader, "attempt %d", i)
-		assert.False(t, seen[a.server], "attempt %d went to %s again", i, a.server)
+		if a.attemptsHeader != want {
+			t.Errorf("attempt %d: got %q, want %q", i, a.attemptsHeader, want)
+		}
+		if seen[a.server] {
+			t.Errorf("attempt %d went to %s again: seen[a.server] = true, want false", i, a.server)
+		}
 		seen[a.server] = true
 	}
-	assert.Equal(t, log[2].server, out.Server)
+	if out.Server != log[2].server {
+		t.Errorf("out.Server = %q, want %q", out.Server, log[2].server)
+	}
 
 	cn := scope.Snapshot().Counters()
-	assert.EqualValues(t, 3, cn["attempts+method=get,service=kv"].Value())
-	assert.EqualValues(t, 1, cn["calls+method=get,service=kv"].Value())
-	assert.EqualValues(t, 2, cn["retry.attempts+method=get,service=kv"].Value())
-	assert.EqualValues(t, 1, cn["retry.attempts.failed+method=get,service=kv"].Value())
+	if got := cn["attempts+method=get,service=kv"].Value(); got != 3 {
+		t.Errorf("got %v, want %v", got, 3)
+	}
+	if got := cn["calls+method=get,service=kv"].Value(); got != 1 {
+		t.Errorf("got %v, want %v", got, 1)
+	}
+	if got := cn["retry.attempts+method=get,service=kv"].Value(); got != 2 {
+		t.Errorf("got %v, want %v", got, 2)
+	}
+	if got := cn["retry.attempts.failed+method=get,service=kv"].Value(); got != 1 {
+		t.Errorf("got %v, want %v", got, 1)
+	}
 	attempts := scope.Snapshot().Histograms()["call.attempts+method=get,service=kv"]
-	require.NotNil(t, attempts)
-	assert.EqualValues(t, 1, attempts.Values()[3], "the call sent 3 attempts")
-	assert.EqualValues(t, 2, cn["attempt.errors+code=BUSY,method=get,service=kv"].Value())
+	if attempts == nil {
+		t.Fatal("no call.attempts histogram for kv::get")
+	}
+	if got := attempts.Values()[3]; got != 1 {
+		t.Errorf("the call sent 3 attempts: got %v, want %v", got, 1)
+	}
+	if got := cn["attempt.errors+code=BUSY,method=get,service=kv"].Value(); got != 2 {
+		t.Errorf("got %v, want %v", got, 2)
+	}
 }
 
 func TestCallerLearnsAttempts(t *testing.T) {
 	f := startFleet(t, 3, busyFirst(1))
 	c, _ := retryClient(t, f, mustConfig(t, fmt.Sprintf(retryBusy, 3, "0.001s", "")))
 	res, err := c.Call(ctxTimeout(t), "kv", "get", &Request{Format: "json", Arg3: []byte(`{"Key":"k"}`)})
-	require.NoError(t, err)
-	assert.Equal(t, 2, res.Attempts)
+	if err != nil {
+		t.Fatalf("Call: %v", err)
+	}
+	if res.Attempts != 2 {
+		t.Errorf("res.Attempts = %v, want %v", res.Attempts, 2)
+	}
 }
 
 func TestNotRetried(t *testing.T) {
@@ -153,12 +195,18 @@ func TestNotRetried(t *testing.T) {
 	}{
 		{"non-retryable code", func(int) error { return Declined("draining") }, func(t *testing.T, err error) {
 			var ce *CallError
-			require.ErrorAs(t, err, &ce)
-			assert.Equal(t, codes.Declined, ce.Code)
+			if !errors.As(err, &ce) {
+				t.Fatalf("err = %v, want a %T", err, ce)
+			}
+			if ce.Code != codes.Declined {
+				t.Errorf("ce.Code = %v, want %v", ce.Code, codes.Declined)
+			}
 		}},
 		{"application error", func(int) error { return errEmptyKey }, func(t *testing.T, err error) {
 			var ae *ApplicationError
-			require.ErrorAs(t, err, &ae)
+			if !errors.As(err, &ae) {
+				t.Fatalf("err = %v, want a %T", err, ae)
+			}
 		}},
 	}
 	for _, tt := range tests {
@@ -169,7 +217,9 @@ func TestNotRetried(t *testing.T) {
 			// A handler's DECLINED is an ordinary code: the handler ran, so
 			// it runs once (only a decline before any handler is retried
 			// transparently).
-			assert.Equal(t, 1, f.received())
+			if got := f.received(); got != 1 {
+				t.Errorf("f.received() = %v, want %v", got, 1)
+			}
 		})
 	}
 }
@@ -185,10 +235,18 @@ func TestDeadlineEndsRetryChain(t *testing.T) {
 	start := time.Now()
 	err := c.CallJSON(ctx, "kv", "get", &echoReq{Key: "k"}, nil)
 	var ce *CallError
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, retry.StopContext, ce.Stop, "err: %v", err)
-	assert.Less(t, ce.Attempts, 5)
-	assert.Less(t, time.Since(start), time.Second)
+	if !errors.As(err, &ce) {
+		t.Fatalf("CallJSON error = %v, want a %T", err, ce)
+	}
+	if ce.Stop != retry.StopContext {
+		t.Errorf("err: %v: got %v, want %v", err, ce.Stop, retry.StopContext)
+	}
+	if ce.Attempts >= 5 {
+		t.Errorf("ce.Attempts = %v, want < %v", ce.Attempts, 5)
+	}
+	if got := time.Since(start); got >= time.Second {
+		t.Errorf("time.Since(start) = %v, want < %v", got, time.Second)
+	}
 }
 
 func TestThrottleStopsRetriesAndRecovers(t *testing.T) {
@@ -207,25 +265,41 @@ func TestThrottleStopsRetriesAndRecovers(t *testing.T) {
 		if err == nil {
 			return 0
 		}
-		require.ErrorAs(t, err, &ce)
+		if !errors.As(err, &ce) {
+			t.Fatalf("CallJSON error = %v, want a %T", err, ce)
+		}
 		return ce.Attempts
 	}
 	// 6 tokens; each failed attempt costs one; retries stop at <= 3 tokens.
-	assert.Equal(t, 3, attempts()) // 6 -> 3 tokens
-	assert.Equal(t, 1, attempts()) // at the threshold: the failure returns at once
-	assert.Equal(t, 1, attempts())
+	if got := attempts(); got != 3 {
+		t.Errorf("attempts() = %v, want %v", got, 3)
+	} // 6 -> 3 tokens
+	if got := attempts(); got != 1 {
+		t.Errorf("attempts() = %v, want %v", got, 1)
+	} // at the threshold: the failure returns at once
+	if got := attempts(); got != 1 {
+		t.Errorf("attempts() = %v, want %v", got, 1)
+	}
 	tokens := scope.Snapshot().Gauges()["retry.throttle.tokens+service=kv"]
-	require.NotNil(t, tokens)
-	assert.Equal(t, 1.0, tokens.Value())
+	if tokens == nil {
+		t.Fatal("no retry.throttle.tokens gauge for kv")
+	}
+	if got := tokens.Value(); got != 1.0 {
+		t.Errorf("tokens.Value() = %v, want %v", got, 1.0)
+	}
 
 	healthy.Store(true)
 	for i := 0; i < 4; i++ { // +1 token per success: 1 -> 5
-		require.Zero(t, attempts())
+		if got := attempts(); got != 0 {
+			t.Fatalf("attempts() = %v, want 0", got)
+		}
 	}
 	healthy.Store(false)
 	// 5 tokens: the first failure leaves 4 (> 3: retry), the retry's failure
 	// leaves 3 (at the threshold: refused).
-	assert.Equal(t, 2, attempts(), "retries allowed again once tokens > maxTokens/2")
+	if got := attempts(); got != 2 {
+		t.Errorf("retries allowed again once tokens > maxTokens/2: got %v, want %v", got, 2)
+	}
 }
 
 func TestPushback(t *testing.T) {
@@ -237,33 +311,57 @@ func TestPushback(t *testing.T) {
 			return nil
 		})
 		c, _ := retryClient(t, f, mustConfig(t, fmt.Sprintf(retryBusy, 3, "0.001s", "")))
-		require.NoError(t, c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil))
+		if err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil); err != nil {
+			t.Fatalf("CallJSON: %v", err)
+		}
 		log := f.arrivals()
-		require.Len(t, log, 2)
-		assert.GreaterOrEqual(t, log[1].at.Sub(log[0].at), 150*time.Millisecond)
+		if len(log) != 2 {
+			t.Fatalf("len(log) = %d, want %d", len(log), 2)
+		}
+		if got := log[1].at.Sub(log[0].at); got < 150*time.Millisecond {
+			t.Errorf("log[1].at.Sub(log[0].at) = %v, want >= %v", got, 150*time.Millisecond)
+		}
 	})
 	t.Run("negative stops", func(t *testing.T) {
 		f := startFleet(t, 3, func(int) error { return BusyAfter(-1, "go away") })
 		c, _ := retryClient(t, f, mustConfig(t, fmt.Sprintf(retryBusy, 5, "0.001s", "")))
 		err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil)
 		var ce *CallError
-		require.ErrorAs(t, err, &ce)
-		assert.Equal(t, retry.StopPushback, ce.Stop)
-		assert.Equal(t, "go away", ce.Message, "the hint is parsed off the message")
-		assert.Equal(t, 1, f.received())
+		if !errors.As(err, &ce) {
+			t.Fatalf("CallJSON error = %v, want a %T", err, ce)
+		}
+		if ce.Stop != retry.StopPushback {
+			t.Errorf("ce.Stop = %v, want %v", ce.Stop, retry.StopPushback)
+		}
+		if ce.Message != "go away" {
+			t.Errorf("the hint is parsed off the message: got %q, want %q", ce.Message, "go away")
+		}
+		if got := f.received(); got != 1 {
+			t.Errorf("f.received() = %v, want %v", got, 1)
+		}
 	})
 	t.Run("shedding sends the hint", func(t *testing.T) {
 		s := startServer(t, WithShedding(ShedConfig{MaxRPS: 0.001, Burst: 1, Pushback: -1}))
 		c, err := New("client", WithServiceConfig(mustConfig(t, fmt.Sprintf(retryBusy, 5, "0.001s", ""))))
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
 		defer c.Close()
-		require.NoError(t, c.AddPeer("kv", s.ch.HostPort()))
+		if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+			t.Fatalf("AddPeer: %v", err)
+		}
 		_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatalf("CallRaw: %v", err)
+		}
 		_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
 		var ce *CallError
-		require.ErrorAs(t, err, &ce)
-		assert.Equal(t, retry.StopPushback, ce.Stop)
+		if !errors.As(err, &ce) {
+			t.Fatalf("CallRaw error = %v, want a %T", err, ce)
+		}
+		if ce.Stop != retry.StopPushback {
+			t.Errorf("ce.Stop = %v, want %v", ce.Stop, retry.StopPushback)
+		}
 	})
 }
 
@@ -285,21 +383,33 @@ func TestUnreachablePeersAreNotChosen(t *testing.T) {
 	})
 	c, scope := retryClient(t, f, mustConfig(t, fmt.Sprintf(retryBusy, 2, "0.001s", "")))
 	for _, d := range deads {
-		require.NoError(t, c.AddPeer("kv", d))
+		if err := c.AddPeer("kv", d); err != nil {
+			t.Fatalf("AddPeer: %v", err)
+		}
 	}
-	require.Error(t, c.Connect(ctxTimeout(t), "kv"), "two peers cannot connect")
+	if err := c.Connect(ctxTimeout(t), "kv"); err == nil {
+		t.Fatal("two peers cannot connect")
+	}
 	for i := 0; i < 10; i++ {
 		var res map[string]string
-		require.NoError(t, c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &res), "call %d", i)
+		if err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &res); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
 	}
-	assert.Zero(t, scope.Snapshot().Counters()["attempt.unsent+method=get,service=kv"].Value(), "an attempt was tried on a dead peer")
-	assert.Equal(t, 20, f.received())
+	if got := scope.Snapshot().Counters()["attempt.unsent+method=get,service=kv"].Value(); got != 0 {
+		t.Errorf("an attempt was tried on a dead peer: got %v, want 0", got)
+	}
+	if got := f.received(); got != 20 {
+		t.Errorf("f.received() = %v, want %v", got, 20)
+	}
 	for _, p := range c.Peers("kv") {
 		want := peer.TransientFailure
 		if p.HostPort == f.servers[0].HostPort() {
 			want = peer.Ready
 		}
-		assert.Equal(t, want, p.State, p.HostPort)
+		if p.State != want {
+			t.Errorf("%s: got %v, want %v", p.HostPort, p.State, want)
+		}
 	}
 }
 
@@ -309,18 +419,30 @@ func TestRetriesDisabledAndUnbuffered(t *testing.T) {
 		c, _ := retryClient(t, f, mustConfig(t, fmt.Sprintf(retryBusy, 3, "0.001s", "")), WithRetriesDisabled())
 		err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil)
 		var ce *CallError
-		require.ErrorAs(t, err, &ce)
-		assert.Equal(t, codes.Busy, ce.Code)
-		assert.Equal(t, 1, f.received())
+		if !errors.As(err, &ce) {
+			t.Fatalf("CallJSON error = %v, want a %T", err, ce)
+		}
+		if ce.Code != codes.Busy {
+			t.Errorf("ce.Code = %v, want %v", ce.Code, codes.Busy)
+		}
+		if got := f.received(); got != 1 {
+			t.Errorf("f.received() = %v, want %v", got, 1)
+		}
 	})
 	t.Run("request larger than the per-call buffer", func(t *testing.T) {
 		f := startFleet(t, 3, busyFirst(1))
 		c, _ := retryClient(t, f, mustConfig(t, fmt.Sprintf(retryBusy, 3, "0.001s", "")), WithRetryBuffer(1<<20, 16))
 		err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "a key longer than sixteen bytes"}, nil)
 		var ce *CallError
-		require.ErrorAs(t, err, &ce)
-		assert.Equal(t, retry.StopUnbuffered, ce.Stop)
-		assert.Equal(t, 1, f.received())
+		if !errors.As(err, &ce) {
+			t.Fatalf("CallJSON error = %v, want a %T", err, ce)
+		}
+		if ce.Stop != retry.StopUnbuffered {
+			t.Errorf("ce.Stop = %v, want %v", ce.Stop, retry.StopUnbuffered)
+		}
+		if got := f.received(); got != 1 {
+			t.Errorf("f.received() = %v, want %v", got, 1)
+		}
 	})
 }
 
@@ -333,30 +455,50 @@ func TestPolicyForEachMethod(t *testing.T) {
 		 "retryPolicy":{"maxAttempts":3,"initialBackoff":"0.01s","maxBackoff":"0.1s","backoffMultiplier":2,"retryableStatusCodes":["BUSY"]}},
 		{"name":[{"service":"kv","method":"put"}],"timeout":"2s"},
 		{"name":[{"service":"other","method":"get"}],"timeout":"3s"}]}`))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("serviceconfig.Parse: %v", err)
+	}
 	c, err := New("client", WithServiceConfig(cfg))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	defer c.Close()
 	want := map[methodKey]time.Duration{{"kv", "get"}: time.Second, {"kv", "put"}: 2 * time.Second, {"other", "get"}: 3 * time.Second, {"other", "put"}: 0}
 	seen := map[methodKey]*methodPolicy{}
 	for _, k := range []methodKey{{"kv", "get"}, {"kv", "get"}, {"kv", "put"}, {"kv", "get"}, {"other", "get"}, {"kv", "get"},
 		{"other", "put"}, {"other", "get"}, {"kv", "put"}, {"kv", "put"}, {"other", "put"}} {
 		p, err := c.policyFor(k.service, k.method)
-		require.NoError(t, err)
-		assert.Equal(t, want[k], p.timeout, "%v", k)
-		assert.Equal(t, k, methodKey{p.service, p.method})
+		if err != nil {
+			t.Fatalf("policyFor: %v", err)
+		}
+		if p.timeout != want[k] {
+			t.Errorf("%v: got %v, want %v", k, p.timeout, want[k])
+		}
+		if got := (methodKey{p.service, p.method}); got != k {
+			t.Errorf("methodKey{p.service, p.method} = %+v, want %+v", got, k)
+		}
 		if q := seen[k]; q != nil {
-			assert.Same(t, q, p, "%v: one policy per method", k)
+			if q != p {
+				t.Errorf("%v: two policies for one method: %p and %p", k, q, p)
+			}
 		}
 		seen[k] = p
 	}
-	assert.Equal(t, 3, seen[methodKey{"kv", "get"}].retry.MaxAttempts())
-	assert.Equal(t, 1, seen[methodKey{"kv", "put"}].retry.MaxAttempts())
+	if got := seen[methodKey{"kv", "get"}].retry.MaxAttempts(); got != 3 {
+		t.Errorf("got %v, want %v", got, 3)
+	}
+	if got := seen[methodKey{"kv", "put"}].retry.MaxAttempts(); got != 1 {
+		t.Errorf("got %v, want %v", got, 1)
+	}
 }
 
 func TestRetryOptionsValidated(t *testing.T) {
 	_, err := New("c", WithMaxAttemptsCap(0))
-	assert.ErrorContains(t, err, "WithMaxAttemptsCap is 0")
+	if err == nil || !strings.Contains(err.Error(), "WithMaxAttemptsCap is 0") {
+		t.Errorf("New error = %v, want an error containing %q", err, "WithMaxAttemptsCap is 0")
+	}
 	_, err = New("c", WithRetryBuffer(-1, 10))
-	assert.ErrorContains(t, err, "WithRetryBuffer")
+	if err == nil || !strings.Contains(err.Error(), "WithRetryBuffer") {
+		t.Errorf("New error = %v, want an error containing %q", err, "WithRetryBuffer")
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -12,8 +14,6 @@ import (
 	"github.com/opentracing/opentracing-go/mocktracer"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/stats"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"github.com/uber-go/tally/v4"
 	"github.com/uber/tchannel-go"
 	tjson "github.com/uber/tchannel-go/json"
@@ -25,7 +25,9 @@ import (
 func plainClient(t testing.TB, opts *tchannel.ChannelOptions) *tchannel.Channel {
 	t.Helper()
 	ch, err := tchannel.NewChannel("plain-client", opts)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("tchannel.NewChannel: %v", err)
+	}
 	t.Cleanup(ch.Close)
 	return ch
 }
@@ -37,7 +39,9 @@ func plainCall(t testing.TB, hp, method string, format tchannel.Format, arg2, ar
 	ctx, cancel := context.WithTimeout(context.Background(), testwait.Limit)
 	defer cancel()
 	call, err := plainClient(t, nil).BeginCall(ctx, hp, "kv", method, &tchannel.CallOptions{Format: format})
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("BeginCall: %v", err)
+	}
 	_, res, _, err := raw.WriteArgs(call, arg2, arg3)
 	return res, err
 }
@@ -47,8 +51,12 @@ func plainCall(t testing.TB, hp, method string, format tchannel.Format, arg2, ar
 func requireSystemError(t testing.TB, err error, code tchannel.SystemErrCode) string {
 	t.Helper()
 	var se tchannel.SystemError
-	require.True(t, errors.As(err, &se), "want a %v system error, got %T %v", code, err, err)
-	require.Equal(t, code, se.Code(), "message: %s", se.Message())
+	if !errors.As(err, &se) {
+		t.Fatalf("want a %v system error, got %T %v: errors.As(err, &se) = false, want true", code, err, err)
+	}
+	if got := se.Code(); got != code {
+		t.Fatalf("message: %s: got %v, want %v", se.Message(), got, code)
+	}
 	return se.Message()
 }
 
@@ -80,22 +88,38 @@ func TestOversizeRequestIsBadRequest(t *testing.T) {
 			s := startServer(t, WithMaxRequestSize(limit), WithScope(scope))
 			_, err := plainCall(t, s.ch.HostPort(), tc.method, tc.format, tc.arg2, tc.arg3)
 			msg := requireSystemError(t, err, tchannel.ErrCodeBadRequest)
-			assert.Contains(t, msg, "1024 bytes")
-			assert.Zero(t, s.received.Load(), "the handler ran")
-			assert.EqualValues(t, 1, counter(scope, stats.ServerOversize))
-			assert.EqualValues(t, 1, counter(scope, stats.ServerRequests))
+			if !strings.Contains(msg, "1024 bytes") {
+				t.Errorf("msg = %q, want it to contain %q", msg, "1024 bytes")
+			}
+			if got := s.received.Load(); got != 0 {
+				t.Errorf("the handler ran: got %v, want 0", got)
+			}
+			if got := counter(scope, stats.ServerOversize); got != 1 {
+				t.Errorf("counter(scope, stats.ServerOversize) = %v, want %v", got, 1)
+			}
+			if got := counter(scope, stats.ServerRequests); got != 1 {
+				t.Errorf("counter(scope, stats.ServerRequests) = %v, want %v", got, 1)
+			}
 		})
 	}
 	t.Run("at the limit", func(t *testing.T) {
 		s := startServer(t, WithMaxRequestSize(limit))
 		arg3 := bytes.Repeat([]byte("x"), limit-1)
 		res, err := plainCall(t, s.ch.HostPort(), "echo", tchannel.Raw, []byte("h"), arg3)
-		require.NoError(t, err)
-		assert.Equal(t, arg3, res)
+		if err != nil {
+			t.Fatalf("plainCall: %v", err)
+		}
+		if !reflect.DeepEqual(res, arg3) {
+			t.Errorf("res = %q, want %q", res, arg3)
+		}
 		js := []byte(`{"Key":"` + strings.Repeat("k", limit-len(`{"Key":""}`)) + `"}`)
-		require.Len(t, js, limit)
+		if len(js) != limit {
+			t.Fatalf("len(js) = %d, want %d", len(js), limit)
+		}
 		_, err = plainCall(t, s.ch.HostPort(), "get", tchannel.JSON, nil, js)
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatalf("plainCall: %v", err)
+		}
 	})
 }
 
@@ -108,16 +132,28 @@ func TestOversizeIsAnsweredBeforeTheRestArrives(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), testwait.Limit)
 			defer cancel()
 			call, err := plainClient(t, nil).BeginCall(ctx, s.ch.HostPort(), "kv", method, nil)
-			require.NoError(t, err)
-			require.NoError(t, tchannel.NewArgWriter(call.Arg2Writer()).Write(nil))
+			if err != nil {
+				t.Fatalf("BeginCall: %v", err)
+			}
+			if err := tchannel.NewArgWriter(call.Arg2Writer()).Write(nil); err != nil {
+				t.Fatalf("Write: %v", err)
+			}
 			w, err := call.Arg3Writer()
-			require.NoError(t, err)
+			if err != nil {
+				t.Fatalf("Arg3Writer: %v", err)
+			}
 			_, err = w.Write(make([]byte, 2048))
-			require.NoError(t, err)
-			require.NoError(t, w.Flush()) // sent, flagged "more to come"; nothing more is
+			if err != nil {
+				t.Fatalf("Write: %v", err)
+			}
+			if err := w.Flush(); err != nil {
+				t.Fatalf("Flush: %v", err)
+			} // sent, flagged "more to come"; nothing more is
 			_, err = call.Response().Arg2Reader()
 			requireSystemError(t, err, tchannel.ErrCodeBadRequest)
-			assert.Zero(t, s.received.Load(), "the handler ran")
+			if got := s.received.Load(); got != 0 {
+				t.Errorf("the handler ran: got %v, want 0", got)
+			}
 		})
 	}
 }
@@ -142,9 +178,15 @@ func TestMalformedJSONIsBadRequest(t *testing.T) {
 			s := startServer(t, WithScope(scope))
 			_, err := plainCall(t, s.ch.HostPort(), "get", tchannel.JSON, []byte(tc.arg2), []byte(tc.arg3))
 			msg := requireSystemError(t, err, tchannel.ErrCodeBadRequest)
-			assert.Contains(t, msg, tc.want)
-			assert.Zero(t, s.received.Load(), "the handler ran")
-			assert.EqualValues(t, 1, counter(scope, stats.ServerMalformed))
+			if !strings.Contains(msg, tc.want) {
+				t.Errorf("msg = %q, want it to contain %q", msg, tc.want)
+			}
+			if got := s.received.Load(); got != 0 {
+				t.Errorf("the handler ran: got %v, want 0", got)
+			}
+			if got := counter(scope, stats.ServerMalformed); got != 1 {
+				t.Errorf("counter(scope, stats.ServerMalformed) = %v, want %v", got, 1)
+			}
 		})
 	}
 }
@@ -156,7 +198,7 @@ type mapOrStruct struct{ N int }
 // application errors with tchannel-go's body, system errors as they are.
 func TestJSONServerSpeaksTChannelJSON(t *testing.T) {
 	s := startServer(t)
-	require.NoError(t, s.ch.RegisterJSON(map[string]any{
+	if err := s.ch.RegisterJSON(map[string]any{
 		"map": func(ctx tjson.Context, req map[string]any) (map[string]any, error) {
 			return map[string]any{"got": req["n"], "none": req == nil}, nil
 		},
@@ -164,7 +206,9 @@ func TestJSONServerSpeaksTChannelJSON(t *testing.T) {
 		"declined": func(ctx tjson.Context, req *mapOrStruct) (*mapOrStruct, error) {
 			return nil, Declined("not now")
 		},
-	}))
+	}); err != nil {
+		t.Fatalf("RegisterJSON: %v", err)
+	}
 	peer := plainClient(t, nil).Peers().GetOrAdd(s.ch.HostPort())
 	call := func(ctx tjson.Context, method string, arg, res any) error {
 		return tjson.CallPeer(ctx, peer, "kv", method, arg, res)
@@ -177,26 +221,48 @@ func TestJSONServerSpeaksTChannelJSON(t *testing.T) {
 
 	c := ctx()
 	var out echoRes
-	require.NoError(t, call(c, "get", &echoReq{Key: "k"}, &out))
-	assert.Equal(t, echoRes{Key: "k", Server: s.ch.HostPort()}, out)
-	assert.Equal(t, map[string]string{"seen": "me"}, c.ResponseHeaders())
+	if err := call(c, "get", &echoReq{Key: "k"}, &out); err != nil {
+		t.Fatalf("call: %v", err)
+	}
+	if want := (echoRes{Key: "k", Server: s.ch.HostPort()}); out != want {
+		t.Errorf("out = %+v, want %+v", out, want)
+	}
+	if got, want := c.ResponseHeaders(), map[string]string{"seen": "me"}; !maps.Equal(got, want) {
+		t.Errorf("c.ResponseHeaders() = %q, want %q", got, want)
+	}
 
 	var m map[string]any
-	require.NoError(t, call(ctx(), "map", map[string]any{"n": 7}, &m))
-	assert.Equal(t, map[string]any{"got": 7.0, "none": false}, m)
+	if err := call(ctx(), "map", map[string]any{"n": 7}, &m); err != nil {
+		t.Fatalf("call: %v", err)
+	}
+	if want := map[string]any{"got": 7.0, "none": false}; !reflect.DeepEqual(m, want) {
+		t.Errorf("m = %v, want %v", m, want)
+	}
 
 	var ms *mapOrStruct
-	require.NoError(t, call(ctx(), "nil", nil, &ms))
-	assert.Nil(t, ms, "a nil result travels as null")
+	if err := call(ctx(), "nil", nil, &ms); err != nil {
+		t.Fatalf("call: %v", err)
+	}
+	if ms != nil {
+		t.Errorf("a nil result travels as null: got %+v, want nil", ms)
+	}
 
 	err := call(ctx(), "get", &echoReq{}, &out)
 	var ae tjson.ErrApplication
-	require.ErrorAs(t, err, &ae)
-	assert.Equal(t, tjson.ErrApplication{"type": "error", "message": "key is empty"}, ae)
+	if !errors.As(err, &ae) {
+		t.Fatalf("call error = %v, want a %T", err, ae)
+	}
+	if want := (tjson.ErrApplication{"type": "error", "message": "key is empty"}); !reflect.DeepEqual(ae, want) {
+		t.Errorf("ae = %v, want %v", ae, want)
+	}
 
 	err = call(ctx(), "declined", &mapOrStruct{}, &ms)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "ErrCodeDeclined: not now") // tchannel-go's client keeps only the text
+	if err == nil {
+		t.Fatal("call succeeded, want an error")
+	}
+	if !strings.Contains(err.Error(), "ErrCodeDeclined: not now") {
+		t.Errorf("err.Error() = %q, want it to contain %q", err.Error(), "ErrCodeDeclined: not now")
+	} // tchannel-go's client keeps only the text
 }
 
 // The JSON server continues the caller's trace from the request headers, as
@@ -210,7 +276,9 @@ func TestJSONServerContinuesTheTrace(t *testing.T) {
 	ctx, cancel := tjson.NewContext(testwait.Limit)
 	defer cancel()
 	var out echoRes
-	require.NoError(t, client.Call(tjson.Wrap(opentracing.ContextWithSpan(ctx, parent)), "get", &echoReq{Key: "k"}, &out))
+	if err := client.Call(tjson.Wrap(opentracing.ContextWithSpan(ctx, parent)), "get", &echoReq{Key: "k"}, &out); err != nil {
+		t.Fatalf("Call: %v", err)
+	}
 	parent.Finish()
 
 	var served *mocktracer.MockSpan
@@ -223,8 +291,12 @@ func TestJSONServerContinuesTheTrace(t *testing.T) {
 		}
 		return false
 	})
-	assert.Equal(t, parent.Context().(mocktracer.MockSpanContext).TraceID, served.SpanContext.TraceID, "the server's span is not in the caller's trace")
-	assert.NotZero(t, served.ParentID)
+	if want := parent.Context().(mocktracer.MockSpanContext).TraceID; served.SpanContext.TraceID != want {
+		t.Errorf("the server's span is not in the caller's trace: got %v, want %v", served.SpanContext.TraceID, want)
+	}
+	if served.ParentID == 0 {
+		t.Errorf("served.ParentID = %v, want non-zero", served.ParentID)
+	}
 }
 
 func okJSON(tjson.Context, *echoReq) (*echoRes, error) { return &echoRes{}, nil }
@@ -251,14 +323,24 @@ func TestRegisteringAMethodTwiceIsAnError(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := startServer(t)
 			err := tc.second(s.ch)
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tc.want)
+			if err == nil {
+				t.Fatal("second succeeded, want an error")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err.Error() = %q, want it to contain %q", err.Error(), tc.want)
+			}
 			// The first handlers still serve.
 			_, err = plainCall(t, s.ch.HostPort(), "echo", tchannel.Raw, nil, []byte("x"))
-			require.NoError(t, err)
+			if err != nil {
+				t.Fatalf("plainCall: %v", err)
+			}
 			_, err = plainCall(t, s.ch.HostPort(), "get", tchannel.JSON, nil, []byte(`{"Key":"k"}`))
-			require.NoError(t, err)
-			assert.EqualValues(t, 2, s.received.Load())
+			if err != nil {
+				t.Fatalf("plainCall: %v", err)
+			}
+			if got := s.received.Load(); got != 2 {
+				t.Errorf("s.received.Load() = %v, want %v", got, 2)
+			}
 		})
 	}
 }
@@ -287,30 +369,53 @@ func TestRegisterJSONRejectsWrongShapes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := New("kv")
-			require.NoError(t, err)
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
 			defer c.Close()
 			err = c.RegisterJSON(map[string]any{"a-good": okJSON, "bad": tc.h, "z-good": okJSON})
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), `the handler of method "bad" `)
-			assert.Contains(t, err.Error(), tc.why)
-			assert.Contains(t, err.Error(), "want func(json.Context, *Req) (*Resp, error)")
-			require.NoError(t, c.RegisterJSON(map[string]any{"a-good": okJSON, "z-good": okJSON}),
-				"the failed RegisterJSON registered some of its handlers")
+			if err == nil {
+				t.Fatal("RegisterJSON succeeded, want an error")
+			}
+			if !strings.Contains(err.Error(), `the handler of method "bad" `) {
+				t.Errorf("err.Error() = %q, want it to contain %q", err.Error(), `the handler of method "bad" `)
+			}
+			if !strings.Contains(err.Error(), tc.why) {
+				t.Errorf("err.Error() = %q, want it to contain %q", err.Error(), tc.why)
+			}
+			if want := "want func(json.Context, *Req) (*Resp, error)"; !strings.Contains(err.Error(), want) {
+				t.Errorf("err.Error() = %q, want it to contain %q", err.Error(), want)
+			}
+			if err := c.RegisterJSON(map[string]any{"a-good": okJSON, "z-good": okJSON}); err != nil {
+				t.Fatalf("the failed RegisterJSON registered some of its handlers: %v", err)
+			}
 		})
 	}
 	t.Run("duplicate", func(t *testing.T) {
 		c, err := New("kv")
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
 		defer c.Close()
-		require.NoError(t, c.RegisterRaw("taken", okRaw))
-		require.ErrorContains(t, c.RegisterJSON(map[string]any{"a-new": okJSON, "taken": okJSON}), `"taken" is already registered`)
-		require.NoError(t, c.RegisterRaw("a-new", okRaw), "the failed RegisterJSON registered a-new")
+		if err := c.RegisterRaw("taken", okRaw); err != nil {
+			t.Fatalf("RegisterRaw: %v", err)
+		}
+		if err := c.RegisterJSON(map[string]any{"a-new": okJSON, "taken": okJSON}); err == nil || !strings.Contains(err.Error(), `"taken" is already registered`) {
+			t.Fatalf("RegisterJSON error = %v, want an error containing %q", err, `"taken" is already registered`)
+		}
+		if err := c.RegisterRaw("a-new", okRaw); err != nil {
+			t.Fatalf("the failed RegisterJSON registered a-new: %v", err)
+		}
 	})
 	t.Run("empty name", func(t *testing.T) {
 		c, err := New("kv")
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
 		defer c.Close()
-		require.ErrorContains(t, c.RegisterJSON(map[string]any{"": okJSON}), "a method name is empty")
+		if err := c.RegisterJSON(map[string]any{"": okJSON}); err == nil || !strings.Contains(err.Error(), "a method name is empty") {
+			t.Fatalf("RegisterJSON error = %v, want an error containing %q", err, "a method name is empty")
+		}
 	})
 }
 
@@ -324,14 +429,20 @@ func TestRegistrarDuplicates(t *testing.T) {
 		func() {
 			defer func() {
 				r := recover()
-				require.NotNil(t, r, "registering %q again through the Registrar did not panic", m)
-				assert.Contains(t, fmt.Sprint(r), fmt.Sprintf("method %q is already registered with Register", m))
+				if r == nil {
+					t.Fatalf("registering %q again through the Registrar did not panic", m)
+				}
+				if want := fmt.Sprintf("method %q is already registered with Register", m); !strings.Contains(fmt.Sprint(r), want) {
+					t.Errorf("panic %q, want it to contain %q", fmt.Sprint(r), want)
+				}
 			}()
 			s.ch.Registrar().Register(nop, m)
 		}()
 	}
 	_, err := plainCall(t, s.ch.HostPort(), "echo", tchannel.Raw, nil, []byte("x"))
-	require.NoError(t, err, "the raw handler was replaced")
+	if err != nil {
+		t.Fatalf("the raw handler was replaced: %v", err)
+	}
 
 	answer := func(text string) tchannel.Handler {
 		return tchannel.HandlerFunc(func(ctx context.Context, call *tchannel.InboundCall) {
@@ -343,8 +454,12 @@ func TestRegistrarDuplicates(t *testing.T) {
 	s.ch.Registrar().Register(answer("first"), "thrift")
 	s.ch.Registrar().Register(answer("second"), "thrift")
 	res, err := plainCall(t, s.ch.HostPort(), "thrift", tchannel.Raw, nil, nil)
-	require.NoError(t, err)
-	assert.Equal(t, "second", string(res))
+	if err != nil {
+		t.Fatalf("plainCall: %v", err)
+	}
+	if string(res) != "second" {
+		t.Errorf("string(res) = %q, want %q", string(res), "second")
+	}
 }
 
 // A request reaching a closing server is declined before any handler runs,
@@ -362,9 +477,15 @@ func TestClosingServerDeclinesEarly(t *testing.T) {
 			t.Cleanup(func() { s.ch.closed.Store(false) }) // runs before startServer's Close, so it closes
 			_, err := plainCall(t, s.ch.HostPort(), tc.method, tc.format, nil, []byte(tc.arg3))
 			msg := requireSystemError(t, err, tchannel.ErrCodeDeclined)
-			assert.True(t, declinedEarly(msg), "the decline is not marked early: %q", msg)
-			assert.Zero(t, s.received.Load(), "the handler ran")
-			assert.EqualValues(t, 1, counter(scope, stats.ServerRequests))
+			if !declinedEarly(msg) {
+				t.Errorf("the decline is not marked early: %q: declinedEarly(msg) = false, want true", msg)
+			}
+			if got := s.received.Load(); got != 0 {
+				t.Errorf("the handler ran: got %v, want 0", got)
+			}
+			if got := counter(scope, stats.ServerRequests); got != 1 {
+				t.Errorf("counter(scope, stats.ServerRequests) = %v, want %v", got, 1)
+			}
 		})
 	}
 }

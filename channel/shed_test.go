@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,8 +17,6 @@ import (
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/shed"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"github.com/uber/tchannel-go"
 )
 
@@ -33,10 +32,12 @@ type gateServer struct {
 func startGateServer(t *testing.T, cfg ShedConfig, methods ...string) *gateServer {
 	t.Helper()
 	ch, err := New("kv", WithShedding(cfg))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	g := &gateServer{ch: ch, release: make(chan struct{})}
 	for _, m := range append([]string{"work"}, methods...) {
-		require.NoError(t, ch.RegisterRaw(m, func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
+		if err := ch.RegisterRaw(m, func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
 			n := g.running.Add(1)
 			defer g.running.Add(-1)
 			g.ran.Add(1)
@@ -44,9 +45,13 @@ func startGateServer(t *testing.T, cfg ShedConfig, methods ...string) *gateServe
 			}
 			<-g.release
 			return &RawResponse{}, nil
-		}))
+		}); err != nil {
+			t.Fatalf("RegisterRaw: %v", err)
+		}
 	}
-	require.NoError(t, ch.ListenAndServe("127.0.0.1:0"))
+	if err := ch.ListenAndServe("127.0.0.1:0"); err != nil {
+		t.Fatalf("ListenAndServe: %v", err)
+	}
 	t.Cleanup(ch.Close)
 	return g
 }
@@ -93,11 +98,19 @@ func rawWriteArgs(call *tchannel.OutboundCall) ([]byte, []byte, *tchannel.Outbou
 func checkBusyWithPushback(t *testing.T, err error) {
 	t.Helper()
 	var se tchannel.SystemError
-	require.True(t, errors.As(err, &se), "want a Busy system error, got %v", err)
-	require.Equal(t, tchannel.ErrCodeBusy, se.Code(), "error %v", err)
+	if !errors.As(err, &se) {
+		t.Fatalf("want a Busy system error, got %v: errors.As(err, &se) = false, want true", err)
+	}
+	if got := se.Code(); got != tchannel.ErrCodeBusy {
+		t.Fatalf("error %v: got %v, want %v", err, got, tchannel.ErrCodeBusy)
+	}
 	p, _ := retry.PushbackFromMessage(se.Message())
-	assert.Equal(t, retry.PushbackDelay, p.Kind, "pushback in %q", se.Message())
-	assert.Greater(t, p.Delay, time.Duration(0), "pushback in %q", se.Message())
+	if p.Kind != retry.PushbackDelay {
+		t.Errorf("pushback in %q: got %v, want %v", se.Message(), p.Kind, retry.PushbackDelay)
+	}
+	if p.Delay <= time.Duration(0) {
+		t.Errorf("pushback in %q: got %v, want > %v", se.Message(), p.Delay, time.Duration(0))
+	}
 }
 
 // TestConcurrencyLimitUnderBurst: a burst of 10N calls at a server with a
@@ -127,10 +140,16 @@ func TestConcurrencyLimitUnderBurst(t *testing.T) {
 			testwait.Until(t, "N handlers running", func() bool { return g.running.Load() == n })
 			close(g.release)
 			for i := 0; i < n; i++ {
-				require.NoError(t, <-errs)
+				if err := <-errs; err != nil {
+					t.Fatalf("<-errs: %v", err)
+				}
 			}
-			assert.EqualValues(t, n, g.most.Load(), "most handlers at once")
-			assert.EqualValues(t, n, g.ran.Load(), "handlers run")
+			if got := g.most.Load(); got != n {
+				t.Errorf("most handlers at once: got %v, want %v", got, n)
+			}
+			if got := g.ran.Load(); got != n {
+				t.Errorf("handlers run: got %v, want %v", got, n)
+			}
 		})
 	}
 }
@@ -145,27 +164,37 @@ func TestAdaptiveLimitStartsWithAProbe(t *testing.T) {
 	}
 	close(g.release)
 	for i := 0; i < shed.DefaultProbeLimit; i++ {
-		require.NoError(t, <-errs)
+		if err := <-errs; err != nil {
+			t.Fatalf("<-errs: %v", err)
+		}
 	}
-	assert.EqualValues(t, shed.DefaultProbeLimit, g.most.Load())
+	if got := g.most.Load(); got != shed.DefaultProbeLimit {
+		t.Errorf("g.most.Load() = %v, want %v", got, shed.DefaultProbeLimit)
+	}
 }
 
 // TestHealthChecksAreNeverShed: with every slot taken, Meta::health still
 // runs.
 func TestHealthChecksAreNeverShed(t *testing.T) {
 	g := startGateServer(t, ShedConfig{MaxInFlight: 1, MaxRPS: 0.001, Burst: 1})
-	require.NoError(t, g.ch.RegisterRaw(healthMethod, func(context.Context, *RawRequest) (*RawResponse, error) {
+	if err := g.ch.RegisterRaw(healthMethod, func(context.Context, *RawRequest) (*RawResponse, error) {
 		return &RawResponse{Arg3: []byte("OK")}, nil
-	}))
+	}); err != nil {
+		t.Fatalf("RegisterRaw: %v", err)
+	}
 	errs := burst(t, g.ch.HostPort(), "work", 1)
 	testwait.Until(t, "the slot taken", func() bool { return g.running.Load() == 1 })
 	for i := 0; i < 3; i++ {
 		_, err := plainCall(t, g.ch.HostPort(), healthMethod, tchannel.Raw, nil, nil)
-		require.NoError(t, err, "health check %d", i)
+		if err != nil {
+			t.Fatalf("health check %d: %v", i, err)
+		}
 	}
 	checkBusyWithPushback(t, <-burst(t, g.ch.HostPort(), "work", 1))
 	close(g.release)
-	require.NoError(t, <-errs)
+	if err := <-errs; err != nil {
+		t.Fatalf("<-errs: %v", err)
+	}
 }
 
 // TestAdaptiveLimitPerMethod: each method has its own limit by default, and
@@ -185,10 +214,14 @@ func TestAdaptiveLimitPerMethod(t *testing.T) {
 			}
 			close(g.release)
 			for i := 0; i < probeLimit; i++ {
-				require.NoError(t, <-a)
+				if err := <-a; err != nil {
+					t.Fatalf("<-a: %v", err)
+				}
 			}
 			if !shared {
-				require.NoError(t, <-b)
+				if err := <-b; err != nil {
+					t.Fatalf("<-b: %v", err)
+				}
 			}
 		})
 	}
@@ -205,8 +238,8 @@ func TestShedConfigValidate(t *testing.T) {
 		{ShedConfig{}, "set MaxRPS, MaxInFlight or Adaptive"},
 	} {
 		_, err := New("kv", WithShedding(c.cfg))
-		if assert.Error(t, err) {
-			assert.Contains(t, err.Error(), c.want)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New(WithShedding(%+v)) = %v, want an error containing %q", c.cfg, err, c.want)
 		}
 	}
 }
@@ -223,16 +256,22 @@ func TestAdaptiveLimitOnARealServer(t *testing.T) {
 	const n = 8
 	d := 50 * time.Millisecond
 	ch, err := New("kv", WithShedding(ShedConfig{Adaptive: &shed.Config{}}))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	t.Cleanup(ch.Close)
 	workers := make(chan struct{}, n)
-	require.NoError(t, ch.RegisterRaw("work", func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
+	if err := ch.RegisterRaw("work", func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
 		workers <- struct{}{}
 		defer func() { <-workers }()
 		time.Sleep(d)
 		return &RawResponse{}, nil
-	}))
-	require.NoError(t, ch.ListenAndServe("127.0.0.1:0"))
+	}); err != nil {
+		t.Fatalf("RegisterRaw: %v", err)
+	}
+	if err := ch.ListenAndServe("127.0.0.1:0"); err != nil {
+		t.Fatalf("ListenAndServe: %v", err)
+	}
 	lim := ch.tch.GetSubChannel("kv").GetHandlers()["work"].(*guarded).shed.adaptive
 
 	client := plainClient(t, nil)
@@ -274,16 +313,28 @@ func TestAdaptiveLimitOnARealServer(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
-	require.NotEmpty(t, samples)
+	if len(samples) == 0 {
+		t.Fatal("samples is empty")
+	}
 	slices.Sort(samples)
 	lo, median, hi := samples[0], samples[len(samples)/2], samples[len(samples)-1]
 	t.Logf("limit within [%.1f, %.1f], median %.1f; %d served, %d shed; no-load latency %v",
 		lo, hi, median, ok.Load(), shedN.Load(), lim.State().NoLoadLatency)
-	assert.GreaterOrEqual(t, median, float64(n), "the limit settled below the workers")
-	assert.LessOrEqual(t, median, float64(2*n), "the limit settled over twice the workers")
-	assert.GreaterOrEqual(t, lo, float64(n)/2, "the limit fell below half the workers")
-	assert.LessOrEqual(t, hi, float64(3*n), "the limit rose over three times the workers")
-	assert.Greater(t, shedN.Load(), int64(0), "nothing was shed")
+	if !(median >= float64(n)) {
+		t.Errorf("the limit settled below the workers: got %v, want >= %v", median, float64(n))
+	}
+	if !(median <= float64(2*n)) {
+		t.Errorf("the limit settled over twice the workers: got %v, want <= %v", median, float64(2*n))
+	}
+	if !(lo >= float64(n)/2) {
+		t.Errorf("the limit fell below half the workers: got %v, want >= %v", lo, float64(n)/2)
+	}
+	if !(hi <= float64(3*n)) {
+		t.Errorf("the limit rose over three times the workers: got %v, want <= %v", hi, float64(3*n))
+	}
+	if got := shedN.Load(); got <= int64(0) {
+		t.Errorf("nothing was shed: got %v, want > %v", got, int64(0))
+	}
 }
 
 // TestPushbackRestsThePeer: a Busy answer with a pushback hint, to a client
@@ -293,18 +344,32 @@ func TestPushbackRestsThePeer(t *testing.T) {
 	s := startServer(t, WithShedding(ShedConfig{MaxRPS: 0.001, Burst: 1, Pushback: 50 * time.Millisecond}))
 	c, clk, _ := startClient(t, s)
 	_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("CallRaw: %v", err)
+	}
 	code := func() codes.Code {
 		_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
 		var ce *CallError
-		require.ErrorAs(t, err, &ce)
+		if !errors.As(err, &ce) {
+			t.Fatalf("CallRaw error = %v, want a %T", err, ce)
+		}
 		return ce.Code
 	}
-	assert.Equal(t, codes.Busy, code(), "the server's answer over its rate")
-	assert.Equal(t, codes.Throttled, code(), "a call within the pushback")
+	if got := code(); got != codes.Busy {
+		t.Errorf("the server's answer over its rate: got %v, want %v", got, codes.Busy)
+	}
+	if got := code(); got != codes.Throttled {
+		t.Errorf("a call within the pushback: got %v, want %v", got, codes.Throttled)
+	}
 	clk.Add(49 * time.Millisecond)
-	assert.Equal(t, codes.Throttled, code(), "a call 1ms before the pushback ends")
+	if got := code(); got != codes.Throttled {
+		t.Errorf("a call 1ms before the pushback ends: got %v, want %v", got, codes.Throttled)
+	}
 	clk.Add(time.Millisecond)
-	assert.Equal(t, codes.Busy, code(), "a call once the pushback ended reaches the server")
-	assert.EqualValues(t, 1, s.received.Load())
+	if got := code(); got != codes.Busy {
+		t.Errorf("a call once the pushback ended reaches the server: got %v, want %v", got, codes.Busy)
+	}
+	if got := s.received.Load(); got != 1 {
+		t.Errorf("s.received.Load() = %v, want %v", got, 1)
+	}
 }

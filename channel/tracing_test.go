@@ -10,8 +10,6 @@ import (
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"github.com/uber/tchannel-go"
 	tjson "github.com/uber/tchannel-go/json"
 )
@@ -60,12 +58,18 @@ func serverSpan(t *testing.T, tr *mocktracer.MockTracer, method string) *mocktra
 func TestTracingOneSpanPerCallAndPerAttempt(t *testing.T) {
 	plainServer := func(t *testing.T, tr opentracing.Tracer) string {
 		ch, err := tchannel.NewChannel("kv", &tchannel.ChannelOptions{Tracer: tr})
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatalf("tchannel.NewChannel: %v", err)
+		}
 		t.Cleanup(ch.Close)
-		require.NoError(t, tjson.Register(ch, tjson.Handlers{"get": func(ctx tjson.Context, req *echoReq) (*echoRes, error) {
+		if err := tjson.Register(ch, tjson.Handlers{"get": func(ctx tjson.Context, req *echoReq) (*echoRes, error) {
 			return &echoRes{Key: req.Key}, nil
-		}}, nil))
-		require.NoError(t, ch.ListenAndServe("127.0.0.1:0"))
+		}}, nil); err != nil {
+			t.Fatalf("tjson.Register: %v", err)
+		}
+		if err := ch.ListenAndServe("127.0.0.1:0"); err != nil {
+			t.Fatalf("ListenAndServe: %v", err)
+		}
 		return ch.PeerInfo().HostPort
 	}
 	for _, kind := range []string{"sluice", "plain"} {
@@ -78,34 +82,68 @@ func TestTracingOneSpanPerCallAndPerAttempt(t *testing.T) {
 				hp = plainServer(t, serverTracer)
 			}
 			c, err := New("client", WithTChannelOptions(tchannel.ChannelOptions{Tracer: clientTracer}))
-			require.NoError(t, err)
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
 			defer c.Close()
-			require.NoError(t, c.AddPeer("kv", hp))
+			if err := c.AddPeer("kv", hp); err != nil {
+				t.Fatalf("AddPeer: %v", err)
+			}
 
 			parent := clientTracer.StartSpan("caller")
 			var out echoRes
-			require.NoError(t, c.CallJSON(opentracing.ContextWithSpan(ctxTimeout(t), parent), "kv", "get", &echoReq{Key: "k"}, &out))
+			if err := c.CallJSON(opentracing.ContextWithSpan(ctxTimeout(t), parent), "kv", "get", &echoReq{Key: "k"}, &out); err != nil {
+				t.Fatalf("CallJSON: %v", err)
+			}
 			parent.Finish()
 
 			calls, attempts := clientSpans(t, clientTracer)
-			require.Len(t, calls, 1, "call spans")
-			require.Len(t, attempts, 1, "attempt spans")
+			if len(calls) != 1 {
+				t.Fatalf("call spans: got length %d, want %d", len(calls), 1)
+			}
+			if len(attempts) != 1 {
+				t.Fatalf("attempt spans: got length %d, want %d", len(attempts), 1)
+			}
 			call, attempt := calls[0], attempts[0]
-			assert.Equal(t, "get", call.OperationName)
-			assert.Equal(t, parent.Context().(mocktracer.MockSpanContext).SpanID, call.ParentID)
-			assert.Equal(t, "kv", call.Tag(string(ext.PeerService)))
-			assert.Nil(t, call.Tag(string(ext.Error)))
+			if call.OperationName != "get" {
+				t.Errorf("call.OperationName = %q, want %q", call.OperationName, "get")
+			}
+			if want := parent.Context().(mocktracer.MockSpanContext).SpanID; call.ParentID != want {
+				t.Errorf("call.ParentID = %v, want %v", call.ParentID, want)
+			}
+			if got := call.Tag(string(ext.PeerService)); got != "kv" {
+				t.Errorf("call.Tag(string(ext.PeerService)) = %q, want %q", got, "kv")
+			}
+			if got := call.Tag(string(ext.Error)); got != nil {
+				t.Errorf("call.Tag(string(ext.Error)) = %v, want nil", got)
+			}
 
-			assert.Equal(t, "get", attempt.OperationName)
-			assert.Equal(t, call.SpanContext.SpanID, attempt.ParentID, "the attempt's span is not the call's child")
-			assert.Equal(t, "kv", attempt.Tag(string(ext.PeerService)))
-			assert.Equal(t, hp, attempt.Tag(string(ext.PeerAddress)))
-			assert.NotNil(t, attempt.Tag(string(ext.PeerPort)))
-			assert.Equal(t, 0, attempt.Tag(retry.AttemptsHeader))
+			if attempt.OperationName != "get" {
+				t.Errorf("attempt.OperationName = %q, want %q", attempt.OperationName, "get")
+			}
+			if attempt.ParentID != call.SpanContext.SpanID {
+				t.Errorf("the attempt's span is not the call's child: got %v, want %v", attempt.ParentID, call.SpanContext.SpanID)
+			}
+			if got := attempt.Tag(string(ext.PeerService)); got != "kv" {
+				t.Errorf("attempt.Tag(string(ext.PeerService)) = %q, want %q", got, "kv")
+			}
+			if got := attempt.Tag(string(ext.PeerAddress)); got != hp {
+				t.Errorf("attempt.Tag(string(ext.PeerAddress)) = %q, want %q", got, hp)
+			}
+			if attempt.Tag(string(ext.PeerPort)) == nil {
+				t.Errorf("attempt span has no %s tag", ext.PeerPort)
+			}
+			if got := attempt.Tag(retry.AttemptsHeader); got != 0 {
+				t.Errorf("attempt.Tag(retry.AttemptsHeader) = %v, want %v", got, 0)
+			}
 
 			served := serverSpan(t, serverTracer, "get")
-			assert.Equal(t, call.SpanContext.TraceID, served.SpanContext.TraceID, "the server's span is not in the caller's trace")
-			assert.Equal(t, attempt.SpanContext.SpanID, served.ParentID, "the server's span is not the attempt's child")
+			if served.SpanContext.TraceID != call.SpanContext.TraceID {
+				t.Errorf("the server's span is not in the caller's trace: got %v, want %v", served.SpanContext.TraceID, call.SpanContext.TraceID)
+			}
+			if served.ParentID != attempt.SpanContext.SpanID {
+				t.Errorf("the server's span is not the attempt's child: got %v, want %v", served.ParentID, attempt.SpanContext.SpanID)
+			}
 		})
 	}
 }
@@ -119,42 +157,76 @@ func TestTracingRetriedAttempts(t *testing.T) {
 	s.busyEvery = func() bool { return n.Add(1)%3 != 0 } // BUSY, BUSY, OK, ...
 	cfg, err := serviceconfig.Parse([]byte(`{"methodConfig":[{"name":[{"service":"kv"}],
 		"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.001s","maxBackoff":"0.001s","backoffMultiplier":1,"retryableStatusCodes":["BUSY"]}}]}`))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("serviceconfig.Parse: %v", err)
+	}
 	tracer := mocktracer.New()
 	c, err := New("client", WithTChannelOptions(tchannel.ChannelOptions{Tracer: tracer}), WithServiceConfig(cfg))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	defer c.Close()
 	for i := 0; i < 3; i++ { // three peers: the busy limiter of none is spent
-		require.NoError(t, c.AddPeer("kv", s.ch.HostPort()))
+		if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+			t.Fatalf("AddPeer: %v", err)
+		}
 		s = startServer(t)
 		s.busyEvery = func() bool { return n.Add(1)%3 != 0 }
 	}
 	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("x"))
-	require.NoError(t, err)
-	calls, attempts := clientSpans(t, tracer)
-	require.Len(t, calls, 1)
-	require.Len(t, attempts, 3)
-	for i, a := range attempts {
-		assert.Equal(t, i, a.Tag(retry.AttemptsHeader))
-		assert.Equal(t, calls[0].SpanContext.SpanID, a.ParentID)
-		assert.Equal(t, i < 2, a.Tag(string(ext.Error)) == true, "attempt %d's error tag: %v", i, a.Tag(string(ext.Error)))
+	if err != nil {
+		t.Fatalf("CallRaw: %v", err)
 	}
-	assert.Nil(t, calls[0].Tag(string(ext.Error)))
+	calls, attempts := clientSpans(t, tracer)
+	if len(calls) != 1 {
+		t.Fatalf("len(calls) = %d, want %d", len(calls), 1)
+	}
+	if len(attempts) != 3 {
+		t.Fatalf("len(attempts) = %d, want %d", len(attempts), 3)
+	}
+	for i, a := range attempts {
+		if got := a.Tag(retry.AttemptsHeader); got != i {
+			t.Errorf("a.Tag(retry.AttemptsHeader) = %v, want %v", got, i)
+		}
+		if a.ParentID != calls[0].SpanContext.SpanID {
+			t.Errorf("a.ParentID = %v, want %v", a.ParentID, calls[0].SpanContext.SpanID)
+		}
+		if got := a.Tag(string(ext.Error)) == true; got != (i < 2) {
+			t.Errorf("attempt %d's error tag: %v: got %v, want %v", i, a.Tag(string(ext.Error)), got, (i < 2))
+		}
+	}
+	if got := calls[0].Tag(string(ext.Error)); got != nil {
+		t.Errorf("calls[0].Tag(string(ext.Error)) = %v, want nil", got)
+	}
 
 	tracer.Reset()
 	down := startServer(t)
 	down.busy.Store(true)
 	c2, err := New("client", WithTChannelOptions(tchannel.ChannelOptions{Tracer: tracer}))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	defer c2.Close()
-	require.NoError(t, c2.AddPeer("kv", down.ch.HostPort()))
+	if err := c2.AddPeer("kv", down.ch.HostPort()); err != nil {
+		t.Fatalf("AddPeer: %v", err)
+	}
 	_, err = c2.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
-	require.Error(t, err)
+	if err == nil {
+		t.Fatal("CallRaw succeeded, want an error")
+	}
 	calls, attempts = clientSpans(t, tracer)
-	require.Len(t, calls, 1)
-	require.Len(t, attempts, 1)
-	assert.Equal(t, true, calls[0].Tag(string(ext.Error)))
-	assert.Equal(t, true, attempts[0].Tag(string(ext.Error)))
+	if len(calls) != 1 {
+		t.Fatalf("len(calls) = %d, want %d", len(calls), 1)
+	}
+	if len(attempts) != 1 {
+		t.Fatalf("len(attempts) = %d, want %d", len(attempts), 1)
+	}
+	if got := calls[0].Tag(string(ext.Error)); got != true {
+		t.Errorf("calls[0].Tag(string(ext.Error)) = %v, want %v", got, true)
+	}
+	if got := attempts[0].Tag(string(ext.Error)); got != true {
+		t.Errorf("attempts[0].Tag(string(ext.Error)) = %v, want %v", got, true)
+	}
 }
 
 // The marked context an attempt gives tchannel-go never reaches the user's
@@ -165,15 +237,27 @@ func TestAttemptSpanInjectsTheCallSpan(t *testing.T) {
 	call := tr.StartSpan("get")
 	as := &attemptSpan{Span: call, tracer: &spanTracer{tr}, n: 1, hostPort: "127.0.0.1:1"}
 	carrier := opentracing.TextMapCarrier{}
-	require.NoError(t, as.Tracer().Inject(as.Context(), opentracing.TextMap, carrier))
+	if err := as.Tracer().Inject(as.Context(), opentracing.TextMap, carrier); err != nil {
+		t.Fatalf("Inject: %v", err)
+	}
 	sc, err := tr.Extract(opentracing.TextMap, carrier)
-	require.NoError(t, err)
-	assert.Equal(t, call.Context().(mocktracer.MockSpanContext).SpanID, sc.(mocktracer.MockSpanContext).SpanID)
+	if err != nil {
+		t.Fatalf("Extract: %v", err)
+	}
+	if want, got := call.Context().(mocktracer.MockSpanContext).SpanID, sc.(mocktracer.MockSpanContext).SpanID; got != want {
+		t.Errorf("sc.(mocktracer.MockSpanContext).SpanID = %v, want %v", got, want)
+	}
 
 	child := as.tracer.StartSpan("get", opentracing.ChildOf(as.Context()))
 	child.Finish()
 	ms := child.(*mocktracer.MockSpan)
-	assert.Equal(t, call.Context().(mocktracer.MockSpanContext).SpanID, ms.ParentID)
-	assert.Equal(t, 1, ms.Tag(retry.AttemptsHeader))
-	assert.Equal(t, "127.0.0.1:1", ms.Tag(string(ext.PeerAddress)))
+	if want := call.Context().(mocktracer.MockSpanContext).SpanID; ms.ParentID != want {
+		t.Errorf("ms.ParentID = %v, want %v", ms.ParentID, want)
+	}
+	if got := ms.Tag(retry.AttemptsHeader); got != 1 {
+		t.Errorf("ms.Tag(retry.AttemptsHeader) = %v, want %v", got, 1)
+	}
+	if got := ms.Tag(string(ext.PeerAddress)); got != "127.0.0.1:1" {
+		t.Errorf("ms.Tag(string(ext.PeerAddress)) = %q, want %q", got, "127.0.0.1:1")
+	}
 }
