@@ -1,6 +1,7 @@
 package busy
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"time"
@@ -118,21 +119,11 @@ func (c Config) Validate() error {
 
 // withDefaults returns c with its zero fields set to their defaults.
 func (c Config) withDefaults() Config {
-	if c.Ceiling == 0 {
-		c.Ceiling = DefaultCeiling
-	}
-	if c.RecoverRate == 0 {
-		c.RecoverRate = DefaultRecoverRate
-	}
-	if c.RecoverValue == 0 {
-		c.RecoverValue = DefaultRecoverValue
-	}
-	if c.MaxHalvings == 0 {
-		c.MaxHalvings = DefaultMaxHalvings
-	}
-	if c.Window == 0 {
-		c.Window = DefaultWindow
-	}
+	c.Ceiling = cmp.Or(c.Ceiling, DefaultCeiling)
+	c.RecoverRate = cmp.Or(c.RecoverRate, DefaultRecoverRate)
+	c.RecoverValue = cmp.Or(c.RecoverValue, DefaultRecoverValue)
+	c.MaxHalvings = cmp.Or(c.MaxHalvings, DefaultMaxHalvings)
+	c.Window = cmp.Or(c.Window, DefaultWindow)
 	if c.Clock == nil {
 		c.Clock = clock.Real
 	}

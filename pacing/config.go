@@ -1,6 +1,7 @@
 package pacing
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -133,24 +134,12 @@ func (c Config) Validate() error {
 
 // withDefaults returns c with its zero fields set to their defaults.
 func (c Config) withDefaults() Config {
-	if c.Strategy == "" {
-		c.Strategy = StrategyNull
-	}
-	if c.Limit == 0 {
-		c.Limit = DefaultLimit
-	}
-	if c.Window == 0 {
-		c.Window = DefaultWindow
-	}
-	if c.Multiplier == 0 {
-		c.Multiplier = DefaultMultiplier
-	}
-	if c.Jitter == 0 {
-		c.Jitter = DefaultJitter
-	}
-	if c.Reserve == 0 {
-		c.Reserve = DefaultReserve
-	}
+	c.Strategy = cmp.Or(c.Strategy, StrategyNull)
+	c.Limit = cmp.Or(c.Limit, DefaultLimit)
+	c.Window = cmp.Or(c.Window, DefaultWindow)
+	c.Multiplier = cmp.Or(c.Multiplier, DefaultMultiplier)
+	c.Jitter = cmp.Or(c.Jitter, DefaultJitter)
+	c.Reserve = cmp.Or(c.Reserve, DefaultReserve)
 	if c.Rand == nil {
 		c.Rand = rand.Float64
 	}

@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -97,9 +98,7 @@ func (c ConnectConfig) Validate() error {
 }
 
 func (c ConnectConfig) withDefaults() ConnectConfig {
-	if c.Timeout == 0 {
-		c.Timeout = DefaultConnectTimeout
-	}
+	c.Timeout = cmp.Or(c.Timeout, DefaultConnectTimeout)
 	if c.Backoff == (backoff.Exponential{}) {
 		c.Backoff = DefaultConnectBackoff()
 	}

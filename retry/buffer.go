@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"cmp"
 	"strconv"
 	"sync/atomic"
 )
@@ -59,12 +60,8 @@ func (c BufferConfig) Validate() error {
 
 // withDefaults returns c with its zero fields set to their defaults.
 func (c BufferConfig) withDefaults() BufferConfig {
-	if c.Total == 0 {
-		c.Total = DefaultBufferSize
-	}
-	if c.PerCall == 0 {
-		c.PerCall = min(DefaultPerCallBufferLimit, c.Total)
-	}
+	c.Total = cmp.Or(c.Total, DefaultBufferSize)
+	c.PerCall = cmp.Or(c.PerCall, min(DefaultPerCallBufferLimit, c.Total))
 	return c
 }
 

@@ -1,6 +1,7 @@
 package shed
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"time"
@@ -118,39 +119,25 @@ func (c Config) Validate() error {
 // withDefaults returns c with its zero fields set to their defaults and
 // negative Buffer and ProbeJitter set to zero.
 func (c Config) withDefaults() Config {
-	if c.MinLimit == 0 {
-		c.MinLimit = DefaultMinLimit
-	}
-	if c.MaxLimit == 0 {
-		c.MaxLimit = DefaultMaxLimit
-	}
-	if c.InitialLimit == 0 {
-		c.InitialLimit = min(max(DefaultInitialLimit, c.MinLimit), c.MaxLimit)
-	}
+	c.MinLimit = cmp.Or(c.MinLimit, DefaultMinLimit)
+	c.MaxLimit = cmp.Or(c.MaxLimit, DefaultMaxLimit)
+	c.InitialLimit = cmp.Or(c.InitialLimit, min(max(DefaultInitialLimit, c.MinLimit), c.MaxLimit))
 	switch {
 	case c.Buffer == 0:
 		c.Buffer = DefaultBuffer
 	case c.Buffer < 0:
 		c.Buffer = 0
 	}
-	if c.Window == 0 {
-		c.Window = DefaultWindow
-	}
-	if c.ProbeInterval == 0 {
-		c.ProbeInterval = DefaultProbeInterval
-	}
+	c.Window = cmp.Or(c.Window, DefaultWindow)
+	c.ProbeInterval = cmp.Or(c.ProbeInterval, DefaultProbeInterval)
 	switch {
 	case c.ProbeJitter == 0:
 		c.ProbeJitter = DefaultProbeJitter
 	case c.ProbeJitter < 0:
 		c.ProbeJitter = 0
 	}
-	if c.ProbeLimit == 0 {
-		c.ProbeLimit = DefaultProbeLimit
-	}
-	if c.ProbeSamples == 0 {
-		c.ProbeSamples = DefaultProbeSamples
-	}
+	c.ProbeLimit = cmp.Or(c.ProbeLimit, DefaultProbeLimit)
+	c.ProbeSamples = cmp.Or(c.ProbeSamples, DefaultProbeSamples)
 	if c.Clock == nil {
 		c.Clock = clock.Real
 	}

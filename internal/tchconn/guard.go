@@ -29,6 +29,7 @@
 package tchconn
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -87,18 +88,10 @@ func (l Limits) Validate() error {
 }
 
 func (l Limits) withDefaults() Limits {
-	if l.StallTimeout == 0 {
-		l.StallTimeout = DefaultStallTimeout
-	}
-	if l.MaxUnfinishedPerConn == 0 {
-		l.MaxUnfinishedPerConn = DefaultMaxUnfinishedPerConn
-	}
-	if l.MaxUnfinished == 0 {
-		l.MaxUnfinished = DefaultMaxUnfinished
-	}
-	if l.MaxCallsPerConn == 0 {
-		l.MaxCallsPerConn = DefaultMaxCallsPerConn
-	}
+	l.StallTimeout = cmp.Or(l.StallTimeout, DefaultStallTimeout)
+	l.MaxUnfinishedPerConn = cmp.Or(l.MaxUnfinishedPerConn, DefaultMaxUnfinishedPerConn)
+	l.MaxUnfinished = cmp.Or(l.MaxUnfinished, DefaultMaxUnfinished)
+	l.MaxCallsPerConn = cmp.Or(l.MaxCallsPerConn, DefaultMaxCallsPerConn)
 	return l
 }
 
