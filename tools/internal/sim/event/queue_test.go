@@ -68,7 +68,7 @@ func TestQueueMatchesTheRule(t *testing.T) {
 	var q Queue[int]
 	var pending []ev // in push order
 	pushed := 0
-	for step := 0; step < 20000; step++ {
+	for step := 0; step < 4000; step++ {
 		if rng.IntN(3) > 0 || len(pending) == 0 {
 			at := t0.Add(time.Duration(rng.IntN(8)) * time.Second)
 			q.Push(at, pushed)
