@@ -4,16 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
-)
 
-var full = flag.Bool("closedloop", false, "run the full closed-loop comparison (N=8, d=2ms, 2C, 10 s per run), print its table and write closedloop.png to the test's temp dir")
+	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
+)
 
 // TestSmallComparison runs every combination briefly on a small server
 // and checks what each must show whatever the machine: no shedding answers
@@ -22,7 +20,7 @@ func TestSmallComparison(t *testing.T) {
 	const gogc = 150
 	defer debug.SetGCPercent(debug.SetGCPercent(gogc))
 	var runs []string
-	res, err := Run(context.Background(), Config{Workers: 2, Service: 5 * time.Millisecond, Duration: 2 * time.Second, GCPercent: 300,
+	res, err := Run(context.Background(), Config{Workers: 2, Service: 5 * time.Millisecond, Duration: time.Second, GCPercent: 300,
 		Progress: func(s string) { runs = append(runs, s) }})
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +71,8 @@ func TestSmallComparison(t *testing.T) {
 			t.Errorf("%s shedding: %d requests reached the server with client throttling on, %d with it off; want fewer with it on", s, v[1], v[0])
 		}
 	}
-	path := filepath.Join(t.TempDir(), "c.png")
+	// An SVG: package chart's tests write the PNG, slow to draw under -race.
+	path := filepath.Join(t.TempDir(), "c.svg")
 	if err := res.WriteChart(path); err != nil {
 		t.Fatal(err)
 	}
@@ -97,30 +96,36 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-func TestFullTable(t *testing.T) {
-	if !*full {
-		t.Skip("run with -closedloop")
-	}
-	res, err := Run(context.Background(), Config{Progress: func(s string) { t.Log(s) }})
+// TestTarget checks the comparison's target on the two runs it concerns:
+// adaptive shedding with client throttling keeps at least 90% of the
+// capacity, with a p99 within 3x of the unloaded run's. The server is
+// TestSmallComparison's (2 workers x 5 ms, C = 400 calls/s) at 2C, 5 s a
+// run: under -race one process cannot offer the full comparison's 8,000
+// calls/s, which `sluice bench --closed-loop` measures. The latencies are
+// real, so other work on the machine can make it miss.
+func TestTarget(t *testing.T) {
+	slowtest.Skip(t, "two 5 s runs of real load")
+	cfg := Config{Workers: 2, Service: 5 * time.Millisecond, Duration: 5 * time.Second}.withDefaults()
+	defer debug.SetGCPercent(debug.SetGCPercent(cfg.GCPercent))
+	ctx := context.Background()
+	unloaded, err := runOne(ctx, cfg, NoShedding, false, 0.25)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res.WriteTable(os.Stdout)
-	if err := res.WriteChart(filepath.Join(os.TempDir(), "closedloop.png")); err != nil {
+	r, err := runOne(ctx, cfg, AdaptiveShedding, true, cfg.Load)
+	if err != nil {
 		t.Fatal(err)
 	}
-	// The target, on a quiet machine: adaptive shedding with client
-	// throttling keeps at least 90% of the capacity and a p99 within 3x
-	// of the unloaded one.
-	for _, r := range res.Rows {
-		if r.Shedding != AdaptiveShedding || !r.Throttling {
-			continue
-		}
-		if r.Goodput < 0.9 {
-			t.Errorf("adaptive shedding, throttling on: goodput %.1f%% of C, want >= 90%%", 100*r.Goodput)
-		}
-		if p99, u := r.Report.Latency.P99, res.Unloaded.Latency.P99; p99 > 3*u {
-			t.Errorf("adaptive shedding, throttling on: p99 %v, more than 3x the unloaded %v", p99, u)
-		}
+	res := Result{Config: cfg, Unloaded: unloaded.Report, Rows: []Row{r}}
+	var buf bytes.Buffer
+	if err := res.WriteTable(&buf); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + buf.String())
+	if r.Goodput < 0.9 {
+		t.Errorf("adaptive shedding, throttling on: goodput %.1f%% of C, want >= 90%%", 100*r.Goodput)
+	}
+	if p99, u := r.Report.Latency.P99, unloaded.Report.Latency.P99; p99 > 3*u {
+		t.Errorf("adaptive shedding, throttling on: p99 %v, more than 3x the unloaded %v", p99, u)
 	}
 }

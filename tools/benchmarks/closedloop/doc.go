@@ -20,5 +20,5 @@
 // p50 and p99 latency of the successful calls, how many requests reached
 // the server, and the same second by second. A run at a quarter of C with
 // no shedding first measures the unloaded latency the others are compared
-// with. `sluice bench --closed-loop` and BenchmarkClosedLoop run it.
+// with. `sluice bench --closed-loop` runs it and prints the table.
 package closedloop

@@ -11,8 +11,9 @@
 // Tail at Scale" (Dean and Barroso, 2013), in miniature.
 //
 // The table test and the benchmarks are slow (about 10 s a configuration)
-// and run only when asked:
+// and run only when asked: the test behind the slow-test gate, which CI's
+// slow step opens, the benchmarks with -bench:
 //
-//	go test ./tools/benchmarks/tail/ -run TestTailLatencyTable -tail -v
+//	SLUICE_SLOW=1 go test ./tools/benchmarks/tail/ -run TestTailLatencyTable -v
 //	go test ./tools/benchmarks/tail/ -run '^$' -bench TailLatency -benchtime 4000x
 package tail

@@ -109,6 +109,7 @@ func opsConfig(capacity string) string {
 // refused; the configuration file's change is applied while the server
 // runs; the RPCs and the reload are on /metrics, the state on /status.
 func TestDoormanOpsTLSReloadMetrics(t *testing.T) {
+	t.Parallel() // waits on real time: overlaps with the other waiting tests
 	certs := tlstest.New(t)
 	file := writeConfig(t, testDoormanConfig)
 	s := startOpsServer(t, []string{"--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey, "--config-poll", "10ms"}, file, "")

@@ -73,6 +73,7 @@ resources:
 `
 
 func TestDoormanServeAndGet(t *testing.T) {
+	t.Parallel() // waits on real time: overlaps with the other waiting tests
 	file := writeConfig(t, testDoormanConfig)
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errOut syncBuffer
@@ -135,6 +136,7 @@ func TestDoormanServeAndGet(t *testing.T) {
 // nothing are closed down to the cap, as /metrics counts, and `doorman
 // get` is answered.
 func TestDoormanServeCapsConnections(t *testing.T) {
+	t.Parallel() // waits on real time: overlaps with the other waiting tests
 	file := writeConfig(t, testDoormanConfig)
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errOut syncBuffer
@@ -491,6 +493,7 @@ func startDoormanArgs(t *testing.T, args ...string) (addr string, out *syncBuffe
 // the intermediate gets its lease; when the master stops, the other
 // server says it has taken over.
 func TestDoormanServeTreeAndElection(t *testing.T) {
+	t.Parallel() // waits on real time: overlaps with the other waiting tests
 	et := etcdembed.Start(t)
 	file := writeConfig(t, testDoormanConfig)
 	elect := []string{"--config", file, "--listen", "127.0.0.1:0", "--etcd", et.Endpoint, "--election-key", "/cli/root", "--election-ttl", "2s"}

@@ -51,6 +51,7 @@ func TestFaultsBadUsage(t *testing.T) {
 // A small run of two scenarios prints a row per setup and a verdict line
 // per run (the verdicts themselves are benchmarks/faults' tests).
 func TestFaultsSmallRun(t *testing.T) {
+	t.Parallel() // waits on real time: overlaps with the other waiting tests
 	code, out, errOut := runFaults(t, context.Background(), "--small", "--scenarios", "none,declined", "--duration", "300ms")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -72,6 +73,7 @@ func TestFaultsSmallRun(t *testing.T) {
 // not call faults.ServeChildIfAsked (sluice's main does), so the run cannot
 // be made, and says why, at once.
 func TestFaultsChildHookMissing(t *testing.T) {
+	t.Parallel() // waits on real time: overlaps with the other waiting tests
 	code, _, errOut := runFaults(t, context.Background(), "--ci", "--scenarios", "kill", "--duration", "300ms")
 	if code != 1 || !strings.Contains(errOut, "ServeChildIfAsked") {
 		t.Errorf("exit %d, stderr %q; want exit 1 naming faults.ServeChildIfAsked", code, errOut)

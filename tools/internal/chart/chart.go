@@ -26,9 +26,15 @@ func CheckPath(path string) error {
 }
 
 // WriteGrid draws plots in rows of cols panels, each panelHeight high and
-// the whole 13 inches wide, and writes them to path (.png or .svg).
+// the whole 13 inches wide, and writes them to path (.png or .svg). It
+// creates the file before drawing, so a path it cannot write fails at once
+// (drawing a large PNG takes seconds).
 func WriteGrid(path string, plots []*plot.Plot, cols int, panelHeight vg.Length) error {
 	if err := CheckPath(path); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
 		return err
 	}
 	nrows := (len(plots) + cols - 1) / cols
@@ -62,10 +68,6 @@ func WriteGrid(path string, plots []*plot.Plot, cols int, panelHeight vg.Length)
 				p.Draw(canvases[i][j])
 			}
 		}
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
 	}
 	if _, err := canvas.WriteTo(f); err != nil {
 		f.Close()

@@ -18,7 +18,6 @@
 package doormansim
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -39,6 +38,7 @@ import (
 	"github.com/sluice-rpc/sluice/leasing"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 	"github.com/sluice-rpc/sluice/leasing/server"
+	"github.com/sluice-rpc/sluice/tools/internal/sim/event"
 )
 
 // Scenario is one simulation: a tree of Doorman nodes, its clients, how
@@ -304,8 +304,7 @@ type sim struct {
 	ctx  context.Context
 	repo *server.Repository
 
-	q   eventQueue
-	seq uint64
+	events *event.Loop
 
 	nodes   []*node // root first, then by level
 	up      map[string]*srv
@@ -366,6 +365,7 @@ func newSim(sc Scenario) *sim {
 		ctx: context.Background(),
 		up:  make(map[string]*srv),
 	}
+	s.events = event.NewLoop(s.clk)
 	learning := int64(sc.LearningDuration() / time.Second)
 	s.repo = &server.Repository{Resources: []server.Template{{
 		IdentifierGlob: "*",
@@ -417,10 +417,6 @@ func (s *sim) build() error {
 				return err
 			}
 		}
-	}
-	for t := time.Duration(0); t <= s.sc.Duration; t += s.sc.Sample {
-		s.seq++
-		heap.Push(&s.q, &event{at: epoch.Add(t), seq: s.seq, last: true, fn: s.sample})
 	}
 	if s.sc.MishapEvery > 0 {
 		s.at(s.mishapGap(), s.mishap)
@@ -622,26 +618,19 @@ func (s *sim) sample() {
 }
 
 // loop runs the events in time order (ties in the order scheduled) until
-// the scenario's end.
+// the scenario's end, sampling the totals every Sample after the events of
+// that moment.
 func (s *sim) loop() {
 	end := epoch.Add(s.sc.Duration)
-	for s.q.Len() > 0 {
-		ev := heap.Pop(&s.q).(*event)
-		if ev.at.After(end) {
-			return
-		}
-		if d := ev.at.Sub(s.clk.Now()); d > 0 {
-			s.clk.Add(d)
-		}
-		ev.fn()
+	for t := epoch; !t.After(end); t = t.Add(s.sc.Sample) {
+		s.events.RunUntil(t)
+		s.sample()
 	}
+	s.events.RunUntil(end)
 }
 
 // at runs fn at simulated time t (since the start).
-func (s *sim) at(t time.Duration, fn func()) {
-	s.seq++
-	heap.Push(&s.q, &event{at: epoch.Add(t), seq: s.seq, fn: fn})
-}
+func (s *sim) at(t time.Duration, fn func()) { s.events.At(epoch.Add(t), fn) }
 
 // schedule makes fn, an entity's tick, run at t, unless one of its ticks
 // is pending at or before t (that tick schedules the next itself).
@@ -653,14 +642,13 @@ func (s *sim) schedule(tk *ticker, t time.Time, fn func()) {
 		return
 	}
 	tk.at = t
-	s.seq++
-	heap.Push(&s.q, &event{at: t, seq: s.seq, fn: func() {
+	s.events.At(t, func() {
 		if tk.at != t {
 			return // superseded by an earlier tick
 		}
 		tk.at = time.Time{}
 		fn()
-	}})
+	})
 }
 
 // stop ends the servers' elections' goroutines.
@@ -854,33 +842,3 @@ func isConverged(smp Sample) bool {
 // overCapacity reports whether the clients held more than the capacity
 // (beyond float rounding).
 func overCapacity(smp Sample) bool { return smp.Has > smp.Capacity*(1+1e-9) }
-
-// event is one thing to do at a moment.
-type event struct {
-	at   time.Time
-	last bool // after every other event at the same time (samples)
-	seq  uint64
-	fn   func()
-}
-
-type eventQueue []*event
-
-func (q eventQueue) Len() int { return len(q) }
-func (q eventQueue) Less(i, j int) bool {
-	if !q[i].at.Equal(q[j].at) {
-		return q[i].at.Before(q[j].at)
-	}
-	if q[i].last != q[j].last {
-		return q[j].last
-	}
-	return q[i].seq < q[j].seq
-}
-func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *eventQueue) Push(x any)   { *q = append(*q, x.(*event)) }
-func (q *eventQueue) Pop() any {
-	old := *q
-	ev := old[len(old)-1]
-	old[len(old)-1] = nil
-	*q = old[:len(old)-1]
-	return ev
-}

@@ -1,7 +1,6 @@
 package ratesim
 
 import (
-	"container/heap"
 	"errors"
 	"fmt"
 	"math"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/pacing"
+	"github.com/sluice-rpc/sluice/tools/internal/sim/event"
 )
 
 // epoch is the virtual time every run starts at.
@@ -200,31 +200,12 @@ const (
 	evReceive
 )
 
-type event struct {
-	at     time.Time
-	seq    uint64 // ties broken by scheduling order: deterministic
+// clientEvent is a client's next send, or the answer it receives.
+type clientEvent struct {
 	client int
 	kind   int
 	ok     bool
 	hdr    map[string]string
-}
-
-type queue []event
-
-func (q queue) Len() int { return len(q) }
-func (q queue) Less(i, j int) bool {
-	if !q[i].at.Equal(q[j].at) {
-		return q[i].at.Before(q[j].at)
-	}
-	return q[i].seq < q[j].seq
-}
-func (q queue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *queue) Push(x any)   { *q = append(*q, x.(event)) }
-func (q *queue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return e
 }
 
 // Run plays s in virtual time with one pacer per client, made by newPacer
@@ -240,15 +221,7 @@ func Run(s Scenario, newPacer NewPacer, seed uint64) (Result, error) {
 	}
 	pacers := make([]pacing.Pacer, s.Clients)
 	res := Result{Clients: make([]Client, s.Clients)}
-	var (
-		q   queue
-		seq uint64
-	)
-	push := func(e event) {
-		seq++
-		e.seq = seq
-		heap.Push(&q, e)
-	}
+	var q event.Queue[clientEvent]
 	for i := range pacers {
 		p, err := newPacer(i, rand.New(rand.NewPCG(seed, uint64(i))))
 		if err != nil {
@@ -269,23 +242,25 @@ func Run(s Scenario, newPacer NewPacer, seed uint64) (Result, error) {
 	for i, p := range pacers {
 		d := p.Before(epoch)
 		note(i, epoch, d)
-		push(event{at: epoch.Add(d), client: i, kind: evSend})
+		q.Push(epoch.Add(d), clientEvent{client: i, kind: evSend})
 	}
 	stopped := 0
 	last := epoch
-	for q.Len() > 0 {
-		e := heap.Pop(&q).(event)
+	for {
+		now, e, more := q.Pop()
+		if !more {
+			break
+		}
 		i := e.client
 		switch e.kind {
 		case evSend:
-			if !e.at.Before(end) {
+			if !now.Before(end) {
 				continue // the run is over; this request is never sent
 			}
-			ok, hdr := srv.Handle(e.at)
+			ok, hdr := srv.Handle(now)
 			res.Clients[i].Requests++
-			push(event{at: e.at.Add(s.Latency), client: i, kind: evReceive, ok: ok, hdr: hdr})
+			q.Push(now.Add(s.Latency), clientEvent{client: i, kind: evReceive, ok: ok, hdr: hdr})
 		case evReceive:
-			now := e.at
 			last = now
 			sig, err := pacing.ParseHeaders(e.hdr, now)
 			if err != nil {
@@ -311,7 +286,7 @@ func Run(s Scenario, newPacer NewPacer, seed uint64) (Result, error) {
 				wait = pacers[i].Before(now)
 			}
 			note(i, now, wait)
-			push(event{at: now.Add(wait), client: i, kind: evSend})
+			q.Push(now.Add(wait), clientEvent{client: i, kind: evSend})
 		}
 	}
 	res.End = min(last.Sub(epoch), s.Duration)

@@ -26,6 +26,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/shed"
+	"github.com/sluice-rpc/sluice/tools/internal/sim/event"
 )
 
 // epoch is the virtual time every run starts at.
@@ -194,7 +195,7 @@ type run struct {
 	// Pool: requests waiting for a worker, and the finish times of those
 	// being served.
 	queue   []*request
-	serving finishHeap
+	serving event.Queue[*request]
 	// CPU: requests being served, a heap by the virtual work at which
 	// they finish (requests admitted before a change of the service time
 	// need more or less work than later ones), and the virtual work each
@@ -266,10 +267,7 @@ func (r *run) advance(t time.Time) {
 
 func (r *run) nextFinish() (time.Time, bool) {
 	if r.s.Model == Pool {
-		if len(r.serving) == 0 {
-			return time.Time{}, false
-		}
-		return r.serving[0].at, true
+		return r.serving.Next()
 	}
 	if len(r.cpu) == 0 {
 		return time.Time{}, false
@@ -295,8 +293,8 @@ func (r *run) arrive() {
 		heap.Push(&r.cpu, req)
 		return
 	}
-	if len(r.serving) < r.s.Workers {
-		heap.Push(&r.serving, finish{at: r.now.Add(r.service), req: req})
+	if r.serving.Len() < r.s.Workers {
+		r.serving.Push(r.now.Add(r.service), req)
 		return
 	}
 	r.queue = append(r.queue, req)
@@ -307,12 +305,12 @@ func (r *run) finishOne() {
 	if r.s.Model == CPU {
 		req = heap.Pop(&r.cpu).(*request)
 	} else {
-		req = heap.Pop(&r.serving).(finish).req
+		_, req, _ = r.serving.Pop()
 		if len(r.queue) > 0 {
 			next := r.queue[0]
 			r.queue[0] = nil
 			r.queue = r.queue[1:]
-			heap.Push(&r.serving, finish{at: r.now.Add(r.service), req: next})
+			r.serving.Push(r.now.Add(r.service), next)
 		}
 	}
 	if r.lim != nil {
@@ -330,7 +328,7 @@ func (r *run) inFlight() int {
 	if r.s.Model == CPU {
 		return len(r.cpu)
 	}
-	return len(r.queue) + len(r.serving)
+	return len(r.queue) + r.serving.Len()
 }
 
 func (r *run) estimate() float64 {
@@ -379,25 +377,6 @@ func (h *cpuHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]
 	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	return x
-}
-
-// finish is a pool request's finish time.
-type finish struct {
-	at  time.Time
-	req *request
-}
-
-type finishHeap []finish
-
-func (h finishHeap) Len() int           { return len(h) }
-func (h finishHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
-func (h finishHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *finishHeap) Push(x any)        { *h = append(*h, x.(finish)) }
-func (h *finishHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
 }
