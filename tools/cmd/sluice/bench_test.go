@@ -46,7 +46,6 @@ func runBench(t *testing.T, ctx context.Context, args ...string) (code int, stdo
 // One second at 200/s against three 1 ms servers, hedging after 50 ms:
 // every field of the JSON report is there and adds up.
 func TestBenchEmbeddedJSON(t *testing.T) {
-	t.Parallel() // waits on real time: overlaps with the other waiting tests
 	code, out, errOut := runBench(t, context.Background(), "--embedded", "3", "--embedded-latency", "fixed:1ms",
 		"--rps", "200", "-d", "1s", "--hedge-max", "2", "--hedge-delay", "50ms", "-o", "json")
 	if code != 0 {
@@ -108,7 +107,6 @@ func TestBenchEmbeddedJSON(t *testing.T) {
 // benchmarks/tail's business: latency bounds would be flaky on a loaded CI
 // machine.)
 func TestBenchHeavyTailAdaptiveText(t *testing.T) {
-	t.Parallel() // waits on real time: overlaps with the other waiting tests
 	code, out, errOut := runBench(t, context.Background(), "--embedded", "4", "-e", "raw", "--rps", "300", "-d", "1s",
 		"--hedge-max", "3", "--hedge-adaptive", "0.95", "--hedge-window", "100", "--hedge-budget", "0.2", "--warmup", "20")
 	if code != 0 {
@@ -296,7 +294,6 @@ func fmtSscanf(s, format string, a ...any) (int, error) { return fmt.Sscanf(s, f
 // TestBenchClosedLoop runs the comparison briefly on a small server: six
 // rows after the unloaded run, and a chart.
 func TestBenchClosedLoop(t *testing.T) {
-	t.Parallel() // waits on real time: overlaps with the other waiting tests
 	chart := t.TempDir() + "/c.svg"
 	code, out, errOut := runBench(t, context.Background(), "--closed-loop", "--embedded-workers", "2",
 		"--embedded-latency", "fixed:5ms", "-d", "1s", "--chart", chart)

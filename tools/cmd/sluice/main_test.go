@@ -227,7 +227,6 @@ var demoRow = regexp.MustCompile(`(?m)^\s+(\d+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\
 // A short demo: the overloaded peer answers Busy, its limit collapses and
 // its traffic goes to the others; the summary tells it with the counts.
 func TestDemoShort(t *testing.T) {
-	t.Parallel() // waits on real time: overlaps with the other waiting tests
 	var out, errOut bytes.Buffer
 	if code := run([]string{"demo", "--seconds", "3", "--rps", "300", "--recover-at", "0"}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
@@ -357,7 +356,6 @@ func TestFormatLimit(t *testing.T) {
 // Prometheus reporter: a scrape at the end of a run has call latency as a
 // Prometheus histogram, the profiles are beside it.
 func TestDemoServesMetrics(t *testing.T) {
-	t.Parallel() // waits on real time: overlaps with the other waiting tests
 	var out, errOut bytes.Buffer
 	var metrics, pprofIndex, live string
 	code := demoRun(context.Background(), []string{"--seconds", "1", "--rps", "200", "--debug-listen", "127.0.0.1:0"},
