@@ -65,13 +65,13 @@ func checkTarget(t *testing.T, rows []Row, cut, extra float64) {
 }
 
 // A small, fast comparison that runs by default: 5% of requests take 300
-// ms, a hedge goes after 50 ms (fixed) or the recent p95 (adaptive). What
-// must hold on any machine: every call succeeds, hedges are sent within the
-// budget, and hedging lowers p99. How much it lowers it is a measurement of
-// the machine as much as of hedging: with other processes taking the CPUs,
-// the client's own stalls of 100 ms and more reach its p99, so the size of
-// the cut is checked by TestTailLatencyTable (10x, behind the slow-test
-// gate) and reported by the benchmark. The fixed delay is far above such
+// ms, a hedge goes after 50 ms (fixed) or the recent p95 (adaptive). Every
+// call must succeed and hedges stay within the budget. Hedging must at
+// least halve p99 (the full table asks 10x) — judged only when every run
+// kept its schedule: latencies are measured from each call's scheduled
+// start, so a client starved of CPU by other processes (many calls started
+// late) measures the machine, not hedging, and the test then logs the cut
+// without judging it. The fixed delay is far above a loaded machine's
 // stalls: at 5 ms, a stall hedged every call in flight, and the extra load
 // fed the next stall.
 func TestCompareSmall(t *testing.T) {
@@ -96,7 +96,14 @@ func TestCompareSmall(t *testing.T) {
 	if q := rows[0].Report.Latency.P99; time.Duration(q) < 300*time.Millisecond {
 		t.Errorf("unhedged p99 %v, want the slow requests' 300ms", q)
 	}
-	checkTarget(t, rows, 1, 25)
+	cut := 2.0
+	for _, r := range rows {
+		if r.Report.Late > r.Report.Calls/10 {
+			t.Logf("%s: %d of %d calls started late; the p99 cut is not judged", r.Name, r.Report.Late, r.Report.Calls)
+			cut = 0
+		}
+	}
+	checkTarget(t, rows, cut, 25)
 }
 
 func TestRunModeRejectsAZeroFixedDelay(t *testing.T) {
