@@ -1,7 +1,8 @@
-// Package retry is Sluice's retry policy: gRPC's retry design (gRFC A6,
-// "gRPC Retry Design") applied to TChannel calls, with the backoff variants
-// of the Alibaba Cloud (Aliyun) SDK ("Advanced backoff mechanism based on
-// the throttling policy").
+// Package retry decides whether and when a failed TChannel call is tried
+// again: gRPC's retry design (gRFC A6, "gRPC Retry Design") on TChannel
+// codes, waiting by the backoff jitters of the Alibaba Cloud (Aliyun) SDK
+// ("Advanced backoff mechanism based on the throttling policy"; package
+// backoff computes them).
 //
 // The package is pure: it knows nothing of TChannel or the network. Time
 // comes from an injected clock and randomness from an injected source, so
