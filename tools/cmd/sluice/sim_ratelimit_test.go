@@ -41,7 +41,7 @@ func TestSimRatelimitTable(t *testing.T) {
 
 // --chart draws a panel per pacer. The chart is an SVG, whose text the
 // test can read; package chart's tests write both formats (a PNG of this
-// chart takes seconds to draw under -race).
+// chart is slow to draw under -race).
 func TestSimRatelimitChart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sleep.svg")
 	var out, errb bytes.Buffer

@@ -28,7 +28,7 @@ func CheckPath(path string) error {
 // WriteGrid draws plots in rows of cols panels, each panelHeight high and
 // the whole 13 inches wide, and writes them to path (.png or .svg). It
 // creates the file before drawing, so a path it cannot write fails at once
-// (drawing a large PNG takes seconds).
+// rather than after drawing, which is slow for a large PNG.
 func WriteGrid(path string, plots []*plot.Plot, cols int, panelHeight vg.Length) error {
 	if err := CheckPath(path); err != nil {
 		return err
