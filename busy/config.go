@@ -109,7 +109,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("busy: Ceiling is %v, must be < 2^32 requests per window", c.Ceiling)
 	}
 	if c.MaxHalvings < 0 || c.MaxHalvings > maxHalvingsLimit {
-		return fmt.Errorf("busy: MaxHalvings is %d, must be between 1 and %d (0 means the default, %d)", c.MaxHalvings, maxHalvingsLimit, DefaultMaxHalvings)
+		return fmt.Errorf("busy: MaxHalvings is %d, must be between 0 and %d (0 means the default, %d)", c.MaxHalvings, maxHalvingsLimit, DefaultMaxHalvings)
 	}
 	if c.Window < 0 {
 		return fmt.Errorf("busy: Window is %v, must be >= 0 (0 means the default, %v)", c.Window, DefaultWindow)

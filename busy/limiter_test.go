@@ -183,7 +183,7 @@ func TestConfigValidate(t *testing.T) {
 		{Config{Ceiling: -1}, "Ceiling is -1, must be a finite number >= 0 (0 means the default, 9.999999e+06)"},
 		{Config{Ceiling: math.Inf(1)}, "Ceiling is +Inf"},
 		{Config{Ceiling: 1 << 33}, "must be < 2^32"},
-		{Config{MaxHalvings: -1}, "MaxHalvings is -1, must be between 1 and 255 (0 means the default, 20)"},
+		{Config{MaxHalvings: -1}, "MaxHalvings is -1, must be between 0 and 255 (0 means the default, 20)"},
 		{Config{MaxHalvings: 256}, "MaxHalvings is 256"},
 		{Config{Window: -time.Second}, "Window is -1s, must be >= 0 (0 means the default, 1s)"},
 	}

@@ -201,12 +201,12 @@ func ContextErr(ctx context.Context) error {
 }
 
 // Sleep waits d on c, or until ctx ends, and then returns ctx.Err(). A
-// d <= 0 returns at once (ctx.Err() if ctx has already ended). When the
+// d <= 0 returns at once (ContextErr(ctx)). When the
 // timer fires as ctx ends, ctx wins: Sleep never returns nil once ctx has
 // ended or its deadline has passed (see ContextErr).
 func Sleep(ctx context.Context, c Clock, d time.Duration) error {
 	if d <= 0 {
-		return ctx.Err()
+		return ContextErr(ctx)
 	}
 	t := c.NewTimer(d)
 	select {

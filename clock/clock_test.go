@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/sluice-rpc/sluice/internal/testkit/testctx"
 )
 
 func TestFakeTimersFireInOrderWhenDue(t *testing.T) {
@@ -181,13 +183,6 @@ func TestSleepPrefersTheEndedContext(t *testing.T) {
 	}
 }
 
-// passedDeadline is a context whose deadline has passed and whose timer
-// has not fired yet: Done is still open and Err nil, as a context's are for
-// a moment after its deadline.
-type passedDeadline struct{ context.Context }
-
-func (passedDeadline) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
-
 func TestContextErr(t *testing.T) {
 	if err := ContextErr(context.Background()); err != nil {
 		t.Fatalf("ContextErr(Background) = %v", err)
@@ -200,7 +195,9 @@ func TestContextErr(t *testing.T) {
 	if err := ContextErr(future); err != context.Canceled {
 		t.Fatalf("ContextErr of a cancelled context = %v, want Canceled", err)
 	}
-	if err := ContextErr(passedDeadline{context.Background()}); err != context.DeadlineExceeded {
+	late := &testctx.Late{}
+	late.Pass()
+	if err := ContextErr(late); err != context.DeadlineExceeded {
 		t.Fatalf("ContextErr past the deadline, before its timer = %v, want DeadlineExceeded", err)
 	}
 }

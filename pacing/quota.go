@@ -1,6 +1,7 @@
 package pacing
 
 import (
+	"cmp"
 	"fmt"
 	"sync"
 	"time"
@@ -63,12 +64,8 @@ func NewQuota(cfg QuotaConfig) (*Quota, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Limit == 0 {
-		cfg.Limit = DefaultLimit
-	}
-	if cfg.Window == 0 {
-		cfg.Window = DefaultWindow
-	}
+	cfg.Limit = cmp.Or(cfg.Limit, DefaultLimit)
+	cfg.Window = cmp.Or(cfg.Window, DefaultWindow)
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real
 	}

@@ -96,6 +96,8 @@ func (c Config) Validate() error {
 	switch {
 	case math.IsNaN(c.Buffer) || math.IsInf(c.Buffer, 0):
 		return fmt.Errorf("shed: Buffer is %v, must be a finite number (0 means the default, %v; a negative value means none)", c.Buffer, DefaultBuffer)
+	case math.IsInf(c.ProbeJitter, 0):
+		return fmt.Errorf("shed: ProbeJitter is %v, must be a finite number (0 means the default, %v; a negative value means none)", c.ProbeJitter, DefaultProbeJitter)
 	case math.IsNaN(c.ProbeJitter) || c.ProbeJitter > 1:
 		return fmt.Errorf("shed: ProbeJitter is %v, must be at most 1 (0 means the default, %v; a negative value means none)", c.ProbeJitter, DefaultProbeJitter)
 	case c.MaxLimit > math.MaxInt32:

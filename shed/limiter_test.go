@@ -302,6 +302,7 @@ func TestValidate(t *testing.T) {
 		{Config{ProbeInterval: time.Millisecond}, "shed: ProbeInterval is 1ms, must be >= Window (100ms)"},
 		{Config{Window: 10 * time.Second}, "shed: ProbeInterval is 0, meaning the default 5s, below Window (10s); set ProbeInterval >= Window"},
 		{Config{ProbeJitter: 2}, "shed: ProbeJitter is 2, must be at most 1 (0 means the default, 0.1; a negative value means none)"},
+		{Config{ProbeJitter: math.Inf(-1)}, "shed: ProbeJitter is -Inf, must be a finite number"},
 		{Config{ProbeJitter: math.NaN()}, "shed: ProbeJitter is NaN"},
 		{Config{ProbeLimit: -1}, "shed: ProbeLimit is -1, must be >= 0 (0 means the default, 3)"},
 		{Config{ProbeSamples: MaxProbeSamples + 1}, "shed: ProbeSamples is 257, must be between 1 and 256"},

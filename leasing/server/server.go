@@ -58,7 +58,9 @@ type Config struct {
 	// Rand draws the jitter of the backoffs after failed refreshes from
 	// the parent and failed elections; nil means math/rand/v2's global
 	// source. A simulation passes a seeded one to be reproducible. The
-	// server draws from it under a lock of its own.
+	// server draws from it under a lock of its own, so the source must not
+	// be shared with another server or a client (a *rand.Rand is not safe
+	// for concurrent use): give each its own.
 	Rand *rand.Rand
 	// Scope receives the server's metrics; nil means tally.NoopScope.
 	Scope tally.Scope

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Refused returns an address on 127.0.0.1 where nothing listens: a port
@@ -117,7 +118,9 @@ func StartProxy(t testing.TB, target string) *Proxy {
 			if err != nil {
 				return // stopped
 			}
-			out, err := net.Dial("tcp", target)
+			// A bounded dial: a target that drops SYNs must not hold the
+			// accept loop, and Stop with it, for the OS's connect timeout.
+			out, err := net.DialTimeout("tcp", target, 5*time.Second)
 			if err != nil {
 				in.Close()
 				continue
@@ -170,4 +173,10 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	io.Copy(dst, src)
 	dst.Close()
 	src.Close()
+	p.mu.Lock()
+	if p.conns != nil {
+		delete(p.conns, dst)
+		delete(p.conns, src)
+	}
+	p.mu.Unlock()
 }

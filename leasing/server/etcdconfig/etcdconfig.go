@@ -107,6 +107,7 @@ func Watch(ctx context.Context, cli *clientv3.Client, key string, rev int64, r *
 				apply(r, resp.Kvs[0].Value, origin)
 			}
 			rev = resp.Header.Revision
+			failures = 0 // etcd answered: a later failure starts the backoff afresh
 		}
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		for wr := range cli.Watch(wctx, key, clientv3.WithRev(rev+1)) {
