@@ -89,7 +89,8 @@ func WithScope(s tally.Scope) Option { return func(o *options) { o.scope = s } }
 func WithDefaultTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
 // WithTChannelOptions sets the options the underlying tchannel.Channel is
-// created with. Its Tracer (default opentracing.GlobalTracer()) traces the
+// created with. Its Tracer (default opentracing.GlobalTracer(), read once
+// by New: a global tracer registered later is not used) traces the
 // Channel's calls as well as its server side: a call has one span named
 // after its method, each attempt sent one child span, tagged as
 // opentracing's semantic conventions say (plus retry.AttemptsHeader, the
@@ -180,7 +181,9 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 		return nil, errors.New("channel: the service name is empty; name the service this channel serves or calls as")
 	}
 	o := options{clock: clock.Real, timeout: DefaultTimeout, rand: rand.Float64,
-		maxAttemptsCap: retry.MaxAttemptsCap, maxRequest: DefaultMaxRequestSize, bufTotal: retry.DefaultBufferSize, bufPerCall: retry.DefaultPerCallBufferLimit}
+		maxAttemptsCap: retry.MaxAttemptsCap, maxRequest: DefaultMaxRequestSize}
+	// bufTotal and bufPerCall stay zero unless WithRetryBuffer sets them:
+	// retry.BufferConfig fills in the defaults.
 	for _, opt := range opts {
 		opt(&o)
 	}
