@@ -1,0 +1,219 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/peer"
+	"github.com/sluice-rpc/sluice/stats"
+	"github.com/uber-go/tally/v4"
+)
+
+// Status says how a Watcher's resolver is faring.
+type Status string
+
+const (
+	// Resolving: no answer yet, neither a set nor a failure.
+	Resolving Status = "RESOLVING"
+	// OK: the resolver's last report was a set, now in force.
+	OK Status = "OK"
+	// Failing: the resolver's last report was a failure; the last good
+	// set (if any) stays in force.
+	Failing Status = "FAILING"
+)
+
+// State is what a Watcher knows of its resolver.
+type State struct {
+	// Target is the resolver's String.
+	Target string
+	Status Status
+	// Peers is the number of peers in the set in force.
+	Peers int
+	// Updates counts the sets applied; LastUpdate is when the last one
+	// was (zero: none yet).
+	Updates    uint64
+	LastUpdate time.Time
+	// Errors counts the failures; LastError is the last one ("" if none),
+	// LastErrorTime when it happened.
+	Errors        uint64
+	LastError     string
+	LastErrorTime time.Time
+}
+
+// WatcherConfig configures a Watcher.
+type WatcherConfig struct {
+	// Resolver finds the peers. Required.
+	Resolver Resolver
+	// Apply receives each set the Watcher accepts, one call at a time, on
+	// the resolver's goroutine: every address valid, no host:port twice,
+	// each weight > 0. An error it returns counts as a failure. Required.
+	Apply func([]Address) error
+	// Clock stamps the State; nil means clock.Real.
+	Clock clock.Clock
+	// Scope receives the discovery metrics (stats.DiscoveryUpdates, ...);
+	// nil means nowhere. Tag it with what it watches for (the Channel tags
+	// it with the service).
+	Scope tally.Scope
+}
+
+// Watcher runs a Resolver and applies what it finds, keeping the last good
+// set through failures: a lookup error, or an empty set after a non-empty
+// one, changes nothing but the State. An address that is not a valid
+// host:port, or whose weight is negative or not finite, is left out of its
+// set and reported as a failure; a host:port listed twice counts once (its
+// first entry). It is safe for concurrent use.
+type Watcher struct {
+	cfg    WatcherConfig
+	cancel context.CancelFunc
+	done   chan struct{}
+	now    chan struct{} // ResolveNow's requests, coalesced
+
+	updates, errors tally.Counter
+	peers, failingG tally.Gauge
+	mu              sync.Mutex // serialises reports; guards st
+	st              State
+}
+
+// Watch starts cfg.Resolver on a goroutine of its own and returns its
+// Watcher; Close stops it.
+func Watch(cfg WatcherConfig) (*Watcher, error) {
+	switch {
+	case cfg.Resolver == nil:
+		return nil, errors.New("discovery: WatcherConfig.Resolver is nil; give the resolver of the target to follow")
+	case cfg.Apply == nil:
+		return nil, errors.New("discovery: WatcherConfig.Apply is nil; give the function that takes each peer set")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real
+	}
+	scope := cfg.Scope
+	if scope == nil {
+		scope = tally.NoopScope
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &Watcher{cfg: cfg, cancel: cancel, done: make(chan struct{}), now: make(chan struct{}, 1),
+		updates: scope.Counter(stats.DiscoveryUpdates), errors: scope.Counter(stats.DiscoveryErrors),
+		peers: scope.Gauge(stats.DiscoveryPeers), failingG: scope.Gauge(stats.DiscoveryFailing),
+		st: State{Target: cfg.Resolver.String(), Status: Resolving}}
+	go func() {
+		defer close(w.done)
+		cfg.Resolver.Resolve(ctx, (*updates)(w))
+	}()
+	return w, nil
+}
+
+// ResolveNow asks the resolver for a fresh lookup (see
+// Updates.ResolveNow). It does not wait; requests made before the resolver
+// takes the last one count as one.
+func (w *Watcher) ResolveNow() {
+	select {
+	case w.now <- struct{}{}:
+	default:
+	}
+}
+
+// State returns the Watcher's state now.
+func (w *Watcher) State() State {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.st
+}
+
+// Close stops the resolver and waits for it to return. The set in force
+// stays applied.
+func (w *Watcher) Close() {
+	w.cancel()
+	<-w.done
+}
+
+// updates is the Watcher as its resolver's Updates, kept off the
+// Watcher's own method set.
+type updates Watcher
+
+func (u *updates) ResolveNow() <-chan struct{} { return u.now }
+
+func (u *updates) Error(err error) {
+	w := (*Watcher)(u)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.failLocked(err.Error())
+}
+
+func (u *updates) Update(addrs []Address) {
+	w := (*Watcher)(u)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	set, bad := clean(addrs)
+	if len(set) == 0 && w.st.Peers > 0 {
+		why := "the answer is empty"
+		if bad != "" {
+			why = "no valid peer in the answer (" + bad + ")"
+		}
+		w.failLocked(fmt.Sprintf("%s; keeping the last good set of %d peers", why, w.st.Peers))
+		return
+	}
+	if err := w.cfg.Apply(set); err != nil {
+		w.failLocked(fmt.Sprintf("applying %d peers: %v", len(set), err))
+		return
+	}
+	w.st.Peers = len(set)
+	w.st.Updates++
+	w.st.LastUpdate = w.cfg.Clock.Now()
+	w.updates.Inc(1)
+	w.peers.Update(float64(len(set)))
+	if bad != "" {
+		w.failLocked(bad + "; applied the other " + fmt.Sprint(len(set)))
+		return
+	}
+	w.st.Status = OK
+	w.failingG.Update(0)
+}
+
+func (w *Watcher) failLocked(msg string) {
+	w.st.Status = Failing
+	w.st.Errors++
+	w.st.LastError = msg
+	w.st.LastErrorTime = w.cfg.Clock.Now()
+	w.errors.Inc(1)
+	w.failingG.Update(1)
+}
+
+// clean returns addrs without the invalid entries and the repeated
+// host:ports, weights defaulted to 1, and a description of the first
+// invalid entry ("" if none).
+func clean(addrs []Address) ([]Address, string) {
+	set := make([]Address, 0, len(addrs))
+	seen := make(map[string]bool, len(addrs))
+	bad, nbad := "", 0
+	for i, a := range addrs {
+		var why string
+		if err := peer.ValidateHostPort(a.HostPort); err != nil {
+			why = err.Error()
+		} else if a.Weight < 0 || math.IsInf(a.Weight, 0) || math.IsNaN(a.Weight) {
+			why = fmt.Sprintf("%s: weight %v, must be a finite number >= 0", a.HostPort, a.Weight)
+		}
+		if why != "" {
+			if nbad++; bad == "" {
+				bad = fmt.Sprintf("entry %d: %s", i+1, why)
+			}
+			continue
+		}
+		if seen[a.HostPort] {
+			continue
+		}
+		seen[a.HostPort] = true
+		if a.Weight == 0 {
+			a.Weight = 1
+		}
+		set = append(set, a)
+	}
+	if nbad > 1 {
+		bad += fmt.Sprintf(" (and %d more invalid entries)", nbad-1)
+	}
+	return set, bad
+}
