@@ -126,7 +126,7 @@ func (st *callState) pick(ctx context.Context, now time.Time) (*peer.Peer, time.
 // mayWait reports whether a choice that failed with err may wait for a
 // peer's state to change.
 func (st *callState) mayWait(err error) bool {
-	return err == peer.ErrConnecting || (err == peer.ErrUnavailable && st.waitForReady)
+	return err == peer.ErrConnecting || err == peer.ErrResolving || (err == peer.ErrUnavailable && st.waitForReady)
 }
 
 // choose picks the peer for one attempt, avoiding the peers this call has

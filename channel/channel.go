@@ -16,6 +16,7 @@ import (
 	"github.com/opentracing/opentracing-go"
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/discovery"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
@@ -61,6 +62,11 @@ type options struct {
 	leases               map[string]Gate
 	pacing               map[string]PacingConfig
 	methods              map[methodKey]bool // WithMethods
+
+	resolvers   map[string]discovery.Resolver // WithResolver
+	resolverDup string                        // a service WithResolver named twice
+	registrar   discovery.Registrar
+	shutdown    ShutdownConfig
 
 	callMW    []CallMiddleware
 	attemptMW []AttemptMiddleware
@@ -171,6 +177,20 @@ type Channel struct {
 	lastPolicy atomic.Pointer[methodPolicy] // policyFor's last answer
 	throttles  map[string]*retry.Throttle   // per target service
 	closed     atomic.Bool
+
+	// Discovery and the server's life (see discovery.go). resolved is
+	// fixed at New.
+	resolved  map[string]*resolved
+	stopWatch chan struct{}
+	watchWG   sync.WaitGroup
+	regState
+	phase     atomic.Int32 // phaseServing, ...
+	declining atomic.Bool  // inbound requests are declined (Shutdown's drain, Close)
+	// started and ended count the requests that reached a handler and
+	// those whose handler returned; Shutdown watches them.
+	started atomic.Uint64
+	_       [56]byte // keeps ended off started's cache line
+	ended   atomic.Uint64
 }
 
 // New returns a Channel for the service named serviceName (the name it
@@ -214,6 +234,17 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	buffer, err := retry.NewBuffer(retry.BufferConfig{Total: o.bufTotal, PerCall: o.bufPerCall})
 	if err != nil {
 		return nil, fmt.Errorf("channel: WithRetryBuffer: %w", err)
+	}
+	for svc, r := range o.resolvers {
+		if svc == "" || r == nil {
+			return nil, fmt.Errorf("channel: WithResolver(%q, %v) needs a service name and a resolver", svc, r)
+		}
+	}
+	if o.resolverDup != "" {
+		return nil, fmt.Errorf("channel: WithResolver names service %q twice; a service has one resolver", o.resolverDup)
+	}
+	if err := o.shutdown.validate(); err != nil {
+		return nil, err
 	}
 	for svc, g := range o.leases {
 		if svc == "" || g == nil {
@@ -287,6 +318,12 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 		}
 		c.pacers[svc] = p
 	}
+	if err := c.startResolvers(); err != nil {
+		pool.Close()
+		tch.Close()
+		pg.close()
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -323,7 +360,9 @@ func (c *Channel) ListenAndServe(hostPort string) error {
 }
 
 // Serve serves the registered handlers on the connections l accepts, and
-// returns at once; Close closes l. The Channel's PeerLimits bound those
+// returns at once; Close closes l. With WithRegistrar, it then registers
+// the Channel's address (an error doing so is returned; the Channel serves
+// on, unregistered). The Channel's PeerLimits bound those
 // connections and every frame they carry is checked (see PeerLimits). A
 // Channel serves on one listener.
 func (c *Channel) Serve(l net.Listener) error {
@@ -342,7 +381,7 @@ func (c *Channel) Serve(l net.Listener) error {
 		return fmt.Errorf("channel: serve on %s: %w", l.Addr(), err)
 	}
 	c.peers.setLogger(c.tch.Logger()) // Serve names the address in it
-	return nil
+	return c.registerAddr()
 }
 
 // HostPort returns the address the Channel listens on.
@@ -353,6 +392,9 @@ func (c *Channel) HostPort() string { return c.tch.PeerInfo().HostPort }
 func (c *Channel) AddPeer(service, hostPort string) error {
 	if service == "" {
 		return errors.New("channel: AddPeer: the service name is empty")
+	}
+	if w := c.managedBy(service); w != nil {
+		return fmt.Errorf("channel: AddPeer %s: service %q's peers come from its resolver %s (WithResolver); change them there", hostPort, service, w.State().Target)
 	}
 	if err := peer.ValidateHostPort(hostPort); err != nil {
 		return fmt.Errorf("channel: AddPeer: %w", err)
@@ -374,6 +416,9 @@ func (c *Channel) AddPeer(service, hostPort string) error {
 // flight to it complete; then its connection closes, unless another of the
 // Channel's services still has the peer.
 func (c *Channel) RemovePeer(service, hostPort string) error {
+	if w := c.managedBy(service); w != nil {
+		return fmt.Errorf("channel: RemovePeer %s: service %q's peers come from its resolver %s (WithResolver); change them there", hostPort, service, w.State().Target)
+	}
 	l, _ := c.peerList(service, false)
 	if l == nil {
 		return fmt.Errorf("channel: RemovePeer: service %q has no peers", service)
@@ -459,15 +504,31 @@ func (c *Channel) peerList(service string, create bool) (*peer.List, error) {
 	return l, nil
 }
 
-// Close stops listening, stops the connectors, closes every connection once
-// its calls are done, and waits (up to a few seconds) until they have
-// closed. Requests that reach the Channel's handlers meanwhile are declined
-// before any handler runs, so Sluice clients retry them elsewhere. Calls
-// made after Close fail with ErrClosed.
+// Close stops listening, withdraws the Channel's registrations (waiting at
+// most a second for the registry), stops its resolvers and connectors,
+// closes every connection once its calls are done, and waits (up to a few
+// seconds) until they have closed. Requests that reach the Channel's
+// handlers meanwhile are declined before any handler runs, so Sluice
+// clients retry them elsewhere. Calls made after Close fail with
+// ErrClosed. Shutdown is the gentle form, for a server leaving its fleet.
 func (c *Channel) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), closeWait)
+	defer cancel()
+	c.closeWithin(ctx)
+}
+
+// closeWithin is Close, waiting for the connections to close until ctx
+// ends (at most closeWait).
+func (c *Channel) closeWithin(ctx context.Context) {
 	if c.closed.Swap(true) {
 		return
 	}
+	c.declining.Store(true)
+	c.phase.Store(phaseClosed)
+	dctx, cancel := context.WithTimeout(ctx, time.Second)
+	_ = c.deregister(dctx) // Shutdown has, if it ran: this does nothing then
+	cancel()
+	c.stopResolvers()
 	c.pool.Close()
 	c.tch.Close()
 	t := time.NewTimer(closeWait)
@@ -475,6 +536,7 @@ func (c *Channel) Close() {
 	select {
 	case <-c.tch.ClosedChan(): // closed once its connections have
 	case <-t.C:
+	case <-ctx.Done():
 	}
 	c.peers.close()
 }

@@ -86,6 +86,7 @@ func (c *Channel) Debug() channelz.State {
 		st.Services = append(st.Services, ds)
 	}
 	sort.Slice(st.Services, func(i, j int) bool { return st.Services[i].Name < st.Services[j].Name })
+	c.debugDiscovery(&st)
 	return st
 }
 
@@ -102,7 +103,7 @@ func debugPeer(p *peer.Peer, now time.Time) channelz.Peer {
 	w := lim.SnapshotAt(now)
 	lat := p.LatencyEstimateAt(now)
 	dp := channelz.Peer{
-		HostPort: cn.HostPort, State: cn.State.String(), Pending: cn.Pending,
+		HostPort: cn.HostPort, Weight: p.Weight(), State: cn.State.String(), Pending: cn.Pending,
 		Sent: cn.Sent, Busy: cn.Busy, Throttled: cn.Throttled,
 		Limit: w.Limit, Ceiling: lim.Config().Ceiling,
 		Window:  channelz.Window{Start: w.Start.UTC(), LengthMs: ms(w.Window), Allowed: w.Allowed, Busy: w.Busy},

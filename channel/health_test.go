@@ -357,8 +357,8 @@ func TestMarkedDeclineIsRetriedOnceElsewhere(t *testing.T) {
 		// The state Close enters first: the guard declines, marked. (Reset
 		// before the cleanup's Close, which does nothing on a closed
 		// Channel.)
-		ch.closed.Store(closing)
-		t.Cleanup(func() { ch.closed.Store(false) })
+		ch.declining.Store(closing)
+		t.Cleanup(func() { ch.declining.Store(false) })
 		return server{ch, scope}
 	}
 	declined := func(s server) int64 {
@@ -447,8 +447,8 @@ func TestForwardedEarlyDeclineIsNotTransparent(t *testing.T) {
 		t.Fatalf("ListenAndServe: %v", err)
 	}
 	t.Cleanup(down.Close)
-	down.closed.Store(true)                        // declines every request, marked as before any handler
-	t.Cleanup(func() { down.closed.Store(false) }) // before Close, which does nothing on a closed Channel
+	down.declining.Store(true)                        // declines every request, marked as before any handler
+	t.Cleanup(func() { down.declining.Store(false) }) // as Close and Shutdown do; Close then closes
 
 	var ran atomic.Int64
 	var middles []*Channel

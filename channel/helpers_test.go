@@ -2,6 +2,7 @@ package channel
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ type testServer struct {
 	// busyEvery, if set, decides per raw request whether to answer Busy.
 	busyEvery func() bool
 	release   chan struct{} // "block" requests wait for it to close
+	unblock   func()        // closes release, once
 }
 
 // busyMessage is the test server's Busy text: it does not say "busy", so
@@ -40,6 +42,7 @@ func startServer(t testing.TB, opts ...Option) *testServer {
 		t.Fatal(err)
 	}
 	s := &testServer{ch: ch, release: make(chan struct{})}
+	s.unblock = sync.OnceFunc(func() { close(s.release) })
 	if err := ch.RegisterRaw("echo", func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
 		s.received.Add(1)
 		if s.busy.Load() || (s.busyEvery != nil && s.busyEvery()) {
@@ -78,7 +81,7 @@ func startServer(t testing.TB, opts ...Option) *testServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(ch.Close)
-	t.Cleanup(func() { close(s.release) }) // runs first: unblock handlers
+	t.Cleanup(s.unblock) // runs first: unblock handlers
 	return s
 }
 

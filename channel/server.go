@@ -186,7 +186,7 @@ type guarded struct {
 func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
 	growStack() // before anything else, while the stack is shallow
 	g.stats.requests.Inc(1)
-	if g.c.closed.Load() {
+	if g.c.declining.Load() {
 		_ = call.Response().SendSystemError(errClosing)
 		return
 	}
@@ -210,6 +210,8 @@ func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
 	// time to live the peer chose: release it. After an answer this does
 	// nothing.
 	defer call.Response().Blackhole()
+	g.c.started.Add(1)
+	defer g.c.ended.Add(1)
 	if m := g.shed; m != nil {
 		a, err := m.admit()
 		if err != nil {

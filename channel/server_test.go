@@ -473,8 +473,8 @@ func TestClosingServerDeclinesEarly(t *testing.T) {
 		t.Run(tc.method, func(t *testing.T) {
 			scope := tally.NewTestScope("", nil)
 			s := startServer(t, WithScope(scope))
-			s.ch.closed.Store(true)                        // where Close starts
-			t.Cleanup(func() { s.ch.closed.Store(false) }) // runs before startServer's Close, so it closes
+			s.ch.declining.Store(true)                        // where Close starts
+			t.Cleanup(func() { s.ch.declining.Store(false) }) // runs before startServer's Close, so it closes
 			_, err := plainCall(t, s.ch.HostPort(), tc.method, tc.format, nil, []byte(tc.arg3))
 			msg := requireSystemError(t, err, tchannel.ErrCodeDeclined)
 			if !declinedEarly(msg) {

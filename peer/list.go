@@ -1,8 +1,10 @@
 package peer
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -27,8 +29,11 @@ type List struct {
 	rec     *stats.Recorder
 	pool    *Pool
 
-	mu    sync.Mutex // serialises Add and Remove
+	mu    sync.Mutex // serialises Add, Remove and Set
 	peers atomic.Pointer[[]*Peer]
+	// resolving is true until the first Set of a list whose peers come
+	// from a resolver (ListConfig.Resolving).
+	resolving atomic.Bool
 }
 
 // ListConfig configures a List. Its zero value is a list of an unnamed
@@ -52,6 +57,10 @@ type ListConfig struct {
 	// no connections and every peer counts as Ready: for simulations and
 	// tests of the choice alone.
 	Pool *Pool
+	// Resolving says the list's peers will come from a resolver (List.Set):
+	// until the first Set, Choose returns ErrResolving rather than
+	// ErrNoPeers, so that calls wait for the resolver's first answer.
+	Resolving bool
 }
 
 // Validate reports the first rule c breaks, or nil.
@@ -80,6 +89,7 @@ func NewList(cfg ListConfig) (*List, error) {
 	cfg.Busy.Clock = cfg.Clock
 	l := &List{service: cfg.Service, cfg: cfg.Busy, clk: cfg.Clock, rec: cfg.Recorder, pool: cfg.Pool}
 	l.peers.Store(&[]*Peer{})
+	l.resolving.Store(cfg.Resolving)
 	return l, nil
 }
 
@@ -99,6 +109,20 @@ func (l *List) Add(hostPort string) (*Peer, error) {
 			return p, nil
 		}
 	}
+	p, err := l.newPeer(hostPort, 1)
+	if err != nil {
+		return nil, err
+	}
+	next := make([]*Peer, len(old), len(old)+1)
+	copy(next, old)
+	next = append(next, p)
+	l.peers.Store(&next)
+	return p, nil
+}
+
+// newPeer makes the peer at hostPort, of weight w, with its limiter and
+// its connector from the pool, asked to connect.
+func (l *List) newPeer(hostPort string, w float64) (*Peer, error) {
 	lim, err := busy.New(l.cfg)
 	if err != nil {
 		return nil, err
@@ -111,12 +135,79 @@ func (l *List) Add(hostPort string) (*Peer, error) {
 		c.Connect()
 	}
 	p := &Peer{hostPort: hostPort, conn: c, limiter: lim, m: l.rec.Peer(l.service, hostPort)}
+	p.weight.Store(math.Float64bits(w))
 	p.m.Limit.Update(lim.Limit())
-	next := make([]*Peer, len(old), len(old)+1)
-	copy(next, old)
-	next = append(next, p)
-	l.peers.Store(&next)
 	return p, nil
+}
+
+// Member is a peer as List.Set wants it.
+type Member struct {
+	HostPort string
+	// Weight is the peer's share relative to the others; 0 means 1.
+	Weight float64
+}
+
+// Set makes the list's peers exactly members, in one change: peers that
+// stay keep their connection, limiter, latency estimate and counts (their
+// weight is updated); new ones are added and start connecting; the others
+// are removed as Remove does (calls in flight to them finish, then their
+// connections close). It checks every member before changing anything: an
+// invalid host:port or weight (negative, infinite, NaN), or a host:port
+// listed twice, is an error and changes nothing.
+func (l *List) Set(members []Member) error {
+	seen := make(map[string]float64, len(members))
+	for _, m := range members {
+		if err := ValidateHostPort(m.HostPort); err != nil {
+			return err
+		}
+		if !(m.Weight >= 0) || math.IsInf(m.Weight, 1) {
+			return fmt.Errorf("peer: %s has weight %v, must be a finite number >= 0 (0: 1)", m.HostPort, m.Weight)
+		}
+		if _, dup := seen[m.HostPort]; dup {
+			return fmt.Errorf("peer: %s is listed twice", m.HostPort)
+		}
+		seen[m.HostPort] = cmp.Or(m.Weight, 1)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old := *l.peers.Load()
+	next := make([]*Peer, 0, len(members))
+	var gone []*Peer
+	for _, p := range old {
+		if w, ok := seen[p.hostPort]; ok {
+			p.weight.Store(math.Float64bits(w))
+			next = append(next, p)
+			delete(seen, p.hostPort)
+		} else {
+			gone = append(gone, p)
+		}
+	}
+	for _, m := range members { // in the members' order
+		w, ok := seen[m.HostPort]
+		if !ok {
+			continue
+		}
+		p, err := l.newPeer(m.HostPort, w)
+		if err != nil {
+			for _, q := range next[len(old)-len(gone):] { // undo: release the new ones
+				if q.conn != nil {
+					l.pool.release(q.conn)
+				}
+			}
+			return err
+		}
+		next = append(next, p)
+	}
+	l.peers.Store(&next)
+	for _, p := range gone {
+		if p.conn != nil {
+			l.pool.release(p.conn)
+		}
+	}
+	if l.resolving.Swap(false) && l.pool != nil {
+		l.pool.notify() // calls waiting for the first answer choose again
+	}
+	return nil
 }
 
 // Remove removes the peer at hostPort. Calls already sent to it finish
@@ -194,6 +285,9 @@ func (l *List) Choose(exclude []*Peer) (*Peer, error) {
 func (l *List) ChooseAt(exclude []*Peer, now time.Time) (*Peer, error) {
 	peers := l.Peers()
 	if len(peers) == 0 {
+		if l.resolving.Load() {
+			return nil, ErrResolving
+		}
 		return nil, ErrNoPeers
 	}
 	if len(peers) > scanAll {

@@ -3,6 +3,7 @@ package peer
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"strconv"
@@ -32,6 +33,9 @@ var (
 	// ErrConnecting: no peer is Ready yet, but some are connecting: wait
 	// on List.Changed and choose again.
 	ErrConnecting = errors.New("no peer is connected yet; some are connecting")
+	// ErrResolving: the list's peers come from a resolver that has not
+	// answered yet: wait on List.Changed and choose again.
+	ErrResolving = errors.New("no peers yet: the service's resolver has not answered")
 )
 
 // Peer is one host:port serving a service, with its busy limiter and the
@@ -42,6 +46,7 @@ type Peer struct {
 	limiter  *busy.Limiter
 	m        *stats.Peer
 
+	weight  atomic.Uint64 // math.Float64bits of the weight, > 0
 	pending atomic.Int64
 	latency atomic.Int64 // exponentially weighted moving average, nanoseconds
 	learned atomic.Int64 // when latency was last updated, Unix nanoseconds
@@ -58,6 +63,10 @@ type Peer struct {
 
 // HostPort returns the peer's address.
 func (p *Peer) HostPort() string { return p.hostPort }
+
+// Weight returns the peer's weight, its share relative to the list's other
+// peers as discovery reported it (1 unless List.Set said otherwise).
+func (p *Peer) Weight() float64 { return math.Float64frombits(p.weight.Load()) }
 
 // TChannel returns the tchannel-go peer that sends to this address (nil in
 // lists without a pool).

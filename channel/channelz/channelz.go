@@ -54,6 +54,14 @@ type State struct {
 	Time time.Time `json:"time"`
 	// Closed reports whether the Channel's Close has been called.
 	Closed bool `json:"closed"`
+	// Phase is where the Channel is in its life as a server: "SERVING"
+	// until Shutdown; "LEAVING" once Shutdown has deregistered it and
+	// serves on while clients learn; "DRAINING" once it declines new
+	// requests and waits for those in flight; "CLOSED" after Close.
+	Phase string `json:"phase"`
+	// Registrations are the Channel's registrations in a registry
+	// (channel.WithRegistrar); empty without one, or before it listens.
+	Registrations []Registration `json:"registrations"`
 	// Services are the services the Channel calls, sorted by name: those
 	// with peers (channel.Channel.AddPeer), calls, a lease gate
 	// (channel.WithLease) or pacing (channel.WithPacing).
@@ -65,8 +73,11 @@ type Service struct {
 	// Name is the service's name.
 	Name string `json:"name"`
 	// Peers are the service's peers, sorted by host:port; empty before the
-	// first channel.Channel.AddPeer.
+	// first channel.Channel.AddPeer or resolver answer.
 	Peers []Peer `json:"peers"`
+	// Resolver is the state of the resolver that finds the service's
+	// peers (channel.WithResolver); null without one.
+	Resolver *Resolver `json:"resolver"`
 	// RetryThrottle is the service's retry-throttling token bucket (the
 	// service config's retryThrottling); null when there is none: no
 	// retryThrottling, retries disabled, or no call to the service yet (the
@@ -84,10 +95,59 @@ type Service struct {
 	Methods []Method `json:"methods"`
 }
 
+// Resolver is the state of a service's resolver.
+type Resolver struct {
+	// Target names what the resolver follows ("dns:///kv.example:4040").
+	Target string `json:"target"`
+	// Status is "RESOLVING" before its first answer, "OK" when its last
+	// answer is the set in force, "FAILING" when its last report was a
+	// failure (an error, or an empty answer): the last good set stays in
+	// force until it answers again.
+	Status string `json:"status"`
+	// Peers is the number of peers in the set in force.
+	Peers int `json:"peers"`
+	// Updates counts the sets applied; LastUpdate is when the last was
+	// (null: none yet).
+	Updates    uint64     `json:"updates"`
+	LastUpdate *time.Time `json:"lastUpdate"`
+	// Errors counts the failures; LastError is the last one (null if
+	// none), LastErrorTime when it happened.
+	Errors        uint64     `json:"errors"`
+	LastError     *string    `json:"lastError"`
+	LastErrorTime *time.Time `json:"lastErrorTime"`
+}
+
+// Registration is the state of the Channel's address in a registry.
+type Registration struct {
+	// Registry names the registry and where in it the address is.
+	Registry string `json:"registry"`
+	// HostPort is the address registered.
+	HostPort string `json:"hostPort"`
+	// Registered reports whether the registry holds the address now, as
+	// far as the registration knows.
+	Registered bool `json:"registered"`
+	// Lease names the registry's lease that keeps the address; null when
+	// none is held.
+	Lease *string `json:"lease"`
+	// Registrations counts the writes of the address to the registry:
+	// more than one means the registry lost it and it was written again.
+	Registrations uint64 `json:"registrations"`
+	// Deregistered reports whether the address was withdrawn (Shutdown or
+	// Close).
+	Deregistered bool `json:"deregistered"`
+	// LastError is the last failure to register or renew (null if none),
+	// LastErrorTime when it happened.
+	LastError     *string    `json:"lastError"`
+	LastErrorTime *time.Time `json:"lastErrorTime"`
+}
+
 // Peer is the state of one peer of a service.
 type Peer struct {
 	// HostPort is the peer's address.
 	HostPort string `json:"hostPort"`
+	// Weight is the peer's share relative to the service's other peers,
+	// as discovery reported it (1 for peers added with AddPeer).
+	Weight float64 `json:"weight"`
 	// State is the connection state, as gRPC names it: "IDLE",
 	// "CONNECTING", "READY", "TRANSIENT_FAILURE" or "SHUTDOWN". Only a
 	// READY peer is sent attempts.

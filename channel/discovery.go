@@ -1,0 +1,368 @@
+package channel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluice-rpc/sluice/channel/channelz"
+	"github.com/sluice-rpc/sluice/discovery"
+	"github.com/sluice-rpc/sluice/peer"
+	"github.com/sluice-rpc/sluice/stats"
+)
+
+// WithResolver has r find the peers of service, and follow them as they
+// come and go: each set r reports replaces the service's peers (see
+// peer.List.Set), peers that stay keep their connection, busy limiter and
+// latency estimate, and a removed peer gets no new attempts while its calls
+// in flight finish, then its connection closes. A failing registry never
+// empties the list (see discovery.Watcher). Calls to the service made
+// before r's first answer wait for it, within their deadline. When a
+// peer's connection fails, or no peer is ready, the Channel asks r for a
+// fresh lookup (discovery.Updates.ResolveNow). The resolver's state shows
+// in Debug and in the discovery metrics (stats.DiscoveryUpdates, ...),
+// tagged with the service.
+//
+// AddPeer and RemovePeer fail for such a service: its peers are r's to
+// change. One resolver per service.
+func WithResolver(service string, r discovery.Resolver) Option {
+	return func(o *options) {
+		if o.resolvers == nil {
+			o.resolvers = map[string]discovery.Resolver{}
+		}
+		if _, dup := o.resolvers[service]; dup {
+			o.resolverDup = service
+		}
+		o.resolvers[service] = r
+	}
+}
+
+// WithRegistrar has r announce the Channel's address once it listens
+// (ListenAndServe or Serve: the address HostPort reports), and withdraw it
+// first thing when it shuts down (Shutdown; Close too, waiting at most a
+// second for the registry). The registration's state shows in Debug.
+func WithRegistrar(r discovery.Registrar) Option { return func(o *options) { o.registrar = r } }
+
+// Defaults of ShutdownConfig.
+const (
+	// DefaultShutdownGrace is the longest Shutdown serves on after
+	// deregistering, for clients to learn the server is leaving: enough for
+	// a DNS client that re-resolves every few seconds, and well inside
+	// Kubernetes' default 30 s termination grace period.
+	DefaultShutdownGrace = 10 * time.Second
+	// DefaultShutdownQuiet ends the grace once no request has arrived for
+	// this long: clients that follow a watched registry (etcd) stop
+	// sending within milliseconds of the deregistration.
+	DefaultShutdownQuiet = time.Second
+)
+
+// ShutdownConfig says how Shutdown leaves. The zero value means the
+// defaults.
+type ShutdownConfig struct {
+	// Grace is the longest Shutdown keeps serving normally, listener open,
+	// after deregistering. 0 means DefaultShutdownGrace; negative, none.
+	Grace time.Duration
+	// Quiet ends the grace early: once no request has arrived for Quiet
+	// (checked every Quiet/4, so the grace ends within 1.25 x Quiet of the
+	// last request). 0 means DefaultShutdownQuiet; it must not be
+	// negative.
+	Quiet time.Duration
+}
+
+func (s ShutdownConfig) validate() error {
+	if s.Quiet < 0 {
+		return fmt.Errorf("channel: WithShutdown: Quiet is %v, must be >= 0 (0: %v)", s.Quiet, DefaultShutdownQuiet)
+	}
+	return nil
+}
+
+func (s ShutdownConfig) withDefaults() ShutdownConfig {
+	if s.Grace == 0 {
+		s.Grace = DefaultShutdownGrace
+	}
+	if s.Quiet == 0 {
+		s.Quiet = DefaultShutdownQuiet
+	}
+	return s
+}
+
+// WithShutdown sets how Shutdown leaves. Default: the zero ShutdownConfig.
+func WithShutdown(s ShutdownConfig) Option { return func(o *options) { o.shutdown = s } }
+
+// Phases of a Channel's life as a server (channelz.State.Phase).
+const (
+	phaseServing int32 = iota
+	phaseLeaving
+	phaseDraining
+	phaseClosed
+)
+
+var phaseNames = [...]string{"SERVING", "LEAVING", "DRAINING", "CLOSED"}
+
+// resolved is a service whose peers come from a resolver.
+type resolved struct {
+	list    *peer.List
+	watcher *discovery.Watcher
+}
+
+// startResolvers starts the resolvers of WithResolver, each with a
+// goroutine that asks it for a fresh lookup when the service's peers fail.
+func (c *Channel) startResolvers() error {
+	if len(c.o.resolvers) == 0 {
+		return nil
+	}
+	c.resolved = make(map[string]*resolved, len(c.o.resolvers))
+	c.stopWatch = make(chan struct{})
+	for svc, r := range c.o.resolvers {
+		l, err := peer.NewList(peer.ListConfig{Service: svc, Busy: c.o.busy, Clock: c.o.clock, Recorder: c.rec, Pool: c.pool, Resolving: true})
+		if err != nil {
+			c.stopResolvers()
+			return err
+		}
+		w, err := discovery.Watch(discovery.WatcherConfig{Resolver: r, Clock: c.o.clock,
+			Scope: c.rec.Scope().Tagged(map[string]string{stats.TagService: svc}),
+			Apply: func(addrs []discovery.Address) error {
+				ms := make([]peer.Member, len(addrs))
+				for i, a := range addrs {
+					ms[i] = peer.Member{HostPort: a.HostPort, Weight: a.Weight}
+				}
+				if err := l.Set(ms); errors.Is(err, peer.ErrPoolClosed) {
+					return ErrClosed
+				} else if err != nil {
+					return err
+				}
+				return nil
+			}})
+		if err != nil {
+			c.stopResolvers()
+			return fmt.Errorf("channel: WithResolver(%q): %w", svc, err)
+		}
+		c.mu.Lock()
+		c.services[svc] = l
+		c.mu.Unlock()
+		c.resolved[svc] = &resolved{list: l, watcher: w}
+		c.watchWG.Add(1)
+		go c.askForLookups(l, w)
+	}
+	return nil
+}
+
+// askForLookups asks w for a fresh lookup each time a peer of l enters
+// TransientFailure, and whenever l has peers but none is Ready or
+// connecting: the registry may know better. Resolvers bound how often they
+// look up.
+func (c *Channel) askForLookups(l *peer.List, w *discovery.Watcher) {
+	defer c.watchWG.Done()
+	failed := map[*peer.Peer]bool{}
+	for {
+		changed := l.Changed()
+		usable, ask := false, false
+		for _, p := range l.Peers() {
+			switch p.State() {
+			case peer.Ready, peer.Connecting, peer.Idle:
+				usable = true
+				delete(failed, p)
+			case peer.TransientFailure:
+				if !failed[p] {
+					failed[p], ask = true, true
+				}
+			}
+		}
+		if ask || (!usable && len(l.Peers()) > 0) {
+			w.ResolveNow()
+		}
+		for p := range failed { // forget the peers that left
+			if l.Get(p.HostPort()) != p {
+				delete(failed, p)
+			}
+		}
+		select {
+		case <-changed:
+		case <-c.stopWatch:
+			return
+		}
+	}
+}
+
+// stopResolvers stops the resolvers and their goroutines and waits for
+// them.
+func (c *Channel) stopResolvers() {
+	if c.stopWatch == nil {
+		return
+	}
+	close(c.stopWatch)
+	for _, r := range c.resolved {
+		r.watcher.Close()
+	}
+	c.watchWG.Wait()
+}
+
+// managedBy returns the resolver that manages service's peers, or nil.
+func (c *Channel) managedBy(service string) *discovery.Watcher {
+	if r := c.resolved[service]; r != nil {
+		return r.watcher
+	}
+	return nil
+}
+
+// registerAddr announces the Channel's address through WithRegistrar's
+// registrar, if any.
+func (c *Channel) registerAddr() error {
+	if c.o.registrar == nil {
+		return nil
+	}
+	reg, err := c.o.registrar.Register(c.HostPort())
+	if err != nil {
+		return fmt.Errorf("channel: WithRegistrar: register %s in %s: %w", c.HostPort(), c.o.registrar, err)
+	}
+	c.regMu.Lock()
+	c.regs = append(c.regs, reg)
+	c.regMu.Unlock()
+	return nil
+}
+
+// deregister withdraws the Channel's registrations, each within ctx, and
+// returns their errors joined.
+func (c *Channel) deregister(ctx context.Context) error {
+	c.regMu.Lock()
+	regs := c.regs
+	c.regMu.Unlock()
+	var errs []error
+	for _, r := range regs {
+		if err := r.Deregister(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("channel: deregister %s from %s: %w", r.State().HostPort, r.State().Registry, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Shutdown takes the Channel out of service without failing calls, in
+// order:
+//
+//  1. it withdraws its registrations (WithRegistrar), so that clients
+//     following the registry stop choosing it;
+//  2. it serves on, listener open, while clients learn of it: for
+//     ShutdownConfig.Grace at most, ended early once no request has
+//     arrived for ShutdownConfig.Quiet (skipped when the Channel does not
+//     serve);
+//  3. it declines new requests before any handler runs, marked so that
+//     Sluice clients retry them on another peer transparently;
+//  4. it waits for the handlers in flight to finish, until ctx ends;
+//  5. it closes, as Close does.
+//
+// Its outbound calls keep working until step 5, so handlers in flight
+// can still call other services. It returns ctx's error if ctx ended
+// before the handlers finished (the Channel is closed either way), or the
+// deregistration's error. Close is the immediate form. Calling Shutdown
+// on a closed Channel does nothing.
+func (c *Channel) Shutdown(ctx context.Context) error {
+	if c.closed.Load() || !c.phase.CompareAndSwap(phaseServing, phaseLeaving) {
+		return nil
+	}
+	err := c.deregister(ctx)
+	if c.peers.serving() {
+		c.leave(ctx)
+	}
+	c.phase.Store(phaseDraining)
+	if err2 := c.drain(ctx); err2 != nil {
+		err = errors.Join(err, err2)
+	}
+	c.closeWithin(ctx)
+	return err
+}
+
+// leave serves on until no request has arrived for the quiet time, the
+// grace has passed, or ctx ends.
+func (c *Channel) leave(ctx context.Context) {
+	s := c.o.shutdown.withDefaults()
+	if s.Grace < 0 {
+		return
+	}
+	clk := c.o.clock
+	end := clk.Now().Add(s.Grace)
+	step := max(s.Quiet/4, time.Millisecond)
+	last, lastSeen := c.started.Load(), clk.Now()
+	for {
+		now := clk.Now()
+		if n := c.started.Load(); n != last {
+			last, lastSeen = n, now
+		}
+		if now.Sub(lastSeen) >= s.Quiet || !now.Before(end) {
+			return
+		}
+		t := clk.NewTimer(min(step, end.Sub(now)))
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+// drain declines new requests and waits until none is in a handler, or
+// ctx ends.
+func (c *Channel) drain(ctx context.Context) error {
+	c.declining.Store(true)
+	for c.started.Load() != c.ended.Load() {
+		t := c.o.clock.NewTimer(drainPoll)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("channel: Shutdown: %d requests still in their handlers: %w", c.started.Load()-c.ended.Load(), ctx.Err())
+		}
+	}
+	return nil
+}
+
+// drainPoll is how often drain looks whether the handlers are done.
+const drainPoll = 5 * time.Millisecond
+
+// debugDiscovery fills in the resolvers' and registrations' parts of st.
+func (c *Channel) debugDiscovery(st *channelz.State) {
+	st.Phase = phaseNames[c.phase.Load()]
+	st.Registrations = []channelz.Registration{}
+	c.regMu.Lock()
+	regs := c.regs
+	c.regMu.Unlock()
+	for _, r := range regs {
+		rs := r.State()
+		st.Registrations = append(st.Registrations, channelz.Registration{Registry: rs.Registry, HostPort: rs.HostPort,
+			Registered: rs.Registered, Lease: orNull(rs.Lease), Registrations: rs.Registrations, Deregistered: rs.Deregistered,
+			LastError: orNull(rs.LastError), LastErrorTime: timeOrNull(rs.LastErrorTime)})
+	}
+	for i := range st.Services {
+		w := c.managedBy(st.Services[i].Name)
+		if w == nil {
+			continue
+		}
+		ws := w.State()
+		st.Services[i].Resolver = &channelz.Resolver{Target: ws.Target, Status: string(ws.Status), Peers: ws.Peers,
+			Updates: ws.Updates, LastUpdate: timeOrNull(ws.LastUpdate), Errors: ws.Errors,
+			LastError: orNull(ws.LastError), LastErrorTime: timeOrNull(ws.LastErrorTime)}
+	}
+}
+
+func orNull(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func timeOrNull(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+// regState guards the Channel's registrations.
+type regState struct {
+	regMu sync.Mutex
+	regs  []discovery.Registration
+}

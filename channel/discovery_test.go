@@ -1,0 +1,402 @@
+package channel
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-rpc/sluice/discovery"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
+	"github.com/sluice-rpc/sluice/peer"
+	"github.com/uber-go/tally/v4"
+	"github.com/uber/tchannel-go"
+	"github.com/uber/tchannel-go/raw"
+)
+
+// memRegistry is a registry in memory, both a Registrar and a Resolver:
+// what servers register, resolvers report at once, as a watched registry
+// (etcd) does. fail makes its resolvers report an error instead.
+type memRegistry struct {
+	mu       sync.Mutex
+	addrs    []string
+	changed  chan struct{} // closed and replaced at each change
+	failWith error
+	asked    atomic.Int64 // ResolveNow requests its resolvers took
+}
+
+func newMemRegistry(hostPorts ...string) *memRegistry {
+	return &memRegistry{addrs: hostPorts, changed: make(chan struct{})}
+}
+
+func (m *memRegistry) String() string { return "mem:test" }
+
+func (m *memRegistry) set(f func([]string) []string, fail error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.addrs = f(m.addrs)
+	m.failWith = fail
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+func (m *memRegistry) Resolve(ctx context.Context, u discovery.Updates) {
+	for {
+		m.mu.Lock()
+		changed, fail := m.changed, m.failWith
+		addrs := make([]discovery.Address, len(m.addrs))
+		for i, hp := range m.addrs {
+			addrs[i] = discovery.Address{HostPort: hp}
+		}
+		m.mu.Unlock()
+		if fail != nil {
+			u.Error(fail)
+		} else {
+			u.Update(addrs)
+		}
+		select {
+		case <-changed:
+		case <-u.ResolveNow():
+			m.asked.Add(1)
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (m *memRegistry) Register(hostPort string) (discovery.Registration, error) {
+	m.set(func(a []string) []string { return append(a, hostPort) }, nil)
+	return &memRegistration{m: m, hostPort: hostPort}, nil
+}
+
+type memRegistration struct {
+	m        *memRegistry
+	hostPort string
+	done     atomic.Bool
+}
+
+func (r *memRegistration) Deregister(context.Context) error {
+	if !r.done.Swap(true) {
+		r.m.set(func(a []string) []string {
+			var out []string
+			for _, hp := range a {
+				if hp != r.hostPort {
+					out = append(out, hp)
+				}
+			}
+			return out
+		}, nil)
+	}
+	return nil
+}
+
+func (r *memRegistration) State() discovery.RegistrationState {
+	return discovery.RegistrationState{Registry: r.m.String(), HostPort: r.hostPort, Registered: !r.done.Load(),
+		Registrations: 1, Deregistered: r.done.Load()}
+}
+
+// resolvedClient returns a client whose "kv" peers come from reg.
+func resolvedClient(t *testing.T, reg discovery.Resolver, opts ...Option) (*Channel, tally.TestScope) {
+	t.Helper()
+	scope := tally.NewTestScope("", nil)
+	ch, err := New("client", append([]Option{WithScope(scope), WithResolver("kv", reg)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ch.Close)
+	return ch, scope
+}
+
+func peerSet(ch *Channel) string {
+	var hps []string
+	for _, p := range ch.Peers("kv") {
+		hps = append(hps, p.HostPort)
+	}
+	return strings.Join(hps, ",")
+}
+
+// A resolver's sets become the service's peers: a call made before the
+// first answer waits for it; peers that stay keep their state; AddPeer and
+// RemovePeer refuse to change a resolved service.
+func TestResolverFollowsPeers(t *testing.T) {
+	a, b := startServer(t), startServer(t)
+	reg := newMemRegistry()
+	reg.failWith = errors.New("not yet")
+	client, _ := resolvedClient(t, reg)
+	result := make(chan error, 1)
+	go func() {
+		_, err := client.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("x"))
+		result <- err
+	}()
+	testwait.Until(t, "the resolver's failure to show", func() bool { return client.Debug().Services[0].Resolver.Status == "FAILING" })
+	select {
+	case err := <-result:
+		t.Fatalf("a call ended before the resolver's first set: %v", err)
+	default:
+	}
+	reg.set(func([]string) []string { return []string{a.ch.HostPort()} }, nil)
+	if err := testwait.Recv(t, result, "the waiting call"); err != nil {
+		t.Fatalf("the call that waited for the first set: %v", err)
+	}
+	before := client.Peers("kv")[0]
+	reg.set(func(s []string) []string { return append(s, b.ch.HostPort()) }, nil)
+	testwait.Until(t, "b to join", func() bool { return len(client.Peers("kv")) == 2 })
+	for _, p := range client.Peers("kv") {
+		if p.HostPort == a.ch.HostPort() && p.Sent != before.Sent {
+			t.Fatalf("a's counts changed when b joined: %+v, was %+v", p, before)
+		}
+	}
+	err := client.AddPeer("kv", "127.0.0.1:9")
+	if err == nil || !strings.Contains(err.Error(), `service "kv"'s peers come from its resolver mem:test`) {
+		t.Fatalf("AddPeer on a resolved service: %v", err)
+	}
+	if err := client.RemovePeer("kv", a.ch.HostPort()); err == nil || !strings.Contains(err.Error(), "WithResolver") {
+		t.Fatalf("RemovePeer on a resolved service: %v", err)
+	}
+	reg.set(func([]string) []string { return []string{b.ch.HostPort()} }, nil)
+	testwait.Until(t, "a to leave", func() bool { return peerSet(client) == b.ch.HostPort() })
+	for range 20 {
+		var info CallInfo
+		_, err := client.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil, ReportCallInfo(&info))
+		if err != nil || info.Peer != b.ch.HostPort() {
+			t.Fatalf("a call after a left went to %q: %v", info.Peer, err)
+		}
+	}
+}
+
+// Removing a peer with a call in flight loses nothing: the call finishes
+// on its connection, and only then does the connection close.
+func TestRemovedPeerFinishesItsCalls(t *testing.T) {
+	a, b := startServer(t), startServer(t)
+	reg := newMemRegistry(a.ch.HostPort())
+	client, _ := resolvedClient(t, reg)
+	if err := client.Connect(ctxTimeout(t), "kv"); err != nil && !errors.Is(err, ErrNoPeers) {
+		t.Fatal(err)
+	}
+	testwait.Until(t, "a to be ready", func() bool { p := client.Peers("kv"); return len(p) == 1 && p[0].State == peer.Ready })
+	result := make(chan error, 1)
+	go func() {
+		_, err := client.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("block"))
+		result <- err
+	}()
+	testwait.Until(t, "the call to reach a", func() bool { return a.received.Load() == 1 })
+	reg.set(func([]string) []string { return []string{b.ch.HostPort()} }, nil)
+	testwait.Until(t, "a to leave the list", func() bool { return peerSet(client) == b.ch.HostPort() })
+	a.unblock()
+	if err := testwait.Recv(t, result, "the call in flight"); err != nil {
+		t.Fatalf("the call in flight to the removed peer: %v", err)
+	}
+}
+
+// A failing registry keeps the last good set: an error and then an empty
+// answer leave the peers in place and calls working, and the failure shows
+// in Debug and the metrics.
+func TestResolverFailureKeepsPeers(t *testing.T) {
+	a := startServer(t)
+	reg := newMemRegistry(a.ch.HostPort())
+	client, scope := resolvedClient(t, reg)
+	testwait.Until(t, "the first set", func() bool { return peerSet(client) == a.ch.HostPort() })
+	reg.set(func(s []string) []string { return s }, errors.New("registry unreachable"))
+	testwait.Until(t, "the failure", func() bool { return client.Debug().Services[0].Resolver.Status == "FAILING" })
+	reg.set(func([]string) []string { return nil }, nil)
+	testwait.Until(t, "the empty answer", func() bool {
+		r := client.Debug().Services[0].Resolver
+		return r.LastError != nil && strings.Contains(*r.LastError, "empty")
+	})
+	if peerSet(client) != a.ch.HostPort() {
+		t.Fatalf("the peers changed on failures: %q", peerSet(client))
+	}
+	if _, err := client.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil); err != nil {
+		t.Fatalf("a call while the registry fails: %v", err)
+	}
+	r := client.Debug().Services[0].Resolver
+	if r.Target != "mem:test" || r.Peers != 1 || r.Errors != 2 || r.LastUpdate == nil || r.LastErrorTime == nil {
+		t.Fatalf("Debug's resolver: %+v", r)
+	}
+	snap := scope.Snapshot()
+	if g := snap.Gauges()["discovery.failing+service=kv"]; g == nil || g.Value() != 1 {
+		t.Fatalf("discovery.failing = %v, want 1", g)
+	}
+	if c := snap.Counters()["discovery.errors+service=kv"]; c == nil || c.Value() != 2 {
+		t.Fatalf("discovery.errors = %v, want 2", c)
+	}
+}
+
+// A peer whose connection fails makes the Channel ask its resolver for a
+// fresh lookup.
+func TestFailedPeerAsksForALookup(t *testing.T) {
+	a, b := startServer(t), startServer(t)
+	reg := newMemRegistry(a.ch.HostPort(), b.ch.HostPort())
+	client, _ := resolvedClient(t, reg)
+	testwait.Until(t, "both ready", func() bool {
+		ps := client.Peers("kv")
+		return len(ps) == 2 && ps[0].State == peer.Ready && ps[1].State == peer.Ready
+	})
+	if n := reg.asked.Load(); n != 0 {
+		t.Fatalf("%d lookups asked while every peer was fine", n)
+	}
+	a.ch.Close()
+	testwait.Until(t, "a lookup asked for", func() bool { return reg.asked.Load() >= 1 })
+}
+
+func TestWithResolverErrors(t *testing.T) {
+	for _, tt := range []struct {
+		opts []Option
+		want string
+	}{
+		{[]Option{WithResolver("", discovery.StaticHostPorts("127.0.0.1:1"))}, "needs a service name and a resolver"},
+		{[]Option{WithResolver("kv", nil)}, "needs a service name and a resolver"},
+		{[]Option{WithResolver("kv", discovery.StaticHostPorts()), WithResolver("kv", discovery.StaticHostPorts())}, `names service "kv" twice`},
+		{[]Option{WithShutdown(ShutdownConfig{Quiet: -1})}, "Quiet is -1ns, must be >= 0"},
+	} {
+		if _, err := New("client", tt.opts...); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("New: %v, want an error with %q", err, tt.want)
+		}
+	}
+}
+
+// A rolling replacement of every server, each new one registering and each
+// old one leaving with Shutdown, fails no call of clients that follow the
+// registry and retry nothing. The servers are replaced one at a time, three
+// times over.
+func TestShutdownRollingReplacementFailsNoCall(t *testing.T) {
+	reg := newMemRegistry()
+	quick := WithShutdown(ShutdownConfig{Quiet: 50 * time.Millisecond})
+	var servers []*testServer
+	for range 3 {
+		servers = append(servers, startServer(t, WithRegistrar(reg), quick))
+	}
+	client, _ := resolvedClient(t, reg)
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var calls, failed atomic.Int64
+	var firstErr atomic.Value
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				callCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				_, err := client.CallRaw(callCtx, "kv", "echo", nil, []byte("x"))
+				cancel()
+				calls.Add(1)
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				}
+			}
+		}()
+	}
+	testwait.Until(t, "calls to flow", func() bool { return calls.Load() > 100 })
+	for i := range 9 {
+		old := servers[i%3]
+		servers[i%3] = startServer(t, WithRegistrar(reg), quick)
+		before := calls.Load()
+		testwait.Until(t, "calls after the replacement", func() bool { return calls.Load() > before+50 })
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := old.ch.Shutdown(sctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		cancel()
+		if st := old.ch.Debug(); st.Phase != "CLOSED" || !st.Registrations[0].Deregistered {
+			t.Fatalf("after Shutdown: phase %s, registrations %+v", st.Phase, st.Registrations)
+		}
+	}
+	stop()
+	wg.Wait()
+	t.Logf("%d calls through 9 replacements, %d failed", calls.Load(), failed.Load())
+	if n := failed.Load(); n != 0 {
+		t.Fatalf("%d of %d calls failed; the first: %v", n, calls.Load(), firstErr.Load())
+	}
+}
+
+// Shutdown declines new requests once it drains, marked as before any
+// handler, and waits for the handlers in flight; a ctx that ends first
+// makes it return an error naming them.
+func TestShutdownDrainsHandlers(t *testing.T) {
+	s := startServer(t, WithShutdown(ShutdownConfig{Grace: -1}))
+	raw1, err := tchannel.NewChannel("raw-client", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw1.Close()
+	inFlight := make(chan error, 1)
+	go func() {
+		_, _, _, err := raw.Call(ctxTimeout(t), raw1, s.ch.HostPort(), "kv", "echo", nil, []byte("block"))
+		inFlight <- err
+	}()
+	testwait.Until(t, "the call to reach its handler", func() bool { return s.received.Load() == 1 })
+	done := make(chan error, 1)
+	go func() { done <- s.ch.Shutdown(context.Background()) }()
+	testwait.Until(t, "the drain", func() bool { return s.ch.Debug().Phase == "DRAINING" })
+	_, _, _, err = raw.Call(ctxTimeout(t), raw1, s.ch.HostPort(), "kv", "echo", nil, []byte("x"))
+	var se tchannel.SystemError
+	if !errors.As(err, &se) || se.Code() != tchannel.ErrCodeDeclined || !strings.Contains(se.Message(), earlyDeclineHint) {
+		t.Fatalf("a call during the drain: %v, want a marked Declined", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Shutdown returned with a handler in flight: %v", err)
+	default:
+	}
+	s.unblock()
+	if err := testwait.Recv(t, inFlight, "the call in flight"); err != nil {
+		t.Fatalf("the call in flight during Shutdown: %v", err)
+	}
+	if err := testwait.Recv(t, done, "Shutdown"); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+
+	s2 := startServer(t, WithShutdown(ShutdownConfig{Grace: -1}))
+	go func() {
+		_, _, _, err := raw.Call(ctxTimeout(t), raw1, s2.ch.HostPort(), "kv", "echo", nil, []byte("block"))
+		inFlight <- err
+	}()
+	testwait.Until(t, "the call to reach its handler", func() bool { return s2.received.Load() == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := s2.ch.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "1 requests still in their handlers") {
+		t.Fatalf("Shutdown past its ctx: %v", err)
+	}
+	s2.unblock()
+	<-inFlight
+}
+
+// The grace lasts while requests keep coming, up to Grace, and ends once
+// they stop for Quiet.
+func TestShutdownGrace(t *testing.T) {
+	const grace, quiet = 400 * time.Millisecond, 100 * time.Millisecond
+	s := startServer(t, WithShutdown(ShutdownConfig{Grace: grace, Quiet: quiet}))
+	client, _, _ := startClient(t, s)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	calling := make(chan struct{})
+	go func() {
+		defer close(calling)
+		for ctx.Err() == nil {
+			_, _ = client.CallRaw(ctx, "kv", "echo", nil, nil)
+		}
+	}()
+	testwait.Until(t, "calls to flow", func() bool { return s.received.Load() > 10 })
+	start := time.Now()
+	if err := s.ch.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < grace {
+		t.Fatalf("Shutdown left after %v while calls kept coming, want the whole grace (%v)", d, grace)
+	}
+	stop()
+	<-calling
+
+	s2 := startServer(t, WithShutdown(ShutdownConfig{Grace: time.Hour, Quiet: quiet}))
+	start = time.Now()
+	if err := s2.ch.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > time.Minute {
+		t.Fatalf("Shutdown with no calls took %v, want about Quiet (%v)", d, quiet)
+	}
+}
