@@ -3,6 +3,7 @@ module github.com/sluice-rpc/sluice
 go 1.26.0
 
 require (
+	github.com/miekg/dns v1.1.73
 	github.com/opentracing/opentracing-go v1.2.0
 	github.com/uber-go/tally/v4 v4.1.17
 	github.com/uber/tchannel-go v1.34.6
