@@ -12,17 +12,22 @@ import (
 )
 
 // A program that imports channel pays for tchannel-go, tally and
-// opentracing, not for leasing's Doorman wire: no gRPC, protobuf or YAML
-// among its dependencies.
-func TestChannelImportsNoGRPCProtobufOrYAML(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list -deps: %v\n%s", err, out)
-	}
-	for _, dep := range strings.Fields(string(out)) {
-		for _, heavy := range []string{"google.golang.org/grpc", "google.golang.org/protobuf", "yaml", "github.com/sluice-rpc/sluice/leasing"} {
-			if strings.Contains(dep, heavy) {
-				t.Errorf("channel depends on %s (matches %q)", dep, heavy)
+// opentracing, not for leasing's Doorman wire or a registry's client: no
+// gRPC, protobuf, YAML or etcd among its dependencies. The same holds for
+// discovery (the contracts channel.WithResolver takes) and discovery/dns;
+// discovery/file pays for YAML, discovery/etcd for etcd, each alone.
+func TestChannelImportsNoGRPCProtobufYAMLOrEtcd(t *testing.T) {
+	heavy := []string{"google.golang.org/grpc", "google.golang.org/protobuf", "yaml", "go.etcd.io", "github.com/miekg/dns", "github.com/sluice-rpc/sluice/leasing"}
+	for _, pkg := range []string{".", "../discovery", "../discovery/dns"} {
+		out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, h := range heavy {
+				if strings.Contains(dep, h) {
+					t.Errorf("%s depends on %s (matches %q)", pkg, dep, h)
+				}
 			}
 		}
 	}
