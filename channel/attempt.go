@@ -153,8 +153,9 @@ func sendBehindMiddleware(ctx context.Context, a *Attempt) (*Response, error) {
 // the rare path of attempt. A connection that closed under the attempt sent
 // nothing: the peer is reported lost (it leaves choice until its connector
 // has reconnected) and the attempt begins on another peer at once, at most
-// as many times as the list has peers, so an attempt never loops on dead
-// connections. Any other error (the deadline is reached, or tchannel-go
+// once more than the list has peers now (the peer that failed may just
+// have left the list, its connection closing with it), so an attempt never
+// loops on dead connections. Any other error (the deadline is reached, or tchannel-go
 // refused the call itself) ends the attempt. It returns the peer and call
 // that began, or a *CallError.
 func (c *Channel) beginElsewhere(ctx, sctx context.Context, st *callState, a *attemptSpec, as *attemptSpan,
@@ -168,7 +169,7 @@ func (c *Channel) beginElsewhere(ctx, sctx context.Context, st *callState, a *at
 		// The connection closed under us: nothing left this process.
 		st.pol.m.Unsent()
 		p.Lost()
-		if unsent >= len(st.l.Peers()) {
+		if unsent > len(st.l.Peers()) {
 			return nil, nil, t0, &CallError{Service: a.service, Method: a.method, Code: codes.Unavailable,
 				Err: fmt.Errorf("%w (the connections of the peers this attempt chose closed before it could be sent; the last, %s: %v)", ErrUnavailable, p.HostPort(), err)}
 		}

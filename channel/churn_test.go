@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 )
 
@@ -83,4 +86,87 @@ func TestPeerChurn(t *testing.T) {
 	}
 	client.Close()
 	testwait.Until(t, "the client's guard to forget every connection", func() bool { return client.peers.g.Conns() == 0 })
+}
+
+// A resolver's sets churning while calls run: one server stays in every
+// set, the two others come and go every millisecond. No call fails (a
+// removed peer's calls in flight finish; calls choose among the peers of
+// the moment), and once the set is back to the one server, the goroutines
+// come back to what they were before the churn and the heap to what it
+// was in its first quarter: nothing accumulates per change. SLUICE_SLOW=1
+// runs it for 60 s; otherwise for -churn.
+func TestResolverChurn(t *testing.T) {
+	d := *churnFor
+	if slowtest.Enabled() {
+		d = time.Minute
+	}
+	servers := []*testServer{startServer(t), startServer(t), startServer(t)}
+	reg := newMemRegistry(servers[0].ch.HostPort())
+	client, _ := resolvedClient(t, reg)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var calls, failed atomic.Int64
+	var firstErr atomic.Value
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				callCtx, done := context.WithTimeout(context.Background(), 2*time.Second)
+				_, err := client.CallRaw(callCtx, "kv", "echo", nil, []byte("x"))
+				done()
+				calls.Add(1)
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				}
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	testwait.Until(t, "calls to flow", func() bool { return calls.Load() > 10 })
+	g0 := runtime.NumGoroutine()
+	start := time.Now()
+	var h0 uint64
+	changes := 0
+	for i := 0; time.Since(start) < d; i++ {
+		set := []string{servers[0].ch.HostPort()}
+		for j, s := range servers[1:] {
+			if i>>j&1 == 1 {
+				set = append(set, s.ch.HostPort())
+			}
+		}
+		reg.set(func([]string) []string { return set }, nil)
+		changes++
+		if h0 == 0 && time.Since(start) > d/4 {
+			h0 = heap()
+		}
+		time.Sleep(time.Millisecond) // churn, not synchronisation
+	}
+	reg.set(func([]string) []string { return []string{servers[0].ch.HostPort()} }, nil)
+	var g1 int
+	testwait.Until(t, "the goroutines of the churn to end", func() bool {
+		g1 = runtime.NumGoroutine()
+		return g1 <= g0
+	})
+	h1 := heap()
+	t.Logf("%v: %d set changes, %d calls, %d failed; goroutines %d -> %d, heap %d KiB -> %d KiB",
+		d, changes, calls.Load(), failed.Load(), g0, g1, h0>>10, h1>>10)
+	if n := failed.Load(); n != 0 {
+		t.Errorf("%d of %d calls failed during the churn; the first: %v", n, calls.Load(), firstErr.Load())
+	}
+	if h1 > h0+8<<20 {
+		t.Errorf("the heap grew from %d KiB to %d KiB over the churn", h0>>10, h1>>10)
+	}
 }
