@@ -7,6 +7,7 @@ require (
 	github.com/opentracing/opentracing-go v1.2.0
 	github.com/uber-go/tally/v4 v4.1.17
 	github.com/uber/tchannel-go v1.34.6
+	go.etcd.io/etcd/api/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.27.1
@@ -24,7 +25,6 @@ require (
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
 	github.com/stretchr/objx v0.5.3 // indirect
 	github.com/twmb/murmur3 v1.1.8 // indirect
-	go.etcd.io/etcd/api/v3 v3.7.3 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect

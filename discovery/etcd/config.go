@@ -1,0 +1,195 @@
+package etcd
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/uber-go/tally/v4"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sluice-rpc/sluice/backoff"
+	"github.com/sluice-rpc/sluice/clock"
+)
+
+const (
+	// DefaultCheckInterval is how often a Resolver asks etcd for its
+	// watch's progress when ResolverConfig.CheckInterval is 0.
+	DefaultCheckInterval = 5 * time.Second
+	// DefaultResyncInterval is how often a Resolver reads its prefix
+	// afresh whatever happened, when ResolverConfig.ResyncInterval is 0.
+	DefaultResyncInterval = 5 * time.Minute
+	// DefaultTimeout bounds one read of the prefix when
+	// ResolverConfig.Timeout is 0.
+	DefaultTimeout = 5 * time.Second
+	// DefaultTTL is a registration's lease time to live when
+	// RegistrarConfig.TTL is 0: about how long etcd keeps the address of a
+	// server that died without deregistering.
+	DefaultTTL = 10 * time.Second
+)
+
+// DefaultBackoff returns the wait between failed attempts to read the
+// prefix or to register, when a configuration's Backoff is the zero
+// value: 100 ms after the first failure in a row, doubled per further
+// failure, at most 5 s, each wait drawn from the upper half of that
+// (equal jitter), so that the programs following one etcd do not all come
+// back together after an outage.
+func DefaultBackoff() backoff.Exponential {
+	return backoff.Exponential{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Multiplier: 2,
+		Jitter: backoff.EqualJitter}
+}
+
+// ResolverConfig configures a Resolver. The zero value of each field but
+// Client and Prefix means its default.
+type ResolverConfig struct {
+	// Client is the etcd client the Resolver reads and watches through;
+	// the Resolver never closes it. Required.
+	Client *clientv3.Client
+	// Prefix is where the peers' keys are: PREFIX/<anything>, as
+	// endpoints.NewManager(client, PREFIX) writes them. Trailing slashes
+	// are dropped ("services/kv/" is "services/kv"); a leading one is kept
+	// ("/services/kv" and "services/kv" are different prefixes in etcd).
+	// Required.
+	Prefix string
+	// CheckInterval is how often the Resolver asks etcd for its watch's
+	// progress; a request not answered within the next interval, or an
+	// answer whose revision went backwards, makes it read the prefix
+	// afresh. 0 means DefaultCheckInterval.
+	CheckInterval time.Duration
+	// ResyncInterval is how often the Resolver reads the prefix afresh in
+	// any case; a negative value means never. 0 means
+	// DefaultResyncInterval.
+	ResyncInterval time.Duration
+	// Timeout bounds one read of the prefix. 0 means DefaultTimeout.
+	Timeout time.Duration
+	// Backoff spaces the attempts to read and watch the prefix after
+	// failures in a row. The zero value means DefaultBackoff().
+	Backoff backoff.Exponential
+	// Clock times the checks and the backoff; nil means clock.Real.
+	// etcd's client times its own requests on the wall clock.
+	Clock clock.Clock
+}
+
+// Validate reports the first rule c breaks, naming the field, or nil.
+func (c ResolverConfig) Validate() error {
+	switch {
+	case c.Client == nil:
+		return errors.New("etcd: ResolverConfig.Client is nil, want a connected etcd client")
+	case normalizePrefix(c.Prefix) == "":
+		return fmt.Errorf("etcd: ResolverConfig.Prefix is %q, want the prefix the peers are under, such as services/kv", c.Prefix)
+	case c.CheckInterval < 0:
+		return fmt.Errorf("etcd: ResolverConfig.CheckInterval is %v, must be >= 0 (0 means %v)", c.CheckInterval, DefaultCheckInterval)
+	case c.Timeout < 0:
+		return fmt.Errorf("etcd: ResolverConfig.Timeout is %v, must be >= 0 (0 means %v)", c.Timeout, DefaultTimeout)
+	}
+	return validateBackoff("ResolverConfig", c.Backoff)
+}
+
+func (c ResolverConfig) withDefaults() ResolverConfig {
+	c.Prefix = normalizePrefix(c.Prefix)
+	c.CheckInterval = cmp.Or(c.CheckInterval, DefaultCheckInterval)
+	c.ResyncInterval = cmp.Or(c.ResyncInterval, DefaultResyncInterval)
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	if c.Backoff == (backoff.Exponential{}) {
+		c.Backoff = DefaultBackoff()
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real
+	}
+	return c
+}
+
+// RegistrarConfig configures a Registrar. The zero value of each field but
+// Client and Prefix means its default.
+type RegistrarConfig struct {
+	// Client is the etcd client the Registrar writes through; it never
+	// closes it. Required.
+	Client *clientv3.Client
+	// Prefix is where the servers' keys go: PREFIX/<host:port>. Trailing
+	// slashes are dropped, a leading one kept, as in ResolverConfig.
+	// Required.
+	Prefix string
+	// TTL is the time to live of the lease the key is written under, in
+	// whole seconds, at least 1 s: how long etcd keeps the address of a
+	// server that stopped renewing it (etcd raises a TTL below its own
+	// minimum, about 2 s with its default heartbeat). It also bounds each
+	// grant and write. 0 means DefaultTTL.
+	TTL time.Duration
+	// Metadata is written beside the address (the endpoint's Metadata);
+	// it must be JSON-encodable. nil means none.
+	Metadata map[string]any
+	// Weight, if not 0, is written as Metadata.weight: the server's share
+	// of its service's traffic relative to the others' (unset counts as
+	// 1). It must be a finite number >= 0.
+	Weight float64
+	// Scope receives the registration metrics (stats.RegistrationRegistered,
+	// ...); nil means nowhere.
+	Scope tally.Scope
+	// Backoff spaces the attempts to register after failures in a row.
+	// The zero value means DefaultBackoff().
+	Backoff backoff.Exponential
+	// Clock times the backoff and stamps the State; nil means clock.Real.
+	Clock clock.Clock
+}
+
+// Validate reports the first rule c breaks, naming the field, or nil.
+func (c RegistrarConfig) Validate() error {
+	switch {
+	case c.Client == nil:
+		return errors.New("etcd: RegistrarConfig.Client is nil, want a connected etcd client")
+	case normalizePrefix(c.Prefix) == "":
+		return fmt.Errorf("etcd: RegistrarConfig.Prefix is %q, want the prefix the servers register under, such as services/kv", c.Prefix)
+	case c.TTL < 0 || c.TTL%time.Second != 0:
+		return fmt.Errorf("etcd: RegistrarConfig.TTL is %v, must be a whole number of seconds >= 1s (0 means %v)", c.TTL, DefaultTTL)
+	case c.Weight < 0 || math.IsInf(c.Weight, 0) || math.IsNaN(c.Weight):
+		return fmt.Errorf("etcd: RegistrarConfig.Weight is %v, must be a finite number >= 0 (0 means none written)", c.Weight)
+	}
+	if _, err := json.Marshal(c.Metadata); err != nil {
+		return fmt.Errorf("etcd: RegistrarConfig.Metadata cannot be written as JSON: %v", err)
+	}
+	return validateBackoff("RegistrarConfig", c.Backoff)
+}
+
+func (c RegistrarConfig) withDefaults() RegistrarConfig {
+	c.Prefix = normalizePrefix(c.Prefix)
+	c.TTL = cmp.Or(c.TTL, DefaultTTL)
+	if c.Backoff == (backoff.Exponential{}) {
+		c.Backoff = DefaultBackoff()
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real
+	}
+	if c.Scope == nil {
+		c.Scope = tally.NoopScope
+	}
+	// The registrar's own copy, with the weight in it.
+	c.Metadata = maps.Clone(c.Metadata)
+	if c.Weight != 0 {
+		if c.Metadata == nil {
+			c.Metadata = map[string]any{}
+		}
+		c.Metadata["weight"] = c.Weight
+	}
+	return c
+}
+
+func validateBackoff(config string, b backoff.Exponential) error {
+	switch {
+	case b == backoff.Exponential{}:
+	case b.Initial <= 0 || b.Max < b.Initial:
+		return fmt.Errorf("etcd: %s.Backoff is %v..%v, must have 0 < Initial <= Max (the zero value means DefaultBackoff())", config, b.Initial, b.Max)
+	case !(b.Multiplier >= 1) || math.IsInf(b.Multiplier, 1):
+		return fmt.Errorf("etcd: %s.Backoff.Multiplier is %v, must be a finite number >= 1", config, b.Multiplier)
+	case !(b.Spread >= 0 && b.Spread < 1):
+		return fmt.Errorf("etcd: %s.Backoff.Spread is %v, must be in [0, 1)", config, b.Spread)
+	}
+	return nil
+}
+
+// normalizePrefix drops prefix's trailing slashes.
+func normalizePrefix(prefix string) string { return strings.TrimRight(prefix, "/") }

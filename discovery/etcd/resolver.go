@@ -1,0 +1,287 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/discovery"
+)
+
+// Resolver follows the peers under one etcd prefix (see the package doc
+// for the layout, the resyncs and their bounds). It is safe for concurrent
+// use; each Resolve follows the prefix on its own.
+type Resolver struct {
+	cfg  ResolverConfig // defaults applied
+	name string
+}
+
+var _ discovery.Resolver = (*Resolver)(nil)
+
+// NewResolver returns a Resolver as cfg says.
+func NewResolver(cfg ResolverConfig) (*Resolver, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	return &Resolver{cfg: cfg, name: targetName(cfg.Client, cfg.Prefix)}, nil
+}
+
+// String returns etcd://<the client's endpoints>/<prefix>, the form
+// ParseTarget reads.
+func (r *Resolver) String() string { return r.name }
+
+// Resolve reads and watches the prefix until ctx ends, reporting the whole
+// set to u after each read and each watch response with events, and each
+// failure to read or watch, and each key whose value it cannot read. It
+// ignores u.ResolveNow: it is told of every change.
+func (r *Resolver) Resolve(ctx context.Context, u discovery.Updates) {
+	f := &follower{cfg: &r.cfg, u: u, entries: map[string]entry{}}
+	failures := 0 // in a row, for the backoff
+	for ctx.Err() == nil {
+		if failures > 0 && !sleep(ctx, r.cfg.Clock, r.cfg.Backoff.Delay(failures, rand.Float64())) {
+			return
+		}
+		rev, err := f.read(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			f.fail(err)
+			failures++
+			continue
+		}
+		err = f.watch(ctx, rev, func() { failures = 0 })
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, errResync):
+			// Not a failure: read again at once.
+		case errors.Is(err, errCompacted):
+			// Not a failure either, but counted for the backoff, in case
+			// etcd compacts past every revision read.
+			failures++
+		default:
+			f.fail(err)
+			failures++
+		}
+	}
+}
+
+var (
+	// errResync ends a watch to read the prefix afresh (ResyncInterval).
+	errResync = errors.New("etcd: periodic resync")
+	// errCompacted ends a watch that etcd compacted past.
+	errCompacted = errors.New("etcd: the watch's revisions were compacted")
+)
+
+// entry is one key's peer, or why its value was left out.
+type entry struct {
+	addr discovery.Address
+	err  error
+}
+
+// follower is one Resolve's view of the prefix.
+type follower struct {
+	cfg     *ResolverConfig
+	u       discovery.Updates
+	entries map[string]entry // by key
+	// rev is the highest store revision seen: a later answer below it
+	// comes from another store.
+	rev int64
+	// last is the set last reported by Update; reported says whether
+	// there was one, and failed whether an Error came after it.
+	last     []discovery.Address
+	reported bool
+	failed   bool
+}
+
+// read gets the prefix, replaces the set with what it holds, reports it,
+// and returns the revision it was read at.
+func (f *follower) read(ctx context.Context) (int64, error) {
+	rctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+	defer cancel()
+	resp, err := f.cfg.Client.Get(rctx, f.cfg.Prefix+"/", clientv3.WithPrefix())
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return 0, fmt.Errorf("etcd: reading %s/: no answer within %v (etcd unreachable?)", f.cfg.Prefix, f.cfg.Timeout)
+		}
+		return 0, fmt.Errorf("etcd: reading %s/: %w", f.cfg.Prefix, err)
+	}
+	clear(f.entries)
+	for _, kv := range resp.Kvs {
+		f.put(string(kv.Key), kv.Value)
+	}
+	// The read is the truth, even when its revision is below rev: etcd
+	// came back with another store.
+	f.rev = resp.Header.Revision
+	f.report()
+	return resp.Header.Revision, nil
+}
+
+// watch follows the prefix from the revision after rev until the watch
+// has to be given up (or ctx ends), and says why. created is called once
+// etcd has set the watch up.
+func (f *follower) watch(ctx context.Context, rev int64, created func()) error {
+	cli, every := f.cfg.Client, f.cfg.CheckInterval
+	// The watch requires a leader: a member cut off from its cluster ends
+	// it rather than serve a stale view.
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	// clientv3's Watch returns once etcd has set the watch up, which it
+	// never does while unreachable: it runs on a goroutine of its own,
+	// while the checks below run (until wch arrives, the watch is nil
+	// and sends nothing).
+	var wch clientv3.WatchChan
+	starting := make(chan clientv3.WatchChan, 1)
+	go func() {
+		starting <- cli.Watch(wctx, f.cfg.Prefix+"/", clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithCreatedNotify())
+	}()
+	defer func() {
+		cancel() // Watch returns at once
+		if starting != nil {
+			<-starting
+		}
+	}()
+	check := f.cfg.Clock.NewTimer(every)
+	defer func() { check.Stop() }()
+	var resync <-chan time.Time
+	if f.cfg.ResyncInterval > 0 {
+		t := f.cfg.Clock.NewTimer(f.cfg.ResyncInterval)
+		defer t.Stop()
+		resync = t.C()
+	}
+	asked := false // a progress request is unanswered
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-resync:
+			return errResync
+		case wch = <-starting:
+			starting = nil
+		case wr, ok := <-wch:
+			switch {
+			case !ok:
+				return fmt.Errorf("etcd: the watch on %s/ closed", f.cfg.Prefix)
+			case wr.CompactRevision != 0:
+				return errCompacted
+			case wr.Err() != nil:
+				return fmt.Errorf("etcd: watching %s/: %w", f.cfg.Prefix, wr.Err())
+			case wr.Canceled:
+				return fmt.Errorf("etcd: etcd cancelled the watch on %s/", f.cfg.Prefix)
+			case wr.Created:
+				// Its header may come from a member a little behind the
+				// one that answered the read: no comparison.
+				created()
+			case wr.Header.Revision != 0 && wr.Header.Revision < f.rev:
+				// (A member of a cluster lagging behind the one that
+				// answered the read could answer below it too, for a
+				// moment: the price of a false alarm is one read.)
+				return fmt.Errorf("etcd: etcd's revision went back from %d to %d: it came back with another store (a new data directory?); reading %s/ afresh",
+					f.rev, wr.Header.Revision, f.cfg.Prefix)
+			}
+			asked = false
+			f.rev = max(f.rev, wr.Header.Revision)
+			for _, ev := range wr.Events {
+				switch ev.Type {
+				case clientv3.EventTypePut:
+					f.put(string(ev.Kv.Key), ev.Kv.Value)
+				case clientv3.EventTypeDelete:
+					delete(f.entries, string(ev.Kv.Key))
+				}
+				f.rev = max(f.rev, ev.Kv.ModRevision)
+			}
+			if len(wr.Events) > 0 {
+				f.report()
+			}
+		case <-check.C():
+			if asked {
+				return fmt.Errorf("etcd: no answer on the watch of %s/ to a progress request within %v", f.cfg.Prefix, every)
+			}
+			// The request goes on the watch's own stream (the one of
+			// wctx's metadata); a stream stuck reconnecting does not take
+			// it.
+			pctx, pcancel := context.WithTimeout(wctx, every)
+			err := cli.RequestProgress(pctx)
+			pcancel()
+			if errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("etcd: the watch on %s/ took no progress request within %v (etcd unreachable?)", f.cfg.Prefix, every)
+			}
+			if err != nil {
+				return fmt.Errorf("etcd: asking for the progress of the watch on %s/: %w", f.cfg.Prefix, err)
+			}
+			asked = true
+			check = f.cfg.Clock.NewTimer(every)
+		}
+	}
+}
+
+// put records the peer in key's value, or why it is left out.
+func (f *follower) put(key string, value []byte) {
+	a, err := decode(key, value)
+	f.entries[key] = entry{a, err}
+}
+
+// report reports the set, unless it is the one last reported and nothing
+// failed since, then the keys left out of it, if any.
+func (f *follower) report() {
+	keys := make([]string, 0, len(f.entries))
+	for k := range f.entries {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	set := make([]discovery.Address, 0, len(keys))
+	var first error
+	var bad []string // the keys left out after the first
+	for _, k := range keys {
+		switch e := f.entries[k]; {
+		case e.err == nil:
+			set = append(set, e.addr)
+		case first == nil:
+			first = e.err
+		default:
+			bad = append(bad, k)
+		}
+	}
+	if !f.reported || f.failed || !reflect.DeepEqual(set, f.last) {
+		f.u.Update(set)
+		f.last, f.reported, f.failed = set, true, false
+	}
+	switch {
+	case first == nil:
+	case len(bad) == 0:
+		f.fail(fmt.Errorf("%w; left out, the other %d peers reported", first, len(set)))
+	default:
+		n := len(bad)
+		if n > 3 {
+			bad = append(bad[:3:3], "...")
+		}
+		f.fail(fmt.Errorf("%w; left out with %d more keys (%s), the other %d peers reported",
+			first, n, strings.Join(bad, ", "), len(set)))
+	}
+}
+
+func (f *follower) fail(err error) {
+	f.u.Error(err)
+	f.failed = true
+}
+
+// sleep waits d on c, or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, c clock.Clock, d time.Duration) bool {
+	t := c.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
