@@ -118,6 +118,13 @@ func (st *callState) pick(ctx context.Context, now time.Time) (*peer.Peer, time.
 		case <-changed:
 			now = st.c.o.clock.Now()
 		case <-ctx.Done():
+			if err == peer.ErrResolving { // say why the resolver has not answered
+				if w := st.c.managedBy(st.l.Service()); w != nil {
+					if ws := w.State(); ws.LastError != "" {
+						err = fmt.Errorf("%w; %s: %s", err, ws.Target, ws.LastError)
+					}
+				}
+			}
 			return nil, now, fmt.Errorf("no peer became ready (%v): %w", err, ctx.Err())
 		}
 	}

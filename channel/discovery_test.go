@@ -137,6 +137,11 @@ func TestResolverFollowsPeers(t *testing.T) {
 		t.Fatalf("a call ended before the resolver's first set: %v", err)
 	default:
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := client.CallRaw(ctx, "kv", "echo", nil, nil); err == nil || !strings.Contains(err.Error(), "the service's resolver has not answered; mem:test: not yet") {
+		t.Fatalf("a call whose deadline passed before the first set: %v, want the resolver's error", err)
+	}
 	reg.set(func([]string) []string { return []string{a.ch.HostPort()} }, nil)
 	if err := testwait.Recv(t, result, "the waiting call"); err != nil {
 		t.Fatalf("the call that waited for the first set: %v", err)

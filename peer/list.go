@@ -253,6 +253,9 @@ func (l *List) Connect() {
 	}
 }
 
+// Service returns the name of the service whose peers the list holds.
+func (l *List) Service() string { return l.service }
+
 // Peers returns the current peers. The slice must not be modified.
 func (l *List) Peers() []*Peer { return *l.peers.Load() }
 

@@ -45,12 +45,15 @@ worker-pool server (default 8 workers, 2 ms each: 4,000 calls/s) offered
 combination (default 10 s), and prints goodput, the shares answered Busy and
 refused in the client, p50/p99 and the requests that reached the server.
 
+` + targetsHelp + `
+
 Exit status: 0 when the run completed with at least one successful call, or
 was interrupted; 1 when it could not run, or when every call failed or was
 refused; 2 on a usage error.`,
 	examples: `sluice bench --embedded 4 --rps 400 -d 10s --hedge-max 3 --hedge-adaptive 0.95
 sluice bench -p 127.0.0.1:4040 -s kv -m get -r '{"key":"a"}' --rps 200 -d 30s -o json
 sluice bench -P peers.yaml -s kv -m get --retry-max 3 --debug-listen 127.0.0.1:9090
+sluice bench -P dns:///_tchannel._tcp.kv.default.svc.cluster.local -s kv -m get --rps 500 -d 1m --allow-remote
 sluice bench --embedded 1 --embedded-workers 8 --embedded-latency fixed:2ms --embedded-shed adaptive --rps 8000
 sluice bench --closed-loop --chart closedloop.png`,
 }
@@ -96,12 +99,14 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return benchClosedLoop(ctx, fs, closedLoopArgs{embedded: *embedded, workers: *workers, shape: *shapeText,
 			load: *loadX, timeout: *timeout, duration: *duration, output: *output, chart: *chartPath, gogc: *gogc}, stdout, stderr)
 	}
-	hostPorts, err := peers.hostPorts()
-	switch {
-	case err != nil:
+	src, err := peers.source()
+	if err != nil {
 		return fs.usageError("%v", err)
-	case (len(hostPorts) == 0) == (*embedded == 0):
-		return fs.usageError("give peers (-p HOST:PORT, repeatable, or -P FILE) or --embedded N, not both")
+	}
+	defer src.close()
+	switch {
+	case src.empty() == (*embedded == 0):
+		return fs.usageError("give peers (-p HOST:PORT, repeatable, or -P TARGET) or --embedded N, not both")
 	case *embedded < 0 || *embedded > benchEmbeddedMax:
 		return fs.usageError("--embedded is %d, must be in [1, %d]", *embedded, benchEmbeddedMax)
 	case *embedded == 0 && (fs.set("embedded-latency") || fs.set("embedded-workers") || fs.set("embedded-shed")):
@@ -132,10 +137,13 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := policy.validate(); err != nil {
 		return fs.usageError("%v", err)
 	}
-	for _, p := range hostPorts {
+	for _, p := range append(src.hostPorts, src.listed...) {
 		if err := checkLoopback(p, *allowRemote); err != nil {
 			return fs.usageError("%v", err)
 		}
+	}
+	if src.resolver != nil && !*allowRemote {
+		src.resolver = loopbackOnly{src.resolver}
 	}
 	if *embedded > 0 {
 		if *service == "" {
@@ -173,9 +181,9 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return fs.failure("%v", err)
 		}
 		defer servers.Close()
-		hostPorts = servers.HostPorts()
+		src.hostPorts = servers.HostPorts()
 	}
-	opts := []channel.Option{channel.WithScope(debug.scope()), channel.WithBusyConfig(busy.Config{Disabled: !*throttling})}
+	opts := append(src.options(*service), channel.WithScope(debug.scope()), channel.WithBusyConfig(busy.Config{Disabled: !*throttling}))
 	if cfg != nil {
 		opts = append(opts, channel.WithServiceConfig(cfg))
 	}
@@ -184,10 +192,8 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fs.usageError("%v", err)
 	}
 	defer ch.Close()
-	for _, p := range hostPorts {
-		if err := ch.AddPeer(*service, p); err != nil {
-			return fs.usageError("%v", err)
-		}
+	if err := src.addPeers(ch, *service); err != nil {
+		return fs.usageError("%v", err)
 	}
 	if err := debug.serve("sluice bench", nil, stderr); err != nil {
 		return fs.failure("%v", err)
@@ -207,8 +213,12 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		out := struct {
 			*load.Report
 			Peers           []string `json:"peers"`
+			PeerList        string   `json:"peer_list,omitempty"`
 			EmbeddedLatency string   `json:"embedded_latency,omitempty"`
-		}{Report: rep, Peers: hostPorts}
+		}{Report: rep, Peers: src.hostPorts}
+		if src.resolver != nil {
+			out.PeerList = src.String()
+		}
 		if *embedded > 0 {
 			out.EmbeddedLatency = shape.String()
 		}
@@ -223,7 +233,7 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			}
 			fmt.Fprintf(stdout, ", shedding %s\n", *shedText)
 		} else {
-			fmt.Fprintf(stdout, "servers     %s\n", strings.Join(hostPorts, " "))
+			fmt.Fprintf(stdout, "servers     %s\n", src)
 		}
 		rep.Print(stdout)
 	}

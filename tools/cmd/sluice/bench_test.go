@@ -183,7 +183,7 @@ func TestBenchFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "give peers (-p HOST:PORT, repeatable, or -P FILE) or --embedded N"},
+		{nil, "give peers (-p HOST:PORT, repeatable, or -P TARGET) or --embedded N"},
 		{[]string{"--embedded", "2", "--peer", "127.0.0.1:1"}, "not both"},
 		{[]string{"--embedded", "99"}, "--embedded is 99, must be in [1, 16]"},
 		{[]string{"--embedded", "-1"}, "--embedded is -1"},

@@ -27,12 +27,16 @@ flags (--retry-max, --hedge-max) or from a service config file
 (--service-config). A peer that refuses connections fails the call at once
 with UNAVAILABLE rather than at the timeout.
 
+` + targetsHelp + `
+
 Exit status: 0 when the call succeeded; 1 when it failed, with a system error
 (BUSY, TIMEOUT, UNAVAILABLE, ...) or an application error (whose body still
 goes to stdout); 2 on a usage error.`,
 	examples: `sluice call -p 127.0.0.1:4040 -s kv -m get -r '{"key":"a"}' | jq .
 sluice call -p 127.0.0.1:4040 -s kv -m echo -e raw -r hello
 sluice call -P peers.txt -s kv -m get -r '{"key":"a"}' --retry-max 3 -v
+sluice call -P dns:///kv.default.svc.cluster.local:4040 -s kv -m get -r '{"key":"a"}'
+sluice call -P etcd://127.0.0.1:2379/services/kv -s kv -m get -r '{"key":"a"}'
 sluice call -p 127.0.0.1:4040 -s kv -m get -f request.json -H auth:secret --timeout 200ms`,
 }
 
@@ -54,12 +58,14 @@ func callCmd(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 
-	hostPorts, err := peers.hostPorts()
-	switch {
-	case err != nil:
+	src, err := peers.source()
+	if err != nil {
 		return fs.usageError("%v", err)
-	case len(hostPorts) == 0:
-		return fs.usageError("give a peer: -p HOST:PORT (repeatable) or -P FILE")
+	}
+	defer src.close()
+	switch {
+	case src.empty():
+		return fs.usageError("give a peer: -p HOST:PORT (repeatable) or -P TARGET")
 	case *service == "" || *method == "":
 		return fs.usageError("-s/--service and -m/--method are required")
 	case target.checkEncoding() != nil:
@@ -98,15 +104,13 @@ func callCmd(args []string, stdout, stderr io.Writer) int {
 		return fs.usageError("%v", err)
 	}
 
-	ch, err := channel.New("sluice-call", channel.WithServiceConfig(cfg))
+	ch, err := channel.New("sluice-call", append(src.options(*service), channel.WithServiceConfig(cfg))...)
 	if err != nil {
 		return fs.usageError("%v", err)
 	}
 	defer ch.Close()
-	for _, p := range hostPorts {
-		if err := ch.AddPeer(*service, p); err != nil {
-			return fs.usageError("%v", err)
-		}
+	if err := src.addPeers(ch, *service); err != nil {
+		return fs.usageError("%v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()

@@ -35,7 +35,11 @@ func startServeStderr(t *testing.T, args ...string) (string, *syncBuffer) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errOut syncBuffer
 	exit := make(chan int, 1)
-	go func() { exit <- serveRun(ctx, append([]string{"--listen", "127.0.0.1:0"}, args...), &out, &errOut) }()
+	// A short quiet time: the tests end their servers often, with no
+	// clients left to wait for.
+	go func() {
+		exit <- serveRun(ctx, append([]string{"--listen", "127.0.0.1:0", "--shutdown-quiet", "10ms"}, args...), &out, &errOut)
+	}()
 	t.Cleanup(func() {
 		cancel()
 		if code := testwait.Recv(t, exit, "sluice serve to exit"); code != 0 {
@@ -142,7 +146,7 @@ func TestCallHelpFlags(t *testing.T) {
 	var out, errOut bytes.Buffer
 	run([]string{"call", "-h"}, &out, &errOut)
 	for _, want := range []string{
-		"  -p, --peer HOST:PORT ", "  -P, --peer-list FILE ", "  -s, --service SERVICE ", "  -m, --method METHOD ",
+		"  -p, --peer HOST:PORT ", "  -P, --peer-list TARGET ", "  -s, --service SERVICE ", "  -m, --method METHOD ",
 		"  -e, --encoding ENCODING ", "(default json)", "  -r, --request BODY ", "  -H, --header KEY:VALUE ",
 		"      --timeout duration ", "(default 1s)", "  -v, --verbose ", "      --service-config FILE ",
 	} {

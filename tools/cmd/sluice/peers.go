@@ -1,15 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
 
-	"gopkg.in/yaml.v3"
-
+	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/discovery"
+	"github.com/sluice-rpc/sluice/discovery/file"
 	"github.com/sluice-rpc/sluice/peer"
 )
 
@@ -20,95 +20,113 @@ func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 // peerFlags are yab's -p/--peer and -P/--peer-list, shared by call and
-// bench.
+// bench, with the etcd client's flags for etcd:// peer lists.
 type peerFlags struct {
 	peers multiFlag
 	list  string
+	etcd  *etcdFlags
 }
 
 func addPeerFlags(fs *flagSet) *peerFlags {
 	p := &peerFlags{}
 	fs.Var(&p.peers, "peer", "`HOST:PORT` of a peer (repeatable)")
 	fs.alias("p", "peer")
-	fs.StringVar(&p.list, "peer-list", "", "a `FILE` of peers: a JSON array or YAML list of host:port strings, or one host:port a line (# comments)")
+	fs.StringVar(&p.list, "peer-list", "", "where the peers are, followed as they change: a `TARGET`, FILE, file:FILE, dns:///HOST:PORT, dns:///SRV-NAME or etcd://HOST:PORT/PREFIX (see below)")
 	fs.alias("P", "peer-list")
+	p.etcd = addEtcdFlags(fs)
 	return p
 }
 
-// hostPorts returns the peers of --peer and --peer-list, each checked with
-// peer.ValidateHostPort; an error names the flag and, for the file, the
-// line.
-func (p *peerFlags) hostPorts() ([]string, error) {
-	var all []string
+// peerSource is where a command's peers come from: host:ports given on
+// the command line or read once from a file, or a resolver following a
+// target.
+type peerSource struct {
+	hostPorts []string
+	resolver  discovery.Resolver
+	// listed are the peers a followed file held at the start, checked
+	// as the command line's are.
+	listed []string
+	close  func() // closes what the resolver needs (an etcd client)
+}
+
+// source returns the peers of --peer and --peer-list; an error names the
+// flag and, for a file, the line. A file given alone is followed as it
+// changes; with --peer it is read once and its peers join theirs. A dns:
+// or etcd: target is followed, and does not mix with --peer.
+func (p *peerFlags) source() (*peerSource, error) {
+	s := &peerSource{close: func() {}}
 	for _, hp := range p.peers {
 		if err := peer.ValidateHostPort(hp); err != nil {
 			return nil, fmt.Errorf("--peer: %v", err)
 		}
-		all = append(all, hp)
+		s.hostPorts = append(s.hostPorts, hp)
 	}
-	if p.list != "" {
-		data, err := os.ReadFile(p.list)
+	if p.list == "" {
+		return s, nil
+	}
+	if strings.HasPrefix(p.list, "dns:") || strings.HasPrefix(p.list, "etcd:") {
+		if len(p.peers) > 0 {
+			return nil, fmt.Errorf("-p/--peer and -P/--peer-list %s do not mix: a registry's peers are its own to change", p.list)
+		}
+		r, closeFn, err := resolverFor(p.list, p.etcd)
 		if err != nil {
 			return nil, fmt.Errorf("--peer-list: %v", err)
 		}
-		hps, err := parsePeerList(data)
-		if err != nil {
-			return nil, fmt.Errorf("--peer-list %s: %v", p.list, err)
-		}
-		all = append(all, hps...)
+		s.resolver, s.close = r, closeFn
+		return s, nil
 	}
-	return all, nil
+	// A file is read now, so that a typo or a bad line is a usage error at
+	// once, not calls waiting for peers that never come.
+	path := strings.TrimPrefix(p.list, "file:")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--peer-list: %v", err)
+	}
+	addrs, err := file.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("--peer-list %s: %v", path, err)
+	}
+	for _, a := range addrs {
+		s.listed = append(s.listed, a.HostPort)
+	}
+	if len(p.peers) > 0 {
+		s.hostPorts, s.listed = append(s.hostPorts, s.listed...), nil
+		return s, nil
+	}
+	if s.resolver, err = file.New(file.Config{Path: path}); err != nil {
+		return nil, fmt.Errorf("--peer-list: %v", err)
+	}
+	return s, nil
 }
 
-// parsePeerList reads the peers of a peer-list file, in yab's three
-// shapes: one host:port a line (blank lines and # comments ignored), a JSON
-// array of "host:port" strings, or a YAML list of them. A file whose every
-// line is a host:port or a comment is the first shape (an IPv6 line such as
-// [::1]:4040 looks like a JSON array); any other is read as YAML, of which
-// JSON is a subset, so that an error names the entry's line either way.
-func parsePeerList(data []byte) ([]string, error) {
-	hps, lineErr := parsePeerLines(data)
-	if lineErr == nil {
-		return hps, nil
+// empty reports whether no peer was given.
+func (s *peerSource) empty() bool { return len(s.hostPorts) == 0 && s.resolver == nil }
+
+// options are the Channel options that give service the peers of a
+// resolver; AddPeers adds the host:ports.
+func (s *peerSource) options(service string) []channel.Option {
+	if s.resolver == nil {
+		return nil
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.SequenceNode {
-		return nil, lineErr
-	}
-	hps = nil
-	for _, n := range doc.Content[0].Content {
-		if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
-			return nil, fmt.Errorf("line %d: want a \"host:port\" string", n.Line)
-		}
-		if err := peer.ValidateHostPort(n.Value); err != nil {
-			return nil, fmt.Errorf("line %d: %v", n.Line, err)
-		}
-		hps = append(hps, n.Value)
-	}
-	if len(hps) == 0 {
-		return nil, errors.New("the list is empty")
-	}
-	return hps, nil
+	return []channel.Option{channel.WithResolver(service, s.resolver)}
 }
 
-// parsePeerLines reads one host:port a line.
-func parsePeerLines(data []byte) ([]string, error) {
-	var hps []string
-	for i, line := range bytes.Split(data, []byte("\n")) {
-		s, _, _ := strings.Cut(string(line), "#")
-		s = strings.TrimSpace(s)
-		if s == "" {
-			continue
+// addPeers adds the command line's host:ports to service's peers.
+func (s *peerSource) addPeers(ch *channel.Channel, service string) error {
+	for _, hp := range s.hostPorts {
+		if err := ch.AddPeer(service, hp); err != nil {
+			return err
 		}
-		if err := peer.ValidateHostPort(s); err != nil {
-			return nil, fmt.Errorf("line %d: %v", i+1, err)
-		}
-		hps = append(hps, s)
 	}
-	if len(hps) == 0 {
-		return nil, errors.New("no peers in the file")
+	return nil
+}
+
+// String names the peers, for a report.
+func (s *peerSource) String() string {
+	if s.resolver != nil {
+		return s.resolver.String()
 	}
-	return hps, nil
+	return strings.Join(s.hostPorts, " ")
 }
 
 // targetFlags are the flags saying what `call` and `bench` call and send:

@@ -1,37 +1,65 @@
 package main
 
 import (
-	"slices"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// A peer list in each of yab's shapes; a bad entry is named by its line.
-func TestParsePeerList(t *testing.T) {
-	want := []string{"127.0.0.1:4040", "localhost:4041", "[::1]:4042"}
-	for _, tc := range []struct{ name, text string }{
-		{"lines", "127.0.0.1:4040\n\n# a comment\n  localhost:4041   # trailing comment\n[::1]:4042\n"},
-		{"json", `["127.0.0.1:4040", "localhost:4041",` + "\n" + `"[::1]:4042"]`},
-		{"yaml", "# peers\n- 127.0.0.1:4040\n- localhost:4041\n- '[::1]:4042'\n"},
+// -p and -P give the peers (a file with -p is read once; a registry does
+// not mix with -p); a -P target that names nothing (a missing file, a
+// malformed dns: or etcd: target) is an error naming the flag.
+func TestPeerSource(t *testing.T) {
+	dir := t.TempDir()
+	list := filepath.Join(dir, "peers")
+	if err := os.WriteFile(list, []byte("127.0.0.1:4040\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		p    peerFlags
+		want string // "" for success; then the source's String
+	}{
+		{peerFlags{peers: multiFlag{"127.0.0.1:4040"}}, ""},
+		{peerFlags{list: list}, ""},
+		{peerFlags{list: "file:" + list}, ""},
+		{peerFlags{list: "dns:///kv.example:4040"}, ""},
+		{peerFlags{peers: multiFlag{"127.0.0.1:4041"}, list: list}, ""}, // read once, joined
+		{peerFlags{peers: multiFlag{"127.0.0.1:4041"}, list: "dns:///kv.example:4040"}, "-p/--peer and -P/--peer-list dns:///kv.example:4040 do not mix"},
+		{peerFlags{peers: multiFlag{"nohost"}}, `--peer: peer: bad host:port "nohost"`},
+		{peerFlags{list: filepath.Join(dir, "missing")}, "--peer-list: open " + filepath.Join(dir, "missing") + ": no such file"},
+		{peerFlags{list: "dns:///kv.example"}, ""}, // a name without a port: SRV
+		{peerFlags{list: "dns://bad server/kv:1"}, "--peer-list: dns:"},
+		{peerFlags{list: "etcd://127.0.0.1:2379"}, "--peer-list: etcd: target \"etcd://127.0.0.1:2379\" has no prefix"},
 	} {
-		got, err := parsePeerList([]byte(tc.text))
-		if err != nil || !slices.Equal(got, want) {
-			t.Errorf("%s: %v, %v; want %v", tc.name, got, err, want)
+		tc.p.etcd = &etcdFlags{}
+		src, err := tc.p.source()
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%+v: %v", tc.p, err)
+				continue
+			}
+			src.close()
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want %q", tc.p, err, tc.want)
 		}
 	}
-	for _, tc := range []struct{ name, text, want string }{
-		{"bad line", "127.0.0.1:4040\n\nnohost\n", `line 3: peer: bad host:port "nohost"`},
-		{"bad port", "127.0.0.1:4040\n127.0.0.1:0\n", `line 2: peer: bad host:port "127.0.0.1:0"`},
-		{"bad json entry", "[\n  \"127.0.0.1:4040\",\n  \"127.0.0.1:99999\"\n]", `line 3: peer: bad host:port "127.0.0.1:99999"`},
-		{"json number", "[\"127.0.0.1:4040\",\n 4041]", `line 2: want a "host:port" string`},
-		{"bad yaml entry", "- 127.0.0.1:4040\n- nohost\n", `line 2: peer: bad host:port "nohost"`},
-		{"yaml nested", "- 127.0.0.1:4040\n- [127.0.0.1:4041]\n", `line 2: want a "host:port" string`},
-		{"empty json", "[]", "the list is empty"},
-		{"empty", "\n# nothing\n", "no peers in the file"},
-		{"mapping", "peers: 127.0.0.1:4040\n", `line 1: peer: bad host:port "peers: 127.0.0.1:4040"`},
-	} {
-		if _, err := parsePeerList([]byte(tc.text)); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
-		}
+}
+
+// The etcd flags: a certificate without its key, and a CA file that holds
+// no certificate, are errors naming the flags.
+func TestEtcdTLSFlags(t *testing.T) {
+	dir := t.TempDir()
+	notPEM := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&etcdFlags{cert: "c.pem"}).tlsConfig(); err == nil || !strings.Contains(err.Error(), "--etcd-cert and --etcd-key go together") {
+		t.Errorf("cert without key: %v", err)
+	}
+	if _, err := (&etcdFlags{cacert: notPEM}).tlsConfig(); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
+		t.Errorf("a CA file without PEM: %v", err)
 	}
 }

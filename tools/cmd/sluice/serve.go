@@ -4,13 +4,18 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/discovery/etcd"
 	"github.com/uber/tchannel-go"
 )
 
 var serveHelp = helpText{
-	synopsis: `sluice serve [--listen HOST:PORT] [--service NAME] [--debug-listen ADDR] [limits flags]`,
+	synopsis: `sluice serve [--listen HOST:PORT] [--service NAME] [--register etcd://HOST:PORT/PREFIX] [--debug-listen ADDR] [limits flags]`,
 	about: `A Sluice TChannel server to try call and bench on (and to test a client's
 error handling against): service --service on --listen, with three methods
 that take raw and JSON calls alike:
@@ -20,8 +25,21 @@ that take raw and JSON calls alike:
   busy   answers BUSY, the system error a Sluice client throttles on
 
 It prints "serving SERVICE on HOST:PORT" on stdout once it listens, and runs
-until interrupted. With --debug-listen it serves its metrics (server.requests,
-...) at /metrics and the runtime's profiles at /debug/pprof/.
+until SIGINT or SIGTERM. With --debug-listen it serves its metrics
+(server.requests, ...) at /metrics and the runtime's profiles at
+/debug/pprof/.
+
+With --register it registers its address in etcd under PREFIX (key
+PREFIX/HOST:PORT, in the layout of etcd's naming/endpoints, under a lease of
+--register-ttl renewed while it runs, and written again if etcd loses it), so
+that clients following etcd://.../PREFIX find it. On SIGINT or SIGTERM it
+leaves without failing calls (channel.Channel.Shutdown): it deregisters,
+serves on while clients learn of it (at most --shutdown-grace, ended once no
+request has come for --shutdown-quiet), declines new requests (Sluice clients
+retry them elsewhere), waits up to --shutdown-timeout for the requests in
+flight, and exits. A second signal exits at once.
+
+` + targetsHelp + `
 
 ` + peerLimitsHelp + `
 
@@ -30,7 +48,9 @@ Exit status: 0 when interrupted, 1 when it cannot listen, 2 on a usage error.`,
 sluice call -p 127.0.0.1:4040 -s echo -m echo -r '{"a":1}'    # {"a":1}, exit 0
 sluice call -p 127.0.0.1:4040 -s echo -m fail                 # the error body, exit 1
 sluice bench -p 127.0.0.1:4040 -s echo -m echo --rps 1000 -d 10s
-sluice serve --listen 127.0.0.1:4040 --max-conns 10000 --idle-timeout 1m   # tighter limits on peers`,
+sluice serve --listen 127.0.0.1:4040 --max-conns 10000 --idle-timeout 1m   # tighter limits on peers
+sluice serve --listen 127.0.0.1:0 --register etcd://127.0.0.1:2379/services/echo   # a fleet member
+sluice bench -P etcd://127.0.0.1:2379/services/echo -s echo -m echo --rps 500 -d 1m  # follows the fleet`,
 }
 
 // serveFailBody is the application error the fail method answers.
@@ -43,20 +63,42 @@ func serveRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	service := fs.String("service", "echo", "the `SERVICE` name the server answers to")
 	fs.alias("s", "service")
 	debugAddr := fs.String("debug-listen", "", debugListenUsage)
+	register := fs.String("register", "", "register the server's address in etcd under PREFIX: an etcd://HOST:PORT[,HOST:PORT...]/PREFIX `TARGET`")
+	registerTTL := fs.Duration("register-ttl", etcd.DefaultTTL, "the time to live of the registration's etcd lease, whole seconds: how long etcd keeps the address of a server that died")
+	etcdTLS := addEtcdFlags(fs)
+	grace := fs.Duration("shutdown-grace", channel.DefaultShutdownGrace, "on SIGINT/SIGTERM, serve on at most this long after deregistering, while clients learn of it (negative: not at all)")
+	quiet := fs.Duration("shutdown-quiet", channel.DefaultShutdownQuiet, "end the grace once no request has come for this long")
+	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "the longest a shutdown takes, grace and requests in flight included")
 	limits := peerLimitFlags(fs)
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
-	if *service == "" {
+	switch {
+	case *service == "":
 		return fs.usageError("-s/--service is empty")
+	case *quiet < 0:
+		return fs.usageError("--shutdown-quiet is %v, must be >= 0", *quiet)
+	case *shutdownTimeout <= 0:
+		return fs.usageError("--shutdown-timeout is %v, must be > 0", *shutdownTimeout)
+	case *register == "" && fs.set("register-ttl"):
+		return fs.usageError("--register-ttl needs --register")
+	}
+	opts := []channel.Option{channel.WithShutdown(channel.ShutdownConfig{Grace: *grace, Quiet: *quiet})}
+	if *register != "" {
+		reg, closeReg, err := registrarFor(*register, *registerTTL, etcdTLS)
+		if err != nil {
+			return fs.usageError("--register: %v", err)
+		}
+		defer closeReg()
+		opts = append(opts, channel.WithRegistrar(reg))
 	}
 	debug, err := newDebugListener(*debugAddr, stderr)
 	if err != nil {
 		return fs.usageError("%v", err)
 	}
 	defer debug.close()
-	ch, err := channel.New(*service, channel.WithScope(debug.scope()), channel.WithPeerLimits(*limits),
-		channel.WithTChannelOptions(tchannel.ChannelOptions{Logger: newWarnLogger(stderr)}))
+	ch, err := channel.New(*service, append(opts, channel.WithScope(debug.scope()), channel.WithPeerLimits(*limits),
+		channel.WithTChannelOptions(tchannel.ChannelOptions{Logger: newWarnLogger(stderr)}))...)
 	if err != nil {
 		return fs.usageError("%v", err)
 	}
@@ -87,5 +129,14 @@ func serveRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	fmt.Fprintf(stdout, "serving %s on %s\n", *service, ch.HostPort())
 	<-ctx.Done()
+	// A second signal exits at once: signals go back to their default
+	// action while the shutdown runs.
+	signal.Reset(os.Interrupt, syscall.SIGTERM)
+	fmt.Fprintf(stderr, "sluice serve: shutting down (deregister, grace up to %v, drain; at most %v)\n", *grace, *shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
+	defer cancel()
+	if err := ch.Shutdown(sctx); err != nil {
+		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+	}
 	return exitOK
 }
