@@ -93,13 +93,16 @@ func TestPeerChurn(t *testing.T) {
 // removed peer's calls in flight finish; calls choose among the peers of
 // the moment), and once the set is back to the one server, the goroutines
 // come back to what they were before the churn and the heap to what it
-// was in its first quarter: nothing accumulates per change. SLUICE_SLOW=1
-// runs it for 60 s; otherwise for -churn.
-func TestResolverChurn(t *testing.T) {
-	d := *churnFor
-	if slowtest.Enabled() {
-		d = time.Minute
-	}
+// was in its first quarter: nothing accumulates per change. It runs for
+// -churn; TestResolverChurnMinute, behind the slow gate, for a minute.
+func TestResolverChurn(t *testing.T) { resolverChurn(t, *churnFor) }
+
+func TestResolverChurnMinute(t *testing.T) {
+	slowtest.Skip(t, "churns peers for a minute")
+	resolverChurn(t, time.Minute)
+}
+
+func resolverChurn(t *testing.T, d time.Duration) {
 	servers := []*testServer{startServer(t), startServer(t), startServer(t)}
 	reg := newMemRegistry(servers[0].ch.HostPort())
 	client, _ := resolvedClient(t, reg)
