@@ -153,13 +153,14 @@ func sendBehindMiddleware(ctx context.Context, a *Attempt) (*Response, error) {
 // the rare path of attempt. A connection that closed under the attempt sent
 // nothing: the peer is reported lost (it leaves choice until its connector
 // has reconnected) and the attempt begins on another peer at once, at most
-// once more than the list has peers now (the peer that failed may just
-// have left the list, its connection closing with it), so an attempt never
-// loops on dead connections. Any other error (the deadline is reached, or tchannel-go
+// as many times as the list has peers, so an attempt never loops on dead
+// connections; a peer that had just left the list (its connection closing
+// with it) does not count, up to maxDeparted of them. Any other error (the deadline is reached, or tchannel-go
 // refused the call itself) ends the attempt. It returns the peer and call
 // that began, or a *CallError.
 func (c *Channel) beginElsewhere(ctx, sctx context.Context, st *callState, a *attemptSpec, as *attemptSpan,
 	p *peer.Peer, t0 time.Time, err error) (*peer.Peer, *tchannel.OutboundCall, time.Time, error) {
+	departed := 0
 	for unsent := 1; ; unsent++ {
 		var se tchannel.SystemError
 		if errors.As(err, &se) || ctx.Err() != nil {
@@ -169,7 +170,13 @@ func (c *Channel) beginElsewhere(ctx, sctx context.Context, st *callState, a *at
 		// The connection closed under us: nothing left this process.
 		st.pol.m.Unsent()
 		p.Lost()
-		if unsent > len(st.l.Peers()) {
+		// A peer that left the list (discovery removed it) closed its
+		// connection on its way out: that says nothing of the others, so
+		// it does not count against the bound (up to a few such).
+		if st.l.Get(p.HostPort()) != p && departed < maxDeparted {
+			departed++
+		}
+		if unsent-departed >= len(st.l.Peers()) {
 			return nil, nil, t0, &CallError{Service: a.service, Method: a.method, Code: codes.Unavailable,
 				Err: fmt.Errorf("%w (the connections of the peers this attempt chose closed before it could be sent; the last, %s: %v)", ErrUnavailable, p.HostPort(), err)}
 		}
@@ -185,6 +192,10 @@ func (c *Channel) beginElsewhere(ctx, sctx context.Context, st *callState, a *at
 		}
 	}
 }
+
+// maxDeparted bounds the unsent attempts of one attempt that beginElsewhere
+// does not count because their peer had left the list.
+const maxDeparted = 4
 
 // Call options per format, shared: tchannel-go only reads them (as it does
 // its own defaults), and a fresh one per attempt would cost an allocation.
