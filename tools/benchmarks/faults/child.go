@@ -1,17 +1,16 @@
 package faults
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/tools/internal/childproc"
 )
 
 // ChildEnv is the environment variable that makes ServeChildIfAsked turn
@@ -101,12 +100,10 @@ func (l *lineWriter) line(s string) {
 // child is a child server process seen from the parent: its address, the
 // accepts and executions it reported, and the signals the scenarios send it.
 type child struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stderr *tailBuffer
-	addr   string
+	proc *childproc.Proc
+	addr string
 	// exited is closed once the process has exited and been reaped.
-	exited chan struct{}
+	exited <-chan struct{}
 
 	mu      sync.Mutex
 	stopped bool // SIGSTOP sent, SIGCONT not yet
@@ -116,47 +113,26 @@ type child struct {
 // its address. The events it reports are recorded in accepts and execs,
 // timed when the parent reads them.
 func startChild(accepts, execs *events) (*child, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("faults: find this binary to re-execute as a child server: %w", err)
-	}
-	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), ChildEnv+"="+ChildServe)
-	cmd.SysProcAttr = childProcAttr()
-	c := &child{cmd: cmd, stderr: &tailBuffer{max: 4096}, exited: make(chan struct{})}
-	cmd.Stderr = c.stderr
-	if c.stdin, err = cmd.StdinPipe(); err != nil {
-		return nil, fmt.Errorf("faults: child stdin: %w", err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, fmt.Errorf("faults: child stdout: %w", err)
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("faults: start a child server (%s): %w", exe, err)
-	}
 	addrc := make(chan string, 1)
 	var other []string // lines that are not events, for the error message
-	go func() {
-		defer close(c.exited)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			switch l := sc.Text(); {
-			case l == lineExec:
-				execs.add(time.Now())
-			case l == lineAccept:
-				accepts.add(time.Now())
-			case strings.HasPrefix(l, lineListening):
-				addrc <- strings.TrimPrefix(l, lineListening)
-			default:
-				if len(other) < 10 {
-					other = append(other, l)
-				}
+	p, err := childproc.Start(childproc.Config{Env: ChildEnv + "=" + ChildServe, OnLine: func(l string) {
+		switch {
+		case l == lineExec:
+			execs.add(time.Now())
+		case l == lineAccept:
+			accepts.add(time.Now())
+		case strings.HasPrefix(l, lineListening):
+			addrc <- strings.TrimPrefix(l, lineListening)
+		default:
+			if len(other) < 10 {
+				other = append(other, l)
 			}
 		}
-		io.Copy(io.Discard, stdout)
-		cmd.Wait()
-	}()
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("faults: %w", err)
+	}
+	c := &child{proc: p, exited: p.Exited()}
 	timer := time.NewTimer(childStartLimit)
 	defer timer.Stop()
 	select {
@@ -165,11 +141,11 @@ func startChild(accepts, execs *events) (*child, error) {
 	case <-c.exited:
 		return nil, fmt.Errorf("faults: the child server (%s) exited before reporting its address: "+
 			"does the binary call faults.ServeChildIfAsked first thing in main (or TestMain)? stdout %q, stderr %q",
-			exe, other, c.stderr.String())
+			p.Executable(), other, p.Stderr())
 	case <-timer.C:
 		c.close()
 		return nil, fmt.Errorf("faults: the child server (%s) did not report its address within %v; stderr %q",
-			exe, childStartLimit, c.stderr.String())
+			p.Executable(), childStartLimit, p.Stderr())
 	}
 }
 
@@ -188,7 +164,7 @@ func (c *child) freeze() error {
 		return err
 	}
 	c.stopped = true
-	return waitStopped(c.cmd.Process.Pid, childExitLimit)
+	return waitStopped(c.proc.Pid(), childExitLimit)
 }
 
 // thaw sends SIGCONT to a frozen child.
@@ -209,22 +185,10 @@ func (c *child) thaw() error {
 // killing it if it has not exited within childExitLimit.
 func (c *child) close() error {
 	c.thaw()
-	c.stdin.Close()
-	t := time.NewTimer(childExitLimit)
-	defer t.Stop()
-	select {
-	case <-c.exited:
-		return nil
-	case <-t.C:
+	if err := c.proc.Close(childExitLimit); err != nil {
+		return fmt.Errorf("faults: the child server %s: %w", c.addr, err)
 	}
-	c.signal(sigKill)
-	t.Reset(childExitLimit)
-	select {
-	case <-c.exited:
-		return nil
-	case <-t.C:
-		return fmt.Errorf("faults: the child server %s (pid %d) did not exit within %v of SIGKILL", c.addr, c.cmd.Process.Pid, 2*childExitLimit)
-	}
+	return nil
 }
 
 // signal sends sig unless the child has exited.
@@ -234,31 +198,8 @@ func (c *child) signal(sig childSignal) error {
 		return errors.New("faults: the child server has already exited")
 	default:
 	}
-	if err := sendSignal(c.cmd.Process, sig); err != nil {
-		return fmt.Errorf("faults: signal the child server %s (pid %d): %w", c.addr, c.cmd.Process.Pid, err)
+	if err := sendSignal(c.proc.Process(), sig); err != nil {
+		return fmt.Errorf("faults: signal the child server %s (pid %d): %w", c.addr, c.proc.Pid(), err)
 	}
 	return nil
-}
-
-// tailBuffer keeps the last max bytes written to it, for error messages.
-type tailBuffer struct {
-	mu  sync.Mutex
-	b   []byte
-	max int
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
 }

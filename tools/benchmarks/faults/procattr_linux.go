@@ -4,17 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"syscall"
 	"time"
 )
-
-// childProcAttr makes the kernel kill a child server if the parent dies
-// without closing its stdin first, even while the child is stopped. (Linux
-// sends the signal when the thread that started the child exits; Go's
-// runtime keeps its threads, so in practice that is when the process does.)
-func childProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-}
 
 // waitStopped waits until the process pid is stopped (state T in
 // /proc/pid/stat): SIGSTOP is delivered asynchronously, and a freeze is only

@@ -2,14 +2,7 @@
 
 package faults
 
-import (
-	"syscall"
-	"time"
-)
-
-// childProcAttr has nothing to add where the kernel cannot kill a child
-// when its parent dies; the child exits when its stdin ends.
-func childProcAttr() *syscall.SysProcAttr { return nil }
+import "time"
 
 // waitStopped cannot tell a stopped process here; the freeze is taken as
 // done once SIGSTOP is sent.

@@ -24,7 +24,8 @@ import (
 var benchHelp = helpText{
 	synopsis: `sluice bench -p HOST:PORT -s SERVICE -m METHOD [-r BODY] [flags]
 sluice bench --embedded N [--embedded-workers N] [--embedded-shed MODE] [flags]
-sluice bench --closed-loop [--embedded-workers N] [--embedded-latency fixed:D] [--load X] [--chart FILE]`,
+sluice bench --closed-loop [--embedded-workers N] [--embedded-latency fixed:D] [--load X] [--chart FILE]
+sluice bench --rolling-deploy [--rows LIST] [--rps R] [--replacements N] [--steady D] [--settle D] [-o json]`,
 	about: `An open-loop load of calls through Sluice's pipeline: calls arrive at --rps
 on schedule whether or not earlier ones finished (at most --concurrency in
 flight), for -d/--max-duration or -n/--max-requests calls, against the peers of
@@ -45,6 +46,20 @@ worker-pool server (default 8 workers, 2 ms each: 4,000 calls/s) offered
 combination (default 10 s), and prints goodput, the shares answered Busy and
 refused in the client, p50/p99 and the requests that reached the server.
 
+--rolling-deploy replaces a fleet of server processes (children of this
+binary; default 4, echo with a 1 ms service time) one instance at a time
+under an open-loop load (default 1,000 calls/s from 2 clients, no retry
+policy): --replacements in all (default 8, every instance twice), after a
+steady stretch and each followed by --settle. Its rows, one after the
+other: etcd (Sluice clients following etcd, servers registering there and
+leaving with Shutdown; etcd is --etcd, or the etcd binary, or an embedded
+one), dns (Sluice clients following SRV records served in process, looked
+up every --dns-period; Shutdown), static (Sluice with a fixed peer list,
+servers replaced in place with Close) and tchannel (plain tchannel-go, the
+same). It prints, per row, the calls made and failed by code, p50/p99 in
+the steady state and during the deploys, and how soon each new instance
+got its first call. Takes about two and a half minutes with the defaults.
+
 ` + targetsHelp + `
 
 Exit status: 0 when the run completed with at least one successful call, or
@@ -55,7 +70,9 @@ sluice bench -p 127.0.0.1:4040 -s kv -m get -r '{"key":"a"}' --rps 200 -d 30s -o
 sluice bench -P peers.yaml -s kv -m get --retry-max 3 --debug-listen 127.0.0.1:9090
 sluice bench -P dns:///_tchannel._tcp.kv.default.svc.cluster.local -s kv -m get --rps 500 -d 1m --allow-remote
 sluice bench --embedded 1 --embedded-workers 8 --embedded-latency fixed:2ms --embedded-shed adaptive --rps 8000
-sluice bench --closed-loop --chart closedloop.png`,
+sluice bench --closed-loop --chart closedloop.png
+sluice bench --rolling-deploy
+sluice bench --rolling-deploy --rows dns,static --replacements 4 -o json`,
 }
 
 // benchEmbeddedMax bounds --embedded.
@@ -77,6 +94,7 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	loadX := fs.Float64("load", 2, "with --closed-loop: the offered rate as a multiple of the server's capacity")
 	chartPath := fs.String("chart", "", "with --closed-loop: draw goodput and p99 over time to `FILE` (.png or .svg)")
 	gogc := fs.Int("gogc", closedloop.DefaultGCPercent, "with --closed-loop: the garbage collector's target `PERCENT` while it runs, as GOGC (-1: keep the process's); the load generator, client and server share one process and its collector")
+	deployFlags := addDeployFlags(fs)
 	target := addTargetFlags(fs, "the `SERVICE` to call (default \"bench\" with --embedded)",
 		"the `METHOD` to call (default \"echo\" with --embedded)", "each call's request `BODY` (arg3; {} if none with -e json)")
 	service, method, encoding, body := target.service, target.method, target.encoding, target.body
@@ -94,6 +112,12 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	policy := addPolicyFlags(fs.FlagSet, true)
 	if code, ok := fs.parse(args); !ok {
 		return code
+	}
+	if deployFlags.on {
+		return benchRollingDeploy(ctx, fs, deployFlags, *rps, *timeout, *shapeText, *output, stdout, stderr)
+	}
+	if deployFlags.anySet(fs) {
+		return fs.usageError("--%s needs --rolling-deploy", deployFlags.anySetName(fs))
 	}
 	if *closedLoop {
 		return benchClosedLoop(ctx, fs, closedLoopArgs{embedded: *embedded, workers: *workers, shape: *shapeText,

@@ -235,6 +235,18 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"--embedded", "1", "--json"}, "flag provided but not defined: -json"},
 		{[]string{"--embedded", "1", "--duration", "1s"}, "flag provided but not defined: -duration"},
 		{[]string{"--no-such-flag"}, "flag provided but not defined: -no-such-flag"},
+		{[]string{"--embedded", "1", "--steady", "3s"}, "--steady needs --rolling-deploy"},
+		{[]string{"--rolling-deploy", "--rows", "consul"}, `--rows: row "consul", want one of etcd, dns, static, tchannel`},
+		{[]string{"--rolling-deploy", "-p", "127.0.0.1:1"}, "drop --peer"},
+		{[]string{"--rolling-deploy", "--closed-loop"}, "drop --closed-loop"},
+		{[]string{"--rolling-deploy", "--etcd-user", "root"}, "drop --etcd-user"},
+		{[]string{"--rolling-deploy", "--retry-max", "3"}, "no retry policy; drop --retry-max"},
+		{[]string{"--rolling-deploy", "--steady", "0s"}, "--steady is 0s, must be > 0"},
+		{[]string{"--rolling-deploy", "--instances", "0"}, "--instances and --clients must be >= 1"},
+		{[]string{"--rolling-deploy", "--instances", "17"}, "Instances is 17, must be in [1, 16]"},
+		{[]string{"--rolling-deploy", "--grace", "1s"}, "Grace is 1s, must outlast DNSPeriod (2s)"},
+		{[]string{"--rolling-deploy", "--embedded-latency", "heavy-tail"}, "--rolling-deploy needs a fixed service time"},
+		{[]string{"--rolling-deploy", "-o", "yaml"}, `-o/--output is "yaml"`},
 	} {
 		code, out, errOut := runBench(t, context.Background(), tc.args...)
 		if code != 2 || !strings.Contains(errOut, tc.want) || out != "" {
@@ -307,5 +319,67 @@ func TestBenchClosedLoop(t *testing.T) {
 	}
 	if n := strings.Count(errOut, "running: "); n != 7 {
 		t.Errorf("%d progress lines on stderr, want 7:\n%s", n, errOut)
+	}
+}
+
+// deployJSON is the part of `sluice bench --rolling-deploy -o json` the
+// test reads.
+type deployJSON struct {
+	Rows []struct {
+		Row          string         `json:"row"`
+		Calls        int            `json:"calls"`
+		Failed       int            `json:"failed"`
+		FailedByCode map[string]int `json:"failed_by_code"`
+		Steady       struct {
+			Calls int     `json:"calls"`
+			P99   float64 `json:"p99_ms"`
+		} `json:"steady"`
+		Replacements []struct {
+			Old, New string
+		} `json:"replacements"`
+	} `json:"rows"`
+}
+
+// A small rolling deploy of two rows through the CLI: the JSON report
+// has both, with their calls and replacements, and the Shutdown row
+// failed no call; the table names both rows.
+func TestBenchRollingDeploy(t *testing.T) {
+	t.Parallel() // waits on real time: overlaps with the other waiting tests
+	args := []string{"--rolling-deploy", "--rows", "dns,static", "--replacements", "2", "--rps", "100",
+		"--warmup-time", "100ms", "--steady", "300ms", "--settle", "200ms", "--dns-period", "300ms", "--dns-min-interval", "100ms",
+		"--grace", "1s", "--quiet", "100ms"}
+	code, out, errOut := runBench(t, context.Background(), append(args, "-o", "json")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var res deployJSON
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	if len(res.Rows) != 2 || res.Rows[0].Row != "dns" || res.Rows[1].Row != "static" {
+		t.Fatalf("rows %+v, want dns then static", res.Rows)
+	}
+	for _, r := range res.Rows {
+		if r.Calls < 50 || len(r.Replacements) != 2 || r.Steady.Calls == 0 {
+			t.Errorf("row %s: %d calls, %d replacements, %d steady calls; want about 100/s, 2, some", r.Row, r.Calls, len(r.Replacements), r.Steady.Calls)
+		}
+	}
+	if r := res.Rows[0]; r.Failed != 0 {
+		t.Errorf("dns row: %d calls failed (%v), want none", r.Failed, r.FailedByCode)
+	}
+	for _, want := range []string{"row dns: Sluice, DNS SRV discovery, Shutdown", "replaced 127.0.0.1:"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+
+	code, out, errOut = runBench(t, context.Background(), append(args, "--rows", "static", "--replacements", "1")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"| row | calls | failed (by code) |", "| Sluice, static peers, Close in place |", "replace each instance in place"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
 	}
 }

@@ -26,11 +26,17 @@ import (
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 	"github.com/sluice-rpc/sluice/leasing/server"
+	"github.com/sluice-rpc/sluice/tools/benchmarks/deploy"
 	"github.com/sluice-rpc/sluice/tools/internal/testkit/etcdembed"
 	"github.com/sluice-rpc/sluice/tools/internal/testkit/testhttp"
 )
 
+// TestMain serves as a fleet server when `bench --rolling-deploy`
+// re-executes this test binary, as sluice's main does (the fault suite's
+// child hook is left out on purpose: TestFaultsChildHookMissing), and
+// otherwise runs the tests under goleak.
 func TestMain(m *testing.M) {
+	deploy.ServeChildIfAsked()
 	goleak.VerifyTestMain(m)
 }
 

@@ -21,6 +21,7 @@ import (
 	"os"
 	"runtime/debug"
 
+	"github.com/sluice-rpc/sluice/tools/benchmarks/deploy"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/faults"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/hostile"
 )
@@ -29,7 +30,8 @@ func main() {
 	// `sluice faults` runs some of its servers as children of this very
 	// binary; a child serves, and exits, here.
 	faults.ServeChildIfAsked()
-	hostile.RunChildIfAsked() // `sluice hostile`'s attackers and servers
+	hostile.RunChildIfAsked()  // `sluice hostile`'s attackers and servers
+	deploy.ServeChildIfAsked() // `sluice bench --rolling-deploy`'s fleet
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

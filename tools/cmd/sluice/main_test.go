@@ -18,7 +18,8 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/testkit/testhttp"
 )
 
-// TestMain (goleak) lives in doorman_test.go.
+// TestMain (goleak, and the rolling-deploy fleet's child hook) lives in
+// doorman_test.go.
 
 // startServe runs `sluice serve` in process on 127.0.0.1 and returns its
 // address; it stops with the test, which checks that it exited 0.

@@ -1,0 +1,252 @@
+package deploy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Row is one way of deploying: how servers come and go and how clients
+// find them.
+type Row string
+
+// The rows, in the order Run runs them by default.
+const (
+	// RowEtcd: Sluice, discovery through etcd, old servers Shutdown.
+	RowEtcd Row = "etcd"
+	// RowDNS: Sluice, discovery through DNS SRV records, old servers
+	// Shutdown.
+	RowDNS Row = "dns"
+	// RowStatic: Sluice with a fixed peer list, servers replaced in place
+	// with Close.
+	RowStatic Row = "static"
+	// RowTChannel: plain tchannel-go clients and servers, a fixed peer
+	// list, servers replaced in place with Close.
+	RowTChannel Row = "tchannel"
+)
+
+// AllRows lists every row, in Run's default order.
+var AllRows = []Row{RowEtcd, RowDNS, RowStatic, RowTChannel}
+
+// Title is the row's name in the table.
+func (r Row) Title() string {
+	switch r {
+	case RowEtcd:
+		return "Sluice, etcd discovery, Shutdown"
+	case RowDNS:
+		return "Sluice, DNS SRV discovery, Shutdown"
+	case RowStatic:
+		return "Sluice, static peers, Close in place"
+	case RowTChannel:
+		return "tchannel-go, static peers, Close in place"
+	}
+	return string(r)
+}
+
+// discovery reports whether the row's clients follow a registry, so that
+// new instances come on new ports and old ones leave with Shutdown.
+func (r Row) discovery() bool { return r == RowEtcd || r == RowDNS }
+
+// ParseRows reads a comma-separated list of rows ("etcd,dns"), or "all".
+func ParseRows(s string) ([]Row, error) {
+	if s == "all" {
+		return append([]Row(nil), AllRows...), nil
+	}
+	var rows []Row
+	seen := map[Row]bool{}
+	for _, f := range strings.Split(s, ",") {
+		r := Row(strings.TrimSpace(f))
+		if !r.valid() {
+			return nil, fmt.Errorf("deploy: row %q, want one of %s, or all", f, rowList())
+		}
+		if seen[r] {
+			return nil, fmt.Errorf("deploy: row %q given twice", r)
+		}
+		seen[r] = true
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+func (r Row) valid() bool { return slices.Contains(AllRows, r) }
+
+func rowList() string {
+	s := make([]string, len(AllRows))
+	for i, r := range AllRows {
+		s[i] = string(r)
+	}
+	return strings.Join(s, ", ")
+}
+
+// Config is one rolling-deploy comparison. Its zero fields mean the
+// defaults; Validate names the first field out of range.
+type Config struct {
+	// Rows to run, one after the other. nil means AllRows.
+	Rows []Row
+	// Instances is the size of the fleet. Default 4.
+	Instances int
+	// Rate is the calls per second, all clients together. Default 1,000.
+	Rate float64
+	// Clients share the load, call i going to client i mod Clients; each
+	// has its own resolver and connections. Default 2.
+	Clients int
+	// Replacements is how many instances are replaced, each in turn: 8
+	// (the default, with 4 instances) replaces every instance twice.
+	Replacements int
+	// Warmup is the load's first stretch, left out of the figures.
+	// Default 1 s.
+	Warmup time.Duration
+	// Steady is the stretch after the warmup and before the first
+	// replacement: the steady state the deploys are compared with.
+	// Default 5 s.
+	Steady time.Duration
+	// Settle is the wait after each replacement before the next (and
+	// before the load stops), on average: each is Settle times a factor
+	// in [0.75, 1.25], the same sequence of factors in every row, so that
+	// the replacements do not fall into step with the DNS clients'
+	// lookups. Default 2.5 s.
+	Settle time.Duration
+	// ServiceTime is how long a server takes to answer. Default 1 ms.
+	ServiceTime time.Duration
+	// Timeout is each call's deadline. Default 1 s.
+	Timeout time.Duration
+	// DNSPeriod is how often RowDNS's clients look the records up again;
+	// DNSMinInterval the least time between two lookups that a failing
+	// peer asks for (discovery/dns's Config.Period and MinInterval).
+	// Defaults 2 s and 1 s.
+	DNSPeriod, DNSMinInterval time.Duration
+	// Grace and Quiet are the servers' channel.ShutdownConfig in the
+	// Shutdown rows: the longest a leaving server serves on, and the
+	// time without requests that ends that early. Grace must outlast a
+	// DNS lookup period. Defaults 2 x DNSPeriod + 1 s, and 1 s.
+	Grace, Quiet time.Duration
+	// EtcdEndpoint is the etcd RowEtcd uses. "" means Run starts one
+	// (see internal/etcdserver): EtcdBinary, or the etcd binary on the
+	// PATH (or named by SLUICE_ETCD), or, when there is none or
+	// EmbeddedEtcd is set, one embedded in this process.
+	EtcdEndpoint string
+	EtcdBinary   string
+	EmbeddedEtcd bool
+	// Progress, if not nil, is told what Run is doing as it goes. It is
+	// not part of a Result's JSON.
+	Progress func(string) `json:"-"`
+}
+
+// Bounds of a Config.
+const (
+	MaxInstances    = 16
+	MaxRate         = 20_000
+	MaxClients      = 16
+	MaxReplacements = 100
+	MaxStretch      = 10 * time.Minute // Warmup, Steady, Settle
+	MaxTimeout      = time.Minute
+)
+
+func (c Config) withDefaults() Config {
+	if c.Rows == nil {
+		c.Rows = append([]Row(nil), AllRows...)
+	}
+	if c.Instances == 0 {
+		c.Instances = 4
+	}
+	if c.Rate == 0 {
+		c.Rate = 1000
+	}
+	if c.Clients == 0 {
+		c.Clients = 2
+	}
+	if c.Replacements == 0 {
+		c.Replacements = 2 * c.Instances
+	}
+	if c.Warmup == 0 {
+		c.Warmup = time.Second
+	}
+	if c.Steady == 0 {
+		c.Steady = 5 * time.Second
+	}
+	if c.Settle == 0 {
+		c.Settle = 2500 * time.Millisecond
+	}
+	if c.ServiceTime == 0 {
+		c.ServiceTime = time.Millisecond
+	}
+	if c.Timeout == 0 {
+		c.Timeout = time.Second
+	}
+	if c.DNSPeriod == 0 {
+		c.DNSPeriod = 2 * time.Second
+	}
+	if c.DNSMinInterval == 0 {
+		c.DNSMinInterval = time.Second
+	}
+	if c.Grace == 0 {
+		c.Grace = 2*c.DNSPeriod + time.Second
+	}
+	if c.Quiet == 0 {
+		c.Quiet = time.Second
+	}
+	return c
+}
+
+// Validate reports the first field out of range, naming it; zero fields
+// take their defaults.
+func (c Config) Validate() error {
+	if len(c.Rows) == 0 && c.Rows != nil {
+		return fmt.Errorf("deploy: Rows is empty; give at least one of %s (nil means all)", rowList())
+	}
+	seen := map[Row]bool{}
+	for _, r := range c.Rows {
+		if !r.valid() {
+			return fmt.Errorf("deploy: Rows holds %q, want rows among %s", r, rowList())
+		}
+		if seen[r] {
+			return fmt.Errorf("deploy: Rows holds %q twice", r)
+		}
+		seen[r] = true
+	}
+	c = c.withDefaults()
+	stretch := func(name string, d, lo time.Duration) error {
+		if d < lo || d > MaxStretch {
+			return fmt.Errorf("deploy: %s is %v, must be in [%v, %v]", name, d, lo, MaxStretch)
+		}
+		return nil
+	}
+	switch {
+	case c.Instances < 1 || c.Instances > MaxInstances:
+		return fmt.Errorf("deploy: Instances is %d, must be in [1, %d]", c.Instances, MaxInstances)
+	case !(c.Rate > 0 && c.Rate <= MaxRate):
+		return fmt.Errorf("deploy: Rate is %v, must be in (0, %d]", c.Rate, MaxRate)
+	case c.Clients < 1 || c.Clients > MaxClients:
+		return fmt.Errorf("deploy: Clients is %d, must be in [1, %d]", c.Clients, MaxClients)
+	case c.Replacements < 1 || c.Replacements > MaxReplacements:
+		return fmt.Errorf("deploy: Replacements is %d, must be in [1, %d]", c.Replacements, MaxReplacements)
+	case c.ServiceTime < 0 || c.ServiceTime > time.Second:
+		return fmt.Errorf("deploy: ServiceTime is %v, must be in [0, 1s]", c.ServiceTime)
+	case c.Timeout < 0 || c.Timeout > MaxTimeout:
+		return fmt.Errorf("deploy: Timeout is %v, must be in (0, %v]", c.Timeout, MaxTimeout)
+	case c.DNSPeriod < 100*time.Millisecond || c.DNSPeriod > time.Minute:
+		return fmt.Errorf("deploy: DNSPeriod is %v, must be in [100ms, 1m]", c.DNSPeriod)
+	case c.DNSMinInterval < 0 || c.DNSMinInterval > c.DNSPeriod:
+		return fmt.Errorf("deploy: DNSMinInterval is %v, must be in (0, DNSPeriod = %v]", c.DNSMinInterval, c.DNSPeriod)
+	case c.Quiet < 0 || c.Quiet > time.Minute:
+		return fmt.Errorf("deploy: Quiet is %v, must be in (0, 1m]", c.Quiet)
+	case c.Grace < 0 || c.Grace > MaxStretch:
+		return fmt.Errorf("deploy: Grace is %v, must be in (0, %v]", c.Grace, MaxStretch)
+	case c.Grace <= c.DNSPeriod && slices.Contains(c.Rows, RowDNS):
+		return fmt.Errorf("deploy: Grace is %v, must outlast DNSPeriod (%v): a leaving server must serve until every client has looked its record up again", c.Grace, c.DNSPeriod)
+	}
+	if err := stretch("Warmup", c.Warmup, 0); err != nil {
+		return err
+	}
+	if err := stretch("Steady", c.Steady, 100*time.Millisecond); err != nil {
+		return err
+	}
+	return stretch("Settle", c.Settle, 0)
+}
+
+func (c Config) progress(format string, args ...any) {
+	if c.Progress != nil {
+		c.Progress(fmt.Sprintf(format, args...))
+	}
+}

@@ -1,0 +1,181 @@
+package deploy
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	mdns "github.com/miekg/dns"
+)
+
+// srvName is the name whose SRV records list RowDNS's fleet.
+const srvName = "_kv._tcp.fleet.test."
+
+// zoneStartLimit bounds the wait for the DNS server to start.
+const zoneStartLimit = 5 * time.Second
+
+// zone is a DNS server on 127.0.0.1, UDP and TCP on one port, answering
+// for the fleet: an SRV record of srvName per instance (priority 0,
+// weight 10, its port), each naming a host of its own,
+// i-PORT.fleet.test., whose A record is 127.0.0.1. Records have a TTL of
+// 0; names it does not know are answered NXDOMAIN.
+type zone struct {
+	addr    string
+	servers []*mdns.Server
+	served  chan error
+
+	mu    sync.Mutex
+	ports map[uint16]bool
+}
+
+// startZone starts the server with no instance listed.
+func startZone() (*zone, error) {
+	z := &zone{ports: map[uint16]bool{}, served: make(chan error, 2)}
+	var pc net.PacketConn
+	var l net.Listener
+	for try := 0; ; try++ {
+		var err error
+		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			return nil, fmt.Errorf("deploy: DNS server: %w", err)
+		}
+		if l, err = net.Listen("tcp", pc.LocalAddr().String()); err == nil {
+			break
+		}
+		pc.Close()
+		if try == 10 {
+			return nil, fmt.Errorf("deploy: DNS server: no port free for both UDP and TCP: %w", err)
+		}
+	}
+	z.addr = pc.LocalAddr().String()
+	for _, srv := range []*mdns.Server{{PacketConn: pc, Handler: z}, {Listener: l, Handler: z}} {
+		started := make(chan struct{})
+		srv.NotifyStartedFunc = func() { close(started) }
+		go func() { z.served <- srv.ActivateAndServe() }()
+		t := time.NewTimer(zoneStartLimit)
+		select {
+		case <-started:
+			t.Stop()
+			z.servers = append(z.servers, srv)
+		case err := <-z.served:
+			t.Stop()
+			z.close()
+			return nil, fmt.Errorf("deploy: DNS server: %w", err)
+		case <-t.C:
+			srv.Shutdown()
+			z.close()
+			return nil, fmt.Errorf("deploy: DNS server not started within %v", zoneStartLimit)
+		}
+	}
+	return z, nil
+}
+
+// target is the discovery/dns target of the fleet's SRV records on this
+// server.
+func (z *zone) target() string { return "dns://" + z.addr + "/" + srvName }
+
+// add lists the instance at hostPort (on 127.0.0.1).
+func (z *zone) add(hostPort string) error {
+	p, err := portOf(hostPort)
+	if err != nil {
+		return err
+	}
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	z.ports[p] = true
+	return nil
+}
+
+// remove takes the instance at hostPort off the list.
+func (z *zone) remove(hostPort string) {
+	if p, err := portOf(hostPort); err == nil {
+		z.mu.Lock()
+		defer z.mu.Unlock()
+		delete(z.ports, p)
+	}
+}
+
+func portOf(hostPort string) (uint16, error) {
+	host, port, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		return 0, fmt.Errorf("deploy: DNS record for %q: %w", hostPort, err)
+	}
+	if host != "127.0.0.1" {
+		return 0, fmt.Errorf("deploy: DNS record for %q: the zone lists 127.0.0.1 only", hostPort)
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return 0, fmt.Errorf("deploy: DNS record for %q: %w", hostPort, err)
+	}
+	return uint16(n), nil
+}
+
+// hostName is the name the SRV record of the instance on port names.
+func hostName(port uint16) string { return fmt.Sprintf("i-%d.fleet.test.", port) }
+
+// ServeDNS answers one query from the zone.
+func (z *zone) ServeDNS(w mdns.ResponseWriter, req *mdns.Msg) {
+	m := new(mdns.Msg)
+	m.SetReply(req)
+	// Authoritative, or Go's resolver takes an empty answer for a lame
+	// referral.
+	m.Authoritative = true
+	if len(req.Question) != 1 {
+		m.Rcode = mdns.RcodeFormatError
+		w.WriteMsg(m)
+		return
+	}
+	q := req.Question[0]
+	name := strings.ToLower(q.Name)
+	hdr := func(t uint16) mdns.RR_Header {
+		return mdns.RR_Header{Name: q.Name, Rrtype: t, Class: mdns.ClassINET, Ttl: 0}
+	}
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	switch {
+	case name == srvName:
+		if q.Qtype == mdns.TypeSRV {
+			for p := range z.ports {
+				m.Answer = append(m.Answer, &mdns.SRV{Hdr: hdr(mdns.TypeSRV), Priority: 0, Weight: 10, Port: p, Target: hostName(p)})
+			}
+		}
+	case z.isHost(name):
+		if q.Qtype == mdns.TypeA {
+			m.Answer = append(m.Answer, &mdns.A{Hdr: hdr(mdns.TypeA), A: net.IPv4(127, 0, 0, 1)})
+		}
+	default:
+		m.Rcode = mdns.RcodeNameError
+	}
+	w.WriteMsg(m)
+}
+
+// isHost reports whether name is the host of a listed instance; z.mu is
+// held.
+func (z *zone) isHost(name string) bool {
+	rest, ok := strings.CutPrefix(name, "i-")
+	if !ok {
+		return false
+	}
+	port, ok := strings.CutSuffix(rest, ".fleet.test.")
+	if !ok {
+		return false
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	return err == nil && z.ports[uint16(n)]
+}
+
+// close stops the server and waits for it.
+func (z *zone) close() error {
+	var errs []error
+	for _, srv := range z.servers {
+		errs = append(errs, srv.Shutdown())
+	}
+	for range z.servers {
+		<-z.served
+	}
+	z.servers = nil
+	return errors.Join(errs...)
+}

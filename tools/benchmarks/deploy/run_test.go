@@ -1,0 +1,55 @@
+package deploy
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-rpc/sluice/tools/internal/testkit/etcdembed"
+)
+
+// shortConfig is the benchmark cut to about two seconds of load a row:
+// two replacements, the DNS period and the quiet time shortened to match.
+func shortConfig(rows ...Row) Config {
+	return Config{Rows: rows, Rate: 200, Replacements: 2, Warmup: 300 * time.Millisecond, Steady: 500 * time.Millisecond,
+		Settle: 300 * time.Millisecond, DNSPeriod: 500 * time.Millisecond, DNSMinInterval: 200 * time.Millisecond,
+		Grace: 2 * time.Second, Quiet: 300 * time.Millisecond}
+}
+
+// A short run of every row: the Sluice discovery rows fail no call, and
+// every new instance gets calls.
+func TestShortRun(t *testing.T) {
+	rows := AllRows
+	cfg := shortConfig(rows...)
+	cfg.EtcdEndpoint = etcdembed.Start(t).Endpoint
+	cfg.Progress = func(s string) { t.Log(s) }
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := res.WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", out.String())
+	if len(res.Rows) != len(rows) {
+		t.Fatalf("%d rows, want %d", len(res.Rows), len(rows))
+	}
+	for _, r := range res.Rows {
+		if r.Calls < 100 {
+			t.Errorf("%s: %d calls, want the load's (about 200/s)", r.Row, r.Calls)
+		}
+		if len(r.Replacements) != cfg.Replacements {
+			t.Errorf("%s: %d replacements, want %d", r.Row, len(r.Replacements), cfg.Replacements)
+		}
+		if r.Row.discovery() {
+			if r.Failed != 0 {
+				t.Errorf("%s: %d of %d calls failed (%v), want none", r.Row, r.Failed, r.Calls, r.FailedByCode)
+			}
+			if r.NoFirstCall != 0 {
+				t.Errorf("%s: %d new instances got no call", r.Row, r.NoFirstCall)
+			}
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/sluice-rpc/sluice/tools/benchmarks/deploy"
+	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
+)
+
+// deployFlags are the flags of `sluice bench --rolling-deploy`.
+type deployFlags struct {
+	on                           bool
+	rows                         string
+	instances, clients, replaces int
+	warmup, steady, settle       time.Duration
+	dnsPeriod, dnsMin            time.Duration
+	grace, quiet                 time.Duration
+	etcd                         string
+	embeddedEtcd                 bool
+}
+
+// deployOnly names the flags that only --rolling-deploy reads.
+var deployOnly = []string{"rows", "instances", "clients", "replacements", "warmup-time", "steady", "settle",
+	"dns-period", "dns-min-interval", "grace", "quiet", "etcd", "embedded-etcd"}
+
+func addDeployFlags(fs *flagSet) *deployFlags {
+	d := &deployFlags{}
+	fs.BoolVar(&d.on, "rolling-deploy", false, "run the rolling-deploy comparison: a fleet of server processes replaced one by one under load, with etcd, DNS, static Sluice and plain tchannel-go")
+	fs.StringVar(&d.rows, "rows", "all", "with --rolling-deploy: the rows to run, a comma-separated `LIST` of etcd, dns, static, tchannel, or all")
+	fs.IntVar(&d.instances, "instances", 4, "with --rolling-deploy: the fleet's size, `N` server processes")
+	fs.IntVar(&d.clients, "clients", 2, "with --rolling-deploy: `N` clients share the load, each with its own resolver and connections")
+	fs.IntVar(&d.replaces, "replacements", 0, "with --rolling-deploy: `N` instances replaced, each in turn (0: every instance twice)")
+	fs.DurationVar(&d.warmup, "warmup-time", time.Second, "with --rolling-deploy: the load's first stretch, left out of the figures")
+	fs.DurationVar(&d.steady, "steady", 5*time.Second, "with --rolling-deploy: the steady stretch before the first replacement")
+	fs.DurationVar(&d.settle, "settle", 2500*time.Millisecond, "with --rolling-deploy: the wait after each replacement")
+	fs.DurationVar(&d.dnsPeriod, "dns-period", 2*time.Second, "with --rolling-deploy: how often the dns row's clients look the SRV records up")
+	fs.DurationVar(&d.dnsMin, "dns-min-interval", time.Second, "with --rolling-deploy: the least time between two lookups a failing peer asks for")
+	fs.DurationVar(&d.grace, "grace", 0, "with --rolling-deploy: the leaving servers' Shutdown grace (0: 2 x --dns-period + 1s)")
+	fs.DurationVar(&d.quiet, "quiet", time.Second, "with --rolling-deploy: the time without requests that ends a Shutdown's grace")
+	fs.StringVar(&d.etcd, "etcd", "", "with --rolling-deploy: the client `URL` of an etcd for the etcd row (default: start the etcd binary, or an embedded etcd)")
+	fs.BoolVar(&d.embeddedEtcd, "embedded-etcd", false, "with --rolling-deploy: embed etcd in this process even if the etcd binary is installed")
+	return d
+}
+
+// anySetName names the first --rolling-deploy flag given, "" if none.
+func (d *deployFlags) anySetName(fs *flagSet) string {
+	for _, name := range deployOnly {
+		if fs.set(name) {
+			return name
+		}
+	}
+	return ""
+}
+
+func (d *deployFlags) anySet(fs *flagSet) bool { return d.anySetName(fs) != "" }
+
+// benchRollingDeploy runs `sluice bench --rolling-deploy`.
+func benchRollingDeploy(ctx context.Context, fs *flagSet, d *deployFlags, rps float64, timeout time.Duration, shape, output string, stdout, stderr io.Writer) int {
+	for _, name := range []string{"peer", "peer-list", "etcd-cacert", "etcd-cert", "etcd-key", "etcd-user", "allow-remote", "embedded", "embedded-workers", "embedded-shed", "busy-throttling", "closed-loop",
+		"load", "chart", "gogc", "max-duration", "max-requests", "concurrency", "warmup", "service", "method", "encoding", "request", "debug-listen"} {
+		if fs.set(name) {
+			return fs.usageError("--rolling-deploy sets its own servers, load and clients; drop --%s", name)
+		}
+	}
+	var policy string
+	fs.Visit(func(f *flag.Flag) {
+		if strings.HasPrefix(f.Name, "retry-") || strings.HasPrefix(f.Name, "hedge-") || f.Name == "service-config" {
+			policy = f.Name
+		}
+	})
+	if policy != "" {
+		return fs.usageError("--rolling-deploy makes calls with no retry policy; drop --%s", policy)
+	}
+	rows, err := deploy.ParseRows(d.rows)
+	if err != nil {
+		return fs.usageError("--rows: %v", strings.TrimPrefix(err.Error(), "deploy: "))
+	}
+	cfg := deploy.Config{Rows: rows, Instances: d.instances, Clients: d.clients, Replacements: d.replaces,
+		Warmup: d.warmup, Steady: d.steady, Settle: d.settle, DNSPeriod: d.dnsPeriod, DNSMinInterval: d.dnsMin,
+		Grace: d.grace, Quiet: d.quiet, EtcdEndpoint: d.etcd, EmbeddedEtcd: d.embeddedEtcd, Timeout: timeout}
+	if fs.set("rps") {
+		cfg.Rate = rps
+	}
+	if fs.set("embedded-latency") {
+		s, err := load.ParseShape(shape)
+		if err != nil {
+			return fs.usageError("--embedded-latency: %v", err)
+		}
+		if s.FastMin != s.FastMax || s.SlowFraction != 0 {
+			return fs.usageError("--embedded-latency: --rolling-deploy needs a fixed service time, such as fixed:1ms")
+		}
+		cfg.ServiceTime = s.FastMin
+	}
+	// A zero field of deploy.Config means its default: refuse a zero here
+	// rather than replace it in silence.
+	for _, z := range []struct {
+		name string
+		v    time.Duration
+	}{{"warmup-time", d.warmup}, {"steady", d.steady}, {"settle", d.settle}, {"dns-period", d.dnsPeriod},
+		{"dns-min-interval", d.dnsMin}, {"quiet", d.quiet}} {
+		if z.v <= 0 {
+			return fs.usageError("--%s is %v, must be > 0", z.name, z.v)
+		}
+	}
+	switch {
+	case d.instances < 1 || d.clients < 1:
+		return fs.usageError("--instances and --clients must be >= 1; have %d and %d", d.instances, d.clients)
+	case d.replaces < 0 || d.grace < 0:
+		return fs.usageError("--replacements and --grace must be >= 0 (0: the default); have %d and %v", d.replaces, d.grace)
+	}
+	if err := cfg.Validate(); err != nil {
+		return fs.usageError("%v", strings.TrimPrefix(err.Error(), "deploy: "))
+	}
+	if output != "text" && output != "json" {
+		return fs.usageError("-o/--output is %q, must be text or json", output)
+	}
+	cfg.Progress = func(s string) { fmt.Fprintf(stderr, "%s\n", s) }
+	res, err := deploy.Run(ctx, cfg)
+	if res != nil && len(res.Rows) > 0 {
+		if output == "json" {
+			if werr := json.NewEncoder(stdout).Encode(res); werr != nil {
+				return fs.failure("%v", werr)
+			}
+		} else if werr := res.WriteTable(stdout); werr != nil {
+			return fs.failure("%v", werr)
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintln(stderr, "sluice bench: interrupted; the rows done so far are above")
+			return exitOK
+		}
+		return fs.failure("%v", err)
+	}
+	return exitOK
+}

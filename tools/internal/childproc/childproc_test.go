@@ -1,0 +1,111 @@
+package childproc
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
+	"go.uber.org/goleak"
+)
+
+// testEnv makes this test binary one of the children below.
+const testEnv = "SLUICE_CHILDPROC_TEST"
+
+// TestMain runs the children the tests start: "echo" writes "ready", then
+// each line of its stdin back with "got " before it, and exits when stdin
+// ends; "gorace" writes its GORACE and exits; "stubborn" writes "ready" and never exits on its own.
+func TestMain(m *testing.M) {
+	switch os.Getenv(testEnv) {
+	case "echo":
+		fmt.Println("ready")
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			fmt.Println("got " + sc.Text())
+		}
+		fmt.Fprintln(os.Stderr, "echo: stdin ended")
+		os.Exit(0)
+	case "gorace":
+		fmt.Println(os.Getenv("GORACE"))
+		os.Exit(0)
+	case "stubborn":
+		fmt.Println("ready")
+		select {}
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// lines collects a child's output lines on a channel.
+func lines() (chan string, func(string)) {
+	c := make(chan string, 16)
+	return c, func(l string) { c <- l }
+}
+
+func TestChildTalksAndExitsWithItsStdin(t *testing.T) {
+	out, onLine := lines()
+	p, err := Start(Config{Env: testEnv + "=echo", OnLine: onLine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := testwait.Recv(t, out, "the child's first line"); l != "ready" {
+		t.Fatalf("first line %q, want ready", l)
+	}
+	if err := p.Send("hello"); err != nil {
+		t.Fatal(err)
+	}
+	if l := testwait.Recv(t, out, "the echo"); l != "got hello" {
+		t.Fatalf("echo %q, want %q", l, "got hello")
+	}
+	if err := p.Close(testwait.Limit); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Recv(t, p.Exited(), "the child's exit")
+	if !strings.Contains(p.Stderr(), "stdin ended") {
+		t.Errorf("stderr %q, want the child's last words", p.Stderr())
+	}
+	if err := p.Send("again"); err == nil {
+		t.Error("Send after Close succeeded")
+	}
+}
+
+func TestCloseKillsAChildThatDoesNotExit(t *testing.T) {
+	out, onLine := lines()
+	p, err := Start(Config{Env: testEnv + "=stubborn", OnLine: onLine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.Recv(t, out, "the child's first line")
+	start := time.Now()
+	if err := p.Close(100 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el < 100*time.Millisecond {
+		t.Errorf("Close returned after %v, before the limit: the child exited on its own?", el)
+	}
+	testwait.Recv(t, p.Exited(), "the killed child's exit")
+}
+
+func TestStartNeedsEnv(t *testing.T) {
+	if _, err := Start(Config{}); err == nil || !strings.Contains(err.Error(), "Config.Env") {
+		t.Fatalf("Start without Env: %v, want an error naming Config.Env", err)
+	}
+}
+
+// A child built with -race must exit at once, not after the race
+// detector's default second.
+func TestChildExitsWithoutTheRaceDetectorsSleep(t *testing.T) {
+	out, onLine := lines()
+	p, err := Start(Config{Env: testEnv + "=gorace", OnLine: onLine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := testwait.Recv(t, out, "the child's GORACE"); !strings.Contains(l, "atexit_sleep_ms=0") {
+		t.Errorf("the child's GORACE is %q, want atexit_sleep_ms=0 in it", l)
+	}
+	if err := p.Close(testwait.Limit); err != nil {
+		t.Fatal(err)
+	}
+}
