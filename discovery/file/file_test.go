@@ -73,9 +73,15 @@ func (u *updates) ResolveNow() <-chan struct{}  { return u.now }
 // failures naming the file, and a fixed file is reported again.
 func TestResolverFollowsTheFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "peers")
+	// write replaces the file whole, as the package doc advises: a
+	// read never sees it half-written.
 	write := func(s string) {
 		t.Helper()
-		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -93,10 +99,14 @@ func TestResolverFollowsTheFile(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); r.Resolve(ctx, u) }()
 	defer func() { cancel(); <-done }()
+	// tick ends a period and waits for the resolver to have read the
+	// file and armed its next timer, so that a write after it is seen at
+	// the next tick, not this one.
 	tick := func() {
 		t.Helper()
 		testwait.Timers(t, clk, 1)
 		clk.Add(file.DefaultPeriod)
+		testwait.Timers(t, clk, 1)
 	}
 	if got := testwait.Recv(t, u.sets, "the first set"); len(got) != 1 || got[0].HostPort != "127.0.0.1:4040" {
 		t.Fatalf("first set %+v", got)
