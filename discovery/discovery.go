@@ -65,7 +65,8 @@ type Registration interface {
 	// Deregister withdraws the address and stops renewing it. It returns
 	// once the registry has removed it, or with an error when ctx ends
 	// first (the registry then drops it when its lease expires). Calling
-	// it again does nothing.
+	// it again after it succeeded does nothing; after a failure, it tries
+	// again.
 	Deregister(ctx context.Context) error
 	// State is the registration's state now.
 	State() RegistrationState
