@@ -14,24 +14,14 @@
 package etcdtest
 
 import (
-	"bytes"
-	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
-	"strings"
 	"testing"
-	"time"
+
+	"github.com/sluice-rpc/sluice/internal/etcdproc"
 )
 
 // Env names an etcd binary to use instead of the one on the PATH.
-const Env = "SLUICE_ETCD"
-
-// healthTimeout bounds the wait for a started etcd to answer.
-const healthTimeout = 20 * time.Second
+const Env = etcdproc.Env
 
 // Start starts the etcd binary (SLUICE_ETCD, or the one on the PATH, as the
 // Debian package etcd-server installs it: 3.4 or later) as a separate process, with its
@@ -39,20 +29,17 @@ const healthTimeout = 20 * time.Second
 // etcd binary, and fails it if etcd does not answer within 20 s.
 func Start(t testing.TB) *Etcd {
 	t.Helper()
-	bin := os.Getenv(Env)
-	if bin == "" {
-		var err error
-		if bin, err = exec.LookPath("etcd"); err != nil {
-			t.Skip("etcdtest: no etcd binary: install one (apt-get install etcd-server) or set " + Env)
-		}
-	}
-	version, err := exec.Command(bin, "--version").Output()
+	bin, err := etcdproc.Binary()
 	if err != nil {
-		t.Fatalf("etcdtest: %s --version: %v", bin, err)
+		t.Skip(err)
+	}
+	version, err := etcdproc.Version(bin)
+	if err != nil {
+		t.Fatal(err)
 	}
 	client := FreeURL(t)
-	e := &Etcd{Endpoint: client.String(), Version: strings.TrimSpace(strings.SplitN(string(version), "\n", 2)[0]),
-		t: t, bin: bin, client: client, peer: FreeURL(t), dataDir: t.TempDir()}
+	e := &Etcd{Endpoint: client.String(), Version: version, t: t,
+		m: etcdproc.Member{Bin: bin, Name: "etcdtest", Dir: t.TempDir(), Client: client, Peer: FreeURL(t)}}
 	t.Cleanup(e.Kill)
 	e.start()
 	return e
@@ -66,18 +53,9 @@ type Etcd struct {
 	// Version is the first line of etcd --version ("etcd Version: 3.4.23").
 	Version string
 
-	t            testing.TB
-	bin          string
-	client, peer url.URL
-	dataDir      string
-	proc         *process // nil while killed
-}
-
-// process is one run of the etcd binary.
-type process struct {
-	cmd    *exec.Cmd
-	exited chan struct{} // closed once it has exited
-	out    *bytes.Buffer // its output, read only once it has exited
+	t    testing.TB
+	m    etcdproc.Member
+	proc *etcdproc.Process // nil while killed
 }
 
 // Kill kills etcd (SIGKILL: no chance to say goodbye to its clients) and
@@ -87,8 +65,7 @@ func (e *Etcd) Kill() {
 	if e.proc == nil {
 		return
 	}
-	_ = e.proc.cmd.Process.Kill()
-	<-e.proc.exited
+	e.proc.Kill()
 	e.proc = nil
 }
 
@@ -109,7 +86,7 @@ func (e *Etcd) Restart() {
 func (e *Etcd) RestartEmpty() {
 	e.t.Helper()
 	e.Kill()
-	e.dataDir = e.t.TempDir()
+	e.m.Dir = e.t.TempDir()
 	// Cleanups run last first: kill etcd before its new directory goes.
 	e.t.Cleanup(e.Kill)
 	e.start()
@@ -118,54 +95,21 @@ func (e *Etcd) RestartEmpty() {
 // start runs the binary on e's ports and data directory and waits until
 // it answers.
 func (e *Etcd) start() {
-	t := e.t
-	t.Helper()
-	cmd := exec.Command(e.bin, "--name", "etcdtest", "--data-dir", e.dataDir,
-		"--listen-client-urls", e.client.String(), "--advertise-client-urls", e.client.String(),
-		"--listen-peer-urls", e.peer.String(), "--initial-advertise-peer-urls", e.peer.String(),
-		"--initial-cluster", "etcdtest="+e.peer.String(), "--log-level", "error")
-	p := &process{cmd: cmd, exited: make(chan struct{}), out: new(bytes.Buffer)}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("etcdtest: start %s: %v", e.bin, err)
+	e.t.Helper()
+	p, err := etcdproc.Start(e.m)
+	if err != nil {
+		e.t.Fatal(err)
 	}
-	go func() {
-		_ = cmd.Wait()
-		close(p.exited)
-	}()
 	e.proc = p
-	// No kept connection: its goroutines would outlive the test.
-	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Second}
-	deadline := time.Now().Add(healthTimeout)
-	for {
-		res, err := hc.Get(e.Endpoint + "/health")
-		if err == nil {
-			body, _ := io.ReadAll(res.Body)
-			res.Body.Close()
-			if strings.Contains(string(body), `"health":"true"`) {
-				return
-			}
-		}
-		select {
-		case <-p.exited:
-			e.proc = nil
-			t.Fatalf("etcdtest: %s exited: %s", e.bin, p.out.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("etcdtest: %s not healthy within %v: %v", e.bin, healthTimeout, err)
-		}
-	}
 }
 
 // FreeURL returns http://127.0.0.1:PORT for a port free a moment ago,
 // for an etcd member's client or peer URL.
 func FreeURL(t testing.TB) url.URL {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	u, err := etcdproc.FreeURL()
 	if err != nil {
-		t.Fatalf("etcdtest: find a free port: %v", err)
+		t.Fatal(err)
 	}
-	defer l.Close()
-	return url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", l.Addr().(*net.TCPAddr).Port)}
+	return u
 }

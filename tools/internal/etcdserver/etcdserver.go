@@ -9,28 +9,23 @@ package etcdserver
 import (
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
-	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/version"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
+	"github.com/sluice-rpc/sluice/internal/etcdproc"
 	"github.com/sluice-rpc/sluice/tools/internal/childproc"
 )
 
 // Env names an etcd binary to run instead of the one on the PATH (the
 // library's etcd tests read it too).
-const Env = "SLUICE_ETCD"
+const Env = etcdproc.Env
 
 // ReadyLimit bounds the wait for a new member to be ready.
-const ReadyLimit = 20 * time.Second
+const ReadyLimit = etcdproc.ReadyLimit
 
 // Config says which etcd to run.
 type Config struct {
@@ -65,11 +60,8 @@ func Start(cfg Config) (*Server, error) {
 	}
 	bin := cfg.Binary
 	if bin == "" {
-		bin = os.Getenv(Env)
-	}
-	if bin == "" {
 		var err error
-		if bin, err = exec.LookPath("etcd"); err != nil {
+		if bin, err = etcdproc.Binary(); err != nil {
 			return StartEmbedded(cfg.Dir)
 		}
 	}
@@ -112,54 +104,17 @@ func startBinary(bin, dir string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := exec.Command(bin, "--version").Output()
+	version, err := etcdproc.Version(bin)
 	if err != nil {
-		return nil, fmt.Errorf("etcdserver: %s --version: %w", bin, err)
+		return nil, err
 	}
-	cmd := exec.Command(bin, "--name", "sluice", "--data-dir", dir,
-		"--listen-client-urls", client.String(), "--advertise-client-urls", client.String(),
-		"--listen-peer-urls", peer.String(), "--initial-advertise-peer-urls", peer.String(),
-		"--initial-cluster", "sluice="+peer.String(), "--log-level", "error")
-	logs := &strings.Builder{}
-	cmd.Stdout, cmd.Stderr = io.Discard, &limitedWriter{b: logs, n: 4096}
-	childproc.DieWithParent(cmd)
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("etcdserver: start %s: %w", bin, err)
+	p, err := etcdproc.Start(etcdproc.Member{Bin: bin, Name: "sluice", Dir: dir, Client: client, Peer: peer,
+		Prepare: childproc.DieWithParent})
+	if err != nil {
+		return nil, err
 	}
-	exited := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(exited)
-	}()
-	s := &Server{Endpoint: client.String(),
-		Kind: fmt.Sprintf("etcd binary %s (%s)", bin, strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])),
-		stop: func() error {
-			cmd.Process.Kill()
-			<-exited
-			return nil
-		}}
-	// No kept connection: its goroutines would outlive the server.
-	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Second}
-	deadline := time.Now().Add(ReadyLimit)
-	for {
-		res, err := hc.Get(s.Endpoint + "/health")
-		if err == nil {
-			body, _ := io.ReadAll(res.Body)
-			res.Body.Close()
-			if strings.Contains(string(body), `"health":"true"`) {
-				return s, nil
-			}
-		}
-		select {
-		case <-exited:
-			return nil, fmt.Errorf("etcdserver: %s exited: %s", bin, logs.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			s.stop()
-			return nil, fmt.Errorf("etcdserver: %s not healthy within %v: %v", bin, ReadyLimit, err)
-		}
-	}
+	return &Server{Endpoint: client.String(), Kind: fmt.Sprintf("etcd binary %s (%s)", bin, version),
+		stop: func() error { p.Kill(); return nil }}, nil
 }
 
 // Close stops the member and waits for it; later calls do nothing.
@@ -175,27 +130,13 @@ func (s *Server) Close() error {
 // freeURLs returns two URLs http://127.0.0.1:PORT on ports free a moment
 // ago, for a member's client and peer URLs.
 func freeURLs() (client, peer url.URL, err error) {
-	var us [2]url.URL
-	for i := range us {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return url.URL{}, url.URL{}, fmt.Errorf("etcdserver: find a free port: %w", err)
+	if client, err = etcdproc.FreeURL(); err != nil {
+		return
+	}
+	for peer == (url.URL{}) || peer == client { // the port just freed may come back
+		if peer, err = etcdproc.FreeURL(); err != nil {
+			return
 		}
-		defer l.Close() // both held until both are chosen
-		us[i] = url.URL{Scheme: "http", Host: l.Addr().String()}
 	}
-	return us[0], us[1], nil
-}
-
-// limitedWriter keeps the first n bytes written to it.
-type limitedWriter struct {
-	b *strings.Builder
-	n int
-}
-
-func (w *limitedWriter) Write(p []byte) (int, error) {
-	if rest := w.n - w.b.Len(); rest > 0 {
-		w.b.Write(p[:min(len(p), rest)])
-	}
-	return len(p), nil
+	return client, peer, nil
 }

@@ -1,0 +1,157 @@
+// Package etcdproc runs the etcd binary as a single-member cluster on
+// 127.0.0.1, in a process of its own, as operators run it: for the
+// library's etcd tests (internal/testkit/etcdtest) and the tools'
+// benchmarks (tools/internal/etcdserver), which start it the same way.
+package etcdproc
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Env names an etcd binary to run instead of the one on the PATH.
+const Env = "SLUICE_ETCD"
+
+// ReadyLimit bounds the wait for a started member to answer its health
+// check.
+const ReadyLimit = 20 * time.Second
+
+// Binary returns the etcd binary to run: the one Env names, or etcd on the
+// PATH (Debian's etcd-server installs it, 3.4 or later).
+func Binary() (string, error) {
+	if bin := os.Getenv(Env); bin != "" {
+		return bin, nil
+	}
+	bin, err := exec.LookPath("etcd")
+	if err != nil {
+		return "", errors.New("etcdproc: no etcd binary: install one (apt-get install etcd-server) or set " + Env)
+	}
+	return bin, nil
+}
+
+// Version returns the first line of bin --version ("etcd Version: 3.4.23").
+func Version(bin string) (string, error) {
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("etcdproc: %s --version: %w", bin, err)
+	}
+	return strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]), nil
+}
+
+// FreeURL returns http://127.0.0.1:PORT for a port free a moment ago, for
+// a member's client or peer URL.
+func FreeURL() (url.URL, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return url.URL{}, fmt.Errorf("etcdproc: find a free port: %w", err)
+	}
+	defer l.Close()
+	return url.URL{Scheme: "http", Host: l.Addr().String()}, nil
+}
+
+// Member is what a run of the binary serves.
+type Member struct {
+	// Bin is the etcd binary.
+	Bin string
+	// Name is the member's name.
+	Name string
+	// Dir holds its data.
+	Dir string
+	// Client and Peer are its client and peer URLs.
+	Client, Peer url.URL
+	// Prepare, if set, adjusts the command before it starts (the tools
+	// have it die with its parent).
+	Prepare func(*exec.Cmd)
+}
+
+// Process is a running member.
+type Process struct {
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once it has exited and been reaped
+	out    *headBuffer
+}
+
+// maxOutput is how much of a member's output a Process keeps, for the
+// error when it exits early.
+const maxOutput = 16 << 10
+
+// Start runs m and returns once it answers its health check, at most
+// ReadyLimit later; on an error nothing is left running.
+func Start(m Member) (*Process, error) {
+	cmd := exec.Command(m.Bin, "--name", m.Name, "--data-dir", m.Dir,
+		"--listen-client-urls", m.Client.String(), "--advertise-client-urls", m.Client.String(),
+		"--listen-peer-urls", m.Peer.String(), "--initial-advertise-peer-urls", m.Peer.String(),
+		"--initial-cluster", m.Name+"="+m.Peer.String(), "--log-level", "error")
+	p := &Process{cmd: cmd, exited: make(chan struct{}), out: &headBuffer{n: maxOutput}}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if m.Prepare != nil {
+		m.Prepare(cmd)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("etcdproc: start %s: %w", m.Bin, err)
+	}
+	go func() {
+		_ = cmd.Wait()
+		close(p.exited)
+	}()
+	// No kept connection: its goroutines would outlive the member.
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Second}
+	deadline := time.Now().Add(ReadyLimit)
+	for {
+		res, err := hc.Get(m.Client.String() + "/health")
+		if err == nil {
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if strings.Contains(string(body), `"health":"true"`) {
+				return p, nil
+			}
+		}
+		select {
+		case <-p.exited:
+			return nil, fmt.Errorf("etcdproc: %s exited: %s", m.Bin, p.out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			p.Kill()
+			return nil, fmt.Errorf("etcdproc: %s not healthy within %v: %v", m.Bin, ReadyLimit, err)
+		}
+	}
+}
+
+// Kill kills the member (SIGKILL: no chance to say goodbye to its
+// clients) and waits for it to exit.
+func (p *Process) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+}
+
+// headBuffer keeps the first n bytes written to it.
+type headBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+	n  int
+}
+
+func (h *headBuffer) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if rest := h.n - h.b.Len(); rest > 0 {
+		h.b.Write(p[:min(len(p), rest)])
+	}
+	return len(p), nil
+}
+
+func (h *headBuffer) String() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.b.String()
+}
