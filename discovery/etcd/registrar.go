@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/discovery"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/stats"
@@ -108,7 +109,7 @@ func (g *registration) run(ctx context.Context) {
 		}
 		g.fail(err)
 		failures++
-		if !sleep(ctx, cfg.Clock, cfg.Backoff.Delay(failures, rand.Float64())) {
+		if clock.Sleep(ctx, cfg.Clock, cfg.Backoff.Delay(failures, rand.Float64())) != nil {
 			return
 		}
 	}

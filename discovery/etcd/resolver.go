@@ -47,7 +47,7 @@ func (r *Resolver) Resolve(ctx context.Context, u discovery.Updates) {
 	f := &follower{cfg: &r.cfg, u: u, entries: map[string]entry{}}
 	failures := 0 // in a row, for the backoff
 	for ctx.Err() == nil {
-		if failures > 0 && !sleep(ctx, r.cfg.Clock, r.cfg.Backoff.Delay(failures, rand.Float64())) {
+		if failures > 0 && clock.Sleep(ctx, r.cfg.Clock, r.cfg.Backoff.Delay(failures, rand.Float64())) != nil {
 			return
 		}
 		rev, err := f.read(ctx)
@@ -272,16 +272,4 @@ func (f *follower) report() {
 func (f *follower) fail(err error) {
 	f.u.Error(err)
 	f.failed = true
-}
-
-// sleep waits d on c, or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, c clock.Clock, d time.Duration) bool {
-	t := c.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
 )
 
 // payload is every call's request body.
@@ -29,19 +30,13 @@ func sluiceCaller(ch *channel.Channel) caller {
 	}
 }
 
-// sluiceCode names a Sluice call's outcome as its CallError does
-// (channel.CallError.CodeName), or TIMEOUT for a deadline, or LOCAL.
+// sluiceCode names a Sluice call's outcome as the other benchmarks do
+// (load.CodeOf), "" for a success.
 func sluiceCode(err error) string {
-	var ce *channel.CallError
-	switch {
-	case err == nil:
+	if err == nil {
 		return ""
-	case errors.As(err, &ce):
-		return ce.CodeName()
-	case errors.Is(err, context.DeadlineExceeded):
-		return codes.Timeout.String()
 	}
-	return "LOCAL"
+	return load.CodeOf(err)
 }
 
 // tchannelCaller calls Service's Method through a plain tchannel-go

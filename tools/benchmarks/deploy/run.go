@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/tools/internal/etcdserver"
 )
 
@@ -77,7 +78,7 @@ func runRow(ctx context.Context, cfg Config, row Row, etcdEndpoint string) (_ Ro
 	steadyFrom := start.Add(cfg.Warmup)
 	settles := settleSchedule(cfg)
 	err = func() error {
-		if err := sleep(ctx, cfg.Warmup+cfg.Steady); err != nil {
+		if err := clock.Sleep(ctx, clock.Real, cfg.Warmup+cfg.Steady); err != nil {
 			return err
 		}
 		for k := range cfg.Replacements {
@@ -89,7 +90,7 @@ func runRow(ctx context.Context, cfg Config, row Row, etcdEndpoint string) (_ Ro
 			reps = append(reps, rep)
 			cfg.progress("  replaced %s with %s (%d of %d): the old one left in %v",
 				rep.old.Addr(), rep.new.Addr(), k+1, cfg.Replacements, rep.left.Sub(rep.leaveFrom).Round(time.Millisecond))
-			if err := sleep(ctx, settles[k]); err != nil {
+			if err := clock.Sleep(ctx, clock.Real, settles[k]); err != nil {
 				return err
 			}
 		}
@@ -126,18 +127,6 @@ func settleSchedule(cfg Config) []time.Duration {
 		s[i] = time.Duration(float64(cfg.Settle) * (0.75 + 0.5*rng.Float64()))
 	}
 	return s
-}
-
-// sleep waits d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // stopAll stops instances at once and waits for them.

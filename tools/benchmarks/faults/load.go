@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
 	"github.com/uber/tchannel-go"
 )
 
@@ -205,11 +206,8 @@ func request(cfg Config) *channel.Request {
 // (channel.CallError.CodeName), the attempts sent and the peers tried.
 func outcomeOf(err error) (code string, attempts int, peers []string) {
 	var ce *channel.CallError
-	switch {
-	case errors.As(err, &ce):
-		return ce.CodeName(), ce.Attempts, append([]string(nil), ce.Peers...)
-	case errors.Is(err, context.DeadlineExceeded):
-		return "TIMEOUT", 0, nil
+	if errors.As(err, &ce) {
+		attempts, peers = ce.Attempts, append([]string(nil), ce.Peers...)
 	}
-	return "LOCAL", 0, nil
+	return load.CodeOf(err), attempts, peers
 }

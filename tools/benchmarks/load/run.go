@@ -159,7 +159,7 @@ func Run(ctx context.Context, ch *channel.Channel, cfg Config) (*Report, error) 
 		res, err := ch.Call(cctx, cfg.Service, cfg.Method, &req)
 		if err != nil {
 			var ce *channel.CallError
-			return result{attempts: attemptsOf(err), code: codeOf(err), local: errors.As(err, &ce) && ce.Code.IsLocal()}
+			return result{attempts: attemptsOf(err), code: CodeOf(err), local: errors.As(err, &ce) && ce.Code.IsLocal()}
 		}
 		if res.AppError {
 			return result{attempts: res.Attempts, code: "APPLICATION"}
@@ -286,10 +286,11 @@ func sumPeers(cs []peer.Counts) (s peer.Counts) {
 	return s
 }
 
-// codeOf names a failed call's outcome: the TChannel code ("BUSY",
+// CodeOf names a failed call's outcome: the TChannel code ("BUSY",
 // "TIMEOUT"), or for local outcomes THROTTLED, NO_PEERS, RATE_LIMITED,
-// UNAVAILABLE or LOCAL (channel.CallError.CodeName).
-func codeOf(err error) string {
+// UNAVAILABLE or LOCAL (channel.CallError.CodeName): the benchmarks count
+// failures under these names.
+func CodeOf(err error) string {
 	var ce *channel.CallError
 	switch {
 	case errors.As(err, &ce):
