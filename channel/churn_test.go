@@ -6,7 +6,6 @@ import (
 	"flag"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -106,39 +105,14 @@ func resolverChurn(t *testing.T, d time.Duration) {
 	servers := []*testServer{startServer(t), startServer(t), startServer(t)}
 	reg := newMemRegistry(servers[0].ch.HostPort())
 	client, _ := resolvedClient(t, reg)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var calls, failed atomic.Int64
-	var firstErr atomic.Value
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				callCtx, done := context.WithTimeout(context.Background(), 2*time.Second)
-				_, err := client.CallRaw(callCtx, "kv", "echo", nil, []byte("x"))
-				done()
-				calls.Add(1)
-				if err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err)
-				}
-			}
-		}()
-	}
-	defer func() { close(stop); wg.Wait() }()
+	load := echoLoop(t, client)
 	heap := func() uint64 {
 		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		return ms.HeapAlloc
 	}
-	testwait.Until(t, "calls to flow", func() bool { return calls.Load() > 10 })
+	testwait.Until(t, "calls to flow", func() bool { return load.Calls() > 10 })
 	g0 := runtime.NumGoroutine()
 	start := time.Now()
 	var h0 uint64
@@ -165,9 +139,9 @@ func resolverChurn(t *testing.T, d time.Duration) {
 	})
 	h1 := heap()
 	t.Logf("%v: %d set changes, %d calls, %d failed; goroutines %d -> %d, heap %d KiB -> %d KiB",
-		d, changes, calls.Load(), failed.Load(), g0, g1, h0>>10, h1>>10)
-	if n := failed.Load(); n != 0 {
-		t.Errorf("%d of %d calls failed during the churn; the first: %v", n, calls.Load(), firstErr.Load())
+		d, changes, load.Calls(), load.Failed(), g0, g1, h0>>10, h1>>10)
+	if n := load.Failed(); n != 0 {
+		t.Errorf("%d of %d calls failed during the churn; the first: %v", n, load.Calls(), load.FirstErr())
 	}
 	if h1 > h0+8<<20 {
 		t.Errorf("the heap grew from %d KiB to %d KiB over the churn", h0>>10, h1>>10)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/discovery"
+	"github.com/sluice-rpc/sluice/internal/testkit/testload"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/uber-go/tally/v4"
@@ -96,6 +97,19 @@ func (r *memRegistration) Deregister(context.Context) error {
 func (r *memRegistration) State() discovery.RegistrationState {
 	return discovery.RegistrationState{Registry: r.m.String(), HostPort: r.hostPort, Registered: !r.done.Load(),
 		Registrations: 1, Deregistered: r.done.Load()}
+}
+
+// echoLoop keeps four goroutines calling "kv" "echo" on client, each call
+// within 2 s, until the test ends or the Loop's Stop.
+func echoLoop(t *testing.T, client *Channel) *testload.Loop {
+	l := testload.Start(4, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := client.CallRaw(ctx, "kv", "echo", nil, []byte("x"))
+		return err
+	})
+	t.Cleanup(l.Stop)
+	return l
 }
 
 // resolvedClient returns a client whose "kv" peers come from reg.
@@ -275,32 +289,13 @@ func TestShutdownRollingReplacementFailsNoCall(t *testing.T) {
 		servers = append(servers, startServer(t, WithRegistrar(reg), quick))
 	}
 	client, _ := resolvedClient(t, reg)
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var calls, failed atomic.Int64
-	var firstErr atomic.Value
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				callCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				_, err := client.CallRaw(callCtx, "kv", "echo", nil, []byte("x"))
-				cancel()
-				calls.Add(1)
-				if err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err)
-				}
-			}
-		}()
-	}
-	testwait.Until(t, "calls to flow", func() bool { return calls.Load() > 100 })
+	load := echoLoop(t, client)
+	testwait.Until(t, "calls to flow", func() bool { return load.Calls() > 100 })
 	for i := range 9 {
 		old := servers[i%3]
 		servers[i%3] = startServer(t, WithRegistrar(reg), quick)
-		before := calls.Load()
-		testwait.Until(t, "calls after the replacement", func() bool { return calls.Load() > before+50 })
+		before := load.Calls()
+		testwait.Until(t, "calls after the replacement", func() bool { return load.Calls() > before+50 })
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := old.ch.Shutdown(sctx); err != nil {
 			t.Errorf("Shutdown: %v", err)
@@ -310,11 +305,10 @@ func TestShutdownRollingReplacementFailsNoCall(t *testing.T) {
 			t.Fatalf("after Shutdown: phase %s, registrations %+v", st.Phase, st.Registrations)
 		}
 	}
-	stop()
-	wg.Wait()
-	t.Logf("%d calls through 9 replacements, %d failed", calls.Load(), failed.Load())
-	if n := failed.Load(); n != 0 {
-		t.Fatalf("%d of %d calls failed; the first: %v", n, calls.Load(), firstErr.Load())
+	load.Stop()
+	t.Logf("%d calls through 9 replacements, %d failed", load.Calls(), load.Failed())
+	if n := load.Failed(); n != 0 {
+		t.Fatalf("%d of %d calls failed; the first: %v", n, load.Calls(), load.FirstErr())
 	}
 }
 

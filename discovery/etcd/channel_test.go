@@ -2,13 +2,13 @@ package etcd_test
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/discovery/etcd"
+	"github.com/sluice-rpc/sluice/internal/testkit/testload"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 )
 
@@ -67,33 +67,13 @@ func TestFleetThroughEtcdOutage(t *testing.T) {
 	// (unless they wait for ready), which is not what this test is about.
 	testwait.Until(t, "the client to find a", func() bool { return len(client.Peers("kv")) == 1 })
 
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var calls, failed atomic.Int64
-	var firstErr atomic.Value
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				_, err := client.CallRaw(ctx, "kv", "echo", nil, []byte("x"))
-				cancel()
-				calls.Add(1)
-				if err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err)
-				}
-			}
-		}()
-	}
-	stopCalls := sync.OnceFunc(func() { close(stop); wg.Wait() })
-	defer stopCalls()
+	load := testload.Start(4, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := client.CallRaw(ctx, "kv", "echo", nil, []byte("x"))
+		return err
+	})
+	defer load.Stop()
 	testwait.Until(t, "calls to a", func() bool { return a.calls.Load() > 10 })
 
 	b, started := startFleetServer(t, et.Endpoint)
@@ -108,9 +88,9 @@ func TestFleetThroughEtcdOutage(t *testing.T) {
 	testwait.Until(t, "the client to see etcd gone", func() bool {
 		return client.Debug().Services[0].Resolver.Status == "FAILING"
 	})
-	before, beforeA, beforeB := calls.Load(), a.calls.Load(), b.calls.Load()
+	before, beforeA, beforeB := load.Calls(), a.calls.Load(), b.calls.Load()
 	testwait.Until(t, "calls to both servers during the outage", func() bool {
-		return calls.Load() > before+200 && a.calls.Load() > beforeA+50 && b.calls.Load() > beforeB+50
+		return load.Calls() > before+200 && a.calls.Load() > beforeA+50 && b.calls.Load() > beforeB+50
 	})
 	if n := len(client.Peers("kv")); n != 2 {
 		t.Fatalf("the client has %d peers during the outage, want the 2 it knew", n)
@@ -126,11 +106,11 @@ func TestFleetThroughEtcdOutage(t *testing.T) {
 		t.Errorf("a's Shutdown: %v", err)
 	}
 	testwait.Until(t, "a to leave the client's peers", func() bool { return len(client.Peers("kv")) == 2 })
-	before = calls.Load()
-	testwait.Until(t, "calls after a left", func() bool { return calls.Load() > before+100 })
-	stopCalls()
-	t.Logf("%d calls, %d failed", calls.Load(), failed.Load())
-	if n := failed.Load(); n != 0 {
-		t.Fatalf("%d of %d calls failed; the first: %v", n, calls.Load(), firstErr.Load())
+	before = load.Calls()
+	testwait.Until(t, "calls after a left", func() bool { return load.Calls() > before+100 })
+	load.Stop()
+	t.Logf("%d calls, %d failed", load.Calls(), load.Failed())
+	if n := load.Failed(); n != 0 {
+		t.Fatalf("%d of %d calls failed; the first: %v", n, load.Calls(), load.FirstErr())
 	}
 }
