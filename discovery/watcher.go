@@ -45,6 +45,12 @@ type State struct {
 	LastErrorTime time.Time
 }
 
+// DefaultMaxPeers bounds the sets a Watcher applies when
+// WatcherConfig.MaxPeers is zero: a bound against a registry gone wrong (a
+// poisoned prefix, a runaway autoscaler), each peer costing a connection,
+// not a fleet size to plan for.
+const DefaultMaxPeers = 10000
+
 // WatcherConfig configures a Watcher.
 type WatcherConfig struct {
 	// Resolver finds the peers. Required.
@@ -55,6 +61,9 @@ type WatcherConfig struct {
 	Apply func([]Address) error
 	// Clock stamps the State; nil means clock.Real.
 	Clock clock.Clock
+	// MaxPeers bounds a set: a larger one is a failure, and the last good
+	// set stays. 0 means DefaultMaxPeers.
+	MaxPeers int
 	// Scope receives the discovery metrics (stats.DiscoveryUpdates, ...);
 	// nil means nowhere. Tag it with what it watches for (the Channel tags
 	// it with the service).
@@ -62,8 +71,8 @@ type WatcherConfig struct {
 }
 
 // Watcher runs a Resolver and applies what it finds, keeping the last good
-// set through failures: a lookup error, or an empty set after a non-empty
-// one, changes nothing but the State. An address that is not a valid
+// set through failures: a lookup error, an empty set after a non-empty
+// one, or a set of more than MaxPeers, changes nothing but the State. An address that is not a valid
 // host:port, or whose weight is negative or not finite, is left out of its
 // set and reported as a failure; a host:port listed twice counts once (its
 // first entry). It is safe for concurrent use.
@@ -87,6 +96,12 @@ func Watch(cfg WatcherConfig) (*Watcher, error) {
 		return nil, errors.New("discovery: WatcherConfig.Resolver is nil; give the resolver of the target to follow")
 	case cfg.Apply == nil:
 		return nil, errors.New("discovery: WatcherConfig.Apply is nil; give the function that takes each peer set")
+	}
+	if cfg.MaxPeers < 0 {
+		return nil, fmt.Errorf("discovery: WatcherConfig.MaxPeers is %d, must be >= 0 (0 means %d)", cfg.MaxPeers, DefaultMaxPeers)
+	}
+	if cfg.MaxPeers == 0 {
+		cfg.MaxPeers = DefaultMaxPeers
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real
@@ -155,6 +170,10 @@ func (u *updates) Update(addrs []Address) {
 			why = "no valid peer in the answer (" + bad + ")"
 		}
 		w.failLocked(fmt.Sprintf("%s; keeping the last good set of %d peers", why, w.st.Peers))
+		return
+	}
+	if len(set) > w.cfg.MaxPeers {
+		w.failLocked(fmt.Sprintf("the answer has %d peers, more than MaxPeers (%d); keeping the last good set of %d peers", len(set), w.cfg.MaxPeers, w.st.Peers))
 		return
 	}
 	if err := w.cfg.Apply(set); err != nil {

@@ -211,3 +211,24 @@ func TestStaticResolver(t *testing.T) {
 		t.Fatalf("static set %+v", a)
 	}
 }
+
+// A set larger than MaxPeers is a failure: the last good set stays.
+func TestWatcherBoundsTheSet(t *testing.T) {
+	res := scripted{make(chan func(discovery.Updates))}
+	var got []discovery.Address
+	w, err := discovery.Watch(discovery.WatcherConfig{Resolver: res, MaxPeers: 2, Apply: func(a []discovery.Address) error { got = a; return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	res.do(func(u discovery.Updates) { u.Update([]discovery.Address{{HostPort: "127.0.0.1:1"}}) })
+	res.do(func(u discovery.Updates) {
+		u.Update([]discovery.Address{{HostPort: "127.0.0.1:1"}, {HostPort: "127.0.0.1:2"}, {HostPort: "127.0.0.1:3"}})
+	})
+	if st := w.State(); len(got) != 1 || st.Status != discovery.Failing || !strings.Contains(st.LastError, "3 peers, more than MaxPeers (2)") {
+		t.Fatalf("applied %v, state %+v", got, st)
+	}
+	if _, err := discovery.Watch(discovery.WatcherConfig{Resolver: res, MaxPeers: -1, Apply: func([]discovery.Address) error { return nil }}); err == nil || !strings.Contains(err.Error(), "MaxPeers is -1") {
+		t.Fatalf("MaxPeers -1: %v", err)
+	}
+}
