@@ -256,7 +256,7 @@ func (c *Channel) deregister(ctx context.Context) error {
 // can still call other services. It returns ctx's error if ctx ended
 // before the handlers finished (the Channel is closed either way), or the
 // deregistration's error. Close is the immediate form. Calling Shutdown
-// on a closed Channel does nothing.
+// on a closed Channel, or while another Shutdown runs, returns nil at once.
 func (c *Channel) Shutdown(ctx context.Context) error {
 	if c.closed.Load() || !c.phase.CompareAndSwap(phaseServing, phaseLeaving) {
 		return nil
