@@ -57,7 +57,7 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 			sctx = opentracing.ContextWithSpan(ctx, as)
 		}
 	}
-	call, err := p.TChannel().BeginCall(sctx, a.service, a.method, callOptionsFor(a.req.Format))
+	call, err := p.TChannel().BeginCall(sctx, a.service, a.method, st.tchannelOptions(a.req.Format))
 	if err != nil {
 		if p, call, t0, err = c.beginElsewhere(ctx, sctx, st, a, as, p, t0, err); err != nil {
 			return nil, false, false, err
@@ -187,7 +187,7 @@ func (c *Channel) beginElsewhere(ctx, sctx context.Context, st *callState, a *at
 			as.hostPort = p.HostPort()
 		}
 		var call *tchannel.OutboundCall
-		if call, err = p.TChannel().BeginCall(sctx, a.service, a.method, callOptionsFor(a.req.Format)); err == nil {
+		if call, err = p.TChannel().BeginCall(sctx, a.service, a.method, st.tchannelOptions(a.req.Format)); err == nil {
 			return p, call, t0, nil
 		}
 	}
@@ -197,8 +197,10 @@ func (c *Channel) beginElsewhere(ctx, sctx context.Context, st *callState, a *at
 // does not count because their peer had left the list.
 const maxDeparted = 4
 
-// Call options per format, shared: tchannel-go only reads them (as it does
-// its own defaults), and a fresh one per attempt would cost an allocation.
+// Call options per format, shared by every call that sets no transport
+// header (see callOptions.tchannelOptions): tchannel-go only reads them (as
+// it does its own defaults), and a fresh one per attempt would cost an
+// allocation.
 var (
 	rawCallOptions    = &tchannel.CallOptions{Format: tchannel.Raw}
 	jsonCallOptions   = &tchannel.CallOptions{Format: tchannel.JSON}

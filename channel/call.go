@@ -45,9 +45,10 @@ import (
 //
 // A request that cannot be sent fails at once with BAD_REQUEST, and is never
 // retried: a nil req, an unsupported format, a service name over 255 bytes
-// or a method name over 16 KiB (TChannel's limits), a Thrift header over
-// 64 KiB, or arguments over the Channel's maximum request size
-// (WithMaxRequestSize).
+// or a method name over 16 KiB (TChannel's limits), a transport header
+// over 255 bytes (WithShardKey, WithRoutingKey, WithRoutingDelegate,
+// WithCallerName), a Thrift header over 64 KiB, or arguments over the
+// Channel's maximum request size (WithMaxRequestSize).
 func (c *Channel) Call(ctx context.Context, service, method string, req *Request, opts ...CallOption) (*Response, error) {
 	return c.invoke(ctx, nil, service, method, req, applyOptions(opts))
 }
@@ -62,7 +63,7 @@ func (c *Channel) invoke(ctx context.Context, st *callState, service, method str
 		err error
 	)
 	if c.invoker == nil {
-		res, err = c.call(ctx, st, service, method, req, o != nil && o.waitForReady)
+		res, err = c.call(ctx, st, service, method, req, o)
 	} else {
 		if o != nil {
 			ctx = context.WithValue(ctx, callOptionsKey{}, o)
@@ -83,7 +84,7 @@ type callOptionsKey struct{}
 // callBehindMiddleware is the Invoker the call middlewares wrap.
 func (c *Channel) callBehindMiddleware(ctx context.Context, service, method string, req *Request) (*Response, error) {
 	o, _ := ctx.Value(callOptionsKey{}).(*callOptions)
-	return c.call(ctx, nil, service, method, req, o != nil && o.waitForReady)
+	return c.call(ctx, nil, service, method, req, o)
 }
 
 // asCallError returns err as a *CallError: itself if it is one, else a
@@ -101,8 +102,9 @@ func asCallError(service, method string, err error) error {
 // each attempt choosing a peer, sending, and feeding back busy responses,
 // stats and spans. It returns one result. It runs the call in st, a zero
 // callState but for the front-end's request (frontReq), or in one of its
-// own if st is nil.
-func (c *Channel) call(ctx context.Context, st *callState, service, method string, req *Request, waitForReady bool) (*Response, error) {
+// own if st is nil. o are the call's options (nil: none); call only reads
+// them, as a call middleware may run the pipeline more than once, at once.
+func (c *Channel) call(ctx context.Context, st *callState, service, method string, req *Request, o *callOptions) (*Response, error) {
 	if err := checkNames(service, method); err != nil {
 		return nil, &CallError{Service: service, Method: method, Code: codes.BadRequest, Message: err.Error(), Err: err}
 	}
@@ -113,6 +115,9 @@ func (c *Channel) call(ctx context.Context, st *callState, service, method strin
 	}
 	m := pol.m
 	if err := c.checkRequest(req); err != nil {
+		return nil, c.fail(m, start, &CallError{Service: service, Method: method, Code: codes.BadRequest, Message: err.Error(), Err: err})
+	}
+	if err := o.checkTransport(); err != nil {
 		return nil, c.fail(m, start, &CallError{Service: service, Method: method, Code: codes.BadRequest, Message: err.Error(), Err: err})
 	}
 	if c.closed.Load() {
@@ -127,16 +132,17 @@ func (c *Channel) call(ctx context.Context, st *callState, service, method strin
 	// with many returns): a defer that is not costs every call more.
 	ctx, cancel := c.deadline(ctx, pol)
 	if cancel == nil { // ctx has its deadline already
-		return c.run(ctx, st, service, method, req, waitForReady, pol, l, start)
+		return c.run(ctx, st, service, method, req, o, pol, l, start)
 	}
 	defer cancel()
-	return c.run(ctx, st, service, method, req, waitForReady, pol, l, start)
+	return c.run(ctx, st, service, method, req, o, pol, l, start)
 }
 
 // run is the pipeline of call after its checks: the lease gate and pacer,
 // the call's span, then the retry or hedge executor, and the result. ctx
-// has the call's deadline; start is when the call started.
-func (c *Channel) run(ctx context.Context, st *callState, service, method string, req *Request, waitForReady bool,
+// has the call's deadline; o are its options; start is when the call
+// started.
+func (c *Channel) run(ctx context.Context, st *callState, service, method string, req *Request, o *callOptions,
 	pol *methodPolicy, l *peer.List, start time.Time) (*Response, error) {
 	m := pol.m
 	if g := pol.gate; g != nil {
@@ -172,7 +178,8 @@ func (c *Channel) run(ctx context.Context, st *callState, service, method string
 		st = new(callState)
 	}
 	st.c, st.l, st.pol = c, l, pol
-	st.waitForReady = waitForReady || pol.waitForReady
+	st.waitForReady = (o != nil && o.waitForReady) || pol.waitForReady
+	st.tch = o.tchannelOptions(req.Format)
 	st.spec = attemptSpec{service: service, method: method, req: req}
 	st.used, st.wins = st.usedBuf[:0], st.winsBuf[:0]
 	if pol.gate == nil && pc == nil {

@@ -1,6 +1,11 @@
 package channel
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/uber/tchannel-go"
+)
 
 // CallOption configures one call.
 type CallOption func(*callOptions)
@@ -10,6 +15,12 @@ type callOptions struct {
 	respHeaders  *map[string]string
 	info         *CallInfo
 	waitForReady bool
+	// transport holds the TChannel transport headers every attempt sends
+	// (WithShardKey, WithRoutingKey, WithRoutingDelegate, WithCallerName),
+	// its Format unset; hasTransport says whether any was given. Without
+	// any, attempts share the per-format call options of callOptionsFor.
+	transport    tchannel.CallOptions
+	hasTransport bool
 }
 
 // WithHeaders sends application headers with a JSON call (TChannel's arg2).
@@ -31,6 +42,79 @@ func ResponseHeaders(dst *map[string]string) CallOption {
 // sets it for a method's every call.
 func WaitForReady() CallOption {
 	return func(o *callOptions) { o.waitForReady = true }
+}
+
+// maxTransportHeader is the longest value a TChannel transport header
+// carries: a call frame writes each as string~1. tchannel-go does not check
+// it before sending; a longer value fails the call's frame as it is
+// written, with an error that names no header.
+const maxTransportHeader = 255
+
+// WithShardKey sends key as the call's shard key, TChannel's transport
+// header "sk", on every attempt: ringpop-based servers and relays route the
+// call by it, and a handler reads it with tchannel.InboundCall.ShardKey
+// (Inbound.ShardKey behind Sluice's inbound middleware). It does not choose
+// the peer: the Channel picks peers as for any call. key is at most 255
+// bytes (TChannel's limit); a longer one fails the call with BAD_REQUEST
+// before anything is sent. An empty key sends no header.
+func WithShardKey(key string) CallOption {
+	return func(o *callOptions) { o.transport.ShardKey, o.hasTransport = key, true }
+}
+
+// WithRoutingKey sends key as the call's routing key, TChannel's transport
+// header "rk", on every attempt: it names the traffic group a relay should
+// send the call to, in place of the service name. At most 255 bytes, as
+// WithShardKey; an empty key sends no header.
+func WithRoutingKey(key string) CallOption {
+	return func(o *callOptions) { o.transport.RoutingKey, o.hasTransport = key, true }
+}
+
+// WithRoutingDelegate sends service as the call's routing delegate,
+// TChannel's transport header "rd", on every attempt: a service that can
+// route the call to an instance of the one it is for. At most 255 bytes,
+// as WithShardKey; an empty one sends no header.
+func WithRoutingDelegate(service string) CallOption {
+	return func(o *callOptions) { o.transport.RoutingDelegate, o.hasTransport = service, true }
+}
+
+// WithCallerName sends name as the call's caller, TChannel's transport
+// header "cn", on every attempt, in place of the Channel's service name
+// (the default): for proxies that forward calls on behalf of others. At
+// most 255 bytes, as WithShardKey; an empty name keeps the default.
+func WithCallerName(name string) CallOption {
+	return func(o *callOptions) { o.transport.CallerName, o.hasTransport = name, true }
+}
+
+// checkTransport returns why o's transport headers cannot be sent, naming
+// the option, or nil.
+func (o *callOptions) checkTransport() error {
+	if o == nil || !o.hasTransport {
+		return nil
+	}
+	for _, h := range [...]struct{ opt, v string }{
+		{"WithShardKey", o.transport.ShardKey},
+		{"WithRoutingKey", o.transport.RoutingKey},
+		{"WithRoutingDelegate", o.transport.RoutingDelegate},
+		{"WithCallerName", o.transport.CallerName},
+	} {
+		if len(h.v) > maxTransportHeader {
+			return fmt.Errorf("%s: the value is %d bytes; a TChannel transport header holds at most %d", h.opt, len(h.v), maxTransportHeader)
+		}
+	}
+	return nil
+}
+
+// tchannelOptions returns the tchannel-go call options of a call with
+// options o whose request has format f: nil when o sets no transport
+// header (attempts then share callOptionsFor's), else a copy of its own,
+// which every attempt of the call shares (tchannel-go only reads them).
+func (o *callOptions) tchannelOptions(f tchannel.Format) *tchannel.CallOptions {
+	if o == nil || !o.hasTransport {
+		return nil
+	}
+	t := o.transport
+	t.Format = f
+	return &t
 }
 
 // CallInfo is how a call went: the attempts it sent and where they went.

@@ -26,8 +26,11 @@ type callState struct {
 	spec attemptSpec
 
 	waitForReady bool // wait for a ready peer even when none is connecting
-	concurrent   bool // attempts may run at once (hedging): lock takes mu
-	resUsed      bool // resBuf is taken
+	// tch are the tchannel-go call options of the call's attempts when
+	// its options set transport headers (nil: callOptionsFor's).
+	tch        *tchannel.CallOptions
+	concurrent bool // attempts may run at once (hedging): lock takes mu
+	resUsed    bool // resBuf is taken
 	// start is when the call started, when nothing (a gate, a pacer) held
 	// it up before its first attempt; else zero.
 	start time.Time
@@ -89,6 +92,22 @@ func (st *callState) newResponseLocked() *Response {
 		return &st.resBuf
 	}
 	return &Response{}
+}
+
+// tchannelOptions returns the tchannel-go call options of an attempt
+// sending a request of format f: the call's own, when its options set
+// transport headers, else the ones every call of format f shares.
+func (st *callState) tchannelOptions(f tchannel.Format) *tchannel.CallOptions {
+	t := st.tch
+	switch {
+	case t == nil:
+		return callOptionsFor(f)
+	case t.Format != f: // an attempt middleware sends another format
+		c := *t
+		c.Format = f
+		return &c
+	}
+	return t
 }
 
 // pick chooses the peer for one attempt at time now (see choose). While no

@@ -57,8 +57,15 @@ type AttemptMiddleware func(ctx context.Context, a *Attempt, next AttemptInvoker
 // inside next, so a malformed body, or one declaring a length over the
 // limit, is refused from within next), before the handler.
 type Inbound struct {
-	// Method is the TChannel method name: "Service::method" for Thrift.
+	// Caller is the calling service's name (TChannel's transport header
+	// "cn"; a Sluice client sets it with channel.WithCallerName). Method is
+	// the TChannel method name: "Service::method" for Thrift.
 	Caller, Method string
+	// ShardKey, RoutingKey and RoutingDelegate are the call's TChannel
+	// transport headers "sk", "rk" and "rd" ("" when absent), as
+	// tchannel.InboundCall reports them; a Sluice client sets them with
+	// WithShardKey, WithRoutingKey and WithRoutingDelegate.
+	ShardKey, RoutingKey, RoutingDelegate string
 	// Format is the call's arg scheme: raw, json or thrift.
 	Format tchannel.Format
 	// Headers are a JSON or Thrift call's application headers (nil for a
@@ -154,6 +161,12 @@ func chainAttempts(mws []AttemptMiddleware, last AttemptInvoker) AttemptInvoker 
 		next = func(ctx context.Context, a *Attempt) (*Response, error) { return mw(ctx, a, inner) }
 	}
 	return next
+}
+
+// newInbound returns the Inbound of call, in format f with headers h.
+func newInbound(call *tchannel.InboundCall, f tchannel.Format, h map[string]string) *Inbound {
+	return &Inbound{Caller: call.CallerName(), Method: call.MethodString(), Format: f, Headers: h,
+		ShardKey: call.ShardKey(), RoutingKey: call.RoutingKey(), RoutingDelegate: call.RoutingDelegate()}
 }
 
 // chainInbound returns a function that runs mws around handler, the first

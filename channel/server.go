@@ -276,7 +276,7 @@ func (r rawHandler) Handle(ctx context.Context, call *tchannel.InboundCall) {
 	if r.mw == nil {
 		res, err = r.h(ctx, req)
 	} else {
-		res, err = r.serveVia(ctx, req)
+		res, err = r.serveVia(ctx, call, req)
 	}
 	resp := call.Response()
 	if err != nil {
@@ -302,8 +302,9 @@ func (r rawHandler) Handle(ctx context.Context, call *tchannel.InboundCall) {
 // serveVia runs the handler behind the inbound middleware. A middleware
 // that answers without calling next answers an empty response (no error,
 // empty arg2 and arg3).
-func (r rawHandler) serveVia(ctx context.Context, req *RawRequest) (*RawResponse, error) {
-	in := &Inbound{Caller: req.Caller, Method: req.Method, Format: tchannel.Raw, Arg2: req.Arg2}
+func (r rawHandler) serveVia(ctx context.Context, call *tchannel.InboundCall, req *RawRequest) (*RawResponse, error) {
+	in := newInbound(call, tchannel.Raw, nil)
+	in.Arg2 = req.Arg2
 	var res *RawResponse
 	err := r.mw(ctx, in, func(ctx context.Context) error {
 		var err error

@@ -164,6 +164,7 @@ func (b bounded) handleVia(ctx tthrift.Context, method string, tr transport) (bo
 	in := &channel.Inbound{Method: b.Service() + "::" + method, Format: tchannel.Thrift, Headers: ctx.Headers()}
 	if call := tchannel.CurrentCall(ctx); call != nil {
 		in.Caller = call.CallerName()
+		in.ShardKey, in.RoutingKey, in.RoutingDelegate = call.ShardKey(), call.RoutingKey(), call.RoutingDelegate()
 	}
 	var (
 		success bool
