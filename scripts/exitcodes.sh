@@ -35,6 +35,7 @@ if [ -z "$peer" ]; then
   echo "sluice serve did not start:"; cat "$tmp/serve.err"; exit 1
 fi
 dead=127.0.0.1:1
+idl=$PWD/tools/cmd/sluice/testdata/exitcodes.thrift
 
 cases=0
 failed=0
@@ -46,6 +47,7 @@ while IFS= read -r line; do
   args=("${words[@]:1}")
   args=("${args[@]//\$PEER/$peer}")
   args=("${args[@]//\$DEAD/$dead}")
+  args=("${args[@]//\$IDL/$idl}")
   cases=$((cases + 1))
   set +e
   "$bin" "${args[@]}" >"$tmp/out" 2>"$tmp/err"

@@ -2,40 +2,57 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/tools/internal/thriftjson"
 )
 
 var callHelp = helpText{
-	synopsis: `sluice call -p HOST:PORT -s SERVICE -m METHOD [-r BODY | -f FILE] [flags]`,
+	synopsis: `sluice call -p HOST:PORT -s SERVICE -m METHOD [-r BODY | -f FILE] [flags]
+sluice call -p HOST:PORT -t FILE.thrift [flags] SERVICE Service::method [-r BODY]
+sluice call -p HOST:PORT --health SERVICE`,
 	about: `Makes one call through Sluice's pipeline (peer choice, busy throttling,
 retries or hedges under a budget), as yab and tcurl make one: the response body,
 and nothing else, goes to stdout, so that 'sluice call ... | jq .' works. With -v
-the peer, the attempts, the response headers and the time go to stderr.
+the peer, the attempts, the response headers and the time go to stderr. The
+service and method may follow the flags as two words, as in yab.
 
 The call is JSON (-e json, the default: the body must be JSON, {} if none is
-given) or raw (-e raw: arg3 as given). A retry or hedging policy comes from
-flags (--retry-max, --hedge-max) or from a service config file
-(--service-config). A peer that refuses connections fails the call at once
-with UNAVAILABLE rather than at the timeout.
+given), raw (-e raw: arg3 as given, arg2 from --arg2) or Thrift (-t FILE.thrift,
+or -e thrift). A Thrift call names its method Service::method; its JSON request
+is turned into the method's arguments through the IDL ({"key": "a"} for
+Get(1: string key)), and the answer back into JSON as yab prints its body:
+{"result": ...}, {} for a void method, or {"NAME": {...}} for the declared
+exception NAME. --health calls Meta::health, which every tchannel-go Thrift
+server answers. -H sets application headers of JSON and Thrift calls; --sk,
+--rk, --rd and --caller set TChannel's transport headers.
+
+A retry or hedging policy comes from flags (--retry-max, --hedge-max) or from
+a service config file (--service-config). A peer that refuses connections
+fails the call at once with UNAVAILABLE rather than at the timeout.
 
 ` + targetsHelp + `
 
-Exit status: 0 when the call succeeded; 1 when it failed, with a system error
-(BUSY, TIMEOUT, UNAVAILABLE, ...) or an application error (whose body still
-goes to stdout); 2 on a usage error.`,
-	examples: `sluice call -p 127.0.0.1:4040 -s kv -m get -r '{"key":"a"}' | jq .
-sluice call -p 127.0.0.1:4040 -s kv -m echo -e raw -r hello
+Exit status: 0 when the call succeeded (with --health: the server said ok); 1
+when it failed, with a system error (BUSY, TIMEOUT, UNAVAILABLE, ...) or an
+application error: a JSON or raw handler's error, or a Thrift exception, whose
+body still goes to stdout and whose name goes to stderr; 2 on a usage error.`,
+	examples: `sluice call -t keyvalue.thrift -p 127.0.0.1:4040 keyvalue KeyValue::Get -r '{"key":"a"}'
+sluice call -t keyvalue.thrift -p 127.0.0.1:4040 -s keyvalue -m KeyValue::Set -r '{"key":"a","value":"1"}' -H user:root
+sluice call -p 127.0.0.1:4040 --health keyvalue
+sluice call -p 127.0.0.1:4040 -s kv -m get -r '{"key":"a"}' | jq .
+sluice call -p 127.0.0.1:4040 -s kv -m echo -e raw --arg2 meta -r hello
+echo '{"key":"a"}' | sluice call -p 127.0.0.1:4040 -s kv -m get -f -
 sluice call -P peers.txt -s kv -m get -r '{"key":"a"}' --retry-max 3 -v
-sluice call -P dns:///kv.default.svc.cluster.local:4040 -s kv -m get -r '{"key":"a"}'
+sluice call -P dns:///kv.default.svc.cluster.local:4040 -s kv -m get -r '{"key":"a"}' --sk user-42
 sluice call -P etcd://127.0.0.1:2379/services/kv -s kv -m get -r '{"key":"a"}'
 sluice call -p 127.0.0.1:4040 -s kv -m get -f request.json -H auth:secret --timeout 200ms`,
 }
@@ -43,18 +60,13 @@ sluice call -p 127.0.0.1:4040 -s kv -m get -f request.json -H auth:secret --time
 func callCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("sluice call", callHelp, stdout, stderr)
 	peers := addPeerFlags(fs)
-	target := addTargetFlags(fs, "the TChannel `SERVICE` to call", "the `METHOD` (endpoint) to call", "the request `BODY` (arg3)")
-	service, method, encoding, body := target.service, target.method, target.encoding, target.body
-	file := fs.String("file", "", "read the request body from `FILE`")
-	fs.alias("f", "file")
-	var headers multiFlag
-	fs.Var(&headers, "header", "an application header `KEY:VALUE` of a JSON call (repeatable)")
-	fs.alias("H", "header")
+	tf := addTargetFlags(fs, "the TChannel `SERVICE` to call", "the `METHOD` (endpoint) to call; Service::method for Thrift", "the request `BODY` (arg3; JSON for -e json and thrift)")
 	timeout := fs.Duration("timeout", time.Second, "the whole call's deadline, across attempts")
 	verbose := fs.Bool("verbose", false, "print the peer, attempts, response headers and time on stderr")
 	fs.alias("v", "verbose")
 	policy := addPolicyFlags(fs.FlagSet, false)
-	if code, ok := fs.parse(args); !ok {
+	words, code, ok := fs.parseWords(args, 2)
+	if !ok {
 		return code
 	}
 
@@ -63,59 +75,33 @@ func callCmd(args []string, stdout, stderr io.Writer) int {
 		return fs.usageError("%v", err)
 	}
 	defer src.close()
-	switch {
-	case src.empty():
+	if src.empty() {
 		return fs.usageError("give a peer: -p HOST:PORT (repeatable) or -P TARGET")
-	case *service == "" || *method == "":
-		return fs.usageError("-s/--service and -m/--method are required")
-	case target.checkEncoding() != nil:
-		return fs.usageError("%v", target.checkEncoding())
-	case *body != "" && *file != "":
-		return fs.usageError("give -r/--request or -f/--file, not both")
-	case *timeout <= 0:
+	}
+	if *timeout <= 0 {
 		return fs.usageError("--timeout is %v, must be > 0", *timeout)
-	case len(headers) > 0 && *encoding == "raw":
-		return fs.usageError("-H/--header needs -e json: a raw call's arg2 is not headers")
 	}
-	if *file != "" {
-		b, err := os.ReadFile(*file)
-		if err != nil {
-			return fs.usageError("-f/--file: %v", err)
-		}
-		*body = string(b)
-	}
-	if err := target.checkJSONBody(); err != nil {
+	tg, err := tf.resolve(words)
+	if err != nil {
 		return fs.usageError("%v", err)
 	}
-	req := &channel.Request{Format: "raw", Arg3: []byte(*body)}
-	if *encoding == "json" {
-		hdrs := map[string]string{}
-		for _, h := range headers {
-			k, v, ok := strings.Cut(h, ":")
-			if !ok || k == "" {
-				return fs.usageError("-H/--header %q: want key:value", h)
-			}
-			hdrs[k] = v
-		}
-		req = &channel.Request{Format: "json", Headers: hdrs, Arg3: []byte(*body)}
-	}
-	cfg, err := policy.serviceConfig(*service, *method)
+	cfg, err := policy.serviceConfig(tg.service, tg.method)
 	if err != nil {
 		return fs.usageError("%v", err)
 	}
 
-	ch, err := channel.New("sluice-call", append(src.options(*service), channel.WithServiceConfig(cfg))...)
+	ch, err := channel.New("sluice-call", append(src.options(tg.service), channel.WithServiceConfig(cfg))...)
 	if err != nil {
 		return fs.usageError("%v", err)
 	}
 	defer ch.Close()
-	if err := src.addPeers(ch, *service); err != nil {
+	if err := src.addPeers(ch, tg.service); err != nil {
 		return fs.usageError("%v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	start := time.Now()
-	res, err := ch.Call(ctx, *service, *method, req)
+	res, err := ch.Call(ctx, tg.service, tg.method, tg.req, tg.opts...)
 	elapsed := time.Since(start)
 	if err != nil {
 		fs.failure("%v", err) // the error names the code
@@ -126,6 +112,13 @@ func callCmd(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	out := res.Arg3
+	var answer *thriftjson.Answer
+	if tg.thrift != nil {
+		if answer, err = tg.thrift.Answer(res.Arg3); err != nil {
+			return fs.failure("%v (from %s)", err, res.Peer)
+		}
+		out = answer.JSON
+	}
 	if !bytes.HasSuffix(out, []byte("\n")) {
 		out = append(out, '\n')
 	}
@@ -138,8 +131,19 @@ func callCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "time      %v\n", elapsed)
 	}
-	if res.AppError {
+	switch {
+	case answer != nil && answer.Exception != "":
+		return fs.failure("application error: %s threw %s (%s), printed on stdout", tg.method, answer.Exception, answer.ExceptionType)
+	case res.AppError:
 		return fs.failure("application error: the handler answered with an error, whose body is on stdout")
+	case *tf.health:
+		healthy, msg, err := thriftjson.Healthy(answer)
+		if err != nil {
+			return fs.failure("%v", err)
+		}
+		if !healthy {
+			return fs.failure("%s is not healthy: %s", tg.service, cmp.Or(msg, "Meta::health answered ok=false"))
+		}
 	}
 	return exitOK
 }

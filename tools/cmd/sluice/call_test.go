@@ -178,10 +178,12 @@ func TestCallCommandRejectsBadInput(t *testing.T) {
 		want string
 	}{
 		{[]string{"-s", "kv", "-m", "m"}, "give a peer"},
-		{[]string{"-p", "127.0.0.1:1", "-m", "m"}, "-s/--service and -m/--method are required"},
+		{[]string{"-p", "127.0.0.1:1", "-m", "m"}, "give the service: -s/--service SERVICE, or SERVICE METHOD after the flags"},
+		{[]string{"-p", "127.0.0.1:1", "-s", "kv"}, "give the method: -m/--method METHOD"},
 		{[]string{"-p", "127.0.0.1:1", "-s", "kv", "-m", "m", "-r", "x", "-f", "y"}, "not both"},
 		{[]string{"-p", "127.0.0.1:1", "-s", "kv", "-m", "m", "-r", "{nope"}, "not valid JSON"},
-		{[]string{"-p", "127.0.0.1:1", "-s", "kv", "-m", "m", "-e", "thrift"}, `-e/--encoding is "thrift"`},
+		{[]string{"-p", "127.0.0.1:1", "-s", "kv", "-m", "m", "-e", "thrift"}, "-e thrift needs the IDL: -t/--thrift FILE.thrift"},
+		{[]string{"-p", "127.0.0.1:1", "-s", "kv", "-m", "m", "-e", "yaml"}, `-e/--encoding is "yaml", must be json, raw or thrift`},
 		{[]string{"-p", "127.0.0.1:1", "-s", "kv", "-m", "m", "-e", "raw", "-H", "a:b"}, "-H/--header needs -e json"},
 		{[]string{"-p", "127.0.0.1:1", "-s", "kv", "-m", "m", "-H", "nocolon"}, `-H/--header "nocolon": want key:value`},
 		{[]string{"-p", "127.0.0.1:1", "-s", "kv", "-m", "m", "-f", "/nonexistent/body.json"}, "-f/--file: open"},

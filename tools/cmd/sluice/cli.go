@@ -74,6 +74,29 @@ func (f *flagSet) parse(args []string) (int, bool) {
 	return 0, true
 }
 
+// parseWords parses args as parse does, but also takes up to max words
+// among the flags (yab's `SERVICE METHOD`), returned in order; flags may
+// come before, between and after them.
+func (f *flagSet) parseWords(args []string, max int) ([]string, int, bool) {
+	var words []string
+	for {
+		err := f.Parse(args)
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			f.printHelp(f.stdout)
+			return nil, exitOK, false
+		case err != nil:
+			return nil, f.usageError("%v", err), false
+		case f.NArg() == 0:
+			return words, 0, true
+		case len(words) == max:
+			return nil, f.usageError("unexpected argument %q (at most %d words besides the flags)", f.Arg(0), max), false
+		}
+		words = append(words, f.Arg(0))
+		args = f.Args()[1:]
+	}
+}
+
 // usageError prints a usage error and where help is, and returns 2.
 func (f *flagSet) usageError(format string, a ...any) int {
 	fmt.Fprintf(f.stderr, "%s: %s\nRun '%s -h' for help.\n", f.Name(), fmt.Sprintf(format, a...), f.Name())

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -63,6 +64,10 @@ func startServeStderr(t *testing.T, args ...string) (string, *syncBuffer) {
 func TestExitCodes(t *testing.T) {
 	t.Parallel() // waits on real time: overlaps with the other waiting tests
 	peer := startServe(t)
+	idl, err := filepath.Abs("testdata/exitcodes.thrift")
+	if err != nil {
+		t.Fatal(err)
+	}
 	f, err := os.Open("testdata/exitcodes.txt")
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +87,7 @@ func TestExitCodes(t *testing.T) {
 		}
 		args := words[1:]
 		for i, a := range args {
-			args[i] = strings.NewReplacer("$PEER", peer, "$DEAD", "127.0.0.1:1").Replace(a)
+			args[i] = strings.NewReplacer("$PEER", peer, "$DEAD", "127.0.0.1:1", "$IDL", idl).Replace(a)
 		}
 		var out, errOut bytes.Buffer
 		if got := run(args, &out, &errOut); got != want {
@@ -148,7 +153,7 @@ func TestCallHelpFlags(t *testing.T) {
 	run([]string{"call", "-h"}, &out, &errOut)
 	for _, want := range []string{
 		"  -p, --peer HOST:PORT ", "  -P, --peer-list TARGET ", "  -s, --service SERVICE ", "  -m, --method METHOD ",
-		"  -e, --encoding ENCODING ", "(default json)", "  -r, --request BODY ", "  -H, --header KEY:VALUE ",
+		"  -e, --encoding ENCODING ", "(default json, or thrift with -t or --health)", "  -r, --request BODY ", "  -H, --header KEY:VALUE ",
 		"      --timeout duration ", "(default 1s)", "  -v, --verbose ", "      --service-config FILE ",
 	} {
 		if !strings.Contains(out.String(), want) {

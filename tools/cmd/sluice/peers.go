@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -127,48 +125,4 @@ func (s *peerSource) String() string {
 		return s.resolver.String()
 	}
 	return strings.Join(s.hostPorts, " ")
-}
-
-// targetFlags are the flags saying what `call` and `bench` call and send:
-// -s/--service, -m/--method, -e/--encoding, -r/--request, with one meaning
-// in both.
-type targetFlags struct{ service, method, encoding, body *string }
-
-// addTargetFlags defines the target flags on fs, with the command's own
-// wording of the service, method and body.
-func addTargetFlags(fs *flagSet, serviceUsage, methodUsage, bodyUsage string) targetFlags {
-	t := targetFlags{
-		service:  fs.String("service", "", serviceUsage),
-		method:   fs.String("method", "", methodUsage),
-		encoding: fs.String("encoding", "json", "the calls' `ENCODING`: json or raw"),
-		body:     fs.String("request", "", bodyUsage),
-	}
-	fs.alias("s", "service")
-	fs.alias("m", "method")
-	fs.alias("e", "encoding")
-	fs.alias("r", "request")
-	return t
-}
-
-// checkEncoding reports an --encoding that is neither json nor raw.
-func (t targetFlags) checkEncoding() error {
-	if e := *t.encoding; e != "json" && e != "raw" {
-		return fmt.Errorf("-e/--encoding is %q, must be json or raw", e)
-	}
-	return nil
-}
-
-// checkJSONBody makes an empty JSON body {} and reports one that is not
-// JSON; a raw body is left as it is.
-func (t targetFlags) checkJSONBody() error {
-	if *t.encoding != "json" {
-		return nil
-	}
-	if strings.TrimSpace(*t.body) == "" {
-		*t.body = "{}"
-	}
-	if !json.Valid([]byte(*t.body)) {
-		return errors.New("the request body is not valid JSON (-e json)")
-	}
-	return nil
 }

@@ -1,0 +1,32 @@
+// Command kvserver serves tchannel-go's example KeyValue service from plain
+// tchannel-go on 127.0.0.1 until interrupted; it prints "serving HOST:PORT"
+// once it listens. For recording yab's answers and for measuring sluice
+// bench against yab on the same server:
+//
+//	go run ./tools/internal/plainkv/kvserver -listen 127.0.0.1:4050
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sluice-rpc/sluice/tools/internal/plainkv"
+)
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:0", "the 127.0.0.1 `HOST:PORT` to serve on")
+	flag.Parse()
+	ch, err := plainkv.Start(*listen)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("serving %s\n", ch.PeerInfo().HostPort)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	<-sig
+	ch.Close()
+}

@@ -1,0 +1,653 @@
+// Package thriftjson turns JSON into Thrift calls and Thrift answers back
+// into JSON, through an IDL read at run time: what `sluice call -t` and
+// `sluice bench -t` send and print. The IDL is compiled by thriftrw
+// (includes resolved, typedefs and service inheritance linked), and values
+// go through thriftrw's wire representation and Binary protocol, which is
+// what TChannel's Thrift arg scheme carries as arg3 (a bare struct, no
+// envelope).
+//
+// The JSON forms are yab's, so that a request written for yab works here
+// and the answers compare equal: a struct is an object keyed by field name;
+// a method's answer is {"result": VALUE} (or {} for a void method), or
+// {"NAME": {...}} for the declared exception NAME it threw; enums are names
+// (a value the IDL does not know prints as "Enum(7)"); binary prints as
+// base64; a map whose keys are not strings is an object keyed by each key's
+// JSON text. A request may also give an enum by number, a binary as a
+// plain string, and a map as a list of {"key": K, "value": V} pairs.
+package thriftjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.uber.org/thriftrw/compile"
+	"go.uber.org/thriftrw/protocol/binary"
+	"go.uber.org/thriftrw/wire"
+)
+
+// IDL is a compiled Thrift file and the files it includes.
+type IDL struct {
+	mod *compile.Module
+}
+
+// Load compiles the Thrift file at path, with its includes.
+func Load(path string) (*IDL, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("thrift IDL: %w", err)
+	}
+	mod, err := compile.Compile(path, compile.NonStrict())
+	if err != nil {
+		return nil, fmt.Errorf("thrift IDL %s: %w", path, err)
+	}
+	return &IDL{mod: mod}, nil
+}
+
+// Method finds a method by its TChannel name, "Service::method"; a method
+// a service inherits (extends) is found under the inheriting service's
+// name, as servers register it.
+func (d *IDL) Method(name string) (*Method, error) {
+	svcName, fn, ok := strings.Cut(name, "::")
+	if !ok || svcName == "" || fn == "" {
+		return nil, fmt.Errorf("method %q: a Thrift method is named Service::method; this IDL has %s", name, d.list())
+	}
+	svc, ok := d.service(svcName)
+	if !ok {
+		return nil, fmt.Errorf("method %q: the IDL has no service %q; it has %s", name, svcName, d.list())
+	}
+	for s := svc; s != nil; s = s.Parent {
+		if spec, ok := s.Functions[fn]; ok {
+			return &Method{Name: name, spec: spec}, nil
+		}
+	}
+	return nil, fmt.Errorf("method %q: service %s has no method %q; it has %s", name, svcName, fn, strings.Join(d.methodsOf(svc), ", "))
+}
+
+// Methods lists every method the IDL's services offer, by TChannel name,
+// sorted.
+func (d *IDL) Methods() []string {
+	var all []string
+	seen := map[string]bool{}
+	d.mod.Walk(func(m *compile.Module) error {
+		for name, svc := range m.Services {
+			if !seen[name] {
+				seen[name] = true
+				all = append(all, d.methodsOf(svc)...)
+			}
+		}
+		return nil
+	})
+	slices.Sort(all)
+	return all
+}
+
+// service finds a service by name in the file, or else in the files it
+// includes: TChannel names a service without its file.
+func (d *IDL) service(name string) (*compile.ServiceSpec, bool) {
+	var found *compile.ServiceSpec
+	d.mod.Walk(func(m *compile.Module) error {
+		if svc, ok := m.Services[name]; ok && found == nil {
+			found = svc
+		}
+		return nil
+	})
+	return found, found != nil
+}
+
+func (d *IDL) methodsOf(svc *compile.ServiceSpec) []string {
+	var names []string
+	for s := svc; s != nil; s = s.Parent {
+		for fn := range s.Functions {
+			names = append(names, svc.Name+"::"+fn)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+func (d *IDL) list() string {
+	m := d.Methods()
+	if len(m) == 0 {
+		return "no services"
+	}
+	if len(m) > 10 {
+		return strings.Join(m[:10], ", ") + fmt.Sprintf(" and %d more", len(m)-10)
+	}
+	return strings.Join(m, ", ")
+}
+
+// Method is one method of an IDL: it encodes requests and decodes answers.
+type Method struct {
+	// Name is the TChannel method name, "Service::method".
+	Name string
+	spec *compile.FunctionSpec
+}
+
+// maxDepth bounds the nesting of a request's and an answer's values: a
+// hostile server cannot make the decoder recurse without end, nor a
+// mistaken request the encoder.
+const maxDepth = 64
+
+// Request encodes body, a JSON object of the method's arguments by name
+// ("" or null is no argument), as the method's argument struct: arg3 of a
+// Thrift call.
+func (m *Method) Request(body []byte) ([]byte, error) {
+	v, err := decodeJSON(body)
+	if err != nil {
+		return nil, fmt.Errorf("%s: the request is not JSON: %w", m.Name, err)
+	}
+	if v == nil {
+		v = map[string]any{}
+	}
+	st, err := toStruct(compile.FieldGroup(m.spec.ArgsSpec), v, "", 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", m.Name, err)
+	}
+	var buf bytes.Buffer
+	if err := binary.Default.Encode(wire.NewValueStruct(st), &buf); err != nil {
+		return nil, fmt.Errorf("%s: encoding the request: %w", m.Name, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// Answer is a decoded answer.
+type Answer struct {
+	// JSON is the answer as yab prints its body, indented by two spaces:
+	// {"result": ...}, {} for a void method, or {"NAME": {...}} when the
+	// method threw its declared exception NAME.
+	JSON []byte
+	// Exception is the name of the declared exception thrown ("notFound"),
+	// and ExceptionType its type ("KeyNotFound"); both "" on success.
+	Exception, ExceptionType string
+}
+
+// Answer decodes arg3 of an answer: the method's result struct.
+func (m *Method) Answer(arg3 []byte) (*Answer, error) {
+	if m.spec.OneWay {
+		return nil, fmt.Errorf("%s is oneway: it has no answer", m.Name)
+	}
+	w, err := binary.Default.Decode(bytes.NewReader(arg3), wire.TStruct)
+	if err != nil {
+		return nil, fmt.Errorf("%s: the answer is not a Thrift struct: %w", m.Name, err)
+	}
+	if err := checkDepth(w, 0); err != nil {
+		return nil, fmt.Errorf("%s: the answer: %w", m.Name, err)
+	}
+	rs := m.spec.ResultSpec
+	out := map[string]any{}
+	a := &Answer{}
+	for _, f := range w.GetStruct().Fields {
+		if f.ID == 0 {
+			if rs.ReturnType == nil {
+				return nil, fmt.Errorf("%s is void but the answer has a result (%v)", m.Name, f.Value.Type())
+			}
+			v, err := fromWire(rs.ReturnType, f.Value)
+			if err != nil {
+				return nil, fmt.Errorf("%s: the result: %w", m.Name, err)
+			}
+			out["result"] = v
+			continue
+		}
+		ex := fieldByID(rs.Exceptions, f.ID)
+		if ex == nil {
+			return nil, fmt.Errorf("%s: the answer has field %d, which is neither the result nor a declared exception", m.Name, f.ID)
+		}
+		v, err := fromWire(ex.Type, f.Value)
+		if err != nil {
+			return nil, fmt.Errorf("%s: exception %s: %w", m.Name, ex.Name, err)
+		}
+		out[ex.Name] = v
+		a.Exception, a.ExceptionType = ex.Name, ex.Type.ThriftName()
+	}
+	if len(out) > 1 {
+		return nil, fmt.Errorf("%s: the answer has %d fields; a result struct has at most one", m.Name, len(out))
+	}
+	if a.JSON, err = json.MarshalIndent(out, "", "  "); err != nil {
+		return nil, fmt.Errorf("%s: %w", m.Name, err)
+	}
+	return a, nil
+}
+
+// decodeJSON reads one JSON value, numbers kept exact.
+func decodeJSON(b []byte) (any, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("more than one JSON value")
+	}
+	return v, nil
+}
+
+func fieldByID(g compile.FieldGroup, id int16) *compile.FieldSpec {
+	for _, f := range g {
+		if f.ID == id {
+			return f
+		}
+	}
+	return nil
+}
+
+func fieldNames(g compile.FieldGroup) string {
+	if len(g) == 0 {
+		return "none"
+	}
+	names := make([]string, len(g))
+	for i, f := range g {
+		names[i] = f.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// pathError is an error at a place in the request: "s.points[1].x".
+func pathError(path, format string, a ...any) error {
+	if path == "" {
+		path = "the arguments"
+	}
+	return fmt.Errorf("%s: %s", path, fmt.Sprintf(format, a...))
+}
+
+// join extends a path by a field name.
+func join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+// toStruct encodes an object as the struct of fields g, at path.
+func toStruct(g compile.FieldGroup, v any, path string, depth int) (wire.Struct, error) {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return wire.Struct{}, pathError(path, "want a JSON object, got %s", jsonKind(v))
+	}
+	for name := range obj {
+		if !slices.ContainsFunc(g, func(f *compile.FieldSpec) bool { return f.Name == name }) {
+			return wire.Struct{}, pathError(path, "no field %q (fields: %s)", name, fieldNames(g))
+		}
+	}
+	var st wire.Struct
+	for _, f := range g {
+		fv, ok := obj[f.Name]
+		if !ok || fv == nil {
+			if f.Required {
+				return wire.Struct{}, pathError(path, "the required field %q is missing", f.Name)
+			}
+			continue
+		}
+		w, err := toWire(f.Type, fv, join(path, f.Name), depth+1)
+		if err != nil {
+			return wire.Struct{}, err
+		}
+		st.Fields = append(st.Fields, wire.Field{ID: f.ID, Value: w})
+	}
+	return st, nil
+}
+
+// toWire encodes a JSON value at path as a value of type spec.
+func toWire(spec compile.TypeSpec, v any, path string, depth int) (wire.Value, error) {
+	if depth > maxDepth {
+		return wire.Value{}, pathError(path, "nested deeper than %d", maxDepth)
+	}
+	switch s := compile.RootTypeSpec(spec).(type) {
+	case *compile.StructSpec:
+		st, err := toStruct(s.Fields, v, path, depth)
+		return wire.NewValueStruct(st), err
+	case *compile.ListSpec:
+		items, err := toList(s.ValueSpec, v, path, depth)
+		if err != nil {
+			return wire.Value{}, err
+		}
+		return wire.NewValueList(wire.ValueListFromSlice(s.ValueSpec.TypeCode(), items)), nil
+	case *compile.SetSpec:
+		items, err := toList(s.ValueSpec, v, path, depth)
+		if err != nil {
+			return wire.Value{}, err
+		}
+		return wire.NewValueSet(wire.ValueListFromSlice(s.ValueSpec.TypeCode(), items)), nil
+	case *compile.MapSpec:
+		items, err := toMap(s, v, path, depth)
+		if err != nil {
+			return wire.Value{}, err
+		}
+		return wire.NewValueMap(wire.MapItemListFromSlice(s.KeySpec.TypeCode(), s.ValueSpec.TypeCode(), items)), nil
+	}
+	w, err := toScalar(spec, v)
+	if err != nil {
+		return wire.Value{}, pathError(path, "%v", err)
+	}
+	return w, nil
+}
+
+// toScalar encodes a JSON value as a value of a type that holds no other.
+func toScalar(spec compile.TypeSpec, v any) (wire.Value, error) {
+	switch s := compile.RootTypeSpec(spec).(type) {
+	case *compile.BoolSpec:
+		b, ok := v.(bool)
+		if !ok {
+			return wire.Value{}, fmt.Errorf("want a bool, got %s", jsonKind(v))
+		}
+		return wire.NewValueBool(b), nil
+	case *compile.I8Spec:
+		n, err := toInt(v, 8)
+		return wire.NewValueI8(int8(n)), err
+	case *compile.I16Spec:
+		n, err := toInt(v, 16)
+		return wire.NewValueI16(int16(n)), err
+	case *compile.I32Spec:
+		n, err := toInt(v, 32)
+		return wire.NewValueI32(int32(n)), err
+	case *compile.I64Spec:
+		n, err := toInt(v, 64)
+		return wire.NewValueI64(n), err
+	case *compile.DoubleSpec:
+		num, ok := v.(json.Number)
+		if !ok {
+			return wire.Value{}, fmt.Errorf("want a number, got %s", jsonKind(v))
+		}
+		f, err := num.Float64()
+		if err != nil {
+			return wire.Value{}, fmt.Errorf("%s is not a double", num)
+		}
+		return wire.NewValueDouble(f), nil
+	case *compile.StringSpec:
+		str, ok := v.(string)
+		if !ok {
+			return wire.Value{}, fmt.Errorf("want a string, got %s", jsonKind(v))
+		}
+		return wire.NewValueString(str), nil
+	case *compile.BinarySpec:
+		b, err := toBinary(v)
+		return wire.NewValueBinary(b), err
+	case *compile.EnumSpec:
+		n, err := toEnum(s, v)
+		return wire.NewValueI32(n), err
+	}
+	return wire.Value{}, fmt.Errorf("type %s is not supported", spec.ThriftName())
+}
+
+// toInt reads an integer of bits bits: a JSON number, or a string of one
+// (for an i64 past what a JSON number keeps exact in other tools).
+func toInt(v any, bits int) (int64, error) {
+	var text string
+	switch n := v.(type) {
+	case json.Number:
+		text = string(n)
+	case string:
+		text = n
+	default:
+		return 0, fmt.Errorf("want an i%d, got %s", bits, jsonKind(v))
+	}
+	n, err := strconv.ParseInt(text, 10, bits)
+	if err != nil {
+		return 0, fmt.Errorf("%s is not an i%d", strconv.Quote(text), bits)
+	}
+	return n, nil
+}
+
+// toBinary reads a binary: a string's bytes, or a list of byte values.
+func toBinary(v any) ([]byte, error) {
+	switch b := v.(type) {
+	case string:
+		return []byte(b), nil
+	case []any:
+		out := make([]byte, len(b))
+		for i, x := range b {
+			n, err := toInt(x, 16)
+			if err != nil || n < 0 || n > math.MaxUint8 {
+				return nil, fmt.Errorf("byte %d: want 0-255", i)
+			}
+			out[i] = byte(n)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("want a string or a list of bytes, got %s", jsonKind(v))
+}
+
+// toEnum reads an enum item by name, or by value.
+func toEnum(s *compile.EnumSpec, v any) (int32, error) {
+	switch x := v.(type) {
+	case string:
+		if item, ok := s.LookupItem(x); ok {
+			return item.Value, nil
+		}
+	case json.Number:
+		n, err := toInt(x, 32)
+		if err != nil {
+			return 0, err
+		}
+		return int32(n), nil
+	default:
+		return 0, fmt.Errorf("want a %s name, got %s", s.Name, jsonKind(v))
+	}
+	names := make([]string, len(s.Items))
+	for i, it := range s.Items {
+		names[i] = it.Name
+	}
+	return 0, fmt.Errorf("%s has no item %q (items: %s)", s.Name, v, strings.Join(names, ", "))
+}
+
+func toList(spec compile.TypeSpec, v any, path string, depth int) ([]wire.Value, error) {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, pathError(path, "want a JSON list, got %s", jsonKind(v))
+	}
+	items := make([]wire.Value, len(arr))
+	for i, x := range arr {
+		w, err := toWire(spec, x, fmt.Sprintf("%s[%d]", path, i), depth+1)
+		if err != nil {
+			return nil, err
+		}
+		items[i] = w
+	}
+	return items, nil
+}
+
+// toMap reads a map: an object whose keys are the keys' text (a string
+// key as is, any other key as its JSON), or a list of {"key", "value"}.
+func toMap(s *compile.MapSpec, v any, path string, depth int) ([]wire.MapItem, error) {
+	var items []wire.MapItem
+	add := func(k, val any, where string) error {
+		kw, err := toWire(s.KeySpec, k, path+" key "+where, depth+1)
+		if err != nil {
+			return err
+		}
+		vw, err := toWire(s.ValueSpec, val, path+"["+where+"]", depth+1)
+		if err != nil {
+			return err
+		}
+		items = append(items, wire.MapItem{Key: kw, Value: vw})
+		return nil
+	}
+	switch m := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys) // a stable encoding
+		for _, k := range keys {
+			if err := add(mapKey(s.KeySpec, k), m[k], strconv.Quote(k)); err != nil {
+				return nil, err
+			}
+		}
+	case []any:
+		for i, x := range m {
+			pair, ok := x.(map[string]any)
+			_, hasKey := pair["key"]
+			if !ok || !hasKey || len(pair) > 2 {
+				return nil, pathError(fmt.Sprintf("%s[%d]", path, i), `want {"key": K, "value": V}`)
+			}
+			if err := add(pair["key"], pair["value"], strconv.Itoa(i)); err != nil {
+				return nil, err
+			}
+		}
+	default:
+		return nil, pathError(path, `want a JSON object or a list of {"key", "value"}, got %s`, jsonKind(v))
+	}
+	return items, nil
+}
+
+// mapKey reads an object's key as a key of type spec: a string or binary
+// key as is; any other as JSON text (7, true, {"x": 1}), or, for an enum
+// name, as the string it is.
+func mapKey(spec compile.TypeSpec, k string) any {
+	switch compile.RootTypeSpec(spec).(type) {
+	case *compile.StringSpec, *compile.BinarySpec:
+		return k
+	}
+	if parsed, err := decodeJSON([]byte(k)); err == nil {
+		return parsed
+	}
+	return k
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a bool"
+	case json.Number:
+		return "a number"
+	case string:
+		return "a string"
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// checkDepth refuses a decoded value nested deeper than maxDepth, before
+// fromWire recurses into it.
+func checkDepth(w wire.Value, depth int) error {
+	if depth > maxDepth {
+		return fmt.Errorf("nested deeper than %d", maxDepth)
+	}
+	switch w.Type() {
+	case wire.TStruct:
+		for _, f := range w.GetStruct().Fields {
+			if err := checkDepth(f.Value, depth+1); err != nil {
+				return err
+			}
+		}
+	case wire.TList, wire.TSet:
+		l := w.GetList()
+		if w.Type() == wire.TSet {
+			l = w.GetSet()
+		}
+		return l.ForEach(func(v wire.Value) error { return checkDepth(v, depth+1) })
+	case wire.TMap:
+		return w.GetMap().ForEach(func(it wire.MapItem) error {
+			if err := checkDepth(it.Key, depth+1); err != nil {
+				return err
+			}
+			return checkDepth(it.Value, depth+1)
+		})
+	}
+	return nil
+}
+
+// fromWire decodes a wire value of type spec into what JSON prints.
+func fromWire(spec compile.TypeSpec, w wire.Value) (any, error) {
+	root := compile.RootTypeSpec(spec)
+	if root.TypeCode() != w.Type() {
+		return nil, fmt.Errorf("want %s (%v), got %v", spec.ThriftName(), root.TypeCode(), w.Type())
+	}
+	switch s := root.(type) {
+	case *compile.BoolSpec:
+		return w.GetBool(), nil
+	case *compile.I8Spec:
+		return w.GetI8(), nil
+	case *compile.I16Spec:
+		return w.GetI16(), nil
+	case *compile.I32Spec:
+		return w.GetI32(), nil
+	case *compile.I64Spec:
+		return w.GetI64(), nil
+	case *compile.DoubleSpec:
+		return w.GetDouble(), nil
+	case *compile.StringSpec:
+		return w.GetString(), nil
+	case *compile.BinarySpec:
+		return w.GetBinary(), nil
+	case *compile.EnumSpec:
+		n := w.GetI32()
+		for _, it := range s.Items {
+			if it.Value == n {
+				return it.Name, nil
+			}
+		}
+		return fmt.Sprintf("%s(%d)", s.Name, n), nil
+	case *compile.StructSpec:
+		out := map[string]any{}
+		for _, f := range w.GetStruct().Fields {
+			fs := fieldByID(s.Fields, f.ID)
+			if fs == nil {
+				continue // a field newer than the IDL
+			}
+			v, err := fromWire(fs.Type, f.Value)
+			if err != nil {
+				return nil, fmt.Errorf("%s.%s: %w", s.Name, fs.Name, err)
+			}
+			out[fs.Name] = v
+		}
+		return out, nil
+	case *compile.ListSpec:
+		return fromList(s.ValueSpec, w.GetList())
+	case *compile.SetSpec:
+		return fromList(s.ValueSpec, w.GetSet())
+	case *compile.MapSpec:
+		out := map[string]any{}
+		err := w.GetMap().ForEach(func(it wire.MapItem) error {
+			k, err := fromWire(s.KeySpec, it.Key)
+			if err != nil {
+				return fmt.Errorf("a key: %w", err)
+			}
+			v, err := fromWire(s.ValueSpec, it.Value)
+			if err != nil {
+				return fmt.Errorf("a value: %w", err)
+			}
+			ks, ok := k.(string)
+			if !ok {
+				b, err := json.Marshal(k)
+				if err != nil {
+					return err
+				}
+				ks = string(b)
+			}
+			out[ks] = v
+			return nil
+		})
+		return out, err
+	}
+	return nil, fmt.Errorf("type %s is not supported", spec.ThriftName())
+}
+
+func fromList(spec compile.TypeSpec, l wire.ValueList) ([]any, error) {
+	out := make([]any, 0, l.Size())
+	err := l.ForEach(func(v wire.Value) error {
+		x, err := fromWire(spec, v)
+		if err != nil {
+			return fmt.Errorf("[%d]: %w", len(out), err)
+		}
+		out = append(out, x)
+		return nil
+	})
+	return out, err
+}
