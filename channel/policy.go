@@ -3,6 +3,7 @@ package channel
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -21,8 +22,80 @@ import (
 // a timeout, and per target service a retry-throttling bucket. Methods it
 // does not name get no retries (transparent retries of attempts that never
 // left the client still happen, as the retry design says).
+//
+// A config names methods as calls name them, the TChannel method name
+// (arg1). For a Thrift call (package thrift) that is "Service::method",
+// the Thrift service's name and the method's: {"service": "keyvalue",
+// "method": "KeyValue::Get"}, where "keyvalue" is the TChannel service the
+// servers register under; a config naming "Get" matches no Thrift call.
+// Debug lists, per service, the configured names no call has used yet
+// (channelz.Service.UnmatchedMethods), and the first call whose method
+// differs from a configured name only in its "Service::" prefix logs,
+// once per configured name, the name the config should use.
 func WithServiceConfig(cfg *serviceconfig.Config) Option {
 	return func(o *options) { o.config = cfg }
+}
+
+// prefixedNames indexes cfg's method names of the form "Service::method"
+// by their service and the method after the prefix.
+func prefixedNames(cfg *serviceconfig.Config) map[methodKey][]string {
+	if cfg == nil {
+		return nil
+	}
+	var m map[methodKey][]string
+	for _, mc := range cfg.Methods {
+		for _, n := range mc.Names {
+			if _, bare, ok := strings.Cut(n.Method, "::"); ok {
+				if m == nil {
+					m = map[methodKey][]string{}
+				}
+				k := methodKey{n.Service, bare}
+				m[k] = append(m[k], n.Method)
+			}
+		}
+	}
+	return m
+}
+
+// nameHint returns the warning to log, once per configured name, when the
+// service config names no method k.method of k.service exactly but names
+// one that differs from it only in a "Service::" prefix: a config naming
+// "Get" for calls to "KeyValue::Get", the reverse, or "KV::Get" for
+// "KeyValue::Get". It returns "" otherwise. Call it with c.mu held; it
+// runs on a method's first call only (with its policy), so it costs calls
+// nothing, and it remembers at most the config's names.
+func (c *Channel) nameHint(k methodKey) string {
+	cfg := c.o.config
+	if cfg == nil || cfg.Names(k.service, k.method) {
+		return ""
+	}
+	_, bare, thrift := strings.Cut(k.method, "::")
+	var configured []string
+	if thrift && cfg.Names(k.service, bare) {
+		configured = append(configured, bare)
+	}
+	if !thrift {
+		bare = k.method
+	}
+	for _, m := range c.prefixed[methodKey{k.service, bare}] {
+		if m != k.method {
+			configured = append(configured, m)
+		}
+	}
+	for _, m := range configured {
+		ck := methodKey{k.service, m}
+		if _, used := c.policies[ck]; used || c.hinted[ck] {
+			continue
+		}
+		c.hinted[ck] = true
+		why := ""
+		if thrift {
+			why = " (a TChannel Thrift method is named \"Service::method\")"
+		}
+		return fmt.Sprintf("sluice: the service config names method %q of service %q, which no call has used yet; "+
+			"calls are to %q%s: name it %q in the config for its policy to apply", m, k.service, k.method, why, k.method)
+	}
+	return ""
 }
 
 // WithRetriesDisabled turns every retry and hedge off, transparent retries
@@ -133,18 +206,25 @@ func (c *Channel) policyFor(service, method string) (*methodPolicy, error) {
 }
 
 // addPolicy builds the policy of k's method unless another call has, and
-// caches it.
+// caches it. It logs the service config's naming mistake the first call
+// of a method reveals (see nameHint).
 func (c *Channel) addPolicy(k methodKey) (*methodPolicy, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if p, ok := c.policies[k]; ok {
+		c.mu.Unlock()
 		return p, nil
 	}
 	p, err := c.buildPolicy(k.service, k.method)
 	if err != nil {
+		c.mu.Unlock()
 		return nil, err
 	}
 	c.policies[k] = p
+	hint := c.nameHint(k)
+	c.mu.Unlock()
+	if hint != "" {
+		c.tch.Logger().Warn(hint)
+	}
 	return p, nil
 }
 
