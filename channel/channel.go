@@ -174,6 +174,9 @@ type Channel struct {
 	// prefixed indexes the service config's method names of the form
 	// "Service::method" by (service, method), for nameHint; fixed at New.
 	prefixed map[methodKey][]string
+	// series says which methods have metric series of their own (see
+	// methodStats); it has its own lock.
+	series methodSeries
 
 	mu         sync.RWMutex
 	services   map[string]*peer.List

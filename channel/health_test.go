@@ -113,7 +113,7 @@ func TestEveryPeerDownFailsAtOnceWithoutDialing(t *testing.T) {
 	if got := dials.Load(); got != 3 {
 		t.Errorf("dials: one per peer: got %v, want %v", got, 3)
 	}
-	if got := scope.Snapshot().Counters()["call.errors+code=UNAVAILABLE,method=_other,service=kv"].Value(); got != 200 {
+	if got := scope.Snapshot().Counters()["call.errors+code=UNAVAILABLE,method=echo,service=kv"].Value(); got != 200 {
 		t.Errorf("got %v, want %v", got, 200)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -228,9 +229,27 @@ func (c *Channel) addPolicy(k methodKey) (*methodPolicy, error) {
 	return p, nil
 }
 
+// MaxMethodSeries bounds, per target service, the methods a client's calls
+// give metric series of their own (tag method) without being named: the
+// first MaxMethodSeries distinct methods called get theirs, as they are
+// first called; calls to any method after them are counted under the
+// service's stats.MethodOther series. Methods named by WithMethods or
+// exactly by the service config always get series of their own, and do not
+// count against the bound. So a client reports at most MaxMethodSeries
+// methods per service beyond those it names, plus stats.MethodOther,
+// whatever method names its callers use (a proxy's, say).
+//
+// The server side is not concerned: it tags only the methods registered on
+// it, so callers cannot make series there.
+const MaxMethodSeries = 64
+
 // WithMethods names methods of service whose calls get metric series of
-// their own (tag method), besides the methods the service config names
-// exactly. Calls to any other method are counted under stats.MethodOther.
+// their own (tag method) whenever they are called, besides the methods the
+// service config names exactly. Calls to other methods get series of their
+// own too, the first MaxMethodSeries of them per service; the rest are
+// counted under stats.MethodOther. Naming a method pins its series: it
+// does not count against MaxMethodSeries, and a method called late still
+// gets its own.
 func WithMethods(service string, methods ...string) Option {
 	return func(o *options) {
 		if o.methods == nil {
@@ -242,11 +261,37 @@ func WithMethods(service string, methods ...string) Option {
 	}
 }
 
+// methodSeries remembers which methods not named by WithMethods or the
+// service config have series of their own: at most MaxMethodSeries per
+// service. A method is looked up here when its policy is built (once) or
+// its call fails before that, never on a call's hot path.
+type methodSeries struct {
+	mu    sync.Mutex
+	own   map[methodKey]bool
+	count map[string]int // per service, len of own's keys of the service
+}
+
 // methodStats returns the metrics of calls to service's method: its own
-// series if the service config or WithMethods names it, else the service's
-// stats.MethodOther series.
+// series if the service config or WithMethods names it, or if it is one of
+// the first MaxMethodSeries other methods of service called; else the
+// service's stats.MethodOther series.
 func (c *Channel) methodStats(service, method string) *stats.Method {
-	if !c.o.methods[methodKey{service, method}] && !c.o.config.Names(service, method) {
+	k := methodKey{service, method}
+	if c.o.methods[k] || c.o.config.Names(service, method) {
+		return c.rec.Method(service, method)
+	}
+	ms := &c.series
+	ms.mu.Lock()
+	own := ms.own[k]
+	if !own && ms.count[service] < MaxMethodSeries {
+		if ms.own == nil {
+			ms.own, ms.count = map[methodKey]bool{}, map[string]int{}
+		}
+		ms.own[k], own = true, true
+		ms.count[service]++
+	}
+	ms.mu.Unlock()
+	if !own {
 		method = stats.MethodOther
 	}
 	return c.rec.Method(service, method)
