@@ -17,7 +17,8 @@ import (
 
 // Call sends req to service's method through the pipeline and returns the
 // one result: the response, or a *CallError. The raw, JSON and Thrift
-// front-ends are built on it; use it directly to add another.
+// front-ends are built on it; use it directly to add another. Every
+// CallOption applies (WithHeaders adds to req's Headers).
 //
 // The pipeline looks up the method's policy (WithServiceConfig), waits on
 // the service's lease gate (WithLease) and pacing (WithPacing), then runs
@@ -50,7 +51,12 @@ import (
 // WithCallerName), a Thrift header over 64 KiB, or arguments over the
 // Channel's maximum request size (WithMaxRequestSize).
 func (c *Channel) Call(ctx context.Context, service, method string, req *Request, opts ...CallOption) (*Response, error) {
-	return c.invoke(ctx, nil, service, method, req, applyOptions(opts))
+	o := applyOptions(opts)
+	res, err := c.invoke(ctx, nil, service, method, o.withHeaders(req), o)
+	if err == nil && o != nil && o.respHeaders != nil {
+		*o.respHeaders = res.Headers
+	}
+	return res, err
 }
 
 // invoke runs a call through the call middlewares, if any, then the

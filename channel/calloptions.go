@@ -23,14 +23,22 @@ type callOptions struct {
 	hasTransport bool
 }
 
-// WithHeaders sends application headers with a JSON call (TChannel's arg2).
-// CallJSON only: Call takes them in Request.Headers.
+// WithHeaders sends application headers (TChannel's arg2) with a JSON or
+// Thrift call. CallJSON sends them as its headers; Call adds them to its
+// Request's Headers, replacing any of the same name, without modifying
+// the caller's map. A Thrift client of package thrift sends its
+// thrift.Context's headers (tchannel-go's thrift.WithHeaders) and these on
+// top. A raw call has no application headers (it sends Arg2 as is) and
+// ignores them.
 func WithHeaders(h map[string]string) CallOption {
 	return func(o *callOptions) { o.headers = h }
 }
 
-// ResponseHeaders stores the JSON response's application headers in *dst.
-// CallJSON only: Call returns them in Response.Headers.
+// ResponseHeaders stores the response's application headers in *dst when
+// a JSON or Thrift call gets a response: CallJSON's, and Call's, whose
+// Response carries them too (a Thrift client of package thrift also sets
+// them on its thrift.Context, where ctx.ResponseHeaders() reads them). A
+// call that fails leaves *dst as it was.
 func ResponseHeaders(dst *map[string]string) CallOption {
 	return func(o *callOptions) { o.respHeaders = dst }
 }
@@ -148,6 +156,23 @@ func applyOptions(opts []CallOption) *callOptions {
 		opt(o)
 	}
 	return o
+}
+
+// withHeaders returns req with the headers of WithHeaders added (Call's
+// request, which is the caller's: a copy if there are any to add).
+func (o *callOptions) withHeaders(req *Request) *Request {
+	if o == nil || len(o.headers) == 0 || req == nil || req.Format == tchannel.Raw {
+		return req
+	}
+	r := *req
+	r.Headers = make(map[string]string, len(req.Headers)+len(o.headers))
+	for k, v := range req.Headers {
+		r.Headers[k] = v
+	}
+	for k, v := range o.headers {
+		r.Headers[k] = v
+	}
+	return &r
 }
 
 // report fills the CallInfo o asks for from the call's result.

@@ -121,14 +121,14 @@ func (st *callState) pick(ctx context.Context, now time.Time) (*peer.Peer, time.
 			return nil, now, ErrClosed // its peers are shut down: nothing to wait for
 		}
 		if !st.mayWait(err) {
-			return p, now, err
+			return p, now, st.withCause(err)
 		}
 		// Choose again after taking the change signal, so that a change
 		// between the two is not missed; the first choice kept the
 		// common case free of it.
 		changed := st.l.Changed()
 		if p, err = st.choose(now); !st.mayWait(err) {
-			return p, now, err
+			return p, now, st.withCause(err)
 		}
 		if st.c.o.onWait != nil {
 			st.c.o.onWait()
@@ -144,9 +144,34 @@ func (st *callState) pick(ctx context.Context, now time.Time) (*peer.Peer, time.
 					}
 				}
 			}
-			return nil, now, fmt.Errorf("no peer became ready (%v): %w", err, ctx.Err())
+			return nil, now, fmt.Errorf("no peer became ready (%v): %w", st.withCause(err), ctx.Err())
 		}
 	}
+}
+
+// withCause returns err, the error of a choice that found no peer, with
+// the cause of the latest connection failure among the call's peers when
+// their connections failed (ErrUnavailable) or are being retried
+// (ErrConnecting): the refused dial or timed-out handshake that the
+// sentinel alone does not tell. The cause is wrapped when the sentinel is,
+// so errors.Is finds both (syscall.ECONNREFUSED for a refused dial).
+func (st *callState) withCause(err error) error {
+	if err != peer.ErrUnavailable && err != peer.ErrConnecting {
+		return err
+	}
+	var (
+		last *peer.Failure
+		from string
+	)
+	for _, p := range st.l.Peers() {
+		if f := p.LastFailure(); f != nil && p.State() != peer.Ready && (last == nil || f.At.After(last.At)) {
+			last, from = f, p.HostPort()
+		}
+	}
+	if last == nil {
+		return err
+	}
+	return fmt.Errorf("%w; the last connection failure, to %s: %w", err, from, last.Err)
 }
 
 // mayWait reports whether a choice that failed with err may wait for a

@@ -171,9 +171,17 @@ type Channel struct {
 	gates  map[string]Gate   // lease gates by target service
 	pacers map[string]*pacer // rate-limit pacing by target service
 
+	// prefixed indexes the service config's method names of the form
+	// "Service::method" by (service, method), for nameHint; fixed at New.
+	prefixed map[methodKey][]string
+	// series says which methods have metric series of their own (see
+	// methodStats); it has its own lock.
+	series methodSeries
+
 	mu         sync.RWMutex
 	services   map[string]*peer.List
 	policies   map[methodKey]*methodPolicy
+	hinted     map[methodKey]bool           // configured names nameHint has logged
 	lastPolicy atomic.Pointer[methodPolicy] // policyFor's last answer
 	throttles  map[string]*retry.Throttle   // per target service
 	closed     atomic.Bool
@@ -257,7 +265,8 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	}
 	_, noop := o.tracer.(opentracing.NoopTracer)
 	c := &Channel{name: serviceName, o: o, rec: stats.NewRecorder(o.scope), tracing: !noop, buffer: buffer, gates: gates,
-		services: map[string]*peer.List{}, policies: map[methodKey]*methodPolicy{}, throttles: map[string]*retry.Throttle{}}
+		services: map[string]*peer.List{}, policies: map[methodKey]*methodPolicy{}, throttles: map[string]*retry.Throttle{},
+		prefixed: prefixedNames(o.config), hinted: map[methodKey]bool{}}
 	if o.shed != nil {
 		s, err := newShedder(*o.shed, o.clock)
 		if err != nil {

@@ -397,7 +397,7 @@ func TestTimeoutAndUnreachablePeer(t *testing.T) {
 		t.Errorf("ce.CodeName() = %q, want %q", got, "UNAVAILABLE")
 	}
 	snap := scope.Snapshot()
-	if got := snap.Counters()["call.errors+code=UNAVAILABLE,method=_other,service=kv"].Value(); got != 1 {
+	if got := snap.Counters()["call.errors+code=UNAVAILABLE,method=echo,service=kv"].Value(); got != 1 {
 		t.Errorf("got %v, want %v", got, 1)
 	}
 	if got := snap.Counters()["peer.connect_failures+peer="+deadAddr].Value(); got != 1 {

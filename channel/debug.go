@@ -24,9 +24,10 @@ import (
 func (c *Channel) Debug() channelz.State {
 	now := c.o.clock.Now()
 	type svcParts struct {
-		list     *peer.List
-		throttle *retry.Throttle
-		methods  []methodDebug
+		list      *peer.List
+		throttle  *retry.Throttle
+		methods   []methodDebug
+		unmatched []string // configured method names no call has used
 	}
 	parts := map[string]*svcParts{}
 	part := func(s string) *svcParts {
@@ -48,6 +49,17 @@ func (c *Channel) Debug() channelz.State {
 		sp := part(k.service)
 		sp.methods = append(sp.methods, methodDebug{k.method, p})
 	}
+	// A method is used once a call to it has made its policy.
+	if cfg := c.o.config; cfg != nil {
+		for _, mc := range cfg.Methods {
+			for _, n := range mc.Names {
+				if _, used := c.policies[methodKey{n.Service, n.Method}]; n.Method != "" && !used {
+					sp := part(n.Service)
+					sp.unmatched = append(sp.unmatched, n.Method)
+				}
+			}
+		}
+	}
 	c.mu.RUnlock()
 	// gates and pacers are fixed at New.
 	for s := range c.gates {
@@ -59,7 +71,9 @@ func (c *Channel) Debug() channelz.State {
 
 	st := channelz.State{Service: c.name, Time: now.UTC(), Closed: c.closed.Load(), Services: make([]channelz.Service, 0, len(parts))}
 	for name, p := range parts {
-		ds := channelz.Service{Name: name, Peers: []channelz.Peer{}, Methods: make([]channelz.Method, 0, len(p.methods))}
+		ds := channelz.Service{Name: name, Peers: []channelz.Peer{}, Methods: make([]channelz.Method, 0, len(p.methods)),
+			UnmatchedMethods: append([]string{}, p.unmatched...)}
+		sort.Strings(ds.UnmatchedMethods)
 		if p.list != nil {
 			for _, pr := range p.list.Peers() {
 				ds.Peers = append(ds.Peers, debugPeer(pr, now))

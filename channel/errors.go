@@ -26,6 +26,10 @@ var (
 	// was refused, reset, timed out or found dead) and waits out its
 	// connection backoff. Calls fail with it at once unless they wait for
 	// a ready peer (WaitForReady, or waitForReady in the service config).
+	// Such a call's error also says, and wraps, the cause of the latest
+	// connection failure among the service's peers (peer.Failure): a
+	// refused dial (errors.Is(err, syscall.ECONNREFUSED)), a TChannel
+	// handshake that failed or timed out (said in the text only).
 	ErrUnavailable = peer.ErrUnavailable
 	// ErrRateLimited: the service's Gate (WithLease) refused the call, or
 	// its rate-limit pacing admits none before the deadline. Every call

@@ -113,7 +113,7 @@ func TestEveryPeerDownFailsAtOnceWithoutDialing(t *testing.T) {
 	if got := dials.Load(); got != 3 {
 		t.Errorf("dials: one per peer: got %v, want %v", got, 3)
 	}
-	if got := scope.Snapshot().Counters()["call.errors+code=UNAVAILABLE,method=_other,service=kv"].Value(); got != 200 {
+	if got := scope.Snapshot().Counters()["call.errors+code=UNAVAILABLE,method=echo,service=kv"].Value(); got != 200 {
 		t.Errorf("got %v, want %v", got, 200)
 	}
 }
@@ -458,9 +458,6 @@ func TestForwardedEarlyDeclineIsNotTransparent(t *testing.T) {
 			t.Fatalf("New: %v", err)
 		}
 		t.Cleanup(mid.Close)
-		if err := mid.AddPeer("down", down.HostPort()); err != nil {
-			t.Fatalf("AddPeer: %v", err)
-		}
 		err = mid.RegisterRaw("echo", func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
 			ran.Add(1)
 			_, err := mid.CallRaw(ctx, "down", "echo", nil, nil)
@@ -471,6 +468,11 @@ func TestForwardedEarlyDeclineIsNotTransparent(t *testing.T) {
 		}
 		if err := mid.ListenAndServe("127.0.0.1:0"); err != nil {
 			t.Fatalf("ListenAndServe: %v", err)
+		}
+		// After ListenAndServe: tchannel-go's Serve sets the channel's
+		// address unguarded, which a connect in flight reads.
+		if err := mid.AddPeer("down", down.HostPort()); err != nil {
+			t.Fatalf("AddPeer: %v", err)
 		}
 		middles = append(middles, mid)
 	}

@@ -131,7 +131,7 @@ func TestLeaseGateHoldsTheLeasedRate(t *testing.T) {
 	if limited <= offered*seconds/2 {
 		t.Errorf("limited = %v, want > %v", limited, offered*seconds/2)
 	}
-	if got := scope.Snapshot().Counters()["call.errors+code=RATE_LIMITED,method=_other,service=kv"].Value(); int(got) != limited {
+	if got := scope.Snapshot().Counters()["call.errors+code=RATE_LIMITED,method=echo,service=kv"].Value(); int(got) != limited {
 		t.Errorf("got %v, want %v", got, limited)
 	}
 }

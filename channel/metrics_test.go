@@ -42,9 +42,29 @@ outer:
 	return all, others
 }
 
+// methodTags returns the method tags of service's series in a test scope.
+func methodTags(scope tally.TestScope, service string) map[string]bool {
+	tags := map[string]bool{}
+	snap := scope.Snapshot()
+	add := func(t map[string]string) {
+		if t[stats.TagService] == service && t[stats.TagMethod] != "" {
+			tags[t[stats.TagMethod]] = true
+		}
+	}
+	for _, c := range snap.Counters() {
+		add(c.Tags())
+	}
+	for _, h := range snap.Histograms() {
+		add(h.Tags())
+	}
+	return tags
+}
+
 // Calling 1,000 distinct methods that no service config and no WithMethods
-// names adds no series: they share the service's stats.MethodOther series, on
-// the client; on the server, unregistered methods make none at all.
+// names adds a bounded number of series: the first MaxMethodSeries get
+// series of their own, the others share the service's stats.MethodOther
+// series, on the client; on the server, unregistered methods make none at
+// all.
 func TestUnknownMethodsAddNoSeries(t *testing.T) {
 	serverScope := tally.NewTestScope("", nil)
 	s := startServer(t, WithScope(serverScope))
@@ -79,30 +99,94 @@ func TestUnknownMethodsAddNoSeries(t *testing.T) {
 		t.Errorf("the service config names get: got %v, want %v", got, 1)
 	}
 
-	_, err = c.CallRaw(ctxTimeout(t), "kv", "unknown-0", nil, nil)
-	if err == nil {
-		t.Fatal("CallRaw succeeded, want an error")
-	} // the server has no such method: BAD_REQUEST
+	// The first MaxMethodSeries unknown methods, and one more: the server
+	// has no such method, each call fails BAD_REQUEST.
+	for i := 0; i <= MaxMethodSeries; i++ {
+		if _, err := c.CallRaw(ctxTimeout(t), "kv", fmt.Sprintf("unknown-%d", i), nil, nil); err == nil {
+			t.Fatal("CallRaw succeeded, want an error")
+		}
+	}
 	before, _ := seriesCount(scope)
 	serverBefore, _ := seriesCount(serverScope)
-	for i := 1; i < 1000; i++ {
+	for i := MaxMethodSeries + 1; i < 1000; i++ {
 		_, err := c.CallRaw(ctxTimeout(t), "kv", fmt.Sprintf("unknown-%d", i), nil, nil)
 		if err == nil {
 			t.Fatal("CallRaw succeeded, want an error")
 		}
 	}
-	after, others := seriesCount(scope, "echo", "get", stats.MethodOther)
+	after, _ := seriesCount(scope)
 	serverAfter, _ := seriesCount(serverScope)
 	if after != before {
-		t.Errorf("client series before and after 999 more unknown methods: got %v, want %v", after, before)
-	}
-	if others != 0 {
-		t.Errorf("series of methods nobody named: got %v, want 0", others)
+		t.Errorf("client series before and after %d more unknown methods: got %v, want %v", 999-MaxMethodSeries, after, before)
 	}
 	if serverAfter != serverBefore {
-		t.Errorf("server series before and after 999 more unknown methods: got %v, want %v", serverAfter, serverBefore)
+		t.Errorf("server series before and after %d more unknown methods: got %v, want %v", 999-MaxMethodSeries, serverAfter, serverBefore)
 	}
-	if got := scope.Snapshot().Counters()["calls+method="+stats.MethodOther+",service=kv"].Value(); got != 1000 {
-		t.Errorf("got %v, want %v", got, 1000)
+	tags := methodTags(scope, "kv")
+	if !tags["echo"] || !tags["get"] || !tags[stats.MethodOther] {
+		t.Errorf("method tags %v lack echo, get or %s", tags, stats.MethodOther)
+	}
+	if got, want := len(tags), MaxMethodSeries+3; got != want {
+		t.Errorf("kv's method tags: got %d, want %d (echo, get, %s and the first %d unknown methods)", got, want, stats.MethodOther, MaxMethodSeries)
+	}
+	for i := 0; i < MaxMethodSeries; i++ {
+		if m := fmt.Sprintf("unknown-%d", i); !tags[m] {
+			t.Errorf("%s, among the first %d methods called, has no series of its own", m, MaxMethodSeries)
+		}
+	}
+	if got := scope.Snapshot().Counters()["calls+method="+stats.MethodOther+",service=kv"].Value(); got != 1000-MaxMethodSeries {
+		t.Errorf("calls counted under %s: got %v, want %v", stats.MethodOther, got, 1000-MaxMethodSeries)
+	}
+
+	// A method WithMethods names keeps its own series after the bound.
+	c2, err := New("client", WithScope(tally.NewTestScope("", nil)), WithMethods("kv", "late"))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	defer c2.Close()
+	if err := c2.AddPeer("kv", s.ch.HostPort()); err != nil {
+		t.Fatalf("AddPeer: %v", err)
+	}
+	for i := 0; i <= MaxMethodSeries; i++ {
+		_, _ = c2.CallRaw(ctxTimeout(t), "kv", fmt.Sprintf("unknown-%d", i), nil, nil)
+	}
+	_, _ = c2.CallRaw(ctxTimeout(t), "kv", "late", nil, nil)
+	if tags := methodTags(c2.Stats().Scope().(tally.TestScope), "kv"); !tags["late"] || len(tags) != MaxMethodSeries+2 {
+		t.Errorf("with a pinned method called after the bound: %d method tags, late among them: %v; want %d", len(tags), tags["late"], MaxMethodSeries+2)
+	}
+}
+
+// A client gives each method it calls, named nowhere, a series of its own
+// (under the bound): three methods, three series, nothing under
+// stats.MethodOther.
+func TestClientMethodsGetTheirOwnSeries(t *testing.T) {
+	s := startServer(t)
+	scope := tally.NewTestScope("", nil)
+	c, err := New("client", WithScope(scope))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	defer c.Close()
+	if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+		t.Fatalf("AddPeer: %v", err)
+	}
+	if _, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil); err != nil {
+		t.Fatalf("CallRaw: %v", err)
+	}
+	if err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil); err != nil {
+		t.Fatalf("CallJSON: %v", err)
+	}
+	_, _ = c.CallRaw(ctxTimeout(t), "kv", "KeyValue::Get", nil, nil) // not served: BAD_REQUEST
+	cn := scope.Snapshot().Counters()
+	for _, m := range []string{"echo", "get", "KeyValue::Get"} {
+		if got := cn["calls+method="+m+",service=kv"]; got == nil || got.Value() != 1 {
+			t.Errorf("calls to %s have no series of their own", m)
+		}
+	}
+	if got := cn["calls+method="+stats.MethodOther+",service=kv"]; got != nil {
+		t.Errorf("%d calls counted under %s, want none", got.Value(), stats.MethodOther)
+	}
+	if got := cn["call.errors+code=BAD_REQUEST,method=KeyValue::Get,service=kv"]; got == nil || got.Value() != 1 {
+		t.Errorf("the failed call's error is not counted under its own method")
 	}
 }

@@ -226,7 +226,7 @@ func TestPacingFailsFastPastMaxDelay(t *testing.T) {
 	if got := cn["ratelimit.rejected+service=kv"].Value(); got != 2 {
 		t.Errorf("got %v, want %v", got, 2)
 	}
-	if got := cn["call.errors+code=RATE_LIMITED,method=_other,service=kv"].Value(); got != 1 {
+	if got := cn["call.errors+code=RATE_LIMITED,method=get,service=kv"].Value(); got != 1 {
 		t.Errorf("got %v, want %v", got, 1)
 	}
 }

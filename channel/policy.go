@@ -3,6 +3,8 @@ package channel
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,8 +23,80 @@ import (
 // a timeout, and per target service a retry-throttling bucket. Methods it
 // does not name get no retries (transparent retries of attempts that never
 // left the client still happen, as the retry design says).
+//
+// A config names methods as calls name them, the TChannel method name
+// (arg1). For a Thrift call (package thrift) that is "Service::method",
+// the Thrift service's name and the method's: {"service": "keyvalue",
+// "method": "KeyValue::Get"}, where "keyvalue" is the TChannel service the
+// servers register under; a config naming "Get" matches no Thrift call.
+// Debug lists, per service, the configured names no call has used yet
+// (channelz.Service.UnmatchedMethods), and the first call whose method
+// differs from a configured name only in its "Service::" prefix logs,
+// once per configured name, the name the config should use.
 func WithServiceConfig(cfg *serviceconfig.Config) Option {
 	return func(o *options) { o.config = cfg }
+}
+
+// prefixedNames indexes cfg's method names of the form "Service::method"
+// by their service and the method after the prefix.
+func prefixedNames(cfg *serviceconfig.Config) map[methodKey][]string {
+	if cfg == nil {
+		return nil
+	}
+	var m map[methodKey][]string
+	for _, mc := range cfg.Methods {
+		for _, n := range mc.Names {
+			if _, bare, ok := strings.Cut(n.Method, "::"); ok {
+				if m == nil {
+					m = map[methodKey][]string{}
+				}
+				k := methodKey{n.Service, bare}
+				m[k] = append(m[k], n.Method)
+			}
+		}
+	}
+	return m
+}
+
+// nameHint returns the warning to log, once per configured name, when the
+// service config names no method k.method of k.service exactly but names
+// one that differs from it only in a "Service::" prefix: a config naming
+// "Get" for calls to "KeyValue::Get", the reverse, or "KV::Get" for
+// "KeyValue::Get". It returns "" otherwise. Call it with c.mu held; it
+// runs on a method's first call only (with its policy), so it costs calls
+// nothing, and it remembers at most the config's names.
+func (c *Channel) nameHint(k methodKey) string {
+	cfg := c.o.config
+	if cfg == nil || cfg.Names(k.service, k.method) {
+		return ""
+	}
+	_, bare, thrift := strings.Cut(k.method, "::")
+	var configured []string
+	if thrift && cfg.Names(k.service, bare) {
+		configured = append(configured, bare)
+	}
+	if !thrift {
+		bare = k.method
+	}
+	for _, m := range c.prefixed[methodKey{k.service, bare}] {
+		if m != k.method {
+			configured = append(configured, m)
+		}
+	}
+	for _, m := range configured {
+		ck := methodKey{k.service, m}
+		if _, used := c.policies[ck]; used || c.hinted[ck] {
+			continue
+		}
+		c.hinted[ck] = true
+		why := ""
+		if thrift {
+			why = " (a TChannel Thrift method is named \"Service::method\")"
+		}
+		return fmt.Sprintf("sluice: the service config names method %q of service %q, which no call has used yet; "+
+			"calls are to %q%s: name it %q in the config for its policy to apply", m, k.service, k.method, why, k.method)
+	}
+	return ""
 }
 
 // WithRetriesDisabled turns every retry and hedge off, transparent retries
@@ -133,24 +207,49 @@ func (c *Channel) policyFor(service, method string) (*methodPolicy, error) {
 }
 
 // addPolicy builds the policy of k's method unless another call has, and
-// caches it.
+// caches it. It logs the service config's naming mistake the first call
+// of a method reveals (see nameHint).
 func (c *Channel) addPolicy(k methodKey) (*methodPolicy, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if p, ok := c.policies[k]; ok {
+		c.mu.Unlock()
 		return p, nil
 	}
 	p, err := c.buildPolicy(k.service, k.method)
 	if err != nil {
+		c.mu.Unlock()
 		return nil, err
 	}
 	c.policies[k] = p
+	hint := c.nameHint(k)
+	c.mu.Unlock()
+	if hint != "" {
+		c.tch.Logger().Warn(hint)
+	}
 	return p, nil
 }
 
+// MaxMethodSeries bounds, per target service, the methods a client's calls
+// give metric series of their own (tag method) without being named: the
+// first MaxMethodSeries distinct methods called get theirs, as they are
+// first called; calls to any method after them are counted under the
+// service's stats.MethodOther series. Methods named by WithMethods or
+// exactly by the service config always get series of their own, and do not
+// count against the bound. So a client reports at most MaxMethodSeries
+// methods per service beyond those it names, plus stats.MethodOther,
+// whatever method names its callers use (a proxy's, say).
+//
+// The server side is not concerned: it tags only the methods registered on
+// it, so callers cannot make series there.
+const MaxMethodSeries = 64
+
 // WithMethods names methods of service whose calls get metric series of
-// their own (tag method), besides the methods the service config names
-// exactly. Calls to any other method are counted under stats.MethodOther.
+// their own (tag method) whenever they are called, besides the methods the
+// service config names exactly. Calls to other methods get series of their
+// own too, the first MaxMethodSeries of them per service; the rest are
+// counted under stats.MethodOther. Naming a method pins its series: it
+// does not count against MaxMethodSeries, and a method called late still
+// gets its own.
 func WithMethods(service string, methods ...string) Option {
 	return func(o *options) {
 		if o.methods == nil {
@@ -162,11 +261,37 @@ func WithMethods(service string, methods ...string) Option {
 	}
 }
 
+// methodSeries remembers which methods not named by WithMethods or the
+// service config have series of their own: at most MaxMethodSeries per
+// service. A method is looked up here when its policy is built (once) or
+// its call fails before that, never on a call's hot path.
+type methodSeries struct {
+	mu    sync.Mutex
+	own   map[methodKey]bool
+	count map[string]int // per service, len of own's keys of the service
+}
+
 // methodStats returns the metrics of calls to service's method: its own
-// series if the service config or WithMethods names it, else the service's
-// stats.MethodOther series.
+// series if the service config or WithMethods names it, or if it is one of
+// the first MaxMethodSeries other methods of service called; else the
+// service's stats.MethodOther series.
 func (c *Channel) methodStats(service, method string) *stats.Method {
-	if !c.o.methods[methodKey{service, method}] && !c.o.config.Names(service, method) {
+	k := methodKey{service, method}
+	if c.o.methods[k] || c.o.config.Names(service, method) {
+		return c.rec.Method(service, method)
+	}
+	ms := &c.series
+	ms.mu.Lock()
+	own := ms.own[k]
+	if !own && ms.count[service] < MaxMethodSeries {
+		if ms.own == nil {
+			ms.own, ms.count = map[methodKey]bool{}, map[string]int{}
+		}
+		ms.own[k], own = true, true
+		ms.count[service]++
+	}
+	ms.mu.Unlock()
+	if !own {
 		method = stats.MethodOther
 	}
 	return c.rec.Method(service, method)

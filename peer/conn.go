@@ -3,6 +3,8 @@ package peer
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"sync/atomic"
 	"time"
 
@@ -32,6 +34,10 @@ type conn struct {
 	// handles, never a state it finds itself in.
 	state atomic.Uint32
 	kick  chan struct{} // a call wants a connection, or found it gone
+
+	// failure is the cause of the latest failed connect or failed
+	// connection, and when it happened (nil before the first).
+	failure atomic.Pointer[Failure]
 
 	ctx   context.Context // ends when the connector is stopped
 	stop  context.CancelFunc
@@ -119,9 +125,10 @@ func (c *conn) run() {
 		enter(Shutdown)
 	}()
 	clk, stopped, hc := c.pool.clk, c.ctx.Done(), c.pool.cfg.HealthCheck
-	fail := func(since time.Time) {
+	fail := func(since time.Time, cause error) {
 		failures++
 		c.m.Failures.Inc(1)
+		c.failure.Store(&Failure{Err: cause, At: clk.Now()})
 		retryAt = since.Add(c.pool.backoff(failures))
 		enter(TransientFailure)
 	}
@@ -143,7 +150,7 @@ func (c *conn) run() {
 				return
 			}
 			if err != nil {
-				fail(start) // the backoff counts from the connect's start, as gRPC's
+				fail(start, err) // the backoff counts from the connect's start, as gRPC's
 				continue
 			}
 			readyAt = clk.Now()
@@ -188,7 +195,7 @@ func (c *conn) run() {
 				conn.Close()
 				conn, w, misses = nil, nil, 0
 				failures = 0 // it served; the backoff starts afresh
-				fail(clk.Now())
+				fail(clk.Now(), fmt.Errorf("%d health-check pings in a row went unanswered within %v; the connection was closed", hc.Failures, hc.Timeout))
 				continue
 			case <-stopped:
 				stopTimer(t)
@@ -208,8 +215,8 @@ func (c *conn) run() {
 			next, failed := afterClose(w, short)
 			conn, w = nil, nil
 			switch {
-			case failed:
-				fail(now)
+			case failed != nil:
+				fail(now, failed)
 			case next == Idle && wanted:
 				enter(Connecting)
 			default:
@@ -245,9 +252,46 @@ func (c *conn) connect() (*tchannel.Connection, *watch, error) {
 	defer context.AfterFunc(c.ctx, w.abort)()
 	conn, err := c.pool.tch.Connect(context.WithValue(ctx, watchKey{}, w), c.hostPort)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, connectError(err, w.dialed(), ctx.Err() != nil || isTimeout(err), c.pool.cfg.Timeout)
 	}
 	return conn, w, nil
+}
+
+// isTimeout reports whether err says a deadline passed: tchannel-go's
+// handshake returns its own timeout error, a moment before the connect's
+// context reports its deadline.
+func isTimeout(err error) bool {
+	var (
+		se tchannel.SystemError
+		ne net.Error
+	)
+	switch {
+	case errors.As(err, &se):
+		return se.Code() == tchannel.ErrCodeTimeout
+	case errors.As(err, &ne):
+		return ne.Timeout()
+	}
+	return errors.Is(err, context.DeadlineExceeded)
+}
+
+// connectError is the cause of a failed connect whose error was err: the
+// dial's own error when the TCP connection was not made (a *net.OpError:
+// refused, unreachable, timed out), else what went wrong in the TChannel
+// handshake; timedOut says the connect's deadline passed (a stop of the
+// connector ends it too, but its error is never looked at). A tchannel-go
+// system error is kept as text only: its code (a timeout, say) is not the
+// code of the calls that fail for want of the connection.
+func connectError(err error, dialed, timedOut bool, timeout time.Duration) error {
+	var se tchannel.SystemError
+	switch {
+	case !dialed:
+		return err
+	case timedOut:
+		return fmt.Errorf("TChannel handshake timed out after %v: the peer accepted the TCP connection but did not complete the handshake", timeout)
+	case errors.As(err, &se):
+		return fmt.Errorf("TChannel handshake failed: %v", err)
+	}
+	return fmt.Errorf("TChannel handshake failed: %w", err)
 }
 
 // ping sends one TChannel ping to the peer and reports whether it was
@@ -266,25 +310,43 @@ func stopTimer(t clock.Timer) {
 }
 
 // afterClose decides the state that follows the end of a Ready connection
-// and whether the end counts as a failed connect. short reports that it
-// ended within the backoff's initial interval of its handshake.
-func afterClose(w *watch, short bool) (next State, failed bool) {
+// and whether the end counts as a failed connect: failed is then its cause,
+// else nil. short reports that it ended within the backoff's initial
+// interval of its handshake.
+func afterClose(w *watch, short bool) (next State, failed error) {
 	var pe *tframe.ProtocolError
+	remote := w.remoteErr()
 	switch {
-	case short:
-		return TransientFailure, true // accepted, then dropped: not a working peer
-	case errors.As(w.remoteErr(), &pe):
+	case short: // accepted, then dropped: not a working peer
+		if remote != nil {
+			return TransientFailure, fmt.Errorf("the connection ended just after its handshake: %w", remote)
+		}
+		return TransientFailure, errors.New("the connection was closed just after its handshake")
+	case errors.As(remote, &pe):
 		// It sent a frame that breaks the protocol: a broken or hostile
 		// peer, reconnected to on the backoff's schedule, not at once.
-		return TransientFailure, true
-	case w.remoteErr() != nil:
+		return TransientFailure, fmt.Errorf("the peer broke the TChannel protocol: %w", remote)
+	case remote != nil:
 		// The peer ended it (closed or reset) after serving: reconnect
 		// now, as gRPC does; if the peer is gone the connect fails and
 		// the backoff starts.
-		return Connecting, false
+		return Connecting, nil
 	}
 	// Closed in this process while healthy: tchannel-go's idle sweep, or
 	// someone closing it through the channel. Connect again when a call
 	// wants it.
-	return Idle, false
+	return Idle, nil
+}
+
+// Failure is why a peer's connection failed the last time: a connect that
+// did not succeed (the dial refused or timed out, the TChannel handshake
+// failed or timed out), or a connection that died young, broke the
+// protocol or stopped answering health checks.
+type Failure struct {
+	// Err is the cause. A dial's error is kept as it is, so that
+	// errors.Is(err, syscall.ECONNREFUSED) and errors.As to *net.OpError
+	// see it; a handshake's is described in its text.
+	Err error
+	// At is when it happened, on the pool's clock.
+	At time.Time
 }

@@ -86,6 +86,17 @@ func (p *Peer) State() State {
 	return p.conn.State()
 }
 
+// LastFailure returns why the peer's connection failed the last time, or
+// nil if it never has (and always in a list without a pool). It is set
+// before the peer enters TransientFailure, and kept once the peer is
+// Ready again.
+func (p *Peer) LastFailure() *Failure {
+	if p.conn == nil {
+		return nil
+	}
+	return p.conn.failure.Load()
+}
+
 // Lost reports that an attempt found no usable connection to the peer
 // although it was Ready: the peer stops being chosen until its connector
 // has looked into it, and is Ready again at once if the connection is in

@@ -365,6 +365,13 @@ func (w *watch) abort() {
 	}
 }
 
+// dialed reports whether the connect's TCP dial succeeded.
+func (w *watch) dialed() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.nc != nil
+}
+
 // remoteErr returns the first read error seen while the socket was open
 // (io.EOF when the remote side closed it, another error when it was reset
 // or failed), or nil when this process closed it.

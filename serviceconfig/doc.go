@@ -20,7 +20,21 @@
 //
 // A method config names the methods it applies to; a name without a method
 // applies to every method of its service, and a name with neither service
-// nor method applies to every call. Lookup prefers the exact (service,
+// nor method applies to every call.
+//
+// Names are TChannel names, as calls spell them: service is the TChannel
+// service the servers register under, method the TChannel method name
+// (arg1). A TChannel Thrift method is named "Service::method", the Thrift
+// service of the IDL, two colons and the method, so a Thrift call to
+// KeyValue.Get on the TChannel service "keyvalue" is named
+//
+//	{"service": "keyvalue", "method": "KeyValue::Get"}
+//
+// and a name {"service": "keyvalue", "method": "Get"} matches no Thrift
+// call. Nothing here can tell the two apart (both are valid names); a
+// channel.Channel reports a configured name that no call has used in its
+// Debug state (unmatchedMethods), and logs once the first call whose method
+// differs from a configured name only in its "Service::" prefix. Lookup prefers the exact (service,
 // method), then (service, ""), then ("", ""). Each method config has a
 // retryPolicy or a hedgingPolicy or neither, never both. waitForReady, as in
 // gRPC, makes calls wait for a ready peer until their deadline when every

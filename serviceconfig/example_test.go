@@ -90,3 +90,26 @@ func ExampleConfig_Lookup() {
 	// kv::set true 1s
 	// search::query true 5s
 }
+
+// A Thrift method is named "Service::method" in a config: the Thrift
+// service of the IDL and the method, under the TChannel service name the
+// servers register under. A bare "Get" matches no Thrift call.
+func Example_thriftMethod() {
+	cfg, err := serviceconfig.Parse([]byte(`{"methodConfig": [
+	  {"name": [{"service": "keyvalue", "method": "KeyValue::Get"}], "timeout": "0.2s"},
+	  {"name": [{"service": "keyvalue", "method": "Set"}], "timeout": "0.5s"}]}`))
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, method := range []string{"KeyValue::Get", "KeyValue::Set"} {
+		m, ok := cfg.Lookup("keyvalue", method)
+		if ok {
+			fmt.Println(method, "timeout:", m.Timeout)
+		} else {
+			fmt.Println(method, "has no method config")
+		}
+	}
+	// Output:
+	// KeyValue::Get timeout: 200ms
+	// KeyValue::Set has no method config
+}

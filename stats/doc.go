@@ -8,7 +8,9 @@
 // Per-call metrics carry the tags service and method; per-peer metrics
 // carry service and peer (the peer's host:port); connection metrics carry
 // peer only. A Channel may report calls to several methods under one shared
-// method tag (MethodOther), to bound the number of series; package channel says when. Error counters add code: the upper-case TChannel code name
+// method tag (MethodOther), to bound the number of series; package channel
+// says when (channel.MaxMethodSeries). Error counters add code: the
+// upper-case TChannel code name
 // ("BUSY", "TIMEOUT", ...) or a local outcome ("THROTTLED", "NO_PEERS",
 // "RATE_LIMITED", "UNAVAILABLE", or "LOCAL" when no code names it).
 //

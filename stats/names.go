@@ -156,10 +156,12 @@ const (
 const CodeLocal = "LOCAL"
 
 // MethodOther is the method tag of calls to methods that have no series of
-// their own. A Channel gives series only to the methods the service config
-// names exactly or channel.WithMethods names, and counts calls to any other
-// method under this tag, one series per service, so that the method names
-// callers use cannot multiply the series.
+// their own. A Channel's client side gives series of their own to the
+// methods the service config names exactly or channel.WithMethods names,
+// and to the first channel.MaxMethodSeries (64) other methods it calls per
+// service; it counts calls to any method after those under this tag, one
+// series per service, so that the method names callers use cannot multiply
+// the series beyond that bound.
 const MethodOther = "_other"
 
 // Server-side metrics of a Channel, untagged.

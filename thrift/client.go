@@ -47,10 +47,11 @@ type client struct {
 
 type methodKey struct{ service, method string }
 
-// Call sends req as thriftService::methodName with ctx's headers, reads the
-// response into resp and sets ctx's response headers. It returns success ==
-// false with a nil error when the server answered with a declared exception
-// (which resp then holds), and a non-nil error when the call failed.
+// Call sends req as thriftService::methodName with ctx's headers and the
+// call options ctx carries (WithCallOptions), reads the response into resp
+// and sets ctx's response headers. It returns success == false with a nil
+// error when the server answered with a declared exception (which resp
+// then holds), and a non-nil error when the call failed.
 func (c *client) Call(ctx tthrift.Context, thriftService, methodName string, req, resp athrift.TStruct) (bool, error) {
 	if c.ch == nil {
 		return false, errNilChannel
@@ -62,7 +63,8 @@ func (c *client) Call(ctx tthrift.Context, thriftService, methodName string, req
 		return false, fmt.Errorf("sluice: thrift: call %s::%s: cannot encode the request: %w", c.service, method, err)
 	}
 	cd.req = channel.Request{Format: tchannel.Thrift, Headers: ctx.Headers(), Arg3: cd.buf.Bytes()}
-	res, err := c.ch.Call(ctx, c.service, method, &cd.req)
+	opts, _ := ctx.Value(callOptionsKey{}).([]channel.CallOption)
+	res, err := c.ch.Call(ctx, c.service, method, &cd.req, opts...)
 	if err != nil {
 		return false, err
 	}
@@ -75,6 +77,58 @@ func (c *client) Call(ctx tthrift.Context, thriftService, methodName string, req
 	}
 	ctx.SetResponseHeaders(res.Headers)
 	return !res.AppError, nil
+}
+
+// callOptionsKey is the context key of the call options WithCallOptions
+// adds.
+type callOptionsKey struct{}
+
+// WithCallOptions returns a Thrift context for calls through a client of
+// NewClient that pass opts to the Channel's Call, after any options ctx
+// carries already (a later option wins where two set the same thing). The
+// context is ctx in every other respect: its deadline and cancellation,
+// its request headers (tchannel-go's thrift.WithHeaders), and its response
+// headers, which a call sets on ctx's too, so ctx.ResponseHeaders() and
+// the returned context's ResponseHeaders() read the same map.
+//
+// Any channel.CallOption applies: channel.ReportCallInfo to learn the
+// attempts and peers of a call (the generated client returns only the
+// result), channel.WaitForReady, channel.WithShardKey and the other
+// transport headers. channel.WithHeaders adds headers to ctx's ones, and
+// channel.ResponseHeaders stores the response headers, as for Call. Each
+// call made with the context applies the options anew: a ReportCallInfo
+// destination holds the last call's.
+//
+//	var info channel.CallInfo
+//	v, err := kv.Get(thrift.WithCallOptions(ctx, channel.WithShardKey(user), channel.ReportCallInfo(&info)), key)
+//
+// A client that is not NewClient's (tchannel-go's own) ignores them.
+func WithCallOptions(ctx tthrift.Context, opts ...channel.CallOption) tthrift.Context {
+	prev, _ := ctx.Value(callOptionsKey{}).([]channel.CallOption)
+	all := make([]channel.CallOption, 0, len(prev)+len(opts))
+	all = append(append(all, prev...), opts...)
+	return optionsContext{Context: ctx, opts: all}
+}
+
+// optionsContext is ctx, with call options under callOptionsKey. Its
+// header methods are ctx's own, so both share request and response
+// headers.
+type optionsContext struct {
+	tthrift.Context
+	opts []channel.CallOption
+}
+
+func (c optionsContext) Value(key any) any {
+	if key == (callOptionsKey{}) {
+		return c.opts
+	}
+	return c.Context.Value(key)
+}
+
+// Child returns ctx's Child (headers of its own, copied) with the same
+// call options.
+func (c optionsContext) Child() tchannel.ContextWithHeaders {
+	return optionsContext{Context: c.Context.Child(), opts: c.opts}
 }
 
 // methodName returns thriftService::method, from the cache when it can.

@@ -6,7 +6,14 @@
 // generated client goes through the Channel's pipeline (peer choice, busy
 // throttling, retries or hedges, stats and spans). The request struct is
 // encoded once per call, whatever the number of attempts; request headers come
-// from the thrift.Context and response headers are set on it. The arguments
+// from the thrift.Context and response headers are set on it. Per-call
+// options travel in the context too (WithCallOptions): any
+// channel.CallOption, such as channel.ReportCallInfo for the attempts and
+// peer of a call, channel.WaitForReady, or channel.WithShardKey and the
+// other TChannel transport headers. The method name of a Thrift call is
+// "Service::method" (the Thrift service's name, not the TChannel one):
+// that is the name a service config's methodConfig uses, and the name
+// metrics and channel.Inbound carry. The arguments
 // travel exactly as tchannel-go's own client sends them (Thrift arg scheme,
 // "Service::method", TChannel's Thrift header encoding in arg2, the binary
 // protocol in arg3), so a Sluice client talks to any TChannel Thrift server.

@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/serviceconfig"
 	"github.com/sluice-rpc/sluice/thrift"
+	"github.com/uber/tchannel-go"
 	"github.com/uber/tchannel-go/examples/keyvalue/gen-go/keyvalue"
 	tthrift "github.com/uber/tchannel-go/thrift"
 )
@@ -113,4 +114,58 @@ func ExamplePreviousAttempts() {
 	defer cancel()
 	fmt.Println(kv.HealthCheck(tthrift.Wrap(c)))
 	// Output: OK on attempt 2 <nil>
+}
+
+// sharded answers Busy to the first attempt of each call and serves its
+// retries, saying which shard key (TChannel's "sk" transport header) the
+// call carried.
+type sharded struct{ store }
+
+func (s *sharded) HealthCheck(ctx tthrift.Context) (string, error) {
+	if thrift.PreviousAttempts(ctx) == 0 {
+		return "", channel.BusyAfter(time.Millisecond, "warming up")
+	}
+	return "OK for shard " + tchannel.CurrentCall(ctx).ShardKey(), nil
+}
+
+// WithCallOptions gives a generated client's call Sluice's call options:
+// here a shard key, and channel.ReportCallInfo, which tells the attempts
+// the call made and the peer that answered, which the generated method's
+// results do not.
+func ExampleWithCallOptions() {
+	server, err := channel.New("keyvalue")
+	if err != nil {
+		panic(err)
+	}
+	defer server.Close()
+	thrift.NewServer(server).Register(keyvalue.NewTChanKeyValueServer(&sharded{store{vals: map[string]string{}}}))
+	if err := server.ListenAndServe("127.0.0.1:0"); err != nil {
+		panic(err)
+	}
+
+	cfg, err := serviceconfig.Parse([]byte(`{"methodConfig": [{"name": [{"service": "keyvalue", "method": "KeyValue::HealthCheck"}],
+	  "retryPolicy": {"maxAttempts": 3, "initialBackoff": "0.01s", "maxBackoff": "0.1s",
+	    "backoffMultiplier": 2, "retryableStatusCodes": ["BUSY"]}}]}`))
+	if err != nil {
+		panic(err)
+	}
+	client, err := channel.New("keyvalue-client", channel.WithServiceConfig(cfg))
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	if err := client.AddPeer("keyvalue", server.HostPort()); err != nil {
+		panic(err)
+	}
+	kv := keyvalue.NewTChanKeyValueClient(thrift.NewClient(client, "keyvalue"))
+
+	c, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var info channel.CallInfo
+	ctx := thrift.WithCallOptions(tthrift.Wrap(c), channel.WithShardKey("user-42"), channel.ReportCallInfo(&info))
+	fmt.Println(kv.HealthCheck(ctx))
+	fmt.Println("attempts:", info.Attempts, "answered by the server:", info.Peer == server.HostPort())
+	// Output:
+	// OK for shard user-42 <nil>
+	// attempts: 2 answered by the server: true
 }

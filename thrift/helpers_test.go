@@ -31,11 +31,20 @@ type kvServer struct {
 	hostPort string
 	received atomic.Int64
 	busy     atomic.Bool
+	busyNext atomic.Int64 // answer Busy to this many more requests
 
 	mu       sync.Mutex
 	vals     map[string]string
 	previous []int // PreviousAttempts of each request, in order
+	// What each request carried, in order: its application headers and
+	// its TChannel transport headers.
+	headers   []map[string]string
+	transport []transportSeen
 }
+
+// transportSeen is what a handler saw of a request's TChannel transport
+// headers (tchannel.CurrentCall).
+type transportSeen struct{ Caller, ShardKey, RoutingKey, RoutingDelegate string }
 
 var _ keyvalue.TChanKeyValue = (*kvServer)(nil)
 
@@ -46,9 +55,18 @@ func (s *kvServer) begin(ctx tthrift.Context) error {
 	s.received.Add(1)
 	s.mu.Lock()
 	s.previous = append(s.previous, PreviousAttempts(ctx))
+	s.headers = append(s.headers, ctx.Headers())
+	if call := tchannel.CurrentCall(ctx); call != nil {
+		s.transport = append(s.transport, transportSeen{call.CallerName(), call.ShardKey(), call.RoutingKey(), call.RoutingDelegate()})
+	}
 	s.mu.Unlock()
 	if s.busy.Load() {
 		return channel.Busy("test server is busy")
+	}
+	for n := s.busyNext.Load(); n > 0; n = s.busyNext.Load() {
+		if s.busyNext.CompareAndSwap(n, n-1) {
+			return channel.Busy("test server is busy for this request")
+		}
 	}
 	// Echo the caller's "who" header back as "seen", with who served it.
 	if who, ok := ctx.Headers()["who"]; ok {
@@ -97,6 +115,14 @@ func (s *kvServer) previousAttempts() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]int(nil), s.previous...)
+}
+
+// seen returns the application and transport headers of every request, in
+// order.
+func (s *kvServer) seen() ([]map[string]string, []transportSeen) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]map[string]string(nil), s.headers...), append([]transportSeen(nil), s.transport...)
 }
 
 func validKey(key string) bool {

@@ -40,7 +40,8 @@ import "time"
 //	      "retry": null,
 //	      "hedge": {"maxAttempts": 2, "delayMs": 12.5, "hedgingDelayMs": 50, "nonFatalCodes": ["BUSY"],
 //	        "adaptive": {"quantile": 0.95, "window": 1000, "floorMs": 2, "capMs": 100, "samples": 5000, "learned": true}}
-//	    }]
+//	    }],
+//	    "unmatchedMethods": ["put"]
 //	  }]
 //	}
 //
@@ -64,7 +65,9 @@ type State struct {
 	Registrations []Registration `json:"registrations"`
 	// Services are the services the Channel calls, sorted by name: those
 	// with peers (channel.Channel.AddPeer), calls, a lease gate
-	// (channel.WithLease) or pacing (channel.WithPacing).
+	// (channel.WithLease) or pacing (channel.WithPacing), and those for
+	// which the service config names a method no call has used yet (see
+	// Service.UnmatchedMethods).
 	Services []Service `json:"services"`
 }
 
@@ -91,8 +94,16 @@ type Service struct {
 	Pacing *Pacing `json:"pacing"`
 	// Methods are the methods called so far (each gets its policy on its
 	// first call), sorted by name. Methods the service config names but
-	// nobody has called yet are not listed.
+	// nobody has called yet are not listed: UnmatchedMethods are.
 	Methods []Method `json:"methods"`
+	// UnmatchedMethods are the method names the service config names for
+	// this service exactly (a methodConfig name with a method) that no
+	// call has used yet, sorted. A name still listed once the service's
+	// calls have run usually means the config misspells it, and its
+	// policy applies to nothing: a TChannel Thrift method is named
+	// "Service::method" ("KeyValue::Get"), not by its bare name. Empty
+	// without a service config.
+	UnmatchedMethods []string `json:"unmatchedMethods"`
 }
 
 // Resolver is the state of a service's resolver.

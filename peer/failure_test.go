@@ -1,0 +1,52 @@
+package peer
+
+import (
+	"errors"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
+	"github.com/uber/tchannel-go"
+)
+
+// A peer in TransientFailure says why: the dial's error for a refused
+// connect (errors.Is finds syscall.ECONNREFUSED), a handshake that timed
+// out or failed for a peer that accepted TCP. Before any failure it says
+// nothing.
+func TestLastFailureSaysWhy(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		addr    func(t *testing.T) string
+		want    string
+		refused bool
+	}{
+		{"refused", func(t *testing.T) string { return testnet.Refused(t) }, "connection refused", true},
+		{"black hole", func(t *testing.T) string { return testnet.BlackHole(t).Addr() }, "TChannel handshake timed out after 100ms", false},
+		{"accept then close", func(t *testing.T) string { return testnet.AcceptClose(t).Addr() }, "TChannel handshake failed", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, ConnectConfig{Timeout: 100 * time.Millisecond}, tchannel.ChannelOptions{})
+			p := f.add(tc.addr(t))
+			if got := p.LastFailure(); got != nil {
+				t.Fatalf("LastFailure before any connect = %v, want nil", got)
+			}
+			f.list.Connect()
+			f.waitState(p, TransientFailure)
+			got := p.LastFailure()
+			if got == nil {
+				t.Fatal("LastFailure = nil in TransientFailure")
+			}
+			if !strings.Contains(got.Err.Error(), tc.want) {
+				t.Errorf("LastFailure().Err = %q, want it to say %q", got.Err, tc.want)
+			}
+			if errors.Is(got.Err, syscall.ECONNREFUSED) != tc.refused {
+				t.Errorf("errors.Is(%v, ECONNREFUSED) = %v, want %v", got.Err, !tc.refused, tc.refused)
+			}
+			if !got.At.Equal(f.clk.Now()) {
+				t.Errorf("LastFailure().At = %v, want the pool's clock, %v", got.At, f.clk.Now())
+			}
+		})
+	}
+}
