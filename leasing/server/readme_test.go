@@ -8,11 +8,11 @@ import (
 	"github.com/sluice-rpc/sluice/leasing/server"
 )
 
-// readmeConfig returns the YAML block of the README's "Doorman config"
-// section: the fenced block between the doorman-config markers.
+// readmeConfig returns the YAML block of docs/doorman.md's "Doorman
+// config" section: the fenced block between the doorman-config markers.
 func readmeConfig(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile("../../README.md")
+	data, err := os.ReadFile("../../docs/doorman.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,12 +20,12 @@ func readmeConfig(t *testing.T) string {
 	s := string(data)
 	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {
-		t.Fatalf("README.md has no %s ... %s block", begin, end)
+		t.Fatalf("docs/doorman.md has no %s ... %s block", begin, end)
 	}
 	block := strings.TrimSpace(s[i+len(begin) : j])
 	const fence = "```yaml\n"
 	if !strings.HasPrefix(block, fence) || !strings.HasSuffix(block, "\n```") {
-		t.Fatalf("the doorman-config block of README.md is not one ```yaml fenced block:\n%s", block)
+		t.Fatalf("the doorman-config block of docs/doorman.md is not one ```yaml fenced block:\n%s", block)
 	}
 	return strings.TrimSuffix(strings.TrimPrefix(block, fence), "```")
 }
@@ -79,7 +79,7 @@ func TestREADMEDoormanConfig(t *testing.T) {
 	if err == nil || err.Error() != quoted {
 		t.Errorf("refresh_interval 600: error %v, want the README's %q", err, quoted)
 	}
-	readme, _ := os.ReadFile("../../README.md")
+	readme, _ := os.ReadFile("../../docs/doorman.md")
 	if !strings.Contains(strings.Join(strings.Fields(string(readme)), " "), "`"+quoted+"`") {
 		t.Errorf("README.md no longer quotes %q", quoted)
 	}
