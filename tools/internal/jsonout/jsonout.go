@@ -178,21 +178,35 @@ func (e *encoder) float(f float64) {
 	e.buf.Write(b)
 }
 
-// field is a struct field to write.
+// field is a struct field to write, depth levels of embedding down.
 type field struct {
-	key string
-	v   reflect.Value
+	key   string
+	v     reflect.Value
+	depth int
 }
 
 func (e *encoder) object(v reflect.Value, depth int) error {
-	var fields []field
-	seen := map[string]bool{}
-	collect(v, &fields, seen, 0)
+	var all []field
+	collect(v, &all, 0)
+	// An outer field hides an embedded one of the same key, as in
+	// encoding/json; the fields keep their order.
+	least := map[string]int{}
+	for _, f := range all {
+		if d, ok := least[f.key]; !ok || f.depth < d {
+			least[f.key] = f.depth
+		}
+	}
 	e.buf.WriteByte('{')
-	for i, f := range fields {
-		if i > 0 {
+	first := true
+	for _, f := range all {
+		if d, ok := least[f.key]; !ok || d != f.depth {
+			continue
+		}
+		delete(least, f.key) // the first of equals
+		if !first {
 			e.buf.WriteByte(',')
 		}
+		first = false
 		if err := e.leaf(f.key); err != nil {
 			return err
 		}
@@ -209,11 +223,10 @@ func (e *encoder) object(v reflect.Value, depth int) error {
 	return nil
 }
 
-// collect appends v's fields to fields, its embedded structs' after its
-// own so that an outer field of the same key wins.
-func collect(v reflect.Value, fields *[]field, seen map[string]bool, depth int) {
+// collect appends v's fields to fields in order, an embedded struct's
+// where it is embedded, one level deeper.
+func collect(v reflect.Value, fields *[]field, depth int) {
 	t := v.Type()
-	var embedded []reflect.Value
 	for i := range t.NumField() {
 		sf := t.Field(i)
 		tag, hasTag := sf.Tag.Lookup("json")
@@ -232,7 +245,7 @@ func collect(v reflect.Value, fields *[]field, seen map[string]bool, depth int) 
 				fv = fv.Elem()
 			}
 			if ft.Kind() == reflect.Struct && depth < maxDepth {
-				embedded = append(embedded, fv)
+				collect(fv, fields, depth+1)
 				continue
 			}
 		}
@@ -253,14 +266,7 @@ func collect(v reflect.Value, fields *[]field, seen map[string]bool, depth int) 
 		if isDuration(sf.Type) && !strings.HasSuffix(key, "_ms") && !strings.HasSuffix(key, "_s") {
 			key += "_ms"
 		}
-		if seen[key] {
-			continue
-		}
-		seen[key] = true
-		*fields = append(*fields, field{key, fv})
-	}
-	for _, ev := range embedded {
-		collect(ev, fields, seen, depth+1)
+		*fields = append(*fields, field{key, fv, depth})
 	}
 }
 

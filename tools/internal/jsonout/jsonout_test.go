@@ -70,10 +70,10 @@ func TestMarshal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"shadowed":"outer","the_name":"n","service_ms":2.5,"took_s":1,"steps_ms":[1],"algorithm":"FAIR_SHARE",` +
+	want := `{"promoted":"p","shadowed":"outer","the_name":"n","service_ms":2.5,"took_s":1,"steps_ms":[1],"algorithm":"FAIR_SHARE",` +
 		`"at":"2026-01-02T03:04:05Z","ratio":0.5,"na_n":null,"inf":null,"nothing":null,"no_list":null,` +
 		`"errors":{"APPLICATION":1,"BUSY":2},"custom":"mine","rss_before":7,"interface":{"shadowed":0,"promoted":"x"},` +
-		`"nil_pointer":null,"some_ints":[0,0],"byte_content":"aGk=","promoted":"p"}`
+		`"nil_pointer":null,"some_ints":[0,0],"byte_content":"aGk="}`
 	if string(b) != want {
 		t.Errorf("Marshal:\n got %s\nwant %s", b, want)
 	}
