@@ -290,11 +290,11 @@ func quantiles(lat []time.Duration) Quantiles {
 func (r *Report) Print(w io.Writer) {
 	switch {
 	case r.Mode == ModeUnbounded:
-		fmt.Fprintf(w, "load        unbounded: %d connections x %d calls in flight (%d in all), each call started when one returns\n",
-			r.Connections, r.Concurrency, r.MaxInFlight)
+		fmt.Fprintf(w, "load        unbounded: %s x %s in flight (%d in all), each call started when one returns\n",
+			plural(r.Connections, "connection"), plural(r.Concurrency, "call"), r.MaxInFlight)
 	case r.OfferedRPS != nil:
-		fmt.Fprintf(w, "load        offered %.1f calls/s on %d connections, at most %d calls in flight in all\n",
-			*r.OfferedRPS, r.Connections, r.MaxInFlight)
+		fmt.Fprintf(w, "load        offered %.1f calls/s on %s, at most %s in flight in all\n",
+			*r.OfferedRPS, plural(r.Connections, "connection"), plural(r.MaxInFlight, "call"))
 	}
 	fmt.Fprintf(w, "calls       %d in %.2fs: %d ok, %d failed, %d refused locally; throughput %.1f calls/s\n",
 		r.Calls, time.Duration(r.Elapsed).Seconds(), r.OK, r.Failed, r.Refused, r.Throughput)
@@ -339,4 +339,12 @@ func (r *Report) ErrorList() string {
 		parts[i] = fmt.Sprintf("%s %d", c, r.Errors[c])
 	}
 	return strings.Join(parts, ", ")
+}
+
+// plural is "1 call", "2 calls".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
