@@ -126,24 +126,23 @@ sluice doorman get --server 127.0.0.1:6000 --resource kv-rps --wants 500 -o json
 sluice doorman get --server doorman.internal:6000 --tls-ca ca.pem --resource kv-rps --wants 500`,
 }
 
-// doormanRun runs `sluice doorman ...`; serve and get --watch run until ctx
-// ends.
-func doormanRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	g := group{name: "sluice doorman", help: doormanHelp, subs: []command{
-		{"serve", "a Doorman lease server", func(args []string, stdout, stderr io.Writer) int {
-			return doormanServe(ctx, args, stdout, stderr)
-		}},
-		{"get", "ask a Doorman server for a lease, once or --watch", func(args []string, stdout, stderr io.Writer) int {
-			return doormanGet(ctx, args, stdout, stderr)
-		}},
-		{"load", "measure a Doorman server's GetCapacity throughput", func(args []string, stdout, stderr io.Writer) int {
-			return doormanLoad(ctx, args, stdout, stderr)
-		}},
-		{"flood", "flood a Doorman server with new resource ids, timing a side client", func(args []string, stdout, stderr io.Writer) int {
-			return doormanFlood(ctx, args, stdout, stderr)
-		}},
+// doormanGroup is `sluice doorman`, whose subcommands run until ctx ends
+// (serve and get --watch until then, load and flood at most).
+func doormanGroup(ctx context.Context) group {
+	bind := func(run func(context.Context, []string, io.Writer, io.Writer) int) func([]string, io.Writer, io.Writer) int {
+		return func(args []string, stdout, stderr io.Writer) int { return run(ctx, args, stdout, stderr) }
+	}
+	return group{name: "sluice doorman", help: doormanHelp, subs: []command{
+		{name: "serve", summary: "a Doorman lease server", run: bind(doormanServe)},
+		{name: "get", summary: "ask a Doorman server for a lease, once or --watch", run: bind(doormanGet)},
+		{name: "load", summary: "measure a Doorman server's GetCapacity throughput", run: bind(doormanLoad)},
+		{name: "flood", summary: "flood a Doorman server with new resource ids, timing a side client", run: bind(doormanFlood)},
 	}}
-	return g.run(args, stdout, stderr)
+}
+
+// doormanRun runs `sluice doorman ...` until ctx ends.
+func doormanRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return doormanGroup(ctx).run(args, stdout, stderr)
 }
 
 func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {

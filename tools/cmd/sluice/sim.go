@@ -23,13 +23,14 @@ sluice sim shed --step 30s:4ms --step 60s:2ms --duration 90s
 sluice sim doorman --scenario tree-mishaps --chart tree.png`,
 }
 
-func simCmd(args []string, stdout, stderr io.Writer) int {
+// simGroup is `sluice sim`.
+func simGroup() group {
 	return group{name: "sluice sim", help: simHelp, subs: []command{
-		{"busy", "TChannel's throttling on busy responses, second by second", simBusyCmd},
-		{"ratelimit", "rate-limit pacers against a GCRA server, 30 simulated minutes", simRatelimitCmd},
-		{"shed", "a server's adaptive concurrency limit against a queue, second by second", simShedCmd},
-		{"doorman", "Doorman server trees converging as demands change and servers fail", simDoormanCmd},
-	}}.run(args, stdout, stderr)
+		{name: "busy", summary: "TChannel's throttling on busy responses, second by second", run: simBusyCmd},
+		{name: "ratelimit", summary: "rate-limit pacers against a GCRA server, 30 simulated minutes", run: simRatelimitCmd},
+		{name: "shed", summary: "a server's adaptive concurrency limit against a queue, second by second", run: simShedCmd},
+		{name: "doorman", summary: "Doorman server trees converging as demands change and servers fail", run: simDoormanCmd},
+	}}
 }
 
 var simBusyHelp = helpText{
