@@ -30,17 +30,19 @@ sluice bench --rolling-deploy [--rows LIST] [--rps R] [--replacements N] [--stea
 --embedded servers in this process, in one of two modes:
 
   unbounded (the default, --rps 0), as yab's benchmark: on each of
-    --connections connections --concurrency calls are in flight, each
-    started as soon as one returns, as fast as the client and the servers
-    allow; latency is from each call's start.
+    --connections connections --concurrency calls are in flight (default
+    1), each started as soon as one returns, as fast as the client and
+    the servers allow; latency is from each call's start.
   rate (--rps R): calls arrive on schedule, R a second, whether or not
     earlier ones returned (open loop), at most --concurrency in flight in
-    all; latency is from each call's scheduled arrival, so a stalled
-    client cannot hide its queueing.
+    all (default 100), over the connections in turn; latency is from each
+    call's scheduled arrival, so a stalled client cannot hide its
+    queueing.
 
 A connection is a Sluice Channel of its own (channel.New), with its own
 TCP connections to the peers, busy limiters and retry state, as each of
-yab's connections is a channel of its own. The run stops after -n calls or
+yab's connections is a channel of its own: by default 2 x GOMAXPROCS
+unbounded (yab's), 1 with --rps. The run stops after -n calls or
 -d of calls, whichever comes first: -n alone sends exactly n calls (with a
 safety limit of 10m), neither gives 5s. Each second a progress line goes
 to stderr (calls returned, successes, failures, calls refused locally, the
@@ -133,7 +135,7 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.alias("d", "max-duration")
 	calls := fs.Int("max-requests", 0, fmt.Sprintf("stop after `N` calls (0: no limit but -d; at most %d)", load.MaxCalls))
 	fs.alias("n", "max-requests")
-	connections := fs.Int("connections", 0, fmt.Sprintf("`N` connections, each a Sluice Channel (channel.New) with its own connections to the peers, busy limiters and retry state; calls are spread over them (default 2 x GOMAXPROCS, %d here; at most %d)", benchDefaultConnections(), benchConnectionsMax))
+	connections := fs.Int("connections", 0, fmt.Sprintf("`N` connections, each a Sluice Channel (channel.New) with its own connections to the peers, busy limiters and retry state; calls are spread over them (default 2 x GOMAXPROCS, %d here, as yab's; with --rps, 1; at most %d)", benchDefaultConnections(), benchConnectionsMax))
 	concurrency := fs.Int("concurrency", 0, fmt.Sprintf("`C` calls in flight on each connection, as yab's (default 1); with --rps, the most calls in flight in all, over every connection (default %d): an arrival finding them all busy waits, and the wait counts in its latency", benchDefaultRateLimit))
 	timeout := fs.Duration("timeout", time.Second, "each call's deadline, across its attempts")
 	warmup := fs.Int("warmup", 10, "calls made one at a time on each connection first, left out of the report")
@@ -163,8 +165,11 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer src.close()
 	unbounded := *rps == 0
-	if !fs.set("connections") {
+	switch {
+	case !fs.set("connections") && unbounded:
 		*connections = benchDefaultConnections()
+	case !fs.set("connections"):
+		*connections = 1 // as before --connections: rate runs keep their figures
 	}
 	switch {
 	case !fs.set("concurrency") && unbounded:

@@ -78,8 +78,8 @@ func TestBenchEmbeddedJSON(t *testing.T) {
 	if r.ElapsedS < 0.99 || r.ElapsedS > 10 || r.OfferedRPS == nil || *r.OfferedRPS != 200 {
 		t.Errorf("elapsed %vs offered %v/s, want about 1s at 200/s", r.ElapsedS, r.OfferedRPS)
 	}
-	if r.Mode != "rate" || r.Connections != 2*runtime.GOMAXPROCS(0) || r.Concurrency != 100 || r.MaxInFlight != 100 || r.Latency["count"] != 200 {
-		t.Errorf("mode %q connections %d concurrency %d in flight %d count %v; want rate, 2 x GOMAXPROCS, 100 in all, 200 calls",
+	if r.Mode != "rate" || r.Connections != 1 || r.Concurrency != 100 || r.MaxInFlight != 100 || r.Latency["count"] != 200 {
+		t.Errorf("mode %q connections %d concurrency %d in flight %d count %v; want rate, 1 connection, 100 in all, 200 calls",
 			r.Mode, r.Connections, r.Concurrency, r.MaxInFlight, r.Latency["count"])
 	}
 	if want := float64(r.OK) / r.ElapsedS; r.Throughput < want*0.99 || r.Throughput > want*1.01 || r.Throughput > 202 {
@@ -120,7 +120,7 @@ func TestBenchEmbeddedJSON(t *testing.T) {
 // benchmarks/tail's business: latency bounds would be flaky on a loaded CI
 // machine.)
 func TestBenchHeavyTailAdaptiveText(t *testing.T) {
-	code, out, errOut := runBench(t, context.Background(), "--embedded", "4", "-e", "raw", "--rps", "300", "-d", "1s", "--connections", "1",
+	code, out, errOut := runBench(t, context.Background(), "--embedded", "4", "-e", "raw", "--rps", "300", "-d", "1s",
 		"--hedge-max", "3", "--hedge-adaptive", "0.95", "--hedge-window", "100", "--hedge-budget", "0.2", "--warmup", "20")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
