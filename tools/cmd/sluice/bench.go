@@ -39,22 +39,22 @@ sluice bench --rolling-deploy [--rows LIST] [--rps R] [--replacements N] [--stea
     call's scheduled arrival, so a stalled client cannot hide its
     queueing.
 
-A connection is a Sluice Channel of its own (channel.New), with its own
-TCP connections to the peers, busy limiters and retry state, as each of
-yab's connections is a channel of its own: by default 2 x GOMAXPROCS
-unbounded (yab's), 1 with --rps. The run stops after -n calls or
--d of calls, whichever comes first: -n alone sends exactly n calls (with a
-safety limit of 10m), neither gives 5s. Each second a progress line goes
-to stderr (calls returned, successes, failures, calls refused locally, the
-current rate). The report gives the mode, connections and concurrency,
-calls and throughput (successful calls per second), latency quantiles of
-successful calls, of failed calls and of calls refused locally
-(THROTTLED, RATE_LIMITED, NO_PEERS, UNAVAILABLE: nothing sent) separately,
-and attempts per call, busy answers, throttled requests and errors by code
-(an application error, JSON or Thrift, counts as APPLICATION). An
-interrupt ends the run early and reports the calls made so far. Quantiles
-of a rate run are exact; an unbounded run's come from histograms with
-buckets 1/128 of their values wide (within 0.4%).
+A connection is a Sluice Channel of its own (channel.New), with its own TCP
+connections to the peers, busy limiters and retry state, as each of yab's
+connections is a channel of its own: by default 2 x GOMAXPROCS unbounded
+(yab's), 1 with --rps. The run stops after -n calls or -d of calls,
+whichever comes first: -n alone sends exactly n calls (with a safety limit
+of 10m), neither gives 5s. Each second a progress line goes to stderr (calls
+returned, successes, failures, calls refused locally, the current rate). The
+report gives the mode, connections and concurrency, calls and throughput
+(successful calls per second), latency quantiles of successful calls, of
+failed calls and of calls refused locally (THROTTLED, RATE_LIMITED,
+NO_PEERS, UNAVAILABLE: nothing sent) separately, and attempts per call, busy
+answers, throttled requests and errors by code (an application error, JSON
+or Thrift, counts as APPLICATION). An interrupt ends the run early and
+reports the calls made so far. Quantiles of a rate run are exact; an
+unbounded run's come from histograms with buckets 1/128 of their values wide
+(within 0.4%).
 
 Embedded servers can have a pool of workers (--embedded-workers: requests
 beyond them queue) and shed load (--embedded-shed). --closed-loop runs the
