@@ -358,7 +358,11 @@ func runUnbounded(ctx context.Context, chs []*channel.Channel, cfg Config) *Repo
 	start := time.Now()
 	deadline := time.AfterFunc(d, func() { stop.Store(true) })
 	defer deadline.Stop()
-	defer context.AfterFunc(ctx, func() { stop.Store(true) })()
+	// The end of ctx is checked before each call, synchronously: a
+	// context.AfterFunc would set stop from a goroutine of its own, and
+	// the calls, failing at once on the ended context, would go on until
+	// it ran. A poll of a channel that is not closed costs nothing.
+	ended := ctx.Done()
 	var wg sync.WaitGroup
 	for i, w := range callers {
 		ch := chs[i%len(chs)]
@@ -366,6 +370,11 @@ func runUnbounded(ctx context.Context, chs []*channel.Channel, cfg Config) *Repo
 		go func() {
 			defer wg.Done()
 			for !stop.Load() {
+				select {
+				case <-ended:
+					return
+				default:
+				}
 				if limit > 0 && next.Add(1) > limit {
 					return
 				}
