@@ -1,9 +1,10 @@
-// Package load is Sluice's load generator: an open-loop stream of calls
-// through a channel.Channel at a fixed arrival rate, and the Report of what
-// happened (latency quantiles, attempts per call, busy and throttled counts,
-// errors by code).
+// Package load is Sluice's load generator: a stream of calls through one
+// or more channel.Channels, at a fixed arrival rate (a rate run) or as fast
+// as they allow (an unbounded run), and the Report of what happened
+// (latency quantiles, attempts per call, busy and throttled counts, errors
+// by code).
 //
-// Open loop means the calls arrive on a schedule (one every 1/RPS seconds)
+// A rate run is open loop: the calls arrive on a schedule (one every 1/RPS seconds)
 // whether or not earlier ones have finished, as users do; at most
 // Concurrency are in flight and an arrival beyond that waits for a slot.
 // Each call's latency is measured from its scheduled arrival, not from when
@@ -16,12 +17,21 @@
 // which take microseconds and would flatter the quantiles of a struggling
 // service. Config.Progress receives the running totals every second.
 //
+// An unbounded run (Config.RPS 0) is closed loop, as yab's benchmark is:
+// Concurrency callers on each channel make one call after another, each
+// as soon as its last returned, so the run measures what the client and
+// the servers can do, and a call's latency is from its start. The callers
+// cost a call no goroutine and no timer but its context's deadline, and
+// record latencies in histograms (Quantiles says how exact they are), so
+// an unbounded run of any length holds a few KiB per caller.
+//
 // The package also starts embedded servers on 127.0.0.1 (Servers) whose
 // latency follows a Shape, decided per request by each server from a seeded
 // random source: a fixed time, or a heavy tail such as 97% of requests around
 // 1 ms and 3% between 100 and 200 ms. `sluice bench` and the tail-latency
 // benchmark in benchmarks/tail drive this package.
 //
-// Every run is bounded: at most MaxCalls calls, MaxDuration of arrivals, and
-// each call's Timeout; Run returns once every call it started has returned.
+// Every run is bounded: at most MaxDuration of arrivals, MaxCalls calls
+// for a rate run (and an unbounded one given Calls), and each call's
+// Timeout; Run returns once every call it started has returned.
 package load

@@ -1,6 +1,7 @@
 package load
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -11,11 +12,26 @@ import (
 )
 
 // Report is what a run measured. Latencies are from each call's scheduled
-// arrival to its result, in three sets that are never mixed: successful
-// calls, failed calls and calls refused locally (which fail in
-// microseconds and would otherwise pull the quantiles of a struggling
-// service down).
+// arrival (a rate run) or its start (an unbounded run) to its result, in
+// three sets that are never mixed: successful calls, failed calls and
+// calls refused locally (which fail in microseconds and would otherwise
+// pull the quantiles of a struggling service down).
+//
+// In JSON a set with no call has null quantiles, and an unbounded run a
+// null offered_rps; the keys are snake_case.
 type Report struct {
+	// Mode is "rate" (Config.RPS > 0: calls arrive on schedule, open loop)
+	// or "unbounded" (each call starts when one returns, closed loop).
+	Mode string `json:"mode"`
+	// Connections is the number of channels the calls went through, each
+	// with its own connections; Concurrency is Config.Concurrency with its
+	// default filled in: in a rate run the most calls in flight in all, in
+	// an unbounded run the calls in flight on each connection. MaxInFlight
+	// is the most calls in flight in all: Concurrency for a rate run,
+	// Connections x Concurrency for an unbounded one.
+	Connections int `json:"connections"`
+	Concurrency int `json:"concurrency"`
+	MaxInFlight int `json:"max_in_flight"`
 	// Calls were made: OK of them got a response; Failed got an error
 	// after the call was let through (a TChannel error such as BUSY or
 	// TIMEOUT, or an application error, APPLICATION); Refused were refused
@@ -27,13 +43,13 @@ type Report struct {
 	Refused int `json:"refused"`
 	// Elapsed is from the first arrival to the last result.
 	Elapsed Seconds `json:"elapsed_s"`
-	// OfferedRPS is the arrival rate asked for; Throughput the successful
-	// calls per second of Elapsed.
-	OfferedRPS float64 `json:"offered_rps"`
-	Throughput float64 `json:"throughput_rps"`
+	// OfferedRPS is the arrival rate asked for, nil in an unbounded run;
+	// Throughput the successful calls per second of Elapsed.
+	OfferedRPS *float64 `json:"offered_rps"`
+	Throughput float64  `json:"throughput_rps"`
 	// Latency quantiles of the successful calls, FailedLatency of the
 	// failed ones and RefusedLatency of the refused ones, in milliseconds
-	// in JSON; all zero for a set with no call.
+	// in JSON; all zero (null in JSON) for a set with no call.
 	Latency        Quantiles `json:"latency_ms"`
 	FailedLatency  Quantiles `json:"failed_latency_ms"`
 	RefusedLatency Quantiles `json:"refused_latency_ms"`
@@ -56,6 +72,7 @@ type Report struct {
 	Errors map[string]int `json:"errors"`
 	// Late counts calls that started more than 1 ms after their arrival
 	// time: the client (or the Concurrency limit) fell behind the schedule.
+	// Always 0 in an unbounded run, which has no schedule.
 	Late int `json:"late"`
 	// Timeline is the run second by second, when Config.Timeline asks.
 	Timeline []Second `json:"timeline,omitempty"`
@@ -72,9 +89,24 @@ type Second struct {
 	Failed  int `json:"failed"`
 	Refused int `json:"refused"`
 	Busy    int `json:"busy"`
-	// P50 and P99 are the quantiles of the successful calls' latency.
+	// P50 and P99 are the quantiles of the successful calls' latency; 0
+	// (null in JSON) when no call of the second succeeded.
 	P50 Millis `json:"p50_ms"`
 	P99 Millis `json:"p99_ms"`
+}
+
+// MarshalJSON writes s with null quantiles when no call of the second
+// succeeded.
+func (s Second) MarshalJSON() ([]byte, error) {
+	type plain Second
+	if s.OK > 0 {
+		return json.Marshal(plain(s))
+	}
+	return json.Marshal(struct {
+		plain
+		P50 *Millis `json:"p50_ms"`
+		P99 *Millis `json:"p99_ms"`
+	}{plain: plain(s)})
 }
 
 // timeline groups results by the second they arrived in.
@@ -117,8 +149,11 @@ func (s Seconds) MarshalJSON() ([]byte, error) {
 	return []byte(fmt.Sprintf("%.6f", time.Duration(s).Seconds())), nil
 }
 
-// UnmarshalJSON reads a number of seconds.
+// UnmarshalJSON reads a number of seconds; null leaves s as it is.
 func (s *Seconds) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
 	var f float64
 	if _, err := fmt.Sscan(string(b), &f); err != nil {
 		return fmt.Errorf("load: seconds %s: %v", b, err)
@@ -127,15 +162,29 @@ func (s *Seconds) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Quantiles are latency quantiles (nearest rank) and the mean and maximum.
+// Quantiles are latency quantiles (nearest rank) and the mean and maximum
+// of a set of Count calls. A rate run's are exact; an unbounded run's come
+// from a histogram whose buckets are 1/128 of their values wide (within
+// 0.4%), but for Max and Mean, exact. Quantiles of no call are all zero,
+// and encode as JSON null.
 type Quantiles struct {
-	P50  Millis `json:"p50"`
-	P90  Millis `json:"p90"`
-	P95  Millis `json:"p95"`
-	P99  Millis `json:"p99"`
-	P999 Millis `json:"p999"`
-	Max  Millis `json:"max"`
-	Mean Millis `json:"mean"`
+	Count int    `json:"count"`
+	P50   Millis `json:"p50"`
+	P90   Millis `json:"p90"`
+	P95   Millis `json:"p95"`
+	P99   Millis `json:"p99"`
+	P999  Millis `json:"p999"`
+	Max   Millis `json:"max"`
+	Mean  Millis `json:"mean"`
+}
+
+// MarshalJSON writes q, or null when it has no call.
+func (q Quantiles) MarshalJSON() ([]byte, error) {
+	if q.Count == 0 {
+		return []byte("null"), nil
+	}
+	type plain Quantiles
+	return json.Marshal(plain(q))
 }
 
 // Millis is a duration that reads as milliseconds in JSON.
@@ -146,8 +195,11 @@ func (m Millis) MarshalJSON() ([]byte, error) {
 	return []byte(fmt.Sprintf("%.3f", float64(m)/float64(time.Millisecond))), nil
 }
 
-// UnmarshalJSON reads a number of milliseconds.
+// UnmarshalJSON reads a number of milliseconds; null leaves m as it is.
 func (m *Millis) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
 	var f float64
 	if _, err := fmt.Sscan(string(b), &f); err != nil {
 		return fmt.Errorf("load: milliseconds %s: %v", b, err)
@@ -199,14 +251,19 @@ func summarize(rs []result, elapsed time.Duration) *Report {
 	}
 	r.OK, r.Failed, r.Refused = len(ok), len(failed), len(refused)
 	r.Latency, r.FailedLatency, r.RefusedLatency = quantiles(ok), quantiles(failed), quantiles(refused)
-	if len(rs) > 0 {
-		r.AttemptsPerCall = float64(r.Attempts) / float64(len(rs))
+	r.fillRates()
+	return r
+}
+
+// fillRates sets the figures derived from the counts and Elapsed.
+func (r *Report) fillRates() {
+	if r.Calls > 0 {
+		r.AttemptsPerCall = float64(r.Attempts) / float64(r.Calls)
 		r.ExtraPercent = (r.AttemptsPerCall - 1) * 100
 	}
-	if elapsed > 0 {
-		r.Throughput = float64(r.OK) / elapsed.Seconds()
+	if el := time.Duration(r.Elapsed).Seconds(); el > 0 {
+		r.Throughput = float64(r.OK) / el
 	}
-	return r
 }
 
 // quantiles sorts lat and returns its quantiles, all zero if it is empty.
@@ -220,17 +277,27 @@ func quantiles(lat []time.Duration) Quantiles {
 		total += d
 	}
 	return Quantiles{
-		P50: Millis(Quantile(lat, 0.50)), P90: Millis(Quantile(lat, 0.90)), P95: Millis(Quantile(lat, 0.95)),
+		Count: len(lat),
+		P50:   Millis(Quantile(lat, 0.50)), P90: Millis(Quantile(lat, 0.90)), P95: Millis(Quantile(lat, 0.95)),
 		P99: Millis(Quantile(lat, 0.99)), P999: Millis(Quantile(lat, 0.999)), Max: Millis(Quantile(lat, 1)),
 		Mean: Millis(total / time.Duration(len(lat))),
 	}
 }
 
-// Print writes r for people, one topic a line; the latency of failed and
-// refused calls only when there were some.
+// Print writes r for people, one topic a line, with the same figures as
+// its JSON; the latency of failed and refused calls only when there were
+// some.
 func (r *Report) Print(w io.Writer) {
-	fmt.Fprintf(w, "calls       %d in %.2fs (offered %.1f/s): %d ok, %d failed, %d refused locally; throughput %.1f/s\n",
-		r.Calls, time.Duration(r.Elapsed).Seconds(), r.OfferedRPS, r.OK, r.Failed, r.Refused, r.Throughput)
+	switch {
+	case r.Mode == ModeUnbounded:
+		fmt.Fprintf(w, "load        unbounded: %s x %s in flight (%d in all), each call started when one returns\n",
+			plural(r.Connections, "connection"), plural(r.Concurrency, "call"), r.MaxInFlight)
+	case r.OfferedRPS != nil:
+		fmt.Fprintf(w, "load        offered %.1f calls/s on %s, at most %s in flight in all\n",
+			*r.OfferedRPS, plural(r.Connections, "connection"), plural(r.MaxInFlight, "call"))
+	}
+	fmt.Fprintf(w, "calls       %d in %.2fs: %d ok, %d failed, %d refused locally; throughput %.1f calls/s\n",
+		r.Calls, time.Duration(r.Elapsed).Seconds(), r.OK, r.Failed, r.Refused, r.Throughput)
 	for _, set := range []struct {
 		name string
 		n    int
@@ -244,8 +311,8 @@ func (r *Report) Print(w io.Writer) {
 			continue
 		}
 		q := set.q
-		fmt.Fprintf(w, "latency     %-8s p50 %v  p90 %v  p99 %v  p99.9 %v  max %v  mean %v\n",
-			set.name, q.P50, q.P90, q.P99, q.P999, q.Max, q.Mean)
+		fmt.Fprintf(w, "latency     %-8s p50 %v  p90 %v  p95 %v  p99 %v  p99.9 %v  max %v  mean %v\n",
+			set.name, q.P50, q.P90, q.P95, q.P99, q.P999, q.Max, q.Mean)
 	}
 	fmt.Fprintf(w, "attempts    %d (%.3f per call, %+.1f%% extra requests); %d sent to peers\n",
 		r.Attempts, r.AttemptsPerCall, r.ExtraPercent, r.Sent)
@@ -272,4 +339,12 @@ func (r *Report) ErrorList() string {
 		parts[i] = fmt.Sprintf("%s %d", c, r.Errors[c])
 	}
 	return strings.Join(parts, ", ")
+}
+
+// plural is "1 call", "2 calls".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -30,11 +30,11 @@ func TestSummarizeKeepsTheSetsApart(t *testing.T) {
 		name      string
 		got, want Quantiles
 	}{
-		{"ok", r.Latency, Quantiles{P50: Millis(ms(15)), P90: Millis(ms(19)), P95: Millis(ms(20)), P99: Millis(ms(20)),
+		{"ok", r.Latency, Quantiles{Count: 10, P50: Millis(ms(15)), P90: Millis(ms(19)), P95: Millis(ms(20)), P99: Millis(ms(20)),
 			P999: Millis(ms(20)), Max: Millis(ms(20)), Mean: Millis(15500 * time.Microsecond)}},
-		{"failed", r.FailedLatency, Quantiles{P50: Millis(ms(300)), P90: Millis(ms(500)), P95: Millis(ms(500)), P99: Millis(ms(500)),
+		{"failed", r.FailedLatency, Quantiles{Count: 2, P50: Millis(ms(300)), P90: Millis(ms(500)), P95: Millis(ms(500)), P99: Millis(ms(500)),
 			P999: Millis(ms(500)), Max: Millis(ms(500)), Mean: Millis(ms(400))}},
-		{"refused", r.RefusedLatency, Quantiles{P50: Millis(30 * time.Microsecond), P90: Millis(40 * time.Microsecond),
+		{"refused", r.RefusedLatency, Quantiles{Count: 3, P50: Millis(30 * time.Microsecond), P90: Millis(40 * time.Microsecond),
 			P95: Millis(40 * time.Microsecond), P99: Millis(40 * time.Microsecond), P999: Millis(40 * time.Microsecond),
 			Max: Millis(40 * time.Microsecond), Mean: Millis(30 * time.Microsecond)}},
 	} {
@@ -51,8 +51,8 @@ func TestSummarizeKeepsTheSetsApart(t *testing.T) {
 	var sb strings.Builder
 	r.Print(&sb)
 	for _, want := range []string{
-		"calls       15 in 1.00s (offered 0.0/s): 10 ok, 2 failed, 3 refused locally; throughput 10.0/s\n",
-		"latency     ok       p50 15ms  p90 19ms  p99 20ms",
+		"calls       15 in 1.00s: 10 ok, 2 failed, 3 refused locally; throughput 10.0 calls/s\n",
+		"latency     ok       p50 15ms  p90 19ms  p95 20ms  p99 20ms",
 		"latency     failed   p50 300ms  p90 500ms",
 		"latency     refused  p50 30µs  p90 40µs",
 		"errors      APPLICATION 1, THROTTLED 1, TIMEOUT 1, UNAVAILABLE 2\n",

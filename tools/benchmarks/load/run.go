@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,35 +18,51 @@ const (
 	MaxRPS         = 100_000
 	MaxCalls       = 1_000_000
 	MaxDuration    = 10 * time.Minute
-	MaxConcurrency = 10_000
+	MaxConcurrency = 10_000 // calls in flight in all
 	MaxTimeout     = time.Minute
 	MaxWarmup      = 10_000
+)
+
+// The Report's modes.
+const (
+	ModeRate      = "rate"      // Config.RPS > 0: open loop
+	ModeUnbounded = "unbounded" // Config.RPS == 0: closed loop
 )
 
 // Config describes one run.
 type Config struct {
 	// Service and Method are called. Required.
 	Service, Method string
-	// Request is what every call sends (each call sends its own copy).
+	// Request is what every call sends: raw, JSON or Thrift (Format
+	// tchannel.Thrift, Arg3 the encoded arguments struct, Method
+	// "Service::method"). Run never modifies it: the calls share it.
 	// Default: a raw call with an empty body.
 	Request *channel.Request
 	// RPS is the arrival rate, calls per second: call i arrives at i/RPS
-	// seconds after the start. In (0, MaxRPS].
+	// seconds after the start, whether or not earlier calls have returned
+	// (open loop). 0 makes the run unbounded: on each channel Concurrency
+	// calls are in flight, and each starts as soon as one returns (closed
+	// loop), as fast as the servers and the client allow. In [0, MaxRPS].
 	RPS float64
-	// Duration is how long calls arrive, Calls how many arrive; give
-	// either or both (the run stops at whichever comes first). The run
-	// makes at most MaxCalls calls over at most MaxDuration.
+	// Duration is how long calls arrive (or, unbounded, start), Calls how
+	// many; give either or both (the run stops at whichever comes first).
+	// A run lasts at most MaxDuration; a rate run makes at most MaxCalls
+	// calls, an unbounded run with Calls too.
 	Duration time.Duration
 	Calls    int
-	// Concurrency is the most calls in flight; an arrival beyond it waits
-	// for a slot, and that wait counts in its latency. In
-	// [1, MaxConcurrency]; default 100.
+	// Concurrency bounds the calls in flight. In a rate run it is the most
+	// calls in flight in all, over every channel: an arrival beyond it
+	// waits for a slot, and that wait counts in its latency (default 100).
+	// In an unbounded run it is the calls in flight on each channel
+	// (default 1, as yab's --concurrency). At most MaxConcurrency calls in
+	// flight in all.
 	Concurrency int
 	// Timeout is each call's deadline, all attempts included. Default 1s;
 	// at most MaxTimeout.
 	Timeout time.Duration
-	// Warmup calls are made one at a time before the run (to open
-	// connections and prime adaptive hedging) and left out of the Report.
+	// Warmup calls are made one at a time on each channel before the run
+	// (to open connections and prime adaptive hedging) and left out of the
+	// Report.
 	Warmup int
 	// Progress, if not nil, is called with the run's totals once every
 	// ProgressEvery (default 1s) while calls arrive or are in flight. It
@@ -55,7 +72,8 @@ type Config struct {
 	// lasts n periods reports at least once if n >= 1.
 	Progress      func(Progress)
 	ProgressEvery time.Duration
-	// Timeline asks for Report.Timeline, the run second by second.
+	// Timeline asks for Report.Timeline, the run second by second (rate
+	// runs only).
 	Timeline bool
 }
 
@@ -75,8 +93,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Service == "" || c.Method == "":
 		return errors.New("load: Service and Method are required")
-	case !(c.RPS > 0 && c.RPS <= MaxRPS):
-		return fmt.Errorf("load: RPS is %v, must be in (0, %d]", c.RPS, MaxRPS)
+	case !(c.RPS >= 0 && c.RPS <= MaxRPS):
+		return fmt.Errorf("load: RPS is %v, must be in [0, %d] (0: unbounded)", c.RPS, MaxRPS)
 	case c.Duration < 0 || c.Duration > MaxDuration:
 		return fmt.Errorf("load: Duration is %v, must be in [0, %v]", c.Duration, MaxDuration)
 	case c.Calls < 0 || c.Calls > MaxCalls:
@@ -91,11 +109,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("load: Warmup is %d, must be in [0, %d]", c.Warmup, MaxWarmup)
 	case c.ProgressEvery < 0:
 		return fmt.Errorf("load: ProgressEvery is %v, must be >= 0 (0: a second)", c.ProgressEvery)
+	case c.Timeline && c.RPS == 0:
+		return errors.New("load: Timeline needs RPS > 0 (an unbounded run has no schedule to group calls by)")
 	}
 	return nil
 }
 
-// calls returns how many calls the run makes.
+// calls returns how many calls a rate run makes.
 func (c Config) calls() int {
 	d := c.Duration
 	if d == 0 {
@@ -136,15 +156,38 @@ func (c *counts) add(r result) {
 // lateAfter is how far behind its arrival a call may start and not be late.
 const lateAfter = time.Millisecond
 
-// Run makes the calls cfg describes through ch and reports on them. ch must
-// already know the service's peers. Run stops early, with the calls made so
-// far, when ctx ends; it returns once every call it started has returned.
+// Run makes the calls cfg describes through ch and reports on them: Run
+// with one channel.
 func Run(ctx context.Context, ch *channel.Channel, cfg Config) (*Report, error) {
+	return RunChannels(ctx, []*channel.Channel{ch}, cfg)
+}
+
+// RunChannels makes the calls cfg describes through chs and reports on
+// them: a rate run sends call i through chs[i % len(chs)]; an unbounded
+// run keeps cfg.Concurrency calls in flight on each. Each channel must
+// already know the service's peers. The run stops early, with the calls
+// made so far, when ctx ends; RunChannels returns once every call it
+// started has returned.
+func RunChannels(ctx context.Context, chs []*channel.Channel, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if len(chs) == 0 {
+		return nil, errors.New("load: no channel to call through")
+	}
+	unbounded := cfg.RPS == 0
 	if cfg.Concurrency == 0 {
 		cfg.Concurrency = 100
+		if unbounded {
+			cfg.Concurrency = 1
+		}
+	}
+	inFlight := cfg.Concurrency
+	if unbounded {
+		if cfg.Concurrency*len(chs) > MaxConcurrency {
+			return nil, fmt.Errorf("load: %d channels x Concurrency %d calls in flight, more than %d", len(chs), cfg.Concurrency, MaxConcurrency)
+		}
+		inFlight *= len(chs)
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = time.Second
@@ -152,25 +195,64 @@ func Run(ctx context.Context, ch *channel.Channel, cfg Config) (*Report, error) 
 	if cfg.Request == nil {
 		cfg.Request = &channel.Request{Format: "raw"}
 	}
-	one := func(ctx context.Context) result {
-		cctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-		defer cancel()
-		req := *cfg.Request
-		res, err := ch.Call(cctx, cfg.Service, cfg.Method, &req)
-		if err != nil {
-			var ce *channel.CallError
-			return result{attempts: attemptsOf(err), code: CodeOf(err), local: errors.As(err, &ce) && ce.Code.IsLocal()}
-		}
-		if res.AppError {
-			return result{attempts: res.Attempts, code: "APPLICATION"}
-		}
-		return result{attempts: res.Attempts}
+	warmup(ctx, chs, cfg)
+	before := sumPeers(chs, cfg.Service)
+	var r *Report
+	if unbounded {
+		r = runUnbounded(ctx, chs, cfg)
+		r.Mode = ModeUnbounded
+	} else {
+		r = runRate(ctx, chs, cfg)
+		r.Mode = ModeRate
+		rps := cfg.RPS
+		r.OfferedRPS = &rps
 	}
-	for i := 0; i < cfg.Warmup && ctx.Err() == nil; i++ {
-		one(ctx)
-	}
-	before := sumPeers(ch.Peers(cfg.Service))
+	after := sumPeers(chs, cfg.Service)
+	r.Connections, r.Concurrency, r.MaxInFlight = len(chs), cfg.Concurrency, inFlight
+	r.Busy = after.Busy - before.Busy
+	r.Throttled = after.Throttled - before.Throttled
+	r.Sent = after.Sent - before.Sent
+	return r, nil
+}
 
+// call makes one call through ch and returns its outcome, but for its
+// latency and arrival.
+func call(ctx context.Context, ch *channel.Channel, cfg *Config) result {
+	cctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	res, err := ch.Call(cctx, cfg.Service, cfg.Method, cfg.Request)
+	if err != nil {
+		var ce *channel.CallError
+		return result{attempts: attemptsOf(err), code: CodeOf(err), local: errors.As(err, &ce) && ce.Code.IsLocal()}
+	}
+	if res.AppError { // a JSON app error or a Thrift exception: answered, counted apart
+		return result{attempts: res.Attempts, code: "APPLICATION"}
+	}
+	return result{attempts: res.Attempts}
+}
+
+// warmup makes cfg.Warmup calls one at a time on each channel, the
+// channels side by side.
+func warmup(ctx context.Context, chs []*channel.Channel, cfg Config) {
+	if cfg.Warmup == 0 {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, ch := range chs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < cfg.Warmup && ctx.Err() == nil; i++ {
+				call(ctx, ch, &cfg)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// runRate makes a rate run: open loop, each call in a goroutine of its
+// own, its latency from its scheduled arrival.
+func runRate(ctx context.Context, chs []*channel.Channel, cfg Config) *Report {
 	n := cfg.calls()
 	results := make([]result, n)
 	slots := make(chan struct{}, cfg.Concurrency)
@@ -181,7 +263,9 @@ func Run(ctx context.Context, ch *channel.Channel, cfg Config) (*Report, error) 
 	<-timer.C
 	start := time.Now()
 	var totals counts
-	tick, report, stopTicks := progress(cfg, start, &totals)
+	tick, report, stopTicks := progress(cfg, start, func() (ok, failed, refused int64) {
+		return totals.ok.Load(), totals.failed.Load(), totals.refused.Load()
+	})
 	defer stopTicks()
 	started := 0
 loop:
@@ -218,7 +302,7 @@ loop:
 		started++
 		go func(i int, at time.Time) {
 			late := time.Since(at) > lateAfter
-			r := one(ctx)
+			r := call(ctx, chs[i%len(chs)], &cfg)
 			r.latency, r.late, r.at = time.Since(at), late, at.Sub(start)
 			results[i] = r
 			totals.add(r)
@@ -236,22 +320,130 @@ loop:
 	}
 	report(time.Now())
 	elapsed := time.Since(start)
-	after := sumPeers(ch.Peers(cfg.Service))
 	r := summarize(results[:started], elapsed)
 	if cfg.Timeline {
 		r.Timeline = timeline(results[:started])
 	}
-	r.OfferedRPS = cfg.RPS
-	r.Busy = after.Busy - before.Busy
-	r.Throttled = after.Throttled - before.Throttled
-	r.Sent = after.Sent - before.Sent
-	return r, nil
+	return r
+}
+
+// caller is one of an unbounded run's callers: what it recorded, and its
+// running totals for Progress. Each caller is allocated on its own and
+// padded, so that callers on different cores do not share cache lines.
+type caller struct {
+	ok, failed, refused atomic.Int64
+	lat                 [3]hist // ok, failed, refused
+	attempts            int
+	errors              map[string]int
+	_                   [64]byte
+}
+
+// runUnbounded makes an unbounded run: cfg.Concurrency goroutines per
+// channel, each making one call after another until the run stops (its
+// Calls made, its Duration or MaxDuration passed, or ctx ended). A call
+// costs its context's deadline timer and two clock readings; its latency
+// goes in the caller's histograms.
+func runUnbounded(ctx context.Context, chs []*channel.Channel, cfg Config) *Report {
+	var stop atomic.Bool
+	var next atomic.Int64
+	limit := int64(cfg.Calls)
+	d := cfg.Duration
+	if d == 0 {
+		d = MaxDuration
+	}
+	callers := make([]*caller, 0, len(chs)*cfg.Concurrency)
+	for range cap(callers) {
+		callers = append(callers, &caller{errors: map[string]int{}})
+	}
+	start := time.Now()
+	deadline := time.AfterFunc(d, func() { stop.Store(true) })
+	defer deadline.Stop()
+	// The end of ctx is checked before each call, synchronously: a
+	// context.AfterFunc would set stop from a goroutine of its own, and
+	// the calls, failing at once on the ended context, would go on until
+	// it ran. A poll of a channel that is not closed costs nothing.
+	ended := ctx.Done()
+	var wg sync.WaitGroup
+	for i, w := range callers {
+		ch := chs[i%len(chs)]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				select {
+				case <-ended:
+					return
+				default:
+				}
+				if limit > 0 && next.Add(1) > limit {
+					return
+				}
+				t0 := time.Now()
+				r := call(ctx, ch, &cfg)
+				lat := time.Since(t0)
+				w.attempts += r.attempts
+				switch {
+				case r.code == "":
+					w.lat[0].add(lat)
+					w.ok.Add(1)
+					continue
+				case r.local:
+					w.lat[2].add(lat)
+					w.refused.Add(1)
+				default:
+					w.lat[1].add(lat)
+					w.failed.Add(1)
+				}
+				w.errors[r.code]++
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	tick, report, stopTicks := progress(cfg, start, func() (ok, failed, refused int64) {
+		for _, w := range callers {
+			ok, failed, refused = ok+w.ok.Load(), failed+w.failed.Load(), refused+w.refused.Load()
+		}
+		return ok, failed, refused
+	})
+	defer stopTicks()
+	for waiting := true; waiting; {
+		select {
+		case <-done:
+			waiting = false
+		case now := <-tick:
+			report(now)
+		}
+	}
+	report(time.Now())
+	elapsed := time.Since(start)
+
+	var lat [3]hist
+	r := &Report{Elapsed: Seconds(elapsed), Errors: map[string]int{}}
+	for _, w := range callers {
+		for k := range lat {
+			lat[k].merge(&w.lat[k])
+		}
+		r.Attempts += w.attempts
+		for code, n := range w.errors {
+			r.Errors[code] += n
+		}
+	}
+	r.OK, r.Failed, r.Refused = int(lat[0].n), int(lat[1].n), int(lat[2].n)
+	r.Calls = r.OK + r.Failed + r.Refused
+	r.Latency, r.FailedLatency, r.RefusedLatency = lat[0].quantiles(), lat[1].quantiles(), lat[2].quantiles()
+	r.fillRates()
+	return r
 }
 
 // progress returns the ticker channel of cfg.Progress's reports (nil,
 // never ready, without one), the function that reports if a period has
-// ended since the last report, and the one that stops the ticker.
-func progress(cfg Config, start time.Time, totals *counts) (<-chan time.Time, func(now time.Time), func()) {
+// ended since the last report, and the one that stops the ticker. totals
+// returns the calls returned so far.
+func progress(cfg Config, start time.Time, totals func() (ok, failed, refused int64)) (<-chan time.Time, func(now time.Time), func()) {
 	if cfg.Progress == nil {
 		return nil, func(time.Time) {}, func() {}
 	}
@@ -269,7 +461,8 @@ func progress(cfg Config, start time.Time, totals *counts) (<-chan time.Time, fu
 		for next <= el {
 			next += every
 		}
-		p := Progress{Elapsed: el, OK: int(totals.ok.Load()), Failed: int(totals.failed.Load()), Refused: int(totals.refused.Load())}
+		ok, failed, refused := totals()
+		p := Progress{Elapsed: el, OK: int(ok), Failed: int(failed), Refused: int(refused)}
 		p.Calls = p.OK + p.Failed + p.Refused
 		p.Rate = float64(p.Calls-prev.Calls) / (el - prev.Elapsed).Seconds()
 		prev = p
@@ -277,11 +470,14 @@ func progress(cfg Config, start time.Time, totals *counts) (<-chan time.Time, fu
 	}, t.Stop
 }
 
-func sumPeers(cs []peer.Counts) (s peer.Counts) {
-	for _, c := range cs {
-		s.Sent += c.Sent
-		s.Busy += c.Busy
-		s.Throttled += c.Throttled
+// sumPeers adds up the peer counts of service over chs.
+func sumPeers(chs []*channel.Channel, service string) (s peer.Counts) {
+	for _, ch := range chs {
+		for _, c := range ch.Peers(service) {
+			s.Sent += c.Sent
+			s.Busy += c.Busy
+			s.Throttled += c.Throttled
+		}
 	}
 	return s
 }

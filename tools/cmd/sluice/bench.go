@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -22,21 +22,39 @@ import (
 )
 
 var benchHelp = helpText{
-	synopsis: `sluice bench -p HOST:PORT -s SERVICE -m METHOD [-r BODY] [flags]
+	synopsis: `sluice bench -p HOST:PORT -s SERVICE -m METHOD [-r BODY] [-n N] [-d D] [--rps R] [flags]
 sluice bench --embedded N [--embedded-workers N] [--embedded-shed MODE] [flags]
-sluice bench --closed-loop [--embedded-workers N] [--embedded-latency fixed:D] [--load X] [--chart FILE]
+sluice bench --closed-loop [--embedded-workers N] [--embedded-latency fixed:D] [--load X] [--chart FILE] [-o json]
 sluice bench --rolling-deploy [--rows LIST] [--rps R] [--replacements N] [--steady D] [--settle D] [-o json]`,
-	about: `An open-loop load of calls through Sluice's pipeline: calls arrive at --rps
-on schedule whether or not earlier ones finished (at most --concurrency in
-flight), for -d/--max-duration or -n/--max-requests calls, against the peers of
--p/-P or against --embedded servers in this process. Each second a progress
-line goes to stderr (calls returned, successes, failures, calls refused
-locally, the current rate). The report gives latency quantiles of successful
-calls, of failed calls and of calls refused locally (THROTTLED, RATE_LIMITED,
+	about: `Load through Sluice's pipeline, against the peers of -p/-P or against
+--embedded servers in this process, in one of two modes:
+
+  unbounded (the default, --rps 0), as yab's benchmark: on each of
+    --connections connections --concurrency calls are in flight (default
+    1), each started as soon as one returns, as fast as the client and
+    the servers allow; latency is from each call's start.
+  rate (--rps R): calls arrive on schedule, R a second, whether or not
+    earlier ones returned (open loop), at most --concurrency in flight in
+    all (default 100), over the connections in turn; latency is from each
+    call's scheduled arrival, so a stalled client cannot hide its
+    queueing.
+
+A connection is a Sluice Channel of its own (channel.New), with its own TCP
+connections to the peers, busy limiters and retry state, as each of yab's
+connections is a channel of its own: by default 2 x GOMAXPROCS unbounded
+(yab's), 1 with --rps. The run stops after -n calls or -d of calls,
+whichever comes first: -n alone sends exactly n calls (with a safety limit
+of 10m), neither gives 5s. Each second a progress line goes to stderr (calls
+returned, successes, failures, calls refused locally, the current rate). The
+report gives the mode, connections and concurrency, calls and throughput
+(successful calls per second), latency quantiles of successful calls, of
+failed calls and of calls refused locally (THROTTLED, RATE_LIMITED,
 NO_PEERS, UNAVAILABLE: nothing sent) separately, and attempts per call, busy
-answers, throttled requests and errors by code. Latency is measured from each
-call's scheduled arrival, so a stalled client cannot hide its queueing. An
-interrupt ends the run early and reports the calls made so far.
+answers, throttled requests and errors by code (an application error, JSON
+or Thrift, counts as APPLICATION). An interrupt ends the run early and
+reports the calls made so far. Quantiles of a rate run are exact; an
+unbounded run's come from histograms with buckets 1/128 of their values wide
+(within 0.4%).
 
 Embedded servers can have a pool of workers (--embedded-workers: requests
 beyond them queue) and shed load (--embedded-shed). --closed-loop runs the
@@ -60,12 +78,17 @@ same). It prints, per row, the calls made and failed by code, p50/p99 in
 the steady state and during the deploys, and how soon each new instance
 got its first call. Takes about two and a half minutes with the defaults.
 
+` + outputJSONHelp + ` In every mode the JSON carries
+the same figures as the table.
+
 ` + targetsHelp + `
 
 Exit status: 0 when the run completed with at least one successful call, or
 was interrupted; 1 when it could not run, or when every call failed or was
 refused; 2 on a usage error.`,
-	examples: `sluice bench --embedded 4 --rps 400 -d 10s --hedge-max 3 --hedge-adaptive 0.95
+	examples: `sluice bench --embedded 1 -n 100000                 # as fast as 2 x GOMAXPROCS connections allow
+sluice bench -p 127.0.0.1:4040 -s kv -m get -r '{"key":"a"}' -n 2000 --connections 4 --concurrency 8
+sluice bench --embedded 4 --rps 400 -d 10s --hedge-max 3 --hedge-adaptive 0.95
 sluice bench -p 127.0.0.1:4040 -s kv -m get -r '{"key":"a"}' --rps 200 -d 30s -o json
 sluice bench -P peers.yaml -s kv -m get --retry-max 3 --debug-listen 127.0.0.1:9090
 sluice bench -P dns:///_tchannel._tcp.kv.default.svc.cluster.local -s kv -m get --rps 500 -d 1m --allow-remote
@@ -75,8 +98,17 @@ sluice bench --rolling-deploy
 sluice bench --rolling-deploy --rows dns,static --replacements 4 -o json`,
 }
 
-// benchEmbeddedMax bounds --embedded.
-const benchEmbeddedMax = 16
+// Bounds and defaults of `sluice bench`.
+const (
+	benchEmbeddedMax      = 16              // --embedded
+	benchConnectionsMax   = 1000            // --connections
+	benchDefaultDuration  = 5 * time.Second // -d without -n
+	benchDefaultRateLimit = 100             // --concurrency with --rps: in flight in all
+)
+
+// benchDefaultConnections is --connections' default: yab's, two per
+// GOMAXPROCS.
+func benchDefaultConnections() int { return 2 * runtime.GOMAXPROCS(0) }
 
 // benchRun runs `sluice bench`; the end of ctx ends the run early.
 func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -84,8 +116,8 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	peers := addPeerFlags(fs)
 	allowRemote := fs.Bool("allow-remote", false, "allow peers that are not on a loopback address")
 	embedded := fs.Int("embedded", 0, fmt.Sprintf("start `N` in-process servers on 127.0.0.1 (1-%d) and load them", benchEmbeddedMax))
-	shapeText := fs.String("embedded-latency", "heavy-tail",
-		"the embedded servers' latency `SHAPE`: \"heavy-tail\" (97% 0.5-1.5ms, 3% 100-200ms), \"heavy-tail:0.05\", \"fixed:2ms\", \"1ms-3ms\", \"1ms,0.03@100ms-200ms\"")
+	shapeText := fs.String("embedded-latency", "",
+		"the embedded servers' latency `SHAPE`: \"0\" (at once: the run measures the client and the server's stack, the default unbounded), \"heavy-tail\" (97% 0.5-1.5ms, 3% 100-200ms: the default with --rps), \"heavy-tail:0.05\", \"fixed:2ms\", \"1ms-3ms\", \"1ms,0.03@100ms-200ms\"")
 	seed := fs.Uint64("seed", 1, "seed of the embedded servers' latency draws")
 	workers := fs.Int("embedded-workers", 0, fmt.Sprintf("give each embedded server `N` workers: a request holds one for its latency and waits in a queue when all are busy (0: no limit; at most %d)", load.MaxWorkers))
 	shedText := fs.String("embedded-shed", "none", "the embedded servers' load shedding `MODE`: none, adaptive (an adaptive concurrency limit per method), fixed:N (at most N requests in flight)")
@@ -98,36 +130,59 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	target := addTargetFlags(fs, "the `SERVICE` to call (default \"bench\" with --embedded)",
 		"the `METHOD` to call (default \"echo\" with --embedded)", "each call's request `BODY` (arg3; {} if none with -e json)")
 	service, method, encoding, body := target.service, target.method, target.encoding, target.body
-	rps := fs.Float64("rps", 100, "arrival rate: calls per second, sent on schedule whether or not earlier ones finished")
-	duration := fs.Duration("max-duration", 5*time.Second, fmt.Sprintf("how long calls arrive (at most %v)", load.MaxDuration))
+	rps := fs.Float64("rps", 0, fmt.Sprintf("`R` calls per second, sent on schedule whether or not earlier ones returned (open loop; at most %d); 0: unbounded, each call started as soon as one returns (closed loop)", load.MaxRPS))
+	duration := fs.Duration("max-duration", 0, fmt.Sprintf("how long calls start, `D` (default %v; with -n alone, until the n calls are made, at most %v)", benchDefaultDuration, load.MaxDuration))
 	fs.alias("d", "max-duration")
-	calls := fs.Int("max-requests", 0, "stop after `N` calls (0: rps x max-duration)")
+	calls := fs.Int("max-requests", 0, fmt.Sprintf("stop after `N` calls (0: no limit but -d; at most %d)", load.MaxCalls))
 	fs.alias("n", "max-requests")
-	concurrency := fs.Int("concurrency", 100, "the most calls in flight; later arrivals wait, and the wait counts in their latency")
+	connections := fs.Int("connections", 0, fmt.Sprintf("`N` connections, each a Sluice Channel (channel.New) with its own connections to the peers, busy limiters and retry state; calls are spread over them (default 2 x GOMAXPROCS, %d here, as yab's; with --rps, 1; at most %d)", benchDefaultConnections(), benchConnectionsMax))
+	concurrency := fs.Int("concurrency", 0, fmt.Sprintf("`C` calls in flight on each connection, as yab's (default 1); with --rps, the most calls in flight in all, over every connection (default %d): an arrival finding them all busy waits, and the wait counts in its latency", benchDefaultRateLimit))
 	timeout := fs.Duration("timeout", time.Second, "each call's deadline, across its attempts")
-	warmup := fs.Int("warmup", 10, "calls made one at a time first, left out of the report")
-	output := fs.String("output", "text", "the report's `FORMAT`: text, or json (one JSON object)")
-	fs.alias("o", "output")
+	warmup := fs.Int("warmup", 10, "calls made one at a time on each connection first, left out of the report")
+	output := addOutputFlag(fs, false)
 	debugAddr := fs.String("debug-listen", "", debugListenUsage)
 	policy := addPolicyFlags(fs.FlagSet, true)
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
+	asJSON, err := output.check(fs)
+	if err != nil {
+		return fs.usageError("%v", err)
+	}
 	if deployFlags.on {
-		return benchRollingDeploy(ctx, fs, deployFlags, *rps, *timeout, *shapeText, *output, stdout, stderr)
+		return benchRollingDeploy(ctx, fs, deployFlags, *rps, *timeout, *shapeText, asJSON, stdout, stderr)
 	}
 	if deployFlags.anySet(fs) {
 		return fs.usageError("--%s needs --rolling-deploy", deployFlags.anySetName(fs))
 	}
 	if *closedLoop {
 		return benchClosedLoop(ctx, fs, closedLoopArgs{embedded: *embedded, workers: *workers, shape: *shapeText,
-			load: *loadX, timeout: *timeout, duration: *duration, output: *output, chart: *chartPath, gogc: *gogc}, stdout, stderr)
+			load: *loadX, timeout: *timeout, duration: *duration, json: asJSON, chart: *chartPath, gogc: *gogc}, stdout, stderr)
 	}
 	src, err := peers.source()
 	if err != nil {
 		return fs.usageError("%v", err)
 	}
 	defer src.close()
+	unbounded := *rps == 0
+	switch {
+	case !fs.set("connections") && unbounded:
+		*connections = benchDefaultConnections()
+	case !fs.set("connections"):
+		*connections = 1 // as before --connections: rate runs keep their figures
+	}
+	switch {
+	case !fs.set("concurrency") && unbounded:
+		*concurrency = 1
+	case !fs.set("concurrency"):
+		*concurrency = benchDefaultRateLimit
+	}
+	switch {
+	case !fs.set("max-duration") && *calls > 0:
+		*duration = 0 // -n alone: until the calls are made, at most load.MaxDuration
+	case !fs.set("max-duration"):
+		*duration = benchDefaultDuration
+	}
 	switch {
 	case src.empty() == (*embedded == 0):
 		return fs.usageError("give peers (-p HOST:PORT, repeatable, or -P TARGET) or --embedded N, not both")
@@ -143,16 +198,19 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fs.usageError("-s/--service and -m/--method are required with peers")
 	case target.checkEncoding() != nil:
 		return fs.usageError("%v", target.checkEncoding())
-	case *output != "text" && *output != "json":
-		return fs.usageError("-o/--output is %q, must be text or json", *output)
-	case !(*rps > 0 && *rps <= load.MaxRPS):
-		return fs.usageError("--rps is %v, must be in (0, %d]", *rps, load.MaxRPS)
-	case *duration <= 0 || *duration > load.MaxDuration:
+	case !(*rps >= 0 && *rps <= load.MaxRPS):
+		return fs.usageError("--rps is %v, must be in [0, %d] (0: unbounded)", *rps, load.MaxRPS)
+	case fs.set("max-duration") && (*duration <= 0 || *duration > load.MaxDuration):
 		return fs.usageError("-d/--max-duration is %v, must be in (0, %v]", *duration, load.MaxDuration)
 	case *calls < 0 || *calls > load.MaxCalls:
 		return fs.usageError("-n/--max-requests is %d, must be in [0, %d]", *calls, load.MaxCalls)
+	case *connections < 1 || *connections > benchConnectionsMax:
+		return fs.usageError("--connections is %d, must be in [1, %d]", *connections, benchConnectionsMax)
 	case *concurrency < 1 || *concurrency > load.MaxConcurrency:
 		return fs.usageError("--concurrency is %d, must be in [1, %d]", *concurrency, load.MaxConcurrency)
+	case unbounded && *connections**concurrency > load.MaxConcurrency:
+		return fs.usageError("--connections %d x --concurrency %d is %d calls in flight, more than %d", *connections, *concurrency,
+			*connections**concurrency, load.MaxConcurrency)
 	case *timeout <= 0 || *timeout > load.MaxTimeout:
 		return fs.usageError("--timeout is %v, must be in (0, %v]", *timeout, load.MaxTimeout)
 	case *warmup < 0 || *warmup > load.MaxWarmup:
@@ -176,6 +234,12 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if *method == "" {
 			*method = "echo"
 		}
+	}
+	switch {
+	case *shapeText == "" && unbounded:
+		*shapeText = "0"
+	case *shapeText == "":
+		*shapeText = "heavy-tail"
 	}
 	shape, err := load.ParseShape(*shapeText)
 	if err != nil {
@@ -211,13 +275,17 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if cfg != nil {
 		opts = append(opts, channel.WithServiceConfig(cfg))
 	}
-	ch, err := channel.New("sluice-bench", opts...)
-	if err != nil {
-		return fs.usageError("%v", err)
-	}
-	defer ch.Close()
-	if err := src.addPeers(ch, *service); err != nil {
-		return fs.usageError("%v", err)
+	chs := make([]*channel.Channel, *connections)
+	for i := range chs {
+		ch, err := channel.New("sluice-bench", opts...)
+		if err != nil {
+			return fs.usageError("%v", err)
+		}
+		defer ch.Close()
+		if err := src.addPeers(ch, *service); err != nil {
+			return fs.usageError("%v", err)
+		}
+		chs[i] = ch
 	}
 	if err := debug.serve("sluice bench", nil, stderr); err != nil {
 		return fs.failure("%v", err)
@@ -229,25 +297,22 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fmt.Fprintf(stderr, "%6.1fs  %d calls: %d ok, %d failed, %d refused locally; %.1f calls/s\n",
 				p.Elapsed.Seconds(), p.Calls, p.OK, p.Failed, p.Refused, p.Rate)
 		}}
-	rep, err := load.Run(ctx, ch, lc)
+	rep, err := load.RunChannels(ctx, chs, lc)
 	if err != nil {
 		return fs.failure("%v", err)
 	}
-	if *output == "json" {
-		out := struct {
-			*load.Report
-			Peers           []string `json:"peers"`
-			PeerList        string   `json:"peer_list,omitempty"`
-			EmbeddedLatency string   `json:"embedded_latency,omitempty"`
-		}{Report: rep, Peers: src.hostPorts}
+	if asJSON {
+		out := benchReport{Report: rep, Peers: src.hostPorts}
 		if src.resolver != nil {
-			out.PeerList = src.String()
+			list := src.String()
+			out.PeerList = &list
 		}
 		if *embedded > 0 {
-			out.EmbeddedLatency = shape.String()
+			latency := shape.String()
+			out.Embedded, out.EmbeddedLatency = embedded, &latency
 		}
-		if err := json.NewEncoder(stdout).Encode(out); err != nil {
-			return fs.failure("%v", err)
+		if code := fs.writeJSON(out); code != exitOK {
+			return code
 		}
 	} else {
 		if *embedded > 0 {
@@ -265,6 +330,20 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fs.failure("no call succeeded: %s", rep.ErrorList())
 	}
 	return exitOK
+}
+
+// benchReport is `sluice bench -o json`'s report: the load generator's,
+// and where the servers were.
+type benchReport struct {
+	*load.Report
+	// Peers are the host:ports given or started; PeerList the followed
+	// target (-P), null without one.
+	Peers    []string `json:"peers"`
+	PeerList *string  `json:"peer_list"`
+	// Embedded is the number of servers started (--embedded) and
+	// EmbeddedLatency their latency shape, null without.
+	Embedded        *int    `json:"embedded"`
+	EmbeddedLatency *string `json:"embedded_latency"`
 }
 
 // checkLoopback accepts a host:port on a loopback address, or anywhere
@@ -304,13 +383,14 @@ type closedLoopArgs struct {
 	shape             string
 	load              float64
 	timeout, duration time.Duration
-	output, chart     string
+	chart             string
+	json              bool
 	gogc              int
 }
 
 // benchClosedLoop runs `sluice bench --closed-loop`.
 func benchClosedLoop(ctx context.Context, fs *flagSet, a closedLoopArgs, stdout, stderr io.Writer) int {
-	for _, name := range []string{"peer", "peer-list", "embedded-shed", "busy-throttling", "rps", "max-requests", "concurrency", "warmup", "service", "method", "encoding", "request", "debug-listen"} {
+	for _, name := range []string{"peer", "peer-list", "embedded-shed", "busy-throttling", "rps", "max-requests", "connections", "concurrency", "warmup", "service", "method", "encoding", "request", "debug-listen"} {
 		if fs.set(name) {
 			return fs.usageError("--closed-loop sets its own servers, load and client; drop --%s", name)
 		}
@@ -350,10 +430,7 @@ func benchClosedLoop(ctx context.Context, fs *flagSet, a closedLoopArgs, stdout,
 	if err := cfg.Validate(); err != nil {
 		return fs.usageError("%v", strings.TrimPrefix(err.Error(), "closedloop: "))
 	}
-	switch {
-	case a.output != "text" && a.output != "json":
-		return fs.usageError("-o/--output is %q, must be text or json", a.output)
-	case a.chart != "" && chart.CheckPath(a.chart) != nil:
+	if a.chart != "" && chart.CheckPath(a.chart) != nil {
 		return fs.usageError("--chart: %v", chart.CheckPath(a.chart))
 	}
 	cfg.Progress = func(s string) { fmt.Fprintf(stderr, "running: %s\n", s) }
@@ -361,9 +438,9 @@ func benchClosedLoop(ctx context.Context, fs *flagSet, a closedLoopArgs, stdout,
 	if err != nil {
 		return fs.failure("%v", err)
 	}
-	if a.output == "json" {
-		if err := json.NewEncoder(stdout).Encode(res); err != nil {
-			return fs.failure("%v", err)
+	if a.json {
+		if code := fs.writeJSON(res); code != exitOK {
+			return code
 		}
 	} else if err := res.WriteTable(stdout); err != nil {
 		return fs.failure("%v", err)
@@ -372,7 +449,7 @@ func benchClosedLoop(ctx context.Context, fs *flagSet, a closedLoopArgs, stdout,
 		if err := res.WriteChart(a.chart); err != nil {
 			return fs.failure("chart: %v", err)
 		}
-		if a.output != "json" {
+		if !a.json {
 			fmt.Fprintf(stdout, "\nchart: %s\n", a.chart)
 		}
 	}

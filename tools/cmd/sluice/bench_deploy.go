@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -61,9 +60,9 @@ func (d *deployFlags) anySetName(fs *flagSet) string {
 func (d *deployFlags) anySet(fs *flagSet) bool { return d.anySetName(fs) != "" }
 
 // benchRollingDeploy runs `sluice bench --rolling-deploy`.
-func benchRollingDeploy(ctx context.Context, fs *flagSet, d *deployFlags, rps float64, timeout time.Duration, shape, output string, stdout, stderr io.Writer) int {
+func benchRollingDeploy(ctx context.Context, fs *flagSet, d *deployFlags, rps float64, timeout time.Duration, shape string, asJSON bool, stdout, stderr io.Writer) int {
 	for _, name := range []string{"peer", "peer-list", "etcd-cacert", "etcd-cert", "etcd-key", "etcd-user", "allow-remote", "embedded", "embedded-workers", "embedded-shed", "busy-throttling", "closed-loop",
-		"load", "chart", "gogc", "max-duration", "max-requests", "concurrency", "warmup", "service", "method", "encoding", "request", "debug-listen"} {
+		"load", "chart", "gogc", "max-duration", "max-requests", "connections", "concurrency", "warmup", "service", "method", "encoding", "request", "debug-listen"} {
 		if fs.set(name) {
 			return fs.usageError("--rolling-deploy sets its own servers, load and clients; drop --%s", name)
 		}
@@ -85,6 +84,9 @@ func benchRollingDeploy(ctx context.Context, fs *flagSet, d *deployFlags, rps fl
 		Warmup: d.warmup, Steady: d.steady, Settle: d.settle, DNSPeriod: d.dnsPeriod, DNSMinInterval: d.dnsMin,
 		Grace: d.grace, Quiet: d.quiet, EtcdEndpoint: d.etcd, EmbeddedEtcd: d.embeddedEtcd, Timeout: timeout}
 	if fs.set("rps") {
+		if !(rps > 0) {
+			return fs.usageError("--rps is %v: --rolling-deploy offers a rate, > 0 (default 1000)", rps)
+		}
 		cfg.Rate = rps
 	}
 	if fs.set("embedded-latency") {
@@ -117,15 +119,12 @@ func benchRollingDeploy(ctx context.Context, fs *flagSet, d *deployFlags, rps fl
 	if err := cfg.Validate(); err != nil {
 		return fs.usageError("%v", strings.TrimPrefix(err.Error(), "deploy: "))
 	}
-	if output != "text" && output != "json" {
-		return fs.usageError("-o/--output is %q, must be text or json", output)
-	}
 	cfg.Progress = func(s string) { fmt.Fprintf(stderr, "%s\n", s) }
 	res, err := deploy.Run(ctx, cfg)
 	if res != nil && len(res.Rows) > 0 {
-		if output == "json" {
-			if werr := json.NewEncoder(stdout).Encode(res); werr != nil {
-				return fs.failure("%v", werr)
+		if asJSON {
+			if code := fs.writeJSON(res); code != exitOK {
+				return code
 			}
 		} else if werr := res.WriteTable(stdout); werr != nil {
 			return fs.failure("%v", werr)

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
@@ -14,12 +16,16 @@ import (
 
 // benchJSON is `sluice bench -o json`'s report.
 type benchJSON struct {
+	Mode            string             `json:"mode"`
+	Connections     int                `json:"connections"`
+	Concurrency     int                `json:"concurrency"`
+	MaxInFlight     int                `json:"max_in_flight"`
 	Calls           int                `json:"calls"`
 	OK              int                `json:"ok"`
 	Failed          int                `json:"failed"`
 	Refused         int                `json:"refused"`
 	ElapsedS        float64            `json:"elapsed_s"`
-	OfferedRPS      float64            `json:"offered_rps"`
+	OfferedRPS      *float64           `json:"offered_rps"`
 	Throughput      float64            `json:"throughput_rps"`
 	Latency         map[string]float64 `json:"latency_ms"`
 	FailedLatency   map[string]float64 `json:"failed_latency_ms"`
@@ -33,6 +39,8 @@ type benchJSON struct {
 	Errors          map[string]int     `json:"errors"`
 	Late            int                `json:"late"`
 	Peers           []string           `json:"peers"`
+	PeerList        *string            `json:"peer_list"`
+	Embedded        *int               `json:"embedded"`
 	EmbeddedLatency string             `json:"embedded_latency"`
 }
 
@@ -63,11 +71,16 @@ func TestBenchEmbeddedJSON(t *testing.T) {
 	if r.Calls != 200 || r.OK != 200 || r.Failed != 0 || r.Refused != 0 || len(r.Errors) != 0 {
 		t.Errorf("calls %d ok %d failed %d refused %d errors %v, want 200 calls all ok", r.Calls, r.OK, r.Failed, r.Refused, r.Errors)
 	}
-	if r.FailedLatency["p50"] != 0 || r.RefusedLatency["max"] != 0 {
-		t.Errorf("failed latency %v, refused latency %v: want zeros, no call failed", r.FailedLatency, r.RefusedLatency)
+	// No value is null, not zeros: no call failed or was refused.
+	if r.FailedLatency != nil || r.RefusedLatency != nil || r.PeerList != nil {
+		t.Errorf("failed latency %v, refused latency %v, peer list %v: want null, no call failed and no -P", r.FailedLatency, r.RefusedLatency, r.PeerList)
 	}
-	if r.ElapsedS < 0.99 || r.ElapsedS > 10 || r.OfferedRPS != 200 {
+	if r.ElapsedS < 0.99 || r.ElapsedS > 10 || r.OfferedRPS == nil || *r.OfferedRPS != 200 {
 		t.Errorf("elapsed %vs offered %v/s, want about 1s at 200/s", r.ElapsedS, r.OfferedRPS)
+	}
+	if r.Mode != "rate" || r.Connections != 1 || r.Concurrency != 100 || r.MaxInFlight != 100 || r.Latency["count"] != 200 {
+		t.Errorf("mode %q connections %d concurrency %d in flight %d count %v; want rate, 1 connection, 100 in all, 200 calls",
+			r.Mode, r.Connections, r.Concurrency, r.MaxInFlight, r.Latency["count"])
 	}
 	if want := float64(r.OK) / r.ElapsedS; r.Throughput < want*0.99 || r.Throughput > want*1.01 || r.Throughput > 202 {
 		t.Errorf("throughput %v/s, want ok/elapsed = %v/s (at most the offered 200/s)", r.Throughput, want)
@@ -97,7 +110,7 @@ func TestBenchEmbeddedJSON(t *testing.T) {
 	if r.Busy != 0 || r.Throttled != 0 {
 		t.Errorf("busy %d throttled %d, want none", r.Busy, r.Throttled)
 	}
-	if len(r.Peers) != 3 || !strings.HasPrefix(r.Peers[0], "127.0.0.1:") || r.EmbeddedLatency != "1ms" {
+	if len(r.Peers) != 3 || !strings.HasPrefix(r.Peers[0], "127.0.0.1:") || r.EmbeddedLatency != "1ms" || r.Embedded == nil || *r.Embedded != 3 {
 		t.Errorf("peers %v latency %q, want 3 on 127.0.0.1 with 1ms", r.Peers, r.EmbeddedLatency)
 	}
 }
@@ -113,6 +126,7 @@ func TestBenchHeavyTailAdaptiveText(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	for _, want := range []string{"servers     4 embedded on 127.0.0.1, latency 500µs-1.5ms,0.03@100ms-200ms",
+		"load        offered 300.0 calls/s on 1 connection, at most 100 calls in flight in all",
 		"calls       300 in", "300 ok, 0 failed, 0 refused locally", "latency     ok       p50 ", "p99.9 ", "attempts    ", "busy        0 busy answers, 0 requests throttled",
 		"errors      none"} {
 		if !strings.Contains(out, want) {
@@ -143,7 +157,7 @@ func TestBenchPeers(t *testing.T) {
 	}
 	defer s.Close()
 	hps := s.HostPorts()
-	args := []string{"-s", "kv", "--method", "get", "-e", "json", "-r", `{"k":"v"}`,
+	args := []string{"-s", "kv", "--method", "get", "-e", "json", "-r", `{"k":"v"}`, "--connections", "2",
 		"--rps", "500", "-n", "50", "-o", "json", "-p", hps[0], "-P", writePeerList(t, "peers.yaml", "- "+hps[1]+"\n")}
 	code, out, errOut := runBench(t, context.Background(), args...)
 	if code != 0 {
@@ -153,11 +167,11 @@ func TestBenchPeers(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatal(err)
 	}
-	if r.Calls != 50 || r.OK != 50 || r.EmbeddedLatency != "" || len(r.Peers) != 2 {
-		t.Errorf("calls %d ok %d peers %v embedded %q: want 50 ok calls to the 2 peers", r.Calls, r.OK, r.Peers, r.EmbeddedLatency)
+	if r.Calls != 50 || r.OK != 50 || r.EmbeddedLatency != "" || r.Embedded != nil || len(r.Peers) != 2 {
+		t.Errorf("calls %d ok %d peers %v embedded %v %q: want 50 ok calls to the 2 peers", r.Calls, r.OK, r.Peers, r.Embedded, r.EmbeddedLatency)
 	}
-	if got := s.Received(); got != 60 {
-		t.Errorf("servers received %d requests, want 60 (50 and 10 warm-up)", got)
+	if got := s.Received(); got != 70 {
+		t.Errorf("servers received %d requests, want 70 (50 and 10 warm-up on each of 2 connections)", got)
 	}
 }
 
@@ -208,9 +222,15 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"-P", writePeerList(t, "bad.json", "[\"127.0.0.1:1\",\n\"nonsense\"]"), "-s", "s", "-m", "m"}, `line 2: peer: bad host:port "nonsense"`},
 		{[]string{"--embedded", "1", "--embedded-latency", "slowish"}, `--embedded-latency: load: shape "slowish"`},
 		{[]string{"--embedded", "1", "-e", "thrift"}, `-e/--encoding is "thrift"`},
-		{[]string{"--embedded", "1", "-o", "yaml"}, `-o/--output is "yaml"`},
+		{[]string{"--embedded", "1", "-o", "yaml"}, `-o/--output is "yaml", must be table or json`},
 		{[]string{"--embedded", "1", "-e", "json", "-r", "{"}, "the request body is not valid JSON"},
-		{[]string{"--embedded", "1", "--rps", "0"}, "--rps is 0, must be in (0, 100000]"},
+		{[]string{"--embedded", "1", "--rps", "-1"}, "--rps is -1, must be in [0, 100000] (0: unbounded)"},
+		{[]string{"--embedded", "1", "--connections", "0"}, "--connections is 0, must be in [1, 1000]"},
+		{[]string{"--embedded", "1", "--connections", "1001"}, "--connections is 1001"},
+		{[]string{"--embedded", "1", "--connections", "100", "--concurrency", "101"}, "--connections 100 x --concurrency 101 is 10100 calls in flight, more than 10000"},
+		{[]string{"--closed-loop", "--connections", "2"}, "drop --connections"},
+		{[]string{"--rolling-deploy", "--connections", "2"}, "drop --connections"},
+		{[]string{"--rolling-deploy", "--rps", "0"}, "--rolling-deploy offers a rate, > 0"},
 		{[]string{"--embedded", "1", "-d", "0s"}, "-d/--max-duration is 0s"},
 		{[]string{"--embedded", "1", "--max-duration", "1h"}, "-d/--max-duration is 1h0m0s, must be in (0, 10m0s]"},
 		{[]string{"--embedded", "1", "-n", "-5"}, "-n/--max-requests is -5"},
@@ -232,7 +252,7 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"--embedded", "1", "--debug-listen", "nonsense"}, `--debug-listen "nonsense": want host:port`},
 		{[]string{"--embedded", "1", "--debug-listen", "127.0.0.1:http"}, "the port must be a number"},
 		{[]string{"--embedded", "1", "extra"}, `unexpected argument "extra"`},
-		{[]string{"--embedded", "1", "--json"}, "flag provided but not defined: -json"},
+		{[]string{"--embedded", "1", "--json"}, "flag provided but not defined: -json"}, // bench never had --json
 		{[]string{"--embedded", "1", "--duration", "1s"}, "flag provided but not defined: -duration"},
 		{[]string{"--no-such-flag"}, "flag provided but not defined: -no-such-flag"},
 		{[]string{"--embedded", "1", "--steady", "3s"}, "--steady needs --rolling-deploy"},
@@ -381,5 +401,88 @@ func TestBenchRollingDeploy(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// yab's `-n N` alone: exactly N calls as fast as the connections allow,
+// with no duration cap (the old defaults, --rps 100 and -d 5s, sent 500
+// of 2000 in 5 s), in unbounded mode with yab's defaults: 2 x GOMAXPROCS
+// connections, one call in flight on each.
+func TestBenchNAloneIsUnbounded(t *testing.T) {
+	start := time.Now()
+	code, out, errOut := runBench(t, context.Background(), "--embedded", "1", "--embedded-latency", "0", "-n", "2000", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var r benchJSON
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v in %s", err, out)
+	}
+	conns := 2 * runtime.GOMAXPROCS(0)
+	if r.Calls != 2000 || r.OK != 2000 || r.Mode != "unbounded" || r.OfferedRPS != nil || r.Connections != conns || r.Concurrency != 1 || r.MaxInFlight != conns {
+		t.Errorf("calls %d ok %d mode %q offered %v connections %d concurrency %d in flight %d; want 2000 ok, unbounded, no rate, %d x 1",
+			r.Calls, r.OK, r.Mode, r.OfferedRPS, r.Connections, r.Concurrency, r.MaxInFlight, conns)
+	}
+	if r.Throughput <= 0 || r.Latency["count"] != 2000 || r.Latency["p50"] <= 0 {
+		t.Errorf("throughput %v latency %v", r.Throughput, r.Latency)
+	}
+	t.Logf("2000 calls in %.2fs (%v wall), %.0f calls/s", r.ElapsedS, time.Since(start).Round(time.Millisecond), r.Throughput)
+}
+
+// --rps 0 is unbounded too (it was refused), and -d bounds it; the table
+// says how it ran, with the same figures as the JSON (connections,
+// concurrency, calls, throughput, quantiles p50 to p99.9 and max).
+func TestBenchRPSZeroIsUnbounded(t *testing.T) {
+	code, out, errOut := runBench(t, context.Background(), "--embedded", "2", "--embedded-latency", "0", "--rps", "0", "-d", "300ms",
+		"--connections", "3", "--concurrency", "2")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^load        unbounded: 3 connections x 2 calls in flight \(6 in all\), each call started when one returns$`),
+		regexp.MustCompile(`(?m)^calls       \d+ in 0\.[3-9]\ds: \d+ ok, 0 failed, 0 refused locally; throughput \d+\.\d calls/s$`),
+		regexp.MustCompile(`(?m)^latency     ok       p50 \S+  p90 \S+  p95 \S+  p99 \S+  p99.9 \S+  max \S+  mean \S+$`),
+	} {
+		if !want.MatchString(out) {
+			t.Errorf("the table lacks a line matching %s:\n%s", want, out)
+		}
+	}
+}
+
+// --connections N makes N channels, each with its own connections and
+// --concurrency calls in flight: never more than N x C at the servers,
+// each channel warmed up, and the report says so.
+func TestBenchConnectionsAndConcurrency(t *testing.T) {
+	s, err := load.StartServers(2, load.ServerConfig{Service: "kv", Method: "get", Format: "raw", Shape: load.Fixed(time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	hps := s.HostPorts()
+	code, out, errOut := runBench(t, context.Background(), "-s", "kv", "-m", "get", "-e", "raw", "-p", hps[0], "-p", hps[1],
+		"--connections", "3", "--concurrency", "2", "-n", "300", "--warmup", "2", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var r benchJSON
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v in %s", err, out)
+	}
+	if r.Calls != 300 || r.OK != 300 || r.Connections != 3 || r.Concurrency != 2 || r.MaxInFlight != 6 {
+		t.Errorf("calls %d ok %d connections %d concurrency %d in flight %d; want 300 ok on 3 x 2", r.Calls, r.OK, r.Connections, r.Concurrency, r.MaxInFlight)
+	}
+	if got := s.Received(); got != 306 {
+		t.Errorf("servers received %d requests, want 306 (300 and 2 warm-up calls on each of 3 connections)", got)
+	}
+	if m := s.MaxInFlight(); m > 6 || m < 2 {
+		t.Errorf("servers saw at most %d requests at once, want 2 to 6 (3 connections x 2)", m)
+	}
+}
+
+// -o text, bench's older spelling of the table, still works.
+func TestBenchOutputTextAlias(t *testing.T) {
+	code, out, errOut := runBench(t, context.Background(), "--embedded", "1", "--embedded-latency", "0", "-n", "20", "-o", "text")
+	if code != 0 || !strings.Contains(out, "calls       20 in ") || strings.HasPrefix(out, "{") {
+		t.Errorf("-o text: exit %d, stderr %q, stdout:\n%s\nwant the table", code, errOut, out)
 	}
 }

@@ -186,10 +186,59 @@ func (f *flagSet) printFlags(w io.Writer) {
 }
 
 // command is a subcommand: a leaf that parses flags, or a group of
-// subcommands (sim, doorman).
+// subcommands (sim, doorman), whose subs the top-level help lists.
 type command struct {
-	name, summary string
-	run           func(args []string, stdout, stderr io.Writer) int
+	name    string
+	summary string // a leaf's, for the help listing it
+	run     func(args []string, stdout, stderr io.Writer) int
+	// subs are a group's subcommands, listed in the help of the group
+	// above; nil for a leaf. run dispatches to the group's own.
+	subs []command
+}
+
+// command returns g as a subcommand of the group above it: named by the
+// last word of its name, run by g.run, listing g's subcommands (the help
+// above lists them, not g).
+func (g group) command() command {
+	name := g.name[strings.LastIndex(g.name, " ")+1:]
+	return command{name: name, run: g.run, subs: g.subs}
+}
+
+// leaf is a command with no subcommands, named by its words from the
+// group it is listed in: "bench", "sim shed".
+type leaf struct {
+	words   []string
+	summary string
+}
+
+// leaves returns the commands of subs and, for a group, each of its
+// subcommands in its place: every command a user can run.
+func leaves(subs []command) []leaf {
+	var ls []leaf
+	for _, c := range subs {
+		if len(c.subs) == 0 {
+			ls = append(ls, leaf{[]string{c.name}, c.summary})
+			continue
+		}
+		for _, l := range leaves(c.subs) {
+			ls = append(ls, leaf{append([]string{c.name}, l.words...), l.summary})
+		}
+	}
+	return ls
+}
+
+// writeCommands writes the list of every command under g, one a line,
+// name then summary, each line starting with indent: the Commands list of
+// g's help, and of the package documentation.
+func (g group) writeCommands(w io.Writer, indent string) {
+	ls := leaves(g.subs)
+	width := 0
+	for _, l := range ls {
+		width = max(width, len(strings.Join(l.words, " ")))
+	}
+	for _, l := range ls {
+		fmt.Fprintf(w, "%s%-*s  %s\n", indent, width, strings.Join(l.words, " "), l.summary)
+	}
 }
 
 // untilInterrupted turns a command that runs until its context ends into
@@ -250,13 +299,7 @@ func (g group) run(args []string, stdout, stderr io.Writer) int {
 func (g group) printHelp(w io.Writer) {
 	printHelp(w, g.help, func(w io.Writer) {
 		fmt.Fprintln(w, "Commands:")
-		width := 0
-		for _, c := range g.subs {
-			width = max(width, len(c.name))
-		}
-		for _, c := range g.subs {
-			fmt.Fprintf(w, "  %-*s  %s\n", width, c.name, c.summary)
-		}
+		g.writeCommands(w, "  ")
 		fmt.Fprintf(w, "\nRun '%s help COMMAND' or '%s COMMAND -h' for a command's description, flags and examples.\n", g.name, g.name)
 	})
 }

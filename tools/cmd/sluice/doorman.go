@@ -101,37 +101,48 @@ sluice doorman serve --config etcd:/doorman/config --etcd 10.0.0.9:2379 --listen
 }
 
 var doormanGetHelp = helpText{
-	synopsis: `sluice doorman get --server HOST:PORT --resource ID --wants N [flags]`,
+	synopsis: `sluice doorman get --server HOST:PORT --resource ID --wants N [-o json] [flags]`,
 	about: `Asks a Doorman server for a lease of --wants capacity of --resource and prints
 what it got (client, resource, wants, capacity and expiry), then releases it on
 exit. With --watch it keeps the lease, refreshing it as the server asks, and
 prints every change until interrupted.
 
+A lease of capacity 0 for wants above 0 gets a note: a Doorman server in
+learning mode (after it starts or becomes master, for the resource's
+learning_mode_duration, by default its lease_length) grants a new client
+nothing while the clients it had reclaim what they hold. The protocol has no
+field saying so: the note infers it from the answer, as a client can, and
+gives the latest end of learning mode with the default duration, the lease's
+expiry.
+
+` + outputJSONHelp + ` With --watch, one object a line, one per
+change.
+
 Exit status: 0 when a lease was printed (or --watch was interrupted), 1 when
 the server could not be reached or sent no lease, 2 on a usage error.`,
 	examples: `sluice doorman get --server 127.0.0.1:6000 --resource kv-rps --wants 500
 sluice doorman get --server 127.0.0.1:6000 --resource kv-rps --wants 500 --client-id web-1 --watch
+sluice doorman get --server 127.0.0.1:6000 --resource kv-rps --wants 500 -o json | jq .capacity
 sluice doorman get --server doorman.internal:6000 --tls-ca ca.pem --resource kv-rps --wants 500`,
 }
 
-// doormanRun runs `sluice doorman ...`; serve and get --watch run until ctx
-// ends.
-func doormanRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	g := group{name: "sluice doorman", help: doormanHelp, subs: []command{
-		{"serve", "a Doorman lease server", func(args []string, stdout, stderr io.Writer) int {
-			return doormanServe(ctx, args, stdout, stderr)
-		}},
-		{"get", "ask a Doorman server for a lease, once or --watch", func(args []string, stdout, stderr io.Writer) int {
-			return doormanGet(ctx, args, stdout, stderr)
-		}},
-		{"load", "measure a Doorman server's GetCapacity throughput", func(args []string, stdout, stderr io.Writer) int {
-			return doormanLoad(ctx, args, stdout, stderr)
-		}},
-		{"flood", "flood a Doorman server with new resource ids, timing a side client", func(args []string, stdout, stderr io.Writer) int {
-			return doormanFlood(ctx, args, stdout, stderr)
-		}},
+// doormanGroup is `sluice doorman`, whose subcommands run until ctx ends
+// (serve and get --watch until then, load and flood at most).
+func doormanGroup(ctx context.Context) group {
+	bind := func(run func(context.Context, []string, io.Writer, io.Writer) int) func([]string, io.Writer, io.Writer) int {
+		return func(args []string, stdout, stderr io.Writer) int { return run(ctx, args, stdout, stderr) }
+	}
+	return group{name: "sluice doorman", help: doormanHelp, subs: []command{
+		{name: "serve", summary: "a Doorman lease server", run: bind(doormanServe)},
+		{name: "get", summary: "ask a Doorman server for a lease, once or --watch", run: bind(doormanGet)},
+		{name: "load", summary: "measure a Doorman server's GetCapacity throughput", run: bind(doormanLoad)},
+		{name: "flood", summary: "flood a Doorman server with new resource ids, timing a side client", run: bind(doormanFlood)},
 	}}
-	return g.run(args, stdout, stderr)
+}
+
+// doormanRun runs `sluice doorman ...` until ctx ends.
+func doormanRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return doormanGroup(ctx).run(args, stdout, stderr)
 }
 
 func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -248,11 +259,16 @@ func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	priority := fs.Int64("priority", 0, "the priority sent to the server")
 	watch := fs.Bool("watch", false, "keep the lease, refreshing it, and print every change until interrupted")
 	tlsFlags := addDoormanClientTLSFlags(fs)
+	output := addOutputFlag(fs, false)
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
 	if *serverAddr == "" || *resource == "" || *wants < 0 {
 		return fs.usageError("--server, --resource and --wants (>= 0) are required")
+	}
+	asJSON, err := output.check(fs)
+	if err != nil {
+		return fs.usageError("%v", err)
 	}
 	dialOpts, err := tlsFlags.dialOptions()
 	if err != nil {
@@ -267,6 +283,13 @@ func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		return fs.failure("%v", err)
 	}
+	emit := func(rep doormanLease) int {
+		if asJSON {
+			return fs.writeJSON(rep)
+		}
+		rep.print(stdout)
+		return exitOK
+	}
 	if !*watch {
 		if err := client.Refresh(ctx); err != nil {
 			return fs.failure("%v", err)
@@ -275,15 +298,20 @@ func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if !ok {
 			return fs.failure("the server sent no lease for %q", *resource)
 		}
-		printLease(stdout, client.ID(), res, capacity, expiry)
-		return exitOK
+		return emit(newDoormanLease(client.ID(), res, capacity, expiry, true))
 	}
+	first := true
 	for {
 		changed := res.Changed()
+		rep := doormanLease{Client: client.ID(), Resource: res.ID(), Wants: res.Wants(), Held: res.Capacity()}
 		if capacity, expiry, ok := res.Lease(); ok {
-			printLease(stdout, client.ID(), res, capacity, expiry)
-		} else {
-			fmt.Fprintf(stdout, "client=%s resource=%s wants=%g no lease (capacity %g)\n", client.ID(), res.ID(), res.Wants(), res.Capacity())
+			// The first lease answers a request with no lease in it, as a
+			// new client's; a learning server echoes the later ones.
+			rep = newDoormanLease(client.ID(), res, capacity, expiry, first)
+			first = false
+		}
+		if code := emit(rep); code != exitOK {
+			return code
 		}
 		select {
 		case <-ctx.Done():
@@ -293,9 +321,61 @@ func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 }
 
-func printLease(w io.Writer, client string, res *leasing.Resource, capacity float64, expiry time.Time) {
-	fmt.Fprintf(w, "client=%s resource=%s wants=%g capacity=%g expires=%s\n", client, res.ID(), res.Wants(), capacity,
-		expiry.UTC().Format(time.RFC3339))
+// doormanLease is what `sluice doorman get` prints: a lease, or none.
+type doormanLease struct {
+	Client   string `json:"client_id"`
+	Resource string
+	Wants    float64
+	// Capacity and Expires are the lease's, null without one; Held is
+	// what the client may use without one (--watch, after its lease
+	// ended: 0, pessimistic).
+	Capacity *float64
+	Expires  *time.Time
+	Held     float64 `json:"-"`
+	// LearningModeLikely says the lease is what a server in learning mode
+	// grants a new client: capacity 0 for wants above 0. LearningModeEndsBy
+	// is then the latest end of learning mode with the default duration
+	// (the lease length): the lease's expiry. Note says it in words.
+	LearningModeLikely bool
+	LearningModeEndsBy *time.Time
+	Note               *string
+}
+
+// newDoormanLease returns the report of a lease of capacity until expiry;
+// fresh says the request it answers carried no lease (has), as a new
+// client's does.
+func newDoormanLease(client string, res *leasing.Resource, capacity float64, expiry time.Time, fresh bool) doormanLease {
+	exp := expiry.UTC()
+	l := doormanLease{Client: client, Resource: res.ID(), Wants: res.Wants(), Capacity: &capacity, Expires: &exp}
+	if capacity == 0 && l.Wants > 0 && fresh {
+		// The wire has no learning-mode flag (Lease is expiry, refresh
+		// interval and capacity; the learning duration travels only to
+		// servers lower in a tree). A server in learning mode echoes each
+		// client's has and gives a client without one nothing, for the
+		// template's learning_mode_duration after it became master: by
+		// default the lease length, so it ends by this lease's expiry.
+		note := fmt.Sprintf("capacity 0 for wants %g: the server is likely in learning mode, which ends by %s (this lease's expiry) at the latest. "+
+			"For its learning_mode_duration after it starts or becomes master (by default the lease length), a Doorman server grants a new client nothing "+
+			"while the clients it had reclaim their leases; the protocol has no field for it, so this is inferred from the answer. "+
+			"Ask again after that, or keep the lease with --watch. (Otherwise the other clients hold all of the capacity.)",
+			l.Wants, exp.Format(time.RFC3339))
+		l.LearningModeLikely, l.LearningModeEndsBy, l.Note = true, &exp, &note
+	}
+	return l
+}
+
+// print writes the lease for people: one line, and the note's line if
+// there is one.
+func (l doormanLease) print(w io.Writer) {
+	if l.Capacity == nil {
+		fmt.Fprintf(w, "client=%s resource=%s wants=%g no lease (capacity %g)\n", l.Client, l.Resource, l.Wants, l.Held)
+		return
+	}
+	fmt.Fprintf(w, "client=%s resource=%s wants=%g capacity=%g expires=%s\n", l.Client, l.Resource, l.Wants, *l.Capacity,
+		l.Expires.Format(time.RFC3339))
+	if l.Note != nil {
+		fmt.Fprintf(w, "note: %s\n", *l.Note)
+	}
 }
 
 // doormanConns is `sluice doorman serve`'s connection flags, named as

@@ -25,7 +25,7 @@ import (
 )
 
 var doormanLoadHelp = helpText{
-	synopsis: `sluice doorman load --server HOST:PORT [--clients N] [--duration D] [flags]`,
+	synopsis: `sluice doorman load --server HOST:PORT [--clients N] [--duration D] [-o json] [flags]`,
 	about: `Measures a Doorman server's GetCapacity throughput: --clients distinct clients
 renew their lease of --resource in turn, as fast as --concurrency requests in
 flight on --conns connections allow, for --duration. Each request is what a
@@ -38,15 +38,18 @@ It prints the requests sent and answered per second (a request is answered
 when the response has an entry for the resource: a server that drops early
 renewals answers without one) and the latency quantiles.
 
+` + outputJSONHelp + `
+
 Exit status: 0 when the run ended with every request answered by the
 server (with or without an entry), 1 when a request failed or the server
 could not be reached, 2 on a usage error.`,
 	examples: `sluice doorman load --server 127.0.0.1:6000 --clients 1000 --duration 10s
-sluice doorman load --server 127.0.0.1:6000 --clients 10000 --resource kv-rps --change 0.1`,
+sluice doorman load --server 127.0.0.1:6000 --clients 10000 --resource kv-rps --change 0.1
+sluice doorman load --server 127.0.0.1:6000 --duration 5s -o json | jq .requests_per_s`,
 }
 
 var doormanFloodHelp = helpText{
-	synopsis: `sluice doorman flood --server HOST:PORT [--ids N] [--server-pid PID] [flags]
+	synopsis: `sluice doorman flood --server HOST:PORT [--ids N] [--server-pid PID] [-o json] [flags]
 sluice doorman flood --server HOST:PORT --ids 0 --side-for D [--server-pid PID]`,
 	about: `Measures how a Doorman server bears a flood of new resource ids: --concurrency
 workers send GetCapacity requests of --per-request new ids each (flood-0,
@@ -60,11 +63,14 @@ The flood's own requests compete with the side client for this process's
 CPU; to time the server alone, run the flood in one process and, at the same
 time, the side client in another (--ids 0 --side-for D).
 
+` + outputJSONHelp + `
+
 Exit status: 0 when the flood ran (refusals are results, not failures), 1
 when the server could not be reached or failed otherwise, 2 on a usage
 error.`,
 	examples: `sluice doorman flood --server 127.0.0.1:6000 --ids 1000000 --server-pid 4242
-sluice doorman flood --server 127.0.0.1:6000 --ids 100000 --per-request 100 --side-interval 5ms`,
+sluice doorman flood --server 127.0.0.1:6000 --ids 100000 --per-request 100 --side-interval 5ms
+sluice doorman flood --server 127.0.0.1:6000 --ids 100000 -o json | jq .side.latency`,
 }
 
 // loadFlags are the flags load and flood share.
@@ -150,14 +156,29 @@ func (rawCodec) Name() string { return "proto" }
 type latencies []time.Duration
 
 func (l latencies) String() string {
-	if len(l) == 0 {
+	q := l.quantiles()
+	if q == nil {
 		return "no requests"
+	}
+	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 2, 64) + "ms" }
+	return fmt.Sprintf("p50 %s p90 %s p99 %s p99.9 %s max %s", ms(q.P50), ms(q.P90), ms(q.P99), ms(q.P999), ms(q.Max))
+}
+
+// latencyQuantiles are the quantiles the table prints, in a JSON report.
+type latencyQuantiles struct {
+	Count                    int
+	P50, P90, P99, P999, Max time.Duration
+}
+
+// quantiles returns l's quantiles, nil (null in JSON) when l is empty.
+func (l latencies) quantiles() *latencyQuantiles {
+	if len(l) == 0 {
+		return nil
 	}
 	s := slices.Clone(l)
 	slices.Sort(s)
 	q := func(p float64) time.Duration { return s[min(len(s)-1, int(p*float64(len(s))))] }
-	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 2, 64) + "ms" }
-	return fmt.Sprintf("p50 %s p90 %s p99 %s p99.9 %s max %s", ms(q(0.5)), ms(q(0.9)), ms(q(0.99)), ms(q(0.999)), ms(s[len(s)-1]))
+	return &latencyQuantiles{Count: len(s), P50: q(0.5), P90: q(0.9), P99: q(0.99), P999: q(0.999), Max: s[len(s)-1]}
 }
 
 // firstError keeps the first of concurrent errors.
@@ -182,11 +203,16 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	duration := fs.Duration("duration", 10*time.Second, "how long to measure, `D` > 0")
 	prefix := fs.String("client-prefix", "load-", "client ids are `PREFIX`0, PREFIX1, ...")
 	warmup := fs.Bool("warmup", true, "have every client ask once before the clock starts")
+	output := addOutputFlag(fs, false)
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
 	if code, ok := lf.check(fs); !ok {
 		return code
+	}
+	asJSON, err := output.check(fs)
+	if err != nil {
+		return fs.usageError("%v", err)
 	}
 	switch {
 	case *clients < 1:
@@ -287,14 +313,85 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	for _, p := range parts {
 		all = append(all, p...)
 	}
-	fmt.Fprintf(stdout, "doorman load: %d clients of %q, %d in flight on %d connections, %.1fs\n", *clients, *resource, *lf.concurrency, *lf.conns, elapsed)
-	fmt.Fprintf(stdout, "requests %d (%.0f/s), answered with an entry %d (%.0f/s), without %d, failed %d\n",
-		len(all), float64(len(all))/elapsed, answered.Load(), float64(answered.Load())/elapsed, unanswered.Load(), failed.n.Load())
-	fmt.Fprintf(stdout, "latency %v\n", all)
+	if asJSON {
+		rep := doormanLoadReport{Clients: *clients, Resource: *resource, Concurrency: *lf.concurrency, Connections: *lf.conns,
+			Elapsed: time.Duration(elapsed * float64(time.Second)), Requests: len(all), RequestsPerS: float64(len(all)) / elapsed,
+			Answered: answered.Load(), AnsweredPerS: float64(answered.Load()) / elapsed, Unanswered: unanswered.Load(),
+			Failed: failed.n.Load(), Latency: all.quantiles()}
+		if failed.err != nil {
+			msg := failed.err.Error()
+			rep.FirstError = &msg
+		}
+		if code := fs.writeJSON(rep); code != exitOK {
+			return code
+		}
+	} else {
+		fmt.Fprintf(stdout, "doorman load: %d clients of %q, %d in flight on %d connections, %.1fs\n", *clients, *resource, *lf.concurrency, *lf.conns, elapsed)
+		fmt.Fprintf(stdout, "requests %d (%.0f/s), answered with an entry %d (%.0f/s), without %d, failed %d\n",
+			len(all), float64(len(all))/elapsed, answered.Load(), float64(answered.Load())/elapsed, unanswered.Load(), failed.n.Load())
+		fmt.Fprintf(stdout, "latency %v\n", all)
+	}
 	if failed.err != nil {
 		return fs.failure("%d requests failed, the first: %v", failed.n.Load(), failed.err)
 	}
 	return exitOK
+}
+
+// doormanLoadReport is `sluice doorman load -o json`'s report, the
+// table's figures.
+type doormanLoadReport struct {
+	Clients      int
+	Resource     string
+	Concurrency  int
+	Connections  int
+	Elapsed      time.Duration
+	Requests     int
+	RequestsPerS float64 `json:"requests_per_s"`
+	// Answered requests had an entry for the resource, Unanswered none.
+	Answered     int64
+	AnsweredPerS float64 `json:"answered_per_s"`
+	Unanswered   int64
+	// Failed requests got an error, the first of them FirstError (null
+	// when none failed).
+	Failed     int64
+	FirstError *string
+	// Latency is null when no request was answered.
+	Latency *latencyQuantiles
+}
+
+// doormanFloodReport is `sluice doorman flood -o json`'s report, the
+// table's figures.
+type doormanFloodReport struct {
+	IDs          int `json:"ids"`
+	PerRequest   int
+	FloodClients int
+	Concurrency  int
+	Elapsed      time.Duration
+	// Accepted flood requests (AcceptedIDs ids in them), Refused
+	// (RESOURCE_EXHAUSTED: FirstRefusal says why, null when none was),
+	// Failed otherwise.
+	Accepted, AcceptedIDs, Refused, Failed int64
+	FirstRefusal                           *string
+	// Side is the side client's requests.
+	Side doormanFloodSide
+	// Server is the server's memory, null without --server-pid.
+	Server *doormanFloodServer
+}
+
+// doormanFloodSide is the side client's requests during the flood.
+type doormanFloodSide struct {
+	Requests, Answered int
+	// Latency is null when no request was answered.
+	Latency *latencyQuantiles
+	// Error is the side client's first error, null when it had none.
+	Error *string
+}
+
+// doormanFloodServer is the server process's memory, in bytes.
+type doormanFloodServer struct {
+	PID                                         int `json:"pid"`
+	RSSBeforeBytes, RSSPeakBytes, RSSAfterBytes int64
+	VMHWMBytes                                  int64 `json:"vm_hwm_bytes"`
 }
 
 func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -307,11 +404,16 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	sideInterval := fs.Duration("side-interval", 10*time.Millisecond, "the side client's pause between requests, `D` > 0")
 	sideFor := fs.Duration("side-for", 0, "keep the side client going for `D` from the start (default: until the flood ends); with --ids 0 and a flood from another process, it times the server alone")
 	pid := fs.Int("server-pid", 0, "the server's process `ID`, to report its resident memory (Linux)")
+	output := addOutputFlag(fs, false)
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
 	if code, ok := lf.check(fs); !ok {
 		return code
+	}
+	asJSON, err := output.check(fs)
+	if err != nil {
+		return fs.usageError("%v", err)
 	}
 	switch {
 	case *ids < 0 || *perRequest < 1 || *floodClients < 1:
@@ -452,20 +554,40 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	<-floodDone
 	elapsed := time.Since(start).Seconds()
-	fmt.Fprintf(stdout, "doorman flood: %d ids in requests of %d from %d client(s), %d in flight, %.1fs\n", *ids, *perRequest, *floodClients, *lf.concurrency, elapsed)
-	fmt.Fprintf(stdout, "flood requests accepted %d (%d ids), refused %d, failed %d\n", accepted.Load(), acceptedIDs.Load(), refused.Load(), failed.n.Load())
+	rep := doormanFloodReport{IDs: *ids, PerRequest: *perRequest, FloodClients: *floodClients, Concurrency: *lf.concurrency,
+		Elapsed: time.Duration(elapsed * float64(time.Second)), Accepted: accepted.Load(), AcceptedIDs: acceptedIDs.Load(),
+		Refused: refused.Load(), Failed: failed.n.Load(),
+		Side: doormanFloodSide{Requests: len(sideLat), Answered: sideAnswered, Latency: sideLat.quantiles()}}
 	if m := refusal.Load(); m != nil {
-		fmt.Fprintf(stdout, "first refusal: %s\n", m)
+		msg := m.(string)
+		rep.FirstRefusal = &msg
 	}
-	fmt.Fprintf(stdout, "side client: %d requests, %d answered with an entry, latency %v\n", len(sideLat), sideAnswered, sideLat)
+	if sideErr != nil {
+		msg := sideErr.Error()
+		rep.Side.Error = &msg
+	}
 	if *pid != 0 {
 		rss, hwm, err := procMemory(*pid)
 		if err != nil {
 			return fs.failure("reading the server's memory: %v", err)
 		}
-		rssPeak = max(rssPeak, rss)
-		fmt.Fprintf(stdout, "server pid %d: RSS %d MB before, %d MB at the peak seen (VmHWM %d MB), %d MB after\n",
-			*pid, rssBefore>>20, rssPeak>>20, hwm>>20, rss>>20)
+		rep.Server = &doormanFloodServer{PID: *pid, RSSBeforeBytes: rssBefore, RSSPeakBytes: max(rssPeak, rss), RSSAfterBytes: rss, VMHWMBytes: hwm}
+	}
+	if asJSON {
+		if code := fs.writeJSON(rep); code != exitOK {
+			return code
+		}
+	} else {
+		fmt.Fprintf(stdout, "doorman flood: %d ids in requests of %d from %d client(s), %d in flight, %.1fs\n", *ids, *perRequest, *floodClients, *lf.concurrency, elapsed)
+		fmt.Fprintf(stdout, "flood requests accepted %d (%d ids), refused %d, failed %d\n", rep.Accepted, rep.AcceptedIDs, rep.Refused, rep.Failed)
+		if rep.FirstRefusal != nil {
+			fmt.Fprintf(stdout, "first refusal: %s\n", *rep.FirstRefusal)
+		}
+		fmt.Fprintf(stdout, "side client: %d requests, %d answered with an entry, latency %v\n", len(sideLat), sideAnswered, sideLat)
+		if m := rep.Server; m != nil {
+			fmt.Fprintf(stdout, "server pid %d: RSS %d MB before, %d MB at the peak seen (VmHWM %d MB), %d MB after\n",
+				m.PID, m.RSSBeforeBytes>>20, m.RSSPeakBytes>>20, m.VMHWMBytes>>20, m.RSSAfterBytes>>20)
+		}
 	}
 	if failed.err != nil {
 		return fs.failure("%d flood requests failed, the first: %v", failed.n.Load(), failed.err)

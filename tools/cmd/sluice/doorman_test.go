@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -562,4 +563,61 @@ func TestDoormanServeReportsParentFailure(t *testing.T) {
 	testwait.Until(t, "the intermediate to report its parent failing", func() bool {
 		return strings.Contains(out.String(), "refreshing leases from parent "+dead+" failed, retrying")
 	})
+}
+
+// A server in learning mode (here its first minute: learning_mode_duration
+// is left to its default, the lease length) grants a new client nothing.
+// get says why, and until when at the latest: the lease's expiry, in the
+// table and in the JSON; a server out of learning mode gets no note.
+func TestDoormanGetSaysLearningMode(t *testing.T) {
+	learning := startDoorman(t, `
+resources:
+- identifier_glob: "db"
+  capacity: 100
+  algorithm: {kind: FAIR_SHARE, lease_length: 60, refresh_interval: 15}
+`)
+	var out, errOut bytes.Buffer
+	if code := doormanRun(context.Background(), []string{"get", "--server", learning, "--resource", "db", "--wants", "30", "--client-id", "new"}, &out, &errOut); code != 0 {
+		t.Fatalf("get exited %d: %s", code, errOut.String())
+	}
+	m := regexp.MustCompile(`(?m)^client=new resource=db wants=30 capacity=0 expires=(\S+)\nnote: capacity 0 for wants 30: the server is likely in learning mode, which ends by (\S+) \(this lease's expiry\) at the latest\. `).
+		FindStringSubmatch(out.String())
+	if m == nil || m[1] != m[2] {
+		t.Fatalf("get printed:\n%s\nwant capacity 0 and a note that learning mode ends by the lease's expiry", out.String())
+	}
+	if !strings.Contains(out.String(), "inferred from the answer") {
+		t.Errorf("the note does not say the learning mode is inferred:\n%s", out.String())
+	}
+	out.Reset()
+	if code := doormanRun(context.Background(), []string{"get", "--server", learning, "--resource", "db", "--wants", "30", "-o", "json"}, &out, &errOut); code != 0 {
+		t.Fatalf("get -o json exited %d: %s", code, errOut.String())
+	}
+	var rep struct {
+		Capacity           *float64 `json:"capacity"`
+		Expires            string   `json:"expires"`
+		LearningModeLikely bool     `json:"learning_mode_likely"`
+		LearningModeEndsBy string   `json:"learning_mode_ends_by"`
+		Note               string   `json:"note"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if rep.Capacity == nil || *rep.Capacity != 0 || !rep.LearningModeLikely || rep.LearningModeEndsBy != rep.Expires || !strings.Contains(rep.Note, "learning mode") {
+		t.Errorf("get -o json: %s\nwant capacity 0, learning mode likely, ending by the expiry", out.String())
+	}
+
+	// Out of learning mode (learning_mode_duration 0): the capacity, and
+	// no note, null in JSON.
+	ready := startDoorman(t, testDoormanConfig)
+	out.Reset()
+	if code := doormanRun(context.Background(), []string{"get", "--server", ready, "--resource", "db", "--wants", "30", "-o", "json"}, &out, &errOut); code != 0 {
+		t.Fatalf("get exited %d: %s", code, errOut.String())
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(out.Bytes(), &fields); err != nil {
+		t.Fatal(err)
+	}
+	if fields["capacity"] != 30.0 || fields["learning_mode_likely"] != false || fields["note"] != nil || fields["learning_mode_ends_by"] != nil {
+		t.Errorf("a server out of learning mode: %s", out.String())
+	}
 }

@@ -30,11 +30,16 @@ The full size takes about five minutes; --ci about half a minute.
 
 Scenarios: %s
 
+` + outputJSONHelp + ` It holds every run's figures (its
+configuration, calls, errors by code, attempts, executions, connections,
+latencies, goroutines and heap) and the promises it broke.
+
 Exit status: 0 when every run was made (whatever the verdicts) or the suite was
 interrupted, 1 when a run could not be made, 2 on a usage error.`,
 	examples: `sluice faults                                   # every scenario, full size
 sluice faults --scenarios kill,freeze --rps 200 --duration 30s
-sluice faults --ci --markdown                   # small, as go test runs it, as a Markdown table`,
+sluice faults --ci --markdown                   # small, as go test runs it, as a Markdown table
+sluice faults --ci -o json | jq '.runs[] | {scenario: .config.scenario, contract_broken}'`,
 }
 
 // faultsRun runs `sluice faults`: the fault-injection suite of
@@ -51,8 +56,16 @@ func faultsRun(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	ci := fs.Bool("ci", false, "the CI size: a second or two a run (6s for freeze and stall)")
 	small := fs.Bool("small", false, "the same as --ci")
 	markdown := fs.Bool("markdown", false, "print the table as Markdown")
+	output := addOutputFlag(fs, false)
 	if code, ok := fs.parse(args); !ok {
 		return code
+	}
+	asJSON, err := output.check(fs)
+	if err != nil {
+		return fs.usageError("%v", err)
+	}
+	if asJSON && *markdown {
+		return fs.usageError("--markdown is a table's; drop it or -o json")
 	}
 	list, err := faults.ParseScenarios(*scenarios)
 	if err != nil {
@@ -87,7 +100,11 @@ func faultsRun(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	results, err := suite.Run(ctx, func(r *faults.Result) {
 		fmt.Fprintf(stderr, "  %s/%s: %d calls in %.1fs\n", r.Config.Scenario, r.Config.Setup, r.Calls, r.Elapsed.Seconds())
 	})
-	if len(results) > 0 {
+	if len(results) > 0 && asJSON {
+		if code := fs.writeJSON(newFaultsReport(*rps, *deadline, suite.Size, results, ctx.Err() != nil)); code != exitOK {
+			return code
+		}
+	} else if len(results) > 0 {
 		fmt.Fprintf(stdout, "%g calls/s, deadline %v, %s size\n\n", *rps, *deadline, suite.Size)
 		if werr := faults.WriteTable(stdout, results, *markdown); werr != nil {
 			return fs.failure("%v", werr)
@@ -107,4 +124,48 @@ func faultsRun(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return fs.failure("%v", err)
 	}
 	return exitOK
+}
+
+// faultsReport is `sluice faults -o json`'s report.
+type faultsReport struct {
+	RPS     float64 `json:"rps"`
+	Timeout time.Duration
+	Size    faults.Size
+	Runs    []faultsRunReport
+	// RunsBrokeContract counts the runs that broke a promise; Interrupted
+	// says the suite was cut short, the runs made so far reported.
+	RunsBrokeContract int
+	Interrupted       bool
+}
+
+// faultsRunReport is one run's figures, its figures per call and what it broke
+// of the failure handling contract.
+type faultsRunReport struct {
+	*faults.Result
+	// FirstShare is null when no call started a second after the fault.
+	FirstShare                                                        *float64
+	AttemptsPerCall, ExecutionsPerCall, ConnectsPerCall, DialsPerCall float64
+	ConnectsPerSecondAfter1s                                          float64 `json:"connects_per_second_after_1s"`
+	OverDeadline                                                      time.Duration
+	ContractKept                                                      bool
+	ContractBroken                                                    []string
+}
+
+func newFaultsReport(rps float64, deadline time.Duration, size faults.Size, results []*faults.Result, interrupted bool) faultsReport {
+	rep := faultsReport{RPS: rps, Timeout: deadline, Size: size, Interrupted: interrupted}
+	contract := faults.DefaultContract()
+	for _, r := range results {
+		run := faultsRunReport{Result: r, AttemptsPerCall: r.AttemptsPerCall(), ExecutionsPerCall: r.ExecutionsPerCall(),
+			ConnectsPerCall: r.ConnectsPerCall(), DialsPerCall: r.DialsPerCall(), ConnectsPerSecondAfter1s: r.ConnectsPerSecondAfter1s(),
+			OverDeadline: r.OverDeadline(), ContractBroken: contract.Check(r)}
+		if r.FirstShare >= 0 {
+			run.FirstShare = &r.FirstShare
+		}
+		run.ContractKept = len(run.ContractBroken) == 0
+		if !run.ContractKept {
+			rep.RunsBrokeContract++
+		}
+		rep.Runs = append(rep.Runs, run)
+	}
+	return rep
 }

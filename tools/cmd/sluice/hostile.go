@@ -36,12 +36,16 @@ missing); --ci sets low ones (--max-conns 100 --idle-timeout 1s
 Attacks: %s
 
 The table, one row per figure, goes to stdout; progress to stderr.
+` + outputJSONHelp + ` It holds each attack's figures as
+the table prints them and as numbers (the server's memory and goroutines
+null where unknown).
 Exit status: 0 when every attack was made (whatever it did to the server) or
 the run was interrupted, 1 when an attack could not be made, 2 on a usage
 error.`,
 	examples: `sluice hostile --ci                                   # every attack, small, against this binary
 sluice hostile --attacks checksum,malformed --server-bin /tmp/sluice-before.bin
 sluice hostile --attacks stall-handshaken --max-conns 5000 --idle-timeout 30s --markdown
+sluice hostile --ci --attacks checksum -o json | jq '.attacks[].server.alive_after'
 sluice serve --debug-listen 127.0.0.1:6061 &      # then attack it where it runs:
 sluice hostile --target 127.0.0.1:4040 --pid $! --debug-url http://127.0.0.1:6061 --attacks soak`,
 }
@@ -70,8 +74,16 @@ func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	unfinished := fs.Int64("max-unfinished", 0, "started servers' --max-unfinished `BYTES`")
 	unfinishedPerConn := fs.Int64("max-unfinished-per-conn", 0, "started servers' --max-unfinished-per-conn `BYTES`")
 	maxClients := fs.Int("max-clients", 0, "started Doorman servers' --max-clients `N`")
+	output := addOutputFlag(fs, false)
 	if code, ok := fs.parse(args); !ok {
 		return code
+	}
+	asJSON, err := output.check(fs)
+	if err != nil {
+		return fs.usageError("%v", err)
+	}
+	if asJSON && *markdown {
+		return fs.usageError("--markdown is a table's; drop it or -o json")
 	}
 	list, err := hostile.ParseAttacks(*attacks)
 	if err != nil {
@@ -132,7 +144,20 @@ func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	results, err := cfg.Run(ctx, func(r *hostile.Result) {
 		fmt.Fprintf(stderr, "  %s: %.1fs\n", r.Attack, r.Elapsed.Seconds())
 	})
-	if len(results) > 0 {
+	if len(results) > 0 && asJSON {
+		rep := hostileReport{Size: cfg.Size, Elapsed: time.Since(start), Interrupted: ctx.Err() != nil}
+		if cfg.Target != nil {
+			rep.Target, rep.TargetPID = &cfg.Target.Addr, &cfg.Target.PID
+		} else {
+			rep.ServerBin, rep.Build = &bin, &build
+		}
+		for _, r := range results {
+			rep.Attacks = append(rep.Attacks, newHostileAttack(r))
+		}
+		if code := fs.writeJSON(rep); code != exitOK {
+			return code
+		}
+	} else if len(results) > 0 {
 		switch {
 		case cfg.Target != nil:
 			fmt.Fprintf(stdout, "%s size, external server %s (pid %d), %.0fs\n\n", cfg.Size, cfg.Target.Addr, cfg.Target.PID, time.Since(start).Seconds())
@@ -151,4 +176,55 @@ func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return fs.failure("%v", err)
 	}
 	return exitOK
+}
+
+// hostileReport is `sluice hostile -o json`'s report.
+type hostileReport struct {
+	Size    hostile.Size
+	Elapsed time.Duration
+	// ServerBin and Build name the binary attacked, null when attacking
+	// an external --target (Target, TargetPID; null otherwise).
+	ServerBin, Build *string
+	Target           *string
+	TargetPID        *int `json:"target_pid"`
+	Attacks          []hostileAttack
+	// Interrupted says the run was cut short, the attacks made so far
+	// reported.
+	Interrupted bool
+}
+
+// hostileAttack is one attack's result, with null where the harness could
+// not measure.
+type hostileAttack struct {
+	*hostile.Result
+	Server hostileServer
+}
+
+// hostileServer is hostile.ServerFigures with null for what is unknown.
+type hostileServer struct {
+	Flags, Missing, Crashes                           []string
+	AliveAfter                                        bool
+	RSSBeforeBytes, RSSPeakBytes, RSSAfterBytes       *int64
+	GoroutinesBefore, GoroutinesPeak, GoroutinesAfter *int
+	HeapBeforeBytes, HeapAfterBytes                   *int64
+}
+
+func newHostileAttack(r *hostile.Result) hostileAttack {
+	s := r.Server
+	bytes := func(v int64) *int64 {
+		if v <= 0 {
+			return nil
+		}
+		return &v
+	}
+	count := func(v int) *int {
+		if v < 0 {
+			return nil
+		}
+		return &v
+	}
+	return hostileAttack{Result: r, Server: hostileServer{Flags: s.Flags, Missing: s.Missing, Crashes: s.Crashes, AliveAfter: s.AliveAfter,
+		RSSBeforeBytes: bytes(s.RSSBefore), RSSPeakBytes: bytes(s.RSSPeak), RSSAfterBytes: bytes(s.RSSAfter),
+		GoroutinesBefore: count(s.GoroutinesBefore), GoroutinesPeak: count(s.GoroutinesPeak), GoroutinesAfter: count(s.GoroutinesAfter),
+		HeapBeforeBytes: bytes(s.HeapBefore), HeapAfterBytes: bytes(s.HeapAfter)}}
 }

@@ -1,21 +1,31 @@
-// Command sluice is Sluice's command-line tool.
+// Command sluice is Sluice's command-line tool. Its commands, as `sluice -h`
+// lists them from the command table (topLevel; a test keeps this list the
+// same):
 //
-//	sluice demo                  busy throttling on three in-process servers
-//	sluice call [flags]          one call through Sluice's pipeline; the response body on stdout
-//	sluice bench [flags]         load: progress each second, latency quantiles, attempts, errors
-//	sluice serve [flags]         a TChannel server to try call and bench on
-//	sluice sim busy|ratelimit    the busy-throttling and rate-limit simulations
-//	sluice doorman serve|get     a Doorman lease server, or a client of one
-//	sluice faults [flags]        peers failing behind fault points: what a failure costs
-//	sluice hostile [flags]       hostile peers attacking a server: what each attack costs it
+//	demo           busy throttling on three in-process TChannel servers, one overloaded
+//	call           make one raw or JSON call through Sluice's pipeline (like yab and tcurl)
+//	bench          load generator, as fast as it can or at a rate: throughput, latency, attempts, errors
+//	serve          a TChannel server (echo, fail, busy) to try call and bench on
+//	sim busy       TChannel's throttling on busy responses, second by second
+//	sim ratelimit  rate-limit pacers against a GCRA server, 30 simulated minutes
+//	sim shed       a server's adaptive concurrency limit against a queue, second by second
+//	sim doorman    Doorman server trees converging as demands change and servers fail
+//	doorman serve  a Doorman lease server
+//	doorman get    ask a Doorman server for a lease, once or --watch
+//	doorman load   measure a Doorman server's GetCapacity throughput
+//	doorman flood  flood a Doorman server with new resource ids, timing a side client
+//	faults         fault injection: what refused, reset, silent, killed or declining peers cost a client
+//	hostile        attack a server as a hostile peer would: does it survive, stay bounded, keep serving
 //
 // "sluice help CMD" or "sluice CMD -h" describes a command, its flags and
 // examples; "sluice --version" prints the version. Every command exits 0
 // on success, 1 when a call, a run or a server failed, and 2 on a usage
-// error (a bad flag, value or command), having done nothing.
+// error (a bad flag, value or command), having done nothing. The commands
+// with a report print it as a table, or with -o json as one JSON object.
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -49,20 +59,25 @@ usage error.`,
 	examples: `sluice demo
 sluice serve --listen 127.0.0.1:4040 &
 sluice call -p 127.0.0.1:4040 -s echo -m echo -r '{"key":"a"}' | jq .
-sluice bench -p 127.0.0.1:4040 -s echo -m echo --rps 500 -d 10s
+sluice bench -p 127.0.0.1:4040 -s echo -m echo -n 100000
+sluice bench -p 127.0.0.1:4040 -s echo -m echo --rps 500 -d 10s -o json
 sluice help bench`,
 }
 
+// topLevel is the command table: every command, and in the groups (sim,
+// doorman) their subcommands, from which `sluice -h` lists them all.
 func topLevel() group {
+	doorman := doormanGroup(context.Background()).command()
+	doorman.run = untilInterrupted(doormanRun) // its subcommands run until interrupted
 	return group{name: "sluice", help: sluiceHelp, subs: []command{
-		{"demo", "busy throttling on three in-process TChannel servers, one overloaded", untilInterrupted(demoCmd)},
-		{"call", "make one raw or JSON call through Sluice's pipeline (like yab and tcurl)", callCmd},
-		{"bench", "open-loop load generator: latency quantiles, attempts, busy/throttled, errors", untilInterrupted(benchRun)},
-		{"serve", "a TChannel server (echo, fail, busy) to try call and bench on", untilInterrupted(serveRun)},
-		{"sim", "simulations: sim busy (busy throttling), sim ratelimit (rate-limit pacers)", simCmd},
-		{"doorman", "a Doorman-compatible lease server (serve) and client (get)", untilInterrupted(doormanRun)},
-		{"faults", "fault injection: what refused, reset, silent, killed or declining peers cost a client", untilInterrupted(faultsRun)},
-		{"hostile", "attack a server as a hostile peer would: does it survive, stay bounded, keep serving", untilInterrupted(hostileRun)},
+		{name: "demo", summary: "busy throttling on three in-process TChannel servers, one overloaded", run: untilInterrupted(demoCmd)},
+		{name: "call", summary: "make one raw or JSON call through Sluice's pipeline (like yab and tcurl)", run: callCmd},
+		{name: "bench", summary: "load generator, as fast as it can or at a rate: throughput, latency, attempts, errors", run: untilInterrupted(benchRun)},
+		{name: "serve", summary: "a TChannel server (echo, fail, busy) to try call and bench on", run: untilInterrupted(serveRun)},
+		simGroup().command(),
+		doorman,
+		{name: "faults", summary: "fault injection: what refused, reset, silent, killed or declining peers cost a client", run: untilInterrupted(faultsRun)},
+		{name: "hostile", summary: "attack a server as a hostile peer would: does it survive, stay bounded, keep serving", run: untilInterrupted(hostileRun)},
 	}}
 }
 

@@ -105,11 +105,21 @@ func TestExitCodes(t *testing.T) {
 
 // Every command and subcommand has help: asked for, it goes to stdout with
 // a usage line, a description, its flags (or subcommands) and examples,
-// and nothing goes to stderr.
+// and nothing goes to stderr. The commands are the command table's.
 func TestHelp(t *testing.T) {
-	leaves := [][]string{{"demo"}, {"call"}, {"bench"}, {"serve"}, {"sim", "busy"}, {"sim", "ratelimit"},
-		{"doorman", "serve"}, {"doorman", "get"}, {"faults"}}
-	groups := [][]string{{}, {"sim"}, {"doorman"}}
+	var leafArgs [][]string
+	for _, l := range leaves(topLevel().subs) {
+		leafArgs = append(leafArgs, l.words)
+	}
+	groups := [][]string{{}}
+	for _, c := range topLevel().subs {
+		if len(c.subs) > 0 {
+			groups = append(groups, []string{c.name})
+		}
+	}
+	if len(leafArgs) < 14 || len(groups) != 3 {
+		t.Fatalf("the command table has %d commands and %d groups: %v %v", len(leafArgs), len(groups), leafArgs, groups)
+	}
 	check := func(args []string, wantFlags bool) {
 		t.Helper()
 		var out, errOut bytes.Buffer
@@ -135,7 +145,7 @@ func TestHelp(t *testing.T) {
 			t.Errorf("sluice %q: help lacks %q:\n%s", args, list, s)
 		}
 	}
-	for _, c := range leaves {
+	for _, c := range leafArgs {
 		check(append(append([]string{}, c...), "-h"), true)
 		check(append(append([]string{}, c...), "--help"), true)
 		check(append([]string{"help"}, c...), true)
@@ -143,6 +153,50 @@ func TestHelp(t *testing.T) {
 	for _, g := range groups {
 		check(append(append([]string{}, g...), "-h"), false)
 		check(append([]string{"help"}, g...), false)
+	}
+}
+
+// `sluice -h` lists every command of the command table, the groups'
+// subcommands each on a line of its own ("sim shed", "doorman flood"),
+// with its summary; `sluice sim -h` lists sim's.
+func TestTopLevelHelpListsEveryCommand(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"-h"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	ls := leaves(topLevel().subs)
+	for _, l := range ls {
+		name := strings.Join(l.words, " ")
+		if l.summary == "" || !regexp.MustCompile(`(?m)^  `+regexp.QuoteMeta(name)+` +`+regexp.QuoteMeta(l.summary)+`$`).MatchString(out.String()) {
+			t.Errorf("sluice -h lacks the line of %q (%q):\n%s", name, l.summary, out.String())
+		}
+	}
+	for _, want := range []string{"sim shed", "sim doorman", "doorman load", "doorman flood"} {
+		if !regexp.MustCompile(`(?m)^  ` + want + ` `).MatchString(out.String()) {
+			t.Errorf("sluice -h lacks %q", want)
+		}
+	}
+	out.Reset()
+	run([]string{"sim", "-h"}, &out, &errOut)
+	for _, sub := range []string{"busy", "ratelimit", "shed", "doorman"} {
+		if !regexp.MustCompile(`(?m)^  ` + sub + ` +\S`).MatchString(out.String()) {
+			t.Errorf("sluice sim -h lacks %q:\n%s", sub, out.String())
+		}
+	}
+}
+
+// main.go's package documentation lists the commands as `sluice -h` does,
+// from the same table.
+func TestPackageDocListsEveryCommand(t *testing.T) {
+	src, err := os.ReadFile("main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	topLevel().writeCommands(&want, "//\t")
+	doc, _, _ := strings.Cut(string(src), "\npackage main")
+	if !strings.Contains(doc, want.String()) {
+		t.Errorf("main.go's package doc does not list the commands as sluice -h does; want the lines\n%s\nin\n%s", want.String(), doc)
 	}
 }
 

@@ -1,11 +1,11 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 
+	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/tools/internal/sim/busysim"
 )
 
@@ -23,17 +23,18 @@ sluice sim shed --step 30s:4ms --step 60s:2ms --duration 90s
 sluice sim doorman --scenario tree-mishaps --chart tree.png`,
 }
 
-func simCmd(args []string, stdout, stderr io.Writer) int {
+// simGroup is `sluice sim`.
+func simGroup() group {
 	return group{name: "sluice sim", help: simHelp, subs: []command{
-		{"busy", "TChannel's throttling on busy responses, second by second", simBusyCmd},
-		{"ratelimit", "rate-limit pacers against a GCRA server, 30 simulated minutes", simRatelimitCmd},
-		{"shed", "a server's adaptive concurrency limit against a queue, second by second", simShedCmd},
-		{"doorman", "Doorman server trees converging as demands change and servers fail", simDoormanCmd},
-	}}.run(args, stdout, stderr)
+		{name: "busy", summary: "TChannel's throttling on busy responses, second by second", run: simBusyCmd},
+		{name: "ratelimit", summary: "rate-limit pacers against a GCRA server, 30 simulated minutes", run: simRatelimitCmd},
+		{name: "shed", summary: "a server's adaptive concurrency limit against a queue, second by second", run: simShedCmd},
+		{name: "doorman", summary: "Doorman server trees converging as demands change and servers fail", run: simDoormanCmd},
+	}}
 }
 
 var simBusyHelp = helpText{
-	synopsis: `sluice sim busy [--preset steady|flappy | --rps N --rps-pattern P --busy N --busy-pattern P]`,
+	synopsis: `sluice sim busy [--preset steady|flappy | --rps N --rps-pattern P --busy N --busy-pattern P] [-o json]`,
 	about: `Drives Sluice's busy limiter (busy.Limiter) on a fake clock, second by second,
 and prints the requests sent and throttled, the busy answers and the limit,
 with the limit's exponential recovery and, for comparison, a constant
@@ -41,10 +42,14 @@ recovery. The presets reproduce the two tables published with TChannel's
 "Throttling on Busy Responses" design digit for digit; the other flags run
 any scenario (patterns steady, flappy, linear_grow, linear_decrease).
 
+` + outputJSONHelp + ` It holds the scenario and each run: its
+strategy, every printed second and where the limit converged.
+
 Exit status: 0 when the simulation ran, 2 on a usage error.`,
 	examples: `sluice sim busy                      # the steady preset
 sluice sim busy --preset flappy
-sluice sim busy --rps 1000 --rps-pattern linear_grow --busy 200 --busy-pattern flappy`,
+sluice sim busy --rps 1000 --rps-pattern linear_grow --busy 200 --busy-pattern flappy
+sluice sim busy --preset flappy -o json | jq '.runs[].converged_at'`,
 }
 
 func simBusyCmd(args []string, stdout, stderr io.Writer) int {
@@ -54,12 +59,17 @@ func simBusyCmd(args []string, stdout, stderr io.Writer) int {
 	rpsPattern := fs.String("rps-pattern", "steady", "request `PATTERN`: steady, flappy, linear_grow, linear_decrease")
 	busyN := fs.Int("busy", 3000, "busy responses per second (never more than the requests sent)")
 	busyPattern := fs.String("busy-pattern", "steady", "busy `PATTERN`: steady, flappy, linear_grow, linear_decrease")
+	output := addOutputFlag(fs, false)
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
+	asJSON, err := output.check(fs)
+	if err != nil {
+		return fs.usageError("%v", err)
+	}
 	explicit := 0
 	fs.Visit(func(f *flag.Flag) {
-		if f.Name != "preset" {
+		if f.Name != "preset" && f.Name != "output" && f.Name != "o" {
 			explicit++
 		}
 	})
@@ -79,22 +89,59 @@ func simBusyCmd(args []string, stdout, stderr io.Writer) int {
 	if err := sc.Validate(); err != nil {
 		return fs.usageError("%v", err)
 	}
-	if err := busysim.RunBoth(stdout, sc); err != nil {
+	w := stdout
+	if asJSON {
+		w = io.Discard
+	}
+	runs, err := busysim.RunBoth(w, sc)
+	if err != nil {
 		return fs.failure("%v", err)
 	}
-	return exitOK
+	if !asJSON {
+		return exitOK
+	}
+	out := simBusyReport{Scenario: sc}
+	for _, r := range runs {
+		run := simBusyRun{Strategy: r.Strategy, StartLimit: r.StartLimit, Seconds: r.Seconds, Converged: r.Converged}
+		if r.Strategy == busy.Constant {
+			run.RecoverValue = &r.RecoverValue
+		} else {
+			run.RecoverRate = &r.RecoverRate
+		}
+		if r.Converged {
+			run.ConvergedAt, run.Speed = &r.At, &r.Speed
+		}
+		out.Runs = append(out.Runs, run)
+	}
+	return fs.writeJSON(out)
 }
 
-// report prints a simulation's result res: as indented JSON with asJSON,
-// else with table; then, if chartPath is set, draws it with chart and
-// says where (not in JSON mode, whose stdout is the JSON alone). It
-// returns the command's exit status.
+// simBusyReport is `sluice sim busy -o json`'s report.
+type simBusyReport struct {
+	Scenario busysim.Scenario `json:"scenario"`
+	Runs     []simBusyRun     `json:"runs"`
+}
+
+// simBusyRun is one run: the recover-rate one, then the constant one.
+type simBusyRun struct {
+	Strategy     busy.Strategy    `json:"strategy"`
+	RecoverRate  *float64         `json:"recover_rate"`  // multiplicative
+	RecoverValue *float64         `json:"recover_value"` // constant
+	StartLimit   int64            `json:"start_limit"`
+	Seconds      []busysim.Second `json:"seconds"`
+	Converged    bool             `json:"converged"`
+	ConvergedAt  *int             `json:"converged_at"` // the second, null if it did not
+	Speed        *int             `json:"speed"`        // converged_at - 10
+}
+
+// report prints a simulation's result res: as JSON with asJSON, else
+// with table; then, if chartPath is set, draws it with chart and says
+// where (not in JSON mode, whose stdout is the JSON alone). It returns
+// the command's exit status.
 func (f *flagSet) report(res any, asJSON bool, table func(io.Writer), chartPath string, chart func(path string) error) int {
 	if asJSON {
-		enc := json.NewEncoder(f.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
-			return f.failure("%v", err)
+		if code := f.writeJSON(res); code != exitOK {
+			return code
 		}
 	} else {
 		table(f.stdout)

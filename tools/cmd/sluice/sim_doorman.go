@@ -18,7 +18,7 @@ import (
 )
 
 var simDoormanHelp = helpText{
-	synopsis: `sluice sim doorman [--scenario NAME] [--seed N] [--duration D] [--chart FILE] [--json]`,
+	synopsis: `sluice sim doorman [--scenario NAME] [--seed N] [--duration D] [--chart FILE] [-o json]`,
 	about: `Runs a tree of Doorman servers and their clients in virtual time: Sluice's
 own leasing server and client code (packages leasing/server and leasing) on a
 fake clock, over an in-memory transport, with masters decided through the
@@ -35,11 +35,16 @@ row per simulated minute.
 
 Scenarios (the first three are the design doc's):
 ` + scenarioList() + `
+` + outputJSONHelp + ` It holds the scenario (the
+algorithm by name), the summary (capacity used null when the run ends in
+learning mode, re-convergence null when nothing unsettled the tree), the
+mishaps and every sample.
+
 Exit status: 0 when the simulation ran, 1 when the chart could not be
 written, 2 on a usage error.`,
 	examples: `sluice sim doorman
 sluice sim doorman --scenario tree-mishaps --seed 7 --chart tree.png
-sluice sim doorman --scenario large --json > large.json`,
+sluice sim doorman --scenario large -o json > large.json`,
 }
 
 func scenarioList() string {
@@ -56,9 +61,13 @@ func simDoormanCmd(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same run")
 	duration := fs.Duration("duration", 0, "simulated time `D`, 1s to 24h (default the scenario's)")
 	chartPath := fs.String("chart", "", "draw total wants, total has and capacity over time to `FILE` (.png or .svg)")
-	asJSON := fs.Bool("json", false, "print the run as JSON (scenario, summary, mishaps, samples) instead of a table")
+	output := addOutputFlag(fs, true)
 	if code, ok := fs.parse(args); !ok {
 		return code
+	}
+	asJSON, err := output.check(fs)
+	if err != nil {
+		return fs.usageError("%v", err)
 	}
 	sc, ok := doormansim.Lookup(*name)
 	if !ok {
@@ -84,8 +93,54 @@ func simDoormanCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fs.failure("%v", err)
 	}
-	return fs.report(res, *asJSON, func(w io.Writer) { writeDoormanTable(w, res) }, *chartPath,
+	return fs.report(doormanReport(res), asJSON, func(w io.Writer) { writeDoormanTable(w, res) }, *chartPath,
 		func(path string) error { return writeDoormanChart(path, res) })
+}
+
+// simDoormanReport is `sluice sim doorman -o json`'s report: the run,
+// with null where the table says n/a.
+type simDoormanReport struct {
+	Scenario simDoormanScenario `json:"scenario"`
+	Summary  simDoormanSummary  `json:"summary"`
+	Mishaps  []doormansim.Mishap
+	Samples  []doormansim.Sample
+}
+
+// simDoormanScenario is the scenario with its learning mode's length
+// (not "negative: the lease length") and its number of clients.
+type simDoormanScenario struct {
+	doormansim.Scenario
+	Learning   time.Duration
+	NumClients int
+}
+
+// simDoormanSummary is the summary, null where there is no figure.
+type simDoormanSummary struct {
+	doormansim.Summary
+	// Used is null when the run ends before the root's learning mode.
+	Used *float64
+	// Reconverge is null when no change after learning mode unsettled
+	// the tree, MishapReconverge when no mishap did.
+	Reconverge            *time.Duration
+	ReconvergeAfter       *string
+	MishapReconverge      *time.Duration
+	MishapReconvergeAfter *string
+}
+
+func doormanReport(res doormansim.Result) simDoormanReport {
+	sc, sum := res.Scenario, res.Summary
+	out := simDoormanReport{Scenario: simDoormanScenario{Scenario: sc, Learning: sc.LearningDuration(), NumClients: sc.NumClients()},
+		Summary: simDoormanSummary{Summary: sum}, Mishaps: res.Mishaps, Samples: res.Samples}
+	if sc.Duration > sum.From {
+		out.Summary.Used = &sum.Used
+	}
+	if sum.ReconvergeAfter != "" {
+		out.Summary.Reconverge, out.Summary.ReconvergeAfter = &sum.Reconverge, &sum.ReconvergeAfter
+	}
+	if sum.MishapReconvergeAfter != "" {
+		out.Summary.MishapReconverge, out.Summary.MishapReconvergeAfter = &sum.MishapReconverge, &sum.MishapReconvergeAfter
+	}
+	return out
 }
 
 func writeDoormanTable(w io.Writer, res doormansim.Result) {

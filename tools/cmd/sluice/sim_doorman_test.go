@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/sluice-rpc/sluice/tools/internal/sim/doormansim"
 )
 
 func TestSimDoormanTable(t *testing.T) {
@@ -38,21 +36,51 @@ func TestSimDoormanTable(t *testing.T) {
 	}
 }
 
+// -o json (and --json, its deprecated spelling) prints the run by the
+// output convention: snake_case keys, the algorithm by name, null where
+// the table says n/a.
 func TestSimDoormanJSONAndChart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "doorman.svg")
 	var out, errb bytes.Buffer
-	if code := simDoormanCmd([]string{"--scenario", "root", "--duration", "3m", "--json", "--chart", path}, &out, &errb); code != 0 {
+	if code := simDoormanCmd([]string{"--scenario", "root", "--duration", "3m", "-o", "json", "--chart", path}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	var res doormansim.Result
-	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		t.Fatalf("--json printed %q: %v", out.String(), err)
+	var res struct {
+		Scenario struct {
+			Name       string  `json:"name"`
+			Algorithm  string  `json:"algorithm"`
+			LearningMS float64 `json:"learning_ms"`
+		} `json:"scenario"`
+		Summary struct {
+			Used               *float64 `json:"used"`
+			MishapReconvergeMS *float64 `json:"mishap_reconverge_ms"`
+		} `json:"summary"`
+		Samples []map[string]any `json:"samples"`
 	}
-	if len(res.Samples) != 181 || res.Scenario.Name != "root" || res.Summary.Used < 0.9 {
-		t.Errorf("--json: %d samples, scenario %q, used %v; want 181, root and most of the capacity", len(res.Samples), res.Scenario.Name, res.Summary.Used)
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("-o json printed %q: %v", out.String(), err)
+	}
+	if len(res.Samples) != 181 || res.Scenario.Name != "root" || res.Summary.Used == nil || *res.Summary.Used < 0.9 {
+		t.Errorf("-o json: %d samples, scenario %q, used %v; want 181, root and most of the capacity", len(res.Samples), res.Scenario.Name, res.Summary.Used)
+	}
+	if res.Scenario.Algorithm != "FAIR_SHARE" || res.Scenario.LearningMS != 60000 || res.Summary.MishapReconvergeMS != nil {
+		t.Errorf("algorithm %q learning %vms mishap re-convergence %v; want FAIR_SHARE, 60000 and null (no mishap)",
+			res.Scenario.Algorithm, res.Scenario.LearningMS, res.Summary.MishapReconvergeMS)
 	}
 	if b, err := os.ReadFile(path); err != nil || !bytes.Contains(b, []byte("<svg")) {
 		t.Errorf("chart: %v, %d bytes", err, len(b))
+	}
+	var legacy bytes.Buffer
+	if code := simDoormanCmd([]string{"--scenario", "root", "--duration", "3m", "--json"}, &legacy, &errb); code != 0 || legacy.String() != out.String() {
+		t.Errorf("--json: exit %d, printed something else than -o json", code)
+	}
+	// A run that ends in learning mode has no capacity used: null.
+	out.Reset()
+	if code := simDoormanCmd([]string{"--scenario", "root", "--duration", "30s", "-o", "json"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil || res.Summary.Used != nil {
+		t.Errorf("a run in learning mode: %v, used %v; want null", err, res.Summary.Used)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/sluice-rpc/sluice/tools/internal/chart"
 	"gonum.org/v1/plot"
@@ -21,7 +22,7 @@ import (
 const maxSimRuns = 100
 
 var simRatelimitHelp = helpText{
-	synopsis: `sluice sim ratelimit [--seed N] [--runs N] [--reserve F] [--chart FILE]`,
+	synopsis: `sluice sim ratelimit [--seed N] [--runs N] [--reserve F] [--chart FILE] [-o json]`,
 	about: `Replays, in virtual time, the rate-throttling study of Heroku's client rate
 throttling article ("A Fast Car Needs Good Brakes: How We Added Client Rate
 Throttling to the Platform API Gem"): a GCRA server (a bucket of 4500 requests
@@ -31,11 +32,16 @@ It prints, per pacer, the article's four metrics (average retry rate, maximum
 sleep, standard deviation of request counts, time to clear a workload) beside
 the figures the article published, and can chart each client's sleep.
 
+` + outputJSONHelp + ` It holds the two scenarios and, per
+pacer, the four metrics, the requests sent and allowed, and the article's
+figures (null where it published none).
+
 Exit status: 0 when the simulation ran, 1 when the chart could not be
 written, 2 on a usage error.`,
 	examples: `sluice sim ratelimit
 sluice sim ratelimit --runs 40
-sluice sim ratelimit --chart sleep.png`,
+sluice sim ratelimit --chart sleep.png
+sluice sim ratelimit -o json | jq '.pacers[] | {name, retry_rate}'`,
 }
 
 // simRatelimitCmd is "sluice sim ratelimit".
@@ -45,8 +51,13 @@ func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
 	runs := fs.Int("runs", 1, fmt.Sprintf("average the metrics over `N` runs (seeds seed, seed+1, ...; at most %d, about 0.2 s each)", maxSimRuns))
 	reserve := fs.Float64("reserve", 0, "the reserve pacer's reserve, a `FRACTION` of the limit in [0, 1) (0: the default, 0.003)")
 	chart := fs.String("chart", "", "also draw each client's sleep over the 30 minutes, per pacer, to this .png or .svg `FILE`")
+	output := addOutputFlag(fs, false)
 	if code, ok := fs.parse(args); !ok {
 		return code
+	}
+	asJSON, err := output.check(fs)
+	if err != nil {
+		return fs.usageError("%v", err)
 	}
 	if *runs < 1 || *runs > maxSimRuns {
 		return fs.usageError("--runs is %d, must be in 1..%d", *runs, maxSimRuns)
@@ -69,6 +80,17 @@ func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fs.failure("%v", err)
 	}
+	if asJSON {
+		if code := fs.writeJSON(ratelimitReport(*seed, *runs, steady, clear, rows)); code != exitOK {
+			return code
+		}
+		if *chart != "" {
+			if err := writeSleepChart(*chart, rows); err != nil {
+				return fs.failure("chart: %v", err)
+			}
+		}
+		return exitOK
+	}
 	fmt.Fprintf(stdout, "Rate throttling (Heroku's client rate throttling article), virtual time, seed %d", *seed)
 	if *runs > 1 {
 		fmt.Fprintf(stdout, ", mean of %d runs", *runs)
@@ -90,6 +112,52 @@ func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "\nchart: %s\n", *chart)
 	}
 	return exitOK
+}
+
+// simRatelimitReport is `sluice sim ratelimit -o json`'s report.
+type simRatelimitReport struct {
+	Seed          uint64            `json:"seed"`
+	Runs          int               `json:"runs"`
+	Steady, Clear ratesim.Scenario  // the two scenarios
+	Pacers        []simRatelimitRow `json:"pacers"`
+}
+
+// simRatelimitRow is one pacer's figures, means over the runs.
+type simRatelimitRow struct {
+	Name     string           `json:"name"`
+	Strategy pacing.Strategy  `json:"strategy"`
+	Figures  ratelimitFigures `json:"figures"`
+	// Published are the article's figures, null where it has none.
+	Published *ratelimitFigures `json:"published"`
+	// Requests and Successes are the steady runs' requests sent and
+	// allowed; Cleared says every clear run finished in time.
+	Requests, Successes float64
+	Cleared             bool
+}
+
+// ratelimitFigures are the article's four metrics.
+type ratelimitFigures struct {
+	RetryRate    float64       `json:"retry_rate"` // a fraction
+	MaxSleep     time.Duration `json:"max_sleep"`
+	RequestStdev float64       `json:"request_stdev"`
+	Clear        time.Duration `json:"time_to_clear"`
+}
+
+func ratelimitReport(seed uint64, runs int, steady, clear ratesim.Scenario, rows []ratesim.Row) simRatelimitReport {
+	out := simRatelimitReport{Seed: seed, Runs: runs, Steady: steady, Clear: clear}
+	figures := func(f ratesim.Figures) ratelimitFigures {
+		return ratelimitFigures{RetryRate: f.RetryRate, MaxSleep: f.MaxSleep, RequestStdev: f.RequestStdev, Clear: f.Clear}
+	}
+	for _, r := range rows {
+		row := simRatelimitRow{Name: r.Name, Strategy: r.Config.Strategy, Figures: figures(r.Mean),
+			Requests: r.Requests, Successes: r.Successes, Cleared: r.Cleared}
+		if r.Published != nil {
+			p := figures(*r.Published)
+			row.Published = &p
+		}
+		out.Pacers = append(out.Pacers, row)
+	}
+	return out
 }
 
 // writeSleepChart draws one panel per pacer (the null pacer, which never

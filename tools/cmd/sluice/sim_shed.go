@@ -18,7 +18,7 @@ import (
 
 var simShedHelp = helpText{
 	synopsis: `sluice sim shed [--model pool|cpu] [--workers N] [--service D] [--load X]
-[--duration D] [--step AT:D]... [--guard adaptive|fixed:N|none] [--seed N] [--chart FILE] [--json]`,
+[--duration D] [--step AT:D]... [--guard adaptive|fixed:N|none] [--seed N] [--chart FILE] [-o json]`,
 	about: `Simulates, in virtual time, a server guarded by the adaptive concurrency limit
 a Sluice server sheds load with (package shed, ShedConfig.Adaptive), driving
 the very code a server runs. Requests arrive at random at --load times the
@@ -30,12 +30,17 @@ the requests offered, admitted and shed, goodput (requests served per second
 as a share of the capacity at that moment), latency quantiles, the limit (its
 lowest and highest in the second) and the no-load latency the limit probes.
 
+` + outputJSONHelp + ` It holds the scenario and the
+seconds; a second in which no request finished has null quantiles, and
+the limits are null where the guard has none.
+
 Exit status: 0 when the simulation ran, 1 when the chart could not be
 written, 2 on a usage error.`,
 	examples: `sluice sim shed
 sluice sim shed --step 30s:4ms --step 60s:2ms --duration 90s --chart shed.png
 sluice sim shed --model cpu --workers 2 --service 1ms --load 10
-sluice sim shed --guard none --duration 10s`,
+sluice sim shed --guard none --duration 10s
+sluice sim shed --duration 20s -o json | jq '.seconds[] | [.t_ms, .goodput]'`,
 }
 
 // stepsFlag is --step, repeatable: AT:SERVICE.
@@ -93,9 +98,13 @@ func simShedCmd(args []string, stdout, stderr io.Writer) int {
 	guard := fs.String("guard", "adaptive", "what sheds: adaptive (shed's defaults), fixed:N (a fixed limit of N), none")
 	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same run")
 	chartPath := fs.String("chart", "", "draw limit, latency and goodput over time to `FILE` (.png or .svg)")
-	asJSON := fs.Bool("json", false, "print the run as JSON (scenario and seconds) instead of a table")
+	output := addOutputFlag(fs, true)
 	if code, ok := fs.parse(args); !ok {
 		return code
+	}
+	asJSON, err := output.check(fs)
+	if err != nil {
+		return fs.usageError("%v", err)
 	}
 	g, fixed, err := parseGuard(*guard)
 	if err != nil {
@@ -115,8 +124,69 @@ func simShedCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fs.failure("%v", err)
 	}
-	return fs.report(res, *asJSON, func(w io.Writer) { writeShedTable(w, res) }, *chartPath,
+	return fs.report(shedReport(res), asJSON, func(w io.Writer) { writeShedTable(w, res) }, *chartPath,
 		func(path string) error { return writeShedChart(path, res) })
+}
+
+// simShedReport is `sluice sim shed -o json`'s report.
+type simShedReport struct {
+	Scenario simShedScenario `json:"scenario"`
+	Seconds  []simShedSecond `json:"seconds"`
+}
+
+// simShedScenario is the run's scenario, as its flags set it.
+type simShedScenario struct {
+	Model    shedsim.Model
+	Workers  int
+	Service  time.Duration
+	Capacity float64 // requests per second at the starting service time
+	Steps    []shedsim.Step
+	Load     float64
+	Duration time.Duration
+	Guard    shedsim.Guard
+	// FixedLimit is the fixed guard's limit, null for the others.
+	FixedLimit *int
+	Seed       uint64
+}
+
+// simShedSecond is shedsim.Second with null where there is no value.
+type simShedSecond struct {
+	T                       time.Duration
+	Service                 time.Duration
+	Offered, Admitted, Shed int
+	Done                    int
+	Goodput                 float64
+	// P50 and P99 are null when no request finished in the second.
+	P50, P99 *time.Duration
+	// Limit, MinLimit and MaxLimit are null with no guard; NoLoad is
+	// null but for the adaptive guard.
+	Limit, MinLimit, MaxLimit *float64
+	NoLoad                    *time.Duration
+	InFlight                  int
+}
+
+func shedReport(res shedsim.Result) simShedReport {
+	sc := res.Scenario
+	out := simShedReport{Scenario: simShedScenario{Model: sc.Model, Workers: sc.Workers, Service: sc.Service, Capacity: sc.Capacity(),
+		Steps: sc.Steps, Load: sc.Load, Duration: sc.Duration, Guard: sc.Guard, Seed: sc.Seed}}
+	if sc.Guard == shedsim.Fixed {
+		out.Scenario.FixedLimit = &sc.FixedLimit
+	}
+	for _, s := range res.Seconds {
+		o := simShedSecond{T: s.T, Service: s.Service, Offered: s.Offered, Admitted: s.Admitted, Shed: s.Shed, Done: s.Done,
+			Goodput: s.Goodput, InFlight: s.InFlight}
+		if s.Done > 0 {
+			o.P50, o.P99 = &s.P50, &s.P99
+		}
+		if sc.Guard != shedsim.None {
+			o.Limit, o.MinLimit, o.MaxLimit = &s.Limit, &s.MinLimit, &s.MaxLimit
+		}
+		if sc.Guard == shedsim.Adaptive {
+			o.NoLoad = &s.NoLoad
+		}
+		out.Seconds = append(out.Seconds, o)
+	}
+	return out
 }
 
 func writeShedTable(w io.Writer, res shedsim.Result) {

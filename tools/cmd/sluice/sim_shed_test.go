@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/sluice-rpc/sluice/tools/internal/sim/shedsim"
 )
 
 func TestSimShedTable(t *testing.T) {
@@ -34,21 +32,55 @@ func TestSimShedTable(t *testing.T) {
 	}
 }
 
+// -o json (and --json, its deprecated spelling) prints the run by the
+// output convention: snake_case keys, durations in ms, null quantiles in a
+// second where nothing finished, null limits with no guard.
 func TestSimShedJSONAndChart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "shed.svg")
+	args := []string{"--model", "cpu", "--workers", "2", "--service", "1ms", "--duration", "3s", "--chart", path}
 	var out, errb bytes.Buffer
-	if code := simShedCmd([]string{"--model", "cpu", "--workers", "2", "--service", "1ms", "--duration", "3s", "--json", "--chart", path}, &out, &errb); code != 0 {
+	if code := simShedCmd(append(args, "-o", "json"), &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	var res shedsim.Result
-	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		t.Fatalf("--json printed %q: %v", out.String(), err)
+	var res struct {
+		Scenario struct {
+			Model      string   `json:"model"`
+			ServiceMS  float64  `json:"service_ms"`
+			FixedLimit *float64 `json:"fixed_limit"`
+		} `json:"scenario"`
+		Seconds []struct {
+			TMS   float64  `json:"t_ms"`
+			Done  int      `json:"done"`
+			P99MS *float64 `json:"p99_ms"`
+			Limit *float64 `json:"limit"`
+		} `json:"seconds"`
 	}
-	if len(res.Seconds) != 3 || res.Scenario.Model != shedsim.CPU {
-		t.Errorf("--json: %d seconds, model %q; want 3 and cpu", len(res.Seconds), res.Scenario.Model)
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("-o json printed %q: %v", out.String(), err)
+	}
+	if len(res.Seconds) != 3 || res.Scenario.Model != "cpu" || res.Scenario.ServiceMS != 1 || res.Scenario.FixedLimit != nil ||
+		res.Seconds[2].TMS != 3000 || res.Seconds[2].P99MS == nil || res.Seconds[2].Limit == nil {
+		t.Errorf("-o json: %+v; want 3 seconds of the cpu model, 1 ms, no fixed limit", res)
 	}
 	if b, err := os.ReadFile(path); err != nil || !bytes.Contains(b, []byte("<svg")) {
 		t.Errorf("chart: %v, %d bytes", err, len(b))
+	}
+	var legacy bytes.Buffer
+	if code := simShedCmd(append(args, "--json"), &legacy, &errb); code != 0 || legacy.String() != out.String() {
+		t.Errorf("--json: exit %d, printed something else than -o json:\n%s", code, legacy.String())
+	}
+	// No guard: no limit; a second in which nothing finished: no quantile.
+	out.Reset()
+	if code := simShedCmd([]string{"--guard", "none", "--duration", "2s", "--service", "900ms", "--workers", "1", "--load", "0.1", "-o", "json"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range res.Seconds {
+		if s.Limit != nil || (s.Done == 0) != (s.P99MS == nil) {
+			t.Errorf("guard none: second %+v; want a null limit, and null quantiles exactly when nothing finished", s)
+		}
 	}
 }
 
@@ -64,6 +96,8 @@ func TestSimShedUsageErrors(t *testing.T) {
 		{[]string{"--workers", "0"}, "workers is 0"},
 		{[]string{"--load", "NaN"}, "load is NaN"},
 		{[]string{"--chart", "x.gif"}, "must end in .png or .svg"},
+		{[]string{"-o", "yaml"}, `-o/--output is "yaml", must be table or json`},
+		{[]string{"--json", "-o", "table"}, "--json and -o table disagree"},
 	} {
 		var out, errb bytes.Buffer
 		if code := simShedCmd(c.args, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), c.want) {

@@ -90,11 +90,34 @@ func (s Scenario) Validate() error {
 	return nil
 }
 
-// Result summarises one run.
+// Result is one run: its limiter's settings, each second as printed, and
+// whether the limit recovered.
 type Result struct {
+	// Strategy is the limiter's recovery, with its RecoverRate or
+	// RecoverValue (the other is 0); StartLimit the limit before the
+	// first second.
+	Strategy                  busy.Strategy
+	RecoverRate, RecoverValue float64
+	StartLimit                int64
+	// Seconds are the printed seconds: 1..9 with busy answers, then the
+	// recovery from second 11.
+	Seconds []Second
+	// Converged reports that the limit recovered; At is the second at
+	// which nothing was throttled any more and Speed At - 10 (both 0 if
+	// not Converged).
 	Converged bool
-	// At is the second at which nothing was throttled any more (if Converged).
-	At int
+	At, Speed int
+}
+
+// Second is one printed second of a run.
+type Second struct {
+	// Time is the second; Recovering is false for seconds 1..9 (busy
+	// answers), true from second 11.
+	Time       int
+	Recovering bool
+	// RPS requests were sent, Throttled refused by the limiter and Busy
+	// answered busy, under the limit Limit (all truncated, as printed).
+	RPS, Throttled, Busy, Limit int64
 }
 
 // The design's phases.
@@ -121,9 +144,12 @@ func Run(w io.Writer, cfg busy.Config, s Scenario) (Result, error) {
 	}
 	cfg = l.Config() // zero fields filled in, for the report
 	p := printer{w: w}
+	res := Result{Strategy: cfg.Strategy, StartLimit: trunc(cfg.Ceiling)}
 	if cfg.Strategy == busy.Constant {
+		res.RecoverValue = cfg.RecoverValue
 		p.printf("started with recover_value: %v\n", cfg.RecoverValue)
 	} else {
+		res.RecoverRate = cfg.RecoverRate
 		p.printf("started with recover_rate: %v\n", cfg.RecoverRate)
 	}
 	p.printf("start rps=%d (%s) throttled=0 busy=%d (%s) limit=%d\n",
@@ -148,22 +174,23 @@ func Run(w io.Writer, cfg busy.Config, s Scenario) (Result, error) {
 		for i := 0; i < b; i++ {
 			l.RecordBusy()
 		}
+		res.Seconds = append(res.Seconds, Second{Time: t, RPS: int64(sent), Throttled: int64(rate - sent), Busy: int64(b), Limit: trunc(limit)})
 		p.printf("    --- time=%d rps=%d throttled=%d busy=%d limit=%d\n", t, sent, rate-sent, b, trunc(limit))
 		clk.Add(time.Second)
 	}
 
 	p.printf("    ++++ recovering\n")
-	res := Result{}
 	for t := recoverFrom; ; t++ {
 		rate := s.RPSPattern.At(s.RPS, t)
 		limit := l.Limit()
 		send(rate)
 		// The design prints this phase from the unfloored limit.
 		r := math.Min(float64(rate), limit)
+		res.Seconds = append(res.Seconds, Second{Time: t, Recovering: true, RPS: trunc(r), Throttled: trunc(float64(rate) - r), Limit: trunc(limit)})
 		p.printf("    +++ time=%d rps=%d throttled=%d busy=0 limit=%d\n", t, trunc(r), trunc(float64(rate)-r), trunc(limit))
 		if limit >= float64(rate) {
 			p.printf("    converged at time=%d, speed=%d\n", t, t-startOfRecover)
-			res = Result{Converged: true, At: t}
+			res.Converged, res.At, res.Speed = true, t, t-startOfRecover
 			break
 		}
 		if t > recoverGiveUp {
@@ -176,13 +203,18 @@ func Run(w io.Writer, cfg busy.Config, s Scenario) (Result, error) {
 }
 
 // RunBoth runs s with the design's recover-rate limiter and then with its
-// constant recover-value limiter, as the design's program does.
-func RunBoth(w io.Writer, s Scenario) error {
-	if _, err := Run(w, busy.Config{}, s); err != nil {
-		return err
+// constant recover-value limiter, as the design's program does, and
+// returns both runs.
+func RunBoth(w io.Writer, s Scenario) ([]Result, error) {
+	var rs []Result
+	for _, cfg := range []busy.Config{{}, {Strategy: busy.Constant}} {
+		r, err := Run(w, cfg, s)
+		if err != nil {
+			return rs, err
+		}
+		rs = append(rs, r)
 	}
-	_, err := Run(w, busy.Config{Strategy: busy.Constant}, s)
-	return err
+	return rs, nil
 }
 
 func trunc(v float64) int64 { return int64(v) }

@@ -2,6 +2,7 @@ package busysim
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -20,7 +21,7 @@ func TestPresetsMatchTheDesignsTables(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got bytes.Buffer
-			if err := RunBoth(&got, sc); err != nil {
+			if _, err := RunBoth(&got, sc); err != nil {
 				t.Fatal(err)
 			}
 			gl, wl := strings.Split(got.String(), "\n"), strings.Split(string(want), "\n")
@@ -46,8 +47,27 @@ func TestRunReportsConvergence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Converged || res.At != 17 {
-		t.Fatalf("steady recover-rate run: %+v, want converged at 17", res)
+	if !res.Converged || res.At != 17 || res.Speed != 7 {
+		t.Fatalf("steady recover-rate run: %+v, want converged at 17, speed 7", res)
+	}
+	// The Result holds what was printed, second by second.
+	var lines []string
+	for _, l := range strings.Split(buf.String(), "\n") {
+		if strings.HasPrefix(l, "    --- ") || strings.HasPrefix(l, "    +++ ") {
+			lines = append(lines, l)
+		}
+	}
+	if len(res.Seconds) != len(lines) || res.StartLimit != 9999999 || res.RecoverRate != 3 || res.Strategy != busy.Multiplicative {
+		t.Fatalf("%d seconds, %d printed; start limit %d, recover rate %v, strategy %v", len(res.Seconds), len(lines), res.StartLimit, res.RecoverRate, res.Strategy)
+	}
+	for i, s := range res.Seconds {
+		mark, busyN := "---", fmt.Sprint(s.Busy)
+		if s.Recovering {
+			mark = "+++"
+		}
+		if want := fmt.Sprintf("    %s time=%d rps=%d throttled=%d busy=%s limit=%d", mark, s.Time, s.RPS, s.Throttled, busyN, s.Limit); lines[i] != want {
+			t.Errorf("second %d: %+v, printed %q", i, s, lines[i])
+		}
 	}
 	if res, _ := Run(&buf, busy.Config{Strategy: busy.Constant}, Presets["steady"]); res.Converged {
 		t.Fatal("the constant strategy converged; the design says it does not")

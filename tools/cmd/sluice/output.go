@@ -1,0 +1,57 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/sluice-rpc/sluice/tools/internal/jsonout"
+)
+
+// outputJSONHelp says what -o json prints, for the commands' help.
+const outputJSONHelp = `-o json prints the report as one JSON object on one line: snake_case keys,
+durations in milliseconds (keys ending in _ms), enums by name, null where
+there is no value (quantiles of no call, a rate not set).`
+
+// outputFlag is -o/--output, the one output convention of the commands
+// with a report: table (for people) or json (for programs), with the
+// older spellings kept as deprecated aliases for a release: -o text (bench)
+// and --json (sim shed, sim doorman).
+type outputFlag struct {
+	format string
+	json   bool // --json, where the command had it
+}
+
+// addOutputFlag defines -o/--output on fs, and --json too when legacyJSON
+// (the command had it before -o).
+func addOutputFlag(fs *flagSet, legacyJSON bool) *outputFlag {
+	o := &outputFlag{}
+	fs.StringVar(&o.format, "output", "table", "the report's `FORMAT`: table, for people, or json, one JSON object on one line (\"text\": table, deprecated)")
+	fs.alias("o", "output")
+	if legacyJSON {
+		fs.BoolVar(&o.json, "json", false, "deprecated: the same as -o json")
+	}
+	return o
+}
+
+// check validates the flag and reports whether the report is JSON; an
+// error is a usage error.
+func (o *outputFlag) check(fs *flagSet) (asJSON bool, err error) {
+	switch o.format {
+	case "table", "text":
+		if o.json && fs.set("output") {
+			return false, fmt.Errorf("--json and -o %s disagree; give -o json or -o table", o.format)
+		}
+		return o.json, nil
+	case "json":
+		return true, nil
+	}
+	return false, fmt.Errorf("-o/--output is %q, must be table or json", o.format)
+}
+
+// writeJSON writes a report by jsonout's convention on stdout, and
+// returns the exit code: 0, or 1 if it could not be written.
+func (f *flagSet) writeJSON(v any) int {
+	if err := jsonout.Write(f.stdout, v); err != nil {
+		return f.failure("%v", err)
+	}
+	return exitOK
+}
