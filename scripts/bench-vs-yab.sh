@@ -5,11 +5,12 @@
 #
 #   yab     -t keyvalue.thrift keyvalue KeyValue::Get -n N --concurrency 4
 #           (yab's default connections: 2 x GOMAXPROCS)
-#   sluice  the same words, at Sluice's defaults
 #   sluice  the same words with yab's connections and --concurrency 4
+#   yab     the same words at yab's defaults (concurrency 1)
+#   sluice  the same words at Sluice's defaults (the same as yab's)
 #
-# and prints each run's calls per second and Sluice's ratio to yab's in the
-# same round. N is $CALLS (default 100000). It needs yab v0.22.0 as $YAB
+# and prints each run's calls per second and Sluice's ratio to the yab run
+# beside it. N is $CALLS (default 100000). It needs yab v0.22.0 as $YAB
 # (scripts/record-yab-goldens.sh says how to build it). The server runs in
 # its own process; the clients take turns, so each has the client half of
 # the machine to itself.
@@ -42,16 +43,18 @@ done
 target=(-t "$idl" -p "$peer" keyvalue KeyValue::Get -r '{"key":"a"}')
 "$tmp/sluice" call -t "$idl" -p "$peer" keyvalue KeyValue::Set -r '{"key":"a","value":"1"}' >/dev/null
 
-yab_rps() { "$YAB" "${target[@]}" -n "$calls" --concurrency 4 | awk '/^RPS:/{print $2}'; }
+yab_rps() { "$YAB" "${target[@]}" -n "$calls" "$@" | awk '/^RPS:/{print $2}'; }
 sluice_rps() {
   "$tmp/sluice" bench "${target[@]}" -n "$calls" -o json "$@" 2>/dev/null |
     python3 -c 'import json,sys; r=json.load(sys.stdin); assert r["failed"]==0, r; print("%.0f" % r["throughput_rps"])'
 }
 
-printf '%-6s %10s %16s %7s %24s %7s\n' round "yab c/s" "sluice defaults" ratio "sluice ${conns}x4 (yab's)" ratio
+printf '%-6s %18s %18s %7s %14s %16s %7s\n' round "yab ${conns}x4 c/s" "sluice ${conns}x4" ratio "yab defaults" "sluice defaults" ratio
 for r in $(seq "$rounds"); do
-  y=$(yab_rps)
-  d=$(sluice_rps)
-  s=$(sluice_rps --connections "$conns" --concurrency 4)
-  awk -v r="$r" -v y="$y" -v d="$d" -v s="$s" 'BEGIN { printf "%-6s %10.0f %16.0f %7.3f %24.0f %7.3f\n", r, y, d, d / y, s, s / y }'
+  y4=$(yab_rps --concurrency 4)
+  s4=$(sluice_rps --connections "$conns" --concurrency 4)
+  y1=$(yab_rps)
+  s1=$(sluice_rps)
+  awk -v r="$r" -v y4="$y4" -v s4="$s4" -v y1="$y1" -v s1="$s1" \
+    'BEGIN { printf "%-6s %18.0f %18.0f %7.3f %14.0f %16.0f %7.3f\n", r, y4, s4, s4 / y4, y1, s1, s1 / y1 }'
 done

@@ -38,6 +38,8 @@ type Config struct {
 	// "Service::method"). Run never modifies it: the calls share it.
 	// Default: a raw call with an empty body.
 	Request *channel.Request
+	// CallOptions go with every call (a shard key, a caller name, ...).
+	CallOptions []channel.CallOption
 	// RPS is the arrival rate, calls per second: call i arrives at i/RPS
 	// seconds after the start, whether or not earlier calls have returned
 	// (open loop). 0 makes the run unbounded: on each channel Concurrency
@@ -220,7 +222,7 @@ func RunChannels(ctx context.Context, chs []*channel.Channel, cfg Config) (*Repo
 func call(ctx context.Context, ch *channel.Channel, cfg *Config) result {
 	cctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	res, err := ch.Call(cctx, cfg.Service, cfg.Method, cfg.Request)
+	res, err := ch.Call(cctx, cfg.Service, cfg.Method, cfg.Request, cfg.CallOptions...)
 	if err != nil {
 		var ce *channel.CallError
 		return result{attempts: attemptsOf(err), code: CodeOf(err), local: errors.As(err, &ce) && ce.Code.IsLocal()}

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/uber/tchannel-go"
-
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/shed"
@@ -23,6 +21,7 @@ import (
 
 var benchHelp = helpText{
 	synopsis: `sluice bench -p HOST:PORT -s SERVICE -m METHOD [-r BODY] [-n N] [-d D] [--rps R] [flags]
+sluice bench -p HOST:PORT -t FILE.thrift [flags] SERVICE Service::method [-r BODY] [-n N]
 sluice bench --embedded N [--embedded-workers N] [--embedded-shed MODE] [flags]
 sluice bench --closed-loop [--embedded-workers N] [--embedded-latency fixed:D] [--load X] [--chart FILE] [-o json]
 sluice bench --rolling-deploy [--rows LIST] [--rps R] [--replacements N] [--steady D] [--settle D] [-o json]`,
@@ -38,6 +37,11 @@ sluice bench --rolling-deploy [--rows LIST] [--rps R] [--replacements N] [--stea
     all (default 100), over the connections in turn; latency is from each
     call's scheduled arrival, so a stalled client cannot hide its
     queueing.
+
+What each call sends is what 'sluice call' sends with the same flags: JSON,
+raw, or Thrift through an IDL (-t FILE.thrift, Service::method), encoded
+once before the run; -H, --sk, --rk, --rd and --caller go with every call,
+and the service and method may follow the flags as two words, as in yab.
 
 A connection is a Sluice Channel of its own (channel.New), with its own TCP
 connections to the peers, busy limiters and retry state, as each of yab's
@@ -87,6 +91,7 @@ Exit status: 0 when the run completed with at least one successful call, or
 was interrupted; 1 when it could not run, or when every call failed or was
 refused; 2 on a usage error.`,
 	examples: `sluice bench --embedded 1 -n 100000                 # as fast as 2 x GOMAXPROCS connections allow
+sluice bench -t keyvalue.thrift -p 127.0.0.1:4040 keyvalue KeyValue::Get -r '{"key":"a"}' -n 100000 --concurrency 4
 sluice bench -p 127.0.0.1:4040 -s kv -m get -r '{"key":"a"}' -n 2000 --connections 4 --concurrency 8
 sluice bench --embedded 4 --rps 400 -d 10s --hedge-max 3 --hedge-adaptive 0.95
 sluice bench -p 127.0.0.1:4040 -s kv -m get -r '{"key":"a"}' --rps 200 -d 30s -o json
@@ -129,7 +134,6 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	deployFlags := addDeployFlags(fs)
 	target := addTargetFlags(fs, "the `SERVICE` to call (default \"bench\" with --embedded)",
 		"the `METHOD` to call (default \"echo\" with --embedded)", "each call's request `BODY` (arg3; {} if none with -e json)")
-	service, method, encoding, body := target.service, target.method, target.encoding, target.body
 	rps := fs.Float64("rps", 0, fmt.Sprintf("`R` calls per second, sent on schedule whether or not earlier ones returned (open loop; at most %d); 0: unbounded, each call started as soon as one returns (closed loop)", load.MaxRPS))
 	duration := fs.Duration("max-duration", 0, fmt.Sprintf("how long calls start, `D` (default %v; with -n alone, until the n calls are made, at most %v)", benchDefaultDuration, load.MaxDuration))
 	fs.alias("d", "max-duration")
@@ -142,12 +146,16 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	output := addOutputFlag(fs, false)
 	debugAddr := fs.String("debug-listen", "", debugListenUsage)
 	policy := addPolicyFlags(fs.FlagSet, true)
-	if code, ok := fs.parse(args); !ok {
+	words, code, ok := fs.parseWords(args, 2)
+	if !ok {
 		return code
 	}
 	asJSON, err := output.check(fs)
 	if err != nil {
 		return fs.usageError("%v", err)
+	}
+	if len(words) > 0 && (deployFlags.on || *closedLoop) {
+		return fs.usageError("unexpected argument %q: --closed-loop and --rolling-deploy call servers of their own", words[0])
 	}
 	if deployFlags.on {
 		return benchRollingDeploy(ctx, fs, deployFlags, *rps, *timeout, *shapeText, asJSON, stdout, stderr)
@@ -194,10 +202,6 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fs.usageError("--embedded-workers is %d, must be in [0, %d]", *workers, load.MaxWorkers)
 	case fs.set("load") || fs.set("chart") || fs.set("gogc"):
 		return fs.usageError("--load, --chart and --gogc need --closed-loop")
-	case *embedded == 0 && (*service == "" || *method == ""):
-		return fs.usageError("-s/--service and -m/--method are required with peers")
-	case target.checkEncoding() != nil:
-		return fs.usageError("%v", target.checkEncoding())
 	case !(*rps >= 0 && *rps <= load.MaxRPS):
 		return fs.usageError("--rps is %v, must be in [0, %d] (0: unbounded)", *rps, load.MaxRPS)
 	case fs.set("max-duration") && (*duration <= 0 || *duration > load.MaxDuration):
@@ -227,13 +231,20 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if src.resolver != nil && !*allowRemote {
 		src.resolver = loopbackOnly{src.resolver}
 	}
-	if *embedded > 0 {
-		if *service == "" {
-			*service = "bench"
+	if *embedded > 0 && len(words) == 0 {
+		if *target.service == "" {
+			*target.service = "bench"
 		}
-		if *method == "" {
-			*method = "echo"
+		if *target.method == "" {
+			*target.method = "echo"
 		}
+	}
+	tg, err := target.resolve(words)
+	if err != nil {
+		return fs.usageError("%v", err)
+	}
+	if *embedded > 0 && tg.encoding == "thrift" {
+		return fs.usageError("--embedded servers answer json and raw calls, not Thrift: give -p or -P peers")
 	}
 	switch {
 	case *shapeText == "" && unbounded:
@@ -249,11 +260,8 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fs.usageError("--embedded-shed: %v", err)
 	}
-	cfg, err := policy.serviceConfig(*service, *method)
+	cfg, err := policy.serviceConfig(tg.service, tg.method)
 	if err != nil {
-		return fs.usageError("%v", err)
-	}
-	if err := target.checkJSONBody(); err != nil {
 		return fs.usageError("%v", err)
 	}
 
@@ -263,15 +271,15 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer debug.close()
 	if *embedded > 0 {
-		servers, err := load.StartServers(*embedded, load.ServerConfig{Service: *service, Method: *method,
-			Format: *encoding, Shape: shape, Seed: *seed, Workers: *workers, Shed: shedCfg})
+		servers, err := load.StartServers(*embedded, load.ServerConfig{Service: tg.service, Method: tg.method,
+			Format: tg.encoding, Shape: shape, Seed: *seed, Workers: *workers, Shed: shedCfg})
 		if err != nil {
 			return fs.failure("%v", err)
 		}
 		defer servers.Close()
 		src.hostPorts = servers.HostPorts()
 	}
-	opts := append(src.options(*service), channel.WithScope(debug.scope()), channel.WithBusyConfig(busy.Config{Disabled: !*throttling}))
+	opts := append(src.options(tg.service), channel.WithScope(debug.scope()), channel.WithBusyConfig(busy.Config{Disabled: !*throttling}))
 	if cfg != nil {
 		opts = append(opts, channel.WithServiceConfig(cfg))
 	}
@@ -282,7 +290,7 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return fs.usageError("%v", err)
 		}
 		defer ch.Close()
-		if err := src.addPeers(ch, *service); err != nil {
+		if err := src.addPeers(ch, tg.service); err != nil {
 			return fs.usageError("%v", err)
 		}
 		chs[i] = ch
@@ -290,9 +298,9 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := debug.serve("sluice bench", nil, stderr); err != nil {
 		return fs.failure("%v", err)
 	}
-	lc := load.Config{Service: *service, Method: *method, RPS: *rps, Duration: *duration, Calls: *calls,
+	lc := load.Config{Service: tg.service, Method: tg.method, RPS: *rps, Duration: *duration, Calls: *calls,
 		Concurrency: *concurrency, Timeout: *timeout, Warmup: *warmup,
-		Request: &channel.Request{Format: tchannel.Format(*encoding), Arg3: []byte(*body)},
+		Request: tg.req, CallOptions: tg.opts,
 		Progress: func(p load.Progress) {
 			fmt.Fprintf(stderr, "%6.1fs  %d calls: %d ok, %d failed, %d refused locally; %.1f calls/s\n",
 				p.Elapsed.Seconds(), p.Calls, p.OK, p.Failed, p.Refused, p.Rate)

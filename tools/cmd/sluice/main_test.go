@@ -461,7 +461,7 @@ func TestCommandsRejectStrayArguments(t *testing.T) {
 	for _, args := range [][]string{
 		{"call", "-p", "127.0.0.1:1", "-s", "kv", "-m", "echo", "-e", "raw", "-r", "x", "extra", "--retry-max", "1"},
 		{"demo", "extra", "--seconds", "1"},
-		{"bench", "--embedded", "1", "extra"},
+		{"bench", "--embedded", "1", "-s", "bench", "-m", "echo", "extra"},
 		{"serve", "extra"},
 		{"sim", "busy", "extra"},
 		{"sim", "ratelimit", "extra"},

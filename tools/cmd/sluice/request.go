@@ -120,6 +120,8 @@ func (t *targetFlags) resolve(positional []string) (*target, error) {
 	switch {
 	case tg.service == "":
 		return nil, errors.New("give the service: -s/--service SERVICE, or SERVICE METHOD after the flags")
+	case tg.method == "" && len(positional) > 0:
+		return nil, fmt.Errorf("give the method: the word %q after the flags is the service; follow it with the method, or give -m/--method METHOD", positional[0])
 	case tg.method == "":
 		return nil, errors.New("give the method: -m/--method METHOD, or SERVICE METHOD after the flags")
 	}
@@ -206,34 +208,4 @@ func (t *targetFlags) transportOptions() []channel.CallOption {
 		opts = append(opts, channel.WithCallerName(*t.caller))
 	}
 	return opts
-}
-
-// checkEncoding reports an --encoding bench cannot send.
-//
-// Deprecated: bench resolves its target as call does.
-func (t *targetFlags) checkEncoding() error {
-	if e := *t.encoding; e != "" && e != "json" && e != "raw" {
-		return fmt.Errorf("-e/--encoding is %q, must be json or raw", e)
-	}
-	if *t.encoding == "" {
-		*t.encoding = "json"
-	}
-	return nil
-}
-
-// checkJSONBody makes an empty JSON body {} and reports one that is not
-// JSON; a raw body is left as it is.
-//
-// Deprecated: bench resolves its target as call does.
-func (t *targetFlags) checkJSONBody() error {
-	if *t.encoding != "json" {
-		return nil
-	}
-	if strings.TrimSpace(*t.body) == "" {
-		*t.body = "{}"
-	}
-	if !json.Valid([]byte(*t.body)) {
-		return errors.New("the request body is not valid JSON (-e json)")
-	}
-	return nil
 }

@@ -196,3 +196,35 @@ func startArg2Echo(t *testing.T) string {
 	require.NoError(t, ch.ListenAndServe("127.0.0.1:0"))
 	return ch.HostPort()
 }
+
+// sluice bench sends Thrift calls through the IDL, as call does: every call
+// succeeds against plain tchannel-go, and a declared exception counts as an
+// application error, not a success.
+func TestBenchThrift(t *testing.T) {
+	idl, peer := keyvalueIDL(t), startPlainKV(t)
+	code, _, errOut := runCall("-p", peer, "-t", idl, "keyvalue", "KeyValue::Set", "-r", `{"key": "a", "value": "1"}`)
+	require.Equal(t, exitOK, code, errOut)
+	bench := func(args ...string) (map[string]any, string) {
+		var out, errOut bytes.Buffer
+		code := run(append([]string{"bench", "-p", peer, "-t", idl, "-o", "json", "--warmup", "0"}, args...), &out, &errOut)
+		var rep map[string]any
+		require.NoError(t, json.Unmarshal(out.Bytes(), &rep), "exit %d: %s", code, errOut.String())
+		return rep, errOut.String()
+	}
+	rep, errOut := bench("keyvalue", "KeyValue::Get", "-r", `{"key": "a"}`, "-n", "300", "--sk", "a")
+	assert.EqualValues(t, 300, rep["calls"], errOut)
+	assert.EqualValues(t, 300, rep["ok"], errOut)
+	assert.Equal(t, "unbounded", rep["mode"])
+
+	rep, errOut = bench("-s", "keyvalue", "-m", "KeyValue::Get", "-r", `{"key": "zz"}`, "-n", "50")
+	assert.EqualValues(t, 50, rep["calls"], errOut)
+	assert.EqualValues(t, 0, rep["ok"], errOut)
+	assert.Equal(t, map[string]any{"APPLICATION": float64(50)}, rep["errors"])
+
+	var out, errb bytes.Buffer
+	code = run([]string{"bench", "-p", peer, "-t", idl, "keyvalue", "KeyValue::Gett"}, &out, &errb)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errb.String(), `service KeyValue has no method "Gett"`)
+	code = run([]string{"bench", "--embedded", "1", "-t", idl, "keyvalue", "KeyValue::Get"}, &out, &errb)
+	assert.Equal(t, exitUsage, code)
+}
