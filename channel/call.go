@@ -117,7 +117,7 @@ func (c *Channel) call(ctx context.Context, st *callState, service, method strin
 	start := c.o.clock.Now()
 	pol, err := c.policyFor(service, method)
 	if err != nil {
-		return nil, c.fail(c.methodStats(service, method), start, &CallError{Service: service, Method: method, Code: codes.BadRequest, Message: err.Error(), Err: err})
+		return nil, c.fail(c.rec.Method(service, c.namedSeries(service, method)), start, &CallError{Service: service, Method: method, Code: codes.BadRequest, Message: err.Error(), Err: err})
 	}
 	m := pol.m
 	if err := c.checkRequest(req); err != nil {

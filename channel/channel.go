@@ -174,17 +174,17 @@ type Channel struct {
 	// prefixed indexes the service config's method names of the form
 	// "Service::method" by (service, method), for nameHint; fixed at New.
 	prefixed map[methodKey][]string
-	// series says which methods have metric series of their own (see
-	// methodStats); it has its own lock.
-	series methodSeries
 
-	mu         sync.RWMutex
-	services   map[string]*peer.List
-	policies   map[methodKey]*methodPolicy
-	hinted     map[methodKey]bool           // configured names nameHint has logged
-	lastPolicy atomic.Pointer[methodPolicy] // policyFor's last answer
-	throttles  map[string]*retry.Throttle   // per target service
-	closed     atomic.Bool
+	mu       sync.RWMutex
+	services map[string]*peer.List
+	// unnamedSeries counts, per service, the unnamed methods whose calls
+	// have metric series of their own (see seriesOf).
+	unnamedSeries map[string]int
+	policies      map[methodKey]*methodPolicy
+	hinted        map[methodKey]bool           // configured names nameHint has logged
+	lastPolicy    atomic.Pointer[methodPolicy] // policyFor's last answer
+	throttles     map[string]*retry.Throttle   // per target service
+	closed        atomic.Bool
 
 	// Discovery and the server's life (see discovery.go). resolved is
 	// fixed at New.
@@ -510,6 +510,7 @@ func (c *Channel) peerList(service string, create bool) (*peer.List, error) {
 		return nil, err
 	}
 	c.services[service] = l
+	c.forgetPolicies(service)
 	return l, nil
 }
 

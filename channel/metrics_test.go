@@ -190,3 +190,41 @@ func TestClientMethodsGetTheirOwnSeries(t *testing.T) {
 		t.Errorf("the failed call's error is not counted under its own method")
 	}
 }
+
+// Service names no AddPeer made get no series of their methods: 50 such
+// services called with 20 methods each tag every call stats.MethodOther.
+// A method called before its service had peers gets its own series once it
+// has them.
+func TestPeerlessServicesAddNoMethodSeries(t *testing.T) {
+	s := startServer(t)
+	scope := tally.NewTestScope("", nil)
+	c, err := New("client", WithScope(scope))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	defer c.Close()
+	for i := range 50 {
+		svc := fmt.Sprintf("nobody-%d", i)
+		for j := range 20 {
+			if _, err := c.CallRaw(ctxTimeout(t), svc, fmt.Sprintf("m-%d", j), nil, nil); err == nil {
+				t.Fatalf("a call to %s succeeded, want NO_PEERS", svc)
+			}
+		}
+		if tags := methodTags(scope, svc); len(tags) != 1 || !tags[stats.MethodOther] {
+			t.Fatalf("%s: method tags %v, want only %s", svc, tags, stats.MethodOther)
+		}
+	}
+
+	if _, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil); err == nil {
+		t.Fatal("a call before AddPeer succeeded")
+	}
+	if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+		t.Fatalf("AddPeer: %v", err)
+	}
+	if _, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil); err != nil {
+		t.Fatalf("CallRaw after AddPeer: %v", err)
+	}
+	if got := scope.Snapshot().Counters()["calls+method=echo,service=kv"]; got == nil || got.Value() != 1 {
+		t.Errorf("echo after AddPeer: got %v, want its own series with 1 call", got)
+	}
+}

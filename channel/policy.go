@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -220,6 +219,7 @@ func (c *Channel) addPolicy(k methodKey) (*methodPolicy, error) {
 		c.mu.Unlock()
 		return nil, err
 	}
+	p.m = c.rec.Method(k.service, c.seriesOf(k.service, k.method))
 	c.policies[k] = p
 	hint := c.nameHint(k)
 	c.mu.Unlock()
@@ -229,15 +229,33 @@ func (c *Channel) addPolicy(k methodKey) (*methodPolicy, error) {
 	return p, nil
 }
 
+// forgetPolicies drops the cached policies of service, which has just got
+// its peer list: they were built while its calls could only fail NO_PEERS,
+// with every unnamed method tagged stats.MethodOther (see seriesOf), and
+// are built again by the next calls. It runs with c.mu held.
+func (c *Channel) forgetPolicies(service string) {
+	for k := range c.policies {
+		if k.service == service {
+			delete(c.policies, k)
+		}
+	}
+	if p := c.lastPolicy.Load(); p != nil && p.service == service {
+		c.lastPolicy.Store(nil)
+	}
+}
+
 // MaxMethodSeries bounds, per target service, the methods a client's calls
 // give metric series of their own (tag method) without being named: the
 // first MaxMethodSeries distinct methods called get theirs, as they are
 // first called; calls to any method after them are counted under the
 // service's stats.MethodOther series. Methods named by WithMethods or
 // exactly by the service config always get series of their own, and do not
-// count against the bound. So a client reports at most MaxMethodSeries
-// methods per service beyond those it names, plus stats.MethodOther,
-// whatever method names its callers use (a proxy's, say).
+// count against the bound. Only services with a peer list (AddPeer,
+// WithResolver) get series of unnamed methods: calls to any other service
+// name fail NO_PEERS under stats.MethodOther. So a client reports at most
+// MaxMethodSeries methods per service it calls beyond those it names, plus
+// stats.MethodOther, whatever method and service names its callers use (a
+// proxy's, say).
 //
 // The server side is not concerned: it tags only the methods registered on
 // it, so callers cannot make series there.
@@ -261,45 +279,40 @@ func WithMethods(service string, methods ...string) Option {
 	}
 }
 
-// methodSeries remembers which methods not named by WithMethods or the
-// service config have series of their own: at most MaxMethodSeries per
-// service. A method is looked up here when its policy is built (once) or
-// its call fails before that, never on a call's hot path.
-type methodSeries struct {
-	mu    sync.Mutex
-	own   map[methodKey]bool
-	count map[string]int // per service, len of own's keys of the service
+// namedSeries returns method if the service config or WithMethods names
+// it (its calls always have series of their own), else stats.MethodOther.
+func (c *Channel) namedSeries(service, method string) string {
+	if c.o.methods[methodKey{service, method}] || c.o.config.Names(service, method) {
+		return method
+	}
+	return stats.MethodOther
 }
 
-// methodStats returns the metrics of calls to service's method: its own
-// series if the service config or WithMethods names it, or if it is one of
-// the first MaxMethodSeries other methods of service called; else the
-// service's stats.MethodOther series.
-func (c *Channel) methodStats(service, method string) *stats.Method {
-	k := methodKey{service, method}
-	if c.o.methods[k] || c.o.config.Names(service, method) {
-		return c.rec.Method(service, method)
+// seriesOf returns the method tag of calls to service's method: its own
+// name if it is named (namedSeries), or if service has a peer list and
+// fewer than MaxMethodSeries unnamed methods of it have series of their
+// own (it then counts as one); else stats.MethodOther. A service without
+// a peer list (a name no AddPeer or resolver made) gets no series of its
+// unnamed methods: its calls can only fail NO_PEERS, and its policies are
+// built again once it has peers (forgetPolicies). It runs with c.mu held,
+// once per policy built.
+func (c *Channel) seriesOf(service, method string) string {
+	if name := c.namedSeries(service, method); name != stats.MethodOther {
+		return name
 	}
-	ms := &c.series
-	ms.mu.Lock()
-	own := ms.own[k]
-	if !own && ms.count[service] < MaxMethodSeries {
-		if ms.own == nil {
-			ms.own, ms.count = map[methodKey]bool{}, map[string]int{}
-		}
-		ms.own[k], own = true, true
-		ms.count[service]++
+	if c.services[service] == nil || c.unnamedSeries[service] >= MaxMethodSeries {
+		return stats.MethodOther
 	}
-	ms.mu.Unlock()
-	if !own {
-		method = stats.MethodOther
+	if c.unnamedSeries == nil {
+		c.unnamedSeries = map[string]int{}
 	}
-	return c.rec.Method(service, method)
+	c.unnamedSeries[service]++
+	return method
 }
 
 // buildPolicy runs with c.mu held.
 func (c *Channel) buildPolicy(service, method string) (*methodPolicy, error) {
-	p := &methodPolicy{service: service, method: method, m: c.methodStats(service, method), tokens: c.rec.RetryTokens(service), backoff: defaultBackoff,
+	p := &methodPolicy{service: service, method: method, tokens: c.rec.RetryTokens(service), backoff: defaultBackoff,
 		gate: c.gates[service], pacer: c.pacers[service]}
 	if p.pacer != nil { // built once here, not per call: a method key allocates
 		p.paceKeys = [2]string{pacing.ServiceKey(service), pacing.MethodKey(service, method)}
