@@ -173,12 +173,16 @@ func (m *Method) Answer(arg3 []byte) (*Answer, error) {
 	if m.spec.OneWay {
 		return nil, fmt.Errorf("%s is oneway: it has no answer", m.Name)
 	}
+	// thriftrw decodes by recursion without a bound, which a hostile
+	// server could run past the stack's end: the nesting is checked first.
+	if err := checkNesting(arg3); errors.Is(err, errTooDeep) {
+		return nil, fmt.Errorf("%s: the answer: %w", m.Name, err)
+	} else if err != nil {
+		return nil, fmt.Errorf("%s: the answer is not a Thrift struct: %w", m.Name, err)
+	}
 	w, err := binary.Default.Decode(bytes.NewReader(arg3), wire.TStruct)
 	if err != nil {
 		return nil, fmt.Errorf("%s: the answer is not a Thrift struct: %w", m.Name, err)
-	}
-	if err := checkDepth(w, 0); err != nil {
-		return nil, fmt.Errorf("%s: the answer: %w", m.Name, err)
 	}
 	rs := m.spec.ResultSpec
 	out := map[string]any{}
@@ -531,36 +535,6 @@ func jsonKind(v any) string {
 		return "an object"
 	}
 	return fmt.Sprintf("%T", v)
-}
-
-// checkDepth refuses a decoded value nested deeper than maxDepth, before
-// fromWire recurses into it.
-func checkDepth(w wire.Value, depth int) error {
-	if depth > maxDepth {
-		return fmt.Errorf("nested deeper than %d", maxDepth)
-	}
-	switch w.Type() {
-	case wire.TStruct:
-		for _, f := range w.GetStruct().Fields {
-			if err := checkDepth(f.Value, depth+1); err != nil {
-				return err
-			}
-		}
-	case wire.TList, wire.TSet:
-		l := w.GetList()
-		if w.Type() == wire.TSet {
-			l = w.GetSet()
-		}
-		return l.ForEach(func(v wire.Value) error { return checkDepth(v, depth+1) })
-	case wire.TMap:
-		return w.GetMap().ForEach(func(it wire.MapItem) error {
-			if err := checkDepth(it.Key, depth+1); err != nil {
-				return err
-			}
-			return checkDepth(it.Value, depth+1)
-		})
-	}
-	return nil
 }
 
 // fromWire decodes a wire value of type spec into what JSON prints.

@@ -157,6 +157,18 @@ func TestAnswerErrors(t *testing.T) {
 	}
 	_, err = echo.Answer(enc(wire.Field{ID: 0, Value: v}))
 	assert.ErrorContains(t, err, "nested deeper than 64")
+
+	// Nor one nested two million deep (8 MB), which thriftrw's decoder,
+	// recursing, would not survive: the nesting is checked before.
+	deep := bytes.Repeat([]byte{12, 0, 0}, 2<<20)
+	deep = append(deep, bytes.Repeat([]byte{0}, 2<<20+1)...)
+	_, err = echo.Answer(deep)
+	assert.ErrorContains(t, err, "nested deeper than 64")
+	// Counts the bytes cannot hold are refused without a loop over them.
+	_, err = echo.Answer([]byte{15, 0, 0, 12, 0x7f, 0xff, 0xff, 0xff})
+	assert.ErrorContains(t, err, "a count of 2147483647 that the 0 bytes left cannot hold")
+	_, err = echo.Answer([]byte{0, 1})
+	assert.ErrorContains(t, err, "1 bytes after the struct")
 }
 
 func TestHealth(t *testing.T) {
