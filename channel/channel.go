@@ -32,6 +32,11 @@ const DefaultTimeout = time.Second
 // closeWait bounds how long Close waits for connections to finish closing.
 const closeWait = 5 * time.Second
 
+// deregisterWait bounds the withdrawal of a Channel's registrations in
+// Close and Shutdown: a registry that does not answer (etcd down) must not
+// hold up the rest.
+const deregisterWait = time.Second
+
 // DefaultMaxRequestSize is the default limit on a request's arguments
 // (arg2 and arg3 together), in bytes: 4 MiB, gRPC's default for a received
 // message.
@@ -348,7 +353,8 @@ func (c *Channel) Stats() *stats.Recorder { return c.rec }
 
 // ListenAndServe listens on hostPort ("127.0.0.1:0" picks a free port) and
 // serves the registered handlers. It returns once listening; HostPort tells
-// the address.
+// the address. With WithRegistrar it then registers that address, as Serve
+// does: an error doing so is returned, and the Channel serves on.
 func (c *Channel) ListenAndServe(hostPort string) error {
 	host, port, err := net.SplitHostPort(hostPort)
 	if err != nil || host == "" {
@@ -361,11 +367,13 @@ func (c *Channel) ListenAndServe(hostPort string) error {
 	if err != nil {
 		return fmt.Errorf("channel: listen on %s: %w", hostPort, err)
 	}
-	if err := c.Serve(l); err != nil {
+	if err := c.serve(l); err != nil {
 		l.Close()
 		return err
 	}
-	return nil
+	// A registration error leaves the Channel serving, its listener open:
+	// closing it under tchannel-go's accept loop would end the process.
+	return c.registerAddr()
 }
 
 // Serve serves the registered handlers on the connections l accepts, and
@@ -375,6 +383,14 @@ func (c *Channel) ListenAndServe(hostPort string) error {
 // connections and every frame they carry is checked (see PeerLimits). A
 // Channel serves on one listener.
 func (c *Channel) Serve(l net.Listener) error {
+	if err := c.serve(l); err != nil {
+		return err
+	}
+	return c.registerAddr()
+}
+
+// serve is Serve without the registration.
+func (c *Channel) serve(l net.Listener) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
@@ -390,7 +406,7 @@ func (c *Channel) Serve(l net.Listener) error {
 		return fmt.Errorf("channel: serve on %s: %w", l.Addr(), err)
 	}
 	c.peers.setLogger(c.tch.Logger()) // Serve names the address in it
-	return c.registerAddr()
+	return nil
 }
 
 // HostPort returns the address the Channel listens on.
@@ -535,7 +551,7 @@ func (c *Channel) closeWithin(ctx context.Context) {
 	}
 	c.declining.Store(true)
 	c.phase.Store(phaseClosed)
-	dctx, cancel := context.WithTimeout(ctx, time.Second)
+	dctx, cancel := context.WithTimeout(ctx, deregisterWait)
 	_ = c.deregister(dctx) // Shutdown has, if it ran: this does nothing then
 	cancel()
 	c.stopResolvers()

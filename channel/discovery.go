@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -213,6 +214,10 @@ func (c *Channel) registerAddr() error {
 	if c.o.registrar == nil {
 		return nil
 	}
+	host, _, _ := net.SplitHostPort(c.HostPort())
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("channel: WithRegistrar: the Channel listens on %s, an address no client can dial; listen on the address clients reach this server at", c.HostPort())
+	}
 	reg, err := c.o.registrar.Register(c.HostPort())
 	if err != nil {
 		return fmt.Errorf("channel: WithRegistrar: register %s in %s: %w", c.HostPort(), c.o.registrar, err)
@@ -261,11 +266,13 @@ func (c *Channel) Shutdown(ctx context.Context) error {
 	if c.closed.Load() || !c.phase.CompareAndSwap(phaseServing, phaseLeaving) {
 		return nil
 	}
-	err := c.deregister(ctx)
+	dctx, cancel := context.WithTimeout(ctx, deregisterWait)
+	err := c.deregister(dctx)
+	cancel()
 	if c.peers.serving() {
 		c.leave(ctx)
 	}
-	c.phase.Store(phaseDraining)
+	c.phase.CompareAndSwap(phaseLeaving, phaseDraining) // not over a Close's CLOSED
 	if err2 := c.drain(ctx); err2 != nil {
 		err = errors.Join(err, err2)
 	}

@@ -399,3 +399,90 @@ func TestShutdownGrace(t *testing.T) {
 		t.Fatalf("Shutdown with no calls took %v, want about Quiet (%v)", d, quiet)
 	}
 }
+
+// stuckRegistrar registers, or fails to, as err says; its Deregister
+// blocks until its context ends, as against an etcd that does not answer.
+type stuckRegistrar struct{ err error }
+
+func (s stuckRegistrar) String() string { return "stuck:test" }
+
+func (s stuckRegistrar) Register(hostPort string) (discovery.Registration, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	return stuckRegistration{hostPort}, nil
+}
+
+type stuckRegistration struct{ hostPort string }
+
+func (r stuckRegistration) Deregister(ctx context.Context) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (r stuckRegistration) State() discovery.RegistrationState {
+	return discovery.RegistrationState{Registry: "stuck:test", HostPort: r.hostPort, Registered: true}
+}
+
+// A registration that fails is returned by ListenAndServe, and the Channel
+// serves on: its listener stays open (closing it under tchannel-go's
+// accept loop ended the process).
+func TestRegistrationErrorKeepsServing(t *testing.T) {
+	srv, err := New("kv", WithRegistrar(stuckRegistrar{err: errors.New("registry down")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	srv.RegisterRaw("echo", func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
+		return &RawResponse{Arg3: req.Arg3}, nil
+	})
+	if err := srv.ListenAndServe("127.0.0.1:0"); err == nil || !strings.Contains(err.Error(), "registry down") {
+		t.Fatalf("ListenAndServe: %v, want the registration's error", err)
+	}
+	c, err := New("client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.AddPeer("kv", srv.HostPort()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("still here"))
+	if err != nil || string(res.Arg3) != "still here" {
+		t.Fatalf("a call to the unregistered server: %v, %v", res, err)
+	}
+}
+
+// A registry that does not answer takes at most deregisterWait of
+// Shutdown's time: the handler in flight is still waited for, and finishes;
+// the Channel ends CLOSED, not DRAINING.
+func TestShutdownPastAStuckRegistry(t *testing.T) {
+	s := startServer(t, WithShutdown(ShutdownConfig{Grace: -1}), WithRegistrar(stuckRegistrar{}))
+	raw1, err := tchannel.NewChannel("raw-client", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw1.Close()
+	inFlight := make(chan error, 1)
+	go func() {
+		_, _, _, err := raw.Call(ctxTimeout(t), raw1, s.ch.HostPort(), "kv", "echo", nil, []byte("block"))
+		inFlight <- err
+	}()
+	testwait.Until(t, "the call to reach its handler", func() bool { return s.received.Load() == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 4*deregisterWait)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.ch.Shutdown(ctx) }()
+	testwait.Until(t, "the drain", func() bool { return s.ch.Debug().Phase == "DRAINING" })
+	s.unblock()
+	if err := testwait.Recv(t, inFlight, "the call in flight"); err != nil {
+		t.Fatalf("the call in flight during Shutdown: %v", err)
+	}
+	err = testwait.Recv(t, done, "Shutdown")
+	if !strings.Contains(err.Error(), "deregister") || strings.Contains(err.Error(), "still in their handlers") {
+		t.Fatalf("Shutdown: %v, want the deregistration's error only", err)
+	}
+	if p := s.ch.Debug().Phase; p != "CLOSED" {
+		t.Errorf("phase after Shutdown: %s, want CLOSED", p)
+	}
+}

@@ -186,6 +186,11 @@ type guarded struct {
 func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
 	growStack() // before anything else, while the stack is shallow
 	g.stats.requests.Inc(1)
+	// Counted before declining is read: drain sets declining, then waits
+	// for started == ended, so a request it did not see declined is one it
+	// waits for.
+	g.c.started.Add(1)
+	defer g.c.ended.Add(1)
 	if g.c.declining.Load() {
 		_ = call.Response().SendSystemError(errClosing)
 		return
@@ -210,8 +215,6 @@ func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
 	// time to live the peer chose: release it. After an answer this does
 	// nothing.
 	defer call.Response().Blackhole()
-	g.c.started.Add(1)
-	defer g.c.ended.Add(1)
 	if m := g.shed; m != nil {
 		a, err := m.admit()
 		if err != nil {
