@@ -10,13 +10,18 @@ type Address struct {
 	// HostPort is the peer's address, host:port.
 	HostPort string
 	// Weight is the peer's share relative to its service's other peers
-	// (SRV weights, Metadata.weight in etcd, "weight" in a file entry). 0
-	// means unset, which counts as 1.
+	// (SRV weights, Metadata.weight in etcd, "weight" in a file entry), in
+	// [0, MaxWeight]. 0 means unset, which counts as 1. Peers carry it
+	// (peer.Peer.Weight, Debug); the chooser does not weigh by it yet.
 	Weight float64
 	// Metadata is what the registry holds beside the address (etcd's
 	// Metadata), for the caller's own use; nil if none.
 	Metadata map[string]any
 }
+
+// MaxWeight bounds an Address's weight: a registry's 1e308 would make every
+// other peer's share nothing.
+const MaxWeight = 1e9
 
 // Resolver follows the peers of one target. Each package's constructor
 // returns one; channel.WithResolver ties it to a service.

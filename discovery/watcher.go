@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
+	"net"
 	"sync"
 	"time"
 
@@ -213,8 +213,10 @@ func clean(addrs []Address) ([]Address, string) {
 		var why string
 		if err := peer.ValidateHostPort(a.HostPort); err != nil {
 			why = err.Error()
-		} else if a.Weight < 0 || math.IsInf(a.Weight, 0) || math.IsNaN(a.Weight) {
-			why = fmt.Sprintf("%s: weight %v, must be a finite number >= 0", a.HostPort, a.Weight)
+		} else if unspecified(a.HostPort) {
+			why = fmt.Sprintf("%s: an unspecified address (0.0.0.0, ::), which no client can dial", a.HostPort)
+		} else if !(a.Weight >= 0 && a.Weight <= MaxWeight) {
+			why = fmt.Sprintf("%s: weight %v, must be a number in [0, 1e9] (MaxWeight)", a.HostPort, a.Weight)
 		}
 		if why != "" {
 			if nbad++; bad == "" {
@@ -235,4 +237,13 @@ func clean(addrs []Address) ([]Address, string) {
 		bad += fmt.Sprintf(" (and %d more invalid entries)", nbad-1)
 	}
 	return set, bad
+}
+
+// unspecified reports whether hostPort's host is 0.0.0.0 or ::: what a
+// server listening on every interface would register, and what some DNS
+// servers answer for a name they block.
+func unspecified(hostPort string) bool {
+	host, _, _ := net.SplitHostPort(hostPort)
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
 }

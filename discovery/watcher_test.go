@@ -232,3 +232,26 @@ func TestWatcherBoundsTheSet(t *testing.T) {
 		t.Fatalf("MaxPeers -1: %v", err)
 	}
 }
+
+// An unspecified address (what a server listening on every interface would
+// register) and a weight past MaxWeight are invalid entries, left out.
+func TestWatcherRefusesUndialableAndHugeWeights(t *testing.T) {
+	res := scripted{make(chan func(discovery.Updates))}
+	var got []discovery.Address
+	w, err := discovery.Watch(discovery.WatcherConfig{Resolver: res, Apply: func(a []discovery.Address) error { got = a; return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	res.do(func(u discovery.Updates) {
+		u.Update([]discovery.Address{{HostPort: "0.0.0.0:4040"}, {HostPort: "[::]:4040"}, {HostPort: "127.0.0.1:1", Weight: 1e308},
+			{HostPort: "127.0.0.1:2", Weight: discovery.MaxWeight}})
+	})
+	want := []discovery.Address{{HostPort: "127.0.0.1:2", Weight: discovery.MaxWeight}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("applied %+v, want %+v", got, want)
+	}
+	if st := w.State(); !strings.Contains(st.LastError, "0.0.0.0:4040: an unspecified address") || !strings.Contains(st.LastError, "2 more invalid") {
+		t.Fatalf("state %+v, want the bad entries named", st)
+	}
+}

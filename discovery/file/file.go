@@ -189,8 +189,8 @@ func parseEntry(n *yaml.Node) (discovery.Address, error) {
 }
 
 func checkWeight(w float64) error {
-	if !(w > 0) || w > 1e9 {
-		return fmt.Errorf("weight %v, must be a number in (0, 1e9]", w)
+	if !(w > 0) || w > discovery.MaxWeight {
+		return fmt.Errorf("weight %v, must be a number in (0, 1e9]", w) // 1e9: discovery.MaxWeight
 	}
 	return nil
 }
