@@ -284,6 +284,11 @@ func isTimeout(err error) bool {
 func connectError(err error, dialed, timedOut bool, timeout time.Duration) error {
 	var se tchannel.SystemError
 	switch {
+	case !dialed && errors.As(err, &se): // tchannel-go's own, for a dial that timed out
+		if timedOut {
+			return fmt.Errorf("TCP dial timed out after %v: the peer did not answer", timeout)
+		}
+		return fmt.Errorf("TCP dial failed: %v", err)
 	case !dialed:
 		return err
 	case timedOut:

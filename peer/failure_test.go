@@ -1,7 +1,10 @@
 package peer
 
 import (
+	"context"
 	"errors"
+	"net"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,13 +24,22 @@ func TestLastFailureSaysWhy(t *testing.T) {
 		addr    func(t *testing.T) string
 		want    string
 		refused bool
+		dial    func(ctx context.Context, network, hostPort string) (net.Conn, error)
 	}{
-		{"refused", func(t *testing.T) string { return testnet.Refused(t) }, "connection refused", true},
-		{"black hole", func(t *testing.T) string { return testnet.BlackHole(t).Addr() }, "TChannel handshake timed out after 100ms", false},
-		{"accept then close", func(t *testing.T) string { return testnet.AcceptClose(t).Addr() }, "TChannel handshake failed", false},
+		{"refused", func(t *testing.T) string { return testnet.Refused(t) }, "connection refused", true, nil},
+		{"black hole", func(t *testing.T) string { return testnet.BlackHole(t).Addr() }, "TChannel handshake timed out after 100ms", false, nil},
+		{"accept then close", func(t *testing.T) string { return testnet.AcceptClose(t).Addr() }, "TChannel handshake failed", false, nil},
+		// A SYN nobody answers: the dial runs out its time. tchannel-go
+		// turns that into its TIMEOUT error, which must not show through
+		// as the code of the calls that fail for want of the connection.
+		{"dial timeout", func(t *testing.T) string { return testnet.Refused(t) }, "TCP dial timed out after 100ms", false,
+			func(ctx context.Context, network, hostPort string) (net.Conn, error) {
+				<-ctx.Done()
+				return nil, &net.OpError{Op: "dial", Net: network, Err: os.ErrDeadlineExceeded}
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, ConnectConfig{Timeout: 100 * time.Millisecond}, tchannel.ChannelOptions{})
+			f := newFixture(t, ConnectConfig{Timeout: 100 * time.Millisecond}, tchannel.ChannelOptions{Dialer: tc.dial})
 			p := f.add(tc.addr(t))
 			if got := p.LastFailure(); got != nil {
 				t.Fatalf("LastFailure before any connect = %v, want nil", got)
@@ -40,6 +52,10 @@ func TestLastFailureSaysWhy(t *testing.T) {
 			}
 			if !strings.Contains(got.Err.Error(), tc.want) {
 				t.Errorf("LastFailure().Err = %q, want it to say %q", got.Err, tc.want)
+			}
+			var se tchannel.SystemError
+			if errors.As(got.Err, &se) {
+				t.Errorf("LastFailure().Err = %v holds tchannel-go's %v: its code is not the calls'", got.Err, se.Code())
 			}
 			if errors.Is(got.Err, syscall.ECONNREFUSED) != tc.refused {
 				t.Errorf("errors.Is(%v, ECONNREFUSED) = %v, want %v", got.Err, !tc.refused, tc.refused)

@@ -42,10 +42,14 @@ func newFixture(t *testing.T, cfg ConnectConfig, opts tchannel.ChannelOptions) *
 		t.Fatal(err)
 	}
 	pool.rand = func() float64 { return 0.5 } // no jitter: each backoff is its ceiling
-	var d net.Dialer
+	next := opts.Dialer                       // the test's own, if it gives one
+	if next == nil {
+		var d net.Dialer
+		next = d.DialContext
+	}
 	opts.Dialer = pool.Dialer(func(ctx context.Context, network, hostPort string) (net.Conn, error) {
 		f.dials.Add(1)
-		return d.DialContext(ctx, network, hostPort)
+		return next(ctx, network, hostPort)
 	})
 	tch, err := tchannel.NewChannel("client", &opts)
 	if err != nil {
