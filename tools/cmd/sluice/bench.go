@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -385,6 +386,28 @@ func parseShed(v string) (*channel.ShedConfig, error) {
 	return nil, fmt.Errorf("%q: want none, adaptive or fixed:N", v)
 }
 
+// modeFlags refuses, by name, a flag given that a mode of bench (mode,
+// "--closed-loop") does not read: it takes only the flags of allowed (long
+// names). An allow-list, so that a flag added to bench later is refused by
+// the modes until one reads it. why says what the mode does instead; a
+// retry or hedging flag is refused with noPolicy. It returns false with the
+// exit code on a refusal.
+func modeFlags(fs *flagSet, mode, why, noPolicy string, allowed ...string) (int, bool) {
+	bad := ""
+	fs.Visit(func(f *flag.Flag) {
+		if name := fs.longName(f.Name); bad == "" && !slices.Contains(allowed, name) {
+			bad = name
+		}
+	})
+	switch {
+	case bad == "":
+		return 0, true
+	case strings.HasPrefix(bad, "retry-") || strings.HasPrefix(bad, "hedge-") || bad == "service-config":
+		return fs.usageError("%s %s; drop --%s", mode, noPolicy, bad), false
+	}
+	return fs.usageError("%s %s; drop --%s", mode, why, bad), false
+}
+
 // closedLoopArgs are the flags --closed-loop reads.
 type closedLoopArgs struct {
 	embedded, workers int
@@ -398,19 +421,9 @@ type closedLoopArgs struct {
 
 // benchClosedLoop runs `sluice bench --closed-loop`.
 func benchClosedLoop(ctx context.Context, fs *flagSet, a closedLoopArgs, stdout, stderr io.Writer) int {
-	for _, name := range []string{"peer", "peer-list", "embedded-shed", "busy-throttling", "rps", "max-requests", "connections", "concurrency", "warmup", "service", "method", "encoding", "request", "debug-listen"} {
-		if fs.set(name) {
-			return fs.usageError("--closed-loop sets its own servers, load and client; drop --%s", name)
-		}
-	}
-	var policy string
-	fs.Visit(func(f *flag.Flag) {
-		if strings.HasPrefix(f.Name, "retry-") || strings.HasPrefix(f.Name, "hedge-") || f.Name == "service-config" {
-			policy = f.Name
-		}
-	})
-	if policy != "" {
-		return fs.usageError("--closed-loop makes calls with no retries or hedges; drop --%s", policy)
+	if code, ok := modeFlags(fs, "--closed-loop", "sets its own servers, load and client", "makes calls with no retries or hedges",
+		"closed-loop", "embedded", "embedded-workers", "embedded-latency", "load", "chart", "gogc", "max-duration", "timeout", "output"); !ok {
+		return code
 	}
 	if !(a.load > 0 && a.load <= 100) {
 		return fs.usageError("--load is %v, must be in (0, 100]", a.load)

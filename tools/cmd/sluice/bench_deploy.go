@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -61,20 +60,9 @@ func (d *deployFlags) anySet(fs *flagSet) bool { return d.anySetName(fs) != "" }
 
 // benchRollingDeploy runs `sluice bench --rolling-deploy`.
 func benchRollingDeploy(ctx context.Context, fs *flagSet, d *deployFlags, rps float64, timeout time.Duration, shape string, asJSON bool, stdout, stderr io.Writer) int {
-	for _, name := range []string{"peer", "peer-list", "etcd-cacert", "etcd-cert", "etcd-key", "etcd-user", "allow-remote", "embedded", "embedded-workers", "embedded-shed", "busy-throttling", "closed-loop",
-		"load", "chart", "gogc", "max-duration", "max-requests", "connections", "concurrency", "warmup", "service", "method", "encoding", "request", "debug-listen"} {
-		if fs.set(name) {
-			return fs.usageError("--rolling-deploy sets its own servers, load and clients; drop --%s", name)
-		}
-	}
-	var policy string
-	fs.Visit(func(f *flag.Flag) {
-		if strings.HasPrefix(f.Name, "retry-") || strings.HasPrefix(f.Name, "hedge-") || f.Name == "service-config" {
-			policy = f.Name
-		}
-	})
-	if policy != "" {
-		return fs.usageError("--rolling-deploy makes calls with no retry policy; drop --%s", policy)
+	allowed := append([]string{"rolling-deploy", "rps", "timeout", "embedded-latency", "output"}, deployOnly...)
+	if code, ok := modeFlags(fs, "--rolling-deploy", "sets its own servers, load and clients", "makes calls with no retry policy", allowed...); !ok {
+		return code
 	}
 	rows, err := deploy.ParseRows(d.rows)
 	if err != nil {

@@ -109,6 +109,19 @@ func (f *flagSet) failure(format string, a ...any) int {
 	return exitFail
 }
 
+// longName is the long name of the flag named name: name itself, or the
+// flag a one-letter alias stands for.
+func (f *flagSet) longName(name string) string {
+	if f.isShort[name] {
+		for long, short := range f.short {
+			if short == name {
+				return long
+			}
+		}
+	}
+	return name
+}
+
 // set reports whether the flag named name was given.
 func (f *flagSet) set(name string) bool {
 	given := false
