@@ -64,7 +64,9 @@ type Config struct {
 	Timeout time.Duration
 	// Warmup calls are made one at a time on each channel before the run
 	// (to open connections and prime adaptive hedging) and left out of the
-	// Report.
+	// Report. A channel's warmup ends at its first call that fails: against
+	// a peer that never answers, Warmup calls would each run out Timeout
+	// before the run even starts, and the run reports the failure anyway.
 	Warmup int
 	// Progress, if not nil, is called with the run's totals once every
 	// ProgressEvery (default 1s) while calls arrive or are in flight. It
@@ -245,7 +247,9 @@ func warmup(ctx context.Context, chs []*channel.Channel, cfg Config) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < cfg.Warmup && ctx.Err() == nil; i++ {
-				call(ctx, ch, &cfg)
+				if call(ctx, ch, &cfg).code != "" {
+					return
+				}
 			}
 		}()
 	}

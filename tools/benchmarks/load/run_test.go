@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -314,5 +315,38 @@ func TestWorkersNeverExceedTheirCapacity(t *testing.T) {
 	}
 	if q := s.Queued(); q < requests-workers {
 		t.Errorf("Queued() = %d, want at least %d", q, requests-workers)
+	}
+}
+
+// A channel's warmup ends at its first failed call: of 20 warmup calls to
+// a server that answers every request Busy, one reaches it.
+func TestWarmupEndsAtAFailure(t *testing.T) {
+	srv, err := channel.New("kv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	var received atomic.Int64
+	srv.RegisterRaw("get", func(ctx context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
+		received.Add(1)
+		return nil, channel.Busy("no")
+	})
+	if err := srv.ListenAndServe("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := channel.New("load-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.AddPeer("kv", srv.HostPort()); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(context.Background(), c, Config{Service: "kv", Method: "get", RPS: 500, Calls: 3, Warmup: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if warm := received.Load() - int64(r.Sent); warm != 1 {
+		t.Errorf("%d warmup requests reached the server (%d in all, %d in the run), want 1", warm, received.Load(), r.Sent)
 	}
 }
