@@ -17,10 +17,11 @@ import (
 // stdin is what `-f -` reads; tests replace it.
 var stdin io.Reader = os.Stdin
 
-// maxBodyFile bounds a request body read from a file or stdin: a body
-// TChannel servers would refuse anyway (tchannel-go's default limit is far
-// below it) is an error here, not a process that reads without end.
-const maxBodyFile = 64 << 20
+// maxBodyFile bounds a request body read from a file or stdin: the most
+// the tool's Channels send (they keep channel.DefaultMaxRequestSize), so a
+// larger body is a usage error here, not a call that fails BAD_REQUEST
+// after the whole file is read, or a bench of such calls.
+const maxBodyFile = channel.DefaultMaxRequestSize
 
 // targetFlags are the flags saying what `call` and `bench` call and send,
 // with one meaning in both. They follow yab's: -s/--service,
@@ -187,7 +188,7 @@ func (t *targetFlags) readBody() ([]byte, error) {
 	case err != nil:
 		return nil, fmt.Errorf("-f/--file %s: %w", *t.file, err)
 	case len(b) > maxBodyFile:
-		return nil, fmt.Errorf("-f/--file %s: the body is over %d MiB", *t.file, maxBodyFile>>20)
+		return nil, fmt.Errorf("-f/--file %s: the body is over %d MiB, the most a call sends", *t.file, maxBodyFile>>20)
 	}
 	return b, nil
 }

@@ -228,3 +228,14 @@ func TestBenchThrift(t *testing.T) {
 	code = run([]string{"bench", "--embedded", "1", "-t", idl, "keyvalue", "KeyValue::Get"}, &out, &errb)
 	assert.Equal(t, exitUsage, code)
 }
+
+// A body larger than a call can carry is a usage error, not a call that
+// fails BAD_REQUEST once the whole file has been read.
+func TestCallBodyOverTheLimit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "big.json")
+	require.NoError(t, os.WriteFile(path, bytes.Repeat([]byte(" "), maxBodyFile+1), 0o600))
+	code, out, errOut := runCall("-p", "127.0.0.1:1", "-s", "kv", "-m", "get", "-f", path)
+	assert.Equal(t, exitUsage, code, errOut)
+	assert.Empty(t, out)
+	assert.Contains(t, errOut, "the most a call sends")
+}
