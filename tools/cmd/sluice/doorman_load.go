@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -177,7 +179,7 @@ func (l latencies) quantiles() *latencyQuantiles {
 	}
 	s := slices.Clone(l)
 	slices.Sort(s)
-	q := func(p float64) time.Duration { return s[min(len(s)-1, int(p*float64(len(s))))] }
+	q := func(p float64) time.Duration { return load.Quantile(s, p) } // bench's quantiles, nearest rank
 	return &latencyQuantiles{Count: len(s), P50: q(0.5), P90: q(0.9), P99: q(0.99), P999: q(0.999), Max: s[len(s)-1]}
 }
 
