@@ -314,8 +314,12 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "latency     %-8s p50 %v  p90 %v  p95 %v  p99 %v  p99.9 %v  max %v  mean %v\n",
 			set.name, q.P50, q.P90, q.P95, q.P99, q.P999, q.Max, q.Mean)
 	}
-	fmt.Fprintf(w, "attempts    %d (%.3f per call, %+.1f%% extra requests); %d sent to peers\n",
-		r.Attempts, r.AttemptsPerCall, r.ExtraPercent, r.Sent)
+	if r.Attempts == 0 {
+		fmt.Fprintf(w, "attempts    none: no call was sent\n") // not "-100%% extra requests"
+	} else {
+		fmt.Fprintf(w, "attempts    %d (%.3f per call, %+.1f%% extra requests); %d sent to peers\n",
+			r.Attempts, r.AttemptsPerCall, r.ExtraPercent, r.Sent)
+	}
 	fmt.Fprintf(w, "busy        %d busy answers, %d requests throttled by busy limiters\n", r.Busy, r.Throttled)
 	fmt.Fprintf(w, "errors      %s\n", r.ErrorList())
 	if r.Late > 0 {

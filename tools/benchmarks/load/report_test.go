@@ -68,4 +68,10 @@ func TestSummarizeKeepsTheSetsApart(t *testing.T) {
 	if s := sb.String(); !strings.Contains(s, "latency     ok       no call succeeded\n") || strings.Contains(s, "refused  p50") {
 		t.Errorf("one failed call:\n%s", s)
 	}
+	// Calls all refused locally sent nothing: no "-100% extra requests".
+	sb.Reset()
+	summarize(rs[12:], time.Second).Print(&sb)
+	if s := sb.String(); !strings.Contains(s, "attempts    none: no call was sent\n") || strings.Contains(s, "-100") {
+		t.Errorf("calls refused locally:\n%s", s)
+	}
 }
