@@ -1,6 +1,7 @@
 package backoff
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"time"
@@ -59,6 +60,21 @@ type Exponential struct {
 	// is the ceiling times a uniform factor in [1-Spread, 1+Spread). Other
 	// jitters ignore it.
 	Spread float64
+}
+
+// Validate returns why b cannot shape waits, or nil: it needs 0 < Initial
+// <= Max, a finite Multiplier >= 1 and Spread in [0, 1). name is what the
+// caller calls b ("peer: ConnectConfig.Backoff"), and errors start with it.
+func (b Exponential) Validate(name string) error {
+	switch {
+	case b.Initial <= 0 || b.Max < b.Initial:
+		return fmt.Errorf("%s is %v..%v, must have 0 < Initial <= Max", name, b.Initial, b.Max)
+	case !(b.Multiplier >= 1) || math.IsInf(b.Multiplier, 1):
+		return fmt.Errorf("%s.Multiplier is %v, must be a finite number >= 1", name, b.Multiplier)
+	case !(b.Spread >= 0 && b.Spread < 1):
+		return fmt.Errorf("%s.Spread is %v, must be in [0, 1)", name, b.Spread)
+	}
+	return nil
 }
 
 // Ceiling returns min(Initial * Multiplier^(n-1), Max) for the nth retry;

@@ -3,6 +3,7 @@ package backoff
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 )
@@ -136,6 +137,25 @@ func TestJitterString(t *testing.T) {
 	for j, want := range map[Jitter]string{FullJitter: "full", EqualJitter: "equal", ProportionalJitter: "proportional", 9: "Jitter(9)"} {
 		if got := j.String(); got != want {
 			t.Errorf("Jitter(%d).String() = %q, want %q", j, got, want)
+		}
+	}
+}
+
+func TestExponentialValidate(t *testing.T) {
+	for _, tc := range []struct {
+		b    Exponential
+		want string
+	}{
+		{Exponential{Initial: time.Second, Max: time.Minute, Multiplier: 2, Spread: 0.2}, ""},
+		{Exponential{}, "x is 0s..0s, must have 0 < Initial <= Max"},
+		{Exponential{Initial: time.Minute, Max: time.Second, Multiplier: 2}, "x is 1m0s..1s, must have 0 < Initial <= Max"},
+		{Exponential{Initial: time.Second, Max: time.Minute, Multiplier: math.NaN()}, "x.Multiplier is NaN, must be a finite number >= 1"},
+		{Exponential{Initial: time.Second, Max: time.Minute, Multiplier: math.Inf(1)}, "x.Multiplier is +Inf"},
+		{Exponential{Initial: time.Second, Max: time.Minute, Multiplier: 2, Spread: 1}, "x.Spread is 1, must be in [0, 1)"},
+	} {
+		err := tc.b.Validate("x")
+		if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%+v.Validate: %v, want %q", tc.b, err, tc.want)
 		}
 	}
 }

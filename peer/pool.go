@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -81,17 +80,16 @@ func (c ConnectConfig) Validate() error {
 	case h.Timeout <= 0 || h.Failures < 1:
 		return fmt.Errorf("peer: ConnectConfig.HealthCheck is %+v, must have Timeout > 0 and Failures >= 1 (or a zero value for the default, a negative Interval for none)", h)
 	}
-	switch {
-	case c.Timeout < 0:
+	if c.Timeout < 0 {
 		return fmt.Errorf("peer: ConnectConfig.Timeout is %v, must be >= 0 (0: %v)", c.Timeout, DefaultConnectTimeout)
-	case b == backoff.Exponential{}:
-	case b.Initial <= 0 || b.Max < b.Initial:
-		return fmt.Errorf("peer: ConnectConfig.Backoff is %v..%v, must have 0 < Initial <= Max", b.Initial, b.Max)
-	case !(b.Multiplier >= 1) || math.IsInf(b.Multiplier, 1):
-		return fmt.Errorf("peer: ConnectConfig.Backoff.Multiplier is %v, must be a finite number >= 1", b.Multiplier)
-	case !(b.Spread >= 0 && b.Spread < 1):
-		return fmt.Errorf("peer: ConnectConfig.Backoff.Spread is %v, must be in [0, 1)", b.Spread)
-	case b.Jitter != backoff.ProportionalJitter:
+	}
+	if b == (backoff.Exponential{}) {
+		return nil // the default
+	}
+	if err := b.Validate("peer: ConnectConfig.Backoff"); err != nil {
+		return err
+	}
+	if b.Jitter != backoff.ProportionalJitter {
 		return fmt.Errorf("peer: ConnectConfig.Backoff.Jitter is %v, must be proportional (backoff.ProportionalJitter): connects are spread around the schedule, not drawn below it", b.Jitter)
 	}
 	return nil

@@ -179,16 +179,10 @@ func (c RegistrarConfig) withDefaults() RegistrarConfig {
 }
 
 func validateBackoff(config string, b backoff.Exponential) error {
-	switch {
-	case b == backoff.Exponential{}:
-	case b.Initial <= 0 || b.Max < b.Initial:
-		return fmt.Errorf("etcd: %s.Backoff is %v..%v, must have 0 < Initial <= Max (the zero value means DefaultBackoff())", config, b.Initial, b.Max)
-	case !(b.Multiplier >= 1) || math.IsInf(b.Multiplier, 1):
-		return fmt.Errorf("etcd: %s.Backoff.Multiplier is %v, must be a finite number >= 1", config, b.Multiplier)
-	case !(b.Spread >= 0 && b.Spread < 1):
-		return fmt.Errorf("etcd: %s.Backoff.Spread is %v, must be in [0, 1)", config, b.Spread)
+	if b == (backoff.Exponential{}) {
+		return nil // DefaultBackoff()
 	}
-	return nil
+	return b.Validate("etcd: " + config + ".Backoff")
 }
 
 // normalizePrefix drops prefix's trailing slashes.
