@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/discovery"
 )
@@ -85,18 +86,32 @@ func (r *Resolver) String() string { return r.target.String() }
 // Resolve looks the target up at once, then Config.Period after each
 // lookup ended, and when u.ResolveNow asks (no sooner than
 // Config.MinInterval after the last lookup ended), reporting each result to
-// u (see the package doc). It returns when ctx ends, with every lookup and
+// u (see the package doc). After a lookup that found no set (SERVFAIL, a
+// timeout, no such name) the next comes sooner: MinInterval after it, then
+// twice as long after each failure in a row, up to Period, so that a
+// failure at start-up does not leave a service without peers for a whole
+// Period. It returns when ctx ends, with every lookup and
 // timer it started ended; a lookup cut short by ctx is not reported.
 func (r *Resolver) Resolve(ctx context.Context, u discovery.Updates) {
 	clk := r.cfg.Clock
 	resolveNow := u.ResolveNow()
+	retry := backoff.Exponential{Initial: r.cfg.MinInterval, Max: r.cfg.Period, Multiplier: 2}
+	failures := 0
 	for {
-		r.lookup(ctx, u)
+		if r.lookup(ctx, u) {
+			failures = 0
+		} else {
+			failures++
+		}
 		if ctx.Err() != nil {
 			return
 		}
 		last := clk.Now()
-		period := clk.NewTimerAt(last.Add(r.cfg.Period))
+		next := r.cfg.Period
+		if failures > 0 {
+			next = retry.Ceiling(failures)
+		}
+		period := clk.NewTimerAt(last.Add(next))
 		var soon clock.Timer // the lookup ResolveNow asked for, once armed
 		var soonC <-chan time.Time
 		stop := func() {
@@ -143,8 +158,8 @@ type result struct {
 }
 
 // lookup does one lookup within Config.Timeout and reports it to u, unless
-// ctx ended meanwhile.
-func (r *Resolver) lookup(ctx context.Context, u discovery.Updates) {
+// ctx ended meanwhile; it returns whether it found a set.
+func (r *Resolver) lookup(ctx context.Context, u discovery.Updates) bool {
 	lctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
 	defer cancel()
 	var res result
@@ -154,7 +169,7 @@ func (r *Resolver) lookup(ctx context.Context, u discovery.Updates) {
 		res = r.lookupHost(lctx)
 	}
 	if ctx.Err() != nil {
-		return // Resolve is ending; its caller no longer listens
+		return false // Resolve is ending; its caller no longer listens
 	}
 	if res.ok {
 		u.Update(res.addrs)
@@ -162,6 +177,7 @@ func (r *Resolver) lookup(ctx context.Context, u discovery.Updates) {
 	if res.err != nil {
 		u.Error(res.err)
 	}
+	return res.ok
 }
 
 func (r *Resolver) lookupHost(ctx context.Context) result {

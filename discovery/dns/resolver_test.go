@@ -423,3 +423,32 @@ func TestResolveReturnsMidLookup(t *testing.T) {
 		})
 	}
 }
+
+// After a lookup that found no set the next comes MinInterval after it,
+// then twice as long after each failure in a row, up to Period; a success
+// brings back Period.
+func TestFailureLooksUpSooner(t *testing.T) {
+	s := startServer(t)
+	s.setServfail("kv.test.", true)
+	fc := clock.NewFake(time.Unix(0, 0))
+	rec, _ := start(t, dns.Config{Target: "dns://" + s.addr + "/kv.test.:4040", Period: time.Minute, MinInterval: 5 * time.Second,
+		Timeout: lookupTimeout, Clock: fc})
+	rec.err(t)
+	for i, wait := range []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second, 40 * time.Second, time.Minute, time.Minute} {
+		waitTimers(t, fc, 1)
+		fc.Add(wait - time.Nanosecond)
+		if n := fc.Timers(); n != 1 {
+			t.Fatalf("failure %d: %d pending timers before %v, want 1 (no lookup yet)", i+1, n, wait)
+		}
+		fc.Add(time.Nanosecond)
+		rec.err(t)
+	}
+	s.setServfail("kv.test.", false)
+	s.set(t, "kv.test.", "A 127.0.0.1")
+	waitTimers(t, fc, 1)
+	fc.Add(time.Minute)
+	checkSet(t, rec.update(t), addrs("127.0.0.1:4040"))
+	waitTimers(t, fc, 1)
+	fc.Add(40 * time.Second)
+	rec.quiet(t) // Period again, not the backoff's step
+}
