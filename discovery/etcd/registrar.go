@@ -103,11 +103,18 @@ func (g *registration) run(ctx context.Context) {
 	cfg := &g.r.cfg
 	failures := 0 // in a row, for the backoff
 	for {
-		err := g.round(ctx, func() { failures = 0 })
+		var written time.Time
+		err := g.round(ctx, func() { written = cfg.Clock.Now() })
 		if ctx.Err() != nil {
 			return
 		}
 		g.fail(err)
+		// A key kept a whole TTL was renewed: the backoff starts again.
+		// One lost at once (etcd keeps refusing the keepalive) is not,
+		// or each round would wait only the backoff's first step.
+		if !written.IsZero() && cfg.Clock.Since(written) >= cfg.TTL {
+			failures = 0
+		}
 		failures++
 		if clock.Sleep(ctx, cfg.Clock, cfg.Backoff.Delay(failures, rand.Float64())) != nil {
 			return

@@ -59,7 +59,15 @@ func (r *Resolver) Resolve(ctx context.Context, u discovery.Updates) {
 			failures++
 			continue
 		}
-		err = f.watch(ctx, rev, func() { failures = 0 })
+		var created time.Time
+		err = f.watch(ctx, rev, func() { created = r.cfg.Clock.Now() })
+		// A watch that lasted longer than the backoff's longest wait
+		// worked: the backoff starts again. One that ends at once (etcd
+		// cancels every watch) is not, or each round would wait only the
+		// backoff's first step.
+		if !created.IsZero() && r.cfg.Clock.Since(created) >= r.cfg.Backoff.Max {
+			failures = 0
+		}
 		switch {
 		case ctx.Err() != nil:
 			return
