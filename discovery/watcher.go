@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/clock"
-	"github.com/sluice-rpc/sluice/peer"
+	"github.com/sluice-rpc/sluice/internal/hostport"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber-go/tally/v4"
 )
@@ -211,7 +211,7 @@ func clean(addrs []Address) ([]Address, string) {
 	bad, nbad := "", 0
 	for i, a := range addrs {
 		var why string
-		if err := peer.ValidateHostPort(a.HostPort); err != nil {
+		if err := hostport.Validate(a.HostPort); err != nil {
 			why = err.Error()
 		} else if unspecified(a.HostPort) {
 			why = fmt.Sprintf("%s: an unspecified address (0.0.0.0, ::), which no client can dial", a.HostPort)

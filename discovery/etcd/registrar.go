@@ -14,7 +14,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/discovery"
-	"github.com/sluice-rpc/sluice/peer"
+	"github.com/sluice-rpc/sluice/internal/hostport"
 	"github.com/sluice-rpc/sluice/stats"
 )
 
@@ -57,7 +57,7 @@ func (r *Registrar) String() string { return r.name }
 // error to register a host:port that is not valid, or that this Registrar
 // holds already (until its Deregister).
 func (r *Registrar) Register(hostPort string) (discovery.Registration, error) {
-	if err := peer.ValidateHostPort(hostPort); err != nil {
+	if err := hostport.Validate(hostPort); err != nil {
 		return nil, fmt.Errorf("etcd: registering: %w", err)
 	}
 	value, err := encode(hostPort, r.cfg.Metadata)

@@ -6,7 +6,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/sluice-rpc/sluice/peer"
+	"github.com/sluice-rpc/sluice/internal/hostport"
 )
 
 // Scheme is the scheme of an etcd target: etcd://HOST:PORT[,HOST:PORT...]/PREFIX.
@@ -33,7 +33,7 @@ func ParseTarget(target string) (endpoints []string, prefix string, err error) {
 		return nil, "", fmt.Errorf("etcd: target %q names no etcd endpoint, want etcd://HOST:PORT[,HOST:PORT...]/PREFIX", target)
 	}
 	for i, hp := range strings.Split(hosts, ",") {
-		if err := peer.ValidateHostPort(hp); err != nil {
+		if err := hostport.Validate(hp); err != nil {
 			return nil, "", fmt.Errorf("etcd: target %q: endpoint %d: %v", target, i+1, err)
 		}
 		endpoints = append(endpoints, hp)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/sluice-rpc/sluice/discovery"
-	"github.com/sluice-rpc/sluice/peer"
+	"github.com/sluice-rpc/sluice/internal/hostport"
 )
 
 // endpoint is a key's value: the JSON of etcd's
@@ -37,7 +37,7 @@ func decode(key string, value []byte) (discovery.Address, error) {
 	if e.Addr == "" {
 		return discovery.Address{}, fmt.Errorf("etcd: key %q: the value has no Addr", key)
 	}
-	if err := peer.ValidateHostPort(e.Addr); err != nil {
+	if err := hostport.Validate(e.Addr); err != nil {
 		return discovery.Address{}, fmt.Errorf("etcd: key %q: %v", key, err)
 	}
 	a := discovery.Address{HostPort: e.Addr}

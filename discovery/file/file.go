@@ -32,7 +32,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/discovery"
-	"github.com/sluice-rpc/sluice/peer"
+	"github.com/sluice-rpc/sluice/internal/hostport"
 )
 
 // DefaultPeriod is how often a Resolver reads its file again, when
@@ -159,7 +159,7 @@ func parseEntry(n *yaml.Node) (discovery.Address, error) {
 	const want = `want a "host:port" string or {"hostPort": "host:port", "weight": N}`
 	switch {
 	case n.Kind == yaml.ScalarNode && n.Tag == "!!str":
-		return discovery.Address{HostPort: n.Value}, peer.ValidateHostPort(n.Value)
+		return discovery.Address{HostPort: n.Value}, hostport.Validate(n.Value)
 	case n.Kind != yaml.MappingNode:
 		return discovery.Address{}, errors.New(want)
 	}
@@ -175,7 +175,7 @@ func parseEntry(n *yaml.Node) (discovery.Address, error) {
 			return discovery.Address{}, fmt.Errorf("unknown field %q; %s", k, want)
 		}
 	}
-	if err := peer.ValidateHostPort(e.HostPort); err != nil {
+	if err := hostport.Validate(e.HostPort); err != nil {
 		return discovery.Address{}, err
 	}
 	a := discovery.Address{HostPort: e.HostPort}
@@ -208,7 +208,7 @@ func parseLines(data []byte) ([]discovery.Address, error) {
 		if len(fields) > 2 {
 			return nil, fmt.Errorf("line %d: want \"host:port\" or \"host:port weight\", got %d fields", i+1, len(fields))
 		}
-		if err := peer.ValidateHostPort(fields[0]); err != nil {
+		if err := hostport.Validate(fields[0]); err != nil {
 			return nil, fmt.Errorf("line %d: %v", i+1, err)
 		}
 		a := discovery.Address{HostPort: fields[0]}
