@@ -17,10 +17,10 @@ type callOptions struct {
 	waitForReady bool
 	// transport holds the TChannel transport headers every attempt sends
 	// (WithShardKey, WithRoutingKey, WithRoutingDelegate, WithCallerName),
-	// its Format unset; hasTransport says whether any was given. Without
+	// its Format unset; its zero value means none (an empty value is none,
+	// as tchannel-go sends no empty header). Without
 	// any, attempts share the per-format call options of callOptionsFor.
-	transport    tchannel.CallOptions
-	hasTransport bool
+	transport tchannel.CallOptions
 }
 
 // WithHeaders sends application headers (TChannel's arg2) with a JSON or
@@ -66,7 +66,7 @@ const maxTransportHeader = 255
 // bytes (TChannel's limit); a longer one fails the call with BAD_REQUEST
 // before anything is sent. An empty key sends no header.
 func WithShardKey(key string) CallOption {
-	return func(o *callOptions) { o.transport.ShardKey, o.hasTransport = key, true }
+	return func(o *callOptions) { o.transport.ShardKey = key }
 }
 
 // WithRoutingKey sends key as the call's routing key, TChannel's transport
@@ -74,7 +74,7 @@ func WithShardKey(key string) CallOption {
 // send the call to, in place of the service name. At most 255 bytes, as
 // WithShardKey; an empty key sends no header.
 func WithRoutingKey(key string) CallOption {
-	return func(o *callOptions) { o.transport.RoutingKey, o.hasTransport = key, true }
+	return func(o *callOptions) { o.transport.RoutingKey = key }
 }
 
 // WithRoutingDelegate sends service as the call's routing delegate,
@@ -82,7 +82,7 @@ func WithRoutingKey(key string) CallOption {
 // route the call to an instance of the one it is for. At most 255 bytes,
 // as WithShardKey; an empty one sends no header.
 func WithRoutingDelegate(service string) CallOption {
-	return func(o *callOptions) { o.transport.RoutingDelegate, o.hasTransport = service, true }
+	return func(o *callOptions) { o.transport.RoutingDelegate = service }
 }
 
 // WithCallerName sends name as the call's caller, TChannel's transport
@@ -90,13 +90,13 @@ func WithRoutingDelegate(service string) CallOption {
 // (the default): for proxies that forward calls on behalf of others. At
 // most 255 bytes, as WithShardKey; an empty name keeps the default.
 func WithCallerName(name string) CallOption {
-	return func(o *callOptions) { o.transport.CallerName, o.hasTransport = name, true }
+	return func(o *callOptions) { o.transport.CallerName = name }
 }
 
 // checkTransport returns why o's transport headers cannot be sent, naming
 // the option, or nil.
 func (o *callOptions) checkTransport() error {
-	if o == nil || !o.hasTransport {
+	if o == nil || o.transport == (tchannel.CallOptions{}) {
 		return nil
 	}
 	for _, h := range [...]struct{ opt, v string }{
@@ -117,7 +117,7 @@ func (o *callOptions) checkTransport() error {
 // header (attempts then share callOptionsFor's), else a copy of its own,
 // which every attempt of the call shares (tchannel-go only reads them).
 func (o *callOptions) tchannelOptions(f tchannel.Format) *tchannel.CallOptions {
-	if o == nil || !o.hasTransport {
+	if o == nil || o.transport == (tchannel.CallOptions{}) {
 		return nil
 	}
 	t := o.transport

@@ -63,7 +63,10 @@ func (c *client) Call(ctx tthrift.Context, thriftService, methodName string, req
 		return false, fmt.Errorf("sluice: thrift: call %s::%s: cannot encode the request: %w", c.service, method, err)
 	}
 	cd.req = channel.Request{Format: tchannel.Thrift, Headers: ctx.Headers(), Arg3: cd.buf.Bytes()}
-	opts, _ := ctx.Value(callOptionsKey{}).([]channel.CallOption)
+	var opts []channel.CallOption
+	if p, _ := ctx.Value(callOptionsKey{}).(*[]channel.CallOption); p != nil {
+		opts = *p
+	}
 	res, err := c.ch.Call(ctx, c.service, method, &cd.req, opts...)
 	if err != nil {
 		return false, err
@@ -97,17 +100,22 @@ type callOptionsKey struct{}
 // transport headers. channel.WithHeaders adds headers to ctx's ones, and
 // channel.ResponseHeaders stores the response headers, as for Call. Each
 // call made with the context applies the options anew: a ReportCallInfo
-// destination holds the last call's.
+// destination holds the last call's. Calls made at once with one context
+// write the same destinations: give each concurrent call a context of its
+// own when the options report (ReportCallInfo, ResponseHeaders).
 //
 //	var info channel.CallInfo
 //	v, err := kv.Get(thrift.WithCallOptions(ctx, channel.WithShardKey(user), channel.ReportCallInfo(&info)), key)
 //
 // A client that is not NewClient's (tchannel-go's own) ignores them.
 func WithCallOptions(ctx tthrift.Context, opts ...channel.CallOption) tthrift.Context {
-	prev, _ := ctx.Value(callOptionsKey{}).([]channel.CallOption)
+	var prev []channel.CallOption
+	if p, _ := ctx.Value(callOptionsKey{}).(*[]channel.CallOption); p != nil {
+		prev = *p
+	}
 	all := make([]channel.CallOption, 0, len(prev)+len(opts))
 	all = append(append(all, prev...), opts...)
-	return optionsContext{Context: ctx, opts: all}
+	return optionsContext{Context: ctx, opts: &all}
 }
 
 // optionsContext is ctx, with call options under callOptionsKey. Its
@@ -115,7 +123,7 @@ func WithCallOptions(ctx tthrift.Context, opts ...channel.CallOption) tthrift.Co
 // headers.
 type optionsContext struct {
 	tthrift.Context
-	opts []channel.CallOption
+	opts *[]channel.CallOption // a pointer: Value returns it without allocating
 }
 
 func (c optionsContext) Value(key any) any {
