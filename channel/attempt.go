@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/opentracing/opentracing-go"
@@ -66,7 +67,7 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 	sent = true
 	m.Attempt()
 	p.Begin()
-	res, committed, err = exchange(call, a.req, into)
+	res, committed, err = exchange(call, a.req, into, c.o.maxResponse)
 	code, msg := codes.OK, ""
 	if err != nil {
 		code, msg = classify(err)
@@ -234,8 +235,9 @@ func (a *attemptSpec) pickError(err error) *CallError {
 	return ce
 }
 
-// exchange writes the request's arguments and reads the response's.
-func exchange(call *tchannel.OutboundCall, req *Request, res *Response) (_ *Response, committed bool, err error) {
+// exchange writes the request's arguments and reads the response's, at
+// most maxResponse bytes of them.
+func exchange(call *tchannel.OutboundCall, req *Request, res *Response, maxResponse int64) (_ *Response, committed bool, err error) {
 	if req.Format == tchannel.Raw {
 		if err := tchannel.NewArgWriter(call.Arg2Writer()).Write(req.Arg2); err != nil {
 			return nil, committed, err
@@ -254,12 +256,13 @@ func exchange(call *tchannel.OutboundCall, req *Request, res *Response) (_ *Resp
 		return nil, committed, err
 	}
 	resp := call.Response()
-	if err := tchannel.NewArgReader(resp.Arg2Reader()).Read(&res.Arg2); err != nil {
+	left := maxResponse
+	if err := readResponseArg(resp.Arg2Reader, &res.Arg2, &left); err != nil {
 		return nil, committed, err
 	}
 	committed = true // the response has reached us: no retry after this
 	res.AppError = resp.ApplicationError()
-	if err := tchannel.NewArgReader(resp.Arg3Reader()).Read(&res.Arg3); err != nil {
+	if err := readResponseArg(resp.Arg3Reader, &res.Arg3, &left); err != nil {
 		return nil, committed, err
 	}
 	if req.Format != tchannel.Raw {
@@ -270,4 +273,41 @@ func exchange(call *tchannel.OutboundCall, req *Request, res *Response) (_ *Resp
 		res.Headers = h
 	}
 	return res, false, nil
+}
+
+// readResponseArg reads an argument of a response into *dst: at most *left
+// bytes, which it lowers by what it read. A longer argument is an error,
+// found once *left+1 bytes have come, not after the whole of it: a peer
+// cannot make the Channel buffer more than its limit. (A request's
+// arguments are read by the server side's readArg, which answers.)
+func readResponseArg(open func() (tchannel.ArgReader, error), dst *[]byte, left *int64) error {
+	r, err := open()
+	if err != nil {
+		return err
+	}
+	// io.ReadAll's loop, asking for one byte past the limit at most (an
+	// io.LimitReader would cost an allocation per argument).
+	b := make([]byte, 0, 512)
+	for {
+		if int64(len(b)) > *left {
+			r.Close()
+			return errResponseTooLarge
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		room := min(int64(cap(b)-len(b)), *left+1-int64(len(b)))
+		n, err := r.Read(b[len(b) : len(b)+int(room)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			r.Close()
+			return err
+		}
+	}
+	*left -= int64(len(b)) // read to the end: nothing is left
+	*dst = b
+	return r.Close()
 }

@@ -116,7 +116,7 @@ func BenchmarkRawCallPartsPaired(b *testing.B) {
 				return err
 			}
 			var res Response
-			_, _, err = exchange(call, req, &res)
+			_, _, err = exchange(call, req, &res, DefaultMaxResponseSize)
 			return err
 		})
 	})

@@ -58,6 +58,8 @@ type options struct {
 	// calls larger fail BAD_REQUEST before anything is sent, and inbound
 	// requests larger are answered BAD_REQUEST.
 	maxRequest int64
+	// maxResponse bounds the bytes of a response's arg2 and arg3.
+	maxResponse int64
 	peerLimits PeerLimits
 
 	config               *serviceconfig.Config
@@ -142,6 +144,18 @@ func WithShedding(c ShedConfig) Option { return func(o *options) { o.shed = &c }
 // Thrift meta service: these read their arguments whole themselves.
 func WithMaxRequestSize(n int64) Option { return func(o *options) { o.maxRequest = n } }
 
+// DefaultMaxResponseSize is the default limit on the arguments of a
+// response a call reads.
+const DefaultMaxResponseSize = 64 << 20
+
+// WithMaxResponseSize bounds the arguments (arg2 and arg3 together) of a
+// response the Channel's calls read to n bytes: an attempt whose response
+// is larger fails UNEXPECTED as soon as n+1 bytes have come, without
+// reading the rest, and is not retried (the server answered). A server,
+// hostile or mistaken, cannot make a client hold more. Default
+// DefaultMaxResponseSize; n must be > 0.
+func WithMaxResponseSize(n int64) Option { return func(o *options) { o.maxResponse = n } }
+
 // Channel is a TChannel channel whose outbound calls throttle, and whose
 // inbound side can shed, by itself. It is safe for concurrent use.
 //
@@ -214,7 +228,8 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 		return nil, errors.New("channel: the service name is empty; name the service this channel serves or calls as")
 	}
 	o := options{clock: clock.Real, timeout: DefaultTimeout, rand: rand.Float64,
-		maxAttemptsCap: retry.MaxAttemptsCap, maxRequest: DefaultMaxRequestSize}
+		maxAttemptsCap: retry.MaxAttemptsCap, maxRequest: DefaultMaxRequestSize,
+		maxResponse: DefaultMaxResponseSize}
 	// bufTotal and bufPerCall stay zero unless WithRetryBuffer sets them:
 	// retry.BufferConfig fills in the defaults.
 	for _, opt := range opts {
@@ -234,6 +249,9 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	}
 	if o.maxRequest <= 0 {
 		return nil, fmt.Errorf("channel: WithMaxRequestSize is %d, must be > 0", o.maxRequest)
+	}
+	if o.maxResponse <= 0 {
+		return nil, fmt.Errorf("channel: WithMaxResponseSize is %d, must be > 0", o.maxResponse)
 	}
 	if err := o.peerLimits.validate(o.maxRequest); err != nil {
 		return nil, err

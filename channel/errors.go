@@ -247,3 +247,7 @@ func classify(err error) (codes.Code, string) {
 	}
 	return codes.Unexpected, err.Error()
 }
+
+// errResponseTooLarge is an attempt's error when the response's arguments
+// pass WithMaxResponseSize.
+var errResponseTooLarge = errors.New("the response's arguments are larger than the Channel's limit (WithMaxResponseSize)")
