@@ -60,7 +60,7 @@ type options struct {
 	maxRequest int64
 	// maxResponse bounds the bytes of a response's arg2 and arg3.
 	maxResponse int64
-	peerLimits PeerLimits
+	peerLimits  PeerLimits
 
 	config               *serviceconfig.Config
 	noRetries            bool

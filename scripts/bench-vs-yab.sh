@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Measures `sluice bench` against yab on one plain tchannel-go Thrift server
 # (tchannel-go's example KeyValue, tools/internal/plainkv), side by side in
-# one run: ROUNDS rounds (default 3), each running, one after the other,
+# one run: ROUNDS rounds (default 4), each measuring two settings,
 #
 #   yab     -t keyvalue.thrift keyvalue KeyValue::Get -n N --concurrency 4
 #           (yab's default connections: 2 x GOMAXPROCS)
@@ -9,15 +9,16 @@
 #   yab     the same words at yab's defaults (concurrency 1)
 #   sluice  the same words at Sluice's defaults (the same as yab's)
 #
-# and prints each run's calls per second and Sluice's ratio to the yab run
-# beside it. N is $CALLS (default 100000). It needs yab v0.22.0 as $YAB
-# (scripts/record-yab-goldens.sh says how to build it). The server runs in
+# and prints calls per second, Sluice's ratio to yab's and an A/A ratio per
+# setting and round (see measure below). N is $CALLS (default 100000). It
+# needs yab v0.22.0 as $YAB (scripts/record-yab-goldens.sh says how to
+# build it). The server runs in
 # its own process; the clients take turns, so each has the client half of
 # the machine to itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${YAB:?set YAB to a yab v0.22.0 binary (scripts/record-yab-goldens.sh says how)}"
-rounds=${ROUNDS:-3}
+rounds=${ROUNDS:-4}
 calls=${CALLS:-100000}
 conns=$(( 2 * $(nproc) ))
 
@@ -49,12 +50,27 @@ sluice_rps() {
     python3 -c 'import json,sys; r=json.load(sys.stdin); assert r["failed"]==0, r; print("%.0f" % r["throughput_rps"])'
 }
 
-printf '%-6s %18s %18s %7s %14s %16s %7s\n' round "yab ${conns}x4 c/s" "sluice ${conns}x4" ratio "yab defaults" "sluice defaults" ratio
+# Each round runs three runs a setting, alternating which client runs twice:
+# odd rounds yab, sluice, yab; even rounds sluice, yab, sluice. The ratio is
+# sluice's mean over yab's mean; "A/A" is the doubled client's second run
+# over its first, the noise the ratio must be read against.
+measure() { # measure ROUND ARGS...: prints the ratio and the A/A ratio
+  local r=$1; shift
+  local a b c
+  if (( r % 2 )); then
+    a=$(yab_rps "${yab_args[@]}"); b=$(sluice_rps "${sluice_args[@]}"); c=$(yab_rps "${yab_args[@]}")
+    awk -v y1="$a" -v s="$b" -v y2="$c" 'BEGIN { printf "%8.0f %8.0f %7.3f %6.3f", (y1 + y2) / 2, s, s / ((y1 + y2) / 2), y2 / y1 }'
+  else
+    a=$(sluice_rps "${sluice_args[@]}"); b=$(yab_rps "${yab_args[@]}"); c=$(sluice_rps "${sluice_args[@]}")
+    awk -v s1="$a" -v y="$b" -v s2="$c" 'BEGIN { printf "%8.0f %8.0f %7.3f %6.3f", y, (s1 + s2) / 2, (s1 + s2) / 2 / y, s2 / s1 }'
+  fi
+}
+
+printf '%-6s | %-40s | %-40s\n' round "${conns}x4: yab, sluice c/s, ratio, A/A" "defaults (${conns}x1): yab, sluice, ratio, A/A"
 for r in $(seq "$rounds"); do
-  y4=$(yab_rps --concurrency 4)
-  s4=$(sluice_rps --connections "$conns" --concurrency 4)
-  y1=$(yab_rps)
-  s1=$(sluice_rps)
-  awk -v r="$r" -v y4="$y4" -v s4="$s4" -v y1="$y1" -v s1="$s1" \
-    'BEGIN { printf "%-6s %18.0f %18.0f %7.3f %14.0f %16.0f %7.3f\n", r, y4, s4, s4 / y4, y1, s1, s1 / y1 }'
+  yab_args=(--concurrency 4); sluice_args=(--connections "$conns" --concurrency 4)
+  m4=$(measure "$r")
+  yab_args=(); sluice_args=()
+  m1=$(measure "$r")
+  printf '%-6s | %s | %s\n' "$r" "$m4" "$m1"
 done
