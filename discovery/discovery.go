@@ -94,7 +94,8 @@ type RegistrationState struct {
 	// registry: more than one means the registry lost it and it was
 	// registered again.
 	Registrations uint64
-	// Deregistered reports whether Deregister was called.
+	// Deregistered reports whether Deregister was called, whether or not
+	// it succeeded (see Registered and LastError).
 	Deregistered bool
 	// LastError is the last failure to register or renew, "" if none;
 	// LastErrorTime is when it happened.

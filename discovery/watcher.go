@@ -72,10 +72,16 @@ type WatcherConfig struct {
 
 // Watcher runs a Resolver and applies what it finds, keeping the last good
 // set through failures: a lookup error, an empty set after a non-empty
-// one, or a set of more than MaxPeers, changes nothing but the State. An address that is not a valid
-// host:port, or whose weight is negative or not finite, is left out of its
-// set and reported as a failure; a host:port listed twice counts once (its
+// one, or a set of more than MaxPeers, changes nothing but the State. An
+// address that is not a valid host:port, an unspecified one (0.0.0.0, ::),
+// or one whose weight is outside [0, MaxWeight], is left out of its set
+// and reported as a failure; a host:port listed twice counts once (its
 // first entry). It is safe for concurrent use.
+//
+// A set that shrinks but is not empty is applied as it is: the Watcher
+// cannot tell a registry that lost entries from servers that left. After
+// an etcd restarted empty, say, the first servers to register again are
+// the whole set until the others do (within their lease's TTL).
 type Watcher struct {
 	cfg    WatcherConfig
 	cancel context.CancelFunc

@@ -17,8 +17,9 @@ const (
 	// a failure (the last good set is kept), else 0.
 	DiscoveryFailing = "discovery.failing"
 
-	// RegistrationRegistered is a gauge: 1 while the registry holds the
-	// server's address, else 0.
+	// RegistrationRegistered is a gauge: how many of the registrar's
+	// addresses the registry holds now (1 while a server's one is
+	// registered, 0 once it is lost or withdrawn).
 	RegistrationRegistered = "registration.registered"
 	// RegistrationWrites is a counter: the times the address was written
 	// to the registry (more than one: the registry lost it and it was

@@ -143,8 +143,9 @@ type Registration struct {
 	// Registrations counts the writes of the address to the registry:
 	// more than one means the registry lost it and it was written again.
 	Registrations uint64 `json:"registrations"`
-	// Deregistered reports whether the address was withdrawn (Shutdown or
-	// Close).
+	// Deregistered reports whether the address was asked to be withdrawn
+	// (Shutdown or Close); whether the registry did is Registered, and
+	// LastError says why not.
 	Deregistered bool `json:"deregistered"`
 	// LastError is the last failure to register or renew (null if none),
 	// LastErrorTime when it happened.
