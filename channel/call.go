@@ -52,11 +52,7 @@ import (
 // Channel's maximum request size (WithMaxRequestSize).
 func (c *Channel) Call(ctx context.Context, service, method string, req *Request, opts ...CallOption) (*Response, error) {
 	o := applyOptions(opts)
-	res, err := c.invoke(ctx, nil, service, method, o.withHeaders(req), o)
-	if err == nil && o != nil && o.respHeaders != nil {
-		*o.respHeaders = res.Headers
-	}
-	return res, err
+	return c.invoke(ctx, nil, service, method, o.withHeaders(req), o)
 }
 
 // invoke runs a call through the call middlewares, if any, then the

@@ -175,9 +175,17 @@ func (o *callOptions) withHeaders(req *Request) *Request {
 	return &r
 }
 
-// report fills the CallInfo o asks for from the call's result.
+// report fills the CallInfo and the response headers o asks for from the
+// call's result: one place for every front-end (Call, CallJSON, CallRaw,
+// package thrift's client).
 func (o *callOptions) report(res *Response, err error) {
-	if o == nil || o.info == nil {
+	if o == nil {
+		return
+	}
+	if o.respHeaders != nil && res != nil {
+		*o.respHeaders = res.Headers
+	}
+	if o.info == nil {
 		return
 	}
 	switch {

@@ -79,18 +79,14 @@ func (c *Channel) CallJSON(ctx context.Context, service, method string, req, res
 		c.frontDone(st, o, err)
 		return err
 	}
-	err = decodeJSONResponse(service, method, res, resp, o)
+	err = decodeJSONResponse(service, method, res, resp)
 	c.frontDone(st, o, nil) // res may be in st: used up above
 	return err
 }
 
 // decodeJSONResponse decodes a JSON call's response res into resp, or
-// returns the application error it carries, and gives o the response
-// headers it asks for.
-func decodeJSONResponse(service, method string, res *Response, resp any, o *callOptions) error {
-	if o != nil && o.respHeaders != nil {
-		*o.respHeaders = res.Headers
-	}
+// returns the application error it carries.
+func decodeJSONResponse(service, method string, res *Response, resp any) error {
 	if res.AppError {
 		ae := &ApplicationError{}
 		if err := json.Unmarshal(res.Arg3, ae); err != nil {
