@@ -143,6 +143,16 @@ const (
 	MaxTimeout      = time.Minute
 )
 
+// Defaults returns the values the zero fields of a Config take, for a
+// command's flags to show; Rows, Replacements and Grace stay zero, as
+// their defaults follow other fields (every row; twice Instances; 2 x
+// DNSPeriod + 1 s).
+func Defaults() Config {
+	c := Config{}.withDefaults()
+	c.Rows, c.Replacements, c.Grace = nil, 0, 0
+	return c
+}
+
 func (c Config) withDefaults() Config {
 	if c.Rows == nil {
 		c.Rows = append([]Row(nil), AllRows...)

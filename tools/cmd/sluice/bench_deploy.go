@@ -29,18 +29,19 @@ var deployOnly = []string{"rows", "instances", "clients", "replacements", "warmu
 
 func addDeployFlags(fs *flagSet) *deployFlags {
 	d := &deployFlags{}
+	def := deploy.Defaults()
 	fs.BoolVar(&d.on, "rolling-deploy", false, "run the rolling-deploy comparison: a fleet of server processes replaced one by one under load, with etcd, DNS, static Sluice and plain tchannel-go")
 	fs.StringVar(&d.rows, "rows", "all", "with --rolling-deploy: the rows to run, a comma-separated `LIST` of etcd, dns, static, tchannel, or all")
-	fs.IntVar(&d.instances, "instances", 4, "with --rolling-deploy: the fleet's size, `N` server processes")
-	fs.IntVar(&d.clients, "clients", 2, "with --rolling-deploy: `N` clients share the load, each with its own resolver and connections")
+	fs.IntVar(&d.instances, "instances", def.Instances, "with --rolling-deploy: the fleet's size, `N` server processes")
+	fs.IntVar(&d.clients, "clients", def.Clients, "with --rolling-deploy: `N` clients share the load, each with its own resolver and connections")
 	fs.IntVar(&d.replaces, "replacements", 0, "with --rolling-deploy: `N` instances replaced, each in turn (0: every instance twice)")
-	fs.DurationVar(&d.warmup, "warmup-time", time.Second, "with --rolling-deploy: the load's first stretch, left out of the figures")
-	fs.DurationVar(&d.steady, "steady", 5*time.Second, "with --rolling-deploy: the steady stretch before the first replacement")
-	fs.DurationVar(&d.settle, "settle", 2500*time.Millisecond, "with --rolling-deploy: the wait after each replacement")
-	fs.DurationVar(&d.dnsPeriod, "dns-period", 2*time.Second, "with --rolling-deploy: how often the dns row's clients look the SRV records up")
-	fs.DurationVar(&d.dnsMin, "dns-min-interval", time.Second, "with --rolling-deploy: the least time between two lookups a failing peer asks for")
+	fs.DurationVar(&d.warmup, "warmup-time", def.Warmup, "with --rolling-deploy: the load's first stretch, left out of the figures")
+	fs.DurationVar(&d.steady, "steady", def.Steady, "with --rolling-deploy: the steady stretch before the first replacement")
+	fs.DurationVar(&d.settle, "settle", def.Settle, "with --rolling-deploy: the wait after each replacement")
+	fs.DurationVar(&d.dnsPeriod, "dns-period", def.DNSPeriod, "with --rolling-deploy: how often the dns row's clients look the SRV records up")
+	fs.DurationVar(&d.dnsMin, "dns-min-interval", def.DNSMinInterval, "with --rolling-deploy: the least time between two lookups a failing peer asks for")
 	fs.DurationVar(&d.grace, "grace", 0, "with --rolling-deploy: the leaving servers' Shutdown grace (0: 2 x --dns-period + 1s)")
-	fs.DurationVar(&d.quiet, "quiet", time.Second, "with --rolling-deploy: the time without requests that ends a Shutdown's grace")
+	fs.DurationVar(&d.quiet, "quiet", def.Quiet, "with --rolling-deploy: the time without requests that ends a Shutdown's grace")
 	fs.StringVar(&d.etcd, "etcd", "", "with --rolling-deploy: the client `URL` of an etcd for the etcd row (default: start the etcd binary, or an embedded etcd)")
 	fs.BoolVar(&d.embeddedEtcd, "embedded-etcd", false, "with --rolling-deploy: embed etcd in this process even if the etcd binary is installed")
 	return d
