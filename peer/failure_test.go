@@ -39,11 +39,28 @@ func TestLastFailureSaysWhy(t *testing.T) {
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, ConnectConfig{Timeout: 100 * time.Millisecond}, tchannel.ChannelOptions{Dialer: tc.dial})
+			// Dials wait for the gate: a peer starts connecting once added,
+			// and a refused dial could fail before the first look.
+			gate := make(chan struct{})
+			dial := tc.dial
+			if dial == nil {
+				var d net.Dialer
+				dial = d.DialContext
+			}
+			gated := func(ctx context.Context, network, hostPort string) (net.Conn, error) {
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+				return dial(ctx, network, hostPort)
+			}
+			f := newFixture(t, ConnectConfig{Timeout: 100 * time.Millisecond}, tchannel.ChannelOptions{Dialer: gated})
 			p := f.add(tc.addr(t))
 			if got := p.LastFailure(); got != nil {
 				t.Fatalf("LastFailure before any connect = %v, want nil", got)
 			}
+			close(gate)
 			f.list.Connect()
 			f.waitState(p, TransientFailure)
 			got := p.LastFailure()
