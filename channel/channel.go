@@ -455,6 +455,35 @@ func (c *Channel) AddPeer(service, hostPort string) error {
 	return err
 }
 
+// SetPeers makes service's peers exactly members, with their weights, in
+// one change, as a resolver does (see peer.List.Set): peers that stay keep
+// their connections and counts, new ones start connecting, the others are
+// removed once their calls finish. A weight is the peer's share relative
+// to the others (0 means 1): a peer of weight 2 gets about twice the
+// calls of a peer of weight 1. Every member is checked first; an invalid
+// one changes nothing.
+func (c *Channel) SetPeers(service string, members []peer.Member) error {
+	if service == "" {
+		return errors.New("channel: SetPeers: the service name is empty")
+	}
+	if w := c.managedBy(service); w != nil {
+		return fmt.Errorf("channel: SetPeers: service %q's peers come from its resolver %s (WithResolver); change them there", service, w.State().Target)
+	}
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	l, err := c.peerList(service, true)
+	if err != nil {
+		return err
+	}
+	if err := l.Set(members); errors.Is(err, peer.ErrPoolClosed) {
+		return ErrClosed
+	} else if err != nil {
+		return fmt.Errorf("channel: SetPeers: %w", err)
+	}
+	return nil
+}
+
 // RemovePeer removes the peer at hostPort from service's peers. Calls in
 // flight to it complete; then its connection closes, unless another of the
 // Channel's services still has the peer.
@@ -539,7 +568,7 @@ func (c *Channel) peerList(service string, create bool) (*peer.List, error) {
 	if l := c.services[service]; l != nil {
 		return l, nil
 	}
-	l, err := peer.NewList(peer.ListConfig{Service: service, Busy: c.o.busy, Clock: c.o.clock, Recorder: c.rec, Pool: c.pool})
+	l, err := peer.NewList(peer.ListConfig{Service: service, Busy: c.o.busy, Clock: c.o.clock, Recorder: c.rec, Pool: c.pool, Balance: c.o.config.BalancingFor(service)})
 	if err != nil {
 		return nil, err
 	}

@@ -117,7 +117,7 @@ func (c *Channel) startResolvers() error {
 	c.resolved = make(map[string]*resolved, len(c.o.resolvers))
 	c.stopWatch = make(chan struct{})
 	for svc, r := range c.o.resolvers {
-		l, err := peer.NewList(peer.ListConfig{Service: svc, Busy: c.o.busy, Clock: c.o.clock, Recorder: c.rec, Pool: c.pool, Resolving: true})
+		l, err := peer.NewList(peer.ListConfig{Service: svc, Busy: c.o.busy, Clock: c.o.clock, Recorder: c.rec, Pool: c.pool, Resolving: true, Balance: c.o.config.BalancingFor(svc)})
 		if err != nil {
 			c.stopResolvers()
 			return err

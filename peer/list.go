@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/stats"
@@ -61,6 +62,10 @@ type ListConfig struct {
 	// until the first Set, Choose returns ErrResolving rather than
 	// ErrNoPeers, so that calls wait for the resolver's first answer.
 	Resolving bool
+	// Balance configures slow start, outlier ejection and shard keys'
+	// bounded load (see package balance); the zero value means the
+	// defaults.
+	Balance balance.Config
 }
 
 // Validate reports the first rule c breaks, or nil.
@@ -70,6 +75,9 @@ func (c ListConfig) Validate() error {
 	}
 	if err := c.Busy.Validate(); err != nil {
 		return fmt.Errorf("peer: ListConfig.Busy: %w", err)
+	}
+	if err := c.Balance.Validate(); err != nil {
+		return fmt.Errorf("peer: ListConfig.Balance: %w", err)
 	}
 	return nil
 }

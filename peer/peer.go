@@ -232,6 +232,12 @@ type Counts struct {
 	Limit     float64       // busy limit in force now, requests per second
 	Latency   time.Duration // latency estimate (0 until a call succeeds)
 	State     State         // connection state
+	Weight    float64       // weight, as discovery or SetPeers gave it
+	// Effective is the weight the chooser uses now: Weight times the
+	// slow-start factor while the peer ramps up.
+	Effective float64
+	Ejections uint64    // times the peer was ejected
+	Ejected   time.Time // when its ejection ends; zero when not ejected
 }
 
 // Counts returns the peer's totals.

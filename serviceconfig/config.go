@@ -52,6 +52,9 @@ type Config struct {
 	// Lease is the raw "lease" section, or nil. The leasing package
 	// parses it.
 	Lease json.RawMessage
+	// Balancing is the "balancing" section: how each service's calls are
+	// shared among its peers (see Balancing and BalancingFor).
+	Balancing []Balancing
 
 	index map[Name]int
 }

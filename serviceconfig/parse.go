@@ -23,7 +23,7 @@ func Parse(data []byte) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := known("", top, "methodConfig", "retryThrottling", "busyThrottling", "lease"); err != nil {
+	if err := known("", top, "methodConfig", "retryThrottling", "busyThrottling", "lease", "balancing"); err != nil {
 		return nil, err
 	}
 	var methods []MethodConfig
@@ -51,6 +51,11 @@ func Parse(data []byte) (*Config, error) {
 	c, err := New(methods, throttling)
 	if err != nil {
 		return nil, err
+	}
+	if raw, ok := top["balancing"]; ok {
+		if c.Balancing, err = parseBalancingSection(raw); err != nil {
+			return nil, err
+		}
 	}
 	for _, s := range []struct {
 		key string

@@ -1,0 +1,140 @@
+package balance
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Config is the balancing of one service's calls. Its zero value means
+// every default: slow start over 10 s, ejection after 5 consecutive
+// errors, shard keys spilling at 1.25 times the average load.
+type Config struct {
+	// SlowStart ramps up the share of a peer that has just become ready.
+	SlowStart SlowStart
+	// Ejection takes peers that keep answering errors out of the choice
+	// for a while.
+	Ejection Ejection
+	// BalanceFactor is c in the bounded load of shard keys: a key's home
+	// takes the call while it has fewer than ceil(c x (m + 1) x w / W)
+	// calls in flight (see Capacity). It must be > 1 (1 would make every
+	// peer exactly full); 0 means DefaultBalanceFactor.
+	BalanceFactor float64
+}
+
+// SlowStart configures slow start. Its zero value means the defaults.
+type SlowStart struct {
+	// Window is how long a peer's weight ramps up after it becomes ready;
+	// 0 means 10 s.
+	Window time.Duration
+	// Aggression shapes the ramp: the weight's factor is
+	// (elapsed / Window) ^ (1 / Aggression), linear at 1, faster at first
+	// above 1. 0 means 1.
+	Aggression float64
+	// MinWeight is the smallest factor, in (0, 1]: a new peer takes at
+	// least this fraction of its weight from the start. 0 means 0.1.
+	MinWeight float64
+	// Disabled turns slow start off: a ready peer takes its full weight
+	// at once.
+	Disabled bool
+}
+
+// Ejection configures outlier ejection. Its zero value means the
+// defaults.
+type Ejection struct {
+	// ConsecutiveErrors is how many UNEXPECTED or NETWORK answers in a row
+	// eject a peer; 0 means 5.
+	ConsecutiveErrors int
+	// BaseTime is the first ejection's length; each further ejection
+	// soon after lasts one BaseTime more (see Duration). 0 means 30 s.
+	BaseTime time.Duration
+	// MaxTime caps an ejection's length; 0 means 300 s. It must be >=
+	// BaseTime.
+	MaxTime time.Duration
+	// MaxPercent is the largest share of the peers ejected at once, in
+	// percent (0, 100]; at least one peer may always be ejected. 0 means
+	// 10.
+	MaxPercent float64
+	// PanicThreshold, in percent (0, 100]: when fewer than this share of
+	// the peers are ready and not ejected, the chooser ignores ejections.
+	// 0 means 50.
+	PanicThreshold float64
+	// Disabled turns ejection off.
+	Disabled bool
+}
+
+// The defaults a zero Config stands for.
+const (
+	DefaultSlowStartWindow    = 10 * time.Second
+	DefaultAggression         = 1.0
+	DefaultMinWeight          = 0.1
+	DefaultConsecutiveErrors  = 5
+	DefaultBaseEjectionTime   = 30 * time.Second
+	DefaultMaxEjectionTime    = 300 * time.Second
+	DefaultMaxEjectionPercent = 10.0
+	DefaultPanicThreshold     = 50.0
+	DefaultBalanceFactor      = 1.25
+)
+
+// MaxConsecutiveErrors bounds Ejection.ConsecutiveErrors.
+const MaxConsecutiveErrors = 1 << 20
+
+// Validate reports the first rule c breaks, naming the field, or nil.
+func (c Config) Validate() error {
+	s, e := c.SlowStart, c.Ejection
+	switch {
+	case s.Window < 0:
+		return fmt.Errorf("balance: SlowStart.Window is %v, must be >= 0 (0: %v)", s.Window, DefaultSlowStartWindow)
+	case !(s.Aggression >= 0) || math.IsInf(s.Aggression, 0):
+		return fmt.Errorf("balance: SlowStart.Aggression is %v, must be a finite number > 0 (0: %v)", s.Aggression, DefaultAggression)
+	case !(s.MinWeight >= 0 && s.MinWeight <= 1):
+		return fmt.Errorf("balance: SlowStart.MinWeight is %v, must be in (0, 1] (0: %v)", s.MinWeight, DefaultMinWeight)
+	case e.ConsecutiveErrors < 0 || e.ConsecutiveErrors > MaxConsecutiveErrors:
+		return fmt.Errorf("balance: Ejection.ConsecutiveErrors is %d, must be in [1, %d] (0: %d)", e.ConsecutiveErrors, MaxConsecutiveErrors, DefaultConsecutiveErrors)
+	case e.BaseTime < 0:
+		return fmt.Errorf("balance: Ejection.BaseTime is %v, must be >= 0 (0: %v)", e.BaseTime, DefaultBaseEjectionTime)
+	case e.MaxTime < 0:
+		return fmt.Errorf("balance: Ejection.MaxTime is %v, must be >= 0 (0: %v)", e.MaxTime, DefaultMaxEjectionTime)
+	case e.maxTime() < e.baseTime():
+		return fmt.Errorf("balance: Ejection.MaxTime is %v, must be >= BaseTime (%v)", e.maxTime(), e.baseTime())
+	case !(e.MaxPercent >= 0 && e.MaxPercent <= 100):
+		return fmt.Errorf("balance: Ejection.MaxPercent is %v, must be in (0, 100] (0: %v)", e.MaxPercent, DefaultMaxEjectionPercent)
+	case !(e.PanicThreshold >= 0 && e.PanicThreshold <= 100):
+		return fmt.Errorf("balance: Ejection.PanicThreshold is %v, must be in (0, 100] (0: %v)", e.PanicThreshold, DefaultPanicThreshold)
+	case c.BalanceFactor != 0 && !(c.BalanceFactor > 1) || math.IsInf(c.BalanceFactor, 0):
+		return fmt.Errorf("balance: BalanceFactor is %v, must be a finite number > 1 (0: %v)", c.BalanceFactor, DefaultBalanceFactor)
+	}
+	return nil
+}
+
+func orDuration(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+func orFloat(f, def float64) float64 {
+	if f == 0 {
+		return def
+	}
+	return f
+}
+
+func (s SlowStart) window() time.Duration { return orDuration(s.Window, DefaultSlowStartWindow) }
+func (e Ejection) baseTime() time.Duration {
+	return orDuration(e.BaseTime, DefaultBaseEjectionTime)
+}
+func (e Ejection) maxTime() time.Duration { return orDuration(e.MaxTime, DefaultMaxEjectionTime) }
+
+// Threshold returns how many UNEXPECTED or NETWORK answers in a row eject
+// a peer.
+func (e Ejection) Threshold() int {
+	if e.ConsecutiveErrors == 0 {
+		return DefaultConsecutiveErrors
+	}
+	return e.ConsecutiveErrors
+}
+
+// Factor returns the balance factor c of shard keys' bounded load.
+func (c Config) Factor() float64 { return orFloat(c.BalanceFactor, DefaultBalanceFactor) }

@@ -1,0 +1,44 @@
+// Package balance holds the rules by which a peer list shares a service's
+// calls among its peers beyond "fewest pending calls": slow start, outlier
+// ejection, and shard keys on a consistent-hash ring with bounded loads.
+// The rules are pure functions of their inputs (times are arguments), so
+// that the peer chooser, the simulators and the tests run the same code;
+// package peer applies them.
+//
+// Slow start. A peer that becomes ready while its list already serves
+// (added by discovery, or back from a transient failure) does not take a
+// full share at once: its weight is multiplied by
+//
+//	max(MinWeight, (time since ready / Window) ^ (1 / Aggression))
+//
+// until Window has passed, as Envoy defines it (defaults: 10 s, 1, 10%).
+// A list whose peers are all new (a client starting) applies none.
+//
+// Weights. A list whose peers' effective weights differ (discovery's
+// weights, or a peer in slow start) chooses a peer at random with
+// probability in proportion to weight / (pending calls + 1), the weights of
+// Envoy's least-request balancer: under light load, calls split in
+// proportion to the weights; under load, a peer with more calls pending
+// than its weight warrants gets fewer. Equal weights keep the strict rule:
+// fewest pending calls, then a clearly lower latency.
+//
+// Outlier ejection. A peer that answers UNEXPECTED or NETWORK errors
+// ConsecutiveErrors times in a row (default 5) is ejected: not chosen for
+// BaseTime x k (default 30 s), k being 1 for its first ejection and one
+// more for each ejection that follows within BaseTime of the last one
+// ending, capped at MaxTime (default 300 s). At most MaxPercent of the
+// list's peers (default 10%, and always at least one) are ejected at
+// once; when fewer than PanicThreshold percent (default 50%) of the peers
+// are ready and not ejected, ejections are ignored, so that a fleet with
+// many failing peers keeps using all of them rather than overloading a
+// few.
+//
+// Shard keys. A call carrying a shard key goes to the key's home on a
+// consistent-hash ring over the list's peers (Ring; each peer holds points
+// in proportion to its weight), unless the home already has Capacity
+// calls in flight: ceil(BalanceFactor x (m + 1) x w / W), m being the
+// calls in flight to all peers, w the home's weight and W the sum of the
+// weights (Google's consistent hashing with bounded loads, with
+// BalanceFactor c = 1.25 by default). Then the call, and any retry or
+// hedge, walks on to the next distinct peers on the ring.
+package balance

@@ -1,0 +1,88 @@
+package balance
+
+import (
+	"math"
+	"time"
+)
+
+// Factor returns the multiplier of the weight of a peer that became ready
+// elapsed ago, in [MinWeight, 1]: max(MinWeight, (elapsed / Window) ^
+// (1 / Aggression)) within the window, 1 after it (and always 1 when
+// slow start is disabled). A negative elapsed (a clock step back) counts
+// as 0.
+func (s SlowStart) Factor(elapsed time.Duration) float64 {
+	w := s.window()
+	if s.Disabled || elapsed >= w {
+		return 1
+	}
+	minimum := orFloat(s.MinWeight, DefaultMinWeight)
+	if elapsed <= 0 {
+		return minimum
+	}
+	f := float64(elapsed) / float64(w)
+	if a := orFloat(s.Aggression, DefaultAggression); a != 1 {
+		f = math.Pow(f, 1/a)
+	}
+	return max(minimum, f)
+}
+
+// Ramping reports whether a peer ready for elapsed is still in its
+// slow-start window.
+func (s SlowStart) Ramping(elapsed time.Duration) bool {
+	return !s.Disabled && elapsed < s.window()
+}
+
+// Duration returns the length of a peer's k-th ejection in a row (k >=
+// 1): BaseTime x k, at most MaxTime.
+func (e Ejection) Duration(k int) time.Duration {
+	base, limit := e.baseTime(), e.maxTime()
+	if k < 1 {
+		k = 1
+	}
+	if int64(k) > int64(limit/base) {
+		return limit
+	}
+	return min(base*time.Duration(k), limit)
+}
+
+// Multiplier returns k for a peer's next ejection, given the k of its
+// last one (0 if none) and how long ago that one ended: one more than the
+// last, less one for each whole BaseTime the peer has since served
+// without being ejected. A peer that misbehaves again soon after its
+// return stays out longer each time; one that behaved for a while starts
+// over.
+func (e Ejection) Multiplier(last int, sinceEnd time.Duration) int {
+	if last <= 0 || sinceEnd < 0 {
+		return max(last, 0) + 1
+	}
+	forgiven := int64(sinceEnd / e.baseTime())
+	if forgiven >= int64(last) {
+		return 1
+	}
+	return last - int(forgiven) + 1
+}
+
+// MaxEjected returns how many of n peers may be ejected at once:
+// MaxPercent of n, rounded down, but at least 1.
+func (e Ejection) MaxEjected(n int) int {
+	p := orFloat(e.MaxPercent, DefaultMaxEjectionPercent)
+	return max(1, int(math.Floor(float64(n)*p/100+1e-9)))
+}
+
+// Panic reports whether a list of n peers, of which available are ready
+// and not ejected, is below the panic threshold, where ejections are
+// ignored.
+func (e Ejection) Panic(available, n int) bool {
+	t := orFloat(e.PanicThreshold, DefaultPanicThreshold)
+	return float64(available)*100 < t*float64(n)
+}
+
+// Capacity returns how many calls in flight a peer of weight w may have
+// before a shard key's call spills past it: ceil(c x (inFlight + 1) x w /
+// total), inFlight being the calls in flight to all the peers, total
+// their weights' sum, and c the balance factor (Config.Factor). With
+// equal weights it is ceil(c x (m + 1) / n). The sum of the peers'
+// capacities exceeds inFlight + 1, so some peer always has room.
+func Capacity(c float64, inFlight int64, w, total float64) int64 {
+	return int64(math.Ceil(c * float64(inFlight+1) * w / total))
+}
