@@ -28,8 +28,13 @@
 // The package also starts embedded servers on 127.0.0.1 (Servers) whose
 // latency follows a Shape, decided per request by each server from a seeded
 // random source: a fixed time, or a heavy tail such as 97% of requests around
-// 1 ms and 3% between 100 and 200 ms. `sluice bench` and the tail-latency
-// benchmark in benchmarks/tail drive this package.
+// 1 ms and 3% between 100 and 200 ms, optionally behind a worker pool
+// (Pool: a fixed number of workers, a queue, optionally bounded, beyond
+// them), the cost model the benchmarks' servers share. `sluice bench`,
+// the tail-latency benchmark in benchmarks/tail and the closed-loop and
+// balancing benchmarks drive this package; a rate run can vary each
+// call's request (Config.Vary) and hand back every call with the peer
+// that answered it (Config.Record), for a benchmark to slice its own way.
 //
 // Every run is bounded: at most MaxDuration of arrivals, MaxCalls calls
 // for a rate run (and an unbounded one given Calls), and each call's

@@ -76,6 +76,34 @@ type Report struct {
 	Late int `json:"late"`
 	// Timeline is the run second by second, when Config.Timeline asks.
 	Timeline []Second `json:"timeline,omitempty"`
+	// Start is when a rate run's first call arrived (zero for an
+	// unbounded run), and Records its calls, when Config.Record asks:
+	// for a program to slice the run its own way. Neither is in the JSON.
+	Start   time.Time `json:"-"`
+	Records []Record  `json:"-"`
+}
+
+// Record is one call of a rate run (Config.Record).
+type Record struct {
+	// At is the call's arrival, from the run's Start; Latency from its
+	// arrival to its result.
+	At, Latency time.Duration
+	// Code is "" for a successful call, else as Report.Errors counts it;
+	// Local marks a call refused in this process, nothing sent.
+	Code  string
+	Local bool
+	// Peer is the host:port that answered, or of the call's last attempt;
+	// "" when no attempt was made.
+	Peer string
+}
+
+// records returns rs as Records.
+func records(rs []result) []Record {
+	out := make([]Record, len(rs))
+	for i, c := range rs {
+		out[i] = Record{At: c.at, Latency: c.latency, Code: c.code, Local: c.local, Peer: c.peer}
+	}
+	return out
 }
 
 // Second is what became of the calls that arrived in one second of a run.

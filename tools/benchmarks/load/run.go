@@ -40,6 +40,12 @@ type Config struct {
 	Request *channel.Request
 	// CallOptions go with every call (a shard key, a caller name, ...).
 	CallOptions []channel.CallOption
+	// Vary, if not nil, gives call i of a rate run (from 0, in arrival
+	// order) its own request and call options, in place of Request and
+	// CallOptions: a key of its own, say. Run calls it on its scheduling
+	// goroutine, one call at a time, as call i arrives; it must not keep
+	// Run waiting. Warmup calls send Request and CallOptions.
+	Vary func(i int) (*channel.Request, []channel.CallOption)
 	// RPS is the arrival rate, calls per second: call i arrives at i/RPS
 	// seconds after the start, whether or not earlier calls have returned
 	// (open loop). 0 makes the run unbounded: on each channel Concurrency
@@ -79,6 +85,9 @@ type Config struct {
 	// Timeline asks for Report.Timeline, the run second by second (rate
 	// runs only).
 	Timeline bool
+	// Record asks for Report.Records, every call of the run in arrival
+	// order (rate runs only).
+	Record bool
 }
 
 // Progress is a run's running totals: the calls that have returned so
@@ -115,6 +124,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("load: ProgressEvery is %v, must be >= 0 (0: a second)", c.ProgressEvery)
 	case c.Timeline && c.RPS == 0:
 		return errors.New("load: Timeline needs RPS > 0 (an unbounded run has no schedule to group calls by)")
+	case (c.Record || c.Vary != nil) && c.RPS == 0:
+		return errors.New("load: Record and Vary need RPS > 0 (an unbounded run has no arrival order)")
 	}
 	return nil
 }
@@ -141,6 +152,7 @@ type result struct {
 	code     string // "" for OK
 	local    bool   // refused locally: code is THROTTLED, RATE_LIMITED, NO_PEERS or UNAVAILABLE
 	late     bool
+	peer     string // the host:port that answered, or of the last attempt
 }
 
 // counts are the running totals Progress reports.
@@ -219,20 +231,24 @@ func RunChannels(ctx context.Context, chs []*channel.Channel, cfg Config) (*Repo
 	return r, nil
 }
 
-// call makes one call through ch and returns its outcome, but for its
-// latency and arrival.
-func call(ctx context.Context, ch *channel.Channel, cfg *Config) result {
+// call makes one call of req with opts through ch and returns its
+// outcome, but for its latency and arrival.
+func call(ctx context.Context, ch *channel.Channel, cfg *Config, req *channel.Request, opts []channel.CallOption) result {
 	cctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	res, err := ch.Call(cctx, cfg.Service, cfg.Method, cfg.Request, cfg.CallOptions...)
+	res, err := ch.Call(cctx, cfg.Service, cfg.Method, req, opts...)
 	if err != nil {
 		var ce *channel.CallError
-		return result{attempts: attemptsOf(err), code: CodeOf(err), local: errors.As(err, &ce) && ce.Code.IsLocal()}
+		r := result{attempts: attemptsOf(err), code: CodeOf(err)}
+		if errors.As(err, &ce) {
+			r.local, r.peer = ce.Code.IsLocal(), ce.Peer
+		}
+		return r
 	}
 	if res.AppError { // a JSON app error or a Thrift exception: answered, counted apart
-		return result{attempts: res.Attempts, code: "APPLICATION"}
+		return result{attempts: res.Attempts, code: "APPLICATION", peer: res.Peer}
 	}
-	return result{attempts: res.Attempts}
+	return result{attempts: res.Attempts, peer: res.Peer}
 }
 
 // warmup makes cfg.Warmup calls one at a time on each channel, the
@@ -247,7 +263,7 @@ func warmup(ctx context.Context, chs []*channel.Channel, cfg Config) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < cfg.Warmup && ctx.Err() == nil; i++ {
-				if call(ctx, ch, &cfg).code != "" {
+				if call(ctx, ch, &cfg, cfg.Request, cfg.CallOptions).code != "" {
 					return
 				}
 			}
@@ -306,9 +322,13 @@ loop:
 			}
 		}
 		started++
+		req, opts := cfg.Request, cfg.CallOptions
+		if cfg.Vary != nil {
+			req, opts = cfg.Vary(i)
+		}
 		go func(i int, at time.Time) {
 			late := time.Since(at) > lateAfter
-			r := call(ctx, chs[i%len(chs)], &cfg)
+			r := call(ctx, chs[i%len(chs)], &cfg, req, opts)
 			r.latency, r.late, r.at = time.Since(at), late, at.Sub(start)
 			results[i] = r
 			totals.add(r)
@@ -327,8 +347,12 @@ loop:
 	report(time.Now())
 	elapsed := time.Since(start)
 	r := summarize(results[:started], elapsed)
+	r.Start = start
 	if cfg.Timeline {
 		r.Timeline = timeline(results[:started])
+	}
+	if cfg.Record {
+		r.Records = records(results[:started])
 	}
 	return r
 }
@@ -385,7 +409,7 @@ func runUnbounded(ctx context.Context, chs []*channel.Channel, cfg Config) *Repo
 					return
 				}
 				t0 := time.Now()
-				r := call(ctx, ch, &cfg)
+				r := call(ctx, ch, &cfg, cfg.Request, cfg.CallOptions)
 				lat := time.Since(t0)
 				w.attempts += r.attempts
 				switch {

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
 	tjson "github.com/uber/tchannel-go/json"
@@ -25,20 +24,13 @@ type ServerConfig struct {
 	// Seed seeds server i's random source with Seed+i, so a run's latency
 	// draws are repeatable server by server.
 	Seed uint64
-	// Workers, when > 0, gives each server that many workers: a request
-	// holds one for its latency, and requests beyond them wait in the
-	// handler's queue (until their caller gives up), as in a server with a
-	// worker pool. A server's capacity is then Workers / latency. 0: no
-	// limit, every request waits out its latency at once.
-	//
-	// Each worker keeps its own schedule: a request that was already waiting
-	// when the worker's previous request was due to end starts at that
-	// moment, not when the worker's timer fired. A Go timer fires late
-	// (about 0.2 ms on an idle 2-core machine, more under load), and without
-	// the schedule that lateness would come off the capacity: 8 workers of
-	// 2 ms served about 3,000 requests a second instead of 4,000. With it,
-	// the pool serves Workers / latency however late its timers are; the
-	// lateness shows only in each response's timing.
+	// Workers, when > 0, gives each server a Pool of that many workers: a
+	// request holds one for its latency, and requests beyond them wait in
+	// the handler's queue (until their caller gives up), as in a server
+	// with a worker pool. A server's capacity is then Workers / latency
+	// (see Pool, whose workers keep their own schedule so that late timers
+	// do not come off it). 0: no limit, every request waits out its
+	// latency at once.
 	Workers int
 	// Shed, if not nil, is the servers' load shedding (channel.WithShedding).
 	Shed *channel.ShedConfig
@@ -59,11 +51,10 @@ type Servers struct {
 	rngMu []sync.Mutex
 	rngs  []*rand.Rand
 
-	workers []chan *worker // per server, when ServerConfig.Workers > 0
+	pools []*Pool // per server, when ServerConfig.Workers > 0
 
 	received, cancelled atomic.Int64
 	inFlight, maxFlight atomic.Int64
-	queued              atomic.Int64
 }
 
 // StartServers starts n servers (1 <= n <= MaxServers) on 127.0.0.1 with
@@ -86,11 +77,12 @@ func StartServers(n int, cfg ServerConfig) (*Servers, error) {
 	for i := 0; i < n; i++ {
 		s.rngs = append(s.rngs, rand.New(rand.NewPCG(cfg.Seed+uint64(i), 0x5eed)))
 		if cfg.Workers > 0 {
-			pool := make(chan *worker, cfg.Workers)
-			for range cfg.Workers {
-				pool <- new(worker)
+			pool, err := NewPool(PoolConfig{Workers: cfg.Workers})
+			if err != nil {
+				s.Close()
+				return nil, err
 			}
-			s.workers = append(s.workers, pool)
+			s.pools = append(s.pools, pool)
 		}
 		var opts []channel.Option
 		if cfg.Shed != nil {
@@ -129,13 +121,8 @@ func (s *Servers) register(ch *channel.Channel, i int) error {
 	})
 }
 
-// worker is one of a server's workers: free is when its last request was
-// due to end, by its schedule (see ServerConfig.Workers).
-type worker struct{ free time.Time }
-
 // serve waits out one request's latency on server i.
 func (s *Servers) serve(ctx context.Context, i int) {
-	arrived := time.Now()
 	s.received.Add(1)
 	n := s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
@@ -144,53 +131,14 @@ func (s *Servers) serve(ctx context.Context, i int) {
 	s.rngMu[i].Lock()
 	d := s.cfg.Shape.Sample(s.rngs[i])
 	s.rngMu[i].Unlock()
-	if s.workers == nil {
-		s.wait(ctx, d)
-		return
+	var err error
+	if s.pools == nil {
+		err = sleepCtx(ctx, d)
+	} else {
+		err = s.pools[i].Serve(ctx, d)
 	}
-	var w *worker
-	select {
-	case w = <-s.workers[i]:
-	default:
-		// Every worker is busy: wait in the queue, unless the caller
-		// gives up first.
-		s.queued.Add(1)
-		select {
-		case w = <-s.workers[i]:
-		case <-ctx.Done():
-			return
-		}
-	}
-	// Start when the worker was due to be free, if this request was
-	// already waiting then: the worker's timer firing late is not the
-	// server's work.
-	start := arrived
-	if w.free.After(start) {
-		start = w.free
-	}
-	end := start.Add(d)
-	if !s.wait(ctx, time.Until(end)) {
-		end = time.Now() // cancelled: the worker is free now
-	}
-	w.free = end
-	s.workers[i] <- w
-}
-
-// wait waits d or until ctx ends, and reports whether d passed.
-func (s *Servers) wait(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		if errors.Is(ctx.Err(), context.Canceled) {
-			s.cancelled.Add(1)
-		}
-		return false
+	if errors.Is(err, context.Canceled) {
+		s.cancelled.Add(1)
 	}
 }
 
@@ -207,11 +155,17 @@ func (s *Servers) HostPorts() []string {
 func (s *Servers) Received() int64 { return s.received.Load() }
 
 // Cancelled returns the requests whose caller cancelled them while their
-// server was waiting (losing hedges).
+// server was waiting, or while they waited for a worker (losing hedges).
 func (s *Servers) Cancelled() int64 { return s.cancelled.Load() }
 
 // Queued returns the requests that found every worker busy and waited.
-func (s *Servers) Queued() int64 { return s.queued.Load() }
+func (s *Servers) Queued() int64 {
+	var n int64
+	for _, p := range s.pools {
+		n += p.Stats().Queued
+	}
+	return n
+}
 
 // MaxInFlight returns the most requests the servers handled at once.
 func (s *Servers) MaxInFlight() int64 { return s.maxFlight.Load() }
