@@ -1,0 +1,373 @@
+package balancing
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
+	"github.com/uber/tchannel-go"
+)
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Scenarios: []Scenario{}}, "Scenarios is empty"},
+		{Config{Scenarios: []Scenario{"flood"}}, `Scenarios holds "flood"`},
+		{Config{Size: 7}, "Size is 7"},
+		{Config{Timeout: -time.Second}, "Timeout is -1s"},
+		{Config{ScaleOut: ScaleOutConfig{Servers: 40}}, "ScaleOut.Servers is 40, must be in [1, 32]"},
+		{Config{ScaleOut: ScaleOutConfig{ColdFactor: 0.5}}, "ScaleOut.ColdFactor is 0.5, must be in [1, 100]"},
+		{Config{ScaleOut: ScaleOutConfig{Service: time.Microsecond}}, "ScaleOut.Service is 1µs"},
+		{Config{ScaleOut: ScaleOutConfig{Workers: 1000, Service: 100 * time.Microsecond}}, "ScaleOut's offered rate would be"},
+		{Config{Heterogeneous: HeterogeneousConfig{Workers: []int{1, 0}}}, "Heterogeneous.Workers[1] is 0"},
+		{Config{Heterogeneous: HeterogeneousConfig{Workers: []int{1}, Weights: []float64{-1}}}, "Heterogeneous.Weights[0] is -1"},
+		{Config{Shard: ShardConfig{HotShare: 1}}, "Shard.HotShare is 1, must be in [0, 1)"},
+		{Config{Shard: ShardConfig{Keys: 10, Probe: 20}}, "Shard.Probe is 20, must be in [1, 10]"},
+		{Config{Erroring: ErroringConfig{Servers: 4, Many: 4}}, "Erroring.Many is 4, must be in [1, 3]"},
+		{Config{Erroring: ErroringConfig{ErrorShare: 2}}, "Erroring.ErrorShare is 2"},
+	} {
+		if err := tc.cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: Validate() = %v, want an error containing %q", tc.cfg, err, tc.want)
+		}
+	}
+	for _, z := range []Size{Full, CI} {
+		if err := (Config{Size: z}).Validate(); err != nil {
+			t.Errorf("the %s size's defaults: %v", z, err)
+		}
+	}
+}
+
+func TestParseScenarios(t *testing.T) {
+	got, err := ParseScenarios("erroring, scale-out")
+	if err != nil || len(got) != 2 || got[0] != ScaleOut || got[1] != Erroring {
+		t.Errorf("ParseScenarios(erroring, scale-out) = %v, %v; want Run's order, scale-out then erroring", got, err)
+	}
+	if got, err := ParseScenarios("all"); err != nil || len(got) != 4 {
+		t.Errorf("ParseScenarios(all) = %v, %v; want the four", got, err)
+	}
+	if _, err := ParseScenarios("shard,hot"); err == nil || !strings.Contains(err.Error(), `unknown scenario "hot"; the scenarios are scale-out, heterogeneous, shard, erroring`) {
+		t.Errorf("ParseScenarios(shard,hot) = %v, want the unknown one named", err)
+	}
+}
+
+// A cold server's cost: 5x at start, falling linearly to 1x over the
+// window, 1x after.
+func TestColdCost(t *testing.T) {
+	const w = 10 * time.Second
+	for _, tc := range []struct {
+		elapsed time.Duration
+		want    float64
+	}{{-time.Second, 5}, {0, 5}, {w / 4, 4}, {w / 2, 3}, {3 * w / 4, 2}, {w, 1}, {time.Hour, 1}} {
+		if got := coldCost(5, w, tc.elapsed); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("coldCost(5, %v, %v) = %v, want %v", w, tc.elapsed, got, tc.want)
+		}
+	}
+	if got := coldCost(5, 0, 0); got != 1 {
+		t.Errorf("a zero window: coldCost = %v, want 1 (warm)", got)
+	}
+}
+
+// The shard keys: the hot key takes its share, the Zipf ranks follow
+// (r + 1)^-s, and a seed gives the same sequence again.
+func TestKeyMix(t *testing.T) {
+	const n, keys, s, hot = 200_000, 100_000, 1.1, 0.3
+	seq, err := keySequence(n, keys, s, hot, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[int32]int{}
+	for _, k := range seq {
+		if k < -1 || k >= keys {
+			t.Fatalf("rank %d out of [-1, %d)", k, keys)
+		}
+		counts[k]++
+	}
+	if got := float64(counts[-1]) / n; math.Abs(got-hot) > 0.01 {
+		t.Errorf("hot key share %.3f, want %.2f", got, hot)
+	}
+	// Rank 0 is 2^1.1 = 2.14 times as frequent as rank 1, and 10^1.1 =
+	// 12.6 times as rank 9.
+	for _, tc := range []struct {
+		rank int32
+		want float64
+	}{{1, math.Pow(2, s)}, {9, math.Pow(10, s)}} {
+		if got := float64(counts[0]) / float64(counts[tc.rank]); math.Abs(got/tc.want-1) > 0.15 {
+			t.Errorf("rank 0 / rank %d = %.2f, want %.2f within 15%%", tc.rank, got, tc.want)
+		}
+	}
+	// Of the Zipf draws, the share of the top 2,000 ranks is
+	// H(2000, s) / H(100000, s).
+	top, want := 0, harmonic(2000, s)/harmonic(keys, s)
+	for k, c := range counts {
+		if k >= 0 && k < 2000 {
+			top += c
+		}
+	}
+	if got := float64(top) / float64(n-counts[-1]); math.Abs(got-want) > 0.01 {
+		t.Errorf("the top 2000 ranks take %.3f of the Zipf draws, want %.3f", got, want)
+	}
+	again, _ := keySequence(1000, keys, s, hot, 1)
+	other, _ := keySequence(1000, keys, s, hot, 2)
+	same, differ := true, false
+	for i := range again {
+		same = same && again[i] == seq[i]
+		differ = differ || other[i] != seq[i]
+	}
+	if !same || !differ {
+		t.Errorf("seed 1 again gives the same keys: %v; seed 2 other keys: %v; want both", same, differ)
+	}
+	if keyName(-1) != HotKey || keyName(42) != "k42" {
+		t.Errorf("keyName(-1), keyName(42) = %q, %q", keyName(-1), keyName(42))
+	}
+}
+
+func harmonic(n int, s float64) float64 {
+	h := 0.0
+	for r := 1; r <= n; r++ {
+		h += math.Pow(float64(r), -s)
+	}
+	return h
+}
+
+func TestLRU(t *testing.T) {
+	c := newLRU(2)
+	for _, step := range []struct {
+		op   string // "get" or "add"
+		key  string
+		want bool // get's result
+	}{
+		{"get", "a", false}, {"add", "a", false}, {"get", "a", true},
+		{"add", "b", false}, {"get", "a", true}, // a is now the most recent
+		{"add", "c", false},                     // evicts b
+		{"get", "b", false}, {"get", "a", true}, {"get", "c", true},
+		{"add", "c", false}, {"add", "d", false}, // c refreshed, a evicted
+		{"get", "a", false}, {"get", "c", true}, {"get", "d", true},
+	} {
+		switch step.op {
+		case "get":
+			if got := c.get(step.key); got != step.want {
+				t.Errorf("get(%q) = %v, want %v", step.key, got, step.want)
+			}
+		case "add":
+			c.add(step.key)
+		}
+		if c.len() > 2 {
+			t.Fatalf("after %s(%q) the cache holds %d keys, more than its 2", step.op, step.key, c.len())
+		}
+	}
+}
+
+// call serves one request on s's handler directly, with key as arg3.
+func call(ctx context.Context, s *server, key string) error {
+	_, err := s.handle(ctx, &channel.RawRequest{Method: Method, Arg3: []byte(key)})
+	return err
+}
+
+func startTestServer(t *testing.T, cfg serverConfig) *server {
+	t.Helper()
+	s, err := startServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.close)
+	return s
+}
+
+// A server of one worker lets 4 requests wait and answers the next Busy.
+func TestServerShedsBeyondItsQueue(t *testing.T) {
+	s := startTestServer(t, serverConfig{workers: 1, service: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errs := make(chan error, 1+queuePerWorker)
+	for i := range 1 + queuePerWorker {
+		go func() { errs <- call(ctx, s, "") }()
+		testwait.Until(t, "the server to hold the request", func() bool { return s.pool.Stats().InFlight == int64(i+1) })
+	}
+	err := call(ctx, s, "")
+	var se tchannel.SystemError
+	if !errors.As(err, &se) || se.Code() != tchannel.ErrCodeBusy {
+		t.Errorf("the request beyond the queue: %v, want a Busy system error", err)
+	}
+	cancel()
+	for range 1 + queuePerWorker {
+		if err := testwait.Recv(t, errs, "a held request to end"); !errors.Is(err, context.Canceled) {
+			t.Errorf("a held request ended with %v, want context.Canceled", err)
+		}
+	}
+	if st := s.pool.Stats(); st.Shed != 1 || st.Queued != queuePerWorker || st.Abandoned != 1+queuePerWorker {
+		t.Errorf("pool stats %+v: want 1 shed, %d queued, %d abandoned", st, queuePerWorker, 1+queuePerWorker)
+	}
+}
+
+// A cached server: a miss costs more than a hit and then caches the key;
+// an erroring one answers UNEXPECTED to about its share of requests.
+func TestServerCostModel(t *testing.T) {
+	s := startTestServer(t, serverConfig{workers: 1, cache: 2, hit: MinService, miss: 20 * time.Millisecond})
+	ctx := context.Background()
+	for _, k := range []string{"a", "a", "b", "c", "a"} { // c evicts a
+		if err := call(ctx, s, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h, m := s.hits.Load(), s.misses.Load(); h != 1 || m != 4 {
+		t.Errorf("%d hits, %d misses; want 1 and 4", h, m)
+	}
+	start := time.Now()
+	if err := call(ctx, s, "a"); err != nil { // a hit
+		t.Fatal(err)
+	}
+	hit := time.Since(start)
+	start = time.Now()
+	if err := call(ctx, s, "z"); err != nil { // a miss
+		t.Fatal(err)
+	}
+	if miss := time.Since(start); miss < 20*time.Millisecond || miss < hit {
+		t.Errorf("a miss took %v and a hit %v; want the miss at least 20ms and longer", miss, hit)
+	}
+
+	e := startTestServer(t, serverConfig{workers: 4, service: MinService, errorShare: 0.5, seed: 3})
+	const n = 400
+	failed := 0
+	for range n {
+		err := call(ctx, e, "")
+		var se tchannel.SystemError
+		switch {
+		case err == nil:
+		case errors.As(err, &se) && se.Code() == tchannel.ErrCodeUnexpected:
+			failed++
+		default:
+			t.Fatalf("an erroring server answered %v, want nil or UNEXPECTED", err)
+		}
+	}
+	if failed < n/2-50 || failed > n/2+50 || int64(failed) != e.unexpected.Load() {
+		t.Errorf("%d of %d failed (counted %d), want about half", failed, n, e.unexpected.Load())
+	}
+}
+
+// A cold server's requests cost more at first.
+func TestServerStartsCold(t *testing.T) {
+	s := startTestServer(t, serverConfig{workers: 1, service: 4 * time.Millisecond, coldFactor: 5, coldWindow: time.Hour})
+	start := time.Now()
+	if err := call(context.Background(), s, ""); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < 18*time.Millisecond {
+		t.Errorf("a request at a cold start took %v, want about 5 x 4ms", took)
+	}
+}
+
+// ciConfig is the CI size, the rates lowered for -race on two cores.
+func ciConfig(scenarios ...Scenario) Config {
+	return Config{Scenarios: scenarios, Size: CI,
+		ScaleOut: ScaleOutConfig{Load: 0.5}, Shard: ShardConfig{Rate: 1500, CacheSize: 500}, Erroring: ErroringConfig{Rate: 600}}
+}
+
+// The whole benchmark at the CI size: the harness's counts add up, every
+// row has its parts, and the report, the JSON and the charts come out.
+// The figures themselves are measurements (tools/benchmarks/README.md).
+func TestSmallRun(t *testing.T) {
+	var mu sync.Mutex
+	var progress []string
+	cfg := ciConfig()
+	cfg.Progress = func(s string) {
+		mu.Lock()
+		defer mu.Unlock()
+		progress = append(progress, s)
+	}
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(progress) < 9 {
+		t.Errorf("%d progress lines, want one per row and the probe: %q", len(progress), progress)
+	}
+	adds := func(name string, o Outcome) {
+		t.Helper()
+		if o.Calls == 0 || o.OK+o.Busy+o.Timeouts+o.Other+o.Refused != o.Calls {
+			t.Errorf("%s: %+v does not add up, or has no call", name, o)
+		}
+	}
+
+	so := res.ScaleOut
+	for _, row := range []ScaleOutRow{so.With, so.Without} {
+		adds("scale-out steady", row.Steady)
+		adds("scale-out after", row.After)
+		sum := 0
+		for _, s := range row.Servers {
+			sum += s.Calls
+		}
+		if len(row.Servers) != 6 || row.New.Calls > row.After.Calls || sum > row.After.Calls || row.New.Calls == 0 {
+			t.Errorf("scale-out (slow start %v): %d servers, %d new calls, %d per server, %d after; want 6, and the parts within the whole",
+				row.SlowStart, len(row.Servers), row.New.Calls, sum, row.After.Calls)
+		}
+		if at := time.Duration(row.ScaleOutAt); at < 700*time.Millisecond || at > 2*time.Second || len(row.Seconds) < 2 {
+			t.Errorf("scale-out at %v, %d seconds; want about 800ms, and a timeline", at, len(row.Seconds))
+		}
+	}
+
+	for _, row := range []HeterogeneousRow{res.Heterogeneous.With, res.Heterogeneous.Without} {
+		adds("heterogeneous", row.Measured)
+		total, calls := 0.0, 0
+		for _, s := range row.Servers {
+			total += s.Share
+			calls += s.Calls
+			if s.PeakInFlight < 1 || s.MeanInFlight <= 0 || float64(s.PeakInFlight) < s.MeanInFlight {
+				t.Errorf("heterogeneous %v: server %+v: want a peak in flight >= its mean > 0", row.Weights, s)
+			}
+		}
+		if math.Abs(total-1) > 1e-9 || calls > row.Measured.Calls {
+			t.Errorf("heterogeneous %v: shares add up to %v, %d calls of %d; want 1, within", row.Weights, total, calls, row.Measured.Calls)
+		}
+	}
+
+	sh := res.Shard
+	for _, row := range []ShardRow{sh.With, sh.Without} {
+		adds("shard", row.Measured)
+		if !(row.HitRate > 0 && row.HitRate < 1) || row.Busiest < row.MeanInFlight || len(row.Servers) != 10 || len(row.Seconds) == 0 {
+			t.Errorf("shard (keys %v): hit rate %v, busiest %v, mean %v, %d servers; want a rate in (0, 1), busiest >= mean, 10",
+				row.ShardKeys, row.HitRate, row.Busiest, row.MeanInFlight, len(row.Servers))
+		}
+	}
+	// Removing a server moves its keys alone; adding one moves only keys
+	// to it: about a tenth either way.
+	if g := sh.Ring; !(g.Leave > 0.03 && g.Leave < 0.2 && g.LeaveMax >= g.Leave && g.Join > 0.03 && g.Join < 0.2 && g.Probe == 200) {
+		t.Errorf("ring moves %+v: want about 10%% on a leave and on a join, 200 keys probed", g)
+	}
+
+	e := res.Erroring
+	for _, row := range e.Rows() {
+		adds("erroring", row.All)
+		if row.All.Other == 0 || row.SuccessRate >= 1 {
+			t.Errorf("erroring %d (ejection %v): %d UNEXPECTED, success %v; want failures", row.Erroring, row.Ejection, row.All.Other, row.SuccessRate)
+		}
+		if (row.FirstEjection == nil) != (row.FailedAfter == nil) || (row.FirstEjection == nil) != (row.ToErroringAfter == nil) {
+			t.Errorf("erroring %d (ejection %v): first ejection %v, failed after %v, to erroring after %v; want all or none",
+				row.Erroring, row.Ejection, row.FirstEjection, row.FailedAfter, row.ToErroringAfter)
+		}
+		if !row.Ejection && (row.MaxEjected != 0 || row.Ejections != 0) {
+			t.Errorf("erroring %d, ejection off: %d ejected at once, %d ejections; want none", row.Erroring, row.MaxEjected, row.Ejections)
+		}
+	}
+	if len(res.Verdicts) != 10 {
+		t.Errorf("%d verdicts, want 10: %+v", len(res.Verdicts), res.Verdicts)
+	}
+	checkOutputs(t, res)
+}
+
+// TestRunStopsWithItsContext: an ended context stops the run and says so.
+func TestRunStopsWithItsContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res, err := Run(ctx, ciConfig(Erroring))
+	if !errors.Is(err, context.Canceled) || res == nil || res.Erroring != nil {
+		t.Errorf("Run on an ended context = %+v, %v; want no rows and context.Canceled", res, err)
+	}
+}

@@ -1,0 +1,234 @@
+package balancing
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sluice-rpc/sluice/tools/internal/chart"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// ChartPaths returns the files WriteCharts writes for path: path itself
+// for one scenario; for several, one per scenario, named path with
+// "-SCENARIO" before its extension (balancing.png: balancing-scale-out.png,
+// ...).
+func (r *Result) ChartPaths(path string) map[Scenario]string {
+	run := r.run()
+	out := map[Scenario]string{}
+	ext := filepath.Ext(path)
+	for _, s := range run {
+		if len(run) == 1 {
+			out[s] = path
+		} else {
+			out[s] = strings.TrimSuffix(path, ext) + "-" + string(s) + ext
+		}
+	}
+	return out
+}
+
+// run lists the scenarios r holds, in Run's order.
+func (r *Result) run() []Scenario {
+	var out []Scenario
+	for _, s := range []struct {
+		sc  Scenario
+		ran bool
+	}{{ScaleOut, r.ScaleOut != nil}, {Heterogeneous, r.Heterogeneous != nil}, {Shard, r.Shard != nil}, {Erroring, r.Erroring != nil}} {
+		if s.ran {
+			out = append(out, s.sc)
+		}
+	}
+	return out
+}
+
+// WriteCharts draws each scenario r holds second by second, to the files
+// ChartPaths names (.png or .svg): scale-out, the p99 of successful calls,
+// the calls each new and each first server took, and the new servers'
+// Busy answers and timeouts; heterogeneous, each server's share of the
+// calls; shard, the cache hit rate; erroring, the failed calls and the
+// calls that reached an erroring server. Both rows of a scenario are on
+// the same panels, the "with" row solid and the other dashed.
+func (r *Result) WriteCharts(path string) error {
+	if err := chart.CheckPath(path); err != nil {
+		return err
+	}
+	for s, p := range r.ChartPaths(path) {
+		var plots []*plot.Plot
+		var err error
+		switch s {
+		case ScaleOut:
+			plots, err = r.scaleOutPlots()
+		case Heterogeneous:
+			plots, err = r.heterogeneousPlots()
+		case Shard:
+			plots, err = r.shardPlots()
+		case Erroring:
+			plots, err = r.erroringPlots()
+		}
+		if err == nil {
+			err = chart.WriteGrid(p, plots, 1, 3*vg.Inch)
+		}
+		if err != nil {
+			return fmt.Errorf("balancing: chart of %s: %w", s, err)
+		}
+	}
+	return nil
+}
+
+// newPlot returns a panel with a grid and its legend at the top right.
+func newPlot(title, y string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "seconds from the first call"
+	p.Y.Label.Text = y
+	p.Add(plotter.NewGrid())
+	p.Legend.Top = true
+	p.Legend.Padding = vg.Millimeter
+	p.Legend.ThumbnailWidth = 8 * vg.Millimeter
+	return p
+}
+
+// addLine adds a line of xys named name, color i, dashed or not.
+func addLine(p *plot.Plot, name string, xys plotter.XYs, i int, dashed bool) error {
+	if len(xys) == 0 {
+		return nil
+	}
+	l, err := plotter.NewLine(xys)
+	if err != nil {
+		return err
+	}
+	l.Color = plotutil.Color(i)
+	if dashed {
+		l.Dashes = plotutil.Dashes(1)
+	}
+	l.Width = vg.Points(1.5)
+	p.Add(l)
+	p.Legend.Add(name, l)
+	return nil
+}
+
+// mid is the middle of second i, on the x axis.
+func mid(i int) float64 { return float64(i) + 0.5 }
+
+// whole reports whether second i of a run that lasted d is whole.
+func whole(i int, d time.Duration) bool { return time.Duration(i+1)*time.Second <= d }
+
+func (r *Result) scaleOutPlots() ([]*plot.Plot, error) {
+	s, c := r.ScaleOut, r.Config.ScaleOut
+	total := c.Warmup + c.Steady + c.After
+	lat := newPlot(fmt.Sprintf("p99 of successful calls; %d cold servers join at %.1fs", c.Added, time.Duration(s.With.ScaleOutAt).Seconds()), "p99 (ms, log scale)")
+	lat.Y.Scale = plot.LogScale{}
+	lat.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	calls := newPlot("Calls each server took a second, on average", "calls per second")
+	fails := newPlot("Busy answers and timeouts from the new servers", "calls per second")
+	for k, row := range []ScaleOutRow{s.With, s.Without} {
+		name := "slow start on"
+		if !row.SlowStart {
+			name = "slow start off"
+		}
+		var p99, newEach, oldEach, failed plotter.XYs
+		for i, sec := range row.Seconds {
+			if !whole(i, total) {
+				break
+			}
+			if sec.P99 > 0 {
+				p99 = append(p99, plotter.XY{X: mid(i), Y: float64(sec.P99) / float64(time.Millisecond)})
+			}
+			oldEach = append(oldEach, plotter.XY{X: mid(i), Y: sec.OldEach})
+			if time.Duration(sec.Start)+time.Second > time.Duration(row.ScaleOutAt) {
+				newEach = append(newEach, plotter.XY{X: mid(i), Y: sec.NewEach})
+				failed = append(failed, plotter.XY{X: mid(i), Y: float64(sec.NewFailed)})
+			}
+		}
+		for _, l := range []struct {
+			p    *plot.Plot
+			name string
+			xys  plotter.XYs
+			col  int
+		}{{lat, name, p99, 0}, {calls, name + ", each new", newEach, 0}, {calls, name + ", each first", oldEach, 2}, {fails, name, failed, 1}} {
+			if err := addLine(l.p, l.name, l.xys, l.col, k == 1); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return []*plot.Plot{lat, calls, fails}, nil
+}
+
+func (r *Result) heterogeneousPlots() ([]*plot.Plot, error) {
+	h, c := r.Heterogeneous, r.Config.Heterogeneous
+	p := newPlot(fmt.Sprintf("Each server's share of the calls (capacity shares %s)", capacityShares(c)), "share of the calls")
+	p.Y.Min, p.Y.Max = 0, 1
+	for k, row := range []HeterogeneousRow{h.With, h.Without} {
+		for i := range c.Workers {
+			var xys plotter.XYs
+			for s, shares := range row.Seconds {
+				if whole(s, c.Warmup+c.Duration) {
+					xys = append(xys, plotter.XY{X: mid(s), Y: shares[i]})
+				}
+			}
+			name := fmt.Sprintf("%d workers, weight %g", c.Workers[i], row.Weights[i])
+			if err := addLine(p, name, xys, i, k == 1); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return []*plot.Plot{p}, nil
+}
+
+func capacityShares(c HeterogeneousConfig) string {
+	var s []string
+	for _, w := range c.Workers {
+		s = append(s, fmt.Sprintf("%.0f%%", 100*capacity(w, c.Service)/c.capacity()))
+	}
+	return strings.Join(s, ", ")
+}
+
+func (r *Result) shardPlots() ([]*plot.Plot, error) {
+	s, c := r.Shard, r.Config.Shard
+	p := newPlot(fmt.Sprintf("Cache hit rate, %d servers of %d keys each", c.Servers, c.CacheSize), "hit rate")
+	p.Y.Min, p.Y.Max = 0, 1
+	for k, row := range []ShardRow{s.With, s.Without} {
+		name := "shard keys"
+		if !row.ShardKeys {
+			name = "no shard keys"
+		}
+		var xys plotter.XYs
+		for i, h := range row.Seconds {
+			xys = append(xys, plotter.XY{X: mid(i), Y: h})
+		}
+		if err := addLine(p, name, xys, 0, k == 1); err != nil {
+			return nil, err
+		}
+	}
+	return []*plot.Plot{p}, nil
+}
+
+func (r *Result) erroringPlots() ([]*plot.Plot, error) {
+	e, c := r.Erroring, r.Config.Erroring
+	failed := newPlot("Failed calls a second", "calls per second")
+	reached := newPlot("Calls a second that reached an erroring server", "calls per second")
+	for k, row := range e.Rows() {
+		name := fmt.Sprintf("%d of %d erroring, ejection %s", row.Erroring, c.Servers, onOff(row.Ejection))
+		var f, to plotter.XYs
+		for i, sec := range row.Seconds {
+			if !whole(i, c.Duration) {
+				break
+			}
+			f = append(f, plotter.XY{X: mid(i), Y: float64(sec.Failed)})
+			to = append(to, plotter.XY{X: mid(i), Y: float64(sec.ToErroring)})
+		}
+		for _, l := range []struct {
+			p   *plot.Plot
+			xys plotter.XYs
+		}{{failed, f}, {reached, to}} {
+			if err := addLine(l.p, name, l.xys, k/2, !row.Ejection); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return []*plot.Plot{failed, reached}, nil
+}

@@ -1,0 +1,445 @@
+package balancing
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
+)
+
+// Scenario is one of the benchmark's scenarios, each run with the feature
+// it measures and without it.
+type Scenario string
+
+// The scenarios, in the order Run runs them.
+const (
+	// ScaleOut: servers join a loaded fleet cold; slow start.
+	ScaleOut Scenario = "scale-out"
+	// Heterogeneous: servers of different sizes with weights to match.
+	Heterogeneous Scenario = "heterogeneous"
+	// Shard: servers with caches, calls with shard keys; the ring with
+	// bounded loads.
+	Shard Scenario = "shard"
+	// Erroring: servers that answer UNEXPECTED; outlier ejection.
+	Erroring Scenario = "erroring"
+)
+
+// Scenarios returns every scenario, in Run's order.
+func Scenarios() []Scenario { return []Scenario{ScaleOut, Heterogeneous, Shard, Erroring} }
+
+// Describe says in a line what s models.
+func (s Scenario) Describe() string {
+	switch s {
+	case ScaleOut:
+		return "cold instances join a fleet at 70% load; slow start on / off"
+	case Heterogeneous:
+		return "servers of 1, 2 and 4 workers; weights 1, 2, 4 / all 1"
+	case Shard:
+		return "cached servers, Zipf keys and a hot key; shard keys / none"
+	case Erroring:
+		return "servers answering UNEXPECTED to half their calls; ejection on / off"
+	}
+	return ""
+}
+
+// ParseScenarios reads a comma-separated list of scenario names; "all" is
+// every scenario. The list keeps Run's order whatever order it is given in.
+func ParseScenarios(list string) ([]Scenario, error) {
+	if strings.TrimSpace(list) == "all" {
+		return Scenarios(), nil
+	}
+	seen := map[Scenario]bool{}
+	for _, name := range strings.Split(list, ",") {
+		s := Scenario(strings.TrimSpace(name))
+		if !slices.Contains(Scenarios(), s) {
+			return nil, fmt.Errorf("balancing: unknown scenario %q; the scenarios are %s (or all)", s, scenarioList())
+		}
+		seen[s] = true
+	}
+	var out []Scenario
+	for _, s := range Scenarios() {
+		if seen[s] {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+func scenarioList() string {
+	var names []string
+	for _, s := range Scenarios() {
+		names = append(names, string(s))
+	}
+	return strings.Join(names, ", ")
+}
+
+// Size is how long a run's stretches are.
+type Size int
+
+// The sizes.
+const (
+	// Full is the issue's: scale-out's 10 s of steady state and 30 s
+	// after, 20 s for the others; about five minutes in all.
+	Full Size = iota
+	// CI is what go test runs: a second or two a run, the cold start and
+	// the slow-start window shrunk to match.
+	CI
+)
+
+// String returns "full" or "ci".
+func (z Size) String() string {
+	if z == CI {
+		return "ci"
+	}
+	return "full"
+}
+
+// MarshalText writes the size's name, for JSON.
+func (z Size) MarshalText() ([]byte, error) { return []byte(z.String()), nil }
+
+// Config is a balancing benchmark: the scenarios to run and their
+// parameters. Its zero value runs every scenario at full size with the
+// issue's parameters; a zero field takes its size's default.
+type Config struct {
+	// Scenarios to run, in Run's order; nil means all.
+	Scenarios []Scenario `json:"scenarios"`
+	// Size sets the default stretches: Full or CI.
+	Size Size `json:"size"`
+	// Seed seeds every random draw of a run (keys, which calls fail), so
+	// that the two rows of a scenario see the same draws. Default 1.
+	Seed uint64 `json:"seed"`
+	// Timeout is each call's deadline. Default 1 s.
+	Timeout time.Duration `json:"timeout_ns"`
+	// GCPercent is the garbage collector's target (as GOGC) while Run
+	// runs, restored after: the load generator, the client and every
+	// server share this process and its collector (see
+	// tools/benchmarks/closedloop). Default 400; negative keeps the
+	// process's setting.
+	GCPercent int `json:"gc_percent"`
+
+	ScaleOut      ScaleOutConfig      `json:"scale_out"`
+	Heterogeneous HeterogeneousConfig `json:"heterogeneous"`
+	Shard         ShardConfig         `json:"shard"`
+	Erroring      ErroringConfig      `json:"erroring"`
+
+	// Progress, if not nil, is told what Run is doing as it goes. It is
+	// not part of a Result's JSON.
+	Progress func(string) `json:"-"`
+}
+
+// ScaleOutConfig is the scale-out scenario: Servers warm servers at Load
+// times their capacity; after Warmup and Steady, Added more start cold
+// (each request costs ColdFactor times the service time at first,
+// falling linearly to 1 over ColdWindow) and join with SetPeers; the run
+// goes on for After.
+type ScaleOutConfig struct {
+	Servers int           `json:"servers"`    // default 3
+	Added   int           `json:"added"`      // default 3
+	Workers int           `json:"workers"`    // per server, default 4
+	Service time.Duration `json:"service_ns"` // default 5 ms
+	Load    float64       `json:"load"`       // of the first Servers' capacity, default 0.7
+	// Warmup is left out of the steady state. Defaults (full, CI): 1 s,
+	// 200 ms.
+	Warmup time.Duration `json:"warmup_ns"`
+	// Steady is the stretch before the scale-out. 10 s, 600 ms.
+	Steady time.Duration `json:"steady_ns"`
+	// After is the stretch after it. 30 s, 1.2 s.
+	After time.Duration `json:"after_ns"`
+	// ColdFactor is a new server's cost multiplier at start (default 5),
+	// falling linearly to 1 over ColdWindow (10 s, 600 ms).
+	ColdFactor float64       `json:"cold_factor"`
+	ColdWindow time.Duration `json:"cold_window_ns"`
+	// SlowStartWindow is the "with" row's slow-start window; 0 leaves
+	// the library's default (10 s), which the CI size shrinks to its
+	// ColdWindow.
+	SlowStartWindow time.Duration `json:"slow_start_window_ns"`
+}
+
+// HeterogeneousConfig is the heterogeneous scenario: one server per entry
+// of Workers, all with the same Service time, weighted Weights in the
+// "with" row (all 1 in the other), at Load times their total capacity.
+type HeterogeneousConfig struct {
+	Workers []int         `json:"workers"`    // default 1, 2, 4
+	Weights []float64     `json:"weights"`    // default: as Workers
+	Service time.Duration `json:"service_ns"` // default 5 ms
+	Load    float64       `json:"load"`       // default 0.8
+	// Warmup is left out of the figures: 1 s, 200 ms.
+	Warmup time.Duration `json:"warmup_ns"`
+	// Duration is measured: 20 s, 1.5 s.
+	Duration time.Duration `json:"duration_ns"`
+}
+
+// ShardConfig is the shard scenario: Servers servers, each with an LRU
+// cache of CacheSize keys (a hit costs Hit, a miss Miss and then caches
+// the key) and Workers workers, called at Rate with keys drawn from Keys
+// keys by a Zipf distribution of exponent Zipf, or, HotShare of the
+// calls, one hot key.
+type ShardConfig struct {
+	Servers   int           `json:"servers"`    // default 10
+	Workers   int           `json:"workers"`    // default 2
+	CacheSize int           `json:"cache_size"` // default 2,000
+	Hit       time.Duration `json:"hit_ns"`     // default 200 µs
+	Miss      time.Duration `json:"miss_ns"`    // default 2 ms
+	Keys      int           `json:"keys"`       // default 100,000
+	Zipf      float64       `json:"zipf"`       // default 1.1
+	HotShare  float64       `json:"hot_share"`  // default 0.3
+	Rate      float64       `json:"rate"`       // calls/s, default 4,000
+	// Warmup fills the caches and is left out of the figures: 5 s,
+	// 300 ms.
+	Warmup time.Duration `json:"warmup_ns"`
+	// Duration is measured: 20 s, 1.5 s.
+	Duration time.Duration `json:"duration_ns"`
+	// Probe is how many keys are routed one at a time after the "with"
+	// run, to check that calls land on their key's home on the ring, and
+	// move as the ring says when a server leaves and when one joins:
+	// 2,000, 200.
+	Probe int `json:"probe"`
+}
+
+// ErroringConfig is the erroring scenario: Servers servers at Rate, of
+// which the first one (then the first Many) answer UNEXPECTED to
+// ErrorShare of their calls, after the service time.
+type ErroringConfig struct {
+	Servers    int           `json:"servers"`     // default 4
+	Many       int           `json:"many"`        // default 3
+	Workers    int           `json:"workers"`     // default 4
+	Service    time.Duration `json:"service_ns"`  // default 5 ms
+	Rate       float64       `json:"rate"`        // calls/s, default 800
+	ErrorShare float64       `json:"error_share"` // default 0.5
+	// Duration is measured from the first call: 20 s, 1.5 s (the
+	// default ejection lasts 30 s).
+	Duration time.Duration `json:"duration_ns"`
+	// Sample is how often the client's peers are read for ejections:
+	// 10 ms.
+	Sample time.Duration `json:"sample_ns"`
+}
+
+// DefaultGCPercent is Config.GCPercent's default.
+const DefaultGCPercent = 400
+
+// Bounds of a Config.
+const (
+	MaxServers  = 32
+	MaxWorkers  = 1000
+	MaxStretch  = 10 * time.Minute
+	MaxRate     = 20_000
+	MaxKeys     = 1_000_000
+	MaxCache    = 1_000_000
+	MaxProbe    = 100_000
+	MaxService  = time.Second
+	MinService  = 50 * time.Microsecond
+	MaxColdCost = 100
+)
+
+// pick returns full or ci by the size.
+func pick[T any](z Size, full, ci T) T {
+	if z == CI {
+		return ci
+	}
+	return full
+}
+
+func (c Config) withDefaults() Config {
+	if c.Scenarios == nil {
+		c.Scenarios = Scenarios()
+	}
+	if c.Seed == 0 {
+		c.Seed = 1
+	}
+	if c.Timeout == 0 {
+		c.Timeout = time.Second
+	}
+	if c.GCPercent == 0 {
+		c.GCPercent = DefaultGCPercent
+	}
+	z := c.Size
+	setInt := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	setDur := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	setF := func(v *float64, d float64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	s := &c.ScaleOut
+	setInt(&s.Servers, 3)
+	setInt(&s.Added, 3)
+	setInt(&s.Workers, 4)
+	setDur(&s.Service, 5*time.Millisecond)
+	setF(&s.Load, 0.7)
+	setDur(&s.Warmup, pick(z, time.Second, 200*time.Millisecond))
+	setDur(&s.Steady, pick(z, 10*time.Second, 600*time.Millisecond))
+	setDur(&s.After, pick(z, 30*time.Second, 1200*time.Millisecond))
+	setF(&s.ColdFactor, 5)
+	setDur(&s.ColdWindow, pick(z, 10*time.Second, 600*time.Millisecond))
+	if z == CI {
+		setDur(&s.SlowStartWindow, s.ColdWindow)
+	}
+
+	h := &c.Heterogeneous
+	if h.Workers == nil {
+		h.Workers = []int{1, 2, 4}
+	}
+	if h.Weights == nil {
+		for _, w := range h.Workers {
+			h.Weights = append(h.Weights, float64(w))
+		}
+	}
+	setDur(&h.Service, 5*time.Millisecond)
+	setF(&h.Load, 0.8)
+	setDur(&h.Warmup, pick(z, time.Second, 200*time.Millisecond))
+	setDur(&h.Duration, pick(z, 20*time.Second, 1500*time.Millisecond))
+
+	sh := &c.Shard
+	setInt(&sh.Servers, 10)
+	setInt(&sh.Workers, 2)
+	setInt(&sh.CacheSize, 2000)
+	setDur(&sh.Hit, 200*time.Microsecond)
+	setDur(&sh.Miss, 2*time.Millisecond)
+	setInt(&sh.Keys, 100_000)
+	setF(&sh.Zipf, 1.1)
+	setF(&sh.HotShare, 0.3)
+	setF(&sh.Rate, 4000)
+	setDur(&sh.Warmup, pick(z, 5*time.Second, 300*time.Millisecond))
+	setDur(&sh.Duration, pick(z, 20*time.Second, 1500*time.Millisecond))
+	setInt(&sh.Probe, pick(z, 2000, 200))
+
+	e := &c.Erroring
+	setInt(&e.Servers, 4)
+	setInt(&e.Many, 3)
+	setInt(&e.Workers, 4)
+	setDur(&e.Service, 5*time.Millisecond)
+	setF(&e.Rate, 800)
+	setF(&e.ErrorShare, 0.5)
+	setDur(&e.Duration, pick(z, 20*time.Second, 1500*time.Millisecond))
+	setDur(&e.Sample, 10*time.Millisecond)
+	return c
+}
+
+// Validate reports the first field out of range, naming it; zero fields
+// take their defaults.
+func (c Config) Validate() error {
+	if c.Scenarios != nil && len(c.Scenarios) == 0 {
+		return fmt.Errorf("balancing: Scenarios is empty; give at least one of %s (nil means all)", scenarioList())
+	}
+	for _, s := range c.Scenarios {
+		if !slices.Contains(Scenarios(), s) {
+			return fmt.Errorf("balancing: Scenarios holds %q, want scenarios among %s", s, scenarioList())
+		}
+	}
+	if c.Size != Full && c.Size != CI {
+		return fmt.Errorf("balancing: Size is %d, must be Full or CI", c.Size)
+	}
+	c = c.withDefaults()
+	if c.Timeout < 0 || c.Timeout > load.MaxTimeout {
+		return fmt.Errorf("balancing: Timeout is %v, must be in (0, %v]", c.Timeout, load.MaxTimeout)
+	}
+	var errs []error
+	check := func(bad bool, format string, args ...any) {
+		if bad {
+			errs = append(errs, fmt.Errorf("balancing: "+format, args...))
+		}
+	}
+	ints := func(name string, v, lo, hi int) {
+		check(v < lo || v > hi, "%s is %d, must be in [%d, %d]", name, v, lo, hi)
+	}
+	durs := func(name string, v, lo, hi time.Duration) {
+		check(v < lo || v > hi, "%s is %v, must be in [%v, %v]", name, v, lo, hi)
+	}
+	floats := func(name string, v, lo, hi float64) {
+		check(!(v > lo && v <= hi), "%s is %v, must be in (%v, %v]", name, v, lo, hi)
+	}
+	s := c.ScaleOut
+	ints("ScaleOut.Servers", s.Servers, 1, MaxServers)
+	ints("ScaleOut.Added", s.Added, 1, MaxServers-s.Servers)
+	ints("ScaleOut.Workers", s.Workers, 1, MaxWorkers)
+	durs("ScaleOut.Service", s.Service, MinService, MaxService)
+	floats("ScaleOut.Load", s.Load, 0, 10)
+	durs("ScaleOut.Warmup", s.Warmup, 0, MaxStretch)
+	durs("ScaleOut.Steady", s.Steady, 100*time.Millisecond, MaxStretch)
+	durs("ScaleOut.After", s.After, 100*time.Millisecond, MaxStretch)
+	check(!(s.ColdFactor >= 1 && s.ColdFactor <= MaxColdCost), "ScaleOut.ColdFactor is %v, must be in [1, %d]", s.ColdFactor, MaxColdCost)
+	durs("ScaleOut.ColdWindow", s.ColdWindow, 0, MaxStretch)
+	durs("ScaleOut.SlowStartWindow", s.SlowStartWindow, 0, MaxStretch)
+
+	h := c.Heterogeneous
+	ints("Heterogeneous.Workers' length", len(h.Workers), 1, MaxServers)
+	check(len(h.Weights) != len(h.Workers), "Heterogeneous.Weights has %d weights for %d servers, must have one per server", len(h.Weights), len(h.Workers))
+	for i, w := range h.Workers {
+		ints(fmt.Sprintf("Heterogeneous.Workers[%d]", i), w, 1, MaxWorkers)
+	}
+	for i, w := range h.Weights {
+		floats(fmt.Sprintf("Heterogeneous.Weights[%d]", i), w, 0, 1e6)
+	}
+	durs("Heterogeneous.Service", h.Service, MinService, MaxService)
+	floats("Heterogeneous.Load", h.Load, 0, 10)
+	durs("Heterogeneous.Warmup", h.Warmup, 0, MaxStretch)
+	durs("Heterogeneous.Duration", h.Duration, 100*time.Millisecond, MaxStretch)
+
+	sh := c.Shard
+	ints("Shard.Servers", sh.Servers, 2, MaxServers-1) // the probe adds one
+	ints("Shard.Workers", sh.Workers, 1, MaxWorkers)
+	ints("Shard.CacheSize", sh.CacheSize, 1, MaxCache)
+	durs("Shard.Hit", sh.Hit, MinService, MaxService)
+	durs("Shard.Miss", sh.Miss, MinService, MaxService)
+	ints("Shard.Keys", sh.Keys, 2, MaxKeys)
+	floats("Shard.Zipf", sh.Zipf, 1, 10) // rand.Zipf needs s > 1
+	check(!(sh.HotShare >= 0 && sh.HotShare < 1), "Shard.HotShare is %v, must be in [0, 1)", sh.HotShare)
+	floats("Shard.Rate", sh.Rate, 0, MaxRate)
+	durs("Shard.Warmup", sh.Warmup, 0, MaxStretch)
+	durs("Shard.Duration", sh.Duration, 100*time.Millisecond, MaxStretch)
+	ints("Shard.Probe", sh.Probe, 1, min(MaxProbe, sh.Keys))
+
+	e := c.Erroring
+	ints("Erroring.Servers", e.Servers, 2, MaxServers)
+	ints("Erroring.Many", e.Many, 1, e.Servers-1)
+	ints("Erroring.Workers", e.Workers, 1, MaxWorkers)
+	durs("Erroring.Service", e.Service, MinService, MaxService)
+	floats("Erroring.Rate", e.Rate, 0, MaxRate)
+	floats("Erroring.ErrorShare", e.ErrorShare, 0, 1)
+	durs("Erroring.Duration", e.Duration, 100*time.Millisecond, MaxStretch)
+	durs("Erroring.Sample", e.Sample, time.Millisecond, time.Second)
+	if len(errs) > 0 {
+		return errs[0]
+	}
+	for _, r := range []struct {
+		name string
+		rate float64
+	}{
+		{"ScaleOut", s.Load * float64(s.Servers) * capacity(s.Workers, s.Service)},
+		{"Heterogeneous", h.Load * h.capacity()},
+	} {
+		check(r.rate > MaxRate, "%s's offered rate would be %.0f calls/s, more than %d", r.name, r.rate, MaxRate)
+	}
+	return errors.Join(errs...)
+}
+
+// capacity is a pool's calls per second: workers / service time.
+func capacity(workers int, service time.Duration) float64 {
+	return float64(workers) / service.Seconds()
+}
+
+// capacity is the heterogeneous servers' calls per second in all.
+func (h HeterogeneousConfig) capacity() float64 {
+	var c float64
+	for _, w := range h.Workers {
+		c += capacity(w, h.Service)
+	}
+	return c
+}
+
+func (c Config) progress(format string, args ...any) {
+	if c.Progress != nil {
+		c.Progress(fmt.Sprintf(format, args...))
+	}
+}

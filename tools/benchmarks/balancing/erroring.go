@@ -1,0 +1,201 @@
+package balancing
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
+)
+
+// ErroringResult is the erroring scenario's four rows: one erroring
+// server with ejection and without, then Many erroring servers with and
+// without.
+type ErroringResult struct {
+	OneWith     ErroringRow `json:"one_with"`
+	OneWithout  ErroringRow `json:"one_without"`
+	ManyWith    ErroringRow `json:"many_with"`
+	ManyWithout ErroringRow `json:"many_without"`
+}
+
+// Rows returns the four rows in the table's order.
+func (r *ErroringResult) Rows() []*ErroringRow {
+	return []*ErroringRow{&r.OneWith, &r.OneWithout, &r.ManyWith, &r.ManyWithout}
+}
+
+// ErroringRow is one run of the erroring scenario.
+type ErroringRow struct {
+	// Erroring servers answer UNEXPECTED to ErrorShare of their calls;
+	// Ejection says which row: outlier ejection on (the library's
+	// default) or off; ServiceConfig is the client's.
+	Erroring      int     `json:"erroring"`
+	Ejection      bool    `json:"ejection"`
+	ServiceConfig string  `json:"service_config"`
+	Rate          float64 `json:"rate"`
+	// All is every call; SuccessRate All.OK / All.Calls.
+	All         Outcome `json:"all"`
+	SuccessRate float64 `json:"success_rate"`
+	// FirstEjection is when the client was first seen with a peer
+	// ejected, from the first call; null if never.
+	FirstEjection *load.Seconds `json:"first_ejection_s"`
+	// FailedBefore and FailedAfter are the failed calls a second before
+	// the first ejection and after it (FailedAfter null without one);
+	// ToErroringBefore and ToErroringAfter the shares of the calls that
+	// reached an erroring server.
+	FailedBefore     float64  `json:"failed_per_s_before"`
+	FailedAfter      *float64 `json:"failed_per_s_after"`
+	ToErroringBefore float64  `json:"to_erroring_before"`
+	ToErroringAfter  *float64 `json:"to_erroring_after"`
+	// MaxEjected is the most peers seen ejected at once; Ejections the
+	// ejections the client counted in all.
+	MaxEjected int    `json:"max_ejected"`
+	Ejections  uint64 `json:"ejections"`
+	// Seconds is the run second by second.
+	Seconds []ErroringSecond `json:"seconds"`
+}
+
+// ErroringSecond is one second of an erroring run.
+type ErroringSecond struct {
+	Start      load.Seconds `json:"start_s"`
+	Calls      int          `json:"calls"`
+	Failed     int          `json:"failed"`
+	ToErroring int          `json:"to_erroring"`
+	Ejected    int          `json:"ejected"` // the most at once
+}
+
+// runErroringScenario runs the four rows.
+func runErroringScenario(ctx context.Context, c Config) (*ErroringResult, error) {
+	e := c.Erroring
+	res := &ErroringResult{}
+	for _, r := range []struct {
+		row      *ErroringRow
+		erroring int
+		ejection bool
+	}{{&res.OneWith, 1, true}, {&res.OneWithout, 1, false}, {&res.ManyWith, e.Many, true}, {&res.ManyWithout, e.Many, false}} {
+		c.progress("erroring, %d of %d servers failing %.0f%% of their calls, ejection %s; %v",
+			r.erroring, e.Servers, 100*e.ErrorShare, onOff(r.ejection), e.Duration)
+		var err error
+		if *r.row, err = runErroring(ctx, c, r.erroring, r.ejection); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+// runErroring runs one row: the first erroring servers fail.
+func runErroring(ctx context.Context, c Config, erroring int, ejection bool) (ErroringRow, error) {
+	e := c.Erroring
+	cfgJSON := noEjection
+	if ejection {
+		cfgJSON = defaultsConfig
+	}
+	row := ErroringRow{Erroring: erroring, Ejection: ejection, ServiceConfig: cfgJSON, Rate: e.Rate}
+	cfgs := make([]serverConfig, e.Servers)
+	for i := range cfgs {
+		cfgs[i] = serverConfig{workers: e.Workers, service: e.Service, seed: c.Seed + uint64(i)}
+		if i < erroring {
+			cfgs[i].errorShare = e.ErrorShare
+		}
+	}
+	f, err := startFleet(cfgs)
+	if err != nil {
+		return row, err
+	}
+	defer f.close()
+	client, err := newClient(cfgJSON)
+	if err != nil {
+		return row, err
+	}
+	defer client.Close()
+	if err := client.SetPeers(Service, f.members(nil)); err != nil {
+		return row, err
+	}
+
+	type sample struct {
+		at      time.Time
+		ejected int
+	}
+	var samples []sample
+	stop := sampler(e.Sample, func(now time.Time) {
+		n := 0
+		for _, p := range client.Peers(Service) {
+			if p.Ejected.After(now) {
+				n++
+			}
+		}
+		samples = append(samples, sample{now, n})
+	})
+	rep, err := runLoad(ctx, client, e.Rate, e.Duration, c.Timeout, nil)
+	stop()
+	if err != nil {
+		return row, err
+	}
+	for _, p := range client.Peers(Service) {
+		row.Ejections += p.Ejections
+	}
+
+	recs := rep.Records
+	whole := span{0, time.Duration(rep.Elapsed)}
+	row.All = outcome(count(recs, whole.has))
+	row.SuccessRate = share(float64(row.All.OK), float64(row.All.Calls))
+	bad := map[string]bool{}
+	for _, hp := range f[:erroring].hostPorts() {
+		bad[hp] = true
+	}
+	ejectedPerSec := make([]int, int((whole.to+time.Second-1)/time.Second))
+	first := time.Duration(-1)
+	for _, s := range samples {
+		off := s.at.Sub(rep.Start)
+		row.MaxEjected = max(row.MaxEjected, s.ejected)
+		if s.ejected > 0 && first < 0 {
+			first = max(off, 0)
+		}
+		if sec := int(off / time.Second); off >= 0 && sec < len(ejectedPerSec) {
+			ejectedPerSec[sec] = max(ejectedPerSec[sec], s.ejected)
+		}
+	}
+	toBad := func(sp span) float64 {
+		t := count(recs, sp.has)
+		n := 0
+		for _, r := range recs {
+			if sp.has(r) && bad[r.Peer] {
+				n++
+			}
+		}
+		return share(float64(n), float64(t.calls))
+	}
+	before := whole
+	if first >= 0 {
+		fe := load.Seconds(first)
+		row.FirstEjection = &fe
+		before = span{0, first}
+		after := span{first, whole.to}
+		failed := float64(count(recs, after.has).failed()) / after.seconds()
+		to := toBad(after)
+		row.FailedAfter, row.ToErroringAfter = &failed, &to
+	}
+	if before.to > 0 {
+		row.FailedBefore = float64(count(recs, before.has).failed()) / before.seconds()
+	}
+	row.ToErroringBefore = toBad(before)
+
+	for sec, t := range perSecond(recs, whole, nil) {
+		from := time.Duration(sec) * time.Second
+		oneSec := span{from, from + time.Second}
+		n := 0
+		for _, r := range recs {
+			if oneSec.has(r) && bad[r.Peer] {
+				n++
+			}
+		}
+		row.Seconds = append(row.Seconds, ErroringSecond{Start: load.Seconds(from), Calls: t.calls, Failed: t.failed(),
+			ToErroring: n, Ejected: ejectedPerSec[sec]})
+	}
+	return row, nil
+}

@@ -1,0 +1,233 @@
+package balancing
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Verdict is one of the issue's done-when checks on a result.
+type Verdict struct {
+	Scenario Scenario `json:"scenario"`
+	// Check says what must hold; Figure what was measured.
+	Check  string `json:"check"`
+	Holds  bool   `json:"holds"`
+	Figure string `json:"figure"`
+}
+
+// verdicts checks the rows run against the issue's done-when figures.
+func (r *Result) verdicts() []Verdict {
+	var out []Verdict
+	add := func(s Scenario, check string, holds bool, format string, args ...any) {
+		out = append(out, Verdict{Scenario: s, Check: check, Holds: holds, Figure: fmt.Sprintf(format, args...)})
+	}
+	if s := r.ScaleOut; s != nil {
+		w := s.With
+		add(ScaleOut, "with slow start, no Busy and no timeout from the new instances",
+			w.New.Busy == 0 && w.New.Timeouts == 0, "%d Busy, %d timeouts of %d calls", w.New.Busy, w.New.Timeouts, w.New.Calls)
+		add(ScaleOut, "with slow start, p99 after the scale-out within 2x of the steady state's",
+			w.P99Ratio > 0 && w.P99Ratio <= 2, "%v vs %v: %.2fx", w.After.P99, w.Steady.P99, w.P99Ratio)
+	}
+	if h := r.Heterogeneous; h != nil {
+		w := h.With
+		add(Heterogeneous, "with weights, every server's share within 5 points of its weight's",
+			w.MaxShareError <= 5, "largest gap %.1f points", w.MaxShareError)
+		var over []string
+		for _, s := range w.Servers {
+			if s.OverCapacity {
+				over = append(over, fmt.Sprintf("%d-worker server: %.0f calls/s of %.0f, %d Busy", s.Workers, s.PerSecond, s.Capacity, s.Busy))
+			}
+		}
+		figure := "none"
+		if len(over) > 0 {
+			figure = strings.Join(over, "; ")
+		}
+		add(Heterogeneous, "with weights, no server over its capacity (calls at 98% of it or more, or Busy to more than 1%)",
+			len(over) == 0, "%s", figure)
+	}
+	if s := r.Shard; s != nil {
+		add(Shard, "cache hit rate with shard keys at least 2x without", s.HitRatio >= 2,
+			"%.1f%% vs %.1f%%: %.2fx", 100*s.With.HitRate, 100*s.Without.HitRate, s.HitRatio)
+		w := s.With
+		bound := 1.25*w.MeanInFlight + 1
+		add(Shard, "with shard keys, the busiest server's mean in-flight <= 1.25 x the average + 1", w.Busiest <= bound,
+			"%.2f vs %.2f (average %.2f)", w.Busiest, bound, w.MeanInFlight)
+		add(Shard, "at most 12% of the keys move when 1 of the servers leaves", s.Ring.Leave <= 0.12 && s.Ring.LeaveMax <= 0.12,
+			"%.1f%% (%.1f%% at most over each server leaving)", 100*s.Ring.Leave, 100*s.Ring.LeaveMax)
+	}
+	if e := r.Erroring; e != nil {
+		w := e.OneWith
+		switch {
+		case w.ToErroringAfter == nil:
+			add(Erroring, "after the ejection, under 1% of the calls reach the erroring server", false, "no ejection seen")
+		default:
+			add(Erroring, "after the ejection, under 1% of the calls reach the erroring server", *w.ToErroringAfter < 0.01,
+				"%.2f%%, ejected %.2fs in", 100**w.ToErroringAfter, time.Duration(*w.FirstEjection).Seconds())
+		}
+		m := e.ManyWith
+		add(Erroring, fmt.Sprintf("%d of %d erroring, with ejection: success rate >= 62%%", m.Erroring, r.Config.Erroring.Servers),
+			m.SuccessRate >= 0.62, "%.1f%%", 100*m.SuccessRate)
+		add(Erroring, fmt.Sprintf("%d of %d erroring, with ejection: at most 1 peer ejected at once", m.Erroring, r.Config.Erroring.Servers),
+			m.MaxEjected <= 1, "%d", m.MaxEjected)
+	}
+	return out
+}
+
+// WriteTable writes r as Markdown: per scenario its setup, a table with
+// both rows and the done-when verdicts.
+func (r *Result) WriteTable(w io.Writer) error {
+	ew := &errWriter{w: w}
+	c := r.Config
+	ew.printf("Balancing, %s size: each call's deadline %v, no retries; GOGC %s; seed %d.\n", c.Size, c.Timeout, gogc(c.GCPercent), c.Seed)
+	if s := r.ScaleOut; s != nil {
+		r.writeScaleOut(ew, s)
+	}
+	if h := r.Heterogeneous; h != nil {
+		r.writeHeterogeneous(ew, h)
+	}
+	if s := r.Shard; s != nil {
+		r.writeShard(ew, s)
+	}
+	if e := r.Erroring; e != nil {
+		r.writeErroring(ew, e)
+	}
+	return ew.err
+}
+
+func gogc(p int) string {
+	if p > 0 {
+		return fmt.Sprint(p)
+	}
+	return "the process's"
+}
+
+func (r *Result) writeVerdicts(ew *errWriter, s Scenario) {
+	ew.printf("\n")
+	for _, v := range r.Verdicts {
+		if v.Scenario != s {
+			continue
+		}
+		mark := "holds"
+		if !v.Holds {
+			mark = "FALLS SHORT"
+		}
+		ew.printf("- %s: %s (%s)\n", mark, v.Check, v.Figure)
+	}
+}
+
+func (r *Result) writeScaleOut(ew *errWriter, s *ScaleOutResult) {
+	c := r.Config.ScaleOut
+	ew.printf("\n### scale-out\n\n%d servers of %d workers x %v (%.0f calls/s) offered %.0f%% of it, %.0f calls/s; after %v, %d more start cold (%gx the cost, falling to 1x over %v) and join (SetPeers, weights 1). Figures over the %v after that.\n\n",
+		c.Servers, c.Workers, c.Service, float64(c.Servers)*capacity(c.Workers, c.Service), 100*c.Load, s.With.Rate,
+		c.Warmup+c.Steady, c.Added, c.ColdFactor, c.ColdWindow, c.After)
+	ew.printf("| slow start | calls after | new: calls | new: Busy | new: timeouts | all: Busy | all: timeouts | p99 steady | p99 after | after / steady | calls per new instance | calls per first instance |\n")
+	ew.printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
+	for _, row := range []ScaleOutRow{s.With, s.Without} {
+		name := "off"
+		if row.SlowStart {
+			name = "on"
+		}
+		var newCalls, oldCalls []string
+		for _, srv := range row.Servers {
+			if srv.New {
+				newCalls = append(newCalls, fmt.Sprint(srv.Calls))
+			} else {
+				oldCalls = append(oldCalls, fmt.Sprint(srv.Calls))
+			}
+		}
+		ew.printf("| %s | %d | %d | %d | %d | %d | %d | %v | %v | %.2fx | %s | %s |\n",
+			name, row.After.Calls, row.New.Calls, row.New.Busy, row.New.Timeouts, row.After.Busy, row.After.Timeouts,
+			row.Steady.P99, row.After.P99, row.P99Ratio, strings.Join(newCalls, ", "), strings.Join(oldCalls, ", "))
+	}
+	ew.printf("\nService configs: on `%s`; off `%s`.\n", s.With.ServiceConfig, s.Without.ServiceConfig)
+	r.writeVerdicts(ew, ScaleOut)
+}
+
+func (r *Result) writeHeterogeneous(ew *errWriter, h *HeterogeneousResult) {
+	c := r.Config.Heterogeneous
+	ew.printf("\n### heterogeneous\n\nServers of %v workers x %v (%.0f calls/s in all) offered %.0f%% of it, %.0f calls/s, for %v after %v of warmup; a server answers Busy beyond %d requests waiting per worker.\n\n",
+		c.Workers, c.Service, c.capacity(), 100*c.Load, h.With.Rate, c.Duration, c.Warmup, queuePerWorker)
+	ew.printf("| weights | goodput | p99 | Busy | timeouts | server | capacity share | share of calls | calls/s (capacity) | Busy | peak / mean in flight (workers) | over capacity |\n")
+	ew.printf("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|\n")
+	for _, row := range []HeterogeneousRow{h.With, h.Without} {
+		for i, s := range row.Servers {
+			lead := "| | | | | "
+			if i == 0 {
+				lead = fmt.Sprintf("| %s | %.1f%% | %v | %d | %d ", weightList(row.Weights), 100*row.Goodput, row.Measured.P99, row.Measured.Busy, row.Measured.Timeouts)
+			}
+			ew.printf("%s| %d workers | %.1f%% | %.1f%% | %.0f (%.0f) | %d | %d / %.2f (%d) | %s |\n",
+				lead, s.Workers, 100*s.CapacityShare, 100*s.Share, s.PerSecond, s.Capacity, s.Busy, s.PeakInFlight, s.MeanInFlight, s.Workers, yesNo(s.OverCapacity))
+		}
+	}
+	r.writeVerdicts(ew, Heterogeneous)
+}
+
+func weightList(ws []float64) string {
+	s := make([]string, len(ws))
+	for i, w := range ws {
+		s[i] = fmt.Sprint(w)
+	}
+	return strings.Join(s, ", ")
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func (r *Result) writeShard(ew *errWriter, s *ShardResult) {
+	c := r.Config.Shard
+	ew.printf("\n### shard\n\n%d servers of %d workers, each with an LRU cache of %d keys (hit %v, miss %v); %.0f calls/s, keys of %d drawn Zipf (s = %g) and a hot key at %.0f%% of the calls; %v after %v of warmup.\n\n",
+		c.Servers, c.Workers, c.CacheSize, c.Hit, c.Miss, c.Rate, c.Keys, c.Zipf, 100*c.HotShare, c.Duration, c.Warmup)
+	ew.printf("| shard keys | hit rate | p99 | Busy | timeouts | mean in flight (average of servers) | busiest server's | busiest / (1.25 x average + 1) |\n")
+	ew.printf("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, row := range []ShardRow{s.With, s.Without} {
+		name := "none (least pending)"
+		if row.ShardKeys {
+			name = "every call"
+		}
+		ew.printf("| %s | %.1f%% | %v | %d | %d | %.2f | %.2f | %.2f |\n", name, 100*row.HitRate, row.Measured.P99,
+			row.Measured.Busy, row.Measured.Timeouts, row.MeanInFlight, row.Busiest, share(row.Busiest, 1.25*row.MeanInFlight+1))
+	}
+	g := s.Ring
+	ew.printf("\nHit rate with shard keys %.2fx without. On the ring (balance.Ring over the servers' host:ports, %d keys): %.1f%% of the keys move when %s leaves (%.1f%% on average over each server leaving, %.1f%% at most); %.1f%% move when an %dth server joins.\n",
+		s.HitRatio, g.Keys, 100*g.Leave, g.Leaving, 100*g.LeaveMean, 100*g.LeaveMax, 100*g.Join, c.Servers+1)
+	ew.printf("Routed, %d keys one at a time: %.1f%% landed on their home; after the leave %.1f%% (%.1f%% of the keys changed server); after the join %.1f%% (%.1f%% changed).\n",
+		g.Probe, 100*g.AtHome, 100*g.AtHomeLeave, 100*g.RoutedLeave, 100*g.AtHomeJoin, 100*g.RoutedJoin)
+	r.writeVerdicts(ew, Shard)
+}
+
+func (r *Result) writeErroring(ew *errWriter, e *ErroringResult) {
+	c := r.Config.Erroring
+	ew.printf("\n### erroring\n\n%d servers of %d workers x %v, %.0f calls/s for %v; the erroring ones answer UNEXPECTED to %.0f%% of their calls, after the service time. Ejection on: the defaults; off: `%s`.\n\n",
+		c.Servers, c.Workers, c.Service, c.Rate, c.Duration, 100*c.ErrorShare, e.OneWithout.ServiceConfig)
+	ew.printf("| erroring | ejection | calls | success | first ejection | failed/s before | failed/s after | to erroring before | to erroring after | most ejected at once | ejections |\n")
+	ew.printf("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, row := range e.Rows() {
+		first, after, toAfter := "never", "-", "-"
+		if row.FirstEjection != nil {
+			first = fmt.Sprintf("%.2fs", time.Duration(*row.FirstEjection).Seconds())
+			after = fmt.Sprintf("%.1f", *row.FailedAfter)
+			toAfter = fmt.Sprintf("%.2f%%", 100**row.ToErroringAfter)
+		}
+		ew.printf("| %d of %d | %s | %d | %.1f%% | %s | %.1f | %s | %.1f%% | %s | %d | %d |\n",
+			row.Erroring, c.Servers, onOff(row.Ejection), row.All.Calls, 100*row.SuccessRate, first, row.FailedBefore, after,
+			100*row.ToErroringBefore, toAfter, row.MaxEjected, row.Ejections)
+	}
+	r.writeVerdicts(ew, Erroring)
+}
+
+// errWriter keeps the first write error.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) printf(format string, args ...any) {
+	if e.err == nil {
+		_, e.err = fmt.Fprintf(e.w, format, args...)
+	}
+}

@@ -1,0 +1,67 @@
+package balancing
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// checkOutputs checks what a command prints of res: the Markdown tables
+// with both rows and the verdicts of each scenario, JSON that reads back,
+// and a chart per scenario.
+func checkOutputs(t *testing.T, res *Result) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := res.WriteTable(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	t.Log("\n" + out)
+	for _, want := range []string{
+		"### scale-out", "| on |", "| off |",
+		"### heterogeneous", "| 1, 2, 4 |", "| 1, 1, 1 |",
+		"### shard", "| every call |", "| none (least pending) |", "keys move when",
+		"### erroring", "| 1 of 4 | on |", "| 3 of 4 | off |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table lacks %q", want)
+		}
+	}
+	if n := strings.Count(out, "holds: ") + strings.Count(out, "FALLS SHORT: "); n != len(res.Verdicts) {
+		t.Errorf("%d verdict lines, want %d", n, len(res.Verdicts))
+	}
+	js, err := json.Marshal(res)
+	if err != nil {
+		t.Fatalf("the result does not encode as JSON: %v", err)
+	}
+	var back map[string]any
+	if err := json.Unmarshal(js, &back); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"config", "scale_out", "heterogeneous", "shard", "erroring", "verdicts"} {
+		if back[k] == nil {
+			t.Errorf("the JSON lacks %q", k)
+		}
+	}
+	// SVGs: package chart's tests write the PNG, slow to draw under -race.
+	path := filepath.Join(t.TempDir(), "b.svg")
+	if err := res.WriteCharts(path); err != nil {
+		t.Fatal(err)
+	}
+	paths := res.ChartPaths(path)
+	if len(paths) != 4 || paths[Shard] != filepath.Join(filepath.Dir(path), "b-shard.svg") {
+		t.Errorf("chart paths %v, want one per scenario, such as b-shard.svg", paths)
+	}
+	for s, p := range paths {
+		if fi, err := os.Stat(p); err != nil || fi.Size() == 0 {
+			t.Errorf("the %s chart: %v", s, err)
+		}
+	}
+	one := &Result{Shard: res.Shard, Config: res.Config}
+	if p := one.ChartPaths(path); p[Shard] != path {
+		t.Errorf("one scenario's chart path %v, want %s", p, path)
+	}
+}

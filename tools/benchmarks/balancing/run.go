@@ -1,0 +1,225 @@
+package balancing
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/serviceconfig"
+	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
+)
+
+// Result is a whole benchmark: the config it ran with (defaults filled
+// in) and each scenario's rows; a scenario not run is nil.
+type Result struct {
+	Config        Config               `json:"config"`
+	ScaleOut      *ScaleOutResult      `json:"scale_out,omitempty"`
+	Heterogeneous *HeterogeneousResult `json:"heterogeneous,omitempty"`
+	Shard         *ShardResult         `json:"shard,omitempty"`
+	Erroring      *ErroringResult      `json:"erroring,omitempty"`
+	// Verdicts are the issue's done-when checks on the rows run.
+	Verdicts []Verdict `json:"verdicts"`
+}
+
+// Run runs cfg's scenarios one after the other, each scenario's rows one
+// after the other on fresh servers and clients. It stops at the end of
+// ctx, returning what it has run so far with ctx's error.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if cfg.GCPercent > 0 {
+		defer debug.SetGCPercent(debug.SetGCPercent(cfg.GCPercent))
+	}
+	res := &Result{Config: cfg}
+	defer func() { res.Verdicts = res.verdicts() }()
+	for _, s := range cfg.Scenarios {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		var err error
+		switch s {
+		case ScaleOut:
+			res.ScaleOut, err = runScaleOutScenario(ctx, cfg)
+		case Heterogeneous:
+			res.Heterogeneous, err = runHeterogeneousScenario(ctx, cfg)
+		case Shard:
+			res.Shard, err = runShardScenario(ctx, cfg)
+		case Erroring:
+			res.Erroring, err = runErroringScenario(ctx, cfg)
+		}
+		if err != nil {
+			return res, fmt.Errorf("balancing: %s: %w", s, err)
+		}
+	}
+	return res, nil
+}
+
+// newClient returns a client of Service with no retries, balancing by
+// the service config cfgJSON.
+func newClient(cfgJSON string) (*channel.Channel, error) {
+	sc, err := serviceconfig.Parse([]byte(cfgJSON))
+	if err != nil {
+		return nil, fmt.Errorf("balancing: the client's service config %s: %w", cfgJSON, err)
+	}
+	return channel.New("balancing-client", channel.WithRetriesDisabled(), channel.WithServiceConfig(sc))
+}
+
+// Service configs of the rows.
+const (
+	// defaultsConfig leaves every balancing default on.
+	defaultsConfig = `{}`
+	// noSlowStart and noEjection turn one feature off.
+	noSlowStart = `{"balancing": [{"slowStart": {"disabled": true}}]}`
+	noEjection  = `{"balancing": [{"outlierEjection": {"disabled": true}}]}`
+)
+
+// slowStartConfig is the service config of slow start over window (0:
+// the default).
+func slowStartConfig(window time.Duration) string {
+	if window == 0 {
+		return defaultsConfig
+	}
+	return `{"balancing": [{"slowStart": {"window": "` + strconv.FormatFloat(window.Seconds(), 'f', -1, 64) + `s"}}]}`
+}
+
+// runLoad offers rate calls a second through client for d, open loop,
+// each with timeout, recording every call.
+func runLoad(ctx context.Context, client *channel.Channel, rate float64, d, timeout time.Duration,
+	vary func(int) (*channel.Request, []channel.CallOption)) (*load.Report, error) {
+	rep, err := load.Run(ctx, client, load.Config{
+		Service: Service, Method: Method, RPS: rate, Duration: d, Timeout: timeout,
+		Concurrency: min(load.MaxConcurrency, int(rate*timeout.Seconds())+100),
+		Record:      true, Vary: vary,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// span is a stretch of a run by the calls' arrival, from its start:
+// [from, to).
+type span struct{ from, to time.Duration }
+
+func (s span) has(r load.Record) bool { return r.At >= s.from && r.At < s.to }
+
+func (s span) seconds() float64 { return (s.to - s.from).Seconds() }
+
+// tally is what became of a set of calls.
+type tally struct {
+	calls, ok, busy, timeouts, refused, other int
+	lat                                       []time.Duration // of the successful calls
+}
+
+func (t *tally) add(r load.Record) {
+	t.calls++
+	switch {
+	case r.Code == "":
+		t.ok++
+		t.lat = append(t.lat, r.Latency)
+	case r.Local:
+		t.refused++
+	case r.Code == "BUSY":
+		t.busy++
+	case r.Code == "TIMEOUT":
+		t.timeouts++
+	default:
+		t.other++
+	}
+}
+
+func (t *tally) failed() int { return t.busy + t.timeouts + t.other }
+
+// p99 returns the 99th percentile of the successful calls' latency.
+func (t *tally) p99() load.Millis {
+	slices.Sort(t.lat)
+	return load.Millis(load.Quantile(t.lat, 0.99))
+}
+
+// count tallies the records keep accepts.
+func count(recs []load.Record, keep func(load.Record) bool) *tally {
+	t := &tally{}
+	for _, r := range recs {
+		if keep(r) {
+			t.add(r)
+		}
+	}
+	return t
+}
+
+// perSecond tallies the records of sp second by second.
+func perSecond(recs []load.Record, sp span, keep func(load.Record) bool) []*tally {
+	n := int((sp.to - sp.from + time.Second - 1) / time.Second)
+	out := make([]*tally, n)
+	for i := range out {
+		out[i] = &tally{}
+	}
+	for _, r := range recs {
+		if sp.has(r) && (keep == nil || keep(r)) {
+			out[int((r.At-sp.from)/time.Second)].add(r)
+		}
+	}
+	return out
+}
+
+// sampler calls f every period on a goroutine of its own until stop,
+// which waits for it.
+func sampler(period time.Duration, f func(now time.Time)) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case now := <-t.C:
+				f(now)
+			case <-done:
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(done) })
+		wg.Wait()
+	}
+}
+
+// at runs f at t0 + d on a goroutine of its own; wait (idempotent)
+// cancels it if it has not started and otherwise waits for it to end.
+func at(t0 time.Time, d time.Duration, f func()) (wait func()) {
+	done := make(chan struct{})
+	t := time.AfterFunc(time.Until(t0.Add(d)), func() {
+		defer close(done)
+		f()
+	})
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			if !t.Stop() {
+				<-done
+			}
+		})
+	}
+}
+
+// share returns a / b, 0 when b is 0.
+func share(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}

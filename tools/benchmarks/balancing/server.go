@@ -1,0 +1,275 @@
+package balancing
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/peer"
+	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
+	"github.com/uber/tchannel-go"
+)
+
+// Service and Method are what every server serves and the clients call.
+const (
+	Service = "balancing"
+	Method  = "work"
+)
+
+// queuePerWorker is how many requests per worker a server lets wait: one
+// more is answered Busy.
+const queuePerWorker = 4
+
+// serverConfig is one server's cost model.
+type serverConfig struct {
+	workers int
+	service time.Duration
+	// coldFactor > 1 makes the server start cold: a request costs
+	// coldFactor x its time at start, falling linearly to 1 over
+	// coldWindow (coldCost).
+	coldFactor float64
+	coldWindow time.Duration
+	// cache > 0 gives the server an LRU of that many keys (a request's
+	// arg3): a hit costs hit, a miss miss, and then caches the key.
+	cache     int
+	hit, miss time.Duration
+	// errorShare of the requests, drawn from a source seeded with seed,
+	// are answered UNEXPECTED after their service time.
+	errorShare float64
+	seed       uint64
+}
+
+// server is a Sluice channel server on 127.0.0.1 whose handler costs
+// what its serverConfig says, on a worker pool (load.Pool) that lets
+// queuePerWorker requests per worker wait and answers Busy beyond them.
+type server struct {
+	cfg     serverConfig
+	ch      *channel.Channel
+	pool    *load.Pool
+	started time.Time
+	cache   *lru
+
+	rngMu sync.Mutex
+	rng   *rand.Rand
+
+	received, unexpected atomic.Int64
+	hits, misses         atomic.Int64 // of the requests served
+}
+
+// startServer starts a server with cfg, listening on 127.0.0.1.
+func startServer(cfg serverConfig) (*server, error) {
+	pool, err := load.NewPool(load.PoolConfig{Workers: cfg.workers, MaxQueue: queuePerWorker * cfg.workers})
+	if err != nil {
+		return nil, err
+	}
+	s := &server{cfg: cfg, pool: pool, rng: rand.New(rand.NewPCG(cfg.seed, 0xba1a)), started: time.Now()}
+	if cfg.cache > 0 {
+		s.cache = newLRU(cfg.cache)
+	}
+	if s.ch, err = channel.New(Service); err != nil {
+		return nil, fmt.Errorf("balancing: server: %w", err)
+	}
+	if err := s.ch.RegisterRaw(Method, s.handle); err != nil {
+		s.ch.Close()
+		return nil, fmt.Errorf("balancing: server: %w", err)
+	}
+	if err := s.ch.ListenAndServe("127.0.0.1:0"); err != nil {
+		s.ch.Close()
+		return nil, fmt.Errorf("balancing: server: %w", err)
+	}
+	return s, nil
+}
+
+// handle serves one request.
+func (s *server) handle(ctx context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
+	s.received.Add(1)
+	d, key, hit := s.cfg.service, "", false
+	if s.cache != nil {
+		key = string(req.Arg3)
+		if hit = s.cache.get(key); hit {
+			d = s.cfg.hit
+		} else {
+			d = s.cfg.miss
+		}
+	}
+	if s.cfg.coldFactor > 1 {
+		d = time.Duration(float64(d) * coldCost(s.cfg.coldFactor, s.cfg.coldWindow, time.Since(s.started)))
+	}
+	switch err := s.pool.Serve(ctx, d); {
+	case errors.Is(err, load.ErrShed):
+		return nil, channel.Busy("balancing: %d workers busy and %d requests waiting", s.cfg.workers, queuePerWorker*s.cfg.workers)
+	case err != nil:
+		return nil, err // the caller gave up: no one reads the answer
+	}
+	if s.cache != nil {
+		if hit {
+			s.hits.Add(1)
+		} else {
+			s.misses.Add(1)
+			s.cache.add(key)
+		}
+	}
+	if s.cfg.errorShare > 0 {
+		s.rngMu.Lock()
+		fail := s.rng.Float64() < s.cfg.errorShare
+		s.rngMu.Unlock()
+		if fail {
+			s.unexpected.Add(1)
+			return nil, tchannel.NewSystemError(tchannel.ErrCodeUnexpected, "balancing: this server fails %.0f%% of its requests", 100*s.cfg.errorShare)
+		}
+	}
+	return &channel.RawResponse{Arg3: req.Arg3}, nil
+}
+
+// hostPort returns the server's address.
+func (s *server) hostPort() string { return s.ch.HostPort() }
+
+// close stops the server.
+func (s *server) close() { s.ch.Close() }
+
+// coldCost returns the cost multiplier of a server elapsed after its
+// start: factor at start, falling linearly to 1 at window, 1 after (and
+// factor for a negative elapsed).
+func coldCost(factor float64, window, elapsed time.Duration) float64 {
+	switch {
+	case elapsed >= window:
+		return 1
+	case elapsed <= 0:
+		return factor
+	}
+	return factor - (factor-1)*float64(elapsed)/float64(window)
+}
+
+// fleet is a scenario's servers.
+type fleet []*server
+
+// startFleet starts a server per config; on an error it closes the ones
+// it started.
+func startFleet(cfgs []serverConfig) (fleet, error) {
+	var f fleet
+	for _, c := range cfgs {
+		s, err := startServer(c)
+		if err != nil {
+			f.close()
+			return nil, err
+		}
+		f = append(f, s)
+	}
+	return f, nil
+}
+
+func (f fleet) close() {
+	for _, s := range f {
+		s.close()
+	}
+}
+
+// hostPorts returns the servers' addresses, in order.
+func (f fleet) hostPorts() []string {
+	hps := make([]string, len(f))
+	for i, s := range f {
+		hps[i] = s.hostPort()
+	}
+	return hps
+}
+
+// members returns the servers as peers with weights (nil: all 1).
+func (f fleet) members(weights []float64) []peer.Member {
+	m := make([]peer.Member, len(f))
+	for i, s := range f {
+		m[i] = peer.Member{HostPort: s.hostPort(), Weight: 1}
+		if weights != nil {
+			m[i].Weight = weights[i]
+		}
+	}
+	return m
+}
+
+// index returns the servers' positions by address.
+func (f fleet) index() map[string]int {
+	m := make(map[string]int, len(f))
+	for i, s := range f {
+		m[s.hostPort()] = i
+	}
+	return m
+}
+
+// stats returns each server's pool counts now.
+func (f fleet) stats() []load.PoolStats {
+	out := make([]load.PoolStats, len(f))
+	for i, s := range f {
+		out[i] = s.pool.Stats()
+	}
+	return out
+}
+
+// resetPeaks starts every server's in-flight peak over.
+func (f fleet) resetPeaks() {
+	for _, s := range f {
+		s.pool.ResetPeak()
+	}
+}
+
+// cacheCounts returns the hits and misses of the requests the servers
+// served, in all.
+func (f fleet) cacheCounts() (hits, misses int64) {
+	for _, s := range f {
+		hits += s.hits.Load()
+		misses += s.misses.Load()
+	}
+	return hits, misses
+}
+
+// lru is a cache of keys, safe for concurrent use, that holds at most
+// size keys and forgets the least recently used first.
+type lru struct {
+	mu    sync.Mutex
+	size  int
+	order *list.List // front: most recently used
+	keys  map[string]*list.Element
+}
+
+func newLRU(size int) *lru {
+	return &lru{size: size, order: list.New(), keys: make(map[string]*list.Element, size+1)}
+}
+
+// get reports whether key is cached, marking it used if so.
+func (c *lru) get(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.keys[key]
+	if ok {
+		c.order.MoveToFront(e)
+	}
+	return ok
+}
+
+// add caches key as the most recently used, forgetting the least recently
+// used key when the cache is full.
+func (c *lru) add(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.keys[key]; ok {
+		c.order.MoveToFront(e)
+		return
+	}
+	c.keys[key] = c.order.PushFront(key)
+	if c.order.Len() > c.size {
+		last := c.order.Back()
+		c.order.Remove(last)
+		delete(c.keys, last.Value.(string))
+	}
+}
+
+// len returns the number of keys cached.
+func (c *lru) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.order.Len()
+}

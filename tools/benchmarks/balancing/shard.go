@@ -1,0 +1,363 @@
+package balancing
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/sluice-rpc/sluice/balance"
+	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/peer"
+	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
+)
+
+// ShardResult is the shard scenario's two rows, and how keys move on the
+// ring.
+type ShardResult struct {
+	With    ShardRow `json:"with"`
+	Without ShardRow `json:"without"`
+	// HitRatio is With.HitRate / Without.HitRate.
+	HitRatio float64 `json:"hit_ratio"`
+	// Ring is how the keys' homes move when a server leaves or joins.
+	Ring RingMoves `json:"ring"`
+}
+
+// ShardRow is one run of the shard scenario.
+type ShardRow struct {
+	// ShardKeys says which row: every call carries its key as its shard
+	// key (channel.WithShardKey), or none does.
+	ShardKeys bool    `json:"shard_keys"`
+	Rate      float64 `json:"rate"`
+	// Measured is the calls after the warmup.
+	Measured Outcome `json:"measured"`
+	// HitRate is the share of the requests served after the warmup that
+	// found their key in the server's cache.
+	HitRate float64 `json:"hit_rate"`
+	// Servers are each server's figures after the warmup.
+	Servers []ShardServer `json:"servers"`
+	// MeanInFlight is the servers' average of their mean in-flight;
+	// Busiest the largest of them, on the server BusiestServer.
+	MeanInFlight  float64 `json:"mean_in_flight"`
+	Busiest       float64 `json:"busiest_in_flight"`
+	BusiestServer string  `json:"busiest_server"`
+	// Seconds is the hit rate second by second, from the first call.
+	Seconds []float64 `json:"seconds"`
+}
+
+// ShardServer is one server's figures.
+type ShardServer struct {
+	HostPort     string  `json:"host_port"`
+	Calls        int     `json:"calls"`
+	HitRate      float64 `json:"hit_rate"`
+	MeanInFlight float64 `json:"mean_in_flight"`
+	PeakInFlight int64   `json:"peak_in_flight"`
+}
+
+// RingMoves is how the shard keys' homes move on the ring (balance.Ring,
+// the chooser's) when a server leaves the ring of the run's servers and
+// when one more joins, computed, and checked by routing calls.
+type RingMoves struct {
+	// Keys is how many keys were placed: every key the calls draw from,
+	// each counted once.
+	Keys int `json:"keys"`
+	// Leave is the share of the keys whose home moves when the server
+	// Leaving (the last one) leaves; LeaveMean and LeaveMax are the mean
+	// and largest share over each server leaving in turn.
+	Leaving   string  `json:"leaving"`
+	Leave     float64 `json:"leave"`
+	LeaveMean float64 `json:"leave_mean"`
+	LeaveMax  float64 `json:"leave_max"`
+	// Join is the share that moves when Joining joins the run's servers.
+	Joining string  `json:"joining"`
+	Join    float64 `json:"join"`
+	// Probe keys were then called one at a time through a client of their
+	// own (with slow start off, so that the joining server's place on the
+	// ring is its full weight's at once), with all the servers, without
+	// Leaving, and with Joining added. AtHome* are the shares of those
+	// calls that landed on the key's home by the ring; Routed* the shares
+	// of probe keys whose server changed with the change.
+	Probe       int     `json:"probe"`
+	AtHome      float64 `json:"at_home"`
+	AtHomeLeave float64 `json:"at_home_leave"`
+	AtHomeJoin  float64 `json:"at_home_join"`
+	RoutedLeave float64 `json:"routed_leave"`
+	RoutedJoin  float64 `json:"routed_join"`
+}
+
+// runShardScenario runs the two rows on the same key sequence, shard
+// keys first, then the ring's figures.
+func runShardScenario(ctx context.Context, c Config) (*ShardResult, error) {
+	sh := c.Shard
+	n := int(math.Ceil(sh.Rate*(sh.Warmup+sh.Duration).Seconds())) + 1
+	seq, err := keySequence(n, sh.Keys, sh.Zipf, sh.HotShare, c.Seed)
+	if err != nil {
+		return nil, err
+	}
+	res := &ShardResult{}
+	c.progress("shard, shard keys: %d servers with caches of %d, %d keys (Zipf %v, %.0f%% hot); %v",
+		sh.Servers, sh.CacheSize, sh.Keys, sh.Zipf, 100*sh.HotShare, sh.Warmup+sh.Duration)
+	if res.With, res.Ring, err = runShard(ctx, c, true, seq); err != nil {
+		return nil, err
+	}
+	c.progress("shard, no shard keys: %v", sh.Warmup+sh.Duration)
+	if res.Without, _, err = runShard(ctx, c, false, seq); err != nil {
+		return nil, err
+	}
+	res.HitRatio = share(res.With.HitRate, res.Without.HitRate)
+	return res, nil
+}
+
+// runShard runs one row; with shard keys, it then probes the ring.
+func runShard(ctx context.Context, c Config, keyed bool, seq []int32) (ShardRow, RingMoves, error) {
+	sh := c.Shard
+	row := ShardRow{ShardKeys: keyed, Rate: sh.Rate}
+	var moves RingMoves
+	cfgs := make([]serverConfig, sh.Servers)
+	for i := range cfgs {
+		cfgs[i] = serverConfig{workers: sh.Workers, cache: sh.CacheSize, hit: sh.Hit, miss: sh.Miss}
+	}
+	f, err := startFleet(cfgs)
+	if err != nil {
+		return row, moves, err
+	}
+	defer f.close()
+	client, err := newClient(defaultsConfig)
+	if err != nil {
+		return row, moves, err
+	}
+	defer client.Close()
+	if err := client.SetPeers(Service, f.members(nil)); err != nil {
+		return row, moves, err
+	}
+
+	type cacheAt struct {
+		at           time.Time
+		hits, misses int64
+	}
+	var (
+		before      []load.PoolStats
+		beforeCache []cacheAt
+		samples     []cacheAt
+	)
+	perServer := func() []cacheAt {
+		out := make([]cacheAt, len(f))
+		for i, s := range f {
+			out[i] = cacheAt{hits: s.hits.Load(), misses: s.misses.Load()}
+		}
+		return out
+	}
+	t0 := time.Now()
+	samples = append(samples, cacheAt{at: t0})
+	stop := sampler(time.Second, func(now time.Time) {
+		h, m := f.cacheCounts()
+		samples = append(samples, cacheAt{at: now, hits: h, misses: m})
+	})
+	wait := at(t0, sh.Warmup, func() {
+		f.resetPeaks()
+		before, beforeCache = f.stats(), perServer()
+	})
+	vary := func(i int) (*channel.Request, []channel.CallOption) {
+		key := keyName(int(seq[i%len(seq)]))
+		req := &channel.Request{Format: "raw", Arg3: []byte(key)}
+		if keyed {
+			return req, []channel.CallOption{channel.WithShardKey(key)}
+		}
+		return req, nil
+	}
+	rep, err := runLoad(ctx, client, sh.Rate, sh.Warmup+sh.Duration, c.Timeout, vary)
+	wait()
+	stop()
+	if err != nil {
+		return row, moves, err
+	}
+	after, afterCache := f.stats(), perServer()
+	if before == nil {
+		before, beforeCache = after, afterCache
+	}
+
+	recs := rep.Records
+	measured := span{sh.Warmup, sh.Warmup + sh.Duration}
+	row.Measured = outcome(count(recs, measured.has))
+	idx := f.index()
+	calls := make([]int, len(f))
+	for _, r := range recs {
+		if i, ok := idx[r.Peer]; ok && measured.has(r) {
+			calls[i]++
+		}
+	}
+	var hits, misses int64
+	for i, srv := range f {
+		h, m := afterCache[i].hits-beforeCache[i].hits, afterCache[i].misses-beforeCache[i].misses
+		hits, misses = hits+h, misses+m
+		s := ShardServer{HostPort: srv.hostPort(), Calls: calls[i], HitRate: share(float64(h), float64(h+m)),
+			MeanInFlight: load.MeanInFlight(before[i], after[i]), PeakInFlight: after[i].Peak}
+		row.MeanInFlight += s.MeanInFlight / float64(len(f))
+		if s.MeanInFlight > row.Busiest || row.BusiestServer == "" {
+			row.Busiest, row.BusiestServer = s.MeanInFlight, s.HostPort
+		}
+		row.Servers = append(row.Servers, s)
+	}
+	row.HitRate = share(float64(hits), float64(hits+misses))
+	// The samples' seconds start at t0, a moment before the first call.
+	for i := 1; i < len(samples); i++ {
+		a, b := samples[i-1], samples[i]
+		row.Seconds = append(row.Seconds, share(float64(b.hits-a.hits), float64(b.hits-a.hits+b.misses-a.misses)))
+	}
+
+	if keyed {
+		c.progress("shard: the ring, and %d keys routed one at a time", sh.Probe)
+		if moves, err = ringMoves(ctx, c, f); err != nil {
+			return row, moves, err
+		}
+	}
+	return row, moves, nil
+}
+
+// homes returns the home on a ring over names of each of the first n
+// keys, as an index into names.
+func homes(names []string, n int) ([]int, error) {
+	r, err := balance.NewRing(names, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, n)
+	for k := range out {
+		out[k] = r.Home(balance.KeyHash(keyName(k)))
+	}
+	return out, nil
+}
+
+// moved returns the share of keys whose home's name differs between two
+// rings' homes.
+func moved(namesA []string, a []int, namesB []string, b []int) float64 {
+	n := 0
+	for k := range a {
+		if namesA[a[k]] != namesB[b[k]] {
+			n++
+		}
+	}
+	return share(float64(n), float64(len(a)))
+}
+
+// ringMoves computes how keys move on the ring of f's servers when the
+// last one leaves and when one more joins (a server it starts), then
+// checks by routing Probe keys through a client of its own.
+func ringMoves(ctx context.Context, c Config, f fleet) (RingMoves, error) {
+	sh := c.Shard
+	names := f.hostPorts()
+	extra, err := startServer(serverConfig{workers: sh.Workers, cache: sh.CacheSize, hit: sh.Hit, miss: sh.Miss})
+	if err != nil {
+		return RingMoves{}, err
+	}
+	defer extra.close()
+	m := RingMoves{Keys: sh.Keys, Leaving: names[len(names)-1], Joining: extra.hostPort(), Probe: sh.Probe}
+	full, err := homes(names, sh.Keys)
+	if err != nil {
+		return m, err
+	}
+	for i := range names {
+		rest := append(append([]string{}, names[:i]...), names[i+1:]...)
+		h, err := homes(rest, sh.Keys)
+		if err != nil {
+			return m, err
+		}
+		mv := moved(names, full, rest, h)
+		m.LeaveMean += mv / float64(len(names))
+		m.LeaveMax = max(m.LeaveMax, mv)
+		if i == len(names)-1 {
+			m.Leave = mv
+		}
+	}
+	joined := append(append([]string{}, names...), extra.hostPort())
+	joinHomes, err := homes(joined, sh.Keys)
+	if err != nil {
+		return m, err
+	}
+	m.Join = moved(names, full, joined, joinHomes)
+
+	// Route the probe keys: spread over the ranks.
+	probe := make([]int, sh.Probe)
+	for i := range probe {
+		probe[i] = i * sh.Keys / sh.Probe
+	}
+	client, err := newClient(noSlowStart)
+	if err != nil {
+		return m, err
+	}
+	defer client.Close()
+	leaveNames := names[:len(names)-1]
+	leaveHomes, err := homes(leaveNames, sh.Keys)
+	if err != nil {
+		return m, err
+	}
+	stages := []struct {
+		members []peer.Member
+		names   []string
+		homes   []int
+		atHome  *float64
+	}{
+		{f.members(nil), names, full, &m.AtHome},
+		{f[:len(f)-1].members(nil), leaveNames, leaveHomes, &m.AtHomeLeave},
+		{append(append(fleet{}, f...), extra).members(nil), joined, joinHomes, &m.AtHomeJoin},
+	}
+	landed := make([][]string, len(stages))
+	for si, st := range stages {
+		if err := client.SetPeers(Service, st.members); err != nil {
+			return m, err
+		}
+		if err := awaitReady(ctx, client, len(st.members)); err != nil {
+			return m, err
+		}
+		home := 0
+		for _, k := range probe {
+			key := keyName(k)
+			cctx, cancel := context.WithTimeout(ctx, c.Timeout)
+			res, err := client.Call(cctx, Service, Method, &channel.Request{Format: "raw", Arg3: []byte(key)}, channel.WithShardKey(key))
+			cancel()
+			hp := ""
+			if err == nil {
+				hp = res.Peer
+			}
+			landed[si] = append(landed[si], hp)
+			if hp == st.names[st.homes[k]] {
+				home++
+			}
+		}
+		*st.atHome = share(float64(home), float64(len(probe)))
+	}
+	changed := func(a, b []string) float64 {
+		n := 0
+		for i := range a {
+			if a[i] != b[i] {
+				n++
+			}
+		}
+		return share(float64(n), float64(len(a)))
+	}
+	m.RoutedLeave = changed(landed[0], landed[1])
+	m.RoutedJoin = changed(landed[0], landed[2])
+	return m, nil
+}
+
+// awaitReady waits, up to 5 s, until client has n Ready peers of Service.
+func awaitReady(ctx context.Context, client *channel.Channel, n int) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ready := 0
+		for _, p := range client.Peers(Service) {
+			if p.State == peer.Ready {
+				ready++
+			}
+		}
+		switch {
+		case ready >= n:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case time.Now().After(deadline):
+			return fmt.Errorf("%d of %d peers ready after 5s", ready, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
