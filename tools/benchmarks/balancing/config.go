@@ -1,8 +1,10 @@
 package balancing
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -112,7 +114,7 @@ type Config struct {
 	// that the two rows of a scenario see the same draws. Default 1.
 	Seed uint64 `json:"seed"`
 	// Timeout is each call's deadline. Default 1 s.
-	Timeout time.Duration `json:"timeout_ns"`
+	Timeout time.Duration `json:"timeout_ms"`
 	// GCPercent is the garbage collector's target (as GOGC) while Run
 	// runs, restored after: the load generator, the client and every
 	// server share this process and its collector (see
@@ -139,23 +141,23 @@ type ScaleOutConfig struct {
 	Servers int           `json:"servers"`    // default 3
 	Added   int           `json:"added"`      // default 3
 	Workers int           `json:"workers"`    // per server, default 4
-	Service time.Duration `json:"service_ns"` // default 5 ms
+	Service time.Duration `json:"service_ms"` // default 5 ms
 	Load    float64       `json:"load"`       // of the first Servers' capacity, default 0.7
 	// Warmup is left out of the steady state. Defaults (full, CI): 1 s,
 	// 200 ms.
-	Warmup time.Duration `json:"warmup_ns"`
+	Warmup time.Duration `json:"warmup_ms"`
 	// Steady is the stretch before the scale-out. 10 s, 600 ms.
-	Steady time.Duration `json:"steady_ns"`
+	Steady time.Duration `json:"steady_ms"`
 	// After is the stretch after it. 30 s, 1.2 s.
-	After time.Duration `json:"after_ns"`
+	After time.Duration `json:"after_ms"`
 	// ColdFactor is a new server's cost multiplier at start (default 5),
 	// falling linearly to 1 over ColdWindow (10 s, 600 ms).
 	ColdFactor float64       `json:"cold_factor"`
-	ColdWindow time.Duration `json:"cold_window_ns"`
+	ColdWindow time.Duration `json:"cold_window_ms"`
 	// SlowStartWindow is the "with" row's slow-start window; 0 leaves
 	// the library's default (10 s), which the CI size shrinks to its
 	// ColdWindow.
-	SlowStartWindow time.Duration `json:"slow_start_window_ns"`
+	SlowStartWindow time.Duration `json:"slow_start_window_ms"`
 }
 
 // HeterogeneousConfig is the heterogeneous scenario: one server per entry
@@ -164,12 +166,12 @@ type ScaleOutConfig struct {
 type HeterogeneousConfig struct {
 	Workers []int         `json:"workers"`    // default 1, 2, 4
 	Weights []float64     `json:"weights"`    // default: as Workers
-	Service time.Duration `json:"service_ns"` // default 5 ms
+	Service time.Duration `json:"service_ms"` // default 5 ms
 	Load    float64       `json:"load"`       // default 0.8
 	// Warmup is left out of the figures: 1 s, 200 ms.
-	Warmup time.Duration `json:"warmup_ns"`
+	Warmup time.Duration `json:"warmup_ms"`
 	// Duration is measured: 20 s, 1.5 s.
-	Duration time.Duration `json:"duration_ns"`
+	Duration time.Duration `json:"duration_ms"`
 }
 
 // ShardConfig is the shard scenario: Servers servers, each with an LRU
@@ -181,17 +183,17 @@ type ShardConfig struct {
 	Servers   int           `json:"servers"`    // default 10
 	Workers   int           `json:"workers"`    // default 2
 	CacheSize int           `json:"cache_size"` // default 2,000
-	Hit       time.Duration `json:"hit_ns"`     // default 200 µs
-	Miss      time.Duration `json:"miss_ns"`    // default 2 ms
+	Hit       time.Duration `json:"hit_ms"`     // default 200 µs
+	Miss      time.Duration `json:"miss_ms"`    // default 2 ms
 	Keys      int           `json:"keys"`       // default 100,000
 	Zipf      float64       `json:"zipf"`       // default 1.1
 	HotShare  float64       `json:"hot_share"`  // default 0.3
 	Rate      float64       `json:"rate"`       // calls/s, default 4,000
 	// Warmup fills the caches and is left out of the figures: 5 s,
 	// 300 ms.
-	Warmup time.Duration `json:"warmup_ns"`
+	Warmup time.Duration `json:"warmup_ms"`
 	// Duration is measured: 20 s, 1.5 s.
-	Duration time.Duration `json:"duration_ns"`
+	Duration time.Duration `json:"duration_ms"`
 	// Probe is how many keys are routed one at a time after the "with"
 	// run, to check that calls land on their key's home on the ring, and
 	// move as the ring says when a server leaves and when one joins:
@@ -206,15 +208,15 @@ type ErroringConfig struct {
 	Servers    int           `json:"servers"`     // default 4
 	Many       int           `json:"many"`        // default 3
 	Workers    int           `json:"workers"`     // default 4
-	Service    time.Duration `json:"service_ns"`  // default 5 ms
+	Service    time.Duration `json:"service_ms"`  // default 5 ms
 	Rate       float64       `json:"rate"`        // calls/s, default 800
 	ErrorShare float64       `json:"error_share"` // default 0.5
 	// Duration is measured from the first call: 20 s, 1.5 s (the
 	// default ejection lasts 30 s).
-	Duration time.Duration `json:"duration_ns"`
+	Duration time.Duration `json:"duration_ms"`
 	// Sample is how often the client's peers are read for ejections:
 	// 10 ms.
-	Sample time.Duration `json:"sample_ns"`
+	Sample time.Duration `json:"sample_ms"`
 }
 
 // DefaultGCPercent is Config.GCPercent's default.
@@ -442,4 +444,45 @@ func (c Config) progress(format string, args ...any) {
 	if c.Progress != nil {
 		c.Progress(fmt.Sprintf(format, args...))
 	}
+}
+
+// MarshalJSON writes c with its durations in milliseconds, as the other
+// benchmarks' reports have them (keys ending in _ms).
+func (c Config) MarshalJSON() ([]byte, error) { return millisJSON(c) }
+
+// MarshalJSON writes c with its durations in milliseconds.
+func (c ScaleOutConfig) MarshalJSON() ([]byte, error) { return millisJSON(c) }
+
+// MarshalJSON writes c with its durations in milliseconds.
+func (c HeterogeneousConfig) MarshalJSON() ([]byte, error) { return millisJSON(c) }
+
+// MarshalJSON writes c with its durations in milliseconds.
+func (c ShardConfig) MarshalJSON() ([]byte, error) { return millisJSON(c) }
+
+// MarshalJSON writes c with its durations in milliseconds.
+func (c ErroringConfig) MarshalJSON() ([]byte, error) { return millisJSON(c) }
+
+// millisJSON writes the struct v as a JSON object keyed by its fields'
+// json tags (a field tagged "-" left out), its time.Duration fields as
+// milliseconds (load.Millis).
+func millisJSON(v any) ([]byte, error) {
+	rv := reflect.ValueOf(v)
+	rt := rv.Type()
+	m := make(map[string]any, rt.NumField())
+	for i := range rt.NumField() {
+		f := rt.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		val := rv.Field(i).Interface()
+		if d, ok := val.(time.Duration); ok {
+			val = load.Millis(d)
+		}
+		m[name] = val
+	}
+	return json.Marshal(m)
 }

@@ -46,6 +46,11 @@ func checkOutputs(t *testing.T, res *Result) {
 			t.Errorf("the JSON lacks %q", k)
 		}
 	}
+	// Durations in milliseconds, as the other benchmarks' reports.
+	if c, ok := back["config"].(map[string]any); !ok || c["timeout_ms"] != 1000.0 || c["size"] != "ci" ||
+		c["shard"].(map[string]any)["hit_ms"] != 0.2 {
+		t.Errorf("the JSON's config %v: want timeout_ms 1000, size ci, shard.hit_ms 0.2", back["config"])
+	}
 	// SVGs: package chart's tests write the PNG, slow to draw under -race.
 	path := filepath.Join(t.TempDir(), "b.svg")
 	if err := res.WriteCharts(path); err != nil {

@@ -25,7 +25,8 @@ var benchHelp = helpText{
 sluice bench -p HOST:PORT -t FILE.thrift [flags] SERVICE Service::method [-r BODY] [-n N]
 sluice bench --embedded N [--embedded-workers N] [--embedded-shed MODE] [flags]
 sluice bench --closed-loop [--embedded-workers N] [--embedded-latency fixed:D] [--load X] [--chart FILE] [-o json]
-sluice bench --rolling-deploy [--rows LIST] [--rps R] [--replacements N] [--steady D] [--settle D] [-o json]`,
+sluice bench --rolling-deploy [--rows LIST] [--rps R] [--replacements N] [--steady D] [--settle D] [-o json]
+sluice bench --balancing SCENARIO[,SCENARIO...] [--ci] [--chart FILE] [-o json]`,
 	about: `Load through Sluice's pipeline, against the peers of -p/-P or against
 --embedded servers in this process, in one of two modes:
 
@@ -83,14 +84,28 @@ same). It prints, per row, the calls made and failed by code, p50/p99 in
 the steady state and during the deploys, and how soon each new instance
 got its first call. Takes about two and a half minutes with the defaults.
 
+--balancing runs the peer-choice scenarios, each with the balancing feature
+it measures and without it, both rows in one table, on worker-pool servers
+in this process (each answers Busy beyond 4 requests waiting per worker)
+and one client with no retries: scale-out (3 servers at 70% load, 3 more
+join cold; slow start on and off), heterogeneous (servers of 1, 2 and 4
+workers; weights 1, 2, 4 and all 1), shard (10 cached servers, Zipf keys and
+a hot key; shard keys and none, and how keys move on the ring), erroring
+(1, then 3, of 4 servers answering UNEXPECTED to half their calls; ejection
+on and off), or all. Each table is followed by the issue's done-when checks,
+"holds" or "FALLS SHORT" with the figure. The full size takes about five
+minutes; --ci a second or two a run. --chart draws each scenario second by
+second: with several scenarios, FILE-SCENARIO.png for each.
+
 ` + outputJSONHelp + ` In every mode the JSON carries
 the same figures as the table.
 
 ` + targetsHelp + `
 
 Exit status: 0 when the run completed with at least one successful call, or
-was interrupted; 1 when it could not run, or when every call failed or was
-refused; 2 on a usage error.`,
+was interrupted (--balancing: when the scenarios ran, whatever the checks
+say); 1 when it could not run, or when every call failed or was refused; 2
+on a usage error.`,
 	examples: `sluice bench --embedded 1 -n 100000                 # as fast as 2 x GOMAXPROCS connections allow
 sluice bench -t keyvalue.thrift -p 127.0.0.1:4040 keyvalue KeyValue::Get -r '{"key":"a"}' -n 100000 --concurrency 4
 sluice bench -p 127.0.0.1:4040 -s kv -m get -r '{"key":"a"}' -n 2000 --connections 4 --concurrency 8
@@ -101,7 +116,9 @@ sluice bench -P dns:///_tchannel._tcp.kv.default.svc.cluster.local -s kv -m get 
 sluice bench --embedded 1 --embedded-workers 8 --embedded-latency fixed:2ms --embedded-shed adaptive --rps 8000
 sluice bench --closed-loop --chart closedloop.png
 sluice bench --rolling-deploy
-sluice bench --rolling-deploy --rows dns,static --replacements 4 -o json`,
+sluice bench --rolling-deploy --rows dns,static --replacements 4 -o json
+sluice bench --balancing all --chart balancing.png    # balancing-scale-out.png, ... one per scenario
+sluice bench --balancing shard,erroring --ci -o json`,
 }
 
 // Bounds and defaults of `sluice bench`.
@@ -124,14 +141,16 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	embedded := fs.Int("embedded", 0, fmt.Sprintf("start `N` in-process servers on 127.0.0.1 (1-%d) and load them", benchEmbeddedMax))
 	shapeText := fs.String("embedded-latency", "",
 		"the embedded servers' latency `SHAPE`: \"0\" (at once: the run measures the client and the server's stack, the default unbounded), \"heavy-tail\" (97% 0.5-1.5ms, 3% 100-200ms: the default with --rps), \"heavy-tail:0.05\", \"fixed:2ms\", \"1ms-3ms\", \"1ms,0.03@100ms-200ms\"")
-	seed := fs.Uint64("seed", 1, "seed of the embedded servers' latency draws")
+	seed := fs.Uint64("seed", 1, "seed of the embedded servers' latency draws (with --balancing, of its keys and failures)")
 	workers := fs.Int("embedded-workers", 0, fmt.Sprintf("give each embedded server `N` workers: a request holds one for its latency and waits in a queue when all are busy (0: no limit; at most %d)", load.MaxWorkers))
 	shedText := fs.String("embedded-shed", "none", "the embedded servers' load shedding `MODE`: none, adaptive (an adaptive concurrency limit per method), fixed:N (at most N requests in flight)")
 	throttling := fs.Bool("busy-throttling", true, "throttle a peer that answers Busy (--busy-throttling=false turns it off, to compare)")
 	closedLoop := fs.Bool("closed-loop", false, "run the closed-loop comparison on one embedded worker-pool server: {no, fixed, adaptive shedding} x {busy throttling off, on}, at --load times its capacity")
 	loadX := fs.Float64("load", 2, "with --closed-loop: the offered rate as a multiple of the server's capacity")
-	chartPath := fs.String("chart", "", "with --closed-loop: draw goodput and p99 over time to `FILE` (.png or .svg)")
-	gogc := fs.Int("gogc", closedloop.DefaultGCPercent, "with --closed-loop: the garbage collector's target `PERCENT` while it runs, as GOGC (-1: keep the process's); the load generator, client and server share one process and its collector")
+	chartPath := fs.String("chart", "", "with --closed-loop: draw goodput and p99 over time to `FILE` (.png or .svg); with --balancing, each scenario second by second")
+	gogc := fs.Int("gogc", closedloop.DefaultGCPercent, "with --closed-loop or --balancing: the garbage collector's target `PERCENT` while it runs, as GOGC (-1: keep the process's); the load generator, client and servers share one process and its collector")
+	balancingList := fs.String("balancing", "", "run the balancing comparison's `SCENARIOS`, comma-separated: scale-out, heterogeneous, shard, erroring, or all; each with and without its feature")
+	ci := fs.Bool("ci", false, "with --balancing: the CI size, a second or two a run")
 	deployFlags := addDeployFlags(fs)
 	target := addTargetFlags(fs, "the `SERVICE` to call (default \"bench\" with --embedded)",
 		"the `METHOD` to call (default \"echo\" with --embedded)", "each call's request `BODY` (arg3; {} if none with -e json)")
@@ -155,14 +174,18 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fs.usageError("%v", err)
 	}
-	if len(words) > 0 && (deployFlags.on || *closedLoop) {
-		return fs.usageError("unexpected argument %q: --closed-loop and --rolling-deploy call servers of their own", words[0])
+	if len(words) > 0 && (deployFlags.on || *closedLoop || fs.set("balancing")) {
+		return fs.usageError("unexpected argument %q: --closed-loop, --rolling-deploy and --balancing call servers of their own", words[0])
 	}
 	if deployFlags.on {
 		return benchRollingDeploy(ctx, fs, deployFlags, *rps, *timeout, *shapeText, asJSON, stdout, stderr)
 	}
 	if deployFlags.anySet(fs) {
 		return fs.usageError("--%s needs --rolling-deploy", deployFlags.anySetName(fs))
+	}
+	if fs.set("balancing") && !*closedLoop {
+		return benchBalancing(ctx, fs, balancingArgs{scenarios: *balancingList, ci: *ci, chart: *chartPath, gogc: *gogc, seed: *seed, json: asJSON},
+			fs.set("timeout"), *timeout, stdout, stderr)
 	}
 	if *closedLoop {
 		return benchClosedLoop(ctx, fs, closedLoopArgs{embedded: *embedded, workers: *workers, shape: *shapeText,
@@ -202,7 +225,9 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	case *workers < 0 || *workers > load.MaxWorkers:
 		return fs.usageError("--embedded-workers is %d, must be in [0, %d]", *workers, load.MaxWorkers)
 	case fs.set("load") || fs.set("chart") || fs.set("gogc"):
-		return fs.usageError("--load, --chart and --gogc need --closed-loop")
+		return fs.usageError("--load, --chart and --gogc need --closed-loop (--chart and --gogc also --balancing)")
+	case fs.set("ci"):
+		return fs.usageError("--ci needs --balancing")
 	case !(*rps >= 0 && *rps <= load.MaxRPS):
 		return fs.usageError("--rps is %v, must be in [0, %d] (0: unbounded)", *rps, load.MaxRPS)
 	case fs.set("max-duration") && (*duration <= 0 || *duration > load.MaxDuration):

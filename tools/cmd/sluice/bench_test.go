@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"regexp"
 	"runtime"
 	"strings"
@@ -274,6 +275,22 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"--rolling-deploy", "--grace", "1s"}, "Grace is 1s, must outlast DNSPeriod (2s)"},
 		{[]string{"--rolling-deploy", "--embedded-latency", "heavy-tail"}, "--rolling-deploy needs a fixed service time"},
 		{[]string{"--rolling-deploy", "-o", "yaml"}, `-o/--output is "yaml"`},
+		{[]string{"--balancing", "flood"}, `--balancing: unknown scenario "flood"; the scenarios are scale-out, heterogeneous, shard, erroring (or all)`},
+		{[]string{"--balancing", ""}, `--balancing: unknown scenario ""`},
+		{[]string{"--balancing", "shard", "--rps", "10"}, "--balancing sets its own servers, load and client; drop --rps"},
+		{[]string{"--balancing", "shard", "-p", "127.0.0.1:1"}, "drop --peer"},
+		{[]string{"--balancing", "shard", "-d", "1s"}, "drop --max-duration"},
+		{[]string{"--balancing", "shard", "--embedded", "3"}, "drop --embedded"},
+		{[]string{"--balancing", "all", "--retry-max", "3"}, "--balancing makes calls with no retries or hedges; drop --retry-max"},
+		{[]string{"--balancing", "shard", "--closed-loop"}, "--closed-loop sets its own servers, load and client; drop --balancing"},
+		{[]string{"--rolling-deploy", "--balancing", "shard"}, "drop --balancing"},
+		{[]string{"--balancing", "shard", "--gogc", "0"}, "--gogc is 0, must be a positive percent or -1"},
+		{[]string{"--balancing", "shard", "--chart", "x.gif"}, "must end in .png or .svg"},
+		{[]string{"--balancing", "shard", "--timeout", "0s"}, "--timeout is 0s, must be > 0"},
+		{[]string{"--balancing", "shard", "--seed", "0"}, "--seed is 0, must be >= 1"},
+		{[]string{"--balancing", "shard", "extra"}, `unexpected argument "extra": --closed-loop, --rolling-deploy and --balancing call servers of their own`},
+		{[]string{"--embedded", "1", "--ci"}, "--ci needs --balancing"},
+		{[]string{"--embedded", "1", "--chart", "x.png"}, "--chart and --gogc also --balancing"},
 	} {
 		code, out, errOut := runBench(t, context.Background(), tc.args...)
 		if code != 2 || !strings.Contains(errOut, tc.want) || out != "" {
@@ -346,6 +363,69 @@ func TestBenchClosedLoop(t *testing.T) {
 	}
 	if n := strings.Count(errOut, "running: "); n != 7 {
 		t.Errorf("%d progress lines on stderr, want 7:\n%s", n, errOut)
+	}
+}
+
+// balancingJSON is the part of `sluice bench --balancing -o json` the
+// test reads.
+type balancingJSON struct {
+	Config struct {
+		Size      string   `json:"size"`
+		Scenarios []string `json:"scenarios"`
+		TimeoutMS float64  `json:"timeout_ms"`
+	} `json:"config"`
+	Heterogeneous *struct {
+		With, Without struct {
+			Weights []float64 `json:"weights"`
+			Servers []struct {
+				Calls int `json:"calls"`
+			} `json:"servers"`
+		}
+	} `json:"heterogeneous"`
+	Shard    any `json:"shard"`
+	Verdicts []struct {
+		Scenario string `json:"scenario"`
+		Holds    bool   `json:"holds"`
+	} `json:"verdicts"`
+}
+
+// A small heterogeneous run through the CLI: the JSON holds both rows and
+// the scenario's two verdicts, the table both rows, and --chart draws the
+// scenario to the file named.
+func TestBenchBalancing(t *testing.T) {
+	t.Parallel() // waits on real time: overlaps with the other waiting tests
+	chart := t.TempDir() + "/b.svg"
+	code, out, errOut := runBench(t, context.Background(), "--balancing", "heterogeneous", "--ci", "--chart", chart, "-o", "json", "--timeout", "2s")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var res balancingJSON
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	h := res.Heterogeneous
+	if res.Config.Size != "ci" || len(res.Config.Scenarios) != 1 || res.Config.TimeoutMS != 2000 || h == nil || res.Shard != nil {
+		t.Fatalf("config %+v, heterogeneous %v, shard %v: want the CI size, one scenario, 2s, heterogeneous alone", res.Config, h, res.Shard)
+	}
+	if len(h.With.Servers) != 3 || h.With.Servers[0].Calls == 0 || len(h.Without.Weights) != 3 || h.Without.Weights[2] != 1 || len(res.Verdicts) != 2 {
+		t.Errorf("rows %+v, verdicts %+v: want 3 servers that took calls, weights all 1 without, 2 verdicts", h, res.Verdicts)
+	}
+	if n := strings.Count(errOut, "running: heterogeneous"); n != 2 {
+		t.Errorf("%d progress lines on stderr, want 2:\n%s", n, errOut)
+	}
+	if fi, err := os.Stat(chart); err != nil || fi.Size() == 0 {
+		t.Errorf("no chart at %s: %v", chart, err)
+	}
+}
+
+// Interrupted before its first scenario, --balancing prints what it has
+// (the heading) and exits 0, saying so.
+func TestBenchBalancingInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	code, out, errOut := runBench(t, ctx, "--balancing", "all", "--ci")
+	if code != 0 || !strings.Contains(out, "Balancing, ci size") || !strings.Contains(errOut, "interrupted; the scenarios done so far are above") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 0, the heading, and the interruption named", code, out, errOut)
 	}
 }
 
