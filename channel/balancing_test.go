@@ -6,6 +6,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/serviceconfig"
@@ -34,6 +35,16 @@ func TestShardKeyRoutesToHome(t *testing.T) {
 	}
 	for _, key := range []string{"user-1", "user-2", "user-3", "user-4", "user-5"} {
 		callsTo(t, client, key, homeOf(key), byHost)
+	}
+	// JSON calls route by the key too.
+	for i := 0; i < 10; i++ {
+		var res echoRes
+		if err := client.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &res, WithShardKey("user-2")); err != nil {
+			t.Fatal(err)
+		}
+		if want := homeOf("user-2"); res.Server != want {
+			t.Fatalf("a JSON call with key user-2 reached %s, want its home %s", res.Server, want)
+		}
 	}
 	// The home of user-1 leaves: its calls all go to one other peer.
 	home := homeOf("user-1")
@@ -161,5 +172,55 @@ func TestSetPeersWeights(t *testing.T) {
 	}
 	if err := client.SetPeers("kv", []peer.Member{{HostPort: "127.0.0.1:1", Weight: -1}}); err == nil {
 		t.Fatal("SetPeers took a negative weight")
+	}
+}
+
+// A hedged call with a shard key sends its hedge to the next peer on the
+// ring after the key's home, which here hangs.
+func TestShardKeyHedgeGoesToNextOnRing(t *testing.T) {
+	var servers []*testServer
+	var names []string
+	for range 4 {
+		s := startServer(t)
+		servers = append(servers, s)
+		names = append(names, s.ch.HostPort())
+	}
+	cfg, err := serviceconfig.Parse([]byte(`{"methodConfig":[{"name":[{"service":"kv"}],"hedgingPolicy":{"maxAttempts":2,"hedgingDelay":"0.02s","nonFatalStatusCodes":["BUSY"]}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := New("client", WithServiceConfig(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	for _, n := range names {
+		if err := client.AddPeer("kv", n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ring, err := balance.NewRing(names, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "user-7"
+	var order []string
+	ring.Walk(balance.KeyHash(key), func(i int) bool { order = append(order, names[i]); return len(order) < 2 })
+	if home, _ := client.ShardHome("kv", key); home != order[0] {
+		t.Fatalf("ShardHome = %s, the ring built alone says %s", home, order[0])
+	}
+	// The home hangs on "block"; the others answer it at once (their
+	// release is closed).
+	for _, s := range servers {
+		if s.ch.HostPort() != order[0] {
+			s.unblock()
+		}
+	}
+	var info CallInfo
+	if _, err := client.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("block"), WithShardKey(key), ReportCallInfo(&info)); err != nil {
+		t.Fatal(err)
+	}
+	if info.Peer != order[1] || len(info.Peers) != 2 || info.Peers[0] != order[0] {
+		t.Fatalf("CallInfo %+v: want the first attempt on the home %s and the winning hedge on the next on the ring, %s", info, order[0], order[1])
 	}
 }
