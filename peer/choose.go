@@ -108,10 +108,7 @@ func (l *List) ChooseAt(exclude []*Peer, now time.Time) (*Peer, error) {
 	m := l.peers.Load()
 	peers := m.peers
 	if len(peers) == 0 {
-		if l.resolving.Load() {
-			return nil, ErrResolving
-		}
-		return nil, ErrNoPeers
+		return nil, l.noPeers()
 	}
 	if len(peers) > scanAll {
 		return l.chooseMany(m, exclude, now)
@@ -157,6 +154,14 @@ func (l *List) ChooseAt(exclude []*Peer, now time.Time) (*Peer, error) {
 		}
 	}
 	return nil, v.avail.err()
+}
+
+// noPeers is the error of a choice in an empty list.
+func (l *List) noPeers() error {
+	if l.resolving.Load() {
+		return ErrResolving
+	}
+	return ErrNoPeers
 }
 
 // view is what one choice over a short list knows of each peer.

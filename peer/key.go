@@ -22,10 +22,7 @@ func (l *List) ChooseKeyAt(key string, exclude []*Peer, now time.Time) (*Peer, e
 	m := l.peers.Load()
 	peers := m.peers
 	if len(peers) == 0 {
-		if l.resolving.Load() {
-			return nil, ErrResolving
-		}
-		return nil, ErrNoPeers
+		return nil, l.noPeers()
 	}
 	ns := now.UnixNano()
 	ejecting := l.ejecting(peers, ns)
