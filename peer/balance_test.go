@@ -294,3 +294,26 @@ func BenchmarkChooseKey(b *testing.B) {
 		}
 	}
 }
+
+// A peer whose every attempt is cut off by a winning hedge after 50 ms is
+// still seen to be slow: an attempt cut off late raises the estimate.
+func TestCancelledAttemptsRaiseTheEstimate(t *testing.T) {
+	l, clk := newBalancedList(t, balance.Config{}, 1, 1)
+	slow, fast := l.Get(hp(0)), l.Get(hp(1))
+	for i := 0; i < minLatencySamples; i++ {
+		slow.Begin()
+		fast.Begin()
+		slow.End(clk.Now(), 50*time.Millisecond, codes.Cancelled)
+		fast.End(clk.Now(), time.Millisecond, codes.OK)
+	}
+	if p, _ := l.Choose(nil); p != fast || !slow.Counts().Slow {
+		t.Fatalf("after 4 attempts cut off at 50 ms against 1 ms answers, slow: %v", slow.Counts().Slow)
+	}
+	// One cut off early lowers nothing.
+	before := slow.Latency()
+	slow.Begin()
+	slow.End(clk.Now(), time.Microsecond, codes.Cancelled)
+	if slow.Latency() != before {
+		t.Fatalf("an attempt cancelled after 1µs moved the estimate from %v to %v", before, slow.Latency())
+	}
+}

@@ -139,8 +139,9 @@ func (p *Peer) Begin() {
 
 // End records, at time now, the completion of an attempt Begin counted:
 // its latency and its outcome code. A busy answer is told to the peer's
-// limiter. Only successful transports update the latency estimate: a peer
-// failing fast must not look fast.
+// limiter. Successful transports update the latency estimate, and so do
+// attempts cut off (CANCELLED, TIMEOUT) after longer than the estimate;
+// errors do not: a peer failing fast must not look fast.
 func (p *Peer) End(now time.Time, latency time.Duration, code codes.Code) {
 	p.end(now, latency, code, 0)
 }
@@ -213,7 +214,17 @@ func (p *Peer) end(now time.Time, latency time.Duration, code codes.Code, rest t
 		}
 	}
 	p.m.Limit.Update(p.limiter.LimitAt(now))
-	if code != codes.OK {
+	switch code {
+	case codes.OK:
+	case codes.Cancelled, codes.Timeout:
+		// An attempt cut off (a hedge won, or the deadline came) took at
+		// least this long: a sample only if it raises the estimate, so
+		// that a peer whose every attempt loses to a hedge is still seen
+		// to be slow. One cut off early says nothing.
+		if old := p.latency.Load(); old != 0 && int64(latency) < old {
+			return
+		}
+	default:
 		return
 	}
 	// EWMA with weight 1/8: cheap, and forgets a slow spell within dozens of
