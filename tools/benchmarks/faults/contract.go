@@ -13,12 +13,11 @@ import (
 // connection failed or fell silent stops being chosen within a bound; a
 // peer that keeps answering errors is ejected, and a slow one gets almost
 // no first attempts; calls fail fast when every peer is in transient
-// failure; every call
-// returns by its deadline, and a hedged call as soon as a hedge wins; busy
-// throttling and the retry bucket bound the attempts on busy servers; a
-// handler that answered DECLINED runs once unless the policy names that
-// code (only a decline sent before any handler ran is retried
-// transparently); and nothing outlives a call. The README's "When things
+// failure; every call returns by its deadline, and a hedged call as soon
+// as a hedge wins; busy throttling and the retry bucket bound the attempts
+// on busy servers; a handler that answered DECLINED runs once unless the
+// policy names that code (only a decline sent before any handler ran is
+// retried transparently); and nothing outlives a call. The README's "When things
 // break" section makes the same promises in words. DefaultContract gives
 // the numbers; Check applies them.
 type Contract struct {
