@@ -61,8 +61,16 @@ const maxTransportHeader = 255
 // WithShardKey sends key as the call's shard key, TChannel's transport
 // header "sk", on every attempt: ringpop-based servers and relays route the
 // call by it, and a handler reads it with tchannel.InboundCall.ShardKey
-// (Inbound.ShardKey behind Sluice's inbound middleware). It does not choose
-// the peer: the Channel picks peers as for any call. key is at most 255
+// (Inbound.ShardKey behind Sluice's inbound middleware). It also chooses
+// the peer: the call goes to the key's home on a consistent-hash ring over
+// the service's peers (weights respected), unless that peer has failed, is
+// ejected or throttled, or already has more than its share of the calls in
+// flight (ceil(1.25 x (m + 1) / n) with equal weights, m the calls in
+// flight to all n peers): then to the next peer on the ring. Retries and
+// hedges go to the next distinct peers on the ring. A call waits, within
+// its deadline, for a home that is still connecting. Calls with the same
+// key from any Sluice client reach the same peer while the peers stay the
+// same; when 1 of 10 peers leaves, only its keys (a tenth) move. key is at most 255
 // bytes (TChannel's limit); a longer one fails the call with BAD_REQUEST
 // before anything is sent. An empty key sends no header.
 func WithShardKey(key string) CallOption {

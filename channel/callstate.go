@@ -181,13 +181,22 @@ func (st *callState) mayWait(err error) bool {
 }
 
 // choose picks the peer for one attempt, avoiding the peers this call has
-// used, and records it, all under the call's lock: concurrent hedges of one
+// used (a call with a shard key takes the key's home, or the next peer on
+// the ring: peer.List.ChooseKeyAt), and records it, all under the call's lock: concurrent hedges of one
 // call must not both pick a peer before either has recorded it. It never
 // waits (pick does, without the lock).
 func (st *callState) choose(now time.Time) (*peer.Peer, error) {
 	st.lock()
 	defer st.unlock()
-	p, err := st.l.ChooseAt(st.used, now)
+	var (
+		p   *peer.Peer
+		err error
+	)
+	if st.tch != nil && st.tch.ShardKey != "" {
+		p, err = st.l.ChooseKeyAt(st.tch.ShardKey, st.used, now)
+	} else {
+		p, err = st.l.ChooseAt(st.used, now)
+	}
 	if err != nil {
 		return nil, err
 	}

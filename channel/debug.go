@@ -112,7 +112,7 @@ type methodDebug struct {
 }
 
 func debugPeer(p *peer.Peer, now time.Time) channelz.Peer {
-	cn := p.Counts()
+	cn := p.CountsAt(now)
 	lim := p.Limiter()
 	w := lim.SnapshotAt(now)
 	lat := p.LatencyEstimateAt(now)
@@ -120,8 +120,13 @@ func debugPeer(p *peer.Peer, now time.Time) channelz.Peer {
 		HostPort: cn.HostPort, Weight: p.Weight(), State: cn.State.String(), Pending: cn.Pending,
 		Sent: cn.Sent, Busy: cn.Busy, Throttled: cn.Throttled,
 		Limit: w.Limit, Ceiling: lim.Config().Ceiling,
-		Window:  channelz.Window{Start: w.Start.UTC(), LengthMs: ms(w.Window), Allowed: w.Allowed, Busy: w.Busy},
-		Latency: channelz.Latency{MeanMs: ms(lat.Mean), Samples: lat.Samples, Fresh: lat.Fresh},
+		Window:          channelz.Window{Start: w.Start.UTC(), LengthMs: ms(w.Window), Allowed: w.Allowed, Busy: w.Busy},
+		Latency:         channelz.Latency{MeanMs: ms(lat.Mean), Samples: lat.Samples, Fresh: lat.Fresh},
+		EffectiveWeight: cn.Effective, Slow: cn.Slow, Ejections: cn.Ejections,
+	}
+	if !cn.Ejected.IsZero() {
+		u := cn.Ejected.UTC()
+		dp.EjectedUntil = &u
 	}
 	if !lat.Updated.IsZero() {
 		u := lat.Updated.UTC()
@@ -207,8 +212,10 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // DebugHandler returns an http.Handler that serves Debug's state as
 // indented JSON (Content-Type application/json; the schema is
 // channelz.State's) to GET and HEAD requests, and answers any other method
-// 405 Method Not Allowed. Mount it on a debug listener, not on a public one:
-// it names every peer.
+// 405 Method Not Allowed. With the query ?service=S&key=K it serves
+// instead where shard key K's calls to service S go (channelz.ShardHome),
+// or 404 if S has no peers. Mount it on a debug listener, not on a public
+// one: it names every peer.
 //
 //	mux.Handle("/debug/sluice", ch.DebugHandler())
 func (c *Channel) DebugHandler() http.Handler {
@@ -218,7 +225,16 @@ func (c *Channel) DebugHandler() http.Handler {
 			http.Error(w, "channel: the debug state is read with GET", http.StatusMethodNotAllowed)
 			return
 		}
-		b, err := json.MarshalIndent(c.Debug(), "", "  ")
+		var v any = c.Debug()
+		if q := r.URL.Query(); q.Has("key") || q.Has("service") {
+			home, err := c.ShardHome(q.Get("service"), q.Get("key"))
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusNotFound)
+				return
+			}
+			v = channelz.ShardHome{Service: q.Get("service"), Key: q.Get("key"), Home: home}
+		}
+		b, err := json.MarshalIndent(v, "", "  ")
 		if err != nil { // every value is finite, so this does not happen
 			http.Error(w, "channel: debug state: "+err.Error(), http.StatusInternalServerError)
 			return
@@ -227,4 +243,20 @@ func (c *Channel) DebugHandler() http.Handler {
 		w.Header().Set("Cache-Control", "no-store")
 		w.Write(append(b, '\n'))
 	})
+}
+
+// ShardHome returns the host:port of shard key's home among service's
+// peers: where calls carrying key (WithShardKey) go while that peer is
+// ready and within its bounded load. It is an error if service has no
+// peers.
+func (c *Channel) ShardHome(service, key string) (string, error) {
+	l, _ := c.peerList(service, false)
+	if l == nil {
+		return "", fmt.Errorf("channel: ShardHome: service %q has no peers", service)
+	}
+	p := l.Home(key)
+	if p == nil {
+		return "", fmt.Errorf("channel: ShardHome: service %q has no peers", service)
+	}
+	return p.HostPort(), nil
 }

@@ -19,6 +19,8 @@ type testServer struct {
 	ch       *Channel
 	received atomic.Int64
 	busy     atomic.Bool
+	// broken makes every raw request fail UNEXPECTED.
+	broken atomic.Bool
 	// busyEvery, if set, decides per raw request whether to answer Busy.
 	busyEvery func() bool
 	release   chan struct{} // "block" requests wait for it to close
@@ -47,6 +49,9 @@ func startServer(t testing.TB, opts ...Option) *testServer {
 		s.received.Add(1)
 		if s.busy.Load() || (s.busyEvery != nil && s.busyEvery()) {
 			return nil, Busy(busyMessage)
+		}
+		if s.broken.Load() {
+			return nil, tchannel.NewSystemError(tchannel.ErrCodeUnexpected, "broken")
 		}
 		if string(req.Arg3) == "unexpected" { // an error whose text says busy, but is not Busy
 			return nil, tchannel.NewSystemError(tchannel.ErrCodeUnexpected, "busy with something else, and failed")

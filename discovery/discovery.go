@@ -11,8 +11,9 @@ type Address struct {
 	HostPort string
 	// Weight is the peer's share relative to its service's other peers
 	// (SRV weights, Metadata.weight in etcd, "weight" in a file entry), in
-	// [0, MaxWeight]. 0 means unset, which counts as 1. Peers carry it
-	// (peer.Peer.Weight, Debug); the chooser does not weigh by it yet.
+	// [0, MaxWeight]. 0 means unset, which counts as 1. The chooser
+	// shares calls in proportion to it (see package balance), and places
+	// the peer on the shard-key ring by it.
 	Weight float64
 	// Metadata is what the registry holds beside the address (etcd's
 	// Metadata), for the caller's own use; nil if none.

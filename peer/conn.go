@@ -38,6 +38,12 @@ type conn struct {
 	// failure is the cause of the latest failed connect or failed
 	// connection, and when it happened (nil before the first).
 	failure atomic.Pointer[Failure]
+	// readySince is when the connection last became Ready from cold, Unix
+	// nanoseconds on the pool's clock (0: never): its first connect, or
+	// one after a failure or after the remote closed it (a restarted
+	// server). Reconnecting after this process's own idle close keeps it:
+	// the server is warm.
+	readySince atomic.Int64
 
 	ctx   context.Context // ends when the connector is stopped
 	stop  context.CancelFunc
@@ -116,6 +122,7 @@ func (c *conn) run() {
 		misses   int                  // unanswered health checks in a row
 		retryAt  time.Time            // when TransientFailure ends
 		readyAt  time.Time            // when conn's handshake completed
+		warm     bool                 // the last connection ended in this process, healthy
 	)
 	enter := func(s State) { st = s; c.publish(s) }
 	defer func() {
@@ -126,6 +133,7 @@ func (c *conn) run() {
 	}()
 	clk, stopped, hc := c.pool.clk, c.ctx.Done(), c.pool.cfg.HealthCheck
 	fail := func(since time.Time, cause error) {
+		warm = false
 		failures++
 		c.m.Failures.Inc(1)
 		c.failure.Store(&Failure{Err: cause, At: clk.Now()})
@@ -154,6 +162,9 @@ func (c *conn) run() {
 				continue
 			}
 			readyAt = clk.Now()
+			if !warm {
+				c.readySince.Store(readyAt.UnixNano())
+			}
 			c.tch.Store(c.pool.tch.RootPeers().GetOrAdd(c.hostPort))
 			c.m.Connects.Inc(1)
 			enter(Ready)
@@ -214,6 +225,7 @@ func (c *conn) run() {
 			}
 			next, failed := afterClose(w, short)
 			conn, w = nil, nil
+			warm = failed == nil && next == Idle
 			switch {
 			case failed != nil:
 				fail(now, failed)

@@ -36,6 +36,15 @@
 // larger ones use the power of two random choices, which is nearly as good
 // and costs the same at any size.
 //
+// Package balance's rules refine the choice: peers whose effective weights
+// differ (discovery's weights, or slow start after a peer became ready
+// from cold) are chosen at random in proportion to weight / (pending + 1);
+// a peer whose latency stands far above the others' gets only a probe
+// every 2 s; a peer ejected after UNEXPECTED or NETWORK answers in a row is
+// left out, within the ejection cap and panic threshold; and a call with a
+// shard key goes to the key's home on a consistent-hash ring, or past it
+// when the home cannot take it or has its bounded load (ChooseKeyAt).
+//
 // A request a peer's limiter refuses is offered to the next-best peer. When
 // every Ready peer that would allow it is excluded, Choose reuses an
 // excluded one, as gRPC's retry design allows. When nothing can take the

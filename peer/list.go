@@ -5,20 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/stats"
 )
-
-// scanAll is the list size up to which Choose looks at every peer rather
-// than two random ones.
-const scanAll = 8
 
 // List is the set of peers of one service. Reads are lock-free: the peers
 // live in an immutable slice replaced whole on Add and Remove, so calls in
@@ -30,8 +24,16 @@ type List struct {
 	rec     *stats.Recorder
 	pool    *Pool
 
+	bal balance.Config
+
 	mu    sync.Mutex // serialises Add, Remove and Set
-	peers atomic.Pointer[[]*Peer]
+	peers atomic.Pointer[members]
+	// ejectMu serialises ejections, so that the cap on ejected peers
+	// holds; it guards each peer's ejectK and ejectEnd.
+	ejectMu sync.Mutex
+	// ejectedUntil is the latest end of an ejection of any of the peers,
+	// Unix nanoseconds: before it, a choice checks for ejected peers.
+	ejectedUntil atomic.Int64
 	// resolving is true until the first Set of a list whose peers come
 	// from a resolver (ListConfig.Resolving).
 	resolving atomic.Bool
@@ -95,8 +97,8 @@ func NewList(cfg ListConfig) (*List, error) {
 		cfg.Recorder = stats.NewRecorder(nil)
 	}
 	cfg.Busy.Clock = cfg.Clock
-	l := &List{service: cfg.Service, cfg: cfg.Busy, clk: cfg.Clock, rec: cfg.Recorder, pool: cfg.Pool}
-	l.peers.Store(&[]*Peer{})
+	l := &List{service: cfg.Service, cfg: cfg.Busy, clk: cfg.Clock, rec: cfg.Recorder, pool: cfg.Pool, bal: cfg.Balance}
+	l.peers.Store(newMembers(nil))
 	l.resolving.Store(cfg.Resolving)
 	return l, nil
 }
@@ -111,7 +113,7 @@ func (l *List) Add(hostPort string) (*Peer, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	old := *l.peers.Load()
+	old := l.Peers()
 	for _, p := range old {
 		if p.hostPort == hostPort {
 			return p, nil
@@ -124,7 +126,7 @@ func (l *List) Add(hostPort string) (*Peer, error) {
 	next := make([]*Peer, len(old), len(old)+1)
 	copy(next, old)
 	next = append(next, p)
-	l.peers.Store(&next)
+	l.peers.Store(newMembers(next))
 	return p, nil
 }
 
@@ -142,7 +144,7 @@ func (l *List) newPeer(hostPort string, w float64) (*Peer, error) {
 		}
 		c.Connect()
 	}
-	p := &Peer{hostPort: hostPort, conn: c, limiter: lim, m: l.rec.Peer(l.service, hostPort)}
+	p := &Peer{hostPort: hostPort, conn: c, limiter: lim, m: l.rec.Peer(l.service, hostPort), l: l, added: l.clk.Now().UnixNano()}
 	p.weight.Store(math.Float64bits(w))
 	p.m.Limit.Update(lim.Limit())
 	return p, nil
@@ -178,7 +180,7 @@ func (l *List) Set(members []Member) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	old := *l.peers.Load()
+	old := l.Peers()
 	next := make([]*Peer, 0, len(members))
 	var gone []*Peer
 	for _, p := range old {
@@ -206,7 +208,7 @@ func (l *List) Set(members []Member) error {
 		}
 		next = append(next, p)
 	}
-	l.peers.Store(&next)
+	l.peers.Store(newMembers(next))
 	for _, p := range gone {
 		if p.conn != nil {
 			l.pool.release(p.conn)
@@ -225,13 +227,13 @@ func (l *List) Set(members []Member) error {
 func (l *List) Remove(hostPort string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	old := *l.peers.Load()
+	old := l.Peers()
 	for i, p := range old {
 		if p.hostPort == hostPort {
 			next := make([]*Peer, 0, len(old)-1)
 			next = append(next, old[:i]...)
 			next = append(next, old[i+1:]...)
-			l.peers.Store(&next)
+			l.peers.Store(newMembers(next))
 			if p.conn != nil {
 				l.pool.release(p.conn)
 			}
@@ -265,7 +267,7 @@ func (l *List) Connect() {
 func (l *List) Service() string { return l.service }
 
 // Peers returns the current peers. The slice must not be modified.
-func (l *List) Peers() []*Peer { return *l.peers.Load() }
+func (l *List) Peers() []*Peer { return l.peers.Load().peers }
 
 // Get returns the peer at hostPort, or nil.
 func (l *List) Get(hostPort string) *Peer {
@@ -275,184 +277,4 @@ func (l *List) Get(hostPort string) *Peer {
 		}
 	}
 	return nil
-}
-
-// Choose picks a Ready peer for one attempt and counts it against that
-// peer's busy limiter. Peers in exclude (those this call has used) are taken
-// only when every other Ready peer refuses. It does not wait: it returns
-// ErrNoPeers for an empty list, ErrThrottled when every Ready peer's limiter
-// refuses, ErrConnecting when no peer is Ready but some are connecting, and
-// ErrUnavailable when every peer is in TransientFailure. Idle peers it looks
-// at start connecting. A caller that may wait for a connection does so on
-// Changed when it gets ErrConnecting (or ErrUnavailable), then chooses again.
-//
-// Choose does not call Begin; the caller does once it sends.
-func (l *List) Choose(exclude []*Peer) (*Peer, error) {
-	return l.ChooseAt(exclude, l.clk.Now())
-}
-
-// ChooseAt is Choose at time now (from the list's clock), for callers that
-// have just read the clock.
-func (l *List) ChooseAt(exclude []*Peer, now time.Time) (*Peer, error) {
-	peers := l.Peers()
-	if len(peers) == 0 {
-		if l.resolving.Load() {
-			return nil, ErrResolving
-		}
-		return nil, ErrNoPeers
-	}
-	if len(peers) > scanAll {
-		return l.chooseMany(peers, exclude, now)
-	}
-	// A small list is scanned whole: try Ready peers best-first, first the
-	// fresh ones, then the excluded ones. skip marks peers already tried
-	// or not Ready.
-	var (
-		skip  [scanAll]bool
-		avail availability
-	)
-	for _, allowExcluded := range [2]bool{false, true} {
-		for {
-			best, off := -1, 0
-			if len(peers) > 1 {
-				off = rand.IntN(len(peers)) // random start breaks ties fairly
-			}
-			for j := range peers {
-				i := (j + off) % len(peers)
-				p := peers[i]
-				if skip[i] || contains(exclude, p) != allowExcluded {
-					continue
-				}
-				if !avail.ready(p) {
-					skip[i] = true
-					continue
-				}
-				if best < 0 || better(p, peers[best], now) {
-					best = i
-				}
-			}
-			if best < 0 {
-				break
-			}
-			skip[best] = true
-			if p := l.try(peers[best], now); p != nil {
-				return p, nil
-			}
-		}
-	}
-	return nil, avail.err()
-}
-
-// chooseMany picks among more than scanAll peers: the power of two random
-// choices among Ready peers not excluded, then, if both refuse, one pass
-// over the rest from a random start (fresh peers first, then excluded ones),
-// so that the overload case costs O(n), not O(n^2).
-func (l *List) chooseMany(peers, exclude []*Peer, now time.Time) (*Peer, error) {
-	var avail availability
-	a, b := pickTwo(peers, exclude, &avail)
-	if b >= 0 && better(peers[b], peers[a], now) {
-		a, b = b, a
-	}
-	for _, i := range [2]int{a, b} {
-		if i >= 0 {
-			if p := l.try(peers[i], now); p != nil {
-				return p, nil
-			}
-		}
-	}
-	off := rand.IntN(len(peers))
-	for _, allowExcluded := range [2]bool{false, true} {
-		for j := range peers {
-			i := (j + off) % len(peers)
-			if i == a || i == b || contains(exclude, peers[i]) != allowExcluded || !avail.ready(peers[i]) {
-				continue
-			}
-			if p := l.try(peers[i], now); p != nil {
-				return p, nil
-			}
-		}
-	}
-	return nil, avail.err()
-}
-
-// availability tallies the states of the peers a choice looked at, to say
-// why it found none.
-type availability struct{ anyReady, anyConnecting bool }
-
-// ready reports whether p is Ready, noting its state; an Idle peer is
-// asked to connect.
-func (v *availability) ready(p *Peer) bool {
-	switch p.State() {
-	case Ready:
-		v.anyReady = true
-		return true
-	case Idle:
-		p.conn.Connect()
-		v.anyConnecting = true
-	case Connecting:
-		v.anyConnecting = true
-	}
-	return false
-}
-
-// err is the error of a choice that found no peer to take the attempt.
-func (v *availability) err() error {
-	switch {
-	case v.anyReady:
-		return ErrThrottled // Ready peers exist; their limiters refused
-	case v.anyConnecting:
-		return ErrConnecting
-	}
-	return ErrUnavailable
-}
-
-func (l *List) try(p *Peer, now time.Time) *Peer {
-	if rest := p.restUntil.Load(); (rest == 0 || now.UnixNano() >= rest || p.pending.Load() < p.restPending.Load()) && p.limiter.AllowAt(now) {
-		return p
-	}
-	p.refused.Add(1)
-	p.m.Throttled.Inc(1)
-	return nil
-}
-
-// better reports whether a should be preferred to b at time now: fewer
-// pending calls, then a fresh latency estimate less than half of b's. Closer
-// latencies count as a tie, which the caller breaks at random: loopback and
-// LAN latencies jitter by tens of percent, and preferring the marginally
-// faster peer would send it all the traffic of a lightly loaded client. A
-// stale estimate (see latencyTTL) counts as unknown.
-func better(a, b *Peer, now time.Time) bool {
-	pa, pb := a.pending.Load(), b.pending.Load()
-	if pa != pb {
-		return pa < pb
-	}
-	la, lb := a.latencyAt(now), b.latencyAt(now)
-	return la > 0 && 2*la < lb
-}
-
-func contains(ps []*Peer, p *Peer) bool {
-	for _, q := range ps {
-		if q == p {
-			return true
-		}
-	}
-	return false
-}
-
-// pickTwo returns the indexes of two distinct random Ready peers not in
-// exclude (-1 where none was found within a few draws).
-func pickTwo(peers, exclude []*Peer, avail *availability) (a, b int) {
-	a, b = -1, -1
-	for tries := 0; tries < 4*len(exclude)+4 && b < 0; tries++ {
-		i := rand.IntN(len(peers))
-		if i == a || contains(exclude, peers[i]) || !avail.ready(peers[i]) {
-			continue
-		}
-		if a < 0 {
-			a = i
-		} else {
-			b = i
-		}
-	}
-	return a, b
 }

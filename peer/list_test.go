@@ -92,9 +92,10 @@ func TestChoosePrefersFewestPendingThenLatency(t *testing.T) {
 	}
 }
 
-// A peer that looked slow once is not starved: once the estimates are
-// stale, it ties with the others again.
-func TestStaleLatencyStopsCounting(t *testing.T) {
+// A peer whose latency stands far above the others' gets no calls but a
+// probe every probeEvery, and takes its share again once a probe shows it
+// recovered, even when the others' estimates have gone stale meanwhile.
+func TestSlowPeerIsProbed(t *testing.T) {
 	l, clk := newList(t, 1e6, hp(0), hp(1))
 	slow, fast := l.Get(hp(0)), l.Get(hp(1))
 	for i := 0; i < minLatencySamples; i++ {
@@ -103,20 +104,49 @@ func TestStaleLatencyStopsCounting(t *testing.T) {
 		slow.End(clk.Now(), 50*time.Millisecond, codes.OK)
 		fast.End(clk.Now(), time.Millisecond, codes.OK)
 	}
-	for i := 0; i < 20; i++ {
-		if p, _ := l.Choose(nil); p != fast {
-			t.Fatal("a fresh 50x latency difference was ignored")
+	count := func(n int) (probes int, last *Peer) {
+		for i := 0; i < n; i++ {
+			p, err := l.Choose(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p == slow {
+				probes++
+				last = p
+			}
 		}
+		return probes, last
 	}
-	clk.Add(latencyTTL + time.Millisecond)
-	seen := 0
-	for i := 0; i < 200; i++ {
-		if p, _ := l.Choose(nil); p == slow {
-			seen++
-		}
+	if got, _ := count(200); got != 0 {
+		t.Fatalf("a fresh 50x latency difference: the slow peer got %d of 200 calls, want 0", got)
 	}
-	if seen < 50 {
-		t.Fatalf("after the estimates went stale the slow-looking peer got %d of 200", seen)
+	if !slow.Counts().Slow {
+		t.Fatal("Counts().Slow is false for the 50x peer")
+	}
+	clk.Add(latencyTTL + time.Millisecond) // every estimate stale
+	if got, _ := count(200); got != 0 {
+		t.Fatalf("after the estimates went stale, before a probe is due, the slow peer got %d of 200, want 0", got)
+	}
+	clk.Add(time.Duration(probeEvery))
+	got, probe := count(200)
+	if got != 1 {
+		t.Fatalf("with its probe due, the slow peer got %d of 200 calls, want 1", got)
+	}
+	// Still slow: no more until the next probe.
+	probe.Begin()
+	probe.End(clk.Now(), 60*time.Millisecond, codes.OK)
+	if got, _ := count(200); got != 0 || !slow.Counts().Slow {
+		t.Fatalf("after a slow probe the peer got %d of 200 (slow: %v), want 0 (true)", got, slow.Counts().Slow)
+	}
+	// Recovered: the next probe is fast, and the peer ties again.
+	clk.Add(time.Duration(probeEvery))
+	if got, probe = count(200); got != 1 {
+		t.Fatalf("with its second probe due, the slow peer got %d of 200, want 1", got)
+	}
+	probe.Begin()
+	probe.End(clk.Now(), time.Millisecond, codes.OK)
+	if got, _ := count(200); got < 50 || slow.Counts().Slow {
+		t.Fatalf("after a fast probe the recovered peer got %d of 200 (slow: %v), want >= 50 (false)", got, slow.Counts().Slow)
 	}
 }
 

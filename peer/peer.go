@@ -55,6 +55,22 @@ type Peer struct {
 	sent        atomic.Uint64
 	busy        atomic.Uint64
 	refused     atomic.Uint64
+
+	l     *List // the list holding the peer: its balancing and ejection cap
+	added int64 // when it was added, Unix nanoseconds (Ready since, without a pool)
+
+	// slow marks a peer whose latency estimate stands far above the
+	// others' (see slowRatio): it is chosen only as a probe, once per
+	// probeEvery (probedAt, Unix nanoseconds), and its estimate is the
+	// latency of its latest probe.
+	slow     atomic.Bool
+	probedAt atomic.Int64
+
+	errorsInRow  atomic.Int64  // UNEXPECTED and NETWORK answers in a row
+	ejectedUntil atomic.Int64  // end of its ejection, Unix nanoseconds; 0: none
+	ejections    atomic.Uint64 // times ejected
+	ejectK       int           // the last ejection's multiplier; l.ejectMu
+	ejectEnd     int64         // when the last ejection ends or ended; l.ejectMu
 }
 
 // HostPort returns the peer's address.
@@ -123,8 +139,9 @@ func (p *Peer) Begin() {
 
 // End records, at time now, the completion of an attempt Begin counted:
 // its latency and its outcome code. A busy answer is told to the peer's
-// limiter. Only successful transports update the latency estimate: a peer
-// failing fast must not look fast.
+// limiter. Successful transports update the latency estimate, and so do
+// attempts cut off (CANCELLED, TIMEOUT) after longer than the estimate;
+// errors do not: a peer failing fast must not look fast.
 func (p *Peer) End(now time.Time, latency time.Duration, code codes.Code) {
 	p.end(now, latency, code, 0)
 }
@@ -173,6 +190,18 @@ func (p *Peer) pushedBack(now time.Time, d time.Duration) {
 
 func (p *Peer) end(now time.Time, latency time.Duration, code codes.Code, rest time.Duration) {
 	p.pending.Add(-1)
+	switch code {
+	case codes.Unexpected, codes.Network:
+		if n := p.errorsInRow.Add(1); p.l != nil && n >= int64(p.l.bal.Ejection.Threshold()) {
+			p.l.eject(p, now)
+		}
+	case codes.OK, codes.Busy, codes.Declined, codes.BadRequest:
+		// The peer answered as a working server does. A timeout or a
+		// cancellation says nothing either way.
+		if p.errorsInRow.Load() != 0 {
+			p.errorsInRow.Store(0)
+		}
+	}
 	if code == codes.Busy {
 		p.busy.Add(1)
 		p.m.Busy.Inc(1)
@@ -185,7 +214,17 @@ func (p *Peer) end(now time.Time, latency time.Duration, code codes.Code, rest t
 		}
 	}
 	p.m.Limit.Update(p.limiter.LimitAt(now))
-	if code != codes.OK {
+	switch code {
+	case codes.OK:
+	case codes.Cancelled, codes.Timeout:
+		// An attempt cut off (a hedge won, or the deadline came) took at
+		// least this long: a sample only if it raises the estimate, so
+		// that a peer whose every attempt loses to a hedge is still seen
+		// to be slow. One cut off early says nothing.
+		if old := p.latency.Load(); old != 0 && int64(latency) < old {
+			return
+		}
+	default:
 		return
 	}
 	// EWMA with weight 1/8: cheap, and forgets a slow spell within dozens of
@@ -193,7 +232,12 @@ func (p *Peer) end(now time.Time, latency time.Duration, code codes.Code, rest t
 	// blended with it. Races between concurrent updates lose a sample at
 	// worst.
 	old := p.latency.Load()
-	if old == 0 || now.UnixNano()-p.learned.Load() > int64(latencyTTL) {
+	if p.slow.Load() {
+		// A slow peer's estimate is its latest probe, trusted alone: the
+		// next choice judges it against the others' (see List.look).
+		p.latency.Store(int64(latency))
+		p.samples.Store(minLatencySamples)
+	} else if old == 0 || now.UnixNano()-p.learned.Load() > int64(latencyTTL) {
 		p.latency.Store(int64(latency))
 		p.samples.Store(1)
 	} else {
@@ -222,6 +266,32 @@ func (p *Peer) latencyAt(now time.Time) int64 {
 	return p.latency.Load()
 }
 
+// latencyAny returns the latency estimate whatever its age, if it rests
+// on enough samples, else 0.
+func (p *Peer) latencyAny() int64 {
+	if p.samples.Load() < minLatencySamples {
+		return 0
+	}
+	return p.latency.Load()
+}
+
+// freshIfNotSlow and knownIfNotSlow are latencyAt and latencyAny of a peer
+// not marked slow, 0 for one that is: the references another peer is
+// judged against.
+func (p *Peer) freshIfNotSlow(now time.Time) int64 {
+	if p.slow.Load() {
+		return 0
+	}
+	return p.latencyAt(now)
+}
+
+func (p *Peer) knownIfNotSlow() int64 {
+	if p.slow.Load() {
+		return 0
+	}
+	return p.latencyAny()
+}
+
 // Counts are a peer's totals since it was added.
 type Counts struct {
 	HostPort  string
@@ -238,15 +308,40 @@ type Counts struct {
 	Effective float64
 	Ejections uint64    // times the peer was ejected
 	Ejected   time.Time // when its ejection ends; zero when not ejected
+	// Slow reports that the peer's latency stands far above the others':
+	// it takes only an occasional probe.
+	Slow bool
 }
 
 // Counts returns the peer's totals.
 func (p *Peer) Counts() Counts {
-	return Counts{
+	return p.CountsAt(p.l.clk.Now())
+}
+
+// CountsAt returns the peer's totals at time now (from the list's clock).
+func (p *Peer) CountsAt(now time.Time) Counts {
+	c := Counts{
 		HostPort: p.hostPort, Sent: p.sent.Load(), Busy: p.busy.Load(),
 		Throttled: p.refused.Load(), Pending: p.pending.Load(), Limit: p.limiter.Limit(),
 		Latency: time.Duration(p.latency.Load()), State: p.State(),
+		Weight: p.Weight(), Effective: p.l.effectiveWeight(p, now),
+		Ejections: p.ejections.Load(), Slow: p.slow.Load(),
 	}
+	if u := p.ejectedUntil.Load(); u > now.UnixNano() {
+		c.Ejected = time.Unix(0, u)
+	}
+	return c
+}
+
+// readyAt returns when the peer last became Ready from cold (its first
+// connection, or one after a failure or the remote's close), Unix
+// nanoseconds: when its slow start began. A peer without a pool counts
+// from when it was added.
+func (p *Peer) readyAt() int64 {
+	if p.conn == nil {
+		return p.added
+	}
+	return p.conn.readySince.Load()
 }
 
 // ValidateHostPort checks that hostPort is host:port with a numeric port in

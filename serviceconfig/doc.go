@@ -15,7 +15,8 @@
 //	  }],
 //	  "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1},
 //	  "busyThrottling": {...},
-//	  "lease": {...}
+//	  "lease": {...},
+//	  "balancing": [{"services": ["kv"], "slowStart": {...}, "outlierEjection": {...}}]
 //	}
 //
 // A method config names the methods it applies to; a name without a method
@@ -39,6 +40,10 @@
 // retryPolicy or a hedgingPolicy or neither, never both. waitForReady, as in
 // gRPC, makes calls wait for a ready peer until their deadline when every
 // peer is in transient failure, instead of failing at once with UNAVAILABLE.
+//
+// The "balancing" section configures how each service's calls are shared
+// among its peers (slow start, outlier ejection, shard keys' bounded load);
+// see Balancing for its fields.
 //
 // Durations are proto3 JSON strings: decimal seconds with an "s" suffix
 // ("0.1s", "1.5s", at most nine decimal places). Status codes are TChannel

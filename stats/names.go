@@ -131,6 +131,10 @@ const (
 	// PeerLimit is a gauge: the peer's busy-throttling limit in requests per
 	// second, updated as attempts complete.
 	PeerLimit = "peer.limit"
+	// PeerEjections is a counter: times the peer was ejected after
+	// answering UNEXPECTED or NETWORK errors too many times in a row
+	// (see balance.Ejection); an ejected peer is not chosen for a while.
+	PeerEjections = "peer.ejections"
 )
 
 // Connection metrics, tagged peer only: a host:port has one connection

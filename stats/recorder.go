@@ -61,7 +61,7 @@ func (r *Recorder) Peer(service, hostPort string) *Peer {
 	return cached(r, r.peers, peerKey{service, hostPort}, func() *Peer {
 		s := r.scope.Tagged(map[string]string{TagService: service, TagPeer: hostPort})
 		return &Peer{Sent: s.Counter(PeerSent), Busy: s.Counter(PeerBusy),
-			Throttled: s.Counter(PeerThrottled), Limit: s.Gauge(PeerLimit)}
+			Throttled: s.Counter(PeerThrottled), Limit: s.Gauge(PeerLimit), Ejections: s.Counter(PeerEjections)}
 	})
 }
 
@@ -196,6 +196,7 @@ type Peer struct {
 	Busy      tally.Counter
 	Throttled tally.Counter
 	Limit     tally.Gauge
+	Ejections tally.Counter
 }
 
 // Conn holds the connection metrics of one host:port.

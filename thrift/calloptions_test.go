@@ -140,3 +140,29 @@ func TestWithCallOptionsNestAndDerive(t *testing.T) {
 		t.Errorf("a call without options carried %+v", got)
 	}
 }
+
+// A generated client's call with a shard key reaches the key's home among
+// several Sluice servers, every time.
+func TestWithCallOptionsShardKeyRoutes(t *testing.T) {
+	var servers []*kvServer
+	for range 4 {
+		s, _ := startServer(t)
+		servers = append(servers, s)
+	}
+	ch, _, kv := startClient(t, servers...)
+	for _, key := range []string{"user-1", "user-2", "user-3"} {
+		home, err := ch.ShardHome(service, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 10; i++ {
+			var info channel.CallInfo
+			if _, err := kv.HealthCheck(WithCallOptions(ctxTimeout(t, nil), channel.WithShardKey(key), channel.ReportCallInfo(&info))); err != nil {
+				t.Fatalf("HealthCheck: %v", err)
+			}
+			if info.Peer != home {
+				t.Fatalf("a Thrift call with key %s reached %s, want its home %s", key, info.Peer, home)
+			}
+		}
+	}
+}

@@ -187,6 +187,31 @@ type Peer struct {
 	Window Window `json:"window"`
 	// Latency is the peer's latency estimate.
 	Latency Latency `json:"latency"`
+	// EffectiveWeight is the weight the chooser uses now: Weight, times
+	// the slow-start factor while the peer ramps up after becoming ready.
+	EffectiveWeight float64 `json:"effectiveWeight"`
+	// Slow reports that the peer's latency stands far above the other
+	// peers' (5 times, and 5 ms more): it gets a probe every 2 s and no
+	// other calls, until a probe finds it recovered.
+	Slow bool `json:"slow"`
+	// Ejections is the number of times the peer was ejected for answering
+	// UNEXPECTED or NETWORK errors too many times in a row.
+	Ejections uint64 `json:"ejections"`
+	// EjectedUntil is when the peer's ejection ends; absent when it is
+	// not ejected. An ejected peer is not chosen (unless too few peers
+	// are left: the panic threshold).
+	EjectedUntil *time.Time `json:"ejectedUntil,omitempty"`
+}
+
+// ShardHome is where a shard key's calls go, as DebugHandler reports it
+// for ?service=S&key=K.
+type ShardHome struct {
+	Service string `json:"service"`
+	Key     string `json:"key"`
+	// Home is the key's home: the peer its calls go to while that peer
+	// is ready and within its bounded load; the next peers on the ring
+	// take them otherwise.
+	Home string `json:"home"`
 }
 
 // Window is a busy limiter's current counting window.

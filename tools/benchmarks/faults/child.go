@@ -72,7 +72,7 @@ func serveChild(stdin io.Reader, stdout io.Writer) int {
 		return 1
 	}
 	defer ch.Close()
-	if err := registerHandlers(ch, func() { out.line(lineExec) }); err != nil {
+	if err := registerHandlers(ch, func() { out.line(lineExec) }, nil); err != nil {
 		out.line(lineError + err.Error())
 		return 1
 	}

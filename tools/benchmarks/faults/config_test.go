@@ -84,6 +84,14 @@ func TestScenariosRunsAndSetups(t *testing.T) {
 	if r := Freeze.Runs(CI); len(r) != 3 || r[0].Duration-r[0].FaultAt < 5*time.Second {
 		t.Errorf("freeze at CI size: %+v; want three setups watching over 5 s after the freeze", r)
 	}
+	// The slow peer's share is counted from 1 s in: the CI run must go on
+	// long enough to count it on a few hundred calls.
+	if r := Latency.Runs(CI); len(r) != 3 || r[0].Duration < 3*time.Second {
+		t.Errorf("latency at CI size: %+v; want three setups of at least 3 s", r)
+	}
+	if r := Erroring.Runs(CI); len(r) != 3 || r[0].FaultAt != 0 {
+		t.Errorf("erroring at CI size: %+v; want three setups, the fault there from the start", r)
+	}
 	if Scenario("flood").Runs(CI) != nil {
 		t.Error("an unknown scenario has runs")
 	}

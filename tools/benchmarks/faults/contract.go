@@ -10,13 +10,14 @@ import (
 // Contract is Sluice's failure handling contract in numbers a Result is
 // checked against: connections are made in the background on gRPC's
 // backoff and a failure never becomes a connection storm; a peer whose
-// connection failed or fell silent stops being chosen within a bound;
-// calls fail fast when every peer is in transient failure; every call
-// returns by its deadline, and a hedged call as soon as a hedge wins; busy
-// throttling and the retry bucket bound the attempts on busy servers; a
-// handler that answered DECLINED runs once unless the policy names that
-// code (only a decline sent before any handler ran is retried
-// transparently); and nothing outlives a call. The README's "When things
+// connection failed or fell silent stops being chosen within a bound; a
+// peer that keeps answering errors is ejected, and a slow one gets almost
+// no first attempts; calls fail fast when every peer is in transient
+// failure; every call returns by its deadline, and a hedged call as soon
+// as a hedge wins; busy throttling and the retry bucket bound the attempts
+// on busy servers; a handler that answered DECLINED runs once unless the
+// policy names that code (only a decline sent before any handler ran is
+// retried transparently); and nothing outlives a call. The README's "When things
 // break" section makes the same promises in words. DefaultContract gives
 // the numbers; Check applies them.
 type Contract struct {
@@ -42,6 +43,17 @@ type Contract struct {
 	// closing its connections (frozen, stalled) may still be chosen: it is
 	// found dead within a few seconds. 5 s.
 	SilentPick time.Duration
+	// EjectedShare bounds the share of the calls that choose the erroring
+	// peer (it answers UNEXPECTED to half its calls) among those starting
+	// after it answered ErrorStreak (5) UNEXPECTEDs in a row: outlier
+	// ejection has taken it out of the choice, for 30 s the first time,
+	// longer than a run. Under 1%.
+	EjectedShare float64
+	// SlowFirstShare bounds the share of the calls from one second after
+	// the fault on whose first attempt goes to the slow peer of the
+	// latency scenario (100 ms late, the others well under a
+	// millisecond): it gets only an occasional probe. Under 0.5%.
+	SlowFirstShare float64
 	// DeadlineSlack is how much later than its deadline a call may return
 	// (scheduling slack): 20 ms, or 100 ms in a binary built with -race,
 	// which slows everything down; measure at full size without -race for
@@ -78,6 +90,8 @@ func DefaultContract() Contract {
 		FastFail:           10 * time.Millisecond,
 		KilledPick:         time.Second,
 		SilentPick:         5 * time.Second,
+		EjectedShare:       0.01,
+		SlowFirstShare:     0.005,
 		DeadlineSlack:      slack,
 		BusyAttemptsPer10s: 0.16,
 		GoroutineSlack:     2,
@@ -175,6 +189,16 @@ func (c Contract) Check(r *Result) []string {
 		if r.PickedAfterFault && r.LastPick > c.SilentPick {
 			fail("a silent peer is found dead: a call chose it %v after it went silent (allowed: %v); %.0f%% of calls from 1 s after tried it first",
 				sec(r.LastPick), sec(c.SilentPick), 100*max(r.FirstShare, 0))
+		}
+	case Erroring:
+		if share := r.AfterStreakShare(); share >= c.EjectedShare {
+			fail("an erroring peer is ejected: %d of the %d calls (%.1f%%) starting after its %d UNEXPECTEDs in a row (%v in) chose it (allowed: under %.0f%%)",
+				r.PickedAfterStreak, r.CallsAfterStreak, 100*share, ErrorStreak, sec(r.StreakAt), 100*c.EjectedShare)
+		}
+	case Latency:
+		if r.FirstShare >= c.SlowFirstShare {
+			fail("a slow peer gets almost no first attempts: %.1f%% of the calls from 1 s in tried it first (allowed: under %.1f%%)",
+				100*r.FirstShare, 100*c.SlowFirstShare)
 		}
 	}
 	switch cfg.Scenario {

@@ -18,7 +18,7 @@ import (
 // (black-hole's deadlines); the goroutines and heap of such a group are
 // checked for the group. The table of every run is logged.
 func TestContract(t *testing.T) {
-	slowtest.Skip(t, "30 s of real time")
+	slowtest.Skip(t, "35 s of real time")
 	c := DefaultContract()
 	var mu sync.Mutex
 	var all []*Result
@@ -214,6 +214,36 @@ func TestCheck(t *testing.T) {
 		{"frozen peer found in time", func() *Result {
 			r := base(Freeze, NoPolicy)
 			r.Faulty, r.FaultAt, r.PickedAfterFault, r.LastPick = "127.0.0.1:1", 500*time.Millisecond, true, 3*time.Second
+			return r
+		}, nil},
+		{"erroring peer ejected", func() *Result {
+			r := base(Erroring, NoPolicy)
+			r.Faulty, r.Streak, r.StreakAt, r.CallsAfterStreak, r.PickedAfterStreak = "127.0.0.1:1", true, 50*time.Millisecond, 390, 3
+			return r
+		}, nil},
+		{"erroring peer still chosen", func() *Result {
+			r := base(Erroring, HedgePolicy)
+			r.Faulty, r.Streak, r.StreakAt, r.CallsAfterStreak, r.PickedAfterStreak = "127.0.0.1:1", true, 50*time.Millisecond, 390, 4
+			return r
+		}, []string{"an erroring peer is ejected: 4 of the 390 calls (1.0%)"}},
+		{"erroring peer without a streak: nothing to check", func() *Result {
+			r := base(Erroring, NoPolicy)
+			r.Faulty, r.CallsAfterStreak, r.PickedAfterStreak = "127.0.0.1:1", 390, 130
+			return r
+		}, nil},
+		{"slow peer probed", func() *Result {
+			r := base(Latency, NoPolicy)
+			r.Faulty, r.FirstShare = "127.0.0.1:1", 0.004
+			return r
+		}, nil},
+		{"slow peer still chosen first", func() *Result {
+			r := base(Latency, RetryPolicy)
+			r.Faulty, r.FirstShare = "127.0.0.1:1", 0.02
+			return r
+		}, []string{"a slow peer gets almost no first attempts: 2.0%"}},
+		{"slow peer, no call a second in", func() *Result {
+			r := base(Latency, NoPolicy)
+			r.Faulty, r.FirstShare = "127.0.0.1:1", -1
 			return r
 		}, nil},
 		{"leak", func() *Result {

@@ -28,6 +28,10 @@
 //     stopped with SIGSTOP (no FIN reaches the client; it gets SIGCONT once
 //     the load is over).
 //   - declined, busy: real servers whose handler answers DECLINED or BUSY.
+//   - erroring: a real server whose handler answers UNEXPECTED (a TChannel
+//     system error) to a seeded random half of its calls (ErrorSeed), and
+//     notes when its first ErrorStreak failures in a row ended: the cue of
+//     the client's outlier ejection.
 //
 // Servers count the TCP connections they accept and their handler
 // executions; a child process reports both on its standard output, one line
@@ -48,8 +52,8 @@
 // bucket) at Config.Rate calls per second for Config.Duration, each call with
 // Config.Deadline. A Suite runs a list of scenarios one after another, each
 // under the setups where the policy matters, at a Size: Full (what `sluice
-// faults` runs, about five minutes) or CI (a second or two a run, what go
-// test runs). WriteTable prints the results, WriteChecks the verdicts of
+// faults` runs, about five minutes) or CI (one to three seconds a run, what
+// go test runs). WriteTable prints the results, WriteChecks the verdicts of
 // DefaultContract.
 //
 // The load is open-loop: call i starts i/Rate seconds after the first

@@ -22,6 +22,9 @@ type fleet struct {
 	// faulty is the index of the failing peer; -1 when all three fail
 	// alike or none does.
 	faulty int
+	// errs picks the calls the erroring peer fails; nil in the other
+	// scenarios.
+	errs *erratic
 	// inject applies a mid-run fault; nil when the fault is there from
 	// the start.
 	inject func() error
@@ -42,10 +45,8 @@ func startFleet(s Scenario) (_ *fleet, err error) {
 	}()
 	switch s {
 	case None, Declined, Busy:
-		for i := 0; i < 3; i++ {
-			if _, err := f.addServer(); err != nil {
-				return nil, err
-			}
+		if err := f.addServers(3); err != nil {
+			return nil, err
 		}
 	case Refused:
 		for i := 0; i < 3; i++ {
@@ -83,6 +84,14 @@ func startFleet(s Scenario) (_ *fleet, err error) {
 		if err := f.startProxied(s); err != nil {
 			return nil, err
 		}
+	case Erroring:
+		f.errs, f.faulty = newErratic(), 0
+		if err := f.addServer(f.errs); err != nil {
+			return nil, err
+		}
+		if err := f.addServers(2); err != nil {
+			return nil, err
+		}
 	case Kill, Freeze:
 		p := &point{accepts: &events{}, execs: &events{}}
 		c, err := startChild(p.accepts, p.execs)
@@ -107,22 +116,24 @@ func startFleet(s Scenario) (_ *fleet, err error) {
 	return f, nil
 }
 
-// addServer starts a good server and adds it as a point.
-func (f *fleet) addServer() (*point, error) {
+// addServer starts a server and adds it as a point: a good one, or with
+// errs not nil one that fails the calls errs picks.
+func (f *fleet) addServer(errs *erratic) error {
 	p := &point{accepts: &events{}, execs: &events{}}
-	s, err := startServer(p.accepts, p.execs)
+	s, err := startServer(p.accepts, p.execs, errs)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	p.addr = s.Addr()
 	f.points = append(f.points, p)
 	f.closers = append(f.closers, func() error { s.Close(); return nil })
-	return p, nil
+	return nil
 }
 
+// addServers starts n good servers and adds them as points.
 func (f *fleet) addServers(n int) error {
 	for i := 0; i < n; i++ {
-		if _, err := f.addServer(); err != nil {
+		if err := f.addServer(nil); err != nil {
 			return err
 		}
 	}
@@ -153,7 +164,7 @@ func (f *fleet) startProxied(s Scenario) error {
 	f.after = px.clearToxics
 	for i := 0; i < 3; i++ {
 		p := &point{accepts: &events{}, execs: &events{}}
-		srv, err := startServer(p.accepts, p.execs)
+		srv, err := startServer(p.accepts, p.execs, nil)
 		if err != nil {
 			return err
 		}

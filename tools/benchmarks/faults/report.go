@@ -35,7 +35,8 @@ func tableHeader() []string {
 //	fault->last pick  from the fault to the start of the last call that
 //	                chose the failing peer ("(end)": still chosen at the end)
 //	faulty 1st      share of calls from 1 s after the fault whose first
-//	                attempt went to the failing peer
+//	                attempt went to the failing peer (to a tenth of a
+//	                percent under 10%)
 //	goroutines, heap MiB  before the run -> after it (client closed)
 //	late            calls that started over 2 ms behind schedule
 //	sched           the longest the machine held the process's timers back
@@ -78,11 +79,20 @@ func (r *Result) row() []string {
 		dash(r.Elapsed > time.Second, fmt.Sprintf("%.1f", r.ConnectsPerSecondAfter1s())),
 		f2(r.DialsPerCall()),
 		ms(r.P50), dash(r.CallsAfter1s > 0, ms(r.MaxAfter1s)), ms(r.OverDeadline()),
-		pick, dash(r.FirstShare >= 0, fmt.Sprintf("%.0f%%", 100*r.FirstShare)),
+		pick, dash(r.FirstShare >= 0, percent(r.FirstShare)),
 		fmt.Sprintf("%d->%d", r.GoroutinesBefore, r.GoroutinesAfter),
 		fmt.Sprintf("%.1f->%.1f", mib(r.HeapBefore), mib(r.HeapAfter)),
 		fmt.Sprint(r.Late), ms(r.SchedDelay),
 	}
+}
+
+// percent formats a share in percent, to a tenth under 10% (the contract
+// bounds a slow peer's share at 0.5%): "0.3%", "7.9%", "34%".
+func percent(share float64) string {
+	if 100*share < 9.95 {
+		return fmt.Sprintf("%.1f%%", 100*share)
+	}
+	return fmt.Sprintf("%.0f%%", 100*share)
 }
 
 // errorList formats Errors, most frequent first: "TIMEOUT 12, NETWORK 3".

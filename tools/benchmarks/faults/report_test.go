@@ -58,3 +58,11 @@ func TestWriteChecks(t *testing.T) {
 		t.Errorf("WriteChecks = %d:\n%s", failed, out)
 	}
 }
+
+func TestPercent(t *testing.T) {
+	for share, want := range map[float64]string{0: "0.0%", 0.0026: "0.3%", 0.079: "7.9%", 0.0996: "10%", 0.34: "34%", 1: "100%"} {
+		if got := percent(share); got != want {
+			t.Errorf("percent(%v) = %q, want %q", share, got, want)
+		}
+	}
+}

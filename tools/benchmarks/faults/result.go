@@ -56,6 +56,16 @@ type Result struct {
 	// FirstShare is the share of the calls starting one second or more
 	// after the fault whose first peer was Faulty; -1 when there were none.
 	FirstShare float64
+	// Streak reports that the erroring peer (the Erroring scenario) answered
+	// ErrorStreak UNEXPECTEDs in a row, in the order its handler ran;
+	// StreakAt is when it answered the last of the first such run, from
+	// the first call: from then on an outlier ejection has its cue.
+	// CallsAfterStreak counts the calls starting after that that chose a
+	// peer, and PickedAfterStreak those of them that chose the erroring
+	// one (listed it among their peers).
+	Streak                              bool
+	StreakAt                            time.Duration
+	CallsAfterStreak, PickedAfterStreak int
 	// GoroutinesBefore and HeapBefore are measured once the peers are up,
 	// before the client exists; GoroutinesAfter and HeapAfter once every
 	// call has returned, the client is closed and goroutines have had
@@ -106,6 +116,16 @@ func (r *Result) ConnectsPerSecondAfter1s() float64 {
 		return 0
 	}
 	return float64(r.ConnectsAfter1s) / (r.Elapsed - time.Second).Seconds()
+}
+
+// AfterStreakShare is PickedAfterStreak / CallsAfterStreak: the share of
+// the calls starting after the erroring peer's first ErrorStreak failures
+// in a row that chose it; -1 when there is no such call.
+func (r *Result) AfterStreakShare() float64 {
+	if !r.Streak || r.CallsAfterStreak == 0 {
+		return -1
+	}
+	return per(r.PickedAfterStreak, r.CallsAfterStreak)
 }
 
 // OverDeadline is how much later than its deadline the slowest call
@@ -176,6 +196,25 @@ func (r *Result) summarize(lo loadOutcome, faulty string, faultAt time.Time) {
 	}
 	if counted > 0 {
 		r.FirstShare = float64(first) / float64(counted)
+	}
+}
+
+// summarizeStreak fills r's streak figures from lo: streakAt is when the
+// failing peer faulty ended its first run of ErrorStreak failures in a row
+// (zero: it did not).
+func (r *Result) summarizeStreak(lo loadOutcome, faulty string, streakAt time.Time) {
+	if streakAt.IsZero() {
+		return
+	}
+	r.Streak, r.StreakAt = true, streakAt.Sub(lo.start)
+	for _, c := range lo.calls {
+		if !c.start.After(streakAt) || len(c.peers) == 0 {
+			continue
+		}
+		r.CallsAfterStreak++
+		if slices.Contains(c.peers, faulty) {
+			r.PickedAfterStreak++
+		}
 	}
 }
 

@@ -106,6 +106,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	r.summarize(lo, faulty, faultAt)
+	if f.errs != nil {
+		r.summarizeStreak(lo, faulty, f.errs.streak())
+		if !r.Streak {
+			calls, failed := f.errs.counts()
+			r.Problems = append(r.Problems, fmt.Sprintf("the erroring peer never answered %d UNEXPECTEDs in a row (%d of its %d calls failed): its ejection was not put to the test",
+				ErrorStreak, failed, calls))
+		}
+	}
 
 	client.Close()
 	if cfg.Shared {

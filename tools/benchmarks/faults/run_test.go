@@ -44,3 +44,29 @@ func TestRunRejectsAnInvalidConfig(t *testing.T) {
 		t.Error("Run without a Setup succeeded")
 	}
 }
+
+// An erroring run names its failing peer, fails calls with UNEXPECTED
+// only, and finds the streak (the seed puts it at the peer's 9th call) in
+// time to count the calls after it: what the ejection promise is checked
+// on, whatever the client's chooser makes of it.
+func TestRunErroring(t *testing.T) {
+	r, err := Run(context.Background(), Config{Scenario: Erroring, Setup: NoPolicy, Rate: 1000, Duration: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Problems) > 0 {
+		t.Fatalf("problems: %q", r.Problems)
+	}
+	if r.Faulty == "" || r.FaultAt != 0 || r.Calls != 300 {
+		t.Errorf("faulty %q from %v, %d calls; want a failing peer from the start, 300 calls", r.Faulty, r.FaultAt, r.Calls)
+	}
+	if len(r.Errors) != 1 || r.Errors["UNEXPECTED"] < ErrorStreak || r.OK+r.Errors["UNEXPECTED"] != r.Calls {
+		t.Errorf("%d ok, errors %v; want the rest UNEXPECTED, at least %d of them", r.OK, r.Errors, ErrorStreak)
+	}
+	if !r.Streak || r.StreakAt <= 0 || r.StreakAt >= r.Elapsed {
+		t.Errorf("streak %v at %v in a run of %v; want one within the run", r.Streak, r.StreakAt, r.Elapsed)
+	}
+	if r.CallsAfterStreak <= 0 || r.PickedAfterStreak > r.CallsAfterStreak || r.CallsAfterStreak > r.Calls {
+		t.Errorf("%d calls after the streak, %d chose the peer, of %d", r.CallsAfterStreak, r.PickedAfterStreak, r.Calls)
+	}
+}

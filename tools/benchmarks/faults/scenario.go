@@ -45,11 +45,16 @@ const (
 	// Busy: the handlers answer BUSY; the client retries BUSY under the
 	// retry-throttling bucket, its busy limiters on (the default).
 	Busy Scenario = "busy"
+	// Erroring: one of three answers UNEXPECTED to half its calls, a
+	// seeded random half (see ErrorSeed), from the start; no policy retries
+	// UNEXPECTED. Its first ErrorStreak failures in a row are the outlier
+	// ejection's cue (Result.StreakAt).
+	Erroring Scenario = "erroring"
 )
 
 // Scenarios returns every scenario, in the order the suite runs them.
 func Scenarios() []Scenario {
-	return []Scenario{None, Refused, AcceptClose, BlackHole, Reset, Latency, Bandwidth, Stall, Kill, Freeze, Declined, Busy}
+	return []Scenario{None, Refused, AcceptClose, BlackHole, Reset, Latency, Bandwidth, Stall, Kill, Freeze, Declined, Busy, Erroring}
 }
 
 // Describe says in a line what s does, "" for an unknown scenario.
@@ -74,8 +79,9 @@ const (
 	// accept-close, 10 s for busy (the figure of 0.16 attempts per call
 	// is for 10 s), 15-20 s for kill, freeze and stall.
 	Full Size = iota
-	// CI is what go test runs: a second or two a run, 6 s for freeze and
-	// stall (whose contract allows 5 s to find the peer dead).
+	// CI is what go test runs: one to three seconds a run (3 s for
+	// latency, whose slow peer's share is counted from 1 s in), 6 s for
+	// freeze and stall (whose contract allows 5 s to find the peer dead).
 	CI
 )
 
@@ -171,7 +177,7 @@ func specOf(s Scenario) (spec, bool) {
 			full: timing{sec(10), sec(3)}, ci: timing{sec(2), sec(0.5)}, midRun: true, faulty: true}, true
 	case Latency:
 		return spec{desc: "one of three answers 100 ms late (toxiproxy latency)", method: MethodEcho, setups: all,
-			full: timing{sec(5), 0}, ci: timing{sec(1), 0}, faulty: true}, true
+			full: timing{sec(5), 0}, ci: timing{sec(3), 0}, faulty: true}, true
 	case Bandwidth:
 		return spec{desc: "one of three sends at 1 KB/s (toxiproxy bandwidth)", method: MethodEcho, setups: []Setup{NoPolicy, HedgePolicy},
 			full: timing{sec(5), 0}, ci: timing{sec(1), 0}, faulty: true}, true
@@ -190,6 +196,9 @@ func specOf(s Scenario) (spec, bool) {
 	case Busy:
 		return spec{desc: "every handler answers BUSY; retry policy on BUSY with the retry-throttling bucket", method: MethodBusy, setups: []Setup{RetryBucket},
 			full: timing{sec(10), 0}, ci: timing{sec(2), 0}}, true
+	case Erroring:
+		return spec{desc: "one of three answers UNEXPECTED to half its calls (a seeded random half); no policy retries UNEXPECTED", method: MethodEcho, setups: all,
+			full: timing{sec(5), 0}, ci: timing{sec(2), 0}, faulty: true}, true
 	}
 	return spec{}, false
 }

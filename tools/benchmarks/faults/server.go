@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
+	"github.com/uber/tchannel-go"
 	tjson "github.com/uber/tchannel-go/json"
 )
 
@@ -29,10 +30,14 @@ const (
 )
 
 // registerHandlers registers the raw and JSON variants of the three methods
-// on ch; each execution of any of them calls executed first.
-func registerHandlers(ch *channel.Channel, executed func()) error {
+// on ch; each execution of any of them calls executed first. With errs
+// not nil, any of them answers UNEXPECTED instead when errs says it fails.
+func registerHandlers(ch *channel.Channel, executed func(), errs *erratic) error {
 	answer := func(method string) error {
 		executed()
+		if errs != nil && errs.fail(time.Now()) {
+			return tchannel.NewSystemError(tchannel.ErrCodeUnexpected, "faults: this server fails half its calls")
+		}
 		switch method {
 		case MethodBusy:
 			return channel.Busy("faults: this server always answers busy")
@@ -71,13 +76,14 @@ type server struct {
 	ch *channel.Channel
 }
 
-// startServer starts a server recording into accepts and execs.
-func startServer(accepts, execs *events) (*server, error) {
+// startServer starts a server recording into accepts and execs; errs, when
+// not nil, makes it fail the calls errs picks with UNEXPECTED.
+func startServer(accepts, execs *events, errs *erratic) (*server, error) {
 	ch, err := channel.New(Service)
 	if err != nil {
 		return nil, fmt.Errorf("faults: server: %w", err)
 	}
-	if err := registerHandlers(ch, func() { execs.add(time.Now()) }); err != nil {
+	if err := registerHandlers(ch, func() { execs.add(time.Now()) }, errs); err != nil {
 		ch.Close()
 		return nil, err
 	}

@@ -37,7 +37,7 @@ func callOnce(t *testing.T, addr, method string, timeout time.Duration) string {
 
 func TestServerAnswersAndCounts(t *testing.T) {
 	var accepts, execs events
-	s, err := startServer(&accepts, &execs)
+	s, err := startServer(&accepts, &execs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestServerAnswersAndCounts(t *testing.T) {
 
 func TestServerJSONMethods(t *testing.T) {
 	var accepts, execs events
-	s, err := startServer(&accepts, &execs)
+	s, err := startServer(&accepts, &execs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,5 +82,60 @@ func TestServerJSONMethods(t *testing.T) {
 	var ce *channel.CallError
 	if err := ch.CallJSON(ctx, Service, MethodBusy+JSONSuffix, map[string]any{}, &out); !errors.As(err, &ce) || ce.CodeName() != "BUSY" {
 		t.Errorf("busy.json: %v, want BUSY", err)
+	}
+}
+
+// An erroring server answers UNEXPECTED, raw and JSON, to the calls its
+// erratic picks, in the order its handler runs them, and runs the handler
+// for each.
+func TestErroringServerAnswersUnexpected(t *testing.T) {
+	var accepts, execs events
+	errs := newErratic()
+	s, err := startServer(&accepts, &execs, errs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ch, err := channel.New("faults-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	if err := ch.AddPeer(Service, s.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Limit)
+	defer cancel()
+	code := func(err error) string {
+		var ce *channel.CallError
+		switch {
+		case err == nil:
+			return ""
+		case errors.As(err, &ce):
+			return ce.CodeName()
+		}
+		return err.Error()
+	}
+	// ErrorSeed's sequence: ok, ok, fail, ok, then seven failures, one
+	// call at a time, raw and JSON alternately.
+	want := []string{"", "", "UNEXPECTED", "", "UNEXPECTED", "UNEXPECTED", "UNEXPECTED", "UNEXPECTED", "UNEXPECTED", "UNEXPECTED", "UNEXPECTED", ""}
+	for i, w := range want {
+		var got string
+		if i%2 == 0 {
+			_, err := ch.CallRaw(ctx, Service, MethodEcho, nil, []byte("hi"))
+			got = code(err)
+		} else {
+			var out map[string]any
+			got = code(ch.CallJSON(ctx, Service, MethodEcho+JSONSuffix, map[string]any{"k": "v"}, &out))
+		}
+		if got != w {
+			t.Fatalf("call %d: %q, want %q", i+1, got, w)
+		}
+	}
+	if calls, failed := errs.counts(); calls != len(want) || failed != 8 || execs.count() != len(want) {
+		t.Errorf("%d calls decided, %d failed, %d executions; want %d, 8, %d", calls, failed, execs.count(), len(want), len(want))
+	}
+	if errs.streak().IsZero() {
+		t.Error("no streak noted after seven failures in a row")
 	}
 }

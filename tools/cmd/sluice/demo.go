@@ -221,6 +221,12 @@ func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *de
 						mark = "  <- overloaded"
 					}
 				}
+				if !p.Ejected.IsZero() {
+					mark += "  <- ejected (UNEXPECTED/NETWORK in a row)"
+				}
+				if p.Slow {
+					mark += "  <- slow: probed only"
+				}
 				s.sent += p.Sent - q.Sent
 				fmt.Fprintf(w, "%4d  %-21s %6d %6d %10d %9s  %s%s\n", sec, p.HostPort,
 					p.Sent-q.Sent, p.Busy-q.Busy, p.Throttled-q.Throttled, formatLimit(p.Limit), p.State, mark)
@@ -240,7 +246,7 @@ func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *de
 	fmt.Fprintf(w, "\nsummary: %d calls in %d s: %d succeeded, %d failed BUSY, %d failed THROTTLED (nothing sent), %d failed otherwise.\n",
 		total, cfg.seconds, ok.Load(), failBusy.Load(), failThrottled.Load(), failOther.Load())
 	for _, p := range client.Peers("kv") {
-		fmt.Fprintf(w, "  %-21s sent %6d  busy %5d  throttled %6d  final limit %s  %s\n", p.HostPort, p.Sent, p.Busy, p.Throttled, formatLimit(p.Limit), p.State)
+		fmt.Fprintf(w, "  %-21s sent %6d  busy %5d  throttled %6d  final limit %s  ejections %d  %s\n", p.HostPort, p.Sent, p.Busy, p.Throttled, formatLimit(p.Limit), p.Ejections, p.State)
 	}
 	fmt.Fprint(w, m.summary())
 	return nil

@@ -17,16 +17,17 @@ var faultsHelp = helpText{
 three peers on 127.0.0.1 behind in-process fault points (listeners that refuse,
 accept and close, or swallow the handshake; toxiproxy's reset, latency,
 bandwidth and timeout toxics; a server in a child process killed with SIGKILL
-or stopped with SIGSTOP; handlers answering DECLINED or BUSY), sends calls at
---rps with a --timeout each under each client setup where the policy matters
-(no policy, retry, hedging), and prints one table row per run: calls, errors
-by code, attempts, handler executions and TCP connections per call, the
-slowest call against its deadline, how long a failed peer was still chosen,
-goroutines and heap after the run. Then one line per run: "ok", or each
+or stopped with SIGSTOP; handlers answering DECLINED or BUSY, or UNEXPECTED
+to half their calls), sends calls at --rps with a --timeout each under each
+client setup where the policy matters (no policy, retry, hedging), and
+prints one table row per run: calls, errors by code, attempts, handler
+executions and TCP connections per call, the slowest call against its
+deadline, how long a failed peer was still chosen, goroutines and heap after
+the run. Then one line per run: "ok", or each
 promise of Sluice's failure handling contract (the README's "When things
 break") it broke.
 
-The full size takes about five minutes; --ci about half a minute.
+The full size takes about five minutes; --ci about a minute and a half.
 
 Scenarios: %s
 
@@ -53,7 +54,7 @@ func faultsRun(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	rps := fs.Float64("rps", faults.DefaultRate, "arrival rate: calls per second, sent on schedule whether or not earlier ones returned")
 	duration := fs.Duration("duration", 0, "every run's duration, overriding the size's (mid-run faults strike a quarter in, at most 3s)")
 	deadline := fs.Duration("timeout", faults.DefaultDeadline, "each call's deadline, across its attempts")
-	ci := fs.Bool("ci", false, "the CI size: a second or two a run (6s for freeze and stall)")
+	ci := fs.Bool("ci", false, "the CI size: one to three seconds a run (6s for freeze and stall)")
 	small := fs.Bool("small", false, "the same as --ci")
 	markdown := fs.Bool("markdown", false, "print the table as Markdown")
 	output := addOutputFlag(fs, false)
@@ -142,8 +143,10 @@ type faultsReport struct {
 // of the failure handling contract.
 type faultsRunReport struct {
 	*faults.Result
-	// FirstShare is null when no call started a second after the fault.
-	FirstShare                                                        *float64
+	// FirstShare is null when no call started a second after the fault;
+	// AfterStreakShare when no call started after the erroring peer's
+	// first failures in a row (or there is no such peer).
+	FirstShare, AfterStreakShare                                      *float64
 	AttemptsPerCall, ExecutionsPerCall, ConnectsPerCall, DialsPerCall float64
 	ConnectsPerSecondAfter1s                                          float64 `json:"connects_per_second_after_1s"`
 	OverDeadline                                                      time.Duration
@@ -160,6 +163,9 @@ func newFaultsReport(rps float64, deadline time.Duration, size faults.Size, resu
 			OverDeadline: r.OverDeadline(), ContractBroken: contract.Check(r)}
 		if r.FirstShare >= 0 {
 			run.FirstShare = &r.FirstShare
+		}
+		if share := r.AfterStreakShare(); share >= 0 {
+			run.AfterStreakShare = &share
 		}
 		run.ContractKept = len(run.ContractBroken) == 0
 		if !run.ContractKept {

@@ -20,7 +20,7 @@ func TestFaultsHelp(t *testing.T) {
 	if code != 0 || errOut != "" {
 		t.Errorf("-h: exit %d, stderr %q; want 0 and nothing on stderr", code, errOut)
 	}
-	for _, want := range []string{"usage: sluice faults", "Scenarios: none, refused, accept-close", "Examples:",
+	for _, want := range []string{"usage: sluice faults", "Scenarios: none, refused, accept-close", "busy, erroring", "Examples:",
 		"sluice faults --scenarios kill,freeze", "--rps", "--ci", "--timeout duration"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("-h lacks %q:\n%s", want, out)
@@ -48,22 +48,23 @@ func TestFaultsBadUsage(t *testing.T) {
 	}
 }
 
-// A small run of two scenarios prints a row per setup and a verdict line
+// A small run of three scenarios prints a row per setup and a verdict line
 // per run (the verdicts themselves are benchmarks/faults' tests).
 func TestFaultsSmallRun(t *testing.T) {
-	code, out, errOut := runFaults(t, context.Background(), "--small", "--scenarios", "none,declined", "--duration", "300ms")
+	code, out, errOut := runFaults(t, context.Background(), "--small", "--scenarios", "none,declined,erroring", "--duration", "300ms")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"scenario", "conn/call", "fault->last pick", "none      none", "declined  hedge", "runs broke the failure handling contract"} {
+	for _, want := range []string{"scenario", "conn/call", "fault->last pick", "none      none", "declined  hedge",
+		"erroring  retry", "UNEXPECTED", "runs broke the failure handling contract"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	if n := strings.Count(out, "none/") + strings.Count(out, "declined/"); n < 6 {
-		t.Errorf("%d verdict lines, want one per run (6):\n%s", n, out)
+	if n := strings.Count(out, "none/") + strings.Count(out, "declined/") + strings.Count(out, "erroring/"); n < 9 {
+		t.Errorf("%d verdict lines, want one per run (9):\n%s", n, out)
 	}
-	if !strings.Contains(errOut, "6 runs, ci size") {
+	if !strings.Contains(errOut, "9 runs, ci size") {
 		t.Errorf("stderr lacks the plan:\n%s", errOut)
 	}
 }

@@ -33,7 +33,11 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	case "stubborn":
 		fmt.Println("ready")
-		select {}
+		// Not select{}: with no other goroutine the runtime would end the
+		// process as deadlocked, which is exiting on its own.
+		for {
+			time.Sleep(time.Hour)
+		}
 	}
 	goleak.VerifyTestMain(m)
 }

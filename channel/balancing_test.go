@@ -1,0 +1,226 @@
+package channel
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/sluice-rpc/sluice/balance"
+	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/peer"
+	"github.com/sluice-rpc/sluice/serviceconfig"
+)
+
+// Calls with a shard key reach the key's home, on real servers; when the
+// home leaves, they reach the next peer on the ring, the same for every
+// call; a server's Inbound sees the key.
+func TestShardKeyRoutesToHome(t *testing.T) {
+	var servers []*testServer
+	for range 4 {
+		servers = append(servers, startServer(t))
+	}
+	client, _, _ := startClient(t, servers...)
+	byHost := map[string]*testServer{}
+	for _, s := range servers {
+		byHost[s.ch.HostPort()] = s
+	}
+	homeOf := func(key string) string {
+		t.Helper()
+		h, err := client.ShardHome("kv", key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	for _, key := range []string{"user-1", "user-2", "user-3", "user-4", "user-5"} {
+		callsTo(t, client, key, homeOf(key), byHost)
+	}
+	// JSON calls route by the key too.
+	for i := 0; i < 10; i++ {
+		var res echoRes
+		if err := client.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &res, WithShardKey("user-2")); err != nil {
+			t.Fatal(err)
+		}
+		if want := homeOf("user-2"); res.Server != want {
+			t.Fatalf("a JSON call with key user-2 reached %s, want its home %s", res.Server, want)
+		}
+	}
+	// The home of user-1 leaves: its calls all go to one other peer.
+	home := homeOf("user-1")
+	if err := client.RemovePeer("kv", home); err != nil {
+		t.Fatal(err)
+	}
+	next := homeOf("user-1")
+	if next == home {
+		t.Fatal("ShardHome still names the removed peer")
+	}
+	callsTo(t, client, "user-1", next, byHost)
+}
+
+// callsTo makes 20 calls with key and checks that every one reached want.
+func callsTo(t *testing.T, client *Channel, key, want string, servers map[string]*testServer) {
+	t.Helper()
+	before := map[string]int64{}
+	for hp, s := range servers {
+		before[hp] = s.received.Load()
+	}
+	for i := 0; i < 20; i++ {
+		if _, err := client.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("x"), WithShardKey(key)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for hp, s := range servers {
+		got, wantN := s.received.Load()-before[hp], int64(0)
+		if hp == want {
+			wantN = 20
+		}
+		if got != wantN {
+			t.Fatalf("key %s: %s got %d of 20 calls, want %d (the home is %s)", key, hp, got, wantN, want)
+		}
+	}
+}
+
+// A server that answers UNEXPECTED to every call is ejected after five,
+// shows as ejected in Debug, and gets no further calls; with ejection
+// disabled by the service config it keeps getting its share.
+func TestEjectionOnRealServers(t *testing.T) {
+	for _, disabled := range []bool{false, true} {
+		t.Run(fmt.Sprint("disabled=", disabled), func(t *testing.T) {
+			var servers []*testServer
+			for range 4 {
+				servers = append(servers, startServer(t))
+			}
+			bad := servers[0]
+			bad.broken.Store(true)
+			var opts []Option
+			if disabled {
+				cfg, err := serviceconfig.Parse([]byte(`{"balancing": [{"services": ["kv"], "outlierEjection": {"disabled": true}}]}`))
+				if err != nil {
+					t.Fatal(err)
+				}
+				opts = append(opts, WithServiceConfig(cfg))
+			}
+			client, err := New("client", opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(client.Close)
+			for _, s := range servers {
+				if err := client.AddPeer("kv", s.ch.HostPort()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx := ctxTimeout(t)
+			failed := 0
+			for i := 0; i < 400; i++ {
+				_, err := client.CallRaw(ctx, "kv", "echo", nil, []byte("x"))
+				var ce *CallError
+				switch {
+				case err == nil:
+				case errors.As(err, &ce) && ce.Code == codes.Unexpected:
+					failed++
+				default:
+					t.Fatal(err)
+				}
+			}
+			got := bad.received.Load()
+			if !disabled {
+				if got != 5 || failed != 5 {
+					t.Fatalf("the broken server got %d calls (%d failed), want 5: ejected after 5 in a row", got, failed)
+				}
+				var ejected bool
+				for _, s := range client.Debug().Services {
+					for _, p := range s.Peers {
+						if p.HostPort == bad.ch.HostPort() {
+							ejected = p.EjectedUntil != nil && p.Ejections == 1
+						}
+					}
+				}
+				if !ejected {
+					t.Fatal("Debug does not show the broken server ejected")
+				}
+				return
+			}
+			if got < 50 {
+				t.Fatalf("with ejection disabled the broken server got %d of 400 calls, want its share (~100)", got)
+			}
+		})
+	}
+}
+
+// SetPeers' weights share calls in proportion, with real servers.
+func TestSetPeersWeights(t *testing.T) {
+	light, heavy := startServer(t), startServer(t)
+	client, err := New("client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	if err := client.SetPeers("kv", []peer.Member{{HostPort: light.ch.HostPort(), Weight: 1}, {HostPort: heavy.ch.HostPort(), Weight: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxTimeout(t)
+	const n = 800
+	for i := 0; i < n; i++ {
+		if _, err := client.CallRaw(ctx, "kv", "echo", nil, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if share := float64(heavy.received.Load()) / n; math.Abs(share-0.75) > 0.06 {
+		t.Fatalf("the weight-3 server got %.3f of calls, want 0.75 +- 0.06", share)
+	}
+	if err := client.SetPeers("kv", []peer.Member{{HostPort: "127.0.0.1:1", Weight: -1}}); err == nil {
+		t.Fatal("SetPeers took a negative weight")
+	}
+}
+
+// A hedged call with a shard key sends its hedge to the next peer on the
+// ring after the key's home, which here hangs.
+func TestShardKeyHedgeGoesToNextOnRing(t *testing.T) {
+	var servers []*testServer
+	var names []string
+	for range 4 {
+		s := startServer(t)
+		servers = append(servers, s)
+		names = append(names, s.ch.HostPort())
+	}
+	cfg, err := serviceconfig.Parse([]byte(`{"methodConfig":[{"name":[{"service":"kv"}],"hedgingPolicy":{"maxAttempts":2,"hedgingDelay":"0.02s","nonFatalStatusCodes":["BUSY"]}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := New("client", WithServiceConfig(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	for _, n := range names {
+		if err := client.AddPeer("kv", n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ring, err := balance.NewRing(names, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "user-7"
+	var order []string
+	ring.Walk(balance.KeyHash(key), func(i int) bool { order = append(order, names[i]); return len(order) < 2 })
+	if home, _ := client.ShardHome("kv", key); home != order[0] {
+		t.Fatalf("ShardHome = %s, the ring built alone says %s", home, order[0])
+	}
+	// The home hangs on "block"; the others answer it at once (their
+	// release is closed).
+	for _, s := range servers {
+		if s.ch.HostPort() != order[0] {
+			s.unblock()
+		}
+	}
+	var info CallInfo
+	if _, err := client.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("block"), WithShardKey(key), ReportCallInfo(&info)); err != nil {
+		t.Fatal(err)
+	}
+	if info.Peer != order[1] || len(info.Peers) != 2 || info.Peers[0] != order[0] {
+		t.Fatalf("CallInfo %+v: want the first attempt on the home %s and the winning hedge on the next on the ring, %s", info, order[0], order[1])
+	}
+}

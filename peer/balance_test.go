@@ -1,0 +1,319 @@
+package peer
+
+import (
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/sluice-rpc/sluice/balance"
+	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/codes"
+)
+
+// newBalancedList is newList with a balancing config, its peers set with
+// weights.
+func newBalancedList(t testing.TB, bal balance.Config, weights ...float64) (*List, *clock.Fake) {
+	t.Helper()
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	l, err := NewList(ListConfig{Service: "kv", Clock: clk, Balance: bal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms []Member
+	for i, w := range weights {
+		ms = append(ms, Member{HostPort: hp(i), Weight: w})
+	}
+	if err := l.Set(ms); err != nil {
+		t.Fatal(err)
+	}
+	return l, clk
+}
+
+// shares chooses n times, each attempt ending at once, and returns each
+// peer's share of the choices.
+func shares(t *testing.T, l *List, n int) map[string]float64 {
+	t.Helper()
+	got := map[string]float64{}
+	for i := 0; i < n; i++ {
+		p, err := l.Choose(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[p.HostPort()] += 1 / float64(n)
+	}
+	return got
+}
+
+// Weights split calls in proportion under light load (nothing pending),
+// on a short list (lottery) and on a long one (weighted draw of two).
+func TestWeightsSplitCalls(t *testing.T) {
+	for _, weights := range [][]float64{{1, 2, 4}, {1, 2, 4, 1, 2, 4, 1, 2, 4, 1}} {
+		t.Run(fmt.Sprint(len(weights)), func(t *testing.T) {
+			l, _ := newBalancedList(t, balance.Config{}, weights...)
+			total := 0.0
+			for _, w := range weights {
+				total += w
+			}
+			got := shares(t, l, 20000)
+			for i, w := range weights {
+				if want := w / total; math.Abs(got[hp(i)]-want) > 0.02 {
+					t.Errorf("peer %d of weight %v got %.3f of calls, want %.3f +- 0.02", i, w, got[hp(i)], want)
+				}
+			}
+		})
+	}
+}
+
+// With unequal weights, pending calls still count: a peer of weight 4
+// with 7 calls pending has (7+1)/4 = 2 per unit of weight, a peer of
+// weight 1 with none has 1: the light one is chosen twice as often.
+func TestWeightsCountPending(t *testing.T) {
+	l, _ := newBalancedList(t, balance.Config{}, 1, 4)
+	heavy := l.Get(hp(1))
+	for i := 0; i < 7; i++ {
+		heavy.Begin()
+	}
+	got := shares(t, l, 20000)
+	if want := 2.0 / 3; math.Abs(got[hp(0)]-want) > 0.02 {
+		t.Errorf("the idle weight-1 peer got %.3f of calls against a weight-4 peer with 7 pending, want %.3f", got[hp(0)], want)
+	}
+}
+
+// Slow start: a peer added while the list serves ramps from 10% of its
+// weight to all of it over the window, linearly at aggression 1; peers
+// added together do not ramp.
+func TestSlowStartRamps(t *testing.T) {
+	l, clk := newBalancedList(t, balance.Config{}, 1, 1)
+	for _, p := range l.Peers() {
+		if c := p.Counts(); c.Effective != 1 {
+			t.Fatalf("%s, added with the first peers, has effective weight %v, want 1", c.HostPort, c.Effective)
+		}
+	}
+	clk.Add(time.Minute)
+	if err := l.Set([]Member{{HostPort: hp(0)}, {HostPort: hp(1)}, {HostPort: hp(2)}}); err != nil {
+		t.Fatal(err)
+	}
+	fresh := l.Get(hp(2))
+	for _, tt := range []struct {
+		at         time.Duration
+		factor     float64
+		shareOfNew float64 // factor / (2 + factor)
+	}{
+		{0, 0.1, 0.1 / 2.1},
+		{5 * time.Second, 0.5, 0.5 / 2.5},
+		{9 * time.Second, 0.9, 0.9 / 2.9},
+		{10 * time.Second, 1, 1.0 / 3},
+	} {
+		clk.Add(time.Unix(1_700_000_000, 0).Add(time.Minute + tt.at).Sub(clk.Now()))
+		if c := fresh.Counts(); math.Abs(c.Effective-tt.factor) > 1e-9 {
+			t.Errorf("at %v the new peer's effective weight is %v, want %v", tt.at, c.Effective, tt.factor)
+		}
+		if got := shares(t, l, 20000)[hp(2)]; math.Abs(got-tt.shareOfNew) > 0.02 {
+			t.Errorf("at %v the new peer got %.3f of calls, want %.3f", tt.at, got, tt.shareOfNew)
+		}
+	}
+}
+
+// Ejection: five UNEXPECTED or NETWORK answers in a row eject a peer for
+// the base time; an answer of another kind breaks the run; a peer ejected
+// again soon after it returns stays out twice as long; BUSY and timeouts
+// do not count.
+func TestEjection(t *testing.T) {
+	l, clk := newBalancedList(t, balance.Config{Ejection: balance.Ejection{MaxPercent: 50}}, 1, 1)
+	bad, good := l.Get(hp(0)), l.Get(hp(1))
+	fail := func(p *Peer, n int, code codes.Code) {
+		for i := 0; i < n; i++ {
+			p.Begin()
+			p.End(clk.Now(), time.Millisecond, code)
+		}
+	}
+	fail(bad, 4, codes.Unexpected)
+	fail(bad, 1, codes.OK)
+	fail(bad, 4, codes.Network)
+	fail(bad, 3, codes.Busy)
+	fail(bad, 3, codes.Timeout)
+	if ej, _ := bad.Ejected(clk.Now()); ej {
+		t.Fatal("ejected after runs of 4 broken by an OK and by BUSY answers")
+	}
+	fail(bad, 5, codes.Unexpected)
+	ej, until := bad.Ejected(clk.Now())
+	if !ej || until.Sub(clk.Now()) != balance.DefaultBaseEjectionTime {
+		t.Fatalf("after 5 UNEXPECTED: ejected %v until %v from now, want true, %v", ej, until.Sub(clk.Now()), balance.DefaultBaseEjectionTime)
+	}
+	for i := 0; i < 100; i++ {
+		if p, _ := l.Choose(nil); p != good {
+			t.Fatal("chose the ejected peer")
+		}
+	}
+	clk.Add(until.Sub(clk.Now()))
+	if ej, _ := bad.Ejected(clk.Now()); ej {
+		t.Fatal("still ejected when its time is up")
+	}
+	fail(bad, 5, codes.Network) // at once: the second ejection is twice as long
+	if _, until := bad.Ejected(clk.Now()); until.Sub(clk.Now()) != 2*balance.DefaultBaseEjectionTime {
+		t.Fatalf("second ejection lasts %v, want %v", until.Sub(clk.Now()), 2*balance.DefaultBaseEjectionTime)
+	}
+	if c := bad.Counts(); c.Ejections != 2 || c.Ejected.IsZero() {
+		t.Fatalf("Counts: %d ejections, ejected until %v; want 2 and a time", c.Ejections, c.Ejected)
+	}
+}
+
+// At most MaxPercent of the peers (at least one) are ejected at once, and
+// below the panic threshold of available peers ejections are ignored.
+func TestEjectionCapAndPanic(t *testing.T) {
+	l, clk := newBalancedList(t, balance.Config{}, 1, 1, 1, 1) // 10% of 4: one
+	peers := l.Peers()
+	for _, p := range peers[:3] {
+		for i := 0; i < 5; i++ {
+			p.Begin()
+			p.End(clk.Now(), time.Millisecond, codes.Unexpected)
+		}
+	}
+	ejected := 0
+	for _, p := range peers {
+		if ej, _ := p.Ejected(clk.Now()); ej {
+			ejected++
+		}
+	}
+	if ejected != 1 {
+		t.Fatalf("%d of 4 peers ejected, want 1 (10%%, at least one)", ejected)
+	}
+	// 3 of 4 available: above 50%, the ejected one is left out.
+	seen := map[*Peer]bool{}
+	for i := 0; i < 400; i++ {
+		p, _ := l.Choose(nil)
+		seen[p] = true
+	}
+	if len(seen) != 3 || seen[peers[0]] {
+		t.Fatalf("chose %d peers (the ejected one: %v), want the 3 others", len(seen), seen[peers[0]])
+	}
+	// Half of a list of 2 ejected is at the threshold; with 3 peers of 4
+	// ejected by a cap of 75% only 1 of 4 is available, below 50%: every
+	// peer is chosen again.
+	l2, clk2 := newBalancedList(t, balance.Config{Ejection: balance.Ejection{MaxPercent: 75}}, 1, 1, 1, 1)
+	for _, p := range l2.Peers()[:3] {
+		for i := 0; i < 5; i++ {
+			p.Begin()
+			p.End(clk2.Now(), time.Millisecond, codes.Unexpected)
+		}
+	}
+	seen = map[*Peer]bool{}
+	for i := 0; i < 400; i++ {
+		p, _ := l2.Choose(nil)
+		seen[p] = true
+	}
+	if len(seen) != 4 {
+		t.Fatalf("in panic (1 of 4 available) chose %d peers, want all 4", len(seen))
+	}
+}
+
+// A shard key goes to its home; past the bounded load it spills to the
+// next peer on the ring, as do the call's further attempts; a home that is
+// connecting is waited for.
+func TestChooseKey(t *testing.T) {
+	l, _ := newBalancedList(t, balance.Config{}, 1, 1, 1, 1)
+	const key = "user-42"
+	home := l.Home(key)
+	for i := 0; i < 20; i++ {
+		p, err := l.ChooseKeyAt(key, nil, time.Now())
+		if err != nil || p != home {
+			t.Fatalf("ChooseKeyAt = %v, %v; want the home %s", p, err, home.HostPort())
+		}
+	}
+	// Spill: with m calls in flight on the home alone, its capacity is
+	// ceil(1.25 (m+1) / 4); at m = 2 that is 1, and the home has 2.
+	home.Begin()
+	home.Begin()
+	next, err := l.ChooseKeyAt(key, nil, time.Now())
+	if err != nil || next == home {
+		t.Fatalf("over its bounded load the home was still chosen (%v)", err)
+	}
+	if again, _ := l.ChooseKeyAt(key, nil, time.Now()); again != next {
+		t.Fatalf("the spill went to %s, then %s: want the same next peer on the ring", next.HostPort(), again.HostPort())
+	}
+	home.End(time.Now(), time.Millisecond, codes.OK)
+	home.End(time.Now(), time.Millisecond, codes.OK)
+	// A retry excludes the home: the next peer on the ring, then the one
+	// after it.
+	second, _ := l.ChooseKeyAt(key, []*Peer{home}, time.Now())
+	third, _ := l.ChooseKeyAt(key, []*Peer{home, second}, time.Now())
+	if second != next || third == home || third == second {
+		t.Fatalf("retries went to %s then %s; want the ring's next distinct peers after %s (%s first)", second.HostPort(), third.HostPort(), home.HostPort(), next.HostPort())
+	}
+}
+
+// Keys spread over the peers, and when 1 of 10 peers leaves only its keys
+// move.
+func TestKeysMoveOnlyFromTheLeavingPeer(t *testing.T) {
+	l, _ := newBalancedList(t, balance.Config{}, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)
+	const n = 20000
+	before := make([]string, n)
+	for i := range before {
+		before[i] = l.Home(fmt.Sprint("key-", i)).HostPort()
+	}
+	var ms []Member
+	for i := 1; i < 10; i++ {
+		ms = append(ms, Member{HostPort: hp(i)})
+	}
+	if err := l.Set(ms); err != nil {
+		t.Fatal(err)
+	}
+	moved := 0
+	for i := range before {
+		if after := l.Home(fmt.Sprint("key-", i)).HostPort(); after != before[i] {
+			moved++
+			if before[i] != hp(0) {
+				t.Fatalf("key-%d moved from %s, which stayed, to %s", i, before[i], after)
+			}
+		}
+	}
+	if share := float64(moved) / n; share > 0.12 {
+		t.Fatalf("%.1f%% of keys moved when 1 of 10 peers left, want <= 12%%", 100*share)
+	}
+}
+
+func BenchmarkChooseWeighted(b *testing.B) {
+	l, _ := newBalancedList(b, balance.Config{}, 1, 2, 4)
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := l.ChooseAt(nil, now); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkChooseKey(b *testing.B) {
+	l, _ := newBalancedList(b, balance.Config{}, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := l.ChooseKeyAt("user-42", nil, now); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// A peer whose every attempt is cut off by a winning hedge after 50 ms is
+// still seen to be slow: an attempt cut off late raises the estimate.
+func TestCancelledAttemptsRaiseTheEstimate(t *testing.T) {
+	l, clk := newBalancedList(t, balance.Config{}, 1, 1)
+	slow, fast := l.Get(hp(0)), l.Get(hp(1))
+	for i := 0; i < minLatencySamples; i++ {
+		slow.Begin()
+		fast.Begin()
+		slow.End(clk.Now(), 50*time.Millisecond, codes.Cancelled)
+		fast.End(clk.Now(), time.Millisecond, codes.OK)
+	}
+	if p, _ := l.Choose(nil); p != fast || !slow.Counts().Slow {
+		t.Fatalf("after 4 attempts cut off at 50 ms against 1 ms answers, slow: %v", slow.Counts().Slow)
+	}
+	// One cut off early lowers nothing.
+	before := slow.Latency()
+	slow.Begin()
+	slow.End(clk.Now(), time.Microsecond, codes.Cancelled)
+	if slow.Latency() != before {
+		t.Fatalf("an attempt cancelled after 1µs moved the estimate from %v to %v", before, slow.Latency())
+	}
+}

@@ -1,0 +1,508 @@
+package peer
+
+import (
+	"math"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-rpc/sluice/balance"
+)
+
+// scanAll is the list size up to which Choose looks at every peer rather
+// than two random ones.
+const scanAll = 8
+
+// A peer is slow when its fresh latency estimate is more than slowRatio
+// times the lowest fresh estimate among the other ready peers, and more
+// than slowGap above it: the fault suite's peer answering 100 ms late
+// among sub-millisecond ones, not a peer that jitters between 200 µs and
+// 1 ms on a loaded host, nor one whose estimate a single garbage
+// collection pause raised (a 20 ms sample moves a 200 µs estimate to
+// 2.7 ms). A slow peer is chosen once per probeEvery, so that its
+// recovery is seen within that time, and otherwise only when no other
+// peer takes the call.
+const (
+	slowRatio  = 5
+	slowGap    = int64(5 * time.Millisecond)
+	probeEvery = int64(2 * time.Second)
+)
+
+// members is one version of a list's peers, immutable but for the lazily
+// built ring and weight table, which depend only on it.
+type members struct {
+	peers []*Peer
+	// uniform: every peer has the same weight (as discovery gave it).
+	uniform bool
+	total   float64 // the weights' sum
+	// cum are the cumulative weights, for choosing two peers of a long
+	// list in proportion to their weights; nil when uniform.
+	cum  []float64
+	ring atomic.Pointer[balance.Ring]
+}
+
+func newMembers(peers []*Peer) *members {
+	m := &members{peers: peers, uniform: true}
+	for i, p := range peers {
+		w := p.Weight()
+		m.total += w
+		if i > 0 && w != peers[0].Weight() {
+			m.uniform = false
+		}
+	}
+	if !m.uniform && len(peers) > scanAll {
+		m.cum = make([]float64, len(peers))
+		sum := 0.0
+		for i, p := range peers {
+			sum += p.Weight()
+			m.cum[i] = sum
+		}
+	}
+	return m
+}
+
+// ringOf returns the members' consistent-hash ring, building it on first
+// use.
+func (m *members) ringOf() *balance.Ring {
+	if r := m.ring.Load(); r != nil {
+		return r
+	}
+	names := make([]string, len(m.peers))
+	weights := make([]float64, len(m.peers))
+	for i, p := range m.peers {
+		names[i], weights[i] = p.hostPort, p.Weight()
+	}
+	r, err := balance.NewRing(names, weights)
+	if err != nil {
+		// The members were validated (unique host:ports, finite positive
+		// weights) when they were set.
+		panic("peer: " + err.Error())
+	}
+	m.ring.CompareAndSwap(nil, r)
+	return m.ring.Load()
+}
+
+// Choose picks a Ready peer for one attempt and counts it against that
+// peer's busy limiter. Peers in exclude (those this call has used) are taken
+// only when every other Ready peer refuses. It does not wait: it returns
+// ErrNoPeers for an empty list, ErrThrottled when every Ready peer's limiter
+// refuses, ErrConnecting when no peer is Ready but some are connecting, and
+// ErrUnavailable when every peer is in TransientFailure. Idle peers it looks
+// at start connecting. A caller that may wait for a connection does so on
+// Changed when it gets ErrConnecting (or ErrUnavailable), then chooses again.
+//
+// Among the Ready peers it prefers, in turn: peers not ejected (see
+// balance.Ejection), peers not slow (a slow one is probed now and then),
+// then the fewest pending calls and a clearly lower latency; when the
+// peers' effective weights differ (their weights, or slow start), it
+// chooses at random in proportion to weight / (pending + 1) instead.
+//
+// Choose does not call Begin; the caller does once it sends.
+func (l *List) Choose(exclude []*Peer) (*Peer, error) {
+	return l.ChooseAt(exclude, l.clk.Now())
+}
+
+// ChooseAt is Choose at time now (from the list's clock), for callers that
+// have just read the clock.
+func (l *List) ChooseAt(exclude []*Peer, now time.Time) (*Peer, error) {
+	m := l.peers.Load()
+	peers := m.peers
+	if len(peers) == 0 {
+		return nil, l.noPeers()
+	}
+	if len(peers) > scanAll {
+		return l.chooseMany(m, exclude, now)
+	}
+	var v view
+	l.look(peers, now, &v)
+	// Try peers best-first, tier by tier: fresh peers before those this
+	// call used, and, within each, peers neither slow nor ejected before
+	// slow ones (ejected ones never, unless the list panics). skip marks
+	// the peers already tried.
+	var skip [scanAll]bool
+	for tier := range 4 {
+		excluded, slow := tier >= 2, tier%2 == 1
+		for {
+			best, bestKey := -1, 0.0
+			off := 0
+			if len(peers) > 1 {
+				off = rand.IntN(len(peers)) // random start breaks ties fairly
+			}
+			for j := range peers {
+				i := (j + off) % len(peers)
+				p := peers[i]
+				if skip[i] || !v.usable[i] || v.slow[i] != slow || contains(exclude, p) != excluded {
+					continue
+				}
+				if v.uniform {
+					if best < 0 || better(p, peers[best], now) {
+						best = i
+					}
+					continue
+				}
+				if k := lotteryKey(p, v.weight[i]); best < 0 || k < bestKey {
+					best, bestKey = i, k
+				}
+			}
+			if best < 0 {
+				break
+			}
+			skip[best] = true
+			if p := l.take(peers[best], now); p != nil {
+				return p, nil
+			}
+		}
+	}
+	return nil, v.avail.err()
+}
+
+// noPeers is the error of a choice in an empty list.
+func (l *List) noPeers() error {
+	if l.resolving.Load() {
+		return ErrResolving
+	}
+	return ErrNoPeers
+}
+
+// view is what one choice over a short list knows of each peer.
+type view struct {
+	usable  [scanAll]bool    // Ready, and not ejected (unless the list panics)
+	slow    [scanAll]bool    // slow, and its probe not due
+	weight  [scanAll]float64 // effective weight
+	uniform bool             // every usable peer has the same effective weight
+	avail   availability
+}
+
+// look fills v for peers at time now: their states (asking Idle ones to
+// connect), ejections, slowness and effective weights.
+func (l *List) look(peers []*Peer, now time.Time, v *view) {
+	ns := now.UnixNano()
+	earliest := int64(math.MaxInt64)
+	// ref is the lowest fresh latency estimate of a ready peer not slow,
+	// known the lowest such estimate of any age: a slow peer is marked
+	// against the former, and recovers against the latter, so that a
+	// probe is judged even when the others' estimates have gone stale.
+	var ref, known int64
+	ready, ejected := 0, 0
+	for i, p := range peers {
+		if !v.avail.ready(p) {
+			continue
+		}
+		v.usable[i] = true
+		ready++
+		if p.ejectedAt(ns) {
+			ejected++
+		}
+		earliest = min(earliest, p.readyAt())
+		if !p.slow.Load() {
+			if lat := p.latencyAt(now); lat > 0 && (ref == 0 || lat < ref) {
+				ref = lat
+			}
+			if lat := p.latencyAny(); lat > 0 && (known == 0 || lat < known) {
+				known = lat
+			}
+		}
+	}
+	if ejected > 0 && !l.bal.Ejection.Panic(ready-ejected, len(peers)) {
+		for i, p := range peers {
+			if v.usable[i] && p.ejectedAt(ns) {
+				v.usable[i] = false
+			}
+		}
+	}
+	v.uniform = true
+	first := -1.0
+	for i, p := range peers {
+		if !v.usable[i] {
+			continue
+		}
+		v.slow[i] = p.judgeSlow(now, ref, known)
+		w := l.weightAt(p, ns, earliest)
+		v.weight[i] = w
+		if first < 0 {
+			first = w
+		} else if w != first {
+			v.uniform = false
+		}
+	}
+}
+
+// judgeSlow updates p's slow mark and reports whether p is to be passed
+// over now: slow, with its next probe not due. ref is the lowest fresh
+// latency estimate among the ready peers not marked slow, known the lowest
+// of any age (0: none). A peer is marked slow when its fresh estimate
+// stands far above ref, and unmarked when its estimate (a slow peer's is
+// its latest probe) no longer stands far above known.
+func (p *Peer) judgeSlow(now time.Time, ref, known int64) bool {
+	ns := now.UnixNano()
+	lat := p.latencyAt(now)
+	switch {
+	case lat == 0:
+	case !p.slow.Load() && ref > 0 && farAbove(lat, ref):
+		p.probedAt.Store(ns) // its first probe is probeEvery away
+		p.slow.Store(true)
+	case p.slow.Load() && known > 0 && !farAbove(lat, known):
+		p.slow.Store(false)
+	}
+	return p.slow.Load() && ns-p.probedAt.Load() < probeEvery
+}
+
+// farAbove reports whether latency lat stands far above ref (see
+// slowRatio).
+func farAbove(lat, ref int64) bool { return lat > slowRatio*ref && lat-ref > slowGap }
+
+// lotteryKey is p's draw in a weighted choice: (pending + 1) / w times an
+// exponential variate. The peer with the lowest key wins, which is peer i
+// with probability (w_i / (pending_i + 1)) / sum over the candidates of
+// the same: the race of exponential clocks.
+func lotteryKey(p *Peer, w float64) float64 {
+	return float64(p.pending.Load()+1) / w * rand.ExpFloat64()
+}
+
+// weightAt returns p's effective weight at ns (Unix nanoseconds): its
+// weight times its slow-start factor, earliest being when the earliest
+// Ready peer of the list became ready. A peer in its window ramps only if
+// some other peer became ready well before it (newTogether): peers that
+// come up together, as when a client starts, take full shares at once.
+func (l *List) weightAt(p *Peer, ns, earliest int64) float64 {
+	w := p.Weight()
+	s := l.bal.SlowStart
+	r := p.readyAt()
+	if r == 0 {
+		return w
+	}
+	elapsed := time.Duration(ns - r)
+	if !s.Ramping(elapsed) || r-earliest < int64(newTogether(s)) {
+		return w
+	}
+	return w * s.Factor(elapsed)
+}
+
+// newTogether returns how close in time peers become ready to count as
+// new together: a second, or a tenth of a shorter window.
+func newTogether(s balance.SlowStart) time.Duration {
+	w := s.Window
+	if w == 0 {
+		w = balance.DefaultSlowStartWindow
+	}
+	return min(time.Second, w/10)
+}
+
+// effectiveWeight returns p's effective weight at now, for introspection.
+func (l *List) effectiveWeight(p *Peer, now time.Time) float64 {
+	if p.State() != Ready {
+		return p.Weight()
+	}
+	return l.weightAt(p, now.UnixNano(), l.earliestReady())
+}
+
+// earliestReady returns when the earliest Ready peer became ready, Unix
+// nanoseconds (MaxInt64 if none is).
+func (l *List) earliestReady() int64 {
+	earliest := int64(math.MaxInt64)
+	for _, p := range l.Peers() {
+		if p.State() == Ready {
+			earliest = min(earliest, p.readyAt())
+		}
+	}
+	return earliest
+}
+
+// chooseMany picks among more than scanAll peers: the power of two random
+// choices among Ready peers not excluded (drawn in proportion to their
+// weights), then, if both refuse, one pass over the rest from a random
+// start (fresh peers first, then excluded ones), so that the overload case
+// costs O(n), not O(n^2). Ejected peers are left out unless the list
+// panics; of the two, a slow one loses unless its probe is due.
+func (l *List) chooseMany(m *members, exclude []*Peer, now time.Time) (*Peer, error) {
+	peers := m.peers
+	ns := now.UnixNano()
+	ejecting := l.ejecting(peers, ns)
+	var avail availability
+	a, b := pickTwo(m, exclude, &avail, ns, ejecting)
+	if b >= 0 && l.preferOf(peers[b], peers[a], now) {
+		a, b = b, a
+	}
+	for _, i := range [2]int{a, b} {
+		if i >= 0 {
+			if p := l.take(peers[i], now); p != nil {
+				return p, nil
+			}
+		}
+	}
+	off := rand.IntN(len(peers))
+	for _, allowExcluded := range [2]bool{false, true} {
+		for j := range peers {
+			i := (j + off) % len(peers)
+			p := peers[i]
+			if i == a || i == b || contains(exclude, p) != allowExcluded || (ejecting && p.ejectedAt(ns)) || !avail.ready(p) {
+				continue
+			}
+			if p := l.take(p, now); p != nil {
+				return p, nil
+			}
+		}
+	}
+	return nil, avail.err()
+}
+
+// ejecting reports whether ejections apply to a choice among peers at ns:
+// some peer is ejected, and the list is not below its panic threshold.
+func (l *List) ejecting(peers []*Peer, ns int64) bool {
+	if l.ejectedUntil.Load() <= ns {
+		return false
+	}
+	ready, ejected := 0, 0
+	for _, p := range peers {
+		if p.State() == Ready {
+			ready++
+			if p.ejectedAt(ns) {
+				ejected++
+			}
+		}
+	}
+	return ejected > 0 && !l.bal.Ejection.Panic(ready-ejected, len(peers))
+}
+
+// preferOf reports whether a should be preferred to b at now, two peers
+// of a long list drawn in proportion to their weights: a slow peer (probe
+// not due) loses; then, unless one is in slow start, better decides; else
+// a draw weighted by their slow-start factors.
+func (l *List) preferOf(a, b *Peer, now time.Time) bool {
+	// Each is judged against the other.
+	sa, sb := a.judgeSlow(now, b.freshIfNotSlow(now), b.knownIfNotSlow()), b.judgeSlow(now, a.freshIfNotSlow(now), a.knownIfNotSlow())
+	if sa != sb {
+		return sb
+	}
+	// The two were drawn in proportion to their weights already: only
+	// their slow-start factors weigh them further.
+	ns, fa, fb := now.UnixNano(), 1.0, 1.0
+	if l.rampingAt(a, ns) || l.rampingAt(b, ns) {
+		earliest := l.earliestReady()
+		fa, fb = l.weightAt(a, ns, earliest)/a.Weight(), l.weightAt(b, ns, earliest)/b.Weight()
+	}
+	if fa == fb {
+		return better(a, b, now)
+	}
+	return lotteryKey(a, fa) < lotteryKey(b, fb)
+}
+
+// rampingAt reports whether p may be in its slow-start window at ns.
+func (l *List) rampingAt(p *Peer, ns int64) bool {
+	r := p.readyAt()
+	return r != 0 && l.bal.SlowStart.Ramping(time.Duration(ns-r))
+}
+
+// availability tallies the states of the peers a choice looked at, to say
+// why it found none.
+type availability struct{ anyReady, anyConnecting bool }
+
+// ready reports whether p is Ready, noting its state; an Idle peer is
+// asked to connect.
+func (v *availability) ready(p *Peer) bool {
+	switch p.State() {
+	case Ready:
+		v.anyReady = true
+		return true
+	case Idle:
+		p.conn.Connect()
+		v.anyConnecting = true
+	case Connecting:
+		v.anyConnecting = true
+	}
+	return false
+}
+
+// err is the error of a choice that found no peer to take the attempt.
+func (v *availability) err() error {
+	switch {
+	case v.anyReady:
+		return ErrThrottled // Ready peers exist; their limiters refused
+	case v.anyConnecting:
+		return ErrConnecting
+	}
+	return ErrUnavailable
+}
+
+// take returns p if it takes the attempt at now: its rest after a pushback
+// and its busy limiter allow it, and, if p is slow, this is its probe. A
+// refusal is counted as throttled.
+func (l *List) take(p *Peer, now time.Time) *Peer {
+	ns := now.UnixNano()
+	if rest := p.restUntil.Load(); (rest == 0 || ns >= rest || p.pending.Load() < p.restPending.Load()) && p.limiter.AllowAt(now) {
+		if p.slow.Load() {
+			// One probe per probeEvery; a choice that lost the race
+			// for it may still take the peer as a last resort.
+			if old := p.probedAt.Load(); ns-old >= probeEvery {
+				p.probedAt.CompareAndSwap(old, ns)
+			}
+		}
+		return p
+	}
+	p.refused.Add(1)
+	p.m.Throttled.Inc(1)
+	return nil
+}
+
+// better reports whether a should be preferred to b at time now: fewer
+// pending calls, then a fresh latency estimate less than half of b's. Closer
+// latencies count as a tie, which the caller breaks at random: loopback and
+// LAN latencies jitter by tens of percent, and preferring the marginally
+// faster peer would send it all the traffic of a lightly loaded client. A
+// stale estimate (see latencyTTL) counts as unknown.
+func better(a, b *Peer, now time.Time) bool {
+	pa, pb := a.pending.Load(), b.pending.Load()
+	if pa != pb {
+		return pa < pb
+	}
+	la, lb := a.latencyAt(now), b.latencyAt(now)
+	return la > 0 && 2*la < lb
+}
+
+func contains(ps []*Peer, p *Peer) bool {
+	for _, q := range ps {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}
+
+// pickTwo returns the indexes of two distinct random Ready peers of m not
+// in exclude, nor ejected when ejecting (-1 where none was found within a
+// few draws), drawn in proportion to their weights.
+func pickTwo(m *members, exclude []*Peer, avail *availability, ns int64, ejecting bool) (a, b int) {
+	peers := m.peers
+	a, b = -1, -1
+	for tries := 0; tries < 4*len(exclude)+4 && b < 0; tries++ {
+		i := m.draw()
+		p := peers[i]
+		if i == a || contains(exclude, p) || (ejecting && p.ejectedAt(ns)) || !avail.ready(p) {
+			continue
+		}
+		if a < 0 {
+			a = i
+		} else {
+			b = i
+		}
+	}
+	return a, b
+}
+
+// draw returns the index of a random peer of m, in proportion to weight.
+func (m *members) draw() int {
+	if m.cum == nil {
+		return rand.IntN(len(m.peers))
+	}
+	x := rand.Float64() * m.total
+	lo, hi := 0, len(m.cum)-1
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if m.cum[mid] <= x {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
