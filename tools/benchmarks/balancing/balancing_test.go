@@ -146,7 +146,7 @@ func TestLRU(t *testing.T) {
 	}{
 		{"get", "a", false}, {"add", "a", false}, {"get", "a", true},
 		{"add", "b", false}, {"get", "a", true}, // a is now the most recent
-		{"add", "c", false},                     // evicts b
+		{"add", "c", false}, // evicts b
 		{"get", "b", false}, {"get", "a", true}, {"get", "c", true},
 		{"add", "c", false}, {"add", "d", false}, // c refreshed, a evicted
 		{"get", "a", false}, {"get", "c", true}, {"get", "d", true},

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -50,8 +52,15 @@ func benchBalancing(ctx context.Context, fs *flagSet, a balancingArgs, timeoutSe
 	if err := cfg.Validate(); err != nil {
 		return fs.usageError("%v", strings.TrimPrefix(err.Error(), "balancing: "))
 	}
-	if a.chart != "" && chart.CheckPath(a.chart) != nil {
-		return fs.usageError("--chart: %v", chart.CheckPath(a.chart))
+	if a.chart != "" {
+		if err := chart.CheckPath(a.chart); err != nil {
+			return fs.usageError("--chart: %v", err)
+		}
+		// The charts are drawn after minutes of runs: refuse a directory
+		// that is not there now.
+		if dir := filepath.Dir(a.chart); !isDir(dir) {
+			return fs.usageError("--chart: %s is not a directory", dir)
+		}
 	}
 	cfg.Progress = func(s string) { fmt.Fprintf(stderr, "running: %s\n", s) }
 	res, err := balancing.Run(ctx, cfg)
@@ -81,4 +90,10 @@ func benchBalancing(ctx context.Context, fs *flagSet, a balancingArgs, timeoutSe
 		fmt.Fprintln(stderr, "sluice bench: interrupted; the scenarios done so far are above")
 	}
 	return exitOK
+}
+
+// isDir reports whether path names a directory.
+func isDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
 }

@@ -286,6 +286,7 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"--rolling-deploy", "--balancing", "shard"}, "drop --balancing"},
 		{[]string{"--balancing", "shard", "--gogc", "0"}, "--gogc is 0, must be a positive percent or -1"},
 		{[]string{"--balancing", "shard", "--chart", "x.gif"}, "must end in .png or .svg"},
+		{[]string{"--balancing", "shard", "--chart", "/nonexistent/x.png"}, "--chart: /nonexistent is not a directory"},
 		{[]string{"--balancing", "shard", "--timeout", "0s"}, "--timeout is 0s, must be > 0"},
 		{[]string{"--balancing", "shard", "--seed", "0"}, "--seed is 0, must be >= 1"},
 		{[]string{"--balancing", "shard", "extra"}, `unexpected argument "extra": --closed-loop, --rolling-deploy and --balancing call servers of their own`},
