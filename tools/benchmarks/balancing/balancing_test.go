@@ -267,7 +267,7 @@ func TestServerStartsCold(t *testing.T) {
 // ciConfig is the CI size, the rates lowered for -race on two cores.
 func ciConfig(scenarios ...Scenario) Config {
 	return Config{Scenarios: scenarios, Size: CI,
-		ScaleOut: ScaleOutConfig{Load: 0.5}, Shard: ShardConfig{Rate: 1500, CacheSize: 500}, Erroring: ErroringConfig{Rate: 600}}
+		ScaleOut: ScaleOutConfig{Load: 0.5}, Shard: ShardConfig{Rate: 1500, CacheSize: 500, LooseFactor: 10}, Erroring: ErroringConfig{Rate: 600}}
 }
 
 // The whole benchmark at the CI size: the harness's counts add up, every
@@ -329,16 +329,23 @@ func TestSmallRun(t *testing.T) {
 	}
 
 	sh := res.Shard
-	for _, row := range []ShardRow{sh.With, sh.Without} {
+	if rows := sh.rows(); len(rows) != 3 || rows[1].BalanceFactor != 10 {
+		t.Errorf("shard rows %d, the second's balance factor %v; want 3, the loose one 10", len(rows), rows[1].BalanceFactor)
+	}
+	for _, row := range sh.rows() {
 		adds("shard", row.Measured)
 		if !(row.HitRate > 0 && row.HitRate < 1) || row.Busiest < row.MeanInFlight || len(row.Servers) != 10 || len(row.Seconds) == 0 {
 			t.Errorf("shard (keys %v): hit rate %v, busiest %v, mean %v, %d servers; want a rate in (0, 1), busiest >= mean, 10",
 				row.ShardKeys, row.HitRate, row.Busiest, row.MeanInFlight, len(row.Servers))
 		}
+		if !(row.AtHome > 0 && row.AtHome <= 1 && row.HotAtHome >= 0 && row.HotAtHome <= 1) {
+			t.Errorf("shard (keys %v): %v at home, %v of the hot key; want shares in (0, 1]", row.ShardKeys, row.AtHome, row.HotAtHome)
+		}
 	}
 	// Removing a server moves its keys alone; adding one moves only keys
 	// to it: about a tenth either way.
-	if g := sh.Ring; !(g.Leave > 0.03 && g.Leave < 0.2 && g.LeaveMax >= g.Leave && g.Join > 0.03 && g.Join < 0.2 && g.Probe == 200) {
+	if g := sh.Ring; !(g.Leave > 0.03 && g.Leave < 0.2 && g.LeaveMax >= g.Leave && g.Join > 0.03 && g.Join < 0.2 && g.Probe == 200 &&
+		g.Fleets == 5 && g.FleetsLeaveMax > 0.1 && g.FleetsLeaveMax < 0.2) {
 		t.Errorf("ring moves %+v: want about 10%% on a leave and on a join, 200 keys probed", g)
 	}
 

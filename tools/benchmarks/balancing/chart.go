@@ -191,16 +191,12 @@ func (r *Result) shardPlots() ([]*plot.Plot, error) {
 	s, c := r.Shard, r.Config.Shard
 	p := newPlot(fmt.Sprintf("Cache hit rate, %d servers of %d keys each", c.Servers, c.CacheSize), "hit rate")
 	p.Y.Min, p.Y.Max = 0, 1
-	for k, row := range []ShardRow{s.With, s.Without} {
-		name := "shard keys"
-		if !row.ShardKeys {
-			name = "no shard keys"
-		}
+	for k, row := range s.rows() {
 		var xys plotter.XYs
 		for i, h := range row.Seconds {
 			xys = append(xys, plotter.XY{X: mid(i), Y: h})
 		}
-		if err := addLine(p, name, xys, 0, k == 1); err != nil {
+		if err := addLine(p, row.name(), xys, k, !row.ShardKeys); err != nil {
 			return nil, err
 		}
 	}

@@ -194,11 +194,20 @@ type ShardConfig struct {
 	Warmup time.Duration `json:"warmup_ms"`
 	// Duration is measured: 20 s, 1.5 s.
 	Duration time.Duration `json:"duration_ms"`
+	// LooseFactor, when > 0, adds a third row: shard keys with this
+	// balance factor (the service config's shardBalanceFactor), bound
+	// loosely, to tell the ring's effect on the hit rate from the bound's.
+	// Default 10 at full size; none at CI; negative: none.
+	LooseFactor float64 `json:"loose_factor"`
 	// Probe is how many keys are routed one at a time after the "with"
 	// run, to check that calls land on their key's home on the ring, and
 	// move as the ring says when a server leaves and when one joins:
 	// 2,000, 200.
 	Probe int `json:"probe"`
+	// Fleets is how many more fleets of Servers servers, on random ports,
+	// the ring is built over to show the spread of the keys a leave
+	// moves: 100, 5.
+	Fleets int `json:"fleets"`
 }
 
 // ErroringConfig is the erroring scenario: Servers servers at Rate, of
@@ -315,6 +324,10 @@ func (c Config) withDefaults() Config {
 	setDur(&sh.Warmup, pick(z, 5*time.Second, 300*time.Millisecond))
 	setDur(&sh.Duration, pick(z, 20*time.Second, 1500*time.Millisecond))
 	setInt(&sh.Probe, pick(z, 2000, 200))
+	setInt(&sh.Fleets, pick(z, 100, 5))
+	if z == Full {
+		setF(&sh.LooseFactor, 10)
+	}
 
 	e := &c.Erroring
 	setInt(&e.Servers, 4)
@@ -401,6 +414,8 @@ func (c Config) Validate() error {
 	durs("Shard.Warmup", sh.Warmup, 0, MaxStretch)
 	durs("Shard.Duration", sh.Duration, 100*time.Millisecond, MaxStretch)
 	ints("Shard.Probe", sh.Probe, 1, min(MaxProbe, sh.Keys))
+	ints("Shard.Fleets", sh.Fleets, 1, 10_000)
+	check(sh.LooseFactor > 0 && sh.LooseFactor <= 1 || sh.LooseFactor > 1e6, "Shard.LooseFactor is %v, must be > 1 (or <= 0: no third row)", sh.LooseFactor)
 
 	e := c.Erroring
 	ints("Erroring.Servers", e.Servers, 2, MaxServers)

@@ -23,7 +23,7 @@ func checkOutputs(t *testing.T, res *Result) {
 	for _, want := range []string{
 		"### scale-out", "| on |", "| off |",
 		"### heterogeneous", "| 1, 2, 4 |", "| 1, 1, 1 |",
-		"### shard", "| every call |", "| none (least pending) |", "keys move when",
+		"### shard", "| every call |", "| every call, balance factor 10 |", "| none (least pending) |", "keys move when",
 		"### erroring", "| 1 of 4 | on |", "| 3 of 4 | off |",
 	} {
 		if !strings.Contains(out, want) {

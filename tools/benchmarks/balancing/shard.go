@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/sluice-rpc/sluice/balance"
@@ -17,6 +19,10 @@ import (
 type ShardResult struct {
 	With    ShardRow `json:"with"`
 	Without ShardRow `json:"without"`
+	// Loose is a third row, shard keys with ShardConfig.LooseFactor as
+	// the balance factor, to tell the ring's effect from its bound's;
+	// nil when not run.
+	Loose *ShardRow `json:"loose"`
 	// HitRatio is With.HitRate / Without.HitRate.
 	HitRatio float64 `json:"hit_ratio"`
 	// Ring is how the keys' homes move when a server leaves or joins.
@@ -27,13 +33,22 @@ type ShardResult struct {
 type ShardRow struct {
 	// ShardKeys says which row: every call carries its key as its shard
 	// key (channel.WithShardKey), or none does.
-	ShardKeys bool    `json:"shard_keys"`
-	Rate      float64 `json:"rate"`
+	ShardKeys bool `json:"shard_keys"`
+	// BalanceFactor is the shard keys' balance factor (the service
+	// config's shardBalanceFactor; 0: the default, 1.25).
+	BalanceFactor float64 `json:"balance_factor"`
+	Rate          float64 `json:"rate"`
 	// Measured is the calls after the warmup.
 	Measured Outcome `json:"measured"`
 	// HitRate is the share of the requests served after the warmup that
 	// found their key in the server's cache.
 	HitRate float64 `json:"hit_rate"`
+	// AtHome is the share of the measured calls that reached their key's
+	// home on the ring, HotAtHome the same of the hot key's calls: what
+	// the bounded load lets stay (about 1 in Servers by chance, without
+	// shard keys).
+	AtHome    float64 `json:"at_home"`
+	HotAtHome float64 `json:"hot_at_home"`
 	// Servers are each server's figures after the warmup.
 	Servers []ShardServer `json:"servers"`
 	// MeanInFlight is the servers' average of their mean in-flight;
@@ -68,6 +83,13 @@ type RingMoves struct {
 	Leave     float64 `json:"leave"`
 	LeaveMean float64 `json:"leave_mean"`
 	LeaveMax  float64 `json:"leave_max"`
+	// Fleets more fleets of as many servers, on random ports of
+	// 127.0.0.1 (seeded), show the spread: FleetsLeaveMax is the largest
+	// share a leave moved in any of them, FleetsOver12 the share of
+	// leaves (of each server of each fleet) that moved more than 12%.
+	Fleets         int     `json:"fleets"`
+	FleetsLeaveMax float64 `json:"fleets_leave_max"`
+	FleetsOver12   float64 `json:"fleets_over_12"`
 	// Join is the share that moves when Joining joins the run's servers.
 	Joining string  `json:"joining"`
 	Join    float64 `json:"join"`
@@ -97,21 +119,35 @@ func runShardScenario(ctx context.Context, c Config) (*ShardResult, error) {
 	res := &ShardResult{}
 	c.progress("shard, shard keys: %d servers with caches of %d, %d keys (Zipf %v, %.0f%% hot); %v",
 		sh.Servers, sh.CacheSize, sh.Keys, sh.Zipf, 100*sh.HotShare, sh.Warmup+sh.Duration)
-	if res.With, res.Ring, err = runShard(ctx, c, true, seq); err != nil {
+	if res.With, res.Ring, err = runShard(ctx, c, true, seq, 0); err != nil {
 		return nil, err
 	}
+	if sh.LooseFactor > 0 {
+		c.progress("shard, shard keys with balance factor %g: %v", sh.LooseFactor, sh.Warmup+sh.Duration)
+		loose, _, err := runShard(ctx, c, true, seq, sh.LooseFactor)
+		if err != nil {
+			return nil, err
+		}
+		res.Loose = &loose
+	}
 	c.progress("shard, no shard keys: %v", sh.Warmup+sh.Duration)
-	if res.Without, _, err = runShard(ctx, c, false, seq); err != nil {
+	if res.Without, _, err = runShard(ctx, c, false, seq, 0); err != nil {
 		return nil, err
 	}
 	res.HitRatio = share(res.With.HitRate, res.Without.HitRate)
 	return res, nil
 }
 
-// runShard runs one row; with shard keys, it then probes the ring.
-func runShard(ctx context.Context, c Config, keyed bool, seq []int32) (ShardRow, RingMoves, error) {
+// runShard runs one row, with shard keys or not, and the balance factor
+// factor (0: the default); with shard keys and the default, it then
+// probes the ring.
+func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor float64) (ShardRow, RingMoves, error) {
 	sh := c.Shard
-	row := ShardRow{ShardKeys: keyed, Rate: sh.Rate}
+	row := ShardRow{ShardKeys: keyed, BalanceFactor: factor, Rate: sh.Rate}
+	cfgJSON := defaultsConfig
+	if factor > 0 {
+		cfgJSON = `{"balancing": [{"shardBalanceFactor": ` + strconv.FormatFloat(factor, 'g', -1, 64) + `}]}`
+	}
 	var moves RingMoves
 	cfgs := make([]serverConfig, sh.Servers)
 	for i := range cfgs {
@@ -122,7 +158,7 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32) (ShardRow,
 		return row, moves, err
 	}
 	defer f.close()
-	client, err := newClient(defaultsConfig)
+	client, err := newClient(cfgJSON)
 	if err != nil {
 		return row, moves, err
 	}
@@ -199,13 +235,37 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32) (ShardRow,
 		row.Servers = append(row.Servers, s)
 	}
 	row.HitRate = share(float64(hits), float64(hits+misses))
+	names := f.hostPorts()
+	ring, err := balance.NewRing(names, nil)
+	if err != nil {
+		return row, moves, err
+	}
+	var home, all, hotHome, hot int
+	for i, r := range recs {
+		if !measured.has(r) || r.Peer == "" {
+			continue
+		}
+		k := int(seq[i%len(seq)])
+		at := r.Peer == names[ring.Home(balance.KeyHash(keyName(k)))]
+		all++
+		if at {
+			home++
+		}
+		if k < 0 {
+			hot++
+			if at {
+				hotHome++
+			}
+		}
+	}
+	row.AtHome, row.HotAtHome = share(float64(home), float64(all)), share(float64(hotHome), float64(hot))
 	// The samples' seconds start at t0, a moment before the first call.
 	for i := 1; i < len(samples); i++ {
 		a, b := samples[i-1], samples[i]
 		row.Seconds = append(row.Seconds, share(float64(b.hits-a.hits), float64(b.hits-a.hits+b.misses-a.misses)))
 	}
 
-	if keyed {
+	if keyed && factor == 0 {
 		c.progress("shard: the ring, and %d keys routed one at a time", sh.Probe)
 		if moves, err = ringMoves(ctx, c, f); err != nil {
 			return row, moves, err
@@ -226,6 +286,51 @@ func homes(names []string, n int) ([]int, error) {
 		out[k] = r.Home(balance.KeyHash(keyName(k)))
 	}
 	return out, nil
+}
+
+// homeShares returns the share of the keys homed on each of n members.
+func homeShares(homes []int, n int) []float64 {
+	counts := make([]int, n)
+	for _, h := range homes {
+		counts[h]++
+	}
+	out := make([]float64, n)
+	for i, c := range counts {
+		out[i] = share(float64(c), float64(len(homes)))
+	}
+	return out
+}
+
+// fleetSpread places keys on rings of n members named 127.0.0.1:PORT,
+// ports drawn from a source seeded with seed, for each of fleets fleets,
+// and returns the largest share of the keys homed on one member (which a
+// leave of that member moves), and the share of members holding more
+// than 12%.
+func fleetSpread(fleets, n, keys int, seed uint64) (int, float64, float64, error) {
+	rng := rand.New(rand.NewPCG(seed, 0xf1ee7))
+	over, most := 0, 0.0
+	for range fleets {
+		seen := map[string]bool{}
+		var names []string
+		for len(names) < n {
+			name := "127.0.0.1:" + strconv.Itoa(1024+rng.IntN(65536-1024))
+			if !seen[name] {
+				seen[name] = true
+				names = append(names, name)
+			}
+		}
+		h, err := homes(names, keys)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		for _, x := range homeShares(h, n) {
+			most = max(most, x)
+			if x > 0.12 {
+				over++
+			}
+		}
+	}
+	return fleets, most, share(float64(over), float64(fleets*n)), nil
 }
 
 // moved returns the share of keys whose home's name differs between two
@@ -256,18 +361,21 @@ func ringMoves(ctx context.Context, c Config, f fleet) (RingMoves, error) {
 	if err != nil {
 		return m, err
 	}
-	for i := range names {
-		rest := append(append([]string{}, names[:i]...), names[i+1:]...)
-		h, err := homes(rest, sh.Keys)
-		if err != nil {
-			return m, err
-		}
-		mv := moved(names, full, rest, h)
-		m.LeaveMean += mv / float64(len(names))
-		m.LeaveMax = max(m.LeaveMax, mv)
-		if i == len(names)-1 {
-			m.Leave = mv
-		}
+	// The keys that move when a server leaves are those homed on it: a
+	// member's points do not depend on the others (balance.Ring). The
+	// probed leave is computed on the smaller ring itself, as a check.
+	for _, x := range homeShares(full, len(names)) {
+		m.LeaveMean += x / float64(len(names))
+		m.LeaveMax = max(m.LeaveMax, x)
+	}
+	leaveNames := names[:len(names)-1]
+	leaveHomes, err := homes(leaveNames, sh.Keys)
+	if err != nil {
+		return m, err
+	}
+	m.Leave = moved(names, full, leaveNames, leaveHomes)
+	if m.Fleets, m.FleetsLeaveMax, m.FleetsOver12, err = fleetSpread(sh.Fleets, len(names), sh.Keys, c.Seed); err != nil {
+		return m, err
 	}
 	joined := append(append([]string{}, names...), extra.hostPort())
 	joinHomes, err := homes(joined, sh.Keys)
@@ -286,11 +394,6 @@ func ringMoves(ctx context.Context, c Config, f fleet) (RingMoves, error) {
 		return m, err
 	}
 	defer client.Close()
-	leaveNames := names[:len(names)-1]
-	leaveHomes, err := homes(leaveNames, sh.Keys)
-	if err != nil {
-		return m, err
-	}
 	stages := []struct {
 		members []peer.Member
 		names   []string
