@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-rpc/sluice/serviceconfig"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
 )
 
@@ -158,6 +159,10 @@ type ScaleOutConfig struct {
 	// the library's default (10 s), which the CI size shrinks to its
 	// ColdWindow.
 	SlowStartWindow time.Duration `json:"slow_start_window_ms"`
+	// WithConfig, if not "", is the "with" row's service config (JSON),
+	// in place of the one SlowStartWindow makes: to try slow start's
+	// other settings.
+	WithConfig string `json:"with_config"`
 }
 
 // HeterogeneousConfig is the heterogeneous scenario: one server per entry
@@ -386,6 +391,10 @@ func (c Config) Validate() error {
 	check(!(s.ColdFactor >= 1 && s.ColdFactor <= MaxColdCost), "ScaleOut.ColdFactor is %v, must be in [1, %d]", s.ColdFactor, MaxColdCost)
 	durs("ScaleOut.ColdWindow", s.ColdWindow, 0, MaxStretch)
 	durs("ScaleOut.SlowStartWindow", s.SlowStartWindow, 0, MaxStretch)
+	if s.WithConfig != "" {
+		_, err := serviceconfig.Parse([]byte(s.WithConfig))
+		check(err != nil, "ScaleOut.WithConfig: %v", err)
+	}
 
 	h := c.Heterogeneous
 	ints("Heterogeneous.Workers' length", len(h.Workers), 1, MaxServers)

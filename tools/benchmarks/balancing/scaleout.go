@@ -107,7 +107,10 @@ func runScaleOutScenario(ctx context.Context, c Config) (*ScaleOutResult, error)
 func runScaleOut(ctx context.Context, c Config, slowStart bool) (ScaleOutRow, error) {
 	s := c.ScaleOut
 	cfgJSON := noSlowStart
-	if slowStart {
+	switch {
+	case slowStart && s.WithConfig != "":
+		cfgJSON = s.WithConfig
+	case slowStart:
 		cfgJSON = slowStartConfig(s.SlowStartWindow)
 	}
 	row := ScaleOutRow{SlowStart: slowStart, ServiceConfig: cfgJSON, Rate: s.Load * float64(s.Servers) * capacity(s.Workers, s.Service)}
