@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
 	"github.com/sluice-rpc/sluice/tools/internal/chart"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -47,8 +48,9 @@ func (r *Result) run() []Scenario {
 
 // WriteCharts draws each scenario r holds second by second, to the files
 // ChartPaths names (.png or .svg): scale-out, the p99 of successful calls,
-// the calls each new and each first server took, and the new servers'
-// Busy answers and timeouts; heterogeneous, each server's share of the
+// the calls each new and each first server took, the p99 of the calls
+// each kind answered, and the new servers' Busy answers and timeouts if
+// there were any; heterogeneous, each server's share of the
 // calls; shard, the cache hit rate; erroring, the failed calls and the
 // calls that reached an erroring server. Both rows of a scenario are on
 // the same panels, the "with" row solid and the other dashed.
@@ -111,6 +113,12 @@ func addLine(p *plot.Plot, name string, xys plotter.XYs, i int, dashed bool) err
 	return nil
 }
 
+// makeRoom raises p's top so that a legend of n entries at its top right
+// sits above the lines.
+func makeRoom(p *plot.Plot, n int) {
+	p.Y.Max = p.Y.Min + (p.Y.Max-p.Y.Min)*(1+0.13*float64(n))
+}
+
 // mid is the middle of second i, on the x axis.
 func mid(i int) float64 { return float64(i) + 0.5 }
 
@@ -120,28 +128,40 @@ func whole(i int, d time.Duration) bool { return time.Duration(i+1)*time.Second 
 func (r *Result) scaleOutPlots() ([]*plot.Plot, error) {
 	s, c := r.ScaleOut, r.Config.ScaleOut
 	total := c.Warmup + c.Steady + c.After
-	lat := newPlot(fmt.Sprintf("p99 of successful calls; %d cold servers join at %.1fs", c.Added, time.Duration(s.With.ScaleOutAt).Seconds()), "p99 (ms, log scale)")
-	lat.Y.Scale = plot.LogScale{}
-	lat.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	ms := func(m load.Millis) float64 { return float64(m) / float64(time.Millisecond) }
+	lat := newPlot(fmt.Sprintf("p99 of successful calls; %d cold servers join at %.1fs", c.Added, time.Duration(s.With.ScaleOutAt).Seconds()), "p99 (ms)")
 	calls := newPlot("Calls each server took a second, on average", "calls per second")
+	split := newPlot("p99 of the successful calls each kind of server answered", "p99 (ms)")
 	fails := newPlot("Busy answers and timeouts from the new servers", "calls per second")
+	for _, p := range []*plot.Plot{lat, split} {
+		p.Y.Min = 0
+	}
+	anyFailed := false
 	for k, row := range []ScaleOutRow{s.With, s.Without} {
 		name := "slow start on"
 		if !row.SlowStart {
 			name = "slow start off"
 		}
-		var p99, newEach, oldEach, failed plotter.XYs
+		var p99, newEach, oldEach, newP99, oldP99, failed plotter.XYs
 		for i, sec := range row.Seconds {
 			if !whole(i, total) {
 				break
 			}
+			x := mid(i)
 			if sec.P99 > 0 {
-				p99 = append(p99, plotter.XY{X: mid(i), Y: float64(sec.P99) / float64(time.Millisecond)})
+				p99 = append(p99, plotter.XY{X: x, Y: ms(sec.P99)})
 			}
-			oldEach = append(oldEach, plotter.XY{X: mid(i), Y: sec.OldEach})
+			if sec.OldP99 > 0 {
+				oldP99 = append(oldP99, plotter.XY{X: x, Y: ms(sec.OldP99)})
+			}
+			oldEach = append(oldEach, plotter.XY{X: x, Y: sec.OldEach})
 			if time.Duration(sec.Start)+time.Second > time.Duration(row.ScaleOutAt) {
-				newEach = append(newEach, plotter.XY{X: mid(i), Y: sec.NewEach})
-				failed = append(failed, plotter.XY{X: mid(i), Y: float64(sec.NewFailed)})
+				newEach = append(newEach, plotter.XY{X: x, Y: sec.NewEach})
+				failed = append(failed, plotter.XY{X: x, Y: float64(sec.NewFailed)})
+				anyFailed = anyFailed || sec.NewFailed > 0
+				if sec.NewP99 > 0 {
+					newP99 = append(newP99, plotter.XY{X: x, Y: ms(sec.NewP99)})
+				}
 			}
 		}
 		for _, l := range []struct {
@@ -149,19 +169,29 @@ func (r *Result) scaleOutPlots() ([]*plot.Plot, error) {
 			name string
 			xys  plotter.XYs
 			col  int
-		}{{lat, name, p99, 0}, {calls, name + ", each new", newEach, 0}, {calls, name + ", each first", oldEach, 2}, {fails, name, failed, 1}} {
+		}{{lat, name, p99, 0}, {calls, name + ", each new", newEach, 0}, {calls, name + ", each first", oldEach, 2},
+			{split, name + ", new servers", newP99, 0}, {split, name + ", first servers", oldP99, 2}, {fails, name, failed, 1}} {
 			if err := addLine(l.p, l.name, l.xys, l.col, k == 1); err != nil {
 				return nil, err
 			}
 		}
 	}
-	return []*plot.Plot{lat, calls, fails}, nil
+	makeRoom(lat, 2)
+	makeRoom(calls, 4)
+	makeRoom(split, 4)
+	makeRoom(fails, 2)
+	plots := []*plot.Plot{lat, calls, split}
+	if anyFailed { // a panel of zeros says less than the table
+		plots = append(plots, fails)
+	}
+	return plots, nil
 }
 
 func (r *Result) heterogeneousPlots() ([]*plot.Plot, error) {
 	h, c := r.Heterogeneous, r.Config.Heterogeneous
-	p := newPlot(fmt.Sprintf("Each server's share of the calls (capacity shares %s)", capacityShares(c)), "share of the calls")
-	p.Y.Min, p.Y.Max = 0, 1
+	p := newPlot(fmt.Sprintf("Each server's share of the calls: weighted %s (solid), all weights 1 (dashed); capacity shares %s",
+		weightList(h.With.Weights), capacityShares(c)), "share of the calls")
+	p.Y.Min = 0
 	for k, row := range []HeterogeneousRow{h.With, h.Without} {
 		for i := range c.Workers {
 			var xys plotter.XYs
@@ -170,12 +200,21 @@ func (r *Result) heterogeneousPlots() ([]*plot.Plot, error) {
 					xys = append(xys, plotter.XY{X: mid(s), Y: shares[i]})
 				}
 			}
-			name := fmt.Sprintf("%d workers, weight %g", c.Workers[i], row.Weights[i])
-			if err := addLine(p, name, xys, i, k == 1); err != nil {
+			l, err := plotter.NewLine(xys)
+			if err != nil {
 				return nil, err
 			}
+			l.Color = plotutil.Color(i)
+			l.Width = vg.Points(1.5)
+			if k == 1 {
+				l.Dashes = plotutil.Dashes(1)
+			} else {
+				p.Legend.Add(fmt.Sprintf("%d workers", c.Workers[i]), l)
+			}
+			p.Add(l)
 		}
 	}
+	makeRoom(p, len(c.Workers))
 	return []*plot.Plot{p}, nil
 }
 
@@ -191,6 +230,7 @@ func (r *Result) shardPlots() ([]*plot.Plot, error) {
 	s, c := r.Shard, r.Config.Shard
 	p := newPlot(fmt.Sprintf("Cache hit rate, %d servers of %d keys each", c.Servers, c.CacheSize), "hit rate")
 	p.Y.Min, p.Y.Max = 0, 1
+	p.Legend.Top = false // the lines run high
 	for k, row := range s.rows() {
 		var xys plotter.XYs
 		for i, h := range row.Seconds {
@@ -226,5 +266,7 @@ func (r *Result) erroringPlots() ([]*plot.Plot, error) {
 			}
 		}
 	}
+	makeRoom(failed, 4)
+	makeRoom(reached, 4)
 	return []*plot.Plot{failed, reached}, nil
 }

@@ -84,6 +84,10 @@ type ScaleOutSecond struct {
 	OldEach float64 `json:"old_each"`
 	// NewFailed is the calls the new servers answered Busy or timed out.
 	NewFailed int `json:"new_failed"`
+	// NewP99 and OldP99 are the p99 of the successful calls the new
+	// servers, and the first ones, answered (0 for none).
+	NewP99 load.Millis `json:"new_p99_ms"`
+	OldP99 load.Millis `json:"old_p99_ms"`
 }
 
 // runScaleOutScenario runs the two rows, slow start on then off.
@@ -193,26 +197,22 @@ func runScaleOut(ctx context.Context, c Config, slowStart bool) (ScaleOutRow, er
 
 	whole := span{0, time.Duration(rep.Elapsed)}
 	secs := perSecond(recs, whole, nil)
-	newN, oldN, newFailed := make([]int, len(secs)), make([]int, len(secs)), make([]int, len(secs))
+	newT, oldT := make([]tally, len(secs)), make([]tally, len(secs))
 	for _, r := range recs {
 		i, ok := idx[r.Peer]
 		if !ok || !whole.has(r) {
 			continue
 		}
-		sec := int(r.At / time.Second)
-		switch {
-		case i < len(first):
-			oldN[sec]++
-		default:
-			newN[sec]++
-			if r.Code == "BUSY" || r.Code == "TIMEOUT" {
-				newFailed[sec]++
-			}
+		if sec := int(r.At / time.Second); i < len(first) {
+			oldT[sec].add(r)
+		} else {
+			newT[sec].add(r)
 		}
 	}
 	for sec, t := range secs {
 		row.Seconds = append(row.Seconds, ScaleOutSecond{Start: load.Seconds(time.Duration(sec) * time.Second), Calls: t.calls, P99: t.p99(),
-			NewEach: float64(newN[sec]) / float64(len(added)), OldEach: float64(oldN[sec]) / float64(len(first)), NewFailed: newFailed[sec]})
+			NewEach: float64(newT[sec].calls) / float64(len(added)), OldEach: float64(oldT[sec].calls) / float64(len(first)),
+			NewFailed: newT[sec].busy + newT[sec].timeouts, NewP99: newT[sec].p99(), OldP99: oldT[sec].p99()})
 	}
 	return row, nil
 }
