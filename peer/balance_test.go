@@ -65,9 +65,10 @@ func TestWeightsSplitCalls(t *testing.T) {
 	}
 }
 
-// With unequal weights, pending calls still count: a peer of weight 4
-// with 7 calls pending has (7+1)/4 = 2 per unit of weight, a peer of
-// weight 1 with none has 1: the light one is chosen twice as often.
+// With unequal weights, pending calls still count, per unit of weight:
+// weights 1 and 4 are 0.4 and 1.6 of their mean; a peer's rate is w / (1 +
+// pending / w), 0.4 for the idle light one and 1.6 / (1 + 7 / 1.6) for the
+// heavy one with 7 pending: the light one gets 57% of the calls.
 func TestWeightsCountPending(t *testing.T) {
 	l, _ := newBalancedList(t, balance.Config{}, 1, 4)
 	heavy := l.Get(hp(1))
@@ -75,7 +76,8 @@ func TestWeightsCountPending(t *testing.T) {
 		heavy.Begin()
 	}
 	got := shares(t, l, 20000)
-	if want := 2.0 / 3; math.Abs(got[hp(0)]-want) > 0.02 {
+	light, loaded := 0.4, 1.6/(1+7/1.6)
+	if want := light / (light + loaded); math.Abs(got[hp(0)]-want) > 0.02 {
 		t.Errorf("the idle weight-1 peer got %.3f of calls against a weight-4 peer with 7 pending, want %.3f", got[hp(0)], want)
 	}
 }
