@@ -16,11 +16,15 @@
 //
 // Weights. A list whose peers' effective weights differ (discovery's
 // weights, or a peer in slow start) chooses a peer at random with
-// probability in proportion to weight / (pending calls + 1), the weights of
-// Envoy's least-request balancer: under light load, calls split in
+// probability in proportion to w / (1 + pending / w), w being its
+// effective weight relative to the mean weight: its weight, discounted by
+// its calls pending per unit of weight. Under light load calls split in
 // proportion to the weights; under load, a peer with more calls pending
-// than its weight warrants gets fewer. Equal weights keep the strict rule:
-// fewest pending calls, then a clearly lower latency.
+// than its weight warrants gets fewer. (Envoy's least-request balancer
+// uses w / (pending + 1), which under load gives a heavy peer less than
+// its weight's share: a server with four times the workers has fewer than
+// four times the calls queued at the same utilization.) Equal weights keep
+// the strict rule: fewest pending calls, then a clearly lower latency.
 //
 // Outlier ejection. A peer that answers UNEXPECTED or NETWORK errors
 // ConsecutiveErrors times in a row (default 5) is ejected: not chosen for

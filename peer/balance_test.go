@@ -3,6 +3,7 @@ package peer
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -65,9 +66,10 @@ func TestWeightsSplitCalls(t *testing.T) {
 	}
 }
 
-// With unequal weights, pending calls still count: a peer of weight 4
-// with 7 calls pending has (7+1)/4 = 2 per unit of weight, a peer of
-// weight 1 with none has 1: the light one is chosen twice as often.
+// With unequal weights, pending calls still count, per unit of weight:
+// weights 1 and 4 are 0.4 and 1.6 of their mean; a peer's rate is w / (1 +
+// pending / w), 0.4 for the idle light one and 1.6 / (1 + 7 / 1.6) for the
+// heavy one with 7 pending: the light one gets 57% of the calls.
 func TestWeightsCountPending(t *testing.T) {
 	l, _ := newBalancedList(t, balance.Config{}, 1, 4)
 	heavy := l.Get(hp(1))
@@ -75,7 +77,8 @@ func TestWeightsCountPending(t *testing.T) {
 		heavy.Begin()
 	}
 	got := shares(t, l, 20000)
-	if want := 2.0 / 3; math.Abs(got[hp(0)]-want) > 0.02 {
+	light, loaded := 0.4, 1.6/(1+7/1.6)
+	if want := light / (light + loaded); math.Abs(got[hp(0)]-want) > 0.02 {
 		t.Errorf("the idle weight-1 peer got %.3f of calls against a weight-4 peer with 7 pending, want %.3f", got[hp(0)], want)
 	}
 }
@@ -316,4 +319,90 @@ func TestCancelledAttemptsRaiseTheEstimate(t *testing.T) {
 	if slow.Latency() != before {
 		t.Fatalf("an attempt cancelled after 1µs moved the estimate from %v to %v", before, slow.Latency())
 	}
+}
+
+// Weighted shares track capacity at every load: servers of 1, 2 and 4
+// workers of a fixed service time, weighted 1, 2 and 4, under Poisson
+// arrivals at 10% to 95% of their total capacity, simulated on the
+// list's own choice (the clock is the simulation's). Each server's share
+// of the calls stays within 3 points of its weight's share, on a short
+// list and on a long one (the same servers four times over).
+func TestWeightsTrackCapacityUnderLoad(t *testing.T) {
+	for _, copies := range []int{1, 4} {
+		for _, load := range []float64{0.1, 0.5, 0.8, 0.95} {
+			var weights []float64
+			for range copies {
+				weights = append(weights, 1, 2, 4)
+			}
+			l, _ := newBalancedList(t, balance.Config{}, weights...)
+			got := simulateWorkers(t, l, weights, load, 60000)
+			for k, want := range []float64{1.0 / 7, 2.0 / 7, 4.0 / 7} {
+				if math.Abs(got[k]-want) > 0.03 {
+					t.Errorf("%d peers at %.0f%% load: the weight-%v servers got %.3f of the calls, want %.3f +- 0.03", len(weights), 100*load, []float64{1, 2, 4}[k], got[k], want)
+				}
+			}
+		}
+	}
+}
+
+// simulateWorkers offers n calls at load x the capacity of servers with
+// weights[i] workers of 5 ms each, chosen by l, and returns the shares of
+// the calls the servers of weight 1, 2 and 4 took.
+func simulateWorkers(t *testing.T, l *List, weights []float64, load float64, n int) [3]float64 {
+	t.Helper()
+	const service = 5 * time.Millisecond
+	type server struct {
+		busy  int
+		queue []time.Time // arrivals waiting
+		done  []time.Time // completion times of calls in service
+	}
+	peers := l.Peers()
+	servers := make([]server, len(peers))
+	index := map[*Peer]int{}
+	total := 0.0
+	for i, p := range peers {
+		index[p] = i
+		total += weights[i]
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	rate := load * total / service.Seconds() // calls per second
+	now := time.Unix(1_700_000_000, 0)
+	var shares [3]float64
+	// complete finishes every call done by now, in time order per server
+	// (the order across servers does not matter to the counts).
+	complete := func(now time.Time) {
+		for i := range servers {
+			s := &servers[i]
+			for len(s.done) > 0 && !s.done[0].After(now) {
+				at := s.done[0]
+				s.done = s.done[1:]
+				peers[i].End(at, service, codes.OK)
+				if len(s.queue) > 0 {
+					s.queue = s.queue[1:]
+					s.done = append(s.done, at.Add(service))
+				} else {
+					s.busy--
+				}
+			}
+		}
+	}
+	for range n {
+		now = now.Add(time.Duration(rng.ExpFloat64() / rate * float64(time.Second)))
+		complete(now)
+		p, err := l.ChooseAt(nil, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Begin()
+		i := index[p]
+		s := &servers[i]
+		if s.busy < int(weights[i]) {
+			s.busy++
+			s.done = append(s.done, now.Add(service))
+		} else {
+			s.queue = append(s.queue, now)
+		}
+		shares[map[float64]int{1: 0, 2: 1, 4: 2}[weights[i]]] += 1 / float64(n)
+	}
+	return shares
 }

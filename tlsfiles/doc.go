@@ -1,0 +1,69 @@
+// Package tlsfiles turns certificate, key and CA files into TLS
+// configurations for a server and for its clients, and keeps them fresh:
+// a certificate, key or CA replaced on disk is used for new connections
+// without a restart. It is Sluice's one TLS helper, for the TChannel
+// channel and for the Doorman server and client alike, and imports the
+// standard library only (no gRPC, no tchannel-go).
+//
+// # Files and what they mean
+//
+// Files names the PEM files of one side. A server presents Cert (with
+// Key); with CA set it also requires every client to present a
+// certificate CA signed (mutual TLS). A client verifies the server against
+// CA (the system's roots when CA is empty) and, with Cert and Key set,
+// presents them. Both sides speak TLS 1.2 or later; everything else is
+// crypto/tls's default.
+//
+// # Reloading
+//
+// Every file is read and checked when the configuration is made (New, or
+// Files.ServerConfig and Files.ClientConfig), so a missing or bad file is
+// an error at start-up that names the file. Afterwards a Reloader checks
+// the files at most once per ReloadInterval (1 s by default), from the
+// handshake that finds the interval over: a file whose modification time,
+// size or identity (inode) changed is read again. No goroutine runs in the
+// background and there is nothing to close. The check is a stat of each
+// file, and a read of the few kilobytes of those that changed; concurrent
+// handshakes never wait for it, they use the files loaded before. Reload
+// reads every file now, changed or not (for a SIGHUP handler, say).
+//
+// What changed is installed only once it loads: a certificate and its key
+// only as a matching pair (a new certificate beside the old key, as when
+// the two are rewritten one after the other, keeps the old pair in use
+// until the new key is there too), a CA file only if it holds nothing but
+// whole certificates. A file that does not load leaves the last good one in
+// use, handshakes go on with it, and the error is reported to
+// Config.OnReloadError and kept by LastError until the files load again.
+//
+// # How each side picks up new files
+//
+// A server's configuration (Reloader.ServerConfig) is made once and serves
+// every connection: it presents the current certificate through
+// GetCertificate, and with a CA it asks for a client certificate
+// (tls.RequireAnyClientCert) and verifies it itself, in VerifyConnection,
+// against the current CA, exactly as crypto/tls would (chain to a CA
+// certificate, validity dates, the client-authentication key usage). Both
+// hooks survive tls.Config.Clone, so gRPC's credentials, which clone the
+// configuration and add their ALPN protocol, keep them. A client refused
+// this way learns "bad certificate" (where crypto/tls's own check would
+// send "unknown certificate authority" or "expired certificate"); the
+// server's error names the reason. The ConnectionState has no
+// VerifiedChains; PeerCertificates[0] is the verified certificate.
+//
+// A client's configuration (Reloader.ClientConfig) presents the current
+// certificate through GetClientCertificate, but takes the CA as it is when
+// the configuration is made, and lets crypto/tls verify the server with it
+// unchanged. Go's client has no hook that could change the roots of a
+// configuration in use; one that verified the server by hand would need
+// the name the caller dialled, which tls.Dial and gRPC write into a copy
+// of the configuration and which, for an IP address, no hook ever sees (no
+// server name indication is sent for an IP). Rather than reimplement
+// hostname checks with that hole, a client that wants a replaced CA to
+// take effect calls ClientConfig for each connection it dials; the call is
+// cheap (no file is read unless the interval is over and a file changed).
+//
+// # Peer identity
+//
+// IdentityOf reads the subject and alternative names of the certificate a
+// peer presented, for handlers that authorise callers by identity.
+package tlsfiles

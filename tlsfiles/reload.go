@@ -1,0 +1,309 @@
+package tlsfiles
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-rpc/sluice/clock"
+)
+
+// DefaultReloadInterval is how often, at most, a Reloader looks at its
+// files when Config.ReloadInterval is 0.
+const DefaultReloadInterval = time.Second
+
+// Config configures a Reloader. The zero value of every field but Files
+// means its default.
+type Config struct {
+	// Files names the PEM files to read.
+	Files Files
+	// ReloadInterval is the least time between two looks at the files
+	// from handshakes: 0 means DefaultReloadInterval; a negative value
+	// turns the looks off, leaving the files as New read them until
+	// Reload is called.
+	ReloadInterval time.Duration
+	// Clock times ReloadInterval; nil means clock.Real. It times nothing
+	// else: certificates are checked against the wall clock, as
+	// crypto/tls does.
+	Clock clock.Clock
+	// OnReloadError, when not nil, is told of each file that changed and
+	// did not load (the last good one stays in use), once per change and
+	// on each Reload that finds it still so. It
+	// is called on the goroutine of the handshake (or the Reload call)
+	// that found the change, and must return quickly.
+	OnReloadError func(error)
+}
+
+// Validate reports the first thing wrong with c: that of c.Files (see
+// Files.Validate). It reads no file.
+func (c Config) Validate() error { return c.Files.Validate() }
+
+// Reloader holds the certificate, key and CA its Files name, as last
+// loaded, and makes the TLS configurations that use them. It is safe for
+// concurrent use.
+//
+// Invariants: the certificate in use is always a pair that loaded as one
+// (never a new certificate with an old key); the CA in use always loaded
+// whole; once New succeeds, a certificate or CA its Files name is never
+// absent, whatever happens to the files. The files are looked at, from handshakes, at most once per
+// ReloadInterval, and no handshake waits for another's look. A Reloader
+// starts no goroutine: drop it when done.
+type Reloader struct {
+	files    Files
+	interval time.Duration // <= 0: no looks from handshakes
+	clock    clock.Clock
+	onError  func(error)
+
+	cur atomic.Pointer[loaded]
+
+	// mu is held by the look at the files in progress; handshakes only
+	// try it, Reload and LastError wait for it.
+	mu              sync.Mutex
+	next            time.Time   // when handshakes next look at the files
+	certSeen        os.FileInfo // Cert as last read, nil when it was missing
+	keySeen, caSeen os.FileInfo // Key and CA likewise
+	certErr, caErr  error       // why the files as last read did not load
+}
+
+// loaded is what the Reloader last loaded. A new one replaces it whole.
+type loaded struct {
+	cert *tls.Certificate // nil when Files.Cert is empty
+	pool *x509.CertPool   // nil when Files.CA is empty
+}
+
+// New reads and checks every file c names and returns a Reloader holding
+// them. An error names the file and what is wrong with it.
+func New(c Config) (*Reloader, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Reloader{files: c.Files, interval: c.ReloadInterval, clock: c.Clock, onError: c.OnReloadError}
+	if r.interval == 0 {
+		r.interval = DefaultReloadInterval
+	}
+	if r.clock == nil {
+		r.clock = clock.Real
+	}
+	l := &loaded{}
+	if c.Files.Cert != "" {
+		r.certSeen, r.keySeen = stat(c.Files.Cert), stat(c.Files.Key)
+		cert, err := c.Files.keyPair()
+		if err != nil {
+			return nil, fmt.Errorf("tlsfiles: %w", err)
+		}
+		l.cert = cert
+	}
+	if c.Files.CA != "" {
+		r.caSeen = stat(c.Files.CA)
+		pool, err := loadPool(c.Files.CA)
+		if err != nil {
+			return nil, fmt.Errorf("tlsfiles: %w", err)
+		}
+		l.pool = pool
+	}
+	r.cur.Store(l)
+	r.next = r.clock.Now().Add(r.interval)
+	return r, nil
+}
+
+// ServerConfig returns the TLS configuration of a server presenting the
+// current certificate and, when Files.CA is set, requiring a client
+// certificate that chains to the current CA. Make it once: the one
+// configuration follows the files for every later handshake. It is an
+// error when Files.Cert is empty.
+//
+// The configuration asks for client certificates with
+// tls.RequireAnyClientCert and verifies them in VerifyConnection (chain,
+// dates, client-authentication key usage), since crypto/tls's own check
+// reads a CA pool fixed in the configuration. Do not replace
+// VerifyConnection (wrap it instead: call the one returned first). The
+// ConnectionState of a connection then has no VerifiedChains; its
+// PeerCertificates[0] is the verified client certificate (see IdentityOf).
+func (r *Reloader) ServerConfig() (*tls.Config, error) {
+	if r.files.Cert == "" {
+		return nil, errNoServerCert
+	}
+	c := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return r.current().cert, nil
+		},
+	}
+	if r.files.CA != "" {
+		c.ClientAuth = tls.RequireAnyClientCert
+		c.VerifyConnection = r.verifyClient
+	}
+	return c, nil
+}
+
+// ClientConfig returns the TLS configuration of a client verifying the
+// server against the CA as it is now (the system's roots when Files.CA is
+// empty) and presenting the current certificate when Files.Cert is set,
+// through GetClientCertificate, for the configuration's whole life.
+// serverName, when not empty, is the name the server's certificate must
+// carry instead of the host the client dials; an IP address is checked
+// against the certificate's IP addresses.
+//
+// crypto/tls verifies the server, unchanged. The CA is read into the
+// configuration when it is made: to have a CA replaced on disk take
+// effect, call ClientConfig for each connection dialled (it reads no file
+// unless the interval is over and a file changed). The package comment
+// says why.
+func (r *Reloader) ClientConfig(serverName string) *tls.Config {
+	c := &tls.Config{ServerName: serverName, MinVersion: tls.VersionTLS12, RootCAs: r.current().pool}
+	if r.files.Cert != "" {
+		c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return r.current().cert, nil
+		}
+	}
+	return c
+}
+
+// Reload reads every file now, changed or not, and installs what loads,
+// as a look from a handshake would; the interval starts again. It returns
+// why a file did not load (the last good one stays in use), or nil.
+func (r *Reloader) Reload() error {
+	r.mu.Lock()
+	r.next = r.clock.Now().Add(r.interval)
+	errs := r.lookLocked(true)
+	r.mu.Unlock()
+	r.report(errs)
+	return errors.Join(errs...)
+}
+
+// LastError returns why the files as last read did not load, or nil when
+// the files in use are those on disk (as of the last look). It is set
+// when a changed file fails to load and cleared when that file next
+// loads.
+func (r *Reloader) LastError() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return errors.Join(r.certErr, r.caErr)
+}
+
+// current returns what is loaded, first looking at the files if the
+// interval is over and no other handshake is looking.
+func (r *Reloader) current() *loaded {
+	if r.interval > 0 && r.mu.TryLock() {
+		var errs []error
+		if now := r.clock.Now(); !now.Before(r.next) {
+			r.next = now.Add(r.interval)
+			errs = r.lookLocked(false)
+		}
+		r.mu.Unlock()
+		r.report(errs)
+	}
+	return r.cur.Load()
+}
+
+// lookLocked reads the files that changed since last read (all of them
+// when force is set), installs what loads, and records and returns why
+// the rest did not, for the caller to report once it has released mu
+// (so that OnReloadError may call LastError).
+func (r *Reloader) lookLocked(force bool) []error {
+	var errs []error
+	f := r.files
+	if f.Cert != "" {
+		// Stat before reading: a change after the stat is seen by the
+		// next look.
+		c, k := stat(f.Cert), stat(f.Key)
+		if force || !same(c, r.certSeen) || !same(k, r.keySeen) {
+			r.certSeen, r.keySeen = c, k
+			cert, err := f.keyPair()
+			if err != nil {
+				r.certErr = fmt.Errorf("tlsfiles: still presenting the certificate loaded before: %w", err)
+				errs = append(errs, r.certErr)
+			} else {
+				r.certErr = nil
+				r.install(func(l *loaded) { l.cert = cert })
+			}
+		}
+	}
+	if f.CA != "" {
+		c := stat(f.CA)
+		if force || !same(c, r.caSeen) {
+			r.caSeen = c
+			pool, err := loadPool(f.CA)
+			if err != nil {
+				r.caErr = fmt.Errorf("tlsfiles: still trusting the CA loaded before: %w", err)
+				errs = append(errs, r.caErr)
+			} else {
+				r.caErr = nil
+				r.install(func(l *loaded) { l.pool = pool })
+			}
+		}
+	}
+	return errs
+}
+
+// report hands errs to OnReloadError.
+func (r *Reloader) report(errs []error) {
+	if r.onError != nil {
+		for _, err := range errs {
+			r.onError(err)
+		}
+	}
+}
+
+// install replaces what is loaded by a copy edit changed. The caller
+// holds mu.
+func (r *Reloader) install(edit func(*loaded)) {
+	l := *r.cur.Load()
+	edit(&l)
+	r.cur.Store(&l)
+}
+
+// verifyClient is a server's VerifyConnection: it verifies the client's
+// certificate as crypto/tls would with ClientCAs set to the current CA
+// and ClientAuth to tls.RequireAndVerifyClientCert.
+func (r *Reloader) verifyClient(cs tls.ConnectionState) error {
+	if len(cs.PeerCertificates) == 0 {
+		// tls.RequireAnyClientCert has refused the connection before.
+		return errors.New("tlsfiles: the client presented no certificate")
+	}
+	pool := r.current().pool
+	if pool == nil {
+		// Never so: verifyClient is installed only with a CA, and a
+		// CA once loaded is never removed. Refuse rather than trust
+		// the system's roots.
+		return errors.New("tlsfiles: no CA to verify the client's certificate against")
+	}
+	opts := x509.VerifyOptions{
+		Roots:         pool,
+		Intermediates: x509.NewCertPool(),
+		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	for _, c := range cs.PeerCertificates[1:] {
+		opts.Intermediates.AddCert(c)
+	}
+	if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
+		return &tls.CertificateVerificationError{UnverifiedCertificates: cs.PeerCertificates, Err: err}
+	}
+	return nil
+}
+
+// stat returns file's FileInfo, or nil when it cannot be had (the file is
+// missing, say): a file that goes missing has changed, and one that stays
+// missing has not.
+func stat(file string) os.FileInfo {
+	fi, err := os.Stat(file)
+	if err != nil {
+		return nil
+	}
+	return fi
+}
+
+// same reports whether a and b describe the same file in the same state:
+// the same file (device and inode: a file renamed over another is a new
+// one), modification time and size.
+func same(a, b os.FileInfo) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return os.SameFile(a, b) && a.ModTime().Equal(b.ModTime()) && a.Size() == b.Size()
+}
