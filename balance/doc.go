@@ -12,7 +12,9 @@
 //	max(MinWeight, (time since ready / Window) ^ (1 / Aggression))
 //
 // until Window has passed, as Envoy defines it (defaults: 10 s, 1, 10%).
-// A list whose peers are all new (a client starting) applies none.
+// A list whose peers are all new (a client starting) applies none. Within
+// its window a peer answering over twice as slowly as the others is held
+// to probes until it warms up (package peer).
 //
 // Weights. A list whose peers' effective weights differ (discovery's
 // weights, or a peer in slow start) chooses a peer at random with

@@ -406,3 +406,49 @@ func simulateWorkers(t *testing.T, l *List, weights []float64, load float64, n i
 	}
 	return shares
 }
+
+// A new peer still cold (answering over twice as slowly as the others)
+// gets only a probe every probeEvery during its slow-start window; once it
+// answers near the others' latency it takes its ramp's share.
+func TestColdPeerWaitsForWarmth(t *testing.T) {
+	l, clk := newBalancedList(t, balance.Config{}, 1, 1)
+	clk.Add(time.Minute)
+	if err := l.Set([]Member{{HostPort: hp(0)}, {HostPort: hp(1)}, {HostPort: hp(2)}}); err != nil {
+		t.Fatal(err)
+	}
+	cold := l.Get(hp(2))
+	answer := func(p *Peer, d time.Duration) {
+		p.Begin()
+		p.End(clk.Now(), d, codes.OK)
+	}
+	for i := 0; i < minLatencySamples; i++ {
+		answer(l.Get(hp(0)), 5*time.Millisecond)
+		answer(l.Get(hp(1)), 5*time.Millisecond)
+		answer(cold, 15*time.Millisecond) // 3x: cold, though not 5x slow
+	}
+	clk.Add(3 * time.Second) // factor 0.3; the estimates a second stale at most
+	for _, p := range l.Peers()[:2] {
+		answer(p, 5*time.Millisecond)
+		for i := 1; i < minLatencySamples; i++ {
+			answer(p, 5*time.Millisecond)
+		}
+	}
+	answer(cold, 15*time.Millisecond)
+	for i := 1; i < minLatencySamples; i++ {
+		answer(cold, 15*time.Millisecond)
+	}
+	got := shares(t, l, 2000)[hp(2)]
+	if got*2000 > 1 {
+		t.Fatalf("the cold new peer got %.0f of 2000 calls, want at most its one probe", got*2000)
+	}
+	// Warm: its next answers are as fast as the others'.
+	clk.Add(2 * time.Second) // factor 0.5
+	for _, p := range l.Peers() {
+		for i := 0; i < minLatencySamples; i++ {
+			answer(p, 5*time.Millisecond)
+		}
+	}
+	if got, want := shares(t, l, 20000)[hp(2)], 0.5/2.5; math.Abs(got-want) > 0.03 {
+		t.Fatalf("the warm new peer at factor 0.5 got %.3f of the calls, want %.3f", got, want)
+	}
+}

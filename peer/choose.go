@@ -226,8 +226,9 @@ func (l *List) look(m *members, now time.Time, v *view) {
 		if !v.usable[i] {
 			continue
 		}
-		v.slow[i] = p.judgeSlow(now, ref, known)
-		w := l.weightAt(p, ns, earliest) / m.mean()
+		eff := l.weightAt(p, ns, earliest)
+		v.slow[i] = p.judgeSlow(now, ref, known, eff < p.Weight())
+		w := eff / m.mean()
 		v.weight[i] = w
 		if first < 0 {
 			first = w
@@ -242,24 +243,42 @@ func (l *List) look(m *members, now time.Time, v *view) {
 // latency estimate among the ready peers not marked slow, known the lowest
 // of any age (0: none). A peer is marked slow when its fresh estimate
 // stands far above ref, and unmarked when its estimate (a slow peer's is
-// its latest probe) no longer stands far above known.
-func (p *Peer) judgeSlow(now time.Time, ref, known int64) bool {
+// its latest probe) no longer stands far above known. For a peer in its
+// slow-start window (ramping), "far" is nearer (see coldRatio).
+func (p *Peer) judgeSlow(now time.Time, ref, known int64, ramping bool) bool {
 	ns := now.UnixNano()
 	lat := p.latencyAt(now)
 	switch {
 	case lat == 0:
-	case !p.slow.Load() && ref > 0 && farAbove(lat, ref):
+	case !p.slow.Load() && ref > 0 && farAbove(lat, ref, ramping):
 		p.probedAt.Store(ns) // its first probe is probeEvery away
 		p.slow.Store(true)
-	case p.slow.Load() && known > 0 && !farAbove(lat, known):
+	case p.slow.Load() && known > 0 && !farAbove(lat, known, ramping):
 		p.slow.Store(false)
 	}
 	return p.slow.Load() && ns-p.probedAt.Load() < probeEvery
 }
 
+// A peer in its slow-start window is cold while its latency is more than
+// coldRatio times the others' and coldGap above: a new instance still
+// warming up (caches, JIT, connection pools) answers slowly, and each call
+// it takes then is a slow call. It gets only probes until it answers near
+// the fleet's latency; then its ramp goes on where the clock has brought
+// it. A peer that is inherently slower stays held only to the end of its
+// window, then is judged as any peer.
+const (
+	coldRatio = 2
+	coldGap   = int64(time.Millisecond)
+)
+
 // farAbove reports whether latency lat stands far above ref (see
-// slowRatio).
-func farAbove(lat, ref int64) bool { return lat > slowRatio*ref && lat-ref > slowGap }
+// slowRatio, and coldRatio for a ramping peer).
+func farAbove(lat, ref int64, ramping bool) bool {
+	if ramping {
+		return lat > coldRatio*ref && lat-ref > coldGap
+	}
+	return lat > slowRatio*ref && lat-ref > slowGap
+}
 
 // lotteryKey is p's draw in a weighted choice, w being its effective
 // weight relative to the list's mean weight: (pending / w + 1) / w times
@@ -396,7 +415,7 @@ func (l *List) ejecting(peers []*Peer, ns int64) bool {
 // start, better decides; else loadKey's draw.
 func (l *List) preferOf(a, b *Peer, now time.Time, uniform bool, mean float64) bool {
 	// Each is judged against the other.
-	sa, sb := a.judgeSlow(now, b.freshIfNotSlow(now), b.knownIfNotSlow()), b.judgeSlow(now, a.freshIfNotSlow(now), a.knownIfNotSlow())
+	sa, sb := a.judgeSlow(now, b.freshIfNotSlow(now), b.knownIfNotSlow(), false), b.judgeSlow(now, a.freshIfNotSlow(now), a.knownIfNotSlow(), false)
 	if sa != sb {
 		return sb
 	}
