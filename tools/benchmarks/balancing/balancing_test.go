@@ -406,6 +406,8 @@ func TestDoneWhen(t *testing.T) {
 	t.Log("\n" + buf.String())
 	checked := []string{
 		"with slow start, no Busy and no timeout from the new instances",
+		"with weights, every server's share within 5 points of its weight's",
+		"with weights, no server over its capacity",
 		"with shard keys, the busiest server's mean in-flight",
 		"after the ejection, under 1% of the calls reach the erroring server",
 		"3 of 4 erroring, with ejection: success rate >= 62%",
