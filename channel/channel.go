@@ -61,6 +61,8 @@ type options struct {
 	// maxResponse bounds the bytes of a response's arg2 and arg3.
 	maxResponse int64
 	peerLimits  PeerLimits
+	serverTLS   *ServerTLS // WithServerTLS
+	clientTLS   *ClientTLS // WithClientTLS
 
 	config               *serviceconfig.Config
 	noRetries            bool
@@ -183,8 +185,9 @@ type Channel struct {
 	// without any).
 	sendAttempt AttemptInvoker
 
-	pool   *peer.Pool // the connectors of every peer
-	peers  *peerGuard // frame checks and limits on every connection
+	pool      *peer.Pool // the connectors of every peer
+	peers     *peerGuard // frame checks and limits on every connection
+	tlsClient *tlsClient // nil without WithClientTLS
 	buffer *retry.Buffer
 	states sync.Pool         // *callState: CallRaw's and CallJSON's, recycled
 	gates  map[string]Gate   // lease gates by target service
@@ -256,6 +259,16 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	if err := o.peerLimits.validate(o.maxRequest); err != nil {
 		return nil, err
 	}
+	if o.serverTLS != nil {
+		if err := o.serverTLS.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	if o.clientTLS != nil {
+		if err := o.clientTLS.Validate(); err != nil {
+			return nil, err
+		}
+	}
 	if err := validateMiddleware(&o); err != nil {
 		return nil, err
 	}
@@ -321,8 +334,14 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 		topts.Tracer = c.spans
 	}
 	// Connectors make every connection to a peer; calls never dial. Every
-	// connection checks the frames its peer sends.
-	topts.Dialer = pool.Dialer(pg.dialer(o.tch.Dialer))
+	// connection checks the frames its peer sends, inside TLS when the
+	// Channel dials with TLS.
+	dial := o.tch.Dialer
+	if o.clientTLS != nil {
+		c.tlsClient = newTLSClient(*o.clientTLS, pg)
+		dial = c.tlsClient.dialer(dial)
+	}
+	topts.Dialer = pool.Dialer(pg.dialer(dial))
 	// Cancel frames both ways: a losing hedge or an abandoned call stops
 	// work on its server too (tchannel-go leaves both off by default).
 	topts.DefaultConnectionOptions.SendCancelOnContextCanceled = true
