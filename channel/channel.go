@@ -188,10 +188,10 @@ type Channel struct {
 	pool      *peer.Pool // the connectors of every peer
 	peers     *peerGuard // frame checks and limits on every connection
 	tlsClient *tlsClient // nil without WithClientTLS
-	buffer *retry.Buffer
-	states sync.Pool         // *callState: CallRaw's and CallJSON's, recycled
-	gates  map[string]Gate   // lease gates by target service
-	pacers map[string]*pacer // rate-limit pacing by target service
+	buffer    *retry.Buffer
+	states    sync.Pool         // *callState: CallRaw's and CallJSON's, recycled
+	gates     map[string]Gate   // lease gates by target service
+	pacers    map[string]*pacer // rate-limit pacing by target service
 
 	// prefixed indexes the service config's method names of the form
 	// "Service::method" by (service, method), for nameHint; fixed at New.
