@@ -53,8 +53,9 @@ type PeerLimits struct {
 	// it). 0 means 5 minutes.
 	IdleTimeout time.Duration
 	// HandshakeTimeout bounds the wait for an inbound connection's init
-	// request: until it has come, tchannel-go does not see the connection.
-	// 0 means 5 seconds (tchannel-go's own handshake timeout).
+	// request, and with WithServerTLS its TLS handshake before it: until
+	// both are done, tchannel-go does not see the connection. 0 means 5
+	// seconds (tchannel-go's own handshake timeout).
 	HandshakeTimeout time.Duration
 	// WriteTimeout closes an inbound connection whose peer has read
 	// nothing of what the Channel writes to it for this long: answers it
@@ -172,7 +173,7 @@ func newPeerGuard(o *options, rec *stats.Recorder) (*peerGuard, error) {
 	}
 	pg.g = g
 	if o.serverTLS != nil {
-		pg.tls = newTLSServer(*o.serverTLS, o.peerLimits)
+		pg.tls = newTLSServer(*o.serverTLS, o.peerLimits, pg.scope.Counter(stats.ServerConnsPlaintext))
 	}
 	return pg, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-rpc/sluice/internal/tchconn"
 	"github.com/sluice-rpc/sluice/internal/tframe"
 	"github.com/sluice-rpc/sluice/tlsfiles"
+	"github.com/uber-go/tally/v4"
 	"github.com/uber/tchannel-go"
 )
 
@@ -52,7 +53,9 @@ const (
 	// two-byte size then the type 0x01), read within the handshake
 	// timeout. Plaintext peers (yab, Node, tcurl, Sluice without
 	// WithClientTLS) keep working; handlers tell them apart by
-	// Inbound.TLS. Once every client speaks TLS, move to TLSOnly.
+	// Inbound.TLS, and stats.ServerConnsPlaintext counts their
+	// connections: once it stays still, every client speaks TLS, and the
+	// port can move to TLSOnly.
 	TLSMixed
 )
 
@@ -345,18 +348,19 @@ func (c *prefixConn) SyscallConn() (syscall.RawConn, error) {
 // tlsServer is the TLS of a Channel's listener: it runs in the listener's
 // gate, before the guard reads the TChannel init.
 type tlsServer struct {
-	cfg      *tls.Config
-	mode     TLSMode
-	verifies bool
-	timeout  time.Duration // the gate's: PeerLimits.HandshakeTimeout
+	cfg       *tls.Config
+	mode      TLSMode
+	verifies  bool
+	timeout   time.Duration // the gate's: PeerLimits.HandshakeTimeout
+	plaintext tally.Counter // stats.ServerConnsPlaintext
 }
 
-func newTLSServer(s ServerTLS, l PeerLimits) *tlsServer {
+func newTLSServer(s ServerTLS, l PeerLimits, plaintext tally.Counter) *tlsServer {
 	timeout := l.HandshakeTimeout
 	if timeout == 0 {
 		timeout = connlimit.DefaultGateTimeout
 	}
-	return &tlsServer{cfg: s.Config, mode: s.Mode, verifies: verifiesClients(s.Config), timeout: timeout}
+	return &tlsServer{cfg: s.Config, mode: s.Mode, verifies: verifiesClients(s.Config), timeout: timeout, plaintext: plaintext}
 }
 
 // isTLS reports whether a connection's first bytes begin a TLS handshake
@@ -380,6 +384,7 @@ func (s *tlsServer) accept(c net.Conn) (net.Conn, error) {
 	pc := &prefixConn{Conn: c, prefix: first}
 	if !isTLS(first) {
 		if s.mode == TLSMixed {
+			s.plaintext.Inc(1)
 			return pc, nil
 		}
 		return nil, s.refusePlaintext(c, first, deadline)
@@ -442,9 +447,8 @@ type tlsClient struct {
 	fallback   func(hostPort string) bool
 	pg         *peerGuard // logs the fallbacks
 
-	mu        sync.Mutex
-	fellBack  map[string]bool // the peers whose fallback was logged
-	dialCount int             // TLS handshakes begun; tests read it
+	mu       sync.Mutex
+	fellBack map[string]bool // the peers whose fallback was logged
 }
 
 func newTLSClient(c ClientTLS, pg *peerGuard) *tlsClient {
@@ -492,9 +496,6 @@ func (t *tlsClient) handshake(ctx context.Context, raw net.Conn, hostPort string
 		cfg = cfg.Clone()
 		cfg.ServerName = name
 	}
-	t.mu.Lock()
-	t.dialCount++
-	t.mu.Unlock()
 	hctx := ctx
 	if d, ok := ctx.Deadline(); ok && fallback {
 		var cancel context.CancelFunc
@@ -547,13 +548,6 @@ func (t *tlsClient) noteFallback(hostPort string, why error) {
 		t.pg.warn("sluice: a peer does not speak TLS; connecting in plaintext, as ClientTLS.Fallback allows (logged once per peer)",
 			hostPort, "tls_fallback", why)
 	}
-}
-
-// handshakes returns the TLS handshakes begun.
-func (t *tlsClient) handshakes() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.dialCount
 }
 
 // seenConn notes whether any byte came from the server: during a TLS

@@ -383,6 +383,9 @@ func TestTLSMixedMode(t *testing.T) {
 	if w := s.logs.warnings(); len(w) != 0 {
 		t.Errorf("the server warned: %q", w)
 	}
+	if got := counter(s.scope, stats.ServerConnsPlaintext); got != 2 {
+		t.Errorf("server.conns_plaintext = %d, want 2", got)
+	}
 }
 
 // A TLS-only port refuses plaintext: a TChannel client learns why in an
