@@ -120,7 +120,8 @@ func WithDefaultTimeout(d time.Duration) Option { return func(o *options) { o.ti
 func WithTChannelOptions(t tchannel.ChannelOptions) Option { return func(o *options) { o.tch = t } }
 
 // WithConnectConfig sets how the Channel connects to its peers: the timeout
-// of one connect (dial and handshake), the backoff between connects to a
+// of one connect (dial and handshakes: TChannel's, and TLS's with
+// WithClientTLS), the backoff between connects to a
 // peer that failed, and the health check of established connections.
 // Default: the zero peer.ConnectConfig, which means peer.DefaultConnectTimeout,
 // peer.DefaultConnectBackoff() (gRPC's: 1 s, x1.6, at most 120 s, +-20 %) and
@@ -417,8 +418,9 @@ func (c *Channel) ListenAndServe(hostPort string) error {
 // returns at once; Close closes l. With WithRegistrar, it then registers
 // the Channel's address (an error doing so is returned; the Channel serves
 // on, unregistered). The Channel's PeerLimits bound those
-// connections and every frame they carry is checked (see PeerLimits). A
-// Channel serves on one listener.
+// connections and every frame they carry is checked (see PeerLimits);
+// with WithServerTLS the Channel runs their TLS handshakes itself, so give
+// it a plain TCP listener. A Channel serves on one listener.
 func (c *Channel) Serve(l net.Listener) error {
 	if err := c.serve(l); err != nil {
 		return err
