@@ -63,6 +63,12 @@ type options struct {
 	peerLimits  PeerLimits
 	serverTLS   *ServerTLS // WithServerTLS
 	clientTLS   *ClientTLS // WithClientTLS
+	// tlsAccept and tlsDial make the listener's and the dialer's TLS.
+	// WithServerTLS and WithClientTLS set them, so that the handshakes
+	// are reachable only from those options: a program without them
+	// links none of crypto/tls's handshakes (2.3 MB).
+	tlsAccept func(s ServerTLS, l PeerLimits, plaintext tally.Counter) func(net.Conn) (net.Conn, error)
+	tlsDial   func(c ClientTLS, pg *peerGuard, next dialFunc) dialFunc
 
 	config               *serviceconfig.Config
 	noRetries            bool
@@ -186,13 +192,12 @@ type Channel struct {
 	// without any).
 	sendAttempt AttemptInvoker
 
-	pool      *peer.Pool // the connectors of every peer
-	peers     *peerGuard // frame checks and limits on every connection
-	tlsClient *tlsClient // nil without WithClientTLS
-	buffer    *retry.Buffer
-	states    sync.Pool         // *callState: CallRaw's and CallJSON's, recycled
-	gates     map[string]Gate   // lease gates by target service
-	pacers    map[string]*pacer // rate-limit pacing by target service
+	pool   *peer.Pool // the connectors of every peer
+	peers  *peerGuard // frame checks and limits on every connection
+	buffer *retry.Buffer
+	states sync.Pool         // *callState: CallRaw's and CallJSON's, recycled
+	gates  map[string]Gate   // lease gates by target service
+	pacers map[string]*pacer // rate-limit pacing by target service
 
 	// prefixed indexes the service config's method names of the form
 	// "Service::method" by (service, method), for nameHint; fixed at New.
@@ -339,8 +344,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	// Channel dials with TLS.
 	dial := o.tch.Dialer
 	if o.clientTLS != nil {
-		c.tlsClient = newTLSClient(*o.clientTLS, pg)
-		dial = c.tlsClient.dialer(dial)
+		dial = o.tlsDial(*o.clientTLS, pg, dial)
 	}
 	topts.Dialer = pool.Dialer(pg.dialer(dial))
 	// Cancel frames both ways: a losing hedge or an abandoned call stops

@@ -149,9 +149,10 @@ type peerGuard struct {
 	// goroutines must not read it meanwhile.
 	logger atomic.Pointer[tchannel.Logger]
 
-	// tls, when not nil, runs the TLS handshake of every connection the
-	// listener accepts, before the guard reads its init frame.
-	tls *tlsServer
+	// acceptTLS, when not nil, runs the TLS handshake of every
+	// connection the listener accepts (tlsServer.accept), before the
+	// guard reads its init frame.
+	acceptTLS func(net.Conn) (net.Conn, error)
 
 	mu       sync.Mutex
 	listener *connlimit.Listener
@@ -173,7 +174,7 @@ func newPeerGuard(o *options, rec *stats.Recorder) (*peerGuard, error) {
 	}
 	pg.g = g
 	if o.serverTLS != nil {
-		pg.tls = newTLSServer(*o.serverTLS, o.peerLimits, pg.scope.Counter(stats.ServerConnsPlaintext))
+		pg.acceptTLS = o.tlsAccept(*o.serverTLS, o.peerLimits, pg.scope.Counter(stats.ServerConnsPlaintext))
 	}
 	return pg, nil
 }
@@ -198,9 +199,9 @@ func (pg *peerGuard) listen(inner net.Listener, l PeerLimits) (*connlimit.Listen
 	cfg := l.listenerConfig()
 	cfg.Gate = func(c *connlimit.Conn) (net.Conn, error) {
 		var nc net.Conn = c
-		if pg.tls != nil {
+		if pg.acceptTLS != nil {
 			var err error
-			if nc, err = pg.tls.accept(c); err != nil {
+			if nc, err = pg.acceptTLS(c); err != nil {
 				pg.updateConns()
 				return nil, err
 			}

@@ -113,7 +113,14 @@ func (s ServerTLS) Validate() error {
 // with PeerIdentity, or Inbound.TLS in middleware.
 //
 // The Channel's outbound connections are not affected: WithClientTLS.
-func WithServerTLS(s ServerTLS) Option { return func(o *options) { o.serverTLS = &s } }
+func WithServerTLS(s ServerTLS) Option {
+	return func(o *options) {
+		o.serverTLS = &s
+		o.tlsAccept = func(s ServerTLS, l PeerLimits, plaintext tally.Counter) func(net.Conn) (net.Conn, error) {
+			return newTLSServer(s, l, plaintext).accept
+		}
+	}
+}
 
 // ClientTLS is the TLS of the connections a Channel dials
 // (WithClientTLS).
@@ -176,7 +183,15 @@ func (c ClientTLS) Validate() error {
 // finds no peer carries ("TLS handshake failed: tls: failed to verify
 // certificate: x509: certificate is valid for localhost, not
 // wrong.example").
-func WithClientTLS(c ClientTLS) Option { return func(o *options) { o.clientTLS = &c } }
+func WithClientTLS(c ClientTLS) Option {
+	return func(o *options) {
+		o.clientTLS = &c
+		o.tlsDial = func(c ClientTLS, pg *peerGuard, next dialFunc) dialFunc { return newTLSClient(c, pg).dialer(next) }
+	}
+}
+
+// dialFunc dials a connection: tchannel.ChannelOptions.Dialer's type.
+type dialFunc = func(ctx context.Context, network, hostPort string) (net.Conn, error)
 
 // FallbackFor returns a ClientTLS.Fallback that lets exactly the peers at
 // hostPorts be reached in plaintext.
@@ -457,7 +472,7 @@ func newTLSClient(c ClientTLS, pg *peerGuard) *tlsClient {
 
 // dialer returns the dial function that makes TLS connections over those
 // next dials (a net.Dialer when nil).
-func (t *tlsClient) dialer(next func(ctx context.Context, network, hostPort string) (net.Conn, error)) func(ctx context.Context, network, hostPort string) (net.Conn, error) {
+func (t *tlsClient) dialer(next dialFunc) dialFunc {
 	if next == nil {
 		var d net.Dialer
 		next = d.DialContext
