@@ -166,6 +166,13 @@ type peerGuard struct {
 func newPeerGuard(o *options, rec *stats.Recorder) (*peerGuard, error) {
 	pg := &peerGuard{scope: rec.Scope(), conns: rec.Scope().Gauge(stats.ServerConns),
 		logs: rate.NewLimiter(10, 10), counters: map[[2]string]tally.Counter{}, reclaim: newReclaimer()}
+	if o.serverTLS != nil {
+		accept, err := o.serverTLS(o.peerLimits, pg.scope.Counter(stats.ServerConnsPlaintext))
+		if err != nil {
+			return nil, err
+		}
+		pg.acceptTLS = accept
+	}
 	// Stalls are timed on the wall clock, as sockets are, whatever clock
 	// WithClock gives the Channel's algorithms.
 	g, err := tchconn.New(tchconn.Config{Limits: o.peerLimits.guardLimits(o.maxRequest), OnEvent: pg.event, OnFreed: pg.reclaim.add})
@@ -173,9 +180,6 @@ func newPeerGuard(o *options, rec *stats.Recorder) (*peerGuard, error) {
 		return nil, fmt.Errorf("channel: WithPeerLimits: %w", err)
 	}
 	pg.g = g
-	if o.serverTLS != nil {
-		pg.acceptTLS = o.tlsAccept(*o.serverTLS, o.peerLimits, pg.scope.Counter(stats.ServerConnsPlaintext))
-	}
 	return pg, nil
 }
 

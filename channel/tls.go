@@ -115,9 +115,11 @@ func (s ServerTLS) Validate() error {
 // The Channel's outbound connections are not affected: WithClientTLS.
 func WithServerTLS(s ServerTLS) Option {
 	return func(o *options) {
-		o.serverTLS = &s
-		o.tlsAccept = func(s ServerTLS, l PeerLimits, plaintext tally.Counter) func(net.Conn) (net.Conn, error) {
-			return newTLSServer(s, l, plaintext).accept
+		o.serverTLS = func(l PeerLimits, plaintext tally.Counter) (func(net.Conn) (net.Conn, error), error) {
+			if err := s.Validate(); err != nil {
+				return nil, err
+			}
+			return newTLSServer(s, l, plaintext).accept, nil
 		}
 	}
 }
@@ -185,8 +187,12 @@ func (c ClientTLS) Validate() error {
 // wrong.example").
 func WithClientTLS(c ClientTLS) Option {
 	return func(o *options) {
-		o.clientTLS = &c
-		o.tlsDial = func(c ClientTLS, pg *peerGuard, next dialFunc) dialFunc { return newTLSClient(c, pg).dialer(next) }
+		o.clientTLS = func(pg *peerGuard, next dialFunc) (dialFunc, error) {
+			if err := c.Validate(); err != nil {
+				return nil, err
+			}
+			return newTLSClient(c, pg).dialer(next), nil
+		}
 	}
 }
 
@@ -207,11 +213,6 @@ func FallbackFor(hostPorts ...string) func(hostPort string) bool {
 // once per connection and shared by every call it carries: read it, do
 // not modify it.
 type TLSInfo struct {
-	// State is the connection's state after its handshake. For a
-	// server's configuration from tlsfiles, whose hook verifies client
-	// certificates, State.VerifiedChains is empty: the verified
-	// certificate is State.PeerCertificates[0].
-	State tls.ConnectionState
 	// Identity is the names of the certificate the peer presented
 	// (tlsfiles.IdentityOf); zero when it presented none.
 	Identity tlsfiles.Identity
@@ -224,6 +225,23 @@ type TLSInfo struct {
 	// (RequestClientCert or RequireAnyClientCert, no hook) is not
 	// verified: anyone can present one.
 	Verified bool
+
+	// state is the *tls.ConnectionState State returns. Held as an any:
+	// the linker keeps the methods of every type a handler's types lead
+	// to, and a tls.ConnectionState field would lead to those of
+	// x509.Certificate and crypto/tls's enums, 300 KB in every program,
+	// TLS or not.
+	state any
+}
+
+// State returns the connection's TLS state after its handshake: version,
+// cipher suite, the peer's certificates. For a server configuration from
+// tlsfiles, whose hook verifies client certificates, VerifiedChains is
+// empty: the verified certificate is PeerCertificates[0]. It is the
+// connection's, shared by its calls: do not modify it.
+func (t *TLSInfo) State() *tls.ConnectionState {
+	st, _ := t.state.(*tls.ConnectionState)
+	return st
 }
 
 // TLSInfoFrom returns the TLS of the connection that carries the inbound
@@ -278,7 +296,7 @@ func tlsInfoOf(nc net.Conn) *TLSInfo {
 
 func newTLSInfo(state tls.ConnectionState, verifies bool) *TLSInfo {
 	id, ok := tlsfiles.IdentityOf(&state)
-	return &TLSInfo{State: state, Identity: id, Verified: ok && verifies}
+	return &TLSInfo{Identity: id, Verified: ok && verifies, state: &state}
 }
 
 // verifiesClients reports whether a server with c verifies the client

@@ -183,7 +183,7 @@ func TestTLSMutualCalls(t *testing.T) {
 	}
 	for i, in := range ins {
 		if in == nil || !in.Verified || in.Identity.CommonName != testcerts.ClientName ||
-			!reflect.DeepEqual(in.Identity.URIs, []string{testcerts.ClientURI}) || in.State.Version != tlsVersions[i/4].max {
+			!reflect.DeepEqual(in.Identity.URIs, []string{testcerts.ClientURI}) || in.State().Version != tlsVersions[i/4].max {
 			t.Errorf("call %d: Inbound.TLS = %+v, want the verified client over %s", i, in, tlsVersions[i/4].name)
 		}
 	}
