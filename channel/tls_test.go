@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"net"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/tchconn"
 	"github.com/sluice-rpc/sluice/internal/testkit/testcerts"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/internal/testkit/tpeer"
@@ -581,6 +583,34 @@ func TestTLSVerifies(t *testing.T) {
 		}
 		if got != tc.want {
 			t.Errorf("%+v (client %v): %v, want %v", tc.cfg, tc.client, got, tc.want)
+		}
+	}
+}
+
+// Finding a call's TLS allocates nothing, over TLS or not: the info is
+// the connection's, made once in its handshake.
+func TestTLSInfoOfAllocatesNothing(t *testing.T) {
+	g, err := tchconn.New(tchconn.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	info := &TLSInfo{Verified: true}
+	secure := g.Client(&tlsConn{Conn: tls.Client(a, &tls.Config{}), raw: a, info: info})
+	plain := g.Client(&prefixConn{Conn: b})
+	for _, tc := range []struct {
+		name string
+		nc   net.Conn
+		want *TLSInfo
+	}{{"TLS", secure, info}, {"plaintext", plain, nil}} {
+		if got := tlsInfoOf(tc.nc); got != tc.want {
+			t.Errorf("%s: tlsInfoOf = %p, want %p", tc.name, got, tc.want)
+		}
+		if n := testing.AllocsPerRun(100, func() { tlsInfoOf(tc.nc) }); n != 0 {
+			t.Errorf("%s: tlsInfoOf allocates %v times, want 0", tc.name, n)
 		}
 	}
 }
