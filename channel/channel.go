@@ -61,6 +61,14 @@ type options struct {
 	// maxResponse bounds the bytes of a response's arg2 and arg3.
 	maxResponse int64
 	peerLimits  PeerLimits
+	// serverTLS and clientTLS check their option's configuration and make
+	// the listener's TLS and the dialer's; WithServerTLS and WithClientTLS
+	// set them. Closures over the configurations: a program without the
+	// options links none of crypto/tls's handshakes, and the Channel's
+	// types do not refer to tls.Config's, whose methods the linker would
+	// keep (together 2.3 MB; TestBinarySize).
+	serverTLS func(l PeerLimits, plaintext tally.Counter) (accept func(net.Conn) (net.Conn, error), err error)
+	clientTLS func(pg *peerGuard, next dialFunc) (dialFunc, error)
 
 	config               *serviceconfig.Config
 	noRetries            bool
@@ -118,7 +126,8 @@ func WithDefaultTimeout(d time.Duration) Option { return func(o *options) { o.ti
 func WithTChannelOptions(t tchannel.ChannelOptions) Option { return func(o *options) { o.tch = t } }
 
 // WithConnectConfig sets how the Channel connects to its peers: the timeout
-// of one connect (dial and handshake), the backoff between connects to a
+// of one connect (dial and handshakes: TChannel's, and TLS's with
+// WithClientTLS), the backoff between connects to a
 // peer that failed, and the health check of established connections.
 // Default: the zero peer.ConnectConfig, which means peer.DefaultConnectTimeout,
 // peer.DefaultConnectBackoff() (gRPC's: 1 s, x1.6, at most 120 s, +-20 %) and
@@ -321,8 +330,16 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 		topts.Tracer = c.spans
 	}
 	// Connectors make every connection to a peer; calls never dial. Every
-	// connection checks the frames its peer sends.
-	topts.Dialer = pool.Dialer(pg.dialer(o.tch.Dialer))
+	// connection checks the frames its peer sends, inside TLS when the
+	// Channel dials with TLS.
+	dial := o.tch.Dialer
+	if o.clientTLS != nil {
+		if dial, err = o.clientTLS(pg, dial); err != nil {
+			pg.close()
+			return nil, err
+		}
+	}
+	topts.Dialer = pool.Dialer(pg.dialer(dial))
 	// Cancel frames both ways: a losing hedge or an abandoned call stops
 	// work on its server too (tchannel-go leaves both off by default).
 	topts.DefaultConnectionOptions.SendCancelOnContextCanceled = true
@@ -398,8 +415,9 @@ func (c *Channel) ListenAndServe(hostPort string) error {
 // returns at once; Close closes l. With WithRegistrar, it then registers
 // the Channel's address (an error doing so is returned; the Channel serves
 // on, unregistered). The Channel's PeerLimits bound those
-// connections and every frame they carry is checked (see PeerLimits). A
-// Channel serves on one listener.
+// connections and every frame they carry is checked (see PeerLimits);
+// with WithServerTLS the Channel runs their TLS handshakes itself, so give
+// it a plain TCP listener. A Channel serves on one listener.
 func (c *Channel) Serve(l net.Listener) error {
 	if err := c.serve(l); err != nil {
 		return err

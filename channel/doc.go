@@ -1,6 +1,8 @@
 // Package channel is Sluice's Channel: a TChannel client and server that
 // handles overload by itself. A call takes its method's policy, passes the
 // lease gate and pacing, then sends attempts, retried or hedged, to peers
-// whose busy limiters allow them; the server sheds load. See Call, Channel
+// whose busy limiters allow them; the server sheds load. Both sides can
+// speak TLS below TChannel (WithServerTLS, WithClientTLS), and handlers
+// read the caller's certificate identity (PeerIdentity). See Call, Channel
 // and README.md.
 package channel

@@ -73,6 +73,13 @@ type Inbound struct {
 	Headers map[string]string
 	// Arg2 is a raw call's arg2 (nil for JSON and Thrift).
 	Arg2 []byte
+	// TLS is the TLS of the connection the call came on (see
+	// WithServerTLS), nil for a plaintext one: the peer's certificate
+	// identity, and whether it was verified, worked out once per
+	// connection and shared by its calls (do not modify it). A plaintext
+	// call pays nothing for it. PeerIdentity reads the same from a
+	// handler's context.
+	TLS *TLSInfo
 }
 
 // InboundMiddleware wraps every handler of the Channel's server side
@@ -166,7 +173,8 @@ func chainAttempts(mws []AttemptMiddleware, last AttemptInvoker) AttemptInvoker 
 // newInbound returns the Inbound of call, in format f with headers h.
 func newInbound(call *tchannel.InboundCall, f tchannel.Format, h map[string]string) *Inbound {
 	return &Inbound{Caller: call.CallerName(), Method: call.MethodString(), Format: f, Headers: h,
-		ShardKey: call.ShardKey(), RoutingKey: call.RoutingKey(), RoutingDelegate: call.RoutingDelegate()}
+		ShardKey: call.ShardKey(), RoutingKey: call.RoutingKey(), RoutingDelegate: call.RoutingDelegate(),
+		TLS: tlsInfoOf(call.Connection())}
 }
 
 // chainInbound returns a function that runs mws around handler, the first

@@ -53,8 +53,9 @@ type PeerLimits struct {
 	// it). 0 means 5 minutes.
 	IdleTimeout time.Duration
 	// HandshakeTimeout bounds the wait for an inbound connection's init
-	// request: until it has come, tchannel-go does not see the connection.
-	// 0 means 5 seconds (tchannel-go's own handshake timeout).
+	// request, and with WithServerTLS its TLS handshake before it: until
+	// both are done, tchannel-go does not see the connection. 0 means 5
+	// seconds (tchannel-go's own handshake timeout).
 	HandshakeTimeout time.Duration
 	// WriteTimeout closes an inbound connection whose peer has read
 	// nothing of what the Channel writes to it for this long: answers it
@@ -148,6 +149,11 @@ type peerGuard struct {
 	// goroutines must not read it meanwhile.
 	logger atomic.Pointer[tchannel.Logger]
 
+	// acceptTLS, when not nil, runs the TLS handshake of every
+	// connection the listener accepts (tlsServer.accept), before the
+	// guard reads its init frame.
+	acceptTLS func(net.Conn) (net.Conn, error)
+
 	mu       sync.Mutex
 	listener *connlimit.Listener
 
@@ -160,6 +166,13 @@ type peerGuard struct {
 func newPeerGuard(o *options, rec *stats.Recorder) (*peerGuard, error) {
 	pg := &peerGuard{scope: rec.Scope(), conns: rec.Scope().Gauge(stats.ServerConns),
 		logs: rate.NewLimiter(10, 10), counters: map[[2]string]tally.Counter{}, reclaim: newReclaimer()}
+	if o.serverTLS != nil {
+		accept, err := o.serverTLS(o.peerLimits, pg.scope.Counter(stats.ServerConnsPlaintext))
+		if err != nil {
+			return nil, err
+		}
+		pg.acceptTLS = accept
+	}
 	// Stalls are timed on the wall clock, as sockets are, whatever clock
 	// WithClock gives the Channel's algorithms.
 	g, err := tchconn.New(tchconn.Config{Limits: o.peerLimits.guardLimits(o.maxRequest), OnEvent: pg.event, OnFreed: pg.reclaim.add})
@@ -189,7 +202,15 @@ func (pg *peerGuard) dialer(next func(ctx context.Context, network, hostPort str
 func (pg *peerGuard) listen(inner net.Listener, l PeerLimits) (*connlimit.Listener, error) {
 	cfg := l.listenerConfig()
 	cfg.Gate = func(c *connlimit.Conn) (net.Conn, error) {
-		tc, err := pg.g.Gate(c, c)
+		var nc net.Conn = c
+		if pg.acceptTLS != nil {
+			var err error
+			if nc, err = pg.acceptTLS(c); err != nil {
+				pg.updateConns()
+				return nil, err
+			}
+		}
+		tc, err := pg.g.Gate(nc, c)
 		pg.updateConns()
 		return tc, err
 	}
@@ -223,13 +244,19 @@ func (pg *peerGuard) updateConns() {
 // closed counts and logs a connection the listener closed.
 func (pg *peerGuard) closed(c *connlimit.Conn, why connlimit.Reason, err error) {
 	reason := why.String()
+	var refusal *tlsRefusal
 	switch why {
 	case connlimit.GateTimeout:
 		reason = "handshake_timeout"
 	case connlimit.GateFailed:
 		reason = "handshake_failed"
 		var pe *tframe.ProtocolError
-		if errors.As(err, &pe) {
+		switch {
+		case errors.As(err, &refusal):
+			// The listener's TLS refused it: a handshake that failed,
+			// a plaintext client on a TLS-only port.
+			reason = refusal.reason
+		case errors.As(err, &pe):
 			// An invalid first frame is counted as an invalid frame.
 			reason = "invalid_frame"
 		}
@@ -245,6 +272,10 @@ func (pg *peerGuard) closed(c *connlimit.Conn, why connlimit.Reason, err error) 
 	if why == connlimit.Idle || reason == "handshake_failed" {
 		// Routine: idle peers, and sockets that connect and leave (TCP
 		// health checks do) are counted, not logged.
+		return
+	}
+	if refusal != nil {
+		pg.warn(refusal.msg, c.RemoteAddr().String(), fmt.Sprintf("closed an inbound connection (%s)", reason), refusal.err)
 		return
 	}
 	pg.log(c.RemoteAddr().String(), fmt.Sprintf("closed an inbound connection (%s)", reason), err)
@@ -290,6 +321,12 @@ func (pg *peerGuard) count(name, tag, value string) {
 // log writes a warning naming the peer through the channel's tchannel-go
 // logger, at most 10 a second; the next line written counts those left out.
 func (pg *peerGuard) log(peer, what string, err error) {
+	pg.warn("sluice: a peer broke the protocol or a limit", peer, what, err)
+}
+
+// warn writes the warning msg about peer, with the fields event (what)
+// and error, as log does.
+func (pg *peerGuard) warn(msg, peer, what string, err error) {
 	logger := pg.logger.Load()
 	if logger == nil {
 		return
@@ -312,7 +349,7 @@ func (pg *peerGuard) log(peer, what string, err error) {
 	if suppressed > 0 {
 		fields = append(fields, tchannel.LogField{Key: "suppressedBefore", Value: suppressed})
 	}
-	(*logger).WithFields(fields...).Warn("sluice: a peer broke the protocol or a limit")
+	(*logger).WithFields(fields...).Warn(msg)
 }
 
 func (pg *peerGuard) setLogger(l tchannel.Logger) { pg.logger.Store(&l) }

@@ -197,12 +197,14 @@ func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
 	}
 	// Calls in flight per connection: a peer that does not read its
 	// answers stops here (PeerLimits.MaxCallsPerConn). A connection this
-	// process dialed is wrapped by its connector's watch.
+	// process dialed is wrapped by its connector's watch (the guard's Conn
+	// has a NetConn too: the socket, or TLS, under it).
 	nc := call.Connection()
-	if w, ok := nc.(interface{ NetConn() net.Conn }); ok {
-		nc = w.NetConn()
+	tc, _ := nc.(*tchconn.Conn)
+	if w, ok := nc.(interface{ NetConn() net.Conn }); ok && tc == nil {
+		tc, _ = w.NetConn().(*tchconn.Conn)
 	}
-	if tc, _ := nc.(*tchconn.Conn); tc != nil {
+	if tc != nil {
 		if !tc.BeginCall() {
 			_ = call.Response().SendSystemError(errConnBusy)
 			return

@@ -200,8 +200,14 @@ const (
 	// the Channel closed: idle, evicted (at the cap, for a new one),
 	// refused (at the cap, every one busy), write_stalled,
 	// handshake_timeout, handshake_failed, invalid_frame (its first
-	// frame), frame_stalled.
+	// frame), frame_stalled; with TLS (channel.WithServerTLS),
+	// tls_handshake_failed and plaintext_refused (a plaintext peer on a
+	// TLS-only port).
 	ServerConnsClosed = "server.conns_closed"
+	// ServerConnsPlaintext is a counter: plaintext connections accepted
+	// on a port that serves TLS and plaintext (channel.TLSMixed). Once it
+	// stays still, every client speaks TLS.
+	ServerConnsPlaintext = "server.conns_plaintext"
 	// FramesInvalid is a counter tagged direction: connections closed
 	// because their peer sent a frame that breaks the TChannel protocol.
 	FramesInvalid = "frames.invalid"

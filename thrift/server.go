@@ -165,6 +165,7 @@ func (b bounded) handleVia(ctx tthrift.Context, method string, tr transport) (bo
 	if call := tchannel.CurrentCall(ctx); call != nil {
 		in.Caller = call.CallerName()
 		in.ShardKey, in.RoutingKey, in.RoutingDelegate = call.ShardKey(), call.RoutingKey(), call.RoutingDelegate()
+		in.TLS = channel.TLSInfoFrom(ctx)
 	}
 	var (
 		success bool

@@ -20,6 +20,37 @@ import (
 // then one for the largest frame and what follows it in the same read, so
 // that what a connection holds follows the bytes that came, not what a
 // frame's size field claims.
+// The first two bytes of a TLS handshake record (a ClientHello): the
+// record type and the major version, 3 in every TLS version.
+const (
+	tlsHandshake = 0x16
+	tlsMajor     = 0x03
+)
+
+// errTLSClient is the error of an inbound connection that begins with a
+// TLS handshake record.
+var errTLSClient = &tframe.ProtocolError{Reason: "the connection begins with a TLS handshake record: a TLS client on a plaintext TChannel port"}
+
+// discardTLSRecord reads the rest of the TLS record at the start of the
+// buffer, its 5-byte header and its length, from the socket: answered and
+// closed with those bytes unread, the connection would be reset, and the
+// client could lose the answer.
+func (c *Conn) discardTLSRecord() {
+	if c.w-c.r < 5 {
+		return
+	}
+	rest := 5 + int(binary.BigEndian.Uint16(c.buf[c.r+3:])) - (c.w - c.r)
+	// Into the small buffer, whose bytes are handled: io.CopyN would link
+	// io.Copy's splice and sendfile paths into every program.
+	for rest > 0 {
+		n, err := c.Conn.Read(c.small[:min(rest, len(c.small))])
+		rest -= n
+		if err != nil {
+			return
+		}
+	}
+}
+
 const (
 	smallSize = 512
 	midSize   = 4 << 10
@@ -150,6 +181,12 @@ func (c *Conn) next() ([]byte, error) {
 	}
 	size := int(binary.BigEndian.Uint16(c.buf[c.r:]))
 	switch {
+	case c.first && c.inbound && c.buf[c.r] == tlsHandshake && c.buf[c.r+1] == tlsMajor:
+		// An init frame of 0x1603 bytes, which no implementation sends
+		// (tchannel-go's are about 150), or a TLS client: answered at
+		// once, it learns that this port speaks plaintext instead of
+		// waiting out the handshake timeout.
+		return nil, errTLSClient
 	case size < tframe.HeaderSize:
 		return nil, &tframe.ProtocolError{Reason: fmt.Sprintf("size field is %d, smaller than a frame header (%d)", size, tframe.HeaderSize)}
 	case c.first && size > MaxInitSize:
@@ -633,6 +670,11 @@ func (c *Conn) readFirst() error {
 		}
 	}
 }
+
+// NetConn returns the connection c reads and writes: the socket, or the
+// TLS connection over it. A handler finds its connection's TLS state
+// through it.
+func (c *Conn) NetConn() net.Conn { return c.Conn }
 
 // SyscallConn returns the socket's raw connection: tchannel-go sets socket
 // options through it, and logs an error for a connection without it.

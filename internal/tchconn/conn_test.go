@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -630,5 +631,49 @@ func TestConnExposesTheSocket(t *testing.T) {
 	}
 	if _, err := sc.SyscallConn(); err != nil {
 		t.Fatalf("SyscallConn: %v", err)
+	}
+}
+
+// A TLS client on a plaintext port is answered at once, with an error
+// frame saying what happened, instead of waiting out the handshake
+// timeout: the bytes of its ClientHello read as the start of an init
+// frame of 0x1603 bytes that would never be whole.
+func TestTLSClientOnAPlaintextPort(t *testing.T) {
+	s := startServer(t, Limits{})
+	p := dial(t, s.addr())
+	// A TLS record of 600 bytes (more than the first read takes) that
+	// begins like a ClientHello.
+	record := append([]byte{0x16, 0x03, 0x01, 0x02, 0x58, 0x01, 0x00, 0x02, 0x54, 0x03, 0x03}, make([]byte, 594)...)
+	p.Send(record)
+	f := p.Next()
+	if f.Type != tframe.Error || !strings.Contains(f.Message, "a TLS client on a plaintext TChannel port") {
+		t.Fatalf("the answer to a ClientHello: %v %q, want an error frame naming TLS", f.Type, f.Message)
+	}
+	// The whole record was read before the close: the socket closes
+	// cleanly, not with a reset that could lose the answer.
+	if _, err := p.TryNext(testwait.Limit); err != io.EOF {
+		t.Errorf("after the answer: %v, want EOF", err)
+	}
+	if evs := s.eventsOf(InvalidFrame); len(evs) != 1 || !strings.Contains(evs[0].Err.Error(), "TLS") {
+		t.Errorf("events %+v, want one invalid frame naming TLS", evs)
+	}
+	if _, err := s.call("echo", nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// NetConn gives the connection a Conn wraps: a handler reaches its
+// connection's TLS state through it.
+func TestNetConn(t *testing.T) {
+	g, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if got := g.Client(a).NetConn(); got != a {
+		t.Errorf("NetConn() = %v, want the wrapped connection %v", got, a)
 	}
 }

@@ -253,6 +253,9 @@ func (g *Guard) Gate(nc net.Conn, lim Activity) (*Conn, error) {
 	if err := c.readFirst(); err != nil {
 		var pe *tframe.ProtocolError
 		if errors.As(err, &pe) {
+			if err == errTLSClient {
+				c.discardTLSRecord() // within nc's deadline
+			}
 			c.invalid(err) // reported, and answered, as any invalid frame
 		}
 		c.forget()

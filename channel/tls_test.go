@@ -1,0 +1,616 @@
+package channel
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-rpc/sluice/internal/tchconn"
+	"github.com/sluice-rpc/sluice/internal/testkit/testcerts"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
+	"github.com/sluice-rpc/sluice/internal/testkit/tpeer"
+	"github.com/sluice-rpc/sluice/internal/tframe"
+	"github.com/sluice-rpc/sluice/peer"
+	"github.com/sluice-rpc/sluice/stats"
+	"github.com/sluice-rpc/sluice/tlsfiles"
+	"github.com/uber-go/tally/v4"
+	"github.com/uber/tchannel-go"
+	tjson "github.com/uber/tchannel-go/json"
+	"github.com/uber/tchannel-go/raw"
+)
+
+// tlsTestServer is a test server ("kv": echo, get) with TLS, a "whoami"
+// raw method answering the caller's verified identity, its log lines and
+// its metrics.
+type tlsTestServer struct {
+	*testServer
+	logs  logRecorder
+	scope tally.TestScope
+}
+
+// startTLSServer starts a test server presenting the certificate files and
+// requiring client certificates of files.CA when it is set.
+func startTLSServer(t *testing.T, files tlsfiles.Files, mode TLSMode, opts ...Option) *tlsTestServer {
+	t.Helper()
+	r, err := tlsfiles.New(tlsfiles.Config{Files: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := r.ServerConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startTLSServerConfig(t, ServerTLS{Config: cfg, Mode: mode}, opts...)
+}
+
+func startTLSServerConfig(t *testing.T, st ServerTLS, opts ...Option) *tlsTestServer {
+	t.Helper()
+	s := &tlsTestServer{logs: newLogRecorder(), scope: tally.NewTestScope("", nil)}
+	opts = append([]Option{WithServerTLS(st), WithScope(s.scope), WithTChannelOptions(tchannel.ChannelOptions{Logger: s.logs})}, opts...)
+	s.testServer = startServer(t, opts...)
+	if err := s.ch.RegisterRaw("whoami", func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
+		return &RawResponse{Arg3: []byte(describeIdentity(PeerIdentity(ctx)))}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func describeIdentity(id tlsfiles.Identity, ok bool) string {
+	if !ok {
+		return "anonymous"
+	}
+	return fmt.Sprintf("%s %v %v", id.Subject, id.DNSNames, id.URIs)
+}
+
+// clientIdentity is how describeIdentity describes testcerts' client.
+var clientIdentity = fmt.Sprintf("CN=%s,O=Sluice tests [%s] [%s]", testcerts.ClientName, testcerts.ClientDNS, testcerts.ClientURI)
+
+// warned reports whether a warning of the server's holds every one of
+// parts.
+func (s *tlsTestServer) warned(parts ...string) bool {
+	for _, l := range s.logs.warnings() {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(l, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// clientConfig returns a ClientTLS.Config from files, with maxVersion
+// (0: crypto/tls's) and the serial numbers of the server certificates
+// its connections verified sent to seen, when not nil.
+func clientConfig(t *testing.T, files tlsfiles.Files, maxVersion uint16, seen chan<- *big.Int) func() *tls.Config {
+	t.Helper()
+	r, err := tlsfiles.New(tlsfiles.Config{Files: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() *tls.Config {
+		c := r.ClientConfig("")
+		c.MaxVersion = maxVersion
+		if seen != nil {
+			c.VerifyConnection = func(cs tls.ConnectionState) error {
+				seen <- cs.PeerCertificates[0].SerialNumber
+				return nil
+			}
+		}
+		return c
+	}
+}
+
+// startTLSClient returns a client of "kv" at hostPort with ct.
+func startTLSClient(t *testing.T, hostPort string, ct ClientTLS, opts ...Option) *Channel {
+	t.Helper()
+	opts = append([]Option{WithClientTLS(ct), WithMethods("kv", "echo", "get", "whoami")}, opts...)
+	c, err := New("client", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if err := c.AddPeer("kv", hostPort); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+var tlsVersions = []struct {
+	name string
+	max  uint16
+}{{"TLS 1.2", tls.VersionTLS12}, {"TLS 1.3", tls.VersionTLS13}}
+
+// With mutual TLS a client's raw and JSON calls are served, and the
+// handlers and the inbound middleware read the client's verified
+// identity: subject, DNS and URI names.
+func TestTLSMutualCalls(t *testing.T) {
+	certs := testcerts.New(t)
+	var (
+		mu  sync.Mutex
+		ins []*TLSInfo
+	)
+	mw := WithInboundMiddleware(func(ctx context.Context, in *Inbound, next func(context.Context) error) error {
+		mu.Lock()
+		ins = append(ins, in.TLS)
+		mu.Unlock()
+		return next(ctx)
+	})
+	s := startTLSServer(t, tlsfiles.Files{Cert: certs.Server.Cert, Key: certs.Server.Key, CA: certs.CA.File}, TLSOnly, mw)
+	if err := s.ch.RegisterJSON(map[string]any{
+		"whoamiJSON": func(ctx tjson.Context, _ *echoReq) (*echoRes, error) {
+			return &echoRes{Key: describeIdentity(PeerIdentity(ctx))}, nil
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range tlsVersions {
+		t.Run(v.name, func(t *testing.T) {
+			client := startTLSClient(t, s.ch.HostPort(), ClientTLS{
+				Config: clientConfig(t, tlsfiles.Files{Cert: certs.Client.Cert, Key: certs.Client.Key, CA: certs.CA.File}, v.max, nil)},
+				WithMethods("kv", "whoamiJSON"))
+			ctx := ctxTimeout(t)
+			res, err := client.CallRaw(ctx, "kv", "echo", []byte("h"), []byte("over TLS"))
+			if err != nil || string(res.Arg3) != "over TLS" {
+				t.Fatalf("raw echo: %v, %v", res, err)
+			}
+			var got echoRes
+			if err := client.CallJSON(ctx, "kv", "get", &echoReq{Key: "k"}, &got); err != nil || got.Key != "k" {
+				t.Fatalf("JSON get: %+v, %v", got, err)
+			}
+			res, err = client.CallRaw(ctx, "kv", "whoami", nil, nil)
+			if err != nil || string(res.Arg3) != clientIdentity {
+				t.Errorf("the raw handler reads the identity %q (%v), want %q", res.Arg3, err, clientIdentity)
+			}
+			if err := client.CallJSON(ctx, "kv", "whoamiJSON", &echoReq{}, &got); err != nil || got.Key != clientIdentity {
+				t.Errorf("the JSON handler reads the identity %q (%v), want %q", got.Key, err, clientIdentity)
+			}
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ins) != 8 {
+		t.Fatalf("the middleware saw %d calls, want 8", len(ins))
+	}
+	for i, in := range ins {
+		if in == nil || !in.Verified || in.Identity.CommonName != testcerts.ClientName ||
+			!reflect.DeepEqual(in.Identity.URIs, []string{testcerts.ClientURI}) || in.State().Version != tlsVersions[i/4].max {
+			t.Errorf("call %d: Inbound.TLS = %+v, want the verified client over %s", i, in, tlsVersions[i/4].name)
+		}
+	}
+	if ins[0] != ins[1] {
+		t.Error("two calls on one connection have different TLSInfo: it is not worked out once per connection")
+	}
+}
+
+// A server requiring client certificates refuses a client with none, an
+// untrusted one or an expired one: the client's connect fails and its
+// calls fail UNAVAILABLE with the refusal as their cause; the server logs
+// a line naming the client's address and why.
+func TestTLSServerRefusesClients(t *testing.T) {
+	certs := testcerts.New(t)
+	s := startTLSServer(t, tlsfiles.Files{Cert: certs.Server.Cert, Key: certs.Server.Key, CA: certs.CA.File}, TLSOnly)
+	for _, tc := range []struct {
+		name     string
+		files    tlsfiles.Files
+		server   string // in the server's log line
+		client12 string // in the client's error, TLS 1.2
+		client13 string // TLS 1.3: the refusal comes after the client's handshake, at TChannel's
+	}{
+		{"no certificate", tlsfiles.Files{CA: certs.CA.File}, "tls: client didn't provide a certificate",
+			"TLS handshake failed: remote error: tls: handshake failure",
+			"TChannel handshake failed: the server refused the TLS connection: remote error: tls: certificate required"},
+		{"an untrusted certificate", tlsfiles.Files{Cert: certs.UntrustedClient.Cert, Key: certs.UntrustedClient.Key, CA: certs.CA.File},
+			"tls: failed to verify certificate: x509: certificate signed by unknown authority",
+			"TLS handshake failed: remote error: tls: bad certificate",
+			"TChannel handshake failed: the server refused the TLS connection: remote error: tls: bad certificate"},
+		{"an expired certificate", tlsfiles.Files{Cert: certs.Expired.Cert, Key: certs.Expired.Key, CA: certs.CA.File},
+			"tls: failed to verify certificate: x509: certificate has expired",
+			"TLS handshake failed: remote error: tls: bad certificate",
+			"TChannel handshake failed: the server refused the TLS connection: remote error: tls: bad certificate"},
+	} {
+		for _, v := range tlsVersions {
+			t.Run(tc.name+", "+v.name, func(t *testing.T) {
+				client := startTLSClient(t, s.ch.HostPort(), ClientTLS{Config: clientConfig(t, tc.files, v.max, nil)})
+				if err := client.Connect(ctxTimeout(t), "kv"); !errors.Is(err, ErrUnavailable) {
+					t.Fatalf("Connect: %v, want ErrUnavailable", err)
+				}
+				want := tc.client12
+				if v.max == tls.VersionTLS13 {
+					want = tc.client13
+				}
+				l, _ := client.peerList("kv", false)
+				if f := l.Peers()[0].LastFailure(); f == nil || !strings.Contains(f.Err.Error(), want) {
+					t.Errorf("the peer's failure: %v, want %q", f, want)
+				}
+				_, err := client.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+				var ce *CallError
+				if !errors.As(err, &ce) || !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), want) {
+					t.Errorf("CallRaw: %v, want UNAVAILABLE saying %q", err, want)
+				}
+				testwait.Until(t, "the server's log line", func() bool {
+					return s.warned("sluice: refused a TLS connection: its handshake failed", "remotePeer=127.0.0.1:", tc.server)
+				})
+			})
+		}
+	}
+	// At least: a client may have connected again after its backoff.
+	if got := taggedCounter(s.scope, stats.ServerConnsClosed, stats.TagReason, "tls_handshake_failed"); got < 6 {
+		t.Errorf("server.conns_closed{reason=tls_handshake_failed} = %d, want 6 or more", got)
+	}
+}
+
+// A client refuses a server whose certificate names another host or that
+// an unknown authority signed, with the reason as its calls' cause, and
+// accepts a certificate for another name when told that name.
+func TestTLSClientVerifiesServer(t *testing.T) {
+	certs := testcerts.New(t)
+	trusting := clientConfig(t, tlsfiles.Files{CA: certs.CA.File}, 0, nil)
+	good := startTLSServer(t, tlsfiles.Files{Cert: certs.Server.Cert, Key: certs.Server.Key}, TLSOnly)
+	wrong := startTLSServer(t, tlsfiles.Files{Cert: certs.WrongName.Cert, Key: certs.WrongName.Key}, TLSOnly)
+	untrusted := startTLSServer(t, tlsfiles.Files{Cert: certs.UntrustedServer.Cert, Key: certs.UntrustedServer.Key}, TLSOnly)
+	for _, tc := range []struct {
+		name       string
+		s          *tlsTestServer
+		serverName string
+		want       string // in the client's error; "" for success
+	}{
+		{"the right server", good, "", ""},
+		{"the right server under another name", good, "wrong.example",
+			"TLS handshake failed: tls: failed to verify certificate: x509: certificate is valid for localhost, not wrong.example"},
+		{"a server for another name", wrong, "",
+			"TLS handshake failed: tls: failed to verify certificate: x509: cannot validate certificate for 127.0.0.1 because it doesn't contain any IP SANs"},
+		{"a server for another name, told that name", wrong, testcerts.WrongName, ""},
+		{"an untrusted server", untrusted, "",
+			"TLS handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := startTLSClient(t, tc.s.ch.HostPort(), ClientTLS{Config: trusting, ServerName: tc.serverName})
+			_, err := client.CallRaw(ctxTimeout(t), "kv", "whoami", nil, nil)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("CallRaw: %v, want UNAVAILABLE saying %q", err, tc.want)
+			}
+			var ve *tls.CertificateVerificationError
+			if !errors.As(err, &ve) {
+				t.Errorf("errors.As(%v, *tls.CertificateVerificationError) = false", err)
+			}
+			testwait.Until(t, "the server's log line", func() bool {
+				return tc.s.warned("sluice: refused a TLS connection", "remote error: tls: bad certificate")
+			})
+		})
+	}
+}
+
+// A server certificate replaced on disk is presented to new connections
+// within a few seconds, while a connection made before keeps working on
+// the certificate it was made with.
+func TestTLSServerCertificateReload(t *testing.T) {
+	certs := testcerts.New(t)
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	certs.Server.WriteTo(t, certFile, keyFile)
+	s := startTLSServer(t, tlsfiles.Files{Cert: certFile, Key: keyFile, CA: certs.CA.File}, TLSOnly)
+	files := tlsfiles.Files{Cert: certs.Client.Cert, Key: certs.Client.Key, CA: certs.CA.File}
+
+	seen := make(chan *big.Int, 100)
+	old := startTLSClient(t, s.ch.HostPort(), ClientTLS{Config: clientConfig(t, files, 0, seen)})
+	if _, err := old.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := testwait.Recv(t, seen, "the first handshake"); got.Cmp(certs.Server.Leaf.SerialNumber) != 0 {
+		t.Fatalf("the server presented serial %v, want %v", got, certs.Server.Leaf.SerialNumber)
+	}
+
+	replacement := certs.CA.Issue(t, testcerts.Loopback("replacement server"))
+	replacement.WriteTo(t, certFile, keyFile)
+	replaced := time.Now()
+	fresh := make(chan *big.Int, 100)
+	var last time.Time
+	testwait.Until(t, "a new connection to be presented the replacement certificate", func() bool {
+		if time.Since(last) < 50*time.Millisecond {
+			return false
+		}
+		last = time.Now()
+		c, err := New("client", WithClientTLS(ClientTLS{Config: clientConfig(t, files, 0, fresh)}), WithMethods("kv", "echo"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		return testwait.Recv(t, fresh, "a new connection's handshake").Cmp(replacement.Leaf.SerialNumber) == 0
+	})
+	if d := time.Since(replaced); d > 5*time.Second {
+		t.Errorf("the replacement was presented %v after it was written, want within a few seconds", d)
+	}
+	for range 3 {
+		if _, err := old.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("still")); err != nil {
+			t.Fatalf("the connection made before the replacement: %v", err)
+		}
+	}
+	if len(seen) != 0 {
+		t.Errorf("the old client made %d more handshakes, want its connection to stay", len(seen))
+	}
+}
+
+// A mixed-mode port serves a TLS Sluice client, a plaintext Sluice client
+// and a plain tchannel-go client; handlers tell them apart by their TLS.
+func TestTLSMixedMode(t *testing.T) {
+	certs := testcerts.New(t)
+	s := startTLSServer(t, tlsfiles.Files{Cert: certs.Server.Cert, Key: certs.Server.Key, CA: certs.CA.File}, TLSMixed)
+	hp := s.ch.HostPort()
+
+	secure := startTLSClient(t, hp, ClientTLS{
+		Config: clientConfig(t, tlsfiles.Files{Cert: certs.Client.Cert, Key: certs.Client.Key, CA: certs.CA.File}, 0, nil)})
+	res, err := secure.CallRaw(ctxTimeout(t), "kv", "whoami", nil, nil)
+	if err != nil || string(res.Arg3) != clientIdentity {
+		t.Errorf("the TLS client: %q, %v; want %q", res.Arg3, err, clientIdentity)
+	}
+
+	plain, _, _ := startClient(t, s.testServer)
+	res, err = plain.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("plaintext"))
+	if err != nil || string(res.Arg3) != "plaintext" {
+		t.Errorf("the plaintext Sluice client: %v, %v", res, err)
+	}
+	var got echoRes
+	if err := plain.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &got); err != nil || got.Key != "k" {
+		t.Errorf("the plaintext Sluice client's JSON call: %+v, %v", got, err)
+	}
+
+	arg3, err := plainCall(t, hp, "whoami", tchannel.Raw, nil, nil)
+	if err != nil || string(arg3) != "anonymous" {
+		t.Errorf("the plain tchannel-go client: %q, %v; want anonymous", arg3, err)
+	}
+	if w := s.logs.warnings(); len(w) != 0 {
+		t.Errorf("the server warned: %q", w)
+	}
+	if got := counter(s.scope, stats.ServerConnsPlaintext); got != 2 {
+		t.Errorf("server.conns_plaintext = %d, want 2", got)
+	}
+}
+
+// A TLS-only port refuses plaintext: a TChannel client learns why in an
+// error frame that fails its handshake, and the server logs a line naming
+// its address; other bytes close the connection.
+func TestTLSOnlyRefusesPlaintext(t *testing.T) {
+	certs := testcerts.New(t)
+	s := startTLSServer(t, tlsfiles.Files{Cert: certs.Server.Cert, Key: certs.Server.Key}, TLSOnly)
+	hp := s.ch.HostPort()
+
+	p := tpeer.Dial(t, hp)
+	p.Send(tframe.AppendInit(nil, tframe.InitReq, 1, tframe.Init{Version: 2, Params: tframe.InitParams("0.0.0.0:0", "tpeer")}))
+	if f := p.Next(); f.Type != tframe.Error || f.Code != byte(tchannel.ErrCodeProtocol) || f.Message != errTLSOnly {
+		t.Errorf("the answer to a plaintext init: %v %x %q, want a protocol error %q", f.Type, f.Code, f.Message, errTLSOnly)
+	}
+	p.ClosedByServer()
+	testwait.Until(t, "the log line naming the plaintext client", func() bool {
+		return s.warned("sluice: refused a plaintext TChannel connection on a TLS-only port", "remotePeer="+p.LocalAddr().String(),
+			"the peer spoke plaintext TChannel to a TLS-only port")
+	})
+
+	ctx := ctxTimeout(t)
+	_, _, _, err := raw.Call(ctx, plainClient(t, nil), hp, "kv", "echo", nil, nil)
+	if err == nil || !strings.Contains(err.Error(), errTLSOnly) {
+		t.Errorf("a plain tchannel-go client: %v, want %q", err, errTLSOnly)
+	}
+	plain, _, _ := startClient(t, s.testServer)
+	_, err = plain.CallRaw(ctx, "kv", "echo", nil, nil)
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "TChannel handshake failed: tchannel error ErrCodeProtocol: "+errTLSOnly) {
+		t.Errorf("a plaintext Sluice client: %v, want UNAVAILABLE saying %q", err, errTLSOnly)
+	}
+
+	http := tpeer.Dial(t, hp)
+	http.Send([]byte("GET / HTTP/1.1\r\n\r\n"))
+	http.ClosedByServer()
+	testwait.Until(t, "the log line naming the HTTP client", func() bool {
+		return s.warned("remotePeer="+http.LocalAddr().String(), "neither TLS nor TChannel", "47 45 54")
+	})
+	testwait.Until(t, "server.conns_closed{reason=plaintext_refused} to count the 4 refusals", func() bool {
+		return taggedCounter(s.scope, stats.ServerConnsClosed, stats.TagReason, "plaintext_refused") == 4
+	})
+	if s.received.Load() != 0 {
+		t.Errorf("%d plaintext requests reached a handler", s.received.Load())
+	}
+}
+
+// A client that prefers TLS reaches a plaintext server in plaintext only
+// when its Fallback names it: at once when the server answers the TLS
+// handshake with TChannel (a Sluice server), within half the connect
+// timeout when it keeps silent (tchannel-go); each peer's first fallback
+// is logged. A server that answers in TLS is never reached in plaintext.
+func TestTLSClientFallback(t *testing.T) {
+	certs := testcerts.New(t)
+	trusting := clientConfig(t, tlsfiles.Files{CA: certs.CA.File}, 0, nil)
+	sluicePlain := startServer(t)
+	tchPlain := plainServer(t)
+	wrongName := startTLSServer(t, tlsfiles.Files{Cert: certs.WrongName.Cert, Key: certs.WrongName.Key}, TLSMixed)
+
+	t.Run("not allowed", func(t *testing.T) {
+		c := startTLSClient(t, sluicePlain.ch.HostPort(), ClientTLS{Config: trusting})
+		_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+		if want := "TLS handshake failed: the peer does not seem to speak TLS: it answered with bytes that are not TLS"; !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), want) {
+			t.Errorf("CallRaw: %v, want UNAVAILABLE saying %q", err, want)
+		}
+	})
+
+	for _, tc := range []struct {
+		name string
+		hp   string
+	}{
+		{"a plaintext Sluice server", sluicePlain.ch.HostPort()},
+		{"a plain tchannel-go server", tchPlain},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logs := newLogRecorder()
+			timeout := 2 * time.Second
+			c := startTLSClient(t, tc.hp, ClientTLS{Config: trusting, Fallback: FallbackFor(tc.hp)},
+				WithConnectConfig(peer.ConnectConfig{Timeout: timeout}), WithTChannelOptions(tchannel.ChannelOptions{Logger: logs}))
+			start := time.Now()
+			for i := range 3 {
+				res, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("in plaintext"))
+				if err != nil || string(res.Arg3) != "in plaintext" {
+					t.Fatalf("call %d: %v, %v", i, res, err)
+				}
+			}
+			if d := time.Since(start); d > timeout {
+				t.Errorf("the calls took %v, more than the connect timeout", d)
+			}
+			var n int
+			for _, l := range logs.warnings() {
+				if strings.Contains(l, "sluice: a peer does not speak TLS; connecting in plaintext") && strings.Contains(l, "remotePeer="+tc.hp) {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Errorf("%d fallback lines, want 1: %q", n, logs.warnings())
+			}
+		})
+	}
+
+	t.Run("a TLS server that fails the handshake", func(t *testing.T) {
+		hp := wrongName.ch.HostPort()
+		c := startTLSClient(t, hp, ClientTLS{Config: trusting, Fallback: FallbackFor(hp)})
+		_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+		if want := "doesn't contain any IP SANs"; !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), want) {
+			t.Errorf("CallRaw: %v, want UNAVAILABLE saying %q", err, want)
+		}
+		if wrongName.received.Load() != 0 {
+			t.Error("the call reached the server in plaintext")
+		}
+	})
+}
+
+// plainServer starts a plain tchannel-go server of "kv" echoing raw calls,
+// and returns its address.
+func plainServer(t *testing.T) string {
+	t.Helper()
+	ch, err := tchannel.NewChannel("kv", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ch.Close)
+	ch.Register(raw.Wrap(rawEcho{}), "echo")
+	if err := ch.ListenAndServe("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	return ch.PeerInfo().HostPort
+}
+
+type rawEcho struct{}
+
+func (rawEcho) Handle(_ context.Context, a *raw.Args) (*raw.Res, error) {
+	return &raw.Res{Arg2: a.Arg2, Arg3: a.Arg3}, nil
+}
+func (rawEcho) OnError(context.Context, error) {}
+
+// The options' errors name the field and the rule.
+func TestTLSOptionsValidate(t *testing.T) {
+	certs := testcerts.New(t)
+	good, err := tlsfiles.Files{Cert: certs.Server.Cert, Key: certs.Server.Key}.ServerConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := good.Clone()
+	old.MinVersion = tls.VersionTLS11
+	for _, tc := range []struct {
+		opt  Option
+		want string
+	}{
+		{WithServerTLS(ServerTLS{}), "channel: ServerTLS.Config is nil"},
+		{WithServerTLS(ServerTLS{Config: &tls.Config{}}), "channel: ServerTLS.Config has no certificate"},
+		{WithServerTLS(ServerTLS{Config: old}), "channel: ServerTLS.Config.MinVersion is TLS 1.1, must be TLS 1.2 or later"},
+		{WithServerTLS(ServerTLS{Config: good, Mode: 7}), "channel: ServerTLS.Mode is TLSMode(7), must be TLSOnly or TLSMixed"},
+		{WithClientTLS(ClientTLS{}), "channel: ClientTLS.Config is nil"},
+		{WithClientTLS(ClientTLS{Config: func() *tls.Config { return nil }}), "channel: ClientTLS.Config returned nil"},
+		{WithClientTLS(ClientTLS{Config: func() *tls.Config { return &tls.Config{MinVersion: tls.VersionTLS10} }}),
+			"channel: ClientTLS.Config returned MinVersion TLS 1.0, must be TLS 1.2 or later"},
+	} {
+		c, err := New("x", tc.opt)
+		if err == nil {
+			c.Close()
+		}
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("New: %v, want %q", err, tc.want)
+		}
+	}
+	if m := TLSMixed.String(); m != "TLSMixed" {
+		t.Errorf("TLSMixed.String() = %q", m)
+	}
+}
+
+// Verified follows what the configuration verifies.
+func TestTLSVerifies(t *testing.T) {
+	hook := func(tls.ConnectionState) error { return nil }
+	for _, tc := range []struct {
+		cfg    *tls.Config
+		client bool // verifiesServer, else verifiesClients
+		want   bool
+	}{
+		{&tls.Config{}, false, false},
+		{&tls.Config{ClientAuth: tls.RequestClientCert}, false, false},
+		{&tls.Config{ClientAuth: tls.RequireAnyClientCert}, false, false},
+		{&tls.Config{ClientAuth: tls.RequireAnyClientCert, VerifyConnection: hook}, false, true},
+		{&tls.Config{ClientAuth: tls.VerifyClientCertIfGiven}, false, true},
+		{&tls.Config{ClientAuth: tls.RequireAndVerifyClientCert}, false, true},
+		{&tls.Config{}, true, true},
+		{&tls.Config{InsecureSkipVerify: true}, true, false},
+		{&tls.Config{InsecureSkipVerify: true, VerifyConnection: hook}, true, true},
+	} {
+		got := verifiesClients(tc.cfg)
+		if tc.client {
+			got = verifiesServer(tc.cfg)
+		}
+		if got != tc.want {
+			t.Errorf("%+v (client %v): %v, want %v", tc.cfg, tc.client, got, tc.want)
+		}
+	}
+}
+
+// Finding a call's TLS allocates nothing, over TLS or not: the info is
+// the connection's, made once in its handshake.
+func TestTLSInfoOfAllocatesNothing(t *testing.T) {
+	g, err := tchconn.New(tchconn.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	info := &TLSInfo{Verified: true}
+	secure := g.Client(&tlsConn{Conn: tls.Client(a, &tls.Config{}), raw: a, info: info})
+	plain := g.Client(&prefixConn{Conn: b})
+	for _, tc := range []struct {
+		name string
+		nc   net.Conn
+		want *TLSInfo
+	}{{"TLS", secure, info}, {"plaintext", plain, nil}} {
+		if got := tlsInfoOf(tc.nc); got != tc.want {
+			t.Errorf("%s: tlsInfoOf = %p, want %p", tc.name, got, tc.want)
+		}
+		if n := testing.AllocsPerRun(100, func() { tlsInfoOf(tc.nc) }); n != 0 {
+			t.Errorf("%s: tlsInfoOf allocates %v times, want 0", tc.name, n)
+		}
+	}
+}
