@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/uber/tchannel-go"
+
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/shed"
@@ -23,6 +25,7 @@ import (
 var benchHelp = helpText{
 	synopsis: `sluice bench -p HOST:PORT -s SERVICE -m METHOD [-r BODY] [-n N] [-d D] [--rps R] [flags]
 sluice bench -p HOST:PORT -t FILE.thrift [flags] SERVICE Service::method [-r BODY] [-n N]
+sluice bench -p HOST:PORT [--tls | --tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--tls-server-name NAME] [--tls-fallback] ...
 sluice bench --embedded N [--embedded-workers N] [--embedded-shed MODE] [flags]
 sluice bench --closed-loop [--embedded-workers N] [--embedded-latency fixed:D] [--load X] [--chart FILE] [-o json]
 sluice bench --rolling-deploy [--rows LIST] [--rps R] [--replacements N] [--steady D] [--settle D] [-o json]
@@ -44,6 +47,8 @@ What each call sends is what 'sluice call' sends with the same flags: JSON,
 raw, or Thrift through an IDL (-t FILE.thrift, Service::method), encoded
 once before the run; -H, --sk, --rk, --rd and --caller go with every call,
 and the service and method may follow the flags as two words, as in yab.
+The TLS flags are call's too: every connection speaks TLS to the peers of
+-p/-P (--embedded servers, and those of the modes below, are plaintext).
 
 A connection is a Sluice Channel of its own (channel.New), with its own TCP
 connections to the peers, busy limiters and retry state, as each of yab's
@@ -100,6 +105,8 @@ second: with several scenarios, FILE-SCENARIO.png for each.
 ` + outputJSONHelp + ` In every mode the JSON carries
 the same figures as the table.
 
+` + clientTLSHelp + `
+
 ` + targetsHelp + `
 
 Exit status: 0 when the run completed with at least one successful call, or
@@ -112,6 +119,7 @@ sluice bench -p 127.0.0.1:4040 -s kv -m get -r '{"key":"a"}' -n 2000 --connectio
 sluice bench --embedded 4 --rps 400 -d 10s --hedge-max 3 --hedge-adaptive 0.95
 sluice bench -p 127.0.0.1:4040 -s kv -m get -r '{"key":"a"}' --rps 200 -d 30s -o json
 sluice bench -P peers.yaml -s kv -m get --retry-max 3 --debug-listen 127.0.0.1:9090
+sluice bench -p 127.0.0.1:4040 --tls-ca ca.pem --tls-cert c.pem --tls-key c-key.pem -s echo -m echo -n 10000   # mutual TLS
 sluice bench -P dns:///_tchannel._tcp.kv.default.svc.cluster.local -s kv -m get --rps 500 -d 1m --allow-remote
 sluice bench --embedded 1 --embedded-workers 8 --embedded-latency fixed:2ms --embedded-shed adaptive --rps 8000
 sluice bench --closed-loop --chart closedloop.png
@@ -166,6 +174,7 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	output := addOutputFlag(fs, false)
 	debugAddr := fs.String("debug-listen", "", debugListenUsage)
 	policy := addPolicyFlags(fs.FlagSet, true)
+	tlsFlags := addChannelClientTLSFlags(fs)
 	words, code, ok := fs.parseWords(args, 2)
 	if !ok {
 		return code
@@ -272,6 +281,16 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *embedded > 0 && tg.encoding == "thrift" {
 		return fs.usageError("--embedded servers answer json and raw calls, not Thrift: give -p or -P peers")
 	}
+	if *embedded > 0 && (tlsFlags.enabled() || tlsFlags.serverName != "" || tlsFlags.fallback) {
+		return fs.usageError("--embedded servers speak plaintext: the TLS flags need -p or -P peers")
+	}
+	// Reload errors and the first fallback to each peer go to stderr,
+	// beside the progress lines.
+	stderr = &lockedWriter{w: stderr}
+	tlsOpts, err := tlsFlags.options(nil, func(err error) { fmt.Fprintf(stderr, "sluice bench: %v\n", err) })
+	if err != nil {
+		return fs.usageError("%v", err)
+	}
 	switch {
 	case *shapeText == "" && unbounded:
 		*shapeText = "0"
@@ -309,9 +328,15 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if cfg != nil {
 		opts = append(opts, channel.WithServiceConfig(cfg))
 	}
+	opts = append(opts, tlsOpts...)
 	chs := make([]*channel.Channel, *connections)
 	for i := range chs {
-		ch, err := channel.New("sluice-bench", opts...)
+		chOpts := opts
+		if i == 0 && tlsFlags.fallback {
+			// The fallback to each peer is logged once, not once a connection.
+			chOpts = append(slices.Clip(opts), channel.WithTChannelOptions(tchannel.ChannelOptions{Logger: newWarnLogger(stderr)}))
+		}
+		ch, err := channel.New("sluice-bench", chOpts...)
 		if err != nil {
 			return fs.usageError("%v", err)
 		}

@@ -18,7 +18,8 @@ import (
 var callHelp = helpText{
 	synopsis: `sluice call -p HOST:PORT -s SERVICE -m METHOD [-r BODY | -f FILE] [flags]
 sluice call -p HOST:PORT -t FILE.thrift [flags] SERVICE Service::method [-r BODY]
-sluice call -p HOST:PORT --health SERVICE`,
+sluice call -p HOST:PORT --health SERVICE
+sluice call -p HOST:PORT [--tls | --tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--tls-server-name NAME] [--tls-fallback] ...`,
 	about: `Makes one call through Sluice's pipeline (peer choice, busy throttling,
 retries or hedges under a budget), as yab and tcurl make one: the response body,
 and nothing else, goes to stdout, so that 'sluice call ... | jq .' works. With -v
@@ -37,7 +38,11 @@ server answers. -H sets application headers of JSON and Thrift calls; --sk,
 
 A retry or hedging policy comes from flags (--retry-max, --hedge-max) or from
 a service config file (--service-config). A peer that refuses connections
-fails the call at once with UNAVAILABLE rather than at the timeout.
+fails the call at once with UNAVAILABLE rather than at the timeout, as does
+one whose TLS handshake fails (the error says why: a certificate for another
+name, a server that requires a client certificate, or a plaintext port).
+
+` + clientTLSHelp + `
 
 ` + targetsHelp + `
 
@@ -54,7 +59,8 @@ echo '{"key":"a"}' | sluice call -p 127.0.0.1:4040 -s kv -m get -f -
 sluice call -P peers.txt -s kv -m get -r '{"key":"a"}' --retry-max 3 -v
 sluice call -P dns:///kv.default.svc.cluster.local:4040 -s kv -m get -r '{"key":"a"}' --sk user-42
 sluice call -P etcd://127.0.0.1:2379/services/kv -s kv -m get -r '{"key":"a"}'
-sluice call -p 127.0.0.1:4040 -s kv -m get -f request.json -H auth:secret --timeout 200ms`,
+sluice call -p 127.0.0.1:4040 -s kv -m get -f request.json -H auth:secret --timeout 200ms
+sluice call -p 127.0.0.1:4040 --tls-ca ca.pem --tls-cert c.pem --tls-key c-key.pem -s echo -m echo -r '{"a":1}'   # mutual TLS`,
 }
 
 func callCmd(args []string, stdout, stderr io.Writer) int {
@@ -65,6 +71,7 @@ func callCmd(args []string, stdout, stderr io.Writer) int {
 	verbose := fs.Bool("verbose", false, "print the peer, attempts, response headers and time on stderr")
 	fs.alias("v", "verbose")
 	policy := addPolicyFlags(fs.FlagSet, false)
+	tlsFlags := addChannelClientTLSFlags(fs)
 	words, code, ok := fs.parseWords(args, 2)
 	if !ok {
 		return code
@@ -89,8 +96,13 @@ func callCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fs.usageError("%v", err)
 	}
+	// A fallback to plaintext is a downgrade: say so on stderr.
+	tlsOpts, err := tlsFlags.options(stderr, nil)
+	if err != nil {
+		return fs.usageError("%v", err)
+	}
 
-	ch, err := channel.New("sluice-call", append(src.options(tg.service), channel.WithServiceConfig(cfg))...)
+	ch, err := channel.New("sluice-call", append(append(src.options(tg.service), channel.WithServiceConfig(cfg)), tlsOpts...)...)
 	if err != nil {
 		return fs.usageError("%v", err)
 	}

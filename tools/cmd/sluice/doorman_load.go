@@ -80,7 +80,7 @@ type loadFlags struct {
 	server      *string
 	concurrency *int
 	conns       *int
-	tls         *doormanClientTLS
+	tls         *clientTLSFlags
 	dialOpts    []grpc.DialOption // set by check
 }
 

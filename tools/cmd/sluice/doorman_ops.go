@@ -26,7 +26,7 @@ const etcdConfigPrefix = "etcd:"
 // listener, the metrics interceptor, and the configuration reloaded from
 // its file or etcd key while the server runs.
 type doormanOps struct {
-	tls        grpctls.Files
+	tls        serverTLSFlags
 	configPoll time.Duration
 
 	// Set by loadConfig.
@@ -40,9 +40,7 @@ type doormanOps struct {
 // addDoormanOpsFlags registers serve's TLS and reloading flags on fs.
 func addDoormanOpsFlags(fs *flagSet) *doormanOps {
 	o := &doormanOps{}
-	fs.StringVar(&o.tls.Cert, "tls-cert", "", "serve gRPC over TLS with the PEM certificate (and chain) in `FILE`; needs --tls-key")
-	fs.StringVar(&o.tls.Key, "tls-key", "", "the PEM private key of --tls-cert, in `FILE`")
-	fs.StringVar(&o.tls.CA, "tls-ca", "", "require clients to present a certificate signed by a CA in the PEM `FILE` (mutual TLS); needs --tls-cert")
+	o.tls.register(fs, "gRPC")
 	fs.DurationVar(&o.configPoll, "config-poll", server.DefaultPollInterval,
 		"how often --config FILE is read for changes (a changed, valid configuration is applied; an invalid one is logged and refused); an etcd:KEY is watched instead; 0 turns reloading off, from a file or from etcd")
 	return o
@@ -51,14 +49,10 @@ func addDoormanOpsFlags(fs *flagSet) *doormanOps {
 // validate checks the flags as a set, before anything starts: errors are
 // usage errors.
 func (o *doormanOps) validate() error {
-	switch {
-	case o.tls.Cert != "" && o.tls.Key == "":
-		return fmt.Errorf("--tls-cert needs --tls-key, the PEM file of its private key")
-	case o.tls.Key != "" && o.tls.Cert == "":
-		return fmt.Errorf("--tls-key needs --tls-cert, the PEM file of its certificate")
-	case o.tls.CA != "" && o.tls.Cert == "":
-		return fmt.Errorf("--tls-ca (client certificates) needs --tls-cert and --tls-key: mutual TLS is TLS first")
-	case o.configPoll < 0:
+	if err := o.tls.validate(); err != nil {
+		return err
+	}
+	if o.configPoll < 0 {
 		return fmt.Errorf("--config-poll is %v, must be >= 0 (0 turns reloading off)", o.configPoll)
 	}
 	return nil
@@ -118,13 +112,15 @@ func (o *doormanOps) loadConfig(ctx context.Context, config, endpoints string) (
 // recording srv's RPCs on scope.
 func (o *doormanOps) grpcServerOptions(srv *server.Server, scope tally.Scope) ([]grpc.ServerOption, error) {
 	opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(server.NewMetrics(srv, scope).UnaryInterceptor())}
-	if o.tls.Cert != "" {
-		creds, err := o.tls.ServerCredentials()
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, grpc.Creds(creds))
+	r, err := o.tls.load(nil)
+	if err != nil || r == nil {
+		return opts, err
 	}
+	creds, err := grpctls.ServerCredentialsFrom(r)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, grpc.Creds(creds))
 	return opts, nil
 }
 
@@ -172,42 +168,24 @@ func (o *doormanOps) close() {
 	}
 }
 
-// doormanClientTLS is a Doorman client's TLS flags (`sluice doorman get`):
-// the capability of the original client's -ca_file.
-type doormanClientTLS struct {
-	on         bool
-	files      grpctls.Files
-	serverName string
-}
-
-// addDoormanClientTLSFlags registers a client's TLS flags on fs: --tls,
-// --tls-ca, --tls-cert, --tls-key and --tls-server-name.
-func addDoormanClientTLSFlags(fs *flagSet) *doormanClientTLS {
+// addDoormanClientTLSFlags registers a Doorman client's TLS flags on fs
+// (`sluice doorman get`, load, flood): --tls, --tls-ca, --tls-cert,
+// --tls-key and --tls-server-name, the capability of the original
+// client's -ca_file.
+func addDoormanClientTLSFlags(fs *flagSet) *clientTLSFlags {
 	return addClientTLSFlags(fs, "", "the server", "--server")
 }
 
-// addClientTLSFlags registers TLS flags named prefix+"tls..." for a
-// connection to peer, whose address is given by addrFlag.
-func addClientTLSFlags(fs *flagSet, prefix, peer, addrFlag string) *doormanClientTLS {
-	c := &doormanClientTLS{}
-	fs.BoolVar(&c.on, prefix+"tls", false, "speak TLS to "+peer+", verifying it against the system's roots (or --"+prefix+"tls-ca)")
-	fs.StringVar(&c.files.CA, prefix+"tls-ca", "", "speak TLS to "+peer+", verifying it against the CA certificates in the PEM `FILE`")
-	fs.StringVar(&c.files.Cert, prefix+"tls-cert", "", "speak TLS to "+peer+", presenting the PEM client certificate in `FILE` (for a server requiring one); needs --"+prefix+"tls-key")
-	fs.StringVar(&c.files.Key, prefix+"tls-key", "", "the PEM private key of --"+prefix+"tls-cert, in `FILE`")
-	fs.StringVar(&c.serverName, prefix+"tls-server-name", "", "the `NAME` the certificate of "+peer+" must carry, if not the host of "+addrFlag)
-	return c
-}
-
-// dialOptions returns the options to dial the server with
+// dialOptions returns the options to dial a Doorman server with
 // (leasing.ClientConfig.DialOptions): nil for plaintext when no TLS flag
-// is given. An error names the file or the flag that is wrong.
-func (c *doormanClientTLS) dialOptions() ([]grpc.DialOption, error) {
-	if !c.on && !c.files.Enabled() && c.serverName == "" {
-		return nil, nil
-	}
-	creds, err := c.files.ClientCredentials(c.serverName)
-	if err != nil {
+// is given. An error names the flag, and the file, that is wrong.
+func (c *clientTLSFlags) dialOptions() ([]grpc.DialOption, error) {
+	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	return []grpc.DialOption{grpc.WithTransportCredentials(creds)}, nil
+	r, err := c.load(nil)
+	if r == nil || err != nil {
+		return nil, err
+	}
+	return []grpc.DialOption{grpc.WithTransportCredentials(grpctls.ClientCredentialsFrom(r, c.serverName))}, nil
 }

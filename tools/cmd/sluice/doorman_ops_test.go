@@ -258,7 +258,7 @@ func TestDoormanOpsErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := &doormanOps{}
-	bad.tls.Cert, bad.tls.Key = certs.ServerCert, certs.ClientKey
+	bad.tls.files.Cert, bad.tls.files.Key = certs.ServerCert, certs.ClientKey
 	if _, err := bad.grpcServerOptions(srv, nil); err == nil || !strings.Contains(err.Error(), "private key does not match public key") {
 		t.Errorf("a mismatched key: %v", err)
 	}
@@ -266,8 +266,9 @@ func TestDoormanOpsErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--tls-cert", certs.ClientCert}, "has no key file"},
-		{[]string{"--tls-ca", missing}, "tlsfiles: reading CA: open " + missing},
+		{[]string{"--tls-cert", certs.ClientCert}, "--tls-cert needs --tls-key"},
+		{[]string{"--tls-server-name", "doorman.test"}, "--tls-server-name is the name a TLS server's certificate must carry: give --tls or --tls-ca too"},
+		{[]string{"--tls-ca", missing}, "--tls-ca: tlsfiles: reading CA: open " + missing},
 	} {
 		fs := newFlagSet("sluice doorman get", doormanGetHelp, io.Discard, io.Discard)
 		tf := addDoormanClientTLSFlags(fs)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,7 +16,7 @@ import (
 )
 
 var serveHelp = helpText{
-	synopsis: `sluice serve [--listen HOST:PORT] [--service NAME] [--register etcd://HOST:PORT/PREFIX] [--debug-listen ADDR] [limits flags]`,
+	synopsis: `sluice serve [--listen HOST:PORT] [--service NAME] [--tls-cert FILE --tls-key FILE [--tls-ca FILE] [--tls-mode only|mixed]] [--register etcd://HOST:PORT/PREFIX] [--debug-listen ADDR] [limits flags]`,
 	about: `A Sluice TChannel server to try call and bench on (and to test a client's
 error handling against): service --service on --listen, with three methods
 that take raw and JSON calls alike:
@@ -28,6 +29,8 @@ It prints "serving SERVICE on HOST:PORT" on stdout once it listens, and runs
 until SIGINT or SIGTERM. With --debug-listen it serves its metrics
 (server.requests, ...) at /metrics and the runtime's profiles at
 /debug/pprof/.
+
+` + serverTLSHelp + `
 
 With --register it registers its address in etcd under PREFIX (key
 PREFIX/HOST:PORT, in the layout of etcd's naming/endpoints, under a lease of
@@ -48,6 +51,7 @@ Exit status: 0 when interrupted, 1 when it cannot listen, 2 on a usage error.`,
 sluice call -p 127.0.0.1:4040 -s echo -m echo -r '{"a":1}'    # {"a":1}, exit 0
 sluice call -p 127.0.0.1:4040 -s echo -m fail                 # the error body, exit 1
 sluice bench -p 127.0.0.1:4040 -s echo -m echo --rps 1000 -d 10s
+sluice serve --listen 127.0.0.1:4040 --tls-cert s.pem --tls-key s-key.pem --tls-ca ca.pem --tls-mode mixed   # mutual TLS, plaintext still served
 sluice serve --listen 127.0.0.1:4040 --max-conns 10000 --idle-timeout 1m   # tighter limits on peers
 sluice serve --listen 127.0.0.1:0 --register etcd://127.0.0.1:2379/services/echo   # a fleet member
 sluice bench -P etcd://127.0.0.1:2379/services/echo -s echo -m echo --rps 500 -d 1m  # follows the fleet`,
@@ -70,6 +74,8 @@ func serveRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	quiet := fs.Duration("shutdown-quiet", channel.DefaultShutdownQuiet, "end the grace once no request has come for this long")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "the longest a shutdown takes, grace and requests in flight included")
 	limits := peerLimitFlags(fs)
+	tlsFlags := addServerTLSFlags(fs, "TChannel")
+	tlsMode := fs.String("tls-mode", "only", "with --tls-cert: `MODE` only (refuse plaintext clients) or mixed (serve TLS and plaintext on the one port, for a rollout)")
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
@@ -83,7 +89,15 @@ func serveRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	case *register == "" && fs.set("register-ttl"):
 		return fs.usageError("--register-ttl needs --register")
 	}
+	logger := newWarnLogger(stderr)
 	opts := []channel.Option{channel.WithShutdown(channel.ShutdownConfig{Grace: *grace, Quiet: *quiet})}
+	tlsOpt, err := serveTLS(tlsFlags, *tlsMode, fs.set("tls-mode"), logger)
+	if err != nil {
+		return fs.usageError("%v", err)
+	}
+	if tlsOpt != nil {
+		opts = append(opts, tlsOpt)
+	}
 	if *register != "" {
 		reg, closeReg, err := registrarFor(*register, *registerTTL, etcdTLS)
 		if err != nil {
@@ -98,7 +112,7 @@ func serveRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer debug.close()
 	ch, err := channel.New(*service, append(opts, channel.WithScope(debug.scope()), channel.WithPeerLimits(*limits),
-		channel.WithTChannelOptions(tchannel.ChannelOptions{Logger: newWarnLogger(stderr)}))...)
+		channel.WithTChannelOptions(tchannel.ChannelOptions{Logger: logger}))...)
 	if err != nil {
 		return fs.usageError("%v", err)
 	}
@@ -139,4 +153,39 @@ func serveRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 	}
 	return exitOK
+}
+
+// serveTLS returns the Channel option of serve's TLS flags, nil for
+// plaintext; its errors are usage errors, naming the flag. A changed file
+// that does not load is logged through logger.
+func serveTLS(f *serverTLSFlags, mode string, modeSet bool, logger tchannel.Logger) (channel.Option, error) {
+	if err := f.validate(); err != nil {
+		return nil, err
+	}
+	var m channel.TLSMode
+	switch mode {
+	case "only":
+		m = channel.TLSOnly
+	case "mixed":
+		m = channel.TLSMixed
+	default:
+		return nil, fmt.Errorf("--tls-mode is %q, must be only or mixed", mode)
+	}
+	if !f.enabled() {
+		if modeSet {
+			return nil, errors.New("--tls-mode says what a TLS port does with plaintext clients: give --tls-cert and --tls-key too")
+		}
+		return nil, nil
+	}
+	r, err := f.load(func(err error) {
+		logger.Warn("sluice: a changed TLS file did not load: " + err.Error())
+	})
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := r.ServerConfig()
+	if err != nil {
+		return nil, err
+	}
+	return channel.WithServerTLS(channel.ServerTLS{Config: cfg, Mode: m}), nil
 }

@@ -96,7 +96,24 @@ func (f Files) ClientCredentials(serverName string) (credentials.TransportCreden
 	if err != nil {
 		return nil, err
 	}
-	return &clientCredentials{r: r, serverName: serverName}, nil
+	return ClientCredentialsFrom(r, serverName), nil
+}
+
+// ClientCredentialsFrom returns ClientCredentials's credentials for the
+// files r holds, for a caller that made r itself (to report reload
+// errors, or to name the flag of a file that did not load).
+func ClientCredentialsFrom(r *tlsfiles.Reloader, serverName string) credentials.TransportCredentials {
+	return &clientCredentials{r: r, serverName: serverName}
+}
+
+// ServerCredentialsFrom returns ServerCredentials's credentials for the
+// files r holds; an error when r holds no certificate.
+func ServerCredentialsFrom(r *tlsfiles.Reloader) (credentials.TransportCredentials, error) {
+	c, err := r.ServerConfig()
+	if err != nil {
+		return nil, err
+	}
+	return credentials.NewTLS(c), nil
 }
 
 // clientCredentials are gRPC's TLS credentials on a configuration
