@@ -2,13 +2,17 @@ package channel
 
 import (
 	"context"
+	"crypto/tls"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/internal/testkit/benchlat"
+	"github.com/sluice-rpc/sluice/internal/testkit/testcerts"
 	"github.com/sluice-rpc/sluice/serviceconfig"
+	"github.com/sluice-rpc/sluice/tlsfiles"
 	"github.com/uber/tchannel-go"
 	"github.com/uber/tchannel-go/raw"
 )
@@ -85,6 +89,131 @@ func BenchmarkRawCallPairedAA(b *testing.B) {
 	ctx := benchCtx(b)
 	benchlat.Paired(b, "tchannel", plainRawCall(b, ctx, s.ch.HostPort()),
 		"tchannel2", plainRawCall(b, ctx, s.ch.HostPort()))
+}
+
+// benchTLS is the mutual TLS of the TLS benchmarks, as a deployment would
+// set it up: testcerts' ECDSA P-256 certificates, read through tlsfiles;
+// a TLS-only server requiring client certificates of the CA, clients
+// presenting one and verifying the server's IP address against the CA.
+type benchTLS struct {
+	server ServerTLS
+	client ClientTLS
+}
+
+// newBenchTLS makes fresh certificates and the TLS options that use them.
+func newBenchTLS(tb testing.TB) benchTLS {
+	tb.Helper()
+	certs := testcerts.New(tb)
+	sr, err := tlsfiles.New(tlsfiles.Config{Files: tlsfiles.Files{Cert: certs.Server.Cert, Key: certs.Server.Key, CA: certs.CA.File}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	scfg, err := sr.ServerConfig()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cr, err := tlsfiles.New(tlsfiles.Config{Files: tlsfiles.Files{Cert: certs.Client.Cert, Key: certs.Client.Key, CA: certs.CA.File}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return benchTLS{
+		server: ServerTLS{Config: scfg, Mode: TLSOnly},
+		client: ClientTLS{Config: func() *tls.Config { return cr.ClientConfig("") }},
+	}
+}
+
+// reportAllocsPerCall reports, as "allocs/call-<name>", the allocations of
+// one call of each arm (client and server: they share the process), the
+// mean of 50 calls, untimed; After's are not counted. The benchmark's
+// allocs/op counts one call of every arm together.
+func reportAllocsPerCall(b *testing.B, arms []benchlat.Arm) {
+	const calls = 50
+	var before, after runtime.MemStats
+	for _, a := range arms {
+		var n uint64
+		for range calls {
+			runtime.ReadMemStats(&before)
+			err := a.Call()
+			runtime.ReadMemStats(&after)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n += after.Mallocs - before.Mallocs
+			if a.After != nil {
+				a.After()
+			}
+		}
+		b.ReportMetric(float64(n)/calls, "allocs/call-"+a.Name)
+	}
+}
+
+// BenchmarkRawCallPairedTLS is BenchmarkRawCallPaired with a third client,
+// Sluice with mutual TLS (to a TLS-only server requiring a client
+// certificate), interleaved call by call with plain tchannel-go and
+// plaintext Sluice (to a plaintext server). Its connection is set up
+// before the timing: the ratios sluice-tls/tchannel and sluice-tls/sluice
+// are TLS's cost per call, the records' encryption both ways.
+func BenchmarkRawCallPairedTLS(b *testing.B) {
+	mtls := newBenchTLS(b)
+	plain, secure := startServer(b), startServer(b, WithServerTLS(mtls.server))
+	ctx := benchCtx(b)
+	arms := []benchlat.Arm{
+		{Name: "tchannel", Call: plainRawCall(b, ctx, plain.ch.HostPort())},
+		{Name: "sluice", Call: sluiceRawCall(ctx, sluiceClient(b, plain.ch.HostPort()))},
+		{Name: "sluice-tls", Call: sluiceRawCall(ctx, sluiceClient(b, secure.ch.HostPort(), WithClientTLS(mtls.client)))},
+	}
+	b.ReportAllocs()
+	benchlat.Interleaved(b, arms...)
+	reportAllocsPerCall(b, arms)
+}
+
+// firstCall is an arm whose every call is a new client Channel's first
+// call to the server at hp: the Channel made, the connection dialled
+// (with its handshakes), the call made. The Channel is closed after each,
+// untimed.
+func firstCall(b *testing.B, ctx context.Context, name, hp string, opts ...Option) benchlat.Arm {
+	var c *Channel
+	b.Cleanup(func() {
+		if c != nil {
+			c.Close()
+		}
+	})
+	return benchlat.Arm{
+		Name: name,
+		Call: func() error {
+			var err error
+			if c, err = New("first-call-client", opts...); err != nil {
+				return err
+			}
+			if err := c.AddPeer("kv", hp); err != nil {
+				return err
+			}
+			_, err = c.CallRaw(ctx, "kv", "echo", benchArg2, benchArg3)
+			return err
+		},
+		After: func() { c.Close() },
+	}
+}
+
+// BenchmarkTLSFirstCall times a new client Channel's first call (New,
+// connect, TChannel's init, the call) to a TLS-only server with mutual TLS
+// and to a plaintext one, interleaved, and reports the difference of
+// their medians as "handshake-ns": the TLS handshake's cost to the first
+// call on a connection (crypto/tls's default, TLS 1.3; a full handshake
+// every time, since tlsfiles' client configurations keep no session
+// cache). The Channel is closed after each call, untimed.
+func BenchmarkTLSFirstCall(b *testing.B) {
+	mtls := newBenchTLS(b)
+	plain, secure := startServer(b), startServer(b, WithServerTLS(mtls.server))
+	ctx := benchCtx(b)
+	arms := []benchlat.Arm{
+		firstCall(b, ctx, "plain", plain.ch.HostPort()),
+		firstCall(b, ctx, "tls", secure.ch.HostPort(), WithClientTLS(mtls.client)),
+	}
+	b.ReportAllocs()
+	p50 := benchlat.Interleaved(b, arms...)
+	b.ReportMetric(p50[1]-p50[0], "handshake-ns")
+	reportAllocsPerCall(b, arms)
 }
 
 // BenchmarkRawCallPartsPaired takes BenchmarkRawCallPaired's gap apart,

@@ -1,10 +1,10 @@
 // Package benchlat measures the median latency of calls inside go test
 // benchmarks.
 //
-// It times one kind of call, or two kinds interleaved call by call
-// (Paired), so that a noisy machine slows both alike: loopback latency
-// drifts between sequential runs by more than the few percent a comparison
-// with plain tchannel-go looks for.
+// It times one kind of call, or two kinds or more interleaved call by call
+// (Paired, Interleaved), so that a noisy machine slows them all alike:
+// loopback latency drifts between sequential runs by more than the few
+// percent a comparison with plain tchannel-go looks for.
 package benchlat
 
 import (
@@ -42,36 +42,105 @@ func Median(b *testing.B, call func() error) float64 {
 
 // Paired times b.N calls of x and of y, alternating which goes first, and
 // reports each one's median as "p50-<nameX>-ns" and "p50-<nameY>-ns" and
-// their ratio as "<nameY>/<nameX>". Each is called once untimed first.
+// their ratio as "<nameY>/<nameX>". Each is called once untimed first. It
+// is Interleaved with two arms.
 func Paired(b *testing.B, nameX string, x func() error, nameY string, y func() error) {
 	b.Helper()
-	for _, f := range []func() error{x, y} {
-		if err := f(); err != nil {
+	Interleaved(b, Arm{Name: nameX, Call: x}, Arm{Name: nameY, Call: y})
+}
+
+// Arm is one kind of call that Interleaved times.
+type Arm struct {
+	// Name names the arm's metrics.
+	Name string
+	// Call makes one call.
+	Call func() error
+	// After, when not nil, runs after each Call, untimed (the benchmark's
+	// timer stopped too): closing what the call opened, say.
+	After func()
+}
+
+// maxArms is the most arms Interleaved takes: it cycles through every
+// order of them, maxArms! orders.
+const maxArms = 4
+
+// Interleaved times b.N calls of each arm, one of each per iteration, in
+// every order of the arms in turn (two arms: x then y, y then x; three:
+// six orders), so that every arm runs in every position and after every
+// other equally often, and a noisy machine slows them all alike. It
+// reports each arm's median as "p50-<name>-ns" and, for every two arms x
+// and y with x before y in arms, their ratio as "<y>/<x>", and returns the
+// medians in nanoseconds, in the order of arms. Each arm is called once
+// untimed first. It takes 2 to 4 arms.
+func Interleaved(b *testing.B, arms ...Arm) []float64 {
+	b.Helper()
+	if len(arms) < 2 || len(arms) > maxArms {
+		b.Fatalf("benchlat: Interleaved takes 2 to %d arms, got %d", maxArms, len(arms))
+	}
+	for _, a := range arms {
+		if err := a.Call(); err != nil {
 			b.Fatal(err)
 		}
+		if a.After != nil {
+			a.After()
+		}
 	}
-	lx, ly := make([]time.Duration, b.N), make([]time.Duration, b.N)
+	orders := permutations(len(arms))
+	lat := make([][]time.Duration, len(arms))
+	for i := range lat {
+		lat[i] = make([]time.Duration, b.N)
+	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		first, second, d1, d2 := x, y, &lx[i], &ly[i]
-		if i%2 == 1 {
-			first, second, d1, d2 = y, x, &ly[i], &lx[i]
+		t := time.Now()
+		for _, k := range orders[i%len(orders)] {
+			if err := arms[k].Call(); err != nil {
+				b.Fatal(err)
+			}
+			now := time.Now()
+			lat[k][i] = now.Sub(t)
+			if arms[k].After != nil {
+				b.StopTimer()
+				arms[k].After()
+				b.StartTimer()
+				now = time.Now()
+			}
+			t = now
 		}
-		t0 := time.Now()
-		if err := first(); err != nil {
-			b.Fatal(err)
-		}
-		t1 := time.Now()
-		if err := second(); err != nil {
-			b.Fatal(err)
-		}
-		*d1, *d2 = t1.Sub(t0), time.Since(t1)
 	}
 	b.StopTimer()
-	mx, my := median(lx), median(ly)
-	b.ReportMetric(mx, "p50-"+nameX+"-ns")
-	b.ReportMetric(my, "p50-"+nameY+"-ns")
-	b.ReportMetric(my/mx, nameY+"/"+nameX)
+	p50 := make([]float64, len(arms))
+	for k, a := range arms {
+		p50[k] = median(lat[k])
+		b.ReportMetric(p50[k], "p50-"+a.Name+"-ns")
+	}
+	for x := range arms {
+		for y := x + 1; y < len(arms); y++ {
+			b.ReportMetric(p50[y]/p50[x], arms[y].Name+"/"+arms[x].Name)
+		}
+	}
+	return p50
+}
+
+// permutations returns every order of 0..n-1, in lexicographic order.
+func permutations(n int) [][]int {
+	if n == 1 {
+		return [][]int{{0}}
+	}
+	var out [][]int
+	for first := range n {
+		for _, rest := range permutations(n - 1) {
+			p := []int{first}
+			for _, r := range rest {
+				if r >= first {
+					r++
+				}
+				p = append(p, r)
+			}
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func median(d []time.Duration) float64 {
