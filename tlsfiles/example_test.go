@@ -1,6 +1,6 @@
 package tlsfiles_test
 
-//go:generate go run ./testdata/gen.go
+//go:generate go run ../internal/gencerts -dir testdata -ca "example CA" -server "example server" -client client=billing,spiffe://example.test/billing,billing.example.test
 
 import (
 	"crypto/tls"

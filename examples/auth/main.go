@@ -10,7 +10,7 @@
 // server moves to channel.TLSOnly and the token goes.
 //
 // It starts the server and five clients in one process on 127.0.0.1, with
-// the certificates in certs/ (certs/gen.go made them), calls once from
+// the certificates in certs/ (internal/gencerts made them: go generate), calls once from
 // each and prints what each call got:
 //
 //	$ go run ./examples/auth
@@ -23,7 +23,7 @@
 //	server: 2 calls served, 2 refused
 package main
 
-//go:generate go run ./certs/gen.go
+//go:generate go run ../../internal/gencerts -dir certs -ca "auth example CA" -server greeter -client client=client,spiffe://sluice.test/client -client reporting=reporting,spiffe://sluice.test/reporting
 
 import (
 	"context"
