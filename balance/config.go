@@ -79,6 +79,25 @@ const (
 // MaxConsecutiveErrors bounds Ejection.ConsecutiveErrors.
 const MaxConsecutiveErrors = 1 << 20
 
+// A peer's weight is in [MinWeight, MaxWeight] (0 standing for 1). The
+// bounds keep the chooser's arithmetic exact: the ratio of two weights is
+// at most 1e15, so neither a sum of weights overflows nor a weight
+// relative to their mean underflows to 0 (a registry's 1e308, or 1e-320,
+// would make every choice NaN).
+const (
+	MinWeight = 1e-6
+	MaxWeight = 1e9
+)
+
+// CheckWeight reports whether w is a weight a peer may have: 0 (meaning
+// 1) or a number in [MinWeight, MaxWeight]; an error says why not.
+func CheckWeight(w float64) error {
+	if w == 0 || (w >= MinWeight && w <= MaxWeight) {
+		return nil
+	}
+	return fmt.Errorf("weight %v, must be 0 (meaning 1) or a number in [%g, %g]", w, MinWeight, MaxWeight)
+}
+
 // Validate reports the first rule c breaks, naming the field, or nil.
 func (c Config) Validate() error {
 	s, e := c.SlowStart, c.Ejection

@@ -3,6 +3,8 @@ package discovery
 import (
 	"context"
 	"time"
+
+	"github.com/sluice-rpc/sluice/balance"
 )
 
 // Address is one peer a resolver found.
@@ -11,7 +13,7 @@ type Address struct {
 	HostPort string
 	// Weight is the peer's share relative to its service's other peers
 	// (SRV weights, Metadata.weight in etcd, "weight" in a file entry), in
-	// [0, MaxWeight]. 0 means unset, which counts as 1. The chooser
+	// [balance.MinWeight, MaxWeight], or 0, which means unset, which counts as 1. The chooser
 	// shares calls in proportion to it (see package balance), and places
 	// the peer on the shard-key ring by it.
 	Weight float64
@@ -21,8 +23,9 @@ type Address struct {
 }
 
 // MaxWeight bounds an Address's weight: a registry's 1e308 would make every
-// other peer's share nothing.
-const MaxWeight = 1e9
+// other peer's share nothing. A positive weight is at least
+// balance.MinWeight (1e-6).
+const MaxWeight = balance.MaxWeight
 
 // Resolver follows the peers of one target. Each package's constructor
 // returns one; channel.WithResolver ties it to a service.

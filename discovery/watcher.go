@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/internal/hostport"
 	"github.com/sluice-rpc/sluice/stats"
@@ -221,8 +222,8 @@ func clean(addrs []Address) ([]Address, string) {
 			why = err.Error()
 		} else if unspecified(a.HostPort) {
 			why = fmt.Sprintf("%s: an unspecified address (0.0.0.0, ::), which no client can dial", a.HostPort)
-		} else if !(a.Weight >= 0 && a.Weight <= MaxWeight) {
-			why = fmt.Sprintf("%s: weight %v, must be a number in [0, 1e9] (MaxWeight)", a.HostPort, a.Weight)
+		} else if err := balance.CheckWeight(a.Weight); err != nil {
+			why = a.HostPort + ": " + err.Error()
 		}
 		if why != "" {
 			if nbad++; bad == "" {

@@ -234,7 +234,8 @@ func TestWatcherBoundsTheSet(t *testing.T) {
 }
 
 // An unspecified address (what a server listening on every interface would
-// register) and a weight past MaxWeight are invalid entries, left out.
+// register) and a weight past MaxWeight or below balance.MinWeight are
+// invalid entries, left out.
 func TestWatcherRefusesUndialableAndHugeWeights(t *testing.T) {
 	res := scripted{make(chan func(discovery.Updates))}
 	var got []discovery.Address
@@ -245,13 +246,13 @@ func TestWatcherRefusesUndialableAndHugeWeights(t *testing.T) {
 	defer w.Close()
 	res.do(func(u discovery.Updates) {
 		u.Update([]discovery.Address{{HostPort: "0.0.0.0:4040"}, {HostPort: "[::]:4040"}, {HostPort: "127.0.0.1:1", Weight: 1e308},
-			{HostPort: "127.0.0.1:2", Weight: discovery.MaxWeight}})
+			{HostPort: "127.0.0.1:3", Weight: 1e-320}, {HostPort: "127.0.0.1:2", Weight: discovery.MaxWeight}})
 	})
 	want := []discovery.Address{{HostPort: "127.0.0.1:2", Weight: discovery.MaxWeight}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("applied %+v, want %+v", got, want)
 	}
-	if st := w.State(); !strings.Contains(st.LastError, "0.0.0.0:4040: an unspecified address") || !strings.Contains(st.LastError, "2 more invalid") {
+	if st := w.State(); !strings.Contains(st.LastError, "0.0.0.0:4040: an unspecified address") || !strings.Contains(st.LastError, "3 more invalid") {
 		t.Fatalf("state %+v, want the bad entries named", st)
 	}
 }

@@ -40,7 +40,9 @@ func TestSetRejectsInvalidMembersWhole(t *testing.T) {
 		want string
 	}{
 		{[]Member{{HostPort: hp(2)}, {HostPort: "nonsense"}}, `bad host:port "nonsense"`},
-		{[]Member{{HostPort: hp(2), Weight: -1}}, "weight -1, must be a finite number >= 0"},
+		{[]Member{{HostPort: hp(2), Weight: -1}}, "weight -1, must be 0 (meaning 1) or a number in [1e-06, 1e+09]"},
+		{[]Member{{HostPort: hp(2), Weight: 1e-320}}, "weight 1e-320, must be 0 (meaning 1) or a number in"},
+		{[]Member{{HostPort: hp(2), Weight: 1e308}}, "weight 1e+308, must be 0 (meaning 1) or a number in"},
 		{[]Member{{HostPort: hp(2)}, {HostPort: hp(2)}}, "listed twice"},
 	} {
 		err := l.Set(tt.m)
