@@ -29,7 +29,9 @@
 // the strict rule: fewest pending calls, then a clearly lower latency.
 //
 // Outlier ejection. A peer that answers UNEXPECTED or NETWORK errors
-// ConsecutiveErrors times in a row (default 5) is ejected: not chosen for
+// ConsecutiveErrors times in a row (default 5; an OK, BUSY or BAD_REQUEST
+// answer breaks the run, a timeout, cancellation or DECLINED neither
+// counts nor breaks it) is ejected: not chosen for
 // BaseTime x k (default 30 s), k being 1 for its first ejection and one
 // more for each ejection that follows within BaseTime of the last one
 // ending, capped at MaxTime (default 300 s). At most MaxPercent of the

@@ -68,7 +68,8 @@ const maxTransportHeader = 255
 // flight (ceil(1.25 x (m + 1) / n) with equal weights, m the calls in
 // flight to all n peers): then to the next peer on the ring. Retries and
 // hedges go to the next distinct peers on the ring. A call waits, within
-// its deadline, for a home that is still connecting. Calls with the same
+// its deadline, for a home connecting for the first time or after a
+// healthy close, not for one reconnecting after a failure. Calls with the same
 // key from any Sluice client reach the same peer while the peers stay the
 // same; when 1 of 10 peers leaves, only its keys (a tenth) move. key is at most 255
 // bytes (TChannel's limit); a longer one fails the call with BAD_REQUEST

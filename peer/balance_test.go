@@ -452,3 +452,152 @@ func TestColdPeerWaitsForWarmth(t *testing.T) {
 		t.Fatalf("the warm new peer at factor 0.5 got %.3f of the calls, want %.3f", got, want)
 	}
 }
+
+// A slow peer's recovery is seen under sparse traffic: its probe is judged
+// whatever its age by the time of the next choice.
+func TestSlowPeerRecoversUnderSparseTraffic(t *testing.T) {
+	l, clk := newBalancedList(t, balance.Config{}, 1, 1)
+	slow, fast := l.Get(hp(0)), l.Get(hp(1))
+	for i := 0; i < minLatencySamples; i++ {
+		for _, a := range []struct {
+			p *Peer
+			d time.Duration
+		}{{slow, 50 * time.Millisecond}, {fast, time.Millisecond}} {
+			a.p.Begin()
+			a.p.End(clk.Now(), a.d, codes.OK)
+		}
+	}
+	if p, _ := l.Choose(nil); p != fast || !slow.Counts().Slow {
+		t.Fatal("the 50x peer is not marked slow")
+	}
+	clk.Add(time.Duration(probeEvery))
+	var probe *Peer
+	for probe == nil {
+		if p, _ := l.Choose(nil); p == slow {
+			probe = p
+		}
+	}
+	probe.Begin()
+	probe.End(clk.Now(), time.Millisecond, codes.OK) // recovered
+	clk.Add(1500 * time.Millisecond)                 // the next call comes 1.5 s later
+	l.Choose(nil)
+	if slow.Counts().Slow {
+		t.Fatal("a recovered peer whose fast probe is 1.5 s old is still marked slow")
+	}
+}
+
+// A shard key's choice asks each peer's limiter at most once, however
+// many passes it makes.
+func TestChooseKeyCountsEachRefusalOnce(t *testing.T) {
+	l, clk := newBalancedList(t, balance.Config{}, 1, 1, 1, 1)
+	for _, p := range l.Peers() {
+		p.Begin()
+		p.EndPushedBack(clk.Now(), time.Millisecond, time.Second) // resting at 0 pending
+	}
+	if _, err := l.ChooseKeyAt("user-1", nil, clk.Now()); err != ErrThrottled {
+		t.Fatalf("ChooseKeyAt = %v, want ErrThrottled", err)
+	}
+	for _, p := range l.Peers() {
+		if c := p.Counts(); c.Throttled != 1 {
+			t.Errorf("%s: Throttled = %d after one choice, want 1", c.HostPort, c.Throttled)
+		}
+	}
+}
+
+// A Set that changes nothing keeps the list's members, and with them the
+// shard keys' ring.
+func TestUnchangedSetKeepsTheRing(t *testing.T) {
+	l, _ := newBalancedList(t, balance.Config{}, 1, 2, 3)
+	before := l.peers.Load()
+	home := l.Home("user-1")
+	if err := l.Set([]Member{{HostPort: hp(2), Weight: 3}, {HostPort: hp(0)}, {HostPort: hp(1), Weight: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if l.peers.Load() != before || before.ring.Load() == nil || l.Home("user-1") != home {
+		t.Fatal("a Set of the same peers and weights replaced the members (and dropped the ring)")
+	}
+	if err := l.Set([]Member{{HostPort: hp(0)}, {HostPort: hp(1), Weight: 2}, {HostPort: hp(2), Weight: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	if l.peers.Load() == before {
+		t.Fatal("a Set with a new weight kept the old members")
+	}
+}
+
+// Once the cap refused an ejection, the next one is possible as soon as
+// the first ejection filling the cap ends.
+func TestEjectionCapFreesWhenAnEjectionEnds(t *testing.T) {
+	l, clk := newBalancedList(t, balance.Config{}, 1, 1, 1, 1) // one may be ejected
+	a, b := l.Peers()[0], l.Peers()[1]
+	fail := func(p *Peer, n int) {
+		for range n {
+			p.Begin()
+			p.End(clk.Now(), time.Millisecond, codes.Unexpected)
+		}
+	}
+	fail(a, 5)
+	fail(b, 5)
+	if ej, _ := b.Ejected(clk.Now()); ej {
+		t.Fatal("b ejected beyond the cap")
+	}
+	_, until := a.Ejected(clk.Now())
+	clk.Add(until.Sub(clk.Now()))
+	fail(b, 1) // its run goes on: the next error ejects it
+	if ej, _ := b.Ejected(clk.Now()); !ej {
+		t.Fatal("b not ejected once a's ejection ended")
+	}
+}
+
+// A long list's choice stays cheap while peers are in their slow-start
+// window (a client's first 10 s) and while a peer is ejected: the
+// list-wide figures are worked out once per figuresTTL, not per choice.
+func BenchmarkChoose1000(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		set  func(l *List, clk *clock.Fake)
+	}{
+		{"settled", func(l *List, clk *clock.Fake) { clk.Add(time.Minute) }},
+		{"in-window", func(*List, *clock.Fake) {}},
+		{"one-ejected", func(l *List, clk *clock.Fake) {
+			clk.Add(time.Minute)
+			p := l.Peers()[0]
+			for range 5 {
+				p.Begin()
+				p.End(clk.Now(), time.Millisecond, codes.Unexpected)
+			}
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			weights := make([]float64, 1000)
+			for i := range weights {
+				weights[i] = 1
+			}
+			l, clk := newBalancedList(b, balance.Config{Ejection: balance.Ejection{BaseTime: time.Hour, MaxTime: time.Hour}}, weights...)
+			tc.set(l, clk)
+			now := clk.Now()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := l.ChooseAt(nil, now); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// DECLINED (a server draining) neither counts toward an ejection nor
+// breaks a run of errors.
+func TestDeclinedIsNeutralForEjection(t *testing.T) {
+	l, clk := newBalancedList(t, balance.Config{Ejection: balance.Ejection{MaxPercent: 50}}, 1, 1)
+	p := l.Peers()[0]
+	for i, code := range []codes.Code{codes.Unexpected, codes.Unexpected, codes.Declined, codes.Declined, codes.Unexpected, codes.Unexpected, codes.Declined, codes.Unexpected} {
+		if ej, _ := p.Ejected(clk.Now()); ej {
+			t.Fatalf("ejected after answer %d", i)
+		}
+		p.Begin()
+		p.End(clk.Now(), time.Millisecond, code)
+	}
+	if ej, _ := p.Ejected(clk.Now()); !ej {
+		t.Fatal("five UNEXPECTED answers with DECLINED between them did not eject the peer")
+	}
+}

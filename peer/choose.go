@@ -3,6 +3,7 @@ package peer
 import (
 	"math"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,7 +30,7 @@ const (
 )
 
 // members is one version of a list's peers, immutable but for the lazily
-// built ring and weight table, which depend only on it.
+// built ring and the cached list-wide figures, which depend only on it.
 type members struct {
 	peers []*Peer
 	// uniform: every peer has the same weight (as discovery gave it).
@@ -37,9 +38,28 @@ type members struct {
 	total   float64 // the weights' sum
 	// cum are the cumulative weights, for choosing two peers of a long
 	// list in proportion to their weights; nil when uniform.
-	cum  []float64
-	ring atomic.Pointer[balance.Ring]
+	cum []float64
+
+	ringMu sync.Mutex // one build at a time; the others wait for it
+	ring   atomic.Pointer[balance.Ring]
+
+	// A long list's choices and introspection need list-wide figures
+	// (when its earliest peer became ready, whether ejections apply) that
+	// cost a pass over every peer. They are worked out at most once per
+	// figuresTTL (and at once after an ejection), not per choice.
+	figures atomic.Pointer[figures]
 }
+
+// figures are a long list's list-wide figures as of a moment.
+type figures struct {
+	until    int64 // valid before this, Unix nanoseconds
+	earliest int64 // when the earliest Ready peer became ready (MaxInt64: none)
+	ejecting bool  // some peer is ejected and the list is not in panic
+}
+
+// figuresTTL is how long a long list's figures are reused. A ramp that
+// starts, or an ejection that ends, takes effect up to this much late.
+const figuresTTL = int64(100 * time.Millisecond)
 
 func newMembers(peers []*Peer) *members {
 	m := &members{peers: peers, uniform: true}
@@ -70,8 +90,14 @@ func (m *members) mean() float64 {
 }
 
 // ringOf returns the members' consistent-hash ring, building it on first
-// use.
+// use (one caller builds, concurrent ones wait for it), or nil if it
+// cannot be built (over balance.MaxRingPoints members).
 func (m *members) ringOf() *balance.Ring {
+	if r := m.ring.Load(); r != nil {
+		return r
+	}
+	m.ringMu.Lock()
+	defer m.ringMu.Unlock()
 	if r := m.ring.Load(); r != nil {
 		return r
 	}
@@ -82,12 +108,35 @@ func (m *members) ringOf() *balance.Ring {
 	}
 	r, err := balance.NewRing(names, weights)
 	if err != nil {
-		// The members were validated (unique host:ports, finite positive
-		// weights) when they were set.
-		panic("peer: " + err.Error())
+		// The members were validated (unique host:ports, weights in
+		// range) when they were set; only their number can be too many.
+		return nil
 	}
-	m.ring.CompareAndSwap(nil, r)
-	return m.ring.Load()
+	m.ring.Store(r)
+	return r
+}
+
+// figuresAt returns m's list-wide figures at ns, working them out again
+// when those held are older than figuresTTL.
+func (l *List) figuresAt(m *members, ns int64) *figures {
+	if f := m.figures.Load(); f != nil && ns < f.until {
+		return f
+	}
+	f := &figures{until: ns + figuresTTL, earliest: math.MaxInt64}
+	ready, ejected := 0, 0
+	for _, p := range m.peers {
+		if p.State() != Ready {
+			continue
+		}
+		ready++
+		f.earliest = min(f.earliest, p.readyAt())
+		if p.ejectedAt(ns) {
+			ejected++
+		}
+	}
+	f.ejecting = ejected > 0 && !l.bal.Ejection.Panic(ready-ejected, len(m.peers))
+	m.figures.Store(f)
+	return f
 }
 
 // Choose picks a Ready peer for one attempt and counts it against that
@@ -247,13 +296,20 @@ func (l *List) look(m *members, now time.Time, v *view) {
 // slow-start window (ramping), "far" is nearer (see coldRatio).
 func (p *Peer) judgeSlow(now time.Time, ref, known int64, ramping bool) bool {
 	ns := now.UnixNano()
+	slow := p.slow.Load()
 	lat := p.latencyAt(now)
+	if slow {
+		// Its latest probe, whatever its age: under sparse traffic the
+		// probe is stale by the next choice, and a recovered peer would
+		// stay marked.
+		lat = p.latencyAny()
+	}
 	switch {
 	case lat == 0:
-	case !p.slow.Load() && ref > 0 && farAbove(lat, ref, ramping):
+	case !slow && ref > 0 && farAbove(lat, ref, ramping):
 		p.probedAt.Store(ns) // its first probe is probeEvery away
 		p.slow.Store(true)
-	case p.slow.Load() && known > 0 && !farAbove(lat, known, ramping):
+	case slow && known > 0 && !farAbove(lat, known, ramping):
 		p.slow.Store(false)
 	}
 	return p.slow.Load() && ns-p.probedAt.Load() < probeEvery
@@ -337,19 +393,8 @@ func (l *List) effectiveWeight(p *Peer, now time.Time) float64 {
 	if p.State() != Ready {
 		return p.Weight()
 	}
-	return l.weightAt(p, now.UnixNano(), l.earliestReady())
-}
-
-// earliestReady returns when the earliest Ready peer became ready, Unix
-// nanoseconds (MaxInt64 if none is).
-func (l *List) earliestReady() int64 {
-	earliest := int64(math.MaxInt64)
-	for _, p := range l.Peers() {
-		if p.State() == Ready {
-			earliest = min(earliest, p.readyAt())
-		}
-	}
-	return earliest
+	ns := now.UnixNano()
+	return l.weightAt(p, ns, l.figuresAt(l.peers.Load(), ns).earliest)
 }
 
 // chooseMany picks among more than scanAll peers: the power of two random
@@ -361,10 +406,11 @@ func (l *List) earliestReady() int64 {
 func (l *List) chooseMany(m *members, exclude []*Peer, now time.Time) (*Peer, error) {
 	peers := m.peers
 	ns := now.UnixNano()
-	ejecting := l.ejecting(peers, ns)
+	f := l.figuresAt(m, ns)
+	ejecting := f.ejecting
 	var avail availability
 	a, b := pickTwo(m, exclude, &avail, ns, ejecting)
-	if b >= 0 && l.preferOf(peers[b], peers[a], now, m.uniform, m.mean()) {
+	if b >= 0 && l.preferOf(peers[b], peers[a], now, m, f.earliest) {
 		a, b = b, a
 	}
 	for _, i := range [2]int{a, b} {
@@ -390,54 +436,29 @@ func (l *List) chooseMany(m *members, exclude []*Peer, now time.Time) (*Peer, er
 	return nil, avail.err()
 }
 
-// ejecting reports whether ejections apply to a choice among peers at ns:
-// some peer is ejected, and the list is not below its panic threshold.
-func (l *List) ejecting(peers []*Peer, ns int64) bool {
-	if l.ejectedUntil.Load() <= ns {
-		return false
-	}
-	ready, ejected := 0, 0
-	for _, p := range peers {
-		if p.State() == Ready {
-			ready++
-			if p.ejectedAt(ns) {
-				ejected++
-			}
-		}
-	}
-	return ejected > 0 && !l.bal.Ejection.Panic(ready-ejected, len(peers))
-}
-
 // preferOf reports whether a should be preferred to b at now, two peers
-// of a long list drawn in proportion to their weights (mean being the
-// list's mean weight, uniform telling whether all are equal): a slow peer
-// (probe not due) loses; then, with equal weights and neither in slow
+// of m, a long list, drawn in proportion to their weights (earliest being
+// when the list's earliest Ready peer became ready): a slow peer (probe
+// not due) loses, each judged against the other, a peer in its slow-start
+// window as a cold one; then, with equal weights and neither in slow
 // start, better decides; else loadKey's draw.
-func (l *List) preferOf(a, b *Peer, now time.Time, uniform bool, mean float64) bool {
-	// Each is judged against the other.
-	sa, sb := a.judgeSlow(now, b.freshIfNotSlow(now), b.knownIfNotSlow(), false), b.judgeSlow(now, a.freshIfNotSlow(now), a.knownIfNotSlow(), false)
-	if sa != sb {
-		return sb
-	}
+func (l *List) preferOf(a, b *Peer, now time.Time, m *members, earliest int64) bool {
 	// The two were drawn in proportion to their weights already: their
 	// slow-start factors weigh them further, and their calls pending per
 	// unit of weight decide.
-	ns, fa, fb := now.UnixNano(), 1.0, 1.0
-	if l.rampingAt(a, ns) || l.rampingAt(b, ns) {
-		earliest := l.earliestReady()
-		fa, fb = l.weightAt(a, ns, earliest)/a.Weight(), l.weightAt(b, ns, earliest)/b.Weight()
+	ns := now.UnixNano()
+	fa, fb := l.weightAt(a, ns, earliest)/a.Weight(), l.weightAt(b, ns, earliest)/b.Weight()
+	sa := a.judgeSlow(now, b.freshIfNotSlow(now), b.knownIfNotSlow(), fa < 1)
+	sb := b.judgeSlow(now, a.freshIfNotSlow(now), a.knownIfNotSlow(), fb < 1)
+	if sa != sb {
+		return sb
 	}
-	if uniform && fa == fb {
+	if m.uniform && fa == fb {
 		return better(a, b, now)
 	}
+	mean := m.mean()
 	wa, wb := a.Weight()*fa/mean, b.Weight()*fb/mean
 	return loadKey(a, wa, fa) < loadKey(b, wb, fb)
-}
-
-// rampingAt reports whether p may be in its slow-start window at ns.
-func (l *List) rampingAt(p *Peer, ns int64) bool {
-	r := p.readyAt()
-	return r != 0 && l.bal.SlowStart.Ramping(time.Duration(ns-r))
 }
 
 // availability tallies the states of the peers a choice looked at, to say

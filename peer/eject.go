@@ -16,20 +16,32 @@ func (l *List) eject(p *Peer, now time.Time) {
 		return
 	}
 	ns := now.UnixNano()
+	if ns < l.capFullUntil.Load() {
+		// The list has its most ejected peers until then: a wide outage
+		// must not take the lock and a pass over the peers per error.
+		return
+	}
 	l.ejectMu.Lock()
 	defer l.ejectMu.Unlock()
 	if p.ejectedAt(ns) {
 		return
 	}
-	peers := l.Peers()
-	ejected := 0
-	for _, q := range peers {
-		if q.ejectedAt(ns) {
+	m := l.peers.Load()
+	ejected, firstEnd := 0, int64(0)
+	for _, q := range m.peers {
+		if u := q.ejectedUntil.Load(); u > ns {
 			ejected++
+			if firstEnd == 0 || u < firstEnd {
+				firstEnd = u
+			}
 		}
 	}
-	if !contains(peers, p) || ejected >= e.MaxEjected(len(peers)) {
+	if ejected >= e.MaxEjected(len(m.peers)) {
+		l.capFullUntil.Store(firstEnd)
 		return
+	}
+	if !contains(m.peers, p) {
+		return // removed since its call was sent
 	}
 	k := e.Multiplier(p.ejectK, time.Duration(ns-p.ejectEnd))
 	until := ns + int64(e.Duration(k))
@@ -38,9 +50,7 @@ func (l *List) eject(p *Peer, now time.Time) {
 	p.errorsInRow.Store(0)
 	p.ejections.Add(1)
 	p.m.Ejections.Inc(1)
-	if until > l.ejectedUntil.Load() {
-		l.ejectedUntil.Store(until)
-	}
+	m.figures.Store(nil) // choices see the ejection at once
 }
 
 // Ejected reports whether the peer is ejected at now (from the list's

@@ -31,9 +31,11 @@ type List struct {
 	// ejectMu serialises ejections, so that the cap on ejected peers
 	// holds; it guards each peer's ejectK and ejectEnd.
 	ejectMu sync.Mutex
-	// ejectedUntil is the latest end of an ejection of any of the peers,
-	// Unix nanoseconds: before it, a choice checks for ejected peers.
-	ejectedUntil atomic.Int64
+	// capFullUntil is, once an ejection was refused for the cap, when the
+	// first of the ejections that filled it ends, Unix nanoseconds: no
+	// ejection can happen before then (Set resets it: a peer that left
+	// frees its place).
+	capFullUntil atomic.Int64
 	// resolving is true until the first Set of a list whose peers come
 	// from a resolver (ListConfig.Resolving).
 	resolving atomic.Bool
@@ -162,7 +164,7 @@ type Member struct {
 // weight is updated); new ones are added and start connecting; the others
 // are removed as Remove does (calls in flight to them finish, then their
 // connections close). It checks every member before changing anything: an
-// invalid host:port or weight (negative, infinite, NaN), or a host:port
+// invalid host:port or weight (see balance.CheckWeight), or a host:port
 // listed twice, is an error and changes nothing.
 func (l *List) Set(members []Member) error {
 	seen := make(map[string]float64, len(members))
@@ -170,8 +172,8 @@ func (l *List) Set(members []Member) error {
 		if err := ValidateHostPort(m.HostPort); err != nil {
 			return err
 		}
-		if !(m.Weight >= 0) || math.IsInf(m.Weight, 1) {
-			return fmt.Errorf("peer: %s has weight %v, must be a finite number >= 0 (0: 1)", m.HostPort, m.Weight)
+		if err := balance.CheckWeight(m.Weight); err != nil {
+			return fmt.Errorf("peer: %s has %w", m.HostPort, err)
 		}
 		if _, dup := seen[m.HostPort]; dup {
 			return fmt.Errorf("peer: %s is listed twice", m.HostPort)
@@ -183,9 +185,13 @@ func (l *List) Set(members []Member) error {
 	old := l.Peers()
 	next := make([]*Peer, 0, len(members))
 	var gone []*Peer
+	reweighed := false
 	for _, p := range old {
 		if w, ok := seen[p.hostPort]; ok {
-			p.weight.Store(math.Float64bits(w))
+			if w != p.Weight() {
+				p.weight.Store(math.Float64bits(w))
+				reweighed = true
+			}
 			next = append(next, p)
 			delete(seen, p.hostPort)
 		} else {
@@ -208,7 +214,12 @@ func (l *List) Set(members []Member) error {
 		}
 		next = append(next, p)
 	}
-	l.peers.Store(newMembers(next))
+	if reweighed || len(next) != len(old) || len(gone) > 0 {
+		// Unchanged, the list keeps its members, and with them the ring
+		// of its shard keys: a resolver repeats its answer every period.
+		l.peers.Store(newMembers(next))
+		l.capFullUntil.Store(0)
+	}
 	for _, p := range gone {
 		if p.conn != nil {
 			l.pool.release(p.conn)
@@ -234,6 +245,7 @@ func (l *List) Remove(hostPort string) error {
 			next = append(next, old[:i]...)
 			next = append(next, old[i+1:]...)
 			l.peers.Store(newMembers(next))
+			l.capFullUntil.Store(0)
 			if p.conn != nil {
 				l.pool.release(p.conn)
 			}

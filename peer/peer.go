@@ -195,9 +195,10 @@ func (p *Peer) end(now time.Time, latency time.Duration, code codes.Code, rest t
 		if n := p.errorsInRow.Add(1); p.l != nil && n >= int64(p.l.bal.Ejection.Threshold()) {
 			p.l.eject(p, now)
 		}
-	case codes.OK, codes.Busy, codes.Declined, codes.BadRequest:
-		// The peer answered as a working server does. A timeout or a
-		// cancellation says nothing either way.
+	case codes.OK, codes.Busy, codes.BadRequest:
+		// The peer answered as a working server does. A timeout, a
+		// cancellation or a DECLINED (a server draining, or one that
+		// declines everything) says nothing either way.
 		if p.errorsInRow.Load() != 0 {
 			p.errorsInRow.Store(0)
 		}
