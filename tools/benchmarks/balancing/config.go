@@ -1,10 +1,8 @@
 package balancing
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -468,45 +466,4 @@ func (c Config) progress(format string, args ...any) {
 	if c.Progress != nil {
 		c.Progress(fmt.Sprintf(format, args...))
 	}
-}
-
-// MarshalJSON writes c with its durations in milliseconds, as the other
-// benchmarks' reports have them (keys ending in _ms).
-func (c Config) MarshalJSON() ([]byte, error) { return millisJSON(c) }
-
-// MarshalJSON writes c with its durations in milliseconds.
-func (c ScaleOutConfig) MarshalJSON() ([]byte, error) { return millisJSON(c) }
-
-// MarshalJSON writes c with its durations in milliseconds.
-func (c HeterogeneousConfig) MarshalJSON() ([]byte, error) { return millisJSON(c) }
-
-// MarshalJSON writes c with its durations in milliseconds.
-func (c ShardConfig) MarshalJSON() ([]byte, error) { return millisJSON(c) }
-
-// MarshalJSON writes c with its durations in milliseconds.
-func (c ErroringConfig) MarshalJSON() ([]byte, error) { return millisJSON(c) }
-
-// millisJSON writes the struct v as a JSON object keyed by its fields'
-// json tags (a field tagged "-" left out), its time.Duration fields as
-// milliseconds (load.Millis).
-func millisJSON(v any) ([]byte, error) {
-	rv := reflect.ValueOf(v)
-	rt := rv.Type()
-	m := make(map[string]any, rt.NumField())
-	for i := range rt.NumField() {
-		f := rt.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" || !f.IsExported() {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		val := rv.Field(i).Interface()
-		if d, ok := val.(time.Duration); ok {
-			val = load.Millis(d)
-		}
-		m[name] = val
-	}
-	return json.Marshal(m)
 }

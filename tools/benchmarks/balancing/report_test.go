@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluice-rpc/sluice/tools/internal/jsonout"
 )
 
 // checkOutputs checks what a command prints of res: the Markdown tables
@@ -33,7 +35,7 @@ func checkOutputs(t *testing.T, res *Result) {
 	if n := strings.Count(out, "holds: ") + strings.Count(out, "FALLS SHORT: "); n != len(res.Verdicts) {
 		t.Errorf("%d verdict lines, want %d", n, len(res.Verdicts))
 	}
-	js, err := json.Marshal(res)
+	js, err := jsonout.Marshal(res)
 	if err != nil {
 		t.Fatalf("the result does not encode as JSON: %v", err)
 	}
@@ -50,6 +52,18 @@ func checkOutputs(t *testing.T, res *Result) {
 	if c, ok := back["config"].(map[string]any); !ok || c["timeout_ms"] != 1000.0 || c["size"] != "ci" ||
 		c["shard"].(map[string]any)["hit_ms"] != 0.2 {
 		t.Errorf("the JSON's config %v: want timeout_ms 1000, size ci, shard.hit_ms 0.2", back["config"])
+	}
+	// The keys in the structs' field order, as every report has them, not
+	// sorted.
+	at := -1
+	for _, k := range []string{`"config":{"scenarios":`, `"size":`, `"seed":`, `"timeout_ms":`, `"gc_percent":`, `"scale_out":{"servers":`, `"added":`,
+		`"service_ms":`, `"heterogeneous":{"workers":`, `"shard":{"servers":`, `"erroring":{"servers":`, `"verdicts":`} {
+		i := bytes.Index(js, []byte(k))
+		if i <= at {
+			t.Errorf("the JSON has %s at %d, want it after %d: %s", k, i, at, js)
+			break
+		}
+		at = i
 	}
 	// SVGs: package chart's tests write the PNG, slow to draw under -race.
 	path := filepath.Join(t.TempDir(), "b.svg")

@@ -469,6 +469,14 @@ type closedLoopArgs struct {
 	gogc              int
 }
 
+// checkGOGC checks --gogc, of --closed-loop and --balancing.
+func checkGOGC(percent int) error {
+	if percent == 0 || percent < -1 {
+		return fmt.Errorf("--gogc is %d, must be a positive percent or -1 (keep the process's)", percent)
+	}
+	return nil
+}
+
 // benchClosedLoop runs `sluice bench --closed-loop`.
 func benchClosedLoop(ctx context.Context, fs *flagSet, a closedLoopArgs, stdout, stderr io.Writer) int {
 	if code, ok := modeFlags(fs, "--closed-loop", "sets its own servers, load and client", "makes calls with no retries or hedges",
@@ -481,8 +489,8 @@ func benchClosedLoop(ctx context.Context, fs *flagSet, a closedLoopArgs, stdout,
 	if a.embedded > 1 {
 		return fs.usageError("--closed-loop runs one embedded server; --embedded is %d", a.embedded)
 	}
-	if a.gogc == 0 || a.gogc < -1 {
-		return fs.usageError("--gogc is %d, must be a positive percent or -1 (keep the process's)", a.gogc)
+	if err := checkGOGC(a.gogc); err != nil {
+		return fs.usageError("%v", err)
 	}
 	cfg := closedloop.Config{Workers: a.workers, Load: a.load, Timeout: a.timeout, GCPercent: a.gogc}
 	if fs.set("max-duration") {
@@ -501,8 +509,10 @@ func benchClosedLoop(ctx context.Context, fs *flagSet, a closedLoopArgs, stdout,
 	if err := cfg.Validate(); err != nil {
 		return fs.usageError("%v", strings.TrimPrefix(err.Error(), "closedloop: "))
 	}
-	if a.chart != "" && chart.CheckPath(a.chart) != nil {
-		return fs.usageError("--chart: %v", chart.CheckPath(a.chart))
+	if a.chart != "" {
+		if err := chart.CheckPath(a.chart); err != nil {
+			return fs.usageError("--chart: %v", err)
+		}
 	}
 	cfg.Progress = func(s string) { fmt.Fprintf(stderr, "running: %s\n", s) }
 	res, err := closedloop.Run(ctx, cfg)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -33,8 +31,8 @@ func benchBalancing(ctx context.Context, fs *flagSet, a balancingArgs, timeoutSe
 	if err != nil {
 		return fs.usageError("--balancing: %v", strings.TrimPrefix(err.Error(), "balancing: "))
 	}
-	if a.gogc == 0 || a.gogc < -1 {
-		return fs.usageError("--gogc is %d, must be a positive percent or -1 (keep the process's)", a.gogc)
+	if err := checkGOGC(a.gogc); err != nil {
+		return fs.usageError("%v", err)
 	}
 	cfg := balancing.Config{Scenarios: list, Seed: a.seed, GCPercent: a.gogc}
 	if a.ci {
@@ -55,11 +53,6 @@ func benchBalancing(ctx context.Context, fs *flagSet, a balancingArgs, timeoutSe
 	if a.chart != "" {
 		if err := chart.CheckPath(a.chart); err != nil {
 			return fs.usageError("--chart: %v", err)
-		}
-		// The charts are drawn after minutes of runs: refuse a directory
-		// that is not there now.
-		if dir := filepath.Dir(a.chart); !isDir(dir) {
-			return fs.usageError("--chart: %s is not a directory", dir)
 		}
 	}
 	cfg.Progress = func(s string) { fmt.Fprintf(stderr, "running: %s\n", s) }
@@ -90,10 +83,4 @@ func benchBalancing(ctx context.Context, fs *flagSet, a balancingArgs, timeoutSe
 		fmt.Fprintln(stderr, "sluice bench: interrupted; the scenarios done so far are above")
 	}
 	return exitOK
-}
-
-// isDir reports whether path names a directory.
-func isDir(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.IsDir()
 }

@@ -224,6 +224,8 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"--closed-loop", "--embedded-latency", "heavy-tail"}, "needs a fixed service time"},
 		{[]string{"--closed-loop", "--load", "0"}, "--load is 0, must be in (0, 100]"},
 		{[]string{"--closed-loop", "--chart", "x.gif"}, "must end in .png or .svg"},
+		{[]string{"--closed-loop", "--chart", "/nonexistent/x.png"}, "--chart: /nonexistent is not a directory"},
+		{[]string{"--closed-loop", "--gogc", "-2"}, "--gogc is -2, must be a positive percent or -1"},
 		{[]string{"-p", "10.1.2.3:4040", "-s", "s", "-m", "m"}, `peer "10.1.2.3:4040" is not a loopback address`},
 		{[]string{"-P", writePeerList(t, "remote.txt", "127.0.0.1:1\n10.1.2.3:4040\n"), "-s", "s", "-m", "m"}, `peer "10.1.2.3:4040" is not a loopback address`},
 		{[]string{"-p", "nonsense", "-s", "s", "-m", "m"}, `--peer: peer: bad host:port "nonsense"`},

@@ -130,7 +130,12 @@ sluice doorman get --server doorman.internal:6000 --tls-ca ca.pem --resource kv-
 // (serve and get --watch until then, load and flood at most).
 func doormanGroup(ctx context.Context) group {
 	bind := func(run func(context.Context, []string, io.Writer, io.Writer) int) func([]string, io.Writer, io.Writer) int {
-		return func(args []string, stdout, stderr io.Writer) int { return run(ctx, args, stdout, stderr) }
+		// stderr is written from several goroutines: the configuration's
+		// reloads, the debug listener, the handshakes that find a TLS
+		// file changed.
+		return func(args []string, stdout, stderr io.Writer) int {
+			return run(ctx, args, stdout, &lockedWriter{w: stderr})
+		}
 	}
 	return group{name: "sluice doorman", help: doormanHelp, subs: []command{
 		{name: "serve", summary: "a Doorman lease server", run: bind(doormanServe)},
@@ -166,13 +171,13 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := tree.validate(*listen); err != nil {
 		return fs.usageError("%v", err)
 	}
-	if err := ops.validate(); err != nil {
+	if err := ops.validate(fs.tlsReloadErrors()); err != nil {
 		return fs.usageError("%v", err)
 	}
 	if err := conns.validate(); err != nil {
 		return fs.usageError("%v", err)
 	}
-	parentDial, err := parentTLS.dialOptions()
+	parentDial, err := parentTLS.dialOptions(fs.tlsReloadErrors())
 	switch {
 	case err != nil:
 		return fs.usageError("%v", err)
@@ -270,7 +275,7 @@ func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		return fs.usageError("%v", err)
 	}
-	dialOpts, err := tlsFlags.dialOptions()
+	dialOpts, err := tlsFlags.dialOptions(fs.tlsReloadErrors())
 	if err != nil {
 		return fs.usageError("%v", err)
 	}

@@ -100,7 +100,7 @@ func (l *loadFlags) check(fs *flagSet) (int, bool) {
 	if *l.concurrency < 1 || *l.conns < 1 {
 		return fs.usageError("--concurrency and --conns must be >= 1"), false
 	}
-	opts, err := l.tls.dialOptions()
+	opts, err := l.tls.dialOptions(fs.tlsReloadErrors())
 	if err != nil {
 		return fs.usageError("%v", err), false
 	}

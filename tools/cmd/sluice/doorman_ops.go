@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/leasing/server"
 	"github.com/sluice-rpc/sluice/leasing/server/etcdconfig"
+	"github.com/sluice-rpc/sluice/tlsfiles"
 	"github.com/sluice-rpc/sluice/tools/internal/grpctls"
 )
 
@@ -28,6 +29,9 @@ const etcdConfigPrefix = "etcd:"
 type doormanOps struct {
 	tls        serverTLSFlags
 	configPoll time.Duration
+
+	// Set by validate: --tls-cert's files, nil without TLS.
+	tlsFiles *tlsfiles.Reloader
 
 	// Set by loadConfig.
 	file    string           // --config FILE
@@ -46,15 +50,22 @@ func addDoormanOpsFlags(fs *flagSet) *doormanOps {
 	return o
 }
 
-// validate checks the flags as a set, before anything starts: errors are
-// usage errors.
-func (o *doormanOps) validate() error {
+// validate checks the flags as a set and reads the TLS files, before
+// anything starts: errors are usage errors, naming the flag (and the file)
+// that is wrong. A changed TLS file that does not load later is told to
+// onReloadError (nil: nobody).
+func (o *doormanOps) validate(onReloadError func(error)) error {
 	if err := o.tls.validate(); err != nil {
 		return err
 	}
 	if o.configPoll < 0 {
 		return fmt.Errorf("--config-poll is %v, must be >= 0 (0 turns reloading off)", o.configPoll)
 	}
+	r, err := o.tls.load(onReloadError)
+	if err != nil {
+		return err
+	}
+	o.tlsFiles = r
 	return nil
 }
 
@@ -108,15 +119,14 @@ func (o *doormanOps) loadConfig(ctx context.Context, config, endpoints string) (
 }
 
 // grpcServerOptions returns the options of the gRPC server srv is to be
-// registered on: TLS credentials with --tls-cert, and the interceptor
-// recording srv's RPCs on scope.
+// registered on: TLS credentials from the files validate read, and the
+// interceptor recording srv's RPCs on scope.
 func (o *doormanOps) grpcServerOptions(srv *server.Server, scope tally.Scope) ([]grpc.ServerOption, error) {
 	opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(server.NewMetrics(srv, scope).UnaryInterceptor())}
-	r, err := o.tls.load(nil)
-	if err != nil || r == nil {
-		return opts, err
+	if o.tlsFiles == nil {
+		return opts, nil
 	}
-	creds, err := grpctls.ServerCredentialsFrom(r)
+	creds, err := grpctls.ServerCredentialsFrom(o.tlsFiles)
 	if err != nil {
 		return nil, err
 	}
@@ -178,12 +188,14 @@ func addDoormanClientTLSFlags(fs *flagSet) *clientTLSFlags {
 
 // dialOptions returns the options to dial a Doorman server with
 // (leasing.ClientConfig.DialOptions): nil for plaintext when no TLS flag
-// is given. An error names the flag, and the file, that is wrong.
-func (c *clientTLSFlags) dialOptions() ([]grpc.DialOption, error) {
+// is given. An error names the flag, and the file, that is wrong. A
+// changed file that does not load later is told to onReloadError (nil:
+// nobody).
+func (c *clientTLSFlags) dialOptions(onReloadError func(error)) ([]grpc.DialOption, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	r, err := c.load(nil)
+	r, err := c.load(onReloadError)
 	if r == nil || err != nil {
 		return nil, err
 	}

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/leasing"
-	"github.com/sluice-rpc/sluice/leasing/server"
 	"github.com/sluice-rpc/sluice/tools/internal/testkit/etcdembed"
 	"github.com/sluice-rpc/sluice/tools/internal/testkit/testhttp"
 	"github.com/sluice-rpc/sluice/tools/internal/testkit/tlstest"
@@ -69,15 +69,29 @@ func startOpsServer(t *testing.T, args []string, config, endpoints string) *opsS
 // with the TLS flags args, and returns the capacity it got.
 func lease(t *testing.T, addr string, args ...string) (float64, error) {
 	t.Helper()
-	fs := newFlagSet("sluice doorman get", doormanGetHelp, io.Discard, io.Discard)
+	return leaseWith(t, addr, dialOptions(t, io.Discard, args...))
+}
+
+// dialOptions returns the dial options `doorman get` makes of the TLS
+// flags args, telling stderr of a changed file that does not load.
+func dialOptions(t *testing.T, stderr io.Writer, args ...string) []grpc.DialOption {
+	t.Helper()
+	fs := newFlagSet("sluice doorman get", doormanGetHelp, io.Discard, stderr)
 	tf := addDoormanClientTLSFlags(fs)
 	if _, ok := fs.parse(args); !ok {
 		t.Fatalf("parse %q failed", args)
 	}
-	opts, err := tf.dialOptions()
+	opts, err := tf.dialOptions(fs.tlsReloadErrors())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return opts
+}
+
+// leaseWith asks the server at addr for 200 of "db", dialling with opts,
+// and returns the capacity it got.
+func leaseWith(t *testing.T, addr string, opts []grpc.DialOption) (float64, error) {
+	t.Helper()
 	cl, err := leasing.NewClient(leasing.ClientConfig{Addr: addr, ID: "ops-test", ManualRefresh: true, DialOptions: opts,
 		RPCTimeout: 5 * time.Second})
 	if err != nil {
@@ -179,6 +193,44 @@ func TestDoormanOpsTLSReloadMetrics(t *testing.T) {
 	}
 }
 
+// A TLS file replaced by one that does not load is told on stderr, by
+// doorman serve and by a Doorman client, and the last good one stays in
+// use: the server and the client still agree.
+func TestDoormanOpsTLSReloadErrors(t *testing.T) {
+	t.Parallel() // waits on real time (a second between looks at the files)
+	certs := tlstest.New(t)
+	dir := t.TempDir()
+	cert, key, ca := filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem"), filepath.Join(dir, "ca.pem")
+	for dst, src := range map[string]string{cert: certs.ServerCert, key: certs.ServerKey, ca: certs.CA} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := startOpsServer(t, []string{"--tls-cert", cert, "--tls-key", key}, writeConfig(t, testDoormanConfig), "")
+	var clientErr syncBuffer
+	opts := dialOptions(t, &clientErr, "--tls-ca", ca)
+	if got, err := leaseWith(t, s.addr, opts); err != nil || got != 100 {
+		t.Fatalf("before the files changed: %v, %v; want 100", got, err)
+	}
+	for _, f := range []string{cert, ca} {
+		if err := os.WriteFile(f, []byte("not PEM\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	serverWant := "sluice doorman serve: a changed TLS file did not load: tlsfiles: still presenting the certificate loaded before"
+	clientWant := "sluice doorman get: a changed TLS file did not load: tlsfiles: still trusting the CA loaded before"
+	testwait.Until(t, "both sides to report the files that do not load", func() bool {
+		if got, err := leaseWith(t, s.addr, opts); err != nil || got != 100 {
+			t.Fatalf("with the last good files: %v, %v; want 100", got, err)
+		}
+		return strings.Contains(s.stderr.String(), serverWant) && strings.Contains(clientErr.String(), clientWant)
+	})
+}
+
 // With --tls-ca the server requires a client certificate its CA signed.
 func TestDoormanOpsMutualTLS(t *testing.T) {
 	certs := tlstest.New(t)
@@ -236,7 +288,7 @@ func TestDoormanOpsErrors(t *testing.T) {
 		if _, ok := fs.parse(tc.args); !ok {
 			t.Fatalf("parse %q failed", tc.args)
 		}
-		if err := ops.validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if err := ops.validate(nil); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want %q", tc.args, err, tc.want)
 		}
 	}
@@ -253,14 +305,22 @@ func TestDoormanOpsErrors(t *testing.T) {
 		}
 	}
 
-	srv, err := server.New(server.Config{Repository: &server.Repository{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The files are read by validate, before the configuration is loaded
+	// or anything listens: a bad one is a usage error.
 	bad := &doormanOps{}
 	bad.tls.files.Cert, bad.tls.files.Key = certs.ServerCert, certs.ClientKey
-	if _, err := bad.grpcServerOptions(srv, nil); err == nil || !strings.Contains(err.Error(), "private key does not match public key") {
+	if err := bad.validate(nil); err == nil || !strings.Contains(err.Error(), "private key does not match public key") {
 		t.Errorf("a mismatched key: %v", err)
+	}
+	bad.tls.files.Cert = "/nonexistent/s.pem"
+	if err := bad.validate(nil); err == nil || !strings.Contains(err.Error(), "--tls-cert/--tls-key: tlsfiles: reading certificate: open /nonexistent/s.pem") {
+		t.Errorf("a missing certificate: %v", err)
+	}
+	var out, errOut bytes.Buffer
+	code := doormanRun(context.Background(), []string{"serve", "--config", missing, "--listen", "127.0.0.1:0",
+		"--tls-cert", certs.ServerCert, "--tls-key", "/nonexistent/s-key.pem"}, &out, &errOut)
+	if want := "sluice doorman serve: --tls-cert/--tls-key: tlsfiles: reading key: open /nonexistent/s-key.pem"; code != exitUsage || !strings.Contains(errOut.String(), want) {
+		t.Errorf("doorman serve with a missing key and a missing --config: exit %d, stderr %q; want %d and %q", code, errOut.String(), exitUsage, want)
 	}
 	for _, tc := range []struct {
 		args []string
@@ -275,7 +335,7 @@ func TestDoormanOpsErrors(t *testing.T) {
 		if _, ok := fs.parse(tc.args); !ok {
 			t.Fatalf("parse %q failed", tc.args)
 		}
-		if _, err := tf.dialOptions(); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := tf.dialOptions(nil); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("get %q: %v, want %q", tc.args, err, tc.want)
 		}
 	}

@@ -93,6 +93,7 @@ func TestSimDoormanUsageErrors(t *testing.T) {
 		{[]string{"--duration", "48h"}, "duration is 48h0m0s, must be 1s to 24h"},
 		{[]string{"--duration", "-1s"}, "duration is -1s, must be 1s to 24h"},
 		{[]string{"--chart", "x.gif"}, "must end in .png or .svg"},
+		{[]string{"--chart", "/nonexistent/x.svg"}, "--chart: /nonexistent is not a directory"},
 		{[]string{"--seed", "x"}, "invalid value"},
 	} {
 		var out, errb bytes.Buffer

@@ -96,6 +96,7 @@ func TestSimShedUsageErrors(t *testing.T) {
 		{[]string{"--workers", "0"}, "workers is 0"},
 		{[]string{"--load", "NaN"}, "load is NaN"},
 		{[]string{"--chart", "x.gif"}, "must end in .png or .svg"},
+		{[]string{"--chart", "/nonexistent/x.png"}, "--chart: /nonexistent is not a directory"},
 		{[]string{"-o", "yaml"}, `-o/--output is "yaml", must be table or json`},
 		{[]string{"--json", "-o", "table"}, "--json and -o table disagree"},
 	} {

@@ -166,6 +166,16 @@ func loadTLSFiles(f tlsfiles.Files, prefix string, onReloadError func(error)) (*
 	return r, nil
 }
 
+// tlsReloadErrors returns an OnReloadError for the command of f: a line
+// on f's stderr for each changed TLS file that did not load (tlsfiles'
+// error says the last good one stays in use). It is called from
+// handshakes: f's stderr must be safe for concurrent use.
+func (f *flagSet) tlsReloadErrors() func(error) {
+	return func(err error) {
+		fmt.Fprintf(f.stderr, "%s: a changed TLS file did not load: %v\n", f.Name(), err)
+	}
+}
+
 // channelClientTLS are the TLS flags of a TChannel client (call, bench):
 // a client's, and --tls-fallback.
 type channelClientTLS struct {

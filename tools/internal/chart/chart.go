@@ -16,13 +16,25 @@ import (
 )
 
 // CheckPath reports whether path names a file a chart can be written to: a
-// .png or .svg name.
+// .png or .svg name in a directory that exists. Commands call it before
+// the runs their charts draw, which can take minutes, so that a chart
+// that cannot be written is a usage error at once. An error for a missing
+// directory wraps fs.ErrNotExist.
 func CheckPath(path string) error {
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".png", ".svg":
-		return nil
+	default:
+		return fmt.Errorf("chart %q: the file name must end in .png or .svg", path)
 	}
-	return fmt.Errorf("chart %q: the file name must end in .png or .svg", path)
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s is not a directory: %w", dir, err)
+	case !fi.IsDir():
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	return nil
 }
 
 // WriteGrid draws plots in rows of cols panels, each panelHeight high and

@@ -71,3 +71,32 @@ func TestWriteGridErrors(t *testing.T) {
 		t.Errorf("a missing directory: %v, want the file's creation to fail", err)
 	}
 }
+
+// A chart is refused before any run draws it: a name that is not .png or
+// .svg, or a directory that is missing or is a file.
+func TestCheckPath(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ path, want string }{
+		{filepath.Join(dir, "c.png"), ""},
+		{filepath.Join(dir, "c.SVG"), ""},
+		{"c.png", ""},
+		{filepath.Join(dir, "c.gif"), "must end in .png or .svg"},
+		{filepath.Join(dir, "no", "c.png"), filepath.Join(dir, "no") + " is not a directory: stat "},
+		{filepath.Join(file, "c.svg"), file + " is not a directory"},
+	} {
+		err := CheckPath(tt.path)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: %v", tt.path, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s: %v, want %q", tt.path, err, tt.want)
+		}
+	}
+	if err := CheckPath("/nonexistent/c.png"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a missing directory: %v, want fs.ErrNotExist", err)
+	}
+}

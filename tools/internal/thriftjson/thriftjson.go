@@ -174,8 +174,9 @@ func (m *Method) Answer(arg3 []byte) (*Answer, error) {
 		return nil, fmt.Errorf("%s is oneway: it has no answer", m.Name)
 	}
 	// thriftrw decodes by recursion without a bound, which a hostile
-	// server could run past the stack's end: the nesting is checked first.
-	if err := checkNesting(arg3); errors.Is(err, errTooDeep) {
+	// server could run past the stack's end, and decodes every value into
+	// memory: the nesting and the number of values are checked first.
+	if err := checkBounds(arg3); errors.Is(err, errTooDeep) || errors.Is(err, errTooMany) {
 		return nil, fmt.Errorf("%s: the answer: %w", m.Name, err)
 	} else if err != nil {
 		return nil, fmt.Errorf("%s: the answer is not a Thrift struct: %w", m.Name, err)

@@ -1,0 +1,237 @@
+package thriftjson
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Thrift's binary protocol type codes.
+const (
+	tStop   = 0
+	tBool   = 2
+	tI8     = 3
+	tDouble = 4
+	tI16    = 6
+	tI32    = 8
+	tI64    = 10
+	tBinary = 11
+	tStruct = 12
+	tMap    = 13
+	tSet    = 14
+	tList   = 15
+)
+
+// maxValues bounds the values in an answer: its fields, their fields, and
+// every element, key and value of a container, at any depth. thriftrw
+// decodes every struct field into memory, and the answer becomes one JSON
+// value per value: without the cap, a hostile server's 64 MiB answer of
+// 4-byte fields took 15 s and 8.1 GiB. The worst answer under it, a
+// million empty structs as struct fields (4 MB), allocates about 500 MB.
+const maxValues = 1 << 20
+
+var (
+	errShort   = errors.New("the bytes end inside a value")
+	errTooDeep = fmt.Errorf("nested deeper than %d", maxDepth)
+	errTooMany = fmt.Errorf("more than %d values, the most an answer may hold", maxValues)
+	// errRepeated is a struct that gives a field twice; which one a
+	// decoder should keep is anybody's guess.
+	errRepeated = errors.New("a struct repeats field")
+)
+
+// checkBounds walks b, a struct in Thrift's binary protocol, without
+// decoding it, and refuses one cut short, nested deeper than maxDepth,
+// holding more than maxValues values, or with a struct that repeats a
+// field ID. Its recursion is bounded by maxDepth, and its loops by len(b):
+// every field and every element of a container takes at least one byte,
+// and a count is checked against the bytes left (and the values left)
+// before it is looped over. It allocates a bitmap of field IDs, 8 KiB, for
+// each depth at which a struct is reached, and a list of the field IDs of
+// the structs open; nothing else.
+func checkBounds(b []byte) error {
+	var w walker
+	if err := w.add(1); err != nil {
+		return err
+	}
+	n, err := w.skipValue(b, tStruct, 0)
+	if err == nil && n != len(b) {
+		err = fmt.Errorf("%d bytes after the struct", len(b)-n)
+	}
+	return err
+}
+
+// walker is the state of one checkBounds walk.
+type walker struct {
+	// values counts the values walked: a struct or container counts its
+	// children before it walks them, so a count over the cap is refused
+	// before any of it is looped over.
+	values int
+	// ids holds the field IDs seen in each struct open, outermost first;
+	// seen[d] has a bit set for each ID of the struct open at depth d, and
+	// is cleared through ids when that struct ends.
+	ids  []uint16
+	seen [maxDepth]*[1 << 16 / 64]uint64
+}
+
+// add counts n more values, and refuses them past maxValues.
+func (w *walker) add(n int) error {
+	if n > maxValues-w.values {
+		return errTooMany
+	}
+	w.values += n
+	return nil
+}
+
+// fixedSize is the size of a value of type t that holds no other, or 0.
+func fixedSize(t byte) int {
+	switch t {
+	case tBool, tI8:
+		return 1
+	case tI16:
+		return 2
+	case tI32:
+		return 4
+	case tI64, tDouble:
+		return 8
+	}
+	return 0
+}
+
+// skipValue returns the length of the value of type t at the start of b.
+func (w *walker) skipValue(b []byte, t byte, depth int) (int, error) {
+	if n := fixedSize(t); n > 0 {
+		if len(b) < n {
+			return 0, errShort
+		}
+		return n, nil
+	}
+	switch t {
+	case tBinary:
+		size, err := count(b, 0, 1)
+		if err != nil {
+			return 0, err
+		}
+		return 4 + size, nil
+	case tStruct, tMap, tSet, tList:
+		if depth >= maxDepth {
+			return 0, errTooDeep
+		}
+	default:
+		return 0, fmt.Errorf("unknown Thrift type %d", t)
+	}
+	if t == tStruct {
+		return w.skipStruct(b, depth)
+	}
+	off := 0
+	skip := func(t byte) error {
+		n, err := w.skipValue(b[off:], t, depth+1)
+		off += n
+		return err
+	}
+	if t == tMap {
+		if len(b) < 2 {
+			return 0, errShort
+		}
+		kt, vt := b[0], b[1]
+		n, err := count(b, 2, max(1, fixedSize(kt)+fixedSize(vt)))
+		if err != nil {
+			return 0, err
+		}
+		if err := w.add(2 * n); err != nil {
+			return 0, err
+		}
+		off = 6
+		for range n {
+			if err := skip(kt); err != nil {
+				return 0, err
+			}
+			if err := skip(vt); err != nil {
+				return 0, err
+			}
+		}
+		return off, nil
+	}
+	// A set or a list.
+	if len(b) < 1 {
+		return 0, errShort
+	}
+	et := b[0]
+	n, err := count(b, 1, max(1, fixedSize(et)))
+	if err != nil {
+		return 0, err
+	}
+	if err := w.add(n); err != nil {
+		return 0, err
+	}
+	off = 5
+	if size := fixedSize(et); size > 0 {
+		return off + n*size, nil
+	}
+	for range n {
+		if err := skip(et); err != nil {
+			return 0, err
+		}
+	}
+	return off, nil
+}
+
+// skipStruct returns the length of the struct at the start of b, at depth.
+func (w *walker) skipStruct(b []byte, depth int) (int, error) {
+	seen := w.seen[depth]
+	if seen == nil {
+		seen = new([1 << 16 / 64]uint64)
+		w.seen[depth] = seen
+	}
+	start := len(w.ids)
+	defer func() {
+		for _, id := range w.ids[start:] {
+			seen[id/64] &^= 1 << (id % 64)
+		}
+		w.ids = w.ids[:start]
+	}()
+	off := 0
+	for {
+		if off >= len(b) {
+			return 0, errShort
+		}
+		ft := b[off]
+		if ft == tStop {
+			return off + 1, nil
+		}
+		if off+3 > len(b) { // type, i16 field id
+			return 0, errShort
+		}
+		id := binary.BigEndian.Uint16(b[off+1:])
+		if seen[id/64]&(1<<(id%64)) != 0 {
+			return 0, fmt.Errorf("%w %d", errRepeated, int16(id))
+		}
+		seen[id/64] |= 1 << (id % 64)
+		w.ids = append(w.ids, id)
+		if err := w.add(1); err != nil {
+			return 0, err
+		}
+		off += 3
+		n, err := w.skipValue(b[off:], ft, depth+1)
+		if err != nil {
+			return 0, err
+		}
+		off += n
+	}
+}
+
+// count reads the i32 count at b[at:] of items of at least minSize bytes
+// each, and refuses one that is negative or that the bytes after it
+// cannot hold.
+func count(b []byte, at, minSize int) (int, error) {
+	if len(b) < at+4 {
+		return 0, errShort
+	}
+	n := int(int32(binary.BigEndian.Uint32(b[at:])))
+	if n < 0 {
+		return 0, fmt.Errorf("a negative count (%d)", n)
+	}
+	if n > (len(b)-at-4)/minSize {
+		return 0, fmt.Errorf("a count of %d that the %d bytes left cannot hold", n, len(b)-at-4)
+	}
+	return n, nil
+}
