@@ -3,7 +3,8 @@
 // a certificate, key or CA replaced on disk is used for new connections
 // without a restart. It is Sluice's one TLS helper, for the TChannel
 // channel and for the Doorman server and client alike, and imports the
-// standard library only (no gRPC, no tchannel-go).
+// standard library and Sluice's clock package only (no gRPC, no
+// tchannel-go).
 //
 // # Files and what they mean
 //
@@ -23,9 +24,15 @@
 // handshake that finds the interval over: a file whose modification time,
 // size or identity (inode) changed is read again. No goroutine runs in the
 // background and there is nothing to close. The check is a stat of each
-// file, and a read of the few kilobytes of those that changed; concurrent
-// handshakes never wait for it, they use the files loaded before. Reload
-// reads every file now, changed or not (for a SIGHUP handler, say).
+// file, and a read of those that changed; concurrent handshakes never
+// wait for it, they use the files loaded before. Reload reads every file
+// now, changed or not (for a SIGHUP handler, say).
+//
+// Every file must be a regular file (a symbolic link to one will do) of at
+// most 1 MiB. Anything else is an error that names the file, found
+// without reading it or waiting on it: a named pipe or a device in a
+// file's place cannot hold up the handshake that looks at the files, nor
+// a huge file be read whole.
 //
 // What changed is installed only once it loads: a certificate and its key
 // only as a matching pair (a new certificate beside the old key, as when
