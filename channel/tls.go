@@ -78,8 +78,9 @@ type ServerTLS struct {
 	// tlsfiles.Reloader.ServerConfig's does) presents a certificate
 	// replaced on disk to the connections accepted after, while those
 	// already open keep theirs. Mutual TLS is the configuration's
-	// ClientAuth (tlsfiles: a CA set). MinVersion, when set, must be TLS
-	// 1.2 or later; 0 is crypto/tls's default, TLS 1.2.
+	// ClientAuth, or that of the configuration its GetConfigForClient
+	// returns (tlsfiles: a CA set). MinVersion, when set, must be TLS 1.2
+	// or later; 0 is crypto/tls's default, TLS 1.2.
 	Config *tls.Config
 	// Mode says whether plaintext connections are served too. The zero
 	// value is TLSOnly.
@@ -217,14 +218,21 @@ type TLSInfo struct {
 	// Identity is the names of the certificate the peer presented
 	// (tlsfiles.IdentityOf); zero when it presented none.
 	Identity tlsfiles.Identity
-	// Verified reports that the peer presented a certificate and the
-	// configuration verified it: crypto/tls did (a server's ClientAuth
-	// VerifyClientCertIfGiven or RequireAndVerifyClientCert; a client
-	// without InsecureSkipVerify), or a hook of the configuration's own
-	// (VerifyPeerCertificate or VerifyConnection, as tlsfiles' server
-	// configurations verify). A certificate a server only requested
-	// (RequestClientCert or RequireAnyClientCert, no hook) is not
-	// verified: anyone can present one.
+	// Verified reports that the peer presented a certificate and
+	// crypto/tls verified it in this handshake: the ConnectionState's
+	// VerifiedChains are not empty. So it is for a server whose
+	// configuration (or the one its GetConfigForClient returns, as
+	// tlsfiles' do) has ClientAuth VerifyClientCertIfGiven or
+	// RequireAndVerifyClientCert, and for a client without
+	// InsecureSkipVerify. It is what happened, not what a configuration
+	// says: a certificate a server only requested (RequestClientCert or
+	// RequireAnyClientCert) is not verified, whatever a
+	// VerifyPeerCertificate or VerifyConnection hook of its own did with
+	// it (the Channel cannot tell a hook that verifies from one that only
+	// logs); nor, by the same rule, is the server of a client that set
+	// InsecureSkipVerify and checks the certificate in a hook. Such a hook
+	// refuses what it must by failing the handshake; the connections it
+	// lets through are reported unverified.
 	Verified bool
 
 	// state is the *tls.ConnectionState State returns. Held as an any:
@@ -236,10 +244,10 @@ type TLSInfo struct {
 }
 
 // State returns the connection's TLS state after its handshake: version,
-// cipher suite, the peer's certificates. For a server configuration from
-// tlsfiles, whose hook verifies client certificates, VerifiedChains is
-// empty: the verified certificate is PeerCertificates[0]. It is the
-// connection's, shared by its calls: do not modify it.
+// cipher suite, the peer's certificates, and the chains crypto/tls
+// verified them with (VerifiedChains, empty when it did not: see
+// Verified). It is the connection's, shared by its calls: do not modify
+// it.
 func (t *TLSInfo) State() *tls.ConnectionState {
 	st, _ := t.state.(*tls.ConnectionState)
 	return st
@@ -259,8 +267,9 @@ func TLSInfoFrom(ctx context.Context) *TLSInfo {
 
 // PeerIdentity returns the verified identity of the peer whose call ctx
 // is the handler's context of (see TLSInfoFrom), and true; or false when
-// the call came in plaintext or the peer presented no verified
-// certificate (a server configuration without a CA asks for none). It
+// the call came in plaintext or the peer presented no certificate that
+// crypto/tls verified (TLSInfo.Verified; a server configuration without a
+// CA asks for none). It
 // allocates nothing: the identity is worked out once per connection, and
 // its slices are shared; do not modify them.
 //
@@ -295,27 +304,12 @@ func tlsInfoOf(nc net.Conn) *TLSInfo {
 	return nil
 }
 
-func newTLSInfo(state tls.ConnectionState, verifies bool) *TLSInfo {
+// newTLSInfo works out the TLSInfo of a connection whose handshake
+// ended with state. Verified is what crypto/tls did, never what a
+// configuration suggests: a chain it verified.
+func newTLSInfo(state tls.ConnectionState) *TLSInfo {
 	id, ok := tlsfiles.IdentityOf(&state)
-	return &TLSInfo{Identity: id, Verified: ok && verifies, state: &state}
-}
-
-// verifiesClients reports whether a server with c verifies the client
-// certificates it gets (see TLSInfo.Verified).
-func verifiesClients(c *tls.Config) bool {
-	switch c.ClientAuth {
-	case tls.VerifyClientCertIfGiven, tls.RequireAndVerifyClientCert:
-		return true
-	case tls.RequestClientCert, tls.RequireAnyClientCert:
-		return c.VerifyPeerCertificate != nil || c.VerifyConnection != nil
-	}
-	return false
-}
-
-// verifiesServer reports whether a client with c verifies the server's
-// certificate.
-func verifiesServer(c *tls.Config) bool {
-	return !c.InsecureSkipVerify || c.VerifyPeerCertificate != nil || c.VerifyConnection != nil
+	return &TLSInfo{Identity: id, Verified: ok && len(state.VerifiedChains) > 0, state: &state}
 }
 
 // tlsConn is a TLS connection of the Channel's, with what its handshake
@@ -384,7 +378,6 @@ func (c *prefixConn) SyscallConn() (syscall.RawConn, error) {
 type tlsServer struct {
 	cfg       *tls.Config
 	mode      TLSMode
-	verifies  bool
 	timeout   time.Duration // the gate's: PeerLimits.HandshakeTimeout
 	plaintext tally.Counter // stats.ServerConnsPlaintext
 }
@@ -394,7 +387,7 @@ func newTLSServer(s ServerTLS, l PeerLimits, plaintext tally.Counter) *tlsServer
 	if timeout == 0 {
 		timeout = connlimit.DefaultGateTimeout
 	}
-	return &tlsServer{cfg: s.Config, mode: s.Mode, verifies: verifiesClients(s.Config), timeout: timeout, plaintext: plaintext}
+	return &tlsServer{cfg: s.Config, mode: s.Mode, timeout: timeout, plaintext: plaintext}
 }
 
 // isTLS reports whether a connection's first bytes begin a TLS handshake
@@ -436,7 +429,7 @@ func (s *tlsServer) accept(c net.Conn) (net.Conn, error) {
 			err: fmt.Errorf("TLS handshake failed: %w", err)}
 	}
 	_ = c.SetWriteDeadline(time.Time{})
-	return &tlsConn{Conn: tc, raw: c, info: newTLSInfo(tc.ConnectionState(), s.verifies)}, nil
+	return &tlsConn{Conn: tc, raw: c, info: newTLSInfo(tc.ConnectionState())}, nil
 }
 
 // errTLSOnly is what a plaintext TChannel client of a TLS-only port is
@@ -541,7 +534,7 @@ func (t *tlsClient) handshake(ctx context.Context, raw net.Conn, hostPort string
 	tc := tls.Client(seen, cfg)
 	err := tc.HandshakeContext(hctx)
 	if err == nil {
-		return &tlsConn{Conn: tc, raw: raw, info: newTLSInfo(tc.ConnectionState(), verifiesServer(cfg)), client: true}, false, nil
+		return &tlsConn{Conn: tc, raw: raw, info: newTLSInfo(tc.ConnectionState()), client: true}, false, nil
 	}
 	// Whether the server speaks TLS: it answered bytes that are not TLS,
 	// or closed, reset or kept silent before sending any. A server that
