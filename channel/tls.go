@@ -15,7 +15,6 @@ import (
 	"github.com/sluice-rpc/sluice/internal/tchconn"
 	"github.com/sluice-rpc/sluice/internal/tframe"
 	"github.com/sluice-rpc/sluice/tlsfiles"
-	"github.com/uber-go/tally/v4"
 	"github.com/uber/tchannel-go"
 )
 
@@ -55,8 +54,10 @@ const (
 	// timeout. Plaintext peers (yab, Node, tcurl, Sluice without
 	// WithClientTLS) keep working; handlers tell them apart by
 	// Inbound.TLS, and stats.ServerConnsPlaintext counts their
-	// connections: once it stays still, every client speaks TLS, and the
-	// port can move to TLSOnly.
+	// connections once their init frame is accepted (not the other bytes
+	// a port gets, HTTP health probes say, which it refuses): once it
+	// stays still, every client speaks TLS, and the port can move to
+	// TLSOnly.
 	TLSMixed
 )
 
@@ -117,11 +118,11 @@ func (s ServerTLS) Validate() error {
 // The Channel's outbound connections are not affected: WithClientTLS.
 func WithServerTLS(s ServerTLS) Option {
 	return func(o *options) {
-		o.serverTLS = func(l PeerLimits, plaintext tally.Counter) (func(net.Conn) (net.Conn, error), error) {
+		o.serverTLS = func(l PeerLimits) (func(net.Conn) (net.Conn, error), error) {
 			if err := s.Validate(); err != nil {
 				return nil, err
 			}
-			return newTLSServer(s, l, plaintext).accept, nil
+			return newTLSServer(s, l).accept, nil
 		}
 	}
 }
@@ -376,18 +377,17 @@ func (c *prefixConn) SyscallConn() (syscall.RawConn, error) {
 // tlsServer is the TLS of a Channel's listener: it runs in the listener's
 // gate, before the guard reads the TChannel init.
 type tlsServer struct {
-	cfg       *tls.Config
-	mode      TLSMode
-	timeout   time.Duration // the gate's: PeerLimits.HandshakeTimeout
-	plaintext tally.Counter // stats.ServerConnsPlaintext
+	cfg     *tls.Config
+	mode    TLSMode
+	timeout time.Duration // the gate's: PeerLimits.HandshakeTimeout
 }
 
-func newTLSServer(s ServerTLS, l PeerLimits, plaintext tally.Counter) *tlsServer {
+func newTLSServer(s ServerTLS, l PeerLimits) *tlsServer {
 	timeout := l.HandshakeTimeout
 	if timeout == 0 {
 		timeout = connlimit.DefaultGateTimeout
 	}
-	return &tlsServer{cfg: s.Config, mode: s.Mode, timeout: timeout, plaintext: plaintext}
+	return &tlsServer{cfg: s.Config, mode: s.Mode, timeout: timeout}
 }
 
 // isTLS reports whether a connection's first bytes begin a TLS handshake
@@ -399,7 +399,8 @@ func isTLS(first []byte) bool { return first[0] == 0x16 && first[1] == 0x03 }
 // accept reads c's first bytes (within the read deadline the gate set)
 // and returns the connection for the guard to read TChannel's init from:
 // a TLS connection whose handshake is over, or in TLSMixed a plaintext
-// one replaying the bytes read. It returns a *tlsRefusal for a
+// one replaying the bytes read (a *prefixConn, which the listener counts
+// in stats.ServerConnsPlaintext once the guard accepts it). It returns a *tlsRefusal for a
 // connection it refuses, and the read's error for a socket that left or
 // timed out.
 func (s *tlsServer) accept(c net.Conn) (net.Conn, error) {
@@ -411,7 +412,6 @@ func (s *tlsServer) accept(c net.Conn) (net.Conn, error) {
 	pc := &prefixConn{Conn: c, prefix: first}
 	if !isTLS(first) {
 		if s.mode == TLSMixed {
-			s.plaintext.Inc(1)
 			return pc, nil
 		}
 		return nil, s.refusePlaintext(c, first, deadline)

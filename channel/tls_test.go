@@ -439,6 +439,21 @@ func TestTLSMixedMode(t *testing.T) {
 	if got := counter(s.scope, stats.ServerConnsPlaintext); got != 2 {
 		t.Errorf("server.conns_plaintext = %d, want 2", got)
 	}
+
+	// Plaintext that is not TChannel, an HTTP health probe, is refused
+	// and not counted as a plaintext client; nor is a socket that
+	// connects and leaves.
+	probe := tpeer.Dial(t, hp)
+	probe.Send([]byte("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"))
+	probe.ClosedByServer()
+	tpeer.Dial(t, hp).Close()
+	testwait.Until(t, "server.conns_closed to count the probe and the socket that left", func() bool {
+		return taggedCounter(s.scope, stats.ServerConnsClosed, stats.TagReason, "invalid_frame") == 1 &&
+			taggedCounter(s.scope, stats.ServerConnsClosed, stats.TagReason, "handshake_failed") == 1
+	})
+	if got := counter(s.scope, stats.ServerConnsPlaintext); got != 2 {
+		t.Errorf("server.conns_plaintext = %d after an HTTP probe and a socket that left, want 2 still", got)
+	}
 }
 
 // A TLS-only port refuses plaintext: a TChannel client learns why in an

@@ -204,9 +204,11 @@ const (
 	// tls_handshake_failed and plaintext_refused (a plaintext peer on a
 	// TLS-only port).
 	ServerConnsClosed = "server.conns_closed"
-	// ServerConnsPlaintext is a counter: plaintext connections accepted
-	// on a port that serves TLS and plaintext (channel.TLSMixed). Once it
-	// stays still, every client speaks TLS.
+	// ServerConnsPlaintext is a counter: plaintext TChannel connections
+	// accepted (their init frame read and accepted) on a port that serves
+	// TLS and plaintext (channel.TLSMixed); other plaintext bytes, an HTTP
+	// health probe say, are refused and not counted here. Once it stays
+	// still, every client speaks TLS.
 	ServerConnsPlaintext = "server.conns_plaintext"
 	// FramesInvalid is a counter tagged direction: connections closed
 	// because their peer sent a frame that breaks the TChannel protocol.
