@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-rpc/sluice/internal/connlimit"
 	"github.com/sluice-rpc/sluice/internal/tchconn"
 	"github.com/sluice-rpc/sluice/internal/tframe"
+	"github.com/sluice-rpc/sluice/stats"
 	"github.com/sluice-rpc/sluice/tlsfiles"
 	"github.com/uber/tchannel-go"
 )
@@ -154,13 +155,20 @@ type ClientTLS struct {
 	// timeout (tchannel-go, yab and Node servers wait for an init frame
 	// that never completes). A server that answered in TLS and failed
 	// the handshake, a certificate for the wrong name say, is never
-	// reached in plaintext. The first fallback to each peer is logged
-	// through the Channel's logger. Nil, the default, means no peer: a
-	// connect that fails its TLS handshake fails.
+	// reached in plaintext; nor, ever again, is a peer that has
+	// completed a TLS handshake with this Channel: once it serves TLS, a
+	// later silence or reset is a server that is slow, overloaded, at
+	// its connection cap or draining (or an attacker), not one that
+	// forgot TLS, and the connect fails (and is retried) as any other
+	// would. Each fallback is counted in stats.PeerTLSFallbacks, and the
+	// first to each peer is logged through the Channel's logger. Nil,
+	// the default, means no peer: a connect that fails its TLS handshake
+	// fails.
 	//
 	// Falling back is a downgrade that anyone on the path can force (by
-	// resetting the connection): list only peers that are known to be
-	// plaintext for now, and remove them once they serve TLS.
+	// resetting the connection) until the peer has spoken TLS to the
+	// Channel: list only peers that are known to be plaintext for now,
+	// and remove them once they serve TLS.
 	Fallback func(hostPort string) bool
 }
 
@@ -472,14 +480,18 @@ type tlsClient struct {
 	config     func() *tls.Config
 	serverName string
 	fallback   func(hostPort string) bool
-	pg         *peerGuard // logs the fallbacks
+	pg         *peerGuard // logs and counts the fallbacks
 
+	// Both maps hold only host:ports the Channel dialled and Fallback
+	// names, so they are as bounded as those.
 	mu       sync.Mutex
 	fellBack map[string]bool // the peers whose fallback was logged
+	spokeTLS map[string]bool // the peers that completed a TLS handshake: never to fall back again
 }
 
 func newTLSClient(c ClientTLS, pg *peerGuard) *tlsClient {
-	return &tlsClient{config: c.Config, serverName: c.ServerName, fallback: c.Fallback, pg: pg, fellBack: map[string]bool{}}
+	return &tlsClient{config: c.Config, serverName: c.ServerName, fallback: c.Fallback, pg: pg,
+		fellBack: map[string]bool{}, spokeTLS: map[string]bool{}}
 }
 
 // dialer returns the dial function that makes TLS connections over those
@@ -495,8 +507,12 @@ func (t *tlsClient) dialer(next dialFunc) dialFunc {
 			return nil, err
 		}
 		fallback := t.fallback != nil && t.fallback(hostPort)
-		conn, plain, err := t.handshake(ctx, raw, hostPort, fallback)
+		spoke := fallback && t.spoke(hostPort)
+		conn, plain, err := t.handshake(ctx, raw, hostPort, fallback && !spoke, spoke)
 		if err == nil {
+			if fallback && !spoke {
+				t.noteTLS(hostPort)
+			}
 			return conn, nil
 		}
 		_ = raw.Close()
@@ -511,7 +527,9 @@ func (t *tlsClient) dialer(next dialFunc) dialFunc {
 // handshake runs the TLS handshake over raw, bounded by ctx. With
 // fallback set, it reports plain when the server does not speak TLS (see
 // ClientTLS.Fallback), and gives the handshake only half the time left.
-func (t *tlsClient) handshake(ctx context.Context, raw net.Conn, hostPort string, fallback bool) (_ net.Conn, plain bool, _ error) {
+// spoke says that Fallback names the peer but it has spoken TLS before,
+// for the error to say why there is no fallback.
+func (t *tlsClient) handshake(ctx context.Context, raw net.Conn, hostPort string, fallback, spoke bool) (_ net.Conn, plain bool, _ error) {
 	cfg := t.config()
 	if cfg == nil {
 		return nil, false, errors.New("channel: ClientTLS.Config returned nil")
@@ -562,11 +580,32 @@ func (t *tlsClient) handshake(ctx context.Context, raw net.Conn, hostPort string
 	if fallback && ctx.Err() == nil {
 		return nil, true, fmt.Errorf("%s: %w", why, err)
 	}
+	if spoke {
+		return nil, false, fmt.Errorf("TLS handshake failed: %s; not reached in plaintext, as it has completed a TLS handshake with this Channel before: %w", why, err)
+	}
 	return nil, false, fmt.Errorf("TLS handshake failed: the peer does not seem to speak TLS: %s (a plaintext TChannel server? ClientTLS.Fallback lets such peers be reached in plaintext): %w", why, err)
 }
 
-// noteFallback logs the first fallback to plaintext of each peer.
+// spoke reports whether the peer at hostPort has completed a TLS
+// handshake with the Channel.
+func (t *tlsClient) spoke(hostPort string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.spokeTLS[hostPort]
+}
+
+// noteTLS notes that the peer at hostPort, which Fallback names, has
+// completed a TLS handshake: it is never reached in plaintext again.
+func (t *tlsClient) noteTLS(hostPort string) {
+	t.mu.Lock()
+	t.spokeTLS[hostPort] = true
+	t.mu.Unlock()
+}
+
+// noteFallback counts a fallback to plaintext, and logs the first of
+// each peer.
 func (t *tlsClient) noteFallback(hostPort string, why error) {
+	t.pg.count(stats.PeerTLSFallbacks, stats.TagPeer, hostPort)
 	t.mu.Lock()
 	first := !t.fellBack[hostPort]
 	t.fellBack[hostPort] = true

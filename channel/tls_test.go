@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/internal/tchconn"
 	"github.com/sluice-rpc/sluice/internal/testkit/testcerts"
+	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/internal/testkit/tpeer"
 	"github.com/sluice-rpc/sluice/internal/tframe"
@@ -503,8 +504,8 @@ func TestTLSOnlyRefusesPlaintext(t *testing.T) {
 // A client that prefers TLS reaches a plaintext server in plaintext only
 // when its Fallback names it: at once when the server answers the TLS
 // handshake with TChannel (a Sluice server), within half the connect
-// timeout when it keeps silent (tchannel-go); each peer's first fallback
-// is logged. A server that answers in TLS is never reached in plaintext.
+// timeout when it keeps silent (tchannel-go); each fallback is counted,
+// and each peer's first logged. A server that answers in TLS is never reached in plaintext.
 func TestTLSClientFallback(t *testing.T) {
 	certs := testcerts.New(t)
 	trusting := clientConfig(t, tlsfiles.Files{CA: certs.CA.File}, 0, nil)
@@ -529,9 +530,10 @@ func TestTLSClientFallback(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			logs := newLogRecorder()
+			scope := tally.NewTestScope("", nil)
 			timeout := 2 * time.Second
 			c := startTLSClient(t, tc.hp, ClientTLS{Config: trusting, Fallback: FallbackFor(tc.hp)},
-				WithConnectConfig(peer.ConnectConfig{Timeout: timeout}), WithTChannelOptions(tchannel.ChannelOptions{Logger: logs}))
+				WithConnectConfig(peer.ConnectConfig{Timeout: timeout}), WithTChannelOptions(tchannel.ChannelOptions{Logger: logs}), WithScope(scope))
 			start := time.Now()
 			for i := range 3 {
 				res, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("in plaintext"))
@@ -551,6 +553,9 @@ func TestTLSClientFallback(t *testing.T) {
 			if n != 1 {
 				t.Errorf("%d fallback lines, want 1: %q", n, logs.warnings())
 			}
+			if n := taggedCounter(scope, stats.PeerTLSFallbacks, stats.TagPeer, tc.hp); n != 1 {
+				t.Errorf("peer.tls_fallbacks = %d, want 1 (one connection)", n)
+			}
 		})
 	}
 
@@ -565,6 +570,65 @@ func TestTLSClientFallback(t *testing.T) {
 			t.Error("the call reached the server in plaintext")
 		}
 	})
+}
+
+// A peer that Fallback names but that has completed a TLS handshake with
+// the Channel is never reached in plaintext again. Once it has served TLS,
+// a connect it leaves unanswered (a server slow, overloaded, at its
+// connection cap or draining) fails and is retried in TLS; it is not
+// taken for a plaintext server, as it was before: after half the connect
+// timeout the client fell back, and this TLSMixed server served it in
+// plaintext, the caller anonymous.
+func TestTLSClientNoFallbackOnceTLS(t *testing.T) {
+	certs := testcerts.New(t)
+	s := startTLSServer(t, tlsfiles.Files{Cert: certs.Server.Cert, Key: certs.Server.Key, CA: certs.CA.File}, TLSMixed)
+	proxy := testnet.StartProxy(t, s.ch.HostPort())
+	hp := proxy.Addr()
+	logs := newLogRecorder()
+	scope := tally.NewTestScope("", nil)
+	c := startTLSClient(t, hp, ClientTLS{
+		Config:   clientConfig(t, tlsfiles.Files{Cert: certs.Client.Cert, Key: certs.Client.Key, CA: certs.CA.File}, 0, nil),
+		Fallback: FallbackFor(hp),
+	}, WithConnectConfig(peer.ConnectConfig{Timeout: time.Second}), WithScope(scope), WithTChannelOptions(tchannel.ChannelOptions{Logger: logs}))
+	whoami := func() (string, error) {
+		res, err := c.CallRaw(ctxTimeout(t), "kv", "whoami", nil, nil)
+		if err != nil {
+			return "", err
+		}
+		return string(res.Arg3), nil
+	}
+	if got, err := whoami(); err != nil || got != clientIdentity {
+		t.Fatalf("over TLS: %q, %v; want %q", got, err, clientIdentity)
+	}
+
+	// The next connect is held unanswered; the one after, on the
+	// connect backoff, is forwarded.
+	proxy.HoldNext(1)
+	proxy.Cut()
+	testwait.Until(t, "a call on a new connection", func() bool {
+		got, err := whoami()
+		if err == nil && got != clientIdentity {
+			t.Fatalf("after the stall, the server saw the caller as %q: reached in plaintext", got)
+		}
+		return err == nil
+	})
+	l, _ := c.peerList("kv", false)
+	want := []string{"TLS handshake failed: it accepted the TCP connection and said nothing for ",
+		"; not reached in plaintext, as it has completed a TLS handshake with this Channel before"}
+	if f := l.Peers()[0].LastFailure(); f == nil || !strings.Contains(f.Err.Error(), want[0]) || !strings.Contains(f.Err.Error(), want[1]) {
+		t.Errorf("the peer's last failure: %v, want %q", f, want)
+	}
+	if n := taggedCounter(scope, stats.PeerTLSFallbacks, stats.TagPeer, hp); n != 0 {
+		t.Errorf("peer.tls_fallbacks = %d, want 0", n)
+	}
+	if n := counter(s.scope, stats.ServerConnsPlaintext); n != 0 {
+		t.Errorf("server.conns_plaintext = %d, want 0", n)
+	}
+	for _, l := range logs.warnings() {
+		if strings.Contains(l, "connecting in plaintext") {
+			t.Errorf("the client fell back: %q", l)
+		}
+	}
 }
 
 // plainServer starts a plain tchannel-go server of "kv" echoing raw calls,

@@ -151,6 +151,11 @@ const (
 	// reset, handshake failed or timed out) and connections that died early
 	// or were found dead by health checks.
 	PeerConnectFailures = "peer.connect_failures"
+	// PeerTLSFallbacks is a counter: connections to the peer made in
+	// plaintext because it did not answer the TLS handshake in TLS, as
+	// channel.ClientTLS.Fallback allows for the peers it names. A peer
+	// that has spoken TLS to the Channel is never fallen back for again.
+	PeerTLSFallbacks = "peer.tls_fallbacks"
 )
 
 // CodeLocal is the code tag of CallErrors for a call that failed in this
