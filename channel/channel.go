@@ -67,7 +67,7 @@ type options struct {
 	// options links none of crypto/tls's handshakes, and the Channel's
 	// types do not refer to tls.Config's, whose methods the linker would
 	// keep (together 2.3 MB; TestBinarySize).
-	serverTLS func(l PeerLimits, plaintext tally.Counter) (accept func(net.Conn) (net.Conn, error), err error)
+	serverTLS func(l PeerLimits) (accept func(net.Conn) (net.Conn, error), err error)
 	clientTLS func(pg *peerGuard, next dialFunc) (dialFunc, error)
 
 	config               *serviceconfig.Config

@@ -153,6 +153,8 @@ type peerGuard struct {
 	// connection the listener accepts (tlsServer.accept), before the
 	// guard reads its init frame.
 	acceptTLS func(net.Conn) (net.Conn, error)
+	// plaintext is stats.ServerConnsPlaintext, when acceptTLS is set.
+	plaintext tally.Counter
 
 	mu       sync.Mutex
 	listener *connlimit.Listener
@@ -167,11 +169,12 @@ func newPeerGuard(o *options, rec *stats.Recorder) (*peerGuard, error) {
 	pg := &peerGuard{scope: rec.Scope(), conns: rec.Scope().Gauge(stats.ServerConns),
 		logs: rate.NewLimiter(10, 10), counters: map[[2]string]tally.Counter{}, reclaim: newReclaimer()}
 	if o.serverTLS != nil {
-		accept, err := o.serverTLS(o.peerLimits, pg.scope.Counter(stats.ServerConnsPlaintext))
+		accept, err := o.serverTLS(o.peerLimits)
 		if err != nil {
 			return nil, err
 		}
 		pg.acceptTLS = accept
+		pg.plaintext = pg.scope.Counter(stats.ServerConnsPlaintext)
 	}
 	// Stalls are timed on the wall clock, as sockets are, whatever clock
 	// WithClock gives the Channel's algorithms.
@@ -211,6 +214,13 @@ func (pg *peerGuard) listen(inner net.Listener, l PeerLimits) (*connlimit.Listen
 			}
 		}
 		tc, err := pg.g.Gate(nc, c)
+		if _, plain := nc.(*prefixConn); plain && err == nil {
+			// A plaintext TChannel client on a TLSMixed port, counted
+			// once the guard has accepted its init: not the other bytes
+			// a mixed port gets (HTTP health probes), which the guard
+			// refuses.
+			pg.plaintext.Inc(1)
+		}
 		pg.updateConns()
 		return tc, err
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/sluice-rpc/sluice/internal/connlimit"
 	"github.com/sluice-rpc/sluice/internal/tchconn"
 	"github.com/sluice-rpc/sluice/internal/tframe"
+	"github.com/sluice-rpc/sluice/stats"
 	"github.com/sluice-rpc/sluice/tlsfiles"
-	"github.com/uber-go/tally/v4"
 	"github.com/uber/tchannel-go"
 )
 
@@ -55,8 +55,10 @@ const (
 	// timeout. Plaintext peers (yab, Node, tcurl, Sluice without
 	// WithClientTLS) keep working; handlers tell them apart by
 	// Inbound.TLS, and stats.ServerConnsPlaintext counts their
-	// connections: once it stays still, every client speaks TLS, and the
-	// port can move to TLSOnly.
+	// connections once their init frame is accepted (not the other bytes
+	// a port gets, HTTP health probes say, which it refuses): once it
+	// stays still, every client speaks TLS, and the port can move to
+	// TLSOnly.
 	TLSMixed
 )
 
@@ -78,8 +80,9 @@ type ServerTLS struct {
 	// tlsfiles.Reloader.ServerConfig's does) presents a certificate
 	// replaced on disk to the connections accepted after, while those
 	// already open keep theirs. Mutual TLS is the configuration's
-	// ClientAuth (tlsfiles: a CA set). MinVersion, when set, must be TLS
-	// 1.2 or later; 0 is crypto/tls's default, TLS 1.2.
+	// ClientAuth, or that of the configuration its GetConfigForClient
+	// returns (tlsfiles: a CA set). MinVersion, when set, must be TLS 1.2
+	// or later; 0 is crypto/tls's default, TLS 1.2.
 	Config *tls.Config
 	// Mode says whether plaintext connections are served too. The zero
 	// value is TLSOnly.
@@ -116,11 +119,11 @@ func (s ServerTLS) Validate() error {
 // The Channel's outbound connections are not affected: WithClientTLS.
 func WithServerTLS(s ServerTLS) Option {
 	return func(o *options) {
-		o.serverTLS = func(l PeerLimits, plaintext tally.Counter) (func(net.Conn) (net.Conn, error), error) {
+		o.serverTLS = func(l PeerLimits) (func(net.Conn) (net.Conn, error), error) {
 			if err := s.Validate(); err != nil {
 				return nil, err
 			}
-			return newTLSServer(s, l, plaintext).accept, nil
+			return newTLSServer(s, l).accept, nil
 		}
 	}
 }
@@ -152,13 +155,20 @@ type ClientTLS struct {
 	// timeout (tchannel-go, yab and Node servers wait for an init frame
 	// that never completes). A server that answered in TLS and failed
 	// the handshake, a certificate for the wrong name say, is never
-	// reached in plaintext. The first fallback to each peer is logged
-	// through the Channel's logger. Nil, the default, means no peer: a
-	// connect that fails its TLS handshake fails.
+	// reached in plaintext; nor, ever again, is a peer that has
+	// completed a TLS handshake with this Channel: once it serves TLS, a
+	// later silence or reset is a server that is slow, overloaded, at
+	// its connection cap or draining (or an attacker), not one that
+	// forgot TLS, and the connect fails (and is retried) as any other
+	// would. Each fallback is counted in stats.PeerTLSFallbacks, and the
+	// first to each peer is logged through the Channel's logger. Nil,
+	// the default, means no peer: a connect that fails its TLS handshake
+	// fails.
 	//
 	// Falling back is a downgrade that anyone on the path can force (by
-	// resetting the connection): list only peers that are known to be
-	// plaintext for now, and remove them once they serve TLS.
+	// resetting the connection) until the peer has spoken TLS to the
+	// Channel: list only peers that are known to be plaintext for now,
+	// and remove them once they serve TLS.
 	Fallback func(hostPort string) bool
 }
 
@@ -217,14 +227,21 @@ type TLSInfo struct {
 	// Identity is the names of the certificate the peer presented
 	// (tlsfiles.IdentityOf); zero when it presented none.
 	Identity tlsfiles.Identity
-	// Verified reports that the peer presented a certificate and the
-	// configuration verified it: crypto/tls did (a server's ClientAuth
-	// VerifyClientCertIfGiven or RequireAndVerifyClientCert; a client
-	// without InsecureSkipVerify), or a hook of the configuration's own
-	// (VerifyPeerCertificate or VerifyConnection, as tlsfiles' server
-	// configurations verify). A certificate a server only requested
-	// (RequestClientCert or RequireAnyClientCert, no hook) is not
-	// verified: anyone can present one.
+	// Verified reports that the peer presented a certificate and
+	// crypto/tls verified it in this handshake: the ConnectionState's
+	// VerifiedChains are not empty. So it is for a server whose
+	// configuration (or the one its GetConfigForClient returns, as
+	// tlsfiles' do) has ClientAuth VerifyClientCertIfGiven or
+	// RequireAndVerifyClientCert, and for a client without
+	// InsecureSkipVerify. It is what happened, not what a configuration
+	// says: a certificate a server only requested (RequestClientCert or
+	// RequireAnyClientCert) is not verified, whatever a
+	// VerifyPeerCertificate or VerifyConnection hook of its own did with
+	// it (the Channel cannot tell a hook that verifies from one that only
+	// logs); nor, by the same rule, is the server of a client that set
+	// InsecureSkipVerify and checks the certificate in a hook. Such a hook
+	// refuses what it must by failing the handshake; the connections it
+	// lets through are reported unverified.
 	Verified bool
 
 	// state is the *tls.ConnectionState State returns. Held as an any:
@@ -236,10 +253,10 @@ type TLSInfo struct {
 }
 
 // State returns the connection's TLS state after its handshake: version,
-// cipher suite, the peer's certificates. For a server configuration from
-// tlsfiles, whose hook verifies client certificates, VerifiedChains is
-// empty: the verified certificate is PeerCertificates[0]. It is the
-// connection's, shared by its calls: do not modify it.
+// cipher suite, the peer's certificates, and the chains crypto/tls
+// verified them with (VerifiedChains, empty when it did not: see
+// Verified). It is the connection's, shared by its calls: do not modify
+// it.
 func (t *TLSInfo) State() *tls.ConnectionState {
 	st, _ := t.state.(*tls.ConnectionState)
 	return st
@@ -259,8 +276,9 @@ func TLSInfoFrom(ctx context.Context) *TLSInfo {
 
 // PeerIdentity returns the verified identity of the peer whose call ctx
 // is the handler's context of (see TLSInfoFrom), and true; or false when
-// the call came in plaintext or the peer presented no verified
-// certificate (a server configuration without a CA asks for none). It
+// the call came in plaintext or the peer presented no certificate that
+// crypto/tls verified (TLSInfo.Verified; a server configuration without a
+// CA asks for none). It
 // allocates nothing: the identity is worked out once per connection, and
 // its slices are shared; do not modify them.
 //
@@ -295,27 +313,12 @@ func tlsInfoOf(nc net.Conn) *TLSInfo {
 	return nil
 }
 
-func newTLSInfo(state tls.ConnectionState, verifies bool) *TLSInfo {
+// newTLSInfo works out the TLSInfo of a connection whose handshake
+// ended with state. Verified is what crypto/tls did, never what a
+// configuration suggests: a chain it verified.
+func newTLSInfo(state tls.ConnectionState) *TLSInfo {
 	id, ok := tlsfiles.IdentityOf(&state)
-	return &TLSInfo{Identity: id, Verified: ok && verifies, state: &state}
-}
-
-// verifiesClients reports whether a server with c verifies the client
-// certificates it gets (see TLSInfo.Verified).
-func verifiesClients(c *tls.Config) bool {
-	switch c.ClientAuth {
-	case tls.VerifyClientCertIfGiven, tls.RequireAndVerifyClientCert:
-		return true
-	case tls.RequestClientCert, tls.RequireAnyClientCert:
-		return c.VerifyPeerCertificate != nil || c.VerifyConnection != nil
-	}
-	return false
-}
-
-// verifiesServer reports whether a client with c verifies the server's
-// certificate.
-func verifiesServer(c *tls.Config) bool {
-	return !c.InsecureSkipVerify || c.VerifyPeerCertificate != nil || c.VerifyConnection != nil
+	return &TLSInfo{Identity: id, Verified: ok && len(state.VerifiedChains) > 0, state: &state}
 }
 
 // tlsConn is a TLS connection of the Channel's, with what its handshake
@@ -382,19 +385,17 @@ func (c *prefixConn) SyscallConn() (syscall.RawConn, error) {
 // tlsServer is the TLS of a Channel's listener: it runs in the listener's
 // gate, before the guard reads the TChannel init.
 type tlsServer struct {
-	cfg       *tls.Config
-	mode      TLSMode
-	verifies  bool
-	timeout   time.Duration // the gate's: PeerLimits.HandshakeTimeout
-	plaintext tally.Counter // stats.ServerConnsPlaintext
+	cfg     *tls.Config
+	mode    TLSMode
+	timeout time.Duration // the gate's: PeerLimits.HandshakeTimeout
 }
 
-func newTLSServer(s ServerTLS, l PeerLimits, plaintext tally.Counter) *tlsServer {
+func newTLSServer(s ServerTLS, l PeerLimits) *tlsServer {
 	timeout := l.HandshakeTimeout
 	if timeout == 0 {
 		timeout = connlimit.DefaultGateTimeout
 	}
-	return &tlsServer{cfg: s.Config, mode: s.Mode, verifies: verifiesClients(s.Config), timeout: timeout, plaintext: plaintext}
+	return &tlsServer{cfg: s.Config, mode: s.Mode, timeout: timeout}
 }
 
 // isTLS reports whether a connection's first bytes begin a TLS handshake
@@ -406,7 +407,8 @@ func isTLS(first []byte) bool { return first[0] == 0x16 && first[1] == 0x03 }
 // accept reads c's first bytes (within the read deadline the gate set)
 // and returns the connection for the guard to read TChannel's init from:
 // a TLS connection whose handshake is over, or in TLSMixed a plaintext
-// one replaying the bytes read. It returns a *tlsRefusal for a
+// one replaying the bytes read (a *prefixConn, which the listener counts
+// in stats.ServerConnsPlaintext once the guard accepts it). It returns a *tlsRefusal for a
 // connection it refuses, and the read's error for a socket that left or
 // timed out.
 func (s *tlsServer) accept(c net.Conn) (net.Conn, error) {
@@ -418,7 +420,6 @@ func (s *tlsServer) accept(c net.Conn) (net.Conn, error) {
 	pc := &prefixConn{Conn: c, prefix: first}
 	if !isTLS(first) {
 		if s.mode == TLSMixed {
-			s.plaintext.Inc(1)
 			return pc, nil
 		}
 		return nil, s.refusePlaintext(c, first, deadline)
@@ -436,7 +437,7 @@ func (s *tlsServer) accept(c net.Conn) (net.Conn, error) {
 			err: fmt.Errorf("TLS handshake failed: %w", err)}
 	}
 	_ = c.SetWriteDeadline(time.Time{})
-	return &tlsConn{Conn: tc, raw: c, info: newTLSInfo(tc.ConnectionState(), s.verifies)}, nil
+	return &tlsConn{Conn: tc, raw: c, info: newTLSInfo(tc.ConnectionState())}, nil
 }
 
 // errTLSOnly is what a plaintext TChannel client of a TLS-only port is
@@ -479,14 +480,18 @@ type tlsClient struct {
 	config     func() *tls.Config
 	serverName string
 	fallback   func(hostPort string) bool
-	pg         *peerGuard // logs the fallbacks
+	pg         *peerGuard // logs and counts the fallbacks
 
+	// Both maps hold only host:ports the Channel dialled and Fallback
+	// names, so they are as bounded as those.
 	mu       sync.Mutex
 	fellBack map[string]bool // the peers whose fallback was logged
+	spokeTLS map[string]bool // the peers that completed a TLS handshake: never to fall back again
 }
 
 func newTLSClient(c ClientTLS, pg *peerGuard) *tlsClient {
-	return &tlsClient{config: c.Config, serverName: c.ServerName, fallback: c.Fallback, pg: pg, fellBack: map[string]bool{}}
+	return &tlsClient{config: c.Config, serverName: c.ServerName, fallback: c.Fallback, pg: pg,
+		fellBack: map[string]bool{}, spokeTLS: map[string]bool{}}
 }
 
 // dialer returns the dial function that makes TLS connections over those
@@ -502,8 +507,12 @@ func (t *tlsClient) dialer(next dialFunc) dialFunc {
 			return nil, err
 		}
 		fallback := t.fallback != nil && t.fallback(hostPort)
-		conn, plain, err := t.handshake(ctx, raw, hostPort, fallback)
+		spoke := fallback && t.spoke(hostPort)
+		conn, plain, err := t.handshake(ctx, raw, hostPort, fallback && !spoke, spoke)
 		if err == nil {
+			if fallback && !spoke {
+				t.noteTLS(hostPort)
+			}
 			return conn, nil
 		}
 		_ = raw.Close()
@@ -518,7 +527,9 @@ func (t *tlsClient) dialer(next dialFunc) dialFunc {
 // handshake runs the TLS handshake over raw, bounded by ctx. With
 // fallback set, it reports plain when the server does not speak TLS (see
 // ClientTLS.Fallback), and gives the handshake only half the time left.
-func (t *tlsClient) handshake(ctx context.Context, raw net.Conn, hostPort string, fallback bool) (_ net.Conn, plain bool, _ error) {
+// spoke says that Fallback names the peer but it has spoken TLS before,
+// for the error to say why there is no fallback.
+func (t *tlsClient) handshake(ctx context.Context, raw net.Conn, hostPort string, fallback, spoke bool) (_ net.Conn, plain bool, _ error) {
 	cfg := t.config()
 	if cfg == nil {
 		return nil, false, errors.New("channel: ClientTLS.Config returned nil")
@@ -541,7 +552,7 @@ func (t *tlsClient) handshake(ctx context.Context, raw net.Conn, hostPort string
 	tc := tls.Client(seen, cfg)
 	err := tc.HandshakeContext(hctx)
 	if err == nil {
-		return &tlsConn{Conn: tc, raw: raw, info: newTLSInfo(tc.ConnectionState(), verifiesServer(cfg)), client: true}, false, nil
+		return &tlsConn{Conn: tc, raw: raw, info: newTLSInfo(tc.ConnectionState()), client: true}, false, nil
 	}
 	// Whether the server speaks TLS: it answered bytes that are not TLS,
 	// or closed, reset or kept silent before sending any. A server that
@@ -569,11 +580,32 @@ func (t *tlsClient) handshake(ctx context.Context, raw net.Conn, hostPort string
 	if fallback && ctx.Err() == nil {
 		return nil, true, fmt.Errorf("%s: %w", why, err)
 	}
+	if spoke {
+		return nil, false, fmt.Errorf("TLS handshake failed: %s; not reached in plaintext, as it has completed a TLS handshake with this Channel before: %w", why, err)
+	}
 	return nil, false, fmt.Errorf("TLS handshake failed: the peer does not seem to speak TLS: %s (a plaintext TChannel server? ClientTLS.Fallback lets such peers be reached in plaintext): %w", why, err)
 }
 
-// noteFallback logs the first fallback to plaintext of each peer.
+// spoke reports whether the peer at hostPort has completed a TLS
+// handshake with the Channel.
+func (t *tlsClient) spoke(hostPort string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.spokeTLS[hostPort]
+}
+
+// noteTLS notes that the peer at hostPort, which Fallback names, has
+// completed a TLS handshake: it is never reached in plaintext again.
+func (t *tlsClient) noteTLS(hostPort string) {
+	t.mu.Lock()
+	t.spokeTLS[hostPort] = true
+	t.mu.Unlock()
+}
+
+// noteFallback counts a fallback to plaintext, and logs the first of
+// each peer.
 func (t *tlsClient) noteFallback(hostPort string, why error) {
+	t.pg.count(stats.PeerTLSFallbacks, stats.TagPeer, hostPort)
 	t.mu.Lock()
 	first := !t.fellBack[hostPort]
 	t.fellBack[hostPort] = true

@@ -3,6 +3,7 @@ package channel
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"math/big"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/internal/tchconn"
 	"github.com/sluice-rpc/sluice/internal/testkit/testcerts"
+	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/internal/testkit/tpeer"
 	"github.com/sluice-rpc/sluice/internal/tframe"
@@ -213,12 +215,12 @@ func TestTLSServerRefusesClients(t *testing.T) {
 			"TChannel handshake failed: the server refused the TLS connection: remote error: tls: certificate required"},
 		{"an untrusted certificate", tlsfiles.Files{Cert: certs.UntrustedClient.Cert, Key: certs.UntrustedClient.Key, CA: certs.CA.File},
 			"tls: failed to verify certificate: x509: certificate signed by unknown authority",
-			"TLS handshake failed: remote error: tls: bad certificate",
-			"TChannel handshake failed: the server refused the TLS connection: remote error: tls: bad certificate"},
+			"TLS handshake failed: remote error: tls: unknown certificate authority",
+			"TChannel handshake failed: the server refused the TLS connection: remote error: tls: unknown certificate authority"},
 		{"an expired certificate", tlsfiles.Files{Cert: certs.Expired.Cert, Key: certs.Expired.Key, CA: certs.CA.File},
 			"tls: failed to verify certificate: x509: certificate has expired",
-			"TLS handshake failed: remote error: tls: bad certificate",
-			"TChannel handshake failed: the server refused the TLS connection: remote error: tls: bad certificate"},
+			"TLS handshake failed: remote error: tls: expired certificate",
+			"TChannel handshake failed: the server refused the TLS connection: remote error: tls: expired certificate"},
 	} {
 		for _, v := range tlsVersions {
 			t.Run(tc.name+", "+v.name, func(t *testing.T) {
@@ -250,6 +252,55 @@ func TestTLSServerRefusesClients(t *testing.T) {
 	testwait.Until(t, "server.conns_closed{reason=tls_handshake_failed} >= 6", func() bool {
 		return taggedCounter(s.scope, stats.ServerConnsClosed, stats.TagReason, "tls_handshake_failed") >= 6
 	})
+}
+
+// A server that only requests client certificates (RequireAnyClientCert)
+// with a VerifyConnection hook that logs them and verifies nothing
+// serves a client whose certificate an unknown authority signed; its
+// handlers must not take that certificate's names for a verified
+// identity: PeerIdentity reports none, Inbound.TLS says unverified.
+func TestTLSLoggingHookDoesNotVerify(t *testing.T) {
+	certs := testcerts.New(t)
+	cert, err := tls.X509KeyPair(certs.Server.CertPEM, certs.Server.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged := make(chan string, 10)
+	var (
+		mu  sync.Mutex
+		ins []*TLSInfo
+	)
+	mw := WithInboundMiddleware(func(ctx context.Context, in *Inbound, next func(context.Context) error) error {
+		mu.Lock()
+		ins = append(ins, in.TLS)
+		mu.Unlock()
+		return next(ctx)
+	})
+	s := startTLSServerConfig(t, ServerTLS{Config: &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		ClientAuth:   tls.RequireAnyClientCert,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			logged <- cs.PeerCertificates[0].Subject.CommonName // logs, verifies nothing
+			return nil
+		},
+	}}, mw)
+	client := startTLSClient(t, s.ch.HostPort(), ClientTLS{
+		Config: clientConfig(t, tlsfiles.Files{Cert: certs.UntrustedClient.Cert, Key: certs.UntrustedClient.Key, CA: certs.CA.File}, 0, nil)})
+	res, err := client.CallRaw(ctxTimeout(t), "kv", "whoami", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Arg3) != "anonymous" {
+		t.Errorf("PeerIdentity of a client with an untrusted certificate: %q, want none (anonymous)", res.Arg3)
+	}
+	if got := testwait.Recv(t, logged, "the hook's log"); got != testcerts.ClientName {
+		t.Errorf("the hook saw %q, want the client's certificate", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ins) != 1 || ins[0] == nil || ins[0].Verified || ins[0].Identity.CommonName != testcerts.ClientName || len(ins[0].State().VerifiedChains) != 0 {
+		t.Errorf("Inbound.TLS = %+v, want the client's certificate, unverified", ins)
+	}
 }
 
 // A client refuses a server whose certificate names another host or that
@@ -389,6 +440,21 @@ func TestTLSMixedMode(t *testing.T) {
 	if got := counter(s.scope, stats.ServerConnsPlaintext); got != 2 {
 		t.Errorf("server.conns_plaintext = %d, want 2", got)
 	}
+
+	// Plaintext that is not TChannel, an HTTP health probe, is refused
+	// and not counted as a plaintext client; nor is a socket that
+	// connects and leaves.
+	probe := tpeer.Dial(t, hp)
+	probe.Send([]byte("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"))
+	probe.ClosedByServer()
+	tpeer.Dial(t, hp).Close()
+	testwait.Until(t, "server.conns_closed to count the probe and the socket that left", func() bool {
+		return taggedCounter(s.scope, stats.ServerConnsClosed, stats.TagReason, "invalid_frame") == 1 &&
+			taggedCounter(s.scope, stats.ServerConnsClosed, stats.TagReason, "handshake_failed") == 1
+	})
+	if got := counter(s.scope, stats.ServerConnsPlaintext); got != 2 {
+		t.Errorf("server.conns_plaintext = %d after an HTTP probe and a socket that left, want 2 still", got)
+	}
 }
 
 // A TLS-only port refuses plaintext: a TChannel client learns why in an
@@ -438,8 +504,8 @@ func TestTLSOnlyRefusesPlaintext(t *testing.T) {
 // A client that prefers TLS reaches a plaintext server in plaintext only
 // when its Fallback names it: at once when the server answers the TLS
 // handshake with TChannel (a Sluice server), within half the connect
-// timeout when it keeps silent (tchannel-go); each peer's first fallback
-// is logged. A server that answers in TLS is never reached in plaintext.
+// timeout when it keeps silent (tchannel-go); each fallback is counted,
+// and each peer's first logged. A server that answers in TLS is never reached in plaintext.
 func TestTLSClientFallback(t *testing.T) {
 	certs := testcerts.New(t)
 	trusting := clientConfig(t, tlsfiles.Files{CA: certs.CA.File}, 0, nil)
@@ -464,9 +530,10 @@ func TestTLSClientFallback(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			logs := newLogRecorder()
+			scope := tally.NewTestScope("", nil)
 			timeout := 2 * time.Second
 			c := startTLSClient(t, tc.hp, ClientTLS{Config: trusting, Fallback: FallbackFor(tc.hp)},
-				WithConnectConfig(peer.ConnectConfig{Timeout: timeout}), WithTChannelOptions(tchannel.ChannelOptions{Logger: logs}))
+				WithConnectConfig(peer.ConnectConfig{Timeout: timeout}), WithTChannelOptions(tchannel.ChannelOptions{Logger: logs}), WithScope(scope))
 			start := time.Now()
 			for i := range 3 {
 				res, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("in plaintext"))
@@ -486,6 +553,9 @@ func TestTLSClientFallback(t *testing.T) {
 			if n != 1 {
 				t.Errorf("%d fallback lines, want 1: %q", n, logs.warnings())
 			}
+			if n := taggedCounter(scope, stats.PeerTLSFallbacks, stats.TagPeer, tc.hp); n != 1 {
+				t.Errorf("peer.tls_fallbacks = %d, want 1 (one connection)", n)
+			}
 		})
 	}
 
@@ -500,6 +570,65 @@ func TestTLSClientFallback(t *testing.T) {
 			t.Error("the call reached the server in plaintext")
 		}
 	})
+}
+
+// A peer that Fallback names but that has completed a TLS handshake with
+// the Channel is never reached in plaintext again. Once it has served TLS,
+// a connect it leaves unanswered (a server slow, overloaded, at its
+// connection cap or draining) fails and is retried in TLS; it is not
+// taken for a plaintext server, as it was before: after half the connect
+// timeout the client fell back, and this TLSMixed server served it in
+// plaintext, the caller anonymous.
+func TestTLSClientNoFallbackOnceTLS(t *testing.T) {
+	certs := testcerts.New(t)
+	s := startTLSServer(t, tlsfiles.Files{Cert: certs.Server.Cert, Key: certs.Server.Key, CA: certs.CA.File}, TLSMixed)
+	proxy := testnet.StartProxy(t, s.ch.HostPort())
+	hp := proxy.Addr()
+	logs := newLogRecorder()
+	scope := tally.NewTestScope("", nil)
+	c := startTLSClient(t, hp, ClientTLS{
+		Config:   clientConfig(t, tlsfiles.Files{Cert: certs.Client.Cert, Key: certs.Client.Key, CA: certs.CA.File}, 0, nil),
+		Fallback: FallbackFor(hp),
+	}, WithConnectConfig(peer.ConnectConfig{Timeout: time.Second}), WithScope(scope), WithTChannelOptions(tchannel.ChannelOptions{Logger: logs}))
+	whoami := func() (string, error) {
+		res, err := c.CallRaw(ctxTimeout(t), "kv", "whoami", nil, nil)
+		if err != nil {
+			return "", err
+		}
+		return string(res.Arg3), nil
+	}
+	if got, err := whoami(); err != nil || got != clientIdentity {
+		t.Fatalf("over TLS: %q, %v; want %q", got, err, clientIdentity)
+	}
+
+	// The next connect is held unanswered; the one after, on the
+	// connect backoff, is forwarded.
+	proxy.HoldNext(1)
+	proxy.Cut()
+	testwait.Until(t, "a call on a new connection", func() bool {
+		got, err := whoami()
+		if err == nil && got != clientIdentity {
+			t.Fatalf("after the stall, the server saw the caller as %q: reached in plaintext", got)
+		}
+		return err == nil
+	})
+	l, _ := c.peerList("kv", false)
+	want := []string{"TLS handshake failed: it accepted the TCP connection and said nothing for ",
+		"; not reached in plaintext, as it has completed a TLS handshake with this Channel before"}
+	if f := l.Peers()[0].LastFailure(); f == nil || !strings.Contains(f.Err.Error(), want[0]) || !strings.Contains(f.Err.Error(), want[1]) {
+		t.Errorf("the peer's last failure: %v, want %q", f, want)
+	}
+	if n := taggedCounter(scope, stats.PeerTLSFallbacks, stats.TagPeer, hp); n != 0 {
+		t.Errorf("peer.tls_fallbacks = %d, want 0", n)
+	}
+	if n := counter(s.scope, stats.ServerConnsPlaintext); n != 0 {
+		t.Errorf("server.conns_plaintext = %d, want 0", n)
+	}
+	for _, l := range logs.warnings() {
+		if strings.Contains(l, "connecting in plaintext") {
+			t.Errorf("the client fell back: %q", l)
+		}
+	}
 }
 
 // plainServer starts a plain tchannel-go server of "kv" echoing raw calls,
@@ -560,32 +689,91 @@ func TestTLSOptionsValidate(t *testing.T) {
 	}
 }
 
-// Verified follows what the configuration verifies.
+// Verified is what crypto/tls verified in the handshake, whatever the
+// configuration suggests: a certificate a server only requested, or a
+// client's with InsecureSkipVerify, is not verified even with a hook of
+// the configuration's own (the Channel cannot tell a hook that verifies
+// from one that only logs); a server whose GetConfigForClient returns a
+// verifying configuration verifies.
 func TestTLSVerifies(t *testing.T) {
+	certs := testcerts.New(t)
+	pair := func(p testcerts.Pair) []tls.Certificate {
+		c, err := tls.X509KeyPair(p.CertPEM, p.KeyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []tls.Certificate{c}
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(certs.CA.Cert)
+	server, client := pair(certs.Server), pair(certs.Client)
 	hook := func(tls.ConnectionState) error { return nil }
+	verifying := &tls.Config{Certificates: server, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}
 	for _, tc := range []struct {
-		cfg    *tls.Config
-		client bool // verifiesServer, else verifiesClients
+		name   string
+		srv    *tls.Config
+		cli    *tls.Config
+		client bool // the client's Verified, else the server's
 		want   bool
 	}{
-		{&tls.Config{}, false, false},
-		{&tls.Config{ClientAuth: tls.RequestClientCert}, false, false},
-		{&tls.Config{ClientAuth: tls.RequireAnyClientCert}, false, false},
-		{&tls.Config{ClientAuth: tls.RequireAnyClientCert, VerifyConnection: hook}, false, true},
-		{&tls.Config{ClientAuth: tls.VerifyClientCertIfGiven}, false, true},
-		{&tls.Config{ClientAuth: tls.RequireAndVerifyClientCert}, false, true},
-		{&tls.Config{}, true, true},
-		{&tls.Config{InsecureSkipVerify: true}, true, false},
-		{&tls.Config{InsecureSkipVerify: true, VerifyConnection: hook}, true, true},
+		{"server, no client certificate asked", &tls.Config{Certificates: server}, nil, false, false},
+		{"server, RequestClientCert", &tls.Config{Certificates: server, ClientAuth: tls.RequestClientCert}, nil, false, false},
+		{"server, RequireAnyClientCert", &tls.Config{Certificates: server, ClientAuth: tls.RequireAnyClientCert}, nil, false, false},
+		// Verified before finding 1: a hook was taken to verify.
+		{"server, RequireAnyClientCert and a hook", &tls.Config{Certificates: server, ClientAuth: tls.RequireAnyClientCert, VerifyConnection: hook}, nil, false, false},
+		{"server, VerifyClientCertIfGiven", &tls.Config{Certificates: server, ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: pool}, nil, false, true},
+		{"server, RequireAndVerifyClientCert", verifying, nil, false, true},
+		// Unverified before finding 1: the outer configuration asks for no certificate.
+		{"server, GetConfigForClient verifying", &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return verifying, nil }}, nil, false, true},
+		{"client", nil, &tls.Config{RootCAs: pool}, true, true},
+		{"client, InsecureSkipVerify", nil, &tls.Config{InsecureSkipVerify: true}, true, false},
+		// Verified before finding 1: a hook was taken to verify.
+		{"client, InsecureSkipVerify and a hook", nil, &tls.Config{InsecureSkipVerify: true, VerifyConnection: hook}, true, false},
 	} {
-		got := verifiesClients(tc.cfg)
-		if tc.client {
-			got = verifiesServer(tc.cfg)
-		}
-		if got != tc.want {
-			t.Errorf("%+v (client %v): %v, want %v", tc.cfg, tc.client, got, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			srv, cli := tc.srv, tc.cli
+			if srv == nil {
+				srv = &tls.Config{Certificates: server}
+			}
+			if cli == nil {
+				cli = &tls.Config{RootCAs: pool, Certificates: client}
+			}
+			cli = cli.Clone()
+			cli.ServerName = "localhost"
+			sstate, cstate := handshakeOverPipe(t, srv, cli)
+			info := newTLSInfo(sstate)
+			if tc.client {
+				info = newTLSInfo(cstate)
+			}
+			// The peer presented a certificate, but where none was asked.
+			asked := tc.client || srv.ClientAuth != tls.NoClientCert || srv.GetConfigForClient != nil
+			if info.Verified != tc.want || (info.Identity.CommonName != "") != asked {
+				t.Errorf("Verified %v, identity %q; want %v, and the peer's identity if it presented a certificate", info.Verified, info.Identity.CommonName, tc.want)
+			}
+		})
 	}
+}
+
+// handshakeOverPipe runs a TLS handshake between srv and cli over a pipe
+// and returns both sides' states, failing the test if either fails.
+func handshakeOverPipe(t *testing.T, srv, cli *tls.Config) (server, client tls.ConnectionState) {
+	t.Helper()
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	deadline := time.Now().Add(testwait.Limit)
+	a.SetDeadline(deadline)
+	b.SetDeadline(deadline)
+	sc, cc := tls.Server(a, srv), tls.Client(b, cli)
+	done := make(chan error, 1)
+	go func() { done <- sc.Handshake() }()
+	if err := cc.Handshake(); err != nil {
+		t.Fatalf("the client's handshake: %v", err)
+	}
+	if err := testwait.Recv(t, done, "the server's handshake"); err != nil {
+		t.Fatalf("the server's handshake: %v", err)
+	}
+	return sc.ConnectionState(), cc.ConnectionState()
 }
 
 // Finding a call's TLS allocates nothing, over TLS or not: the info is

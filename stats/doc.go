@@ -51,6 +51,7 @@
 //	peer.state             gauge    0 idle, 1 connecting, 2 ready, 3 transient failure, 4 shutdown
 //	peer.connects          counter  connections established
 //	peer.connect_failures  counter  failed connects, and connections found dead
+//	peer.tls_fallbacks     counter  connects made in plaintext: the peer did not answer TLS (channel.ClientTLS.Fallback)
 //
 // Server side, untagged:
 //

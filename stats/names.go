@@ -151,6 +151,11 @@ const (
 	// reset, handshake failed or timed out) and connections that died early
 	// or were found dead by health checks.
 	PeerConnectFailures = "peer.connect_failures"
+	// PeerTLSFallbacks is a counter: connections to the peer made in
+	// plaintext because it did not answer the TLS handshake in TLS, as
+	// channel.ClientTLS.Fallback allows for the peers it names. A peer
+	// that has spoken TLS to the Channel is never fallen back for again.
+	PeerTLSFallbacks = "peer.tls_fallbacks"
 )
 
 // CodeLocal is the code tag of CallErrors for a call that failed in this
@@ -204,9 +209,11 @@ const (
 	// tls_handshake_failed and plaintext_refused (a plaintext peer on a
 	// TLS-only port).
 	ServerConnsClosed = "server.conns_closed"
-	// ServerConnsPlaintext is a counter: plaintext connections accepted
-	// on a port that serves TLS and plaintext (channel.TLSMixed). Once it
-	// stays still, every client speaks TLS.
+	// ServerConnsPlaintext is a counter: plaintext TChannel connections
+	// accepted (their init frame read and accepted) on a port that serves
+	// TLS and plaintext (channel.TLSMixed); other plaintext bytes, an HTTP
+	// health probe say, are refused and not counted here. Once it stays
+	// still, every client speaks TLS.
 	ServerConnsPlaintext = "server.conns_plaintext"
 	// FramesInvalid is a counter tagged direction: connections closed
 	// because their peer sent a frame that breaks the TChannel protocol.

@@ -3,7 +3,8 @@
 // a certificate, key or CA replaced on disk is used for new connections
 // without a restart. It is Sluice's one TLS helper, for the TChannel
 // channel and for the Doorman server and client alike, and imports the
-// standard library only (no gRPC, no tchannel-go).
+// standard library and Sluice's clock package only (no gRPC, no
+// tchannel-go).
 //
 // # Files and what they mean
 //
@@ -23,9 +24,15 @@
 // handshake that finds the interval over: a file whose modification time,
 // size or identity (inode) changed is read again. No goroutine runs in the
 // background and there is nothing to close. The check is a stat of each
-// file, and a read of the few kilobytes of those that changed; concurrent
-// handshakes never wait for it, they use the files loaded before. Reload
-// reads every file now, changed or not (for a SIGHUP handler, say).
+// file, and a read of those that changed; concurrent handshakes never
+// wait for it, they use the files loaded before. Reload reads every file
+// now, changed or not (for a SIGHUP handler, say).
+//
+// Every file must be a regular file (a symbolic link to one will do) of at
+// most 1 MiB. Anything else is an error that names the file, found
+// without reading it or waiting on it: a named pipe or a device in a
+// file's place cannot hold up the handshake that looks at the files, nor
+// a huge file be read whole.
 //
 // What changed is installed only once it loads: a certificate and its key
 // only as a matching pair (a new certificate beside the old key, as when
@@ -38,17 +45,23 @@
 // # How each side picks up new files
 //
 // A server's configuration (Reloader.ServerConfig) is made once and serves
-// every connection: it presents the current certificate through
-// GetCertificate, and with a CA it asks for a client certificate
-// (tls.RequireAnyClientCert) and verifies it itself, in VerifyConnection,
-// against the current CA, exactly as crypto/tls would (chain to a CA
-// certificate, validity dates, the client-authentication key usage). Both
-// hooks survive tls.Config.Clone, so gRPC's credentials, which clone the
-// configuration and add their ALPN protocol, keep them. A client refused
-// this way learns "bad certificate" (where crypto/tls's own check would
-// send "unknown certificate authority" or "expired certificate"); the
-// server's error names the reason. The ConnectionState has no
-// VerifiedChains; PeerCertificates[0] is the verified certificate.
+// every connection: its GetConfigForClient hands each handshake the
+// configuration of the certificate and CA in use, made once when they
+// were loaded, which presents the certificate and, with a CA, requires a
+// client certificate (tls.RequireAndVerifyClientCert) that chains to it.
+// crypto/tls verifies the client's certificate itself, as with a fixed
+// configuration: the chain, the validity dates, the client-authentication
+// key usage. A refused client learns why from the alert ("unknown
+// certificate authority", "expired certificate"), and the
+// ConnectionState's VerifiedChains hold the chains verified. A resumed
+// session is checked against the CA in use too (crypto/tls does so from
+// Go 1.24.13, 1.25.7 and 1.26.0, which go.mod requires).
+//
+// To customise the configuration a handshake gets (ALPN protocols, cipher
+// suites, a VerifyConnection hook), wrap GetConfigForClient and modify a
+// clone of what it returns (Reloader.ServerConfig shows how): fields set
+// on the configuration ServerConfig returns are not used. gRPC's
+// credentials wrap it so themselves, to add their ALPN protocol.
 //
 // A client's configuration (Reloader.ClientConfig) presents the current
 // certificate through GetClientCertificate, but takes the CA as it is when

@@ -7,8 +7,15 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"syscall"
 )
+
+// maxFileSize is the most a file is read: 1 MiB, hundreds of
+// certificates. A larger file is an error, not read whole: it is no PEM
+// file of a certificate, key or CA.
+const maxFileSize = 1 << 20
 
 // Files names the PEM files of one side of a TLS connection. The zero
 // value is plaintext (see Enabled). Files is a plain value; the files are
@@ -90,11 +97,11 @@ func (f Files) ClientConfig(serverName string) (*tls.Config, error) {
 func (f Files) keyPair() (*tls.Certificate, error) {
 	// Read the files here, so that an error names the file that is
 	// missing; tls.X509KeyPair names the rule that failed.
-	certPEM, err := os.ReadFile(f.Cert)
+	certPEM, err := readFile(f.Cert)
 	if err != nil {
 		return nil, fmt.Errorf("reading certificate: %w", err)
 	}
-	keyPEM, err := os.ReadFile(f.Key)
+	keyPEM, err := readFile(f.Key)
 	if err != nil {
 		return nil, fmt.Errorf("reading key: %w", err)
 	}
@@ -113,7 +120,7 @@ func (f Files) keyPair() (*tls.Certificate, error) {
 // CA would otherwise leave nothing to trust. Its errors name the file;
 // the caller adds the package's prefix.
 func loadPool(file string) (*x509.CertPool, error) {
-	data, err := os.ReadFile(file)
+	data, err := readFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("reading CA: %w", err)
 	}
@@ -142,6 +149,42 @@ func loadPool(file string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("CA %q ends in an incomplete PEM block (is it being written?)", file)
 	}
 	return pool, nil
+}
+
+// readFile reads file, a regular file of at most maxFileSize bytes. It
+// never blocks on what is not a regular file: the file is opened without
+// blocking (a named pipe with no writer would block the open, and with
+// it the handshake that looks at the files) and refused unless regular,
+// and at most maxFileSize+1 bytes are read, whatever its size says.
+// Its errors name the file.
+func readFile(file string) ([]byte, error) {
+	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%q is not a regular file (its mode is %v): name a PEM file", file, fi.Mode())
+	}
+	if fi.Size() > maxFileSize {
+		return nil, errTooLarge(file)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, err // a *os.PathError, naming the file
+	}
+	if len(data) > maxFileSize {
+		return nil, errTooLarge(file) // it grew since the Stat
+	}
+	return data, nil
+}
+
+func errTooLarge(file string) error {
+	return fmt.Errorf("%q is larger than %d bytes (1 MiB), the most a PEM file may hold here", file, maxFileSize)
 }
 
 // incomplete reports whether data ends in the start of a PEM block that

@@ -2,6 +2,7 @@ package tlsfiles_test
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,7 +81,9 @@ func TestEnabled(t *testing.T) {
 }
 
 // The configurations hold crypto/tls's defaults but for TLS 1.2 at least,
-// and the hooks that follow the files.
+// and the hooks that follow the files. A server's hands each handshake,
+// through GetConfigForClient, one that has crypto/tls verify client
+// certificates against the CA.
 func TestConfigs(t *testing.T) {
 	s := testcerts.New(t)
 	r := newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key, CA: s.CA.File}})
@@ -88,16 +91,25 @@ func TestConfigs(t *testing.T) {
 	if sc.MinVersion != tls.VersionTLS12 || sc.MaxVersion != 0 || sc.CipherSuites != nil || len(sc.Certificates) != 0 {
 		t.Errorf("server configuration %+v: want crypto/tls's defaults but MinVersion", sc)
 	}
-	if sc.ClientAuth != tls.RequireAnyClientCert || sc.VerifyConnection == nil || sc.GetCertificate == nil {
-		t.Errorf("server configuration with a CA: ClientAuth %v, VerifyConnection set %v, GetCertificate set %v",
-			sc.ClientAuth, sc.VerifyConnection != nil, sc.GetCertificate != nil)
+	if sc.GetConfigForClient == nil || sc.GetCertificate != nil || sc.VerifyConnection != nil || sc.ClientAuth != tls.NoClientCert {
+		t.Errorf("server configuration: GetConfigForClient set %v, GetCertificate set %v, VerifyConnection set %v, ClientAuth %v; want GetConfigForClient only",
+			sc.GetConfigForClient != nil, sc.GetCertificate != nil, sc.VerifyConnection != nil, sc.ClientAuth)
 	}
-	cert, err := sc.GetCertificate(&tls.ClientHelloInfo{ServerName: "anything"})
-	if err != nil || cert == nil || cert.Leaf.SerialNumber.Cmp(s.Server.Leaf.SerialNumber) != 0 {
-		t.Errorf("GetCertificate: %v, %v", cert, err)
+	hc := forClient(t, sc)
+	if hc.MinVersion != tls.VersionTLS12 || hc.MaxVersion != 0 || hc.CipherSuites != nil || hc.GetConfigForClient != nil || hc.VerifyConnection != nil {
+		t.Errorf("a handshake's configuration %+v: want crypto/tls's defaults but MinVersion", hc)
 	}
-	noCA := serverConfig(t, newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key}}))
-	if noCA.ClientAuth != tls.NoClientCert || noCA.VerifyConnection != nil {
+	if hc.ClientAuth != tls.RequireAndVerifyClientCert || hc.ClientCAs == nil || !hc.ClientCAs.Equal(mustPool(t, s.CA.PEM)) {
+		t.Errorf("a handshake's configuration with a CA: ClientAuth %v, ClientCAs %v; want RequireAndVerifyClientCert and the CA", hc.ClientAuth, hc.ClientCAs)
+	}
+	if len(hc.Certificates) != 1 || hc.Certificates[0].Leaf.SerialNumber.Cmp(s.Server.Leaf.SerialNumber) != 0 {
+		t.Errorf("a handshake's configuration presents %v, want the server's certificate", hc.Certificates)
+	}
+	if again := forClient(t, sc); again != hc {
+		t.Error("two handshakes got two configurations for the same files: want one, made when they were loaded")
+	}
+	noCA := forClient(t, serverConfig(t, newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key}})))
+	if noCA.ClientAuth != tls.NoClientCert || noCA.ClientCAs != nil {
 		t.Errorf("server configuration without a CA asks for client certificates: %v", noCA.ClientAuth)
 	}
 	cc := r.ClientConfig("doorman.example")
@@ -109,6 +121,26 @@ func TestConfigs(t *testing.T) {
 	}
 }
 
+// forClient returns the configuration sc's GetConfigForClient gives a
+// handshake, failing the test on an error or none.
+func forClient(t testing.TB, sc *tls.Config) *tls.Config {
+	t.Helper()
+	c, err := sc.GetConfigForClient(&tls.ClientHelloInfo{ServerName: "anything"})
+	if err != nil || c == nil {
+		t.Fatalf("GetConfigForClient: %v, %v", c, err)
+	}
+	return c
+}
+
+func mustPool(t *testing.T, pemCerts []byte) *x509.CertPool {
+	t.Helper()
+	p := x509.NewCertPool()
+	if !p.AppendCertsFromPEM(pemCerts) {
+		t.Fatal("no certificate in the PEM")
+	}
+	return p
+}
+
 // The handshakes' looks at the files stop once the interval is negative;
 // Reload still reads them.
 func TestNoLooks(t *testing.T) {
@@ -118,9 +150,7 @@ func TestNoLooks(t *testing.T) {
 	if err := os.Remove(s.Server.Cert); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sc.GetCertificate(&tls.ClientHelloInfo{}); err != nil {
-		t.Fatal(err)
-	}
+	forClient(t, sc)
 	if err := r.LastError(); err != nil {
 		t.Errorf("a handshake looked at the files: %v", err)
 	}

@@ -33,6 +33,9 @@ func TestMutualTLS(t *testing.T) {
 		if got := h.state.Version; got != v.max {
 			t.Errorf("%s: version %x", v.name, got)
 		}
+		if len(h.state.VerifiedChains) == 0 {
+			t.Errorf("%s: the server's ConnectionState has no VerifiedChains: crypto/tls did not verify the client", v.name)
+		}
 		id, ok := tlsfiles.IdentityOf(&h.state)
 		want := tlsfiles.Identity{
 			Subject:    "CN=" + testcerts.ClientName + ",O=Sluice tests",
@@ -72,9 +75,9 @@ func TestServerRefusesClients(t *testing.T) {
 		{"no certificate", tlsfiles.Files{CA: s.CA.File},
 			"tls: client didn't provide a certificate", "remote error: tls: handshake failure", "remote error: tls: certificate required"},
 		{"an untrusted certificate", tlsfiles.Files{Cert: s.UntrustedClient.Cert, Key: s.UntrustedClient.Key, CA: s.CA.File},
-			"tls: failed to verify certificate: x509: certificate signed by unknown authority", "remote error: tls: bad certificate", "remote error: tls: bad certificate"},
+			"tls: failed to verify certificate: x509: certificate signed by unknown authority", "remote error: tls: unknown certificate authority", "remote error: tls: unknown certificate authority"},
 		{"an expired certificate", tlsfiles.Files{Cert: s.Expired.Cert, Key: s.Expired.Key, CA: s.CA.File},
-			"tls: failed to verify certificate: x509: certificate has expired", "remote error: tls: bad certificate", "remote error: tls: bad certificate"},
+			"tls: failed to verify certificate: x509: certificate has expired", "remote error: tls: expired certificate", "remote error: tls: expired certificate"},
 		{"a server's certificate", tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key, CA: s.CA.File},
 			"x509: certificate specifies an incompatible key usage", "remote error: tls: bad certificate", "remote error: tls: bad certificate"},
 	} {
@@ -173,12 +176,24 @@ func TestServerWithoutCA(t *testing.T) {
 	}
 }
 
-// The hooks of a server's configuration survive Clone, as gRPC's
-// credentials clone it and add their ALPN protocol.
+// The hook of a server's configuration survives Clone, and a clone is
+// customised by wrapping it, as gRPC's credentials clone the
+// configuration and add their ALPN protocol to what GetConfigForClient
+// returns.
 func TestServerConfigClone(t *testing.T) {
 	s := testcerts.New(t)
-	cfg := serverConfig(t, newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key, CA: s.CA.File}})).Clone()
-	cfg.NextProtos = []string{"h2"}
+	orig := serverConfig(t, newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key, CA: s.CA.File}}))
+	cfg := orig.Clone()
+	base := cfg.GetConfigForClient
+	cfg.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		c, err := base(hello)
+		if err != nil {
+			return nil, err
+		}
+		c = c.Clone()
+		c.NextProtos = []string{"h2"}
+		return c, nil
+	}
 	srv := serve(t, cfg)
 	client, err := tlsfiles.Files{Cert: s.Client.Cert, Key: s.Client.Key, CA: s.CA.File}.ClientConfig("")
 	if err != nil {
@@ -195,6 +210,9 @@ func TestServerConfigClone(t *testing.T) {
 	_, err = dial(t, srv.addr, mustClientConfig(t, tlsfiles.Files{Cert: s.UntrustedClient.Cert, Key: s.UntrustedClient.Key, CA: s.CA.File}))
 	if h := srv.next(t); err == nil || h.err == nil {
 		t.Errorf("the clone served an untrusted client: %v, %v", err, h.err)
+	}
+	if c, _ := orig.GetConfigForClient(&tls.ClientHelloInfo{}); c.NextProtos != nil {
+		t.Errorf("the wrapper changed the configuration every handshake shares: NextProtos %q", c.NextProtos)
 	}
 }
 

@@ -20,13 +20,15 @@ type Identity struct {
 // state.PeerCertificates[0], and true; or false when state is nil, its
 // handshake is not complete, or the peer presented no certificate.
 //
-// The certificate is verified only if the configuration verified it:
-// on a server made by Reloader.ServerConfig with a CA, or Go's
-// RequireAndVerifyClientCert, every client's is; on a client, the
-// server's is unless InsecureSkipVerify is set. A server without a CA
-// asks for no client certificate, so IdentityOf reports false for every
-// client. In a VerifyConnection hook the handshake is not complete and
-// IdentityOf reports false: the chain may not be verified yet.
+// IdentityOf does not say whether the certificate was verified:
+// crypto/tls verified it when state.VerifiedChains is not empty, as it is
+// for every client of a server made by Reloader.ServerConfig with a CA
+// (or any with tls.RequireAndVerifyClientCert), and for the server of a
+// client without InsecureSkipVerify. A certificate a server only
+// requested (tls.RequireAnyClientCert) is not verified: anyone can
+// present one. A server without a CA asks for no client certificate, so
+// IdentityOf reports false for every client. In a VerifyConnection hook
+// the handshake is not complete and IdentityOf reports false.
 func IdentityOf(state *tls.ConnectionState) (Identity, bool) {
 	if state == nil || !state.HandshakeComplete || len(state.PeerCertificates) == 0 {
 		return Identity{}, false

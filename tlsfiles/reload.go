@@ -74,6 +74,26 @@ type Reloader struct {
 type loaded struct {
 	cert *tls.Certificate // nil when Files.Cert is empty
 	pool *x509.CertPool   // nil when Files.CA is empty
+	// server is the server configuration of cert and pool, made when
+	// they are installed (see serverConfigOf); nil when cert is.
+	server *tls.Config
+}
+
+// serverConfigOf returns the configuration a server's handshakes get
+// from GetConfigForClient while l is in use: presenting l.cert and, with
+// a CA, requiring a client certificate crypto/tls verifies against
+// l.pool. It is made once per installed certificate and CA and shared by
+// every handshake meanwhile, which only read it.
+func serverConfigOf(l *loaded) *tls.Config {
+	if l.cert == nil {
+		return nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*l.cert}}
+	if l.pool != nil {
+		c.ClientCAs = l.pool
+		c.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return c
 }
 
 // New reads and checks every file c names and returns a Reloader holding
@@ -106,6 +126,7 @@ func New(c Config) (*Reloader, error) {
 		}
 		l.pool = pool
 	}
+	l.server = serverConfigOf(l)
 	r.cur.Store(l)
 	r.next = r.clock.Now().Add(r.interval)
 	return r, nil
@@ -117,28 +138,50 @@ func New(c Config) (*Reloader, error) {
 // configuration follows the files for every later handshake. It is an
 // error when Files.Cert is empty.
 //
-// The configuration asks for client certificates with
-// tls.RequireAnyClientCert and verifies them in VerifyConnection (chain,
-// dates, client-authentication key usage), since crypto/tls's own check
-// reads a CA pool fixed in the configuration. Do not replace
-// VerifyConnection (wrap it instead: call the one returned first). The
-// ConnectionState of a connection then has no VerifiedChains; its
-// PeerCertificates[0] is the verified client certificate (see IdentityOf).
+// The configuration holds MinVersion (TLS 1.2) and GetConfigForClient
+// only. GetConfigForClient hands each handshake the configuration of the
+// certificate and CA in use, made once when they were loaded:
+// Certificates holding the certificate, MinVersion TLS 1.2 and, with a
+// CA, ClientCAs the CA and ClientAuth tls.RequireAndVerifyClientCert. So
+// crypto/tls verifies client certificates itself, against the CA in use
+// at the handshake: the chain, the validity dates (by the wall clock, or
+// the Time of a clone a wrapper returns, see below), the
+// client-authentication key usage; it sends the alert that says why a
+// certificate was refused, and the ConnectionState's VerifiedChains hold
+// the verified chains (see IdentityOf).
+//
+// crypto/tls uses the configuration GetConfigForClient returns for all
+// but the session ticket keys, so fields set on the returned
+// configuration (or a clone) have no effect on handshakes; its
+// MinVersion is there for checks of the configuration, such as
+// channel.ServerTLS.Validate. To customise what handshakes get, wrap
+// GetConfigForClient, as gRPC's credentials do to add their ALPN
+// protocol: call the one returned, clone what it returns (it is shared by
+// every handshake; never modify it) and set the fields on the clone.
+//
+//	base := cfg.GetConfigForClient
+//	cfg.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+//		c, err := base(hello)
+//		if err != nil {
+//			return nil, err
+//		}
+//		c = c.Clone()
+//		c.NextProtos = []string{"h2"}
+//		return c, nil
+//	}
+//
+// Do not replace GetConfigForClient or have it return nil: the outer
+// configuration has no certificate, so every handshake would fail.
 func (r *Reloader) ServerConfig() (*tls.Config, error) {
 	if r.files.Cert == "" {
 		return nil, errNoServerCert
 	}
-	c := &tls.Config{
+	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
-		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-			return r.current().cert, nil
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return r.current().server, nil
 		},
-	}
-	if r.files.CA != "" {
-		c.ClientAuth = tls.RequireAnyClientCert
-		c.VerifyConnection = r.verifyClient
-	}
-	return c, nil
+	}, nil
 }
 
 // ClientConfig returns the TLS configuration of a client verifying the
@@ -250,41 +293,13 @@ func (r *Reloader) report(errs []error) {
 	}
 }
 
-// install replaces what is loaded by a copy edit changed. The caller
-// holds mu.
+// install replaces what is loaded by a copy edit changed, with its
+// server configuration made anew. The caller holds mu.
 func (r *Reloader) install(edit func(*loaded)) {
 	l := *r.cur.Load()
 	edit(&l)
+	l.server = serverConfigOf(&l)
 	r.cur.Store(&l)
-}
-
-// verifyClient is a server's VerifyConnection: it verifies the client's
-// certificate as crypto/tls would with ClientCAs set to the current CA
-// and ClientAuth to tls.RequireAndVerifyClientCert.
-func (r *Reloader) verifyClient(cs tls.ConnectionState) error {
-	if len(cs.PeerCertificates) == 0 {
-		// tls.RequireAnyClientCert has refused the connection before.
-		return errors.New("tlsfiles: the client presented no certificate")
-	}
-	pool := r.current().pool
-	if pool == nil {
-		// Never so: verifyClient is installed only with a CA, and a
-		// CA once loaded is never removed. Refuse rather than trust
-		// the system's roots.
-		return errors.New("tlsfiles: no CA to verify the client's certificate against")
-	}
-	opts := x509.VerifyOptions{
-		Roots:         pool,
-		Intermediates: x509.NewCertPool(),
-		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	for _, c := range cs.PeerCertificates[1:] {
-		opts.Intermediates.AddCert(c)
-	}
-	if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
-		return &tls.CertificateVerificationError{UnverifiedCertificates: cs.PeerCertificates, Err: err}
-	}
-	return nil
 }
 
 // stat returns file's FileInfo, or nil when it cannot be had (the file is

@@ -194,6 +194,39 @@ func TestServerReloadsCA(t *testing.T) {
 	}
 }
 
+// A client that resumes its session after the server's CA was replaced
+// is verified against the new CA: resumption is no way around a CA
+// rotation.
+func TestServerReloadsCAResumption(t *testing.T) {
+	for _, v := range versions {
+		t.Run(v.name, func(t *testing.T) {
+			s := testcerts.New(t)
+			r := newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key, CA: s.CA.File}, ReloadInterval: -1})
+			srv := serve(t, serverConfig(t, r))
+			client := mustClientConfig(t, tlsfiles.Files{Cert: s.Client.Cert, Key: s.Client.Key, CA: s.CA.File})
+			client.MaxVersion = v.max
+			client.ClientSessionCache = tls.NewLRUClientSessionCache(4)
+			mustDial(t, srv.addr, client)
+			srv.next(t)
+			if c := mustDial(t, srv.addr, client); !c.ConnectionState().DidResume {
+				t.Fatal("the second connection did not resume the first's session")
+			}
+			if h := srv.next(t); len(h.state.VerifiedChains) == 0 {
+				t.Error("a resumed session has no VerifiedChains")
+			}
+
+			s.Untrusted.WriteTo(t, s.CA.File)
+			if err := r.Reload(); err != nil {
+				t.Fatal(err)
+			}
+			_, err := dial(t, srv.addr, client)
+			if h := srv.next(t); err == nil || h.err == nil || !strings.Contains(h.err.Error(), "certificate signed by unknown authority") {
+				t.Errorf("after the CA was replaced, a client of the old CA: the client's error %v, the server's %v; want it refused", err, h.err)
+			}
+		})
+	}
+}
+
 // A client's configurations made after its CA was replaced verify the
 // server against the new CA; one made before keeps the old. The
 // certificate a client presents follows its files in every
@@ -264,11 +297,11 @@ func TestPairReplacedInTwoSteps(t *testing.T) {
 	}
 }
 
-// The look a handshake makes for the current certificate: a try-lock and
-// a clock reading between two looks at the files, no allocation.
-func BenchmarkGetCertificate(b *testing.B) {
+// The look a handshake makes for the current configuration: a try-lock
+// and a clock reading between two looks at the files, no allocation.
+func BenchmarkGetConfigForClient(b *testing.B) {
 	s := testcerts.New(b)
-	r, err := tlsfiles.New(tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key}})
+	r, err := tlsfiles.New(tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key, CA: s.CA.File}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -279,8 +312,8 @@ func BenchmarkGetCertificate(b *testing.B) {
 	hello := &tls.ClientHelloInfo{}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := cfg.GetCertificate(hello); err != nil {
-			b.Fatal(err)
+		if c, err := cfg.GetConfigForClient(hello); err != nil || c == nil {
+			b.Fatal(c, err)
 		}
 	}
 }

@@ -14,12 +14,6 @@ import (
 	"github.com/sluice-rpc/sluice/internal/tframe"
 )
 
-// Buffer sizes. Every Conn has a small buffer: enough for the frames of a
-// small call, read in one system call. A larger frame borrows a bigger
-// buffer once the smaller one is full of its bytes, first a mid-size one,
-// then one for the largest frame and what follows it in the same read, so
-// that what a connection holds follows the bytes that came, not what a
-// frame's size field claims.
 // The first two bytes of a TLS handshake record (a ClientHello): the
 // record type and the major version, 3 in every TLS version.
 const (
@@ -51,6 +45,12 @@ func (c *Conn) discardTLSRecord() {
 	}
 }
 
+// Buffer sizes. Every Conn has a small buffer: enough for the frames of a
+// small call, read in one system call. A larger frame borrows a bigger
+// buffer once the smaller one is full of its bytes, first a mid-size one,
+// then one for the largest frame and what follows it in the same read, so
+// that what a connection holds follows the bytes that came, not what a
+// frame's size field claims.
 const (
 	smallSize = 512
 	midSize   = 4 << 10

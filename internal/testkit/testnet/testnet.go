@@ -92,10 +92,13 @@ func start(t testing.TB, hold bool) *Listener {
 
 // Proxy forwards TCP connections from its own address on 127.0.0.1 to a
 // target until Stop cuts them: a network partition between a client and
-// the target.
+// the target. Cut closes the connections open and goes on forwarding new
+// ones; HoldNext makes it hold new connections without a word, as a
+// target too busy to answer would.
 type Proxy struct {
 	addr string
 	nl   net.Listener
+	hold atomic.Int64 // connections still to hold (HoldNext)
 	wg   sync.WaitGroup
 	mu   sync.Mutex
 	// conns are the open connections, both sides; nil once stopped.
@@ -117,6 +120,12 @@ func StartProxy(t testing.TB, target string) *Proxy {
 			in, err := nl.Accept()
 			if err != nil {
 				return // stopped
+			}
+			if p.takeHold() {
+				if !p.track(in, nil) {
+					return
+				}
+				continue // held open, unanswered, until Cut or Stop
 			}
 			// A bounded dial: a target that drops SYNs must not hold the
 			// accept loop, and Stop with it, for the OS's connect timeout.
@@ -140,6 +149,35 @@ func StartProxy(t testing.TB, target string) *Proxy {
 // Addr returns the proxy's host:port.
 func (p *Proxy) Addr() string { return p.addr }
 
+// Cut closes every connection open through the proxy (both sides); new
+// ones are forwarded (or held) as before.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+// HoldNext makes the proxy hold the next n connections it accepts: open,
+// never forwarded, never answered, until Cut or Stop. Later ones are
+// forwarded.
+func (p *Proxy) HoldNext(n int) { p.hold.Store(int64(n)) }
+
+// takeHold reports whether a connection just accepted is to be held,
+// counting it off HoldNext's.
+func (p *Proxy) takeHold() bool {
+	for {
+		n := p.hold.Load()
+		if n <= 0 {
+			return false
+		}
+		if p.hold.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
+
 // Stop closes the proxy's listener and every connection through it, and
 // waits for its goroutines; later calls do nothing.
 func (p *Proxy) Stop() {
@@ -153,17 +191,22 @@ func (p *Proxy) Stop() {
 	p.wg.Wait()
 }
 
-// track records a connection's two sides, or closes them if the proxy has
-// stopped.
+// track records a connection's two sides (out nil for a held one), or
+// closes them if the proxy has stopped.
 func (p *Proxy) track(in, out net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.conns == nil {
 		in.Close()
-		out.Close()
+		if out != nil {
+			out.Close()
+		}
 		return false
 	}
-	p.conns[in], p.conns[out] = struct{}{}, struct{}{}
+	p.conns[in] = struct{}{}
+	if out != nil {
+		p.conns[out] = struct{}{}
+	}
 	return true
 }
 

@@ -14,11 +14,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
+	"github.com/sluice-rpc/sluice/internal/testkit/testcerts"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/leasing"
 	"github.com/sluice-rpc/sluice/tools/internal/testkit/etcdembed"
 	"github.com/sluice-rpc/sluice/tools/internal/testkit/testhttp"
-	"github.com/sluice-rpc/sluice/tools/internal/testkit/tlstest"
 )
 
 // opsServer is a Doorman server started as `doorman serve` starts one
@@ -124,28 +124,28 @@ func opsConfig(capacity string) string {
 // runs; the RPCs and the reload are on /metrics, the state on /status.
 func TestDoormanOpsTLSReloadMetrics(t *testing.T) {
 	t.Parallel() // waits on real time: overlaps with the other waiting tests
-	certs := tlstest.New(t)
+	certs := testcerts.New(t)
 	file := writeConfig(t, testDoormanConfig)
-	s := startOpsServer(t, []string{"--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey, "--config-poll", "10ms"}, file, "")
+	s := startOpsServer(t, []string{"--tls-cert", certs.Server.Cert, "--tls-key", certs.Server.Key, "--config-poll", "10ms"}, file, "")
 
-	if got, err := lease(t, s.addr, "--tls-ca", certs.CA); err != nil || got != 100 {
+	if got, err := lease(t, s.addr, "--tls-ca", certs.CA.File); err != nil || got != 100 {
 		t.Fatalf("a client trusting the CA: %v, %v; want 100", got, err)
 	}
-	if _, err := lease(t, s.addr, "--tls-ca", certs.OtherCA); err == nil || !strings.Contains(err.Error(), "certificate signed by unknown authority") {
+	if _, err := lease(t, s.addr, "--tls-ca", certs.Untrusted.File); err == nil || !strings.Contains(err.Error(), "certificate signed by unknown authority") {
 		t.Errorf("a client trusting another CA: %v", err)
 	}
 	if _, err := lease(t, s.addr); err == nil {
 		t.Error("a plaintext client got a lease from a TLS server")
 	}
 	var out, errOut bytes.Buffer
-	if code := doormanRun(context.Background(), []string{"get", "--server", s.addr, "--tls-ca", certs.CA, "--resource", "db", "--wants", "30"}, &out, &errOut); code != 0 ||
+	if code := doormanRun(context.Background(), []string{"get", "--server", s.addr, "--tls-ca", certs.CA.File, "--resource", "db", "--wants", "30"}, &out, &errOut); code != 0 ||
 		!strings.Contains(out.String(), "resource=db wants=30 capacity=30") {
 		t.Errorf("sluice doorman get --tls-ca: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
 	}
 	out.Reset()
 	errOut.Reset()
 	load := []string{"load", "--server", s.addr, "--resource", "load-only", "--clients", "5", "--duration", "100ms", "--conns", "1", "--concurrency", "2"}
-	if code := doormanRun(context.Background(), append(load, "--tls-ca", certs.CA), &out, &errOut); code != 0 || !strings.Contains(out.String(), "failed 0") {
+	if code := doormanRun(context.Background(), append(load, "--tls-ca", certs.CA.File), &out, &errOut); code != 0 || !strings.Contains(out.String(), "failed 0") {
 		t.Errorf("sluice doorman load --tls-ca: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -162,7 +162,7 @@ func TestDoormanOpsTLSReloadMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	testwait.Until(t, "the new configuration to be in force", func() bool {
-		got, err := lease(t, s.addr, "--tls-ca", certs.CA)
+		got, err := lease(t, s.addr, "--tls-ca", certs.CA.File)
 		return err == nil && got == 40
 	})
 	if !strings.Contains(s.stderr.String(), "doorman server: configuration from "+file+" applied: 1 templates") {
@@ -177,7 +177,7 @@ func TestDoormanOpsTLSReloadMetrics(t *testing.T) {
 	testwait.Until(t, "the bad configuration to be refused", func() bool {
 		return strings.Contains(s.stderr.String(), "refused, the one in force stays: server: template 0 (\"db\"): capacity is -1")
 	})
-	if got, err := lease(t, s.addr, "--tls-ca", certs.CA); err != nil || got != 40 {
+	if got, err := lease(t, s.addr, "--tls-ca", certs.CA.File); err != nil || got != 40 {
 		t.Errorf("after a refused configuration: %v, %v; want 40", got, err)
 	}
 
@@ -198,10 +198,10 @@ func TestDoormanOpsTLSReloadMetrics(t *testing.T) {
 // use: the server and the client still agree.
 func TestDoormanOpsTLSReloadErrors(t *testing.T) {
 	t.Parallel() // waits on real time (a second between looks at the files)
-	certs := tlstest.New(t)
+	certs := testcerts.New(t)
 	dir := t.TempDir()
 	cert, key, ca := filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem"), filepath.Join(dir, "ca.pem")
-	for dst, src := range map[string]string{cert: certs.ServerCert, key: certs.ServerKey, ca: certs.CA} {
+	for dst, src := range map[string]string{cert: certs.Server.Cert, key: certs.Server.Key, ca: certs.CA.File} {
 		b, err := os.ReadFile(src)
 		if err != nil {
 			t.Fatal(err)
@@ -233,13 +233,13 @@ func TestDoormanOpsTLSReloadErrors(t *testing.T) {
 
 // With --tls-ca the server requires a client certificate its CA signed.
 func TestDoormanOpsMutualTLS(t *testing.T) {
-	certs := tlstest.New(t)
-	s := startOpsServer(t, []string{"--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey, "--tls-ca", certs.CA},
+	certs := testcerts.New(t)
+	s := startOpsServer(t, []string{"--tls-cert", certs.Server.Cert, "--tls-key", certs.Server.Key, "--tls-ca", certs.CA.File},
 		writeConfig(t, testDoormanConfig), "")
-	if _, err := lease(t, s.addr, "--tls-ca", certs.CA); err == nil {
+	if _, err := lease(t, s.addr, "--tls-ca", certs.CA.File); err == nil {
 		t.Error("a client without a certificate got a lease")
 	}
-	if got, err := lease(t, s.addr, "--tls-ca", certs.CA, "--tls-cert", certs.ClientCert, "--tls-key", certs.ClientKey); err != nil || got != 100 {
+	if got, err := lease(t, s.addr, "--tls-ca", certs.CA.File, "--tls-cert", certs.Client.Cert, "--tls-key", certs.Client.Key); err != nil || got != 100 {
 		t.Errorf("a client with a certificate: %v, %v", got, err)
 	}
 }
@@ -272,15 +272,15 @@ func TestDoormanOpsEtcdConfig(t *testing.T) {
 
 // Bad flags and files are refused with an error naming them.
 func TestDoormanOpsErrors(t *testing.T) {
-	certs := tlstest.New(t)
+	certs := testcerts.New(t)
 	missing := filepath.Join(t.TempDir(), "missing.yaml")
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"--tls-cert", certs.ServerCert}, "--tls-cert needs --tls-key"},
-		{[]string{"--tls-key", certs.ServerKey}, "--tls-key needs --tls-cert"},
-		{[]string{"--tls-ca", certs.CA}, "--tls-ca (client certificates) needs --tls-cert and --tls-key"},
+		{[]string{"--tls-cert", certs.Server.Cert}, "--tls-cert needs --tls-key"},
+		{[]string{"--tls-key", certs.Server.Key}, "--tls-key needs --tls-cert"},
+		{[]string{"--tls-ca", certs.CA.File}, "--tls-ca (client certificates) needs --tls-cert and --tls-key"},
 		{[]string{"--config-poll", "-1s"}, "--config-poll is -1s, must be >= 0"},
 	} {
 		fs := newFlagSet("sluice doorman serve", doormanServeHelp, io.Discard, io.Discard)
@@ -308,7 +308,7 @@ func TestDoormanOpsErrors(t *testing.T) {
 	// The files are read by validate, before the configuration is loaded
 	// or anything listens: a bad one is a usage error.
 	bad := &doormanOps{}
-	bad.tls.files.Cert, bad.tls.files.Key = certs.ServerCert, certs.ClientKey
+	bad.tls.files.Cert, bad.tls.files.Key = certs.Server.Cert, certs.Client.Key
 	if err := bad.validate(nil); err == nil || !strings.Contains(err.Error(), "private key does not match public key") {
 		t.Errorf("a mismatched key: %v", err)
 	}
@@ -318,7 +318,7 @@ func TestDoormanOpsErrors(t *testing.T) {
 	}
 	var out, errOut bytes.Buffer
 	code := doormanRun(context.Background(), []string{"serve", "--config", missing, "--listen", "127.0.0.1:0",
-		"--tls-cert", certs.ServerCert, "--tls-key", "/nonexistent/s-key.pem"}, &out, &errOut)
+		"--tls-cert", certs.Server.Cert, "--tls-key", "/nonexistent/s-key.pem"}, &out, &errOut)
 	if want := "sluice doorman serve: --tls-cert/--tls-key: tlsfiles: reading key: open /nonexistent/s-key.pem"; code != exitUsage || !strings.Contains(errOut.String(), want) {
 		t.Errorf("doorman serve with a missing key and a missing --config: exit %d, stderr %q; want %d and %q", code, errOut.String(), exitUsage, want)
 	}
@@ -326,7 +326,7 @@ func TestDoormanOpsErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--tls-cert", certs.ClientCert}, "--tls-cert needs --tls-key"},
+		{[]string{"--tls-cert", certs.Client.Cert}, "--tls-cert needs --tls-key"},
 		{[]string{"--tls-server-name", "doorman.test"}, "--tls-server-name is the name a TLS server's certificate must carry: give --tls or --tls-ca too"},
 		{[]string{"--tls-ca", missing}, "--tls-ca: tlsfiles: reading CA: open " + missing},
 	} {

@@ -11,21 +11,21 @@ import (
 	tthrift "github.com/uber/tchannel-go/thrift"
 
 	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/internal/testkit/testcerts"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/tlsfiles"
-	"github.com/sluice-rpc/sluice/tools/internal/testkit/tlstest"
 )
 
 // mutualTLS are the flags of a client presenting certs' client
 // certificate and verifying the server against its CA.
-func mutualTLS(certs tlstest.Files) []string {
-	return []string{"--tls-ca", certs.CA, "--tls-cert", certs.ClientCert, "--tls-key", certs.ClientKey}
+func mutualTLS(certs testcerts.Set) []string {
+	return []string{"--tls-ca", certs.CA.File, "--tls-cert", certs.Client.Cert, "--tls-key", certs.Client.Key}
 }
 
 // serveTLSArgs are sluice serve's flags for certs' server certificate,
 // requiring client certificates of its CA.
-func serveTLSArgs(certs tlstest.Files) []string {
-	return []string{"--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey, "--tls-ca", certs.CA}
+func serveTLSArgs(certs testcerts.Set) []string {
+	return []string{"--tls-cert", certs.Server.Cert, "--tls-key", certs.Server.Key, "--tls-ca", certs.CA.File}
 }
 
 // A mutual-TLS sluice serve answers a call presenting a client
@@ -34,7 +34,7 @@ func serveTLSArgs(certs tlstest.Files) []string {
 // certificate for another name, an untrusted CA, a plaintext client.
 func TestTLSServeAndCall(t *testing.T) {
 	t.Parallel()
-	certs := tlstest.New(t)
+	certs := testcerts.New(t)
 	addr, serveErr := startServeStderr(t, serveTLSArgs(certs)...)
 	target := []string{"-p", addr, "-s", "echo", "-m", "echo"}
 
@@ -57,11 +57,11 @@ func TestTLSServeAndCall(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no client certificate", []string{"--tls-ca", certs.CA},
+		{"no client certificate", []string{"--tls-ca", certs.CA.File},
 			"the server refused the TLS connection: remote error: tls: certificate required"},
 		{"the wrong server name", append(mutualTLS(certs), "--tls-server-name", "wrong.example"),
 			"certificate is valid for localhost, not wrong.example"},
-		{"an untrusted server", []string{"--tls-ca", certs.OtherCA, "--tls-cert", certs.ClientCert, "--tls-key", certs.ClientKey},
+		{"an untrusted server", []string{"--tls-ca", certs.Untrusted.File, "--tls-cert", certs.Client.Cert, "--tls-key", certs.Client.Key},
 			"certificate signed by unknown authority"},
 		{"plaintext", nil, "this port accepts TLS connections only"},
 	} {
@@ -79,9 +79,9 @@ func TestTLSServeAndCall(t *testing.T) {
 // On a --tls-mode mixed port, plaintext and TLS calls both succeed.
 func TestTLSServeMixed(t *testing.T) {
 	t.Parallel()
-	certs := tlstest.New(t)
-	addr := startServe(t, "--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey, "--tls-mode", "mixed")
-	for _, args := range [][]string{nil, {"--tls-ca", certs.CA}} {
+	certs := testcerts.New(t)
+	addr := startServe(t, "--tls-cert", certs.Server.Cert, "--tls-key", certs.Server.Key, "--tls-mode", "mixed")
+	for _, args := range [][]string{nil, {"--tls-ca", certs.CA.File}} {
 		code, out, errOut := runCall(append([]string{"-p", addr, "-s", "echo", "-m", "echo", "-r", `{"k":"v"}`}, args...)...)
 		if code != 0 || out != "{\"k\":\"v\"}\n" {
 			t.Errorf("call %q to a mixed port: exit %d, stdout %q, stderr %q; want 0", args, code, out, errOut)
@@ -93,13 +93,13 @@ func TestTLSServeMixed(t *testing.T) {
 // stderr; without it, a TLS call to a plaintext server fails saying why.
 func TestTLSFallback(t *testing.T) {
 	t.Parallel()
-	certs := tlstest.New(t)
+	certs := testcerts.New(t)
 	addr := startServe(t)
-	code, out, errOut := runCall("-p", addr, "-s", "echo", "-m", "echo", "--tls-ca", certs.CA, "--tls-fallback")
+	code, out, errOut := runCall("-p", addr, "-s", "echo", "-m", "echo", "--tls-ca", certs.CA.File, "--tls-fallback")
 	if code != 0 || out != "{}\n" || !strings.Contains(errOut, "sluice: a peer does not speak TLS; connecting in plaintext") {
 		t.Fatalf("--tls-fallback to a plaintext server: exit %d, stdout %q, stderr %q; want 0 and the fallback on stderr", code, out, errOut)
 	}
-	code, out, errOut = runCall("-p", addr, "-s", "echo", "-m", "echo", "--tls-ca", certs.CA)
+	code, out, errOut = runCall("-p", addr, "-s", "echo", "-m", "echo", "--tls-ca", certs.CA.File)
 	if code != exitFail || out != "" || !strings.Contains(errOut, "the peer does not seem to speak TLS") {
 		t.Fatalf("TLS to a plaintext server: exit %d, stdout %q, stderr %q; want 1 and why", code, out, errOut)
 	}
@@ -108,7 +108,7 @@ func TestTLSFallback(t *testing.T) {
 // bench speaks TLS to its peers with the same flags.
 func TestTLSBench(t *testing.T) {
 	t.Parallel()
-	certs := tlstest.New(t)
+	certs := testcerts.New(t)
 	addr := startServe(t, serveTLSArgs(certs)...)
 	args := append([]string{"-p", addr, "-s", "echo", "-m", "echo", "-n", "20", "--warmup", "0", "--connections", "2", "-o", "json"}, mutualTLS(certs)...)
 	code, out, errOut := runBench(t, context.Background(), args...)
@@ -117,7 +117,7 @@ func TestTLSBench(t *testing.T) {
 		t.Fatalf("bench over mutual TLS: exit %d, report %+v, stderr %q; want 20 calls, all ok", code, rep, errOut)
 	}
 	// Without a client certificate every call is refused.
-	code, _, errOut = runBench(t, context.Background(), "-p", addr, "-s", "echo", "-m", "echo", "-n", "5", "--warmup", "0", "--tls-ca", certs.CA)
+	code, _, errOut = runBench(t, context.Background(), "-p", addr, "-s", "echo", "-m", "echo", "-n", "5", "--warmup", "0", "--tls-ca", certs.CA.File)
 	if code != exitFail || !strings.Contains(errOut, "no call succeeded") {
 		t.Fatalf("bench without a client certificate: exit %d, stderr %q; want 1", code, errOut)
 	}
@@ -134,8 +134,8 @@ func (kvStore) HealthCheck(tthrift.Context) (string, error)       { return "ok",
 // tchannel-go's KeyValue example.
 func TestTLSThriftCall(t *testing.T) {
 	t.Parallel()
-	certs := tlstest.New(t)
-	cfg, err := tlsfiles.Files{Cert: certs.ServerCert, Key: certs.ServerKey, CA: certs.CA}.ServerConfig()
+	certs := testcerts.New(t)
+	cfg, err := tlsfiles.Files{Cert: certs.Server.Cert, Key: certs.Server.Key, CA: certs.CA.File}.ServerConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,38 +163,38 @@ func TestTLSThriftCall(t *testing.T) {
 // load. testdata/exitcodes.txt has more of them, checked for exit 2 only.
 func TestTLSFlagErrors(t *testing.T) {
 	t.Parallel()
-	certs := tlstest.New(t)
+	certs := testcerts.New(t)
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"serve", "--tls-cert", certs.ServerCert}, "sluice serve: --tls-cert needs --tls-key, the PEM file of its private key\n"},
-		{[]string{"serve", "--tls-key", certs.ServerKey}, "sluice serve: --tls-key needs --tls-cert"},
-		{[]string{"serve", "--tls-ca", certs.CA}, "sluice serve: --tls-ca (client certificates) needs --tls-cert and --tls-key"},
+		{[]string{"serve", "--tls-cert", certs.Server.Cert}, "sluice serve: --tls-cert needs --tls-key, the PEM file of its private key\n"},
+		{[]string{"serve", "--tls-key", certs.Server.Key}, "sluice serve: --tls-key needs --tls-cert"},
+		{[]string{"serve", "--tls-ca", certs.CA.File}, "sluice serve: --tls-ca (client certificates) needs --tls-cert and --tls-key"},
 		{[]string{"serve", "--tls-mode", "mixed"}, "sluice serve: --tls-mode says what a TLS port does with plaintext clients: give --tls-cert and --tls-key too"},
-		{[]string{"serve", "--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey, "--tls-mode", "sometimes"}, `--tls-mode is "sometimes", must be only or mixed`},
-		{[]string{"serve", "--tls-cert", "/nonexistent/s.pem", "--tls-key", certs.ServerKey},
+		{[]string{"serve", "--tls-cert", certs.Server.Cert, "--tls-key", certs.Server.Key, "--tls-mode", "sometimes"}, `--tls-mode is "sometimes", must be only or mixed`},
+		{[]string{"serve", "--tls-cert", "/nonexistent/s.pem", "--tls-key", certs.Server.Key},
 			"sluice serve: --tls-cert/--tls-key: tlsfiles: reading certificate: open /nonexistent/s.pem: no such file or directory"},
-		{[]string{"serve", "--tls-cert", certs.ServerCert, "--tls-key", certs.ClientKey, "--tls-ca", certs.CA},
-			"--tls-cert/--tls-key: tlsfiles: certificate " + `"` + certs.ServerCert + `" and key "` + certs.ClientKey + `": tls: private key does not match public key`},
-		{[]string{"serve", "--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey, "--tls-ca", certs.ServerKey},
-			"--tls-ca: tlsfiles: CA " + `"` + certs.ServerKey + `": block 1 is a "PRIVATE KEY"`},
+		{[]string{"serve", "--tls-cert", certs.Server.Cert, "--tls-key", certs.Client.Key, "--tls-ca", certs.CA.File},
+			"--tls-cert/--tls-key: tlsfiles: certificate " + `"` + certs.Server.Cert + `" and key "` + certs.Client.Key + `": tls: private key does not match public key`},
+		{[]string{"serve", "--tls-cert", certs.Server.Cert, "--tls-key", certs.Server.Key, "--tls-ca", certs.Server.Key},
+			"--tls-ca: tlsfiles: CA " + `"` + certs.Server.Key + `": block 1 is a "PRIVATE KEY"`},
 		{[]string{"call", "-p", "127.0.0.1:1", "-s", "echo", "-m", "echo", "--tls-ca", "/nonexistent/ca.pem"},
 			"sluice call: --tls-ca: tlsfiles: reading CA: open /nonexistent/ca.pem: no such file or directory"},
-		{[]string{"call", "-p", "127.0.0.1:1", "-s", "echo", "-m", "echo", "--tls-cert", certs.ClientCert}, "sluice call: --tls-cert needs --tls-key"},
-		{[]string{"call", "-p", "127.0.0.1:1", "-s", "echo", "-m", "echo", "--tls-cert", certs.ClientCert, "--tls-key", "/nonexistent/k.pem"},
+		{[]string{"call", "-p", "127.0.0.1:1", "-s", "echo", "-m", "echo", "--tls-cert", certs.Client.Cert}, "sluice call: --tls-cert needs --tls-key"},
+		{[]string{"call", "-p", "127.0.0.1:1", "-s", "echo", "-m", "echo", "--tls-cert", certs.Client.Cert, "--tls-key", "/nonexistent/k.pem"},
 			"sluice call: --tls-cert/--tls-key: tlsfiles: reading key: open /nonexistent/k.pem"},
 		{[]string{"call", "-p", "127.0.0.1:1", "-s", "echo", "-m", "echo", "--tls-server-name", "localhost"},
 			"sluice call: --tls-server-name is the name a TLS server's certificate must carry: give --tls or --tls-ca too"},
 		{[]string{"call", "-p", "127.0.0.1:1", "-s", "echo", "-m", "echo", "--tls-fallback"},
 			"sluice call: --tls-fallback lets TLS fall back to plaintext: give --tls or --tls-ca too"},
-		{[]string{"bench", "-p", "127.0.0.1:1", "-s", "echo", "-m", "echo", "--tls-ca", certs.ClientKey},
+		{[]string{"bench", "-p", "127.0.0.1:1", "-s", "echo", "-m", "echo", "--tls-ca", certs.Client.Key},
 			"sluice bench: --tls-ca: tlsfiles: CA"},
 		{[]string{"bench", "-p", "127.0.0.1:1", "-s", "echo", "-m", "echo", "--tls-server-name", "localhost"}, "sluice bench: --tls-server-name is the name"},
 		{[]string{"bench", "--embedded", "1", "--tls"}, "sluice bench: --embedded servers speak plaintext: the TLS flags need -p or -P peers"},
-		{[]string{"bench", "--closed-loop", "--tls-ca", certs.CA}, "sluice bench: --closed-loop sets its own servers, load and client; drop --tls-ca"},
+		{[]string{"bench", "--closed-loop", "--tls-ca", certs.CA.File}, "sluice bench: --closed-loop sets its own servers, load and client; drop --tls-ca"},
 		{[]string{"bench", "--rolling-deploy", "--tls"}, "sluice bench: --rolling-deploy sets its own servers, load and clients; drop --tls"},
-		{[]string{"bench", "--balancing", "shard", "--tls-cert", certs.ClientCert}, "sluice bench: --balancing sets its own servers, load and client; drop --tls-cert"},
+		{[]string{"bench", "--balancing", "shard", "--tls-cert", certs.Client.Cert}, "sluice bench: --balancing sets its own servers, load and client; drop --tls-cert"},
 		{[]string{"demo", "--tls"}, "sluice demo: flag provided but not defined: -tls"},
 	} {
 		var out, errOut bytes.Buffer

@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/sluice-rpc/sluice/internal/testkit/testcerts"
 	"github.com/sluice-rpc/sluice/tools/internal/grpctls"
-	"github.com/sluice-rpc/sluice/tools/internal/testkit/tlstest"
 )
 
 // serveTLS serves gRPC's health service with creds on 127.0.0.1 until the
@@ -72,15 +72,15 @@ func clientCreds(t *testing.T, f grpctls.Files, serverName string) credentials.T
 // system's roots, or expecting another name, or speaking plaintext, is
 // refused before any request.
 func TestServerTLS(t *testing.T) {
-	c := tlstest.New(t)
-	addr := serveTLS(t, serverCreds(t, grpctls.Files{Cert: c.ServerCert, Key: c.ServerKey}))
+	c := testcerts.New(t)
+	addr := serveTLS(t, serverCreds(t, grpctls.Files{Cert: c.Server.Cert, Key: c.Server.Key}))
 
-	if err := check(t, addr, clientCreds(t, grpctls.Files{CA: c.CA}, "")); err != nil {
+	if err := check(t, addr, clientCreds(t, grpctls.Files{CA: c.CA.File}, "")); err != nil {
 		t.Fatalf("a client trusting the CA: %v", err)
 	}
 	// The certificate names localhost too.
 	_, port, _ := net.SplitHostPort(addr)
-	if err := check(t, "localhost:"+port, clientCreds(t, grpctls.Files{CA: c.CA}, "")); err != nil {
+	if err := check(t, "localhost:"+port, clientCreds(t, grpctls.Files{CA: c.CA.File}, "")); err != nil {
 		t.Fatalf("a client dialling localhost: %v", err)
 	}
 	for _, tc := range []struct {
@@ -88,9 +88,9 @@ func TestServerTLS(t *testing.T) {
 		creds credentials.TransportCredentials
 		want  string
 	}{
-		{"another CA", clientCreds(t, grpctls.Files{CA: c.OtherCA}, ""), "certificate signed by unknown authority"},
+		{"another CA", clientCreds(t, grpctls.Files{CA: c.Untrusted.File}, ""), "certificate signed by unknown authority"},
 		{"the system's roots", clientCreds(t, grpctls.Files{}, ""), "certificate"},
-		{"another server name", clientCreds(t, grpctls.Files{CA: c.CA}, "doorman.example"), "doorman.example"},
+		{"another server name", clientCreds(t, grpctls.Files{CA: c.CA.File}, "doorman.example"), "doorman.example"},
 		{"plaintext", insecure.NewCredentials(), "Unavailable"},
 	} {
 		if err := check(t, addr, tc.creds); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -101,18 +101,18 @@ func TestServerTLS(t *testing.T) {
 
 // With a CA, the server requires client certificates it signed.
 func TestMutualTLS(t *testing.T) {
-	c := tlstest.New(t)
-	addr := serveTLS(t, serverCreds(t, grpctls.Files{Cert: c.ServerCert, Key: c.ServerKey, CA: c.CA}))
+	c := testcerts.New(t)
+	addr := serveTLS(t, serverCreds(t, grpctls.Files{Cert: c.Server.Cert, Key: c.Server.Key, CA: c.CA.File}))
 
-	if err := check(t, addr, clientCreds(t, grpctls.Files{CA: c.CA, Cert: c.ClientCert, Key: c.ClientKey}, "")); err != nil {
+	if err := check(t, addr, clientCreds(t, grpctls.Files{CA: c.CA.File, Cert: c.Client.Cert, Key: c.Client.Key}, "")); err != nil {
 		t.Fatalf("a client presenting a certificate the CA signed: %v", err)
 	}
-	if err := check(t, addr, clientCreds(t, grpctls.Files{CA: c.CA}, "")); err == nil {
+	if err := check(t, addr, clientCreds(t, grpctls.Files{CA: c.CA.File}, "")); err == nil {
 		t.Error("a client presenting no certificate was served")
 	}
 	// The server's own certificate is not a client certificate (its
 	// extended key usage is server auth only).
-	if err := check(t, addr, clientCreds(t, grpctls.Files{CA: c.CA, Cert: c.ServerCert, Key: c.ServerKey}, "")); err == nil {
+	if err := check(t, addr, clientCreds(t, grpctls.Files{CA: c.CA.File, Cert: c.Server.Cert, Key: c.Server.Key}, "")); err == nil {
 		t.Error("a client presenting a server-only certificate was served")
 	}
 }
@@ -120,7 +120,7 @@ func TestMutualTLS(t *testing.T) {
 // Bad files are refused when the credentials are made, each error naming
 // the file and what is wrong with it.
 func TestBadFiles(t *testing.T) {
-	c := tlstest.New(t)
+	c := testcerts.New(t)
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing.pem")
 	empty := filepath.Join(dir, "empty.pem")
@@ -134,17 +134,17 @@ func TestBadFiles(t *testing.T) {
 		want   string
 	}{
 		{"no certificate", grpctls.Files{}, true, "a TLS server needs a certificate and its key"},
-		{"a CA only", grpctls.Files{CA: c.CA}, true, "a TLS server needs a certificate and its key"},
-		{"certificate without key", grpctls.Files{Cert: c.ServerCert}, true, `certificate "` + c.ServerCert + `" has no key file`},
-		{"key without certificate", grpctls.Files{Key: c.ServerKey}, false, `key "` + c.ServerKey + `" has no certificate file`},
-		{"missing certificate", grpctls.Files{Cert: missing, Key: c.ServerKey}, true, "reading certificate: open " + missing},
-		{"missing key", grpctls.Files{Cert: c.ServerCert, Key: missing}, true, "reading key: open " + missing},
-		{"mismatched key", grpctls.Files{Cert: c.ServerCert, Key: c.OtherKey}, true, "private key does not match public key"},
-		{"client's mismatched key", grpctls.Files{Cert: c.ClientCert, Key: c.ServerKey}, false, "private key does not match public key"},
-		{"missing CA", grpctls.Files{Cert: c.ServerCert, Key: c.ServerKey, CA: missing}, true, "reading CA: open " + missing},
+		{"a CA only", grpctls.Files{CA: c.CA.File}, true, "a TLS server needs a certificate and its key"},
+		{"certificate without key", grpctls.Files{Cert: c.Server.Cert}, true, `certificate "` + c.Server.Cert + `" has no key file`},
+		{"key without certificate", grpctls.Files{Key: c.Server.Key}, false, `key "` + c.Server.Key + `" has no certificate file`},
+		{"missing certificate", grpctls.Files{Cert: missing, Key: c.Server.Key}, true, "reading certificate: open " + missing},
+		{"missing key", grpctls.Files{Cert: c.Server.Cert, Key: missing}, true, "reading key: open " + missing},
+		{"mismatched key", grpctls.Files{Cert: c.Server.Cert, Key: c.UntrustedClient.Key}, true, "private key does not match public key"},
+		{"client's mismatched key", grpctls.Files{Cert: c.Client.Cert, Key: c.Server.Key}, false, "private key does not match public key"},
+		{"missing CA", grpctls.Files{Cert: c.Server.Cert, Key: c.Server.Key, CA: missing}, true, "reading CA: open " + missing},
 		{"client's missing CA", grpctls.Files{CA: missing}, false, "reading CA: open " + missing},
 		{"CA without certificates", grpctls.Files{CA: empty}, false, `CA "` + empty + `" holds no PEM certificate`},
-		{"a key as the CA", grpctls.Files{CA: c.ServerKey}, false, `block 1 is a "PRIVATE KEY", want only CERTIFICATE blocks`},
+		{"a key as the CA", grpctls.Files{CA: c.Server.Key}, false, `block 1 is a "PRIVATE KEY", want only CERTIFICATE blocks`},
 	} {
 		var err error
 		if tc.server {
