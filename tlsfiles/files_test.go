@@ -3,6 +3,8 @@ package tlsfiles_test
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -156,5 +158,27 @@ func TestNoLooks(t *testing.T) {
 	}
 	if err := r.Reload(); err == nil || !strings.Contains(err.Error(), "reading certificate") {
 		t.Errorf("Reload of a removed certificate: %v", err)
+	}
+}
+
+// New's error for a file that did not load says whether it is the CA's,
+// whichever of the files are named.
+func TestLoadErrorSaysWhichFile(t *testing.T) {
+	c := testcerts.New(t)
+	missing := filepath.Join(t.TempDir(), "missing.pem")
+	for _, tc := range []struct {
+		f  tlsfiles.Files
+		ca bool
+	}{
+		{tlsfiles.Files{Cert: missing, Key: c.Server.Key, CA: c.CA.File}, false},
+		{tlsfiles.Files{Cert: c.Server.Cert, Key: missing, CA: missing}, false},
+		{tlsfiles.Files{Cert: c.Server.Cert, Key: c.Server.Key, CA: missing}, true},
+		{tlsfiles.Files{CA: missing}, true},
+	} {
+		_, err := tlsfiles.New(tlsfiles.Config{Files: tc.f})
+		var le *tlsfiles.LoadError
+		if !errors.As(err, &le) || le.CA != tc.ca || !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("New(%+v) = %v, want a *LoadError with CA %v wrapping fs.ErrNotExist", tc.f, err, tc.ca)
+		}
 	}
 }

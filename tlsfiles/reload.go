@@ -96,6 +96,19 @@ func serverConfigOf(l *loaded) *tls.Config {
 	return c
 }
 
+// LoadError is New's error for a file that did not load, naming the file
+// and what is wrong with it; CA tells a CA's from the certificate's or
+// its key's (a command names the flag of the file).
+type LoadError struct {
+	CA  bool
+	Err error
+}
+
+func (e *LoadError) Error() string { return "tlsfiles: " + e.Err.Error() }
+
+// Unwrap returns the cause (an *fs.PathError for a missing file, say).
+func (e *LoadError) Unwrap() error { return e.Err }
+
 // New reads and checks every file c names and returns a Reloader holding
 // them. An error names the file and what is wrong with it.
 func New(c Config) (*Reloader, error) {
@@ -114,7 +127,7 @@ func New(c Config) (*Reloader, error) {
 		r.certSeen, r.keySeen = stat(c.Files.Cert), stat(c.Files.Key)
 		cert, err := c.Files.keyPair()
 		if err != nil {
-			return nil, fmt.Errorf("tlsfiles: %w", err)
+			return nil, &LoadError{Err: err}
 		}
 		l.cert = cert
 	}
@@ -122,7 +135,7 @@ func New(c Config) (*Reloader, error) {
 		r.caSeen = stat(c.Files.CA)
 		pool, err := loadPool(c.Files.CA)
 		if err != nil {
-			return nil, fmt.Errorf("tlsfiles: %w", err)
+			return nil, &LoadError{CA: true, Err: err}
 		}
 		l.pool = pool
 	}

@@ -147,21 +147,13 @@ func (c *clientTLSFlags) load(onReloadError func(error)) (*tlsfiles.Reloader, er
 // that did not load, then tlsfiles' message, which names the file and
 // what is wrong with it.
 func loadTLSFiles(f tlsfiles.Files, prefix string, onReloadError func(error)) (*tlsfiles.Reloader, error) {
-	pairFlags := "--" + prefix + "tls-cert/--" + prefix + "tls-key"
-	caFlag := "--" + prefix + "tls-ca"
-	if f.Cert != "" && f.CA != "" {
-		// tlsfiles.New reads the pair before the CA: read it alone first,
-		// so that the error of the whole set is the CA's.
-		if _, err := tlsfiles.New(tlsfiles.Config{Files: tlsfiles.Files{Cert: f.Cert, Key: f.Key}}); err != nil {
-			return nil, fmt.Errorf("%s: %v", pairFlags, err)
-		}
-	}
 	r, err := tlsfiles.New(tlsfiles.Config{Files: f, OnReloadError: onReloadError})
-	switch {
-	case err != nil && f.CA != "":
-		return nil, fmt.Errorf("%s: %v", caFlag, err)
-	case err != nil:
-		return nil, fmt.Errorf("%s: %v", pairFlags, err)
+	if err != nil {
+		flags := "--" + prefix + "tls-cert/--" + prefix + "tls-key"
+		if le := (*tlsfiles.LoadError)(nil); errors.As(err, &le) && le.CA {
+			flags = "--" + prefix + "tls-ca"
+		}
+		return nil, fmt.Errorf("%s: %v", flags, err)
 	}
 	return r, nil
 }
