@@ -126,7 +126,7 @@ func (o *doormanOps) grpcServerOptions(srv *server.Server, scope tally.Scope) ([
 	if o.tlsFiles == nil {
 		return opts, nil
 	}
-	creds, err := grpctls.ServerCredentialsFrom(o.tlsFiles)
+	creds, err := grpctls.ServerCredentials(o.tlsFiles)
 	if err != nil {
 		return nil, err
 	}
@@ -199,5 +199,5 @@ func (c *clientTLSFlags) dialOptions(onReloadError func(error)) ([]grpc.DialOpti
 	if r == nil || err != nil {
 		return nil, err
 	}
-	return []grpc.DialOption{grpc.WithTransportCredentials(grpctls.ClientCredentialsFrom(r, c.serverName))}, nil
+	return []grpc.DialOption{grpc.WithTransportCredentials(grpctls.ClientCredentials(r, c.serverName))}, nil
 }

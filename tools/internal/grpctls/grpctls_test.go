@@ -16,6 +16,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/sluice-rpc/sluice/internal/testkit/testcerts"
+	"github.com/sluice-rpc/sluice/tlsfiles"
 	"github.com/sluice-rpc/sluice/tools/internal/grpctls"
 )
 
@@ -49,18 +50,36 @@ func check(t *testing.T, addr string, creds credentials.TransportCredentials) er
 	return err
 }
 
-func serverCreds(t *testing.T, f grpctls.Files) credentials.TransportCredentials {
+// serverCredsOf reads f and makes a server's credentials of it.
+func serverCredsOf(f tlsfiles.Files) (credentials.TransportCredentials, error) {
+	r, err := tlsfiles.New(tlsfiles.Config{Files: f})
+	if err != nil {
+		return nil, err
+	}
+	return grpctls.ServerCredentials(r)
+}
+
+// clientCredsOf reads f and makes a client's credentials of it.
+func clientCredsOf(f tlsfiles.Files, serverName string) (credentials.TransportCredentials, error) {
+	r, err := tlsfiles.New(tlsfiles.Config{Files: f})
+	if err != nil {
+		return nil, err
+	}
+	return grpctls.ClientCredentials(r, serverName), nil
+}
+
+func serverCreds(t *testing.T, f tlsfiles.Files) credentials.TransportCredentials {
 	t.Helper()
-	c, err := f.ServerCredentials()
+	c, err := serverCredsOf(f)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
-func clientCreds(t *testing.T, f grpctls.Files, serverName string) credentials.TransportCredentials {
+func clientCreds(t *testing.T, f tlsfiles.Files, serverName string) credentials.TransportCredentials {
 	t.Helper()
-	c, err := f.ClientCredentials(serverName)
+	c, err := clientCredsOf(f, serverName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,14 +92,14 @@ func clientCreds(t *testing.T, f grpctls.Files, serverName string) credentials.T
 // refused before any request.
 func TestServerTLS(t *testing.T) {
 	c := testcerts.New(t)
-	addr := serveTLS(t, serverCreds(t, grpctls.Files{Cert: c.Server.Cert, Key: c.Server.Key}))
+	addr := serveTLS(t, serverCreds(t, tlsfiles.Files{Cert: c.Server.Cert, Key: c.Server.Key}))
 
-	if err := check(t, addr, clientCreds(t, grpctls.Files{CA: c.CA.File}, "")); err != nil {
+	if err := check(t, addr, clientCreds(t, tlsfiles.Files{CA: c.CA.File}, "")); err != nil {
 		t.Fatalf("a client trusting the CA: %v", err)
 	}
 	// The certificate names localhost too.
 	_, port, _ := net.SplitHostPort(addr)
-	if err := check(t, "localhost:"+port, clientCreds(t, grpctls.Files{CA: c.CA.File}, "")); err != nil {
+	if err := check(t, "localhost:"+port, clientCreds(t, tlsfiles.Files{CA: c.CA.File}, "")); err != nil {
 		t.Fatalf("a client dialling localhost: %v", err)
 	}
 	for _, tc := range []struct {
@@ -88,9 +107,9 @@ func TestServerTLS(t *testing.T) {
 		creds credentials.TransportCredentials
 		want  string
 	}{
-		{"another CA", clientCreds(t, grpctls.Files{CA: c.Untrusted.File}, ""), "certificate signed by unknown authority"},
-		{"the system's roots", clientCreds(t, grpctls.Files{}, ""), "certificate"},
-		{"another server name", clientCreds(t, grpctls.Files{CA: c.CA.File}, "doorman.example"), "doorman.example"},
+		{"another CA", clientCreds(t, tlsfiles.Files{CA: c.Untrusted.File}, ""), "certificate signed by unknown authority"},
+		{"the system's roots", clientCreds(t, tlsfiles.Files{}, ""), "certificate"},
+		{"another server name", clientCreds(t, tlsfiles.Files{CA: c.CA.File}, "doorman.example"), "doorman.example"},
 		{"plaintext", insecure.NewCredentials(), "Unavailable"},
 	} {
 		if err := check(t, addr, tc.creds); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -102,17 +121,17 @@ func TestServerTLS(t *testing.T) {
 // With a CA, the server requires client certificates it signed.
 func TestMutualTLS(t *testing.T) {
 	c := testcerts.New(t)
-	addr := serveTLS(t, serverCreds(t, grpctls.Files{Cert: c.Server.Cert, Key: c.Server.Key, CA: c.CA.File}))
+	addr := serveTLS(t, serverCreds(t, tlsfiles.Files{Cert: c.Server.Cert, Key: c.Server.Key, CA: c.CA.File}))
 
-	if err := check(t, addr, clientCreds(t, grpctls.Files{CA: c.CA.File, Cert: c.Client.Cert, Key: c.Client.Key}, "")); err != nil {
+	if err := check(t, addr, clientCreds(t, tlsfiles.Files{CA: c.CA.File, Cert: c.Client.Cert, Key: c.Client.Key}, "")); err != nil {
 		t.Fatalf("a client presenting a certificate the CA signed: %v", err)
 	}
-	if err := check(t, addr, clientCreds(t, grpctls.Files{CA: c.CA.File}, "")); err == nil {
+	if err := check(t, addr, clientCreds(t, tlsfiles.Files{CA: c.CA.File}, "")); err == nil {
 		t.Error("a client presenting no certificate was served")
 	}
 	// The server's own certificate is not a client certificate (its
 	// extended key usage is server auth only).
-	if err := check(t, addr, clientCreds(t, grpctls.Files{CA: c.CA.File, Cert: c.Server.Cert, Key: c.Server.Key}, "")); err == nil {
+	if err := check(t, addr, clientCreds(t, tlsfiles.Files{CA: c.CA.File, Cert: c.Server.Cert, Key: c.Server.Key}, "")); err == nil {
 		t.Error("a client presenting a server-only certificate was served")
 	}
 }
@@ -129,40 +148,31 @@ func TestBadFiles(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
-		f      grpctls.Files
+		f      tlsfiles.Files
 		server bool
 		want   string
 	}{
-		{"no certificate", grpctls.Files{}, true, "a TLS server needs a certificate and its key"},
-		{"a CA only", grpctls.Files{CA: c.CA.File}, true, "a TLS server needs a certificate and its key"},
-		{"certificate without key", grpctls.Files{Cert: c.Server.Cert}, true, `certificate "` + c.Server.Cert + `" has no key file`},
-		{"key without certificate", grpctls.Files{Key: c.Server.Key}, false, `key "` + c.Server.Key + `" has no certificate file`},
-		{"missing certificate", grpctls.Files{Cert: missing, Key: c.Server.Key}, true, "reading certificate: open " + missing},
-		{"missing key", grpctls.Files{Cert: c.Server.Cert, Key: missing}, true, "reading key: open " + missing},
-		{"mismatched key", grpctls.Files{Cert: c.Server.Cert, Key: c.UntrustedClient.Key}, true, "private key does not match public key"},
-		{"client's mismatched key", grpctls.Files{Cert: c.Client.Cert, Key: c.Server.Key}, false, "private key does not match public key"},
-		{"missing CA", grpctls.Files{Cert: c.Server.Cert, Key: c.Server.Key, CA: missing}, true, "reading CA: open " + missing},
-		{"client's missing CA", grpctls.Files{CA: missing}, false, "reading CA: open " + missing},
-		{"CA without certificates", grpctls.Files{CA: empty}, false, `CA "` + empty + `" holds no PEM certificate`},
-		{"a key as the CA", grpctls.Files{CA: c.Server.Key}, false, `block 1 is a "PRIVATE KEY", want only CERTIFICATE blocks`},
+		{"no certificate", tlsfiles.Files{}, true, "a TLS server needs a certificate and its key"},
+		{"a CA only", tlsfiles.Files{CA: c.CA.File}, true, "a TLS server needs a certificate and its key"},
+		{"certificate without key", tlsfiles.Files{Cert: c.Server.Cert}, true, `certificate "` + c.Server.Cert + `" has no key file`},
+		{"key without certificate", tlsfiles.Files{Key: c.Server.Key}, false, `key "` + c.Server.Key + `" has no certificate file`},
+		{"missing certificate", tlsfiles.Files{Cert: missing, Key: c.Server.Key}, true, "reading certificate: open " + missing},
+		{"missing key", tlsfiles.Files{Cert: c.Server.Cert, Key: missing}, true, "reading key: open " + missing},
+		{"mismatched key", tlsfiles.Files{Cert: c.Server.Cert, Key: c.UntrustedClient.Key}, true, "private key does not match public key"},
+		{"client's mismatched key", tlsfiles.Files{Cert: c.Client.Cert, Key: c.Server.Key}, false, "private key does not match public key"},
+		{"missing CA", tlsfiles.Files{Cert: c.Server.Cert, Key: c.Server.Key, CA: missing}, true, "reading CA: open " + missing},
+		{"client's missing CA", tlsfiles.Files{CA: missing}, false, "reading CA: open " + missing},
+		{"CA without certificates", tlsfiles.Files{CA: empty}, false, `CA "` + empty + `" holds no PEM certificate`},
+		{"a key as the CA", tlsfiles.Files{CA: c.Server.Key}, false, `block 1 is a "PRIVATE KEY", want only CERTIFICATE blocks`},
 	} {
 		var err error
 		if tc.server {
-			_, err = tc.f.ServerCredentials()
+			_, err = serverCredsOf(tc.f)
 		} else {
-			_, err = tc.f.ClientCredentials("")
+			_, err = clientCredsOf(tc.f, "")
 		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
 		}
-	}
-}
-
-func TestEnabled(t *testing.T) {
-	if (grpctls.Files{}).Enabled() {
-		t.Error("the zero Files is enabled")
-	}
-	if !(grpctls.Files{CA: "ca.pem"}).Enabled() {
-		t.Error("Files with a CA is not enabled")
 	}
 }

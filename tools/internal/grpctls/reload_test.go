@@ -11,7 +11,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/internal/testkit/testcerts"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
-	"github.com/sluice-rpc/sluice/tools/internal/grpctls"
+	"github.com/sluice-rpc/sluice/tlsfiles"
 )
 
 // Certificates rotated on disk are used by the connections made after,
@@ -21,13 +21,13 @@ import (
 func TestRotation(t *testing.T) {
 	oldCerts, newCerts := testcerts.New(t), testcerts.New(t) // two unrelated CAs
 	dir := t.TempDir()
-	live := grpctls.Files{Cert: filepath.Join(dir, "server.pem"), Key: filepath.Join(dir, "server-key.pem")}
+	live := tlsfiles.Files{Cert: filepath.Join(dir, "server.pem"), Key: filepath.Join(dir, "server-key.pem")}
 	ca := filepath.Join(dir, "ca.pem")
 	oldCerts.Server.WriteTo(t, live.Cert, live.Key)
 	oldCerts.CA.WriteTo(t, ca)
 
 	addr := serveTLS(t, serverCreds(t, live))
-	client := clientCreds(t, grpctls.Files{CA: ca}, "")
+	client := clientCreds(t, tlsfiles.Files{CA: ca}, "")
 	before, err := grpc.NewClient(addr, grpc.WithTransportCredentials(client))
 	if err != nil {
 		t.Fatal(err)
@@ -46,13 +46,13 @@ func TestRotation(t *testing.T) {
 	// that finds the second over: poll with new connections until the
 	// server presents the new certificate, then until the client's
 	// credentials (made before the rotation) trust it.
-	trustingNew := clientCreds(t, grpctls.Files{CA: newCerts.CA.File}, "")
+	trustingNew := clientCreds(t, tlsfiles.Files{CA: newCerts.CA.File}, "")
 	testwait.Until(t, "the server to present the new certificate", func() bool { return check(t, addr, trustingNew) == nil })
 	testwait.Until(t, "the client to trust the new CA", func() bool { return check(t, addr, client) == nil })
 	if _, err := healthpb.NewHealthClient(before).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
 		t.Errorf("the connection made before the rotation: %v", err)
 	}
-	if err := check(t, addr, clientCreds(t, grpctls.Files{CA: oldCerts.CA.File}, "")); err == nil {
+	if err := check(t, addr, clientCreds(t, tlsfiles.Files{CA: oldCerts.CA.File}, "")); err == nil {
 		t.Error("a client trusting the old CA only was served after the rotation")
 	}
 }
