@@ -231,7 +231,7 @@ var emptyObject = struct{}{}
 // so the handler reads the request headers and the response headers it
 // sets are answered.
 func (h *jsonHandler) serveVia(ctx tjson.Context, call *tchannel.InboundCall, headers map[string]string, arg reflect.Value) (any, error) {
-	in := newInbound(call, tchannel.JSON, headers)
+	in := InboundOf(call, tchannel.JSON, headers)
 	var (
 		res any
 		ran bool

@@ -308,7 +308,7 @@ func (r rawHandler) Handle(ctx context.Context, call *tchannel.InboundCall) {
 // that answers without calling next answers an empty response (no error,
 // empty arg2 and arg3).
 func (r rawHandler) serveVia(ctx context.Context, call *tchannel.InboundCall, req *RawRequest) (*RawResponse, error) {
-	in := newInbound(call, tchannel.Raw, nil)
+	in := InboundOf(call, tchannel.Raw, nil)
 	in.Arg2 = req.Arg2
 	var res *RawResponse
 	err := r.mw(ctx, in, func(ctx context.Context) error {

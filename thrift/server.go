@@ -161,12 +161,11 @@ func (b bounded) handleVia(ctx tthrift.Context, method string, tr transport) (bo
 		return false, nil, athrift.NewTProtocolException(err)
 	}
 
-	in := &channel.Inbound{Method: b.Service() + "::" + method, Format: tchannel.Thrift, Headers: ctx.Headers()}
-	if call := tchannel.CurrentCall(ctx); call != nil {
-		in.Caller = call.CallerName()
-		in.ShardKey, in.RoutingKey, in.RoutingDelegate = call.ShardKey(), call.RoutingKey(), call.RoutingDelegate()
-		in.TLS = channel.TLSInfoFrom(ctx)
+	in := &channel.Inbound{Format: tchannel.Thrift, Headers: ctx.Headers()}
+	if call, ok := tchannel.CurrentCall(ctx).(*tchannel.InboundCall); ok {
+		in = channel.InboundOf(call, tchannel.Thrift, ctx.Headers())
 	}
+	in.Method = b.Service() + "::" + method
 	var (
 		success bool
 		res     athrift.TStruct
