@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"path/filepath"
@@ -801,5 +802,83 @@ func TestTLSInfoOfAllocatesNothing(t *testing.T) {
 		if n := testing.AllocsPerRun(100, func() { tlsInfoOf(tc.nc) }); n != 0 {
 			t.Errorf("%s: tlsInfoOf allocates %v times, want 0", tc.name, n)
 		}
+	}
+}
+
+// The gate closes what is not a TLS or TChannel handshake finished in
+// time, on a TLS-only and a mixed port: a silent socket, one byte, a TLS
+// record header then silence (each at the handshake timeout), and a TLS
+// record of garbage (at once); each counted under its reason.
+func TestTLSGateClosesStalledAndBrokenHandshakes(t *testing.T) {
+	certs := testcerts.New(t)
+	for _, mode := range []TLSMode{TLSOnly, TLSMixed} {
+		t.Run(mode.String(), func(t *testing.T) {
+			s := startTLSServer(t, tlsfiles.Files{Cert: certs.Server.Cert, Key: certs.Server.Key}, mode,
+				WithPeerLimits(PeerLimits{HandshakeTimeout: 300 * time.Millisecond}))
+			for _, tc := range []struct {
+				name   string
+				send   []byte
+				reason string
+			}{
+				{"nothing", nil, "handshake_timeout"},
+				{"one byte", []byte{0x16}, "handshake_timeout"},
+				{"a record header, then silence", []byte{0x16, 0x03, 0x01, 0x00, 0x40}, "handshake_timeout"},
+				{"a record of garbage", append([]byte{0x16, 0x03, 0x01, 0x00, 0x64}, make([]byte, 100)...), "tls_handshake_failed"},
+			} {
+				before := taggedCounter(s.scope, stats.ServerConnsClosed, stats.TagReason, tc.reason)
+				c, err := net.Dial("tcp", s.ch.HostPort())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := c.Write(tc.send); err != nil {
+					t.Fatal(err)
+				}
+				// The server must close it: our own deadline is far past its.
+				c.SetReadDeadline(time.Now().Add(testwait.Limit))
+				_, err = io.Copy(io.Discard, c)
+				c.Close()
+				if ne := (net.Error)(nil); errors.As(err, &ne) && ne.Timeout() {
+					t.Fatalf("%s: the server kept the connection open for %v", tc.name, testwait.Limit)
+				}
+				testwait.Until(t, tc.name+": counted as "+tc.reason, func() bool {
+					return taggedCounter(s.scope, stats.ServerConnsClosed, stats.TagReason, tc.reason) == before+1
+				})
+			}
+		})
+	}
+}
+
+// A TLS peer that accepts TCP and never answers the handshake fails the
+// connect within the connect timeout, with or without Fallback (which
+// makes one plaintext dial more, no more), and the call fails UNAVAILABLE
+// saying why instead of hanging.
+func TestTLSClientBlackHole(t *testing.T) {
+	certs := testcerts.New(t)
+	trusting := clientConfig(t, tlsfiles.Files{CA: certs.CA.File}, 0, nil)
+	for _, fallback := range []bool{false, true} {
+		t.Run(fmt.Sprint("fallback=", fallback), func(t *testing.T) {
+			hole := testnet.BlackHole(t)
+			ct := ClientTLS{Config: trusting}
+			if fallback {
+				ct.Fallback = FallbackFor(hole.Addr())
+			}
+			c := startTLSClient(t, hole.Addr(), ct, WithConnectConfig(peer.ConnectConfig{Timeout: 300 * time.Millisecond}))
+			if err := c.Connect(ctxTimeout(t), "kv"); !errors.Is(err, ErrUnavailable) {
+				t.Fatalf("Connect: %v, want ErrUnavailable", err)
+			}
+			// Counted before the connector's backoff (a second) can pass:
+			// calls never dial.
+			want := int64(1)
+			if fallback {
+				want = 2 // the TLS dial, then one plaintext dial
+			}
+			if got := hole.Accepts(); got != want {
+				t.Fatalf("%d connections to the black hole for one connect, want %d", got, want)
+			}
+			_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+			if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "the last connection failure, to "+hole.Addr()) {
+				t.Fatalf("CallRaw: %v, want UNAVAILABLE naming the connection that failed", err)
+			}
+		})
 	}
 }
