@@ -55,8 +55,8 @@ func (r *Result) verdicts() []Verdict {
 			"%.2f vs %.2f (average %.2f)", w.Busiest, bound, w.MeanInFlight)
 		g := s.Ring
 		add(Shard, "at most 12% of the keys move when 1 of the servers leaves, whichever it is", g.LeaveMax <= 0.12,
-			"%.1f%% on average over each server leaving, %.1f%% at most; over %d more fleets, %.1f%% at most, more than 12%% for %.1f%% of the servers",
-			100*g.LeaveMean, 100*g.LeaveMax, g.Fleets, 100*g.FleetsLeaveMax, 100*g.FleetsOver12)
+			"%.1f%% at most over each server leaving; over %d more fleets, %.1f%% at most, more than 12%% for %.1f%% of the servers",
+			100*g.LeaveMax, g.Fleets, 100*g.FleetsLeaveMax, 100*g.FleetsOver12)
 	}
 	if e := r.Erroring; e != nil {
 		w := e.OneWith
@@ -191,8 +191,8 @@ func (r *Result) writeShard(ew *errWriter, s *ShardResult) {
 			row.Measured.P99, row.Measured.Busy, row.Measured.Timeouts, row.MeanInFlight, row.Busiest, share(row.Busiest, 1.25*row.MeanInFlight+1))
 	}
 	g := s.Ring
-	ew.printf("\nHit rate with shard keys %.2fx without (miss rate %.2fx lower). On the ring (balance.Ring over the servers' host:ports, %d keys): %.1f%% of the keys move when %s leaves (%.1f%% on average over each server leaving, %.1f%% at most; over %d more fleets on random ports, %.1f%% at most); %.1f%% move when an %dth server joins.\n",
-		s.HitRatio, share(1-s.Without.HitRate, 1-s.With.HitRate), g.Keys, 100*g.Leave, g.Leaving, 100*g.LeaveMean, 100*g.LeaveMax, g.Fleets, 100*g.FleetsLeaveMax, 100*g.Join, c.Servers+1)
+	ew.printf("\nHit rate with shard keys %.2fx without (miss rate %.2fx lower). On the ring (balance.Ring over the servers' host:ports, %d keys): %.1f%% of the keys move when %s leaves (%.1f%% at most over each server leaving; over %d more fleets on random ports, %.1f%% at most); %.1f%% move when an %dth server joins.\n",
+		s.HitRatio, share(1-s.Without.HitRate, 1-s.With.HitRate), g.Keys, 100*g.Leave, g.Leaving, 100*g.LeaveMax, g.Fleets, 100*g.FleetsLeaveMax, 100*g.Join, c.Servers+1)
 	ew.printf("Routed, %d keys one at a time: %.1f%% landed on their home; after the leave %.1f%% (%.1f%% of the keys changed server); after the join %.1f%% (%.1f%% changed).\n",
 		g.Probe, 100*g.AtHome, 100*g.AtHomeLeave, 100*g.RoutedLeave, 100*g.AtHomeJoin, 100*g.RoutedJoin)
 	r.writeVerdicts(ew, Shard)

@@ -77,12 +77,13 @@ type RingMoves struct {
 	// each counted once.
 	Keys int `json:"keys"`
 	// Leave is the share of the keys whose home moves when the server
-	// Leaving (the last one) leaves; LeaveMean and LeaveMax are the mean
-	// and largest share over each server leaving in turn.
-	Leaving   string  `json:"leaving"`
-	Leave     float64 `json:"leave"`
-	LeaveMean float64 `json:"leave_mean"`
-	LeaveMax  float64 `json:"leave_max"`
+	// Leaving (the last one) leaves; LeaveMax the largest share over each
+	// server leaving in turn. (Their mean is 1/Servers whatever the ring:
+	// each key has one home, so the shares homed on the servers add up
+	// to 1.)
+	Leaving  string  `json:"leaving"`
+	Leave    float64 `json:"leave"`
+	LeaveMax float64 `json:"leave_max"`
 	// Fleets more fleets of as many servers, on random ports of
 	// 127.0.0.1 (seeded), show the spread: FleetsLeaveMax is the largest
 	// share a leave moved in any of them, FleetsOver12 the share of
@@ -365,7 +366,6 @@ func ringMoves(ctx context.Context, c Config, f fleet) (RingMoves, error) {
 	// member's points do not depend on the others (balance.Ring). The
 	// probed leave is computed on the smaller ring itself, as a check.
 	for _, x := range homeShares(full, len(names)) {
-		m.LeaveMean += x / float64(len(names))
 		m.LeaveMax = max(m.LeaveMax, x)
 	}
 	leaveNames := names[:len(names)-1]
