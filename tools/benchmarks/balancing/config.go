@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/serviceconfig"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
+	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
 )
 
 // Scenario is one of the benchmark's scenarios, each run with the feature
@@ -77,29 +78,18 @@ func scenarioList() string {
 	return strings.Join(names, ", ")
 }
 
-// Size is how long a run's stretches are.
-type Size int
+// Size is how long a run's stretches are: Full or CI ("full", "ci").
+type Size = benchrun.Size
 
 // The sizes.
 const (
 	// Full is the issue's: scale-out's 10 s of steady state and 30 s
 	// after, 20 s for the others; about five minutes in all.
-	Full Size = iota
+	Full = benchrun.Full
 	// CI is what go test runs: a second or two a run, the cold start and
 	// the slow-start window shrunk to match.
-	CI
+	CI = benchrun.CI
 )
-
-// String returns "full" or "ci".
-func (z Size) String() string {
-	if z == CI {
-		return "ci"
-	}
-	return "full"
-}
-
-// MarshalText writes the size's name, for JSON.
-func (z Size) MarshalText() ([]byte, error) { return []byte(z.String()), nil }
 
 // Config is a balancing benchmark: the scenarios to run and their
 // parameters. Its zero value runs every scenario at full size with the
@@ -232,7 +222,7 @@ type ErroringConfig struct {
 }
 
 // DefaultGCPercent is Config.GCPercent's default.
-const DefaultGCPercent = 400
+const DefaultGCPercent = benchrun.DefaultGCPercent
 
 // Bounds of a Config.
 const (
@@ -247,14 +237,6 @@ const (
 	MinService  = 50 * time.Microsecond
 	MaxColdCost = 100
 )
-
-// pick returns full or ci by the size.
-func pick[T any](z Size, full, ci T) T {
-	if z == CI {
-		return ci
-	}
-	return full
-}
 
 func (c Config) withDefaults() Config {
 	if c.Scenarios == nil {
@@ -291,11 +273,11 @@ func (c Config) withDefaults() Config {
 	setInt(&s.Workers, 4)
 	setDur(&s.Service, 5*time.Millisecond)
 	setF(&s.Load, 0.7)
-	setDur(&s.Warmup, pick(z, time.Second, 200*time.Millisecond))
-	setDur(&s.Steady, pick(z, 10*time.Second, 600*time.Millisecond))
-	setDur(&s.After, pick(z, 30*time.Second, 1200*time.Millisecond))
+	setDur(&s.Warmup, benchrun.Pick(z, time.Second, 200*time.Millisecond))
+	setDur(&s.Steady, benchrun.Pick(z, 10*time.Second, 600*time.Millisecond))
+	setDur(&s.After, benchrun.Pick(z, 30*time.Second, 1200*time.Millisecond))
 	setF(&s.ColdFactor, 5)
-	setDur(&s.ColdWindow, pick(z, 10*time.Second, 600*time.Millisecond))
+	setDur(&s.ColdWindow, benchrun.Pick(z, 10*time.Second, 600*time.Millisecond))
 	if z == CI {
 		setDur(&s.SlowStartWindow, s.ColdWindow)
 	}
@@ -311,8 +293,8 @@ func (c Config) withDefaults() Config {
 	}
 	setDur(&h.Service, 5*time.Millisecond)
 	setF(&h.Load, 0.8)
-	setDur(&h.Warmup, pick(z, time.Second, 200*time.Millisecond))
-	setDur(&h.Duration, pick(z, 20*time.Second, 1500*time.Millisecond))
+	setDur(&h.Warmup, benchrun.Pick(z, time.Second, 200*time.Millisecond))
+	setDur(&h.Duration, benchrun.Pick(z, 20*time.Second, 1500*time.Millisecond))
 
 	sh := &c.Shard
 	setInt(&sh.Servers, 10)
@@ -324,10 +306,10 @@ func (c Config) withDefaults() Config {
 	setF(&sh.Zipf, 1.1)
 	setF(&sh.HotShare, 0.3)
 	setF(&sh.Rate, 4000)
-	setDur(&sh.Warmup, pick(z, 5*time.Second, 300*time.Millisecond))
-	setDur(&sh.Duration, pick(z, 20*time.Second, 1500*time.Millisecond))
-	setInt(&sh.Probe, pick(z, 2000, 200))
-	setInt(&sh.Fleets, pick(z, 100, 5))
+	setDur(&sh.Warmup, benchrun.Pick(z, 5*time.Second, 300*time.Millisecond))
+	setDur(&sh.Duration, benchrun.Pick(z, 20*time.Second, 1500*time.Millisecond))
+	setInt(&sh.Probe, benchrun.Pick(z, 2000, 200))
+	setInt(&sh.Fleets, benchrun.Pick(z, 100, 5))
 	if z == Full {
 		setF(&sh.LooseFactor, 10)
 	}
@@ -339,7 +321,7 @@ func (c Config) withDefaults() Config {
 	setDur(&e.Service, 5*time.Millisecond)
 	setF(&e.Rate, 800)
 	setF(&e.ErrorShare, 0.5)
-	setDur(&e.Duration, pick(z, 20*time.Second, 1500*time.Millisecond))
+	setDur(&e.Duration, benchrun.Pick(z, 20*time.Second, 1500*time.Millisecond))
 	setDur(&e.Sample, 10*time.Millisecond)
 	return c
 }

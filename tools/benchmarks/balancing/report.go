@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
 )
 
 // Verdict is one of the done-when checks on a result.
@@ -81,7 +83,7 @@ func (r *Result) verdicts() []Verdict {
 func (r *Result) WriteTable(w io.Writer) error {
 	ew := &errWriter{w: w}
 	c := r.Config
-	ew.printf("Balancing, %s size: each call's deadline %v, no retries; GOGC %s; seed %d.\n", c.Size, c.Timeout, gogc(c.GCPercent), c.Seed)
+	ew.printf("Balancing, %s size: each call's deadline %v, no retries; GOGC %s; seed %d.\n", c.Size, c.Timeout, benchrun.GOGC(c.GCPercent), c.Seed)
 	if s := r.ScaleOut; s != nil {
 		r.writeScaleOut(ew, s)
 	}
@@ -95,13 +97,6 @@ func (r *Result) WriteTable(w io.Writer) error {
 		r.writeErroring(ew, e)
 	}
 	return ew.err
-}
-
-func gogc(p int) string {
-	if p > 0 {
-		return fmt.Sprint(p)
-	}
-	return "the process's"
 }
 
 func (r *Result) writeVerdicts(ew *errWriter, s Scenario) {
@@ -232,7 +227,7 @@ func (r *Result) writeErroring(ew *errWriter, e *ErroringResult) {
 			toAfter = fmt.Sprintf("%.2f%%", 100**row.ToErroringAfter)
 		}
 		ew.printf("| %d of %d | %s | %d | %.1f%% | %s | %.1f | %s | %.1f%% | %s | %d | %d |\n",
-			row.Erroring, c.Servers, onOff(row.Ejection), row.All.Calls, 100*row.SuccessRate, first, row.FailedBefore, after,
+			row.Erroring, c.Servers, benchrun.OnOff(row.Ejection), row.All.Calls, 100*row.SuccessRate, first, row.FailedBefore, after,
 			100*row.ToErroringBefore, toAfter, row.MaxEjected, row.Ejections)
 	}
 	r.writeVerdicts(ew, Erroring)
