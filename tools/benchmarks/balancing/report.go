@@ -179,10 +179,11 @@ func (r *Result) writeShard(ew *errWriter, s *ShardResult) {
 	c := r.Config.Shard
 	ew.printf("\n### shard\n\n%d servers of %d workers, each with an LRU cache of %d keys (hit %v, miss %v); %.0f calls/s, keys of %d drawn Zipf (s = %g) and a hot key at %.0f%% of the calls; %v after %v of warmup.\n\n",
 		c.Servers, c.Workers, c.CacheSize, c.Hit, c.Miss, c.Rate, c.Keys, c.Zipf, 100*c.HotShare, c.Duration, c.Warmup)
-	ew.printf("| shard keys | hit rate | at the key's home (hot key) | p99 | Busy | timeouts | mean in flight (average of servers) | busiest server's | busiest / (1.25 x average + 1) |\n")
-	ew.printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	ew.printf("| shard keys | hit rate | hit / miss as served (miss / hit) | at the key's home (hot key) | p99 | Busy | timeouts | mean in flight (average of servers) | busiest server's | busiest / (1.25 x average + 1) |\n")
+	ew.printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, row := range s.rows() {
-		ew.printf("| %s | %.1f%% | %.1f%% (%.1f%%) | %v | %d | %d | %.2f | %.2f | %.2f |\n", row.name(), 100*row.HitRate, 100*row.AtHome, 100*row.HotAtHome,
+		ew.printf("| %s | %.1f%% | %v / %v (%.1fx) | %.1f%% (%.1f%%) | %v | %d | %d | %.2f | %.2f | %.2f |\n", row.name(), 100*row.HitRate,
+			row.HitCost, row.MissCost, share(float64(row.MissCost), float64(row.HitCost)), 100*row.AtHome, 100*row.HotAtHome,
 			row.Measured.P99, row.Measured.Busy, row.Measured.Timeouts, row.MeanInFlight, row.Busiest, share(row.Busiest, 1.25*row.MeanInFlight+1))
 	}
 	g := s.Ring

@@ -43,6 +43,12 @@ type ShardRow struct {
 	// HitRate is the share of the requests served after the warmup that
 	// found their key in the server's cache.
 	HitRate float64 `json:"hit_rate"`
+	// HitCost and MissCost are the mean time a hit and a miss served
+	// after the warmup held their worker (load.Pool.Serve): the model's
+	// ShardConfig.Hit and Miss as the servers ran them, a Go timer's
+	// lateness added.
+	HitCost  load.Millis `json:"hit_cost_ms"`
+	MissCost load.Millis `json:"miss_cost_ms"`
 	// AtHome is the share of the measured calls that reached their key's
 	// home on the ring, HotAtHome the same of the hot key's calls: what
 	// the bounded load lets stay (about 1 in Servers by chance, without
@@ -168,28 +174,21 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 		return row, moves, err
 	}
 
-	type cacheAt struct {
-		at           time.Time
-		hits, misses int64
-	}
 	var (
 		before      []load.PoolStats
-		beforeCache []cacheAt
-		samples     []cacheAt
+		beforeCache []cacheCounts
+		samples     []cacheCounts // a second apart
 	)
-	perServer := func() []cacheAt {
-		out := make([]cacheAt, len(f))
+	perServer := func() []cacheCounts {
+		out := make([]cacheCounts, len(f))
 		for i, s := range f {
-			out[i] = cacheAt{hits: s.hits.Load(), misses: s.misses.Load()}
+			out[i] = s.counts()
 		}
 		return out
 	}
+	samples = append(samples, cacheCounts{})
+	stop := sampler(time.Second, func(time.Time) { samples = append(samples, f.cacheCounts()) })
 	t0 := time.Now()
-	samples = append(samples, cacheAt{at: t0})
-	stop := sampler(time.Second, func(now time.Time) {
-		h, m := f.cacheCounts()
-		samples = append(samples, cacheAt{at: now, hits: h, misses: m})
-	})
 	wait := at(t0, sh.Warmup, func() {
 		f.resetPeaks()
 		before, beforeCache = f.stats(), perServer()
@@ -223,11 +222,11 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 			calls[i]++
 		}
 	}
-	var hits, misses int64
+	var cache cacheCounts
 	for i, srv := range f {
-		h, m := afterCache[i].hits-beforeCache[i].hits, afterCache[i].misses-beforeCache[i].misses
-		hits, misses = hits+h, misses+m
-		s := ShardServer{HostPort: srv.hostPort(), Calls: calls[i], HitRate: share(float64(h), float64(h+m)),
+		c := afterCache[i].sub(beforeCache[i])
+		cache = cache.add(c)
+		s := ShardServer{HostPort: srv.hostPort(), Calls: calls[i], HitRate: c.hitRate(),
 			MeanInFlight: load.MeanInFlight(before[i], after[i]), PeakInFlight: after[i].Peak}
 		row.MeanInFlight += s.MeanInFlight / float64(len(f))
 		if s.MeanInFlight > row.Busiest || row.BusiestServer == "" {
@@ -235,7 +234,9 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 		}
 		row.Servers = append(row.Servers, s)
 	}
-	row.HitRate = share(float64(hits), float64(hits+misses))
+	row.HitRate = cache.hitRate()
+	hit, miss := cache.costs()
+	row.HitCost, row.MissCost = load.Millis(hit), load.Millis(miss)
 	names := f.hostPorts()
 	ring, err := balance.NewRing(names, nil)
 	if err != nil {
@@ -260,10 +261,9 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 		}
 	}
 	row.AtHome, row.HotAtHome = share(float64(home), float64(all)), share(float64(hotHome), float64(hot))
-	// The samples' seconds start at t0, a moment before the first call.
+	// The samples' seconds start a moment before the first call.
 	for i := 1; i < len(samples); i++ {
-		a, b := samples[i-1], samples[i]
-		row.Seconds = append(row.Seconds, share(float64(b.hits-a.hits), float64(b.hits-a.hits+b.misses-a.misses)))
+		row.Seconds = append(row.Seconds, samples[i].sub(samples[i-1]).hitRate())
 	}
 
 	if keyed && factor == 0 {
