@@ -172,6 +172,32 @@ func TestLRU(t *testing.T) {
 	}
 }
 
+// The bound check: with 10 peers at the default factor, a peer may have
+// ceil(1.25 x (all + 1) / 10) + 1 calls pending, 2 when 7 are pending in
+// all and 3 when 8 are; a sample over it counts, and the worst sample is
+// the one most over (or, none over, nearest).
+func TestBoundCheck(t *testing.T) {
+	for _, tc := range []struct{ all, want int64 }{{0, 2}, {7, 2}, {8, 3}, {15, 3}, {16, 4}} {
+		if got := pendingBound(1.25, tc.all, 10); got != tc.want {
+			t.Errorf("pendingBound(1.25, %d, 10) = %d, want %d", tc.all, got, tc.want)
+		}
+	}
+	within := []pendingSample{{1, 5, 10}, {2, 8, 10}, {2, 7, 10}}
+	if b := checkBound(1.25, within); b.Samples != 3 || b.Over != 0 || b.WorstPending != 2 || b.WorstBound != 2 || b.WorstAll != 7 ||
+		math.Abs(b.MeanPending-20.0/3) > 1e-9 {
+		t.Errorf("within the bound: %+v; want 3 samples, none over, the worst 2 pending of a bound of 2 (7 in all), 6.67 on average", b)
+	}
+	// The hot key's home with 3 or 4 pending at low load: what a row bound
+	// loosely does.
+	over := append(within, pendingSample{3, 6, 10}, pendingSample{4, 7, 10})
+	if b := checkBound(1.25, over); b.Over != 0.4 || b.WorstPending != 4 || b.WorstBound != 2 || b.WorstAll != 7 {
+		t.Errorf("two samples over the bound: %+v; want 40%% over, the worst 4 pending of a bound of 2 (7 in all)", b)
+	}
+	if b := checkBound(1.25, nil); b.Samples != 0 || b.Over != 0 {
+		t.Errorf("no sample: %+v", b)
+	}
+}
+
 // call serves one request on s's handler directly, with key as arg3.
 func call(ctx context.Context, s *server, key string) error {
 	_, err := s.handle(ctx, &channel.RawRequest{Method: Method, Arg3: []byte(key)})
@@ -371,6 +397,9 @@ func TestSmallRun(t *testing.T) {
 			t.Errorf("shard (keys %v): hit rate %v, busiest %v, mean %v, %d servers; want a rate in (0, 1), busiest >= mean, 10",
 				row.ShardKeys, row.HitRate, row.Busiest, row.MeanInFlight, len(row.Servers))
 		}
+		if b := row.Bound; b.Samples < 50 || b.MeanPending <= 0 || b.WorstBound < 2 || b.Factor != 1.25 {
+			t.Errorf("shard (keys %v): bound check %+v; want over 50 samples of 1.5 s, calls pending, a bound of 2 or more at 1.25", row.ShardKeys, b)
+		}
 		if !(row.HitCost > 0 && row.MissCost > row.HitCost) {
 			t.Errorf("shard (keys %v): hits served in %v, misses in %v; want both, the misses longer", row.ShardKeys, row.HitCost, row.MissCost)
 		}
@@ -418,8 +447,9 @@ func TestRunStopsWithItsContext(t *testing.T) {
 // TestDoneWhen is the acceptance test of the balancing chooser: the CI
 // size of every scenario, and the done-when checks that hold (see
 // tools/benchmarks/README.md, Balancing): no Busy or timeout from the
-// servers slow start ramps up, the busiest shard server within its bound,
-// an ejected server left alone, and ejection's cap and its success rate
+// servers slow start ramps up, no peer's calls pending over the shard
+// keys' bounded load (and the row bound loosely over it: the check can
+// fail), an ejected server left alone, and ejection's cap and its success rate
 // with most servers failing. The others are measured, not met, and only
 // logged: the p99 after a cold scale-out (any call a cold server takes
 // sets it), the weighted shares (6 points off under load), the hit-rate
@@ -440,7 +470,7 @@ func TestDoneWhen(t *testing.T) {
 		"with slow start, no Busy and no timeout from the new instances",
 		"with weights, every server's share within 5 points of its weight's",
 		"with weights, no server over its capacity",
-		"with shard keys, the busiest server's mean in-flight",
+		boundCheck,
 		"after the ejection, under 1% of the calls reach the erroring server",
 		"3 of 4 erroring, with ejection: success rate >= 62%",
 		"3 of 4 erroring, with ejection: at most 1 peer ejected at once",
@@ -452,5 +482,12 @@ func TestDoneWhen(t *testing.T) {
 		case !v.Holds:
 			t.Errorf("%s: falls short: %s", v.Check, v.Figure)
 		}
+	}
+	switch l := res.Shard.Loose; {
+	case l == nil:
+		t.Error("no shard row with a loose balance factor")
+	case l.Bound.Over == 0:
+		t.Errorf("the row with a balance factor of %g kept within the bound of 1.25 (%s): the check cannot tell the bound on from off",
+			l.BalanceFactor, l.Bound.figure(res.Config.Shard.Sample))
 	}
 }

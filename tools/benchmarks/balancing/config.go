@@ -196,6 +196,9 @@ type ShardConfig struct {
 	Warmup time.Duration `json:"warmup_ms"`
 	// Duration is measured: 20 s, 1.5 s.
 	Duration time.Duration `json:"duration_ms"`
+	// Sample is how often the client's peers are read to check the
+	// bounded load (ShardRow.Bound): 10 ms.
+	Sample time.Duration `json:"sample_ms"`
 	// LooseFactor, when > 0, adds a third row: shard keys with this
 	// balance factor (the service config's shardBalanceFactor), bound
 	// loosely, to tell the ring's effect on the hit rate from the bound's.
@@ -317,6 +320,7 @@ func (c Config) withDefaults() Config {
 	setF(&sh.Rate, 2000)
 	setDur(&sh.Warmup, benchrun.Pick(z, 10*time.Second, 300*time.Millisecond))
 	setDur(&sh.Duration, benchrun.Pick(z, 20*time.Second, 1500*time.Millisecond))
+	setDur(&sh.Sample, 10*time.Millisecond)
 	setInt(&sh.Probe, benchrun.Pick(z, 2000, 200))
 	setInt(&sh.Fleets, benchrun.Pick(z, 100, 5))
 	if z == Full {
@@ -412,6 +416,7 @@ func (c Config) Validate() error {
 	floats("Shard.Rate", sh.Rate, 0, MaxRate)
 	durs("Shard.Warmup", sh.Warmup, 0, MaxStretch)
 	durs("Shard.Duration", sh.Duration, 100*time.Millisecond, MaxStretch)
+	durs("Shard.Sample", sh.Sample, time.Millisecond, time.Second)
 	ints("Shard.Probe", sh.Probe, 1, min(MaxProbe, sh.Keys))
 	ints("Shard.Fleets", sh.Fleets, 1, 10_000)
 	check(sh.LooseFactor > 0 && sh.LooseFactor <= 1 || sh.LooseFactor > 1e6, "Shard.LooseFactor is %v, must be > 1 (or <= 0: no third row)", sh.LooseFactor)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
 )
 
@@ -51,10 +52,8 @@ func (r *Result) verdicts() []Verdict {
 	if s := r.Shard; s != nil {
 		add(Shard, "cache hit rate with shard keys at least 2x without", s.HitRatio >= 2,
 			"%.1f%% vs %.1f%%: %.2fx", 100*s.With.HitRate, 100*s.Without.HitRate, s.HitRatio)
-		w := s.With
-		bound := 1.25*w.MeanInFlight + 1
-		add(Shard, "with shard keys, the busiest server's mean in-flight <= 1.25 x the average + 1", w.Busiest <= bound,
-			"%.2f vs %.2f (average %.2f)", w.Busiest, bound, w.MeanInFlight)
+		b := s.With.Bound
+		add(Shard, boundCheck, b.Samples > 0 && b.Over == 0, "%s", b.figure(r.Config.Shard.Sample))
 		g := s.Ring
 		add(Shard, "at most 12% of the keys move when 1 of the servers leaves, whichever it is", g.LeaveMax <= 0.12,
 			"%.1f%% at most over each server leaving; over %d more fleets, %.1f%% at most, more than 12%% for %.1f%% of the servers",
@@ -76,6 +75,15 @@ func (r *Result) verdicts() []Verdict {
 			m.MaxEjected <= 1, "%d", m.MaxEjected)
 	}
 	return out
+}
+
+// boundCheck is the bounded load's verdict.
+const boundCheck = "with shard keys, no peer ever has more calls pending than ceil(1.25 x (all pending + 1) / n) + 1"
+
+// figure says what the check found.
+func (b BoundCheck) figure(every time.Duration) string {
+	return fmt.Sprintf("over the bound in %.2f%% of %d samples %v apart; at worst %d pending on one peer, bound %d (%d in all); %.1f pending on average",
+		100*b.Over, b.Samples, every, b.WorstPending, b.WorstBound, b.WorstAll, b.MeanPending)
 }
 
 // WriteTable writes r as Markdown: per scenario its setup, a table with
@@ -179,13 +187,17 @@ func (r *Result) writeShard(ew *errWriter, s *ShardResult) {
 	c := r.Config.Shard
 	ew.printf("\n### shard\n\n%d servers of %d workers, each with an LRU cache of %d keys (hit %v, miss %v); %.0f calls/s, keys of %d drawn Zipf (s = %g) and a hot key at %.0f%% of the calls; %v after %v of warmup.\n\n",
 		c.Servers, c.Workers, c.CacheSize, c.Hit, c.Miss, c.Rate, c.Keys, c.Zipf, 100*c.HotShare, c.Duration, c.Warmup)
-	ew.printf("| shard keys | hit rate | hit / miss as served (miss / hit) | at the key's home (hot key) | p99 | Busy | timeouts | mean in flight (average of servers) | busiest server's | busiest / (1.25 x average + 1) |\n")
-	ew.printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	ew.printf("| shard keys | hit rate | hit / miss as served (miss / hit) | at the key's home (hot key) | p99 | Busy | timeouts | pending in all (mean) | samples over the bound | worst: one peer's pending / bound (all) | busiest server's mean in flight (average) |\n")
+	ew.printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, row := range s.rows() {
-		ew.printf("| %s | %.1f%% | %v / %v (%.1fx) | %.1f%% (%.1f%%) | %v | %d | %d | %.2f | %.2f | %.2f |\n", row.name(), 100*row.HitRate,
+		b := row.Bound
+		ew.printf("| %s | %.1f%% | %v / %v (%.1fx) | %.1f%% (%.1f%%) | %v | %d | %d | %.2f | %.2f%% of %d | %d / %d (%d) | %.2f (%.2f) |\n", row.name(), 100*row.HitRate,
 			row.HitCost, row.MissCost, share(float64(row.MissCost), float64(row.HitCost)), 100*row.AtHome, 100*row.HotAtHome,
-			row.Measured.P99, row.Measured.Busy, row.Measured.Timeouts, row.MeanInFlight, row.Busiest, share(row.Busiest, 1.25*row.MeanInFlight+1))
+			row.Measured.P99, row.Measured.Busy, row.Measured.Timeouts, b.MeanPending, 100*b.Over, b.Samples, b.WorstPending, b.WorstBound, b.WorstAll,
+			row.Busiest, row.MeanInFlight)
 	}
+	ew.printf("\nThe bound: the client's calls pending to each peer, read every %v, against ceil(%g x (all pending + 1) / %d) + 1, the chooser's bounded load at the default factor (plus one for a call ending between two reads), in every row.\n",
+		c.Sample, balance.DefaultBalanceFactor, c.Servers)
 	g := s.Ring
 	ew.printf("\nHit rate with shard keys %.2fx without (miss rate %.2fx lower). On the ring (balance.Ring over the servers' host:ports, %d keys): %.1f%% of the keys move when %s leaves (%.1f%% at most over each server leaving; over %d more fleets on random ports, %.1f%% at most); %.1f%% move when an %dth server joins.\n",
 		s.HitRatio, share(1-s.Without.HitRate, 1-s.With.HitRate), g.Keys, 100*g.Leave, g.Leaving, 100*g.LeaveMax, g.Fleets, 100*g.FleetsLeaveMax, 100*g.Join, c.Servers+1)

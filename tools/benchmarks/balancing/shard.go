@@ -62,8 +62,90 @@ type ShardRow struct {
 	MeanInFlight  float64 `json:"mean_in_flight"`
 	Busiest       float64 `json:"busiest_in_flight"`
 	BusiestServer string  `json:"busiest_server"`
+	// Bound is the bounded load checked on the client's peers, read every
+	// ShardConfig.Sample after the warmup.
+	Bound BoundCheck `json:"bound"`
 	// Seconds is the hit rate second by second, from the first call.
 	Seconds []float64 `json:"seconds"`
+}
+
+// BoundCheck is the shard keys' bounded load, checked where the chooser
+// applies it: on the client's calls pending to each peer
+// (channel.Channel.Peers), read every ShardConfig.Sample over the
+// measured stretch. The chooser sends a call to its key's home only while
+// the home has fewer than ceil(c x (m + 1) / n) calls pending, m being
+// the calls pending to all n peers (balance.Capacity; the shard servers'
+// weights are equal), and walks on to the next peer on the ring
+// otherwise. So in any sample no peer should have more than
+// ceil(c x (M + 1) / n) + 1 calls pending, M being the calls pending to
+// all (the one more for a call ending between the reads of two peers),
+// with c the default factor, 1.25, whatever the row's own: a row bound
+// more loosely breaks it.
+type BoundCheck struct {
+	// Factor is c, balance.DefaultBalanceFactor.
+	Factor  float64 `json:"factor"`
+	Samples int     `json:"samples"`
+	// MeanPending is the calls pending to all the peers, on average over
+	// the samples.
+	MeanPending float64 `json:"mean_pending"`
+	// Over is the share of the samples in which a peer had more calls
+	// pending than the bound.
+	Over float64 `json:"over"`
+	// WorstPending is the calls pending to one peer in the sample where
+	// a peer exceeded the bound most (or came nearest to it), WorstBound
+	// the bound then, WorstAll the calls pending to all the peers.
+	WorstPending int64 `json:"worst_pending"`
+	WorstBound   int64 `json:"worst_bound"`
+	WorstAll     int64 `json:"worst_all"`
+}
+
+// pendingSample is one reading of the client's peers: the most calls
+// pending to one peer, the calls pending to all, and how many peers.
+type pendingSample struct {
+	most, all int64
+	peers     int
+}
+
+// readPending reads the client's peers of Service.
+func readPending(client *channel.Channel) pendingSample {
+	var s pendingSample
+	for _, p := range client.Peers(Service) {
+		n := max(p.Pending, 0)
+		s.most, s.all = max(s.most, n), s.all+n
+		s.peers++
+	}
+	return s
+}
+
+// pendingBound is the most calls one of peers peers may have pending, by
+// the bounded load of factor c, when all are pending to all of them:
+// ceil(c x (all + 1) / peers) + 1 (see BoundCheck).
+func pendingBound(c float64, all int64, peers int) int64 {
+	return balance.Capacity(c, all, 1, float64(peers)) + 1
+}
+
+// checkBound checks samples against the bounded load of factor c.
+func checkBound(c float64, samples []pendingSample) BoundCheck {
+	b := BoundCheck{Factor: c, Samples: len(samples)}
+	over, sum := 0, int64(0)
+	worst := int64(math.MinInt64)
+	for _, s := range samples {
+		if s.peers == 0 {
+			continue
+		}
+		bound := pendingBound(c, s.all, s.peers)
+		if s.most > bound {
+			over++
+		}
+		if excess := s.most - bound; excess > worst {
+			worst = excess
+			b.WorstPending, b.WorstBound, b.WorstAll = s.most, bound, s.all
+		}
+		sum += s.all
+	}
+	b.Over = share(float64(over), float64(len(samples)))
+	b.MeanPending = share(float64(sum), float64(len(samples)))
+	return b
 }
 
 // ShardServer is one server's figures.
@@ -186,8 +268,14 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 		}
 		return out
 	}
+	type pendingAt struct {
+		at time.Time
+		pendingSample
+	}
+	var pending []pendingAt
 	samples = append(samples, cacheCounts{})
 	stop := sampler(time.Second, func(time.Time) { samples = append(samples, f.cacheCounts()) })
+	stopPending := sampler(sh.Sample, func(now time.Time) { pending = append(pending, pendingAt{now, readPending(client)}) })
 	t0 := time.Now()
 	wait := at(t0, sh.Warmup, func() {
 		f.resetPeaks()
@@ -204,6 +292,7 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 	rep, err := runLoad(ctx, client, sh.Rate, sh.Warmup+sh.Duration, c.Timeout, vary)
 	wait()
 	stop()
+	stopPending()
 	if err != nil {
 		return row, moves, err
 	}
@@ -215,6 +304,13 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 	recs := rep.Records
 	measured := span{sh.Warmup, sh.Warmup + sh.Duration}
 	row.Measured = outcome(count(recs, measured.has))
+	var inWindow []pendingSample
+	for _, s := range pending {
+		if off := s.at.Sub(rep.Start); off >= measured.from && off < measured.to {
+			inWindow = append(inWindow, s.pendingSample)
+		}
+	}
+	row.Bound = checkBound(balance.DefaultBalanceFactor, inWindow)
 	idx := f.index()
 	calls := make([]int, len(f))
 	for _, r := range recs {
