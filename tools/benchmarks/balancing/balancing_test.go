@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -29,11 +30,13 @@ func TestValidate(t *testing.T) {
 		{Config{ScaleOut: ScaleOutConfig{Servers: 40}}, "ScaleOut.Servers is 40, must be in [1, 32]"},
 		{Config{ScaleOut: ScaleOutConfig{ColdFactor: 0.5}}, "ScaleOut.ColdFactor is 0.5, must be in [1, 100]"},
 		{Config{ScaleOut: ScaleOutConfig{Service: time.Microsecond}}, "ScaleOut.Service is 1µs"},
-		{Config{ScaleOut: ScaleOutConfig{Workers: 1000, Service: 100 * time.Microsecond}}, "ScaleOut's offered rate would be"},
+		{Config{ScaleOut: ScaleOutConfig{Workers: 1000, Service: time.Millisecond}}, "ScaleOut's offered rate would be"},
 		{Config{ScaleOut: ScaleOutConfig{WithConfig: `{"balancing": [{"slowStart": {"minWeight": 2}}]}`}}, "ScaleOut.WithConfig: serviceconfig: balancing[0].slowStart.minWeight"},
 		{Config{Heterogeneous: HeterogeneousConfig{Workers: []int{1, 0}}}, "Heterogeneous.Workers[1] is 0"},
 		{Config{Heterogeneous: HeterogeneousConfig{Workers: []int{1}, Weights: []float64{-1}}}, "Heterogeneous.Weights[0] is -1"},
 		{Config{Shard: ShardConfig{HotShare: 1}}, "Shard.HotShare is 1, must be in [0, 1)"},
+		{Config{Shard: ShardConfig{Hit: 200 * time.Microsecond}}, "Shard.Hit is 200µs, must be in [1ms, 1s]"},
+		{Config{Shard: ShardConfig{Hit: 5 * time.Millisecond, Miss: 2 * time.Millisecond}}, "Shard.Miss is 2ms, must be more than Shard.Hit, 5ms"},
 		{Config{Shard: ShardConfig{Keys: 10, Probe: 20}}, "Shard.Probe is 20, must be in [1, 10]"},
 		{Config{Erroring: ErroringConfig{Servers: 4, Many: 4}}, "Erroring.Many is 4, must be in [1, 3]"},
 		{Config{Erroring: ErroringConfig{ErrorShare: 2}}, "Erroring.ErrorShare is 2"},
@@ -169,6 +172,32 @@ func TestLRU(t *testing.T) {
 	}
 }
 
+// The bound check: with 10 peers at the default factor, a peer may have
+// ceil(1.25 x (all + 1) / 10) + 1 calls pending, 2 when 7 are pending in
+// all and 3 when 8 are; a sample over it counts, and the worst sample is
+// the one most over (or, none over, nearest).
+func TestBoundCheck(t *testing.T) {
+	for _, tc := range []struct{ all, want int64 }{{0, 2}, {7, 2}, {8, 3}, {15, 3}, {16, 4}} {
+		if got := pendingBound(1.25, tc.all, 10); got != tc.want {
+			t.Errorf("pendingBound(1.25, %d, 10) = %d, want %d", tc.all, got, tc.want)
+		}
+	}
+	within := []pendingSample{{1, 5, 10}, {2, 8, 10}, {2, 7, 10}}
+	if b := checkBound(1.25, within); b.Samples != 3 || b.Over != 0 || b.WorstPending != 2 || b.WorstBound != 2 || b.WorstAll != 7 ||
+		math.Abs(b.MeanPending-20.0/3) > 1e-9 {
+		t.Errorf("within the bound: %+v; want 3 samples, none over, the worst 2 pending of a bound of 2 (7 in all), 6.67 on average", b)
+	}
+	// The hot key's home with 3 or 4 pending at low load: what a row bound
+	// loosely does.
+	over := append(within, pendingSample{3, 6, 10}, pendingSample{4, 7, 10})
+	if b := checkBound(1.25, over); b.Over != 0.4 || b.WorstPending != 4 || b.WorstBound != 2 || b.WorstAll != 7 {
+		t.Errorf("two samples over the bound: %+v; want 40%% over, the worst 4 pending of a bound of 2 (7 in all)", b)
+	}
+	if b := checkBound(1.25, nil); b.Samples != 0 || b.Over != 0 {
+		t.Errorf("no sample: %+v", b)
+	}
+}
+
 // call serves one request on s's handler directly, with key as arg3.
 func call(ctx context.Context, s *server, key string) error {
 	_, err := s.handle(ctx, &channel.RawRequest{Method: Method, Arg3: []byte(key)})
@@ -211,10 +240,19 @@ func TestServerShedsBeyondItsQueue(t *testing.T) {
 	}
 }
 
-// A cached server: a miss costs more than a hit and then caches the key;
-// an erroring one answers UNEXPECTED to about its share of requests.
+// A cached server with the shard scenario's costs: a miss costs more than
+// a hit and then caches the key, and the costs as served (what the report
+// gives) are the model's within a factor 2, the miss / hit ratio too.
+// (The check used a 20 ms miss, which no timer's lateness can bring near
+// a hit; the scenario's 200 µs hits and 2 ms misses were served in 1.1
+// and 2.2 ms, 1:2 where the model said 1:10.) An erroring server answers
+// UNEXPECTED to about its share of requests.
 func TestServerCostModel(t *testing.T) {
-	s := startTestServer(t, serverConfig{workers: 1, cache: 2, hit: MinService, miss: 20 * time.Millisecond})
+	sh := Config{}.withDefaults().Shard
+	if ci := ciConfig().withDefaults().Shard; ci.Hit != sh.Hit || ci.Miss != sh.Miss {
+		t.Fatalf("the CI size's costs %v / %v, the full size's %v / %v: want the same, checked here", ci.Hit, ci.Miss, sh.Hit, sh.Miss)
+	}
+	s := startTestServer(t, serverConfig{workers: 1, cache: 2, hit: sh.Hit, miss: sh.Miss})
 	ctx := context.Background()
 	for _, k := range []string{"a", "a", "b", "c", "a"} { // c evicts a
 		if err := call(ctx, s, k); err != nil {
@@ -224,17 +262,34 @@ func TestServerCostModel(t *testing.T) {
 	if h, m := s.hits.Load(), s.misses.Load(); h != 1 || m != 4 {
 		t.Errorf("%d hits, %d misses; want 1 and 4", h, m)
 	}
-	start := time.Now()
-	if err := call(ctx, s, "a"); err != nil { // a hit
-		t.Fatal(err)
+	// The cache holds c and a; each miss evicts the key before a.
+	const timed = 10
+	before := s.counts()
+	var hitTook, missTook time.Duration
+	for i := range timed {
+		start := time.Now()
+		if err := call(ctx, s, "a"); err != nil { // a hit
+			t.Fatal(err)
+		}
+		hitTook += time.Since(start)
+		start = time.Now()
+		if err := call(ctx, s, "z"+strconv.Itoa(i)); err != nil { // a miss
+			t.Fatal(err)
+		}
+		missTook += time.Since(start)
 	}
-	hit := time.Since(start)
-	start = time.Now()
-	if err := call(ctx, s, "z"); err != nil { // a miss
-		t.Fatal(err)
+	c := s.counts().sub(before)
+	hit, miss := c.costs()
+	if c.hits != timed || c.misses != timed {
+		t.Fatalf("%d hits, %d misses; want %d of each", c.hits, c.misses, timed)
 	}
-	if miss := time.Since(start); miss < 20*time.Millisecond || miss < hit {
-		t.Errorf("a miss took %v and a hit %v; want the miss at least 20ms and longer", miss, hit)
+	if hitTook, missTook = hitTook/timed, missTook/timed; missTook < sh.Miss || missTook < hitTook {
+		t.Errorf("a miss took %v and a hit %v; want the miss at least %v and longer", missTook, hitTook, sh.Miss)
+	}
+	model, served := float64(sh.Miss)/float64(sh.Hit), float64(miss)/float64(hit)
+	if hit < sh.Hit || hit > 2*sh.Hit || miss < sh.Miss || miss > 2*sh.Miss || served < model/2 {
+		t.Errorf("a hit served in %v, a miss in %v (%.1fx); want them within 2x of the model's %v and %v, the ratio at least half its %.0fx",
+			hit, miss, served, sh.Hit, sh.Miss, model)
 	}
 
 	e := startTestServer(t, serverConfig{workers: 4, service: MinService, errorShare: 0.5, seed: 3})
@@ -342,6 +397,12 @@ func TestSmallRun(t *testing.T) {
 			t.Errorf("shard (keys %v): hit rate %v, busiest %v, mean %v, %d servers; want a rate in (0, 1), busiest >= mean, 10",
 				row.ShardKeys, row.HitRate, row.Busiest, row.MeanInFlight, len(row.Servers))
 		}
+		if b := row.Bound; b.Samples < 50 || b.MeanPending <= 0 || b.WorstBound < 2 || b.Factor != 1.25 {
+			t.Errorf("shard (keys %v): bound check %+v; want over 50 samples of 1.5 s, calls pending, a bound of 2 or more at 1.25", row.ShardKeys, b)
+		}
+		if !(row.HitCost > 0 && row.MissCost > row.HitCost) {
+			t.Errorf("shard (keys %v): hits served in %v, misses in %v; want both, the misses longer", row.ShardKeys, row.HitCost, row.MissCost)
+		}
 		if !(row.AtHome > 0 && row.AtHome <= 1 && row.HotAtHome >= 0 && row.HotAtHome <= 1) {
 			t.Errorf("shard (keys %v): %v at home, %v of the hot key; want shares in (0, 1]", row.ShardKeys, row.AtHome, row.HotAtHome)
 		}
@@ -367,8 +428,8 @@ func TestSmallRun(t *testing.T) {
 			t.Errorf("erroring %d, ejection off: %d ejected at once, %d ejections; want none", row.Erroring, row.MaxEjected, row.Ejections)
 		}
 	}
-	if len(res.Verdicts) != 10 {
-		t.Errorf("%d verdicts, want 10: %+v", len(res.Verdicts), res.Verdicts)
+	if len(res.Verdicts) != 12 {
+		t.Errorf("%d verdicts, want 12: %+v", len(res.Verdicts), res.Verdicts)
 	}
 	checkOutputs(t, res)
 }
@@ -386,15 +447,21 @@ func TestRunStopsWithItsContext(t *testing.T) {
 // TestDoneWhen is the acceptance test of the balancing chooser: the CI
 // size of every scenario, and the issue's done-when checks that hold (see
 // tools/benchmarks/README.md, Balancing): no Busy or timeout from the
-// servers slow start ramps up, the busiest shard server within its bound,
-// an ejected server left alone, and ejection's cap and its success rate
-// with most servers failing. The others are measured, not met, and only
-// logged: the p99 after a cold scale-out (any call a cold server takes
-// sets it), the weighted shares (6 points off under load), the hit-rate
-// ratio (the workload caps it near 1.2x), and the leave's moved keys (the
-// worst server of a fleet on random ports holds 12-13% now and then).
+// servers slow start ramps up, and the p99 after the scale-out within 2x
+// of the steady state's; no peer's calls pending over the shard keys'
+// bounded load; an ejected server left alone, and ejection's cap and its
+// success rate with most servers failing. Some of these hold with the
+// feature off too (no Busy or timeout without slow start either; 61-62%
+// success without ejection, near the 62% asked), so it also checks what
+// tells on from off: slow start's p99 ratio below the one without,
+// ejection's success rate 2 points above the one without (3.6-4.8 points
+// in 15 runs), and the shard row bound loosely over the bound. The others
+// are measured, not met, and only logged: the weighted shares (6 points
+// off under load), the hit-rate ratio (the workload caps it near 1.2x),
+// and the leave's moved keys (the worst server of a fleet on random ports
+// holds 12-13% now and then).
 func TestDoneWhen(t *testing.T) {
-	slowtest.Skip(t, "20 s of real time")
+	slowtest.Skip(t, "25 s of real time")
 	res, err := Run(context.Background(), ciConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -406,12 +473,20 @@ func TestDoneWhen(t *testing.T) {
 	t.Log("\n" + buf.String())
 	checked := []string{
 		"with slow start, no Busy and no timeout from the new instances",
+		"with slow start, p99 after the scale-out within 2x of the steady state's",
+		"with slow start, that p99 ratio below the one without",
 		"with weights, every server's share within 5 points of its weight's",
 		"with weights, no server over its capacity",
-		"with shard keys, the busiest server's mean in-flight",
+		boundCheck,
 		"after the ejection, under 1% of the calls reach the erroring server",
 		"3 of 4 erroring, with ejection: success rate >= 62%",
 		"3 of 4 erroring, with ejection: at most 1 peer ejected at once",
+		"3 of 4 erroring: success rate with ejection at least 2 points above without",
+	}
+	for _, c := range checked {
+		if !slices.ContainsFunc(res.Verdicts, func(v Verdict) bool { return strings.HasPrefix(v.Check, c) }) {
+			t.Errorf("no verdict %q", c)
+		}
 	}
 	for _, v := range res.Verdicts {
 		switch {
@@ -420,5 +495,12 @@ func TestDoneWhen(t *testing.T) {
 		case !v.Holds:
 			t.Errorf("%s: falls short: %s", v.Check, v.Figure)
 		}
+	}
+	switch l := res.Shard.Loose; {
+	case l == nil:
+		t.Error("no shard row with a loose balance factor")
+	case l.Bound.Over == 0:
+		t.Errorf("the row with a balance factor of %g kept within the bound of 1.25 (%s): the check cannot tell the bound on from off",
+			l.BalanceFactor, l.Bound.figure(res.Config.Shard.Sample))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
+	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
 	"github.com/sluice-rpc/sluice/tools/internal/chart"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -248,7 +249,7 @@ func (r *Result) erroringPlots() ([]*plot.Plot, error) {
 	failed := newPlot("Failed calls a second", "calls per second")
 	reached := newPlot("Calls a second that reached an erroring server", "calls per second")
 	for k, row := range e.Rows() {
-		name := fmt.Sprintf("%d of %d erroring, ejection %s", row.Erroring, c.Servers, onOff(row.Ejection))
+		name := fmt.Sprintf("%d of %d erroring, ejection %s", row.Erroring, c.Servers, benchrun.OnOff(row.Ejection))
 		var f, to plotter.XYs
 		for i, sec := range row.Seconds {
 			if !whole(i, c.Duration) {

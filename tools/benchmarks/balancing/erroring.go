@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
+	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
 )
 
 // ErroringResult is the erroring scenario's four rows: one erroring
@@ -72,20 +73,13 @@ func runErroringScenario(ctx context.Context, c Config) (*ErroringResult, error)
 		ejection bool
 	}{{&res.OneWith, 1, true}, {&res.OneWithout, 1, false}, {&res.ManyWith, e.Many, true}, {&res.ManyWithout, e.Many, false}} {
 		c.progress("erroring, %d of %d servers failing %.0f%% of their calls, ejection %s; %v",
-			r.erroring, e.Servers, 100*e.ErrorShare, onOff(r.ejection), e.Duration)
+			r.erroring, e.Servers, 100*e.ErrorShare, benchrun.OnOff(r.ejection), e.Duration)
 		var err error
 		if *r.row, err = runErroring(ctx, c, r.erroring, r.ejection); err != nil {
 			return nil, err
 		}
 	}
 	return res, nil
-}
-
-func onOff(b bool) string {
-	if b {
-		return "on"
-	}
-	return "off"
 }
 
 // runErroring runs one row: the first erroring servers fail.

@@ -5,6 +5,9 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/sluice-rpc/sluice/balance"
+	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
 )
 
 // Verdict is one of the done-when checks on a result.
@@ -28,6 +31,9 @@ func (r *Result) verdicts() []Verdict {
 			w.New.Busy == 0 && w.New.Timeouts == 0, "%d Busy, %d timeouts of %d calls", w.New.Busy, w.New.Timeouts, w.New.Calls)
 		add(ScaleOut, "with slow start, p99 after the scale-out within 2x of the steady state's",
 			w.P99Ratio > 0 && w.P99Ratio <= 2, "%v vs %v: %.2fx", w.After.P99, w.Steady.P99, w.P99Ratio)
+		wo := s.Without
+		add(ScaleOut, "with slow start, that p99 ratio below the one without",
+			w.P99Ratio > 0 && w.P99Ratio < wo.P99Ratio, "%.2fx vs %.2fx without (%v after, %v steady)", w.P99Ratio, wo.P99Ratio, wo.After.P99, wo.Steady.P99)
 	}
 	if h := r.Heterogeneous; h != nil {
 		w := h.With
@@ -49,14 +55,12 @@ func (r *Result) verdicts() []Verdict {
 	if s := r.Shard; s != nil {
 		add(Shard, "cache hit rate with shard keys at least 2x without", s.HitRatio >= 2,
 			"%.1f%% vs %.1f%%: %.2fx", 100*s.With.HitRate, 100*s.Without.HitRate, s.HitRatio)
-		w := s.With
-		bound := 1.25*w.MeanInFlight + 1
-		add(Shard, "with shard keys, the busiest server's mean in-flight <= 1.25 x the average + 1", w.Busiest <= bound,
-			"%.2f vs %.2f (average %.2f)", w.Busiest, bound, w.MeanInFlight)
+		b := s.With.Bound
+		add(Shard, boundCheck, b.Samples > 0 && b.Over == 0, "%s", b.figure(r.Config.Shard.Sample))
 		g := s.Ring
 		add(Shard, "at most 12% of the keys move when 1 of the servers leaves, whichever it is", g.LeaveMax <= 0.12,
-			"%.1f%% on average over each server leaving, %.1f%% at most; over %d more fleets, %.1f%% at most, more than 12%% for %.1f%% of the servers",
-			100*g.LeaveMean, 100*g.LeaveMax, g.Fleets, 100*g.FleetsLeaveMax, 100*g.FleetsOver12)
+			"%.1f%% at most over each server leaving; over %d more fleets, %.1f%% at most, more than 12%% for %.1f%% of the servers",
+			100*g.LeaveMax, g.Fleets, 100*g.FleetsLeaveMax, 100*g.FleetsOver12)
 	}
 	if e := r.Erroring; e != nil {
 		w := e.OneWith
@@ -72,8 +76,27 @@ func (r *Result) verdicts() []Verdict {
 			m.SuccessRate >= 0.62, "%.1f%%", 100*m.SuccessRate)
 		add(Erroring, fmt.Sprintf("%d of %d erroring, with ejection: at most 1 peer ejected at once", m.Erroring, r.Config.Erroring.Servers),
 			m.MaxEjected <= 1, "%d", m.MaxEjected)
+		mo := e.ManyWithout
+		add(Erroring, fmt.Sprintf("%d of %d erroring: success rate with ejection at least %.0f points above without", m.Erroring, r.Config.Erroring.Servers, 100*ejectionGain),
+			m.SuccessRate-mo.SuccessRate >= ejectionGain, "%.1f%% vs %.1f%%: %+.1f points", 100*m.SuccessRate, 100*mo.SuccessRate, 100*(m.SuccessRate-mo.SuccessRate))
 	}
 	return out
+}
+
+// ejectionGain is the least the success rate with Many servers erroring
+// must gain from ejection: with one of 3 of 4 ejected, a random choice's
+// 62.5% becomes 66.7% at best. At the CI size (-race, 2 cores) the gain
+// was 3.6 to 4.8 points over 15 runs (the rate without, 60.8-61.4%, is
+// under the 62% the done-when asks of the rate with ejection).
+const ejectionGain = 0.02
+
+// boundCheck is the bounded load's verdict.
+const boundCheck = "with shard keys, no peer ever has more calls pending than ceil(1.25 x (all pending + 1) / n) + 1"
+
+// figure says what the check found.
+func (b BoundCheck) figure(every time.Duration) string {
+	return fmt.Sprintf("over the bound in %.2f%% of %d samples %v apart; at worst %d pending on one peer, bound %d (%d in all); %.1f pending on average",
+		100*b.Over, b.Samples, every, b.WorstPending, b.WorstBound, b.WorstAll, b.MeanPending)
 }
 
 // WriteTable writes r as Markdown: per scenario its setup, a table with
@@ -81,7 +104,7 @@ func (r *Result) verdicts() []Verdict {
 func (r *Result) WriteTable(w io.Writer) error {
 	ew := &errWriter{w: w}
 	c := r.Config
-	ew.printf("Balancing, %s size: each call's deadline %v, no retries; GOGC %s; seed %d.\n", c.Size, c.Timeout, gogc(c.GCPercent), c.Seed)
+	ew.printf("Balancing, %s size: each call's deadline %v, no retries; GOGC %s; seed %d.\n", c.Size, c.Timeout, benchrun.GOGC(c.GCPercent), c.Seed)
 	if s := r.ScaleOut; s != nil {
 		r.writeScaleOut(ew, s)
 	}
@@ -95,13 +118,6 @@ func (r *Result) WriteTable(w io.Writer) error {
 		r.writeErroring(ew, e)
 	}
 	return ew.err
-}
-
-func gogc(p int) string {
-	if p > 0 {
-		return fmt.Sprint(p)
-	}
-	return "the process's"
 }
 
 func (r *Result) writeVerdicts(ew *errWriter, s Scenario) {
@@ -184,15 +200,20 @@ func (r *Result) writeShard(ew *errWriter, s *ShardResult) {
 	c := r.Config.Shard
 	ew.printf("\n### shard\n\n%d servers of %d workers, each with an LRU cache of %d keys (hit %v, miss %v); %.0f calls/s, keys of %d drawn Zipf (s = %g) and a hot key at %.0f%% of the calls; %v after %v of warmup.\n\n",
 		c.Servers, c.Workers, c.CacheSize, c.Hit, c.Miss, c.Rate, c.Keys, c.Zipf, 100*c.HotShare, c.Duration, c.Warmup)
-	ew.printf("| shard keys | hit rate | at the key's home (hot key) | p99 | Busy | timeouts | mean in flight (average of servers) | busiest server's | busiest / (1.25 x average + 1) |\n")
-	ew.printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	ew.printf("| shard keys | hit rate | hit / miss as served (miss / hit) | at the key's home (hot key) | p99 | Busy | timeouts | pending in all (mean) | samples over the bound | worst: one peer's pending / bound (all) | busiest server's mean in flight (average) |\n")
+	ew.printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, row := range s.rows() {
-		ew.printf("| %s | %.1f%% | %.1f%% (%.1f%%) | %v | %d | %d | %.2f | %.2f | %.2f |\n", row.name(), 100*row.HitRate, 100*row.AtHome, 100*row.HotAtHome,
-			row.Measured.P99, row.Measured.Busy, row.Measured.Timeouts, row.MeanInFlight, row.Busiest, share(row.Busiest, 1.25*row.MeanInFlight+1))
+		b := row.Bound
+		ew.printf("| %s | %.1f%% | %v / %v (%.1fx) | %.1f%% (%.1f%%) | %v | %d | %d | %.2f | %.2f%% of %d | %d / %d (%d) | %.2f (%.2f) |\n", row.name(), 100*row.HitRate,
+			row.HitCost, row.MissCost, share(float64(row.MissCost), float64(row.HitCost)), 100*row.AtHome, 100*row.HotAtHome,
+			row.Measured.P99, row.Measured.Busy, row.Measured.Timeouts, b.MeanPending, 100*b.Over, b.Samples, b.WorstPending, b.WorstBound, b.WorstAll,
+			row.Busiest, row.MeanInFlight)
 	}
+	ew.printf("\nThe bound: the client's calls pending to each peer, read every %v, against ceil(%g x (all pending + 1) / %d) + 1, the chooser's bounded load at the default factor (plus one for a call ending between two reads), in every row.\n",
+		c.Sample, balance.DefaultBalanceFactor, c.Servers)
 	g := s.Ring
-	ew.printf("\nHit rate with shard keys %.2fx without (miss rate %.2fx lower). On the ring (balance.Ring over the servers' host:ports, %d keys): %.1f%% of the keys move when %s leaves (%.1f%% on average over each server leaving, %.1f%% at most; over %d more fleets on random ports, %.1f%% at most); %.1f%% move when an %dth server joins.\n",
-		s.HitRatio, share(1-s.Without.HitRate, 1-s.With.HitRate), g.Keys, 100*g.Leave, g.Leaving, 100*g.LeaveMean, 100*g.LeaveMax, g.Fleets, 100*g.FleetsLeaveMax, 100*g.Join, c.Servers+1)
+	ew.printf("\nHit rate with shard keys %.2fx without (miss rate %.2fx lower). On the ring (balance.Ring over the servers' host:ports, %d keys): %.1f%% of the keys move when %s leaves (%.1f%% at most over each server leaving; over %d more fleets on random ports, %.1f%% at most); %.1f%% move when an %dth server joins.\n",
+		s.HitRatio, share(1-s.Without.HitRate, 1-s.With.HitRate), g.Keys, 100*g.Leave, g.Leaving, 100*g.LeaveMax, g.Fleets, 100*g.FleetsLeaveMax, 100*g.Join, c.Servers+1)
 	ew.printf("Routed, %d keys one at a time: %.1f%% landed on their home; after the leave %.1f%% (%.1f%% of the keys changed server); after the join %.1f%% (%.1f%% changed).\n",
 		g.Probe, 100*g.AtHome, 100*g.AtHomeLeave, 100*g.RoutedLeave, 100*g.AtHomeJoin, 100*g.RoutedJoin)
 	r.writeVerdicts(ew, Shard)
@@ -232,7 +253,7 @@ func (r *Result) writeErroring(ew *errWriter, e *ErroringResult) {
 			toAfter = fmt.Sprintf("%.2f%%", 100**row.ToErroringAfter)
 		}
 		ew.printf("| %d of %d | %s | %d | %.1f%% | %s | %.1f | %s | %.1f%% | %s | %d | %d |\n",
-			row.Erroring, c.Servers, onOff(row.Ejection), row.All.Calls, 100*row.SuccessRate, first, row.FailedBefore, after,
+			row.Erroring, c.Servers, benchrun.OnOff(row.Ejection), row.All.Calls, 100*row.SuccessRate, first, row.FailedBefore, after,
 			100*row.ToErroringBefore, toAfter, row.MaxEjected, row.Ejections)
 	}
 	r.writeVerdicts(ew, Erroring)

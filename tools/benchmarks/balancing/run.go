@@ -3,7 +3,6 @@ package balancing
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -12,6 +11,7 @@ import (
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/serviceconfig"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
+	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
 )
 
 // Result is a whole benchmark: the config it ran with (defaults filled
@@ -34,9 +34,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	if cfg.GCPercent > 0 {
-		defer debug.SetGCPercent(debug.SetGCPercent(cfg.GCPercent))
-	}
+	defer benchrun.SetGCPercent(cfg.GCPercent)()
 	res := &Result{Config: cfg}
 	defer func() { res.Verdicts = res.verdicts() }()
 	for _, s := range cfg.Scenarios {

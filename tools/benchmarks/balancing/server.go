@@ -60,6 +60,10 @@ type server struct {
 
 	received, unexpected atomic.Int64
 	hits, misses         atomic.Int64 // of the requests served
+	// hitTime and missTime add up the time, in nanoseconds, the hits and
+	// the misses held their worker (load.Pool.Serve): the costs as served,
+	// which Go's timers make longer than the model's.
+	hitTime, missTime atomic.Int64
 }
 
 // startServer starts a server with cfg, listening on 127.0.0.1.
@@ -101,7 +105,8 @@ func (s *server) handle(ctx context.Context, req *channel.RawRequest) (*channel.
 	if s.cfg.coldFactor > 1 {
 		d = time.Duration(float64(d) * coldCost(s.cfg.coldFactor, s.cfg.coldWindow, time.Since(s.started)))
 	}
-	switch err := s.pool.Serve(ctx, d); {
+	held, err := s.pool.Serve(ctx, d)
+	switch {
 	case errors.Is(err, load.ErrShed):
 		return nil, channel.Busy("balancing: %d workers busy and %d requests waiting", s.cfg.workers, queuePerWorker*s.cfg.workers)
 	case err != nil:
@@ -110,8 +115,10 @@ func (s *server) handle(ctx context.Context, req *channel.RawRequest) (*channel.
 	if s.cache != nil {
 		if hit {
 			s.hits.Add(1)
+			s.hitTime.Add(int64(held))
 		} else {
 			s.misses.Add(1)
+			s.missTime.Add(int64(held))
 			s.cache.add(key)
 		}
 	}
@@ -216,14 +223,50 @@ func (f fleet) resetPeaks() {
 	}
 }
 
-// cacheCounts returns the hits and misses of the requests the servers
-// served, in all.
-func (f fleet) cacheCounts() (hits, misses int64) {
-	for _, s := range f {
-		hits += s.hits.Load()
-		misses += s.misses.Load()
+// cacheCounts are a cached server's counts of the requests it served:
+// hits and misses, and the time each kind held a worker in all.
+type cacheCounts struct {
+	hits, misses      int64
+	hitTime, missTime time.Duration
+}
+
+// counts returns s's cache counts now.
+func (s *server) counts() cacheCounts {
+	return cacheCounts{hits: s.hits.Load(), misses: s.misses.Load(),
+		hitTime: time.Duration(s.hitTime.Load()), missTime: time.Duration(s.missTime.Load())}
+}
+
+// sub returns the counts from b to a (a taken after b).
+func (a cacheCounts) sub(b cacheCounts) cacheCounts {
+	return cacheCounts{a.hits - b.hits, a.misses - b.misses, a.hitTime - b.hitTime, a.missTime - b.missTime}
+}
+
+func (a cacheCounts) add(b cacheCounts) cacheCounts {
+	return cacheCounts{a.hits + b.hits, a.misses + b.misses, a.hitTime + b.hitTime, a.missTime + b.missTime}
+}
+
+// hitRate returns the share of the requests that were hits, 0 for none.
+func (a cacheCounts) hitRate() float64 { return share(float64(a.hits), float64(a.hits+a.misses)) }
+
+// costs returns the mean time a hit and a miss held a worker (0 for
+// none).
+func (a cacheCounts) costs() (hit, miss time.Duration) {
+	if a.hits > 0 {
+		hit = a.hitTime / time.Duration(a.hits)
 	}
-	return hits, misses
+	if a.misses > 0 {
+		miss = a.missTime / time.Duration(a.misses)
+	}
+	return hit, miss
+}
+
+// cacheCounts returns the servers' cache counts, in all.
+func (f fleet) cacheCounts() cacheCounts {
+	var c cacheCounts
+	for _, s := range f {
+		c = c.add(s.counts())
+	}
+	return c
 }
 
 // lru is a cache of keys, safe for concurrent use, that holds at most

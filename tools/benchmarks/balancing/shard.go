@@ -43,6 +43,12 @@ type ShardRow struct {
 	// HitRate is the share of the requests served after the warmup that
 	// found their key in the server's cache.
 	HitRate float64 `json:"hit_rate"`
+	// HitCost and MissCost are the mean time a hit and a miss served
+	// after the warmup held their worker (load.Pool.Serve): the model's
+	// ShardConfig.Hit and Miss as the servers ran them, a Go timer's
+	// lateness added.
+	HitCost  load.Millis `json:"hit_cost_ms"`
+	MissCost load.Millis `json:"miss_cost_ms"`
 	// AtHome is the share of the measured calls that reached their key's
 	// home on the ring, HotAtHome the same of the hot key's calls: what
 	// the bounded load lets stay (about 1 in Servers by chance, without
@@ -56,8 +62,90 @@ type ShardRow struct {
 	MeanInFlight  float64 `json:"mean_in_flight"`
 	Busiest       float64 `json:"busiest_in_flight"`
 	BusiestServer string  `json:"busiest_server"`
+	// Bound is the bounded load checked on the client's peers, read every
+	// ShardConfig.Sample after the warmup.
+	Bound BoundCheck `json:"bound"`
 	// Seconds is the hit rate second by second, from the first call.
 	Seconds []float64 `json:"seconds"`
+}
+
+// BoundCheck is the shard keys' bounded load, checked where the chooser
+// applies it: on the client's calls pending to each peer
+// (channel.Channel.Peers), read every ShardConfig.Sample over the
+// measured stretch. The chooser sends a call to its key's home only while
+// the home has fewer than ceil(c x (m + 1) / n) calls pending, m being
+// the calls pending to all n peers (balance.Capacity; the shard servers'
+// weights are equal), and walks on to the next peer on the ring
+// otherwise. So in any sample no peer should have more than
+// ceil(c x (M + 1) / n) + 1 calls pending, M being the calls pending to
+// all (the one more for a call ending between the reads of two peers),
+// with c the default factor, 1.25, whatever the row's own: a row bound
+// more loosely breaks it.
+type BoundCheck struct {
+	// Factor is c, balance.DefaultBalanceFactor.
+	Factor  float64 `json:"factor"`
+	Samples int     `json:"samples"`
+	// MeanPending is the calls pending to all the peers, on average over
+	// the samples.
+	MeanPending float64 `json:"mean_pending"`
+	// Over is the share of the samples in which a peer had more calls
+	// pending than the bound.
+	Over float64 `json:"over"`
+	// WorstPending is the calls pending to one peer in the sample where
+	// a peer exceeded the bound most (or came nearest to it), WorstBound
+	// the bound then, WorstAll the calls pending to all the peers.
+	WorstPending int64 `json:"worst_pending"`
+	WorstBound   int64 `json:"worst_bound"`
+	WorstAll     int64 `json:"worst_all"`
+}
+
+// pendingSample is one reading of the client's peers: the most calls
+// pending to one peer, the calls pending to all, and how many peers.
+type pendingSample struct {
+	most, all int64
+	peers     int
+}
+
+// readPending reads the client's peers of Service.
+func readPending(client *channel.Channel) pendingSample {
+	var s pendingSample
+	for _, p := range client.Peers(Service) {
+		n := max(p.Pending, 0)
+		s.most, s.all = max(s.most, n), s.all+n
+		s.peers++
+	}
+	return s
+}
+
+// pendingBound is the most calls one of peers peers may have pending, by
+// the bounded load of factor c, when all are pending to all of them:
+// ceil(c x (all + 1) / peers) + 1 (see BoundCheck).
+func pendingBound(c float64, all int64, peers int) int64 {
+	return balance.Capacity(c, all, 1, float64(peers)) + 1
+}
+
+// checkBound checks samples against the bounded load of factor c.
+func checkBound(c float64, samples []pendingSample) BoundCheck {
+	b := BoundCheck{Factor: c, Samples: len(samples)}
+	over, sum := 0, int64(0)
+	worst := int64(math.MinInt64)
+	for _, s := range samples {
+		if s.peers == 0 {
+			continue
+		}
+		bound := pendingBound(c, s.all, s.peers)
+		if s.most > bound {
+			over++
+		}
+		if excess := s.most - bound; excess > worst {
+			worst = excess
+			b.WorstPending, b.WorstBound, b.WorstAll = s.most, bound, s.all
+		}
+		sum += s.all
+	}
+	b.Over = share(float64(over), float64(len(samples)))
+	b.MeanPending = share(float64(sum), float64(len(samples)))
+	return b
 }
 
 // ShardServer is one server's figures.
@@ -77,12 +165,13 @@ type RingMoves struct {
 	// each counted once.
 	Keys int `json:"keys"`
 	// Leave is the share of the keys whose home moves when the server
-	// Leaving (the last one) leaves; LeaveMean and LeaveMax are the mean
-	// and largest share over each server leaving in turn.
-	Leaving   string  `json:"leaving"`
-	Leave     float64 `json:"leave"`
-	LeaveMean float64 `json:"leave_mean"`
-	LeaveMax  float64 `json:"leave_max"`
+	// Leaving (the last one) leaves; LeaveMax the largest share over each
+	// server leaving in turn. (Their mean is 1/Servers whatever the ring:
+	// each key has one home, so the shares homed on the servers add up
+	// to 1.)
+	Leaving  string  `json:"leaving"`
+	Leave    float64 `json:"leave"`
+	LeaveMax float64 `json:"leave_max"`
 	// Fleets more fleets of as many servers, on random ports of
 	// 127.0.0.1 (seeded), show the spread: FleetsLeaveMax is the largest
 	// share a leave moved in any of them, FleetsOver12 the share of
@@ -167,28 +256,27 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 		return row, moves, err
 	}
 
-	type cacheAt struct {
-		at           time.Time
-		hits, misses int64
-	}
 	var (
 		before      []load.PoolStats
-		beforeCache []cacheAt
-		samples     []cacheAt
+		beforeCache []cacheCounts
+		samples     []cacheCounts // a second apart
 	)
-	perServer := func() []cacheAt {
-		out := make([]cacheAt, len(f))
+	perServer := func() []cacheCounts {
+		out := make([]cacheCounts, len(f))
 		for i, s := range f {
-			out[i] = cacheAt{hits: s.hits.Load(), misses: s.misses.Load()}
+			out[i] = s.counts()
 		}
 		return out
 	}
+	type pendingAt struct {
+		at time.Time
+		pendingSample
+	}
+	var pending []pendingAt
+	samples = append(samples, cacheCounts{})
+	stop := sampler(time.Second, func(time.Time) { samples = append(samples, f.cacheCounts()) })
+	stopPending := sampler(sh.Sample, func(now time.Time) { pending = append(pending, pendingAt{now, readPending(client)}) })
 	t0 := time.Now()
-	samples = append(samples, cacheAt{at: t0})
-	stop := sampler(time.Second, func(now time.Time) {
-		h, m := f.cacheCounts()
-		samples = append(samples, cacheAt{at: now, hits: h, misses: m})
-	})
 	wait := at(t0, sh.Warmup, func() {
 		f.resetPeaks()
 		before, beforeCache = f.stats(), perServer()
@@ -204,6 +292,7 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 	rep, err := runLoad(ctx, client, sh.Rate, sh.Warmup+sh.Duration, c.Timeout, vary)
 	wait()
 	stop()
+	stopPending()
 	if err != nil {
 		return row, moves, err
 	}
@@ -215,6 +304,13 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 	recs := rep.Records
 	measured := span{sh.Warmup, sh.Warmup + sh.Duration}
 	row.Measured = outcome(count(recs, measured.has))
+	var inWindow []pendingSample
+	for _, s := range pending {
+		if off := s.at.Sub(rep.Start); off >= measured.from && off < measured.to {
+			inWindow = append(inWindow, s.pendingSample)
+		}
+	}
+	row.Bound = checkBound(balance.DefaultBalanceFactor, inWindow)
 	idx := f.index()
 	calls := make([]int, len(f))
 	for _, r := range recs {
@@ -222,11 +318,11 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 			calls[i]++
 		}
 	}
-	var hits, misses int64
+	var cache cacheCounts
 	for i, srv := range f {
-		h, m := afterCache[i].hits-beforeCache[i].hits, afterCache[i].misses-beforeCache[i].misses
-		hits, misses = hits+h, misses+m
-		s := ShardServer{HostPort: srv.hostPort(), Calls: calls[i], HitRate: share(float64(h), float64(h+m)),
+		c := afterCache[i].sub(beforeCache[i])
+		cache = cache.add(c)
+		s := ShardServer{HostPort: srv.hostPort(), Calls: calls[i], HitRate: c.hitRate(),
 			MeanInFlight: load.MeanInFlight(before[i], after[i]), PeakInFlight: after[i].Peak}
 		row.MeanInFlight += s.MeanInFlight / float64(len(f))
 		if s.MeanInFlight > row.Busiest || row.BusiestServer == "" {
@@ -234,7 +330,9 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 		}
 		row.Servers = append(row.Servers, s)
 	}
-	row.HitRate = share(float64(hits), float64(hits+misses))
+	row.HitRate = cache.hitRate()
+	hit, miss := cache.costs()
+	row.HitCost, row.MissCost = load.Millis(hit), load.Millis(miss)
 	names := f.hostPorts()
 	ring, err := balance.NewRing(names, nil)
 	if err != nil {
@@ -259,10 +357,9 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 		}
 	}
 	row.AtHome, row.HotAtHome = share(float64(home), float64(all)), share(float64(hotHome), float64(hot))
-	// The samples' seconds start at t0, a moment before the first call.
+	// The samples' seconds start a moment before the first call.
 	for i := 1; i < len(samples); i++ {
-		a, b := samples[i-1], samples[i]
-		row.Seconds = append(row.Seconds, share(float64(b.hits-a.hits), float64(b.hits-a.hits+b.misses-a.misses)))
+		row.Seconds = append(row.Seconds, samples[i].sub(samples[i-1]).hitRate())
 	}
 
 	if keyed && factor == 0 {
@@ -365,7 +462,6 @@ func ringMoves(ctx context.Context, c Config, f fleet) (RingMoves, error) {
 	// member's points do not depend on the others (balance.Ring). The
 	// probed leave is computed on the smaller ring itself, as a check.
 	for _, x := range homeShares(full, len(names)) {
-		m.LeaveMean += x / float64(len(names))
 		m.LeaveMax = max(m.LeaveMax, x)
 	}
 	leaveNames := names[:len(names)-1]

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
 	"github.com/sluice-rpc/sluice/tools/internal/chart"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -47,7 +48,7 @@ func (r *Result) WriteChart(path string) error {
 				l = append(l, plotter.XY{X: x, Y: float64(s.P99) / float64(time.Millisecond)})
 			}
 		}
-		name := fmt.Sprintf("shed %s, throttle %s", row.Shedding, onOff(row.Throttling))
+		name := fmt.Sprintf("shed %s, throttle %s", row.Shedding, benchrun.OnOff(row.Throttling))
 		for _, pl := range []struct {
 			p   *plot.Plot
 			xys plotter.XYs

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"runtime/debug"
 	"time"
 
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/shed"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
+	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
 )
 
 // Shedding is what a server does above its capacity.
@@ -57,7 +57,7 @@ type Config struct {
 }
 
 // DefaultGCPercent is Config.GCPercent's default.
-const DefaultGCPercent = 400
+const DefaultGCPercent = benchrun.DefaultGCPercent
 
 // Bounds of a Config.
 const (
@@ -152,9 +152,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	if cfg.GCPercent > 0 {
-		defer debug.SetGCPercent(debug.SetGCPercent(cfg.GCPercent))
-	}
+	defer benchrun.SetGCPercent(cfg.GCPercent)()
 	res := &Result{Config: cfg}
 	cfg.progress("unloaded: a quarter of the capacity, no shedding")
 	unloaded, err := runOne(ctx, cfg, NoShedding, false, 0.25)
@@ -167,7 +165,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			cfg.progress(fmt.Sprintf("shedding %s, client busy throttling %s", s, onOff(throttling)))
+			cfg.progress(fmt.Sprintf("shedding %s, client busy throttling %s", s, benchrun.OnOff(throttling)))
 			row, err := runOne(ctx, cfg, s, throttling, cfg.Load)
 			if err != nil {
 				return nil, err
@@ -182,13 +180,6 @@ func (c Config) progress(s string) {
 	if c.Progress != nil {
 		c.Progress(s)
 	}
-}
-
-func onOff(b bool) string {
-	if b {
-		return "on"
-	}
-	return "off"
 }
 
 // runOne runs one combination at load times the capacity.
@@ -256,12 +247,8 @@ func runOne(ctx context.Context, cfg Config, s Shedding, throttling bool, loadFa
 // WriteTable writes r as a Markdown table.
 func (r *Result) WriteTable(w io.Writer) error {
 	c := r.Config
-	gogc := "the process's"
-	if c.GCPercent > 0 {
-		gogc = fmt.Sprint(c.GCPercent)
-	}
 	_, err := fmt.Fprintf(w, "Server: %d workers x %v (capacity C = %.0f calls/s); offered %.1f x C = %.0f calls/s for %v, open loop, no retries, %v timeout; GOGC %s.\n",
-		c.Workers, c.Service, c.Capacity(), c.Load, c.Load*c.Capacity(), c.Duration, c.Timeout, gogc)
+		c.Workers, c.Service, c.Capacity(), c.Load, c.Load*c.Capacity(), c.Duration, c.Timeout, benchrun.GOGC(c.GCPercent))
 	if err != nil {
 		return err
 	}
@@ -277,7 +264,7 @@ func (r *Result) WriteTable(w io.Writer) error {
 		}
 		secs := c.Duration.Seconds()
 		fmt.Fprintf(w, "| %s | %s | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %v | %v | %.1fx | %.0f | %.0f | %.1f |\n",
-			row.Shedding, onOff(row.Throttling), 100*row.Goodput, 100*row.Busy, 100*row.Refused, 100*row.OtherFailed,
+			row.Shedding, benchrun.OnOff(row.Throttling), 100*row.Goodput, 100*row.Busy, 100*row.Refused, 100*row.OtherFailed,
 			rep.Latency.P50, rep.Latency.P99, ratio, float64(row.Reached)/secs, float64(row.Handled)/secs, float64(row.GCs)/secs)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/serviceconfig"
+	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
 )
 
 // Scenario names a fault, the way `sluice faults --scenarios` spells it.
@@ -70,28 +71,20 @@ func (s Scenario) Setups() []Setup {
 	return append([]Setup(nil), sp.setups...)
 }
 
-// Size is how big a suite's runs are.
-type Size int
+// Size is how big a suite's runs are: Full or CI ("full", "ci").
+type Size = benchrun.Size
 
 // The sizes.
 const (
 	// Full is what `sluice faults` runs by default: 3 s for refused and
 	// accept-close, 10 s for busy (the figure of 0.16 attempts per call
 	// is for 10 s), 15-20 s for kill, freeze and stall.
-	Full Size = iota
+	Full = benchrun.Full
 	// CI is what go test runs: one to three seconds a run (3 s for
 	// latency, whose slow peer's share is counted from 1 s in), 6 s for
 	// freeze and stall (whose contract allows 5 s to find the peer dead).
-	CI
+	CI = benchrun.CI
 )
-
-// String returns "full" or "ci".
-func (z Size) String() string {
-	if z == CI {
-		return "ci"
-	}
-	return "full"
-}
 
 // Runs returns the runs the suite makes of s at size z: one Config per
 // setup, with the size's Duration and FaultAt and every other field zero

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
 )
 
 // Attack names one attack.
@@ -120,25 +122,19 @@ func attackList() string {
 	return strings.Join(names, ", ")
 }
 
-// Size is how big an attack is.
-type Size int
+// Size is how big an attack is: Full or CI ("full", "ci").
+type Size = benchrun.Size
 
+// The sizes.
 const (
 	// Full is the size of the report that found the attacks: 20,000
 	// connections, 400 unfinished requests of 4 MB, 5,000 unread replies,
 	// 20 s of connect-reset, 3 minutes of soak, 300,000 Doorman client
 	// ids. A run of every attack takes about ten minutes.
-	Full Size = iota
+	Full = benchrun.Full
 	// CI is small enough for go test: a few seconds an attack.
-	CI
+	CI = benchrun.CI
 )
-
-func (s Size) String() string {
-	if s == CI {
-		return "CI"
-	}
-	return "full"
-}
 
 // params are an attack's numbers at a size.
 type params struct {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
+	"github.com/sluice-rpc/sluice/tools/internal/jsonout"
 )
 
 // The acceptance test: every attack at CI size against a freshly built
@@ -320,5 +321,18 @@ func TestParseAttacks(t *testing.T) {
 		if a.About() == "" || checks[a] == nil {
 			t.Errorf("%s has no description or no check", a)
 		}
+	}
+}
+
+// The sizes are spelled as every suite spells them, in `sluice hostile`'s
+// "ci size" line and in a result's JSON: "full" and "ci" (hostile printed
+// "CI" before the suites shared one Size).
+func TestSizeNames(t *testing.T) {
+	js, err := jsonout.Marshal(&Result{Attack: Checksum, Size: CI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprintf("%s size", CI) != "ci size" || Full.String() != "full" || !strings.Contains(string(js), `"size":"ci"`) {
+		t.Errorf("sizes %q and %q, JSON %s; want full, ci and \"size\":\"ci\"", Full, CI, js)
 	}
 }

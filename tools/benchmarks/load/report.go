@@ -32,6 +32,11 @@ type Report struct {
 	Connections int `json:"connections"`
 	Concurrency int `json:"concurrency"`
 	MaxInFlight int `json:"max_in_flight"`
+	// WarmupCalls is how many warmup calls were made before the run, over
+	// every channel: Config.Warmup on each, fewer where a call finding the
+	// peers unreachable or overloaded ended a channel's warmup. They are
+	// in no other figure.
+	WarmupCalls int `json:"warmup_calls"`
 	// Calls were made: OK of them got a response; Failed got an error
 	// after the call was let through (a TChannel error such as BUSY or
 	// TIMEOUT, or an application error, APPLICATION); Refused were refused
@@ -323,6 +328,9 @@ func (r *Report) Print(w io.Writer) {
 	case r.OfferedRPS != nil:
 		fmt.Fprintf(w, "load        offered %.1f calls/s on %s, at most %s in flight in all\n",
 			*r.OfferedRPS, plural(r.Connections, "connection"), plural(r.MaxInFlight, "call"))
+	}
+	if r.WarmupCalls > 0 {
+		fmt.Fprintf(w, "warmup      %s one at a time before the run, left out of the figures below\n", plural(r.WarmupCalls, "call"))
 	}
 	fmt.Fprintf(w, "calls       %d in %.2fs: %d ok, %d failed, %d refused locally; throughput %.1f calls/s\n",
 		r.Calls, time.Duration(r.Elapsed).Seconds(), r.OK, r.Failed, r.Refused, r.Throughput)

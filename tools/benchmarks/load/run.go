@@ -70,9 +70,14 @@ type Config struct {
 	Timeout time.Duration
 	// Warmup calls are made one at a time on each channel before the run
 	// (to open connections and prime adaptive hedging) and left out of the
-	// Report. A channel's warmup ends at its first call that fails: against
-	// a peer that never answers, Warmup calls would each run out Timeout
-	// before the run even starts, and the run reports the failure anyway.
+	// Report but for their number (Report.WarmupCalls). A channel's warmup
+	// ends at its first call that finds the peers unreachable or
+	// overloaded (warmupEnds: TIMEOUT, NETWORK, PROTOCOL, BUSY, DECLINED,
+	// or refused in this process): against a peer that never answers,
+	// Warmup calls would each run out Timeout before the run even starts,
+	// and the run reports the failure anyway. A call that was answered,
+	// with an application error or UNEXPECTED or BAD_REQUEST, does not end
+	// it: a service that answers errors is reachable, and warms up.
 	Warmup int
 	// Progress, if not nil, is called with the run's totals once every
 	// ProgressEvery (default 1s) while calls arrive or are in flight. It
@@ -211,7 +216,7 @@ func RunChannels(ctx context.Context, chs []*channel.Channel, cfg Config) (*Repo
 	if cfg.Request == nil {
 		cfg.Request = &channel.Request{Format: "raw"}
 	}
-	warmup(ctx, chs, cfg)
+	warm := warmup(ctx, chs, cfg)
 	before := sumPeers(chs, cfg.Service)
 	var r *Report
 	if unbounded {
@@ -225,6 +230,7 @@ func RunChannels(ctx context.Context, chs []*channel.Channel, cfg Config) (*Repo
 	}
 	after := sumPeers(chs, cfg.Service)
 	r.Connections, r.Concurrency, r.MaxInFlight = len(chs), cfg.Concurrency, inFlight
+	r.WarmupCalls = warm
 	r.Busy = after.Busy - before.Busy
 	r.Throttled = after.Throttled - before.Throttled
 	r.Sent = after.Sent - before.Sent
@@ -252,24 +258,48 @@ func call(ctx context.Context, ch *channel.Channel, cfg *Config, req *channel.Re
 }
 
 // warmup makes cfg.Warmup calls one at a time on each channel, the
-// channels side by side.
-func warmup(ctx context.Context, chs []*channel.Channel, cfg Config) {
+// channels side by side, a channel's ending at a call warmupEnds; it
+// returns how many calls it made in all.
+func warmup(ctx context.Context, chs []*channel.Channel, cfg Config) int {
 	if cfg.Warmup == 0 {
-		return
+		return 0
 	}
+	var made atomic.Int64
 	var wg sync.WaitGroup
 	for _, ch := range chs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := 0; i < cfg.Warmup && ctx.Err() == nil; i++ {
-				if call(ctx, ch, &cfg, cfg.Request, cfg.CallOptions).code != "" {
+				r := call(ctx, ch, &cfg, cfg.Request, cfg.CallOptions)
+				made.Add(1)
+				if warmupEnds(r) {
 					return
 				}
 			}
 		}()
 	}
 	wg.Wait()
+	return int(made.Load())
+}
+
+// warmupEnds reports whether r, a warmup call's outcome, says the peers
+// are unreachable or overloaded, so that more warmup calls would only
+// wait out their deadlines or add to the load: refused in this process
+// (UNAVAILABLE, THROTTLED, NO_PEERS, RATE_LIMITED, LOCAL), no answer in
+// time or a broken connection (TIMEOUT, NETWORK, PROTOCOL), or an answer
+// that the server is overloaded (BUSY, DECLINED). A success or any other
+// answer (APPLICATION, UNEXPECTED, BAD_REQUEST, CANCELLED) comes from a
+// server that handled the call, and the warmup goes on.
+func warmupEnds(r result) bool {
+	if r.local {
+		return true
+	}
+	switch r.code {
+	case "TIMEOUT", "NETWORK", "PROTOCOL", "BUSY", "DECLINED", "LOCAL":
+		return true
+	}
+	return false
 }
 
 // runRate makes a rate run: open loop, each call in a goroutine of its

@@ -3,6 +3,7 @@ package load
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -103,8 +104,8 @@ func TestRunMakesTheCalls(t *testing.T) {
 		t.Errorf("attempts %d (%.2f per call, %.1f%% extra), sent %d; want 200, 1, 0, 200",
 			r.Attempts, r.AttemptsPerCall, r.ExtraPercent, r.Sent)
 	}
-	if got := s.Received(); got != 202 {
-		t.Errorf("servers received %d requests, want 202 (200 and 2 warm-up)", got)
+	if got := s.Received(); got != 202 || r.WarmupCalls != 2 {
+		t.Errorf("servers received %d requests, %d warmup calls reported; want 202 (200 and 2 warm-up), 2", got, r.WarmupCalls)
 	}
 	if m := s.MaxInFlight(); m > 3 {
 		t.Errorf("servers saw %d requests at once, want at most the concurrency, 3", m)
@@ -134,7 +135,7 @@ func TestRunMakesTheCalls(t *testing.T) {
 	}
 	var sb strings.Builder
 	r.Print(&sb)
-	for _, want := range []string{"calls       200", "p99.9", "1.000 per call", "errors      none"} {
+	for _, want := range []string{"warmup      2 calls one at a time", "calls       200", "p99.9", "1.000 per call", "errors      none"} {
 		if !strings.Contains(sb.String(), want) {
 			t.Errorf("Print output lacks %q:\n%s", want, sb.String())
 		}
@@ -319,35 +320,81 @@ func TestWorkersNeverExceedTheirCapacity(t *testing.T) {
 	}
 }
 
-// A channel's warmup ends at its first failed call: of 20 warmup calls to
-// a server that answers every request Busy, one reaches it.
+// A channel's warmup ends at its first call that finds the peer
+// unreachable or overloaded, and only then: of 20 warmup calls to a
+// server that answers every request Busy, or never in time, one reaches
+// it; to one that answers with an application error or UNEXPECTED, all
+// 20 do (the peer is reachable); with nothing listening, one is made.
+// The Report counts the warmup calls made.
 func TestWarmupEndsAtAFailure(t *testing.T) {
-	srv, err := channel.New("kv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	var received atomic.Int64
-	srv.RegisterRaw("get", func(ctx context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
-		received.Add(1)
-		return nil, channel.Busy("no")
-	})
-	if err := srv.ListenAndServe("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	c, err := channel.New("load-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.AddPeer("kv", srv.HostPort()); err != nil {
-		t.Fatal(err)
-	}
-	r, err := Run(context.Background(), c, Config{Service: "kv", Method: "get", RPS: 500, Calls: 3, Warmup: 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if warm := received.Load() - int64(r.Sent); warm != 1 {
-		t.Errorf("%d warmup requests reached the server (%d in all, %d in the run), want 1", warm, received.Load(), r.Sent)
+	const warmup = 20
+	blackHole := make(chan struct{})
+	defer close(blackHole)
+	for _, tc := range []struct {
+		name    string
+		handler channel.RawHandler // nil: nothing listens
+		timeout time.Duration
+		want    int // warmup calls made, and reaching the server
+	}{
+		{"busy", func(ctx context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
+			return nil, channel.Busy("no")
+		}, 0, 1},
+		{"no answer", func(ctx context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
+			<-blackHole // past the caller's deadline: TIMEOUT
+			return nil, nil
+		}, 50 * time.Millisecond, 1},
+		{"refused", nil, 0, 1},
+		{"application error", func(ctx context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
+			return &channel.RawResponse{AppError: true}, nil
+		}, 0, warmup},
+		{"unexpected", func(ctx context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
+			return nil, errors.New("no")
+		}, 0, warmup},
+		{"ok", func(ctx context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
+			return &channel.RawResponse{}, nil
+		}, 0, warmup},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var received atomic.Int64
+			hostPort := ""
+			if tc.handler == nil {
+				hostPort = testnet.Refused(t)
+			} else {
+				srv, err := channel.New("kv")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer srv.Close()
+				srv.RegisterRaw("get", func(ctx context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
+					received.Add(1)
+					return tc.handler(ctx, req)
+				})
+				if err := srv.ListenAndServe("127.0.0.1:0"); err != nil {
+					t.Fatal(err)
+				}
+				hostPort = srv.HostPort()
+			}
+			c, err := channel.New("load-test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if err := c.AddPeer("kv", hostPort); err != nil {
+				t.Fatal(err)
+			}
+			r, err := Run(context.Background(), c, Config{Service: "kv", Method: "get", RPS: 500, Calls: 3, Warmup: warmup, Timeout: tc.timeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.WarmupCalls != tc.want {
+				t.Errorf("Report.WarmupCalls = %d, want %d", r.WarmupCalls, tc.want)
+			}
+			if tc.handler == nil {
+				return
+			}
+			if warm := received.Load() - int64(r.Sent); warm != int64(tc.want) {
+				t.Errorf("%d warmup requests reached the server (%d in all, %d in the run), want %d", warm, received.Load(), r.Sent, tc.want)
+			}
+		})
 	}
 }

@@ -135,7 +135,7 @@ func (s *Servers) serve(ctx context.Context, i int) {
 	if s.pools == nil {
 		err = sleepCtx(ctx, d)
 	} else {
-		err = s.pools[i].Serve(ctx, d)
+		_, err = s.pools[i].Serve(ctx, d)
 	}
 	if errors.Is(err, context.Canceled) {
 		s.cancelled.Add(1)

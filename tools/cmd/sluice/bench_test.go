@@ -21,6 +21,7 @@ type benchJSON struct {
 	Connections     int                `json:"connections"`
 	Concurrency     int                `json:"concurrency"`
 	MaxInFlight     int                `json:"max_in_flight"`
+	WarmupCalls     int                `json:"warmup_calls"`
 	Calls           int                `json:"calls"`
 	OK              int                `json:"ok"`
 	Failed          int                `json:"failed"`
@@ -71,6 +72,9 @@ func TestBenchEmbeddedJSON(t *testing.T) {
 	}
 	if r.Calls != 200 || r.OK != 200 || r.Failed != 0 || r.Refused != 0 || len(r.Errors) != 0 {
 		t.Errorf("calls %d ok %d failed %d refused %d errors %v, want 200 calls all ok", r.Calls, r.OK, r.Failed, r.Refused, r.Errors)
+	}
+	if r.Connections < 1 || r.WarmupCalls != 10*r.Connections {
+		t.Errorf("%d warmup calls on %d connections, want the default 10 on each", r.WarmupCalls, r.Connections)
 	}
 	// No value is null, not zeros: no call failed or was refused.
 	if r.FailedLatency != nil || r.RefusedLatency != nil || r.PeerList != nil {
