@@ -278,6 +278,15 @@ func (s *Server) tickParent(ctx context.Context) time.Time {
 		// Woken during a backoff: do not hammer a parent that is down.
 		return p.retryAt
 	}
+	// This round asks for every resource there is now, so a wake-up
+	// already pending (a resource created, or a mastership change, before
+	// the round started) is answered by it: left pending, it would start
+	// a second round at once, asking again what was just answered. A
+	// wake-up from now on is newer than the round's snapshot and stays.
+	select {
+	case <-p.wake:
+	default:
+	}
 	wait := s.refreshParent(ctx, &p.failures)
 	now := s.clock.Now()
 	p.retryAt = time.Time{}

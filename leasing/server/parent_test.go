@@ -343,6 +343,41 @@ func TestIntermediateRenewsWithinItsLease(t *testing.T) {
 	}
 }
 
+// A round answers the wake-ups that came before it: the first client of
+// a resource wakes the refresh loop, and when the loop's first round was
+// already on its way (it started after the resource appeared) that round
+// asks for it. The wake-up left pending would start a second round at
+// once, asking the parent again for what it has just answered; once
+// behind the loop's timer it is what made this package's tests wait on a
+// round that was not due (a flake seen in CI).
+func TestIntermediateRoundAnswersEarlierWake(t *testing.T) {
+	root := startOriginalNode(t, "")
+	clk := clock.NewFake(testEpoch)
+	s, err := New(Config{Parent: root.self, ID: "mid", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.driveParent(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, startServer(t, s, ""))
+	leaseOf(t, c, "a", 30) // creates "r": a wake-up
+	now := clk.Now().Unix()
+	done := make(chan time.Time)
+	go func() { done <- d.Tick(context.Background()) }()
+	if req := testwait.Recv(t, root.reqs, "the round's request"); len(req.Resource) != 1 || req.Resource[0].GetResourceId() != "r" {
+		t.Fatalf("the round asked for %v, want r", req.Resource)
+	}
+	root.answer <- originalAnswer(100, now+20, 10, 5)
+	if next := testwait.Recv(t, done, "the round to end"); !next.Equal(clk.Now().Add(5 * time.Second)) {
+		t.Fatalf("the next round is at %v, want half the parent's 10 s interval from now", next)
+	}
+	if d.Woken() {
+		t.Fatal("the wake-up from before the round is still pending: the loop would ask the parent again at once")
+	}
+}
+
 // An intermediate in learning mode whose parent has not answered yet (it
 // has just started, or just won its node's mastership) echoes what its
 // clients say they have, as a root does, rather than handing out 0 until
