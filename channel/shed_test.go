@@ -160,8 +160,12 @@ func TestAdaptiveLimitStartsWithAProbe(t *testing.T) {
 	g := startGateServer(t, ShedConfig{Adaptive: &shed.Config{}})
 	errs := burst(t, g.ch.HostPort(), "work", 20)
 	for i := 0; i < 20-shed.DefaultProbeLimit; i++ {
-		checkBusyWithPushback(t, <-errs)
+		checkBusyWithPushback(t, testwait.Recv(t, errs, fmt.Sprintf("shed call %d of %d", i+1, 20-shed.DefaultProbeLimit)))
 	}
+	// The admitted calls' handlers may not all have started when the last
+	// refusal arrives: released before, one would start after another
+	// ended, and most would read one short.
+	testwait.Until(t, "the probe's slots taken", func() bool { return g.running.Load() == shed.DefaultProbeLimit })
 	close(g.release)
 	for i := 0; i < shed.DefaultProbeLimit; i++ {
 		if err := <-errs; err != nil {
