@@ -135,11 +135,9 @@ var tlsVersions = []struct {
 	max  uint16
 }{{"TLS 1.2", tls.VersionTLS12}, {"TLS 1.3", tls.VersionTLS13}}
 
-// With mutual TLS a client's raw and JSON calls are served, and the
-// handlers and the inbound middleware read the client's verified
-// identity: subject, DNS and URI names.
-func TestTLSMutualCalls(t *testing.T) {
-	certs := testcerts.New(t)
+// recordTLS returns an inbound middleware that records each call's
+// Inbound.TLS, and a function returning what it has recorded so far.
+func recordTLS() (Option, func() []*TLSInfo) {
 	var (
 		mu  sync.Mutex
 		ins []*TLSInfo
@@ -150,6 +148,19 @@ func TestTLSMutualCalls(t *testing.T) {
 		mu.Unlock()
 		return next(ctx)
 	})
+	return mw, func() []*TLSInfo {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]*TLSInfo(nil), ins...)
+	}
+}
+
+// With mutual TLS a client's raw and JSON calls are served, and the
+// handlers and the inbound middleware read the client's verified
+// identity: subject, DNS and URI names.
+func TestTLSMutualCalls(t *testing.T) {
+	certs := testcerts.New(t)
+	mw, seen := recordTLS()
 	s := startTLSServer(t, tlsfiles.Files{Cert: certs.Server.Cert, Key: certs.Server.Key, CA: certs.CA.File}, TLSOnly, mw)
 	if err := s.ch.RegisterJSON(map[string]any{
 		"whoamiJSON": func(ctx tjson.Context, _ *echoReq) (*echoRes, error) {
@@ -181,8 +192,7 @@ func TestTLSMutualCalls(t *testing.T) {
 			}
 		})
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	ins := seen()
 	if len(ins) != 8 {
 		t.Fatalf("the middleware saw %d calls, want 8", len(ins))
 	}
@@ -267,16 +277,7 @@ func TestTLSLoggingHookDoesNotVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	logged := make(chan string, 10)
-	var (
-		mu  sync.Mutex
-		ins []*TLSInfo
-	)
-	mw := WithInboundMiddleware(func(ctx context.Context, in *Inbound, next func(context.Context) error) error {
-		mu.Lock()
-		ins = append(ins, in.TLS)
-		mu.Unlock()
-		return next(ctx)
-	})
+	mw, seen := recordTLS()
 	s := startTLSServerConfig(t, ServerTLS{Config: &tls.Config{
 		Certificates: []tls.Certificate{cert},
 		ClientAuth:   tls.RequireAnyClientCert,
@@ -297,9 +298,7 @@ func TestTLSLoggingHookDoesNotVerify(t *testing.T) {
 	if got := testwait.Recv(t, logged, "the hook's log"); got != testcerts.ClientName {
 		t.Errorf("the hook saw %q, want the client's certificate", got)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(ins) != 1 || ins[0] == nil || ins[0].Verified || ins[0].Identity.CommonName != testcerts.ClientName || len(ins[0].State().VerifiedChains) != 0 {
+	if ins := seen(); len(ins) != 1 || ins[0] == nil || ins[0].Verified || ins[0].Identity.CommonName != testcerts.ClientName || len(ins[0].State().VerifiedChains) != 0 {
 		t.Errorf("Inbound.TLS = %+v, want the client's certificate, unverified", ins)
 	}
 }
