@@ -14,19 +14,14 @@
 package testcerts
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/sluice-rpc/sluice/internal/certgen"
 )
 
 // The names of the certificates New makes.
@@ -39,6 +34,9 @@ const (
 	ClientURI = "spiffe://sluice.test/client"
 	// WrongName is the only name Set.WrongName is valid for.
 	WrongName = "wrong.sluice.test"
+	// organization is the subject's organization of every certificate
+	// made here.
+	organization = "Sluice tests"
 )
 
 // Authority is a certificate authority that issues certificates. Its
@@ -51,25 +49,12 @@ type Authority struct {
 	PEM []byte
 	// Cert is the authority's certificate.
 	Cert *x509.Certificate
-	key  *ecdsa.PrivateKey
+	ca   certgen.Authority
 }
 
-// Leaf describes a certificate for Authority.Issue to make.
-type Leaf struct {
-	// CommonName is the subject's common name.
-	CommonName string
-	// DNSNames, IPs and URIs are the subject alternative names.
-	DNSNames []string
-	IPs      []net.IP
-	URIs     []string
-	// Usage is the extended key usage: x509.ExtKeyUsageServerAuth or
-	// x509.ExtKeyUsageClientAuth. The zero value, x509.ExtKeyUsageAny,
-	// makes a certificate good for either.
-	Usage x509.ExtKeyUsage
-	// NotBefore and NotAfter bound the validity; zero means an hour ago and
-	// a day from now.
-	NotBefore, NotAfter time.Time
-}
+// Leaf describes a certificate for Authority.Issue to make; its
+// Organization defaults to "Sluice tests".
+type Leaf = certgen.Leaf
 
 // Pair is a certificate and its private key, in memory and in PEM files.
 type Pair struct {
@@ -141,12 +126,11 @@ func New(t testing.TB) Set {
 // to a file in t.TempDir.
 func NewCA(t testing.TB, cn string) Authority {
 	t.Helper()
-	key := newKey(t)
-	tmpl := template(t, cn, time.Time{}, time.Time{})
-	tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
-	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature
-	cert := create(t, tmpl, tmpl, key, key)
-	a := Authority{File: filepath.Join(t.TempDir(), "ca.pem"), PEM: certPEM(cert), Cert: cert, key: key}
+	ca, err := certgen.NewAuthority(Leaf{CommonName: cn, Organization: organization})
+	if err != nil {
+		t.Fatalf("testcerts: %v", err)
+	}
+	a := Authority{File: filepath.Join(t.TempDir(), "ca.pem"), PEM: certgen.CertPEM(ca.Cert), Cert: ca.Cert, ca: ca}
 	Write(t, a.File, a.PEM)
 	return a
 }
@@ -155,20 +139,14 @@ func NewCA(t testing.TB, cn string) Authority {
 // and writes both to files in t.TempDir.
 func (a Authority) Issue(t testing.TB, l Leaf) Pair {
 	t.Helper()
-	key := newKey(t)
-	tmpl := template(t, l.CommonName, l.NotBefore, l.NotAfter)
-	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{l.Usage}
-	tmpl.DNSNames, tmpl.IPAddresses = l.DNSNames, l.IPs
-	for _, s := range l.URIs {
-		u, err := url.Parse(s)
-		if err != nil {
-			t.Fatalf("testcerts: URI %q: %v", s, err)
-		}
-		tmpl.URIs = append(tmpl.URIs, u)
+	if l.Organization == "" {
+		l.Organization = organization
 	}
-	cert := create(t, tmpl, a.Cert, key, a.key)
-	der, err := x509.MarshalPKCS8PrivateKey(key)
+	cert, key, err := a.ca.Issue(l)
+	if err != nil {
+		t.Fatalf("testcerts: %v", err)
+	}
+	keyPEM, err := certgen.KeyPEM(key)
 	if err != nil {
 		t.Fatalf("testcerts: %v", err)
 	}
@@ -176,8 +154,8 @@ func (a Authority) Issue(t testing.TB, l Leaf) Pair {
 	p := Pair{
 		Cert:    filepath.Join(dir, "cert.pem"),
 		Key:     filepath.Join(dir, "key.pem"),
-		CertPEM: certPEM(cert),
-		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}),
+		CertPEM: certgen.CertPEM(cert),
+		KeyPEM:  keyPEM,
 		Leaf:    cert,
 	}
 	Write(t, p.Cert, p.CertPEM)
@@ -225,51 +203,4 @@ func Write(t testing.TB, file string, data []byte) {
 			t.Fatalf("testcerts: %v", err)
 		}
 	}
-}
-
-func newKey(t testing.TB) *ecdsa.PrivateKey {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatalf("testcerts: %v", err)
-	}
-	return k
-}
-
-func template(t testing.TB, cn string, notBefore, notAfter time.Time) *x509.Certificate {
-	t.Helper()
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		t.Fatalf("testcerts: %v", err)
-	}
-	now := time.Now()
-	if notBefore.IsZero() {
-		notBefore = now.Add(-time.Hour)
-	}
-	if notAfter.IsZero() {
-		notAfter = now.Add(24 * time.Hour)
-	}
-	return &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: cn, Organization: []string{"Sluice tests"}},
-		NotBefore:    notBefore,
-		NotAfter:     notAfter,
-	}
-}
-
-func create(t testing.TB, tmpl, parent *x509.Certificate, key, signer *ecdsa.PrivateKey) *x509.Certificate {
-	t.Helper()
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
-	if err != nil {
-		t.Fatalf("testcerts: %v", err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatalf("testcerts: %v", err)
-	}
-	return cert
-}
-
-func certPEM(c *x509.Certificate) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
 }
