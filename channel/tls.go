@@ -76,8 +76,8 @@ func (m TLSMode) String() string {
 type ServerTLS struct {
 	// Config is the server's TLS configuration; required. It is used for
 	// every connection accepted, as it is: a configuration whose
-	// GetCertificate reads the current certificate (as
-	// tlsfiles.Reloader.ServerConfig's does) presents a certificate
+	// GetConfigForClient or GetCertificate reads the current certificate
+	// (as tlsfiles.Reloader.ServerConfig's does) presents a certificate
 	// replaced on disk to the connections accepted after, while those
 	// already open keep theirs. Mutual TLS is the configuration's
 	// ClientAuth, or that of the configuration its GetConfigForClient

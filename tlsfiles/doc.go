@@ -45,10 +45,11 @@
 // # How each side picks up new files
 //
 // A server's configuration (Reloader.ServerConfig) is made once and serves
-// every connection: its GetConfigForClient hands each handshake the
-// configuration of the certificate and CA in use, made once when they
-// were loaded, which presents the certificate and, with a CA, requires a
-// client certificate (tls.RequireAndVerifyClientCert) that chains to it.
+// every connection: its GetConfigForClient hands each handshake a clone
+// of it for the certificate and CA in use, made at the first handshake
+// after they were loaded, which presents the certificate and, with a CA,
+// requires a client certificate (tls.RequireAndVerifyClientCert) that
+// chains to it.
 // crypto/tls verifies the client's certificate itself, as with a fixed
 // configuration: the chain, the validity dates, the client-authentication
 // key usage. A refused client learns why from the alert ("unknown
@@ -57,11 +58,11 @@
 // session is checked against the CA in use too (crypto/tls does so from
 // Go 1.24.13, 1.25.7 and 1.26.0, which go.mod requires).
 //
-// To customise the configuration a handshake gets (ALPN protocols, cipher
-// suites, a VerifyConnection hook), wrap GetConfigForClient and modify a
-// clone of what it returns (Reloader.ServerConfig shows how): fields set
-// on the configuration ServerConfig returns are not used. gRPC's
-// credentials wrap it so themselves, to add their ALPN protocol.
+// Fields set on the configuration ServerConfig returns before its first
+// handshake (ALPN protocols, cipher suites, versions, a VerifyConnection
+// hook) hold for every handshake. gRPC's credentials wrap
+// GetConfigForClient and set their ALPN protocol on a clone of what it
+// returns.
 //
 // A client's configuration (Reloader.ClientConfig) presents the current
 // certificate through GetClientCertificate, but takes the CA as it is when

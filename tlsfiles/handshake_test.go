@@ -216,6 +216,37 @@ func TestServerConfigClone(t *testing.T) {
 	}
 }
 
+// Fields set on ServerConfig's configuration before its first handshake
+// hold for the handshakes: a minimum version of TLS 1.3 refuses a client
+// capped at TLS 1.2, and client authentication set by hand (no CA in the
+// files) refuses a client without a certificate. (They were ignored:
+// both clients were served.)
+func TestServerConfigKeepsItsFields(t *testing.T) {
+	s := testcerts.New(t)
+	r := newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key}})
+	tls13 := serverConfig(t, r)
+	tls13.MinVersion = tls.VersionTLS13
+	srv := serve(t, tls13)
+	old := mustClientConfig(t, tlsfiles.Files{CA: s.CA.File})
+	old.MaxVersion = tls.VersionTLS12
+	_, err := dial(t, srv.addr, old)
+	if h := srv.next(t); err == nil || h.err == nil || !strings.Contains(h.err.Error(), "unsupported versions") {
+		t.Errorf("a TLS 1.2 client of a server set to TLS 1.3: client %v, server %v; want both refused for the version", err, h.err)
+	}
+
+	byHand := serverConfig(t, r)
+	byHand.ClientAuth, byHand.ClientCAs = tls.RequireAndVerifyClientCert, mustPool(t, s.CA.PEM)
+	srv = serve(t, byHand)
+	_, err = dial(t, srv.addr, mustClientConfig(t, tlsfiles.Files{CA: s.CA.File}))
+	if h := srv.next(t); h.err == nil || !strings.Contains(h.err.Error(), "client didn't provide a certificate") {
+		t.Errorf("a client without a certificate of a server requiring one: client %v, server %v; want it refused", err, h.err)
+	}
+	mustDial(t, srv.addr, mustClientConfig(t, tlsfiles.Files{Cert: s.Client.Cert, Key: s.Client.Key, CA: s.CA.File}))
+	if h := srv.next(t); h.err != nil || len(h.state.VerifiedChains) == 0 {
+		t.Errorf("a client with a certificate of the CA: %v, %d verified chains; want it served, verified", h.err, len(h.state.VerifiedChains))
+	}
+}
+
 func mustClientConfig(t *testing.T, f tlsfiles.Files) *tls.Config {
 	t.Helper()
 	c, err := f.ClientConfig("")

@@ -74,26 +74,13 @@ type Reloader struct {
 type loaded struct {
 	cert *tls.Certificate // nil when Files.Cert is empty
 	pool *x509.CertPool   // nil when Files.CA is empty
-	// server is the server configuration of cert and pool, made when
-	// they are installed (see serverConfigOf); nil when cert is.
-	server *tls.Config
 }
 
-// serverConfigOf returns the configuration a server's handshakes get
-// from GetConfigForClient while l is in use: presenting l.cert and, with
-// a CA, requiring a client certificate crypto/tls verifies against
-// l.pool. It is made once per installed certificate and CA and shared by
-// every handshake meanwhile, which only read it.
-func serverConfigOf(l *loaded) *tls.Config {
-	if l.cert == nil {
-		return nil
-	}
-	c := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*l.cert}}
-	if l.pool != nil {
-		c.ClientCAs = l.pool
-		c.ClientAuth = tls.RequireAndVerifyClientCert
-	}
-	return c
+// handshakeConfig is the configuration a server's handshakes get while
+// from is in use (see ServerConfig).
+type handshakeConfig struct {
+	from *loaded
+	cfg  *tls.Config
 }
 
 // LoadError is New's error for a file that did not load, naming the file
@@ -139,7 +126,6 @@ func New(c Config) (*Reloader, error) {
 		}
 		l.pool = pool
 	}
-	l.server = serverConfigOf(l)
 	r.cur.Store(l)
 	r.next = r.clock.Now().Add(r.interval)
 	return r, nil
@@ -151,50 +137,48 @@ func New(c Config) (*Reloader, error) {
 // configuration follows the files for every later handshake. It is an
 // error when Files.Cert is empty.
 //
-// The configuration holds MinVersion (TLS 1.2) and GetConfigForClient
-// only. GetConfigForClient hands each handshake the configuration of the
-// certificate and CA in use, made once when they were loaded:
-// Certificates holding the certificate, MinVersion TLS 1.2 and, with a
-// CA, ClientCAs the CA and ClientAuth tls.RequireAndVerifyClientCert. So
-// crypto/tls verifies client certificates itself, against the CA in use
-// at the handshake: the chain, the validity dates (by the wall clock, or
-// the Time of a clone a wrapper returns, see below), the
-// client-authentication key usage; it sends the alert that says why a
-// certificate was refused, and the ConnectionState's VerifiedChains hold
-// the verified chains (see IdentityOf).
+// The configuration holds MinVersion (TLS 1.2) and GetConfigForClient.
+// GetConfigForClient hands each handshake a clone of this configuration
+// for the certificate and CA in use, made at the first handshake after
+// they were loaded and shared by the handshakes until the next load:
+// Certificates holds the certificate and, with a CA, ClientCAs holds the
+// CA and ClientAuth is tls.RequireAndVerifyClientCert. So crypto/tls
+// verifies client certificates itself, against the CA in use at the
+// handshake: the chain, the validity dates, the client-authentication
+// key usage; it sends the alert that says why a certificate was refused,
+// and the ConnectionState's VerifiedChains hold the verified chains (see
+// IdentityOf).
 //
-// crypto/tls uses the configuration GetConfigForClient returns for all
-// but the session ticket keys, so fields set on the returned
-// configuration (or a clone) have no effect on handshakes; its
-// MinVersion is there for checks of the configuration, such as
-// channel.ServerTLS.Validate. To customise what handshakes get, wrap
-// GetConfigForClient, as gRPC's credentials do to add their ALPN
-// protocol: call the one returned, clone what it returns (it is shared by
-// every handshake; never modify it) and set the fields on the clone.
-//
-//	base := cfg.GetConfigForClient
-//	cfg.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
-//		c, err := base(hello)
-//		if err != nil {
-//			return nil, err
-//		}
-//		c = c.Clone()
-//		c.NextProtos = []string{"h2"}
-//		return c, nil
-//	}
-//
-// Do not replace GetConfigForClient or have it return nil: the outer
-// configuration has no certificate, so every handshake would fail.
+// The other fields set on the returned configuration before its first
+// handshake (MinVersion, MaxVersion, CipherSuites, NextProtos,
+// VerifyConnection, and ClientAuth and ClientCAs when Files.CA is empty)
+// hold for every handshake, as crypto/tls wants a configuration left
+// alone once in use. Certificates and GetCertificate are the files'.
+// Do not replace GetConfigForClient: the configuration has no
+// certificate of its own, so every handshake would fail. A wrapper (gRPC's
+// credentials add their ALPN protocol so) calls the one returned and
+// sets fields on a clone of what it returns, which is shared.
 func (r *Reloader) ServerConfig() (*tls.Config, error) {
 	if r.files.Cert == "" {
 		return nil, errNoServerCert
 	}
-	return &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			return r.current().server, nil
-		},
-	}, nil
+	outer := &tls.Config{MinVersion: tls.VersionTLS12}
+	var made atomic.Pointer[handshakeConfig]
+	outer.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		l := r.current()
+		if h := made.Load(); h != nil && h.from == l {
+			return h.cfg, nil
+		}
+		c := outer.Clone()
+		c.GetConfigForClient, c.GetCertificate = nil, nil
+		c.Certificates = []tls.Certificate{*l.cert}
+		if l.pool != nil {
+			c.ClientCAs, c.ClientAuth = l.pool, tls.RequireAndVerifyClientCert
+		}
+		made.Store(&handshakeConfig{from: l, cfg: c})
+		return c, nil
+	}
+	return outer, nil
 }
 
 // ClientConfig returns the TLS configuration of a client verifying the
@@ -306,12 +290,11 @@ func (r *Reloader) report(errs []error) {
 	}
 }
 
-// install replaces what is loaded by a copy edit changed, with its
-// server configuration made anew. The caller holds mu.
+// install replaces what is loaded by a copy edit changed. The caller
+// holds mu.
 func (r *Reloader) install(edit func(*loaded)) {
 	l := *r.cur.Load()
 	edit(&l)
-	l.server = serverConfigOf(&l)
 	r.cur.Store(&l)
 }
 
