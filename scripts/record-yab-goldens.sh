@@ -22,30 +22,9 @@ cd "$(dirname "$0")/.."
 
 idl="$(cd tools && go list -m -f '{{.Dir}}' github.com/uber/tchannel-go)/examples/keyvalue/keyvalue.thrift"
 out=tools/cmd/sluice/testdata/yab
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+. scripts/lib/servers.sh
 (cd tools && go build -o "$tmp/kvserver" ./internal/plainkv/kvserver)
 go build -o "$tmp/keyvalue" ./examples/keyvalue
-
-# start NAME COMMAND...: runs a server that prints its host:port as the
-# last word of its first line, and sets $peer.
-start() {
-  local name=$1; shift
-  "$@" >"$tmp/$name.out" 2>&1 &
-  pids+=($!)
-  peer=""
-  for _ in $(seq 100); do
-    peer=$(head -1 "$tmp/$name.out" | grep -oE '127\.0\.0\.1:[0-9]+' || true)
-    [ -n "$peer" ] && return
-    sleep 0.1
-  done
-  echo "$name did not start:"; cat "$tmp/$name.out"; exit 1
-}
 
 mkdir -p "$out"
 rm -f "$out"/*.json "$out"/*.exit

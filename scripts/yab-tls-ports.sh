@@ -13,34 +13,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${YAB:?set YAB to a yab v0.22.0 binary}"
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+. scripts/lib/servers.sh
 certs=examples/auth/certs
 (cd tools && go build -o "$tmp/sluice" ./cmd/sluice)
 
-# start NAME ARGS...: serve in the background, print its host:port.
-start() {
-  local name=$1
-  shift
-  "$tmp/sluice" serve --listen 127.0.0.1:0 "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
-  pids+=($!)
-  for _ in $(seq 100); do
-    if grep -qoE '127\.0\.0\.1:[0-9]+' "$tmp/$name.out"; then
-      grep -oE '127\.0\.0\.1:[0-9]+' "$tmp/$name.out"
-      return
-    fi
-    sleep 0.1
-  done
-  echo "$name did not start" >&2
-  exit 1
-}
-mixed=$(start mixed --tls-cert $certs/server.pem --tls-key $certs/server-key.pem --tls-ca $certs/ca.pem --tls-mode mixed)
-only=$(start only --tls-cert $certs/server.pem --tls-key $certs/server-key.pem)
+start mixed "$tmp/sluice" serve --listen 127.0.0.1:0 \
+  --tls-cert $certs/server.pem --tls-key $certs/server-key.pem --tls-ca $certs/ca.pem --tls-mode mixed
+mixed=$peer
+start only "$tmp/sluice" serve --listen 127.0.0.1:0 --tls-cert $certs/server.pem --tls-key $certs/server-key.pem
+only=$peer
 
 status=0
 check() { # check WHAT WANT-EXIT COMMAND...
@@ -63,5 +44,5 @@ check "sluice call, mutual TLS, mixed port" 0 "$tmp/sluice" call -p "$mixed" -s 
   --tls-ca $certs/ca.pem --tls-cert $certs/client.pem --tls-key $certs/client-key.pem
 check "yab, TLS-only port (refused)" 1 "$YAB" --peer "tchannel://$only" echo echo -e json -r '{"hello":"yab"}'
 grep -q "this port accepts TLS connections only" "$tmp/out" || { echo "FAIL  yab's error does not say the port is TLS-only"; status=1; }
-grep -q "refused a plaintext TChannel connection on a TLS-only port" "$tmp/only.err" || { echo "FAIL  no log line on the TLS-only server"; status=1; }
+await "$tmp/only.err" "refused a plaintext TChannel connection on a TLS-only port" || { echo "FAIL  no log line on the TLS-only server"; status=1; }
 exit $status
