@@ -142,6 +142,7 @@ func (l PeerLimits) listenerConfig() connlimit.Config {
 // lines of what they do.
 type peerGuard struct {
 	g     *tchconn.Guard
+	rec   *stats.Recorder
 	scope tally.Scope
 	conns tally.Gauge
 	// logger is the channel's tchannel-go logger, read once it is final:
@@ -166,7 +167,7 @@ type peerGuard struct {
 }
 
 func newPeerGuard(o *options, rec *stats.Recorder) (*peerGuard, error) {
-	pg := &peerGuard{scope: rec.Scope(), conns: rec.Scope().Gauge(stats.ServerConns),
+	pg := &peerGuard{rec: rec, scope: rec.Scope(), conns: rec.Scope().Gauge(stats.ServerConns),
 		logs: rate.NewLimiter(10, 10), counters: map[[2]string]tally.Counter{}, reclaim: newReclaimer()}
 	if o.serverTLS != nil {
 		accept, err := o.serverTLS(o.peerLimits)

@@ -14,7 +14,6 @@ import (
 	"github.com/sluice-rpc/sluice/internal/connlimit"
 	"github.com/sluice-rpc/sluice/internal/tchconn"
 	"github.com/sluice-rpc/sluice/internal/tframe"
-	"github.com/sluice-rpc/sluice/stats"
 	"github.com/sluice-rpc/sluice/tlsfiles"
 	"github.com/uber/tchannel-go"
 )
@@ -605,7 +604,7 @@ func (t *tlsClient) noteTLS(hostPort string) {
 // noteFallback counts a fallback to plaintext, and logs the first of
 // each peer.
 func (t *tlsClient) noteFallback(hostPort string, why error) {
-	t.pg.count(stats.PeerTLSFallbacks, stats.TagPeer, hostPort)
+	t.pg.rec.Conn(hostPort).TLSFallbacks.Inc(1)
 	t.mu.Lock()
 	first := !t.fellBack[hostPort]
 	t.fellBack[hostPort] = true

@@ -69,7 +69,8 @@ func (r *Recorder) Peer(service, hostPort string) *Peer {
 func (r *Recorder) Conn(hostPort string) *Conn {
 	return cached(r, r.conns, hostPort, func() *Conn {
 		s := r.scope.Tagged(map[string]string{TagPeer: hostPort})
-		return &Conn{State: s.Gauge(PeerState), Connects: s.Counter(PeerConnects), Failures: s.Counter(PeerConnectFailures)}
+		return &Conn{State: s.Gauge(PeerState), Connects: s.Counter(PeerConnects), Failures: s.Counter(PeerConnectFailures),
+			TLSFallbacks: s.Counter(PeerTLSFallbacks)}
 	})
 }
 
@@ -201,7 +202,8 @@ type Peer struct {
 
 // Conn holds the connection metrics of one host:port.
 type Conn struct {
-	State    tally.Gauge
-	Connects tally.Counter
-	Failures tally.Counter
+	State        tally.Gauge
+	Connects     tally.Counter
+	Failures     tally.Counter
+	TLSFallbacks tally.Counter
 }
