@@ -481,16 +481,26 @@ type tlsClient struct {
 	fallback   func(hostPort string) bool
 	pg         *peerGuard // logs and counts the fallbacks
 
-	// Both maps hold only host:ports the Channel dialled and Fallback
-	// names, so they are as bounded as those.
-	mu       sync.Mutex
-	fellBack map[string]bool // the peers whose fallback was logged
-	spokeTLS map[string]bool // the peers that completed a TLS handshake: never to fall back again
+	// seen holds what is known of each peer Fallback names, by host:port.
+	// Like the per-peer metrics (stats.Recorder.Conn), it keeps every
+	// address the Channel has dialled: a few bytes each.
+	mu   sync.Mutex
+	seen map[string]fallbackState
 }
+
+// fallbackState is what a tlsClient knows of a peer Fallback names.
+type fallbackState uint8
+
+const (
+	// spokeTLS: the peer completed a TLS handshake; never to fall back.
+	spokeTLS fallbackState = 1 << iota
+	// fellBack: a fallback to plaintext was logged.
+	fellBack
+)
 
 func newTLSClient(c ClientTLS, pg *peerGuard) *tlsClient {
 	return &tlsClient{config: c.Config, serverName: c.ServerName, fallback: c.Fallback, pg: pg,
-		fellBack: map[string]bool{}, spokeTLS: map[string]bool{}}
+		seen: map[string]fallbackState{}}
 }
 
 // dialer returns the dial function that makes TLS connections over those
@@ -590,14 +600,14 @@ func (t *tlsClient) handshake(ctx context.Context, raw net.Conn, hostPort string
 func (t *tlsClient) spoke(hostPort string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.spokeTLS[hostPort]
+	return t.seen[hostPort]&spokeTLS != 0
 }
 
 // noteTLS notes that the peer at hostPort, which Fallback names, has
 // completed a TLS handshake: it is never reached in plaintext again.
 func (t *tlsClient) noteTLS(hostPort string) {
 	t.mu.Lock()
-	t.spokeTLS[hostPort] = true
+	t.seen[hostPort] |= spokeTLS
 	t.mu.Unlock()
 }
 
@@ -606,8 +616,8 @@ func (t *tlsClient) noteTLS(hostPort string) {
 func (t *tlsClient) noteFallback(hostPort string, why error) {
 	t.pg.rec.Conn(hostPort).TLSFallbacks.Inc(1)
 	t.mu.Lock()
-	first := !t.fellBack[hostPort]
-	t.fellBack[hostPort] = true
+	first := t.seen[hostPort]&fellBack == 0
+	t.seen[hostPort] |= fellBack
 	t.mu.Unlock()
 	if first {
 		t.pg.warn("sluice: a peer does not speak TLS; connecting in plaintext, as ClientTLS.Fallback allows (logged once per peer)",
