@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"strings"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluice-rpc/sluice/backoff"
+	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/clock"
 )
 
@@ -146,8 +146,11 @@ func (c RegistrarConfig) Validate() error {
 		return fmt.Errorf("etcd: RegistrarConfig.Prefix is %q, want the prefix the servers register under, such as services/kv", c.Prefix)
 	case c.TTL < 0 || c.TTL%time.Second != 0:
 		return fmt.Errorf("etcd: RegistrarConfig.TTL is %v, must be a whole number of seconds >= 1s (0 means %v)", c.TTL, DefaultTTL)
-	case c.Weight < 0 || math.IsInf(c.Weight, 0) || math.IsNaN(c.Weight):
-		return fmt.Errorf("etcd: RegistrarConfig.Weight is %v, must be a finite number >= 0 (0 means none written)", c.Weight)
+	}
+	if balance.CheckWeight(c.Weight) != nil {
+		// Clients leave out an entry whose weight breaks it: refused here,
+		// a server does not register where no client will call it.
+		return fmt.Errorf("etcd: RegistrarConfig.Weight is %v, must be 0 (none written) or a number in [%g, %g]", c.Weight, balance.MinWeight, balance.MaxWeight)
 	}
 	if _, err := json.Marshal(c.Metadata); err != nil {
 		return fmt.Errorf("etcd: RegistrarConfig.Metadata cannot be written as JSON: %v", err)

@@ -30,6 +30,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/discovery"
 	"github.com/sluice-rpc/sluice/internal/hostport"
@@ -188,9 +189,11 @@ func parseEntry(n *yaml.Node) (discovery.Address, error) {
 	return a, nil
 }
 
+// checkWeight is balance.CheckWeight, which every client applies, but
+// for 0: a file that gives a weight gives one (leave it out for 1).
 func checkWeight(w float64) error {
-	if !(w > 0) || w > discovery.MaxWeight {
-		return fmt.Errorf("weight %v, must be a number in (0, 1e9]", w) // 1e9: discovery.MaxWeight
+	if w == 0 || balance.CheckWeight(w) != nil {
+		return fmt.Errorf("weight %v, must be a number in [%g, %g] (leave it out for 1)", w, balance.MinWeight, balance.MaxWeight)
 	}
 	return nil
 }
