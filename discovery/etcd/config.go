@@ -125,7 +125,8 @@ type RegistrarConfig struct {
 	Metadata map[string]any
 	// Weight, if not 0, is written as Metadata.weight: the server's share
 	// of its service's traffic relative to the others' (unset counts as
-	// 1). It must be a finite number >= 0.
+	// 1). It must be 0 or in [balance.MinWeight, balance.MaxWeight], 1e-6
+	// to 1e9: clients leave out a weight outside.
 	Weight float64
 	// Scope receives the registration metrics (stats.RegistrationRegistered,
 	// ...); nil means nowhere.
