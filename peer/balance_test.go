@@ -548,6 +548,59 @@ func TestEjectionCapFreesWhenAnEjectionEnds(t *testing.T) {
 	}
 }
 
+// On a long list (figures cached for figuresTTL) an ejection is seen by
+// the next choice, not figuresTTL later, and below the panic threshold
+// the ejected peers are chosen again.
+func TestLongListSeesEjectionAtOnce(t *testing.T) {
+	weights := make([]float64, 20) // over scanAll: the power of two choices
+	for i := range weights {
+		weights[i] = 1
+	}
+	l, clk := newBalancedList(t, balance.Config{Ejection: balance.Ejection{MaxPercent: 100}}, weights...)
+	clk.Add(time.Minute) // past slow start
+	peers := l.Peers()
+	eject := func(p *Peer) {
+		for range 5 {
+			p.Begin()
+			p.End(clk.Now(), time.Millisecond, codes.Unexpected)
+		}
+		if ej, _ := p.Ejected(clk.Now()); !ej {
+			t.Fatalf("%s not ejected after 5 UNEXPECTED", p.HostPort())
+		}
+	}
+	chosen := func(n int) map[*Peer]int {
+		got := map[*Peer]int{}
+		for range n {
+			p, err := l.Choose(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[p]++
+			p.End(clk.Now(), time.Millisecond, codes.OK)
+		}
+		return got
+	}
+	chosen(1) // the figures are now held, no peer ejected
+	eject(peers[0])
+	if n := chosen(2000)[peers[0]]; n != 0 {
+		t.Fatalf("the ejected peer got %d of 2000 choices made at once after its ejection", n)
+	}
+	for _, p := range peers[1:10] { // 10 of 20 ejected: half available, no panic yet
+		eject(p)
+	}
+	got := chosen(2000)
+	for _, p := range peers[:10] {
+		if got[p] != 0 {
+			t.Fatalf("%s, ejected, got %d of 2000 choices with half the peers available", p.HostPort(), got[p])
+		}
+	}
+	eject(peers[10]) // 9 of 20 available: below the 50% panic threshold
+	got = chosen(2000)
+	if n := got[peers[0]] + got[peers[5]] + got[peers[10]]; n == 0 {
+		t.Fatal("in panic (9 of 20 available) the ejected peers got no choice: ejections were not ignored")
+	}
+}
+
 // A long list's choice stays cheap while peers are in their slow-start
 // window (a client's first 10 s) and while a peer is ejected: the
 // list-wide figures are worked out once per figuresTTL, not per choice.

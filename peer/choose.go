@@ -119,8 +119,9 @@ func (m *members) ringOf() *balance.Ring {
 // figuresAt returns m's list-wide figures at ns, working them out again
 // when those held are older than figuresTTL.
 func (l *List) figuresAt(m *members, ns int64) *figures {
-	if f := m.figures.Load(); f != nil && ns < f.until {
-		return f
+	held := m.figures.Load()
+	if held != nil && ns < held.until {
+		return held
 	}
 	f := &figures{until: ns + figuresTTL, earliest: math.MaxInt64}
 	ready, ejected := 0, 0
@@ -135,7 +136,10 @@ func (l *List) figuresAt(m *members, ns int64) *figures {
 		}
 	}
 	f.ejecting = ejected > 0 && !l.bal.Ejection.Panic(ready-ejected, len(m.peers))
-	m.figures.Store(f)
+	// Kept only if nothing replaced what was held meanwhile: an ejection
+	// during the pass above stored its own (expired) figures, and these
+	// may not count it.
+	m.figures.CompareAndSwap(held, f)
 	return f
 }
 

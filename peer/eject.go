@@ -50,7 +50,10 @@ func (l *List) eject(p *Peer, now time.Time) {
 	p.errorsInRow.Store(0)
 	p.ejections.Add(1)
 	p.m.Ejections.Inc(1)
-	m.figures.Store(nil) // choices see the ejection at once
+	// Choices see the ejection at once: the figures held expire, and a
+	// pass that began before the ejection cannot put back its own (see
+	// figuresAt), since this marker is new.
+	m.figures.Store(&figures{})
 }
 
 // Ejected reports whether the peer is ejected at now (from the list's
