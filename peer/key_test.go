@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/uber/tchannel-go"
@@ -39,5 +40,36 @@ func TestKeyWaitsOnlyForAHomeNotFailing(t *testing.T) {
 	f.waitState(bad, Connecting)
 	if p, err := f.list.ChooseKeyAt(key, nil, f.clk.Now()); p != good {
 		t.Fatalf("home connecting again after a failure: ChooseKeyAt = %v, %v; want the next peer, not a wait", p, err)
+	}
+}
+
+// A list whose shard-key ring is in use builds the next members' ring when
+// they are set, not in the next keyed call; one with no keyed calls yet
+// builds none.
+func TestSetBuildsTheRingInUse(t *testing.T) {
+	l, clk := newBalancedList(t, balance.Config{}, 1, 1, 1)
+	set := func(n int) {
+		var ms []Member
+		for i := range n {
+			ms = append(ms, Member{HostPort: hp(i), Weight: 1})
+		}
+		if err := l.Set(ms); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(4)
+	if l.peers.Load().ring.Load() != nil {
+		t.Fatal("Set built a ring for a list no keyed call has used")
+	}
+	if _, err := l.ChooseKeyAt("user-1", nil, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	set(5)
+	r := l.peers.Load().ring.Load()
+	if r == nil {
+		t.Fatal("Set left the ring in use to the next keyed call to build")
+	}
+	if _, err := l.ChooseKeyAt("user-1", nil, clk.Now()); err != nil || l.peers.Load().ring.Load() != r {
+		t.Fatalf("the keyed call after Set: %v, ring replaced %v; want Set's ring used", err, l.peers.Load().ring.Load() != r)
 	}
 }

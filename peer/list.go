@@ -217,8 +217,7 @@ func (l *List) Set(members []Member) error {
 	if reweighed || len(next) != len(old) || len(gone) > 0 {
 		// Unchanged, the list keeps its members, and with them the ring
 		// of its shard keys: a resolver repeats its answer every period.
-		l.peers.Store(newMembers(next))
-		l.capFullUntil.Store(0)
+		l.setMembers(next)
 	}
 	for _, p := range gone {
 		if p.conn != nil {
@@ -229,6 +228,23 @@ func (l *List) Set(members []Member) error {
 		l.pool.notify() // calls waiting for the first answer choose again
 	}
 	return nil
+}
+
+// setMembers makes next the list's members (l.mu held). If the old
+// members' shard-key ring was in use, the new members' is built here,
+// off the call path, rather than by the next keyed call while the
+// others wait for it. The cap on ejections is worked out again for the
+// new members: it is reset under ejectMu, so that an ejection deciding
+// on the old members cannot set it after.
+func (l *List) setMembers(next []*Peer) {
+	m := newMembers(next)
+	if old := l.peers.Load(); old != nil && old.ring.Load() != nil {
+		m.ringOf()
+	}
+	l.peers.Store(m)
+	l.ejectMu.Lock()
+	l.capFullUntil.Store(0)
+	l.ejectMu.Unlock()
 }
 
 // Remove removes the peer at hostPort. Calls already sent to it finish
@@ -244,8 +260,7 @@ func (l *List) Remove(hostPort string) error {
 			next := make([]*Peer, 0, len(old)-1)
 			next = append(next, old[:i]...)
 			next = append(next, old[i+1:]...)
-			l.peers.Store(newMembers(next))
-			l.capFullUntil.Store(0)
+			l.setMembers(next)
 			if p.conn != nil {
 				l.pool.release(p.conn)
 			}
