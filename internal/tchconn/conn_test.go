@@ -103,6 +103,8 @@ func TestInvalidFramesCloseOnlyTheirConnection(t *testing.T) {
 		{"second init", [][]byte{tframe.AppendInit(nil, tframe.InitReq, 2, tframe.Init{Version: 2})}, "init frame after the handshake"},
 		{"response with checksum type 9", [][]byte{tframe.AppendCallRes(nil, 2, tframe.Call{
 			Fragment: tframe.Fragment{ChecksumType: 9, Chunks: [][]byte{nil}}})}, "checksum type is 9"},
+		{"arg1 alone in a first fragment with more to follow", [][]byte{tframe.AppendCallReq(nil, 2, tframe.Call{TTL: 1000, Service: "s",
+			Fragment: tframe.Fragment{More: true, Chunks: [][]byte{[]byte("echo")}}})}, "carries only arg1's chunk"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -128,6 +130,43 @@ func TestInvalidFramesCloseOnlyTheirConnection(t *testing.T) {
 			t.Errorf("event %+v does not name the inbound peer and the error", e)
 		}
 	}
+}
+
+// TestPlainTChannelReleasesASplitArg1Twice is why a call request's first
+// fragment must hold arg1 whole: a plain tchannel-go server that reads
+// arg1 up to the end of such a fragment, and whose next fragment never
+// comes, returns the frame to its pool twice. Two later frames then share
+// one buffer: another connection's call is overwritten (FuzzFrames saw
+// "no handler for method 0000" answer a valid call), or the process dies.
+// If this test fails, tchannel-go no longer does it, and the check in
+// tframe.Parse could go.
+func TestPlainTChannelReleasesASplitArg1Twice(t *testing.T) {
+	pool := newCheckedFrames()
+	tch, err := tchannel.NewChannel("s", &tchannel.ChannelOptions{
+		DefaultConnectionOptions: tchannel.ConnectionOptions{FramePool: pool}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		tch.Close()
+		<-tch.ClosedChan()
+	}()
+	tch.Register(raw.Wrap(echo{}), "echo")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tch.Serve(l); err != nil {
+		t.Fatal(err)
+	}
+	p := dial(t, tch.PeerInfo().HostPort)
+	p.Handshake()
+	p.Send(tframe.AppendCallReq(nil, 2, tframe.Call{TTL: 1000, Service: "s", Headers: [][2]string{{"as", "raw"}, {"cn", "c"}},
+		Fragment: tframe.Fragment{More: true, Chunks: [][]byte{[]byte("echo")}}}))
+	p.Close()
+	testwait.Until(t, "tchannel-go to release the call's frame twice", func() bool {
+		return len(pool.takeBad()) > 0
+	})
 }
 
 func TestFirstFrameMustBeAnInitRequest(t *testing.T) {

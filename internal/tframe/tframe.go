@@ -143,8 +143,10 @@ func (e *ProtocolError) Error() string {
 // and returns what it says. It returns a *ProtocolError if f's size field differs
 // from len(f), if f's type is not one tchannel-go handles, if a field runs
 // past the end of the payload, if a call or continuation frame names a
-// checksum type above 3 or carries no argument chunk, or if its argument
-// chunks do not fill its payload exactly. It reads f and keeps nothing of
+// checksum type above 3 or carries no argument chunk, if its argument
+// chunks do not fill its payload exactly, or if a call request's first
+// fragment, with more to follow, does not hold arg1 whole (it must carry
+// a chunk after arg1's). It reads f and keeps nothing of
 // it, and allocates only for an invalid frame.
 //
 // It checks the layout, not the values tchannel-go handles safely itself
@@ -178,15 +180,29 @@ func Parse(f []byte) (Frame, error) {
 		p.skip(TracingSize)
 		p.str8() // service
 		p.headers()
-		return fr, p.args(&fr)
+		chunks, err := p.args(&fr)
+		if err == nil && fr.More && chunks == 1 {
+			// arg1 could go on in the next fragment. tchannel-go's server
+			// reads arg1 to dispatch the call; if the next fragment never
+			// comes (the peer closes, a timeout), it releases this frame
+			// to its pool twice (inbound.go:185 after the fragment's own
+			// release), and two later frames share one buffer: another
+			// connection's call is overwritten, or the process panics.
+			// tchannel-go's relay, too, wants arg1 whole and arg2's length
+			// in the first fragment, and its writers always send them.
+			return fr, fr.invalid("a first fragment with more to follow carries only arg1's chunk; arg1 must end in it, and arg2's first chunk follow")
+		}
+		return fr, err
 	case CallRes:
 		fr.More = p.byte()&MoreFragments != 0
 		p.skip(1 + TracingSize) // code, tracing
 		p.headers()
-		return fr, p.args(&fr)
+		_, err := p.args(&fr)
+		return fr, err
 	case CallReqContinue, CallResContinue:
 		fr.More = p.byte()&MoreFragments != 0
-		return fr, p.args(&fr)
+		_, err := p.args(&fr)
+		return fr, err
 	case Cancel:
 		p.skip(4 + TracingSize) // ttl, tracing
 		p.str16()               // why
@@ -280,30 +296,33 @@ func (p *payload) headers() {
 }
 
 // args reads a call or continuation frame's checksum and argument chunks,
-// which must fill the rest of the payload.
-func (p *payload) args(fr *Frame) error {
+// which must fill the rest of the payload, and returns how many chunks
+// there are.
+func (p *payload) args(fr *Frame) (int, error) {
 	csum := p.byte()
 	if !p.ok() {
-		return fr.invalid("%s", p.why)
+		return 0, fr.invalid("%s", p.why)
 	}
 	if csum > maxChecksumType {
-		return fr.invalid("checksum type is %d, must be 0 to %d", csum, maxChecksumType)
+		return 0, fr.invalid("checksum type is %d, must be 0 to %d", csum, maxChecksumType)
 	}
 	if csum != ChecksumNone {
 		p.skip(4)
 	}
 	if !p.ok() {
-		return fr.invalid("%s", p.why)
+		return 0, fr.invalid("%s", p.why)
 	}
 	if len(p.b) == 0 {
-		return fr.invalid("no argument chunk (a fragment carries at least one, if empty)")
+		return 0, fr.invalid("no argument chunk (a fragment carries at least one, if empty)")
 	}
+	chunks := 0
 	for len(p.b) > 0 {
 		n := p.uint16()
 		p.take(int(n), "an argument chunk")
 		if !p.ok() {
-			return fr.invalid("%s", p.why)
+			return chunks, fr.invalid("%s", p.why)
 		}
+		chunks++
 	}
-	return nil
+	return chunks, nil
 }
