@@ -3,6 +3,7 @@ package peer
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -332,6 +333,14 @@ type watch struct {
 	readErr error // the first read error before the socket was closed
 	aborted bool
 	done    bool
+	// The handshake's answer, the first frame read: its size field (once
+	// both bytes came) and the bytes read of it. Once it is whole,
+	// tchannel-go makes the connection and calls may go on it, so an abort
+	// leaves its socket to the graceful close (see abort).
+	head      [2]byte
+	headN     int
+	answerN   int
+	handshook atomic.Bool
 }
 
 func newWatch() *watch { return &watch{closed: make(chan struct{})} }
@@ -352,15 +361,40 @@ func (w *watch) wrap(nc net.Conn) net.Conn {
 }
 
 // abort closes the socket of a connect in progress, so that a handshake
-// blocked on a silent peer returns at once.
+// blocked on a silent peer returns at once. Once the handshake's answer
+// has been read it does not: tchannel-go may already have handed the
+// connection to a call (it picks any connection to the host:port, such as
+// a re-added peer's that is still connecting), which a close under it
+// would fail; the connector closes it gracefully instead, after its calls.
 func (w *watch) abort() {
 	w.mu.Lock()
 	w.aborted = true
 	nc := w.nc
+	if w.handshook.Load() {
+		nc = nil
+	}
 	w.mu.Unlock()
 	if nc != nil {
 		nc.Close()
 	}
+}
+
+// readAnswer notes b, bytes read before the handshake's answer was whole.
+// It fails if an abort closed the socket under the read: the answer's
+// last bytes then arrived too late, and tchannel-go must not make a
+// connection of a closed socket.
+func (w *watch) readAnswer(b []byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.aborted {
+		return net.ErrClosed
+	}
+	w.headN += copy(w.head[w.headN:], b)
+	w.answerN += len(b)
+	if w.headN == len(w.head) && w.answerN >= int(binary.BigEndian.Uint16(w.head[:])) {
+		w.handshook.Store(true)
+	}
+	return nil
 }
 
 // dialed reports whether the connect's TCP dial succeeded.
@@ -403,6 +437,11 @@ type watchedConn struct {
 
 func (c *watchedConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
+	if n > 0 && !c.w.handshook.Load() {
+		if aerr := c.w.readAnswer(b[:n]); aerr != nil {
+			return 0, aerr
+		}
+	}
 	if err != nil {
 		c.w.readFailed(err)
 	}

@@ -3,6 +3,7 @@ package peer
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -575,4 +576,52 @@ func TestConnectConfigValidate(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// An abort closes the socket of a connect whose handshake answer has not
+// been read whole, and leaves open one whose answer has: tchannel-go may
+// already have given that connection to a call, which the connector's
+// graceful close lets finish. The answer's last bytes, read as an abort
+// closes the socket, fail the read rather than make a connection.
+func TestAbortClosesOnlyAHandshakeInProgress(t *testing.T) {
+	answer := make([]byte, 40) // a 40-byte first frame: its size field, then the rest
+	answer[1] = 40
+	connect := func(t *testing.T, sent []byte) (*watch, net.Conn, net.Conn) {
+		t.Helper()
+		ours, theirs := net.Pipe()
+		t.Cleanup(func() { ours.Close(); theirs.Close() })
+		w := newWatch()
+		nc := w.wrap(ours)
+		go theirs.Write(sent)
+		if _, err := io.ReadFull(nc, make([]byte, len(sent))); err != nil {
+			t.Fatal(err)
+		}
+		return w, nc, theirs
+	}
+
+	t.Run("answer cut", func(t *testing.T) {
+		w, nc, _ := connect(t, answer[:39])
+		w.abort()
+		if _, err := nc.Read(make([]byte, 1)); !errors.Is(err, io.ErrClosedPipe) {
+			t.Fatalf("a read after the abort: %v; want the socket closed", err)
+		}
+	})
+	t.Run("answer whole", func(t *testing.T) {
+		w, nc, theirs := connect(t, answer)
+		w.abort()
+		go theirs.Write([]byte("frame"))
+		if _, err := io.ReadFull(nc, make([]byte, 5)); err != nil {
+			t.Fatalf("the connection after the abort: %v; want it open", err)
+		}
+	})
+	t.Run("answer read as the abort closes", func(t *testing.T) {
+		w := newWatch()
+		w.abort()
+		if err := w.readAnswer(answer); !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("readAnswer after an abort: %v; want net.ErrClosed", err)
+		}
+		if w.handshook.Load() {
+			t.Fatal("an answer read after the abort counts as the handshake's")
+		}
+	})
 }
