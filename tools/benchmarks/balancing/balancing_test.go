@@ -293,10 +293,11 @@ func TestServerCostModel(t *testing.T) {
 	if missTook < sh.Miss || missTook < hitTook {
 		t.Errorf("a miss took %v at least and a hit %v; want the miss at least %v and longer", missTook, hitTook, sh.Miss)
 	}
-	model, ratio := float64(sh.Miss)/float64(sh.Hit), float64(miss)/float64(hit)
-	if hit < sh.Hit || hit > 2*sh.Hit || miss < sh.Miss || miss > 2*sh.Miss || ratio < model/2 {
-		t.Errorf("a hit served in %v at least, a miss in %v (%.1fx); want them within 2x of the model's %v and %v, the ratio at least half its %.0fx",
-			hit, miss, ratio, sh.Hit, sh.Miss, model)
+	// Within these bounds the ratio of the two is at least half the
+	// model's: what the shard scenario's hit rates turn into time.
+	if hit < sh.Hit || hit > 2*sh.Hit || miss < sh.Miss || miss > 2*sh.Miss {
+		t.Errorf("a hit served in %v at least, a miss in %v (%.1fx); want them within 2x of the model's %v and %v (%.0fx)",
+			hit, miss, float64(miss)/float64(hit), sh.Hit, sh.Miss, float64(sh.Miss)/float64(sh.Hit))
 	}
 
 	e := startTestServer(t, serverConfig{workers: 4, service: MinService, errorShare: 0.5, seed: 3})
@@ -462,7 +463,7 @@ func TestRunStopsWithItsContext(t *testing.T) {
 // success without ejection, near the 62% asked), so it also checks what
 // tells on from off: slow start's p99 ratio below the one without,
 // ejection's success rate 2 points above the one without (3.6-4.8 points
-// in 15 runs), and the shard row bound loosely over the bound. The others
+// in 18 runs), and the shard row bound loosely over the bound. The others
 // are measured, not met, and only logged: the weighted shares (6 points
 // off under load), the hit-rate ratio (the workload caps it near 1.2x),
 // and the leave's moved keys (the worst server of a fleet on random ports

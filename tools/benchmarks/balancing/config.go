@@ -140,7 +140,7 @@ type ScaleOutConfig struct {
 	// After is the stretch after it. 30 s, 3 s: the calls the new servers
 	// take in their first moments, before their latency marks them cold,
 	// are over 1% of 1.2 s of calls at the CI size and set its p99 (over
-	// 2x the steady state's in 6 of 15 runs at 1.2 s, in none of 8 at 3 s).
+	// 2x the steady state's in 6 of 15 runs at 1.2 s, in none of 11 at 3 s).
 	After time.Duration `json:"after_ms"`
 	// ColdFactor is a new server's cost multiplier at start (default 5),
 	// falling linearly to 1 over ColdWindow (10 s, 600 ms).

@@ -86,7 +86,7 @@ func (r *Result) verdicts() []Verdict {
 // ejectionGain is the least the success rate with Many servers erroring
 // must gain from ejection: with one of 3 of 4 ejected, a random choice's
 // 62.5% becomes 66.7% at best. At the CI size (-race, 2 cores) the gain
-// was 3.6 to 4.8 points over 15 runs (the rate without, 60.8-61.4%, is
+// was 3.6 to 4.8 points over 18 runs (the rate without, 60.8-61.4%, is
 // under the 62% the done-when asks of the rate with ejection).
 const ejectionGain = 0.02
 

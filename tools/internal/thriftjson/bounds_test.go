@@ -3,6 +3,8 @@ package thriftjson
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
+	"math/rand/v2"
 	"runtime"
 	"testing"
 
@@ -123,4 +125,67 @@ func TestCheckBounds(t *testing.T) {
 			assert.ErrorContains(t, err, c.want, c.name)
 		}
 	}
+}
+
+// quotedSize and textSize count what encoding/json writes, byte for byte:
+// every byte alone, escapes, HTML, runes of every length, U+2028, bytes
+// that are not UTF-8, and random strings.
+func TestTextSizeIsWhatJSONWrites(t *testing.T) {
+	var cases []string
+	for b := range 256 {
+		cases = append(cases, string([]byte{byte(b)}), "a"+string([]byte{byte(b)})+"z")
+	}
+	cases = append(cases, "", "é", "€", "😀", "\u2028", "\u2029", "\xe2\x82", "\xff\xfe", "\xed\xa0\x80", "<a href=\"x\">&amp;</a>", "tab\there\r\n")
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 500 {
+		b := make([]byte, rng.IntN(40))
+		for i := range b {
+			b[i] = byte(rng.IntN(256))
+		}
+		cases = append(cases, string(b))
+	}
+	for _, s := range cases {
+		want, err := json.Marshal(s)
+		require.NoError(t, err)
+		require.Equal(t, len(want), quotedSize(s), "%q", s)
+	}
+
+	v := map[string]any{
+		"k<":  []any{"a\x01", []byte{1, 2, 3, 4}, map[string]any{"\u2028": []byte{}}},
+		"num": json.Number("12"),
+		"b":   []byte("hello"),
+	}
+	want := 0
+	for _, s := range []any{"k<", "a\x01", []byte{1, 2, 3, 4}, "\u2028", []byte{}, "num", "b", []byte("hello")} {
+		b, err := json.Marshal(s)
+		require.NoError(t, err)
+		want += len(b)
+	}
+	assert.Equal(t, want, textSize(v, 1<<30))
+	assert.Greater(t, textSize(v, 3), 3, "a sum past the limit")
+}
+
+// An answer whose strings would print as more than maxText of JSON is
+// refused before encoding/json escapes them: 17 MiB of control characters
+// escape to 102 MiB. 1 MiB of them prints.
+func TestAnswerOfTooMuchTextIsRefused(t *testing.T) {
+	echo, err := load(t).Method("Shapes::echo")
+	require.NoError(t, err)
+	shapeNamed := func(name []byte) []byte {
+		return cat(field(tStruct, 0), field(tBinary, 1), binary.BigEndian.AppendUint32(nil, uint32(len(name))), name, []byte{tStop, tStop})
+	}
+
+	big := shapeNamed(bytes.Repeat([]byte{1}, 17<<20))
+	var a *Answer
+	n := allocated(func() { a, err = echo.Answer(big) })
+	assert.Nil(t, a)
+	assert.EqualError(t, err, "Shapes::echo: the answer: its strings print as more than 96 MiB of JSON, the most an answer may")
+	// Printing it would allocate about 1 GB; thriftrw's decoding, which
+	// comes first, copies it a few times (8x under the race detector,
+	// where sync.Pool keeps little).
+	assert.Less(t, n, uint64(256<<20), "%d bytes allocated to refuse %d", n, len(big))
+
+	a, err = echo.Answer(shapeNamed(bytes.Repeat([]byte{1}, 1<<20)))
+	require.NoError(t, err)
+	assert.Greater(t, len(a.JSON), 6<<20)
 }

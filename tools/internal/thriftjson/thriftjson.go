@@ -214,6 +214,9 @@ func (m *Method) Answer(arg3 []byte) (*Answer, error) {
 	if len(out) > 1 {
 		return nil, fmt.Errorf("%s: the answer has %d fields; a result struct has at most one", m.Name, len(out))
 	}
+	if n := textSize(out, maxText); n > maxText {
+		return nil, fmt.Errorf("%s: the answer: its strings print as more than %d MiB of JSON, the most an answer may", m.Name, maxText>>20)
+	}
 	if a.JSON, err = json.MarshalIndent(out, "", "  "); err != nil {
 		return nil, fmt.Errorf("%s: %w", m.Name, err)
 	}
