@@ -8,7 +8,6 @@ import (
 
 	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/codes"
-	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/serviceconfig"
 )
@@ -116,15 +115,7 @@ func TestEjectionOnRealServers(t *testing.T) {
 			// Ready and not ejected (the panic threshold): the calls start
 			// once every peer is connected, as they would in a running
 			// service, not while some still are.
-			testwait.Until(t, "the four servers to be ready", func() bool {
-				ready := 0
-				for _, p := range client.Peers("kv") {
-					if p.State == peer.Ready {
-						ready++
-					}
-				}
-				return ready == len(servers)
-			})
+			waitAllReady(t, client, "kv")
 			ctx := ctxTimeout(t)
 			failed := 0
 			for i := 0; i < 400; i++ {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
+	"github.com/sluice-rpc/sluice/peer"
 	"github.com/uber-go/tally/v4"
 	"github.com/uber/tchannel-go"
 	tjson "github.com/uber/tchannel-go/json"
@@ -113,6 +115,22 @@ func startClient(t testing.TB, servers ...*testServer) (*Channel, *clock.Fake, t
 	}
 	t.Cleanup(ch.Close)
 	return ch, clk, scope
+}
+
+// waitAllReady waits until every peer of service is Ready. A test whose
+// figures assume calls spread over all its servers waits for it: on a
+// loaded machine a connect can take longer than the test's first calls,
+// which then go to the peers that are Ready.
+func waitAllReady(t testing.TB, c *Channel, service string) {
+	t.Helper()
+	testwait.Until(t, service+"'s peers to be ready", func() bool {
+		for _, p := range c.Peers(service) {
+			if p.State != peer.Ready {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 func ctxTimeout(t testing.TB) context.Context {
