@@ -321,6 +321,27 @@ func TestCancelledAttemptsRaiseTheEstimate(t *testing.T) {
 	}
 }
 
+// An early cut-off above the later ones does not stop the estimate: until
+// it rests on enough samples, a cut-off below it is a sample too, and the
+// peer is judged slow after as many attempts as without the outlier.
+func TestAnEarlyOutlierDoesNotHideASlowPeer(t *testing.T) {
+	l, clk := newBalancedList(t, balance.Config{}, 1, 1)
+	slow, fast := l.Get(hp(0)), l.Get(hp(1))
+	for i := 0; i < minLatencySamples; i++ {
+		cut := 50 * time.Millisecond
+		if i == 0 {
+			cut = 58 * time.Millisecond // a scheduling delay
+		}
+		slow.Begin()
+		fast.Begin()
+		slow.End(clk.Now(), cut, codes.Cancelled)
+		fast.End(clk.Now(), time.Millisecond, codes.OK)
+	}
+	if p, _ := l.Choose(nil); p != fast || !slow.Counts().Slow {
+		t.Fatalf("after attempts cut off at 58 ms, then 50 ms, against 1 ms answers: slow %v, estimate %v", slow.Counts().Slow, slow.Latency())
+	}
+}
+
 // Weighted shares track capacity at every load: servers of 1, 2 and 4
 // workers of a fixed service time, weighted 1, 2 and 4, under Poisson
 // arrivals at 10% to 95% of their total capacity, simulated on the
