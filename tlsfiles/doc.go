@@ -60,7 +60,8 @@
 //
 // Fields set on the configuration ServerConfig returns before its first
 // handshake (ALPN protocols, cipher suites, versions, a VerifyConnection
-// hook) hold for every handshake. gRPC's credentials wrap
+// hook) hold for every handshake; set them on it, not on a clone, whose
+// GetConfigForClient still reads them from it. gRPC's credentials wrap
 // GetConfigForClient and set their ALPN protocol on a clone of what it
 // returns.
 //

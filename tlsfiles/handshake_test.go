@@ -233,6 +233,25 @@ func TestServerConfigKeepsItsFields(t *testing.T) {
 	if h := srv.next(t); err == nil || h.err == nil || !strings.Contains(h.err.Error(), "unsupported versions") {
 		t.Errorf("a TLS 1.2 client of a server set to TLS 1.3: client %v, server %v; want both refused for the version", err, h.err)
 	}
+	// A rotated certificate's configuration keeps them; a change made after
+	// the first handshake is ignored, at a rotation too.
+	tls13.MinVersion = tls.VersionTLS12
+	next := s.CA.Issue(t, testcerts.Loopback("next server"))
+	next.WriteTo(t, s.Server.Cert, s.Server.Key)
+	if err := r.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := dial(t, srv.addr, old)
+	if h := srv.next(t); err == nil || h.err == nil || !strings.Contains(h.err.Error(), "unsupported versions") {
+		t.Errorf("after a certificate rotation, a TLS 1.2 client of a server set to TLS 1.3: client %v, server %v; want both refused for the version", err, h.err)
+	}
+	if c != nil {
+		c.Close()
+	}
+	presented(t, mustDial(t, srv.addr, mustClientConfig(t, tlsfiles.Files{CA: s.CA.File})), next.Leaf, "after the rotation")
+	if h := srv.next(t); h.err != nil {
+		t.Fatal(h.err)
+	}
 
 	byHand := serverConfig(t, r)
 	byHand.ClientAuth, byHand.ClientCAs = tls.RequireAndVerifyClientCert, mustPool(t, s.CA.PEM)

@@ -153,7 +153,10 @@ func New(c Config) (*Reloader, error) {
 // handshake (MinVersion, MaxVersion, CipherSuites, NextProtos,
 // VerifyConnection, and ClientAuth and ClientCAs when Files.CA is empty)
 // hold for every handshake, as crypto/tls wants a configuration left
-// alone once in use. Certificates and GetCertificate are the files'.
+// alone once in use; fields changed after it are ignored. Set them on
+// the returned configuration itself: a clone's GetConfigForClient is
+// this one's, which reads them from the returned configuration, not the
+// clone. Certificates and GetCertificate are the files'.
 // Do not replace GetConfigForClient: the configuration has no
 // certificate of its own, so every handshake would fail. A wrapper (gRPC's
 // credentials add their ALPN protocol so) calls the one returned and
@@ -163,14 +166,23 @@ func (r *Reloader) ServerConfig() (*tls.Config, error) {
 		return nil, errNoServerCert
 	}
 	outer := &tls.Config{MinVersion: tls.VersionTLS12}
-	var made atomic.Pointer[handshakeConfig]
+	var (
+		made atomic.Pointer[handshakeConfig]
+		// base is outer as it was at the first handshake, which every
+		// load's configuration is made from: fields changed later are
+		// ignored, not applied at the next certificate rotation.
+		base = sync.OnceValue(func() *tls.Config {
+			b := outer.Clone()
+			b.GetConfigForClient, b.GetCertificate = nil, nil
+			return b
+		})
+	)
 	outer.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
 		l := r.current()
 		if h := made.Load(); h != nil && h.from == l {
 			return h.cfg, nil
 		}
-		c := outer.Clone()
-		c.GetConfigForClient, c.GetCertificate = nil, nil
+		c := base().Clone()
 		c.Certificates = []tls.Certificate{*l.cert}
 		if l.pool != nil {
 			c.ClientCAs, c.ClientAuth = l.pool, tls.RequireAndVerifyClientCert
