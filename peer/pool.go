@@ -383,6 +383,10 @@ func (w *watch) abort() {
 // It fails if an abort closed the socket under the read: the answer's
 // last bytes then arrived too late, and tchannel-go must not make a
 // connection of a closed socket.
+// frameHeaderSize is a TChannel frame header's length, which every frame's
+// size field counts.
+const frameHeaderSize = 16
+
 func (w *watch) readAnswer(b []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -391,7 +395,9 @@ func (w *watch) readAnswer(b []byte) error {
 	}
 	w.headN += copy(w.head[w.headN:], b)
 	w.answerN += len(b)
-	if w.headN == len(w.head) && w.answerN >= int(binary.BigEndian.Uint16(w.head[:])) {
+	// A size field below a header's 16 bytes is the peer's lie: tchannel-go
+	// still waits for the header, and the abort must still end that wait.
+	if w.headN == len(w.head) && w.answerN >= max(int(binary.BigEndian.Uint16(w.head[:])), frameHeaderSize) {
 		w.handshook.Store(true)
 	}
 	return nil

@@ -606,6 +606,13 @@ func TestAbortClosesOnlyAHandshakeInProgress(t *testing.T) {
 			t.Fatalf("a read after the abort: %v; want the socket closed", err)
 		}
 	})
+	t.Run("size field below a header", func(t *testing.T) {
+		w, nc, _ := connect(t, []byte{0, 2}) // tchannel-go waits for 14 more header bytes
+		w.abort()
+		if _, err := nc.Read(make([]byte, 1)); !errors.Is(err, io.ErrClosedPipe) {
+			t.Fatalf("a read after the abort: %v; want the socket closed", err)
+		}
+	})
 	t.Run("answer whole", func(t *testing.T) {
 		w, nc, theirs := connect(t, answer)
 		w.abort()
