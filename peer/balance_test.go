@@ -342,6 +342,29 @@ func TestAnEarlyOutlierDoesNotHideASlowPeer(t *testing.T) {
 	}
 }
 
+// A cut-off below an estimate still short of its samples lowers nothing:
+// a hedge cancelled 1 ms after it was sent says only that it took 1 ms at
+// least. A 60 ms peer among 10 ms ones, with one answer and three such
+// cancellations, is judged slow (lowered by them, its estimate fell to
+// 40.6 ms, under 5x the others').
+func TestEarlyCancellationsLowerNothing(t *testing.T) {
+	l, clk := newBalancedList(t, balance.Config{}, 1, 1)
+	slow, fast := l.Get(hp(0)), l.Get(hp(1))
+	for i := 0; i < minLatencySamples; i++ {
+		code, took := codes.Cancelled, time.Millisecond
+		if i == 0 {
+			code, took = codes.OK, 60*time.Millisecond
+		}
+		slow.Begin()
+		fast.Begin()
+		slow.End(clk.Now(), took, code)
+		fast.End(clk.Now(), 10*time.Millisecond, codes.OK)
+	}
+	if p, _ := l.Choose(nil); p != fast || !slow.Counts().Slow {
+		t.Fatalf("a 60 ms answer and three 1 ms cancellations against 10 ms answers: slow %v, estimate %v", slow.Counts().Slow, slow.Latency())
+	}
+}
+
 // Weighted shares track capacity at every load: servers of 1, 2 and 4
 // workers of a fixed service time, weighted 1, 2 and 4, under Poisson
 // arrivals at 10% to 95% of their total capacity, simulated on the

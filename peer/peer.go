@@ -221,16 +221,19 @@ func (p *Peer) end(now time.Time, latency time.Duration, code codes.Code, rest t
 		// An attempt cut off (a hedge won, or the deadline came) took at
 		// least this long: a sample if it raises the estimate, so that a
 		// peer whose every attempt loses to a hedge is still seen to be
-		// slow. One cut off early says nothing once the estimate rests on
-		// enough samples (or is a slow peer's probe). Before that, it is
-		// a sample too: else one early outlier (a 58 ms cut-off under the
-		// race detector, the others at 50.5 ms) stood above every later
-		// cut-off, the estimate never reached its samples, and the peer
-		// was never judged (the fault suite's hedged slow peer, 8% of
-		// first attempts in 1 run of 8).
-		if old := p.latency.Load(); old != 0 && int64(latency) < old &&
-			(p.slow.Load() || p.samples.Load() >= minLatencySamples) {
-			return
+		// slow. One cut off earlier says only that it took at least so
+		// long: once the estimate rests on enough samples (a slow peer's
+		// always does) it says nothing; before, it counts as a sample of
+		// the estimate, lowering nothing. Else one early outlier (a 58 ms
+		// cut-off under the race detector, the others at 50.5 ms) stood
+		// above every later cut-off, the estimate never reached its
+		// samples, and the peer was never judged (the fault suite's hedged
+		// slow peer, 8% of first attempts in 1 run of 8).
+		if old := p.latency.Load(); old != 0 && int64(latency) < old {
+			if p.samples.Load() >= minLatencySamples {
+				return
+			}
+			latency = time.Duration(old)
 		}
 	default:
 		return
