@@ -592,6 +592,34 @@ func TestEjectionCapFreesWhenAnEjectionEnds(t *testing.T) {
 	}
 }
 
+// A pass over a long list's figures publishes them only if nothing
+// replaced those it began from (figuresAt's compare-and-swap), so every
+// ejection must replace them with a new, expired marker, also when none
+// were worked out yet or the last ejection's marker is held: else a pass
+// that began before the ejection could publish figures that miss it, for
+// figuresTTL. (TestLongListSeesEjectionAtOnce sees the ejection from the
+// next choice, but cannot interleave a pass with it.)
+func TestEjectionReplacesTheFiguresHeld(t *testing.T) {
+	weights := make([]float64, 20)
+	for i := range weights {
+		weights[i] = 1
+	}
+	l, clk := newBalancedList(t, balance.Config{Ejection: balance.Ejection{MaxPercent: 100}}, weights...)
+	clk.Add(time.Minute)
+	m := l.peers.Load()
+	for i, p := range l.Peers()[:3] {
+		held := m.figures.Load() // none yet, then the last ejection's marker
+		for range 5 {
+			p.Begin()
+			p.End(clk.Now(), time.Millisecond, codes.Unexpected)
+		}
+		f := m.figures.Load()
+		if f == held || f == nil || clk.Now().UnixNano() < f.until {
+			t.Fatalf("ejection %d left the figures held %p as %p (expired: %v)", i+1, held, f, f != nil && clk.Now().UnixNano() >= f.until)
+		}
+	}
+}
+
 // On a long list (figures cached for figuresTTL) an ejection is seen by
 // the next choice, not figuresTTL later, and below the panic threshold
 // the ejected peers are chosen again.
