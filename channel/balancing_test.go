@@ -115,7 +115,7 @@ func TestEjectionOnRealServers(t *testing.T) {
 			// Ready and not ejected (the panic threshold): the calls start
 			// once every peer is connected, as they would in a running
 			// service, not while some still are.
-			waitAllReady(t, client, "kv")
+			waitAllReady(t, client, servers)
 			ctx := ctxTimeout(t)
 			failed := 0
 			for i := 0; i < 400; i++ {

@@ -245,7 +245,7 @@ func TestEveryPeerBusyFailsThrottledAndSendsNothing(t *testing.T) {
 	for _, s := range servers {
 		s.busy.Store(true)
 	}
-	waitAllReady(t, c, "kv") // a peer still connecting would miss its busy answers
+	waitAllReady(t, c, servers) // a peer still connecting would miss its busy answers
 	// Calls spread at random over the three peers. Second 1: 150 calls give
 	// every peer the 20 busy answers that take its limit from the ceiling
 	// to 38 (50 expected each; fewer than 20 has odds below 1e-6). Second

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/clock"
-	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/uber-go/tally/v4"
 	"github.com/uber/tchannel-go"
@@ -117,20 +116,15 @@ func startClient(t testing.TB, servers ...*testServer) (*Channel, *clock.Fake, t
 	return ch, clk, scope
 }
 
-// waitAllReady waits until every peer of service is Ready. A test whose
-// figures assume calls spread over all its servers waits for it: on a
-// loaded machine a connect can take longer than the test's first calls,
-// which then go to the peers that are Ready.
-func waitAllReady(t testing.TB, c *Channel, service string) {
+// waitAllReady waits until the client's peer of each server is Ready. A
+// test whose figures assume calls spread over all its servers waits for
+// it: on a loaded machine a connect can take longer than the test's first
+// calls, which then go to the peers that are Ready.
+func waitAllReady(t *testing.T, c *Channel, servers []*testServer) {
 	t.Helper()
-	testwait.Until(t, service+"'s peers to be ready", func() bool {
-		for _, p := range c.Peers(service) {
-			if p.State != peer.Ready {
-				return false
-			}
-		}
-		return true
-	})
+	for _, s := range servers {
+		waitPeerState(t, c, s.ch.HostPort(), peer.Ready)
+	}
 }
 
 func ctxTimeout(t testing.TB) context.Context {

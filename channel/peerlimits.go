@@ -143,7 +143,6 @@ func (l PeerLimits) listenerConfig() connlimit.Config {
 type peerGuard struct {
 	g     *tchconn.Guard
 	rec   *stats.Recorder
-	scope tally.Scope
 	conns tally.Gauge
 	// logger is the channel's tchannel-go logger, read once it is final:
 	// tchannel-go's Serve replaces it unguarded, and the listener's
@@ -167,7 +166,7 @@ type peerGuard struct {
 }
 
 func newPeerGuard(o *options, rec *stats.Recorder) (*peerGuard, error) {
-	pg := &peerGuard{rec: rec, scope: rec.Scope(), conns: rec.Scope().Gauge(stats.ServerConns),
+	pg := &peerGuard{rec: rec, conns: rec.Scope().Gauge(stats.ServerConns),
 		logs: rate.NewLimiter(10, 10), counters: map[[2]string]tally.Counter{}, reclaim: newReclaimer()}
 	if o.serverTLS != nil {
 		accept, err := o.serverTLS(o.peerLimits)
@@ -175,7 +174,7 @@ func newPeerGuard(o *options, rec *stats.Recorder) (*peerGuard, error) {
 			return nil, err
 		}
 		pg.acceptTLS = accept
-		pg.plaintext = pg.scope.Counter(stats.ServerConnsPlaintext)
+		pg.plaintext = pg.rec.Scope().Counter(stats.ServerConnsPlaintext)
 	}
 	// Stalls are timed on the wall clock, as sockets are, whatever clock
 	// WithClock gives the Channel's algorithms.
@@ -322,7 +321,7 @@ func (pg *peerGuard) count(name, tag, value string) {
 	pg.mu.Lock()
 	c, ok := pg.counters[[2]string{name, value}]
 	if !ok {
-		c = pg.scope.Tagged(map[string]string{tag: value}).Counter(name)
+		c = pg.rec.Scope().Tagged(map[string]string{tag: value}).Counter(name)
 		pg.counters[[2]string{name, value}] = c
 	}
 	pg.mu.Unlock()
