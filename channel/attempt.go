@@ -153,15 +153,18 @@ func sendBehindMiddleware(ctx context.Context, a *Attempt) (*Response, error) {
 // beginElsewhere handles an attempt whose BeginCall on p failed with err,
 // the rare path of attempt. A connection that closed under the attempt sent
 // nothing: the peer is reported lost (it leaves choice until its connector
-// has reconnected) and the attempt begins on another peer at once, at most
-// as many times as the list has peers, so an attempt never loops on dead
-// connections; a peer that had just left the list (its connection closing
-// with it) does not count, up to maxDeparted of them. Any other error (the deadline is reached, or tchannel-go
-// refused the call itself) ends the attempt. It returns the peer and call
-// that began, or a *CallError.
+// has reconnected) and the attempt begins on another peer at once, or on
+// the same one once it is Ready again, at most as many times as the list
+// has peers, so an attempt never loops on dead connections. Up to
+// maxExcused closes do not count: a peer's that had just left the list
+// (its connection closing with it), and a peer's that is being connected
+// again (its server asked the connection to drain, or it closed). Any
+// other error (the deadline is reached, or tchannel-go refused the call
+// itself) ends the attempt. It returns the peer and call that began, or a
+// *CallError.
 func (c *Channel) beginElsewhere(ctx, sctx context.Context, st *callState, a *attemptSpec, as *attemptSpan,
 	p *peer.Peer, t0 time.Time, err error) (*peer.Peer, *tchannel.OutboundCall, time.Time, error) {
-	departed := 0
+	excused := 0
 	for unsent := 1; ; unsent++ {
 		var se tchannel.SystemError
 		if errors.As(err, &se) || ctx.Err() != nil {
@@ -172,12 +175,13 @@ func (c *Channel) beginElsewhere(ctx, sctx context.Context, st *callState, a *at
 		st.pol.m.Unsent()
 		p.Lost()
 		// A peer that left the list (discovery removed it) closed its
-		// connection on its way out: that says nothing of the others, so
-		// it does not count against the bound (up to a few such).
-		if st.l.Get(p.HostPort()) != p && departed < maxDeparted {
-			departed++
+		// connection on its way out, and one being connected again will
+		// be chosen once it is Ready: neither says the call cannot be
+		// sent, so up to a few such do not count against the bound.
+		if s := p.State(); (st.l.Get(p.HostPort()) != p || s == peer.Idle || s == peer.Connecting) && excused < maxExcused {
+			excused++
 		}
-		if unsent-departed >= len(st.l.Peers()) {
+		if unsent-excused >= len(st.l.Peers()) {
 			return nil, nil, t0, &CallError{Service: a.service, Method: a.method, Code: codes.Unavailable,
 				Err: fmt.Errorf("%w (the connections of the peers this attempt chose closed before it could be sent; the last, %s: %v)", ErrUnavailable, p.HostPort(), err)}
 		}
@@ -194,9 +198,9 @@ func (c *Channel) beginElsewhere(ctx, sctx context.Context, st *callState, a *at
 	}
 }
 
-// maxDeparted bounds the unsent attempts of one attempt that beginElsewhere
-// does not count because their peer had left the list.
-const maxDeparted = 4
+// maxExcused bounds the unsent attempts of one attempt that beginElsewhere
+// does not count (see there).
+const maxExcused = 4
 
 // Call options per format, shared by every call that sets no transport
 // header (see callOptions.tchannelOptions): tchannel-go only reads them (as

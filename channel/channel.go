@@ -621,6 +621,7 @@ func (c *Channel) closeWithin(ctx context.Context) {
 	cancel()
 	c.stopResolvers()
 	c.pool.Close()
+	c.peers.g.Leave() // Sluice clients stop choosing it before its connections close
 	c.tch.Close()
 	t := time.NewTimer(closeWait)
 	defer t.Stop()

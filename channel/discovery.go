@@ -53,9 +53,10 @@ const (
 	// a DNS client that re-resolves every few seconds, and well inside
 	// Kubernetes' default 30 s termination grace period.
 	DefaultShutdownGrace = 10 * time.Second
-	// DefaultShutdownQuiet ends the grace once no request has arrived for
-	// this long: clients that follow a watched registry (etcd) stop
-	// sending within milliseconds of the deregistration.
+	// DefaultShutdownQuiet ends the grace once no request has arrived
+	// from a plain TChannel client for this long: clients that follow a
+	// watched registry (etcd) stop sending within milliseconds of the
+	// deregistration. (Sluice clients are told, and need no guess.)
 	DefaultShutdownQuiet = time.Second
 )
 
@@ -63,12 +64,14 @@ const (
 // defaults.
 type ShutdownConfig struct {
 	// Grace is the longest Shutdown keeps serving normally, listener open,
-	// after deregistering. 0 means DefaultShutdownGrace; negative, none.
+	// after deregistering and telling its Sluice clients. 0 means
+	// DefaultShutdownGrace; negative, none.
 	Grace time.Duration
-	// Quiet ends the grace early: once no request has arrived for Quiet
-	// (checked every Quiet/4, so the grace ends within 1.25 x Quiet of the
-	// last request). 0 means DefaultShutdownQuiet; it must not be
-	// negative.
+	// Quiet ends the grace early once no Sluice client holds a connection
+	// and no request has come from a plain TChannel client for Quiet
+	// (checked every Quiet/4, at most 10 ms, so the grace ends within 1.25
+	// x Quiet of the last such request). 0 means DefaultShutdownQuiet; it
+	// must not be negative.
 	Quiet time.Duration
 }
 
@@ -248,16 +251,26 @@ func (c *Channel) deregister(ctx context.Context) error {
 //
 //  1. it withdraws its registrations (WithRegistrar), so that clients
 //     following the registry stop choosing it;
-//  2. it serves on, listener open, while clients learn of it: for
-//     ShutdownConfig.Grace at most, ended early once no request has
-//     arrived for ShutdownConfig.Quiet (skipped when the Channel does not
-//     serve);
-//  3. it declines new requests before any handler runs, marked so that
+//  2. it tells its Sluice clients, on every connection they made, that it
+//     is leaving: each stops choosing it at once and closes its connection
+//     once the calls on it are answered, so that no call is on the wire
+//     when a connection closes;
+//  3. it serves on, listener open, until every Sluice client has closed
+//     its connection and no call has come from a plain TChannel client
+//     (tchannel-go, yab) for ShutdownConfig.Quiet: for
+//     ShutdownConfig.Grace at most (skipped when the Channel does not
+//     serve). Plain clients cannot be told; their calls keep being served
+//     until they stop, as their registry tells them;
+//  4. it declines new requests before any handler runs, marked so that
 //     Sluice clients retry them on another peer transparently;
-//  4. it waits for the handlers in flight to finish, until ctx ends;
-//  5. it closes, as Close does.
+//  5. it waits for the handlers in flight to finish, until ctx ends;
+//  6. it closes, as Close does.
 //
-// Its outbound calls keep working until step 5, so handlers in flight
+// A Sluice client whose every peer is leaving fails its calls at once with
+// UNAVAILABLE, or waits for a peer within its deadline if it asked to
+// (WaitForReady), as when every peer's connection has failed.
+//
+// Its outbound calls keep working until step 6, so handlers in flight
 // can still call other services. It returns ctx's error if ctx ended
 // before the handlers finished (the Channel is closed either way), or the
 // deregistration's error. Close is the immediate form. Calling Shutdown
@@ -269,6 +282,7 @@ func (c *Channel) Shutdown(ctx context.Context) error {
 	dctx, cancel := context.WithTimeout(ctx, deregisterWait)
 	err := c.deregister(dctx)
 	cancel()
+	c.peers.g.Leave()
 	if c.peers.serving() {
 		c.leave(ctx)
 	}
@@ -280,8 +294,9 @@ func (c *Channel) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// leave serves on until no request has arrived for the quiet time, the
-// grace has passed, or ctx ends.
+// leave serves on until no Sluice client holds a connection to the Channel
+// and no call has come from a plain client for the quiet time, the grace
+// has passed, or ctx ends.
 func (c *Channel) leave(ctx context.Context) {
 	s := c.o.shutdown.withDefaults()
 	if s.Grace < 0 {
@@ -289,14 +304,16 @@ func (c *Channel) leave(ctx context.Context) {
 	}
 	clk := c.o.clock
 	end := clk.Now().Add(s.Grace)
-	step := max(s.Quiet/4, time.Millisecond)
-	last, lastSeen := c.started.Load(), clk.Now()
+	step := max(min(s.Quiet/4, leavePoll), time.Millisecond)
+	_, _, last := c.peers.g.Inbound()
+	lastSeen := clk.Now()
 	for {
 		now := clk.Now()
-		if n := c.started.Load(); n != last {
-			last, lastSeen = n, now
+		signalled, _, calls := c.peers.g.Inbound()
+		if calls != last {
+			last, lastSeen = calls, now
 		}
-		if now.Sub(lastSeen) >= s.Quiet || !now.Before(end) {
+		if signalled == 0 && now.Sub(lastSeen) >= s.Quiet || !now.Before(end) {
 			return
 		}
 		t := clk.NewTimer(min(step, end.Sub(now)))
@@ -308,6 +325,9 @@ func (c *Channel) leave(ctx context.Context) {
 		}
 	}
 }
+
+// leavePoll is how often leave looks at the connections and calls.
+const leavePoll = 10 * time.Millisecond
 
 // drain declines new requests and waits until none is in a handler, or
 // ctx ends.

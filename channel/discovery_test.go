@@ -364,19 +364,27 @@ func TestShutdownDrainsHandlers(t *testing.T) {
 	<-inFlight
 }
 
-// The grace lasts while requests keep coming, up to Grace, and ends once
-// they stop for Quiet.
+// The grace lasts while a plain TChannel client's requests keep coming,
+// up to Grace, and ends once they stop for Quiet; a Sluice client is told
+// and closes its connection, so its calls do not hold the grace, and
+// every call it made succeeded or was never sent.
 func TestShutdownGrace(t *testing.T) {
 	const grace, quiet = 400 * time.Millisecond, 100 * time.Millisecond
 	s := startServer(t, WithShutdown(ShutdownConfig{Grace: grace, Quiet: quiet}))
-	client, _, _ := startClient(t, s)
+	plain, err := tchannel.NewChannel("plain-client", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	calling := make(chan struct{})
 	go func() {
 		defer close(calling)
 		for ctx.Err() == nil {
-			_, _ = client.CallRaw(ctx, "kv", "echo", nil, nil)
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			_, _, _, _ = raw.Call(cctx, plain, s.ch.HostPort(), "kv", "echo", nil, nil)
+			cancel()
 		}
 	}()
 	testwait.Until(t, "calls to flow", func() bool { return s.received.Load() > 10 })
@@ -385,14 +393,55 @@ func TestShutdownGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d < grace {
-		t.Fatalf("Shutdown left after %v while calls kept coming, want the whole grace (%v)", d, grace)
+		t.Fatalf("Shutdown left after %v while a plain client's calls kept coming, want the whole grace (%v)", d, grace)
 	}
 	stop()
 	<-calling
 
 	s2 := startServer(t, WithShutdown(ShutdownConfig{Grace: time.Hour, Quiet: quiet}))
+	client, err := New("client", WithMethods("kv", "echo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if err := client.AddPeer("kv", s2.ch.HostPort()); err != nil {
+		t.Fatal(err)
+	}
+	// Once its one peer has left, the client's calls fail at once,
+	// UNAVAILABLE naming the leaving server, unsent; no other failure.
+	var left atomic.Int64
+	load := testload.Start(4, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := client.CallRaw(ctx, "kv", "echo", nil, []byte("x"))
+		if errors.Is(err, ErrUnavailable) && errors.Is(err, peer.ErrPeerLeaving) {
+			left.Add(1)
+			return nil
+		}
+		return err
+	})
+	t.Cleanup(load.Stop)
+	testwait.Until(t, "calls to flow", func() bool { return load.Calls() > 50 })
+	done := make(chan error, 1)
+	go func() { done <- s2.ch.Shutdown(context.Background()) }()
+	// The Sluice client is told at once: its peer leaves choice, and its
+	// connection closes, which ends the grace long before its hour.
+	testwait.Until(t, "the client to see the server leaving", func() bool {
+		p := client.Peers("kv")
+		return len(p) == 1 && p[0].State == peer.TransientFailure
+	})
+	if err := testwait.Recv(t, done, "Shutdown with only a Sluice client"); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, "calls to fail as the peer left", func() bool { return left.Load() > 0 })
+	load.Stop()
+	if n := load.Failed(); n != 0 {
+		t.Fatalf("%d calls through the server's Shutdown failed otherwise; the first: %v", n, load.FirstErr())
+	}
+
+	s3 := startServer(t, WithShutdown(ShutdownConfig{Grace: time.Hour, Quiet: quiet}))
 	start = time.Now()
-	if err := s2.ch.Shutdown(context.Background()); err != nil {
+	if err := s3.ch.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d > time.Minute {

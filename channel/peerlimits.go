@@ -39,18 +39,24 @@ type PeerLimits struct {
 	// handshake included. At the cap a new connection closes one that is
 	// still in its handshake, else one that never made a call, else one
 	// that made calls, the longest idle first, never one with a call in
-	// flight; if every one has a call in flight the new one is closed.
+	// flight; if every one has a call in flight the new one is closed. A
+	// Sluice client's connection is not closed but asked to close itself
+	// (as at IdleTimeout), and leaves the count at once; up to MaxConns/16
+	// such connections may be draining beyond the cap, each for at most 2
+	// seconds without a call in flight.
 	// 0 means half the process's descriptor limit. A connection that
 	// holds no call costs about 26 KB (tchannel-go's state, its two
 	// goroutines, the collector's headroom: 257 MiB for 10,000), so where
 	// the descriptor limit is large, size the cap to memory too.
 	MaxConns int
 	// IdleTimeout closes an inbound connection with no call in flight and
-	// none for this long; pings do not count. A Sluice client reconnects at
-	// once. TChannel has no way to announce a close, so a call sent at the
-	// very moment of it fails NETWORK, as with an HTTP keep-alive timeout
-	// (the server had not read it: a retry policy naming NETWORK covers
-	// it). 0 means 5 minutes.
+	// none for this long; pings do not count. A Sluice client is asked to
+	// close it itself, once the calls it may be sending at that moment are
+	// answered, and reconnects when it next calls: no call is lost. A plain
+	// TChannel client cannot be asked, so the connection is closed under
+	// it, and a call it sends at that very moment fails NETWORK, as with
+	// an HTTP keep-alive timeout (the server had not read it: a retry
+	// policy naming NETWORK covers it). 0 means 5 minutes.
 	IdleTimeout time.Duration
 	// HandshakeTimeout bounds the wait for an inbound connection's init
 	// request, and with WithServerTLS its TLS handshake before it: until
@@ -214,6 +220,12 @@ func (pg *peerGuard) listen(inner net.Listener, l PeerLimits) (*connlimit.Listen
 			}
 		}
 		tc, err := pg.g.Gate(nc, c)
+		if err == nil {
+			// A Sluice client is asked to close an idle or evicted
+			// connection itself, so that no call it sends meanwhile is
+			// lost (internal/tchconn's signal carrier).
+			c.SetDrain(tc.AskToDrain)
+		}
 		if _, plain := nc.(*prefixConn); plain && err == nil {
 			// A plaintext TChannel client on a TLSMixed port, counted
 			// once the guard has accepted its init: not the other bytes

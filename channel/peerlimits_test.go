@@ -271,15 +271,55 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 	testwait.Until(t, "both connections to be closed as idle", func() bool {
 		return taggedCounter(scope, stats.ServerConnsClosed, stats.TagReason, "idle") == 2
 	})
-	// A call sent at the moment of the close would race it (see
-	// PeerLimits.IdleTimeout); wait for the client to reconnect.
-	testwait.Until(t, "the client to reconnect", func() bool {
-		return taggedCounter(clientScope, stats.PeerConnects, stats.TagPeer, s.ch.HostPort()) == 2
-	})
+	// The Sluice client was asked to close its connection, and did: it
+	// connects again for its next call.
+	waitPeerState(t, client, s.ch.HostPort(), peer.Idle)
 	ctx = ctxTimeout(t)
 	_, err = client.CallRaw(ctx, "kv", "echo", nil, nil)
 	if err != nil {
 		t.Fatalf("the client's call after its idle connection was closed: %v", err)
+	}
+	if n := taggedCounter(clientScope, stats.PeerConnects, stats.TagPeer, s.ch.HostPort()); n != 2 {
+		t.Fatalf("%d connects, want 2: the first, and one for the call after the idle close", n)
+	}
+}
+
+// A Sluice client whose calls come about as often as the server's idle
+// timeout loses none of them: the server asks it to close an idle
+// connection instead of closing it under a call on the wire.
+func TestIdleCloseLosesNoCall(t *testing.T) {
+	const idle = 20 * time.Millisecond
+	scope := tally.NewTestScope("", nil)
+	s := startServer(t, WithScope(scope), WithPeerLimits(PeerLimits{IdleTimeout: idle}))
+	// A connection that closes young is not a failure here: the test
+	// is about the calls the closes meet.
+	client, err := New("client", WithMethods("kv", "echo"), WithConnectConfig(peer.ConnectConfig{Backoff: backoff.Exponential{
+		Initial: time.Millisecond, Max: time.Millisecond, Multiplier: 1.6, Jitter: backoff.ProportionalJitter}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	if err := client.AddPeer("kv", s.ch.HostPort()); err != nil {
+		t.Fatal(err)
+	}
+	var failed []error
+	const calls = 120
+	for i := range calls {
+		// Gaps around the idle timeout, so that calls meet its closes.
+		time.Sleep(idle*3/4 + time.Duration(i%11)*idle/20)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if _, err := client.CallRaw(ctx, "kv", "echo", nil, nil); err != nil {
+			failed = append(failed, err)
+		}
+		cancel()
+	}
+	closes := taggedCounter(scope, stats.ServerConnsClosed, stats.TagReason, "idle")
+	t.Logf("%d calls, %d idle closes, %d failed", calls, closes, len(failed))
+	if closes < calls/10 {
+		t.Fatalf("only %d idle closes in %d calls: the gaps did not meet the idle timeout", closes, calls)
+	}
+	if len(failed) > 0 {
+		t.Fatalf("%d of %d calls failed; the first: %v", len(failed), calls, failed[0])
 	}
 }
 

@@ -140,6 +140,17 @@ func (c *conn) run() {
 		retryAt = since.Add(c.pool.backoff(failures))
 		enter(TransientFailure)
 	}
+	// left takes the peer out of choice when its server said it is
+	// leaving: a failure for the backoff (a leaving server's listener may
+	// stay open for a while, and each connect to it ends the same way)
+	// but not for the failure count, since nothing went wrong.
+	left := func(since time.Time) {
+		warm = false
+		failures++
+		c.failure.Store(&Failure{Err: ErrPeerLeaving, At: clk.Now()})
+		retryAt = since.Add(c.pool.backoff(failures))
+		enter(TransientFailure)
+	}
 	for {
 		switch st {
 		case Idle:
@@ -159,6 +170,13 @@ func (c *conn) run() {
 			}
 			if err != nil {
 				fail(start, err) // the backoff counts from the connect's start, as gRPC's
+				continue
+			}
+			if w.peerLeaving() {
+				// Its handshake said it is leaving: no call goes to it.
+				conn.Close()
+				conn, w = nil, nil
+				left(start)
 				continue
 			}
 			readyAt = clk.Now()
@@ -190,6 +208,24 @@ func (c *conn) run() {
 					continue
 				}
 				wanted = true // Lost: a call found it closing
+			case <-w.drained():
+				// The server asked this connection to drain. tchannel-go's
+				// close lets the calls on it finish and fails new ones
+				// before they are sent, which then go elsewhere; only the
+				// client closing leaves no call on the wire in doubt.
+				stopTimer(t)
+				conn.Close()
+				leaving := w.peerLeaving()
+				conn, w, misses, failures = nil, nil, 0, 0
+				if leaving {
+					left(clk.Now())
+					continue
+				}
+				// Only this connection: the server is warm, and the next
+				// call that wants it makes a new one.
+				warm = true
+				enter(Idle)
+				continue
 			case <-tick:
 				if c.ping(hc.Timeout) {
 					misses = 0

@@ -23,9 +23,9 @@ var (
 	ErrNoPeers = errors.New("no peers for the service; add a peer first")
 	// ErrUnavailable: no peer has a connection, and none is being made:
 	// every one is in TransientFailure (refused, reset, handshake failed or
-	// timed out, or found dead) and waits out its connection backoff, or
-	// is shut down.
-	ErrUnavailable = errors.New("no peer could take the call: their connections failed (refused, reset, closed or found dead) and are waiting to reconnect; nothing was sent")
+	// timed out, found dead, or its server said it is leaving) and waits
+	// out its connection backoff, or is shut down.
+	ErrUnavailable = errors.New("no peer could take the call: their connections failed (refused, reset, closed or found dead) or their servers are shutting down, and they are waiting to reconnect; nothing was sent")
 	// ErrConnecting: no peer is Ready yet, but some are connecting: wait
 	// on List.Changed and choose again.
 	ErrConnecting = errors.New("no peer is connected yet; some are connecting")
@@ -33,6 +33,13 @@ var (
 	// answered yet: wait on List.Changed and choose again.
 	ErrResolving = errors.New("no peers yet: the service's resolver has not answered")
 )
+
+// ErrPeerLeaving is the Failure of a peer whose server said it is shutting
+// down (a Sluice server's Shutdown or Close, through the signal carrier):
+// the peer is in TransientFailure, so calls go to other peers, and is
+// connected to again on the connection backoff, in case a new server takes
+// its address.
+var ErrPeerLeaving = errors.New("the server is shutting down (it said so): calls go to other peers")
 
 // Peer is one host:port serving a service, with its busy limiter and the
 // load and latency the chooser weighs.

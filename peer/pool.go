@@ -327,6 +327,10 @@ type watchKey struct{}
 // process closed it, and it can abort a connect in progress.
 type watch struct {
 	closed chan struct{} // closed when the socket is closed
+	// drain is the connection's, if the server at the other end can ask
+	// it to drain (Sluice's signal carrier, internal/tchconn); set by
+	// wrap, before tchannel-go has the connection.
+	drain drainable
 
 	mu      sync.Mutex
 	nc      net.Conn
@@ -346,6 +350,7 @@ type watch struct {
 func newWatch() *watch { return &watch{closed: make(chan struct{})} }
 
 func (w *watch) wrap(nc net.Conn) net.Conn {
+	w.drain, _ = nc.(drainable)
 	w.mu.Lock()
 	w.nc = nc
 	aborted := w.aborted
@@ -402,6 +407,28 @@ func (w *watch) readAnswer(b []byte) error {
 	}
 	return nil
 }
+
+// drainable is a connection whose server can ask it to drain: close once
+// its calls are done (Sluice's signal carrier; *tchconn.Conn is one).
+type drainable interface {
+	// Drained is closed once the server asked.
+	Drained() <-chan struct{}
+	// PeerLeaving reports that the server said it is leaving, not only
+	// that it wants this connection closed.
+	PeerLeaving() bool
+}
+
+// drained returns a channel closed once the server asked the connection
+// to drain; nil (never ready) for a connection no server can ask.
+func (w *watch) drained() <-chan struct{} {
+	if w.drain == nil {
+		return nil
+	}
+	return w.drain.Drained()
+}
+
+// peerLeaving reports whether the server said it is leaving.
+func (w *watch) peerLeaving() bool { return w.drain != nil && w.drain.PeerLeaving() }
 
 // dialed reports whether the connect's TCP dial succeeded.
 func (w *watch) dialed() bool {

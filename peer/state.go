@@ -11,6 +11,9 @@ import "strconv"
 //	Ready --(closed or reset by the remote after it served a while)--> Connecting
 //	Ready --(found dead by health checks, or dropped soon after it opened)--> TransientFailure
 //	Ready --(closed by this process's idle sweep)--> Idle
+//	Ready --(its server asked the connection to drain: idle, at its cap)--> Idle
+//	Ready --(its server said it is leaving)--> TransientFailure
+//	Connecting --(the handshake said the server is leaving)--> TransientFailure
 //	Ready --(an attempt found the connection closing: Peer.Lost)--> Connecting,
 //	        then Ready again at once if the connection was fine
 //	TransientFailure --(its backoff has passed)--> Connecting
@@ -28,7 +31,8 @@ const (
 	Connecting
 	// Ready: a connection is established; attempts go over it.
 	Ready
-	// TransientFailure: the last connect failed, or the connection died.
+	// TransientFailure: the last connect failed, the connection died, or
+	// its server said it is leaving (Failure.Err is ErrPeerLeaving).
 	// The next connect waits for the connection backoff.
 	TransientFailure
 	// Shutdown: the peer was removed or its channel closed.

@@ -21,6 +21,14 @@
 // socket is closed instead. So sockets that connect and wait cannot lock
 // out a client that calls, and a client mid-call is never cut.
 //
+// A connection closed by the server may take a call its client sent at the
+// same moment: the protocol above can avoid that where the client can be
+// asked to close the connection itself (SetDrain). An idle or evicted Conn
+// that can be asked is asked instead of closed, and leaves the count at
+// once; it is closed when its client closes it, or DrainWait later with
+// no call in flight. At most MaxConns/16 (at least one) are so draining at
+// once; beyond that they are closed as before.
+//
 // Activity is kept at the resolution of the Listener's sweep (a second at
 // most), which makes Active two atomic stores: cheap enough for every
 // frame of a call.
@@ -49,6 +57,10 @@ const (
 	// DefaultWriteTimeout closes a connection whose writes have made no
 	// progress for this long: its peer stopped reading.
 	DefaultWriteTimeout = 30 * time.Second
+	// DrainWait is how long a Conn whose client was asked to close it
+	// (SetDrain) is left to the client: an idle client closes it within a
+	// round trip.
+	DrainWait = 2 * time.Second
 )
 
 // DefaultMaxConns returns the cap a zero Config.MaxConns means: half the
@@ -153,10 +165,11 @@ type Listener struct {
 	done     chan struct{}
 	wg       sync.WaitGroup // the accept loop, the sweeper, gates
 
-	mu     sync.Mutex
-	conns  connHeap // every Conn held, least useful on top
-	closed bool
-	err    error // why the accept loop stopped
+	mu       sync.Mutex
+	conns    connHeap           // every Conn held, least useful on top
+	draining map[*Conn]struct{} // Conns whose client was asked to close them, out of conns
+	closed   bool
+	err      error // why the accept loop stopped
 }
 
 // Listen returns a Listener accepting on inner. Close closes inner.
@@ -180,7 +193,7 @@ func Listen(inner net.Listener, cfg Config) (*Listener, error) {
 		cfg.Clock = clock.Real
 	}
 	l := &Listener{inner: inner, cfg: cfg, clk: cfg.Clock, start: cfg.Clock.Now(),
-		accepted: make(chan net.Conn), done: make(chan struct{})}
+		accepted: make(chan net.Conn), done: make(chan struct{}), draining: map[*Conn]struct{}{}}
 	l.wg.Add(2)
 	go l.acceptLoop()
 	go l.sweepLoop()
@@ -228,12 +241,16 @@ func (l *Listener) Close() error {
 	return err
 }
 
-// Len returns the number of connections held, pending ones included.
+// Len returns the number of connections held, pending and draining ones
+// included.
 func (l *Listener) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.conns)
+	return len(l.conns) + len(l.draining)
 }
+
+// maxDraining bounds the Conns draining at once.
+func (l *Listener) maxDraining() int { return max(1, l.cfg.MaxConns/16) }
 
 // MaxConns returns the cap in force.
 func (l *Listener) MaxConns() int { return l.cfg.MaxConns }
@@ -323,8 +340,28 @@ func (l *Listener) add(nc net.Conn) *Conn {
 			nc.Close()
 			return nil
 		}
-		victim.closeFor(Evicted, nil)
+		l.retire(victim, Evicted, now)
 	}
+}
+
+// retire gives up c, which is out of the heap, for why: it asks c's client
+// to close it if c can be asked and the draining Conns are not at their
+// bound, and closes it otherwise.
+func (l *Listener) retire(c *Conn, why Reason, now int64) {
+	l.mu.Lock()
+	ask := c.drain != nil && len(l.draining) < l.maxDraining() && !l.closed && c.idx < 0
+	if ask {
+		l.draining[c] = struct{}{}
+		c.drainWhy, c.drainAt = why, now
+	}
+	l.mu.Unlock()
+	if ask && c.drain() {
+		return
+	}
+	l.mu.Lock()
+	delete(l.draining, c)
+	l.mu.Unlock()
+	c.closeFor(why, nil)
 }
 
 // evict closes the least useful connection, if any has no call in flight.
@@ -333,7 +370,7 @@ func (l *Listener) evict() {
 	victim := l.leastUseful(l.nowNS())
 	l.mu.Unlock()
 	if victim != nil {
-		victim.closeFor(Evicted, nil)
+		victim.closeFor(Evicted, nil) // a descriptor is wanted now: no drain
 	}
 }
 
@@ -420,7 +457,7 @@ func (l *Listener) sweepLoop() {
 func (l *Listener) sweep() {
 	now := l.nowNS()
 	idleFor, stallFor := int64(l.cfg.IdleTimeout), int64(l.cfg.WriteTimeout)
-	var idle, stalled []*Conn
+	var idle, stalled, drained []*Conn
 	l.mu.Lock()
 	for _, c := range l.conns {
 		switch {
@@ -430,12 +467,26 @@ func (l *Listener) sweep() {
 			stalled = append(stalled, c)
 		}
 	}
+	for c := range l.draining {
+		switch {
+		case stallFor > 0 && c.writeStalled(now, stallFor):
+			stalled = append(stalled, c)
+		case c.busy.Load() == 0 && now-c.drainAt >= int64(DrainWait):
+			drained = append(drained, c)
+		}
+	}
+	for _, c := range idle {
+		heap.Remove(&l.conns, c.idx)
+	}
 	l.mu.Unlock()
 	for _, c := range idle {
-		c.closeFor(Idle, nil)
+		l.retire(c, Idle, now)
 	}
 	for _, c := range stalled {
 		c.closeFor(WriteStalled, nil)
+	}
+	for _, c := range drained {
+		c.closeFor(c.drainWhy, nil)
 	}
 }
 
@@ -471,9 +522,14 @@ type Conn struct {
 	wgen  atomic.Uint32
 	once  sync.Once
 
+	// drain asks the client to close the connection itself (SetDrain).
+	drain func() bool
+
 	// Guarded by l.mu.
-	idx int // in l.conns, or -1
-	key connKey
+	idx      int // in l.conns, or -1
+	key      connKey
+	drainWhy Reason // why it was retired, while draining
+	drainAt  int64  // when its client was asked to close it
 
 	// The sweeper's own.
 	seenGen uint32
@@ -506,6 +562,12 @@ func (c *Conn) Active() {
 	}
 }
 
+// SetDrain gives c a way to ask its client to close it once its calls are
+// done: ask reports whether the client was asked (it never blocks). An
+// idle or evicted c is then asked instead of closed (see the package doc).
+// Call it before the Listener's Accept returns c: from its Gate.
+func (c *Conn) SetDrain(ask func() bool) { c.drain = ask }
+
 // Begin records a call in flight on c until End: a Conn with a call in
 // flight is neither idle nor evicted.
 func (c *Conn) Begin() { c.busy.Add(1) }
@@ -537,17 +599,27 @@ func (c *Conn) writeStalled(now, timeout int64) bool {
 	return now-c.seenAt >= timeout
 }
 
-// Close closes the socket and stops counting c.
+// Close closes the socket and stops counting c. A Conn whose client was
+// asked to close it (SetDrain) is reported closed for the reason it was
+// retired.
 func (c *Conn) Close() error {
 	var err error
+	var drained Reason
 	c.once.Do(func() {
 		c.l.mu.Lock()
 		if c.idx >= 0 {
 			heap.Remove(&c.l.conns, c.idx)
 		}
+		if _, ok := c.l.draining[c]; ok {
+			delete(c.l.draining, c)
+			drained = c.drainWhy
+		}
 		c.l.mu.Unlock()
 		err = c.Conn.Close()
 	})
+	if drained != 0 {
+		c.l.report(c, drained, nil)
+	}
 	return err
 }
 
@@ -560,6 +632,7 @@ func (c *Conn) closeFor(why Reason, err error) {
 		if c.idx >= 0 {
 			heap.Remove(&c.l.conns, c.idx)
 		}
+		delete(c.l.draining, c)
 		c.l.mu.Unlock()
 		_ = c.Conn.Close()
 	})

@@ -110,7 +110,23 @@ type Conn struct {
 
 	calls atomic.Int32 // calls in flight (BeginCall)
 	once  sync.Once
+
+	// The signal carrier (signal.go).
+	signals   atomic.Bool   // both ends announced signals
+	counted   int8          // inbound: how the Guard counts it (countedSignalled, countedPlain); guarded by g.mu
+	drained   chan struct{} // outbound: closed at the first drain the server asks
+	drainKind atomic.Uint32 // outbound: the strongest drain the server asked
+	// Guarded by wmu.
+	initWritten bool  // tchannel-go's init frame has been written
+	drainSent   Drain // inbound: the strongest drain sent to the client
+	drainWant   Drain // inbound: asked before the init response, which carries it
 }
+
+// How a Guard counts an inbound connection, once its init request is read.
+const (
+	countedSignalled = 1
+	countedPlain     = 2
+)
 
 // request is a multi-fragment request tchannel-go has and whose last
 // fragment has not come. A request refused, dropped, cancelled or answered
@@ -330,13 +346,16 @@ func (c *Conn) handle(f []byte) ([]byte, error) {
 			return nil, &tframe.ProtocolError{Type: fr.Type, ID: fr.ID, Reason: fmt.Sprintf("the first frame must be an %v", want)}
 		}
 		c.first = false
-		return f, nil
+		return c.readInit(f), nil
 	}
 	switch fr.Type {
 	case tframe.InitReq, tframe.InitRes:
 		return nil, &tframe.ProtocolError{Type: fr.Type, ID: fr.ID, Reason: "an init frame after the handshake"}
 	case tframe.CallReq:
 		c.active()
+		if c.inbound && !c.signals.Load() {
+			c.g.plainCalls.Add(1)
+		}
 		if !fr.More && c.nreqs.Load() == 0 {
 			return f, nil
 		}
@@ -350,6 +369,12 @@ func (c *Conn) handle(f []byte) ([]byte, error) {
 		}
 	case tframe.CallRes, tframe.CallResContinue, tframe.Error:
 		c.active()
+	case tframe.Signal:
+		if !c.signals.Load() {
+			return nil, &tframe.ProtocolError{Type: fr.Type, ID: fr.ID, Reason: "a signal frame on a connection whose peers did not both announce signals"}
+		}
+		c.readSignal(fr, f)
+		return nil, nil
 	}
 	return f, nil
 }
@@ -573,6 +598,16 @@ func (c *Conn) writeOwn(f []byte) {
 func (c *Conn) Write(b []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if !c.initWritten {
+		c.initWritten = true
+		if out := c.writeInit(b); len(out) != len(b) {
+			c.scanWritten(out)
+			if _, err := c.Conn.Write(out); err != nil {
+				return 0, err
+			}
+			return len(b), nil
+		}
+	}
 	c.scanWritten(b)
 	return c.Conn.Write(b)
 }
@@ -646,6 +681,13 @@ func (c *Conn) forget() {
 		g.mu.Lock()
 		g.free(c, c.unfinished)
 		delete(g.conns, c)
+		switch c.counted {
+		case countedSignalled:
+			g.inSignalled--
+		case countedPlain:
+			g.inPlain--
+		}
+		c.counted = 0
 		c.reqs, c.gone = nil, true
 		c.nreqs.Store(0)
 		g.mu.Unlock()

@@ -88,8 +88,9 @@ func seedStreams() [][]byte {
 		tframe.AppendCancel(nil, 2, "cancelled"),
 		tframe.AppendError(nil, 2, 0x03, "busy"),
 		// The probe's malformed cases.
-		tframe.Append(nil, 0x42, 2, nil),                      // unknown type
-		tframe.Append(nil, tframe.Claim, 2, make([]byte, 29)), // claim
+		tframe.Append(nil, 0x42, 2, nil),                                          // unknown type
+		tframe.AppendSignal(nil, tframe.ConnID, [][2]string{{"drain", "server"}}), // a signal, unannounced
+		tframe.Append(nil, tframe.Claim, 2, make([]byte, 29)),                     // claim
 		withSize(ok, 10),                  // size below a header
 		withSize(ok, uint16(len(ok)+100)), // size past the bytes sent
 		ok[:len(ok)-3],                    // cut short

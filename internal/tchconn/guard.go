@@ -186,6 +186,12 @@ type Guard struct {
 	unfinished int64              // frame bytes of unfinished requests, all connections
 	holding    map[*Conn]struct{} // connections with unfinished requests
 	closed     bool
+
+	// The signal carrier's (signal.go).
+	leaving     atomic.Bool   // Leave was called
+	inSignalled int           // inbound connections whose client announced signals; guarded by mu
+	inPlain     int           // the other inbound connections; guarded by mu
+	plainCalls  atomic.Uint64 // calls that came on the others
 }
 
 // New returns a Guard. Close stops its sweep.
@@ -261,6 +267,17 @@ func (g *Guard) Gate(nc net.Conn, lim Activity) (*Conn, error) {
 		c.forget()
 		return nil, err
 	}
+	g.mu.Lock()
+	if !c.gone {
+		c.counted = countedPlain
+		g.inPlain++
+		if c.signals.Load() {
+			c.counted = countedSignalled
+			g.inPlain--
+			g.inSignalled++
+		}
+	}
+	g.mu.Unlock()
 	return c, nil
 }
 
@@ -273,7 +290,7 @@ type Activity interface {
 }
 
 func (g *Guard) newConn(nc net.Conn, lim Activity, inbound bool) *Conn {
-	c := &Conn{Conn: nc, g: g, lim: lim, inbound: inbound, first: true, peer: nc.RemoteAddr().String()}
+	c := &Conn{Conn: nc, g: g, lim: lim, inbound: inbound, first: true, peer: nc.RemoteAddr().String(), drained: make(chan struct{})}
 	c.buf = c.small[:]
 	g.mu.Lock()
 	g.conns[c] = struct{}{}

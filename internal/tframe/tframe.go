@@ -20,6 +20,7 @@
 //	cancel         ttl:4 tracing:25 why~2
 //	error          code:1 tracing:25 message~2
 //	ping req/res   (nothing)
+//	signal         nh:1 (key~1 value~1){nh}   (Sluice's own, see Signal)
 //
 // where x~n is a string of x's bytes preceded by its length in n bytes,
 // all integers are big-endian, and bit 0x01 of flags says more fragments
@@ -141,7 +142,7 @@ func (e *ProtocolError) Error() string {
 
 // Parse checks the frame f (header and payload, exactly Header.Size bytes)
 // and returns what it says. It returns a *ProtocolError if f's size field differs
-// from len(f), if f's type is not one tchannel-go handles, if a field runs
+// from len(f), if f's type is not one tchannel-go handles (or Signal), if a field runs
 // past the end of the payload, if a call or continuation frame names a
 // checksum type above 3 or carries no argument chunk, if its argument
 // chunks do not fill its payload exactly, or if a call request's first
@@ -212,6 +213,8 @@ func Parse(f []byte) (Frame, error) {
 	case PingReq, PingRes:
 		// No payload; tchannel-go ignores any.
 		return fr, nil
+	case Signal:
+		return fr, parseSignal(fr, &p)
 	case Claim:
 		return fr, fr.invalid("claim frames are not supported")
 	default:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -39,6 +40,8 @@ func TestParse(t *testing.T) {
 		{"error", AppendError(nil, 5, 0x03, "busy"), Frame{Header: Header{Type: Error, ID: 5}}},
 		{"ping", Append(nil, PingReq, 6, nil), Frame{Header: Header{Type: PingReq, ID: 6}}},
 		{"ping with a payload", Append(nil, PingRes, 6, []byte{1, 2}), Frame{Header: Header{Type: PingRes, ID: 6}}},
+		{"signal", AppendSignal(nil, ConnID, [][2]string{{"drain", "server"}, {"k", ""}}), Frame{Header: Header{Type: Signal, ID: ConnID}}},
+		{"signal without pairs", AppendSignal(nil, 8, nil), Frame{Header: Header{Type: Signal, ID: 8}}},
 	}
 	for _, tc := range valid {
 		t.Run(tc.name, func(t *testing.T) {
@@ -68,6 +71,9 @@ func TestParse(t *testing.T) {
 		{"size field too large", "size field is 17", withSize(Append(nil, PingReq, 1, nil), 17)},
 		{"unknown type", "unknown frame type", Append(nil, 0x42, 1, nil)},
 		{"claim", "not supported", Append(nil, Claim, 1, make([]byte, 29))},
+		{"signal without a count", "needs 1 bytes", Append(nil, Signal, 1, nil)},
+		{"signal cut", "a string needs 5 bytes", Append(nil, Signal, 1, []byte{1, 5, 'd'})},
+		{"signal with trailing bytes", "1 bytes after the last pair", Append(nil, Signal, 1, []byte{0, 7})},
 		{"checksum type 4 (the probe's crash)", "checksum type is 4", call(Call{Fragment: Fragment{ChecksumType: 4, Chunks: okArgs.Chunks}})},
 		{"checksum type 255", "checksum type is 255", AppendCallRes(nil, 1, Call{Fragment: Fragment{ChecksumType: 255, Chunks: okArgs.Chunks}})},
 		{"call req without chunks", "no argument chunk", call(Call{})},
@@ -210,17 +216,45 @@ func (c *recordingConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
-// FuzzParse checks that Parse never panics, and that what it accepts has
-// the size it read.
+// FuzzParse checks that Parse never panics, that what it accepts has the
+// size it read, and that SignalPairs and InitParamsOf read what it accepts
+// without panicking.
 func FuzzParse(f *testing.F) {
 	f.Add(call(Call{Fragment: okArgs}))
 	f.Add(call(Call{Fragment: Fragment{ChecksumType: 4, Chunks: okArgs.Chunks}}))
 	f.Add(AppendInit(nil, InitReq, 1, Init{Version: 2, Params: InitParams("h:1", "p")}))
 	f.Add(AppendError(nil, 1, 3, "x"))
+	f.Add(AppendSignal(nil, ConnID, [][2]string{{"drain", "server"}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fr, err := Parse(b)
-		if err == nil && int(fr.Size) != len(b) {
+		if err != nil {
+			return
+		}
+		if int(fr.Size) != len(b) {
 			t.Fatalf("Parse accepted %d bytes with a size field of %d", len(b), fr.Size)
 		}
+		// What reads an accepted frame's fields cannot run past them.
+		switch fr.Type {
+		case Signal:
+			SignalPairs(b[HeaderSize:], func(k, v []byte) {})
+		case InitReq, InitRes:
+			InitParamsOf(b)
+		}
 	})
+}
+
+// SignalPairs reads back what AppendSignal wrote, and InitParamsOf what
+// AppendInit wrote.
+func TestSignalPairsAndInitParams(t *testing.T) {
+	kvs := [][2]string{{"drain", "server"}, {"", ""}, {strings.Repeat("k", 255), strings.Repeat("v", 255)}}
+	var got [][2]string
+	SignalPairs(AppendSignal(nil, ConnID, kvs)[HeaderSize:], func(k, v []byte) { got = append(got, [2]string{string(k), string(v)}) })
+	if !slices.Equal(got, kvs) {
+		t.Errorf("SignalPairs read %q, want %q", got, kvs)
+	}
+	params := InitParams("127.0.0.1:1", "p")
+	v, ps := InitParamsOf(AppendInit(nil, InitReq, 1, Init{Version: 2, Params: params}))
+	if v != 2 || !slices.Equal(ps, params) {
+		t.Errorf("InitParamsOf = %d, %q; want 2, %q", v, ps, params)
+	}
 }
