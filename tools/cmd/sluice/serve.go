@@ -37,10 +37,13 @@ PREFIX/HOST:PORT, in the layout of etcd's naming/endpoints, under a lease of
 --register-ttl renewed while it runs, and written again if etcd loses it), so
 that clients following etcd://.../PREFIX find it. On SIGINT or SIGTERM it
 leaves without failing calls (channel.Channel.Shutdown): it deregisters,
-serves on while clients learn of it (at most --shutdown-grace, ended once no
-request has come for --shutdown-quiet), declines new requests (Sluice clients
-retry them elsewhere), waits up to --shutdown-timeout for the requests in
-flight, and exits. A second signal exits at once.
+tells its Sluice clients it is leaving (they stop choosing it and close
+their connections once their calls are answered), serves on while clients
+learn of it (at most --shutdown-grace, ended once every Sluice client has
+closed its connection and no plain TChannel client's request, yab's say, has
+come for --shutdown-quiet), declines new requests (Sluice clients retry them
+elsewhere), waits up to --shutdown-timeout for the requests in flight, and
+exits. A second signal exits at once.
 
 ` + targetsHelp + `
 
@@ -71,7 +74,7 @@ func serveRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	registerTTL := fs.Duration("register-ttl", etcd.DefaultTTL, "the time to live of the registration's etcd lease, whole seconds: how long etcd keeps the address of a server that died")
 	etcdTLS := addEtcdFlags(fs)
 	grace := fs.Duration("shutdown-grace", channel.DefaultShutdownGrace, "on SIGINT/SIGTERM, serve on at most this long after deregistering, while clients learn of it (negative: not at all)")
-	quiet := fs.Duration("shutdown-quiet", channel.DefaultShutdownQuiet, "end the grace once no request has come for this long")
+	quiet := fs.Duration("shutdown-quiet", channel.DefaultShutdownQuiet, "end the grace once no plain TChannel client's request has come for this long (Sluice clients are told, and need no quiet)")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "the longest a shutdown takes, grace and requests in flight included")
 	limits := peerLimitFlags(fs)
 	tlsFlags := addServerTLSFlags(fs, "TChannel")
