@@ -118,8 +118,7 @@ func NewEstimator(cfg Adaptive, fallback time.Duration) (*Estimator, error) {
 		scratch: make([]int64, 0, cfg.Window)}, nil
 }
 
-// Observe records a first attempt that finished after d, whatever its
-// outcome: its latency is d.
+// Observe records a first attempt that finished after d: its latency is d.
 func (e *Estimator) Observe(d time.Duration) { e.observe(pack(d, false)) }
 
 // ObserveCensored records a first attempt cut off after d, before it
