@@ -78,11 +78,17 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 	} else {
 		p.End(now, now.Sub(t0), code)
 	}
-	if est := st.pol.est; est != nil && n == 0 && (code == codes.OK || code == codes.Cancelled || code == codes.Timeout) {
-		// Adaptive hedging learns from first attempts. One cancelled
-		// because a hedge won, or cut off by the deadline, is observed
-		// too: its time so far bounds its latency from below.
-		est.Observe(now.Sub(t0))
+	if est := st.pol.est; est != nil && n == 0 {
+		// Adaptive hedging learns from first attempts (hedge.Estimator
+		// says why not hedges). One cancelled because a hedge won, or cut
+		// off by the deadline, is a cut-off: its latency is known only to
+		// exceed its time so far.
+		switch code {
+		case codes.OK:
+			est.Observe(now.Sub(t0))
+		case codes.Cancelled, codes.Timeout:
+			est.ObserveCensored(now.Sub(t0))
+		}
 	}
 	if res != nil {
 		res.end = now

@@ -296,6 +296,75 @@ func TestAdaptiveHedgingLearnsTheDelay(t *testing.T) {
 	}
 }
 
+// A first attempt cut off by the deadline (TIMEOUT) or by its caller
+// (CANCELLED) is a cut-off for the adaptive delay, one that finished is a
+// latency: of 7 fast calls, 2 cut off at 20ms and 1 that took 100ms, the
+// 90th percentile is 100ms. Observed as finished, the cut-offs would put it
+// at 20ms.
+func TestAdaptiveHedgingCountsCutOffsAsLonger(t *testing.T) {
+	const (
+		fast = iota
+		stuck
+		slowFirst // the first request of the call takes 100ms, the others 1s
+	)
+	var (
+		mode      atomic.Int64
+		firstTook atomic.Bool
+	)
+	behave := func(ctx context.Context) error {
+		switch mode.Load() {
+		case stuck:
+			return slow(time.Second)(ctx)
+		case slowFirst:
+			if firstTook.CompareAndSwap(false, true) {
+				return slow(100 * time.Millisecond)(ctx)
+			}
+			return slow(time.Second)(ctx)
+		}
+		return nil
+	}
+	servers := []*hedgeServer{startHedgeServer(t, behave), startHedgeServer(t, behave)}
+	// Window 10: the quantile is recomputed at every observation.
+	cfg := `{"methodConfig":[{"name":[{"service":"kv"}],"hedgingPolicy":{"maxAttempts":2,"hedgingDelay":"1s",
+	  "nonFatalStatusCodes":["BUSY"],"adaptiveDelay":{"quantile":0.9,"window":10,"floor":"0.001s","cap":"1s"}}}]}`
+	c := hedgeClient(t, cfg, servers...)
+	call := func(ctx context.Context) error { return c.CallJSON(ctx, "kv", "get", &echoReq{Key: "k"}, nil) }
+	for range 7 {
+		if err := call(ctxTimeout(t)); err != nil {
+			t.Fatalf("a fast call: %v", err)
+		}
+	}
+	mode.Store(stuck)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	err := call(ctx)
+	cancel()
+	if ce := (*CallError)(nil); !errors.As(err, &ce) || ce.Code != codes.Timeout {
+		t.Fatalf("a call past its deadline: %v, want a TIMEOUT *CallError", err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	stop := time.AfterFunc(20*time.Millisecond, cancel)
+	err = call(ctx)
+	stop.Stop()
+	cancel()
+	if ce := (*CallError)(nil); !errors.As(err, &ce) || ce.Code != codes.Cancelled {
+		t.Fatalf("a call its caller cancelled: %v, want a CANCELLED *CallError", err)
+	}
+	mode.Store(slowFirst)
+	if err := call(ctxTimeout(t)); err != nil {
+		t.Fatalf("the slow call: %v", err)
+	}
+	p, err := c.policyFor("kv", "get")
+	if err != nil {
+		t.Fatalf("policyFor: %v", err)
+	}
+	if n := p.est.Samples(); n != 10 {
+		t.Fatalf("%d first attempts observed, want 10", n)
+	}
+	if got := p.est.Delay(); got < 100*time.Millisecond {
+		t.Errorf("delay %v after 7 fast calls, 2 cut off at 20ms and 1 of 100ms; want the 100ms call's latency", got)
+	}
+}
+
 // A hedged call that runs out of time reports TIMEOUT, not the CANCELLED of
 // the attempts the executor cancelled on its way out.
 func TestHedgedDeadlineIsTimeout(t *testing.T) {

@@ -16,12 +16,14 @@ import (
 // to today's p95 sends too many hedges when the service slows down and too
 // few when it speeds up.
 type Adaptive struct {
-	// Quantile of recent first-attempt latencies used as the delay, in
-	// (0, 1); 0.95 hedges the slowest 5% of calls.
+	// Quantile of the recent first attempts' latency used as the delay, in
+	// (0, 1); 0.95 hedges the slowest 5% of calls. First attempts cut off
+	// before they finished count as lasting at least until then (see
+	// Estimator).
 	Quantile float64
-	// Window is how many recent latencies the quantile is taken over;
-	// 10 to MaxWindow. Until Window/10 latencies are seen the policy's
-	// HedgingDelay (or Cap, if that is 0) applies.
+	// Window is how many recent first attempts the quantile is taken over;
+	// 10 to MaxWindow. Until Window/10 are seen the policy's HedgingDelay
+	// (or Cap, if that is 0) applies.
 	Window int
 	// Floor and Cap bound the delay: Floor > 0, Cap >= Floor.
 	Floor, Cap time.Duration
@@ -51,21 +53,55 @@ func (a Adaptive) Validate() error {
 	return nil
 }
 
-// Estimator keeps a method's recent first-attempt latencies and turns them
-// into a hedging delay. Observe and Delay are safe for concurrent use; the
-// quantile is recomputed once per Window/10 observations, so Delay is one
-// atomic load.
+// Estimator keeps a method's last Window first-attempt latencies and turns
+// them into a hedging delay: their Quantile, within [Floor, Cap].
+//
+// A first attempt either finished (Observe: its latency is known) or was
+// cut off after d, cancelled because a hedge won or by the deadline
+// (ObserveCensored: its latency is known only to exceed d). The cut-offs
+// are right-censored observations, and the quantile is that of the
+// Kaplan-Meier (product-limit) estimate over the window: S(t), the share
+// of attempts lasting longer than t, is the product over finished
+// latencies u <= t of (1 - 1/r(u)), r(u) being the observations in the
+// window not below u; the delay is the least finished latency t with
+// S(t) <= 1-Quantile. A finished attempt and a cut-off of the same
+// duration count the finish first. Without cut-offs this is the plain
+// sample quantile, the ceil(Quantile*n)-th smallest of n. When the cut-offs
+// leave more than 1-Quantile of the estimate beyond every finished
+// latency, the quantile lies beyond what the window measured: the delay is
+// then the largest observation, a cut-off (Efron's convention, the largest
+// observation counted as finished), never less than what the window has
+// shown the quantile to exceed.
+//
+// Cut-offs must not be observed as finished latencies: a cancelled first
+// attempt's cut-off is the hedging delay plus the hedge's latency, so
+// counting it as finished pulls the quantile down toward the delay in
+// force. A delay below the true quantile then climbs by less than a
+// hedge's latency per recomputation, and where it settles depends on where
+// it started (TestCutOffsObservedAsFinishedStayLow).
+//
+// Hedges' latencies are not observed: a hedge is sent only for calls whose
+// first attempt was already slow, so when the slowness of one call's
+// attempts is correlated (an expensive request, a slow spell) they sample
+// the slow calls, not the method; the first attempts, one per call, do.
+// Where attempts are independent, hedges would add only a few percent
+// more observations.
+//
+// Observe, ObserveCensored and Delay are safe for concurrent use, and none
+// allocates. Every Window/10-th observation recomputes the quantile under
+// the lock (a sort of the window and one pass over it); the others write
+// one slot. Delay is one atomic load.
 type Estimator struct {
 	cfg      Adaptive
 	fallback time.Duration
 	delay    atomic.Int64 // nanoseconds; 0 until enough samples
 
 	mu      sync.Mutex
-	ring    []time.Duration
-	next    int // ring position of the next sample
-	seen    int // samples ever observed
-	pending int // samples since the last recomputation
-	scratch []time.Duration
+	ring    []int64 // observations, packed (see pack)
+	next    int     // ring position of the next observation
+	seen    int     // observations ever
+	pending int     // observations since the last recomputation
+	scratch []int64
 }
 
 // NewEstimator returns an Estimator for cfg; fallback is the delay used
@@ -78,18 +114,34 @@ func NewEstimator(cfg Adaptive, fallback time.Duration) (*Estimator, error) {
 	if fallback <= 0 {
 		fallback = cfg.Cap
 	}
-	return &Estimator{cfg: cfg, fallback: clamp(fallback, cfg.Floor, cfg.Cap), ring: make([]time.Duration, cfg.Window),
-		scratch: make([]time.Duration, 0, cfg.Window)}, nil
+	return &Estimator{cfg: cfg, fallback: clamp(fallback, cfg.Floor, cfg.Cap), ring: make([]int64, cfg.Window),
+		scratch: make([]int64, 0, cfg.Window)}, nil
 }
 
-// Observe records one first-attempt latency. A first attempt cancelled
-// because a hedge won, or cut off by the deadline, should be observed too,
-// with its time so far: it is a lower bound of its latency, and leaving it
-// out would let hedging shrink its own delay just as the service slows.
-func (e *Estimator) Observe(d time.Duration) {
+// Observe records a first attempt that finished after d: its latency is d.
+func (e *Estimator) Observe(d time.Duration) { e.observe(pack(d, false)) }
+
+// ObserveCensored records a first attempt cut off after d, before it
+// finished: cancelled because a hedge won or the caller gave up, or ended
+// by the deadline. Its latency is known only to exceed d.
+func (e *Estimator) ObserveCensored(d time.Duration) { e.observe(pack(d, true)) }
+
+// pack encodes an observation as its latency (at least 0, at most
+// math.MaxInt64>>1 ns) shifted left by one, with the low bit set for a
+// cut-off: packed observations sort by latency, a finished one before a
+// cut-off of the same latency, as the product-limit estimate counts them.
+func pack(d time.Duration, censored bool) int64 {
+	v := min(max(int64(d), 0), math.MaxInt64>>1) << 1
+	if censored {
+		v |= 1
+	}
+	return v
+}
+
+func (e *Estimator) observe(v int64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.ring[e.next] = d
+	e.ring[e.next] = v
 	e.next = (e.next + 1) % len(e.ring)
 	e.seen++
 	e.pending++
@@ -100,8 +152,30 @@ func (e *Estimator) Observe(d time.Duration) {
 	n := min(e.seen, len(e.ring))
 	e.scratch = append(e.scratch[:0], e.ring[:n]...)
 	slices.Sort(e.scratch)
-	i := int(math.Ceil(e.cfg.Quantile*float64(n))) - 1
-	e.delay.Store(int64(clamp(e.scratch[max(0, i)], e.cfg.Floor, e.cfg.Cap)))
+	e.delay.Store(int64(clamp(productLimitQuantile(e.scratch, e.cfg.Quantile), e.cfg.Floor, e.cfg.Cap)))
+}
+
+// productLimitQuantile returns the q-quantile of the Kaplan-Meier estimate
+// over obs, packed observations sorted ascending (at least one): the least
+// finished latency at which the estimate's survival falls to 1-q or below,
+// or, when it never does, the largest observation (see Estimator).
+func productLimitQuantile(obs []int64, q float64) time.Duration {
+	// The survival is a product of up to len(obs) rounded factors; the
+	// tolerance keeps the exact ceil(q*n)-th smallest of uncensored
+	// observations (its survival is exactly 1-q when q*n is whole).
+	limit := (1 - q) * (1 + 1e-9)
+	s, n := 1.0, len(obs)
+	for i, v := range obs {
+		if v&1 != 0 {
+			continue // a cut-off: leaves the risk set, lowers nothing
+		}
+		at := n - i // observations not below this one
+		s *= float64(at-1) / float64(at)
+		if s <= limit {
+			return time.Duration(v >> 1)
+		}
+	}
+	return time.Duration(obs[n-1] >> 1)
 }
 
 // Delay returns the hedging delay now.

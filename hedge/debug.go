@@ -12,9 +12,10 @@ func (e *Executor) Delay() time.Duration {
 	return e.policy.HedgingDelay
 }
 
-// Samples returns the number of latencies observed so far. Until Window/10
-// have been, Delay is the fallback delay; after, the quantile of the last
-// min(Samples, Window). It takes the Estimator's lock briefly.
+// Samples returns the number of first attempts observed so far, finished
+// or cut off. Until Window/10 have been, Delay is the fallback delay;
+// after, the quantile over the last min(Samples, Window). It takes the
+// Estimator's lock briefly.
 func (e *Estimator) Samples() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()

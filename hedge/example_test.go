@@ -90,7 +90,8 @@ func ExampleExecutor_delay() {
 }
 
 // An adaptive delay follows the method's recent latency: here the 90th
-// percentile of the last 10 first attempts, within [Floor, Cap].
+// percentile of the last 10 first attempts, within [Floor, Cap]. A first
+// attempt cut off before it finished counts as lasting longer.
 func ExampleEstimator() {
 	e, err := hedge.NewEstimator(hedge.Adaptive{Quantile: 0.9, Window: 10,
 		Floor: time.Millisecond, Cap: time.Second}, 100*time.Millisecond)
@@ -106,8 +107,20 @@ func ExampleEstimator() {
 		e.Observe(5 * time.Second) // the service slows down
 	}
 	fmt.Println("after a slow spell:", e.Delay())
+	for range 7 {
+		e.Observe(20 * time.Millisecond)
+	}
+	// Two first attempts are cancelled after 25ms because their hedges
+	// won: they would have taken longer. The one slow attempt that
+	// finished says how much longer, and 3 of 10 outlasting 20ms puts
+	// the 90th percentile there.
+	e.ObserveCensored(25 * time.Millisecond)
+	e.ObserveCensored(25 * time.Millisecond)
+	e.Observe(300 * time.Millisecond)
+	fmt.Println("after 7 at 20ms, 2 cut off at 25ms, 1 at 300ms:", e.Delay())
 	// Output:
 	// before any latency: 100ms
 	// after 10ms..100ms: 90ms
 	// after a slow spell: 1s
+	// after 7 at 20ms, 2 cut off at 25ms, 1 at 300ms: 300ms
 }

@@ -144,8 +144,9 @@ func NewExecutor(c ExecutorConfig) (*Executor, error) {
 }
 
 // Estimator returns the Estimator built from Policy.Adaptive, or nil. The
-// caller feeds it each call's first-attempt latency (Observe): the attempt
-// function measures it best.
+// caller feeds it each call's first attempt (Observe when it finished,
+// ObserveCensored when it was cut off): the attempt function measures it
+// best.
 func (e *Executor) Estimator() *Estimator { return e.est }
 
 // MaxAttempts returns the attempts a call may start: the policy's

@@ -10,10 +10,11 @@
 // another server is slow again with probability 3% only: the setting of "The
 // Tail at Scale" (Dean and Barroso, 2013), in miniature.
 //
-// The table test and the benchmarks are slow (about 10 s a configuration)
-// and run only when asked: the test behind the slow-test gate, which CI's
-// slow step opens, the benchmarks with -bench:
+// The comparison tests and the benchmarks are slow (about 10 s a
+// configuration; TestCompareSmall's small one 3-5 s) and run only when
+// asked: the tests behind the slow-test gate, which CI's slow step opens,
+// the benchmarks with -bench:
 //
-//	SLUICE_SLOW=1 go test ./tools/benchmarks/tail/ -run TestTailLatencyTable -v
+//	SLUICE_SLOW=1 go test ./tools/benchmarks/tail/ -run 'TestTailLatencyTable|TestCompareSmall' -v
 //	go test ./tools/benchmarks/tail/ -run '^$' -bench TailLatency -benchtime 4000x
 package tail
