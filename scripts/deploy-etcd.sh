@@ -9,8 +9,9 @@
 #   scripts/deploy-etcd.sh [RUNS]     # RUNS (default 1) deploys in a row
 #
 # It needs an etcd binary on PATH (.ci/run installs etcd-server). yab, when
-# $YAB names a yab v0.22.0 binary, calls the first server through its
-# Shutdown too (raw echo, 20 calls a second), and must see no failure.
+# $YAB names a yab v0.22.0 binary (scripts/record-yab-goldens.sh says how
+# to build it), calls the first server through its Shutdown too (raw echo,
+# 50 calls a second for 10 s), and must see no error.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-1}
@@ -67,7 +68,10 @@ for run in $(seq "$runs"); do
   bench_pid=$!
   yab_pid=""
   if [ -n "${YAB:-}" ]; then
-    "$YAB" -p "tchannel://${servers[0]}" -s echo --procedure echo --encoding raw -r x --rps 20 -d 25s >"$tmp/yab$run.out" 2>&1 &
+    # 10 s: it ends within the first server's grace (10 s from its
+    # SIGTERM, 3 to 5 s in), as a plain client that learns from the
+    # registry stops calling a server that left it.
+    "$YAB" -p "tchannel://${servers[0]}" -e raw echo echo -r x --rps 50 -d 10s >"$tmp/yab$run.out" 2>&1 &
     yab_pid=$!
   fi
   sleep 3
@@ -84,11 +88,17 @@ for run in $(seq "$runs"); do
   failed=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r.get("failed", r.get("Failed", "?")))' "$tmp/bench$run.json" 2>/dev/null || echo "?")
   calls=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r.get("calls", r.get("Calls", "?")))' "$tmp/bench$run.json" 2>/dev/null || echo "?")
   line="run $run: $calls calls, $failed failed"
+  yab_failed=0
   if [ -n "$yab_pid" ]; then
-    wait "$yab_pid" || true
-    line="$line; yab: $(grep -iE 'errors|failed|Total requests' "$tmp/yab$run.out" | tr '\n' ' ')"
+    wait "$yab_pid" || yab_failed=1
+    grep -qi 'error' "$tmp/yab$run.out" && yab_failed=1
+    line="$line; yab: $(grep -E 'Total requests' "$tmp/yab$run.out" | tr -s ' ' | tr -d '\n'), $(grep -ci 'error' "$tmp/yab$run.out" || true) error lines"
   fi
   echo "$line"
+  if [ "$yab_failed" != 0 ]; then
+    status=1
+    cat "$tmp/yab$run.out" >&2
+  fi
   if [ "$failed" != "0" ]; then
     status=1
     cat "$tmp/bench$run.err" >&2
