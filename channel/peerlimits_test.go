@@ -360,6 +360,86 @@ func TestMaxConnsMakesRoomForANewClient(t *testing.T) {
 	}
 }
 
+// A Sluice client whose connection is evicted at the cap between its
+// calls loses none of them: it is asked to close the connection instead.
+func TestEvictionLosesNoCall(t *testing.T) {
+	scope := tally.NewTestScope("", nil)
+	s := startServer(t, WithScope(scope), WithPeerLimits(PeerLimits{MaxConns: 2}))
+	// A connection that closes young is not a failure here: the test is
+	// about the calls the evictions meet.
+	clientScope := tally.NewTestScope("", nil)
+	client, err := New("client", WithScope(clientScope), WithMethods("kv", "echo"), WithConnectConfig(peer.ConnectConfig{Backoff: backoff.Exponential{
+		Initial: time.Millisecond, Max: time.Millisecond, Multiplier: 1.6, Jitter: backoff.ProportionalJitter}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	if err := client.AddPeer("kv", s.ch.HostPort()); err != nil {
+		t.Fatal(err)
+	}
+	plain, err := tchannel.NewChannel("plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		// A plain client calling all the time: its connection is always
+		// the more recently active, so the Sluice client's is the one a
+		// new socket evicts whenever it is between calls.
+		defer wg.Done()
+		for ctx.Err() == nil {
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			_, _, _, _ = raw.Call(cctx, plain, s.ch.HostPort(), "kv", "echo", nil, nil)
+			cancel()
+		}
+	}()
+	go func() {
+		// New sockets at the cap, each taking a place.
+		defer wg.Done()
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for ctx.Err() == nil {
+			if nc, err := net.Dial("tcp", s.ch.HostPort()); err == nil {
+				nc.Close()
+			}
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+			}
+		}
+	}()
+	var failed []error
+	const calls = 300
+	for i := range calls {
+		time.Sleep(time.Duration(i%5) * time.Millisecond) // gaps, so the evictions meet idle moments
+		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		// A socket at the cap also evicts the client's connection in its
+		// handshake (it is pending, as the socket is): that connect
+		// fails, and a call waits for the next instead of failing
+		// UNAVAILABLE, so that what is counted is the calls that met an
+		// eviction of a connection they could be sent on.
+		if _, err := client.CallRaw(cctx, "kv", "echo", nil, nil, WaitForReady()); err != nil {
+			failed = append(failed, err)
+		}
+		cancel()
+	}
+	stop()
+	wg.Wait()
+	evicted := taggedCounter(scope, stats.ServerConnsClosed, stats.TagReason, "evicted")
+	connects := taggedCounter(clientScope, stats.PeerConnects, stats.TagPeer, s.ch.HostPort())
+	t.Logf("%d calls, %d evictions, %d connects of the Sluice client, %d failed", calls, evicted, connects, len(failed))
+	if connects < 10 {
+		t.Fatalf("the Sluice client connected %d times: its connection was not evicted enough to meet its calls", connects)
+	}
+	if len(failed) > 0 {
+		t.Fatalf("%d of %d calls failed; the first: %v", len(failed), calls, failed[0])
+	}
+}
+
 // A connection with MaxCallsPerConn calls in flight gets BUSY for the
 // next, before its handler runs.
 func TestMaxCallsPerConn(t *testing.T) {

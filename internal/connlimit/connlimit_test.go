@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -333,5 +334,118 @@ func TestConnExposesTheSocket(t *testing.T) {
 	_, c := h.dial()
 	if _, err := c.SyscallConn(); err != nil {
 		t.Fatalf("SyscallConn: %v", err)
+	}
+}
+
+// drainHarness is a Listener whose Conns can be asked to close
+// (SetDrain), each answering as canAsk says; asked counts the asks.
+type drainHarness struct {
+	*harness
+	mu     sync.Mutex
+	asked  map[*Conn]int
+	canAsk atomic.Bool
+}
+
+func listenDrainable(t *testing.T, cfg Config) *drainHarness {
+	d := &drainHarness{asked: map[*Conn]int{}}
+	d.canAsk.Store(true)
+	cfg.Gate = func(c *Conn) (net.Conn, error) {
+		c.SetDrain(func() bool {
+			if !d.canAsk.Load() {
+				return false
+			}
+			d.mu.Lock()
+			d.asked[c]++
+			d.mu.Unlock()
+			return true
+		})
+		return c, nil
+	}
+	d.harness = listen(t, cfg)
+	return d
+}
+
+func (d *drainHarness) timesAsked(c *Conn) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.asked[c]
+}
+
+// An idle connection whose client can be asked is asked, once, and left
+// open: counted until its client closes it, or closed DrainWait later; a
+// call in flight keeps it open past that. One whose client cannot be
+// asked is closed.
+func TestAsksIdleConnectionsToClose(t *testing.T) {
+	const idle = 4 * time.Second
+	d := listenDrainable(t, Config{IdleTimeout: idle, WriteTimeout: -1})
+	client, quiet := d.dial()
+	_, closes := d.dial()
+	_, busy := d.dial()
+	d.sweep(idle, time.Second)
+	for _, c := range []*Conn{quiet, closes, busy} {
+		if n := d.timesAsked(c); n != 1 || d.reason(c) != 0 {
+			t.Fatalf("an idle connection: asked %d times, closed for %v; want asked once, open", n, d.reason(c))
+		}
+	}
+	if n := d.l.Len(); n != 3 {
+		t.Fatalf("the listener holds %d connections, want the 3 draining", n)
+	}
+	closes.Close() // its client closed it: the server's reader sees that
+	if got := d.reason(closes); got != Idle {
+		t.Fatalf("a drained connection its client closed: reported %v, want idle", got)
+	}
+	busy.Begin() // a call its client sent before it read the ask
+	d.sweep(DrainWait, time.Second)
+	if d.reason(quiet) != Idle {
+		t.Fatalf("a connection asked %v ago: closed for %v, want idle", DrainWait, d.reason(quiet))
+	}
+	closedByServer(t, client)
+	if d.reason(busy) != 0 {
+		t.Fatal("a draining connection with a call in flight was closed")
+	}
+	busy.End()
+	d.sweep(time.Second, time.Second)
+	if d.reason(busy) != Idle || d.timesAsked(busy) != 1 {
+		t.Fatalf("the draining connection whose call ended: closed for %v, asked %d times; want idle, once", d.reason(busy), d.timesAsked(busy))
+	}
+	if n := d.l.Len(); n != 0 {
+		t.Fatalf("the listener holds %d connections, want none", n)
+	}
+
+	d.canAsk.Store(false)
+	_, plain := d.dial()
+	d.sweep(idle, time.Second)
+	if d.reason(plain) != Idle {
+		t.Fatalf("an idle connection whose client cannot be asked: closed for %v, want idle at once", d.reason(plain))
+	}
+}
+
+// At the cap, an evicted connection whose client can be asked is asked and
+// leaves the count at once; beyond MaxConns/16 draining (at least 1), the
+// next is closed.
+func TestAsksEvictedConnectionsToClose(t *testing.T) {
+	d := listenDrainable(t, Config{MaxConns: 2, IdleTimeout: -1, WriteTimeout: -1})
+	_, first := d.dial()
+	_, second := d.dial()
+	first.Active()
+	d.sweep(time.Second, time.Second) // the activity clock moves on
+	second.Active()
+	_, third := d.dial() // the cap: first, the longer idle, is asked
+	if d.timesAsked(first) != 1 || d.reason(first) != 0 {
+		t.Fatalf("the evicted connection: asked %d times, closed for %v; want asked, open", d.timesAsked(first), d.reason(first))
+	}
+	if n := d.l.Len(); n != 3 {
+		t.Fatalf("the listener holds %d connections, want 2 and 1 draining", n)
+	}
+	d.dial() // the cap again, with one draining already: third, never served, is closed
+	if d.reason(third) != Evicted || d.timesAsked(third) != 0 {
+		t.Fatalf("the second eviction: closed for %v, asked %d times; want evicted at once", d.reason(third), d.timesAsked(third))
+	}
+	if d.reason(second) != 0 {
+		t.Fatalf("a serving connection was evicted before one that never served: %v", d.reason(second))
+	}
+	d.sweep(DrainWait, time.Second)
+	if d.reason(first) != Evicted {
+		t.Fatalf("the connection asked %v ago: closed for %v, want evicted", DrainWait, d.reason(first))
 	}
 }
