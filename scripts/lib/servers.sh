@@ -17,6 +17,7 @@ trap cleanup EXIT
 start() {
   local name=$1
   shift
+  : >"$tmp/$name.out" # before the background job opens it: the loop below reads it at once
   "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
   pids+=($!)
   peer=""
