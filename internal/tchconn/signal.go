@@ -219,7 +219,13 @@ func (c *Conn) writeInit(b []byte) []byte {
 		want = tframe.InitRes
 	}
 	fr, err := tframe.Parse(b)
-	if err != nil || fr.Type != want || (c.inbound && !c.signals.Load()) {
+	switch {
+	case c.inbound && !c.signals.Load():
+		return b
+	case err != nil || fr.Type != want:
+		// Never with tchannel-go, which writes each frame whole; the
+		// connection then goes unsignalled, as with a plain peer.
+		c.unsignal()
 		return b
 	}
 	version, params := tframe.InitParamsOf(b)
@@ -233,9 +239,7 @@ func (c *Conn) writeInit(b []byte) []byte {
 	}
 	out := tframe.AppendInit(nil, fr.Type, fr.ID, tframe.Init{Version: version, Params: params})
 	if len(out) > tframe.MaxSize {
-		// Never with tchannel-go's init frames (about 150 bytes); the
-		// connection then goes unsignalled, as with a plain peer.
-		c.signals.Store(false)
+		c.unsignal() // never with tchannel-go's init frames (about 150 bytes)
 		return b
 	}
 	c.drainSent = d
@@ -253,4 +257,18 @@ func (c *Conn) readSignal(fr tframe.Frame, f []byte) {
 			c.gotDrain(parseDrain(v))
 		}
 	})
+}
+
+// unsignal makes a connection whose init frame could not carry the
+// announcement unsignalled, and counts it so. Call it with wmu held.
+func (c *Conn) unsignal() {
+	c.signals.Store(false)
+	g := c.g
+	g.mu.Lock()
+	if c.counted == countedSignalled {
+		c.counted = countedPlain
+		g.inSignalled--
+		g.inPlain++
+	}
+	g.mu.Unlock()
 }
