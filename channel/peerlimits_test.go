@@ -284,17 +284,18 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 	}
 }
 
-// A Sluice client whose calls come about as often as the server's idle
-// timeout loses none of them: the server asks it to close an idle
-// connection instead of closing it under a call on the wire.
-func TestIdleCloseLosesNoCall(t *testing.T) {
-	const idle = 20 * time.Millisecond
-	scope := tally.NewTestScope("", nil)
-	s := startServer(t, WithScope(scope), WithPeerLimits(PeerLimits{IdleTimeout: idle}))
-	// A connection that closes young is not a failure here: the test
-	// is about the calls the closes meet.
-	client, err := New("client", WithMethods("kv", "echo"), WithConnectConfig(peer.ConnectConfig{Backoff: backoff.Exponential{
-		Initial: time.Millisecond, Max: time.Millisecond, Multiplier: 1.6, Jitter: backoff.ProportionalJitter}}))
+// closedOftenClient returns a Sluice client of s, reporting to scope if
+// not nil, for tests whose server closes its connections often: a
+// connection that closes young is not a connect failure to back off from
+// here (the tests are about the calls the closes meet).
+func closedOftenClient(t *testing.T, s *testServer, scope tally.Scope) *Channel {
+	t.Helper()
+	opts := []Option{WithMethods("kv", "echo"), WithConnectConfig(peer.ConnectConfig{Backoff: backoff.Exponential{
+		Initial: time.Millisecond, Max: time.Millisecond, Multiplier: 1.6, Jitter: backoff.ProportionalJitter}})}
+	if scope != nil {
+		opts = append(opts, WithScope(scope))
+	}
+	client, err := New("client", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,6 +303,17 @@ func TestIdleCloseLosesNoCall(t *testing.T) {
 	if err := client.AddPeer("kv", s.ch.HostPort()); err != nil {
 		t.Fatal(err)
 	}
+	return client
+}
+
+// A Sluice client whose calls come about as often as the server's idle
+// timeout loses none of them: the server asks it to close an idle
+// connection instead of closing it under a call on the wire.
+func TestIdleCloseLosesNoCall(t *testing.T) {
+	const idle = 20 * time.Millisecond
+	scope := tally.NewTestScope("", nil)
+	s := startServer(t, WithScope(scope), WithPeerLimits(PeerLimits{IdleTimeout: idle}))
+	client := closedOftenClient(t, s, nil)
 	var failed []error
 	const calls = 120
 	for i := range calls {
@@ -365,18 +377,8 @@ func TestMaxConnsMakesRoomForANewClient(t *testing.T) {
 func TestEvictionLosesNoCall(t *testing.T) {
 	scope := tally.NewTestScope("", nil)
 	s := startServer(t, WithScope(scope), WithPeerLimits(PeerLimits{MaxConns: 2}))
-	// A connection that closes young is not a failure here: the test is
-	// about the calls the evictions meet.
 	clientScope := tally.NewTestScope("", nil)
-	client, err := New("client", WithScope(clientScope), WithMethods("kv", "echo"), WithConnectConfig(peer.ConnectConfig{Backoff: backoff.Exponential{
-		Initial: time.Millisecond, Max: time.Millisecond, Multiplier: 1.6, Jitter: backoff.ProportionalJitter}}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
-	if err := client.AddPeer("kv", s.ch.HostPort()); err != nil {
-		t.Fatal(err)
-	}
+	client := closedOftenClient(t, s, clientScope)
 	plain, err := tchannel.NewChannel("plain", nil)
 	if err != nil {
 		t.Fatal(err)

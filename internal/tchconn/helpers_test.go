@@ -61,6 +61,14 @@ func startServer(t *testing.T, lim Limits) *server {
 			raw.WriteResponse(call.Response(), &raw.Res{Arg3: []byte("read")})
 		}
 	}), "read")
+	serveGuarded(t, g, tch)
+	return s
+}
+
+// serveGuarded serves tch on 127.0.0.1 behind g, as a Sluice server's
+// listener does, until the test ends.
+func serveGuarded(t *testing.T, g *Guard, tch *tchannel.Channel) {
+	t.Helper()
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +85,6 @@ func startServer(t *testing.T, lim Limits) *server {
 		<-tch.ClosedChan()
 		g.Close()
 	})
-	return s
 }
 
 func (s *server) addr() string { return s.tch.PeerInfo().HostPort }

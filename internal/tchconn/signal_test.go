@@ -6,7 +6,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sluice-rpc/sluice/internal/connlimit"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/internal/testkit/tpeer"
 	"github.com/sluice-rpc/sluice/internal/tframe"
@@ -38,22 +37,7 @@ func startSignalServer(t *testing.T) *signalServer {
 		s.conns <- call.Connection().(*Conn)
 		raw.WriteResponse(call.Response(), &raw.Res{})
 	}), "conn")
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := connlimit.Listen(inner, connlimit.Config{Gate: func(c *connlimit.Conn) (net.Conn, error) { return g.Gate(c, c) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tch.Serve(l); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		tch.Close()
-		<-tch.ClosedChan()
-		g.Close()
-	})
+	serveGuarded(t, g, tch)
 	return s
 }
 
