@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/sluice-rpc/sluice/balance"
+	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/serviceconfig"
@@ -157,7 +159,11 @@ func TestEjectionOnRealServers(t *testing.T) {
 // SetPeers' weights share calls in proportion, with real servers.
 func TestSetPeersWeights(t *testing.T) {
 	light, heavy := startServer(t), startServer(t)
-	client, err := New("client")
+	// The client's clock stands still, so every call takes no time by it:
+	// no latency estimate can mark a peer slow (a loaded machine's pause
+	// makes one look 5x slower than the other, and it is then only
+	// probed), and the shares are the weights' alone.
+	client, err := New("client", WithClock(clock.NewFake(time.Unix(1_700_000_000, 0))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,15 +171,17 @@ func TestSetPeersWeights(t *testing.T) {
 	if err := client.SetPeers("kv", []peer.Member{{HostPort: light.ch.HostPort(), Weight: 1}, {HostPort: heavy.ch.HostPort(), Weight: 3}}); err != nil {
 		t.Fatal(err)
 	}
-	ctx := ctxTimeout(t)
+	// The shares are the weights' among Ready peers: calls made while one
+	// peer still connects all go to the other.
+	waitAllReady(t, client, []*testServer{light, heavy})
 	const n = 800
 	for i := 0; i < n; i++ {
-		if _, err := client.CallRaw(ctx, "kv", "echo", nil, []byte("x")); err != nil {
+		if _, err := client.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("x")); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if share := float64(heavy.received.Load()) / n; math.Abs(share-0.75) > 0.06 {
-		t.Fatalf("the weight-3 server got %.3f of calls, want 0.75 +- 0.06", share)
+		t.Fatalf("the weight-3 server got %.3f of calls, want 0.75 +- 0.06; the peers: %+v", share, client.Peers("kv"))
 	}
 	if err := client.SetPeers("kv", []peer.Member{{HostPort: "127.0.0.1:1", Weight: -1}}); err == nil {
 		t.Fatal("SetPeers took a negative weight")

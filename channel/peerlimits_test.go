@@ -577,6 +577,11 @@ func TestMalformedArgumentsAreAnswered(t *testing.T) {
 			t.Errorf("%s: got %q, want it to contain %q", method, f.Message, "malformed request")
 		}
 		testwait.Until(t, "tchannel-go to release the call", func() bool { return inboundExchanges(s.ch) == 0 })
+		// The server counts the answer once it is sent, so the client
+		// can read it before the count moves.
+		testwait.Until(t, fmt.Sprintf("%s: the malformed counter to reach %d", method, i+1), func() bool {
+			return counter(scope, stats.ServerMalformed) >= int64(i+1)
+		})
 		if got := counter(scope, stats.ServerMalformed); int(got) != i+1 {
 			t.Errorf("counter(scope, stats.ServerMalformed) = %v, want %v", got, i+1)
 		}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/internal/tchconn"
 	"github.com/sluice-rpc/sluice/internal/testkit/testcerts"
 	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
@@ -856,21 +857,33 @@ func TestTLSClientBlackHole(t *testing.T) {
 	trusting := clientConfig(t, tlsfiles.Files{CA: certs.CA.File}, 0, nil)
 	for _, fallback := range []bool{false, true} {
 		t.Run(fmt.Sprint("fallback=", fallback), func(t *testing.T) {
+			t.Parallel() // each waits out its connect timeout
 			hole := testnet.BlackHole(t)
 			ct := ClientTLS{Config: trusting}
 			if fallback {
 				ct.Fallback = FallbackFor(hole.Addr())
 			}
-			c := startTLSClient(t, hole.Addr(), ct, WithConnectConfig(peer.ConnectConfig{Timeout: 300 * time.Millisecond}))
+			// With Fallback the TLS handshake has half the connect
+			// timeout, and falls back only if it fails within the whole:
+			// a second leaves room for a loaded machine's pauses. The
+			// backoff keeps the connector from dialing again during the
+			// test, so the dials counted are the connect's alone.
+			scope := tally.NewTestScope("", nil)
+			c := startTLSClient(t, hole.Addr(), ct, WithScope(scope), WithConnectConfig(peer.ConnectConfig{Timeout: time.Second,
+				Backoff: backoff.Exponential{Initial: time.Minute, Max: time.Minute, Multiplier: 1, Jitter: backoff.ProportionalJitter}}))
 			if err := c.Connect(ctxTimeout(t), "kv"); !errors.Is(err, ErrUnavailable) {
 				t.Fatalf("Connect: %v, want ErrUnavailable", err)
 			}
-			// Counted before the connector's backoff (a second) can pass:
-			// calls never dial.
 			want := int64(1)
 			if fallback {
 				want = 2 // the TLS dial, then one plaintext dial
+				if n := taggedCounter(scope, stats.PeerTLSFallbacks, stats.TagPeer, hole.Addr()); n != 1 {
+					t.Fatalf("%d fallbacks to plaintext, want 1", n)
+				}
 			}
+			// The hole counts a connection when its accept loop takes it,
+			// which can be after Connect has returned.
+			testwait.Until(t, fmt.Sprintf("the black hole to accept %d connections", want), func() bool { return hole.Accepts() >= want })
 			if got := hole.Accepts(); got != want {
 				t.Fatalf("%d connections to the black hole for one connect, want %d", got, want)
 			}

@@ -241,11 +241,19 @@ func TestBlackHolePeerTimesOutAndNeverHoldsACall(t *testing.T) {
 	}
 }
 
+// noHealthChecks is the connect config of tests that move the fake clock
+// past a health-check interval while a connection is Ready and then close
+// its server: the ping the move sends would race the server's close (a
+// ping that reaches a tchannel-go server already closing is answered with
+// a protocol error, on which tchannel-go closes the connection itself, and
+// the peer goes Idle), and those tests are about the close alone.
+var noHealthChecks = ConnectConfig{HealthCheck: HealthCheck{Interval: -1}}
+
 // A connection that ends after it served a while is reconnected at once
 // (the peer restarted, say); one that ends soon after its handshake counts
 // as a failed connect and waits out the backoff.
 func TestClosedConnectionReconnectsOrBacksOff(t *testing.T) {
-	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
+	f := newFixture(t, noHealthChecks, tchannel.ChannelOptions{})
 	s := startServer(t, "127.0.0.1:0")
 	hp := s.PeerInfo().HostPort
 	p := f.add(hp)
@@ -498,7 +506,7 @@ func TestListsShareAConnector(t *testing.T) {
 // step, not the step the failures before it had reached: the backoff
 // starts afresh once a connection is ready, as gRPC's.
 func TestBackoffStartsAfreshAfterAConnectionServed(t *testing.T) {
-	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
+	f := newFixture(t, noHealthChecks, tchannel.ChannelOptions{})
 	addr := testnet.Refused(t)
 	p := f.add(addr)
 	f.waitState(p, TransientFailure)

@@ -341,6 +341,7 @@ func ciConfig(scenarios ...Scenario) Config {
 // row has its parts, and the report, the JSON and the charts come out.
 // The figures themselves are measurements (tools/benchmarks/README.md).
 func TestSmallRun(t *testing.T) {
+	slowtest.Skip(t, "25 s of real time")
 	var mu sync.Mutex
 	var progress []string
 	cfg := ciConfig()

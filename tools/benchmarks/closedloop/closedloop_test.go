@@ -17,6 +17,7 @@ import (
 // and checks what each must show whatever the machine: no shedding answers
 // no Busy; shedding does; client throttling keeps requests off the server.
 func TestSmallComparison(t *testing.T) {
+	slowtest.Skip(t, "seven 1 s runs of real load")
 	const gogc = 150
 	defer debug.SetGCPercent(debug.SetGCPercent(gogc))
 	var runs []string

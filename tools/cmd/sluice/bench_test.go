@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
 	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
 )
@@ -357,6 +358,7 @@ func fmtSscanf(s, format string, a ...any) (int, error) { return fmt.Sscanf(s, f
 // TestBenchClosedLoop runs the comparison briefly on a small server: six
 // rows after the unloaded run, and a chart.
 func TestBenchClosedLoop(t *testing.T) {
+	slowtest.Skip(t, "seven 1 s runs of real load")
 	chart := t.TempDir() + "/c.svg"
 	code, out, errOut := runBench(t, context.Background(), "--closed-loop", "--embedded-workers", "2",
 		"--embedded-latency", "fixed:5ms", "-d", "1s", "--chart", chart)

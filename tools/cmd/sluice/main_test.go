@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/channel/channelz"
+	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/tools/internal/testkit/testhttp"
 )
@@ -285,14 +286,25 @@ func TestSimBusyFlags(t *testing.T) {
 	}
 }
 
-// demoRow matches a per-second line of the demo.
-var demoRow = regexp.MustCompile(`(?m)^\s+(\d+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\S+)\s+READY(\s+<- overloaded)?$`)
+// demoRow matches a per-second line of the demo; its last group holds the
+// line's marks ("  <- overloaded", "  <- slow: probed only", ...).
+var demoRow = regexp.MustCompile(`(?m)^\s+(\d+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\S+)\s+READY((?:\s+<- [^<\n]*[^<\s])*)$`)
 
-// A short demo: the overloaded peer answers Busy, its limit collapses and
-// its traffic goes to the others; the summary tells it with the counts.
-func TestDemoShort(t *testing.T) {
+// demoLine is a per-second line of the demo.
+type demoLine struct {
+	sec, sent, busy int
+	peer            string
+	limit           float64
+	overloaded      bool
+}
+
+// demoLines runs the demo for seconds at 300 requests a second, its
+// overloaded peer never healing, and returns its output and per-second
+// lines, one per second and peer.
+func demoLines(t *testing.T, seconds int) (string, []demoLine) {
+	t.Helper()
 	var out, errOut bytes.Buffer
-	if code := run([]string{"demo", "--seconds", "3", "--rps", "300", "--recover-at", "0"}, &out, &errOut); code != 0 {
+	if code := run([]string{"demo", "--seconds", strconv.Itoa(seconds), "--rps", "300", "--recover-at", "0"}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	s := out.String()
@@ -300,52 +312,80 @@ func TestDemoShort(t *testing.T) {
 		t.Fatalf("no summary:\n%s", s)
 	}
 	rows := demoRow.FindAllStringSubmatch(s, -1)
-	if len(rows) != 9 {
-		t.Fatalf("want 3 seconds x 3 peers lines, got %d:\n%s", len(rows), s)
+	if len(rows) != 3*seconds {
+		t.Fatalf("want %d seconds x 3 peers lines, got %d:\n%s", seconds, len(rows), s)
 	}
+	var lines []demoLine
+	for _, r := range rows {
+		l := demoLine{peer: r[2], overloaded: strings.Contains(r[7], "<- overloaded")}
+		l.sec, _ = strconv.Atoi(r[1])
+		l.sent, _ = strconv.Atoi(r[3])
+		l.busy, _ = strconv.Atoi(r[4])
+		var err error
+		if l.limit, err = strconv.ParseFloat(r[6], 64); err != nil {
+			t.Fatalf("limit %q: %v", r[6], err)
+		}
+		lines = append(lines, l)
+	}
+	return s, lines
+}
+
+// A short demo: the overloaded peer answers Busy and its limit collapses;
+// the summary tells it with the counts. What holds on any machine: where
+// the traffic goes depends also on the peers' latencies, which a loaded
+// machine sets (see TestDemoTrafficMovesAway).
+func TestDemoShort(t *testing.T) {
+	s, lines := demoLines(t, 2)
 	// How far the limit falls depends on how many Busy answers the peer
 	// gave in one second, which depends on its share of real-time traffic
 	// (a loaded machine gave it 11 in second 1, so 9999999*4/2^11, not
-	// 38): the test asserts that it fell, and that by the last second the
-	// traffic had moved to the other peers.
+	// 38): the test asserts that it fell.
 	busyTotal, minLimit := 0, math.Inf(1)
 	var bad string
-	lastSec := map[bool][]int{} // the last second's sent counts: overloaded or not
-	for _, r := range rows {
-		n, _ := strconv.Atoi(r[3])
-		if r[1] == "3" {
-			lastSec[r[7] != ""] = append(lastSec[r[7] != ""], n)
-		}
-		if r[7] != "" {
-			b, _ := strconv.Atoi(r[4])
-			busyTotal += b
-			limit, err := strconv.ParseFloat(r[6], 64)
-			if err != nil {
-				t.Fatalf("limit %q: %v", r[6], err)
-			}
-			minLimit = min(minLimit, limit)
-			bad = r[2]
+	for _, l := range lines {
+		if l.overloaded {
+			busyTotal += l.busy
+			minLimit = min(minLimit, l.limit)
+			bad = l.peer
 		}
 	}
 	if busyTotal == 0 || minLimit >= busy.DefaultCeiling/2 || minLimit <= 0 {
 		t.Fatalf("overloaded peer: busy %d, lowest limit %v; want busy answers and a limit fallen from the ceiling, above 0:\n%s", busyTotal, minLimit, s)
 	}
-	if len(lastSec[true]) != 1 || len(lastSec[false]) != 2 || lastSec[true][0] >= min(lastSec[false][0], lastSec[false][1]) {
-		t.Fatalf("second 3: the overloaded peer was sent %v, the others %v; want fewer than each of them:\n%s", lastSec[true], lastSec[false], s)
-	}
 	// The closing sentence is the counts': the overloaded peer and the
-	// attempts it got while overloaded, all three seconds of them.
-	if !strings.Contains(s, "While "+bad+" was overloaded (seconds 1-3): ") {
+	// attempts it got while overloaded, both seconds of them.
+	if !strings.Contains(s, "While "+bad+" was overloaded (seconds 1-2): ") {
 		t.Errorf("summary does not tell the overloaded peer's story:\n%s", s)
 	}
 	if !regexp.MustCompile(`it got [0-9.]+% of the attempts \(\d+ of \d+\)`).MatchString(s) {
 		t.Errorf("summary gives no share of the attempts:\n%s", s)
 	}
+	var out, errOut bytes.Buffer
 	for _, bad := range [][]string{{"demo", "--seconds", "31"}, {"demo", "--rps", "0"}, {"demo", "--capacity", "-1"},
 		{"demo", "--capacity", "+Inf"}, {"demo", "--capacity", "NaN"}} {
 		if code := run(bad, &out, &errOut); code != 2 {
 			t.Errorf("%v: exit %d, want 2", bad, code)
 		}
+	}
+}
+
+// By the demo's last second the overloaded peer's traffic has gone to the
+// other two: it is sent fewer requests than each of them. On a loaded
+// machine a pause can make a healthy peer's latency stand 5x above the
+// others', and the slow-peer rule then sends it only probes (0 requests
+// in a second), so this runs behind the slow-test gate, on a quiet
+// machine.
+func TestDemoTrafficMovesAway(t *testing.T) {
+	slowtest.Skip(t, "3 s of real time, and a quiet machine")
+	s, lines := demoLines(t, 3)
+	lastSec := map[bool][]int{} // the last second's sent counts: overloaded or not
+	for _, l := range lines {
+		if l.sec == 3 {
+			lastSec[l.overloaded] = append(lastSec[l.overloaded], l.sent)
+		}
+	}
+	if len(lastSec[true]) != 1 || len(lastSec[false]) != 2 || lastSec[true][0] >= min(lastSec[false][0], lastSec[false][1]) {
+		t.Fatalf("second 3: the overloaded peer was sent %v, the others %v; want fewer than each of them:\n%s", lastSec[true], lastSec[false], s)
 	}
 }
 

@@ -36,13 +36,19 @@ func run(t *testing.T, sc Scenario) Result {
 }
 
 // The targets, on the scenarios as defined (seed 1): the design
-// doc's 96.8% and 96.6% used, 106.05% at most, beaten.
+// doc's 96.8% and 96.6% used, 106.05% at most, beaten. The tree scenarios
+// are an hour of a simulated tree, 14 s each under -race: they run behind
+// the slow-test gate.
 func TestScenariosMeetTheTargets(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		used float64
-	}{{"root", 0.99}, {"tree", 0.98}, {"tree-mishaps", 0.98}} {
+		slow bool
+	}{{"root", 0.99, false}, {"tree", 0.98, true}, {"tree-mishaps", 0.98, true}} {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.slow {
+				slowtest.Skip(t, "an hour of a simulated tree, 14 s under -race")
+			}
 			t.Parallel()
 			sc := scenario(t, tt.name)
 			res := run(t, sc)
