@@ -1,7 +1,6 @@
 package peer
 
 import (
-	"context"
 	"errors"
 	"net"
 	"testing"
@@ -66,30 +65,13 @@ func startGuardedServer(t *testing.T) (*tchannel.Channel, *guardedListener) {
 	return ch, l
 }
 
-// guardedDialer dials through a Guard, as a Sluice client's channel does.
-func guardedDialer(t *testing.T) func(ctx context.Context, network, hostPort string) (net.Conn, error) {
-	g, err := tchconn.New(tchconn.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(g.Close)
-	return func(ctx context.Context, network, hostPort string) (net.Conn, error) {
-		var d net.Dialer
-		nc, err := d.DialContext(ctx, network, hostPort)
-		if err != nil {
-			return nil, err
-		}
-		return g.Client(nc), nil
-	}
-}
-
 // A server that asks a connection to drain gets it closed by the
 // connector, which goes Idle: no failure, and the next call's connect
 // makes a new one. A server that says it is leaving puts the peer in
 // TransientFailure, failing nothing; its handshake keeps saying so, and
 // the peer is never Ready again while it does.
 func TestConnectorDrainsWhenTheServerAsks(t *testing.T) {
-	f := newFixture(t, ConnectConfig{HealthCheck: HealthCheck{Interval: -1}}, tchannel.ChannelOptions{Dialer: guardedDialer(t)})
+	f := newFixture(t, ConnectConfig{HealthCheck: HealthCheck{Interval: -1}}, tchannel.ChannelOptions{})
 	s, l := startGuardedServer(t)
 	p := f.add(s.PeerInfo().HostPort)
 	f.waitState(p, Ready)

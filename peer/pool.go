@@ -331,6 +331,9 @@ type watch struct {
 	// it to drain (Sluice's signal carrier, internal/tchconn); set by
 	// wrap, before tchannel-go has the connection.
 	drain drainable
+	// reported is the connection's, if it tells the protocol errors its
+	// peer reported (internal/tchconn's Conn does); set by wrap.
+	reported interface{ PeerProtocolError() error }
 
 	mu      sync.Mutex
 	nc      net.Conn
@@ -351,6 +354,7 @@ func newWatch() *watch { return &watch{closed: make(chan struct{})} }
 
 func (w *watch) wrap(nc net.Conn) net.Conn {
 	w.drain, _ = nc.(drainable)
+	w.reported, _ = nc.(interface{ PeerProtocolError() error })
 	w.mu.Lock()
 	w.nc = nc
 	aborted := w.aborted
@@ -439,11 +443,18 @@ func (w *watch) dialed() bool {
 
 // remoteErr returns the first read error seen while the socket was open
 // (io.EOF when the remote side closed it, another error when it was reset
-// or failed), or nil when this process closed it.
+// or failed), or the protocol error the peer reported on which tchannel-go
+// closed it, or nil when this process closed it of its own accord.
 func (w *watch) remoteErr() error {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.readErr
+	err := w.readErr
+	w.mu.Unlock()
+	if err == nil && w.reported != nil {
+		// tchannel-go closed the connection on the peer's word: the peer
+		// ended it, as much as if it had closed it.
+		err = w.reported.PeerProtocolError()
+	}
+	return err
 }
 
 func (w *watch) readFailed(err error) {

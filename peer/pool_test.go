@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/tchconn"
 	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/stats"
@@ -21,7 +22,8 @@ import (
 	"github.com/uber/tchannel-go/raw"
 )
 
-// fixture is a client tchannel.Channel whose connections a Pool makes,
+// fixture is a client tchannel.Channel whose connections a Pool makes
+// (through a tchconn.Guard, as a Channel's),
 // with one List of service "kv" on it. Its clock is fake: backoffs pass only
 // when the test moves it; connect timeouts and health checks run on the
 // wall clock, as tchannel-go's own do.
@@ -48,9 +50,19 @@ func newFixture(t *testing.T, cfg ConnectConfig, opts tchannel.ChannelOptions) *
 		var d net.Dialer
 		next = d.DialContext
 	}
+	// Connections check their frames through a Guard, as a Channel's do.
+	g, err := tchconn.New(tchconn.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
 	opts.Dialer = pool.Dialer(func(ctx context.Context, network, hostPort string) (net.Conn, error) {
 		f.dials.Add(1)
-		return next(ctx, network, hostPort)
+		nc, err := next(ctx, network, hostPort)
+		if err != nil {
+			return nil, err
+		}
+		return g.Client(nc), nil
 	})
 	tch, err := tchannel.NewChannel("client", &opts)
 	if err != nil {
@@ -241,19 +253,11 @@ func TestBlackHolePeerTimesOutAndNeverHoldsACall(t *testing.T) {
 	}
 }
 
-// noHealthChecks is the connect config of tests that move the fake clock
-// past a health-check interval while a connection is Ready and then close
-// its server: the ping the move sends would race the server's close (a
-// ping that reaches a tchannel-go server already closing is answered with
-// a protocol error, on which tchannel-go closes the connection itself, and
-// the peer goes Idle), and those tests are about the close alone.
-var noHealthChecks = ConnectConfig{HealthCheck: HealthCheck{Interval: -1}}
-
 // A connection that ends after it served a while is reconnected at once
 // (the peer restarted, say); one that ends soon after its handshake counts
 // as a failed connect and waits out the backoff.
 func TestClosedConnectionReconnectsOrBacksOff(t *testing.T) {
-	f := newFixture(t, noHealthChecks, tchannel.ChannelOptions{})
+	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
 	s := startServer(t, "127.0.0.1:0")
 	hp := s.PeerInfo().HostPort
 	p := f.add(hp)
@@ -289,6 +293,57 @@ func TestClosedConnectionReconnectsOrBacksOff(t *testing.T) {
 	if n := g.dials.Load(); n != 1 {
 		t.Fatalf("%d dials, want 1: no reconnect before the backoff", n)
 	}
+}
+
+// A health-check ping that reaches a tchannel-go server whose Close has
+// begun is answered with a protocol error, on which tchannel-go closes the
+// client's connection: the server ended it, so the peer reconnects (and,
+// the server gone, goes into TransientFailure), not Idle as after a close
+// of this process's own.
+func TestPingAnsweredByAClosingServerIsARemoteClose(t *testing.T) {
+	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
+	s, err := tchannel.NewChannel("kv", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	s.Register(tchannel.HandlerFunc(func(ctx context.Context, call *tchannel.InboundCall) {
+		<-release
+		raw.WriteResponse(call.Response(), &raw.Res{})
+	}), "block")
+	if err := s.ListenAndServe("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	defer close(release)
+	p := f.add(s.PeerInfo().HostPort)
+	f.list.Connect()
+	f.waitState(p, Ready)
+	// A call in flight holds the server's connection open in its close.
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testwait.Limit)
+		defer cancel()
+		_, _, _, _ = raw.Call(ctx, f.pool.tch, s.PeerInfo().HostPort, "kv", "block", nil, nil)
+	}()
+	testwait.Until(t, "the call to reach the server", func() bool { return exchanges(s) == 1 })
+	s.Close()
+	testwait.Timers(t, f.clk, 1)
+	f.clk.Add(DefaultHealthCheck().Interval) // the ping
+	f.waitState(p, TransientFailure)
+	if lf := p.LastFailure(); lf == nil || !strings.Contains(lf.Err.Error(), "refused") {
+		t.Fatalf("the peer's failure: %v, want its reconnect refused", lf)
+	}
+}
+
+// exchanges returns the inbound exchanges of s's connections.
+func exchanges(s *tchannel.Channel) int {
+	n := 0
+	for _, p := range s.IntrospectState(&tchannel.IntrospectionOptions{IncludeExchanges: true}).RootPeers {
+		for _, c := range p.InboundConnections {
+			n += c.InboundExchange.Count
+		}
+	}
+	return n
 }
 
 // tchannel-go's idle sweep closing a connection is not a failure: the peer
@@ -506,7 +561,7 @@ func TestListsShareAConnector(t *testing.T) {
 // step, not the step the failures before it had reached: the backoff
 // starts afresh once a connection is ready, as gRPC's.
 func TestBackoffStartsAfreshAfterAConnectionServed(t *testing.T) {
-	f := newFixture(t, noHealthChecks, tchannel.ChannelOptions{})
+	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
 	addr := testnet.Refused(t)
 	p := f.add(addr)
 	f.waitState(p, TransientFailure)

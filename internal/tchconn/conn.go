@@ -110,6 +110,9 @@ type Conn struct {
 
 	calls atomic.Int32 // calls in flight (BeginCall)
 	once  sync.Once
+	// peerProtocolErr is the first protocol error the peer reported in
+	// an error frame, on which tchannel-go closes the connection.
+	peerProtocolErr atomic.Pointer[error]
 
 	// The signal carrier (signal.go).
 	signals   atomic.Bool   // both ends announced signals
@@ -367,8 +370,16 @@ func (c *Conn) handle(f []byte) ([]byte, error) {
 		if c.nreqs.Load() > 0 {
 			c.settled(fr.ID)
 		}
-	case tframe.CallRes, tframe.CallResContinue, tframe.Error:
+	case tframe.CallRes, tframe.CallResContinue:
 		c.active()
+	case tframe.Error:
+		c.active()
+		if code, msg, _ := tframe.ParseError(f[tframe.HeaderSize:]); code == errCodeProtocol && c.peerProtocolErr.Load() == nil {
+			// tchannel-go closes the connection on it: keep why, for
+			// whoever asks why the connection ended.
+			err := fmt.Errorf("tchconn: %s reported a protocol error: %s", c.peer, msg)
+			c.peerProtocolErr.CompareAndSwap(nil, &err)
+		}
 	case tframe.Signal:
 		if !c.signals.Load() {
 			return nil, &tframe.ProtocolError{Type: fr.Type, ID: fr.ID, Reason: "a signal frame on a connection whose peers did not both announce signals"}
@@ -663,6 +674,16 @@ func (c *Conn) EndCall() {
 	if c.lim != nil {
 		c.lim.End()
 	}
+}
+
+// PeerProtocolError returns the first protocol error the peer reported on
+// the connection (tchannel-go closes a connection on one: a tchannel-go
+// server that is closing answers a ping so), or nil.
+func (c *Conn) PeerProtocolError() error {
+	if p := c.peerProtocolErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Peer returns the remote address.
