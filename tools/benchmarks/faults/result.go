@@ -57,9 +57,11 @@ type Result struct {
 	// after the fault whose first peer was Faulty; -1 when there were none.
 	FirstShare float64
 	// Streak reports that the erroring peer (the Erroring scenario) answered
-	// ErrorStreak UNEXPECTEDs in a row, in the order its handler ran;
-	// StreakAt is when it answered the last of the first such run, from
-	// the first call: from then on an outlier ejection has its cue.
+	// ErrorStreak UNEXPECTEDs in a row, in the order its handler ran or in
+	// the order the client saw the answers (which concurrent calls can
+	// make differ, and the client's ejection counts in); StreakAt is when
+	// the first such run ended, in either order, from the first call:
+	// from then on an outlier ejection has its cue.
 	// CallsAfterStreak counts the calls starting after that that chose a
 	// peer, and PickedAfterStreak those of them that chose the erroring
 	// one (listed it among their peers).
@@ -203,6 +205,9 @@ func (r *Result) summarize(lo loadOutcome, faulty string, faultAt time.Time) {
 // failing peer faulty ended its first run of ErrorStreak failures in a row
 // (zero: it did not).
 func (r *Result) summarizeStreak(lo loadOutcome, faulty string, streakAt time.Time) {
+	if seen := clientStreak(lo, faulty); !seen.IsZero() && (streakAt.IsZero() || seen.Before(streakAt)) {
+		streakAt = seen
+	}
 	if streakAt.IsZero() {
 		return
 	}
@@ -216,6 +221,30 @@ func (r *Result) summarizeStreak(lo loadOutcome, faulty string, streakAt time.Ti
 			r.PickedAfterStreak++
 		}
 	}
+}
+
+// clientStreak returns when the client had seen ErrorStreak UNEXPECTEDs in
+// a row from faulty, its calls taken in the order they returned; zero if it
+// never had. Only calls that went to faulty alone are counted.
+func clientStreak(lo loadOutcome, faulty string) time.Time {
+	var seen []call
+	for _, c := range lo.calls {
+		if len(c.peers) == 1 && c.peers[0] == faulty {
+			seen = append(seen, c)
+		}
+	}
+	slices.SortFunc(seen, func(a, b call) int { return a.start.Add(a.latency).Compare(b.start.Add(b.latency)) })
+	inRow := 0
+	for _, c := range seen {
+		if c.code != "UNEXPECTED" {
+			inRow = 0
+			continue
+		}
+		if inRow++; inRow == ErrorStreak {
+			return c.start.Add(c.latency)
+		}
+	}
+	return time.Time{}
 }
 
 // quantile returns the q-quantile (nearest rank) of sorted, 0 when empty.

@@ -36,3 +36,30 @@ func TestSummarizeStreak(t *testing.T) {
 		t.Errorf("no streak: %+v, share %v; want nothing counted, -1", none, none.AfterStreakShare())
 	}
 }
+
+// The client's order counts too: answers its calls saw as ErrorStreak
+// UNEXPECTEDs in a row, which its ejection counts, make a streak even when
+// the handlers, running concurrently, decided them in another order.
+func TestSummarizeStreakInTheClientsOrder(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	const bad = "127.0.0.1:1"
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	lo := loadOutcome{start: t0, end: t0.Add(ms(100))}
+	// Started one after another; the OK one returned last.
+	for i, c := range []struct {
+		code    string
+		latency time.Duration
+	}{{"UNEXPECTED", ms(1)}, {"UNEXPECTED", ms(1)}, {"", ms(50)}, {"UNEXPECTED", ms(1)}, {"UNEXPECTED", ms(1)}, {"UNEXPECTED", ms(1)}} {
+		lo.calls = append(lo.calls, call{start: t0.Add(ms(i)), latency: c.latency, code: c.code, peers: []string{bad}})
+	}
+	var r Result
+	r.summarizeStreak(lo, bad, time.Time{}) // the handlers saw none
+	if !r.Streak || r.StreakAt != ms(6) {
+		t.Errorf("streak %v at %v; want the client's, ending at 6ms", r.Streak, r.StreakAt)
+	}
+	var none Result
+	none.summarizeStreak(loadOutcome{start: t0, calls: lo.calls[:4]}, bad, time.Time{})
+	if none.Streak {
+		t.Errorf("a streak found in %d answers, fewer than %d", 4, ErrorStreak)
+	}
+}
