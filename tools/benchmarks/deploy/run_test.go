@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
 	"github.com/sluice-rpc/sluice/tools/internal/testkit/etcdembed"
 )
 
@@ -26,6 +27,7 @@ func shortConfig(rows ...Row) Config {
 // A short run of every row: the Sluice discovery rows fail no call, and
 // every new instance gets calls.
 func TestShortRun(t *testing.T) {
+	slowtest.Skip(t, "four rows of real deploys, 17 s")
 	rows := AllRows
 	cfg := shortConfig(rows...)
 	cfg.EtcdEndpoint = etcdembed.Start(t).Endpoint

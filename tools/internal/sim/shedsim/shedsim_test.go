@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
 	"github.com/sluice-rpc/sluice/shed"
 )
 
@@ -19,11 +20,20 @@ type phase struct {
 // capacity, the adaptive limit is within [N, 2N] from 10 s after the start
 // and after each change of the service time (2x up, then back), with
 // goodput of at least 90% and p99 within 3x of the service time.
-func TestPoolSettlesAndFollowsSteps(t *testing.T) {
+func TestPoolSettlesAndFollowsSteps(t *testing.T) { poolSettlesAndFollowsSteps(t, 1) }
+
+// TestPoolSettlesAndFollowsStepsSeeds is TestPoolSettlesAndFollowsSteps
+// with two more seeds: 6 s more under -race, so behind the slow gate.
+func TestPoolSettlesAndFollowsStepsSeeds(t *testing.T) {
+	slowtest.Skip(t, "two 90 s simulations, 6 s under -race")
+	poolSettlesAndFollowsSteps(t, 2, 3)
+}
+
+func poolSettlesAndFollowsSteps(t *testing.T, seeds ...uint64) {
 	const n = 8
 	d := 2 * time.Millisecond
 	phases := []phase{{10 * time.Second, 30 * time.Second, d}, {40 * time.Second, 60 * time.Second, 2 * d}, {70 * time.Second, 90 * time.Second, d}}
-	for seed := uint64(1); seed <= 3; seed++ {
+	for _, seed := range seeds {
 		res, err := Run(Scenario{Model: Pool, Workers: n, Service: d, Load: 2, Duration: 90 * time.Second,
 			Steps: []Step{{30 * time.Second, 2 * d}, {60 * time.Second, d}},
 			Guard: Adaptive, Shed: shed.Config{}, Seed: seed})
