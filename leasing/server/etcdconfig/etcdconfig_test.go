@@ -40,6 +40,12 @@ func (l *logLines) logf(format string, args ...any) {
 	fmt.Fprintf(&l.b, format+"\n", args...)
 }
 
+func (l *logLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 func (l *logLines) has(sub string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -115,9 +121,11 @@ func TestLoadAndWatch(t *testing.T) {
 
 	put(t, cli, config("40"))
 	testwait.Until(t, "capacity 40 from etcd", func() bool { return granted(t, s) == 40 })
-	if !log.has(`configuration from etcd key "/doorman/config" applied: 1 templates`) {
-		t.Errorf("log: %s", log.b.String())
-	}
+	// The Reloader logs after it applies: the new capacity can be seen
+	// before the line is written.
+	testwait.Until(t, "the apply to be logged", func() bool {
+		return log.has(`configuration from etcd key "/doorman/config" applied: 1 templates`)
+	})
 
 	put(t, cli, config("-5"))
 	testwait.Until(t, "the bad value to be refused", func() bool {
@@ -170,7 +178,7 @@ func TestWatchFromZeroAndAfterCompaction(t *testing.T) {
 	watch(t, cli, first, server.NewReloader(s2, server.ReloadConfig{Logf: log.logf}))
 	testwait.Until(t, "capacity 20 after the compaction", func() bool { return granted(t, s2) == 20 })
 	if !log.has("required revision has been compacted") {
-		t.Errorf("the compaction is not logged: %s", log.b.String())
+		t.Errorf("the compaction is not logged: %s", log.String())
 	}
 }
 
