@@ -110,6 +110,7 @@ func startChildServer(t *testing.T, nofile, maxConns int) string {
 // that without the cap the silent sockets exhaust them and the client's
 // connection waits unaccepted.
 func TestServeCapsConnections(t *testing.T) {
+	t.Parallel() // waits on real time (refreshes, timers, a child process): overlaps with the other waiting tests
 	addr := startChildServer(t, 128, 50)
 	for range 200 {
 		c, err := net.Dial("tcp", addr)

@@ -84,6 +84,7 @@ func closedSince(t *testing.T, c net.Conn, start time.Time) time.Duration {
 // Config.ConnectionTimeout (gRPC's own default is 120 s), or the timeout
 // an option passed to Serve sets: the caller's options win.
 func TestServeClosesSocketsThatNeverHandshake(t *testing.T) {
+	t.Parallel() // waits on real time (refreshes, timers, a child process): overlaps with the other waiting tests
 	const timeout = 300 * time.Millisecond
 	for _, c := range []struct {
 		name string
@@ -273,6 +274,7 @@ func TestServeClosesIdleConnections(t *testing.T) {
 // (gRPC's own policy sends such a client GOAWAY at its third ping within
 // two hours); one pinging in a loop is sent GOAWAY (ENHANCE_YOUR_CALM).
 func TestServeKeepalivePolicy(t *testing.T) {
+	t.Parallel() // waits on real time (refreshes, timers, a child process): overlaps with the other waiting tests
 	const minTime = 100 * time.Millisecond
 	addr := serveWith(t, newServer(t, Config{KeepaliveMinTime: minTime}))
 	h, _ := dialH2(t, addr)

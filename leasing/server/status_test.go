@@ -273,6 +273,7 @@ func TestStatusTextAndTruncation(t *testing.T) {
 // parent, when it last answered and the lease held per resource; a server
 // that lost an election shows who the master is.
 func TestStatusShowsParentAndMastership(t *testing.T) {
+	t.Parallel() // waits on real time (refreshes, timers, a child process): overlaps with the other waiting tests
 	_, rootAddr := treeRoot(t, 300)
 	mid, midAddr := treeIntermediate(t, rootAddr, "mid")
 	c := newTreeClient(t, midAddr, "c", 40, 0)

@@ -57,6 +57,7 @@ func runBench(t *testing.T, ctx context.Context, args ...string) (code int, stdo
 // One second at 200/s against three 1 ms servers, hedging after 50 ms:
 // every field of the JSON report is there and adds up.
 func TestBenchEmbeddedJSON(t *testing.T) {
+	t.Parallel() // waits on real time: overlaps with the other waiting tests
 	code, out, errOut := runBench(t, context.Background(), "--embedded", "3", "--embedded-latency", "fixed:1ms",
 		"--rps", "200", "-d", "1s", "--hedge-max", "2", "--hedge-delay", "50ms", "-o", "json")
 	if code != 0 {

@@ -246,6 +246,7 @@ func TestDoormanOpsMutualTLS(t *testing.T) {
 
 // --config etcd:KEY loads the key at start and follows its changes.
 func TestDoormanOpsEtcdConfig(t *testing.T) {
+	t.Parallel() // waits on real time: overlaps with the other waiting tests
 	et := etcdembed.Start(t)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{et.Endpoint}, DialTimeout: 5 * time.Second})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -38,6 +39,16 @@ import (
 // otherwise runs the tests under goleak.
 func TestMain(m *testing.M) {
 	deploy.ServeChildIfAsked()
+	// The parallel tests here wait on real time (runs of a fixed length,
+	// servers' graces), not on a CPU, so more of them overlap than the
+	// default -parallel (GOMAXPROCS, 2 on CI) lets; -test.parallel given
+	// on the command line still wins.
+	flag.Parse()
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		_ = flag.Set("test.parallel", "4") // a registered flag: cannot fail
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -51,6 +51,7 @@ func TestFaultsBadUsage(t *testing.T) {
 // A small run of three scenarios prints a row per setup and a verdict line
 // per run (the verdicts themselves are benchmarks/faults' tests).
 func TestFaultsSmallRun(t *testing.T) {
+	t.Parallel() // waits on real time: overlaps with the other waiting tests
 	code, out, errOut := runFaults(t, context.Background(), "--small", "--scenarios", "none,declined,erroring", "--duration", "300ms")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)

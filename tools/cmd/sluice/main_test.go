@@ -335,6 +335,7 @@ func demoLines(t *testing.T, seconds int) (string, []demoLine) {
 // the traffic goes depends also on the peers' latencies, which a loaded
 // machine sets (see TestDemoTrafficMovesAway).
 func TestDemoShort(t *testing.T) {
+	t.Parallel() // waits on real time: overlaps with the other waiting tests
 	s, lines := demoLines(t, 2)
 	// How far the limit falls depends on how many Busy answers the peer
 	// gave in one second, which depends on its share of real-time traffic
@@ -460,6 +461,7 @@ func TestFormatLimit(t *testing.T) {
 // Prometheus reporter: a scrape at the end of a run has call latency as a
 // Prometheus histogram, the profiles are beside it.
 func TestDemoServesMetrics(t *testing.T) {
+	t.Parallel() // waits on real time: overlaps with the other waiting tests
 	var out, errOut bytes.Buffer
 	var metrics, pprofIndex, live string
 	code := demoRun(context.Background(), []string{"--seconds", "1", "--rps", "200", "--debug-listen", "127.0.0.1:0"},
