@@ -234,6 +234,10 @@ func TestAfterEtcdRestartedEmpty(t *testing.T) {
 	rec := newRecorder()
 	resolve(t, r, rec)
 	rec.waitSet(t, "127.0.0.1:4001", "127.0.0.1:4009")
+	// The resolver can see the key before the registration has its Put's
+	// answer: killed then, etcd would fail the Put, and the registration
+	// written after the restart would be its first.
+	testwait.Until(t, "registered", func() bool { return g.State().Registered })
 	lease := g.State().Lease
 
 	et.RestartEmpty()
