@@ -20,6 +20,7 @@ var churnFor = flag.Duration("churn", 2*time.Second, "how long TestPeerChurn add
 // churn ends and the client closes, nothing is left: no connection in its
 // guard, no goroutine (goleak, in TestMain).
 func TestPeerChurn(t *testing.T) {
+	t.Parallel() // it churns for -churn; nothing in it is timed, and it counts no goroutine
 	servers := []*testServer{startServer(t), startServer(t), startServer(t)}
 	client, err := New("client")
 	if err != nil {

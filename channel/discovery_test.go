@@ -506,6 +506,7 @@ func TestRegistrationErrorKeepsServing(t *testing.T) {
 // Shutdown's time: the handler in flight is still waited for, and finishes;
 // the Channel ends CLOSED, not DRAINING.
 func TestShutdownPastAStuckRegistry(t *testing.T) {
+	t.Parallel() // it waits out deregisterWait
 	s := startServer(t, WithShutdown(ShutdownConfig{Grace: -1}), WithRegistrar(stuckRegistrar{}))
 	raw1, err := tchannel.NewChannel("raw-client", nil)
 	if err != nil {

@@ -368,6 +368,7 @@ func TestAdaptiveHedgingCountsCutOffsAsLonger(t *testing.T) {
 // A hedged call that runs out of time reports TIMEOUT, not the CANCELLED of
 // the attempts the executor cancelled on its way out.
 func TestHedgedDeadlineIsTimeout(t *testing.T) {
+	t.Parallel() // each call waits out its deadline
 	servers := []*hedgeServer{startHedgeServer(t, slow(time.Second)), startHedgeServer(t, slow(time.Second))}
 	c := hedgeClient(t, fmt.Sprintf(hedgeCfg, 2, "0.005s", ""), servers...)
 	for i := 0; i < 20; i++ {

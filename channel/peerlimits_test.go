@@ -248,6 +248,7 @@ func TestLargeArgumentsRoundTrip(t *testing.T) {
 // backoff's initial interval as a failed peer: here that is 100 ms, below
 // the idle timeout, as a second is below a real one of minutes.)
 func TestIdleConnectionsAreClosed(t *testing.T) {
+	t.Parallel() // it waits out the idle timeout
 	scope := tally.NewTestScope("", nil)
 	s := startServer(t, WithScope(scope), WithPeerLimits(PeerLimits{IdleTimeout: 300 * time.Millisecond}))
 	clientScope := tally.NewTestScope("", nil)
@@ -310,6 +311,7 @@ func closedOftenClient(t *testing.T, s *testServer, scope tally.Scope) *Channel 
 // timeout loses none of them: the server asks it to close an idle
 // connection instead of closing it under a call on the wire.
 func TestIdleCloseLosesNoCall(t *testing.T) {
+	t.Parallel() // it sleeps out 120 gaps around the idle timeout
 	const idle = 20 * time.Millisecond
 	scope := tally.NewTestScope("", nil)
 	s := startServer(t, WithScope(scope), WithPeerLimits(PeerLimits{IdleTimeout: idle}))
@@ -502,6 +504,7 @@ func TestMaxCallsPerConn(t *testing.T) {
 // A request whose fragments stop coming is dropped after StallTimeout,
 // whatever its TTL: its caller gets TIMEOUT, its handler never ran.
 func TestStalledRequestIsDropped(t *testing.T) {
+	t.Parallel() // it waits out the stall timeout
 	scope := tally.NewTestScope("", nil)
 	s := startServer(t, WithScope(scope), WithPeerLimits(PeerLimits{StallTimeout: 300 * time.Millisecond}))
 	p := tpeer.Dial(t, s.ch.HostPort())

@@ -9,6 +9,7 @@ import (
 )
 
 func TestReclaimer(t *testing.T) {
+	t.Parallel() // it waits out its delays; its bound is a least time
 	var collected atomic.Int64
 	r := &reclaimer{collect: func() { collected.Add(1) }, delay: 10 * time.Millisecond, every: 200 * time.Millisecond}
 	defer r.close()

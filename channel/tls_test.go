@@ -355,6 +355,7 @@ func TestTLSClientVerifiesServer(t *testing.T) {
 // within a few seconds, while a connection made before keeps working on
 // the certificate it was made with.
 func TestTLSServerCertificateReload(t *testing.T) {
+	t.Parallel() // it waits for the reload; its bound, 5 s, is far past it
 	certs := testcerts.New(t)
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
@@ -508,6 +509,7 @@ func TestTLSOnlyRefusesPlaintext(t *testing.T) {
 // timeout when it keeps silent (tchannel-go); each fallback is counted,
 // and each peer's first logged. A server that answers in TLS is never reached in plaintext.
 func TestTLSClientFallback(t *testing.T) {
+	t.Parallel() // it waits out half a connect timeout, with the other half to spare
 	certs := testcerts.New(t)
 	trusting := clientConfig(t, tlsfiles.Files{CA: certs.CA.File}, 0, nil)
 	sluicePlain := startServer(t)
@@ -581,6 +583,7 @@ func TestTLSClientFallback(t *testing.T) {
 // timeout the client fell back, and this TLSMixed server served it in
 // plaintext, the caller anonymous.
 func TestTLSClientNoFallbackOnceTLS(t *testing.T) {
+	t.Parallel() // it waits out a connect timeout and a backoff
 	certs := testcerts.New(t)
 	s := startTLSServer(t, tlsfiles.Files{Cert: certs.Server.Cert, Key: certs.Server.Key, CA: certs.CA.File}, TLSMixed)
 	proxy := testnet.StartProxy(t, s.ch.HostPort())
@@ -810,9 +813,11 @@ func TestTLSInfoOfAllocatesNothing(t *testing.T) {
 // record header then silence (each at the handshake timeout), and a TLS
 // record of garbage (at once); each counted under its reason.
 func TestTLSGateClosesStalledAndBrokenHandshakes(t *testing.T) {
+	t.Parallel() // each mode waits out three handshake timeouts
 	certs := testcerts.New(t)
 	for _, mode := range []TLSMode{TLSOnly, TLSMixed} {
 		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
 			s := startTLSServer(t, tlsfiles.Files{Cert: certs.Server.Cert, Key: certs.Server.Key}, mode,
 				WithPeerLimits(PeerLimits{HandshakeTimeout: 300 * time.Millisecond}))
 			for _, tc := range []struct {
@@ -853,6 +858,7 @@ func TestTLSGateClosesStalledAndBrokenHandshakes(t *testing.T) {
 // makes one plaintext dial more, no more), and the call fails UNAVAILABLE
 // saying why instead of hanging.
 func TestTLSClientBlackHole(t *testing.T) {
+	t.Parallel() // its subtests wait out a connect timeout each
 	certs := testcerts.New(t)
 	trusting := clientConfig(t, tlsfiles.Files{CA: certs.CA.File}, 0, nil)
 	for _, fallback := range []bool{false, true} {

@@ -24,7 +24,10 @@ import (
 
 // The tests shorten every interval so that an outage and its recovery take
 // a second or two: progress checked every 200 ms, retries after 20..200 ms,
-// leases of 2 s (etcd's minimum with its default heartbeat).
+// leases of 2 s. etcdtest's etcd grants 1 s, but etcd's client renews a
+// lease every 500 ms at most often and gives it up when a TTL passes
+// without an answer: with 1 s, half a second's stall on a loaded machine
+// would lose a registration.
 const (
 	prefix        = "services/kv"
 	checkInterval = 200 * time.Millisecond

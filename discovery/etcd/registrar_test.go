@@ -115,11 +115,16 @@ func TestRegistrationLifecycle(t *testing.T) {
 // the metrics; when etcd is back (a healed partition) the address is
 // registered. Deregister with etcd down gives up when its context ends;
 // the key then goes with its lease, within the TTL.
+//
+// Its waits are a TTL each (the grant that fails, the lease that
+// expires), so it registers with a TTL of 1 s, the shortest, which
+// etcdtest's etcd grants as asked.
 func TestRegistrationWhileEtcdDown(t *testing.T) {
+	t.Parallel() // its own etcd; most of its time is waiting on the TTL
 	et, cli := startEtcd(t)
 	et.Kill()
 	scope := tally.NewTestScope("", nil)
-	reg, err := etcd.NewRegistrar(etcd.RegistrarConfig{Client: cli, Prefix: prefix, TTL: testTTL, Scope: scope, Backoff: testBackoff})
+	reg, err := etcd.NewRegistrar(etcd.RegistrarConfig{Client: cli, Prefix: prefix, TTL: time.Second, Scope: scope, Backoff: testBackoff})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,6 +166,7 @@ func TestRegistrationWhileEtcdDown(t *testing.T) {
 // the lease is revoked behind the registration's back (as if it had
 // expired during a partition); the registration writes the key again.
 func TestRegistrationLeaseLost(t *testing.T) {
+	t.Parallel() // its own etcd; it waits on the lease's renewals
 	_, cli := startEtcd(t)
 	reg, err := etcd.NewRegistrar(etcd.RegistrarConfig{Client: cli, Prefix: prefix, TTL: testTTL, Backoff: testBackoff})
 	if err != nil {

@@ -145,6 +145,7 @@ func TestResolverResyncsAfterCompaction(t *testing.T) {
 // (nothing empties it); once etcd is back with its data, a new key flows
 // again.
 func TestResolverThroughEtcdOutage(t *testing.T) {
+	t.Parallel() // its own etcd; it waits on the progress checks
 	et, cli := startEtcd(t)
 	putPeer(t, cli, prefix+"/a", "127.0.0.1:4001")
 	putPeer(t, cli, prefix+"/b", "127.0.0.1:4002")
@@ -223,10 +224,11 @@ func TestAfterEtcdRestartedEmpty(t *testing.T) {
 		}
 	}()
 	cfg := resolverConfig(cli)
-	// Checks less frequent than the restart is long, so that the
-	// revision going back, not the outage, is what the resolver sees (most
-	// of the time: either makes it read afresh).
-	cfg.CheckInterval = 2 * time.Second
+	// Checks less frequent than the restart is long (etcdtest's etcd
+	// answers again within a few hundred ms), so that the revision going
+	// back, not the outage, is what the resolver sees (most of the time:
+	// either makes it read afresh).
+	cfg.CheckInterval = time.Second
 	r, err := etcd.NewResolver(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -234,6 +236,10 @@ func TestAfterEtcdRestartedEmpty(t *testing.T) {
 	rec := newRecorder()
 	resolve(t, r, rec)
 	rec.waitSet(t, "127.0.0.1:4001", "127.0.0.1:4009")
+	// The resolver can see the key before the registration has its Put's
+	// answer: killed then, etcd would fail the Put, and the registration
+	// written after the restart would be its first.
+	testwait.Until(t, "registered", func() bool { return g.State().Registered })
 	lease := g.State().Lease
 
 	et.RestartEmpty()

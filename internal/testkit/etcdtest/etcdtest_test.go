@@ -7,11 +7,20 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
 )
 
+// newClient returns a client of et, closed when t ends. Its gRPC
+// connection retries within 300 ms (gRPC's default waits 1 s, then
+// longer), so that a restarted etcd is reached again at once.
 func newClient(t *testing.T, et *Etcd) *clientv3.Client {
 	t.Helper()
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{et.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{et.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           grpcbackoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, MaxDelay: 300 * time.Millisecond},
+			MinConnectTimeout: time.Second,
+		})}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,11 +25,17 @@ import (
 	"github.com/sluice-rpc/sluice/leasing/server/etcdelection"
 )
 
-// The tests shorten the session TTL to 2 s (etcd's minimum with its
-// default heartbeat) and the lease to 3 s, renewed every second, so that
-// a failover and a learning period take seconds.
+// The tests shorten the session TTL to 2 s and the lease to 3 s, renewed
+// every second, so that a failover and a learning period take seconds.
+// etcdtest's etcd grants a TTL of 1 s, but etcd's client renews a
+// session's lease every 500 ms at most often and ends the session when a
+// TTL passes without an answer: with 1 s, half a second's stall on a
+// loaded machine would move the mastership in the middle of a test.
+// TestPartitionedMasterStopsServing, whose wait is the TTL itself and
+// which has a master for a moment only before it cuts it off, takes 1 s.
 const (
 	testTTL   = 2 * time.Second
+	cutTTL    = time.Second
 	lease     = 3
 	capacity  = 100
 	electKey  = "/doorman/test"
@@ -43,6 +49,31 @@ func repo() *server.Repository {
 		// Learning mode lasts the lease length (3 s): the default.
 		Algorithm: server.Algorithm{Kind: server.FairShare, LeaseLength: lease, RefreshInterval: 1},
 	}}}
+}
+
+// startRepo is repo without learning mode, the servers' configuration when
+// they start. A node started afresh has no leases out to learn: its first
+// master's learning mode would only hold back the first grants for the
+// lease length. Before a failover a test gives the servers repo()
+// (learnOnWin), so that the new master learns the leases its predecessor
+// granted, as by default.
+func startRepo() *server.Repository {
+	r := repo()
+	none := int64(0)
+	r.Resources[0].Algorithm.LearningModeDuration = &none
+	return r
+}
+
+// learnOnWin gives ns repo(): a server that wins from now on is in
+// learning mode for the lease length. It shortens no learning mode
+// already running (see Server.SetRepository).
+func learnOnWin(t *testing.T, ns []*node) {
+	t.Helper()
+	for _, n := range ns {
+		if err := n.s.SetRepository(repo()); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // node is one server of the node under test, with its election.
@@ -83,15 +114,21 @@ func notMaster(m server.Mastership) bool { return !m.IsMaster }
 // at the end of the test (or earlier with stop).
 func startNode(t *testing.T, endpoint string) *node {
 	t.Helper()
-	return startElected(t, endpoint, electKey, server.Config{Repository: repo()})
+	return startNodeTTL(t, endpoint, testTTL)
+}
+
+// startNodeTTL is startNode with a session TTL of ttl.
+func startNodeTTL(t *testing.T, endpoint string, ttl time.Duration) *node {
+	t.Helper()
+	return startElected(t, endpoint, electKey, ttl, server.Config{Repository: startRepo()})
 }
 
 // startElected starts a server of cfg campaigning on key through etcd at
-// endpoint, recording its mastership changes; it stops at the end of the
-// test (or earlier with stop).
-func startElected(t *testing.T, endpoint, key string, cfg server.Config) *node {
+// endpoint with a session TTL of ttl, recording its mastership changes; it
+// stops at the end of the test (or earlier with stop).
+func startElected(t *testing.T, endpoint, key string, ttl time.Duration, cfg server.Config) *node {
 	t.Helper()
-	el, err := etcdelection.New(etcdelection.Config{Endpoints: []string{endpoint}, Key: key, TTL: testTTL})
+	el, err := etcdelection.New(etcdelection.Config{Endpoints: []string{endpoint}, Key: key, TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,6 +246,7 @@ func TestThreeServersFailover(t *testing.T) {
 		}
 	}
 
+	learnOnWin(t, ns)
 	// Kill the master (it resigns as it stops).
 	killed := time.Now()
 	m.stop(t)
@@ -269,15 +307,16 @@ func TestPartitionedMasterStopsServing(t *testing.T) {
 	px := testnet.StartProxy(t, strings.TrimPrefix(et.Endpoint, "http://"))
 
 	// The first server, behind the proxy, becomes master; then two more.
-	a := startNode(t, "http://"+px.Addr())
+	a := startNodeTTL(t, "http://"+px.Addr(), cutTTL)
 	testwait.Until(t, "the first server to become master", func() bool { return a.s.Mastership().IsMaster })
-	ns := []*node{a, startNode(t, et.Endpoint), startNode(t, et.Endpoint)}
+	ns := []*node{a, startNodeTTL(t, et.Endpoint, cutTTL), startNodeTTL(t, et.Endpoint, cutTTL)}
 	if m := master(t, ns); m != a {
 		t.Fatalf("master is %s, want the first server %s", m.addr, a.addr)
 	}
 	c := newClient(t, ns[1].addr, "c", 30)
 	testwait.Until(t, "the client to get its lease", func() bool { return c.Has() == 30 })
 
+	learnOnWin(t, ns)
 	cut := time.Now()
 	px.Stop()
 	// The times the servers reported the changes in OnMastership: the
@@ -297,11 +336,11 @@ func TestPartitionedMasterStopsServing(t *testing.T) {
 	})
 	stopped, taken := lost.Sub(cut), won.Sub(cut)
 	t.Logf("partitioned master stopped serving after %v; a new master took over after %v (TTL %v)",
-		stopped.Round(time.Millisecond), taken.Round(time.Millisecond), testTTL)
+		stopped.Round(time.Millisecond), taken.Round(time.Millisecond), cutTTL)
 	// The bound is the TTL from the last renewal etcd acknowledged, sent
 	// before the cut; 250 ms allow for scheduling.
-	if stopped > testTTL+250*time.Millisecond {
-		t.Errorf("the partitioned master served for %v after the cut, more than the session TTL %v", stopped, testTTL)
+	if stopped > cutTTL+250*time.Millisecond {
+		t.Errorf("the partitioned master served for %v after the cut, more than the session TTL %v", stopped, cutTTL)
 	}
 	if !lost.Before(won) {
 		t.Errorf("a new master took over after %v, before the former stopped (%v): two masters at once", taken, stopped)
@@ -350,6 +389,7 @@ func TestIntermediateFollowsElectedParent(t *testing.T) {
 		t.Fatalf("the master has %d clients, want the intermediate", clients)
 	}
 
+	learnOnWin(t, ns)
 	m.stop(t)
 	testwait.Until(t, "the follower to become master", func() bool { return follower.s.Mastership().IsMaster })
 	// Through learning mode (the lease length) and a little after, the

@@ -24,6 +24,7 @@ func TestElectionOnSeparateEtcd(t *testing.T) {
 	if _, clients, _ := m.s.Counts(); clients != 1 {
 		t.Fatalf("the master has %d clients, want the one redirected to it", clients)
 	}
+	learnOnWin(t, ns)
 	stopped := time.Now()
 	m.stop(t)
 	if m2 := master(t, []*node{follower}); m2 != follower {

@@ -14,7 +14,7 @@ import (
 // parent, campaigning on key, presenting id to the parent.
 func startIntermediate(t *testing.T, endpoint, key, parent, id string) *node {
 	t.Helper()
-	return startElected(t, endpoint, key, server.Config{Parent: parent, ID: id, ParentRPCTimeout: time.Second})
+	return startElected(t, endpoint, key, testTTL, server.Config{Parent: parent, ID: id, ParentRPCTimeout: time.Second})
 }
 
 // TestIntermediateNodeFailover: the two servers of an elected intermediate
@@ -25,13 +25,14 @@ func startIntermediate(t *testing.T, endpoint, key, parent, id string) *node {
 func TestIntermediateNodeFailover(t *testing.T) {
 	t.Parallel() // each has its own etcd process and servers; most of its time is waiting on TTLs
 	et := etcdtest.Start(t)
-	learning := int64(1)
-	root, err := server.New(server.Config{Repository: &server.Repository{Resources: []server.Template{{
-		IdentifierGlob: "r", Capacity: capacity,
-		// A short learning mode, passed down to the intermediates: a new
-		// intermediate master hands its clients what they claim for 1 s.
-		Algorithm: server.Algorithm{Kind: server.FairShare, LeaseLength: 60, RefreshInterval: 2, LearningModeDuration: &learning},
-	}}}})
+	rootRepo := func(learning int64) *server.Repository {
+		return &server.Repository{Resources: []server.Template{{IdentifierGlob: "r", Capacity: capacity,
+			Algorithm: server.Algorithm{Kind: server.FairShare, LeaseLength: 60, RefreshInterval: 2, LearningModeDuration: &learning}}}}
+	}
+	// Started afresh, the root and the intermediate node have no leases out
+	// to learn: no learning mode, which would only hold back the first
+	// grants (see startRepo).
+	root, err := server.New(server.Config{Repository: rootRepo(0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +44,12 @@ func TestIntermediateNodeFailover(t *testing.T) {
 	c := newClient(t, follower.addr, "leaf", 60)
 	testwait.Until(t, "the leaf to get 60 through the intermediate node", func() bool { return c.Has() == 60 })
 
+	// A short learning mode, passed down to the intermediates: a new
+	// intermediate master hands its clients what they claim for 1 s. (The
+	// root, out of learning mode, does not enter it again.)
+	if err := root.SetRepository(rootRepo(1)); err != nil {
+		t.Fatal(err)
+	}
 	m.stop(t)
 	if m2 := master(t, []*node{follower}); m2 != follower {
 		t.Fatalf("master %s, want %s", m2.addr, follower.addr)
