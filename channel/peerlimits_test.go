@@ -248,7 +248,6 @@ func TestLargeArgumentsRoundTrip(t *testing.T) {
 // backoff's initial interval as a failed peer: here that is 100 ms, below
 // the idle timeout, as a second is below a real one of minutes.)
 func TestIdleConnectionsAreClosed(t *testing.T) {
-	t.Parallel() // it waits out the idle timeout
 	scope := tally.NewTestScope("", nil)
 	s := startServer(t, WithScope(scope), WithPeerLimits(PeerLimits{IdleTimeout: 300 * time.Millisecond}))
 	clientScope := tally.NewTestScope("", nil)

@@ -355,7 +355,6 @@ func TestTLSClientVerifiesServer(t *testing.T) {
 // within a few seconds, while a connection made before keeps working on
 // the certificate it was made with.
 func TestTLSServerCertificateReload(t *testing.T) {
-	t.Parallel() // it waits for the reload; its bound, 5 s, is far past it
 	certs := testcerts.New(t)
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
