@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -310,10 +311,15 @@ func TestAdaptiveHedgingCountsCutOffsAsLonger(t *testing.T) {
 	var (
 		mode      atomic.Int64
 		firstTook atomic.Bool
+		held      = make(chan struct{}, 1) // a stuck server holds an attempt
 	)
 	behave := func(ctx context.Context) error {
 		switch mode.Load() {
 		case stuck:
+			select {
+			case held <- struct{}{}:
+			default:
+			}
 			return slow(time.Second)(ctx)
 		case slowFirst:
 			if firstTook.CompareAndSwap(false, true) {
@@ -334,20 +340,25 @@ func TestAdaptiveHedgingCountsCutOffsAsLonger(t *testing.T) {
 			t.Fatalf("a fast call: %v", err)
 		}
 	}
+	// Each stuck call is cut off 20ms after a server holds its first
+	// attempt: cut off on a timer instead, a loaded machine can end a call
+	// before its first attempt is sent, leaving nothing to observe.
 	mode.Store(stuck)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	err := call(ctx)
-	cancel()
-	if ce := (*CallError)(nil); !errors.As(err, &ce) || ce.Code != codes.Timeout {
-		t.Fatalf("a call past its deadline: %v, want a TIMEOUT *CallError", err)
-	}
-	ctx, cancel = context.WithCancel(context.Background())
-	stop := time.AfterFunc(20*time.Millisecond, cancel)
-	err = call(ctx)
-	stop.Stop()
-	cancel()
-	if ce := (*CallError)(nil); !errors.As(err, &ce) || ce.Code != codes.Cancelled {
-		t.Fatalf("a call its caller cancelled: %v, want a CANCELLED *CallError", err)
+	for _, want := range []error{context.DeadlineExceeded, context.Canceled} {
+		ctx := newCutContext()
+		go func() {
+			<-held
+			time.Sleep(20 * time.Millisecond)
+			ctx.cut(want)
+		}()
+		err := call(ctx)
+		code := codes.Timeout
+		if want == context.Canceled {
+			code = codes.Cancelled
+		}
+		if ce := (*CallError)(nil); !errors.As(err, &ce) || ce.Code != code {
+			t.Fatalf("a call cut off with %v: %v, want a %v *CallError", want, err, code)
+		}
 	}
 	mode.Store(slowFirst)
 	if err := call(ctxTimeout(t)); err != nil {
@@ -382,5 +393,34 @@ func TestHedgedDeadlineIsTimeout(t *testing.T) {
 		if ce.Code != codes.Timeout {
 			t.Fatalf("call %d: %v: got %v, want %v", i, err, ce.Code, codes.Timeout)
 		}
+	}
+}
+
+// cutContext is a context without a deadline that ends, with the error
+// its cut gives (context.DeadlineExceeded for a deadline passing), when
+// the test says so rather than on a timer.
+type cutContext struct {
+	context.Context
+	done chan struct{}
+	once sync.Once
+	err  atomic.Value
+}
+
+func newCutContext() *cutContext {
+	return &cutContext{Context: context.Background(), done: make(chan struct{})}
+}
+
+func (c *cutContext) cut(err error) {
+	c.once.Do(func() { c.err.Store(err); close(c.done) })
+}
+
+func (c *cutContext) Done() <-chan struct{} { return c.done }
+
+func (c *cutContext) Err() error {
+	select {
+	case <-c.done:
+		return c.err.Load().(error)
+	default:
+		return nil
 	}
 }
