@@ -41,9 +41,9 @@ type PeerLimits struct {
 	// that made calls, the longest idle first, never one with a call in
 	// flight; if every one has a call in flight the new one is closed. A
 	// Sluice client's connection is not closed but asked to close itself
-	// (as at IdleTimeout), and leaves the count at once; up to MaxConns/16
-	// such connections may be draining beyond the cap, each for at most 2
-	// seconds without a call in flight.
+	// (as at IdleTimeout), and leaves the count at once; up to
+	// MaxConns/16 (at least 8) such connections may be draining beyond the
+	// cap, each for at most 2 seconds without a call in flight.
 	// 0 means half the process's descriptor limit. A connection that
 	// holds no call costs about 26 KB (tchannel-go's state, its two
 	// goroutines, the collector's headroom: 257 MiB for 10,000), so where

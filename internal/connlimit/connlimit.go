@@ -26,8 +26,11 @@
 // asked to close the connection itself (SetDrain). An idle or evicted Conn
 // that can be asked is asked instead of closed, and leaves the count at
 // once; it is closed when its client closes it, or DrainWait later with
-// no call in flight. At most MaxConns/16 (at least one) are so draining at
-// once; beyond that they are closed as before.
+// no call in flight. At most MaxConns/16 (at least 8) are so draining at
+// once; beyond that they are closed as before. The floor is for small
+// caps: one client being reconnected often can have several of its
+// connections draining at once, and closing one of them under a call is
+// what draining is for; 8 descriptors beyond a cap cost nothing.
 //
 // Activity is kept at the resolution of the Listener's sweep (a second at
 // most), which makes Active two atomic stores: cheap enough for every
@@ -249,8 +252,11 @@ func (l *Listener) Len() int {
 	return len(l.conns) + len(l.draining)
 }
 
+// minDraining is the least bound on the Conns draining at once.
+const minDraining = 8
+
 // maxDraining bounds the Conns draining at once.
-func (l *Listener) maxDraining() int { return max(1, l.cfg.MaxConns/16) }
+func (l *Listener) maxDraining() int { return max(minDraining, l.cfg.MaxConns/16) }
 
 // MaxConns returns the cap in force.
 func (l *Listener) MaxConns() int { return l.cfg.MaxConns }

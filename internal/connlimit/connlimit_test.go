@@ -421,7 +421,7 @@ func TestAsksIdleConnectionsToClose(t *testing.T) {
 }
 
 // At the cap, an evicted connection whose client can be asked is asked and
-// leaves the count at once; beyond MaxConns/16 draining (at least 1), the
+// leaves the count at once; beyond MaxConns/16 draining (at least 8), the
 // next is closed.
 func TestAsksEvictedConnectionsToClose(t *testing.T) {
 	d := listenDrainable(t, Config{MaxConns: 2, IdleTimeout: -1, WriteTimeout: -1})
@@ -437,9 +437,22 @@ func TestAsksEvictedConnectionsToClose(t *testing.T) {
 	if n := d.l.Len(); n != 3 {
 		t.Fatalf("the listener holds %d connections, want 2 and 1 draining", n)
 	}
-	d.dial() // the cap again, with one draining already: third, never served, is closed
-	if d.reason(third) != Evicted || d.timesAsked(third) != 0 {
-		t.Fatalf("the second eviction: closed for %v, asked %d times; want evicted at once", d.reason(third), d.timesAsked(third))
+	// Each socket more at the cap evicts the newest, never served: asked,
+	// until minDraining are draining.
+	newest := third
+	for i := 1; i < minDraining; i++ {
+		_, next := d.dial()
+		if d.timesAsked(newest) != 1 || d.reason(newest) != 0 {
+			t.Fatalf("eviction %d: asked %d times, closed for %v; want asked, open", i+1, d.timesAsked(newest), d.reason(newest))
+		}
+		newest = next
+	}
+	if n := d.l.Len(); n != 2+minDraining {
+		t.Fatalf("the listener holds %d connections, want 2 and %d draining", n, minDraining)
+	}
+	d.dial() // the cap again, with the draining at their bound: the newest is closed
+	if d.reason(newest) != Evicted || d.timesAsked(newest) != 0 {
+		t.Fatalf("the eviction past the bound: closed for %v, asked %d times; want evicted at once", d.reason(newest), d.timesAsked(newest))
 	}
 	if d.reason(second) != 0 {
 		t.Fatalf("a serving connection was evicted before one that never served: %v", d.reason(second))
