@@ -355,13 +355,14 @@ func (l *Listener) add(nc net.Conn) *Conn {
 // bound, and closes it otherwise.
 func (l *Listener) retire(c *Conn, why Reason, now int64) {
 	l.mu.Lock()
-	ask := c.drain != nil && len(l.draining) < l.maxDraining() && !l.closed && c.idx < 0
+	drain := c.drain
+	ask := drain != nil && len(l.draining) < l.maxDraining() && !l.closed && c.idx < 0
 	if ask {
 		l.draining[c] = struct{}{}
 		c.drainWhy, c.drainAt = why, now
 	}
 	l.mu.Unlock()
-	if ask && c.drain() {
+	if ask && drain() {
 		return
 	}
 	l.mu.Lock()
@@ -528,11 +529,9 @@ type Conn struct {
 	wgen  atomic.Uint32
 	once  sync.Once
 
-	// drain asks the client to close the connection itself (SetDrain).
-	drain func() bool
-
 	// Guarded by l.mu.
-	idx      int // in l.conns, or -1
+	drain    func() bool // asks the client to close the connection itself (SetDrain)
+	idx      int         // in l.conns, or -1
 	key      connKey
 	drainWhy Reason // why it was retired, while draining
 	drainAt  int64  // when its client was asked to close it
@@ -572,7 +571,14 @@ func (c *Conn) Active() {
 // done: ask reports whether the client was asked (it never blocks). An
 // idle or evicted c is then asked instead of closed (see the package doc).
 // Call it before the Listener's Accept returns c: from its Gate.
-func (c *Conn) SetDrain(ask func() bool) { c.drain = ask }
+//
+// A Conn is counted, and may be evicted, while its Gate runs: drain is
+// guarded by the Listener's lock.
+func (c *Conn) SetDrain(ask func() bool) {
+	c.l.mu.Lock()
+	c.drain = ask
+	c.l.mu.Unlock()
+}
 
 // Begin records a call in flight on c until End: a Conn with a call in
 // flight is neither idle nor evicted.
