@@ -61,6 +61,7 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 	call, err := p.TChannel().BeginCall(sctx, a.service, a.method, st.tchannelOptions(a.req.Format))
 	if err != nil {
 		if p, call, t0, err = c.beginElsewhere(ctx, sctx, st, a, as, p, t0, err); err != nil {
+			c.observeUnsent(st, n, t0, err)
 			return nil, false, false, err
 		}
 	}
@@ -82,7 +83,8 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 		// Adaptive hedging learns from first attempts (hedge.Estimator
 		// says why not hedges). One cancelled because a hedge won, or cut
 		// off by the deadline, is a cut-off: its latency is known only to
-		// exceed its time so far.
+		// exceed its time so far (observeUnsent has those cut off before
+		// they were sent).
 		switch code {
 		case codes.OK:
 			est.Observe(now.Sub(t0))
@@ -99,6 +101,23 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 	}
 	res.Peer = p.HostPort()
 	return res, true, false, nil
+}
+
+// observeUnsent tells adaptive hedging of a first attempt whose call could
+// not begin because it was cut off (a hedge won, or the deadline came)
+// after its peer was chosen: its latency, which counts from t0 and includes
+// BeginCall, exceeds its time so far, as a cut-off that was sent does.
+// Left out, such cut-offs (a loaded client is slow to begin exactly the
+// calls its hedges overtake) would bias the estimate low.
+func (c *Channel) observeUnsent(st *callState, n int, t0 time.Time, err error) {
+	est := st.pol.est
+	if est == nil || n != 0 {
+		return
+	}
+	var ce *CallError
+	if errors.As(err, &ce) && (ce.Code == codes.Cancelled || ce.Code == codes.Timeout) {
+		est.ObserveCensored(c.o.clock.Now().Sub(t0))
+	}
 }
 
 // attemptVia is attempt behind the attempt middlewares: they see the

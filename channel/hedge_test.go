@@ -311,14 +311,20 @@ func TestAdaptiveHedgingCountsCutOffsAsLonger(t *testing.T) {
 	var (
 		mode      atomic.Int64
 		firstTook atomic.Bool
-		held      = make(chan struct{}, 1) // a stuck server holds an attempt
+		held      = make(chan struct{}, 1) // a stuck server holds a first attempt
 	)
 	behave := func(ctx context.Context) error {
 		switch mode.Load() {
 		case stuck:
-			select {
-			case held <- struct{}{}:
-			default:
+			// Only a first attempt (no attempts header) signals: a hedge
+			// arriving after the signal was taken would otherwise leave
+			// it for the next call, cut off before its own first attempt
+			// was sent.
+			if _, hedged := ctx.(tjson.Context).Headers()[retry.AttemptsHeader]; !hedged {
+				select {
+				case held <- struct{}{}:
+				default:
+				}
 			}
 			return slow(time.Second)(ctx)
 		case slowFirst:
@@ -342,7 +348,8 @@ func TestAdaptiveHedgingCountsCutOffsAsLonger(t *testing.T) {
 	}
 	// Each stuck call is cut off 20ms after a server holds its first
 	// attempt: cut off on a timer instead, a loaded machine can end a call
-	// before its first attempt is sent, leaving nothing to observe.
+	// before its first attempt is sent, leaving nothing to observe. The
+	// buffer of held takes the one first attempt of each call.
 	mode.Store(stuck)
 	for _, want := range []error{context.DeadlineExceeded, context.Canceled} {
 		ctx := newCutContext()
@@ -373,6 +380,51 @@ func TestAdaptiveHedgingCountsCutOffsAsLonger(t *testing.T) {
 	}
 	if got := p.est.Delay(); got < 100*time.Millisecond {
 		t.Errorf("delay %v after 7 fast calls, 2 cut off at 20ms and 1 of 100ms; want the 100ms call's latency", got)
+	}
+}
+
+// A first attempt cut off after its peer was chosen but before its call
+// began (a hedge won, or the deadline came, while a loaded client was
+// beginning it) is a cut-off for the adaptive delay as well: left out, the
+// estimate would forget exactly the attempts that were slowest to start.
+// An attempt middleware cancels the context it passes on, which ends the
+// attempt in tchannel-go's BeginCall.
+func TestAdaptiveHedgingCountsUnsentCutOffs(t *testing.T) {
+	cancelNext := func(ctx context.Context, a *Attempt, next AttemptInvoker) (*Response, error) {
+		if a.Number > 0 {
+			return next(ctx, a)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		return next(cctx, a)
+	}
+	server := startHedgeServer(t, func(context.Context) error { return nil })
+	cfg := `{"methodConfig":[{"name":[{"service":"kv"}],"hedgingPolicy":{"maxAttempts":2,"hedgingDelay":"1s",
+	  "nonFatalStatusCodes":["BUSY"],"adaptiveDelay":{"quantile":0.9,"window":10,"floor":"0.001s","cap":"1s"}}}]}`
+	c, err := New("client", WithServiceConfig(mustConfig(t, cfg)), WithAttemptMiddleware(cancelNext))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(c.Close)
+	if err := c.AddPeer("kv", server.ch.HostPort()); err != nil {
+		t.Fatalf("AddPeer: %v", err)
+	}
+	if err := c.Connect(ctxTimeout(t), "kv"); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	err = c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil)
+	if ce := (*CallError)(nil); !errors.As(err, &ce) || ce.Code != codes.Cancelled {
+		t.Fatalf("a call whose first attempt was cancelled: %v, want a CANCELLED *CallError", err)
+	}
+	if got := server.received.Load(); got != 0 {
+		t.Fatalf("the server received %d requests, want 0: the attempt was to be cut off before it was sent", got)
+	}
+	p, err := c.policyFor("kv", "get")
+	if err != nil {
+		t.Fatalf("policyFor: %v", err)
+	}
+	if n := p.est.Samples(); n != 1 {
+		t.Fatalf("%d first attempts observed, want the 1 cut off before it was sent", n)
 	}
 }
 
