@@ -589,8 +589,9 @@ func (r *Resource) ID() string { return r.id }
 func (r *Resource) Mode() Mode { return r.mode }
 
 // Capacity returns the capacity the resource may use now: the capacity of
-// its unexpired lease or, without one, what its Mode gives (wants, 0 or the
-// safe capacity). It is +Inf when unlimited. A change it is the first to
+// its unexpired lease (at most its wants while a lowering of them awaits
+// the server's answer) or, without one, what its Mode gives (wants, 0 or
+// the safe capacity). It is +Inf when unlimited. A change it is the first to
 // see (a lease that has just expired) is announced to Changed waiters.
 func (r *Resource) Capacity() float64 {
 	now := r.c.clock.Now()
@@ -605,7 +606,13 @@ func (r *Resource) Capacity() float64 {
 
 func (r *Resource) capacityLocked(now time.Time) float64 {
 	if r.lease != nil && now.Before(r.leaseExpiry) && !r.released {
-		return r.lease.GetCapacity()
+		// Wants lowered below the lease hold at once, until the server
+		// answers them: it may already have handed the difference to
+		// other clients, whose answers can arrive before this one's.
+		if c := r.lease.GetCapacity(); !r.urgent || c <= r.wants {
+			return c
+		}
+		return r.wants
 	}
 	switch r.mode {
 	case Optimistic:

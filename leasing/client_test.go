@@ -507,6 +507,56 @@ func TestClientKeepsAWantsChangeMadeDuringARefresh(t *testing.T) {
 	}
 }
 
+// Wants lowered below the lease cap the capacity at once, before the
+// server has answered them: the server may hand the difference to other
+// clients as soon as the request reaches it, and their answers can arrive
+// first. Raised wants wait for the server.
+func TestClientLoweredWantsHoldBeforeTheAnswer(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	addr := startServer(t, newTestServer(t, liveConfig(100, int64p(0), nil), clk), "")
+	c, err := NewClient(ClientConfig{Addr: addr, ID: "lowering", Clock: clk, ManualRefresh: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := mustResource(t, c, "r", ResourceConfig{Wants: 40, Mode: Pessimistic})
+	refresh(t, c)
+	if got := r.Capacity(); got != 40 {
+		t.Fatalf("capacity %v, want the 40 it asked for", got)
+	}
+	changed := r.Changed()
+	if err := r.SetWants(10); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Capacity(); got != 10 {
+		t.Fatalf("capacity %v after wants fell to 10, before any answer; want 10", got)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Fatal("SetWants(10) returned without announcing the capacity's fall to Changed waiters")
+	}
+	if got, _, _ := r.Lease(); got != 40 {
+		t.Fatalf("lease %v, want the server's 40 until it answers", got)
+	}
+	clk.Add(DefaultClientMinRefreshInterval)
+	refresh(t, c)
+	if got, _, _ := r.Lease(); got != 10 {
+		t.Fatalf("lease %v after the answer, want 10", got)
+	}
+	if err := r.SetWants(60); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Capacity(); got != 10 {
+		t.Fatalf("capacity %v after wants rose to 60, before any answer; want the lease's 10", got)
+	}
+	clk.Add(DefaultClientMinRefreshInterval)
+	refresh(t, c)
+	if got := r.Capacity(); got != 60 {
+		t.Fatalf("capacity %v after the answer, want 60", got)
+	}
+}
+
 // With wants estimated from demand, an idle resource wants nothing.
 func TestEstimatedWantsFallToZeroWhenIdle(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
