@@ -58,6 +58,46 @@ func FreeURL() (url.URL, error) {
 	return url.URL{Scheme: "http", Host: l.Addr().String()}, nil
 }
 
+// FreeURLs returns two URLs http://127.0.0.1:PORT on ports free a moment
+// ago, for a member's client and peer URLs.
+func FreeURLs() (client, peer url.URL, err error) {
+	if client, err = FreeURL(); err != nil {
+		return
+	}
+	for peer == (url.URL{}) || peer == client { // the port just freed may come back
+		if peer, err = FreeURL(); err != nil {
+			return
+		}
+	}
+	return client, peer, nil
+}
+
+// portAttempts bounds StartOnFreePorts's tries.
+const portAttempts = 5
+
+// StartOnFreePorts is Start with m's client and peer URLs on ports free a
+// moment before. etcd cannot listen on port 0 and say which port it got,
+// so a port found free can be taken by another process before etcd binds
+// it (parallel tests each start members): a member that exits saying so
+// is started again on other ports, up to portAttempts times. It returns
+// the member as started.
+func StartOnFreePorts(m Member) (*Process, Member, error) {
+	var err error
+	for range portAttempts {
+		if m.Client, m.Peer, err = FreeURLs(); err != nil {
+			return nil, m, err
+		}
+		var p *Process
+		if p, err = Start(m); err == nil {
+			return p, m, nil
+		}
+		if !strings.Contains(err.Error(), "address already in use") {
+			return nil, m, err
+		}
+	}
+	return nil, m, fmt.Errorf("%w (on %d pairs of ports found free)", err, portAttempts)
+}
+
 // Member is what a run of the binary serves.
 type Member struct {
 	// Bin is the etcd binary.

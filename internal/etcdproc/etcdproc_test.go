@@ -1,6 +1,8 @@
 package etcdproc
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -26,5 +28,61 @@ func TestStartNamesAMissingBinary(t *testing.T) {
 	_, err := Start(Member{Bin: "/nonexistent/etcd", Name: "x", Dir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "start /nonexistent/etcd") {
 		t.Fatalf("Start = %v, want an error naming the binary", err)
+	}
+}
+
+// fakeEtcd writes a script that stands in for etcd: each run appends a
+// line to its log, and the runs print, in turn, the lines of outputs and
+// exit (the last repeated).
+func fakeEtcd(t *testing.T, outputs ...string) (bin, log string) {
+	t.Helper()
+	dir := t.TempDir()
+	bin, log = filepath.Join(dir, "etcd"), filepath.Join(dir, "runs")
+	script := "#!/bin/sh\necho run >> " + log + "\nn=$(wc -l < " + log + ")\ncase $n in\n"
+	for i, o := range outputs {
+		pat := "*"
+		if i < len(outputs)-1 {
+			pat = string(rune('1' + i))
+		}
+		script += pat + ") echo '" + o + "' ;;\n"
+	}
+	script += "esac\nexit 1\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin, log
+}
+
+func runs(t *testing.T, log string) int {
+	t.Helper()
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "run")
+}
+
+// A member whose port was taken between FreeURLs and its bind is started
+// again on other ports; any other failure is returned at once.
+func TestStartOnFreePortsRetriesATakenPort(t *testing.T) {
+	bin, log := fakeEtcd(t, "listen tcp 127.0.0.1:1: bind: address already in use", "some other failure")
+	_, _, err := StartOnFreePorts(Member{Bin: bin, Name: "x", Dir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "some other failure") {
+		t.Fatalf("StartOnFreePorts = %v, want the second run's failure", err)
+	}
+	if n := runs(t, log); n != 2 {
+		t.Fatalf("%d runs, want 2: one on taken ports, one on others that failed otherwise", n)
+	}
+}
+
+// Ports that keep being taken are tried portAttempts times, not forever.
+func TestStartOnFreePortsGivesUp(t *testing.T) {
+	bin, log := fakeEtcd(t, "listen tcp 127.0.0.1:1: bind: address already in use")
+	_, _, err := StartOnFreePorts(Member{Bin: bin, Name: "x", Dir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("StartOnFreePorts = %v, want the taken port's error", err)
+	}
+	if n := runs(t, log); n != portAttempts {
+		t.Fatalf("%d runs, want %d", n, portAttempts)
 	}
 }

@@ -21,7 +21,6 @@
 package etcdtest
 
 import (
-	"net/url"
 	"testing"
 
 	"github.com/sluice-rpc/sluice/internal/etcdproc"
@@ -44,11 +43,13 @@ func Start(t testing.TB) *Etcd {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := FreeURL(t)
-	e := &Etcd{Endpoint: client.String(), Version: version, t: t,
-		m: etcdproc.Member{Bin: bin, Name: "etcdtest", Dir: t.TempDir(), Client: client, Peer: FreeURL(t), Flags: fastRaft}}
+	e := &Etcd{Version: version, t: t}
 	t.Cleanup(e.Kill)
-	e.start()
+	p, m, err := etcdproc.StartOnFreePorts(etcdproc.Member{Bin: bin, Name: "etcdtest", Dir: t.TempDir(), Flags: fastRaft})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Endpoint, e.m, e.proc = m.Client.String(), m, p
 	return e
 }
 
@@ -112,15 +113,4 @@ func (e *Etcd) start() {
 		e.t.Fatal(err)
 	}
 	e.proc = p
-}
-
-// FreeURL returns http://127.0.0.1:PORT for a port free a moment ago,
-// for an etcd member's client or peer URL.
-func FreeURL(t testing.TB) url.URL {
-	t.Helper()
-	u, err := etcdproc.FreeURL()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
 }

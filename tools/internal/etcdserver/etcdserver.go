@@ -70,7 +70,7 @@ func Start(cfg Config) (*Server, error) {
 
 // StartEmbedded starts a member in this process, its data in dir.
 func StartEmbedded(dir string) (*Server, error) {
-	client, peer, err := freeURLs()
+	client, peer, err := etcdproc.FreeURLs()
 	if err != nil {
 		return nil, err
 	}
@@ -100,20 +100,15 @@ func StartEmbedded(dir string) (*Server, error) {
 
 // startBinary starts the etcd binary bin with its data in dir.
 func startBinary(bin, dir string) (*Server, error) {
-	client, peer, err := freeURLs()
-	if err != nil {
-		return nil, err
-	}
 	version, err := etcdproc.Version(bin)
 	if err != nil {
 		return nil, err
 	}
-	p, err := etcdproc.Start(etcdproc.Member{Bin: bin, Name: "sluice", Dir: dir, Client: client, Peer: peer,
-		Prepare: childproc.DieWithParent})
+	p, m, err := etcdproc.StartOnFreePorts(etcdproc.Member{Bin: bin, Name: "sluice", Dir: dir, Prepare: childproc.DieWithParent})
 	if err != nil {
 		return nil, err
 	}
-	return &Server{Endpoint: client.String(), Kind: fmt.Sprintf("etcd binary %s (%s)", bin, version),
+	return &Server{Endpoint: m.Client.String(), Kind: fmt.Sprintf("etcd binary %s (%s)", bin, version),
 		stop: func() error { p.Kill(); return nil }}, nil
 }
 
@@ -125,18 +120,4 @@ func (s *Server) Close() error {
 	stop := s.stop
 	s.stop = nil
 	return stop()
-}
-
-// freeURLs returns two URLs http://127.0.0.1:PORT on ports free a moment
-// ago, for a member's client and peer URLs.
-func freeURLs() (client, peer url.URL, err error) {
-	if client, err = etcdproc.FreeURL(); err != nil {
-		return
-	}
-	for peer == (url.URL{}) || peer == client { // the port just freed may come back
-		if peer, err = etcdproc.FreeURL(); err != nil {
-			return
-		}
-	}
-	return client, peer, nil
 }
