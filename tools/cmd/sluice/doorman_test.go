@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -24,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
 	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
@@ -40,15 +40,8 @@ import (
 func TestMain(m *testing.M) {
 	deploy.ServeChildIfAsked()
 	// The parallel tests here wait on real time (runs of a fixed length,
-	// servers' graces), not on a CPU, so more of them overlap than the
-	// default -parallel (GOMAXPROCS, 2 on CI) lets; -test.parallel given
-	// on the command line still wins.
-	flag.Parse()
-	parallelSet := false
-	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
-	if !parallelSet {
-		_ = flag.Set("test.parallel", "4") // a registered flag: cannot fail
-	}
+	// servers' graces).
+	slowtest.DefaultParallel(4)
 	goleak.VerifyTestMain(m)
 }
 
