@@ -200,10 +200,13 @@ func (c *Channel) beginElsewhere(ctx, sctx context.Context, st *callState, a *at
 		st.pol.m.Unsent()
 		p.Lost()
 		// A peer that left the list (discovery removed it) closed its
-		// connection on its way out, and one being connected again will
-		// be chosen once it is Ready: neither says the call cannot be
-		// sent, so up to a few such do not count against the bound.
-		if s := p.State(); (st.l.Get(p.HostPort()) != p || s == peer.Idle || s == peer.Connecting) && excused < maxExcused {
+		// connection on its way out, one being connected again will be
+		// chosen once it is Ready, and one whose server said it is leaving
+		// closed its connection for that (the next choice says so, as
+		// every call's does once all peers are leaving): none says the
+		// call cannot be sent, so up to a few such do not count against
+		// the bound.
+		if s := p.State(); (st.l.Get(p.HostPort()) != p || s == peer.Idle || s == peer.Connecting || leaving(p)) && excused < maxExcused {
 			excused++
 		}
 		if unsent-excused >= len(st.l.Peers()) {
@@ -221,6 +224,16 @@ func (c *Channel) beginElsewhere(ctx, sctx context.Context, st *callState, a *at
 			return p, call, t0, nil
 		}
 	}
+}
+
+// leaving reports whether p is out of choice because its server said it
+// is leaving.
+func leaving(p *peer.Peer) bool {
+	if p.State() != peer.TransientFailure {
+		return false
+	}
+	f := p.LastFailure()
+	return f != nil && errors.Is(f.Err, peer.ErrPeerLeaving)
 }
 
 // maxExcused bounds the unsent attempts of one attempt that beginElsewhere

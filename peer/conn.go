@@ -214,11 +214,17 @@ func (c *conn) run() {
 				// before they are sent, which then go elsewhere; only the
 				// client closing leaves no call on the wire in doubt.
 				stopTimer(t)
-				conn.Close()
 				leaving := w.peerLeaving()
-				conn, w, misses, failures = nil, nil, 0, 0
+				misses, failures = 0, 0
 				if leaving {
+					// Out of choice before the close: a call that chose
+					// the peer between the two would find its connection
+					// closed, and fail as if the peer had failed.
 					left(clk.Now())
+				}
+				conn.Close()
+				conn, w = nil, nil
+				if leaving {
 					continue
 				}
 				// Only this connection: the server is warm, and the next
