@@ -288,6 +288,7 @@ func (c *Client) Resource(id string, rc ResourceConfig) (*Resource, error) {
 		mode:          rc.Mode,
 		estimate:      rc.EstimateWants,
 		wants:         rc.Wants,
+		capWants:      math.Inf(1),
 		changed:       make(chan struct{}),
 		estimateStart: c.clock.Now(),
 		capacityGauge: scope.Gauge(stats.LeaseCapacity),
@@ -383,10 +384,19 @@ func (c *Client) Refresh(ctx context.Context) error {
 		// The server has the wants we sent. A resource it skipped, or
 		// whose wants changed while the request was in flight, keeps its
 		// urgency: the newer wants still go out early.
+		var (
+			capacity float64
+			changed  bool
+		)
 		if answered[r.id] && r.wantsGen == a.wants {
 			r.urgent = false
+			r.capWants = math.Inf(1)
+			capacity, changed = r.checkChangedLocked(now)
 		}
 		r.mu.Unlock()
+		if changed {
+			r.capacityGauge.Update(capacity)
+		}
 	}
 	return nil
 }
@@ -551,8 +561,8 @@ func (c *Client) release(ctx context.Context, ids []string) error {
 }
 
 // Resource is one resource leased by a Client. Its capacity is the
-// capacity of its unexpired lease, or while it has none the value its Mode
-// gives. RateLimiter and Gauge turn it into a local limit.
+// capacity of its unexpired lease (held down at once by lowered wants, see
+// Capacity), or while it has none the value its Mode gives. RateLimiter and Gauge turn it into a local limit.
 type Resource struct {
 	c        *Client
 	id       string
@@ -576,6 +586,13 @@ type Resource struct {
 	notified    float64
 	changed     chan struct{}
 
+	// capWants is the least the resource has wanted since the server last
+	// answered its current wants (+Inf once it has): the server may hand
+	// anything above it to other clients as soon as it hears the lower
+	// wants, and their answers can arrive before this one's, so the lease
+	// is used only up to it meanwhile.
+	capWants float64
+
 	// demand observed since estimateStart, for EstimateWants.
 	estimateStart time.Time
 	arrivals      float64
@@ -589,9 +606,9 @@ func (r *Resource) ID() string { return r.id }
 func (r *Resource) Mode() Mode { return r.mode }
 
 // Capacity returns the capacity the resource may use now: the capacity of
-// its unexpired lease (at most its wants while a lowering of them awaits
-// the server's answer) or, without one, what its Mode gives (wants, 0 or
-// the safe capacity). It is +Inf when unlimited. A change it is the first to
+// its unexpired lease, but no more than the least it has wanted since the
+// server last answered its current wants, or, without a lease, what its
+// Mode gives (wants, 0 or the safe capacity). It is +Inf when unlimited. A change it is the first to
 // see (a lease that has just expired) is announced to Changed waiters.
 func (r *Resource) Capacity() float64 {
 	now := r.c.clock.Now()
@@ -606,13 +623,7 @@ func (r *Resource) Capacity() float64 {
 
 func (r *Resource) capacityLocked(now time.Time) float64 {
 	if r.lease != nil && now.Before(r.leaseExpiry) && !r.released {
-		// Wants lowered below the lease hold at once, until the server
-		// answers them: it may already have handed the difference to
-		// other clients, whose answers can arrive before this one's.
-		if c := r.lease.GetCapacity(); !r.urgent || c <= r.wants {
-			return c
-		}
-		return r.wants
+		return min(r.lease.GetCapacity(), r.capWants)
 	}
 	switch r.mode {
 	case Optimistic:
@@ -655,6 +666,7 @@ func (r *Resource) SetWants(w float64) error {
 	r.mu.Lock()
 	if w != r.wants {
 		r.wants = w
+		r.capWants = min(r.capWants, w)
 		r.urgent = true
 		r.wantsGen++
 	}
@@ -666,7 +678,8 @@ func (r *Resource) SetWants(w float64) error {
 }
 
 // Changed returns a channel closed when the resource's capacity next
-// changes (a new lease, an expiry, or a wants change in optimistic mode).
+// changes (a new lease, an expiry, lowered wants, or a wants change in
+// optimistic mode).
 func (r *Resource) Changed() <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -736,6 +749,10 @@ func (r *Resource) request(now time.Time, minInterval time.Duration) (*pb.Resour
 	}
 	if r.estimate {
 		r.estimateLocked(now)
+		// A lower estimate holds from now (see capWants).
+		if capacity, changed := r.checkChangedLocked(now); changed {
+			r.capacityGauge.Update(capacity)
+		}
 	}
 	rr := &pb.ResourceRequest{
 		ResourceId: proto.String(r.id),
@@ -759,7 +776,7 @@ func (r *Resource) estimateLocked(now time.Time) {
 		// No demand at all: after a second of silence want nothing, so an
 		// idle client does not keep capacity others could use.
 		if elapsed >= 1 {
-			r.wants = 0
+			r.wants, r.capWants = 0, 0
 			r.estimateStart = now
 			r.wantsGauge.Update(0)
 		}
@@ -772,6 +789,7 @@ func (r *Resource) estimateLocked(now time.Time) {
 	} else {
 		r.wants = 1.1 * demand
 	}
+	r.capWants = min(r.capWants, r.wants)
 	r.estimateStart, r.arrivals, r.peak = now, 0, 0
 	r.wantsGauge.Update(r.wants)
 }

@@ -450,16 +450,18 @@ func TestClientLoopSendsWantsChangesEarlyButNotWithin5s(t *testing.T) {
 	}
 }
 
-// gatedServer holds the first GetCapacity until the test releases it.
+// gatedServer holds the first GetCapacity (or the hold-th, if set) until
+// the test releases it.
 type gatedServer struct {
 	*server.Server
+	hold    int64
 	calls   atomic.Int64
 	arrived chan struct{}
 	release chan struct{}
 }
 
 func (g *gatedServer) GetCapacity(ctx context.Context, req *pb.GetCapacityRequest) (*pb.GetCapacityResponse, error) {
-	if g.calls.Add(1) == 1 {
+	if g.calls.Add(1) == max(g.hold, 1) {
 		close(g.arrived)
 		select {
 		case <-g.release:
@@ -470,6 +472,21 @@ func (g *gatedServer) GetCapacity(ctx context.Context, req *pb.GetCapacityReques
 	return g.Server.GetCapacity(ctx, req)
 }
 
+// serve serves g on 127.0.0.1 until t ends, and returns its address.
+func (g *gatedServer) serve(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	pb.RegisterCapacityServer(s, g)
+	done := make(chan struct{})
+	go func() { defer close(done); s.Serve(lis) }()
+	t.Cleanup(func() { s.Stop(); testwait.Recv(t, done, "Serve to return") })
+	return lis.Addr().String()
+}
+
 // A wants change made while a request is in flight is not lost when the
 // answer (to the older wants) arrives: it still goes out early, at the
 // minimum refresh interval rather than at the 15 s refresh.
@@ -477,17 +494,7 @@ func TestClientKeepsAWantsChangeMadeDuringARefresh(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
 	gate := &gatedServer{Server: newTestServer(t, liveConfig(100, int64p(0), nil), clk),
 		arrived: make(chan struct{}), release: make(chan struct{})}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	pb.RegisterCapacityServer(g, gate)
-	done := make(chan struct{})
-	go func() { defer close(done); g.Serve(lis) }()
-	defer func() { g.Stop(); testwait.Recv(t, done, "Serve to return") }()
-
-	c, err := NewClient(ClientConfig{Addr: lis.Addr().String(), ID: "racer", Clock: clk})
+	c, err := NewClient(ClientConfig{Addr: gate.serve(t), ID: "racer", Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -554,6 +561,88 @@ func TestClientLoweredWantsHoldBeforeTheAnswer(t *testing.T) {
 	refresh(t, c)
 	if got := r.Capacity(); got != 60 {
 		t.Fatalf("capacity %v after the answer, want 60", got)
+	}
+}
+
+// Wants lowered, sent, and raised again before the answer still hold the
+// capacity down: the server acts on the lower wants it has heard, not on
+// the resource's latest, until it answers those.
+func TestClientLoweredWantsHoldUntilTheCurrentWantsAreAnswered(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	gate := &gatedServer{Server: newTestServer(t, liveConfig(100, int64p(0), nil), clk), hold: 2,
+		arrived: make(chan struct{}), release: make(chan struct{})}
+	c, err := NewClient(ClientConfig{Addr: gate.serve(t), ID: "wavering", Clock: clk, ManualRefresh: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := mustResource(t, c, "r", ResourceConfig{Wants: 40, Mode: Pessimistic})
+	refresh(t, c)
+	if err := r.SetWants(10); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(DefaultClientMinRefreshInterval)
+	answered := make(chan error, 1)
+	go func() { answered <- c.Refresh(context.Background()) }()
+	testwait.Recv(t, gate.arrived, "the request carrying wants 10")
+	if err := r.SetWants(40); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Capacity(); got != 10 {
+		t.Fatalf("capacity %v with wants 10 in flight and wants back at 40; want 10", got)
+	}
+	close(gate.release)
+	if err := testwait.Recv(t, answered, "the answer to wants 10"); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Capacity(); got != 10 {
+		t.Fatalf("capacity %v after the answer to wants 10, want 10", got)
+	}
+	changed := r.Changed()
+	clk.Add(DefaultClientMinRefreshInterval)
+	refresh(t, c)
+	select {
+	case <-changed:
+	default:
+		t.Fatal("the answer to wants 40 did not announce the capacity's rise to Changed waiters")
+	}
+	if got := r.Capacity(); got != 40 {
+		t.Fatalf("capacity %v after the answer to wants 40, want 40", got)
+	}
+}
+
+// An estimate that lowers the wants holds the capacity down from the
+// request that carries it, as SetWants does.
+func TestEstimatedWantsHoldBeforeTheAnswer(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	gate := &gatedServer{Server: newTestServer(t, liveConfig(100, int64p(0), nil), clk), hold: 2,
+		arrived: make(chan struct{}), release: make(chan struct{})}
+	c, err := NewClient(ClientConfig{Addr: gate.serve(t), ID: "estimator", Clock: clk, ManualRefresh: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := mustResource(t, c, "r", ResourceConfig{Wants: 10, Mode: Pessimistic, EstimateWants: true})
+	refresh(t, c)
+	if got := r.Capacity(); got != 10 {
+		t.Fatalf("capacity %v, want the 10 it asked for", got)
+	}
+	changed := r.Changed()
+	clk.Add(DefaultClientMinRefreshInterval) // no calls: the estimate falls to 0
+	answered := make(chan error, 1)
+	go func() { answered <- c.Refresh(context.Background()) }()
+	testwait.Recv(t, gate.arrived, "the request carrying the estimate")
+	if got := r.Capacity(); got != 0 {
+		t.Fatalf("capacity %v with an estimate of 0 in flight, want 0", got)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Fatal("the estimate did not announce the capacity's fall to Changed waiters")
+	}
+	close(gate.release)
+	if err := testwait.Recv(t, answered, "the answer to the estimate"); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -10,8 +10,9 @@ const (
 	// resources matched by a glob are not reported per resource.
 	LeaseTagResource = "resource"
 
-	// LeaseCapacity is a gauge tagged resource: the capacity currently held
-	// (client) or handed out in unexpired leases (server) for a resource.
+	// LeaseCapacity is a gauge tagged resource: the capacity a client may
+	// use now (leasing's Resource.Capacity) or a server has handed out in
+	// unexpired leases, for a resource.
 	LeaseCapacity = "lease.capacity"
 	// LeaseWants is a gauge tagged resource: the capacity wanted for a
 	// resource (client: its own wants; server: the sum of its clients'
