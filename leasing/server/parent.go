@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -58,6 +59,12 @@ var parentBackoff = backoff.Exponential{Initial: parentMinBackoff, Max: parentMa
 type parentLink struct {
 	id   string
 	wake chan struct{}
+	// changes counts what wakes the loop (pokeParent), each counted after
+	// it took effect and before its wake-up is sent; covered is the count
+	// a round read before it looked at the resources, so everything up to
+	// it was in that round. A wake-up when changes is still covered is
+	// one the last round answered (see woken).
+	changes, covered atomic.Uint64
 	// manual is set by driveParent (before Start, under Server.mu): the
 	// caller ticks the link, and Start runs no loop for it.
 	manual bool
@@ -157,11 +164,16 @@ func (s *Server) pokeParent() {
 	if s.parent == nil {
 		return
 	}
+	s.parent.changes.Add(1)
 	select {
 	case s.parent.wake <- struct{}{}:
 	default:
 	}
 }
+
+// woken reports whether something happened that no round has asked the
+// parent about yet; the loop takes a wake-up only then.
+func (p *parentLink) woken() bool { return p.changes.Load() != p.covered.Load() }
 
 // placeholder is an intermediate's template for a resource its parent
 // has not leased yet: no capacity, the local template's algorithm (or
@@ -242,11 +254,15 @@ func (s *Server) runParent(ctx context.Context) {
 	for {
 		next := s.tickParent(ctx)
 		t := s.clock.NewTimerAt(next)
+	wait:
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-p.wake:
+			if !p.woken() {
+				goto wait // a change the last round already asked about
+			}
 			t.Stop()
 		case <-t.C():
 		}
@@ -281,12 +297,16 @@ func (s *Server) tickParent(ctx context.Context) time.Time {
 	// This round asks for every resource there is now, so a wake-up
 	// already pending (a resource created, or a mastership change, before
 	// the round started) is answered by it: left pending, it would start
-	// a second round at once, asking again what was just answered. A
-	// wake-up from now on is newer than the round's snapshot and stays.
+	// a second round at once, asking again what was just answered. So is
+	// one whose wake-up comes during the round but whose change was
+	// counted before the count below, so took effect before the round's
+	// snapshot (see changes and woken); a change counted after may have
+	// missed the snapshot, and its wake-up starts another round.
 	select {
 	case <-p.wake:
 	default:
 	}
+	p.covered.Store(p.changes.Load())
 	wait := s.refreshParent(ctx, &p.failures)
 	now := s.clock.Now()
 	p.retryAt = time.Time{}
@@ -353,7 +373,7 @@ func (d parentDriver) Tick(ctx context.Context) time.Time { return d.s.tickParen
 func (d parentDriver) Woken() bool {
 	select {
 	case <-d.s.parent.wake:
-		return true
+		return d.s.parent.woken()
 	default:
 		return false
 	}

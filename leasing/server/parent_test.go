@@ -378,6 +378,47 @@ func TestIntermediateRoundAnswersEarlierWake(t *testing.T) {
 	}
 }
 
+// A wake-up that arrives during a round for a change made before the
+// round looked at the resources is answered by that round too: a client's
+// request records its new resource and only then wakes the loop, and a
+// round can fall in between (a flake under load: the extra round took the
+// request a test meant for the next). A change made during the round
+// still starts another. The changes are made by hand here, to place the
+// wake-up within the round.
+func TestIntermediateRoundAnswersWakeOfChangeBeforeIt(t *testing.T) {
+	root := startOriginalNode(t, "")
+	clk := clock.NewFake(testEpoch)
+	s, err := New(Config{Parent: root.self, ID: "mid", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.driveParent(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, startServer(t, s, ""))
+	leaseOf(t, c, "a", 30) // creates "r": a wake-up
+	now := clk.Now().Unix()
+	round := func(during func()) {
+		t.Helper()
+		done := make(chan time.Time)
+		go func() { done <- d.Tick(context.Background()) }()
+		testwait.Recv(t, root.reqs, "the round's request")
+		during()
+		root.answer <- originalAnswer(100, now+20, 10, 5)
+		testwait.Recv(t, done, "the round to end")
+	}
+	s.parent.changes.Add(1) // a change made before the round, its wake-up still to come
+	round(func() { s.parent.wake <- struct{}{} })
+	if d.Woken() {
+		t.Fatal("the wake-up of a change made before the round starts another round")
+	}
+	round(s.pokeParent)
+	if !d.Woken() {
+		t.Fatal("a change made during the round does not start another round")
+	}
+}
+
 // An intermediate in learning mode whose parent has not answered yet (it
 // has just started, or just won its node's mastership) echoes what its
 // clients say they have, as a root does, rather than handing out 0 until
