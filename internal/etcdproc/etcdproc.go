@@ -5,6 +5,7 @@
 package etcdproc
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -155,7 +157,7 @@ func Start(m Member) (*Process, error) {
 		if err == nil {
 			body, _ := io.ReadAll(res.Body)
 			res.Body.Close()
-			if strings.Contains(string(body), `"health":"true"`) {
+			if strings.Contains(string(body), `"health":"true"`) && isMember(hc, m) {
 				return p, nil
 			}
 		}
@@ -169,6 +171,31 @@ func Start(m Member) (*Process, error) {
 			return nil, fmt.Errorf("etcdproc: %s not healthy within %v: %v", m.Bin, ReadyLimit, err)
 		}
 	}
+}
+
+// isMember reports whether the etcd answering on m's client URL is m, by
+// its peer URL (unique to the run): when another process took the port
+// first, that may be another test's healthy member.
+func isMember(hc *http.Client, m Member) bool {
+	res, err := hc.Post(m.Client.String()+"/v3/cluster/member/list", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		return false
+	}
+	defer res.Body.Close()
+	var list struct {
+		Members []struct {
+			PeerURLs []string `json:"peerURLs"`
+		} `json:"members"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&list); err != nil {
+		return false
+	}
+	for _, member := range list.Members {
+		if slices.Contains(member.PeerURLs, m.Peer.String()) {
+			return true
+		}
+	}
+	return false
 }
 
 // Kill kills the member (SIGKILL: no chance to say goodbye to its

@@ -38,7 +38,7 @@ func fakeEtcd(t *testing.T, outputs ...string) (bin, log string) {
 	t.Helper()
 	dir := t.TempDir()
 	bin, log = filepath.Join(dir, "etcd"), filepath.Join(dir, "runs")
-	script := "#!/bin/sh\necho run >> " + log + "\nn=$(wc -l < " + log + ")\ncase $n in\n"
+	script := "#!/bin/sh\necho \"$*\" >> '" + log + "'\nn=$(wc -l < '" + log + "')\ncase $n in\n"
 	for i, o := range outputs {
 		pat := "*"
 		if i < len(outputs)-1 {
@@ -53,13 +53,33 @@ func fakeEtcd(t *testing.T, outputs ...string) (bin, log string) {
 	return bin, log
 }
 
-func runs(t *testing.T, log string) int {
+// runs returns the command lines of the runs fakeEtcd logged.
+func runs(t *testing.T, log string) []string {
 	t.Helper()
 	b, err := os.ReadFile(log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.Count(string(b), "run")
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
+
+// listens returns the client and peer URLs of an etcd command line.
+func listens(t *testing.T, line string) [2]string {
+	t.Helper()
+	var out [2]string
+	args := strings.Fields(line)
+	for i, a := range args[:len(args)-1] {
+		switch a {
+		case "--listen-client-urls":
+			out[0] = args[i+1]
+		case "--listen-peer-urls":
+			out[1] = args[i+1]
+		}
+	}
+	if out[0] == "" || out[1] == "" {
+		t.Fatalf("no listen URLs in %q", line)
+	}
+	return out
 }
 
 // A member whose port was taken between FreeURLs and its bind is started
@@ -70,8 +90,13 @@ func TestStartOnFreePortsRetriesATakenPort(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "some other failure") {
 		t.Fatalf("StartOnFreePorts = %v, want the second run's failure", err)
 	}
-	if n := runs(t, log); n != 2 {
-		t.Fatalf("%d runs, want 2: one on taken ports, one on others that failed otherwise", n)
+	r := runs(t, log)
+	if len(r) != 2 {
+		t.Fatalf("%d runs, want 2: one on taken ports, one on others that failed otherwise", len(r))
+	}
+	first, second := listens(t, r[0]), listens(t, r[1])
+	if first[0] == second[0] || first[1] == second[1] {
+		t.Fatalf("the second run listens on %v, the taken one on %v: want other ports", second, first)
 	}
 }
 
@@ -82,7 +107,7 @@ func TestStartOnFreePortsGivesUp(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "address already in use") {
 		t.Fatalf("StartOnFreePorts = %v, want the taken port's error", err)
 	}
-	if n := runs(t, log); n != portAttempts {
+	if n := len(runs(t, log)); n != portAttempts {
 		t.Fatalf("%d runs, want %d", n, portAttempts)
 	}
 }

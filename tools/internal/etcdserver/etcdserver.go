@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
+	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/version"
@@ -68,8 +70,26 @@ func Start(cfg Config) (*Server, error) {
 	return startBinary(bin, cfg.Dir)
 }
 
-// StartEmbedded starts a member in this process, its data in dir.
+// StartEmbedded starts a member in this process, its data in dir. Its
+// ports were free a moment before; one taken meanwhile (by another test's
+// member) has it try others, as etcdproc.StartOnFreePorts does.
 func StartEmbedded(dir string) (*Server, error) {
+	for attempt := 1; ; attempt++ {
+		s, err := startEmbedded(dir)
+		if err == nil || attempt == portAttempts || !addrInUse(err) {
+			return s, err
+		}
+	}
+}
+
+// portAttempts bounds StartEmbedded's tries.
+const portAttempts = 5
+
+func addrInUse(err error) bool {
+	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
+}
+
+func startEmbedded(dir string) (*Server, error) {
 	client, peer, err := etcdproc.FreeURLs()
 	if err != nil {
 		return nil, err
