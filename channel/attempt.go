@@ -61,7 +61,9 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 	call, err := p.TChannel().BeginCall(sctx, a.service, a.method, st.tchannelOptions(a.req.Format))
 	if err != nil {
 		if p, call, t0, err = c.beginElsewhere(ctx, sctx, st, a, as, p, t0, err); err != nil {
-			c.observeUnsent(st, n, t0, err)
+			if ce, ok := err.(*CallError); ok { // cut off before it began: a cut-off all the same
+				c.observeFirst(st, n, ce.Code, t0, time.Time{})
+			}
 			return nil, false, false, err
 		}
 	}
@@ -79,19 +81,7 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 	} else {
 		p.End(now, now.Sub(t0), code)
 	}
-	if est := st.pol.est; est != nil && n == 0 {
-		// Adaptive hedging learns from first attempts (hedge.Estimator
-		// says why not hedges). One cancelled because a hedge won, or cut
-		// off by the deadline, is a cut-off: its latency is known only to
-		// exceed its time so far (observeUnsent has those cut off before
-		// they were sent).
-		switch code {
-		case codes.OK:
-			est.Observe(now.Sub(t0))
-		case codes.Cancelled, codes.Timeout:
-			est.ObserveCensored(now.Sub(t0))
-		}
-	}
+	c.observeFirst(st, n, code, t0, now)
 	if res != nil {
 		res.end = now
 	}
@@ -103,20 +93,25 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 	return res, true, false, nil
 }
 
-// observeUnsent tells adaptive hedging of a first attempt whose call could
-// not begin because it was cut off (a hedge won, or the deadline came)
-// after its peer was chosen: its latency, which counts from t0 and includes
-// BeginCall, exceeds its time so far, as a cut-off that was sent does.
-// Left out, such cut-offs (a loaded client is slow to begin exactly the
-// calls its hedges overtake) would bias the estimate low.
-func (c *Channel) observeUnsent(st *callState, n int, t0 time.Time, err error) {
+// observeFirst tells adaptive hedging how attempt n, begun at t0, ended at
+// now (read here if zero, and only if needed) with code. It learns from
+// first attempts only (hedge.Estimator says why not hedges). One cancelled
+// because a hedge won or its caller gave up, or cut off by the deadline,
+// is a cut-off, whether or not it was sent: its latency, which counts from
+// t0 and includes BeginCall, is known only to exceed its time so far.
+func (c *Channel) observeFirst(st *callState, n int, code codes.Code, t0, now time.Time) {
 	est := st.pol.est
 	if est == nil || n != 0 {
 		return
 	}
-	var ce *CallError
-	if errors.As(err, &ce) && (ce.Code == codes.Cancelled || ce.Code == codes.Timeout) {
-		est.ObserveCensored(c.o.clock.Now().Sub(t0))
+	if now.IsZero() {
+		now = c.o.clock.Now()
+	}
+	switch code {
+	case codes.OK:
+		est.Observe(now.Sub(t0))
+	case codes.Cancelled, codes.Timeout:
+		est.ObserveCensored(now.Sub(t0))
 	}
 }
 
@@ -182,8 +177,9 @@ func sendBehindMiddleware(ctx context.Context, a *Attempt) (*Response, error) {
 // the same one once it is Ready again, at most as many times as the list
 // has peers, so an attempt never loops on dead connections. Up to
 // maxExcused closes do not count: a peer's that had just left the list
-// (its connection closing with it), and a peer's that is being connected
-// again (its server asked the connection to drain, or it closed). Any
+// (its connection closing with it), a peer's that is being connected
+// again (its server asked the connection to drain, or it closed), and a
+// peer's whose server said it is leaving. Any
 // other error (the deadline is reached, or tchannel-go refused the call
 // itself) ends the attempt. It returns the peer and call that began, or a
 // *CallError.
@@ -206,7 +202,7 @@ func (c *Channel) beginElsewhere(ctx, sctx context.Context, st *callState, a *at
 		// every call's does once all peers are leaving): none says the
 		// call cannot be sent, so up to a few such do not count against
 		// the bound.
-		if s := p.State(); (st.l.Get(p.HostPort()) != p || s == peer.Idle || s == peer.Connecting || leaving(p)) && excused < maxExcused {
+		if s := p.State(); (st.l.Get(p.HostPort()) != p || s == peer.Idle || s == peer.Connecting || leaving(p, s)) && excused < maxExcused {
 			excused++
 		}
 		if unsent-excused >= len(st.l.Peers()) {
@@ -226,10 +222,10 @@ func (c *Channel) beginElsewhere(ctx, sctx context.Context, st *callState, a *at
 	}
 }
 
-// leaving reports whether p is out of choice because its server said it
-// is leaving.
-func leaving(p *peer.Peer) bool {
-	if p.State() != peer.TransientFailure {
+// leaving reports whether p, in state s, is out of choice because its
+// server said it is leaving.
+func leaving(p *peer.Peer, s peer.State) bool {
+	if s != peer.TransientFailure {
 		return false
 	}
 	f := p.LastFailure()

@@ -387,21 +387,31 @@ func TestAdaptiveHedgingCountsCutOffsAsLonger(t *testing.T) {
 // began (a hedge won, or the deadline came, while a loaded client was
 // beginning it) is a cut-off for the adaptive delay as well: left out, the
 // estimate would forget exactly the attempts that were slowest to start.
-// An attempt middleware cancels the context it passes on, which ends the
-// attempt in tchannel-go's BeginCall.
+// An attempt middleware cancels, 50ms into the call, the context it passes
+// on, which ends the attempt in tchannel-go's BeginCall. With 8 fast calls
+// and one of 100ms after it, the 90th percentile is 100ms; counted as a
+// latency of 50ms, the cut-off would put it at 50ms.
 func TestAdaptiveHedgingCountsUnsentCutOffs(t *testing.T) {
-	cancelNext := func(ctx context.Context, a *Attempt, next AttemptInvoker) (*Response, error) {
-		if a.Number > 0 {
+	var cutNext, slowNow atomic.Bool
+	cutNext.Store(true)
+	cut := func(ctx context.Context, a *Attempt, next AttemptInvoker) (*Response, error) {
+		if a.Number > 0 || !cutNext.CompareAndSwap(true, false) {
 			return next(ctx, a)
 		}
+		time.Sleep(50 * time.Millisecond) // time the call has taken when it is cut off
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
 		return next(cctx, a)
 	}
-	server := startHedgeServer(t, func(context.Context) error { return nil })
+	server := startHedgeServer(t, func(ctx context.Context) error {
+		if slowNow.Load() {
+			return slow(100 * time.Millisecond)(ctx)
+		}
+		return nil
+	})
 	cfg := `{"methodConfig":[{"name":[{"service":"kv"}],"hedgingPolicy":{"maxAttempts":2,"hedgingDelay":"1s",
 	  "nonFatalStatusCodes":["BUSY"],"adaptiveDelay":{"quantile":0.9,"window":10,"floor":"0.001s","cap":"1s"}}}]}`
-	c, err := New("client", WithServiceConfig(mustConfig(t, cfg)), WithAttemptMiddleware(cancelNext))
+	c, err := New("client", WithServiceConfig(mustConfig(t, cfg)), WithAttemptMiddleware(cut))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -412,19 +422,33 @@ func TestAdaptiveHedgingCountsUnsentCutOffs(t *testing.T) {
 	if err := c.Connect(ctxTimeout(t), "kv"); err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
-	err = c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil)
-	if ce := (*CallError)(nil); !errors.As(err, &ce) || ce.Code != codes.Cancelled {
+	call := func() error { return c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil) }
+	// The first call's attempt is cut off before it is sent; no hedge
+	// is due within the fallback delay of 1s.
+	if err, ce := call(), (*CallError)(nil); !errors.As(err, &ce) || ce.Code != codes.Cancelled {
 		t.Fatalf("a call whose first attempt was cancelled: %v, want a CANCELLED *CallError", err)
 	}
 	if got := server.received.Load(); got != 0 {
 		t.Fatalf("the server received %d requests, want 0: the attempt was to be cut off before it was sent", got)
 	}
+	for range 8 {
+		if err := call(); err != nil {
+			t.Fatalf("a fast call: %v", err)
+		}
+	}
+	slowNow.Store(true)
+	if err := call(); err != nil {
+		t.Fatalf("the slow call: %v", err)
+	}
 	p, err := c.policyFor("kv", "get")
 	if err != nil {
 		t.Fatalf("policyFor: %v", err)
 	}
-	if n := p.est.Samples(); n != 1 {
-		t.Fatalf("%d first attempts observed, want the 1 cut off before it was sent", n)
+	if n := p.est.Samples(); n != 10 {
+		t.Fatalf("%d first attempts observed, want 10 with the one cut off before it was sent", n)
+	}
+	if got := p.est.Delay(); got < 100*time.Millisecond {
+		t.Errorf("delay %v after a call cut off at 50ms, 8 fast calls and 1 of 100ms; want the 100ms call's latency", got)
 	}
 }
 

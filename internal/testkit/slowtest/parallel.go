@@ -12,10 +12,14 @@ import (
 // machine.
 func DefaultParallel(n int) {
 	flag.Parse()
+	defaultParallel(flag.CommandLine, n)
+}
+
+func defaultParallel(fs *flag.FlagSet, n int) {
 	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
 	if !given {
-		if err := flag.Set("test.parallel", strconv.Itoa(n)); err != nil {
+		if err := fs.Set("test.parallel", strconv.Itoa(n)); err != nil {
 			panic("slowtest: " + err.Error()) // registered by the testing package: cannot fail
 		}
 	}

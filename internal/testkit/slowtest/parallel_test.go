@@ -7,17 +7,21 @@ import (
 
 // DefaultParallel raises -test.parallel unless the command line set it.
 func TestDefaultParallel(t *testing.T) {
-	f := flag.Lookup("test.parallel")
-	old := f.Value.String()
-	t.Cleanup(func() { _ = flag.Set("test.parallel", old) })
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
-	DefaultParallel(7)
-	want := "7"
-	if given {
-		want = old
-	}
-	if got := f.Value.String(); got != want {
-		t.Fatalf("-test.parallel %s after DefaultParallel(7) (given on the command line: %v), want %s", got, given, want)
+	for _, tt := range []struct {
+		args []string
+		want int
+	}{
+		{nil, 7},
+		{[]string{"-test.parallel=3"}, 3},
+	} {
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		parallel := fs.Int("test.parallel", 2, "")
+		if err := fs.Parse(tt.args); err != nil {
+			t.Fatal(err)
+		}
+		defaultParallel(fs, 7)
+		if *parallel != tt.want {
+			t.Errorf("-test.parallel %d after defaultParallel(7) with arguments %q, want %d", *parallel, tt.args, tt.want)
+		}
 	}
 }
