@@ -343,14 +343,12 @@ func TestIntermediateRenewsWithinItsLease(t *testing.T) {
 	}
 }
 
-// A round answers the wake-ups that came before it: the first client of
-// a resource wakes the refresh loop, and when the loop's first round was
-// already on its way (it started after the resource appeared) that round
-// asks for it. The wake-up left pending would start a second round at
-// once, asking the parent again for what it has just answered; once
-// behind the loop's timer it is what made this package's tests wait on a
-// round that was not due (a flake seen in CI).
-func TestIntermediateRoundAnswersEarlierWake(t *testing.T) {
+// drivenIntermediateWithResource starts an intermediate under an
+// original root whose parent link the test ticks (driveParent), on a fake
+// clock, and has a client create resource "r" on it, which wakes the
+// link.
+func drivenIntermediateWithResource(t *testing.T) (*originalNode, *Server, parentDriver, *clock.Fake) {
+	t.Helper()
 	root := startOriginalNode(t, "")
 	clk := clock.NewFake(testEpoch)
 	s, err := New(Config{Parent: root.self, ID: "mid", Clock: clk})
@@ -362,7 +360,19 @@ func TestIntermediateRoundAnswersEarlierWake(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := dial(t, startServer(t, s, ""))
-	leaseOf(t, c, "a", 30) // creates "r": a wake-up
+	leaseOf(t, c, "a", 30)
+	return root, s, d, clk
+}
+
+// A round answers the wake-ups that came before it: the first client of
+// a resource wakes the refresh loop, and when the loop's first round was
+// already on its way (it started after the resource appeared) that round
+// asks for it. The wake-up left pending would start a second round at
+// once, asking the parent again for what it has just answered; once
+// behind the loop's timer it is what made this package's tests wait on a
+// round that was not due (a flake seen in CI).
+func TestIntermediateRoundAnswersEarlierWake(t *testing.T) {
+	root, _, d, clk := drivenIntermediateWithResource(t)
 	now := clk.Now().Unix()
 	done := make(chan time.Time)
 	go func() { done <- d.Tick(context.Background()) }()
@@ -386,18 +396,7 @@ func TestIntermediateRoundAnswersEarlierWake(t *testing.T) {
 // still starts another. The changes are made by hand here, to place the
 // wake-up within the round.
 func TestIntermediateRoundAnswersWakeOfChangeBeforeIt(t *testing.T) {
-	root := startOriginalNode(t, "")
-	clk := clock.NewFake(testEpoch)
-	s, err := New(Config{Parent: root.self, ID: "mid", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := s.driveParent(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := dial(t, startServer(t, s, ""))
-	leaseOf(t, c, "a", 30) // creates "r": a wake-up
+	root, s, d, clk := drivenIntermediateWithResource(t)
 	now := clk.Now().Unix()
 	round := func(during func()) {
 		t.Helper()
