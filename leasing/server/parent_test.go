@@ -315,29 +315,51 @@ func TestIntermediateSafeModeUnlimitedAndNone(t *testing.T) {
 // (such as one landing while the parent node's mastership moves) again
 // within parentMinBackoff, not a second later, by when a client renewing
 // meanwhile would have been handed a lease ending before its next
-// renewal.
+// renewal. The test ticks the link itself and reads when each round
+// sets the next: a loop on its own may ask once more at once for a
+// resource its round has just asked for (see tickParent), a round this
+// test would take for the next.
 func TestIntermediateRenewsWithinItsLease(t *testing.T) {
-	root := startOriginalNode(t, "")
-	s, c, clk := startIntermediate(t, root, Config{})
+	root, s, d, clk := drivenIntermediateWithResource(t)
+	c := dial(t, startServer(t, s, ""))
 	now := clk.Now().Unix()
-	firstLease(t, s, c, root, "a", 30, originalAnswer(100, now+3, 1, 100))
+	tick := func() <-chan time.Time {
+		done := make(chan time.Time, 1)
+		go func() { done <- d.Tick(context.Background()) }()
+		return done
+	}
+	round := tick()
+	testwait.Recv(t, root.reqs, "the first request")
+	root.answer <- originalAnswer(100, now+3, 1, 100)
+	if next, want := testwait.Recv(t, round, "the first round"), clk.Now().Add(500*time.Millisecond); !next.Equal(want) {
+		t.Fatalf("the next round is at %v, want half the parent's 1 s interval later, %v", next, want)
+	}
 
-	testwait.Timers(t, clk, 1)
 	clk.Add(500 * time.Millisecond)
+	round = tick()
 	testwait.Recv(t, root.reqs, "the refresh at half the parent's 1 s interval")
 	root.answer <- nil
 	testwait.Recv(t, root.reqs, "the immediate retry on a fresh connection")
 	root.answer <- nil
-	testwait.Until(t, "the failed refresh to be recorded", func() bool { p, _ := s.Parent(); return p.LastError != nil })
+	next := testwait.Recv(t, round, "the failed round")
+	if p, _ := s.Parent(); p.LastError == nil {
+		t.Fatal("the failed refresh was not recorded")
+	}
+	if wait := next.Sub(clk.Now()); wait > parentMinBackoff {
+		t.Fatalf("after a failed refresh the next round is %v later, want at most parentMinBackoff (%v)", wait, parentMinBackoff)
+	}
 
-	testwait.Timers(t, clk, 1)
-	clk.Add(parentMinBackoff)
-	req := testwait.Recv(t, root.reqs, "the retry after parentMinBackoff")
+	clk.Add(next.Sub(clk.Now()))
+	round = tick()
+	req := testwait.Recv(t, root.reqs, "the retry after the backoff")
 	if h := req.Resource[0].GetHas(); h.GetCapacity() != 100 || h.GetExpiryTime() != now+3 {
 		t.Fatalf("the retry's has is %v, want the lease still held: 100 until %d", h, now+3)
 	}
 	root.answer <- originalAnswer(100, now+4, 1, 100)
-	testwait.Until(t, "the renewed lease", func() bool { _, e, _ := s.ParentLease("r"); return e.Unix() == now+4 })
+	testwait.Recv(t, round, "the retry's round")
+	if _, e, _ := s.ParentLease("r"); e.Unix() != now+4 {
+		t.Fatalf("the parent lease ends at %v, want the renewed %d", e.Unix(), now+4)
+	}
 	if l := leaseOf(t, c, "a", 30); l.GetCapacity() != 30 || l.GetExpiryTime() != now+4 {
 		t.Fatalf("a got %v, want 30 until the renewed lease's expiry %d", l, now+4)
 	}
