@@ -17,7 +17,8 @@ import (
 
 // A response whose arguments pass WithMaxResponseSize fails the call
 // UNEXPECTED, naming the limit, without a retry; one of exactly the limit
-// is read; the connection serves on.
+// is read; the connection serves on, at once even while the call of a
+// response far over the limit could still read the rest.
 func TestMaxResponseSize(t *testing.T) {
 	const limit = 1 << 20
 	srv, err := New("kv")
@@ -56,6 +57,17 @@ func TestMaxResponseSize(t *testing.T) {
 	}
 	if res, err := ask(10); err != nil || len(res.Arg3) != 10 {
 		t.Fatalf("a call after the large response: %v", err)
+	}
+	// A response far over the limit, whose call's context lasts the
+	// test, as a caller's may: the rest of it, dropped as it comes, does
+	// not hold up the connection's next response until that context ends.
+	long, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.CallRaw(long, "kv", "big", nil, bytes.Repeat([]byte("."), 4*limit)); !errors.As(err, &ce) || ce.Code != codes.Unexpected {
+		t.Fatalf("a response of 4 times the limit: %v, want UNEXPECTED", err)
+	}
+	if res, err := ask(10); err != nil || len(res.Arg3) != 10 {
+		t.Fatalf("a call after a response of 4 times the limit: %v", err)
 	}
 	if _, err := New("client", WithMaxResponseSize(0)); err == nil || !strings.Contains(err.Error(), "WithMaxResponseSize is 0") {
 		t.Errorf("WithMaxResponseSize(0): %v", err)
