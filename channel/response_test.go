@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/uber/tchannel-go"
@@ -134,7 +135,7 @@ func budgetServer(t *testing.T, part int, release <-chan struct{}) *tchannel.Cha
 // option, after one attempt although the policy retries UNEXPECTED
 // (whether its bytes are in arg2 or arg3), and the connection serves the
 // next call at once (the refused response's rest is dropped as it comes);
-// the held response is read whole, and every call gives its budget back
+// refusals do not count against the peer's health; the held response is read whole, and every call gives its budget back
 // when it returns.
 func TestResponseBudget(t *testing.T) {
 	const (
@@ -188,6 +189,17 @@ func TestResponseBudget(t *testing.T) {
 			t.Fatalf("a small call on the connection after the refused response (%s): %v", in, err)
 		}
 	}
+	// Refusals say nothing against the peer: other peers' responses may
+	// hold the budget.
+	for range balance.DefaultConsecutiveErrors {
+		if _, err := ask(ctxTimeout(t), "", other); !errors.Is(err, ErrResponseBudget) {
+			t.Fatalf("a %d-byte response beside the held one: %v, want ErrResponseBudget", other, err)
+		}
+	}
+	if ps := c.Peers("kv"); len(ps) != 1 || ps[0].Ejections != 0 {
+		t.Fatalf("the peer after %d refused responses in a row: %+v, want it never ejected", balance.DefaultConsecutiveErrors, ps)
+	}
+
 	close(release)
 	r := testwait.Recv(t, held, "the held call")
 	if r.err != nil || len(r.res.Arg3) != limit {
