@@ -70,20 +70,30 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 	sent = true
 	m.Attempt()
 	p.Begin()
-	res, committed, err = exchange(call, a.req, into, c.o.maxResponse)
+	res, committed, err = exchange(call, a.req, into, c.o.maxResponse, c.responses)
 	code, msg := codes.OK, ""
+	// seen is the outcome as the peer and the hedging estimate see it: a
+	// response this Channel cut off for want of budget is a cut-off, which
+	// says nothing against the peer (other peers' responses may hold the
+	// budget).
+	seen := code
 	if err != nil {
 		code, msg = classify(err)
+		seen = code
+		if errors.Is(err, ErrResponseBudget) {
+			seen = codes.Cancelled
+		}
 	}
 	now := c.o.clock.Now()
 	if pb := busyPushback(code, msg); pb > 0 {
 		p.EndPushedBack(now, now.Sub(t0), pb)
 	} else {
-		p.End(now, now.Sub(t0), code)
+		p.End(now, now.Sub(t0), seen)
 	}
-	c.observeFirst(st, n, code, t0, now)
+	c.observeFirst(st, n, seen, t0, now)
 	if res != nil {
 		res.end = now
+		st.hold(res)
 	}
 	if err != nil {
 		m.AttemptFailed(code.String())
@@ -274,8 +284,12 @@ func (a *attemptSpec) pickError(err error) *CallError {
 }
 
 // exchange writes the request's arguments and reads the response's, at
-// most maxResponse bytes of them.
-func exchange(call *tchannel.OutboundCall, req *Request, res *Response, maxResponse int64) (_ *Response, committed bool, err error) {
+// most maxResponse bytes of them, taking what they hold past their first
+// bytes from budget (nil: none). A response read whole keeps its share in
+// res.held, for the call to give back; a failure gives it back at once. A
+// response refused budget is committed: the server answered, and another
+// attempt would only take budget again.
+func exchange(call *tchannel.OutboundCall, req *Request, res *Response, maxResponse int64, budget *responseBudget) (_ *Response, committed bool, _ error) {
 	if req.Format == tchannel.Raw {
 		if err := tchannel.NewArgWriter(call.Arg2Writer()).Write(req.Arg2); err != nil {
 			return nil, committed, err
@@ -294,47 +308,98 @@ func exchange(call *tchannel.OutboundCall, req *Request, res *Response, maxRespo
 		return nil, committed, err
 	}
 	resp := call.Response()
-	left := maxResponse
-	if err := readResponseArg(resp.Arg2Reader, &res.Arg2, &left); err != nil {
-		return nil, committed, err
+	rd := argReading{left: maxResponse, budget: budget}
+	if err := rd.read(resp.Arg2Reader, &res.Arg2); err != nil {
+		rd.release()
+		return nil, errors.Is(err, ErrResponseBudget), err
 	}
 	committed = true // the response has reached us: no retry after this
 	res.AppError = resp.ApplicationError()
-	if err := readResponseArg(resp.Arg3Reader, &res.Arg3, &left); err != nil {
+	if err := rd.read(resp.Arg3Reader, &res.Arg3); err != nil {
+		rd.release()
 		return nil, committed, err
 	}
 	if req.Format != tchannel.Raw {
 		h, err := decodeHeaders(req.Format, res.Arg2)
 		if err != nil {
+			rd.release()
 			return nil, committed, err
 		}
 		res.Headers = h
 	}
+	res.held = rd.held
 	return res, false, nil
 }
 
-// readResponseArg reads an argument of a response into *dst: at most *left
-// bytes, which it lowers by what it read. A longer argument is an error,
-// found once *left+1 bytes have come, not after the whole of it: a peer
-// cannot make the Channel buffer more than its limit. (A request's
-// arguments are read by the server side's readArg, which answers.)
-func readResponseArg(open func() (tchannel.ArgReader, error), dst *[]byte, left *int64) error {
+// argReading is the reading of one response's arguments: left is how many
+// more bytes they may have (WithMaxResponseSize), held the budget they
+// took (WithResponseBudget; none if budget is nil).
+type argReading struct {
+	left   int64
+	held   int64
+	budget *responseBudget
+}
+
+// abandon stops reading a response whose argument r, opened by open, has
+// more bytes than the Channel will read. Closing r early leaves
+// tchannel-go's exchange for the call in place, and the connection's
+// reader, which hands each exchange its frames in order through a small
+// buffer, would wait for this call to take the rest until its deadline,
+// holding up every other response on the connection. Asking for the
+// argument again fails on the reader's state, and tchannel-go then shuts
+// the exchange down: the rest of the response is dropped as it comes.
+func abandon(r tchannel.ArgReader, open func() (tchannel.ArgReader, error)) {
+	r.Close()
+	if r, err := open(); err == nil { // cannot happen: the reader has moved past it
+		r.Close()
+	}
+}
+
+// release gives back the budget the arguments took.
+func (rd *argReading) release() {
+	if rd.held != 0 {
+		rd.budget.release(rd.held)
+		rd.held = 0
+	}
+}
+
+// read reads an argument of a response into *dst: at most rd.left bytes,
+// which it lowers by what it read. A longer argument is an error, found
+// once rd.left+1 bytes have come, not after the whole of it: a peer cannot
+// make the Channel buffer more than its limit. Past its first firstArgCap
+// bytes, the argument's buffer grows only with budget reserved first: a
+// growth the budget refuses ends the read with an error wrapping
+// ErrResponseBudget. (A request's arguments are read by the server side's
+// readArg, which answers.)
+func (rd *argReading) read(open func() (tchannel.ArgReader, error), dst *[]byte) error {
 	r, err := open()
 	if err != nil {
 		return err
 	}
 	// io.ReadAll's loop, asking for one byte past the limit at most (an
-	// io.LimitReader would cost an allocation per argument).
-	b := make([]byte, 0, 512)
+	// io.LimitReader would cost an allocation per argument), and growing
+	// the buffer itself, so that budget is taken before memory is.
+	b := make([]byte, 0, firstArgCap)
 	for {
-		if int64(len(b)) > *left {
-			r.Close()
+		if int64(len(b)) > rd.left {
+			abandon(r, open)
 			return errResponseTooLarge
 		}
 		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
+			c := int64(cap(b))
+			grow := nextArgCap(c, rd.left+1) - c
+			if rd.budget != nil {
+				if !rd.budget.reserve(grow) {
+					abandon(r, open)
+					return rd.budget.spent(grow)
+				}
+				rd.held += grow
+			}
+			nb := make([]byte, len(b), c+grow)
+			copy(nb, b)
+			b = nb
 		}
-		room := min(int64(cap(b)-len(b)), *left+1-int64(len(b)))
+		room := min(int64(cap(b)-len(b)), rd.left+1-int64(len(b)))
 		n, err := r.Read(b[len(b) : len(b)+int(room)])
 		b = b[:len(b)+n]
 		if err == io.EOF {
@@ -345,7 +410,7 @@ func readResponseArg(open func() (tchannel.ArgReader, error), dst *[]byte, left 
 			return err
 		}
 	}
-	*left -= int64(len(b)) // read to the end: nothing is left
+	rd.left -= int64(len(b)) // read to the end: nothing is left
 	*dst = b
 	return r.Close()
 }

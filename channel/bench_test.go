@@ -245,7 +245,7 @@ func BenchmarkRawCallPartsPaired(b *testing.B) {
 				return err
 			}
 			var res Response
-			_, _, err = exchange(call, req, &res, DefaultMaxResponseSize)
+			_, _, err = exchange(call, req, &res, DefaultMaxResponseSize, c.responses)
 			return err
 		})
 	})

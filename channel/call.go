@@ -227,6 +227,8 @@ func (c *Channel) run(ctx context.Context, st *callState, service, method string
 		res = st.response(winner)
 	}
 	st.unlock()
+	// Every attempt has ended: the response, if any, is the caller's.
+	st.releaseResponses()
 	if outcome.Err != nil || res == nil {
 		ce, ok := outcome.Err.(*CallError)
 		if !ok { // the context ended before any attempt reported

@@ -40,6 +40,9 @@ type callState struct {
 	sent int          // attempts sent on the wire
 	last int          // Number of the latest attempt (sequential retries)
 	wins []win        // successful attempts (more than one only when hedging)
+	// held is the response budget the successful attempts' responses
+	// took, given back when the call returns (see release).
+	held int64
 
 	// Inline backing for used and wins: most calls need one of each, and
 	// the callState is allocated anyway.
@@ -81,6 +84,27 @@ func (st *callState) response(n int) *Response {
 		}
 	}
 	return nil
+}
+
+// hold takes over the response budget res holds, for the call to give
+// back when it returns.
+func (st *callState) hold(res *Response) {
+	if res.held == 0 {
+		return
+	}
+	st.lock()
+	st.held += res.held
+	st.unlock()
+	res.held = 0
+}
+
+// releaseResponses gives back the response budget the call's responses
+// took; every attempt has ended.
+func (st *callState) releaseResponses() {
+	if st.held != 0 {
+		st.c.responses.release(st.held)
+		st.held = 0
+	}
 }
 
 // newResponseLocked returns the Response an attempt reads into: the one

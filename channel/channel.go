@@ -58,9 +58,13 @@ type options struct {
 	// calls larger fail BAD_REQUEST before anything is sent, and inbound
 	// requests larger are answered BAD_REQUEST.
 	maxRequest int64
-	// maxResponse bounds the bytes of a response's arg2 and arg3.
-	maxResponse int64
-	peerLimits  PeerLimits
+	// maxResponse bounds the bytes of a response's arg2 and arg3;
+	// responseBudget their sum over the calls in flight (set by
+	// WithResponseBudget if responseBudgetSet, else a default).
+	maxResponse       int64
+	responseBudget    int64
+	responseBudgetSet bool
+	peerLimits        PeerLimits
 	// serverTLS and clientTLS check their option's configuration and make
 	// the listener's TLS and the dialer's; WithServerTLS and WithClientTLS
 	// set them. Closures over the configurations: a program without the
@@ -161,7 +165,8 @@ const DefaultMaxResponseSize = 64 << 20
 // response the Channel's calls read to n bytes: an attempt whose response
 // is larger fails UNEXPECTED as soon as n+1 bytes have come, without
 // reading the rest, and is not retried (the server answered). A server,
-// hostile or mistaken, cannot make a client hold more. Default
+// hostile or mistaken, cannot make a client hold more for one call
+// (WithResponseBudget bounds all of them together). Default
 // DefaultMaxResponseSize; n must be > 0.
 func WithMaxResponseSize(n int64) Option { return func(o *options) { o.maxResponse = n } }
 
@@ -195,9 +200,11 @@ type Channel struct {
 	pool   *peer.Pool // the connectors of every peer
 	peers  *peerGuard // frame checks and limits on every connection
 	buffer *retry.Buffer
-	states sync.Pool         // *callState: CallRaw's and CallJSON's, recycled
-	gates  map[string]Gate   // lease gates by target service
-	pacers map[string]*pacer // rate-limit pacing by target service
+	// responses bounds the response bytes its calls hold at once.
+	responses *responseBudget
+	states    sync.Pool         // *callState: CallRaw's and CallJSON's, recycled
+	gates     map[string]Gate   // lease gates by target service
+	pacers    map[string]*pacer // rate-limit pacing by target service
 
 	// prefixed indexes the service config's method names of the form
 	// "Service::method" by (service, method), for nameHint; fixed at New.
@@ -262,6 +269,9 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	if o.maxResponse <= 0 {
 		return nil, fmt.Errorf("channel: WithMaxResponseSize is %d, must be > 0", o.maxResponse)
 	}
+	if err := validateResponseBudget(&o); err != nil {
+		return nil, err
+	}
 	if err := o.peerLimits.validate(o.maxRequest); err != nil {
 		return nil, err
 	}
@@ -298,7 +308,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	_, noop := o.tracer.(opentracing.NoopTracer)
 	c := &Channel{name: serviceName, o: o, rec: stats.NewRecorder(o.scope), tracing: !noop, buffer: buffer, gates: gates,
 		services: map[string]*peer.List{}, policies: map[methodKey]*methodPolicy{}, throttles: map[string]*retry.Throttle{},
-		prefixed: prefixedNames(o.config), hinted: map[methodKey]bool{}}
+		prefixed: prefixedNames(o.config), hinted: map[methodKey]bool{}, responses: &responseBudget{limit: o.responseBudget}}
 	if o.shed != nil {
 		s, err := newShedder(*o.shed, o.clock)
 		if err != nil {

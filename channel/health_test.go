@@ -663,7 +663,7 @@ func TestAttemptMovesOnWhenTheConnectionIsGone(t *testing.T) {
 		t.Errorf("it began on the other peer: got %q, want %q", got, want)
 	}
 	var res Response
-	_, _, err = exchange(call, req, &res, DefaultMaxResponseSize)
+	_, _, err = exchange(call, req, &res, DefaultMaxResponseSize, nil)
 	if err != nil {
 		t.Fatalf("exchange: %v", err)
 	}

@@ -113,4 +113,7 @@ type Response struct {
 	Peers    []string
 
 	end time.Time // when the attempt that read it ended
+	// held is the response budget its arguments took (WithResponseBudget),
+	// until the attempt hands it to its call (callState.held).
+	held int64
 }

@@ -29,6 +29,9 @@
 //   - doorman-silent, doorman-flood, doorman-malformed: a Doorman server
 //     (`sluice doorman serve`) held by silent connections, flooded with
 //     client ids from one source address, and sent garbage requests.
+//   - big-answers-client: a hostile server answers the calls a `sluice
+//     bench` child has in flight all at once, each just under the client's
+//     limit on one response; the client's memory must stay bounded.
 //
 // Every attack runs at a Size: Full (the sizes of the report that found
 // these attacks: 20,000 connections, 400 unfinished requests of 4 MB, ...)

@@ -80,6 +80,7 @@ var checks = map[Attack]func(t *testing.T, r *Result){
 	DoormanSilent:     checkDoormanGet,
 	DoormanFlood:      checkDoormanFlood,
 	DoormanMalformed:  checkCases,
+	BigAnswersClient:  checkBigAnswers,
 }
 
 // checkSurvived: no input crashes the server.

@@ -59,7 +59,7 @@ func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	attacks := fs.String("attacks", "all", "comma-separated `ATTACKS` to make, or all")
 	ci := fs.Bool("ci", false, "the CI size: a few seconds an attack, with low server limits")
 	markdown := fs.Bool("markdown", false, "print the table as Markdown")
-	serverBin := fs.String("server-bin", "", "the sluice binary `PATH` whose servers (and, for checksum-client, client) are attacked (default this binary)")
+	serverBin := fs.String("server-bin", "", "the sluice binary `PATH` whose servers (and, for the client attacks, clients) are attacked (default this binary)")
 	target := fs.String("target", "", "attack the TChannel server already running at `127.0.0.1:PORT` instead (needs --pid)")
 	pid := fs.Int("pid", 0, "the --target server's process `ID`, for its memory and liveness")
 	debugURL := fs.String("debug-url", "", "the --target server's debug listener, `URL` http://HOST:PORT, for its goroutines")
