@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/sluice-rpc/sluice/leasing/internal/wirenum"
 )
 
 // Kind names an algorithm that divides a resource's capacity between its
@@ -152,7 +154,7 @@ func (t *Template) Validate() error {
 // seconds. A lease is a promise about the near future: one that outlives
 // a month is a misconfiguration (or a unit mistake), and the bound keeps
 // every expiry far from time.Duration's range.
-const MaxLeaseLength = 30 * 24 * 60 * 60
+const MaxLeaseLength = wirenum.MaxSeconds
 
 // Repository is a resource repository (the original's
 // ResourceRepository): the ordered list of templates a server matches

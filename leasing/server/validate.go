@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
+	"github.com/sluice-rpc/sluice/leasing/internal/wirenum"
 )
 
 func (s *Server) checkID(what, id string) error {
@@ -18,10 +19,6 @@ func (s *Server) checkID(what, id string) error {
 		return fmt.Errorf("%s is %d bytes long, longer than the limit of %d", what, len(id), s.maxID)
 	}
 	return nil
-}
-
-func finiteNonNegative(v float64) bool {
-	return !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0
 }
 
 // checkResources checks the resource ids of a request: each valid, no
@@ -62,7 +59,7 @@ func checkDuplicates(ds []demand) error {
 
 func checkHas(i int, id string, has *pb.Lease) error {
 	if has != nil {
-		if c := has.GetCapacity(); !finiteNonNegative(c) {
+		if c := has.GetCapacity(); !wirenum.FiniteNonNegative(c) {
 			return fmt.Errorf("resource[%d] (%q): has.capacity is %v, must be a finite number >= 0", i, id, c)
 		}
 	}
@@ -79,7 +76,7 @@ func (s *Server) validateGetCapacity(req *pb.GetCapacityRequest) error {
 		return err
 	}
 	for i, r := range rs {
-		if w := r.GetWants(); !finiteNonNegative(w) {
+		if w := r.GetWants(); !wirenum.FiniteNonNegative(w) {
 			return fmt.Errorf("resource[%d] (%q): wants is %v, must be a finite number >= 0", i, r.GetResourceId(), w)
 		}
 		if err := checkHas(i, r.GetResourceId(), r.Has); err != nil {
@@ -106,7 +103,7 @@ func (s *Server) validateGetServerCapacity(req *pb.GetServerCapacityRequest) ([]
 		d := demand{id: id, has: r.Has, server: true}
 		var subclients int64
 		for j, b := range r.GetWants() {
-			if w := b.GetWants(); !finiteNonNegative(w) {
+			if w := b.GetWants(); !wirenum.FiniteNonNegative(w) {
 				return nil, fmt.Errorf("resource[%d] (%q): wants[%d].wants is %v, must be a finite number >= 0", i, id, j, w)
 			}
 			n := b.GetNumClients()
