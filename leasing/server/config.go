@@ -97,11 +97,11 @@ type Template struct {
 	// IdentifierGlob is an exact identifier or a glob (path.Match syntax;
 	// a lone "*" matches every identifier).
 	IdentifierGlob string
-	// Capacity is the total capacity (>= 0); for Static the per-client
-	// ceiling.
+	// Capacity is the total capacity (>= 0 and <= MaxCapacity); for
+	// Static the per-client ceiling.
 	Capacity float64
 	// SafeCapacity is what clients in safe mode may use when they cannot
-	// renew: negative means unlimited, 0 means block. Nil means dynamic:
+	// renew (<= MaxCapacity): negative means unlimited, 0 means block. Nil means dynamic:
 	// capacity divided by the number of clients the server knows.
 	SafeCapacity *float64
 	// Description is free text shown on the status page.
@@ -131,8 +131,14 @@ func (t *Template) Validate() error {
 	if math.IsNaN(t.Capacity) || math.IsInf(t.Capacity, 0) || t.Capacity < 0 {
 		return fmt.Errorf("capacity is %v, must be a finite number >= 0 (the original Doorman takes a negative one and hands out negative leases)", t.Capacity)
 	}
+	if t.Capacity > MaxCapacity {
+		return fmt.Errorf("capacity is %v, must be <= %v (MaxCapacity)", t.Capacity, float64(MaxCapacity))
+	}
 	if t.SafeCapacity != nil && (math.IsNaN(*t.SafeCapacity) || math.IsInf(*t.SafeCapacity, 0)) {
 		return fmt.Errorf("safe_capacity is %v, must be finite (negative means unlimited)", *t.SafeCapacity)
+	}
+	if t.SafeCapacity != nil && *t.SafeCapacity > MaxCapacity {
+		return fmt.Errorf("safe_capacity is %v, must be <= %v (MaxCapacity; negative means unlimited)", *t.SafeCapacity, float64(MaxCapacity))
 	}
 	a := &t.Algorithm
 	if !a.Kind.valid() {

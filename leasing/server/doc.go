@@ -115,7 +115,12 @@
 //     infinite or negative wants or has, empty or over-long ids, a
 //     resource named twice, num_clients below 1 are refused with
 //     InvalidArgument naming the field (the original accepts NaN and
-//     infinite wants, which poison every share of the resource).
+//     infinite wants, which poison every share of the resource). Wants
+//     and claims above MaxCapacity are taken as MaxCapacity, and a
+//     template's capacity above it is refused: with every quantity
+//     bounded, no sum or share can overflow (in the original two clients
+//     wanting 1e308 overflow the total of wants, and every share of the
+//     resource becomes NaN).
 //   - Limits on resources, distinct clients and leases (Config.MaxResources,
 //     MaxClients, MaxLeases) bound the server's memory; a request that
 //     would exceed one is refused with ResourceExhausted naming it, but

@@ -229,7 +229,7 @@ func (r *resource) fromParent(sec int64) (capacity float64, leaseLength, refresh
 	default:
 		capacity = *safe * weight
 	}
-	return capacity, safeLeaseLength(refresh), refresh, math.MaxInt64
+	return math.Min(capacity, MaxCapacity), safeLeaseLength(refresh), refresh, math.MaxInt64
 }
 
 // safeLeaseLength is the length of the leases an intermediate in safe
@@ -644,12 +644,11 @@ func parentExpiry(expiry, sec int64) int64 {
 // local template's, or the placeholder's).
 func fromWire(old *Template, rr *pb.ServerCapacityResourceResponse) *Template {
 	t := *old
-	t.Capacity = rr.GetGets().GetCapacity()
-	if !wirenum.FiniteNonNegative(t.Capacity) {
-		t.Capacity = 0
-	}
+	// Quantities are bounded as clients' wants are (see MaxCapacity).
+	t.Capacity = clampWants(rr.GetGets().GetCapacity())
 	if rr.SafeCapacity != nil {
-		if v := rr.GetSafeCapacity(); !math.IsNaN(v) && !math.IsInf(v, 0) {
+		if v := rr.GetSafeCapacity(); !math.IsNaN(v) {
+			v = math.Min(v, MaxCapacity) // negative: unlimited
 			t.SafeCapacity = &v
 		}
 	}

@@ -37,6 +37,17 @@ const (
 	// MaxSubclients bounds the clients one GetServerCapacity request may
 	// speak for in one resource (the sum of its bands' num_clients).
 	MaxSubclients = 1 << 30
+	// MaxCapacity bounds every quantity the server keeps: a template's
+	// capacity and safe capacity are refused above it, and wants, claims
+	// (has) and a parent's capacity above it are taken as MaxCapacity.
+	// It is far above any rate or gauge (a thousand million million),
+	// and far enough below float64's range that no sum over the clients
+	// of a resource, nor any product of such a sum with a share, can
+	// overflow: with finite, bounded inputs no NaN or infinity can enter
+	// the server's state. (A client wanting more than the capacity still
+	// counts for what it wants up to MaxCapacity: ProportionalShare
+	// divides in proportion to wants, as the original does.)
+	MaxCapacity = 1e15
 
 	// unmatchedLeaseLength and unmatchedRefreshInterval are the lease given
 	// for resources no template matches (the original's documented

@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"math"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -100,7 +99,7 @@ func (s *Server) validateGetServerCapacity(req *pb.GetServerCapacityRequest) ([]
 		if err := checkHas(i, id, r.Has); err != nil {
 			return nil, err
 		}
-		d := demand{id: id, has: r.Has, server: true}
+		d := demand{id: id, has: r.Has, claim: clampWants(r.GetHas().GetCapacity()), server: true}
 		var subclients int64
 		for j, b := range r.GetWants() {
 			if w := b.GetWants(); !wirenum.FiniteNonNegative(w) {
@@ -114,14 +113,12 @@ func (s *Server) validateGetServerCapacity(req *pb.GetServerCapacityRequest) ([]
 			if subclients > MaxSubclients {
 				return nil, fmt.Errorf("resource[%d] (%q): the bands' num_clients add up to more than %d", i, id, MaxSubclients)
 			}
-			d.wants += b.GetWants()
+			d.wants += clampWants(b.GetWants())
 			if j == 0 || b.GetPriority() > d.priority {
 				d.priority = b.GetPriority()
 			}
 		}
-		if math.IsInf(d.wants, 0) {
-			return nil, fmt.Errorf("resource[%d] (%q): the bands' wants add up to more than a float64 holds", i, id)
-		}
+		d.wants = clampWants(d.wants)
 		// A server with no bands has no clients yet: it counts as one
 		// wanting nothing (the original's intermediate asks so).
 		d.weight = float64(max(subclients, 1))
