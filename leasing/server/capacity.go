@@ -173,7 +173,7 @@ func (s *Server) serve(ctx context.Context, rpc, client string, src netip.Addr, 
 			}
 		}
 		for {
-			r, c := s.resourceFor(ds[i].id, now, &g)
+			r, c := s.resourceFor(ds[i].id, src, now, &g)
 			created = created || c
 			if s.decide(r, client, src, &ds[i], now, &g, &out[i]) {
 				break
@@ -224,6 +224,7 @@ func (s *Server) decide(r *resource, client string, src netip.Addr, d *demand, n
 	if r.deleted {
 		return false
 	}
+	r.last.Store(now.UnixNano()) // for the choice of a resource to evict (see sources.go)
 	sec := now.Unix()
 	learning := now.Before(r.learningUntil)
 	if !learning {

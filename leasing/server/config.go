@@ -190,6 +190,17 @@ func (r *Repository) Validate() error {
 	return nil
 }
 
+// named reports whether a template's identifier_glob is id itself: id
+// is a configured resource.
+func (r *Repository) named(id string) bool {
+	for i := range r.Resources {
+		if r.Resources[i].IdentifierGlob == id {
+			return true
+		}
+	}
+	return false
+}
+
 // Match returns the template for resource id: the first template whose
 // identifier_glob equals id, otherwise the first whose glob matches it, or
 // nil when none does.

@@ -49,7 +49,8 @@ type Status struct {
 	// Templates is the number of templates in the configuration in force.
 	Templates int `json:"templates"`
 	// Resources, Clients and Leases are what the server holds against its
-	// limits.
+	// limits (configured resources may take Resources.Held beyond its
+	// Max by their number: they are always created).
 	Resources StatusLimit `json:"resources"`
 	Clients   StatusLimit `json:"clients"`
 	Leases    StatusLimit `json:"leases"`
@@ -108,6 +109,11 @@ type StatusSource struct {
 	// "local" for requests with no peer address.
 	Source  string `json:"source"`
 	Clients int    `json:"clients"`
+	// Resources and Leases are the resources the source created (but
+	// configured ones, which belong to no source) and the leases its
+	// clients hold.
+	Resources int `json:"resources"`
+	Leases    int `json:"leases"`
 }
 
 // StatusLease is a lease: a capacity until an expiry.
