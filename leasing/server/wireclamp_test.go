@@ -2,12 +2,17 @@ package server
 
 import (
 	"context"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
+	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 	"github.com/sluice-rpc/sluice/leasing/internal/wirenum"
 )
 
@@ -56,5 +61,67 @@ func TestHostileParentTermsAreClamped(t *testing.T) {
 			root.answer <- originalAnswer(100, now+20, 10, 5)
 			testwait.Recv(t, done, "the next round to end")
 		})
+	}
+}
+
+// hostileParent answers every GetServerCapacity at once with a lease of
+// capacity 100 for each resource asked, its refresh interval refresh, and
+// counts the requests.
+type hostileParent struct {
+	pb.UnimplementedCapacityServer
+	self     string
+	refresh  int64
+	requests atomic.Int64
+}
+
+func (h *hostileParent) Discovery(context.Context, *pb.DiscoveryRequest) (*pb.DiscoveryResponse, error) {
+	return &pb.DiscoveryResponse{Mastership: &pb.Mastership{MasterAddress: proto.String(h.self)}, IsMaster: proto.Bool(true)}, nil
+}
+
+func (h *hostileParent) GetServerCapacity(_ context.Context, req *pb.GetServerCapacityRequest) (*pb.GetServerCapacityResponse, error) {
+	h.requests.Add(1)
+	resp := &pb.GetServerCapacityResponse{}
+	for _, r := range req.GetResource() {
+		resp.Response = append(resp.Response, &pb.ServerCapacityResourceResponse{
+			ResourceId: proto.String(r.GetResourceId()),
+			Gets: &pb.Lease{ExpiryTime: proto.Int64(time.Now().Unix() + 60), RefreshInterval: proto.Int64(h.refresh),
+				Capacity: proto.Float64(100)},
+		})
+	}
+	return resp, nil
+}
+
+// Over gRPC, on the wall clock: an intermediate under a parent answering
+// with a refresh interval of 9223372037 s asks it once, not in a loop
+// (it asked about 12,000 times a second). Three seconds of real time,
+// under the slow gate; TestHostileParentTermsAreClamped checks the same
+// on a fake clock.
+func TestHostileParentIsAskedOnce(t *testing.T) {
+	slowtest.Skip(t, "3 s on the wall clock")
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &hostileParent{self: lis.Addr().String(), refresh: 9223372037}
+	g := grpc.NewServer()
+	pb.RegisterCapacityServer(g, h)
+	done := make(chan struct{})
+	go func() { defer close(done); g.Serve(lis) }()
+	t.Cleanup(func() { g.Stop(); testwait.Recv(t, done, "the hostile parent to stop") })
+
+	s, err := New(Config{Parent: h.self, ID: "mid"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, startServer(t, s, ""))
+	leaseOf(t, c, "a", 30)
+	testwait.Until(t, "the parent's first answer", func() bool { _, _, ok := s.ParentLease("r"); return ok })
+	const window = 3 * time.Second
+	before := h.requests.Load()
+	time.Sleep(window) // a measurement over wall time, not a synchronisation
+	n := h.requests.Load() - before
+	t.Logf("requests to the hostile parent in %v after its first answer: %d", window, n)
+	if n > int64(window/time.Second) {
+		t.Fatalf("the intermediate asked the hostile parent %d times in %v, want at most one a second", n, window)
 	}
 }

@@ -27,6 +27,8 @@ const (
 	DoormanSilent     Attack = "doorman-silent"
 	DoormanFlood      Attack = "doorman-flood"
 	DoormanMalformed  Attack = "doorman-malformed"
+	DoormanPoison     Attack = "doorman-poison"
+	DoormanResources  Attack = "doorman-resources"
 )
 
 // attackInfo is what the runner knows of an attack.
@@ -56,6 +58,8 @@ func attackTable() []attackInfo {
 		{DoormanSilent, "silent TCP connections to a Doorman server, then a new client", true, false, runDoormanSilent},
 		{DoormanFlood, "client ids from one source flood a Doorman server; clients from another ask", true, false, runDoormanFlood},
 		{DoormanMalformed, "garbage GetCapacity and other requests to a Doorman server", true, false, runDoormanMalformed},
+		{DoormanPoison, "two Doorman clients want 1e308 of a PROPORTIONAL_SHARE resource; legitimate clients ask", true, false, runDoormanPoison},
+		{DoormanResources, "resource ids from one source fill a Doorman server; a client from another asks a configured one", true, false, runDoormanResources},
 	}
 }
 
@@ -171,6 +175,9 @@ type params struct {
 	floodIDs   int // doorman-flood: client ids from the flooding source
 	floodNew   int // new clients from another source
 	getTimeout time.Duration
+	// floodResources: doorman-resources' resource ids from the flooding
+	// source (the server's default table holds 100,000).
+	floodResources int
 }
 
 func paramsFor(s Size) params {
@@ -186,6 +193,7 @@ func paramsFor(s Size) params {
 			soakRate: 1000, soakFor: 2 * time.Second, soakEvery: 500 * time.Millisecond,
 			closeWait: 200 * time.Millisecond,
 			floodIDs:  3000, floodNew: 20, getTimeout: 10 * time.Second,
+			floodResources: 101_000,
 		}
 	}
 	return params{
@@ -199,5 +207,6 @@ func paramsFor(s Size) params {
 		soakRate: 5000, soakFor: 3 * time.Minute, soakEvery: 10 * time.Second,
 		closeWait: 2 * time.Second,
 		floodIDs:  300_000, floodNew: 100, getTimeout: 30 * time.Second,
+		floodResources: 101_000,
 	}
 }
