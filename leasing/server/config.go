@@ -19,7 +19,8 @@ import (
 type Kind int32
 
 const (
-	// NoAlgorithm gives every client what it wants and ignores capacity.
+	// NoAlgorithm gives every client what it wants (up to MaxCapacity)
+	// and ignores capacity.
 	NoAlgorithm Kind = 0
 	// Static gives every client min(wants, capacity): the configured
 	// capacity is a per-client ceiling, not a total.
