@@ -22,7 +22,9 @@ import (
 // status page is read: run under -race, and afterwards the counts the
 // limits use are the state's exact counts (no reservation leaked), no
 // resource hands out more than its capacity, the limits held, and the
-// client table agrees with the leases after its evictions.
+// client table and the sources' counts of clients, resources and leases
+// agree with the state after the evictions (of clients, and of resources
+// from a full resource table).
 func TestConcurrentUse(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
 	repo := func(capacity float64) *Repository {
@@ -127,6 +129,7 @@ func TestConcurrentUse(t *testing.T) {
 	} else {
 		t.Logf("%d clients evicted", n)
 	}
+	t.Logf("%d resources evicted", scope.Snapshot().Counters()[metricResourcesEvicted+"+"].Value())
 }
 
 // checkClientTable checks that the client table agrees with the leases:
