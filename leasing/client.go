@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-rpc/sluice/clock"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 	"github.com/sluice-rpc/sluice/leasing/internal/master"
+	"github.com/sluice-rpc/sluice/leasing/internal/wirenum"
 	"github.com/sluice-rpc/sluice/stats"
 )
 
@@ -151,7 +152,7 @@ type ResourceConfig struct {
 
 // Validate reports the first thing wrong with c.
 func (c *ResourceConfig) Validate() error {
-	if !finiteNonNegative(c.Wants) {
+	if !wirenum.FiniteNonNegative(c.Wants) {
 		return fmt.Errorf("leasing: resource Wants is %v, must be a finite number >= 0", c.Wants)
 	}
 	if c.Mode < Optimistic || c.Mode > Safe {
@@ -660,7 +661,7 @@ func (r *Resource) Wants() float64 {
 // early, as soon as MinRefreshInterval has passed since the resource's
 // last request, rather than at the next regular refresh.
 func (r *Resource) SetWants(w float64) error {
-	if !finiteNonNegative(w) {
+	if !wirenum.FiniteNonNegative(w) {
 		return fmt.Errorf("leasing: wants is %v for resource %q, must be a finite number >= 0", w, r.id)
 	}
 	r.mu.Lock()
@@ -825,7 +826,7 @@ func (r *Resource) apply(rr *pb.ResourceResponse, now time.Time) {
 	r.leaseExpiry = time.Unix(r.lease.GetExpiryTime(), 0)
 	// Any server may answer: clamp what it says before it becomes a
 	// Duration, which a huge number of seconds would overflow.
-	r.refresh = time.Duration(min(max(r.lease.GetRefreshInterval(), 0), maxRefreshSeconds)) * time.Second
+	r.refresh = wirenum.Seconds(r.lease.GetRefreshInterval(), 0)
 	if rr.SafeCapacity != nil {
 		r.safe = rr.GetSafeCapacity()
 	}
@@ -859,12 +860,4 @@ func (r *Resource) expiry() (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return r.leaseExpiry, true
-}
-
-// maxRefreshSeconds bounds a refresh interval a server sends (30 days, the
-// longest lease Sluice's server hands out), so that it fits a Duration.
-const maxRefreshSeconds = 30 * 24 * 60 * 60
-
-func finiteNonNegative(v float64) bool {
-	return !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0
 }

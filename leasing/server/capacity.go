@@ -30,7 +30,8 @@ func (s *Server) GetCapacity(ctx context.Context, req *pb.GetCapacityRequest) (*
 	rs := req.GetResource()
 	ds := make([]demand, len(rs))
 	for i, r := range rs {
-		ds[i] = demand{id: r.GetResourceId(), wants: r.GetWants(), weight: 1, priority: r.GetPriority(), has: r.Has}
+		ds[i] = demand{id: r.GetResourceId(), wants: clampWants(r.GetWants()), weight: 1, priority: r.GetPriority(), has: r.Has,
+			claim: clampWants(r.GetHas().GetCapacity())}
 	}
 	out, err := s.serve(ctx, "GetCapacity", req.GetClientId(), sourceOf(ctx), ds)
 	if err != nil {
@@ -60,7 +61,10 @@ type demand struct {
 	weight   float64 // subclients
 	priority int64
 	has      *pb.Lease
-	server   bool // from GetServerCapacity
+	// claim is has's capacity as the server takes it: within [0,
+	// MaxCapacity] (0 without has), as wants is.
+	claim  float64
+	server bool // from GetServerCapacity
 }
 
 // decision is a lease granted for one resource.
@@ -169,7 +173,7 @@ func (s *Server) serve(ctx context.Context, rpc, client string, src netip.Addr, 
 			}
 		}
 		for {
-			r, c := s.resourceFor(ds[i].id, now, &g)
+			r, c := s.resourceFor(ds[i].id, src, now, &g)
 			created = created || c
 			if s.decide(r, client, src, &ds[i], now, &g, &out[i]) {
 				break
@@ -220,6 +224,7 @@ func (s *Server) decide(r *resource, client string, src netip.Addr, d *demand, n
 	if r.deleted {
 		return false
 	}
+	r.last.Store(now.UnixNano()) // for the choice of a resource to evict (see sources.go)
 	sec := now.Unix()
 	learning := now.Before(r.learningUntil)
 	if !learning {
@@ -324,10 +329,16 @@ func (s *Server) echo(r *resource, i int32, d *demand, tm terms) float64 {
 	// intermediate its parent has not answered yet knows no capacity to
 	// cap claims at: it echoes them, and its first request to the parent
 	// says it has their sum, which the parent counts (see parentRequest).
-	gets := d.has.GetCapacity()
-	if k := tm.tmpl.Algorithm.Kind; (k == ProportionalShare || k == FairShare) && !(s.parent != nil && r.parentExpiry == 0) {
+	gets := d.claim
+	if s.parent != nil && r.parentExpiry == 0 {
+		return gets
+	}
+	switch tm.tmpl.Algorithm.Kind {
+	case ProportionalShare, FairShare:
 		_, _, held := r.tab.totals()
 		gets = math.Min(gets, math.Max(0, tm.capacity-(held-r.tab.slots[i].has)))
+	case Static:
+		gets = math.Min(gets, tm.capacity) // the capacity is per client
 	}
 	return gets
 }
@@ -377,7 +388,7 @@ func (r *resource) setHeld(i int32, d *demand, prev before, tm terms, gets float
 		// A server's clients keep the leases of its old grant until they
 		// renew: what it says it has handed out (never more than it was
 		// granted) stays counted until it says less.
-		held = math.Max(gets, math.Min(d.has.GetCapacity(), prev.has))
+		held = math.Max(gets, math.Min(d.claim, prev.has))
 	}
 	f, floored := t.floor(i, sec)
 	if floored {

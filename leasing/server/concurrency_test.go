@@ -22,7 +22,9 @@ import (
 // status page is read: run under -race, and afterwards the counts the
 // limits use are the state's exact counts (no reservation leaked), no
 // resource hands out more than its capacity, the limits held, and the
-// client table agrees with the leases after its evictions.
+// client table and the sources' counts of clients, resources and leases
+// agree with the state after the evictions (of clients, and of resources
+// from a full resource table).
 func TestConcurrentUse(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
 	repo := func(capacity float64) *Repository {
@@ -127,14 +129,17 @@ func TestConcurrentUse(t *testing.T) {
 	} else {
 		t.Logf("%d clients evicted", n)
 	}
+	t.Logf("%d resources evicted", scope.Snapshot().Counters()[metricResourcesEvicted+"+"].Value())
 }
 
 // checkClientTable checks that the client table agrees with the leases:
 // each client's entry counts the leases that name it, and each source
-// the entries it holds, in its lists and in the heap's order.
+// the entries it holds, their leases and the resources it created, in
+// its lists and in the heaps' order.
 func checkClientTable(t *testing.T, s *Server) {
 	t.Helper()
 	held := map[*clientEntry]int{}
+	resBySource := map[*source]int{}
 	for _, r := range s.snapshot() {
 		r.mu.Lock()
 		for c, i := range r.leases {
@@ -146,8 +151,19 @@ func checkClientTable(t *testing.T, s *Server) {
 			held[e]++
 		}
 		r.mu.Unlock()
+		s.srcMu.Lock()
+		switch {
+		case r.configured && r.src != nil:
+			t.Errorf("configured resource %s belongs to source %s", r.id, sourceName(r.src.addr))
+		case !r.configured && (r.src == nil || r.evicting):
+			t.Errorf("resource %s: of source %v, evicting %v", r.id, r.src, r.evicting)
+		case r.src != nil:
+			resBySource[r.src]++
+		}
+		s.srcMu.Unlock()
 	}
 	bySource := map[*source]int{}
+	leasesBySource := map[*source]int{}
 	entries := 0
 	for i := range s.clients {
 		sh := &s.clients[i]
@@ -162,6 +178,7 @@ func checkClientTable(t *testing.T, s *Server) {
 				t.Errorf("client %s: entry of source %v, evicting %v", id, e.src, e.evicting)
 			} else {
 				bySource[e.src]++
+				leasesBySource[e.src] += int(e.leases)
 			}
 			s.srcMu.Unlock()
 		}
@@ -172,15 +189,41 @@ func checkClientTable(t *testing.T, s *Server) {
 	}
 	s.srcMu.Lock()
 	defer s.srcMu.Unlock()
-	if len(s.sources) != len(bySource) || len(s.srcHeap) != len(s.sources) {
-		t.Errorf("%d sources, %d in the heap, %d holding clients", len(s.sources), len(s.srcHeap), len(bySource))
+	holding := map[*source]bool{}
+	for src := range bySource {
+		holding[src] = true
+	}
+	for src := range resBySource {
+		holding[src] = true
+	}
+	if len(s.sources) != len(holding) {
+		t.Errorf("%d sources, %d holding clients or resources", len(s.sources), len(holding))
+	}
+	for tb := range s.srcHeaps {
+		if len(s.srcHeaps[tb].srcs) != len(s.sources) {
+			t.Errorf("%d sources, %d in heap %d", len(s.sources), len(s.srcHeaps[tb].srcs), tb)
+		}
+	}
+	for tb, m := range []map[*source]int{bySource, resBySource, leasesBySource} {
+		if s.srcHolding[tb] != len(m) {
+			t.Errorf("table %d: %d sources counted holding some, %d do", tb, s.srcHolding[tb], len(m))
+		}
 	}
 	for addr, src := range s.sources {
-		if src.clients != bySource[src] || src.plain.n+src.servers.n != src.clients {
-			t.Errorf("source %s counts %d clients, lists %d and %d; its entries are %d", sourceName(addr), src.clients, src.plain.n, src.servers.n, bySource[src])
+		if src.held[tabClients] != bySource[src] || src.plain.n+src.servers.n != src.held[tabClients] {
+			t.Errorf("source %s counts %d clients, lists %d and %d; its entries are %d", sourceName(addr), src.held[tabClients], src.plain.n, src.servers.n, bySource[src])
 		}
-		if s.srcHeap[src.idx] != src || src.idx > 0 && s.srcHeap[(src.idx-1)/2].clients < src.clients {
-			t.Errorf("source %s is out of place in the heap", sourceName(addr))
+		if src.held[tabResources] != resBySource[src] || src.res.n != src.held[tabResources] {
+			t.Errorf("source %s counts %d resources, lists %d; %d are its", sourceName(addr), src.held[tabResources], src.res.n, resBySource[src])
+		}
+		if src.held[tabLeases] != leasesBySource[src] {
+			t.Errorf("source %s counts %d leases, its clients hold %d", sourceName(addr), src.held[tabLeases], leasesBySource[src])
+		}
+		for tb := range s.srcHeaps {
+			h, i := s.srcHeaps[tb].srcs, src.idx[tb]
+			if h[i] != src || i > 0 && h[(i-1)/2].held[tb] < src.held[tb] {
+				t.Errorf("source %s is out of place in heap %d", sourceName(addr), tb)
+			}
 		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/sluice-rpc/sluice/leasing/internal/wirenum"
 )
 
 // Kind names an algorithm that divides a resource's capacity between its
@@ -17,7 +19,8 @@ import (
 type Kind int32
 
 const (
-	// NoAlgorithm gives every client what it wants and ignores capacity.
+	// NoAlgorithm gives every client what it wants (up to MaxCapacity)
+	// and ignores capacity.
 	NoAlgorithm Kind = 0
 	// Static gives every client min(wants, capacity): the configured
 	// capacity is a per-client ceiling, not a total.
@@ -95,11 +98,11 @@ type Template struct {
 	// IdentifierGlob is an exact identifier or a glob (path.Match syntax;
 	// a lone "*" matches every identifier).
 	IdentifierGlob string
-	// Capacity is the total capacity (>= 0); for Static the per-client
-	// ceiling.
+	// Capacity is the total capacity (>= 0 and <= MaxCapacity); for
+	// Static the per-client ceiling.
 	Capacity float64
 	// SafeCapacity is what clients in safe mode may use when they cannot
-	// renew: negative means unlimited, 0 means block. Nil means dynamic:
+	// renew (<= MaxCapacity): negative means unlimited, 0 means block. Nil means dynamic:
 	// capacity divided by the number of clients the server knows.
 	SafeCapacity *float64
 	// Description is free text shown on the status page.
@@ -129,8 +132,14 @@ func (t *Template) Validate() error {
 	if math.IsNaN(t.Capacity) || math.IsInf(t.Capacity, 0) || t.Capacity < 0 {
 		return fmt.Errorf("capacity is %v, must be a finite number >= 0 (the original Doorman takes a negative one and hands out negative leases)", t.Capacity)
 	}
+	if t.Capacity > MaxCapacity {
+		return fmt.Errorf("capacity is %v, must be <= %v (MaxCapacity)", t.Capacity, float64(MaxCapacity))
+	}
 	if t.SafeCapacity != nil && (math.IsNaN(*t.SafeCapacity) || math.IsInf(*t.SafeCapacity, 0)) {
 		return fmt.Errorf("safe_capacity is %v, must be finite (negative means unlimited)", *t.SafeCapacity)
+	}
+	if t.SafeCapacity != nil && *t.SafeCapacity > MaxCapacity {
+		return fmt.Errorf("safe_capacity is %v, must be <= %v (MaxCapacity; negative means unlimited)", *t.SafeCapacity, float64(MaxCapacity))
 	}
 	a := &t.Algorithm
 	if !a.Kind.valid() {
@@ -152,7 +161,7 @@ func (t *Template) Validate() error {
 // seconds. A lease is a promise about the near future: one that outlives
 // a month is a misconfiguration (or a unit mistake), and the bound keeps
 // every expiry far from time.Duration's range.
-const MaxLeaseLength = 30 * 24 * 60 * 60
+const MaxLeaseLength = wirenum.MaxSeconds
 
 // Repository is a resource repository (the original's
 // ResourceRepository): the ordered list of templates a server matches
@@ -180,6 +189,17 @@ func (r *Repository) Validate() error {
 		}
 	}
 	return nil
+}
+
+// named reports whether a template's identifier_glob is id itself: id
+// is a configured resource.
+func (r *Repository) named(id string) bool {
+	for i := range r.Resources {
+		if r.Resources[i].IdentifierGlob == id {
+			return true
+		}
+	}
+	return false
 }
 
 // Match returns the template for resource id: the first template whose

@@ -115,7 +115,12 @@
 //     infinite or negative wants or has, empty or over-long ids, a
 //     resource named twice, num_clients below 1 are refused with
 //     InvalidArgument naming the field (the original accepts NaN and
-//     infinite wants, which poison every share of the resource).
+//     infinite wants, which poison every share of the resource). Wants
+//     and claims above MaxCapacity are taken as MaxCapacity, and a
+//     template's capacity above it is refused: with every quantity
+//     bounded, no sum or share can overflow (in the original two clients
+//     wanting 1e308 overflow the total of wants, and every share of the
+//     resource becomes NaN).
 //   - Limits on resources, distinct clients and leases (Config.MaxResources,
 //     MaxClients, MaxLeases) bound the server's memory; a request that
 //     would exceed one is refused with ResourceExhausted naming it, but
@@ -189,6 +194,21 @@
 //     comes back as a new client. A source at or above its share is
 //     refused with ResourceExhausted, as any client was before. A flood
 //     of client ids from one address fills at most the room others leave.
+//   - the resource and lease tables (MaxResources, MaxLeases) are shared
+//     the same way. A resource belongs to the source whose request
+//     created it; a full resource table makes room for a source holding
+//     fewer than MaxResources / S resources by forgetting the resource
+//     of the source holding the most that has gone longest without a
+//     request, its leases released (lease.server_resources_evicted). A
+//     lease counts for its client's source; a full lease table makes
+//     room for a source holding fewer than MaxLeases / S leases by
+//     releasing every lease of the client of the source holding the most
+//     that has gone longest without a request. A configured resource
+//     (one a template names exactly) belongs to no source and is created
+//     even in a full resource table (it counts, and may take the count
+//     beyond MaxResources by the number of such templates): a flood of
+//     resource ids cannot keep clients from the resources the
+//     configuration names.
 //
 // # Cost
 //

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"net/netip"
 	"time"
 
 	"github.com/sluice-rpc/sluice/backoff"
@@ -120,8 +119,7 @@ func (s *Server) resetLocked() {
 		cs.mu.Unlock()
 	}
 	s.srcMu.Lock()
-	s.sources = make(map[netip.Addr]*source)
-	s.srcHeap = nil
+	s.resetSourcesLocked()
 	s.srcMu.Unlock()
 	s.nResources.n.Store(0)
 	s.nClients.n.Store(0)

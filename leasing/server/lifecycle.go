@@ -7,7 +7,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"net"
-	"net/netip"
 	"runtime"
 	"sync"
 	"time"
@@ -64,7 +63,7 @@ func New(cfg Config) (*Server, error) {
 		s.resources[i].m = make(map[string]*resource)
 		s.clients[i].m = make(map[string]*clientEntry)
 	}
-	s.sources = make(map[netip.Addr]*source)
+	s.resetSourcesLocked()
 	s.nextDue.Store(math.MaxInt64)
 	s.bulk = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1))
 	if s.clock == nil {
@@ -87,6 +86,7 @@ func New(cfg Config) (*Server, error) {
 	s.requests = s.scope.Counter(stats.LeaseRequests)
 	s.invalid = s.scope.Counter(stats.LeaseInvalidRequests)
 	s.clientsEvicted = s.scope.Counter(metricClientsEvicted)
+	s.resourcesEvicted = s.scope.Counter(metricResourcesEvicted)
 	s.started = s.clock.Now()
 	s.masterSince = s.started
 	return s, nil

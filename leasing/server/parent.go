@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-rpc/sluice/internal/serverhook"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 	"github.com/sluice-rpc/sluice/leasing/internal/master"
+	"github.com/sluice-rpc/sluice/leasing/internal/wirenum"
 )
 
 // Intermediate servers: a server with a parent is a client of its parent
@@ -228,7 +229,7 @@ func (r *resource) fromParent(sec int64) (capacity float64, leaseLength, refresh
 	default:
 		capacity = *safe * weight
 	}
-	return capacity, safeLeaseLength(refresh), refresh, math.MaxInt64
+	return math.Min(capacity, MaxCapacity), safeLeaseLength(refresh), refresh, math.MaxInt64
 }
 
 // safeLeaseLength is the length of the leases an intermediate in safe
@@ -574,6 +575,7 @@ func (s *Server) applyParent(resp *pb.GetServerCapacityResponse) (int, time.Dura
 	s.cfgMu.RLock()
 	defer s.cfgMu.RUnlock()
 	repo := s.repo
+	sec := s.clock.Now().Unix()
 	next := time.Duration(math.MaxInt64)
 	n := 0
 	for _, rr := range resp.GetResponse() {
@@ -585,6 +587,7 @@ func (s *Server) applyParent(resp *pb.GetServerCapacityResponse) (int, time.Dura
 		if gets == nil {
 			continue
 		}
+		expiry := parentExpiry(gets.GetExpiryTime(), sec)
 		r.mu.Lock()
 		if !r.deleted {
 			r.tmpl = fromWire(placeholder(repo.Match(r.id)), rr)
@@ -602,7 +605,7 @@ func (s *Server) applyParent(resp *pb.GetServerCapacityResponse) (int, time.Dura
 				// leases handed out of it have all ended. Learning mode
 				// need not outlast it, nor the short leases of a safe
 				// mode before the restart.
-				end := time.Unix(gets.GetExpiryTime(), 0)
+				end := time.Unix(expiry, 0)
 				if safe := s.masterSince.Add(time.Duration(safeLeaseLength(max(r.tmpl.Algorithm.RefreshInterval, 1))) * time.Second); end.Before(safe) {
 					end = safe
 				}
@@ -610,8 +613,8 @@ func (s *Server) applyParent(resp *pb.GetServerCapacityResponse) (int, time.Dura
 					r.learningUntil = end
 				}
 			}
-			r.parentExpiry = gets.GetExpiryTime()
-			r.parentRefresh = max(gets.GetRefreshInterval(), 1)
+			r.parentExpiry = expiry
+			r.parentRefresh = wirenum.ClampSeconds(gets.GetRefreshInterval(), 1)
 			r.sharesValid = false
 			n++
 			// Exactly half the interval, not rounded up to a whole
@@ -620,11 +623,19 @@ func (s *Server) applyParent(resp *pb.GetServerCapacityResponse) (int, time.Dura
 			// so with a parent's 1 s interval renewing only every second
 			// leaves no margin: one failed refresh and a client renewing
 			// meanwhile is handed a lease ending before its next renewal.
-			next = min(next, time.Duration(r.parentRefresh)*time.Second/2)
+			next = min(next, wirenum.Seconds(r.parentRefresh, 1)/2)
 		}
 		r.mu.Unlock()
 	}
 	return n, next
+}
+
+// parentExpiry returns the expiry of a parent's lease, expiry on the
+// wire, received at sec: within [sec, sec+wirenum.MaxSeconds], so that a
+// parent's answer neither leases for longer than any lease lasts nor
+// looks like no answer at all (0).
+func parentExpiry(expiry, sec int64) int64 {
+	return min(max(expiry, sec), sec+wirenum.MaxSeconds)
 }
 
 // fromWire returns the template for an intermediate's resource after its
@@ -633,12 +644,11 @@ func (s *Server) applyParent(resp *pb.GetServerCapacityResponse) (int, time.Dura
 // local template's, or the placeholder's).
 func fromWire(old *Template, rr *pb.ServerCapacityResourceResponse) *Template {
 	t := *old
-	t.Capacity = rr.GetGets().GetCapacity()
-	if !finiteNonNegative(t.Capacity) {
-		t.Capacity = 0
-	}
+	// Quantities are bounded as clients' wants are (see MaxCapacity).
+	t.Capacity = clampWants(rr.GetGets().GetCapacity())
 	if rr.SafeCapacity != nil {
-		if v := rr.GetSafeCapacity(); !math.IsNaN(v) && !math.IsInf(v, 0) {
+		if v := rr.GetSafeCapacity(); !math.IsNaN(v) {
+			v = math.Min(v, MaxCapacity) // negative: unlimited
 			t.SafeCapacity = &v
 		}
 	}

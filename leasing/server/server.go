@@ -37,6 +37,17 @@ const (
 	// MaxSubclients bounds the clients one GetServerCapacity request may
 	// speak for in one resource (the sum of its bands' num_clients).
 	MaxSubclients = 1 << 30
+	// MaxCapacity bounds every quantity the server keeps: a template's
+	// capacity and safe capacity are refused above it, and wants, claims
+	// (has) and a parent's capacity above it are taken as MaxCapacity.
+	// It is far above any rate or gauge (a thousand million million),
+	// and far enough below float64's range that no sum over the clients
+	// of a resource, nor any product of such a sum with a share, can
+	// overflow: with finite, bounded inputs no NaN or infinity can enter
+	// the server's state. (A client wanting more than the capacity still
+	// counts for what it wants up to MaxCapacity: ProportionalShare
+	// divides in proportion to wants, as the original does.)
+	MaxCapacity = 1e15
 
 	// unmatchedLeaseLength and unmatchedRefreshInterval are the lease given
 	// for resources no template matches (the original's documented
@@ -75,8 +86,13 @@ type Config struct {
 	// DefaultMaxIDLength).
 	MaxIDLength int
 	// MaxResources bounds the resources the server keeps state for (0
-	// means DefaultMaxResources). A request that would add resources beyond
-	// it is refused with codes.ResourceExhausted; renewals never are.
+	// means DefaultMaxResources). Configured resources (named exactly by
+	// a template) count, but are created even in a full table, which they
+	// may exceed by their number. A request that
+	// would add resources beyond it is refused with
+	// codes.ResourceExhausted, unless its source holds less than its share
+	// of the table: it then takes the place of a resource of the source
+	// holding the most (see the package doc); renewals never are.
 	MaxResources int
 	// MaxClients bounds the distinct client (and server) ids holding
 	// leases (0 means DefaultMaxClients); beyond it a new client's request
@@ -86,8 +102,10 @@ type Config struct {
 	MaxClients int
 	// MaxLeases bounds the leases, one per client and resource (0 means
 	// DefaultMaxLeases); beyond it a request for new leases is refused
-	// with codes.ResourceExhausted. With the other two limits it bounds
-	// the server's memory (see BenchmarkLeaseMemory).
+	// with codes.ResourceExhausted, unless its source holds less than its
+	// share of the table: a client of the source holding the most then
+	// gives up its leases (see the package doc). With the other two
+	// limits it bounds the server's memory (see BenchmarkLeaseMemory).
 	MaxLeases int
 
 	// The connections Serve accepts (see the package doc, "Hostile
@@ -249,10 +267,13 @@ type Server struct {
 
 	// The client table's sources (see sources.go); srcMu is taken after
 	// any other lock.
-	srcMu          sync.Mutex
-	sources        map[netip.Addr]*source
-	srcHeap        sourceHeap
-	clientsEvicted tally.Counter
+	srcMu   sync.Mutex
+	sources map[netip.Addr]*source
+	// srcHeaps orders the sources per table by what they hold of it;
+	// srcHolding counts the sources holding some of each table.
+	srcHeaps                         [numTables]sourceHeap
+	srcHolding                       [numTables]int
+	clientsEvicted, resourcesEvicted tally.Counter
 
 	nResources, nClients, nLeases limit
 

@@ -352,32 +352,55 @@ func (s *shares) target(w, weight float64) float64 {
 		return math.Min(w, s.capacity)
 	case ProportionalShare:
 		e := weight * s.equal
-		if s.all || w <= e || s.excess <= 0 {
-			return w
+		if s.all || w <= e {
+			return math.Min(w, s.capacity)
 		}
-		return math.Min(w, e+s.extra*(w-e)/s.excess)
+		// w-e is part of the excess: the fraction is at most 1 (but for
+		// rounding), so the product cannot overflow, as extra*(w-e)
+		// could with huge wants.
+		frac := 0.0
+		if s.excess > 0 {
+			frac = math.Min(1, (w-e)/s.excess)
+		}
+		return math.Min(math.Min(w, e+s.extra*frac), s.capacity)
 	case FairShare:
 		if math.IsInf(s.level, 1) {
-			return w
+			return math.Min(w, s.capacity)
 		}
-		return math.Min(w, weight*s.level)
+		return math.Min(math.Min(w, weight*s.level), s.capacity)
 	}
 	return 0
+}
+
+// clampWants returns wants as the algorithms take it: within [0,
+// MaxCapacity] (NaN as 0), so that sums over a resource's clients stay
+// finite.
+func clampWants(w float64) float64 {
+	if !(w > 0) {
+		return 0
+	}
+	return math.Min(w, MaxCapacity)
 }
 
 // Allocate divides capacity between clients wanting wants[i] under kind and
 // writes each client's share to gets (which must be at least as long as
 // wants). It is the algorithm the server runs, without leases: the shares
 // clients converge to once all have renewed. It takes O(n log n).
+//
+// As in the server, wants and capacity are taken within [0, MaxCapacity]
+// (NaN as 0): every share is finite, at least 0 and at most the capacity
+// (but for NoAlgorithm, which ignores the capacity and gives what is
+// wanted, up to MaxCapacity).
 func Allocate(kind Kind, capacity float64, wants, gets []float64) {
+	capacity = clampWants(capacity)
 	t := newTable()
 	for _, w := range wants {
 		i := t.alloc("")
-		t.slots[i].wants = w
+		t.slots[i].wants = clampWants(w)
 		t.insert(i)
 	}
 	s := t.computeShares(kind, capacity)
 	for i, w := range wants {
-		gets[i] = s.target(w, 1)
+		gets[i] = s.target(clampWants(w), 1)
 	}
 }

@@ -287,7 +287,7 @@ func TestOldestClientOfASource(t *testing.T) {
 	var l clientList
 	es := make([]*clientEntry, 6)
 	for i := range es {
-		es[i] = &clientEntry{id: fmt.Sprint(i), linked: int64(i)}
+		es[i] = &clientEntry{id: fmt.Sprint(i), lru: lruLinks[*clientEntry]{linked: int64(i)}}
 		es[i].last.Store(int64(i))
 		l.insert(es[i])
 	}

@@ -61,6 +61,18 @@ type resource struct {
 	sharesValid    bool
 	sharesCapacity float64 // the capacity shares was computed for
 	deleted        bool    // reaped: users must look the resource up again
+	// configured: named exactly by a template when it was created; it
+	// belongs to no source and is created even in a full table (see
+	// sources.go).
+	configured bool
+	// last is when a client last asked for it (unix ns).
+	last atomic.Int64
+	// Guarded by Server.srcMu: the source it belongs to (nil when
+	// configured, or once forgotten), whether it is taken out of its
+	// list to be evicted, and its place in the list.
+	src      *source
+	evicting bool
+	lru      lruLinks[*resource]
 
 	// An intermediate's lease from its parent: the capacity is tmpl's.
 	parentExpiry  int64 // unix seconds; 0 until the parent has answered
@@ -90,6 +102,9 @@ type limit struct {
 	what string // "resources", "clients", "leases"
 	name string // the Config field and the flag naming the limit
 }
+
+func (r *resource) links() *lruLinks[*resource] { return &r.lru }
+func (r *resource) lastUsed() int64             { return r.last.Load() }
 
 // reserve takes k units if they fit under the limit. Nothing always
 // fits, even while the count is over the limit (which racing creations
@@ -154,8 +169,8 @@ func (s *Server) lookup(id string) *resource {
 }
 
 // resourceFor returns the resource named id, creating it (from g's
-// reservation) on first use; created reports that it did.
-func (s *Server) resourceFor(id string, now time.Time, g *grant) (r *resource, created bool) {
+// reservation) for source src on first use; created reports that it did.
+func (s *Server) resourceFor(id string, src netip.Addr, now time.Time, g *grant) (r *resource, created bool) {
 	if r := s.lookup(id); r != nil {
 		return r, false
 	}
@@ -180,6 +195,7 @@ func (s *Server) resourceFor(id string, now time.Time, g *grant) (r *resource, c
 		id:            id,
 		tmpl:          tmpl,
 		learningUntil: s.learningUntil(id, tmpl, s.repo),
+		configured:    gauges,
 		leases:        make(map[string]int32),
 		tab:           newTable(),
 		capacityGauge: nopGauge{}, wantsGauge: nopGauge{}, clientsGauge: nopGauge{},
@@ -192,6 +208,7 @@ func (s *Server) resourceFor(id string, now time.Time, g *grant) (r *resource, c
 	}
 	sh.m[id] = r
 	s.take(&s.nResources, &g.resources)
+	s.linkResource(r, src, now.UnixNano())
 	sh.mu.Unlock()
 	s.cfgMu.RUnlock()
 	// The first check: when the first lease would have expired.
@@ -233,10 +250,15 @@ func (s *Server) addLease(client string, src netip.Addr, server bool, r *resourc
 	}
 	e.leases++
 	e.addResource(r)
-	sh.mu.Unlock()
+	// Under the shard's lock, so that a client's entry in the map always
+	// has its source.
+	s.srcMu.Lock()
 	if fresh {
-		s.linkClient(e, src, now.UnixNano())
+		s.linkClientLocked(e, src, now.UnixNano())
 	}
+	s.addHeld(e.src, tabLeases, 1)
+	s.srcMu.Unlock()
+	sh.mu.Unlock()
 	return e
 }
 
@@ -252,10 +274,15 @@ func (s *Server) dropLease(e *clientEntry, r *resource) {
 		delete(sh.m, e.id)
 		s.nClients.n.Add(-1)
 	}
-	sh.mu.Unlock()
-	if gone {
-		s.unlinkClient(e)
+	s.srcMu.Lock()
+	if e.src != nil {
+		s.addHeld(e.src, tabLeases, -1)
 	}
+	if gone {
+		s.unlinkClientLocked(e)
+	}
+	s.srcMu.Unlock()
+	sh.mu.Unlock()
 }
 
 func (s *Server) clientKnown(client string) bool {
@@ -269,9 +296,10 @@ func (s *Server) clientKnown(client string) bool {
 // admit reserves what a request from client, of source src, for
 // resources ids may create, or says which limit it would exceed. A
 // request that creates nothing (renewals of existing leases) is always
-// admitted. A new client refused only for the client table's limit takes
-// another source's client's place if its source holds less than its
-// share (see makeRoom).
+// admitted, and so is a configured resource (see sources.go). A request
+// refused for a full table makes room in it by evicting another source's
+// client or resource if its source holds less than its share of that
+// table (see makeRoom).
 func (s *Server) admit(client string, src netip.Addr, ids []string, now time.Time) (grant, error) {
 	k := int64(len(ids))
 	// Fast path, far from the limits: reserve as if every lease and
@@ -289,29 +317,27 @@ func (s *Server) admit(client string, src netip.Addr, ids []string, now time.Tim
 	// as soon as it cannot fit, so that a flood is refused after a lookup
 	// or two.
 	var g grant
-	var why error // why no room was made in the client table
+	var why error // why no room was made
 	for attempt := 0; ; attempt++ {
-		need, over := s.count(client, ids, g.clients > 0)
+		need, over := s.count(client, ids, &g, false)
 		if over == nil {
 			if over = s.tryReserve(&need, &g); over == nil {
 				return g, nil
 			}
 		}
-		if over == &s.nClients && attempt == 1 && g.clients == 0 {
-			// Expired leases did not make room: the new client may take
-			// the place of another source's, if the rest fits.
-			if _, rest := s.count(client, ids, true); rest == nil {
-				if why = s.makeRoom(src); why == nil {
-					g.clients = 1
-					continue
-				}
+		if attempt == 1 {
+			// Expired leases did not make room: take another source's
+			// place in each full table where the request's source holds
+			// less than its share, if then everything fits.
+			if why = s.makeRoomFor(client, src, ids, &g); why == nil {
+				continue
 			}
 		}
 		if attempt >= 1 {
 			s.settle(&g)
 			err := fmt.Errorf("the server's limit of %d %s (%s) is reached: %d held, and this request would add at least %d",
 				over.max, over.what, over.name, over.n.Load(), needOf(&need, over, s))
-			if over == &s.nClients && why != nil {
+			if why != nil {
 				err = fmt.Errorf("%w; %v", err, why)
 			}
 			return grant{}, err
@@ -321,42 +347,101 @@ func (s *Server) admit(client string, src netip.Addr, ids []string, now time.Tim
 	}
 }
 
-// count returns what a request from client for ids would create, or, as
-// soon as that exceeds what a limit has left, the count so far and the
-// limit. With placed, the client's place in the table is already held.
-func (s *Server) count(client string, ids []string, placed bool) (need grant, over *limit) {
-	if !placed && !s.clientKnown(client) {
+// makeRoomFor makes room, for a request from client of source src for
+// ids, in each table the request does not fit (see sources.go), adding
+// what it holds for the request to g; or it reports why it did not.
+// Every table is checked before anything is evicted.
+func (s *Server) makeRoomFor(client string, src netip.Addr, ids []string, g *grant) error {
+	need, _ := s.count(client, ids, g, true)
+	short := func(l *limit, k int64) int64 { return k - (l.max - l.n.Load()) }
+	type want struct {
+		t tableID
+		l *limit
+		k int64
+	}
+	var wants []want
+	for _, w := range []want{{tabClients, &s.nClients, need.clients}, {tabResources, &s.nResources, need.resources}, {tabLeases, &s.nLeases, need.leases}} {
+		if w.k > 0 && short(w.l, w.k) > 0 {
+			wants = append(wants, w)
+		}
+	}
+	if len(wants) == 0 {
+		return nil // room was made meanwhile
+	}
+	s.srcMu.Lock()
+	for _, w := range wants {
+		if _, err := s.shareLocked(src, w.t, w.k, w.l.max, w.l.what); err != nil {
+			s.srcMu.Unlock()
+			return err
+		}
+	}
+	s.srcMu.Unlock()
+	for _, w := range wants {
+		var err error
+		switch w.t {
+		case tabClients:
+			if err = s.makeRoom(src); err == nil {
+				g.clients = 1
+			}
+		case tabResources:
+			err = s.makeRoomForResources(src, w.k, g)
+		case tabLeases:
+			err = s.makeRoomForLeases(src, w.k, g)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// count returns what a request from client for ids would create beyond
+// what g holds already, or, unless all, as soon as that exceeds what a
+// limit has left, the count so far and the limit. A configured resource
+// needs no room (see sources.go).
+func (s *Server) count(client string, ids []string, g *grant, all bool) (need grant, over *limit) {
+	if g.clients == 0 && !s.clientKnown(client) {
 		need.clients = 1
-		if s.nClients.n.Load()+1 > s.nClients.max {
+		if !all && s.nClients.n.Load()+1 > s.nClients.max {
 			return need, &s.nClients
 		}
 	}
 	freeResources := s.nResources.max - s.nResources.n.Load()
 	freeLeases := s.nLeases.max - s.nLeases.n.Load()
+	s.cfgMu.RLock()
+	repo := s.repo
+	s.cfgMu.RUnlock()
 	for k, id := range ids {
 		if k > 0 && k%(8*yieldEvery) == 0 {
 			runtime.Gosched()
 		}
+		newResource, newLease := false, false
 		if r := s.lookup(id); r == nil {
-			need.resources++
-			need.leases++
+			newResource, newLease = true, true
 		} else {
 			r.mu.Lock()
 			if r.deleted {
-				need.resources++
-				need.leases++
+				newResource, newLease = true, true
 			} else if _, ok := r.leases[client]; !ok {
-				need.leases++
+				newLease = true
 			}
 			r.mu.Unlock()
 		}
-		if need.resources > freeResources {
-			return need, &s.nResources
+		if newResource && !repo.named(id) {
+			need.resources++
+			if !all && need.resources-g.resources > freeResources {
+				return need, &s.nResources
+			}
 		}
-		if need.leases > freeLeases {
+		if newLease {
+			need.leases++
+		}
+		if !all && newLease && need.leases-g.leases > freeLeases {
 			return need, &s.nLeases
 		}
 	}
+	need.resources = max(0, need.resources-g.resources)
+	need.leases = max(0, need.leases-g.leases)
 	return need, nil
 }
 
@@ -479,6 +564,10 @@ func (s *Server) reap(now time.Time, budget int, wait bool) {
 			heap.Push(&s.reapQ, reapEntry{due: sec + 1, r: r})
 			continue
 		}
+		if r.deleted { // evicted (see forget)
+			r.mu.Unlock()
+			continue
+		}
 		if now.Before(r.learningUntil) {
 			// Leases are not cleaned in learning mode.
 			heap.Push(&s.reapQ, reapEntry{due: max(r.learningUntil.Unix(), sec+1), r: r})
@@ -490,15 +579,7 @@ func (s *Server) reap(now time.Time, budget int, wait bool) {
 		case more:
 			heap.Push(&s.reapQ, reapEntry{due: sec, r: r})
 		case r.tab.n() == 0:
-			r.deleted = true
-			sh := &s.resources[s.shard(r.id)]
-			sh.mu.Lock()
-			if sh.m[r.id] == r {
-				delete(sh.m, r.id)
-			}
-			sh.mu.Unlock()
-			s.nResources.n.Add(-1)
-			r.updateGauges()
+			s.deleteLocked(r)
 		default:
 			// Due again when its last lease would have expired.
 			heap.Push(&s.reapQ, reapEntry{due: r.tab.latest(), r: r})
@@ -511,6 +592,21 @@ func (s *Server) reap(now time.Time, budget int, wait bool) {
 	} else {
 		s.nextDue.Store(math.MaxInt64)
 	}
+}
+
+// deleteLocked forgets r, which holds no lease (r.mu held): requests
+// that hold it look it up again.
+func (s *Server) deleteLocked(r *resource) {
+	r.deleted = true
+	sh := &s.resources[s.shard(r.id)]
+	sh.mu.Lock()
+	if sh.m[r.id] == r {
+		delete(sh.m, r.id)
+	}
+	sh.mu.Unlock()
+	s.nResources.n.Add(-1)
+	r.updateGauges()
+	s.unlinkResource(r)
 }
 
 func (r *resource) updateGauges() {

@@ -49,13 +49,16 @@ type Status struct {
 	// Templates is the number of templates in the configuration in force.
 	Templates int `json:"templates"`
 	// Resources, Clients and Leases are what the server holds against its
-	// limits.
+	// limits (configured resources may take Resources.Held beyond its
+	// Max by their number: they are always created).
 	Resources StatusLimit `json:"resources"`
 	Clients   StatusLimit `json:"clients"`
 	Leases    StatusLimit `json:"leases"`
 	// Sources are the sources holding the most clients, at most
-	// StatusMaxSources, the most first; SourcesTotal counts them all (see
-	// the package doc: a full client table is shared between sources).
+	// StatusMaxSources, the most first; SourcesTotal counts them all, a
+	// source holding resources but no clients too (see the package doc:
+	// full client, resource and lease tables are shared between
+	// sources).
 	Sources      []StatusSource `json:"sources"`
 	SourcesTotal int            `json:"sources_total"`
 	// Connections are the connections Serve holds against Config.MaxConns;
@@ -108,6 +111,11 @@ type StatusSource struct {
 	// "local" for requests with no peer address.
 	Source  string `json:"source"`
 	Clients int    `json:"clients"`
+	// Resources and Leases are the resources the source created (but
+	// configured ones, which belong to no source) and the leases its
+	// clients hold.
+	Resources int `json:"resources"`
+	Leases    int `json:"leases"`
 }
 
 // StatusLease is a lease: a capacity until an expiry.
@@ -438,9 +446,9 @@ func writeStatusText(w *bytes.Buffer, st *Status) {
 		fmt.Fprintf(w, "  %s: %d of at most %d\n", l.what, l.l.Held, l.l.Max)
 	}
 	if len(st.Sources) > 0 {
-		fmt.Fprintf(w, "  clients by source (%d sources):", st.SourcesTotal)
+		fmt.Fprintf(w, "  clients (resources, leases) by source (%d sources):", st.SourcesTotal)
 		for _, src := range st.Sources {
-			fmt.Fprintf(w, " %s %d", src.Source, src.Clients)
+			fmt.Fprintf(w, " %s %d (%d, %d)", src.Source, src.Clients, src.Resources, src.Leases)
 		}
 		if len(st.Sources) < st.SourcesTotal {
 			fmt.Fprintf(w, " ...")
@@ -529,7 +537,7 @@ var statusHTML = template.Must(template.New("status").Parse(`<!doctype html>
 <tr><th>resources</th><td>{{.Resources.Held}} of at most {{.Resources.Max}}</td></tr>
 <tr><th>clients</th><td>{{.Clients.Held}} of at most {{.Clients.Max}}</td></tr>
 <tr><th>leases</th><td>{{.Leases.Held}} of at most {{.Leases.Max}}</td></tr>
-{{if .Sources}}<tr><th>clients by source</th><td>{{range .Sources}}{{.Source}} {{.Clients}}; {{end}}({{.SourcesTotal}} sources)</td></tr>{{end}}
+{{if .Sources}}<tr><th>clients (resources, leases) by source</th><td>{{range .Sources}}{{.Source}} {{.Clients}} ({{.Resources}}, {{.Leases}}); {{end}}({{.SourcesTotal}} sources)</td></tr>{{end}}
 {{with .Connections}}<tr><th>connections</th><td>{{.Held}} of at most {{.Max}}</td></tr>{{end}}
 </table>
 <h2>Resources</h2>

@@ -2,12 +2,12 @@ package server
 
 import (
 	"fmt"
-	"math"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
+	"github.com/sluice-rpc/sluice/leasing/internal/wirenum"
 )
 
 func (s *Server) checkID(what, id string) error {
@@ -18,10 +18,6 @@ func (s *Server) checkID(what, id string) error {
 		return fmt.Errorf("%s is %d bytes long, longer than the limit of %d", what, len(id), s.maxID)
 	}
 	return nil
-}
-
-func finiteNonNegative(v float64) bool {
-	return !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0
 }
 
 // checkResources checks the resource ids of a request: each valid, no
@@ -62,7 +58,7 @@ func checkDuplicates(ds []demand) error {
 
 func checkHas(i int, id string, has *pb.Lease) error {
 	if has != nil {
-		if c := has.GetCapacity(); !finiteNonNegative(c) {
+		if c := has.GetCapacity(); !wirenum.FiniteNonNegative(c) {
 			return fmt.Errorf("resource[%d] (%q): has.capacity is %v, must be a finite number >= 0", i, id, c)
 		}
 	}
@@ -79,7 +75,7 @@ func (s *Server) validateGetCapacity(req *pb.GetCapacityRequest) error {
 		return err
 	}
 	for i, r := range rs {
-		if w := r.GetWants(); !finiteNonNegative(w) {
+		if w := r.GetWants(); !wirenum.FiniteNonNegative(w) {
 			return fmt.Errorf("resource[%d] (%q): wants is %v, must be a finite number >= 0", i, r.GetResourceId(), w)
 		}
 		if err := checkHas(i, r.GetResourceId(), r.Has); err != nil {
@@ -103,10 +99,10 @@ func (s *Server) validateGetServerCapacity(req *pb.GetServerCapacityRequest) ([]
 		if err := checkHas(i, id, r.Has); err != nil {
 			return nil, err
 		}
-		d := demand{id: id, has: r.Has, server: true}
+		d := demand{id: id, has: r.Has, claim: clampWants(r.GetHas().GetCapacity()), server: true}
 		var subclients int64
 		for j, b := range r.GetWants() {
-			if w := b.GetWants(); !finiteNonNegative(w) {
+			if w := b.GetWants(); !wirenum.FiniteNonNegative(w) {
 				return nil, fmt.Errorf("resource[%d] (%q): wants[%d].wants is %v, must be a finite number >= 0", i, id, j, w)
 			}
 			n := b.GetNumClients()
@@ -117,14 +113,12 @@ func (s *Server) validateGetServerCapacity(req *pb.GetServerCapacityRequest) ([]
 			if subclients > MaxSubclients {
 				return nil, fmt.Errorf("resource[%d] (%q): the bands' num_clients add up to more than %d", i, id, MaxSubclients)
 			}
-			d.wants += b.GetWants()
+			d.wants += clampWants(b.GetWants())
 			if j == 0 || b.GetPriority() > d.priority {
 				d.priority = b.GetPriority()
 			}
 		}
-		if math.IsInf(d.wants, 0) {
-			return nil, fmt.Errorf("resource[%d] (%q): the bands' wants add up to more than a float64 holds", i, id)
-		}
+		d.wants = clampWants(d.wants)
 		// A server with no bands has no clients yet: it counts as one
 		// wanting nothing (the original's intermediate asks so).
 		d.weight = float64(max(subclients, 1))

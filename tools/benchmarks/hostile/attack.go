@@ -28,6 +28,8 @@ const (
 	DoormanFlood      Attack = "doorman-flood"
 	DoormanMalformed  Attack = "doorman-malformed"
 	BigAnswersClient  Attack = "big-answers-client"
+	DoormanPoison     Attack = "doorman-poison"
+	DoormanResources  Attack = "doorman-resources"
 )
 
 // attackInfo is what the runner knows of an attack.
@@ -58,6 +60,8 @@ func attackTable() []attackInfo {
 		{DoormanFlood, "client ids from one source flood a Doorman server; clients from another ask", true, false, runDoormanFlood},
 		{DoormanMalformed, "garbage GetCapacity and other requests to a Doorman server", true, false, runDoormanMalformed},
 		{BigAnswersClient, "a hostile server answers 40 calls in flight from `sluice bench` at once, 67 MB each", false, true, runBigAnswersClient},
+		{DoormanPoison, "two Doorman clients want 1e308 of a PROPORTIONAL_SHARE resource; legitimate clients ask", true, false, runDoormanPoison},
+		{DoormanResources, "resource ids from one source fill a Doorman server; a client from another asks a configured one", true, false, runDoormanResources},
 	}
 }
 
@@ -173,6 +177,9 @@ type params struct {
 	floodIDs   int // doorman-flood: client ids from the flooding source
 	floodNew   int // new clients from another source
 	getTimeout time.Duration
+	// floodResources: doorman-resources' resource ids from the flooding
+	// source (the server's default table holds 100,000).
+	floodResources int
 }
 
 func paramsFor(s Size) params {
@@ -188,6 +195,7 @@ func paramsFor(s Size) params {
 			soakRate: 1000, soakFor: 2 * time.Second, soakEvery: 500 * time.Millisecond,
 			closeWait: 200 * time.Millisecond,
 			floodIDs:  3000, floodNew: 20, getTimeout: 10 * time.Second,
+			floodResources: 101_000,
 		}
 	}
 	return params{
@@ -201,5 +209,6 @@ func paramsFor(s Size) params {
 		soakRate: 5000, soakFor: 3 * time.Minute, soakEvery: 10 * time.Second,
 		closeWait: 2 * time.Second,
 		floodIDs:  300_000, floodNew: 100, getTimeout: 30 * time.Second,
+		floodResources: 101_000,
 	}
 }

@@ -81,6 +81,8 @@ var checks = map[Attack]func(t *testing.T, r *Result){
 	DoormanFlood:      checkDoormanFlood,
 	DoormanMalformed:  checkCases,
 	BigAnswersClient:  checkBigAnswers,
+	DoormanPoison:     checkDoormanPoison,
+	DoormanResources:  checkDoormanResources,
 }
 
 // checkSurvived: no input crashes the server.
@@ -266,6 +268,25 @@ func checkDoormanFlood(t *testing.T, r *Result) {
 	checkSurvived(t, r)
 	if l := r.Probe; l == nil || l.Calls == 0 || l.OK < l.Calls {
 		t.Errorf("new clients from %s while %s flooded the server: %s got a lease; a flood from one source must not lock out clients from another",
+			newSource, floodSource, l)
+	}
+}
+
+// checkDoormanPoison: clients wanting 1e308 leave every legitimate grant
+// finite, positive and within the capacity, during the attack and after.
+func checkDoormanPoison(t *testing.T, r *Result) {
+	checkSurvived(t, r)
+	if l := r.Probe; l == nil || l.Calls == 0 || l.OK < l.Calls {
+		t.Errorf("legitimate clients beside two wanting 1e308: %s; every grant must be finite, positive and within the capacity", l)
+	}
+}
+
+// checkDoormanResources: a flood of resource ids from one source leaves a
+// client of another the configured resource and one of its own.
+func checkDoormanResources(t *testing.T, r *Result) {
+	checkSurvived(t, r)
+	if l := r.Probe; l == nil || l.Calls == 0 || l.OK < l.Calls {
+		t.Errorf("new clients from %s after %s filled the resource table: %s got both; a flood from one source must not take another's share",
 			newSource, floodSource, l)
 	}
 }

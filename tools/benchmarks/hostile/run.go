@@ -283,9 +283,25 @@ func (e *env) survived(c *Case, wait time.Duration) {
 	}
 }
 
-// doormanConfig is the configuration of the Doorman servers attacked: one
-// template for every resource.
+// doormanConfig is the configuration of the Doorman servers attacked: a
+// configured resource (kv-rps), a PROPORTIONAL_SHARE one with short leases
+// (poison, see doorman_tables.go) and one template for every other
+// resource.
 const doormanConfig = `resources:
+- identifier_glob: "kv-rps"
+  capacity: 100
+  algorithm:
+    kind: FAIR_SHARE
+    lease_length: 60
+    refresh_interval: 15
+    learning_mode_duration: 0
+- identifier_glob: "poison"
+  capacity: 1000
+  algorithm:
+    kind: PROPORTIONAL_SHARE
+    lease_length: 4
+    refresh_interval: 1
+    learning_mode_duration: 0
 - identifier_glob: "*"
   capacity: 1000
   algorithm:
