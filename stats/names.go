@@ -221,7 +221,9 @@ const (
 	// ServerRefused is a counter tagged reason: requests answered BUSY
 	// before any handler saw them: unfinished_bytes (their connection or
 	// the server held too many bytes of requests still arriving),
-	// calls_per_conn (their connection had too many calls in flight).
+	// calls_per_conn (their connection had too many calls in flight),
+	// answer_bytes (the server owed too many bytes of answers not yet
+	// written, and their connection its share).
 	ServerRefused = "server.refused"
 	// ServerDropped is a counter tagged reason: requests a handler had,
 	// dropped before their last fragment came (the caller got BUSY or

@@ -1,0 +1,201 @@
+package tchconn
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sluice-rpc/sluice/internal/tframe"
+)
+
+// Answers owed. A call a peer sends is owed an answer from its first frame
+// until the last frame of its answer goes to the socket: meanwhile its
+// request and its answer are somewhere in the process (in a handler,
+// waiting in tchannel-go's send queue, or in the write that is blocked on
+// a peer that does not read). A Guard charges each such call the frame
+// bytes of its request plus answerFrame, and bounds the total over all its
+// connections (Limits.MaxAnswerBytes): a call over it is answered BUSY
+// before tchannel-go sees it, so no handler runs and nothing more queues.
+//
+// A call that ends without an answer (cancelled, timed out, released
+// without one) would stay charged: once its time to live has passed, or
+// the peer cancelled it, its handler can queue nothing more, and once the
+// connection's writer has since been idle for a whole sweep, nothing of
+// it is left queued either, so the sweep releases it.
+
+// answerFrame is what each call is charged for its answer beyond its
+// request's bytes: tchannel-go builds every frame it sends in a buffer of
+// the largest frame's size, whatever the answer's.
+const answerFrame = 64 << 10
+
+// maxOwedAge bounds the time to live the sweep waits for before it takes
+// a call's missing answer for one that will not come: a request may claim
+// 49 days.
+const maxOwedAge = time.Minute
+
+// owed is a call whose answer is not yet written.
+type owed struct {
+	bytes int64 // charged
+	until int64 // the Guard's time after which its handler queues nothing more
+}
+
+// owe charges the call whose first frame f is to c, or refuses it: the
+// peer then gets BUSY, and it reports false. A request reusing the id of a
+// call still owed passes uncharged: tchannel-go answers it with a protocol
+// error.
+func (c *Conn) owe(fr tframe.Frame, f []byte) bool {
+	g := c.g
+	if g.lim.MaxAnswerBytes <= 0 {
+		return true
+	}
+	cost := int64(len(f)) + answerFrame
+	g.mu.Lock()
+	if c.gone || c.answers[fr.ID] != nil {
+		g.mu.Unlock()
+		return true
+	}
+	if err := g.admitAnswer(c, cost); err != nil {
+		g.mu.Unlock()
+		g.report(Event{Kind: AnswersRefused, Peer: c.peer, Inbound: c.inbound, ID: fr.ID, Err: err})
+		c.sendError(fr.ID, errCodeBusy, err.Error())
+		return false
+	}
+	if c.answers == nil {
+		c.answers = map[uint32]*owed{}
+	}
+	now := g.now.Load()
+	ttl := min(time.Duration(fr.TTL)*time.Millisecond, maxOwedAge)
+	c.answers[fr.ID] = &owed{bytes: cost, until: now + int64(ttl)}
+	c.nowed.Store(int32(len(c.answers)))
+	g.mu.Unlock()
+	return true
+}
+
+// admitAnswer charges n bytes of a call to c and the Guard, or returns why
+// they are over the bound. Past MaxAnswerBytes, a connection holding less
+// than its share (the bound over the connections owed answers) is still
+// admitted, up to an eighth over the bound, so that peers that do not read
+// cannot lock out one that does. Call it with g.mu held.
+func (g *Guard) admitAnswer(c *Conn, n int64) error {
+	max := g.lim.MaxAnswerBytes
+	if g.owed+n > max {
+		holders := len(g.owing)
+		if _, ok := g.owing[c]; !ok {
+			holders++
+		}
+		share := max / int64(holders)
+		switch {
+		case c.owedBytes+n > share:
+			return fmt.Errorf("server busy: %d bytes of answers are waiting to be written, the limit is %d, and this connection holds its share (%d); read the answers, or retry later", g.owed, max, share)
+		case g.owed+n > max+max/8:
+			return fmt.Errorf("server busy: %d bytes of answers are waiting to be written, over the limit of %d; retry later", g.owed, max)
+		}
+	}
+	g.chargeAnswer(c, n)
+	return nil
+}
+
+// chargeAnswer adds n bytes (negative: releases) to what c and the Guard
+// are owed. Call it with g.mu held.
+func (g *Guard) chargeAnswer(c *Conn, n int64) {
+	c.owedBytes += n
+	g.owed += n
+	if c.owedBytes > 0 {
+		g.owing[c] = struct{}{}
+	} else {
+		delete(g.owing, c)
+	}
+}
+
+// oweMore charges a later fragment of call id's request to it, if it is
+// owed.
+func (c *Conn) oweMore(id uint32, n int) {
+	if c.nowed.Load() == 0 {
+		return
+	}
+	g := c.g
+	g.mu.Lock()
+	if o := c.answers[id]; o != nil && !c.gone {
+		o.bytes += int64(n)
+		g.chargeAnswer(c, int64(n))
+	}
+	g.mu.Unlock()
+}
+
+// answered releases call id: its answer's last frame is being written, or
+// it was refused or dropped with an answer of the Conn's own.
+func (c *Conn) answered(id uint32) {
+	if c.nowed.Load() == 0 {
+		return
+	}
+	g := c.g
+	g.mu.Lock()
+	if o := c.answers[id]; o != nil {
+		c.unowe(id, o)
+	}
+	g.mu.Unlock()
+}
+
+// cancelled notes that the peer cancelled call id: its handler queues
+// nothing from now on.
+func (c *Conn) cancelled(id uint32) {
+	if c.nowed.Load() == 0 {
+		return
+	}
+	g := c.g
+	g.mu.Lock()
+	if o := c.answers[id]; o != nil {
+		o.until = min(o.until, g.now.Load())
+	}
+	g.mu.Unlock()
+}
+
+// unowe forgets call id, owed o. Call it with g.mu held.
+func (c *Conn) unowe(id uint32, o *owed) {
+	c.g.chargeAnswer(c, -o.bytes)
+	delete(c.answers, id)
+	if len(c.answers) == 0 {
+		c.answers = nil
+	}
+	c.nowed.Store(int32(len(c.answers)))
+}
+
+// sweepAnswers releases c's calls that will not be answered: those whose
+// handler can queue nothing more since before the writer's last idle
+// sweep interval (see the comment at the top). Call it with g.mu held,
+// from the sweep.
+func (c *Conn) sweepAnswers(now int64) {
+	gen := c.wgen.Load()
+	idle := gen%2 == 0 && gen == c.idleGen && c.idleAt > 0
+	from := c.idleAt
+	c.idleGen, c.idleAt = gen, now
+	if !idle {
+		return
+	}
+	for id, o := range c.answers {
+		if o.until <= from {
+			c.unowe(id, o)
+		}
+	}
+}
+
+// Owed returns the bytes charged for calls whose answers are not yet
+// written, over all the Guard's connections.
+func (g *Guard) Owed() int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.owed
+}
+
+// writtenFrame notes the header of a frame tchannel-go writes, and, when
+// known, its first payload byte (the flags of call frames): the last frame
+// of an answer releases its call.
+func (c *Conn) writtenFrame(h tframe.Header, flags byte, known bool) {
+	switch h.Type {
+	case tframe.Error:
+		c.answered(h.ID)
+	case tframe.CallRes, tframe.CallResContinue:
+		if known && flags&tframe.MoreFragments == 0 {
+			c.answered(h.ID)
+		}
+	}
+}
