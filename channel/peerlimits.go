@@ -65,8 +65,17 @@ type PeerLimits struct {
 	HandshakeTimeout time.Duration
 	// WriteTimeout closes an inbound connection whose peer has read
 	// nothing of what the Channel writes to it for this long: answers it
-	// does not read pile up. 0 means 30 seconds.
+	// does not read pile up. It closes too one whose writes have waited
+	// for its peer throughout this long while the peer took fewer than
+	// MinReadRate bytes a second: reading a little now and then keeps
+	// each write moving, but not the connection open. 0 means 30 seconds.
 	WriteTimeout time.Duration
+	// MinReadRate, in bytes a second, is the least pace at which a peer
+	// with answers waiting for it throughout WriteTimeout must take them
+	// (see WriteTimeout). A peer that reads as fast as answers come is
+	// never measured. 0 means 128 KiB a second (1 Mbit/s); a negative
+	// value asks no pace, only that some write ends within WriteTimeout.
+	MinReadRate int64
 	// StallTimeout drops a request whose next fragment has not come for
 	// this long, whatever time to live it claims (its caller gets TIMEOUT,
 	// its handler a cancelled context), and closes a connection whose frame
@@ -158,7 +167,7 @@ func (l PeerLimits) listenerConfig() connlimit.Config {
 		maxConns = math.MaxInt
 	}
 	return connlimit.Config{MaxConns: maxConns, IdleTimeout: l.IdleTimeout, WriteTimeout: l.WriteTimeout,
-		GateTimeout: l.HandshakeTimeout}
+		MinReadRate: l.MinReadRate, GateTimeout: l.HandshakeTimeout}
 }
 
 // peerGuard is the Channel's side of its connections' guard: the
