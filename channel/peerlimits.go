@@ -109,8 +109,10 @@ type PeerLimits struct {
 	// frame buffer tchannel-go builds it in). A call over the bound is
 	// answered BUSY before any handler runs, unless its connection holds
 	// less than its share (the bound over the connections owed answers):
-	// those are admitted up to an eighth over it, so that peers that do
-	// not read cannot lock out one that does. A call that ends without an
+	// those are admitted up to an eighth over it, and beyond that the
+	// connection owed the most, if over its share, is closed to make room
+	// (server.conns_closed{reason=answers_unread}); so peers that do not
+	// read cannot lock out one that does. A call that ends without an
 	// answer (cancelled, timed out) is released within seconds once its
 	// connection's writer is idle. 0 means 128 MiB: with what tchannel-go
 	// and handlers hold beside it, and the collector's headroom, peers
@@ -349,6 +351,9 @@ func (pg *peerGuard) event(e tchconn.Event) {
 		pg.count(stats.ServerRefused, stats.TagReason, "calls_per_conn")
 	case tchconn.AnswersRefused:
 		pg.count(stats.ServerRefused, stats.TagReason, "answer_bytes")
+	case tchconn.AnswersUnread:
+		pg.count(stats.ServerConnsClosed, stats.TagReason, "answers_unread")
+		pg.reclaim.add(connMemory)
 	case tchconn.RequestDropped:
 		pg.count(stats.ServerDropped, stats.TagReason, "unfinished_bytes")
 	case tchconn.RequestStalled:

@@ -205,7 +205,9 @@ const (
 	// the Channel closed: idle, evicted (at the cap, for a new one),
 	// refused (at the cap, every one busy), write_stalled,
 	// handshake_timeout, handshake_failed, invalid_frame (its first
-	// frame), frame_stalled; with TLS (channel.WithServerTLS),
+	// frame), frame_stalled, answers_unread (owed the most answers not
+	// yet written when the server was at its bound and another connection
+	// needed room); with TLS (channel.WithServerTLS),
 	// tls_handshake_failed and plaintext_refused (a plaintext peer on a
 	// TLS-only port).
 	ServerConnsClosed = "server.conns_closed"

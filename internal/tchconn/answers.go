@@ -49,11 +49,16 @@ func (c *Conn) owe(fr tframe.Frame, f []byte) bool {
 	}
 	cost := int64(len(f)) + answerFrame
 	g.mu.Lock()
+	if c.unowed {
+		g.mu.Unlock()
+		return false // closed for the answers it owes: nothing more is served
+	}
 	if c.gone || c.answers[fr.ID] != nil {
 		g.mu.Unlock()
 		return true
 	}
-	if err := g.admitAnswer(c, cost); err != nil {
+	victim, err := g.admitAnswer(c, cost)
+	if err != nil {
 		g.mu.Unlock()
 		g.report(Event{Kind: AnswersRefused, Peer: c.peer, Inbound: c.inbound, ID: fr.ID, Err: err})
 		c.sendError(fr.ID, errCodeBusy, err.Error())
@@ -67,15 +72,24 @@ func (c *Conn) owe(fr tframe.Frame, f []byte) bool {
 	c.answers[fr.ID] = &owed{bytes: cost, until: now + int64(ttl)}
 	c.nowed.Store(int32(len(c.answers)))
 	g.mu.Unlock()
+	if victim != nil {
+		g.report(Event{Kind: AnswersUnread, Peer: victim.peer, Inbound: victim.inbound,
+			Err: fmt.Errorf("closed: the connection was owed the most answers not yet written, over its share of the limit %d, when another needed room", g.lim.MaxAnswerBytes)})
+		victim.Conn.Close()
+	}
 	return true
 }
 
 // admitAnswer charges n bytes of a call to c and the Guard, or returns why
-// they are over the bound. Past MaxAnswerBytes, a connection holding less
-// than its share (the bound over the connections owed answers) is still
-// admitted, up to an eighth over the bound, so that peers that do not read
-// cannot lock out one that does. Call it with g.mu held.
-func (g *Guard) admitAnswer(c *Conn, n int64) error {
+// they are over the bound. Past MaxAnswerBytes, a connection at its share
+// (the bound over the connections owed answers) is refused; one under it
+// is admitted up to an eighth over the bound, and beyond that the
+// connection owed the most, if over its share, is closed to make room: it
+// is returned, charged nothing from now on, to close once g.mu is
+// released. So peers that do not read fill the bound and are refused
+// there, or closed, while one that reads its answers as they come, and so
+// holds little, goes on being served. Call it with g.mu held.
+func (g *Guard) admitAnswer(c *Conn, n int64) (victim *Conn, err error) {
 	max := g.lim.MaxAnswerBytes
 	if g.owed+n > max {
 		holders := len(g.owing)
@@ -83,15 +97,32 @@ func (g *Guard) admitAnswer(c *Conn, n int64) error {
 			holders++
 		}
 		share := max / int64(holders)
-		switch {
-		case c.owedBytes+n > share:
-			return fmt.Errorf("server busy: %d bytes of answers are waiting to be written, the limit is %d, and this connection holds its share (%d); read the answers, or retry later", g.owed, max, share)
-		case g.owed+n > max+max/8:
-			return fmt.Errorf("server busy: %d bytes of answers are waiting to be written, over the limit of %d; retry later", g.owed, max)
+		if c.owedBytes+n > share {
+			return nil, fmt.Errorf("server busy: %d bytes of answers are waiting to be written, the limit is %d, and this connection holds its share (%d); read the answers, or retry later", g.owed, max, share)
+		}
+		if g.owed+n > max+max/8 {
+			for h := range g.owing {
+				if h != c && (victim == nil || h.owedBytes > victim.owedBytes) {
+					victim = h
+				}
+			}
+			if victim == nil || victim.owedBytes <= share {
+				return nil, fmt.Errorf("server busy: %d bytes of answers are waiting to be written, over the limit of %d; retry later", g.owed, max)
+			}
+			victim.dropAnswers()
 		}
 	}
 	g.chargeAnswer(c, n)
-	return nil
+	return victim, nil
+}
+
+// dropAnswers releases what c is owed and charges it nothing more: it is
+// to be closed. Call it with g.mu held.
+func (c *Conn) dropAnswers() {
+	c.g.chargeAnswer(c, -c.owedBytes)
+	c.answers = nil
+	c.nowed.Store(0)
+	c.unowed = true
 }
 
 // chargeAnswer adds n bytes (negative: releases) to what c and the Guard

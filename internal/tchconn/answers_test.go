@@ -98,3 +98,53 @@ func TestMaxAnswerBytesValidate(t *testing.T) {
 		t.Fatalf("Validate with the bound off = %v", err)
 	}
 }
+
+// TestAnswersMakeRoom: a peer whose calls are held fills the bound
+// alone; a second is admitted under its share up to an eighth over the
+// bound, and then the first, owed the most, is closed to make room, so
+// that another client is still served.
+func TestAnswersMakeRoom(t *testing.T) {
+	const max = 2 << 20 // 31 calls held, each charged 64 KiB and its request
+	s := startServer(t, Limits{MaxAnswerBytes: max})
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	s.tch.Register(tchannel.HandlerFunc(func(ctx context.Context, call *tchannel.InboundCall) {
+		select {
+		case <-ctx.Done():
+		case <-release:
+		}
+		call.Response().Blackhole()
+	}), "hold")
+	refused := func(peer string) func() bool {
+		return func() bool {
+			for _, e := range s.eventsOf(AnswersRefused) {
+				if e.Peer == peer {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	hold := func() string {
+		p := dial(t, s.addr())
+		p.Handshake()
+		for i := range 40 {
+			p.Send(callReq(uint32(2*i+2), "hold", false, nil))
+		}
+		testwait.Until(t, "a peer's calls past the bound to be refused", refused(p.LocalAddr().String()))
+		return p.LocalAddr().String()
+	}
+	first := hold()
+	hold()
+	if got := s.g.Owed(); got > max+max/8 {
+		t.Fatalf("%d bytes of answers owed, over the bound %d and its eighth", got, max)
+	}
+	// Larger than the peers' calls, which no longer fit under the bound
+	// and its eighth.
+	if res, err := s.call("echo", make([]byte, 60<<10)); err != nil || len(res) != 60<<10 {
+		t.Fatalf("another client: %d bytes, %v", len(res), err)
+	}
+	if ev := s.eventsOf(AnswersUnread); len(ev) != 1 || ev[0].Peer != first {
+		t.Fatalf("closed to make room: %v, want the first peer %s", ev, first)
+	}
+}

@@ -114,6 +114,7 @@ type Conn struct {
 	answers   map[uint32]*owed // calls whose answers are not yet written
 	owedBytes int64            // what they are charged
 	nowed     atomic.Int32     // len(answers), read without the lock
+	unowed    bool             // closed to make room: charged nothing more
 	// wgen counts the starts and ends of writes to the socket: odd while
 	// one is in progress. idleGen and idleAt are the sweep's, guarded by
 	// g.mu: wgen and the time at its last sweep.

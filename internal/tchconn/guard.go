@@ -143,6 +143,10 @@ const (
 	// written were at MaxAnswerBytes and its connection held its share;
 	// the peer got BUSY and tchannel-go never saw the call.
 	AnswersRefused
+	// AnswersUnread: the connection owed the most answers not yet
+	// written, over its share of MaxAnswerBytes, when a connection under
+	// its share needed room; it was closed.
+	AnswersUnread
 )
 
 func (k EventKind) String() string {
@@ -161,6 +165,8 @@ func (k EventKind) String() string {
 		return "call_refused"
 	case AnswersRefused:
 		return "answers_refused"
+	case AnswersUnread:
+		return "answers_unread"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }
