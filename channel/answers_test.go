@@ -17,7 +17,7 @@ import (
 // (PeerLimits.MaxAnswerBytes): past it, a call is answered BUSY before its
 // handler runs, and counted; once answers are written, calls pass again.
 func TestMaxAnswerBytes(t *testing.T) {
-	const bound = 1 << 20 // about 15 small calls: each is charged 64 KiB for its answer
+	const bound = 1 << 20 // about 16 small calls: each is charged 64 KiB for its answer
 	scope := tally.NewTestScope("", nil)
 	server, err := New("kv", WithScope(scope), WithPeerLimits(PeerLimits{MaxAnswerBytes: bound}))
 	if err != nil {
@@ -58,8 +58,9 @@ func TestMaxAnswerBytes(t *testing.T) {
 			}
 		}
 	})
-	if len(refused) == 0 || ran.Load() > bound/(64<<10) {
-		t.Fatalf("%d handlers ran and %d calls were refused, want at most %d to run", ran.Load(), len(refused), bound/(64<<10))
+	// A connection that reads its answers may go an eighth over the bound.
+	if most := int64(bound+bound/8) / (64 << 10); len(refused) == 0 || ran.Load() > most {
+		t.Fatalf("%d handlers ran and %d calls were refused, want at most %d to run", ran.Load(), len(refused), most)
 	}
 	msg := requireSystemError(t, refused[0], tchannel.ErrCodeBusy)
 	if !strings.Contains(msg, "answers are waiting to be written") {

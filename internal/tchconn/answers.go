@@ -81,14 +81,17 @@ func (c *Conn) owe(fr tframe.Frame, f []byte) bool {
 }
 
 // admitAnswer charges n bytes of a call to c and the Guard, or returns why
-// they are over the bound. Past MaxAnswerBytes, a connection at its share
-// (the bound over the connections owed answers) is refused; one under it
-// is admitted up to an eighth over the bound, and beyond that the
-// connection owed the most, if over its share, is closed to make room: it
-// is returned, charged nothing from now on, to close once g.mu is
+// they are over the bound. Past MaxAnswerBytes, a connection whose writer
+// waits on its peer (a write in progress) and holds its share (the bound
+// over the connections owed answers) is refused. Others, under their
+// share or reading as answers come, are admitted up to an eighth over the
+// bound; beyond that, the connection owed the most among those whose
+// writer waits and that hold more than their share is closed to make
+// room: it is returned, charged nothing from now on, to close once g.mu is
 // released. So peers that do not read fill the bound and are refused
-// there, or closed, while one that reads its answers as they come, and so
-// holds little, goes on being served. Call it with g.mu held.
+// there, or closed, while one that reads its answers goes on being
+// served, however many of its calls its handlers hold. Call it with g.mu
+// held.
 func (g *Guard) admitAnswer(c *Conn, n int64) (victim *Conn, err error) {
 	max := g.lim.MaxAnswerBytes
 	if g.owed+n > max {
@@ -97,16 +100,16 @@ func (g *Guard) admitAnswer(c *Conn, n int64) (victim *Conn, err error) {
 			holders++
 		}
 		share := max / int64(holders)
-		if c.owedBytes+n > share {
+		if c.waitsOnPeer() && c.owedBytes+n > share {
 			return nil, fmt.Errorf("server busy: %d bytes of answers are waiting to be written, the limit is %d, and this connection holds its share (%d); read the answers, or retry later", g.owed, max, share)
 		}
 		if g.owed+n > max+max/8 {
 			for h := range g.owing {
-				if h != c && (victim == nil || h.owedBytes > victim.owedBytes) {
+				if h != c && h.owedBytes > share && h.waitsOnPeer() && (victim == nil || h.owedBytes > victim.owedBytes) {
 					victim = h
 				}
 			}
-			if victim == nil || victim.owedBytes <= share {
+			if victim == nil {
 				return nil, fmt.Errorf("server busy: %d bytes of answers are waiting to be written, over the limit of %d; retry later", g.owed, max)
 			}
 			victim.dropAnswers()
@@ -115,6 +118,10 @@ func (g *Guard) admitAnswer(c *Conn, n int64) (victim *Conn, err error) {
 	g.chargeAnswer(c, n)
 	return victim, nil
 }
+
+// waitsOnPeer reports whether a write to c's peer is in progress: what is
+// owed to it waits on its reading.
+func (c *Conn) waitsOnPeer() bool { return c.wgen.Load()%2 == 1 }
 
 // dropAnswers releases what c is owed and charges it nothing more: it is
 // to be closed. Call it with g.mu held.

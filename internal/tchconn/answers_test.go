@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/connlimit"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/internal/tframe"
 	"github.com/uber/tchannel-go"
@@ -99,22 +100,13 @@ func TestMaxAnswerBytesValidate(t *testing.T) {
 	}
 }
 
-// TestAnswersMakeRoom: a peer whose calls are held fills the bound
-// alone; a second is admitted under its share up to an eighth over the
-// bound, and then the first, owed the most, is closed to make room, so
-// that another client is still served.
+// TestAnswersMakeRoom: a peer that does not read fills the bound alone;
+// a second is admitted under its share up to an eighth over the bound,
+// and then the first, owed the most, is closed to make room, so that a
+// client that reads its answers is still served.
 func TestAnswersMakeRoom(t *testing.T) {
-	const max = 2 << 20 // 31 calls held, each charged 64 KiB and its request
-	s := startServer(t, Limits{MaxAnswerBytes: max})
-	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
-	s.tch.Register(tchannel.HandlerFunc(func(ctx context.Context, call *tchannel.InboundCall) {
-		select {
-		case <-ctx.Done():
-		case <-release:
-		}
-		call.Response().Blackhole()
-	}), "hold")
+	const max = 2 << 20
+	s := startServer(t, Limits{MaxAnswerBytes: max, StallTimeout: -1})
 	refused := func(peer string) func() bool {
 		return func() bool {
 			for _, e := range s.eventsOf(AnswersRefused) {
@@ -125,26 +117,53 @@ func TestAnswersMakeRoom(t *testing.T) {
 			return false
 		}
 	}
-	hold := func() string {
+	hog := func() string {
 		p := dial(t, s.addr())
+		p.Conn.(*net.TCPConn).SetReadBuffer(4 << 10)
 		p.Handshake()
-		for i := range 40 {
-			p.Send(callReq(uint32(2*i+2), "hold", false, nil))
-		}
+		// The server's side too gets small buffers, so that its first
+		// answer blocks its writer.
+		s.serverSide(p.LocalAddr().String()).SetWriteBuffer(4 << 10)
+		body := make([]byte, 30<<10)
+		go func() {
+			p.SetWriteDeadline(time.Now().Add(testwait.Limit))
+			for i := range 100 {
+				if _, err := p.Conn.Write(callReq(uint32(2*i+2), "echo", false, body)); err != nil {
+					return
+				}
+			}
+		}()
 		testwait.Until(t, "a peer's calls past the bound to be refused", refused(p.LocalAddr().String()))
 		return p.LocalAddr().String()
 	}
-	first := hold()
-	hold()
+	first := hog()
+	hog()
 	if got := s.g.Owed(); got > max+max/8 {
 		t.Fatalf("%d bytes of answers owed, over the bound %d and its eighth", got, max)
 	}
 	// Larger than the peers' calls, which no longer fit under the bound
 	// and its eighth.
 	if res, err := s.call("echo", make([]byte, 60<<10)); err != nil || len(res) != 60<<10 {
-		t.Fatalf("another client: %d bytes, %v", len(res), err)
+		t.Fatalf("a client that reads its answers: %d bytes, %v", len(res), err)
 	}
 	if ev := s.eventsOf(AnswersUnread); len(ev) != 1 || ev[0].Peer != first {
 		t.Fatalf("closed to make room: %v, want the first peer %s", ev, first)
 	}
+}
+
+// serverSide returns the server's socket of the connection from peer.
+func (s *server) serverSide(peer string) *net.TCPConn {
+	s.t.Helper()
+	var c *Conn
+	testwait.Until(s.t, "the server to hold the connection", func() bool {
+		s.g.mu.Lock()
+		defer s.g.mu.Unlock()
+		for k := range s.g.conns {
+			if k.peer == peer {
+				c = k
+			}
+		}
+		return c != nil
+	})
+	return c.Conn.(*connlimit.Conn).Conn.(*net.TCPConn)
 }
