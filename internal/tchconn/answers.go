@@ -38,6 +38,11 @@ type owed struct {
 	until int64 // the Guard's time after which its handler queues nothing more
 }
 
+// The locks: a Conn's amu guards its answers; g.mu may be taken with an
+// amu held (to find a connection to close), never the other way round.
+// The Guard's total and its count of connections owed answers are atomic,
+// so that a call within the bound takes no lock but its connection's.
+
 // owe charges the call whose first frame f is to c, or refuses it: the
 // peer then gets BUSY, and it reports false. A request reusing the id of a
 // call still owed passes uncharged: tchannel-go answers it with a protocol
@@ -48,18 +53,18 @@ func (c *Conn) owe(fr tframe.Frame, f []byte) bool {
 		return true
 	}
 	cost := int64(len(f)) + answerFrame
-	g.mu.Lock()
+	c.amu.Lock()
 	if c.unowed {
-		g.mu.Unlock()
-		return false // closed for the answers it owes: nothing more is served
+		c.amu.Unlock()
+		return false // closed, or closing for the answers it owes: nothing more is served
 	}
-	if c.gone || c.answers[fr.ID] != nil {
-		g.mu.Unlock()
+	if c.answers[fr.ID] != nil {
+		c.amu.Unlock()
 		return true
 	}
 	victim, err := g.admitAnswer(c, cost)
 	if err != nil {
-		g.mu.Unlock()
+		c.amu.Unlock()
 		g.report(Event{Kind: AnswersRefused, Peer: c.peer, Inbound: c.inbound, ID: fr.ID, Err: err})
 		c.sendError(fr.ID, errCodeBusy, err.Error())
 		return false
@@ -67,12 +72,14 @@ func (c *Conn) owe(fr tframe.Frame, f []byte) bool {
 	if c.answers == nil {
 		c.answers = map[uint32]*owed{}
 	}
-	now := g.now.Load()
 	ttl := min(time.Duration(fr.TTL)*time.Millisecond, maxOwedAge)
-	c.answers[fr.ID] = &owed{bytes: cost, until: now + int64(ttl)}
+	c.answers[fr.ID] = &owed{bytes: cost, until: g.now.Load() + int64(ttl)}
 	c.nowed.Store(int32(len(c.answers)))
-	g.mu.Unlock()
+	c.amu.Unlock()
 	if victim != nil {
+		victim.amu.Lock()
+		victim.dropAnswers()
+		victim.amu.Unlock()
 		g.report(Event{Kind: AnswersUnread, Peer: victim.peer, Inbound: victim.inbound,
 			Err: fmt.Errorf("closed: the connection was owed the most answers not yet written, over its share of the limit %d, when another needed room", g.lim.MaxAnswerBytes)})
 		victim.Conn.Close()
@@ -87,36 +94,49 @@ func (c *Conn) owe(fr tframe.Frame, f []byte) bool {
 // share or reading as answers come, are admitted up to an eighth over the
 // bound; beyond that, the connection owed the most among those whose
 // writer waits and that hold more than their share is closed to make
-// room: it is returned, charged nothing from now on, to close once g.mu is
-// released. So peers that do not read fill the bound and are refused
-// there, or closed, while one that reads its answers goes on being
-// served, however many of its calls its handlers hold. Call it with g.mu
-// held.
+// room: it is returned, to release and close once c.amu is released. So
+// peers that do not read fill the bound and are refused there, or closed,
+// while one that reads its answers goes on being served, however many of
+// its calls its handlers hold. Concurrent admissions may pass the bound
+// by a call each. Call it with c.amu held.
 func (g *Guard) admitAnswer(c *Conn, n int64) (victim *Conn, err error) {
 	max := g.lim.MaxAnswerBytes
-	if g.owed+n > max {
-		holders := len(g.owing)
-		if _, ok := g.owing[c]; !ok {
+	if total := g.owed.Load(); total+n > max {
+		holders := int64(g.holders.Load())
+		if c.owedBytes == 0 {
 			holders++
 		}
-		share := max / int64(holders)
+		share := max / holders
 		if c.waitsOnPeer() && c.owedBytes+n > share {
-			return nil, fmt.Errorf("server busy: %d bytes of answers are waiting to be written, the limit is %d, and this connection holds its share (%d); read the answers, or retry later", g.owed, max, share)
+			return nil, fmt.Errorf("server busy: %d bytes of answers are waiting to be written, the limit is %d, and this connection holds its share (%d); read the answers, or retry later", total, max, share)
 		}
-		if g.owed+n > max+max/8 {
-			for h := range g.owing {
-				if h != c && h.owedBytes > share && h.waitsOnPeer() && (victim == nil || h.owedBytes > victim.owedBytes) {
-					victim = h
-				}
+		if total+n > max+max/8 {
+			if victim = g.makeRoom(c, share); victim == nil {
+				return nil, fmt.Errorf("server busy: %d bytes of answers are waiting to be written, over the limit of %d; retry later", total, max)
 			}
-			if victim == nil {
-				return nil, fmt.Errorf("server busy: %d bytes of answers are waiting to be written, over the limit of %d; retry later", g.owed, max)
-			}
-			victim.dropAnswers()
 		}
 	}
 	g.chargeAnswer(c, n)
 	return victim, nil
+}
+
+// makeRoom picks the connection to close to make room for c: owed the
+// most among those whose writer waits and that hold more than share, and
+// not picked before. It returns nil if there is none.
+func (g *Guard) makeRoom(c *Conn, share int64) *Conn {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var victim *Conn
+	var most int64
+	for h := range g.conns {
+		if o := h.owedNow.Load(); h != c && o > share && o > most && h.waitsOnPeer() && !h.closing.Load() {
+			victim, most = h, o
+		}
+	}
+	if victim != nil {
+		victim.closing.Store(true)
+	}
+	return victim
 }
 
 // waitsOnPeer reports whether a write to c's peer is in progress: what is
@@ -124,7 +144,7 @@ func (g *Guard) admitAnswer(c *Conn, n int64) (victim *Conn, err error) {
 func (c *Conn) waitsOnPeer() bool { return c.wgen.Load()%2 == 1 }
 
 // dropAnswers releases what c is owed and charges it nothing more: it is
-// to be closed. Call it with g.mu held.
+// closed or to be closed. Call it with c.amu held.
 func (c *Conn) dropAnswers() {
 	c.g.chargeAnswer(c, -c.owedBytes)
 	c.answers = nil
@@ -133,14 +153,20 @@ func (c *Conn) dropAnswers() {
 }
 
 // chargeAnswer adds n bytes (negative: releases) to what c and the Guard
-// are owed. Call it with g.mu held.
+// are owed. Call it with c.amu held.
 func (g *Guard) chargeAnswer(c *Conn, n int64) {
+	if n == 0 {
+		return
+	}
+	old := c.owedBytes
 	c.owedBytes += n
-	g.owed += n
-	if c.owedBytes > 0 {
-		g.owing[c] = struct{}{}
-	} else {
-		delete(g.owing, c)
+	c.owedNow.Store(c.owedBytes)
+	g.owed.Add(n)
+	switch {
+	case old == 0 && c.owedBytes > 0:
+		g.holders.Add(1)
+	case old > 0 && c.owedBytes == 0:
+		g.holders.Add(-1)
 	}
 }
 
@@ -150,13 +176,12 @@ func (c *Conn) oweMore(id uint32, n int) {
 	if c.nowed.Load() == 0 {
 		return
 	}
-	g := c.g
-	g.mu.Lock()
-	if o := c.answers[id]; o != nil && !c.gone {
+	c.amu.Lock()
+	if o := c.answers[id]; o != nil {
 		o.bytes += int64(n)
-		g.chargeAnswer(c, int64(n))
+		c.g.chargeAnswer(c, int64(n))
 	}
-	g.mu.Unlock()
+	c.amu.Unlock()
 }
 
 // answered releases call id: its answer's last frame is being written, or
@@ -165,12 +190,11 @@ func (c *Conn) answered(id uint32) {
 	if c.nowed.Load() == 0 {
 		return
 	}
-	g := c.g
-	g.mu.Lock()
+	c.amu.Lock()
 	if o := c.answers[id]; o != nil {
 		c.unowe(id, o)
 	}
-	g.mu.Unlock()
+	c.amu.Unlock()
 }
 
 // cancelled notes that the peer cancelled call id: its handler queues
@@ -179,15 +203,14 @@ func (c *Conn) cancelled(id uint32) {
 	if c.nowed.Load() == 0 {
 		return
 	}
-	g := c.g
-	g.mu.Lock()
+	c.amu.Lock()
 	if o := c.answers[id]; o != nil {
-		o.until = min(o.until, g.now.Load())
+		o.until = min(o.until, c.g.now.Load())
 	}
-	g.mu.Unlock()
+	c.amu.Unlock()
 }
 
-// unowe forgets call id, owed o. Call it with g.mu held.
+// unowe forgets call id, owed o. Call it with c.amu held.
 func (c *Conn) unowe(id uint32, o *owed) {
 	c.g.chargeAnswer(c, -o.bytes)
 	delete(c.answers, id)
@@ -199,9 +222,11 @@ func (c *Conn) unowe(id uint32, o *owed) {
 
 // sweepAnswers releases c's calls that will not be answered: those whose
 // handler can queue nothing more since before the writer's last idle
-// sweep interval (see the comment at the top). Call it with g.mu held,
-// from the sweep.
+// sweep interval (see the comment at the top). The sweep calls it, with
+// no lock held.
 func (c *Conn) sweepAnswers(now int64) {
+	c.amu.Lock()
+	defer c.amu.Unlock()
 	gen := c.wgen.Load()
 	idle := gen%2 == 0 && gen == c.idleGen && c.idleAt > 0
 	from := c.idleAt
@@ -216,13 +241,16 @@ func (c *Conn) sweepAnswers(now int64) {
 	}
 }
 
+// forgetAnswers releases what c is owed when it closes.
+func (c *Conn) forgetAnswers() {
+	c.amu.Lock()
+	c.dropAnswers()
+	c.amu.Unlock()
+}
+
 // Owed returns the bytes charged for calls whose answers are not yet
 // written, over all the Guard's connections.
-func (g *Guard) Owed() int64 {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.owed
-}
+func (g *Guard) Owed() int64 { return g.owed.Load() }
 
 // writtenFrame notes the header of a frame tchannel-go writes, and, when
 // known, its first payload byte (the flags of call frames): the last frame

@@ -110,17 +110,19 @@ type Conn struct {
 
 	calls atomic.Int32 // calls in flight (BeginCall)
 
-	// Answers owed (answers.go). Guarded by g.mu.
+	// Answers owed (answers.go), guarded by amu.
+	amu       sync.Mutex
 	answers   map[uint32]*owed // calls whose answers are not yet written
 	owedBytes int64            // what they are charged
+	unowed    bool             // closed, or closing to make room: charged nothing more
+	idleGen   uint32           // the sweep's: wgen at its last look
+	idleAt    int64            // and when
 	nowed     atomic.Int32     // len(answers), read without the lock
-	unowed    bool             // closed to make room: charged nothing more
+	owedNow   atomic.Int64     // owedBytes, read without the lock
+	closing   atomic.Bool      // picked to be closed to make room
 	// wgen counts the starts and ends of writes to the socket: odd while
-	// one is in progress. idleGen and idleAt are the sweep's, guarded by
-	// g.mu: wgen and the time at its last sweep.
-	wgen    atomic.Uint32
-	idleGen uint32
-	idleAt  int64
+	// one is in progress.
+	wgen atomic.Uint32
 	// wflags: the frame whose header was written last still waits for its
 	// first payload byte, its flags. Guarded by wmu.
 	wflags    bool
@@ -747,11 +749,9 @@ func (c *Conn) Close() error {
 func (c *Conn) forget() {
 	c.once.Do(func() {
 		g := c.g
+		c.forgetAnswers()
 		g.mu.Lock()
 		g.free(c, c.unfinished)
-		g.chargeAnswer(c, -c.owedBytes)
-		c.answers = nil
-		c.nowed.Store(0)
 		delete(g.conns, c)
 		switch c.counted {
 		case countedSignalled:

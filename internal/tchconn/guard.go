@@ -217,9 +217,10 @@ type Guard struct {
 	conns      map[*Conn]struct{}
 	unfinished int64              // frame bytes of unfinished requests, all connections
 	holding    map[*Conn]struct{} // connections with unfinished requests
-	owed       int64              // bytes charged for answers not yet written (answers.go)
-	owing      map[*Conn]struct{} // connections owed answers
 	closed     bool
+
+	owed    atomic.Int64 // bytes charged for answers not yet written (answers.go)
+	holders atomic.Int32 // connections owed answers
 
 	// The signal carrier's (signal.go).
 	leaving     atomic.Bool   // Leave was called
@@ -238,7 +239,7 @@ func New(cfg Config) (*Guard, error) {
 		clk = clock.Real
 	}
 	g := &Guard{lim: cfg.Limits.withDefaults(), onEvent: cfg.OnEvent, onFreed: cfg.OnFreed, clk: clk, start: clk.Now(),
-		done: make(chan struct{}), conns: map[*Conn]struct{}{}, holding: map[*Conn]struct{}{}, owing: map[*Conn]struct{}{}}
+		done: make(chan struct{}), conns: map[*Conn]struct{}{}, holding: map[*Conn]struct{}{}}
 	if g.lim.StallTimeout > 0 || g.lim.MaxAnswerBytes > 0 {
 		g.wg.Add(1)
 		go g.sweepLoop()
@@ -444,10 +445,16 @@ func (g *Guard) sweep() {
 			}
 		}
 	}
-	for c := range g.owing {
-		c.sweepAnswers(now)
+	var owing []*Conn
+	for c := range g.conns {
+		if c.nowed.Load() > 0 {
+			owing = append(owing, c)
+		}
 	}
 	g.mu.Unlock()
+	for _, c := range owing {
+		c.sweepAnswers(now)
+	}
 	for _, c := range stalledFrames {
 		err := errStalled(g.lim.StallTimeout)
 		g.report(Event{Kind: FrameStalled, Peer: c.peer, Inbound: c.inbound, Err: err})
