@@ -93,3 +93,13 @@ func TestMaxAnswerBytesValidate(t *testing.T) {
 	}
 	ch.Close()
 }
+
+// PeerLimits.MinReadRate reaches the listener, whose write-stall check
+// judges a slow reader by it (internal/connlimit's tests).
+func TestMinReadRateReachesTheListener(t *testing.T) {
+	for _, rate := range []int64{0, -1, 1 << 20} {
+		if got := (PeerLimits{MinReadRate: rate}).listenerConfig().MinReadRate; got != rate {
+			t.Errorf("MinReadRate %d: the listener got %d", rate, got)
+		}
+	}
+}
