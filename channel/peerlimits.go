@@ -65,8 +65,17 @@ type PeerLimits struct {
 	HandshakeTimeout time.Duration
 	// WriteTimeout closes an inbound connection whose peer has read
 	// nothing of what the Channel writes to it for this long: answers it
-	// does not read pile up. 0 means 30 seconds.
+	// does not read pile up. It closes too one whose writes have waited
+	// for its peer throughout this long while the peer took fewer than
+	// MinReadRate bytes a second: reading a little now and then keeps
+	// each write moving, but not the connection open. 0 means 30 seconds.
 	WriteTimeout time.Duration
+	// MinReadRate, in bytes a second, is the least pace at which a peer
+	// with answers waiting for it throughout WriteTimeout must take them
+	// (see WriteTimeout). A peer that reads as fast as answers come is
+	// never measured. 0 means 128 KiB a second (1 Mbit/s); a negative
+	// value asks no pace, only that some write ends within WriteTimeout.
+	MinReadRate int64
 	// StallTimeout drops a request whose next fragment has not come for
 	// this long, whatever time to live it claims (its caller gets TIMEOUT,
 	// its handler a cancelled context), and closes a connection whose frame
@@ -93,6 +102,24 @@ type PeerLimits struct {
 	// runs. A peer that does not read its answers stops at this many.
 	// 0 means 1,024.
 	MaxCallsPerConn int
+	// MaxAnswerBytes bounds, over every connection, the bytes of calls
+	// whose answers are not yet written to their peer: from a call's first
+	// frame until its answer's last frame goes to the socket, each is
+	// charged its request's frame bytes plus 64 KiB for its answer (the
+	// frame buffer tchannel-go builds it in). A call over the bound is
+	// answered BUSY before any handler runs, unless its connection holds
+	// less than its share (the bound over the connections owed answers):
+	// those are admitted up to an eighth over it, and beyond that the
+	// connection owed the most, if over its share, is closed to make room
+	// (server.conns_closed{reason=answers_unread}); so peers that do not
+	// read cannot lock out one that does. A call that ends without an
+	// answer (cancelled, timed out) is released within seconds once its
+	// connection's writer is idle. 0 means 128 MiB: with what tchannel-go
+	// and handlers hold beside it, and the collector's headroom, peers
+	// that never read keep a server within about 500 MB. Raise it for a
+	// server whose many calls in flight are legitimately slow (about
+	// 1,600 small calls at once fit the default).
+	MaxAnswerBytes int64
 }
 
 // WithPeerLimits sets the limits on what remote peers can make the
@@ -110,6 +137,8 @@ func (l PeerLimits) validate(maxRequest int64) error {
 		return fmt.Errorf("channel: PeerLimits.MaxUnfinishedBytes is %d, below the maximum request size %d: requests of that size could never arrive; raise it or lower WithMaxRequestSize", l.MaxUnfinishedBytes, maxRequest)
 	case g.MaxUnfinishedPerConn > 0 && g.MaxUnfinishedPerConn < maxRequest:
 		return fmt.Errorf("channel: PeerLimits.MaxUnfinishedBytesPerConn is %d, below the maximum request size %d: requests of that size could never arrive; raise it or lower WithMaxRequestSize", g.MaxUnfinishedPerConn, maxRequest)
+	case l.MaxAnswerBytes > 0 && l.MaxAnswerBytes < tchconn.MinMaxAnswerBytes:
+		return fmt.Errorf("channel: PeerLimits.MaxAnswerBytes is %d, below %d (a request frame and its answer's): no call could be admitted; raise it, or make it negative to turn the bound off", l.MaxAnswerBytes, tchconn.MinMaxAnswerBytes)
 	case g.MaxUnfinished > 0 && g.MaxUnfinishedPerConn > g.MaxUnfinished:
 		return fmt.Errorf("channel: PeerLimits.MaxUnfinishedBytes is %d, below MaxUnfinishedBytesPerConn (%d); raise it", g.MaxUnfinished, g.MaxUnfinishedPerConn)
 	}
@@ -130,7 +159,7 @@ func (l PeerLimits) guardLimits(maxRequest int64) tchconn.Limits {
 		total = max(32*maxRequest, 8*perConn)
 	}
 	return tchconn.Limits{StallTimeout: l.StallTimeout, MaxUnfinishedPerConn: perConn,
-		MaxUnfinished: total, MaxCallsPerConn: l.MaxCallsPerConn}
+		MaxUnfinished: total, MaxCallsPerConn: l.MaxCallsPerConn, MaxAnswerBytes: l.MaxAnswerBytes}
 }
 
 // listenerConfig returns the configuration of the Channel's listener.
@@ -140,7 +169,7 @@ func (l PeerLimits) listenerConfig() connlimit.Config {
 		maxConns = math.MaxInt
 	}
 	return connlimit.Config{MaxConns: maxConns, IdleTimeout: l.IdleTimeout, WriteTimeout: l.WriteTimeout,
-		GateTimeout: l.HandshakeTimeout}
+		MinReadRate: l.MinReadRate, GateTimeout: l.HandshakeTimeout}
 }
 
 // peerGuard is the Channel's side of its connections' guard: the
@@ -320,6 +349,11 @@ func (pg *peerGuard) event(e tchconn.Event) {
 		pg.count(stats.ServerRefused, stats.TagReason, "unfinished_bytes")
 	case tchconn.CallRefused:
 		pg.count(stats.ServerRefused, stats.TagReason, "calls_per_conn")
+	case tchconn.AnswersRefused:
+		pg.count(stats.ServerRefused, stats.TagReason, "answer_bytes")
+	case tchconn.AnswersUnread:
+		pg.count(stats.ServerConnsClosed, stats.TagReason, "answers_unread")
+		pg.reclaim.add(connMemory)
 	case tchconn.RequestDropped:
 		pg.count(stats.ServerDropped, stats.TagReason, "unfinished_bytes")
 	case tchconn.RequestStalled:

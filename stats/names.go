@@ -205,7 +205,9 @@ const (
 	// the Channel closed: idle, evicted (at the cap, for a new one),
 	// refused (at the cap, every one busy), write_stalled,
 	// handshake_timeout, handshake_failed, invalid_frame (its first
-	// frame), frame_stalled; with TLS (channel.WithServerTLS),
+	// frame), frame_stalled, answers_unread (owed the most answers not
+	// yet written when the server was at its bound and another connection
+	// needed room); with TLS (channel.WithServerTLS),
 	// tls_handshake_failed and plaintext_refused (a plaintext peer on a
 	// TLS-only port).
 	ServerConnsClosed = "server.conns_closed"
@@ -221,7 +223,9 @@ const (
 	// ServerRefused is a counter tagged reason: requests answered BUSY
 	// before any handler saw them: unfinished_bytes (their connection or
 	// the server held too many bytes of requests still arriving),
-	// calls_per_conn (their connection had too many calls in flight).
+	// calls_per_conn (their connection had too many calls in flight),
+	// answer_bytes (the server owed too many bytes of answers not yet
+	// written, and their connection its share).
 	ServerRefused = "server.refused"
 	// ServerDropped is a counter tagged reason: requests a handler had,
 	// dropped before their last fragment came (the caller got BUSY or

@@ -14,7 +14,12 @@
 //
 // The protocol above marks a Conn's calls with Active and Begin/End; pings
 // and other keepalives must not count. A Conn with no call in flight and
-// no Active for IdleTimeout is closed. At MaxConns a new socket closes,
+// no Active for IdleTimeout is closed. A Conn whose writes are stalled is
+// closed too: one that has had a write in progress at every sweep for
+// WriteTimeout, during which that write never ended or its peer took fewer
+// than MinReadRate bytes a second. So a peer that reads nothing, and one
+// that reads a little now and then to keep each write moving, are judged
+// alike, by their progress over time. At MaxConns a new socket closes,
 // in this order of preference, a pending Conn, an open one that never
 // served a call, a serving one, each the longest idle first, and never a
 // Conn with a call in flight; if every Conn has a call in flight the new
@@ -60,6 +65,10 @@ const (
 	// DefaultWriteTimeout closes a connection whose writes have made no
 	// progress for this long: its peer stopped reading.
 	DefaultWriteTimeout = 30 * time.Second
+	// DefaultMinReadRate is the pace, 128 KiB a second (1 Mbit/s), below
+	// which a peer with writes waiting for it throughout WriteTimeout is
+	// taken for a stalled one.
+	DefaultMinReadRate = 128 << 10
 	// DrainWait is how long a Conn whose client was asked to close it
 	// (SetDrain) is left to the client: an idle client closes it within a
 	// round trip.
@@ -85,6 +94,13 @@ type Config struct {
 	// progress for this long; 0 means DefaultWriteTimeout, a negative
 	// value never.
 	WriteTimeout time.Duration
+	// MinReadRate, in bytes a second, is the least pace at which a peer
+	// must take what is written to it while writes wait for it: one that
+	// has had a write in progress at every sweep for WriteTimeout and took
+	// fewer bytes than MinReadRate x WriteTimeout meanwhile is stalled.
+	// 0 means DefaultMinReadRate; a negative value keeps only the rule
+	// that one write made no progress for WriteTimeout.
+	MinReadRate int64
 	// Gate, if set, runs on each new connection, with a read deadline of
 	// GateTimeout, before Accept returns it: the connection Accept returns
 	// is the one Gate returns (it may wrap c). An error closes c.
@@ -188,6 +204,9 @@ func Listen(inner net.Listener, cfg Config) (*Listener, error) {
 	}
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.MinReadRate == 0 {
+		cfg.MinReadRate = DefaultMinReadRate
 	}
 	if cfg.GateTimeout == 0 {
 		cfg.GateTimeout = DefaultGateTimeout
@@ -470,13 +489,13 @@ func (l *Listener) sweep() {
 		switch {
 		case idleFor > 0 && c.busy.Load() == 0 && c.class.Load() != pending && now-c.last.Load() >= idleFor:
 			idle = append(idle, c)
-		case stallFor > 0 && c.writeStalled(now, stallFor):
+		case stallFor > 0 && c.writeStalled(now, stallFor, l.cfg.MinReadRate):
 			stalled = append(stalled, c)
 		}
 	}
 	for c := range l.draining {
 		switch {
-		case stallFor > 0 && c.writeStalled(now, stallFor):
+		case stallFor > 0 && c.writeStalled(now, stallFor, l.cfg.MinReadRate):
 			stalled = append(stalled, c)
 		case c.busy.Load() == 0 && now-c.drainAt >= int64(DrainWait):
 			drained = append(drained, c)
@@ -525,8 +544,9 @@ type Conn struct {
 
 	last  atomic.Int64 // the sweep time of the last activity
 	class atomic.Int32
-	busy  atomic.Int32 // calls in flight
-	wgen  atomic.Uint32
+	busy  atomic.Int32  // calls in flight
+	wgen  atomic.Uint32 // odd while a write is in progress
+	wrote atomic.Int64  // bytes written
 	once  sync.Once
 
 	// Guarded by l.mu.
@@ -536,9 +556,13 @@ type Conn struct {
 	drainWhy Reason // why it was retired, while draining
 	drainAt  int64  // when its client was asked to close it
 
-	// The sweeper's own.
-	seenGen uint32
-	seenAt  int64
+	// The sweeper's own: the run of sweeps that each found a write in
+	// progress, since runAt, when the write in progress was runGen and
+	// runWrote bytes were written.
+	inRun    bool
+	runGen   uint32
+	runAt    int64
+	runWrote int64
 }
 
 type connKey struct {
@@ -595,20 +619,37 @@ func (c *Conn) End() {
 func (c *Conn) Write(b []byte) (int, error) {
 	c.wgen.Add(1) // odd: a write in progress
 	n, err := c.Conn.Write(b)
+	c.wrote.Add(int64(n))
 	c.wgen.Add(1)
 	return n, err
 }
 
-// writeStalled reports whether the write in progress when the sweeper
-// first saw it is still in progress after timeout. Call it with l.mu
-// held, from the sweeper.
-func (c *Conn) writeStalled(now, timeout int64) bool {
+// writeStalled reports whether c's writes have stalled: every sweep for
+// timeout found a write in progress, and either the write in progress
+// when the run began never ended, or fewer than minRate bytes a second
+// were written (minRate <= 0: no pace is asked). A run that made its pace
+// starts a new one, so that each stretch of timeout is judged on its own.
+// Call it with l.mu held, from the sweeper.
+func (c *Conn) writeStalled(now, timeout, minRate int64) bool {
 	g := c.wgen.Load()
-	if g%2 == 0 || g != c.seenGen {
-		c.seenGen, c.seenAt = g, now
+	switch {
+	case g%2 == 0:
+		c.inRun = false
+		return false
+	case !c.inRun:
+		c.inRun, c.runGen, c.runAt, c.runWrote = true, g, now, c.wrote.Load()
 		return false
 	}
-	return now-c.seenAt >= timeout
+	d := now - c.runAt
+	if d < timeout {
+		return false
+	}
+	wrote := c.wrote.Load()
+	if g == c.runGen || minRate > 0 && float64(wrote-c.runWrote) < float64(minRate)*float64(d)/float64(time.Second) {
+		return true
+	}
+	c.runGen, c.runAt, c.runWrote = g, now, wrote
+	return false
 }
 
 // Close closes the socket and stops counting c. A Conn whose client was

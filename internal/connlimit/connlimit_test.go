@@ -462,3 +462,91 @@ func TestAsksEvictedConnectionsToClose(t *testing.T) {
 		t.Fatalf("the connection asked %v ago: closed for %v, want evicted", DrainWait, d.reason(first))
 	}
 }
+
+// trickle is a write loop of 64 KB writes on a Conn over a pipe, the way
+// tchannel-go writes frames, and the pipe's other end, which the test
+// reads from: every write waits for the reader.
+type trickle struct {
+	t      *testing.T
+	c      *Conn
+	reader net.Conn
+}
+
+func startTrickle(t *testing.T) *trickle {
+	a, b := net.Pipe()
+	c := &Conn{Conn: a, idx: -1}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		chunk := make([]byte, 64<<10)
+		for {
+			if _, err := c.Write(chunk); err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		a.Close()
+		b.Close()
+		<-done
+	})
+	tr := &trickle{t: t, c: c, reader: b}
+	tr.blocked(0)
+	return tr
+}
+
+// read takes n bytes (a multiple of the writes' size) and waits until the
+// writer is blocked in its next write.
+func (tr *trickle) read(n int) {
+	tr.t.Helper()
+	want := tr.c.wrote.Load() + int64(n)
+	if _, err := io.ReadFull(tr.reader, make([]byte, n)); err != nil {
+		tr.t.Fatal(err)
+	}
+	tr.blocked(want)
+}
+
+func (tr *trickle) blocked(wrote int64) {
+	tr.t.Helper()
+	testwait.Until(tr.t, "the writer to block in its next write", func() bool {
+		return tr.c.wrote.Load() == wrote && tr.c.wgen.Load()%2 == 1
+	})
+}
+
+// A peer that takes a little now and then keeps each write moving, but
+// its writes wait throughout WriteTimeout: under MinReadRate it is
+// stalled, by its progress over that time; one that reads at the pace is
+// not.
+func TestWritesStallByProgressOverTime(t *testing.T) {
+	const (
+		timeout = int64(30 * time.Second)
+		rate    = 128 << 10
+		step    = int64(5 * time.Second)
+	)
+	for _, tc := range []struct {
+		name    string
+		perStep int   // bytes read each 5 s
+		rate    int64 // MinReadRate
+		stalled bool
+	}{
+		{"trickle", 256 << 10, rate, true},    // 51 KiB/s
+		{"at the pace", 1 << 20, rate, false}, // 205 KiB/s
+		{"trickle, no pace asked", 256 << 10, -1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := startTrickle(t)
+			now, stalled := int64(time.Second), false
+			for range 2 * timeout / step {
+				// A sweep a second, each finding the writer blocked.
+				for range step / int64(time.Second) {
+					stalled = stalled || tr.c.writeStalled(now, timeout, tc.rate)
+					now += int64(time.Second)
+				}
+				tr.read(tc.perStep)
+			}
+			if stalled != tc.stalled {
+				t.Fatalf("stalled = %v, want %v", stalled, tc.stalled)
+			}
+		})
+	}
+}

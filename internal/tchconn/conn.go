@@ -109,7 +109,25 @@ type Conn struct {
 	whn   int // bytes of a frame header written in pieces so far
 
 	calls atomic.Int32 // calls in flight (BeginCall)
-	once  sync.Once
+
+	// Answers owed (answers.go), guarded by amu.
+	amu       sync.Mutex
+	answers   map[uint32]*owed // calls whose answers are not yet written
+	owedBytes int64            // what they are charged
+	unowed    bool             // closed, or closing to make room: charged nothing more
+	idleGen   uint32           // the sweep's: wgen at its last look
+	idleAt    int64            // and when
+	nowed     atomic.Int32     // len(answers), read without the lock
+	owedNow   atomic.Int64     // owedBytes, read without the lock
+	closing   atomic.Bool      // picked to be closed to make room
+	// wgen counts the starts and ends of writes to the socket: odd while
+	// one is in progress.
+	wgen atomic.Uint32
+	// wflags: the frame whose header was written last still waits for its
+	// first payload byte, its flags. Guarded by wmu.
+	wflags    bool
+	wflagsHdr tframe.Header
+	once      sync.Once
 	// peerProtocolErr is the first protocol error the peer reported in
 	// an error frame, on which tchannel-go closes the connection.
 	peerProtocolErr atomic.Pointer[error]
@@ -359,17 +377,29 @@ func (c *Conn) handle(f []byte) ([]byte, error) {
 		if c.inbound && !c.signals.Load() {
 			c.g.plainCalls.Add(1)
 		}
+		if !c.owe(fr, f) {
+			return nil, nil // answered BUSY; its later fragments are swallowed
+		}
 		if !fr.More && c.nreqs.Load() == 0 {
 			return f, nil
 		}
-		return c.request(fr, f), nil
+		out := c.request(fr, f)
+		if out == nil {
+			c.answered(fr.ID) // refused, with an answer of the Conn's own
+		}
+		return out, nil
 	case tframe.CallReqContinue:
 		c.active()
-		return c.continuation(fr, f), nil
+		out := c.continuation(fr, f)
+		if len(out) > 0 && &out[0] == &f[0] {
+			c.oweMore(fr.ID, len(f))
+		}
+		return out, nil
 	case tframe.Cancel:
 		if c.nreqs.Load() > 0 {
 			c.settled(fr.ID)
 		}
+		c.cancelled(fr.ID)
 	case tframe.CallRes, tframe.CallResContinue:
 		c.active()
 	case tframe.Error:
@@ -453,6 +483,7 @@ func (c *Conn) continuation(fr tframe.Frame, f []byte) []byte {
 		g.mu.Unlock()
 		g.report(Event{Kind: RequestDropped, Peer: c.peer, Inbound: c.inbound, ID: fr.ID, Err: err})
 		c.sendError(fr.ID, errCodeBusy, err.Error())
+		c.answered(fr.ID)
 		c.synth = tframe.AppendCancel(c.synth[:0], fr.ID, err.Error())
 		return c.synth
 	}
@@ -547,6 +578,7 @@ func (c *Conn) applyDrops() {
 	for _, d := range drops {
 		g.report(Event{Kind: d.kind, Peer: c.peer, Inbound: c.inbound, ID: d.id, Err: d.err})
 		c.sendError(d.id, d.code, d.err.Error())
+		c.answered(d.id)
 		c.synth = tframe.AppendCancel(c.synth, d.id, d.err.Error())
 	}
 	c.out = c.synth
@@ -601,7 +633,9 @@ func (c *Conn) writeOwn(f []byte) {
 			c.dmu.Unlock()
 		}()
 	}
+	c.wgen.Add(1)
 	_, _ = c.Conn.Write(f)
+	c.wgen.Add(1)
 }
 
 // Write writes tchannel-go's frames, noting the responses that answer a
@@ -613,19 +647,28 @@ func (c *Conn) Write(b []byte) (int, error) {
 		c.initWritten = true
 		if out := c.writeInit(b); len(out) != len(b) {
 			c.scanWritten(out)
-			if _, err := c.Conn.Write(out); err != nil {
+			c.wgen.Add(1)
+			_, err := c.Conn.Write(out)
+			c.wgen.Add(1)
+			if err != nil {
 				return 0, err
 			}
 			return len(b), nil
 		}
 	}
 	c.scanWritten(b)
+	c.wgen.Add(1)
+	defer c.wgen.Add(1)
 	return c.Conn.Write(b)
 }
 
 // scanWritten follows the frames in the written bytes b.
 func (c *Conn) scanWritten(b []byte) {
 	for len(b) > 0 {
+		if c.wflags {
+			c.wflags = false
+			c.writtenFrame(c.wflagsHdr, b[0], true)
+		}
 		if c.wleft > 0 {
 			k := min(c.wleft, len(b))
 			c.wleft -= k
@@ -648,6 +691,13 @@ func (c *Conn) scanWritten(b []byte) {
 		c.wleft = max(0, int(h.Size)-tframe.HeaderSize)
 		if (h.Type == tframe.CallRes || h.Type == tframe.Error) && c.nreqs.Load() > 0 {
 			c.settled(h.ID)
+		}
+		if c.nowed.Load() > 0 {
+			if len(b) > 0 || c.wleft == 0 {
+				c.writtenFrame(h, firstByte(b), len(b) > 0)
+			} else {
+				c.wflags, c.wflagsHdr = true, h
+			}
 		}
 	}
 }
@@ -699,6 +749,7 @@ func (c *Conn) Close() error {
 func (c *Conn) forget() {
 	c.once.Do(func() {
 		g := c.g
+		c.forgetAnswers()
 		g.mu.Lock()
 		g.free(c, c.unfinished)
 		delete(g.conns, c)
@@ -746,4 +797,12 @@ func (c *Conn) SyscallConn() (syscall.RawConn, error) {
 		return sc.SyscallConn()
 	}
 	return nil, errors.New("tchconn: the connection has no syscall.RawConn")
+}
+
+// firstByte returns b's first byte, or 0 if it is empty.
+func firstByte(b []byte) byte {
+	if len(b) == 0 {
+		return 0
+	}
+	return b[0]
 }

@@ -25,7 +25,9 @@
 //
 // A Conn also counts the calls it serves (BeginCall, EndCall), so that a
 // server can refuse calls beyond MaxCallsPerConn: responses a peer does not
-// read pile up per call.
+// read pile up per call. Over all connections, the calls whose answers are
+// not yet written are charged their bytes, within MaxAnswerBytes: a call
+// over it is answered BUSY before tchannel-go sees it (answers.go).
 package tchconn
 
 import (
@@ -54,7 +56,17 @@ const (
 	// DefaultMaxCallsPerConn bounds the calls a connection has in
 	// flight.
 	DefaultMaxCallsPerConn = 1024
+	// DefaultMaxAnswerBytes is 128 MiB of calls whose answers are not yet
+	// written, over all connections: with what tchannel-go and the
+	// handlers hold beside the charged bytes, and the collector's
+	// headroom, a process that peers do not read from stays within about
+	// 500 MB.
+	DefaultMaxAnswerBytes = 128 << 20
 )
+
+// MinMaxAnswerBytes is the least MaxAnswerBytes that admits any call: the
+// charge of a call whose request fills a frame.
+const MinMaxAnswerBytes = 2 * answerFrame
 
 // MaxInitSize bounds an init frame. tchannel-go's are about 150 bytes;
 // other implementations' hold the same few parameters.
@@ -76,13 +88,20 @@ type Limits struct {
 	// MaxCallsPerConn bounds the calls a connection has in flight
 	// (BeginCall). 0: DefaultMaxCallsPerConn.
 	MaxCallsPerConn int
+	// MaxAnswerBytes bounds the bytes charged, over all connections, for
+	// calls whose answers are not yet written: each its request's frame
+	// bytes and a frame for its answer. 0: DefaultMaxAnswerBytes.
+	MaxAnswerBytes int64
 }
 
 // Validate reports the first field that breaks its rule.
 func (l Limits) Validate() error {
 	l = l.withDefaults()
-	if l.MaxUnfinished > 0 && l.MaxUnfinishedPerConn > l.MaxUnfinished {
+	switch {
+	case l.MaxUnfinished > 0 && l.MaxUnfinishedPerConn > l.MaxUnfinished:
 		return fmt.Errorf("MaxUnfinishedPerConn is %d, more than MaxUnfinished (%d); a connection cannot hold more than all of them", l.MaxUnfinishedPerConn, l.MaxUnfinished)
+	case l.MaxAnswerBytes > 0 && l.MaxAnswerBytes < MinMaxAnswerBytes:
+		return fmt.Errorf("MaxAnswerBytes is %d, below %d (a request frame and its answer's): no call could be admitted", l.MaxAnswerBytes, MinMaxAnswerBytes)
 	}
 	return nil
 }
@@ -92,6 +111,7 @@ func (l Limits) withDefaults() Limits {
 	l.MaxUnfinishedPerConn = cmp.Or(l.MaxUnfinishedPerConn, DefaultMaxUnfinishedPerConn)
 	l.MaxUnfinished = cmp.Or(l.MaxUnfinished, DefaultMaxUnfinished)
 	l.MaxCallsPerConn = cmp.Or(l.MaxCallsPerConn, DefaultMaxCallsPerConn)
+	l.MaxAnswerBytes = cmp.Or(l.MaxAnswerBytes, DefaultMaxAnswerBytes)
 	return l
 }
 
@@ -119,6 +139,14 @@ const (
 	// CallRefused: a call came while its connection had MaxCallsPerConn
 	// in flight (reported by the server's handler wrapper).
 	CallRefused
+	// AnswersRefused: a call came while the Guard's answers not yet
+	// written were at MaxAnswerBytes and its connection held its share;
+	// the peer got BUSY and tchannel-go never saw the call.
+	AnswersRefused
+	// AnswersUnread: the connection owed the most answers not yet
+	// written, over its share of MaxAnswerBytes, when a connection under
+	// its share needed room; it was closed.
+	AnswersUnread
 )
 
 func (k EventKind) String() string {
@@ -135,6 +163,10 @@ func (k EventKind) String() string {
 		return "request_stalled"
 	case CallRefused:
 		return "call_refused"
+	case AnswersRefused:
+		return "answers_refused"
+	case AnswersUnread:
+		return "answers_unread"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }
@@ -187,6 +219,9 @@ type Guard struct {
 	holding    map[*Conn]struct{} // connections with unfinished requests
 	closed     bool
 
+	owed    atomic.Int64 // bytes charged for answers not yet written (answers.go)
+	holders atomic.Int32 // connections owed answers
+
 	// The signal carrier's (signal.go).
 	leaving     atomic.Bool   // Leave was called
 	inSignalled int           // inbound connections whose client announced signals; guarded by mu
@@ -205,7 +240,7 @@ func New(cfg Config) (*Guard, error) {
 	}
 	g := &Guard{lim: cfg.Limits.withDefaults(), onEvent: cfg.OnEvent, onFreed: cfg.OnFreed, clk: clk, start: clk.Now(),
 		done: make(chan struct{}), conns: map[*Conn]struct{}{}, holding: map[*Conn]struct{}{}}
-	if g.lim.StallTimeout > 0 {
+	if g.lim.StallTimeout > 0 || g.lim.MaxAnswerBytes > 0 {
 		g.wg.Add(1)
 		go g.sweepLoop()
 	}
@@ -375,7 +410,10 @@ func (g *Guard) charge(c *Conn, n int64) {
 
 func (g *Guard) sweepLoop() {
 	defer g.wg.Done()
-	tick := min(time.Second, max(g.lim.StallTimeout/4, time.Millisecond))
+	tick := time.Second
+	if g.lim.StallTimeout > 0 {
+		tick = min(tick, max(g.lim.StallTimeout/4, time.Millisecond))
+	}
 	for {
 		t := g.clk.NewTimer(tick)
 		select {
@@ -395,17 +433,28 @@ func (g *Guard) sweep() {
 	stall := int64(g.lim.StallTimeout)
 	var stalledFrames, wake []*Conn
 	g.mu.Lock()
-	for c := range g.conns {
-		if at := c.partialSince.Load(); at != 0 && now-at >= stall && c.partialSince.CompareAndSwap(at, 0) {
-			stalledFrames = append(stalledFrames, c)
+	if stall > 0 {
+		for c := range g.conns {
+			if at := c.partialSince.Load(); at != 0 && now-at >= stall && c.partialSince.CompareAndSwap(at, 0) {
+				stalledFrames = append(stalledFrames, c)
+			}
+		}
+		for c := range g.holding {
+			if c.sweepRequests(now, stall) {
+				wake = append(wake, c)
+			}
 		}
 	}
-	for c := range g.holding {
-		if c.sweepRequests(now, stall) {
-			wake = append(wake, c)
+	var owing []*Conn
+	for c := range g.conns {
+		if c.nowed.Load() > 0 {
+			owing = append(owing, c)
 		}
 	}
 	g.mu.Unlock()
+	for _, c := range owing {
+		c.sweepAnswers(now)
+	}
 	for _, c := range stalledFrames {
 		err := errStalled(g.lim.StallTimeout)
 		g.report(Event{Kind: FrameStalled, Peer: c.peer, Inbound: c.inbound, Err: err})

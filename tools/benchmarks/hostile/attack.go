@@ -51,6 +51,7 @@ func attackTable() []attackInfo {
 		{StallPrehandshake, "connections that never send the init frame", false, false, runStallPrehandshake},
 		{Unfinished, "large requests whose last fragment never comes", false, false, runUnfinished},
 		{UnreadReplies, "echo calls whose replies are never read", false, false, runUnreadReplies},
+		{UnreadTotal, "12 connections that never read and 20 that trickle, 1,100 echo calls each", false, false, runUnreadTotal},
 		{ConnectReset, "connect and reset as fast as possible", false, false, runConnectReset},
 		{BigArgs, "10 MB and 100 MB arguments, then a normal call on the same connection", false, false, runBigArgs},
 		{Headers, "a JSON call with 100k headers and a raw call with a big arg2", false, false, runHeaders},

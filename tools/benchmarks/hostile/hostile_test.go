@@ -72,6 +72,7 @@ var checks = map[Attack]func(t *testing.T, r *Result){
 	StallPrehandshake: checkStall,
 	Unfinished:        checkUnfinished,
 	UnreadReplies:     checkUnread,
+	UnreadTotal:       checkUnreadTotal,
 	ConnectReset:      checkSurvived,
 	BigArgs:           checkBigArgs,
 	Headers:           checkHeaders,

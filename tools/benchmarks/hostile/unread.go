@@ -68,6 +68,9 @@ const unreadBuffer = 64 << 10
 // to leave, it watches the connection's TCP state on both ends (without
 // reading) for the server closing it.
 func childUnread(ctx context.Context, j job, out *emitter, leave <-chan struct{}) error {
+	if j.Conns > 1 || j.Over > 0 {
+		return childUnreadMany(ctx, j, out, leave) // unread-total's
+	}
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	rc, err := dialRawWith(dctx, net.Dialer{Control: smallReceiveBuffer(unreadBuffer)}, j.Target, "")
 	cancel()
