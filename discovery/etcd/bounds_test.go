@@ -154,3 +154,29 @@ func TestResolverReadsPages(t *testing.T) {
 	resolve(t, r, rec)
 	rec.waitSet(t, want...)
 }
+
+// Guards reporting no set when every key is left out: a fresh client whose
+// prefix holds only values over MaxValueSize learns why it has no peers
+// (the error names the cap) instead of an empty service; once a key holds
+// a peer, the set comes. Without it an empty set would be reported, and a
+// call would fail with "no peers" and no word of the cap.
+func TestResolverAllLeftOutReportsNoSet(t *testing.T) {
+	_, cli := startEtcd(t)
+	for i := range 3 {
+		put(t, cli, fmt.Sprintf("%s/big%d", prefix, i), fmt.Sprintf(`{"Addr":"127.0.0.1:%d","Metadata":{"pad":%q}}`, 4000+i, strings.Repeat("x", 2000)))
+	}
+	cfg := resolverConfig(cli)
+	cfg.MaxValueSize = 1024
+	r, err := etcd.NewResolver(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	resolve(t, r, rec)
+	rec.waitError(t, "more than ResolverConfig.MaxValueSize (1024): left out unread; left out with 2 more keys (services/kv/big1, services/kv/big2), no set reported")
+	if set, _ := rec.last(); set != nil {
+		t.Errorf("a set of %v was reported, want none", hostPorts(set))
+	}
+	putPeer(t, cli, prefix+"/good", "127.0.0.1:4009")
+	rec.waitSet(t, "127.0.0.1:4009")
+}

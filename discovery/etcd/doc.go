@@ -48,7 +48,8 @@
 // discovery.Watcher keeps the last good set meanwhile. A value that is not
 // an endpoint's JSON, or has no valid Addr, is left out and reported as an
 // error naming its key, after the rest of the set: one bad key never
-// freezes the others. etcd's own gRPC resolver stops following its
+// freezes the others. When no key holds a peer, only the error is
+// reported: the registry's answer is unusable, not an empty service. etcd's own gRPC resolver stops following its
 // prefix after a watch error; this one does not.
 //
 // # Bounds

@@ -369,21 +369,31 @@ func (f *follower) report() {
 			bad = append(bad, k)
 		}
 	}
-	if !f.reported || f.failed || !reflect.DeepEqual(set, f.last) {
+	switch {
+	case len(set) == 0 && first != nil:
+		// Every key left out: the registry's answer is unusable, not an
+		// empty service. The error alone, so that a client that never
+		// had peers says why (a call waiting for them reports it), and
+		// one that had keeps them.
+	case !f.reported || f.failed || !reflect.DeepEqual(set, f.last):
 		f.u.Update(set)
 		f.last, f.reported, f.failed = set, true, false
+	}
+	reported := fmt.Sprintf("the other %d peers reported", len(set))
+	if len(set) == 0 {
+		reported = "no set reported, as no key holds a peer"
 	}
 	switch {
 	case first == nil:
 	case len(bad) == 0:
-		f.fail(fmt.Errorf("%w; left out, the other %d peers reported", first, len(set)))
+		f.fail(fmt.Errorf("%w; left out, %s", first, reported))
 	default:
 		n := len(bad)
 		if n > 3 {
 			bad = append(bad[:3:3], "...")
 		}
-		f.fail(fmt.Errorf("%w; left out with %d more keys (%s), the other %d peers reported",
-			first, n, strings.Join(bad, ", "), len(set)))
+		f.fail(fmt.Errorf("%w; left out with %d more keys (%s), %s",
+			first, n, strings.Join(bad, ", "), reported))
 	}
 }
 
