@@ -240,8 +240,8 @@ func (r *Resolver) lookupSRV(ctx context.Context) result {
 	}
 	ips, errs, found := r.lookupTargets(ctx, names, refs)
 	if found > r.cfg.MaxPeers {
-		return result{err: r.overCap(fmt.Sprintf("the SRV answer's %d records and their targets' addresses make more than %d peers (%d found when the lookups stopped)",
-			len(recs), r.cfg.MaxPeers, found))}
+		return result{err: r.overCap(fmt.Sprintf("the SRV answer's %d records and their targets' addresses make at least %d peers (counted when the lookups stopped)",
+			len(recs), found))}
 	}
 	var missing []string
 	var firstMissing error
