@@ -104,7 +104,7 @@ func TestResolverLeavesOutLargeValues(t *testing.T) {
 	put(t, cli, prefix+"/big2", big("127.0.0.1:4007"))
 	putPeer(t, cli, prefix+"/good2", "127.0.0.1:4002")
 	rec.waitSet(t, "127.0.0.1:4001", "127.0.0.1:4002")
-	err = rec.waitError(t, `key "services/kv/big1": the value is 2047 bytes, more than ResolverConfig.MaxValueSize (1024): left out unread; left out with 1 more keys (services/kv/big2)`)
+	rec.waitError(t, `key "services/kv/big1": the value is 2047 bytes, more than ResolverConfig.MaxValueSize (1024): left out unread; left out with 1 more keys (services/kv/big2)`)
 
 	del(t, cli, prefix+"/big1")
 	put(t, cli, prefix+"/big2", `{"Addr":"127.0.0.1:4007"}`)
