@@ -33,6 +33,11 @@ const (
 // built ring and the cached list-wide figures, which depend only on it.
 type members struct {
 	peers []*Peer
+	// byHostPort finds a peer of a long list by its host:port (List.Get),
+	// nil for a list of at most indexFrom peers, which a scan finds as
+	// fast: a caller that looks up each of its failed peers after every
+	// change must not pay the list's length for each.
+	byHostPort map[string]*Peer
 	// uniform: every peer has the same weight (as discovery gave it).
 	uniform bool
 	total   float64 // the weights' sum
@@ -61,8 +66,18 @@ type figures struct {
 // starts, or an ejection that ends, takes effect up to this much late.
 const figuresTTL = int64(100 * time.Millisecond)
 
+// indexFrom is the length from which a list's members are indexed by
+// host:port.
+const indexFrom = 16
+
 func newMembers(peers []*Peer) *members {
 	m := &members{peers: peers, uniform: true}
+	if len(peers) > indexFrom {
+		m.byHostPort = make(map[string]*Peer, len(peers))
+		for _, p := range peers {
+			m.byHostPort[p.hostPort] = p
+		}
+	}
 	for i, p := range peers {
 		w := p.Weight()
 		m.total += w

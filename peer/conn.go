@@ -107,7 +107,7 @@ func (c *conn) publish(s State) {
 
 func (c *conn) changed(s State) {
 	c.m.State.Update(float64(s))
-	c.pool.notify()
+	c.pool.notify(s == Ready)
 }
 
 // run is the connector: one goroutine per conn, from acquire until release

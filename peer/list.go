@@ -225,7 +225,7 @@ func (l *List) Set(members []Member) error {
 		}
 	}
 	if l.resolving.Swap(false) && l.pool != nil {
-		l.pool.notify() // calls waiting for the first answer choose again
+		l.pool.notify(true) // calls waiting for the first answer choose again
 	}
 	return nil
 }
@@ -271,7 +271,8 @@ func (l *List) Remove(hostPort string) error {
 }
 
 // Changed returns a channel that is closed at the next change of a peer's
-// State, or nil (never closed) for a list without a pool. A caller that
+// State (at once for a peer becoming Ready, within 20 ms for any other:
+// see Pool.Changed), or nil (never closed) for a list without a pool. A caller that
 // got ErrConnecting reads it before choosing and waits on it after.
 func (l *List) Changed() <-chan struct{} {
 	if l.pool == nil {
@@ -296,9 +297,14 @@ func (l *List) Service() string { return l.service }
 // Peers returns the current peers. The slice must not be modified.
 func (l *List) Peers() []*Peer { return l.peers.Load().peers }
 
-// Get returns the peer at hostPort, or nil.
+// Get returns the peer at hostPort, or nil. It takes constant time
+// whatever the list's length.
 func (l *List) Get(hostPort string) *Peer {
-	for _, p := range l.Peers() {
+	m := l.peers.Load()
+	if m.byHostPort != nil {
+		return m.byHostPort[hostPort]
+	}
+	for _, p := range m.peers {
 		if p.hostPort == hostPort {
 			return p
 		}

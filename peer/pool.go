@@ -137,6 +137,13 @@ type Pool struct {
 
 	changed atomic.Pointer[chan struct{}] // closed and replaced at each change
 
+	// Changes other than to Ready are coalesced (see notify): nmu guards
+	// when Changed was last closed, and the timer that will close it.
+	nmu        sync.Mutex
+	lastNotify time.Time
+	nTimer     *time.Timer // armed while a coalesced close is due
+	nClosed    bool        // Close ran: no timer is armed any more
+
 	mu    sync.Mutex
 	tch   *tchannel.Channel
 	conns map[string]*conn
@@ -306,13 +313,60 @@ func (p *Pool) Close() {
 		c.shutdown(false)
 	}
 	p.wg.Wait()
+	p.nmu.Lock()
+	p.nClosed = true
+	if p.nTimer != nil && p.nTimer.Stop() {
+		p.nTimer = nil
+		defer p.closeChanged() // the change it was due for
+	}
+	p.nmu.Unlock()
+	p.closeChanged() // the connectors' last changes (Shutdown)
 }
 
 // Changed returns a channel that is closed at the next change of any
-// peer's State. Read it before looking at the states, then wait on it.
+// peer's State: at once for a peer becoming Ready, within notifyGap for
+// any other change. Read it before looking at the states, then wait on it.
 func (p *Pool) Changed() <-chan struct{} { return *p.changed.Load() }
 
-func (p *Pool) notify() {
+// notifyGap is the longest a change other than to Ready waits before
+// Changed is closed for it, and so the least time between two closes for
+// such changes. Each close sends every waiter (calls waiting for a peer,
+// the channel's watch on failing peers) over the whole list: with
+// thousands of peers retrying their connects, one close per change would
+// keep a core busy. A peer becoming Ready, what waiting calls wait for,
+// is never delayed. Wall-clock time, whatever the Pool's Clock: it
+// bounds a wake-up's lateness, not a policy.
+const notifyGap = 20 * time.Millisecond
+
+// notify closes Changed for a change of a peer's state: at once if now
+// (a peer became Ready, or the first resolver answer came) or if it was
+// not closed within notifyGap, otherwise once notifyGap has passed since
+// the last close, with the changes meanwhile.
+func (p *Pool) notify(now bool) {
+	p.nmu.Lock()
+	if !now && !p.nClosed { // after Close, no timer: at once
+		if p.nTimer != nil {
+			p.nmu.Unlock() // a close is due, and will cover this change
+			return
+		}
+		if wait := notifyGap - time.Since(p.lastNotify); wait > 0 {
+			p.nTimer = time.AfterFunc(wait, func() {
+				p.nmu.Lock()
+				p.nTimer = nil
+				p.lastNotify = time.Now()
+				p.nmu.Unlock()
+				p.closeChanged()
+			})
+			p.nmu.Unlock()
+			return
+		}
+	}
+	p.lastNotify = time.Now()
+	p.nmu.Unlock()
+	p.closeChanged()
+}
+
+func (p *Pool) closeChanged() {
 	ch := make(chan struct{})
 	close(*p.changed.Swap(&ch))
 }

@@ -3,6 +3,7 @@ package peer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -694,4 +695,101 @@ func TestAbortClosesOnlyAHandshakeInProgress(t *testing.T) {
 			t.Fatal("an answer read after the abort counts as the handshake's")
 		}
 	})
+}
+
+// Guards coalescing Changed: a burst of changes other than to Ready
+// closes it at most once per notifyGap (and the first at once), whatever
+// the machine's speed; a change to Ready closes it at once even while a
+// coalesced close is due; and a coalesced change is not lost. Without the
+// coalescing every change closes it, and each close sends every waiter
+// (calls waiting for a peer, the channel's watch on failing peers) over
+// the whole list: the 1,000 changes below would close it 1,000 times.
+func TestChangedCoalesced(t *testing.T) {
+	pool, err := NewPool(PoolConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	closes := 0
+	ch := pool.Changed()
+	start := time.Now()
+	for range 1000 {
+		pool.notify(false)
+		if c := pool.Changed(); c != ch {
+			closes++
+			ch = c
+		}
+	}
+	if bound := int(time.Since(start)/notifyGap) + 2; closes > bound {
+		t.Errorf("1,000 changes closed Changed %d times in %v, want at most %d (one per %v)", closes, time.Since(start), bound, notifyGap)
+	}
+
+	pool.notify(false) // a coalesced close may be due
+	before := pool.Changed()
+	pool.notify(true)
+	select {
+	case <-before:
+	default:
+		t.Fatal("a change to Ready did not close Changed at once")
+	}
+
+	c := pool.Changed()
+	pool.notify(false) // within notifyGap of the last close: coalesced
+	testwait.Recv(t, c, "Changed to close for a coalesced change")
+}
+
+// Get finds each peer of a long list (indexed by host:port) and none that
+// left, through Set, Add and Remove.
+func TestGetLongList(t *testing.T) {
+	l, _ := newList(t, 100)
+	var ms []Member
+	for i := range 100 {
+		ms = append(ms, Member{HostPort: hp(i)})
+	}
+	if err := l.Set(ms); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range l.Peers() {
+		if l.Get(hp(i)) != p {
+			t.Fatalf("Get(%s) = %v, want %v", hp(i), l.Get(hp(i)), p)
+		}
+	}
+	if err := l.Set(ms[50:]); err != nil {
+		t.Fatal(err)
+	}
+	added, err := l.Add(hp(200))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Remove(hp(60)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		if p := l.Get(hp(i)); (p != nil) != (i >= 50 && i != 60) || p != nil && p.HostPort() != hp(i) {
+			t.Errorf("Get(%s) = %v after the set changed", hp(i), p)
+		}
+	}
+	if l.Get(hp(200)) != added || l.Get("127.0.0.1:1") != nil {
+		t.Error("Get of an added peer, or of one never there, is wrong")
+	}
+}
+
+// BenchmarkListGet looks up a peer of a list of 10,000: constant time, not
+// the list's length (the channel looks up each failed peer after every
+// change of a peer's state).
+func BenchmarkListGet(b *testing.B) {
+	l, _ := newList(b, 100)
+	var ms []Member
+	for i := range 10000 {
+		ms = append(ms, Member{HostPort: fmt.Sprintf("127.0.%d.%d:4000", i/250, i%250+1)})
+	}
+	if err := l.Set(ms); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if l.Get(ms[i%len(ms)].HostPort) == nil {
+			b.Fatal("not found")
+		}
+	}
 }

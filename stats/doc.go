@@ -9,7 +9,9 @@
 // carry service and peer (the peer's host:port); connection metrics carry
 // peer only. A Channel may report calls to several methods under one shared
 // method tag (MethodOther), to bound the number of series; package channel
-// says when (channel.MaxMethodSeries). Error counters add code: the
+// says when (channel.MaxMethodSeries). Likewise the Recorder gives series
+// of their own to the first MaxPeerSeries peers and connections, and
+// reports later ones under the peer tag PeerOther. Error counters add code: the
 // upper-case TChannel code name
 // ("BUSY", "TIMEOUT", ...) or a local outcome ("THROTTLED", "NO_PEERS",
 // "RATE_LIMITED", "UNAVAILABLE", or "LOCAL" when no code names it).

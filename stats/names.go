@@ -173,6 +173,23 @@ const CodeLocal = "LOCAL"
 // the series beyond that bound.
 const MethodOther = "_other"
 
+// PeerOther is the peer tag of the per-peer and connection metrics of the
+// peers that have no series of their own: a Recorder gives series of their
+// own to the first MaxPeerSeries (service, host:port) pairs it is asked
+// for, and to the first MaxPeerSeries host:ports' connections, and reports
+// every later one under this tag (one series per service), so that a
+// registry rotating addresses cannot multiply the series: tally keeps a
+// series, and its Prometheus reporter exports it, for the life of the
+// process.
+const PeerOther = "_other"
+
+// MaxPeerSeries bounds the peers (per service and host:port) and the
+// connections (per host:port) that get metric series of their own from one
+// Recorder: each costs about 10 KB that tally never frees. A client of
+// more peers than this still counts all of them, the later ones under
+// PeerOther.
+const MaxPeerSeries = 1024
+
 // Server-side metrics of a Channel, untagged.
 const (
 	// ServerRequests is a counter: inbound requests, shed or not.

@@ -16,7 +16,10 @@ type Recorder struct {
 	methods map[methodKey]*Method
 	peers   map[peerKey]*Peer
 	conns   map[string]*Conn
-	tokens  map[string]tally.Gauge
+	// ownPeers and ownConns count the keys of peers and conns that have
+	// series of their own (the others share PeerOther's).
+	ownPeers, ownConns int
+	tokens             map[string]tally.Gauge
 }
 
 type methodKey struct{ service, method string }
@@ -56,22 +59,59 @@ func (r *Recorder) RetryTokens(service string) tally.Gauge {
 	})
 }
 
-// Peer returns the metrics of one peer of service.
+// Peer returns the metrics of one peer of service: its own for the first
+// MaxPeerSeries (service, host:port) pairs asked for, those of service's
+// PeerOther series for any later one.
 func (r *Recorder) Peer(service, hostPort string) *Peer {
-	return cached(r, r.peers, peerKey{service, hostPort}, func() *Peer {
-		s := r.scope.Tagged(map[string]string{TagService: service, TagPeer: hostPort})
+	return capped(r, r.peers, &r.ownPeers, peerKey{service, hostPort}, peerKey{service, PeerOther}, func(k peerKey) *Peer {
+		s := r.scope.Tagged(map[string]string{TagService: k.service, TagPeer: k.hostPort})
 		return &Peer{Sent: s.Counter(PeerSent), Busy: s.Counter(PeerBusy),
 			Throttled: s.Counter(PeerThrottled), Limit: s.Gauge(PeerLimit), Ejections: s.Counter(PeerEjections)}
 	})
 }
 
-// Conn returns the connection metrics of the peer at hostPort.
+// Conn returns the connection metrics of the peer at hostPort: its own for
+// the first MaxPeerSeries host:ports asked for, the PeerOther series' for
+// any later one.
 func (r *Recorder) Conn(hostPort string) *Conn {
-	return cached(r, r.conns, hostPort, func() *Conn {
-		s := r.scope.Tagged(map[string]string{TagPeer: hostPort})
+	return capped(r, r.conns, &r.ownConns, hostPort, PeerOther, func(k string) *Conn {
+		s := r.scope.Tagged(map[string]string{TagPeer: k})
 		return &Conn{State: s.Gauge(PeerState), Connects: s.Counter(PeerConnects), Failures: s.Counter(PeerConnectFailures),
 			TLSFallbacks: s.Counter(PeerTLSFallbacks)}
 	})
+}
+
+// capped returns m[k], made by mk on first use while fewer than
+// MaxPeerSeries keys have their own (*own counts them); past that,
+// m[other], made on first use. Like tally's series, the map only grows: a
+// key that has a series keeps it, and the bound holds for the life of the
+// Recorder.
+func capped[K comparable, V any](r *Recorder, m map[K]V, own *int, k, other K, mk func(K) V) V {
+	r.mu.RLock()
+	v, ok := m[k]
+	if !ok && *own >= MaxPeerSeries {
+		v, ok = m[other]
+	}
+	r.mu.RUnlock()
+	if ok {
+		return v
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if v, ok := m[k]; ok {
+		return v
+	}
+	if *own >= MaxPeerSeries {
+		k = other
+		if v, ok := m[k]; ok {
+			return v
+		}
+	} else {
+		*own++
+	}
+	v = mk(k)
+	m[k] = v
+	return v
 }
 
 // cached returns m[k], making it with mk under r's lock on first use. Tagged

@@ -3,6 +3,7 @@ package stats
 import (
 	"math"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -320,5 +321,50 @@ func BenchmarkMethodCallNilScope(b *testing.B) {
 		m := r.Method("kv", "get")
 		m.Call(time.Millisecond, "")
 		m.CallAttempts(1)
+	}
+}
+
+// Guards the cap on per-peer series: the first MaxPeerSeries peers (and
+// connections) get series of their own, and keep them; every later one
+// counts under PeerOther, one series per service, so that rotating
+// addresses cannot multiply the series tally keeps for ever. Without the
+// cap, each of the 3 x MaxPeerSeries host:ports would have its own.
+func TestPeerSeriesCapped(t *testing.T) {
+	scope := tally.NewTestScope("", nil)
+	r := NewRecorder(scope)
+	hp := func(i int) string { return "127.0.0.1:" + strconv.Itoa(1+i) }
+	first := r.Peer("kv", hp(0))
+	for i := range 3 * MaxPeerSeries {
+		r.Peer("kv", hp(i)).Sent.Inc(1)
+		r.Conn(hp(i)).Failures.Inc(1)
+	}
+	r.Peer("other", hp(0)).Sent.Inc(1) // over the cap: the service's own _other series
+	if r.Peer("kv", hp(0)) != first {
+		t.Error("a peer that had a series of its own lost it")
+	}
+	snap := scope.Snapshot()
+	sent, failures := 0, 0
+	for _, c := range snap.Counters() {
+		switch c.Name() {
+		case PeerSent:
+			sent++
+		case PeerConnectFailures:
+			failures++
+		}
+	}
+	if sent != MaxPeerSeries+2 || failures != MaxPeerSeries+1 {
+		t.Errorf("%d peer.sent and %d peer.connect_failures series, want %d and %d (MaxPeerSeries, and _other's)",
+			sent, failures, MaxPeerSeries+2, MaxPeerSeries+1)
+	}
+	counters := snap.Counters()
+	for k, want := range map[string]int64{
+		"peer.sent+peer=_other,service=kv":      2 * MaxPeerSeries,
+		"peer.sent+peer=_other,service=other":   1,
+		"peer.connect_failures+peer=_other":     2 * MaxPeerSeries,
+		"peer.sent+peer=127.0.0.1:1,service=kv": 1,
+	} {
+		if c, ok := counters[k]; !ok || c.Value() != want {
+			t.Errorf("%s = %v, want %d", k, c, want)
+		}
 	}
 }

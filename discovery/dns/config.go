@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/discovery"
 )
 
 // Defaults of a Config: what its zero fields mean.
@@ -20,6 +21,10 @@ const (
 	DefaultMinInterval = 5 * time.Second
 	// DefaultTimeout bounds one lookup.
 	DefaultTimeout = 5 * time.Second
+	// DefaultMaxPeers bounds the peers one lookup may find when
+	// Config.MaxPeers is 0: discovery.DefaultMaxPeers, the largest set a
+	// Watcher applies by default.
+	DefaultMaxPeers = discovery.DefaultMaxPeers
 )
 
 // DefaultServerPort is the port of a DNS server named without one in a
@@ -56,6 +61,14 @@ type Config struct {
 	// that names a DNS server cannot also have a Resolver: the server would
 	// be ignored.
 	Resolver *net.Resolver
+	// MaxPeers bounds the peers one lookup may find: the addresses of an
+	// A/AAAA answer, or of an SRV answer's records times their targets'
+	// addresses, counted as the targets' answers come, so that a
+	// lookup stops (and its remaining target lookups are cancelled) once
+	// it is over, before a set is built. A lookup over it is a failure
+	// naming the bound, reported with Updates.Error: the Watcher keeps
+	// the last good set. 0 means DefaultMaxPeers.
+	MaxPeers int
 	// Clock times the period and the rate limit; nil means clock.Real.
 	Clock clock.Clock
 }
@@ -80,6 +93,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("dns: %s is %v, must be >= 0 (0 means the default, %v)", f.name, f.v, f.def)
 		}
 	}
+	if c.MaxPeers < 0 {
+		return fmt.Errorf("dns: MaxPeers is %d, must be >= 0 (0 means the default, %d)", c.MaxPeers, DefaultMaxPeers)
+	}
 	if c.Resolver != nil && t.Server != "" {
 		return fmt.Errorf("dns: Resolver is set and Target %q names the DNS server %s; set one or the other (dns:///%s asks the Resolver)", c.Target, t.Server, t.name())
 	}
@@ -98,6 +114,9 @@ func (c Config) withDefaults() Config {
 	c.MinInterval = min(c.MinInterval, c.Period)
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
+	}
+	if c.MaxPeers == 0 {
+		c.MaxPeers = DefaultMaxPeers
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real

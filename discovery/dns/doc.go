@@ -39,6 +39,13 @@
 //     target of "." (RFC 2782: the service is not available) is left out.
 //     An address that two records give is listed twice, the higher weight
 //     first, and the Watcher keeps that one.
+//   - An answer that makes more peers than Config.MaxPeers (10,000 by
+//     default) is a failure wrapping ErrOverCap and naming the cap,
+//     found while the set is built: an SRV answer with more records fails
+//     before any target is looked up, and the target lookups stop (those
+//     in flight cancelled) once their addresses, each counted once per
+//     record naming its target, pass the cap. No set is built or
+//     reported, so the discovery.Watcher keeps the last good one.
 //   - A DNS failure (SERVFAIL, no answer within Config.Timeout, a name that
 //     does not exist) is reported with Updates.Error, naming the target
 //     and the cause; the discovery.Watcher keeps the last good set.

@@ -185,6 +185,9 @@ func (r *Resolver) lookupHost(ctx context.Context) result {
 	if err != nil {
 		return result{err: r.lookupError("A/AAAA records", err)}
 	}
+	if len(ips) > r.cfg.MaxPeers {
+		return result{err: r.overCap(fmt.Sprintf("the A/AAAA answer has %d addresses", len(ips)))}
+	}
 	addrs := make([]discovery.Address, 0, len(ips))
 	for _, ip := range ips {
 		addrs = append(addrs, discovery.Address{HostPort: hostPort(ip, r.target.Port)})
@@ -218,13 +221,28 @@ func (r *Resolver) lookupSRV(ctx context.Context) result {
 		return result{ok: true, err: partial}
 	}
 
+	if len(recs) > r.cfg.MaxPeers {
+		// Each record is at least one peer.
+		return result{err: r.overCap(fmt.Sprintf("the SRV answer has %d records", len(recs)))}
+	}
 	names := make([]string, 0, len(recs))
 	for _, s := range recs {
 		names = append(names, s.Target)
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
-	ips, errs := r.lookupTargets(ctx, names)
+	// refs[i] is the number of records naming names[i]: each of its
+	// addresses is that many peers.
+	refs := make([]int, len(names))
+	for _, s := range recs {
+		i, _ := slices.BinarySearch(names, s.Target)
+		refs[i]++
+	}
+	ips, errs, found := r.lookupTargets(ctx, names, refs)
+	if found > r.cfg.MaxPeers {
+		return result{err: r.overCap(fmt.Sprintf("the SRV answer's %d records and their targets' addresses make at least %d peers (counted when the lookups stopped)",
+			len(recs), found))}
+	}
 	var missing []string
 	var firstMissing error
 	for i, name := range names {
@@ -271,22 +289,42 @@ func (r *Resolver) lookupSRV(ctx context.Context) result {
 }
 
 // lookupTargets looks up the addresses of names, at most maxParallel at
-// once, and returns when every lookup has.
-func (r *Resolver) lookupTargets(ctx context.Context, names []string) ([][]net.IPAddr, []error) {
+// once, and returns when every lookup has, with the number of peers found
+// (names[i]'s addresses count refs[i] times each). Once that number is over
+// MaxPeers it starts no lookup and cancels those in flight: the caller
+// reports the cap, and what was found is dropped.
+func (r *Resolver) lookupTargets(ctx context.Context, names []string, refs []int) ([][]net.IPAddr, []error, int) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	ips := make([][]net.IPAddr, len(names))
 	errs := make([]error, len(names))
-	var next atomic.Int64
+	var next, found atomic.Int64
+	limit := int64(r.cfg.MaxPeers)
 	var wg sync.WaitGroup
 	for range min(maxParallel, len(names)) {
 		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(names); i = int(next.Add(1) - 1) {
+			for i := int(next.Add(1) - 1); i < len(names) && found.Load() <= limit; i = int(next.Add(1) - 1) {
 				ips[i], errs[i] = r.res.LookupIPAddr(ctx, names[i])
+				if found.Add(int64(len(ips[i])*refs[i])) > limit {
+					cancel()
+				}
 			}
 		})
 	}
 	wg.Wait()
-	return ips, errs
+	return ips, errs, int(found.Load())
 }
+
+// overCap is the error of a lookup whose answer (what) makes more peers
+// than MaxPeers.
+func (r *Resolver) overCap(what string) error {
+	return fmt.Errorf("%w: %s: %s, more than Config.MaxPeers (%d); no set reported, the last good one stays",
+		ErrOverCap, r.target, what, r.cfg.MaxPeers)
+}
+
+// ErrOverCap is the error a lookup reports (wrapped, with the target and
+// the numbers) when its answer makes more peers than Config.MaxPeers.
+var ErrOverCap = errors.New("dns: the answer is over the cap on peers")
 
 // lookupError describes a failed lookup of what: the target, the cause,
 // and what to check. It wraps the resolver's error (a *net.DNSError as a

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/discovery"
 )
 
 const (
@@ -24,13 +25,25 @@ const (
 	// DefaultResyncInterval is how often a Resolver reads its prefix
 	// afresh whatever happened, when ResolverConfig.ResyncInterval is 0.
 	DefaultResyncInterval = 5 * time.Minute
-	// DefaultTimeout bounds one read of the prefix when
+	// DefaultTimeout bounds each Get of a read of the prefix when
 	// ResolverConfig.Timeout is 0.
 	DefaultTimeout = 5 * time.Second
 	// DefaultTTL is a registration's lease time to live when
 	// RegistrarConfig.TTL is 0: about how long etcd keeps the address of a
 	// server that died without deregistering.
 	DefaultTTL = 10 * time.Second
+	// DefaultMaxKeys bounds the keys under a Resolver's prefix when
+	// ResolverConfig.MaxKeys is 0: discovery.DefaultMaxPeers, the
+	// largest set a Watcher applies by default.
+	DefaultMaxKeys = discovery.DefaultMaxPeers
+	// DefaultMaxValueSize bounds each key and each value under a
+	// Resolver's prefix, in bytes, when ResolverConfig.MaxValueSize is 0.
+	// An endpoint's JSON with a few metadata fields is about 100 bytes.
+	DefaultMaxValueSize = 4 << 10
+	// DefaultMaxBytes bounds the sum of the sizes of the keys and values
+	// a Resolver keeps, when ResolverConfig.MaxBytes is 0: room for
+	// DefaultMaxKeys entries of 800 bytes.
+	DefaultMaxBytes = 8 << 20
 )
 
 // DefaultBackoff returns the wait between failed attempts to read the
@@ -65,11 +78,30 @@ type ResolverConfig struct {
 	// any case; a negative value means never. 0 means
 	// DefaultResyncInterval.
 	ResyncInterval time.Duration
-	// Timeout bounds one read of the prefix. 0 means DefaultTimeout.
+	// Timeout bounds each Get of a read of the prefix (a read takes one
+	// Get per 16 keys). 0 means DefaultTimeout.
 	Timeout time.Duration
 	// Backoff spaces the attempts to read and watch the prefix after
 	// failures in a row. The zero value means DefaultBackoff().
 	Backoff backoff.Exponential
+	// MaxKeys bounds the keys under the prefix. A prefix holding more is
+	// a failure, found before any value is read (the first page's count)
+	// or as the watch adds keys: the Resolver reports an error naming the
+	// bound, keeps no set of its own, and the Watcher keeps the last good
+	// one. 0 means DefaultMaxKeys.
+	MaxKeys int
+	// MaxValueSize bounds each key and each value, in bytes: a value (or
+	// key) over it is left out unread, without being decoded, and
+	// reported as an error naming its key (a key over it by its first
+	// bytes and a digest), as a value that is not an endpoint's JSON is.
+	// 0 means DefaultMaxValueSize.
+	MaxValueSize int
+	// MaxBytes bounds the sum of the sizes of the keys and values read,
+	// but for those left out for MaxValueSize: a prefix holding more is
+	// a failure, as for MaxKeys. It bounds what the Resolver holds and
+	// decodes (Metadata included) whatever the registry holds. 0 means
+	// DefaultMaxBytes.
+	MaxBytes int
 	// Clock times the checks and the backoff; nil means clock.Real.
 	// etcd's client times its own requests on the wall clock.
 	Clock clock.Clock
@@ -86,6 +118,12 @@ func (c ResolverConfig) Validate() error {
 		return fmt.Errorf("etcd: ResolverConfig.CheckInterval is %v, must be >= 0 (0 means %v)", c.CheckInterval, DefaultCheckInterval)
 	case c.Timeout < 0:
 		return fmt.Errorf("etcd: ResolverConfig.Timeout is %v, must be >= 0 (0 means %v)", c.Timeout, DefaultTimeout)
+	case c.MaxKeys < 0:
+		return fmt.Errorf("etcd: ResolverConfig.MaxKeys is %d, must be >= 0 (0 means %d)", c.MaxKeys, DefaultMaxKeys)
+	case c.MaxValueSize < 0:
+		return fmt.Errorf("etcd: ResolverConfig.MaxValueSize is %d, must be >= 0 (0 means %d)", c.MaxValueSize, DefaultMaxValueSize)
+	case c.MaxBytes < 0:
+		return fmt.Errorf("etcd: ResolverConfig.MaxBytes is %d, must be >= 0 (0 means %d)", c.MaxBytes, DefaultMaxBytes)
 	}
 	return validateBackoff("ResolverConfig", c.Backoff)
 }
@@ -95,6 +133,9 @@ func (c ResolverConfig) withDefaults() ResolverConfig {
 	c.CheckInterval = cmp.Or(c.CheckInterval, DefaultCheckInterval)
 	c.ResyncInterval = cmp.Or(c.ResyncInterval, DefaultResyncInterval)
 	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	c.MaxKeys = cmp.Or(c.MaxKeys, DefaultMaxKeys)
+	c.MaxValueSize = cmp.Or(c.MaxValueSize, DefaultMaxValueSize)
+	c.MaxBytes = cmp.Or(c.MaxBytes, DefaultMaxBytes)
 	if c.Backoff == (backoff.Exponential{}) {
 		c.Backoff = DefaultBackoff()
 	}

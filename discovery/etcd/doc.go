@@ -12,7 +12,8 @@
 //
 // # Resolver
 //
-// A Resolver reads the prefix (one Get), reports the whole set, then
+// A Resolver reads the prefix (a Get per 16 keys, all at the first one's
+// revision), reports the whole set, then
 // watches the prefix from the revision after the Get's, applying each
 // event to the set and reporting it again after each watch response. It
 // never trusts a watch that may have missed something: it reads the
@@ -47,8 +48,23 @@
 // discovery.Watcher keeps the last good set meanwhile. A value that is not
 // an endpoint's JSON, or has no valid Addr, is left out and reported as an
 // error naming its key, after the rest of the set: one bad key never
-// freezes the others. etcd's own gRPC resolver stops following its
+// freezes the others. When no key holds a peer, only the error is
+// reported: the registry's answer is unusable, not an empty service. etcd's own gRPC resolver stops following its
 // prefix after a watch error; this one does not.
+//
+// # Bounds
+//
+// Anyone who can write under the prefix can write anything, so the
+// Resolver bounds what it reads before it believes it: the number of
+// keys (MaxKeys, checked from the first page's count, before any value
+// is read, and as the watch adds keys), the size of each key and value
+// (MaxValueSize: a value over it is left out without being decoded, as a
+// bad value is), and the bytes kept in all (MaxBytes). A prefix over
+// MaxKeys or MaxBytes is a failure wrapping ErrOverCap and naming the
+// bound: the Resolver keeps nothing of it, the discovery.Watcher keeps
+// the last good set, and a client that never had one gets no peers and
+// an error naming the cap (calls that wait for peers report it). A read
+// holds at most one page (16 keys) of values it has not checked.
 //
 // # Registrar
 //

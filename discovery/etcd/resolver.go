@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -89,19 +90,26 @@ var (
 	errResync = errors.New("etcd: periodic resync")
 	// errCompacted ends a watch that etcd compacted past.
 	errCompacted = errors.New("etcd: the watch's revisions were compacted")
+	// ErrOverCap is the error a Resolver reports (wrapped, with the
+	// prefix, the bound and the set that stays) when its prefix holds
+	// more keys than ResolverConfig.MaxKeys, or more bytes than MaxBytes.
+	ErrOverCap = errors.New("etcd: the registry is over its cap")
 )
 
-// entry is one key's peer, or why its value was left out.
+// entry is one key's peer, or why its value was left out, and the size of
+// its key and value (0 for one left out unread).
 type entry struct {
 	addr discovery.Address
 	err  error
+	size int
 }
 
 // follower is one Resolve's view of the prefix.
 type follower struct {
 	cfg     *ResolverConfig
 	u       discovery.Updates
-	entries map[string]entry // by key
+	entries map[string]entry // by key (keyName)
+	bytes   int              // the entries' sizes, summed
 	// rev is the highest store revision seen: a later answer below it
 	// comes from another store.
 	rev int64
@@ -112,27 +120,80 @@ type follower struct {
 	failed   bool
 }
 
-// read gets the prefix, replaces the set with what it holds, reports it,
-// and returns the revision it was read at.
+// readPage is how many keys one Get of a read asks for. etcd holds values
+// up to its request limit (1.5 MiB by default), so one answer holds at
+// most about 24 MiB whatever the registry holds, and a prefix of
+// DefaultMaxKeys keys is read in 626 Gets.
+const readPage = 16
+
+// read gets the prefix, a page at a time at one revision, replaces the set
+// with what it holds, reports it, and returns the revision it was read
+// at. A prefix over MaxKeys or MaxBytes is an error: f keeps nothing of
+// it, and reports nothing.
 func (f *follower) read(ctx context.Context) (int64, error) {
-	rctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
-	defer cancel()
-	resp, err := f.cfg.Client.Get(rctx, f.cfg.Prefix+"/", clientv3.WithPrefix())
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			return 0, fmt.Errorf("etcd: reading %s/: no answer within %v (etcd unreachable?)", f.cfg.Prefix, f.cfg.Timeout)
+	f.forget()
+	from, end := f.cfg.Prefix+"/", clientv3.GetPrefixRangeEnd(f.cfg.Prefix+"/")
+	var rev int64
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(readPage)}
+		if rev != 0 {
+			// The later pages at the first one's revision: one snapshot.
+			opts = append(opts, clientv3.WithRev(rev))
 		}
-		return 0, fmt.Errorf("etcd: reading %s/: %w", f.cfg.Prefix, err)
-	}
-	clear(f.entries)
-	for _, kv := range resp.Kvs {
-		f.put(string(kv.Key), kv.Value)
+		resp, err := f.get(ctx, from, opts)
+		if err != nil {
+			f.forget()
+			return 0, err
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+			// Count is every key in the range, whatever the limit.
+			if resp.Count > int64(f.cfg.MaxKeys) {
+				f.forget()
+				return 0, f.overCap(fmt.Sprintf("%d keys, more than ResolverConfig.MaxKeys (%d)", resp.Count, f.cfg.MaxKeys))
+			}
+		}
+		for _, kv := range resp.Kvs {
+			f.put(kv.Key, kv.Value)
+		}
+		if f.bytes > f.cfg.MaxBytes {
+			f.forget()
+			return 0, f.overCap(fmt.Sprintf("more than ResolverConfig.MaxBytes (%d) of keys and values", f.cfg.MaxBytes))
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
 	// The read is the truth, even when its revision is below rev: etcd
 	// came back with another store.
-	f.rev = resp.Header.Revision
+	f.rev = rev
 	f.report()
-	return resp.Header.Revision, nil
+	return rev, nil
+}
+
+// get is one Get of a read, within Timeout.
+func (f *follower) get(ctx context.Context, from string, opts []clientv3.OpOption) (*clientv3.GetResponse, error) {
+	rctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+	defer cancel()
+	resp, err := f.cfg.Client.Get(rctx, from, opts...)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return nil, fmt.Errorf("etcd: reading %s/: no answer within %v (etcd unreachable?)", f.cfg.Prefix, f.cfg.Timeout)
+		}
+		return nil, fmt.Errorf("etcd: reading %s/: %w", f.cfg.Prefix, err)
+	}
+	return resp, nil
+}
+
+// overCap returns the error of a prefix holding what (over a cap), saying
+// which set stays in force.
+func (f *follower) overCap(what string) error {
+	stays := "no set was read yet, so there are no peers"
+	if f.reported {
+		stays = fmt.Sprintf("the last set read (%d peers) stays", len(f.last))
+	}
+	return fmt.Errorf("%w: %s/ holds %s; %s", ErrOverCap, f.cfg.Prefix, what, stays)
 }
 
 // watch follows the prefix from the revision after rev until the watch
@@ -201,11 +262,23 @@ func (f *follower) watch(ctx context.Context, rev int64, created func()) error {
 			for _, ev := range wr.Events {
 				switch ev.Type {
 				case clientv3.EventTypePut:
-					f.put(string(ev.Kv.Key), ev.Kv.Value)
+					f.put(ev.Kv.Key, ev.Kv.Value)
 				case clientv3.EventTypeDelete:
-					delete(f.entries, string(ev.Kv.Key))
+					f.remove(f.keyName(ev.Kv.Key))
 				}
 				f.rev = max(f.rev, ev.Kv.ModRevision)
+			}
+			// Over a cap, the watch ends: the read that follows fails
+			// (or finds the prefix back under it), and the set of the
+			// last good read stays meanwhile.
+			switch {
+			case len(f.entries) > f.cfg.MaxKeys:
+				n := len(f.entries)
+				f.forget()
+				return f.overCap(fmt.Sprintf("%d keys, more than ResolverConfig.MaxKeys (%d)", n, f.cfg.MaxKeys))
+			case f.bytes > f.cfg.MaxBytes:
+				f.forget()
+				return f.overCap(fmt.Sprintf("more than ResolverConfig.MaxBytes (%d) of keys and values", f.cfg.MaxBytes))
 			}
 			if len(wr.Events) > 0 {
 				f.report()
@@ -232,10 +305,47 @@ func (f *follower) watch(ctx context.Context, rev int64, created func()) error {
 	}
 }
 
-// put records the peer in key's value, or why it is left out.
-func (f *follower) put(key string, value []byte) {
-	a, err := decode(key, value)
-	f.entries[key] = entry{a, err}
+// put records the peer in key's value, or why it is left out. A key or
+// value over MaxValueSize is left out unread: neither decoded nor kept.
+func (f *follower) put(key, value []byte) {
+	name := f.keyName(key)
+	f.remove(name)
+	limit := f.cfg.MaxValueSize
+	switch {
+	case len(key) > limit:
+		f.entries[name] = entry{err: fmt.Errorf("etcd: key %s: the key is %d bytes, more than ResolverConfig.MaxValueSize (%d): left out unread", name, len(key), limit)}
+	case len(value) > limit:
+		f.entries[name] = entry{err: fmt.Errorf("etcd: key %q: the value is %d bytes, more than ResolverConfig.MaxValueSize (%d): left out unread", name, len(value), limit)}
+	default:
+		a, err := decode(name, value)
+		size := len(key) + len(value)
+		f.entries[name] = entry{a, err, size}
+		f.bytes += size
+	}
+}
+
+// forget drops every entry.
+func (f *follower) forget() {
+	clear(f.entries)
+	f.bytes = 0
+}
+
+// remove forgets the entry of the key named name.
+func (f *follower) remove(name string) {
+	f.bytes -= f.entries[name].size
+	delete(f.entries, name)
+}
+
+// keyName is the name f keeps key under: key itself, or for a key over
+// MaxValueSize, its first bytes and a digest of the whole (quoted), so
+// that neither the map nor an error holds an attacker's megabyte. A
+// delete of the same key finds the same name.
+func (f *follower) keyName(key []byte) string {
+	if len(key) <= f.cfg.MaxValueSize {
+		return string(key)
+	}
+	sum := sha256.Sum256(key)
+	return fmt.Sprintf("%q... (sha256 %x)", key[:min(len(key), 64)], sum[:8])
 }
 
 // report reports the set, unless it is the one last reported and nothing
@@ -259,21 +369,31 @@ func (f *follower) report() {
 			bad = append(bad, k)
 		}
 	}
-	if !f.reported || f.failed || !reflect.DeepEqual(set, f.last) {
+	switch {
+	case len(set) == 0 && first != nil:
+		// Every key left out: the registry's answer is unusable, not an
+		// empty service. The error alone, so that a client that never
+		// had peers says why (a call waiting for them reports it), and
+		// one that had keeps them.
+	case !f.reported || f.failed || !reflect.DeepEqual(set, f.last):
 		f.u.Update(set)
 		f.last, f.reported, f.failed = set, true, false
+	}
+	reported := fmt.Sprintf("the other %d peers reported", len(set))
+	if len(set) == 0 {
+		reported = "no set reported, as no key holds a peer"
 	}
 	switch {
 	case first == nil:
 	case len(bad) == 0:
-		f.fail(fmt.Errorf("%w; left out, the other %d peers reported", first, len(set)))
+		f.fail(fmt.Errorf("%w; left out, %s", first, reported))
 	default:
 		n := len(bad)
 		if n > 3 {
 			bad = append(bad[:3:3], "...")
 		}
-		f.fail(fmt.Errorf("%w; left out with %d more keys (%s), the other %d peers reported",
-			first, n, strings.Join(bad, ", "), len(set)))
+		f.fail(fmt.Errorf("%w; left out with %d more keys (%s), %s",
+			first, n, strings.Join(bad, ", "), reported))
 	}
 }
 
