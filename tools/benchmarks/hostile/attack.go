@@ -27,6 +27,7 @@ const (
 	DoormanSilent     Attack = "doorman-silent"
 	DoormanFlood      Attack = "doorman-flood"
 	DoormanMalformed  Attack = "doorman-malformed"
+	DebugIdle         Attack = "debug-idle"
 )
 
 // attackInfo is what the runner knows of an attack.
@@ -56,6 +57,7 @@ func attackTable() []attackInfo {
 		{DoormanSilent, "silent TCP connections to a Doorman server, then a new client", true, false, runDoormanSilent},
 		{DoormanFlood, "client ids from one source flood a Doorman server; clients from another ask", true, false, runDoormanFlood},
 		{DoormanMalformed, "garbage GetCapacity and other requests to a Doorman server", true, false, runDoormanMalformed},
+		{DebugIdle, "idle keep-alive connections to the debug listener; a new client calls over TChannel", false, false, runDebugIdle},
 	}
 }
 

@@ -29,6 +29,8 @@
 //   - doorman-silent, doorman-flood, doorman-malformed: a Doorman server
 //     (`sluice doorman serve`) held by silent connections, flooded with
 //     client ids from one source address, and sent garbage requests.
+//   - debug-idle: idle keep-alive connections to the server's debug
+//     listener (--debug-listen), while a new client makes TChannel calls.
 //
 // Every attack runs at a Size: Full (the sizes of the report that found
 // these attacks: 20,000 connections, 400 unfinished requests of 4 MB, ...)
