@@ -38,12 +38,15 @@ type IDL struct {
 	mod *compile.Module
 }
 
-// Load compiles the Thrift file at path, with its includes.
+// Load compiles the Thrift file at path, with its includes. Every file is
+// read as untrusted input, within MaxIDLFileBytes, MaxIDLBytes,
+// MaxIDLFiles and MaxIDLDepth: a file that is not a regular file, or
+// breaks a bound, is an error naming it and the bound.
 func Load(path string) (*IDL, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("thrift IDL: %w", err)
 	}
-	mod, err := compile.Compile(path, compile.NonStrict())
+	mod, err := compile.Compile(path, compile.NonStrict(), compile.Filesystem(&idlFS{}))
 	if err != nil {
 		return nil, fmt.Errorf("thrift IDL %s: %w", path, err)
 	}
