@@ -94,8 +94,9 @@ func runDebugIdle(e *env) error {
 // childHTTPIdle is the attacker child of debug-idle: it opens j.Conns
 // connections to the HTTP listener j.Target, makes one keep-alive
 // request on each (GET /debug/pprof/cmdline) and reads the answer, then
-// leaves it idle; it reports "ready", each connection the server closes,
-// and closes them all when told to leave.
+// leaves it idle; it reports "ready" (Opened: the connections answered
+// and left idle; Closed: those closed before their answer), each
+// connection the server closes, and closes them all when told to leave.
 func childHTTPIdle(ctx context.Context, j job, out *emitter, leave <-chan struct{}) error {
 	var (
 		mu       sync.Mutex
@@ -103,7 +104,8 @@ func childHTTPIdle(ctx context.Context, j job, out *emitter, leave <-chan struct
 		failed   int
 		firstErr error
 		leaving  atomic.Bool
-		closed   atomic.Int64
+		refused  atomic.Int64 // closed before its answer came
+		closed   atomic.Int64 // closed by the server once idle
 		readers  sync.WaitGroup
 		next     atomic.Int64
 		wg       sync.WaitGroup
@@ -141,7 +143,7 @@ func childHTTPIdle(ctx context.Context, j job, out *emitter, leave <-chan struct
 				}
 				if err != nil {
 					// Refused or closed before it was idle: not held.
-					closed.Add(1)
+					refused.Add(1)
 					out.emit(event{Ev: "closed"})
 					c.Close()
 					continue
@@ -162,7 +164,7 @@ func childHTTPIdle(ctx context.Context, j job, out *emitter, leave <-chan struct
 		}()
 	}
 	wg.Wait()
-	ready := event{Ev: "ready", Opened: len(conns), Failed: failed, Closed: int(closed.Load())}
+	ready := event{Ev: "ready", Opened: len(conns), Failed: failed, Closed: int(refused.Load())}
 	if firstErr != nil {
 		ready.Note = fmt.Sprintf("first failed connect: %v", firstErr)
 	}
@@ -173,6 +175,6 @@ func childHTTPIdle(ctx context.Context, j job, out *emitter, leave <-chan struct
 		c.Close()
 	}
 	readers.Wait()
-	out.emit(event{Ev: "done", Opened: len(conns), Closed: int(closed.Load())})
+	out.emit(event{Ev: "done", Opened: len(conns), Closed: int(refused.Load() + closed.Load())})
 	return nil
 }
