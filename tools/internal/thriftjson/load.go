@@ -1,7 +1,9 @@
 package thriftjson
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 
 	"github.com/sluice-rpc/sluice/internal/localfile"
@@ -34,9 +36,24 @@ const (
 type idlFS struct {
 	files int
 	bytes int64
+	// err is the first file refused for breaking a bound: Load reports
+	// it alone, not wrapped in a compile error per include on the way to
+	// it (256 of them for a chain of includes over MaxIDLFiles). A file
+	// that cannot be opened is left to the compiler's error, which names
+	// the include and its line.
+	err error
 }
 
 func (f *idlFS) Read(name string) ([]byte, error) {
+	data, err := f.read(name)
+	var pe *fs.PathError
+	if err != nil && f.err == nil && !errors.As(err, &pe) {
+		f.err = err
+	}
+	return data, err
+}
+
+func (f *idlFS) read(name string) ([]byte, error) {
 	f.files++
 	if f.files > MaxIDLFiles {
 		return nil, fmt.Errorf("the IDL is made of more than %d files (MaxIDLFiles), counting its includes", MaxIDLFiles)

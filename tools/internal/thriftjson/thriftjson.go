@@ -46,7 +46,11 @@ func Load(path string) (*IDL, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("thrift IDL: %w", err)
 	}
-	mod, err := compile.Compile(path, compile.NonStrict(), compile.Filesystem(&idlFS{}))
+	files := &idlFS{}
+	mod, err := compile.Compile(path, compile.NonStrict(), compile.Filesystem(files))
+	if files.err != nil {
+		return nil, fmt.Errorf("thrift IDL %s: %w", path, files.err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("thrift IDL %s: %w", path, err)
 	}
