@@ -65,6 +65,9 @@ type options struct {
 	responseBudget    int64
 	responseBudgetSet bool
 	peerLimits        PeerLimits
+	// logNow is the clock of the budgets of the user's logger's lines
+	// (newLimitedLogger); nil means time.Now. Tests freeze it.
+	logNow func() time.Time
 	// serverTLS and clientTLS check their option's configuration and make
 	// the listener's TLS and the dialer's; WithServerTLS and WithClientTLS
 	// set them. Closures over the configurations: a program without the
@@ -126,7 +129,10 @@ func WithDefaultTimeout(d time.Duration) Option { return func(o *options) { o.ti
 // Leave tchannel-go's own health checks (DefaultConnectionOptions.
 // HealthChecks) off: Sluice's connectors check their connections
 // themselves (peer.ConnectConfig.HealthCheck), and a tchannel-go check that
-// fails on a closing connection waits for itself forever.
+// fails on a closing connection waits for itself forever. Its Logger, if
+// set, gets tchannel-go's lines and the Channel's warnings about peers, at
+// most LogBurst lines of a message at once and LogLinesPerSecond after
+// (Debug lines excepted): peers can make tchannel-go log a line per frame.
 func WithTChannelOptions(t tchannel.ChannelOptions) Option { return func(o *options) { o.tch = t } }
 
 // WithConnectConfig sets how the Channel connects to its peers: the timeout
@@ -334,6 +340,8 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	topts.Tracer = o.tracer
 	if topts.Logger == nil {
 		topts.Logger = discardLogger{}
+	} else {
+		topts.Logger = newLimitedLogger(topts.Logger, o.logNow)
 	}
 	if c.tracing {
 		c.spans = &spanTracer{o.tracer}

@@ -37,8 +37,12 @@
 // What changed is installed only once it loads: a certificate and its key
 // only as a matching pair (a new certificate beside the old key, as when
 // the two are rewritten one after the other, keeps the old pair in use
-// until the new key is there too), a CA file only if it holds nothing but
-// whole certificates. A file that does not load leaves the last good one in
+// until the new key is there too) whose certificate has not expired, a CA
+// file only if it holds nothing but whole certificates. A certificate
+// file holds at most MaxChainCerts certificates (the certificate and its
+// intermediates), at New as on a reload: every handshake would fail with
+// an expired certificate or carry an absurd chain, while the one before
+// still works. A file that does not load leaves the last good one in
 // use, handshakes go on with it, and the error is reported to
 // Config.OnReloadError and kept by LastError until the files load again.
 //

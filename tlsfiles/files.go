@@ -7,15 +7,22 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"syscall"
+	"time"
+
+	"github.com/sluice-rpc/sluice/internal/localfile"
 )
 
 // maxFileSize is the most a file is read: 1 MiB, hundreds of
 // certificates. A larger file is an error, not read whole: it is no PEM
 // file of a certificate, key or CA.
 const maxFileSize = 1 << 20
+
+// MaxChainCerts is the most certificates a certificate file may hold:
+// the certificate and its intermediates. Real chains hold two to four; a
+// longer one is refused (at New, and on a reload, which keeps the last
+// good one), since every handshake would carry it, and most peers refuse
+// a chain that long.
+const MaxChainCerts = 16
 
 // Files names the PEM files of one side of a TLS connection. The zero
 // value is plaintext (see Enabled). Files is a plain value; the files are
@@ -112,7 +119,22 @@ func (f Files) keyPair() (*tls.Certificate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("certificate %q and key %q: %w", f.Cert, f.Key, err)
 	}
+	if n := len(cert.Certificate); n > MaxChainCerts {
+		return nil, fmt.Errorf("certificate %q holds a chain of %d certificates, more than %d (MaxChainCerts): name the certificate and its intermediates only", f.Cert, n, MaxChainCerts)
+	}
 	return &cert, nil
+}
+
+// checkExpired reports a certificate that expired before now, naming
+// file: a reload refuses it and keeps presenting the one before, with
+// which handshakes still succeed (every handshake presenting an expired
+// certificate fails). One not valid yet is not refused: it is most often
+// a clock a little behind the issuer's, and becomes valid by itself.
+func checkExpired(cert *tls.Certificate, file string, now time.Time) error {
+	if leaf := cert.Leaf; leaf != nil && now.After(leaf.NotAfter) { // tls.X509KeyPair parsed it
+		return fmt.Errorf("certificate %q expired at %s: a reload installs only a certificate valid now", file, leaf.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // loadPool reads the PEM certificates in file. A file with anything but
@@ -151,40 +173,13 @@ func loadPool(file string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// readFile reads file, a regular file of at most maxFileSize bytes. It
-// never blocks on what is not a regular file: the file is opened without
-// blocking (a named pipe with no writer would block the open, and with
-// it the handshake that looks at the files) and refused unless regular,
-// and at most maxFileSize+1 bytes are read, whatever its size says.
-// Its errors name the file.
+// readFile reads file, a regular file of at most maxFileSize bytes,
+// through localfile.Read: it never blocks on what is not a regular file
+// (a named pipe with no writer would block the open, and with it the
+// handshake that looks at the files), nor reads more than maxFileSize+1
+// bytes. Its errors name the file.
 func readFile(file string) ([]byte, error) {
-	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%q is not a regular file (its mode is %v): name a PEM file", file, fi.Mode())
-	}
-	if fi.Size() > maxFileSize {
-		return nil, errTooLarge(file)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
-	if err != nil {
-		return nil, err // a *os.PathError, naming the file
-	}
-	if len(data) > maxFileSize {
-		return nil, errTooLarge(file) // it grew since the Stat
-	}
-	return data, nil
-}
-
-func errTooLarge(file string) error {
-	return fmt.Errorf("%q is larger than %d bytes (1 MiB), the most a PEM file may hold here", file, maxFileSize)
+	return localfile.Read(file, maxFileSize, "a PEM file")
 }
 
 // incomplete reports whether data ends in the start of a PEM block that

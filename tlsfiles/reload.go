@@ -267,6 +267,10 @@ func (r *Reloader) lookLocked(force bool) []error {
 		if force || !same(c, r.certSeen) || !same(k, r.keySeen) {
 			r.certSeen, r.keySeen = c, k
 			cert, err := f.keyPair()
+			if err == nil {
+				// On the wall clock, as crypto/tls checks certificates.
+				err = checkExpired(cert, f.Cert, time.Now())
+			}
 			if err != nil {
 				r.certErr = fmt.Errorf("tlsfiles: still presenting the certificate loaded before: %w", err)
 				errs = append(errs, r.certErr)

@@ -1,9 +1,12 @@
 package tlsfiles_test
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +108,16 @@ func TestInvalidReplacementKeepsCertificate(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, "reading certificate: open CERT: no such file or directory"},
+		{"an expired certificate", func(t *testing.T, s testcerts.Set, next testcerts.Pair) {
+			l := testcerts.Loopback("expired server")
+			l.NotBefore, l.NotAfter = time.Now().Add(-48*time.Hour), time.Now().Add(-time.Hour)
+			s.CA.Issue(t, l).WriteTo(t, s.Server.Cert, s.Server.Key)
+		}, `certificate "CERT" expired at `},
+		{"a chain of 17 certificates", func(t *testing.T, s testcerts.Set, next testcerts.Pair) {
+			chain := slices.Concat(next.CertPEM, bytes.Repeat(s.CA.PEM, tlsfiles.MaxChainCerts))
+			testcerts.Write(t, s.Server.Cert, chain)
+			testcerts.Write(t, s.Server.Key, next.KeyPEM)
+		}, `certificate "CERT" holds a chain of 17 certificates, more than 16 (MaxChainCerts)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := testcerts.New(t)
@@ -315,5 +328,23 @@ func BenchmarkGetConfigForClient(b *testing.B) {
 		if c, err := cfg.GetConfigForClient(hello); err != nil || c == nil {
 			b.Fatal(c, err)
 		}
+	}
+}
+
+// A certificate file holding a chain longer than MaxChainCerts is an
+// error at New, naming the file and the limit; a chain of MaxChainCerts
+// loads.
+func TestNewRefusesLongChains(t *testing.T) {
+	s := testcerts.New(t)
+	file := s.Server.Cert
+	testcerts.Write(t, file, slices.Concat(s.Server.CertPEM, bytes.Repeat(s.CA.PEM, tlsfiles.MaxChainCerts-1)))
+	if _, err := tlsfiles.New(tlsfiles.Config{Files: tlsfiles.Files{Cert: file, Key: s.Server.Key}}); err != nil {
+		t.Errorf("New with a chain of %d certificates: %v", tlsfiles.MaxChainCerts, err)
+	}
+	testcerts.Write(t, file, slices.Concat(s.Server.CertPEM, bytes.Repeat(s.CA.PEM, 1500)))
+	_, err := tlsfiles.New(tlsfiles.Config{Files: tlsfiles.Files{Cert: file, Key: s.Server.Key}})
+	want := fmt.Sprintf("tlsfiles: certificate %q holds a chain of 1501 certificates, more than 16 (MaxChainCerts)", file)
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("New with a chain of 1501 certificates: %v, want %q", err, want)
 	}
 }

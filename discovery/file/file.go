@@ -23,7 +23,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -34,6 +33,7 @@ import (
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/discovery"
 	"github.com/sluice-rpc/sluice/internal/hostport"
+	"github.com/sluice-rpc/sluice/internal/localfile"
 )
 
 // DefaultPeriod is how often a Resolver reads its file again, when
@@ -41,6 +41,13 @@ import (
 // nothing, and comparing contents (not modification times) sees every
 // change, however quick.
 const DefaultPeriod = time.Second
+
+// MaxFileSize is the most a file of peers may hold: 4 MiB, four times
+// what discovery.DefaultMaxPeers peers take in the longest shape. The file
+// is read as untrusted input: one larger, or one that is not a regular
+// file (a named pipe, a device), is a failure naming it, found without
+// reading it whole or waiting on it.
+const MaxFileSize = 4 << 20
 
 // Config configures a Resolver. Path is required; the other zero fields
 // mean the defaults.
@@ -92,7 +99,7 @@ func (r *Resolver) String() string { return "file:" + r.cfg.Path }
 func (r *Resolver) Resolve(ctx context.Context, u discovery.Updates) {
 	var last []byte // the content last reported, nil after a failure
 	read := func(force bool) {
-		data, err := os.ReadFile(r.cfg.Path)
+		data, err := localfile.Read(r.cfg.Path, MaxFileSize, "a file of peers")
 		if err != nil {
 			last = nil
 			u.Error(fmt.Errorf("file: %v", err))

@@ -30,6 +30,7 @@ const (
 	BigAnswersClient  Attack = "big-answers-client"
 	DoormanPoison     Attack = "doorman-poison"
 	DoormanResources  Attack = "doorman-resources"
+	DebugIdle         Attack = "debug-idle"
 )
 
 // attackInfo is what the runner knows of an attack.
@@ -63,6 +64,7 @@ func attackTable() []attackInfo {
 		{BigAnswersClient, "a hostile server answers 40 calls in flight from `sluice bench` at once, 67 MB each", false, true, runBigAnswersClient},
 		{DoormanPoison, "two Doorman clients want 1e308 of a PROPORTIONAL_SHARE resource; legitimate clients ask", true, false, runDoormanPoison},
 		{DoormanResources, "resource ids from one source fill a Doorman server; a client from another asks a configured one", true, false, runDoormanResources},
+		{DebugIdle, "idle keep-alive connections to the debug listener; a new client calls over TChannel", false, false, runDebugIdle},
 	}
 }
 

@@ -131,6 +131,8 @@ func runChild(spec string, stdin io.Reader, stdout io.Writer) int {
 		err = childSoak(ctx, j, out, leave)
 	case "flood":
 		err = childFlood(ctx, j, out, leave)
+	case "http-idle":
+		err = childHTTPIdle(ctx, j, out, leave)
 	default:
 		err = fmt.Errorf("unknown job kind %q", j.Kind)
 	}

@@ -32,6 +32,8 @@
 //   - big-answers-client: a hostile server answers the calls a `sluice
 //     bench` child has in flight all at once, each just under the client's
 //     limit on one response; the client's memory must stay bounded.
+//   - debug-idle: idle keep-alive connections to the server's debug
+//     listener (--debug-listen), while a new client makes TChannel calls.
 //
 // Every attack runs at a Size: Full (the sizes of the report that found
 // these attacks: 20,000 connections, 400 unfinished requests of 4 MB, ...)

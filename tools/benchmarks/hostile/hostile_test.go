@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
+	"github.com/sluice-rpc/sluice/tools/internal/debughttp"
 	"github.com/sluice-rpc/sluice/tools/internal/jsonout"
 )
 
@@ -84,6 +85,25 @@ var checks = map[Attack]func(t *testing.T, r *Result){
 	BigAnswersClient:  checkBigAnswers,
 	DoormanPoison:     checkDoormanPoison,
 	DoormanResources:  checkDoormanResources,
+	DebugIdle:         checkDebugIdle,
+}
+
+// checkDebugIdle: idle connections to the debug listener never lock out
+// a TChannel client of the same process, and the listener holds at most
+// its cap of them.
+func checkDebugIdle(t *testing.T, r *Result) {
+	checkSurvived(t, r)
+	p, c := r.Probe, r.Conns
+	switch {
+	case p == nil || p.Calls == 0:
+		t.Fatal("no new client's call was made during the attack")
+	case p.Failed() > 0:
+		t.Errorf("a new TChannel client's calls during the attack: %s (first error: %s); the debug listener must not take the descriptors the TChannel listener needs",
+			p, p.FirstError)
+	}
+	if open := c.Opened - (c.Closed - c.Early); open > debughttp.MaxConns {
+		t.Errorf("%d of the %d idle connections to the debug listener were still open at the end; it holds at most %d", open, c.Opened, debughttp.MaxConns)
+	}
 }
 
 // checkSurvived: no input crashes the server.

@@ -2,12 +2,12 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/discovery"
 	"github.com/sluice-rpc/sluice/discovery/file"
+	"github.com/sluice-rpc/sluice/internal/localfile"
 	"github.com/sluice-rpc/sluice/peer"
 )
 
@@ -76,7 +76,7 @@ func (p *peerFlags) source() (*peerSource, error) {
 	// A file is read now, so that a typo or a bad line is a usage error at
 	// once, not calls waiting for peers that never come.
 	path := strings.TrimPrefix(p.list, "file:")
-	data, err := os.ReadFile(path)
+	data, err := localfile.Read(path, file.MaxFileSize, "a file of peers")
 	if err != nil {
 		return nil, fmt.Errorf("--peer-list: %v", err)
 	}

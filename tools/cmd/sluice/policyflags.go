@@ -4,12 +4,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/hedge"
+	"github.com/sluice-rpc/sluice/internal/localfile"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
 )
@@ -83,6 +83,10 @@ func (f *policyFlags) validate() error {
 	return nil
 }
 
+// maxServiceConfigFile bounds --service-config's file: 1 MiB, thousands
+// of methods' policies.
+const maxServiceConfigFile = 1 << 20
+
 // serviceConfig builds the service config of calls to service::method: the
 // file's, or one policy from the flags, or nil when neither is given.
 func (f *policyFlags) serviceConfig(service, method string) (*serviceconfig.Config, error) {
@@ -90,7 +94,7 @@ func (f *policyFlags) serviceConfig(service, method string) (*serviceconfig.Conf
 		return nil, err
 	}
 	if f.config != "" {
-		data, err := os.ReadFile(f.config)
+		data, err := localfile.Read(f.config, maxServiceConfigFile, "a service config file")
 		if err != nil {
 			return nil, fmt.Errorf("--service-config %s: %w", f.config, err)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-rpc/sluice/discovery"
 	"github.com/sluice-rpc/sluice/discovery/dns"
 	"github.com/sluice-rpc/sluice/discovery/etcd"
+	"github.com/sluice-rpc/sluice/internal/localfile"
 )
 
 // targetsHelp says what -P/--peer-list and --register take, for the help
@@ -81,20 +82,32 @@ func (e *etcdFlags) client(endpoints []string) (*clientv3.Client, error) {
 	return clientv3.New(cfg)
 }
 
+// maxPEMFile bounds each of the etcd flags' PEM files: 1 MiB, as
+// tlsfiles bounds its own.
+const maxPEMFile = 1 << 20
+
 func (e *etcdFlags) tlsConfig() (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if (e.cert == "") != (e.key == "") {
 		return nil, errors.New("--etcd-cert and --etcd-key go together: give both, or neither")
 	}
 	if e.cert != "" {
-		pair, err := tls.LoadX509KeyPair(e.cert, e.key)
+		certPEM, err := localfile.Read(e.cert, maxPEMFile, "a PEM file")
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-cert: %v", err)
+		}
+		keyPEM, err := localfile.Read(e.key, maxPEMFile, "a PEM file")
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-key: %v", err)
+		}
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil {
 			return nil, fmt.Errorf("--etcd-cert/--etcd-key: %v", err)
 		}
 		tc.Certificates = []tls.Certificate{pair}
 	}
 	if e.cacert != "" {
-		pem, err := os.ReadFile(e.cacert)
+		pem, err := localfile.Read(e.cacert, maxPEMFile, "a PEM file")
 		if err != nil {
 			return nil, fmt.Errorf("--etcd-cacert: %v", err)
 		}

@@ -9,7 +9,6 @@ import (
 	"net/http/pprof"
 	"slices"
 	"strings"
-	"time"
 )
 
 // Paths Serve always mounts (MetricsPath only with a Metrics).
@@ -18,9 +17,14 @@ const (
 	PprofPath   = "/debug/pprof/"
 )
 
+// maxHeaderBytes bounds a request's headers: 64 KiB, far more than a
+// browser or a scraper sends (net/http's default is 1 MiB).
+const maxHeaderBytes = 64 << 10
+
 // Server is a running debug listener.
 type Server struct {
 	srv  *http.Server
+	lis  *capListener
 	addr string
 	done chan error
 }
@@ -30,7 +34,17 @@ type Server struct {
 // profiles at /debug/pprof/, each of pages at its path (an exact path, or a
 // subtree if it ends in "/"), and at / an index linking them all. A page
 // may not take /, /metrics or a /debug/pprof/ path.
+//
+// The listener holds at most MaxConns connections and times every step
+// of a connection (ReadHeaderTimeout, IdleTimeout, RequestTimeout), so
+// that whoever reaches it cannot take the descriptors or the memory the
+// command needs for its own work; a profile or trace is given the
+// seconds it asks for.
 func Serve(addr string, m *Metrics, pages map[string]http.Handler) (*Server, error) {
+	return serveLimited(addr, m, pages, defaultLimits)
+}
+
+func serveLimited(addr string, m *Metrics, pages map[string]http.Handler, lim limits) (*Server, error) {
 	paths := []string{PprofPath}
 	mux := http.NewServeMux()
 	// The handlers net/http/pprof registers on http.DefaultServeMux, here
@@ -69,10 +83,13 @@ func Serve(addr string, m *Metrics, pages map[string]http.Handler) (*Server, err
 	if err != nil {
 		return nil, fmt.Errorf("debughttp: %w", err)
 	}
-	// No write timeout: /debug/pprof/profile streams for 30 s by default.
-	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
-		addr: lis.Addr().String(), done: make(chan error, 1)}
-	go func() { s.done <- s.srv.Serve(lis) }()
+	cl := newCapListener(lis, lim.maxConns)
+	// No server-wide ReadTimeout or WriteTimeout: bounded sets them per
+	// request, so that /debug/pprof/profile may stream for its 30 s.
+	s := &Server{srv: &http.Server{Handler: bounded(mux, lim.requestTimeout), ReadHeaderTimeout: lim.readHeaderTimeout,
+		IdleTimeout: lim.idleTimeout, MaxHeaderBytes: maxHeaderBytes, ConnState: cl.track},
+		lis: cl, addr: lis.Addr().String(), done: make(chan error, 1)}
+	go func() { s.done <- s.srv.Serve(cl) }()
 	return s, nil
 }
 

@@ -38,12 +38,19 @@ type IDL struct {
 	mod *compile.Module
 }
 
-// Load compiles the Thrift file at path, with its includes.
+// Load compiles the Thrift file at path, with its includes. Every file is
+// read as untrusted input, within MaxIDLFileBytes, MaxIDLBytes,
+// MaxIDLFiles and MaxIDLDepth: a file that is not a regular file, or
+// breaks a bound, is an error naming it and the bound.
 func Load(path string) (*IDL, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("thrift IDL: %w", err)
 	}
-	mod, err := compile.Compile(path, compile.NonStrict())
+	files := &idlFS{}
+	mod, err := compile.Compile(path, compile.NonStrict(), compile.Filesystem(files))
+	if files.err != nil {
+		return nil, fmt.Errorf("thrift IDL %s: %w", path, files.err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("thrift IDL %s: %w", path, err)
 	}
