@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/discovery"
 	"github.com/sluice-rpc/sluice/internal/testkit/testload"
+	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/uber-go/tally/v4"
@@ -576,5 +578,54 @@ func TestShutdownPastAStuckRegistry(t *testing.T) {
 	}
 	if p := s.ch.Debug().Phase; p != "CLOSED" {
 		t.Errorf("phase after Shutdown: %s, want CLOSED", p)
+	}
+}
+
+// The watch on failing peers looks at the peers whose state changed, not
+// at the whole list after each change: with 1,000 peers in transient
+// failure (they stay so: the backoff is an hour), a peer joining, becoming
+// Ready and leaving 30 times costs a few looks each. Walking the list at
+// each wake-up, as it did, cost 1,000 looks per wake-up: 9,990
+// unreachable peers kept a core busy.
+func TestFailedPeerWatchIsLinearInTheChanges(t *testing.T) {
+	const n, rounds = 1000, 30
+	seen := map[string]bool{}
+	var dead []string
+	for len(dead) < n {
+		if a := testnet.Refused(t); !seen[a] {
+			seen[a] = true
+			dead = append(dead, a)
+		}
+	}
+	reg := newMemRegistry(dead...)
+	client, _ := resolvedClient(t, reg, WithConnectConfig(peer.ConnectConfig{Backoff: backoff.Exponential{
+		Initial: time.Hour, Max: time.Hour, Multiplier: 1, Jitter: backoff.ProportionalJitter}}))
+	testwait.Until(t, "every peer in transient failure", func() bool {
+		ps := client.Peers("kv")
+		for _, p := range ps {
+			if p.State != peer.TransientFailure {
+				return false
+			}
+		}
+		return len(ps) == n
+	})
+	r := client.resolved["kv"]
+	before := r.looks.Load()
+	s := startServer(t)
+	for range rounds {
+		reg.set(func(a []string) []string { return append(a, s.ch.HostPort()) }, nil)
+		testwait.Until(t, "the extra peer Ready", func() bool {
+			for _, p := range client.Peers("kv") {
+				if p.HostPort == s.ch.HostPort() {
+					return p.State == peer.Ready
+				}
+			}
+			return false
+		})
+		reg.set(func(a []string) []string { return a[:n] }, nil)
+		testwait.Until(t, "the extra peer gone", func() bool { return len(client.Peers("kv")) == n })
+	}
+	if looks := r.looks.Load() - before; looks > 10*rounds {
+		t.Errorf("%d rounds of one peer joining, becoming Ready and leaving made the watch look at %d peers, want at most %d: it walks the list", rounds, looks, 10*rounds)
 	}
 }

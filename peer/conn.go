@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -44,6 +45,11 @@ type conn struct {
 	// server). Reconnecting after this process's own idle close keeps it:
 	// the server is warm.
 	readySince atomic.Int64
+
+	// pmu guards peers, the Peers of the lists holding the connector,
+	// each told of its state's changes (List.TakeChanged).
+	pmu   sync.Mutex
+	peers []*Peer
 
 	ctx   context.Context // ends when the connector is stopped
 	stop  context.CancelFunc
@@ -107,7 +113,31 @@ func (c *conn) publish(s State) {
 
 func (c *conn) changed(s State) {
 	c.m.State.Update(float64(s))
+	c.pmu.Lock()
+	for _, p := range c.peers {
+		p.l.queue(p)
+	}
+	c.pmu.Unlock()
 	c.pool.notify(s == Ready)
+}
+
+// attach adds p to the peers told of the connection's changes; detach
+// removes it.
+func (c *conn) attach(p *Peer) {
+	c.pmu.Lock()
+	c.peers = append(c.peers, p)
+	c.pmu.Unlock()
+}
+
+func (c *conn) detach(p *Peer) {
+	c.pmu.Lock()
+	for i, q := range c.peers {
+		if q == p {
+			c.peers = append(c.peers[:i], c.peers[i+1:]...)
+			break
+		}
+	}
+	c.pmu.Unlock()
 }
 
 // run is the connector: one goroutine per conn, from acquire until release

@@ -39,6 +39,13 @@ type List struct {
 	// resolving is true until the first Set of a list whose peers come
 	// from a resolver (ListConfig.Resolving).
 	resolving atomic.Bool
+
+	// The feed of changes (TakeChanged), on from its first use: the peers
+	// whose State changed, or that joined or left, since the last take,
+	// each at most once (Peer.queued).
+	feedOn atomic.Bool
+	fmu    sync.Mutex
+	feed   []*Peer
 }
 
 // ListConfig configures a List. Its zero value is a list of an unnamed
@@ -129,6 +136,7 @@ func (l *List) Add(hostPort string) (*Peer, error) {
 	copy(next, old)
 	next = append(next, p)
 	l.peers.Store(newMembers(next))
+	l.queue(p) // once a member: the feed's reader looks it up
 	return p, nil
 }
 
@@ -149,7 +157,54 @@ func (l *List) newPeer(hostPort string, w float64) (*Peer, error) {
 	p := &Peer{hostPort: hostPort, conn: c, limiter: lim, m: l.rec.Peer(l.service, hostPort), l: l, added: l.clk.Now().UnixNano()}
 	p.weight.Store(math.Float64bits(w))
 	p.m.Limit.Update(lim.Limit())
+	if c != nil {
+		c.attach(p)
+	}
 	return p, nil
+}
+
+// drop lets go of a peer that left the list: its connector no longer
+// tells it of changes, and the pool's reference to the connector is
+// given back.
+func (l *List) drop(p *Peer) {
+	l.queue(p) // the feed's reader learns that it left
+	if p.conn != nil {
+		p.conn.detach(p)
+		l.pool.release(p.conn)
+	}
+}
+
+// queue puts p in the feed of changes, once until the next take.
+func (l *List) queue(p *Peer) {
+	if !l.feedOn.Load() || !p.queued.CompareAndSwap(false, true) {
+		return
+	}
+	l.fmu.Lock()
+	l.feed = append(l.feed, p)
+	l.fmu.Unlock()
+}
+
+// TakeChanged returns the peers whose State changed, and those that
+// joined or left the list (Get no longer returns a peer that left), since
+// the last TakeChanged, each once: a reader that keeps what it knows of
+// each peer follows the list in time proportional to the changes, not to
+// the list's length. The first call returns every peer (and turns the
+// feed on: a list nobody reads keeps none). A peer appears again only
+// after a change that follows this call, so read each one's State after
+// it returns; wait on Changed (read before TakeChanged) for the next.
+// One reader per list.
+func (l *List) TakeChanged() []*Peer {
+	if l.feedOn.CompareAndSwap(false, true) {
+		return l.Peers()
+	}
+	l.fmu.Lock()
+	batch := l.feed
+	l.feed = nil
+	l.fmu.Unlock()
+	for _, p := range batch {
+		p.queued.Store(false)
+	}
+	return batch
 }
 
 // Member is a peer as List.Set wants it.
@@ -206,9 +261,7 @@ func (l *List) Set(members []Member) error {
 		p, err := l.newPeer(m.HostPort, w)
 		if err != nil {
 			for _, q := range next[len(old)-len(gone):] { // undo: release the new ones
-				if q.conn != nil {
-					l.pool.release(q.conn)
-				}
+				l.drop(q)
 			}
 			return err
 		}
@@ -219,13 +272,16 @@ func (l *List) Set(members []Member) error {
 		// of its shard keys: a resolver repeats its answer every period.
 		l.setMembers(next)
 	}
+	for _, p := range next[len(old)-len(gone):] {
+		l.queue(p) // once members: the feed's reader looks them up
+	}
 	for _, p := range gone {
-		if p.conn != nil {
-			l.pool.release(p.conn)
-		}
+		l.drop(p)
 	}
 	if l.resolving.Swap(false) && l.pool != nil {
 		l.pool.notify(true) // calls waiting for the first answer choose again
+	} else if l.pool != nil && l.feedOn.Load() && (len(gone) > 0 || len(next) > len(old)-len(gone)) {
+		l.pool.notify(false) // the feed's reader learns who joined and left
 	}
 	return nil
 }
@@ -261,8 +317,9 @@ func (l *List) Remove(hostPort string) error {
 			next = append(next, old[:i]...)
 			next = append(next, old[i+1:]...)
 			l.setMembers(next)
-			if p.conn != nil {
-				l.pool.release(p.conn)
+			l.drop(p)
+			if l.pool != nil && l.feedOn.Load() {
+				l.pool.notify(false)
 			}
 			return nil
 		}
