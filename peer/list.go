@@ -152,7 +152,7 @@ func (l *List) newPeer(hostPort string, w float64) (*Peer, error) {
 		if c, err = l.pool.acquire(hostPort); err != nil {
 			return nil, err
 		}
-		c.Connect()
+		c.connectSoon()
 	}
 	p := &Peer{hostPort: hostPort, conn: c, limiter: lim, m: l.rec.Peer(l.service, hostPort), l: l, added: l.clk.Now().UnixNano()}
 	p.weight.Store(math.Float64bits(w))

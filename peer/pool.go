@@ -51,6 +51,10 @@ type ConnectConfig struct {
 	// without closing it (a frozen process, a dead link). The zero value
 	// means DefaultHealthCheck(); a negative Interval turns it off.
 	HealthCheck HealthCheck
+	// Budget bounds the connects the Pool starts across all its peers
+	// (see ConnectBudget). The zero value means DefaultConnectRate a
+	// second after a burst of DefaultConnectBurst.
+	Budget ConnectBudget
 }
 
 // HealthCheck is how a connector checks a Ready connection: a TChannel ping
@@ -81,6 +85,9 @@ func (c ConnectConfig) Validate() error {
 	case h.Timeout <= 0 || h.Failures < 1:
 		return fmt.Errorf("peer: ConnectConfig.HealthCheck is %+v, must have Timeout > 0 and Failures >= 1 (or a zero value for the default, a negative Interval for none)", h)
 	}
+	if err := c.Budget.Validate(); err != nil {
+		return err
+	}
 	if c.Timeout < 0 {
 		return fmt.Errorf("peer: ConnectConfig.Timeout is %v, must be >= 0 (0: %v)", c.Timeout, DefaultConnectTimeout)
 	}
@@ -104,6 +111,7 @@ func (c ConnectConfig) withDefaults() ConnectConfig {
 	if c.HealthCheck == (HealthCheck{}) {
 		c.HealthCheck = DefaultHealthCheck()
 	}
+	c.Budget = c.Budget.withDefaults()
 	return c
 }
 
@@ -126,10 +134,11 @@ var ErrPoolClosed = errors.New("peer: the connection pool is closed")
 // options, then Start it with that channel; Lists made with the Pool take
 // their peers' connections from it. It is safe for concurrent use.
 type Pool struct {
-	cfg  ConnectConfig
-	clk  clock.Clock
-	rec  *stats.Recorder
-	rand func() float64
+	cfg    ConnectConfig
+	budget *connectBudget // nil: none
+	clk    clock.Clock
+	rec    *stats.Recorder
+	rand   func() float64
 
 	ctx  context.Context // cancelled by Close: ends every connect
 	stop context.CancelFunc
@@ -189,6 +198,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	ctx, stop := context.WithCancel(context.Background())
 	p := &Pool{cfg: cfg.Connect.withDefaults(), clk: cfg.Clock, rec: cfg.Recorder, rand: rand.Float64, ctx: ctx, stop: stop,
 		conns: map[string]*conn{}, released: map[string]time.Time{}}
+	p.budget = newConnectBudget(p.cfg.Budget)
 	ch := make(chan struct{})
 	p.changed.Store(&ch)
 	return p, nil
