@@ -7,6 +7,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/busy"
@@ -28,6 +29,10 @@ type List struct {
 
 	mu    sync.Mutex // serialises Add, Remove and Set
 	peers atomic.Pointer[members]
+	// departed holds the peers that left, for DepartedGrace (at most
+	// MaxDeparted of them): one that comes back within it takes up its
+	// judgement again (see Set). l.mu.
+	departed *departures[*Peer]
 	// ejectMu serialises ejections, so that the cap on ejected peers
 	// holds; it guards each peer's ejectK and ejectEnd.
 	ejectMu sync.Mutex
@@ -106,7 +111,8 @@ func NewList(cfg ListConfig) (*List, error) {
 		cfg.Recorder = stats.NewRecorder(nil)
 	}
 	cfg.Busy.Clock = cfg.Clock
-	l := &List{service: cfg.Service, cfg: cfg.Busy, clk: cfg.Clock, rec: cfg.Recorder, pool: cfg.Pool, bal: cfg.Balance}
+	l := &List{service: cfg.Service, cfg: cfg.Busy, clk: cfg.Clock, rec: cfg.Recorder, pool: cfg.Pool, bal: cfg.Balance,
+		departed: newDepartures[*Peer](DepartedGrace, MaxDeparted)}
 	l.peers.Store(newMembers(nil))
 	l.resolving.Store(cfg.Resolving)
 	return l, nil
@@ -143,8 +149,12 @@ func (l *List) Add(hostPort string) (*Peer, error) {
 // newPeer makes the peer at hostPort, of weight w, with its limiter and
 // its connector from the pool, asked to connect.
 func (l *List) newPeer(hostPort string, w float64) (*Peer, error) {
-	lim, err := busy.New(l.cfg)
-	if err != nil {
+	prev, back := l.departed.take(hostPort, l.clk.Now())
+	var lim *busy.Limiter
+	var err error
+	if back {
+		lim = prev.limiter
+	} else if lim, err = busy.New(l.cfg); err != nil {
 		return nil, err
 	}
 	var c *conn
@@ -156,6 +166,9 @@ func (l *List) newPeer(hostPort string, w float64) (*Peer, error) {
 	}
 	p := &Peer{hostPort: hostPort, conn: c, limiter: lim, m: l.rec.Peer(l.service, hostPort), l: l, added: l.clk.Now().UnixNano()}
 	p.weight.Store(math.Float64bits(w))
+	if back {
+		l.inherit(p, prev)
+	}
 	p.m.Limit.Update(lim.Limit())
 	if c != nil {
 		c.attach(p)
@@ -163,10 +176,47 @@ func (l *List) newPeer(hostPort string, w float64) (*Peer, error) {
 	return p, nil
 }
 
-// drop lets go of a peer that left the list: its connector no longer
-// tells it of changes, and the pool's reference to the connector is
-// given back.
+// Defaults of what a List remembers of the peers that left it.
+const (
+	// DepartedGrace is how long a List keeps the judgement of a peer that
+	// left (its busy limiter, latency estimate, slow mark, pushback rest,
+	// ejection and the run of errors towards the next): a peer that comes
+	// back within it (a registry entry flapping) takes it up again rather
+	// than starting afresh, so that a throttled or ejected peer cannot be
+	// cleared by leaving and coming back. After it, the peer's state is
+	// dropped.
+	DepartedGrace = time.Minute
+	// MaxDeparted is the most peers that left a List keeps within
+	// DepartedGrace; past it the earliest gone are dropped first, so that
+	// addresses rotating through a registry cannot grow it without bound
+	// (each is a few hundred bytes).
+	MaxDeparted = 4096
+)
+
+// inherit gives p, coming back, the judgement prev had when it left
+// (its limiter is already prev's). Its counts start afresh (Counts are
+// totals since it was added), as does its connection's state.
+func (l *List) inherit(p, prev *Peer) {
+	p.latency.Store(prev.latency.Load())
+	p.learned.Store(prev.learned.Load())
+	p.samples.Store(prev.samples.Load())
+	p.restUntil.Store(prev.restUntil.Load())
+	p.restPending.Store(prev.restPending.Load())
+	p.slow.Store(prev.slow.Load())
+	p.probedAt.Store(prev.probedAt.Load())
+	p.errorsInRow.Store(prev.errorsInRow.Load())
+	p.ejectedUntil.Store(prev.ejectedUntil.Load())
+	p.ejections.Store(prev.ejections.Load())
+	l.ejectMu.Lock()
+	p.ejectK, p.ejectEnd = prev.ejectK, prev.ejectEnd
+	l.ejectMu.Unlock()
+}
+
+// drop lets go of a peer that left the list (l.mu held): its connector
+// no longer tells it of changes, the pool's reference to the connector
+// is given back, and its judgement is kept for DepartedGrace.
 func (l *List) drop(p *Peer) {
+	l.departed.put(p.hostPort, p, l.clk.Now())
 	l.queue(p) // the feed's reader learns that it left
 	if p.conn != nil {
 		p.conn.detach(p)
@@ -216,9 +266,10 @@ type Member struct {
 
 // Set makes the list's peers exactly members, in one change: peers that
 // stay keep their connection, limiter, latency estimate and counts (their
-// weight is updated); new ones are added and start connecting; the others
-// are removed as Remove does (calls in flight to them finish, then their
-// connections close). It checks every member before changing anything: an
+// weight is updated); new ones are added and start connecting (one that
+// left less than DepartedGrace ago takes up its limiter, latency
+// estimate and ejection again); the others are removed as Remove does
+// (calls in flight to them finish, then their connections close). It checks every member before changing anything: an
 // invalid host:port or weight (see balance.CheckWeight), or a host:port
 // listed twice, is an error and changes nothing.
 func (l *List) Set(members []Member) error {

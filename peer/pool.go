@@ -156,17 +156,25 @@ type Pool struct {
 	mu    sync.Mutex
 	tch   *tchannel.Channel
 	conns map[string]*conn
-	// released holds the host:ports whose last reference went, and when:
-	// for releasedHold the Dialer still refuses callers' dials to them, so
+	// released holds the host:ports whose last reference went: for
+	// releasedHold the Dialer still refuses callers' dials to them, so
 	// that a call that chose such a peer just before finds no connection
-	// instead of making one.
-	released map[string]time.Time
+	// instead of making one. At most maxReleased are held (the oldest go
+	// first), so that addresses rotating through a registry cannot grow
+	// it without bound.
+	released *departures[struct{}]
 	closed   bool
 }
 
 // releasedHold is how long the Dialer goes on refusing callers' dials to a
 // host:port after its last peer was removed.
 const releasedHold = time.Minute
+
+// maxReleased is the most host:ports a Pool holds for releasedHold after
+// their release: a registry's MaxPeers (discovery.DefaultMaxPeers). Past
+// it the earliest released is forgotten first; a call that chose such a
+// peer long before may then dial it itself, as tchannel-go would.
+const maxReleased = 10000
 
 // PoolConfig configures a Pool. Its zero value connects as the zero
 // ConnectConfig says, on the wall clock, reporting nowhere.
@@ -197,7 +205,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	p := &Pool{cfg: cfg.Connect.withDefaults(), clk: cfg.Clock, rec: cfg.Recorder, rand: rand.Float64, ctx: ctx, stop: stop,
-		conns: map[string]*conn{}, released: map[string]time.Time{}}
+		conns: map[string]*conn{}, released: newDepartures[struct{}](releasedHold, maxReleased)}
 	p.budget = newConnectBudget(p.cfg.Budget)
 	ch := make(chan struct{})
 	p.changed.Store(&ch)
@@ -255,8 +263,8 @@ func (p *Pool) managed(hostPort string) bool {
 	if _, ok := p.conns[hostPort]; ok || p.closed {
 		return true
 	}
-	at, ok := p.released[hostPort]
-	return ok && p.clk.Since(at) < releasedHold
+	_, ok := p.released.get(hostPort, p.clk.Now())
+	return ok
 }
 
 // acquire returns the connector of hostPort, making it on first use, and
@@ -275,7 +283,7 @@ func (p *Pool) acquire(hostPort string) (*conn, error) {
 		c.refs++
 		return c, nil
 	}
-	delete(p.released, hostPort)
+	p.released.take(hostPort, p.clk.Now())
 	c := newConn(p, hostPort, p.tch.RootPeers().GetOrAdd(hostPort))
 	p.conns[hostPort] = c
 	p.wg.Add(1)
@@ -291,13 +299,7 @@ func (p *Pool) release(c *conn) {
 	last := c.refs == 0 && p.conns[c.hostPort] == c
 	if last {
 		delete(p.conns, c.hostPort)
-		now := p.clk.Now()
-		for hp, at := range p.released { // forget what no call can race any more
-			if now.Sub(at) >= releasedHold {
-				delete(p.released, hp)
-			}
-		}
-		p.released[c.hostPort] = now
+		p.released.put(c.hostPort, struct{}{}, p.clk.Now())
 	}
 	p.mu.Unlock()
 	if last {
