@@ -190,7 +190,7 @@ func (c *conn) run() {
 			return true
 		}
 		reserved = true
-		t := clk.NewTimerAt(at)
+		t := clk.NewTimerAt(onGrain(at))
 		defer t.Stop()
 		select {
 		case <-t.C():
