@@ -3,6 +3,8 @@ package channel
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,7 +14,6 @@ import (
 	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/discovery"
 	"github.com/sluice-rpc/sluice/internal/testkit/testload"
-	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/uber-go/tally/v4"
@@ -589,15 +590,7 @@ func TestShutdownPastAStuckRegistry(t *testing.T) {
 // unreachable peers kept a core busy.
 func TestFailedPeerWatchIsLinearInTheChanges(t *testing.T) {
 	const n, rounds = 1000, 30
-	seen := map[string]bool{}
-	var dead []string
-	for len(dead) < n {
-		if a := testnet.Refused(t); !seen[a] {
-			seen[a] = true
-			dead = append(dead, a)
-		}
-	}
-	reg := newMemRegistry(dead...)
+	reg := newMemRegistry(refusedPorts(t, n)...)
 	client, _ := resolvedClient(t, reg, WithConnectConfig(peer.ConnectConfig{Backoff: backoff.Exponential{
 		Initial: time.Hour, Max: time.Hour, Multiplier: 1, Jitter: backoff.ProportionalJitter}}))
 	testwait.Until(t, "every peer in transient failure", func() bool {
@@ -628,4 +621,25 @@ func TestFailedPeerWatchIsLinearInTheChanges(t *testing.T) {
 	if looks := r.looks.Load() - before; looks > 10*rounds {
 		t.Errorf("%d rounds of one peer joining, becoming Ready and leaving made the watch look at %d peers, want at most %d: it walks the list", rounds, looks, 10*rounds)
 	}
+}
+
+// refusedPorts returns n addresses of 127.0.0.1 where nothing listens,
+// from port 10001 up: below the kernel's ephemeral range, so that no
+// listener of a test running beside (on port 0) takes one meanwhile. Each
+// is listened on and closed again: a connect to it is refused.
+func refusedPorts(t testing.TB, n int) []string {
+	t.Helper()
+	var hps []string
+	for port := 10001; len(hps) < n && port < 32768; port++ {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue // in use
+		}
+		hps = append(hps, l.Addr().String())
+		l.Close()
+	}
+	if len(hps) < n {
+		t.Fatalf("found %d free ports of 127.0.0.1 from 10001, want %d", len(hps), n)
+	}
+	return hps
 }

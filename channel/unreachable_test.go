@@ -3,8 +3,6 @@
 package channel
 
 import (
-	"fmt"
-	"net"
 	"syscall"
 	"testing"
 	"time"
@@ -25,17 +23,7 @@ func TestUnreachablePeersCostLittleCPU(t *testing.T) {
 	if slowtest.Race {
 		t.Skip("measures CPU: run without -race")
 	}
-	// Ports of 127.0.0.1 nothing listens on: each is listened on and
-	// closed again, so a connect to it is refused.
-	var hps []string
-	for port := 10001; len(hps) < 9990 && port < 60000; port++ {
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue // in use
-		}
-		hps = append(hps, l.Addr().String())
-		l.Close()
-	}
+	hps := refusedPorts(t, 9990)
 	cpu := func() time.Duration {
 		var ru syscall.Rusage
 		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
