@@ -191,7 +191,9 @@ func (c *Channel) askForLookups(r *resolved) {
 				usable++
 			}
 		}
-		if ask || (usable == 0 && len(l.Peers()) > 0) {
+		// The peers it knows, not l.Peers(): a peer that joined since its
+		// take, not yet looked at, must not count as one not usable.
+		if ask || (usable == 0 && len(seen) > 0) {
 			w.ResolveNow()
 		}
 		select {

@@ -585,7 +585,8 @@ func TestShutdownPastAStuckRegistry(t *testing.T) {
 // The watch on failing peers looks at the peers whose state changed, not
 // at the whole list after each change: with 1,000 peers in transient
 // failure (they stay so: the backoff is an hour), a peer joining, becoming
-// Ready and leaving 30 times costs a few looks each. Walking the list at
+// Ready and leaving 30 times costs a few looks each (and each failed peer
+// once at most, if the watch had not yet taken its last change). Walking the list at
 // each wake-up, as it did, cost 1,000 looks per wake-up: 9,990
 // unreachable peers kept a core busy.
 func TestFailedPeerWatchIsLinearInTheChanges(t *testing.T) {
@@ -618,8 +619,11 @@ func TestFailedPeerWatchIsLinearInTheChanges(t *testing.T) {
 		reg.set(func(a []string) []string { return a[:n] }, nil)
 		testwait.Until(t, "the extra peer gone", func() bool { return len(client.Peers("kv")) == n })
 	}
-	if looks := r.looks.Load() - before; looks > 10*rounds {
-		t.Errorf("%d rounds of one peer joining, becoming Ready and leaving made the watch look at %d peers, want at most %d: it walks the list", rounds, looks, 10*rounds)
+	// The watch may still have had the failed peers' last changes to
+	// take when before was read: each of them once more at most, and a
+	// few looks per round.
+	if looks, bound := r.looks.Load()-before, n+10*rounds; looks > int64(bound) {
+		t.Errorf("%d rounds of one peer joining, becoming Ready and leaving made the watch look at %d peers, want at most %d: it walks the list", rounds, looks, bound)
 	}
 }
 
