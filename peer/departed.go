@@ -1,6 +1,9 @@
 package peer
 
-import "time"
+import (
+	"sync"
+	"time"
+)
 
 // departures keeps a value for each host:port that left, for a grace
 // after it left and at most max of them (past max, the oldest go first):
@@ -27,6 +30,44 @@ type departure struct {
 	hostPort string
 	at       time.Time
 	seq      uint64
+}
+
+// sweepEvery is how often, on the wall clock, the holder of departures
+// prunes them while they hold any, so that they are dropped even when
+// nothing else happens (no peer joins or leaves): within the grace plus
+// this of their departure.
+const sweepEvery = 15 * time.Second
+
+// sweeper prunes a departures every sweepEvery while it holds any: arm
+// it (under the lock guarding the departures) after each put; stop it
+// once they are no longer wanted.
+type sweeper struct {
+	every time.Duration // sweepEvery; tests shorten it
+	t     *time.Timer
+	done  bool
+}
+
+// arm starts the timer unless it runs or nothing is held; prune runs
+// under lock when it fires, and arms it again.
+func (s *sweeper) arm(held int, lock sync.Locker, prune func() int) {
+	if s.t != nil || s.done || held == 0 {
+		return
+	}
+	s.t = time.AfterFunc(s.every, func() {
+		lock.Lock()
+		defer lock.Unlock()
+		s.t = nil
+		s.arm(prune(), lock, prune)
+	})
+}
+
+// stop stops the timer for good (lock held).
+func (s *sweeper) stop() {
+	s.done = true
+	if s.t != nil {
+		s.t.Stop()
+		s.t = nil
+	}
 }
 
 func newDepartures[V any](grace time.Duration, max int) *departures[V] {

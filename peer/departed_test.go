@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber/tchannel-go"
 )
@@ -107,13 +108,31 @@ func TestReturningPeerKeepsItsJudgement(t *testing.T) {
 // Addresses rotating through a registry leave nothing behind without
 // bound: 40 sets of 300 new addresses, a second apart, keep the pool's
 // released host:ports at maxReleased, the list's departed peers at
-// MaxDeparted, the metrics at MaxPeerSeries peers of their own, and
-// once they have been gone for the grace, only the current set.
+// MaxDeparted, the metrics at MaxPeerSeries peers of their own; once
+// they have been gone for the grace, only the last set's departures are
+// held, and those are dropped too a grace later with nothing else
+// happening (the sweeps).
 func TestRotatingAddressesStayBounded(t *testing.T) {
 	// A budget that lets one connect through: the peers wait their turn,
 	// and nothing is dialled.
 	f := newFixture(t, ConnectConfig{Budget: ConnectBudget{Rate: 0.001, Burst: 1}}, tchannel.ChannelOptions{})
 	const sets, size = 40, 300
+	// Sweeps every 10 ms of the wall clock, deciding by the fake clock.
+	f.pool.mu.Lock()
+	f.pool.sweep.every = 10 * time.Millisecond
+	f.pool.mu.Unlock()
+	f.list.mu.Lock()
+	f.list.sweep.every = 10 * time.Millisecond
+	f.list.mu.Unlock()
+	held := func() (released, departed int) {
+		f.pool.mu.Lock()
+		released = f.pool.released.len()
+		f.pool.mu.Unlock()
+		f.list.mu.Lock()
+		departed = f.list.departed.len()
+		f.list.mu.Unlock()
+		return released, departed
+	}
 	next := 0
 	rotate := func() {
 		t.Helper()
@@ -131,13 +150,14 @@ func TestRotatingAddressesStayBounded(t *testing.T) {
 		f.clk.Add(time.Second)
 	}
 	f.pool.mu.Lock()
-	conns, released := len(f.pool.conns), f.pool.released.len()
+	conns := len(f.pool.conns)
 	f.pool.mu.Unlock()
+	released, departed := held()
 	// 11,700 were released within the minute: the cap holds them to
 	// maxReleased's 10,000 (a registry's MaxPeers).
-	if conns != size || released > 10000 || f.list.departed.len() > MaxDeparted {
+	if conns != size || released > 10000 || departed > MaxDeparted {
 		t.Errorf("after %d sets of %d: %d connectors (want %d), %d released held (at most 10,000), %d departed held (at most %d)",
-			sets, size, conns, size, released, f.list.departed.len(), MaxDeparted)
+			sets, size, conns, size, released, departed, MaxDeparted)
 	}
 	peers := map[string]bool{}
 	for _, g := range f.scope.Snapshot().Gauges() {
@@ -149,10 +169,14 @@ func TestRotatingAddressesStayBounded(t *testing.T) {
 
 	f.clk.Add(max(releasedHold, DepartedGrace))
 	rotate()
-	f.pool.mu.Lock()
-	released = f.pool.released.len()
-	f.pool.mu.Unlock()
-	if released != size || f.list.departed.len() != size {
-		t.Errorf("a while after the earlier sets left: %d released and %d departed held, want only the last set's %d", released, f.list.departed.len(), size)
+	if released, departed := held(); released != size || departed != size {
+		t.Errorf("a while after the earlier sets left: %d released and %d departed held, want only the last set's %d", released, departed, size)
 	}
+
+	// Nothing else happens: the sweeps drop the last departures too.
+	f.clk.Add(max(releasedHold, DepartedGrace))
+	testwait.Until(t, "the last departures dropped, with no peer joining or leaving", func() bool {
+		released, departed := held()
+		return released == 0 && departed == 0
+	})
 }

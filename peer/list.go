@@ -33,6 +33,7 @@ type List struct {
 	// MaxDeparted of them): one that comes back within it takes up its
 	// judgement again (see Set). l.mu.
 	departed *departures[*Peer]
+	sweep    sweeper // prunes departed while it holds peers; l.mu
 	// ejectMu serialises ejections, so that the cap on ejected peers
 	// holds; it guards each peer's ejectK and ejectEnd.
 	ejectMu sync.Mutex
@@ -112,7 +113,7 @@ func NewList(cfg ListConfig) (*List, error) {
 	}
 	cfg.Busy.Clock = cfg.Clock
 	l := &List{service: cfg.Service, cfg: cfg.Busy, clk: cfg.Clock, rec: cfg.Recorder, pool: cfg.Pool, bal: cfg.Balance,
-		departed: newDepartures[*Peer](DepartedGrace, MaxDeparted)}
+		departed: newDepartures[*Peer](DepartedGrace, MaxDeparted), sweep: sweeper{every: sweepEvery}}
 	l.peers.Store(newMembers(nil))
 	l.resolving.Store(cfg.Resolving)
 	return l, nil
@@ -217,6 +218,10 @@ func (l *List) inherit(p, prev *Peer) {
 // is given back, and its judgement is kept for DepartedGrace.
 func (l *List) drop(p *Peer) {
 	l.departed.put(p.hostPort, p, l.clk.Now())
+	l.sweep.arm(l.departed.len(), &l.mu, func() int {
+		l.departed.prune(l.clk.Now())
+		return l.departed.len()
+	})
 	l.queue(p) // the feed's reader learns that it left
 	if p.conn != nil {
 		p.conn.detach(p)

@@ -163,6 +163,7 @@ type Pool struct {
 	// first), so that addresses rotating through a registry cannot grow
 	// it without bound.
 	released *departures[struct{}]
+	sweep    sweeper // prunes released while it holds any; mu
 	closed   bool
 }
 
@@ -205,7 +206,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	p := &Pool{cfg: cfg.Connect.withDefaults(), clk: cfg.Clock, rec: cfg.Recorder, rand: rand.Float64, ctx: ctx, stop: stop,
-		conns: map[string]*conn{}, released: newDepartures[struct{}](releasedHold, maxReleased)}
+		conns: map[string]*conn{}, released: newDepartures[struct{}](releasedHold, maxReleased), sweep: sweeper{every: sweepEvery}}
 	p.budget = newConnectBudget(p.cfg.Budget)
 	ch := make(chan struct{})
 	p.changed.Store(&ch)
@@ -300,6 +301,10 @@ func (p *Pool) release(c *conn) {
 	if last {
 		delete(p.conns, c.hostPort)
 		p.released.put(c.hostPort, struct{}{}, p.clk.Now())
+		p.sweep.arm(p.released.len(), &p.mu, func() int {
+			p.released.prune(p.clk.Now())
+			return p.released.len()
+		})
 	}
 	p.mu.Unlock()
 	if last {
@@ -317,6 +322,7 @@ func (p *Pool) Close() {
 		return
 	}
 	p.closed = true
+	p.sweep.stop()
 	conns := p.conns
 	p.conns = map[string]*conn{}
 	p.mu.Unlock()
