@@ -185,7 +185,8 @@ const (
 	// back within it (a registry entry flapping) takes it up again rather
 	// than starting afresh, so that a throttled or ejected peer cannot be
 	// cleared by leaving and coming back. After it, the peer's state is
-	// dropped.
+	// dropped (within sweepEvery, 15 s, even if the list does not change
+	// again).
 	DepartedGrace = time.Minute
 	// MaxDeparted is the most peers that left a List keeps within
 	// DepartedGrace; past it the earliest gone are dropped first, so that
