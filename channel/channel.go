@@ -138,11 +138,13 @@ func WithTChannelOptions(t tchannel.ChannelOptions) Option { return func(o *opti
 // WithConnectConfig sets how the Channel connects to its peers: the timeout
 // of one connect (dial and handshakes: TChannel's, and TLS's with
 // WithClientTLS), the backoff between connects to a
-// peer that failed, and the health check of established connections.
-// Default: the zero peer.ConnectConfig, which means peer.DefaultConnectTimeout,
-// peer.DefaultConnectBackoff() (gRPC's: 1 s, x1.6, at most 120 s, +-20 %) and
-// peer.DefaultHealthCheck() (a ping a second; three unanswered close the
-// connection, so a frozen peer is found in about three seconds).
+// peer that failed, the health check of established connections, and the
+// budget of connects across all peers. Default: the zero peer.ConnectConfig,
+// which means peer.DefaultConnectTimeout, peer.DefaultConnectBackoff()
+// (gRPC's: 1 s, x1.6, at most 120 s, +-20 %), peer.DefaultHealthCheck() (a
+// ping a second; three unanswered close the connection, so a frozen peer is
+// found in about three seconds) and a budget of peer.DefaultConnectBurst
+// connects at once, then peer.DefaultConnectRate a second.
 func WithConnectConfig(c peer.ConnectConfig) Option { return func(o *options) { o.connect = c } }
 
 // WithShedding makes the Channel's server side answer Busy, before any

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel/channelz"
@@ -109,6 +110,9 @@ var phaseNames = [...]string{"SERVING", "LEAVING", "DRAINING", "CLOSED"}
 type resolved struct {
 	list    *peer.List
 	watcher *discovery.Watcher
+	// looks counts the peers askForLookups looked at: tests check that it
+	// grows with the changes, not with the list's length at each.
+	looks atomic.Int64
 }
 
 // startResolvers starts the resolvers of WithResolver, each with a
@@ -146,41 +150,51 @@ func (c *Channel) startResolvers() error {
 		c.mu.Lock()
 		c.services[svc] = l
 		c.mu.Unlock()
-		c.resolved[svc] = &resolved{list: l, watcher: w}
+		rs := &resolved{list: l, watcher: w}
+		c.resolved[svc] = rs
 		c.watchWG.Add(1)
-		go c.askForLookups(l, w)
+		go c.askForLookups(rs)
 	}
 	return nil
 }
 
-// askForLookups asks w for a fresh lookup each time a peer of l enters
+// askForLookups asks r.watcher for a fresh lookup each time a peer of r.list enters
 // TransientFailure, and whenever l has peers but none is Ready or
 // connecting: the registry may know better. Resolvers bound how often they
-// look up.
-func (c *Channel) askForLookups(l *peer.List, w *discovery.Watcher) {
+// look up. It keeps the class of each peer it last saw, and looks only at
+// the peers whose state changed (l.TakeChanged): its work is in
+// proportion to the changes, not to the list's length at each of them.
+func (c *Channel) askForLookups(r *resolved) {
 	defer c.watchWG.Done()
-	failed := map[*peer.Peer]bool{}
+	l, w := r.list, r.watcher
+	seen := map[*peer.Peer]peerClass{}
+	usable := 0 // peers of seen whose class is usable
 	for {
 		changed := l.Changed()
-		usable, ask := false, false
-		for _, p := range l.Peers() {
-			switch p.State() {
-			case peer.Ready, peer.Connecting, peer.Idle:
-				usable = true
-				delete(failed, p)
-			case peer.TransientFailure:
-				if !failed[p] {
-					failed[p], ask = true, true
-				}
+		ask := false
+		for _, p := range l.TakeChanged() {
+			r.looks.Add(1)
+			old, known := seen[p]
+			if known && old == classUsable {
+				usable--
+			}
+			if l.Get(p.HostPort()) != p { // it left
+				delete(seen, p)
+				continue
+			}
+			cl := classOf(p.State())
+			if cl == classFailed && (!known || old != classFailed) {
+				ask = true
+			}
+			seen[p] = cl
+			if cl == classUsable {
+				usable++
 			}
 		}
-		if ask || (!usable && len(l.Peers()) > 0) {
+		// The peers it knows, not l.Peers(): a peer that joined since its
+		// take, not yet looked at, must not count as one not usable.
+		if ask || (usable == 0 && len(seen) > 0) {
 			w.ResolveNow()
-		}
-		for p := range failed { // forget the peers that left
-			if l.Get(p.HostPort()) != p {
-				delete(failed, p)
-			}
 		}
 		select {
 		case <-changed:
@@ -188,6 +202,25 @@ func (c *Channel) askForLookups(l *peer.List, w *discovery.Watcher) {
 			return
 		}
 	}
+}
+
+// peerClass is what askForLookups makes of a peer's State.
+type peerClass uint8
+
+const (
+	classUsable peerClass = iota // Ready, Connecting or Idle
+	classFailed                  // TransientFailure
+	classGone                    // Shutdown
+)
+
+func classOf(s peer.State) peerClass {
+	switch s {
+	case peer.Ready, peer.Connecting, peer.Idle:
+		return classUsable
+	case peer.TransientFailure:
+		return classFailed
+	}
+	return classGone
 }
 
 // stopResolvers stops the resolvers and their goroutines and waits for

@@ -3,12 +3,15 @@ package channel
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/discovery"
 	"github.com/sluice-rpc/sluice/internal/testkit/testload"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
@@ -577,4 +580,70 @@ func TestShutdownPastAStuckRegistry(t *testing.T) {
 	if p := s.ch.Debug().Phase; p != "CLOSED" {
 		t.Errorf("phase after Shutdown: %s, want CLOSED", p)
 	}
+}
+
+// The watch on failing peers looks at the peers whose state changed, not
+// at the whole list after each change: with 1,000 peers in transient
+// failure (they stay so: the backoff is an hour), a peer joining, becoming
+// Ready and leaving 30 times costs a few looks each (and each failed peer
+// once at most, if the watch had not yet taken its last change). Walking the list at
+// each wake-up, as it did, cost 1,000 looks per wake-up: 9,990
+// unreachable peers kept a core busy.
+func TestFailedPeerWatchIsLinearInTheChanges(t *testing.T) {
+	const n, rounds = 1000, 30
+	reg := newMemRegistry(refusedPorts(t, n)...)
+	client, _ := resolvedClient(t, reg, WithConnectConfig(peer.ConnectConfig{Backoff: backoff.Exponential{
+		Initial: time.Hour, Max: time.Hour, Multiplier: 1, Jitter: backoff.ProportionalJitter}}))
+	testwait.Until(t, "every peer in transient failure", func() bool {
+		ps := client.Peers("kv")
+		for _, p := range ps {
+			if p.State != peer.TransientFailure {
+				return false
+			}
+		}
+		return len(ps) == n
+	})
+	r := client.resolved["kv"]
+	before := r.looks.Load()
+	s := startServer(t)
+	for range rounds {
+		reg.set(func(a []string) []string { return append(a, s.ch.HostPort()) }, nil)
+		testwait.Until(t, "the extra peer Ready", func() bool {
+			for _, p := range client.Peers("kv") {
+				if p.HostPort == s.ch.HostPort() {
+					return p.State == peer.Ready
+				}
+			}
+			return false
+		})
+		reg.set(func(a []string) []string { return a[:n] }, nil)
+		testwait.Until(t, "the extra peer gone", func() bool { return len(client.Peers("kv")) == n })
+	}
+	// The watch may still have had the failed peers' last changes to
+	// take when before was read: each of them once more at most, and a
+	// few looks per round.
+	if looks, bound := r.looks.Load()-before, n+10*rounds; looks > int64(bound) {
+		t.Errorf("%d rounds of one peer joining, becoming Ready and leaving made the watch look at %d peers, want at most %d: it walks the list", rounds, looks, bound)
+	}
+}
+
+// refusedPorts returns n addresses of 127.0.0.1 where nothing listens,
+// from port 10001 up: below the kernel's ephemeral range, so that no
+// listener of a test running beside (on port 0) takes one meanwhile. Each
+// is listened on and closed again: a connect to it is refused.
+func refusedPorts(t testing.TB, n int) []string {
+	t.Helper()
+	var hps []string
+	for port := 10001; len(hps) < n && port < 32768; port++ {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue // in use
+		}
+		hps = append(hps, l.Addr().String())
+		l.Close()
+	}
+	if len(hps) < n {
+		t.Fatalf("found %d free ports of 127.0.0.1 from 10001, want %d", len(hps), n)
+	}
+	return hps
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,6 +35,9 @@ type conn struct {
 	// handles, never a state it finds itself in.
 	state atomic.Uint32
 	kick  chan struct{} // a call wants a connection, or found it gone
+	// wanted: the kick of an Idle connector is a call's (Connect), whose
+	// connect the budget does not delay (see ConnectBudget).
+	wanted atomic.Bool
 
 	// failure is the cause of the latest failed connect or failed
 	// connection, and when it happened (nil before the first).
@@ -44,6 +48,11 @@ type conn struct {
 	// server). Reconnecting after this process's own idle close keeps it:
 	// the server is warm.
 	readySince atomic.Int64
+
+	// pmu guards peers, the Peers of the lists holding the connector,
+	// each told of its state's changes (List.TakeChanged).
+	pmu   sync.Mutex
+	peers []*Peer
 
 	ctx   context.Context // ends when the connector is stopped
 	stop  context.CancelFunc
@@ -65,9 +74,19 @@ func (c *conn) State() State { return State(c.state.Load()) }
 // TChannel returns the tchannel-go peer whose connections calls use.
 func (c *conn) TChannel() *tchannel.Peer { return c.tch.Load() }
 
-// Connect asks an Idle connector to connect; in any other state it does
-// nothing. It never blocks.
+// Connect asks an Idle connector to connect for a call waiting on it, at
+// once whatever the pool's budget; in any other state it does nothing. It
+// never blocks.
 func (c *conn) Connect() {
+	if c.State() == Idle {
+		c.wanted.Store(true)
+		c.poke()
+	}
+}
+
+// connectSoon asks an Idle connector to connect when the pool's budget
+// allows (a peer joining a list); in any other state it does nothing.
+func (c *conn) connectSoon() {
 	if c.State() == Idle {
 		c.poke()
 	}
@@ -107,7 +126,31 @@ func (c *conn) publish(s State) {
 
 func (c *conn) changed(s State) {
 	c.m.State.Update(float64(s))
+	c.pmu.Lock()
+	for _, p := range c.peers {
+		p.l.queue(p)
+	}
+	c.pmu.Unlock()
 	c.pool.notify(s == Ready)
+}
+
+// attach adds p to the peers told of the connection's changes; detach
+// removes it.
+func (c *conn) attach(p *Peer) {
+	c.pmu.Lock()
+	c.peers = append(c.peers, p)
+	c.pmu.Unlock()
+}
+
+func (c *conn) detach(p *Peer) {
+	c.pmu.Lock()
+	for i, q := range c.peers {
+		if q == p {
+			c.peers = append(c.peers[:i], c.peers[i+1:]...)
+			break
+		}
+	}
+	c.pmu.Unlock()
 }
 
 // run is the connector: one goroutine per conn, from acquire until release
@@ -123,15 +166,40 @@ func (c *conn) run() {
 		retryAt  time.Time            // when TransientFailure ends
 		readyAt  time.Time            // when conn's handshake completed
 		warm     bool                 // the last connection ended in this process, healthy
+		urgent   bool                 // a call waits for the next connect: the budget does not delay it
+		turn     bool                 // the budget's turn for the next connect is reserved, and has come
 	)
 	enter := func(s State) { st = s; c.publish(s) }
+	clk, stopped, hc := c.pool.clk, c.ctx.Done(), c.pool.cfg.HealthCheck
+	reserved := false // a turn of the budget is reserved and not yet used
 	defer func() {
 		if conn != nil && c.close.Load() {
 			conn.Close() // graceful: the calls on it finish first
 		}
+		if reserved {
+			c.pool.budget.refund(clk.Now())
+		}
 		enter(Shutdown)
 	}()
-	clk, stopped, hc := c.pool.clk, c.ctx.Done(), c.pool.cfg.HealthCheck
+	// await reserves the budget's next turn for a connect and waits for
+	// it; false means the connector was stopped meanwhile.
+	await := func() bool {
+		now := clk.Now()
+		at := c.pool.budget.reserve(now, false)
+		if !at.After(now) {
+			return true
+		}
+		reserved = true
+		t := clk.NewTimerAt(onGrain(at))
+		defer t.Stop()
+		select {
+		case <-t.C():
+			reserved = false
+			return true
+		case <-stopped:
+			return false
+		}
+	}
 	fail := func(since time.Time, cause error) {
 		warm = false
 		failures++
@@ -156,12 +224,23 @@ func (c *conn) run() {
 		case Idle:
 			select {
 			case <-c.kick:
+				urgent = c.wanted.Swap(false)
 				enter(Connecting)
 			case <-stopped:
 				return
 			}
 
 		case Connecting:
+			switch {
+			case turn:
+			case urgent:
+				c.pool.budget.reserve(clk.Now(), true) // counted, not delayed
+			default:
+				if !await() {
+					return
+				}
+			}
+			turn, urgent = false, false
 			start := clk.Now()
 			var err error
 			conn, w, err = c.connect()
@@ -272,6 +351,7 @@ func (c *conn) run() {
 			case failed != nil:
 				fail(now, failed)
 			case next == Idle && wanted:
+				urgent = true // a call found it closing
 				enter(Connecting)
 			default:
 				enter(next)
@@ -281,6 +361,12 @@ func (c *conn) run() {
 			t := clk.NewTimerAt(retryAt)
 			select {
 			case <-t.C():
+				// The budget's turn is awaited here, so that calls fail
+				// fast meanwhile rather than wait for a connect.
+				if !await() {
+					return
+				}
+				turn = true
 				enter(Connecting)
 			case <-c.kick: // calls cannot hurry a backoff
 				t.Stop()

@@ -14,7 +14,14 @@
 // handshake, or unanswered by three pings in a row), and Shutdown. A
 // connection the remote closes or resets after serving is reconnected at
 // once; one closed by this process's idle sweep leaves the peer Idle, not
-// failed, until a call looks at it.
+// failed, until a call looks at it. A budget bounds the connects across
+// the Pool (ConnectBudget: 2,500 at once, then 100 a second by default),
+// so that thousands of peers failing together cannot become a storm of
+// dials; a connect a call waits for is never delayed.
+//
+// A List keeps the judgement of a peer that left (its limiter, latency
+// estimate, ejection) for DepartedGrace, and takes it up again if the
+// peer comes back meanwhile; after that it is dropped.
 //
 // Calls never dial. The Pool's Dialer, installed in the tchannel.Channel,
 // refuses at once a dial to a managed host:port that does not come from its

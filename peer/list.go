@@ -7,6 +7,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/busy"
@@ -28,6 +29,11 @@ type List struct {
 
 	mu    sync.Mutex // serialises Add, Remove and Set
 	peers atomic.Pointer[members]
+	// departed holds the peers that left, for DepartedGrace (at most
+	// MaxDeparted of them): one that comes back within it takes up its
+	// judgement again (see Set). l.mu.
+	departed *departures[*Peer]
+	sweep    sweeper // prunes departed while it holds peers; l.mu
 	// ejectMu serialises ejections, so that the cap on ejected peers
 	// holds; it guards each peer's ejectK and ejectEnd.
 	ejectMu sync.Mutex
@@ -39,6 +45,13 @@ type List struct {
 	// resolving is true until the first Set of a list whose peers come
 	// from a resolver (ListConfig.Resolving).
 	resolving atomic.Bool
+
+	// The feed of changes (TakeChanged), on from its first use: the peers
+	// whose State changed, or that joined or left, since the last take,
+	// each at most once (Peer.queued).
+	feedOn atomic.Bool
+	fmu    sync.Mutex
+	feed   []*Peer
 }
 
 // ListConfig configures a List. Its zero value is a list of an unnamed
@@ -99,7 +112,8 @@ func NewList(cfg ListConfig) (*List, error) {
 		cfg.Recorder = stats.NewRecorder(nil)
 	}
 	cfg.Busy.Clock = cfg.Clock
-	l := &List{service: cfg.Service, cfg: cfg.Busy, clk: cfg.Clock, rec: cfg.Recorder, pool: cfg.Pool, bal: cfg.Balance}
+	l := &List{service: cfg.Service, cfg: cfg.Busy, clk: cfg.Clock, rec: cfg.Recorder, pool: cfg.Pool, bal: cfg.Balance,
+		departed: newDepartures[*Peer](DepartedGrace, MaxDeparted), sweep: sweeper{every: sweepEvery}}
 	l.peers.Store(newMembers(nil))
 	l.resolving.Store(cfg.Resolving)
 	return l, nil
@@ -129,14 +143,19 @@ func (l *List) Add(hostPort string) (*Peer, error) {
 	copy(next, old)
 	next = append(next, p)
 	l.peers.Store(newMembers(next))
+	l.queue(p) // once a member: the feed's reader looks it up
 	return p, nil
 }
 
 // newPeer makes the peer at hostPort, of weight w, with its limiter and
 // its connector from the pool, asked to connect.
 func (l *List) newPeer(hostPort string, w float64) (*Peer, error) {
-	lim, err := busy.New(l.cfg)
-	if err != nil {
+	prev, back := l.departed.take(hostPort, l.clk.Now())
+	var lim *busy.Limiter
+	var err error
+	if back {
+		lim = prev.limiter
+	} else if lim, err = busy.New(l.cfg); err != nil {
 		return nil, err
 	}
 	var c *conn
@@ -144,12 +163,104 @@ func (l *List) newPeer(hostPort string, w float64) (*Peer, error) {
 		if c, err = l.pool.acquire(hostPort); err != nil {
 			return nil, err
 		}
-		c.Connect()
+		c.connectSoon()
 	}
 	p := &Peer{hostPort: hostPort, conn: c, limiter: lim, m: l.rec.Peer(l.service, hostPort), l: l, added: l.clk.Now().UnixNano()}
 	p.weight.Store(math.Float64bits(w))
+	if back {
+		l.inherit(p, prev)
+	}
 	p.m.Limit.Update(lim.Limit())
+	if c != nil {
+		c.attach(p)
+	}
 	return p, nil
+}
+
+// Defaults of what a List remembers of the peers that left it.
+const (
+	// DepartedGrace is how long a List keeps the judgement of a peer that
+	// left (its busy limiter, latency estimate, slow mark, pushback rest,
+	// ejection and the run of errors towards the next): a peer that comes
+	// back within it (a registry entry flapping) takes it up again rather
+	// than starting afresh, so that a throttled or ejected peer cannot be
+	// cleared by leaving and coming back. After it, the peer's state is
+	// dropped (within sweepEvery, 15 s, even if the list does not change
+	// again).
+	DepartedGrace = time.Minute
+	// MaxDeparted is the most peers that left a List keeps within
+	// DepartedGrace; past it the earliest gone are dropped first, so that
+	// addresses rotating through a registry cannot grow it without bound
+	// (each is a few hundred bytes).
+	MaxDeparted = 4096
+)
+
+// inherit gives p, coming back, the judgement prev had when it left
+// (its limiter is already prev's). Its counts start afresh (Counts are
+// totals since it was added), as does its connection's state.
+func (l *List) inherit(p, prev *Peer) {
+	p.latency.Store(prev.latency.Load())
+	p.learned.Store(prev.learned.Load())
+	p.samples.Store(prev.samples.Load())
+	p.restUntil.Store(prev.restUntil.Load())
+	p.restPending.Store(prev.restPending.Load())
+	p.slow.Store(prev.slow.Load())
+	p.probedAt.Store(prev.probedAt.Load())
+	p.errorsInRow.Store(prev.errorsInRow.Load())
+	p.ejectedUntil.Store(prev.ejectedUntil.Load())
+	p.ejections.Store(prev.ejections.Load())
+	l.ejectMu.Lock()
+	p.ejectK, p.ejectEnd = prev.ejectK, prev.ejectEnd
+	l.ejectMu.Unlock()
+}
+
+// drop lets go of a peer that left the list (l.mu held): its connector
+// no longer tells it of changes, the pool's reference to the connector
+// is given back, and its judgement is kept for DepartedGrace.
+func (l *List) drop(p *Peer) {
+	l.departed.put(p.hostPort, p, l.clk.Now())
+	l.sweep.arm(l.departed.len(), &l.mu, func() int {
+		l.departed.prune(l.clk.Now())
+		return l.departed.len()
+	})
+	l.queue(p) // the feed's reader learns that it left
+	if p.conn != nil {
+		p.conn.detach(p)
+		l.pool.release(p.conn)
+	}
+}
+
+// queue puts p in the feed of changes, once until the next take.
+func (l *List) queue(p *Peer) {
+	if !l.feedOn.Load() || !p.queued.CompareAndSwap(false, true) {
+		return
+	}
+	l.fmu.Lock()
+	l.feed = append(l.feed, p)
+	l.fmu.Unlock()
+}
+
+// TakeChanged returns the peers whose State changed, and those that
+// joined or left the list (Get no longer returns a peer that left), since
+// the last TakeChanged, each once: a reader that keeps what it knows of
+// each peer follows the list in time proportional to the changes, not to
+// the list's length. The first call returns every peer (and turns the
+// feed on: a list nobody reads keeps none). A peer appears again only
+// after a change that follows this call, so read each one's State after
+// it returns; wait on Changed (read before TakeChanged) for the next.
+// One reader per list.
+func (l *List) TakeChanged() []*Peer {
+	if l.feedOn.CompareAndSwap(false, true) {
+		return l.Peers()
+	}
+	l.fmu.Lock()
+	batch := l.feed
+	l.feed = nil
+	l.fmu.Unlock()
+	for _, p := range batch {
+		p.queued.Store(false)
+	}
+	return batch
 }
 
 // Member is a peer as List.Set wants it.
@@ -161,9 +272,10 @@ type Member struct {
 
 // Set makes the list's peers exactly members, in one change: peers that
 // stay keep their connection, limiter, latency estimate and counts (their
-// weight is updated); new ones are added and start connecting; the others
-// are removed as Remove does (calls in flight to them finish, then their
-// connections close). It checks every member before changing anything: an
+// weight is updated); new ones are added and start connecting (one that
+// left less than DepartedGrace ago takes up its limiter, latency
+// estimate and ejection again); the others are removed as Remove does
+// (calls in flight to them finish, then their connections close). It checks every member before changing anything: an
 // invalid host:port or weight (see balance.CheckWeight), or a host:port
 // listed twice, is an error and changes nothing.
 func (l *List) Set(members []Member) error {
@@ -206,9 +318,7 @@ func (l *List) Set(members []Member) error {
 		p, err := l.newPeer(m.HostPort, w)
 		if err != nil {
 			for _, q := range next[len(old)-len(gone):] { // undo: release the new ones
-				if q.conn != nil {
-					l.pool.release(q.conn)
-				}
+				l.drop(q)
 			}
 			return err
 		}
@@ -219,13 +329,16 @@ func (l *List) Set(members []Member) error {
 		// of its shard keys: a resolver repeats its answer every period.
 		l.setMembers(next)
 	}
+	for _, p := range next[len(old)-len(gone):] {
+		l.queue(p) // once members: the feed's reader looks them up
+	}
 	for _, p := range gone {
-		if p.conn != nil {
-			l.pool.release(p.conn)
-		}
+		l.drop(p)
 	}
 	if l.resolving.Swap(false) && l.pool != nil {
 		l.pool.notify(true) // calls waiting for the first answer choose again
+	} else if l.pool != nil && l.feedOn.Load() && (len(gone) > 0 || len(next) > len(old)-len(gone)) {
+		l.pool.notify(false) // the feed's reader learns who joined and left
 	}
 	return nil
 }
@@ -261,8 +374,9 @@ func (l *List) Remove(hostPort string) error {
 			next = append(next, old[:i]...)
 			next = append(next, old[i+1:]...)
 			l.setMembers(next)
-			if p.conn != nil {
-				l.pool.release(p.conn)
+			l.drop(p)
+			if l.pool != nil && l.feedOn.Load() {
+				l.pool.notify(false)
 			}
 			return nil
 		}

@@ -63,8 +63,10 @@ type Peer struct {
 	busy        atomic.Uint64
 	refused     atomic.Uint64
 
-	l     *List // the list holding the peer: its balancing and ejection cap
-	added int64 // when it was added, Unix nanoseconds (Ready since, without a pool)
+	l *List // the list holding the peer: its balancing and ejection cap
+	// queued: the peer is in its list's feed of changes (List.queue).
+	queued atomic.Bool
+	added  int64 // when it was added, Unix nanoseconds (Ready since, without a pool)
 
 	// slow marks a peer whose latency estimate stands far above the
 	// others' (see slowRatio): it is chosen only as a probe, once per

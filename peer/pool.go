@@ -51,6 +51,10 @@ type ConnectConfig struct {
 	// without closing it (a frozen process, a dead link). The zero value
 	// means DefaultHealthCheck(); a negative Interval turns it off.
 	HealthCheck HealthCheck
+	// Budget bounds the connects the Pool starts across all its peers
+	// (see ConnectBudget). The zero value means DefaultConnectRate a
+	// second after a burst of DefaultConnectBurst.
+	Budget ConnectBudget
 }
 
 // HealthCheck is how a connector checks a Ready connection: a TChannel ping
@@ -81,6 +85,9 @@ func (c ConnectConfig) Validate() error {
 	case h.Timeout <= 0 || h.Failures < 1:
 		return fmt.Errorf("peer: ConnectConfig.HealthCheck is %+v, must have Timeout > 0 and Failures >= 1 (or a zero value for the default, a negative Interval for none)", h)
 	}
+	if err := c.Budget.Validate(); err != nil {
+		return err
+	}
 	if c.Timeout < 0 {
 		return fmt.Errorf("peer: ConnectConfig.Timeout is %v, must be >= 0 (0: %v)", c.Timeout, DefaultConnectTimeout)
 	}
@@ -104,6 +111,7 @@ func (c ConnectConfig) withDefaults() ConnectConfig {
 	if c.HealthCheck == (HealthCheck{}) {
 		c.HealthCheck = DefaultHealthCheck()
 	}
+	c.Budget = c.Budget.withDefaults()
 	return c
 }
 
@@ -126,10 +134,11 @@ var ErrPoolClosed = errors.New("peer: the connection pool is closed")
 // options, then Start it with that channel; Lists made with the Pool take
 // their peers' connections from it. It is safe for concurrent use.
 type Pool struct {
-	cfg  ConnectConfig
-	clk  clock.Clock
-	rec  *stats.Recorder
-	rand func() float64
+	cfg    ConnectConfig
+	budget *connectBudget // nil: none
+	clk    clock.Clock
+	rec    *stats.Recorder
+	rand   func() float64
 
 	ctx  context.Context // cancelled by Close: ends every connect
 	stop context.CancelFunc
@@ -147,17 +156,26 @@ type Pool struct {
 	mu    sync.Mutex
 	tch   *tchannel.Channel
 	conns map[string]*conn
-	// released holds the host:ports whose last reference went, and when:
-	// for releasedHold the Dialer still refuses callers' dials to them, so
+	// released holds the host:ports whose last reference went: for
+	// releasedHold the Dialer still refuses callers' dials to them, so
 	// that a call that chose such a peer just before finds no connection
-	// instead of making one.
-	released map[string]time.Time
+	// instead of making one. At most maxReleased are held (the oldest go
+	// first), so that addresses rotating through a registry cannot grow
+	// it without bound.
+	released *departures[struct{}]
+	sweep    sweeper // prunes released while it holds any; mu
 	closed   bool
 }
 
 // releasedHold is how long the Dialer goes on refusing callers' dials to a
 // host:port after its last peer was removed.
 const releasedHold = time.Minute
+
+// maxReleased is the most host:ports a Pool holds for releasedHold after
+// their release: a registry's MaxPeers (discovery.DefaultMaxPeers). Past
+// it the earliest released is forgotten first; a call that chose such a
+// peer long before may then dial it itself, as tchannel-go would.
+const maxReleased = 10000
 
 // PoolConfig configures a Pool. Its zero value connects as the zero
 // ConnectConfig says, on the wall clock, reporting nowhere.
@@ -188,7 +206,8 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	p := &Pool{cfg: cfg.Connect.withDefaults(), clk: cfg.Clock, rec: cfg.Recorder, rand: rand.Float64, ctx: ctx, stop: stop,
-		conns: map[string]*conn{}, released: map[string]time.Time{}}
+		conns: map[string]*conn{}, released: newDepartures[struct{}](releasedHold, maxReleased), sweep: sweeper{every: sweepEvery}}
+	p.budget = newConnectBudget(p.cfg.Budget)
 	ch := make(chan struct{})
 	p.changed.Store(&ch)
 	return p, nil
@@ -245,8 +264,8 @@ func (p *Pool) managed(hostPort string) bool {
 	if _, ok := p.conns[hostPort]; ok || p.closed {
 		return true
 	}
-	at, ok := p.released[hostPort]
-	return ok && p.clk.Since(at) < releasedHold
+	_, ok := p.released.get(hostPort, p.clk.Now())
+	return ok
 }
 
 // acquire returns the connector of hostPort, making it on first use, and
@@ -265,7 +284,7 @@ func (p *Pool) acquire(hostPort string) (*conn, error) {
 		c.refs++
 		return c, nil
 	}
-	delete(p.released, hostPort)
+	p.released.take(hostPort, p.clk.Now())
 	c := newConn(p, hostPort, p.tch.RootPeers().GetOrAdd(hostPort))
 	p.conns[hostPort] = c
 	p.wg.Add(1)
@@ -281,13 +300,11 @@ func (p *Pool) release(c *conn) {
 	last := c.refs == 0 && p.conns[c.hostPort] == c
 	if last {
 		delete(p.conns, c.hostPort)
-		now := p.clk.Now()
-		for hp, at := range p.released { // forget what no call can race any more
-			if now.Sub(at) >= releasedHold {
-				delete(p.released, hp)
-			}
-		}
-		p.released[c.hostPort] = now
+		p.released.put(c.hostPort, struct{}{}, p.clk.Now())
+		p.sweep.arm(p.released.len(), &p.mu, func() int {
+			p.released.prune(p.clk.Now())
+			return p.released.len()
+		})
 	}
 	p.mu.Unlock()
 	if last {
@@ -305,6 +322,7 @@ func (p *Pool) Close() {
 		return
 	}
 	p.closed = true
+	p.sweep.stop()
 	conns := p.conns
 	p.conns = map[string]*conn{}
 	p.mu.Unlock()

@@ -793,3 +793,70 @@ func BenchmarkListGet(b *testing.B) {
 		}
 	}
 }
+
+// The feed of changes holds the peers whose state changed, or that joined
+// or left, each once per take, and none that did nothing: a reader of a
+// long list whose one peer flaps looks at that peer, not at the list.
+func TestTakeChangedHoldsOnlyChanges(t *testing.T) {
+	f := newFixture(t, ConnectConfig{Backoff: backoff.Exponential{Initial: time.Hour, Max: time.Hour, Multiplier: 1,
+		Jitter: backoff.ProportionalJitter}}, tchannel.ChannelOptions{})
+	var ms []Member
+	for range 40 {
+		ms = append(ms, Member{HostPort: testnet.Refused(t)})
+	}
+	ms = dedupe(ms)
+	if err := f.list.Set(ms); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.list.TakeChanged(); len(got) != len(ms) {
+		t.Fatalf("the first take returned %d peers, want the list's %d", len(got), len(ms))
+	}
+	for _, p := range f.list.Peers() {
+		f.waitState(p, TransientFailure) // then still: the backoff is an hour
+	}
+	f.list.TakeChanged() // the failures
+
+	s := startServer(t, "127.0.0.1:0")
+	extra := Member{HostPort: s.PeerInfo().HostPort}
+	for i := range 3 {
+		if err := f.list.Set(append(ms[:len(ms):len(ms)], extra)); err != nil {
+			t.Fatal(err)
+		}
+		p := f.list.Get(extra.HostPort)
+		f.waitState(p, Ready)
+		got := f.list.TakeChanged()
+		if len(got) != 1 || got[0] != p {
+			t.Fatalf("round %d: a peer joined and became Ready; the feed held %v, want only it", i, hostPorts(got))
+		}
+		if err := f.list.Set(ms); err != nil {
+			t.Fatal(err)
+		}
+		got = f.list.TakeChanged()
+		if len(got) != 1 || got[0] != p || f.list.Get(p.HostPort()) != nil {
+			t.Fatalf("round %d: a peer left; the feed held %v, want only it, gone from Get", i, hostPorts(got))
+		}
+	}
+	if got := f.list.TakeChanged(); len(got) != 0 {
+		t.Errorf("nothing changed, yet the feed held %v", hostPorts(got))
+	}
+}
+
+func dedupe(ms []Member) []Member {
+	seen := map[string]bool{}
+	out := ms[:0]
+	for _, m := range ms {
+		if !seen[m.HostPort] {
+			seen[m.HostPort] = true
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func hostPorts(ps []*Peer) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.HostPort())
+	}
+	return out
+}

@@ -16,7 +16,7 @@ import "strconv"
 //	Connecting --(the handshake said the server is leaving)--> TransientFailure
 //	Ready --(an attempt found the connection closing: Peer.Lost)--> Connecting,
 //	        then Ready again at once if the connection was fine
-//	TransientFailure --(its backoff has passed)--> Connecting
+//	TransientFailure --(its backoff has passed, and the pool's connect budget gave it a turn)--> Connecting
 //	any --(removed, or the channel closed)--> Shutdown
 //
 // Only a Ready peer is sent attempts.
@@ -27,7 +27,9 @@ const (
 	// made, or its idle connection was closed. The next call that looks at
 	// it starts a connect.
 	Idle State = iota
-	// Connecting: a dial and handshake are under way.
+	// Connecting: a dial and handshake are under way, or about to be: a
+	// peer that just joined a list waits here for a turn of the pool's
+	// connect budget (see ConnectBudget).
 	Connecting
 	// Ready: a connection is established; attempts go over it.
 	Ready
