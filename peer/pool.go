@@ -152,6 +152,9 @@ type Pool struct {
 	lastNotify time.Time
 	nTimer     *time.Timer // armed while a coalesced close is due
 	nClosed    bool        // Close ran: no timer is armed any more
+	// nconns is len(conns), read without mu by notify: a small pool's
+	// changes are never coalesced.
+	nconns atomic.Int32
 
 	mu    sync.Mutex
 	tch   *tchannel.Channel
@@ -287,6 +290,7 @@ func (p *Pool) acquire(hostPort string) (*conn, error) {
 	p.released.take(hostPort, p.clk.Now())
 	c := newConn(p, hostPort, p.tch.RootPeers().GetOrAdd(hostPort))
 	p.conns[hostPort] = c
+	p.nconns.Store(int32(len(p.conns)))
 	p.wg.Add(1)
 	go c.run()
 	return c, nil
@@ -300,6 +304,7 @@ func (p *Pool) release(c *conn) {
 	last := c.refs == 0 && p.conns[c.hostPort] == c
 	if last {
 		delete(p.conns, c.hostPort)
+		p.nconns.Store(int32(len(p.conns)))
 		p.released.put(c.hostPort, struct{}{}, p.clk.Now())
 		p.sweep.arm(p.released.len(), &p.mu, func() int {
 			p.released.prune(p.clk.Now())
@@ -342,27 +347,36 @@ func (p *Pool) Close() {
 }
 
 // Changed returns a channel that is closed at the next change of any
-// peer's State: at once for a peer becoming Ready, within notifyGap for
-// any other change. Read it before looking at the states, then wait on it.
+// peer's State: at once for a peer becoming Ready, and for any change in
+// a pool of at most coalesceAbove connections; within notifyGap for other
+// changes in a larger pool. Read it before looking at the states, then
+// wait on it.
 func (p *Pool) Changed() <-chan struct{} { return *p.changed.Load() }
 
 // notifyGap is the longest a change other than to Ready waits before
-// Changed is closed for it, and so the least time between two closes for
-// such changes. Each close sends every waiter (calls waiting for a peer,
-// the channel's watch on failing peers) over the whole list: with
-// thousands of peers retrying their connects, one close per change would
-// keep a core busy. A peer becoming Ready, what waiting calls wait for,
-// is never delayed. Wall-clock time, whatever the Pool's Clock: it
-// bounds a wake-up's lateness, not a policy.
+// Changed is closed for it in a pool of more than coalesceAbove
+// connections, and so the least time between two closes for such changes.
+// Each close sends every waiter (calls waiting for a peer, the channel's
+// watch on failing peers) over the list: with thousands of peers retrying
+// their connects, one close per change would keep a core busy. A peer
+// becoming Ready, what waiting calls wait for, is never delayed.
+// Wall-clock time, whatever the Pool's Clock: it bounds a wake-up's
+// lateness, not a policy.
 const notifyGap = 20 * time.Millisecond
 
+// coalesceAbove is the most connections a pool may have for its changes
+// to be told at once. In a small pool a close costs little, and a call
+// waiting for a peer must learn at once that the last one failed, to fail
+// fast (UNAVAILABLE) rather than notifyGap late.
+const coalesceAbove = 64
+
 // notify closes Changed for a change of a peer's state: at once if now
-// (a peer became Ready, or the first resolver answer came) or if it was
-// not closed within notifyGap, otherwise once notifyGap has passed since
-// the last close, with the changes meanwhile.
+// (a peer became Ready, or the first resolver answer came), if the pool
+// is small or if it was not closed within notifyGap; otherwise once
+// notifyGap has passed since the last close, with the changes meanwhile.
 func (p *Pool) notify(now bool) {
 	p.nmu.Lock()
-	if !now && !p.nClosed { // after Close, no timer: at once
+	if !now && !p.nClosed && p.nconns.Load() > coalesceAbove { // after Close, no timer: at once
 		if p.nTimer != nil {
 			p.nmu.Unlock() // a close is due, and will cover this change
 			return

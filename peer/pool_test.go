@@ -710,6 +710,7 @@ func TestChangedCoalesced(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
+	pool.nconns.Store(coalesceAbove + 1) // a large pool's: a small one's changes are not coalesced
 	closes := 0
 	ch := pool.Changed()
 	start := time.Now()
@@ -736,6 +737,28 @@ func TestChangedCoalesced(t *testing.T) {
 	c := pool.Changed()
 	pool.notify(false) // within notifyGap of the last close: coalesced
 	testwait.Recv(t, c, "Changed to close for a coalesced change")
+}
+
+// In a pool of at most coalesceAbove connections every change closes
+// Changed at once: a call waiting for a peer of a small list learns at
+// once that the last one failed, and fails fast rather than notifyGap
+// late.
+func TestChangedAtOnceInASmallPool(t *testing.T) {
+	pool, err := NewPool(PoolConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	pool.nconns.Store(coalesceAbove)
+	for i := range 100 {
+		before := pool.Changed()
+		pool.notify(false)
+		select {
+		case <-before:
+		default:
+			t.Fatalf("change %d (not to Ready) in a pool of %d connections did not close Changed at once", i, coalesceAbove)
+		}
+	}
 }
 
 // Get finds each peer of a long list (indexed by host:port) and none that
