@@ -159,42 +159,20 @@ func benchSummary(stdout, lastErr string) string {
 // them all at once, size bytes of arg3 each, one frame of each in turn, so
 // that every answer is in flight at the client together.
 type bigAnswerServer struct {
-	ln          net.Listener
+	*rawServer
 	calls, size int
-	wg          sync.WaitGroup
-	mu          sync.Mutex
-	conns       []net.Conn
-	n           int // answers begun
+	n           int // answers begun; rawServer.mu
 }
 
 func startBigAnswerServer(calls, size int) (*bigAnswerServer, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	rs, err := listenRaw()
 	if err != nil {
 		return nil, err
 	}
-	s := &bigAnswerServer{ln: ln, calls: calls, size: size}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s.mu.Lock()
-			s.conns = append(s.conns, c)
-			s.mu.Unlock()
-			s.wg.Add(1)
-			go func() {
-				defer s.wg.Done()
-				s.serve(c)
-			}()
-		}
-	}()
+	s := &bigAnswerServer{rawServer: rs, calls: calls, size: size}
+	rs.start(s.serve)
 	return s, nil
 }
-
-func (s *bigAnswerServer) addr() string { return s.ln.Addr().String() }
 
 func (s *bigAnswerServer) answered() int {
 	s.mu.Lock()
@@ -233,16 +211,12 @@ func (s *bigAnswerServer) serve(c net.Conn) {
 		if err != nil {
 			return
 		}
-		var out []byte
-		switch h.Type {
-		case tframe.InitReq:
-			out = tframe.AppendInit(nil, tframe.InitRes, h.ID, tframe.Init{Version: 2, Params: tframe.InitParams(s.addr(), "hostile-server")})
-		case tframe.PingReq:
-			out = tframe.Append(nil, tframe.PingRes, h.ID, nil)
-		case tframe.CallReq:
+		if h.Type == tframe.CallReq {
 			ids <- h.ID
 			continue
-		default:
+		}
+		out := s.handshakeReply(h)
+		if out == nil {
 			continue
 		}
 		if err := write(out); err != nil {
@@ -318,14 +292,4 @@ func (s *bigAnswerServer) interleave(batch []uint32, write func([]byte) error) e
 		}
 	}
 	return nil
-}
-
-func (s *bigAnswerServer) close() {
-	s.ln.Close()
-	s.mu.Lock()
-	for _, c := range s.conns {
-		c.Close()
-	}
-	s.mu.Unlock()
-	s.wg.Wait()
 }

@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"sync"
 	"time"
 
 	"github.com/sluice-rpc/sluice/internal/tframe"
@@ -106,42 +105,20 @@ func (e *env) clientCase(name string, reply func(uint32) []byte) (Case, error) {
 // hostileServer is a TChannel server that answers the init handshake and
 // pings, and every call request with a frame of its choice.
 type hostileServer struct {
-	ln    net.Listener
+	*rawServer
 	reply func(id uint32) []byte
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	conns []net.Conn
-	n     int // call requests answered
+	n     int // call requests answered; rawServer.mu
 }
 
 func startHostileServer(reply func(uint32) []byte) (*hostileServer, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	rs, err := listenRaw()
 	if err != nil {
 		return nil, err
 	}
-	s := &hostileServer{ln: ln, reply: reply}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s.mu.Lock()
-			s.conns = append(s.conns, c)
-			s.mu.Unlock()
-			s.wg.Add(1)
-			go func() {
-				defer s.wg.Done()
-				s.serve(c)
-			}()
-		}
-	}()
+	s := &hostileServer{rawServer: rs, reply: reply}
+	rs.start(s.serve)
 	return s, nil
 }
-
-func (s *hostileServer) addr() string { return s.ln.Addr().String() }
 
 func (s *hostileServer) calls() int {
 	s.mu.Lock()
@@ -158,32 +135,18 @@ func (s *hostileServer) serve(c net.Conn) {
 		if err != nil {
 			return
 		}
-		var out []byte
-		switch h.Type {
-		case tframe.InitReq:
-			out = tframe.AppendInit(nil, tframe.InitRes, h.ID, tframe.Init{Version: 2, Params: tframe.InitParams(s.addr(), "hostile-server")})
-		case tframe.PingReq:
-			out = tframe.Append(nil, tframe.PingRes, h.ID, nil)
-		case tframe.CallReq:
+		out := s.handshakeReply(h)
+		if h.Type == tframe.CallReq {
 			out = s.reply(h.ID)
 			s.mu.Lock()
 			s.n++
 			s.mu.Unlock()
-		default:
+		}
+		if out == nil {
 			continue
 		}
 		if _, err := c.Write(out); err != nil && !errors.Is(err, net.ErrClosed) {
 			return
 		}
 	}
-}
-
-func (s *hostileServer) close() {
-	s.ln.Close()
-	s.mu.Lock()
-	for _, c := range s.conns {
-		c.Close()
-	}
-	s.mu.Unlock()
-	s.wg.Wait()
 }

@@ -68,27 +68,7 @@ func runDebugIdle(e *env) error {
 	c.ReadyIn = time.Since(start)
 	e.logf("%s", c)
 
-	stop := make(chan struct{})
-	probe := make(chan *Load, 1)
-	go func() {
-		l, err := runLoad(e.ctx, e.t.Addr, loadSpec{rate: float64(time.Second) / float64(p.probeEvery), deadline: p.deadline, payload: 16}, stop)
-		if err != nil {
-			e.r.problem("the new client: %v", err)
-		}
-		probe <- l
-	}()
-	err = e.pause(p.hold)
-	close(stop)
-	e.r.Probe = <-probe
-	e.leave(attackers, start)
-	e.peaks(s)
-	if err == nil {
-		err = e.pause(p.settle)
-	}
-	e.after()
-	e.connFigures()
-	e.r.fig("new TChannel client during the attack", "%s", e.r.Probe)
-	return err
+	return e.holdWhileProbed(attackers, start, s, "new TChannel client during the attack")
 }
 
 // childHTTPIdle is the attacker child of debug-idle: it opens j.Conns

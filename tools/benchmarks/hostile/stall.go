@@ -54,6 +54,15 @@ func (e *env) stall(addr string, handshake bool) error {
 	c.ReadyIn = time.Since(start)
 	e.logf("%s", c)
 
+	return e.holdWhileProbed(attackers, start, s, "new client during the attack")
+}
+
+// holdWhileProbed is the end of an attack whose attackers hold
+// connections: it keeps them for e.p.hold while a new client calls every
+// e.p.probeEvery, lets them leave, waits e.p.settle and records the
+// figures, the new client's under name.
+func (e *env) holdWhileProbed(attackers []*attacker, start time.Time, s *sampler, name string) error {
+	p := e.p
 	stop := make(chan struct{})
 	probe := make(chan *Load, 1)
 	go func() {
@@ -63,7 +72,7 @@ func (e *env) stall(addr string, handshake bool) error {
 		}
 		probe <- l
 	}()
-	err = e.pause(p.hold)
+	err := e.pause(p.hold)
 	close(stop)
 	e.r.Probe = <-probe
 	e.leave(attackers, start)
@@ -73,7 +82,7 @@ func (e *env) stall(addr string, handshake bool) error {
 	}
 	e.after()
 	e.connFigures()
-	e.r.fig("new client during the attack", "%s", e.r.Probe)
+	e.r.fig(name, "%s", e.r.Probe)
 	return err
 }
 
