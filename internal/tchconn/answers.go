@@ -32,6 +32,10 @@ const answerFrame = 64 << 10
 // 49 days.
 const maxOwedAge = time.Minute
 
+// answersKept is the most entries a Conn's map of answers owed may have
+// held for the map to be kept once empty (see unowe).
+const answersKept = 64
+
 // owed is a call whose answer is not yet written.
 type owed struct {
 	bytes int64 // charged
@@ -58,7 +62,7 @@ func (c *Conn) owe(fr tframe.Frame, f []byte) bool {
 		c.amu.Unlock()
 		return false // closed, or closing for the answers it owes: nothing more is served
 	}
-	if c.answers[fr.ID] != nil {
+	if _, ok := c.answers[fr.ID]; ok {
 		c.amu.Unlock()
 		return true
 	}
@@ -70,10 +74,11 @@ func (c *Conn) owe(fr tframe.Frame, f []byte) bool {
 		return false
 	}
 	if c.answers == nil {
-		c.answers = map[uint32]*owed{}
+		c.answers = map[uint32]owed{}
 	}
 	ttl := min(time.Duration(fr.TTL)*time.Millisecond, maxOwedAge)
-	c.answers[fr.ID] = &owed{bytes: cost, until: g.now.Load() + int64(ttl)}
+	c.answers[fr.ID] = owed{bytes: cost, until: g.now.Load() + int64(ttl)}
+	c.answersBig = c.answersBig || len(c.answers) > answersKept
 	c.nowed.Store(int32(len(c.answers)))
 	c.amu.Unlock()
 	if victim != nil {
@@ -147,7 +152,7 @@ func (c *Conn) waitsOnPeer() bool { return c.wgen.Load()%2 == 1 }
 // closed or to be closed. Call it with c.amu held.
 func (c *Conn) dropAnswers() {
 	c.g.chargeAnswer(c, -c.owedBytes)
-	c.answers = nil
+	c.answers, c.answersBig = nil, false
 	c.nowed.Store(0)
 	c.unowed = true
 }
@@ -177,8 +182,9 @@ func (c *Conn) oweMore(id uint32, n int) {
 		return
 	}
 	c.amu.Lock()
-	if o := c.answers[id]; o != nil {
+	if o, ok := c.answers[id]; ok {
 		o.bytes += int64(n)
+		c.answers[id] = o
 		c.g.chargeAnswer(c, int64(n))
 	}
 	c.amu.Unlock()
@@ -191,7 +197,7 @@ func (c *Conn) answered(id uint32) {
 		return
 	}
 	c.amu.Lock()
-	if o := c.answers[id]; o != nil {
+	if o, ok := c.answers[id]; ok {
 		c.unowe(id, o)
 	}
 	c.amu.Unlock()
@@ -204,18 +210,23 @@ func (c *Conn) cancelled(id uint32) {
 		return
 	}
 	c.amu.Lock()
-	if o := c.answers[id]; o != nil {
+	if o, ok := c.answers[id]; ok {
 		o.until = min(o.until, c.g.now.Load())
+		c.answers[id] = o
 	}
 	c.amu.Unlock()
 }
 
-// unowe forgets call id, owed o. Call it with c.amu held.
-func (c *Conn) unowe(id uint32, o *owed) {
+// unowe forgets call id, owed o. Call it with c.amu held. An empty map
+// is kept for the next call (a connection's calls one at a time would
+// make a new one each) unless it grew past answersKept entries: a map
+// does not shrink, and a connection that once owed 1,024 answers would
+// keep their room for its life.
+func (c *Conn) unowe(id uint32, o owed) {
 	c.g.chargeAnswer(c, -o.bytes)
 	delete(c.answers, id)
-	if len(c.answers) == 0 {
-		c.answers = nil
+	if len(c.answers) == 0 && c.answersBig {
+		c.answers, c.answersBig = nil, false
 	}
 	c.nowed.Store(int32(len(c.answers)))
 }

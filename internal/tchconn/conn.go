@@ -111,15 +111,16 @@ type Conn struct {
 	calls atomic.Int32 // calls in flight (BeginCall)
 
 	// Answers owed (answers.go), guarded by amu.
-	amu       sync.Mutex
-	answers   map[uint32]*owed // calls whose answers are not yet written
-	owedBytes int64            // what they are charged
-	unowed    bool             // closed, or closing to make room: charged nothing more
-	idleGen   uint32           // the sweep's: wgen at its last look
-	idleAt    int64            // and when
-	nowed     atomic.Int32     // len(answers), read without the lock
-	owedNow   atomic.Int64     // owedBytes, read without the lock
-	closing   atomic.Bool      // picked to be closed to make room
+	amu        sync.Mutex
+	answers    map[uint32]owed // calls whose answers are not yet written (kept while small: see unowe)
+	answersBig bool            // answers held more than answersKept since it was made
+	owedBytes  int64           // what they are charged
+	unowed     bool            // closed, or closing to make room: charged nothing more
+	idleGen    uint32          // the sweep's: wgen at its last look
+	idleAt     int64           // and when
+	nowed      atomic.Int32    // len(answers), read without the lock
+	owedNow    atomic.Int64    // owedBytes, read without the lock
+	closing    atomic.Bool     // picked to be closed to make room
 	// wgen counts the starts and ends of writes to the socket: odd while
 	// one is in progress.
 	wgen atomic.Uint32
