@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/discovery/dns"
+	"github.com/sluice-rpc/sluice/internal/testkit/procmem"
 	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 )
@@ -61,7 +60,7 @@ func TestFloodOfAddresses(t *testing.T) {
 	if slowtest.Race {
 		t.Skip("the race detector multiplies memory: run without -race")
 	}
-	if _, err := peakRSS(); err != nil {
+	if _, err := procmem.PeakRSS(); err != nil {
 		t.Skip(err)
 	}
 	addr := startHandler(t, flood{srvs: 256})
@@ -72,7 +71,7 @@ func TestFloodOfAddresses(t *testing.T) {
 		t.Errorf("the error is not ErrOverCap")
 	}
 	rec.quiet(t)
-	peak, _ := peakRSS()
+	peak, _ := procmem.PeakRSS()
 	t.Logf("peak RSS %d MB", peak>>20)
 	if peak > 200<<20 {
 		t.Errorf("peak RSS %d MB, want under 200 MB", peak>>20)
@@ -104,19 +103,4 @@ func startHandler(t *testing.T, h mdns.Handler) string {
 		})
 	}
 	return pc.LocalAddr().String()
-}
-
-// peakRSS returns this process's peak resident set size (Linux's VmHWM).
-func peakRSS() (int64, error) {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0, fmt.Errorf("no peak RSS to read: %v", err)
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, errors.New("no VmHWM in /proc/self/status")
 }

@@ -3,12 +3,11 @@ package etcd_test
 import (
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/sluice-rpc/sluice/discovery/etcd"
+	"github.com/sluice-rpc/sluice/internal/testkit/procmem"
 	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
 )
 
@@ -24,7 +23,7 @@ func TestFloodOfLargeValues(t *testing.T) {
 	if slowtest.Race {
 		t.Skip("the race detector multiplies memory: run without -race")
 	}
-	if _, err := peakRSS(); err != nil {
+	if _, err := procmem.PeakRSS(); err != nil {
 		t.Skip(err)
 	}
 	_, cli := startEtcd(t)
@@ -43,7 +42,7 @@ func TestFloodOfLargeValues(t *testing.T) {
 	if set, _ := rec.last(); set != nil {
 		t.Errorf("a set of %d peers was reported", len(set))
 	}
-	peak, _ := peakRSS()
+	peak, _ := procmem.PeakRSS()
 	t.Logf("peak RSS %d MB", peak>>20)
 	if peak > 200<<20 {
 		t.Errorf("peak RSS %d MB, want under 200 MB", peak>>20)
@@ -61,19 +60,4 @@ func TestFloodOfLargeValues(t *testing.T) {
 	if err := rec.waitError(t, "MaxKeys (50)"); !errors.Is(err, etcd.ErrOverCap) {
 		t.Errorf("the error %v is not ErrOverCap", err)
 	}
-}
-
-// peakRSS returns this process's peak resident set size (Linux's VmHWM).
-func peakRSS() (int64, error) {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0, fmt.Errorf("no peak RSS to read: %v", err)
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, errors.New("no VmHWM in /proc/self/status")
 }
