@@ -49,7 +49,7 @@ func sluiceClient(b *testing.B, hp string, opts ...Option) *Channel {
 		b.Fatal(err)
 	}
 	b.Cleanup(c.Close)
-	if err := c.AddPeer("kv", hp); err != nil {
+	if err := to(c, "kv").AddPeer(hp); err != nil {
 		b.Fatal(err)
 	}
 	return c
@@ -57,7 +57,7 @@ func sluiceClient(b *testing.B, hp string, opts ...Option) *Channel {
 
 func sluiceRawCall(ctx context.Context, c *Channel) func() error {
 	return func() error {
-		_, err := c.CallRaw(ctx, "kv", "echo", benchArg2, benchArg3)
+		_, err := to(c, "kv").CallRaw(ctx, "echo", benchArg2, benchArg3)
 		return err
 	}
 }
@@ -185,10 +185,10 @@ func firstCall(b *testing.B, ctx context.Context, name, hp string, opts ...Optio
 			if c, err = New("first-call-client", opts...); err != nil {
 				return err
 			}
-			if err := c.AddPeer("kv", hp); err != nil {
+			if err := to(c, "kv").AddPeer(hp); err != nil {
 				return err
 			}
-			_, err = c.CallRaw(ctx, "kv", "echo", benchArg2, benchArg3)
+			_, err = to(c, "kv").CallRaw(ctx, "echo", benchArg2, benchArg3)
 			return err
 		},
 		After: func() { c.Close() },
@@ -225,11 +225,11 @@ func BenchmarkRawCallPartsPaired(b *testing.B) {
 	s := startServer(b)
 	ctx := benchCtx(b)
 	c := sluiceClient(b, s.ch.HostPort())
-	pol, err := c.policyFor("kv", "echo")
+	pol, err := policyOf(c, "kv", "echo")
 	if err != nil {
 		b.Fatal(err)
 	}
-	l := pol.peers(c, "kv")
+	l := pol.list
 	req := &Request{Format: tchannel.Raw, Arg2: benchArg2, Arg3: benchArg3}
 	if err := sluiceRawCall(ctx, c)(); err != nil { // connects the peer
 		b.Fatal(err)
@@ -265,7 +265,7 @@ const benchRetryConfig = `{"methodConfig":[{"name":[{"service":"kv"}],
 
 func jsonCall(ctx context.Context, c *Channel) func() error {
 	var out echoRes
-	return func() error { return c.CallJSON(ctx, "kv", "get", &echoReq{Key: "k"}, &out) }
+	return func() error { return to(c, "kv").CallJSON(ctx, "get", &echoReq{Key: "k"}, &out) }
 }
 
 func benchRetryPolicy(b *testing.B) *serviceconfig.Config {
@@ -317,7 +317,7 @@ func BenchmarkCallThirdAttempt(b *testing.B) {
 	for i := 0; i < 3; i++ {
 		s := startServer(b)
 		s.busyEvery = func() bool { return n.Add(1)%3 != 0 }
-		if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+		if err := to(c, "kv").AddPeer(s.ch.HostPort()); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -162,8 +162,8 @@ func (st *callState) pick(ctx context.Context, now time.Time) (*peer.Peer, time.
 			now = st.c.o.clock.Now()
 		case <-ctx.Done():
 			if err == peer.ErrResolving { // say why the resolver has not answered
-				if w := st.c.managedBy(st.l.Service()); w != nil {
-					if ws := w.State(); ws.LastError != "" {
+				if r := st.pol.cl.res; r != nil {
+					if ws := r.watcher.State(); ws.LastError != "" {
 						err = fmt.Errorf("%w; %s: %s", err, ws.Target, ws.LastError)
 					}
 				}

@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net"
-	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,14 +80,10 @@ type options struct {
 	noRetries            bool
 	maxAttemptsCap       int
 	bufTotal, bufPerCall int64
-	leases               map[string]Gate
-	pacing               map[string]PacingConfig
-	methods              map[methodKey]bool // WithMethods
 
-	resolvers   map[string]discovery.Resolver // WithResolver
-	resolverDup string                        // a service WithResolver named twice
-	registrar   discovery.Registrar
-	shutdown    ShutdownConfig
+	registrar discovery.Registrar
+	shutdown  ShutdownConfig
+	logger    *slog.Logger // WithLogger's; nil: slog.Default() at the time of logging
 
 	callMW    []CallMiddleware
 	attemptMW []AttemptMiddleware
@@ -210,30 +205,17 @@ type Channel struct {
 	buffer *retry.Buffer
 	// responses bounds the response bytes its calls hold at once.
 	responses *responseBudget
-	states    sync.Pool         // *callState: CallRaw's and CallJSON's, recycled
-	gates     map[string]Gate   // lease gates by target service
-	pacers    map[string]*pacer // rate-limit pacing by target service
+	states    sync.Pool // *callState: CallRaw's and CallJSON's, recycled
 
 	// prefixed indexes the service config's method names of the form
 	// "Service::method" by (service, method), for nameHint; fixed at New.
 	prefixed map[methodKey][]string
 
-	mu       sync.RWMutex
-	services map[string]*peer.List
-	// unnamedSeries counts, per service, the unnamed methods whose calls
-	// have metric series of their own (see seriesOf).
-	unnamedSeries map[string]int
-	policies      map[methodKey]*methodPolicy
-	hinted        map[methodKey]bool           // configured names nameHint has logged
-	lastPolicy    atomic.Pointer[methodPolicy] // policyFor's last answer
-	throttles     map[string]*retry.Throttle   // per target service
-	closed        atomic.Bool
+	mu      sync.RWMutex
+	clients map[string]*Client // by service (NewClient)
+	closed  atomic.Bool
 
-	// Discovery and the server's life (see discovery.go). resolved is
-	// fixed at New.
-	resolved  map[string]*resolved
-	stopWatch chan struct{}
-	watchWG   sync.WaitGroup
+	// Registration and the server's life (see discovery.go).
 	regState
 	phase     atomic.Int32 // phaseServing, ...
 	declining atomic.Bool  // inbound requests are declined (Shutdown's drain, Close)
@@ -293,30 +275,15 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("channel: WithRetryBuffer: %w", err)
 	}
-	for svc, r := range o.resolvers {
-		if svc == "" || r == nil {
-			return nil, fmt.Errorf("channel: WithResolver(%q, %v) needs a service name and a resolver", svc, r)
-		}
-	}
-	if o.resolverDup != "" {
-		return nil, fmt.Errorf("channel: WithResolver names service %q twice; a service has one resolver", o.resolverDup)
-	}
 	if err := o.shutdown.validate(); err != nil {
 		return nil, err
 	}
-	for svc, g := range o.leases {
-		if svc == "" || g == nil {
-			return nil, fmt.Errorf("channel: WithLease(%q, %v) needs a service name and a Gate", svc, g)
-		}
-	}
-	gates := o.leases
 	if o.tracer = o.tch.Tracer; o.tracer == nil {
 		o.tracer = opentracing.GlobalTracer()
 	}
 	_, noop := o.tracer.(opentracing.NoopTracer)
-	c := &Channel{name: serviceName, o: o, rec: stats.NewRecorder(o.scope), tracing: !noop, buffer: buffer, gates: gates,
-		services: map[string]*peer.List{}, policies: map[methodKey]*methodPolicy{}, throttles: map[string]*retry.Throttle{},
-		prefixed: prefixedNames(o.config), hinted: map[methodKey]bool{}, responses: &responseBudget{limit: o.responseBudget}}
+	c := &Channel{name: serviceName, o: o, rec: stats.NewRecorder(o.scope), tracing: !noop, buffer: buffer,
+		clients: map[string]*Client{}, prefixed: prefixedNames(o.config), responses: &responseBudget{limit: o.responseBudget}}
 	if o.shed != nil {
 		s, err := newShedder(*o.shed, o.clock)
 		if err != nil {
@@ -376,23 +343,6 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 		return nil, fmt.Errorf("channel: %w", err)
 	}
 	c.tch, c.pool, c.peers = tch, pool, pg
-	c.pacers = map[string]*pacer{}
-	for svc, pc := range o.pacing {
-		p, err := c.newPacer(svc, pc)
-		if err != nil {
-			pool.Close()
-			tch.Close()
-			pg.close()
-			return nil, err
-		}
-		c.pacers[svc] = p
-	}
-	if err := c.startResolvers(); err != nil {
-		pool.Close()
-		tch.Close()
-		pg.close()
-		return nil, err
-	}
 	return c, nil
 }
 
@@ -468,155 +418,8 @@ func (c *Channel) serve(l net.Listener) error {
 // HostPort returns the address the Channel listens on.
 func (c *Channel) HostPort() string { return c.tch.PeerInfo().HostPort }
 
-// AddPeer adds the peer at hostPort to service's peers. Adding a peer twice
-// is harmless.
-func (c *Channel) AddPeer(service, hostPort string) error {
-	if service == "" {
-		return errors.New("channel: AddPeer: the service name is empty")
-	}
-	if w := c.managedBy(service); w != nil {
-		return fmt.Errorf("channel: AddPeer %s: service %q's peers come from its resolver %s (WithResolver); change them there", hostPort, service, w.State().Target)
-	}
-	if err := peer.ValidateHostPort(hostPort); err != nil {
-		return fmt.Errorf("channel: AddPeer: %w", err)
-	}
-	if c.closed.Load() {
-		return ErrClosed
-	}
-	l, err := c.peerList(service, true)
-	if err != nil {
-		return err
-	}
-	if _, err = l.Add(hostPort); errors.Is(err, peer.ErrPoolClosed) {
-		return ErrClosed
-	}
-	return err
-}
-
-// SetPeers makes service's peers exactly members, with their weights, in
-// one change, as a resolver does (see peer.List.Set): peers that stay keep
-// their connections and counts, new ones start connecting, the others are
-// removed once their calls finish. A weight is the peer's share relative
-// to the others (0 means 1): a peer of weight 2 gets about twice the
-// calls of a peer of weight 1. Every member is checked first; an invalid
-// one changes nothing.
-func (c *Channel) SetPeers(service string, members []peer.Member) error {
-	if service == "" {
-		return errors.New("channel: SetPeers: the service name is empty")
-	}
-	if w := c.managedBy(service); w != nil {
-		return fmt.Errorf("channel: SetPeers: service %q's peers come from its resolver %s (WithResolver); change them there", service, w.State().Target)
-	}
-	if c.closed.Load() {
-		return ErrClosed
-	}
-	l, err := c.peerList(service, true)
-	if err != nil {
-		return err
-	}
-	if err := l.Set(members); errors.Is(err, peer.ErrPoolClosed) {
-		return ErrClosed
-	} else if err != nil {
-		return fmt.Errorf("channel: SetPeers: %w", err)
-	}
-	return nil
-}
-
-// RemovePeer removes the peer at hostPort from service's peers. Calls in
-// flight to it complete; then its connection closes, unless another of the
-// Channel's services still has the peer.
-func (c *Channel) RemovePeer(service, hostPort string) error {
-	if w := c.managedBy(service); w != nil {
-		return fmt.Errorf("channel: RemovePeer %s: service %q's peers come from its resolver %s (WithResolver); change them there", hostPort, service, w.State().Target)
-	}
-	l, _ := c.peerList(service, false)
-	if l == nil {
-		return fmt.Errorf("channel: RemovePeer: service %q has no peers", service)
-	}
-	if err := l.Remove(hostPort); err != nil {
-		return fmt.Errorf("channel: RemovePeer: %w", err)
-	}
-	return nil
-}
-
-// Peers returns the counts of service's peers, sorted by host:port. Their
-// State says which can take calls now.
-func (c *Channel) Peers(service string) []peer.Counts {
-	l, _ := c.peerList(service, false)
-	if l == nil {
-		return nil
-	}
-	var out []peer.Counts
-	for _, p := range l.Peers() {
-		out = append(out, p.Counts())
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].HostPort < out[j].HostPort })
-	return out
-}
-
-// Connect starts connecting every peer of service that has no connection
-// yet (calls do the same on first use) and waits until none is connecting
-// or ctx ends. It returns nil when every peer is ready; otherwise an error
-// naming the peers that are not, which wraps ErrUnavailable when none is.
-// Servers and tests use it to have connections in place before the first
-// call; nothing requires it.
-func (c *Channel) Connect(ctx context.Context, service string) error {
-	l, _ := c.peerList(service, false)
-	if l == nil || len(l.Peers()) == 0 {
-		return fmt.Errorf("channel: Connect %s: %w", service, ErrNoPeers)
-	}
-	for {
-		changed := l.Changed()
-		l.Connect()
-		var connecting, failed []string
-		for _, p := range l.Peers() {
-			switch p.State() {
-			case peer.Idle, peer.Connecting:
-				connecting = append(connecting, p.HostPort())
-			case peer.TransientFailure, peer.Shutdown:
-				failed = append(failed, p.HostPort())
-			}
-		}
-		if len(connecting) == 0 {
-			switch {
-			case len(failed) == 0:
-				return nil
-			case len(failed) == len(l.Peers()):
-				return fmt.Errorf("channel: Connect %s: %w (%s)", service, ErrUnavailable, strings.Join(failed, ", "))
-			}
-			return fmt.Errorf("channel: Connect %s: not connected to %s", service, strings.Join(failed, ", "))
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return fmt.Errorf("channel: Connect %s: still connecting to %s: %w", service, strings.Join(connecting, ", "), ctx.Err())
-		}
-	}
-}
-
-func (c *Channel) peerList(service string, create bool) (*peer.List, error) {
-	c.mu.RLock()
-	l := c.services[service]
-	c.mu.RUnlock()
-	if l != nil || !create {
-		return l, nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if l := c.services[service]; l != nil {
-		return l, nil
-	}
-	l, err := peer.NewList(peer.ListConfig{Service: service, Busy: c.o.busy, Clock: c.o.clock, Recorder: c.rec, Pool: c.pool, Balance: c.o.config.BalancingFor(service)})
-	if err != nil {
-		return nil, err
-	}
-	c.services[service] = l
-	c.forgetPolicies(service)
-	return l, nil
-}
-
 // Close stops listening, withdraws the Channel's registrations (waiting at
-// most a second for the registry), stops its resolvers and connectors,
+// most a second for the registry), closes its Clients and connectors,
 // closes every connection once its calls are done, and waits (up to a few
 // seconds) until they have closed. Requests that reach the Channel's
 // handlers meanwhile are declined before any handler runs, so Sluice
@@ -639,7 +442,9 @@ func (c *Channel) closeWithin(ctx context.Context) {
 	dctx, cancel := context.WithTimeout(ctx, deregisterWait)
 	_ = c.deregister(dctx) // Shutdown has, if it ran: this does nothing then
 	cancel()
-	c.stopResolvers()
+	for _, cl := range c.clientList() {
+		cl.close(false) // its resolver first, so that nothing adds peers now
+	}
 	c.pool.Close()
 	c.peers.g.Leave() // Sluice clients stop choosing it before its connections close
 	c.tch.Close()

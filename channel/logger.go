@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -150,4 +151,19 @@ func (l *limitedLogger) Infof(format string, args ...any) {
 
 func (l *limitedLogger) WithFields(fields ...tchannel.LogField) tchannel.Logger {
 	return &limitedLogger{Logger: l.Logger.WithFields(fields...), b: l.b}
+}
+
+// WithLogger sets the logger of the Channel's own warnings about its
+// configuration (a service config method name that matches no call, see
+// WithServiceConfig). Default: slog.Default() when a line is written, so
+// that a program that sets no logger still sees them, at Warn.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// warn logs msg at Warn on the Channel's logger.
+func (c *Channel) warn(msg string) {
+	l := c.o.logger
+	if l == nil {
+		l = slog.Default()
+	}
+	l.Warn(msg, "channel", c.name)
 }

@@ -43,7 +43,8 @@ func (p PacingConfig) Validate() error {
 	return nil
 }
 
-// WithPacing makes calls to service follow its servers' rate-limit signals.
+// WithPacing makes the Client's calls follow its servers' rate-limit
+// signals.
 // A Busy answer counts as "rate limited" (TChannel's 429); its pushback, or
 // the quota headers of JSON and Thrift responses (X-RateLimit-User-API,
 // X-RateLimit-User, RateLimit-Remaining/-Limit/-Reset, Retry-After), give the
@@ -51,13 +52,8 @@ func (p PacingConfig) Validate() error {
 // backoff, the pacer's sleep); new calls to a throttled service or method are
 // held back until the window ends, or fail at once when it outlasts MaxDelay
 // or their deadline.
-func WithPacing(service string, cfg PacingConfig) Option {
-	return func(o *options) {
-		if o.pacing == nil {
-			o.pacing = map[string]PacingConfig{}
-		}
-		o.pacing[service] = cfg
-	}
+func WithPacing(cfg PacingConfig) ClientOption {
+	return func(o *clientOptions) { o.pacing = &cfg }
 }
 
 // pacer is one service's pacing state.
@@ -73,9 +69,6 @@ type pacer struct {
 }
 
 func (c *Channel) newPacer(service string, cfg PacingConfig) (*pacer, error) {
-	if service == "" {
-		return nil, errors.New("channel: WithPacing: the service name is empty")
-	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -88,7 +88,7 @@ func TestChecksumFrameClosesOnlyItsConnection(t *testing.T) {
 	s := startServer(t, WithScope(scope), WithTChannelOptions(tchannel.ChannelOptions{Logger: logs}))
 	client, _, _ := startClient(t, s)
 	ctx := ctxTimeout(t)
-	_, err := client.CallRaw(ctx, "kv", "echo", nil, []byte("before"))
+	_, err := to(client, "kv").CallRaw(ctx, "echo", nil, []byte("before"))
 	if err != nil {
 		t.Fatalf("CallRaw: %v", err)
 	}
@@ -105,7 +105,7 @@ func TestChecksumFrameClosesOnlyItsConnection(t *testing.T) {
 	}
 	p.ClosedByServer()
 
-	res, err := client.CallRaw(ctx, "kv", "echo", nil, []byte("after"))
+	res, err := to(client, "kv").CallRaw(ctx, "echo", nil, []byte("after"))
 	if err != nil {
 		t.Fatalf("the Sluice client's connection, untouched: %v", err)
 	}
@@ -179,12 +179,12 @@ func TestClientGetsAnErrorFromAHostileServer(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	defer client.Close()
-	if err := client.AddPeer("kv", l.Addr().String()); err != nil {
+	if err := to(client, "kv").AddPeer(l.Addr().String()); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	res, err := client.CallRaw(ctx, "kv", "echo", nil, nil)
+	res, err := to(client, "kv").CallRaw(ctx, "echo", nil, nil)
 	if err != nil {
 		t.Fatalf("CallRaw: %v", err)
 	}
@@ -193,7 +193,7 @@ func TestClientGetsAnErrorFromAHostileServer(t *testing.T) {
 	}
 	clk.Add(10 * time.Second) // the connection has served for long: its end is no failed connect
 
-	_, err = client.CallRaw(ctx, "kv", "echo", nil, nil)
+	_, err = to(client, "kv").CallRaw(ctx, "echo", nil, nil)
 	if err == nil {
 		t.Fatal("CallRaw succeeded, want an error")
 	}
@@ -204,10 +204,10 @@ func TestClientGetsAnErrorFromAHostileServer(t *testing.T) {
 		t.Errorf("got %v, want %v", got, 1)
 	}
 	testwait.Until(t, "the peer to be in transient failure", func() bool {
-		return client.Peers("kv")[0].State == peer.TransientFailure
+		return to(client, "kv").Peers()[0].State == peer.TransientFailure
 	})
 	for range 5 {
-		_, err = client.CallRaw(ctx, "kv", "echo", nil, nil)
+		_, err = to(client, "kv").CallRaw(ctx, "echo", nil, nil)
 		if !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("CallRaw error = %v, want %v", err, ErrUnavailable)
 		}
@@ -229,7 +229,7 @@ func TestLargeArgumentsRoundTrip(t *testing.T) {
 		for i := range arg3 {
 			arg3[i] = byte(i * 7)
 		}
-		res, err := client.CallRaw(ctx, "kv", "echo", arg2, arg3)
+		res, err := to(client, "kv").CallRaw(ctx, "echo", arg2, arg3)
 		if err != nil {
 			t.Fatalf("size %d: %v", size, err)
 		}
@@ -257,11 +257,11 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(client.Close)
-	if err := client.AddPeer("kv", s.ch.HostPort()); err != nil {
+	if err := to(client, "kv").AddPeer(s.ch.HostPort()); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
 	ctx := ctxTimeout(t)
-	_, err = client.CallRaw(ctx, "kv", "echo", nil, nil)
+	_, err = to(client, "kv").CallRaw(ctx, "echo", nil, nil)
 	if err != nil {
 		t.Fatalf("CallRaw: %v", err)
 	}
@@ -275,7 +275,7 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 	// connects again for its next call.
 	waitPeerState(t, client, s.ch.HostPort(), peer.Idle)
 	ctx = ctxTimeout(t)
-	_, err = client.CallRaw(ctx, "kv", "echo", nil, nil)
+	_, err = to(client, "kv").CallRaw(ctx, "echo", nil, nil)
 	if err != nil {
 		t.Fatalf("the client's call after its idle connection was closed: %v", err)
 	}
@@ -290,7 +290,7 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 // here (the tests are about the calls the closes meet).
 func closedOftenClient(t *testing.T, s *testServer, scope tally.Scope) *Channel {
 	t.Helper()
-	opts := []Option{WithMethods("kv", "echo"), WithConnectConfig(peer.ConnectConfig{Backoff: backoff.Exponential{
+	opts := []Option{WithConnectConfig(peer.ConnectConfig{Backoff: backoff.Exponential{
 		Initial: time.Millisecond, Max: time.Millisecond, Multiplier: 1.6, Jitter: backoff.ProportionalJitter}})}
 	if scope != nil {
 		opts = append(opts, WithScope(scope))
@@ -300,7 +300,7 @@ func closedOftenClient(t *testing.T, s *testServer, scope tally.Scope) *Channel 
 		t.Fatal(err)
 	}
 	t.Cleanup(client.Close)
-	if err := client.AddPeer("kv", s.ch.HostPort()); err != nil {
+	if err := to(client, "kv", WithMethods("echo")).AddPeer(s.ch.HostPort()); err != nil {
 		t.Fatal(err)
 	}
 	return client
@@ -321,7 +321,7 @@ func TestIdleCloseLosesNoCall(t *testing.T) {
 		// Gaps around the idle timeout, so that calls meet its closes.
 		time.Sleep(idle*3/4 + time.Duration(i%11)*idle/20)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		if _, err := client.CallRaw(ctx, "kv", "echo", nil, nil); err != nil {
+		if _, err := to(client, "kv").CallRaw(ctx, "echo", nil, nil); err != nil {
 			failed = append(failed, err)
 		}
 		cancel()
@@ -363,7 +363,7 @@ func TestMaxConnsMakesRoomForANewClient(t *testing.T) {
 	client, _, _ := startClient(t, s)
 	ctx := ctxTimeout(t)
 	for range 10 {
-		_, err := client.CallRaw(ctx, "kv", "echo", nil, nil)
+		_, err := to(client, "kv").CallRaw(ctx, "echo", nil, nil)
 		if err != nil {
 			t.Fatalf("CallRaw: %v", err)
 		}
@@ -425,7 +425,7 @@ func TestEvictionLosesNoCall(t *testing.T) {
 		// fails, and a call waits for the next instead of failing
 		// UNAVAILABLE, so that what is counted is the calls that met an
 		// eviction of a connection they could be sent on.
-		if _, err := client.CallRaw(cctx, "kv", "echo", nil, nil, WaitForReady()); err != nil {
+		if _, err := to(client, "kv").CallRaw(cctx, "echo", nil, nil, WaitForReady()); err != nil {
 			failed = append(failed, err)
 		}
 		cancel()

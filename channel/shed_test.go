@@ -347,12 +347,12 @@ func TestAdaptiveLimitOnARealServer(t *testing.T) {
 func TestPushbackRestsThePeer(t *testing.T) {
 	s := startServer(t, WithShedding(ShedConfig{MaxRPS: 0.001, Burst: 1, Pushback: 50 * time.Millisecond}))
 	c, clk, _ := startClient(t, s)
-	_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	_, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil)
 	if err != nil {
 		t.Fatalf("CallRaw: %v", err)
 	}
 	code := func() codes.Code {
-		_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+		_, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil)
 		var ce *CallError
 		if !errors.As(err, &ce) {
 			t.Fatalf("CallRaw error = %v, want a %T", err, ce)
