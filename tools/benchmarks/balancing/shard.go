@@ -71,7 +71,7 @@ type ShardRow struct {
 
 // BoundCheck is the shard keys' bounded load, checked where the chooser
 // applies it: on the client's calls pending to each peer
-// (channel.Channel.Peers), read every ShardConfig.Sample over the
+// (channel.Client.Peers), read every ShardConfig.Sample over the
 // measured stretch. The chooser sends a call to its key's home only while
 // the home has fewer than ceil(c x (m + 1) / n) calls pending, m being
 // the calls pending to all n peers (balance.Capacity; the shard servers'
@@ -107,9 +107,9 @@ type pendingSample struct {
 }
 
 // readPending reads the client's peers of Service.
-func readPending(client *channel.Channel) pendingSample {
+func readPending(client *channel.Client) pendingSample {
 	var s pendingSample
-	for _, p := range client.Peers(Service) {
+	for _, p := range client.Peers() {
 		n := max(p.Pending, 0)
 		s.most, s.all = max(s.most, n), s.all+n
 		s.peers++
@@ -247,12 +247,12 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 		return row, moves, err
 	}
 	defer f.close()
-	client, err := newClient(cfgJSON)
+	ch, client, err := newClient(cfgJSON)
 	if err != nil {
 		return row, moves, err
 	}
-	defer client.Close()
-	if err := client.SetPeers(Service, f.members(nil)); err != nil {
+	defer ch.Close()
+	if err := client.SetPeers(f.members(nil)); err != nil {
 		return row, moves, err
 	}
 
@@ -485,11 +485,11 @@ func ringMoves(ctx context.Context, c Config, f fleet) (RingMoves, error) {
 	for i := range probe {
 		probe[i] = i * sh.Keys / sh.Probe
 	}
-	client, err := newClient(noSlowStart)
+	ch, client, err := newClient(noSlowStart)
 	if err != nil {
 		return m, err
 	}
-	defer client.Close()
+	defer ch.Close()
 	stages := []struct {
 		members []peer.Member
 		names   []string
@@ -502,7 +502,7 @@ func ringMoves(ctx context.Context, c Config, f fleet) (RingMoves, error) {
 	}
 	landed := make([][]string, len(stages))
 	for si, st := range stages {
-		if err := client.SetPeers(Service, st.members); err != nil {
+		if err := client.SetPeers(st.members); err != nil {
 			return m, err
 		}
 		if err := awaitReady(ctx, client, len(st.members)); err != nil {
@@ -512,7 +512,7 @@ func ringMoves(ctx context.Context, c Config, f fleet) (RingMoves, error) {
 		for _, k := range probe {
 			key := keyName(k)
 			cctx, cancel := context.WithTimeout(ctx, c.Timeout)
-			res, err := client.Call(cctx, Service, Method, &channel.Request{Format: "raw", Arg3: []byte(key)}, channel.WithShardKey(key))
+			res, err := client.Call(cctx, Method, &channel.Request{Format: "raw", Arg3: []byte(key)}, channel.WithShardKey(key))
 			cancel()
 			hp := ""
 			if err == nil {
@@ -540,11 +540,11 @@ func ringMoves(ctx context.Context, c Config, f fleet) (RingMoves, error) {
 }
 
 // awaitReady waits, up to 5 s, until client has n Ready peers of Service.
-func awaitReady(ctx context.Context, client *channel.Channel, n int) error {
+func awaitReady(ctx context.Context, client *channel.Client, n int) error {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		ready := 0
-		for _, p := range client.Peers(Service) {
+		for _, p := range client.Peers() {
 			if p.State == peer.Ready {
 				ready++
 			}

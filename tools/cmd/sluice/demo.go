@@ -146,19 +146,23 @@ func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *de
 	bad := servers[2]
 	bad.overloaded.Store(true)
 
-	client, err := channel.New("demo-client", channel.WithScope(debug.scope()), channel.WithMethods("kv", "get"))
+	ch, err := channel.New("demo-client", channel.WithScope(debug.scope()))
 	if err != nil {
 		return err
 	}
-	defer client.Close()
+	defer ch.Close()
+	client, err := ch.NewClient("kv", channel.WithMethods("get"))
+	if err != nil {
+		return err
+	}
 	for _, s := range servers {
-		if err := client.AddPeer("kv", s.ch.HostPort()); err != nil {
+		if err := client.AddPeer(s.ch.HostPort()); err != nil {
 			return err
 		}
 	}
 	// The debug listener's pages besides /metrics and /debug/pprof/: the
 	// client channel's live state.
-	pages := map[string]http.Handler{"/debug/sluice": client.DebugHandler()}
+	pages := map[string]http.Handler{"/debug/sluice": ch.DebugHandler()}
 	if err := debug.serve("sluice demo", pages, stderr); err != nil {
 		return err
 	}
@@ -171,7 +175,7 @@ func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *de
 		bad.ch.HostPort(), cfg.capacity, heal)
 	fmt.Fprintf(w, "A Sluice channel sends %d req/s for %d s. Each second, per peer: requests sent, busy answers, requests its limiter refused (sent elsewhere), its limit and its connection's state.\n\n",
 		cfg.rps, cfg.seconds)
-	if err := client.Connect(ctx, "kv"); err != nil {
+	if err := client.Connect(ctx); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "%4s  %-21s %6s %6s %10s %9s  %s\n", "sec", "peer", "sent", "busy", "throttled", "limit", "connection")
@@ -195,7 +199,7 @@ func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *de
 				defer wg.Done()
 				cctx, cancel := context.WithTimeout(ctx, cfg.callTimeout)
 				defer cancel()
-				_, err := client.CallRaw(cctx, "kv", "get", nil, []byte("k"))
+				_, err := client.CallRaw(cctx, "get", nil, []byte("k"))
 				var ce *channel.CallError
 				switch {
 				case err == nil:
@@ -212,7 +216,7 @@ func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *de
 			}()
 		case <-second.C:
 			s := demoSecond{overloaded: bad.overloaded.Load()}
-			for _, p := range client.Peers("kv") {
+			for _, p := range client.Peers() {
 				q := prev[p.HostPort]
 				mark := ""
 				if p.HostPort == bad.ch.HostPort() {
@@ -245,7 +249,7 @@ func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *de
 	total := ok.Load() + failBusy.Load() + failThrottled.Load() + failOther.Load()
 	fmt.Fprintf(w, "\nsummary: %d calls in %d s: %d succeeded, %d failed BUSY, %d failed THROTTLED (nothing sent), %d failed otherwise.\n",
 		total, cfg.seconds, ok.Load(), failBusy.Load(), failThrottled.Load(), failOther.Load())
-	for _, p := range client.Peers("kv") {
+	for _, p := range client.Peers() {
 		fmt.Fprintf(w, "  %-21s sent %6d  busy %5d  throttled %6d  final limit %s  ejections %d  %s\n", p.HostPort, p.Sent, p.Busy, p.Throttled, formatLimit(p.Limit), p.Ejections, p.State)
 	}
 	fmt.Fprint(w, m.summary())
