@@ -331,10 +331,15 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	opts = append(opts, tlsOpts...)
 	clients := make([]*channel.Client, *connections)
 	for i := range clients {
-		chOpts := opts
+		// The configuration's warnings and the fallback to each peer are
+		// logged once, not once a connection.
+		warnings := noWarnings()
+		if i == 0 {
+			warnings = configWarnings(stderr)
+		}
+		chOpts := append(slices.Clip(opts), channel.WithLogger(warnings))
 		if i == 0 && tlsFlags.fallback {
-			// The fallback to each peer is logged once, not once a connection.
-			chOpts = append(slices.Clip(opts), channel.WithTChannelOptions(tchannel.ChannelOptions{Logger: newWarnLogger(stderr)}))
+			chOpts = append(chOpts, channel.WithTChannelOptions(tchannel.ChannelOptions{Logger: newWarnLogger(stderr)}))
 		}
 		ch, err := channel.New("sluice-bench", chOpts...)
 		if err != nil {

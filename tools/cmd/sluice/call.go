@@ -102,7 +102,8 @@ func callCmd(args []string, stdout, stderr io.Writer) int {
 		return fs.usageError("%v", err)
 	}
 
-	ch, err := channel.New("sluice-call", append([]channel.Option{channel.WithServiceConfig(cfg)}, tlsOpts...)...)
+	ch, err := channel.New("sluice-call", append([]channel.Option{channel.WithServiceConfig(cfg),
+		channel.WithLogger(configWarnings(stderr))}, tlsOpts...)...)
 	if err != nil {
 		return fs.usageError("%v", err)
 	}
