@@ -53,9 +53,10 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return demoRun(ctx, args, stdout, stderr, nil)
 }
 
-// demoRun is demoCmd with a hook for tests: atEnd, if not nil, runs once the calls are done and the metrics reported, while the
-// debug listener still serves (its address, "" without one): a test
-// scrapes it there.
+// demoRun is demoCmd with a hook for tests: atEnd, if not nil, runs once
+// the calls are done and the metrics reported, while the debug listener
+// still serves (its address, "" without one) and the client channel is
+// open, its peers in its live state: a test scrapes it there.
 func demoRun(ctx context.Context, args []string, stdout, stderr io.Writer, atEnd func(debugAddr string)) int {
 	fs := newFlagSet("sluice demo", demoHelp, stdout, stderr)
 	cfg := demoConfig{callTimeout: 500 * time.Millisecond}
@@ -82,20 +83,23 @@ func demoRun(ctx context.Context, args []string, stdout, stderr io.Writer, atEnd
 		return fs.usageError("%v", err)
 	}
 	defer debug.close()
-	if err := runDemo(ctx, cfg, stdout, stderr, debug); err != nil {
+	var done func()
+	if atEnd != nil {
+		done = func() {
+			debug.flush()
+			addr := ""
+			if debug.server != nil {
+				addr = debug.server.Addr()
+			}
+			atEnd(addr)
+		}
+	}
+	if err := runDemo(ctx, cfg, stdout, stderr, debug, done); err != nil {
 		if ctx.Err() != nil { // interrupted: as bench and faults, not a failure
 			fmt.Fprintln(stderr, "sluice demo: interrupted")
 			return exitOK
 		}
 		return fs.failure("%v", err)
-	}
-	if atEnd != nil {
-		debug.flush()
-		addr := ""
-		if debug.server != nil {
-			addr = debug.server.Addr()
-		}
-		atEnd(addr)
 	}
 	return exitOK
 }
@@ -129,7 +133,9 @@ func startDemoServer(capacity float64) (*demoServer, error) {
 	return s, nil
 }
 
-func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *debugListener) error {
+// runDemo runs the demo; done, if not nil, runs after the summary, before
+// the channels close.
+func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *debugListener, done func()) error {
 	var servers []*demoServer
 	defer func() {
 		for _, s := range servers {
@@ -253,6 +259,9 @@ func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *de
 		fmt.Fprintf(w, "  %-21s sent %6d  busy %5d  throttled %6d  final limit %s  ejections %d  %s\n", p.HostPort, p.Sent, p.Busy, p.Throttled, formatLimit(p.Limit), p.Ejections, p.State)
 	}
 	fmt.Fprint(w, m.summary())
+	if done != nil {
+		done()
+	}
 	return nil
 }
 
