@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/decline"
+
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
@@ -289,7 +291,7 @@ func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
 	}
 	if ce.Code == codes.Busy || ce.Code == codes.Declined {
 		o.Pushback, ce.Message = retry.PushbackFromMessage(ce.Message)
-		o.DeclinedEarly = ce.Code == codes.Declined && declinedEarly(ce.Message)
+		o.DeclinedEarly = ce.Code == codes.Declined && decline.Early(ce.Message)
 	}
 	st.paceOutcome(nil, &o, a.Number)
 	return o

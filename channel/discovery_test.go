@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/discovery"
+	"github.com/sluice-rpc/sluice/internal/decline"
 	"github.com/sluice-rpc/sluice/internal/testkit/testload"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/peer"
@@ -352,7 +353,7 @@ func TestShutdownDrainsHandlers(t *testing.T) {
 	testwait.Until(t, "the drain", func() bool { return s.ch.Debug().Phase == "DRAINING" })
 	_, _, _, err = raw.Call(ctxTimeout(t), raw1, s.ch.HostPort(), "kv", "echo", nil, []byte("x"))
 	var se tchannel.SystemError
-	if !errors.As(err, &se) || se.Code() != tchannel.ErrCodeDeclined || !strings.Contains(se.Message(), earlyDeclineHint) {
+	if !errors.As(err, &se) || se.Code() != tchannel.ErrCodeDeclined || !strings.Contains(se.Message(), decline.EarlyHint) {
 		t.Fatalf("a call during the drain: %v, want a marked Declined", err)
 	}
 	select {

@@ -164,3 +164,6 @@ func to(ch *Channel, service string, opts ...ClientOption) *Client {
 func policyOf(c *Channel, service, method string) (*methodPolicy, error) {
 	return to(c, service).policyFor(method)
 }
+
+// registrarOf returns the registrar package thrift registers through.
+func registrarOf(c *Channel) tchannel.Registrar { return registrar{c} }

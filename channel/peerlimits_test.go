@@ -595,7 +595,9 @@ func TestMalformedArgumentsAreAnswered(t *testing.T) {
 func TestUnansweredCallIsReleased(t *testing.T) {
 	s := startServer(t)
 	ran := make(chan struct{}, 1)
-	s.ch.Registrar().Register(tchannel.HandlerFunc(func(context.Context, *tchannel.InboundCall) { ran <- struct{}{} }), "silent")
+	if err := s.ch.RegisterHandler("silent", tchannel.HandlerFunc(func(context.Context, *tchannel.InboundCall) { ran <- struct{}{} })); err != nil {
+		t.Fatal(err)
+	}
 	p := tpeer.Dial(t, s.ch.HostPort())
 	p.Handshake()
 	p.Send(tpeer.CallReq(2, "kv", "silent", false, nil))

@@ -10,7 +10,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/opentracing/opentracing-go"
+	"github.com/sluice-rpc/sluice/internal/decline"
+
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/internal/tchconn"
 	"github.com/sluice-rpc/sluice/shed"
@@ -53,84 +54,15 @@ func (c *Channel) RegisterRaw(method string, h RawHandler) error {
 		return errRegistered(viaRaw, method, via)
 	}
 	st := c.serverStats()
-	c.register(viaRaw, method, st, rawHandler{h: h, mw: c.InboundMiddleware(), limit: c.o.maxRequest, stats: st})
+	c.register(viaRaw, method, st, rawHandler{h: h, mw: c.inboundMiddleware(), limit: c.o.maxRequest, stats: st})
 	return nil
 }
-
-// InboundMiddleware returns the Channel's inbound middlewares
-// (WithInboundMiddleware) chained into one, the first outermost, or nil if
-// it has none. RegisterRaw, RegisterJSON and package thrift's server run it
-// for every call, after reading the call's arguments and before the
-// handler, which its next runs; a handler registered through Registrar
-// that reads its own arguments can run it the same way.
-func (c *Channel) InboundMiddleware() InboundMiddleware {
-	switch mws := c.o.inboundMW; len(mws) {
-	case 0:
-		return nil
-	case 1:
-		return mws[0]
-	default:
-		return func(ctx context.Context, in *Inbound, next func(context.Context) error) error {
-			return chainInbound(mws, in, next)(ctx)
-		}
-	}
-}
-
-// MaxRequestSize returns the most bytes of arguments (arg2 and arg3
-// together) the Channel's handlers accept in a request: the size set with
-// WithMaxRequestSize, DefaultMaxRequestSize by default.
-func (c *Channel) MaxRequestSize() int64 { return c.o.maxRequest }
-
-// Registrar returns a tchannel.Registrar that registers handlers on the
-// Channel behind its server-side guard (request counting, load shedding,
-// and declining while the Channel closes). Give it to tchannel-go's
-// thrift.NewServer, or any code that registers tchannel.Handlers.
-//
-// A tchannel.Registrar cannot return an error, so its Register panics if
-// the method is already registered with RegisterRaw or RegisterJSON: a
-// start-up mistake, reported at start-up instead of a handler silently
-// replaced. Registering through the Registrar a method registered through
-// it before replaces the handler, as on a plain tchannel-go channel (a
-// second tchannel-go Thrift server on one Channel registers the Thrift meta
-// service again).
-//
-// Handlers registered through it read their arguments themselves, so the
-// Channel's maximum request size does not bound them; Sluice's
-// thrift.NewServer bounds the request bodies of the services registered on
-// it.
-//
-// A handler must answer a call before it returns, as tchannel-go's raw,
-// JSON and Thrift handlers do: when one returns without an answer, the
-// Channel releases the call (its caller times out), so that tchannel-go
-// does not hold it, its frame and a goroutine for the time to live the
-// caller claimed.
-func (c *Channel) Registrar() tchannel.Registrar { return registrar{c} }
-
-// registrar passes the Channel's registrations through its guard.
-type registrar struct{ c *Channel }
-
-func (r registrar) ServiceName() string { return r.c.tch.ServiceName() }
-func (r registrar) Register(h tchannel.Handler, m string) {
-	r.c.mu.Lock()
-	defer r.c.mu.Unlock()
-	if via := r.c.registeredWith()[m]; via == viaRaw || via == viaJSON {
-		panic(fmt.Sprintf("channel: Registrar: method %q is already registered with %s; register each method once", m, via))
-	}
-	r.c.register(viaRegistrar, m, r.c.serverStats(), h)
-}
-func (r registrar) Logger() tchannel.Logger { return r.c.tch.Logger() }
-func (r registrar) StatsReporter() tchannel.StatsReporter {
-	return r.c.tch.StatsReporter()
-}
-func (r registrar) StatsTags() map[string]string { return r.c.tch.StatsTags() }
-func (r registrar) Peers() *tchannel.PeerList    { return r.c.tch.Peers() }
-func (r registrar) Tracer() opentracing.Tracer   { return r.c.tch.Tracer() }
 
 // How a method was registered, as registration errors name it.
 const (
 	viaRaw       = "RegisterRaw"
 	viaJSON      = "RegisterJSON"
-	viaRegistrar = "the Registrar"
+	viaRegistrar = "RegisterHandler"
 	viaTChannel  = "the underlying TChannel"
 )
 
@@ -286,7 +218,7 @@ func (r rawHandler) Handle(ctx context.Context, call *tchannel.InboundCall) {
 	resp := call.Response()
 	if err != nil {
 		var se tchannel.SystemError
-		if !errors.As(HandlerError(err), &se) {
+		if !errors.As(decline.HandlerError(err), &se) {
 			se = tchannel.NewSystemError(tchannel.ErrCodeUnexpected, "%v", err).(tchannel.SystemError)
 		}
 		_ = resp.SendSystemError(se)
@@ -308,7 +240,7 @@ func (r rawHandler) Handle(ctx context.Context, call *tchannel.InboundCall) {
 // that answers without calling next answers an empty response (no error,
 // empty arg2 and arg3).
 func (r rawHandler) serveVia(ctx context.Context, call *tchannel.InboundCall, req *RawRequest) (*RawResponse, error) {
-	in := InboundOf(call, tchannel.Raw, nil)
+	in := inboundOf(call, tchannel.Raw, nil)
 	in.Arg2 = req.Arg2
 	var res *RawResponse
 	err := r.mw(ctx, in, func(ctx context.Context) error {
