@@ -764,3 +764,22 @@ func hostPorts(ps []*Peer) []string {
 	}
 	return out
 }
+
+// A peer whose connection changes state is in the next take of the feed:
+// its connector tells the peers holding it (pool.Watcher), not only the
+// list's own joins and leaves.
+func TestTakeChangedHoldsStateChanges(t *testing.T) {
+	f := newFixture(t, pool.ConnectConfig{Backoff: backoff.Exponential{Initial: time.Hour, Max: time.Hour, Multiplier: 1,
+		Jitter: backoff.ProportionalJitter}}, tchannel.ChannelOptions{})
+	s := startServer(t, "127.0.0.1:0")
+	p := f.add(s.PeerInfo().HostPort)
+	f.waitState(p, peer.Ready)
+	if got := f.list.TakeChanged(); len(got) != 1 || got[0] != p { // turns the feed on
+		t.Fatalf("the first take returned %v, want the one peer", hostPorts(got))
+	}
+	s.Close()
+	f.waitState(p, peer.TransientFailure) // and there it stays: the backoff is an hour
+	if got := f.list.TakeChanged(); len(got) != 1 || got[0] != p {
+		t.Fatalf("after its connection failed the feed held %v, want the peer", hostPorts(got))
+	}
+}
