@@ -8,8 +8,8 @@ import (
 	"github.com/opentracing/opentracing-go"
 	"github.com/opentracing/opentracing-go/ext"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/peerlist"
 	"github.com/sluice-rpc/sluice/pacing"
-	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber/tchannel-go"
@@ -23,7 +23,7 @@ import (
 // The pipeline looks up the method's policy (WithServiceConfig), waits on
 // the service's lease gate (WithLease) and pacing (WithPacing), then runs
 // the attempts: one, or retries or hedges as the policy says. Each attempt
-// picks a peer of service through package peer, skipping peers whose busy
+// picks a peer of service through its peer list, skipping peers whose busy
 // limiter refuses (package busy), sends the request with tchannel-go,
 // classifies the outcome from the call itself (never from error strings),
 // feeds a busy answer back to that peer's limiter, and records metrics
@@ -145,7 +145,7 @@ func (c *Channel) call(ctx context.Context, st *callState, service, method strin
 // has the call's deadline; o are its options; start is when the call
 // started.
 func (c *Channel) run(ctx context.Context, st *callState, service, method string, req *Request, o *callOptions,
-	pol *methodPolicy, l *peer.List, start time.Time) (*Response, error) {
+	pol *methodPolicy, l *peerlist.List, start time.Time) (*Response, error) {
 	m := pol.m
 	if g := pol.gate; g != nil {
 		if err := g.Admit(ctx); err != nil {

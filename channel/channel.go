@@ -17,6 +17,8 @@ import (
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/discovery"
+	"github.com/sluice-rpc/sluice/internal/peerlist"
+	"github.com/sluice-rpc/sluice/internal/pool"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
@@ -52,7 +54,7 @@ type options struct {
 	tracer  opentracing.Tracer
 	timeout time.Duration
 	tch     tchannel.ChannelOptions
-	connect peer.ConnectConfig
+	connect ConnectConfig
 	shed    *ShedConfig
 	// maxRequest bounds the bytes of a request's arg2 and arg3, both ways:
 	// calls larger fail BAD_REQUEST before anything is sent, and inbound
@@ -128,7 +130,7 @@ func WithDefaultTimeout(d time.Duration) Option { return func(o *options) { o.ti
 // makes the connections Sluice's connectors open (see WithConnectConfig).
 // Leave tchannel-go's own health checks (DefaultConnectionOptions.
 // HealthChecks) off: Sluice's connectors check their connections
-// themselves (peer.ConnectConfig.HealthCheck), and a tchannel-go check that
+// themselves (ConnectConfig.HealthCheck), and a tchannel-go check that
 // fails on a closing connection waits for itself forever. Its Logger, if
 // set, gets tchannel-go's lines and the Channel's warnings about peers, at
 // most LogBurst lines of a message at once and LogLinesPerSecond after
@@ -139,13 +141,13 @@ func WithTChannelOptions(t tchannel.ChannelOptions) Option { return func(o *opti
 // of one connect (dial and handshakes: TChannel's, and TLS's with
 // WithClientTLS), the backoff between connects to a
 // peer that failed, the health check of established connections, and the
-// budget of connects across all peers. Default: the zero peer.ConnectConfig,
-// which means peer.DefaultConnectTimeout, peer.DefaultConnectBackoff()
-// (gRPC's: 1 s, x1.6, at most 120 s, +-20 %), peer.DefaultHealthCheck() (a
+// budget of connects across all peers. Default: the zero ConnectConfig,
+// which means a 5 s timeout, the connection backoff
+// (gRPC's: 1 s, x1.6, at most 120 s, +-20 %), the health check (a
 // ping a second; three unanswered close the connection, so a frozen peer is
-// found in about three seconds) and a budget of peer.DefaultConnectBurst
-// connects at once, then peer.DefaultConnectRate a second.
-func WithConnectConfig(c peer.ConnectConfig) Option { return func(o *options) { o.connect = c } }
+// found in about three seconds) and a budget of 2,500
+// connects at once, then 100 a second.
+func WithConnectConfig(c ConnectConfig) Option { return func(o *options) { o.connect = c } }
 
 // WithShedding makes the Channel's server side answer Busy, before any
 // handler runs, to requests beyond the limits of c.
@@ -205,7 +207,7 @@ type Channel struct {
 	// without any).
 	sendAttempt AttemptInvoker
 
-	pool   *peer.Pool // the connectors of every peer
+	pool   *pool.Pool // the connectors of every peer
 	peers  *peerGuard // frame checks and limits on every connection
 	buffer *retry.Buffer
 	// responses bounds the response bytes its calls hold at once.
@@ -219,7 +221,7 @@ type Channel struct {
 	prefixed map[methodKey][]string
 
 	mu       sync.RWMutex
-	services map[string]*peer.List
+	services map[string]*peerlist.List
 	// unnamedSeries counts, per service, the unnamed methods whose calls
 	// have metric series of their own (see seriesOf).
 	unnamedSeries map[string]int
@@ -315,7 +317,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	}
 	_, noop := o.tracer.(opentracing.NoopTracer)
 	c := &Channel{name: serviceName, o: o, rec: stats.NewRecorder(o.scope), tracing: !noop, buffer: buffer, gates: gates,
-		services: map[string]*peer.List{}, policies: map[methodKey]*methodPolicy{}, throttles: map[string]*retry.Throttle{},
+		services: map[string]*peerlist.List{}, policies: map[methodKey]*methodPolicy{}, throttles: map[string]*retry.Throttle{},
 		prefixed: prefixedNames(o.config), hinted: map[methodKey]bool{}, responses: &responseBudget{limit: o.responseBudget}}
 	if o.shed != nil {
 		s, err := newShedder(*o.shed, o.clock)
@@ -330,7 +332,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	if len(o.attemptMW) > 0 {
 		c.sendAttempt = chainAttempts(o.attemptMW, sendBehindMiddleware)
 	}
-	pool, err := peer.NewPool(peer.PoolConfig{Connect: o.connect, Clock: o.clock, Recorder: c.rec})
+	pool, err := pool.New(pool.Config{Connect: o.connect.pool(), Clock: o.clock, Recorder: c.rec})
 	if err != nil {
 		return nil, fmt.Errorf("channel: WithConnectConfig: %w", err)
 	}
@@ -487,14 +489,14 @@ func (c *Channel) AddPeer(service, hostPort string) error {
 	if err != nil {
 		return err
 	}
-	if _, err = l.Add(hostPort); errors.Is(err, peer.ErrPoolClosed) {
+	if _, err = l.Add(hostPort); errors.Is(err, pool.ErrClosed) {
 		return ErrClosed
 	}
 	return err
 }
 
 // SetPeers makes service's peers exactly members, with their weights, in
-// one change, as a resolver does (see peer.List.Set): peers that stay keep
+// one change, as a resolver does: peers that stay keep
 // their connections and counts, new ones start connecting, the others are
 // removed once their calls finish. A weight is the peer's share relative
 // to the others (0 means 1): a peer of weight 2 gets about twice the
@@ -514,7 +516,7 @@ func (c *Channel) SetPeers(service string, members []peer.Member) error {
 	if err != nil {
 		return err
 	}
-	if err := l.Set(members); errors.Is(err, peer.ErrPoolClosed) {
+	if err := l.Set(members); errors.Is(err, pool.ErrClosed) {
 		return ErrClosed
 	} else if err != nil {
 		return fmt.Errorf("channel: SetPeers: %w", err)
@@ -594,7 +596,7 @@ func (c *Channel) Connect(ctx context.Context, service string) error {
 	}
 }
 
-func (c *Channel) peerList(service string, create bool) (*peer.List, error) {
+func (c *Channel) peerList(service string, create bool) (*peerlist.List, error) {
 	c.mu.RLock()
 	l := c.services[service]
 	c.mu.RUnlock()
@@ -606,7 +608,7 @@ func (c *Channel) peerList(service string, create bool) (*peer.List, error) {
 	if l := c.services[service]; l != nil {
 		return l, nil
 	}
-	l, err := peer.NewList(peer.ListConfig{Service: service, Busy: c.o.busy, Clock: c.o.clock, Recorder: c.rec, Pool: c.pool, Balance: c.o.config.BalancingFor(service)})
+	l, err := peerlist.New(peerlist.Config{Service: service, Busy: c.o.busy, Clock: c.o.clock, Recorder: c.rec, Pool: c.pool, Balance: c.o.config.BalancingFor(service)})
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/channel/channelz"
 	"github.com/sluice-rpc/sluice/codes"
-	"github.com/sluice-rpc/sluice/peer"
+	"github.com/sluice-rpc/sluice/internal/peerlist"
 	"github.com/sluice-rpc/sluice/retry"
 )
 
@@ -24,7 +24,7 @@ import (
 func (c *Channel) Debug() channelz.State {
 	now := c.o.clock.Now()
 	type svcParts struct {
-		list      *peer.List
+		list      *peerlist.List
 		throttle  *retry.Throttle
 		methods   []methodDebug
 		unmatched []string // configured method names no call has used
@@ -111,7 +111,7 @@ type methodDebug struct {
 	p    *methodPolicy
 }
 
-func debugPeer(p *peer.Peer, now time.Time) channelz.Peer {
+func debugPeer(p *peerlist.Peer, now time.Time) channelz.Peer {
 	cn := p.CountsAt(now)
 	lim := p.Limiter()
 	w := lim.SnapshotAt(now)

@@ -11,13 +11,15 @@ import (
 
 	"github.com/sluice-rpc/sluice/channel/channelz"
 	"github.com/sluice-rpc/sluice/discovery"
+	"github.com/sluice-rpc/sluice/internal/peerlist"
+	"github.com/sluice-rpc/sluice/internal/pool"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/stats"
 )
 
 // WithResolver has r find the peers of service, and follow them as they
-// come and go: each set r reports replaces the service's peers (see
-// peer.List.Set), peers that stay keep their connection, busy limiter and
+// come and go: each set r reports replaces the service's peers as SetPeers does:
+// peers that stay keep their connection, busy limiter and
 // latency estimate, and a removed peer gets no new attempts while its calls
 // in flight finish, then its connection closes. A failing registry never
 // empties the list (see discovery.Watcher). Calls to the service made
@@ -108,7 +110,7 @@ var phaseNames = [...]string{"SERVING", "LEAVING", "DRAINING", "CLOSED"}
 
 // resolved is a service whose peers come from a resolver.
 type resolved struct {
-	list    *peer.List
+	list    *peerlist.List
 	watcher *discovery.Watcher
 	// looks counts the peers askForLookups looked at: tests check that it
 	// grows with the changes, not with the list's length at each.
@@ -124,7 +126,7 @@ func (c *Channel) startResolvers() error {
 	c.resolved = make(map[string]*resolved, len(c.o.resolvers))
 	c.stopWatch = make(chan struct{})
 	for svc, r := range c.o.resolvers {
-		l, err := peer.NewList(peer.ListConfig{Service: svc, Busy: c.o.busy, Clock: c.o.clock, Recorder: c.rec, Pool: c.pool, Resolving: true, Balance: c.o.config.BalancingFor(svc)})
+		l, err := peerlist.New(peerlist.Config{Service: svc, Busy: c.o.busy, Clock: c.o.clock, Recorder: c.rec, Pool: c.pool, Resolving: true, Balance: c.o.config.BalancingFor(svc)})
 		if err != nil {
 			c.stopResolvers()
 			return err
@@ -136,7 +138,7 @@ func (c *Channel) startResolvers() error {
 				for i, a := range addrs {
 					ms[i] = peer.Member{HostPort: a.HostPort, Weight: a.Weight}
 				}
-				if err := l.Set(ms); errors.Is(err, peer.ErrPoolClosed) {
+				if err := l.Set(ms); errors.Is(err, pool.ErrClosed) {
 					return ErrClosed
 				} else if err != nil {
 					return err
@@ -167,7 +169,7 @@ func (c *Channel) startResolvers() error {
 func (c *Channel) askForLookups(r *resolved) {
 	defer c.watchWG.Done()
 	l, w := r.list, r.watcher
-	seen := map[*peer.Peer]peerClass{}
+	seen := map[*peerlist.Peer]peerClass{}
 	usable := 0 // peers of seen whose class is usable
 	for {
 		changed := l.Changed()

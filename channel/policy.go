@@ -9,8 +9,8 @@ import (
 
 	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/hedge"
+	"github.com/sluice-rpc/sluice/internal/peerlist"
 	"github.com/sluice-rpc/sluice/pacing"
-	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
 	"github.com/sluice-rpc/sluice/stats"
@@ -172,7 +172,7 @@ type methodPolicy struct {
 	gate     Gate
 	pacer    *pacer
 	paceKeys [2]string // the pacer's window keys: service, then service::method
-	list     atomic.Pointer[peer.List]
+	list     atomic.Pointer[peerlist.List]
 }
 
 // defaultBackoff shapes throttle-aware waits for methods without a retry
@@ -365,7 +365,7 @@ func (c *Channel) buildPolicy(service, method string) (*methodPolicy, error) {
 }
 
 // peers returns the service's peer list, or nil while it has none.
-func (p *methodPolicy) peers(c *Channel, service string) *peer.List {
+func (p *methodPolicy) peers(c *Channel, service string) *peerlist.List {
 	if l := p.list.Load(); l != nil {
 		return l
 	}

@@ -1,4 +1,4 @@
-package peer
+package peerlist
 
 import (
 	"errors"
@@ -8,15 +8,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/peer"
 )
 
 func newList(t testing.TB, ceiling float64, hostPorts ...string) (*List, *clock.Fake) {
 	t.Helper()
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
-	l, err := NewList(ListConfig{Service: "kv", Busy: busy.Config{Ceiling: ceiling}, Clock: clk})
+	l, err := New(Config{Service: "kv", Busy: busy.Config{Ceiling: ceiling}, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,36 +32,36 @@ func newList(t testing.TB, ceiling float64, hostPorts ...string) (*List, *clock.
 
 func hp(i int) string { return fmt.Sprintf("127.0.0.1:%d", 4000+i) }
 
-// A ListConfig's busy limiters run on its own clock: one set on Busy is
+// A Config's busy limiters run on its own clock: one set on Busy is
 // refused, as is an invalid Busy, each error naming the field.
 func TestListConfigValidate(t *testing.T) {
 	for _, tt := range []struct {
-		cfg  ListConfig
+		cfg  Config
 		want string
 	}{
-		{ListConfig{Busy: busy.Config{Clock: clock.Real}}, "peer: ListConfig.Busy.Clock is set, must be nil"},
-		{ListConfig{Busy: busy.Config{MaxHalvings: -1}}, "peer: ListConfig.Busy: busy: MaxHalvings is -1"},
+		{Config{Busy: busy.Config{Clock: clock.Real}}, "peerlist: Config.Busy.Clock is set, must be nil"},
+		{Config{Busy: busy.Config{MaxHalvings: -1}}, "peerlist: Config.Busy: busy: MaxHalvings is -1"},
 	} {
-		if _, err := NewList(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("NewList(%+v) = %v, want %q", tt.cfg, err, tt.want)
+		if _, err := New(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("New(%+v) = %v, want %q", tt.cfg, err, tt.want)
 		}
 	}
-	l, err := NewList(ListConfig{})
+	l, err := New(Config{})
 	if err != nil {
-		t.Fatalf("NewList(ListConfig{}): %v", err)
+		t.Fatalf("New(Config{}): %v", err)
 	}
 	p, err := l.Add("127.0.0.1:1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := p.Limiter().Config().Ceiling; got != busy.DefaultCeiling {
-		t.Errorf("a zero ListConfig's limiter has ceiling %v, want %v", got, busy.DefaultCeiling)
+		t.Errorf("a zero Config's limiter has ceiling %v, want %v", got, busy.DefaultCeiling)
 	}
 }
 
 func TestChooseEmptyList(t *testing.T) {
 	l, _ := newList(t, 100)
-	if _, err := l.Choose(nil); !errors.Is(err, ErrNoPeers) {
+	if _, err := l.Choose(nil); !errors.Is(err, peer.ErrNoPeers) {
 		t.Fatalf("err = %v, want ErrNoPeers", err)
 	}
 }
@@ -93,7 +95,7 @@ func TestChoosePrefersFewestPendingThenLatency(t *testing.T) {
 }
 
 // A peer whose latency stands far above the others' gets no calls but a
-// probe every probeEvery, and takes its share again once a probe shows it
+// probe every balance.ProbeInterval, and takes its share again once a probe shows it
 // recovered, even when the others' estimates have gone stale meanwhile.
 func TestSlowPeerIsProbed(t *testing.T) {
 	l, clk := newList(t, 1e6, hp(0), hp(1))
@@ -127,7 +129,7 @@ func TestSlowPeerIsProbed(t *testing.T) {
 	if got, _ := count(200); got != 0 {
 		t.Fatalf("after the estimates went stale, before a probe is due, the slow peer got %d of 200, want 0", got)
 	}
-	clk.Add(time.Duration(probeEvery))
+	clk.Add(time.Duration(balance.ProbeInterval))
 	got, probe := count(200)
 	if got != 1 {
 		t.Fatalf("with its probe due, the slow peer got %d of 200 calls, want 1", got)
@@ -139,7 +141,7 @@ func TestSlowPeerIsProbed(t *testing.T) {
 		t.Fatalf("after a slow probe the peer got %d of 200 (slow: %v), want 0 (true)", got, slow.Counts().Slow)
 	}
 	// Recovered: the next probe is fast, and the peer ties again.
-	clk.Add(time.Duration(probeEvery))
+	clk.Add(time.Duration(balance.ProbeInterval))
 	if got, probe = count(200); got != 1 {
 		t.Fatalf("with its second probe due, the slow peer got %d of 200, want 1", got)
 	}
@@ -203,7 +205,7 @@ func TestChooseSkipsThrottledPeer(t *testing.T) {
 	if second == first {
 		t.Fatalf("chose the refusing peer %s twice", first.HostPort())
 	}
-	if _, err := l.Choose(nil); !errors.Is(err, ErrThrottled) {
+	if _, err := l.Choose(nil); !errors.Is(err, peer.ErrThrottled) {
 		t.Fatalf("err = %v, want ErrThrottled once every peer refuses", err)
 	}
 	total := first.Counts().Throttled + second.Counts().Throttled
@@ -233,7 +235,7 @@ func TestChooseRecoversAfterWindow(t *testing.T) {
 	if _, err := l.Choose(nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Choose(nil); !errors.Is(err, ErrThrottled) {
+	if _, err := l.Choose(nil); !errors.Is(err, peer.ErrThrottled) {
 		t.Fatalf("err = %v, want ErrThrottled", err)
 	}
 	clk.Add(time.Second)
@@ -333,29 +335,6 @@ func TestAddRemoveWhileChoosing(t *testing.T) {
 	}
 }
 
-func TestValidateHostPort(t *testing.T) {
-	for _, bad := range []string{"", "localhost", ":80", "127.0.0.1:0", "127.0.0.1:99999", "127.0.0.1:http", "127.0.0.1:+80",
-		" 127.0.0.1:80", "127.0.0.1 :80", "999.999.999.999:80", "1.2.3:80", "host_name:80", "-host:80", "a..b:80",
-		"[::1%]:80", strings.Repeat("a", 64) + ".com:80", "exa mple.com:80", "\x00:80"} {
-		if err := ValidateHostPort(bad); err == nil {
-			t.Errorf("ValidateHostPort(%q) accepted", bad)
-		}
-	}
-	for _, good := range []string{"127.0.0.1:4040", "localhost:80", "localhost.:80", "my-host.example.com:443", "[::1]:80",
-		"10.0.0.1:65535", "xn--bcher-kva.example:80", "1host:80"} {
-		if err := ValidateHostPort(good); err != nil {
-			t.Error(err)
-		}
-	}
-	if err := ValidateHostPort("999.999.999.999:80"); err == nil || !strings.Contains(err.Error(), "looks like an IPv4 address but is not one") {
-		t.Errorf("error does not say what is wrong: %v", err)
-	}
-	l, _ := newList(t, 1)
-	if _, err := l.Add("nope"); err == nil || !strings.Contains(err.Error(), `"nope"`) {
-		t.Errorf("Add with a bad address: %v", err)
-	}
-}
-
 func BenchmarkChoose3(b *testing.B) {
 	l, _ := newList(b, 1e9, hp(0), hp(1), hp(2))
 	b.ReportAllocs()
@@ -381,7 +360,7 @@ func TestLargeListAllThrottledFailsAndCountsEachPeerOnce(t *testing.T) {
 	for _, p := range l.Peers() {
 		before[p.HostPort()] = p.Counts().Throttled
 	}
-	if _, err := l.Choose(nil); !errors.Is(err, ErrThrottled) {
+	if _, err := l.Choose(nil); !errors.Is(err, peer.ErrThrottled) {
 		t.Fatalf("err = %v, want ErrThrottled", err)
 	}
 	for _, p := range l.Peers() {
@@ -425,7 +404,7 @@ func TestPushbackRestsThePeer(t *testing.T) {
 		t.Fatalf("excluding the other peer: %v", err) // b is reused: a rests
 	}
 	l.Remove(hp(1))
-	if _, err := l.Choose(nil); !errors.Is(err, ErrThrottled) {
+	if _, err := l.Choose(nil); !errors.Is(err, peer.ErrThrottled) {
 		t.Fatalf("with only the resting peer: err = %v, want ErrThrottled", err)
 	}
 	clk.Add(20 * time.Millisecond)
@@ -449,7 +428,7 @@ func TestPushbackHoldsThePendingLevel(t *testing.T) {
 		a.Begin()
 	}
 	a.EndPushedBack(clk.Now(), time.Millisecond, 20*time.Millisecond) // 4 pending: the level
-	if _, err := l.Choose(nil); !errors.Is(err, ErrThrottled) {
+	if _, err := l.Choose(nil); !errors.Is(err, peer.ErrThrottled) {
 		t.Fatalf("at the level (4 pending): err = %v, want ErrThrottled", err)
 	}
 	a.End(clk.Now(), time.Millisecond, codes.OK) // 3 pending: room for one
@@ -458,7 +437,7 @@ func TestPushbackHoldsThePendingLevel(t *testing.T) {
 		t.Fatalf("below the level: %v, %v; want %s", p, err, a.HostPort())
 	}
 	a.Begin()
-	if _, err := l.Choose(nil); !errors.Is(err, ErrThrottled) {
+	if _, err := l.Choose(nil); !errors.Is(err, peer.ErrThrottled) {
 		t.Fatalf("back at the level: err = %v, want ErrThrottled", err)
 	}
 	clk.Add(10 * time.Millisecond)
@@ -468,7 +447,7 @@ func TestPushbackHoldsThePendingLevel(t *testing.T) {
 		t.Fatalf("below the lowered level: %v", err)
 	}
 	a.Begin()
-	if _, err := l.Choose(nil); !errors.Is(err, ErrThrottled) {
+	if _, err := l.Choose(nil); !errors.Is(err, peer.ErrThrottled) {
 		t.Fatalf("at the lowered level (3 pending): err = %v, want ErrThrottled", err)
 	}
 	clk.Add(20 * time.Millisecond)
@@ -484,7 +463,7 @@ func TestPushbackHoldsThePendingLevel(t *testing.T) {
 // neither halving nor pushback keeps a peer from being chosen.
 func TestPushbackWithThrottlingDisabled(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
-	l, err := NewList(ListConfig{Service: "kv", Busy: busy.Config{Disabled: true}, Clock: clk})
+	l, err := New(Config{Service: "kv", Busy: busy.Config{Disabled: true}, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -511,11 +490,19 @@ func TestPushbackRestIsBounded(t *testing.T) {
 	a.Begin()
 	a.EndPushedBack(clk.Now(), time.Millisecond, time.Hour)
 	clk.Add(busy.DefaultWindow - time.Millisecond)
-	if _, err := l.Choose(nil); !errors.Is(err, ErrThrottled) {
+	if _, err := l.Choose(nil); !errors.Is(err, peer.ErrThrottled) {
 		t.Fatalf("within the window: err = %v, want ErrThrottled", err)
 	}
 	clk.Add(time.Millisecond)
 	if _, err := l.Choose(nil); err != nil {
 		t.Fatalf("after one window: %v", err)
+	}
+}
+
+// Add refuses an address peer.ValidateHostPort refuses, naming it.
+func TestAddValidatesTheHostPort(t *testing.T) {
+	l, _ := newList(t, 1)
+	if _, err := l.Add("nope"); err == nil || !strings.Contains(err.Error(), `"nope"`) {
+		t.Errorf("Add with a bad address: %v", err)
 	}
 }

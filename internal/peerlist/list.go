@@ -1,4 +1,4 @@
-package peer
+package peerlist
 
 import (
 	"cmp"
@@ -12,6 +12,9 @@ import (
 	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/departed"
+	"github.com/sluice-rpc/sluice/internal/pool"
+	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/stats"
 )
 
@@ -23,7 +26,7 @@ type List struct {
 	cfg     busy.Config // with Clock set to clk
 	clk     clock.Clock
 	rec     *stats.Recorder
-	pool    *Pool
+	pool    *pool.Pool
 
 	bal balance.Config
 
@@ -32,8 +35,8 @@ type List struct {
 	// departed holds the peers that left, for DepartedGrace (at most
 	// MaxDeparted of them): one that comes back within it takes up its
 	// judgement again (see Set). l.mu.
-	departed *departures[*Peer]
-	sweep    sweeper // prunes departed while it holds peers; l.mu
+	departed *departed.Table[*Peer]
+	sweep    departed.Sweeper // prunes departed while it holds peers; l.mu
 	// ejectMu serialises ejections, so that the cap on ejected peers
 	// holds; it guards each peer's ejectK and ejectEnd.
 	ejectMu sync.Mutex
@@ -43,7 +46,7 @@ type List struct {
 	// frees its place).
 	capFullUntil atomic.Int64
 	// resolving is true until the first Set of a list whose peers come
-	// from a resolver (ListConfig.Resolving).
+	// from a resolver (Config.Resolving).
 	resolving atomic.Bool
 
 	// The feed of changes (TakeChanged), on from its first use: the peers
@@ -54,10 +57,10 @@ type List struct {
 	feed   []*Peer
 }
 
-// ListConfig configures a List. Its zero value is a list of an unnamed
+// Config configures a List. Its zero value is a list of an unnamed
 // service's peers with the default busy limiters, on the wall clock,
 // reporting nowhere and managing no connections.
-type ListConfig struct {
+type Config struct {
 	// Service is the name of the service whose peers the list holds; it
 	// names the peers' metrics.
 	Service string
@@ -74,7 +77,7 @@ type ListConfig struct {
 	// Pool gives the peers their connections. nil means the list manages
 	// no connections and every peer counts as Ready: for simulations and
 	// tests of the choice alone.
-	Pool *Pool
+	Pool *pool.Pool
 	// Resolving says the list's peers will come from a resolver (List.Set):
 	// until the first Set, Choose returns ErrResolving rather than
 	// ErrNoPeers, so that calls wait for the resolver's first answer.
@@ -86,22 +89,22 @@ type ListConfig struct {
 }
 
 // Validate reports the first rule c breaks, or nil.
-func (c ListConfig) Validate() error {
+func (c Config) Validate() error {
 	if c.Busy.Clock != nil {
-		return errors.New("peer: ListConfig.Busy.Clock is set, must be nil: the peers' limiters run on ListConfig.Clock")
+		return errors.New("peerlist: Config.Busy.Clock is set, must be nil: the peers' limiters run on Config.Clock")
 	}
 	if err := c.Busy.Validate(); err != nil {
-		return fmt.Errorf("peer: ListConfig.Busy: %w", err)
+		return fmt.Errorf("peerlist: Config.Busy: %w", err)
 	}
 	if err := c.Balance.Validate(); err != nil {
-		return fmt.Errorf("peer: ListConfig.Balance: %w", err)
+		return fmt.Errorf("peerlist: Config.Balance: %w", err)
 	}
 	return nil
 }
 
-// NewList returns an empty list of cfg.Service's peers, configured by cfg,
+// New returns an empty list of cfg.Service's peers, configured by cfg,
 // or cfg's validation error.
-func NewList(cfg ListConfig) (*List, error) {
+func New(cfg Config) (*List, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -113,7 +116,7 @@ func NewList(cfg ListConfig) (*List, error) {
 	}
 	cfg.Busy.Clock = cfg.Clock
 	l := &List{service: cfg.Service, cfg: cfg.Busy, clk: cfg.Clock, rec: cfg.Recorder, pool: cfg.Pool, bal: cfg.Balance,
-		departed: newDepartures[*Peer](DepartedGrace, MaxDeparted), sweep: sweeper{every: sweepEvery}}
+		departed: departed.New[*Peer](DepartedGrace, MaxDeparted), sweep: departed.Sweeper{Every: departed.SweepEvery}}
 	l.peers.Store(newMembers(nil))
 	l.resolving.Store(cfg.Resolving)
 	return l, nil
@@ -124,7 +127,7 @@ func NewList(cfg ListConfig) (*List, error) {
 // calls come (they wait for it if they come sooner). Adding a peer already
 // present returns the existing one.
 func (l *List) Add(hostPort string) (*Peer, error) {
-	if err := ValidateHostPort(hostPort); err != nil {
+	if err := peer.ValidateHostPort(hostPort); err != nil {
 		return nil, err
 	}
 	l.mu.Lock()
@@ -150,7 +153,7 @@ func (l *List) Add(hostPort string) (*Peer, error) {
 // newPeer makes the peer at hostPort, of weight w, with its limiter and
 // its connector from the pool, asked to connect.
 func (l *List) newPeer(hostPort string, w float64) (*Peer, error) {
-	prev, back := l.departed.take(hostPort, l.clk.Now())
+	prev, back := l.departed.Take(hostPort, l.clk.Now())
 	var lim *busy.Limiter
 	var err error
 	if back {
@@ -158,12 +161,12 @@ func (l *List) newPeer(hostPort string, w float64) (*Peer, error) {
 	} else if lim, err = busy.New(l.cfg); err != nil {
 		return nil, err
 	}
-	var c *conn
+	var c *pool.Conn
 	if l.pool != nil {
-		if c, err = l.pool.acquire(hostPort); err != nil {
+		if c, err = l.pool.Acquire(hostPort); err != nil {
 			return nil, err
 		}
-		c.connectSoon()
+		c.ConnectSoon()
 	}
 	p := &Peer{hostPort: hostPort, conn: c, limiter: lim, m: l.rec.Peer(l.service, hostPort), l: l, added: l.clk.Now().UnixNano()}
 	p.weight.Store(math.Float64bits(w))
@@ -172,7 +175,7 @@ func (l *List) newPeer(hostPort string, w float64) (*Peer, error) {
 	}
 	p.m.Limit.Update(lim.Limit())
 	if c != nil {
-		c.attach(p)
+		c.Attach(p)
 	}
 	return p, nil
 }
@@ -218,15 +221,15 @@ func (l *List) inherit(p, prev *Peer) {
 // no longer tells it of changes, the pool's reference to the connector
 // is given back, and its judgement is kept for DepartedGrace.
 func (l *List) drop(p *Peer) {
-	l.departed.put(p.hostPort, p, l.clk.Now())
-	l.sweep.arm(l.departed.len(), &l.mu, func() int {
-		l.departed.prune(l.clk.Now())
-		return l.departed.len()
+	l.departed.Put(p.hostPort, p, l.clk.Now())
+	l.sweep.Arm(l.departed.Len(), &l.mu, func() int {
+		l.departed.Prune(l.clk.Now())
+		return l.departed.Len()
 	})
 	l.queue(p) // the feed's reader learns that it left
 	if p.conn != nil {
-		p.conn.detach(p)
-		l.pool.release(p.conn)
+		p.conn.Detach(p)
+		l.pool.Release(p.conn)
 	}
 }
 
@@ -263,13 +266,6 @@ func (l *List) TakeChanged() []*Peer {
 	return batch
 }
 
-// Member is a peer as List.Set wants it.
-type Member struct {
-	HostPort string
-	// Weight is the peer's share relative to the others; 0 means 1.
-	Weight float64
-}
-
 // Set makes the list's peers exactly members, in one change: peers that
 // stay keep their connection, limiter, latency estimate and counts (their
 // weight is updated); new ones are added and start connecting (one that
@@ -278,10 +274,10 @@ type Member struct {
 // (calls in flight to them finish, then their connections close). It checks every member before changing anything: an
 // invalid host:port or weight (see balance.CheckWeight), or a host:port
 // listed twice, is an error and changes nothing.
-func (l *List) Set(members []Member) error {
+func (l *List) Set(members []peer.Member) error {
 	seen := make(map[string]float64, len(members))
 	for _, m := range members {
-		if err := ValidateHostPort(m.HostPort); err != nil {
+		if err := peer.ValidateHostPort(m.HostPort); err != nil {
 			return err
 		}
 		if err := balance.CheckWeight(m.Weight); err != nil {
@@ -336,9 +332,9 @@ func (l *List) Set(members []Member) error {
 		l.drop(p)
 	}
 	if l.resolving.Swap(false) && l.pool != nil {
-		l.pool.notify(true) // calls waiting for the first answer choose again
+		l.pool.Notify(true) // calls waiting for the first answer choose again
 	} else if l.pool != nil && l.feedOn.Load() && (len(gone) > 0 || len(next) > len(old)-len(gone)) {
-		l.pool.notify(false) // the feed's reader learns who joined and left
+		l.pool.Notify(false) // the feed's reader learns who joined and left
 	}
 	return nil
 }
@@ -376,7 +372,7 @@ func (l *List) Remove(hostPort string) error {
 			l.setMembers(next)
 			l.drop(p)
 			if l.pool != nil && l.feedOn.Load() {
-				l.pool.notify(false)
+				l.pool.Notify(false)
 			}
 			return nil
 		}
@@ -386,7 +382,7 @@ func (l *List) Remove(hostPort string) error {
 
 // Changed returns a channel that is closed at the next change of a peer's
 // State (at once for a peer becoming Ready, within 20 ms for any other:
-// see Pool.Changed), or nil (never closed) for a list without a pool. A caller that
+// see pool.Pool.Changed), or nil (never closed) for a list without a pool. A caller that
 // got ErrConnecting reads it before choosing and waits on it after.
 func (l *List) Changed() <-chan struct{} {
 	if l.pool == nil {

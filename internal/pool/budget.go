@@ -1,4 +1,4 @@
-package peer
+package pool
 
 import (
 	"fmt"
@@ -53,11 +53,11 @@ type ConnectBudget struct {
 func (b ConnectBudget) Validate() error {
 	switch {
 	case math.IsNaN(b.Rate) || math.IsInf(b.Rate, 0):
-		return fmt.Errorf("peer: ConnectConfig.Budget.Rate is %v, must be finite (0: %d a second; negative: no budget)", b.Rate, DefaultConnectRate)
+		return fmt.Errorf("channel: ConnectConfig.Budget.Rate is %v, must be finite (0: %d a second; negative: no budget)", b.Rate, DefaultConnectRate)
 	case b.Rate > 0 && b.Rate < 0.001:
-		return fmt.Errorf("peer: ConnectConfig.Budget.Rate is %v, must be at least 0.001 connects a second (0: %d; negative: no budget)", b.Rate, DefaultConnectRate)
+		return fmt.Errorf("channel: ConnectConfig.Budget.Rate is %v, must be at least 0.001 connects a second (0: %d; negative: no budget)", b.Rate, DefaultConnectRate)
 	case b.Burst < 0:
-		return fmt.Errorf("peer: ConnectConfig.Budget.Burst is %d, must be >= 0 (0: %d)", b.Burst, DefaultConnectBurst)
+		return fmt.Errorf("channel: ConnectConfig.Budget.Burst is %d, must be >= 0 (0: %d)", b.Burst, DefaultConnectBurst)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package peer
+package pool
 
 import (
 	"context"
@@ -11,15 +11,17 @@ import (
 
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/internal/tframe"
+	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber/tchannel-go"
 )
 
-// conn is the connector of one host:port: a goroutine that makes and
+// Conn is the connector of one host:port: a goroutine that makes and
 // watches the one connection a Pool keeps to it, and the State that peer
-// choice reads. The Pool makes one per host:port (acquire); the Peers of
-// every List holding that host:port share it.
-type conn struct {
+// choice reads. The Pool makes one per host:port (Acquire); the peers of
+// every list holding that host:port share it, each told of its changes
+// as a Watcher.
+type Conn struct {
 	pool     *Pool
 	hostPort string
 	m        *stats.Conn
@@ -49,10 +51,10 @@ type conn struct {
 	// the server is warm.
 	readySince atomic.Int64
 
-	// pmu guards peers, the Peers of the lists holding the connector,
-	// each told of its state's changes (List.TakeChanged).
-	pmu   sync.Mutex
-	peers []*Peer
+	// pmu guards watchers, the peers of the lists holding the connector,
+	// each told of its state's changes.
+	pmu      sync.Mutex
+	watchers []Watcher
 
 	ctx   context.Context // ends when the connector is stopped
 	stop  context.CancelFunc
@@ -60,34 +62,34 @@ type conn struct {
 	refs  int         // guarded by pool.mu
 }
 
-func newConn(p *Pool, hostPort string, tch *tchannel.Peer) *conn {
-	c := &conn{pool: p, hostPort: hostPort, m: p.rec.Conn(hostPort), kick: make(chan struct{}, 1), refs: 1}
+func newConn(p *Pool, hostPort string, tch *tchannel.Peer) *Conn {
+	c := &Conn{pool: p, hostPort: hostPort, m: p.rec.Conn(hostPort), kick: make(chan struct{}, 1), refs: 1}
 	c.tch.Store(tch)
 	c.ctx, c.stop = context.WithCancel(p.ctx)
-	c.m.State.Update(float64(Idle))
+	c.m.State.Update(float64(peer.Idle))
 	return c
 }
 
 // State returns the connection's state now.
-func (c *conn) State() State { return State(c.state.Load()) }
+func (c *Conn) State() peer.State { return peer.State(c.state.Load()) }
 
 // TChannel returns the tchannel-go peer whose connections calls use.
-func (c *conn) TChannel() *tchannel.Peer { return c.tch.Load() }
+func (c *Conn) TChannel() *tchannel.Peer { return c.tch.Load() }
 
 // Connect asks an Idle connector to connect for a call waiting on it, at
 // once whatever the pool's budget; in any other state it does nothing. It
 // never blocks.
-func (c *conn) Connect() {
-	if c.State() == Idle {
+func (c *Conn) Connect() {
+	if c.State() == peer.Idle {
 		c.wanted.Store(true)
 		c.poke()
 	}
 }
 
-// connectSoon asks an Idle connector to connect when the pool's budget
+// ConnectSoon asks an Idle connector to connect when the pool's budget
 // allows (a peer joining a list); in any other state it does nothing.
-func (c *conn) connectSoon() {
-	if c.State() == Idle {
+func (c *Conn) ConnectSoon() {
+	if c.State() == peer.Idle {
 		c.poke()
 	}
 }
@@ -96,21 +98,21 @@ func (c *conn) connectSoon() {
 // state was Ready (the connection was closing). The peer leaves choice at
 // once (Connecting); the connector looks into it, and makes it Ready again
 // if the connection is in fact fine.
-func (c *conn) Lost() {
-	if c.state.CompareAndSwap(uint32(Ready), uint32(Connecting)) {
-		c.changed(Connecting)
+func (c *Conn) Lost() {
+	if c.state.CompareAndSwap(uint32(peer.Ready), uint32(peer.Connecting)) {
+		c.changed(peer.Connecting)
 		c.poke()
 	}
 }
 
-func (c *conn) poke() {
+func (c *Conn) poke() {
 	select {
 	case c.kick <- struct{}{}:
 	default:
 	}
 }
 
-func (c *conn) shutdown(closeConn bool) {
+func (c *Conn) shutdown(closeConn bool) {
 	if closeConn {
 		c.close.Store(true)
 	}
@@ -118,47 +120,70 @@ func (c *conn) shutdown(closeConn bool) {
 }
 
 // publish makes s the state choice reads.
-func (c *conn) publish(s State) {
-	if State(c.state.Swap(uint32(s))) != s {
+func (c *Conn) publish(s peer.State) {
+	if peer.State(c.state.Swap(uint32(s))) != s {
 		c.changed(s)
 	}
 }
 
-func (c *conn) changed(s State) {
+func (c *Conn) changed(s peer.State) {
 	c.m.State.Update(float64(s))
 	c.pmu.Lock()
-	for _, p := range c.peers {
-		p.l.queue(p)
+	for _, w := range c.watchers {
+		w.ConnChanged()
 	}
 	c.pmu.Unlock()
-	c.pool.notify(s == Ready)
+	c.pool.Notify(s == peer.Ready)
 }
 
-// attach adds p to the peers told of the connection's changes; detach
+// Watcher is told of each change of a Conn's State it is attached to:
+// a peer of a list, which notes that it changed.
+type Watcher interface {
+	// ConnChanged is called, under the Conn's lock, after each change of
+	// its State; it must not block or call back into the Conn.
+	ConnChanged()
+}
+
+// Attach adds w to those told of the connection's changes; Detach
 // removes it.
-func (c *conn) attach(p *Peer) {
+func (c *Conn) Attach(w Watcher) {
 	c.pmu.Lock()
-	c.peers = append(c.peers, p)
+	c.watchers = append(c.watchers, w)
 	c.pmu.Unlock()
 }
 
-func (c *conn) detach(p *Peer) {
+// Detach removes w from those told of the connection's changes.
+func (c *Conn) Detach(w Watcher) {
 	c.pmu.Lock()
-	for i, q := range c.peers {
-		if q == p {
-			c.peers = append(c.peers[:i], c.peers[i+1:]...)
+	for i, q := range c.watchers {
+		if q == w {
+			c.watchers = append(c.watchers[:i], c.watchers[i+1:]...)
 			break
 		}
 	}
 	c.pmu.Unlock()
 }
 
-// run is the connector: one goroutine per conn, from acquire until release
+// Stopped reports whether the connector was stopped (released, or its
+// Pool closed).
+func (c *Conn) Stopped() bool { return c.ctx.Err() != nil }
+
+// Failure returns why the connection failed the last time, or nil if it
+// never has. It is set before the connector enters TransientFailure, and
+// kept once it is Ready again.
+func (c *Conn) Failure() *Failure { return c.failure.Load() }
+
+// ReadySince returns when the connection last became Ready from cold (its
+// first connect, or one after a failure or after the remote closed it),
+// Unix nanoseconds on the pool's clock; 0 if never.
+func (c *Conn) ReadySince() int64 { return c.readySince.Load() }
+
+// run is the connector: one goroutine per Conn, from Acquire until Release
 // or Close. st is where it is; it publishes each state it enters.
-func (c *conn) run() {
+func (c *Conn) run() {
 	defer c.pool.wg.Done()
 	var (
-		st       = Idle
+		st       = peer.Idle
 		conn     *tchannel.Connection // the connection while Ready
 		w        *watch               // its socket
 		failures int                  // failed connects in a row
@@ -169,7 +194,7 @@ func (c *conn) run() {
 		urgent   bool                 // a call waits for the next connect: the budget does not delay it
 		turn     bool                 // the budget's turn for the next connect is reserved, and has come
 	)
-	enter := func(s State) { st = s; c.publish(s) }
+	enter := func(s peer.State) { st = s; c.publish(s) }
 	clk, stopped, hc := c.pool.clk, c.ctx.Done(), c.pool.cfg.HealthCheck
 	reserved := false // a turn of the budget is reserved and not yet used
 	defer func() {
@@ -179,7 +204,7 @@ func (c *conn) run() {
 		if reserved {
 			c.pool.budget.refund(clk.Now())
 		}
-		enter(Shutdown)
+		enter(peer.Shutdown)
 	}()
 	// await reserves the budget's next turn for a connect and waits for
 	// it; false means the connector was stopped meanwhile.
@@ -206,7 +231,7 @@ func (c *conn) run() {
 		c.m.Failures.Inc(1)
 		c.failure.Store(&Failure{Err: cause, At: clk.Now()})
 		retryAt = since.Add(c.pool.backoff(failures))
-		enter(TransientFailure)
+		enter(peer.TransientFailure)
 	}
 	// left takes the peer out of choice when its server said it is
 	// leaving: a failure for the backoff (a leaving server's listener may
@@ -215,22 +240,22 @@ func (c *conn) run() {
 	left := func(since time.Time) {
 		warm = false
 		failures++
-		c.failure.Store(&Failure{Err: ErrPeerLeaving, At: clk.Now()})
+		c.failure.Store(&Failure{Err: peer.ErrPeerLeaving, At: clk.Now()})
 		retryAt = since.Add(c.pool.backoff(failures))
-		enter(TransientFailure)
+		enter(peer.TransientFailure)
 	}
 	for {
 		switch st {
-		case Idle:
+		case peer.Idle:
 			select {
 			case <-c.kick:
 				urgent = c.wanted.Swap(false)
-				enter(Connecting)
+				enter(peer.Connecting)
 			case <-stopped:
 				return
 			}
 
-		case Connecting:
+		case peer.Connecting:
 			switch {
 			case turn:
 			case urgent:
@@ -264,9 +289,9 @@ func (c *conn) run() {
 			}
 			c.tch.Store(c.pool.tch.RootPeers().GetOrAdd(c.hostPort))
 			c.m.Connects.Inc(1)
-			enter(Ready)
+			enter(peer.Ready)
 
-		case Ready:
+		case peer.Ready:
 			var tick <-chan time.Time
 			var t clock.Timer
 			if hc.Interval > 0 {
@@ -282,7 +307,7 @@ func (c *conn) run() {
 					// tchannel-go peer up again in case the caller's was
 					// one tchannel-go had dropped.
 					c.tch.Store(c.pool.tch.RootPeers().GetOrAdd(c.hostPort))
-					c.publish(Ready)
+					c.publish(peer.Ready)
 					stopTimer(t)
 					continue
 				}
@@ -309,7 +334,7 @@ func (c *conn) run() {
 				// Only this connection: the server is warm, and the next
 				// call that wants it makes a new one.
 				warm = true
-				enter(Idle)
+				enter(peer.Idle)
 				continue
 			case <-tick:
 				if c.ping(hc.Timeout) {
@@ -346,18 +371,18 @@ func (c *conn) run() {
 			}
 			next, failed := afterClose(w, short)
 			conn, w = nil, nil
-			warm = failed == nil && next == Idle
+			warm = failed == nil && next == peer.Idle
 			switch {
 			case failed != nil:
 				fail(now, failed)
-			case next == Idle && wanted:
+			case next == peer.Idle && wanted:
 				urgent = true // a call found it closing
-				enter(Connecting)
+				enter(peer.Connecting)
 			default:
 				enter(next)
 			}
 
-		case TransientFailure:
+		case peer.TransientFailure:
 			t := clk.NewTimerAt(retryAt)
 			select {
 			case <-t.C():
@@ -367,7 +392,7 @@ func (c *conn) run() {
 					return
 				}
 				turn = true
-				enter(Connecting)
+				enter(peer.Connecting)
 			case <-c.kick: // calls cannot hurry a backoff
 				t.Stop()
 			case <-stopped:
@@ -383,7 +408,7 @@ func (c *conn) run() {
 
 // connect dials and handshakes once, bounded by the pool's timeout; a stop
 // aborts it at once.
-func (c *conn) connect() (*tchannel.Connection, *watch, error) {
+func (c *Conn) connect() (*tchannel.Connection, *watch, error) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.pool.cfg.Timeout)
 	defer cancel()
 	w := newWatch()
@@ -442,7 +467,7 @@ func connectError(err error, dialed, timedOut bool, timeout time.Duration) error
 // ping sends one TChannel ping to the peer and reports whether it was
 // answered within timeout. It goes over the peer's established connection:
 // if there is none, it fails at once (callers' dials are refused).
-func (c *conn) ping(timeout time.Duration) bool {
+func (c *Conn) ping(timeout time.Duration) bool {
 	ctx, cancel := context.WithTimeout(c.ctx, timeout)
 	defer cancel()
 	return c.pool.tch.Ping(ctx, c.hostPort) == nil
@@ -458,29 +483,29 @@ func stopTimer(t clock.Timer) {
 // and whether the end counts as a failed connect: failed is then its cause,
 // else nil. short reports that it ended within the backoff's initial
 // interval of its handshake.
-func afterClose(w *watch, short bool) (next State, failed error) {
+func afterClose(w *watch, short bool) (next peer.State, failed error) {
 	var pe *tframe.ProtocolError
 	remote := w.remoteErr()
 	switch {
 	case short: // accepted, then dropped: not a working peer
 		if remote != nil {
-			return TransientFailure, fmt.Errorf("the connection ended just after its handshake: %w", remote)
+			return peer.TransientFailure, fmt.Errorf("the connection ended just after its handshake: %w", remote)
 		}
-		return TransientFailure, errors.New("the connection was closed just after its handshake")
+		return peer.TransientFailure, errors.New("the connection was closed just after its handshake")
 	case errors.As(remote, &pe):
 		// It sent a frame that breaks the protocol: a broken or hostile
 		// peer, reconnected to on the backoff's schedule, not at once.
-		return TransientFailure, fmt.Errorf("the peer broke the TChannel protocol: %w", remote)
+		return peer.TransientFailure, fmt.Errorf("the peer broke the TChannel protocol: %w", remote)
 	case remote != nil:
 		// The peer ended it (closed or reset) after serving: reconnect
 		// now, as gRPC does; if the peer is gone the connect fails and
 		// the backoff starts.
-		return Connecting, nil
+		return peer.Connecting, nil
 	}
 	// Closed in this process while healthy: tchannel-go's idle sweep, or
 	// someone closing it through the channel. Connect again when a call
 	// wants it.
-	return Idle, nil
+	return peer.Idle, nil
 }
 
 // Failure is why a peer's connection failed the last time: a connect that

@@ -1,4 +1,4 @@
-package peer
+package pool
 
 import (
 	"cmp"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/departed"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber/tchannel-go"
 )
@@ -34,7 +35,8 @@ func DefaultConnectBackoff() backoff.Exponential {
 }
 
 // ConnectConfig says how a Pool connects to peers. The zero value means the
-// defaults.
+// defaults. It mirrors channel.ConnectConfig, field for field, through
+// which users set it; its errors name that type's fields.
 type ConnectConfig struct {
 	// Timeout bounds one connect: the TCP dial and TChannel's handshake.
 	// 0 means DefaultConnectTimeout.
@@ -83,22 +85,22 @@ func (c ConnectConfig) Validate() error {
 	switch {
 	case h == HealthCheck{} || h.Interval < 0:
 	case h.Timeout <= 0 || h.Failures < 1:
-		return fmt.Errorf("peer: ConnectConfig.HealthCheck is %+v, must have Timeout > 0 and Failures >= 1 (or a zero value for the default, a negative Interval for none)", h)
+		return fmt.Errorf("channel: ConnectConfig.HealthCheck is %+v, must have Timeout > 0 and Failures >= 1 (or a zero value for the default, a negative Interval for none)", h)
 	}
 	if err := c.Budget.Validate(); err != nil {
 		return err
 	}
 	if c.Timeout < 0 {
-		return fmt.Errorf("peer: ConnectConfig.Timeout is %v, must be >= 0 (0: %v)", c.Timeout, DefaultConnectTimeout)
+		return fmt.Errorf("channel: ConnectConfig.Timeout is %v, must be >= 0 (0: %v)", c.Timeout, DefaultConnectTimeout)
 	}
 	if b == (backoff.Exponential{}) {
 		return nil // the default
 	}
-	if err := b.Validate("peer: ConnectConfig.Backoff"); err != nil {
+	if err := b.Validate("channel: ConnectConfig.Backoff"); err != nil {
 		return err
 	}
 	if b.Jitter != backoff.ProportionalJitter {
-		return fmt.Errorf("peer: ConnectConfig.Backoff.Jitter is %v, must be proportional (backoff.ProportionalJitter): connects are spread around the schedule, not drawn below it", b.Jitter)
+		return fmt.Errorf("channel: ConnectConfig.Backoff.Jitter is %v, must be proportional (backoff.ProportionalJitter): connects are spread around the schedule, not drawn below it", b.Jitter)
 	}
 	return nil
 }
@@ -120,17 +122,17 @@ func (c ConnectConfig) withDefaults() ConnectConfig {
 // peer's connector does). An attempt that gets it was not sent.
 var ErrNoConnection = errors.New("no established connection to the peer (connections are made by the peer's connector, not by calls)")
 
-// ErrPoolClosed is returned by List.Add after the Pool's Close.
-var ErrPoolClosed = errors.New("peer: the connection pool is closed")
+// ErrClosed is returned by Acquire after the Pool's Close.
+var ErrClosed = errors.New("the connection pool is closed")
 
 // Pool keeps one connection to each host:port its lists use, off the
 // callers' path: a connector per host:port dials and handshakes with its own
-// timeout, follows the connection's health (see State) and reconnects with
+// timeout, follows the connection's health (see peer.State) and reconnects with
 // backoff. Calls only ever use established connections, so none waits on a
 // dial or a stuck handshake (tchannel-go's own connect path holds a lock
 // that ignores deadlines).
 //
-// Make a Pool with NewPool, install its Dialer in the tchannel.Channel's
+// Make a Pool with New, install its Dialer in the tchannel.Channel's
 // options, then Start it with that channel; Lists made with the Pool take
 // their peers' connections from it. It is safe for concurrent use.
 type Pool struct {
@@ -158,31 +160,31 @@ type Pool struct {
 
 	mu    sync.Mutex
 	tch   *tchannel.Channel
-	conns map[string]*conn
+	conns map[string]*Conn
 	// released holds the host:ports whose last reference went: for
-	// releasedHold the Dialer still refuses callers' dials to them, so
+	// ReleasedHold the Dialer still refuses callers' dials to them, so
 	// that a call that chose such a peer just before finds no connection
 	// instead of making one. At most maxReleased are held (the oldest go
 	// first), so that addresses rotating through a registry cannot grow
 	// it without bound.
-	released *departures[struct{}]
-	sweep    sweeper // prunes released while it holds any; mu
+	released *departed.Table[struct{}]
+	sweep    departed.Sweeper // prunes released while it holds any; mu
 	closed   bool
 }
 
-// releasedHold is how long the Dialer goes on refusing callers' dials to a
+// ReleasedHold is how long the Dialer goes on refusing callers' dials to a
 // host:port after its last peer was removed.
-const releasedHold = time.Minute
+const ReleasedHold = time.Minute
 
-// maxReleased is the most host:ports a Pool holds for releasedHold after
+// maxReleased is the most host:ports a Pool holds for ReleasedHold after
 // their release: a registry's MaxPeers (discovery.DefaultMaxPeers). Past
 // it the earliest released is forgotten first; a call that chose such a
 // peer long before may then dial it itself, as tchannel-go would.
 const maxReleased = 10000
 
-// PoolConfig configures a Pool. Its zero value connects as the zero
+// Config configures a Pool. Its zero value connects as the zero
 // ConnectConfig says, on the wall clock, reporting nowhere.
-type PoolConfig struct {
+type Config struct {
 	// Connect says how the Pool connects to peers: connect timeout,
 	// backoff and health check. The zero value means the defaults.
 	Connect ConnectConfig
@@ -191,13 +193,20 @@ type PoolConfig struct {
 	Clock clock.Clock
 	// Recorder receives the connection metrics; nil means nowhere.
 	Recorder *stats.Recorder
+	// Rand draws the backoff's jitter, uniform in [0, 1); nil means
+	// math/rand/v2's Float64.
+	Rand func() float64
+	// SweepEvery is how often, on the wall clock, the Pool forgets the
+	// released host:ports held past ReleasedHold; 0 means
+	// departed.SweepEvery.
+	SweepEvery time.Duration
 }
 
 // Validate reports the first rule c breaks, or nil.
-func (c PoolConfig) Validate() error { return c.Connect.Validate() }
+func (c Config) Validate() error { return c.Connect.Validate() }
 
-// NewPool returns a Pool configured by cfg, or cfg's validation error.
-func NewPool(cfg PoolConfig) (*Pool, error) {
+// New returns a Pool configured by cfg, or cfg's validation error.
+func New(cfg Config) (*Pool, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -207,9 +216,12 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	if cfg.Recorder == nil {
 		cfg.Recorder = stats.NewRecorder(nil)
 	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Float64
+	}
 	ctx, stop := context.WithCancel(context.Background())
-	p := &Pool{cfg: cfg.Connect.withDefaults(), clk: cfg.Clock, rec: cfg.Recorder, rand: rand.Float64, ctx: ctx, stop: stop,
-		conns: map[string]*conn{}, released: newDepartures[struct{}](releasedHold, maxReleased), sweep: sweeper{every: sweepEvery}}
+	p := &Pool{cfg: cfg.Connect.withDefaults(), clk: cfg.Clock, rec: cfg.Recorder, rand: cfg.Rand, ctx: ctx, stop: stop,
+		conns: map[string]*Conn{}, released: departed.New[struct{}](ReleasedHold, maxReleased), sweep: departed.Sweeper{Every: cmp.Or(cfg.SweepEvery, departed.SweepEvery)}}
 	p.budget = newConnectBudget(p.cfg.Budget)
 	ch := make(chan struct{})
 	p.changed.Store(&ch)
@@ -252,9 +264,9 @@ func (p *Pool) Start(tch *tchannel.Channel) error {
 	defer p.mu.Unlock()
 	switch {
 	case tch == nil:
-		return errors.New("peer: Pool.Start needs a tchannel.Channel")
+		return errors.New("pool: Start needs a tchannel.Channel")
 	case p.tch != nil:
-		return errors.New("peer: the Pool is already started")
+		return errors.New("pool: the Pool is already started")
 	}
 	p.tch = tch
 	return nil
@@ -267,27 +279,27 @@ func (p *Pool) managed(hostPort string) bool {
 	if _, ok := p.conns[hostPort]; ok || p.closed {
 		return true
 	}
-	_, ok := p.released.get(hostPort, p.clk.Now())
+	_, ok := p.released.Get(hostPort, p.clk.Now())
 	return ok
 }
 
-// acquire returns the connector of hostPort, making it on first use, and
-// counts a reference to it; release gives the reference back. A new
+// Acquire returns the connector of hostPort, making it on first use, and
+// counts a reference to it; Release gives the reference back. A new
 // connector is Idle until asked to connect (List.Add asks at once).
-func (p *Pool) acquire(hostPort string) (*conn, error) {
+func (p *Pool) Acquire(hostPort string) (*Conn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
 	case p.closed:
-		return nil, ErrPoolClosed
+		return nil, ErrClosed
 	case p.tch == nil:
-		return nil, errors.New("peer: the connection pool is not started; call Start first")
+		return nil, errors.New("pool: the connection pool is not started; call Start first")
 	}
 	if c := p.conns[hostPort]; c != nil {
 		c.refs++
 		return c, nil
 	}
-	p.released.take(hostPort, p.clk.Now())
+	p.released.Take(hostPort, p.clk.Now())
 	c := newConn(p, hostPort, p.tch.RootPeers().GetOrAdd(hostPort))
 	p.conns[hostPort] = c
 	p.nconns.Store(int32(len(p.conns)))
@@ -296,19 +308,19 @@ func (p *Pool) acquire(hostPort string) (*conn, error) {
 	return c, nil
 }
 
-// release gives back a reference acquire counted. The last one stops the
+// Release gives back a reference Acquire counted. The last one stops the
 // connector and closes its connection once the calls on it are done.
-func (p *Pool) release(c *conn) {
+func (p *Pool) Release(c *Conn) {
 	p.mu.Lock()
 	c.refs--
 	last := c.refs == 0 && p.conns[c.hostPort] == c
 	if last {
 		delete(p.conns, c.hostPort)
 		p.nconns.Store(int32(len(p.conns)))
-		p.released.put(c.hostPort, struct{}{}, p.clk.Now())
-		p.sweep.arm(p.released.len(), &p.mu, func() int {
-			p.released.prune(p.clk.Now())
-			return p.released.len()
+		p.released.Put(c.hostPort, struct{}{}, p.clk.Now())
+		p.sweep.Arm(p.released.Len(), &p.mu, func() int {
+			p.released.Prune(p.clk.Now())
+			return p.released.Len()
 		})
 	}
 	p.mu.Unlock()
@@ -327,9 +339,9 @@ func (p *Pool) Close() {
 		return
 	}
 	p.closed = true
-	p.sweep.stop()
+	p.sweep.Stop()
 	conns := p.conns
-	p.conns = map[string]*conn{}
+	p.conns = map[string]*Conn{}
 	p.mu.Unlock()
 	p.stop()
 	for _, c := range conns {
@@ -344,6 +356,22 @@ func (p *Pool) Close() {
 	}
 	p.nmu.Unlock()
 	p.closeChanged() // the connectors' last changes (Shutdown)
+}
+
+// Held returns how many connectors the Pool runs (one per host:port in
+// use) and how many released host:ports its Dialer still refuses.
+func (p *Pool) Held() (conns, released int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns), p.released.Len()
+}
+
+// Refs returns how many references Acquire counted to c and Release has
+// not given back, and whether c is the Pool's connector of its host:port.
+func (p *Pool) Refs(c *Conn) (refs int, held bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return c.refs, p.conns[c.hostPort] == c
 }
 
 // Changed returns a channel that is closed at the next change of any
@@ -374,7 +402,7 @@ const coalesceAbove = 64
 // (a peer became Ready, or the first resolver answer came), if the pool
 // is small or if it was not closed within notifyGap; otherwise once
 // notifyGap has passed since the last close, with the changes meanwhile.
-func (p *Pool) notify(now bool) {
+func (p *Pool) Notify(now bool) {
 	p.nmu.Lock()
 	if !now && !p.nClosed && p.nconns.Load() > coalesceAbove { // after Close, no timer: at once
 		if p.nTimer != nil {

@@ -1,4 +1,4 @@
-package peer
+package peerlist
 
 import (
 	"errors"
@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/pool"
 	"github.com/sluice-rpc/sluice/internal/tchconn"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
+	"github.com/sluice-rpc/sluice/peer"
 	"github.com/uber/tchannel-go"
 	"github.com/uber/tchannel-go/raw"
 )
@@ -71,10 +73,10 @@ func startGuardedServer(t *testing.T) (*tchannel.Channel, *guardedListener) {
 // TransientFailure, failing nothing; its handshake keeps saying so, and
 // the peer is never Ready again while it does.
 func TestConnectorDrainsWhenTheServerAsks(t *testing.T) {
-	f := newFixture(t, ConnectConfig{HealthCheck: HealthCheck{Interval: -1}}, tchannel.ChannelOptions{})
+	f := newFixture(t, pool.ConnectConfig{HealthCheck: pool.HealthCheck{Interval: -1}}, tchannel.ChannelOptions{})
 	s, l := startGuardedServer(t)
 	p := f.add(s.PeerInfo().HostPort)
-	f.waitState(p, Ready)
+	f.waitState(p, peer.Ready)
 	if err := call(t, p); err != nil {
 		t.Fatal(err)
 	}
@@ -85,12 +87,12 @@ func TestConnectorDrainsWhenTheServerAsks(t *testing.T) {
 	if !sc.AskToDrain() {
 		t.Fatal("the server could not ask its Sluice client to drain")
 	}
-	f.waitState(p, Idle)
+	f.waitState(p, peer.Idle)
 	if p.LastFailure() != nil || counter("peer.connect_failures") != 0 {
 		t.Fatalf("a drained connection counted as a failure: %v", p.LastFailure())
 	}
 	f.list.Connect()
-	f.waitState(p, Ready)
+	f.waitState(p, peer.Ready)
 	if n := f.dials.Load(); n != 2 {
 		t.Fatalf("%d dials, want 2: the first and one after the drain", n)
 	}
@@ -99,8 +101,8 @@ func TestConnectorDrainsWhenTheServerAsks(t *testing.T) {
 	}
 
 	l.g.Leave()
-	f.waitState(p, TransientFailure)
-	if lf := p.LastFailure(); lf == nil || !errors.Is(lf.Err, ErrPeerLeaving) {
+	f.waitState(p, peer.TransientFailure)
+	if lf := p.LastFailure(); lf == nil || !errors.Is(lf.Err, peer.ErrPeerLeaving) {
 		t.Fatalf("the peer's failure after its server left: %v, want ErrPeerLeaving", lf)
 	}
 	if n := counter("peer.connect_failures"); n != 0 {
@@ -112,7 +114,7 @@ func TestConnectorDrainsWhenTheServerAsks(t *testing.T) {
 	testwait.Timers(t, f.clk, 1)
 	f.clk.Add(2 * time.Second)
 	testwait.Until(t, "a connect after the backoff", func() bool { return f.dials.Load() == 3 })
-	f.waitState(p, TransientFailure)
+	f.waitState(p, peer.TransientFailure)
 	if n := counter("peer.connects"); n != 2 {
 		t.Fatalf("peer.connects = %d, want 2: the peer was Ready again with a leaving server", n)
 	}

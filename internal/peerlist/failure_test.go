@@ -1,4 +1,4 @@
-package peer
+package peerlist
 
 import (
 	"context"
@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/pool"
 	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
+	"github.com/sluice-rpc/sluice/peer"
 	"github.com/uber/tchannel-go"
 )
 
@@ -55,14 +57,14 @@ func TestLastFailureSaysWhy(t *testing.T) {
 				}
 				return dial(ctx, network, hostPort)
 			}
-			f := newFixture(t, ConnectConfig{Timeout: 100 * time.Millisecond}, tchannel.ChannelOptions{Dialer: gated})
+			f := newFixture(t, pool.ConnectConfig{Timeout: 100 * time.Millisecond}, tchannel.ChannelOptions{Dialer: gated})
 			p := f.add(tc.addr(t))
 			if got := p.LastFailure(); got != nil {
 				t.Fatalf("LastFailure before any connect = %v, want nil", got)
 			}
 			close(gate)
 			f.list.Connect()
-			f.waitState(p, TransientFailure)
+			f.waitState(p, peer.TransientFailure)
 			got := p.LastFailure()
 			if got == nil {
 				t.Fatal("LastFailure = nil in TransientFailure")

@@ -1,4 +1,4 @@
-package peer
+package peerlist
 
 import (
 	"math"
@@ -8,26 +8,12 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/balance"
+	"github.com/sluice-rpc/sluice/peer"
 )
 
 // scanAll is the list size up to which Choose looks at every peer rather
 // than two random ones.
 const scanAll = 8
-
-// A peer is slow when its fresh latency estimate is more than slowRatio
-// times the lowest fresh estimate among the other ready peers, and more
-// than slowGap above it: the fault suite's peer answering 100 ms late
-// among sub-millisecond ones, not a peer that jitters between 200 µs and
-// 1 ms on a loaded host, nor one whose estimate a single garbage
-// collection pause raised (a 20 ms sample moves a 200 µs estimate to
-// 2.7 ms). A slow peer is chosen once per probeEvery, so that its
-// recovery is seen within that time, and otherwise only when no other
-// peer takes the call.
-const (
-	slowRatio  = 5
-	slowGap    = int64(5 * time.Millisecond)
-	probeEvery = int64(2 * time.Second)
-)
 
 // members is one version of a list's peers, immutable but for the lazily
 // built ring and the cached list-wide figures, which depend only on it.
@@ -141,7 +127,7 @@ func (l *List) figuresAt(m *members, ns int64) *figures {
 	f := &figures{until: ns + figuresTTL, earliest: math.MaxInt64}
 	ready, ejected := 0, 0
 	for _, p := range m.peers {
-		if p.State() != Ready {
+		if p.State() != peer.Ready {
 			continue
 		}
 		ready++
@@ -216,7 +202,7 @@ func (l *List) ChooseAt(exclude []*Peer, now time.Time) (*Peer, error) {
 					}
 					continue
 				}
-				if k := lotteryKey(p, v.weight[i]); best < 0 || k < bestKey {
+				if k := balance.LotteryKey(p.pending.Load(), v.weight[i], v.weight[i], rand.ExpFloat64()); best < 0 || k < bestKey {
 					best, bestKey = i, k
 				}
 			}
@@ -237,7 +223,7 @@ func (l *List) noPeers() error {
 	if l.resolving.Load() {
 		return ErrResolving
 	}
-	return ErrNoPeers
+	return peer.ErrNoPeers
 }
 
 // view is what one choice over a short list knows of each peer.
@@ -251,7 +237,7 @@ type view struct {
 
 // look fills v for m's peers at time now: their states (asking Idle ones
 // to connect), ejections, slowness and effective weights (relative to the
-// mean weight, see lotteryKey).
+// mean weight, see balance.LotteryKey).
 func (l *List) look(m *members, now time.Time, v *view) {
 	peers := m.peers
 	ns := now.UnixNano()
@@ -312,7 +298,7 @@ func (l *List) look(m *members, now time.Time, v *view) {
 // of any age (0: none). A peer is marked slow when its fresh estimate
 // stands far above ref, and unmarked when its estimate (a slow peer's is
 // its latest probe) no longer stands far above known. For a peer in its
-// slow-start window (ramping), "far" is nearer (see coldRatio).
+// slow-start window (ramping), "far" is nearer (balance.Slow's cold rule).
 func (p *Peer) judgeSlow(now time.Time, ref, known int64, ramping bool) bool {
 	ns := now.UnixNano()
 	slow := p.slow.Load()
@@ -325,64 +311,21 @@ func (p *Peer) judgeSlow(now time.Time, ref, known int64, ramping bool) bool {
 	}
 	switch {
 	case lat == 0:
-	case !slow && ref > 0 && farAbove(lat, ref, ramping):
-		p.probedAt.Store(ns) // its first probe is probeEvery away
+	case !slow && ref > 0 && balance.Slow(time.Duration(lat), time.Duration(ref), ramping):
+		p.probedAt.Store(ns) // its first probe is balance.ProbeInterval away
 		p.slow.Store(true)
-	case slow && known > 0 && !farAbove(lat, known, ramping):
+	case slow && known > 0 && !balance.Slow(time.Duration(lat), time.Duration(known), ramping):
 		p.slow.Store(false)
 	}
-	return p.slow.Load() && ns-p.probedAt.Load() < probeEvery
-}
-
-// A peer in its slow-start window is cold while its latency is more than
-// coldRatio times the others' and coldGap above: a new instance still
-// warming up (caches, JIT, connection pools) answers slowly, and each call
-// it takes then is a slow call. It gets only probes until it answers near
-// the fleet's latency; then its ramp goes on where the clock has brought
-// it. A peer that is inherently slower stays held only to the end of its
-// window, then is judged as any peer.
-const (
-	coldRatio = 2
-	coldGap   = int64(time.Millisecond)
-)
-
-// farAbove reports whether latency lat stands far above ref (see
-// slowRatio, and coldRatio for a ramping peer).
-func farAbove(lat, ref int64, ramping bool) bool {
-	if ramping {
-		return lat > coldRatio*ref && lat-ref > coldGap
-	}
-	return lat > slowRatio*ref && lat-ref > slowGap
-}
-
-// lotteryKey is p's draw in a weighted choice, w being its effective
-// weight relative to the list's mean weight: (pending / w + 1) / w times
-// an exponential variate. The peer with the lowest key wins, which is
-// peer i with probability in proportion to w_i / (1 + pending_i / w_i)
-// (the race of exponential clocks): its weight, discounted by its calls
-// pending per unit of weight. Under light load calls split by weight.
-// Envoy's least-request rule, w / (pending + 1), discounts a heavy peer
-// more than its pending calls warrant: a server with four times the
-// workers at the same utilization has fewer than four times the calls
-// queued, so under load it took 49.6% of the calls where its weight asks
-// for 57.1% (servers of 1, 2 and 4 workers at half load, simulated); this
-// rule keeps every share within 2.2 points at any load.
-func lotteryKey(p *Peer, w float64) float64 {
-	return (float64(p.pending.Load())/w + 1) / w * rand.ExpFloat64()
-}
-
-// loadKey is lotteryKey for a peer already drawn in proportion to its
-// weight (a long list's two candidates): its calls pending per unit of
-// effective weight w (relative to the mean), and f, its slow-start factor.
-func loadKey(p *Peer, w, f float64) float64 {
-	return (float64(p.pending.Load())/w + 1) / f * rand.ExpFloat64()
+	return p.slow.Load() && ns-p.probedAt.Load() < int64(balance.ProbeInterval)
 }
 
 // weightAt returns p's effective weight at ns (Unix nanoseconds): its
 // weight times its slow-start factor, earliest being when the earliest
 // Ready peer of the list became ready. A peer in its window ramps only if
-// some other peer became ready well before it (newTogether): peers that
-// come up together, as when a client starts, take full shares at once.
+// some other peer became ready well before it (balance.SlowStart.Ramping):
+// peers that come up together, as when a client starts, take full shares
+// at once.
 func (l *List) weightAt(p *Peer, ns, earliest int64) float64 {
 	w := p.Weight()
 	s := l.bal.SlowStart
@@ -391,25 +334,15 @@ func (l *List) weightAt(p *Peer, ns, earliest int64) float64 {
 		return w
 	}
 	elapsed := time.Duration(ns - r)
-	if !s.Ramping(elapsed) || r-earliest < int64(newTogether(s)) {
+	if !s.Ramping(elapsed, time.Duration(r-earliest)) {
 		return w
 	}
 	return w * s.Factor(elapsed)
 }
 
-// newTogether returns how close in time peers become ready to count as
-// new together: a second, or a tenth of a shorter window.
-func newTogether(s balance.SlowStart) time.Duration {
-	w := s.Window
-	if w == 0 {
-		w = balance.DefaultSlowStartWindow
-	}
-	return min(time.Second, w/10)
-}
-
 // effectiveWeight returns p's effective weight at now, for introspection.
 func (l *List) effectiveWeight(p *Peer, now time.Time) float64 {
-	if p.State() != Ready {
+	if p.State() != peer.Ready {
 		return p.Weight()
 	}
 	ns := now.UnixNano()
@@ -460,7 +393,7 @@ func (l *List) chooseMany(m *members, exclude []*Peer, now time.Time) (*Peer, er
 // when the list's earliest Ready peer became ready): a slow peer (probe
 // not due) loses, each judged against the other, a peer in its slow-start
 // window as a cold one; then, with equal weights and neither in slow
-// start, better decides; else loadKey's draw.
+// start, better decides; else balance.LotteryKey's draw.
 func (l *List) preferOf(a, b *Peer, now time.Time, m *members, earliest int64) bool {
 	// The two were drawn in proportion to their weights already: their
 	// slow-start factors weigh them further, and their calls pending per
@@ -477,7 +410,7 @@ func (l *List) preferOf(a, b *Peer, now time.Time, m *members, earliest int64) b
 	}
 	mean := m.mean()
 	wa, wb := a.Weight()*fa/mean, b.Weight()*fb/mean
-	return loadKey(a, wa, fa) < loadKey(b, wb, fb)
+	return balance.LotteryKey(a.pending.Load(), wa, fa, rand.ExpFloat64()) < balance.LotteryKey(b.pending.Load(), wb, fb, rand.ExpFloat64())
 }
 
 // availability tallies the states of the peers a choice looked at, to say
@@ -488,13 +421,13 @@ type availability struct{ anyReady, anyConnecting bool }
 // asked to connect.
 func (v *availability) ready(p *Peer) bool {
 	switch p.State() {
-	case Ready:
+	case peer.Ready:
 		v.anyReady = true
 		return true
-	case Idle:
+	case peer.Idle:
 		p.conn.Connect()
 		v.anyConnecting = true
-	case Connecting:
+	case peer.Connecting:
 		v.anyConnecting = true
 	}
 	return false
@@ -504,11 +437,11 @@ func (v *availability) ready(p *Peer) bool {
 func (v *availability) err() error {
 	switch {
 	case v.anyReady:
-		return ErrThrottled // Ready peers exist; their limiters refused
+		return peer.ErrThrottled // Ready peers exist; their limiters refused
 	case v.anyConnecting:
 		return ErrConnecting
 	}
-	return ErrUnavailable
+	return peer.ErrUnavailable
 }
 
 // take returns p if it takes the attempt at now: its rest after a pushback
@@ -518,9 +451,9 @@ func (l *List) take(p *Peer, now time.Time) *Peer {
 	ns := now.UnixNano()
 	if rest := p.restUntil.Load(); (rest == 0 || ns >= rest || p.pending.Load() < p.restPending.Load()) && p.limiter.AllowAt(now) {
 		if p.slow.Load() {
-			// One probe per probeEvery; a choice that lost the race
+			// One probe per balance.ProbeInterval; a choice that lost the race
 			// for it may still take the peer as a last resort.
-			if old := p.probedAt.Load(); ns-old >= probeEvery {
+			if old := p.probedAt.Load(); ns-old >= int64(balance.ProbeInterval) {
 				p.probedAt.CompareAndSwap(old, ns)
 			}
 		}
@@ -531,19 +464,16 @@ func (l *List) take(p *Peer, now time.Time) *Peer {
 	return nil
 }
 
-// better reports whether a should be preferred to b at time now: fewer
-// pending calls, then a fresh latency estimate less than half of b's. Closer
-// latencies count as a tie, which the caller breaks at random: loopback and
-// LAN latencies jitter by tens of percent, and preferring the marginally
-// faster peer would send it all the traffic of a lightly loaded client. A
-// stale estimate (see latencyTTL) counts as unknown.
+// better reports whether a should be preferred to b at time now, peers
+// of equal effective weights (balance.Better): fewer pending calls, then
+// a fresh latency estimate less than half of b's. A stale estimate (see
+// latencyTTL) counts as unknown.
 func better(a, b *Peer, now time.Time) bool {
 	pa, pb := a.pending.Load(), b.pending.Load()
 	if pa != pb {
 		return pa < pb
 	}
-	la, lb := a.latencyAt(now), b.latencyAt(now)
-	return la > 0 && 2*la < lb
+	return balance.Better(pa, pb, time.Duration(a.latencyAt(now)), time.Duration(b.latencyAt(now)))
 }
 
 func contains(ps []*Peer, p *Peer) bool {

@@ -1,4 +1,4 @@
-package peer
+package peerlist
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/peer"
 )
 
 // newBalancedList is newList with a balancing config, its peers set with
@@ -17,13 +18,13 @@ import (
 func newBalancedList(t testing.TB, bal balance.Config, weights ...float64) (*List, *clock.Fake) {
 	t.Helper()
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
-	l, err := NewList(ListConfig{Service: "kv", Clock: clk, Balance: bal})
+	l, err := New(Config{Service: "kv", Clock: clk, Balance: bal})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ms []Member
+	var ms []peer.Member
 	for i, w := range weights {
-		ms = append(ms, Member{HostPort: hp(i), Weight: w})
+		ms = append(ms, peer.Member{HostPort: hp(i), Weight: w})
 	}
 	if err := l.Set(ms); err != nil {
 		t.Fatal(err)
@@ -94,7 +95,7 @@ func TestSlowStartRamps(t *testing.T) {
 		}
 	}
 	clk.Add(time.Minute)
-	if err := l.Set([]Member{{HostPort: hp(0)}, {HostPort: hp(1)}, {HostPort: hp(2)}}); err != nil {
+	if err := l.Set([]peer.Member{{HostPort: hp(0)}, {HostPort: hp(1)}, {HostPort: hp(2)}}); err != nil {
 		t.Fatal(err)
 	}
 	fresh := l.Get(hp(2))
@@ -255,9 +256,9 @@ func TestKeysMoveOnlyFromTheLeavingPeer(t *testing.T) {
 	for i := range before {
 		before[i] = l.Home(fmt.Sprint("key-", i)).HostPort()
 	}
-	var ms []Member
+	var ms []peer.Member
 	for i := 1; i < 10; i++ {
-		ms = append(ms, Member{HostPort: hp(i)})
+		ms = append(ms, peer.Member{HostPort: hp(i)})
 	}
 	if err := l.Set(ms); err != nil {
 		t.Fatal(err)
@@ -452,12 +453,12 @@ func simulateWorkers(t *testing.T, l *List, weights []float64, load float64, n i
 }
 
 // A new peer still cold (answering over twice as slowly as the others)
-// gets only a probe every probeEvery during its slow-start window; once it
+// gets only a probe every balance.ProbeInterval during its slow-start window; once it
 // answers near the others' latency it takes its ramp's share.
 func TestColdPeerWaitsForWarmth(t *testing.T) {
 	l, clk := newBalancedList(t, balance.Config{}, 1, 1)
 	clk.Add(time.Minute)
-	if err := l.Set([]Member{{HostPort: hp(0)}, {HostPort: hp(1)}, {HostPort: hp(2)}}); err != nil {
+	if err := l.Set([]peer.Member{{HostPort: hp(0)}, {HostPort: hp(1)}, {HostPort: hp(2)}}); err != nil {
 		t.Fatal(err)
 	}
 	cold := l.Get(hp(2))
@@ -514,7 +515,7 @@ func TestSlowPeerRecoversUnderSparseTraffic(t *testing.T) {
 	if p, _ := l.Choose(nil); p != fast || !slow.Counts().Slow {
 		t.Fatal("the 50x peer is not marked slow")
 	}
-	clk.Add(time.Duration(probeEvery))
+	clk.Add(time.Duration(balance.ProbeInterval))
 	var probe *Peer
 	for probe == nil {
 		if p, _ := l.Choose(nil); p == slow {
@@ -538,7 +539,7 @@ func TestChooseKeyCountsEachRefusalOnce(t *testing.T) {
 		p.Begin()
 		p.EndPushedBack(clk.Now(), time.Millisecond, time.Second) // resting at 0 pending
 	}
-	if _, err := l.ChooseKeyAt("user-1", nil, clk.Now()); err != ErrThrottled {
+	if _, err := l.ChooseKeyAt("user-1", nil, clk.Now()); err != peer.ErrThrottled {
 		t.Fatalf("ChooseKeyAt = %v, want ErrThrottled", err)
 	}
 	for _, p := range l.Peers() {
@@ -554,13 +555,13 @@ func TestUnchangedSetKeepsTheRing(t *testing.T) {
 	l, _ := newBalancedList(t, balance.Config{}, 1, 2, 3)
 	before := l.peers.Load()
 	home := l.Home("user-1")
-	if err := l.Set([]Member{{HostPort: hp(2), Weight: 3}, {HostPort: hp(0)}, {HostPort: hp(1), Weight: 2}}); err != nil {
+	if err := l.Set([]peer.Member{{HostPort: hp(2), Weight: 3}, {HostPort: hp(0)}, {HostPort: hp(1), Weight: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	if l.peers.Load() != before || before.ring.Load() == nil || l.Home("user-1") != home {
 		t.Fatal("a Set of the same peers and weights replaced the members (and dropped the ring)")
 	}
-	if err := l.Set([]Member{{HostPort: hp(0)}, {HostPort: hp(1), Weight: 2}, {HostPort: hp(2), Weight: 4}}); err != nil {
+	if err := l.Set([]peer.Member{{HostPort: hp(0)}, {HostPort: hp(1), Weight: 2}, {HostPort: hp(2), Weight: 4}}); err != nil {
 		t.Fatal(err)
 	}
 	if l.peers.Load() == before {

@@ -1,4 +1,4 @@
-package peer
+package peerlist
 
 import (
 	"strings"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/pool"
+	"github.com/sluice-rpc/sluice/peer"
 	"github.com/uber/tchannel-go"
 )
 
@@ -17,7 +19,7 @@ func TestSetDiffsThePeers(t *testing.T) {
 	kept := l.Get(hp(2))
 	kept.Begin()
 	kept.End(clk.Now(), 3*time.Millisecond, codes.OK)
-	if err := l.Set([]Member{{HostPort: hp(2), Weight: 5}, {HostPort: hp(4)}}); err != nil {
+	if err := l.Set([]peer.Member{{HostPort: hp(2), Weight: 5}, {HostPort: hp(4)}}); err != nil {
 		t.Fatal(err)
 	}
 	peers := l.Peers()
@@ -36,14 +38,14 @@ func TestSetDiffsThePeers(t *testing.T) {
 func TestSetRejectsInvalidMembersWhole(t *testing.T) {
 	l, _ := newList(t, 100, hp(1))
 	for _, tt := range []struct {
-		m    []Member
+		m    []peer.Member
 		want string
 	}{
-		{[]Member{{HostPort: hp(2)}, {HostPort: "nonsense"}}, `bad host:port "nonsense"`},
-		{[]Member{{HostPort: hp(2), Weight: -1}}, "weight -1, must be 0 (meaning 1) or a number in [1e-06, 1e+09]"},
-		{[]Member{{HostPort: hp(2), Weight: 1e-320}}, "weight 1e-320, must be 0 (meaning 1) or a number in"},
-		{[]Member{{HostPort: hp(2), Weight: 1e308}}, "weight 1e+308, must be 0 (meaning 1) or a number in"},
-		{[]Member{{HostPort: hp(2)}, {HostPort: hp(2)}}, "listed twice"},
+		{[]peer.Member{{HostPort: hp(2)}, {HostPort: "nonsense"}}, `bad host:port "nonsense"`},
+		{[]peer.Member{{HostPort: hp(2), Weight: -1}}, "weight -1, must be 0 (meaning 1) or a number in [1e-06, 1e+09]"},
+		{[]peer.Member{{HostPort: hp(2), Weight: 1e-320}}, "weight 1e-320, must be 0 (meaning 1) or a number in"},
+		{[]peer.Member{{HostPort: hp(2), Weight: 1e308}}, "weight 1e+308, must be 0 (meaning 1) or a number in"},
+		{[]peer.Member{{HostPort: hp(2)}, {HostPort: hp(2)}}, "listed twice"},
 	} {
 		err := l.Set(tt.m)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -59,8 +61,8 @@ func TestSetRejectsInvalidMembersWhole(t *testing.T) {
 // ErrNoPeers, until its first Set, and the Set wakes the callers waiting
 // on Changed; an empty first answer then means ErrNoPeers.
 func TestResolvingListWaitsForTheFirstSet(t *testing.T) {
-	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
-	l, err := NewList(ListConfig{Service: "kv", Pool: f.pool, Resolving: true})
+	f := newFixture(t, pool.ConnectConfig{}, tchannel.ChannelOptions{})
+	l, err := New(Config{Service: "kv", Pool: f.pool, Resolving: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +71,7 @@ func TestResolvingListWaitsForTheFirstSet(t *testing.T) {
 		t.Fatalf("before the first Set: %v, want ErrResolving", err)
 	}
 	s := startServer(t, "127.0.0.1:0")
-	if err := l.Set([]Member{{HostPort: s.PeerInfo().HostPort}}); err != nil {
+	if err := l.Set([]peer.Member{{HostPort: s.PeerInfo().HostPort}}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -77,20 +79,20 @@ func TestResolvingListWaitsForTheFirstSet(t *testing.T) {
 	default:
 		t.Fatal("the first Set did not signal Changed")
 	}
-	f.waitStateOf(l, s.PeerInfo().HostPort, Ready)
+	f.waitStateOf(l, s.PeerInfo().HostPort, peer.Ready)
 	if p, err := l.Choose(nil); err != nil || p.HostPort() != s.PeerInfo().HostPort {
 		t.Fatalf("after the first Set: %v, %v", p, err)
 	}
 	if err := l.Set(nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Choose(nil); err != ErrNoPeers {
+	if _, err := l.Choose(nil); err != peer.ErrNoPeers {
 		t.Fatalf("after an empty Set: %v, want ErrNoPeers", err)
 	}
 }
 
 // waitStateOf waits for the peer at hostPort of l to be in state want.
-func (f *fixture) waitStateOf(l *List, hostPort string, want State) {
+func (f *fixture) waitStateOf(l *List, hostPort string, want peer.State) {
 	f.t.Helper()
 	f.waitState(l.Get(hostPort), want)
 }

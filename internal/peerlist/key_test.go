@@ -1,4 +1,4 @@
-package peer
+package peerlist
 
 import (
 	"fmt"
@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/balance"
+	"github.com/sluice-rpc/sluice/internal/pool"
 	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
+	"github.com/sluice-rpc/sluice/peer"
 	"github.com/uber/tchannel-go"
 )
 
@@ -16,12 +18,12 @@ import (
 // TransientFailure: a home whose handshakes hang must not hold its keys'
 // calls for a connect timeout on every attempt.
 func TestKeyWaitsOnlyForAHomeNotFailing(t *testing.T) {
-	f := newFixture(t, ConnectConfig{Timeout: 200 * time.Millisecond}, tchannel.ChannelOptions{})
+	f := newFixture(t, pool.ConnectConfig{Timeout: 200 * time.Millisecond}, tchannel.ChannelOptions{})
 	good := f.add(startServer(t, "127.0.0.1:0").PeerInfo().HostPort)
 	hole := testnet.BlackHole(t)
 	bad := f.add(hole.Addr())
 	f.list.Connect()
-	f.waitState(good, Ready)
+	f.waitState(good, peer.Ready)
 	key := ""
 	for i := 0; key == ""; i++ {
 		if k := fmt.Sprint("user-", i); f.list.Home(k) == bad {
@@ -32,12 +34,12 @@ func TestKeyWaitsOnlyForAHomeNotFailing(t *testing.T) {
 	if p, err := f.list.ChooseKeyAt(key, nil, f.clk.Now()); err != ErrConnecting {
 		t.Fatalf("home connecting for the first time: ChooseKeyAt = %v, %v; want ErrConnecting (wait for it)", p, err)
 	}
-	f.waitState(bad, TransientFailure)
+	f.waitState(bad, peer.TransientFailure)
 	if p, err := f.list.ChooseKeyAt(key, nil, f.clk.Now()); p != good {
 		t.Fatalf("home in TransientFailure: ChooseKeyAt = %v, %v; want the next peer", p, err)
 	}
 	f.clk.Add(2 * time.Second) // past the backoff: it connects again
-	f.waitState(bad, Connecting)
+	f.waitState(bad, peer.Connecting)
 	if p, err := f.list.ChooseKeyAt(key, nil, f.clk.Now()); p != good {
 		t.Fatalf("home connecting again after a failure: ChooseKeyAt = %v, %v; want the next peer, not a wait", p, err)
 	}
@@ -49,9 +51,9 @@ func TestKeyWaitsOnlyForAHomeNotFailing(t *testing.T) {
 func TestSetBuildsTheRingInUse(t *testing.T) {
 	l, clk := newBalancedList(t, balance.Config{}, 1, 1, 1)
 	set := func(n int) {
-		var ms []Member
+		var ms []peer.Member
 		for i := range n {
-			ms = append(ms, Member{HostPort: hp(i), Weight: 1})
+			ms = append(ms, peer.Member{HostPort: hp(i), Weight: 1})
 		}
 		if err := l.Set(ms); err != nil {
 			t.Fatal(err)

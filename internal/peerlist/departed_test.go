@@ -1,4 +1,4 @@
-package peer
+package peerlist
 
 import (
 	"fmt"
@@ -6,46 +6,12 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/pool"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
+	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber/tchannel-go"
 )
-
-// departures forgets a host:port once it has been gone for the grace, and
-// holds at most max, the earliest gone dropped first; a host:port that
-// leaves again is timed from its latest departure.
-func TestDeparturesForgetAfterTheGrace(t *testing.T) {
-	t0 := time.Unix(1_700_000_000, 0)
-	d := newDepartures[int](time.Minute, 100)
-	for i := range 250 {
-		d.put(hp(i%150), i, t0.Add(time.Duration(i)*time.Second/10))
-	}
-	if d.len() != 100 {
-		t.Fatalf("%d held, want the cap of 100", d.len())
-	}
-	now := t0.Add(25 * time.Second)
-	if v, ok := d.get(hp(99), now); !ok || v != 249 {
-		t.Errorf("get of the latest departure = %v, %v; want 249, true", v, ok)
-	}
-	if _, ok := d.get(hp(120), now); ok {
-		t.Error("one of the earliest gone, past the cap, is still held")
-	}
-	now = t0.Add(84 * time.Second) // a minute after the departures at 24 s
-	d.prune(now)
-	if d.len() != 9 { // hp(91)..hp(99) left at 24.1-24.9 s
-		t.Errorf("%d held a minute after the first 241 left, want 9", d.len())
-	}
-	if v, ok := d.take(hp(95), now); !ok || v != 245 {
-		t.Errorf("take = %v, %v; want 245, true", v, ok)
-	}
-	if _, ok := d.get(hp(95), now); ok || d.len() != 8 {
-		t.Error("take did not forget the host:port")
-	}
-	d.prune(t0.Add(time.Hour))
-	if d.len() != 0 || len(d.q)-d.head != 0 {
-		t.Errorf("after an hour, %d held and %d queued; want none", d.len(), len(d.q)-d.head)
-	}
-}
 
 // A peer that leaves and comes back within DepartedGrace takes up its
 // judgement (its busy limit, its ejection); one that comes back later
@@ -53,7 +19,7 @@ func TestDeparturesForgetAfterTheGrace(t *testing.T) {
 // throttled or ejected peer at each flap.
 func TestReturningPeerKeepsItsJudgement(t *testing.T) {
 	l, clk := newList(t, 1000)
-	ms := []Member{{HostPort: hp(1)}, {HostPort: hp(2)}, {HostPort: hp(3)}, {HostPort: hp(4)}}
+	ms := []peer.Member{{HostPort: hp(1)}, {HostPort: hp(2)}, {HostPort: hp(3)}, {HostPort: hp(4)}}
 	if err := l.Set(ms); err != nil {
 		t.Fatal(err)
 	}
@@ -99,9 +65,9 @@ func TestReturningPeerKeepsItsJudgement(t *testing.T) {
 		t.Fatal(err)
 	}
 	fresh := l.Get(hp(1))
-	if fresh.Limiter() == p.Limiter() || fresh.ejections.Load() != 0 || l.departed.len() != 0 {
+	if fresh.Limiter() == p.Limiter() || fresh.ejections.Load() != 0 || l.departed.Len() != 0 {
 		t.Errorf("back after the grace: same limiter %v, %d ejections, %d departed held; want a fresh peer and nothing held",
-			fresh.Limiter() == p.Limiter(), fresh.ejections.Load(), l.departed.len())
+			fresh.Limiter() == p.Limiter(), fresh.ejections.Load(), l.departed.Len())
 	}
 }
 
@@ -115,30 +81,25 @@ func TestReturningPeerKeepsItsJudgement(t *testing.T) {
 func TestRotatingAddressesStayBounded(t *testing.T) {
 	// A budget that lets one connect through: the peers wait their turn,
 	// and nothing is dialled.
-	f := newFixture(t, ConnectConfig{Budget: ConnectBudget{Rate: 0.001, Burst: 1}}, tchannel.ChannelOptions{})
-	const sets, size = 40, 300
 	// Sweeps every 10 ms of the wall clock, deciding by the fake clock.
-	f.pool.mu.Lock()
-	f.pool.sweep.every = 10 * time.Millisecond
-	f.pool.mu.Unlock()
+	f := newFixtureConfig(t, pool.Config{Connect: pool.ConnectConfig{Budget: pool.ConnectBudget{Rate: 0.001, Burst: 1}}, SweepEvery: 10 * time.Millisecond}, tchannel.ChannelOptions{})
+	const sets, size = 40, 300
 	f.list.mu.Lock()
-	f.list.sweep.every = 10 * time.Millisecond
+	f.list.sweep.Every = 10 * time.Millisecond
 	f.list.mu.Unlock()
 	held := func() (released, departed int) {
-		f.pool.mu.Lock()
-		released = f.pool.released.len()
-		f.pool.mu.Unlock()
+		_, released = f.pool.Held()
 		f.list.mu.Lock()
-		departed = f.list.departed.len()
+		departed = f.list.departed.Len()
 		f.list.mu.Unlock()
 		return released, departed
 	}
 	next := 0
 	rotate := func() {
 		t.Helper()
-		ms := make([]Member, size)
+		ms := make([]peer.Member, size)
 		for i := range ms {
-			ms[i] = Member{HostPort: fmt.Sprintf("127.0.%d.%d:4000", next/250, next%250+1)}
+			ms[i] = peer.Member{HostPort: fmt.Sprintf("127.0.%d.%d:4000", next/250, next%250+1)}
 			next++
 		}
 		if err := f.list.Set(ms); err != nil {
@@ -149,9 +110,7 @@ func TestRotatingAddressesStayBounded(t *testing.T) {
 		rotate()
 		f.clk.Add(time.Second)
 	}
-	f.pool.mu.Lock()
-	conns := len(f.pool.conns)
-	f.pool.mu.Unlock()
+	conns, _ := f.pool.Held()
 	released, departed := held()
 	// 11,700 were released within the minute: the cap holds them to
 	// maxReleased's 10,000 (a registry's MaxPeers).
@@ -167,14 +126,14 @@ func TestRotatingAddressesStayBounded(t *testing.T) {
 		t.Errorf("%d peer tags among the gauges, want at most %d and %q", len(peers), stats.MaxPeerSeries, stats.PeerOther)
 	}
 
-	f.clk.Add(max(releasedHold, DepartedGrace))
+	f.clk.Add(max(pool.ReleasedHold, DepartedGrace))
 	rotate()
 	if released, departed := held(); released != size || departed != size {
 		t.Errorf("a while after the earlier sets left: %d released and %d departed held, want only the last set's %d", released, departed, size)
 	}
 
 	// Nothing else happens: the sweeps drop the last departures too.
-	f.clk.Add(max(releasedHold, DepartedGrace))
+	f.clk.Add(max(pool.ReleasedHold, DepartedGrace))
 	testwait.Until(t, "the last departures dropped, with no peer joining or leaving", func() bool {
 		released, departed := held()
 		return released == 0 && departed == 0

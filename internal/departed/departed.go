@@ -1,17 +1,21 @@
-package peer
+// Package departed remembers, for a grace, what a pool or a peer list
+// knew of the host:ports that left it, bounded in count, so that a peer
+// coming back within the grace takes its state up again and addresses
+// rotating through a registry cannot grow it without bound.
+package departed
 
 import (
 	"sync"
 	"time"
 )
 
-// departures keeps a value for each host:port that left, for a grace
+// Table keeps a value for each host:port that left, for a grace
 // after it left and at most max of them (past max, the oldest go first):
 // what a Pool or List remembers of a peer that is gone, dropped once it
 // has been gone for a while, so that addresses rotating through a
 // registry cannot grow it without bound. Every operation takes constant
 // amortized time, whatever the count. Not safe for concurrent use.
-type departures[V any] struct {
+type Table[V any] struct {
 	grace time.Duration
 	max   int
 	m     map[string]departed[V]
@@ -32,37 +36,37 @@ type departure struct {
 	seq      uint64
 }
 
-// sweepEvery is how often, on the wall clock, the holder of departures
-// prunes them while they hold any, so that they are dropped even when
+// SweepEvery is how often, on the wall clock, the holder of a Table
+// prunes it while it holds any, so that they are dropped even when
 // nothing else happens (no peer joins or leaves): within the grace plus
 // this of their departure.
-const sweepEvery = 15 * time.Second
+const SweepEvery = 15 * time.Second
 
-// sweeper prunes a departures every sweepEvery while it holds any: arm
-// it (under the lock guarding the departures) after each put; stop it
-// once they are no longer wanted.
-type sweeper struct {
-	every time.Duration // sweepEvery; tests shorten it
+// Sweeper prunes a Table every SweepEvery (its Every) while it holds any: arm
+// it (under the lock guarding the Table) after each Put; stop it
+// once it is no longer wanted.
+type Sweeper struct {
+	Every time.Duration // SweepEvery; tests shorten it
 	t     *time.Timer
 	done  bool
 }
 
-// arm starts the timer unless it runs or nothing is held; prune runs
+// Arm starts the timer unless it runs or nothing is held; prune runs
 // under lock when it fires, and arms it again.
-func (s *sweeper) arm(held int, lock sync.Locker, prune func() int) {
+func (s *Sweeper) Arm(held int, lock sync.Locker, prune func() int) {
 	if s.t != nil || s.done || held == 0 {
 		return
 	}
-	s.t = time.AfterFunc(s.every, func() {
+	s.t = time.AfterFunc(s.Every, func() {
 		lock.Lock()
 		defer lock.Unlock()
 		s.t = nil
-		s.arm(prune(), lock, prune)
+		s.Arm(prune(), lock, prune)
 	})
 }
 
-// stop stops the timer for good (lock held).
-func (s *sweeper) stop() {
+// Stop stops the timer for good (lock held).
+func (s *Sweeper) Stop() {
 	s.done = true
 	if s.t != nil {
 		s.t.Stop()
@@ -70,13 +74,15 @@ func (s *sweeper) stop() {
 	}
 }
 
-func newDepartures[V any](grace time.Duration, max int) *departures[V] {
-	return &departures[V]{grace: grace, max: max, m: map[string]departed[V]{}}
+// New returns an empty Table holding each host:port for grace after it
+// left, and at most max of them.
+func New[V any](grace time.Duration, max int) *Table[V] {
+	return &Table[V]{grace: grace, max: max, m: map[string]departed[V]{}}
 }
 
-// put records v for hostPort, which left at now.
-func (d *departures[V]) put(hostPort string, v V, now time.Time) {
-	d.prune(now)
+// Put records v for hostPort, which left at now.
+func (d *Table[V]) Put(hostPort string, v V, now time.Time) {
+	d.Prune(now)
 	d.seq++
 	d.m[hostPort] = departed[V]{v: v, at: now, seq: d.seq}
 	d.q = append(d.q, departure{hostPort: hostPort, at: now, seq: d.seq})
@@ -85,9 +91,9 @@ func (d *departures[V]) put(hostPort string, v V, now time.Time) {
 	}
 }
 
-// get returns what was recorded for hostPort if it left less than the
+// Get returns what was recorded for hostPort if it left less than the
 // grace before now.
-func (d *departures[V]) get(hostPort string, now time.Time) (V, bool) {
+func (d *Table[V]) Get(hostPort string, now time.Time) (V, bool) {
 	e, ok := d.m[hostPort]
 	if !ok || now.Sub(e.at) >= d.grace {
 		var zero V
@@ -96,19 +102,19 @@ func (d *departures[V]) get(hostPort string, now time.Time) (V, bool) {
 	return e.v, true
 }
 
-// take is get, forgetting hostPort.
-func (d *departures[V]) take(hostPort string, now time.Time) (V, bool) {
-	v, ok := d.get(hostPort, now)
+// Take is Get, forgetting hostPort.
+func (d *Table[V]) Take(hostPort string, now time.Time) (V, bool) {
+	v, ok := d.Get(hostPort, now)
 	delete(d.m, hostPort)
-	d.prune(now)
+	d.Prune(now)
 	return v, ok
 }
 
-// len returns how many host:ports are remembered.
-func (d *departures[V]) len() int { return len(d.m) }
+// Len returns how many host:ports are remembered.
+func (d *Table[V]) Len() int { return len(d.m) }
 
-// prune forgets the host:ports that left at least the grace before now.
-func (d *departures[V]) prune(now time.Time) {
+// Prune forgets the host:ports that left at least the grace before now.
+func (d *Table[V]) Prune(now time.Time) {
 	for d.head < len(d.q) {
 		e := d.q[d.head]
 		if live, ok := d.m[e.hostPort]; ok && live.seq == e.seq && now.Sub(e.at) < d.grace {
@@ -120,7 +126,7 @@ func (d *departures[V]) prune(now time.Time) {
 
 // pop forgets the oldest entry of the queue, and its host:port if it is
 // still the one recorded.
-func (d *departures[V]) pop() {
+func (d *Table[V]) pop() {
 	e := d.q[d.head]
 	if live, ok := d.m[e.hostPort]; ok && live.seq == e.seq {
 		delete(d.m, e.hostPort)

@@ -1,9 +1,10 @@
-package peer
+package peerlist
 
 import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/balance"
+	"github.com/sluice-rpc/sluice/peer"
 )
 
 // ChooseKeyAt is ChooseAt for a call carrying a shard key: it picks the
@@ -65,9 +66,9 @@ func (l *List) ChooseKeyAt(key string, exclude []*Peer, now time.Time) (*Peer, e
 			isHome := home
 			home = false
 			switch p.State() {
-			case Ready:
+			case peer.Ready:
 				avail.anyReady = true
-			case Idle, Connecting:
+			case peer.Idle, peer.Connecting:
 				avail.ready(p) // asks an Idle peer to connect
 				if isHome && pass == 0 && !p.failedSinceReady() {
 					wait = true

@@ -1,10 +1,9 @@
-package peer
+package peerlist
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 	"sync"
@@ -14,9 +13,11 @@ import (
 
 	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/pool"
 	"github.com/sluice-rpc/sluice/internal/tchconn"
 	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
+	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber-go/tally/v4"
 	"github.com/uber/tchannel-go"
@@ -31,22 +32,31 @@ import (
 type fixture struct {
 	t     *testing.T
 	clk   *clock.Fake
-	pool  *Pool
+	pool  *pool.Pool
+	tch   *tchannel.Channel
 	list  *List
 	scope tally.TestScope
 	dials atomic.Int64 // dials made for connectors
 }
 
-func newFixture(t *testing.T, cfg ConnectConfig, opts tchannel.ChannelOptions) *fixture {
+func newFixture(t *testing.T, cfg pool.ConnectConfig, opts tchannel.ChannelOptions) *fixture {
+	t.Helper()
+	return newFixtureConfig(t, pool.Config{Connect: cfg}, opts)
+}
+
+// newFixtureConfig is newFixture with the pool's whole Config (its Clock,
+// Recorder and Rand are the fixture's).
+func newFixtureConfig(t *testing.T, cfg pool.Config, opts tchannel.ChannelOptions) *fixture {
 	t.Helper()
 	f := &fixture{t: t, clk: clock.NewFake(time.Unix(1_700_000_000, 0)), scope: tally.NewTestScope("", nil)}
 	rec := stats.NewRecorder(f.scope)
-	pool, err := NewPool(PoolConfig{Connect: cfg, Clock: f.clk, Recorder: rec})
+	cfg.Clock, cfg.Recorder = f.clk, rec
+	cfg.Rand = func() float64 { return 0.5 } // no jitter: each backoff is its ceiling
+	p, err := pool.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool.rand = func() float64 { return 0.5 } // no jitter: each backoff is its ceiling
-	next := opts.Dialer                       // the test's own, if it gives one
+	next := opts.Dialer // the test's own, if it gives one
 	if next == nil {
 		var d net.Dialer
 		next = d.DialContext
@@ -57,7 +67,7 @@ func newFixture(t *testing.T, cfg ConnectConfig, opts tchannel.ChannelOptions) *
 		t.Fatal(err)
 	}
 	t.Cleanup(g.Close)
-	opts.Dialer = pool.Dialer(func(ctx context.Context, network, hostPort string) (net.Conn, error) {
+	opts.Dialer = p.Dialer(func(ctx context.Context, network, hostPort string) (net.Conn, error) {
 		f.dials.Add(1)
 		nc, err := next(ctx, network, hostPort)
 		if err != nil {
@@ -69,12 +79,12 @@ func newFixture(t *testing.T, cfg ConnectConfig, opts tchannel.ChannelOptions) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := pool.Start(tch); err != nil {
+	if err := p.Start(tch); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { pool.Close(); tch.Close() })
-	f.pool = pool
-	if f.list, err = NewList(ListConfig{Service: "kv", Clock: f.clk, Recorder: rec, Pool: pool}); err != nil {
+	t.Cleanup(func() { p.Close(); tch.Close() })
+	f.pool, f.tch = p, tch
+	if f.list, err = New(Config{Service: "kv", Clock: f.clk, Recorder: rec, Pool: p}); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -90,7 +100,7 @@ func (f *fixture) add(hostPort string) *Peer {
 }
 
 // waitState waits, bounded, until p is in state want.
-func (f *fixture) waitState(p *Peer, want State) {
+func (f *fixture) waitState(p *Peer, want peer.State) {
 	f.t.Helper()
 	timer := time.NewTimer(testwait.Limit)
 	defer timer.Stop()
@@ -143,10 +153,10 @@ func (echo) Handle(_ context.Context, args *raw.Args) (*raw.Res, error) {
 func (echo) OnError(context.Context, error) {}
 
 func TestPeerConnectsWhenAdded(t *testing.T) {
-	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
+	f := newFixture(t, pool.ConnectConfig{}, tchannel.ChannelOptions{})
 	s := startServer(t, "127.0.0.1:0")
 	p := f.add(s.PeerInfo().HostPort)
-	f.waitState(p, Ready)
+	f.waitState(p, peer.Ready)
 	if got, err := f.list.Choose(nil); got != p || err != nil {
 		t.Fatalf("Choose = %v, %v", got, err)
 	}
@@ -160,7 +170,7 @@ func TestPeerConnectsWhenAdded(t *testing.T) {
 	if v := snap.Counters()["peer.connects+peer="+p.HostPort()].Value(); v != 1 {
 		t.Errorf("peer.connects = %d", v)
 	}
-	if v := snap.Gauges()["peer.state+peer="+p.HostPort()].Value(); v != float64(Ready) {
+	if v := snap.Gauges()["peer.state+peer="+p.HostPort()].Value(); v != float64(peer.Ready) {
 		t.Errorf("peer.state = %v", v)
 	}
 }
@@ -169,13 +179,13 @@ func TestPeerConnectsWhenAdded(t *testing.T) {
 // from the start of each failed connect, and calls can neither hurry nor
 // add connects: with no jitter, 1 s, then 1.6 s, then 2.56 s.
 func TestRefusedPeerFollowsTheBackoffSchedule(t *testing.T) {
-	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
+	f := newFixture(t, pool.ConnectConfig{}, tchannel.ChannelOptions{})
 	p := f.add(testnet.Refused(t))
 	f.list.Connect()
-	f.waitState(p, TransientFailure)
+	f.waitState(p, peer.TransientFailure)
 	for i, wait := range []time.Duration{time.Second, 1600 * time.Millisecond, 2560 * time.Millisecond} {
 		for j := 0; j < 50; j++ { // calls meanwhile: fail at once, dial nothing
-			if _, err := f.list.Choose(nil); err != ErrUnavailable {
+			if _, err := f.list.Choose(nil); err != peer.ErrUnavailable {
 				t.Fatalf("Choose in transient failure: %v, want ErrUnavailable", err)
 			}
 			p.conn.Connect()
@@ -184,12 +194,12 @@ func TestRefusedPeerFollowsTheBackoffSchedule(t *testing.T) {
 		testwait.Timers(t, f.clk, 1)
 		f.clk.Add(wait - time.Millisecond)
 		testwait.Timers(t, f.clk, 1) // still waiting: the timer did not fire
-		if f.dials.Load() != int64(i+1) || p.State() != TransientFailure {
+		if f.dials.Load() != int64(i+1) || p.State() != peer.TransientFailure {
 			t.Fatalf("before backoff %d (%v) ended: %d dials, state %v", i+1, wait, f.dials.Load(), p.State())
 		}
 		f.clk.Add(time.Millisecond)
 		testwait.Until(t, "the next connect", func() bool { return f.dials.Load() == int64(i+2) })
-		f.waitState(p, TransientFailure)
+		f.waitState(p, peer.TransientFailure)
 	}
 	if v := f.scope.Snapshot().Counters()["peer.connect_failures+peer="+p.HostPort()].Value(); v != 4 {
 		t.Errorf("peer.connect_failures = %d, want 4", v)
@@ -199,18 +209,18 @@ func TestRefusedPeerFollowsTheBackoffSchedule(t *testing.T) {
 // A peer that accepts TCP and closes at once fails its handshake: it is in
 // transient failure and is retried on the schedule, one accept per connect.
 func TestAcceptThenCloseIsAFailedConnect(t *testing.T) {
-	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
+	f := newFixture(t, pool.ConnectConfig{}, tchannel.ChannelOptions{})
 	l := testnet.AcceptClose(t)
 	p := f.add(l.Addr())
 	f.list.Connect()
-	f.waitState(p, TransientFailure)
+	f.waitState(p, peer.TransientFailure)
 	testwait.Timers(t, f.clk, 1)
 	if n := l.Accepts(); n != 1 {
 		t.Fatalf("%d accepts, want 1", n)
 	}
 	f.clk.Add(time.Second)
 	testwait.Until(t, "the second accept", func() bool { return l.Accepts() == 2 })
-	f.waitState(p, TransientFailure)
+	f.waitState(p, peer.TransientFailure)
 	testwait.Timers(t, f.clk, 1)
 	if n := l.Accepts(); n != 2 {
 		t.Fatalf("%d accepts, want 2", n)
@@ -222,34 +232,34 @@ func TestAcceptThenCloseIsAFailedConnect(t *testing.T) {
 // once (it does not wait on the connect), and closing the pool ends the
 // connect at once.
 func TestBlackHolePeerTimesOutAndNeverHoldsACall(t *testing.T) {
-	f := newFixture(t, ConnectConfig{Timeout: 300 * time.Millisecond}, tchannel.ChannelOptions{})
+	f := newFixture(t, pool.ConnectConfig{Timeout: 300 * time.Millisecond}, tchannel.ChannelOptions{})
 	l := testnet.BlackHole(t)
 	p := f.add(l.Addr())
 	f.list.Connect()
-	f.waitState(p, Connecting)
+	f.waitState(p, peer.Connecting)
 	testwait.Until(t, "the black hole to accept", func() bool { return l.Accepts() == 1 })
 	if _, err := f.list.Choose(nil); err != ErrConnecting {
 		t.Fatalf("Choose while connecting: %v, want ErrConnecting", err)
 	}
 	// Calls never dial: one that finds no connection is refused at once.
 	start := time.Now()
-	if err := call(t, p); !errors.Is(err, ErrNoConnection) {
+	if err := call(t, p); !errors.Is(err, pool.ErrNoConnection) {
 		t.Fatalf("call while connecting: %v, want ErrNoConnection", err)
 	}
 	if d := time.Since(start); d > 100*time.Millisecond {
 		t.Errorf("the call waited %v for the handshake", d)
 	}
-	f.waitState(p, TransientFailure)
+	f.waitState(p, peer.TransientFailure)
 
-	g := newFixture(t, ConnectConfig{Timeout: time.Hour}, tchannel.ChannelOptions{})
+	g := newFixture(t, pool.ConnectConfig{Timeout: time.Hour}, tchannel.ChannelOptions{})
 	q := g.add(l.Addr())
 	g.list.Connect()
-	g.waitState(q, Connecting)
+	g.waitState(q, peer.Connecting)
 	testwait.Until(t, "the black hole to accept", func() bool { return l.Accepts() == 2 })
 	done := make(chan struct{})
 	go func() { g.pool.Close(); close(done) }()
 	testwait.Recv(t, done, "Close to end an hour-long connect")
-	if q.State() != Shutdown {
+	if q.State() != peer.Shutdown {
 		t.Fatalf("state after Close: %v", q.State())
 	}
 }
@@ -258,15 +268,15 @@ func TestBlackHolePeerTimesOutAndNeverHoldsACall(t *testing.T) {
 // (the peer restarted, say); one that ends soon after its handshake counts
 // as a failed connect and waits out the backoff.
 func TestClosedConnectionReconnectsOrBacksOff(t *testing.T) {
-	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
+	f := newFixture(t, pool.ConnectConfig{}, tchannel.ChannelOptions{})
 	s := startServer(t, "127.0.0.1:0")
 	hp := s.PeerInfo().HostPort
 	p := f.add(hp)
 	f.list.Connect()
-	f.waitState(p, Ready)
+	f.waitState(p, peer.Ready)
 	f.clk.Add(2 * time.Second) // it has served a while
 	s.Close()
-	f.waitState(p, TransientFailure) // reconnected at once: refused
+	f.waitState(p, peer.TransientFailure) // reconnected at once: refused
 	if n := f.dials.Load(); n != 2 {
 		t.Fatalf("%d dials, want 2: the first connect and one at once after the close", n)
 	}
@@ -277,19 +287,19 @@ func TestClosedConnectionReconnectsOrBacksOff(t *testing.T) {
 	startServer(t, hp)
 	testwait.Timers(t, f.clk, 1)
 	f.clk.Add(time.Second)
-	f.waitState(p, Ready)
+	f.waitState(p, peer.Ready)
 	if err := call(t, p); err != nil {
 		t.Fatal(err)
 	}
 
 	// Dropped again within a second of its handshake: a failure, backoff.
-	g := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
+	g := newFixture(t, pool.ConnectConfig{}, tchannel.ChannelOptions{})
 	s2 := startServer(t, "127.0.0.1:0")
 	q := g.add(s2.PeerInfo().HostPort)
 	g.list.Connect()
-	g.waitState(q, Ready)
+	g.waitState(q, peer.Ready)
 	s2.Close()
-	g.waitState(q, TransientFailure)
+	g.waitState(q, peer.TransientFailure)
 	testwait.Timers(t, g.clk, 1)
 	if n := g.dials.Load(); n != 1 {
 		t.Fatalf("%d dials, want 1: no reconnect before the backoff", n)
@@ -302,7 +312,7 @@ func TestClosedConnectionReconnectsOrBacksOff(t *testing.T) {
 // the server gone, goes into TransientFailure), not Idle as after a close
 // of this process's own.
 func TestPingAnsweredByAClosingServerIsARemoteClose(t *testing.T) {
-	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
+	f := newFixture(t, pool.ConnectConfig{}, tchannel.ChannelOptions{})
 	s, err := tchannel.NewChannel("kv", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -319,18 +329,18 @@ func TestPingAnsweredByAClosingServerIsARemoteClose(t *testing.T) {
 	defer close(release)
 	p := f.add(s.PeerInfo().HostPort)
 	f.list.Connect()
-	f.waitState(p, Ready)
+	f.waitState(p, peer.Ready)
 	// A call in flight holds the server's connection open in its close.
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), testwait.Limit)
 		defer cancel()
-		_, _, _, _ = raw.Call(ctx, f.pool.tch, s.PeerInfo().HostPort, "kv", "block", nil, nil)
+		_, _, _, _ = raw.Call(ctx, f.tch, s.PeerInfo().HostPort, "kv", "block", nil, nil)
 	}()
 	testwait.Until(t, "the call to reach the server", func() bool { return exchanges(s) == 1 })
 	s.Close()
 	testwait.Timers(t, f.clk, 1)
-	f.clk.Add(DefaultHealthCheck().Interval) // the ping
-	f.waitState(p, TransientFailure)
+	f.clk.Add(pool.DefaultHealthCheck().Interval) // the ping
+	f.waitState(p, peer.TransientFailure)
 	if lf := p.LastFailure(); lf == nil || !strings.Contains(lf.Err.Error(), "refused") {
 		t.Fatalf("the peer's failure: %v, want its reconnect refused", lf)
 	}
@@ -350,20 +360,20 @@ func exchanges(s *tchannel.Channel) int {
 // tchannel-go's idle sweep closing a connection is not a failure: the peer
 // goes Idle and reconnects when a call looks at it.
 func TestIdleSweepIsNotAFailure(t *testing.T) {
-	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{IdleCheckInterval: 10 * time.Millisecond, MaxIdleTime: 50 * time.Millisecond})
+	f := newFixture(t, pool.ConnectConfig{}, tchannel.ChannelOptions{IdleCheckInterval: 10 * time.Millisecond, MaxIdleTime: 50 * time.Millisecond})
 	s := startServer(t, "127.0.0.1:0")
 	p := f.add(s.PeerInfo().HostPort)
 	f.list.Connect()
-	f.waitState(p, Ready)
+	f.waitState(p, peer.Ready)
 	f.clk.Add(time.Minute) // served a while (on the fake clock) before the sweep
-	f.waitState(p, Idle)
+	f.waitState(p, peer.Idle)
 	if v := f.scope.Snapshot().Counters()["peer.connect_failures+peer="+p.HostPort()].Value(); v != 0 {
 		t.Fatalf("peer.connect_failures = %d after an idle close", v)
 	}
 	if _, err := f.list.Choose(nil); err != ErrConnecting {
 		t.Fatalf("Choose on an idle peer: %v, want ErrConnecting", err)
 	}
-	f.waitState(p, Ready)
+	f.waitState(p, peer.Ready)
 }
 
 // TestHealthChecksFindAFrozenPeer freezes the link to a ready peer: no FIN,
@@ -373,10 +383,10 @@ func TestIdleSweepIsNotAFailure(t *testing.T) {
 func TestHealthChecksFindAFrozenPeer(t *testing.T) {
 	s := startServer(t, "127.0.0.1:0")
 	link := startLink(t, s.PeerInfo().HostPort)
-	hc := HealthCheck{Interval: time.Second, Timeout: 50 * time.Millisecond, Failures: 2}
-	f := newFixture(t, ConnectConfig{HealthCheck: hc}, tchannel.ChannelOptions{})
+	hc := pool.HealthCheck{Interval: time.Second, Timeout: 50 * time.Millisecond, Failures: 2}
+	f := newFixture(t, pool.ConnectConfig{HealthCheck: hc}, tchannel.ChannelOptions{})
 	p := f.add(link.addr)
-	f.waitState(p, Ready)
+	f.waitState(p, peer.Ready)
 	tick := func() { // one health check: the connector's timer fires
 		testwait.Timers(t, f.clk, 1)
 		f.clk.Add(hc.Interval)
@@ -385,13 +395,13 @@ func TestHealthChecksFindAFrozenPeer(t *testing.T) {
 		tick()
 	}
 	testwait.Timers(t, f.clk, 1) // the fifth ping is answered: waiting again
-	if err := call(t, p); err != nil || p.State() != Ready || f.dials.Load() != 1 {
+	if err := call(t, p); err != nil || p.State() != peer.Ready || f.dials.Load() != 1 {
 		t.Fatalf("a healthy link: call %v, state %v, %d dials", err, p.State(), f.dials.Load())
 	}
 	link.freeze()
 	tick() // unanswered: one miss
 	tick() // two: closed
-	f.waitState(p, TransientFailure)
+	f.waitState(p, peer.TransientFailure)
 	if v := f.scope.Snapshot().Counters()["peer.connect_failures+peer="+link.addr].Value(); v != 1 {
 		t.Fatalf("peer.connect_failures = %d, want 1", v)
 	}
@@ -471,15 +481,15 @@ func (k *link) freeze() { k.frozen.Store(true) }
 // Lost takes a Ready peer out of choice at once; the connector looks, finds
 // the connection healthy, and makes it Ready again.
 func TestLostIsCheckedByTheConnector(t *testing.T) {
-	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
+	f := newFixture(t, pool.ConnectConfig{}, tchannel.ChannelOptions{})
 	s := startServer(t, "127.0.0.1:0")
 	p := f.add(s.PeerInfo().HostPort)
 	f.list.Connect()
-	f.waitState(p, Ready)
+	f.waitState(p, peer.Ready)
 	changed := f.pool.Changed()
 	p.Lost()
 	testwait.Recv(t, changed, "Lost to announce a change") // it left Ready
-	f.waitState(p, Ready)
+	f.waitState(p, peer.Ready)
 	if n := f.dials.Load(); n != 1 {
 		t.Fatalf("%d dials after a false alarm, want 1", n)
 	}
@@ -489,15 +499,15 @@ func TestLostIsCheckedByTheConnector(t *testing.T) {
 // server sees it go), and calls that chose the peer before cannot dial it:
 // they find no connection.
 func TestRemoveStopsTheConnectorAndClosesTheConnection(t *testing.T) {
-	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
+	f := newFixture(t, pool.ConnectConfig{}, tchannel.ChannelOptions{})
 	s := startServer(t, "127.0.0.1:0")
 	hp := s.PeerInfo().HostPort
 	p := f.add(hp)
-	f.waitState(p, Ready)
+	f.waitState(p, peer.Ready)
 	if err := f.list.Remove(hp); err != nil {
 		t.Fatal(err)
 	}
-	f.waitState(p, Shutdown)
+	f.waitState(p, peer.Shutdown)
 	testwait.Until(t, "the server to see the connection closed", func() bool {
 		for _, peer := range s.IntrospectState(nil).RootPeers {
 			if len(peer.InboundConnections) > 0 {
@@ -506,15 +516,13 @@ func TestRemoveStopsTheConnectorAndClosesTheConnection(t *testing.T) {
 		}
 		return true
 	})
-	if err := call(t, p); !errors.Is(err, ErrNoConnection) {
+	if err := call(t, p); !errors.Is(err, pool.ErrNoConnection) {
 		t.Fatalf("a call on the removed peer: %v, want ErrNoConnection (no dial)", err)
 	}
 	if n := f.dials.Load(); n != 1 {
 		t.Fatalf("%d dials, want 1", n)
 	}
-	f.pool.mu.Lock()
-	n := len(f.pool.conns)
-	f.pool.mu.Unlock()
+	n, _ := f.pool.Held()
 	if n != 0 {
 		t.Fatalf("%d connectors left in the pool", n)
 	}
@@ -524,11 +532,11 @@ func TestRemoveStopsTheConnectorAndClosesTheConnection(t *testing.T) {
 // from one leaves it running for the other, and removing it from the
 // second stops it.
 func TestListsShareAConnector(t *testing.T) {
-	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
+	f := newFixture(t, pool.ConnectConfig{}, tchannel.ChannelOptions{})
 	s := startServer(t, "127.0.0.1:0")
 	hp := s.PeerInfo().HostPort
 	p := f.add(hp)
-	other, err := NewList(ListConfig{Service: "other", Clock: f.clk, Pool: f.pool})
+	other, err := New(Config{Service: "other", Clock: f.clk, Pool: f.pool})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -539,15 +547,13 @@ func TestListsShareAConnector(t *testing.T) {
 	if p.conn != q.conn {
 		t.Fatal("two lists got two connectors for one host:port")
 	}
-	f.waitState(p, Ready)
+	f.waitState(p, peer.Ready)
 	if err := f.list.Remove(hp); err != nil {
 		t.Fatal(err)
 	}
-	f.pool.mu.Lock()
-	refs, held := q.conn.refs, f.pool.conns[hp] == q.conn
-	f.pool.mu.Unlock()
-	if refs != 1 || !held || q.conn.ctx.Err() != nil {
-		t.Fatalf("after removing one of two: refs %d, held %v, stopped %v", refs, held, q.conn.ctx.Err() != nil)
+	refs, held := f.pool.Refs(q.conn)
+	if refs != 1 || !held || q.conn.Stopped() {
+		t.Fatalf("after removing one of two: refs %d, held %v, stopped %v", refs, held, q.conn.Stopped())
 	}
 	if err := call(t, q); err != nil {
 		t.Fatalf("the other list's peer: %v", err)
@@ -555,28 +561,28 @@ func TestListsShareAConnector(t *testing.T) {
 	if err := other.Remove(hp); err != nil {
 		t.Fatal(err)
 	}
-	f.waitState(q, Shutdown)
+	f.waitState(q, peer.Shutdown)
 }
 
 // A connection that served, then failed, waits out the backoff's first
 // step, not the step the failures before it had reached: the backoff
 // starts afresh once a connection is ready, as gRPC's.
 func TestBackoffStartsAfreshAfterAConnectionServed(t *testing.T) {
-	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
+	f := newFixture(t, pool.ConnectConfig{}, tchannel.ChannelOptions{})
 	addr := testnet.Refused(t)
 	p := f.add(addr)
-	f.waitState(p, TransientFailure)
+	f.waitState(p, peer.TransientFailure)
 	testwait.Timers(t, f.clk, 1)
 	f.clk.Add(time.Second) // second connect: refused too
 	testwait.Until(t, "the second connect", func() bool { return f.dials.Load() == 2 })
-	f.waitState(p, TransientFailure)
+	f.waitState(p, peer.TransientFailure)
 	testwait.Timers(t, f.clk, 1)
 	s := startServer(t, addr)
 	f.clk.Add(1600 * time.Millisecond)
-	f.waitState(p, Ready)
+	f.waitState(p, peer.Ready)
 	f.clk.Add(time.Hour) // it serves an hour
 	s.Close()
-	f.waitState(p, TransientFailure) // EOF, then the reconnect is refused
+	f.waitState(p, peer.TransientFailure) // EOF, then the reconnect is refused
 	testwait.Timers(t, f.clk, 1)
 	dials := f.dials.Load()
 	f.clk.Add(time.Second - time.Millisecond)
@@ -590,10 +596,10 @@ func TestBackoffStartsAfreshAfterAConnectionServed(t *testing.T) {
 // False alarms (Lost on a healthy connection, from many calls at once)
 // never make the connector dial again.
 func TestFalseAlarmsNeverRedial(t *testing.T) {
-	f := newFixture(t, ConnectConfig{}, tchannel.ChannelOptions{})
+	f := newFixture(t, pool.ConnectConfig{}, tchannel.ChannelOptions{})
 	s := startServer(t, "127.0.0.1:0")
 	p := f.add(s.PeerInfo().HostPort)
-	f.waitState(p, Ready)
+	f.waitState(p, peer.Ready)
 	var wg sync.WaitGroup
 	for g := 0; g < 4; g++ {
 		wg.Add(1)
@@ -605,7 +611,7 @@ func TestFalseAlarmsNeverRedial(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	f.waitState(p, Ready)
+	f.waitState(p, peer.Ready)
 	if err := call(t, p); err != nil {
 		t.Fatal(err)
 	}
@@ -614,160 +620,13 @@ func TestFalseAlarmsNeverRedial(t *testing.T) {
 	}
 }
 
-func TestConnectConfigValidate(t *testing.T) {
-	for _, tt := range []struct {
-		cfg  ConnectConfig
-		want string
-	}{
-		{ConnectConfig{Timeout: -1}, "Timeout is -1ns, must be >= 0"},
-		{ConnectConfig{Backoff: backoff.Exponential{Initial: time.Second}}, "must have 0 < Initial <= Max"},
-		{ConnectConfig{Backoff: backoff.Exponential{Initial: time.Second, Max: time.Minute, Multiplier: 0.5}}, "Multiplier is 0.5, must be a finite number >= 1"},
-		{ConnectConfig{Backoff: backoff.Exponential{Initial: time.Second, Max: time.Minute, Multiplier: 2, Spread: 1}}, "Spread is 1, must be in [0, 1)"},
-		{ConnectConfig{Backoff: backoff.Exponential{Initial: time.Second, Max: time.Minute, Multiplier: 2}}, "Jitter is full, must be proportional"},
-		{ConnectConfig{HealthCheck: HealthCheck{Interval: time.Second}}, "must have Timeout > 0 and Failures >= 1"},
-		{ConnectConfig{HealthCheck: HealthCheck{Interval: time.Second, Timeout: time.Second}}, "must have Timeout > 0 and Failures >= 1"},
-	} {
-		err := tt.cfg.Validate()
-		if err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("Validate(%+v) = %v, want %q", tt.cfg, err, tt.want)
-		}
-		if _, err := NewPool(PoolConfig{Connect: tt.cfg}); err == nil {
-			t.Errorf("NewPool accepted %+v", tt.cfg)
-		}
-	}
-	for _, ok := range []ConnectConfig{{}, {HealthCheck: HealthCheck{Interval: -1}}, {Backoff: DefaultConnectBackoff(), HealthCheck: DefaultHealthCheck()}} {
-		if err := ok.Validate(); err != nil {
-			t.Error(err)
-		}
-	}
-}
-
-// An abort closes the socket of a connect whose handshake answer has not
-// been read whole, and leaves open one whose answer has: tchannel-go may
-// already have given that connection to a call, which the connector's
-// graceful close lets finish. The answer's last bytes, read as an abort
-// closes the socket, fail the read rather than make a connection.
-func TestAbortClosesOnlyAHandshakeInProgress(t *testing.T) {
-	answer := make([]byte, 40) // a 40-byte first frame: its size field, then the rest
-	answer[1] = 40
-	connect := func(t *testing.T, sent []byte) (*watch, net.Conn, net.Conn) {
-		t.Helper()
-		ours, theirs := net.Pipe()
-		t.Cleanup(func() { ours.Close(); theirs.Close() })
-		w := newWatch()
-		nc := w.wrap(ours)
-		go theirs.Write(sent)
-		if _, err := io.ReadFull(nc, make([]byte, len(sent))); err != nil {
-			t.Fatal(err)
-		}
-		return w, nc, theirs
-	}
-
-	t.Run("answer cut", func(t *testing.T) {
-		w, nc, _ := connect(t, answer[:39])
-		w.abort()
-		if _, err := nc.Read(make([]byte, 1)); !errors.Is(err, io.ErrClosedPipe) {
-			t.Fatalf("a read after the abort: %v; want the socket closed", err)
-		}
-	})
-	t.Run("size field below a header", func(t *testing.T) {
-		w, nc, _ := connect(t, []byte{0, 2}) // tchannel-go waits for 14 more header bytes
-		w.abort()
-		if _, err := nc.Read(make([]byte, 1)); !errors.Is(err, io.ErrClosedPipe) {
-			t.Fatalf("a read after the abort: %v; want the socket closed", err)
-		}
-	})
-	t.Run("answer whole", func(t *testing.T) {
-		w, nc, theirs := connect(t, answer)
-		w.abort()
-		go theirs.Write([]byte("frame"))
-		if _, err := io.ReadFull(nc, make([]byte, 5)); err != nil {
-			t.Fatalf("the connection after the abort: %v; want it open", err)
-		}
-	})
-	t.Run("answer read as the abort closes", func(t *testing.T) {
-		w := newWatch()
-		w.abort()
-		if err := w.readAnswer(answer); !errors.Is(err, net.ErrClosed) {
-			t.Fatalf("readAnswer after an abort: %v; want net.ErrClosed", err)
-		}
-		if w.handshook.Load() {
-			t.Fatal("an answer read after the abort counts as the handshake's")
-		}
-	})
-}
-
-// Guards coalescing Changed: a burst of changes other than to Ready
-// closes it at most once per notifyGap (and the first at once), whatever
-// the machine's speed; a change to Ready closes it at once even while a
-// coalesced close is due; and a coalesced change is not lost. Without the
-// coalescing every change closes it, and each close sends every waiter
-// (calls waiting for a peer, the channel's watch on failing peers) over
-// the whole list: the 1,000 changes below would close it 1,000 times.
-func TestChangedCoalesced(t *testing.T) {
-	pool, err := NewPool(PoolConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	pool.nconns.Store(coalesceAbove + 1) // a large pool's: a small one's changes are not coalesced
-	closes := 0
-	ch := pool.Changed()
-	start := time.Now()
-	for range 1000 {
-		pool.notify(false)
-		if c := pool.Changed(); c != ch {
-			closes++
-			ch = c
-		}
-	}
-	if bound := int(time.Since(start)/notifyGap) + 2; closes > bound {
-		t.Errorf("1,000 changes closed Changed %d times in %v, want at most %d (one per %v)", closes, time.Since(start), bound, notifyGap)
-	}
-
-	pool.notify(false) // a coalesced close may be due
-	before := pool.Changed()
-	pool.notify(true)
-	select {
-	case <-before:
-	default:
-		t.Fatal("a change to Ready did not close Changed at once")
-	}
-
-	c := pool.Changed()
-	pool.notify(false) // within notifyGap of the last close: coalesced
-	testwait.Recv(t, c, "Changed to close for a coalesced change")
-}
-
-// In a pool of at most coalesceAbove connections every change closes
-// Changed at once: a call waiting for a peer of a small list learns at
-// once that the last one failed, and fails fast rather than notifyGap
-// late.
-func TestChangedAtOnceInASmallPool(t *testing.T) {
-	pool, err := NewPool(PoolConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	pool.nconns.Store(coalesceAbove)
-	for i := range 100 {
-		before := pool.Changed()
-		pool.notify(false)
-		select {
-		case <-before:
-		default:
-			t.Fatalf("change %d (not to Ready) in a pool of %d connections did not close Changed at once", i, coalesceAbove)
-		}
-	}
-}
-
 // Get finds each peer of a long list (indexed by host:port) and none that
 // left, through Set, Add and Remove.
 func TestGetLongList(t *testing.T) {
 	l, _ := newList(t, 100)
-	var ms []Member
+	var ms []peer.Member
 	for i := range 100 {
-		ms = append(ms, Member{HostPort: hp(i)})
+		ms = append(ms, peer.Member{HostPort: hp(i)})
 	}
 	if err := l.Set(ms); err != nil {
 		t.Fatal(err)
@@ -802,9 +661,9 @@ func TestGetLongList(t *testing.T) {
 // change of a peer's state).
 func BenchmarkListGet(b *testing.B) {
 	l, _ := newList(b, 100)
-	var ms []Member
+	var ms []peer.Member
 	for i := range 10000 {
-		ms = append(ms, Member{HostPort: fmt.Sprintf("127.0.%d.%d:4000", i/250, i%250+1)})
+		ms = append(ms, peer.Member{HostPort: fmt.Sprintf("127.0.%d.%d:4000", i/250, i%250+1)})
 	}
 	if err := l.Set(ms); err != nil {
 		b.Fatal(err)
@@ -821,11 +680,11 @@ func BenchmarkListGet(b *testing.B) {
 // or left, each once per take, and none that did nothing: a reader of a
 // long list whose one peer flaps looks at that peer, not at the list.
 func TestTakeChangedHoldsOnlyChanges(t *testing.T) {
-	f := newFixture(t, ConnectConfig{Backoff: backoff.Exponential{Initial: time.Hour, Max: time.Hour, Multiplier: 1,
+	f := newFixture(t, pool.ConnectConfig{Backoff: backoff.Exponential{Initial: time.Hour, Max: time.Hour, Multiplier: 1,
 		Jitter: backoff.ProportionalJitter}}, tchannel.ChannelOptions{})
-	var ms []Member
+	var ms []peer.Member
 	for range 40 {
-		ms = append(ms, Member{HostPort: testnet.Refused(t)})
+		ms = append(ms, peer.Member{HostPort: testnet.Refused(t)})
 	}
 	ms = dedupe(ms)
 	if err := f.list.Set(ms); err != nil {
@@ -835,7 +694,7 @@ func TestTakeChangedHoldsOnlyChanges(t *testing.T) {
 		t.Fatalf("the first take returned %d peers, want the list's %d", len(got), len(ms))
 	}
 	for _, p := range f.list.Peers() {
-		f.waitState(p, TransientFailure) // then still: the backoff is an hour
+		f.waitState(p, peer.TransientFailure) // then still: the backoff is an hour
 	}
 	f.list.TakeChanged() // the failures
 
@@ -851,7 +710,7 @@ func TestTakeChangedHoldsOnlyChanges(t *testing.T) {
 			switch {
 			case q == p:
 				found = true
-			case !late[q] && q.State() == TransientFailure:
+			case !late[q] && q.State() == peer.TransientFailure:
 				late[q] = true // its failure, landing late
 			default:
 				t.Fatalf("round %d: %s; the feed held %v, want only it", round, what, hostPorts(got))
@@ -863,13 +722,13 @@ func TestTakeChangedHoldsOnlyChanges(t *testing.T) {
 	}
 
 	s := startServer(t, "127.0.0.1:0")
-	extra := Member{HostPort: s.PeerInfo().HostPort}
+	extra := peer.Member{HostPort: s.PeerInfo().HostPort}
 	for i := range 3 {
 		if err := f.list.Set(append(ms[:len(ms):len(ms)], extra)); err != nil {
 			t.Fatal(err)
 		}
 		p := f.list.Get(extra.HostPort)
-		f.waitState(p, Ready)
+		f.waitState(p, peer.Ready)
 		only(i, "a peer joined and became Ready", f.list.TakeChanged(), p)
 		if err := f.list.Set(ms); err != nil {
 			t.Fatal(err)
@@ -880,13 +739,13 @@ func TestTakeChangedHoldsOnlyChanges(t *testing.T) {
 		}
 	}
 	for _, q := range f.list.TakeChanged() {
-		if late[q] || q.State() != TransientFailure {
+		if late[q] || q.State() != peer.TransientFailure {
 			t.Errorf("nothing changed, yet the feed held %s (%v)", q.HostPort(), q.State())
 		}
 	}
 }
 
-func dedupe(ms []Member) []Member {
+func dedupe(ms []peer.Member) []peer.Member {
 	seen := map[string]bool{}
 	out := ms[:0]
 	for _, m := range ms {
@@ -904,4 +763,23 @@ func hostPorts(ps []*Peer) []string {
 		out = append(out, p.HostPort())
 	}
 	return out
+}
+
+// A peer whose connection changes state is in the next take of the feed:
+// its connector tells the peers holding it (pool.Watcher), not only the
+// list's own joins and leaves.
+func TestTakeChangedHoldsStateChanges(t *testing.T) {
+	f := newFixture(t, pool.ConnectConfig{Backoff: backoff.Exponential{Initial: time.Hour, Max: time.Hour, Multiplier: 1,
+		Jitter: backoff.ProportionalJitter}}, tchannel.ChannelOptions{})
+	s := startServer(t, "127.0.0.1:0")
+	p := f.add(s.PeerInfo().HostPort)
+	f.waitState(p, peer.Ready)
+	if got := f.list.TakeChanged(); len(got) != 1 || got[0] != p { // turns the feed on
+		t.Fatalf("the first take returned %v, want the one peer", hostPorts(got))
+	}
+	s.Close()
+	f.waitState(p, peer.TransientFailure) // and there it stays: the backoff is an hour
+	if got := f.list.TakeChanged(); len(got) != 1 || got[0] != p {
+		t.Fatalf("after its connection failed the feed held %v, want the peer", hostPorts(got))
+	}
 }
