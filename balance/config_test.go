@@ -58,8 +58,8 @@ func TestSlowStartFactor(t *testing.T) {
 		if got := tt.s.Factor(tt.at); math.Abs(got-tt.want) > 1e-9 {
 			t.Errorf("%+v.Factor(%v) = %v, want %v", tt.s, tt.at, got, tt.want)
 		}
-		if ramping := tt.s.Ramping(tt.at); ramping != (tt.want < 1) {
-			t.Errorf("%+v.Ramping(%v) = %v, want %v", tt.s, tt.at, ramping, tt.want < 1)
+		if ramping := tt.s.Ramping(tt.at, time.Hour); ramping != (tt.want < 1) {
+			t.Errorf("%+v.Ramping(%v, 1h) = %v, want %v", tt.s, tt.at, ramping, tt.want < 1)
 		}
 	}
 }

@@ -1,9 +1,11 @@
-// Package balance holds the rules by which a peer list shares a service's
-// calls among its peers beyond "fewest pending calls": slow start, outlier
-// ejection, and shard keys on a consistent-hash ring with bounded loads.
-// The rules are pure functions of their inputs (times are arguments), so
-// that the peer chooser, the simulators and the tests run the same code;
-// package peer applies them.
+// Package balance holds the rules by which a Channel shares a service's
+// calls among its peers, all in one place: the choice between equal peers
+// (Better), the weighted lottery (LotteryKey), slow peers and their probes
+// (Slow, ProbeInterval), slow start and its cold rule, outlier ejection,
+// and shard keys on a consistent-hash ring with bounded loads. The rules
+// are pure functions of their inputs (times, figures and random variates
+// are arguments), so that the Channel's peer list, the simulators and the
+// tests run the same code; Config is what a user sets.
 //
 // Slow start. A peer that becomes ready while its list already serves
 // (added by discovery, or back from a transient failure) does not take a
@@ -12,9 +14,15 @@
 //	max(MinWeight, (time since ready / Window) ^ (1 / Aggression))
 //
 // until Window has passed, as Envoy defines it (defaults: 10 s, 1, 10%).
-// A list whose peers are all new (a client starting) applies none. Within
-// its window a peer answering over twice as slowly as the others is held
-// to probes until it warms up (package peer).
+// A list whose peers are all new (a client starting) applies none
+// (Ramping). Within its window a peer answering over twice as slowly as
+// the others, and 1 ms slower, is cold: held to probes until it warms up
+// (Slow's cold rule).
+//
+// Slow peers. A peer whose fresh latency estimate is more than 5 times the
+// lowest of the other ready peers', and 5 ms above it, is slow (Slow): it
+// is chosen once per ProbeInterval (2 s), so that its recovery is seen,
+// and otherwise only when no other peer takes the call.
 //
 // Weights. A list whose peers' effective weights differ (discovery's
 // weights, or a peer in slow start) chooses a peer at random with
@@ -25,8 +33,10 @@
 // than its weight warrants gets fewer. (Envoy's least-request balancer
 // uses w / (pending + 1), which under load gives a heavy peer less than
 // its weight's share: a server with four times the workers has fewer than
-// four times the calls queued at the same utilization.) Equal weights keep
-// the strict rule: fewest pending calls, then a clearly lower latency.
+// four times the calls queued at the same utilization.) The draw is
+// LotteryKey's. Equal weights keep the strict rule (Better): fewest
+// pending calls, then a latency estimate under half the other's, ties
+// broken at random.
 //
 // Outlier ejection. A peer that answers UNEXPECTED or NETWORK errors
 // ConsecutiveErrors times in a row (default 5; an OK, BUSY or BAD_REQUEST

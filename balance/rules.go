@@ -26,10 +26,15 @@ func (s SlowStart) Factor(elapsed time.Duration) float64 {
 	return max(minimum, f)
 }
 
-// Ramping reports whether a peer ready for elapsed is still in its
-// slow-start window.
-func (s SlowStart) Ramping(elapsed time.Duration) bool {
-	return !s.Disabled && elapsed < s.window()
+// Ramping reports whether a peer ready for elapsed ramps up: it is still
+// in its slow-start window, and became ready behind after the list's
+// earliest ready peer, no less than a second (or a tenth of a shorter
+// window) after it. Peers that become ready together, as when a client
+// starts, take full shares at once: there is no fleet already serving
+// for them to join gently.
+func (s SlowStart) Ramping(elapsed, behind time.Duration) bool {
+	w := s.window()
+	return !s.Disabled && elapsed < w && behind >= min(time.Second, w/10)
 }
 
 // Duration returns the length of a peer's k-th ejection in a row (k >=

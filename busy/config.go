@@ -79,7 +79,7 @@ type Config struct {
 	// other means.
 	Disabled bool
 	// Clock is the time source of the Limiter's windows; nil means
-	// clock.Real. A peer.List or a Channel times its limiters on its own
+	// clock.Real. A Channel times its peers' limiters on its own
 	// clock, and refuses a Config that sets this.
 	Clock clock.Clock
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/opentracing/opentracing-go"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/peerlist"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/uber/tchannel-go"
@@ -194,7 +195,7 @@ func sendBehindMiddleware(ctx context.Context, a *Attempt) (*Response, error) {
 // itself) ends the attempt. It returns the peer and call that began, or a
 // *CallError.
 func (c *Channel) beginElsewhere(ctx, sctx context.Context, st *callState, a *attemptSpec, as *attemptSpan,
-	p *peer.Peer, t0 time.Time, err error) (*peer.Peer, *tchannel.OutboundCall, time.Time, error) {
+	p *peerlist.Peer, t0 time.Time, err error) (*peerlist.Peer, *tchannel.OutboundCall, time.Time, error) {
 	excused := 0
 	for unsent := 1; ; unsent++ {
 		var se tchannel.SystemError
@@ -234,7 +235,7 @@ func (c *Channel) beginElsewhere(ctx, sctx context.Context, st *callState, a *at
 
 // leaving reports whether p, in state s, is out of choice because its
 // server said it is leaving.
-func leaving(p *peer.Peer, s peer.State) bool {
+func leaving(p *peerlist.Peer, s peer.State) bool {
 	if s != peer.TransientFailure {
 		return false
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/opentracing/opentracing-go"
 	"github.com/opentracing/opentracing-go/ext"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/peerlist"
 	"github.com/sluice-rpc/sluice/pacing"
-	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber/tchannel-go"
@@ -162,7 +162,7 @@ func (c *Channel) call(ctx context.Context, st *callState, cl *Client, method st
 // has the call's deadline; o are its options; start is when the call
 // started.
 func (c *Channel) run(ctx context.Context, st *callState, service, method string, req *Request, o *callOptions,
-	pol *methodPolicy, l *peer.List, start time.Time) (*Response, error) {
+	pol *methodPolicy, l *peerlist.List, start time.Time) (*Response, error) {
 	m := pol.m
 	if g := pol.gate; g != nil {
 		if err := g.Admit(ctx); err != nil {

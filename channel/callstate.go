@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/internal/decline"
+	"github.com/sluice-rpc/sluice/internal/peerlist"
+	"github.com/sluice-rpc/sluice/internal/pool"
 
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/peer"
@@ -23,7 +25,7 @@ import (
 // attempts run concurrently, and lock it (see lock).
 type callState struct {
 	c    *Channel
-	l    *peer.List
+	l    *peerlist.List
 	pol  *methodPolicy // the method's: stats, pacer, estimator, backoff
 	spec attemptSpec
 
@@ -38,17 +40,17 @@ type callState struct {
 	start time.Time
 
 	mu   sync.Mutex
-	used []*peer.Peer // in the order chosen, each once
-	sent int          // attempts sent on the wire
-	last int          // Number of the latest attempt (sequential retries)
-	wins []win        // successful attempts (more than one only when hedging)
+	used []*peerlist.Peer // in the order chosen, each once
+	sent int              // attempts sent on the wire
+	last int              // Number of the latest attempt (sequential retries)
+	wins []win            // successful attempts (more than one only when hedging)
 	// held is the response budget the successful attempts' responses
 	// took, given back when the call returns (see release).
 	held int64
 
 	// Inline backing for used and wins: most calls need one of each, and
 	// the callState is allocated anyway.
-	usedBuf  [2]*peer.Peer
+	usedBuf  [2]*peerlist.Peer
 	winsBuf  [1]win
 	peersBuf [2]string // backs Response.Peers / CallError.Peers
 	resBuf   Response  // the first successful attempt's response
@@ -140,7 +142,7 @@ func (st *callState) tchannelOptions(f tchannel.Format) *tchannel.CallOptions {
 // peer is ready but some are connecting (or, waiting for ready, while none
 // is ready at all) it waits for a peer's state to change, or for ctx to
 // end. It returns the peer and the time of the choice.
-func (st *callState) pick(ctx context.Context, now time.Time) (*peer.Peer, time.Time, error) {
+func (st *callState) pick(ctx context.Context, now time.Time) (*peerlist.Peer, time.Time, error) {
 	for {
 		p, err := st.choose(now)
 		if err != nil && st.c.closed.Load() {
@@ -163,7 +165,7 @@ func (st *callState) pick(ctx context.Context, now time.Time) (*peer.Peer, time.
 		case <-changed:
 			now = st.c.o.clock.Now()
 		case <-ctx.Done():
-			if err == peer.ErrResolving { // say why the resolver has not answered
+			if err == peerlist.ErrResolving { // say why the resolver has not answered
 				if r := st.pol.cl.res; r != nil {
 					if ws := r.watcher.State(); ws.LastError != "" {
 						err = fmt.Errorf("%w; %s: %s", err, ws.Target, ws.LastError)
@@ -182,11 +184,11 @@ func (st *callState) pick(ctx context.Context, now time.Time) (*peer.Peer, time.
 // sentinel alone does not tell. The cause is wrapped when the sentinel is,
 // so errors.Is finds both (syscall.ECONNREFUSED for a refused dial).
 func (st *callState) withCause(err error) error {
-	if err != peer.ErrUnavailable && err != peer.ErrConnecting {
+	if err != peer.ErrUnavailable && err != peerlist.ErrConnecting {
 		return err
 	}
 	var (
-		last *peer.Failure
+		last *pool.Failure
 		from string
 	)
 	for _, p := range st.l.Peers() {
@@ -203,19 +205,19 @@ func (st *callState) withCause(err error) error {
 // mayWait reports whether a choice that failed with err may wait for a
 // peer's state to change.
 func (st *callState) mayWait(err error) bool {
-	return err == peer.ErrConnecting || err == peer.ErrResolving || (err == peer.ErrUnavailable && st.waitForReady)
+	return err == peerlist.ErrConnecting || err == peerlist.ErrResolving || (err == peer.ErrUnavailable && st.waitForReady)
 }
 
 // choose picks the peer for one attempt, avoiding the peers this call has
 // used (a call with a shard key takes the key's home, or the next peer on
-// the ring: peer.List.ChooseKeyAt), and records it, all under the call's lock: concurrent hedges of one
+// the ring: peerlist.List.ChooseKeyAt), and records it, all under the call's lock: concurrent hedges of one
 // call must not both pick a peer before either has recorded it. It never
 // waits (pick does, without the lock).
-func (st *callState) choose(now time.Time) (*peer.Peer, error) {
+func (st *callState) choose(now time.Time) (*peerlist.Peer, error) {
 	st.lock()
 	defer st.unlock()
 	var (
-		p   *peer.Peer
+		p   *peerlist.Peer
 		err error
 	)
 	if st.tch != nil && st.tch.ShardKey != "" {

@@ -16,7 +16,7 @@ import (
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/discovery"
-	"github.com/sluice-rpc/sluice/peer"
+	"github.com/sluice-rpc/sluice/internal/pool"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
 	"github.com/sluice-rpc/sluice/stats"
@@ -51,7 +51,7 @@ type options struct {
 	tracer  opentracing.Tracer
 	timeout time.Duration
 	tch     tchannel.ChannelOptions
-	connect peer.ConnectConfig
+	connect ConnectConfig
 	shed    *ShedConfig
 	// maxRequest bounds the bytes of a request's arg2 and arg3, both ways:
 	// calls larger fail BAD_REQUEST before anything is sent, and inbound
@@ -123,7 +123,7 @@ func WithDefaultTimeout(d time.Duration) Option { return func(o *options) { o.ti
 // makes the connections Sluice's connectors open (see WithConnectConfig).
 // Leave tchannel-go's own health checks (DefaultConnectionOptions.
 // HealthChecks) off: Sluice's connectors check their connections
-// themselves (peer.ConnectConfig.HealthCheck), and a tchannel-go check that
+// themselves (ConnectConfig.HealthCheck), and a tchannel-go check that
 // fails on a closing connection waits for itself forever. Its Logger, if
 // set, gets tchannel-go's lines and the Channel's warnings about peers, at
 // most LogBurst lines of a message at once and LogLinesPerSecond after
@@ -134,13 +134,13 @@ func WithTChannelOptions(t tchannel.ChannelOptions) Option { return func(o *opti
 // of one connect (dial and handshakes: TChannel's, and TLS's with
 // WithClientTLS), the backoff between connects to a
 // peer that failed, the health check of established connections, and the
-// budget of connects across all peers. Default: the zero peer.ConnectConfig,
-// which means peer.DefaultConnectTimeout, peer.DefaultConnectBackoff()
-// (gRPC's: 1 s, x1.6, at most 120 s, +-20 %), peer.DefaultHealthCheck() (a
+// budget of connects across all peers. Default: the zero ConnectConfig,
+// which means a 5 s timeout, the connection backoff
+// (gRPC's: 1 s, x1.6, at most 120 s, +-20 %), the health check (a
 // ping a second; three unanswered close the connection, so a frozen peer is
-// found in about three seconds) and a budget of peer.DefaultConnectBurst
-// connects at once, then peer.DefaultConnectRate a second.
-func WithConnectConfig(c peer.ConnectConfig) Option { return func(o *options) { o.connect = c } }
+// found in about three seconds) and a budget of 2,500
+// connects at once, then 100 a second.
+func WithConnectConfig(c ConnectConfig) Option { return func(o *options) { o.connect = c } }
 
 // WithShedding makes the Channel's server side answer Busy, before any
 // handler runs, to requests beyond the limits of c.
@@ -200,7 +200,7 @@ type Channel struct {
 	// without any).
 	sendAttempt AttemptInvoker
 
-	pool   *peer.Pool // the connectors of every peer
+	pool   *pool.Pool // the connectors of every peer
 	peers  *peerGuard // frame checks and limits on every connection
 	buffer *retry.Buffer
 	// responses bounds the response bytes its calls hold at once.
@@ -297,7 +297,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	if len(o.attemptMW) > 0 {
 		c.sendAttempt = chainAttempts(o.attemptMW, sendBehindMiddleware)
 	}
-	pool, err := peer.NewPool(peer.PoolConfig{Connect: o.connect, Clock: o.clock, Recorder: c.rec})
+	conns, err := pool.New(pool.Config{Connect: o.connect.pool(), Clock: o.clock, Recorder: c.rec})
 	if err != nil {
 		return nil, fmt.Errorf("channel: WithConnectConfig: %w", err)
 	}
@@ -326,7 +326,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 			return nil, err
 		}
 	}
-	topts.Dialer = pool.Dialer(pg.dialer(dial))
+	topts.Dialer = conns.Dialer(pg.dialer(dial))
 	// Cancel frames both ways: a losing hedge or an abandoned call stops
 	// work on its server too (tchannel-go leaves both off by default).
 	topts.DefaultConnectionOptions.SendCancelOnContextCanceled = true
@@ -337,12 +337,12 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 		return nil, fmt.Errorf("channel: %w", err)
 	}
 	pg.setLogger(tch.Logger())
-	if err := pool.Start(tch); err != nil {
+	if err := conns.Start(tch); err != nil {
 		tch.Close()
 		pg.close()
 		return nil, fmt.Errorf("channel: %w", err)
 	}
-	c.tch, c.pool, c.peers = tch, pool, pg
+	c.tch, c.pool, c.peers = tch, conns, pg
 	return c, nil
 }
 

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 
 	"github.com/sluice-rpc/sluice/discovery"
+	"github.com/sluice-rpc/sluice/internal/peerlist"
+	"github.com/sluice-rpc/sluice/internal/pool"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/stats"
@@ -29,7 +31,7 @@ import (
 type Client struct {
 	ch      *Channel
 	service string
-	list    *peer.List      // its peers; a resolver's when res is set
+	list    *peerlist.List  // its peers; a resolver's when res is set
 	res     *resolved       // nil without a resolver
 	gate    Gate            // WithLease's, or nil
 	pacer   *pacer          // WithPacing's, or nil
@@ -144,7 +146,7 @@ func (c *Channel) NewClient(service string, opts ...ClientOption) (*Client, erro
 		}
 		cl.bucket = t
 	}
-	l, err := peer.NewList(peer.ListConfig{Service: service, Busy: c.o.busy, Clock: c.o.clock, Recorder: c.rec,
+	l, err := peerlist.New(peerlist.Config{Service: service, Busy: c.o.busy, Clock: c.o.clock, Recorder: c.rec,
 		Pool: c.pool, Resolving: o.resolver != nil, Balance: c.o.config.BalancingFor(service)})
 	if err != nil {
 		return nil, fmt.Errorf("channel: NewClient(%q): %w", service, err)
@@ -194,7 +196,7 @@ func (cl *Client) AddPeer(hostPort string) error {
 	if err := peer.ValidateHostPort(hostPort); err != nil {
 		return fmt.Errorf("channel: AddPeer: %w", err)
 	}
-	if _, err := cl.list.Add(hostPort); errors.Is(err, peer.ErrPoolClosed) {
+	if _, err := cl.list.Add(hostPort); errors.Is(err, pool.ErrClosed) {
 		return ErrClosed
 	} else if err != nil {
 		return fmt.Errorf("channel: AddPeer: %w", err)
@@ -213,7 +215,7 @@ func (cl *Client) SetPeers(members []peer.Member) error {
 	if err := cl.changeable("SetPeers"); err != nil {
 		return err
 	}
-	if err := cl.list.Set(members); errors.Is(err, peer.ErrPoolClosed) {
+	if err := cl.list.Set(members); errors.Is(err, pool.ErrClosed) {
 		return ErrClosed
 	} else if err != nil {
 		return fmt.Errorf("channel: SetPeers: %w", err)

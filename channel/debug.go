@@ -10,7 +10,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/channel/channelz"
 	"github.com/sluice-rpc/sluice/codes"
-	"github.com/sluice-rpc/sluice/peer"
+	"github.com/sluice-rpc/sluice/internal/peerlist"
 )
 
 // Debug returns the Channel's live state (see channelz.State). It is safe
@@ -80,7 +80,7 @@ type methodDebug struct {
 	p    *methodPolicy
 }
 
-func debugPeer(p *peer.Peer, now time.Time) channelz.Peer {
+func debugPeer(p *peerlist.Peer, now time.Time) channelz.Peer {
 	cn := p.CountsAt(now)
 	lim := p.Limiter()
 	w := lim.SnapshotAt(now)

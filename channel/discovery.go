@@ -11,6 +11,8 @@ import (
 
 	"github.com/sluice-rpc/sluice/channel/channelz"
 	"github.com/sluice-rpc/sluice/discovery"
+	"github.com/sluice-rpc/sluice/internal/peerlist"
+	"github.com/sluice-rpc/sluice/internal/pool"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/stats"
 )
@@ -82,7 +84,7 @@ var phaseNames = [...]string{"SERVING", "LEAVING", "DRAINING", "CLOSED"}
 
 // resolved is a Client whose peers come from a resolver.
 type resolved struct {
-	list    *peer.List
+	list    *peerlist.List
 	watcher *discovery.Watcher
 	done    sync.WaitGroup // askForLookups
 	// looks counts the peers askForLookups looked at: tests check that it
@@ -101,7 +103,7 @@ func (cl *Client) startResolver(r discovery.Resolver) error {
 			for i, a := range addrs {
 				ms[i] = peer.Member{HostPort: a.HostPort, Weight: a.Weight}
 			}
-			if err := l.Set(ms); errors.Is(err, peer.ErrPoolClosed) {
+			if err := l.Set(ms); errors.Is(err, pool.ErrClosed) {
 				return ErrClosed
 			} else if err != nil {
 				return err
@@ -129,7 +131,7 @@ func (cl *Client) startResolver(r discovery.Resolver) error {
 // proportion to the changes, not to the list's length at each of them.
 func askForLookups(r *resolved, stop <-chan struct{}) {
 	l, w := r.list, r.watcher
-	seen := map[*peer.Peer]peerClass{}
+	seen := map[*peerlist.Peer]peerClass{}
 	usable := 0 // peers of seen whose class is usable
 	for {
 		changed := l.Changed()

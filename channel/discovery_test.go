@@ -610,7 +610,7 @@ func TestShutdownPastAStuckRegistry(t *testing.T) {
 func TestFailedPeerWatchIsLinearInTheChanges(t *testing.T) {
 	const n, rounds = 1000, 30
 	reg := newMemRegistry(refusedPorts(t, n)...)
-	client, _ := resolvedClient(t, reg, WithConnectConfig(peer.ConnectConfig{Backoff: backoff.Exponential{
+	client, _ := resolvedClient(t, reg, WithConnectConfig(ConnectConfig{Backoff: backoff.Exponential{
 		Initial: time.Hour, Max: time.Hour, Multiplier: 1, Jitter: backoff.ProportionalJitter}}))
 	testwait.Until(t, "every peer in transient failure", func() bool {
 		ps := to(client, "kv").Peers()

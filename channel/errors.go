@@ -28,7 +28,7 @@ var (
 	// connection backoff. Calls fail with it at once unless they wait for
 	// a ready peer (WaitForReady, or waitForReady in the service config).
 	// Such a call's error also says, and wraps, the cause of the latest
-	// connection failure among the service's peers (peer.Failure): a
+	// connection failure among the service's peers: a
 	// refused dial (errors.Is(err, syscall.ECONNREFUSED)), a TChannel
 	// handshake that failed or timed out (said in the text only).
 	ErrUnavailable = peer.ErrUnavailable

@@ -14,6 +14,8 @@ import (
 	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/peerlist"
+	"github.com/sluice-rpc/sluice/internal/pool"
 	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/peer"
@@ -656,7 +658,7 @@ func TestAttemptMovesOnWhenTheConnectionIsGone(t *testing.T) {
 	ctx := ctxTimeout(t)
 
 	st := newState()
-	p, call, _, err := c.beginElsewhere(ctx, ctx, st, spec, nil, gone, time.Now(), peer.ErrNoConnection)
+	p, call, _, err := c.beginElsewhere(ctx, ctx, st, spec, nil, gone, time.Now(), pool.ErrNoConnection)
 	if err != nil {
 		t.Fatalf("beginElsewhere: %v", err)
 	}
@@ -677,7 +679,7 @@ func TestAttemptMovesOnWhenTheConnectionIsGone(t *testing.T) {
 	waitPeerState(t, c, a.ch.HostPort(), peer.Ready) // a false alarm: the connector made it Ready again
 
 	// A list of one: nowhere else to go.
-	solo, err := peer.NewList(peer.ListConfig{Service: "solo"})
+	solo, err := peerlist.New(peerlist.Config{Service: "solo"})
 	if err != nil {
 		t.Fatalf("peer.NewList: %v", err)
 	}
@@ -687,7 +689,7 @@ func TestAttemptMovesOnWhenTheConnectionIsGone(t *testing.T) {
 	}
 	st = newState()
 	st.l = solo
-	_, _, _, err = c.beginElsewhere(ctx, ctx, st, spec, nil, only, time.Now(), peer.ErrNoConnection)
+	_, _, _, err = c.beginElsewhere(ctx, ctx, st, spec, nil, only, time.Now(), pool.ErrNoConnection)
 	var ce *CallError
 	if !errors.As(err, &ce) {
 		t.Fatalf("beginElsewhere error = %v, want a %T", err, ce)
@@ -714,7 +716,7 @@ func TestAttemptMovesOnWhenTheConnectionIsGone(t *testing.T) {
 // default 5 s, and the peer waits out the configured backoff. A config the
 // pool refuses fails New with the option's name.
 func TestWithConnectConfig(t *testing.T) {
-	_, err := New("client", WithConnectConfig(peer.ConnectConfig{Timeout: -time.Second}))
+	_, err := New("client", WithConnectConfig(ConnectConfig{Timeout: -time.Second}))
 	if err == nil {
 		t.Fatal("New succeeded, want an error")
 	}
@@ -726,7 +728,7 @@ func TestWithConnectConfig(t *testing.T) {
 	}
 
 	hole := testnet.BlackHole(t)
-	c, err := New("client", WithConnectConfig(peer.ConnectConfig{
+	c, err := New("client", WithConnectConfig(ConnectConfig{
 		Timeout: 100 * time.Millisecond,
 		Backoff: backoff.Exponential{Initial: time.Hour, Max: time.Hour, Multiplier: 1, Jitter: backoff.ProportionalJitter},
 	}))
@@ -740,8 +742,8 @@ func TestWithConnectConfig(t *testing.T) {
 	}
 	waitPeerState(t, c, hole.Addr(), peer.TransientFailure)
 	// Generous against the 100 ms asked for: the default would take 5 s.
-	if got := time.Since(start); got >= peer.DefaultConnectTimeout/2 {
-		t.Errorf("the connect did not end at the configured Timeout: got %v, want < %v", got, peer.DefaultConnectTimeout/2)
+	if got := time.Since(start); got >= pool.DefaultConnectTimeout/2 {
+		t.Errorf("the connect did not end at the configured Timeout: got %v, want < %v", got, pool.DefaultConnectTimeout/2)
 	}
 	if got := hole.Accepts(); got != 1 {
 		t.Errorf("hole.Accepts() = %v, want %v", got, 1)

@@ -251,7 +251,7 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 	scope := tally.NewTestScope("", nil)
 	s := startServer(t, WithScope(scope), WithPeerLimits(PeerLimits{IdleTimeout: 300 * time.Millisecond}))
 	clientScope := tally.NewTestScope("", nil)
-	client, err := New("client", WithScope(clientScope), WithConnectConfig(peer.ConnectConfig{Backoff: backoff.Exponential{
+	client, err := New("client", WithScope(clientScope), WithConnectConfig(ConnectConfig{Backoff: backoff.Exponential{
 		Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 1.6, Jitter: backoff.ProportionalJitter}}))
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -290,7 +290,7 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 // here (the tests are about the calls the closes meet).
 func closedOftenClient(t *testing.T, s *testServer, scope tally.Scope) *Channel {
 	t.Helper()
-	opts := []Option{WithConnectConfig(peer.ConnectConfig{Backoff: backoff.Exponential{
+	opts := []Option{WithConnectConfig(ConnectConfig{Backoff: backoff.Exponential{
 		Initial: time.Millisecond, Max: time.Millisecond, Multiplier: 1.6, Jitter: backoff.ProportionalJitter}})}
 	if scope != nil {
 		opts = append(opts, WithScope(scope))

@@ -8,8 +8,8 @@ import (
 
 	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/hedge"
+	"github.com/sluice-rpc/sluice/internal/peerlist"
 	"github.com/sluice-rpc/sluice/pacing"
-	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
 	"github.com/sluice-rpc/sluice/stats"
@@ -171,7 +171,7 @@ type methodPolicy struct {
 	gate     Gate
 	pacer    *pacer
 	paceKeys [2]string // the pacer's window keys: service, then service::method
-	list     *peer.List
+	list     *peerlist.List
 	// shared: the policy of every unnamed method past MaxMethodSeries
 	// (method is stats.MethodOther); a call computes its method's pacing
 	// key itself.

@@ -26,7 +26,7 @@ import (
 // call: on the server it runs in the listener's gate, within
 // PeerLimits.HandshakeTimeout, before tchannel-go sees the connection; on
 // the client it runs in the peer's connector, within the connect timeout
-// (peer.ConnectConfig.Timeout), so a call finds a connection ready or
+// (ConnectConfig.Timeout), so a call finds a connection ready or
 // fails at once with the handshake's error as its cause.
 //
 // A plaintext call pays nothing for any of it: no allocation, and of the
@@ -189,9 +189,9 @@ func (c ClientTLS) Validate() error {
 
 // WithClientTLS makes every connection the Channel dials speak TLS, as c
 // says: the TLS handshake runs in the peer's connector, before TChannel's,
-// within the connect timeout (peer.ConnectConfig.Timeout). A handshake
+// within the connect timeout (ConnectConfig.Timeout). A handshake
 // that fails leaves the peer in TransientFailure with the handshake's
-// error as its peer.Failure, which the UNAVAILABLE error of a call that
+// error as its connection failure, which the UNAVAILABLE error of a call that
 // finds no peer carries ("TLS handshake failed: tls: failed to verify
 // certificate: x509: certificate is valid for localhost, not
 // wrong.example").

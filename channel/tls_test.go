@@ -23,7 +23,6 @@ import (
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/internal/testkit/tpeer"
 	"github.com/sluice-rpc/sluice/internal/tframe"
-	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/sluice-rpc/sluice/tlsfiles"
 	"github.com/uber-go/tally/v4"
@@ -535,7 +534,7 @@ func TestTLSClientFallback(t *testing.T) {
 			scope := tally.NewTestScope("", nil)
 			timeout := 2 * time.Second
 			c := startTLSClient(t, tc.hp, ClientTLS{Config: trusting, Fallback: FallbackFor(tc.hp)},
-				WithConnectConfig(peer.ConnectConfig{Timeout: timeout}), WithTChannelOptions(tchannel.ChannelOptions{Logger: logs}), WithScope(scope))
+				WithConnectConfig(ConnectConfig{Timeout: timeout}), WithTChannelOptions(tchannel.ChannelOptions{Logger: logs}), WithScope(scope))
 			start := time.Now()
 			for i := range 3 {
 				res, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("in plaintext"))
@@ -592,7 +591,7 @@ func TestTLSClientNoFallbackOnceTLS(t *testing.T) {
 	c := startTLSClient(t, hp, ClientTLS{
 		Config:   clientConfig(t, tlsfiles.Files{Cert: certs.Client.Cert, Key: certs.Client.Key, CA: certs.CA.File}, 0, nil),
 		Fallback: FallbackFor(hp),
-	}, WithConnectConfig(peer.ConnectConfig{Timeout: time.Second}), WithScope(scope), WithTChannelOptions(tchannel.ChannelOptions{Logger: logs}))
+	}, WithConnectConfig(ConnectConfig{Timeout: time.Second}), WithScope(scope), WithTChannelOptions(tchannel.ChannelOptions{Logger: logs}))
 	whoami := func() (string, error) {
 		res, err := to(c, "kv").CallRaw(ctxTimeout(t), "whoami", nil, nil)
 		if err != nil {
@@ -874,7 +873,7 @@ func TestTLSClientBlackHole(t *testing.T) {
 			// backoff keeps the connector from dialing again during the
 			// test, so the dials counted are the connect's alone.
 			scope := tally.NewTestScope("", nil)
-			c := startTLSClient(t, hole.Addr(), ct, WithScope(scope), WithConnectConfig(peer.ConnectConfig{Timeout: time.Second,
+			c := startTLSClient(t, hole.Addr(), ct, WithScope(scope), WithConnectConfig(ConnectConfig{Timeout: time.Second,
 				Backoff: backoff.Exponential{Initial: time.Minute, Max: time.Minute, Multiplier: 1, Jitter: backoff.ProportionalJitter}}))
 			if err := to(c, "kv").Connect(ctxTimeout(t)); !errors.Is(err, ErrUnavailable) {
 				t.Fatalf("Connect: %v, want ErrUnavailable", err)

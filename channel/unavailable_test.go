@@ -10,13 +10,12 @@ import (
 
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
-	"github.com/sluice-rpc/sluice/peer"
 	"github.com/uber/tchannel-go"
 )
 
 // unavailableCall makes a client whose only peer of "kv" is at addr,
 // waits until its connect has failed, and returns the error of a call.
-func unavailableCall(t *testing.T, addr string, cc peer.ConnectConfig) error {
+func unavailableCall(t *testing.T, addr string, cc ConnectConfig) error {
 	t.Helper()
 	c, err := New("client", WithConnectConfig(cc))
 	if err != nil {
@@ -46,7 +45,7 @@ func unavailableCall(t *testing.T, addr string, cc peer.ConnectConfig) error {
 // An UNAVAILABLE call to a peer that refuses connections says so, and
 // unwraps to the dial's error.
 func TestUnavailableKeepsRefusedCause(t *testing.T) {
-	err := unavailableCall(t, testnet.Refused(t), peer.ConnectConfig{})
+	err := unavailableCall(t, testnet.Refused(t), ConnectConfig{})
 	if !strings.Contains(err.Error(), "connection refused") {
 		t.Errorf("error %q does not say connection refused", err)
 	}
@@ -65,7 +64,7 @@ func TestUnavailableKeepsRefusedCause(t *testing.T) {
 // code is the only one errors.As finds.
 func TestUnavailableKeepsHandshakeTimeoutCause(t *testing.T) {
 	hole := testnet.BlackHole(t)
-	err := unavailableCall(t, hole.Addr(), peer.ConnectConfig{Timeout: 100 * time.Millisecond})
+	err := unavailableCall(t, hole.Addr(), ConnectConfig{Timeout: 100 * time.Millisecond})
 	if !strings.Contains(err.Error(), "handshake timed out after 100ms") {
 		t.Errorf("error %q does not say the handshake timed out", err)
 	}

@@ -2,18 +2,14 @@ package peer
 
 import (
 	"errors"
-	"math"
-	"sync/atomic"
 	"time"
 
-	"github.com/sluice-rpc/sluice/busy"
-	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/hostport"
-	"github.com/sluice-rpc/sluice/stats"
-	"github.com/uber/tchannel-go"
 )
 
-// Errors Choose returns. None means a request was sent.
+// Errors of a call that found no peer to take it: nothing was sent.
+// A Channel's calls return them (channel.ErrThrottled and its siblings
+// are these values), so errors.Is finds them.
 var (
 	// ErrThrottled: every Ready peer's busy limiter refused the request
 	// after busy responses. Back off, or let the limit recover (within a
@@ -26,291 +22,15 @@ var (
 	// timed out, found dead, or its server said it is leaving) and waits
 	// out its connection backoff, or is shut down.
 	ErrUnavailable = errors.New("no peer could take the call: their connections failed (refused, reset, closed or found dead) or their servers are shutting down, and they are waiting to reconnect; nothing was sent")
-	// ErrConnecting: no peer is Ready yet, but some are connecting: wait
-	// on List.Changed and choose again.
-	ErrConnecting = errors.New("no peer is connected yet; some are connecting")
-	// ErrResolving: the list's peers come from a resolver that has not
-	// answered yet: wait on List.Changed and choose again.
-	ErrResolving = errors.New("no peers yet: the service's resolver has not answered")
 )
 
-// ErrPeerLeaving is the Failure of a peer whose server said it is shutting
-// down (a Sluice server's Shutdown or Close, through the signal carrier):
-// the peer is in TransientFailure, so calls go to other peers, and is
-// connected to again on the connection backoff, in case a new server takes
-// its address.
+// ErrPeerLeaving is the cause of the connection failure of a peer whose
+// server said it is shutting down (a Sluice server's Shutdown or Close,
+// through the signal carrier): the peer is in TransientFailure, so calls
+// go to other peers, and is connected to again on the connection backoff,
+// in case a new server takes its address. An UNAVAILABLE error whose
+// peers left so wraps it.
 var ErrPeerLeaving = errors.New("the server is shutting down (it said so): calls go to other peers")
-
-// Peer is one host:port serving a service, with its busy limiter and the
-// load and latency the chooser weighs.
-type Peer struct {
-	hostPort string
-	conn     *conn // nil in a list without a pool: always Ready
-	limiter  *busy.Limiter
-	m        *stats.Peer
-
-	weight  atomic.Uint64 // math.Float64bits of the weight, > 0
-	pending atomic.Int64
-	latency atomic.Int64 // exponentially weighted moving average, nanoseconds
-	learned atomic.Int64 // when latency was last updated, Unix nanoseconds
-	// restUntil is when the peer's last pushback ends, Unix nanoseconds
-	// (0: none); until then Choose takes the peer only while it has fewer
-	// than restPending calls pending.
-	restUntil   atomic.Int64
-	restPending atomic.Int64
-	samples     atomic.Int64 // successful calls in the current estimate
-	sent        atomic.Uint64
-	busy        atomic.Uint64
-	refused     atomic.Uint64
-
-	l *List // the list holding the peer: its balancing and ejection cap
-	// queued: the peer is in its list's feed of changes (List.queue).
-	queued atomic.Bool
-	added  int64 // when it was added, Unix nanoseconds (Ready since, without a pool)
-
-	// slow marks a peer whose latency estimate stands far above the
-	// others' (see slowRatio): it is chosen only as a probe, once per
-	// probeEvery (probedAt, Unix nanoseconds), and its estimate is the
-	// latency of its latest probe.
-	slow     atomic.Bool
-	probedAt atomic.Int64
-
-	errorsInRow  atomic.Int64  // UNEXPECTED and NETWORK answers in a row
-	ejectedUntil atomic.Int64  // end of its ejection, Unix nanoseconds; 0: none
-	ejections    atomic.Uint64 // times ejected
-	ejectK       int           // the last ejection's multiplier; l.ejectMu
-	ejectEnd     int64         // when the last ejection ends or ended; l.ejectMu
-}
-
-// HostPort returns the peer's address.
-func (p *Peer) HostPort() string { return p.hostPort }
-
-// Weight returns the peer's weight, its share relative to the list's other
-// peers as discovery reported it (1 unless List.Set said otherwise).
-func (p *Peer) Weight() float64 { return math.Float64frombits(p.weight.Load()) }
-
-// TChannel returns the tchannel-go peer that sends to this address (nil in
-// lists without a pool).
-func (p *Peer) TChannel() *tchannel.Peer {
-	if p.conn == nil {
-		return nil
-	}
-	return p.conn.TChannel()
-}
-
-// State returns the state of the peer's connection (always Ready in a list
-// without a pool).
-func (p *Peer) State() State {
-	if p.conn == nil {
-		return Ready
-	}
-	return p.conn.State()
-}
-
-// LastFailure returns why the peer's connection failed the last time, or
-// nil if it never has (and always in a list without a pool). It is set
-// before the peer enters TransientFailure, and kept once the peer is
-// Ready again.
-func (p *Peer) LastFailure() *Failure {
-	if p.conn == nil {
-		return nil
-	}
-	return p.conn.failure.Load()
-}
-
-// Lost reports that an attempt found no usable connection to the peer
-// although it was Ready: the peer stops being chosen until its connector
-// has looked into it, and is Ready again at once if the connection is in
-// fact fine.
-func (p *Peer) Lost() {
-	if p.conn != nil {
-		p.conn.Lost()
-	}
-}
-
-// Limiter returns the peer's busy limiter.
-func (p *Peer) Limiter() *busy.Limiter { return p.limiter }
-
-// Pending returns the number of calls sent to the peer still waiting for a
-// response.
-func (p *Peer) Pending() int64 { return p.pending.Load() }
-
-// Latency returns the peer's latency estimate (0 until a call completes).
-func (p *Peer) Latency() time.Duration { return time.Duration(p.latency.Load()) }
-
-// Begin records that an attempt is being sent to the peer. Call End when it
-// completes.
-func (p *Peer) Begin() {
-	p.pending.Add(1)
-	p.sent.Add(1)
-	p.m.Sent.Inc(1)
-}
-
-// End records, at time now, the completion of an attempt Begin counted:
-// its latency and its outcome code. A busy answer is told to the peer's
-// limiter. Successful transports update the latency estimate, and so do
-// attempts cut off (CANCELLED, TIMEOUT) after longer than the estimate;
-// errors do not: a peer failing fast must not look fast.
-func (p *Peer) End(now time.Time, latency time.Duration, code codes.Code) {
-	p.end(now, latency, code, 0)
-}
-
-// EndPushedBack is End for a Busy answer that carried a pushback hint
-// asking to wait d > 0 (a Sluice server's load shedding sends one). The
-// server said it is full: until the hint passes (at most the busy
-// limiter's window), the peer takes no more calls at once than it had
-// pending when the answer came, so that new calls replace finished ones
-// instead of adding to the server's queue. Choose passes it over while it
-// is at that level, counting the requests it refuses as throttled; a
-// client with nothing else pending rests the peer for d. Each such answer
-// during the rest lowers the level again, and a rest without one ends at
-// the hinted time. The level is checked when the peer is chosen and
-// counted when the attempt begins, so callers choosing at the same
-// instant may each pass it: it is exceeded by at most that many.
-//
-// A Busy with no hint halves the peer's busy limit, as the design says;
-// under sustained overload a shedding server answers Busy thousands of
-// times a second, and halving per answer would cut the peer off entirely,
-// then let it recover fourfold a second into the next flood. Resting the
-// whole peer for the hint instead (tried first) left a server idle while
-// its clients waited, then flooded it: with a server of twice its clients'
-// offered load, goodput fell to 60-65% of the server's capacity.
-func (p *Peer) EndPushedBack(now time.Time, latency, d time.Duration) {
-	p.end(now, latency, codes.Busy, d)
-}
-
-// pushedBack starts or extends a rest at time now, hinted to last d.
-func (p *Peer) pushedBack(now time.Time, d time.Duration) {
-	// The level is what the server held when it refused, less what reached
-	// it since; during a rest, a further refusal can only lower it. Two
-	// answers racing may each apply their level; either is a level the
-	// server refused at.
-	level := max(p.pending.Load(), 0)
-	if p.restUntil.Load() > now.UnixNano() {
-		level = min(level, p.restPending.Load())
-	}
-	p.restPending.Store(level)
-	// At most one busy window: a hint of minutes (a server's "do not retry
-	// this soon") must not cut the peer off.
-	until := now.Add(min(d, p.limiter.Config().Window)).UnixNano()
-	for old := p.restUntil.Load(); until > old && !p.restUntil.CompareAndSwap(old, until); old = p.restUntil.Load() {
-	}
-}
-
-func (p *Peer) end(now time.Time, latency time.Duration, code codes.Code, rest time.Duration) {
-	p.pending.Add(-1)
-	switch code {
-	case codes.Unexpected, codes.Network:
-		if n := p.errorsInRow.Add(1); p.l != nil && n >= int64(p.l.bal.Ejection.Threshold()) {
-			p.l.eject(p, now)
-		}
-	case codes.OK, codes.Busy, codes.BadRequest:
-		// The peer answered as a working server does. A timeout, a
-		// cancellation or a DECLINED (a server draining, or one that
-		// declines everything) says nothing either way.
-		if p.errorsInRow.Load() != 0 {
-			p.errorsInRow.Store(0)
-		}
-	}
-	if code == codes.Busy {
-		p.busy.Add(1)
-		p.m.Busy.Inc(1)
-		switch {
-		case rest > 0 && p.limiter.Disabled():
-		case rest > 0:
-			p.pushedBack(now, rest)
-		default:
-			p.limiter.RecordBusyAt(now)
-		}
-	}
-	p.m.Limit.Update(p.limiter.LimitAt(now))
-	switch code {
-	case codes.OK:
-	case codes.Cancelled, codes.Timeout:
-		// An attempt cut off (a hedge won, or the deadline came) took at
-		// least this long: a sample if it raises the estimate, so that a
-		// peer whose every attempt loses to a hedge is still seen to be
-		// slow. One cut off earlier says only that it took at least so
-		// long: once the estimate rests on enough samples (a slow peer's
-		// always does) it says nothing; before, it counts as a sample of
-		// the estimate, lowering nothing. Else one early outlier (a 58 ms
-		// cut-off under the race detector, the others at 50.5 ms) stood
-		// above every later cut-off, the estimate never reached its
-		// samples, and the peer was never judged (the fault suite's hedged
-		// slow peer, 8% of first attempts in 1 run of 8).
-		if old := p.latency.Load(); old != 0 && int64(latency) < old {
-			if p.samples.Load() >= minLatencySamples {
-				return
-			}
-			latency = time.Duration(old)
-		}
-	default:
-		return
-	}
-	// EWMA with weight 1/8: cheap, and forgets a slow spell within dozens of
-	// calls. A stale estimate restarts from this sample instead of being
-	// blended with it. Races between concurrent updates lose a sample at
-	// worst.
-	old := p.latency.Load()
-	if p.slow.Load() {
-		// A slow peer's estimate is its latest probe, trusted alone: the
-		// next choice judges it against the others' (see List.look).
-		p.latency.Store(int64(latency))
-		p.samples.Store(minLatencySamples)
-	} else if old == 0 || now.UnixNano()-p.learned.Load() > int64(latencyTTL) {
-		p.latency.Store(int64(latency))
-		p.samples.Store(1)
-	} else {
-		p.latency.Store(old + (int64(latency)-old)/8)
-		p.samples.Add(1)
-	}
-	p.learned.Store(now.UnixNano())
-}
-
-// A latency estimate steers peer choice only while it is fresh (updated
-// within latencyTTL) and rests on at least minLatencySamples calls. A peer
-// that looked slow is not chosen while others look faster, so its estimate
-// would never be corrected: once stale it ties with the others, gets a few
-// calls, and is judged again on fresh samples, not on one noisy call.
-const (
-	latencyTTL        = time.Second
-	minLatencySamples = 4
-)
-
-// latencyAt returns the latency estimate if it counts at time now, else 0
-// (unknown).
-func (p *Peer) latencyAt(now time.Time) int64 {
-	if now.UnixNano()-p.learned.Load() > int64(latencyTTL) || p.samples.Load() < minLatencySamples {
-		return 0
-	}
-	return p.latency.Load()
-}
-
-// latencyAny returns the latency estimate whatever its age, if it rests
-// on enough samples, else 0.
-func (p *Peer) latencyAny() int64 {
-	if p.samples.Load() < minLatencySamples {
-		return 0
-	}
-	return p.latency.Load()
-}
-
-// freshIfNotSlow and knownIfNotSlow are latencyAt and latencyAny of a peer
-// not marked slow, 0 for one that is: the references another peer is
-// judged against.
-func (p *Peer) freshIfNotSlow(now time.Time) int64 {
-	if p.slow.Load() {
-		return 0
-	}
-	return p.latencyAt(now)
-}
-
-func (p *Peer) knownIfNotSlow() int64 {
-	if p.slow.Load() {
-		return 0
-	}
-	return p.latencyAny()
-}
 
 // Counts are a peer's totals since it was added.
 type Counts struct {
@@ -331,37 +51,6 @@ type Counts struct {
 	// Slow reports that the peer's latency stands far above the others':
 	// it takes only an occasional probe.
 	Slow bool
-}
-
-// Counts returns the peer's totals.
-func (p *Peer) Counts() Counts {
-	return p.CountsAt(p.l.clk.Now())
-}
-
-// CountsAt returns the peer's totals at time now (from the list's clock).
-func (p *Peer) CountsAt(now time.Time) Counts {
-	c := Counts{
-		HostPort: p.hostPort, Sent: p.sent.Load(), Busy: p.busy.Load(),
-		Throttled: p.refused.Load(), Pending: p.pending.Load(), Limit: p.limiter.Limit(),
-		Latency: time.Duration(p.latency.Load()), State: p.State(),
-		Weight: p.Weight(), Effective: p.l.effectiveWeight(p, now),
-		Ejections: p.ejections.Load(), Slow: p.slow.Load(),
-	}
-	if u := p.ejectedUntil.Load(); u > now.UnixNano() {
-		c.Ejected = time.Unix(0, u)
-	}
-	return c
-}
-
-// readyAt returns when the peer last became Ready from cold (its first
-// connection, or one after a failure or the remote's close), Unix
-// nanoseconds: when its slow start began. A peer without a pool counts
-// from when it was added.
-func (p *Peer) readyAt() int64 {
-	if p.conn == nil {
-		return p.added
-	}
-	return p.conn.readySince.Load()
 }
 
 // ValidateHostPort checks that hostPort is host:port with a numeric port in

@@ -1,5 +1,5 @@
 // Package balancing measures how a Sluice client shares its calls among a
-// service's peers (package balance, applied by peer.List's chooser): slow
+// service's peers (package balance, applied by the Channel's peer list): slow
 // start, weights, shard keys on a consistent-hash ring with bounded loads,
 // and outlier ejection. Each scenario runs twice, with the feature and
 // without it, on fresh servers and a fresh client, and reports both rows

@@ -1,0 +1,48 @@
+// Package peerlist keeps the peers of one service and chooses one for
+// each attempt of a call: each peer's busy limiter, pending calls,
+// latency estimate, pushback rest, slow mark and ejection, and the passes
+// over the peers that apply package balance's rules to them.
+//
+// A List takes its peers' connections from a pool.Pool (a List without
+// one counts every peer Ready, for tests of the choice alone), and keeps
+// the judgement of a peer that left (its limiter, latency estimate,
+// ejection) for DepartedGrace, taking it up again if the peer comes back
+// meanwhile; after that it is dropped.
+//
+// # Choice
+//
+// Every Peer has its own busy.Limiter. A Busy answer with no hint is told
+// to it (End), as the busy-throttling design says; a Busy answer carrying
+// a pushback hint (EndPushedBack) instead holds the peer, for the hinted
+// time, at the calls it had pending when the answer came: the server said
+// it is full. List.Choose considers Ready peers only; it skips peers the
+// caller excludes (those an earlier attempt of the same call used), peers
+// held at their level and peers whose limiter refuses, and among the rest
+// prefers the one with the fewest pending calls, then a clearly (2x) lower
+// latency estimate, breaking ties at random. Small lists are scanned whole;
+// larger ones use the power of two random choices, which is nearly as good
+// and costs the same at any size.
+//
+// Every rule of the choice is package balance's (balance.Better,
+// balance.LotteryKey, balance.Slow and balance.ProbeInterval,
+// balance.SlowStart, balance.Ejection, balance.Ring and balance.Capacity);
+// this package keeps the figures they need and applies them: peers whose
+// effective weights differ (discovery's weights, or slow start after a
+// peer became ready from cold) are chosen at random in proportion to
+// weight / (1 + pending / weight);
+// a peer whose latency stands far above the others' gets only a probe
+// every 2 s; a peer ejected after UNEXPECTED or NETWORK answers in a row is
+// left out, within the ejection cap and panic threshold; and a call with a
+// shard key goes to the key's home on a consistent-hash ring, or past it
+// when the home cannot take it or has its bounded load (ChooseKeyAt).
+//
+// A request a peer's limiter refuses is offered to the next-best peer. When
+// every Ready peer that would allow it is excluded, Choose reuses an
+// excluded one, as gRPC's retry design allows. When nothing can take the
+// request, nothing may be sent, and the error says why:
+// peer.ErrThrottled (every Ready peer's limiter refused), ErrConnecting
+// (none is Ready yet, some are connecting: wait on List.Changed and choose
+// again), ErrResolving (the resolver has not answered yet),
+// peer.ErrUnavailable (every peer is in TransientFailure),
+// peer.ErrNoPeers.
+package peerlist

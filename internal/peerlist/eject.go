@@ -1,0 +1,67 @@
+package peerlist
+
+import "time"
+
+// ejectedAt reports whether p is ejected at ns (Unix nanoseconds).
+func (p *Peer) ejectedAt(ns int64) bool { return p.ejectedUntil.Load() > ns }
+
+// eject ejects p at now, after its run of UNEXPECTED and NETWORK answers
+// reached the threshold, unless ejection is disabled, p is already
+// ejected, or the list already has its most ejected peers (then p stays,
+// and its next such answer tries again). The ejection lasts
+// Ejection.Duration of its multiplier (see balance.Ejection.Multiplier).
+func (l *List) eject(p *Peer, now time.Time) {
+	e := l.bal.Ejection
+	if e.Disabled {
+		return
+	}
+	ns := now.UnixNano()
+	if ns < l.capFullUntil.Load() {
+		// The list has its most ejected peers until then: a wide outage
+		// must not take the lock and a pass over the peers per error.
+		return
+	}
+	l.ejectMu.Lock()
+	defer l.ejectMu.Unlock()
+	if p.ejectedAt(ns) {
+		return
+	}
+	m := l.peers.Load()
+	ejected, firstEnd := 0, int64(0)
+	for _, q := range m.peers {
+		if u := q.ejectedUntil.Load(); u > ns {
+			ejected++
+			if firstEnd == 0 || u < firstEnd {
+				firstEnd = u
+			}
+		}
+	}
+	if ejected >= e.MaxEjected(len(m.peers)) {
+		l.capFullUntil.Store(firstEnd)
+		return
+	}
+	if !contains(m.peers, p) {
+		return // removed since its call was sent
+	}
+	k := e.Multiplier(p.ejectK, time.Duration(ns-p.ejectEnd))
+	until := ns + int64(e.Duration(k))
+	p.ejectK, p.ejectEnd = k, until
+	p.ejectedUntil.Store(until)
+	p.errorsInRow.Store(0)
+	p.ejections.Add(1)
+	p.m.Ejections.Inc(1)
+	// Choices see the ejection at once: the figures held expire, and a
+	// pass that began before the ejection cannot put back its own (see
+	// figuresAt), since this marker is new.
+	m.figures.Store(&figures{})
+}
+
+// Ejected reports whether the peer is ejected at now (from the list's
+// clock): not chosen, after answering UNEXPECTED or NETWORK errors too
+// many times in a row, until the time returned.
+func (p *Peer) Ejected(now time.Time) (bool, time.Time) {
+	if u := p.ejectedUntil.Load(); u > now.UnixNano() {
+		return true, time.Unix(0, u)
+	}
+	return false, time.Time{}
+}

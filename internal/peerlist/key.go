@@ -1,0 +1,122 @@
+package peerlist
+
+import (
+	"time"
+
+	"github.com/sluice-rpc/sluice/balance"
+	"github.com/sluice-rpc/sluice/peer"
+)
+
+// ChooseKeyAt is ChooseAt for a call carrying a shard key: it picks the
+// key's home on the list's consistent-hash ring (balance.Ring, each peer
+// placed in proportion to its weight) and walks on along the ring, past
+// peers in exclude (the ones this call used: its retries and hedges go to
+// the next distinct peers), past peers that are not Ready, ejected,
+// throttled or resting after a pushback, and past peers that already have
+// their bounded load in flight (balance.Capacity). While the key's home
+// (the first peer not excluded) is connecting for the first time, or
+// again after a healthy close (a restarted server), it returns
+// ErrConnecting, so that the call waits for it within its deadline rather
+// than scattering the key; a home reconnecting after a failure is passed
+// over, as one in TransientFailure is. When every other peer is excluded
+// or refuses, it takes the peers passed over for their load, then the
+// excluded ones, in ring order. Each peer's limiter is asked at most once.
+// It allocates nothing for lists of up to 512 peers, and costs a pass
+// over the peers (their calls in flight).
+func (l *List) ChooseKeyAt(key string, exclude []*Peer, now time.Time) (*Peer, error) {
+	m := l.peers.Load()
+	peers := m.peers
+	if len(peers) == 0 {
+		return nil, l.noPeers()
+	}
+	r := m.ringOf()
+	if r == nil { // too many peers for a ring
+		return l.ChooseAt(exclude, now)
+	}
+	ns := now.UnixNano()
+	ejecting := l.figuresAt(m, ns).ejecting
+	var inFlight int64
+	for _, p := range peers {
+		inFlight += max(p.pending.Load(), 0)
+	}
+	c := l.bal.Factor()
+	h := balance.KeyHash(key)
+	// loaded marks the peers pass 0 passed over for their load, the only
+	// ones pass 1 looks at again.
+	var small [8]uint64
+	loaded := small[:]
+	if len(peers) > 64*len(small) {
+		loaded = make([]uint64, (len(peers)+63)/64)
+	}
+	var (
+		avail  availability
+		chosen *Peer
+		home   = true
+		wait   bool
+	)
+	// Pass 0: the ring order within the bounded load, peers not used by
+	// the call; 1: those passed over for their load; 2: the call's own
+	// peers.
+	for pass := 0; pass < 3 && chosen == nil && !wait; pass++ {
+		r.Walk(h, func(i int) bool {
+			p := peers[i]
+			if contains(exclude, p) != (pass == 2) || (pass == 1 && loaded[i/64]&(1<<(i%64)) == 0) {
+				return true
+			}
+			isHome := home
+			home = false
+			switch p.State() {
+			case peer.Ready:
+				avail.anyReady = true
+			case peer.Idle, peer.Connecting:
+				avail.ready(p) // asks an Idle peer to connect
+				if isHome && pass == 0 && !p.failedSinceReady() {
+					wait = true
+					return false
+				}
+				return true
+			default:
+				return true
+			}
+			if ejecting && p.ejectedAt(ns) {
+				return true
+			}
+			if pass == 0 && p.pending.Load() >= balance.Capacity(c, inFlight, p.Weight(), m.total) {
+				loaded[i/64] |= 1 << (i % 64)
+				return true
+			}
+			chosen = l.take(p, now)
+			return chosen == nil
+		})
+	}
+	if chosen != nil {
+		return chosen, nil
+	}
+	if wait {
+		return nil, ErrConnecting
+	}
+	return nil, avail.err()
+}
+
+// failedSinceReady reports whether p's connection failed after it was
+// last Ready (or, never Ready, failed at all): a peer connecting again
+// after a failure may well fail again.
+func (p *Peer) failedSinceReady() bool {
+	f := p.LastFailure()
+	return f != nil && f.At.UnixNano() >= p.readyAt()
+}
+
+// Home returns key's home: the peer a call carrying key as its shard key
+// goes to when that peer is ready and within its bounded load (nil for an
+// empty list, or one of more peers than a ring holds).
+func (l *List) Home(key string) *Peer {
+	m := l.peers.Load()
+	if len(m.peers) == 0 {
+		return nil
+	}
+	r := m.ringOf()
+	if r == nil {
+		return nil
+	}
+	return m.peers[r.Home(balance.KeyHash(key))]
+}

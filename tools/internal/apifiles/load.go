@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"go/importer"
+	"go/token"
+	"go/types"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// The platform whose files the API is read from, whatever machine runs the
+// generator, so that every machine writes the same files. No public package
+// has build-constrained files today; if one gets them, its api file shows
+// this platform's declarations.
+const goos, goarch = "linux", "amd64"
+
+// modulePath reads the module path from root/go.mod.
+func modulePath(root string) (string, error) {
+	f, err := os.Open(filepath.Join(root, "go.mod"))
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "module "); ok {
+			return strings.Trim(strings.TrimSpace(rest), `"`), nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", err
+	}
+	return "", fmt.Errorf("%s: no module line", filepath.Join(root, "go.mod"))
+}
+
+// goCmd runs the go command in root for the pinned platform and returns
+// its standard output; an error carries its standard error.
+func goCmd(root string, args ...string) ([]byte, error) {
+	cmd := exec.Command("go", args...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOOS="+goos, "GOARCH="+goarch)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		shown := args
+		if len(shown) > 6 {
+			shown = append(slices.Clip(shown[:6]), fmt.Sprintf("... (%d more)", len(args)-6))
+		}
+		return nil, fmt.Errorf("go %s: %v\n%s", strings.Join(shown, " "), err, stderr.Bytes())
+	}
+	return out, nil
+}
+
+// publicPackages lists the library's public packages: `go list ./...` in
+// root, keeping the packages of root's own module (not the tools module
+// the go.work joins) that are not commands and have no internal, examples
+// or doormanpb element in their path (doormanpb is generated protobuf code).
+func publicPackages(root string) ([]string, error) {
+	mod, err := modulePath(root)
+	if err != nil {
+		return nil, err
+	}
+	out, err := goCmd(root, "list", "-f", "{{.ImportPath}}\t{{.Name}}\t{{with .Module}}{{.Path}}{{end}}", "./...")
+	if err != nil {
+		return nil, err
+	}
+	var pkgs []string
+	for line := range strings.Lines(string(out)) {
+		f := strings.Split(strings.TrimSuffix(line, "\n"), "\t")
+		if len(f) != 3 {
+			return nil, fmt.Errorf("go list: unexpected line %q", line)
+		}
+		path, name, pkgMod := f[0], f[1], f[2]
+		if pkgMod != mod || name == "main" || !public(path) {
+			continue
+		}
+		pkgs = append(pkgs, path)
+	}
+	if len(pkgs) == 0 {
+		return nil, fmt.Errorf("go list ./... in %s: no public package of %s", root, mod)
+	}
+	slices.Sort(pkgs)
+	return pkgs, nil
+}
+
+func public(path string) bool {
+	for _, elem := range strings.Split(path, "/") {
+		switch elem {
+		case "internal", "examples", "doormanpb", "testdata":
+			return false
+		}
+	}
+	return true
+}
+
+// load type-checks nothing itself: it reads each package's compiled export
+// data, which `go list -export` builds (or finds in the build cache) for
+// the packages and everything they import, and which holds every exported
+// declaration with its full type.
+func load(root string, pkgs []string) ([]*types.Package, error) {
+	args := append([]string{"list", "-deps", "-export", "-f", "{{if .Export}}{{.ImportPath}}\t{{.Export}}{{end}}"}, pkgs...)
+	out, err := goCmd(root, args...)
+	if err != nil {
+		return nil, err
+	}
+	exports := map[string]string{}
+	for line := range strings.Lines(string(out)) {
+		path, file, ok := strings.Cut(strings.TrimSuffix(line, "\n"), "\t")
+		if !ok {
+			return nil, fmt.Errorf("go list -export: unexpected line %q", line)
+		}
+		exports[path] = file
+	}
+	lookup := func(path string) (io.ReadCloser, error) {
+		file, ok := exports[path]
+		if !ok {
+			return nil, fmt.Errorf("no export data for %s", path)
+		}
+		return os.Open(file)
+	}
+	// One importer for all, so that a type two packages share is one
+	// *types.Named.
+	imp := importer.ForCompiler(token.NewFileSet(), "gc", lookup)
+	var loaded []*types.Package
+	for _, path := range pkgs {
+		pkg, err := imp.Import(path)
+		if err != nil {
+			return nil, fmt.Errorf("reading the export data of %s: %v", path, err)
+		}
+		loaded = append(loaded, pkg)
+	}
+	return loaded, nil
+}
