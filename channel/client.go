@@ -97,12 +97,14 @@ func WithMethods(methods ...string) ClientOption {
 	return func(o *clientOptions) { o.methods = append(o.methods, methods...) }
 }
 
-// NewClient returns the Channel's Client for service, the TChannel service
-// name its servers serve under. Options are validated; an invalid one is an
-// error naming it, and nothing is started. Without WithResolver the Client
-// has no peers until SetPeers or AddPeer gives it some: its calls fail
-// NO_PEERS meanwhile.
-func (c *Channel) NewClient(service string, opts ...ClientOption) (*Client, error) {
+// NewClient returns the Channel's Client for target, the TChannel service
+// name its servers serve under (the one place a Channel takes a service
+// name, as grpc-go's NewClient takes its target). Options are validated;
+// an invalid one is an error naming it, and nothing is started. Without
+// WithResolver the Client has no peers until SetPeers or AddPeer gives it
+// some: its calls fail NO_PEERS meanwhile.
+func (c *Channel) NewClient(target string, opts ...ClientOption) (*Client, error) {
+	service := target
 	if service == "" {
 		return nil, errors.New("channel: NewClient: the service name is empty; name the TChannel service to call")
 	}
