@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluice-rpc/sluice/hedge"
@@ -154,14 +155,26 @@ func fieldError(path string, err error) error {
 	return &Error{Path: path, Rule: "is invalid", Err: err}
 }
 
+// jsonField spells a FieldError's Go field path ("Policy.Adaptive.Quantile")
+// as the service config does ("adaptiveDelay.quantile"): the type's name
+// dropped, each name lower-cased, and the few names that differ renamed.
 func jsonField(f string) string {
-	switch f {
-	case "retryableCodes":
-		return "retryableStatusCodes"
-	case "nonFatalCodes":
-		return "nonFatalStatusCodes"
+	_, f, _ = strings.Cut(f, ".")
+	parts := strings.Split(f, ".")
+	for i, p := range parts {
+		switch p {
+		case "RetryableCodes":
+			p = "retryableStatusCodes"
+		case "NonFatalCodes":
+			p = "nonFatalStatusCodes"
+		case "Adaptive":
+			p = "adaptiveDelay"
+		default:
+			p = strings.ToLower(p[:1]) + p[1:]
+		}
+		parts[i] = p
 	}
-	return f
+	return strings.Join(parts, ".")
 }
 
 func nameJSON(n Name) string {

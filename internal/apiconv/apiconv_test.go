@@ -486,7 +486,6 @@ func resolves(typ reflect.Type, path string) bool {
 	return true
 }
 
-
 // numericLeaves returns the paths of the signed numeric fields of typ,
 // descending into struct fields (not pointers or collections).
 func numericLeaves(typ reflect.Type, prefix []string, depth int) [][]string {
