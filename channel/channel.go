@@ -16,6 +16,7 @@ import (
 	"github.com/opentracing/opentracing-go"
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/discovery"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
@@ -259,8 +260,8 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.busy.Clock != nil {
-		return nil, errors.New("channel: WithBusyConfig: Clock is set, must be nil: the busy limiters run on the Channel's clock (WithClock)")
+	if o.busy.Clock != nil && !config.Same(o.busy.Clock, o.clock) {
+		return nil, errors.New("channel: WithBusyConfig: Clock must be nil or the Channel's clock (WithClock): the busy limiters run on it")
 	}
 	if err := o.busy.Validate(); err != nil {
 		return nil, fmt.Errorf("channel: WithBusyConfig: %w", err)
@@ -301,7 +302,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	if o.resolverDup != "" {
 		return nil, fmt.Errorf("channel: WithResolver names service %q twice; a service has one resolver", o.resolverDup)
 	}
-	if err := o.shutdown.validate(); err != nil {
+	if err := o.shutdown.Validate(); err != nil {
 		return nil, err
 	}
 	for svc, g := range o.leases {

@@ -76,7 +76,8 @@ type ShutdownConfig struct {
 	Quiet time.Duration
 }
 
-func (s ShutdownConfig) validate() error {
+// Validate reports the first field that breaks its rule, or nil.
+func (s ShutdownConfig) Validate() error {
 	if s.Quiet < 0 {
 		return fmt.Errorf("channel: WithShutdown: Quiet is %v, must be >= 0 (0: %v)", s.Quiet, DefaultShutdownQuiet)
 	}

@@ -126,8 +126,13 @@ type PeerLimits struct {
 // Channel hold. Default: the zero PeerLimits.
 func WithPeerLimits(l PeerLimits) Option { return func(o *options) { o.peerLimits = l } }
 
+// Validate reports the first field that breaks its rule, or nil. New also
+// checks the limits against the Channel's maximum request size
+// (WithMaxRequestSize).
+func (l PeerLimits) Validate() error { return l.validate(0) }
+
 // validate reports the first field that breaks its rule, given the
-// Channel's maximum request size.
+// Channel's maximum request size (0: none).
 func (l PeerLimits) validate(maxRequest int64) error {
 	g := l.guardLimits(maxRequest)
 	switch {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/opentracing/opentracing-go"
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/tchconn"
 	"github.com/sluice-rpc/sluice/shed"
 	"github.com/sluice-rpc/sluice/stats"
@@ -424,8 +425,8 @@ type ShedConfig struct {
 	// concurrency limit that follows the handlers' measured latency (see
 	// package shed): one limit per method, so that the latencies of
 	// different methods do not mix, unless AdaptiveShared is set.
-	// &shed.Config{}, the defaults, is a good start. Its Clock must be nil:
-	// the limits run on the Channel's clock (WithClock).
+	// &shed.Config{}, the defaults, is a good start. Its Clock, nil or
+	// the Channel's (WithClock): one clock times a Channel.
 	Adaptive *shed.Config
 	// AdaptiveShared makes one adaptive limit for all the Channel's
 	// methods, for handlers that share one resource.
@@ -454,9 +455,6 @@ func (s ShedConfig) Validate() error {
 		return errors.New("channel: ShedConfig.AdaptiveShared is set without Adaptive; set Adaptive too")
 	}
 	if s.Adaptive != nil {
-		if s.Adaptive.Clock != nil {
-			return errors.New("channel: ShedConfig.Adaptive.Clock is set, must be nil: the limits run on the Channel's clock (WithClock)")
-		}
 		if err := s.Adaptive.Validate(); err != nil {
 			return fmt.Errorf("channel: ShedConfig.Adaptive: %w", err)
 		}
@@ -484,6 +482,9 @@ func newShedder(cfg ShedConfig, clk clock.Clock) (*shedder, error) {
 	s := &shedder{cfg: cfg}
 	if cfg.Adaptive != nil {
 		s.adaptive = *cfg.Adaptive
+		if s.adaptive.Clock != nil && !config.Same(s.adaptive.Clock, clk) {
+			return nil, config.Errorf("channel", "ShedConfig.Adaptive.Clock", config.Verbatim(fmt.Sprintf("%T", s.adaptive.Clock)), "must be nil or the Channel's clock (WithClock)")
+		}
 		s.adaptive.Clock = clk
 	}
 	if cfg.MaxRPS > 0 {

@@ -237,8 +237,8 @@ func TestShedConfigValidate(t *testing.T) {
 		want string
 	}{
 		{ShedConfig{AdaptiveShared: true, MaxRPS: 1}, "AdaptiveShared is set without Adaptive"},
-		{ShedConfig{Adaptive: &shed.Config{Buffer: math.NaN()}}, "channel: ShedConfig.Adaptive: shed: Buffer is NaN"},
-		{ShedConfig{Adaptive: &shed.Config{Clock: clock.Real}}, "channel: ShedConfig.Adaptive.Clock is set, must be nil"},
+		{ShedConfig{Adaptive: &shed.Config{Buffer: math.NaN()}}, "channel: ShedConfig.Adaptive: shed: Config.Buffer is NaN"},
+		{ShedConfig{Adaptive: &shed.Config{Clock: clock.NewFake(time.Unix(0, 0))}}, "channel: ShedConfig.Adaptive.Clock is *clock.Fake, must be nil or the Channel's clock"},
 		{ShedConfig{}, "set MaxRPS, MaxInFlight or Adaptive"},
 	} {
 		_, err := New("kv", WithShedding(c.cfg))

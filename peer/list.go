@@ -2,7 +2,6 @@ package peer
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -12,6 +11,7 @@ import (
 	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/stats"
 )
 
@@ -62,9 +62,9 @@ type ListConfig struct {
 	// names the peers' metrics.
 	Service string
 	// Busy configures each peer's busy limiter; the zero value means the
-	// design's defaults (see busy.Config). Its Clock must be nil: the
-	// limiters run on the List's Clock, whose readings the List passes
-	// them.
+	// design's defaults (see busy.Config). Its Clock, nil or the List's
+	// Clock: the limiters run on the List's Clock, whose readings the
+	// List passes them.
 	Busy busy.Config
 	// Clock is the time source of the List and of its peers' busy
 	// limiters; nil means clock.Real.
@@ -87,11 +87,15 @@ type ListConfig struct {
 
 // Validate reports the first rule c breaks, or nil.
 func (c ListConfig) Validate() error {
-	if c.Busy.Clock != nil {
-		return errors.New("peer: ListConfig.Busy.Clock is set, must be nil: the peers' limiters run on ListConfig.Clock")
+	own := c.Clock
+	if own == nil {
+		own = clock.Real
+	}
+	if c.Busy.Clock != nil && !config.Same(c.Busy.Clock, own) {
+		return config.Errorf("peer", "ListConfig.Busy.Clock", config.Verbatim(fmt.Sprintf("%T", c.Busy.Clock)), "must be nil or ListConfig.Clock: the peers' limiters run on the List's clock")
 	}
 	if err := c.Busy.Validate(); err != nil {
-		return fmt.Errorf("peer: ListConfig.Busy: %w", err)
+		return config.Nest(err, "peer", "ListConfig.Busy")
 	}
 	if err := c.Balance.Validate(); err != nil {
 		return fmt.Errorf("peer: ListConfig.Balance: %w", err)

@@ -37,8 +37,8 @@ func TestListConfigValidate(t *testing.T) {
 		cfg  ListConfig
 		want string
 	}{
-		{ListConfig{Busy: busy.Config{Clock: clock.Real}}, "peer: ListConfig.Busy.Clock is set, must be nil"},
-		{ListConfig{Busy: busy.Config{MaxHalvings: -1}}, "peer: ListConfig.Busy: busy: MaxHalvings is -1"},
+		{ListConfig{Busy: busy.Config{Clock: clock.NewFake(time.Unix(0, 0))}}, "peer: ListConfig.Busy.Clock is *clock.Fake, must be nil or ListConfig.Clock"},
+		{ListConfig{Busy: busy.Config{MaxHalvings: -1}}, "peer: ListConfig.Busy.MaxHalvings is -1"},
 	} {
 		if _, err := NewList(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("NewList(%+v) = %v, want %q", tt.cfg, err, tt.want)

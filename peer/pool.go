@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber/tchannel-go"
 )
@@ -94,8 +95,8 @@ func (c ConnectConfig) Validate() error {
 	if b == (backoff.Exponential{}) {
 		return nil // the default
 	}
-	if err := b.Validate("peer: ConnectConfig.Backoff"); err != nil {
-		return err
+	if err := b.Validate(); err != nil {
+		return config.Nest(err, "peer", "ConnectConfig.Backoff")
 	}
 	if b.Jitter != backoff.ProportionalJitter {
 		return fmt.Errorf("peer: ConnectConfig.Backoff.Jitter is %v, must be proportional (backoff.ProportionalJitter): connects are spread around the schedule, not drawn below it", b.Jitter)

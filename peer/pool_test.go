@@ -620,7 +620,7 @@ func TestConnectConfigValidate(t *testing.T) {
 		want string
 	}{
 		{ConnectConfig{Timeout: -1}, "Timeout is -1ns, must be >= 0"},
-		{ConnectConfig{Backoff: backoff.Exponential{Initial: time.Second}}, "must have 0 < Initial <= Max"},
+		{ConnectConfig{Backoff: backoff.Exponential{Initial: time.Second}}, "peer: ConnectConfig.Backoff.Max is 0s, must be >= Initial (1s)"},
 		{ConnectConfig{Backoff: backoff.Exponential{Initial: time.Second, Max: time.Minute, Multiplier: 0.5}}, "Multiplier is 0.5, must be a finite number >= 1"},
 		{ConnectConfig{Backoff: backoff.Exponential{Initial: time.Second, Max: time.Minute, Multiplier: 2, Spread: 1}}, "Spread is 1, must be in [0, 1)"},
 		{ConnectConfig{Backoff: backoff.Exponential{Initial: time.Second, Max: time.Minute, Multiplier: 2}}, "Jitter is full, must be proportional"},

@@ -47,12 +47,6 @@ type Config struct {
 	// configuration (retry.NewThrottle makes the bucket), or nil when the
 	// config has none.
 	RetryThrottling *retry.ThrottleConfig
-	// BusyThrottling is the raw "busyThrottling" section, or nil. The
-	// busy-throttling package parses it.
-	BusyThrottling json.RawMessage
-	// Lease is the raw "lease" section, or nil. The leasing package
-	// parses it.
-	Lease json.RawMessage
 	// Balancing is the "balancing" section: how each service's calls are
 	// shared among its peers (see Balancing and BalancingFor).
 	Balancing []Balancing

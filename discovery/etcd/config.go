@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/discovery"
+	cfgerr "github.com/sluice-rpc/sluice/internal/config"
 )
 
 const (
@@ -227,7 +228,7 @@ func validateBackoff(config string, b backoff.Exponential) error {
 	if b == (backoff.Exponential{}) {
 		return nil // DefaultBackoff()
 	}
-	return b.Validate("etcd: " + config + ".Backoff")
+	return cfgerr.Nest(b.Validate(), "etcd", config+".Backoff")
 }
 
 // normalizePrefix drops prefix's trailing slashes.

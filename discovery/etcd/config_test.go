@@ -31,7 +31,7 @@ func TestResolverConfigValidate(t *testing.T) {
 		{"negative timeout", func(c *etcd.ResolverConfig) { c.Timeout = -1 }, "ResolverConfig.Timeout is -1ns, must be >= 0 (0 means 5s)"},
 		{"backoff max below initial", func(c *etcd.ResolverConfig) {
 			c.Backoff = backoff.Exponential{Initial: time.Second, Max: time.Millisecond, Multiplier: 2}
-		}, "ResolverConfig.Backoff is 1s..1ms"},
+		}, "etcd: ResolverConfig.Backoff.Max is 1ms, must be >= Initial (1s)"},
 		{"backoff multiplier", func(c *etcd.ResolverConfig) {
 			c.Backoff = backoff.Exponential{Initial: time.Second, Max: time.Second, Multiplier: 0.5}
 		}, "ResolverConfig.Backoff.Multiplier is 0.5"},
@@ -74,7 +74,7 @@ func TestRegistrarConfigValidate(t *testing.T) {
 		{"weight above the most", func(c *etcd.RegistrarConfig) { c.Weight = 2e9 }, "RegistrarConfig.Weight is 2e+09, must be 0"},
 		{"NaN weight", func(c *etcd.RegistrarConfig) { c.Weight = math.NaN() }, "RegistrarConfig.Weight is NaN"},
 		{"metadata not JSON", func(c *etcd.RegistrarConfig) { c.Metadata = map[string]any{"f": func() {}} }, "RegistrarConfig.Metadata cannot be written as JSON"},
-		{"backoff", func(c *etcd.RegistrarConfig) { c.Backoff = backoff.Exponential{Initial: -1} }, "RegistrarConfig.Backoff is"},
+		{"backoff", func(c *etcd.RegistrarConfig) { c.Backoff = backoff.Exponential{Initial: -1} }, "etcd: RegistrarConfig.Backoff.Initial is -1ns, must be > 0"},
 	}
 	for _, tt := range tests {
 		c := ok

@@ -8,6 +8,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -77,3 +78,20 @@ func Nest(err error, pkg, path string) error {
 	}
 	return &FieldError{Package: pkg, Field: path + rest, Value: fe.Value, Rule: fe.Rule}
 }
+
+// Same reports whether a and b are the same value (the same clock, say),
+// false rather than a panic when their dynamic type is not comparable.
+func Same(a, b any) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+	return ta == tb && ta.Comparable() && a == b
+}
+
+// Verbatim is a value Text spells as it is, unquoted: a type's name
+// ("*clock.Fake") where the value itself cannot be printed.
+type Verbatim string
+
+// String returns v.
+func (v Verbatim) String() string { return string(v) }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
-	"math/rand/v2"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -66,13 +65,13 @@ type Config struct {
 	Repository *Repository
 	// Clock is the time source; nil means the wall clock.
 	Clock clock.Clock
-	// Rand draws the jitter of the backoffs after failed refreshes from
-	// the parent and failed elections; nil means math/rand/v2's global
-	// source. A simulation passes a seeded one to be reproducible. The
-	// server draws from it under a lock of its own, so the source must not
-	// be shared with another server or a client (a *rand.Rand is not safe
-	// for concurrent use): give each its own.
-	Rand *rand.Rand
+	// Rand returns uniform numbers in [0, 1) for the jitter of the backoffs
+	// after failed refreshes from the parent and failed elections; nil
+	// means math/rand/v2's Float64. A simulation passes a seeded source's
+	// Float64 to be reproducible. The server calls it under a lock of its
+	// own, so it need not be safe for concurrent use, but must not be
+	// shared with another server or a client: give each its own.
+	Rand func() float64
 	// Scope receives the server's metrics; nil means tally.NoopScope.
 	Scope tally.Scope
 	// Address is the address the server advertises as master in Discovery
@@ -179,7 +178,7 @@ type Config struct {
 }
 
 // Validate reports the first thing wrong with c.
-func (c *Config) Validate() error {
+func (c Config) Validate() error {
 	if c.Repository == nil && c.Parent == "" {
 		return errors.New("server: Config.Repository is nil, a resource repository is required (only an intermediate, with a Parent, may have none)")
 	}

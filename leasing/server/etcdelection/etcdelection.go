@@ -61,7 +61,7 @@ type Config struct {
 }
 
 // Validate reports the first thing wrong with c.
-func (c *Config) Validate() error {
+func (c Config) Validate() error {
 	if c.Client == nil && len(c.Endpoints) == 0 {
 		return errors.New("etcdelection: Config.Endpoints is empty, want etcd's client URLs")
 	}
