@@ -248,8 +248,8 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		resources: make(map[string]*Resource),
 		master: master.Finder{Addr: cfg.Addr, Dial: cfg.Dial, DialOptions: cfg.DialOptions, RPCTimeout: cfg.RPCTimeout,
 			MaxRedirects: cfg.MaxRedirects, Prefix: "leasing"},
-		wake: make(chan struct{}, 1),
-		done: make(chan struct{}),
+		wake:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
 		rand:    cfg.Rand,
 		backoff: cfg.Backoff,
 	}

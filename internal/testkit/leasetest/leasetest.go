@@ -25,7 +25,7 @@ type Client struct {
 func NewClient(t testing.TB, addr, id, resource string, wants float64, minRefresh time.Duration) *Client {
 	t.Helper()
 	c, err := leasing.NewClient(leasing.ClientConfig{Addr: addr, ID: id, MinRefreshInterval: minRefresh,
-		Backoff: backoff.Exponential{Initial: 100 * time.Millisecond, Max: 500 * time.Millisecond, Multiplier: 2, Jitter: backoff.EqualJitter},
+		Backoff:    backoff.Exponential{Initial: 100 * time.Millisecond, Max: 500 * time.Millisecond, Multiplier: 2, Jitter: backoff.EqualJitter},
 		RPCTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
