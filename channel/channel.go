@@ -281,7 +281,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	if err := validateResponseBudget(&o); err != nil {
 		return nil, err
 	}
-	if err := o.peerLimits.validate(o.maxRequest); err != nil {
+	if err := o.peerLimits.validateFor(o.maxRequest); err != nil {
 		return nil, err
 	}
 	if err := validateMiddleware(&o); err != nil {

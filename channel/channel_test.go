@@ -465,7 +465,6 @@ func TestInvalidOptionsNameTheOption(t *testing.T) {
 		{"timeout", "c", []Option{WithDefaultTimeout(-time.Second)}, "WithDefaultTimeout is -1s"},
 		{"nil clock", "c", []Option{WithClock(nil)}, "WithClock is nil"},
 		{"shed negative", "c", []Option{WithShedding(ShedConfig{MaxRPS: -1})}, "MaxRPS is -1"},
-		{"shed empty", "c", []Option{WithShedding(ShedConfig{})}, "sets no limit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -232,10 +232,16 @@ func TestPacingFailsFastPastMaxDelay(t *testing.T) {
 }
 
 func TestPacingOptionValidated(t *testing.T) {
-	_, err := New("c", WithPacing("kv", PacingConfig{}))
-	if err == nil || !strings.Contains(err.Error(), "MaxDelay is 0s") {
-		t.Errorf("New error = %v, want an error containing %q", err, "MaxDelay is 0s")
+	_, err := New("c", WithPacing("kv", PacingConfig{MaxDelay: -time.Second}))
+	if want := "channel: PacingConfig.MaxDelay is -1s, must be >= 0"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("New error = %v, want an error containing %q", err, want)
 	}
+	// The zero PacingConfig is the null pacer with DefaultPacingMaxDelay.
+	ch, err := New("c", WithPacing("kv", PacingConfig{}))
+	if err != nil {
+		t.Fatalf("New(WithPacing(PacingConfig{})) = %v, want nil", err)
+	}
+	ch.Close()
 	_, err = New("c", WithPacing("kv", PacingConfig{MaxDelay: time.Second, Pacer: pacing.Config{Strategy: "nope"}}))
 	if err == nil || !strings.Contains(err.Error(), "Pacer") {
 		t.Errorf("New error = %v, want an error containing %q", err, "Pacer")

@@ -236,16 +236,23 @@ func TestShedConfigValidate(t *testing.T) {
 		cfg  ShedConfig
 		want string
 	}{
-		{ShedConfig{AdaptiveShared: true, MaxRPS: 1}, "AdaptiveShared is set without Adaptive"},
-		{ShedConfig{Adaptive: &shed.Config{Buffer: math.NaN()}}, "channel: ShedConfig.Adaptive: shed: Config.Buffer is NaN"},
+		{ShedConfig{AdaptiveShared: true, MaxRPS: 1}, "channel: ShedConfig.AdaptiveShared is true, needs Adaptive set"},
+		{ShedConfig{Adaptive: &shed.Config{Buffer: math.NaN()}}, "channel: ShedConfig.Adaptive.Buffer is NaN"},
 		{ShedConfig{Adaptive: &shed.Config{Clock: clock.NewFake(time.Unix(0, 0))}}, "channel: ShedConfig.Adaptive.Clock is *clock.Fake, must be nil or the Channel's clock"},
-		{ShedConfig{}, "set MaxRPS, MaxInFlight or Adaptive"},
+		{ShedConfig{MaxRPS: 1, Pushback: -time.Second}, "channel: ShedConfig.Pushback is -1s, must be >= 0 (NoRetry tells clients not to retry)"},
+		{ShedConfig{MaxRPS: 1, Pushback: time.Second, NoRetry: true}, "channel: ShedConfig.Pushback is 1s, must be 0 when NoRetry is set"},
 	} {
 		_, err := New("kv", WithShedding(c.cfg))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New(WithShedding(%+v)) = %v, want an error containing %q", c.cfg, err, c.want)
 		}
 	}
+	// The zero ShedConfig is valid and sheds nothing.
+	ch, err := New("kv", WithShedding(ShedConfig{}))
+	if err != nil {
+		t.Fatalf("New(WithShedding(ShedConfig{})) = %v, want nil", err)
+	}
+	ch.Close()
 }
 
 // TestAdaptiveLimitOnARealServer drives a server whose handler has N

@@ -82,6 +82,7 @@ type structType struct {
 	pkg     string // import path relative to the module ("busy", "leasing/server")
 	pkgName string
 	name    string
+	doc     string
 	fields  []field
 	methods map[string]method
 	pos     string
@@ -135,7 +136,11 @@ func library(t *testing.T) map[string]*structType {
 					if !ok {
 						continue
 					}
-					s := &structType{pkg: pkg, pkgName: f.Name.Name, name: ts.Name.Name, pos: fset.Position(ts.Pos()).String()}
+					doc := ts.Doc.Text()
+					if doc == "" {
+						doc = decl.Doc.Text()
+					}
+					s := &structType{pkg: pkg, pkgName: f.Name.Name, name: ts.Name.Name, doc: doc, pos: fset.Position(ts.Pos()).String()}
 					for _, fl := range st.Fields.List {
 						doc := fl.Doc.Text() + fl.Comment.Text()
 						typ := exprString(fset, fl.Type)
@@ -232,7 +237,9 @@ func configs(t *testing.T, types map[string]*structType) []*structType {
 	for _, s := range types {
 		_, v1 := s.methods["Validate"]
 		_, v2 := s.methods["validate"]
-		if configName.MatchString(s.name) || v1 || v2 {
+		// A struct without exported fields (hedge.Budget) is a running
+		// object, not something a user fills in.
+		if (configName.MatchString(s.name) || v1 || v2) && len(s.fields) > 0 {
 			add(s)
 		}
 	}
@@ -307,9 +314,40 @@ func TestRegistryIsCurrent(t *testing.T) {
 	}
 }
 
-// Negative sentinels: a field documented as giving a negative value a
-// meaning other than "invalid".
-var negativeSentinel = regexp.MustCompile(`(?i)(negative|< ?0|-1)( value)?( \w+)?,? (means|disables|turns|keeps|for|gives|is unlimited|: )`)
+// negativeSentinel finds, in a doc comment, a sentence that gives a
+// negative value a meaning ("a negative value turns it off", "negative,
+// none") rather than calling it invalid.
+func negativeSentinel(doc string) string {
+	for _, sentence := range regexp.MustCompile(`[.;]\s`).Split(strings.Join(strings.Fields(doc), " "), -1) {
+		l := strings.ToLower(sentence)
+		if !strings.Contains(l, "negative") && !strings.Contains(l, "< 0 means") && !strings.Contains(l, "-1 means") {
+			continue
+		}
+		if strings.Contains(l, "must not be negative") || strings.Contains(l, "non-negative") ||
+			strings.Contains(l, "cannot be negative") || strings.Contains(l, "never negative") {
+			continue
+		}
+		return sentence
+	}
+	return ""
+}
+
+// fieldExceptions are fields that break one of the static rules below on
+// purpose, each with the reason.
+var fieldExceptions = map[string]string{
+	// A Channel makes one stats.Recorder and hands it to every peer list
+	// and to its pool, so that the bound on per-peer series holds across
+	// them; a Scope per list would make a Recorder (and a bound) each.
+	// Package peer is the Channel's machinery (issue 36 moves it to
+	// internal/); the public boundaries (channel.WithScope, leasing,
+	// discovery, the Doorman server) take a tally.Scope.
+	"peer.ListConfig.Recorder": "the Channel's shared Recorder",
+	"peer.PoolConfig.Recorder": "the Channel's shared Recorder",
+	// gRPC's retryPolicy, field for field (gRFC A6); Policy.Backoff()
+	// returns the backoff.Exponential every wait is drawn from.
+	"retry.Policy.InitialBackoff": "gRPC's retryPolicy field",
+	"retry.Policy.MaxBackoff":     "gRPC's retryPolicy field",
+}
 
 // TestStaticConventions checks what the source says: an exported
 // value-receiver Validate() error and no unexported validate, no negative
@@ -329,9 +367,15 @@ func TestStaticConventions(t *testing.T) {
 			if _, ok := s.methods["validate"]; ok {
 				t.Errorf("%s has an unexported validate: export it as Validate() error", s.key())
 			}
+			if m := negativeSentinel(s.doc); m != "" {
+				t.Errorf("%s gives a negative value a meaning (%q): make it an explicit field (a bool or a named mode) whose zero is the default", s.key(), m)
+			}
 			for _, f := range s.fields {
-				if m := negativeSentinel.FindString(f.doc); m != "" {
+				if m := negativeSentinel(f.doc); m != "" {
 					t.Errorf("%s.%s gives a negative value a meaning (%q): make it an explicit field (a bool or a named mode) whose zero is the default", s.key(), f.name, m)
+				}
+				if _, ok := fieldExceptions[s.key()+"."+f.name]; ok {
+					continue
 				}
 				switch {
 				case f.typ == "clock.Clock" && f.name != "Clock",
@@ -341,7 +385,7 @@ func TestStaticConventions(t *testing.T) {
 				case f.name == "Rand" && f.typ != "func() float64",
 					strings.Contains(f.typ, "rand.Rand"), strings.Contains(f.typ, "rand.Source"):
 					t.Errorf("%s.%s (%s): randomness comes through a field Rand func() float64, nil meaning math/rand/v2's Float64", s.key(), f.name, f.typ)
-				case strings.Contains(f.name, "Backoff") && f.typ != "backoff.Exponential" && !(s.key() == "retry.Policy"):
+				case strings.Contains(f.name, "Backoff") && f.typ != "backoff.Exponential":
 					t.Errorf("%s.%s (%s): a backoff is a backoff.Exponential", s.key(), f.name, f.typ)
 				case strings.Contains(f.typ, "stats.Recorder"), f.name == "Recorder",
 					f.name == "Scope" && f.typ != "tally.Scope":
