@@ -36,10 +36,10 @@ func TestConnectBudgetTurns(t *testing.T) {
 	want(t0.Add(10*time.Second), false, 0)
 	want(t0.Add(10*time.Second), false, 100*time.Millisecond)
 
-	if newConnectBudget(ConnectBudget{Rate: -1}.withDefaults()) != nil {
-		t.Error("a negative rate made a budget, want none")
+	if newConnectBudget(ConnectBudget{Disabled: true}.withDefaults()) != nil {
+		t.Error("a disabled budget made a budget, want none")
 	}
-	for _, bad := range []ConnectBudget{{Burst: -1}, {Rate: 1e-9}} {
+	for _, bad := range []ConnectBudget{{Burst: -1}, {Rate: 1e-9}, {Rate: -1}} {
 		if err := (ConnectConfig{Budget: bad}).Validate(); err == nil {
 			t.Errorf("ConnectConfig{Budget: %+v}.Validate() = nil, want an error", bad)
 		}

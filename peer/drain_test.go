@@ -71,7 +71,7 @@ func startGuardedServer(t *testing.T) (*tchannel.Channel, *guardedListener) {
 // TransientFailure, failing nothing; its handshake keeps saying so, and
 // the peer is never Ready again while it does.
 func TestConnectorDrainsWhenTheServerAsks(t *testing.T) {
-	f := newFixture(t, ConnectConfig{HealthCheck: HealthCheck{Interval: -1}}, tchannel.ChannelOptions{})
+	f := newFixture(t, ConnectConfig{HealthCheck: HealthCheck{Disabled: true}}, tchannel.ChannelOptions{})
 	s, l := startGuardedServer(t)
 	p := f.add(s.PeerInfo().HostPort)
 	f.waitState(p, Ready)

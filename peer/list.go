@@ -98,7 +98,7 @@ func (c ListConfig) Validate() error {
 		return config.Nest(err, "peer", "ListConfig.Busy")
 	}
 	if err := c.Balance.Validate(); err != nil {
-		return fmt.Errorf("peer: ListConfig.Balance: %w", err)
+		return config.Nest(err, "peer", "ListConfig.Balance")
 	}
 	return nil
 }

@@ -624,8 +624,12 @@ func TestConnectConfigValidate(t *testing.T) {
 		{ConnectConfig{Backoff: backoff.Exponential{Initial: time.Second, Max: time.Minute, Multiplier: 0.5}}, "Multiplier is 0.5, must be a finite number >= 1"},
 		{ConnectConfig{Backoff: backoff.Exponential{Initial: time.Second, Max: time.Minute, Multiplier: 2, Spread: 1}}, "Spread is 1, must be in [0, 1)"},
 		{ConnectConfig{Backoff: backoff.Exponential{Initial: time.Second, Max: time.Minute, Multiplier: 2}}, "Jitter is full, must be proportional"},
-		{ConnectConfig{HealthCheck: HealthCheck{Interval: time.Second}}, "must have Timeout > 0 and Failures >= 1"},
-		{ConnectConfig{HealthCheck: HealthCheck{Interval: time.Second, Timeout: time.Second}}, "must have Timeout > 0 and Failures >= 1"},
+		{ConnectConfig{HealthCheck: HealthCheck{Interval: time.Second}}, "peer: ConnectConfig.HealthCheck.Timeout is 0s, must be > 0"},
+		{ConnectConfig{HealthCheck: HealthCheck{Interval: time.Second, Timeout: time.Second}}, "peer: ConnectConfig.HealthCheck.Failures is 0, must be >= 1"},
+		{ConnectConfig{HealthCheck: HealthCheck{Timeout: time.Second, Failures: 1}}, "peer: ConnectConfig.HealthCheck.Interval is 0s, must be > 0"},
+		{ConnectConfig{HealthCheck: HealthCheck{Interval: time.Second, Disabled: true}}, "peer: ConnectConfig.HealthCheck.Disabled is true, must have Interval, Timeout and Failures 0"},
+		{ConnectConfig{Budget: ConnectBudget{Rate: -1}}, "peer: ConnectConfig.Budget.Rate is -1, must be 0 or a finite number >= 0.001"},
+		{ConnectConfig{Budget: ConnectBudget{Rate: 1, Disabled: true}}, "peer: ConnectConfig.Budget.Disabled is true, must have Rate and Burst 0"},
 	} {
 		err := tt.cfg.Validate()
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -635,7 +639,7 @@ func TestConnectConfigValidate(t *testing.T) {
 			t.Errorf("NewPool accepted %+v", tt.cfg)
 		}
 	}
-	for _, ok := range []ConnectConfig{{}, {HealthCheck: HealthCheck{Interval: -1}}, {Backoff: DefaultConnectBackoff(), HealthCheck: DefaultHealthCheck()}} {
+	for _, ok := range []ConnectConfig{{}, {HealthCheck: HealthCheck{Disabled: true}}, {Budget: ConnectBudget{Disabled: true}}, {Backoff: DefaultConnectBackoff(), HealthCheck: DefaultHealthCheck()}} {
 		if err := ok.Validate(); err != nil {
 			t.Error(err)
 		}
