@@ -74,8 +74,8 @@ type PeerLimits struct {
 	// MinReadRate, in bytes a second, is the least pace at which a peer
 	// with answers waiting for it throughout WriteTimeout must take them
 	// (see WriteTimeout). A peer that reads as fast as answers come is
-	// never measured. 0 means 128 KiB a second (1 Mbit/s); a negative
-	// value asks no pace, only that some write ends within WriteTimeout.
+	// never measured. 0 means 128 KiB a second (1 Mbit/s); Off.MinReadRate
+	// asks no pace, only that some write ends within WriteTimeout.
 	MinReadRate int64
 	// StallTimeout drops a request whose next fragment has not come for
 	// this long, whatever time to live it claims (its caller gets TIMEOUT,

@@ -345,8 +345,9 @@ var fieldExceptions = map[string]string{
 	"peer.PoolConfig.Recorder": "the Channel's shared Recorder",
 	// gRPC's retryPolicy, field for field (gRFC A6); Policy.Backoff()
 	// returns the backoff.Exponential every wait is drawn from.
-	"retry.Policy.InitialBackoff": "gRPC's retryPolicy field",
-	"retry.Policy.MaxBackoff":     "gRPC's retryPolicy field",
+	"retry.Policy.InitialBackoff":    "gRPC's retryPolicy field",
+	"retry.Policy.MaxBackoff":        "gRPC's retryPolicy field",
+	"retry.Policy.BackoffMultiplier": "gRPC's retryPolicy field",
 }
 
 // TestStaticConventions checks what the source says: an exported
@@ -396,28 +397,76 @@ func TestStaticConventions(t *testing.T) {
 	}
 }
 
+// required lists the configurations whose zero value cannot be valid,
+// with the field their zero value's error must name and why. Each names
+// what to talk to or which policy to follow, something no default can
+// stand for; every other field of theirs has a default.
+var required = map[string]string{
+	// gRPC's retryPolicy, hedgingPolicy and retryThrottling (gRFC A6)
+	// have no defaults: a policy is written out whole, and
+	// serviceconfig.Parse names the missing JSON field.
+	"retry.Policy":          "Policy.MaxAttempts",
+	"retry.ThrottleConfig":  "ThrottleConfig.MaxTokens",
+	"hedge.Policy":          "Policy.MaxAttempts",
+	"hedge.ExecutorConfig":  "ExecutorConfig.Policy.MaxAttempts",
+	"hedge.Adaptive":        "Adaptive.Quantile", // as a policy's adaptiveDelay: quantile, window, floor and cap are required
+	"leasing.ClientConfig":  "ClientConfig.Addr", // the Doorman server
+	"discovery/dns.Config":  "Config.Target",     // the name to resolve
+	"discovery/file.Config": "Config.Path",       // the file to read
+	// The etcd client to read or write through.
+	"discovery/etcd.ResolverConfig":      "ResolverConfig.Client",
+	"discovery/etcd.RegistrarConfig":     "RegistrarConfig.Client",
+	"leasing/server/etcdelection.Config": "Config.Endpoints",
+	// The resources a root Doorman server hands out.
+	"leasing/server.Config": "Config.Repository",
+	// The resolver to run and the function to hand its sets to.
+	"discovery.WatcherConfig": "WatcherConfig.Resolver",
+	// The TLS configuration: a Channel without TLS takes no ServerTLS or
+	// ClientTLS at all.
+	"channel.ServerTLS": "ServerTLS.Config",
+	"channel.ClientTLS": "ClientTLS.Config",
+}
+
 // validator is the method every configuration has.
 type validator interface{ Validate() error }
 
-// TestZeroValid checks that the zero value of every configuration validates:
-// zero means the defaults.
+// TestZeroValid checks that the zero value of every configuration validates
+// (zero means the defaults), or, for those in required, fails naming the
+// required field.
 func TestZeroValid(t *testing.T) {
+	for k := range required {
+		if _, ok := zeros[k]; !ok {
+			t.Errorf("required names %s, which is not a configuration type any more: remove it", k)
+		}
+	}
 	for _, k := range sortedKeys() {
 		v, ok := zeros[k].(validator)
 		if !ok {
 			t.Errorf("%s has no value-receiver Validate() error", k)
 			continue
 		}
-		if err := v.Validate(); err != nil {
+		err := v.Validate()
+		field, req := required[k]
+		switch {
+		case !req && err != nil:
 			t.Errorf("%s{}.Validate() = %v, want nil: the zero value is the defaults", k, err)
+		case req && err == nil:
+			t.Errorf("%s{}.Validate() = nil, but required says it needs %s: remove it from required", k, field)
+		case req:
+			var fe *config.FieldError
+			if !errors.As(err, &fe) || fe.Field != field {
+				t.Errorf("%s{}.Validate() = %v, want a FieldError naming %s", k, err, field)
+			}
 		}
 	}
 }
 
 // TestBadFields sets each numeric field of every configuration (nested ones
 // included) to -1 alone, and checks that an error, if any, is a FieldError
-// naming a Go field of the type (the one set) and reading "pkg: Field is
-// Value, Rule".
+// naming a Go field of the type and reading "pkg: Field is Value, Rule".
+// Where the zero value is valid the field named must be the one set, or,
+// for a nested struct whose fields go together (a backoff.Exponential),
+// one beside it.
 func TestBadFields(t *testing.T) {
 	for _, k := range sortedKeys() {
 		if _, ok := reflect.New(reflect.TypeOf(zeros[k])).Interface().(validator); !ok {
@@ -432,7 +481,10 @@ func TestBadFields(t *testing.T) {
 				continue
 			}
 			name := typ.Name() + "." + strings.Join(path, ".")
-			checkFieldError(t, k, name, typ, err)
+			if _, req := required[k]; req {
+				name = "" // the required field's error may come first
+			}
+			checkFieldError(t, k, name, typ, err, whole[key(parentType(typ, path))])
 		}
 	}
 }
@@ -465,16 +517,16 @@ func TestDeterministicErrors(t *testing.T) {
 				t.Errorf("%s (%s): Validate gave %d different answers in 200 calls, want 1: %v", k, variant.name, len(msgs), sortedSet(msgs))
 			}
 			if err := val.Validate(); err != nil {
-				checkFieldError(t, k, "", typ, err)
+				checkFieldError(t, k, "", typ, err, false)
 			}
 		}
 	}
 }
 
 // checkFieldError checks that err is a *config.FieldError naming a Go field
-// of typ (want, when given, or a prefix of it), whose message is the
-// FieldError's own.
-func checkFieldError(t *testing.T, k, want string, typ reflect.Type, err error) {
+// of typ (want, when given, or when sibling one beside it), whose message
+// is the FieldError's own.
+func checkFieldError(t *testing.T, k, want string, typ reflect.Type, err error, sibling bool) {
 	t.Helper()
 	var fe *config.FieldError
 	if !errors.As(err, &fe) {
@@ -488,12 +540,43 @@ func checkFieldError(t *testing.T, k, want string, typ reflect.Type, err error) 
 		t.Errorf("%s: setting %s gives %q, whose Field %q is not a Go field path of %s", k, orAll(want), err, fe.Field, typ.Name())
 		return
 	}
-	if want != "" && !strings.HasPrefix(stripIndex(fe.Field), stripIndex(want)) && !strings.HasPrefix(stripIndex(want), stripIndex(fe.Field)) {
+	if want != "" && !namesField(stripIndex(fe.Field), stripIndex(want), sibling) {
 		t.Errorf("%s: setting %s gives %q, naming another field", k, want, err)
 	}
 	if fe.Package == "" || fe.Rule == "" || fe.Value == "" {
 		t.Errorf("%s: FieldError %#v leaves Package, Value or Rule empty", k, *fe)
 	}
+}
+
+// whole lists the configurations that are set whole or left zero (for
+// their holder's default): one field set alone breaks the rule of another.
+var whole = map[string]bool{
+	"backoff.Exponential": true, // a zero one means the holder's default backoff
+	"peer.HealthCheck":    true, // a zero one means DefaultHealthCheck()
+}
+
+// namesField reports whether got, the field an error names, is want, the
+// field that was set, or, when sibling, a field beside it.
+func namesField(got, want string, sibling bool) bool {
+	if got == want {
+		return true
+	}
+	parent := want[:strings.LastIndex(want, ".")]
+	return sibling && strings.HasPrefix(got, parent+".")
+}
+
+// key returns t's key in zeros ("busy.Config").
+func key(t reflect.Type) string {
+	return strings.TrimPrefix(t.PkgPath(), module+"/") + "." + t.Name()
+}
+
+// parentType returns the type of the struct holding the field at path.
+func parentType(typ reflect.Type, path []string) reflect.Type {
+	for _, s := range path[:len(path)-1] {
+		f, _ := typ.FieldByName(s)
+		typ = f.Type
+	}
+	return typ
 }
 
 func orAll(s string) string {
