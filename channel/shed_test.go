@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
@@ -251,6 +252,19 @@ func TestShedConfigValidate(t *testing.T) {
 	ch, err := New("kv", WithShedding(ShedConfig{}))
 	if err != nil {
 		t.Fatalf("New(WithShedding(ShedConfig{})) = %v, want nil", err)
+	}
+	ch.Close()
+}
+
+// busy.Config.Clock and shed.Config.Clock may be the Channel's own clock
+// (one clock times a Channel); another is refused (TestShedConfigValidate,
+// TestInvalidOptionsNameTheOption).
+func TestConfigClocksMayBeTheChannels(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	ch, err := New("kv", WithClock(clk), WithBusyConfig(busy.Config{Clock: clk}),
+		WithShedding(ShedConfig{Adaptive: &shed.Config{Clock: clk}}))
+	if err != nil {
+		t.Fatalf("New with the Channel's clock on busy.Config and shed.Config: %v", err)
 	}
 	ch.Close()
 }

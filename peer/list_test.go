@@ -30,8 +30,9 @@ func newList(t testing.TB, ceiling float64, hostPorts ...string) (*List, *clock.
 
 func hp(i int) string { return fmt.Sprintf("127.0.0.1:%d", 4000+i) }
 
-// A ListConfig's busy limiters run on its own clock: one set on Busy is
-// refused, as is an invalid Busy, each error naming the field.
+// A ListConfig's busy limiters run on its own clock: a Busy.Clock that is
+// another is refused, as is an invalid Busy, each error naming the field;
+// the List's own clock on Busy is accepted.
 func TestListConfigValidate(t *testing.T) {
 	for _, tt := range []struct {
 		cfg  ListConfig
@@ -54,6 +55,13 @@ func TestListConfigValidate(t *testing.T) {
 	}
 	if got := p.Limiter().Config().Ceiling; got != busy.DefaultCeiling {
 		t.Errorf("a zero ListConfig's limiter has ceiling %v, want %v", got, busy.DefaultCeiling)
+	}
+	clk := clock.NewFake(time.Unix(0, 0))
+	if _, err := NewList(ListConfig{Clock: clk, Busy: busy.Config{Clock: clk}}); err != nil {
+		t.Errorf("NewList with the List's clock on Busy too: %v", err)
+	}
+	if _, err := NewList(ListConfig{Busy: busy.Config{Clock: clock.Real}}); err != nil {
+		t.Errorf("NewList with clock.Real on Busy and no Clock (clock.Real): %v", err)
 	}
 }
 
