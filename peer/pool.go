@@ -212,7 +212,9 @@ type PoolConfig struct {
 }
 
 // Validate reports the first rule c breaks, as a *retry.FieldError, or nil.
-func (c PoolConfig) Validate() error { return config.Nest(c.Connect.Validate(), "peer", "PoolConfig.Connect") }
+func (c PoolConfig) Validate() error {
+	return config.Nest(c.Connect.Validate(), "peer", "PoolConfig.Connect")
+}
 
 // NewPool returns a Pool configured by cfg, or cfg's validation error.
 func NewPool(cfg PoolConfig) (*Pool, error) {
