@@ -107,7 +107,7 @@ func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
 
 // WithBusyConfig sets the busy-throttling configuration of every peer.
 // Default: the zero busy.Config, the design's defaults. Its Clock must be
-// nil: the limiters run on the Channel's clock (WithClock).
+// nil or the Channel's: the limiters run on the Channel's clock (WithClock).
 func WithBusyConfig(c busy.Config) Option { return func(o *options) { o.busy = c } }
 
 // WithScope sets the tally scope metrics are reported to. Default: none.

@@ -315,8 +315,8 @@ func TestValidate(t *testing.T) {
 }
 
 // The zero Config, and each zero field, mean the defaults; a default
-// InitialLimit outside the bounds set moves into them; a negative Buffer or
-// ProbeJitter means none.
+// InitialLimit outside the bounds set moves into them; NoBuffer and
+// NoProbeJitter mean none.
 func TestZeroConfigMeansDefaults(t *testing.T) {
 	defaults := Config{InitialLimit: DefaultInitialLimit, MinLimit: DefaultMinLimit, MaxLimit: DefaultMaxLimit,
 		Buffer: DefaultBuffer, Window: DefaultWindow, ProbeInterval: DefaultProbeInterval, ProbeJitter: DefaultProbeJitter,
