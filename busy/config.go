@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/sluice-rpc/sluice/clock"
@@ -95,7 +96,7 @@ const pkg = "busy"
 func (c Config) Validate() error {
 	nonNegative := func(name string, v float64, def float64) error {
 		if !(v >= 0) || math.IsInf(v, 0) {
-			return config.Errorf(pkg, "Config."+name, v, "must be a finite number >= 0 (0 means the default, %v)", def)
+			return config.Errorf(pkg, "Config."+name, v, "must be a finite number >= 0 (0 means the default, %s)", strconv.FormatFloat(def, 'f', -1, 64))
 		}
 		return nil
 	}
