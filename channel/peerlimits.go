@@ -129,8 +129,8 @@ type PeerLimits struct {
 	Off PeerLimitsOff
 }
 
-// PeerLimitsOff names the PeerLimits turned off. Its zero value turns
-// none off.
+// PeerLimitsOff names the PeerLimits turned off, one bool per limit, named
+// after the PeerLimits field it turns off. Its zero value turns none off.
 type PeerLimitsOff struct {
 	MaxConns, IdleTimeout, WriteTimeout, MinReadRate, StallTimeout bool
 	MaxUnfinishedBytesPerConn, MaxUnfinishedBytes, MaxCallsPerConn bool

@@ -414,13 +414,14 @@ func join(chunks [][]byte, last []byte, total int64) []byte {
 // the zero ShedConfig sheds nothing. Health checks (Meta::health) are never
 // shed.
 type ShedConfig struct {
-	// MaxRPS is the most requests per second admitted, spread evenly.
+	// MaxRPS is the most requests per second admitted, spread evenly; 0
+	// means no limit.
 	MaxRPS float64
 	// Burst is how many requests may arrive at once within MaxRPS.
 	// Default: MaxRPS/10, at least 1.
 	Burst int
 	// MaxInFlight is the most requests handled at once, all methods
-	// together.
+	// together; 0 means no limit.
 	MaxInFlight int
 	// Adaptive, when set, bounds the requests in flight by an adaptive
 	// concurrency limit that follows the handlers' measured latency (see
