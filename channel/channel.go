@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/discovery"
+	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/pool"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
@@ -101,7 +102,7 @@ func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
 
 // WithBusyConfig sets the busy-throttling configuration of every peer.
 // Default: the zero busy.Config, the design's defaults. Its Clock must be
-// nil: the limiters run on the Channel's clock (WithClock).
+// nil or the Channel's: the limiters run on the Channel's clock (WithClock).
 func WithBusyConfig(c busy.Config) Option { return func(o *options) { o.busy = c } }
 
 // WithScope sets the tally scope metrics are reported to. Default: none.
@@ -241,8 +242,8 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.busy.Clock != nil {
-		return nil, errors.New("channel: WithBusyConfig: Clock is set, must be nil: the busy limiters run on the Channel's clock (WithClock)")
+	if o.busy.Clock != nil && !config.Same(o.busy.Clock, o.clock) {
+		return nil, errors.New("channel: WithBusyConfig: Clock must be nil or the Channel's clock (WithClock): the busy limiters run on it")
 	}
 	if err := o.busy.Validate(); err != nil {
 		return nil, fmt.Errorf("channel: WithBusyConfig: %w", err)
@@ -262,7 +263,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	if err := validateResponseBudget(&o); err != nil {
 		return nil, err
 	}
-	if err := o.peerLimits.validate(o.maxRequest); err != nil {
+	if err := o.peerLimits.validateFor(o.maxRequest); err != nil {
 		return nil, err
 	}
 	if err := validateMiddleware(&o); err != nil {
@@ -275,7 +276,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("channel: WithRetryBuffer: %w", err)
 	}
-	if err := o.shutdown.validate(); err != nil {
+	if err := o.shutdown.Validate(); err != nil {
 		return nil, err
 	}
 	if o.tracer = o.tch.Tracer; o.tracer == nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/channel/channelz"
 	"github.com/sluice-rpc/sluice/discovery"
+	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/peerlist"
 	"github.com/sluice-rpc/sluice/internal/pool"
 	"github.com/sluice-rpc/sluice/peer"
@@ -41,9 +42,12 @@ const (
 // defaults.
 type ShutdownConfig struct {
 	// Grace is the longest Shutdown keeps serving normally, listener open,
-	// after deregistering and telling its Sluice clients. 0 means
-	// DefaultShutdownGrace; negative, none.
+	// after deregistering and telling its Sluice clients, >= 0. 0 means
+	// DefaultShutdownGrace, unless NoGrace is set.
 	Grace time.Duration
+	// NoGrace makes Shutdown decline new calls at once after
+	// deregistering, with no grace. Grace must then be 0.
+	NoGrace bool
 	// Quiet ends the grace early once no Sluice client holds a connection
 	// and no request has come from a plain TChannel client for Quiet
 	// (checked every Quiet/4, at most 10 ms, so the grace ends within 1.25
@@ -52,15 +56,27 @@ type ShutdownConfig struct {
 	Quiet time.Duration
 }
 
-func (s ShutdownConfig) validate() error {
-	if s.Quiet < 0 {
-		return fmt.Errorf("channel: WithShutdown: Quiet is %v, must be >= 0 (0: %v)", s.Quiet, DefaultShutdownQuiet)
+// Validate reports the first field that breaks its rule, as a
+// *retry.FieldError, or nil.
+func (s ShutdownConfig) Validate() error {
+	switch {
+	case s.Grace < 0:
+		return config.Errorf("channel", "ShutdownConfig.Grace", s.Grace, "must be >= 0 (0 means the default, %v; NoGrace means none)", DefaultShutdownGrace)
+	case s.NoGrace && s.Grace != 0:
+		return config.Errorf("channel", "ShutdownConfig.Grace", s.Grace, "must be 0 when NoGrace is set")
+	case s.Quiet < 0:
+		return config.Errorf("channel", "ShutdownConfig.Quiet", s.Quiet, "must be >= 0 (0 means the default, %v)", DefaultShutdownQuiet)
 	}
 	return nil
 }
 
+// withDefaults returns s with its zero fields set to their defaults, and
+// Grace negative (none) when NoGrace is set.
 func (s ShutdownConfig) withDefaults() ShutdownConfig {
-	if s.Grace == 0 {
+	switch {
+	case s.NoGrace:
+		s.Grace = -1
+	case s.Grace == 0:
 		s.Grace = DefaultShutdownGrace
 	}
 	if s.Quiet == 0 {

@@ -336,7 +336,7 @@ func TestShutdownRollingReplacementFailsNoCall(t *testing.T) {
 // handler, and waits for the handlers in flight; a ctx that ends first
 // makes it return an error naming them.
 func TestShutdownDrainsHandlers(t *testing.T) {
-	s := startServer(t, WithShutdown(ShutdownConfig{Grace: -1}))
+	s := startServer(t, WithShutdown(ShutdownConfig{NoGrace: true}))
 	raw1, err := tchannel.NewChannel("raw-client", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -369,7 +369,7 @@ func TestShutdownDrainsHandlers(t *testing.T) {
 		t.Fatalf("Shutdown: %v", err)
 	}
 
-	s2 := startServer(t, WithShutdown(ShutdownConfig{Grace: -1}))
+	s2 := startServer(t, WithShutdown(ShutdownConfig{NoGrace: true}))
 	go func() {
 		_, _, _, err := raw.Call(ctxTimeout(t), raw1, s2.ch.HostPort(), "kv", "echo", nil, []byte("block"))
 		inFlight <- err
@@ -570,7 +570,7 @@ func TestRegistrationErrorKeepsServing(t *testing.T) {
 // the Channel ends CLOSED, not DRAINING.
 func TestShutdownPastAStuckRegistry(t *testing.T) {
 	t.Parallel() // it waits out deregisterWait
-	s := startServer(t, WithShutdown(ShutdownConfig{Grace: -1}), WithRegistrar(stuckRegistrar{}))
+	s := startServer(t, WithShutdown(ShutdownConfig{NoGrace: true}), WithRegistrar(stuckRegistrar{}))
 	raw1, err := tchannel.NewChannel("raw-client", nil)
 	if err != nil {
 		t.Fatal(err)

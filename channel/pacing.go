@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/pacing"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/stats"
@@ -25,20 +26,26 @@ type PacingConfig struct {
 	// MaxDelay is the longest a call may wait for the server's throttling
 	// window (Aliyun's maximum retry interval): a retry or a new call that
 	// would wait longer fails at once with an error saying how long the
-	// window still runs. It must be > 0.
+	// window still runs. It must be >= 0; 0 means DefaultPacingMaxDelay.
 	MaxDelay time.Duration
 	// Debug sends "X-RateLimit-Mode: debug" on JSON and Thrift calls,
 	// asking servers for quota headers on every response.
 	Debug bool
 }
 
-// Validate reports the first field that breaks its rule.
+// DefaultPacingMaxDelay is PacingConfig.MaxDelay when it is 0: the maximum
+// retry interval of Aliyun's example (20 s).
+const DefaultPacingMaxDelay = 20 * time.Second
+
+// Validate reports the first field that breaks its rule, as a
+// *retry.FieldError, or nil. The zero value is valid: the null pacer and
+// DefaultPacingMaxDelay.
 func (p PacingConfig) Validate() error {
-	if p.MaxDelay <= 0 {
-		return fmt.Errorf("channel: PacingConfig.MaxDelay is %v, must be > 0", p.MaxDelay)
-	}
 	if err := p.Pacer.Validate(); err != nil {
-		return fmt.Errorf("channel: PacingConfig.Pacer: %w", err)
+		return config.Nest(err, "channel", "PacingConfig.Pacer")
+	}
+	if p.MaxDelay < 0 {
+		return config.Errorf("channel", "PacingConfig.MaxDelay", p.MaxDelay, "must be >= 0 (0 means the default, %v)", DefaultPacingMaxDelay)
 	}
 	return nil
 }
@@ -71,6 +78,8 @@ type pacer struct {
 func (c *Channel) newPacer(service string, cfg PacingConfig) (*pacer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	} else if cfg.MaxDelay == 0 {
+		cfg.MaxDelay = DefaultPacingMaxDelay
 	}
 	p, err := pacing.New(cfg.Pacer)
 	if err != nil {

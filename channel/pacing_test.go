@@ -237,10 +237,16 @@ func TestPacingOptionValidated(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ch.Close()
-	_, err = ch.NewClient("kv", WithPacing(PacingConfig{}))
-	if err == nil || !strings.Contains(err.Error(), "MaxDelay is 0s") {
-		t.Errorf("NewClient error = %v, want an error containing %q", err, "MaxDelay is 0s")
+	_, err = ch.NewClient("kv", WithPacing(PacingConfig{MaxDelay: -time.Second}))
+	if want := "channel: PacingConfig.MaxDelay is -1s, must be >= 0"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("NewClient error = %v, want an error containing %q", err, want)
 	}
+	// The zero PacingConfig is the null pacer with DefaultPacingMaxDelay.
+	kv, err := ch.NewClient("kv", WithPacing(PacingConfig{}))
+	if err != nil {
+		t.Fatalf("NewClient(WithPacing(PacingConfig{})) = %v, want nil", err)
+	}
+	kv.Close()
 	_, err = ch.NewClient("kv", WithPacing(PacingConfig{MaxDelay: time.Second, Pacer: pacing.Config{Strategy: "nope"}}))
 	if err == nil || !strings.Contains(err.Error(), "Pacer") {
 		t.Errorf("NewClient error = %v, want an error containing %q", err, "Pacer")

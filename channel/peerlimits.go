@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/connlimit"
 	"github.com/sluice-rpc/sluice/internal/tchconn"
 	"github.com/sluice-rpc/sluice/internal/tframe"
@@ -21,8 +22,8 @@ import (
 
 // PeerLimits bounds what the Channel's remote peers can make it hold:
 // connections, time, and bytes of requests in flight. The zero value means
-// the defaults, which suit a server on the open network; a negative value
-// turns a limit off (except HandshakeTimeout, which must be positive).
+// the defaults, which suit a server on the open network; every field is
+// >= 0, 0 meaning its default. Off turns limits off by name.
 //
 // Whatever the limits, every frame a peer sends, to the Channel's server
 // side or in answer to its calls, is checked before tchannel-go reads it: a
@@ -73,8 +74,8 @@ type PeerLimits struct {
 	// MinReadRate, in bytes a second, is the least pace at which a peer
 	// with answers waiting for it throughout WriteTimeout must take them
 	// (see WriteTimeout). A peer that reads as fast as answers come is
-	// never measured. 0 means 128 KiB a second (1 Mbit/s); a negative
-	// value asks no pace, only that some write ends within WriteTimeout.
+	// never measured. 0 means 128 KiB a second (1 Mbit/s); Off.MinReadRate
+	// asks no pace, only that some write ends within WriteTimeout.
 	MinReadRate int64
 	// StallTimeout drops a request whose next fragment has not come for
 	// this long, whatever time to live it claims (its caller gets TIMEOUT,
@@ -120,33 +121,116 @@ type PeerLimits struct {
 	// server whose many calls in flight are legitimately slow (about
 	// 1,600 small calls at once fit the default).
 	MaxAnswerBytes int64
+	// Off turns limits off: no cap on connections, no idle or write or
+	// stall timeout, no pace asked of readers (only that some write ends
+	// within WriteTimeout), no bound on unfinished bytes, calls per
+	// connection or answer bytes. A limit that is off must be 0 above.
+	// HandshakeTimeout cannot be turned off.
+	Off PeerLimitsOff
 }
+
+// PeerLimitsOff names the PeerLimits turned off, one bool per limit, named
+// after the PeerLimits field it turns off. Its zero value turns none off.
+type PeerLimitsOff struct {
+	MaxConns, IdleTimeout, WriteTimeout, MinReadRate, StallTimeout bool
+	MaxUnfinishedBytesPerConn, MaxUnfinishedBytes, MaxCallsPerConn bool
+	MaxAnswerBytes                                                 bool
+}
+
+// Validate returns nil: any set of limits may be off.
+func (PeerLimitsOff) Validate() error { return nil }
 
 // WithPeerLimits sets the limits on what remote peers can make the
 // Channel hold. Default: the zero PeerLimits.
 func WithPeerLimits(l PeerLimits) Option { return func(o *options) { o.peerLimits = l } }
 
-// validate reports the first field that breaks its rule, given the
-// Channel's maximum request size.
-func (l PeerLimits) validate(maxRequest int64) error {
+// Validate reports the first field that breaks its rule, in the order of
+// the fields, as a *retry.FieldError, or nil. New also checks the limits
+// against the Channel's maximum request size (WithMaxRequestSize).
+func (l PeerLimits) Validate() error { return l.validateFor(0) }
+
+// validateFor is Validate given the Channel's maximum request size (0:
+// none).
+func (l PeerLimits) validateFor(maxRequest int64) error {
+	const pkg = "channel"
+	for _, f := range []struct {
+		name string
+		v    int64
+		off  bool
+		dur  bool
+	}{
+		{"MaxConns", int64(l.MaxConns), l.Off.MaxConns, false},
+		{"IdleTimeout", int64(l.IdleTimeout), l.Off.IdleTimeout, true},
+		{"HandshakeTimeout", int64(l.HandshakeTimeout), false, true},
+		{"WriteTimeout", int64(l.WriteTimeout), l.Off.WriteTimeout, true},
+		{"MinReadRate", l.MinReadRate, l.Off.MinReadRate, false},
+		{"StallTimeout", int64(l.StallTimeout), l.Off.StallTimeout, true},
+		{"MaxUnfinishedBytesPerConn", l.MaxUnfinishedBytesPerConn, l.Off.MaxUnfinishedBytesPerConn, false},
+		{"MaxUnfinishedBytes", l.MaxUnfinishedBytes, l.Off.MaxUnfinishedBytes, false},
+		{"MaxCallsPerConn", int64(l.MaxCallsPerConn), l.Off.MaxCallsPerConn, false},
+		{"MaxAnswerBytes", l.MaxAnswerBytes, l.Off.MaxAnswerBytes, false},
+	} {
+		var v any = f.v
+		if f.dur {
+			v = time.Duration(f.v)
+		}
+		switch {
+		case f.v < 0 && f.name == "HandshakeTimeout":
+			return config.Errorf(pkg, "PeerLimits."+f.name, v, "must be >= 0 (0 means 5s); it cannot be turned off")
+		case f.v < 0:
+			return config.Errorf(pkg, "PeerLimits."+f.name, v, "must be >= 0 (0 means the default; Off.%s turns it off)", f.name)
+		case f.off && f.v != 0:
+			return config.Errorf(pkg, "PeerLimits."+f.name, v, "must be 0 when Off.%s is set", f.name)
+		}
+	}
 	g := l.guardLimits(maxRequest)
 	switch {
-	case l.HandshakeTimeout < 0:
-		return fmt.Errorf("channel: PeerLimits.HandshakeTimeout is %v, must be > 0 (0: 5s)", l.HandshakeTimeout)
+	case l.MaxUnfinishedBytesPerConn > 0 && l.MaxUnfinishedBytesPerConn < maxRequest:
+		return config.Errorf(pkg, "PeerLimits.MaxUnfinishedBytesPerConn", l.MaxUnfinishedBytesPerConn, "below the maximum request size %d: requests of that size could never arrive; raise it or lower WithMaxRequestSize", maxRequest)
 	case l.MaxUnfinishedBytes > 0 && l.MaxUnfinishedBytes < maxRequest:
-		return fmt.Errorf("channel: PeerLimits.MaxUnfinishedBytes is %d, below the maximum request size %d: requests of that size could never arrive; raise it or lower WithMaxRequestSize", l.MaxUnfinishedBytes, maxRequest)
+		return config.Errorf(pkg, "PeerLimits.MaxUnfinishedBytes", l.MaxUnfinishedBytes, "below the maximum request size %d: requests of that size could never arrive; raise it or lower WithMaxRequestSize", maxRequest)
 	case g.MaxUnfinishedPerConn > 0 && g.MaxUnfinishedPerConn < maxRequest:
-		return fmt.Errorf("channel: PeerLimits.MaxUnfinishedBytesPerConn is %d, below the maximum request size %d: requests of that size could never arrive; raise it or lower WithMaxRequestSize", g.MaxUnfinishedPerConn, maxRequest)
-	case l.MaxAnswerBytes > 0 && l.MaxAnswerBytes < tchconn.MinMaxAnswerBytes:
-		return fmt.Errorf("channel: PeerLimits.MaxAnswerBytes is %d, below %d (a request frame and its answer's): no call could be admitted; raise it, or make it negative to turn the bound off", l.MaxAnswerBytes, tchconn.MinMaxAnswerBytes)
+		return config.Errorf(pkg, "PeerLimits.MaxUnfinishedBytesPerConn", g.MaxUnfinishedPerConn, "by default below the maximum request size %d: requests of that size could never arrive; raise it or lower WithMaxRequestSize", maxRequest)
 	case g.MaxUnfinished > 0 && g.MaxUnfinishedPerConn > g.MaxUnfinished:
-		return fmt.Errorf("channel: PeerLimits.MaxUnfinishedBytes is %d, below MaxUnfinishedBytesPerConn (%d); raise it", g.MaxUnfinished, g.MaxUnfinishedPerConn)
+		return config.Errorf(pkg, "PeerLimits.MaxUnfinishedBytes", g.MaxUnfinished, "below MaxUnfinishedBytesPerConn (%d); raise it", g.MaxUnfinishedPerConn)
+	case l.MaxAnswerBytes > 0 && l.MaxAnswerBytes < tchconn.MinMaxAnswerBytes:
+		return config.Errorf(pkg, "PeerLimits.MaxAnswerBytes", l.MaxAnswerBytes, "below %d (a request frame and its answer's): no call could be admitted; raise it, or turn the bound off (Off.MaxAnswerBytes)", tchconn.MinMaxAnswerBytes)
 	}
 	return nil
 }
 
+// internal returns l with the limits that are off set to -1, the
+// convention of internal/tchconn and internal/connlimit.
+func (l PeerLimits) internal() PeerLimits {
+	off := func(on bool, v *int64) {
+		if on {
+			*v = -1
+		}
+	}
+	offDur := func(on bool, v *time.Duration) {
+		if on {
+			*v = -1
+		}
+	}
+	if l.Off.MaxConns {
+		l.MaxConns = -1
+	}
+	if l.Off.MaxCallsPerConn {
+		l.MaxCallsPerConn = -1
+	}
+	offDur(l.Off.IdleTimeout, &l.IdleTimeout)
+	offDur(l.Off.WriteTimeout, &l.WriteTimeout)
+	offDur(l.Off.StallTimeout, &l.StallTimeout)
+	off(l.Off.MinReadRate, &l.MinReadRate)
+	off(l.Off.MaxUnfinishedBytesPerConn, &l.MaxUnfinishedBytesPerConn)
+	off(l.Off.MaxUnfinishedBytes, &l.MaxUnfinishedBytes)
+	off(l.Off.MaxAnswerBytes, &l.MaxAnswerBytes)
+	return l
+}
+
 // guardLimits returns the limits of the Channel's tchconn.Guard.
 func (l PeerLimits) guardLimits(maxRequest int64) tchconn.Limits {
+	l = l.internal()
 	perConn, total := l.MaxUnfinishedBytesPerConn, l.MaxUnfinishedBytes
 	if perConn == 0 {
 		// At least 1 MiB: a budget must hold several frames of 64 KiB.
@@ -164,6 +248,7 @@ func (l PeerLimits) guardLimits(maxRequest int64) tchconn.Limits {
 
 // listenerConfig returns the configuration of the Channel's listener.
 func (l PeerLimits) listenerConfig() connlimit.Config {
+	l = l.internal()
 	maxConns := l.MaxConns
 	if maxConns < 0 {
 		maxConns = math.MaxInt

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"reflect"
 	"strings"
@@ -532,6 +533,8 @@ func TestPeerLimitsValidate(t *testing.T) {
 		{[]Option{WithPeerLimits(PeerLimits{HandshakeTimeout: -1})}, "HandshakeTimeout"},
 		{[]Option{WithPeerLimits(PeerLimits{MaxUnfinishedBytesPerConn: 1 << 20})}, "MaxUnfinishedBytesPerConn is 1048576, below the maximum request size 4194304"},
 		{[]Option{WithMaxRequestSize(100), WithPeerLimits(PeerLimits{MaxUnfinishedBytesPerConn: 1000, MaxUnfinishedBytes: 500})}, "MaxUnfinishedBytes is 500"},
+		{[]Option{WithPeerLimits(PeerLimits{MaxConns: -1})}, "channel: PeerLimits.MaxConns is -1, must be >= 0 (0 means the default; Off.MaxConns turns it off)"},
+		{[]Option{WithPeerLimits(PeerLimits{IdleTimeout: time.Second, Off: PeerLimitsOff{IdleTimeout: true}})}, "channel: PeerLimits.IdleTimeout is 1s, must be 0 when Off.IdleTimeout is set"},
 	} {
 		_, err := New("kv", tc.opts...)
 		if err == nil {
@@ -540,6 +543,23 @@ func TestPeerLimitsValidate(t *testing.T) {
 		if !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("err.Error() = %q, want it to contain %q", err.Error(), tc.want)
 		}
+	}
+}
+
+// The limits Off names reach the guard and the listener as their "none".
+func TestPeerLimitsOffReachTheGuard(t *testing.T) {
+	off := PeerLimits{Off: PeerLimitsOff{MaxConns: true, IdleTimeout: true, WriteTimeout: true, StallTimeout: true,
+		MaxUnfinishedBytesPerConn: true, MaxUnfinishedBytes: true, MaxCallsPerConn: true, MaxAnswerBytes: true}}
+	g, lc := off.guardLimits(DefaultMaxRequestSize), off.listenerConfig()
+	if g.StallTimeout >= 0 || g.MaxUnfinishedPerConn >= 0 || g.MaxUnfinished >= 0 || g.MaxCallsPerConn >= 0 || g.MaxAnswerBytes >= 0 {
+		t.Errorf("guard limits %+v, want every one off (negative)", g)
+	}
+	if lc.MaxConns != math.MaxInt || lc.IdleTimeout >= 0 || lc.WriteTimeout >= 0 {
+		t.Errorf("listener config %+v, want no cap and no timeouts", lc)
+	}
+	on := (PeerLimits{}).guardLimits(DefaultMaxRequestSize)
+	if on.MaxUnfinishedPerConn <= 0 || on.MaxUnfinished <= 0 {
+		t.Errorf("the zero PeerLimits' guard limits %+v, want the defaults", on)
 	}
 }
 

@@ -342,7 +342,7 @@ func TestPushback(t *testing.T) {
 		}
 	})
 	t.Run("shedding sends the hint", func(t *testing.T) {
-		s := startServer(t, WithShedding(ShedConfig{MaxRPS: 0.001, Burst: 1, Pushback: -1}))
+		s := startServer(t, WithShedding(ShedConfig{MaxRPS: 0.001, Burst: 1, NoRetry: true}))
 		c, err := New("client", WithServiceConfig(mustConfig(t, fmt.Sprintf(retryBusy, 5, "0.001s", ""))))
 		if err != nil {
 			t.Fatalf("New: %v", err)

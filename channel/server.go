@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-rpc/sluice/internal/decline"
 
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/tchconn"
 	"github.com/sluice-rpc/sluice/shed"
 	"github.com/sluice-rpc/sluice/stats"
@@ -341,57 +342,65 @@ func join(chunks [][]byte, last []byte, total int64) []byte {
 
 // ShedConfig limits what a Channel's server side accepts. Requests beyond a
 // limit are answered Busy, with a pushback hint, before any handler runs,
-// so callers' busy throttling backs them off. A zero limit is no limit; at
-// least one must be set. Health checks (Meta::health) are never shed.
+// so callers' busy throttling backs them off. A zero limit is no limit, and
+// the zero ShedConfig sheds nothing. Health checks (Meta::health) are never
+// shed.
 type ShedConfig struct {
-	// MaxRPS is the most requests per second admitted, spread evenly.
+	// MaxRPS is the most requests per second admitted, spread evenly; 0
+	// means no limit.
 	MaxRPS float64
 	// Burst is how many requests may arrive at once within MaxRPS.
 	// Default: MaxRPS/10, at least 1.
 	Burst int
 	// MaxInFlight is the most requests handled at once, all methods
-	// together.
+	// together; 0 means no limit.
 	MaxInFlight int
 	// Adaptive, when set, bounds the requests in flight by an adaptive
 	// concurrency limit that follows the handlers' measured latency (see
 	// package shed): one limit per method, so that the latencies of
 	// different methods do not mix, unless AdaptiveShared is set.
-	// &shed.Config{}, the defaults, is a good start. Its Clock must be nil:
-	// the limits run on the Channel's clock (WithClock).
+	// &shed.Config{}, the defaults, is a good start. Its Clock, nil or
+	// the Channel's (WithClock): one clock times a Channel.
 	Adaptive *shed.Config
 	// AdaptiveShared makes one adaptive limit for all the Channel's
 	// methods, for handlers that share one resource.
 	AdaptiveShared bool
-	// Pushback, when set, is the hint sent with each Busy answer: Sluice
-	// clients wait exactly this long before retrying; a negative value tells
-	// them not to retry. By default the hint says when a slot is likely to
-	// free: the adaptive limit's pushback (see shed.Limiter.Pushback) for
-	// requests over a concurrency limit, 1/MaxRPS (the time one token
-	// takes to come back) for requests over MaxRPS.
+	// Pushback, when > 0, is the hint sent with each Busy answer: Sluice
+	// clients wait exactly this long before retrying. By default (0) the
+	// hint says when a slot is likely to free: the adaptive limit's
+	// pushback (see shed.Limiter.Pushback) for requests over a concurrency
+	// limit, 1/MaxRPS (the time one token takes to come back) for requests
+	// over MaxRPS.
 	Pushback time.Duration
+	// NoRetry makes the hint of each Busy answer tell Sluice clients not
+	// to retry. Pushback must then be 0.
+	NoRetry bool
 }
 
-// Validate reports the first field that breaks its rule.
+// Validate reports the first field that breaks its rule, in the order of
+// the fields, as a *retry.FieldError, or nil.
 func (s ShedConfig) Validate() error {
+	const pkg = "channel"
 	switch {
 	case s.MaxRPS < 0 || math.IsNaN(s.MaxRPS) || math.IsInf(s.MaxRPS, 0):
-		return fmt.Errorf("channel: ShedConfig.MaxRPS is %v, must be a finite number >= 0", s.MaxRPS)
+		return config.Errorf(pkg, "ShedConfig.MaxRPS", s.MaxRPS, "must be a finite number >= 0")
 	case s.Burst < 0:
-		return fmt.Errorf("channel: ShedConfig.Burst is %d, must be >= 0", s.Burst)
+		return config.Errorf(pkg, "ShedConfig.Burst", s.Burst, "must be >= 0 (0 means MaxRPS/10, at least 1)")
 	case s.MaxInFlight < 0:
-		return fmt.Errorf("channel: ShedConfig.MaxInFlight is %d, must be >= 0", s.MaxInFlight)
-	case s.MaxRPS == 0 && s.MaxInFlight == 0 && s.Adaptive == nil:
-		return errors.New("channel: ShedConfig sets no limit; set MaxRPS, MaxInFlight or Adaptive")
-	case s.AdaptiveShared && s.Adaptive == nil:
-		return errors.New("channel: ShedConfig.AdaptiveShared is set without Adaptive; set Adaptive too")
+		return config.Errorf(pkg, "ShedConfig.MaxInFlight", s.MaxInFlight, "must be >= 0 (0 means no limit)")
 	}
 	if s.Adaptive != nil {
-		if s.Adaptive.Clock != nil {
-			return errors.New("channel: ShedConfig.Adaptive.Clock is set, must be nil: the limits run on the Channel's clock (WithClock)")
-		}
 		if err := s.Adaptive.Validate(); err != nil {
-			return fmt.Errorf("channel: ShedConfig.Adaptive: %w", err)
+			return config.Nest(err, pkg, "ShedConfig.Adaptive")
 		}
+	}
+	switch {
+	case s.AdaptiveShared && s.Adaptive == nil:
+		return config.Errorf(pkg, "ShedConfig.AdaptiveShared", true, "needs Adaptive set")
+	case s.Pushback < 0:
+		return config.Errorf(pkg, "ShedConfig.Pushback", s.Pushback, "must be >= 0 (NoRetry tells clients not to retry)")
+	case s.NoRetry && s.Pushback != 0:
+		return config.Errorf(pkg, "ShedConfig.Pushback", s.Pushback, "must be 0 when NoRetry is set")
 	}
 	return nil
 }
@@ -416,6 +425,9 @@ func newShedder(cfg ShedConfig, clk clock.Clock) (*shedder, error) {
 	s := &shedder{cfg: cfg}
 	if cfg.Adaptive != nil {
 		s.adaptive = *cfg.Adaptive
+		if s.adaptive.Clock != nil && !config.Same(s.adaptive.Clock, clk) {
+			return nil, config.Errorf("channel", "ShedConfig.Adaptive.Clock", config.Verbatim(fmt.Sprintf("%T", s.adaptive.Clock)), "must be nil or the Channel's clock (WithClock)")
+		}
 		s.adaptive.Clock = clk
 	}
 	if cfg.MaxRPS > 0 {
@@ -505,8 +517,11 @@ func (m *methodShedder) admit() (admission, error) {
 // busy returns the Busy answer with the configured pushback, or else with
 // pushback.
 func (m *methodShedder) busy(pushback time.Duration, format string, args ...any) error {
-	if p := m.s.cfg.Pushback; p != 0 {
-		pushback = p
+	switch {
+	case m.s.cfg.NoRetry:
+		pushback = -1 // BusyAfter's "do not retry"
+	case m.s.cfg.Pushback > 0:
+		pushback = m.s.cfg.Pushback
 	}
 	return BusyAfter(pushback, format, args...)
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
@@ -236,16 +237,36 @@ func TestShedConfigValidate(t *testing.T) {
 		cfg  ShedConfig
 		want string
 	}{
-		{ShedConfig{AdaptiveShared: true, MaxRPS: 1}, "AdaptiveShared is set without Adaptive"},
-		{ShedConfig{Adaptive: &shed.Config{Buffer: math.NaN()}}, "channel: ShedConfig.Adaptive: shed: Buffer is NaN"},
-		{ShedConfig{Adaptive: &shed.Config{Clock: clock.Real}}, "channel: ShedConfig.Adaptive.Clock is set, must be nil"},
-		{ShedConfig{}, "set MaxRPS, MaxInFlight or Adaptive"},
+		{ShedConfig{AdaptiveShared: true, MaxRPS: 1}, "channel: ShedConfig.AdaptiveShared is true, needs Adaptive set"},
+		{ShedConfig{Adaptive: &shed.Config{Buffer: math.NaN()}}, "channel: ShedConfig.Adaptive.Buffer is NaN"},
+		{ShedConfig{Adaptive: &shed.Config{Clock: clock.NewFake(time.Unix(0, 0))}}, "channel: ShedConfig.Adaptive.Clock is *clock.Fake, must be nil or the Channel's clock"},
+		{ShedConfig{MaxRPS: 1, Pushback: -time.Second}, "channel: ShedConfig.Pushback is -1s, must be >= 0 (NoRetry tells clients not to retry)"},
+		{ShedConfig{MaxRPS: 1, Pushback: time.Second, NoRetry: true}, "channel: ShedConfig.Pushback is 1s, must be 0 when NoRetry is set"},
 	} {
 		_, err := New("kv", WithShedding(c.cfg))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New(WithShedding(%+v)) = %v, want an error containing %q", c.cfg, err, c.want)
 		}
 	}
+	// The zero ShedConfig is valid and sheds nothing.
+	ch, err := New("kv", WithShedding(ShedConfig{}))
+	if err != nil {
+		t.Fatalf("New(WithShedding(ShedConfig{})) = %v, want nil", err)
+	}
+	ch.Close()
+}
+
+// busy.Config.Clock and shed.Config.Clock may be the Channel's own clock
+// (one clock times a Channel); another is refused (TestShedConfigValidate,
+// TestInvalidOptionsNameTheOption).
+func TestConfigClocksMayBeTheChannels(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	ch, err := New("kv", WithClock(clk), WithBusyConfig(busy.Config{Clock: clk}),
+		WithShedding(ShedConfig{Adaptive: &shed.Config{Clock: clk}}))
+	if err != nil {
+		t.Fatalf("New with the Channel's clock on busy.Config and shed.Config: %v", err)
+	}
+	ch.Close()
 }
 
 // TestAdaptiveLimitOnARealServer drives a server whose handler has N

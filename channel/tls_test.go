@@ -670,13 +670,13 @@ func TestTLSOptionsValidate(t *testing.T) {
 		want string
 	}{
 		{WithServerTLS(ServerTLS{}), "channel: ServerTLS.Config is nil"},
-		{WithServerTLS(ServerTLS{Config: &tls.Config{}}), "channel: ServerTLS.Config has no certificate"},
+		{WithServerTLS(ServerTLS{Config: &tls.Config{}}), "channel: ServerTLS.Config.Certificates is empty, must hold a certificate"},
 		{WithServerTLS(ServerTLS{Config: old}), "channel: ServerTLS.Config.MinVersion is TLS 1.1, must be TLS 1.2 or later"},
 		{WithServerTLS(ServerTLS{Config: good, Mode: 7}), "channel: ServerTLS.Mode is TLSMode(7), must be TLSOnly or TLSMixed"},
 		{WithClientTLS(ClientTLS{}), "channel: ClientTLS.Config is nil"},
-		{WithClientTLS(ClientTLS{Config: func() *tls.Config { return nil }}), "channel: ClientTLS.Config returned nil"},
+		{WithClientTLS(ClientTLS{Config: func() *tls.Config { return nil }}), "channel: ClientTLS.Config is a function returning nil, must return a TLS configuration"},
 		{WithClientTLS(ClientTLS{Config: func() *tls.Config { return &tls.Config{MinVersion: tls.VersionTLS10} }}),
-			"channel: ClientTLS.Config returned MinVersion TLS 1.0, must be TLS 1.2 or later"},
+			"channel: ClientTLS.Config is a function returning MinVersion TLS 1.0, must return MinVersion TLS 1.2 or later"},
 	} {
 		c, err := New("x", tc.opt)
 		if err == nil {

@@ -2,7 +2,6 @@ package discovery
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/hostport"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber-go/tally/v4"
@@ -96,17 +96,25 @@ type Watcher struct {
 	st              State
 }
 
-// Watch starts cfg.Resolver on a goroutine of its own and returns its
-// Watcher; Close stops it.
-func Watch(cfg WatcherConfig) (*Watcher, error) {
+// Validate reports the first rule c breaks, in the order of the fields, as
+// a *retry.FieldError, or nil.
+func (c WatcherConfig) Validate() error {
 	switch {
-	case cfg.Resolver == nil:
-		return nil, errors.New("discovery: WatcherConfig.Resolver is nil; give the resolver of the target to follow")
-	case cfg.Apply == nil:
-		return nil, errors.New("discovery: WatcherConfig.Apply is nil; give the function that takes each peer set")
+	case c.Resolver == nil:
+		return config.Errorf("discovery", "WatcherConfig.Resolver", config.Verbatim("nil"), "must be the resolver of the target to follow")
+	case c.Apply == nil:
+		return config.Errorf("discovery", "WatcherConfig.Apply", config.Verbatim("nil"), "must be the function that takes each peer set")
+	case c.MaxPeers < 0:
+		return config.Errorf("discovery", "WatcherConfig.MaxPeers", c.MaxPeers, "must be >= 0 (0 means the default, %d)", DefaultMaxPeers)
 	}
-	if cfg.MaxPeers < 0 {
-		return nil, fmt.Errorf("discovery: WatcherConfig.MaxPeers is %d, must be >= 0 (0 means %d)", cfg.MaxPeers, DefaultMaxPeers)
+	return nil
+}
+
+// Watch starts cfg.Resolver on a goroutine of its own and returns its
+// Watcher, or cfg's validation error; Close stops it.
+func Watch(cfg WatcherConfig) (*Watcher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if cfg.MaxPeers == 0 {
 		cfg.MaxPeers = DefaultMaxPeers

@@ -40,15 +40,15 @@ const MaxWindow = 1_000_000
 func (a Adaptive) Validate() error {
 	switch {
 	case !(a.Quantile > 0 && a.Quantile < 1):
-		return fieldError("quantile", strconv.FormatFloat(a.Quantile, 'g', -1, 64), "must be in (0, 1)")
+		return fieldError("Adaptive.Quantile", strconv.FormatFloat(a.Quantile, 'g', -1, 64), "must be in (0, 1)")
 	case a.Window < 10 || a.Window > MaxWindow:
-		return fieldError("window", strconv.Itoa(a.Window), "must be in [10, "+strconv.Itoa(MaxWindow)+"]")
+		return fieldError("Adaptive.Window", strconv.Itoa(a.Window), "must be in [10, "+strconv.Itoa(MaxWindow)+"]")
 	case a.Floor <= 0:
-		return fieldError("floor", a.Floor.String(), "must be > 0")
+		return fieldError("Adaptive.Floor", a.Floor.String(), "must be > 0")
 	case a.Cap < a.Floor:
-		return fieldError("cap", a.Cap.String(), fmt.Sprintf("must be >= floor (%v)", a.Floor))
+		return fieldError("Adaptive.Cap", a.Cap.String(), fmt.Sprintf("must be >= Floor (%v)", a.Floor))
 	case !(a.Budget >= 0 && a.Budget <= 1):
-		return fieldError("budget", strconv.FormatFloat(a.Budget, 'g', -1, 64), "must be in [0, 1]")
+		return fieldError("Adaptive.Budget", strconv.FormatFloat(a.Budget, 'g', -1, 64), "must be in [0, 1]")
 	}
 	return nil
 }

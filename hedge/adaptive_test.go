@@ -93,7 +93,7 @@ func TestAdaptiveValidate(t *testing.T) {
 		mod(&a)
 		p := Policy{MaxAttempts: 2, NonFatalCodes: codes.NewSet(codes.Busy), Adaptive: &a}
 		err := p.Validate()
-		if err == nil || !strings.Contains(err.Error(), "adaptiveDelay."+field) {
+		if err == nil || !strings.Contains(err.Error(), "Policy.Adaptive."+strings.ToUpper(field[:1])+field[1:]) {
 			t.Errorf("%s: %v", field, err)
 		}
 	}

@@ -29,7 +29,7 @@ func ExamplePolicy() {
 	// Output:
 	// <nil> 4
 	// <nil> 5
-	// hedge: maxAttempts is 1, must be >= 2
+	// hedge: Policy.MaxAttempts is 1, must be >= 2
 }
 
 // A hedged call whose original attempt fails at once with a non-fatal

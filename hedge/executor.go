@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/retry"
 )
 
@@ -37,10 +38,10 @@ type ExecutorConfig struct {
 // Validate reports the first rule c breaks, or nil.
 func (c ExecutorConfig) Validate() error {
 	if err := c.Policy.Validate(); err != nil {
-		return err
+		return config.Nest(err, "hedge", "ExecutorConfig.Policy")
 	}
 	if c.MaxAttemptsCap < 0 {
-		return fieldError("maxAttemptsCap", strconv.Itoa(c.MaxAttemptsCap), "must be >= 0")
+		return fieldError("ExecutorConfig.MaxAttemptsCap", strconv.Itoa(c.MaxAttemptsCap), "must be >= 0")
 	}
 	return nil
 }

@@ -465,11 +465,11 @@ func TestHedgeContextKeepsLastFailure(t *testing.T) {
 }
 
 func TestNewExecutorValidates(t *testing.T) {
-	if _, err := NewExecutor(ExecutorConfig{}); err == nil || err.Error() != "hedge: maxAttempts is 0, must be >= 2" {
+	if _, err := NewExecutor(ExecutorConfig{}); err == nil || err.Error() != "hedge: ExecutorConfig.Policy.MaxAttempts is 0, must be >= 2" {
 		t.Fatalf("zero config: %v", err)
 	}
 	if _, err := NewExecutor(ExecutorConfig{Policy: policy(0), MaxAttemptsCap: -1}); err == nil ||
-		err.Error() != "hedge: maxAttemptsCap is -1, must be >= 0" {
+		err.Error() != "hedge: ExecutorConfig.MaxAttemptsCap is -1, must be >= 0" {
 		t.Fatalf("negative cap: %v", err)
 	}
 	p := policy(0)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/retry"
 )
 
@@ -36,31 +37,30 @@ type Policy struct {
 	Adaptive *Adaptive
 }
 
-// FieldError is the error Validate returns: it names the field, the value
-// that broke the rule, and the rule (the one configuration error type of
-// retry, hedge and pacing).
+// FieldError is the error Validate returns: it names the Go field, the
+// value that broke the rule, and the rule (the one configuration error type
+// of the library, retry.FieldError).
 type FieldError = retry.FieldError
 
 func fieldError(field, value, rule string) *FieldError {
-	return &FieldError{Policy: "hedge", Field: field, Value: value, Rule: rule}
+	return &FieldError{Package: "hedge", Field: field, Value: value, Rule: rule}
 }
 
 // Validate reports the first rule p breaks, as a *FieldError, or nil.
 func (p Policy) Validate() error {
 	switch {
 	case p.MaxAttempts < 2:
-		return fieldError("maxAttempts", strconv.Itoa(p.MaxAttempts), "must be >= 2")
+		return fieldError("Policy.MaxAttempts", strconv.Itoa(p.MaxAttempts), "must be >= 2")
 	case p.HedgingDelay < 0:
-		return fieldError("hedgingDelay", p.HedgingDelay.String(), "must be >= 0")
+		return fieldError("Policy.HedgingDelay", p.HedgingDelay.String(), "must be >= 0")
 	case p.NonFatalCodes == 0:
-		return fieldError("nonFatalCodes", "empty", "must name at least one code")
+		return fieldError("Policy.NonFatalCodes", "empty", "must name at least one code")
 	case !retry.ValidCodes(p.NonFatalCodes):
-		return fieldError("nonFatalCodes", fmt.Sprintf("%#04x", uint16(p.NonFatalCodes)), "must hold only TChannel error codes")
+		return fieldError("Policy.NonFatalCodes", fmt.Sprintf("%#04x", uint16(p.NonFatalCodes)), "must hold only TChannel error codes")
 	}
 	if p.Adaptive != nil {
 		if err := p.Adaptive.Validate(); err != nil {
-			fe := err.(*FieldError)
-			return fieldError("adaptiveDelay."+fe.Field, fe.Value, fe.Rule)
+			return config.Nest(err, "hedge", "Policy.Adaptive")
 		}
 	}
 	return nil

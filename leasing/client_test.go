@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
@@ -223,7 +224,7 @@ func TestClientFollowsMastershipRedirects(t *testing.T) {
 }
 
 func TestClientBackoffIsCappedExponential(t *testing.T) {
-	c, err := NewClient(ClientConfig{Addr: "127.0.0.1:1", ManualRefresh: true, InitialBackoff: time.Second, MaxBackoff: 10 * time.Second})
+	c, err := NewClient(ClientConfig{Addr: "127.0.0.1:1", ManualRefresh: true, Backoff: backoff.Exponential{Initial: time.Second, Max: 10 * time.Second, Multiplier: 2, Jitter: backoff.EqualJitter}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +239,7 @@ func TestClientBackoffIsCappedExponential(t *testing.T) {
 
 func TestClientBackoffJitterKeepsTheUpperHalf(t *testing.T) {
 	d := 8 * time.Second
-	c, err := NewClient(ClientConfig{Addr: "127.0.0.1:1", ManualRefresh: true, InitialBackoff: d, MaxBackoff: d})
+	c, err := NewClient(ClientConfig{Addr: "127.0.0.1:1", ManualRefresh: true, Backoff: backoff.Exponential{Initial: d, Max: d, Multiplier: 2, Jitter: backoff.EqualJitter}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +255,7 @@ func TestClientBackoffJitterKeepsTheUpperHalf(t *testing.T) {
 }
 
 // The loop waits a jittered backoff after a failed refresh: with the
-// jitter at its lowest, exactly half of InitialBackoff.
+// jitter at its lowest, exactly half of Backoff.Initial.
 func TestClientLoopBacksOffWithJitter(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -265,7 +266,7 @@ func TestClientLoopBacksOffWithJitter(t *testing.T) {
 	lis.Close() // nothing listens: every refresh fails at once
 	scope := tally.NewTestScope("", nil)
 	c, err := NewClient(ClientConfig{Addr: addr, ID: "j", Clock: clk, Scope: scope,
-		InitialBackoff: 2 * time.Second, RPCTimeout: 2 * time.Second})
+		Backoff: backoff.Exponential{Initial: 2 * time.Second, Max: time.Minute, Multiplier: 2, Jitter: backoff.EqualJitter}, RPCTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

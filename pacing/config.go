@@ -98,11 +98,11 @@ type Config struct {
 
 // FieldError is the error Validate returns: it names the field, the value
 // that broke the rule, and the rule (the one configuration error type of
-// retry, hedge and pacing).
+// the library, retry.FieldError).
 type FieldError = retry.FieldError
 
 func fieldError(field, value, rule string) *FieldError {
-	return &FieldError{Policy: "pacing", Field: field, Value: value, Rule: rule}
+	return &FieldError{Package: "pacing", Field: field, Value: value, Rule: rule}
 }
 
 // Validate reports the first rule c breaks, as a *FieldError, or nil.
@@ -113,21 +113,21 @@ func (c Config) Validate() error {
 	}
 	switch {
 	case !known:
-		return fieldError("strategy", strconv.Quote(string(c.Strategy)), "must be one of the names Strategies lists")
+		return fieldError("Config.Strategy", strconv.Quote(string(c.Strategy)), "must be one of the names Strategies lists")
 	case c.Limit < 0:
-		return fieldError("limit", strconv.FormatInt(c.Limit, 10), "must be >= 0")
+		return fieldError("Config.Limit", strconv.FormatInt(c.Limit, 10), "must be >= 0")
 	case c.Window < 0:
-		return fieldError("window", c.Window.String(), "must be >= 0")
+		return fieldError("Config.Window", c.Window.String(), "must be >= 0")
 	case c.Multiplier != 0 && !(c.Multiplier >= 1 && !math.IsInf(c.Multiplier, 1)):
-		return fieldError("multiplier", strconv.FormatFloat(c.Multiplier, 'g', -1, 64), "must be a finite number >= 1")
+		return fieldError("Config.Multiplier", strconv.FormatFloat(c.Multiplier, 'g', -1, 64), "must be a finite number >= 1")
 	case !(c.Jitter >= 0 && c.Jitter <= 1):
-		return fieldError("jitter", strconv.FormatFloat(c.Jitter, 'g', -1, 64), "must be in [0, 1]")
+		return fieldError("Config.Jitter", strconv.FormatFloat(c.Jitter, 'g', -1, 64), "must be in [0, 1]")
 	case !(c.Reserve >= 0 && c.Reserve < 1):
-		return fieldError("reserve", strconv.FormatFloat(c.Reserve, 'g', -1, 64), "must be in [0, 1)")
+		return fieldError("Config.Reserve", strconv.FormatFloat(c.Reserve, 'g', -1, 64), "must be in [0, 1)")
 	case c.InitialSleep < 0:
-		return fieldError("initialSleep", c.InitialSleep.String(), "must be >= 0")
+		return fieldError("Config.InitialSleep", c.InitialSleep.String(), "must be >= 0")
 	case c.MaxSleep < 0:
-		return fieldError("maxSleep", c.MaxSleep.String(), "must be >= 0")
+		return fieldError("Config.MaxSleep", c.MaxSleep.String(), "must be >= 0")
 	}
 	return nil
 }

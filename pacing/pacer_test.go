@@ -205,17 +205,17 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{Config{}, ""},
 		{Config{Strategy: StrategyReserve, Limit: 100, Window: time.Minute, Multiplier: 2, Jitter: 1, Reserve: 0.5, MaxSleep: time.Minute}, ""},
-		{Config{Strategy: "fast"}, "strategy"},
-		{Config{Limit: -1}, "limit"},
-		{Config{Window: -time.Second}, "window"},
-		{Config{Multiplier: 0.5}, "multiplier"},
-		{Config{Multiplier: math.Inf(1)}, "multiplier"},
-		{Config{Multiplier: math.NaN()}, "multiplier"},
-		{Config{Jitter: -0.1}, "jitter"},
-		{Config{Jitter: 1.5}, "jitter"},
-		{Config{Reserve: 1}, "reserve"},
-		{Config{InitialSleep: -1}, "initialSleep"},
-		{Config{MaxSleep: -1}, "maxSleep"},
+		{Config{Strategy: "fast"}, "Config.Strategy"},
+		{Config{Limit: -1}, "Config.Limit"},
+		{Config{Window: -time.Second}, "Config.Window"},
+		{Config{Multiplier: 0.5}, "Config.Multiplier"},
+		{Config{Multiplier: math.Inf(1)}, "Config.Multiplier"},
+		{Config{Multiplier: math.NaN()}, "Config.Multiplier"},
+		{Config{Jitter: -0.1}, "Config.Jitter"},
+		{Config{Jitter: 1.5}, "Config.Jitter"},
+		{Config{Reserve: 1}, "Config.Reserve"},
+		{Config{InitialSleep: -1}, "Config.InitialSleep"},
+		{Config{MaxSleep: -1}, "Config.MaxSleep"},
 	}
 	for _, tc := range tests {
 		err := tc.cfg.Validate()

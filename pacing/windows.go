@@ -80,6 +80,10 @@ type WindowsConfig struct {
 	Clock clock.Clock
 }
 
+// Validate returns nil: every WindowsConfig is valid (a nil Clock means
+// clock.Real).
+func (WindowsConfig) Validate() error { return nil }
+
 // NewWindows returns an empty set of windows configured by cfg.
 func NewWindows(cfg WindowsConfig) *Windows {
 	if cfg.Clock == nil {

@@ -54,7 +54,7 @@ func ExamplePolicy_Validate() {
 	p.MaxAttempts = 10
 	fmt.Println(p.Validate(), p.Attempts(0))
 	// Output:
-	// retry: maxAttempts is 1, must be >= 2
+	// retry: Policy.MaxAttempts is 1, must be >= 2
 	// <nil> 5
 }
 

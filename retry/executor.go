@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/config"
 )
 
 // Attempt describes the try an AttemptFunc is asked to make.
@@ -164,11 +165,11 @@ type ExecutorConfig struct {
 func (c ExecutorConfig) Validate() error {
 	if c.Policy != nil {
 		if err := c.Policy.Validate(); err != nil {
-			return err
+			return config.Nest(err, "retry", "ExecutorConfig.Policy")
 		}
 	}
 	if c.MaxAttemptsCap < 0 {
-		return fieldError("maxAttemptsCap", strconv.Itoa(c.MaxAttemptsCap), "must be >= 0")
+		return fieldError("ExecutorConfig.MaxAttemptsCap", strconv.Itoa(c.MaxAttemptsCap), "must be >= 0")
 	}
 	return nil
 }

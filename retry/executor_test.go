@@ -336,8 +336,8 @@ func TestNewExecutorValidates(t *testing.T) {
 		want string
 	}{
 		{ExecutorConfig{}, ""},
-		{ExecutorConfig{Policy: &bad}, "retry: maxAttempts is 1, must be >= 2"},
-		{ExecutorConfig{MaxAttemptsCap: -1}, "retry: maxAttemptsCap is -1, must be >= 0"},
+		{ExecutorConfig{Policy: &bad}, "retry: ExecutorConfig.Policy.MaxAttempts is 1, must be >= 2"},
+		{ExecutorConfig{MaxAttemptsCap: -1}, "retry: ExecutorConfig.MaxAttemptsCap is -1, must be >= 0"},
 	}
 	for _, tt := range tests {
 		e, err := NewExecutor(tt.cfg)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/config"
 )
 
 // MaxAttemptsCap is the default client-side maximum for maxAttempts. A policy
@@ -40,31 +41,15 @@ type Policy struct {
 	Jitter backoff.Jitter
 }
 
-// FieldError is the error the configuration checks of retry, hedge and
-// pacing return: it names the policy, the field, the value that broke the
-// rule, and the rule. Callers that re-present configuration errors (the
-// serviceconfig package) read it with errors.As; hedge.FieldError and
-// pacing.FieldError are this type.
-type FieldError struct {
-	// Policy is the package whose configuration is wrong: "retry",
-	// "hedge" or "pacing".
-	Policy string
-	// Field is the field's name as the service config spells it
-	// ("maxAttempts", "initialBackoff", ...).
-	Field string
-	// Value is the offending value as text.
-	Value string
-	// Rule is what the value must be ("must be >= 2").
-	Rule string
-}
-
-// Error returns "retry: <field> is <value>, <rule>".
-func (e *FieldError) Error() string {
-	return e.Policy + ": " + e.Field + " is " + e.Value + ", " + e.Rule
-}
+// FieldError is the error every configuration check of the library
+// returns (busy, shed, peer, leasing, channel and the rest, not only retry):
+// it names the package, the Go field from its configuration type
+// ("Policy.MaxAttempts"), the value that broke the rule, and the rule.
+// Read it with errors.As; serviceconfig re-presents it under the JSON path.
+type FieldError = config.FieldError
 
 func fieldError(field, value, rule string) *FieldError {
-	return &FieldError{Policy: "retry", Field: field, Value: value, Rule: rule}
+	return &FieldError{Package: "retry", Field: field, Value: value, Rule: rule}
 }
 
 // ValidCodes reports whether s is non-empty and holds only TChannel error
@@ -76,19 +61,19 @@ func ValidCodes(s codes.Set) bool { return s != 0 && s&^codes.Errors == 0 }
 func (p Policy) Validate() error {
 	switch {
 	case p.MaxAttempts < 2:
-		return fieldError("maxAttempts", strconv.Itoa(p.MaxAttempts), "must be >= 2")
+		return fieldError("Policy.MaxAttempts", strconv.Itoa(p.MaxAttempts), "must be >= 2")
 	case p.InitialBackoff <= 0:
-		return fieldError("initialBackoff", p.InitialBackoff.String(), "must be > 0")
+		return fieldError("Policy.InitialBackoff", p.InitialBackoff.String(), "must be > 0")
 	case p.MaxBackoff <= 0:
-		return fieldError("maxBackoff", p.MaxBackoff.String(), "must be > 0")
+		return fieldError("Policy.MaxBackoff", p.MaxBackoff.String(), "must be > 0")
 	case !(p.BackoffMultiplier > 0) || math.IsInf(p.BackoffMultiplier, 1):
-		return fieldError("backoffMultiplier", strconv.FormatFloat(p.BackoffMultiplier, 'g', -1, 64), "must be a finite number > 0")
+		return fieldError("Policy.BackoffMultiplier", strconv.FormatFloat(p.BackoffMultiplier, 'g', -1, 64), "must be a finite number > 0")
 	case p.RetryableCodes == 0:
-		return fieldError("retryableCodes", "empty", "must name at least one code")
+		return fieldError("Policy.RetryableCodes", "empty", "must name at least one code")
 	case !ValidCodes(p.RetryableCodes):
-		return fieldError("retryableCodes", fmt.Sprintf("%#04x", uint16(p.RetryableCodes)), "must hold only TChannel error codes")
+		return fieldError("Policy.RetryableCodes", fmt.Sprintf("%#04x", uint16(p.RetryableCodes)), "must hold only TChannel error codes")
 	case p.Jitter > backoff.EqualJitter:
-		return fieldError("jitter", p.Jitter.String(), "must be FullJitter or EqualJitter")
+		return fieldError("Policy.Jitter", p.Jitter.String(), "must be FullJitter or EqualJitter")
 	}
 	return nil
 }

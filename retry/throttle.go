@@ -24,13 +24,13 @@ type ThrottleConfig struct {
 func (c ThrottleConfig) Validate() error {
 	switch {
 	case !(c.MaxTokens > 0 && c.MaxTokens <= 1000):
-		return fieldError("maxTokens", fmtFloat(c.MaxTokens), "must be in (0, 1000]")
+		return fieldError("ThrottleConfig.MaxTokens", fmtFloat(c.MaxTokens), "must be in (0, 1000]")
 	case !thousandths(c.MaxTokens):
-		return fieldError("maxTokens", fmtFloat(c.MaxTokens), "must have at most 3 decimal places")
+		return fieldError("ThrottleConfig.MaxTokens", fmtFloat(c.MaxTokens), "must have at most 3 decimal places")
 	case !(c.TokenRatio > 0) || math.IsInf(c.TokenRatio, 1):
-		return fieldError("tokenRatio", fmtFloat(c.TokenRatio), "must be a finite number > 0")
+		return fieldError("ThrottleConfig.TokenRatio", fmtFloat(c.TokenRatio), "must be a finite number > 0")
 	case !thousandths(c.TokenRatio):
-		return fieldError("tokenRatio", fmtFloat(c.TokenRatio), "must have at most 3 decimal places")
+		return fieldError("ThrottleConfig.TokenRatio", fmtFloat(c.TokenRatio), "must have at most 3 decimal places")
 	}
 	return nil
 }

@@ -21,8 +21,7 @@ func Example() {
 	    },
 	    "timeout": "1.5s"
 	  }],
-	  "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1},
-	  "lease": {"resource": "kv"}
+	  "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1}
 	}`))
 	if err != nil {
 		log.Fatal(err)
@@ -33,7 +32,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("tokens:", throttle.Tokens(), "lease section:", string(cfg.Lease))
+	fmt.Println("tokens:", throttle.Tokens())
 
 	_, err = serviceconfig.Parse([]byte(`{"methodConfig": [{"name": [{"service": "kv"}],
 	  "retryPolicy": {"maxAttempts": 1, "initialBackoff": "0.1s", "maxBackoff": "1s",
@@ -41,7 +40,7 @@ func Example() {
 	fmt.Println(err)
 	// Output:
 	// attempts: 5 timeout: 1.5s codes: [BUSY DECLINED]
-	// tokens: 10 lease section: {"resource": "kv"}
+	// tokens: 10
 	// serviceconfig: methodConfig[0].retryPolicy.maxAttempts is 1, must be >= 2
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/config"
 )
 
 // DefaultReloadInterval is how often, at most, a Reloader looks at its
@@ -23,10 +24,12 @@ type Config struct {
 	// Files names the PEM files to read.
 	Files Files
 	// ReloadInterval is the least time between two looks at the files
-	// from handshakes: 0 means DefaultReloadInterval; a negative value
-	// turns the looks off, leaving the files as New read them until
-	// Reload is called.
+	// from handshakes, >= 0: 0 means DefaultReloadInterval, unless
+	// NoReload is set.
 	ReloadInterval time.Duration
+	// NoReload turns the looks from handshakes off, leaving the files as
+	// New read them until Reload is called. ReloadInterval must then be 0.
+	NoReload bool
 	// Clock times ReloadInterval; nil means clock.Real. It times nothing
 	// else: certificates are checked against the wall clock, as
 	// crypto/tls does.
@@ -39,9 +42,21 @@ type Config struct {
 	OnReloadError func(error)
 }
 
-// Validate reports the first thing wrong with c: that of c.Files (see
-// Files.Validate). It reads no file.
-func (c Config) Validate() error { return c.Files.Validate() }
+// Validate reports the first thing wrong with c, as a *retry.FieldError:
+// that of c.Files (see Files.Validate), or of ReloadInterval. It reads no
+// file.
+func (c Config) Validate() error {
+	if err := c.Files.Validate(); err != nil {
+		return config.Nest(err, "tlsfiles", "Config.Files")
+	}
+	switch {
+	case c.ReloadInterval < 0:
+		return config.Errorf("tlsfiles", "Config.ReloadInterval", c.ReloadInterval, "must be >= 0 (0 means the default, %v; NoReload turns the looks off)", DefaultReloadInterval)
+	case c.NoReload && c.ReloadInterval != 0:
+		return config.Errorf("tlsfiles", "Config.ReloadInterval", c.ReloadInterval, "must be 0 when NoReload is set")
+	}
+	return nil
+}
 
 // Reloader holds the certificate, key and CA its Files name, as last
 // loaded, and makes the TLS configurations that use them. It is safe for
@@ -103,7 +118,10 @@ func New(c Config) (*Reloader, error) {
 		return nil, err
 	}
 	r := &Reloader{files: c.Files, interval: c.ReloadInterval, clock: c.Clock, onError: c.OnReloadError}
-	if r.interval == 0 {
+	switch {
+	case c.NoReload:
+		r.interval = -1
+	case r.interval == 0:
 		r.interval = DefaultReloadInterval
 	}
 	if r.clock == nil {

@@ -23,7 +23,7 @@ import (
 // changes.
 func TestReloadPresentsNewCertificate(t *testing.T) {
 	s := testcerts.New(t)
-	r := newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key}, ReloadInterval: -1})
+	r := newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key}, NoReload: true})
 	srv := serve(t, serverConfig(t, r))
 	client := mustClientConfig(t, tlsfiles.Files{CA: s.CA.File})
 
@@ -170,7 +170,7 @@ func TestInvalidReplacementKeepsCertificate(t *testing.T) {
 func TestServerReloadsCA(t *testing.T) {
 	s := testcerts.New(t)
 	var log errorLog
-	r := newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key, CA: s.CA.File}, ReloadInterval: -1, OnReloadError: log.add})
+	r := newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key, CA: s.CA.File}, NoReload: true, OnReloadError: log.add})
 	srv := serve(t, serverConfig(t, r))
 	// The clients trust the server (issued by CA) throughout.
 	trusted := mustClientConfig(t, tlsfiles.Files{Cert: s.Client.Cert, Key: s.Client.Key, CA: s.CA.File})
@@ -214,7 +214,7 @@ func TestServerReloadsCAResumption(t *testing.T) {
 	for _, v := range versions {
 		t.Run(v.name, func(t *testing.T) {
 			s := testcerts.New(t)
-			r := newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key, CA: s.CA.File}, ReloadInterval: -1})
+			r := newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key, CA: s.CA.File}, NoReload: true})
 			srv := serve(t, serverConfig(t, r))
 			client := mustClientConfig(t, tlsfiles.Files{Cert: s.Client.Cert, Key: s.Client.Key, CA: s.CA.File})
 			client.MaxVersion = v.max
@@ -246,7 +246,7 @@ func TestServerReloadsCAResumption(t *testing.T) {
 // configuration.
 func TestClientReloads(t *testing.T) {
 	s := testcerts.New(t)
-	r := newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Client.Cert, Key: s.Client.Key, CA: s.CA.File}, ReloadInterval: -1})
+	r := newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Client.Cert, Key: s.Client.Key, CA: s.CA.File}, NoReload: true})
 	srv := serve(t, serverConfig(t, newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key, CA: s.CA.File}})))
 	early := r.ClientConfig("")
 

@@ -32,6 +32,7 @@ import (
 	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/discovery"
+	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/hostport"
 	"github.com/sluice-rpc/sluice/internal/localfile"
 )
@@ -61,13 +62,14 @@ type Config struct {
 	Clock clock.Clock
 }
 
-// Validate reports the first rule c breaks, or nil.
+// Validate reports the first rule c breaks, as a *retry.FieldError, or
+// nil.
 func (c Config) Validate() error {
 	switch {
 	case c.Path == "":
-		return errors.New("file: Config.Path is empty; name the file of peers")
+		return config.Errorf("file", "Config.Path", c.Path, "must name the file of peers")
 	case c.Period < 0:
-		return fmt.Errorf("file: Config.Period is %v, must be >= 0 (0 means the default, %v)", c.Period, DefaultPeriod)
+		return config.Errorf("file", "Config.Period", c.Period, "must be >= 0 (0 means the default, %v)", DefaultPeriod)
 	}
 	return nil
 }

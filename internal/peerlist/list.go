@@ -2,7 +2,6 @@ package peerlist
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -12,6 +11,7 @@ import (
 	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/departed"
 	"github.com/sluice-rpc/sluice/internal/pool"
 	"github.com/sluice-rpc/sluice/peer"
@@ -65,9 +65,9 @@ type Config struct {
 	// names the peers' metrics.
 	Service string
 	// Busy configures each peer's busy limiter; the zero value means the
-	// design's defaults (see busy.Config). Its Clock must be nil: the
-	// limiters run on the List's Clock, whose readings the List passes
-	// them.
+	// design's defaults (see busy.Config). Its Clock, nil or the List's
+	// Clock: the limiters run on the List's Clock, whose readings the
+	// List passes them.
 	Busy busy.Config
 	// Clock is the time source of the List and of its peers' busy
 	// limiters; nil means clock.Real.
@@ -90,14 +90,18 @@ type Config struct {
 
 // Validate reports the first rule c breaks, or nil.
 func (c Config) Validate() error {
-	if c.Busy.Clock != nil {
-		return errors.New("peerlist: Config.Busy.Clock is set, must be nil: the peers' limiters run on Config.Clock")
+	own := c.Clock
+	if own == nil {
+		own = clock.Real
+	}
+	if c.Busy.Clock != nil && !config.Same(c.Busy.Clock, own) {
+		return config.Errorf("peerlist", "Config.Busy.Clock", config.Verbatim(fmt.Sprintf("%T", c.Busy.Clock)), "must be nil or Config.Clock: the peers' limiters run on the List's clock")
 	}
 	if err := c.Busy.Validate(); err != nil {
-		return fmt.Errorf("peerlist: Config.Busy: %w", err)
+		return config.Nest(err, "peerlist", "Config.Busy")
 	}
 	if err := c.Balance.Validate(); err != nil {
-		return fmt.Errorf("peerlist: Config.Balance: %w", err)
+		return config.Nest(err, "peerlist", "Config.Balance")
 	}
 	return nil
 }

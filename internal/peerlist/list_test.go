@@ -32,15 +32,16 @@ func newList(t testing.TB, ceiling float64, hostPorts ...string) (*List, *clock.
 
 func hp(i int) string { return fmt.Sprintf("127.0.0.1:%d", 4000+i) }
 
-// A Config's busy limiters run on its own clock: one set on Busy is
-// refused, as is an invalid Busy, each error naming the field.
+// A Config's busy limiters run on its own clock: a Busy.Clock that is
+// another is refused, as is an invalid Busy, each error naming the field;
+// the List's own clock on Busy is accepted.
 func TestListConfigValidate(t *testing.T) {
 	for _, tt := range []struct {
 		cfg  Config
 		want string
 	}{
-		{Config{Busy: busy.Config{Clock: clock.Real}}, "peerlist: Config.Busy.Clock is set, must be nil"},
-		{Config{Busy: busy.Config{MaxHalvings: -1}}, "peerlist: Config.Busy: busy: MaxHalvings is -1"},
+		{Config{Busy: busy.Config{Clock: clock.NewFake(time.Unix(0, 0))}}, "peerlist: Config.Busy.Clock is *clock.Fake, must be nil or Config.Clock"},
+		{Config{Busy: busy.Config{MaxHalvings: -1}}, "peerlist: Config.Busy.MaxHalvings is -1"},
 	} {
 		if _, err := New(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("New(%+v) = %v, want %q", tt.cfg, err, tt.want)
@@ -56,6 +57,13 @@ func TestListConfigValidate(t *testing.T) {
 	}
 	if got := p.Limiter().Config().Ceiling; got != busy.DefaultCeiling {
 		t.Errorf("a zero Config's limiter has ceiling %v, want %v", got, busy.DefaultCeiling)
+	}
+	clk := clock.NewFake(time.Unix(0, 0))
+	if _, err := New(Config{Clock: clk, Busy: busy.Config{Clock: clk}}); err != nil {
+		t.Errorf("NewList with the List's clock on Busy too: %v", err)
+	}
+	if _, err := New(Config{Busy: busy.Config{Clock: clock.Real}}); err != nil {
+		t.Errorf("NewList with clock.Real on Busy and no Clock (clock.Real): %v", err)
 	}
 }
 

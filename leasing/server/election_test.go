@@ -235,7 +235,7 @@ func TestElectionClientFollowsRedirect(t *testing.T) {
 func TestConfigElectedIntermediateNeedsID(t *testing.T) {
 	cfg := Config{Parent: "127.0.0.1:1", Election: newFakeElection()}
 	err := cfg.Validate()
-	if err == nil || !strings.Contains(err.Error(), "Config.ID is empty with both Parent and Election set: the servers of an elected intermediate node must present the parent one server_id") {
+	if err == nil || !strings.Contains(err.Error(), `server: Config.ID is "", must be set with both Parent and Election: the servers of an elected intermediate node must present the parent one server_id`) {
 		t.Fatalf("Validate() = %v, want an error saying the node's servers must present one server_id", err)
 	}
 	if _, err := New(cfg); err == nil {

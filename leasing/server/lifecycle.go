@@ -75,7 +75,7 @@ func New(cfg Config) (*Server, error) {
 		s.rand = func() float64 {
 			mu.Lock()
 			defer mu.Unlock()
-			return r.Float64()
+			return r()
 		}
 	}
 	if s.scope == nil {

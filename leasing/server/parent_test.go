@@ -642,7 +642,7 @@ func TestTickBacksOffAfterAFailure(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			clk := clock.NewFake(testEpoch)
 			parent := &parentConn{capacity: 100, clk: clk, err: status.Error(codes.Unavailable, "parent down")}
-			s := startManualIntermediate(t, Config{Repository: testConfig(FairShare, 0), Clock: clk, ID: "dc", Rand: rand.New(tt.src)}, parent)
+			s := startManualIntermediate(t, Config{Repository: testConfig(FairShare, 0), Clock: clk, ID: "dc", Rand: rand.New(tt.src).Float64}, parent)
 			ask(t, s, "c1", 50)
 			ctx := context.Background()
 			for n := 1; n <= 9; n++ {

@@ -58,6 +58,10 @@ type Reloader struct {
 	failed  string            // the last read error logged, "" after a success
 }
 
+// Validate returns nil: every ReloadConfig is valid (nil fields mean no log
+// and tally.NoopScope).
+func (ReloadConfig) Validate() error { return nil }
+
 // NewReloader returns a Reloader applying configurations to srv.
 func NewReloader(srv *Server, cfg ReloadConfig) *Reloader {
 	if cfg.Scope == nil {

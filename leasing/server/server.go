@@ -3,10 +3,8 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"hash/maphash"
 	"math"
-	"math/rand/v2"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -16,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/connlimit"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 )
@@ -66,13 +65,13 @@ type Config struct {
 	Repository *Repository
 	// Clock is the time source; nil means the wall clock.
 	Clock clock.Clock
-	// Rand draws the jitter of the backoffs after failed refreshes from
-	// the parent and failed elections; nil means math/rand/v2's global
-	// source. A simulation passes a seeded one to be reproducible. The
-	// server draws from it under a lock of its own, so the source must not
-	// be shared with another server or a client (a *rand.Rand is not safe
-	// for concurrent use): give each its own.
-	Rand *rand.Rand
+	// Rand returns uniform numbers in [0, 1) for the jitter of the backoffs
+	// after failed refreshes from the parent and failed elections; nil
+	// means math/rand/v2's Float64. A simulation passes a seeded source's
+	// Float64 to be reproducible. The server calls it under a lock of its
+	// own, so it need not be safe for concurrent use, but must not be
+	// shared with another server or a client: give each its own.
+	Rand func() float64
 	// Scope receives the server's metrics; nil means tally.NoopScope.
 	Scope tally.Scope
 	// Address is the address the server advertises as master in Discovery
@@ -178,21 +177,24 @@ type Config struct {
 	OnParentError func(error)
 }
 
-// Validate reports the first thing wrong with c.
-func (c *Config) Validate() error {
+// pkg names this package in configuration errors.
+const pkg = "server"
+
+// Validate reports the first thing wrong with c, as a *retry.FieldError.
+func (c Config) Validate() error {
 	if c.Repository == nil && c.Parent == "" {
-		return errors.New("server: Config.Repository is nil, a resource repository is required (only an intermediate, with a Parent, may have none)")
+		return config.Errorf(pkg, "Config.Repository", config.Verbatim("nil"), "must be a resource repository (only an intermediate, with a Parent, may have none)")
 	}
 	if c.Repository != nil {
 		if err := c.Repository.Validate(); err != nil {
-			return err
+			return config.Errorf(pkg, "Config.Repository", config.Verbatim("invalid"), "must be a valid repository: %v", err)
 		}
 	}
 	if c.Parent != "" && c.Election != nil && c.ID == "" {
-		return errors.New("server: Config.ID is empty with both Parent and Election set: the servers of an elected intermediate node must present the parent one server_id (such as the election key), not each its own address")
+		return config.Errorf(pkg, "Config.ID", c.ID, "must be set with both Parent and Election: the servers of an elected intermediate node must present the parent one server_id (such as the election key), not each its own address")
 	}
 	if c.ParentRPCTimeout < 0 {
-		return fmt.Errorf("server: Config.ParentRPCTimeout is %v, must be >= 0 (0 means the default)", c.ParentRPCTimeout)
+		return config.Errorf(pkg, "Config.ParentRPCTimeout", c.ParentRPCTimeout, "must be >= 0 (0 means the default)")
 	}
 	for _, f := range []struct {
 		name string
@@ -203,11 +205,11 @@ func (c *Config) Validate() error {
 		{"MaxConns", c.MaxConns}, {"MaxConcurrentStreams", c.MaxConcurrentStreams},
 	} {
 		if f.v < 0 {
-			return fmt.Errorf("server: Config.%s is %d, must be >= 0 (0 means the default)", f.name, f.v)
+			return config.Errorf(pkg, "Config."+f.name, f.v, "must be >= 0 (0 means the default)")
 		}
 	}
 	if int64(c.MaxConcurrentStreams) > math.MaxUint32 {
-		return fmt.Errorf("server: Config.MaxConcurrentStreams is %d, must be <= %d (HTTP/2's limit)", c.MaxConcurrentStreams, uint32(math.MaxUint32))
+		return config.Errorf(pkg, "Config.MaxConcurrentStreams", c.MaxConcurrentStreams, "must be <= %d (HTTP/2's limit)", uint32(math.MaxUint32))
 	}
 	for _, f := range []struct {
 		name string
@@ -216,7 +218,7 @@ func (c *Config) Validate() error {
 		{"ConnectionTimeout", c.ConnectionTimeout}, {"MaxConnectionIdle", c.MaxConnectionIdle}, {"KeepaliveMinTime", c.KeepaliveMinTime},
 	} {
 		if f.v < 0 {
-			return fmt.Errorf("server: Config.%s is %v, must be >= 0 (0 means the default)", f.name, f.v)
+			return config.Errorf(pkg, "Config."+f.name, f.v, "must be >= 0 (0 means the default)")
 		}
 	}
 	return nil

@@ -151,8 +151,8 @@ func adaptiveFlagError(err error) string {
 	if !errors.As(err, &fe) {
 		return err.Error()
 	}
-	flags := map[string]string{"quantile": "--hedge-adaptive", "window": "--hedge-window", "floor": "--hedge-floor",
-		"cap": "--hedge-cap", "budget": "--hedge-budget"}
+	flags := map[string]string{"Adaptive.Quantile": "--hedge-adaptive", "Adaptive.Window": "--hedge-window",
+		"Adaptive.Floor": "--hedge-floor", "Adaptive.Cap": "--hedge-cap", "Adaptive.Budget": "--hedge-budget"}
 	name, ok := flags[fe.Field]
 	if !ok {
 		return err.Error()

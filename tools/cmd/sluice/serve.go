@@ -93,7 +93,7 @@ func serveRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fs.usageError("--register-ttl needs --register")
 	}
 	logger := newWarnLogger(stderr)
-	opts := []channel.Option{channel.WithShutdown(channel.ShutdownConfig{Grace: *grace, Quiet: *quiet})}
+	opts := []channel.Option{channel.WithShutdown(channel.ShutdownConfig{Grace: max(*grace, 0), NoGrace: *grace < 0, Quiet: *quiet})}
 	tlsOpt, err := serveTLS(tlsFlags, *tlsMode, fs.set("tls-mode"), logger)
 	if err != nil {
 		return fs.usageError("%v", err)

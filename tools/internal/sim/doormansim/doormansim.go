@@ -441,7 +441,7 @@ func (s *sim) start(sv *srv) error {
 	h := fnv.New64a()
 	h.Write([]byte(sv.addr))
 	stream := h.Sum64() ^ uint64(s.clk.Now().UnixNano())
-	cfg := server.Config{Clock: s.clk, Address: sv.addr, Rand: rand.New(rand.NewPCG(s.sc.Seed^0x6a09e667f3bcc908, stream))}
+	cfg := server.Config{Clock: s.clk, Address: sv.addr, Rand: rand.New(rand.NewPCG(s.sc.Seed^0x6a09e667f3bcc908, stream)).Float64}
 	if sv.n.parent == nil {
 		cfg.Repository = s.repo
 		cfg.Election = sv.election
@@ -506,7 +506,7 @@ func (s *sim) addClient(leaf *node, i int) error {
 		Addr: leaf.servers[0].addr, ID: name, Clock: s.clk, Dial: s.dial, ManualRefresh: true,
 		MinRefreshInterval: s.sc.ClientMinRefresh,
 		// A stream per client, apart from the simulation's own.
-		Rand: rand.New(rand.NewPCG(s.sc.Seed^0x9e3779b97f4a7c15, uint64(len(s.clients)))),
+		Rand: rand.New(rand.NewPCG(s.sc.Seed^0x9e3779b97f4a7c15, uint64(len(s.clients)))).Float64,
 	})
 	if err != nil {
 		return err
