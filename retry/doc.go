@@ -15,9 +15,10 @@
 //     package backoff's (Policy.Backoff), with full jitter (gRPC: random(0,
 //     min(initial*mult^(n-1), max))) or equal jitter (Aliyun: half that
 //     value plus a random half).
-//   - ThrottleConfig (throttle.go): gRPC's retryThrottling, the token bucket
-//     shared by all calls to one service. Retries and hedges are refused,
-//     never delayed, while the tokens are at or below half of maxTokens.
+//   - ThrottleConfig (throttle.go): gRPC's retryThrottling, the
+//     configuration of the token bucket shared by all calls to one service.
+//     Retries and hedges are refused, never delayed, while the tokens are at
+//     or below half of maxTokens.
 //   - Pushback (pushback.go): the server's "retry after N ms" or "do not
 //     retry", sent in the retry-pushback-ms response header (PushbackHeader)
 //     or at the end of a TChannel error message.
