@@ -10,6 +10,7 @@ import (
 	"github.com/opentracing/opentracing-go/ext"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/peerlist"
+	"github.com/sluice-rpc/sluice/internal/retryexec"
 	"github.com/sluice-rpc/sluice/pacing"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/stats"
@@ -209,7 +210,7 @@ func (c *Channel) run(ctx context.Context, st *callState, service, method string
 		st.start = start
 	}
 	var (
-		outcome retry.Outcome
+		outcome retryexec.Outcome
 		stop    retry.StopReason
 		winner  int
 	)
@@ -225,13 +226,13 @@ func (c *Channel) run(ctx context.Context, st *callState, service, method string
 			outcome, stop, winner = hr.Outcome, hr.Stop, hr.Winner
 			m.Hedged(hr.Sent-1, hr.Outcome.Err == nil && hr.Winner > 0, hr.Cancelled)
 		} else {
-			outcome, stop = st.try(ctx, retry.Attempt{}), retry.StopUnbuffered
+			outcome, stop = st.try(ctx, retryexec.Attempt{}), retry.StopUnbuffered
 		}
 	case pol.retry != nil:
 		rr := pol.retry.DoSized(ctx, size, st.try)
 		outcome, stop, winner = rr.Outcome, rr.Stop, st.last
 	default: // retries disabled
-		outcome, stop = st.try(ctx, retry.Attempt{}), retry.StopNotRetryable
+		outcome, stop = st.try(ctx, retryexec.Attempt{}), retry.StopNotRetryable
 	}
 	if pol.bucket != nil {
 		pol.tokens.Update(pol.bucket.Tokens())

@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-rpc/sluice/discovery"
 	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/pool"
+	"github.com/sluice-rpc/sluice/internal/retryexec"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
 	"github.com/sluice-rpc/sluice/stats"
@@ -203,7 +204,7 @@ type Channel struct {
 
 	pool   *pool.Pool // the connectors of every peer
 	peers  *peerGuard // frame checks and limits on every connection
-	buffer *retry.Buffer
+	buffer *retryexec.Buffer
 	// responses bounds the response bytes its calls hold at once.
 	responses *responseBudget
 	states    sync.Pool // *callState: CallRaw's and CallJSON's, recycled
@@ -238,7 +239,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 		maxAttemptsCap: retry.MaxAttemptsCap, maxRequest: DefaultMaxRequestSize,
 		maxResponse: DefaultMaxResponseSize}
 	// bufTotal and bufPerCall stay zero unless WithRetryBuffer sets them:
-	// retry.BufferConfig fills in the defaults.
+	// retryexec.BufferConfig fills in the defaults.
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -272,7 +273,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	if o.maxAttemptsCap < 1 {
 		return nil, fmt.Errorf("channel: WithMaxAttemptsCap is %d, must be >= 1", o.maxAttemptsCap)
 	}
-	buffer, err := retry.NewBuffer(retry.BufferConfig{Total: o.bufTotal, PerCall: o.bufPerCall})
+	buffer, err := retryexec.NewBuffer(retryexec.BufferConfig{Total: o.bufTotal, PerCall: o.bufPerCall})
 	if err != nil {
 		return nil, fmt.Errorf("channel: WithRetryBuffer: %w", err)
 	}

@@ -12,8 +12,8 @@ import (
 	"github.com/sluice-rpc/sluice/discovery"
 	"github.com/sluice-rpc/sluice/internal/peerlist"
 	"github.com/sluice-rpc/sluice/internal/pool"
+	"github.com/sluice-rpc/sluice/internal/retryexec"
 	"github.com/sluice-rpc/sluice/peer"
-	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/stats"
 )
 
@@ -31,12 +31,12 @@ import (
 type Client struct {
 	ch      *Channel
 	service string
-	list    *peerlist.List  // its peers; a resolver's when res is set
-	res     *resolved       // nil without a resolver
-	gate    Gate            // WithLease's, or nil
-	pacer   *pacer          // WithPacing's, or nil
-	bucket  *retry.Throttle // the service config's retry throttling, or nil
-	methods map[string]bool // WithMethods
+	list    *peerlist.List      // its peers; a resolver's when res is set
+	res     *resolved           // nil without a resolver
+	gate    Gate                // WithLease's, or nil
+	pacer   *pacer              // WithPacing's, or nil
+	bucket  *retryexec.Throttle // the service config's retry throttling, or nil
+	methods map[string]bool     // WithMethods
 
 	// policies maps a method to its policy, replaced whole (copy on
 	// write) when a method is first called: calls read it with one atomic
@@ -142,7 +142,7 @@ func (c *Channel) NewClient(target string, opts ...ClientOption) (*Client, error
 		cl.pacer = p
 	}
 	if tc := c.retryThrottling(); tc != nil {
-		t, err := retry.NewThrottle(*tc)
+		t, err := retryexec.NewThrottle(*tc)
 		if err != nil {
 			return nil, fmt.Errorf("channel: retryThrottling: %w", err)
 		}

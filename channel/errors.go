@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-rpc/sluice/internal/decline"
 
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/retryexec"
 	"github.com/sluice-rpc/sluice/pacing"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
@@ -165,7 +166,7 @@ func Busy(format string, args ...any) error {
 // tells them not to retry). Other TChannel clients see it as part of the
 // message and ignore it.
 func BusyAfter(d time.Duration, format string, args ...any) error {
-	msg := retry.AppendPushback(fmt.Sprintf(format, args...), retry.PushbackAfter(d))
+	msg := retryexec.AppendPushback(fmt.Sprintf(format, args...), retry.PushbackAfter(d))
 	return tchannel.NewSystemError(tchannel.ErrCodeBusy, "%s", msg)
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/config"
+	"github.com/sluice-rpc/sluice/internal/retryexec"
 	"github.com/sluice-rpc/sluice/pacing"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/stats"
@@ -137,7 +138,7 @@ func (p *pacer) response(c *Channel, method string, h map[string]string) {
 // wait: the larger of the window's time left (the answer's pushback), an
 // equal-jitter backoff and the pacer's sleep. When that exceeds MaxDelay the
 // call must not retry: it returns the window error to report.
-func (p *pacer) busy(c *Channel, method string, o *retry.Outcome, b backoff.Exponential, n int) error {
+func (p *pacer) busy(c *Channel, method string, o *retryexec.Outcome, b backoff.Exponential, n int) error {
 	now := c.o.clock.Now()
 	var sig pacing.Signal
 	if o.Pushback.Kind == retry.PushbackDelay {
@@ -158,7 +159,7 @@ func (p *pacer) busy(c *Channel, method string, o *retry.Outcome, b backoff.Expo
 }
 
 // paceOutcome applies the service's pacing to one attempt's result.
-func (st *callState) paceOutcome(res *Response, o *retry.Outcome, n int) {
+func (st *callState) paceOutcome(res *Response, o *retryexec.Outcome, n int) {
 	p := st.pol.pacer
 	if p == nil {
 		return

@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/backoff"
-	"github.com/sluice-rpc/sluice/hedge"
+	"github.com/sluice-rpc/sluice/internal/hedgeexec"
 	"github.com/sluice-rpc/sluice/internal/peerlist"
+	"github.com/sluice-rpc/sluice/internal/retryexec"
 	"github.com/sluice-rpc/sluice/pacing"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
@@ -113,9 +114,8 @@ func WithMaxAttemptsCap(n int) Option { return func(o *options) { o.maxAttemptsC
 
 // WithRetryBuffer bounds the bytes of requests held for possible retries:
 // total across all calls, and perCall for one. A call whose request does not
-// fit is sent once, unretried. 0 means the default, as in
-// retry.BufferConfig: retry.DefaultBufferSize and
-// retry.DefaultPerCallBufferLimit.
+// fit is sent once, unretried. 0 means the default, grpc-java's: 16 MiB in
+// total and 1 MiB per call (or total, if that is smaller).
 func WithRetryBuffer(total, perCall int64) Option {
 	return func(o *options) { o.bufTotal, o.bufPerCall = total, perCall }
 }
@@ -154,14 +154,14 @@ type methodPolicy struct {
 	service, method string  // whose policy it is
 	cl              *Client // whose calls it shapes
 
-	retry   *retry.Executor // nil when retries are disabled or a hedge applies
-	hedge   *hedge.Executor
-	est     *hedge.Estimator // adaptive hedging delay, if configured
+	retry   *retryexec.Executor // nil when retries are disabled or a hedge applies
+	hedge   *hedgeexec.Executor
+	est     *hedgeexec.Estimator // adaptive hedging delay, if configured
 	timeout time.Duration
 	// waitForReady: calls wait for a ready peer even when every peer is in
 	// transient failure (the service config's waitForReady).
 	waitForReady bool
-	bucket       *retry.Throttle // the service's, for the tokens gauge
+	bucket       *retryexec.Throttle // the service's, for the tokens gauge
 	m            *stats.Method
 	tokens       tally.Gauge
 	backoff      backoff.Exponential // the retry policy's, for throttle-aware waits
@@ -229,7 +229,7 @@ func (c *Channel) buildPolicy(cl *Client, method string) (*methodPolicy, error) 
 	var err error
 	switch {
 	case mc != nil && mc.Hedge != nil:
-		p.hedge, err = hedge.NewExecutor(hedge.ExecutorConfig{Policy: *mc.Hedge, MaxAttemptsCap: c.o.maxAttemptsCap,
+		p.hedge, err = hedgeexec.NewExecutor(hedgeexec.ExecutorConfig{Policy: *mc.Hedge, MaxAttemptsCap: c.o.maxAttemptsCap,
 			Throttle: p.bucket, Clock: c.o.clock})
 		if err == nil {
 			p.est = p.hedge.Estimator()
@@ -242,7 +242,7 @@ func (c *Channel) buildPolicy(cl *Client, method string) (*methodPolicy, error) 
 		if pol != nil {
 			p.backoff = pol.Backoff()
 		}
-		p.retry, err = retry.NewExecutor(retry.ExecutorConfig{Policy: pol, MaxAttemptsCap: c.o.maxAttemptsCap,
+		p.retry, err = retryexec.NewExecutor(retryexec.ExecutorConfig{Policy: pol, MaxAttemptsCap: c.o.maxAttemptsCap,
 			Throttle: p.bucket, Buffer: c.buffer, Clock: c.o.clock, Rand: c.o.rand})
 	}
 	if err != nil {

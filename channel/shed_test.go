@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/retryexec"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/shed"
@@ -105,7 +106,7 @@ func checkBusyWithPushback(t *testing.T, err error) {
 	if got := se.Code(); got != tchannel.ErrCodeBusy {
 		t.Fatalf("error %v: got %v, want %v", err, got, tchannel.ErrCodeBusy)
 	}
-	p, _ := retry.PushbackFromMessage(se.Message())
+	p, _ := retryexec.PushbackFromMessage(se.Message())
 	if p.Kind != retry.PushbackDelay {
 		t.Errorf("pushback in %q: got %v, want %v", se.Message(), p.Kind, retry.PushbackDelay)
 	}
@@ -320,7 +321,7 @@ func TestAdaptiveLimitOnARealServer(t *testing.T) {
 					ok.Add(1)
 				case errors.As(err, &se) && se.Code() == tchannel.ErrCodeBusy:
 					shedN.Add(1)
-					p, _ := retry.PushbackFromMessage(se.Message())
+					p, _ := retryexec.PushbackFromMessage(se.Message())
 					time.Sleep(p.Delay) // the caller honours the pushback: it paces the load
 				}
 			}

@@ -55,7 +55,7 @@ func (p Policy) Validate() error {
 		return fieldError("Policy.HedgingDelay", p.HedgingDelay.String(), "must be >= 0")
 	case p.NonFatalCodes == 0:
 		return fieldError("Policy.NonFatalCodes", "empty", "must name at least one code")
-	case !retry.ValidCodes(p.NonFatalCodes):
+	case p.NonFatalCodes&^codes.Errors != 0: // retry.Policy's rule for RetryableCodes
 		return fieldError("Policy.NonFatalCodes", fmt.Sprintf("%#04x", uint16(p.NonFatalCodes)), "must hold only TChannel error codes")
 	}
 	if p.Adaptive != nil {
@@ -68,4 +68,7 @@ func (p Policy) Validate() error {
 
 // Attempts returns the number of attempts p allows under the client-side
 // cap limit: min(p.MaxAttempts, limit). A limit <= 0 means MaxAttemptsCap.
-func (p Policy) Attempts(limit int) int { return retry.CapAttempts(p.MaxAttempts, limit) }
+// Retry and hedging policies are capped alike: this is retry.Policy's rule.
+func (p Policy) Attempts(limit int) int {
+	return retry.Policy{MaxAttempts: p.MaxAttempts}.Attempts(limit)
+}

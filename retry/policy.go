@@ -13,7 +13,7 @@ import (
 
 // MaxAttemptsCap is the default client-side maximum for maxAttempts. A policy
 // asking for more attempts gets this many, as gRPC's retry design (gRFC A6,
-// "Limits on Retries and Hedges") prescribes; ExecutorConfig.MaxAttemptsCap
+// "Limits on Retries and Hedges") prescribes; channel.WithMaxAttemptsCap
 // changes it.
 const MaxAttemptsCap = 5
 
@@ -33,7 +33,7 @@ type Policy struct {
 	// finite number > 0.
 	BackoffMultiplier float64
 	// RetryableCodes are the codes whose failures are retried (and counted
-	// as failures by the Throttle). It must be non-empty and hold only
+	// as failures by the retry-throttling bucket, ThrottleConfig). It must be non-empty and hold only
 	// TChannel error codes (not OK).
 	RetryableCodes codes.Set
 	// Jitter selects the delay distribution; backoff.FullJitter (gRPC) by
@@ -52,10 +52,9 @@ func fieldError(field, value, rule string) *FieldError {
 	return &FieldError{Package: "retry", Field: field, Value: value, Rule: rule}
 }
 
-// ValidCodes reports whether s is non-empty and holds only TChannel error
-// codes (not OK); it is the rule Policy.Validate applies to RetryableCodes
-// (and the hedge package to its non-fatal codes).
-func ValidCodes(s codes.Set) bool { return s != 0 && s&^codes.Errors == 0 }
+// validCodes reports whether s is non-empty and holds only TChannel error
+// codes (not OK): the rule Policy.Validate applies to RetryableCodes.
+func validCodes(s codes.Set) bool { return s != 0 && s&^codes.Errors == 0 }
 
 // Validate reports the first rule p breaks, as a *FieldError, or nil.
 func (p Policy) Validate() error {
@@ -70,7 +69,7 @@ func (p Policy) Validate() error {
 		return fieldError("Policy.BackoffMultiplier", strconv.FormatFloat(p.BackoffMultiplier, 'g', -1, 64), "must be a finite number > 0")
 	case p.RetryableCodes == 0:
 		return fieldError("Policy.RetryableCodes", "empty", "must name at least one code")
-	case !ValidCodes(p.RetryableCodes):
+	case !validCodes(p.RetryableCodes):
 		return fieldError("Policy.RetryableCodes", fmt.Sprintf("%#04x", uint16(p.RetryableCodes)), "must hold only TChannel error codes")
 	case p.Jitter > backoff.EqualJitter:
 		return fieldError("Policy.Jitter", p.Jitter.String(), "must be FullJitter or EqualJitter")
@@ -78,21 +77,19 @@ func (p Policy) Validate() error {
 	return nil
 }
 
-// Attempts returns the number of attempts p allows under the client-side cap
-// limit (see CapAttempts).
-func (p Policy) Attempts(limit int) int { return CapAttempts(p.MaxAttempts, limit) }
-
-// CapAttempts returns min(n, limit), the attempts a policy asking for n
-// gets under the client-side cap limit; a limit <= 0 means MaxAttemptsCap.
-// Retry and hedging policies are capped alike.
-func CapAttempts(n, limit int) int {
+// Attempts returns the number of attempts p allows under the client-side
+// cap limit: min(p.MaxAttempts, limit), a limit <= 0 meaning
+// MaxAttemptsCap. Retry and hedging policies are capped alike
+// (hedge.Policy.Attempts calls this one).
+func (p Policy) Attempts(limit int) int {
 	if limit <= 0 {
 		limit = MaxAttemptsCap
 	}
-	return min(n, limit)
+	return min(p.MaxAttempts, limit)
 }
 
-// Backoff returns p's backoff parameters.
+// Backoff returns p's backoff parameters as the library's one backoff type:
+// the nth retry waits Backoff().Delay(n, r) unless a pushback says otherwise.
 func (p Policy) Backoff() backoff.Exponential {
 	return backoff.Exponential{Initial: p.InitialBackoff, Max: p.MaxBackoff, Multiplier: p.BackoffMultiplier, Jitter: p.Jitter}
 }

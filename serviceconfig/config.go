@@ -44,8 +44,8 @@ type Config struct {
 	// Methods are the method configs in the order given.
 	Methods []MethodConfig
 	// RetryThrottling is the service's retry-throttling bucket
-	// configuration (retry.NewThrottle makes the bucket), or nil when the
-	// config has none.
+	// configuration (a Channel makes one bucket from it for each Client),
+	// or nil when the config has none.
 	RetryThrottling *retry.ThrottleConfig
 	// Balancing is the "balancing" section: how each service's calls are
 	// shared among its peers (see Balancing and BalancingFor).

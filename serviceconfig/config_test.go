@@ -71,7 +71,7 @@ func TestParseFull(t *testing.T) {
 	if c.RetryThrottling == nil || *c.RetryThrottling != (retry.ThrottleConfig{MaxTokens: 10, TokenRatio: 0.1}) {
 		t.Fatalf("RetryThrottling = %+v", c.RetryThrottling)
 	}
-	if _, err := retry.NewThrottle(*c.RetryThrottling); err != nil {
+	if err := c.RetryThrottling.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	// maxAttempts 10 is kept as written and capped where it is used.

@@ -237,8 +237,8 @@ func configs(t *testing.T, types map[string]*structType) []*structType {
 	for _, s := range types {
 		_, v1 := s.methods["Validate"]
 		_, v2 := s.methods["validate"]
-		// A struct without exported fields (hedge.Budget) is a running
-		// object, not something a user fills in.
+		// A struct without exported fields is a running object (a token
+		// budget, say), not something a user fills in.
 		if (configName.MatchString(s.name) || v1 || v2) && len(s.fields) > 0 {
 			add(s)
 		}
@@ -400,7 +400,6 @@ var required = map[string]string{
 	"retry.Policy":          "Policy.MaxAttempts",
 	"retry.ThrottleConfig":  "ThrottleConfig.MaxTokens",
 	"hedge.Policy":          "Policy.MaxAttempts",
-	"hedge.ExecutorConfig":  "ExecutorConfig.Policy.MaxAttempts",
 	"hedge.Adaptive":        "Adaptive.Quantile", // as a policy's adaptiveDelay: quantile, window, floor and cap are required
 	"leasing.ClientConfig":  "ClientConfig.Addr", // the Doorman server
 	"discovery/dns.Config":  "Config.Target",     // the name to resolve

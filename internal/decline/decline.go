@@ -10,7 +10,7 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/sluice-rpc/sluice/retry"
+	"github.com/sluice-rpc/sluice/internal/retryexec"
 	"github.com/uber/tchannel-go"
 )
 
@@ -46,11 +46,11 @@ func HandlerError(err error) error {
 		return err
 	}
 	msg := se.Message()
-	p, rest := retry.PushbackFromMessage(msg)
+	p, rest := retryexec.PushbackFromMessage(msg)
 	if !Early(rest) {
 		return err
 	}
 	rest = strings.TrimSpace(strings.TrimSuffix(rest, EarlyHint))
 	return tchannel.NewSystemError(tchannel.ErrCodeDeclined, "%s",
-		retry.AppendPushback("declined downstream, after this server's handler ran: "+rest, p))
+		retryexec.AppendPushback("declined downstream, after this server's handler ran: "+rest, p))
 }

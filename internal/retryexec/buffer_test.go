@@ -1,10 +1,12 @@
-package retry
+package retryexec
 
 import (
 	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/sluice-rpc/sluice/retry"
 )
 
 func TestNewBufferLimits(t *testing.T) {
@@ -24,9 +26,9 @@ func TestNewBufferLimits(t *testing.T) {
 	} {
 		b, err := NewBuffer(tt.cfg)
 		if tt.err != "" {
-			var fe *FieldError
+			var fe *retry.FieldError
 			if err == nil || err.Error() != tt.err || !errors.As(err, &fe) {
-				t.Errorf("NewBuffer(%+v) = %v, want the *FieldError %q", tt.cfg, err, tt.err)
+				t.Errorf("NewBuffer(%+v) = %v, want the *retry.FieldError %q", tt.cfg, err, tt.err)
 			}
 			continue
 		}

@@ -1,4 +1,4 @@
-package hedge
+package hedgeexec
 
 import (
 	"context"
@@ -8,20 +8,22 @@ import (
 
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/hedge"
 	"github.com/sluice-rpc/sluice/internal/config"
+	"github.com/sluice-rpc/sluice/internal/retryexec"
 	"github.com/sluice-rpc/sluice/retry"
 )
 
 // ExecutorConfig configures an Executor.
 type ExecutorConfig struct {
 	// Policy is the hedging policy. It must validate.
-	Policy Policy
+	Policy hedge.Policy
 	// MaxAttemptsCap is the client-side cap on Policy.MaxAttempts; 0 means
 	// MaxAttemptsCap (5). It must be >= 0.
 	MaxAttemptsCap int
 	// Throttle is the service's retry-throttling bucket; every attempt
 	// after the first needs its permission. nil means none.
-	Throttle *retry.Throttle
+	Throttle *retryexec.Throttle
 	// Clock makes the hedging timers; nil means clock.Real.
 	Clock clock.Clock
 	// Delay, if set, gives each call's hedging delay in place of
@@ -31,11 +33,11 @@ type ExecutorConfig struct {
 	// Budget, if set, caps hedges at a fraction of calls: each call
 	// deposits, each attempt after the first withdraws, and a refusal stops
 	// hedging for that call as the Throttle's does. Without it, a
-	// Policy.Adaptive with a Budget > 0 makes one (burst BudgetBurst).
+	// Policy.Adaptive with a Budget > 0 makes one (burst hedge.BudgetBurst).
 	Budget *Budget
 }
 
-// Validate reports the first rule c breaks, or nil.
+// Validate reports the first rule c breaks, as a *retry.FieldError, or nil.
 func (c ExecutorConfig) Validate() error {
 	if err := c.Policy.Validate(); err != nil {
 		return config.Nest(err, "hedge", "ExecutorConfig.Policy")
@@ -51,7 +53,7 @@ type Result struct {
 	// Outcome is the winning attempt's outcome, or the failure that ended
 	// the call: the fatal one, else the last to arrive. Outcome.Err is the
 	// call's error.
-	Outcome retry.Outcome
+	Outcome retryexec.Outcome
 	// Winner is the Number of the attempt whose Outcome is reported, or -1
 	// when no attempt reported one (the context ended first and Outcome
 	// holds the context's error).
@@ -106,18 +108,14 @@ func (r Result) Err() error { return r.Outcome.Err }
 //   - when the caller's context ends, the attempts are cancelled and the
 //     call returns the last failure seen (or the context's error).
 type Executor struct {
-	policy      Policy
+	policy      hedge.Policy
 	maxAttempts int
-	throttle    *retry.Throttle
+	throttle    *retryexec.Throttle
 	clock       clock.Clock
 	delayFn     func() time.Duration
 	budget      *Budget
 	est         *Estimator // built from Policy.Adaptive, if any
 }
-
-// BudgetBurst is how many hedges the budget an Executor builds from
-// Policy.Adaptive may save up in a quiet spell.
-const BudgetBurst = 10
 
 // NewExecutor returns an Executor configured by c, or c's validation error.
 func NewExecutor(c ExecutorConfig) (*Executor, error) {
@@ -138,10 +136,20 @@ func NewExecutor(c ExecutorConfig) (*Executor, error) {
 			e.est, e.delayFn = est, est.Delay
 		}
 		if e.budget == nil && a.Budget > 0 {
-			e.budget = NewBudget(a.Budget, BudgetBurst)
+			e.budget = NewBudget(a.Budget, hedge.BudgetBurst)
 		}
 	}
 	return e, nil
+}
+
+// Delay returns the hedging delay a call started now would use: the
+// ExecutorConfig's Delay, else the Estimator's (with Policy.Adaptive), else
+// Policy.HedgingDelay. It is for introspection; Do reads it itself.
+func (e *Executor) Delay() time.Duration {
+	if e.delayFn != nil {
+		return e.delayFn()
+	}
+	return e.policy.HedgingDelay
 }
 
 // Estimator returns the Estimator built from Policy.Adaptive, or nil. The
@@ -156,7 +164,7 @@ func (e *Executor) MaxAttempts() int { return e.maxAttempts }
 
 type finished struct {
 	n int
-	o retry.Outcome
+	o retryexec.Outcome
 }
 
 // call is the state of one hedged call; only Do's goroutine touches it,
@@ -165,7 +173,7 @@ type call struct {
 	e           *Executor
 	parent      context.Context // the caller's context
 	ctx         context.Context // the attempts' context
-	attempt     retry.AttemptFunc
+	attempt     retryexec.AttemptFunc
 	results     chan finished // buffered for every attempt: never blocks a sender
 	wg          sync.WaitGroup
 	res         Result
@@ -189,7 +197,7 @@ type call struct {
 // transparent re-send takes the next number too, so no two attempts of a
 // call share one. attempt must return promptly once its context is
 // cancelled.
-func (e *Executor) Do(ctx context.Context, attempt retry.AttemptFunc) Result {
+func (e *Executor) Do(ctx context.Context, attempt retryexec.AttemptFunc) Result {
 	actx, cancel := context.WithCancel(ctx)
 	c := &call{e: e, parent: ctx, ctx: actx, attempt: attempt, results: make(chan finished, e.maxAttempts), res: Result{Winner: -1},
 		delay: e.policy.HedgingDelay}
@@ -338,7 +346,7 @@ func (c *call) send() {
 
 func (c *call) run(n int, transparent bool) {
 	defer c.wg.Done()
-	c.results <- finished{n, c.attempt(c.ctx, retry.Attempt{Number: n, Index: n, Transparent: transparent})}
+	c.results <- finished{n, c.attempt(c.ctx, retryexec.Attempt{Number: n, Index: n, Transparent: transparent})}
 }
 
 // finish ends the call: it cancels the outstanding attempts and waits for
@@ -354,10 +362,10 @@ func (c *call) finish(cancel context.CancelFunc, stop retry.StopReason) Result {
 
 // ctxOutcome is the outcome reported when the context ended the call
 // before any attempt reported back.
-func ctxOutcome(err error) retry.Outcome {
+func ctxOutcome(err error) retryexec.Outcome {
 	code := codes.Cancelled
 	if err == context.DeadlineExceeded {
 		code = codes.Timeout
 	}
-	return retry.Outcome{Err: err, Code: code}
+	return retryexec.Outcome{Err: err, Code: code}
 }

@@ -1,4 +1,4 @@
-package retry
+package retryexec
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/config"
+	"github.com/sluice-rpc/sluice/retry"
 )
 
 // Attempt describes the try an AttemptFunc is asked to make.
@@ -38,7 +39,7 @@ type Outcome struct {
 	// the failure final.
 	Code codes.Code
 	// Pushback is the server's retry instruction, if any.
-	Pushback Pushback
+	Pushback retry.Pushback
 	// DeclinedEarly reports that the server refused the request before any
 	// handler ran. The first such attempt of a call is retried at once and
 	// not counted; a second is handled by the policy like any failure.
@@ -63,59 +64,12 @@ type Outcome struct {
 // outcome or a "do not retry" pushback never is. The retry and hedge
 // executors both decide with it.
 func (o Outcome) Transparent(declinedBefore bool) bool {
-	return o.Err != nil && !o.Committed && o.Pushback.Kind != PushbackStop && o.DeclinedEarly && !declinedBefore
+	return o.Err != nil && !o.Committed && o.Pushback.Kind != retry.PushbackStop && o.DeclinedEarly && !declinedBefore
 }
 
 // AttemptFunc makes one attempt of a call. It must honour ctx and must not
 // keep ctx or a after it returns.
 type AttemptFunc func(ctx context.Context, a Attempt) Outcome
-
-// StopReason says why an Executor stopped making attempts.
-type StopReason uint8
-
-const (
-	// StopSucceeded: an attempt succeeded.
-	StopSucceeded StopReason = iota + 1
-	// StopNotRetryable: the failure's code is not retryable (or no policy).
-	StopNotRetryable
-	// StopCommitted: the failure came after the response reached the
-	// application.
-	StopCommitted
-	// StopExhausted: MaxAttempts (after the client-side cap) were made.
-	StopExhausted
-	// StopThrottled: the Throttle refused the retry.
-	StopThrottled
-	// StopPushback: the server's pushback said not to retry.
-	StopPushback
-	// StopContext: the context ended while waiting to retry.
-	StopContext
-	// StopUnbuffered: the request did not fit in the retry Buffer, so the
-	// call was sent once.
-	StopUnbuffered
-)
-
-// String returns a lower-case description ("attempts exhausted").
-func (r StopReason) String() string {
-	switch r {
-	case StopSucceeded:
-		return "succeeded"
-	case StopNotRetryable:
-		return "not retryable"
-	case StopCommitted:
-		return "committed"
-	case StopExhausted:
-		return "attempts exhausted"
-	case StopThrottled:
-		return "throttled"
-	case StopPushback:
-		return "pushback"
-	case StopContext:
-		return "context done"
-	case StopUnbuffered:
-		return "not buffered"
-	}
-	return "StopReason(" + strconv.Itoa(int(r)) + ")"
-}
 
 // Result is how a call ended.
 type Result struct {
@@ -128,8 +82,8 @@ type Result struct {
 	// Counted is the number of tries counted toward MaxAttempts.
 	Counted int
 	// Stop says why no further attempt was made.
-	Stop StopReason
-	// CtxErr is the context's error when Stop is StopContext, else nil.
+	Stop retry.StopReason
+	// CtxErr is the context's error when Stop is retry.StopContext, else nil.
 	CtxErr error
 }
 
@@ -141,9 +95,9 @@ type ExecutorConfig struct {
 	// Policy is the retry policy; nil means no retries (one counted attempt
 	// per call; the transparent retry of an early decline still happens, as
 	// the gRPC design says).
-	Policy *Policy
+	Policy *retry.Policy
 	// MaxAttemptsCap is the client-side cap on Policy.MaxAttempts; 0 means
-	// MaxAttemptsCap (5). It must be >= 0.
+	// retry.MaxAttemptsCap (5). It must be >= 0.
 	MaxAttemptsCap int
 	// Throttle is the service's retry-throttling bucket; nil means none.
 	Throttle *Throttle
@@ -161,7 +115,7 @@ type ExecutorConfig struct {
 	OnRetry func(next Attempt, wait time.Duration)
 }
 
-// Validate reports the first rule c breaks, or nil.
+// Validate reports the first rule c breaks, as a *retry.FieldError, or nil.
 func (c ExecutorConfig) Validate() error {
 	if c.Policy != nil {
 		if err := c.Policy.Validate(); err != nil {
@@ -255,7 +209,7 @@ func (e *Executor) Do(ctx context.Context, attempt AttemptFunc) Result {
 // DoSized is Do for a request of size bytes: it reserves them in the
 // executor's Buffer for the duration of the call. A request that does not
 // fit is attempted once and never retried, not even transparently
-// (Result.Stop is StopUnbuffered when a retry was refused for this reason).
+// (Result.Stop is retry.StopUnbuffered when a retry was refused for this reason).
 func (e *Executor) DoSized(ctx context.Context, size int64, attempt AttemptFunc) Result {
 	r, ok := e.buffer.Reserve(size)
 	res := e.run(ctx, ok, attempt)
@@ -274,14 +228,14 @@ func (e *Executor) run(ctx context.Context, retries bool, attempt AttemptFunc) R
 		o := attempt(ctx, a)
 		if o.Local {
 			if res.Attempts == 0 {
-				res.Outcome, res.Stop = o, StopNotRetryable
+				res.Outcome, res.Stop = o, retry.StopNotRetryable
 			} else if err := clock.ContextErr(ctx); err != nil {
 				// The attempt could not be made because the context had
 				// ended, or its deadline had passed (as the backoff timer
 				// fired): the context ended the call, not a throttle.
-				res.Stop, res.CtxErr = StopContext, err
+				res.Stop, res.CtxErr = retry.StopContext, err
 			} else {
-				res.Stop = StopThrottled // keep the last remote failure
+				res.Stop = retry.StopThrottled // keep the last remote failure
 			}
 			return res
 		}
@@ -290,7 +244,7 @@ func (e *Executor) run(ctx context.Context, retries bool, attempt AttemptFunc) R
 		if o.Err == nil {
 			res.Counted++
 			e.throttle.RecordSuccess()
-			res.Stop = StopSucceeded
+			res.Stop = retry.StopSucceeded
 			return res
 		}
 
@@ -298,41 +252,41 @@ func (e *Executor) run(ctx context.Context, retries bool, attempt AttemptFunc) R
 		transparent := o.Transparent(declined)
 		if transparent { // declined before any handler ran
 			declined = true
-			if o.Pushback.Kind == PushbackDelay {
+			if o.Pushback.Kind == retry.PushbackDelay {
 				wait = o.Pushback.Delay // the server asked for a pause
 			}
 		}
 
 		if !transparent {
 			res.Counted++
-			if o.Pushback.Kind == PushbackStop || e.retryable.Has(o.Code) {
+			if o.Pushback.Kind == retry.PushbackStop || e.retryable.Has(o.Code) {
 				e.throttle.RecordFailure()
 			}
 			switch {
 			case o.Committed:
-				res.Stop = StopCommitted
-			case o.Pushback.Kind == PushbackStop:
-				res.Stop = StopPushback
+				res.Stop = retry.StopCommitted
+			case o.Pushback.Kind == retry.PushbackStop:
+				res.Stop = retry.StopPushback
 			case !e.retryable.Has(o.Code):
-				res.Stop = StopNotRetryable
+				res.Stop = retry.StopNotRetryable
 			case res.Counted >= e.maxAttempts:
-				res.Stop = StopExhausted
+				res.Stop = retry.StopExhausted
 			case !retries:
-				res.Stop = StopUnbuffered
+				res.Stop = retry.StopUnbuffered
 			case !e.throttle.Allow():
-				res.Stop = StopThrottled
+				res.Stop = retry.StopThrottled
 			}
 			if res.Stop != 0 {
 				return res
 			}
-			if o.Pushback.Kind == PushbackDelay {
+			if o.Pushback.Kind == retry.PushbackDelay {
 				wait, sinceP = o.Pushback.Delay, 0
 			} else {
 				sinceP++
 				wait = e.backoff.Delay(sinceP, e.rand())
 			}
 		} else if !retries {
-			res.Stop = StopUnbuffered
+			res.Stop = retry.StopUnbuffered
 			return res
 		}
 
@@ -341,7 +295,7 @@ func (e *Executor) run(ctx context.Context, retries bool, attempt AttemptFunc) R
 			e.onRetry(a, wait)
 		}
 		if err := clock.Sleep(ctx, e.clock, wait); err != nil {
-			res.Stop, res.CtxErr = StopContext, err
+			res.Stop, res.CtxErr = retry.StopContext, err
 			return res
 		}
 	}

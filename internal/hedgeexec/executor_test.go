@@ -1,4 +1,4 @@
-package hedge
+package hedgeexec
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/hedge"
+	"github.com/sluice-rpc/sluice/internal/retryexec"
 	"github.com/sluice-rpc/sluice/internal/testkit/testctx"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/retry"
@@ -19,9 +21,9 @@ const ms = time.Millisecond
 var (
 	errBusy = errors.New("busy")
 	errBad  = errors.New("bad request")
-	busyO   = retry.Outcome{Err: errBusy, Code: codes.Busy}
-	badO    = retry.Outcome{Err: errBad, Code: codes.BadRequest}
-	okO     = retry.Outcome{}
+	busyO   = retryexec.Outcome{Err: errBusy, Code: codes.Busy}
+	badO    = retryexec.Outcome{Err: errBad, Code: codes.BadRequest}
+	okO     = retryexec.Outcome{}
 )
 
 // harness runs a hedged call whose attempts block until the test answers
@@ -31,7 +33,7 @@ type harness struct {
 	fake      *clock.Fake
 	made      chan time.Duration // the duration of every timer the executor makes
 	started   chan int
-	replies   [10]chan retry.Outcome
+	replies   [10]chan retryexec.Outcome
 	mu        sync.Mutex
 	cancelled []int
 	done      chan Result
@@ -42,7 +44,7 @@ func start(t *testing.T, cfg ExecutorConfig, ctx context.Context) *harness {
 	h := &harness{t: t, fake: clock.NewFake(time.Unix(1_700_000_000, 0)), made: make(chan time.Duration, 100),
 		started: make(chan int, 10), done: make(chan Result, 1)}
 	for i := range h.replies {
-		h.replies[i] = make(chan retry.Outcome, 1)
+		h.replies[i] = make(chan retryexec.Outcome, 1)
 	}
 	cfg.Clock = signalClock{h.fake, h.made}
 	e, err := NewExecutor(cfg)
@@ -50,7 +52,7 @@ func start(t *testing.T, cfg ExecutorConfig, ctx context.Context) *harness {
 		t.Fatal(err)
 	}
 	go func() {
-		h.done <- e.Do(ctx, func(ctx context.Context, a retry.Attempt) retry.Outcome {
+		h.done <- e.Do(ctx, func(ctx context.Context, a retryexec.Attempt) retryexec.Outcome {
 			if a.Number != a.Index {
 				t.Errorf("attempt Number %d Index %d", a.Number, a.Index)
 			}
@@ -62,7 +64,7 @@ func start(t *testing.T, cfg ExecutorConfig, ctx context.Context) *harness {
 				h.mu.Lock()
 				h.cancelled = append(h.cancelled, a.Number)
 				h.mu.Unlock()
-				return retry.Outcome{Err: ctx.Err(), Code: codes.Cancelled}
+				return retryexec.Outcome{Err: ctx.Err(), Code: codes.Cancelled}
 			}
 		})
 	}()
@@ -146,7 +148,7 @@ func (h *harness) waitTimers(n int) {
 	testwait.Timers(h.t, h.fake, n)
 }
 
-func (h *harness) reply(n int, o retry.Outcome) { h.replies[n] <- o }
+func (h *harness) reply(n int, o retryexec.Outcome) { h.replies[n] <- o }
 
 func (h *harness) result() Result {
 	h.t.Helper()
@@ -159,8 +161,8 @@ func (h *harness) result() Result {
 	return Result{}
 }
 
-func policy(delay time.Duration) Policy {
-	return Policy{MaxAttempts: 4, HedgingDelay: delay, NonFatalCodes: codes.NewSet(codes.Busy)}
+func policy(delay time.Duration) hedge.Policy {
+	return hedge.Policy{MaxAttempts: 4, HedgingDelay: delay, NonFatalCodes: codes.NewSet(codes.Busy)}
 }
 
 func TestHedgeSendsEveryDelayAndFirstSuccessWins(t *testing.T) {
@@ -243,7 +245,7 @@ func TestHedgeFatalEndsTheCall(t *testing.T) {
 func TestHedgeCommittedIsFatal(t *testing.T) {
 	h := start(t, ExecutorConfig{Policy: policy(100 * ms)}, context.Background())
 	h.expectStarted(0)
-	h.reply(0, retry.Outcome{Err: errBusy, Code: codes.Busy, Committed: true})
+	h.reply(0, retryexec.Outcome{Err: errBusy, Code: codes.Busy, Committed: true})
 	if r := h.result(); r.Stop != retry.StopCommitted || r.Sent != 1 {
 		t.Fatalf("Result %+v", r)
 	}
@@ -253,7 +255,7 @@ func TestHedgePushbackDelaysNextHedge(t *testing.T) {
 	h := start(t, ExecutorConfig{Policy: policy(time.Second)}, context.Background())
 	h.expectStarted(0)
 	h.expectTimer(time.Second)
-	h.reply(0, retry.Outcome{Err: errBusy, Code: codes.Busy, Pushback: retry.PushbackAfter(300 * ms)})
+	h.reply(0, retryexec.Outcome{Err: errBusy, Code: codes.Busy, Pushback: retry.PushbackAfter(300 * ms)})
 	h.expectTimer(300 * ms) // the pushback timer replaced the hedging timer
 	if h.fake.Timers() != 1 {
 		t.Fatalf("%d timers pending, want only the pushback's", h.fake.Timers())
@@ -272,14 +274,14 @@ func TestHedgePushbackDelaysNextHedge(t *testing.T) {
 }
 
 func TestHedgePushbackStopStopsHedging(t *testing.T) {
-	th, _ := retry.NewThrottle(retry.ThrottleConfig{MaxTokens: 10, TokenRatio: 0.1})
+	th, _ := retryexec.NewThrottle(retry.ThrottleConfig{MaxTokens: 10, TokenRatio: 0.1})
 	h := start(t, ExecutorConfig{Policy: policy(100 * ms), Throttle: th}, context.Background())
 	h.expectStarted(0)
 	h.waitTimers(1)
 	h.fake.Add(100 * ms)
 	h.expectStarted(1)
 	h.waitTimers(1)
-	h.reply(0, retry.Outcome{Err: errBusy, Code: codes.Busy, Pushback: retry.PushbackStopped()})
+	h.reply(0, retryexec.Outcome{Err: errBusy, Code: codes.Busy, Pushback: retry.PushbackStopped()})
 	h.waitTimers(0)
 	h.fake.Add(time.Hour)
 	h.expectQuiet()
@@ -294,8 +296,8 @@ func TestHedgePushbackStopStopsHedging(t *testing.T) {
 }
 
 func TestHedgeThrottle(t *testing.T) {
-	newThrottle := func(failures int) *retry.Throttle {
-		th, _ := retry.NewThrottle(retry.ThrottleConfig{MaxTokens: 2, TokenRatio: 0.5})
+	newThrottle := func(failures int) *retryexec.Throttle {
+		th, _ := retryexec.NewThrottle(retry.ThrottleConfig{MaxTokens: 2, TokenRatio: 0.5})
 		for range failures {
 			th.RecordFailure()
 		}
@@ -339,11 +341,11 @@ func TestHedgeThrottle(t *testing.T) {
 // An attempt declined before any handler ran is sent again in the same
 // slot: no attempt used, no throttle token spent.
 func TestHedgeTransparentOutcomesTakeNoSlot(t *testing.T) {
-	th, _ := retry.NewThrottle(retry.ThrottleConfig{MaxTokens: 10, TokenRatio: 0.1})
+	th, _ := retryexec.NewThrottle(retry.ThrottleConfig{MaxTokens: 10, TokenRatio: 0.1})
 	h := start(t, ExecutorConfig{Policy: policy(time.Hour), Throttle: th}, context.Background())
 	h.expectStarted(0)
 	h.expectTimer(time.Hour)
-	h.reply(0, retry.Outcome{Err: errBad, Code: codes.Declined, DeclinedEarly: true})
+	h.reply(0, retryexec.Outcome{Err: errBad, Code: codes.Declined, DeclinedEarly: true})
 	h.expectStarted(1) // declined before the handler: again at once, once, numbered anew
 	h.reply(1, okO)
 	if r := h.result(); r.Stop != retry.StopSucceeded || r.Winner != 1 || r.Sent != 1 || th.Tokens() != 10 {
@@ -361,7 +363,7 @@ func TestHedgeTransparentResendIsNumberedAnew(t *testing.T) {
 	h.fake.Add(100 * ms)
 	h.expectStarted(1)
 	h.expectTimer(100 * ms)
-	h.reply(0, retry.Outcome{Err: errBad, Code: codes.Declined, DeclinedEarly: true})
+	h.reply(0, retryexec.Outcome{Err: errBad, Code: codes.Declined, DeclinedEarly: true})
 	h.expectStarted(2)
 	h.reply(2, okO)
 	if r := h.result(); r.Stop != retry.StopSucceeded || r.Winner != 2 || r.Sent != 2 || r.Cancelled != 1 {
@@ -376,7 +378,7 @@ func TestHedgeEarlyDeclineHonoursPushbackThenIsFatal(t *testing.T) {
 	h := start(t, ExecutorConfig{Policy: policy(time.Hour)}, context.Background())
 	h.expectStarted(0)
 	h.expectTimer(time.Hour)
-	declined := retry.Outcome{Err: errBad, Code: codes.Declined, DeclinedEarly: true}
+	declined := retryexec.Outcome{Err: errBad, Code: codes.Declined, DeclinedEarly: true}
 	paused := declined
 	paused.Pushback = retry.PushbackAfter(200 * ms)
 	h.reply(0, paused)
@@ -400,7 +402,7 @@ func TestHedgeLocalOutcomeStopsHedgingOnly(t *testing.T) {
 	h.fake.Add(100 * ms)
 	h.expectStarted(1)
 	h.waitTimers(1) // the third attempt's timer: armed, so waitTimers(0) below means stopped
-	h.reply(1, retry.Outcome{Err: errBad, Local: true})
+	h.reply(1, retryexec.Outcome{Err: errBad, Local: true})
 	h.waitTimers(0)
 	h.reply(0, okO)
 	r := h.result()
@@ -420,12 +422,12 @@ func TestHedgeLocalOutcomeAfterTheDeadlineReportsTheContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	var late testctx.Late
-	r := e.Do(&late, func(actx context.Context, a retry.Attempt) retry.Outcome {
+	r := e.Do(&late, func(actx context.Context, a retryexec.Attempt) retryexec.Outcome {
 		if a.Number == 0 {
-			return retry.Outcome{Err: errBad, Code: codes.Busy}
+			return retryexec.Outcome{Err: errBad, Code: codes.Busy}
 		}
 		late.Pass() // the deadline passes; the timer has not fired
-		return retry.Outcome{Err: errors.New("timeout"), Code: codes.Timeout, Local: true}
+		return retryexec.Outcome{Err: errors.New("timeout"), Code: codes.Timeout, Local: true}
 	})
 	if r.Stop != retry.StopContext || r.CtxErr != context.DeadlineExceeded {
 		t.Fatalf("Result %+v, want StopContext with DeadlineExceeded", r)
@@ -455,7 +457,7 @@ func TestHedgeContextKeepsLastFailure(t *testing.T) {
 	h := start(t, ExecutorConfig{Policy: policy(time.Second)}, ctx)
 	h.expectStarted(0)
 	h.expectTimer(time.Second)
-	h.reply(0, retry.Outcome{Err: errBusy, Code: codes.Busy, Pushback: retry.PushbackAfter(time.Hour)})
+	h.reply(0, retryexec.Outcome{Err: errBusy, Code: codes.Busy, Pushback: retry.PushbackAfter(time.Hour)})
 	h.expectTimer(time.Hour)
 	cancel()
 	r := h.result()
@@ -483,7 +485,7 @@ func TestNewExecutorValidates(t *testing.T) {
 func BenchmarkHedgeFirstSucceeds(b *testing.B) {
 	e, _ := NewExecutor(ExecutorConfig{Policy: policy(time.Hour)})
 	ctx := context.Background()
-	attempt := func(context.Context, retry.Attempt) retry.Outcome { return retry.Outcome{} }
+	attempt := func(context.Context, retryexec.Attempt) retryexec.Outcome { return retryexec.Outcome{} }
 	b.ReportAllocs()
 	for b.Loop() {
 		if e.Do(ctx, attempt).Err() != nil {

@@ -1,4 +1,4 @@
-package retry
+package retryexec
 
 import (
 	"cmp"
@@ -44,7 +44,7 @@ type BufferConfig struct {
 	PerCall int64
 }
 
-// Validate reports the first rule c breaks, as a *FieldError, or nil.
+// Validate reports the first rule c breaks, as a *retry.FieldError, or nil.
 // Zero fields are valid: they mean the defaults.
 func (c BufferConfig) Validate() error {
 	switch d := c.withDefaults(); {

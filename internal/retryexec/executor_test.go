@@ -1,4 +1,4 @@
-package retry
+package retryexec
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/testkit/testctx"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
+	"github.com/sluice-rpc/sluice/retry"
 )
 
 var (
@@ -32,7 +33,7 @@ const ms = time.Millisecond
 func with(o Outcome, edit func(*Outcome)) Outcome { edit(&o); return o }
 
 func pb(d time.Duration) func(*Outcome) {
-	return func(o *Outcome) { o.Pushback = PushbackAfter(d) }
+	return func(o *Outcome) { o.Pushback = retry.PushbackAfter(d) }
 }
 
 // autoClock is a clock.Fake whose timers fire as soon as they are made, the
@@ -61,7 +62,7 @@ func TestExecutorRules(t *testing.T) {
 		transparent   bool
 		at            time.Duration // fake time since the start
 	}
-	pol := func(edit func(*Policy)) *Policy {
+	pol := func(edit func(*retry.Policy)) *retry.Policy {
 		p := validPolicy() // 4 attempts, 100ms, 1s, x2, BUSY
 		if edit != nil {
 			edit(&p)
@@ -70,148 +71,148 @@ func TestExecutorRules(t *testing.T) {
 	}
 	tests := []struct {
 		name        string
-		policy      *Policy
+		policy      *retry.Policy
 		cfg         func(*ExecutorConfig)
-		throttle    *ThrottleConfig // nil: {10, 0.1}
-		outcomes    []Outcome       // the last one repeats
+		throttle    *retry.ThrottleConfig // nil: {10, 0.1}
+		outcomes    []Outcome             // the last one repeats
 		want        []att
-		wantStop    StopReason
+		wantStop    retry.StopReason
 		wantErr     error
 		wantCounted int
 		wantTokens  float64
 	}{
 		{
 			name: "success at once", policy: pol(nil), outcomes: []Outcome{okO},
-			want: []att{{0, 0, false, 0}}, wantStop: StopSucceeded, wantCounted: 1, wantTokens: 10,
+			want: []att{{0, 0, false, 0}}, wantStop: retry.StopSucceeded, wantCounted: 1, wantTokens: 10,
 		},
 		{
 			name: "retryable failures then success, full jitter", policy: pol(nil),
 			outcomes: []Outcome{busyO, busyO, okO},
 			want:     []att{{0, 0, false, 0}, {1, 1, false, 50 * ms}, {2, 2, false, 150 * ms}},
-			wantStop: StopSucceeded, wantCounted: 3, wantTokens: 8.1,
+			wantStop: retry.StopSucceeded, wantCounted: 3, wantTokens: 8.1,
 		},
 		{
-			name: "equal jitter", policy: pol(func(p *Policy) { p.Jitter = backoff.EqualJitter }),
+			name: "equal jitter", policy: pol(func(p *retry.Policy) { p.Jitter = backoff.EqualJitter }),
 			outcomes: []Outcome{busyO, busyO, okO},
 			want:     []att{{0, 0, false, 0}, {1, 1, false, 75 * ms}, {2, 2, false, 225 * ms}},
-			wantStop: StopSucceeded, wantCounted: 3, wantTokens: 8.1,
+			wantStop: retry.StopSucceeded, wantCounted: 3, wantTokens: 8.1,
 		},
 		{
 			name: "non-retryable code is final and not a throttle failure", policy: pol(nil),
 			outcomes: []Outcome{badO},
-			want:     []att{{0, 0, false, 0}}, wantStop: StopNotRetryable, wantErr: errBad, wantCounted: 1, wantTokens: 10,
+			want:     []att{{0, 0, false, 0}}, wantStop: retry.StopNotRetryable, wantErr: errBad, wantCounted: 1, wantTokens: 10,
 		},
 		{
 			name: "local error without a code is final", policy: pol(nil),
 			outcomes: []Outcome{{Err: errNoPeer}},
-			want:     []att{{0, 0, false, 0}}, wantStop: StopNotRetryable, wantErr: errNoPeer, wantCounted: 1, wantTokens: 10,
+			want:     []att{{0, 0, false, 0}}, wantStop: retry.StopNotRetryable, wantErr: errNoPeer, wantCounted: 1, wantTokens: 10,
 		},
 		{
 			name: "maxAttempts exhausted", policy: pol(nil), outcomes: []Outcome{busyO},
 			want:     []att{{0, 0, false, 0}, {1, 1, false, 50 * ms}, {2, 2, false, 150 * ms}, {3, 3, false, 350 * ms}},
-			wantStop: StopExhausted, wantErr: errBusy, wantCounted: 4, wantTokens: 6,
+			wantStop: retry.StopExhausted, wantErr: errBusy, wantCounted: 4, wantTokens: 6,
 		},
 		{
-			name: "maxAttempts 10 is capped at 5", policy: pol(func(p *Policy) { p.MaxAttempts = 10 }),
+			name: "maxAttempts 10 is capped at 5", policy: pol(func(p *retry.Policy) { p.MaxAttempts = 10 }),
 			outcomes: []Outcome{busyO},
 			want: []att{{0, 0, false, 0}, {1, 1, false, 50 * ms}, {2, 2, false, 150 * ms}, {3, 3, false, 350 * ms},
 				{4, 4, false, 750 * ms}},
-			wantStop: StopExhausted, wantErr: errBusy, wantCounted: 5, wantTokens: 5,
+			wantStop: retry.StopExhausted, wantErr: errBusy, wantCounted: 5, wantTokens: 5,
 		},
 		{
-			name: "a raised cap, backoff capped at maxBackoff", policy: pol(func(p *Policy) { p.MaxAttempts = 10 }),
+			name: "a raised cap, backoff capped at maxBackoff", policy: pol(func(p *retry.Policy) { p.MaxAttempts = 10 }),
 			cfg:      func(c *ExecutorConfig) { c.MaxAttemptsCap = 7; c.Throttle = nil },
 			outcomes: []Outcome{busyO},
 			want: []att{{0, 0, false, 0}, {1, 1, false, 50 * ms}, {2, 2, false, 150 * ms}, {3, 3, false, 350 * ms},
 				{4, 4, false, 750 * ms}, {5, 5, false, 1250 * ms}, {6, 6, false, 1750 * ms}},
-			wantStop: StopExhausted, wantErr: errBusy, wantCounted: 7,
+			wantStop: retry.StopExhausted, wantErr: errBusy, wantCounted: 7,
 		},
 		{
 			name: "throttle refuses the retry at once", policy: pol(nil),
-			throttle: &ThrottleConfig{MaxTokens: 3, TokenRatio: 0.1}, outcomes: []Outcome{busyO},
+			throttle: &retry.ThrottleConfig{MaxTokens: 3, TokenRatio: 0.1}, outcomes: []Outcome{busyO},
 			want:     []att{{0, 0, false, 0}, {1, 1, false, 50 * ms}},
-			wantStop: StopThrottled, wantErr: errBusy, wantCounted: 2, wantTokens: 1,
+			wantStop: retry.StopThrottled, wantErr: errBusy, wantCounted: 2, wantTokens: 1,
 		},
 		{
-			name: "pushback waits exactly, then backoff restarts from initial", policy: pol(func(p *Policy) { p.MaxAttempts = 5 }),
+			name: "pushback waits exactly, then backoff restarts from initial", policy: pol(func(p *retry.Policy) { p.MaxAttempts = 5 }),
 			outcomes: []Outcome{busyO, busyO, with(busyO, pb(300*ms)), busyO, okO},
 			want: []att{{0, 0, false, 0}, {1, 1, false, 50 * ms}, {2, 2, false, 150 * ms}, {3, 3, false, 450 * ms},
 				{4, 4, false, 500 * ms}},
-			wantStop: StopSucceeded, wantCounted: 5, wantTokens: 6.1,
+			wantStop: retry.StopSucceeded, wantCounted: 5, wantTokens: 6.1,
 		},
 		{
 			name: "pushback zero retries at once", policy: pol(nil),
 			outcomes: []Outcome{with(busyO, pb(0)), okO},
-			want:     []att{{0, 0, false, 0}, {1, 1, false, 0}}, wantStop: StopSucceeded, wantCounted: 2, wantTokens: 9.1,
+			want:     []att{{0, 0, false, 0}, {1, 1, false, 0}}, wantStop: retry.StopSucceeded, wantCounted: 2, wantTokens: 9.1,
 		},
 		{
 			name: "pushback stop ends the call and counts as a failure", policy: pol(nil),
 			outcomes: []Outcome{with(busyO, pb(-1))},
-			want:     []att{{0, 0, false, 0}}, wantStop: StopPushback, wantErr: errBusy, wantCounted: 1, wantTokens: 9,
+			want:     []att{{0, 0, false, 0}}, wantStop: retry.StopPushback, wantErr: errBusy, wantCounted: 1, wantTokens: 9,
 		},
 		{
 			name: "pushback stop counts even with a non-retryable code", policy: pol(nil),
 			outcomes: []Outcome{with(badO, pb(-1))},
-			want:     []att{{0, 0, false, 0}}, wantStop: StopPushback, wantErr: errBad, wantCounted: 1, wantTokens: 9,
+			want:     []att{{0, 0, false, 0}}, wantStop: retry.StopPushback, wantErr: errBad, wantCounted: 1, wantTokens: 9,
 		},
 		{
-			name: "maxAttempts wins over a pushback delay", policy: pol(func(p *Policy) { p.MaxAttempts = 2 }),
+			name: "maxAttempts wins over a pushback delay", policy: pol(func(p *retry.Policy) { p.MaxAttempts = 2 }),
 			outcomes: []Outcome{busyO, with(busyO, pb(10*ms))},
 			want:     []att{{0, 0, false, 0}, {1, 1, false, 50 * ms}},
-			wantStop: StopExhausted, wantErr: errBusy, wantCounted: 2, wantTokens: 8,
+			wantStop: retry.StopExhausted, wantErr: errBusy, wantCounted: 2, wantTokens: 8,
 		},
 		{
 			name: "committed failure is never retried", policy: pol(nil),
 			outcomes: []Outcome{with(busyO, func(o *Outcome) { o.Committed = true })},
-			want:     []att{{0, 0, false, 0}}, wantStop: StopCommitted, wantErr: errBusy, wantCounted: 1, wantTokens: 9,
+			want:     []att{{0, 0, false, 0}}, wantStop: retry.StopCommitted, wantErr: errBusy, wantCounted: 1, wantTokens: 9,
 		},
 		{
 			name: "committed beats an early decline and pushback", policy: pol(nil),
-			outcomes: []Outcome{with(declEarly, func(o *Outcome) { o.Committed = true; o.Pushback = PushbackAfter(ms) })},
-			want:     []att{{0, 0, false, 0}}, wantStop: StopCommitted, wantErr: errDeclined, wantCounted: 1, wantTokens: 10,
+			outcomes: []Outcome{with(declEarly, func(o *Outcome) { o.Committed = true; o.Pushback = retry.PushbackAfter(ms) })},
+			want:     []att{{0, 0, false, 0}}, wantStop: retry.StopCommitted, wantErr: errDeclined, wantCounted: 1, wantTokens: 10,
 		},
 		{
-			name: "an early decline uses neither maxAttempts nor tokens", policy: pol(func(p *Policy) { p.MaxAttempts = 2 }),
+			name: "an early decline uses neither maxAttempts nor tokens", policy: pol(func(p *retry.Policy) { p.MaxAttempts = 2 }),
 			outcomes: []Outcome{busyO, declEarly, busyO},
 			want:     []att{{0, 0, false, 0}, {1, 1, false, 50 * ms}, {1, 2, true, 50 * ms}},
-			wantStop: StopExhausted, wantErr: errBusy, wantCounted: 2, wantTokens: 8,
+			wantStop: retry.StopExhausted, wantErr: errBusy, wantCounted: 2, wantTokens: 8,
 		},
 		{
 			name: "declined early is retried once at once", policy: pol(nil),
 			outcomes: []Outcome{declEarly, okO},
-			want:     []att{{0, 0, false, 0}, {0, 1, true, 0}}, wantStop: StopSucceeded, wantCounted: 1, wantTokens: 10,
+			want:     []att{{0, 0, false, 0}, {0, 1, true, 0}}, wantStop: retry.StopSucceeded, wantCounted: 1, wantTokens: 10,
 		},
 		{
 			name: "a second early decline is an ordinary failure", policy: pol(nil),
 			outcomes: []Outcome{declEarly, declEarly},
 			want:     []att{{0, 0, false, 0}, {0, 1, true, 0}},
-			wantStop: StopNotRetryable, wantErr: errDeclined, wantCounted: 1, wantTokens: 10,
+			wantStop: retry.StopNotRetryable, wantErr: errDeclined, wantCounted: 1, wantTokens: 10,
 		},
 		{
-			name: "later early declines follow the policy", policy: pol(func(p *Policy) { p.RetryableCodes = codes.NewSet(codes.Busy, codes.Declined) }),
+			name: "later early declines follow the policy", policy: pol(func(p *retry.Policy) { p.RetryableCodes = codes.NewSet(codes.Busy, codes.Declined) }),
 			outcomes: []Outcome{declEarly, declEarly, declEarly, okO},
 			want:     []att{{0, 0, false, 0}, {0, 1, true, 0}, {1, 2, false, 50 * ms}, {2, 3, false, 150 * ms}},
-			wantStop: StopSucceeded, wantCounted: 3, wantTokens: 8.1,
+			wantStop: retry.StopSucceeded, wantCounted: 3, wantTokens: 8.1,
 		},
 		{
 			name: "no policy: one counted attempt", policy: nil, outcomes: []Outcome{busyO},
-			want: []att{{0, 0, false, 0}}, wantStop: StopNotRetryable, wantErr: errBusy, wantCounted: 1, wantTokens: 10,
+			want: []att{{0, 0, false, 0}}, wantStop: retry.StopNotRetryable, wantErr: errBusy, wantCounted: 1, wantTokens: 10,
 		},
 		{
 			name: "no policy: the early decline's transparent retry still happens", policy: nil, outcomes: []Outcome{declEarly, okO},
 			want:     []att{{0, 0, false, 0}, {0, 1, true, 0}},
-			wantStop: StopSucceeded, wantCounted: 1, wantTokens: 10,
+			wantStop: retry.StopSucceeded, wantCounted: 1, wantTokens: 10,
 		},
 		{
 			name: "no policy: an ordinary decline ends the call", policy: nil,
 			outcomes: []Outcome{{Err: errDeclined, Code: codes.Declined}, okO},
-			want:     []att{{0, 0, false, 0}}, wantStop: StopNotRetryable, wantErr: errDeclined, wantCounted: 1, wantTokens: 10,
+			want:     []att{{0, 0, false, 0}}, wantStop: retry.StopNotRetryable, wantErr: errDeclined, wantCounted: 1, wantTokens: 10,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fake := clock.NewFake(epoch)
-			tc := ThrottleConfig{MaxTokens: 10, TokenRatio: 0.1}
+			tc := retry.ThrottleConfig{MaxTokens: 10, TokenRatio: 0.1}
 			if tt.throttle != nil {
 				tc = *tt.throttle
 			}
@@ -299,14 +300,14 @@ func TestExecutorDoSized(t *testing.T) {
 		size         int64
 		script       []Outcome
 		wantAttempts int
-		wantStop     StopReason
+		wantStop     retry.StopReason
 		wantUsed     int64 // during the attempts
 	}{
-		{"fits: retried", 10, []Outcome{busyO, okO}, 2, StopSucceeded, 10},
-		{"too big: sent once", 11, []Outcome{busyO, okO}, 1, StopUnbuffered, 0},
-		{"too big: no transparent retry either", 11, []Outcome{declEarly, okO}, 1, StopUnbuffered, 0},
-		{"too big: success is still a success", 11, []Outcome{okO}, 1, StopSucceeded, 0},
-		{"too big and not retryable", 11, []Outcome{badO}, 1, StopNotRetryable, 0},
+		{"fits: retried", 10, []Outcome{busyO, okO}, 2, retry.StopSucceeded, 10},
+		{"too big: sent once", 11, []Outcome{busyO, okO}, 1, retry.StopUnbuffered, 0},
+		{"too big: no transparent retry either", 11, []Outcome{declEarly, okO}, 1, retry.StopUnbuffered, 0},
+		{"too big: success is still a success", 11, []Outcome{okO}, 1, retry.StopSucceeded, 0},
+		{"too big and not retryable", 11, []Outcome{badO}, 1, retry.StopNotRetryable, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -355,8 +356,8 @@ func TestNewExecutorValidates(t *testing.T) {
 	p := validPolicy()
 	p.MaxAttempts = 9
 	e, _ := NewExecutor(ExecutorConfig{Policy: &p})
-	if e.MaxAttempts() != MaxAttemptsCap {
-		t.Errorf("MaxAttempts() = %d, want the cap %d", e.MaxAttempts(), MaxAttemptsCap)
+	if e.MaxAttempts() != retry.MaxAttemptsCap {
+		t.Errorf("MaxAttempts() = %d, want the cap %d", e.MaxAttempts(), retry.MaxAttemptsCap)
 	}
 }
 
@@ -382,7 +383,7 @@ func TestExecutorWaitsForTheClock(t *testing.T) {
 	}
 	fake.Add(1)
 	res := testwait.Recv(t, done, "Do to return")
-	if res.Stop != StopSucceeded || res.Attempts != 2 {
+	if res.Stop != retry.StopSucceeded || res.Attempts != 2 {
 		t.Fatalf("Result %+v", res)
 	}
 }
@@ -408,8 +409,8 @@ func TestExecutorContextEndsTheWaitAtOnce(t *testing.T) {
 			testwait.Timers(t, fake, 1)
 			cancel()
 			res := testwait.Recv(t, done, "Do to return") // no clock movement needed
-			if res.Stop != StopContext || !errors.Is(res.CtxErr, context.Canceled) {
-				t.Fatalf("Stop %v CtxErr %v, want StopContext, Canceled", res.Stop, res.CtxErr)
+			if res.Stop != retry.StopContext || !errors.Is(res.CtxErr, context.Canceled) {
+				t.Fatalf("Stop %v CtxErr %v, want retry.StopContext, Canceled", res.Stop, res.CtxErr)
 			}
 			if res.Err() != tt.script.Err || res.Attempts != 1 {
 				t.Fatalf("Err %v Attempts %d, want the last attempt's error after 1 attempt", res.Err(), res.Attempts)
@@ -429,7 +430,7 @@ func TestExecutorDeadline(t *testing.T) {
 	p := validPolicy()
 	e, _ := NewExecutor(ExecutorConfig{Policy: &p, Clock: fake})
 	res := e.Do(ctx, func(context.Context, Attempt) Outcome { return with(busyO, pb(0)) })
-	if res.Stop != StopContext || res.Attempts != 1 {
+	if res.Stop != retry.StopContext || res.Attempts != 1 {
 		t.Fatalf("Result %+v", res)
 	}
 	// On the real clock, a deadline shorter than the backoff ends the call
@@ -439,25 +440,14 @@ func TestExecutorDeadline(t *testing.T) {
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*ms)
 	defer cancel2()
 	res = e.Do(ctx2, func(context.Context, Attempt) Outcome { return busyO })
-	if res.Stop != StopContext || !errors.Is(res.CtxErr, context.DeadlineExceeded) || res.Attempts != 1 {
+	if res.Stop != retry.StopContext || !errors.Is(res.CtxErr, context.DeadlineExceeded) || res.Attempts != 1 {
 		t.Fatalf("Result %+v", res)
-	}
-}
-
-func TestStopReasonString(t *testing.T) {
-	for r := StopSucceeded; r <= StopUnbuffered; r++ {
-		if s := r.String(); s == "" || s[0] == 'S' {
-			t.Errorf("StopReason(%d).String() = %q", r, s)
-		}
-	}
-	if StopReason(0).String() != "StopReason(0)" || StopExhausted.String() != "attempts exhausted" {
-		t.Error("StopReason names")
 	}
 }
 
 func BenchmarkExecutorSuccess(b *testing.B) {
 	p := validPolicy()
-	th, _ := NewThrottle(ThrottleConfig{MaxTokens: 10, TokenRatio: 0.1})
+	th, _ := NewThrottle(retry.ThrottleConfig{MaxTokens: 10, TokenRatio: 0.1})
 	e, _ := NewExecutor(ExecutorConfig{Policy: &p, Throttle: th})
 	ctx := context.Background()
 	attempt := func(context.Context, Attempt) Outcome { return Outcome{} }
@@ -512,7 +502,7 @@ func BenchmarkExecutorThirdAttemptTimers(b *testing.B) {
 }
 
 func TestExecutorLocalOutcomeKeepsTheRemoteFailure(t *testing.T) {
-	e, err := NewExecutor(ExecutorConfig{Policy: &Policy{MaxAttempts: 3, InitialBackoff: time.Nanosecond, MaxBackoff: time.Nanosecond,
+	e, err := NewExecutor(ExecutorConfig{Policy: &retry.Policy{MaxAttempts: 3, InitialBackoff: time.Nanosecond, MaxBackoff: time.Nanosecond,
 		BackoffMultiplier: 1, RetryableCodes: codes.NewSet(codes.Busy)}, Rand: func() float64 { return 0 }})
 	if err != nil {
 		t.Fatal(err)
@@ -525,8 +515,8 @@ func TestExecutorLocalOutcomeKeepsTheRemoteFailure(t *testing.T) {
 		}
 		return Outcome{Err: local, Local: true}
 	})
-	if res.Err() != remote || res.Stop != StopThrottled || res.Attempts != 1 {
-		t.Fatalf("got %+v; want the BUSY failure, StopThrottled, 1 attempt", res)
+	if res.Err() != remote || res.Stop != retry.StopThrottled || res.Attempts != 1 {
+		t.Fatalf("got %+v; want the BUSY failure, retry.StopThrottled, 1 attempt", res)
 	}
 	res = e.Do(context.Background(), func(ctx context.Context, a Attempt) Outcome { return Outcome{Err: local, Local: true} })
 	if res.Err() != local || res.Attempts != 0 {
@@ -538,7 +528,7 @@ func TestExecutorLocalOutcomeKeepsTheRemoteFailure(t *testing.T) {
 // deadline passed as the backoff timer fired) ends the call with the
 // context, not as throttled.
 func TestExecutorLocalOutcomeAfterTheContextEndedReportsTheContext(t *testing.T) {
-	e, err := NewExecutor(ExecutorConfig{Policy: &Policy{MaxAttempts: 3, InitialBackoff: time.Nanosecond, MaxBackoff: time.Nanosecond,
+	e, err := NewExecutor(ExecutorConfig{Policy: &retry.Policy{MaxAttempts: 3, InitialBackoff: time.Nanosecond, MaxBackoff: time.Nanosecond,
 		BackoffMultiplier: 1, RetryableCodes: codes.NewSet(codes.Busy)}, Rand: func() float64 { return 0 }})
 	if err != nil {
 		t.Fatal(err)
@@ -553,8 +543,8 @@ func TestExecutorLocalOutcomeAfterTheContextEndedReportsTheContext(t *testing.T)
 		cancel() // the context ends while the retry is on its way out
 		return Outcome{Err: errors.New("no peer before the deadline"), Local: true}
 	})
-	if res.Stop != StopContext || res.CtxErr != context.Canceled || res.Err() != remote || res.Attempts != 1 {
-		t.Fatalf("got %+v; want StopContext with Canceled, the BUSY failure, 1 attempt", res)
+	if res.Stop != retry.StopContext || res.CtxErr != context.Canceled || res.Err() != remote || res.Attempts != 1 {
+		t.Fatalf("got %+v; want retry.StopContext with Canceled, the BUSY failure, 1 attempt", res)
 	}
 
 	// The deadline has passed but the context's timer has not fired yet:
@@ -568,13 +558,13 @@ func TestExecutorLocalOutcomeAfterTheContextEndedReportsTheContext(t *testing.T)
 		late.Pass() // the deadline passes; the timer has not fired
 		return Outcome{Err: errors.New("timeout"), Code: codes.Timeout, Local: true}
 	})
-	if res.Stop != StopContext || res.CtxErr != context.DeadlineExceeded || res.Err() != remote {
-		t.Fatalf("deadline passed, its timer not fired: got %+v; want StopContext with DeadlineExceeded", res)
+	if res.Stop != retry.StopContext || res.CtxErr != context.DeadlineExceeded || res.Err() != remote {
+		t.Fatalf("deadline passed, its timer not fired: got %+v; want retry.StopContext with DeadlineExceeded", res)
 	}
 }
 
 func TestExecutorDeclinedEarlyHonoursPushback(t *testing.T) {
-	e, err := NewExecutor(ExecutorConfig{Policy: &Policy{MaxAttempts: 3, InitialBackoff: time.Nanosecond, MaxBackoff: time.Nanosecond,
+	e, err := NewExecutor(ExecutorConfig{Policy: &retry.Policy{MaxAttempts: 3, InitialBackoff: time.Nanosecond, MaxBackoff: time.Nanosecond,
 		BackoffMultiplier: 1, RetryableCodes: codes.NewSet(codes.Busy)}})
 	if err != nil {
 		t.Fatal(err)
@@ -582,9 +572,9 @@ func TestExecutorDeclinedEarlyHonoursPushback(t *testing.T) {
 	tries := 0
 	res := e.Do(context.Background(), func(ctx context.Context, a Attempt) Outcome {
 		tries++
-		return Outcome{Err: errors.New("declined"), Code: codes.Declined, DeclinedEarly: true, Pushback: PushbackStopped()}
+		return Outcome{Err: errors.New("declined"), Code: codes.Declined, DeclinedEarly: true, Pushback: retry.PushbackStopped()}
 	})
-	if tries != 1 || res.Stop != StopPushback {
+	if tries != 1 || res.Stop != retry.StopPushback {
 		t.Fatalf("tries %d, %+v; a declined answer saying do-not-retry was retried", tries, res)
 	}
 }
