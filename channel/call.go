@@ -10,9 +10,9 @@ import (
 	"github.com/opentracing/opentracing-go/ext"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/peerlist"
+	"github.com/sluice-rpc/sluice/internal/recorder"
 	"github.com/sluice-rpc/sluice/pacing"
 	"github.com/sluice-rpc/sluice/retry"
-	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber/tchannel-go"
 )
 
@@ -276,7 +276,7 @@ func (c *Channel) run(ctx context.Context, st *callState, service, method string
 	return res, nil
 }
 
-func (c *Channel) fail(m *stats.Method, start time.Time, ce *CallError) error {
+func (c *Channel) fail(m *recorder.Method, start time.Time, ce *CallError) error {
 	m.Call(c.o.clock.Now().Sub(start), ce.CodeName())
 	m.CallAttempts(ce.Attempts)
 	return ce

@@ -9,10 +9,10 @@ import (
 	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/hedge"
 	"github.com/sluice-rpc/sluice/internal/peerlist"
+	"github.com/sluice-rpc/sluice/internal/recorder"
 	"github.com/sluice-rpc/sluice/pacing"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
-	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber-go/tally/v4"
 )
 
@@ -162,7 +162,7 @@ type methodPolicy struct {
 	// transient failure (the service config's waitForReady).
 	waitForReady bool
 	bucket       *retry.Throttle // the service's, for the tokens gauge
-	m            *stats.Method
+	m            *recorder.Method
 	tokens       tally.Gauge
 	backoff      backoff.Exponential // the retry policy's, for throttle-aware waits
 

@@ -14,8 +14,8 @@ import (
 	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/departed"
 	"github.com/sluice-rpc/sluice/internal/pool"
+	"github.com/sluice-rpc/sluice/internal/recorder"
 	"github.com/sluice-rpc/sluice/peer"
-	"github.com/sluice-rpc/sluice/stats"
 )
 
 // List is the set of peers of one service. Reads are lock-free: the peers
@@ -25,7 +25,7 @@ type List struct {
 	service string
 	cfg     busy.Config // with Clock set to clk
 	clk     clock.Clock
-	rec     *stats.Recorder
+	rec     *recorder.Recorder
 	pool    *pool.Pool
 
 	bal balance.Config
@@ -73,7 +73,7 @@ type Config struct {
 	// limiters; nil means clock.Real.
 	Clock clock.Clock
 	// Recorder receives the peers' metrics; nil means nowhere.
-	Recorder *stats.Recorder
+	Recorder *recorder.Recorder
 	// Pool gives the peers their connections. nil means the list manages
 	// no connections and every peer counts as Ready: for simulations and
 	// tests of the choice alone.
@@ -116,7 +116,7 @@ func New(cfg Config) (*List, error) {
 		cfg.Clock = clock.Real
 	}
 	if cfg.Recorder == nil {
-		cfg.Recorder = stats.NewRecorder(nil)
+		cfg.Recorder = recorder.New(nil)
 	}
 	cfg.Busy.Clock = cfg.Clock
 	l := &List{service: cfg.Service, cfg: cfg.Busy, clk: cfg.Clock, rec: cfg.Recorder, pool: cfg.Pool, bal: cfg.Balance,

@@ -11,8 +11,8 @@ import (
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/pool"
+	"github.com/sluice-rpc/sluice/internal/recorder"
 	"github.com/sluice-rpc/sluice/peer"
-	"github.com/sluice-rpc/sluice/stats"
 )
 
 // Errors Choose returns besides peer.ErrThrottled, peer.ErrNoPeers and
@@ -32,7 +32,7 @@ type Peer struct {
 	hostPort string
 	conn     *pool.Conn // nil in a list without a pool: always Ready
 	limiter  *busy.Limiter
-	m        *stats.Peer
+	m        *recorder.Peer
 
 	weight  atomic.Uint64 // math.Float64bits of the weight, > 0
 	pending atomic.Int64
