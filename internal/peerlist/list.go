@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/balancing"
 	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/departed"
 	"github.com/sluice-rpc/sluice/internal/pool"
@@ -276,7 +277,7 @@ func (l *List) TakeChanged() []*Peer {
 // left less than DepartedGrace ago takes up its limiter, latency
 // estimate and ejection again); the others are removed as Remove does
 // (calls in flight to them finish, then their connections close). It checks every member before changing anything: an
-// invalid host:port or weight (see balance.CheckWeight), or a host:port
+// invalid host:port or weight (see balancing.CheckWeight), or a host:port
 // listed twice, is an error and changes nothing.
 func (l *List) Set(members []peer.Member) error {
 	seen := make(map[string]float64, len(members))
@@ -284,7 +285,7 @@ func (l *List) Set(members []peer.Member) error {
 		if err := peer.ValidateHostPort(m.HostPort); err != nil {
 			return err
 		}
-		if err := balance.CheckWeight(m.Weight); err != nil {
+		if err := balancing.CheckWeight(m.Weight); err != nil {
 			return fmt.Errorf("peer: %s has %w", m.HostPort, err)
 		}
 		if _, dup := seen[m.HostPort]; dup {
