@@ -10,6 +10,7 @@ import (
 	"github.com/opentracing/opentracing-go/ext"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/peerlist"
+	"github.com/sluice-rpc/sluice/internal/ratelimit"
 	"github.com/sluice-rpc/sluice/internal/recorder"
 	"github.com/sluice-rpc/sluice/pacing"
 	"github.com/sluice-rpc/sluice/retry"
@@ -174,7 +175,7 @@ func (c *Channel) run(ctx context.Context, st *callState, service, method string
 	if pc != nil {
 		keys := pol.paceKeys
 		if pol.shared { // the method's own window, which its answers set
-			keys[1] = pacing.MethodKey(service, method)
+			keys[1] = ratelimit.MethodKey(service, method)
 		}
 		if err := pc.before(ctx, c, keys); err != nil {
 			ce := &CallError{Service: service, Method: method, Code: codes.RateLimited, Err: err}

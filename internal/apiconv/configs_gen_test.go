@@ -53,7 +53,6 @@ var zeros = map[string]any{
 	"leasing/server/etcdelection.Config": etcdelection.Config{},
 	"pacing.Config":                      pacing.Config{},
 	"pacing.QuotaConfig":                 pacing.QuotaConfig{},
-	"pacing.WindowsConfig":               pacing.WindowsConfig{},
 	"retry.BufferConfig":                 retry.BufferConfig{},
 	"retry.ExecutorConfig":               retry.ExecutorConfig{},
 	"retry.Policy":                       retry.Policy{},
