@@ -11,8 +11,9 @@ import (
 )
 
 // Key returns the Windows key of dimension d for a call to
-// service::method: ServiceKey(service) for pacing.DimensionUser and pacing.DimensionNone,
-// MethodKey(service, method) for pacing.DimensionUserAPI.
+// service::method: ServiceKey(service) for pacing.DimensionUser and
+// pacing.DimensionNone, MethodKey(service, method) for
+// pacing.DimensionUserAPI.
 func Key(d pacing.Dimension, service, method string) string {
 	if d == pacing.DimensionUserAPI {
 		return MethodKey(service, method)
@@ -269,7 +270,7 @@ var (
 // (milliseconds, >= 0) and Reset (a Unix time in milliseconds, >= 0). Names
 // match case-insensitively, spaces around names and values are ignored,
 // unknown names are skipped, and a value with no known field or any field
-// out of range is an error. The returned pacing.Signal has pacing.DimensionNone. It does
+// out of range is an error. The returned Signal has DimensionNone. It does
 // not allocate.
 func ParseQuota(v string) (pacing.Signal, error) {
 	var s pacing.Signal

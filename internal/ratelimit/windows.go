@@ -23,8 +23,8 @@ func Delay(b expbackoff.Exponential, n int, r float64, timeLeft, maxDelay time.D
 }
 
 // Windows remembers the server's throttling windows per dimension key
-// ("service" or "service::method", see pacing.Dimension.Key) on an injected clock,
-// so that calls to a throttled dimension are held back until its window
+// ("service" or "service::method", see Key) on an injected clock, so that
+// calls to a throttled dimension are held back until its window
 // ends: Aliyun's "disable requests during throttling". A window ends at the
 // time recorded; after it, calls pass and the entry is forgotten. The zero
 // Windows is not usable; make one with NewWindows. It is safe for concurrent

@@ -149,7 +149,7 @@ func cached[K comparable, V any](r *Recorder, m map[K]V, k K, mk func() V) V {
 // nothing except the first time an error code is seen.
 //
 // A Channel records, for every call: Call once, with its latency and
-// error code; stats.CallAttempts once, with the attempts it sent; and for each
+// error code; CallAttempts once, with the attempts it sent; and for each
 // attempt, Attempt when it is sent, Retry if it is not the first,
 // AttemptFailed and RetryFailed if it fails, Unsent if it never left.
 type Method struct {

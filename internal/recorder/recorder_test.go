@@ -276,7 +276,7 @@ func BenchmarkMethodCall(b *testing.B) {
 	}
 }
 
-// BenchmarkMethodCallAttempts is stats.CallAttempts alone on a cached Method.
+// BenchmarkMethodCallAttempts is CallAttempts alone on a cached Method.
 func BenchmarkMethodCallAttempts(b *testing.B) {
 	m := New(tally.NewTestScope("", nil)).Method("kv", "get")
 	b.ReportAllocs()
