@@ -1,7 +1,6 @@
 package balance
 
 import (
-	"fmt"
 	"math"
 	"time"
 
@@ -19,7 +18,7 @@ type Config struct {
 	Ejection Ejection
 	// BalanceFactor is c in the bounded load of shard keys: a key's home
 	// takes the call while it has fewer than ceil(c x (m + 1) x w / W)
-	// calls in flight (see Capacity). It must be > 1 (1 would make every
+	// calls in flight. It must be > 1 (1 would make every
 	// peer exactly full); 0 means DefaultBalanceFactor.
 	BalanceFactor float64
 }
@@ -48,7 +47,7 @@ type Ejection struct {
 	// eject a peer; 0 means 5.
 	ConsecutiveErrors int
 	// BaseTime is the first ejection's length; each further ejection
-	// soon after lasts one BaseTime more (see Duration). 0 means 30 s.
+	// soon after lasts one BaseTime more. 0 means 30 s.
 	BaseTime time.Duration
 	// MaxTime caps an ejection's length; 0 means 300 s. It must be >=
 	// BaseTime.
@@ -90,15 +89,6 @@ const (
 	MinWeight = 1e-6
 	MaxWeight = 1e9
 )
-
-// CheckWeight reports whether w is a weight a peer may have: 0 (meaning
-// 1) or a number in [MinWeight, MaxWeight]; an error says why not.
-func CheckWeight(w float64) error {
-	if w == 0 || (w >= MinWeight && w <= MaxWeight) {
-		return nil
-	}
-	return fmt.Errorf("weight %v, must be 0 (meaning 1) or a number in [%g, %g]", w, MinWeight, MaxWeight)
-}
 
 // pkg names this package in configuration errors.
 const pkg = "balance"
@@ -157,27 +147,7 @@ func orDuration(d, def time.Duration) time.Duration {
 	return d
 }
 
-func orFloat(f, def float64) float64 {
-	if f == 0 {
-		return def
-	}
-	return f
-}
-
-func (s SlowStart) window() time.Duration { return orDuration(s.Window, DefaultSlowStartWindow) }
 func (e Ejection) baseTime() time.Duration {
 	return orDuration(e.BaseTime, DefaultBaseEjectionTime)
 }
 func (e Ejection) maxTime() time.Duration { return orDuration(e.MaxTime, DefaultMaxEjectionTime) }
-
-// Threshold returns how many UNEXPECTED or NETWORK answers in a row eject
-// a peer.
-func (e Ejection) Threshold() int {
-	if e.ConsecutiveErrors == 0 {
-		return DefaultConsecutiveErrors
-	}
-	return e.ConsecutiveErrors
-}
-
-// Factor returns the balance factor c of shard keys' bounded load.
-func (c Config) Factor() float64 { return orFloat(c.BalanceFactor, DefaultBalanceFactor) }

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/balancing"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/serviceconfig"
 )
@@ -212,13 +212,13 @@ func TestShardKeyHedgeGoesToNextOnRing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ring, err := balance.NewRing(names, nil)
+	ring, err := balancing.NewRing(names, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const key = "user-7"
 	var order []string
-	ring.Walk(balance.KeyHash(key), func(i int) bool { order = append(order, names[i]); return len(order) < 2 })
+	ring.Walk(balancing.KeyHash(key), func(i int) bool { order = append(order, names[i]); return len(order) < 2 })
 	if home, _ := to(client, "kv").ShardHome(key); home != order[0] {
 		t.Fatalf("ShardHome = %s, the ring built alone says %s", home, order[0])
 	}

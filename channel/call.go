@@ -10,10 +10,11 @@ import (
 	"github.com/opentracing/opentracing-go/ext"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/peerlist"
+	"github.com/sluice-rpc/sluice/internal/ratelimit"
+	"github.com/sluice-rpc/sluice/internal/recorder"
 	"github.com/sluice-rpc/sluice/internal/retryexec"
 	"github.com/sluice-rpc/sluice/pacing"
 	"github.com/sluice-rpc/sluice/retry"
-	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber/tchannel-go"
 )
 
@@ -175,7 +176,7 @@ func (c *Channel) run(ctx context.Context, st *callState, service, method string
 	if pc != nil {
 		keys := pol.paceKeys
 		if pol.shared { // the method's own window, which its answers set
-			keys[1] = pacing.MethodKey(service, method)
+			keys[1] = ratelimit.MethodKey(service, method)
 		}
 		if err := pc.before(ctx, c, keys); err != nil {
 			ce := &CallError{Service: service, Method: method, Code: codes.RateLimited, Err: err}
@@ -277,7 +278,7 @@ func (c *Channel) run(ctx context.Context, st *callState, service, method string
 	return res, nil
 }
 
-func (c *Channel) fail(m *stats.Method, start time.Time, ce *CallError) error {
+func (c *Channel) fail(m *recorder.Method, start time.Time, ce *CallError) error {
 	m.Call(c.o.clock.Now().Sub(start), ce.CodeName())
 	m.CallAttempts(ce.Attempts)
 	return ce

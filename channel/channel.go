@@ -18,10 +18,10 @@ import (
 	"github.com/sluice-rpc/sluice/discovery"
 	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/pool"
+	"github.com/sluice-rpc/sluice/internal/recorder"
 	"github.com/sluice-rpc/sluice/internal/retryexec"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
-	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber-go/tally/v4"
 	"github.com/uber/tchannel-go"
 )
@@ -189,7 +189,7 @@ type Channel struct {
 	name string
 	tch  *tchannel.Channel
 	o    options
-	rec  *stats.Recorder
+	rec  *recorder.Recorder
 	shed *shedder
 	// tracing is false when the tracer is opentracing's no-op one.
 	tracing bool
@@ -284,7 +284,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 		o.tracer = opentracing.GlobalTracer()
 	}
 	_, noop := o.tracer.(opentracing.NoopTracer)
-	c := &Channel{name: serviceName, o: o, rec: stats.NewRecorder(o.scope), tracing: !noop, buffer: buffer,
+	c := &Channel{name: serviceName, o: o, rec: recorder.New(o.scope), tracing: !noop, buffer: buffer,
 		clients: map[string]*Client{}, prefixed: prefixedNames(o.config), responses: &responseBudget{limit: o.responseBudget}}
 	if o.shed != nil {
 		s, err := newShedder(*o.shed, o.clock)
@@ -354,9 +354,6 @@ func (c *Channel) ServiceName() string { return c.name }
 // TChannel returns the underlying tchannel-go channel, for what Sluice does
 // not wrap. Calls made on it directly bypass Sluice's pipeline.
 func (c *Channel) TChannel() *tchannel.Channel { return c.tch }
-
-// Stats returns the recorder the Channel reports through.
-func (c *Channel) Stats() *stats.Recorder { return c.rec }
 
 // ListenAndServe listens on hostPort ("127.0.0.1:0" picks a free port) and
 // serves the registered handlers. It returns once listening; HostPort tells

@@ -154,7 +154,7 @@ func TestUnknownMethodsAddNoSeries(t *testing.T) {
 		_, _ = to(c2, "kv").CallRaw(ctxTimeout(t), fmt.Sprintf("unknown-%d", i), nil, nil)
 	}
 	_, _ = to(c2, "kv").CallRaw(ctxTimeout(t), "late", nil, nil)
-	if tags := methodTags(c2.Stats().Scope().(tally.TestScope), "kv"); !tags["late"] || len(tags) != MaxMethodSeries+2 {
+	if tags := methodTags(c2.rec.Scope().(tally.TestScope), "kv"); !tags["late"] || len(tags) != MaxMethodSeries+2 {
 		t.Errorf("with a pinned method called after the bound: %d method tags, late among them: %v; want %d", len(tags), tags["late"], MaxMethodSeries+2)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/config"
+	"github.com/sluice-rpc/sluice/internal/ratelimit"
 	"github.com/sluice-rpc/sluice/internal/retryexec"
 	"github.com/sluice-rpc/sluice/pacing"
 	"github.com/sluice-rpc/sluice/retry"
@@ -67,8 +68,8 @@ func WithPacing(cfg PacingConfig) ClientOption {
 // pacer is one service's pacing state.
 type pacer struct {
 	cfg       PacingConfig
-	pacer     pacing.Pacer
-	windows   *pacing.Windows
+	pacer     ratelimit.Pacer
+	windows   *ratelimit.Windows
 	service   string
 	malformed tally.Counter
 	held      tally.Counter
@@ -82,12 +83,12 @@ func (c *Channel) newPacer(service string, cfg PacingConfig) (*pacer, error) {
 	} else if cfg.MaxDelay == 0 {
 		cfg.MaxDelay = DefaultPacingMaxDelay
 	}
-	p, err := pacing.New(cfg.Pacer)
+	p, err := ratelimit.New(cfg.Pacer)
 	if err != nil {
 		return nil, fmt.Errorf("channel: PacingConfig.Pacer: %w", err)
 	}
 	s := c.rec.Scope().Tagged(map[string]string{stats.TagService: service})
-	return &pacer{cfg: cfg, pacer: p, windows: pacing.NewWindows(pacing.WindowsConfig{Clock: c.o.clock}), service: service,
+	return &pacer{cfg: cfg, pacer: p, windows: ratelimit.NewWindows(c.o.clock), service: service,
 		malformed: s.Counter(stats.RateLimitMalformed), held: s.Counter(stats.RateLimitHeld),
 		rejected: s.Counter(stats.RateLimitRejected), sleep: s.Timer(stats.RateLimitSleep)}, nil
 }
@@ -124,11 +125,11 @@ func (p *pacer) before(ctx context.Context, c *Channel, keys [2]string) error {
 // the README's pacer figures come from).
 func (p *pacer) response(c *Channel, method string, h map[string]string) {
 	now := c.o.clock.Now()
-	sig, err := pacing.ParseHeaders(h, now)
+	sig, err := ratelimit.ParseHeaders(h, now)
 	if err != nil {
 		p.malformed.Inc(1)
 	}
-	if sig.Throttled() {
+	if ratelimit.Throttled(sig) {
 		p.windows.RecordSignal(p.service, method, sig)
 	}
 	p.pacer.OnSuccess(now, sig)
@@ -146,11 +147,11 @@ func (p *pacer) busy(c *Channel, method string, o *retryexec.Outcome, b backoff.
 		p.windows.RecordSignal(p.service, method, sig)
 	}
 	pause := p.pacer.OnRateLimited(now, sig)
-	wait, tooLong := pacing.Delay(b, n, c.rand(), sig.Wait(), p.cfg.MaxDelay)
+	wait, tooLong := ratelimit.Delay(b, n, c.rand(), ratelimit.Wait(sig), p.cfg.MaxDelay)
 	if tooLong {
 		p.rejected.Inc(1)
 		o.Pushback = retry.PushbackStopped()
-		return &pacing.WindowError{Key: pacing.ServiceKey(p.service), Remaining: wait, Limit: p.cfg.MaxDelay}
+		return &pacing.WindowError{Key: ratelimit.ServiceKey(p.service), Remaining: wait, Limit: p.cfg.MaxDelay}
 	}
 	if o.Pushback.Kind != retry.PushbackStop {
 		o.Pushback = retry.PushbackAfter(max(wait, pause))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/connlimit"
+	"github.com/sluice-rpc/sluice/internal/recorder"
 	"github.com/sluice-rpc/sluice/internal/tchconn"
 	"github.com/sluice-rpc/sluice/internal/tframe"
 	"github.com/sluice-rpc/sluice/stats"
@@ -262,7 +263,7 @@ func (l PeerLimits) listenerConfig() connlimit.Config {
 // lines of what they do.
 type peerGuard struct {
 	g     *tchconn.Guard
-	rec   *stats.Recorder
+	rec   *recorder.Recorder
 	conns tally.Gauge
 	// logger is the channel's tchannel-go logger, read once it is final:
 	// tchannel-go's Serve replaces it unguarded, and the listener's
@@ -285,7 +286,7 @@ type peerGuard struct {
 	reclaim    *reclaimer
 }
 
-func newPeerGuard(o *options, rec *stats.Recorder) (*peerGuard, error) {
+func newPeerGuard(o *options, rec *recorder.Recorder) (*peerGuard, error) {
 	pg := &peerGuard{rec: rec, conns: rec.Scope().Gauge(stats.ServerConns),
 		logs: rate.NewLimiter(10, 10), counters: map[[2]string]tally.Counter{}, reclaim: newReclaimer()}
 	if o.serverTLS != nil {

@@ -9,11 +9,11 @@ import (
 	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/internal/hedgeexec"
 	"github.com/sluice-rpc/sluice/internal/peerlist"
+	"github.com/sluice-rpc/sluice/internal/ratelimit"
+	"github.com/sluice-rpc/sluice/internal/recorder"
 	"github.com/sluice-rpc/sluice/internal/retryexec"
-	"github.com/sluice-rpc/sluice/pacing"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
-	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber-go/tally/v4"
 )
 
@@ -162,7 +162,7 @@ type methodPolicy struct {
 	// transient failure (the service config's waitForReady).
 	waitForReady bool
 	bucket       *retryexec.Throttle // the service's, for the tokens gauge
-	m            *stats.Method
+	m            *recorder.Method
 	tokens       tally.Gauge
 	backoff      backoff.Exponential // the retry policy's, for throttle-aware waits
 
@@ -214,7 +214,7 @@ func (c *Channel) buildPolicy(cl *Client, method string) (*methodPolicy, error) 
 	p := &methodPolicy{service: service, method: method, tokens: c.rec.RetryTokens(service), backoff: defaultBackoff,
 		cl: cl, gate: cl.gate, pacer: cl.pacer, list: cl.list, bucket: cl.bucket}
 	if p.pacer != nil { // built once here, not per call: a method key allocates
-		p.paceKeys = [2]string{pacing.ServiceKey(service), pacing.MethodKey(service, method)}
+		p.paceKeys = [2]string{ratelimit.ServiceKey(service), ratelimit.MethodKey(service, method)}
 	}
 	var mc *serviceconfig.MethodConfig
 	if c.o.config != nil {

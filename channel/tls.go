@@ -483,7 +483,7 @@ type tlsClient struct {
 	pg         *peerGuard // logs and counts the fallbacks
 
 	// seen holds what is known of each peer Fallback names, by host:port.
-	// Like the per-peer metrics (stats.Recorder.Conn), it keeps every
+	// Like the per-peer metrics (recorder.Recorder.Conn), it keeps every
 	// address the Channel has dialled: a few bytes each.
 	mu   sync.Mutex
 	seen map[string]fallbackState

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/balancing"
 	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/hostport"
 	"github.com/sluice-rpc/sluice/stats"
@@ -76,7 +76,7 @@ type WatcherConfig struct {
 // one, or a set of more than MaxPeers, changes nothing but the State. An
 // address that is not a valid host:port, an unspecified one (0.0.0.0, ::),
 // or one whose weight is neither 0 nor in [balance.MinWeight, MaxWeight]
-// (balance.CheckWeight), is left out of its set
+// (balancing.CheckWeight), is left out of its set
 // and reported as a failure; a host:port listed twice counts once (its
 // first entry). It is safe for concurrent use.
 //
@@ -231,7 +231,7 @@ func clean(addrs []Address) ([]Address, string) {
 			why = err.Error()
 		} else if unspecified(a.HostPort) {
 			why = fmt.Sprintf("%s: an unspecified address (0.0.0.0, ::), which no client can dial", a.HostPort)
-		} else if err := balance.CheckWeight(a.Weight); err != nil {
+		} else if err := balancing.CheckWeight(a.Weight); err != nil {
 			why = a.HostPort + ": " + err.Error()
 		}
 		if why != "" {

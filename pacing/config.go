@@ -3,7 +3,6 @@ package pacing
 import (
 	"cmp"
 	"math"
-	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -60,8 +59,9 @@ const (
 	DefaultJitter     = 0.1
 )
 
-// Config configures a Pacer. It is a plain value; zero fields take the
-// documented defaults, and Validate reports the first rule a field breaks.
+// Config configures the pacer of a Client's calls (channel.PacingConfig's
+// Pacer). It is a plain value; zero fields take the documented defaults,
+// and Validate reports the first rule a field breaks.
 type Config struct {
 	// Strategy selects the algorithm; "" means StrategyNull.
 	Strategy Strategy
@@ -132,40 +132,12 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// withDefaults returns c with its zero fields set to their defaults.
-func (c Config) withDefaults() Config {
-	c.Strategy = cmp.Or(c.Strategy, StrategyNull)
-	c.Limit = cmp.Or(c.Limit, DefaultLimit)
-	c.Window = cmp.Or(c.Window, DefaultWindow)
-	c.Multiplier = cmp.Or(c.Multiplier, DefaultMultiplier)
-	c.Jitter = cmp.Or(c.Jitter, DefaultJitter)
-	c.Reserve = cmp.Or(c.Reserve, DefaultReserve)
-	if c.Rand == nil {
-		c.Rand = rand.Float64
-	}
-	return c
-}
-
 // MinSleep is the quota's pace, Window/Limit after defaults: the smallest
 // sleep that keeps a lone client within the quota (0.8 s for 4500 per hour).
 func (c Config) MinSleep() time.Duration {
-	c = c.withDefaults()
-	return c.Window / time.Duration(c.Limit)
+	return cmp.Or(c.Window, DefaultWindow) / time.Duration(cmp.Or(c.Limit, DefaultLimit))
 }
 
-// New returns the Pacer c selects, or c's first invalid field.
-func New(c Config) (Pacer, error) {
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	c = c.withDefaults()
-	switch c.Strategy {
-	case StrategyExponentialBackoff:
-		return newBackoff(c), nil
-	case StrategyGradualDecrease, StrategyProportionalDecrease, StrategyProportionalRemainingDecrease:
-		return newSticky(c), nil
-	case StrategyReserve:
-		return newReserve(c), nil
-	}
-	return Null{}, nil
-}
+// DefaultReserve is Config.Reserve's default: 0.3% of the quota, 13.5
+// requests of Heroku's 4500.
+const DefaultReserve = 0.003

@@ -53,7 +53,7 @@ func NewServer(ch *channel.Channel) *Server {
 		panic("sluice: thrift: NewServer: " + err.Error())
 	}
 	return &Server{Server: tthrift.NewServer(ss.Registrar), limit: ss.MaxRequestSize,
-		oversize: ch.Stats().Scope().Counter(stats.ServerOversize), inbound: ss.Inbound}
+		oversize: ss.Scope.Counter(stats.ServerOversize), inbound: ss.Inbound}
 }
 
 // Register registers svr's methods as tchannel-go's Register does, and

@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/discovery"
+	"github.com/sluice-rpc/sluice/internal/balancing"
 	cfgerr "github.com/sluice-rpc/sluice/internal/config"
 )
 
@@ -211,7 +212,7 @@ func (c RegistrarConfig) Validate() error {
 	if _, err := json.Marshal(c.Metadata); err != nil {
 		return cfgerr.Errorf(pkg, "RegistrarConfig.Metadata", cfgerr.Verbatim("not JSON"), "must be JSON-encodable: %v", err)
 	}
-	if balance.CheckWeight(c.Weight) != nil {
+	if balancing.CheckWeight(c.Weight) != nil {
 		// Clients leave out an entry whose weight breaks it: refused here,
 		// a server does not register where no client will call it.
 		return cfgerr.Errorf(pkg, "RegistrarConfig.Weight", c.Weight, "must be 0 (none written) or a number in [%g, %g]", balance.MinWeight, balance.MaxWeight)

@@ -32,6 +32,7 @@ import (
 	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/discovery"
+	"github.com/sluice-rpc/sluice/internal/balancing"
 	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/hostport"
 	"github.com/sluice-rpc/sluice/internal/localfile"
@@ -198,10 +199,10 @@ func parseEntry(n *yaml.Node) (discovery.Address, error) {
 	return a, nil
 }
 
-// checkWeight is balance.CheckWeight, which every client applies, but
+// checkWeight is balancing.CheckWeight, which every client applies, but
 // for 0: a file that gives a weight gives one (leave it out for 1).
 func checkWeight(w float64) error {
-	if w == 0 || balance.CheckWeight(w) != nil {
+	if w == 0 || balancing.CheckWeight(w) != nil {
 		return fmt.Errorf("weight %v, must be a number in [%g, %g] (leave it out for 1)", w, balance.MinWeight, balance.MaxWeight)
 	}
 	return nil

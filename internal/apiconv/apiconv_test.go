@@ -380,7 +380,7 @@ func TestStaticConventions(t *testing.T) {
 					t.Errorf("%s.%s (%s): randomness comes through a field Rand func() float64, nil meaning math/rand/v2's Float64", s.key(), f.name, f.typ)
 				case strings.Contains(f.name, "Backoff") && f.typ != "backoff.Exponential":
 					t.Errorf("%s.%s (%s): a backoff is a backoff.Exponential", s.key(), f.name, f.typ)
-				case strings.Contains(f.typ, "stats.Recorder"), f.name == "Recorder",
+				case strings.Contains(f.typ, "Recorder"), f.name == "Recorder",
 					f.name == "Scope" && f.typ != "tally.Scope":
 					t.Errorf("%s.%s (%s): metrics go to a field Scope tally.Scope, nil meaning tally.NoopScope", s.key(), f.name, f.typ)
 				}

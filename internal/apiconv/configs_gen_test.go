@@ -52,7 +52,6 @@ var zeros = map[string]any{
 	"leasing/server/etcdelection.Config": etcdelection.Config{},
 	"pacing.Config":                      pacing.Config{},
 	"pacing.QuotaConfig":                 pacing.QuotaConfig{},
-	"pacing.WindowsConfig":               pacing.WindowsConfig{},
 	"retry.Policy":                       retry.Policy{},
 	"retry.ThrottleConfig":               retry.ThrottleConfig{},
 	"shed.Config":                        shed.Config{},

@@ -1,7 +1,7 @@
 // Package chanhook gives package thrift what its server needs of a
 // Channel's server side without making it part of package channel's API:
-// the guarded registrar, the maximum request size and the inbound
-// middleware. None of it is for users; Go's internal rule lets only this
+// the guarded registrar, the maximum request size, the inbound middleware
+// and the metrics scope. None of it is for users; Go's internal rule lets only this
 // module and the tools module beside it import it.
 //
 // Package channel sets ServerOf when it is initialised (the pattern of
@@ -12,6 +12,7 @@ package chanhook
 import (
 	"context"
 
+	"github.com/uber-go/tally/v4"
 	"github.com/uber/tchannel-go"
 )
 
@@ -29,6 +30,9 @@ type Server struct {
 	// call of ctx (tchannel.CurrentCall) to method in format f with the
 	// application headers h; nil when the Channel has no middleware.
 	Inbound func(ctx context.Context, method string, f tchannel.Format, h map[string]string, next func(context.Context) error) error
+	// Scope is the scope the Channel reports its metrics to (the one given
+	// to channel.WithScope, or a no-op scope); never nil.
+	Scope tally.Scope
 }
 
 // ServerOf returns the server side of ch, a *channel.Channel. ch is an any

@@ -11,11 +11,12 @@ import (
 	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/balancing"
 	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/departed"
 	"github.com/sluice-rpc/sluice/internal/pool"
+	"github.com/sluice-rpc/sluice/internal/recorder"
 	"github.com/sluice-rpc/sluice/peer"
-	"github.com/sluice-rpc/sluice/stats"
 )
 
 // List is the set of peers of one service. Reads are lock-free: the peers
@@ -25,7 +26,7 @@ type List struct {
 	service string
 	cfg     busy.Config // with Clock set to clk
 	clk     clock.Clock
-	rec     *stats.Recorder
+	rec     *recorder.Recorder
 	pool    *pool.Pool
 
 	bal balance.Config
@@ -73,7 +74,7 @@ type Config struct {
 	// limiters; nil means clock.Real.
 	Clock clock.Clock
 	// Recorder receives the peers' metrics; nil means nowhere.
-	Recorder *stats.Recorder
+	Recorder *recorder.Recorder
 	// Pool gives the peers their connections. nil means the list manages
 	// no connections and every peer counts as Ready: for simulations and
 	// tests of the choice alone.
@@ -116,7 +117,7 @@ func New(cfg Config) (*List, error) {
 		cfg.Clock = clock.Real
 	}
 	if cfg.Recorder == nil {
-		cfg.Recorder = stats.NewRecorder(nil)
+		cfg.Recorder = recorder.New(nil)
 	}
 	cfg.Busy.Clock = cfg.Clock
 	l := &List{service: cfg.Service, cfg: cfg.Busy, clk: cfg.Clock, rec: cfg.Recorder, pool: cfg.Pool, bal: cfg.Balance,
@@ -276,7 +277,7 @@ func (l *List) TakeChanged() []*Peer {
 // left less than DepartedGrace ago takes up its limiter, latency
 // estimate and ejection again); the others are removed as Remove does
 // (calls in flight to them finish, then their connections close). It checks every member before changing anything: an
-// invalid host:port or weight (see balance.CheckWeight), or a host:port
+// invalid host:port or weight (see balancing.CheckWeight), or a host:port
 // listed twice, is an error and changes nothing.
 func (l *List) Set(members []peer.Member) error {
 	seen := make(map[string]float64, len(members))
@@ -284,7 +285,7 @@ func (l *List) Set(members []peer.Member) error {
 		if err := peer.ValidateHostPort(m.HostPort); err != nil {
 			return err
 		}
-		if err := balance.CheckWeight(m.Weight); err != nil {
+		if err := balancing.CheckWeight(m.Weight); err != nil {
 			return fmt.Errorf("peer: %s has %w", m.HostPort, err)
 		}
 		if _, dup := seen[m.HostPort]; dup {

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/balancing"
 	"github.com/sluice-rpc/sluice/peer"
 )
 
@@ -103,7 +103,7 @@ func TestChoosePrefersFewestPendingThenLatency(t *testing.T) {
 }
 
 // A peer whose latency stands far above the others' gets no calls but a
-// probe every balance.ProbeInterval, and takes its share again once a probe shows it
+// probe every balancing.ProbeInterval, and takes its share again once a probe shows it
 // recovered, even when the others' estimates have gone stale meanwhile.
 func TestSlowPeerIsProbed(t *testing.T) {
 	l, clk := newList(t, 1e6, hp(0), hp(1))
@@ -137,7 +137,7 @@ func TestSlowPeerIsProbed(t *testing.T) {
 	if got, _ := count(200); got != 0 {
 		t.Fatalf("after the estimates went stale, before a probe is due, the slow peer got %d of 200, want 0", got)
 	}
-	clk.Add(time.Duration(balance.ProbeInterval))
+	clk.Add(time.Duration(balancing.ProbeInterval))
 	got, probe := count(200)
 	if got != 1 {
 		t.Fatalf("with its probe due, the slow peer got %d of 200 calls, want 1", got)
@@ -149,7 +149,7 @@ func TestSlowPeerIsProbed(t *testing.T) {
 		t.Fatalf("after a slow probe the peer got %d of 200 (slow: %v), want 0 (true)", got, slow.Counts().Slow)
 	}
 	// Recovered: the next probe is fast, and the peer ties again.
-	clk.Add(time.Duration(balance.ProbeInterval))
+	clk.Add(time.Duration(balancing.ProbeInterval))
 	if got, probe = count(200); got != 1 {
 		t.Fatalf("with its second probe due, the slow peer got %d of 200, want 1", got)
 	}

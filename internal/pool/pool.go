@@ -16,7 +16,7 @@ import (
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/departed"
-	"github.com/sluice-rpc/sluice/stats"
+	"github.com/sluice-rpc/sluice/internal/recorder"
 	"github.com/uber/tchannel-go"
 )
 
@@ -157,7 +157,7 @@ type Pool struct {
 	cfg    ConnectConfig
 	budget *connectBudget // nil: none
 	clk    clock.Clock
-	rec    *stats.Recorder
+	rec    *recorder.Recorder
 	rand   func() float64
 
 	ctx  context.Context // cancelled by Close: ends every connect
@@ -210,7 +210,7 @@ type Config struct {
 	// clock.Real.
 	Clock clock.Clock
 	// Recorder receives the connection metrics; nil means nowhere.
-	Recorder *stats.Recorder
+	Recorder *recorder.Recorder
 	// Rand draws the backoff's jitter, uniform in [0, 1); nil means
 	// math/rand/v2's Float64.
 	Rand func() float64
@@ -233,7 +233,7 @@ func New(cfg Config) (*Pool, error) {
 		cfg.Clock = clock.Real
 	}
 	if cfg.Recorder == nil {
-		cfg.Recorder = stats.NewRecorder(nil)
+		cfg.Recorder = recorder.New(nil)
 	}
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Float64

@@ -1,4 +1,4 @@
-package balance
+package balancing
 
 import (
 	"fmt"
@@ -98,26 +98,26 @@ type point struct {
 func NewRing(names []string, weights []float64) (*Ring, error) {
 	n := len(names)
 	if n == 0 {
-		return nil, fmt.Errorf("balance: ring has no members, must have at least 1")
+		return nil, fmt.Errorf("balancing: ring has no members, must have at least 1")
 	}
 	if n > MaxRingPoints {
-		return nil, fmt.Errorf("balance: ring has %d members, must have at most MaxRingPoints (%d)", n, MaxRingPoints)
+		return nil, fmt.Errorf("balancing: ring has %d members, must have at most MaxRingPoints (%d)", n, MaxRingPoints)
 	}
 	if weights != nil && len(weights) != n {
-		return nil, fmt.Errorf("balance: ring has %d weights for %d members, must have one weight per member or nil weights", len(weights), n)
+		return nil, fmt.Errorf("balancing: ring has %d weights for %d members, must have one weight per member or nil weights", len(weights), n)
 	}
 	first := make(map[string]int, n)
 	for i, name := range names {
 		if name == "" {
-			return nil, fmt.Errorf("balance: ring member %d has an empty name, must be non-empty (the peer's host:port)", i)
+			return nil, fmt.Errorf("balancing: ring member %d has an empty name, must be non-empty (the peer's host:port)", i)
 		}
 		if j, dup := first[name]; dup {
-			return nil, fmt.Errorf("balance: ring member %d (%q) has the same name as member %d, names must be unique", i, name, j)
+			return nil, fmt.Errorf("balancing: ring member %d (%q) has the same name as member %d, names must be unique", i, name, j)
 		}
 		first[name] = i
 		if weights != nil {
 			if w := weights[i]; !(w > 0) || math.IsInf(w, 1) {
-				return nil, fmt.Errorf("balance: ring member %d (%q) has weight %v, must be finite and > 0", i, name, w)
+				return nil, fmt.Errorf("balancing: ring member %d (%q) has weight %v, must be finite and > 0", i, name, w)
 			}
 		}
 	}

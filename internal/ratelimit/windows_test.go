@@ -1,4 +1,4 @@
-package pacing
+package ratelimit
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	expbackoff "github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
+
+	"github.com/sluice-rpc/sluice/pacing"
 )
 
 func TestMain(m *testing.M) {
@@ -54,7 +56,7 @@ func TestDelay(t *testing.T) {
 
 func TestWindowsUnthrottledPassesAtOnce(t *testing.T) {
 	f := clock.NewFake(time.Now())
-	w := NewWindows(WindowsConfig{Clock: f})
+	w := NewWindows(f)
 	if err := w.Wait(context.Background(), "kv", time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +70,7 @@ func TestWindowsUnthrottledPassesAtOnce(t *testing.T) {
 
 func TestWindowsWaitsUntilTheWindowEnds(t *testing.T) {
 	f := clock.NewFake(time.Now())
-	w := NewWindows(WindowsConfig{Clock: f})
+	w := NewWindows(f)
 	w.Record("kv::Get", f.Now().Add(3*time.Second))
 	done := make(chan error, 1)
 	go func() { done <- w.Wait(context.Background(), "kv::Get", 5*time.Second) }()
@@ -94,14 +96,14 @@ func TestWindowsWaitsUntilTheWindowEnds(t *testing.T) {
 
 func TestWindowsFailFastPastMaxDelay(t *testing.T) {
 	f := clock.NewFake(time.Now())
-	w := NewWindows(WindowsConfig{Clock: f})
+	w := NewWindows(f)
 	w.Record("kv", f.Now().Add(30*time.Second))
 	f.Add(10 * time.Second)
 	err := w.Wait(context.Background(), "kv", 5*time.Second)
-	if !errors.Is(err, ErrRateLimited) {
-		t.Fatalf("Wait = %v, want ErrRateLimited", err)
+	if !errors.Is(err, pacing.ErrRateLimited) {
+		t.Fatalf("Wait = %v, want pacing.ErrRateLimited", err)
 	}
-	var we *WindowError
+	var we *pacing.WindowError
 	if !errors.As(err, &we) || we.Remaining != 20*time.Second || we.Limit != 5*time.Second || we.Deadline || we.Key != "kv" {
 		t.Fatalf("error = %#v", err)
 	}
@@ -115,7 +117,7 @@ func TestWindowsFailFastPastMaxDelay(t *testing.T) {
 
 func TestWindowsFailFastPastDeadline(t *testing.T) {
 	f := clock.NewFake(time.Now())
-	w := NewWindows(WindowsConfig{Clock: f})
+	w := NewWindows(f)
 	w.Record("kv", f.Now().Add(30*time.Second))
 	ctx, cancel := context.WithDeadline(context.Background(), f.Now().Add(time.Hour+10*time.Second))
 	defer cancel()
@@ -132,7 +134,7 @@ func TestWindowsFailFastPastDeadline(t *testing.T) {
 	// (about 1h10s here), not on the windows' fake clock.
 	w.Record("kv", f.Now().Add(2*time.Hour))
 	err := w.Wait(ctx, "kv", 0)
-	var we *WindowError
+	var we *pacing.WindowError
 	if !errors.As(err, &we) || !we.Deadline || we.Remaining != 2*time.Hour ||
 		we.Limit <= time.Hour+9*time.Second || we.Limit > time.Hour+10*time.Second {
 		t.Fatalf("Wait = %#v", err)
@@ -144,7 +146,7 @@ func TestWindowsFailFastPastDeadline(t *testing.T) {
 
 func TestWindowsReleaseAndCancel(t *testing.T) {
 	f := clock.NewFake(time.Now())
-	w := NewWindows(WindowsConfig{Clock: f})
+	w := NewWindows(f)
 	w.Record("kv", f.Now().Add(time.Minute))
 	done := make(chan error, 1)
 	go func() { done <- w.Wait(context.Background(), "kv", 0) }()
@@ -169,7 +171,7 @@ func TestWindowsReleaseAndCancel(t *testing.T) {
 
 func TestWindowsRecordKeepsTheLaterEnd(t *testing.T) {
 	f := clock.NewFake(time.Now())
-	w := NewWindows(WindowsConfig{Clock: f})
+	w := NewWindows(f)
 	w.Record("kv", f.Now().Add(10*time.Second))
 	w.Record("kv", f.Now().Add(5*time.Second))
 	w.Record("kv", f.Now()) // not after now: nothing
@@ -196,8 +198,8 @@ func TestWindowsRecordKeepsTheLaterEnd(t *testing.T) {
 
 func TestWindowsRecordSignal(t *testing.T) {
 	f := clock.NewFake(time.Now())
-	w := NewWindows(WindowsConfig{Clock: f})
-	sig, err := ParseHeaders(map[string]string{HeaderUserAPI: "Remain:0,Limit:2,Time:1000,TimeLeft:800"}, f.Now())
+	w := NewWindows(f)
+	sig, err := ParseHeaders(map[string]string{pacing.HeaderUserAPI: "Remain:0,Limit:2,Time:1000,TimeLeft:800"}, f.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +210,7 @@ func TestWindowsRecordSignal(t *testing.T) {
 	if d := w.Remaining("kv"); d != 0 {
 		t.Fatalf("kv window = %v, want none", d)
 	}
-	w.RecordSignal("kv", "Put", Signal{Fields: FieldRemaining, Remaining: 3}) // no wait asked
+	w.RecordSignal("kv", "Put", pacing.Signal{Fields: pacing.FieldRemaining, Remaining: 3}) // no wait asked
 	if d := w.Remaining("kv::Put"); d != 0 {
 		t.Fatalf("kv::Put window = %v, want none", d)
 	}
@@ -216,7 +218,7 @@ func TestWindowsRecordSignal(t *testing.T) {
 
 func TestWindowsConcurrent(t *testing.T) {
 	f := clock.NewFake(time.Now())
-	w := NewWindows(WindowsConfig{Clock: f})
+	w := NewWindows(f)
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	for i := range 32 {
@@ -257,7 +259,7 @@ func TestWindowsConcurrent(t *testing.T) {
 }
 
 func BenchmarkWindowsWaitUnthrottled(b *testing.B) {
-	w := NewWindows(WindowsConfig{})
+	w := NewWindows(nil)
 	w.Record("other", time.Now().Add(time.Hour))
 	ctx := context.Background()
 	b.ReportAllocs()

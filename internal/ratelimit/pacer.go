@@ -1,8 +1,12 @@
-package pacing
+package ratelimit
 
 import (
+	"cmp"
+	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/sluice-rpc/sluice/pacing"
 )
 
 // Pacer is a client's rate throttling: it decides how long to sleep before
@@ -26,10 +30,10 @@ type Pacer interface {
 	// OnRateLimited records a rate-limited response (a Busy error, an HTTP
 	// 429, or a signal whose quota is spent) received at now, and returns
 	// how long to sleep before retrying the request.
-	OnRateLimited(now time.Time, s Signal) time.Duration
+	OnRateLimited(now time.Time, s pacing.Signal) time.Duration
 	// OnSuccess records a response received at now that was not rate
 	// limited, with the quota it reported (possibly empty).
-	OnSuccess(now time.Time, s Signal)
+	OnSuccess(now time.Time, s pacing.Signal)
 	// Sleep returns the pacer's current sleep, without jitter: the value a
 	// chart or a gauge shows.
 	Sleep() time.Duration
@@ -43,10 +47,10 @@ type Null struct{}
 func (Null) Before(time.Time) time.Duration { return 0 }
 
 // OnRateLimited returns 0: retry at once (or as the retry policy says).
-func (Null) OnRateLimited(time.Time, Signal) time.Duration { return 0 }
+func (Null) OnRateLimited(time.Time, pacing.Signal) time.Duration { return 0 }
 
 // OnSuccess does nothing.
-func (Null) OnSuccess(time.Time, Signal) {}
+func (Null) OnSuccess(time.Time, pacing.Signal) {}
 
 // Sleep returns 0.
 func (Null) Sleep() time.Duration { return 0 }
@@ -70,7 +74,7 @@ func duration(s float64) time.Duration {
 // the jitter source, under one lock.
 type core struct {
 	mu        sync.Mutex
-	cfg       Config
+	cfg       pacing.Config
 	minSleep  float64 // seconds
 	maxSleep  float64 // seconds; 0 means no cap
 	sleep     float64 // seconds
@@ -79,9 +83,9 @@ type core struct {
 	raised    bool
 }
 
-func (c *core) init(cfg Config) {
+func (c *core) init(cfg pacing.Config) {
 	c.cfg = cfg
-	c.minSleep = seconds(cfg.Window) / float64(cfg.Limit)
+	c.minSleep = seconds(cfg.MinSleep())
 	c.maxSleep = seconds(cfg.MaxSleep)
 	c.sleep = seconds(cfg.InitialSleep)
 	c.clamp()
@@ -129,14 +133,14 @@ func (c *core) Sleep() time.Duration {
 	return duration(c.sleep)
 }
 
-// backoff is StrategyExponentialBackoff.
+// backoff is pacing.StrategyExponentialBackoff.
 type backoff struct {
 	core
 	retrying bool
 	last     float64 // the last retry's wait, seconds
 }
 
-func newBackoff(cfg Config) *backoff {
+func newBackoff(cfg pacing.Config) *backoff {
 	b := &backoff{}
 	b.init(cfg)
 	b.sleep = b.minSleep
@@ -145,7 +149,7 @@ func newBackoff(cfg Config) *backoff {
 
 func (b *backoff) Before(time.Time) time.Duration { return 0 }
 
-func (b *backoff) OnRateLimited(now time.Time, _ Signal) time.Duration {
+func (b *backoff) OnRateLimited(now time.Time, _ pacing.Signal) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.retrying {
@@ -165,7 +169,7 @@ func (b *backoff) OnRateLimited(now time.Time, _ Signal) time.Duration {
 	return b.jittered(wait)
 }
 
-func (b *backoff) OnSuccess(time.Time, Signal) {
+func (b *backoff) OnSuccess(time.Time, pacing.Signal) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.retrying = false
@@ -187,7 +191,7 @@ type sticky struct {
 	core
 }
 
-func newSticky(cfg Config) *sticky {
+func newSticky(cfg pacing.Config) *sticky {
 	s := &sticky{}
 	s.init(cfg)
 	return s
@@ -199,7 +203,7 @@ func (p *sticky) Before(time.Time) time.Duration {
 	return p.jittered(p.sleep)
 }
 
-func (p *sticky) OnRateLimited(now time.Time, _ Signal) time.Duration {
+func (p *sticky) OnRateLimited(now time.Time, _ pacing.Signal) time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mayRaise(now) {
@@ -209,18 +213,49 @@ func (p *sticky) OnRateLimited(now time.Time, _ Signal) time.Duration {
 	return p.jittered(p.sleep)
 }
 
-func (p *sticky) OnSuccess(_ time.Time, s Signal) {
+func (p *sticky) OnSuccess(_ time.Time, s pacing.Signal) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var dec float64
 	switch p.cfg.Strategy {
-	case StrategyGradualDecrease:
+	case pacing.StrategyGradualDecrease:
 		dec = p.minSleep
-	case StrategyProportionalDecrease:
+	case pacing.StrategyProportionalDecrease:
 		dec = p.sleep / float64(p.cfg.Limit)
-	case StrategyProportionalRemainingDecrease:
-		dec = p.sleep * s.RemainingFraction(p.cfg.Limit)
+	case pacing.StrategyProportionalRemainingDecrease:
+		dec = p.sleep * RemainingFraction(s, p.cfg.Limit)
 	}
 	p.sleep -= dec
 	p.clamp()
+}
+
+// withDefaults returns c with its zero fields set to their defaults.
+func withDefaults(c pacing.Config) pacing.Config {
+	c.Strategy = cmp.Or(c.Strategy, pacing.StrategyNull)
+	c.Limit = cmp.Or(c.Limit, pacing.DefaultLimit)
+	c.Window = cmp.Or(c.Window, pacing.DefaultWindow)
+	c.Multiplier = cmp.Or(c.Multiplier, pacing.DefaultMultiplier)
+	c.Jitter = cmp.Or(c.Jitter, pacing.DefaultJitter)
+	c.Reserve = cmp.Or(c.Reserve, pacing.DefaultReserve)
+	if c.Rand == nil {
+		c.Rand = rand.Float64
+	}
+	return c
+}
+
+// New returns the Pacer c selects, or c's first invalid field.
+func New(c pacing.Config) (Pacer, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	c = withDefaults(c)
+	switch c.Strategy {
+	case pacing.StrategyExponentialBackoff:
+		return newBackoff(c), nil
+	case pacing.StrategyGradualDecrease, pacing.StrategyProportionalDecrease, pacing.StrategyProportionalRemainingDecrease:
+		return newSticky(c), nil
+	case pacing.StrategyReserve:
+		return newReserve(c), nil
+	}
+	return Null{}, nil
 }

@@ -1,9 +1,55 @@
-package balance
+package balancing
 
 import (
+	"cmp"
+	"fmt"
 	"math"
 	"time"
+
+	"github.com/sluice-rpc/sluice/balance"
 )
+
+// SlowStart is a balance.SlowStart with the arithmetic of its ramp:
+// convert one to call it (balancing.SlowStart(cfg.SlowStart).Factor(d)).
+type SlowStart balance.SlowStart
+
+// Ejection is a balance.Ejection with the arithmetic of outlier
+// ejection: convert one to call it.
+type Ejection balance.Ejection
+
+func (s SlowStart) window() time.Duration {
+	return cmp.Or(s.Window, balance.DefaultSlowStartWindow)
+}
+
+func (e Ejection) baseTime() time.Duration {
+	return cmp.Or(e.BaseTime, balance.DefaultBaseEjectionTime)
+}
+
+func (e Ejection) maxTime() time.Duration {
+	return cmp.Or(e.MaxTime, balance.DefaultMaxEjectionTime)
+}
+
+// Threshold returns how many UNEXPECTED or NETWORK answers in a row eject
+// a peer.
+func (e Ejection) Threshold() int {
+	return cmp.Or(e.ConsecutiveErrors, balance.DefaultConsecutiveErrors)
+}
+
+// Factor returns the balance factor c of shard keys' bounded load
+// (Config.BalanceFactor after its default).
+func Factor(c balance.Config) float64 {
+	return cmp.Or(c.BalanceFactor, balance.DefaultBalanceFactor)
+}
+
+// CheckWeight reports whether w is a weight a peer may have: 0 (meaning
+// 1) or a number in [balance.MinWeight, balance.MaxWeight]; an error says
+// why not.
+func CheckWeight(w float64) error {
+	if w == 0 || (w >= balance.MinWeight && w <= balance.MaxWeight) {
+		return nil
+	}
+	return fmt.Errorf("weight %v, must be 0 (meaning 1) or a number in [%g, %g]", w, balance.MinWeight, balance.MaxWeight)
+}
 
 // Factor returns the multiplier of the weight of a peer that became ready
 // elapsed ago, in [MinWeight, 1]: max(MinWeight, (elapsed / Window) ^
@@ -15,12 +61,12 @@ func (s SlowStart) Factor(elapsed time.Duration) float64 {
 	if s.Disabled || elapsed >= w {
 		return 1
 	}
-	minimum := orFloat(s.MinWeight, DefaultMinWeight)
+	minimum := cmp.Or(s.MinWeight, balance.DefaultMinWeight)
 	if elapsed <= 0 {
 		return minimum
 	}
 	f := float64(elapsed) / float64(w)
-	if a := orFloat(s.Aggression, DefaultAggression); a != 1 {
+	if a := cmp.Or(s.Aggression, balance.DefaultAggression); a != 1 {
 		f = math.Pow(f, 1/a)
 	}
 	return max(minimum, f)
@@ -70,7 +116,7 @@ func (e Ejection) Multiplier(last int, sinceEnd time.Duration) int {
 // MaxEjected returns how many of n peers may be ejected at once:
 // MaxPercent of n, rounded down, but at least 1.
 func (e Ejection) MaxEjected(n int) int {
-	p := orFloat(e.MaxPercent, DefaultMaxEjectionPercent)
+	p := cmp.Or(e.MaxPercent, balance.DefaultMaxEjectionPercent)
 	return max(1, int(math.Floor(float64(n)*p/100+1e-9)))
 }
 
@@ -78,14 +124,14 @@ func (e Ejection) MaxEjected(n int) int {
 // and not ejected, is below the panic threshold, where ejections are
 // ignored.
 func (e Ejection) Panic(available, n int) bool {
-	t := orFloat(e.PanicThreshold, DefaultPanicThreshold)
+	t := cmp.Or(e.PanicThreshold, balance.DefaultPanicThreshold)
 	return float64(available)*100 < t*float64(n)
 }
 
 // Capacity returns how many calls in flight a peer of weight w may have
 // before a shard key's call spills past it: ceil(c x (inFlight + 1) x w /
 // total), inFlight being the calls in flight to all the peers, total
-// their weights' sum, and c the balance factor (Config.Factor). With
+// their weights' sum, and c the balance factor (Factor). With
 // equal weights it is ceil(c x (m + 1) / n). The sum of the peers'
 // capacities exceeds inFlight + 1, so some peer always has room.
 func Capacity(c float64, inFlight int64, w, total float64) int64 {

@@ -1,6 +1,7 @@
-package stats
+package recorder
 
 import (
+	"github.com/sluice-rpc/sluice/stats"
 	"math"
 	"slices"
 	"strconv"
@@ -12,7 +13,7 @@ import (
 
 func TestRecorderTagsAndCaches(t *testing.T) {
 	scope := tally.NewTestScope("", nil)
-	r := NewRecorder(scope)
+	r := New(scope)
 	m := r.Method("kv", "get")
 	if r.Method("kv", "get") != m {
 		t.Fatal("Method is not cached")
@@ -56,11 +57,11 @@ func TestRecorderTagsAndCaches(t *testing.T) {
 // The histograms' names, tags and buckets are the documented ones.
 func TestHistogramNamesTagsBuckets(t *testing.T) {
 	scope := tally.NewTestScope("", nil)
-	m := NewRecorder(scope).Method("kv", "get")
+	m := New(scope).Method("kv", "get")
 	m.Call(time.Millisecond, "")
 	m.CallAttempts(1)
 	hs := scope.Snapshot().Histograms()
-	wantTags := map[string]string{TagService: "kv", TagMethod: "get"}
+	wantTags := map[string]string{stats.TagService: "kv", stats.TagMethod: "get"}
 
 	lat, ok := hs["call.latency+method=get,service=kv"]
 	if !ok {
@@ -69,7 +70,7 @@ func TestHistogramNamesTagsBuckets(t *testing.T) {
 	if lat.Name() != "call.latency" || !mapsEqual(lat.Tags(), wantTags) {
 		t.Errorf("call.latency is %q %v, want call.latency %v", lat.Name(), lat.Tags(), wantTags)
 	}
-	wantLat := append(slices.Clone([]time.Duration(LatencyBuckets)), math.MaxInt64) // the last, unbounded bucket
+	wantLat := append(slices.Clone([]time.Duration(stats.LatencyBuckets)), math.MaxInt64) // the last, unbounded bucket
 	if got := sortedKeys(lat.Durations()); !slices.Equal(got, wantLat) {
 		t.Errorf("call.latency bucket bounds %v, want %v", got, wantLat)
 	}
@@ -95,21 +96,6 @@ func TestHistogramNamesTagsBuckets(t *testing.T) {
 
 // Each latency lands in exactly one bucket: the first whose bound it does
 // not exceed.
-// TestBucketBounds: the 1-2-5 bounds, 16 of them from 100µs to 10s, and 16
-// from 10µs to 1s for the Doorman server.
-func TestBucketBounds(t *testing.T) {
-	want := []time.Duration{100 * time.Microsecond, 200 * time.Microsecond, 500 * time.Microsecond,
-		time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond,
-		50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
-		time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second}
-	if !slices.Equal(LatencyBuckets, want) {
-		t.Errorf("LatencyBuckets = %v, want %v", LatencyBuckets, want)
-	}
-	if b := LeaseServerLatencyBuckets; len(b) != 16 || b[0] != 10*time.Microsecond || b[15] != time.Second {
-		t.Errorf("LeaseServerLatencyBuckets = %v, want 16 bounds from 10µs to 1s", b)
-	}
-}
-
 func TestCallLatencyBuckets(t *testing.T) {
 	for _, tc := range []struct {
 		latency, bucket time.Duration
@@ -130,7 +116,7 @@ func TestCallLatencyBuckets(t *testing.T) {
 		{time.Hour, math.MaxInt64},
 	} {
 		scope := tally.NewTestScope("", nil)
-		NewRecorder(scope).Method("kv", "get").Call(tc.latency, "")
+		New(scope).Method("kv", "get").Call(tc.latency, "")
 		got := scope.Snapshot().Histograms()["call.latency+method=get,service=kv"].Durations()
 		for bound, n := range got {
 			want := int64(0)
@@ -148,7 +134,7 @@ func TestCallLatencyBuckets(t *testing.T) {
 // last, unbounded bucket.
 func TestCallAttemptsBuckets(t *testing.T) {
 	scope := tally.NewTestScope("", nil)
-	m := NewRecorder(scope).Method("kv", "get")
+	m := New(scope).Method("kv", "get")
 	for _, n := range []int{0, 1, 1, 1, 2, 2, 3, 5, 6, 9} {
 		m.CallAttempts(n)
 	}
@@ -162,7 +148,7 @@ func TestCallAttemptsBuckets(t *testing.T) {
 // Retry counts retry attempts; the retry.histogram counters are gone.
 func TestRetryCounts(t *testing.T) {
 	scope := tally.NewTestScope("", nil)
-	m := NewRecorder(scope).Method("kv", "get")
+	m := New(scope).Method("kv", "get")
 	for n := 1; n <= 6; n++ {
 		m.Retry(n)
 		m.RetryFailed()
@@ -201,14 +187,14 @@ func TestRetryCounts(t *testing.T) {
 // The Recorder's buckets are copies: they hold the documented values, and
 // a change to the exported variables could not reach them.
 func TestBucketsAreCopies(t *testing.T) {
-	if !slices.Equal(latencyBuckets, LatencyBuckets) || &latencyBuckets[0] == &LatencyBuckets[0] {
-		t.Error("latencyBuckets is not a copy of LatencyBuckets")
+	if !slices.Equal(latencyBuckets, stats.LatencyBuckets) || &latencyBuckets[0] == &stats.LatencyBuckets[0] {
+		t.Error("latencyBuckets is not a copy of stats.LatencyBuckets")
 	}
-	if !slices.Equal(attemptBuckets, AttemptBuckets) || &attemptBuckets[0] == &AttemptBuckets[0] {
-		t.Error("attemptBuckets is not a copy of AttemptBuckets")
+	if !slices.Equal(attemptBuckets, stats.AttemptBuckets) || &attemptBuckets[0] == &stats.AttemptBuckets[0] {
+		t.Error("attemptBuckets is not a copy of stats.AttemptBuckets")
 	}
-	if !slices.IsSorted(LatencyBuckets) || LatencyBuckets[0] != 100*time.Microsecond || LatencyBuckets[len(LatencyBuckets)-1] != 10*time.Second {
-		t.Errorf("LatencyBuckets %v: want sorted, from 100µs to 10s", LatencyBuckets)
+	if !slices.IsSorted(stats.LatencyBuckets) || stats.LatencyBuckets[0] != 100*time.Microsecond || stats.LatencyBuckets[len(stats.LatencyBuckets)-1] != 10*time.Second {
+		t.Errorf("stats.LatencyBuckets %v: want sorted, from 100µs to 10s", stats.LatencyBuckets)
 	}
 }
 
@@ -216,7 +202,7 @@ func TestBucketsAreCopies(t *testing.T) {
 // allocates nothing, with a real scope or none.
 func TestRecordingAllocatesNothing(t *testing.T) {
 	for name, scope := range map[string]tally.Scope{"test scope": tally.NewTestScope("", nil), "nil scope": nil} {
-		r := NewRecorder(scope)
+		r := New(scope)
 		m := r.Method("kv", "get")
 		m.Call(time.Millisecond, "BUSY") // the first error code makes its counter
 		m.AttemptFailed("BUSY")
@@ -272,7 +258,7 @@ func mapsEqual[K comparable, V comparable](a, b map[K]V) bool {
 // the Method lookup, the call (counter and latency histogram) and its
 // attempts.
 func BenchmarkMethodCallSuccess(b *testing.B) {
-	r := NewRecorder(tally.NewTestScope("", nil))
+	r := New(tally.NewTestScope("", nil))
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		m := r.Method("kv", "get")
@@ -283,7 +269,7 @@ func BenchmarkMethodCallSuccess(b *testing.B) {
 
 // BenchmarkMethodCall is Call alone on a cached Method.
 func BenchmarkMethodCall(b *testing.B) {
-	m := NewRecorder(tally.NewTestScope("", nil)).Method("kv", "get")
+	m := New(tally.NewTestScope("", nil)).Method("kv", "get")
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		m.Call(time.Duration(i%20)*time.Millisecond, "")
@@ -292,7 +278,7 @@ func BenchmarkMethodCall(b *testing.B) {
 
 // BenchmarkMethodCallAttempts is CallAttempts alone on a cached Method.
 func BenchmarkMethodCallAttempts(b *testing.B) {
-	m := NewRecorder(tally.NewTestScope("", nil)).Method("kv", "get")
+	m := New(tally.NewTestScope("", nil)).Method("kv", "get")
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		m.CallAttempts(1 + i%3)
@@ -302,7 +288,7 @@ func BenchmarkMethodCallAttempts(b *testing.B) {
 // BenchmarkMethodCallParallel records successful calls from every P at
 // once.
 func BenchmarkMethodCallParallel(b *testing.B) {
-	r := NewRecorder(tally.NewTestScope("", nil))
+	r := New(tally.NewTestScope("", nil))
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -315,7 +301,7 @@ func BenchmarkMethodCallParallel(b *testing.B) {
 
 // BenchmarkMethodCallNilScope is a successful call's recording with no scope.
 func BenchmarkMethodCallNilScope(b *testing.B) {
-	r := NewRecorder(nil)
+	r := New(nil)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		m := r.Method("kv", "get")
@@ -324,17 +310,17 @@ func BenchmarkMethodCallNilScope(b *testing.B) {
 	}
 }
 
-// Guards the cap on per-peer series: the first MaxPeerSeries peers (and
+// Guards the cap on per-peer series: the first stats.MaxPeerSeries peers (and
 // connections) get series of their own, and keep them; every later one
-// counts under PeerOther, one series per service, so that rotating
+// counts under stats.PeerOther, one series per service, so that rotating
 // addresses cannot multiply the series tally keeps for ever. Without the
-// cap, each of the 3 x MaxPeerSeries host:ports would have its own.
+// cap, each of the 3 x stats.MaxPeerSeries host:ports would have its own.
 func TestPeerSeriesCapped(t *testing.T) {
 	scope := tally.NewTestScope("", nil)
-	r := NewRecorder(scope)
+	r := New(scope)
 	hp := func(i int) string { return "127.0.0.1:" + strconv.Itoa(1+i) }
 	first := r.Peer("kv", hp(0))
-	for i := range 3 * MaxPeerSeries {
+	for i := range 3 * stats.MaxPeerSeries {
 		r.Peer("kv", hp(i)).Sent.Inc(1)
 		r.Conn(hp(i)).Failures.Inc(1)
 	}
@@ -346,21 +332,21 @@ func TestPeerSeriesCapped(t *testing.T) {
 	sent, failures := 0, 0
 	for _, c := range snap.Counters() {
 		switch c.Name() {
-		case PeerSent:
+		case stats.PeerSent:
 			sent++
-		case PeerConnectFailures:
+		case stats.PeerConnectFailures:
 			failures++
 		}
 	}
-	if sent != MaxPeerSeries+2 || failures != MaxPeerSeries+1 {
-		t.Errorf("%d peer.sent and %d peer.connect_failures series, want %d and %d (MaxPeerSeries, and _other's)",
-			sent, failures, MaxPeerSeries+2, MaxPeerSeries+1)
+	if sent != stats.MaxPeerSeries+2 || failures != stats.MaxPeerSeries+1 {
+		t.Errorf("%d peer.sent and %d peer.connect_failures series, want %d and %d (stats.MaxPeerSeries, and _other's)",
+			sent, failures, stats.MaxPeerSeries+2, stats.MaxPeerSeries+1)
 	}
 	counters := snap.Counters()
 	for k, want := range map[string]int64{
-		"peer.sent+peer=_other,service=kv":      2 * MaxPeerSeries,
+		"peer.sent+peer=_other,service=kv":      2 * stats.MaxPeerSeries,
 		"peer.sent+peer=_other,service=other":   1,
-		"peer.connect_failures+peer=_other":     2 * MaxPeerSeries,
+		"peer.connect_failures+peer=_other":     2 * stats.MaxPeerSeries,
 		"peer.sent+peer=127.0.0.1:1,service=kv": 1,
 	} {
 		if c, ok := counters[k]; !ok || c.Value() != want {

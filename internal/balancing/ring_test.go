@@ -1,4 +1,4 @@
-package balance
+package balancing
 
 import (
 	"cmp"
@@ -65,7 +65,7 @@ func TestNewRingErrors(t *testing.T) {
 		{"long weights", []string{"a:1"}, []float64{1, 2}, []string{"2 weights for 1 members", "one weight per member"}},
 		{"empty weights", []string{"a:1"}, []float64{}, []string{"0 weights for 1 members"}},
 		{"negative weight", []string{"a:1", "b:1", "c:1", "10.0.0.1:80"}, []float64{1, 1, 1, -1},
-			[]string{`balance: ring member 3 ("10.0.0.1:80") has weight -1, must be finite and > 0`}},
+			[]string{`balancing: ring member 3 ("10.0.0.1:80") has weight -1, must be finite and > 0`}},
 		{"zero weight", []string{"a:1", "b:1"}, []float64{0, 1}, []string{`member 0 ("a:1") has weight 0`, "finite and > 0"}},
 		{"NaN weight", []string{"a:1", "b:1"}, []float64{1, math.NaN()}, []string{`member 1 ("b:1") has weight NaN`}},
 		{"+Inf weight", []string{"a:1", "b:1"}, []float64{math.Inf(1), 1}, []string{`member 0 ("a:1") has weight +Inf`}},
@@ -79,7 +79,7 @@ func TestNewRingErrors(t *testing.T) {
 				t.Fatalf("NewRing = %d members, nil error; want an error", r.Len())
 			}
 			msg := err.Error()
-			if !strings.HasPrefix(msg, "balance: ") {
+			if !strings.HasPrefix(msg, "balancing: ") {
 				t.Errorf("error %q does not start with the package name", msg)
 			}
 			if msg != strings.ToLower(msg[:1])+msg[1:] {

@@ -1,21 +1,21 @@
-package pacing
+package ratelimit
 
-import "time"
+import (
+	"time"
 
-// DefaultReserve is Config.Reserve's default: 0.3% of the quota, 13.5
-// requests of Heroku's 4500.
-const DefaultReserve = 0.003
+	"github.com/sluice-rpc/sluice/pacing"
+)
 
 // reserveBrake is the sleep the reserve pacer adds after a success that
 // left the bucket empty, as a fraction of MinSleep; a success that left
 // part of the reserve adds proportionally less.
 const reserveBrake = 0.5
 
-// reserve is StrategyReserve: Heroku's proportional-remaining-decrease
+// reserve is pacing.StrategyReserve: Heroku's proportional-remaining-decrease
 // pacer, measured from a small reserve instead of from an empty bucket.
 //
 // After a success that leaves a fraction f of the quota (Remaining/Limit)
-// and a reserve fraction ρ (Config.Reserve):
+// and a reserve fraction ρ (pacing.Config.Reserve):
 //
 //	f >= ρ: sleep -= sleep * (f - ρ)                  speed up, as Heroku's does
 //	f <  ρ: sleep += MinSleep * 0.5 * (ρ - f) / ρ     brake before the first 429
@@ -31,16 +31,16 @@ type reserve struct {
 	reserve float64
 }
 
-func newReserve(cfg Config) *reserve {
+func newReserve(cfg pacing.Config) *reserve {
 	r := &reserve{reserve: cfg.Reserve}
 	r.init(cfg)
 	return r
 }
 
-func (p *reserve) OnSuccess(_ time.Time, s Signal) {
+func (p *reserve) OnSuccess(_ time.Time, s pacing.Signal) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	f := s.RemainingFraction(p.cfg.Limit)
+	f := RemainingFraction(s, p.cfg.Limit)
 	if f >= p.reserve {
 		p.sleep -= p.sleep * (f - p.reserve)
 	} else {

@@ -1,11 +1,12 @@
-package pacing
+package ratelimit
 
 import (
-	"errors"
 	"math"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-rpc/sluice/pacing"
 )
 
 // sec turns float seconds into a Duration.
@@ -15,13 +16,15 @@ func sec(s float64) time.Duration { return time.Duration(math.Round(s * float64(
 // keep float seconds).
 func near(a, b time.Duration) bool { return (a - b).Abs() <= time.Microsecond }
 
-func remaining(n int64) Signal { return Signal{Fields: FieldRemaining, Remaining: n} }
+func remaining(n int64) pacing.Signal {
+	return pacing.Signal{Fields: pacing.FieldRemaining, Remaining: n}
+}
 
 // step is one thing that happens to a pacer, and what it must answer.
 type step struct {
 	op    string // "before", "429", "ok"
 	at    time.Duration
-	sig   Signal
+	sig   pacing.Signal
 	want  time.Duration // the sleep returned by before / 429
 	sleep time.Duration // Sleep() afterwards
 }
@@ -49,7 +52,7 @@ func runSteps(t *testing.T, p Pacer, steps []step) {
 	}
 }
 
-func newPacer(t *testing.T, c Config) Pacer {
+func newPacer(t *testing.T, c pacing.Config) Pacer {
 	t.Helper()
 	if c.Rand == nil {
 		c.Rand = func() float64 { return 0 } // no jitter: exact arithmetic
@@ -66,15 +69,15 @@ func newPacer(t *testing.T, c Config) Pacer {
 func TestPacerArithmetic(t *testing.T) {
 	tests := []struct {
 		name  string
-		cfg   Config
+		cfg   pacing.Config
 		steps []step
 	}{
-		{name: "null", cfg: Config{}, steps: []step{
+		{name: "null", cfg: pacing.Config{}, steps: []step{
 			{op: "before", want: 0},
 			{op: "429", sig: remaining(0), want: 0},
 			{op: "ok", sig: remaining(10)},
 		}},
-		{name: "exponential backoff", cfg: Config{Strategy: StrategyExponentialBackoff, InitialSleep: 5 * time.Second}, steps: []step{
+		{name: "exponential backoff", cfg: pacing.Config{Strategy: pacing.StrategyExponentialBackoff, InitialSleep: 5 * time.Second}, steps: []step{
 			{op: "before", want: 0},
 			{op: "429", want: sec(0.8), sleep: sec(0.8)},
 			{op: "429", at: sec(1), want: sec(0.96), sleep: sec(0.96)},
@@ -83,12 +86,12 @@ func TestPacerArithmetic(t *testing.T) {
 			{op: "before", at: sec(4), want: 0},
 			{op: "429", at: sec(5), want: sec(0.8), sleep: sec(0.8)}, // starts again
 		}},
-		{name: "exponential backoff x2", cfg: Config{Strategy: StrategyExponentialBackoff, Multiplier: 2}, steps: []step{
+		{name: "exponential backoff x2", cfg: pacing.Config{Strategy: pacing.StrategyExponentialBackoff, Multiplier: 2}, steps: []step{
 			{op: "429", want: sec(0.8), sleep: sec(0.8)},
 			{op: "429", at: sec(1), want: sec(1.6), sleep: sec(1.6)},
 			{op: "429", at: sec(3), want: sec(3.2), sleep: sec(3.2)},
 		}},
-		{name: "gradual decrease", cfg: Config{Strategy: StrategyGradualDecrease}, steps: []step{
+		{name: "gradual decrease", cfg: pacing.Config{Strategy: pacing.StrategyGradualDecrease}, steps: []step{
 			{op: "before", want: 0},
 			{op: "429", want: sec(0.96), sleep: sec(0.96)},
 			{op: "429", at: sec(1), want: sec(2.112), sleep: sec(2.112)},
@@ -97,35 +100,35 @@ func TestPacerArithmetic(t *testing.T) {
 			{op: "ok", at: sec(6), sleep: sec(0.512)},
 			{op: "ok", at: sec(7), sleep: 0}, // never below 0
 		}},
-		{name: "proportional decrease", cfg: Config{Strategy: StrategyProportionalDecrease, InitialSleep: 9 * time.Second}, steps: []step{
+		{name: "proportional decrease", cfg: pacing.Config{Strategy: pacing.StrategyProportionalDecrease, InitialSleep: 9 * time.Second}, steps: []step{
 			{op: "before", want: 9 * time.Second, sleep: 9 * time.Second},
 			{op: "ok", sig: remaining(4500), sleep: sec(9 - 9.0/4500)},
 			{op: "429", at: sec(10), want: sec((9 - 9.0/4500 + 0.8) * 1.2), sleep: sec((9 - 9.0/4500 + 0.8) * 1.2)},
 		}},
-		{name: "proportional remaining decrease", cfg: Config{Strategy: StrategyProportionalRemainingDecrease, InitialSleep: 10 * time.Second}, steps: []step{
+		{name: "proportional remaining decrease", cfg: pacing.Config{Strategy: pacing.StrategyProportionalRemainingDecrease, InitialSleep: 10 * time.Second}, steps: []step{
 			{op: "before", want: 10 * time.Second, sleep: 10 * time.Second},
 			{op: "ok", sig: remaining(0), sleep: 10 * time.Second},                        // nothing left: no decrease
 			{op: "ok", sig: remaining(2250), sleep: 5 * time.Second},                      // half left: halve
 			{op: "ok", sig: remaining(450), sleep: 4500 * ms},                             // 10% left
 			{op: "429", at: sec(1), sig: remaining(0), want: sec(6.36), sleep: sec(6.36)}, // (4.5+0.8)*1.2
-			{op: "ok", at: sec(9), sig: Signal{Fields: FieldRemaining | FieldLimit, Remaining: 1, Limit: 4}, sleep: sec(6.36 * 0.75)},
-			{op: "ok", at: sec(9), sig: remaining(RemainingPlenty), sleep: 0},
+			{op: "ok", at: sec(9), sig: pacing.Signal{Fields: pacing.FieldRemaining | pacing.FieldLimit, Remaining: 1, Limit: 4}, sleep: sec(6.36 * 0.75)},
+			{op: "ok", at: sec(9), sig: remaining(pacing.RemainingPlenty), sleep: 0},
 		}},
-		{name: "reserve", cfg: Config{Strategy: StrategyReserve, InitialSleep: 10 * time.Second}, steps: []step{
+		{name: "reserve", cfg: pacing.Config{Strategy: pacing.StrategyReserve, InitialSleep: 10 * time.Second}, steps: []step{
 			{op: "before", want: 10 * time.Second, sleep: 10 * time.Second},
 			// Reserve 0.3% of 4500 = 13.5 requests.
 			{op: "ok", sig: remaining(0), sleep: sec(10.4)},                  // empty: brake MinSleep/2
 			{op: "ok", sig: remaining(9), sleep: sec(10.4 + 0.4*(4.5/13.5))}, // a third of the reserve missing
 			{op: "ok", sig: remaining(2250), sleep: sec((10.4 + 0.4/3) * (1 - 0.497))},
 			{op: "429", at: sec(1), want: sec(((10.4+0.4/3)*(1-0.497) + 0.8) * 1.2), sleep: sec(((10.4+0.4/3)*(1-0.497) + 0.8) * 1.2)},
-			{op: "ok", at: sec(20), sig: Signal{}, sleep: sec(((10.4+0.4/3)*(1-0.497) + 0.8) * 1.2 * 0.003)}, // no news: full speed
+			{op: "ok", at: sec(20), sig: pacing.Signal{}, sleep: sec(((10.4+0.4/3)*(1-0.497) + 0.8) * 1.2 * 0.003)}, // no news: full speed
 		}},
-		{name: "max sleep caps the raise", cfg: Config{Strategy: StrategyProportionalRemainingDecrease, MaxSleep: 2 * time.Second}, steps: []step{
+		{name: "max sleep caps the raise", cfg: pacing.Config{Strategy: pacing.StrategyProportionalRemainingDecrease, MaxSleep: 2 * time.Second}, steps: []step{
 			{op: "429", want: sec(0.96), sleep: sec(0.96)},
 			{op: "429", at: sec(1), want: 2 * time.Second, sleep: 2 * time.Second},
 			{op: "429", at: sec(3), want: 2 * time.Second, sleep: 2 * time.Second},
 		}},
-		{name: "limit and window set the minimum sleep", cfg: Config{Strategy: StrategyGradualDecrease, Limit: 10, Window: time.Second}, steps: []step{
+		{name: "limit and window set the minimum sleep", cfg: pacing.Config{Strategy: pacing.StrategyGradualDecrease, Limit: 10, Window: time.Second}, steps: []step{
 			{op: "429", want: sec(0.12), sleep: sec(0.12)}, // (0 + 0.1) * 1.2
 			{op: "ok", sig: remaining(5), sleep: sec(0.02)},
 		}},
@@ -138,16 +141,16 @@ func TestPacerArithmetic(t *testing.T) {
 }
 
 func TestPacerJitter(t *testing.T) {
-	for _, s := range []Strategy{StrategyGradualDecrease, StrategyProportionalDecrease, StrategyProportionalRemainingDecrease, StrategyReserve} {
-		p := newPacer(t, Config{Strategy: s, InitialSleep: 10 * time.Second, Rand: func() float64 { return 0.5 }})
+	for _, s := range []pacing.Strategy{pacing.StrategyGradualDecrease, pacing.StrategyProportionalDecrease, pacing.StrategyProportionalRemainingDecrease, pacing.StrategyReserve} {
+		p := newPacer(t, pacing.Config{Strategy: s, InitialSleep: 10 * time.Second, Rand: func() float64 { return 0.5 }})
 		if got := p.Before(now); got != sec(10.5) { // 10 s + 10% * 0.5
 			t.Errorf("%s: Before = %v, want 10.5s", s, got)
 		}
-		p = newPacer(t, Config{Strategy: s, InitialSleep: 10 * time.Second, Jitter: 0.5, Rand: func() float64 { return 0.999999 }})
+		p = newPacer(t, pacing.Config{Strategy: s, InitialSleep: 10 * time.Second, Jitter: 0.5, Rand: func() float64 { return 0.999999 }})
 		if got := p.Before(now); got >= 15*time.Second || got < sec(14.99) {
 			t.Errorf("%s: Before with 50%% jitter = %v, want just under 15s", s, got)
 		}
-		p = newPacer(t, Config{Strategy: s, InitialSleep: 10 * time.Second, Rand: func() float64 { return 7 }}) // a broken source
+		p = newPacer(t, pacing.Config{Strategy: s, InitialSleep: 10 * time.Second, Rand: func() float64 { return 7 }}) // a broken source
 		if got := p.Before(now); got != 10*time.Second {
 			t.Errorf("%s: Before with an out-of-range random number = %v, want 10s", s, got)
 		}
@@ -157,8 +160,8 @@ func TestPacerJitter(t *testing.T) {
 // Calls in flight together that are all refused raise the shared sleep
 // once, not once each.
 func TestPacerBurstRaisesOnce(t *testing.T) {
-	for _, s := range []Strategy{StrategyExponentialBackoff, StrategyProportionalRemainingDecrease, StrategyReserve} {
-		p := newPacer(t, Config{Strategy: s})
+	for _, s := range []pacing.Strategy{pacing.StrategyExponentialBackoff, pacing.StrategyProportionalRemainingDecrease, pacing.StrategyReserve} {
+		p := newPacer(t, pacing.Config{Strategy: s})
 		first := p.OnRateLimited(now, remaining(0))
 		for range 10 {
 			if got := p.OnRateLimited(now.Add(100*ms), remaining(0)); got > first*2 {
@@ -172,8 +175,8 @@ func TestPacerBurstRaisesOnce(t *testing.T) {
 }
 
 func TestPacerConcurrent(t *testing.T) {
-	for _, s := range Strategies() {
-		p, err := New(Config{Strategy: s})
+	for _, s := range pacing.Strategies() {
+		p, err := New(pacing.Config{Strategy: s})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,45 +201,21 @@ func TestPacerConcurrent(t *testing.T) {
 	}
 }
 
-func TestConfigValidate(t *testing.T) {
-	tests := []struct {
-		cfg   Config
-		field string
-	}{
-		{Config{}, ""},
-		{Config{Strategy: StrategyReserve, Limit: 100, Window: time.Minute, Multiplier: 2, Jitter: 1, Reserve: 0.5, MaxSleep: time.Minute}, ""},
-		{Config{Strategy: "fast"}, "Config.Strategy"},
-		{Config{Limit: -1}, "Config.Limit"},
-		{Config{Window: -time.Second}, "Config.Window"},
-		{Config{Multiplier: 0.5}, "Config.Multiplier"},
-		{Config{Multiplier: math.Inf(1)}, "Config.Multiplier"},
-		{Config{Multiplier: math.NaN()}, "Config.Multiplier"},
-		{Config{Jitter: -0.1}, "Config.Jitter"},
-		{Config{Jitter: 1.5}, "Config.Jitter"},
-		{Config{Reserve: 1}, "Config.Reserve"},
-		{Config{InitialSleep: -1}, "Config.InitialSleep"},
-		{Config{MaxSleep: -1}, "Config.MaxSleep"},
+// New refuses what pacing.Config.Validate refuses, and makes the pacer of every
+// strategy pacing.Strategies lists.
+func TestNewValidates(t *testing.T) {
+	if _, err := New(pacing.Config{Limit: -1}); err == nil {
+		t.Error("New(pacing.Config{Limit: -1}) = nil error, want Validate's")
 	}
-	for _, tc := range tests {
-		err := tc.cfg.Validate()
-		var fe *FieldError
-		switch {
-		case tc.field == "" && err != nil:
-			t.Errorf("%+v: unexpected %v", tc.cfg, err)
-		case tc.field != "" && (!errors.As(err, &fe) || fe.Field != tc.field):
-			t.Errorf("%+v: error %v, want one naming %s", tc.cfg, err, tc.field)
+	for _, st := range pacing.Strategies() {
+		if _, err := New(pacing.Config{Strategy: st}); err != nil {
+			t.Errorf("New(%s): %v", st, err)
 		}
-		if _, nerr := New(tc.cfg); (nerr == nil) != (tc.field == "") {
-			t.Errorf("%+v: New error %v", tc.cfg, nerr)
-		}
-	}
-	if got := (Config{}).MinSleep(); got != 800*ms {
-		t.Errorf("MinSleep = %v, want 800ms", got)
 	}
 }
 
 func BenchmarkPacer(b *testing.B) {
-	p, err := New(Config{Strategy: StrategyProportionalRemainingDecrease})
+	p, err := New(pacing.Config{Strategy: pacing.StrategyProportionalRemainingDecrease})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,9 +1,11 @@
-package stats
+package recorder
 
 import (
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber-go/tally/v4"
 )
 
@@ -17,18 +19,26 @@ type Recorder struct {
 	peers   map[peerKey]*Peer
 	conns   map[string]*Conn
 	// ownPeers and ownConns count the keys of peers and conns that have
-	// series of their own (the others share PeerOther's).
+	// series of their own (the others share stats.PeerOther's).
 	ownPeers, ownConns int
 	tokens             map[string]tally.Gauge
 }
 
+// The copies of stats.LatencyBuckets and stats.AttemptBuckets that every
+// Recorder uses, made when the program starts: changing those variables
+// changes no histogram.
+var (
+	latencyBuckets = slices.Clone(stats.LatencyBuckets)
+	attemptBuckets = slices.Clone(stats.AttemptBuckets)
+)
+
 type methodKey struct{ service, method string }
 type peerKey struct{ service, hostPort string }
 
-// NewRecorder returns a Recorder reporting to scope. A nil scope reports
+// New returns a Recorder reporting to scope. A nil scope reports
 // nowhere and costs nothing: its metrics are no-ops, not tally's null
 // reporter (whose timers and counters still do their bookkeeping).
-func NewRecorder(scope tally.Scope) *Recorder {
+func New(scope tally.Scope) *Recorder {
 	if scope == nil {
 		scope = nopScope{tally.NoopScope}
 	}
@@ -43,53 +53,53 @@ func (r *Recorder) Scope() tally.Scope { return r.scope }
 // find them with a read lock and allocate nothing.
 func (r *Recorder) Method(service, method string) *Method {
 	return cached(r, r.methods, methodKey{service, method}, func() *Method {
-		s := r.scope.Tagged(map[string]string{TagService: service, TagMethod: method})
-		return &Method{scope: s, calls: s.Counter(Calls),
-			latency: s.Histogram(CallLatency, latencyBuckets), callAttempts: s.Histogram(CallAttempts, attemptBuckets),
-			attempts: s.Counter(Attempts), unsent: s.Counter(AttemptsUnsent), errors: map[string]tally.Counter{}, attemptErrors: map[string]tally.Counter{},
-			retries: s.Counter(RetryAttempts), retriesFailed: s.Counter(RetryAttemptsFailed),
-			hedgesSent: s.Counter(HedgesSent), hedgesWon: s.Counter(HedgesWon), hedgesCancelled: s.Counter(HedgesCancelled)}
+		s := r.scope.Tagged(map[string]string{stats.TagService: service, stats.TagMethod: method})
+		return &Method{scope: s, calls: s.Counter(stats.Calls),
+			latency: s.Histogram(stats.CallLatency, latencyBuckets), callAttempts: s.Histogram(stats.CallAttempts, attemptBuckets),
+			attempts: s.Counter(stats.Attempts), unsent: s.Counter(stats.AttemptsUnsent), errors: map[string]tally.Counter{}, attemptErrors: map[string]tally.Counter{},
+			retries: s.Counter(stats.RetryAttempts), retriesFailed: s.Counter(stats.RetryAttemptsFailed),
+			hedgesSent: s.Counter(stats.HedgesSent), hedgesWon: s.Counter(stats.HedgesWon), hedgesCancelled: s.Counter(stats.HedgesCancelled)}
 	})
 }
 
 // RetryTokens returns the gauge of service's retry-throttling tokens.
 func (r *Recorder) RetryTokens(service string) tally.Gauge {
 	return cached(r, r.tokens, service, func() tally.Gauge {
-		return r.scope.Tagged(map[string]string{TagService: service}).Gauge(RetryTokens)
+		return r.scope.Tagged(map[string]string{stats.TagService: service}).Gauge(stats.RetryTokens)
 	})
 }
 
 // Peer returns the metrics of one peer of service: its own for the first
-// MaxPeerSeries (service, host:port) pairs asked for, those of service's
-// PeerOther series for any later one.
+// stats.MaxPeerSeries (service, host:port) pairs asked for, those of service's
+// stats.PeerOther series for any later one.
 func (r *Recorder) Peer(service, hostPort string) *Peer {
-	return capped(r, r.peers, &r.ownPeers, peerKey{service, hostPort}, peerKey{service, PeerOther}, func(k peerKey) *Peer {
-		s := r.scope.Tagged(map[string]string{TagService: k.service, TagPeer: k.hostPort})
-		return &Peer{Sent: s.Counter(PeerSent), Busy: s.Counter(PeerBusy),
-			Throttled: s.Counter(PeerThrottled), Limit: s.Gauge(PeerLimit), Ejections: s.Counter(PeerEjections)}
+	return capped(r, r.peers, &r.ownPeers, peerKey{service, hostPort}, peerKey{service, stats.PeerOther}, func(k peerKey) *Peer {
+		s := r.scope.Tagged(map[string]string{stats.TagService: k.service, stats.TagPeer: k.hostPort})
+		return &Peer{Sent: s.Counter(stats.PeerSent), Busy: s.Counter(stats.PeerBusy),
+			Throttled: s.Counter(stats.PeerThrottled), Limit: s.Gauge(stats.PeerLimit), Ejections: s.Counter(stats.PeerEjections)}
 	})
 }
 
 // Conn returns the connection metrics of the peer at hostPort: its own for
-// the first MaxPeerSeries host:ports asked for, the PeerOther series' for
+// the first stats.MaxPeerSeries host:ports asked for, the stats.PeerOther series' for
 // any later one.
 func (r *Recorder) Conn(hostPort string) *Conn {
-	return capped(r, r.conns, &r.ownConns, hostPort, PeerOther, func(k string) *Conn {
-		s := r.scope.Tagged(map[string]string{TagPeer: k})
-		return &Conn{State: s.Gauge(PeerState), Connects: s.Counter(PeerConnects), Failures: s.Counter(PeerConnectFailures),
-			TLSFallbacks: s.Counter(PeerTLSFallbacks)}
+	return capped(r, r.conns, &r.ownConns, hostPort, stats.PeerOther, func(k string) *Conn {
+		s := r.scope.Tagged(map[string]string{stats.TagPeer: k})
+		return &Conn{State: s.Gauge(stats.PeerState), Connects: s.Counter(stats.PeerConnects), Failures: s.Counter(stats.PeerConnectFailures),
+			TLSFallbacks: s.Counter(stats.PeerTLSFallbacks)}
 	})
 }
 
 // capped returns m[k], made by mk on first use while fewer than
-// MaxPeerSeries keys have their own (*own counts them); past that,
+// stats.MaxPeerSeries keys have their own (*own counts them); past that,
 // m[other], made on first use. Like tally's series, the map only grows: a
 // key that has a series keeps it, and the bound holds for the life of the
 // Recorder.
 func capped[K comparable, V any](r *Recorder, m map[K]V, own *int, k, other K, mk func(K) V) V {
 	r.mu.RLock()
 	v, ok := m[k]
-	if !ok && *own >= MaxPeerSeries {
+	if !ok && *own >= stats.MaxPeerSeries {
 		v, ok = m[other]
 	}
 	r.mu.RUnlock()
@@ -101,7 +111,7 @@ func capped[K comparable, V any](r *Recorder, m map[K]V, own *int, k, other K, m
 	if v, ok := m[k]; ok {
 		return v
 	}
-	if *own >= MaxPeerSeries {
+	if *own >= stats.MaxPeerSeries {
 		k = other
 		if v, ok := m[k]; ok {
 			return v
@@ -159,7 +169,7 @@ type Method struct {
 }
 
 // Retry records the nth attempt of a call after its first, a retry or a
-// hedge (n >= 1; the first retry is 1): it counts it in RetryAttempts. It
+// hedge (n >= 1; the first retry is 1): it counts it in stats.RetryAttempts. It
 // does nothing for n < 1.
 func (m *Method) Retry(n int) {
 	if n < 1 {
@@ -194,15 +204,15 @@ func (m *Method) AttemptFailed(code string) {
 	m.mu.Lock()
 	c, ok := m.attemptErrors[code]
 	if !ok {
-		c = m.scope.Tagged(map[string]string{TagCode: code}).Counter(AttemptErrors)
+		c = m.scope.Tagged(map[string]string{stats.TagCode: code}).Counter(stats.AttemptErrors)
 		m.attemptErrors[code] = c
 	}
 	m.mu.Unlock()
 	c.Inc(1)
 }
 
-// Call records one finished call: it counts it in Calls, records its latency
-// in the CallLatency histogram, and counts it in CallErrors tagged code if
+// Call records one finished call: it counts it in stats.Calls, records its latency
+// in the stats.CallLatency histogram, and counts it in stats.CallErrors tagged code if
 // code is not empty.
 func (m *Method) Call(latency time.Duration, code string) {
 	m.calls.Inc(1)
@@ -216,7 +226,7 @@ func (m *Method) Call(latency time.Duration, code string) {
 func (m *Method) Attempt() { m.attempts.Inc(1) }
 
 // CallAttempts records, once per finished call, the number of attempts it
-// sent on the wire in the CallAttempts histogram: 0 for a call that sent
+// sent on the wire in the stats.CallAttempts histogram: 0 for a call that sent
 // nothing, 1 for a call answered by its first attempt.
 func (m *Method) CallAttempts(n int) { m.callAttempts.RecordValue(float64(n)) }
 
@@ -225,7 +235,7 @@ func (m *Method) errorCounter(code string) tally.Counter {
 	defer m.mu.Unlock()
 	c, ok := m.errors[code]
 	if !ok {
-		c = m.scope.Tagged(map[string]string{TagCode: code}).Counter(CallErrors)
+		c = m.scope.Tagged(map[string]string{stats.TagCode: code}).Counter(stats.CallErrors)
 		m.errors[code] = c
 	}
 	return c
