@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluice-rpc/sluice/internal/config"
@@ -16,7 +16,6 @@ import (
 	"github.com/sluice-rpc/sluice/internal/tframe"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber-go/tally/v4"
-	"github.com/uber/tchannel-go"
 	"golang.org/x/time/rate"
 )
 
@@ -264,10 +263,10 @@ type peerGuard struct {
 	g     *tchconn.Guard
 	rec   *stats.Recorder
 	conns tally.Gauge
-	// logger is the channel's tchannel-go logger, read once it is final:
-	// tchannel-go's Serve replaces it unguarded, and the listener's
-	// goroutines must not read it meanwhile.
-	logger atomic.Pointer[tchannel.Logger]
+	// logger is WithLogger's (nil: slog.Default() when a line is
+	// written); logNow is the clock of its rate limit (nil: time.Now).
+	logger *slog.Logger
+	logNow func() time.Time
 
 	// acceptTLS, when not nil, runs the TLS handshake of every
 	// connection the listener accepts (tlsServer.accept), before the
@@ -287,7 +286,8 @@ type peerGuard struct {
 
 func newPeerGuard(o *options, rec *stats.Recorder) (*peerGuard, error) {
 	pg := &peerGuard{rec: rec, conns: rec.Scope().Gauge(stats.ServerConns),
-		logs: rate.NewLimiter(10, 10), counters: map[[2]string]tally.Counter{}, reclaim: newReclaimer()}
+		logger: o.logger, logNow: o.logNow,
+		logs: rate.NewLimiter(peerLogsPerSecond, peerLogBurst), counters: map[[2]string]tally.Counter{}, reclaim: newReclaimer()}
 	if o.serverTLS != nil {
 		accept, err := o.serverTLS(o.peerLimits)
 		if err != nil {
@@ -459,21 +459,34 @@ func (pg *peerGuard) count(name, tag, value string) {
 	c.Inc(1)
 }
 
-// log writes a warning naming the peer through the channel's tchannel-go
-// logger, at most 10 a second; the next line written counts those left out.
+// The rate of the Channel's warnings about its peers (a frame that broke
+// the protocol, a refused TLS handshake, a connection closed for a limit):
+// any peer can cause one per connection, so all of them together get
+// peerLogBurst lines at once and peerLogsPerSecond after that; the next
+// line written after some were left out carries suppressedBefore, their
+// number.
+const (
+	peerLogsPerSecond = 10
+	peerLogBurst      = 10
+)
+
+// log writes a warning naming the peer on the Channel's logger, within
+// the rate above.
 func (pg *peerGuard) log(peer, what string, err error) {
 	pg.warn("sluice: a peer broke the protocol or a limit", peer, what, err)
 }
 
-// warn writes the warning msg about peer, with the fields event (what)
-// and error, as log does.
+// warn writes the warning msg about peer at Warn on the Channel's logger
+// (WithLogger; slog.Default() without it), with the attributes remotePeer,
+// event (what), error and, when lines were left out before it,
+// suppressedBefore, within the rate above.
 func (pg *peerGuard) warn(msg, peer, what string, err error) {
-	logger := pg.logger.Load()
-	if logger == nil {
-		return
+	now := time.Now
+	if pg.logNow != nil {
+		now = pg.logNow
 	}
 	pg.mu.Lock()
-	if !pg.logs.Allow() {
+	if !pg.logs.AllowN(now(), 1) {
 		pg.suppressed++
 		pg.mu.Unlock()
 		return
@@ -481,19 +494,22 @@ func (pg *peerGuard) warn(msg, peer, what string, err error) {
 	suppressed := pg.suppressed
 	pg.suppressed = 0
 	pg.mu.Unlock()
-	// remotePeer first: sluice serve's logger keeps the fields of lines
-	// that start so, and no others.
-	fields := tchannel.LogFields{{Key: "remotePeer", Value: peer}, {Key: "event", Value: what}}
+	logger := pg.logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	// remotePeer first: a handler that prints the attributes in order
+	// (sluice serve's) puts the peer right after the message.
+	attrs := make([]slog.Attr, 0, 4)
+	attrs = append(attrs, slog.String("remotePeer", peer), slog.String("event", what))
 	if err != nil {
-		fields = append(fields, tchannel.ErrField(err))
+		attrs = append(attrs, slog.Any("error", err))
 	}
 	if suppressed > 0 {
-		fields = append(fields, tchannel.LogField{Key: "suppressedBefore", Value: suppressed})
+		attrs = append(attrs, slog.Int("suppressedBefore", suppressed))
 	}
-	(*logger).WithFields(fields...).Warn(msg)
+	logger.LogAttrs(context.Background(), slog.LevelWarn, msg, attrs...)
 }
-
-func (pg *peerGuard) setLogger(l tchannel.Logger) { pg.logger.Store(&l) }
 
 func (pg *peerGuard) close() {
 	pg.g.Close()

@@ -10,11 +10,11 @@ import (
 	"time"
 )
 
-// configWarnings returns the logger of a client Channel's warnings about
-// its configuration (channel.WithLogger): a service config method name
-// that matches no call, say. They go to w, the command's stderr, one line
-// each as warnLogger writes tchannel-go's warnings: the time, the message,
-// then its attributes. Without it they would go to slog.Default(), the
+// configWarnings returns the logger of a Channel's warnings
+// (channel.WithLogger): a service config method name that matches no
+// call, a peer that broke the protocol, a fallback to plaintext. They go
+// to w, the command's stderr, one line each: the time, the message, then
+// its attributes. Without it they would go to slog.Default(), the
 // process's stderr, past the command's writer.
 func configWarnings(w io.Writer) *slog.Logger {
 	return slog.New(&lineHandler{mu: &sync.Mutex{}, w: w})

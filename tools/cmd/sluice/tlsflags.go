@@ -4,9 +4,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
-
-	"github.com/uber/tchannel-go"
 
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/tlsfiles"
@@ -193,9 +190,9 @@ func (c *channelClientTLS) validate() error {
 
 // options checks the flags and reads the files, and returns the Channel
 // options that make its connections speak TLS: nil for plaintext. With
-// --tls-fallback, warn (when not nil) is where the first fallback to each
-// peer is logged. Its errors are usage errors.
-func (c *channelClientTLS) options(warn io.Writer, onReloadError func(error)) ([]channel.Option, error) {
+// --tls-fallback, the first fallback to each peer is logged on the
+// Channel's logger (channel.WithLogger). Its errors are usage errors.
+func (c *channelClientTLS) options(onReloadError func(error)) ([]channel.Option, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
@@ -214,9 +211,5 @@ func (c *channelClientTLS) options(warn io.Writer, onReloadError func(error)) ([
 	}
 	// Every peer of the command's target (-P's change as they will).
 	ct.Fallback = func(string) bool { return true }
-	opts := []channel.Option{channel.WithClientTLS(ct)}
-	if warn != nil {
-		opts = append(opts, channel.WithTChannelOptions(tchannel.ChannelOptions{Logger: newWarnLogger(warn)}))
-	}
-	return opts, nil
+	return []channel.Option{channel.WithClientTLS(ct)}, nil
 }
