@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"net/netip"
 	"runtime"
@@ -144,6 +145,7 @@ func (s *Server) serve(ctx context.Context, rpc, client string, src netip.Addr, 
 	}
 	g, err := s.admit(client, src, ids, now)
 	if err != nil {
+		s.clientLog.Warn("doorman server: refused a request for a limit", slog.String("rpc", rpc), slog.String("source", src.String()), slog.Any("error", err))
 		return nil, exhausted(rpc, err)
 	}
 	defer s.settle(&g)

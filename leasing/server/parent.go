@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"sort"
 	"sync"
@@ -74,9 +75,7 @@ type parentLink struct {
 	// mu.
 	tickMu sync.Mutex
 	finder master.Finder
-	// onError is Config.OnParentError; failing whether the last round
-	// failed.
-	onError func(error)
+	// failing is whether the last round failed.
 	failing bool
 	// failures counts failed rounds in a row; retryAt is when the backoff
 	// after them ends. stopped is set by Stop (manual refresh).
@@ -102,8 +101,7 @@ func newParentLink(cfg Config) *parentLink {
 		wake: make(chan struct{}, 1),
 		finder: master.Finder{Addr: cfg.Parent, DialOptions: opts, RPCTimeout: timeout,
 			MaxRedirects: parentMaxRedirects, Prefix: "doorman server: parent"},
-		status:  ParentStatus{Parent: cfg.Parent},
-		onError: cfg.OnParentError,
+		status: ParentStatus{Parent: cfg.Parent},
 	}
 }
 
@@ -432,8 +430,10 @@ func (s *Server) refreshParent(ctx context.Context, failures *int) time.Duration
 	// success after failures: once per change, not per retry.
 	if failing := err != nil; failing != p.failing {
 		p.failing = failing
-		if p.onError != nil {
-			p.onError(err)
+		if err != nil {
+			s.parentLog.Warn("doorman server: refreshing leases from the parent failed, retrying", slog.String("parent", p.finder.Addr), slog.Any("error", err))
+		} else {
+			s.parentLog.Log(slog.LevelInfo, "doorman server: refreshing leases from the parent works again", slog.String("parent", p.finder.Addr))
 		}
 	}
 	if next == time.Duration(math.MaxInt64) {

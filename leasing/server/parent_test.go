@@ -6,8 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"net"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -510,17 +508,12 @@ func answerAll(req *pb.GetServerCapacityRequest, capacity float64, expiry, refre
 
 // A failed batch of a refresh (one request per 1000 resources) does not
 // stop the round: the other batches are sent and applied, the error names
-// the failed batch, and OnParentError is told once when refreshes start
-// failing and once (nil) when they succeed again.
+// the failed batch, and the server logs once at Warn when refreshes start
+// failing and once at Info when they succeed again.
 func TestIntermediateRefreshCarriesOnPastFailedBatch(t *testing.T) {
 	root := startOriginalNode(t, "")
-	var mu sync.Mutex
-	var reported []error
-	s, c, clk := startIntermediate(t, root, Config{OnParentError: func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		reported = append(reported, err)
-	}})
+	var log logLines
+	s, c, clk := startIntermediate(t, root, Config{Logger: log.logger()})
 	now := clk.Now().Unix()
 	ids := make([]string, DefaultMaxResourcesPerRequest+1)
 	for i := range ids {
@@ -606,15 +599,10 @@ func TestIntermediateRefreshCarriesOnPastFailedBatch(t *testing.T) {
 		p, _ := s.Parent()
 		return leasedUntil(now+25, ids...) && p.LastError == nil
 	})
-	testwait.Until(t, "OnParentError to report the recovery", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(reported) >= 2
-	})
-	mu.Lock()
-	defer mu.Unlock()
-	if len(reported) != 2 || reported[0] == nil || !strings.Contains(reported[0].Error(), "batch 1 of 2") || reported[1] != nil {
-		t.Fatalf("OnParentError was told %v, want the failure once, then nil once", reported)
+	const failed, again = "WARN doorman server: refreshing leases from the parent failed", "INFO doorman server: refreshing leases from the parent works again"
+	testwait.Until(t, "the recovery to be logged", func() bool { return log.count(again) >= 1 })
+	if log.count(failed) != 1 || log.count("batch 1 of 2") != 1 || log.count(again) != 1 {
+		t.Fatalf("the log:\n%s\nwant the failure (naming batch 1 of 2) once, then the recovery once", log.String())
 	}
 }
 
