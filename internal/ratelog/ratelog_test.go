@@ -16,8 +16,8 @@ type lines struct {
 }
 
 func (h *lines) Enabled(_ context.Context, l slog.Level) bool { return l >= h.min }
-func (h *lines) WithAttrs([]slog.Attr) slog.Handler            { return h }
-func (h *lines) WithGroup(string) slog.Handler                 { return h }
+func (h *lines) WithAttrs([]slog.Attr) slog.Handler           { return h }
+func (h *lines) WithGroup(string) slog.Handler                { return h }
 func (h *lines) Handle(_ context.Context, r slog.Record) error {
 	var b strings.Builder
 	b.WriteString(r.Message)

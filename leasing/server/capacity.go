@@ -14,14 +14,14 @@ import (
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 )
 
-// GetCapacity grants or renews leases for the resources in req. Every
+// getCapacity grants or renews leases for the resources in req. Every
 // resource of a valid request gets an entry in the response. A request
 // that would add resources, clients or leases beyond the server's limits
 // is refused as a whole with codes.ResourceExhausted.
 //
 // A server that is not the master answers every request with only the
 // mastership field (see Discovery).
-func (s *Server) GetCapacity(ctx context.Context, req *pb.GetCapacityRequest) (*pb.GetCapacityResponse, error) {
+func (s *Server) getCapacity(ctx context.Context, req *pb.GetCapacityRequest) (*pb.GetCapacityResponse, error) {
 	if m := s.redirect(); m != nil {
 		return &pb.GetCapacityResponse{Mastership: m}, nil
 	}

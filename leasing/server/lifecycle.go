@@ -97,7 +97,9 @@ func New(cfg Config) (*Server, error) {
 }
 
 // Register registers s as the doorman.Capacity service of g.
-func (s *Server) Register(g grpc.ServiceRegistrar) { pb.RegisterCapacityServer(g, s) }
+func (s *Server) Register(g grpc.ServiceRegistrar) {
+	pb.RegisterCapacityServer(g, capacityServer{s: s})
+}
 
 // Serve answers gRPC requests on lis until Stop is called. It bounds
 // the connections it accepts as Config says (MaxConns, ConnectionTimeout,

@@ -84,7 +84,7 @@ type parentLink struct {
 	stopped  bool
 
 	mu     sync.Mutex
-	status ParentStatus
+	status parentState
 }
 
 func newParentLink(cfg Config) *parentLink {
@@ -101,13 +101,13 @@ func newParentLink(cfg Config) *parentLink {
 		wake: make(chan struct{}, 1),
 		finder: master.Finder{Addr: cfg.Parent, DialOptions: opts, RPCTimeout: timeout,
 			MaxRedirects: parentMaxRedirects, Prefix: "doorman server: parent"},
-		status: ParentStatus{Parent: cfg.Parent},
+		status: parentState{Parent: cfg.Parent},
 	}
 }
 
-// ParentStatus is what an intermediate server knows of its parent, for
+// parentState is what an intermediate server knows of its parent, for
 // status pages.
-type ParentStatus struct {
+type parentState struct {
 	// Parent is the configured parent address; Master the parent node's
 	// master it talks to now (empty before the first answer).
 	Parent, Master string
@@ -123,19 +123,19 @@ type ParentStatus struct {
 
 // Parent returns what the server knows of its parent, and false for a
 // root server.
-func (s *Server) Parent() (ParentStatus, bool) {
+func (s *Server) parentStatus() (parentState, bool) {
 	if s.parent == nil {
-		return ParentStatus{}, false
+		return parentState{}, false
 	}
 	s.parent.mu.Lock()
 	defer s.parent.mu.Unlock()
 	return s.parent.status, true
 }
 
-// ParentLease returns an intermediate's lease from its parent on resource
+// parentLease returns an intermediate's lease from its parent on resource
 // id: its capacity and expiry, false when it holds none (a root server,
 // an unknown resource, or no answer yet).
-func (s *Server) ParentLease(id string) (capacity float64, expiry time.Time, ok bool) {
+func (s *Server) parentLease(id string) (capacity float64, expiry time.Time, ok bool) {
 	if s.parent == nil {
 		return 0, time.Time{}, false
 	}
@@ -336,6 +336,13 @@ func init() {
 			return nil, fmt.Errorf("serverhook: DriveParent of a %T, want a *server.Server", srv)
 		}
 		return s.driveParent(dial)
+	}
+	serverhook.Capacity = func(srv any) (pb.CapacityServer, error) {
+		s, ok := srv.(*Server)
+		if !ok {
+			return nil, fmt.Errorf("serverhook: Capacity of a %T, want a *server.Server", srv)
+		}
+		return capacityServer{s: s}, nil
 	}
 }
 

@@ -18,7 +18,6 @@ import (
 	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/connlimit"
 	"github.com/sluice-rpc/sluice/internal/ratelog"
-	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 )
 
 // Server defaults and bounds.
@@ -173,7 +172,7 @@ type Config struct {
 	// from the parent starts failing (the error names each failed batch
 	// of resources), and at Info when a refresh succeeds again: once per
 	// change, not per retry. Meanwhile the server retries with a backoff;
-	// ParentStatus.LastError has the last error.
+	// Status().Parent.LastError has the last error.
 
 	// Logger receives the server's lines: at Warn a request refused as
 	// invalid or for a limit, a failed election, a parent that stopped
@@ -256,8 +255,6 @@ func (c Config) Validate() error {
 //
 // A Server is safe for concurrent use.
 type Server struct {
-	pb.UnimplementedCapacityServer
-
 	clock   clock.Clock
 	rand    func() float64 // uniform in [0, 1), for backoff jitter; safe for concurrent use
 	scope   tally.Scope

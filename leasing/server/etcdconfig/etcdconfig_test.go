@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluice-rpc/sluice/internal/serverhook"
 	"github.com/sluice-rpc/sluice/internal/testkit/etcdtest"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
@@ -39,8 +40,8 @@ type logLines struct {
 func (l *logLines) logger() *slog.Logger { return slog.New(l) }
 
 func (l *logLines) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logLines) WithAttrs([]slog.Attr) slog.Handler        { return l }
-func (l *logLines) WithGroup(string) slog.Handler             { return l }
+func (l *logLines) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logLines) WithGroup(string) slog.Handler            { return l }
 func (l *logLines) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -89,7 +90,11 @@ func put(t *testing.T, cli *clientv3.Client, value string) int64 {
 // granted asks s for 200 of r as client a and returns what it got.
 func granted(t *testing.T, s *server.Server) float64 {
 	t.Helper()
-	resp, err := s.GetCapacity(context.Background(), &pb.GetCapacityRequest{ClientId: proto.String("a"),
+	c, err := serverhook.Capacity(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.GetCapacity(context.Background(), &pb.GetCapacityRequest{ClientId: proto.String("a"),
 		Resource: []*pb.ResourceRequest{{ResourceId: proto.String("r"), Priority: proto.Int64(0), Wants: proto.Float64(200)}}})
 	if err != nil {
 		t.Fatal(err)
