@@ -12,11 +12,11 @@ import (
 
 	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/connlimit"
+	"github.com/sluice-rpc/sluice/internal/ratelog"
 	"github.com/sluice-rpc/sluice/internal/tchconn"
 	"github.com/sluice-rpc/sluice/internal/tframe"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber-go/tally/v4"
-	"golang.org/x/time/rate"
 )
 
 // PeerLimits bounds what the Channel's remote peers can make it hold:
@@ -263,10 +263,10 @@ type peerGuard struct {
 	g     *tchconn.Guard
 	rec   *stats.Recorder
 	conns tally.Gauge
-	// logger is WithLogger's (nil: slog.Default() when a line is
-	// written); logNow is the clock of its rate limit (nil: time.Now).
-	logger *slog.Logger
-	logNow func() time.Time
+	// warns and debugs write the lines about peers on WithLogger's
+	// logger (slog.Default() without it), each within a rate of its own
+	// (see peerLogBurst).
+	warns, debugs *ratelog.Logger
 
 	// acceptTLS, when not nil, runs the TLS handshake of every
 	// connection the listener accepts (tlsServer.accept), before the
@@ -278,16 +278,14 @@ type peerGuard struct {
 	mu       sync.Mutex
 	listener *connlimit.Listener
 
-	logs       *rate.Limiter // log lines are limited: a flood of bad peers must not flood the log
-	suppressed int
-	counters   map[[2]string]tally.Counter // by name and tag value
-	reclaim    *reclaimer
+	counters map[[2]string]tally.Counter // by name and tag value
+	reclaim  *reclaimer
 }
 
 func newPeerGuard(o *options, rec *stats.Recorder) (*peerGuard, error) {
 	pg := &peerGuard{rec: rec, conns: rec.Scope().Gauge(stats.ServerConns),
-		logger: o.logger, logNow: o.logNow,
-		logs: rate.NewLimiter(peerLogsPerSecond, peerLogBurst), counters: map[[2]string]tally.Counter{}, reclaim: newReclaimer()}
+		warns: ratelog.New(o.logger, o.logNow), debugs: ratelog.New(o.logger, o.logNow),
+		counters: map[[2]string]tally.Counter{}, reclaim: newReclaimer()}
 	if o.serverTLS != nil {
 		accept, err := o.serverTLS(o.peerLimits)
 		if err != nil {
@@ -407,7 +405,8 @@ func (pg *peerGuard) closed(c *connlimit.Conn, why connlimit.Reason, err error) 
 	}
 	if why == connlimit.Idle || reason == "handshake_failed" {
 		// Routine: idle peers, and sockets that connect and leave (TCP
-		// health checks do) are counted, not logged.
+		// health checks do) are counted, and logged at Debug only.
+		pg.debugs.Debug("sluice: closed an inbound connection", slog.String("remotePeer", c.RemoteAddr().String()), slog.String("event", reason))
 		return
 	}
 	if refusal != nil {
@@ -462,12 +461,13 @@ func (pg *peerGuard) count(name, tag, value string) {
 // The rate of the Channel's warnings about its peers (a frame that broke
 // the protocol, a refused TLS handshake, a connection closed for a limit):
 // any peer can cause one per connection, so all of them together get
-// peerLogBurst lines at once and peerLogsPerSecond after that; the next
-// line written after some were left out carries suppressedBefore, their
-// number.
+// peerLogBurst lines at once and peerLogsPerSecond after that, the next
+// line written after some were left out carrying suppressedBefore, their
+// number (internal/ratelog). Routine closes, logged at Debug, have a
+// budget of their own.
 const (
-	peerLogsPerSecond = 10
-	peerLogBurst      = 10
+	peerLogsPerSecond = ratelog.PerSecond
+	peerLogBurst      = ratelog.Burst
 )
 
 // log writes a warning naming the peer on the Channel's logger, within
@@ -481,34 +481,13 @@ func (pg *peerGuard) log(peer, what string, err error) {
 // event (what), error and, when lines were left out before it,
 // suppressedBefore, within the rate above.
 func (pg *peerGuard) warn(msg, peer, what string, err error) {
-	now := time.Now
-	if pg.logNow != nil {
-		now = pg.logNow
-	}
-	pg.mu.Lock()
-	if !pg.logs.AllowN(now(), 1) {
-		pg.suppressed++
-		pg.mu.Unlock()
-		return
-	}
-	suppressed := pg.suppressed
-	pg.suppressed = 0
-	pg.mu.Unlock()
-	logger := pg.logger
-	if logger == nil {
-		logger = slog.Default()
-	}
 	// remotePeer first: a handler that prints the attributes in order
 	// (sluice serve's) puts the peer right after the message.
-	attrs := make([]slog.Attr, 0, 4)
-	attrs = append(attrs, slog.String("remotePeer", peer), slog.String("event", what))
+	attrs := []slog.Attr{slog.String("remotePeer", peer), slog.String("event", what)}
 	if err != nil {
 		attrs = append(attrs, slog.Any("error", err))
 	}
-	if suppressed > 0 {
-		attrs = append(attrs, slog.Int("suppressedBefore", suppressed))
-	}
-	logger.LogAttrs(context.Background(), slog.LevelWarn, msg, attrs...)
+	pg.warns.Warn(msg, attrs...)
 }
 
 func (pg *peerGuard) close() {

@@ -1,9 +1,12 @@
 package channel
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,4 +96,60 @@ func TestPeerWarningsThroughAHandlersGroups(t *testing.T) {
 	if len(got) != 1 || !strings.Contains(got[0], "app=kv sluice.remotePeer=127.0.0.1:") || !strings.Contains(got[0], "sluice.event=") {
 		t.Errorf("lines: %q, want one with app=kv and the Channel's attributes in the group sluice", got)
 	}
+}
+
+// Routine closes (a socket that connects and leaves, as TCP health checks
+// do) are logged at Debug only: nothing at Warn, a line when the logger
+// asks for Debug.
+func TestRoutineClosesAreDebugOnly(t *testing.T) {
+	for _, tc := range []struct {
+		level slog.Level
+		want  int
+	}{{slog.LevelWarn, 0}, {slog.LevelDebug, 1}} {
+		scope := tally.NewTestScope("", nil)
+		lines := &levelLines{min: tc.level}
+		s := startServer(t, WithScope(scope), WithLogger(slog.New(lines)))
+		c, err := net.Dial("tcp", s.ch.HostPort())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		// The line is written after the close is counted.
+		testwait.Until(t, "the close to be counted (and logged, at Debug)", func() bool {
+			return taggedCounter(scope, stats.ServerConnsClosed, stats.TagReason, "handshake_failed") == 1 &&
+				lines.count("DEBUG sluice: closed an inbound connection") >= tc.want
+		})
+		if got := lines.count("DEBUG sluice: closed an inbound connection"); got != tc.want {
+			t.Errorf("logger at %v: %d Debug lines for a socket that left, want %d", tc.level, got, tc.want)
+		}
+	}
+}
+
+// levelLines is a slog.Handler keeping "LEVEL msg" lines at min and above.
+type levelLines struct {
+	min   slog.Level
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *levelLines) Enabled(_ context.Context, lv slog.Level) bool { return lv >= l.min }
+func (l *levelLines) WithAttrs([]slog.Attr) slog.Handler            { return l }
+func (l *levelLines) WithGroup(string) slog.Handler                 { return l }
+func (l *levelLines) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, r.Level.String()+" "+r.Message)
+	return nil
+}
+
+func (l *levelLines) count(line string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, s := range l.lines {
+		if s == line {
+			n++
+		}
+	}
+	return n
 }
