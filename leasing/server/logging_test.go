@@ -63,3 +63,24 @@ func TestLogsOnSlogDefault(t *testing.T) {
 		t.Fatalf("slog.Default() got:\n%s\nwant one Warn line naming GetCapacity", log.String())
 	}
 }
+
+// With no ReloadConfig.Logger, a configuration refused on reload is
+// printed at Warn on slog.Default(), naming the rule it breaks; one
+// applied, at Info.
+func TestReloaderLogsOnSlogDefault(t *testing.T) {
+	var log logLines
+	prev := slog.Default()
+	slog.SetDefault(log.logger())
+	defer slog.SetDefault(prev)
+	r := NewReloader(newTestServer(t, testConfig(FairShare, 100), clock.NewFake(testEpoch)), ReloadConfig{})
+	if err := r.Apply([]byte(reloadConfig("-1")), "test.yaml"); err == nil {
+		t.Fatal("a negative capacity was applied")
+	}
+	if err := r.Apply([]byte(reloadConfig("40")), "test.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if log.count("WARN doorman server: configuration from test.yaml refused") != 1 || log.count("capacity is -1") != 1 ||
+		log.count("INFO doorman server: configuration from test.yaml applied: 1 templates") != 1 {
+		t.Fatalf("slog.Default() got:\n%s\nwant the refusal at Warn, naming the capacity, then the apply at Info", log.String())
+	}
+}
