@@ -66,8 +66,8 @@ type options struct {
 	responseBudget    int64
 	responseBudgetSet bool
 	peerLimits        PeerLimits
-	// logNow is the clock of the budgets of the user's logger's lines
-	// (newLimitedLogger); nil means time.Now. Tests freeze it.
+	// logNow is the clock of the budgets of log lines (newLimitedLogger's,
+	// the peer guard's); nil means time.Now. Tests freeze it.
 	logNow func() time.Time
 	// serverTLS and clientTLS check their option's configuration and make
 	// the listener's TLS and the dialer's; WithServerTLS and WithClientTLS
@@ -127,9 +127,10 @@ func WithDefaultTimeout(d time.Duration) Option { return func(o *options) { o.ti
 // HealthChecks) off: Sluice's connectors check their connections
 // themselves (ConnectConfig.HealthCheck), and a tchannel-go check that
 // fails on a closing connection waits for itself forever. Its Logger, if
-// set, gets tchannel-go's lines and the Channel's warnings about peers, at
-// most LogBurst lines of a message at once and LogLinesPerSecond after
-// (Debug lines excepted): peers can make tchannel-go log a line per frame.
+// set, gets tchannel-go's own lines (none without it), at most LogBurst
+// lines of a message at once and LogLinesPerSecond after (Debug lines
+// excepted): peers can make tchannel-go log a line per frame. Sluice's
+// own lines go to WithLogger's logger.
 func WithTChannelOptions(t tchannel.ChannelOptions) Option { return func(o *options) { o.tch = t } }
 
 // WithConnectConfig sets how the Channel connects to its peers: the timeout
@@ -338,7 +339,6 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 		pg.close()
 		return nil, fmt.Errorf("channel: %w", err)
 	}
-	pg.setLogger(tch.Logger())
 	if err := conns.Start(tch); err != nil {
 		tch.Close()
 		pg.close()
@@ -410,7 +410,6 @@ func (c *Channel) serve(l net.Listener) error {
 		guarded.Close()
 		return fmt.Errorf("channel: serve on %s: %w", l.Addr(), err)
 	}
-	c.peers.setLogger(c.tch.Logger()) // Serve names the address in it
 	return nil
 }
 

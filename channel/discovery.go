@@ -112,7 +112,7 @@ type resolved struct {
 // goroutine that asks it for a fresh lookup when the Client's peers fail.
 func (cl *Client) startResolver(r discovery.Resolver) error {
 	c, l, svc := cl.ch, cl.list, cl.service
-	w, err := discovery.Watch(discovery.WatcherConfig{Resolver: r, Clock: c.o.clock,
+	w, err := discovery.Watch(discovery.WatcherConfig{Resolver: r, Clock: c.o.clock, Logger: c.o.logger,
 		Scope: c.rec.Scope().Tagged(map[string]string{stats.TagService: svc}),
 		Apply: func(addrs []discovery.Address) error {
 			ms := make([]peer.Member, len(addrs))

@@ -4,21 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/connlimit"
+	"github.com/sluice-rpc/sluice/internal/ratelog"
 	"github.com/sluice-rpc/sluice/internal/recorder"
 	"github.com/sluice-rpc/sluice/internal/tchconn"
 	"github.com/sluice-rpc/sluice/internal/tframe"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber-go/tally/v4"
-	"github.com/uber/tchannel-go"
-	"golang.org/x/time/rate"
 )
 
 // PeerLimits bounds what the Channel's remote peers can make it hold:
@@ -265,10 +264,10 @@ type peerGuard struct {
 	g     *tchconn.Guard
 	rec   *recorder.Recorder
 	conns tally.Gauge
-	// logger is the channel's tchannel-go logger, read once it is final:
-	// tchannel-go's Serve replaces it unguarded, and the listener's
-	// goroutines must not read it meanwhile.
-	logger atomic.Pointer[tchannel.Logger]
+	// warns and debugs write the lines about peers on WithLogger's
+	// logger (slog.Default() without it), each within a rate of its own
+	// (see peerLogBurst).
+	warns, debugs *ratelog.Logger
 
 	// acceptTLS, when not nil, runs the TLS handshake of every
 	// connection the listener accepts (tlsServer.accept), before the
@@ -280,15 +279,14 @@ type peerGuard struct {
 	mu       sync.Mutex
 	listener *connlimit.Listener
 
-	logs       *rate.Limiter // log lines are limited: a flood of bad peers must not flood the log
-	suppressed int
-	counters   map[[2]string]tally.Counter // by name and tag value
-	reclaim    *reclaimer
+	counters map[[2]string]tally.Counter // by name and tag value
+	reclaim  *reclaimer
 }
 
 func newPeerGuard(o *options, rec *recorder.Recorder) (*peerGuard, error) {
 	pg := &peerGuard{rec: rec, conns: rec.Scope().Gauge(stats.ServerConns),
-		logs: rate.NewLimiter(10, 10), counters: map[[2]string]tally.Counter{}, reclaim: newReclaimer()}
+		warns: ratelog.New(o.logger, o.logNow), debugs: ratelog.New(o.logger, o.logNow),
+		counters: map[[2]string]tally.Counter{}, reclaim: newReclaimer()}
 	if o.serverTLS != nil {
 		accept, err := o.serverTLS(o.peerLimits)
 		if err != nil {
@@ -408,7 +406,8 @@ func (pg *peerGuard) closed(c *connlimit.Conn, why connlimit.Reason, err error) 
 	}
 	if why == connlimit.Idle || reason == "handshake_failed" {
 		// Routine: idle peers, and sockets that connect and leave (TCP
-		// health checks do) are counted, not logged.
+		// health checks do) are counted, and logged at Debug only.
+		pg.debugs.Debug("sluice: closed an inbound connection", slog.String("remotePeer", c.RemoteAddr().String()), slog.String("event", reason))
 		return
 	}
 	if refusal != nil {
@@ -460,41 +459,37 @@ func (pg *peerGuard) count(name, tag, value string) {
 	c.Inc(1)
 }
 
-// log writes a warning naming the peer through the channel's tchannel-go
-// logger, at most 10 a second; the next line written counts those left out.
+// The rate of the Channel's warnings about its peers (a frame that broke
+// the protocol, a refused TLS handshake, a connection closed for a limit):
+// any peer can cause one per connection, so all of them together get
+// peerLogBurst lines at once and peerLogsPerSecond after that, the next
+// line written after some were left out carrying suppressedBefore, their
+// number (internal/ratelog). Routine closes, logged at Debug, have a
+// budget of their own.
+const (
+	peerLogsPerSecond = ratelog.PerSecond
+	peerLogBurst      = ratelog.Burst
+)
+
+// log writes a warning naming the peer on the Channel's logger, within
+// the rate above.
 func (pg *peerGuard) log(peer, what string, err error) {
 	pg.warn("sluice: a peer broke the protocol or a limit", peer, what, err)
 }
 
-// warn writes the warning msg about peer, with the fields event (what)
-// and error, as log does.
+// warn writes the warning msg about peer at Warn on the Channel's logger
+// (WithLogger; slog.Default() without it), with the attributes remotePeer,
+// event (what), error and, when lines were left out before it,
+// suppressedBefore, within the rate above.
 func (pg *peerGuard) warn(msg, peer, what string, err error) {
-	logger := pg.logger.Load()
-	if logger == nil {
-		return
-	}
-	pg.mu.Lock()
-	if !pg.logs.Allow() {
-		pg.suppressed++
-		pg.mu.Unlock()
-		return
-	}
-	suppressed := pg.suppressed
-	pg.suppressed = 0
-	pg.mu.Unlock()
-	// remotePeer first: sluice serve's logger keeps the fields of lines
-	// that start so, and no others.
-	fields := tchannel.LogFields{{Key: "remotePeer", Value: peer}, {Key: "event", Value: what}}
+	// remotePeer first: a handler that prints the attributes in order
+	// (sluice serve's) puts the peer right after the message.
+	attrs := []slog.Attr{slog.String("remotePeer", peer), slog.String("event", what)}
 	if err != nil {
-		fields = append(fields, tchannel.ErrField(err))
+		attrs = append(attrs, slog.Any("error", err))
 	}
-	if suppressed > 0 {
-		fields = append(fields, tchannel.LogField{Key: "suppressedBefore", Value: suppressed})
-	}
-	(*logger).WithFields(fields...).Warn(msg)
+	pg.warns.Warn(msg, attrs...)
 }
-
-func (pg *peerGuard) setLogger(l tchannel.Logger) { pg.logger.Store(&l) }
 
 func (pg *peerGuard) close() {
 	pg.g.Close()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"reflect"
@@ -41,26 +42,48 @@ func taggedCounter(scope tally.TestScope, name, tag, value string) int64 {
 	return 0
 }
 
-// logRecorder is a tchannel-go logger that keeps the warnings.
+// logRecorder is a slog.Handler that keeps the lines at Warn and above,
+// each "msg key=value key=value ", its attributes (WithAttrs's first) in
+// order, group names prefixed to their keys as zapslog's handler does.
 type logRecorder struct {
-	tchannel.Logger
-	mu    *sync.Mutex
-	lines *[]string
+	mu     *sync.Mutex
+	lines  *[]string
+	attrs  string // WithAttrs's, formatted
+	prefix string // WithGroup's, "a.b."
 }
 
 func newLogRecorder() logRecorder {
-	return logRecorder{Logger: tchannel.NullLogger, mu: &sync.Mutex{}, lines: new([]string)}
+	return logRecorder{mu: &sync.Mutex{}, lines: new([]string)}
 }
 
-func (l logRecorder) WithFields(fields ...tchannel.LogField) tchannel.Logger {
-	var b strings.Builder
-	for _, f := range fields {
-		b.WriteString(f.Key)
-		b.WriteString("=")
-		b.WriteString(fmt.Sprint(f.Value))
-		b.WriteString(" ")
+// logger returns a logger writing to l.
+func (l logRecorder) logger() *slog.Logger { return slog.New(l) }
+
+func (l logRecorder) Enabled(_ context.Context, lv slog.Level) bool { return lv >= slog.LevelWarn }
+
+func (l logRecorder) WithAttrs(as []slog.Attr) slog.Handler {
+	for _, a := range as {
+		l.attrs += l.prefix + a.Key + "=" + a.Value.String() + " "
 	}
-	return fieldLogger{l, b.String()}
+	return l
+}
+
+func (l logRecorder) WithGroup(name string) slog.Handler {
+	l.prefix += name + "."
+	return l
+}
+
+func (l logRecorder) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Message + " " + l.attrs)
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, "%s%s=%v ", l.prefix, a.Key, a.Value)
+		return true
+	})
+	l.mu.Lock()
+	*l.lines = append(*l.lines, b.String())
+	l.mu.Unlock()
+	return nil
 }
 
 func (l logRecorder) warnings() []string {
@@ -69,24 +92,13 @@ func (l logRecorder) warnings() []string {
 	return append([]string(nil), *l.lines...)
 }
 
-type fieldLogger struct {
-	logRecorder
-	fields string
-}
-
-func (l fieldLogger) Warn(msg string) {
-	l.mu.Lock()
-	*l.lines = append(*l.lines, msg+" "+l.fields)
-	l.mu.Unlock()
-}
-
 // The checksum frame, sent to a Sluice server, closes that connection and
 // nothing else: the server keeps serving other connections, counts the
 // frame and logs a line naming the peer.
 func TestChecksumFrameClosesOnlyItsConnection(t *testing.T) {
 	scope := tally.NewTestScope("", nil)
 	logs := newLogRecorder()
-	s := startServer(t, WithScope(scope), WithTChannelOptions(tchannel.ChannelOptions{Logger: logs}))
+	s := startServer(t, WithScope(scope), WithLogger(logs.logger()))
 	client, _, _ := startClient(t, s)
 	ctx := ctxTimeout(t)
 	_, err := to(client, "kv").CallRaw(ctx, "echo", nil, []byte("before"))

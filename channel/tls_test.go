@@ -58,7 +58,7 @@ func startTLSServer(t *testing.T, files tlsfiles.Files, mode TLSMode, opts ...Op
 func startTLSServerConfig(t *testing.T, st ServerTLS, opts ...Option) *tlsTestServer {
 	t.Helper()
 	s := &tlsTestServer{logs: newLogRecorder(), scope: tally.NewTestScope("", nil)}
-	opts = append([]Option{WithServerTLS(st), WithScope(s.scope), WithTChannelOptions(tchannel.ChannelOptions{Logger: s.logs})}, opts...)
+	opts = append([]Option{WithServerTLS(st), WithScope(s.scope), WithLogger(s.logs.logger())}, opts...)
 	s.testServer = startServer(t, opts...)
 	if err := s.ch.RegisterRaw("whoami", func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
 		return &RawResponse{Arg3: []byte(describeIdentity(PeerIdentity(ctx)))}, nil
@@ -534,7 +534,7 @@ func TestTLSClientFallback(t *testing.T) {
 			scope := tally.NewTestScope("", nil)
 			timeout := 2 * time.Second
 			c := startTLSClient(t, tc.hp, ClientTLS{Config: trusting, Fallback: FallbackFor(tc.hp)},
-				WithConnectConfig(ConnectConfig{Timeout: timeout}), WithTChannelOptions(tchannel.ChannelOptions{Logger: logs}), WithScope(scope))
+				WithConnectConfig(ConnectConfig{Timeout: timeout}), WithLogger(logs.logger()), WithScope(scope))
 			start := time.Now()
 			for i := range 3 {
 				res, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("in plaintext"))
@@ -591,7 +591,7 @@ func TestTLSClientNoFallbackOnceTLS(t *testing.T) {
 	c := startTLSClient(t, hp, ClientTLS{
 		Config:   clientConfig(t, tlsfiles.Files{Cert: certs.Client.Cert, Key: certs.Client.Key, CA: certs.CA.File}, 0, nil),
 		Fallback: FallbackFor(hp),
-	}, WithConnectConfig(ConnectConfig{Timeout: time.Second}), WithScope(scope), WithTChannelOptions(tchannel.ChannelOptions{Logger: logs}))
+	}, WithConnectConfig(ConnectConfig{Timeout: time.Second}), WithScope(scope), WithLogger(logs.logger()))
 	whoami := func() (string, error) {
 		res, err := to(c, "kv").CallRaw(ctxTimeout(t), "whoami", nil, nil)
 		if err != nil {

@@ -3,6 +3,7 @@ package discovery
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/sluice-rpc/sluice/internal/balancing"
 	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/hostport"
+	"github.com/sluice-rpc/sluice/internal/ratelog"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber-go/tally/v4"
 )
@@ -69,6 +71,12 @@ type WatcherConfig struct {
 	// nil means nowhere. Tag it with what it watches for (the Channel tags
 	// it with the service).
 	Scope tally.Scope
+	// Logger receives the Watcher's lines: at Warn when its resolver
+	// starts failing (the last good set stays), at Info when it answers
+	// again, at Debug each failure; at most 10 at once and 10 a second,
+	// since a registry's content decides them. Nil means slog.Default(),
+	// read when a line is written.
+	Logger *slog.Logger
 }
 
 // Watcher runs a Resolver and applies what it finds, keeping the last good
@@ -92,6 +100,7 @@ type Watcher struct {
 
 	updates, errors tally.Counter
 	peers, failingG tally.Gauge
+	log             *ratelog.Logger
 	mu              sync.Mutex // serialises reports; guards st
 	st              State
 }
@@ -130,7 +139,8 @@ func Watch(cfg WatcherConfig) (*Watcher, error) {
 	w := &Watcher{cfg: cfg, cancel: cancel, done: make(chan struct{}), now: make(chan struct{}, 1),
 		updates: scope.Counter(stats.DiscoveryUpdates), errors: scope.Counter(stats.DiscoveryErrors),
 		peers: scope.Gauge(stats.DiscoveryPeers), failingG: scope.Gauge(stats.DiscoveryFailing),
-		st: State{Target: cfg.Resolver.String(), Status: Resolving}}
+		log: ratelog.New(cfg.Logger, cfg.Clock.Now),
+		st:  State{Target: cfg.Resolver.String(), Status: Resolving}}
 	go func() {
 		defer close(w.done)
 		cfg.Resolver.Resolve(ctx, (*updates)(w))
@@ -205,11 +215,21 @@ func (u *updates) Update(addrs []Address) {
 		w.failLocked(bad + "; applied the other " + fmt.Sprint(len(set)))
 		return
 	}
+	if w.st.Status == Failing {
+		w.log.Log(slog.LevelInfo, "discovery: the resolver answers again", slog.String("target", w.st.Target), slog.Int("peers", len(set)))
+	}
 	w.st.Status = OK
 	w.failingG.Update(0)
 }
 
+// failLocked records the failure msg: at Warn in the log when the
+// resolver was not failing already, at Debug when it was.
 func (w *Watcher) failLocked(msg string) {
+	level := slog.LevelWarn
+	if w.st.Status == Failing {
+		level = slog.LevelDebug
+	}
+	w.log.Log(level, "discovery: the resolver failed; the last good set stays", slog.String("target", w.st.Target), slog.String("error", msg))
 	w.st.Status = Failing
 	w.st.Errors++
 	w.st.LastError = msg

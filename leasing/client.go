@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/internal/config"
+	"github.com/sluice-rpc/sluice/internal/ratelog"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 	"github.com/sluice-rpc/sluice/leasing/internal/master"
 	"github.com/sluice-rpc/sluice/leasing/internal/wirenum"
@@ -115,6 +117,14 @@ type ClientConfig struct {
 	// client calls it under its own lock, so it need not be safe for
 	// concurrent use.
 	Rand func() float64
+	// Logger receives the client's lines: at Warn when refreshing the
+	// leases starts failing (the client keeps its leases until they
+	// expire, then falls back to each resource's Mode), at Info when a
+	// refresh succeeds again; once per change, not per retry, and at most
+	// 10 at once and 10 a second (a server decides what fails). Nil means
+	// slog.Default(), read when a line is written. Any slog.Handler will
+	// do (zap's through go.uber.org/zap/exp/zapslog).
+	Logger *slog.Logger
 }
 
 // Validate reports the first field of c that breaks its rule, in the
@@ -195,6 +205,8 @@ type Client struct {
 	backoff backoff.Exponential
 	rand    func() float64 // uniform in [0, 1), for backoff jitter; used under tickMu
 
+	log *ratelog.Logger // ClientConfig.Logger, rate-limited on the client's clock
+
 	tickMu   sync.Mutex // serialises Tick
 	failures int        // failed refreshes in a row (tickMu)
 	retryAt  time.Time  // when the backoff after them ends (tickMu)
@@ -252,6 +264,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		done:    make(chan struct{}),
 		rand:    cfg.Rand,
 		backoff: cfg.Backoff,
+		log:     ratelog.New(cfg.Logger, cfg.Clock.Now),
 	}
 	if cfg.ManualRefresh {
 		close(c.done)
@@ -454,9 +467,15 @@ func (c *Client) Tick(ctx context.Context) (next time.Time, err error) {
 	}
 	if !now.Before(c.retryAt) && c.due(now) {
 		if err = c.Refresh(ctx); err != nil && ctx.Err() == nil {
+			if c.failures == 0 {
+				c.log.Warn("leasing: refreshing leases failed, retrying with a backoff", slog.String("server", c.cfg.Addr), slog.Any("error", err))
+			}
 			c.failures++
 			c.retryAt = c.clock.Now().Add(c.backoff.Delay(c.failures, c.rand()))
 		} else if err == nil {
+			if c.failures > 0 {
+				c.log.Log(slog.LevelInfo, "leasing: refreshing leases works again", slog.String("server", c.cfg.Addr), slog.Int("failures", c.failures))
+			}
 			c.failures, c.retryAt = 0, time.Time{}
 		}
 		now = c.clock.Now()

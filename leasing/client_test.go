@@ -454,11 +454,11 @@ func TestClientLoopSendsWantsChangesEarlyButNotWithin5s(t *testing.T) {
 // gatedServer holds the first GetCapacity (or the hold-th, if set) until
 // the test releases it.
 type gatedServer struct {
-	*server.Server
-	hold    int64
-	calls   atomic.Int64
-	arrived chan struct{}
-	release chan struct{}
+	pb.CapacityServer // the server's RPCs (rpcs)
+	hold              int64
+	calls             atomic.Int64
+	arrived           chan struct{}
+	release           chan struct{}
 }
 
 func (g *gatedServer) GetCapacity(ctx context.Context, req *pb.GetCapacityRequest) (*pb.GetCapacityResponse, error) {
@@ -470,7 +470,7 @@ func (g *gatedServer) GetCapacity(ctx context.Context, req *pb.GetCapacityReques
 			return nil, ctx.Err()
 		}
 	}
-	return g.Server.GetCapacity(ctx, req)
+	return g.CapacityServer.GetCapacity(ctx, req)
 }
 
 // serve serves g on 127.0.0.1 until t ends, and returns its address.
@@ -493,7 +493,7 @@ func (g *gatedServer) serve(t *testing.T) string {
 // minimum refresh interval rather than at the 15 s refresh.
 func TestClientKeepsAWantsChangeMadeDuringARefresh(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
-	gate := &gatedServer{Server: newTestServer(t, liveConfig(100, int64p(0), nil), clk),
+	gate := &gatedServer{CapacityServer: rpcs(t, newTestServer(t, liveConfig(100, int64p(0), nil), clk)),
 		arrived: make(chan struct{}), release: make(chan struct{})}
 	c, err := NewClient(ClientConfig{Addr: gate.serve(t), ID: "racer", Clock: clk})
 	if err != nil {
@@ -570,7 +570,7 @@ func TestClientLoweredWantsHoldBeforeTheAnswer(t *testing.T) {
 // the resource's latest, until it answers those.
 func TestClientLoweredWantsHoldUntilTheCurrentWantsAreAnswered(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
-	gate := &gatedServer{Server: newTestServer(t, liveConfig(100, int64p(0), nil), clk), hold: 2,
+	gate := &gatedServer{CapacityServer: rpcs(t, newTestServer(t, liveConfig(100, int64p(0), nil), clk)), hold: 2,
 		arrived: make(chan struct{}), release: make(chan struct{})}
 	c, err := NewClient(ClientConfig{Addr: gate.serve(t), ID: "wavering", Clock: clk, ManualRefresh: true})
 	if err != nil {
@@ -616,7 +616,7 @@ func TestClientLoweredWantsHoldUntilTheCurrentWantsAreAnswered(t *testing.T) {
 // request that carries it, as SetWants does.
 func TestEstimatedWantsHoldBeforeTheAnswer(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
-	gate := &gatedServer{Server: newTestServer(t, liveConfig(100, int64p(0), nil), clk), hold: 2,
+	gate := &gatedServer{CapacityServer: rpcs(t, newTestServer(t, liveConfig(100, int64p(0), nil), clk)), hold: 2,
 		arrived: make(chan struct{}), release: make(chan struct{})}
 	c, err := NewClient(ClientConfig{Addr: gate.serve(t), ID: "estimator", Clock: clk, ManualRefresh: true})
 	if err != nil {

@@ -68,8 +68,8 @@ func (f Files) Validate() error {
 // requiring client certificates signed by CA when CA is set, and picking
 // up files replaced on disk (see the package comment). It is
 // New(Config{Files: f}) followed by Reloader.ServerConfig: files that
-// change and do not load are reported nowhere; use New with
-// OnReloadError to hear of them.
+// change and do not load are logged on slog.Default(); use New with a
+// Logger to log them elsewhere.
 func (f Files) ServerConfig() (*tls.Config, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -34,12 +35,14 @@ type Config struct {
 	// else: certificates are checked against the wall clock, as
 	// crypto/tls does.
 	Clock clock.Clock
-	// OnReloadError, when not nil, is told of each file that changed and
-	// did not load (the last good one stays in use), once per change and
-	// on each Reload that finds it still so. It
-	// is called on the goroutine of the handshake (or the Reload call)
-	// that found the change, and must return quickly.
-	OnReloadError func(error)
+	// Logger receives a line at Warn for each file that changed and did
+	// not load (the last good one stays in use), once per change and on
+	// each Reload that finds it still so, with the error in the attribute
+	// error; LastError keeps it for a program that acts on it. Nil means
+	// slog.Default(), read when a line is written. It is called on the
+	// goroutine of the handshake (or the Reload call) that found the
+	// change.
+	Logger *slog.Logger
 }
 
 // Validate reports the first thing wrong with c, as a *retry.FieldError:
@@ -72,7 +75,7 @@ type Reloader struct {
 	files    Files
 	interval time.Duration // <= 0: no looks from handshakes
 	clock    clock.Clock
-	onError  func(error)
+	logger   *slog.Logger // nil: slog.Default()
 
 	cur atomic.Pointer[loaded]
 
@@ -117,7 +120,7 @@ func New(c Config) (*Reloader, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Reloader{files: c.Files, interval: c.ReloadInterval, clock: c.Clock, onError: c.OnReloadError}
+	r := &Reloader{files: c.Files, interval: c.ReloadInterval, clock: c.Clock, logger: c.Logger}
 	switch {
 	case c.NoReload:
 		r.interval = -1
@@ -274,7 +277,7 @@ func (r *Reloader) current() *loaded {
 // lookLocked reads the files that changed since last read (all of them
 // when force is set), installs what loads, and records and returns why
 // the rest did not, for the caller to report once it has released mu
-// (so that OnReloadError may call LastError).
+// (so that a handler may call LastError).
 func (r *Reloader) lookLocked(force bool) []error {
 	var errs []error
 	f := r.files
@@ -315,12 +318,14 @@ func (r *Reloader) lookLocked(force bool) []error {
 	return errs
 }
 
-// report hands errs to OnReloadError.
+// report logs errs at Warn.
 func (r *Reloader) report(errs []error) {
-	if r.onError != nil {
-		for _, err := range errs {
-			r.onError(err)
-		}
+	l := r.logger
+	if l == nil && len(errs) > 0 {
+		l = slog.Default()
+	}
+	for _, err := range errs {
+		l.Warn("tlsfiles: a changed file did not load; the last good one stays in use", "error", err)
 	}
 }
 

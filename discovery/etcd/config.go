@@ -3,6 +3,7 @@ package etcd
 import (
 	"cmp"
 	"encoding/json"
+	"log/slog"
 	"maps"
 	"strings"
 	"time"
@@ -196,6 +197,12 @@ type RegistrarConfig struct {
 	Backoff backoff.Exponential
 	// Clock times the backoff and stamps the State; nil means clock.Real.
 	Clock clock.Clock
+	// Logger receives the Registrar's lines: at Warn each failure to
+	// register or to keep a registration (the Registrar tries again after
+	// a backoff), at Info a registration written again after one; at most
+	// 10 at once and 10 a second. Nil means slog.Default(), read when a
+	// line is written.
+	Logger *slog.Logger
 }
 
 // Validate reports the first rule c breaks, in the order of the fields, as

@@ -383,6 +383,11 @@ func TestStaticConventions(t *testing.T) {
 				case strings.Contains(f.typ, "Recorder"), f.name == "Recorder",
 					f.name == "Scope" && f.typ != "tally.Scope":
 					t.Errorf("%s.%s (%s): metrics go to a field Scope tally.Scope, nil meaning tally.NoopScope", s.key(), f.name, f.typ)
+				case f.typ == "*slog.Logger" && f.name != "Logger",
+					f.name == "Logger" && f.typ != "*slog.Logger",
+					strings.HasPrefix(f.name, "Log") && f.name != "Logger",
+					strings.HasPrefix(f.name, "On") && strings.HasSuffix(f.name, "Error"):
+					t.Errorf("%s.%s (%s): lines go to a field Logger *slog.Logger, nil meaning slog.Default(); a callback is for a program that must act on an event, not log it", s.key(), f.name, f.typ)
 				}
 			}
 		})

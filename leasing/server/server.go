@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"hash/maphash"
+	"log/slog"
 	"math"
 	"net/netip"
 	"sync"
@@ -16,7 +17,7 @@ import (
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/connlimit"
-	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
+	"github.com/sluice-rpc/sluice/internal/ratelog"
 )
 
 // Server defaults and bounds.
@@ -141,13 +142,12 @@ type Config struct {
 	// advertised Address as the server's id, so an Address that other
 	// servers' clients can reach must be known by then.
 	Election Election
-	// OnMastership, if set, is called after every change of mastership
-	// (for logging).
+	// OnMastership, if set, is called after every change of mastership,
+	// for a program that acts on it (readiness, routing); each change is
+	// logged on Logger at Info too. A failed Election.Run is logged at
+	// Warn: the server has stepped down and runs it again after a
+	// backoff.
 	OnMastership func(Mastership)
-	// OnElectionError, if set, is called when Election.Run fails: the
-	// server has stepped down and runs it again after a backoff (for
-	// logging).
-	OnElectionError func(error)
 
 	// Parent is the HOST:PORT of a server of the parent node, making this
 	// server an intermediate in a server tree: it asks the parent's
@@ -168,13 +168,21 @@ type Config struct {
 	// ParentRPCTimeout bounds each RPC to the parent (0 means
 	// DefaultParentRPCTimeout).
 	ParentRPCTimeout time.Duration
-	// OnParentError, if set, is called by an intermediate when refreshing
-	// its leases from the parent starts failing, with the error (one per
-	// failed batch of resources), and with nil when a refresh succeeds
-	// again: once per change, not per retry (for logging). Meanwhile the
-	// server retries with a backoff; ParentStatus.LastError has the last
-	// error.
-	OnParentError func(error)
+	// An intermediate logs on Logger, at Warn, when refreshing its leases
+	// from the parent starts failing (the error names each failed batch
+	// of resources), and at Info when a refresh succeeds again: once per
+	// change, not per retry. Meanwhile the server retries with a backoff;
+	// Status().Parent.LastError has the last error.
+
+	// Logger receives the server's lines: at Warn a request refused as
+	// invalid or for a limit, a failed election, a parent that stopped
+	// answering; at Info a change of mastership, a parent answering
+	// again. The lines a client or the parent can cause are rate-limited
+	// (10 at once, 10 a second, the next line counting those left out in
+	// suppressedBefore). Nil means slog.Default(), read when a line is
+	// written. Any slog.Handler will do (zap's through
+	// go.uber.org/zap/exp/zapslog).
+	Logger *slog.Logger
 }
 
 // pkg names this package in configuration errors.
@@ -247,8 +255,6 @@ func (c Config) Validate() error {
 //
 // A Server is safe for concurrent use.
 type Server struct {
-	pb.UnimplementedCapacityServer
-
 	clock   clock.Clock
 	rand    func() float64 // uniform in [0, 1), for backoff jitter; safe for concurrent use
 	scope   tally.Scope
@@ -298,12 +304,16 @@ type Server struct {
 	// epochMu is held for reading by every request while it works on the
 	// state, and for writing by a change of mastership, which empties the
 	// state: a request never sees half of one master's state.
-	epochMu         sync.RWMutex
-	ms              atomic.Pointer[Mastership] // nil: no election, always master
-	election        Election
-	onMastership    func(Mastership)
-	onElectionError func(error)
-	parent          *parentLink // nil for a root server
+	epochMu      sync.RWMutex
+	ms           atomic.Pointer[Mastership] // nil: no election, always master
+	election     Election
+	onMastership func(Mastership)
+	// logger is Config.Logger (nil: slog.Default() when a line is
+	// written); clientLog and parentLog limit the lines clients and the
+	// parent can cause, each with a budget of its own.
+	logger               *slog.Logger
+	clientLog, parentLog *ratelog.Logger
+	parent               *parentLink // nil for a root server
 
 	conns connConfig
 

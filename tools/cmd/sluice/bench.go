@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/uber/tchannel-go"
-
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/shed"
@@ -287,7 +285,7 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	// Reload errors and the first fallback to each peer go to stderr,
 	// beside the progress lines.
 	stderr = &lockedWriter{w: stderr}
-	tlsOpts, err := tlsFlags.options(nil, func(err error) { fmt.Fprintf(stderr, "sluice bench: %v\n", err) })
+	tlsOpts, err := tlsFlags.options(func(err error) { fmt.Fprintf(stderr, "sluice bench: %v\n", err) })
 	if err != nil {
 		return fs.usageError("%v", err)
 	}
@@ -338,9 +336,6 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			warnings = configWarnings(stderr)
 		}
 		chOpts := append(slices.Clip(opts), channel.WithLogger(warnings))
-		if i == 0 && tlsFlags.fallback {
-			chOpts = append(chOpts, channel.WithTChannelOptions(tchannel.ChannelOptions{Logger: newWarnLogger(stderr)}))
-		}
 		ch, err := channel.New("sluice-bench", chOpts...)
 		if err != nil {
 			return fs.usageError("%v", err)

@@ -97,7 +97,7 @@ func callCmd(args []string, stdout, stderr io.Writer) int {
 		return fs.usageError("%v", err)
 	}
 	// A fallback to plaintext is a downgrade: say so on stderr.
-	tlsOpts, err := tlsFlags.options(stderr, nil)
+	tlsOpts, err := tlsFlags.options(nil)
 	if err != nil {
 		return fs.usageError("%v", err)
 	}
