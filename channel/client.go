@@ -71,8 +71,8 @@ type clientOptions struct {
 // come and go: each set r reports replaces the peers (see SetPeers), peers
 // that stay keep their connection, busy limiter and latency estimate, and a
 // removed peer gets no new attempts while its calls in flight finish, then
-// its connection closes. A failing registry never empties the list (see
-// discovery.Watcher). Calls made before r's first answer wait for it,
+// its connection closes. A failing registry never empties the list: the
+// last good set stays. Calls made before r's first answer wait for it,
 // within their deadline. When a peer's connection fails, or no peer is
 // ready, the Client asks r for a fresh lookup (discovery.Updates.ResolveNow).
 // The resolver's state shows in Debug and in the discovery metrics

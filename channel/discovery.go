@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/peerlist"
 	"github.com/sluice-rpc/sluice/internal/pool"
+	"github.com/sluice-rpc/sluice/internal/watch"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/stats"
 )
@@ -101,7 +102,7 @@ var phaseNames = [...]string{"SERVING", "LEAVING", "DRAINING", "CLOSED"}
 // resolved is a Client whose peers come from a resolver.
 type resolved struct {
 	list    *peerlist.List
-	watcher *discovery.Watcher
+	watcher *watch.Watcher
 	done    sync.WaitGroup // askForLookups
 	// looks counts the peers askForLookups looked at: tests check that it
 	// grows with the changes, not with the list's length at each.
@@ -112,7 +113,7 @@ type resolved struct {
 // goroutine that asks it for a fresh lookup when the Client's peers fail.
 func (cl *Client) startResolver(r discovery.Resolver) error {
 	c, l, svc := cl.ch, cl.list, cl.service
-	w, err := discovery.Watch(discovery.WatcherConfig{Resolver: r, Clock: c.o.clock, Logger: c.o.logger,
+	w, err := watch.New(watch.Config{Resolver: r, Clock: c.o.clock, Logger: c.o.logger,
 		Scope: c.rec.Scope().Tagged(map[string]string{stats.TagService: svc}),
 		Apply: func(addrs []discovery.Address) error {
 			ms := make([]peer.Member, len(addrs))

@@ -40,7 +40,7 @@ type Resolver interface {
 	String() string
 }
 
-// Updates is what a Resolver reports to. Watcher's is the one that counts;
+// Updates is what a Resolver reports to. a Channel's Client gives the one that counts;
 // tests and tools may write their own.
 type Updates interface {
 	// Update reports the whole current set of peers.
@@ -106,3 +106,10 @@ type RegistrationState struct {
 	LastError     string
 	LastErrorTime time.Time
 }
+
+// DefaultMaxPeers bounds the peer sets a Channel Client takes from its
+// resolver, and the sets the registries' resolvers build when their own
+// MaxPeers is zero: a bound against a registry gone wrong (a poisoned
+// prefix, a runaway autoscaler), each peer costing a connection, not a
+// fleet size to plan for.
+const DefaultMaxPeers = 10000

@@ -24,7 +24,7 @@ const (
 	DefaultTimeout = 5 * time.Second
 	// DefaultMaxPeers bounds the peers one lookup may find when
 	// Config.MaxPeers is 0: discovery.DefaultMaxPeers, the largest set a
-	// Watcher applies by default.
+	// Channel's Client takes by default.
 	DefaultMaxPeers = discovery.DefaultMaxPeers
 )
 
@@ -67,7 +67,7 @@ type Config struct {
 	// addresses, counted as the targets' answers come, so that a
 	// lookup stops (and its remaining target lookups are cancelled) once
 	// it is over, before a set is built. A lookup over it is a failure
-	// naming the bound, reported with Updates.Error: the Watcher keeps
+	// naming the bound, reported with Updates.Error: the Channel's Client keeps
 	// the last good set. 0 means DefaultMaxPeers.
 	MaxPeers int
 	// Clock times the period and the rate limit; nil means clock.Real.

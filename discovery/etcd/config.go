@@ -35,7 +35,7 @@ const (
 	DefaultTTL = 10 * time.Second
 	// DefaultMaxKeys bounds the keys under a Resolver's prefix when
 	// ResolverConfig.MaxKeys is 0: discovery.DefaultMaxPeers, the
-	// largest set a Watcher applies by default.
+	// largest set a Channel's Client takes by default.
 	DefaultMaxKeys = discovery.DefaultMaxPeers
 	// DefaultMaxValueSize bounds each key and each value under a
 	// Resolver's prefix, in bytes, when ResolverConfig.MaxValueSize is 0.
@@ -92,7 +92,7 @@ type ResolverConfig struct {
 	// MaxKeys bounds the keys under the prefix. A prefix holding more is
 	// a failure, found before any value is read (the first page's count)
 	// or as the watch adds keys: the Resolver reports an error naming the
-	// bound, keeps no set of its own, and the Watcher keeps the last good
+	// bound, keeps no set of its own, and the Channel's Client keeps the last good
 	// one. 0 means DefaultMaxKeys.
 	MaxKeys int
 	// MaxValueSize bounds each key and each value, in bytes: a value (or

@@ -12,7 +12,7 @@
 //   - a YAML list of the same.
 //
 // A file that cannot be read or parsed is a failure, reported to the
-// Watcher, which keeps the last good set (a half-written file never
+// Channel's Client, which keeps the last good set (a half-written file never
 // empties the peer list). Write the file whole and rename it into place to
 // avoid the failure altogether.
 package file

@@ -416,7 +416,6 @@ var required = map[string]string{
 	// The resources a root Doorman server hands out.
 	"leasing/server.Config": "Config.Repository",
 	// The resolver to run and the function to hand its sets to.
-	"discovery.WatcherConfig": "WatcherConfig.Resolver",
 	// The TLS configuration: a Channel without TLS takes no ServerTLS or
 	// ClientTLS at all.
 	"channel.ServerTLS": "ServerTLS.Config",

@@ -7,7 +7,6 @@ import (
 	balance "github.com/sluice-rpc/sluice/balance"
 	busy "github.com/sluice-rpc/sluice/busy"
 	channel "github.com/sluice-rpc/sluice/channel"
-	discovery "github.com/sluice-rpc/sluice/discovery"
 	dns "github.com/sluice-rpc/sluice/discovery/dns"
 	etcd "github.com/sluice-rpc/sluice/discovery/etcd"
 	file "github.com/sluice-rpc/sluice/discovery/file"
@@ -38,7 +37,6 @@ var zeros = map[string]any{
 	"channel.ServerTLS":                  channel.ServerTLS{},
 	"channel.ShedConfig":                 channel.ShedConfig{},
 	"channel.ShutdownConfig":             channel.ShutdownConfig{},
-	"discovery.WatcherConfig":            discovery.WatcherConfig{},
 	"discovery/dns.Config":               dns.Config{},
 	"discovery/etcd.RegistrarConfig":     etcd.RegistrarConfig{},
 	"discovery/etcd.ResolverConfig":      etcd.ResolverConfig{},

@@ -1,8 +1,14 @@
-package discovery
+// Package watch runs a Channel Client's resolver (discovery.Resolver) and
+// applies what it finds to the Client's peers, keeping the last good set
+// when the resolver fails or reports a set that breaks its bounds. It is
+// the Channel's machinery: a resolver's author implements
+// discovery.Resolver and never needs it.
+package watch
 
 import (
 	"context"
 	"fmt"
+	"github.com/sluice-rpc/sluice/discovery"
 	"log/slog"
 	"net"
 	"sync"
@@ -48,24 +54,18 @@ type State struct {
 	LastErrorTime time.Time
 }
 
-// DefaultMaxPeers bounds the sets a Watcher applies when
-// WatcherConfig.MaxPeers is zero: a bound against a registry gone wrong (a
-// poisoned prefix, a runaway autoscaler), each peer costing a connection,
-// not a fleet size to plan for.
-const DefaultMaxPeers = 10000
-
-// WatcherConfig configures a Watcher.
-type WatcherConfig struct {
+// Config configures a Watcher.
+type Config struct {
 	// Resolver finds the peers. Required.
-	Resolver Resolver
+	Resolver discovery.Resolver
 	// Apply receives each set the Watcher accepts, one call at a time, on
 	// the resolver's goroutine: every address valid, no host:port twice,
 	// each weight > 0. An error it returns counts as a failure. Required.
-	Apply func([]Address) error
+	Apply func([]discovery.Address) error
 	// Clock stamps the State; nil means clock.Real.
 	Clock clock.Clock
 	// MaxPeers bounds a set: a larger one is a failure, and the last good
-	// set stays. 0 means DefaultMaxPeers.
+	// set stays. 0 means discovery.DefaultMaxPeers.
 	MaxPeers int
 	// Scope receives the discovery metrics (stats.DiscoveryUpdates, ...);
 	// nil means nowhere. Tag it with what it watches for (the Channel tags
@@ -79,11 +79,11 @@ type WatcherConfig struct {
 	Logger *slog.Logger
 }
 
-// Watcher runs a Resolver and applies what it finds, keeping the last good
+// Watcher runs a discovery.Resolver and applies what it finds, keeping the last good
 // set through failures: a lookup error, an empty set after a non-empty
 // one, or a set of more than MaxPeers, changes nothing but the State. An
 // address that is not a valid host:port, an unspecified one (0.0.0.0, ::),
-// or one whose weight is neither 0 nor in [balance.MinWeight, MaxWeight]
+// or one whose weight is neither 0 nor in [balance.MinWeight, discovery.MaxWeight]
 // (balancing.CheckWeight), is left out of its set
 // and reported as a failure; a host:port listed twice counts once (its
 // first entry). It is safe for concurrent use.
@@ -93,7 +93,7 @@ type WatcherConfig struct {
 // an etcd restarted empty, say, the first servers to register again are
 // the whole set until the others do (within their lease's TTL).
 type Watcher struct {
-	cfg    WatcherConfig
+	cfg    Config
 	cancel context.CancelFunc
 	done   chan struct{}
 	now    chan struct{} // ResolveNow's requests, coalesced
@@ -107,26 +107,26 @@ type Watcher struct {
 
 // Validate reports the first rule c breaks, in the order of the fields, as
 // a *retry.FieldError, or nil.
-func (c WatcherConfig) Validate() error {
+func (c Config) Validate() error {
 	switch {
 	case c.Resolver == nil:
-		return config.Errorf("discovery", "WatcherConfig.Resolver", config.Verbatim("nil"), "must be the resolver of the target to follow")
+		return config.Errorf("watch", "Config.Resolver", config.Verbatim("nil"), "must be the resolver of the target to follow")
 	case c.Apply == nil:
-		return config.Errorf("discovery", "WatcherConfig.Apply", config.Verbatim("nil"), "must be the function that takes each peer set")
+		return config.Errorf("watch", "Config.Apply", config.Verbatim("nil"), "must be the function that takes each peer set")
 	case c.MaxPeers < 0:
-		return config.Errorf("discovery", "WatcherConfig.MaxPeers", c.MaxPeers, "must be >= 0 (0 means the default, %d)", DefaultMaxPeers)
+		return config.Errorf("watch", "Config.MaxPeers", c.MaxPeers, "must be >= 0 (0 means the default, %d)", discovery.DefaultMaxPeers)
 	}
 	return nil
 }
 
-// Watch starts cfg.Resolver on a goroutine of its own and returns its
+// New starts cfg.Resolver on a goroutine of its own and returns its
 // Watcher, or cfg's validation error; Close stops it.
-func Watch(cfg WatcherConfig) (*Watcher, error) {
+func New(cfg Config) (*Watcher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.MaxPeers == 0 {
-		cfg.MaxPeers = DefaultMaxPeers
+		cfg.MaxPeers = discovery.DefaultMaxPeers
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real
@@ -149,7 +149,7 @@ func Watch(cfg WatcherConfig) (*Watcher, error) {
 }
 
 // ResolveNow asks the resolver for a fresh lookup (see
-// Updates.ResolveNow). It does not wait; requests made before the resolver
+// discovery.Updates.ResolveNow). It does not wait; requests made before the resolver
 // takes the last one count as one.
 func (w *Watcher) ResolveNow() {
 	select {
@@ -172,7 +172,7 @@ func (w *Watcher) Close() {
 	<-w.done
 }
 
-// updates is the Watcher as its resolver's Updates, kept off the
+// updates is the Watcher as its resolver's discovery.Updates, kept off the
 // Watcher's own method set.
 type updates Watcher
 
@@ -185,7 +185,7 @@ func (u *updates) Error(err error) {
 	w.failLocked(err.Error())
 }
 
-func (u *updates) Update(addrs []Address) {
+func (u *updates) Update(addrs []discovery.Address) {
 	w := (*Watcher)(u)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -241,8 +241,8 @@ func (w *Watcher) failLocked(msg string) {
 // clean returns addrs without the invalid entries and the repeated
 // host:ports, weights defaulted to 1, and a description of the first
 // invalid entry ("" if none).
-func clean(addrs []Address) ([]Address, string) {
-	set := make([]Address, 0, len(addrs))
+func clean(addrs []discovery.Address) ([]discovery.Address, string) {
+	set := make([]discovery.Address, 0, len(addrs))
 	seen := make(map[string]bool, len(addrs))
 	bad, nbad := "", 0
 	for i, a := range addrs {

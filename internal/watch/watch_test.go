@@ -1,4 +1,4 @@
-package discovery_test
+package watch_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/discovery"
+	"github.com/sluice-rpc/sluice/internal/watch"
 	"github.com/uber-go/tally/v4"
 )
 
@@ -55,7 +56,7 @@ func TestWatcherKeepsLastGoodSet(t *testing.T) {
 	var applied [][]string
 	scope := tally.NewTestScope("", nil)
 	fc := clock.NewFake(time.Unix(1000, 0))
-	w, err := discovery.Watch(discovery.WatcherConfig{Resolver: res, Clock: fc, Scope: scope, Apply: func(a []discovery.Address) error {
+	w, err := watch.New(watch.Config{Resolver: res, Clock: fc, Scope: scope, Apply: func(a []discovery.Address) error {
 		mu.Lock()
 		defer mu.Unlock()
 		applied = append(applied, hostPorts(a))
@@ -65,7 +66,7 @@ func TestWatcherKeepsLastGoodSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	if st := w.State(); st.Status != discovery.Resolving || st.Target != "scripted:test" {
+	if st := w.State(); st.Status != watch.Resolving || st.Target != "scripted:test" {
 		t.Fatalf("before any answer: %+v", st)
 	}
 	res.do(func(u discovery.Updates) {
@@ -74,12 +75,12 @@ func TestWatcherKeepsLastGoodSet(t *testing.T) {
 	fc.Add(time.Second)
 	res.do(func(u discovery.Updates) { u.Error(errors.New("SERVFAIL")) })
 	st := w.State()
-	if st.Status != discovery.Failing || st.Peers != 2 || st.LastError != "SERVFAIL" || !st.LastErrorTime.Equal(time.Unix(1001, 0)) || !st.LastUpdate.Equal(time.Unix(1000, 0)) {
+	if st.Status != watch.Failing || st.Peers != 2 || st.LastError != "SERVFAIL" || !st.LastErrorTime.Equal(time.Unix(1001, 0)) || !st.LastUpdate.Equal(time.Unix(1000, 0)) {
 		t.Fatalf("after an error: %+v", st)
 	}
 	res.do(func(u discovery.Updates) { u.Update(nil) })
 	st = w.State()
-	if st.Status != discovery.Failing || st.Peers != 2 || !strings.Contains(st.LastError, "empty") || st.Errors != 2 {
+	if st.Status != watch.Failing || st.Peers != 2 || !strings.Contains(st.LastError, "empty") || st.Errors != 2 {
 		t.Fatalf("after an empty answer: %+v", st)
 	}
 	if g := scope.Snapshot().Gauges()["discovery.failing+"]; g == nil || g.Value() != 1 {
@@ -87,7 +88,7 @@ func TestWatcherKeepsLastGoodSet(t *testing.T) {
 	}
 	res.do(func(u discovery.Updates) { u.Update([]discovery.Address{{HostPort: "127.0.0.1:3"}}) })
 	st = w.State()
-	if st.Status != discovery.OK || st.Peers != 1 || st.Updates != 2 {
+	if st.Status != watch.OK || st.Peers != 1 || st.Updates != 2 {
 		t.Fatalf("after a good answer: %+v", st)
 	}
 	mu.Lock()
@@ -109,7 +110,7 @@ func TestWatcherKeepsLastGoodSet(t *testing.T) {
 func TestWatcherCleansSets(t *testing.T) {
 	res := scripted{make(chan func(discovery.Updates))}
 	var got []discovery.Address
-	w, err := discovery.Watch(discovery.WatcherConfig{Resolver: res, Apply: func(a []discovery.Address) error { got = a; return nil }})
+	w, err := watch.New(watch.Config{Resolver: res, Apply: func(a []discovery.Address) error { got = a; return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestWatcherCleansSets(t *testing.T) {
 		t.Fatalf("applied %+v, want %+v", got, want)
 	}
 	st := w.State()
-	if st.Status != discovery.Failing || !strings.Contains(st.LastError, `entry 2`) || !strings.Contains(st.LastError, "1 more invalid") {
+	if st.Status != watch.Failing || !strings.Contains(st.LastError, `entry 2`) || !strings.Contains(st.LastError, "1 more invalid") {
 		t.Fatalf("state %+v, want the bad entries named", st)
 	}
 	res.do(func(u discovery.Updates) { u.Update([]discovery.Address{{HostPort: "::"}}) })
@@ -137,7 +138,7 @@ func TestWatcherCleansSets(t *testing.T) {
 func TestWatcherApplyError(t *testing.T) {
 	res := scripted{make(chan func(discovery.Updates))}
 	fail := false
-	w, err := discovery.Watch(discovery.WatcherConfig{Resolver: res, Apply: func(a []discovery.Address) error {
+	w, err := watch.New(watch.Config{Resolver: res, Apply: func(a []discovery.Address) error {
 		if fail {
 			return errors.New("closed")
 		}
@@ -152,7 +153,7 @@ func TestWatcherApplyError(t *testing.T) {
 	res.do(func(u discovery.Updates) {
 		u.Update([]discovery.Address{{HostPort: "127.0.0.1:1"}, {HostPort: "127.0.0.1:2"}})
 	})
-	if st := w.State(); st.Status != discovery.Failing || st.Peers != 1 || !strings.Contains(st.LastError, "applying 2 peers: closed") {
+	if st := w.State(); st.Status != watch.Failing || st.Peers != 1 || !strings.Contains(st.LastError, "applying 2 peers: closed") {
 		t.Fatalf("state %+v", st)
 	}
 }
@@ -161,7 +162,7 @@ func TestWatcherApplyError(t *testing.T) {
 // taken the last one.
 func TestWatcherResolveNow(t *testing.T) {
 	res := scripted{make(chan func(discovery.Updates))}
-	w, err := discovery.Watch(discovery.WatcherConfig{Resolver: res, Apply: func([]discovery.Address) error { return nil }})
+	w, err := watch.New(watch.Config{Resolver: res, Apply: func([]discovery.Address) error { return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,10 +187,10 @@ func TestWatcherResolveNow(t *testing.T) {
 }
 
 func TestWatchConfigErrors(t *testing.T) {
-	if _, err := discovery.Watch(discovery.WatcherConfig{Apply: func([]discovery.Address) error { return nil }}); err == nil || !strings.Contains(err.Error(), "Resolver") {
+	if _, err := watch.New(watch.Config{Apply: func([]discovery.Address) error { return nil }}); err == nil || !strings.Contains(err.Error(), "Resolver") {
 		t.Fatalf("no resolver: %v", err)
 	}
-	if _, err := discovery.Watch(discovery.WatcherConfig{Resolver: discovery.StaticHostPorts("127.0.0.1:1")}); err == nil || !strings.Contains(err.Error(), "Apply") {
+	if _, err := watch.New(watch.Config{Resolver: discovery.StaticHostPorts("127.0.0.1:1")}); err == nil || !strings.Contains(err.Error(), "Apply") {
 		t.Fatalf("no Apply: %v", err)
 	}
 }
@@ -201,7 +202,7 @@ func TestStaticResolver(t *testing.T) {
 	if r.String() != "static:127.0.0.1:4040,127.0.0.1:4041" {
 		t.Fatalf("String() = %q", r.String())
 	}
-	w, err := discovery.Watch(discovery.WatcherConfig{Resolver: r, Apply: func(a []discovery.Address) error { got <- a; return nil }})
+	w, err := watch.New(watch.Config{Resolver: r, Apply: func(a []discovery.Address) error { got <- a; return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func TestStaticResolver(t *testing.T) {
 func TestWatcherBoundsTheSet(t *testing.T) {
 	res := scripted{make(chan func(discovery.Updates))}
 	var got []discovery.Address
-	w, err := discovery.Watch(discovery.WatcherConfig{Resolver: res, MaxPeers: 2, Apply: func(a []discovery.Address) error { got = a; return nil }})
+	w, err := watch.New(watch.Config{Resolver: res, MaxPeers: 2, Apply: func(a []discovery.Address) error { got = a; return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,10 +226,10 @@ func TestWatcherBoundsTheSet(t *testing.T) {
 	res.do(func(u discovery.Updates) {
 		u.Update([]discovery.Address{{HostPort: "127.0.0.1:1"}, {HostPort: "127.0.0.1:2"}, {HostPort: "127.0.0.1:3"}})
 	})
-	if st := w.State(); len(got) != 1 || st.Status != discovery.Failing || !strings.Contains(st.LastError, "3 peers, more than MaxPeers (2)") {
+	if st := w.State(); len(got) != 1 || st.Status != watch.Failing || !strings.Contains(st.LastError, "3 peers, more than MaxPeers (2)") {
 		t.Fatalf("applied %v, state %+v", got, st)
 	}
-	if _, err := discovery.Watch(discovery.WatcherConfig{Resolver: res, MaxPeers: -1, Apply: func([]discovery.Address) error { return nil }}); err == nil || !strings.Contains(err.Error(), "MaxPeers is -1") {
+	if _, err := watch.New(watch.Config{Resolver: res, MaxPeers: -1, Apply: func([]discovery.Address) error { return nil }}); err == nil || !strings.Contains(err.Error(), "MaxPeers is -1") {
 		t.Fatalf("MaxPeers -1: %v", err)
 	}
 }
@@ -239,7 +240,7 @@ func TestWatcherBoundsTheSet(t *testing.T) {
 func TestWatcherRefusesUndialableAndHugeWeights(t *testing.T) {
 	res := scripted{make(chan func(discovery.Updates))}
 	var got []discovery.Address
-	w, err := discovery.Watch(discovery.WatcherConfig{Resolver: res, Apply: func(a []discovery.Address) error { got = a; return nil }})
+	w, err := watch.New(watch.Config{Resolver: res, Apply: func(a []discovery.Address) error { got = a; return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}

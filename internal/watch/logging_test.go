@@ -1,4 +1,4 @@
-package discovery_test
+package watch_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/discovery"
 	"github.com/sluice-rpc/sluice/internal/ratelog"
+	"github.com/sluice-rpc/sluice/internal/watch"
 )
 
 // logLines is a slog.Handler keeping "LEVEL msg k=v" lines, at min and
@@ -57,10 +58,10 @@ func (l *logLines) String() string {
 	return strings.Join(l.lines, "\n")
 }
 
-func watchLogged(t *testing.T, log *slog.Logger) (scripted, *discovery.Watcher) {
+func watchLogged(t *testing.T, log *slog.Logger) (scripted, *watch.Watcher) {
 	t.Helper()
 	res := scripted{make(chan func(discovery.Updates))}
-	w, err := discovery.Watch(discovery.WatcherConfig{Resolver: res, Clock: clock.NewFake(time.Unix(1000, 0)), Logger: log,
+	w, err := watch.New(watch.Config{Resolver: res, Clock: clock.NewFake(time.Unix(1000, 0)), Logger: log,
 		Apply: func([]discovery.Address) error { return nil }})
 	if err != nil {
 		t.Fatal(err)
