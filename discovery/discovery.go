@@ -3,8 +3,6 @@ package discovery
 import (
 	"context"
 	"time"
-
-	"github.com/sluice-rpc/sluice/balance"
 )
 
 // Address is one peer a resolver found.
@@ -21,11 +19,6 @@ type Address struct {
 	// Metadata), for the caller's own use; nil if none.
 	Metadata map[string]any
 }
-
-// MaxWeight bounds an Address's weight: a registry's 1e308 would make every
-// other peer's share nothing. A positive weight is at least
-// balance.MinWeight (1e-6).
-const MaxWeight = balance.MaxWeight
 
 // Resolver follows the peers of one target. Each package's constructor
 // returns one; channel.WithResolver ties it to a service.

@@ -28,18 +28,15 @@ type Adaptive struct {
 	Floor, Cap time.Duration
 	// Budget caps hedging at this many extra attempts per call on average
 	// (0.1: at most 10% more requests); 0 means no budget. At most 1. A
-	// quiet spell saves up at most BudgetBurst hedges.
+	// budget starts with 10 hedges saved up, and a quiet spell saves up at
+	// most 10: after it, that many may go out before the budget holds
+	// hedging to its fraction of calls.
 	Budget float64
 }
 
 // MaxWindow bounds Adaptive.Window: a Channel keeps (and sorts) that many
 // latencies per method.
 const MaxWindow = 1_000_000
-
-// BudgetBurst is the most hedges an Adaptive.Budget saves up, and what it
-// starts with: after a quiet spell this many hedges may go out before the
-// budget holds hedging to its fraction of calls.
-const BudgetBurst = 10
 
 // Validate reports the first rule a breaks.
 func (a Adaptive) Validate() error {

@@ -10,10 +10,6 @@ import (
 	"github.com/sluice-rpc/sluice/retry"
 )
 
-// MaxAttemptsCap is the default client-side maximum for MaxAttempts, the
-// same as for retries: a policy asking for more attempts gets this many.
-const MaxAttemptsCap = retry.MaxAttemptsCap
-
 // Policy is a hedging policy. It is a plain value; Validate reports whether
 // it is usable. The zero value is not (MaxAttempts must be at least 2).
 type Policy struct {
@@ -37,16 +33,14 @@ type Policy struct {
 	Adaptive *Adaptive
 }
 
-// FieldError is the error Validate returns: it names the Go field, the
-// value that broke the rule, and the rule (the one configuration error type
-// of the library, retry.FieldError).
-type FieldError = retry.FieldError
-
-func fieldError(field, value, rule string) *FieldError {
-	return &FieldError{Package: "hedge", Field: field, Value: value, Rule: rule}
+// fieldError is the error Validate returns (the one configuration error
+// type of the library, retry.FieldError), naming the Go field, the value
+// that broke the rule, and the rule.
+func fieldError(field, value, rule string) *retry.FieldError {
+	return &retry.FieldError{Package: "hedge", Field: field, Value: value, Rule: rule}
 }
 
-// Validate reports the first rule p breaks, as a *FieldError, or nil.
+// Validate reports the first rule p breaks, as a *retry.FieldError, or nil.
 func (p Policy) Validate() error {
 	switch {
 	case p.MaxAttempts < 2:

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/retry"
 	"go.uber.org/goleak"
 )
 
@@ -46,7 +47,7 @@ func TestPolicyValidate(t *testing.T) {
 			if err == nil || err.Error() != tt.wantErr {
 				t.Fatalf("Validate() = %v, want %q", err, tt.wantErr)
 			}
-			var fe *FieldError
+			var fe *retry.FieldError
 			if !errors.As(err, &fe) || fe.Field != tt.field {
 				t.Fatalf("errors.As FieldError: %#v, want field %q", fe, tt.field)
 			}

@@ -40,12 +40,12 @@ const (
 	DefaultMaxRedirects = 3
 )
 
-// DefaultBackoff returns the backoff after failed refreshes when
+// defaultBackoff returns the backoff after failed refreshes when
 // ClientConfig.Backoff is the zero value: 1 s doubled per failure, at most
 // a minute, each wait drawn from the upper half of its ceiling (equal
 // jitter), so that clients that lost the server together do not return
 // together.
-func DefaultBackoff() backoff.Exponential {
+func defaultBackoff() backoff.Exponential {
 	return backoff.Exponential{Initial: time.Second, Max: time.Minute, Multiplier: 2, Jitter: backoff.EqualJitter}
 }
 
@@ -100,7 +100,8 @@ type ClientConfig struct {
 	// for the same resource (0 means DefaultClientMinRefreshInterval).
 	MinRefreshInterval time.Duration
 	// Backoff spaces the refreshes after failures in a row; the zero
-	// value means DefaultBackoff().
+	// value means 1 s doubled per failure, at most a minute, each wait
+	// drawn from the upper half of its ceiling (equal jitter).
 	Backoff backoff.Exponential
 	// RPCTimeout bounds each RPC (0 means DefaultRPCTimeout).
 	RPCTimeout time.Duration
@@ -200,7 +201,7 @@ type Client struct {
 	stop context.CancelFunc // ends the refresh loop's context
 	done chan struct{}
 
-	// backoff after failed refreshes: cfg.Backoff, DefaultBackoff() unless
+	// backoff after failed refreshes: cfg.Backoff, defaultBackoff() unless
 	// set.
 	backoff backoff.Exponential
 	rand    func() float64 // uniform in [0, 1), for backoff jitter; used under tickMu
@@ -236,7 +237,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		cfg.MinRefreshInterval = DefaultClientMinRefreshInterval
 	}
 	if cfg.Backoff == (backoff.Exponential{}) {
-		cfg.Backoff = DefaultBackoff()
+		cfg.Backoff = defaultBackoff()
 	}
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Float64

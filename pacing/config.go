@@ -86,8 +86,9 @@ type Config struct {
 	// strategies have no cap (0); a cap trades a higher retry rate for
 	// shorter waits.
 	MaxSleep time.Duration
-	// Reserve is StrategyReserve's reserve, as a fraction of the limit
-	// (default DefaultReserve). It must be in [0, 1); 0 means the default.
+	// Reserve is StrategyReserve's reserve, as a fraction of the limit. It
+	// must be in [0, 1); 0 means the default, 0.003 (0.3% of the quota,
+	// 13.5 requests of Heroku's 4500).
 	// Other strategies ignore it.
 	Reserve float64
 	// Rand returns uniform numbers in [0, 1) for the jitter; nil means
@@ -96,16 +97,14 @@ type Config struct {
 	Rand func() float64
 }
 
-// FieldError is the error Validate returns: it names the field, the value
+// fieldError is the error Validate returns: it names the field, the value
 // that broke the rule, and the rule (the one configuration error type of
 // the library, retry.FieldError).
-type FieldError = retry.FieldError
-
-func fieldError(field, value, rule string) *FieldError {
-	return &FieldError{Package: "pacing", Field: field, Value: value, Rule: rule}
+func fieldError(field, value, rule string) *retry.FieldError {
+	return &retry.FieldError{Package: "pacing", Field: field, Value: value, Rule: rule}
 }
 
-// Validate reports the first rule c breaks, as a *FieldError, or nil.
+// Validate reports the first rule c breaks, as a *retry.FieldError, or nil.
 func (c Config) Validate() error {
 	known := c.Strategy == ""
 	for _, s := range Strategies() {
@@ -137,7 +136,3 @@ func (c Config) Validate() error {
 func (c Config) MinSleep() time.Duration {
 	return cmp.Or(c.Window, DefaultWindow) / time.Duration(cmp.Or(c.Limit, DefaultLimit))
 }
-
-// DefaultReserve is Config.Reserve's default: 0.3% of the quota, 13.5
-// requests of Heroku's 4500.
-const DefaultReserve = 0.003

@@ -5,6 +5,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/sluice-rpc/sluice/retry"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -28,7 +30,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 	for _, tc := range tests {
 		err := tc.cfg.Validate()
-		var fe *FieldError
+		var fe *retry.FieldError
 		switch {
 		case tc.field == "" && err != nil:
 			t.Errorf("%+v: unexpected %v", tc.cfg, err)

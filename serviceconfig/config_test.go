@@ -75,7 +75,7 @@ func TestParseFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	// maxAttempts 10 is kept as written and capped where it is used.
-	if got := c.Methods[3].Hedge.Attempts(0); got != hedge.MaxAttemptsCap {
+	if got := c.Methods[3].Hedge.Attempts(0); got != retry.MaxAttemptsCap {
 		t.Fatalf("capped hedge attempts = %d", got)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rpc/sluice/hedge"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/stats"
 )
@@ -17,8 +16,8 @@ func TestAttemptBucketsEndAtTheCap(t *testing.T) {
 	if last != retry.MaxAttemptsCap {
 		t.Errorf("AttemptBuckets ends at %v, want retry.MaxAttemptsCap %d", last, retry.MaxAttemptsCap)
 	}
-	if last != hedge.MaxAttemptsCap {
-		t.Errorf("AttemptBuckets ends at %v, want hedge.MaxAttemptsCap %d", last, hedge.MaxAttemptsCap)
+	if last != retry.MaxAttemptsCap {
+		t.Errorf("AttemptBuckets ends at %v, want retry.MaxAttemptsCap %d", last, retry.MaxAttemptsCap)
 	}
 	for i, b := range stats.AttemptBuckets {
 		if b != float64(i) {

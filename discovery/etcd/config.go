@@ -47,13 +47,13 @@ const (
 	DefaultMaxBytes = 8 << 20
 )
 
-// DefaultBackoff returns the wait between failed attempts to read the
+// defaultBackoff returns the wait between failed attempts to read the
 // prefix or to register, when a configuration's Backoff is the zero
 // value: 100 ms after the first failure in a row, doubled per further
 // failure, at most 5 s, each wait drawn from the upper half of that
 // (equal jitter), so that the programs following one etcd do not all come
 // back together after an outage.
-func DefaultBackoff() backoff.Exponential {
+func defaultBackoff() backoff.Exponential {
 	return backoff.Exponential{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Multiplier: 2,
 		Jitter: backoff.EqualJitter}
 }
@@ -87,7 +87,9 @@ type ResolverConfig struct {
 	// Get per 16 keys). 0 means DefaultTimeout.
 	Timeout time.Duration
 	// Backoff spaces the attempts to read and watch the prefix after
-	// failures in a row. The zero value means DefaultBackoff().
+	// failures in a row. The zero value means 100 ms doubled per failure,
+	// at most 5 s, each wait drawn from the upper half of its ceiling
+	// (equal jitter).
 	Backoff backoff.Exponential
 	// MaxKeys bounds the keys under the prefix. A prefix holding more is
 	// a failure, found before any value is read (the first page's count)
@@ -157,7 +159,7 @@ func (c ResolverConfig) withDefaults() ResolverConfig {
 	c.MaxValueSize = cmp.Or(c.MaxValueSize, DefaultMaxValueSize)
 	c.MaxBytes = cmp.Or(c.MaxBytes, DefaultMaxBytes)
 	if c.Backoff == (backoff.Exponential{}) {
-		c.Backoff = DefaultBackoff()
+		c.Backoff = defaultBackoff()
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real
@@ -193,7 +195,8 @@ type RegistrarConfig struct {
 	// ...); nil means nowhere.
 	Scope tally.Scope
 	// Backoff spaces the attempts to register after failures in a row.
-	// The zero value means DefaultBackoff().
+	// The zero value means 100 ms doubled per failure, at most 5 s, each
+	// wait drawn from the upper half of its ceiling (equal jitter).
 	Backoff backoff.Exponential
 	// Clock times the backoff and stamps the State; nil means clock.Real.
 	Clock clock.Clock
@@ -231,7 +234,7 @@ func (c RegistrarConfig) withDefaults() RegistrarConfig {
 	c.Prefix = normalizePrefix(c.Prefix)
 	c.TTL = cmp.Or(c.TTL, DefaultTTL)
 	if c.Backoff == (backoff.Exponential{}) {
-		c.Backoff = DefaultBackoff()
+		c.Backoff = defaultBackoff()
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real
@@ -252,7 +255,7 @@ func (c RegistrarConfig) withDefaults() RegistrarConfig {
 
 func validateBackoff(config string, b backoff.Exponential) error {
 	if b == (backoff.Exponential{}) {
-		return nil // DefaultBackoff()
+		return nil // defaultBackoff()
 	}
 	return cfgerr.Nest(b.Validate(), "etcd", config+".Backoff")
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/ctxerr"
+
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/hedge"
@@ -13,6 +15,12 @@ import (
 	"github.com/sluice-rpc/sluice/internal/retryexec"
 	"github.com/sluice-rpc/sluice/retry"
 )
+
+// BudgetBurst is the most hedges an Adaptive.Budget saves up, and what it
+// starts with: after a quiet spell this many hedges may go out before the
+// budget holds hedging to its fraction of calls (hedge.Adaptive.Budget
+// says so).
+const BudgetBurst = 10
 
 // ExecutorConfig configures an Executor.
 type ExecutorConfig struct {
@@ -33,7 +41,7 @@ type ExecutorConfig struct {
 	// Budget, if set, caps hedges at a fraction of calls: each call
 	// deposits, each attempt after the first withdraws, and a refusal stops
 	// hedging for that call as the Throttle's does. Without it, a
-	// Policy.Adaptive with a Budget > 0 makes one (burst hedge.BudgetBurst).
+	// Policy.Adaptive with a Budget > 0 makes one (burst BudgetBurst).
 	Budget *Budget
 }
 
@@ -136,7 +144,7 @@ func NewExecutor(c ExecutorConfig) (*Executor, error) {
 			e.est, e.delayFn = est, est.Delay
 		}
 		if e.budget == nil && a.Budget > 0 {
-			e.budget = NewBudget(a.Budget, hedge.BudgetBurst)
+			e.budget = NewBudget(a.Budget, BudgetBurst)
 		}
 	}
 	return e, nil
@@ -247,7 +255,7 @@ func (c *call) handle(f finished) retry.StopReason {
 		// error stays the last remote failure, if any.
 		c.res.Sent--
 		c.stopTimer()
-		if err := clock.ContextErr(c.parent); err != nil {
+		if err := ctxerr.Of(c.parent); err != nil {
 			// The attempt failed because the caller's context had ended
 			// or its deadline had passed: that ends the call, whichever
 			// Do's select sees first, the outcome or ctx.Done.

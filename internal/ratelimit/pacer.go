@@ -9,6 +9,10 @@ import (
 	"github.com/sluice-rpc/sluice/pacing"
 )
 
+// DefaultReserve is pacing.Config.Reserve's default: 0.3% of the quota,
+// 13.5 requests of Heroku's 4500.
+const DefaultReserve = 0.003
+
 // Pacer is a client's rate throttling: it decides how long to sleep before
 // each request, from what the server's responses said about its quota. A
 // call asks Before, sends, then tells the pacer the outcome: OnRateLimited
@@ -236,7 +240,7 @@ func withDefaults(c pacing.Config) pacing.Config {
 	c.Window = cmp.Or(c.Window, pacing.DefaultWindow)
 	c.Multiplier = cmp.Or(c.Multiplier, pacing.DefaultMultiplier)
 	c.Jitter = cmp.Or(c.Jitter, pacing.DefaultJitter)
-	c.Reserve = cmp.Or(c.Reserve, pacing.DefaultReserve)
+	c.Reserve = cmp.Or(c.Reserve, DefaultReserve)
 	if c.Rand == nil {
 		c.Rand = rand.Float64
 	}

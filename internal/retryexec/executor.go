@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/ctxerr"
+
 	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
@@ -229,7 +231,7 @@ func (e *Executor) run(ctx context.Context, retries bool, attempt AttemptFunc) R
 		if o.Local {
 			if res.Attempts == 0 {
 				res.Outcome, res.Stop = o, retry.StopNotRetryable
-			} else if err := clock.ContextErr(ctx); err != nil {
+			} else if err := ctxerr.Of(ctx); err != nil {
 				// The attempt could not be made because the context had
 				// ended, or its deadline had passed (as the backoff timer
 				// fired): the context ended the call, not a throttle.

@@ -83,7 +83,7 @@ type Config struct {
 // set through failures: a lookup error, an empty set after a non-empty
 // one, or a set of more than MaxPeers, changes nothing but the State. An
 // address that is not a valid host:port, an unspecified one (0.0.0.0, ::),
-// or one whose weight is neither 0 nor in [balance.MinWeight, discovery.MaxWeight]
+// or one whose weight is neither 0 nor in [balance.MinWeight, balance.MaxWeight]
 // (balancing.CheckWeight), is left out of its set
 // and reported as a failure; a host:port listed twice counts once (its
 // first entry). It is safe for concurrent use.

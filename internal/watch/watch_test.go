@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/discovery"
 	"github.com/sluice-rpc/sluice/internal/watch"
@@ -247,9 +248,9 @@ func TestWatcherRefusesUndialableAndHugeWeights(t *testing.T) {
 	defer w.Close()
 	res.do(func(u discovery.Updates) {
 		u.Update([]discovery.Address{{HostPort: "0.0.0.0:4040"}, {HostPort: "[::]:4040"}, {HostPort: "127.0.0.1:1", Weight: 1e308},
-			{HostPort: "127.0.0.1:3", Weight: 1e-320}, {HostPort: "127.0.0.1:2", Weight: discovery.MaxWeight}})
+			{HostPort: "127.0.0.1:3", Weight: 1e-320}, {HostPort: "127.0.0.1:2", Weight: balance.MaxWeight}})
 	})
-	want := []discovery.Address{{HostPort: "127.0.0.1:2", Weight: discovery.MaxWeight}}
+	want := []discovery.Address{{HostPort: "127.0.0.1:2", Weight: balance.MaxWeight}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("applied %+v, want %+v", got, want)
 	}

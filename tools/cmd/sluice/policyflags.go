@@ -147,7 +147,7 @@ func parseCodes(flagName, list string) (codes.Set, error) {
 // adaptiveFlagError restates an adaptive-delay validation error in terms of
 // the flag that set the field.
 func adaptiveFlagError(err error) string {
-	var fe *hedge.FieldError
+	var fe *retry.FieldError
 	if !errors.As(err, &fe) {
 		return err.Error()
 	}
