@@ -53,7 +53,7 @@ func (c *Channel) RegisterRaw(method string, h RawHandler) error {
 		return errRegistered(viaRaw, method, via)
 	}
 	st := c.serverStats()
-	c.register(viaRaw, method, st, rawHandler{h: h, mw: c.InboundMiddleware(), limit: c.o.maxRequest, stats: st})
+	c.register(viaRaw, method, st, &rawHandler{h: h, mw: c.InboundMiddleware(), limit: c.o.maxRequest, stats: st})
 	return nil
 }
 
@@ -241,7 +241,7 @@ type rawHandler struct {
 	stats *serverStats
 }
 
-func (r rawHandler) Handle(ctx context.Context, call *tchannel.InboundCall) {
+func (r *rawHandler) Handle(ctx context.Context, call *tchannel.InboundCall) {
 	// The handler owns the arguments: read them into a buffer of their own
 	// (one, for small requests), not a pooled one.
 	args, n2, ok := readArgs(call, make([]byte, 0, 512), r.limit, r.stats)
@@ -282,7 +282,7 @@ func (r rawHandler) Handle(ctx context.Context, call *tchannel.InboundCall) {
 // serveVia runs the handler behind the inbound middleware. A middleware
 // that answers without calling next answers an empty response (no error,
 // empty arg2 and arg3).
-func (r rawHandler) serveVia(ctx context.Context, call *tchannel.InboundCall, req *RawRequest) (*RawResponse, error) {
+func (r *rawHandler) serveVia(ctx context.Context, call *tchannel.InboundCall, req *RawRequest) (*RawResponse, error) {
 	in := InboundOf(call, tchannel.Raw, nil)
 	in.Arg2 = req.Arg2
 	var res *RawResponse
