@@ -30,11 +30,11 @@ import (
 // counted in stats.FramesInvalid and logged naming the peer.
 //
 // The limits bound the memory peers can make the Channel hold while they
-// hold it; the Channel never tunes or runs the garbage collector. What a
+// hold it; the Channel never runs or tunes the garbage collector. What a
 // peer the limits stopped held is garbage once it is gone, and the Go
-// runtime returns it to the system at its own pace (with little traffic,
-// after its next collection, at most about two minutes on). An
-// application that wants it returned early, after an attack, can call
+// runtime returns it to the system at its own pace, after its next
+// collections: with no traffic at all, within a few minutes. An
+// application that wants it back early, after an attack, can call
 // runtime/debug.FreeOSMemory itself.
 type PeerLimits struct {
 	// MaxConns bounds the inbound connections held, those still in their
