@@ -30,11 +30,13 @@ import (
 // frame that breaks the protocol closes its connection (and only it),
 // counted in stats.FramesInvalid and logged naming the peer.
 //
-// When peers the limits stopped release 16 MiB or more (requests dropped,
-// connections closed for cause), the Channel runs two garbage collections
-// a second later, at most every 5 seconds: the runtime then returns the
-// memory to the system within seconds of an attacker leaving, instead of
-// after its next forced collection, minutes on.
+// The limits bound the memory peers can make the Channel hold while they
+// hold it; the Channel never runs or tunes the garbage collector. What a
+// peer the limits stopped held is garbage once it is gone, and the Go
+// runtime returns it to the system at its own pace, after its next
+// collections: with no traffic at all, within a few minutes. An
+// application that wants it back early, after an attack, can call
+// runtime/debug.FreeOSMemory itself.
 type PeerLimits struct {
 	// MaxConns bounds the inbound connections held, those still in their
 	// handshake included. At the cap a new connection closes one that is
@@ -280,13 +282,12 @@ type peerGuard struct {
 	listener *connlimit.Listener
 
 	counters map[[2]string]tally.Counter // by name and tag value
-	reclaim  *reclaimer
 }
 
 func newPeerGuard(o *options, rec *recorder.Recorder) (*peerGuard, error) {
 	pg := &peerGuard{rec: rec, conns: rec.Scope().Gauge(stats.ServerConns),
 		warns: ratelog.New(o.logger, o.logNow), debugs: ratelog.New(o.logger, o.logNow),
-		counters: map[[2]string]tally.Counter{}, reclaim: newReclaimer()}
+		counters: map[[2]string]tally.Counter{}}
 	if o.serverTLS != nil {
 		accept, err := o.serverTLS(o.peerLimits)
 		if err != nil {
@@ -297,7 +298,7 @@ func newPeerGuard(o *options, rec *recorder.Recorder) (*peerGuard, error) {
 	}
 	// Stalls are timed on the wall clock, as sockets are, whatever clock
 	// WithClock gives the Channel's algorithms.
-	g, err := tchconn.New(tchconn.Config{Limits: o.peerLimits.guardLimits(o.maxRequest), OnEvent: pg.event, OnFreed: pg.reclaim.add})
+	g, err := tchconn.New(tchconn.Config{Limits: o.peerLimits.guardLimits(o.maxRequest), OnEvent: pg.event})
 	if err != nil {
 		return nil, fmt.Errorf("channel: WithPeerLimits: %w", err)
 	}
@@ -398,12 +399,6 @@ func (pg *peerGuard) closed(c *connlimit.Conn, why connlimit.Reason, err error) 
 	}
 	pg.count(stats.ServerConnsClosed, stats.TagReason, reason)
 	pg.updateConns()
-	if why == connlimit.Evicted || why == connlimit.WriteStalled {
-		// Served or handshaken connections, whose memory is now free;
-		// not sockets that never got that far (refused, handshake
-		// failures), which held little and cost an attacker nothing.
-		pg.reclaim.add(connMemory)
-	}
 	if why == connlimit.Idle || reason == "handshake_failed" {
 		// Routine: idle peers, and sockets that connect and leave (TCP
 		// health checks do) are counted, and logged at Debug only.
@@ -426,10 +421,8 @@ func (pg *peerGuard) event(e tchconn.Event) {
 			dir = "inbound"
 		}
 		pg.count(stats.FramesInvalid, stats.TagDirection, dir)
-		pg.reclaim.add(connMemory)
 	case tchconn.FrameStalled:
 		pg.count(stats.ServerConnsClosed, stats.TagReason, "frame_stalled")
-		pg.reclaim.add(connMemory)
 	case tchconn.RequestRefused:
 		pg.count(stats.ServerRefused, stats.TagReason, "unfinished_bytes")
 	case tchconn.CallRefused:
@@ -438,7 +431,6 @@ func (pg *peerGuard) event(e tchconn.Event) {
 		pg.count(stats.ServerRefused, stats.TagReason, "answer_bytes")
 	case tchconn.AnswersUnread:
 		pg.count(stats.ServerConnsClosed, stats.TagReason, "answers_unread")
-		pg.reclaim.add(connMemory)
 	case tchconn.RequestDropped:
 		pg.count(stats.ServerDropped, stats.TagReason, "unfinished_bytes")
 	case tchconn.RequestStalled:
@@ -493,5 +485,4 @@ func (pg *peerGuard) warn(msg, peer, what string, err error) {
 
 func (pg *peerGuard) close() {
 	pg.g.Close()
-	pg.reclaim.close()
 }

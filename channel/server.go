@@ -55,7 +55,7 @@ func (c *Channel) RegisterRaw(method string, h RawHandler) error {
 		return errRegistered(viaRaw, method, via)
 	}
 	st := c.serverStats()
-	c.register(viaRaw, method, st, rawHandler{h: h, mw: c.inboundMiddleware(), limit: c.o.maxRequest, stats: st})
+	c.register(viaRaw, method, st, &rawHandler{h: h, mw: c.inboundMiddleware(), limit: c.o.maxRequest, stats: st})
 	return nil
 }
 
@@ -117,7 +117,6 @@ type guarded struct {
 // it when shedding is on and the Channel is over a limit, and otherwise
 // passes it to the handler.
 func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
-	growStack() // before anything else, while the stack is shallow
 	g.stats.requests.Inc(1)
 	// Counted before declining is read: drain sets declining, then waits
 	// for started == ended, so a request it did not see declined is one it
@@ -166,30 +165,6 @@ func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
 var errConnBusy = tchannel.NewSystemError(tchannel.ErrCodeBusy,
 	"server busy: this connection has too many calls in flight; wait for their answers before sending more")
 
-// growStack grows the calling goroutine's stack now, if it is still at
-// the size the runtime starts goroutines with (2 KiB), by placing a 1 KiB
-// frame on it. tchannel-go serves each request on a new goroutine, and
-// every handler needs more stack than that: the runtime grows it on the
-// way in either way, by copying it, and a copy costs more the more frames
-// are on the stack (the runtime walks each one to adjust its pointers).
-// Here, at the request's first Sluice frame, only tchannel-go's dispatch
-// is below it; left to the handler, the copy happened deeper, in
-// tchannel-go's argument reading or Thrift server, and made every guarded
-// call 1-2% slower on loopback (BenchmarkRawServerPaired,
-// BenchmarkThriftServerPaired). On a goroutine whose stack is larger
-// already it costs a call and clearing 1 KiB.
-//
-//go:noinline
-func growStack() {
-	var frame [1 << 10]byte
-	keep(frame[:])
-}
-
-// keep stops the compiler from dropping growStack's frame.
-//
-//go:noinline
-func keep([]byte) {}
-
 // rawHandler serves a RawHandler, behind the inbound middleware mw if
 // there is one.
 type rawHandler struct {
@@ -199,7 +174,7 @@ type rawHandler struct {
 	stats *serverStats
 }
 
-func (r rawHandler) Handle(ctx context.Context, call *tchannel.InboundCall) {
+func (r *rawHandler) Handle(ctx context.Context, call *tchannel.InboundCall) {
 	// The handler owns the arguments: read them into a buffer of their own
 	// (one, for small requests), not a pooled one.
 	args, n2, ok := readArgs(call, make([]byte, 0, 512), r.limit, r.stats)
@@ -240,7 +215,7 @@ func (r rawHandler) Handle(ctx context.Context, call *tchannel.InboundCall) {
 // serveVia runs the handler behind the inbound middleware. A middleware
 // that answers without calling next answers an empty response (no error,
 // empty arg2 and arg3).
-func (r rawHandler) serveVia(ctx context.Context, call *tchannel.InboundCall, req *RawRequest) (*RawResponse, error) {
+func (r *rawHandler) serveVia(ctx context.Context, call *tchannel.InboundCall, req *RawRequest) (*RawResponse, error) {
 	in := inboundOf(call, tchannel.Raw, nil)
 	in.Arg2 = req.Arg2
 	var res *RawResponse
