@@ -17,6 +17,8 @@ func TestImportsStandardLibraryOnly(t *testing.T) {
 	allowed := map[string]bool{
 		"github.com/sluice-rpc/sluice/tlsfiles": true,
 		"github.com/sluice-rpc/sluice/clock":    true,
+		// clock's: whether a context ended; the standard library only.
+		"github.com/sluice-rpc/sluice/internal/ctxerr": true,
 		// The guarded read of local files, shared with the rest of
 		// Sluice; it imports the standard library only.
 		"github.com/sluice-rpc/sluice/internal/localfile": true,
