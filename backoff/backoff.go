@@ -1,10 +1,11 @@
 package backoff
 
 import (
-	"fmt"
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/sluice-rpc/sluice/internal/config"
 )
 
 // Jitter selects how a delay is drawn from its exponential ceiling: below
@@ -62,17 +63,27 @@ type Exponential struct {
 	Spread float64
 }
 
-// Validate returns why b cannot shape waits, or nil: it needs 0 < Initial
-// <= Max, a finite Multiplier >= 1 and Spread in [0, 1). name is what the
-// caller calls b ("peer: ConnectConfig.Backoff"), and errors start with it.
-func (b Exponential) Validate(name string) error {
+// Validate reports the first rule b breaks, as a *retry.FieldError naming
+// "Exponential.<Field>", or nil. The zero value is valid: a configuration
+// that holds an Exponential (peer.ConnectConfig.Backoff,
+// leasing.ClientConfig.Backoff, ...) takes it to mean its own default
+// backoff. Any other value needs 0 < Initial <= Max, a finite Multiplier
+// >= 1, a known Jitter and Spread in [0, 1).
+func (b Exponential) Validate() error {
+	const pkg = "backoff"
 	switch {
-	case b.Initial <= 0 || b.Max < b.Initial:
-		return fmt.Errorf("%s is %v..%v, must have 0 < Initial <= Max", name, b.Initial, b.Max)
+	case b == Exponential{}:
+		return nil
+	case b.Initial <= 0:
+		return config.Errorf(pkg, "Exponential.Initial", b.Initial, "must be > 0 (or the whole Exponential zero, for the default)")
+	case b.Max < b.Initial:
+		return config.Errorf(pkg, "Exponential.Max", b.Max, "must be >= Initial (%v)", b.Initial)
 	case !(b.Multiplier >= 1) || math.IsInf(b.Multiplier, 1):
-		return fmt.Errorf("%s.Multiplier is %v, must be a finite number >= 1", name, b.Multiplier)
+		return config.Errorf(pkg, "Exponential.Multiplier", b.Multiplier, "must be a finite number >= 1")
+	case b.Jitter > ProportionalJitter:
+		return config.Errorf(pkg, "Exponential.Jitter", b.Jitter, "must be FullJitter, EqualJitter or ProportionalJitter")
 	case !(b.Spread >= 0 && b.Spread < 1):
-		return fmt.Errorf("%s.Spread is %v, must be in [0, 1)", name, b.Spread)
+		return config.Errorf(pkg, "Exponential.Spread", b.Spread, "must be in [0, 1)")
 	}
 	return nil
 }

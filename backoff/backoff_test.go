@@ -147,13 +147,15 @@ func TestExponentialValidate(t *testing.T) {
 		want string
 	}{
 		{Exponential{Initial: time.Second, Max: time.Minute, Multiplier: 2, Spread: 0.2}, ""},
-		{Exponential{}, "x is 0s..0s, must have 0 < Initial <= Max"},
-		{Exponential{Initial: time.Minute, Max: time.Second, Multiplier: 2}, "x is 1m0s..1s, must have 0 < Initial <= Max"},
-		{Exponential{Initial: time.Second, Max: time.Minute, Multiplier: math.NaN()}, "x.Multiplier is NaN, must be a finite number >= 1"},
-		{Exponential{Initial: time.Second, Max: time.Minute, Multiplier: math.Inf(1)}, "x.Multiplier is +Inf"},
-		{Exponential{Initial: time.Second, Max: time.Minute, Multiplier: 2, Spread: 1}, "x.Spread is 1, must be in [0, 1)"},
+		{Exponential{}, ""},
+		{Exponential{Max: time.Second}, "backoff: Exponential.Initial is 0s, must be > 0"},
+		{Exponential{Initial: time.Minute, Max: time.Second, Multiplier: 2}, "backoff: Exponential.Max is 1s, must be >= Initial (1m0s)"},
+		{Exponential{Initial: time.Second, Max: time.Minute, Multiplier: math.NaN()}, "backoff: Exponential.Multiplier is NaN, must be a finite number >= 1"},
+		{Exponential{Initial: time.Second, Max: time.Minute, Multiplier: math.Inf(1)}, "backoff: Exponential.Multiplier is +Inf"},
+		{Exponential{Initial: time.Second, Max: time.Minute, Multiplier: 2, Jitter: 3}, "backoff: Exponential.Jitter is Jitter(3), must be"},
+		{Exponential{Initial: time.Second, Max: time.Minute, Multiplier: 2, Spread: 1}, "backoff: Exponential.Spread is 1, must be in [0, 1)"},
 	} {
-		err := tc.b.Validate("x")
+		err := tc.b.Validate()
 		if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%+v.Validate: %v, want %q", tc.b, err, tc.want)
 		}

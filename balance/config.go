@@ -1,9 +1,10 @@
 package balance
 
 import (
-	"fmt"
 	"math"
 	"time"
+
+	"github.com/sluice-rpc/sluice/internal/config"
 )
 
 // Config is the balancing of one service's calls. Its zero value means
@@ -17,7 +18,7 @@ type Config struct {
 	Ejection Ejection
 	// BalanceFactor is c in the bounded load of shard keys: a key's home
 	// takes the call while it has fewer than ceil(c x (m + 1) x w / W)
-	// calls in flight (see Capacity). It must be > 1 (1 would make every
+	// calls in flight. It must be > 1 (1 would make every
 	// peer exactly full); 0 means DefaultBalanceFactor.
 	BalanceFactor float64
 }
@@ -46,7 +47,7 @@ type Ejection struct {
 	// eject a peer; 0 means 5.
 	ConsecutiveErrors int
 	// BaseTime is the first ejection's length; each further ejection
-	// soon after lasts one BaseTime more (see Duration). 0 means 30 s.
+	// soon after lasts one BaseTime more. 0 means 30 s.
 	BaseTime time.Duration
 	// MaxTime caps an ejection's length; 0 means 300 s. It must be >=
 	// BaseTime.
@@ -89,39 +90,52 @@ const (
 	MaxWeight = 1e9
 )
 
-// CheckWeight reports whether w is a weight a peer may have: 0 (meaning
-// 1) or a number in [MinWeight, MaxWeight]; an error says why not.
-func CheckWeight(w float64) error {
-	if w == 0 || (w >= MinWeight && w <= MaxWeight) {
-		return nil
+// pkg names this package in configuration errors.
+const pkg = "balance"
+
+// Validate reports the first rule c breaks, in the order of the fields, as
+// a *retry.FieldError naming the field ("Config.SlowStart.Window"), or nil.
+func (c Config) Validate() error {
+	if err := c.SlowStart.Validate(); err != nil {
+		return config.Nest(err, pkg, "Config.SlowStart")
 	}
-	return fmt.Errorf("weight %v, must be 0 (meaning 1) or a number in [%g, %g]", w, MinWeight, MaxWeight)
+	if err := c.Ejection.Validate(); err != nil {
+		return config.Nest(err, pkg, "Config.Ejection")
+	}
+	if c.BalanceFactor != 0 && !(c.BalanceFactor > 1) || math.IsInf(c.BalanceFactor, 0) {
+		return config.Errorf(pkg, "Config.BalanceFactor", c.BalanceFactor, "must be a finite number > 1 (0 means the default, %v)", DefaultBalanceFactor)
+	}
+	return nil
 }
 
-// Validate reports the first rule c breaks, naming the field, or nil.
-func (c Config) Validate() error {
-	s, e := c.SlowStart, c.Ejection
+// Validate reports the first rule s breaks, as a *retry.FieldError, or nil.
+func (s SlowStart) Validate() error {
 	switch {
 	case s.Window < 0:
-		return fmt.Errorf("balance: SlowStart.Window is %v, must be >= 0 (0: %v)", s.Window, DefaultSlowStartWindow)
+		return config.Errorf(pkg, "SlowStart.Window", s.Window, "must be >= 0 (0 means the default, %v)", DefaultSlowStartWindow)
 	case !(s.Aggression >= 0) || math.IsInf(s.Aggression, 0):
-		return fmt.Errorf("balance: SlowStart.Aggression is %v, must be a finite number > 0 (0: %v)", s.Aggression, DefaultAggression)
+		return config.Errorf(pkg, "SlowStart.Aggression", s.Aggression, "must be a finite number > 0 (0 means the default, %v)", DefaultAggression)
 	case !(s.MinWeight >= 0 && s.MinWeight <= 1):
-		return fmt.Errorf("balance: SlowStart.MinWeight is %v, must be in (0, 1] (0: %v)", s.MinWeight, DefaultMinWeight)
+		return config.Errorf(pkg, "SlowStart.MinWeight", s.MinWeight, "must be in (0, 1] (0 means the default, %v)", DefaultMinWeight)
+	}
+	return nil
+}
+
+// Validate reports the first rule e breaks, as a *retry.FieldError, or nil.
+func (e Ejection) Validate() error {
+	switch {
 	case e.ConsecutiveErrors < 0 || e.ConsecutiveErrors > MaxConsecutiveErrors:
-		return fmt.Errorf("balance: Ejection.ConsecutiveErrors is %d, must be in [1, %d] (0: %d)", e.ConsecutiveErrors, MaxConsecutiveErrors, DefaultConsecutiveErrors)
+		return config.Errorf(pkg, "Ejection.ConsecutiveErrors", e.ConsecutiveErrors, "must be in [1, %d] (0 means the default, %d)", MaxConsecutiveErrors, DefaultConsecutiveErrors)
 	case e.BaseTime < 0:
-		return fmt.Errorf("balance: Ejection.BaseTime is %v, must be >= 0 (0: %v)", e.BaseTime, DefaultBaseEjectionTime)
+		return config.Errorf(pkg, "Ejection.BaseTime", e.BaseTime, "must be >= 0 (0 means the default, %v)", DefaultBaseEjectionTime)
 	case e.MaxTime < 0:
-		return fmt.Errorf("balance: Ejection.MaxTime is %v, must be >= 0 (0: %v)", e.MaxTime, DefaultMaxEjectionTime)
+		return config.Errorf(pkg, "Ejection.MaxTime", e.MaxTime, "must be >= 0 (0 means the default, %v)", DefaultMaxEjectionTime)
 	case e.maxTime() < e.baseTime():
-		return fmt.Errorf("balance: Ejection.MaxTime is %v, must be >= BaseTime (%v)", e.maxTime(), e.baseTime())
+		return config.Errorf(pkg, "Ejection.MaxTime", e.maxTime(), "must be >= BaseTime (%v)", e.baseTime())
 	case !(e.MaxPercent >= 0 && e.MaxPercent <= 100):
-		return fmt.Errorf("balance: Ejection.MaxPercent is %v, must be in (0, 100] (0: %v)", e.MaxPercent, DefaultMaxEjectionPercent)
+		return config.Errorf(pkg, "Ejection.MaxPercent", e.MaxPercent, "must be in (0, 100] (0 means the default, %v)", DefaultMaxEjectionPercent)
 	case !(e.PanicThreshold >= 0 && e.PanicThreshold <= 100):
-		return fmt.Errorf("balance: Ejection.PanicThreshold is %v, must be in (0, 100] (0: %v)", e.PanicThreshold, DefaultPanicThreshold)
-	case c.BalanceFactor != 0 && !(c.BalanceFactor > 1) || math.IsInf(c.BalanceFactor, 0):
-		return fmt.Errorf("balance: BalanceFactor is %v, must be a finite number > 1 (0: %v)", c.BalanceFactor, DefaultBalanceFactor)
+		return config.Errorf(pkg, "Ejection.PanicThreshold", e.PanicThreshold, "must be in (0, 100] (0 means the default, %v)", DefaultPanicThreshold)
 	}
 	return nil
 }
@@ -133,27 +147,7 @@ func orDuration(d, def time.Duration) time.Duration {
 	return d
 }
 
-func orFloat(f, def float64) float64 {
-	if f == 0 {
-		return def
-	}
-	return f
-}
-
-func (s SlowStart) window() time.Duration { return orDuration(s.Window, DefaultSlowStartWindow) }
 func (e Ejection) baseTime() time.Duration {
 	return orDuration(e.BaseTime, DefaultBaseEjectionTime)
 }
 func (e Ejection) maxTime() time.Duration { return orDuration(e.MaxTime, DefaultMaxEjectionTime) }
-
-// Threshold returns how many UNEXPECTED or NETWORK answers in a row eject
-// a peer.
-func (e Ejection) Threshold() int {
-	if e.ConsecutiveErrors == 0 {
-		return DefaultConsecutiveErrors
-	}
-	return e.ConsecutiveErrors
-}
-
-// Factor returns the balance factor c of shard keys' bounded load.
-func (c Config) Factor() float64 { return orFloat(c.BalanceFactor, DefaultBalanceFactor) }

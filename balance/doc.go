@@ -1,11 +1,12 @@
-// Package balance holds the rules by which a Channel shares a service's
-// calls among its peers, all in one place: the choice between equal peers
-// (Better), the weighted lottery (LotteryKey), slow peers and their probes
-// (Slow, ProbeInterval), slow start and its cold rule, outlier ejection,
-// and shard keys on a consistent-hash ring with bounded loads. The rules
-// are pure functions of their inputs (times, figures and random variates
-// are arguments), so that the Channel's peer list, the simulators and the
-// tests run the same code; Config is what a user sets.
+// Package balance configures how a Channel shares a service's calls among
+// its peers (Config, from the service config's balancing section), and
+// states the rules, all in one place: the choice between equal peers, the
+// weighted lottery, slow peers and their probes, slow start and its cold
+// rule, outlier ejection, and shard keys on a consistent-hash ring with
+// bounded loads. The rules' arithmetic is the Channel's own, pure
+// functions of their inputs in one internal package that the Channel's
+// peer list, the simulators and the tests all run; Config is what a user
+// sets.
 //
 // Slow start. A peer that becomes ready while its list already serves
 // (added by discovery, or back from a transient failure) does not take a
@@ -14,14 +15,13 @@
 //	max(MinWeight, (time since ready / Window) ^ (1 / Aggression))
 //
 // until Window has passed, as Envoy defines it (defaults: 10 s, 1, 10%).
-// A list whose peers are all new (a client starting) applies none
-// (Ramping). Within its window a peer answering over twice as slowly as
+// A list whose peers are all new (a client starting) applies none. Within its window a peer answering over twice as slowly as
 // the others, and 1 ms slower, is cold: held to probes until it warms up
-// (Slow's cold rule).
+// (the cold rule).
 //
 // Slow peers. A peer whose fresh latency estimate is more than 5 times the
-// lowest of the other ready peers', and 5 ms above it, is slow (Slow): it
-// is chosen once per ProbeInterval (2 s), so that its recovery is seen,
+// lowest of the other ready peers', and 5 ms above it, is slow: it
+// is chosen once every 2 s as a probe, so that its recovery is seen,
 // and otherwise only when no other peer takes the call.
 //
 // Weights. A list whose peers' effective weights differ (discovery's
@@ -33,10 +33,9 @@
 // than its weight warrants gets fewer. (Envoy's least-request balancer
 // uses w / (pending + 1), which under load gives a heavy peer less than
 // its weight's share: a server with four times the workers has fewer than
-// four times the calls queued at the same utilization.) The draw is
-// LotteryKey's. Equal weights keep the strict rule (Better): fewest
-// pending calls, then a latency estimate under half the other's, ties
-// broken at random.
+// four times the calls queued at the same utilization.) Equal weights
+// keep the strict rule: fewest pending calls, then a latency estimate
+// under half the other's, ties broken at random.
 //
 // Outlier ejection. A peer that answers UNEXPECTED or NETWORK errors
 // ConsecutiveErrors times in a row (default 5; an OK, BUSY or BAD_REQUEST
@@ -52,11 +51,11 @@
 // few.
 //
 // Shard keys. A call carrying a shard key goes to the key's home on a
-// consistent-hash ring over the list's peers (Ring; each peer holds points
-// in proportion to its weight), unless the home already has Capacity
-// calls in flight: ceil(BalanceFactor x (m + 1) x w / W), m being the
-// calls in flight to all peers, w the home's weight and W the sum of the
-// weights (Google's consistent hashing with bounded loads, with
+// consistent-hash ring over the list's peers (each peer holds points in
+// proportion to its weight, 160 for a peer of average weight), unless the
+// home already has as many calls in flight as its capacity,
+// ceil(BalanceFactor x (m + 1) x w / W), m being the calls in flight to
+// all peers, w the home's weight and W the sum of the weights (Google's consistent hashing with bounded loads, with
 // BalanceFactor c = 1.25 by default). Then the call, and any retry or
 // hedge, walks on to the next distinct peers on the ring.
 package balance

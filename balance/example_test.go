@@ -7,25 +7,19 @@ import (
 	"github.com/sluice-rpc/sluice/balance"
 )
 
-// A peer that became ready 2.5 s ago takes a quarter of its weight under
-// the default slow start; a peer ejected for the third time in a row stays
-// out 90 s; a shard key's home of weight 1 among 10 takes at most 13 of
-// 100 calls in flight.
+// A service whose instances warm up for half a minute, and whose failing
+// instances stay out for a minute at first: the rest keeps its defaults.
+// Validate names the field and the rule a value breaks.
 func Example() {
-	var c balance.Config // the defaults
-	fmt.Println(c.SlowStart.Factor(2500 * time.Millisecond))
-	fmt.Println(c.Ejection.Duration(3))
-	fmt.Println(balance.Capacity(c.Factor(), 99, 1, 10))
-
-	r, err := balance.NewRing([]string{"10.0.0.1:4040", "10.0.0.2:4040", "10.0.0.3:4040"}, nil)
-	if err != nil {
-		panic(err)
+	c := balance.Config{
+		SlowStart: balance.SlowStart{Window: 30 * time.Second},
+		Ejection:  balance.Ejection{BaseTime: time.Minute},
 	}
-	home := r.Home(balance.KeyHash("user-42"))
-	fmt.Println(home == r.Home(balance.KeyHash("user-42")))
+	fmt.Println(c.Validate())
+
+	c.Ejection.MaxTime = 30 * time.Second
+	fmt.Println(c.Validate())
 	// Output:
-	// 0.25
-	// 1m30s
-	// 13
-	// true
+	// <nil>
+	// balance: Config.Ejection.MaxTime is 30s, must be >= BaseTime (1m0s)
 }

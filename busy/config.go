@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/config"
 )
 
 // Strategy says how a limit recovers at each window boundary.
@@ -79,22 +81,33 @@ type Config struct {
 	// other means.
 	Disabled bool
 	// Clock is the time source of the Limiter's windows; nil means
-	// clock.Real. A Channel times its peers' limiters on its own
-	// clock, and refuses a Config that sets this.
+	// clock.Real, or, for the limiters a Channel makes, the Channel's clock
+	// (channel.WithClock): there a Clock that is set must be the Channel's,
+	// as one clock times a Channel.
 	Clock clock.Clock
 }
 
-// Validate reports the first field that breaks its rule, naming it and
-// what it must be. Zero fields are valid: they mean the defaults.
+// pkg names this package in configuration errors.
+const pkg = "busy"
+
+// Validate reports the first field that breaks its rule, in the order of
+// the fields, as a *retry.FieldError naming it and the rule, or nil. Zero
+// fields are valid: they mean the defaults.
 func (c Config) Validate() error {
 	nonNegative := func(name string, v float64, def float64) error {
 		if !(v >= 0) || math.IsInf(v, 0) {
-			return fmt.Errorf("busy: %s is %v, must be a finite number >= 0 (0 means the default, %v)", name, v, def)
+			return config.Errorf(pkg, "Config."+name, v, "must be a finite number >= 0 (0 means the default, %s)", strconv.FormatFloat(def, 'f', -1, 64))
 		}
 		return nil
 	}
 	if c.Strategy != Multiplicative && c.Strategy != Constant {
-		return fmt.Errorf("busy: Strategy is %v, must be Multiplicative or Constant", c.Strategy)
+		return config.Errorf(pkg, "Config.Strategy", c.Strategy, "must be Multiplicative or Constant")
+	}
+	if err := nonNegative("Ceiling", c.Ceiling, DefaultCeiling); err != nil {
+		return err
+	}
+	if c.Ceiling >= 1<<32 {
+		return config.Errorf(pkg, "Config.Ceiling", c.Ceiling, "must be < 2^32 requests per window")
 	}
 	if err := nonNegative("RecoverRate", c.RecoverRate, DefaultRecoverRate); err != nil {
 		return err
@@ -102,17 +115,11 @@ func (c Config) Validate() error {
 	if err := nonNegative("RecoverValue", c.RecoverValue, DefaultRecoverValue); err != nil {
 		return err
 	}
-	if err := nonNegative("Ceiling", c.Ceiling, DefaultCeiling); err != nil {
-		return err
-	}
-	if c.Ceiling >= 1<<32 {
-		return fmt.Errorf("busy: Ceiling is %v, must be < 2^32 requests per window", c.Ceiling)
-	}
 	if c.MaxHalvings < 0 || c.MaxHalvings > maxHalvingsLimit {
-		return fmt.Errorf("busy: MaxHalvings is %d, must be between 0 and %d (0 means the default, %d)", c.MaxHalvings, maxHalvingsLimit, DefaultMaxHalvings)
+		return config.Errorf(pkg, "Config.MaxHalvings", c.MaxHalvings, "must be between 0 and %d (0 means the default, %d)", maxHalvingsLimit, DefaultMaxHalvings)
 	}
 	if c.Window < 0 {
-		return fmt.Errorf("busy: Window is %v, must be >= 0 (0 means the default, %v)", c.Window, DefaultWindow)
+		return config.Errorf(pkg, "Config.Window", c.Window, "must be >= 0 (0 means the default, %v)", DefaultWindow)
 	}
 	return nil
 }

@@ -180,7 +180,7 @@ func TestConfigValidate(t *testing.T) {
 		{Config{RecoverRate: math.Inf(1)}, "RecoverRate is +Inf"},
 		{Config{Strategy: Constant, RecoverValue: -200}, "RecoverValue is -200, must be a finite number >= 0 (0 means the default, 200)"},
 		{Config{Strategy: 7}, "Strategy is Strategy(7), must be Multiplicative or Constant"},
-		{Config{Ceiling: -1}, "Ceiling is -1, must be a finite number >= 0 (0 means the default, 9.999999e+06)"},
+		{Config{Ceiling: -1}, "Ceiling is -1, must be a finite number >= 0 (0 means the default, 9999999)"},
 		{Config{Ceiling: math.Inf(1)}, "Ceiling is +Inf"},
 		{Config{Ceiling: 1 << 33}, "must be < 2^32"},
 		{Config{MaxHalvings: -1}, "MaxHalvings is -1, must be between 0 and 255 (0 means the default, 20)"},

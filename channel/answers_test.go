@@ -81,13 +81,13 @@ func TestMaxAnswerBytes(t *testing.T) {
 }
 
 // A MaxAnswerBytes that could admit no call is refused, naming the field
-// and the least it may be; a negative one turns the bound off.
+// and the least it may be; Off.MaxAnswerBytes turns the bound off.
 func TestMaxAnswerBytesValidate(t *testing.T) {
 	_, err := New("kv", WithPeerLimits(PeerLimits{MaxAnswerBytes: 1000}))
 	if err == nil || !strings.Contains(err.Error(), "MaxAnswerBytes is 1000, below 131072") {
 		t.Fatalf("New = %v, want an error naming MaxAnswerBytes and 131072", err)
 	}
-	ch, err := New("kv", WithPeerLimits(PeerLimits{MaxAnswerBytes: -1}))
+	ch, err := New("kv", WithPeerLimits(PeerLimits{Off: PeerLimitsOff{MaxAnswerBytes: true}}))
 	if err != nil {
 		t.Fatalf("New with the bound off: %v", err)
 	}
@@ -97,9 +97,13 @@ func TestMaxAnswerBytesValidate(t *testing.T) {
 // PeerLimits.MinReadRate reaches the listener, whose write-stall check
 // judges a slow reader by it (internal/connlimit's tests).
 func TestMinReadRateReachesTheListener(t *testing.T) {
-	for _, rate := range []int64{0, -1, 1 << 20} {
+	for _, rate := range []int64{0, 1 << 20} {
 		if got := (PeerLimits{MinReadRate: rate}).listenerConfig().MinReadRate; got != rate {
 			t.Errorf("MinReadRate %d: the listener got %d", rate, got)
 		}
+	}
+	// Off.MinReadRate reaches it as the listener's "no pace", -1.
+	if got := (PeerLimits{Off: PeerLimitsOff{MinReadRate: true}}).listenerConfig().MinReadRate; got != -1 {
+		t.Errorf("Off.MinReadRate: the listener got %d, want -1", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/opentracing/opentracing-go"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/peerlist"
+	"github.com/sluice-rpc/sluice/internal/retryexec"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/uber/tchannel-go"
@@ -21,7 +22,7 @@ func busyPushback(code codes.Code, msg string) time.Duration {
 	if code != codes.Busy {
 		return 0
 	}
-	if pb, _ := retry.PushbackFromMessage(msg); pb.Kind == retry.PushbackDelay {
+	if pb, _ := retryexec.PushbackFromMessage(msg); pb.Kind == retry.PushbackDelay {
 		return pb.Delay
 	}
 	return 0
@@ -106,7 +107,7 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 
 // observeFirst tells adaptive hedging how attempt n, begun at t0, ended at
 // now (read here if zero, and only if needed) with code. It learns from
-// first attempts only (hedge.Estimator says why not hedges). One cancelled
+// first attempts only (hedgeexec.Estimator says why not hedges). One cancelled
 // because a hedge won or its caller gave up, or cut off by the deadline,
 // is a cut-off, whether or not it was sent: its latency, which counts from
 // t0 and includes BeginCall, is known only to exceed its time so far.

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/balancing"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/serviceconfig"
 )
@@ -29,7 +29,7 @@ func TestShardKeyRoutesToHome(t *testing.T) {
 	}
 	homeOf := func(key string) string {
 		t.Helper()
-		h, err := client.ShardHome("kv", key)
+		h, err := to(client, "kv").ShardHome(key)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,7 +41,7 @@ func TestShardKeyRoutesToHome(t *testing.T) {
 	// JSON calls route by the key too.
 	for i := 0; i < 10; i++ {
 		var res echoRes
-		if err := client.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &res, WithShardKey("user-2")); err != nil {
+		if err := to(client, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "k"}, &res, WithShardKey("user-2")); err != nil {
 			t.Fatal(err)
 		}
 		if want := homeOf("user-2"); res.Server != want {
@@ -50,7 +50,7 @@ func TestShardKeyRoutesToHome(t *testing.T) {
 	}
 	// The home of user-1 leaves: its calls all go to one other peer.
 	home := homeOf("user-1")
-	if err := client.RemovePeer("kv", home); err != nil {
+	if err := to(client, "kv").RemovePeer(home); err != nil {
 		t.Fatal(err)
 	}
 	next := homeOf("user-1")
@@ -68,7 +68,7 @@ func callsTo(t *testing.T, client *Channel, key, want string, servers map[string
 		before[hp] = s.received.Load()
 	}
 	for i := 0; i < 20; i++ {
-		if _, err := client.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("x"), WithShardKey(key)); err != nil {
+		if _, err := to(client, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("x"), WithShardKey(key)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -109,7 +109,7 @@ func TestEjectionOnRealServers(t *testing.T) {
 			}
 			t.Cleanup(client.Close)
 			for _, s := range servers {
-				if err := client.AddPeer("kv", s.ch.HostPort()); err != nil {
+				if err := to(client, "kv").AddPeer(s.ch.HostPort()); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -121,7 +121,7 @@ func TestEjectionOnRealServers(t *testing.T) {
 			ctx := ctxTimeout(t)
 			failed := 0
 			for i := 0; i < 400; i++ {
-				_, err := client.CallRaw(ctx, "kv", "echo", nil, []byte("x"))
+				_, err := to(client, "kv").CallRaw(ctx, "echo", nil, []byte("x"))
 				var ce *CallError
 				switch {
 				case err == nil:
@@ -168,7 +168,7 @@ func TestSetPeersWeights(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(client.Close)
-	if err := client.SetPeers("kv", []peer.Member{{HostPort: light.ch.HostPort(), Weight: 1}, {HostPort: heavy.ch.HostPort(), Weight: 3}}); err != nil {
+	if err := to(client, "kv").SetPeers([]peer.Member{{HostPort: light.ch.HostPort(), Weight: 1}, {HostPort: heavy.ch.HostPort(), Weight: 3}}); err != nil {
 		t.Fatal(err)
 	}
 	// The shares are the weights' among Ready peers: calls made while one
@@ -176,14 +176,14 @@ func TestSetPeersWeights(t *testing.T) {
 	waitAllReady(t, client, []*testServer{light, heavy})
 	const n = 800
 	for i := 0; i < n; i++ {
-		if _, err := client.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("x")); err != nil {
+		if _, err := to(client, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("x")); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if share := float64(heavy.received.Load()) / n; math.Abs(share-0.75) > 0.06 {
-		t.Fatalf("the weight-3 server got %.3f of calls, want 0.75 +- 0.06; the peers: %+v", share, client.Peers("kv"))
+		t.Fatalf("the weight-3 server got %.3f of calls, want 0.75 +- 0.06; the peers: %+v", share, to(client, "kv").Peers())
 	}
-	if err := client.SetPeers("kv", []peer.Member{{HostPort: "127.0.0.1:1", Weight: -1}}); err == nil {
+	if err := to(client, "kv").SetPeers([]peer.Member{{HostPort: "127.0.0.1:1", Weight: -1}}); err == nil {
 		t.Fatal("SetPeers took a negative weight")
 	}
 }
@@ -208,18 +208,18 @@ func TestShardKeyHedgeGoesToNextOnRing(t *testing.T) {
 	}
 	t.Cleanup(client.Close)
 	for _, n := range names {
-		if err := client.AddPeer("kv", n); err != nil {
+		if err := to(client, "kv").AddPeer(n); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ring, err := balance.NewRing(names, nil)
+	ring, err := balancing.NewRing(names, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const key = "user-7"
 	var order []string
-	ring.Walk(balance.KeyHash(key), func(i int) bool { order = append(order, names[i]); return len(order) < 2 })
-	if home, _ := client.ShardHome("kv", key); home != order[0] {
+	ring.Walk(balancing.KeyHash(key), func(i int) bool { order = append(order, names[i]); return len(order) < 2 })
+	if home, _ := to(client, "kv").ShardHome(key); home != order[0] {
 		t.Fatalf("ShardHome = %s, the ring built alone says %s", home, order[0])
 	}
 	// The home hangs on "block"; the others answer it at once (their
@@ -230,7 +230,7 @@ func TestShardKeyHedgeGoesToNextOnRing(t *testing.T) {
 		}
 	}
 	var info CallInfo
-	if _, err := client.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("block"), WithShardKey(key), ReportCallInfo(&info)); err != nil {
+	if _, err := to(client, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("block"), WithShardKey(key), ReportCallInfo(&info)); err != nil {
 		t.Fatal(err)
 	}
 	if info.Peer != order[1] || len(info.Peers) != 2 || info.Peers[0] != order[0] {

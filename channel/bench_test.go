@@ -3,6 +3,7 @@ package channel
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -49,15 +50,16 @@ func sluiceClient(b *testing.B, hp string, opts ...Option) *Channel {
 		b.Fatal(err)
 	}
 	b.Cleanup(c.Close)
-	if err := c.AddPeer("kv", hp); err != nil {
+	if err := to(c, "kv").AddPeer(hp); err != nil {
 		b.Fatal(err)
 	}
 	return c
 }
 
 func sluiceRawCall(ctx context.Context, c *Channel) func() error {
+	kv := to(c, "kv")
 	return func() error {
-		_, err := c.CallRaw(ctx, "kv", "echo", benchArg2, benchArg3)
+		_, err := kv.CallRaw(ctx, "echo", benchArg2, benchArg3)
 		return err
 	}
 }
@@ -80,6 +82,80 @@ func BenchmarkRawCallPaired(b *testing.B) {
 	ctx := benchCtx(b)
 	benchlat.Paired(b, "tchannel", plainRawCall(b, ctx, s.ch.HostPort()),
 		"sluice", sluiceRawCall(ctx, sluiceClient(b, s.ch.HostPort())))
+}
+
+// BenchmarkRawCallParallelPaired is BenchmarkRawCallPaired under load:
+// loadCallers goroutines call at once, each call to the next of n raw
+// methods, through a plain tchannel-go channel and through a Sluice
+// Client in alternating blocks (benchlat.PairedLoad). With 4 methods the
+// calls look up 4 policies at once: the lookup must cost no more than
+// with one.
+func BenchmarkRawCallParallelPaired(b *testing.B) {
+	for _, n := range []int{1, 4} {
+		b.Run(fmt.Sprintf("methods=%d", n), func(b *testing.B) {
+			s := startServer(b)
+			methods := make([]string, n)
+			for i := range methods {
+				methods[i] = fmt.Sprintf("echo%d", i)
+				if err := s.ch.RegisterRaw(methods[i], func(_ context.Context, req *RawRequest) (*RawResponse, error) {
+					return &RawResponse{Arg3: req.Arg3}, nil
+				}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			ctx := benchCtx(b)
+			plain, err := tchannel.NewChannel("plain-client", nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(plain.Close)
+			hp := s.ch.HostPort()
+			kv := to(sluiceClient(b, hp), "kv")
+			var np, ns atomic.Uint32
+			benchlat.PairedLoad(b, loadCallers, "tchannel", func() error {
+				_, _, _, err := raw.Call(ctx, plain, hp, "kv", methods[int(np.Add(1))%n], benchArg2, benchArg3)
+				return err
+			}, "sluice", func() error {
+				_, err := kv.CallRaw(ctx, methods[int(ns.Add(1))%n], benchArg2, benchArg3)
+				return err
+			})
+		})
+	}
+}
+
+// BenchmarkPolicyLookup times the policy lookup of a call, from
+// loadCallers goroutines at once, each call to the next of n methods.
+func BenchmarkPolicyLookup(b *testing.B) {
+	for _, n := range []int{1, 4} {
+		b.Run(fmt.Sprintf("methods=%d", n), func(b *testing.B) {
+			c, err := New("client")
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(c.Close)
+			kv := to(c, "kv")
+			methods := make([]string, n)
+			for i := range methods {
+				methods[i] = fmt.Sprintf("m%d", i)
+				if _, err := kv.policyFor(methods[i]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.SetParallelism(max(1, loadCallers/runtime.GOMAXPROCS(0)))
+			var next atomic.Uint32
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(next.Add(1))
+				for pb.Next() {
+					i++
+					if _, err := kv.policyFor(methods[i%n]); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
 }
 
 // BenchmarkRawCallPairedAA is BenchmarkRawCallPaired with two plain
@@ -185,10 +261,10 @@ func firstCall(b *testing.B, ctx context.Context, name, hp string, opts ...Optio
 			if c, err = New("first-call-client", opts...); err != nil {
 				return err
 			}
-			if err := c.AddPeer("kv", hp); err != nil {
+			if err := to(c, "kv").AddPeer(hp); err != nil {
 				return err
 			}
-			_, err = c.CallRaw(ctx, "kv", "echo", benchArg2, benchArg3)
+			_, err = to(c, "kv").CallRaw(ctx, "echo", benchArg2, benchArg3)
 			return err
 		},
 		After: func() { c.Close() },
@@ -225,11 +301,11 @@ func BenchmarkRawCallPartsPaired(b *testing.B) {
 	s := startServer(b)
 	ctx := benchCtx(b)
 	c := sluiceClient(b, s.ch.HostPort())
-	pol, err := c.policyFor("kv", "echo")
+	pol, err := policyOf(c, "kv", "echo")
 	if err != nil {
 		b.Fatal(err)
 	}
-	l := pol.peers(c, "kv")
+	l := pol.list
 	req := &Request{Format: tchannel.Raw, Arg2: benchArg2, Arg3: benchArg3}
 	if err := sluiceRawCall(ctx, c)(); err != nil { // connects the peer
 		b.Fatal(err)
@@ -265,7 +341,8 @@ const benchRetryConfig = `{"methodConfig":[{"name":[{"service":"kv"}],
 
 func jsonCall(ctx context.Context, c *Channel) func() error {
 	var out echoRes
-	return func() error { return c.CallJSON(ctx, "kv", "get", &echoReq{Key: "k"}, &out) }
+	kv := to(c, "kv")
+	return func() error { return kv.CallJSON(ctx, "get", &echoReq{Key: "k"}, &out) }
 }
 
 func benchRetryPolicy(b *testing.B) *serviceconfig.Config {
@@ -317,7 +394,7 @@ func BenchmarkCallThirdAttempt(b *testing.B) {
 	for i := 0; i < 3; i++ {
 		s := startServer(b)
 		s.busyEvery = func() bool { return n.Add(1)%3 != 0 }
-		if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+		if err := to(c, "kv").AddPeer(s.ch.HostPort()); err != nil {
 			b.Fatal(err)
 		}
 	}

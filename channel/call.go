@@ -3,27 +3,30 @@ package channel
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/opentracing/opentracing-go"
 	"github.com/opentracing/opentracing-go/ext"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/peerlist"
+	"github.com/sluice-rpc/sluice/internal/ratelimit"
+	"github.com/sluice-rpc/sluice/internal/recorder"
+	"github.com/sluice-rpc/sluice/internal/retryexec"
 	"github.com/sluice-rpc/sluice/pacing"
 	"github.com/sluice-rpc/sluice/retry"
-	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber/tchannel-go"
 )
 
-// Call sends req to service's method through the pipeline and returns the
-// one result: the response, or a *CallError. The raw, JSON and Thrift
+// Call sends req to the method of the Client's service through the
+// pipeline and returns the one result: the response, or a *CallError. The raw, JSON and Thrift
 // front-ends are built on it; use it directly to add another. Every
 // CallOption applies (WithHeaders adds to req's Headers).
 //
 // The pipeline looks up the method's policy (WithServiceConfig), waits on
-// the service's lease gate (WithLease) and pacing (WithPacing), then runs
+// the Client's lease gate (WithLease) and pacing (WithPacing), then runs
 // the attempts: one, or retries or hedges as the policy says. Each attempt
-// picks a peer of service through its peer list, skipping peers whose busy
+// picks one of the Client's peers, skipping peers whose busy
 // limiter refuses (package busy), sends the request with tchannel-go,
 // classifies the outcome from the call itself (never from error strings),
 // feeds a busy answer back to that peer's limiter, and records metrics
@@ -50,43 +53,61 @@ import (
 // over 255 bytes (WithShardKey, WithRoutingKey, WithRoutingDelegate,
 // WithCallerName), a Thrift header over 64 KiB, or arguments over the
 // Channel's maximum request size (WithMaxRequestSize).
-func (c *Channel) Call(ctx context.Context, service, method string, req *Request, opts ...CallOption) (*Response, error) {
+func (cl *Client) Call(ctx context.Context, method string, req *Request, opts ...CallOption) (*Response, error) {
 	o := applyOptions(opts)
-	return c.invoke(ctx, nil, service, method, o.withHeaders(req), o)
+	return cl.ch.invoke(ctx, nil, cl, method, o.withHeaders(req), o)
 }
 
 // invoke runs a call through the call middlewares, if any, then the
 // pipeline, and reports its CallInfo if o asks for it. st is the state the
 // pipeline runs the call in, when the front-end made it (nil: the pipeline
 // makes one); behind middlewares the pipeline always makes its own.
-func (c *Channel) invoke(ctx context.Context, st *callState, service, method string, req *Request, o *callOptions) (*Response, error) {
+func (c *Channel) invoke(ctx context.Context, st *callState, cl *Client, method string, req *Request, o *callOptions) (*Response, error) {
 	var (
 		res *Response
 		err error
 	)
 	if c.invoker == nil {
-		res, err = c.call(ctx, st, service, method, req, o)
+		res, err = c.call(ctx, st, cl, method, req, o)
 	} else {
-		if o != nil {
-			ctx = context.WithValue(ctx, callOptionsKey{}, o)
-		}
-		res, err = c.invoker(ctx, service, method, req)
+		ctx = context.WithValue(ctx, behindKey{}, &behind{cl, o})
+		res, err = c.invoker(ctx, cl.service, method, req)
 		if err != nil {
-			err = asCallError(service, method, err)
+			err = asCallError(cl.service, method, err)
 		}
 	}
 	o.report(res, err)
 	return res, err
 }
 
-// callOptionsKey carries a call's options through call middlewares, to the
-// pipeline behind them.
-type callOptionsKey struct{}
+// behindKey carries what the pipeline behind the call middlewares needs
+// of a call (a *behind) through them.
+type behindKey struct{}
 
-// callBehindMiddleware is the Invoker the call middlewares wrap.
+// behind is a call's Client and options, for the pipeline behind the call
+// middlewares.
+type behind struct {
+	cl *Client
+	o  *callOptions
+}
+
+// callBehindMiddleware is the Invoker the call middlewares wrap. It runs
+// the call on the Client it was made on, or, when a middleware changed
+// the service, on the Channel's Client for that service: without one the
+// call fails NO_PEERS.
 func (c *Channel) callBehindMiddleware(ctx context.Context, service, method string, req *Request) (*Response, error) {
-	o, _ := ctx.Value(callOptionsKey{}).(*callOptions)
-	return c.call(ctx, nil, service, method, req, o)
+	var cl *Client
+	var o *callOptions
+	if b, _ := ctx.Value(behindKey{}).(*behind); b != nil {
+		cl, o = b.cl, b.o
+	}
+	if cl == nil || cl.service != service {
+		if cl = c.client(service); cl == nil {
+			err := fmt.Errorf("%w: the Channel has no Client for service %q (NewClient)", ErrNoPeers, service)
+			return nil, &CallError{Service: service, Method: method, Code: codes.NoPeers, Message: err.Error(), Err: err}
+		}
+	}
+	return c.call(ctx, nil, cl, method, req, o)
 }
 
 // asCallError returns err as a *CallError: itself if it is one, else a
@@ -106,14 +127,15 @@ func asCallError(service, method string, err error) error {
 // callState but for the front-end's request (frontReq), or in one of its
 // own if st is nil. o are the call's options (nil: none); call only reads
 // them, as a call middleware may run the pipeline more than once, at once.
-func (c *Channel) call(ctx context.Context, st *callState, service, method string, req *Request, o *callOptions) (*Response, error) {
+func (c *Channel) call(ctx context.Context, st *callState, cl *Client, method string, req *Request, o *callOptions) (*Response, error) {
+	service := cl.service
 	if err := checkNames(service, method); err != nil {
 		return nil, &CallError{Service: service, Method: method, Code: codes.BadRequest, Message: err.Error(), Err: err}
 	}
 	start := c.o.clock.Now()
-	pol, err := c.policyFor(service, method)
+	pol, err := cl.policyFor(method)
 	if err != nil {
-		return nil, c.fail(c.rec.Method(service, c.namedSeries(service, method)), start, &CallError{Service: service, Method: method, Code: codes.BadRequest, Message: err.Error(), Err: err})
+		return nil, c.fail(c.rec.Method(service, cl.namedSeries(method)), start, &CallError{Service: service, Method: method, Code: codes.BadRequest, Message: err.Error(), Err: err})
 	}
 	m := pol.m
 	if err := c.checkRequest(req); err != nil {
@@ -122,13 +144,10 @@ func (c *Channel) call(ctx context.Context, st *callState, service, method strin
 	if err := o.checkTransport(); err != nil {
 		return nil, c.fail(m, start, &CallError{Service: service, Method: method, Code: codes.BadRequest, Message: err.Error(), Err: err})
 	}
-	if c.closed.Load() {
+	if c.closed.Load() || cl.closed.Load() {
 		return nil, c.fail(m, start, &CallError{Service: service, Method: method, Code: codes.Closed, Err: ErrClosed})
 	}
-	l := pol.peers(c, service)
-	if l == nil {
-		return nil, c.fail(m, start, &CallError{Service: service, Method: method, Code: codes.NoPeers, Err: ErrNoPeers})
-	}
+	l := pol.list
 	// The rest runs in a function of its own, so that both functions'
 	// defers are open-coded (the compiler gives up on them in a function
 	// with many returns): a defer that is not costs every call more.
@@ -155,7 +174,11 @@ func (c *Channel) run(ctx context.Context, st *callState, service, method string
 
 	pc := pol.pacer
 	if pc != nil {
-		if err := pc.before(ctx, c, pol.paceKeys); err != nil {
+		keys := pol.paceKeys
+		if pol.shared { // the method's own window, which its answers set
+			keys[1] = ratelimit.MethodKey(service, method)
+		}
+		if err := pc.before(ctx, c, keys); err != nil {
 			ce := &CallError{Service: service, Method: method, Code: codes.RateLimited, Err: err}
 			if !errors.Is(err, pacing.ErrRateLimited) { // the caller's context ended while waiting
 				ce.Code, ce.Message = classify(err)
@@ -188,7 +211,7 @@ func (c *Channel) run(ctx context.Context, st *callState, service, method string
 		st.start = start
 	}
 	var (
-		outcome retry.Outcome
+		outcome retryexec.Outcome
 		stop    retry.StopReason
 		winner  int
 	)
@@ -204,13 +227,13 @@ func (c *Channel) run(ctx context.Context, st *callState, service, method string
 			outcome, stop, winner = hr.Outcome, hr.Stop, hr.Winner
 			m.Hedged(hr.Sent-1, hr.Outcome.Err == nil && hr.Winner > 0, hr.Cancelled)
 		} else {
-			outcome, stop = st.try(ctx, retry.Attempt{}), retry.StopUnbuffered
+			outcome, stop = st.try(ctx, retryexec.Attempt{}), retry.StopUnbuffered
 		}
 	case pol.retry != nil:
 		rr := pol.retry.DoSized(ctx, size, st.try)
 		outcome, stop, winner = rr.Outcome, rr.Stop, st.last
 	default: // retries disabled
-		outcome, stop = st.try(ctx, retry.Attempt{}), retry.StopNotRetryable
+		outcome, stop = st.try(ctx, retryexec.Attempt{}), retry.StopNotRetryable
 	}
 	if pol.bucket != nil {
 		pol.tokens.Update(pol.bucket.Tokens())
@@ -255,7 +278,7 @@ func (c *Channel) run(ctx context.Context, st *callState, service, method string
 	return res, nil
 }
 
-func (c *Channel) fail(m *stats.Method, start time.Time, ce *CallError) error {
+func (c *Channel) fail(m *recorder.Method, start time.Time, ce *CallError) error {
 	m.Call(c.o.clock.Now().Sub(start), ce.CodeName())
 	m.CallAttempts(ce.Attempts)
 	return ce

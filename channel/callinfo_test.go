@@ -18,7 +18,7 @@ func TestReportCallInfo(t *testing.T) {
 	c, _ := retryClient(t, f, mustConfig(t, fmt.Sprintf(retryBusy, 3, "0.001s", "")))
 	var info CallInfo
 	var out echoRes
-	if err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &out, ReportCallInfo(&info)); err != nil {
+	if err := to(c, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "k"}, &out, ReportCallInfo(&info)); err != nil {
 		t.Fatalf("CallJSON: %v", err)
 	}
 	if info.Attempts != 3 {
@@ -38,7 +38,7 @@ func TestReportCallInfo(t *testing.T) {
 	s.busy.Store(true)
 	c2, _, _ := startClient(t, s)
 	info = CallInfo{Attempts: -1}
-	_, err := c2.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil, ReportCallInfo(&info))
+	_, err := to(c2, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil, ReportCallInfo(&info))
 	if err == nil {
 		t.Fatal("CallRaw succeeded, want an error")
 	}
@@ -56,12 +56,12 @@ func TestRecycledCallStatesKeepResults(t *testing.T) {
 	c, _, _ := startClient(t, a, b)
 	ctx := ctxTimeout(t)
 
-	res, err := c.CallRaw(ctx, "kv", "echo", []byte("h1"), []byte("first"))
+	res, err := to(c, "kv").CallRaw(ctx, "echo", []byte("h1"), []byte("first"))
 	if err != nil {
 		t.Fatalf("CallRaw: %v", err)
 	}
 	var info CallInfo
-	_, err = c.CallRaw(ctx, "kv", "echo", nil, []byte("x"), ReportCallInfo(&info))
+	_, err = to(c, "kv").CallRaw(ctx, "echo", nil, []byte("x"), ReportCallInfo(&info))
 	if err != nil {
 		t.Fatalf("CallRaw: %v", err)
 	}
@@ -74,7 +74,7 @@ func TestRecycledCallStatesKeepResults(t *testing.T) {
 	}
 	a.busy.Store(true)
 	b.busy.Store(true)
-	_, failed := c.CallRaw(ctx, "kv", "echo", nil, []byte("busy"))
+	_, failed := to(c, "kv").CallRaw(ctx, "echo", nil, []byte("busy"))
 	var ce *CallError
 	if !errors.As(failed, &ce) {
 		t.Fatalf("CallRaw error = %v, want a %T", failed, ce)
@@ -91,11 +91,11 @@ func TestRecycledCallStatesKeepResults(t *testing.T) {
 
 	var out echoRes
 	for i := 0; i < 50; i++ { // reuse the states, on both peers
-		_, err := c.CallRaw(ctx, "kv", "echo", []byte("h2"), []byte(fmt.Sprint("later ", i)))
+		_, err := to(c, "kv").CallRaw(ctx, "echo", []byte("h2"), []byte(fmt.Sprint("later ", i)))
 		if err != nil {
 			t.Fatalf("CallRaw: %v", err)
 		}
-		if err := c.CallJSON(ctx, "kv", "get", &echoReq{Key: fmt.Sprint(i)}, &out); err != nil {
+		if err := to(c, "kv").CallJSON(ctx, "get", &echoReq{Key: fmt.Sprint(i)}, &out); err != nil {
 			t.Fatalf("CallJSON: %v", err)
 		}
 		if want := fmt.Sprint(i); out.Key != want {
@@ -123,7 +123,7 @@ func TestEveryFailureHasACode(t *testing.T) {
 	s := startServer(t)
 	c, _, _ := startClient(t, s)
 	var info CallInfo
-	err := c.CallJSON(ctxTimeout(t), "kv", "get", map[string]any{"f": func() {}}, nil, ReportCallInfo(&info))
+	err := to(c, "kv").CallJSON(ctxTimeout(t), "get", map[string]any{"f": func() {}}, nil, ReportCallInfo(&info))
 	var ce *CallError
 	if !errors.As(err, &ce) {
 		t.Fatalf("CallJSON error = %v, want a %T", err, ce)
@@ -139,7 +139,7 @@ func TestEveryFailureHasACode(t *testing.T) {
 	}
 
 	c.Close()
-	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	_, err = to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil)
 	if !errors.As(err, &ce) {
 		t.Fatalf("CallRaw error = %v, want a %T", err, ce)
 	}

@@ -15,7 +15,7 @@ func TestCallHeaderOptions(t *testing.T) {
 	mine := map[string]string{"who": "request", "other": "kept"}
 	req := &Request{Format: tchannel.JSON, Headers: mine, Arg3: []byte(`{"Key":"k"}`)}
 	var rh map[string]string
-	res, err := c.Call(ctxTimeout(t), "kv", "get", req, WithHeaders(map[string]string{"who": "option"}), ResponseHeaders(&rh))
+	res, err := to(c, "kv").Call(ctxTimeout(t), "get", req, WithHeaders(map[string]string{"who": "option"}), ResponseHeaders(&rh))
 	if err != nil {
 		t.Fatalf("Call: %v", err)
 	}

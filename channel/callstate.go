@@ -7,9 +7,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/decline"
 	"github.com/sluice-rpc/sluice/internal/peerlist"
 	"github.com/sluice-rpc/sluice/internal/pool"
+
+	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/retryexec"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/uber/tchannel-go"
@@ -164,8 +167,8 @@ func (st *callState) pick(ctx context.Context, now time.Time) (*peerlist.Peer, t
 			now = st.c.o.clock.Now()
 		case <-ctx.Done():
 			if err == peerlist.ErrResolving { // say why the resolver has not answered
-				if w := st.c.managedBy(st.l.Service()); w != nil {
-					if ws := w.State(); ws.LastError != "" {
+				if r := st.pol.cl.res; r != nil {
+					if ws := r.watcher.State(); ws.LastError != "" {
 						err = fmt.Errorf("%w; %s: %s", err, ws.Target, ws.LastError)
 					}
 				}
@@ -235,9 +238,9 @@ func (st *callState) choose(now time.Time) (*peerlist.Peer, error) {
 	return p, nil
 }
 
-// try is the retry.AttemptFunc of a call: one attempt, classified into the
+// try is the retryexec.AttemptFunc of a call: one attempt, classified into the
 // executor's terms.
-func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
+func (st *callState) try(ctx context.Context, a retryexec.Attempt) retryexec.Outcome {
 	st.lock()
 	into := st.newResponseLocked()
 	st.unlock()
@@ -277,12 +280,12 @@ func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
 		}
 	}
 	if err == nil {
-		o := retry.Outcome{}
+		o := retryexec.Outcome{}
 		st.paceOutcome(res, &o, a.Number)
 		return o
 	}
 	ce := err.(*CallError)
-	o := retry.Outcome{Err: ce, Code: ce.Code, Committed: committed}
+	o := retryexec.Outcome{Err: ce, Code: ce.Code, Committed: committed}
 	if !sent && !committed {
 		// Nothing could take it: no ready peer, every peer throttled, no
 		// peers, the channel closed, or the deadline came first.
@@ -290,8 +293,8 @@ func (st *callState) try(ctx context.Context, a retry.Attempt) retry.Outcome {
 		return o
 	}
 	if ce.Code == codes.Busy || ce.Code == codes.Declined {
-		o.Pushback, ce.Message = retry.PushbackFromMessage(ce.Message)
-		o.DeclinedEarly = ce.Code == codes.Declined && declinedEarly(ce.Message)
+		o.Pushback, ce.Message = retryexec.PushbackFromMessage(ce.Message)
+		o.DeclinedEarly = ce.Code == codes.Declined && decline.Early(ce.Message)
 	}
 	st.paceOutcome(nil, &o, a.Number)
 	return o

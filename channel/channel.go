@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net"
-	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,12 +16,12 @@ import (
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/discovery"
-	"github.com/sluice-rpc/sluice/internal/peerlist"
+	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/pool"
-	"github.com/sluice-rpc/sluice/peer"
+	"github.com/sluice-rpc/sluice/internal/recorder"
+	"github.com/sluice-rpc/sluice/internal/retryexec"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
-	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber-go/tally/v4"
 	"github.com/uber/tchannel-go"
 )
@@ -67,8 +66,8 @@ type options struct {
 	responseBudget    int64
 	responseBudgetSet bool
 	peerLimits        PeerLimits
-	// logNow is the clock of the budgets of the user's logger's lines
-	// (newLimitedLogger); nil means time.Now. Tests freeze it.
+	// logNow is the clock of the budgets of log lines (newLimitedLogger's,
+	// the peer guard's); nil means time.Now. Tests freeze it.
 	logNow func() time.Time
 	// serverTLS and clientTLS check their option's configuration and make
 	// the listener's TLS and the dialer's; WithServerTLS and WithClientTLS
@@ -83,14 +82,10 @@ type options struct {
 	noRetries            bool
 	maxAttemptsCap       int
 	bufTotal, bufPerCall int64
-	leases               map[string]Gate
-	pacing               map[string]PacingConfig
-	methods              map[methodKey]bool // WithMethods
 
-	resolvers   map[string]discovery.Resolver // WithResolver
-	resolverDup string                        // a service WithResolver named twice
-	registrar   discovery.Registrar
-	shutdown    ShutdownConfig
+	registrar discovery.Registrar
+	shutdown  ShutdownConfig
+	logger    *slog.Logger // WithLogger's; nil: slog.Default() at the time of logging
 
 	callMW    []CallMiddleware
 	attemptMW []AttemptMiddleware
@@ -108,7 +103,7 @@ func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
 
 // WithBusyConfig sets the busy-throttling configuration of every peer.
 // Default: the zero busy.Config, the design's defaults. Its Clock must be
-// nil: the limiters run on the Channel's clock (WithClock).
+// nil or the Channel's: the limiters run on the Channel's clock (WithClock).
 func WithBusyConfig(c busy.Config) Option { return func(o *options) { o.busy = c } }
 
 // WithScope sets the tally scope metrics are reported to. Default: none.
@@ -132,9 +127,10 @@ func WithDefaultTimeout(d time.Duration) Option { return func(o *options) { o.ti
 // HealthChecks) off: Sluice's connectors check their connections
 // themselves (ConnectConfig.HealthCheck), and a tchannel-go check that
 // fails on a closing connection waits for itself forever. Its Logger, if
-// set, gets tchannel-go's lines and the Channel's warnings about peers, at
-// most LogBurst lines of a message at once and LogLinesPerSecond after
-// (Debug lines excepted): peers can make tchannel-go log a line per frame.
+// set, gets tchannel-go's own lines (none without it), at most LogBurst
+// lines of a message at once and LogLinesPerSecond after (Debug lines
+// excepted): peers can make tchannel-go log a line per frame. Sluice's
+// own lines go to WithLogger's logger.
 func WithTChannelOptions(t tchannel.ChannelOptions) Option { return func(o *options) { o.tch = t } }
 
 // WithConnectConfig sets how the Channel connects to its peers: the timeout
@@ -194,7 +190,7 @@ type Channel struct {
 	name string
 	tch  *tchannel.Channel
 	o    options
-	rec  *stats.Recorder
+	rec  *recorder.Recorder
 	shed *shedder
 	// tracing is false when the tracer is opentracing's no-op one.
 	tracing bool
@@ -209,33 +205,20 @@ type Channel struct {
 
 	pool   *pool.Pool // the connectors of every peer
 	peers  *peerGuard // frame checks and limits on every connection
-	buffer *retry.Buffer
+	buffer *retryexec.Buffer
 	// responses bounds the response bytes its calls hold at once.
 	responses *responseBudget
-	states    sync.Pool         // *callState: CallRaw's and CallJSON's, recycled
-	gates     map[string]Gate   // lease gates by target service
-	pacers    map[string]*pacer // rate-limit pacing by target service
+	states    sync.Pool // *callState: CallRaw's and CallJSON's, recycled
 
 	// prefixed indexes the service config's method names of the form
 	// "Service::method" by (service, method), for nameHint; fixed at New.
 	prefixed map[methodKey][]string
 
-	mu       sync.RWMutex
-	services map[string]*peerlist.List
-	// unnamedSeries counts, per service, the unnamed methods whose calls
-	// have metric series of their own (see seriesOf).
-	unnamedSeries map[string]int
-	policies      map[methodKey]*methodPolicy
-	hinted        map[methodKey]bool           // configured names nameHint has logged
-	lastPolicy    atomic.Pointer[methodPolicy] // policyFor's last answer
-	throttles     map[string]*retry.Throttle   // per target service
-	closed        atomic.Bool
+	mu      sync.RWMutex
+	clients map[string]*Client // by service (NewClient)
+	closed  atomic.Bool
 
-	// Discovery and the server's life (see discovery.go). resolved is
-	// fixed at New.
-	resolved  map[string]*resolved
-	stopWatch chan struct{}
-	watchWG   sync.WaitGroup
+	// Registration and the server's life (see discovery.go).
 	regState
 	phase     atomic.Int32 // phaseServing, ...
 	declining atomic.Bool  // inbound requests are declined (Shutdown's drain, Close)
@@ -257,12 +240,12 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 		maxAttemptsCap: retry.MaxAttemptsCap, maxRequest: DefaultMaxRequestSize,
 		maxResponse: DefaultMaxResponseSize}
 	// bufTotal and bufPerCall stay zero unless WithRetryBuffer sets them:
-	// retry.BufferConfig fills in the defaults.
+	// retryexec.BufferConfig fills in the defaults.
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.busy.Clock != nil {
-		return nil, errors.New("channel: WithBusyConfig: Clock is set, must be nil: the busy limiters run on the Channel's clock (WithClock)")
+	if o.busy.Clock != nil && !config.Same(o.busy.Clock, o.clock) {
+		return nil, errors.New("channel: WithBusyConfig: Clock must be nil or the Channel's clock (WithClock): the busy limiters run on it")
 	}
 	if err := o.busy.Validate(); err != nil {
 		return nil, fmt.Errorf("channel: WithBusyConfig: %w", err)
@@ -282,7 +265,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	if err := validateResponseBudget(&o); err != nil {
 		return nil, err
 	}
-	if err := o.peerLimits.validate(o.maxRequest); err != nil {
+	if err := o.peerLimits.validateFor(o.maxRequest); err != nil {
 		return nil, err
 	}
 	if err := validateMiddleware(&o); err != nil {
@@ -291,34 +274,19 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	if o.maxAttemptsCap < 1 {
 		return nil, fmt.Errorf("channel: WithMaxAttemptsCap is %d, must be >= 1", o.maxAttemptsCap)
 	}
-	buffer, err := retry.NewBuffer(retry.BufferConfig{Total: o.bufTotal, PerCall: o.bufPerCall})
+	buffer, err := retryexec.NewBuffer(retryexec.BufferConfig{Total: o.bufTotal, PerCall: o.bufPerCall})
 	if err != nil {
 		return nil, fmt.Errorf("channel: WithRetryBuffer: %w", err)
 	}
-	for svc, r := range o.resolvers {
-		if svc == "" || r == nil {
-			return nil, fmt.Errorf("channel: WithResolver(%q, %v) needs a service name and a resolver", svc, r)
-		}
-	}
-	if o.resolverDup != "" {
-		return nil, fmt.Errorf("channel: WithResolver names service %q twice; a service has one resolver", o.resolverDup)
-	}
-	if err := o.shutdown.validate(); err != nil {
+	if err := o.shutdown.Validate(); err != nil {
 		return nil, err
 	}
-	for svc, g := range o.leases {
-		if svc == "" || g == nil {
-			return nil, fmt.Errorf("channel: WithLease(%q, %v) needs a service name and a Gate", svc, g)
-		}
-	}
-	gates := o.leases
 	if o.tracer = o.tch.Tracer; o.tracer == nil {
 		o.tracer = opentracing.GlobalTracer()
 	}
 	_, noop := o.tracer.(opentracing.NoopTracer)
-	c := &Channel{name: serviceName, o: o, rec: stats.NewRecorder(o.scope), tracing: !noop, buffer: buffer, gates: gates,
-		services: map[string]*peerlist.List{}, policies: map[methodKey]*methodPolicy{}, throttles: map[string]*retry.Throttle{},
-		prefixed: prefixedNames(o.config), hinted: map[methodKey]bool{}, responses: &responseBudget{limit: o.responseBudget}}
+	c := &Channel{name: serviceName, o: o, rec: recorder.New(o.scope), tracing: !noop, buffer: buffer,
+		clients: map[string]*Client{}, prefixed: prefixedNames(o.config), responses: &responseBudget{limit: o.responseBudget}}
 	if o.shed != nil {
 		s, err := newShedder(*o.shed, o.clock)
 		if err != nil {
@@ -332,7 +300,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	if len(o.attemptMW) > 0 {
 		c.sendAttempt = chainAttempts(o.attemptMW, sendBehindMiddleware)
 	}
-	pool, err := pool.New(pool.Config{Connect: o.connect.pool(), Clock: o.clock, Recorder: c.rec})
+	conns, err := pool.New(pool.Config{Connect: o.connect.pool(), Clock: o.clock, Recorder: c.rec})
 	if err != nil {
 		return nil, fmt.Errorf("channel: WithConnectConfig: %w", err)
 	}
@@ -361,7 +329,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 			return nil, err
 		}
 	}
-	topts.Dialer = pool.Dialer(pg.dialer(dial))
+	topts.Dialer = conns.Dialer(pg.dialer(dial))
 	// Cancel frames both ways: a losing hedge or an abandoned call stops
 	// work on its server too (tchannel-go leaves both off by default).
 	topts.DefaultConnectionOptions.SendCancelOnContextCanceled = true
@@ -371,30 +339,12 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 		pg.close()
 		return nil, fmt.Errorf("channel: %w", err)
 	}
-	pg.setLogger(tch.Logger())
-	if err := pool.Start(tch); err != nil {
+	if err := conns.Start(tch); err != nil {
 		tch.Close()
 		pg.close()
 		return nil, fmt.Errorf("channel: %w", err)
 	}
-	c.tch, c.pool, c.peers = tch, pool, pg
-	c.pacers = map[string]*pacer{}
-	for svc, pc := range o.pacing {
-		p, err := c.newPacer(svc, pc)
-		if err != nil {
-			pool.Close()
-			tch.Close()
-			pg.close()
-			return nil, err
-		}
-		c.pacers[svc] = p
-	}
-	if err := c.startResolvers(); err != nil {
-		pool.Close()
-		tch.Close()
-		pg.close()
-		return nil, err
-	}
+	c.tch, c.pool, c.peers = tch, conns, pg
 	return c, nil
 }
 
@@ -404,9 +354,6 @@ func (c *Channel) ServiceName() string { return c.name }
 // TChannel returns the underlying tchannel-go channel, for what Sluice does
 // not wrap. Calls made on it directly bypass Sluice's pipeline.
 func (c *Channel) TChannel() *tchannel.Channel { return c.tch }
-
-// Stats returns the recorder the Channel reports through.
-func (c *Channel) Stats() *stats.Recorder { return c.rec }
 
 // ListenAndServe listens on hostPort ("127.0.0.1:0" picks a free port) and
 // serves the registered handlers. It returns once listening; HostPort tells
@@ -463,162 +410,14 @@ func (c *Channel) serve(l net.Listener) error {
 		guarded.Close()
 		return fmt.Errorf("channel: serve on %s: %w", l.Addr(), err)
 	}
-	c.peers.setLogger(c.tch.Logger()) // Serve names the address in it
 	return nil
 }
 
 // HostPort returns the address the Channel listens on.
 func (c *Channel) HostPort() string { return c.tch.PeerInfo().HostPort }
 
-// AddPeer adds the peer at hostPort to service's peers. Adding a peer twice
-// is harmless.
-func (c *Channel) AddPeer(service, hostPort string) error {
-	if service == "" {
-		return errors.New("channel: AddPeer: the service name is empty")
-	}
-	if w := c.managedBy(service); w != nil {
-		return fmt.Errorf("channel: AddPeer %s: service %q's peers come from its resolver %s (WithResolver); change them there", hostPort, service, w.State().Target)
-	}
-	if err := peer.ValidateHostPort(hostPort); err != nil {
-		return fmt.Errorf("channel: AddPeer: %w", err)
-	}
-	if c.closed.Load() {
-		return ErrClosed
-	}
-	l, err := c.peerList(service, true)
-	if err != nil {
-		return err
-	}
-	if _, err = l.Add(hostPort); errors.Is(err, pool.ErrClosed) {
-		return ErrClosed
-	}
-	return err
-}
-
-// SetPeers makes service's peers exactly members, with their weights, in
-// one change, as a resolver does: peers that stay keep
-// their connections and counts, new ones start connecting, the others are
-// removed once their calls finish. A weight is the peer's share relative
-// to the others (0 means 1): a peer of weight 2 gets about twice the
-// calls of a peer of weight 1. Every member is checked first; an invalid
-// one changes nothing.
-func (c *Channel) SetPeers(service string, members []peer.Member) error {
-	if service == "" {
-		return errors.New("channel: SetPeers: the service name is empty")
-	}
-	if w := c.managedBy(service); w != nil {
-		return fmt.Errorf("channel: SetPeers: service %q's peers come from its resolver %s (WithResolver); change them there", service, w.State().Target)
-	}
-	if c.closed.Load() {
-		return ErrClosed
-	}
-	l, err := c.peerList(service, true)
-	if err != nil {
-		return err
-	}
-	if err := l.Set(members); errors.Is(err, pool.ErrClosed) {
-		return ErrClosed
-	} else if err != nil {
-		return fmt.Errorf("channel: SetPeers: %w", err)
-	}
-	return nil
-}
-
-// RemovePeer removes the peer at hostPort from service's peers. Calls in
-// flight to it complete; then its connection closes, unless another of the
-// Channel's services still has the peer.
-func (c *Channel) RemovePeer(service, hostPort string) error {
-	if w := c.managedBy(service); w != nil {
-		return fmt.Errorf("channel: RemovePeer %s: service %q's peers come from its resolver %s (WithResolver); change them there", hostPort, service, w.State().Target)
-	}
-	l, _ := c.peerList(service, false)
-	if l == nil {
-		return fmt.Errorf("channel: RemovePeer: service %q has no peers", service)
-	}
-	if err := l.Remove(hostPort); err != nil {
-		return fmt.Errorf("channel: RemovePeer: %w", err)
-	}
-	return nil
-}
-
-// Peers returns the counts of service's peers, sorted by host:port. Their
-// State says which can take calls now.
-func (c *Channel) Peers(service string) []peer.Counts {
-	l, _ := c.peerList(service, false)
-	if l == nil {
-		return nil
-	}
-	var out []peer.Counts
-	for _, p := range l.Peers() {
-		out = append(out, p.Counts())
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].HostPort < out[j].HostPort })
-	return out
-}
-
-// Connect starts connecting every peer of service that has no connection
-// yet (calls do the same on first use) and waits until none is connecting
-// or ctx ends. It returns nil when every peer is ready; otherwise an error
-// naming the peers that are not, which wraps ErrUnavailable when none is.
-// Servers and tests use it to have connections in place before the first
-// call; nothing requires it.
-func (c *Channel) Connect(ctx context.Context, service string) error {
-	l, _ := c.peerList(service, false)
-	if l == nil || len(l.Peers()) == 0 {
-		return fmt.Errorf("channel: Connect %s: %w", service, ErrNoPeers)
-	}
-	for {
-		changed := l.Changed()
-		l.Connect()
-		var connecting, failed []string
-		for _, p := range l.Peers() {
-			switch p.State() {
-			case peer.Idle, peer.Connecting:
-				connecting = append(connecting, p.HostPort())
-			case peer.TransientFailure, peer.Shutdown:
-				failed = append(failed, p.HostPort())
-			}
-		}
-		if len(connecting) == 0 {
-			switch {
-			case len(failed) == 0:
-				return nil
-			case len(failed) == len(l.Peers()):
-				return fmt.Errorf("channel: Connect %s: %w (%s)", service, ErrUnavailable, strings.Join(failed, ", "))
-			}
-			return fmt.Errorf("channel: Connect %s: not connected to %s", service, strings.Join(failed, ", "))
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return fmt.Errorf("channel: Connect %s: still connecting to %s: %w", service, strings.Join(connecting, ", "), ctx.Err())
-		}
-	}
-}
-
-func (c *Channel) peerList(service string, create bool) (*peerlist.List, error) {
-	c.mu.RLock()
-	l := c.services[service]
-	c.mu.RUnlock()
-	if l != nil || !create {
-		return l, nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if l := c.services[service]; l != nil {
-		return l, nil
-	}
-	l, err := peerlist.New(peerlist.Config{Service: service, Busy: c.o.busy, Clock: c.o.clock, Recorder: c.rec, Pool: c.pool, Balance: c.o.config.BalancingFor(service)})
-	if err != nil {
-		return nil, err
-	}
-	c.services[service] = l
-	c.forgetPolicies(service)
-	return l, nil
-}
-
 // Close stops listening, withdraws the Channel's registrations (waiting at
-// most a second for the registry), stops its resolvers and connectors,
+// most a second for the registry), closes its Clients and connectors,
 // closes every connection once its calls are done, and waits (up to a few
 // seconds) until they have closed. Requests that reach the Channel's
 // handlers meanwhile are declined before any handler runs, so Sluice
@@ -641,7 +440,9 @@ func (c *Channel) closeWithin(ctx context.Context) {
 	dctx, cancel := context.WithTimeout(ctx, deregisterWait)
 	_ = c.deregister(dctx) // Shutdown has, if it ran: this does nothing then
 	cancel()
-	c.stopResolvers()
+	for _, cl := range c.clientList() {
+		cl.close(false) // its resolver first, so that nothing adds peers now
+	}
 	c.pool.Close()
 	c.peers.g.Leave() // Sluice clients stop choosing it before its connections close
 	c.tch.Close()

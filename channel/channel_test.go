@@ -19,7 +19,7 @@ func TestCallRawAndJSON(t *testing.T) {
 	c, _, _ := startClient(t, s)
 	ctx := ctxTimeout(t)
 
-	res, err := c.CallRaw(ctx, "kv", "echo", []byte("h"), []byte("body"))
+	res, err := to(c, "kv").CallRaw(ctx, "echo", []byte("h"), []byte("body"))
 	if err != nil {
 		t.Fatalf("CallRaw: %v", err)
 	}
@@ -33,7 +33,7 @@ func TestCallRawAndJSON(t *testing.T) {
 		t.Error("res.AppError = true, want false")
 	}
 
-	res, err = c.CallRaw(ctx, "kv", "echo", nil, []byte("app-error"))
+	res, err = to(c, "kv").CallRaw(ctx, "echo", nil, []byte("app-error"))
 	if err != nil {
 		t.Fatalf("an application error is a successful transport: %v", err)
 	}
@@ -43,7 +43,7 @@ func TestCallRawAndJSON(t *testing.T) {
 
 	var out echoRes
 	var rh map[string]string
-	if err := c.CallJSON(ctx, "kv", "get", &echoReq{Key: "k"}, &out,
+	if err := to(c, "kv").CallJSON(ctx, "get", &echoReq{Key: "k"}, &out,
 		WithHeaders(map[string]string{"who": "me"}), ResponseHeaders(&rh)); err != nil {
 		t.Fatalf("CallJSON: %v", err)
 	}
@@ -54,7 +54,7 @@ func TestCallRawAndJSON(t *testing.T) {
 		t.Errorf("headers travel both ways: got %q, want %q", rh["seen"], "me")
 	}
 
-	err = c.CallJSON(ctx, "kv", "get", &echoReq{}, &out)
+	err = to(c, "kv").CallJSON(ctx, "get", &echoReq{}, &out)
 	var ae *ApplicationError
 	if !errors.As(err, &ae) {
 		t.Fatalf("got %v: errors.As(err, &ae) = false, want true", err)
@@ -69,8 +69,8 @@ func TestBusyIsClassifiedFromTheCallNotItsText(t *testing.T) {
 	s.busy.Store(true)
 	c, _, scope := startClient(t, s)
 	for _, call := range []func() error{
-		func() error { _, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil); return err },
-		func() error { return c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil) },
+		func() error { _, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil); return err },
+		func() error { return to(c, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "k"}, nil) },
 	} {
 		err := call()
 		var ce *CallError
@@ -124,7 +124,7 @@ func TestBusyIsClassifiedFromTheCallNotItsText(t *testing.T) {
 
 	// And an error whose text says busy but whose code does not is not Busy.
 	s.busy.Store(false)
-	_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("unexpected"))
+	_, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("unexpected"))
 	var ce *CallError
 	if !errors.As(err, &ce) {
 		t.Fatalf("got %T %v: errors.As(err, &ce) = false, want true", err, err)
@@ -143,7 +143,7 @@ func TestBusyPeerTrafficMovesAwayAndRecovers(t *testing.T) {
 	send := func(n int) (ok, busyErrs int) {
 		for i := 0; i < n; i++ {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // per call: ~1,200 calls follow
-			_, err := c.CallRaw(ctx, "kv", "echo", nil, []byte("x"))
+			_, err := to(c, "kv").CallRaw(ctx, "echo", nil, []byte("x"))
 			cancel()
 			var ce *CallError
 			switch {
@@ -158,7 +158,7 @@ func TestBusyPeerTrafficMovesAwayAndRecovers(t *testing.T) {
 		return ok, busyErrs
 	}
 	limit := func() float64 {
-		for _, p := range c.Peers("kv") {
+		for _, p := range to(c, "kv").Peers() {
 			if p.HostPort == badPeer {
 				return p.Limit
 			}
@@ -254,7 +254,7 @@ func TestEveryPeerBusyFailsThrottledAndSendsNothing(t *testing.T) {
 	// test once made, a peer now and then got too few to fall below 1.)
 	for sec, calls := range []int{150, 100} {
 		for i := 0; i < calls; i++ {
-			_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+			_, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil)
 			if err == nil {
 				t.Fatal("CallRaw succeeded, want an error")
 			}
@@ -272,7 +272,7 @@ func TestEveryPeerBusyFailsThrottledAndSendsNothing(t *testing.T) {
 	}
 	before := received()
 	for i := 0; i < 100; i++ {
-		_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+		_, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil)
 		if !errors.Is(err, ErrThrottled) {
 			t.Fatalf("CallRaw error = %v, want %v", err, ErrThrottled)
 		}
@@ -311,14 +311,14 @@ func TestBusyThrottlingDisabled(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(c.Close)
-	if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+	if err := to(c, "kv").AddPeer(s.ch.HostPort()); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
 	s.busy.Store(true)
 	const windows, perWindow = 3, 50
 	for w := 0; w < windows; w++ {
 		for i := 0; i < perWindow; i++ {
-			_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+			_, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil)
 			var ce *CallError
 			if !errors.As(err, &ce) {
 				t.Fatalf("window %d, call %d: got %v, want a %T", w, i, err, ce)
@@ -332,7 +332,7 @@ func TestBusyThrottlingDisabled(t *testing.T) {
 	if got := s.received.Load(); got != windows*perWindow {
 		t.Errorf("calls that reached the server: got %v, want %v", got, windows*perWindow)
 	}
-	peers := c.Peers("kv")
+	peers := to(c, "kv").Peers()
 	if len(peers) != 1 {
 		t.Fatalf("len(peers) = %d, want %d", len(peers), 1)
 	}
@@ -340,7 +340,7 @@ func TestBusyThrottlingDisabled(t *testing.T) {
 		t.Errorf("the disabled limiter's limit: got %v, want %v", peers[0].Limit, busy.DefaultCeiling)
 	}
 	s.busy.Store(false)
-	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	_, err = to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil)
 	if err != nil {
 		t.Fatalf("CallRaw: %v", err)
 	}
@@ -351,7 +351,7 @@ func TestTimeoutAndUnreachablePeer(t *testing.T) {
 	c, _, _ := startClient(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	_, err := c.CallRaw(ctx, "kv", "echo", nil, []byte("block"))
+	_, err := to(c, "kv").CallRaw(ctx, "echo", nil, []byte("block"))
 	var ce *CallError
 	if !errors.As(err, &ce) {
 		t.Fatalf("CallRaw error = %v, want a %T", err, ce)
@@ -372,13 +372,13 @@ func TestTimeoutAndUnreachablePeer(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	defer c2.Close()
-	if err := c2.AddPeer("kv", deadAddr); err != nil {
+	if err := to(c2, "kv").AddPeer(deadAddr); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel2()
 	start := time.Now()
-	_, err = c2.CallRaw(ctx2, "kv", "echo", nil, nil)
+	_, err = to(c2, "kv").CallRaw(ctx2, "echo", nil, nil)
 	if !errors.As(err, &ce) {
 		t.Fatalf("CallRaw error = %v, want a %T", err, ce)
 	}
@@ -407,23 +407,23 @@ func TestTimeoutAndUnreachablePeer(t *testing.T) {
 	if got := snap.Gauges()["peer.state+peer="+deadAddr].Value(); got != float64(peer.TransientFailure) {
 		t.Errorf("got %v, want %v", got, float64(peer.TransientFailure))
 	}
-	if got := c2.Peers("kv")[0].State; got != peer.TransientFailure {
+	if got := to(c2, "kv").Peers()[0].State; got != peer.TransientFailure {
 		t.Errorf(`c2.Peers("kv")[0].State = %v, want %v`, got, peer.TransientFailure)
 	}
 }
 
 func TestNoPeersAndClosed(t *testing.T) {
 	c, _, _ := startClient(t)
-	_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	_, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil)
 	if !errors.Is(err, ErrNoPeers) {
 		t.Errorf("CallRaw error = %v, want %v", err, ErrNoPeers)
 	}
 	c.Close()
-	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	_, err = to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil)
 	if !errors.Is(err, ErrClosed) {
 		t.Errorf("CallRaw error = %v, want %v", err, ErrClosed)
 	}
-	if err := c.AddPeer("kv", "127.0.0.1:4000"); !errors.Is(err, ErrClosed) {
+	if err := to(c, "kv").AddPeer("127.0.0.1:4000"); !errors.Is(err, ErrClosed) {
 		t.Errorf("AddPeer error = %v, want %v", err, ErrClosed)
 	}
 }
@@ -431,11 +431,11 @@ func TestNoPeersAndClosed(t *testing.T) {
 func TestSheddingAnswersBusyBeforeTheHandler(t *testing.T) {
 	s := startServer(t, WithShedding(ShedConfig{MaxRPS: 0.001, Burst: 1}))
 	c, _, _ := startClient(t, s)
-	_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	_, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil)
 	if err != nil {
 		t.Fatalf("CallRaw: %v", err)
 	}
-	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	_, err = to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil)
 	var ce *CallError
 	if !errors.As(err, &ce) {
 		t.Fatalf("CallRaw error = %v, want a %T", err, ce)
@@ -459,13 +459,12 @@ func TestInvalidOptionsNameTheOption(t *testing.T) {
 		want string
 	}{
 		{"empty service", "", nil, "service name is empty"},
-		{"max halvings", "c", []Option{WithBusyConfig(busy.Config{MaxHalvings: 256})}, "channel: WithBusyConfig: busy: MaxHalvings is 256"},
-		{"negative rate", "c", []Option{WithBusyConfig(busy.Config{RecoverRate: -3})}, "channel: WithBusyConfig: busy: RecoverRate is -3"},
-		{"busy clock", "c", []Option{WithBusyConfig(busy.Config{Clock: clock.Real})}, "channel: WithBusyConfig: Clock is set, must be nil"},
+		{"max halvings", "c", []Option{WithBusyConfig(busy.Config{MaxHalvings: 256})}, "channel: WithBusyConfig: busy: Config.MaxHalvings is 256"},
+		{"negative rate", "c", []Option{WithBusyConfig(busy.Config{RecoverRate: -3})}, "channel: WithBusyConfig: busy: Config.RecoverRate is -3"},
+		{"busy clock", "c", []Option{WithBusyConfig(busy.Config{Clock: clock.NewFake(time.Unix(0, 0))})}, "channel: WithBusyConfig: Clock must be nil or the Channel's clock"},
 		{"timeout", "c", []Option{WithDefaultTimeout(-time.Second)}, "WithDefaultTimeout is -1s"},
 		{"nil clock", "c", []Option{WithClock(nil)}, "WithClock is nil"},
 		{"shed negative", "c", []Option{WithShedding(ShedConfig{MaxRPS: -1})}, "MaxRPS is -1"},
-		{"shed empty", "c", []Option{WithShedding(ShedConfig{})}, "sets no limit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -484,7 +483,7 @@ func TestInvalidOptionsNameTheOption(t *testing.T) {
 	}
 	defer c.Close()
 	for _, hp := range []string{"nohost", "127.0.0.1:0", "127.0.0.1:70000", ":80"} {
-		err := c.AddPeer("kv", hp)
+		err := to(c, "kv").AddPeer(hp)
 		if err == nil {
 			t.Fatalf("%s: AddPeer succeeded, want an error", hp)
 		}
@@ -492,13 +491,13 @@ func TestInvalidOptionsNameTheOption(t *testing.T) {
 			t.Errorf("error %q does not name %q: strings.Contains(err.Error(), hp) = false, want true", err, hp)
 		}
 	}
-	if err := c.AddPeer("", "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "service name is empty") {
-		t.Errorf("AddPeer error = %v, want an error containing %q", err, "service name is empty")
+	if _, err := c.NewClient(""); err == nil || !strings.Contains(err.Error(), "service name is empty") {
+		t.Errorf("NewClient error = %v, want an error containing %q", err, "service name is empty")
 	}
 	if err := c.ListenAndServe("127.0.0.1"); err == nil || !strings.Contains(err.Error(), "bad listen address") {
 		t.Errorf("ListenAndServe error = %v, want an error containing %q", err, "bad listen address")
 	}
-	if err := c.RemovePeer("kv", "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "has no peers") {
-		t.Errorf("RemovePeer error = %v, want an error containing %q", err, "has no peers")
+	if err := to(c, "kv").RemovePeer("127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "127.0.0.1:1 is not a peer") {
+		t.Errorf("RemovePeer error = %v, want an error containing %q", err, "127.0.0.1:1 is not a peer")
 	}
 }

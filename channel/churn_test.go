@@ -38,7 +38,7 @@ func TestPeerChurn(t *testing.T) {
 			defer wg.Done()
 			for ctx.Err() == nil {
 				callCtx, done := context.WithTimeout(ctx, 200*time.Millisecond)
-				_, err := client.CallRaw(callCtx, "kv", "echo", nil, []byte("x"))
+				_, err := to(client, "kv").CallRaw(callCtx, "echo", nil, []byte("x"))
 				done()
 				mu.Lock()
 				calls++
@@ -61,11 +61,11 @@ func TestPeerChurn(t *testing.T) {
 	for i := 0; ctx.Err() == nil; i++ {
 		hp := servers[i%len(servers)].ch.HostPort()
 		if in[hp] {
-			if err := client.RemovePeer("kv", hp); err != nil {
+			if err := to(client, "kv").RemovePeer(hp); err != nil {
 				t.Fatalf("RemovePeer: %v", err)
 			}
 		} else {
-			if err := client.AddPeer("kv", hp); err != nil {
+			if err := to(client, "kv").AddPeer(hp); err != nil {
 				t.Fatalf("AddPeer: %v", err)
 			}
 		}
@@ -79,8 +79,8 @@ func TestPeerChurn(t *testing.T) {
 	if ok == 0 {
 		t.Fatalf("no call succeeded during the churn: got %v, want non-zero", ok)
 	}
-	for _, p := range client.Peers("kv") {
-		if err := client.RemovePeer("kv", p.HostPort); err != nil {
+	for _, p := range to(client, "kv").Peers() {
+		if err := to(client, "kv").RemovePeer(p.HostPort); err != nil {
 			t.Fatalf("RemovePeer: %v", err)
 		}
 	}

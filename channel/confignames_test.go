@@ -1,29 +1,32 @@
 package channel
 
 import (
+	"context"
 	"encoding/json"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/uber/tchannel-go"
 )
 
-// warnLog is a tchannel-go logger that keeps its warnings.
+// warnLog is a slog handler that keeps the messages of its records at
+// Warn and above.
 type warnLog struct {
-	discardLogger
 	mu    sync.Mutex
 	warns []string
 }
 
-func (l *warnLog) Warn(msg string) {
+func (l *warnLog) Enabled(_ context.Context, lv slog.Level) bool { return lv >= slog.LevelWarn }
+func (l *warnLog) WithAttrs([]slog.Attr) slog.Handler            { return l }
+func (l *warnLog) WithGroup(string) slog.Handler                 { return l }
+
+func (l *warnLog) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.warns = append(l.warns, msg)
+	l.warns = append(l.warns, r.Message)
+	return nil
 }
-
-func (l *warnLog) WithFields(...tchannel.LogField) tchannel.Logger { return l }
 
 // configHints returns the warnings about the service config's names.
 func (l *warnLog) configHints() []string {
@@ -43,9 +46,9 @@ const namesConfig = `{"methodConfig":[
            {"service":"kv","method":"echo"},{"service":"other","method":"x"}],"timeout":"1s"},
   {"name":[{"service":"kv"}],"timeout":"2s"}]}`
 
-// Debug lists, per service, the method names the service config names
-// that no call has used yet; a service the config names is listed even
-// before it has peers or calls.
+// Debug lists, per Client, the method names the service config names for
+// its service that no call has used yet; a Client is listed from the
+// moment it is made, before it has peers or calls.
 func TestDebugListsUnmatchedConfigNames(t *testing.T) {
 	s := startServer(t)
 	c, err := New("client", WithServiceConfig(mustConfig(t, namesConfig)))
@@ -53,9 +56,10 @@ func TestDebugListsUnmatchedConfigNames(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(c.Close)
-	if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+	if err := to(c, "kv").AddPeer(s.ch.HostPort()); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
+	to(c, "other")
 	unmatched := func(svc string) []string {
 		t.Helper()
 		return debugService(t, c.Debug(), svc).UnmatchedMethods
@@ -70,7 +74,7 @@ func TestDebugListsUnmatchedConfigNames(t *testing.T) {
 	// A Thrift-style call to "KeyValue::Get" leaves "Get" unmatched (the
 	// server has no such method: the call fails, but it was made).
 	for _, m := range []string{"echo", "KeyValue::Get", "KeyValue::Set"} {
-		_, _ = c.CallRaw(ctxTimeout(t), "kv", m, nil, []byte("x"))
+		_, _ = to(c, "kv").CallRaw(ctxTimeout(t), m, nil, []byte("x"))
 	}
 	if got, want := unmatched("kv"), []string{"Get", "put"}; !slices.Equal(got, want) {
 		t.Errorf("after the calls: kv's unmatched methods are %q, want %q", got, want)
@@ -86,7 +90,7 @@ func TestDebugListsUnmatchedConfigNames(t *testing.T) {
 
 	// Without a service config, nothing is unmatched, and never null.
 	c2, _, _ := startClient(t, s)
-	if _, err := c2.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil); err != nil {
+	if _, err := to(c2, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil); err != nil {
 		t.Fatalf("CallRaw: %v", err)
 	}
 	if got := debugService(t, c2.Debug(), "kv").UnmatchedMethods; got == nil || len(got) != 0 {
@@ -100,17 +104,17 @@ func TestDebugListsUnmatchedConfigNames(t *testing.T) {
 func TestConfigNameMissingThriftPrefixIsLoggedOnce(t *testing.T) {
 	s := startServer(t)
 	log := &warnLog{}
-	c, err := New("client", WithServiceConfig(mustConfig(t, namesConfig)), WithTChannelOptions(tchannel.ChannelOptions{Logger: log}))
+	c, err := New("client", WithServiceConfig(mustConfig(t, namesConfig)), WithLogger(slog.New(log)))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(c.Close)
-	if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+	if err := to(c, "kv").AddPeer(s.ch.HostPort()); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
 	call := func(method string) {
 		for i := 0; i < 3; i++ {
-			_, _ = c.CallRaw(ctxTimeout(t), "kv", method, nil, []byte("x"))
+			_, _ = to(c, "kv").CallRaw(ctxTimeout(t), method, nil, []byte("x"))
 		}
 	}
 
@@ -141,5 +145,31 @@ func TestConfigNameMissingThriftPrefixIsLoggedOnce(t *testing.T) {
 		if !strings.Contains(got[1], want) {
 			t.Errorf("warning %q does not say %s", got[1], want)
 		}
+	}
+}
+
+// With no logger given, a Client whose WithMethods names the Thrift method
+// "KeyValue::Get" of a service the config names as "Get" prints one Warn
+// line naming "KeyValue::Get" on slog's default logger when it is made,
+// before any call.
+func TestConfigNameMistakeIsLoggedWhenTheClientIsMade(t *testing.T) {
+	log := &warnLog{}
+	prev := slog.Default()
+	slog.SetDefault(slog.New(log))
+	defer slog.SetDefault(prev)
+	c, err := New("client", WithServiceConfig(mustConfig(t, namesConfig)))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	defer c.Close()
+	if got := log.configHints(); len(got) != 0 {
+		t.Fatalf("New logged %q before any Client", got)
+	}
+	if _, err := c.NewClient("kv", WithMethods("KeyValue::Get")); err != nil {
+		t.Fatalf("NewClient: %v", err)
+	}
+	got := log.configHints()
+	if len(got) != 1 || !strings.Contains(got[0], `name it "KeyValue::Get"`) {
+		t.Fatalf("NewClient logged %q, want one warning naming \"KeyValue::Get\"", got)
 	}
 }

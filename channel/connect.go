@@ -33,7 +33,7 @@ type ConnectConfig struct {
 	// without closing it (a frozen process, a dead link). The zero value
 	// means a ping every second, the connection closed after three in a
 	// row go unanswered for half a second (a silent peer is found in about
-	// three seconds); a negative Interval turns it off.
+	// three seconds); HealthCheck{Disabled: true} turns it off.
 	HealthCheck HealthCheck
 	// Budget bounds the connects the Channel starts across all its peers.
 	// The zero value means 100 a second after a burst of 2,500.
@@ -45,11 +45,19 @@ type ConnectConfig struct {
 // Timeout it closes the connection and the peer goes into TransientFailure.
 // (tchannel-go has health checks of its own, ConnectionOptions.HealthChecks;
 // a check of theirs that fails on a closing connection waits for itself
-// forever, so Sluice runs its own.)
+// forever, so Sluice runs its own.) The zero value means the default (a
+// ping a second, three unanswered within half a second each close the
+// connection); any other sets every field.
 type HealthCheck struct {
+	// Interval is the time between pings, > 0.
 	Interval time.Duration
-	Timeout  time.Duration
+	// Timeout is how long a ping may go unanswered, > 0.
+	Timeout time.Duration
+	// Failures is how many pings in a row may go unanswered before the
+	// connection is closed, >= 1.
 	Failures int
+	// Disabled turns health checks off; the other fields must then be 0.
+	Disabled bool
 }
 
 // ConnectBudget bounds the connects a Channel starts across all its peers:
@@ -70,13 +78,14 @@ type HealthCheck struct {
 //
 // The zero value means 100 connects a second after a burst of 2,500.
 type ConnectBudget struct {
-	// Rate is the connects a second once the burst is spent; 0 means
-	// 100, a negative rate means no budget (each peer's backoff is the
-	// only bound).
+	// Rate is the connects a second once the burst is spent, 0 or at
+	// least 0.001; 0 means 100.
 	Rate float64
-	// Burst is how many connects may start at once; 0 means 2,500. It
-	// must not be negative.
+	// Burst is how many connects may start at once, >= 0; 0 means 2,500.
 	Burst int
+	// Disabled means no budget: each peer's backoff is the only bound.
+	// Rate and Burst must then be 0.
+	Disabled bool
 }
 
 // Validate reports the first rule c breaks, naming the field, or nil.
@@ -84,6 +93,9 @@ func (c ConnectConfig) Validate() error { return c.pool().Validate() }
 
 // Validate reports the first rule b breaks, naming the field, or nil.
 func (b ConnectBudget) Validate() error { return pool.ConnectBudget(b).Validate() }
+
+// Validate reports the first rule h breaks, naming the field, or nil.
+func (h HealthCheck) Validate() error { return pool.HealthCheck(h).Validate() }
 
 // pool returns c as the connection pool takes it.
 func (c ConnectConfig) pool() pool.ConnectConfig {

@@ -11,7 +11,6 @@ import (
 	"github.com/sluice-rpc/sluice/channel/channelz"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/peerlist"
-	"github.com/sluice-rpc/sluice/retry"
 )
 
 // Debug returns the Channel's live state (see channelz.State). It is safe
@@ -23,83 +22,53 @@ import (
 // apart from its window's counts.
 func (c *Channel) Debug() channelz.State {
 	now := c.o.clock.Now()
-	type svcParts struct {
-		list      *peerlist.List
-		throttle  *retry.Throttle
-		methods   []methodDebug
-		unmatched []string // configured method names no call has used
-	}
-	parts := map[string]*svcParts{}
-	part := func(s string) *svcParts {
-		p := parts[s]
-		if p == nil {
-			p = &svcParts{}
-			parts[s] = p
+	clients := c.clientList()
+	st := channelz.State{Service: c.name, Time: now.UTC(), Closed: c.closed.Load(), Services: make([]channelz.Service, 0, len(clients))}
+	for _, cl := range clients {
+		policies := *cl.policies.Load()
+		methods := make([]methodDebug, 0, len(policies)+1)
+		for m, p := range policies {
+			methods = append(methods, methodDebug{m, p})
 		}
-		return p
-	}
-	c.mu.RLock()
-	for s, l := range c.services {
-		part(s).list = l
-	}
-	for s, t := range c.throttles {
-		part(s).throttle = t
-	}
-	for k, p := range c.policies {
-		sp := part(k.service)
-		sp.methods = append(sp.methods, methodDebug{k.method, p})
-	}
-	// A method is used once a call to it has made its policy.
-	if cfg := c.o.config; cfg != nil {
-		for _, mc := range cfg.Methods {
-			for _, n := range mc.Names {
-				if _, used := c.policies[methodKey{n.Service, n.Method}]; n.Method != "" && !used {
-					sp := part(n.Service)
-					sp.unmatched = append(sp.unmatched, n.Method)
+		cl.mu.Lock()
+		if cl.other != nil {
+			methods = append(methods, methodDebug{cl.other.method, cl.other})
+		}
+		cl.mu.Unlock()
+		ds := channelz.Service{Name: cl.service, Peers: []channelz.Peer{}, Methods: make([]channelz.Method, 0, len(methods)),
+			UnmatchedMethods: []string{}}
+		// A configured method is used once a call to it (or WithMethods)
+		// has made its policy.
+		if cfg := c.o.config; cfg != nil {
+			for _, mc := range cfg.Methods {
+				for _, n := range mc.Names {
+					if _, used := policies[n.Method]; n.Service == cl.service && n.Method != "" && !used {
+						ds.UnmatchedMethods = append(ds.UnmatchedMethods, n.Method)
+					}
 				}
 			}
 		}
-	}
-	c.mu.RUnlock()
-	// gates and pacers are fixed at New.
-	for s := range c.gates {
-		part(s)
-	}
-	for s := range c.pacers {
-		part(s)
-	}
-
-	st := channelz.State{Service: c.name, Time: now.UTC(), Closed: c.closed.Load(), Services: make([]channelz.Service, 0, len(parts))}
-	for name, p := range parts {
-		ds := channelz.Service{Name: name, Peers: []channelz.Peer{}, Methods: make([]channelz.Method, 0, len(p.methods)),
-			UnmatchedMethods: append([]string{}, p.unmatched...)}
 		sort.Strings(ds.UnmatchedMethods)
-		if p.list != nil {
-			for _, pr := range p.list.Peers() {
-				ds.Peers = append(ds.Peers, debugPeer(pr, now))
-			}
-			sort.Slice(ds.Peers, func(i, j int) bool { return ds.Peers[i].HostPort < ds.Peers[j].HostPort })
+		for _, pr := range cl.list.Peers() {
+			ds.Peers = append(ds.Peers, debugPeer(pr, now))
 		}
-		if p.throttle != nil {
-			ds.RetryThrottle = &channelz.Throttle{Tokens: p.throttle.Tokens(), MaxTokens: p.throttle.MaxTokens(),
-				RetriesAllowed: p.throttle.Allow()}
-			if c.o.config != nil && c.o.config.RetryThrottling != nil {
-				ds.RetryThrottle.TokenRatio = c.o.config.RetryThrottling.TokenRatio
-			}
+		sort.Slice(ds.Peers, func(i, j int) bool { return ds.Peers[i].HostPort < ds.Peers[j].HostPort })
+		if t := cl.bucket; t != nil {
+			ds.RetryThrottle = &channelz.Throttle{Tokens: t.Tokens(), MaxTokens: t.MaxTokens(),
+				RetriesAllowed: t.Allow(), TokenRatio: c.o.config.RetryThrottling.TokenRatio}
 		}
-		if g := c.gates[name]; g != nil {
-			ds.Lease = debugLease(g)
+		if cl.gate != nil {
+			ds.Lease = debugLease(cl.gate)
 		}
-		if pc := c.pacers[name]; pc != nil {
-			ds.Pacing = debugPacing(pc, p.methods, now)
+		if cl.pacer != nil {
+			ds.Pacing = debugPacing(cl.pacer, methods, now)
 		}
-		for _, m := range p.methods {
-			ds.Methods = append(ds.Methods, c.debugMethod(name, m))
+		for _, m := range methods {
+			ds.Methods = append(ds.Methods, c.debugMethod(cl.service, m))
 		}
 		sort.Slice(ds.Methods, func(i, j int) bool { return ds.Methods[i].Name < ds.Methods[j].Name })
 		st.Services = append(st.Services, ds)
 	}
-	sort.Slice(st.Services, func(i, j int) bool { return st.Services[i].Name < st.Services[j].Name })
 	c.debugDiscovery(&st)
 	return st
 }
@@ -163,7 +132,7 @@ func debugPacing(pc *pacer, methods []methodDebug, now time.Time) *channelz.Paci
 	// only by calls, so every method that may have one has a policy.
 	keys := []string{pc.service}
 	for _, m := range methods {
-		if m.p.pacer == pc {
+		if m.p.pacer == pc && !m.p.shared {
 			keys = append(keys, m.p.paceKeys[1])
 		}
 	}
@@ -214,7 +183,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // channelz.State's) to GET and HEAD requests, and answers any other method
 // 405 Method Not Allowed. With the query ?service=S&key=K it serves
 // instead where shard key K's calls to service S go (channelz.ShardHome),
-// or 404 if S has no peers. Mount it on a debug listener, not on a public
+// or 404 if the Channel has no Client for S or it has no peers. Mount it on a debug listener, not on a public
 // one: it names every peer.
 //
 //	mux.Handle("/debug/sluice", ch.DebugHandler())
@@ -227,7 +196,12 @@ func (c *Channel) DebugHandler() http.Handler {
 		}
 		var v any = c.Debug()
 		if q := r.URL.Query(); q.Has("key") || q.Has("service") {
-			home, err := c.ShardHome(q.Get("service"), q.Get("key"))
+			cl := c.client(q.Get("service"))
+			if cl == nil {
+				http.Error(w, fmt.Sprintf("channel: ShardHome: the Channel has no Client for service %q", q.Get("service")), http.StatusNotFound)
+				return
+			}
+			home, err := cl.ShardHome(q.Get("key"))
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusNotFound)
 				return
@@ -243,20 +217,4 @@ func (c *Channel) DebugHandler() http.Handler {
 		w.Header().Set("Cache-Control", "no-store")
 		w.Write(append(b, '\n'))
 	})
-}
-
-// ShardHome returns the host:port of shard key's home among service's
-// peers: where calls carrying key (WithShardKey) go while that peer is
-// ready and within its bounded load. It is an error if service has no
-// peers.
-func (c *Channel) ShardHome(service, key string) (string, error) {
-	l, _ := c.peerList(service, false)
-	if l == nil {
-		return "", fmt.Errorf("channel: ShardHome: service %q has no peers", service)
-	}
-	p := l.Home(key)
-	if p == nil {
-		return "", fmt.Errorf("channel: ShardHome: service %q has no peers", service)
-	}
-	return p.HostPort(), nil
 }

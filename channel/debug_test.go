@@ -99,11 +99,11 @@ func TestDebugShowsPeersTokensAndPolicies(t *testing.T) {
 	}
 	t.Cleanup(c.Close)
 	for _, s := range []*testServer{good, bad} {
-		if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+		if err := to(c, "kv").AddPeer(s.ch.HostPort()); err != nil {
 			t.Fatalf("AddPeer: %v", err)
 		}
 	}
-	if err := c.Connect(ctxTimeout(t), "kv"); err != nil {
+	if err := to(c, "kv").Connect(ctxTimeout(t)); err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
 
@@ -113,9 +113,9 @@ func TestDebugShowsPeersTokensAndPolicies(t *testing.T) {
 	for i := 0; i < 60; i++ {
 		var err error
 		if i%3 == 0 {
-			err = c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil)
+			err = to(c, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "k"}, nil)
 		} else {
-			_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("x"))
+			_, err = to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("x"))
 		}
 		var ce *CallError
 		if err != nil && !(errors.As(err, &ce) && ce.Code == codes.Busy) {
@@ -189,7 +189,7 @@ func TestDebugShowsPeersTokensAndPolicies(t *testing.T) {
 	if kv.RetryThrottle == nil {
 		t.Fatal("kv.RetryThrottle is nil")
 	}
-	tokens := c.throttles["kv"].Tokens()
+	tokens := to(c, "kv").bucket.Tokens()
 	if kv.RetryThrottle.Tokens != tokens {
 		t.Errorf("kv.RetryThrottle.Tokens = %v, want %v", kv.RetryThrottle.Tokens, tokens)
 	}
@@ -328,13 +328,14 @@ func TestDebugAdaptiveHedgeLeaseAndPacing(t *testing.T) {
 	  "hedgingPolicy":{"maxAttempts":3,"hedgingDelay":"1s","nonFatalStatusCodes":["BUSY","DECLINED"],
 	  "adaptiveDelay":{"quantile":0.8,"window":20,"floor":"0.002s","cap":"0.1s"}}}]}`
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
-	c, err := New("client", WithClock(clk), WithServiceConfig(mustConfig(t, cfg)),
-		WithLease("kv", capGate{42}), WithLease("inf", capGate{math.Inf(1)}), WithLease("plain", plainGate{}),
-		WithPacing("kv", PacingConfig{MaxDelay: 5 * time.Second}))
+	c, err := New("client", WithClock(clk), WithServiceConfig(mustConfig(t, cfg)))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(c.Close)
+	to(c, "kv", WithLease(capGate{42}), WithPacing(PacingConfig{MaxDelay: 5 * time.Second}))
+	to(c, "inf", WithLease(capGate{math.Inf(1)}))
+	to(c, "plain", WithLease(plainGate{}))
 
 	st := c.Debug()
 	if len(st.Services) != 3 {
@@ -378,7 +379,7 @@ func TestDebugAdaptiveHedgeLeaseAndPacing(t *testing.T) {
 	}
 
 	// The method's policy is made by its first call; make it directly.
-	p, err := c.policyFor("kv", "adapt")
+	p, err := policyOf(c, "kv", "adapt")
 	if err != nil {
 		t.Fatalf("policyFor: %v", err)
 	}
@@ -402,8 +403,8 @@ func TestDebugAdaptiveHedgeLeaseAndPacing(t *testing.T) {
 
 	// Windows the servers announced, for the service and for the method.
 	now := clk.Now()
-	c.pacers["kv"].windows.Record("kv", now.Add(time.Second))
-	c.pacers["kv"].windows.Record("kv::adapt", now.Add(2*time.Second))
+	to(c, "kv").pacer.windows.Record("kv", now.Add(time.Second))
+	to(c, "kv").pacer.windows.Record("kv::adapt", now.Add(2*time.Second))
 	if want, got := []channelz.PaceWindow{
 		{Key: "kv", RemainingMs: 1000, Until: now.Add(time.Second).UTC()},
 		{Key: "kv::adapt", RemainingMs: 2000, Until: now.Add(2 * time.Second).UTC()},
@@ -492,14 +493,14 @@ func TestDebugWhileCalling(t *testing.T) {
 	  "adaptiveDelay":{"quantile":0.5,"window":10,"floor":"0.001s","cap":"0.01s"}}}],
 	 "retryThrottling":{"maxTokens":10,"tokenRatio":0.5}}`
 	busyCfg := busy.Config{Window: 20 * time.Millisecond} // many windows roll during the test
-	c, err := New("client", WithServiceConfig(mustConfig(t, cfg)), WithBusyConfig(busyCfg),
-		WithLease("kv", capGate{1e6}), WithPacing("kv", PacingConfig{MaxDelay: 10 * time.Millisecond}))
+	c, err := New("client", WithServiceConfig(mustConfig(t, cfg)), WithBusyConfig(busyCfg))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(c.Close)
+	to(c, "kv", WithLease(capGate{1e6}), WithPacing(PacingConfig{MaxDelay: 10 * time.Millisecond}))
 	for _, s := range []*testServer{good, flaky} {
-		if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+		if err := to(c, "kv").AddPeer(s.ch.HostPort()); err != nil {
 			t.Fatalf("AddPeer: %v", err)
 		}
 	}
@@ -513,9 +514,9 @@ func TestDebugWhileCalling(t *testing.T) {
 			for i := 0; i < 50; i++ {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 				if i%2 == 0 {
-					_ = c.CallJSON(ctx, "kv", "get", &echoReq{Key: "k"}, nil)
+					_ = to(c, "kv").CallJSON(ctx, "get", &echoReq{Key: "k"}, nil)
 				} else {
-					_, _ = c.CallRaw(ctx, "kv", "echo", nil, []byte("x"))
+					_, _ = to(c, "kv").CallRaw(ctx, "echo", nil, []byte("x"))
 				}
 				cancel()
 			}

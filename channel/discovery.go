@@ -11,37 +11,13 @@ import (
 
 	"github.com/sluice-rpc/sluice/channel/channelz"
 	"github.com/sluice-rpc/sluice/discovery"
+	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/peerlist"
 	"github.com/sluice-rpc/sluice/internal/pool"
+	"github.com/sluice-rpc/sluice/internal/watch"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/stats"
 )
-
-// WithResolver has r find the peers of service, and follow them as they
-// come and go: each set r reports replaces the service's peers as SetPeers does:
-// peers that stay keep their connection, busy limiter and
-// latency estimate, and a removed peer gets no new attempts while its calls
-// in flight finish, then its connection closes. A failing registry never
-// empties the list (see discovery.Watcher). Calls to the service made
-// before r's first answer wait for it, within their deadline. When a
-// peer's connection fails, or no peer is ready, the Channel asks r for a
-// fresh lookup (discovery.Updates.ResolveNow). The resolver's state shows
-// in Debug and in the discovery metrics (stats.DiscoveryUpdates, ...),
-// tagged with the service.
-//
-// AddPeer and RemovePeer fail for such a service: its peers are r's to
-// change. One resolver per service.
-func WithResolver(service string, r discovery.Resolver) Option {
-	return func(o *options) {
-		if o.resolvers == nil {
-			o.resolvers = map[string]discovery.Resolver{}
-		}
-		if _, dup := o.resolvers[service]; dup {
-			o.resolverDup = service
-		}
-		o.resolvers[service] = r
-	}
-}
 
 // WithRegistrar has r announce the Channel's address once it listens
 // (ListenAndServe or Serve: the address HostPort reports), and withdraw it
@@ -67,9 +43,12 @@ const (
 // defaults.
 type ShutdownConfig struct {
 	// Grace is the longest Shutdown keeps serving normally, listener open,
-	// after deregistering and telling its Sluice clients. 0 means
-	// DefaultShutdownGrace; negative, none.
+	// after deregistering and telling its Sluice clients, >= 0. 0 means
+	// DefaultShutdownGrace, unless NoGrace is set.
 	Grace time.Duration
+	// NoGrace makes Shutdown decline new calls at once after
+	// deregistering, with no grace. Grace must then be 0.
+	NoGrace bool
 	// Quiet ends the grace early once no Sluice client holds a connection
 	// and no request has come from a plain TChannel client for Quiet
 	// (checked every Quiet/4, at most 10 ms, so the grace ends within 1.25
@@ -78,15 +57,27 @@ type ShutdownConfig struct {
 	Quiet time.Duration
 }
 
-func (s ShutdownConfig) validate() error {
-	if s.Quiet < 0 {
-		return fmt.Errorf("channel: WithShutdown: Quiet is %v, must be >= 0 (0: %v)", s.Quiet, DefaultShutdownQuiet)
+// Validate reports the first field that breaks its rule, as a
+// *retry.FieldError, or nil.
+func (s ShutdownConfig) Validate() error {
+	switch {
+	case s.Grace < 0:
+		return config.Errorf("channel", "ShutdownConfig.Grace", s.Grace, "must be >= 0 (0 means the default, %v; NoGrace means none)", DefaultShutdownGrace)
+	case s.NoGrace && s.Grace != 0:
+		return config.Errorf("channel", "ShutdownConfig.Grace", s.Grace, "must be 0 when NoGrace is set")
+	case s.Quiet < 0:
+		return config.Errorf("channel", "ShutdownConfig.Quiet", s.Quiet, "must be >= 0 (0 means the default, %v)", DefaultShutdownQuiet)
 	}
 	return nil
 }
 
+// withDefaults returns s with its zero fields set to their defaults, and
+// Grace negative (none) when NoGrace is set.
 func (s ShutdownConfig) withDefaults() ShutdownConfig {
-	if s.Grace == 0 {
+	switch {
+	case s.NoGrace:
+		s.Grace = -1
+	case s.Grace == 0:
 		s.Grace = DefaultShutdownGrace
 	}
 	if s.Quiet == 0 {
@@ -108,55 +99,44 @@ const (
 
 var phaseNames = [...]string{"SERVING", "LEAVING", "DRAINING", "CLOSED"}
 
-// resolved is a service whose peers come from a resolver.
+// resolved is a Client whose peers come from a resolver.
 type resolved struct {
 	list    *peerlist.List
-	watcher *discovery.Watcher
+	watcher *watch.Watcher
+	done    sync.WaitGroup // askForLookups
 	// looks counts the peers askForLookups looked at: tests check that it
 	// grows with the changes, not with the list's length at each.
 	looks atomic.Int64
 }
 
-// startResolvers starts the resolvers of WithResolver, each with a
-// goroutine that asks it for a fresh lookup when the service's peers fail.
-func (c *Channel) startResolvers() error {
-	if len(c.o.resolvers) == 0 {
-		return nil
+// startResolver starts r, the Client's resolver (WithResolver), with a
+// goroutine that asks it for a fresh lookup when the Client's peers fail.
+func (cl *Client) startResolver(r discovery.Resolver) error {
+	c, l, svc := cl.ch, cl.list, cl.service
+	w, err := watch.New(watch.Config{Resolver: r, Clock: c.o.clock, Logger: c.o.logger,
+		Scope: c.rec.Scope().Tagged(map[string]string{stats.TagService: svc}),
+		Apply: func(addrs []discovery.Address) error {
+			ms := make([]peer.Member, len(addrs))
+			for i, a := range addrs {
+				ms[i] = peer.Member{HostPort: a.HostPort, Weight: a.Weight}
+			}
+			if err := l.Set(ms); errors.Is(err, pool.ErrClosed) {
+				return ErrClosed
+			} else if err != nil {
+				return err
+			}
+			return nil
+		}})
+	if err != nil {
+		return fmt.Errorf("channel: NewClient(%q): WithResolver: %w", svc, err)
 	}
-	c.resolved = make(map[string]*resolved, len(c.o.resolvers))
-	c.stopWatch = make(chan struct{})
-	for svc, r := range c.o.resolvers {
-		l, err := peerlist.New(peerlist.Config{Service: svc, Busy: c.o.busy, Clock: c.o.clock, Recorder: c.rec, Pool: c.pool, Resolving: true, Balance: c.o.config.BalancingFor(svc)})
-		if err != nil {
-			c.stopResolvers()
-			return err
-		}
-		w, err := discovery.Watch(discovery.WatcherConfig{Resolver: r, Clock: c.o.clock,
-			Scope: c.rec.Scope().Tagged(map[string]string{stats.TagService: svc}),
-			Apply: func(addrs []discovery.Address) error {
-				ms := make([]peer.Member, len(addrs))
-				for i, a := range addrs {
-					ms[i] = peer.Member{HostPort: a.HostPort, Weight: a.Weight}
-				}
-				if err := l.Set(ms); errors.Is(err, pool.ErrClosed) {
-					return ErrClosed
-				} else if err != nil {
-					return err
-				}
-				return nil
-			}})
-		if err != nil {
-			c.stopResolvers()
-			return fmt.Errorf("channel: WithResolver(%q): %w", svc, err)
-		}
-		c.mu.Lock()
-		c.services[svc] = l
-		c.mu.Unlock()
-		rs := &resolved{list: l, watcher: w}
-		c.resolved[svc] = rs
-		c.watchWG.Add(1)
-		go c.askForLookups(rs)
-	}
+	rs := &resolved{list: l, watcher: w}
+	cl.res = rs
+	rs.done.Add(1)
+	go func() {
+		defer rs.done.Done()
+		askForLookups(rs, cl.stop)
+	}()
 	return nil
 }
 
@@ -166,8 +146,7 @@ func (c *Channel) startResolvers() error {
 // look up. It keeps the class of each peer it last saw, and looks only at
 // the peers whose state changed (l.TakeChanged): its work is in
 // proportion to the changes, not to the list's length at each of them.
-func (c *Channel) askForLookups(r *resolved) {
-	defer c.watchWG.Done()
+func askForLookups(r *resolved, stop <-chan struct{}) {
 	l, w := r.list, r.watcher
 	seen := map[*peerlist.Peer]peerClass{}
 	usable := 0 // peers of seen whose class is usable
@@ -200,7 +179,7 @@ func (c *Channel) askForLookups(r *resolved) {
 		}
 		select {
 		case <-changed:
-		case <-c.stopWatch:
+		case <-stop:
 			return
 		}
 	}
@@ -223,27 +202,6 @@ func classOf(s peer.State) peerClass {
 		return classFailed
 	}
 	return classGone
-}
-
-// stopResolvers stops the resolvers and their goroutines and waits for
-// them.
-func (c *Channel) stopResolvers() {
-	if c.stopWatch == nil {
-		return
-	}
-	close(c.stopWatch)
-	for _, r := range c.resolved {
-		r.watcher.Close()
-	}
-	c.watchWG.Wait()
-}
-
-// managedBy returns the resolver that manages service's peers, or nil.
-func (c *Channel) managedBy(service string) *discovery.Watcher {
-	if r := c.resolved[service]; r != nil {
-		return r.watcher
-	}
-	return nil
 }
 
 // registerAddr announces the Channel's address through WithRegistrar's
@@ -397,11 +355,11 @@ func (c *Channel) debugDiscovery(st *channelz.State) {
 			LastError: orNull(rs.LastError), LastErrorTime: timeOrNull(rs.LastErrorTime)})
 	}
 	for i := range st.Services {
-		w := c.managedBy(st.Services[i].Name)
-		if w == nil {
+		cl := c.client(st.Services[i].Name)
+		if cl == nil || cl.res == nil {
 			continue
 		}
-		ws := w.State()
+		ws := cl.res.watcher.State()
 		st.Services[i].Resolver = &channelz.Resolver{Target: ws.Target, Status: string(ws.Status), Peers: ws.Peers,
 			Updates: ws.Updates, LastUpdate: timeOrNull(ws.LastUpdate), Errors: ws.Errors,
 			LastError: orNull(ws.LastError), LastErrorTime: timeOrNull(ws.LastErrorTime)}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/discovery"
+	"github.com/sluice-rpc/sluice/internal/decline"
 	"github.com/sluice-rpc/sluice/internal/testkit/testload"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/peer"
@@ -108,7 +109,7 @@ func echoLoop(t *testing.T, client *Channel) *testload.Loop {
 	l := testload.Start(4, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_, err := client.CallRaw(ctx, "kv", "echo", nil, []byte("x"))
+		_, err := to(client, "kv").CallRaw(ctx, "echo", nil, []byte("x"))
 		return err
 	})
 	t.Cleanup(l.Stop)
@@ -119,17 +120,20 @@ func echoLoop(t *testing.T, client *Channel) *testload.Loop {
 func resolvedClient(t *testing.T, reg discovery.Resolver, opts ...Option) (*Channel, tally.TestScope) {
 	t.Helper()
 	scope := tally.NewTestScope("", nil)
-	ch, err := New("client", append([]Option{WithScope(scope), WithResolver("kv", reg)}, opts...)...)
+	ch, err := New("client", append([]Option{WithScope(scope)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(ch.Close)
+	if _, err := ch.NewClient("kv", WithResolver(reg)); err != nil {
+		t.Fatal(err)
+	}
 	return ch, scope
 }
 
 func peerSet(ch *Channel) string {
 	var hps []string
-	for _, p := range ch.Peers("kv") {
+	for _, p := range to(ch, "kv").Peers() {
 		hps = append(hps, p.HostPort)
 	}
 	return strings.Join(hps, ",")
@@ -145,7 +149,7 @@ func TestResolverFollowsPeers(t *testing.T) {
 	client, _ := resolvedClient(t, reg)
 	result := make(chan error, 1)
 	go func() {
-		_, err := client.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("x"))
+		_, err := to(client, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("x"))
 		result <- err
 	}()
 	testwait.Until(t, "the resolver's failure to show", func() bool { return client.Debug().Services[0].Resolver.Status == "FAILING" })
@@ -156,33 +160,33 @@ func TestResolverFollowsPeers(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if _, err := client.CallRaw(ctx, "kv", "echo", nil, nil); err == nil || !strings.Contains(err.Error(), "the service's resolver has not answered; mem:test: not yet") {
+	if _, err := to(client, "kv").CallRaw(ctx, "echo", nil, nil); err == nil || !strings.Contains(err.Error(), "the service's resolver has not answered; mem:test: not yet") {
 		t.Fatalf("a call whose deadline passed before the first set: %v, want the resolver's error", err)
 	}
 	reg.set(func([]string) []string { return []string{a.ch.HostPort()} }, nil)
 	if err := testwait.Recv(t, result, "the waiting call"); err != nil {
 		t.Fatalf("the call that waited for the first set: %v", err)
 	}
-	before := client.Peers("kv")[0]
+	before := to(client, "kv").Peers()[0]
 	reg.set(func(s []string) []string { return append(s, b.ch.HostPort()) }, nil)
-	testwait.Until(t, "b to join", func() bool { return len(client.Peers("kv")) == 2 })
-	for _, p := range client.Peers("kv") {
+	testwait.Until(t, "b to join", func() bool { return len(to(client, "kv").Peers()) == 2 })
+	for _, p := range to(client, "kv").Peers() {
 		if p.HostPort == a.ch.HostPort() && p.Sent != before.Sent {
 			t.Fatalf("a's counts changed when b joined: %+v, was %+v", p, before)
 		}
 	}
-	err := client.AddPeer("kv", "127.0.0.1:9")
+	err := to(client, "kv").AddPeer("127.0.0.1:9")
 	if err == nil || !strings.Contains(err.Error(), `service "kv"'s peers come from its resolver mem:test`) {
 		t.Fatalf("AddPeer on a resolved service: %v", err)
 	}
-	if err := client.RemovePeer("kv", a.ch.HostPort()); err == nil || !strings.Contains(err.Error(), "WithResolver") {
+	if err := to(client, "kv").RemovePeer(a.ch.HostPort()); err == nil || !strings.Contains(err.Error(), "WithResolver") {
 		t.Fatalf("RemovePeer on a resolved service: %v", err)
 	}
 	reg.set(func([]string) []string { return []string{b.ch.HostPort()} }, nil)
 	testwait.Until(t, "a to leave", func() bool { return peerSet(client) == b.ch.HostPort() })
 	for range 20 {
 		var info CallInfo
-		_, err := client.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil, ReportCallInfo(&info))
+		_, err := to(client, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil, ReportCallInfo(&info))
 		if err != nil || info.Peer != b.ch.HostPort() {
 			t.Fatalf("a call after a left went to %q: %v", info.Peer, err)
 		}
@@ -195,13 +199,13 @@ func TestRemovedPeerFinishesItsCalls(t *testing.T) {
 	a, b := startServer(t), startServer(t)
 	reg := newMemRegistry(a.ch.HostPort())
 	client, _ := resolvedClient(t, reg)
-	if err := client.Connect(ctxTimeout(t), "kv"); err != nil && !errors.Is(err, ErrNoPeers) {
+	if err := to(client, "kv").Connect(ctxTimeout(t)); err != nil && !errors.Is(err, ErrNoPeers) {
 		t.Fatal(err)
 	}
-	testwait.Until(t, "a to be ready", func() bool { p := client.Peers("kv"); return len(p) == 1 && p[0].State == peer.Ready })
+	testwait.Until(t, "a to be ready", func() bool { p := to(client, "kv").Peers(); return len(p) == 1 && p[0].State == peer.Ready })
 	result := make(chan error, 1)
 	go func() {
-		_, err := client.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("block"))
+		_, err := to(client, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("block"))
 		result <- err
 	}()
 	testwait.Until(t, "the call to reach a", func() bool { return a.received.Load() == 1 })
@@ -231,7 +235,7 @@ func TestResolverFailureKeepsPeers(t *testing.T) {
 	if peerSet(client) != a.ch.HostPort() {
 		t.Fatalf("the peers changed on failures: %q", peerSet(client))
 	}
-	if _, err := client.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil); err != nil {
+	if _, err := to(client, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil); err != nil {
 		t.Fatalf("a call while the registry fails: %v", err)
 	}
 	r := client.Debug().Services[0].Resolver
@@ -254,7 +258,7 @@ func TestFailedPeerAsksForALookup(t *testing.T) {
 	reg := newMemRegistry(a.ch.HostPort(), b.ch.HostPort())
 	client, _ := resolvedClient(t, reg)
 	testwait.Until(t, "both ready", func() bool {
-		ps := client.Peers("kv")
+		ps := to(client, "kv").Peers()
 		return len(ps) == 2 && ps[0].State == peer.Ready && ps[1].State == peer.Ready
 	})
 	if n := reg.asked.Load(); n != 0 {
@@ -265,18 +269,31 @@ func TestFailedPeerAsksForALookup(t *testing.T) {
 }
 
 func TestWithResolverErrors(t *testing.T) {
+	if _, err := New("client", WithShutdown(ShutdownConfig{Quiet: -1})); err == nil || !strings.Contains(err.Error(), "Quiet is -1ns, must be >= 0") {
+		t.Errorf("New: %v, want an error naming Quiet", err)
+	}
+	ch, err := New("client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
 	for _, tt := range []struct {
-		opts []Option
-		want string
+		service string
+		opts    []ClientOption
+		want    string
 	}{
-		{[]Option{WithResolver("", discovery.StaticHostPorts("127.0.0.1:1"))}, "needs a service name and a resolver"},
-		{[]Option{WithResolver("kv", nil)}, "needs a service name and a resolver"},
-		{[]Option{WithResolver("kv", discovery.StaticHostPorts()), WithResolver("kv", discovery.StaticHostPorts())}, `names service "kv" twice`},
-		{[]Option{WithShutdown(ShutdownConfig{Quiet: -1})}, "Quiet is -1ns, must be >= 0"},
+		{"", []ClientOption{WithResolver(discovery.StaticHostPorts("127.0.0.1:1"))}, "the service name is empty"},
+		{"kv", []ClientOption{WithResolver(nil)}, `NewClient("kv"): WithResolver is nil`},
 	} {
-		if _, err := New("client", tt.opts...); err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("New: %v, want an error with %q", err, tt.want)
+		if _, err := ch.NewClient(tt.service, tt.opts...); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("NewClient(%q): %v, want an error with %q", tt.service, err, tt.want)
 		}
+	}
+	if _, err := ch.NewClient("kv", WithResolver(discovery.StaticHostPorts())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.NewClient("kv", WithResolver(discovery.StaticHostPorts())); !errors.Is(err, ErrClientExists) {
+		t.Errorf("a second NewClient(kv): %v, want ErrClientExists", err)
 	}
 }
 
@@ -319,7 +336,7 @@ func TestShutdownRollingReplacementFailsNoCall(t *testing.T) {
 // handler, and waits for the handlers in flight; a ctx that ends first
 // makes it return an error naming them.
 func TestShutdownDrainsHandlers(t *testing.T) {
-	s := startServer(t, WithShutdown(ShutdownConfig{Grace: -1}))
+	s := startServer(t, WithShutdown(ShutdownConfig{NoGrace: true}))
 	raw1, err := tchannel.NewChannel("raw-client", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -336,7 +353,7 @@ func TestShutdownDrainsHandlers(t *testing.T) {
 	testwait.Until(t, "the drain", func() bool { return s.ch.Debug().Phase == "DRAINING" })
 	_, _, _, err = raw.Call(ctxTimeout(t), raw1, s.ch.HostPort(), "kv", "echo", nil, []byte("x"))
 	var se tchannel.SystemError
-	if !errors.As(err, &se) || se.Code() != tchannel.ErrCodeDeclined || !strings.Contains(se.Message(), earlyDeclineHint) {
+	if !errors.As(err, &se) || se.Code() != tchannel.ErrCodeDeclined || !strings.Contains(se.Message(), decline.EarlyHint) {
 		t.Fatalf("a call during the drain: %v, want a marked Declined", err)
 	}
 	select {
@@ -352,7 +369,7 @@ func TestShutdownDrainsHandlers(t *testing.T) {
 		t.Fatalf("Shutdown: %v", err)
 	}
 
-	s2 := startServer(t, WithShutdown(ShutdownConfig{Grace: -1}))
+	s2 := startServer(t, WithShutdown(ShutdownConfig{NoGrace: true}))
 	go func() {
 		_, _, _, err := raw.Call(ctxTimeout(t), raw1, s2.ch.HostPort(), "kv", "echo", nil, []byte("block"))
 		inFlight <- err
@@ -392,12 +409,13 @@ func TestShutdownGrace(t *testing.T) {
 	}
 
 	s2 := startServer(t, WithShutdown(ShutdownConfig{Grace: time.Hour, Quiet: quiet}))
-	client, err := New("client", WithMethods("kv", "echo"))
+	client, err := New("client")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	if err := client.AddPeer("kv", s2.ch.HostPort()); err != nil {
+	to(client, "kv", WithMethods("echo"))
+	if err := to(client, "kv").AddPeer(s2.ch.HostPort()); err != nil {
 		t.Fatal(err)
 	}
 	// Once its one peer has left, the client's calls fail at once,
@@ -406,7 +424,7 @@ func TestShutdownGrace(t *testing.T) {
 	load := testload.Start(4, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_, err := client.CallRaw(ctx, "kv", "echo", nil, []byte("x"))
+		_, err := to(client, "kv").CallRaw(ctx, "echo", nil, []byte("x"))
 		if errors.Is(err, ErrUnavailable) && errors.Is(err, peer.ErrPeerLeaving) {
 			left.Add(1)
 			return nil
@@ -420,7 +438,7 @@ func TestShutdownGrace(t *testing.T) {
 	// The Sluice client is told at once: its peer leaves choice, and its
 	// connection closes, which ends the grace long before its hour.
 	testwait.Until(t, "the client to see the server leaving", func() bool {
-		p := client.Peers("kv")
+		p := to(client, "kv").Peers()
 		return len(p) == 1 && p[0].State == peer.TransientFailure
 	})
 	if err := testwait.Recv(t, done, "Shutdown with only a Sluice client"); err != nil {
@@ -538,10 +556,10 @@ func TestRegistrationErrorKeepsServing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := c.AddPeer("kv", srv.HostPort()); err != nil {
+	if err := to(c, "kv").AddPeer(srv.HostPort()); err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("still here"))
+	res, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("still here"))
 	if err != nil || string(res.Arg3) != "still here" {
 		t.Fatalf("a call to the unregistered server: %v, %v", res, err)
 	}
@@ -552,7 +570,7 @@ func TestRegistrationErrorKeepsServing(t *testing.T) {
 // the Channel ends CLOSED, not DRAINING.
 func TestShutdownPastAStuckRegistry(t *testing.T) {
 	t.Parallel() // it waits out deregisterWait
-	s := startServer(t, WithShutdown(ShutdownConfig{Grace: -1}), WithRegistrar(stuckRegistrar{}))
+	s := startServer(t, WithShutdown(ShutdownConfig{NoGrace: true}), WithRegistrar(stuckRegistrar{}))
 	raw1, err := tchannel.NewChannel("raw-client", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -595,7 +613,7 @@ func TestFailedPeerWatchIsLinearInTheChanges(t *testing.T) {
 	client, _ := resolvedClient(t, reg, WithConnectConfig(ConnectConfig{Backoff: backoff.Exponential{
 		Initial: time.Hour, Max: time.Hour, Multiplier: 1, Jitter: backoff.ProportionalJitter}}))
 	testwait.Until(t, "every peer in transient failure", func() bool {
-		ps := client.Peers("kv")
+		ps := to(client, "kv").Peers()
 		for _, p := range ps {
 			if p.State != peer.TransientFailure {
 				return false
@@ -603,13 +621,13 @@ func TestFailedPeerWatchIsLinearInTheChanges(t *testing.T) {
 		}
 		return len(ps) == n
 	})
-	r := client.resolved["kv"]
+	r := to(client, "kv").res
 	before := r.looks.Load()
 	s := startServer(t)
 	for range rounds {
 		reg.set(func(a []string) []string { return append(a, s.ch.HostPort()) }, nil)
 		testwait.Until(t, "the extra peer Ready", func() bool {
-			for _, p := range client.Peers("kv") {
+			for _, p := range to(client, "kv").Peers() {
 				if p.HostPort == s.ch.HostPort() {
 					return p.State == peer.Ready
 				}
@@ -617,7 +635,7 @@ func TestFailedPeerWatchIsLinearInTheChanges(t *testing.T) {
 			return false
 		})
 		reg.set(func(a []string) []string { return a[:n] }, nil)
-		testwait.Until(t, "the extra peer gone", func() bool { return len(client.Peers("kv")) == n })
+		testwait.Until(t, "the extra peer gone", func() bool { return len(to(client, "kv").Peers()) == n })
 	}
 	// The watch may still have had the failed peers' last changes to
 	// take when before was read: each of them once more at most, and a

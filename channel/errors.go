@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/decline"
+
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/retryexec"
 	"github.com/sluice-rpc/sluice/pacing"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/retry"
@@ -164,7 +166,7 @@ func Busy(format string, args ...any) error {
 // tells them not to retry). Other TChannel clients see it as part of the
 // message and ignore it.
 func BusyAfter(d time.Duration, format string, args ...any) error {
-	msg := retry.AppendPushback(fmt.Sprintf(format, args...), retry.PushbackAfter(d))
+	msg := retryexec.AppendPushback(fmt.Sprintf(format, args...), retry.PushbackAfter(d))
 	return tchannel.NewSystemError(tchannel.ErrCodeBusy, "%s", msg)
 }
 
@@ -174,52 +176,9 @@ func Declined(format string, args ...any) error {
 	return tchannel.NewSystemError(tchannel.ErrCodeDeclined, format, args...)
 }
 
-// earlyDeclineHint ends the message of a Declined answer that a Sluice
-// server sends before any handler ran (it is closing). A Sluice client
-// retries such a decline once, on another peer, without counting it as an
-// attempt: no handler ran, so nothing runs twice. Any other Declined is an
-// ordinary code for the retry or hedging policy. Other TChannel clients see
-// it as part of the message.
-const earlyDeclineHint = "(declined before any handler ran)"
-
 // errClosing is a closing Sluice server's answer to a request that reaches
 // its guard: declined, marked as before any handler.
-var errClosing = tchannel.NewSystemError(tchannel.ErrCodeDeclined, "the server is closing "+earlyDeclineHint)
-
-// closedChannelMessage is the message of tchannel-go's own Declined answer
-// to a request arriving on a closing connection, which it sends before
-// dispatching to any handler.
-var closedChannelMessage = tchannel.ErrChannelClosed.(tchannel.SystemError).Message()
-
-// declinedEarly reports whether the message of a Declined answer (its
-// pushback hint removed) says that no handler ran: the decline was marked by
-// a Sluice server, or is tchannel-go's decline of a closing connection.
-func declinedEarly(msg string) bool {
-	return strings.HasSuffix(msg, earlyDeclineHint) || msg == closedChannelMessage
-}
-
-// HandlerError returns err as the answer of a handler that ran: a Declined
-// error saying that no handler ran (a closing server's mark, or
-// tchannel-go's "closed channel", typically the error of a call the handler
-// made downstream) is reworded, so that the caller does not retry it
-// transparently and run this handler twice. Any other error is returned as
-// is. Sluice's raw, JSON and Thrift servers apply it to what their handlers
-// return; a front-end of one's own that sends handler errors as TChannel
-// system errors should too.
-func HandlerError(err error) error {
-	var se tchannel.SystemError
-	if !errors.As(err, &se) || se.Code() != tchannel.ErrCodeDeclined {
-		return err
-	}
-	msg := se.Message()
-	p, rest := retry.PushbackFromMessage(msg)
-	if !declinedEarly(rest) {
-		return err
-	}
-	rest = strings.TrimSpace(strings.TrimSuffix(rest, earlyDeclineHint))
-	return tchannel.NewSystemError(tchannel.ErrCodeDeclined, "%s",
-		retry.AppendPushback("declined downstream, after this server's handler ran: "+rest, p))
-}
+var errClosing = tchannel.NewSystemError(tchannel.ErrCodeDeclined, "the server is closing "+decline.EarlyHint)
 
 // classify returns the TChannel code of an attempt's error and the remote
 // message. It reads the error's type, never its text.

@@ -31,12 +31,16 @@ func ExampleChannel_Debug() {
 		panic(err)
 	}
 	defer client.Close()
-	if err := client.AddPeer("kv", server.HostPort()); err != nil {
+	kv, err := client.NewClient("kv")
+	if err != nil {
+		panic(err)
+	}
+	if err := kv.AddPeer(server.HostPort()); err != nil {
 		panic(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := client.CallRaw(ctx, "kv", "echo", nil, []byte("hello")); err != nil {
+	if _, err := kv.CallRaw(ctx, "echo", nil, []byte("hello")); err != nil {
 		panic(err)
 	}
 

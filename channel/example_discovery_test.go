@@ -24,14 +24,18 @@ func ExampleWithResolver() {
 		panic(err)
 	}
 
-	client, err := channel.New("example-client", channel.WithResolver("kv", discovery.StaticHostPorts(server.HostPort())))
+	client, err := channel.New("example-client")
 	if err != nil {
 		panic(err)
 	}
 	defer client.Close()
+	kv, err := client.NewClient("kv", channel.WithResolver(discovery.StaticHostPorts(server.HostPort())))
+	if err != nil {
+		panic(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	res, err := client.CallRaw(ctx, "kv", "echo", nil, []byte("hello")) // waits for the resolver's first answer
+	res, err := kv.CallRaw(ctx, "echo", nil, []byte("hello")) // waits for the resolver's first answer
 	if err != nil {
 		panic(err)
 	}

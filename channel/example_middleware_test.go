@@ -57,13 +57,17 @@ func ExampleInboundMiddleware() {
 			panic(err)
 		}
 		defer client.Close()
-		if err := client.AddPeer("greeter", server.HostPort()); err != nil {
+		greeter, err := client.NewClient("greeter")
+		if err != nil {
+			panic(err)
+		}
+		if err := greeter.AddPeer(server.HostPort()); err != nil {
 			panic(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		var res helloResponse
-		err = client.CallJSON(ctx, "greeter", "hello", &helloRequest{Name: "alice"}, &res)
+		err = greeter.CallJSON(ctx, "hello", &helloRequest{Name: "alice"}, &res)
 		var ce *channel.CallError
 		switch {
 		case err == nil:

@@ -36,13 +36,17 @@ func Example() {
 		panic(err)
 	}
 	defer client.Close()
-	if err := client.AddPeer("kv", server.HostPort()); err != nil {
+	kv, err := client.NewClient("kv")
+	if err != nil {
+		panic(err)
+	}
+	if err := kv.AddPeer(server.HostPort()); err != nil {
 		panic(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	var res GetResponse
-	if err := client.CallJSON(ctx, "kv", "get", &GetRequest{Key: "a"}, &res); err != nil {
+	if err := kv.CallJSON(ctx, "get", &GetRequest{Key: "a"}, &res); err != nil {
 		panic(err)
 	}
 	fmt.Println(res.Value)
@@ -65,16 +69,20 @@ func ExampleErrUnavailable() {
 		panic(err)
 	}
 	defer client.Close()
-	if err := client.AddPeer("kv", dead); err != nil {
+	kv, err := client.NewClient("kv")
+	if err != nil {
+		panic(err)
+	}
+	if err := kv.AddPeer(dead); err != nil {
 		panic(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	start := time.Now()
-	_, err = client.CallRaw(ctx, "kv", "get", nil, nil)
+	_, err = kv.CallRaw(ctx, "get", nil, nil)
 	var ce *channel.CallError
 	fmt.Println(errors.As(err, &ce), ce.Code, ce.Attempts, errors.Is(err, channel.ErrUnavailable), time.Since(start) < time.Second)
-	fmt.Println(client.Peers("kv")[0].State)
+	fmt.Println(kv.Peers()[0].State)
 	// Output:
 	// true UNAVAILABLE 0 true true
 	// TRANSIENT_FAILURE

@@ -66,13 +66,17 @@ func ExampleWithServerTLS() {
 		panic(err)
 	}
 	defer client.Close()
-	if err := client.AddPeer("kv", server.HostPort()); err != nil {
+	kv, err := client.NewClient("kv")
+	if err != nil {
+		panic(err)
+	}
+	if err := kv.AddPeer(server.HostPort()); err != nil {
 		panic(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	var res GetResponse
-	if err := client.CallJSON(ctx, "kv", "get", &GetRequest{Key: "a"}, &res); err != nil {
+	if err := kv.CallJSON(ctx, "get", &GetRequest{Key: "a"}, &res); err != nil {
 		panic(err) // a refused certificate: UNAVAILABLE, with the TLS error as its cause
 	}
 	fmt.Println(res.Value)

@@ -9,16 +9,17 @@ import (
 	"github.com/uber/tchannel-go"
 )
 
-// CallRaw calls service's method with raw arguments and returns the
+// CallRaw calls a method of the Client's service with raw arguments and returns the
 // response. A response marked as an application error is returned with a nil
 // error and AppError set.
-func (c *Channel) CallRaw(ctx context.Context, service, method string, arg2, arg3 []byte, opts ...CallOption) (*RawResponse, error) {
+func (cl *Client) CallRaw(ctx context.Context, method string, arg2, arg3 []byte, opts ...CallOption) (*RawResponse, error) {
+	c := cl.ch
 	o := applyOptions(opts)
 	// The call runs in a recycled state that holds its request too: the
 	// RawResponse is all it allocates.
 	st := c.frontState()
 	st.frontReq = Request{Format: tchannel.Raw, Arg2: arg2, Arg3: arg3}
-	res, err := c.invoke(ctx, st, service, method, &st.frontReq, o)
+	res, err := c.invoke(ctx, st, cl, method, &st.frontReq, o)
 	if err != nil {
 		c.frontDone(st, o, err)
 		return nil, err
@@ -56,10 +57,11 @@ func (c *Channel) frontDone(st *callState, o *callOptions, err error) {
 	}
 }
 
-// CallJSON calls service's method with req encoded as JSON and decodes the
+// CallJSON calls a method of the Client's service with req encoded as JSON and decodes the
 // response into resp. An application error the handler returned comes back
 // as *ApplicationError; a failed call as *CallError.
-func (c *Channel) CallJSON(ctx context.Context, service, method string, req, resp any, opts ...CallOption) error {
+func (cl *Client) CallJSON(ctx context.Context, method string, req, resp any, opts ...CallOption) error {
+	c, service := cl.ch, cl.service
 	o := applyOptions(opts)
 	arg3, err := json.Marshal(req)
 	if err != nil {
@@ -74,7 +76,7 @@ func (c *Channel) CallJSON(ctx context.Context, service, method string, req, res
 	}
 	st := c.frontState() // recycled, and holds the request (see CallRaw)
 	st.frontReq = Request{Format: tchannel.JSON, Headers: headers, Arg3: arg3}
-	res, err := c.invoke(ctx, st, service, method, &st.frontReq, o)
+	res, err := c.invoke(ctx, st, cl, method, &st.frontReq, o)
 	if err != nil {
 		c.frontDone(st, o, err)
 		return err

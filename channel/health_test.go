@@ -30,7 +30,7 @@ import (
 func waitPeerState(t *testing.T, c *Channel, hostPort string, want peer.State) {
 	t.Helper()
 	testwait.Until(t, fmt.Sprintf("%s to be %v", hostPort, want), func() bool {
-		for _, p := range c.Peers("kv") {
+		for _, p := range to(c, "kv").Peers() {
 			if p.HostPort == hostPort {
 				return p.State == want
 			}
@@ -44,11 +44,11 @@ func waitPeerState(t *testing.T, c *Channel, hostPort string, want peer.State) {
 func TestDeadPeerIsNotChosen(t *testing.T) {
 	servers := []*testServer{startServer(t), startServer(t), startServer(t)}
 	c, _, _ := startClient(t, servers...)
-	if err := c.Connect(ctxTimeout(t), "kv"); err != nil {
+	if err := to(c, "kv").Connect(ctxTimeout(t)); err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
 	for i := 0; i < 30; i++ {
-		_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("x"))
+		_, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("x"))
 		if err != nil {
 			t.Fatalf("CallRaw: %v", err)
 		}
@@ -57,7 +57,7 @@ func TestDeadPeerIsNotChosen(t *testing.T) {
 	servers[0].ch.Close()
 	waitPeerState(t, c, dead, peer.TransientFailure)
 	for i := 0; i < 100; i++ {
-		res, err := c.Call(ctxTimeout(t), "kv", "echo", &Request{Format: tchannel.Raw, Arg3: []byte("x")})
+		res, err := to(c, "kv").Call(ctxTimeout(t), "echo", &Request{Format: tchannel.Raw, Arg3: []byte("x")})
 		if err != nil {
 			t.Fatalf("Call: %v", err)
 		}
@@ -89,14 +89,14 @@ func TestEveryPeerDownFailsAtOnceWithoutDialing(t *testing.T) {
 	}
 	t.Cleanup(c.Close)
 	for i := 0; i < 3; i++ {
-		if err := c.AddPeer("kv", testnet.Refused(t)); err != nil {
+		if err := to(c, "kv").AddPeer(testnet.Refused(t)); err != nil {
 			t.Fatalf("AddPeer: %v", err)
 		}
 	}
 	for i := 0; i < 200; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		start := time.Now()
-		_, err := c.CallRaw(ctx, "kv", "echo", nil, nil)
+		_, err := to(c, "kv").CallRaw(ctx, "echo", nil, nil)
 		cancel()
 		var ce *CallError
 		if !errors.As(err, &ce) {
@@ -144,15 +144,15 @@ func TestWaitForReady(t *testing.T) {
 			}
 			t.Cleanup(c.Close)
 			addr := testnet.Refused(t)
-			if err := c.AddPeer("kv", addr); err != nil {
+			if err := to(c, "kv").AddPeer(addr); err != nil {
 				t.Fatalf("AddPeer: %v", err)
 			}
-			if err := c.Connect(ctxTimeout(t), "kv"); err == nil {
+			if err := to(c, "kv").Connect(ctxTimeout(t)); err == nil {
 				t.Fatal("Connect succeeded, want an error")
 			}
 			done := make(chan error, 1)
 			go func() {
-				_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("x"), tt.opts...)
+				_, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("x"), tt.opts...)
 				done <- err
 			}()
 			testwait.Recv(t, waiting, "the call to wait for a ready peer")
@@ -182,10 +182,10 @@ func TestWaitForReady(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(c.Close)
-	if err := c.AddPeer("kv", testnet.Refused(t)); err != nil {
+	if err := to(c, "kv").AddPeer(testnet.Refused(t)); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
-	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	_, err = to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil)
 	if !errors.Is(err, ErrUnavailable) {
 		t.Errorf("CallRaw error = %v, want %v", err, ErrUnavailable)
 	}
@@ -207,15 +207,15 @@ func TestBlackHolePeerHoldsNoCall(t *testing.T) {
 			t.Fatalf("New: %v", err)
 		}
 		t.Cleanup(c.Close)
-		if err := c.AddPeer("kv", hole); err != nil {
+		if err := to(c, "kv").AddPeer(hole); err != nil {
 			t.Fatalf("AddPeer: %v", err)
 		}
-		if err := c.AddPeer("kv", good.ch.HostPort()); err != nil {
+		if err := to(c, "kv").AddPeer(good.ch.HostPort()); err != nil {
 			t.Fatalf("AddPeer: %v", err)
 		}
 		for i := 0; i < 50; i++ {
 			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-			res, err := c.Call(ctx, "kv", "echo", &Request{Format: tchannel.Raw, Arg3: []byte("x")})
+			res, err := to(c, "kv").Call(ctx, "echo", &Request{Format: tchannel.Raw, Arg3: []byte("x")})
 			cancel()
 			if err != nil {
 				t.Fatalf("call %d: %v", i, err)
@@ -224,7 +224,7 @@ func TestBlackHolePeerHoldsNoCall(t *testing.T) {
 				t.Errorf("res.Peers = %q, want it not to contain %q", res.Peers, hole)
 			}
 		}
-		for _, p := range c.Peers("kv") {
+		for _, p := range to(c, "kv").Peers() {
 			if p.HostPort == hole {
 				if p.State == peer.Ready {
 					t.Errorf("the black hole is ready: got %v, want a different value", p.State)
@@ -238,12 +238,12 @@ func TestBlackHolePeerHoldsNoCall(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(c.Close)
-	if err := c.AddPeer("kv", hole); err != nil {
+	if err := to(c, "kv").AddPeer(hole); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	_, err = c.CallRaw(ctx, "kv", "echo", nil, nil)
+	_, err = to(c, "kv").CallRaw(ctx, "echo", nil, nil)
 	var ce *CallError
 	if !errors.As(err, &ce) {
 		t.Fatalf("CallRaw error = %v, want a %T", err, ce)
@@ -270,11 +270,12 @@ func TestUnsendableRequestsFailAtOnce(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(c.Close)
-	if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+	if err := to(c, "kv").AddPeer(s.ch.HostPort()); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
-	if err := c.AddPeer(strings.Repeat("s", 300), s.ch.HostPort()); err != nil {
-		t.Fatalf("AddPeer: %v", err)
+	// A service name is checked once, when its Client is made.
+	if _, err := c.NewClient(strings.Repeat("s", 300)); err == nil || !strings.Contains(err.Error(), "the service name is 300 bytes; TChannel allows at most 255") {
+		t.Errorf("NewClient(300 bytes): %v, want an error naming TChannel's limit", err)
 	}
 	long := func(n int) string { return strings.Repeat("m", n) }
 	for _, tt := range []struct {
@@ -285,7 +286,6 @@ func TestUnsendableRequestsFailAtOnce(t *testing.T) {
 	}{
 		{"nil request", "kv", "echo", nil, "the request is nil"},
 		{"unknown format", "kv", "echo", &Request{Format: "yaml"}, `format "yaml" is not supported`},
-		{"service name over 255 bytes", strings.Repeat("s", 300), "echo", &Request{Format: tchannel.Raw}, "the service name is 300 bytes; TChannel allows at most 255"},
 		{"method name of 64 KiB", "kv", long(64 << 10), &Request{Format: tchannel.Raw}, "the method name is 65536 bytes; TChannel allows at most 16384"},
 		{"arguments over the limit", "kv", "echo", &Request{Format: tchannel.Raw, Arg2: make([]byte, 100), Arg3: make([]byte, 1000)},
 			"the request's arguments are 1100 bytes, over the limit of 1024"},
@@ -298,7 +298,7 @@ func TestUnsendableRequestsFailAtOnce(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			start := time.Now()
-			_, err := c.Call(ctx, tt.service, tt.method, tt.req)
+			_, err := to(c, tt.service).Call(ctx, tt.method, tt.req)
 			var ce *CallError
 			if !errors.As(err, &ce) {
 				t.Fatalf("Call error = %v, want a %T", err, ce)
@@ -325,7 +325,7 @@ func TestUnsendableRequestsFailAtOnce(t *testing.T) {
 			t.Errorf("a method name that is not one made a metric: got %q, want it not to contain %q", name, "mmmmmmmm")
 		}
 	}
-	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, make([]byte, 1024))
+	_, err = to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, make([]byte, 1024))
 	if err != nil {
 		t.Errorf("a request at the limit goes: %v", err)
 	}
@@ -375,17 +375,17 @@ func TestMarkedDeclineIsRetriedOnceElsewhere(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(c.Close)
-	if err := c.AddPeer("kv", closing.ch.HostPort()); err != nil {
+	if err := to(c, "kv").AddPeer(closing.ch.HostPort()); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
-	if err := c.AddPeer("kv", good.ch.HostPort()); err != nil {
+	if err := to(c, "kv").AddPeer(good.ch.HostPort()); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
-	if err := c.Connect(ctxTimeout(t), "kv"); err != nil {
+	if err := to(c, "kv").Connect(ctxTimeout(t)); err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
 	for i := 0; i < 20; i++ {
-		res, err := c.Call(ctxTimeout(t), "kv", "echo", &Request{Format: tchannel.Raw})
+		res, err := to(c, "kv").Call(ctxTimeout(t), "echo", &Request{Format: tchannel.Raw})
 		if err != nil {
 			t.Fatalf("no retry policy: only the early decline is retried: %v", err)
 		}
@@ -408,14 +408,14 @@ func TestMarkedDeclineIsRetriedOnceElsewhere(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(c2.Close)
-	if err := c2.AddPeer("kv", closing.ch.HostPort()); err != nil {
+	if err := to(c2, "kv").AddPeer(closing.ch.HostPort()); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
-	if err := c2.AddPeer("kv", other.ch.HostPort()); err != nil {
+	if err := to(c2, "kv").AddPeer(other.ch.HostPort()); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
 	before := declined(closing) + declined(other)
-	_, err = c2.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	_, err = to(c2, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil)
 	var ce *CallError
 	if !errors.As(err, &ce) {
 		t.Fatalf("CallRaw error = %v, want a %T", err, ce)
@@ -462,7 +462,7 @@ func TestForwardedEarlyDeclineIsNotTransparent(t *testing.T) {
 		t.Cleanup(mid.Close)
 		err = mid.RegisterRaw("echo", func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
 			ran.Add(1)
-			_, err := mid.CallRaw(ctx, "down", "echo", nil, nil)
+			_, err := to(mid, "down").CallRaw(ctx, "echo", nil, nil)
 			return nil, err // the downstream's error, as it came
 		})
 		if err != nil {
@@ -473,7 +473,7 @@ func TestForwardedEarlyDeclineIsNotTransparent(t *testing.T) {
 		}
 		// After ListenAndServe: tchannel-go's Serve sets the channel's
 		// address unguarded, which a connect in flight reads.
-		if err := mid.AddPeer("down", down.HostPort()); err != nil {
+		if err := to(mid, "down").AddPeer(down.HostPort()); err != nil {
 			t.Fatalf("AddPeer: %v", err)
 		}
 		middles = append(middles, mid)
@@ -484,12 +484,12 @@ func TestForwardedEarlyDeclineIsNotTransparent(t *testing.T) {
 	}
 	t.Cleanup(c.Close)
 	for _, m := range middles {
-		if err := c.AddPeer("kv", m.HostPort()); err != nil {
+		if err := to(c, "kv").AddPeer(m.HostPort()); err != nil {
 			t.Fatalf("AddPeer: %v", err)
 		}
 	}
 	for i := 0; i < 10; i++ {
-		_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+		_, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil)
 		var ce *CallError
 		if !errors.As(err, &ce) {
 			t.Fatalf("CallRaw error = %v, want a %T", err, ce)
@@ -517,20 +517,21 @@ func TestCloseEndsCallsWaitingForReady(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	if err := c.AddPeer("kv", testnet.Refused(t)); err != nil {
+	if err := to(c, "kv").AddPeer(testnet.Refused(t)); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
-	if err := c.Connect(ctxTimeout(t), "kv"); err == nil {
+	if err := to(c, "kv").Connect(ctxTimeout(t)); err == nil {
 		t.Fatal("Connect succeeded, want an error")
 	}
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		_, err := c.CallRaw(ctx, "kv", "echo", nil, nil, WaitForReady())
+		_, err := to(c, "kv").CallRaw(ctx, "echo", nil, nil, WaitForReady())
 		done <- err
 	}()
 	testwait.Recv(t, waiting, "the call to wait for a ready peer")
+	none := to(c, "none")
 	start := time.Now()
 	c.Close()
 	err = testwait.Recv(t, done, "the waiting call to end")
@@ -540,7 +541,7 @@ func TestCloseEndsCallsWaitingForReady(t *testing.T) {
 	if got := time.Since(start); got >= 30*time.Second {
 		t.Errorf("the call waited for its deadline: got %v, want < %v", got, 30*time.Second)
 	}
-	if err := c.Connect(ctxTimeout(t), "none"); !errors.Is(err, ErrNoPeers) {
+	if err := none.Connect(ctxTimeout(t)); !errors.Is(err, ErrNoPeers) {
 		t.Errorf("Connect error = %v, want %v", err, ErrNoPeers)
 	}
 }
@@ -575,26 +576,26 @@ func TestClosingChannelDeclineIsRetriedOnceElsewhere(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(c.Close)
-	if err := c.AddPeer("kv", closing.PeerInfo().HostPort); err != nil {
+	if err := to(c, "kv").AddPeer(closing.PeerInfo().HostPort); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
-	if err := c.Connect(ctxTimeout(t), "kv"); err != nil {
+	if err := to(c, "kv").Connect(ctxTimeout(t)); err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
 	blocked := make(chan error, 1)
-	go func() { _, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil); blocked <- err }()
+	go func() { _, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil); blocked <- err }()
 	testwait.Until(t, "the first request to block", func() bool { return received.Load() == 1 })
 	closing.Close() // its connection stays open for the blocked request
-	if err := c.AddPeer("kv", good.ch.HostPort()); err != nil {
+	if err := to(c, "kv").AddPeer(good.ch.HostPort()); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
-	if err := c.Connect(ctxTimeout(t), "kv"); err != nil {
+	if err := to(c, "kv").Connect(ctxTimeout(t)); err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
 
 	// BUSY from good; the retry goes to the closing peer, which declines
 	// before dispatch; the transparent retry goes back to good.
-	res, err := c.Call(ctxTimeout(t), "kv", "echo", &Request{Format: tchannel.Raw, Arg3: []byte("x")})
+	res, err := to(c, "kv").Call(ctxTimeout(t), "echo", &Request{Format: tchannel.Raw, Arg3: []byte("x")})
 	if err != nil {
 		t.Fatalf("Call: %v", err)
 	}
@@ -638,14 +639,14 @@ func (blockHandler) OnError(context.Context, error) {}
 func TestAttemptMovesOnWhenTheConnectionIsGone(t *testing.T) {
 	a, b := startServer(t), startServer(t)
 	c, _, scope := startClient(t, a, b)
-	if err := c.Connect(ctxTimeout(t), "kv"); err != nil {
+	if err := to(c, "kv").Connect(ctxTimeout(t)); err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
-	pol, err := c.policyFor("kv", "echo")
+	pol, err := policyOf(c, "kv", "echo")
 	if err != nil {
 		t.Fatalf("policyFor: %v", err)
 	}
-	l := pol.peers(c, "kv")
+	l := pol.list
 	gone := l.Get(a.ch.HostPort())
 	req := &Request{Format: tchannel.Raw, Arg3: []byte("x")}
 	spec := &attemptSpec{service: "kv", method: "echo", req: req}
@@ -736,7 +737,7 @@ func TestWithConnectConfig(t *testing.T) {
 	}
 	t.Cleanup(c.Close)
 	start := time.Now()
-	if err := c.AddPeer("kv", hole.Addr()); err != nil {
+	if err := to(c, "kv").AddPeer(hole.Addr()); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
 	waitPeerState(t, c, hole.Addr(), peer.TransientFailure)
@@ -747,7 +748,7 @@ func TestWithConnectConfig(t *testing.T) {
 	if got := hole.Accepts(); got != 1 {
 		t.Errorf("hole.Accepts() = %v, want %v", got, 1)
 	}
-	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	_, err = to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil)
 	var ce *CallError
 	if !errors.As(err, &ce) {
 		t.Fatalf("CallRaw error = %v, want a %T", err, ce)

@@ -77,13 +77,13 @@ func hedgeClient(t *testing.T, cfg string, servers ...*hedgeServer) *Channel {
 	}
 	t.Cleanup(c.Close)
 	for _, s := range servers {
-		if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+		if err := to(c, "kv").AddPeer(s.ch.HostPort()); err != nil {
 			t.Fatalf("AddPeer: %v", err)
 		}
 	}
 	// Hedges go to distinct peers among those ready: have them all ready,
 	// so that the first hedges do not share the first peer to connect.
-	if err := c.Connect(ctxTimeout(t), "kv"); err != nil {
+	if err := to(c, "kv").Connect(ctxTimeout(t)); err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
 	return c
@@ -117,7 +117,7 @@ func TestHedgesOnDistinctPeersAndLosersCancelled(t *testing.T) {
 	}
 	servers := []*hedgeServer{startHedgeServer(t, behave), startHedgeServer(t, behave), startHedgeServer(t, behave)}
 	c := hedgeClient(t, fmt.Sprintf(hedgeCfg, 3, "0.02s", ""), servers...)
-	res, err := c.Call(ctxTimeout(t), "kv", "get", &Request{Format: "json", Arg3: []byte(`{"Key":"k"}`)})
+	res, err := to(c, "kv").Call(ctxTimeout(t), "get", &Request{Format: "json", Arg3: []byte(`{"Key":"k"}`)})
 	if err != nil {
 		t.Fatalf("Call: %v", err)
 	}
@@ -153,7 +153,7 @@ func TestFatalCodeEndsHedgedCallAtOnce(t *testing.T) {
 	slowOK := startHedgeServer(t, slow(2*time.Second))
 	c := hedgeClient(t, fmt.Sprintf(hedgeCfg, 2, "0s", ""), fatal, slowOK)
 	start := time.Now()
-	err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil)
+	err := to(c, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "k"}, nil)
 	var ce *CallError
 	if !errors.As(err, &ce) {
 		t.Fatalf("CallJSON error = %v, want a %T", err, ce)
@@ -177,7 +177,7 @@ func TestNonFatalFailureSendsNextHedgeAtOnce(t *testing.T) {
 	servers := []*hedgeServer{startHedgeServer(t, behave), startHedgeServer(t, behave)}
 	c := hedgeClient(t, fmt.Sprintf(hedgeCfg, 2, "10s", ""), servers...)
 	start := time.Now()
-	if err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil); err != nil {
+	if err := to(c, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "k"}, nil); err != nil {
 		t.Fatalf("CallJSON: %v", err)
 	}
 	if got := time.Since(start); got >= time.Second {
@@ -205,7 +205,7 @@ func TestZeroDelaySendsAllAtOnce(t *testing.T) {
 	}
 	servers := []*hedgeServer{startHedgeServer(t, behave), startHedgeServer(t, behave), startHedgeServer(t, behave)}
 	c := hedgeClient(t, fmt.Sprintf(hedgeCfg, 3, "0s", ""), servers...)
-	if err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil); err != nil {
+	if err := to(c, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "k"}, nil); err != nil {
 		t.Fatalf("CallJSON: %v", err)
 	}
 	if got := arrived.Load(); got != 3 {
@@ -220,7 +220,7 @@ func TestNegativePushbackStopsHedging(t *testing.T) {
 		startHedgeServer(t, func(context.Context) error { return BusyAfter(-1, "stop") }),
 	}
 	c := hedgeClient(t, fmt.Sprintf(hedgeCfg, 3, "0.05s", ""), servers...)
-	err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil)
+	err := to(c, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "k"}, nil)
 	var ce *CallError
 	if !errors.As(err, &ce) {
 		t.Fatalf("CallJSON error = %v, want a %T", err, ce)
@@ -248,11 +248,11 @@ func TestEmptyBucketSuppressesHedgesNotTheFirstAttempt(t *testing.T) {
 	servers := []*hedgeServer{startHedgeServer(t, behave), startHedgeServer(t, behave), startHedgeServer(t, behave)}
 	c := hedgeClient(t, fmt.Sprintf(hedgeCfg, 3, "0.005s", `,"retryThrottling":{"maxTokens":4,"tokenRatio":0.001}`), servers...)
 	for i := 0; i < 3; i++ { // each BUSY costs a token: 4 -> at most 2
-		c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil)
+		to(c, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "k"}, nil)
 	}
 	busy.Store(false)
 	before, _ := sum(servers...)
-	res, err := c.Call(ctxTimeout(t), "kv", "get", &Request{Format: "json", Arg3: []byte(`{"Key":"k"}`)})
+	res, err := to(c, "kv").Call(ctxTimeout(t), "get", &Request{Format: "json", Arg3: []byte(`{"Key":"k"}`)})
 	if err != nil {
 		t.Fatalf("the first attempt must still go out: %v", err)
 	}
@@ -279,7 +279,7 @@ func TestAdaptiveHedgingLearnsTheDelay(t *testing.T) {
 	c := hedgeClient(t, cfg, servers...)
 	start := time.Now()
 	for i := 0; i < 60; i++ {
-		if err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil); err != nil {
+		if err := to(c, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "k"}, nil); err != nil {
 			t.Fatalf("CallJSON: %v", err)
 		}
 	}
@@ -288,7 +288,7 @@ func TestAdaptiveHedgingLearnsTheDelay(t *testing.T) {
 	if got := time.Since(start); got >= 1500*time.Millisecond {
 		t.Errorf("time.Since(start) = %v, want < %v", got, 1500*time.Millisecond)
 	}
-	p, err := c.policyFor("kv", "get")
+	p, err := policyOf(c, "kv", "get")
 	if err != nil {
 		t.Fatalf("policyFor: %v", err)
 	}
@@ -340,7 +340,7 @@ func TestAdaptiveHedgingCountsCutOffsAsLonger(t *testing.T) {
 	cfg := `{"methodConfig":[{"name":[{"service":"kv"}],"hedgingPolicy":{"maxAttempts":2,"hedgingDelay":"1s",
 	  "nonFatalStatusCodes":["BUSY"],"adaptiveDelay":{"quantile":0.9,"window":10,"floor":"0.001s","cap":"1s"}}}]}`
 	c := hedgeClient(t, cfg, servers...)
-	call := func(ctx context.Context) error { return c.CallJSON(ctx, "kv", "get", &echoReq{Key: "k"}, nil) }
+	call := func(ctx context.Context) error { return to(c, "kv").CallJSON(ctx, "get", &echoReq{Key: "k"}, nil) }
 	for range 7 {
 		if err := call(ctxTimeout(t)); err != nil {
 			t.Fatalf("a fast call: %v", err)
@@ -371,7 +371,7 @@ func TestAdaptiveHedgingCountsCutOffsAsLonger(t *testing.T) {
 	if err := call(ctxTimeout(t)); err != nil {
 		t.Fatalf("the slow call: %v", err)
 	}
-	p, err := c.policyFor("kv", "get")
+	p, err := policyOf(c, "kv", "get")
 	if err != nil {
 		t.Fatalf("policyFor: %v", err)
 	}
@@ -416,13 +416,13 @@ func TestAdaptiveHedgingCountsUnsentCutOffs(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(c.Close)
-	if err := c.AddPeer("kv", server.ch.HostPort()); err != nil {
+	if err := to(c, "kv").AddPeer(server.ch.HostPort()); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
-	if err := c.Connect(ctxTimeout(t), "kv"); err != nil {
+	if err := to(c, "kv").Connect(ctxTimeout(t)); err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
-	call := func() error { return c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil) }
+	call := func() error { return to(c, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "k"}, nil) }
 	// The first call's attempt is cut off before it is sent; no hedge
 	// is due within the fallback delay of 1s.
 	if err, ce := call(), (*CallError)(nil); !errors.As(err, &ce) || ce.Code != codes.Cancelled {
@@ -440,7 +440,7 @@ func TestAdaptiveHedgingCountsUnsentCutOffs(t *testing.T) {
 	if err := call(); err != nil {
 		t.Fatalf("the slow call: %v", err)
 	}
-	p, err := c.policyFor("kv", "get")
+	p, err := policyOf(c, "kv", "get")
 	if err != nil {
 		t.Fatalf("policyFor: %v", err)
 	}
@@ -460,7 +460,7 @@ func TestHedgedDeadlineIsTimeout(t *testing.T) {
 	c := hedgeClient(t, fmt.Sprintf(hedgeCfg, 2, "0.005s", ""), servers...)
 	for i := 0; i < 20; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-		err := c.CallJSON(ctx, "kv", "get", &echoReq{Key: "k"}, nil)
+		err := to(c, "kv").CallJSON(ctx, "get", &echoReq{Key: "k"}, nil)
 		cancel()
 		var ce *CallError
 		if !errors.As(err, &ce) {

@@ -2,6 +2,7 @@ package channel
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -103,12 +104,13 @@ func startClient(t testing.TB, servers ...*testServer) (*Channel, *clock.Fake, t
 	t.Helper()
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	scope := tally.NewTestScope("", nil)
-	ch, err := New("client", WithClock(clk), WithScope(scope), WithMethods("kv", "echo", "get"))
+	ch, err := New("client", WithClock(clk), WithScope(scope))
 	if err != nil {
 		t.Fatal(err)
 	}
+	to(ch, "kv", WithMethods("echo", "get"))
 	for _, s := range servers {
-		if err := ch.AddPeer("kv", s.ch.HostPort()); err != nil {
+		if err := to(ch, "kv").AddPeer(s.ch.HostPort()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -138,3 +140,30 @@ func withRand(f func() float64) Option { return func(o *options) { o.rand = f } 
 
 // withOnWait calls f each time a call starts waiting for a ready peer.
 func withOnWait(f func()) Option { return func(o *options) { o.onWait = f } }
+
+// to returns ch's Client for service, making it with opts on first use:
+// most tests call one or two services through a Channel and need nothing
+// of the Client but its calls and peers. It panics if the Client cannot
+// be made, as a test's setup failing.
+func to(ch *Channel, service string, opts ...ClientOption) *Client {
+	if cl := ch.client(service); cl != nil {
+		if len(opts) > 0 {
+			panic(fmt.Sprintf("to(%q): the Client exists already; give its options on first use", service))
+		}
+		return cl
+	}
+	cl, err := ch.NewClient(service, opts...)
+	if err != nil {
+		panic(fmt.Sprintf("to(%q): %v", service, err))
+	}
+	return cl
+}
+
+// policyOf returns the policy of service's method on c, building it as a
+// first call would.
+func policyOf(c *Channel, service, method string) (*methodPolicy, error) {
+	return to(c, service).policyFor(method)
+}
+
+// registrarOf returns the registrar package thrift registers through.
+func registrarOf(c *Channel) tchannel.Registrar { return registrar{c} }

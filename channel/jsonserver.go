@@ -9,6 +9,8 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/sluice-rpc/sluice/internal/decline"
+
 	"github.com/uber/tchannel-go"
 	tjson "github.com/uber/tchannel-go/json"
 )
@@ -116,7 +118,7 @@ func newJSONHandler(c *Channel, method string, f any) (*jsonHandler, error) {
 		return nil, fail(fmt.Sprintf("is a %v, whose second result is not an error", t))
 	}
 	h := &jsonHandler{c: c, fn: v, argType: t.In(1), argIsMap: t.In(1).Kind() == reflect.Map,
-		mw: c.InboundMiddleware(), limit: c.o.maxRequest, stats: c.serverStats()}
+		mw: c.inboundMiddleware(), limit: c.o.maxRequest, stats: c.serverStats()}
 	if !h.argIsMap {
 		h.argType = h.argType.Elem()
 	}
@@ -196,7 +198,7 @@ func (h *jsonHandler) Handle(tctx context.Context, call *tchannel.InboundCall) {
 		// A system error answers with its code, wrapped or not (as for raw
 		// handlers; tchannel-go's JSON handler sees only an unwrapped one).
 		var se tchannel.SystemError
-		if errors.As(HandlerError(err), &se) {
+		if errors.As(decline.HandlerError(err), &se) {
 			_ = resp.SendSystemError(se)
 			return
 		}
@@ -231,7 +233,7 @@ var emptyObject = struct{}{}
 // so the handler reads the request headers and the response headers it
 // sets are answered.
 func (h *jsonHandler) serveVia(ctx tjson.Context, call *tchannel.InboundCall, headers map[string]string, arg reflect.Value) (any, error) {
-	in := InboundOf(call, tchannel.JSON, headers)
+	in := inboundOf(call, tchannel.JSON, headers)
 	var (
 		res any
 		ran bool

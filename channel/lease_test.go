@@ -73,12 +73,12 @@ func TestLeaseGateHoldsTheLeasedRate(t *testing.T) {
 	s := startServer(t)
 	scope := tally.NewTestScope("", nil)
 	res := startDoorman(t, scope)
-	c, err := New("client", WithLease("kv", leasing.NewRateLimiter(res)), WithScope(scope))
+	c, err := New("client", WithScope(scope))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	defer c.Close()
-	if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+	if err := to(c, "kv", WithLease(leasing.NewRateLimiter(res))).AddPeer(s.ch.HostPort()); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
 
@@ -101,7 +101,7 @@ func TestLeaseGateHoldsTheLeasedRate(t *testing.T) {
 			// machine shorter than that costs the gate no admission.
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
-			_, err := c.CallRaw(ctx, "kv", "echo", nil, nil)
+			_, err := to(c, "kv").CallRaw(ctx, "echo", nil, nil)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -137,9 +137,14 @@ func TestLeaseGateHoldsTheLeasedRate(t *testing.T) {
 }
 
 func TestLeaseOptionValidated(t *testing.T) {
-	_, err := New("c", WithLease("", nil))
-	if err == nil || !strings.Contains(err.Error(), "WithLease") {
-		t.Errorf("New error = %v, want an error containing %q", err, "WithLease")
+	ch, err := New("c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	_, err = ch.NewClient("kv", WithLease(nil))
+	if err == nil || !strings.Contains(err.Error(), "WithLease is nil") {
+		t.Errorf("NewClient error = %v, want an error containing %q", err, "WithLease is nil")
 	}
 }
 
@@ -166,16 +171,16 @@ func TestLeaseGateOfOnesOwn(t *testing.T) {
 		}
 		return nil
 	})
-	c, err := New("client", WithLease("kv", g))
+	c, err := New("client")
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	defer c.Close()
-	if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+	if err := to(c, "kv", WithLease(g)).AddPeer(s.ch.HostPort()); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
 
-	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	_, err = to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil)
 	var ce *CallError
 	if !errors.As(err, &ce) {
 		t.Fatalf("CallRaw error = %v, want a %T", err, ce)
@@ -196,7 +201,7 @@ func TestLeaseGateOfOnesOwn(t *testing.T) {
 	admit.Store(1)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	_, err = c.CallRaw(ctx, "kv", "echo", nil, nil)
+	_, err = to(c, "kv").CallRaw(ctx, "echo", nil, nil)
 	if !errors.As(err, &ce) {
 		t.Fatalf("CallRaw error = %v, want a %T", err, ce)
 	}
@@ -211,7 +216,7 @@ func TestLeaseGateOfOnesOwn(t *testing.T) {
 	}
 
 	admit.Store(2)
-	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	_, err = to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil)
 	if err != nil {
 		t.Fatalf("CallRaw: %v", err)
 	}

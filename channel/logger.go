@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -41,10 +42,7 @@ func (l discardLogger) WithFields(...tchannel.LogField) tchannel.Logger { return
 const (
 	// LogLinesPerSecond is the rate of lines of one message.
 	LogLinesPerSecond = 10
-	// LogBurst is how many lines of one message pass at once. It is above
-	// the Channel's own warnings' burst (10 a second, 10 at once), which
-	// pass through the same logger, so that those are never left out
-	// twice.
+	// LogBurst is how many lines of one message pass at once.
 	LogBurst = 20
 	// maxLogMessages bounds the messages given a budget of their own;
 	// the lines of any other share one (a logger called with
@@ -150,4 +148,26 @@ func (l *limitedLogger) Infof(format string, args ...any) {
 
 func (l *limitedLogger) WithFields(fields ...tchannel.LogField) tchannel.Logger {
 	return &limitedLogger{Logger: l.Logger.WithFields(fields...), b: l.b}
+}
+
+// WithLogger sets the logger of the Channel's own lines, all at Warn:
+// its configuration (a service config method name that matches no call,
+// see WithServiceConfig), and what its peers do wrong (a frame that
+// breaks the protocol, a refused TLS handshake, a connection closed for a
+// limit, a fallback to plaintext), at most 10 of those at once and 10 a
+// second after, the next line written saying in suppressedBefore how many
+// were left out. Default: slog.Default() when a line is written, so that
+// a program that sets no logger still sees them. Any slog.Handler will
+// do; zap users can pass slog.New(zapslog.NewHandler(core)) from
+// go.uber.org/zap/exp/zapslog. tchannel-go's own lines go elsewhere: to
+// the Logger of WithTChannelOptions, and nowhere without one.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// warn logs msg at Warn on the Channel's logger.
+func (c *Channel) warn(msg string) {
+	l := c.o.logger
+	if l == nil {
+		l = slog.Default()
+	}
+	l.Warn(msg, "channel", c.name)
 }

@@ -1,10 +1,13 @@
 package channel
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/serviceconfig"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber-go/tally/v4"
@@ -73,22 +76,22 @@ func TestUnknownMethodsAddNoSeries(t *testing.T) {
 		t.Fatalf("serviceconfig.Parse: %v", err)
 	}
 	scope := tally.NewTestScope("", nil)
-	c, err := New("client", WithScope(scope), WithServiceConfig(cfg), WithMethods("kv", "echo"))
+	c, err := New("client", WithScope(scope), WithServiceConfig(cfg))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	defer c.Close()
-	if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+	if err := to(c, "kv", WithMethods("echo")).AddPeer(s.ch.HostPort()); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
 
 	// The named methods: series of their own.
-	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	_, err = to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil)
 	if err != nil {
 		t.Fatalf("CallRaw: %v", err)
 	}
 	var out echoRes
-	if err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &out); err != nil {
+	if err := to(c, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "k"}, &out); err != nil {
 		t.Fatalf("CallJSON: %v", err)
 	}
 	cn := scope.Snapshot().Counters()
@@ -102,14 +105,14 @@ func TestUnknownMethodsAddNoSeries(t *testing.T) {
 	// The first MaxMethodSeries unknown methods, and one more: the server
 	// has no such method, each call fails BAD_REQUEST.
 	for i := 0; i <= MaxMethodSeries; i++ {
-		if _, err := c.CallRaw(ctxTimeout(t), "kv", fmt.Sprintf("unknown-%d", i), nil, nil); err == nil {
+		if _, err := to(c, "kv").CallRaw(ctxTimeout(t), fmt.Sprintf("unknown-%d", i), nil, nil); err == nil {
 			t.Fatal("CallRaw succeeded, want an error")
 		}
 	}
 	before, _ := seriesCount(scope)
 	serverBefore, _ := seriesCount(serverScope)
 	for i := MaxMethodSeries + 1; i < 1000; i++ {
-		_, err := c.CallRaw(ctxTimeout(t), "kv", fmt.Sprintf("unknown-%d", i), nil, nil)
+		_, err := to(c, "kv").CallRaw(ctxTimeout(t), fmt.Sprintf("unknown-%d", i), nil, nil)
 		if err == nil {
 			t.Fatal("CallRaw succeeded, want an error")
 		}
@@ -139,19 +142,19 @@ func TestUnknownMethodsAddNoSeries(t *testing.T) {
 	}
 
 	// A method WithMethods names keeps its own series after the bound.
-	c2, err := New("client", WithScope(tally.NewTestScope("", nil)), WithMethods("kv", "late"))
+	c2, err := New("client", WithScope(tally.NewTestScope("", nil)))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	defer c2.Close()
-	if err := c2.AddPeer("kv", s.ch.HostPort()); err != nil {
+	if err := to(c2, "kv", WithMethods("late")).AddPeer(s.ch.HostPort()); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
 	for i := 0; i <= MaxMethodSeries; i++ {
-		_, _ = c2.CallRaw(ctxTimeout(t), "kv", fmt.Sprintf("unknown-%d", i), nil, nil)
+		_, _ = to(c2, "kv").CallRaw(ctxTimeout(t), fmt.Sprintf("unknown-%d", i), nil, nil)
 	}
-	_, _ = c2.CallRaw(ctxTimeout(t), "kv", "late", nil, nil)
-	if tags := methodTags(c2.Stats().Scope().(tally.TestScope), "kv"); !tags["late"] || len(tags) != MaxMethodSeries+2 {
+	_, _ = to(c2, "kv").CallRaw(ctxTimeout(t), "late", nil, nil)
+	if tags := methodTags(c2.rec.Scope().(tally.TestScope), "kv"); !tags["late"] || len(tags) != MaxMethodSeries+2 {
 		t.Errorf("with a pinned method called after the bound: %d method tags, late among them: %v; want %d", len(tags), tags["late"], MaxMethodSeries+2)
 	}
 }
@@ -167,16 +170,16 @@ func TestClientMethodsGetTheirOwnSeries(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	defer c.Close()
-	if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+	if err := to(c, "kv").AddPeer(s.ch.HostPort()); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
-	if _, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil); err != nil {
+	if _, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil); err != nil {
 		t.Fatalf("CallRaw: %v", err)
 	}
-	if err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil); err != nil {
+	if err := to(c, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "k"}, nil); err != nil {
 		t.Fatalf("CallJSON: %v", err)
 	}
-	_, _ = c.CallRaw(ctxTimeout(t), "kv", "KeyValue::Get", nil, nil) // not served: BAD_REQUEST
+	_, _ = to(c, "kv").CallRaw(ctxTimeout(t), "KeyValue::Get", nil, nil) // not served: BAD_REQUEST
 	cn := scope.Snapshot().Counters()
 	for _, m := range []string{"echo", "get", "KeyValue::Get"} {
 		if got := cn["calls+method="+m+",service=kv"]; got == nil || got.Value() != 1 {
@@ -191,40 +194,54 @@ func TestClientMethodsGetTheirOwnSeries(t *testing.T) {
 	}
 }
 
-// Service names no AddPeer made get no series of their methods: 50 such
-// services called with 20 methods each tag every call stats.MethodOther.
-// A method called before its service had peers gets its own series once it
-// has them.
-func TestPeerlessServicesAddNoMethodSeries(t *testing.T) {
+// Only the services a Channel has Clients for get series: a call
+// middleware that sends calls on to 50 service names the Channel has no
+// Client for, with 20 methods each, fails them NO_PEERS and makes no
+// series of those names. A Client with no peers yet gives its methods
+// their own series from the first call.
+func TestServicesWithoutClientsAddNoSeries(t *testing.T) {
 	s := startServer(t)
 	scope := tally.NewTestScope("", nil)
-	c, err := New("client", WithScope(scope))
+	reroute := func(ctx context.Context, service, method string, req *Request, next Invoker) (*Response, error) {
+		if to, ok := ctx.Value(rerouteKey{}).(string); ok {
+			service = to
+		}
+		return next(ctx, service, method, req)
+	}
+	c, err := New("client", WithScope(scope), WithCallMiddleware(reroute))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	defer c.Close()
+	kv := to(c, "kv")
 	for i := range 50 {
 		svc := fmt.Sprintf("nobody-%d", i)
+		ctx := context.WithValue(ctxTimeout(t), rerouteKey{}, svc)
 		for j := range 20 {
-			if _, err := c.CallRaw(ctxTimeout(t), svc, fmt.Sprintf("m-%d", j), nil, nil); err == nil {
-				t.Fatalf("a call to %s succeeded, want NO_PEERS", svc)
+			_, err := kv.CallRaw(ctx, fmt.Sprintf("m-%d", j), nil, nil)
+			var ce *CallError
+			if !errors.As(err, &ce) || ce.Code != codes.NoPeers || ce.Service != svc {
+				t.Fatalf("a call rerouted to %s: %v, want NO_PEERS naming it", svc, err)
 			}
 		}
-		if tags := methodTags(scope, svc); len(tags) != 1 || !tags[stats.MethodOther] {
-			t.Fatalf("%s: method tags %v, want only %s", svc, tags, stats.MethodOther)
+		if tags := methodTags(scope, svc); len(tags) != 0 {
+			t.Fatalf("%s: method tags %v, want none", svc, tags)
 		}
 	}
 
-	if _, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil); err == nil {
+	if _, err := kv.CallRaw(ctxTimeout(t), "echo", nil, nil); err == nil {
 		t.Fatal("a call before AddPeer succeeded")
 	}
-	if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+	if err := kv.AddPeer(s.ch.HostPort()); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
-	if _, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil); err != nil {
+	if _, err := kv.CallRaw(ctxTimeout(t), "echo", nil, nil); err != nil {
 		t.Fatalf("CallRaw after AddPeer: %v", err)
 	}
-	if got := scope.Snapshot().Counters()["calls+method=echo,service=kv"]; got == nil || got.Value() != 1 {
-		t.Errorf("echo after AddPeer: got %v, want its own series with 1 call", got)
+	if got := scope.Snapshot().Counters()["calls+method=echo,service=kv"]; got == nil || got.Value() != 2 {
+		t.Errorf("echo: got %v, want its own series with 2 calls (one NO_PEERS, one ok)", got)
 	}
 }
+
+// rerouteKey carries the service a test's call middleware sends a call to.
+type rerouteKey struct{}

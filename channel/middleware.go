@@ -170,10 +170,10 @@ func chainAttempts(mws []AttemptMiddleware, last AttemptInvoker) AttemptInvoker 
 	return next
 }
 
-// InboundOf returns the Inbound of call, a request of format f with the
+// inboundOf returns the Inbound of call, a request of format f with the
 // application headers h, as the Channel's inbound middleware sees it: for
 // servers that run the middleware themselves (package thrift's).
-func InboundOf(call *tchannel.InboundCall, f tchannel.Format, h map[string]string) *Inbound {
+func inboundOf(call *tchannel.InboundCall, f tchannel.Format, h map[string]string) *Inbound {
 	return &Inbound{Caller: call.CallerName(), Method: call.MethodString(), Format: f, Headers: h,
 		ShardKey: call.ShardKey(), RoutingKey: call.RoutingKey(), RoutingDelegate: call.RoutingDelegate(),
 		TLS: tlsInfoOf(call.Connection())}

@@ -46,7 +46,7 @@ func mwClient(t *testing.T, s *testServer, opts ...Option) *Channel {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(c.Close)
-	if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+	if err := to(c, "kv").AddPeer(s.ch.HostPort()); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
 	return c
@@ -79,7 +79,7 @@ func TestCallMiddlewareOrder(t *testing.T) {
 		}
 	}
 	c := mwClient(t, s, WithCallMiddleware(mw("a"), mw("b")))
-	res, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("hi"))
+	res, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("hi"))
 	if err != nil {
 		t.Fatalf("CallRaw: %v", err)
 	}
@@ -100,7 +100,7 @@ func TestCallMiddlewareReplacesRequest(t *testing.T) {
 	}))
 	var out echoRes
 	var rh map[string]string
-	if err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &out, ResponseHeaders(&rh)); err != nil {
+	if err := to(c, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "k"}, &out, ResponseHeaders(&rh)); err != nil {
 		t.Fatalf("CallJSON: %v", err)
 	}
 	if out.Key != "k" {
@@ -120,7 +120,7 @@ func TestCallMiddlewareFailsTheCall(t *testing.T) {
 	c := mwClient(t, s, WithCallMiddleware(func(context.Context, string, string, *Request, Invoker) (*Response, error) {
 		return nil, errNoCredentials
 	}))
-	_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("hi"))
+	_, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("hi"))
 	ce := requireCallError(t, err, codes.Unexpected)
 	if !errors.Is(err, errNoCredentials) {
 		t.Errorf("CallRaw error = %v, want %v", err, errNoCredentials)
@@ -147,7 +147,7 @@ func TestCallMiddlewareSeesTheCallOnce(t *testing.T) {
 			return res, err
 		}))
 	var out echoRes
-	if err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &out); err != nil {
+	if err := to(c, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "k"}, &out); err != nil {
 		t.Fatalf("CallJSON: %v", err)
 	}
 	if got := f.received(); got != 3 {
@@ -217,11 +217,11 @@ func (f *headerFleet) client(t *testing.T, retryOn string, opts ...Option) *Chan
 	}
 	t.Cleanup(c.Close)
 	for _, s := range f.servers {
-		if err := c.AddPeer("kv", s.HostPort()); err != nil {
+		if err := to(c, "kv").AddPeer(s.HostPort()); err != nil {
 			t.Fatalf("AddPeer: %v", err)
 		}
 	}
-	if err := c.Connect(ctxTimeout(t), "kv"); err != nil {
+	if err := to(c, "kv").Connect(ctxTimeout(t)); err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
 	return c
@@ -239,7 +239,7 @@ func TestAttemptMiddlewareRunsPerAttempt(t *testing.T) {
 		return next(ctx, a)
 	}))
 	var out echoRes
-	if err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &out, WithHeaders(map[string]string{"who": "me"})); err != nil {
+	if err := to(c, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "k"}, &out, WithHeaders(map[string]string{"who": "me"})); err != nil {
 		t.Fatalf("CallJSON: %v", err)
 	}
 	if got, want := ev.get(), []string{"kv::get attempt 0", "kv::get attempt 1", "kv::get attempt 2"}; !slices.Equal(got, want) {
@@ -275,7 +275,7 @@ func TestAttemptMiddlewareErrorEndsTheCall(t *testing.T) {
 				}
 				return next(ctx, a)
 			}))
-			err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil)
+			err := to(c, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "k"}, nil)
 			var ce *CallError
 			if !errors.As(err, &ce) {
 				t.Fatalf("CallJSON error = %v, want a %T", err, ce)
@@ -342,13 +342,14 @@ func startMWServer(t *testing.T, ev *events, opts ...Option) *testServer {
 // call's Key and response headers.
 func callBoth(t *testing.T, c *Channel) (rawArg3, jsonKey string, rh map[string]string, rawErr, jsonErr error) {
 	t.Helper()
-	res, rawErr := c.CallRaw(ctxTimeout(t), "kv", "ctx-raw", []byte("token"), []byte("x"))
+	res, rawErr := to(c, "kv").CallRaw(ctxTimeout(t), "ctx-raw", []byte("token"), []byte("x"))
 	if rawErr == nil {
 		rawArg3 = string(res.Arg3)
 	}
 	var out echoRes
-	jsonErr = c.CallJSON(ctxTimeout(t), "kv", "ctx-json", &echoReq{Key: "k"}, &out,
+	jsonErr = to(c, "kv").CallJSON(ctxTimeout(t), "ctx-json", &echoReq{Key: "k"}, &out,
 		WithHeaders(map[string]string{"who": "token"}), ResponseHeaders(&rh))
+
 	return rawArg3, out.Key, rh, rawErr, jsonErr
 }
 
@@ -485,7 +486,7 @@ func TestInboundMiddlewareAnswersWithoutHandler(t *testing.T) {
 		return nil
 	}))
 	c := mwClient(t, s)
-	res, err := c.CallRaw(ctxTimeout(t), "kv", "ctx-raw", []byte("a2"), []byte("a3"))
+	res, err := to(c, "kv").CallRaw(ctxTimeout(t), "ctx-raw", []byte("a2"), []byte("a3"))
 	if err != nil {
 		t.Fatalf("CallRaw: %v", err)
 	}
@@ -493,7 +494,7 @@ func TestInboundMiddlewareAnswersWithoutHandler(t *testing.T) {
 		t.Errorf("*res = %+v, want %+v", *res, want)
 	}
 
-	jres, err := c.Call(ctxTimeout(t), "kv", "ctx-json", &Request{Format: tchannel.JSON, Arg3: []byte(`{"Key":"k"}`)})
+	jres, err := to(c, "kv").Call(ctxTimeout(t), "ctx-json", &Request{Format: tchannel.JSON, Arg3: []byte(`{"Key":"k"}`)})
 	if err != nil {
 		t.Fatalf("Call: %v", err)
 	}
@@ -505,7 +506,7 @@ func TestInboundMiddlewareAnswersWithoutHandler(t *testing.T) {
 	}
 
 	out := echoRes{Key: "untouched"}
-	if err := c.CallJSON(ctxTimeout(t), "kv", "ctx-json", &echoReq{Key: "k"}, &out); err != nil {
+	if err := to(c, "kv").CallJSON(ctxTimeout(t), "ctx-json", &echoReq{Key: "k"}, &out); err != nil {
 		t.Fatalf("CallJSON: %v", err)
 	}
 	if want := (echoRes{Key: "untouched"}); out != want {
@@ -542,11 +543,11 @@ func TestInboundMiddlewareRunsAfterTheGuard(t *testing.T) {
 		// One request admitted, the next token in 1000 s: the second is shed.
 		s := startMWServer(t, &ev, count(&ev), WithShedding(ShedConfig{MaxRPS: 0.001, Burst: 1}))
 		c := mwClient(t, s)
-		_, err := c.CallRaw(ctxTimeout(t), "kv", "ctx-raw", nil, nil)
+		_, err := to(c, "kv").CallRaw(ctxTimeout(t), "ctx-raw", nil, nil)
 		if err != nil {
 			t.Fatalf("CallRaw: %v", err)
 		}
-		_, err = c.CallRaw(ctxTimeout(t), "kv", "ctx-raw", nil, nil)
+		_, err = to(c, "kv").CallRaw(ctxTimeout(t), "ctx-raw", nil, nil)
 		requireCallError(t, err, codes.Busy)
 		if got, want := ev.get(), []string{"middleware ctx-raw", "handler"}; !slices.Equal(got, want) {
 			t.Errorf("ev.get() = %q, want %q", got, want)
@@ -647,20 +648,20 @@ func TestAttemptMiddlewareRefusingAHedge(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	defer c.Close()
-	if err := c.AddPeer("kv", a.ch.HostPort()); err != nil {
+	if err := to(c, "kv").AddPeer(a.ch.HostPort()); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
-	if err := c.AddPeer("kv", b.ch.HostPort()); err != nil {
+	if err := to(c, "kv").AddPeer(b.ch.HostPort()); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
-	if err := c.Connect(ctxTimeout(t), "kv"); err != nil {
+	if err := to(c, "kv").Connect(ctxTimeout(t)); err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	start := time.Now()
-	_, err = c.CallRaw(ctx, "kv", "echo", nil, []byte("block")) // its server answers only when released
+	_, err = to(c, "kv").CallRaw(ctx, "echo", nil, []byte("block")) // its server answers only when released
 	var ce *CallError
 	if !errors.As(err, &ce) {
 		t.Fatalf("CallRaw error = %v, want a %T", err, ce)

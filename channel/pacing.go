@@ -9,6 +9,9 @@ import (
 	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/config"
+	"github.com/sluice-rpc/sluice/internal/ratelimit"
+	"github.com/sluice-rpc/sluice/internal/retryexec"
 	"github.com/sluice-rpc/sluice/pacing"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/stats"
@@ -25,25 +28,32 @@ type PacingConfig struct {
 	// MaxDelay is the longest a call may wait for the server's throttling
 	// window (Aliyun's maximum retry interval): a retry or a new call that
 	// would wait longer fails at once with an error saying how long the
-	// window still runs. It must be > 0.
+	// window still runs. It must be >= 0; 0 means DefaultPacingMaxDelay.
 	MaxDelay time.Duration
 	// Debug sends "X-RateLimit-Mode: debug" on JSON and Thrift calls,
 	// asking servers for quota headers on every response.
 	Debug bool
 }
 
-// Validate reports the first field that breaks its rule.
+// DefaultPacingMaxDelay is PacingConfig.MaxDelay when it is 0: the maximum
+// retry interval of Aliyun's example (20 s).
+const DefaultPacingMaxDelay = 20 * time.Second
+
+// Validate reports the first field that breaks its rule, as a
+// *retry.FieldError, or nil. The zero value is valid: the null pacer and
+// DefaultPacingMaxDelay.
 func (p PacingConfig) Validate() error {
-	if p.MaxDelay <= 0 {
-		return fmt.Errorf("channel: PacingConfig.MaxDelay is %v, must be > 0", p.MaxDelay)
-	}
 	if err := p.Pacer.Validate(); err != nil {
-		return fmt.Errorf("channel: PacingConfig.Pacer: %w", err)
+		return config.Nest(err, "channel", "PacingConfig.Pacer")
+	}
+	if p.MaxDelay < 0 {
+		return config.Errorf("channel", "PacingConfig.MaxDelay", p.MaxDelay, "must be >= 0 (0 means the default, %v)", DefaultPacingMaxDelay)
 	}
 	return nil
 }
 
-// WithPacing makes calls to service follow its servers' rate-limit signals.
+// WithPacing makes the Client's calls follow its servers' rate-limit
+// signals.
 // A Busy answer counts as "rate limited" (TChannel's 429); its pushback, or
 // the quota headers of JSON and Thrift responses (X-RateLimit-User-API,
 // X-RateLimit-User, RateLimit-Remaining/-Limit/-Reset, Retry-After), give the
@@ -51,20 +61,15 @@ func (p PacingConfig) Validate() error {
 // backoff, the pacer's sleep); new calls to a throttled service or method are
 // held back until the window ends, or fail at once when it outlasts MaxDelay
 // or their deadline.
-func WithPacing(service string, cfg PacingConfig) Option {
-	return func(o *options) {
-		if o.pacing == nil {
-			o.pacing = map[string]PacingConfig{}
-		}
-		o.pacing[service] = cfg
-	}
+func WithPacing(cfg PacingConfig) ClientOption {
+	return func(o *clientOptions) { o.pacing = &cfg }
 }
 
 // pacer is one service's pacing state.
 type pacer struct {
 	cfg       PacingConfig
-	pacer     pacing.Pacer
-	windows   *pacing.Windows
+	pacer     ratelimit.Pacer
+	windows   *ratelimit.Windows
 	service   string
 	malformed tally.Counter
 	held      tally.Counter
@@ -73,18 +78,17 @@ type pacer struct {
 }
 
 func (c *Channel) newPacer(service string, cfg PacingConfig) (*pacer, error) {
-	if service == "" {
-		return nil, errors.New("channel: WithPacing: the service name is empty")
-	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	} else if cfg.MaxDelay == 0 {
+		cfg.MaxDelay = DefaultPacingMaxDelay
 	}
-	p, err := pacing.New(cfg.Pacer)
+	p, err := ratelimit.New(cfg.Pacer)
 	if err != nil {
 		return nil, fmt.Errorf("channel: PacingConfig.Pacer: %w", err)
 	}
 	s := c.rec.Scope().Tagged(map[string]string{stats.TagService: service})
-	return &pacer{cfg: cfg, pacer: p, windows: pacing.NewWindows(pacing.WindowsConfig{Clock: c.o.clock}), service: service,
+	return &pacer{cfg: cfg, pacer: p, windows: ratelimit.NewWindows(c.o.clock), service: service,
 		malformed: s.Counter(stats.RateLimitMalformed), held: s.Counter(stats.RateLimitHeld),
 		rejected: s.Counter(stats.RateLimitRejected), sleep: s.Timer(stats.RateLimitSleep)}, nil
 }
@@ -121,11 +125,11 @@ func (p *pacer) before(ctx context.Context, c *Channel, keys [2]string) error {
 // the README's pacer figures come from).
 func (p *pacer) response(c *Channel, method string, h map[string]string) {
 	now := c.o.clock.Now()
-	sig, err := pacing.ParseHeaders(h, now)
+	sig, err := ratelimit.ParseHeaders(h, now)
 	if err != nil {
 		p.malformed.Inc(1)
 	}
-	if sig.Throttled() {
+	if ratelimit.Throttled(sig) {
 		p.windows.RecordSignal(p.service, method, sig)
 	}
 	p.pacer.OnSuccess(now, sig)
@@ -135,7 +139,7 @@ func (p *pacer) response(c *Channel, method string, h map[string]string) {
 // wait: the larger of the window's time left (the answer's pushback), an
 // equal-jitter backoff and the pacer's sleep. When that exceeds MaxDelay the
 // call must not retry: it returns the window error to report.
-func (p *pacer) busy(c *Channel, method string, o *retry.Outcome, b backoff.Exponential, n int) error {
+func (p *pacer) busy(c *Channel, method string, o *retryexec.Outcome, b backoff.Exponential, n int) error {
 	now := c.o.clock.Now()
 	var sig pacing.Signal
 	if o.Pushback.Kind == retry.PushbackDelay {
@@ -143,11 +147,11 @@ func (p *pacer) busy(c *Channel, method string, o *retry.Outcome, b backoff.Expo
 		p.windows.RecordSignal(p.service, method, sig)
 	}
 	pause := p.pacer.OnRateLimited(now, sig)
-	wait, tooLong := pacing.Delay(b, n, c.rand(), sig.Wait(), p.cfg.MaxDelay)
+	wait, tooLong := ratelimit.Delay(b, n, c.rand(), ratelimit.Wait(sig), p.cfg.MaxDelay)
 	if tooLong {
 		p.rejected.Inc(1)
 		o.Pushback = retry.PushbackStopped()
-		return &pacing.WindowError{Key: pacing.ServiceKey(p.service), Remaining: wait, Limit: p.cfg.MaxDelay}
+		return &pacing.WindowError{Key: ratelimit.ServiceKey(p.service), Remaining: wait, Limit: p.cfg.MaxDelay}
 	}
 	if o.Pushback.Kind != retry.PushbackStop {
 		o.Pushback = retry.PushbackAfter(max(wait, pause))
@@ -156,7 +160,7 @@ func (p *pacer) busy(c *Channel, method string, o *retry.Outcome, b backoff.Expo
 }
 
 // paceOutcome applies the service's pacing to one attempt's result.
-func (st *callState) paceOutcome(res *Response, o *retry.Outcome, n int) {
+func (st *callState) paceOutcome(res *Response, o *retryexec.Outcome, n int) {
 	p := st.pol.pacer
 	if p == nil {
 		return

@@ -86,20 +86,20 @@ func (q *quotaServer) arrivals(who string) []quotaArrival {
 func pacedClient(t *testing.T, q *quotaServer, maxDelay time.Duration) (*Channel, tally.TestScope) {
 	t.Helper()
 	scope := tally.NewTestScope("", nil)
-	c, err := New("client", WithScope(scope), WithPacing("kv", PacingConfig{MaxDelay: maxDelay}),
+	c, err := New("client", WithScope(scope),
 		WithServiceConfig(mustConfig(t, fmt.Sprintf(retryBusy, 3, "0.001s", ""))))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(c.Close)
-	if err := c.AddPeer("kv", q.ch.HostPort()); err != nil {
+	if err := to(c, "kv", WithPacing(PacingConfig{MaxDelay: maxDelay})).AddPeer(q.ch.HostPort()); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
 	return c, scope
 }
 
 func callAs(t *testing.T, c *Channel, who string) (*Response, error) {
-	return c.Call(ctxTimeout(t), "kv", "get", &Request{Format: "json", Headers: map[string]string{"who": who}, Arg3: []byte(`{"Key":"k"}`)})
+	return to(c, "kv").Call(ctxTimeout(t), "get", &Request{Format: "json", Headers: map[string]string{"who": who}, Arg3: []byte(`{"Key":"k"}`)})
 }
 
 // The client learns from the quota headers that the window's quota is
@@ -232,12 +232,23 @@ func TestPacingFailsFastPastMaxDelay(t *testing.T) {
 }
 
 func TestPacingOptionValidated(t *testing.T) {
-	_, err := New("c", WithPacing("kv", PacingConfig{}))
-	if err == nil || !strings.Contains(err.Error(), "MaxDelay is 0s") {
-		t.Errorf("New error = %v, want an error containing %q", err, "MaxDelay is 0s")
+	ch, err := New("c")
+	if err != nil {
+		t.Fatal(err)
 	}
-	_, err = New("c", WithPacing("kv", PacingConfig{MaxDelay: time.Second, Pacer: pacing.Config{Strategy: "nope"}}))
+	defer ch.Close()
+	_, err = ch.NewClient("kv", WithPacing(PacingConfig{MaxDelay: -time.Second}))
+	if want := "channel: PacingConfig.MaxDelay is -1s, must be >= 0"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("NewClient error = %v, want an error containing %q", err, want)
+	}
+	// The zero PacingConfig is the null pacer with DefaultPacingMaxDelay.
+	kv, err := ch.NewClient("kv", WithPacing(PacingConfig{}))
+	if err != nil {
+		t.Fatalf("NewClient(WithPacing(PacingConfig{})) = %v, want nil", err)
+	}
+	kv.Close()
+	_, err = ch.NewClient("kv", WithPacing(PacingConfig{MaxDelay: time.Second, Pacer: pacing.Config{Strategy: "nope"}}))
 	if err == nil || !strings.Contains(err.Error(), "Pacer") {
-		t.Errorf("New error = %v, want an error containing %q", err, "Pacer")
+		t.Errorf("NewClient error = %v, want an error containing %q", err, "Pacer")
 	}
 }

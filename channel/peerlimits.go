@@ -4,36 +4,39 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/connlimit"
+	"github.com/sluice-rpc/sluice/internal/ratelog"
+	"github.com/sluice-rpc/sluice/internal/recorder"
 	"github.com/sluice-rpc/sluice/internal/tchconn"
 	"github.com/sluice-rpc/sluice/internal/tframe"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber-go/tally/v4"
-	"github.com/uber/tchannel-go"
-	"golang.org/x/time/rate"
 )
 
 // PeerLimits bounds what the Channel's remote peers can make it hold:
 // connections, time, and bytes of requests in flight. The zero value means
-// the defaults, which suit a server on the open network; a negative value
-// turns a limit off (except HandshakeTimeout, which must be positive).
+// the defaults, which suit a server on the open network; every field is
+// >= 0, 0 meaning its default. Off turns limits off by name.
 //
 // Whatever the limits, every frame a peer sends, to the Channel's server
 // side or in answer to its calls, is checked before tchannel-go reads it: a
 // frame that breaks the protocol closes its connection (and only it),
 // counted in stats.FramesInvalid and logged naming the peer.
 //
-// When peers the limits stopped release 16 MiB or more (requests dropped,
-// connections closed for cause), the Channel runs two garbage collections
-// a second later, at most every 5 seconds: the runtime then returns the
-// memory to the system within seconds of an attacker leaving, instead of
-// after its next forced collection, minutes on.
+// The limits bound the memory peers can make the Channel hold while they
+// hold it; the Channel never runs or tunes the garbage collector. What a
+// peer the limits stopped held is garbage once it is gone, and the Go
+// runtime returns it to the system at its own pace, after its next
+// collections: with no traffic at all, within a few minutes. An
+// application that wants it back early, after an attack, can call
+// runtime/debug.FreeOSMemory itself.
 type PeerLimits struct {
 	// MaxConns bounds the inbound connections held, those still in their
 	// handshake included. At the cap a new connection closes one that is
@@ -73,8 +76,8 @@ type PeerLimits struct {
 	// MinReadRate, in bytes a second, is the least pace at which a peer
 	// with answers waiting for it throughout WriteTimeout must take them
 	// (see WriteTimeout). A peer that reads as fast as answers come is
-	// never measured. 0 means 128 KiB a second (1 Mbit/s); a negative
-	// value asks no pace, only that some write ends within WriteTimeout.
+	// never measured. 0 means 128 KiB a second (1 Mbit/s); Off.MinReadRate
+	// asks no pace, only that some write ends within WriteTimeout.
 	MinReadRate int64
 	// StallTimeout drops a request whose next fragment has not come for
 	// this long, whatever time to live it claims (its caller gets TIMEOUT,
@@ -120,33 +123,116 @@ type PeerLimits struct {
 	// server whose many calls in flight are legitimately slow (about
 	// 1,600 small calls at once fit the default).
 	MaxAnswerBytes int64
+	// Off turns limits off: no cap on connections, no idle or write or
+	// stall timeout, no pace asked of readers (only that some write ends
+	// within WriteTimeout), no bound on unfinished bytes, calls per
+	// connection or answer bytes. A limit that is off must be 0 above.
+	// HandshakeTimeout cannot be turned off.
+	Off PeerLimitsOff
 }
+
+// PeerLimitsOff names the PeerLimits turned off, one bool per limit, named
+// after the PeerLimits field it turns off. Its zero value turns none off.
+type PeerLimitsOff struct {
+	MaxConns, IdleTimeout, WriteTimeout, MinReadRate, StallTimeout bool
+	MaxUnfinishedBytesPerConn, MaxUnfinishedBytes, MaxCallsPerConn bool
+	MaxAnswerBytes                                                 bool
+}
+
+// Validate returns nil: any set of limits may be off.
+func (PeerLimitsOff) Validate() error { return nil }
 
 // WithPeerLimits sets the limits on what remote peers can make the
 // Channel hold. Default: the zero PeerLimits.
 func WithPeerLimits(l PeerLimits) Option { return func(o *options) { o.peerLimits = l } }
 
-// validate reports the first field that breaks its rule, given the
-// Channel's maximum request size.
-func (l PeerLimits) validate(maxRequest int64) error {
+// Validate reports the first field that breaks its rule, in the order of
+// the fields, as a *retry.FieldError, or nil. New also checks the limits
+// against the Channel's maximum request size (WithMaxRequestSize).
+func (l PeerLimits) Validate() error { return l.validateFor(0) }
+
+// validateFor is Validate given the Channel's maximum request size (0:
+// none).
+func (l PeerLimits) validateFor(maxRequest int64) error {
+	const pkg = "channel"
+	for _, f := range []struct {
+		name string
+		v    int64
+		off  bool
+		dur  bool
+	}{
+		{"MaxConns", int64(l.MaxConns), l.Off.MaxConns, false},
+		{"IdleTimeout", int64(l.IdleTimeout), l.Off.IdleTimeout, true},
+		{"HandshakeTimeout", int64(l.HandshakeTimeout), false, true},
+		{"WriteTimeout", int64(l.WriteTimeout), l.Off.WriteTimeout, true},
+		{"MinReadRate", l.MinReadRate, l.Off.MinReadRate, false},
+		{"StallTimeout", int64(l.StallTimeout), l.Off.StallTimeout, true},
+		{"MaxUnfinishedBytesPerConn", l.MaxUnfinishedBytesPerConn, l.Off.MaxUnfinishedBytesPerConn, false},
+		{"MaxUnfinishedBytes", l.MaxUnfinishedBytes, l.Off.MaxUnfinishedBytes, false},
+		{"MaxCallsPerConn", int64(l.MaxCallsPerConn), l.Off.MaxCallsPerConn, false},
+		{"MaxAnswerBytes", l.MaxAnswerBytes, l.Off.MaxAnswerBytes, false},
+	} {
+		var v any = f.v
+		if f.dur {
+			v = time.Duration(f.v)
+		}
+		switch {
+		case f.v < 0 && f.name == "HandshakeTimeout":
+			return config.Errorf(pkg, "PeerLimits."+f.name, v, "must be >= 0 (0 means 5s); it cannot be turned off")
+		case f.v < 0:
+			return config.Errorf(pkg, "PeerLimits."+f.name, v, "must be >= 0 (0 means the default; Off.%s turns it off)", f.name)
+		case f.off && f.v != 0:
+			return config.Errorf(pkg, "PeerLimits."+f.name, v, "must be 0 when Off.%s is set", f.name)
+		}
+	}
 	g := l.guardLimits(maxRequest)
 	switch {
-	case l.HandshakeTimeout < 0:
-		return fmt.Errorf("channel: PeerLimits.HandshakeTimeout is %v, must be > 0 (0: 5s)", l.HandshakeTimeout)
+	case l.MaxUnfinishedBytesPerConn > 0 && l.MaxUnfinishedBytesPerConn < maxRequest:
+		return config.Errorf(pkg, "PeerLimits.MaxUnfinishedBytesPerConn", l.MaxUnfinishedBytesPerConn, "below the maximum request size %d: requests of that size could never arrive; raise it or lower WithMaxRequestSize", maxRequest)
 	case l.MaxUnfinishedBytes > 0 && l.MaxUnfinishedBytes < maxRequest:
-		return fmt.Errorf("channel: PeerLimits.MaxUnfinishedBytes is %d, below the maximum request size %d: requests of that size could never arrive; raise it or lower WithMaxRequestSize", l.MaxUnfinishedBytes, maxRequest)
+		return config.Errorf(pkg, "PeerLimits.MaxUnfinishedBytes", l.MaxUnfinishedBytes, "below the maximum request size %d: requests of that size could never arrive; raise it or lower WithMaxRequestSize", maxRequest)
 	case g.MaxUnfinishedPerConn > 0 && g.MaxUnfinishedPerConn < maxRequest:
-		return fmt.Errorf("channel: PeerLimits.MaxUnfinishedBytesPerConn is %d, below the maximum request size %d: requests of that size could never arrive; raise it or lower WithMaxRequestSize", g.MaxUnfinishedPerConn, maxRequest)
-	case l.MaxAnswerBytes > 0 && l.MaxAnswerBytes < tchconn.MinMaxAnswerBytes:
-		return fmt.Errorf("channel: PeerLimits.MaxAnswerBytes is %d, below %d (a request frame and its answer's): no call could be admitted; raise it, or make it negative to turn the bound off", l.MaxAnswerBytes, tchconn.MinMaxAnswerBytes)
+		return config.Errorf(pkg, "PeerLimits.MaxUnfinishedBytesPerConn", g.MaxUnfinishedPerConn, "by default below the maximum request size %d: requests of that size could never arrive; raise it or lower WithMaxRequestSize", maxRequest)
 	case g.MaxUnfinished > 0 && g.MaxUnfinishedPerConn > g.MaxUnfinished:
-		return fmt.Errorf("channel: PeerLimits.MaxUnfinishedBytes is %d, below MaxUnfinishedBytesPerConn (%d); raise it", g.MaxUnfinished, g.MaxUnfinishedPerConn)
+		return config.Errorf(pkg, "PeerLimits.MaxUnfinishedBytes", g.MaxUnfinished, "below MaxUnfinishedBytesPerConn (%d); raise it", g.MaxUnfinishedPerConn)
+	case l.MaxAnswerBytes > 0 && l.MaxAnswerBytes < tchconn.MinMaxAnswerBytes:
+		return config.Errorf(pkg, "PeerLimits.MaxAnswerBytes", l.MaxAnswerBytes, "below %d (a request frame and its answer's): no call could be admitted; raise it, or turn the bound off (Off.MaxAnswerBytes)", tchconn.MinMaxAnswerBytes)
 	}
 	return nil
 }
 
+// internal returns l with the limits that are off set to -1, the
+// convention of internal/tchconn and internal/connlimit.
+func (l PeerLimits) internal() PeerLimits {
+	off := func(on bool, v *int64) {
+		if on {
+			*v = -1
+		}
+	}
+	offDur := func(on bool, v *time.Duration) {
+		if on {
+			*v = -1
+		}
+	}
+	if l.Off.MaxConns {
+		l.MaxConns = -1
+	}
+	if l.Off.MaxCallsPerConn {
+		l.MaxCallsPerConn = -1
+	}
+	offDur(l.Off.IdleTimeout, &l.IdleTimeout)
+	offDur(l.Off.WriteTimeout, &l.WriteTimeout)
+	offDur(l.Off.StallTimeout, &l.StallTimeout)
+	off(l.Off.MinReadRate, &l.MinReadRate)
+	off(l.Off.MaxUnfinishedBytesPerConn, &l.MaxUnfinishedBytesPerConn)
+	off(l.Off.MaxUnfinishedBytes, &l.MaxUnfinishedBytes)
+	off(l.Off.MaxAnswerBytes, &l.MaxAnswerBytes)
+	return l
+}
+
 // guardLimits returns the limits of the Channel's tchconn.Guard.
 func (l PeerLimits) guardLimits(maxRequest int64) tchconn.Limits {
+	l = l.internal()
 	perConn, total := l.MaxUnfinishedBytesPerConn, l.MaxUnfinishedBytes
 	if perConn == 0 {
 		// At least 1 MiB: a budget must hold several frames of 64 KiB.
@@ -164,6 +250,7 @@ func (l PeerLimits) guardLimits(maxRequest int64) tchconn.Limits {
 
 // listenerConfig returns the configuration of the Channel's listener.
 func (l PeerLimits) listenerConfig() connlimit.Config {
+	l = l.internal()
 	maxConns := l.MaxConns
 	if maxConns < 0 {
 		maxConns = math.MaxInt
@@ -177,12 +264,12 @@ func (l PeerLimits) listenerConfig() connlimit.Config {
 // lines of what they do.
 type peerGuard struct {
 	g     *tchconn.Guard
-	rec   *stats.Recorder
+	rec   *recorder.Recorder
 	conns tally.Gauge
-	// logger is the channel's tchannel-go logger, read once it is final:
-	// tchannel-go's Serve replaces it unguarded, and the listener's
-	// goroutines must not read it meanwhile.
-	logger atomic.Pointer[tchannel.Logger]
+	// warns and debugs write the lines about peers on WithLogger's
+	// logger (slog.Default() without it), each within a rate of its own
+	// (see peerLogBurst).
+	warns, debugs *ratelog.Logger
 
 	// acceptTLS, when not nil, runs the TLS handshake of every
 	// connection the listener accepts (tlsServer.accept), before the
@@ -194,15 +281,13 @@ type peerGuard struct {
 	mu       sync.Mutex
 	listener *connlimit.Listener
 
-	logs       *rate.Limiter // log lines are limited: a flood of bad peers must not flood the log
-	suppressed int
-	counters   map[[2]string]tally.Counter // by name and tag value
-	reclaim    *reclaimer
+	counters map[[2]string]tally.Counter // by name and tag value
 }
 
-func newPeerGuard(o *options, rec *stats.Recorder) (*peerGuard, error) {
+func newPeerGuard(o *options, rec *recorder.Recorder) (*peerGuard, error) {
 	pg := &peerGuard{rec: rec, conns: rec.Scope().Gauge(stats.ServerConns),
-		logs: rate.NewLimiter(10, 10), counters: map[[2]string]tally.Counter{}, reclaim: newReclaimer()}
+		warns: ratelog.New(o.logger, o.logNow), debugs: ratelog.New(o.logger, o.logNow),
+		counters: map[[2]string]tally.Counter{}}
 	if o.serverTLS != nil {
 		accept, err := o.serverTLS(o.peerLimits)
 		if err != nil {
@@ -213,7 +298,7 @@ func newPeerGuard(o *options, rec *stats.Recorder) (*peerGuard, error) {
 	}
 	// Stalls are timed on the wall clock, as sockets are, whatever clock
 	// WithClock gives the Channel's algorithms.
-	g, err := tchconn.New(tchconn.Config{Limits: o.peerLimits.guardLimits(o.maxRequest), OnEvent: pg.event, OnFreed: pg.reclaim.add})
+	g, err := tchconn.New(tchconn.Config{Limits: o.peerLimits.guardLimits(o.maxRequest), OnEvent: pg.event})
 	if err != nil {
 		return nil, fmt.Errorf("channel: WithPeerLimits: %w", err)
 	}
@@ -314,15 +399,10 @@ func (pg *peerGuard) closed(c *connlimit.Conn, why connlimit.Reason, err error) 
 	}
 	pg.count(stats.ServerConnsClosed, stats.TagReason, reason)
 	pg.updateConns()
-	if why == connlimit.Evicted || why == connlimit.WriteStalled {
-		// Served or handshaken connections, whose memory is now free;
-		// not sockets that never got that far (refused, handshake
-		// failures), which held little and cost an attacker nothing.
-		pg.reclaim.add(connMemory)
-	}
 	if why == connlimit.Idle || reason == "handshake_failed" {
 		// Routine: idle peers, and sockets that connect and leave (TCP
-		// health checks do) are counted, not logged.
+		// health checks do) are counted, and logged at Debug only.
+		pg.debugs.Debug("sluice: closed an inbound connection", slog.String("remotePeer", c.RemoteAddr().String()), slog.String("event", reason))
 		return
 	}
 	if refusal != nil {
@@ -341,10 +421,8 @@ func (pg *peerGuard) event(e tchconn.Event) {
 			dir = "inbound"
 		}
 		pg.count(stats.FramesInvalid, stats.TagDirection, dir)
-		pg.reclaim.add(connMemory)
 	case tchconn.FrameStalled:
 		pg.count(stats.ServerConnsClosed, stats.TagReason, "frame_stalled")
-		pg.reclaim.add(connMemory)
 	case tchconn.RequestRefused:
 		pg.count(stats.ServerRefused, stats.TagReason, "unfinished_bytes")
 	case tchconn.CallRefused:
@@ -353,7 +431,6 @@ func (pg *peerGuard) event(e tchconn.Event) {
 		pg.count(stats.ServerRefused, stats.TagReason, "answer_bytes")
 	case tchconn.AnswersUnread:
 		pg.count(stats.ServerConnsClosed, stats.TagReason, "answers_unread")
-		pg.reclaim.add(connMemory)
 	case tchconn.RequestDropped:
 		pg.count(stats.ServerDropped, stats.TagReason, "unfinished_bytes")
 	case tchconn.RequestStalled:
@@ -374,43 +451,38 @@ func (pg *peerGuard) count(name, tag, value string) {
 	c.Inc(1)
 }
 
-// log writes a warning naming the peer through the channel's tchannel-go
-// logger, at most 10 a second; the next line written counts those left out.
+// The rate of the Channel's warnings about its peers (a frame that broke
+// the protocol, a refused TLS handshake, a connection closed for a limit):
+// any peer can cause one per connection, so all of them together get
+// peerLogBurst lines at once and peerLogsPerSecond after that, the next
+// line written after some were left out carrying suppressedBefore, their
+// number (internal/ratelog). Routine closes, logged at Debug, have a
+// budget of their own.
+const (
+	peerLogsPerSecond = ratelog.PerSecond
+	peerLogBurst      = ratelog.Burst
+)
+
+// log writes a warning naming the peer on the Channel's logger, within
+// the rate above.
 func (pg *peerGuard) log(peer, what string, err error) {
 	pg.warn("sluice: a peer broke the protocol or a limit", peer, what, err)
 }
 
-// warn writes the warning msg about peer, with the fields event (what)
-// and error, as log does.
+// warn writes the warning msg about peer at Warn on the Channel's logger
+// (WithLogger; slog.Default() without it), with the attributes remotePeer,
+// event (what), error and, when lines were left out before it,
+// suppressedBefore, within the rate above.
 func (pg *peerGuard) warn(msg, peer, what string, err error) {
-	logger := pg.logger.Load()
-	if logger == nil {
-		return
-	}
-	pg.mu.Lock()
-	if !pg.logs.Allow() {
-		pg.suppressed++
-		pg.mu.Unlock()
-		return
-	}
-	suppressed := pg.suppressed
-	pg.suppressed = 0
-	pg.mu.Unlock()
-	// remotePeer first: sluice serve's logger keeps the fields of lines
-	// that start so, and no others.
-	fields := tchannel.LogFields{{Key: "remotePeer", Value: peer}, {Key: "event", Value: what}}
+	// remotePeer first: a handler that prints the attributes in order
+	// (sluice serve's) puts the peer right after the message.
+	attrs := []slog.Attr{slog.String("remotePeer", peer), slog.String("event", what)}
 	if err != nil {
-		fields = append(fields, tchannel.ErrField(err))
+		attrs = append(attrs, slog.Any("error", err))
 	}
-	if suppressed > 0 {
-		fields = append(fields, tchannel.LogField{Key: "suppressedBefore", Value: suppressed})
-	}
-	(*logger).WithFields(fields...).Warn(msg)
+	pg.warns.Warn(msg, attrs...)
 }
-
-func (pg *peerGuard) setLogger(l tchannel.Logger) { pg.logger.Store(&l) }
 
 func (pg *peerGuard) close() {
 	pg.g.Close()
-	pg.reclaim.close()
 }

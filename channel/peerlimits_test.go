@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math"
 	"net"
 	"reflect"
 	"strings"
@@ -40,26 +42,48 @@ func taggedCounter(scope tally.TestScope, name, tag, value string) int64 {
 	return 0
 }
 
-// logRecorder is a tchannel-go logger that keeps the warnings.
+// logRecorder is a slog.Handler that keeps the lines at Warn and above,
+// each "msg key=value key=value ", its attributes (WithAttrs's first) in
+// order, group names prefixed to their keys as zapslog's handler does.
 type logRecorder struct {
-	tchannel.Logger
-	mu    *sync.Mutex
-	lines *[]string
+	mu     *sync.Mutex
+	lines  *[]string
+	attrs  string // WithAttrs's, formatted
+	prefix string // WithGroup's, "a.b."
 }
 
 func newLogRecorder() logRecorder {
-	return logRecorder{Logger: tchannel.NullLogger, mu: &sync.Mutex{}, lines: new([]string)}
+	return logRecorder{mu: &sync.Mutex{}, lines: new([]string)}
 }
 
-func (l logRecorder) WithFields(fields ...tchannel.LogField) tchannel.Logger {
-	var b strings.Builder
-	for _, f := range fields {
-		b.WriteString(f.Key)
-		b.WriteString("=")
-		b.WriteString(fmt.Sprint(f.Value))
-		b.WriteString(" ")
+// logger returns a logger writing to l.
+func (l logRecorder) logger() *slog.Logger { return slog.New(l) }
+
+func (l logRecorder) Enabled(_ context.Context, lv slog.Level) bool { return lv >= slog.LevelWarn }
+
+func (l logRecorder) WithAttrs(as []slog.Attr) slog.Handler {
+	for _, a := range as {
+		l.attrs += l.prefix + a.Key + "=" + a.Value.String() + " "
 	}
-	return fieldLogger{l, b.String()}
+	return l
+}
+
+func (l logRecorder) WithGroup(name string) slog.Handler {
+	l.prefix += name + "."
+	return l
+}
+
+func (l logRecorder) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Message + " " + l.attrs)
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, "%s%s=%v ", l.prefix, a.Key, a.Value)
+		return true
+	})
+	l.mu.Lock()
+	*l.lines = append(*l.lines, b.String())
+	l.mu.Unlock()
+	return nil
 }
 
 func (l logRecorder) warnings() []string {
@@ -68,27 +92,16 @@ func (l logRecorder) warnings() []string {
 	return append([]string(nil), *l.lines...)
 }
 
-type fieldLogger struct {
-	logRecorder
-	fields string
-}
-
-func (l fieldLogger) Warn(msg string) {
-	l.mu.Lock()
-	*l.lines = append(*l.lines, msg+" "+l.fields)
-	l.mu.Unlock()
-}
-
 // The checksum frame, sent to a Sluice server, closes that connection and
 // nothing else: the server keeps serving other connections, counts the
 // frame and logs a line naming the peer.
 func TestChecksumFrameClosesOnlyItsConnection(t *testing.T) {
 	scope := tally.NewTestScope("", nil)
 	logs := newLogRecorder()
-	s := startServer(t, WithScope(scope), WithTChannelOptions(tchannel.ChannelOptions{Logger: logs}))
+	s := startServer(t, WithScope(scope), WithLogger(logs.logger()))
 	client, _, _ := startClient(t, s)
 	ctx := ctxTimeout(t)
-	_, err := client.CallRaw(ctx, "kv", "echo", nil, []byte("before"))
+	_, err := to(client, "kv").CallRaw(ctx, "echo", nil, []byte("before"))
 	if err != nil {
 		t.Fatalf("CallRaw: %v", err)
 	}
@@ -105,7 +118,7 @@ func TestChecksumFrameClosesOnlyItsConnection(t *testing.T) {
 	}
 	p.ClosedByServer()
 
-	res, err := client.CallRaw(ctx, "kv", "echo", nil, []byte("after"))
+	res, err := to(client, "kv").CallRaw(ctx, "echo", nil, []byte("after"))
 	if err != nil {
 		t.Fatalf("the Sluice client's connection, untouched: %v", err)
 	}
@@ -179,12 +192,12 @@ func TestClientGetsAnErrorFromAHostileServer(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	defer client.Close()
-	if err := client.AddPeer("kv", l.Addr().String()); err != nil {
+	if err := to(client, "kv").AddPeer(l.Addr().String()); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	res, err := client.CallRaw(ctx, "kv", "echo", nil, nil)
+	res, err := to(client, "kv").CallRaw(ctx, "echo", nil, nil)
 	if err != nil {
 		t.Fatalf("CallRaw: %v", err)
 	}
@@ -193,7 +206,7 @@ func TestClientGetsAnErrorFromAHostileServer(t *testing.T) {
 	}
 	clk.Add(10 * time.Second) // the connection has served for long: its end is no failed connect
 
-	_, err = client.CallRaw(ctx, "kv", "echo", nil, nil)
+	_, err = to(client, "kv").CallRaw(ctx, "echo", nil, nil)
 	if err == nil {
 		t.Fatal("CallRaw succeeded, want an error")
 	}
@@ -204,10 +217,10 @@ func TestClientGetsAnErrorFromAHostileServer(t *testing.T) {
 		t.Errorf("got %v, want %v", got, 1)
 	}
 	testwait.Until(t, "the peer to be in transient failure", func() bool {
-		return client.Peers("kv")[0].State == peer.TransientFailure
+		return to(client, "kv").Peers()[0].State == peer.TransientFailure
 	})
 	for range 5 {
-		_, err = client.CallRaw(ctx, "kv", "echo", nil, nil)
+		_, err = to(client, "kv").CallRaw(ctx, "echo", nil, nil)
 		if !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("CallRaw error = %v, want %v", err, ErrUnavailable)
 		}
@@ -229,7 +242,7 @@ func TestLargeArgumentsRoundTrip(t *testing.T) {
 		for i := range arg3 {
 			arg3[i] = byte(i * 7)
 		}
-		res, err := client.CallRaw(ctx, "kv", "echo", arg2, arg3)
+		res, err := to(client, "kv").CallRaw(ctx, "echo", arg2, arg3)
 		if err != nil {
 			t.Fatalf("size %d: %v", size, err)
 		}
@@ -257,11 +270,11 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(client.Close)
-	if err := client.AddPeer("kv", s.ch.HostPort()); err != nil {
+	if err := to(client, "kv").AddPeer(s.ch.HostPort()); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
 	ctx := ctxTimeout(t)
-	_, err = client.CallRaw(ctx, "kv", "echo", nil, nil)
+	_, err = to(client, "kv").CallRaw(ctx, "echo", nil, nil)
 	if err != nil {
 		t.Fatalf("CallRaw: %v", err)
 	}
@@ -275,7 +288,7 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 	// connects again for its next call.
 	waitPeerState(t, client, s.ch.HostPort(), peer.Idle)
 	ctx = ctxTimeout(t)
-	_, err = client.CallRaw(ctx, "kv", "echo", nil, nil)
+	_, err = to(client, "kv").CallRaw(ctx, "echo", nil, nil)
 	if err != nil {
 		t.Fatalf("the client's call after its idle connection was closed: %v", err)
 	}
@@ -290,7 +303,7 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 // here (the tests are about the calls the closes meet).
 func closedOftenClient(t *testing.T, s *testServer, scope tally.Scope) *Channel {
 	t.Helper()
-	opts := []Option{WithMethods("kv", "echo"), WithConnectConfig(ConnectConfig{Backoff: backoff.Exponential{
+	opts := []Option{WithConnectConfig(ConnectConfig{Backoff: backoff.Exponential{
 		Initial: time.Millisecond, Max: time.Millisecond, Multiplier: 1.6, Jitter: backoff.ProportionalJitter}})}
 	if scope != nil {
 		opts = append(opts, WithScope(scope))
@@ -300,7 +313,7 @@ func closedOftenClient(t *testing.T, s *testServer, scope tally.Scope) *Channel 
 		t.Fatal(err)
 	}
 	t.Cleanup(client.Close)
-	if err := client.AddPeer("kv", s.ch.HostPort()); err != nil {
+	if err := to(client, "kv", WithMethods("echo")).AddPeer(s.ch.HostPort()); err != nil {
 		t.Fatal(err)
 	}
 	return client
@@ -321,7 +334,7 @@ func TestIdleCloseLosesNoCall(t *testing.T) {
 		// Gaps around the idle timeout, so that calls meet its closes.
 		time.Sleep(idle*3/4 + time.Duration(i%11)*idle/20)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		if _, err := client.CallRaw(ctx, "kv", "echo", nil, nil); err != nil {
+		if _, err := to(client, "kv").CallRaw(ctx, "echo", nil, nil); err != nil {
 			failed = append(failed, err)
 		}
 		cancel()
@@ -363,7 +376,7 @@ func TestMaxConnsMakesRoomForANewClient(t *testing.T) {
 	client, _, _ := startClient(t, s)
 	ctx := ctxTimeout(t)
 	for range 10 {
-		_, err := client.CallRaw(ctx, "kv", "echo", nil, nil)
+		_, err := to(client, "kv").CallRaw(ctx, "echo", nil, nil)
 		if err != nil {
 			t.Fatalf("CallRaw: %v", err)
 		}
@@ -425,7 +438,7 @@ func TestEvictionLosesNoCall(t *testing.T) {
 		// fails, and a call waits for the next instead of failing
 		// UNAVAILABLE, so that what is counted is the calls that met an
 		// eviction of a connection they could be sent on.
-		if _, err := client.CallRaw(cctx, "kv", "echo", nil, nil, WaitForReady()); err != nil {
+		if _, err := to(client, "kv").CallRaw(cctx, "echo", nil, nil, WaitForReady()); err != nil {
 			failed = append(failed, err)
 		}
 		cancel()
@@ -532,6 +545,8 @@ func TestPeerLimitsValidate(t *testing.T) {
 		{[]Option{WithPeerLimits(PeerLimits{HandshakeTimeout: -1})}, "HandshakeTimeout"},
 		{[]Option{WithPeerLimits(PeerLimits{MaxUnfinishedBytesPerConn: 1 << 20})}, "MaxUnfinishedBytesPerConn is 1048576, below the maximum request size 4194304"},
 		{[]Option{WithMaxRequestSize(100), WithPeerLimits(PeerLimits{MaxUnfinishedBytesPerConn: 1000, MaxUnfinishedBytes: 500})}, "MaxUnfinishedBytes is 500"},
+		{[]Option{WithPeerLimits(PeerLimits{MaxConns: -1})}, "channel: PeerLimits.MaxConns is -1, must be >= 0 (0 means the default; Off.MaxConns turns it off)"},
+		{[]Option{WithPeerLimits(PeerLimits{IdleTimeout: time.Second, Off: PeerLimitsOff{IdleTimeout: true}})}, "channel: PeerLimits.IdleTimeout is 1s, must be 0 when Off.IdleTimeout is set"},
 	} {
 		_, err := New("kv", tc.opts...)
 		if err == nil {
@@ -540,6 +555,23 @@ func TestPeerLimitsValidate(t *testing.T) {
 		if !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("err.Error() = %q, want it to contain %q", err.Error(), tc.want)
 		}
+	}
+}
+
+// The limits Off names reach the guard and the listener as their "none".
+func TestPeerLimitsOffReachTheGuard(t *testing.T) {
+	off := PeerLimits{Off: PeerLimitsOff{MaxConns: true, IdleTimeout: true, WriteTimeout: true, StallTimeout: true,
+		MaxUnfinishedBytesPerConn: true, MaxUnfinishedBytes: true, MaxCallsPerConn: true, MaxAnswerBytes: true}}
+	g, lc := off.guardLimits(DefaultMaxRequestSize), off.listenerConfig()
+	if g.StallTimeout >= 0 || g.MaxUnfinishedPerConn >= 0 || g.MaxUnfinished >= 0 || g.MaxCallsPerConn >= 0 || g.MaxAnswerBytes >= 0 {
+		t.Errorf("guard limits %+v, want every one off (negative)", g)
+	}
+	if lc.MaxConns != math.MaxInt || lc.IdleTimeout >= 0 || lc.WriteTimeout >= 0 {
+		t.Errorf("listener config %+v, want no cap and no timeouts", lc)
+	}
+	on := (PeerLimits{}).guardLimits(DefaultMaxRequestSize)
+	if on.MaxUnfinishedPerConn <= 0 || on.MaxUnfinished <= 0 {
+		t.Errorf("the zero PeerLimits' guard limits %+v, want the defaults", on)
 	}
 }
 
@@ -595,7 +627,9 @@ func TestMalformedArgumentsAreAnswered(t *testing.T) {
 func TestUnansweredCallIsReleased(t *testing.T) {
 	s := startServer(t)
 	ran := make(chan struct{}, 1)
-	s.ch.Registrar().Register(tchannel.HandlerFunc(func(context.Context, *tchannel.InboundCall) { ran <- struct{}{} }), "silent")
+	if err := s.ch.RegisterHandler("silent", tchannel.HandlerFunc(func(context.Context, *tchannel.InboundCall) { ran <- struct{}{} })); err != nil {
+		t.Fatal(err)
+	}
 	p := tpeer.Dial(t, s.ch.HostPort())
 	p.Handshake()
 	p.Send(tpeer.CallReq(2, "kv", "silent", false, nil))

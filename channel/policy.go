@@ -4,16 +4,16 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluice-rpc/sluice/backoff"
-	"github.com/sluice-rpc/sluice/hedge"
+	"github.com/sluice-rpc/sluice/internal/hedgeexec"
 	"github.com/sluice-rpc/sluice/internal/peerlist"
-	"github.com/sluice-rpc/sluice/pacing"
+	"github.com/sluice-rpc/sluice/internal/ratelimit"
+	"github.com/sluice-rpc/sluice/internal/recorder"
+	"github.com/sluice-rpc/sluice/internal/retryexec"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
-	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber-go/tally/v4"
 )
 
@@ -28,10 +28,13 @@ import (
 // the Thrift service's name and the method's: {"service": "keyvalue",
 // "method": "KeyValue::Get"}, where "keyvalue" is the TChannel service the
 // servers register under; a config naming "Get" matches no Thrift call.
+// Each Client resolves its service's part when it is made (NewClient).
 // Debug lists, per service, the configured names no call has used yet
-// (channelz.Service.UnmatchedMethods), and the first call whose method
-// differs from a configured name only in its "Service::" prefix logs,
-// once per configured name, the name the config should use.
+// (channelz.Service.UnmatchedMethods). A method whose name differs from a
+// configured one only in its "Service::" prefix is logged at Warn (see
+// WithLogger), once per configured name, with the name the config should
+// use: when the Client is made for the methods it names (WithMethods),
+// else at the method's first call.
 func WithServiceConfig(cfg *serviceconfig.Config) Option {
 	return func(o *options) { o.config = cfg }
 }
@@ -58,42 +61,44 @@ func prefixedNames(cfg *serviceconfig.Config) map[methodKey][]string {
 }
 
 // nameHint returns the warning to log, once per configured name, when the
-// service config names no method k.method of k.service exactly but names
+// service config names no method of the Client's service exactly but names
 // one that differs from it only in a "Service::" prefix: a config naming
 // "Get" for calls to "KeyValue::Get", the reverse, or "KV::Get" for
-// "KeyValue::Get". It returns "" otherwise. Call it with c.mu held; it
-// runs on a method's first call only (with its policy), so it costs calls
-// nothing, and it remembers at most the config's names.
-func (c *Channel) nameHint(k methodKey) string {
+// "KeyValue::Get". It returns "" otherwise. Call it with cl.mu held; it
+// runs when a method's policy is built (at NewClient for WithMethods'
+// names, else at the method's first call), so it costs calls nothing, and
+// it remembers at most the config's names.
+func (cl *Client) nameHint(method string) string {
+	c, service := cl.ch, cl.service
 	cfg := c.o.config
-	if cfg == nil || cfg.Names(k.service, k.method) {
+	if cfg == nil || cfg.Names(service, method) {
 		return ""
 	}
-	_, bare, thrift := strings.Cut(k.method, "::")
+	_, bare, thrift := strings.Cut(method, "::")
 	var configured []string
-	if thrift && cfg.Names(k.service, bare) {
+	if thrift && cfg.Names(service, bare) {
 		configured = append(configured, bare)
 	}
 	if !thrift {
-		bare = k.method
+		bare = method
 	}
-	for _, m := range c.prefixed[methodKey{k.service, bare}] {
-		if m != k.method {
+	for _, m := range c.prefixed[methodKey{service, bare}] {
+		if m != method {
 			configured = append(configured, m)
 		}
 	}
+	policies := *cl.policies.Load()
 	for _, m := range configured {
-		ck := methodKey{k.service, m}
-		if _, used := c.policies[ck]; used || c.hinted[ck] {
+		if _, used := policies[m]; used || cl.hinted[m] {
 			continue
 		}
-		c.hinted[ck] = true
+		cl.hinted[m] = true
 		why := ""
 		if thrift {
 			why = " (a TChannel Thrift method is named \"Service::method\")"
 		}
 		return fmt.Sprintf("sluice: the service config names method %q of service %q, which no call has used yet; "+
-			"calls are to %q%s: name it %q in the config for its policy to apply", m, k.service, k.method, why, k.method)
+			"calls are to %q%s: name it %q in the config for its policy to apply", m, service, method, why, method)
 	}
 	return ""
 }
@@ -109,9 +114,8 @@ func WithMaxAttemptsCap(n int) Option { return func(o *options) { o.maxAttemptsC
 
 // WithRetryBuffer bounds the bytes of requests held for possible retries:
 // total across all calls, and perCall for one. A call whose request does not
-// fit is sent once, unretried. 0 means the default, as in
-// retry.BufferConfig: retry.DefaultBufferSize and
-// retry.DefaultPerCallBufferLimit.
+// fit is sent once, unretried. 0 means the default, grpc-java's: 16 MiB in
+// total and 1 MiB per call (or total, if that is smaller).
 func WithRetryBuffer(total, perCall int64) Option {
 	return func(o *options) { o.bufTotal, o.bufPerCall = total, perCall }
 }
@@ -131,48 +135,47 @@ type Gate interface {
 	Admit(ctx context.Context) error
 }
 
-// WithLease gates every call to service on g before its attempts (see
+// WithLease gates every call of the Client on g before its attempts (see
 // Gate). With an embedded Doorman client:
 //
 //	res, _ := client.Resource("kv-calls", leasing.ResourceConfig{Wants: 100})
-//	ch, _ := channel.New("me", channel.WithLease("kv", leasing.NewRateLimiter(res)))
+//	kv, _ := ch.NewClient("kv", channel.WithLease(leasing.NewRateLimiter(res)))
 //
 // The gate's own metrics (capacity, wants, waits, refusals) are reported by
 // the leasing.Client; the Channel counts a refused call under
 // call.errors{code=RATE_LIMITED}.
-func WithLease(service string, g Gate) Option {
-	return func(o *options) {
-		if o.leases == nil {
-			o.leases = map[string]Gate{}
-		}
-		o.leases[service] = g
-	}
+func WithLease(g Gate) ClientOption {
+	return func(o *clientOptions) { o.gate, o.gateSet = g, true }
 }
 
 // methodPolicy is how calls to one (service, method) run: built once from
 // the service config and cached.
 type methodPolicy struct {
-	service, method string // whose policy it is
+	service, method string  // whose policy it is
+	cl              *Client // whose calls it shapes
 
-	retry   *retry.Executor // nil when retries are disabled or a hedge applies
-	hedge   *hedge.Executor
-	est     *hedge.Estimator // adaptive hedging delay, if configured
+	retry   *retryexec.Executor // nil when retries are disabled or a hedge applies
+	hedge   *hedgeexec.Executor
+	est     *hedgeexec.Estimator // adaptive hedging delay, if configured
 	timeout time.Duration
 	// waitForReady: calls wait for a ready peer even when every peer is in
 	// transient failure (the service config's waitForReady).
 	waitForReady bool
-	bucket       *retry.Throttle // the service's, for the tokens gauge
-	m            *stats.Method
+	bucket       *retryexec.Throttle // the service's, for the tokens gauge
+	m            *recorder.Method
 	tokens       tally.Gauge
 	backoff      backoff.Exponential // the retry policy's, for throttle-aware waits
 
-	// The service's lease gate and pacer (fixed at New) and peer list
-	// (made by the first AddPeer, never removed), kept here so that a call
-	// looks them up once, with the policy.
+	// The Client's lease gate, pacer and peer list, kept here so that a
+	// call looks them up once, with the policy.
 	gate     Gate
 	pacer    *pacer
 	paceKeys [2]string // the pacer's window keys: service, then service::method
-	list     atomic.Pointer[peerlist.List]
+	list     *peerlist.List
+	// shared: the policy of every unnamed method past MaxMethodSeries
+	// (method is stats.MethodOther); a call computes its method's pacing
+	// key itself.
+	shared bool
 }
 
 // defaultBackoff shapes throttle-aware waits for methods without a retry
@@ -181,141 +184,37 @@ var defaultBackoff = backoff.Exponential{Initial: 100 * time.Millisecond, Max: 1
 
 type methodKey struct{ service, method string }
 
-// policyFor returns the cached policy of service's method, building it on
-// first use. The policy it returned last is at hand without the read lock
-// and the map lookup (a hash of two strings), which cost every call more
-// than a comparison: a client calls one method over and over more often
-// than not. A call to another method replaces it, at the cost of one
-// atomic store besides the lookup.
-func (c *Channel) policyFor(service, method string) (*methodPolicy, error) {
-	if p := c.lastPolicy.Load(); p != nil && p.method == method && p.service == service {
-		return p, nil
-	}
-	k := methodKey{service, method}
-	c.mu.RLock()
-	p, ok := c.policies[k]
-	c.mu.RUnlock()
-	if !ok {
-		var err error
-		if p, err = c.addPolicy(k); err != nil {
-			return nil, err
-		}
-	}
-	c.lastPolicy.Store(p)
-	return p, nil
-}
-
-// addPolicy builds the policy of k's method unless another call has, and
-// caches it. It logs the service config's naming mistake the first call
-// of a method reveals (see nameHint).
-func (c *Channel) addPolicy(k methodKey) (*methodPolicy, error) {
-	c.mu.Lock()
-	if p, ok := c.policies[k]; ok {
-		c.mu.Unlock()
-		return p, nil
-	}
-	p, err := c.buildPolicy(k.service, k.method)
-	if err != nil {
-		c.mu.Unlock()
-		return nil, err
-	}
-	p.m = c.rec.Method(k.service, c.seriesOf(k.service, k.method))
-	c.policies[k] = p
-	hint := c.nameHint(k)
-	c.mu.Unlock()
-	if hint != "" {
-		c.tch.Logger().Warn(hint)
-	}
-	return p, nil
-}
-
-// forgetPolicies drops the cached policies of service, which has just got
-// its peer list: they were built while its calls could only fail NO_PEERS,
-// with every unnamed method tagged stats.MethodOther (see seriesOf), and
-// are built again by the next calls. It runs with c.mu held.
-func (c *Channel) forgetPolicies(service string) {
-	for k := range c.policies {
-		if k.service == service {
-			delete(c.policies, k)
-		}
-	}
-	if p := c.lastPolicy.Load(); p != nil && p.service == service {
-		c.lastPolicy.Store(nil)
-	}
-}
-
-// MaxMethodSeries bounds, per target service, the methods a client's calls
-// give metric series of their own (tag method) without being named: the
-// first MaxMethodSeries distinct methods called get theirs, as they are
-// first called; calls to any method after them are counted under the
-// service's stats.MethodOther series. Methods named by WithMethods or
-// exactly by the service config always get series of their own, and do not
-// count against the bound. Only services with a peer list (AddPeer,
-// WithResolver) get series of unnamed methods: calls to any other service
-// name fail NO_PEERS under stats.MethodOther. So a client reports at most
-// MaxMethodSeries methods per service it calls beyond those it names, plus
-// stats.MethodOther, whatever method and service names its callers use (a
-// proxy's, say).
+// MaxMethodSeries bounds, per Client, the methods its calls give metric
+// series of their own (tag method) without being named: the first
+// MaxMethodSeries distinct methods called get theirs, as they are first
+// called; calls to any method after them are counted under the service's
+// stats.MethodOther series. Methods named by WithMethods or exactly by the
+// service config always get series of their own, and do not count against
+// the bound. So a Client reports at most MaxMethodSeries methods beyond
+// those it names, plus stats.MethodOther, whatever method names its
+// callers use (a proxy's, say); and a Channel reports series only for the
+// services it made Clients for.
 //
 // The server side is not concerned: it tags only the methods registered on
 // it, so callers cannot make series there.
 const MaxMethodSeries = 64
 
-// WithMethods names methods of service whose calls get metric series of
-// their own (tag method) whenever they are called, besides the methods the
-// service config names exactly. Calls to other methods get series of their
-// own too, the first MaxMethodSeries of them per service; the rest are
-// counted under stats.MethodOther. Naming a method pins its series: it
-// does not count against MaxMethodSeries, and a method called late still
-// gets its own.
-func WithMethods(service string, methods ...string) Option {
-	return func(o *options) {
-		if o.methods == nil {
-			o.methods = map[methodKey]bool{}
-		}
-		for _, m := range methods {
-			o.methods[methodKey{service, m}] = true
-		}
+// retryThrottling returns the service config's retry throttling, or nil
+// when there is none or retries are disabled.
+func (c *Channel) retryThrottling() *retry.ThrottleConfig {
+	if c.o.noRetries || c.o.config == nil {
+		return nil
 	}
+	return c.o.config.RetryThrottling
 }
 
-// namedSeries returns method if the service config or WithMethods names
-// it (its calls always have series of their own), else stats.MethodOther.
-func (c *Channel) namedSeries(service, method string) string {
-	if c.o.methods[methodKey{service, method}] || c.o.config.Names(service, method) {
-		return method
-	}
-	return stats.MethodOther
-}
-
-// seriesOf returns the method tag of calls to service's method: its own
-// name if it is named (namedSeries), or if service has a peer list and
-// fewer than MaxMethodSeries unnamed methods of it have series of their
-// own (it then counts as one); else stats.MethodOther. A service without
-// a peer list (a name no AddPeer or resolver made) gets no series of its
-// unnamed methods: its calls can only fail NO_PEERS, and its policies are
-// built again once it has peers (forgetPolicies). It runs with c.mu held,
-// once per policy built.
-func (c *Channel) seriesOf(service, method string) string {
-	if name := c.namedSeries(service, method); name != stats.MethodOther {
-		return name
-	}
-	if c.services[service] == nil || c.unnamedSeries[service] >= MaxMethodSeries {
-		return stats.MethodOther
-	}
-	if c.unnamedSeries == nil {
-		c.unnamedSeries = map[string]int{}
-	}
-	c.unnamedSeries[service]++
-	return method
-}
-
-// buildPolicy runs with c.mu held.
-func (c *Channel) buildPolicy(service, method string) (*methodPolicy, error) {
+// buildPolicy builds the policy of cl's method; it runs with cl.mu held.
+func (c *Channel) buildPolicy(cl *Client, method string) (*methodPolicy, error) {
+	service := cl.service
 	p := &methodPolicy{service: service, method: method, tokens: c.rec.RetryTokens(service), backoff: defaultBackoff,
-		gate: c.gates[service], pacer: c.pacers[service]}
+		cl: cl, gate: cl.gate, pacer: cl.pacer, list: cl.list, bucket: cl.bucket}
 	if p.pacer != nil { // built once here, not per call: a method key allocates
-		p.paceKeys = [2]string{pacing.ServiceKey(service), pacing.MethodKey(service, method)}
+		p.paceKeys = [2]string{ratelimit.ServiceKey(service), ratelimit.MethodKey(service, method)}
 	}
 	var mc *serviceconfig.MethodConfig
 	if c.o.config != nil {
@@ -327,22 +226,10 @@ func (c *Channel) buildPolicy(service, method string) (*methodPolicy, error) {
 	if c.o.noRetries {
 		return p, nil
 	}
-	if c.o.config != nil {
-		if tc := c.o.config.RetryThrottling; tc != nil {
-			if p.bucket = c.throttles[service]; p.bucket == nil {
-				t, err := retry.NewThrottle(*tc)
-				if err != nil {
-					return nil, fmt.Errorf("channel: retryThrottling: %w", err)
-				}
-				c.throttles[service] = t
-				p.bucket = t
-			}
-		}
-	}
 	var err error
 	switch {
 	case mc != nil && mc.Hedge != nil:
-		p.hedge, err = hedge.NewExecutor(hedge.ExecutorConfig{Policy: *mc.Hedge, MaxAttemptsCap: c.o.maxAttemptsCap,
+		p.hedge, err = hedgeexec.NewExecutor(hedgeexec.ExecutorConfig{Policy: *mc.Hedge, MaxAttemptsCap: c.o.maxAttemptsCap,
 			Throttle: p.bucket, Clock: c.o.clock})
 		if err == nil {
 			p.est = p.hedge.Estimator()
@@ -355,25 +242,13 @@ func (c *Channel) buildPolicy(service, method string) (*methodPolicy, error) {
 		if pol != nil {
 			p.backoff = pol.Backoff()
 		}
-		p.retry, err = retry.NewExecutor(retry.ExecutorConfig{Policy: pol, MaxAttemptsCap: c.o.maxAttemptsCap,
+		p.retry, err = retryexec.NewExecutor(retryexec.ExecutorConfig{Policy: pol, MaxAttemptsCap: c.o.maxAttemptsCap,
 			Throttle: p.bucket, Buffer: c.buffer, Clock: c.o.clock, Rand: c.o.rand})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("channel: policy for %s::%s: %w", service, method, err)
 	}
 	return p, nil
-}
-
-// peers returns the service's peer list, or nil while it has none.
-func (p *methodPolicy) peers(c *Channel, service string) *peerlist.List {
-	if l := p.list.Load(); l != nil {
-		return l
-	}
-	l, _ := c.peerList(service, false)
-	if l != nil {
-		p.list.Store(l)
-	}
-	return l
 }
 
 // deadline bounds ctx by the method's timeout (the earlier deadline wins)

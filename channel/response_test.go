@@ -41,11 +41,11 @@ func TestMaxResponseSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := c.AddPeer("kv", srv.HostPort()); err != nil {
+	if err := to(c, "kv").AddPeer(srv.HostPort()); err != nil {
 		t.Fatal(err)
 	}
 	ask := func(n int) (*RawResponse, error) {
-		return c.CallRaw(ctxTimeout(t), "kv", "big", nil, bytes.Repeat([]byte("."), n))
+		return to(c, "kv").CallRaw(ctxTimeout(t), "big", nil, bytes.Repeat([]byte("."), n))
 	}
 	res, err := ask(limit)
 	if err != nil || len(res.Arg3) != limit {
@@ -64,7 +64,7 @@ func TestMaxResponseSize(t *testing.T) {
 	// not hold up the connection's next response until that context ends.
 	long, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := c.CallRaw(long, "kv", "big", nil, bytes.Repeat([]byte("."), 4*limit)); !errors.As(err, &ce) || ce.Code != codes.Unexpected {
+	if _, err := to(c, "kv").CallRaw(long, "big", nil, bytes.Repeat([]byte("."), 4*limit)); !errors.As(err, &ce) || ce.Code != codes.Unexpected {
 		t.Fatalf("a response of 4 times the limit: %v, want UNEXPECTED", err)
 	}
 	if res, err := ask(10); err != nil || len(res.Arg3) != 10 {
@@ -152,11 +152,11 @@ func TestResponseBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := c.AddPeer("kv", srv.PeerInfo().HostPort); err != nil {
+	if err := to(c, "kv").AddPeer(srv.PeerInfo().HostPort); err != nil {
 		t.Fatal(err)
 	}
 	ask := func(ctx context.Context, arg2 string, n int) (*RawResponse, error) {
-		return c.CallRaw(ctx, "kv", "get", []byte(arg2), []byte(strconv.Itoa(n)))
+		return to(c, "kv").CallRaw(ctx, "get", []byte(arg2), []byte(strconv.Itoa(n)))
 	}
 
 	type result struct {
@@ -196,7 +196,7 @@ func TestResponseBudget(t *testing.T) {
 			t.Fatalf("a %d-byte response beside the held one: %v, want ErrResponseBudget", other, err)
 		}
 	}
-	if ps := c.Peers("kv"); len(ps) != 1 || ps[0].Ejections != 0 {
+	if ps := to(c, "kv").Peers(); len(ps) != 1 || ps[0].Ejections != 0 {
 		t.Fatalf("the peer after %d refused responses in a row: %+v, want it never ejected", balance.DefaultConsecutiveErrors, ps)
 	}
 

@@ -92,19 +92,20 @@ const retryBusy = `{"methodConfig":[{"name":[{"service":"kv"}],
 func retryClient(t *testing.T, f *fleet, cfg *serviceconfig.Config, opts ...Option) (*Channel, tally.TestScope) {
 	t.Helper()
 	scope := tally.NewTestScope("", nil)
-	opts = append([]Option{WithServiceConfig(cfg), WithScope(scope), WithMethods("kv", "get", "echo")}, opts...)
+	opts = append([]Option{WithServiceConfig(cfg), WithScope(scope)}, opts...)
 	c, err := New("client", opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(c.Close)
+	to(c, "kv", WithMethods("get", "echo"))
 	for _, s := range f.servers {
-		if err := c.AddPeer("kv", s.HostPort()); err != nil {
+		if err := to(c, "kv").AddPeer(s.HostPort()); err != nil {
 			t.Fatalf("AddPeer: %v", err)
 		}
 	}
 	// Retries go to distinct peers among those ready: have them all ready.
-	if err := c.Connect(ctxTimeout(t), "kv"); err != nil {
+	if err := to(c, "kv").Connect(ctxTimeout(t)); err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
 	return c, scope
@@ -124,7 +125,7 @@ func TestRetryOnDistinctPeersWithAttemptHeaders(t *testing.T) {
 	c, scope := retryClient(t, f, mustConfig(t, fmt.Sprintf(retryBusy, 3, "0.001s", "")))
 	var out echoRes
 	var rh map[string]string
-	if err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &out, ResponseHeaders(&rh)); err != nil {
+	if err := to(c, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "k"}, &out, ResponseHeaders(&rh)); err != nil {
 		t.Fatalf("CallJSON: %v", err)
 	}
 
@@ -178,7 +179,7 @@ func TestRetryOnDistinctPeersWithAttemptHeaders(t *testing.T) {
 func TestCallerLearnsAttempts(t *testing.T) {
 	f := startFleet(t, 3, busyFirst(1))
 	c, _ := retryClient(t, f, mustConfig(t, fmt.Sprintf(retryBusy, 3, "0.001s", "")))
-	res, err := c.Call(ctxTimeout(t), "kv", "get", &Request{Format: "json", Arg3: []byte(`{"Key":"k"}`)})
+	res, err := to(c, "kv").Call(ctxTimeout(t), "get", &Request{Format: "json", Arg3: []byte(`{"Key":"k"}`)})
 	if err != nil {
 		t.Fatalf("Call: %v", err)
 	}
@@ -213,7 +214,7 @@ func TestNotRetried(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := startFleet(t, 3, tt.answer)
 			c, _ := retryClient(t, f, mustConfig(t, fmt.Sprintf(retryBusy, 5, "0.001s", "")))
-			tt.check(t, c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil))
+			tt.check(t, to(c, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "k"}, nil))
 			// A handler's DECLINED is an ordinary code: the handler ran, so
 			// it runs once (only a decline before any handler is retried
 			// transparently).
@@ -233,7 +234,7 @@ func TestDeadlineEndsRetryChain(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	err := c.CallJSON(ctx, "kv", "get", &echoReq{Key: "k"}, nil)
+	err := to(c, "kv").CallJSON(ctx, "get", &echoReq{Key: "k"}, nil)
 	var ce *CallError
 	if !errors.As(err, &ce) {
 		t.Fatalf("CallJSON error = %v, want a %T", err, ce)
@@ -261,7 +262,7 @@ func TestThrottleStopsRetriesAndRecovers(t *testing.T) {
 	c, scope := retryClient(t, f, cfg)
 	attempts := func() int {
 		var ce *CallError
-		err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil)
+		err := to(c, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "k"}, nil)
 		if err == nil {
 			return 0
 		}
@@ -311,7 +312,7 @@ func TestPushback(t *testing.T) {
 			return nil
 		})
 		c, _ := retryClient(t, f, mustConfig(t, fmt.Sprintf(retryBusy, 3, "0.001s", "")))
-		if err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil); err != nil {
+		if err := to(c, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "k"}, nil); err != nil {
 			t.Fatalf("CallJSON: %v", err)
 		}
 		log := f.arrivals()
@@ -325,7 +326,7 @@ func TestPushback(t *testing.T) {
 	t.Run("negative stops", func(t *testing.T) {
 		f := startFleet(t, 3, func(int) error { return BusyAfter(-1, "go away") })
 		c, _ := retryClient(t, f, mustConfig(t, fmt.Sprintf(retryBusy, 5, "0.001s", "")))
-		err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil)
+		err := to(c, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "k"}, nil)
 		var ce *CallError
 		if !errors.As(err, &ce) {
 			t.Fatalf("CallJSON error = %v, want a %T", err, ce)
@@ -341,20 +342,20 @@ func TestPushback(t *testing.T) {
 		}
 	})
 	t.Run("shedding sends the hint", func(t *testing.T) {
-		s := startServer(t, WithShedding(ShedConfig{MaxRPS: 0.001, Burst: 1, Pushback: -1}))
+		s := startServer(t, WithShedding(ShedConfig{MaxRPS: 0.001, Burst: 1, NoRetry: true}))
 		c, err := New("client", WithServiceConfig(mustConfig(t, fmt.Sprintf(retryBusy, 5, "0.001s", ""))))
 		if err != nil {
 			t.Fatalf("New: %v", err)
 		}
 		defer c.Close()
-		if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+		if err := to(c, "kv").AddPeer(s.ch.HostPort()); err != nil {
 			t.Fatalf("AddPeer: %v", err)
 		}
-		_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+		_, err = to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil)
 		if err != nil {
 			t.Fatalf("CallRaw: %v", err)
 		}
-		_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+		_, err = to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil)
 		var ce *CallError
 		if !errors.As(err, &ce) {
 			t.Fatalf("CallRaw error = %v, want a %T", err, ce)
@@ -383,16 +384,16 @@ func TestUnreachablePeersAreNotChosen(t *testing.T) {
 	})
 	c, scope := retryClient(t, f, mustConfig(t, fmt.Sprintf(retryBusy, 2, "0.001s", "")))
 	for _, d := range deads {
-		if err := c.AddPeer("kv", d); err != nil {
+		if err := to(c, "kv").AddPeer(d); err != nil {
 			t.Fatalf("AddPeer: %v", err)
 		}
 	}
-	if err := c.Connect(ctxTimeout(t), "kv"); err == nil {
+	if err := to(c, "kv").Connect(ctxTimeout(t)); err == nil {
 		t.Fatal("two peers cannot connect")
 	}
 	for i := 0; i < 10; i++ {
 		var res map[string]string
-		if err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &res); err != nil {
+		if err := to(c, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "k"}, &res); err != nil {
 			t.Fatalf("call %d: %v", i, err)
 		}
 	}
@@ -402,7 +403,7 @@ func TestUnreachablePeersAreNotChosen(t *testing.T) {
 	if got := f.received(); got != 20 {
 		t.Errorf("f.received() = %v, want %v", got, 20)
 	}
-	for _, p := range c.Peers("kv") {
+	for _, p := range to(c, "kv").Peers() {
 		want := peer.TransientFailure
 		if p.HostPort == f.servers[0].HostPort() {
 			want = peer.Ready
@@ -417,7 +418,7 @@ func TestRetriesDisabledAndUnbuffered(t *testing.T) {
 	t.Run("disabled", func(t *testing.T) {
 		f := startFleet(t, 3, busyFirst(1))
 		c, _ := retryClient(t, f, mustConfig(t, fmt.Sprintf(retryBusy, 3, "0.001s", "")), WithRetriesDisabled())
-		err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, nil)
+		err := to(c, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "k"}, nil)
 		var ce *CallError
 		if !errors.As(err, &ce) {
 			t.Fatalf("CallJSON error = %v, want a %T", err, ce)
@@ -432,7 +433,7 @@ func TestRetriesDisabledAndUnbuffered(t *testing.T) {
 	t.Run("request larger than the per-call buffer", func(t *testing.T) {
 		f := startFleet(t, 3, busyFirst(1))
 		c, _ := retryClient(t, f, mustConfig(t, fmt.Sprintf(retryBusy, 3, "0.001s", "")), WithRetryBuffer(1<<20, 16))
-		err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "a key longer than sixteen bytes"}, nil)
+		err := to(c, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "a key longer than sixteen bytes"}, nil)
 		var ce *CallError
 		if !errors.As(err, &ce) {
 			t.Fatalf("CallJSON error = %v, want a %T", err, ce)
@@ -467,7 +468,7 @@ func TestPolicyForEachMethod(t *testing.T) {
 	seen := map[methodKey]*methodPolicy{}
 	for _, k := range []methodKey{{"kv", "get"}, {"kv", "get"}, {"kv", "put"}, {"kv", "get"}, {"other", "get"}, {"kv", "get"},
 		{"other", "put"}, {"other", "get"}, {"kv", "put"}, {"kv", "put"}, {"other", "put"}} {
-		p, err := c.policyFor(k.service, k.method)
+		p, err := policyOf(c, k.service, k.method)
 		if err != nil {
 			t.Fatalf("policyFor: %v", err)
 		}

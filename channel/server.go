@@ -10,8 +10,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/opentracing/opentracing-go"
+	"github.com/sluice-rpc/sluice/internal/decline"
+
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/tchconn"
 	"github.com/sluice-rpc/sluice/shed"
 	"github.com/sluice-rpc/sluice/stats"
@@ -53,84 +55,15 @@ func (c *Channel) RegisterRaw(method string, h RawHandler) error {
 		return errRegistered(viaRaw, method, via)
 	}
 	st := c.serverStats()
-	c.register(viaRaw, method, st, rawHandler{h: h, mw: c.InboundMiddleware(), limit: c.o.maxRequest, stats: st})
+	c.register(viaRaw, method, st, &rawHandler{h: h, mw: c.inboundMiddleware(), limit: c.o.maxRequest, stats: st})
 	return nil
 }
-
-// InboundMiddleware returns the Channel's inbound middlewares
-// (WithInboundMiddleware) chained into one, the first outermost, or nil if
-// it has none. RegisterRaw, RegisterJSON and package thrift's server run it
-// for every call, after reading the call's arguments and before the
-// handler, which its next runs; a handler registered through Registrar
-// that reads its own arguments can run it the same way.
-func (c *Channel) InboundMiddleware() InboundMiddleware {
-	switch mws := c.o.inboundMW; len(mws) {
-	case 0:
-		return nil
-	case 1:
-		return mws[0]
-	default:
-		return func(ctx context.Context, in *Inbound, next func(context.Context) error) error {
-			return chainInbound(mws, in, next)(ctx)
-		}
-	}
-}
-
-// MaxRequestSize returns the most bytes of arguments (arg2 and arg3
-// together) the Channel's handlers accept in a request: the size set with
-// WithMaxRequestSize, DefaultMaxRequestSize by default.
-func (c *Channel) MaxRequestSize() int64 { return c.o.maxRequest }
-
-// Registrar returns a tchannel.Registrar that registers handlers on the
-// Channel behind its server-side guard (request counting, load shedding,
-// and declining while the Channel closes). Give it to tchannel-go's
-// thrift.NewServer, or any code that registers tchannel.Handlers.
-//
-// A tchannel.Registrar cannot return an error, so its Register panics if
-// the method is already registered with RegisterRaw or RegisterJSON: a
-// start-up mistake, reported at start-up instead of a handler silently
-// replaced. Registering through the Registrar a method registered through
-// it before replaces the handler, as on a plain tchannel-go channel (a
-// second tchannel-go Thrift server on one Channel registers the Thrift meta
-// service again).
-//
-// Handlers registered through it read their arguments themselves, so the
-// Channel's maximum request size does not bound them; Sluice's
-// thrift.NewServer bounds the request bodies of the services registered on
-// it.
-//
-// A handler must answer a call before it returns, as tchannel-go's raw,
-// JSON and Thrift handlers do: when one returns without an answer, the
-// Channel releases the call (its caller times out), so that tchannel-go
-// does not hold it, its frame and a goroutine for the time to live the
-// caller claimed.
-func (c *Channel) Registrar() tchannel.Registrar { return registrar{c} }
-
-// registrar passes the Channel's registrations through its guard.
-type registrar struct{ c *Channel }
-
-func (r registrar) ServiceName() string { return r.c.tch.ServiceName() }
-func (r registrar) Register(h tchannel.Handler, m string) {
-	r.c.mu.Lock()
-	defer r.c.mu.Unlock()
-	if via := r.c.registeredWith()[m]; via == viaRaw || via == viaJSON {
-		panic(fmt.Sprintf("channel: Registrar: method %q is already registered with %s; register each method once", m, via))
-	}
-	r.c.register(viaRegistrar, m, r.c.serverStats(), h)
-}
-func (r registrar) Logger() tchannel.Logger { return r.c.tch.Logger() }
-func (r registrar) StatsReporter() tchannel.StatsReporter {
-	return r.c.tch.StatsReporter()
-}
-func (r registrar) StatsTags() map[string]string { return r.c.tch.StatsTags() }
-func (r registrar) Peers() *tchannel.PeerList    { return r.c.tch.Peers() }
-func (r registrar) Tracer() opentracing.Tracer   { return r.c.tch.Tracer() }
 
 // How a method was registered, as registration errors name it.
 const (
 	viaRaw       = "RegisterRaw"
 	viaJSON      = "RegisterJSON"
-	viaRegistrar = "the Registrar"
+	viaRegistrar = "RegisterHandler"
 	viaTChannel  = "the underlying TChannel"
 )
 
@@ -184,7 +117,6 @@ type guarded struct {
 // it when shedding is on and the Channel is over a limit, and otherwise
 // passes it to the handler.
 func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
-	growStack() // before anything else, while the stack is shallow
 	g.stats.requests.Inc(1)
 	// Counted before declining is read: drain sets declining, then waits
 	// for started == ended, so a request it did not see declined is one it
@@ -233,30 +165,6 @@ func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
 var errConnBusy = tchannel.NewSystemError(tchannel.ErrCodeBusy,
 	"server busy: this connection has too many calls in flight; wait for their answers before sending more")
 
-// growStack grows the calling goroutine's stack now, if it is still at
-// the size the runtime starts goroutines with (2 KiB), by placing a 1 KiB
-// frame on it. tchannel-go serves each request on a new goroutine, and
-// every handler needs more stack than that: the runtime grows it on the
-// way in either way, by copying it, and a copy costs more the more frames
-// are on the stack (the runtime walks each one to adjust its pointers).
-// Here, at the request's first Sluice frame, only tchannel-go's dispatch
-// is below it; left to the handler, the copy happened deeper, in
-// tchannel-go's argument reading or Thrift server, and made every guarded
-// call 1-2% slower on loopback (BenchmarkRawServerPaired,
-// BenchmarkThriftServerPaired). On a goroutine whose stack is larger
-// already it costs a call and clearing 1 KiB.
-//
-//go:noinline
-func growStack() {
-	var frame [1 << 10]byte
-	keep(frame[:])
-}
-
-// keep stops the compiler from dropping growStack's frame.
-//
-//go:noinline
-func keep([]byte) {}
-
 // rawHandler serves a RawHandler, behind the inbound middleware mw if
 // there is one.
 type rawHandler struct {
@@ -266,7 +174,7 @@ type rawHandler struct {
 	stats *serverStats
 }
 
-func (r rawHandler) Handle(ctx context.Context, call *tchannel.InboundCall) {
+func (r *rawHandler) Handle(ctx context.Context, call *tchannel.InboundCall) {
 	// The handler owns the arguments: read them into a buffer of their own
 	// (one, for small requests), not a pooled one.
 	args, n2, ok := readArgs(call, make([]byte, 0, 512), r.limit, r.stats)
@@ -286,7 +194,7 @@ func (r rawHandler) Handle(ctx context.Context, call *tchannel.InboundCall) {
 	resp := call.Response()
 	if err != nil {
 		var se tchannel.SystemError
-		if !errors.As(HandlerError(err), &se) {
+		if !errors.As(decline.HandlerError(err), &se) {
 			se = tchannel.NewSystemError(tchannel.ErrCodeUnexpected, "%v", err).(tchannel.SystemError)
 		}
 		_ = resp.SendSystemError(se)
@@ -307,8 +215,8 @@ func (r rawHandler) Handle(ctx context.Context, call *tchannel.InboundCall) {
 // serveVia runs the handler behind the inbound middleware. A middleware
 // that answers without calling next answers an empty response (no error,
 // empty arg2 and arg3).
-func (r rawHandler) serveVia(ctx context.Context, call *tchannel.InboundCall, req *RawRequest) (*RawResponse, error) {
-	in := InboundOf(call, tchannel.Raw, nil)
+func (r *rawHandler) serveVia(ctx context.Context, call *tchannel.InboundCall, req *RawRequest) (*RawResponse, error) {
+	in := inboundOf(call, tchannel.Raw, nil)
 	in.Arg2 = req.Arg2
 	var res *RawResponse
 	err := r.mw(ctx, in, func(ctx context.Context) error {
@@ -409,57 +317,65 @@ func join(chunks [][]byte, last []byte, total int64) []byte {
 
 // ShedConfig limits what a Channel's server side accepts. Requests beyond a
 // limit are answered Busy, with a pushback hint, before any handler runs,
-// so callers' busy throttling backs them off. A zero limit is no limit; at
-// least one must be set. Health checks (Meta::health) are never shed.
+// so callers' busy throttling backs them off. A zero limit is no limit, and
+// the zero ShedConfig sheds nothing. Health checks (Meta::health) are never
+// shed.
 type ShedConfig struct {
-	// MaxRPS is the most requests per second admitted, spread evenly.
+	// MaxRPS is the most requests per second admitted, spread evenly; 0
+	// means no limit.
 	MaxRPS float64
 	// Burst is how many requests may arrive at once within MaxRPS.
 	// Default: MaxRPS/10, at least 1.
 	Burst int
 	// MaxInFlight is the most requests handled at once, all methods
-	// together.
+	// together; 0 means no limit.
 	MaxInFlight int
 	// Adaptive, when set, bounds the requests in flight by an adaptive
 	// concurrency limit that follows the handlers' measured latency (see
 	// package shed): one limit per method, so that the latencies of
 	// different methods do not mix, unless AdaptiveShared is set.
-	// &shed.Config{}, the defaults, is a good start. Its Clock must be nil:
-	// the limits run on the Channel's clock (WithClock).
+	// &shed.Config{}, the defaults, is a good start. Its Clock, nil or
+	// the Channel's (WithClock): one clock times a Channel.
 	Adaptive *shed.Config
 	// AdaptiveShared makes one adaptive limit for all the Channel's
 	// methods, for handlers that share one resource.
 	AdaptiveShared bool
-	// Pushback, when set, is the hint sent with each Busy answer: Sluice
-	// clients wait exactly this long before retrying; a negative value tells
-	// them not to retry. By default the hint says when a slot is likely to
-	// free: the adaptive limit's pushback (see shed.Limiter.Pushback) for
-	// requests over a concurrency limit, 1/MaxRPS (the time one token
-	// takes to come back) for requests over MaxRPS.
+	// Pushback, when > 0, is the hint sent with each Busy answer: Sluice
+	// clients wait exactly this long before retrying. By default (0) the
+	// hint says when a slot is likely to free: the adaptive limit's
+	// pushback (see shed.Limiter.Pushback) for requests over a concurrency
+	// limit, 1/MaxRPS (the time one token takes to come back) for requests
+	// over MaxRPS.
 	Pushback time.Duration
+	// NoRetry makes the hint of each Busy answer tell Sluice clients not
+	// to retry. Pushback must then be 0.
+	NoRetry bool
 }
 
-// Validate reports the first field that breaks its rule.
+// Validate reports the first field that breaks its rule, in the order of
+// the fields, as a *retry.FieldError, or nil.
 func (s ShedConfig) Validate() error {
+	const pkg = "channel"
 	switch {
 	case s.MaxRPS < 0 || math.IsNaN(s.MaxRPS) || math.IsInf(s.MaxRPS, 0):
-		return fmt.Errorf("channel: ShedConfig.MaxRPS is %v, must be a finite number >= 0", s.MaxRPS)
+		return config.Errorf(pkg, "ShedConfig.MaxRPS", s.MaxRPS, "must be a finite number >= 0")
 	case s.Burst < 0:
-		return fmt.Errorf("channel: ShedConfig.Burst is %d, must be >= 0", s.Burst)
+		return config.Errorf(pkg, "ShedConfig.Burst", s.Burst, "must be >= 0 (0 means MaxRPS/10, at least 1)")
 	case s.MaxInFlight < 0:
-		return fmt.Errorf("channel: ShedConfig.MaxInFlight is %d, must be >= 0", s.MaxInFlight)
-	case s.MaxRPS == 0 && s.MaxInFlight == 0 && s.Adaptive == nil:
-		return errors.New("channel: ShedConfig sets no limit; set MaxRPS, MaxInFlight or Adaptive")
-	case s.AdaptiveShared && s.Adaptive == nil:
-		return errors.New("channel: ShedConfig.AdaptiveShared is set without Adaptive; set Adaptive too")
+		return config.Errorf(pkg, "ShedConfig.MaxInFlight", s.MaxInFlight, "must be >= 0 (0 means no limit)")
 	}
 	if s.Adaptive != nil {
-		if s.Adaptive.Clock != nil {
-			return errors.New("channel: ShedConfig.Adaptive.Clock is set, must be nil: the limits run on the Channel's clock (WithClock)")
-		}
 		if err := s.Adaptive.Validate(); err != nil {
-			return fmt.Errorf("channel: ShedConfig.Adaptive: %w", err)
+			return config.Nest(err, pkg, "ShedConfig.Adaptive")
 		}
+	}
+	switch {
+	case s.AdaptiveShared && s.Adaptive == nil:
+		return config.Errorf(pkg, "ShedConfig.AdaptiveShared", true, "needs Adaptive set")
+	case s.Pushback < 0:
+		return config.Errorf(pkg, "ShedConfig.Pushback", s.Pushback, "must be >= 0 (NoRetry tells clients not to retry)")
+	case s.NoRetry && s.Pushback != 0:
+		return config.Errorf(pkg, "ShedConfig.Pushback", s.Pushback, "must be 0 when NoRetry is set")
 	}
 	return nil
 }
@@ -484,6 +400,9 @@ func newShedder(cfg ShedConfig, clk clock.Clock) (*shedder, error) {
 	s := &shedder{cfg: cfg}
 	if cfg.Adaptive != nil {
 		s.adaptive = *cfg.Adaptive
+		if s.adaptive.Clock != nil && !config.Same(s.adaptive.Clock, clk) {
+			return nil, config.Errorf("channel", "ShedConfig.Adaptive.Clock", config.Verbatim(fmt.Sprintf("%T", s.adaptive.Clock)), "must be nil or the Channel's clock (WithClock)")
+		}
 		s.adaptive.Clock = clk
 	}
 	if cfg.MaxRPS > 0 {
@@ -573,8 +492,11 @@ func (m *methodShedder) admit() (admission, error) {
 // busy returns the Busy answer with the configured pushback, or else with
 // pushback.
 func (m *methodShedder) busy(pushback time.Duration, format string, args ...any) error {
-	if p := m.s.cfg.Pushback; p != 0 {
-		pushback = p
+	switch {
+	case m.s.cfg.NoRetry:
+		pushback = -1 // BusyAfter's "do not retry"
+	case m.s.cfg.Pushback > 0:
+		pushback = m.s.cfg.Pushback
 	}
 	return BusyAfter(pushback, format, args...)
 }

@@ -27,7 +27,7 @@ func jsonServers(b *testing.B) (sluice, tch func() error) {
 	if err := s.ch.RegisterJSON(map[string]any{"get-sluice": benchGet}); err != nil {
 		b.Fatal(err)
 	}
-	if err := tjson.Register(s.ch.Registrar(), tjson.Handlers{"get-tchannel": benchGet}, func(context.Context, error) {}); err != nil {
+	if err := tjson.Register(registrarOf(s.ch), tjson.Handlers{"get-tchannel": benchGet}, func(context.Context, error) {}); err != nil {
 		b.Fatal(err)
 	}
 	ch := plainClient(b, nil)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/opentracing/opentracing-go"
 	"github.com/opentracing/opentracing-go/mocktracer"
+	"github.com/sluice-rpc/sluice/internal/decline"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber-go/tally/v4"
@@ -316,9 +317,18 @@ func TestRegisteringAMethodTwiceIsAnError(t *testing.T) {
 		{"json then json", func(c *Channel) error { return c.RegisterJSON(map[string]any{"get": okJSON}) }, `RegisterJSON: method "get" is already registered with RegisterJSON`},
 		{"json then raw", func(c *Channel) error { return c.RegisterRaw("get", okRaw) }, `RegisterRaw: method "get" is already registered with RegisterJSON`},
 		{"registrar then raw", func(c *Channel) error {
-			c.Registrar().Register(tchannel.HandlerFunc(func(context.Context, *tchannel.InboundCall) {}), "thrift")
+			registrarOf(c).Register(tchannel.HandlerFunc(func(context.Context, *tchannel.InboundCall) {}), "thrift")
 			return c.RegisterRaw("thrift", okRaw)
-		}, `RegisterRaw: method "thrift" is already registered with the Registrar`},
+		}, `RegisterRaw: method "thrift" is already registered with RegisterHandler`},
+		{"handler then handler", func(c *Channel) error {
+			if err := c.RegisterHandler("own", tchannel.HandlerFunc(func(context.Context, *tchannel.InboundCall) {})); err != nil {
+				return err
+			}
+			return c.RegisterHandler("own", tchannel.HandlerFunc(func(context.Context, *tchannel.InboundCall) {}))
+		}, `RegisterHandler: method "own" is already registered with RegisterHandler`},
+		{"raw then handler", func(c *Channel) error {
+			return c.RegisterHandler("echo", tchannel.HandlerFunc(func(context.Context, *tchannel.InboundCall) {}))
+		}, `RegisterHandler: method "echo" is already registered with RegisterRaw`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := startServer(t)
@@ -436,7 +446,7 @@ func TestRegistrarDuplicates(t *testing.T) {
 					t.Errorf("panic %q, want it to contain %q", fmt.Sprint(r), want)
 				}
 			}()
-			s.ch.Registrar().Register(nop, m)
+			registrarOf(s.ch).Register(nop, m)
 		}()
 	}
 	_, err := plainCall(t, s.ch.HostPort(), "echo", tchannel.Raw, nil, []byte("x"))
@@ -451,8 +461,8 @@ func TestRegistrarDuplicates(t *testing.T) {
 			}
 		})
 	}
-	s.ch.Registrar().Register(answer("first"), "thrift")
-	s.ch.Registrar().Register(answer("second"), "thrift")
+	registrarOf(s.ch).Register(answer("first"), "thrift")
+	registrarOf(s.ch).Register(answer("second"), "thrift")
 	res, err := plainCall(t, s.ch.HostPort(), "thrift", tchannel.Raw, nil, nil)
 	if err != nil {
 		t.Fatalf("plainCall: %v", err)
@@ -477,8 +487,8 @@ func TestClosingServerDeclinesEarly(t *testing.T) {
 			t.Cleanup(func() { s.ch.declining.Store(false) }) // runs before startServer's Close, so it closes
 			_, err := plainCall(t, s.ch.HostPort(), tc.method, tc.format, nil, []byte(tc.arg3))
 			msg := requireSystemError(t, err, tchannel.ErrCodeDeclined)
-			if !declinedEarly(msg) {
-				t.Errorf("the decline is not marked early: %q: declinedEarly(msg) = false, want true", msg)
+			if !decline.Early(msg) {
+				t.Errorf("the decline is not marked early: %q: decline.Early(msg) = false, want true", msg)
 			}
 			if got := s.received.Load(); got != 0 {
 				t.Errorf("the handler ran: got %v, want 0", got)

@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/retryexec"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/shed"
@@ -104,7 +106,7 @@ func checkBusyWithPushback(t *testing.T, err error) {
 	if got := se.Code(); got != tchannel.ErrCodeBusy {
 		t.Fatalf("error %v: got %v, want %v", err, got, tchannel.ErrCodeBusy)
 	}
-	p, _ := retry.PushbackFromMessage(se.Message())
+	p, _ := retryexec.PushbackFromMessage(se.Message())
 	if p.Kind != retry.PushbackDelay {
 		t.Errorf("pushback in %q: got %v, want %v", se.Message(), p.Kind, retry.PushbackDelay)
 	}
@@ -236,16 +238,36 @@ func TestShedConfigValidate(t *testing.T) {
 		cfg  ShedConfig
 		want string
 	}{
-		{ShedConfig{AdaptiveShared: true, MaxRPS: 1}, "AdaptiveShared is set without Adaptive"},
-		{ShedConfig{Adaptive: &shed.Config{Buffer: math.NaN()}}, "channel: ShedConfig.Adaptive: shed: Buffer is NaN"},
-		{ShedConfig{Adaptive: &shed.Config{Clock: clock.Real}}, "channel: ShedConfig.Adaptive.Clock is set, must be nil"},
-		{ShedConfig{}, "set MaxRPS, MaxInFlight or Adaptive"},
+		{ShedConfig{AdaptiveShared: true, MaxRPS: 1}, "channel: ShedConfig.AdaptiveShared is true, needs Adaptive set"},
+		{ShedConfig{Adaptive: &shed.Config{Buffer: math.NaN()}}, "channel: ShedConfig.Adaptive.Buffer is NaN"},
+		{ShedConfig{Adaptive: &shed.Config{Clock: clock.NewFake(time.Unix(0, 0))}}, "channel: ShedConfig.Adaptive.Clock is *clock.Fake, must be nil or the Channel's clock"},
+		{ShedConfig{MaxRPS: 1, Pushback: -time.Second}, "channel: ShedConfig.Pushback is -1s, must be >= 0 (NoRetry tells clients not to retry)"},
+		{ShedConfig{MaxRPS: 1, Pushback: time.Second, NoRetry: true}, "channel: ShedConfig.Pushback is 1s, must be 0 when NoRetry is set"},
 	} {
 		_, err := New("kv", WithShedding(c.cfg))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New(WithShedding(%+v)) = %v, want an error containing %q", c.cfg, err, c.want)
 		}
 	}
+	// The zero ShedConfig is valid and sheds nothing.
+	ch, err := New("kv", WithShedding(ShedConfig{}))
+	if err != nil {
+		t.Fatalf("New(WithShedding(ShedConfig{})) = %v, want nil", err)
+	}
+	ch.Close()
+}
+
+// busy.Config.Clock and shed.Config.Clock may be the Channel's own clock
+// (one clock times a Channel); another is refused (TestShedConfigValidate,
+// TestInvalidOptionsNameTheOption).
+func TestConfigClocksMayBeTheChannels(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	ch, err := New("kv", WithClock(clk), WithBusyConfig(busy.Config{Clock: clk}),
+		WithShedding(ShedConfig{Adaptive: &shed.Config{Clock: clk}}))
+	if err != nil {
+		t.Fatalf("New with the Channel's clock on busy.Config and shed.Config: %v", err)
+	}
+	ch.Close()
 }
 
 // TestAdaptiveLimitOnARealServer drives a server whose handler has N
@@ -299,7 +321,7 @@ func TestAdaptiveLimitOnARealServer(t *testing.T) {
 					ok.Add(1)
 				case errors.As(err, &se) && se.Code() == tchannel.ErrCodeBusy:
 					shedN.Add(1)
-					p, _ := retry.PushbackFromMessage(se.Message())
+					p, _ := retryexec.PushbackFromMessage(se.Message())
 					time.Sleep(p.Delay) // the caller honours the pushback: it paces the load
 				}
 			}
@@ -347,12 +369,12 @@ func TestAdaptiveLimitOnARealServer(t *testing.T) {
 func TestPushbackRestsThePeer(t *testing.T) {
 	s := startServer(t, WithShedding(ShedConfig{MaxRPS: 0.001, Burst: 1, Pushback: 50 * time.Millisecond}))
 	c, clk, _ := startClient(t, s)
-	_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	_, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil)
 	if err != nil {
 		t.Fatalf("CallRaw: %v", err)
 	}
 	code := func() codes.Code {
-		_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+		_, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil)
 		var ce *CallError
 		if !errors.As(err, &ce) {
 			t.Fatalf("CallRaw error = %v, want a %T", err, ce)

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/connlimit"
 	"github.com/sluice-rpc/sluice/internal/tchconn"
 	"github.com/sluice-rpc/sluice/internal/tframe"
@@ -93,13 +94,13 @@ func (s ServerTLS) Validate() error {
 	c := s.Config
 	switch {
 	case c == nil:
-		return errors.New("channel: ServerTLS.Config is nil: give the server's TLS configuration (tlsfiles.Reloader.ServerConfig makes one that follows its files)")
+		return config.Errorf("channel", "ServerTLS.Config", config.Verbatim("nil"), "must be the server's TLS configuration (tlsfiles.Reloader.ServerConfig makes one that follows its files)")
 	case len(c.Certificates) == 0 && c.GetCertificate == nil && c.GetConfigForClient == nil:
-		return errors.New("channel: ServerTLS.Config has no certificate: set Certificates, GetCertificate or GetConfigForClient")
+		return config.Errorf("channel", "ServerTLS.Config.Certificates", config.Verbatim("empty"), "must hold a certificate unless GetCertificate or GetConfigForClient is set")
 	case c.MinVersion != 0 && c.MinVersion < tls.VersionTLS12:
-		return fmt.Errorf("channel: ServerTLS.Config.MinVersion is %s, must be TLS 1.2 or later (0: crypto/tls's default, TLS 1.2)", tls.VersionName(c.MinVersion))
+		return config.Errorf("channel", "ServerTLS.Config.MinVersion", config.Verbatim(tls.VersionName(c.MinVersion)), "must be TLS 1.2 or later (0: crypto/tls's default, TLS 1.2)")
 	case s.Mode != TLSOnly && s.Mode != TLSMixed:
-		return fmt.Errorf("channel: ServerTLS.Mode is %v, must be TLSOnly or TLSMixed", s.Mode)
+		return config.Errorf("channel", "ServerTLS.Mode", s.Mode, "must be TLSOnly or TLSMixed")
 	}
 	return nil
 }
@@ -175,14 +176,14 @@ type ClientTLS struct {
 // once, to check what it returns.
 func (c ClientTLS) Validate() error {
 	if c.Config == nil {
-		return errors.New("channel: ClientTLS.Config is nil: give a function returning each connection's TLS configuration (a tlsfiles.Reloader's ClientConfig)")
+		return config.Errorf("channel", "ClientTLS.Config", config.Verbatim("nil"), "must be a function returning each connection's TLS configuration (a tlsfiles.Reloader's ClientConfig)")
 	}
 	cfg := c.Config()
 	switch {
 	case cfg == nil:
-		return errors.New("channel: ClientTLS.Config returned nil, must return a TLS configuration")
+		return config.Errorf("channel", "ClientTLS.Config", config.Verbatim("a function returning nil"), "must return a TLS configuration")
 	case cfg.MinVersion != 0 && cfg.MinVersion < tls.VersionTLS12:
-		return fmt.Errorf("channel: ClientTLS.Config returned MinVersion %s, must be TLS 1.2 or later (0: crypto/tls's default, TLS 1.2)", tls.VersionName(cfg.MinVersion))
+		return config.Errorf("channel", "ClientTLS.Config", config.Verbatim("a function returning MinVersion "+tls.VersionName(cfg.MinVersion)), "must return MinVersion TLS 1.2 or later (0: crypto/tls's default, TLS 1.2)")
 	}
 	return nil
 }
@@ -482,7 +483,7 @@ type tlsClient struct {
 	pg         *peerGuard // logs and counts the fallbacks
 
 	// seen holds what is known of each peer Fallback names, by host:port.
-	// Like the per-peer metrics (stats.Recorder.Conn), it keeps every
+	// Like the per-peer metrics (recorder.Recorder.Conn), it keeps every
 	// address the Channel has dialled: a few bytes each.
 	mu   sync.Mutex
 	seen map[string]fallbackState

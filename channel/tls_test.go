@@ -58,7 +58,7 @@ func startTLSServer(t *testing.T, files tlsfiles.Files, mode TLSMode, opts ...Op
 func startTLSServerConfig(t *testing.T, st ServerTLS, opts ...Option) *tlsTestServer {
 	t.Helper()
 	s := &tlsTestServer{logs: newLogRecorder(), scope: tally.NewTestScope("", nil)}
-	opts = append([]Option{WithServerTLS(st), WithScope(s.scope), WithTChannelOptions(tchannel.ChannelOptions{Logger: s.logs})}, opts...)
+	opts = append([]Option{WithServerTLS(st), WithScope(s.scope), WithLogger(s.logs.logger())}, opts...)
 	s.testServer = startServer(t, opts...)
 	if err := s.ch.RegisterRaw("whoami", func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
 		return &RawResponse{Arg3: []byte(describeIdentity(PeerIdentity(ctx)))}, nil
@@ -118,13 +118,12 @@ func clientConfig(t *testing.T, files tlsfiles.Files, maxVersion uint16, seen ch
 // startTLSClient returns a client of "kv" at hostPort with ct.
 func startTLSClient(t *testing.T, hostPort string, ct ClientTLS, opts ...Option) *Channel {
 	t.Helper()
-	opts = append([]Option{WithClientTLS(ct), WithMethods("kv", "echo", "get", "whoami")}, opts...)
-	c, err := New("client", opts...)
+	c, err := New("client", append([]Option{WithClientTLS(ct)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	if err := c.AddPeer("kv", hostPort); err != nil {
+	if err := to(c, "kv", WithMethods("echo", "get", "whoami", "whoamiJSON")).AddPeer(hostPort); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -173,21 +172,21 @@ func TestTLSMutualCalls(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			client := startTLSClient(t, s.ch.HostPort(), ClientTLS{
 				Config: clientConfig(t, tlsfiles.Files{Cert: certs.Client.Cert, Key: certs.Client.Key, CA: certs.CA.File}, v.max, nil)},
-				WithMethods("kv", "whoamiJSON"))
+			)
 			ctx := ctxTimeout(t)
-			res, err := client.CallRaw(ctx, "kv", "echo", []byte("h"), []byte("over TLS"))
+			res, err := to(client, "kv").CallRaw(ctx, "echo", []byte("h"), []byte("over TLS"))
 			if err != nil || string(res.Arg3) != "over TLS" {
 				t.Fatalf("raw echo: %v, %v", res, err)
 			}
 			var got echoRes
-			if err := client.CallJSON(ctx, "kv", "get", &echoReq{Key: "k"}, &got); err != nil || got.Key != "k" {
+			if err := to(client, "kv").CallJSON(ctx, "get", &echoReq{Key: "k"}, &got); err != nil || got.Key != "k" {
 				t.Fatalf("JSON get: %+v, %v", got, err)
 			}
-			res, err = client.CallRaw(ctx, "kv", "whoami", nil, nil)
+			res, err = to(client, "kv").CallRaw(ctx, "whoami", nil, nil)
 			if err != nil || string(res.Arg3) != clientIdentity {
 				t.Errorf("the raw handler reads the identity %q (%v), want %q", res.Arg3, err, clientIdentity)
 			}
-			if err := client.CallJSON(ctx, "kv", "whoamiJSON", &echoReq{}, &got); err != nil || got.Key != clientIdentity {
+			if err := to(client, "kv").CallJSON(ctx, "whoamiJSON", &echoReq{}, &got); err != nil || got.Key != clientIdentity {
 				t.Errorf("the JSON handler reads the identity %q (%v), want %q", got.Key, err, clientIdentity)
 			}
 		})
@@ -236,18 +235,18 @@ func TestTLSServerRefusesClients(t *testing.T) {
 		for _, v := range tlsVersions {
 			t.Run(tc.name+", "+v.name, func(t *testing.T) {
 				client := startTLSClient(t, s.ch.HostPort(), ClientTLS{Config: clientConfig(t, tc.files, v.max, nil)})
-				if err := client.Connect(ctxTimeout(t), "kv"); !errors.Is(err, ErrUnavailable) {
+				if err := to(client, "kv").Connect(ctxTimeout(t)); !errors.Is(err, ErrUnavailable) {
 					t.Fatalf("Connect: %v, want ErrUnavailable", err)
 				}
 				want := tc.client12
 				if v.max == tls.VersionTLS13 {
 					want = tc.client13
 				}
-				l, _ := client.peerList("kv", false)
+				l := to(client, "kv").list
 				if f := l.Peers()[0].LastFailure(); f == nil || !strings.Contains(f.Err.Error(), want) {
 					t.Errorf("the peer's failure: %v, want %q", f, want)
 				}
-				_, err := client.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+				_, err := to(client, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil)
 				var ce *CallError
 				if !errors.As(err, &ce) || !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), want) {
 					t.Errorf("CallRaw: %v, want UNAVAILABLE saying %q", err, want)
@@ -288,7 +287,7 @@ func TestTLSLoggingHookDoesNotVerify(t *testing.T) {
 	}}, mw)
 	client := startTLSClient(t, s.ch.HostPort(), ClientTLS{
 		Config: clientConfig(t, tlsfiles.Files{Cert: certs.UntrustedClient.Cert, Key: certs.UntrustedClient.Key, CA: certs.CA.File}, 0, nil)})
-	res, err := client.CallRaw(ctxTimeout(t), "kv", "whoami", nil, nil)
+	res, err := to(client, "kv").CallRaw(ctxTimeout(t), "whoami", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +328,7 @@ func TestTLSClientVerifiesServer(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client := startTLSClient(t, tc.s.ch.HostPort(), ClientTLS{Config: trusting, ServerName: tc.serverName})
-			_, err := client.CallRaw(ctxTimeout(t), "kv", "whoami", nil, nil)
+			_, err := to(client, "kv").CallRaw(ctxTimeout(t), "whoami", nil, nil)
 			if tc.want == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -363,7 +362,7 @@ func TestTLSServerCertificateReload(t *testing.T) {
 
 	seen := make(chan *big.Int, 100)
 	old := startTLSClient(t, s.ch.HostPort(), ClientTLS{Config: clientConfig(t, files, 0, seen)})
-	if _, err := old.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil); err != nil {
+	if _, err := to(old, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := testwait.Recv(t, seen, "the first handshake"); got.Cmp(certs.Server.Leaf.SerialNumber) != 0 {
@@ -380,15 +379,16 @@ func TestTLSServerCertificateReload(t *testing.T) {
 			return false
 		}
 		last = time.Now()
-		c, err := New("client", WithClientTLS(ClientTLS{Config: clientConfig(t, files, 0, fresh)}), WithMethods("kv", "echo"))
+		c, err := New("client", WithClientTLS(ClientTLS{Config: clientConfig(t, files, 0, fresh)}))
 		if err != nil {
 			t.Fatal(err)
 		}
+		to(c, "kv", WithMethods("echo"))
 		defer c.Close()
-		if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+		if err := to(c, "kv").AddPeer(s.ch.HostPort()); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil); err != nil {
+		if _, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		return testwait.Recv(t, fresh, "a new connection's handshake").Cmp(replacement.Leaf.SerialNumber) == 0
@@ -397,7 +397,7 @@ func TestTLSServerCertificateReload(t *testing.T) {
 		t.Errorf("the replacement was presented %v after it was written, want within a few seconds", d)
 	}
 	for range 3 {
-		if _, err := old.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("still")); err != nil {
+		if _, err := to(old, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("still")); err != nil {
 			t.Fatalf("the connection made before the replacement: %v", err)
 		}
 	}
@@ -415,18 +415,18 @@ func TestTLSMixedMode(t *testing.T) {
 
 	secure := startTLSClient(t, hp, ClientTLS{
 		Config: clientConfig(t, tlsfiles.Files{Cert: certs.Client.Cert, Key: certs.Client.Key, CA: certs.CA.File}, 0, nil)})
-	res, err := secure.CallRaw(ctxTimeout(t), "kv", "whoami", nil, nil)
+	res, err := to(secure, "kv").CallRaw(ctxTimeout(t), "whoami", nil, nil)
 	if err != nil || string(res.Arg3) != clientIdentity {
 		t.Errorf("the TLS client: %q, %v; want %q", res.Arg3, err, clientIdentity)
 	}
 
 	plain, _, _ := startClient(t, s.testServer)
-	res, err = plain.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("plaintext"))
+	res, err = to(plain, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("plaintext"))
 	if err != nil || string(res.Arg3) != "plaintext" {
 		t.Errorf("the plaintext Sluice client: %v, %v", res, err)
 	}
 	var got echoRes
-	if err := plain.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &got); err != nil || got.Key != "k" {
+	if err := to(plain, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "k"}, &got); err != nil || got.Key != "k" {
 		t.Errorf("the plaintext Sluice client's JSON call: %+v, %v", got, err)
 	}
 
@@ -482,7 +482,7 @@ func TestTLSOnlyRefusesPlaintext(t *testing.T) {
 		t.Errorf("a plain tchannel-go client: %v, want %q", err, errTLSOnly)
 	}
 	plain, _, _ := startClient(t, s.testServer)
-	_, err = plain.CallRaw(ctx, "kv", "echo", nil, nil)
+	_, err = to(plain, "kv").CallRaw(ctx, "echo", nil, nil)
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "TChannel handshake failed: tchannel error ErrCodeProtocol: "+errTLSOnly) {
 		t.Errorf("a plaintext Sluice client: %v, want UNAVAILABLE saying %q", err, errTLSOnly)
 	}
@@ -516,7 +516,7 @@ func TestTLSClientFallback(t *testing.T) {
 
 	t.Run("not allowed", func(t *testing.T) {
 		c := startTLSClient(t, sluicePlain.ch.HostPort(), ClientTLS{Config: trusting})
-		_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+		_, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil)
 		if want := "TLS handshake failed: the peer does not seem to speak TLS: it answered with bytes that are not TLS"; !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), want) {
 			t.Errorf("CallRaw: %v, want UNAVAILABLE saying %q", err, want)
 		}
@@ -534,10 +534,10 @@ func TestTLSClientFallback(t *testing.T) {
 			scope := tally.NewTestScope("", nil)
 			timeout := 2 * time.Second
 			c := startTLSClient(t, tc.hp, ClientTLS{Config: trusting, Fallback: FallbackFor(tc.hp)},
-				WithConnectConfig(ConnectConfig{Timeout: timeout}), WithTChannelOptions(tchannel.ChannelOptions{Logger: logs}), WithScope(scope))
+				WithConnectConfig(ConnectConfig{Timeout: timeout}), WithLogger(logs.logger()), WithScope(scope))
 			start := time.Now()
 			for i := range 3 {
-				res, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("in plaintext"))
+				res, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("in plaintext"))
 				if err != nil || string(res.Arg3) != "in plaintext" {
 					t.Fatalf("call %d: %v, %v", i, res, err)
 				}
@@ -563,7 +563,7 @@ func TestTLSClientFallback(t *testing.T) {
 	t.Run("a TLS server that fails the handshake", func(t *testing.T) {
 		hp := wrongName.ch.HostPort()
 		c := startTLSClient(t, hp, ClientTLS{Config: trusting, Fallback: FallbackFor(hp)})
-		_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+		_, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil)
 		if want := "doesn't contain any IP SANs"; !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), want) {
 			t.Errorf("CallRaw: %v, want UNAVAILABLE saying %q", err, want)
 		}
@@ -591,9 +591,9 @@ func TestTLSClientNoFallbackOnceTLS(t *testing.T) {
 	c := startTLSClient(t, hp, ClientTLS{
 		Config:   clientConfig(t, tlsfiles.Files{Cert: certs.Client.Cert, Key: certs.Client.Key, CA: certs.CA.File}, 0, nil),
 		Fallback: FallbackFor(hp),
-	}, WithConnectConfig(ConnectConfig{Timeout: time.Second}), WithScope(scope), WithTChannelOptions(tchannel.ChannelOptions{Logger: logs}))
+	}, WithConnectConfig(ConnectConfig{Timeout: time.Second}), WithScope(scope), WithLogger(logs.logger()))
 	whoami := func() (string, error) {
-		res, err := c.CallRaw(ctxTimeout(t), "kv", "whoami", nil, nil)
+		res, err := to(c, "kv").CallRaw(ctxTimeout(t), "whoami", nil, nil)
 		if err != nil {
 			return "", err
 		}
@@ -614,7 +614,7 @@ func TestTLSClientNoFallbackOnceTLS(t *testing.T) {
 		}
 		return err == nil
 	})
-	l, _ := c.peerList("kv", false)
+	l := to(c, "kv").list
 	want := []string{"TLS handshake failed: it accepted the TCP connection and said nothing for ",
 		"; not reached in plaintext, as it has completed a TLS handshake with this Channel before"}
 	if f := l.Peers()[0].LastFailure(); f == nil || !strings.Contains(f.Err.Error(), want[0]) || !strings.Contains(f.Err.Error(), want[1]) {
@@ -670,13 +670,13 @@ func TestTLSOptionsValidate(t *testing.T) {
 		want string
 	}{
 		{WithServerTLS(ServerTLS{}), "channel: ServerTLS.Config is nil"},
-		{WithServerTLS(ServerTLS{Config: &tls.Config{}}), "channel: ServerTLS.Config has no certificate"},
+		{WithServerTLS(ServerTLS{Config: &tls.Config{}}), "channel: ServerTLS.Config.Certificates is empty, must hold a certificate"},
 		{WithServerTLS(ServerTLS{Config: old}), "channel: ServerTLS.Config.MinVersion is TLS 1.1, must be TLS 1.2 or later"},
 		{WithServerTLS(ServerTLS{Config: good, Mode: 7}), "channel: ServerTLS.Mode is TLSMode(7), must be TLSOnly or TLSMixed"},
 		{WithClientTLS(ClientTLS{}), "channel: ClientTLS.Config is nil"},
-		{WithClientTLS(ClientTLS{Config: func() *tls.Config { return nil }}), "channel: ClientTLS.Config returned nil"},
+		{WithClientTLS(ClientTLS{Config: func() *tls.Config { return nil }}), "channel: ClientTLS.Config is a function returning nil, must return a TLS configuration"},
 		{WithClientTLS(ClientTLS{Config: func() *tls.Config { return &tls.Config{MinVersion: tls.VersionTLS10} }}),
-			"channel: ClientTLS.Config returned MinVersion TLS 1.0, must be TLS 1.2 or later"},
+			"channel: ClientTLS.Config is a function returning MinVersion TLS 1.0, must return MinVersion TLS 1.2 or later"},
 	} {
 		c, err := New("x", tc.opt)
 		if err == nil {
@@ -875,7 +875,7 @@ func TestTLSClientBlackHole(t *testing.T) {
 			scope := tally.NewTestScope("", nil)
 			c := startTLSClient(t, hole.Addr(), ct, WithScope(scope), WithConnectConfig(ConnectConfig{Timeout: time.Second,
 				Backoff: backoff.Exponential{Initial: time.Minute, Max: time.Minute, Multiplier: 1, Jitter: backoff.ProportionalJitter}}))
-			if err := c.Connect(ctxTimeout(t), "kv"); !errors.Is(err, ErrUnavailable) {
+			if err := to(c, "kv").Connect(ctxTimeout(t)); !errors.Is(err, ErrUnavailable) {
 				t.Fatalf("Connect: %v, want ErrUnavailable", err)
 			}
 			want := int64(1)
@@ -891,7 +891,7 @@ func TestTLSClientBlackHole(t *testing.T) {
 			if got := hole.Accepts(); got != want {
 				t.Fatalf("%d connections to the black hole for one connect, want %d", got, want)
 			}
-			_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+			_, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil)
 			if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "the last connection failure, to "+hole.Addr()) {
 				t.Fatalf("CallRaw: %v, want UNAVAILABLE naming the connection that failed", err)
 			}

@@ -86,13 +86,13 @@ func TestTracingOneSpanPerCallAndPerAttempt(t *testing.T) {
 				t.Fatalf("New: %v", err)
 			}
 			defer c.Close()
-			if err := c.AddPeer("kv", hp); err != nil {
+			if err := to(c, "kv").AddPeer(hp); err != nil {
 				t.Fatalf("AddPeer: %v", err)
 			}
 
 			parent := clientTracer.StartSpan("caller")
 			var out echoRes
-			if err := c.CallJSON(opentracing.ContextWithSpan(ctxTimeout(t), parent), "kv", "get", &echoReq{Key: "k"}, &out); err != nil {
+			if err := to(c, "kv").CallJSON(opentracing.ContextWithSpan(ctxTimeout(t), parent), "get", &echoReq{Key: "k"}, &out); err != nil {
 				t.Fatalf("CallJSON: %v", err)
 			}
 			parent.Finish()
@@ -167,13 +167,13 @@ func TestTracingRetriedAttempts(t *testing.T) {
 	}
 	defer c.Close()
 	for i := 0; i < 3; i++ { // three peers: the busy limiter of none is spent
-		if err := c.AddPeer("kv", s.ch.HostPort()); err != nil {
+		if err := to(c, "kv").AddPeer(s.ch.HostPort()); err != nil {
 			t.Fatalf("AddPeer: %v", err)
 		}
 		s = startServer(t)
 		s.busyEvery = func() bool { return n.Add(1)%3 != 0 }
 	}
-	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("x"))
+	_, err = to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("x"))
 	if err != nil {
 		t.Fatalf("CallRaw: %v", err)
 	}
@@ -207,10 +207,10 @@ func TestTracingRetriedAttempts(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	defer c2.Close()
-	if err := c2.AddPeer("kv", down.ch.HostPort()); err != nil {
+	if err := to(c2, "kv").AddPeer(down.ch.HostPort()); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
-	_, err = c2.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	_, err = to(c2, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil)
 	if err == nil {
 		t.Fatal("CallRaw succeeded, want an error")
 	}

@@ -91,24 +91,24 @@ func TestTransportHeadersReachAPlainTChannelServer(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(c.Close)
-	if err := c.AddPeer("kv", f.hostPorts[0]); err != nil {
+	if err := to(c, "kv").AddPeer(f.hostPorts[0]); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
 
-	if _, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("x"), transportOpts()...); err != nil {
+	if _, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("x"), transportOpts()...); err != nil {
 		t.Fatalf("CallRaw: %v", err)
 	}
-	if err := c.CallJSON(ctxTimeout(t), "kv", "echo", map[string]string{}, nil, transportOpts()...); err != nil {
+	if err := to(c, "kv").CallJSON(ctxTimeout(t), "echo", map[string]string{}, nil, transportOpts()...); err != nil {
 		t.Fatalf("CallJSON: %v", err)
 	}
-	if _, err := c.Call(ctxTimeout(t), "kv", "echo", &Request{Format: tchannel.Thrift}, transportOpts()...); err != nil {
+	if _, err := to(c, "kv").Call(ctxTimeout(t), "echo", &Request{Format: tchannel.Thrift}, transportOpts()...); err != nil {
 		t.Fatalf("Call: %v", err)
 	}
-	if _, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("x")); err != nil {
+	if _, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("x")); err != nil {
 		t.Fatalf("CallRaw without options: %v", err)
 	}
 	// One option alone: the others stay absent.
-	if _, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("x"), WithShardKey("k")); err != nil {
+	if _, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("x"), WithShardKey("k")); err != nil {
 		t.Fatalf("CallRaw WithShardKey: %v", err)
 	}
 
@@ -146,14 +146,14 @@ func TestTransportHeadersReachInbound(t *testing.T) {
 		return next(ctx)
 	}))
 	c, _, _ := startClient(t, s)
-	if _, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("x"), transportOpts()...); err != nil {
+	if _, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("x"), transportOpts()...); err != nil {
 		t.Fatalf("CallRaw: %v", err)
 	}
 	var out echoRes
-	if err := c.CallJSON(ctxTimeout(t), "kv", "get", &echoReq{Key: "k"}, &out, transportOpts()...); err != nil {
+	if err := to(c, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "k"}, &out, transportOpts()...); err != nil {
 		t.Fatalf("CallJSON: %v", err)
 	}
-	if _, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("x")); err != nil {
+	if _, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("x")); err != nil {
 		t.Fatalf("CallRaw without options: %v", err)
 	}
 	mu.Lock()
@@ -200,13 +200,13 @@ func TestTransportHeadersOnEveryAttempt(t *testing.T) {
 		}
 		t.Cleanup(c.Close)
 		for _, hp := range f.hostPorts {
-			if err := c.AddPeer("kv", hp); err != nil {
+			if err := to(c, "kv").AddPeer(hp); err != nil {
 				t.Fatalf("AddPeer: %v", err)
 			}
 		}
 		var info CallInfo
 		opts := append(transportOpts(), ReportCallInfo(&info))
-		if _, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("x"), opts...); err != nil {
+		if _, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("x"), opts...); err != nil {
 			t.Fatalf("CallRaw: %v", err)
 		}
 		if info.Attempts != 3 {
@@ -237,14 +237,14 @@ func TestTransportHeadersOnEveryAttempt(t *testing.T) {
 		}
 		t.Cleanup(c.Close)
 		for _, hp := range f.hostPorts {
-			if err := c.AddPeer("kv", hp); err != nil {
+			if err := to(c, "kv").AddPeer(hp); err != nil {
 				t.Fatalf("AddPeer: %v", err)
 			}
 		}
-		if err := c.Connect(ctxTimeout(t), "kv"); err != nil {
+		if err := to(c, "kv").Connect(ctxTimeout(t)); err != nil {
 			t.Fatalf("Connect: %v", err)
 		}
-		if _, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("x"), transportOpts()...); err != nil {
+		if _, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("x"), transportOpts()...); err != nil {
 			t.Fatalf("CallRaw: %v", err)
 		}
 		check(t, f, 3)
@@ -261,7 +261,7 @@ func TestOverlongTransportHeaderFailsBeforeSending(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(c.Close)
-	if err := c.AddPeer("kv", f.hostPorts[0]); err != nil {
+	if err := to(c, "kv").AddPeer(f.hostPorts[0]); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
 	long := strings.Repeat("k", 256)
@@ -275,7 +275,7 @@ func TestOverlongTransportHeaderFailsBeforeSending(t *testing.T) {
 		{"WithCallerName", WithCallerName(long)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("x"), tc.opt)
+			_, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("x"), tc.opt)
 			var ce *CallError
 			if !errors.As(err, &ce) {
 				t.Fatalf("CallRaw error = %v, want a *CallError", err)
@@ -295,7 +295,7 @@ func TestOverlongTransportHeaderFailsBeforeSending(t *testing.T) {
 	}
 
 	max := strings.Repeat("m", 255)
-	if _, err := c.CallRaw(ctxTimeout(t), "kv", "echo", nil, []byte("x"),
+	if _, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("x"),
 		WithShardKey(max), WithRoutingKey(max), WithRoutingDelegate(max), WithCallerName(max)); err != nil {
 		t.Fatalf("CallRaw with 255-byte values: %v", err)
 	}

@@ -22,13 +22,13 @@ func unavailableCall(t *testing.T, addr string, cc ConnectConfig) error {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(c.Close)
-	if err := c.AddPeer("kv", addr); err != nil {
+	if err := to(c, "kv").AddPeer(addr); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
-	if err := c.Connect(ctxTimeout(t), "kv"); !errors.Is(err, ErrUnavailable) {
+	if err := to(c, "kv").Connect(ctxTimeout(t)); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Connect error = %v, want %v", err, ErrUnavailable)
 	}
-	_, err = c.CallRaw(ctxTimeout(t), "kv", "echo", nil, nil)
+	_, err = to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, nil)
 	var ce *CallError
 	if !errors.As(err, &ce) || ce.Code != codes.Unavailable || ce.Attempts != 0 {
 		t.Fatalf("CallRaw error = %v, want an UNAVAILABLE *CallError after 0 attempts", err)

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/sluice-rpc/sluice/internal/ctxerr"
 )
 
 // Clock tells the time and makes timers.
@@ -183,35 +185,18 @@ func (t *fakeTimer) Stop() bool {
 	return false
 }
 
-// ContextErr returns ctx.Err(), or context.DeadlineExceeded once ctx's
-// deadline has passed even if ctx's own timer has not fired yet. Context
-// deadlines are wall-clock times whatever Clock a caller uses, so it reads
-// the wall clock; it does so only for a ctx with a deadline that has not
-// ended. Code that must tell "the context ended" from other failures as
-// the deadline arrives uses it: transports check the deadline themselves
-// and may fail a call before ctx.Done is closed.
-func ContextErr(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
-		return context.DeadlineExceeded
-	}
-	return nil
-}
-
 // Sleep waits d on c, or until ctx ends, and then returns ctx.Err(). A
-// d <= 0 returns at once (ContextErr(ctx)). When the
+// d <= 0 returns at once (ctxerr.Of(ctx)). When the
 // timer fires as ctx ends, ctx wins: Sleep never returns nil once ctx has
-// ended or its deadline has passed (see ContextErr).
+// ended or its deadline has passed (see internal/ctxerr).
 func Sleep(ctx context.Context, c Clock, d time.Duration) error {
 	if d <= 0 {
-		return ContextErr(ctx)
+		return ctxerr.Of(ctx)
 	}
 	t := c.NewTimer(d)
 	select {
 	case <-t.C():
-		return ContextErr(ctx) // select picks at random when both are ready
+		return ctxerr.Of(ctx) // select picks at random when both are ready
 	case <-ctx.Done():
 		t.Stop()
 		return ctx.Err()

@@ -5,8 +5,6 @@ import (
 	"runtime"
 	"testing"
 	"time"
-
-	"github.com/sluice-rpc/sluice/internal/testkit/testctx"
 )
 
 func TestFakeTimersFireInOrderWhenDue(t *testing.T) {
@@ -180,25 +178,6 @@ func TestSleepPrefersTheEndedContext(t *testing.T) {
 		if err := Sleep(ctx, c, time.Second); err != context.Canceled {
 			t.Fatalf("run %d: Sleep with its timer fired and its context ended = %v, want Canceled", i, err)
 		}
-	}
-}
-
-func TestContextErr(t *testing.T) {
-	if err := ContextErr(context.Background()); err != nil {
-		t.Fatalf("ContextErr(Background) = %v", err)
-	}
-	future, cancel := context.WithTimeout(context.Background(), time.Hour)
-	if err := ContextErr(future); err != nil {
-		t.Fatalf("ContextErr before the deadline = %v", err)
-	}
-	cancel()
-	if err := ContextErr(future); err != context.Canceled {
-		t.Fatalf("ContextErr of a cancelled context = %v, want Canceled", err)
-	}
-	late := &testctx.Late{}
-	late.Pass()
-	if err := ContextErr(late); err != context.DeadlineExceeded {
-		t.Fatalf("ContextErr past the deadline, before its timer = %v, want DeadlineExceeded", err)
 	}
 }
 

@@ -69,15 +69,17 @@ var names = map[Code]string{
 	Closed:      "CLOSED",
 }
 
-// All lists every wire code, OK first, in wire order.
-var All = []Code{OK, Timeout, Cancelled, Busy, Declined, Unexpected, BadRequest, Network, Protocol}
+// wire lists every wire code, OK first, in wire order; Errors.Codes()
+// gives the error codes to callers (an exported slice could be changed by
+// any importer).
+var wire = []Code{OK, Timeout, Cancelled, Busy, Declined, Unexpected, BadRequest, Network, Protocol}
 
-// Locals lists the local codes.
-var Locals = []Code{Throttled, NoPeers, RateLimited, Unavailable, Closed}
+// locals lists the local codes.
+var locals = []Code{Throttled, NoPeers, RateLimited, Unavailable, Closed}
 
 // Errors is the set of every error code (all but OK): the codes a policy
 // may name.
-var Errors = NewSet(All[1:]...)
+var Errors = NewSet(wire[1:]...)
 
 // String returns the upper-case name policies and stats use ("BUSY",
 // "UNAVAILABLE"), or "CODE(0xNN)" for a value neither TChannel nor this
@@ -135,7 +137,7 @@ func (s Set) Has(c Code) bool { b := bit(c); return b != 0 && s&b != 0 }
 // Codes returns the members in wire order.
 func (s Set) Codes() []Code {
 	var out []Code
-	for _, c := range All {
+	for _, c := range wire {
 		if s.Has(c) {
 			out = append(out, c)
 		}

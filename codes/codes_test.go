@@ -6,7 +6,7 @@ import (
 )
 
 func TestParseRoundTrip(t *testing.T) {
-	for _, c := range All[1:] {
+	for _, c := range wire[1:] {
 		got, err := Parse(c.String())
 		if err != nil || got != c {
 			t.Errorf("Parse(%q) = %v, %v", c.String(), got, err)
@@ -20,7 +20,7 @@ func TestParseRoundTrip(t *testing.T) {
 			t.Errorf("Parse(%q) accepted", bad)
 		}
 	}
-	for _, c := range Locals {
+	for _, c := range locals {
 		if _, err := Parse(c.String()); err == nil || !strings.Contains(err.Error(), "local outcome") {
 			t.Errorf("Parse(%q) = %v, want a local-outcome error", c.String(), err)
 		}
@@ -38,7 +38,7 @@ func TestParseRoundTrip(t *testing.T) {
 
 func TestSet(t *testing.T) {
 	s := NewSet(Busy, Protocol)
-	for _, c := range All {
+	for _, c := range wire {
 		if want := c == Busy || c == Protocol; s.Has(c) != want {
 			t.Errorf("Has(%v) = %v", c, s.Has(c))
 		}
@@ -52,7 +52,7 @@ func TestSet(t *testing.T) {
 }
 
 func TestErrorsIsEveryCodeButOK(t *testing.T) {
-	for _, c := range All {
+	for _, c := range wire {
 		if got := Errors.Has(c); got != (c != OK) {
 			t.Errorf("Errors.Has(%v) = %v", c, got)
 		}

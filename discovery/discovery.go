@@ -3,8 +3,6 @@ package discovery
 import (
 	"context"
 	"time"
-
-	"github.com/sluice-rpc/sluice/balance"
 )
 
 // Address is one peer a resolver found.
@@ -22,11 +20,6 @@ type Address struct {
 	Metadata map[string]any
 }
 
-// MaxWeight bounds an Address's weight: a registry's 1e308 would make every
-// other peer's share nothing. A positive weight is at least
-// balance.MinWeight (1e-6).
-const MaxWeight = balance.MaxWeight
-
 // Resolver follows the peers of one target. Each package's constructor
 // returns one; channel.WithResolver ties it to a service.
 type Resolver interface {
@@ -40,7 +33,7 @@ type Resolver interface {
 	String() string
 }
 
-// Updates is what a Resolver reports to. Watcher's is the one that counts;
+// Updates is what a Resolver reports to. a Channel's Client gives the one that counts;
 // tests and tools may write their own.
 type Updates interface {
 	// Update reports the whole current set of peers.
@@ -106,3 +99,10 @@ type RegistrationState struct {
 	LastError     string
 	LastErrorTime time.Time
 }
+
+// DefaultMaxPeers bounds the peer sets a Channel Client takes from its
+// resolver, and the sets the registries' resolvers build when their own
+// MaxPeers is zero: a bound against a registry gone wrong (a poisoned
+// prefix, a runaway autoscaler), each peer costing a connection, not a
+// fleet size to plan for.
+const DefaultMaxPeers = 10000

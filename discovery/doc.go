@@ -3,13 +3,13 @@
 // current set of peers each time it changes; registrars announce a
 // server's address until it leaves.
 //
-// A Resolver reports to an Updates; a Watcher is the Updates the Channel
-// uses (channel.WithResolver). The Watcher holds the one rule every
-// registry shares: a registry that fails never empties the peer list. An
-// error, a timeout, or an empty answer after a non-empty one keeps the last
-// good set, as Envoy keeps a healthy host that discovery no longer lists
-// until discovery is back; the failure shows in the Watcher's State (and
-// so in Channel.Debug) and in its metrics.
+// A Resolver reports to an Updates; a Channel's Client gives it one
+// (channel.WithResolver), which holds the one rule every registry shares:
+// a registry that fails never empties the peer list. An error, a timeout,
+// or an empty answer after a non-empty one keeps the last good set, as
+// Envoy keeps a healthy host that discovery no longer lists until
+// discovery is back; the failure shows in Channel.Debug (the service's
+// resolver state) and in the discovery metrics.
 //
 // This package has the static resolver and imports no registry client. The
 // others are packages of their own, so that a program pays only for the

@@ -2,11 +2,7 @@ package hedge
 
 import (
 	"fmt"
-	"math"
-	"slices"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -18,8 +14,11 @@ import (
 type Adaptive struct {
 	// Quantile of the recent first attempts' latency used as the delay, in
 	// (0, 1); 0.95 hedges the slowest 5% of calls. First attempts cut off
-	// before they finished count as lasting at least until then (see
-	// Estimator).
+	// before they finished (their hedge won, or the deadline came) count
+	// as lasting at least until then: the quantile is that of the
+	// Kaplan-Meier (product-limit) estimate over the window, which reads
+	// such cut-offs as right-censored latencies. Hedges' own latencies are
+	// not observed: they sample the calls that were already slow.
 	Quantile float64
 	// Window is how many recent first attempts the quantile is taken over;
 	// 10 to MaxWindow. Until Window/10 are seen the policy's HedgingDelay
@@ -28,215 +27,30 @@ type Adaptive struct {
 	// Floor and Cap bound the delay: Floor > 0, Cap >= Floor.
 	Floor, Cap time.Duration
 	// Budget caps hedging at this many extra attempts per call on average
-	// (0.1: at most 10% more requests); 0 means no budget. At most 1.
+	// (0.1: at most 10% more requests); 0 means no budget. At most 1. A
+	// budget starts with 10 hedges saved up, and a quiet spell saves up at
+	// most 10: after it, that many may go out before the budget holds
+	// hedging to its fraction of calls.
 	Budget float64
 }
 
-// MaxWindow bounds Adaptive.Window: the Estimator keeps (and sorts) that
-// many latencies.
+// MaxWindow bounds Adaptive.Window: a Channel keeps (and sorts) that many
+// latencies per method.
 const MaxWindow = 1_000_000
 
 // Validate reports the first rule a breaks.
 func (a Adaptive) Validate() error {
 	switch {
 	case !(a.Quantile > 0 && a.Quantile < 1):
-		return fieldError("quantile", strconv.FormatFloat(a.Quantile, 'g', -1, 64), "must be in (0, 1)")
+		return fieldError("Adaptive.Quantile", strconv.FormatFloat(a.Quantile, 'g', -1, 64), "must be in (0, 1)")
 	case a.Window < 10 || a.Window > MaxWindow:
-		return fieldError("window", strconv.Itoa(a.Window), "must be in [10, "+strconv.Itoa(MaxWindow)+"]")
+		return fieldError("Adaptive.Window", strconv.Itoa(a.Window), "must be in [10, "+strconv.Itoa(MaxWindow)+"]")
 	case a.Floor <= 0:
-		return fieldError("floor", a.Floor.String(), "must be > 0")
+		return fieldError("Adaptive.Floor", a.Floor.String(), "must be > 0")
 	case a.Cap < a.Floor:
-		return fieldError("cap", a.Cap.String(), fmt.Sprintf("must be >= floor (%v)", a.Floor))
+		return fieldError("Adaptive.Cap", a.Cap.String(), fmt.Sprintf("must be >= Floor (%v)", a.Floor))
 	case !(a.Budget >= 0 && a.Budget <= 1):
-		return fieldError("budget", strconv.FormatFloat(a.Budget, 'g', -1, 64), "must be in [0, 1]")
+		return fieldError("Adaptive.Budget", strconv.FormatFloat(a.Budget, 'g', -1, 64), "must be in [0, 1]")
 	}
 	return nil
-}
-
-// Estimator keeps a method's last Window first-attempt latencies and turns
-// them into a hedging delay: their Quantile, within [Floor, Cap].
-//
-// A first attempt either finished (Observe: its latency is known) or was
-// cut off after d, cancelled because a hedge won or by the deadline
-// (ObserveCensored: its latency is known only to exceed d). The cut-offs
-// are right-censored observations, and the quantile is that of the
-// Kaplan-Meier (product-limit) estimate over the window: S(t), the share
-// of attempts lasting longer than t, is the product over finished
-// latencies u <= t of (1 - 1/r(u)), r(u) being the observations in the
-// window not below u; the delay is the least finished latency t with
-// S(t) <= 1-Quantile. A finished attempt and a cut-off of the same
-// duration count the finish first. Without cut-offs this is the plain
-// sample quantile, the ceil(Quantile*n)-th smallest of n. When the cut-offs
-// leave more than 1-Quantile of the estimate beyond every finished
-// latency, the quantile lies beyond what the window measured: the delay is
-// then the largest observation, a cut-off (Efron's convention, the largest
-// observation counted as finished), never less than what the window has
-// shown the quantile to exceed.
-//
-// Cut-offs must not be observed as finished latencies: a cancelled first
-// attempt's cut-off is the hedging delay plus the hedge's latency, so
-// counting it as finished pulls the quantile down toward the delay in
-// force. A delay below the true quantile then climbs by less than a
-// hedge's latency per recomputation, and where it settles depends on where
-// it started (TestCutOffsObservedAsFinishedStayLow).
-//
-// Hedges' latencies are not observed: a hedge is sent only for calls whose
-// first attempt was already slow, so when the slowness of one call's
-// attempts is correlated (an expensive request, a slow spell) they sample
-// the slow calls, not the method; the first attempts, one per call, do.
-// Where attempts are independent, hedges would add only a few percent
-// more observations.
-//
-// Observe, ObserveCensored and Delay are safe for concurrent use, and none
-// allocates. Every Window/10-th observation recomputes the quantile under
-// the lock (a sort of the window and one pass over it); the others write
-// one slot. Delay is one atomic load.
-type Estimator struct {
-	cfg      Adaptive
-	fallback time.Duration
-	delay    atomic.Int64 // nanoseconds; 0 until enough samples
-
-	mu      sync.Mutex
-	ring    []int64 // observations, packed (see pack)
-	next    int     // ring position of the next observation
-	seen    int     // observations ever
-	pending int     // observations since the last recomputation
-	scratch []int64
-}
-
-// NewEstimator returns an Estimator for cfg; fallback is the delay used
-// until enough latencies are seen (clamped to [Floor, Cap]; 0 means Cap, so
-// that a cold start hedges as little as the configuration allows).
-func NewEstimator(cfg Adaptive, fallback time.Duration) (*Estimator, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	if fallback <= 0 {
-		fallback = cfg.Cap
-	}
-	return &Estimator{cfg: cfg, fallback: clamp(fallback, cfg.Floor, cfg.Cap), ring: make([]int64, cfg.Window),
-		scratch: make([]int64, 0, cfg.Window)}, nil
-}
-
-// Observe records a first attempt that finished after d: its latency is d.
-func (e *Estimator) Observe(d time.Duration) { e.observe(pack(d, false)) }
-
-// ObserveCensored records a first attempt cut off after d, before it
-// finished: cancelled because a hedge won or the caller gave up, or ended
-// by the deadline. Its latency is known only to exceed d.
-func (e *Estimator) ObserveCensored(d time.Duration) { e.observe(pack(d, true)) }
-
-// pack encodes an observation as its latency (at least 0, at most
-// math.MaxInt64>>1 ns) shifted left by one, with the low bit set for a
-// cut-off: packed observations sort by latency, a finished one before a
-// cut-off of the same latency, as the product-limit estimate counts them.
-func pack(d time.Duration, censored bool) int64 {
-	v := min(max(int64(d), 0), math.MaxInt64>>1) << 1
-	if censored {
-		v |= 1
-	}
-	return v
-}
-
-func (e *Estimator) observe(v int64) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.ring[e.next] = v
-	e.next = (e.next + 1) % len(e.ring)
-	e.seen++
-	e.pending++
-	if e.pending < max(1, len(e.ring)/10) {
-		return
-	}
-	e.pending = 0
-	n := min(e.seen, len(e.ring))
-	e.scratch = append(e.scratch[:0], e.ring[:n]...)
-	slices.Sort(e.scratch)
-	e.delay.Store(int64(clamp(productLimitQuantile(e.scratch, e.cfg.Quantile), e.cfg.Floor, e.cfg.Cap)))
-}
-
-// productLimitQuantile returns the q-quantile of the Kaplan-Meier estimate
-// over obs, packed observations sorted ascending (at least one): the least
-// finished latency at which the estimate's survival falls to 1-q or below,
-// or, when it never does, the largest observation (see Estimator).
-func productLimitQuantile(obs []int64, q float64) time.Duration {
-	// The survival is a product of up to len(obs) rounded factors; the
-	// tolerance keeps the exact ceil(q*n)-th smallest of uncensored
-	// observations (its survival is exactly 1-q when q*n is whole).
-	limit := (1 - q) * (1 + 1e-9)
-	s, n := 1.0, len(obs)
-	for i, v := range obs {
-		if v&1 != 0 {
-			continue // a cut-off: leaves the risk set, lowers nothing
-		}
-		at := n - i // observations not below this one
-		s *= float64(at-1) / float64(at)
-		if s <= limit {
-			return time.Duration(v >> 1)
-		}
-	}
-	return time.Duration(obs[n-1] >> 1)
-}
-
-// Delay returns the hedging delay now.
-func (e *Estimator) Delay() time.Duration {
-	if d := e.delay.Load(); d > 0 {
-		return time.Duration(d)
-	}
-	return e.fallback
-}
-
-func clamp(d, lo, hi time.Duration) time.Duration { return max(lo, min(hi, d)) }
-
-// budgetScale is the fixed-point scale of Budget: thousandths of an attempt.
-const budgetScale = 1000
-
-// Budget limits hedges to a fraction of calls: every call deposits the
-// fraction, every hedge withdraws one whole attempt, and a hedge is refused
-// while less than one is saved. The balance is capped so that a quiet spell
-// cannot save up a burst of more than burst hedges. Safe for concurrent use;
-// a nil *Budget allows everything.
-type Budget struct {
-	perCall int64 // thousandths deposited per call
-	cap     int64
-	balance atomic.Int64
-}
-
-// NewBudget returns a budget of fraction extra attempts per call, allowing
-// bursts of up to burst hedges (at least 1). It starts full.
-func NewBudget(fraction float64, burst int) *Budget {
-	b := &Budget{perCall: int64(math.Round(fraction * budgetScale)), cap: int64(max(1, burst)) * budgetScale}
-	b.balance.Store(b.cap)
-	return b
-}
-
-// Deposit credits one call.
-func (b *Budget) Deposit() {
-	if b == nil {
-		return
-	}
-	for {
-		v := b.balance.Load()
-		n := min(b.cap, v+b.perCall)
-		if n == v || b.balance.CompareAndSwap(v, n) {
-			return
-		}
-	}
-}
-
-// Withdraw takes one hedge from the budget, reporting false (and taking
-// nothing) when less than one is saved.
-func (b *Budget) Withdraw() bool {
-	if b == nil {
-		return true
-	}
-	for {
-		v := b.balance.Load()
-		if v < budgetScale {
-			return false
-		}
-		if b.balance.CompareAndSwap(v, v-budgetScale) {
-			return true
-		}
-	}
 }

@@ -8,9 +8,12 @@
 // once; a success or a fatal code ends the call and cancels the rest.
 // Server pushback delays the next hedge or, when negative, stops hedging.
 // Hedges beyond the first attempt are subject to the service's retry
-// throttle (retry.Throttle) and are simply not sent while it refuses.
+// throttling (retry.ThrottleConfig) and are simply not sent while it
+// refuses.
 //
-// The policy and its validation are in policy.go, the Executor that runs a
-// hedged call in executor.go. Like the retry package this one is pure: no
-// TChannel, no network; time comes from an injected clock.
+// The policy and its validation are in policy.go, the adaptive delay
+// (Sluice's extension) in adaptive.go. A service writes a policy in its
+// service config (package serviceconfig) or in code, and a Channel runs
+// it; the executor is the Channel's own. Like the retry package this one
+// is pure: no TChannel, no network.
 package hedge

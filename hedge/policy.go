@@ -6,12 +6,9 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/retry"
 )
-
-// MaxAttemptsCap is the default client-side maximum for MaxAttempts, the
-// same as for retries: a policy asking for more attempts gets this many.
-const MaxAttemptsCap = retry.MaxAttemptsCap
 
 // Policy is a hedging policy. It is a plain value; Validate reports whether
 // it is usable. The zero value is not (MaxAttempts must be at least 2).
@@ -36,31 +33,28 @@ type Policy struct {
 	Adaptive *Adaptive
 }
 
-// FieldError is the error Validate returns: it names the field, the value
-// that broke the rule, and the rule (the one configuration error type of
-// retry, hedge and pacing).
-type FieldError = retry.FieldError
-
-func fieldError(field, value, rule string) *FieldError {
-	return &FieldError{Policy: "hedge", Field: field, Value: value, Rule: rule}
+// fieldError is the error Validate returns (the one configuration error
+// type of the library, retry.FieldError), naming the Go field, the value
+// that broke the rule, and the rule.
+func fieldError(field, value, rule string) *retry.FieldError {
+	return &retry.FieldError{Package: "hedge", Field: field, Value: value, Rule: rule}
 }
 
-// Validate reports the first rule p breaks, as a *FieldError, or nil.
+// Validate reports the first rule p breaks, as a *retry.FieldError, or nil.
 func (p Policy) Validate() error {
 	switch {
 	case p.MaxAttempts < 2:
-		return fieldError("maxAttempts", strconv.Itoa(p.MaxAttempts), "must be >= 2")
+		return fieldError("Policy.MaxAttempts", strconv.Itoa(p.MaxAttempts), "must be >= 2")
 	case p.HedgingDelay < 0:
-		return fieldError("hedgingDelay", p.HedgingDelay.String(), "must be >= 0")
+		return fieldError("Policy.HedgingDelay", p.HedgingDelay.String(), "must be >= 0")
 	case p.NonFatalCodes == 0:
-		return fieldError("nonFatalCodes", "empty", "must name at least one code")
-	case !retry.ValidCodes(p.NonFatalCodes):
-		return fieldError("nonFatalCodes", fmt.Sprintf("%#04x", uint16(p.NonFatalCodes)), "must hold only TChannel error codes")
+		return fieldError("Policy.NonFatalCodes", "empty", "must name at least one code")
+	case p.NonFatalCodes&^codes.Errors != 0: // retry.Policy's rule for RetryableCodes
+		return fieldError("Policy.NonFatalCodes", fmt.Sprintf("%#04x", uint16(p.NonFatalCodes)), "must hold only TChannel error codes")
 	}
 	if p.Adaptive != nil {
 		if err := p.Adaptive.Validate(); err != nil {
-			fe := err.(*FieldError)
-			return fieldError("adaptiveDelay."+fe.Field, fe.Value, fe.Rule)
+			return config.Nest(err, "hedge", "Policy.Adaptive")
 		}
 	}
 	return nil
@@ -68,4 +62,7 @@ func (p Policy) Validate() error {
 
 // Attempts returns the number of attempts p allows under the client-side
 // cap limit: min(p.MaxAttempts, limit). A limit <= 0 means MaxAttemptsCap.
-func (p Policy) Attempts(limit int) int { return retry.CapAttempts(p.MaxAttempts, limit) }
+// Retry and hedging policies are capped alike: this is retry.Policy's rule.
+func (p Policy) Attempts(limit int) int {
+	return retry.Policy{MaxAttempts: p.MaxAttempts}.Attempts(limit)
+}

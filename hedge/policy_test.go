@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/retry"
 	"go.uber.org/goleak"
 )
 
@@ -25,12 +26,12 @@ func TestPolicyValidate(t *testing.T) {
 		{"valid", func(*Policy) {}, "", ""},
 		{"zero delay sends all at once", func(p *Policy) { p.HedgingDelay = 0 }, "", ""},
 		{"above cap is not an error", func(p *Policy) { p.MaxAttempts = 10 }, "", ""},
-		{"maxAttempts 1", func(p *Policy) { p.MaxAttempts = 1 }, "hedge: maxAttempts is 1, must be >= 2", "maxAttempts"},
-		{"maxAttempts negative", func(p *Policy) { p.MaxAttempts = -3 }, "hedge: maxAttempts is -3, must be >= 2", "maxAttempts"},
-		{"negative delay", func(p *Policy) { p.HedgingDelay = -time.Millisecond }, "hedge: hedgingDelay is -1ms, must be >= 0", "hedgingDelay"},
-		{"no codes", func(p *Policy) { p.NonFatalCodes = 0 }, "hedge: nonFatalCodes is empty, must name at least one code", "nonFatalCodes"},
-		{"OK is not a failure code", func(p *Policy) { p.NonFatalCodes = codes.NewSet(codes.OK) }, "hedge: nonFatalCodes is 0x0001, must hold only TChannel error codes", "nonFatalCodes"},
-		{"unknown bit", func(p *Policy) { p.NonFatalCodes = 1 << 12 }, "hedge: nonFatalCodes is 0x1000, must hold only TChannel error codes", "nonFatalCodes"},
+		{"maxAttempts 1", func(p *Policy) { p.MaxAttempts = 1 }, "hedge: Policy.MaxAttempts is 1, must be >= 2", "Policy.MaxAttempts"},
+		{"maxAttempts negative", func(p *Policy) { p.MaxAttempts = -3 }, "hedge: Policy.MaxAttempts is -3, must be >= 2", "Policy.MaxAttempts"},
+		{"negative delay", func(p *Policy) { p.HedgingDelay = -time.Millisecond }, "hedge: Policy.HedgingDelay is -1ms, must be >= 0", "Policy.HedgingDelay"},
+		{"no codes", func(p *Policy) { p.NonFatalCodes = 0 }, "hedge: Policy.NonFatalCodes is empty, must name at least one code", "Policy.NonFatalCodes"},
+		{"OK is not a failure code", func(p *Policy) { p.NonFatalCodes = codes.NewSet(codes.OK) }, "hedge: Policy.NonFatalCodes is 0x0001, must hold only TChannel error codes", "Policy.NonFatalCodes"},
+		{"unknown bit", func(p *Policy) { p.NonFatalCodes = 1 << 12 }, "hedge: Policy.NonFatalCodes is 0x1000, must hold only TChannel error codes", "Policy.NonFatalCodes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,7 +47,7 @@ func TestPolicyValidate(t *testing.T) {
 			if err == nil || err.Error() != tt.wantErr {
 				t.Fatalf("Validate() = %v, want %q", err, tt.wantErr)
 			}
-			var fe *FieldError
+			var fe *retry.FieldError
 			if !errors.As(err, &fe) || fe.Field != tt.field {
 				t.Fatalf("errors.As FieldError: %#v, want field %q", fe, tt.field)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -18,6 +19,8 @@ import (
 
 	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/config"
+	"github.com/sluice-rpc/sluice/internal/ratelog"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 	"github.com/sluice-rpc/sluice/leasing/internal/master"
 	"github.com/sluice-rpc/sluice/leasing/internal/wirenum"
@@ -31,16 +34,20 @@ const (
 	// (its servers answer every request; this bounds the load a client
 	// puts on them).
 	DefaultClientMinRefreshInterval = 5 * time.Second
-	// DefaultInitialBackoff is the first wait after a failed refresh.
-	DefaultInitialBackoff = time.Second
-	// DefaultMaxBackoff caps the exponential backoff between failed
-	// refreshes.
-	DefaultMaxBackoff = time.Minute
 	// DefaultRPCTimeout bounds one RPC to the server.
 	DefaultRPCTimeout = 5 * time.Second
 	// DefaultMaxRedirects bounds the mastership redirects one refresh follows.
 	DefaultMaxRedirects = 3
 )
+
+// defaultBackoff returns the backoff after failed refreshes when
+// ClientConfig.Backoff is the zero value: 1 s doubled per failure, at most
+// a minute, each wait drawn from the upper half of its ceiling (equal
+// jitter), so that clients that lost the server together do not return
+// together.
+func defaultBackoff() backoff.Exponential {
+	return backoff.Exponential{Initial: time.Second, Max: time.Minute, Multiplier: 2, Jitter: backoff.EqualJitter}
+}
 
 // Mode says what capacity a client uses for a resource while it holds no
 // valid lease (before the first answer, after its lease expired, or while
@@ -92,11 +99,10 @@ type ClientConfig struct {
 	// MinRefreshInterval is the shortest interval between two requests
 	// for the same resource (0 means DefaultClientMinRefreshInterval).
 	MinRefreshInterval time.Duration
-	// InitialBackoff and MaxBackoff shape the capped exponential backoff
-	// after failed refreshes (0 means the defaults). Each wait is drawn
-	// uniformly from the upper half of its backoff, so that clients that
-	// lost the server together do not return together.
-	InitialBackoff, MaxBackoff time.Duration
+	// Backoff spaces the refreshes after failures in a row; the zero
+	// value means 1 s doubled per failure, at most a minute, each wait
+	// drawn from the upper half of its ceiling (equal jitter).
+	Backoff backoff.Exponential
 	// RPCTimeout bounds each RPC (0 means DefaultRPCTimeout).
 	RPCTimeout time.Duration
 	// MaxRedirects bounds mastership redirects per refresh (0 means
@@ -106,33 +112,40 @@ type ClientConfig struct {
 	// caller drives Refresh or Tick itself (one-shot tools, deterministic
 	// tests, simulations).
 	ManualRefresh bool
-	// Rand draws the jitter of the backoff after failed refreshes; nil
-	// means math/rand/v2's global source. A simulation passes a seeded
-	// one to be reproducible. The client uses it under its own lock.
-	Rand *rand.Rand
+	// Rand returns uniform numbers in [0, 1) for the jitter of the backoff
+	// after failed refreshes; nil means math/rand/v2's Float64. A
+	// simulation passes a seeded source's Float64 to be reproducible. The
+	// client calls it under its own lock, so it need not be safe for
+	// concurrent use.
+	Rand func() float64
+	// Logger receives the client's lines: at Warn when refreshing the
+	// leases starts failing (the client keeps its leases until they
+	// expire, then falls back to each resource's Mode), at Info when a
+	// refresh succeeds again; once per change, not per retry, and at most
+	// 10 at once and 10 a second (a server decides what fails). Nil means
+	// slog.Default(), read when a line is written. Any slog.Handler will
+	// do (zap's through go.uber.org/zap/exp/zapslog).
+	Logger *slog.Logger
 }
 
-// Validate reports the first thing wrong with c.
-func (c *ClientConfig) Validate() error {
-	if c.Addr == "" {
-		return errors.New("leasing: client Addr is empty, want the HOST:PORT of a Doorman server")
+// Validate reports the first field of c that breaks its rule, in the
+// order of the fields, as a *retry.FieldError, or nil.
+func (c ClientConfig) Validate() error {
+	switch {
+	case c.Addr == "":
+		return config.Errorf(pkg, "ClientConfig.Addr", c.Addr, "must be the HOST:PORT of a Doorman server")
+	case c.MinRefreshInterval < 0:
+		return config.Errorf(pkg, "ClientConfig.MinRefreshInterval", c.MinRefreshInterval, "must be >= 0 (0 means the default, %v)", DefaultClientMinRefreshInterval)
+	case c.RPCTimeout < 0:
+		return config.Errorf(pkg, "ClientConfig.RPCTimeout", c.RPCTimeout, "must be >= 0 (0 means the default, %v)", DefaultRPCTimeout)
+	case c.MaxRedirects < 0:
+		return config.Errorf(pkg, "ClientConfig.MaxRedirects", c.MaxRedirects, "must be >= 0 (0 means the default, %d)", DefaultMaxRedirects)
 	}
-	for name, d := range map[string]time.Duration{
-		"MinRefreshInterval": c.MinRefreshInterval, "InitialBackoff": c.InitialBackoff,
-		"MaxBackoff": c.MaxBackoff, "RPCTimeout": c.RPCTimeout,
-	} {
-		if d < 0 {
-			return fmt.Errorf("leasing: client %s is %v, must be >= 0", name, d)
-		}
-	}
-	if c.InitialBackoff > 0 && c.MaxBackoff > 0 && c.MaxBackoff < c.InitialBackoff {
-		return fmt.Errorf("leasing: client MaxBackoff %v is less than InitialBackoff %v", c.MaxBackoff, c.InitialBackoff)
-	}
-	if c.MaxRedirects < 0 {
-		return fmt.Errorf("leasing: client MaxRedirects is %d, must be >= 0", c.MaxRedirects)
-	}
-	return nil
+	return config.Nest(c.Backoff.Validate(), pkg, "ClientConfig.Backoff")
 }
+
+// pkg names this package in configuration errors.
+const pkg = "leasing"
 
 // ResourceConfig configures one resource of a Client.
 type ResourceConfig struct {
@@ -150,13 +163,14 @@ type ResourceConfig struct {
 	EstimateWants bool
 }
 
-// Validate reports the first thing wrong with c.
-func (c *ResourceConfig) Validate() error {
+// Validate reports the first field of c that breaks its rule, as a
+// *retry.FieldError, or nil.
+func (c ResourceConfig) Validate() error {
 	if !wirenum.FiniteNonNegative(c.Wants) {
-		return fmt.Errorf("leasing: resource Wants is %v, must be a finite number >= 0", c.Wants)
+		return config.Errorf(pkg, "ResourceConfig.Wants", c.Wants, "must be a finite number >= 0")
 	}
 	if c.Mode < Optimistic || c.Mode > Safe {
-		return fmt.Errorf("leasing: resource Mode is %d, must be Optimistic, Pessimistic or Safe", int(c.Mode))
+		return config.Errorf(pkg, "ResourceConfig.Mode", c.Mode, "must be Optimistic, Pessimistic or Safe")
 	}
 	return nil
 }
@@ -187,11 +201,12 @@ type Client struct {
 	stop context.CancelFunc // ends the refresh loop's context
 	done chan struct{}
 
-	// backoff after failed refreshes: InitialBackoff doubled per failure,
-	// capped at MaxBackoff, each wait drawn from the upper half (equal
-	// jitter), so that clients cut off by one outage come back spread out.
+	// backoff after failed refreshes: cfg.Backoff, defaultBackoff() unless
+	// set.
 	backoff backoff.Exponential
 	rand    func() float64 // uniform in [0, 1), for backoff jitter; used under tickMu
+
+	log *ratelog.Logger // ClientConfig.Logger, rate-limited on the client's clock
 
 	tickMu   sync.Mutex // serialises Tick
 	failures int        // failed refreshes in a row (tickMu)
@@ -221,14 +236,11 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.MinRefreshInterval == 0 {
 		cfg.MinRefreshInterval = DefaultClientMinRefreshInterval
 	}
-	if cfg.InitialBackoff == 0 {
-		cfg.InitialBackoff = DefaultInitialBackoff
+	if cfg.Backoff == (backoff.Exponential{}) {
+		cfg.Backoff = defaultBackoff()
 	}
-	if cfg.MaxBackoff == 0 {
-		cfg.MaxBackoff = DefaultMaxBackoff
-	}
-	if cfg.MaxBackoff < cfg.InitialBackoff {
-		cfg.MaxBackoff = cfg.InitialBackoff
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Float64
 	}
 	if cfg.RPCTimeout == 0 {
 		cfg.RPCTimeout = DefaultRPCTimeout
@@ -249,14 +261,11 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		resources: make(map[string]*Resource),
 		master: master.Finder{Addr: cfg.Addr, Dial: cfg.Dial, DialOptions: cfg.DialOptions, RPCTimeout: cfg.RPCTimeout,
 			MaxRedirects: cfg.MaxRedirects, Prefix: "leasing"},
-		wake: make(chan struct{}, 1),
-		done: make(chan struct{}),
-		rand: rand.Float64,
-		backoff: backoff.Exponential{Initial: cfg.InitialBackoff, Max: cfg.MaxBackoff, Multiplier: 2,
-			Jitter: backoff.EqualJitter},
-	}
-	if cfg.Rand != nil {
-		c.rand = cfg.Rand.Float64
+		wake:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		rand:    cfg.Rand,
+		backoff: cfg.Backoff,
+		log:     ratelog.New(cfg.Logger, cfg.Clock.Now),
 	}
 	if cfg.ManualRefresh {
 		close(c.done)
@@ -459,9 +468,15 @@ func (c *Client) Tick(ctx context.Context) (next time.Time, err error) {
 	}
 	if !now.Before(c.retryAt) && c.due(now) {
 		if err = c.Refresh(ctx); err != nil && ctx.Err() == nil {
+			if c.failures == 0 {
+				c.log.Warn("leasing: refreshing leases failed, retrying with a backoff", slog.String("server", c.cfg.Addr), slog.Any("error", err))
+			}
 			c.failures++
 			c.retryAt = c.clock.Now().Add(c.backoff.Delay(c.failures, c.rand()))
 		} else if err == nil {
+			if c.failures > 0 {
+				c.log.Log(slog.LevelInfo, "leasing: refreshing leases works again", slog.String("server", c.cfg.Addr), slog.Int("failures", c.failures))
+			}
 			c.failures, c.retryAt = 0, time.Time{}
 		}
 		now = c.clock.Now()
@@ -483,7 +498,7 @@ func (c *Client) due(now time.Time) bool {
 // the backoff ends) or a lease next expires, at most MaxBackoff after now
 // (c.tickMu held).
 func (c *Client) nextEvent(now time.Time) time.Time {
-	next := now.Add(c.cfg.MaxBackoff)
+	next := now.Add(c.backoff.Max)
 	for _, r := range c.snapshot() {
 		t := r.nextRefresh(c.cfg.MinRefreshInterval)
 		if t.Before(c.retryAt) {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
@@ -223,7 +224,7 @@ func TestClientFollowsMastershipRedirects(t *testing.T) {
 }
 
 func TestClientBackoffIsCappedExponential(t *testing.T) {
-	c, err := NewClient(ClientConfig{Addr: "127.0.0.1:1", ManualRefresh: true, InitialBackoff: time.Second, MaxBackoff: 10 * time.Second})
+	c, err := NewClient(ClientConfig{Addr: "127.0.0.1:1", ManualRefresh: true, Backoff: backoff.Exponential{Initial: time.Second, Max: 10 * time.Second, Multiplier: 2, Jitter: backoff.EqualJitter}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +239,7 @@ func TestClientBackoffIsCappedExponential(t *testing.T) {
 
 func TestClientBackoffJitterKeepsTheUpperHalf(t *testing.T) {
 	d := 8 * time.Second
-	c, err := NewClient(ClientConfig{Addr: "127.0.0.1:1", ManualRefresh: true, InitialBackoff: d, MaxBackoff: d})
+	c, err := NewClient(ClientConfig{Addr: "127.0.0.1:1", ManualRefresh: true, Backoff: backoff.Exponential{Initial: d, Max: d, Multiplier: 2, Jitter: backoff.EqualJitter}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +255,7 @@ func TestClientBackoffJitterKeepsTheUpperHalf(t *testing.T) {
 }
 
 // The loop waits a jittered backoff after a failed refresh: with the
-// jitter at its lowest, exactly half of InitialBackoff.
+// jitter at its lowest, exactly half of Backoff.Initial.
 func TestClientLoopBacksOffWithJitter(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -265,7 +266,7 @@ func TestClientLoopBacksOffWithJitter(t *testing.T) {
 	lis.Close() // nothing listens: every refresh fails at once
 	scope := tally.NewTestScope("", nil)
 	c, err := NewClient(ClientConfig{Addr: addr, ID: "j", Clock: clk, Scope: scope,
-		InitialBackoff: 2 * time.Second, RPCTimeout: 2 * time.Second})
+		Backoff: backoff.Exponential{Initial: 2 * time.Second, Max: time.Minute, Multiplier: 2, Jitter: backoff.EqualJitter}, RPCTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -453,11 +454,11 @@ func TestClientLoopSendsWantsChangesEarlyButNotWithin5s(t *testing.T) {
 // gatedServer holds the first GetCapacity (or the hold-th, if set) until
 // the test releases it.
 type gatedServer struct {
-	*server.Server
-	hold    int64
-	calls   atomic.Int64
-	arrived chan struct{}
-	release chan struct{}
+	pb.CapacityServer // the server's RPCs (rpcs)
+	hold              int64
+	calls             atomic.Int64
+	arrived           chan struct{}
+	release           chan struct{}
 }
 
 func (g *gatedServer) GetCapacity(ctx context.Context, req *pb.GetCapacityRequest) (*pb.GetCapacityResponse, error) {
@@ -469,7 +470,7 @@ func (g *gatedServer) GetCapacity(ctx context.Context, req *pb.GetCapacityReques
 			return nil, ctx.Err()
 		}
 	}
-	return g.Server.GetCapacity(ctx, req)
+	return g.CapacityServer.GetCapacity(ctx, req)
 }
 
 // serve serves g on 127.0.0.1 until t ends, and returns its address.
@@ -492,7 +493,7 @@ func (g *gatedServer) serve(t *testing.T) string {
 // minimum refresh interval rather than at the 15 s refresh.
 func TestClientKeepsAWantsChangeMadeDuringARefresh(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
-	gate := &gatedServer{Server: newTestServer(t, liveConfig(100, int64p(0), nil), clk),
+	gate := &gatedServer{CapacityServer: rpcs(t, newTestServer(t, liveConfig(100, int64p(0), nil), clk)),
 		arrived: make(chan struct{}), release: make(chan struct{})}
 	c, err := NewClient(ClientConfig{Addr: gate.serve(t), ID: "racer", Clock: clk})
 	if err != nil {
@@ -569,7 +570,7 @@ func TestClientLoweredWantsHoldBeforeTheAnswer(t *testing.T) {
 // the resource's latest, until it answers those.
 func TestClientLoweredWantsHoldUntilTheCurrentWantsAreAnswered(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
-	gate := &gatedServer{Server: newTestServer(t, liveConfig(100, int64p(0), nil), clk), hold: 2,
+	gate := &gatedServer{CapacityServer: rpcs(t, newTestServer(t, liveConfig(100, int64p(0), nil), clk)), hold: 2,
 		arrived: make(chan struct{}), release: make(chan struct{})}
 	c, err := NewClient(ClientConfig{Addr: gate.serve(t), ID: "wavering", Clock: clk, ManualRefresh: true})
 	if err != nil {
@@ -615,7 +616,7 @@ func TestClientLoweredWantsHoldUntilTheCurrentWantsAreAnswered(t *testing.T) {
 // request that carries it, as SetWants does.
 func TestEstimatedWantsHoldBeforeTheAnswer(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
-	gate := &gatedServer{Server: newTestServer(t, liveConfig(100, int64p(0), nil), clk), hold: 2,
+	gate := &gatedServer{CapacityServer: rpcs(t, newTestServer(t, liveConfig(100, int64p(0), nil), clk)), hold: 2,
 		arrived: make(chan struct{}), release: make(chan struct{})}
 	c, err := NewClient(ClientConfig{Addr: gate.serve(t), ID: "estimator", Clock: clk, ManualRefresh: true})
 	if err != nil {

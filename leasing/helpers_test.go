@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/serverhook"
 	"github.com/sluice-rpc/sluice/internal/testkit/servetest"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
@@ -42,11 +43,21 @@ func newTestServer(t testing.TB, repo *server.Repository, clk clock.Clock) *serv
 	return s
 }
 
+// rpcs returns the Doorman RPCs of s, to call in-process.
+func rpcs(t testing.TB, s *server.Server) pb.CapacityServer {
+	t.Helper()
+	c, err := serverhook.Capacity(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // ask sends one GetCapacity for resource "r" and returns the granted
 // capacity, or -1 when the response has no entry.
 func ask(t testing.TB, s *server.Server, client string, wants float64) float64 {
 	t.Helper()
-	resp, err := s.GetCapacity(context.Background(), &pb.GetCapacityRequest{
+	resp, err := rpcs(t, s).GetCapacity(context.Background(), &pb.GetCapacityRequest{
 		ClientId: proto.String(client),
 		Resource: []*pb.ResourceRequest{{
 			ResourceId: proto.String("r"),

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/leasing/server"
 )
@@ -48,7 +49,7 @@ func TestTickBacksOffAfterAFailure(t *testing.T) {
 	lis.Close() // nothing listens: every refresh fails at once
 	clk := clock.NewFake(testEpoch)
 	c, err := NewClient(ClientConfig{Addr: addr, ID: "b", Clock: clk, ManualRefresh: true, RPCTimeout: 2 * time.Second,
-		InitialBackoff: 2 * time.Second, Rand: rand.New(rand.NewPCG(1, 2))})
+		Backoff: backoff.Exponential{Initial: 2 * time.Second, Max: time.Minute, Multiplier: 2, Jitter: backoff.EqualJitter}, Rand: rand.New(rand.NewPCG(1, 2)).Float64})
 	if err != nil {
 		t.Fatal(err)
 	}

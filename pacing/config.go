@@ -3,7 +3,6 @@ package pacing
 import (
 	"cmp"
 	"math"
-	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -60,8 +59,9 @@ const (
 	DefaultJitter     = 0.1
 )
 
-// Config configures a Pacer. It is a plain value; zero fields take the
-// documented defaults, and Validate reports the first rule a field breaks.
+// Config configures the pacer of a Client's calls (channel.PacingConfig's
+// Pacer). It is a plain value; zero fields take the documented defaults,
+// and Validate reports the first rule a field breaks.
 type Config struct {
 	// Strategy selects the algorithm; "" means StrategyNull.
 	Strategy Strategy
@@ -86,8 +86,9 @@ type Config struct {
 	// strategies have no cap (0); a cap trades a higher retry rate for
 	// shorter waits.
 	MaxSleep time.Duration
-	// Reserve is StrategyReserve's reserve, as a fraction of the limit
-	// (default DefaultReserve). It must be in [0, 1); 0 means the default.
+	// Reserve is StrategyReserve's reserve, as a fraction of the limit. It
+	// must be in [0, 1); 0 means the default, 0.003 (0.3% of the quota,
+	// 13.5 requests of Heroku's 4500).
 	// Other strategies ignore it.
 	Reserve float64
 	// Rand returns uniform numbers in [0, 1) for the jitter; nil means
@@ -96,16 +97,14 @@ type Config struct {
 	Rand func() float64
 }
 
-// FieldError is the error Validate returns: it names the field, the value
+// fieldError is the error Validate returns: it names the field, the value
 // that broke the rule, and the rule (the one configuration error type of
-// retry, hedge and pacing).
-type FieldError = retry.FieldError
-
-func fieldError(field, value, rule string) *FieldError {
-	return &FieldError{Policy: "pacing", Field: field, Value: value, Rule: rule}
+// the library, retry.FieldError).
+func fieldError(field, value, rule string) *retry.FieldError {
+	return &retry.FieldError{Package: "pacing", Field: field, Value: value, Rule: rule}
 }
 
-// Validate reports the first rule c breaks, as a *FieldError, or nil.
+// Validate reports the first rule c breaks, as a *retry.FieldError, or nil.
 func (c Config) Validate() error {
 	known := c.Strategy == ""
 	for _, s := range Strategies() {
@@ -113,59 +112,27 @@ func (c Config) Validate() error {
 	}
 	switch {
 	case !known:
-		return fieldError("strategy", strconv.Quote(string(c.Strategy)), "must be one of the names Strategies lists")
+		return fieldError("Config.Strategy", strconv.Quote(string(c.Strategy)), "must be one of the names Strategies lists")
 	case c.Limit < 0:
-		return fieldError("limit", strconv.FormatInt(c.Limit, 10), "must be >= 0")
+		return fieldError("Config.Limit", strconv.FormatInt(c.Limit, 10), "must be >= 0")
 	case c.Window < 0:
-		return fieldError("window", c.Window.String(), "must be >= 0")
+		return fieldError("Config.Window", c.Window.String(), "must be >= 0")
 	case c.Multiplier != 0 && !(c.Multiplier >= 1 && !math.IsInf(c.Multiplier, 1)):
-		return fieldError("multiplier", strconv.FormatFloat(c.Multiplier, 'g', -1, 64), "must be a finite number >= 1")
+		return fieldError("Config.Multiplier", strconv.FormatFloat(c.Multiplier, 'g', -1, 64), "must be a finite number >= 1")
 	case !(c.Jitter >= 0 && c.Jitter <= 1):
-		return fieldError("jitter", strconv.FormatFloat(c.Jitter, 'g', -1, 64), "must be in [0, 1]")
+		return fieldError("Config.Jitter", strconv.FormatFloat(c.Jitter, 'g', -1, 64), "must be in [0, 1]")
 	case !(c.Reserve >= 0 && c.Reserve < 1):
-		return fieldError("reserve", strconv.FormatFloat(c.Reserve, 'g', -1, 64), "must be in [0, 1)")
+		return fieldError("Config.Reserve", strconv.FormatFloat(c.Reserve, 'g', -1, 64), "must be in [0, 1)")
 	case c.InitialSleep < 0:
-		return fieldError("initialSleep", c.InitialSleep.String(), "must be >= 0")
+		return fieldError("Config.InitialSleep", c.InitialSleep.String(), "must be >= 0")
 	case c.MaxSleep < 0:
-		return fieldError("maxSleep", c.MaxSleep.String(), "must be >= 0")
+		return fieldError("Config.MaxSleep", c.MaxSleep.String(), "must be >= 0")
 	}
 	return nil
-}
-
-// withDefaults returns c with its zero fields set to their defaults.
-func (c Config) withDefaults() Config {
-	c.Strategy = cmp.Or(c.Strategy, StrategyNull)
-	c.Limit = cmp.Or(c.Limit, DefaultLimit)
-	c.Window = cmp.Or(c.Window, DefaultWindow)
-	c.Multiplier = cmp.Or(c.Multiplier, DefaultMultiplier)
-	c.Jitter = cmp.Or(c.Jitter, DefaultJitter)
-	c.Reserve = cmp.Or(c.Reserve, DefaultReserve)
-	if c.Rand == nil {
-		c.Rand = rand.Float64
-	}
-	return c
 }
 
 // MinSleep is the quota's pace, Window/Limit after defaults: the smallest
 // sleep that keeps a lone client within the quota (0.8 s for 4500 per hour).
 func (c Config) MinSleep() time.Duration {
-	c = c.withDefaults()
-	return c.Window / time.Duration(c.Limit)
-}
-
-// New returns the Pacer c selects, or c's first invalid field.
-func New(c Config) (Pacer, error) {
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	c = c.withDefaults()
-	switch c.Strategy {
-	case StrategyExponentialBackoff:
-		return newBackoff(c), nil
-	case StrategyGradualDecrease, StrategyProportionalDecrease, StrategyProportionalRemainingDecrease:
-		return newSticky(c), nil
-	case StrategyReserve:
-		return newReserve(c), nil
-	}
-	return Null{}, nil
+	return cmp.Or(c.Window, DefaultWindow) / time.Duration(cmp.Or(c.Limit, DefaultLimit))
 }

@@ -1,63 +1,31 @@
-// Package pacing spaces a client's requests by the rate-limit signals its
-// server sends.
+// Package pacing is what a user sees of rate-limit pacing: how a client
+// configures it, what a call fails with when a server's quota is spent,
+// and how a server announces its quota.
 //
-// It implements Aliyun's throttle-aware backoff (the Alibaba Cloud SDK's
-// "Advanced backoff mechanism based on the throttling policy") and the
-// client rate throttling strategies of Heroku's article "A Fast Car Needs
-// Good Brakes: How We Added Client Rate Throttling to the Platform API Gem".
+// A client paces the calls of a Client with
+// channel.WithPacing(channel.PacingConfig{Pacer: pacing.Config{...}}): it
+// follows Aliyun's throttle-aware backoff (the Alibaba Cloud SDK's
+// "Advanced backoff mechanism based on the throttling policy"), holds back
+// new calls to a dimension whose quota is spent until its window ends
+// (Aliyun's "disable requests during throttling"), and sleeps before calls
+// as one of the client rate throttling strategies of Heroku's article "A
+// Fast Car Needs Good Brakes: How We Added Client Rate Throttling to the
+// Platform API Gem" says (Strategy; Config configures it), or as Sluice's
+// reserve strategy, which beats the article's winner in simulation (see
+// tools/benchmarks/README.md). A call refused because the server's window
+// outlasts its maximum delay or deadline fails with a *WindowError, which
+// matches ErrRateLimited.
 //
-// The package knows nothing of TChannel. Time is passed in or comes from an
-// injected clock, and randomness from an injected source, so the simulator
-// (tools/internal/sim/ratesim, "sluice sim ratelimit"), the tests and the
-// channel run the very same code.
+// A server announces its quota in the headers of its answers: the
+// Aliyun headers X-RateLimit-User-API and X-RateLimit-User
+// ("Remain:1,Limit:2,Time:1000,TimeLeft:122,Reset:1637835220000"), the
+// RateLimit-Remaining, RateLimit-Limit and RateLimit-Reset headers and
+// Retry-After (the Header* constants). A Quota counts a fixed-window quota
+// and gives the Signal to send back; SetHeaders writes it. A client that
+// sets HeaderMode: ModeDebug (channel.PacingConfig.Debug) asks an
+// Aliyun-style server for quota headers on every answer.
 //
-// The pieces, one file each:
-//
-//   - Signals (signal.go): ParseHeaders reads the quota headers of a
-//     response (X-RateLimit-User-API, X-RateLimit-User, RateLimit-Remaining,
-//     RateLimit-Limit, RateLimit-Reset, Retry-After) into a Signal. Malformed
-//     headers are ignored and reported as errors matching ErrMalformedHeader,
-//     for a metric; parsing never panics and, on well-formed input, never
-//     allocates. SetHeaders writes a Signal as a server does; HeaderMode:
-//     ModeDebug asks an Aliyun-style server for quota headers on every
-//     response.
-//   - Throttle-aware backoff (windows.go): Delay is Aliyun's retry wait,
-//     max(TimeLeft, EqualJitter backoff), and whether it exceeds the
-//     policy's maximum delay. Windows remembers throttling windows per
-//     dimension ("service", "service::method") so that new calls wait until
-//     a window ends, or fail at once with a *WindowError (ErrRateLimited) when
-//     the wait would exceed their maximum delay or deadline.
-//   - Pacers (config.go, pacer.go, reserve.go): the strategies of Heroku's
-//     study behind one interface, Pacer: a null pacer, exponential backoff,
-//     and exponential increase with gradual, proportional or
-//     proportional-remaining decrease; plus Sluice's reserve pacer, which
-//     beats the article's winner (proportional-remaining decrease) in
-//     simulation (see tools/benchmarks/README.md).
-//
-// # How a call uses it
-//
-// Before sending an attempt to service::method, a call waits out the
-// recorded windows of both dimensions, then the pacer's sleep:
-//
-//	windows.Wait(ctx, pacing.ServiceKey(svc), maxDelay)
-//	windows.Wait(ctx, pacing.MethodKey(svc, m), maxDelay)
-//	sleep(ctx, pacer.Before(clk.Now()))   // first attempt only
-//
-// After the response it parses the headers and tells the pacer:
-//
-//	sig, err := pacing.ParseHeaders(respHeaders, clk.Now())  // err: count it
-//	if rateLimited {                       // a Busy answer
-//		windows.RecordSignal(svc, m, sig)  // hold back new calls meanwhile
-//		pause := pacer.OnRateLimited(clk.Now(), sig)
-//		wait, tooLong := pacing.Delay(backoff, n, rnd, sig.Wait(), maxDelay)
-//		if tooLong {                       // fail now, saying for how long
-//			return &pacing.WindowError{Key: sig.Dimension.Key(svc, m), Remaining: wait, Limit: maxDelay}
-//		}
-//		// sleep max(pause, wait), then retry
-//	} else {
-//		if sig.Throttled() {               // a success that spent the quota
-//			windows.RecordSignal(svc, m, sig)
-//		}
-//		pacer.OnSuccess(clk.Now(), sig)
-//	}
+// The client side (parsing the headers, the pacers, the throttling
+// windows) is the Channel's own; the simulator of "sluice sim ratelimit",
+// the tests and the Channel run the very same code.
 package pacing

@@ -1,64 +1,51 @@
 package pacing_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"log"
+	"maps"
+	"slices"
 	"time"
 
-	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/pacing"
 )
 
-// A client paced by Heroku's winning strategy reads the quota headers of
-// each response, and remembers the server's throttling window so that new
-// calls fail fast instead of waiting longer than they may.
+// A server announces a quota of 2 requests per second: each answer carries
+// the quota's headers, and the request past the quota is refused with the
+// window's time left, which a rate-limited handler gives as pushback
+// (channel.BusyAfter(sig.TimeLeft, ...)). A client with
+// channel.WithPacing reads these headers and paces itself.
 func Example() {
 	clk := clock.NewFake(time.Date(2021, 11, 25, 10, 0, 0, 0, time.UTC))
-	pacer, err := pacing.New(pacing.Config{
-		Strategy: pacing.StrategyProportionalRemainingDecrease,
-		Rand:     func() float64 { return 0 }, // no jitter, for a stable output
-	})
+	quota, err := pacing.NewQuota(pacing.QuotaConfig{Limit: 2, Window: time.Second, Dimension: pacing.DimensionUser, Clock: clk})
 	if err != nil {
 		log.Fatal(err)
 	}
-	windows := pacing.NewWindows(pacing.WindowsConfig{Clock: clk})
-	backoff := backoff.Exponential{Initial: 100 * time.Millisecond, Max: 2 * time.Second, Multiplier: 2}
-	const maxDelay = 5 * time.Second
-
-	// A response the server refused: the "API + User" quota is spent for
-	// another 12 s.
-	sig, err := pacing.ParseHeaders(map[string]string{
-		pacing.HeaderUserAPI: "Remain:0,Limit:100,Time:60000,TimeLeft:12000,Reset:1637834412000",
-	}, clk.Now())
-	if err != nil {
-		log.Fatal(err) // in a client: count it and carry on
+	clk.Add(400 * time.Millisecond)
+	for range 3 {
+		sig, ok := quota.Take()
+		h := map[string]string{}
+		pacing.SetHeaders(h, sig)
+		for _, k := range slices.Sorted(maps.Keys(h)) {
+			fmt.Printf("%s: %s; ", k, h[k])
+		}
+		fmt.Println("served:", ok)
 	}
-	fmt.Println("dimension:", sig.Dimension, "throttled:", sig.Throttled(), "wait:", sig.Wait())
-
-	windows.RecordSignal("kv", "Get", sig)
-	fmt.Println("pacer sleep before the retry:", pacer.OnRateLimited(clk.Now(), sig))
-	wait, tooLong := pacing.Delay(backoff, 1, 0.5, sig.Wait(), maxDelay)
-	fmt.Println("throttle-aware backoff:", wait, "too long:", tooLong)
-
-	// A new call to the same method fails fast: the window outlasts its
-	// maximum delay.
-	err = windows.Wait(context.Background(), pacing.MethodKey("kv", "Get"), maxDelay)
-	fmt.Println(errors.Is(err, pacing.ErrRateLimited), err)
-
-	// Once the window has passed, calls go through; a success with half
-	// the quota left halves the pacer's sleep.
-	clk.Add(12 * time.Second)
-	fmt.Println(windows.Wait(context.Background(), pacing.MethodKey("kv", "Get"), maxDelay))
-	pacer.OnSuccess(clk.Now(), pacing.Signal{Fields: pacing.FieldRemaining | pacing.FieldLimit, Remaining: 50, Limit: 100})
-	fmt.Println("pacer sleep before the next call:", pacer.Before(clk.Now()))
 	// Output:
-	// dimension: user-api throttled: true wait: 12s
-	// pacer sleep before the retry: 960ms
-	// throttle-aware backoff: 12s too long: true
-	// true pacing: kv::Get is throttled by the server for another 12s, longer than the maximum delay (5s); retry after the window ends
-	// <nil>
-	// pacer sleep before the next call: 480ms
+	// RateLimit-Limit: 2;w=1; RateLimit-Remaining: 1; RateLimit-Reset: 1; X-RateLimit-User: Remain:1,Limit:2,Time:1000,TimeLeft:600; served: true
+	// RateLimit-Limit: 2;w=1; RateLimit-Remaining: 0; RateLimit-Reset: 1; X-RateLimit-User: Remain:0,Limit:2,Time:1000,TimeLeft:600; served: true
+	// RateLimit-Limit: 2;w=1; RateLimit-Remaining: 0; RateLimit-Reset: 1; X-RateLimit-User: Remain:0,Limit:2,Time:1000,TimeLeft:600; served: false
+}
+
+// A client's pacer is configured by a Config (channel.PacingConfig's
+// Pacer); Validate names the field and the rule a value breaks.
+func ExampleConfig() {
+	c := pacing.Config{Strategy: pacing.StrategyReserve, Limit: 100, Window: time.Minute}
+	fmt.Println(c.Validate(), c.MinSleep())
+	c.Strategy = "fast"
+	fmt.Println(c.Validate())
+	// Output:
+	// <nil> 600ms
+	// pacing: Config.Strategy is "fast", must be one of the names Strategies lists
 }

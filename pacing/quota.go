@@ -3,6 +3,7 @@ package pacing
 import (
 	"cmp"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -49,11 +50,11 @@ type QuotaConfig struct {
 func (c QuotaConfig) Validate() error {
 	switch {
 	case c.Limit < 0:
-		return fmt.Errorf("pacing: QuotaConfig.Limit is %d, must be >= 0 (0 means the default, %d)", c.Limit, DefaultLimit)
+		return fieldError("QuotaConfig.Limit", strconv.FormatInt(c.Limit, 10), fmt.Sprintf("must be >= 0 (0 means the default, %d)", DefaultLimit))
 	case c.Window < 0:
-		return fmt.Errorf("pacing: QuotaConfig.Window is %v, must be >= 0 (0 means the default, %v)", c.Window, DefaultWindow)
+		return fieldError("QuotaConfig.Window", c.Window.String(), fmt.Sprintf("must be >= 0 (0 means the default, %v)", DefaultWindow))
 	case c.Dimension > DimensionUserAPI:
-		return fmt.Errorf("pacing: QuotaConfig.Dimension is %v, must be DimensionNone, DimensionUser or DimensionUserAPI", c.Dimension)
+		return fieldError("QuotaConfig.Dimension", c.Dimension.String(), "must be DimensionNone, DimensionUser or DimensionUserAPI")
 	}
 	return nil
 }

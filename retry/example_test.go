@@ -1,50 +1,42 @@
 package retry_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"log"
 	"time"
 
+	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/retry"
 )
 
-// A call that fails twice with BUSY and then succeeds; the second failure
-// carries a pushback hint in its TChannel error message.
+// gRFC A6's retry example in code: up to four attempts on BUSY or
+// DECLINED, the waits drawn below ceilings that double from 100ms up to
+// 1s (equal jitter here: never less than half the ceiling). A service
+// usually writes it in its service config (package serviceconfig) and a
+// Channel runs it.
 func Example() {
-	policy := retry.Policy{
+	p := retry.Policy{
 		MaxAttempts:       4,
-		InitialBackoff:    time.Millisecond,
-		MaxBackoff:        10 * time.Millisecond,
+		InitialBackoff:    100 * time.Millisecond,
+		MaxBackoff:        time.Second,
 		BackoffMultiplier: 2,
-		RetryableCodes:    codes.NewSet(codes.Busy),
+		RetryableCodes:    codes.NewSet(codes.Busy, codes.Declined),
+		Jitter:            backoff.EqualJitter,
 	}
-	throttle, err := retry.NewThrottle(retry.ThrottleConfig{MaxTokens: 10, TokenRatio: 0.1})
-	if err != nil {
-		log.Fatal(err)
+	if err := p.Validate(); err != nil {
+		fmt.Println(err)
+		return
 	}
-	exec, err := retry.NewExecutor(retry.ExecutorConfig{Policy: &policy, Throttle: throttle})
-	if err != nil {
-		log.Fatal(err)
+	b := p.Backoff()
+	for n := 1; n < p.Attempts(0); n++ {
+		fmt.Printf("retry %d: waits %v to %v\n", n, b.Delay(n, 0), b.Ceiling(n))
 	}
-
-	messages := []string{"server busy", "server busy retry-pushback-ms=2"}
-	res := exec.Do(context.Background(), func(ctx context.Context, a retry.Attempt) retry.Outcome {
-		fmt.Println("attempt, previous-rpc-attempts =", a.Number)
-		if a.Number < len(messages) {
-			p, msg := retry.PushbackFromMessage(messages[a.Number])
-			return retry.Outcome{Err: errors.New(msg), Code: codes.Busy, Pushback: p}
-		}
-		return retry.Outcome{}
-	})
-	fmt.Println(res.Stop, "after", res.Attempts, "attempts; tokens left:", throttle.Tokens())
+	fmt.Println("retries BUSY:", p.RetryableCodes.Has(codes.Busy), "- TIMEOUT:", p.RetryableCodes.Has(codes.Timeout))
 	// Output:
-	// attempt, previous-rpc-attempts = 0
-	// attempt, previous-rpc-attempts = 1
-	// attempt, previous-rpc-attempts = 2
-	// succeeded after 3 attempts; tokens left: 8.1
+	// retry 1: waits 50ms to 100ms
+	// retry 2: waits 100ms to 200ms
+	// retry 3: waits 200ms to 400ms
+	// retries BUSY: true - TIMEOUT: false
 }
 
 func ExamplePolicy_Validate() {
@@ -54,50 +46,19 @@ func ExamplePolicy_Validate() {
 	p.MaxAttempts = 10
 	fmt.Println(p.Validate(), p.Attempts(0))
 	// Output:
-	// retry: maxAttempts is 1, must be >= 2
+	// retry: Policy.MaxAttempts is 1, must be >= 2
 	// <nil> 5
 }
 
-func ExampleThrottle() {
-	t, _ := retry.NewThrottle(retry.ThrottleConfig{MaxTokens: 4, TokenRatio: 0.5})
-	for range 2 {
-		t.RecordFailure()
+// A handler that asks its callers to wait before retrying sets the
+// retry-pushback-ms header to FormatPushback's value (a Thrift handler
+// calls thrift.SetPushback, which does).
+func ExampleFormatPushback() {
+	for _, p := range []retry.Pushback{retry.PushbackAfter(250 * time.Millisecond), retry.PushbackStopped(), {}} {
+		fmt.Printf("%v: %s=%q\n", p, retry.PushbackHeader, retry.FormatPushback(p))
 	}
-	fmt.Println(t.Tokens(), t.Allow()) // at the threshold: no retries
-	t.RecordSuccess()
-	fmt.Println(t.Tokens(), t.Allow())
 	// Output:
-	// 2 false
-	// 2.5 true
-}
-
-func ExampleParsePushback() {
-	for _, v := range []string{"250", "-1", "soon"} {
-		fmt.Println(retry.ParsePushback(v))
-	}
-	fmt.Println(retry.AppendPushback("server busy", retry.PushbackAfter(300*time.Millisecond)))
-	// Output:
-	// delay 250ms
-	// stop
-	// stop
-	// server busy retry-pushback-ms=300
-}
-
-// A call holds its request's bytes in the channel's retry buffer while it
-// may still retry; one that does not fit is sent once, without retries.
-func ExampleBuffer() {
-	buf, err := retry.NewBuffer(retry.BufferConfig{Total: 1 << 20, PerCall: 256 << 10}) // 1 MiB in all, 256 KiB per call
-	if err != nil {
-		log.Fatal(err)
-	}
-	small, ok := buf.Reserve(200 << 10)
-	fmt.Println("200 KiB call retryable:", ok, "- held:", buf.Used())
-	_, ok = buf.Reserve(300 << 10)
-	fmt.Println("300 KiB call retryable:", ok)
-	small.Release() // the call returned to the application
-	fmt.Println("held:", buf.Used())
-	// Output:
-	// 200 KiB call retryable: true - held: 204800
-	// 300 KiB call retryable: false
-	// held: 0
+	// delay 250ms: retry-pushback-ms="250"
+	// stop: retry-pushback-ms="-1"
+	// none: retry-pushback-ms=""
 }

@@ -8,11 +8,12 @@ import (
 
 	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/config"
 )
 
 // MaxAttemptsCap is the default client-side maximum for maxAttempts. A policy
 // asking for more attempts gets this many, as gRPC's retry design (gRFC A6,
-// "Limits on Retries and Hedges") prescribes; ExecutorConfig.MaxAttemptsCap
+// "Limits on Retries and Hedges") prescribes; channel.WithMaxAttemptsCap
 // changes it.
 const MaxAttemptsCap = 5
 
@@ -32,7 +33,7 @@ type Policy struct {
 	// finite number > 0.
 	BackoffMultiplier float64
 	// RetryableCodes are the codes whose failures are retried (and counted
-	// as failures by the Throttle). It must be non-empty and hold only
+	// as failures by the retry-throttling bucket, ThrottleConfig). It must be non-empty and hold only
 	// TChannel error codes (not OK).
 	RetryableCodes codes.Set
 	// Jitter selects the delay distribution; backoff.FullJitter (gRPC) by
@@ -40,74 +41,55 @@ type Policy struct {
 	Jitter backoff.Jitter
 }
 
-// FieldError is the error the configuration checks of retry, hedge and
-// pacing return: it names the policy, the field, the value that broke the
-// rule, and the rule. Callers that re-present configuration errors (the
-// serviceconfig package) read it with errors.As; hedge.FieldError and
-// pacing.FieldError are this type.
-type FieldError struct {
-	// Policy is the package whose configuration is wrong: "retry",
-	// "hedge" or "pacing".
-	Policy string
-	// Field is the field's name as the service config spells it
-	// ("maxAttempts", "initialBackoff", ...).
-	Field string
-	// Value is the offending value as text.
-	Value string
-	// Rule is what the value must be ("must be >= 2").
-	Rule string
-}
-
-// Error returns "retry: <field> is <value>, <rule>".
-func (e *FieldError) Error() string {
-	return e.Policy + ": " + e.Field + " is " + e.Value + ", " + e.Rule
-}
+// FieldError is the error every configuration check of the library
+// returns (busy, shed, peer, leasing, channel and the rest, not only retry):
+// it names the package, the Go field from its configuration type
+// ("Policy.MaxAttempts"), the value that broke the rule, and the rule.
+// Read it with errors.As; serviceconfig re-presents it under the JSON path.
+type FieldError = config.FieldError
 
 func fieldError(field, value, rule string) *FieldError {
-	return &FieldError{Policy: "retry", Field: field, Value: value, Rule: rule}
+	return &FieldError{Package: "retry", Field: field, Value: value, Rule: rule}
 }
 
-// ValidCodes reports whether s is non-empty and holds only TChannel error
-// codes (not OK); it is the rule Policy.Validate applies to RetryableCodes
-// (and the hedge package to its non-fatal codes).
-func ValidCodes(s codes.Set) bool { return s != 0 && s&^codes.Errors == 0 }
+// validCodes reports whether s is non-empty and holds only TChannel error
+// codes (not OK): the rule Policy.Validate applies to RetryableCodes.
+func validCodes(s codes.Set) bool { return s != 0 && s&^codes.Errors == 0 }
 
 // Validate reports the first rule p breaks, as a *FieldError, or nil.
 func (p Policy) Validate() error {
 	switch {
 	case p.MaxAttempts < 2:
-		return fieldError("maxAttempts", strconv.Itoa(p.MaxAttempts), "must be >= 2")
+		return fieldError("Policy.MaxAttempts", strconv.Itoa(p.MaxAttempts), "must be >= 2")
 	case p.InitialBackoff <= 0:
-		return fieldError("initialBackoff", p.InitialBackoff.String(), "must be > 0")
+		return fieldError("Policy.InitialBackoff", p.InitialBackoff.String(), "must be > 0")
 	case p.MaxBackoff <= 0:
-		return fieldError("maxBackoff", p.MaxBackoff.String(), "must be > 0")
+		return fieldError("Policy.MaxBackoff", p.MaxBackoff.String(), "must be > 0")
 	case !(p.BackoffMultiplier > 0) || math.IsInf(p.BackoffMultiplier, 1):
-		return fieldError("backoffMultiplier", strconv.FormatFloat(p.BackoffMultiplier, 'g', -1, 64), "must be a finite number > 0")
+		return fieldError("Policy.BackoffMultiplier", strconv.FormatFloat(p.BackoffMultiplier, 'g', -1, 64), "must be a finite number > 0")
 	case p.RetryableCodes == 0:
-		return fieldError("retryableCodes", "empty", "must name at least one code")
-	case !ValidCodes(p.RetryableCodes):
-		return fieldError("retryableCodes", fmt.Sprintf("%#04x", uint16(p.RetryableCodes)), "must hold only TChannel error codes")
+		return fieldError("Policy.RetryableCodes", "empty", "must name at least one code")
+	case !validCodes(p.RetryableCodes):
+		return fieldError("Policy.RetryableCodes", fmt.Sprintf("%#04x", uint16(p.RetryableCodes)), "must hold only TChannel error codes")
 	case p.Jitter > backoff.EqualJitter:
-		return fieldError("jitter", p.Jitter.String(), "must be FullJitter or EqualJitter")
+		return fieldError("Policy.Jitter", p.Jitter.String(), "must be FullJitter or EqualJitter")
 	}
 	return nil
 }
 
-// Attempts returns the number of attempts p allows under the client-side cap
-// limit (see CapAttempts).
-func (p Policy) Attempts(limit int) int { return CapAttempts(p.MaxAttempts, limit) }
-
-// CapAttempts returns min(n, limit), the attempts a policy asking for n
-// gets under the client-side cap limit; a limit <= 0 means MaxAttemptsCap.
-// Retry and hedging policies are capped alike.
-func CapAttempts(n, limit int) int {
+// Attempts returns the number of attempts p allows under the client-side
+// cap limit: min(p.MaxAttempts, limit), a limit <= 0 meaning
+// MaxAttemptsCap. Retry and hedging policies are capped alike
+// (hedge.Policy.Attempts calls this one).
+func (p Policy) Attempts(limit int) int {
 	if limit <= 0 {
 		limit = MaxAttemptsCap
 	}
-	return min(n, limit)
+	return min(p.MaxAttempts, limit)
 }
 
-// Backoff returns p's backoff parameters.
+// Backoff returns p's backoff parameters as the library's one backoff type:
+// the nth retry waits Backoff().Delay(n, r) unless a pushback says otherwise.
 func (p Policy) Backoff() backoff.Exponential {
 	return backoff.Exponential{Initial: p.InitialBackoff, Max: p.MaxBackoff, Multiplier: p.BackoffMultiplier, Jitter: p.Jitter}
 }

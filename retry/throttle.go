@@ -3,14 +3,25 @@ package retry
 import (
 	"math"
 	"strconv"
-	"sync/atomic"
 )
 
-// milli is the fixed-point scale of the Throttle: one token is 1000 units,
-// which carries the three decimal places the gRPC design allows exactly.
+// milli is the scale of the bucket's fixed-point tokens: one token is 1000
+// units, which carries the three decimal places the gRPC design allows
+// exactly.
 const milli = 1000
 
-// ThrottleConfig configures a Throttle: gRPC's retryThrottling.
+// ThrottleConfig is gRPC's retryThrottling (gRFC A6, "Throttling Retry
+// Attempts and Hedged RPCs"): the token bucket that each channel.Client
+// keeps when the Channel's service config has one.
+//
+// The bucket starts full at MaxTokens and always holds between 0 and
+// MaxTokens. Every counted failure (a retryable or non-fatal code, or a
+// pushback saying not to retry) takes one token; every success adds
+// TokenRatio. Retries and hedges beyond the first attempt are allowed only
+// while the bucket holds more than MaxTokens/2; a refused retry is not
+// delayed, the call returns its failure at once (StopThrottled). The first
+// attempt of a call is never throttled. Tokens are counted in thousandths,
+// so a long run of successes and failures never drifts.
 type ThrottleConfig struct {
 	// MaxTokens is the bucket's size and its initial fill. It must be in
 	// (0, 1000] with at most three decimal places.
@@ -24,13 +35,13 @@ type ThrottleConfig struct {
 func (c ThrottleConfig) Validate() error {
 	switch {
 	case !(c.MaxTokens > 0 && c.MaxTokens <= 1000):
-		return fieldError("maxTokens", fmtFloat(c.MaxTokens), "must be in (0, 1000]")
+		return fieldError("ThrottleConfig.MaxTokens", fmtFloat(c.MaxTokens), "must be in (0, 1000]")
 	case !thousandths(c.MaxTokens):
-		return fieldError("maxTokens", fmtFloat(c.MaxTokens), "must have at most 3 decimal places")
+		return fieldError("ThrottleConfig.MaxTokens", fmtFloat(c.MaxTokens), "must have at most 3 decimal places")
 	case !(c.TokenRatio > 0) || math.IsInf(c.TokenRatio, 1):
-		return fieldError("tokenRatio", fmtFloat(c.TokenRatio), "must be a finite number > 0")
+		return fieldError("ThrottleConfig.TokenRatio", fmtFloat(c.TokenRatio), "must be a finite number > 0")
 	case !thousandths(c.TokenRatio):
-		return fieldError("tokenRatio", fmtFloat(c.TokenRatio), "must have at most 3 decimal places")
+		return fieldError("ThrottleConfig.TokenRatio", fmtFloat(c.TokenRatio), "must have at most 3 decimal places")
 	}
 	return nil
 }
@@ -46,97 +57,4 @@ func thousandths(x float64) bool {
 	}
 	r := math.Round(m)
 	return math.Abs(m-r) <= 1e-6+4*(math.Nextafter(m, math.Inf(1))-m)
-}
-
-// Throttle is the retry-throttling token bucket of one service, as in
-// gRPC's retry design, gRFC A6 ("Throttling Retry Attempts and Hedged RPCs").
-//
-// The bucket starts full at MaxTokens and always holds between 0 and
-// MaxTokens. Every counted failure (a retryable or non-fatal code, or a
-// pushback saying not to retry) takes one token; every success adds
-// TokenRatio. Retries and hedges beyond the first attempt are allowed only
-// while the bucket holds more than MaxTokens/2; a refused retry is not
-// delayed, the caller returns its failure at once. The first attempt of a
-// call is never throttled.
-//
-// Tokens are kept as integers in thousandths, so a long run of successes
-// and failures never drifts. All methods are safe for concurrent use,
-// lock-free and allocation-free. A nil *Throttle allows everything and
-// records nothing, which is how "no throttling configured" is spelled.
-type Throttle struct {
-	tokens atomic.Int64 // thousandths of a token, in [0, max]
-	max    int64        // thousandths
-	ratio  int64        // thousandths, at most max
-}
-
-// NewThrottle returns a full bucket configured by c, or c's validation error.
-func NewThrottle(c ThrottleConfig) (*Throttle, error) {
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	t := &Throttle{max: int64(math.Round(c.MaxTokens * milli))}
-	// A success never adds more than a full bucket, so a ratio above
-	// MaxTokens behaves exactly like MaxTokens; storing the smaller keeps
-	// the integer arithmetic from overflowing.
-	if r := math.Round(c.TokenRatio * milli); r < float64(t.max) {
-		t.ratio = int64(r)
-	} else {
-		t.ratio = t.max
-	}
-	t.tokens.Store(t.max)
-	return t, nil
-}
-
-// Allow reports whether a retry or hedge may be sent now: whether the
-// bucket holds more than MaxTokens/2. It does not take a token.
-func (t *Throttle) Allow() bool {
-	if t == nil {
-		return true
-	}
-	return 2*t.tokens.Load() > t.max
-}
-
-// RecordFailure takes one token (not below zero) for a counted failure.
-func (t *Throttle) RecordFailure() {
-	if t == nil {
-		return
-	}
-	for {
-		old := t.tokens.Load()
-		n := max(old-milli, 0)
-		if n == old || t.tokens.CompareAndSwap(old, n) {
-			return
-		}
-	}
-}
-
-// RecordSuccess adds TokenRatio (not above MaxTokens) for a success.
-func (t *Throttle) RecordSuccess() {
-	if t == nil {
-		return
-	}
-	for {
-		old := t.tokens.Load()
-		n := min(old+t.ratio, t.max)
-		if n == old || t.tokens.CompareAndSwap(old, n) {
-			return
-		}
-	}
-}
-
-// Tokens returns the tokens in the bucket now, for stats. A nil Throttle
-// reports 0.
-func (t *Throttle) Tokens() float64 {
-	if t == nil {
-		return 0
-	}
-	return float64(t.tokens.Load()) / milli
-}
-
-// MaxTokens returns the bucket's size. A nil Throttle reports 0.
-func (t *Throttle) MaxTokens() float64 {
-	if t == nil {
-		return 0
-	}
-	return float64(t.max) / milli
 }

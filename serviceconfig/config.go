@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluice-rpc/sluice/hedge"
@@ -43,15 +44,9 @@ type Config struct {
 	// Methods are the method configs in the order given.
 	Methods []MethodConfig
 	// RetryThrottling is the service's retry-throttling bucket
-	// configuration (retry.NewThrottle makes the bucket), or nil when the
-	// config has none.
+	// configuration (a Channel makes one bucket from it for each Client),
+	// or nil when the config has none.
 	RetryThrottling *retry.ThrottleConfig
-	// BusyThrottling is the raw "busyThrottling" section, or nil. The
-	// busy-throttling package parses it.
-	BusyThrottling json.RawMessage
-	// Lease is the raw "lease" section, or nil. The leasing package
-	// parses it.
-	Lease json.RawMessage
 	// Balancing is the "balancing" section: how each service's calls are
 	// shared among its peers (see Balancing and BalancingFor).
 	Balancing []Balancing
@@ -154,14 +149,26 @@ func fieldError(path string, err error) error {
 	return &Error{Path: path, Rule: "is invalid", Err: err}
 }
 
+// jsonField spells a FieldError's Go field path ("Policy.Adaptive.Quantile")
+// as the service config does ("adaptiveDelay.quantile"): the type's name
+// dropped, each name lower-cased, and the few names that differ renamed.
 func jsonField(f string) string {
-	switch f {
-	case "retryableCodes":
-		return "retryableStatusCodes"
-	case "nonFatalCodes":
-		return "nonFatalStatusCodes"
+	_, f, _ = strings.Cut(f, ".")
+	parts := strings.Split(f, ".")
+	for i, p := range parts {
+		switch p {
+		case "RetryableCodes":
+			p = "retryableStatusCodes"
+		case "NonFatalCodes":
+			p = "nonFatalStatusCodes"
+		case "Adaptive":
+			p = "adaptiveDelay"
+		default:
+			p = strings.ToLower(p[:1]) + p[1:]
+		}
+		parts[i] = p
 	}
-	return f
+	return strings.Join(parts, ".")
 }
 
 func nameJSON(n Name) string {

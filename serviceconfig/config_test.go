@@ -40,9 +40,7 @@ const full = `{
       "hedgingPolicy": {"maxAttempts": 10, "nonFatalStatusCodes": ["UNEXPECTED", "TIMEOUT"]}
     }
   ],
-  "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1},
-  "busyThrottling": {"recoverRate": 3},
-  "lease": {"resource": "kv-reads", "wants": 100}
+  "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1}
 }`
 
 func TestParseFull(t *testing.T) {
@@ -73,14 +71,11 @@ func TestParseFull(t *testing.T) {
 	if c.RetryThrottling == nil || *c.RetryThrottling != (retry.ThrottleConfig{MaxTokens: 10, TokenRatio: 0.1}) {
 		t.Fatalf("RetryThrottling = %+v", c.RetryThrottling)
 	}
-	if string(c.BusyThrottling) != `{"recoverRate": 3}` || string(c.Lease) != `{"resource": "kv-reads", "wants": 100}` {
-		t.Fatalf("raw sections: %s / %s", c.BusyThrottling, c.Lease)
-	}
-	if _, err := retry.NewThrottle(*c.RetryThrottling); err != nil {
+	if err := c.RetryThrottling.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	// maxAttempts 10 is kept as written and capped where it is used.
-	if got := c.Methods[3].Hedge.Attempts(0); got != hedge.MaxAttemptsCap {
+	if got := c.Methods[3].Hedge.Attempts(0); got != retry.MaxAttemptsCap {
 		t.Fatalf("capped hedge attempts = %d", got)
 	}
 }
@@ -129,7 +124,7 @@ func TestParseValid(t *testing.T) {
 		test func(*Config) bool
 	}{
 		{"empty object", `{}`, func(c *Config) bool {
-			return len(c.Methods) == 0 && c.RetryThrottling == nil && c.BusyThrottling == nil && c.Lease == nil
+			return len(c.Methods) == 0 && c.RetryThrottling == nil
 		}},
 		{"whitespace around", " \n{}\t\n", func(c *Config) bool { return len(c.Methods) == 0 }},
 		{"hedgingDelay 0s sends all at once", `{"methodConfig":[{"name":[{"service":"s"}],"hedgingPolicy":{"maxAttempts":4,"hedgingDelay":"0s","nonFatalStatusCodes":["BUSY"]}}]}`,
@@ -214,8 +209,8 @@ func TestParseInvalid(t *testing.T) {
 		{"field names are case-sensitive", `{"MethodConfig":[]}`,
 			`serviceconfig: config has unknown field "MethodConfig" (known: methodConfig, retryThrottling, busyThrottling, lease, balancing)`},
 		{"methodConfig not an array", `{"methodConfig":{}}`, "serviceconfig: methodConfig is {}, must be a JSON array"},
-		{"busyThrottling not an object", `{"busyThrottling":3}`, "serviceconfig: busyThrottling is 3, must be a JSON object"},
-		{"lease null", `{"lease":null}`, "serviceconfig: lease is null, must be a JSON object"},
+		{"busyThrottling is refused", `{"busyThrottling":{"recoverRate":3}}`, "serviceconfig: busyThrottling is not read from a service config; set busy throttling with channel.WithBusyConfig (busy.Config)"},
+		{"lease is refused", `{"lease":{"resource":"kv-reads","wants":100}}`, "serviceconfig: lease is not read from a service config; lease a service's rate with channel.WithLease and a leasing.Client resource"},
 
 		// Method configs and names.
 		{"method config not an object", `{"methodConfig":[1]}`, "serviceconfig: methodConfig[0] is 1, must be a JSON object"},

@@ -14,8 +14,6 @@
 //	    "waitForReady": false
 //	  }],
 //	  "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1},
-//	  "busyThrottling": {...},
-//	  "lease": {...},
 //	  "balancing": [{"services": ["kv"], "slowStart": {...}, "outlierEjection": {...}}]
 //	}
 //
@@ -55,9 +53,9 @@
 // config with an *Error naming the field path and the rule
 // ("serviceconfig: methodConfig[0].retryPolicy.maxAttempts is 1, must be
 // >= 2"); it never adjusts a value to make it valid. Unknown fields are
-// rejected too, except the "busyThrottling" and "lease" sections, which
-// are kept unparsed (Config.BusyThrottling, Config.Lease) for the packages
-// that own them. maxAttempts above the client-side cap (5 by default) is
+// rejected too; so are the "busyThrottling" and "lease" sections, which
+// no Channel reads from a service config (the error names what to use:
+// channel.WithBusyConfig, channel.WithLease). maxAttempts above the client-side cap (5 by default) is
 // not an error: gRFC A6 says such values are treated as the cap,
 // which retry.Policy.Attempts and hedge.Policy.Attempts do.
 package serviceconfig

@@ -21,19 +21,14 @@ func Example() {
 	    },
 	    "timeout": "1.5s"
 	  }],
-	  "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1},
-	  "lease": {"resource": "kv"}
+	  "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1}
 	}`))
 	if err != nil {
 		log.Fatal(err)
 	}
 	m, _ := cfg.Lookup("search", "Query") // the whole service
 	fmt.Println("attempts:", m.Retry.Attempts(0), "timeout:", m.Timeout, "codes:", m.Retry.RetryableCodes.Codes())
-	throttle, err := retry.NewThrottle(*cfg.RetryThrottling)
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println("tokens:", throttle.Tokens(), "lease section:", string(cfg.Lease))
+	fmt.Println("retry throttling: maxTokens", cfg.RetryThrottling.MaxTokens, "tokenRatio", cfg.RetryThrottling.TokenRatio)
 
 	_, err = serviceconfig.Parse([]byte(`{"methodConfig": [{"name": [{"service": "kv"}],
 	  "retryPolicy": {"maxAttempts": 1, "initialBackoff": "0.1s", "maxBackoff": "1s",
@@ -41,7 +36,7 @@ func Example() {
 	fmt.Println(err)
 	// Output:
 	// attempts: 5 timeout: 1.5s codes: [BUSY DECLINED]
-	// tokens: 10 lease section: {"resource": "kv"}
+	// retry throttling: maxTokens 10 tokenRatio 0.1
 	// serviceconfig: methodConfig[0].retryPolicy.maxAttempts is 1, must be >= 2
 }
 

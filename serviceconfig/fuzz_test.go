@@ -50,7 +50,7 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 		if c.RetryThrottling != nil {
-			if _, err := retry.NewThrottle(*c.RetryThrottling); err != nil {
+			if err := c.RetryThrottling.Validate(); err != nil {
 				t.Fatalf("accepted throttling that retry rejects: %v", err)
 			}
 		}

@@ -57,16 +57,13 @@ func Parse(data []byte) (*Config, error) {
 			return nil, err
 		}
 	}
-	for _, s := range []struct {
-		key string
-		dst *json.RawMessage
-	}{{"busyThrottling", &c.BusyThrottling}, {"lease", &c.Lease}} {
-		if raw, ok := top[s.key]; ok {
-			if _, err := object(s.key, raw); err != nil {
-				return nil, err
-			}
-			*s.dst = slices.Clone(raw)
-		}
+	// Sections of gRPC's shape that no Channel reads: refused, so that a
+	// config never looks applied when it is not.
+	if _, ok := top["busyThrottling"]; ok {
+		return nil, &Error{Path: "busyThrottling", Rule: "is not read from a service config; set busy throttling with channel.WithBusyConfig (busy.Config)"}
+	}
+	if _, ok := top["lease"]; ok {
+		return nil, &Error{Path: "lease", Rule: "is not read from a service config; lease a service's rate with channel.WithLease and a leasing.Client resource"}
 	}
 	return c, nil
 }

@@ -2,11 +2,11 @@ package shed
 
 import (
 	"cmp"
-	"fmt"
 	"math"
 	"time"
 
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/config"
 )
 
 // Defaults of a Config: what its zero fields mean.
@@ -27,10 +27,9 @@ const (
 const MaxProbeSamples = 256
 
 // Config configures a Limiter. Its zero value is the default
-// configuration, and so is each zero field: set only what you change. For
-// the two fields where zero is itself a useful setting, Buffer and
-// ProbeJitter, 0 means the default and a negative value means zero (no
-// buffer, no jitter). New rejects a Config that fails Validate.
+// configuration, and so is each zero field: set only what you change.
+// Where zero is itself a useful setting (no buffer, no jitter) a bool says
+// so: NoBuffer, NoProbeJitter. New rejects a Config that fails Validate.
 type Config struct {
 	// InitialLimit is the limit a Limiter starts from (after its first
 	// probe), between MinLimit and MaxLimit. 0 means DefaultInitialLimit
@@ -40,10 +39,12 @@ type Config struct {
 	// 0 means DefaultMinLimit (1) and DefaultMaxLimit (1,000).
 	MinLimit, MaxLimit int
 	// Buffer is how much slower than the no-load latency requests may be,
-	// as a fraction of it, before the limit shrinks. 0 means DefaultBuffer
-	// (0.25); a negative value means no buffer: the limit shrinks as soon
-	// as requests are slower than the no-load latency.
+	// as a fraction of it, before the limit shrinks: a finite number >= 0.
+	// 0 means DefaultBuffer (0.25), unless NoBuffer is set.
 	Buffer float64
+	// NoBuffer makes the buffer zero: the limit shrinks as soon as
+	// requests are slower than the no-load latency. Buffer must then be 0.
+	NoBuffer bool
 	// Window is how often the limit is updated from the latencies of the
 	// requests that finished since the last update. 0 means DefaultWindow
 	// (100 ms).
@@ -52,9 +53,12 @@ type Config struct {
 	// least Window. 0 means DefaultProbeInterval (5 s).
 	ProbeInterval time.Duration
 	// ProbeJitter spreads probes: each interval is ProbeInterval times a
-	// random factor in [1-ProbeJitter, 1+ProbeJitter]. At most 1; 0 means
-	// DefaultProbeJitter (0.1); a negative value means no jitter.
+	// random factor in [1-ProbeJitter, 1+ProbeJitter]. In [0, 1]; 0 means
+	// DefaultProbeJitter (0.1), unless NoProbeJitter is set.
 	ProbeJitter float64
+	// NoProbeJitter makes probes exactly ProbeInterval apart. ProbeJitter
+	// must then be 0.
+	NoProbeJitter bool
 	// ProbeLimit is the limit during a probe, low enough that requests do
 	// not wait for each other. 0 means DefaultProbeLimit (3).
 	ProbeLimit int
@@ -62,14 +66,19 @@ type Config struct {
 	// before it ends; their median latency is the no-load latency. 1 to
 	// MaxProbeSamples; 0 means DefaultProbeSamples (25).
 	ProbeSamples int
-	// Clock is the Limiter's time source; nil means clock.Real. A Channel
-	// times its shedding on its own clock, and refuses a Config that sets
-	// this.
+	// Clock is the Limiter's time source; nil means clock.Real, or, for
+	// the limits a Channel makes (channel.ShedConfig.Adaptive), the
+	// Channel's clock (channel.WithClock). There a Clock that is set must
+	// be the Channel's.
 	Clock clock.Clock
 }
 
-// Validate reports the first field that breaks its rule, naming it and
-// what it must be. Zero fields are valid: they mean the defaults.
+// pkg names this package in configuration errors.
+const pkg = "shed"
+
+// Validate reports the first field that breaks its rule, in the order of
+// the fields, as a *retry.FieldError naming it and the rule, or nil. Zero
+// fields are valid: they mean the defaults.
 func (c Config) Validate() error {
 	for _, f := range []struct {
 		name   string
@@ -88,55 +97,51 @@ func (c Config) Validate() error {
 			continue
 		}
 		if f.dur {
-			return fmt.Errorf("shed: %s is %v, must be >= 0 (0 means the default, %v)", f.name, time.Duration(f.v), time.Duration(f.def))
+			return config.Errorf(pkg, "Config."+f.name, time.Duration(f.v), "must be >= 0 (0 means the default, %v)", time.Duration(f.def))
 		}
-		return fmt.Errorf("shed: %s is %d, must be >= 0 (0 means the default, %d)", f.name, f.v, f.def)
+		return config.Errorf(pkg, "Config."+f.name, f.v, "must be >= 0 (0 means the default, %d)", f.def)
 	}
 	d := c.withDefaults()
 	switch {
-	case math.IsNaN(c.Buffer) || math.IsInf(c.Buffer, 0):
-		return fmt.Errorf("shed: Buffer is %v, must be a finite number (0 means the default, %v; a negative value means none)", c.Buffer, DefaultBuffer)
-	case math.IsInf(c.ProbeJitter, 0):
-		return fmt.Errorf("shed: ProbeJitter is %v, must be a finite number (0 means the default, %v; a negative value means none)", c.ProbeJitter, DefaultProbeJitter)
-	case math.IsNaN(c.ProbeJitter) || c.ProbeJitter > 1:
-		return fmt.Errorf("shed: ProbeJitter is %v, must be at most 1 (0 means the default, %v; a negative value means none)", c.ProbeJitter, DefaultProbeJitter)
+	case !(c.Buffer >= 0) || math.IsInf(c.Buffer, 0):
+		return config.Errorf(pkg, "Config.Buffer", c.Buffer, "must be a finite number >= 0 (0 means the default, %v; NoBuffer means none)", DefaultBuffer)
+	case c.NoBuffer && c.Buffer != 0:
+		return config.Errorf(pkg, "Config.Buffer", c.Buffer, "must be 0 when NoBuffer is set")
+	case !(c.ProbeJitter >= 0 && c.ProbeJitter <= 1):
+		return config.Errorf(pkg, "Config.ProbeJitter", c.ProbeJitter, "must be in [0, 1] (0 means the default, %v; NoProbeJitter means none)", DefaultProbeJitter)
+	case c.NoProbeJitter && c.ProbeJitter != 0:
+		return config.Errorf(pkg, "Config.ProbeJitter", c.ProbeJitter, "must be 0 when NoProbeJitter is set")
 	case c.MaxLimit > math.MaxInt32:
-		return fmt.Errorf("shed: MaxLimit is %d, must be at most %d", c.MaxLimit, math.MaxInt32)
+		return config.Errorf(pkg, "Config.MaxLimit", c.MaxLimit, "must be at most %d", math.MaxInt32)
 	case d.MaxLimit < d.MinLimit && c.MaxLimit == 0:
-		return fmt.Errorf("shed: MaxLimit is 0, meaning the default %d, below MinLimit (%d); set MaxLimit >= MinLimit", DefaultMaxLimit, d.MinLimit)
+		return config.Errorf(pkg, "Config.MaxLimit", 0, "meaning the default %d, below MinLimit (%d); set MaxLimit >= MinLimit", DefaultMaxLimit, d.MinLimit)
 	case d.MaxLimit < d.MinLimit:
-		return fmt.Errorf("shed: MaxLimit is %d, must be >= MinLimit (%d)", c.MaxLimit, d.MinLimit)
+		return config.Errorf(pkg, "Config.MaxLimit", c.MaxLimit, "must be >= MinLimit (%d)", d.MinLimit)
 	case d.InitialLimit < d.MinLimit || d.InitialLimit > d.MaxLimit:
-		return fmt.Errorf("shed: InitialLimit is %d, must be between MinLimit (%d) and MaxLimit (%d)", c.InitialLimit, d.MinLimit, d.MaxLimit)
+		return config.Errorf(pkg, "Config.InitialLimit", c.InitialLimit, "must be between MinLimit (%d) and MaxLimit (%d)", d.MinLimit, d.MaxLimit)
 	case d.ProbeInterval < d.Window && c.ProbeInterval == 0:
-		return fmt.Errorf("shed: ProbeInterval is 0, meaning the default %v, below Window (%v); set ProbeInterval >= Window", DefaultProbeInterval, d.Window)
+		return config.Errorf(pkg, "Config.ProbeInterval", time.Duration(0), "meaning the default %v, below Window (%v); set ProbeInterval >= Window", DefaultProbeInterval, d.Window)
 	case d.ProbeInterval < d.Window:
-		return fmt.Errorf("shed: ProbeInterval is %v, must be >= Window (%v)", c.ProbeInterval, d.Window)
+		return config.Errorf(pkg, "Config.ProbeInterval", c.ProbeInterval, "must be >= Window (%v)", d.Window)
 	case c.ProbeSamples > MaxProbeSamples:
-		return fmt.Errorf("shed: ProbeSamples is %d, must be between 1 and %d (0 means the default, %d)", c.ProbeSamples, MaxProbeSamples, DefaultProbeSamples)
+		return config.Errorf(pkg, "Config.ProbeSamples", c.ProbeSamples, "must be between 1 and %d (0 means the default, %d)", MaxProbeSamples, DefaultProbeSamples)
 	}
 	return nil
 }
 
-// withDefaults returns c with its zero fields set to their defaults and
-// negative Buffer and ProbeJitter set to zero.
+// withDefaults returns c with its zero fields set to their defaults, and
+// Buffer and ProbeJitter zero when NoBuffer and NoProbeJitter say so.
 func (c Config) withDefaults() Config {
 	c.MinLimit = cmp.Or(c.MinLimit, DefaultMinLimit)
 	c.MaxLimit = cmp.Or(c.MaxLimit, DefaultMaxLimit)
 	c.InitialLimit = cmp.Or(c.InitialLimit, min(max(DefaultInitialLimit, c.MinLimit), c.MaxLimit))
-	switch {
-	case c.Buffer == 0:
+	if c.Buffer == 0 && !c.NoBuffer {
 		c.Buffer = DefaultBuffer
-	case c.Buffer < 0:
-		c.Buffer = 0
 	}
 	c.Window = cmp.Or(c.Window, DefaultWindow)
 	c.ProbeInterval = cmp.Or(c.ProbeInterval, DefaultProbeInterval)
-	switch {
-	case c.ProbeJitter == 0:
+	if c.ProbeJitter == 0 && !c.NoProbeJitter {
 		c.ProbeJitter = DefaultProbeJitter
-	case c.ProbeJitter < 0:
-		c.ProbeJitter = 0
 	}
 	c.ProbeLimit = cmp.Or(c.ProbeLimit, DefaultProbeLimit)
 	c.ProbeSamples = cmp.Or(c.ProbeSamples, DefaultProbeSamples)

@@ -102,9 +102,7 @@ func New(cfg Config) (*Limiter, error) {
 }
 
 // Config returns the Limiter's configuration, its defaults filled in,
-// Clock included. A Channel or a peer list refuses a configuration with
-// its own Clock (their limiters run on their owner's clock): clear Clock
-// before giving the result back to one.
+// Clock included.
 func (l *Limiter) Config() Config { return l.cfg }
 
 // Acquire admits a request if fewer than the limit are in flight: it

@@ -191,7 +191,7 @@ func TestPushback(t *testing.T) {
 }
 
 func TestProbesAgainAndFollowsTheHandler(t *testing.T) {
-	l := newLimiter(t, func(c *Config) { c.ProbeJitter = -1 }) // no jitter
+	l := newLimiter(t, func(c *Config) { c.NoProbeJitter = true })
 	now := probe(t, l, t0, time.Millisecond)
 	// The handler becomes four times slower: the limit shrinks, then the
 	// next probe learns the new latency.
@@ -215,7 +215,7 @@ func TestProbesAgainAndFollowsTheHandler(t *testing.T) {
 }
 
 func TestSlowHandlersProbeLessOften(t *testing.T) {
-	l := newLimiter(t, func(c *Config) { c.ProbeJitter = -1 }) // no jitter
+	l := newLimiter(t, func(c *Config) { c.NoProbeJitter = true })
 	now := probe(t, l, t0, time.Second)
 	for i := 0; i < 100; i++ {
 		now = window(t, l, now, 10, time.Second)
@@ -291,21 +291,21 @@ func TestValidate(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{Config{MinLimit: -1}, "shed: MinLimit is -1, must be >= 0 (0 means the default, 1)"},
-		{Config{MinLimit: 2000}, "shed: MaxLimit is 0, meaning the default 1000, below MinLimit (2000); set MaxLimit >= MinLimit"},
-		{Config{MinLimit: 10, MaxLimit: 5}, "shed: MaxLimit is 5, must be >= MinLimit (10)"},
-		{Config{InitialLimit: 2000}, "shed: InitialLimit is 2000, must be between MinLimit (1) and MaxLimit (1000)"},
-		{Config{InitialLimit: -3}, "shed: InitialLimit is -3, must be >= 0 (0 means the default, 20)"},
-		{Config{Buffer: math.NaN()}, "shed: Buffer is NaN, must be a finite number (0 means the default, 0.25; a negative value means none)"},
-		{Config{Buffer: math.Inf(1)}, "shed: Buffer is +Inf"},
-		{Config{Window: -time.Second}, "shed: Window is -1s, must be >= 0 (0 means the default, 100ms)"},
-		{Config{ProbeInterval: time.Millisecond}, "shed: ProbeInterval is 1ms, must be >= Window (100ms)"},
-		{Config{Window: 10 * time.Second}, "shed: ProbeInterval is 0, meaning the default 5s, below Window (10s); set ProbeInterval >= Window"},
-		{Config{ProbeJitter: 2}, "shed: ProbeJitter is 2, must be at most 1 (0 means the default, 0.1; a negative value means none)"},
-		{Config{ProbeJitter: math.Inf(-1)}, "shed: ProbeJitter is -Inf, must be a finite number"},
-		{Config{ProbeJitter: math.NaN()}, "shed: ProbeJitter is NaN"},
-		{Config{ProbeLimit: -1}, "shed: ProbeLimit is -1, must be >= 0 (0 means the default, 3)"},
-		{Config{ProbeSamples: MaxProbeSamples + 1}, "shed: ProbeSamples is 257, must be between 1 and 256"},
+		{Config{MinLimit: -1}, "shed: Config.MinLimit is -1, must be >= 0 (0 means the default, 1)"},
+		{Config{MinLimit: 2000}, "shed: Config.MaxLimit is 0, meaning the default 1000, below MinLimit (2000); set MaxLimit >= MinLimit"},
+		{Config{MinLimit: 10, MaxLimit: 5}, "shed: Config.MaxLimit is 5, must be >= MinLimit (10)"},
+		{Config{InitialLimit: 2000}, "shed: Config.InitialLimit is 2000, must be between MinLimit (1) and MaxLimit (1000)"},
+		{Config{InitialLimit: -3}, "shed: Config.InitialLimit is -3, must be >= 0 (0 means the default, 20)"},
+		{Config{Buffer: math.NaN()}, "shed: Config.Buffer is NaN, must be a finite number >= 0"},
+		{Config{Buffer: math.Inf(1)}, "shed: Config.Buffer is +Inf"},
+		{Config{Window: -time.Second}, "shed: Config.Window is -1s, must be >= 0 (0 means the default, 100ms)"},
+		{Config{ProbeInterval: time.Millisecond}, "shed: Config.ProbeInterval is 1ms, must be >= Window (100ms)"},
+		{Config{Window: 10 * time.Second}, "shed: Config.ProbeInterval is 0s, meaning the default 5s, below Window (10s); set ProbeInterval >= Window"},
+		{Config{ProbeJitter: 2}, "shed: Config.ProbeJitter is 2, must be in [0, 1]"},
+		{Config{ProbeJitter: math.Inf(-1)}, "shed: Config.ProbeJitter is -Inf, must be in [0, 1]"},
+		{Config{ProbeJitter: math.NaN()}, "shed: Config.ProbeJitter is NaN"},
+		{Config{ProbeLimit: -1}, "shed: Config.ProbeLimit is -1, must be >= 0 (0 means the default, 3)"},
+		{Config{ProbeSamples: MaxProbeSamples + 1}, "shed: Config.ProbeSamples is 257, must be between 1 and 256"},
 	} {
 		_, err := New(c.cfg)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -315,8 +315,8 @@ func TestValidate(t *testing.T) {
 }
 
 // The zero Config, and each zero field, mean the defaults; a default
-// InitialLimit outside the bounds set moves into them; a negative Buffer or
-// ProbeJitter means none.
+// InitialLimit outside the bounds set moves into them; NoBuffer and
+// NoProbeJitter mean none.
 func TestZeroConfigMeansDefaults(t *testing.T) {
 	defaults := Config{InitialLimit: DefaultInitialLimit, MinLimit: DefaultMinLimit, MaxLimit: DefaultMaxLimit,
 		Buffer: DefaultBuffer, Window: DefaultWindow, ProbeInterval: DefaultProbeInterval, ProbeJitter: DefaultProbeJitter,
@@ -328,7 +328,7 @@ func TestZeroConfigMeansDefaults(t *testing.T) {
 		{Config{}, defaults},
 		{Config{MinLimit: 50, MaxLimit: 60}, with(func(c *Config) { c.MinLimit, c.MaxLimit, c.InitialLimit = 50, 60, 50 })},
 		{Config{MaxLimit: 8}, with(func(c *Config) { c.MaxLimit, c.InitialLimit = 8, 8 })},
-		{Config{Buffer: -1, ProbeJitter: -1}, with(func(c *Config) { c.Buffer, c.ProbeJitter = 0, 0 })},
+		{Config{NoBuffer: true, NoProbeJitter: true}, with(func(c *Config) { c.Buffer, c.ProbeJitter, c.NoBuffer, c.NoProbeJitter = 0, 0, true, true })},
 	} {
 		l, err := New(tt.cfg)
 		if err != nil {
@@ -358,7 +358,7 @@ func TestIdleLimitDoesNotDrift(t *testing.T) {
 // never finish hold every probe slot; the probe still ends after its time,
 // and requests are admitted again.
 func TestProbeEndsWhenRequestsHang(t *testing.T) {
-	l := newLimiter(t, func(c *Config) { c.ProbeJitter = -1 }) // no jitter
+	l := newLimiter(t, func(c *Config) { c.NoProbeJitter = true })
 	now := probe(t, l, t0, time.Millisecond)
 	for i := 0; i < DefaultProbeLimit; i++ { // they never finish
 		if _, ok := l.AcquireAt(now); !ok {

@@ -1,7 +1,10 @@
-// Package stats defines, once, the name of every metric Sluice reports, and
-// the Recorder through which a Channel reports its per-call, per-peer and
-// per-connection metrics to a tally.Scope. The constants' doc comments are
-// the reference for each metric; this comment lists them together.
+// Package stats defines, once, the name of every metric Sluice reports,
+// with its tags, histogram buckets and the caps on its series: what a
+// dashboard or an alert is written against. A Channel reports them to the
+// tally.Scope given to channel.WithScope; the leasing client and server and
+// the discovery registrars to the scope in their configuration. The
+// constants' doc comments are the reference for each metric; this comment
+// lists them together.
 //
 // # Tags
 //
@@ -9,7 +12,7 @@
 // carry service and peer (the peer's host:port); connection metrics carry
 // peer only. A Channel may report calls to several methods under one shared
 // method tag (MethodOther), to bound the number of series; package channel
-// says when (channel.MaxMethodSeries). Likewise the Recorder gives series
+// says when (channel.MaxMethodSeries). Likewise a Channel gives series
 // of their own to the first MaxPeerSeries peers and connections, and
 // reports later ones under the peer tag PeerOther. Error counters add code: the
 // upper-case TChannel code name
@@ -93,9 +96,7 @@
 // huge once a sample lands in the last bucket): compute means and
 // quantiles from _bucket and _count.
 //
-// # Cost
-//
-// The Recorder makes each tagged scope and metric once and caches it, so
-// recording a call, its latency and its attempts allocates nothing. A
-// Recorder made with a nil scope hands out metrics that do nothing.
+// A Channel makes each tagged scope and metric once and caches it, so
+// recording a call, its latency and its attempts allocates nothing; with
+// no scope it reports nowhere and costs nothing.
 package stats

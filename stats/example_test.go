@@ -2,35 +2,20 @@ package stats_test
 
 import (
 	"fmt"
-	"time"
+	"strings"
 
 	"github.com/sluice-rpc/sluice/stats"
-	"github.com/uber-go/tally/v4"
 )
 
+// A dashboard names the metrics by these constants. Through tally's
+// Prometheus reporter (separator "_") a service's error ratio is the
+// call.errors counter over calls, both tagged service.
 func Example() {
-	scope := tally.NewTestScope("", nil)
-	r := stats.NewRecorder(scope)
-	r.Method("kv", "get").Call(2*time.Millisecond, "BUSY")
-	c := scope.Snapshot().Counters()["call.errors+code=BUSY,method=get,service=kv"]
-	fmt.Println(c.Name(), c.Tags()["code"], c.Value())
-	// Output: call.errors BUSY 1
-}
-
-// A call that took 3ms and sent 2 attempts: its latency lands in the 5ms
-// bucket (above 2ms, up to 5ms), its attempts in bucket 2.
-func ExampleMethod() {
-	scope := tally.NewTestScope("", nil)
-	m := stats.NewRecorder(scope).Method("kv", "get")
-	m.Call(3*time.Millisecond, "")
-	m.CallAttempts(2)
-
-	hs := scope.Snapshot().Histograms()
-	lat := hs["call.latency+method=get,service=kv"].Durations()
-	att := hs["call.attempts+method=get,service=kv"].Values()
-	fmt.Println("latency <= 2ms:", lat[2*time.Millisecond], "<= 5ms:", lat[5*time.Millisecond])
-	fmt.Println("attempts 1:", att[1], "2:", att[2])
+	prom := func(name string) string { return strings.ReplaceAll(name, ".", "_") }
+	fmt.Printf("sum(rate(%s{%s=%q}[1m])) by (%s) / ignoring(%s) group_left sum(rate(%s{%s=%q}[1m]))\n",
+		prom(stats.CallErrors), stats.TagService, "kv", stats.TagCode, stats.TagCode, prom(stats.Calls), stats.TagService, "kv")
+	fmt.Println(len(stats.LatencyBuckets), "latency bounds from", stats.LatencyBuckets[0], "to", stats.LatencyBuckets[len(stats.LatencyBuckets)-1])
 	// Output:
-	// latency <= 2ms: 0 <= 5ms: 1
-	// attempts 1: 0 2: 1
+	// sum(rate(call_errors{service="kv"}[1m])) by (code) / ignoring(code) group_left sum(rate(calls{service="kv"}[1m]))
+	// 16 latency bounds from 100µs to 10s
 }

@@ -1,7 +1,6 @@
 package stats
 
 import (
-	"slices"
 	"time"
 
 	"github.com/uber-go/tally/v4"
@@ -79,7 +78,7 @@ const (
 // the first holds everything up to 100µs. Prometheus sees the bounds in
 // seconds: le="0.0001", "0.0002", "0.0005", "0.001", ..., "10", "+Inf".
 //
-// The Recorder uses a copy made when the program starts: changing this
+// A Channel uses a copy made when the program starts: changing this
 // variable changes no histogram.
 var LatencyBuckets = steps125(100*time.Microsecond, 10*time.Second)
 
@@ -105,15 +104,9 @@ func steps125(from, through time.Duration) tally.DurationBuckets {
 // (channel.WithMaxAttemptsCap). Prometheus sees le="0", "1", ..., "5",
 // "+Inf".
 //
-// The Recorder uses a copy made when the program starts: changing this
+// A Channel uses a copy made when the program starts: changing this
 // variable changes no histogram.
 var AttemptBuckets = tally.ValueBuckets{0, 1, 2, 3, 4, 5}
-
-// The copies the Recorder uses.
-var (
-	latencyBuckets = slices.Clone(LatencyBuckets)
-	attemptBuckets = slices.Clone(AttemptBuckets)
-)
 
 // RetryTokens is a gauge tagged service: the tokens in the service's
 // retry-throttling bucket.
@@ -174,9 +167,9 @@ const CodeLocal = "LOCAL"
 const MethodOther = "_other"
 
 // PeerOther is the peer tag of the per-peer and connection metrics of the
-// peers that have no series of their own: a Recorder gives series of their
-// own to the first MaxPeerSeries (service, host:port) pairs it is asked
-// for, and to the first MaxPeerSeries host:ports' connections, and reports
+// peers that have no series of their own: a Channel gives series of their
+// own to the first MaxPeerSeries (service, host:port) pairs, and to the
+// first MaxPeerSeries host:ports' connections, and reports
 // every later one under this tag (one series per service), so that a
 // registry rotating addresses cannot multiply the series: tally keeps a
 // series, and its Prometheus reporter exports it, for the life of the
@@ -185,7 +178,7 @@ const PeerOther = "_other"
 
 // MaxPeerSeries bounds the peers (per service and host:port) and the
 // connections (per host:port) that get metric series of their own from one
-// Recorder: each costs about 10 KB that tally never frees. A client of
+// Channel: each costs about 10 KB that tally never frees. A client of
 // more peers than this still counts all of them, the later ones under
 // PeerOther.
 const MaxPeerSeries = 1024

@@ -51,10 +51,14 @@ func sluiceGet(b *testing.B, ctx tthrift.Context, hp string) func() error {
 		b.Fatal(err)
 	}
 	b.Cleanup(ch.Close)
-	if err := ch.AddPeer(service, hp); err != nil {
+	cl, err := ch.NewClient(service)
+	if err != nil {
 		b.Fatal(err)
 	}
-	return get(ctx, keyvalue.NewTChanKeyValueClient(NewClient(ch, service)))
+	if err := cl.AddPeer(hp); err != nil {
+		b.Fatal(err)
+	}
+	return get(ctx, keyvalue.NewTChanKeyValueClient(NewClient(cl)))
 }
 
 func get(ctx tthrift.Context, kv keyvalue.TChanKeyValue) func() error {

@@ -151,7 +151,7 @@ func TestWithCallOptionsShardKeyRoutes(t *testing.T) {
 	}
 	ch, _, kv := startClient(t, servers...)
 	for _, key := range []string{"user-1", "user-2", "user-3"} {
-		home, err := ch.ShardHome(service, key)
+		home, err := ch.ShardHome(key)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,23 +20,29 @@ const maxPooledBuffer = 64 << 10
 // maxMethodNames bounds a client's cache of "Service::method" names.
 const maxMethodNames = 256
 
-var errNilChannel = errors.New("sluice: thrift: the client has no channel; make it with NewClient(ch, service) and a non-nil ch")
+var errNilClient = errors.New("sluice: thrift: the client has no channel.Client; make it with NewClient(cl) and a non-nil cl from Channel.NewClient")
 
-// NewClient returns a thrift.TChanClient that sends every call to service
-// (the TChannel service name the servers register under) through ch's
-// pipeline. Wrap it in a generated client:
+// NewClient returns a thrift.TChanClient that sends every call through
+// cl's pipeline, to cl's service (the TChannel service name the servers
+// register under). Wrap it in a generated client:
 //
-//	kv := keyvalue.NewTChanKeyValueClient(thrift.NewClient(ch, "keyvalue"))
+//	kvc, err := ch.NewClient("keyvalue", channel.WithMethods("KeyValue::Get"))
+//	...
+//	kv := keyvalue.NewTChanKeyValueClient(thrift.NewClient(kvc))
 //
-// The client is safe for concurrent use and cheap: make one per service and
-// keep it.
-func NewClient(ch *channel.Channel, service string) tthrift.TChanClient {
-	return &client{ch: ch, service: service}
+// The client is safe for concurrent use and cheap: make one per
+// channel.Client and keep it.
+func NewClient(cl *channel.Client) tthrift.TChanClient {
+	c := &client{cl: cl}
+	if cl != nil {
+		c.service = cl.Service()
+	}
+	return c
 }
 
-// client implements tthrift.TChanClient on a Sluice channel.
+// client implements tthrift.TChanClient on a Sluice channel.Client.
 type client struct {
-	ch      *channel.Channel
+	cl      *channel.Client
 	service string
 
 	// names caches thriftService+"::"+method so calls do not build the
@@ -53,8 +59,8 @@ type methodKey struct{ service, method string }
 // error when the server answered with a declared exception (which resp
 // then holds), and a non-nil error when the call failed.
 func (c *client) Call(ctx tthrift.Context, thriftService, methodName string, req, resp athrift.TStruct) (bool, error) {
-	if c.ch == nil {
-		return false, errNilChannel
+	if c.cl == nil {
+		return false, errNilClient
 	}
 	method := c.methodName(thriftService, methodName)
 	cd := getCodec()
@@ -67,7 +73,7 @@ func (c *client) Call(ctx tthrift.Context, thriftService, methodName string, req
 	if p, _ := ctx.Value(callOptionsKey{}).(*[]channel.CallOption); p != nil {
 		opts = *p
 	}
-	res, err := c.ch.Call(ctx, c.service, method, &cd.req, opts...)
+	res, err := c.cl.Call(ctx, method, &cd.req, opts...)
 	if err != nil {
 		return false, err
 	}

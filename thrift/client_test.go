@@ -75,7 +75,7 @@ func TestDeclaredExceptionIsTypedAndSentOnce(t *testing.T) {
 			if got := a.received.Load() + b.received.Load(); got != 1 {
 				t.Errorf("the exception was retried: got %v, want %v", got, 1)
 			}
-			for _, p := range c.Peers(service) {
+			for _, p := range c.Peers() {
 				if p.Busy != 0 {
 					t.Errorf("an exception counted as busy on %s: got %v, want 0", p.HostPort, p.Busy)
 				}
@@ -131,7 +131,7 @@ func TestBusyServerIsThrottledAndTrafficMoves(t *testing.T) {
 	bad, _ := startServer(t)
 	c, clk, kv := startClient(t, a, b, bad)
 	limit := func() float64 {
-		for _, p := range c.Peers(service) {
+		for _, p := range c.Peers() {
 			if p.HostPort == bad.hostPort {
 				return p.Limit
 			}
@@ -259,16 +259,16 @@ func TestMalformedResponses(t *testing.T) {
 	}
 }
 
-func TestNilChannelIsAnErrorNotAPanic(t *testing.T) {
-	ok, err := NewClient(nil, service).Call(ctxTimeout(t, nil), "KeyValue", "Get", &keyvalue.KeyValueGetArgs{}, &keyvalue.KeyValueGetResult{})
+func TestNilClientIsAnErrorNotAPanic(t *testing.T) {
+	ok, err := NewClient(nil).Call(ctxTimeout(t, nil), "KeyValue", "Get", &keyvalue.KeyValueGetArgs{}, &keyvalue.KeyValueGetResult{})
 	if ok {
 		t.Error("ok = true, want false")
 	}
 	if err == nil {
 		t.Fatal("Call succeeded, want an error")
 	}
-	if !strings.Contains(err.Error(), "no channel") {
-		t.Errorf("Call error = %q, want it to contain %q", err, "no channel")
+	if !strings.Contains(err.Error(), "no channel.Client") {
+		t.Errorf("Call error = %q, want it to contain %q", err, "no channel.Client")
 	}
 }
 
@@ -283,7 +283,7 @@ func TestNoPeers(t *testing.T) {
 // The cache of method names returns the same names as concatenation, and
 // stops growing at its bound.
 func TestMethodNameCache(t *testing.T) {
-	c := NewClient(nil, service).(*client)
+	c := NewClient(nil).(*client)
 	if got := c.methodName("KeyValue", "Get"); got != "KeyValue::Get" {
 		t.Errorf(`c.methodName("KeyValue", "Get") = %q, want %q`, got, "KeyValue::Get")
 	}

@@ -50,10 +50,14 @@ func Example() {
 		panic(err)
 	}
 	defer client.Close()
-	if err := client.AddPeer("keyvalue", server.HostPort()); err != nil {
+	kvc, err := client.NewClient("keyvalue", channel.WithMethods("KeyValue::Get", "KeyValue::Set"))
+	if err != nil {
 		panic(err)
 	}
-	kv := keyvalue.NewTChanKeyValueClient(thrift.NewClient(client, "keyvalue"))
+	if err := kvc.AddPeer(server.HostPort()); err != nil {
+		panic(err)
+	}
+	kv := keyvalue.NewTChanKeyValueClient(thrift.NewClient(kvc))
 
 	c, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -105,10 +109,14 @@ func ExamplePreviousAttempts() {
 		panic(err)
 	}
 	defer client.Close()
-	if err := client.AddPeer("keyvalue", server.HostPort()); err != nil {
+	kvc, err := client.NewClient("keyvalue", channel.WithMethods("KeyValue::Get", "KeyValue::Set"))
+	if err != nil {
 		panic(err)
 	}
-	kv := keyvalue.NewTChanKeyValueClient(thrift.NewClient(client, "keyvalue"))
+	if err := kvc.AddPeer(server.HostPort()); err != nil {
+		panic(err)
+	}
+	kv := keyvalue.NewTChanKeyValueClient(thrift.NewClient(kvc))
 
 	c, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -154,10 +162,14 @@ func ExampleWithCallOptions() {
 		panic(err)
 	}
 	defer client.Close()
-	if err := client.AddPeer("keyvalue", server.HostPort()); err != nil {
+	kvc, err := client.NewClient("keyvalue", channel.WithMethods("KeyValue::Get", "KeyValue::Set"))
+	if err != nil {
 		panic(err)
 	}
-	kv := keyvalue.NewTChanKeyValueClient(thrift.NewClient(client, "keyvalue"))
+	if err := kvc.AddPeer(server.HostPort()); err != nil {
+		panic(err)
+	}
+	kv := keyvalue.NewTChanKeyValueClient(thrift.NewClient(kvc))
 
 	c, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()

@@ -172,10 +172,10 @@ func closePlain(t testing.TB, ch *tchannel.Channel) {
 	testwait.Recv(t, ch.ClosedChan(), "the plain channel to close")
 }
 
-// startClient returns a Sluice client channel whose busy windows follow a
-// fake clock, with the servers as peers of service, and the generated client
-// on top of it.
-func startClient(t testing.TB, servers ...*kvServer) (*channel.Channel, *clock.Fake, keyvalue.TChanKeyValue) {
+// startClient returns a Sluice Client of service, on a channel whose busy
+// windows follow a fake clock, with the servers as peers, and the
+// generated client on top of it.
+func startClient(t testing.TB, servers ...*kvServer) (*channel.Client, *clock.Fake, keyvalue.TChanKeyValue) {
 	t.Helper()
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	ch, err := channel.New("kv-client", channel.WithClock(clk))
@@ -183,12 +183,16 @@ func startClient(t testing.TB, servers ...*kvServer) (*channel.Channel, *clock.F
 		t.Fatal(err)
 	}
 	t.Cleanup(ch.Close)
+	cl, err := ch.NewClient(service)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, s := range servers {
-		if err := ch.AddPeer(service, s.hostPort); err != nil {
+		if err := cl.AddPeer(s.hostPort); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return ch, clk, keyvalue.NewTChanKeyValueClient(NewClient(ch, service))
+	return cl, clk, keyvalue.NewTChanKeyValueClient(NewClient(cl))
 }
 
 // startPlainClient returns tchannel-go's own generated Thrift client on a

@@ -293,7 +293,7 @@ func TestInboundMiddlewareSkipsMetaHealth(t *testing.T) {
 	}))
 	c, _, _ := startClient(t, s)
 	var res meta.MetaHealthResult
-	ok, err := NewClient(c, service).Call(ctxTimeout(t, nil), "Meta", "health", &meta.MetaHealthArgs{Hr: &meta.HealthRequest{}}, &res)
+	ok, err := NewClient(c).Call(ctxTimeout(t, nil), "Meta", "health", &meta.MetaHealthArgs{Hr: &meta.HealthRequest{}}, &res)
 	if err != nil {
 		t.Fatalf("Call: %v", err)
 	}

@@ -33,18 +33,22 @@ func startRetryClient(t *testing.T, servers ...*kvServer) keyvalue.TChanKeyValue
 		t.Fatalf("channel.New: %v", err)
 	}
 	t.Cleanup(ch.Close)
+	cl, err := ch.NewClient(service)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, s := range servers {
-		if err := ch.AddPeer(service, s.hostPort); err != nil {
+		if err := cl.AddPeer(s.hostPort); err != nil {
 			t.Fatalf("AddPeer: %v", err)
 		}
 	}
 	// Retries go to distinct peers among those ready: have them all ready.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := ch.Connect(ctx, service); err != nil {
+	if err := cl.Connect(ctx); err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
-	return keyvalue.NewTChanKeyValueClient(NewClient(ch, service))
+	return keyvalue.NewTChanKeyValueClient(NewClient(cl))
 }
 
 // Of two servers one answers Busy: every call succeeds, each busy answer

@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/internal/chanhook"
+	"github.com/sluice-rpc/sluice/internal/decline"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber-go/tally/v4"
@@ -27,7 +29,8 @@ type Server struct {
 	*tthrift.Server
 	limit    int64
 	oversize tally.Counter
-	mw       channel.InboundMiddleware // nil without any
+	// inbound runs the Channel's inbound middleware; nil without any.
+	inbound func(ctx context.Context, method string, f tchannel.Format, h map[string]string, next func(context.Context) error) error
 }
 
 // NewServer returns a Server that registers its handlers on ch, so requests
@@ -42,9 +45,15 @@ type Server struct {
 // Busy, which the calling Sluice clients throttle and may retry elsewhere.
 // Unlike on a plain tchannel-go channel, the Thrift meta service (health
 // checks) is registered under ch's own service name only.
+//
+// It panics if ch is nil, as a Thrift server of no Channel cannot serve.
 func NewServer(ch *channel.Channel) *Server {
-	return &Server{Server: tthrift.NewServer(ch.Registrar()), limit: ch.MaxRequestSize(),
-		oversize: ch.Stats().Scope().Counter(stats.ServerOversize), mw: ch.InboundMiddleware()}
+	ss, err := chanhook.ServerOf(ch)
+	if err != nil {
+		panic("sluice: thrift: NewServer: " + err.Error())
+	}
+	return &Server{Server: tthrift.NewServer(ss.Registrar), limit: ss.MaxRequestSize,
+		oversize: ss.Scope.Counter(stats.ServerOversize), inbound: ss.Inbound}
 }
 
 // Register registers svr's methods as tchannel-go's Register does, and
@@ -79,7 +88,7 @@ func (b bounded) Handle(ctx tthrift.Context, method string, p athrift.TProtocol)
 	if !ok {
 		tr = athrift.NewTRichTransport(p.Transport())
 	}
-	if b.s.mw != nil {
+	if b.s.inbound != nil {
 		return b.handleVia(ctx, method, tr)
 	}
 	return b.decode(ctx, method, tr)
@@ -110,12 +119,12 @@ func (b bounded) tooLarge() error {
 
 // handlerError is err as tchannel-go's Thrift server should answer it: a
 // system error, wrapped or not, answers with its code (tchannel-go looks
-// only at an unwrapped one), after channel.HandlerError.
+// only at an unwrapped one), after decline.HandlerError.
 func handlerError(err error) error {
 	if err == nil {
 		return nil
 	}
-	err = channel.HandlerError(err)
+	err = decline.HandlerError(err)
 	var se tchannel.SystemError
 	if errors.As(err, &se) {
 		return se
@@ -161,16 +170,11 @@ func (b bounded) handleVia(ctx tthrift.Context, method string, tr transport) (bo
 		return false, nil, athrift.NewTProtocolException(err)
 	}
 
-	in := &channel.Inbound{Format: tchannel.Thrift, Headers: ctx.Headers()}
-	if call, ok := tchannel.CurrentCall(ctx).(*tchannel.InboundCall); ok {
-		in = channel.InboundOf(call, tchannel.Thrift, ctx.Headers())
-	}
-	in.Method = b.Service() + "::" + method
 	var (
 		success bool
 		res     athrift.TStruct
 	)
-	err = b.s.mw(ctx, in, func(mctx context.Context) error {
+	err = b.s.inbound(ctx, b.Service()+"::"+method, tchannel.Thrift, ctx.Headers(), func(mctx context.Context) error {
 		tctx, ok := mctx.(tthrift.Context)
 		if !ok {
 			tctx = tthrift.Wrap(mctx)

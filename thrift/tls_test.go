@@ -62,10 +62,14 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(cc.Close)
-	if err := cc.AddPeer(service, ch.HostPort()); err != nil {
+	cl, err := cc.NewClient(service)
+	if err != nil {
 		t.Fatal(err)
 	}
-	kv := keyvalue.NewTChanKeyValueClient(NewClient(cc, service))
+	if err := cl.AddPeer(ch.HostPort()); err != nil {
+		t.Fatal(err)
+	}
+	kv := keyvalue.NewTChanKeyValueClient(NewClient(cl))
 	ctx := ctxTimeout(t, nil)
 	if err := kv.Set(ctx, "k", "v"); err != nil {
 		t.Fatalf("Set: %v", err)

@@ -7,8 +7,8 @@ import (
 )
 
 // tlsfiles is the TLS helper of the channel, which a program pays for
-// without gRPC: it imports the standard library, Sluice's clock and its guarded
-// read of local files only.
+// without gRPC: it imports the standard library, Sluice's clock, its guarded
+// read of local files and its configuration error type only.
 func TestImportsStandardLibraryOnly(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").CombinedOutput()
 	if err != nil {
@@ -17,9 +17,14 @@ func TestImportsStandardLibraryOnly(t *testing.T) {
 	allowed := map[string]bool{
 		"github.com/sluice-rpc/sluice/tlsfiles": true,
 		"github.com/sluice-rpc/sluice/clock":    true,
+		// clock's: whether a context ended; the standard library only.
+		"github.com/sluice-rpc/sluice/internal/ctxerr": true,
 		// The guarded read of local files, shared with the rest of
 		// Sluice; it imports the standard library only.
 		"github.com/sluice-rpc/sluice/internal/localfile": true,
+		// The configuration error type (retry.FieldError); it imports
+		// the standard library only.
+		"github.com/sluice-rpc/sluice/internal/config": true,
 	}
 	for _, dep := range strings.Fields(string(out)) {
 		if !allowed[dep] {

@@ -43,8 +43,8 @@
 // intermediates), at New as on a reload: every handshake would fail with
 // an expired certificate or carry an absurd chain, while the one before
 // still works. A file that does not load leaves the last good one in
-// use, handshakes go on with it, and the error is reported to
-// Config.OnReloadError and kept by LastError until the files load again.
+// use, handshakes go on with it, and the error is logged at Warn on
+// Config.Logger and kept by LastError until the files load again.
 //
 // # How each side picks up new files
 //

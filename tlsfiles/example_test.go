@@ -16,8 +16,9 @@ import (
 // again within a second, at the next handshake).
 func Example() {
 	server, err := tlsfiles.New(tlsfiles.Config{
-		Files:         tlsfiles.Files{Cert: "testdata/server.pem", Key: "testdata/server-key.pem", CA: "testdata/ca.pem"},
-		OnReloadError: func(err error) { log.Print(err) }, // a replaced file that does not load
+		// A replaced file that does not load is logged on slog.Default()
+		// (Config.Logger sets another logger).
+		Files: tlsfiles.Files{Cert: "testdata/server.pem", Key: "testdata/server-key.pem", CA: "testdata/ca.pem"},
 	})
 	if err != nil {
 		log.Fatal(err) // names the file and what is wrong with it

@@ -64,7 +64,7 @@ func TestNamedPipe(t *testing.T) {
 
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
 	var log errorLog
-	r := newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key, CA: s.CA.File}, Clock: clk, OnReloadError: log.add})
+	r := newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key, CA: s.CA.File}, Clock: clk, Logger: log.logger()})
 	srv := serve(t, serverConfig(t, r))
 	client := mustClientConfig(t, tlsfiles.Files{Cert: s.Client.Cert, Key: s.Client.Key, CA: s.CA.File})
 	mkfifo(t, s.Server.Cert)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/localfile"
 )
 
@@ -56,9 +57,9 @@ func (f Files) Enabled() bool { return f.Cert != "" || f.Key != "" || f.CA != ""
 func (f Files) Validate() error {
 	switch {
 	case f.Cert != "" && f.Key == "":
-		return fmt.Errorf("tlsfiles: certificate %q has no key file: name the PEM file of its private key too", f.Cert)
+		return config.Errorf("tlsfiles", "Files.Key", f.Key, "must name the PEM file of the private key of Cert (%q)", f.Cert)
 	case f.Key != "" && f.Cert == "":
-		return fmt.Errorf("tlsfiles: key %q has no certificate file: name the PEM file of its certificate too", f.Key)
+		return config.Errorf("tlsfiles", "Files.Cert", f.Cert, "must name the PEM file of the certificate of Key (%q)", f.Key)
 	}
 	return nil
 }
@@ -67,8 +68,8 @@ func (f Files) Validate() error {
 // requiring client certificates signed by CA when CA is set, and picking
 // up files replaced on disk (see the package comment). It is
 // New(Config{Files: f}) followed by Reloader.ServerConfig: files that
-// change and do not load are reported nowhere; use New with
-// OnReloadError to hear of them.
+// change and do not load are logged on slog.Default(); use New with a
+// Logger to log them elsewhere.
 func (f Files) ServerConfig() (*tls.Config, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err

@@ -33,9 +33,9 @@ func TestBadFiles(t *testing.T) {
 		{"no certificate", tlsfiles.Files{}, true, "tlsfiles: a TLS server needs a certificate and its key (Cert and Key are empty)"},
 		{"a CA only", tlsfiles.Files{CA: s.CA.File}, true, "tlsfiles: a TLS server needs a certificate and its key"},
 		{"certificate without key", tlsfiles.Files{Cert: s.Server.Cert}, true,
-			`tlsfiles: certificate "` + s.Server.Cert + `" has no key file: name the PEM file of its private key too`},
+			`Files.Key is "", must name the PEM file of the private key of Cert ("` + s.Server.Cert + `")`},
 		{"key without certificate", tlsfiles.Files{Key: s.Server.Key}, false,
-			`tlsfiles: key "` + s.Server.Key + `" has no certificate file: name the PEM file of its certificate too`},
+			`Files.Cert is "", must name the PEM file of the certificate of Key ("` + s.Server.Key + `")`},
 		{"missing certificate", tlsfiles.Files{Cert: missing, Key: s.Server.Key}, true, "tlsfiles: reading certificate: open " + missing},
 		{"missing key", tlsfiles.Files{Cert: s.Server.Cert, Key: missing}, true, "tlsfiles: reading key: open " + missing},
 		{"mismatched key", tlsfiles.Files{Cert: s.Server.Cert, Key: s.Client.Key}, true,
@@ -63,7 +63,7 @@ func TestBadFiles(t *testing.T) {
 	if _, err := r.ServerConfig(); err == nil || !strings.Contains(err.Error(), "a TLS server needs a certificate") {
 		t.Errorf("ServerConfig of a Reloader without a certificate: %v", err)
 	}
-	if _, err := tlsfiles.New(tlsfiles.Config{Files: tlsfiles.Files{Key: s.Server.Key}}); err == nil || !strings.Contains(err.Error(), "has no certificate file") {
+	if _, err := tlsfiles.New(tlsfiles.Config{Files: tlsfiles.Files{Key: s.Server.Key}}); err == nil || !strings.Contains(err.Error(), `tlsfiles: Config.Files.Cert is "", must name the PEM file of the certificate of Key`) {
 		t.Errorf("New with a key only: %v", err)
 	}
 }
@@ -147,7 +147,7 @@ func mustPool(t *testing.T, pemCerts []byte) *x509.CertPool {
 // Reload still reads them.
 func TestNoLooks(t *testing.T) {
 	s := testcerts.New(t)
-	r := newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key}, ReloadInterval: -1})
+	r := newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key}, NoReload: true})
 	sc := serverConfig(t, r)
 	if err := os.Remove(s.Server.Cert); err != nil {
 		t.Fatal(err)

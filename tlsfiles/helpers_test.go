@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
+	"log/slog"
 	"math/big"
 	"net"
 	"sync"
@@ -185,16 +187,32 @@ func serverConfig(t *testing.T, r *tlsfiles.Reloader) *tls.Config {
 	return c
 }
 
-// errorLog collects the errors OnReloadError reports.
+// errorLog is a slog.Handler collecting the errors of the Warn lines
+// logged.
 type errorLog struct {
 	mu   sync.Mutex
 	errs []error
 }
 
-func (l *errorLog) add(err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.errs = append(l.errs, err)
+// logger returns a logger writing to l.
+func (l *errorLog) logger() *slog.Logger { return slog.New(l) }
+
+func (l *errorLog) Enabled(context.Context, slog.Level) bool { return true }
+func (l *errorLog) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *errorLog) WithGroup(string) slog.Handler            { return l }
+func (l *errorLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Level != slog.LevelWarn {
+		return fmt.Errorf("a line at %v, want Warn: %s", r.Level, r.Message)
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if err, ok := a.Value.Any().(error); ok && a.Key == "error" {
+			l.mu.Lock()
+			l.errs = append(l.errs, err)
+			l.mu.Unlock()
+		}
+		return true
+	})
+	return nil
 }
 
 func (l *errorLog) get() []error {

@@ -5,12 +5,14 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/config"
 )
 
 // DefaultReloadInterval is how often, at most, a Reloader looks at its
@@ -23,25 +25,41 @@ type Config struct {
 	// Files names the PEM files to read.
 	Files Files
 	// ReloadInterval is the least time between two looks at the files
-	// from handshakes: 0 means DefaultReloadInterval; a negative value
-	// turns the looks off, leaving the files as New read them until
-	// Reload is called.
+	// from handshakes, >= 0: 0 means DefaultReloadInterval, unless
+	// NoReload is set.
 	ReloadInterval time.Duration
+	// NoReload turns the looks from handshakes off, leaving the files as
+	// New read them until Reload is called. ReloadInterval must then be 0.
+	NoReload bool
 	// Clock times ReloadInterval; nil means clock.Real. It times nothing
 	// else: certificates are checked against the wall clock, as
 	// crypto/tls does.
 	Clock clock.Clock
-	// OnReloadError, when not nil, is told of each file that changed and
-	// did not load (the last good one stays in use), once per change and
-	// on each Reload that finds it still so. It
-	// is called on the goroutine of the handshake (or the Reload call)
-	// that found the change, and must return quickly.
-	OnReloadError func(error)
+	// Logger receives a line at Warn for each file that changed and did
+	// not load (the last good one stays in use), once per change and on
+	// each Reload that finds it still so, with the error in the attribute
+	// error; LastError keeps it for a program that acts on it. Nil means
+	// slog.Default(), read when a line is written. It is called on the
+	// goroutine of the handshake (or the Reload call) that found the
+	// change.
+	Logger *slog.Logger
 }
 
-// Validate reports the first thing wrong with c: that of c.Files (see
-// Files.Validate). It reads no file.
-func (c Config) Validate() error { return c.Files.Validate() }
+// Validate reports the first thing wrong with c, as a *retry.FieldError:
+// that of c.Files (see Files.Validate), or of ReloadInterval. It reads no
+// file.
+func (c Config) Validate() error {
+	if err := c.Files.Validate(); err != nil {
+		return config.Nest(err, "tlsfiles", "Config.Files")
+	}
+	switch {
+	case c.ReloadInterval < 0:
+		return config.Errorf("tlsfiles", "Config.ReloadInterval", c.ReloadInterval, "must be >= 0 (0 means the default, %v; NoReload turns the looks off)", DefaultReloadInterval)
+	case c.NoReload && c.ReloadInterval != 0:
+		return config.Errorf("tlsfiles", "Config.ReloadInterval", c.ReloadInterval, "must be 0 when NoReload is set")
+	}
+	return nil
+}
 
 // Reloader holds the certificate, key and CA its Files name, as last
 // loaded, and makes the TLS configurations that use them. It is safe for
@@ -57,7 +75,7 @@ type Reloader struct {
 	files    Files
 	interval time.Duration // <= 0: no looks from handshakes
 	clock    clock.Clock
-	onError  func(error)
+	logger   *slog.Logger // nil: slog.Default()
 
 	cur atomic.Pointer[loaded]
 
@@ -102,8 +120,11 @@ func New(c Config) (*Reloader, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Reloader{files: c.Files, interval: c.ReloadInterval, clock: c.Clock, onError: c.OnReloadError}
-	if r.interval == 0 {
+	r := &Reloader{files: c.Files, interval: c.ReloadInterval, clock: c.Clock, logger: c.Logger}
+	switch {
+	case c.NoReload:
+		r.interval = -1
+	case r.interval == 0:
 		r.interval = DefaultReloadInterval
 	}
 	if r.clock == nil {
@@ -256,7 +277,7 @@ func (r *Reloader) current() *loaded {
 // lookLocked reads the files that changed since last read (all of them
 // when force is set), installs what loads, and records and returns why
 // the rest did not, for the caller to report once it has released mu
-// (so that OnReloadError may call LastError).
+// (so that a handler may call LastError).
 func (r *Reloader) lookLocked(force bool) []error {
 	var errs []error
 	f := r.files
@@ -297,12 +318,14 @@ func (r *Reloader) lookLocked(force bool) []error {
 	return errs
 }
 
-// report hands errs to OnReloadError.
+// report logs errs at Warn.
 func (r *Reloader) report(errs []error) {
-	if r.onError != nil {
-		for _, err := range errs {
-			r.onError(err)
-		}
+	l := r.logger
+	if l == nil && len(errs) > 0 {
+		l = slog.Default()
+	}
+	for _, err := range errs {
+		l.Warn("tlsfiles: a changed file did not load; the last good one stays in use", "error", err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -23,7 +24,7 @@ import (
 // changes.
 func TestReloadPresentsNewCertificate(t *testing.T) {
 	s := testcerts.New(t)
-	r := newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key}, ReloadInterval: -1})
+	r := newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key}, NoReload: true})
 	srv := serve(t, serverConfig(t, r))
 	client := mustClientConfig(t, tlsfiles.Files{CA: s.CA.File})
 
@@ -125,9 +126,9 @@ func TestInvalidReplacementKeepsCertificate(t *testing.T) {
 			clk := clock.NewFake(time.Unix(1_000_000, 0))
 			var log errorLog
 			r := newReloader(t, tlsfiles.Config{
-				Files:         tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key, CA: s.CA.File},
-				Clock:         clk,
-				OnReloadError: log.add,
+				Files:  tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key, CA: s.CA.File},
+				Clock:  clk,
+				Logger: log.logger(),
 			})
 			srv := serve(t, serverConfig(t, r))
 			client := mustClientConfig(t, tlsfiles.Files{Cert: s.Client.Cert, Key: s.Client.Key, CA: s.CA.File})
@@ -170,7 +171,7 @@ func TestInvalidReplacementKeepsCertificate(t *testing.T) {
 func TestServerReloadsCA(t *testing.T) {
 	s := testcerts.New(t)
 	var log errorLog
-	r := newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key, CA: s.CA.File}, ReloadInterval: -1, OnReloadError: log.add})
+	r := newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key, CA: s.CA.File}, NoReload: true, Logger: log.logger()})
 	srv := serve(t, serverConfig(t, r))
 	// The clients trust the server (issued by CA) throughout.
 	trusted := mustClientConfig(t, tlsfiles.Files{Cert: s.Client.Cert, Key: s.Client.Key, CA: s.CA.File})
@@ -214,7 +215,7 @@ func TestServerReloadsCAResumption(t *testing.T) {
 	for _, v := range versions {
 		t.Run(v.name, func(t *testing.T) {
 			s := testcerts.New(t)
-			r := newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key, CA: s.CA.File}, ReloadInterval: -1})
+			r := newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key, CA: s.CA.File}, NoReload: true})
 			srv := serve(t, serverConfig(t, r))
 			client := mustClientConfig(t, tlsfiles.Files{Cert: s.Client.Cert, Key: s.Client.Key, CA: s.CA.File})
 			client.MaxVersion = v.max
@@ -246,7 +247,7 @@ func TestServerReloadsCAResumption(t *testing.T) {
 // configuration.
 func TestClientReloads(t *testing.T) {
 	s := testcerts.New(t)
-	r := newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Client.Cert, Key: s.Client.Key, CA: s.CA.File}, ReloadInterval: -1})
+	r := newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Client.Cert, Key: s.Client.Key, CA: s.CA.File}, NoReload: true})
 	srv := serve(t, serverConfig(t, newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key, CA: s.CA.File}})))
 	early := r.ClientConfig("")
 
@@ -291,7 +292,7 @@ func TestPairReplacedInTwoSteps(t *testing.T) {
 	s := testcerts.New(t)
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
 	var log errorLog
-	r := newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key}, Clock: clk, OnReloadError: log.add})
+	r := newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key}, Clock: clk, Logger: log.logger()})
 	srv := serve(t, serverConfig(t, r))
 	client := mustClientConfig(t, tlsfiles.Files{CA: s.CA.File})
 	next := s.CA.Issue(t, testcerts.Loopback("next server"))
@@ -346,5 +347,23 @@ func TestNewRefusesLongChains(t *testing.T) {
 	want := fmt.Sprintf("tlsfiles: certificate %q holds a chain of 1501 certificates, more than 16 (MaxChainCerts)", file)
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("New with a chain of 1501 certificates: %v, want %q", err, want)
+	}
+}
+
+// With no Logger, a file that changed and does not load is logged on
+// slog.Default() at Warn.
+func TestReloadErrorGoesToSlogDefault(t *testing.T) {
+	var log errorLog
+	prev := slog.Default()
+	slog.SetDefault(log.logger())
+	defer slog.SetDefault(prev)
+	s := testcerts.New(t)
+	r := newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key, CA: s.CA.File}, NoReload: true})
+	testcerts.Write(t, s.CA.File, []byte("-----BEGIN CERTIFICATE-----\nMIIB"))
+	if err := r.Reload(); err == nil {
+		t.Fatal("Reload of a half-written CA returned nil")
+	}
+	if errs := log.get(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "still trusting the CA loaded before") {
+		t.Errorf("slog.Default() got %v, want the CA's error once", errs)
 	}
 }

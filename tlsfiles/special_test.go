@@ -38,7 +38,7 @@ func TestFileTooLarge(t *testing.T) {
 	files := tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key, CA: s.CA.File}
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
 	var log errorLog
-	r := newReloader(t, tlsfiles.Config{Files: files, Clock: clk, OnReloadError: log.add})
+	r := newReloader(t, tlsfiles.Config{Files: files, Clock: clk, Logger: log.logger()})
 	srv := serve(t, serverConfig(t, r))
 	client := mustClientConfig(t, tlsfiles.Files{Cert: s.Client.Cert, Key: s.Client.Key, CA: s.CA.File})
 	presented(t, mustDial(t, srv.addr, client), s.Server.Leaf, "files of 1 MiB exactly")

@@ -63,11 +63,9 @@ type State struct {
 	// Registrations are the Channel's registrations in a registry
 	// (channel.WithRegistrar); empty without one, or before it listens.
 	Registrations []Registration `json:"registrations"`
-	// Services are the services the Channel calls, sorted by name: those
-	// with peers (channel.Channel.AddPeer), calls, a lease gate
-	// (channel.WithLease) or pacing (channel.WithPacing), and those for
-	// which the service config names a method no call has used yet (see
-	// Service.UnmatchedMethods).
+	// Services are the services the Channel has a Client for
+	// (channel.Channel.NewClient), sorted by name, from the moment each
+	// Client is made.
 	Services []Service `json:"services"`
 }
 
@@ -76,15 +74,16 @@ type Service struct {
 	// Name is the service's name.
 	Name string `json:"name"`
 	// Peers are the service's peers, sorted by host:port; empty before the
-	// first channel.Channel.AddPeer or resolver answer.
+	// first channel.Client.AddPeer or SetPeers or resolver answer, and
+	// after the Client or its Channel is closed.
 	Peers []Peer `json:"peers"`
 	// Resolver is the state of the resolver that finds the service's
 	// peers (channel.WithResolver); null without one.
 	Resolver *Resolver `json:"resolver"`
 	// RetryThrottle is the service's retry-throttling token bucket (the
 	// service config's retryThrottling); null when there is none: no
-	// retryThrottling, retries disabled, or no call to the service yet (the
-	// first call makes the bucket, full).
+	// retryThrottling, or retries disabled. The Client's NewClient makes it,
+	// full.
 	RetryThrottle *Throttle `json:"retryThrottle"`
 	// Lease is the service's lease gate (channel.WithLease); null without
 	// one.

@@ -58,16 +58,20 @@ func TestChannelFollowsDNS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := channel.New("client", channel.WithResolver("kv", r))
+	ch, err := channel.New("client")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
+	defer ch.Close()
+	client, err := ch.NewClient("kv", channel.WithResolver(r))
+	if err != nil {
+		t.Fatal(err)
+	}
 	call := func() {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		if _, err := client.CallRaw(ctx, "kv", "echo", nil, []byte("x")); err != nil {
+		if _, err := client.CallRaw(ctx, "echo", nil, []byte("x")); err != nil {
 			t.Fatalf("call: %v", err)
 		}
 	}
@@ -104,13 +108,13 @@ func TestChannelFollowsDNS(t *testing.T) {
 		return c.calls.Load() > 0
 	})
 	var hps []string
-	for _, p := range client.Peers("kv") {
+	for _, p := range client.Peers() {
 		hps = append(hps, p.HostPort)
 	}
 	if fmt.Sprint(hps) != fmt.Sprint([]string{b.ch.HostPort(), c.ch.HostPort()}) && fmt.Sprint(hps) != fmt.Sprint([]string{c.ch.HostPort(), b.ch.HostPort()}) {
 		t.Fatalf("peers %v, want b and c", hps)
 	}
-	if res := client.Debug().Services[0].Resolver; res.Status != "OK" || res.Peers != 2 {
+	if res := ch.Debug().Services[0].Resolver; res.Status != "OK" || res.Peers != 2 {
 		t.Fatalf("resolver state %+v", res)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/discovery"
+	"github.com/sluice-rpc/sluice/internal/config"
 )
 
 // Defaults of a Config: what its zero fields mean.
@@ -23,7 +24,7 @@ const (
 	DefaultTimeout = 5 * time.Second
 	// DefaultMaxPeers bounds the peers one lookup may find when
 	// Config.MaxPeers is 0: discovery.DefaultMaxPeers, the largest set a
-	// Watcher applies by default.
+	// Channel's Client takes by default.
 	DefaultMaxPeers = discovery.DefaultMaxPeers
 )
 
@@ -66,20 +67,23 @@ type Config struct {
 	// addresses, counted as the targets' answers come, so that a
 	// lookup stops (and its remaining target lookups are cancelled) once
 	// it is over, before a set is built. A lookup over it is a failure
-	// naming the bound, reported with Updates.Error: the Watcher keeps
+	// naming the bound, reported with Updates.Error: the Channel's Client keeps
 	// the last good set. 0 means DefaultMaxPeers.
 	MaxPeers int
 	// Clock times the period and the rate limit; nil means clock.Real.
 	Clock clock.Clock
 }
 
-// Validate reports the first field that breaks its rule, naming it and what
-// it must be. Zero fields other than Target are valid: they mean the
+// pkg names this package in configuration errors.
+const pkg = "dns"
+
+// Validate reports the first field that breaks its rule, as a
+// *retry.FieldError naming it and what it must be. Zero fields other than Target are valid: they mean the
 // defaults.
 func (c Config) Validate() error {
-	t, err := ParseTarget(c.Target)
-	if err != nil {
-		return err
+	t, why := parseTarget(c.Target)
+	if why != "" {
+		return config.Errorf(pkg, "Config.Target", c.Target, "must be a DNS target (%s); write %s", why, targetForms)
 	}
 	for _, f := range []struct {
 		name   string
@@ -90,14 +94,14 @@ func (c Config) Validate() error {
 		{"Timeout", c.Timeout, DefaultTimeout},
 	} {
 		if f.v < 0 {
-			return fmt.Errorf("dns: %s is %v, must be >= 0 (0 means the default, %v)", f.name, f.v, f.def)
+			return config.Errorf(pkg, "Config."+f.name, f.v, "must be >= 0 (0 means the default, %v)", f.def)
 		}
 	}
 	if c.MaxPeers < 0 {
-		return fmt.Errorf("dns: MaxPeers is %d, must be >= 0 (0 means the default, %d)", c.MaxPeers, DefaultMaxPeers)
+		return config.Errorf(pkg, "Config.MaxPeers", c.MaxPeers, "must be >= 0 (0 means the default, %d)", DefaultMaxPeers)
 	}
 	if c.Resolver != nil && t.Server != "" {
-		return fmt.Errorf("dns: Resolver is set and Target %q names the DNS server %s; set one or the other (dns:///%s asks the Resolver)", c.Target, t.Server, t.name())
+		return config.Errorf(pkg, "Config.Resolver", config.Verbatim("set"), "while Target %q names the DNS server %s; set one or the other (dns:///%s asks the Resolver)", c.Target, t.Server, t.name())
 	}
 	return nil
 }
@@ -159,9 +163,17 @@ const targetForms = "dns:///kv.example:4040, dns://10.0.0.2:53/kv.example:4040, 
 // (see the package doc). dns:host:port, without the slashes, is accepted
 // too. The scheme is case-insensitive.
 func ParseTarget(s string) (Target, error) {
-	bad := func(why string) (Target, error) {
+	t, why := parseTarget(s)
+	if why != "" {
 		return Target{}, fmt.Errorf("dns: Target %q: %s; write %s", s, why, targetForms)
 	}
+	return t, nil
+}
+
+// parseTarget is ParseTarget, returning why s is not a target instead of
+// an error.
+func parseTarget(s string) (Target, string) {
+	bad := func(why string) (Target, string) { return Target{}, why }
 	if len(s) < 4 || !strings.EqualFold(s[:4], "dns:") {
 		if s == "" {
 			return bad("empty, it is required")
@@ -203,7 +215,7 @@ func ParseTarget(s string) (Target, error) {
 			}
 		}
 		t.Host, t.Port = host, port
-		return t, nil
+		return t, ""
 	}
 	if net.ParseIP(rest) != nil {
 		return bad(fmt.Sprintf("IP address %s has no port (an SRV lookup needs a name)", rest))
@@ -212,7 +224,7 @@ func ParseTarget(s string) (Target, error) {
 		return bad(err.Error())
 	}
 	t.Host = rest
-	return t, nil
+	return t, ""
 }
 
 // parseServer returns the DNS server's host:port, port 53 if it has none.

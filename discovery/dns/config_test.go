@@ -69,10 +69,10 @@ func TestConfigValidate(t *testing.T) {
 		cfg  dns.Config
 		want string
 	}{
-		{dns.Config{}, `dns: Target "": empty, it is required`},
-		{dns.Config{Target: "dns:///kv:1", Period: -time.Second}, "dns: Period is -1s, must be >= 0 (0 means the default, 30s)"},
-		{dns.Config{Target: "dns:///kv:1", MinInterval: -1}, "dns: MinInterval is -1ns, must be >= 0 (0 means the default, 5s)"},
-		{dns.Config{Target: "dns:///kv:1", Timeout: -1}, "dns: Timeout is -1ns, must be >= 0 (0 means the default, 5s)"},
+		{dns.Config{}, `dns: Config.Target is "", must be a DNS target (empty, it is required); write dns:///`},
+		{dns.Config{Target: "dns:///kv:1", Period: -time.Second}, "dns: Config.Period is -1s, must be >= 0 (0 means the default, 30s)"},
+		{dns.Config{Target: "dns:///kv:1", MinInterval: -1}, "dns: Config.MinInterval is -1ns, must be >= 0 (0 means the default, 5s)"},
+		{dns.Config{Target: "dns:///kv:1", Timeout: -1}, "dns: Config.Timeout is -1ns, must be >= 0 (0 means the default, 5s)"},
 		{dns.Config{Target: "dns://10.0.0.2/kv:1", Resolver: &net.Resolver{}}, "set one or the other (dns:///kv:1 asks the Resolver)"},
 	} {
 		err := tc.cfg.Validate()

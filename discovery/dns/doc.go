@@ -34,26 +34,26 @@
 //     address however many names point at it (a Kubernetes headless
 //     service gives one target per pod). Metadata holds the record's
 //     target name under "target". A weight of 0 stays 0, which the
-//     Watcher counts as 1: a record of weight 0 among records of weight 10
+//     Client counts as 1: a record of weight 0 among records of weight 10
 //     gets a tenth of their share, not RFC 2782's "very small chance". A
 //     target of "." (RFC 2782: the service is not available) is left out.
 //     An address that two records give is listed twice, the higher weight
-//     first, and the Watcher keeps that one.
+//     first, and the Client keeps that one.
 //   - An answer that makes more peers than Config.MaxPeers (10,000 by
 //     default) is a failure wrapping ErrOverCap and naming the cap,
 //     found while the set is built: an SRV answer with more records fails
 //     before any target is looked up, and the target lookups stop (those
 //     in flight cancelled) once their addresses, each counted once per
 //     record naming its target, pass the cap. No set is built or
-//     reported, so the discovery.Watcher keeps the last good one.
+//     reported, so the Channel's Client keeps the last good one.
 //   - A DNS failure (SERVFAIL, no answer within Config.Timeout, a name that
 //     does not exist) is reported with Updates.Error, naming the target
-//     and the cause; the discovery.Watcher keeps the last good set.
+//     and the cause; the Channel's Client keeps the last good set.
 //
 // Go's resolver reports a name that does not exist (NXDOMAIN) and a name
 // without records of the type asked (NOERROR with an empty answer) as the
 // same error, net.DNSError with IsNotFound, so both are reported as an
-// error, not as an empty set: the Watcher keeps the last good set either
+// error, not as an empty set: the Client keeps the last good set either
 // way, and its State names the cause instead of reporting zero peers as
 // OK. An empty set (Update(nil)) is reported when every SRV record has the
 // target ".".

@@ -371,7 +371,7 @@ func hostPort(ip net.IPAddr, port string) string {
 }
 
 // sortAddrs sorts by host:port, and the same host:port by weight, highest
-// first (the Watcher keeps the first of an address listed twice).
+// first (the Channel's Client keeps the first of an address listed twice).
 func sortAddrs(addrs []discovery.Address) {
 	slices.SortFunc(addrs, func(a, b discovery.Address) int {
 		return cmp.Or(cmp.Compare(a.HostPort, b.HostPort), cmp.Compare(b.Weight, a.Weight))

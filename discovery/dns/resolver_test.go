@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-rpc/sluice/discovery"
 	"github.com/sluice-rpc/sluice/discovery/dns"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
+	"github.com/sluice-rpc/sluice/internal/watch"
 )
 
 // recorder is the Updates of a test: what the resolver reports arrives on
@@ -330,7 +331,7 @@ func TestFailureKeepsLastGoodSet(t *testing.T) {
 	}
 	applied := make(chan []discovery.Address, 16)
 	errs := make(chan error, 16)
-	w, err := discovery.Watch(discovery.WatcherConfig{Resolver: tap{r, errs}, Clock: fc, Apply: func(a []discovery.Address) error {
+	w, err := watch.New(watch.Config{Resolver: tap{r, errs}, Clock: fc, Apply: func(a []discovery.Address) error {
 		applied <- a
 		return nil
 	}})
@@ -356,7 +357,7 @@ func TestFailureKeepsLastGoodSet(t *testing.T) {
 		fc.Add(time.Minute)
 		t.Logf("%s reported: %v", step.name, testwait.Recv(t, errs, step.name+" reported"))
 		st := w.State()
-		if st.Status != discovery.Failing || st.Peers != 2 || !strings.Contains(st.LastError, target) || !strings.Contains(st.LastError, step.cause) {
+		if st.Status != watch.Failing || st.Peers != 2 || !strings.Contains(st.LastError, target) || !strings.Contains(st.LastError, step.cause) {
 			t.Fatalf("after %s: state %+v; want FAILING, the 2 peers kept, the error naming %s and %q", step.name, st, target, step.cause)
 		}
 	}
@@ -365,7 +366,7 @@ func TestFailureKeepsLastGoodSet(t *testing.T) {
 	waitTimers(t, fc, 1)
 	fc.Add(time.Minute)
 	checkSet(t, testwait.Recv(t, applied, "the set after recovery"), []discovery.Address{{HostPort: "127.0.0.3:4040", Weight: 1}})
-	if st := w.State(); st.Status != discovery.OK || st.Peers != 1 {
+	if st := w.State(); st.Status != watch.OK || st.Peers != 1 {
 		t.Fatalf("after recovery: state %+v", st)
 	}
 }

@@ -58,19 +58,23 @@ func TestFleetThroughEtcdOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := channel.New("client", channel.WithResolver("kv", r))
+	ch, err := channel.New("client")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
+	defer ch.Close()
+	client, err := ch.NewClient("kv", channel.WithResolver(r))
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Before a's key is read, the prefix is empty: calls fail NO_PEERS
 	// (unless they wait for ready), which is not what this test is about.
-	testwait.Until(t, "the client to find a", func() bool { return len(client.Peers("kv")) == 1 })
+	testwait.Until(t, "the client to find a", func() bool { return len(client.Peers()) == 1 })
 
 	load := testload.Start(4, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_, err := client.CallRaw(ctx, "kv", "echo", nil, []byte("x"))
+		_, err := client.CallRaw(ctx, "echo", nil, []byte("x"))
 		return err
 	})
 	defer load.Stop()
@@ -86,13 +90,13 @@ func TestFleetThroughEtcdOutage(t *testing.T) {
 
 	et.Kill()
 	testwait.Until(t, "the client to see etcd gone", func() bool {
-		return client.Debug().Services[0].Resolver.Status == "FAILING"
+		return ch.Debug().Services[0].Resolver.Status == "FAILING"
 	})
 	before, beforeA, beforeB := load.Calls(), a.calls.Load(), b.calls.Load()
 	testwait.Until(t, "calls to both servers during the outage", func() bool {
 		return load.Calls() > before+200 && a.calls.Load() > beforeA+50 && b.calls.Load() > beforeB+50
 	})
-	if n := len(client.Peers("kv")); n != 2 {
+	if n := len(client.Peers()); n != 2 {
 		t.Fatalf("the client has %d peers during the outage, want the 2 it knew", n)
 	}
 
@@ -105,7 +109,7 @@ func TestFleetThroughEtcdOutage(t *testing.T) {
 	if err := a.ch.Shutdown(ctx); err != nil {
 		t.Errorf("a's Shutdown: %v", err)
 	}
-	testwait.Until(t, "a to leave the client's peers", func() bool { return len(client.Peers("kv")) == 2 })
+	testwait.Until(t, "a to leave the client's peers", func() bool { return len(client.Peers()) == 2 })
 	before = load.Calls()
 	testwait.Until(t, "calls after a left", func() bool { return load.Calls() > before+100 })
 	load.Stop()

@@ -3,8 +3,7 @@ package etcd
 import (
 	"cmp"
 	"encoding/json"
-	"errors"
-	"fmt"
+	"log/slog"
 	"maps"
 	"strings"
 	"time"
@@ -16,6 +15,8 @@ import (
 	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/discovery"
+	"github.com/sluice-rpc/sluice/internal/balancing"
+	cfgerr "github.com/sluice-rpc/sluice/internal/config"
 )
 
 const (
@@ -34,7 +35,7 @@ const (
 	DefaultTTL = 10 * time.Second
 	// DefaultMaxKeys bounds the keys under a Resolver's prefix when
 	// ResolverConfig.MaxKeys is 0: discovery.DefaultMaxPeers, the
-	// largest set a Watcher applies by default.
+	// largest set a Channel's Client takes by default.
 	DefaultMaxKeys = discovery.DefaultMaxPeers
 	// DefaultMaxValueSize bounds each key and each value under a
 	// Resolver's prefix, in bytes, when ResolverConfig.MaxValueSize is 0.
@@ -46,13 +47,13 @@ const (
 	DefaultMaxBytes = 8 << 20
 )
 
-// DefaultBackoff returns the wait between failed attempts to read the
+// defaultBackoff returns the wait between failed attempts to read the
 // prefix or to register, when a configuration's Backoff is the zero
 // value: 100 ms after the first failure in a row, doubled per further
 // failure, at most 5 s, each wait drawn from the upper half of that
 // (equal jitter), so that the programs following one etcd do not all come
 // back together after an outage.
-func DefaultBackoff() backoff.Exponential {
+func defaultBackoff() backoff.Exponential {
 	return backoff.Exponential{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Multiplier: 2,
 		Jitter: backoff.EqualJitter}
 }
@@ -75,19 +76,25 @@ type ResolverConfig struct {
 	// afresh. 0 means DefaultCheckInterval.
 	CheckInterval time.Duration
 	// ResyncInterval is how often the Resolver reads the prefix afresh in
-	// any case; a negative value means never. 0 means
-	// DefaultResyncInterval.
+	// any case, >= 0. 0 means DefaultResyncInterval, unless NoResync is
+	// set.
 	ResyncInterval time.Duration
+	// NoResync makes the Resolver read the prefix afresh only when its
+	// watch fails or its progress checks say so. ResyncInterval must then
+	// be 0.
+	NoResync bool
 	// Timeout bounds each Get of a read of the prefix (a read takes one
 	// Get per 16 keys). 0 means DefaultTimeout.
 	Timeout time.Duration
 	// Backoff spaces the attempts to read and watch the prefix after
-	// failures in a row. The zero value means DefaultBackoff().
+	// failures in a row. The zero value means 100 ms doubled per failure,
+	// at most 5 s, each wait drawn from the upper half of its ceiling
+	// (equal jitter).
 	Backoff backoff.Exponential
 	// MaxKeys bounds the keys under the prefix. A prefix holding more is
 	// a failure, found before any value is read (the first page's count)
 	// or as the watch adds keys: the Resolver reports an error naming the
-	// bound, keeps no set of its own, and the Watcher keeps the last good
+	// bound, keeps no set of its own, and the Channel's Client keeps the last good
 	// one. 0 means DefaultMaxKeys.
 	MaxKeys int
 	// MaxValueSize bounds each key and each value, in bytes: a value (or
@@ -107,37 +114,52 @@ type ResolverConfig struct {
 	Clock clock.Clock
 }
 
-// Validate reports the first rule c breaks, naming the field, or nil.
+// pkg names this package in configuration errors.
+const pkg = "etcd"
+
+// Validate reports the first rule c breaks, in the order of the fields, as
+// a *retry.FieldError naming the field, or nil.
 func (c ResolverConfig) Validate() error {
 	switch {
 	case c.Client == nil:
-		return errors.New("etcd: ResolverConfig.Client is nil, want a connected etcd client")
+		return cfgerr.Errorf(pkg, "ResolverConfig.Client", cfgerr.Verbatim("nil"), "must be a connected etcd client")
 	case normalizePrefix(c.Prefix) == "":
-		return fmt.Errorf("etcd: ResolverConfig.Prefix is %q, want the prefix the peers are under, such as services/kv", c.Prefix)
+		return cfgerr.Errorf(pkg, "ResolverConfig.Prefix", c.Prefix, "must be the prefix the peers are under, such as services/kv")
 	case c.CheckInterval < 0:
-		return fmt.Errorf("etcd: ResolverConfig.CheckInterval is %v, must be >= 0 (0 means %v)", c.CheckInterval, DefaultCheckInterval)
+		return cfgerr.Errorf(pkg, "ResolverConfig.CheckInterval", c.CheckInterval, "must be >= 0 (0 means the default, %v)", DefaultCheckInterval)
+	case c.ResyncInterval < 0:
+		return cfgerr.Errorf(pkg, "ResolverConfig.ResyncInterval", c.ResyncInterval, "must be >= 0 (0 means the default, %v; NoResync means never)", DefaultResyncInterval)
+	case c.NoResync && c.ResyncInterval != 0:
+		return cfgerr.Errorf(pkg, "ResolverConfig.ResyncInterval", c.ResyncInterval, "must be 0 when NoResync is set")
 	case c.Timeout < 0:
-		return fmt.Errorf("etcd: ResolverConfig.Timeout is %v, must be >= 0 (0 means %v)", c.Timeout, DefaultTimeout)
-	case c.MaxKeys < 0:
-		return fmt.Errorf("etcd: ResolverConfig.MaxKeys is %d, must be >= 0 (0 means %d)", c.MaxKeys, DefaultMaxKeys)
-	case c.MaxValueSize < 0:
-		return fmt.Errorf("etcd: ResolverConfig.MaxValueSize is %d, must be >= 0 (0 means %d)", c.MaxValueSize, DefaultMaxValueSize)
-	case c.MaxBytes < 0:
-		return fmt.Errorf("etcd: ResolverConfig.MaxBytes is %d, must be >= 0 (0 means %d)", c.MaxBytes, DefaultMaxBytes)
+		return cfgerr.Errorf(pkg, "ResolverConfig.Timeout", c.Timeout, "must be >= 0 (0 means the default, %v)", DefaultTimeout)
 	}
-	return validateBackoff("ResolverConfig", c.Backoff)
+	if err := validateBackoff("ResolverConfig", c.Backoff); err != nil {
+		return err
+	}
+	switch {
+	case c.MaxKeys < 0:
+		return cfgerr.Errorf(pkg, "ResolverConfig.MaxKeys", c.MaxKeys, "must be >= 0 (0 means the default, %d)", DefaultMaxKeys)
+	case c.MaxValueSize < 0:
+		return cfgerr.Errorf(pkg, "ResolverConfig.MaxValueSize", c.MaxValueSize, "must be >= 0 (0 means the default, %d)", DefaultMaxValueSize)
+	case c.MaxBytes < 0:
+		return cfgerr.Errorf(pkg, "ResolverConfig.MaxBytes", c.MaxBytes, "must be >= 0 (0 means the default, %d)", DefaultMaxBytes)
+	}
+	return nil
 }
 
 func (c ResolverConfig) withDefaults() ResolverConfig {
 	c.Prefix = normalizePrefix(c.Prefix)
 	c.CheckInterval = cmp.Or(c.CheckInterval, DefaultCheckInterval)
-	c.ResyncInterval = cmp.Or(c.ResyncInterval, DefaultResyncInterval)
+	if !c.NoResync {
+		c.ResyncInterval = cmp.Or(c.ResyncInterval, DefaultResyncInterval)
+	}
 	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
 	c.MaxKeys = cmp.Or(c.MaxKeys, DefaultMaxKeys)
 	c.MaxValueSize = cmp.Or(c.MaxValueSize, DefaultMaxValueSize)
 	c.MaxBytes = cmp.Or(c.MaxBytes, DefaultMaxBytes)
 	if c.Backoff == (backoff.Exponential{}) {
-		c.Backoff = DefaultBackoff()
+		c.Backoff = defaultBackoff()
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real
@@ -173,29 +195,37 @@ type RegistrarConfig struct {
 	// ...); nil means nowhere.
 	Scope tally.Scope
 	// Backoff spaces the attempts to register after failures in a row.
-	// The zero value means DefaultBackoff().
+	// The zero value means 100 ms doubled per failure, at most 5 s, each
+	// wait drawn from the upper half of its ceiling (equal jitter).
 	Backoff backoff.Exponential
 	// Clock times the backoff and stamps the State; nil means clock.Real.
 	Clock clock.Clock
+	// Logger receives the Registrar's lines: at Warn each failure to
+	// register or to keep a registration (the Registrar tries again after
+	// a backoff), at Info a registration written again after one; at most
+	// 10 at once and 10 a second. Nil means slog.Default(), read when a
+	// line is written.
+	Logger *slog.Logger
 }
 
-// Validate reports the first rule c breaks, naming the field, or nil.
+// Validate reports the first rule c breaks, in the order of the fields, as
+// a *retry.FieldError naming the field, or nil.
 func (c RegistrarConfig) Validate() error {
 	switch {
 	case c.Client == nil:
-		return errors.New("etcd: RegistrarConfig.Client is nil, want a connected etcd client")
+		return cfgerr.Errorf(pkg, "RegistrarConfig.Client", cfgerr.Verbatim("nil"), "must be a connected etcd client")
 	case normalizePrefix(c.Prefix) == "":
-		return fmt.Errorf("etcd: RegistrarConfig.Prefix is %q, want the prefix the servers register under, such as services/kv", c.Prefix)
+		return cfgerr.Errorf(pkg, "RegistrarConfig.Prefix", c.Prefix, "must be the prefix the servers register under, such as services/kv")
 	case c.TTL < 0 || c.TTL%time.Second != 0:
-		return fmt.Errorf("etcd: RegistrarConfig.TTL is %v, must be a whole number of seconds >= 1s (0 means %v)", c.TTL, DefaultTTL)
-	}
-	if balance.CheckWeight(c.Weight) != nil {
-		// Clients leave out an entry whose weight breaks it: refused here,
-		// a server does not register where no client will call it.
-		return fmt.Errorf("etcd: RegistrarConfig.Weight is %v, must be 0 (none written) or a number in [%g, %g]", c.Weight, balance.MinWeight, balance.MaxWeight)
+		return cfgerr.Errorf(pkg, "RegistrarConfig.TTL", c.TTL, "must be a whole number of seconds >= 1s (0 means the default, %v)", DefaultTTL)
 	}
 	if _, err := json.Marshal(c.Metadata); err != nil {
-		return fmt.Errorf("etcd: RegistrarConfig.Metadata cannot be written as JSON: %v", err)
+		return cfgerr.Errorf(pkg, "RegistrarConfig.Metadata", cfgerr.Verbatim("not JSON"), "must be JSON-encodable: %v", err)
+	}
+	if balancing.CheckWeight(c.Weight) != nil {
+		// Clients leave out an entry whose weight breaks it: refused here,
+		// a server does not register where no client will call it.
+		return cfgerr.Errorf(pkg, "RegistrarConfig.Weight", c.Weight, "must be 0 (none written) or a number in [%g, %g]", balance.MinWeight, balance.MaxWeight)
 	}
 	return validateBackoff("RegistrarConfig", c.Backoff)
 }
@@ -204,7 +234,7 @@ func (c RegistrarConfig) withDefaults() RegistrarConfig {
 	c.Prefix = normalizePrefix(c.Prefix)
 	c.TTL = cmp.Or(c.TTL, DefaultTTL)
 	if c.Backoff == (backoff.Exponential{}) {
-		c.Backoff = DefaultBackoff()
+		c.Backoff = defaultBackoff()
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real
@@ -225,9 +255,9 @@ func (c RegistrarConfig) withDefaults() RegistrarConfig {
 
 func validateBackoff(config string, b backoff.Exponential) error {
 	if b == (backoff.Exponential{}) {
-		return nil // DefaultBackoff()
+		return nil // defaultBackoff()
 	}
-	return b.Validate("etcd: " + config + ".Backoff")
+	return cfgerr.Nest(b.Validate(), "etcd", config+".Backoff")
 }
 
 // normalizePrefix drops prefix's trailing slashes.

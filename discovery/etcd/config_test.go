@@ -22,16 +22,18 @@ func TestResolverConfigValidate(t *testing.T) {
 	}{
 		{"the zero values", func(*etcd.ResolverConfig) {}, ""},
 		{"all set", func(c *etcd.ResolverConfig) {
-			c.CheckInterval, c.ResyncInterval, c.Timeout, c.Backoff = time.Second, -1, time.Second, testBackoff
+			c.CheckInterval, c.NoResync, c.Timeout, c.Backoff = time.Second, true, time.Second, testBackoff
 		}, ""},
-		{"no client", func(c *etcd.ResolverConfig) { c.Client = nil }, "ResolverConfig.Client is nil"},
+		{"no client", func(c *etcd.ResolverConfig) { c.Client = nil }, "etcd: ResolverConfig.Client is nil, must be a connected etcd client"},
 		{"no prefix", func(c *etcd.ResolverConfig) { c.Prefix = "" }, "ResolverConfig.Prefix is \"\""},
 		{"only slashes", func(c *etcd.ResolverConfig) { c.Prefix = "//" }, "ResolverConfig.Prefix is \"//\""},
-		{"negative check", func(c *etcd.ResolverConfig) { c.CheckInterval = -1 }, "ResolverConfig.CheckInterval is -1ns, must be >= 0 (0 means 5s)"},
-		{"negative timeout", func(c *etcd.ResolverConfig) { c.Timeout = -1 }, "ResolverConfig.Timeout is -1ns, must be >= 0 (0 means 5s)"},
+		{"negative check", func(c *etcd.ResolverConfig) { c.CheckInterval = -1 }, "ResolverConfig.CheckInterval is -1ns, must be >= 0 (0 means the default, 5s)"},
+		{"negative resync", func(c *etcd.ResolverConfig) { c.ResyncInterval = -1 }, "ResolverConfig.ResyncInterval is -1ns, must be >= 0 (0 means the default, 5m0s; NoResync means never)"},
+		{"resync and no resync", func(c *etcd.ResolverConfig) { c.ResyncInterval, c.NoResync = time.Minute, true }, "ResolverConfig.ResyncInterval is 1m0s, must be 0 when NoResync is set"},
+		{"negative timeout", func(c *etcd.ResolverConfig) { c.Timeout = -1 }, "ResolverConfig.Timeout is -1ns, must be >= 0 (0 means the default, 5s)"},
 		{"backoff max below initial", func(c *etcd.ResolverConfig) {
 			c.Backoff = backoff.Exponential{Initial: time.Second, Max: time.Millisecond, Multiplier: 2}
-		}, "ResolverConfig.Backoff is 1s..1ms"},
+		}, "etcd: ResolverConfig.Backoff.Max is 1ms, must be >= Initial (1s)"},
 		{"backoff multiplier", func(c *etcd.ResolverConfig) {
 			c.Backoff = backoff.Exponential{Initial: time.Second, Max: time.Second, Multiplier: 0.5}
 		}, "ResolverConfig.Backoff.Multiplier is 0.5"},
@@ -66,15 +68,15 @@ func TestRegistrarConfigValidate(t *testing.T) {
 		}, ""},
 		{"no client", func(c *etcd.RegistrarConfig) { c.Client = nil }, "RegistrarConfig.Client is nil"},
 		{"no prefix", func(c *etcd.RegistrarConfig) { c.Prefix = "/" }, "RegistrarConfig.Prefix is \"/\""},
-		{"sub-second TTL", func(c *etcd.RegistrarConfig) { c.TTL = 500 * time.Millisecond }, "RegistrarConfig.TTL is 500ms, must be a whole number of seconds >= 1s (0 means 10s)"},
+		{"sub-second TTL", func(c *etcd.RegistrarConfig) { c.TTL = 500 * time.Millisecond }, "RegistrarConfig.TTL is 500ms, must be a whole number of seconds >= 1s (0 means the default, 10s)"},
 		{"fractional TTL", func(c *etcd.RegistrarConfig) { c.TTL = 1500 * time.Millisecond }, "RegistrarConfig.TTL is 1.5s"},
 		{"negative TTL", func(c *etcd.RegistrarConfig) { c.TTL = -time.Second }, "RegistrarConfig.TTL is -1s"},
 		{"negative weight", func(c *etcd.RegistrarConfig) { c.Weight = -1 }, "RegistrarConfig.Weight is -1, must be 0 (none written) or a number in [1e-06, 1e+09]"},
 		{"weight below the least", func(c *etcd.RegistrarConfig) { c.Weight = 1e-7 }, "RegistrarConfig.Weight is 1e-07, must be 0"},
 		{"weight above the most", func(c *etcd.RegistrarConfig) { c.Weight = 2e9 }, "RegistrarConfig.Weight is 2e+09, must be 0"},
 		{"NaN weight", func(c *etcd.RegistrarConfig) { c.Weight = math.NaN() }, "RegistrarConfig.Weight is NaN"},
-		{"metadata not JSON", func(c *etcd.RegistrarConfig) { c.Metadata = map[string]any{"f": func() {}} }, "RegistrarConfig.Metadata cannot be written as JSON"},
-		{"backoff", func(c *etcd.RegistrarConfig) { c.Backoff = backoff.Exponential{Initial: -1} }, "RegistrarConfig.Backoff is"},
+		{"metadata not JSON", func(c *etcd.RegistrarConfig) { c.Metadata = map[string]any{"f": func() {}} }, "RegistrarConfig.Metadata is not JSON, must be JSON-encodable"},
+		{"backoff", func(c *etcd.RegistrarConfig) { c.Backoff = backoff.Exponential{Initial: -1} }, "etcd: RegistrarConfig.Backoff.Initial is -1ns, must be > 0"},
 	}
 	for _, tt := range tests {
 		c := ok

@@ -45,7 +45,7 @@
 // 120 s by default, which clientv3.Config.DialOptions
 // (grpc.WithConnectParams) may shorten. A read
 // that fails is reported as an error and tried again with backoff; the
-// discovery.Watcher keeps the last good set meanwhile. A value that is not
+// the Channel's Client keeps the last good set meanwhile. A value that is not
 // an endpoint's JSON, or has no valid Addr, is left out and reported as an
 // error naming its key, after the rest of the set: one bad key never
 // freezes the others. When no key holds a peer, only the error is
@@ -61,7 +61,7 @@
 // (MaxValueSize: a value over it is left out without being decoded, as a
 // bad value is), and the bytes kept in all (MaxBytes). A prefix over
 // MaxKeys or MaxBytes is a failure wrapping ErrOverCap and naming the
-// bound: the Resolver keeps nothing of it, the discovery.Watcher keeps
+// bound: the Resolver keeps nothing of it, the Channel's Client keeps
 // the last good set, and a client that never had one gets no peers and
 // an error naming the cap (calls that wait for peers report it). A read
 // holds at most one page (16 keys) of values it has not checked.

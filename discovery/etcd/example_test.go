@@ -6,9 +6,10 @@ import (
 	"log"
 	"time"
 
+	"github.com/sluice-rpc/sluice/channel"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/sluice-rpc/sluice/discovery"
 	"github.com/sluice-rpc/sluice/discovery/etcd"
 )
 
@@ -45,14 +46,16 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	w, err := discovery.Watch(discovery.WatcherConfig{Resolver: res, Apply: func(peers []discovery.Address) error {
-		log.Printf("%d peers: %v", len(peers), peers)
-		return nil
-	}})
+	ch, err := channel.New("kv-client")
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer w.Close()
+	defer ch.Close()
+	kv, err := ch.NewClient("kv", channel.WithResolver(res))
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Print(kv.Peers()) // the registered servers, as etcd reports them
 }
 
 // The command line names an etcd target as etcd://ENDPOINTS/PREFIX.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/discovery"
 	"github.com/sluice-rpc/sluice/internal/hostport"
+	"github.com/sluice-rpc/sluice/internal/ratelog"
 	"github.com/sluice-rpc/sluice/stats"
 )
 
@@ -28,6 +30,7 @@ type Registrar struct {
 
 	registered   tally.Gauge
 	writes, errs tally.Counter
+	log          *ratelog.Logger
 
 	mu     sync.Mutex
 	active map[string]bool // host:ports registered and not yet deregistered
@@ -45,7 +48,8 @@ func NewRegistrar(cfg RegistrarConfig) (*Registrar, error) {
 	return &Registrar{cfg: cfg, name: targetName(cfg.Client, cfg.Prefix), active: map[string]bool{},
 		registered: cfg.Scope.Gauge(stats.RegistrationRegistered),
 		writes:     cfg.Scope.Counter(stats.RegistrationWrites),
-		errs:       cfg.Scope.Counter(stats.RegistrationErrors)}, nil
+		errs:       cfg.Scope.Counter(stats.RegistrationErrors),
+		log:        ratelog.New(cfg.Logger, cfg.Clock.Now)}, nil
 }
 
 // String returns etcd://<the client's endpoints>/<prefix>, the form
@@ -169,6 +173,9 @@ func (g *registration) round(ctx context.Context, written func()) error {
 // hold records that etcd holds the key under lease.
 func (g *registration) hold(lease clientv3.LeaseID) {
 	g.mu.Lock()
+	if g.st.LastError != "" {
+		g.r.log.Log(slog.LevelInfo, "etcd: registered again", slog.String("key", g.key))
+	}
 	g.wrote = lease
 	g.st.Registered, g.st.Lease = true, fmt.Sprintf("%016x", int64(lease))
 	g.st.Registrations++
@@ -209,6 +216,7 @@ func (g *registration) fail(err error) {
 	g.mu.Lock()
 	g.st.LastError, g.st.LastErrorTime = err.Error(), g.r.cfg.Clock.Now()
 	g.mu.Unlock()
+	g.r.log.Warn("etcd: registration failed; trying again after a backoff", slog.String("key", g.key), slog.Any("error", err))
 	g.r.errs.Inc(1)
 }
 

@@ -2,6 +2,7 @@ package etcd_test
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -164,11 +165,13 @@ func TestRegistrationWhileEtcdDown(t *testing.T) {
 
 // Guards re-registration after a lease lost while etcd kept its data:
 // the lease is revoked behind the registration's back (as if it had
-// expired during a partition); the registration writes the key again.
+// expired during a partition); the registration writes the key again,
+// and the loss (Warn) and the new registration (Info) are logged.
 func TestRegistrationLeaseLost(t *testing.T) {
 	t.Parallel() // its own etcd; it waits on the lease's renewals
 	_, cli := startEtcd(t)
-	reg, err := etcd.NewRegistrar(etcd.RegistrarConfig{Client: cli, Prefix: prefix, TTL: testTTL, Backoff: testBackoff})
+	log := &logLines{}
+	reg, err := etcd.NewRegistrar(etcd.RegistrarConfig{Client: cli, Prefix: prefix, TTL: testTTL, Backoff: testBackoff, Logger: slog.New(log)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,6 +197,9 @@ func TestRegistrationLeaseLost(t *testing.T) {
 	}
 	if got := prefixHostPorts(t, cli); len(got) != 1 {
 		t.Errorf("etcd holds %v", got)
+	}
+	if log.count("WARN etcd: registration failed", "lost", "key="+prefix+"/127.0.0.1:4001") != 1 || log.count("INFO etcd: registered again") != 1 {
+		t.Errorf("the log:\n%s\nwant the loss at Warn and the new registration at Info", log.String())
 	}
 }
 

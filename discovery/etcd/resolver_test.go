@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-rpc/sluice/discovery"
 	"github.com/sluice-rpc/sluice/discovery/etcd"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
+	"github.com/sluice-rpc/sluice/internal/watch"
 )
 
 // The resolver reports the prefix's set, then every change to it: a put,
@@ -155,7 +156,7 @@ func TestResolverThroughEtcdOutage(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var applied [][]string
-	w, err := discovery.Watch(discovery.WatcherConfig{Resolver: r, Apply: func(a []discovery.Address) error {
+	w, err := watch.New(watch.Config{Resolver: r, Apply: func(a []discovery.Address) error {
 		mu.Lock()
 		defer mu.Unlock()
 		applied = append(applied, hostPorts(a))
@@ -167,11 +168,11 @@ func TestResolverThroughEtcdOutage(t *testing.T) {
 	defer w.Close()
 	testwait.Until(t, "the Watcher OK with 2 peers", func() bool {
 		st := w.State()
-		return st.Status == discovery.OK && st.Peers == 2
+		return st.Status == watch.OK && st.Peers == 2
 	})
 
 	et.Kill()
-	testwait.Until(t, "the Watcher FAILING with etcd killed", func() bool { return w.State().Status == discovery.Failing })
+	testwait.Until(t, "the Watcher FAILING with etcd killed", func() bool { return w.State().Status == watch.Failing })
 	st := w.State()
 	if st.Peers != 2 {
 		t.Fatalf("with etcd killed the Watcher has %d peers, want the 2 it had", st.Peers)
@@ -182,7 +183,7 @@ func TestResolverThroughEtcdOutage(t *testing.T) {
 	putPeer(t, cli, prefix+"/c", "127.0.0.1:4003")
 	testwait.Until(t, "the Watcher OK with 3 peers", func() bool {
 		st := w.State()
-		return st.Status == discovery.OK && st.Peers == 3
+		return st.Status == watch.OK && st.Peers == 3
 	})
 	mu.Lock()
 	defer mu.Unlock()

@@ -12,7 +12,7 @@
 //   - a YAML list of the same.
 //
 // A file that cannot be read or parsed is a failure, reported to the
-// Watcher, which keeps the last good set (a half-written file never
+// Channel's Client, which keeps the last good set (a half-written file never
 // empties the peer list). Write the file whole and rename it into place to
 // avoid the failure altogether.
 package file
@@ -32,6 +32,8 @@ import (
 	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/discovery"
+	"github.com/sluice-rpc/sluice/internal/balancing"
+	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/hostport"
 	"github.com/sluice-rpc/sluice/internal/localfile"
 )
@@ -61,13 +63,14 @@ type Config struct {
 	Clock clock.Clock
 }
 
-// Validate reports the first rule c breaks, or nil.
+// Validate reports the first rule c breaks, as a *retry.FieldError, or
+// nil.
 func (c Config) Validate() error {
 	switch {
 	case c.Path == "":
-		return errors.New("file: Config.Path is empty; name the file of peers")
+		return config.Errorf("file", "Config.Path", c.Path, "must name the file of peers")
 	case c.Period < 0:
-		return fmt.Errorf("file: Config.Period is %v, must be >= 0 (0 means the default, %v)", c.Period, DefaultPeriod)
+		return config.Errorf("file", "Config.Period", c.Period, "must be >= 0 (0 means the default, %v)", DefaultPeriod)
 	}
 	return nil
 }
@@ -196,10 +199,10 @@ func parseEntry(n *yaml.Node) (discovery.Address, error) {
 	return a, nil
 }
 
-// checkWeight is balance.CheckWeight, which every client applies, but
+// checkWeight is balancing.CheckWeight, which every client applies, but
 // for 0: a file that gives a weight gives one (leave it out for 1).
 func checkWeight(w float64) error {
-	if w == 0 || balance.CheckWeight(w) != nil {
+	if w == 0 || balancing.CheckWeight(w) != nil {
 		return fmt.Errorf("weight %v, must be a number in [%g, %g] (leave it out for 1)", w, balance.MinWeight, balance.MaxWeight)
 	}
 	return nil

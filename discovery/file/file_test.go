@@ -144,7 +144,7 @@ func TestResolverFollowsTheFile(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	if _, err := file.New(file.Config{}); err == nil || !strings.Contains(err.Error(), "Path is empty") {
+	if _, err := file.New(file.Config{}); err == nil || !strings.Contains(err.Error(), `file: Config.Path is "", must name the file of peers`) {
 		t.Fatalf("no path: %v", err)
 	}
 	if _, err := file.New(file.Config{Path: "x", Period: -1}); err == nil || !strings.Contains(err.Error(), "Period is -1ns, must be >= 0") {

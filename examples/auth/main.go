@@ -198,13 +198,17 @@ func hello(ctx context.Context, hostPort string, opts ...channel.Option) (string
 		return "", err
 	}
 	defer client.Close()
-	if err := client.AddPeer("greeter", hostPort); err != nil {
+	greeter, err := client.NewClient("greeter")
+	if err != nil {
+		return "", err
+	}
+	if err := greeter.AddPeer(hostPort); err != nil {
 		return "", err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	var res helloResponse
-	err = client.CallJSON(ctx, "greeter", "hello", &helloRequest{Name: "alice"}, &res)
+	err = greeter.CallJSON(ctx, "hello", &helloRequest{Name: "alice"}, &res)
 	var (
 		ce    *channel.CallError
 		alert *net.OpError // crypto/tls's error for the alert the server sent

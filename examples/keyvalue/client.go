@@ -35,12 +35,12 @@ func client(ctx context.Context, cmd string, args []string, out io.Writer) error
 		return fmt.Errorf("%s takes %d argument(s), got %d\n%s", cmd, want, fs.NArg(), usage)
 	}
 
-	ch, err := newClientChannel(*config, splitAddrs(*peers))
+	ch, kvc, err := newClient(*config, splitAddrs(*peers))
 	if err != nil {
 		return err
 	}
 	defer ch.Close()
-	kv := keyvalue.NewTChanKeyValueClient(thrift.NewClient(ch, service))
+	kv := keyvalue.NewTChanKeyValueClient(thrift.NewClient(kvc))
 	call := func(f func(tthrift.Context) error) (map[string]string, error) {
 		c, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
@@ -72,7 +72,7 @@ func client(ctx context.Context, cmd string, args []string, out io.Writer) error
 		// from its first call. An instance that cannot be reached is left
 		// out, as calls would leave it out.
 		c, cancel := context.WithTimeout(ctx, *timeout)
-		err := ch.Connect(c, service)
+		err := kvc.Connect(c)
 		cancel()
 		if err != nil {
 			fmt.Fprintf(out, "load: %v; calling the instances that are ready\n", err)
@@ -98,38 +98,44 @@ func client(ctx context.Context, cmd string, args []string, out io.Writer) error
 		for _, k := range sortedKeys(failed) {
 			fmt.Fprintf(out, "  failed %s: %d\n", k, failed[k])
 		}
-		for _, p := range ch.Peers(service) {
+		for _, p := range kvc.Peers() {
 			fmt.Fprintf(out, "  peer %s: sent %d, busy %d, throttled %d, limit %.0f\n", p.HostPort, p.Sent, p.Busy, p.Throttled, p.Limit)
 		}
 	}
 	return nil
 }
 
-// newClientChannel returns a Sluice channel with the instances as peers of
-// the keyvalue service and the service config read from path ("" for none).
-func newClientChannel(path string, peers []string) (*channel.Channel, error) {
+// newClient returns a Sluice channel with the service config read from
+// path ("" for none), and its Client of the keyvalue service with the
+// instances as peers.
+func newClient(path string, peers []string) (*channel.Channel, *channel.Client, error) {
 	if len(peers) == 0 {
-		return nil, errors.New("no peers: give -peers host:port[,host:port]")
+		return nil, nil, errors.New("no peers: give -peers host:port[,host:port]")
 	}
 	var opts []channel.Option
 	if path != "" {
 		cfg, err := loadConfig(path)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		opts = append(opts, channel.WithServiceConfig(cfg))
 	}
 	ch, err := channel.New("keyvalue-client", opts...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	kvc, err := ch.NewClient(service, channel.WithMethods("KeyValue::Get", "KeyValue::Set"))
+	if err != nil {
+		ch.Close()
+		return nil, nil, err
 	}
 	for _, p := range peers {
-		if err := ch.AddPeer(service, p); err != nil {
+		if err := kvc.AddPeer(p); err != nil {
 			ch.Close()
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return ch, nil
+	return ch, kvc, nil
 }
 
 // loadConfig reads and validates a service-config file.

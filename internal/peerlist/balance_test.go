@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/balancing"
 	"github.com/sluice-rpc/sluice/peer"
 )
 
@@ -453,7 +454,7 @@ func simulateWorkers(t *testing.T, l *List, weights []float64, load float64, n i
 }
 
 // A new peer still cold (answering over twice as slowly as the others)
-// gets only a probe every balance.ProbeInterval during its slow-start window; once it
+// gets only a probe every balancing.ProbeInterval during its slow-start window; once it
 // answers near the others' latency it takes its ramp's share.
 func TestColdPeerWaitsForWarmth(t *testing.T) {
 	l, clk := newBalancedList(t, balance.Config{}, 1, 1)
@@ -515,7 +516,7 @@ func TestSlowPeerRecoversUnderSparseTraffic(t *testing.T) {
 	if p, _ := l.Choose(nil); p != fast || !slow.Counts().Slow {
 		t.Fatal("the 50x peer is not marked slow")
 	}
-	clk.Add(time.Duration(balance.ProbeInterval))
+	clk.Add(time.Duration(balancing.ProbeInterval))
 	var probe *Peer
 	for probe == nil {
 		if p, _ := l.Choose(nil); p == slow {

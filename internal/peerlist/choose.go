@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluice-rpc/sluice/balance"
+	"github.com/sluice-rpc/sluice/internal/balancing"
 	"github.com/sluice-rpc/sluice/peer"
 )
 
@@ -32,7 +32,7 @@ type members struct {
 	cum []float64
 
 	ringMu sync.Mutex // one build at a time; the others wait for it
-	ring   atomic.Pointer[balance.Ring]
+	ring   atomic.Pointer[balancing.Ring]
 
 	// A long list's choices and introspection need list-wide figures
 	// (when its earliest peer became ready, whether ejections apply) that
@@ -92,8 +92,8 @@ func (m *members) mean() float64 {
 
 // ringOf returns the members' consistent-hash ring, building it on first
 // use (one caller builds, concurrent ones wait for it), or nil if it
-// cannot be built (over balance.MaxRingPoints members).
-func (m *members) ringOf() *balance.Ring {
+// cannot be built (over balancing.MaxRingPoints members).
+func (m *members) ringOf() *balancing.Ring {
 	if r := m.ring.Load(); r != nil {
 		return r
 	}
@@ -107,7 +107,7 @@ func (m *members) ringOf() *balance.Ring {
 	for i, p := range m.peers {
 		names[i], weights[i] = p.hostPort, p.Weight()
 	}
-	r, err := balance.NewRing(names, weights)
+	r, err := balancing.NewRing(names, weights)
 	if err != nil {
 		// The members were validated (unique host:ports, weights in
 		// range) when they were set; only their number can be too many.
@@ -136,7 +136,7 @@ func (l *List) figuresAt(m *members, ns int64) *figures {
 			ejected++
 		}
 	}
-	f.ejecting = ejected > 0 && !l.bal.Ejection.Panic(ready-ejected, len(m.peers))
+	f.ejecting = ejected > 0 && !balancing.Ejection(l.bal.Ejection).Panic(ready-ejected, len(m.peers))
 	// Kept only if nothing replaced what was held meanwhile: an ejection
 	// during the pass above stored its own (expired) figures, and these
 	// may not count it.
@@ -202,7 +202,7 @@ func (l *List) ChooseAt(exclude []*Peer, now time.Time) (*Peer, error) {
 					}
 					continue
 				}
-				if k := balance.LotteryKey(p.pending.Load(), v.weight[i], v.weight[i], rand.ExpFloat64()); best < 0 || k < bestKey {
+				if k := balancing.LotteryKey(p.pending.Load(), v.weight[i], v.weight[i], rand.ExpFloat64()); best < 0 || k < bestKey {
 					best, bestKey = i, k
 				}
 			}
@@ -237,7 +237,7 @@ type view struct {
 
 // look fills v for m's peers at time now: their states (asking Idle ones
 // to connect), ejections, slowness and effective weights (relative to the
-// mean weight, see balance.LotteryKey).
+// mean weight, see balancing.LotteryKey).
 func (l *List) look(m *members, now time.Time, v *view) {
 	peers := m.peers
 	ns := now.UnixNano()
@@ -267,7 +267,7 @@ func (l *List) look(m *members, now time.Time, v *view) {
 			}
 		}
 	}
-	if ejected > 0 && !l.bal.Ejection.Panic(ready-ejected, len(peers)) {
+	if ejected > 0 && !balancing.Ejection(l.bal.Ejection).Panic(ready-ejected, len(peers)) {
 		for i, p := range peers {
 			if v.usable[i] && p.ejectedAt(ns) {
 				v.usable[i] = false
@@ -298,7 +298,7 @@ func (l *List) look(m *members, now time.Time, v *view) {
 // of any age (0: none). A peer is marked slow when its fresh estimate
 // stands far above ref, and unmarked when its estimate (a slow peer's is
 // its latest probe) no longer stands far above known. For a peer in its
-// slow-start window (ramping), "far" is nearer (balance.Slow's cold rule).
+// slow-start window (ramping), "far" is nearer (balancing.Slow's cold rule).
 func (p *Peer) judgeSlow(now time.Time, ref, known int64, ramping bool) bool {
 	ns := now.UnixNano()
 	slow := p.slow.Load()
@@ -311,24 +311,24 @@ func (p *Peer) judgeSlow(now time.Time, ref, known int64, ramping bool) bool {
 	}
 	switch {
 	case lat == 0:
-	case !slow && ref > 0 && balance.Slow(time.Duration(lat), time.Duration(ref), ramping):
-		p.probedAt.Store(ns) // its first probe is balance.ProbeInterval away
+	case !slow && ref > 0 && balancing.Slow(time.Duration(lat), time.Duration(ref), ramping):
+		p.probedAt.Store(ns) // its first probe is balancing.ProbeInterval away
 		p.slow.Store(true)
-	case slow && known > 0 && !balance.Slow(time.Duration(lat), time.Duration(known), ramping):
+	case slow && known > 0 && !balancing.Slow(time.Duration(lat), time.Duration(known), ramping):
 		p.slow.Store(false)
 	}
-	return p.slow.Load() && ns-p.probedAt.Load() < int64(balance.ProbeInterval)
+	return p.slow.Load() && ns-p.probedAt.Load() < int64(balancing.ProbeInterval)
 }
 
 // weightAt returns p's effective weight at ns (Unix nanoseconds): its
 // weight times its slow-start factor, earliest being when the earliest
 // Ready peer of the list became ready. A peer in its window ramps only if
-// some other peer became ready well before it (balance.SlowStart.Ramping):
+// some other peer became ready well before it (balancing.SlowStart.Ramping):
 // peers that come up together, as when a client starts, take full shares
 // at once.
 func (l *List) weightAt(p *Peer, ns, earliest int64) float64 {
 	w := p.Weight()
-	s := l.bal.SlowStart
+	s := balancing.SlowStart(l.bal.SlowStart)
 	r := p.readyAt()
 	if r == 0 {
 		return w
@@ -393,7 +393,7 @@ func (l *List) chooseMany(m *members, exclude []*Peer, now time.Time) (*Peer, er
 // when the list's earliest Ready peer became ready): a slow peer (probe
 // not due) loses, each judged against the other, a peer in its slow-start
 // window as a cold one; then, with equal weights and neither in slow
-// start, better decides; else balance.LotteryKey's draw.
+// start, better decides; else balancing.LotteryKey's draw.
 func (l *List) preferOf(a, b *Peer, now time.Time, m *members, earliest int64) bool {
 	// The two were drawn in proportion to their weights already: their
 	// slow-start factors weigh them further, and their calls pending per
@@ -410,7 +410,7 @@ func (l *List) preferOf(a, b *Peer, now time.Time, m *members, earliest int64) b
 	}
 	mean := m.mean()
 	wa, wb := a.Weight()*fa/mean, b.Weight()*fb/mean
-	return balance.LotteryKey(a.pending.Load(), wa, fa, rand.ExpFloat64()) < balance.LotteryKey(b.pending.Load(), wb, fb, rand.ExpFloat64())
+	return balancing.LotteryKey(a.pending.Load(), wa, fa, rand.ExpFloat64()) < balancing.LotteryKey(b.pending.Load(), wb, fb, rand.ExpFloat64())
 }
 
 // availability tallies the states of the peers a choice looked at, to say
@@ -451,9 +451,9 @@ func (l *List) take(p *Peer, now time.Time) *Peer {
 	ns := now.UnixNano()
 	if rest := p.restUntil.Load(); (rest == 0 || ns >= rest || p.pending.Load() < p.restPending.Load()) && p.limiter.AllowAt(now) {
 		if p.slow.Load() {
-			// One probe per balance.ProbeInterval; a choice that lost the race
+			// One probe per balancing.ProbeInterval; a choice that lost the race
 			// for it may still take the peer as a last resort.
-			if old := p.probedAt.Load(); ns-old >= int64(balance.ProbeInterval) {
+			if old := p.probedAt.Load(); ns-old >= int64(balancing.ProbeInterval) {
 				p.probedAt.CompareAndSwap(old, ns)
 			}
 		}
@@ -465,7 +465,7 @@ func (l *List) take(p *Peer, now time.Time) *Peer {
 }
 
 // better reports whether a should be preferred to b at time now, peers
-// of equal effective weights (balance.Better): fewer pending calls, then
+// of equal effective weights (balancing.Better): fewer pending calls, then
 // a fresh latency estimate less than half of b's. A stale estimate (see
 // latencyTTL) counts as unknown.
 func better(a, b *Peer, now time.Time) bool {
@@ -473,7 +473,7 @@ func better(a, b *Peer, now time.Time) bool {
 	if pa != pb {
 		return pa < pb
 	}
-	return balance.Better(pa, pb, time.Duration(a.latencyAt(now)), time.Duration(b.latencyAt(now)))
+	return balancing.Better(pa, pb, time.Duration(a.latencyAt(now)), time.Duration(b.latencyAt(now)))
 }
 
 func contains(ps []*Peer, p *Peer) bool {

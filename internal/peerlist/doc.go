@@ -23,9 +23,9 @@
 // larger ones use the power of two random choices, which is nearly as good
 // and costs the same at any size.
 //
-// Every rule of the choice is package balance's (balance.Better,
-// balance.LotteryKey, balance.Slow and balance.ProbeInterval,
-// balance.SlowStart, balance.Ejection, balance.Ring and balance.Capacity);
+// Every rule of the choice is stated by package balance and computed by
+// internal/balancing (Better, LotteryKey, Slow and ProbeInterval,
+// SlowStart, Ejection, Ring and Capacity);
 // this package keeps the figures they need and applies them: peers whose
 // effective weights differ (discovery's weights, or slow start after a
 // peer became ready from cold) are chosen at random in proportion to

@@ -73,7 +73,7 @@ func startGuardedServer(t *testing.T) (*tchannel.Channel, *guardedListener) {
 // TransientFailure, failing nothing; its handshake keeps saying so, and
 // the peer is never Ready again while it does.
 func TestConnectorDrainsWhenTheServerAsks(t *testing.T) {
-	f := newFixture(t, pool.ConnectConfig{HealthCheck: pool.HealthCheck{Interval: -1}}, tchannel.ChannelOptions{})
+	f := newFixture(t, pool.ConnectConfig{HealthCheck: pool.HealthCheck{Disabled: true}}, tchannel.ChannelOptions{})
 	s, l := startGuardedServer(t)
 	p := f.add(s.PeerInfo().HostPort)
 	f.waitState(p, peer.Ready)

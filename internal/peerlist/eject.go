@@ -1,6 +1,10 @@
 package peerlist
 
-import "time"
+import (
+	"time"
+
+	"github.com/sluice-rpc/sluice/internal/balancing"
+)
 
 // ejectedAt reports whether p is ejected at ns (Unix nanoseconds).
 func (p *Peer) ejectedAt(ns int64) bool { return p.ejectedUntil.Load() > ns }
@@ -9,9 +13,9 @@ func (p *Peer) ejectedAt(ns int64) bool { return p.ejectedUntil.Load() > ns }
 // reached the threshold, unless ejection is disabled, p is already
 // ejected, or the list already has its most ejected peers (then p stays,
 // and its next such answer tries again). The ejection lasts
-// Ejection.Duration of its multiplier (see balance.Ejection.Multiplier).
+// Ejection.Duration of its multiplier (see balancing.Ejection.Multiplier).
 func (l *List) eject(p *Peer, now time.Time) {
-	e := l.bal.Ejection
+	e := balancing.Ejection(l.bal.Ejection)
 	if e.Disabled {
 		return
 	}

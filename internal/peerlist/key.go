@@ -3,17 +3,17 @@ package peerlist
 import (
 	"time"
 
-	"github.com/sluice-rpc/sluice/balance"
+	"github.com/sluice-rpc/sluice/internal/balancing"
 	"github.com/sluice-rpc/sluice/peer"
 )
 
 // ChooseKeyAt is ChooseAt for a call carrying a shard key: it picks the
-// key's home on the list's consistent-hash ring (balance.Ring, each peer
+// key's home on the list's consistent-hash ring (balancing.Ring, each peer
 // placed in proportion to its weight) and walks on along the ring, past
 // peers in exclude (the ones this call used: its retries and hedges go to
 // the next distinct peers), past peers that are not Ready, ejected,
 // throttled or resting after a pushback, and past peers that already have
-// their bounded load in flight (balance.Capacity). While the key's home
+// their bounded load in flight (balancing.Capacity). While the key's home
 // (the first peer not excluded) is connecting for the first time, or
 // again after a healthy close (a restarted server), it returns
 // ErrConnecting, so that the call waits for it within its deadline rather
@@ -39,8 +39,8 @@ func (l *List) ChooseKeyAt(key string, exclude []*Peer, now time.Time) (*Peer, e
 	for _, p := range peers {
 		inFlight += max(p.pending.Load(), 0)
 	}
-	c := l.bal.Factor()
-	h := balance.KeyHash(key)
+	c := balancing.Factor(l.bal)
+	h := balancing.KeyHash(key)
 	// loaded marks the peers pass 0 passed over for their load, the only
 	// ones pass 1 looks at again.
 	var small [8]uint64
@@ -81,7 +81,7 @@ func (l *List) ChooseKeyAt(key string, exclude []*Peer, now time.Time) (*Peer, e
 			if ejecting && p.ejectedAt(ns) {
 				return true
 			}
-			if pass == 0 && p.pending.Load() >= balance.Capacity(c, inFlight, p.Weight(), m.total) {
+			if pass == 0 && p.pending.Load() >= balancing.Capacity(c, inFlight, p.Weight(), m.total) {
 				loaded[i/64] |= 1 << (i % 64)
 				return true
 			}
@@ -118,5 +118,5 @@ func (l *List) Home(key string) *Peer {
 	if r == nil {
 		return nil
 	}
-	return m.peers[r.Home(balance.KeyHash(key))]
+	return m.peers[r.Home(balancing.KeyHash(key))]
 }

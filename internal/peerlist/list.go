@@ -2,7 +2,6 @@ package peerlist
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -12,10 +11,12 @@ import (
 	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/balancing"
+	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/departed"
 	"github.com/sluice-rpc/sluice/internal/pool"
+	"github.com/sluice-rpc/sluice/internal/recorder"
 	"github.com/sluice-rpc/sluice/peer"
-	"github.com/sluice-rpc/sluice/stats"
 )
 
 // List is the set of peers of one service. Reads are lock-free: the peers
@@ -25,7 +26,7 @@ type List struct {
 	service string
 	cfg     busy.Config // with Clock set to clk
 	clk     clock.Clock
-	rec     *stats.Recorder
+	rec     *recorder.Recorder
 	pool    *pool.Pool
 
 	bal balance.Config
@@ -65,15 +66,15 @@ type Config struct {
 	// names the peers' metrics.
 	Service string
 	// Busy configures each peer's busy limiter; the zero value means the
-	// design's defaults (see busy.Config). Its Clock must be nil: the
-	// limiters run on the List's Clock, whose readings the List passes
-	// them.
+	// design's defaults (see busy.Config). Its Clock, nil or the List's
+	// Clock: the limiters run on the List's Clock, whose readings the
+	// List passes them.
 	Busy busy.Config
 	// Clock is the time source of the List and of its peers' busy
 	// limiters; nil means clock.Real.
 	Clock clock.Clock
 	// Recorder receives the peers' metrics; nil means nowhere.
-	Recorder *stats.Recorder
+	Recorder *recorder.Recorder
 	// Pool gives the peers their connections. nil means the list manages
 	// no connections and every peer counts as Ready: for simulations and
 	// tests of the choice alone.
@@ -90,14 +91,18 @@ type Config struct {
 
 // Validate reports the first rule c breaks, or nil.
 func (c Config) Validate() error {
-	if c.Busy.Clock != nil {
-		return errors.New("peerlist: Config.Busy.Clock is set, must be nil: the peers' limiters run on Config.Clock")
+	own := c.Clock
+	if own == nil {
+		own = clock.Real
+	}
+	if c.Busy.Clock != nil && !config.Same(c.Busy.Clock, own) {
+		return config.Errorf("peerlist", "Config.Busy.Clock", config.Verbatim(fmt.Sprintf("%T", c.Busy.Clock)), "must be nil or Config.Clock: the peers' limiters run on the List's clock")
 	}
 	if err := c.Busy.Validate(); err != nil {
-		return fmt.Errorf("peerlist: Config.Busy: %w", err)
+		return config.Nest(err, "peerlist", "Config.Busy")
 	}
 	if err := c.Balance.Validate(); err != nil {
-		return fmt.Errorf("peerlist: Config.Balance: %w", err)
+		return config.Nest(err, "peerlist", "Config.Balance")
 	}
 	return nil
 }
@@ -112,7 +117,7 @@ func New(cfg Config) (*List, error) {
 		cfg.Clock = clock.Real
 	}
 	if cfg.Recorder == nil {
-		cfg.Recorder = stats.NewRecorder(nil)
+		cfg.Recorder = recorder.New(nil)
 	}
 	cfg.Busy.Clock = cfg.Clock
 	l := &List{service: cfg.Service, cfg: cfg.Busy, clk: cfg.Clock, rec: cfg.Recorder, pool: cfg.Pool, bal: cfg.Balance,
@@ -272,7 +277,7 @@ func (l *List) TakeChanged() []*Peer {
 // left less than DepartedGrace ago takes up its limiter, latency
 // estimate and ejection again); the others are removed as Remove does
 // (calls in flight to them finish, then their connections close). It checks every member before changing anything: an
-// invalid host:port or weight (see balance.CheckWeight), or a host:port
+// invalid host:port or weight (see balancing.CheckWeight), or a host:port
 // listed twice, is an error and changes nothing.
 func (l *List) Set(members []peer.Member) error {
 	seen := make(map[string]float64, len(members))
@@ -280,7 +285,7 @@ func (l *List) Set(members []peer.Member) error {
 		if err := peer.ValidateHostPort(m.HostPort); err != nil {
 			return err
 		}
-		if err := balance.CheckWeight(m.Weight); err != nil {
+		if err := balancing.CheckWeight(m.Weight); err != nil {
 			return fmt.Errorf("peer: %s has %w", m.HostPort, err)
 		}
 		if _, dup := seen[m.HostPort]; dup {

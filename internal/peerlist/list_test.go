@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/balancing"
 	"github.com/sluice-rpc/sluice/peer"
 )
 
@@ -32,15 +32,16 @@ func newList(t testing.TB, ceiling float64, hostPorts ...string) (*List, *clock.
 
 func hp(i int) string { return fmt.Sprintf("127.0.0.1:%d", 4000+i) }
 
-// A Config's busy limiters run on its own clock: one set on Busy is
-// refused, as is an invalid Busy, each error naming the field.
+// A Config's busy limiters run on its own clock: a Busy.Clock that is
+// another is refused, as is an invalid Busy, each error naming the field;
+// the List's own clock on Busy is accepted.
 func TestListConfigValidate(t *testing.T) {
 	for _, tt := range []struct {
 		cfg  Config
 		want string
 	}{
-		{Config{Busy: busy.Config{Clock: clock.Real}}, "peerlist: Config.Busy.Clock is set, must be nil"},
-		{Config{Busy: busy.Config{MaxHalvings: -1}}, "peerlist: Config.Busy: busy: MaxHalvings is -1"},
+		{Config{Busy: busy.Config{Clock: clock.NewFake(time.Unix(0, 0))}}, "peerlist: Config.Busy.Clock is *clock.Fake, must be nil or Config.Clock"},
+		{Config{Busy: busy.Config{MaxHalvings: -1}}, "peerlist: Config.Busy.MaxHalvings is -1"},
 	} {
 		if _, err := New(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("New(%+v) = %v, want %q", tt.cfg, err, tt.want)
@@ -56,6 +57,13 @@ func TestListConfigValidate(t *testing.T) {
 	}
 	if got := p.Limiter().Config().Ceiling; got != busy.DefaultCeiling {
 		t.Errorf("a zero Config's limiter has ceiling %v, want %v", got, busy.DefaultCeiling)
+	}
+	clk := clock.NewFake(time.Unix(0, 0))
+	if _, err := New(Config{Clock: clk, Busy: busy.Config{Clock: clk}}); err != nil {
+		t.Errorf("NewList with the List's clock on Busy too: %v", err)
+	}
+	if _, err := New(Config{Busy: busy.Config{Clock: clock.Real}}); err != nil {
+		t.Errorf("NewList with clock.Real on Busy and no Clock (clock.Real): %v", err)
 	}
 }
 
@@ -95,7 +103,7 @@ func TestChoosePrefersFewestPendingThenLatency(t *testing.T) {
 }
 
 // A peer whose latency stands far above the others' gets no calls but a
-// probe every balance.ProbeInterval, and takes its share again once a probe shows it
+// probe every balancing.ProbeInterval, and takes its share again once a probe shows it
 // recovered, even when the others' estimates have gone stale meanwhile.
 func TestSlowPeerIsProbed(t *testing.T) {
 	l, clk := newList(t, 1e6, hp(0), hp(1))
@@ -129,7 +137,7 @@ func TestSlowPeerIsProbed(t *testing.T) {
 	if got, _ := count(200); got != 0 {
 		t.Fatalf("after the estimates went stale, before a probe is due, the slow peer got %d of 200, want 0", got)
 	}
-	clk.Add(time.Duration(balance.ProbeInterval))
+	clk.Add(time.Duration(balancing.ProbeInterval))
 	got, probe := count(200)
 	if got != 1 {
 		t.Fatalf("with its probe due, the slow peer got %d of 200 calls, want 1", got)
@@ -141,7 +149,7 @@ func TestSlowPeerIsProbed(t *testing.T) {
 		t.Fatalf("after a slow probe the peer got %d of 200 (slow: %v), want 0 (true)", got, slow.Counts().Slow)
 	}
 	// Recovered: the next probe is fast, and the peer ties again.
-	clk.Add(time.Duration(balance.ProbeInterval))
+	clk.Add(time.Duration(balancing.ProbeInterval))
 	if got, probe = count(200); got != 1 {
 		t.Fatalf("with its second probe due, the slow peer got %d of 200, want 1", got)
 	}

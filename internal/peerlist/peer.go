@@ -10,9 +10,10 @@ import (
 
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/internal/balancing"
 	"github.com/sluice-rpc/sluice/internal/pool"
+	"github.com/sluice-rpc/sluice/internal/recorder"
 	"github.com/sluice-rpc/sluice/peer"
-	"github.com/sluice-rpc/sluice/stats"
 )
 
 // Errors Choose returns besides peer.ErrThrottled, peer.ErrNoPeers and
@@ -32,7 +33,7 @@ type Peer struct {
 	hostPort string
 	conn     *pool.Conn // nil in a list without a pool: always Ready
 	limiter  *busy.Limiter
-	m        *stats.Peer
+	m        *recorder.Peer
 
 	weight  atomic.Uint64 // math.Float64bits of the weight, > 0
 	pending atomic.Int64
@@ -54,8 +55,8 @@ type Peer struct {
 	added  int64 // when it was added, Unix nanoseconds (Ready since, without a pool)
 
 	// slow marks a peer whose latency estimate stands far above the
-	// others' (see balance.Slow): it is chosen only as a probe, once per
-	// balance.ProbeInterval (probedAt, Unix nanoseconds), and its estimate is the
+	// others' (see balancing.Slow): it is chosen only as a probe, once per
+	// balancing.ProbeInterval (probedAt, Unix nanoseconds), and its estimate is the
 	// latency of its latest probe.
 	slow     atomic.Bool
 	probedAt atomic.Int64
@@ -190,7 +191,7 @@ func (p *Peer) end(now time.Time, latency time.Duration, code codes.Code, rest t
 	p.pending.Add(-1)
 	switch code {
 	case codes.Unexpected, codes.Network:
-		if n := p.errorsInRow.Add(1); p.l != nil && n >= int64(p.l.bal.Ejection.Threshold()) {
+		if n := p.errorsInRow.Add(1); p.l != nil && n >= int64(balancing.Ejection(p.l.bal.Ejection).Threshold()) {
 			p.l.eject(p, now)
 		}
 	case codes.OK, codes.Busy, codes.BadRequest:

@@ -14,11 +14,11 @@ import (
 	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/internal/pool"
+	"github.com/sluice-rpc/sluice/internal/recorder"
 	"github.com/sluice-rpc/sluice/internal/tchconn"
 	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/peer"
-	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber-go/tally/v4"
 	"github.com/uber/tchannel-go"
 	"github.com/uber/tchannel-go/raw"
@@ -49,7 +49,7 @@ func newFixture(t *testing.T, cfg pool.ConnectConfig, opts tchannel.ChannelOptio
 func newFixtureConfig(t *testing.T, cfg pool.Config, opts tchannel.ChannelOptions) *fixture {
 	t.Helper()
 	f := &fixture{t: t, clk: clock.NewFake(time.Unix(1_700_000_000, 0)), scope: tally.NewTestScope("", nil)}
-	rec := stats.NewRecorder(f.scope)
+	rec := recorder.New(f.scope)
 	cfg.Clock, cfg.Recorder = f.clk, rec
 	cfg.Rand = func() float64 { return 0.5 } // no jitter: each backoff is its ceiling
 	p, err := pool.New(cfg)

@@ -1,10 +1,11 @@
 package pool
 
 import (
-	"fmt"
 	"math"
 	"sync"
 	"time"
+
+	"github.com/sluice-rpc/sluice/internal/config"
 )
 
 // Defaults of ConnectBudget.
@@ -40,24 +41,26 @@ const (
 //
 // The zero value means DefaultConnectRate and DefaultConnectBurst.
 type ConnectBudget struct {
-	// Rate is the connects a second once the burst is spent; 0 means
-	// DefaultConnectRate, a negative rate means no budget (each peer's
-	// backoff is the only bound).
+	// Rate is the connects a second once the burst is spent, 0 or at
+	// least 0.001; 0 means DefaultConnectRate.
 	Rate float64
-	// Burst is how many connects may start at once; 0 means
-	// DefaultConnectBurst. It must not be negative.
+	// Burst is how many connects may start at once, >= 0; 0 means
+	// DefaultConnectBurst.
 	Burst int
+	// Disabled means no budget: each peer's backoff is the only bound.
+	// Rate and Burst must then be 0.
+	Disabled bool
 }
 
-// Validate reports the first rule b breaks, or nil.
+// Validate reports the first rule b breaks, as a *retry.FieldError, or nil.
 func (b ConnectBudget) Validate() error {
 	switch {
-	case math.IsNaN(b.Rate) || math.IsInf(b.Rate, 0):
-		return fmt.Errorf("channel: ConnectConfig.Budget.Rate is %v, must be finite (0: %d a second; negative: no budget)", b.Rate, DefaultConnectRate)
-	case b.Rate > 0 && b.Rate < 0.001:
-		return fmt.Errorf("channel: ConnectConfig.Budget.Rate is %v, must be at least 0.001 connects a second (0: %d; negative: no budget)", b.Rate, DefaultConnectRate)
+	case !(b.Rate == 0 || b.Rate >= 0.001) || math.IsInf(b.Rate, 0):
+		return config.Errorf("channel", "ConnectBudget.Rate", b.Rate, "must be 0 or a finite number >= 0.001 connects a second (0 means the default, %d; Disabled means no budget)", DefaultConnectRate)
 	case b.Burst < 0:
-		return fmt.Errorf("channel: ConnectConfig.Budget.Burst is %d, must be >= 0 (0: %d)", b.Burst, DefaultConnectBurst)
+		return config.Errorf("channel", "ConnectBudget.Burst", b.Burst, "must be >= 0 (0 means the default, %d)", DefaultConnectBurst)
+	case b.Disabled && (b.Rate != 0 || b.Burst != 0):
+		return config.Errorf("channel", "ConnectBudget.Disabled", true, "must have Rate and Burst 0")
 	}
 	return nil
 }
@@ -86,7 +89,7 @@ type connectBudget struct {
 }
 
 func newConnectBudget(b ConnectBudget) *connectBudget {
-	if b.Rate < 0 {
+	if b.Disabled {
 		return nil
 	}
 	iv := max(time.Duration(float64(time.Second)/b.Rate), 1)

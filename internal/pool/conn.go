@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/recorder"
 	"github.com/sluice-rpc/sluice/internal/tframe"
 	"github.com/sluice-rpc/sluice/peer"
-	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber/tchannel-go"
 )
 
@@ -24,7 +24,7 @@ import (
 type Conn struct {
 	pool     *Pool
 	hostPort string
-	m        *stats.Conn
+	m        *recorder.Conn
 
 	// tch is the tchannel-go peer holding the connection. tchannel-go
 	// drops a peer from its root list when its last connection closes and

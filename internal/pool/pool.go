@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -15,8 +14,9 @@ import (
 
 	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/departed"
-	"github.com/sluice-rpc/sluice/stats"
+	"github.com/sluice-rpc/sluice/internal/recorder"
 	"github.com/uber/tchannel-go"
 )
 
@@ -51,7 +51,7 @@ type ConnectConfig struct {
 	Backoff backoff.Exponential
 	// HealthCheck finds a Ready connection whose peer stopped answering
 	// without closing it (a frozen process, a dead link). The zero value
-	// means DefaultHealthCheck(); a negative Interval turns it off.
+	// means DefaultHealthCheck(); HealthCheck{Disabled: true} turns it off.
 	HealthCheck HealthCheck
 	// Budget bounds the connects the Pool starts across all its peers
 	// (see ConnectBudget). The zero value means DefaultConnectRate a
@@ -64,11 +64,35 @@ type ConnectConfig struct {
 // Timeout it closes the connection and the peer goes into TransientFailure.
 // (tchannel-go has health checks of its own, ConnectionOptions.HealthChecks;
 // a check of theirs that fails on a closing connection waits for itself
-// forever, so Sluice runs its own.)
+// forever, so Sluice runs its own.) The zero value means
+// DefaultHealthCheck(); any other sets every field.
 type HealthCheck struct {
+	// Interval is the time between pings, > 0.
 	Interval time.Duration
-	Timeout  time.Duration
+	// Timeout is how long a ping may go unanswered, > 0.
+	Timeout time.Duration
+	// Failures is how many pings in a row may go unanswered before the
+	// connection is closed, >= 1.
 	Failures int
+	// Disabled turns health checks off; the other fields must then be 0.
+	Disabled bool
+}
+
+// Validate reports the first rule h breaks, as a *retry.FieldError, or nil.
+func (h HealthCheck) Validate() error {
+	switch {
+	case h == HealthCheck{} || h == HealthCheck{Disabled: true}:
+		return nil
+	case h.Disabled:
+		return config.Errorf("channel", "HealthCheck.Disabled", true, "must have Interval, Timeout and Failures 0")
+	case h.Interval <= 0:
+		return config.Errorf("channel", "HealthCheck.Interval", h.Interval, "must be > 0 (or the whole HealthCheck zero, for DefaultHealthCheck())")
+	case h.Timeout <= 0:
+		return config.Errorf("channel", "HealthCheck.Timeout", h.Timeout, "must be > 0 (or the whole HealthCheck zero, for DefaultHealthCheck())")
+	case h.Failures < 1:
+		return config.Errorf("channel", "HealthCheck.Failures", h.Failures, "must be >= 1 (or the whole HealthCheck zero, for DefaultHealthCheck())")
+	}
+	return nil
 }
 
 // DefaultHealthCheck returns the health check connectors run by default: a
@@ -79,30 +103,24 @@ func DefaultHealthCheck() HealthCheck {
 	return HealthCheck{Interval: time.Second, Timeout: 500 * time.Millisecond, Failures: 3}
 }
 
-// Validate reports the first rule c breaks, or nil.
+// Validate reports the first rule c breaks, in the order of the fields, as
+// a *retry.FieldError, or nil.
 func (c ConnectConfig) Validate() error {
-	b, h := c.Backoff, c.HealthCheck
-	switch {
-	case h == HealthCheck{} || h.Interval < 0:
-	case h.Timeout <= 0 || h.Failures < 1:
-		return fmt.Errorf("channel: ConnectConfig.HealthCheck is %+v, must have Timeout > 0 and Failures >= 1 (or a zero value for the default, a negative Interval for none)", h)
-	}
-	if err := c.Budget.Validate(); err != nil {
-		return err
-	}
 	if c.Timeout < 0 {
-		return fmt.Errorf("channel: ConnectConfig.Timeout is %v, must be >= 0 (0: %v)", c.Timeout, DefaultConnectTimeout)
+		return config.Errorf("channel", "ConnectConfig.Timeout", c.Timeout, "must be >= 0 (0 means the default, %v)", DefaultConnectTimeout)
 	}
-	if b == (backoff.Exponential{}) {
-		return nil // the default
+	if b := c.Backoff; b != (backoff.Exponential{}) {
+		if err := b.Validate(); err != nil {
+			return config.Nest(err, "channel", "ConnectConfig.Backoff")
+		}
+		if b.Jitter != backoff.ProportionalJitter {
+			return config.Errorf("channel", "ConnectConfig.Backoff.Jitter", b.Jitter, "must be proportional (backoff.ProportionalJitter): connects are spread around the schedule, not drawn below it")
+		}
 	}
-	if err := b.Validate("channel: ConnectConfig.Backoff"); err != nil {
-		return err
+	if err := c.HealthCheck.Validate(); err != nil {
+		return config.Nest(err, "channel", "ConnectConfig.HealthCheck")
 	}
-	if b.Jitter != backoff.ProportionalJitter {
-		return fmt.Errorf("channel: ConnectConfig.Backoff.Jitter is %v, must be proportional (backoff.ProportionalJitter): connects are spread around the schedule, not drawn below it", b.Jitter)
-	}
-	return nil
+	return config.Nest(c.Budget.Validate(), "channel", "ConnectConfig.Budget")
 }
 
 func (c ConnectConfig) withDefaults() ConnectConfig {
@@ -139,7 +157,7 @@ type Pool struct {
 	cfg    ConnectConfig
 	budget *connectBudget // nil: none
 	clk    clock.Clock
-	rec    *stats.Recorder
+	rec    *recorder.Recorder
 	rand   func() float64
 
 	ctx  context.Context // cancelled by Close: ends every connect
@@ -192,7 +210,7 @@ type Config struct {
 	// clock.Real.
 	Clock clock.Clock
 	// Recorder receives the connection metrics; nil means nowhere.
-	Recorder *stats.Recorder
+	Recorder *recorder.Recorder
 	// Rand draws the backoff's jitter, uniform in [0, 1); nil means
 	// math/rand/v2's Float64.
 	Rand func() float64
@@ -202,7 +220,8 @@ type Config struct {
 	SweepEvery time.Duration
 }
 
-// Validate reports the first rule c breaks, or nil.
+// Validate reports the first rule c breaks, as a *retry.FieldError naming
+// the field of channel.ConnectConfig (the public face of Connect), or nil.
 func (c Config) Validate() error { return c.Connect.Validate() }
 
 // New returns a Pool configured by cfg, or cfg's validation error.
@@ -214,7 +233,7 @@ func New(cfg Config) (*Pool, error) {
 		cfg.Clock = clock.Real
 	}
 	if cfg.Recorder == nil {
-		cfg.Recorder = stats.NewRecorder(nil)
+		cfg.Recorder = recorder.New(nil)
 	}
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Float64

@@ -17,13 +17,17 @@ func TestConnectConfigValidate(t *testing.T) {
 		cfg  ConnectConfig
 		want string
 	}{
-		{ConnectConfig{Timeout: -1}, "Timeout is -1ns, must be >= 0"},
-		{ConnectConfig{Backoff: backoff.Exponential{Initial: time.Second}}, "must have 0 < Initial <= Max"},
+		{ConnectConfig{Timeout: -1}, "channel: ConnectConfig.Timeout is -1ns, must be >= 0"},
+		{ConnectConfig{Backoff: backoff.Exponential{Initial: time.Second}}, "channel: ConnectConfig.Backoff.Max is 0s, must be >= Initial (1s)"},
 		{ConnectConfig{Backoff: backoff.Exponential{Initial: time.Second, Max: time.Minute, Multiplier: 0.5}}, "Multiplier is 0.5, must be a finite number >= 1"},
 		{ConnectConfig{Backoff: backoff.Exponential{Initial: time.Second, Max: time.Minute, Multiplier: 2, Spread: 1}}, "Spread is 1, must be in [0, 1)"},
 		{ConnectConfig{Backoff: backoff.Exponential{Initial: time.Second, Max: time.Minute, Multiplier: 2}}, "Jitter is full, must be proportional"},
-		{ConnectConfig{HealthCheck: HealthCheck{Interval: time.Second}}, "must have Timeout > 0 and Failures >= 1"},
-		{ConnectConfig{HealthCheck: HealthCheck{Interval: time.Second, Timeout: time.Second}}, "must have Timeout > 0 and Failures >= 1"},
+		{ConnectConfig{HealthCheck: HealthCheck{Interval: time.Second}}, "channel: ConnectConfig.HealthCheck.Timeout is 0s, must be > 0"},
+		{ConnectConfig{HealthCheck: HealthCheck{Interval: time.Second, Timeout: time.Second}}, "channel: ConnectConfig.HealthCheck.Failures is 0, must be >= 1"},
+		{ConnectConfig{HealthCheck: HealthCheck{Timeout: time.Second, Failures: 1}}, "channel: ConnectConfig.HealthCheck.Interval is 0s, must be > 0"},
+		{ConnectConfig{HealthCheck: HealthCheck{Interval: time.Second, Disabled: true}}, "channel: ConnectConfig.HealthCheck.Disabled is true, must have Interval, Timeout and Failures 0"},
+		{ConnectConfig{Budget: ConnectBudget{Rate: -1}}, "channel: ConnectConfig.Budget.Rate is -1, must be 0 or a finite number >= 0.001"},
+		{ConnectConfig{Budget: ConnectBudget{Rate: 1, Disabled: true}}, "channel: ConnectConfig.Budget.Disabled is true, must have Rate and Burst 0"},
 	} {
 		err := tt.cfg.Validate()
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -33,7 +37,8 @@ func TestConnectConfigValidate(t *testing.T) {
 			t.Errorf("New accepted %+v", tt.cfg)
 		}
 	}
-	for _, ok := range []ConnectConfig{{}, {HealthCheck: HealthCheck{Interval: -1}}, {Backoff: DefaultConnectBackoff(), HealthCheck: DefaultHealthCheck()}} {
+	for _, ok := range []ConnectConfig{{}, {HealthCheck: HealthCheck{Disabled: true}}, {Budget: ConnectBudget{Disabled: true}},
+		{Backoff: DefaultConnectBackoff(), HealthCheck: DefaultHealthCheck()}} {
 		if err := ok.Validate(); err != nil {
 			t.Error(err)
 		}
@@ -186,10 +191,10 @@ func TestConnectBudgetTurns(t *testing.T) {
 	want(t0.Add(10*time.Second), false, 0)
 	want(t0.Add(10*time.Second), false, 100*time.Millisecond)
 
-	if newConnectBudget(ConnectBudget{Rate: -1}.withDefaults()) != nil {
-		t.Error("a negative rate made a budget, want none")
+	if newConnectBudget(ConnectBudget{Disabled: true}.withDefaults()) != nil {
+		t.Error("a disabled budget made a budget, want none")
 	}
-	for _, bad := range []ConnectBudget{{Burst: -1}, {Rate: 1e-9}} {
+	for _, bad := range []ConnectBudget{{Burst: -1}, {Rate: 1e-9}, {Rate: -1}} {
 		if err := (ConnectConfig{Budget: bad}).Validate(); err == nil {
 			t.Errorf("ConnectConfig{Budget: %+v}.Validate() = nil, want an error", bad)
 		}

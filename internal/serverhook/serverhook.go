@@ -43,3 +43,8 @@ type Parent interface {
 // srv is an any because package leasing/server, which sets DriveParent,
 // imports this package and so cannot be imported by it.
 var DriveParent func(srv any, dial func(addr string) (pb.Conn, error)) (Parent, error)
+
+// Capacity returns the Doorman RPCs of srv, a *server.Server, to call
+// in-process: what Register serves, without gRPC. Set by package
+// leasing/server as DriveParent is.
+var Capacity func(srv any) (pb.CapacityServer, error)

@@ -17,7 +17,7 @@ import (
 // direct is an in-memory connection to a server: it calls its RPC
 // methods and counts the GetServerCapacity requests.
 type direct struct {
-	s    *server.Server
+	s    pb.CapacityServer
 	asks int
 }
 
@@ -59,7 +59,7 @@ func TestDriveParent(t *testing.T) {
 	repo := &server.Repository{Resources: []server.Template{{IdentifierGlob: "*", Capacity: 100,
 		Algorithm: server.Algorithm{Kind: server.FairShare, LeaseLength: 20, RefreshInterval: 10, LearningModeDuration: &noLearning}}}}
 	root := newServer(t, server.Config{Repository: repo, Clock: clk, Address: "root"})
-	parent := &direct{s: root}
+	parent := &direct{s: rpcs(t, root)}
 	mid := newServer(t, server.Config{Clock: clk, Parent: "root", ID: "mid", Address: "mid"})
 
 	p, err := serverhook.DriveParent(mid, func(addr string) (pb.Conn, error) {
@@ -78,7 +78,7 @@ func TestDriveParent(t *testing.T) {
 		t.Fatal("Woken before anything happened")
 	}
 	ctx := context.Background()
-	if _, err := mid.GetCapacity(ctx, &pb.GetCapacityRequest{ClientId: proto.String("c"),
+	if _, err := rpcs(t, mid).GetCapacity(ctx, &pb.GetCapacityRequest{ClientId: proto.String("c"),
 		Resource: []*pb.ResourceRequest{{ResourceId: proto.String("r"), Wants: proto.Float64(10)}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestDriveParent(t *testing.T) {
 	if parent.asks != 1 {
 		t.Fatalf("one tick asked the parent %d times, want once", parent.asks)
 	}
-	if capacity, _, ok := mid.ParentLease("r"); !ok || capacity != 10 {
+	if capacity, ok := parentLease(mid, "r"); !ok || capacity != 10 {
 		t.Fatalf("after the tick the intermediate holds %v (%v) of r from its parent, want its client's wants, 10", capacity, ok)
 	}
 	if want := now.Add(5 * time.Second); !next.Equal(want) {
@@ -130,4 +130,24 @@ func TestDriveParentRefuses(t *testing.T) {
 	if _, err := serverhook.DriveParent("mid", nil); err == nil {
 		t.Error("DriveParent took a string for a server")
 	}
+}
+
+// parentLease returns the capacity s holds of resource id from its
+// parent, as its status shows it; false before the parent's first answer.
+func parentLease(s *server.Server, id string) (float64, bool) {
+	st := s.Status(server.StatusQuery{Resource: id})
+	if len(st.ResourceList) != 1 || st.ResourceList[0].ParentLease == nil {
+		return 0, false
+	}
+	return st.ResourceList[0].ParentLease.Capacity, true
+}
+
+// rpcs returns the Doorman RPCs of s, to call in-process.
+func rpcs(t *testing.T, s *server.Server) pb.CapacityServer {
+	t.Helper()
+	c, err := serverhook.Capacity(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -479,7 +479,7 @@ func (c *Conn) continuation(fr tframe.Frame, f []byte) []byte {
 	r.lastAt = g.now.Load()
 	victim, err := g.admit(c, int64(len(f)))
 	if err != nil {
-		g.free(c, r.bytes)
+		g.charge(c, -r.bytes)
 		c.delReq(fr.ID)
 		g.mu.Unlock()
 		g.report(Event{Kind: RequestDropped, Peer: c.peer, Inbound: c.inbound, ID: fr.ID, Err: err})
@@ -502,7 +502,7 @@ func (c *Conn) settled(id uint32) {
 	g := c.g
 	g.mu.Lock()
 	if r := c.reqs[id]; r != nil {
-		g.free(c, r.bytes)
+		g.charge(c, -r.bytes)
 		c.delReq(id)
 	}
 	g.mu.Unlock()
@@ -546,7 +546,7 @@ func (c *Conn) dropLocked(id uint32, code byte, kind EventKind, err error) {
 	if r == nil {
 		return
 	}
-	c.g.free(c, r.bytes)
+	c.g.charge(c, -r.bytes)
 	c.delReq(id)
 	c.drops = append(c.drops, drop{id: id, code: code, kind: kind, err: err})
 	c.ndrops.Store(int32(len(c.drops)))
@@ -752,7 +752,7 @@ func (c *Conn) forget() {
 		g := c.g
 		c.forgetAnswers()
 		g.mu.Lock()
-		g.free(c, c.unfinished)
+		g.charge(c, -c.unfinished)
 		delete(g.conns, c)
 		switch c.counted {
 		case countedSignalled:

@@ -190,11 +190,6 @@ type Config struct {
 	// OnEvent, if set, is called for each Event, on the goroutine that
 	// decided it: it must not block.
 	OnEvent func(Event)
-	// OnFreed, if set, is told the frame bytes of unfinished requests
-	// released other than by their last fragment (dropped, cancelled,
-	// answered early, or their connection closed): memory their handlers
-	// drop. It is called with the Guard's lock held: it must not block.
-	OnFreed func(n int64)
 	// Clock times stalls; nil means the wall clock.
 	Clock clock.Clock
 }
@@ -205,7 +200,6 @@ type Config struct {
 type Guard struct {
 	lim     Limits
 	onEvent func(Event)
-	onFreed func(int64)
 	clk     clock.Clock
 	start   time.Time
 	now     atomic.Int64 // the sweep's time, ns since start
@@ -238,7 +232,7 @@ func New(cfg Config) (*Guard, error) {
 	if clk == nil {
 		clk = clock.Real
 	}
-	g := &Guard{lim: cfg.Limits.withDefaults(), onEvent: cfg.OnEvent, onFreed: cfg.OnFreed, clk: clk, start: clk.Now(),
+	g := &Guard{lim: cfg.Limits.withDefaults(), onEvent: cfg.OnEvent, clk: clk, start: clk.Now(),
 		done: make(chan struct{}), conns: map[*Conn]struct{}{}, holding: map[*Conn]struct{}{}}
 	if g.lim.StallTimeout > 0 || g.lim.MaxAnswerBytes > 0 {
 		g.wg.Add(1)
@@ -385,15 +379,6 @@ func (g *Guard) admit(c *Conn, n int64) (victim *Conn, err error) {
 	}
 	g.charge(c, n)
 	return victim, nil
-}
-
-// free releases n bytes of c's that their handler drops (see
-// Config.OnFreed). Call it with g.mu held.
-func (g *Guard) free(c *Conn, n int64) {
-	g.charge(c, -n)
-	if n > 0 && g.onFreed != nil {
-		g.onFreed(n)
-	}
 }
 
 // charge adds n bytes (negative: releases) to c's and the Guard's

@@ -50,14 +50,14 @@ func BenchmarkDecide(b *testing.B) {
 				reqs := renewals(n)
 				ctx := context.Background()
 				for i := range reqs {
-					if _, err := s.GetCapacity(ctx, reqs[i][0]); err != nil {
+					if _, err := s.getCapacity(ctx, reqs[i][0]); err != nil {
 						b.Fatal(err)
 					}
 				}
 				b.ReportAllocs()
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
-					if _, err := s.GetCapacity(ctx, reqs[i%n][(i/n+1)%2]); err != nil {
+					if _, err := s.getCapacity(ctx, reqs[i%n][(i/n+1)%2]); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -179,7 +179,7 @@ func BenchmarkLeaseMemory(b *testing.B) {
 				}
 				for k := 0; k < n; k++ {
 					// Built here, as gRPC would: the ids the server keeps count.
-					if _, err := s.GetCapacity(context.Background(), c.req(k)); err != nil {
+					if _, err := s.getCapacity(context.Background(), c.req(k)); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"net/netip"
 	"runtime"
@@ -13,14 +14,14 @@ import (
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 )
 
-// GetCapacity grants or renews leases for the resources in req. Every
+// getCapacity grants or renews leases for the resources in req. Every
 // resource of a valid request gets an entry in the response. A request
 // that would add resources, clients or leases beyond the server's limits
 // is refused as a whole with codes.ResourceExhausted.
 //
 // A server that is not the master answers every request with only the
 // mastership field (see Discovery).
-func (s *Server) GetCapacity(ctx context.Context, req *pb.GetCapacityRequest) (*pb.GetCapacityResponse, error) {
+func (s *Server) getCapacity(ctx context.Context, req *pb.GetCapacityRequest) (*pb.GetCapacityResponse, error) {
 	if m := s.redirect(); m != nil {
 		return &pb.GetCapacityResponse{Mastership: m}, nil
 	}
@@ -144,6 +145,7 @@ func (s *Server) serve(ctx context.Context, rpc, client string, src netip.Addr, 
 	}
 	g, err := s.admit(client, src, ids, now)
 	if err != nil {
+		s.clientLog.Warn("doorman server: refused a request for a limit", slog.String("rpc", rpc), slog.String("source", src.String()), slog.Any("error", err))
 		return nil, exhausted(rpc, err)
 	}
 	defer s.settle(&g)

@@ -307,7 +307,7 @@ func TestGetServerCapacityAggregatesBands(t *testing.T) {
 			// three clients in two bands (wants 20+30+50 = 100 for 3).
 			gsc := func() float64 {
 				t.Helper()
-				resp, err := s.GetServerCapacity(context.Background(), &pb.GetServerCapacityRequest{
+				resp, err := s.getServerCapacity(context.Background(), &pb.GetServerCapacityRequest{
 					ServerId: proto.String("mid"),
 					Resource: []*pb.ServerCapacityResourceRequest{{ResourceId: proto.String("r"), Wants: []*pb.PriorityBandAggregate{
 						{Priority: proto.Int64(0), NumClients: proto.Int64(2), Wants: proto.Float64(50)},
@@ -362,7 +362,7 @@ func TestGetServerCapacityRejectsInvalidRequests(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			_, err := s.GetServerCapacity(context.Background(), tt.req)
+			_, err := s.getServerCapacity(context.Background(), tt.req)
 			if err == nil || !containsAll(err.Error(), "InvalidArgument", tt.want) {
 				t.Fatalf("got %v, want InvalidArgument naming %q", err, tt.want)
 			}

@@ -53,16 +53,16 @@ func TestConcurrentUse(t *testing.T) {
 				var err error
 				switch rng.Intn(10) {
 				case 0:
-					_, err = s.ReleaseCapacity(ctx, &pb.ReleaseCapacityRequest{ClientId: proto.String(client), ResourceId: append([]string{""}, ids...)})
+					_, err = s.releaseCapacity(ctx, &pb.ReleaseCapacityRequest{ClientId: proto.String(client), ResourceId: append([]string{""}, ids...)})
 				case 1:
-					_, err = s.GetServerCapacity(ctx, &pb.GetServerCapacityRequest{ServerId: proto.String("mid"), Resource: []*pb.ServerCapacityResourceRequest{{
+					_, err = s.getServerCapacity(ctx, &pb.GetServerCapacityRequest{ServerId: proto.String("mid"), Resource: []*pb.ServerCapacityResourceRequest{{
 						ResourceId: proto.String(ids[0]), Wants: []*pb.PriorityBandAggregate{{Priority: proto.Int64(1), NumClients: proto.Int64(3), Wants: proto.Float64(rng.Float64() * 90)}}}}})
 				default:
 					req := &pb.GetCapacityRequest{ClientId: proto.String(client)}
 					for _, id := range ids {
 						req.Resource = append(req.Resource, &pb.ResourceRequest{ResourceId: proto.String(id), Wants: proto.Float64(rng.Float64() * 40)})
 					}
-					_, err = s.GetCapacity(ctx, req)
+					_, err = s.getCapacity(ctx, req)
 				}
 				if err != nil && status.Code(err) != codes.ResourceExhausted {
 					t.Error(err)

@@ -53,9 +53,9 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", int32(k))
 }
 
-// ParseKind returns the Kind named s ("NO_ALGORITHM", "STATIC",
+// parseKind returns the Kind named s ("NO_ALGORITHM", "STATIC",
 // "PROPORTIONAL_SHARE" or "FAIR_SHARE").
-func ParseKind(s string) (Kind, error) {
+func parseKind(s string) (Kind, error) {
 	for k, name := range kindNames {
 		if name == s {
 			return Kind(k), nil
@@ -78,7 +78,8 @@ type Parameter struct {
 type Algorithm struct {
 	// Kind is the dividing algorithm.
 	Kind Kind
-	// LeaseLength is how long a lease lasts, in whole seconds (> 0).
+	// LeaseLength is how long a lease lasts, in whole seconds (> 0, at most
+	// 30 days, as is LearningModeDuration).
 	LeaseLength int64
 	// RefreshInterval is how often clients should renew, in whole seconds
 	// (> 0 and <= LeaseLength).
@@ -145,23 +146,23 @@ func (t *Template) Validate() error {
 	if !a.Kind.valid() {
 		return fmt.Errorf("algorithm kind is %d, must be 0 to 3 (NO_ALGORITHM, STATIC, PROPORTIONAL_SHARE, FAIR_SHARE)", int32(a.Kind))
 	}
-	if a.LeaseLength <= 0 || a.LeaseLength > MaxLeaseLength {
-		return fmt.Errorf("algorithm lease_length is %d, must be > 0 and <= %d seconds (30 days: a longer lease is a unit mistake, which the original Doorman would accept)", a.LeaseLength, int64(MaxLeaseLength))
+	if a.LeaseLength <= 0 || a.LeaseLength > maxLeaseLength {
+		return fmt.Errorf("algorithm lease_length is %d, must be > 0 and <= %d seconds (30 days: a longer lease is a unit mistake, which the original Doorman would accept)", a.LeaseLength, int64(maxLeaseLength))
 	}
 	if a.RefreshInterval <= 0 || a.RefreshInterval > a.LeaseLength {
 		return fmt.Errorf("algorithm refresh_interval is %d, must be > 0 and <= lease_length (%d)", a.RefreshInterval, a.LeaseLength)
 	}
-	if d := a.LearningModeDuration; d != nil && *d > MaxLeaseLength {
-		return fmt.Errorf("algorithm learning_mode_duration is %d, must be <= %d seconds (30 days)", *d, int64(MaxLeaseLength))
+	if d := a.LearningModeDuration; d != nil && *d > maxLeaseLength {
+		return fmt.Errorf("algorithm learning_mode_duration is %d, must be <= %d seconds (30 days)", *d, int64(maxLeaseLength))
 	}
 	return nil
 }
 
-// MaxLeaseLength bounds lease_length and learning_mode_duration, in
+// maxLeaseLength bounds lease_length and learning_mode_duration, in
 // seconds. A lease is a promise about the near future: one that outlives
 // a month is a misconfiguration (or a unit mistake), and the bound keeps
 // every expiry far from time.Duration's range.
-const MaxLeaseLength = wirenum.MaxSeconds
+const maxLeaseLength = wirenum.MaxSeconds
 
 // Repository is a resource repository (the original's
 // ResourceRepository): the ordered list of templates a server matches
@@ -408,7 +409,7 @@ func parseAlgorithm(node *yaml.Node) (a Algorithm, err error) {
 			return a, fmt.Errorf("line %d: algorithm kind is %d, must be 0 to 3 (NO_ALGORITHM, STATIC, PROPORTIONAL_SHARE, FAIR_SHARE; the original Doorman loads another number and fails when a client asks)", kind.Line, n)
 		}
 		a.Kind = Kind(n)
-	} else if a.Kind, err = ParseKind(kind.Value); err != nil {
+	} else if a.Kind, err = parseKind(kind.Value); err != nil {
 		return a, fmt.Errorf("line %d: %w", kind.Line, err)
 	}
 	if lease == nil || isNull(lease) {

@@ -9,10 +9,10 @@ import (
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 )
 
-// Discovery tells the caller who the master is: this server (is_master
+// discovery tells the caller who the master is: this server (is_master
 // true, with its address) or another (is_master false, with the master's
 // address, or none while no master is known).
-func (s *Server) Discovery(context.Context, *pb.DiscoveryRequest) (*pb.DiscoveryResponse, error) {
+func (s *Server) discovery(context.Context, *pb.DiscoveryRequest) (*pb.DiscoveryResponse, error) {
 	m := s.Mastership()
 	if m.IsMaster {
 		s.mu.Lock()

@@ -56,7 +56,7 @@
 // with a capped, jittered backoff when the parent is unreachable, so that
 // the intermediates of a parent that went down do not come back to it in
 // lockstep (one failed batch of resources does not stop the others;
-// Config.OnParentError is told when refreshes start failing and when they
+// Config.Logger gets a line when refreshes start failing and when they
 // work again). Before the
 // parent's first answer for a resource it has nothing to hand out (the
 // design: a server without capacity behaves as if it had none) and asks

@@ -92,6 +92,14 @@ func (s *Server) setMastership(m Mastership) {
 	s.ms.Store(&m)
 	s.epochMu.Unlock()
 	s.pokeParent()
+	switch {
+	case m.IsMaster:
+		s.log().Info("doorman server: now the master (new state, learning mode)")
+	case m.Master != "":
+		s.log().Info("doorman server: not the master", "master", m.Master)
+	default:
+		s.log().Info("doorman server: not the master; no master known")
+	}
 	if s.onMastership != nil {
 		s.onMastership(m)
 	}
@@ -145,9 +153,7 @@ func (s *Server) runElection(ctx context.Context, id string) {
 		if err == nil {
 			err = errors.New("server: Election.Run returned before its context ended")
 		}
-		if s.onElectionError != nil {
-			s.onElectionError(err)
-		}
+		s.log().Warn("doorman server: the election failed; stepped down, running it again after a backoff", "error", err)
 		if s.clock.Since(began) > electionMaxBackoff {
 			failures = 0
 		}

@@ -76,12 +76,12 @@ func TestElectionMastership(t *testing.T) {
 	el := newFakeElection()
 	var mu sync.Mutex
 	var changes []Mastership
-	failures := make(chan error, 1)
+	var log logLines
 	s, err := New(Config{Repository: repo, Clock: clk, Election: el, OnMastership: func(m Mastership) {
 		mu.Lock()
 		changes = append(changes, m)
 		mu.Unlock()
-	}, OnElectionError: func(err error) { failures <- err }})
+	}, Logger: log.logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,9 +170,9 @@ func TestElectionMastership(t *testing.T) {
 		t.Fatal("the election's Run is not running")
 	}
 	testwait.Until(t, "the server to step down", func() bool { return !s.Mastership().IsMaster })
-	if err := testwait.Recv(t, failures, "OnElectionError"); err.Error() != "lost the lock service" {
-		t.Fatalf("OnElectionError got %v", err)
-	}
+	testwait.Until(t, "the failed election to be logged at Warn", func() bool {
+		return log.count("WARN doorman server: the election failed") == 1 && log.count("error=lost the lock service") == 1
+	})
 	testwait.Timers(t, clk, 1)
 	clk.Add(electionMaxBackoff)
 	testwait.Recv(t, el.runs, "the election to run again")
@@ -235,7 +235,7 @@ func TestElectionClientFollowsRedirect(t *testing.T) {
 func TestConfigElectedIntermediateNeedsID(t *testing.T) {
 	cfg := Config{Parent: "127.0.0.1:1", Election: newFakeElection()}
 	err := cfg.Validate()
-	if err == nil || !strings.Contains(err.Error(), "Config.ID is empty with both Parent and Election set: the servers of an elected intermediate node must present the parent one server_id") {
+	if err == nil || !strings.Contains(err.Error(), `server: Config.ID is "", must be set with both Parent and Election: the servers of an elected intermediate node must present the parent one server_id`) {
 		t.Fatalf("Validate() = %v, want an error saying the node's servers must present one server_id", err)
 	}
 	if _, err := New(cfg); err == nil {

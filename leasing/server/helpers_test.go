@@ -48,7 +48,7 @@ func newTestServer(t testing.TB, repo *Repository, clk clock.Clock) *Server {
 // capacity, failing the test when the response has no entry for it.
 func ask(t testing.TB, s *Server, client string, wants float64) float64 {
 	t.Helper()
-	resp, err := s.GetCapacity(context.Background(), &pb.GetCapacityRequest{
+	resp, err := s.getCapacity(context.Background(), &pb.GetCapacityRequest{
 		ClientId: proto.String(client),
 		Resource: []*pb.ResourceRequest{{
 			ResourceId: proto.String("r"),
@@ -87,7 +87,7 @@ func dial(t testing.TB, addr string) pb.CapacityClient {
 
 func releaseAll(t testing.TB, s *Server, client string) {
 	t.Helper()
-	if _, err := s.ReleaseCapacity(context.Background(), &pb.ReleaseCapacityRequest{ClientId: proto.String(client), ResourceId: []string{"r"}}); err != nil {
+	if _, err := s.releaseCapacity(context.Background(), &pb.ReleaseCapacityRequest{ClientId: proto.String(client), ResourceId: []string{"r"}}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"hash/maphash"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/ratelog"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 	"github.com/sluice-rpc/sluice/stats"
 )
@@ -42,9 +44,9 @@ func New(cfg Config) (*Server, error) {
 		address:  cfg.Address,
 		election: cfg.Election,
 
-		onMastership:    cfg.OnMastership,
-		onElectionError: cfg.OnElectionError,
-		conns:           newConnConfig(&cfg),
+		onMastership: cfg.OnMastership,
+		logger:       cfg.Logger,
+		conns:        newConnConfig(&cfg),
 	}
 	if s.repo == nil {
 		s.repo = &Repository{}
@@ -69,13 +71,15 @@ func New(cfg Config) (*Server, error) {
 	if s.clock == nil {
 		s.clock = clock.Real
 	}
+	s.clientLog = ratelog.New(cfg.Logger, s.clock.Now)
+	s.parentLog = ratelog.New(cfg.Logger, s.clock.Now)
 	s.rand = rand.Float64
 	if r := cfg.Rand; r != nil {
 		var mu sync.Mutex
 		s.rand = func() float64 {
 			mu.Lock()
 			defer mu.Unlock()
-			return r.Float64()
+			return r()
 		}
 	}
 	if s.scope == nil {
@@ -93,7 +97,9 @@ func New(cfg Config) (*Server, error) {
 }
 
 // Register registers s as the doorman.Capacity service of g.
-func (s *Server) Register(g grpc.ServiceRegistrar) { pb.RegisterCapacityServer(g, s) }
+func (s *Server) Register(g grpc.ServiceRegistrar) {
+	pb.RegisterCapacityServer(g, capacityServer{s: s})
+}
 
 // Serve answers gRPC requests on lis until Stop is called. It bounds
 // the connections it accepts as Config says (MaxConns, ConnectionTimeout,
@@ -192,4 +198,12 @@ func (s *Server) Stop() {
 	if g != nil {
 		g.Stop()
 	}
+}
+
+// log returns the server's logger: Config.Logger, or slog.Default().
+func (s *Server) log() *slog.Logger {
+	if s.logger == nil {
+		return slog.Default()
+	}
+	return s.logger
 }

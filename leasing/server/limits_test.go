@@ -31,7 +31,7 @@ func askFor(s *Server, client string, wants float64, ids ...string) (*pb.GetCapa
 	for _, id := range ids {
 		req.Resource = append(req.Resource, &pb.ResourceRequest{ResourceId: proto.String(id), Priority: proto.Int64(0), Wants: proto.Float64(wants)})
 	}
-	return s.GetCapacity(context.Background(), req)
+	return s.getCapacity(context.Background(), req)
 }
 
 func mustAsk(t *testing.T, s *Server, client string, wants float64, ids ...string) *pb.GetCapacityResponse {
@@ -88,7 +88,7 @@ func TestLimitsRefuseBeyondThem(t *testing.T) {
 	wantExhausted(t, err, "limit of 4 leases (Config.MaxLeases, --max-leases)")
 
 	// b releases (the original client's shape): room for c.
-	if _, err := s.ReleaseCapacity(context.Background(), &pb.ReleaseCapacityRequest{ClientId: proto.String("b"), ResourceId: []string{"", "r1"}}); err != nil {
+	if _, err := s.releaseCapacity(context.Background(), &pb.ReleaseCapacityRequest{ClientId: proto.String("b"), ResourceId: []string{"", "r1"}}); err != nil {
 		t.Fatal(err)
 	}
 	counts(t, s, 3, 1, 3)
@@ -242,7 +242,7 @@ func TestBulkRequestsPauseHalfTheTime(t *testing.T) {
 			req.Resource = append(req.Resource, &pb.ResourceRequest{ResourceId: proto.String(fmt.Sprintf("r%d-%d", n, i)),
 				Priority: proto.Int64(0), Wants: proto.Float64(1)})
 		}
-		if _, err := s.GetCapacity(context.Background(), req); err != nil {
+		if _, err := s.getCapacity(context.Background(), req); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -283,7 +283,7 @@ func TestRefusedBulkRequestsWait(t *testing.T) {
 			req.Resource = append(req.Resource, &pb.ResourceRequest{ResourceId: proto.String(fmt.Sprintf("%s-%d", client, i)),
 				Priority: proto.Int64(0), Wants: proto.Float64(wants)})
 		}
-		_, err := s.GetCapacity(context.Background(), req)
+		_, err := s.getCapacity(context.Background(), req)
 		return err
 	}
 	if err := request("a", 90, 1); err != nil { // bulk, accepted

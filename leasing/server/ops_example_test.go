@@ -36,7 +36,9 @@ func ExampleWatchFile() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	r := server.NewReloader(srv, server.ReloadConfig{Logf: log.Printf})
+	// Each configuration applied or refused is logged on slog.Default()
+	// (ReloadConfig.Logger sets another logger).
+	r := server.NewReloader(srv, server.ReloadConfig{})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)

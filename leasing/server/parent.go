@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"sort"
 	"sync"
@@ -74,9 +75,7 @@ type parentLink struct {
 	// mu.
 	tickMu sync.Mutex
 	finder master.Finder
-	// onError is Config.OnParentError; failing whether the last round
-	// failed.
-	onError func(error)
+	// failing is whether the last round failed.
 	failing bool
 	// failures counts failed rounds in a row; retryAt is when the backoff
 	// after them ends. stopped is set by Stop (manual refresh).
@@ -85,7 +84,7 @@ type parentLink struct {
 	stopped  bool
 
 	mu     sync.Mutex
-	status ParentStatus
+	status parentState
 }
 
 func newParentLink(cfg Config) *parentLink {
@@ -102,14 +101,13 @@ func newParentLink(cfg Config) *parentLink {
 		wake: make(chan struct{}, 1),
 		finder: master.Finder{Addr: cfg.Parent, DialOptions: opts, RPCTimeout: timeout,
 			MaxRedirects: parentMaxRedirects, Prefix: "doorman server: parent"},
-		status:  ParentStatus{Parent: cfg.Parent},
-		onError: cfg.OnParentError,
+		status: parentState{Parent: cfg.Parent},
 	}
 }
 
-// ParentStatus is what an intermediate server knows of its parent, for
+// parentState is what an intermediate server knows of its parent, for
 // status pages.
-type ParentStatus struct {
+type parentState struct {
 	// Parent is the configured parent address; Master the parent node's
 	// master it talks to now (empty before the first answer).
 	Parent, Master string
@@ -125,19 +123,19 @@ type ParentStatus struct {
 
 // Parent returns what the server knows of its parent, and false for a
 // root server.
-func (s *Server) Parent() (ParentStatus, bool) {
+func (s *Server) parentStatus() (parentState, bool) {
 	if s.parent == nil {
-		return ParentStatus{}, false
+		return parentState{}, false
 	}
 	s.parent.mu.Lock()
 	defer s.parent.mu.Unlock()
 	return s.parent.status, true
 }
 
-// ParentLease returns an intermediate's lease from its parent on resource
+// parentLease returns an intermediate's lease from its parent on resource
 // id: its capacity and expiry, false when it holds none (a root server,
 // an unknown resource, or no answer yet).
-func (s *Server) ParentLease(id string) (capacity float64, expiry time.Time, ok bool) {
+func (s *Server) parentLease(id string) (capacity float64, expiry time.Time, ok bool) {
 	if s.parent == nil {
 		return 0, time.Time{}, false
 	}
@@ -339,6 +337,13 @@ func init() {
 		}
 		return s.driveParent(dial)
 	}
+	serverhook.Capacity = func(srv any) (pb.CapacityServer, error) {
+		s, ok := srv.(*Server)
+		if !ok {
+			return nil, fmt.Errorf("serverhook: Capacity of a %T, want a *server.Server", srv)
+		}
+		return capacityServer{s: s}, nil
+	}
 }
 
 // driveParent hands the parent link to its caller (see
@@ -432,8 +437,10 @@ func (s *Server) refreshParent(ctx context.Context, failures *int) time.Duration
 	// success after failures: once per change, not per retry.
 	if failing := err != nil; failing != p.failing {
 		p.failing = failing
-		if p.onError != nil {
-			p.onError(err)
+		if err != nil {
+			s.parentLog.Warn("doorman server: refreshing leases from the parent failed, retrying", slog.String("parent", p.finder.Addr), slog.Any("error", err))
+		} else {
+			s.parentLog.Log(slog.LevelInfo, "doorman server: refreshing leases from the parent works again", slog.String("parent", p.finder.Addr))
 		}
 	}
 	if next == time.Duration(math.MaxInt64) {

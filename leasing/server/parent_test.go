@@ -6,8 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"net"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -136,7 +134,7 @@ func firstLease(t *testing.T, s *Server, c pb.CapacityClient, root *originalNode
 	leaseOf(t, c, client, wants)
 	testwait.Recv(t, root.reqs, "the intermediate's first request")
 	root.answer <- answer
-	testwait.Until(t, "the lease", func() bool { _, _, ok := s.ParentLease("r"); return ok })
+	testwait.Until(t, "the lease", func() bool { _, _, ok := s.parentLease("r"); return ok })
 }
 
 func TestIntermediateUnderOriginalRoot(t *testing.T) {
@@ -167,7 +165,7 @@ func TestIntermediateUnderOriginalRoot(t *testing.T) {
 		t.Fatalf("first request's bands %v, want one band: priority 0, 1 client wanting 40", b)
 	}
 	root.answer <- originalAnswer(100, now+20, 10, 5)
-	testwait.Until(t, "the intermediate to hold its lease", func() bool { _, _, ok := s.ParentLease("r"); return ok })
+	testwait.Until(t, "the intermediate to hold its lease", func() bool { _, _, ok := s.parentLease("r"); return ok })
 
 	// Within the lease: at most the leased 100, expiring with it, renewed
 	// at half the parent's interval.
@@ -197,7 +195,7 @@ func TestIntermediateUnderOriginalRoot(t *testing.T) {
 	// The parent cuts the lease to 50: b holds 60, so a gets nothing more
 	// until b has given some back.
 	root.answer <- originalAnswer(50, now+25, 10, 5)
-	testwait.Until(t, "the cut lease", func() bool { v, _, _ := s.ParentLease("r"); return v == 50 })
+	testwait.Until(t, "the cut lease", func() bool { v, _, _ := s.parentLease("r"); return v == 50 })
 	if l := leaseOf(t, c, "a", 40); l.GetCapacity() != 0 {
 		t.Fatalf("after the cut a got %v, want 0 while b holds 60 of 50", l.GetCapacity())
 	}
@@ -219,7 +217,7 @@ func TestIntermediateUnderOriginalRoot(t *testing.T) {
 	// been a stale one), and fails again.
 	testwait.Recv(t, root.reqs, "the intermediate's retry")
 	root.answer <- nil
-	testwait.Until(t, "the failed refresh to be recorded", func() bool { p, _ := s.Parent(); return p.LastError != nil })
+	testwait.Until(t, "the failed refresh to be recorded", func() bool { p, _ := s.parentStatus(); return p.LastError != nil })
 	clk.Add(20 * time.Second) // past the lease's expiry, now+25
 	now = clk.Now().Unix()
 	if l := leaseOf(t, c, "a", 40); l.GetCapacity() != 5 || l.GetRefreshInterval() != 5 || l.GetExpiryTime() != now+11 {
@@ -242,7 +240,7 @@ func TestRootCountsIntermediateClaims(t *testing.T) {
 	}
 	ask := func(server string, wants float64, has *pb.Lease) float64 {
 		t.Helper()
-		resp, err := s.GetServerCapacity(context.Background(), &pb.GetServerCapacityRequest{ServerId: proto.String(server),
+		resp, err := s.getServerCapacity(context.Background(), &pb.GetServerCapacityRequest{ServerId: proto.String(server),
 			Resource: []*pb.ServerCapacityResourceRequest{{ResourceId: proto.String("r"), Has: has, Wants: band(2, wants)}}})
 		if err != nil {
 			t.Fatal(err)
@@ -300,7 +298,7 @@ func TestIntermediateSafeModeUnlimitedAndNone(t *testing.T) {
 			answer := originalAnswer(100, now+10, 4, 0)
 			answer.Response[0].SafeCapacity = tt.safe
 			root.answer <- answer
-			testwait.Until(t, "the lease", func() bool { _, _, ok := s.ParentLease("r"); return ok })
+			testwait.Until(t, "the lease", func() bool { _, _, ok := s.parentLease("r"); return ok })
 			clk.Add(11 * time.Second) // the lease is lost; the parent's answers stay unread
 			if l := leaseOf(t, c, "a", tt.aWants); l.GetCapacity() != tt.want {
 				t.Fatalf("in safe mode a got %v, want %v", l.GetCapacity(), tt.want)
@@ -342,7 +340,7 @@ func TestIntermediateRenewsWithinItsLease(t *testing.T) {
 	testwait.Recv(t, root.reqs, "the immediate retry on a fresh connection")
 	root.answer <- nil
 	next := testwait.Recv(t, round, "the failed round")
-	if p, _ := s.Parent(); p.LastError == nil {
+	if p, _ := s.parentStatus(); p.LastError == nil {
 		t.Fatal("the failed refresh was not recorded")
 	}
 	if wait := next.Sub(clk.Now()); wait > parentMinBackoff {
@@ -357,7 +355,7 @@ func TestIntermediateRenewsWithinItsLease(t *testing.T) {
 	}
 	root.answer <- originalAnswer(100, now+4, 1, 100)
 	testwait.Recv(t, round, "the retry's round")
-	if _, e, _ := s.ParentLease("r"); e.Unix() != now+4 {
+	if _, e, _ := s.parentLease("r"); e.Unix() != now+4 {
 		t.Fatalf("the parent lease ends at %v, want the renewed %d", e.Unix(), now+4)
 	}
 	if l := leaseOf(t, c, "a", 30); l.GetCapacity() != 30 || l.GetExpiryTime() != now+4 {
@@ -465,7 +463,7 @@ func TestIntermediateLearnsBeforeParentAnswers(t *testing.T) {
 		t.Fatalf("before the parent's answer b claiming 25 got %v, want 25", l)
 	}
 	root.answer <- originalAnswer(100, now+20, 10, 5)
-	testwait.Until(t, "the intermediate to hold its lease", func() bool { _, _, ok := s.ParentLease("r"); return ok })
+	testwait.Until(t, "the intermediate to hold its lease", func() bool { _, _, ok := s.parentLease("r"); return ok })
 	if l := leaseOf(t, c, "a", 40); l.GetCapacity() != 40 || l.GetExpiryTime() != now+20 {
 		t.Fatalf("after the parent's answer a got %v, want 40 until %d", l, now+20)
 	}
@@ -510,17 +508,12 @@ func answerAll(req *pb.GetServerCapacityRequest, capacity float64, expiry, refre
 
 // A failed batch of a refresh (one request per 1000 resources) does not
 // stop the round: the other batches are sent and applied, the error names
-// the failed batch, and OnParentError is told once when refreshes start
-// failing and once (nil) when they succeed again.
+// the failed batch, and the server logs once at Warn when refreshes start
+// failing and once at Info when they succeed again.
 func TestIntermediateRefreshCarriesOnPastFailedBatch(t *testing.T) {
 	root := startOriginalNode(t, "")
-	var mu sync.Mutex
-	var reported []error
-	s, c, clk := startIntermediate(t, root, Config{OnParentError: func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		reported = append(reported, err)
-	}})
+	var log logLines
+	s, c, clk := startIntermediate(t, root, Config{Logger: log.logger()})
 	now := clk.Now().Unix()
 	ids := make([]string, DefaultMaxResourcesPerRequest+1)
 	for i := range ids {
@@ -537,7 +530,7 @@ func TestIntermediateRefreshCarriesOnPastFailedBatch(t *testing.T) {
 	}
 	leasedUntil := func(expiry int64, ids ...string) bool {
 		for _, id := range ids {
-			if _, e, ok := s.ParentLease(id); !ok || e.Unix() != expiry {
+			if _, e, ok := s.parentLease(id); !ok || e.Unix() != expiry {
 				return false
 			}
 		}
@@ -552,7 +545,7 @@ func TestIntermediateRefreshCarriesOnPastFailedBatch(t *testing.T) {
 		}
 		return leasedUntil(now+20, ids...)
 	})
-	if p, _ := s.Parent(); p.LastError != nil {
+	if p, _ := s.parentStatus(); p.LastError != nil {
 		t.Fatalf("after the first rounds LastError is %v, want nil", p.LastError)
 	}
 
@@ -573,10 +566,10 @@ func TestIntermediateRefreshCarriesOnPastFailedBatch(t *testing.T) {
 	}
 	root.answer <- answerAll(req, 1, now+25, 10)
 	testwait.Until(t, "the second batch's lease and the first's error", func() bool {
-		p, _ := s.Parent()
+		p, _ := s.parentStatus()
 		return leasedUntil(now+25, ids[len(ids)-1]) && p.LastError != nil
 	})
-	if p, _ := s.Parent(); !containsAll(p.LastError.Error(), `batch 1 of 2 (1000 resources, "r0000" to "r0999")`, "emulated outage") {
+	if p, _ := s.parentStatus(); !containsAll(p.LastError.Error(), `batch 1 of 2 (1000 resources, "r0000" to "r0999")`, "emulated outage") {
 		t.Fatalf("LastError is %q, want it to name the failed batch and its error", p.LastError)
 	}
 	if !leasedUntil(now+20, ids[:DefaultMaxResourcesPerRequest]...) {
@@ -603,18 +596,13 @@ func TestIntermediateRefreshCarriesOnPastFailedBatch(t *testing.T) {
 	req = testwait.Recv(t, root.reqs, "the retried round's second batch")
 	root.answer <- answerAll(req, 1, now+25, 10)
 	testwait.Until(t, "the recovery", func() bool {
-		p, _ := s.Parent()
+		p, _ := s.parentStatus()
 		return leasedUntil(now+25, ids...) && p.LastError == nil
 	})
-	testwait.Until(t, "OnParentError to report the recovery", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(reported) >= 2
-	})
-	mu.Lock()
-	defer mu.Unlock()
-	if len(reported) != 2 || reported[0] == nil || !strings.Contains(reported[0].Error(), "batch 1 of 2") || reported[1] != nil {
-		t.Fatalf("OnParentError was told %v, want the failure once, then nil once", reported)
+	const failed, again = "WARN doorman server: refreshing leases from the parent failed", "INFO doorman server: refreshing leases from the parent works again"
+	testwait.Until(t, "the recovery to be logged", func() bool { return log.count(again) >= 1 })
+	if log.count(failed) != 1 || log.count("batch 1 of 2") != 1 || log.count(again) != 1 {
+		t.Fatalf("the log:\n%s\nwant the failure (naming batch 1 of 2) once, then the recovery once", log.String())
 	}
 }
 
@@ -642,7 +630,7 @@ func TestTickBacksOffAfterAFailure(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			clk := clock.NewFake(testEpoch)
 			parent := &parentConn{capacity: 100, clk: clk, err: status.Error(codes.Unavailable, "parent down")}
-			s := startManualIntermediate(t, Config{Repository: testConfig(FairShare, 0), Clock: clk, ID: "dc", Rand: rand.New(tt.src)}, parent)
+			s := startManualIntermediate(t, Config{Repository: testConfig(FairShare, 0), Clock: clk, ID: "dc", Rand: rand.New(tt.src).Float64}, parent)
 			ask(t, s, "c1", 50)
 			ctx := context.Background()
 			for n := 1; n <= 9; n++ {
@@ -698,7 +686,7 @@ func TestIntermediateReloadAppliesAtParentAnswer(t *testing.T) {
 	clk.Add(5 * time.Second)
 	testwait.Recv(t, root.reqs, "the refresh after the reload")
 	root.answer <- answer(now + 1001)
-	testwait.Until(t, "the renewed lease", func() bool { _, e, _ := s.ParentLease("r"); return e.Unix() == now+1001 })
+	testwait.Until(t, "the renewed lease", func() bool { _, e, _ := s.parentLease("r"); return e.Unix() == now+1001 })
 	now = clk.Now().Unix()
 	if l := leaseOf(t, c, "a", 40); l.GetExpiryTime() != now+30 {
 		t.Fatalf("after the reload a got %v, want a lease of the reloaded 30 s, until %d", l, now+30)

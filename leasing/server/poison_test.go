@@ -134,7 +134,7 @@ func TestHugeClaimsAreBounded(t *testing.T) {
 				hi = MaxCapacity
 			}
 			for _, client := range []string{"a", "b"} {
-				resp, err := s.GetCapacity(context.Background(), &pb.GetCapacityRequest{
+				resp, err := s.getCapacity(context.Background(), &pb.GetCapacityRequest{
 					ClientId: proto.String(client),
 					Resource: []*pb.ResourceRequest{{ResourceId: proto.String("r"), Priority: proto.Int64(0), Wants: proto.Float64(1e308),
 						Has: &pb.Lease{ExpiryTime: proto.Int64(clk.Now().Unix() + 60), RefreshInterval: proto.Int64(15), Capacity: proto.Float64(1e308)}}},

@@ -6,11 +6,11 @@ import (
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 )
 
-// ReleaseCapacity forgets the caller's leases on the named resources, so
+// releaseCapacity forgets the caller's leases on the named resources, so
 // that their capacity is at once available to other clients. Empty
 // resource ids are ignored: the original client's Close sends one before
 // the real ones (it builds the list with make([]string, n) and appends).
-func (s *Server) ReleaseCapacity(_ context.Context, req *pb.ReleaseCapacityRequest) (*pb.ReleaseCapacityResponse, error) {
+func (s *Server) releaseCapacity(_ context.Context, req *pb.ReleaseCapacityRequest) (*pb.ReleaseCapacityResponse, error) {
 	if m := s.redirect(); m != nil {
 		return &pb.ReleaseCapacityResponse{Mastership: m}, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -26,9 +27,11 @@ const MaxConfigSize = 16 << 20
 
 // ReloadConfig configures a Reloader.
 type ReloadConfig struct {
-	// Logf receives a line for each configuration applied or refused and
-	// for each failure to read one; nil logs nothing.
-	Logf func(format string, args ...any)
+	// Logger receives a line for each configuration applied (at Info)
+	// or refused (at Warn), and for each failure to read one (at Warn,
+	// once until a read succeeds); nil means slog.Default(), read when a
+	// line is written.
+	Logger *slog.Logger
 	// Scope receives stats.LeaseConfigReloads tagged applied or refused;
 	// nil means tally.NoopScope.
 	Scope tally.Scope
@@ -48,7 +51,7 @@ type ReloadConfig struct {
 // key. A Reloader is safe for concurrent use.
 type Reloader struct {
 	srv              *Server
-	logf             func(format string, args ...any)
+	logger           *slog.Logger // nil: slog.Default()
 	applied, refused tally.Counter
 
 	mu      sync.Mutex
@@ -58,17 +61,18 @@ type Reloader struct {
 	failed  string            // the last read error logged, "" after a success
 }
 
+// Validate returns nil: every ReloadConfig is valid (nil fields mean
+// slog.Default() and tally.NoopScope).
+func (ReloadConfig) Validate() error { return nil }
+
 // NewReloader returns a Reloader applying configurations to srv.
 func NewReloader(srv *Server, cfg ReloadConfig) *Reloader {
 	if cfg.Scope == nil {
 		cfg.Scope = tally.NoopScope
 	}
-	if cfg.Logf == nil {
-		cfg.Logf = func(string, ...any) {}
-	}
 	return &Reloader{
 		srv:     srv,
-		logf:    cfg.Logf,
+		logger:  cfg.Logger,
 		applied: cfg.Scope.Tagged(map[string]string{stats.LeaseTagOutcome: stats.LeaseOutcomeApplied}).Counter(stats.LeaseConfigReloads),
 		refused: cfg.Scope.Tagged(map[string]string{stats.LeaseTagOutcome: stats.LeaseOutcomeRefused}).Counter(stats.LeaseConfigReloads),
 	}
@@ -108,12 +112,12 @@ func (r *Reloader) Apply(data []byte, origin string) error {
 	if err != nil {
 		r.lastErr = fmt.Errorf("configuration from %s refused, the one in force stays: %w", origin, err)
 		r.refused.Inc(1)
-		r.logf("doorman server: %v", r.lastErr)
+		r.log().Warn("doorman server: "+r.lastErr.Error(), "origin", origin)
 		return r.lastErr
 	}
 	r.lastErr = nil
 	r.applied.Inc(1)
-	r.logf("doorman server: configuration from %s applied: %d templates", origin, len(repo.Resources))
+	r.log().Info(fmt.Sprintf("doorman server: configuration from %s applied: %d templates", origin, len(repo.Resources)), "origin", origin)
 	return nil
 }
 
@@ -125,8 +129,17 @@ func (r *Reloader) Failed(err error) {
 	defer r.mu.Unlock()
 	if msg := err.Error(); msg != r.failed {
 		r.failed = msg
-		r.logf("doorman server: %v; the configuration in force stays", err)
+		r.log().Warn("doorman server: "+msg+"; the configuration in force stays", "error", err)
 	}
+}
+
+// log returns the Reloader's logger: ReloadConfig.Logger, or
+// slog.Default().
+func (r *Reloader) log() *slog.Logger {
+	if r.logger == nil {
+		return slog.Default()
+	}
+	return r.logger
 }
 
 // WatchFile applies the configuration in file to the Reloader's server

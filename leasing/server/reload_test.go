@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,10 +21,23 @@ type logLines struct {
 	lines []string
 }
 
-func (l *logLines) logf(format string, args ...any) {
+// logger returns a logger writing to l, each line "LEVEL msg k=v k=v".
+func (l *logLines) logger() *slog.Logger { return slog.New(l) }
+
+func (l *logLines) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logLines) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logLines) WithGroup(string) slog.Handler            { return l }
+func (l *logLines) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Level.String() + " " + r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	})
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+	l.lines = append(l.lines, b.String())
+	return nil
 }
 
 func (l *logLines) String() string {
@@ -81,7 +95,7 @@ func TestWatchFile(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
 	s := newTestServer(t, repo, clk)
 	var log logLines
-	r := NewReloader(s, ReloadConfig{Logf: log.logf})
+	r := NewReloader(s, ReloadConfig{Logger: log.logger()})
 	data, _ := os.ReadFile(file)
 	r.Loaded(data)
 

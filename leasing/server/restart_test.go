@@ -17,7 +17,7 @@ import (
 // returns the lease granted.
 func askAsServer(t *testing.T, s *Server, id string, wants float64, subclients int64, has *pb.Lease) *pb.Lease {
 	t.Helper()
-	resp, err := s.GetServerCapacity(context.Background(), &pb.GetServerCapacityRequest{
+	resp, err := s.getServerCapacity(context.Background(), &pb.GetServerCapacityRequest{
 		ServerId: proto.String(id),
 		Resource: []*pb.ServerCapacityResourceRequest{{
 			ResourceId: proto.String("r"),
@@ -263,7 +263,7 @@ func TestRestartedIntermediateLearnsUntilItsFirstLeaseEnds(t *testing.T) {
 // the lease granted.
 func leaseFor(t *testing.T, s *Server, client string, wants float64, has *pb.Lease) *pb.Lease {
 	t.Helper()
-	resp, err := s.GetCapacity(context.Background(), &pb.GetCapacityRequest{
+	resp, err := s.getCapacity(context.Background(), &pb.GetCapacityRequest{
 		ClientId: proto.String(client),
 		Resource: []*pb.ResourceRequest{{ResourceId: proto.String("r"), Wants: proto.Float64(wants), Has: has}},
 	})

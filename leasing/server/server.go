@@ -3,10 +3,9 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"hash/maphash"
+	"log/slog"
 	"math"
-	"math/rand/v2"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -16,8 +15,9 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/connlimit"
-	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
+	"github.com/sluice-rpc/sluice/internal/ratelog"
 )
 
 // Server defaults and bounds.
@@ -66,13 +66,13 @@ type Config struct {
 	Repository *Repository
 	// Clock is the time source; nil means the wall clock.
 	Clock clock.Clock
-	// Rand draws the jitter of the backoffs after failed refreshes from
-	// the parent and failed elections; nil means math/rand/v2's global
-	// source. A simulation passes a seeded one to be reproducible. The
-	// server draws from it under a lock of its own, so the source must not
-	// be shared with another server or a client (a *rand.Rand is not safe
-	// for concurrent use): give each its own.
-	Rand *rand.Rand
+	// Rand returns uniform numbers in [0, 1) for the jitter of the backoffs
+	// after failed refreshes from the parent and failed elections; nil
+	// means math/rand/v2's Float64. A simulation passes a seeded source's
+	// Float64 to be reproducible. The server calls it under a lock of its
+	// own, so it need not be safe for concurrent use, but must not be
+	// shared with another server or a client: give each its own.
+	Rand func() float64
 	// Scope receives the server's metrics; nil means tally.NoopScope.
 	Scope tally.Scope
 	// Address is the address the server advertises as master in Discovery
@@ -142,13 +142,12 @@ type Config struct {
 	// advertised Address as the server's id, so an Address that other
 	// servers' clients can reach must be known by then.
 	Election Election
-	// OnMastership, if set, is called after every change of mastership
-	// (for logging).
+	// OnMastership, if set, is called after every change of mastership,
+	// for a program that acts on it (readiness, routing); each change is
+	// logged on Logger at Info too. A failed Election.Run is logged at
+	// Warn: the server has stepped down and runs it again after a
+	// backoff.
 	OnMastership func(Mastership)
-	// OnElectionError, if set, is called when Election.Run fails: the
-	// server has stepped down and runs it again after a backoff (for
-	// logging).
-	OnElectionError func(error)
 
 	// Parent is the HOST:PORT of a server of the parent node, making this
 	// server an intermediate in a server tree: it asks the parent's
@@ -169,30 +168,41 @@ type Config struct {
 	// ParentRPCTimeout bounds each RPC to the parent (0 means
 	// DefaultParentRPCTimeout).
 	ParentRPCTimeout time.Duration
-	// OnParentError, if set, is called by an intermediate when refreshing
-	// its leases from the parent starts failing, with the error (one per
-	// failed batch of resources), and with nil when a refresh succeeds
-	// again: once per change, not per retry (for logging). Meanwhile the
-	// server retries with a backoff; ParentStatus.LastError has the last
-	// error.
-	OnParentError func(error)
+	// An intermediate logs on Logger, at Warn, when refreshing its leases
+	// from the parent starts failing (the error names each failed batch
+	// of resources), and at Info when a refresh succeeds again: once per
+	// change, not per retry. Meanwhile the server retries with a backoff;
+	// Status().Parent.LastError has the last error.
+
+	// Logger receives the server's lines: at Warn a request refused as
+	// invalid or for a limit, a failed election, a parent that stopped
+	// answering; at Info a change of mastership, a parent answering
+	// again. The lines a client or the parent can cause are rate-limited
+	// (10 at once, 10 a second, the next line counting those left out in
+	// suppressedBefore). Nil means slog.Default(), read when a line is
+	// written. Any slog.Handler will do (zap's through
+	// go.uber.org/zap/exp/zapslog).
+	Logger *slog.Logger
 }
 
-// Validate reports the first thing wrong with c.
-func (c *Config) Validate() error {
+// pkg names this package in configuration errors.
+const pkg = "server"
+
+// Validate reports the first thing wrong with c, as a *retry.FieldError.
+func (c Config) Validate() error {
 	if c.Repository == nil && c.Parent == "" {
-		return errors.New("server: Config.Repository is nil, a resource repository is required (only an intermediate, with a Parent, may have none)")
+		return config.Errorf(pkg, "Config.Repository", config.Verbatim("nil"), "must be a resource repository (only an intermediate, with a Parent, may have none)")
 	}
 	if c.Repository != nil {
 		if err := c.Repository.Validate(); err != nil {
-			return err
+			return config.Errorf(pkg, "Config.Repository", config.Verbatim("invalid"), "must be a valid repository: %v", err)
 		}
 	}
 	if c.Parent != "" && c.Election != nil && c.ID == "" {
-		return errors.New("server: Config.ID is empty with both Parent and Election set: the servers of an elected intermediate node must present the parent one server_id (such as the election key), not each its own address")
+		return config.Errorf(pkg, "Config.ID", c.ID, "must be set with both Parent and Election: the servers of an elected intermediate node must present the parent one server_id (such as the election key), not each its own address")
 	}
 	if c.ParentRPCTimeout < 0 {
-		return fmt.Errorf("server: Config.ParentRPCTimeout is %v, must be >= 0 (0 means the default)", c.ParentRPCTimeout)
+		return config.Errorf(pkg, "Config.ParentRPCTimeout", c.ParentRPCTimeout, "must be >= 0 (0 means the default)")
 	}
 	for _, f := range []struct {
 		name string
@@ -203,11 +213,11 @@ func (c *Config) Validate() error {
 		{"MaxConns", c.MaxConns}, {"MaxConcurrentStreams", c.MaxConcurrentStreams},
 	} {
 		if f.v < 0 {
-			return fmt.Errorf("server: Config.%s is %d, must be >= 0 (0 means the default)", f.name, f.v)
+			return config.Errorf(pkg, "Config."+f.name, f.v, "must be >= 0 (0 means the default)")
 		}
 	}
 	if int64(c.MaxConcurrentStreams) > math.MaxUint32 {
-		return fmt.Errorf("server: Config.MaxConcurrentStreams is %d, must be <= %d (HTTP/2's limit)", c.MaxConcurrentStreams, uint32(math.MaxUint32))
+		return config.Errorf(pkg, "Config.MaxConcurrentStreams", c.MaxConcurrentStreams, "must be <= %d (HTTP/2's limit)", uint32(math.MaxUint32))
 	}
 	for _, f := range []struct {
 		name string
@@ -216,7 +226,7 @@ func (c *Config) Validate() error {
 		{"ConnectionTimeout", c.ConnectionTimeout}, {"MaxConnectionIdle", c.MaxConnectionIdle}, {"KeepaliveMinTime", c.KeepaliveMinTime},
 	} {
 		if f.v < 0 {
-			return fmt.Errorf("server: Config.%s is %v, must be >= 0 (0 means the default)", f.name, f.v)
+			return config.Errorf(pkg, "Config."+f.name, f.v, "must be >= 0 (0 means the default)")
 		}
 	}
 	return nil
@@ -245,8 +255,6 @@ func (c *Config) Validate() error {
 //
 // A Server is safe for concurrent use.
 type Server struct {
-	pb.UnimplementedCapacityServer
-
 	clock   clock.Clock
 	rand    func() float64 // uniform in [0, 1), for backoff jitter; safe for concurrent use
 	scope   tally.Scope
@@ -296,12 +304,16 @@ type Server struct {
 	// epochMu is held for reading by every request while it works on the
 	// state, and for writing by a change of mastership, which empties the
 	// state: a request never sees half of one master's state.
-	epochMu         sync.RWMutex
-	ms              atomic.Pointer[Mastership] // nil: no election, always master
-	election        Election
-	onMastership    func(Mastership)
-	onElectionError func(error)
-	parent          *parentLink // nil for a root server
+	epochMu      sync.RWMutex
+	ms           atomic.Pointer[Mastership] // nil: no election, always master
+	election     Election
+	onMastership func(Mastership)
+	// logger is Config.Logger (nil: slog.Default() when a line is
+	// written); clientLog and parentLog limit the lines clients and the
+	// parent can cause, each with a budget of its own.
+	logger               *slog.Logger
+	clientLog, parentLog *ratelog.Logger
+	parent               *parentLink // nil for a root server
 
 	conns connConfig
 

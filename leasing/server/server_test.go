@@ -52,7 +52,7 @@ func TestServerLeaseFields(t *testing.T) {
 	cfg.Resources[0].SafeCapacity = nil
 	s := newTestServer(t, cfg, clk)
 	ask(t, s, "a", 10)
-	resp, err := s.GetCapacity(context.Background(), &pb.GetCapacityRequest{
+	resp, err := s.getCapacity(context.Background(), &pb.GetCapacityRequest{
 		ClientId: proto.String("b"),
 		Resource: []*pb.ResourceRequest{{ResourceId: proto.String("r"), Priority: proto.Int64(1), Wants: proto.Float64(5)}},
 	})
@@ -76,7 +76,7 @@ func TestServerLeaseFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Add(5 * time.Second)
-	resp, _ = s.GetCapacity(context.Background(), &pb.GetCapacityRequest{
+	resp, _ = s.getCapacity(context.Background(), &pb.GetCapacityRequest{
 		ClientId: proto.String("b"),
 		Resource: []*pb.ResourceRequest{{ResourceId: proto.String("r"), Priority: proto.Int64(1), Wants: proto.Float64(5)}},
 	})
@@ -104,7 +104,7 @@ func TestServerRelease(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
 	s := newTestServer(t, testConfig(FairShare, 100), clk)
 	ask(t, s, "a", 100)
-	if _, err := s.ReleaseCapacity(context.Background(), &pb.ReleaseCapacityRequest{
+	if _, err := s.releaseCapacity(context.Background(), &pb.ReleaseCapacityRequest{
 		ClientId: proto.String("a"), ResourceId: []string{"r", "unknown"},
 	}); err != nil {
 		t.Fatal(err)
@@ -120,7 +120,7 @@ func TestServerLearningMode(t *testing.T) {
 	cfg.Resources[0].Algorithm.LearningModeDuration = int64p(30)
 	s := newTestServer(t, cfg, clk)
 	has := func(client string, wants, has float64) float64 {
-		resp, err := s.GetCapacity(context.Background(), &pb.GetCapacityRequest{
+		resp, err := s.getCapacity(context.Background(), &pb.GetCapacityRequest{
 			ClientId: proto.String(client),
 			Resource: []*pb.ResourceRequest{{
 				ResourceId: proto.String("r"), Priority: proto.Int64(0), Wants: proto.Float64(wants),
@@ -158,7 +158,7 @@ func TestServerUnmatchedTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := s.GetCapacity(context.Background(), &pb.GetCapacityRequest{
+	resp, err := s.getCapacity(context.Background(), &pb.GetCapacityRequest{
 		ClientId: proto.String("a"),
 		Resource: []*pb.ResourceRequest{{ResourceId: proto.String("other"), Priority: proto.Int64(0), Wants: proto.Float64(1234)}},
 	})
@@ -195,7 +195,7 @@ func TestServerRejectsInvalidRequests(t *testing.T) {
 	}
 	for name, req := range tests {
 		t.Run(name, func(t *testing.T) {
-			_, err := s.GetCapacity(context.Background(), req)
+			_, err := s.getCapacity(context.Background(), req)
 			if status.Code(err) != codes.InvalidArgument {
 				t.Fatalf("got %v, want InvalidArgument", err)
 			}
@@ -205,7 +205,7 @@ func TestServerRejectsInvalidRequests(t *testing.T) {
 	if got := ask(t, s, "a", 100); got != 100 {
 		t.Fatalf("after rejected requests a got %v, want 100 (no state may change)", got)
 	}
-	if _, err := s.ReleaseCapacity(context.Background(), &pb.ReleaseCapacityRequest{ClientId: proto.String("")}); status.Code(err) != codes.InvalidArgument {
+	if _, err := s.releaseCapacity(context.Background(), &pb.ReleaseCapacityRequest{ClientId: proto.String("")}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("ReleaseCapacity with empty client id: %v, want InvalidArgument", err)
 	}
 }
@@ -215,7 +215,7 @@ func TestServerDiscovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := s.Discovery(context.Background(), &pb.DiscoveryRequest{})
+	d, err := s.discovery(context.Background(), &pb.DiscoveryRequest{})
 	if err != nil || !d.GetIsMaster() || d.GetMastership().GetMasterAddress() != "10.0.0.1:7000" {
 		t.Fatalf("Discovery = %v, %v", d, err)
 	}
@@ -240,7 +240,7 @@ func TestServerForgetsResourcesWithoutClients(t *testing.T) {
 	s := newTestServer(t, testConfig(FairShare, 100), clk)
 	ask(t, s, "a", 10)
 	clk.Add(61 * time.Second) // a's lease expired
-	resp, err := s.GetCapacity(context.Background(), &pb.GetCapacityRequest{
+	resp, err := s.getCapacity(context.Background(), &pb.GetCapacityRequest{
 		ClientId: proto.String("b"),
 		Resource: []*pb.ResourceRequest{{ResourceId: proto.String("other"), Priority: proto.Int64(0), Wants: proto.Float64(1)}},
 	})
@@ -327,7 +327,7 @@ func TestLearningModeEchoIsCapped(t *testing.T) {
 	s := newTestServer(t, cfg, clk)
 	has := func(client string, capacity float64) float64 {
 		t.Helper()
-		resp, err := s.GetCapacity(context.Background(), &pb.GetCapacityRequest{
+		resp, err := s.getCapacity(context.Background(), &pb.GetCapacityRequest{
 			ClientId: proto.String(client),
 			Resource: []*pb.ResourceRequest{{ResourceId: proto.String("r"), Priority: proto.Int64(0), Wants: proto.Float64(10),
 				Has: &pb.Lease{ExpiryTime: proto.Int64(clk.Now().Unix() + 60), RefreshInterval: proto.Int64(15), Capacity: proto.Float64(capacity)}}},

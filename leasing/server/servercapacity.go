@@ -8,7 +8,7 @@ import (
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 )
 
-// GetServerCapacity grants or renews leases to a server lower in the tree
+// getServerCapacity grants or renews leases to a server lower in the tree
 // on behalf of its clients. Each resource's priority bands are
 // aggregated: the server counts as the sum of their num_clients
 // subclients wanting the sum of their wants (priorities are ignored, as
@@ -23,7 +23,7 @@ import (
 // so that the capacity is not granted to another server before the first
 // has taken it back from its clients (the design's shortfall; see the
 // package doc). The claim never counts for more than was granted before.
-func (s *Server) GetServerCapacity(ctx context.Context, req *pb.GetServerCapacityRequest) (*pb.GetServerCapacityResponse, error) {
+func (s *Server) getServerCapacity(ctx context.Context, req *pb.GetServerCapacityRequest) (*pb.GetServerCapacityResponse, error) {
 	if m := s.redirect(); m != nil {
 		return &pb.GetServerCapacityResponse{Mastership: m}, nil
 	}

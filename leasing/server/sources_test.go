@@ -32,7 +32,7 @@ func from(ip string) context.Context {
 // askFrom sends one GetCapacity for resource "r" from client at ctx's
 // source.
 func askFrom(ctx context.Context, s *Server, client string, wants float64) (float64, error) {
-	resp, err := s.GetCapacity(ctx, &pb.GetCapacityRequest{ClientId: proto.String(client), Resource: []*pb.ResourceRequest{{
+	resp, err := s.getCapacity(ctx, &pb.GetCapacityRequest{ClientId: proto.String(client), Resource: []*pb.ResourceRequest{{
 		ResourceId: proto.String("r"), Priority: proto.Int64(0), Wants: proto.Float64(wants)}}})
 	if err != nil {
 		return 0, err
@@ -141,7 +141,7 @@ func TestFullTableIsSharedBetweenSources(t *testing.T) {
 	counts(t, s, 1, 6, 6)
 
 	// Releases make room, and anyone may take it.
-	if _, err := s.ReleaseCapacity(a, &pb.ReleaseCapacityRequest{ClientId: proto.String("a0"), ResourceId: []string{"r"}}); err != nil {
+	if _, err := s.releaseCapacity(a, &pb.ReleaseCapacityRequest{ClientId: proto.String("a0"), ResourceId: []string{"r"}}); err != nil {
 		t.Fatal(err)
 	}
 	mustAskFrom(t, c, s, "c2", 1)
@@ -173,19 +173,19 @@ func TestEvictionReleasesEveryLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := from("10.0.0.1")
-	if _, err := s.GetCapacity(a, &pb.GetCapacityRequest{ClientId: proto.String("a0"), Resource: []*pb.ResourceRequest{
+	if _, err := s.getCapacity(a, &pb.GetCapacityRequest{ClientId: proto.String("a0"), Resource: []*pb.ResourceRequest{
 		{ResourceId: proto.String("x"), Wants: proto.Float64(100)}, {ResourceId: proto.String("y"), Wants: proto.Float64(100)},
 		{ResourceId: proto.String("z"), Wants: proto.Float64(100)}}}); err != nil {
 		t.Fatal(err)
 	}
 	clk.Add(time.Second)
-	if _, err := s.GetCapacity(a, &pb.GetCapacityRequest{ClientId: proto.String("a1"), Resource: []*pb.ResourceRequest{
+	if _, err := s.getCapacity(a, &pb.GetCapacityRequest{ClientId: proto.String("a1"), Resource: []*pb.ResourceRequest{
 		{ResourceId: proto.String("x"), Wants: proto.Float64(100)}}}); err != nil {
 		t.Fatal(err)
 	}
 	counts(t, s, 3, 2, 4)
 	// b0 takes a0's place: x, y and z forget a0.
-	resp, err := s.GetCapacity(from("10.0.0.2"), &pb.GetCapacityRequest{ClientId: proto.String("b0"), Resource: []*pb.ResourceRequest{
+	resp, err := s.getCapacity(from("10.0.0.2"), &pb.GetCapacityRequest{ClientId: proto.String("b0"), Resource: []*pb.ResourceRequest{
 		{ResourceId: proto.String("y"), Wants: proto.Float64(100)}}})
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +217,7 @@ func TestServersAreEvictedAfterClients(t *testing.T) {
 	a, b := from("10.0.0.1"), from("10.0.0.2")
 	asServer := func(id string) {
 		t.Helper()
-		if _, err := s.GetServerCapacity(a, &pb.GetServerCapacityRequest{ServerId: proto.String(id), Resource: []*pb.ServerCapacityResourceRequest{{
+		if _, err := s.getServerCapacity(a, &pb.GetServerCapacityRequest{ServerId: proto.String(id), Resource: []*pb.ServerCapacityResourceRequest{{
 			ResourceId: proto.String("r"), Wants: []*pb.PriorityBandAggregate{{Priority: proto.Int64(1), NumClients: proto.Int64(50), Wants: proto.Float64(10)}}}}}); err != nil {
 			t.Fatal(err)
 		}

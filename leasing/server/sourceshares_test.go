@@ -32,7 +32,7 @@ func askIDs(ctx context.Context, s *Server, client string, ids ...string) (*pb.G
 	for _, id := range ids {
 		req.Resource = append(req.Resource, &pb.ResourceRequest{ResourceId: proto.String(id), Priority: proto.Int64(0), Wants: proto.Float64(1)})
 	}
-	return s.GetCapacity(ctx, req)
+	return s.getCapacity(ctx, req)
 }
 
 func idsOf(prefix string, from, to int) []string {

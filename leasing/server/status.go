@@ -203,7 +203,7 @@ func (s *Server) statusMastership() StatusMastership {
 // statusParent returns the server's parent, for the status page: nil for a
 // root, whose capacities come from its configuration.
 func (s *Server) statusParent() *StatusParent {
-	p, ok := s.Parent()
+	p, ok := s.parentStatus()
 	if !ok {
 		return nil
 	}

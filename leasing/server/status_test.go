@@ -51,7 +51,7 @@ func serveStatus(t *testing.T, s *Server) *httptest.Server {
 // statusAsk sends one GetCapacity of client for resource id.
 func statusAsk(t *testing.T, s *Server, client, id string, wants float64, has *pb.Lease) {
 	t.Helper()
-	_, err := s.GetCapacity(context.Background(), &pb.GetCapacityRequest{
+	_, err := s.getCapacity(context.Background(), &pb.GetCapacityRequest{
 		ClientId: proto.String(client),
 		Resource: []*pb.ResourceRequest{{ResourceId: proto.String(id), Priority: proto.Int64(3), Wants: proto.Float64(wants), Has: has}},
 	})
@@ -252,7 +252,7 @@ func TestStatusTextAndTruncation(t *testing.T) {
 		for i := 0; i < StatusMaxResources/2+1; i++ {
 			req.Resource = append(req.Resource, &pb.ResourceRequest{ResourceId: proto.String(fmt.Sprintf("r%d-%04d", k, i)), Priority: proto.Int64(0), Wants: proto.Float64(1)})
 		}
-		if _, err := s.GetCapacity(context.Background(), req); err != nil {
+		if _, err := s.getCapacity(context.Background(), req); err != nil {
 			t.Fatal(err)
 		}
 	}

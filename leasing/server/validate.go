@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"log/slog"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -150,5 +151,6 @@ func (s *Server) validateReleaseCapacity(req *pb.ReleaseCapacityRequest) error {
 // codes.InvalidArgument, naming the RPC and what is wrong.
 func (s *Server) invalidArgument(rpc string, err error) error {
 	s.invalid.Inc(1)
+	s.clientLog.Warn("doorman server: refused an invalid request", slog.String("rpc", rpc), slog.Any("error", err))
 	return status.Errorf(codes.InvalidArgument, "doorman server: %s: %v", rpc, err)
 }

@@ -47,7 +47,7 @@ func TestHostileParentTermsAreClamped(t *testing.T) {
 			if got := next.Sub(clk.Now()); got != c.wantNext {
 				t.Fatalf("the next round is %v away, want %v", got, c.wantNext)
 			}
-			if _, e, _ := s.ParentLease("r"); e.Unix() != now+c.wantExpiry {
+			if _, e, _ := s.parentLease("r"); e.Unix() != now+c.wantExpiry {
 				t.Fatalf("the parent's lease ends %d s from now, want %d", e.Unix()-now, c.wantExpiry)
 			}
 			// What the intermediate says it has, in its next request,
@@ -115,7 +115,7 @@ func TestHostileParentIsAskedOnce(t *testing.T) {
 	}
 	c := dial(t, startServer(t, s, ""))
 	leaseOf(t, c, "a", 30)
-	testwait.Until(t, "the parent's first answer", func() bool { _, _, ok := s.ParentLease("r"); return ok })
+	testwait.Until(t, "the parent's first answer", func() bool { _, _, ok := s.parentLease("r"); return ok })
 	const window = 3 * time.Second
 	before := h.requests.Load()
 	time.Sleep(window) // a measurement over wall time, not a synchronisation

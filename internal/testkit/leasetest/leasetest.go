@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/leasing"
 )
 
@@ -24,7 +25,8 @@ type Client struct {
 func NewClient(t testing.TB, addr, id, resource string, wants float64, minRefresh time.Duration) *Client {
 	t.Helper()
 	c, err := leasing.NewClient(leasing.ClientConfig{Addr: addr, ID: id, MinRefreshInterval: minRefresh,
-		InitialBackoff: 100 * time.Millisecond, MaxBackoff: 500 * time.Millisecond, RPCTimeout: time.Second})
+		Backoff:    backoff.Exponential{Initial: 100 * time.Millisecond, Max: 500 * time.Millisecond, Multiplier: 2, Jitter: backoff.EqualJitter},
+		RPCTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package etcdconfig_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluice-rpc/sluice/internal/serverhook"
 	"github.com/sluice-rpc/sluice/internal/testkit/etcdtest"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
@@ -34,10 +36,22 @@ type logLines struct {
 	b  strings.Builder
 }
 
-func (l *logLines) logf(format string, args ...any) {
+// logger returns a logger writing to l, a line "msg k=v" per record.
+func (l *logLines) logger() *slog.Logger { return slog.New(l) }
+
+func (l *logLines) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logLines) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logLines) WithGroup(string) slog.Handler            { return l }
+func (l *logLines) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	fmt.Fprintf(&l.b, format+"\n", args...)
+	l.b.WriteString(r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&l.b, " %s=%v", a.Key, a.Value)
+		return true
+	})
+	l.b.WriteString("\n")
+	return nil
 }
 
 func (l *logLines) String() string {
@@ -76,7 +90,11 @@ func put(t *testing.T, cli *clientv3.Client, value string) int64 {
 // granted asks s for 200 of r as client a and returns what it got.
 func granted(t *testing.T, s *server.Server) float64 {
 	t.Helper()
-	resp, err := s.GetCapacity(context.Background(), &pb.GetCapacityRequest{ClientId: proto.String("a"),
+	c, err := serverhook.Capacity(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.GetCapacity(context.Background(), &pb.GetCapacityRequest{ClientId: proto.String("a"),
 		Resource: []*pb.ResourceRequest{{ResourceId: proto.String("r"), Priority: proto.Int64(0), Wants: proto.Float64(200)}}})
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +132,7 @@ func TestLoadAndWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	var log logLines
-	watch(t, cli, rev, server.NewReloader(s, server.ReloadConfig{Logf: log.logf}))
+	watch(t, cli, rev, server.NewReloader(s, server.ReloadConfig{Logger: log.logger()}))
 	if got := granted(t, s); got != 100 {
 		t.Fatalf("a got %v, want 100", got)
 	}
@@ -175,7 +193,7 @@ func TestWatchFromZeroAndAfterCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	var log logLines
-	watch(t, cli, first, server.NewReloader(s2, server.ReloadConfig{Logf: log.logf}))
+	watch(t, cli, first, server.NewReloader(s2, server.ReloadConfig{Logger: log.logger()}))
 	testwait.Until(t, "capacity 20 after the compaction", func() bool { return granted(t, s2) == 20 })
 	if !log.has("required revision has been compacted") {
 		t.Errorf("the compaction is not logged: %s", log.String())

@@ -14,7 +14,7 @@ func TestConfigValidate(t *testing.T) {
 		want string
 	}{
 		"no endpoints":   {etcdelection.Config{Key: "/k"}, "Config.Endpoints is empty"},
-		"empty endpoint": {etcdelection.Config{Endpoints: []string{"a:1", " "}, Key: "/k"}, "Config.Endpoints[1] is empty"},
+		"empty endpoint": {etcdelection.Config{Endpoints: []string{"a:1", " "}, Key: "/k"}, `Config.Endpoints[1] is " ", must be an etcd client URL`},
 		"no key":         {etcdelection.Config{Endpoints: []string{"a:1"}, Key: "//"}, `Config.Key is "//"`},
 		"short TTL":      {etcdelection.Config{Endpoints: []string{"a:1"}, Key: "/k", TTL: 500 * time.Millisecond}, "Config.TTL is 500ms, must be a whole number of seconds >= 1s"},
 		"fractional TTL": {etcdelection.Config{Endpoints: []string{"a:1"}, Key: "/k", TTL: 1500 * time.Millisecond}, "Config.TTL is 1.5s"},

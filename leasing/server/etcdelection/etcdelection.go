@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +31,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
+	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/leasing/server"
 )
 
@@ -60,24 +62,25 @@ type Config struct {
 	DialTimeout time.Duration
 }
 
-// Validate reports the first thing wrong with c.
-func (c *Config) Validate() error {
+// Validate reports the first thing wrong with c, as a *retry.FieldError.
+func (c Config) Validate() error {
+	const pkg = "etcdelection"
 	if c.Client == nil && len(c.Endpoints) == 0 {
-		return errors.New("etcdelection: Config.Endpoints is empty, want etcd's client URLs")
+		return config.Errorf(pkg, "Config.Endpoints", config.Verbatim("empty"), "must list etcd's client URLs (or Client be set)")
 	}
 	for i, e := range c.Endpoints {
 		if strings.TrimSpace(e) == "" {
-			return fmt.Errorf("etcdelection: Config.Endpoints[%d] is empty", i)
+			return config.Errorf(pkg, "Config.Endpoints["+strconv.Itoa(i)+"]", e, "must be an etcd client URL")
 		}
 	}
 	if strings.Trim(c.Key, "/") == "" {
-		return fmt.Errorf("etcdelection: Config.Key is %q, want an election key such as /doorman/root", c.Key)
+		return config.Errorf(pkg, "Config.Key", c.Key, "must be an election key such as /doorman/root")
 	}
 	if c.TTL < 0 || c.TTL%time.Second != 0 || (c.TTL > 0 && c.TTL < time.Second) {
-		return fmt.Errorf("etcdelection: Config.TTL is %v, must be a whole number of seconds >= 1s (0 means %v)", c.TTL, DefaultTTL)
+		return config.Errorf(pkg, "Config.TTL", c.TTL, "must be a whole number of seconds >= 1s (0 means the default, %v)", DefaultTTL)
 	}
 	if c.DialTimeout < 0 {
-		return fmt.Errorf("etcdelection: Config.DialTimeout is %v, must be >= 0", c.DialTimeout)
+		return config.Errorf(pkg, "Config.DialTimeout", c.DialTimeout, "must be >= 0 (0 means the default, %v)", DefaultDialTimeout)
 	}
 	return nil
 }

@@ -402,7 +402,7 @@ func TestIntermediateFollowsElectedParent(t *testing.T) {
 	if _, clients, _ := follower.s.Counts(); clients != 1 {
 		t.Fatalf("the new master has %d clients, want the intermediate", clients)
 	}
-	if capacity, _, ok := mid.ParentLease("r"); !ok || capacity != 30 {
+	if capacity, ok := parentLease(mid, "r"); !ok || capacity != 30 {
 		t.Fatalf("the intermediate's lease from the new master is %v (ok %v), want 30", capacity, ok)
 	}
 }

@@ -58,7 +58,7 @@ func TestIntermediateNodeFailover(t *testing.T) {
 	// The old lease would last 60 s at the root; the same server_id makes
 	// the new master's request its renewal.
 	testwait.Until(t, "the leaf to hold 60 again from the new master", func() bool {
-		_, _, ok := follower.s.ParentLease("r")
+		_, ok := parentLease(follower.s, "r")
 		return ok && c.Has() == 60
 	})
 	t.Logf("the leaf held 60 again %v after the failover", time.Since(failedOver).Round(time.Millisecond))

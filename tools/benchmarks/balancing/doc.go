@@ -31,7 +31,7 @@
 //     distribution of exponent 1.1, and a hot key at 30% of the calls.
 //     With: every call carries its key as its shard key; without: none
 //     (fewest pending). It reports the cache hit rate, the busiest
-//     server's mean in-flight against the average, and, on balance.Ring,
+//     server's mean in-flight against the average, and, on internal/balancing.Ring,
 //     how many of the keys move when a server leaves or joins, checked by
 //     routing keys one at a time.
 //   - Erroring: 4 servers, the first answering UNEXPECTED to half its

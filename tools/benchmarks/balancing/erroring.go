@@ -102,12 +102,12 @@ func runErroring(ctx context.Context, c Config, erroring int, ejection bool) (Er
 		return row, err
 	}
 	defer f.close()
-	client, err := newClient(cfgJSON)
+	ch, client, err := newClient(cfgJSON)
 	if err != nil {
 		return row, err
 	}
-	defer client.Close()
-	if err := client.SetPeers(Service, f.members(nil)); err != nil {
+	defer ch.Close()
+	if err := client.SetPeers(f.members(nil)); err != nil {
 		return row, err
 	}
 
@@ -118,7 +118,7 @@ func runErroring(ctx context.Context, c Config, erroring int, ejection bool) (Er
 	var samples []sample
 	stop := sampler(e.Sample, func(now time.Time) {
 		n := 0
-		for _, p := range client.Peers(Service) {
+		for _, p := range client.Peers() {
 			if p.Ejected.After(now) {
 				n++
 			}
@@ -130,7 +130,7 @@ func runErroring(ctx context.Context, c Config, erroring int, ejection bool) (Er
 	if err != nil {
 		return row, err
 	}
-	for _, p := range client.Peers(Service) {
+	for _, p := range client.Peers() {
 		row.Ejections += p.Ejections
 	}
 

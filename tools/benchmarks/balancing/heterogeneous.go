@@ -100,12 +100,12 @@ func runHeterogeneous(ctx context.Context, c Config, weights []float64) (Heterog
 		return row, err
 	}
 	defer f.close()
-	client, err := newClient(defaultsConfig)
+	ch, client, err := newClient(defaultsConfig)
 	if err != nil {
 		return row, err
 	}
-	defer client.Close()
-	if err := client.SetPeers(Service, f.members(weights)); err != nil {
+	defer ch.Close()
+	if err := client.SetPeers(f.members(weights)); err != nil {
 		return row, err
 	}
 	var before []load.PoolStats

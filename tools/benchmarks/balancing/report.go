@@ -212,7 +212,7 @@ func (r *Result) writeShard(ew *errWriter, s *ShardResult) {
 	ew.printf("\nThe bound: the client's calls pending to each peer, read every %v, against ceil(%g x (all pending + 1) / %d) + 1, the chooser's bounded load at the default factor (plus one for a call ending between two reads), in every row.\n",
 		c.Sample, balance.DefaultBalanceFactor, c.Servers)
 	g := s.Ring
-	ew.printf("\nHit rate with shard keys %.2fx without (miss rate %.2fx lower). On the ring (balance.Ring over the servers' host:ports, %d keys): %.1f%% of the keys move when %s leaves (%.1f%% at most over each server leaving; over %d more fleets on random ports, %.1f%% at most); %.1f%% move when an %dth server joins.\n",
+	ew.printf("\nHit rate with shard keys %.2fx without (miss rate %.2fx lower). On the ring (internal/balancing.Ring over the servers' host:ports, %d keys): %.1f%% of the keys move when %s leaves (%.1f%% at most over each server leaving; over %d more fleets on random ports, %.1f%% at most); %.1f%% move when an %dth server joins.\n",
 		s.HitRatio, share(1-s.Without.HitRate, 1-s.With.HitRate), g.Keys, 100*g.Leave, g.Leaving, 100*g.LeaveMax, g.Fleets, 100*g.FleetsLeaveMax, 100*g.Join, c.Servers+1)
 	ew.printf("Routed, %d keys one at a time: %.1f%% landed on their home; after the leave %.1f%% (%.1f%% of the keys changed server); after the join %.1f%% (%.1f%% changed).\n",
 		g.Probe, 100*g.AtHome, 100*g.AtHomeLeave, 100*g.RoutedLeave, 100*g.AtHomeJoin, 100*g.RoutedJoin)

@@ -59,14 +59,24 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	return res, nil
 }
 
-// newClient returns a client of Service with no retries, balancing by
-// the service config cfgJSON.
-func newClient(cfgJSON string) (*channel.Channel, error) {
+// newClient returns a channel with no retries, balancing by the service
+// config cfgJSON, and its Client of Service, with no peers yet. Closing
+// the channel closes the Client.
+func newClient(cfgJSON string) (*channel.Channel, *channel.Client, error) {
 	sc, err := serviceconfig.Parse([]byte(cfgJSON))
 	if err != nil {
-		return nil, fmt.Errorf("balancing: the client's service config %s: %w", cfgJSON, err)
+		return nil, nil, fmt.Errorf("balancing: the client's service config %s: %w", cfgJSON, err)
 	}
-	return channel.New("balancing-client", channel.WithRetriesDisabled(), channel.WithServiceConfig(sc))
+	ch, err := channel.New("balancing-client", channel.WithRetriesDisabled(), channel.WithServiceConfig(sc))
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := ch.NewClient(Service)
+	if err != nil {
+		ch.Close()
+		return nil, nil, err
+	}
+	return ch, client, nil
 }
 
 // Service configs of the rows.
@@ -89,10 +99,10 @@ func slowStartConfig(window time.Duration) string {
 
 // runLoad offers rate calls a second through client for d, open loop,
 // each with timeout, recording every call.
-func runLoad(ctx context.Context, client *channel.Channel, rate float64, d, timeout time.Duration,
+func runLoad(ctx context.Context, client *channel.Client, rate float64, d, timeout time.Duration,
 	vary func(int) (*channel.Request, []channel.CallOption)) (*load.Report, error) {
 	rep, err := load.Run(ctx, client, load.Config{
-		Service: Service, Method: Method, RPS: rate, Duration: d, Timeout: timeout,
+		Method: Method, RPS: rate, Duration: d, Timeout: timeout,
 		Concurrency: min(load.MaxConcurrency, int(rate*timeout.Seconds())+100),
 		Record:      true, Vary: vary,
 	})

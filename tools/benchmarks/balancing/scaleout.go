@@ -127,12 +127,12 @@ func runScaleOut(ctx context.Context, c Config, slowStart bool) (ScaleOutRow, er
 		return row, err
 	}
 	defer first.close()
-	client, err := newClient(cfgJSON)
+	ch, client, err := newClient(cfgJSON)
 	if err != nil {
 		return row, err
 	}
-	defer client.Close()
-	if err := client.SetPeers(Service, first.members(nil)); err != nil {
+	defer ch.Close()
+	if err := client.SetPeers(first.members(nil)); err != nil {
 		return row, err
 	}
 
@@ -150,7 +150,7 @@ func runScaleOut(ctx context.Context, c Config, slowStart bool) (ScaleOutRow, er
 		if added, scaleErr = startFleet(coldStart); scaleErr != nil {
 			return
 		}
-		scaleErr = client.SetPeers(Service, append(append(fleet{}, first...), added...).members(nil))
+		scaleErr = client.SetPeers(append(append(fleet{}, first...), added...).members(nil))
 		scaledAt = time.Now()
 	})
 	rep, err := runLoad(ctx, client, row.Rate, s.Warmup+s.Steady+s.After, c.Timeout, nil)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/channel"
+	lb "github.com/sluice-rpc/sluice/internal/balancing"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
 )
@@ -71,10 +72,10 @@ type ShardRow struct {
 
 // BoundCheck is the shard keys' bounded load, checked where the chooser
 // applies it: on the client's calls pending to each peer
-// (channel.Channel.Peers), read every ShardConfig.Sample over the
+// (channel.Client.Peers), read every ShardConfig.Sample over the
 // measured stretch. The chooser sends a call to its key's home only while
 // the home has fewer than ceil(c x (m + 1) / n) calls pending, m being
-// the calls pending to all n peers (balance.Capacity; the shard servers'
+// the calls pending to all n peers (internal/balancing.Capacity; the shard servers'
 // weights are equal), and walks on to the next peer on the ring
 // otherwise. So in any sample no peer should have more than
 // ceil(c x (M + 1) / n) + 1 calls pending, M being the calls pending to
@@ -107,9 +108,9 @@ type pendingSample struct {
 }
 
 // readPending reads the client's peers of Service.
-func readPending(client *channel.Channel) pendingSample {
+func readPending(client *channel.Client) pendingSample {
 	var s pendingSample
-	for _, p := range client.Peers(Service) {
+	for _, p := range client.Peers() {
 		n := max(p.Pending, 0)
 		s.most, s.all = max(s.most, n), s.all+n
 		s.peers++
@@ -121,7 +122,7 @@ func readPending(client *channel.Channel) pendingSample {
 // the bounded load of factor c, when all are pending to all of them:
 // ceil(c x (all + 1) / peers) + 1 (see BoundCheck).
 func pendingBound(c float64, all int64, peers int) int64 {
-	return balance.Capacity(c, all, 1, float64(peers)) + 1
+	return lb.Capacity(c, all, 1, float64(peers)) + 1
 }
 
 // checkBound checks samples against the bounded load of factor c.
@@ -157,7 +158,7 @@ type ShardServer struct {
 	PeakInFlight int64   `json:"peak_in_flight"`
 }
 
-// RingMoves is how the shard keys' homes move on the ring (balance.Ring,
+// RingMoves is how the shard keys' homes move on the ring (internal/balancing.Ring,
 // the chooser's) when a server leaves the ring of the run's servers and
 // when one more joins, computed, and checked by routing calls.
 type RingMoves struct {
@@ -247,12 +248,12 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 		return row, moves, err
 	}
 	defer f.close()
-	client, err := newClient(cfgJSON)
+	ch, client, err := newClient(cfgJSON)
 	if err != nil {
 		return row, moves, err
 	}
-	defer client.Close()
-	if err := client.SetPeers(Service, f.members(nil)); err != nil {
+	defer ch.Close()
+	if err := client.SetPeers(f.members(nil)); err != nil {
 		return row, moves, err
 	}
 
@@ -334,7 +335,7 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 	hit, miss := cache.costs()
 	row.HitCost, row.MissCost = load.Millis(hit), load.Millis(miss)
 	names := f.hostPorts()
-	ring, err := balance.NewRing(names, nil)
+	ring, err := lb.NewRing(names, nil)
 	if err != nil {
 		return row, moves, err
 	}
@@ -344,7 +345,7 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 			continue
 		}
 		k := int(seq[i%len(seq)])
-		at := r.Peer == names[ring.Home(balance.KeyHash(keyName(k)))]
+		at := r.Peer == names[ring.Home(lb.KeyHash(keyName(k)))]
 		all++
 		if at {
 			home++
@@ -374,13 +375,13 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 // homes returns the home on a ring over names of each of the first n
 // keys, as an index into names.
 func homes(names []string, n int) ([]int, error) {
-	r, err := balance.NewRing(names, nil)
+	r, err := lb.NewRing(names, nil)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]int, n)
 	for k := range out {
-		out[k] = r.Home(balance.KeyHash(keyName(k)))
+		out[k] = r.Home(lb.KeyHash(keyName(k)))
 	}
 	return out, nil
 }
@@ -459,7 +460,7 @@ func ringMoves(ctx context.Context, c Config, f fleet) (RingMoves, error) {
 		return m, err
 	}
 	// The keys that move when a server leaves are those homed on it: a
-	// member's points do not depend on the others (balance.Ring). The
+	// member's points do not depend on the others (internal/balancing.Ring). The
 	// probed leave is computed on the smaller ring itself, as a check.
 	for _, x := range homeShares(full, len(names)) {
 		m.LeaveMax = max(m.LeaveMax, x)
@@ -485,11 +486,11 @@ func ringMoves(ctx context.Context, c Config, f fleet) (RingMoves, error) {
 	for i := range probe {
 		probe[i] = i * sh.Keys / sh.Probe
 	}
-	client, err := newClient(noSlowStart)
+	ch, client, err := newClient(noSlowStart)
 	if err != nil {
 		return m, err
 	}
-	defer client.Close()
+	defer ch.Close()
 	stages := []struct {
 		members []peer.Member
 		names   []string
@@ -502,7 +503,7 @@ func ringMoves(ctx context.Context, c Config, f fleet) (RingMoves, error) {
 	}
 	landed := make([][]string, len(stages))
 	for si, st := range stages {
-		if err := client.SetPeers(Service, st.members); err != nil {
+		if err := client.SetPeers(st.members); err != nil {
 			return m, err
 		}
 		if err := awaitReady(ctx, client, len(st.members)); err != nil {
@@ -512,7 +513,7 @@ func ringMoves(ctx context.Context, c Config, f fleet) (RingMoves, error) {
 		for _, k := range probe {
 			key := keyName(k)
 			cctx, cancel := context.WithTimeout(ctx, c.Timeout)
-			res, err := client.Call(cctx, Service, Method, &channel.Request{Format: "raw", Arg3: []byte(key)}, channel.WithShardKey(key))
+			res, err := client.Call(cctx, Method, &channel.Request{Format: "raw", Arg3: []byte(key)}, channel.WithShardKey(key))
 			cancel()
 			hp := ""
 			if err == nil {
@@ -540,11 +541,11 @@ func ringMoves(ctx context.Context, c Config, f fleet) (RingMoves, error) {
 }
 
 // awaitReady waits, up to 5 s, until client has n Ready peers of Service.
-func awaitReady(ctx context.Context, client *channel.Channel, n int) error {
+func awaitReady(ctx context.Context, client *channel.Client, n int) error {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		ready := 0
-		for _, p := range client.Peers(Service) {
+		for _, p := range client.Peers() {
 			if p.State == peer.Ready {
 				ready++
 			}

@@ -196,13 +196,17 @@ func runOne(ctx context.Context, cfg Config, s Shedding, throttling bool, loadFa
 		return Row{}, err
 	}
 	defer servers.Close()
-	client, err := channel.New("closedloop-client", channel.WithBusyConfig(busy.Config{Disabled: !throttling}), channel.WithRetriesDisabled())
+	ch, err := channel.New("closedloop-client", channel.WithBusyConfig(busy.Config{Disabled: !throttling}), channel.WithRetriesDisabled())
 	if err != nil {
 		return Row{}, err
 	}
-	defer client.Close()
+	defer ch.Close()
+	client, err := ch.NewClient("closedloop")
+	if err != nil {
+		return Row{}, err
+	}
 	for _, hp := range servers.HostPorts() {
-		if err := client.AddPeer("closedloop", hp); err != nil {
+		if err := client.AddPeer(hp); err != nil {
 			return Row{}, err
 		}
 	}
@@ -211,7 +215,7 @@ func runOne(ctx context.Context, cfg Config, s Shedding, throttling bool, loadFa
 	// an adaptive limit's first probe (ProbeSamples requests) finish.
 	for i := 0; i < shed.DefaultProbeSamples+5 && ctx.Err() == nil; i++ {
 		wctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-		_, _ = client.Call(wctx, "closedloop", "work", &channel.Request{Format: "raw"})
+		_, _ = client.Call(wctx, "work", &channel.Request{Format: "raw"})
 		cancel()
 	}
 	before := servers.Received()
@@ -219,7 +223,7 @@ func runOne(ctx context.Context, cfg Config, s Shedding, throttling bool, loadFa
 	runtime.ReadMemStats(&ms)
 	gcs := ms.NumGC
 	rep, err := load.Run(ctx, client, load.Config{
-		Service: "closedloop", Method: "work", RPS: rps, Duration: cfg.Duration,
+		Method: "work", RPS: rps, Duration: cfg.Duration,
 		Concurrency: min(load.MaxConcurrency, int(rps*cfg.Timeout.Seconds())+cfg.Workers+100),
 		Timeout:     cfg.Timeout, Timeline: true,
 	})

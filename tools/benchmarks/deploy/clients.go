@@ -18,8 +18,8 @@ const clientReadyLimit = 20 * time.Second
 // clientName is the clients' TChannel service name.
 const clientName = "deploy-client"
 
-// clients are a row's clients, each a Channel (or a plain tchannel-go
-// channel) of its own, with its own resolver.
+// clients are a row's clients, each a Channel and its Client of Service
+// (or a plain tchannel-go channel) of its own, with its own resolver.
 type clients struct {
 	callers []caller
 	closers []func()
@@ -47,7 +47,7 @@ func startClients(cfg Config, f *fleet) (_ *clients, err error) {
 			cs.callers = append(cs.callers, tchannelCaller(ch))
 			continue
 		}
-		var opts []channel.Option
+		var opts []channel.ClientOption
 		switch f.row {
 		case RowEtcd:
 			c, err := newEtcdClient(f.etcd)
@@ -59,50 +59,53 @@ func startClients(cfg Config, f *fleet) (_ *clients, err error) {
 			if err != nil {
 				return nil, err
 			}
-			opts = append(opts, channel.WithResolver(Service, r))
+			opts = append(opts, channel.WithResolver(r))
 		case RowDNS:
 			r, err := dns.New(dns.Config{Target: f.zone.target(), Period: cfg.DNSPeriod, MinInterval: cfg.DNSMinInterval})
 			if err != nil {
 				return nil, err
 			}
-			opts = append(opts, channel.WithResolver(Service, r))
+			opts = append(opts, channel.WithResolver(r))
 		}
-		ch, err := channel.New(clientName, opts...)
+		ch, err := channel.New(clientName)
 		if err != nil {
 			return nil, err
 		}
 		// Closed before its etcd client: the resolver stops first.
 		cs.closers = append(cs.closers, ch.Close)
+		cl, err := ch.NewClient(Service, opts...)
+		if err != nil {
+			return nil, err
+		}
 		if f.row == RowStatic {
 			for _, hp := range f.hostPorts() {
-				if err := ch.AddPeer(Service, hp); err != nil {
+				if err := cl.AddPeer(hp); err != nil {
 					return nil, err
 				}
 			}
 		}
-		if err := connect(ch, len(f.live)); err != nil {
+		if err := connect(cl, len(f.live)); err != nil {
 			return nil, err
 		}
-		cs.callers = append(cs.callers, sluiceCaller(ch))
+		cs.callers = append(cs.callers, sluiceCaller(cl))
 	}
 	return cs, nil
 }
 
-// connect waits until ch knows n peers of Service and has connected to
-// them.
-func connect(ch *channel.Channel, n int) error {
+// connect waits until cl knows n peers and has connected to them.
+func connect(cl *channel.Client, n int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), clientReadyLimit)
 	defer cancel()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	for len(ch.Peers(Service)) != n {
+	for len(cl.Peers()) != n {
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
-			return fmt.Errorf("deploy: the client knows %d peers of %s after %v, want %d", len(ch.Peers(Service)), Service, clientReadyLimit, n)
+			return fmt.Errorf("deploy: the client knows %d peers of %s after %v, want %d", len(cl.Peers()), Service, clientReadyLimit, n)
 		}
 	}
-	if err := ch.Connect(ctx, Service); err != nil {
+	if err := cl.Connect(ctx); err != nil {
 		return fmt.Errorf("deploy: the client's connections: %w", err)
 	}
 	return nil

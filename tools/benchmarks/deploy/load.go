@@ -22,10 +22,10 @@ var payload = []byte("rolling-deploy")
 // error ("" and nil when it succeeded).
 type caller func(ctx context.Context) (string, error)
 
-// sluiceCaller calls Service's Method through ch.
-func sluiceCaller(ch *channel.Channel) caller {
+// sluiceCaller calls Method through cl, a Client of Service.
+func sluiceCaller(cl *channel.Client) caller {
 	return func(ctx context.Context) (string, error) {
-		_, err := ch.CallRaw(ctx, Service, Method, nil, payload)
+		_, err := cl.CallRaw(ctx, Method, nil, payload)
 		return sluiceCode(err), err
 	}
 }

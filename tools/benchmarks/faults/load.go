@@ -76,11 +76,11 @@ func watchSched(stop <-chan struct{}, out chan<- time.Duration) {
 	}
 }
 
-// runLoad makes cfg's calls through ch at cfg.Rate, each with
+// runLoad makes cfg's calls through cl at cfg.Rate, each with
 // cfg.Deadline, and, if inject is not nil, calls it cfg.FaultAt after the
 // first call. It stops early when ctx ends and returns once every call has
 // returned or DrainLimit has passed since the last one started.
-func runLoad(ctx context.Context, ch *channel.Channel, cfg Config, inject func() error) loadOutcome {
+func runLoad(ctx context.Context, cl *channel.Client, cfg Config, inject func() error) loadOutcome {
 	n := cfg.calls()
 	req := request(cfg)
 	method := cfg.method()
@@ -115,7 +115,7 @@ func runLoad(ctx context.Context, ch *channel.Channel, cfg Config, inject func()
 		c := call{start: time.Now()}
 		c.late = c.start.Sub(sched) > lateAfter
 		cctx, cancel := context.WithTimeout(ctx, cfg.Deadline)
-		res, err := ch.Call(cctx, Service, method, req)
+		res, err := cl.Call(cctx, method, req)
 		c.latency = time.Since(c.start)
 		cancel()
 		if err != nil {

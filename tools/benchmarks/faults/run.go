@@ -60,8 +60,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("faults: the client: %w", err)
 	}
+	cl, err := client.NewClient(Service)
+	if err != nil {
+		client.Close()
+		return nil, fmt.Errorf("faults: the client: %w", err)
+	}
 	for _, p := range f.points {
-		if err := client.AddPeer(Service, p.addr); err != nil {
+		if err := cl.AddPeer(p.addr); err != nil {
 			client.Close()
 			return nil, fmt.Errorf("faults: the client: %w", err)
 		}
@@ -70,7 +75,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if sp.midRun {
 		inject = f.inject
 	}
-	lo := runLoad(ctx, client, cfg, inject)
+	lo := runLoad(ctx, cl, cfg, inject)
 	if lo.faultErr != nil {
 		r.Problems = append(r.Problems, lo.faultErr.Error())
 	}

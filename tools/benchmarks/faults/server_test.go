@@ -19,12 +19,16 @@ func callOnce(t *testing.T, addr, method string, timeout time.Duration) string {
 		t.Fatal(err)
 	}
 	defer ch.Close()
-	if err := ch.AddPeer(Service, addr); err != nil {
+	cl, err := ch.NewClient(Service)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.AddPeer(addr); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	_, err = ch.CallRaw(ctx, Service, method, nil, []byte("hi"))
+	_, err = cl.CallRaw(ctx, method, nil, []byte("hi"))
 	var ce *channel.CallError
 	switch {
 	case err == nil:
@@ -70,17 +74,21 @@ func TestServerJSONMethods(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ch.Close()
-	if err := ch.AddPeer(Service, s.Addr()); err != nil {
+	cl, err := ch.NewClient(Service)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.AddPeer(s.Addr()); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testwait.Limit)
 	defer cancel()
 	var out map[string]any
-	if err := ch.CallJSON(ctx, Service, MethodEcho+JSONSuffix, map[string]any{"k": "v"}, &out); err != nil || out["k"] != "v" {
+	if err := cl.CallJSON(ctx, MethodEcho+JSONSuffix, map[string]any{"k": "v"}, &out); err != nil || out["k"] != "v" {
 		t.Errorf("echo.json: %v, %v; want the object back", out, err)
 	}
 	var ce *channel.CallError
-	if err := ch.CallJSON(ctx, Service, MethodBusy+JSONSuffix, map[string]any{}, &out); !errors.As(err, &ce) || ce.CodeName() != "BUSY" {
+	if err := cl.CallJSON(ctx, MethodBusy+JSONSuffix, map[string]any{}, &out); !errors.As(err, &ce) || ce.CodeName() != "BUSY" {
 		t.Errorf("busy.json: %v, want BUSY", err)
 	}
 }
@@ -101,7 +109,11 @@ func TestErroringServerAnswersUnexpected(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ch.Close()
-	if err := ch.AddPeer(Service, s.Addr()); err != nil {
+	cl, err := ch.NewClient(Service)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.AddPeer(s.Addr()); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testwait.Limit)
@@ -122,11 +134,11 @@ func TestErroringServerAnswersUnexpected(t *testing.T) {
 	for i, w := range want {
 		var got string
 		if i%2 == 0 {
-			_, err := ch.CallRaw(ctx, Service, MethodEcho, nil, []byte("hi"))
+			_, err := cl.CallRaw(ctx, MethodEcho, nil, []byte("hi"))
 			got = code(err)
 		} else {
 			var out map[string]any
-			got = code(ch.CallJSON(ctx, Service, MethodEcho+JSONSuffix, map[string]any{"k": "v"}, &out))
+			got = code(cl.CallJSON(ctx, MethodEcho+JSONSuffix, map[string]any{"k": "v"}, &out))
 		}
 		if got != w {
 			t.Fatalf("call %d: %q, want %q", i+1, got, w)

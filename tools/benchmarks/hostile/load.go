@@ -59,7 +59,7 @@ type loadSpec struct {
 // until stop is closed or ctx ends, and returns once every call has
 // returned. The client is a new channel.Channel, closed at the end.
 func runLoad(ctx context.Context, addr string, spec loadSpec, stop <-chan struct{}) (*Load, error) {
-	ch, err := newClient(addr)
+	ch, cl, err := newClient(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +102,7 @@ loop:
 			defer wg.Done()
 			cctx, cancel := context.WithTimeout(ctx, spec.deadline)
 			t0 := time.Now()
-			_, err := ch.CallRaw(cctx, Service, MethodEcho, nil, arg3)
+			_, err := cl.CallRaw(cctx, MethodEcho, nil, arg3)
 			took := time.Since(t0)
 			cancel()
 			o := outcome{took: took, err: err}
@@ -135,17 +135,22 @@ loop:
 	return l, nil
 }
 
-// newClient returns a Sluice channel with addr as the one peer of Service.
-func newClient(addr string) (*channel.Channel, error) {
+// newClient returns a new Sluice channel and its Client of Service, with
+// addr as the one peer. Closing the channel closes the Client.
+func newClient(addr string) (*channel.Channel, *channel.Client, error) {
 	ch, err := channel.New("hostile-client")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := ch.AddPeer(Service, addr); err != nil {
+	cl, err := ch.NewClient(Service)
+	if err == nil {
+		err = cl.AddPeer(addr)
+	}
+	if err != nil {
 		ch.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return ch, nil
+	return ch, cl, nil
 }
 
 // Call is one legitimate call's outcome.
@@ -168,7 +173,7 @@ func (c Call) String() string {
 
 // oneCall makes one echo call with arg3 through a new client to addr.
 func oneCall(ctx context.Context, addr string, arg3 []byte, deadline time.Duration) Call {
-	ch, err := newClient(addr)
+	ch, cl, err := newClient(addr)
 	if err != nil {
 		return Call{Code: "LOCAL", Err: err.Error()}
 	}
@@ -176,7 +181,7 @@ func oneCall(ctx context.Context, addr string, arg3 []byte, deadline time.Durati
 	cctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
 	t0 := time.Now()
-	res, err := ch.CallRaw(cctx, Service, MethodEcho, nil, arg3)
+	res, err := cl.CallRaw(cctx, MethodEcho, nil, arg3)
 	c := Call{Latency: time.Since(t0)}
 	switch {
 	case err != nil:

@@ -30,17 +30,21 @@ func ExampleRun() {
 		panic(err)
 	}
 	defer servers.Close()
-	client, err := channel.New("example")
+	ch, err := channel.New("example")
 	if err != nil {
 		panic(err)
 	}
-	defer client.Close()
+	defer ch.Close()
+	client, err := ch.NewClient("kv")
+	if err != nil {
+		panic(err)
+	}
 	for _, hp := range servers.HostPorts() {
-		if err := client.AddPeer("kv", hp); err != nil {
+		if err := client.AddPeer(hp); err != nil {
 			panic(err)
 		}
 	}
-	r, err := load.Run(context.Background(), client, load.Config{Service: "kv", Method: "get", RPS: 500, Calls: 50})
+	r, err := load.Run(context.Background(), client, load.Config{Method: "get", RPS: 500, Calls: 50})
 	if err != nil {
 		panic(err)
 	}

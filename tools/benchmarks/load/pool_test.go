@@ -144,7 +144,7 @@ func TestRunVaryAndRecord(t *testing.T) {
 	s := startServers(t, 2, ServerConfig{Service: "kv", Method: "get"})
 	c := startClient(t, s, "kv", nil)
 	var got []int
-	r, err := Run(context.Background(), c, Config{Service: "kv", Method: "get", RPS: 1000, Calls: 50, Record: true,
+	r, err := Run(context.Background(), c, Config{Method: "get", RPS: 1000, Calls: 50, Record: true,
 		Vary: func(i int) (*channel.Request, []channel.CallOption) {
 			got = append(got, i)
 			return &channel.Request{Format: "raw", Arg3: []byte{byte(i)}}, []channel.CallOption{channel.WithShardKey("k")}

@@ -31,8 +31,9 @@ const (
 
 // Config describes one run.
 type Config struct {
-	// Service and Method are called. Required.
-	Service, Method string
+	// Method is called, on the service of the Clients Run is given.
+	// Required.
+	Method string
 	// Request is what every call sends: raw, JSON or Thrift (Format
 	// tchannel.Thrift, Arg3 the encoded arguments struct, Method
 	// "Service::method"). Run never modifies it: the calls share it.
@@ -109,8 +110,8 @@ type Progress struct {
 // Validate reports the first rule c breaks, naming the field.
 func (c Config) Validate() error {
 	switch {
-	case c.Service == "" || c.Method == "":
-		return errors.New("load: Service and Method are required")
+	case c.Method == "":
+		return errors.New("load: Method is required")
 	case !(c.RPS >= 0 && c.RPS <= MaxRPS):
 		return fmt.Errorf("load: RPS is %v, must be in [0, %d] (0: unbounded)", c.RPS, MaxRPS)
 	case c.Duration < 0 || c.Duration > MaxDuration:
@@ -177,24 +178,33 @@ func (c *counts) add(r result) {
 // lateAfter is how far behind its arrival a call may start and not be late.
 const lateAfter = time.Millisecond
 
-// Run makes the calls cfg describes through ch and reports on them: Run
-// with one channel.
-func Run(ctx context.Context, ch *channel.Channel, cfg Config) (*Report, error) {
-	return RunChannels(ctx, []*channel.Channel{ch}, cfg)
+// Run makes the calls cfg describes through cl and reports on them:
+// RunClients with one Client.
+func Run(ctx context.Context, cl *channel.Client, cfg Config) (*Report, error) {
+	return RunClients(ctx, []*channel.Client{cl}, cfg)
 }
 
-// RunChannels makes the calls cfg describes through chs and reports on
-// them: a rate run sends call i through chs[i % len(chs)]; an unbounded
-// run keeps cfg.Concurrency calls in flight on each. Each channel must
-// already know the service's peers. The run stops early, with the calls
-// made so far, when ctx ends; RunChannels returns once every call it
-// started has returned.
-func RunChannels(ctx context.Context, chs []*channel.Channel, cfg Config) (*Report, error) {
+// RunClients makes the calls cfg describes through cls, Clients of one
+// service, each of a Channel of its own, and reports on them: a rate run
+// sends call i through cls[i % len(cls)]; an unbounded run keeps
+// cfg.Concurrency calls in flight on each. Each Client must already know
+// the service's peers. The run stops early, with the calls made so far,
+// when ctx ends; RunClients returns once every call it started has
+// returned.
+func RunClients(ctx context.Context, cls []*channel.Client, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if len(chs) == 0 {
-		return nil, errors.New("load: no channel to call through")
+	if len(cls) == 0 {
+		return nil, errors.New("load: no Client to call through")
+	}
+	for i, cl := range cls {
+		switch {
+		case cl == nil:
+			return nil, fmt.Errorf("load: Client %d is nil", i)
+		case cl.Service() != cls[0].Service():
+			return nil, fmt.Errorf("load: Client %d calls service %q, Client 0 %q: a run calls one service", i, cl.Service(), cls[0].Service())
+		}
 	}
 	unbounded := cfg.RPS == 0
 	if cfg.Concurrency == 0 {
@@ -205,10 +215,10 @@ func RunChannels(ctx context.Context, chs []*channel.Channel, cfg Config) (*Repo
 	}
 	inFlight := cfg.Concurrency
 	if unbounded {
-		if cfg.Concurrency*len(chs) > MaxConcurrency {
-			return nil, fmt.Errorf("load: %d channels x Concurrency %d calls in flight, more than %d", len(chs), cfg.Concurrency, MaxConcurrency)
+		if cfg.Concurrency*len(cls) > MaxConcurrency {
+			return nil, fmt.Errorf("load: %d channels x Concurrency %d calls in flight, more than %d", len(cls), cfg.Concurrency, MaxConcurrency)
 		}
-		inFlight *= len(chs)
+		inFlight *= len(cls)
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = time.Second
@@ -216,20 +226,20 @@ func RunChannels(ctx context.Context, chs []*channel.Channel, cfg Config) (*Repo
 	if cfg.Request == nil {
 		cfg.Request = &channel.Request{Format: "raw"}
 	}
-	warm := warmup(ctx, chs, cfg)
-	before := sumPeers(chs, cfg.Service)
+	warm := warmup(ctx, cls, cfg)
+	before := sumPeers(cls)
 	var r *Report
 	if unbounded {
-		r = runUnbounded(ctx, chs, cfg)
+		r = runUnbounded(ctx, cls, cfg)
 		r.Mode = ModeUnbounded
 	} else {
-		r = runRate(ctx, chs, cfg)
+		r = runRate(ctx, cls, cfg)
 		r.Mode = ModeRate
 		rps := cfg.RPS
 		r.OfferedRPS = &rps
 	}
-	after := sumPeers(chs, cfg.Service)
-	r.Connections, r.Concurrency, r.MaxInFlight = len(chs), cfg.Concurrency, inFlight
+	after := sumPeers(cls)
+	r.Connections, r.Concurrency, r.MaxInFlight = len(cls), cfg.Concurrency, inFlight
 	r.WarmupCalls = warm
 	r.Busy = after.Busy - before.Busy
 	r.Throttled = after.Throttled - before.Throttled
@@ -237,12 +247,12 @@ func RunChannels(ctx context.Context, chs []*channel.Channel, cfg Config) (*Repo
 	return r, nil
 }
 
-// call makes one call of req with opts through ch and returns its
+// call makes one call of req with opts through cl and returns its
 // outcome, but for its latency and arrival.
-func call(ctx context.Context, ch *channel.Channel, cfg *Config, req *channel.Request, opts []channel.CallOption) result {
+func call(ctx context.Context, cl *channel.Client, cfg *Config, req *channel.Request, opts []channel.CallOption) result {
 	cctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	res, err := ch.Call(cctx, cfg.Service, cfg.Method, req, opts...)
+	res, err := cl.Call(cctx, cfg.Method, req, opts...)
 	if err != nil {
 		var ce *channel.CallError
 		r := result{attempts: attemptsOf(err), code: CodeOf(err)}
@@ -260,18 +270,18 @@ func call(ctx context.Context, ch *channel.Channel, cfg *Config, req *channel.Re
 // warmup makes cfg.Warmup calls one at a time on each channel, the
 // channels side by side, a channel's ending at a call warmupEnds; it
 // returns how many calls it made in all.
-func warmup(ctx context.Context, chs []*channel.Channel, cfg Config) int {
+func warmup(ctx context.Context, cls []*channel.Client, cfg Config) int {
 	if cfg.Warmup == 0 {
 		return 0
 	}
 	var made atomic.Int64
 	var wg sync.WaitGroup
-	for _, ch := range chs {
+	for _, cl := range cls {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := 0; i < cfg.Warmup && ctx.Err() == nil; i++ {
-				r := call(ctx, ch, &cfg, cfg.Request, cfg.CallOptions)
+				r := call(ctx, cl, &cfg, cfg.Request, cfg.CallOptions)
 				made.Add(1)
 				if warmupEnds(r) {
 					return
@@ -304,7 +314,7 @@ func warmupEnds(r result) bool {
 
 // runRate makes a rate run: open loop, each call in a goroutine of its
 // own, its latency from its scheduled arrival.
-func runRate(ctx context.Context, chs []*channel.Channel, cfg Config) *Report {
+func runRate(ctx context.Context, cls []*channel.Client, cfg Config) *Report {
 	n := cfg.calls()
 	results := make([]result, n)
 	slots := make(chan struct{}, cfg.Concurrency)
@@ -358,7 +368,7 @@ loop:
 		}
 		go func(i int, at time.Time) {
 			late := time.Since(at) > lateAfter
-			r := call(ctx, chs[i%len(chs)], &cfg, req, opts)
+			r := call(ctx, cls[i%len(cls)], &cfg, req, opts)
 			r.latency, r.late, r.at = time.Since(at), late, at.Sub(start)
 			results[i] = r
 			totals.add(r)
@@ -403,7 +413,7 @@ type caller struct {
 // Calls made, its Duration or MaxDuration passed, or ctx ended). A call
 // costs its context's deadline timer and two clock readings; its latency
 // goes in the caller's histograms.
-func runUnbounded(ctx context.Context, chs []*channel.Channel, cfg Config) *Report {
+func runUnbounded(ctx context.Context, cls []*channel.Client, cfg Config) *Report {
 	var stop atomic.Bool
 	var next atomic.Int64
 	limit := int64(cfg.Calls)
@@ -411,7 +421,7 @@ func runUnbounded(ctx context.Context, chs []*channel.Channel, cfg Config) *Repo
 	if d == 0 {
 		d = MaxDuration
 	}
-	callers := make([]*caller, 0, len(chs)*cfg.Concurrency)
+	callers := make([]*caller, 0, len(cls)*cfg.Concurrency)
 	for range cap(callers) {
 		callers = append(callers, &caller{errors: map[string]int{}})
 	}
@@ -425,7 +435,7 @@ func runUnbounded(ctx context.Context, chs []*channel.Channel, cfg Config) *Repo
 	ended := ctx.Done()
 	var wg sync.WaitGroup
 	for i, w := range callers {
-		ch := chs[i%len(chs)]
+		cl := cls[i%len(cls)]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -439,7 +449,7 @@ func runUnbounded(ctx context.Context, chs []*channel.Channel, cfg Config) *Repo
 					return
 				}
 				t0 := time.Now()
-				r := call(ctx, ch, &cfg, cfg.Request, cfg.CallOptions)
+				r := call(ctx, cl, &cfg, cfg.Request, cfg.CallOptions)
 				lat := time.Since(t0)
 				w.attempts += r.attempts
 				switch {
@@ -530,10 +540,10 @@ func progress(cfg Config, start time.Time, totals func() (ok, failed, refused in
 	}, t.Stop
 }
 
-// sumPeers adds up the peer counts of service over chs.
-func sumPeers(chs []*channel.Channel, service string) (s peer.Counts) {
-	for _, ch := range chs {
-		for _, c := range ch.Peers(service) {
+// sumPeers adds up the peer counts of cls.
+func sumPeers(cls []*channel.Client) (s peer.Counts) {
+	for _, cl := range cls {
+		for _, c := range cl.Peers() {
 			s.Sent += c.Sent
 			s.Busy += c.Busy
 			s.Throttled += c.Throttled

@@ -16,12 +16,12 @@ import (
 )
 
 func TestConfigValidate(t *testing.T) {
-	ok := Config{Service: "s", Method: "m", RPS: 10, Duration: time.Second}
+	ok := Config{Method: "m", RPS: 10, Duration: time.Second}
 	for _, tc := range []struct {
 		mod  func(*Config)
 		want string
 	}{
-		{func(c *Config) { c.Service = "" }, "Service and Method"},
+		{func(c *Config) { c.Method = "" }, "Method is required"},
 		{func(c *Config) { c.RPS = -1 }, "RPS is -1, must be in [0, 100000] (0: unbounded)"},
 		{func(c *Config) { c.RPS, c.Timeline = 0, true }, "Timeline needs RPS > 0"},
 		{func(c *Config) { c.RPS, c.Record = 0, true }, "Record and Vary need RPS > 0"},
@@ -58,19 +58,23 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-func startClient(t *testing.T, s *Servers, service string, cfg *serviceconfig.Config) *channel.Channel {
+func startClient(t *testing.T, s *Servers, service string, cfg *serviceconfig.Config) *channel.Client {
 	t.Helper()
 	var opts []channel.Option
 	if cfg != nil {
 		opts = append(opts, channel.WithServiceConfig(cfg))
 	}
-	c, err := channel.New("load-test", opts...)
+	ch, err := channel.New("load-test", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.Close)
+	t.Cleanup(ch.Close)
+	c, err := ch.NewClient(service)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, hp := range s.HostPorts() {
-		if err := c.AddPeer(service, hp); err != nil {
+		if err := c.AddPeer(hp); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -92,7 +96,7 @@ func startServers(t *testing.T, n int, cfg ServerConfig) *Servers {
 func TestRunMakesTheCalls(t *testing.T) {
 	s := startServers(t, 2, ServerConfig{Service: "kv", Method: "get", Shape: Fixed(2 * time.Millisecond)})
 	c := startClient(t, s, "kv", nil)
-	r, err := Run(context.Background(), c, Config{Service: "kv", Method: "get", RPS: 400, Calls: 200,
+	r, err := Run(context.Background(), c, Config{Method: "get", RPS: 400, Calls: 200,
 		Concurrency: 3, Warmup: 2, Request: &channel.Request{Format: "raw", Arg3: []byte("x")}})
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +156,7 @@ func TestRunCountsErrorsAndHedges(t *testing.T) {
 	}
 	c := startClient(t, s, "kv", cfg)
 	req := &channel.Request{Format: "json", Arg3: []byte(`{"k":1}`)}
-	r, err := Run(context.Background(), c, Config{Service: "kv", Method: "get", RPS: 200, Calls: 20, Request: req})
+	r, err := Run(context.Background(), c, Config{Method: "get", RPS: 200, Calls: 20, Request: req})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +165,7 @@ func TestRunCountsErrorsAndHedges(t *testing.T) {
 	}
 	// A method nobody serves fails every call with BAD_REQUEST; a timeout
 	// shorter than the servers' latency fails with TIMEOUT.
-	r, err = Run(context.Background(), c, Config{Service: "kv", Method: "nope", RPS: 200, Calls: 5, Request: req})
+	r, err = Run(context.Background(), c, Config{Method: "nope", RPS: 200, Calls: 5, Request: req})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +174,7 @@ func TestRunCountsErrorsAndHedges(t *testing.T) {
 			r.OK, r.Failed, r.Errors, r.Latency, r.FailedLatency)
 	}
 	plain := startClient(t, s, "kv", nil)
-	r, err = Run(context.Background(), plain, Config{Service: "kv", Method: "get", RPS: 200, Calls: 5, Request: req,
+	r, err = Run(context.Background(), plain, Config{Method: "get", RPS: 200, Calls: 5, Request: req,
 		Timeout: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -183,15 +187,19 @@ func TestRunCountsErrorsAndHedges(t *testing.T) {
 // Calls refused in this process (nothing listens: UNAVAILABLE) count as
 // refused, apart from failures, with their own latency.
 func TestRunCountsRefusedCalls(t *testing.T) {
-	c, err := channel.New("load-test")
+	ch, err := channel.New("load-test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	if err := c.AddPeer("kv", testnet.Refused(t)); err != nil {
+	defer ch.Close()
+	c, err := ch.NewClient("kv")
+	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Run(context.Background(), c, Config{Service: "kv", Method: "get", RPS: 500, Calls: 10})
+	if err := c.AddPeer(testnet.Refused(t)); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(context.Background(), c, Config{Method: "get", RPS: 500, Calls: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +216,7 @@ func TestRunReportsProgress(t *testing.T) {
 	s := startServers(t, 1, ServerConfig{Service: "kv", Method: "get"})
 	c := startClient(t, s, "kv", nil)
 	var reports []Progress
-	r, err := Run(context.Background(), c, Config{Service: "kv", Method: "get", RPS: 200, Calls: 60,
+	r, err := Run(context.Background(), c, Config{Method: "get", RPS: 200, Calls: 60,
 		ProgressEvery: 50 * time.Millisecond, Progress: func(p Progress) { reports = append(reports, p) }})
 	if err != nil {
 		t.Fatal(err)
@@ -228,7 +236,7 @@ func TestRunReportsProgress(t *testing.T) {
 	if prev.Calls > r.Calls {
 		t.Errorf("last report %d calls, the run made %d", prev.Calls, r.Calls)
 	}
-	if err := (Config{Service: "kv", Method: "get", RPS: 1, Calls: 1, ProgressEvery: -time.Second}).Validate(); err == nil ||
+	if err := (Config{Method: "get", RPS: 1, Calls: 1, ProgressEvery: -time.Second}).Validate(); err == nil ||
 		!strings.Contains(err.Error(), "ProgressEvery is -1s") {
 		t.Errorf("Validate() = %v for a negative ProgressEvery", err)
 	}
@@ -240,7 +248,7 @@ func TestRunStopsWithItsContext(t *testing.T) {
 	c := startClient(t, s, "kv", nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	r, err := Run(ctx, c, Config{Service: "kv", Method: "get", RPS: 10, Duration: time.Minute})
+	r, err := Run(ctx, c, Config{Method: "get", RPS: 10, Duration: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,15 +382,19 @@ func TestWarmupEndsAtAFailure(t *testing.T) {
 				}
 				hostPort = srv.HostPort()
 			}
-			c, err := channel.New("load-test")
+			ch, err := channel.New("load-test")
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer c.Close()
-			if err := c.AddPeer("kv", hostPort); err != nil {
+			defer ch.Close()
+			c, err := ch.NewClient("kv")
+			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := Run(context.Background(), c, Config{Service: "kv", Method: "get", RPS: 500, Calls: 3, Warmup: warmup, Timeout: tc.timeout})
+			if err := c.AddPeer(hostPort); err != nil {
+				t.Fatal(err)
+			}
+			r, err := Run(context.Background(), c, Config{Method: "get", RPS: 500, Calls: 3, Warmup: warmup, Timeout: tc.timeout})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,10 +17,11 @@ import (
 	"github.com/sluice-rpc/sluice/thrift"
 )
 
-// startClients starts n client channels with the servers' peers.
-func startClients(t *testing.T, s *Servers, service string, n int) []*channel.Channel {
+// startClients starts n client channels, each with a Client of service
+// that has the servers' peers.
+func startClients(t *testing.T, s *Servers, service string, n int) []*channel.Client {
 	t.Helper()
-	chs := make([]*channel.Channel, n)
+	chs := make([]*channel.Client, n)
 	for i := range chs {
 		chs[i] = startClient(t, s, service, nil)
 	}
@@ -35,7 +36,7 @@ func TestRunUnboundedMakesTheCalls(t *testing.T) {
 	s := startServers(t, 2, ServerConfig{Service: "kv", Method: "get", Shape: Fixed(time.Millisecond)})
 	chs := startClients(t, s, "kv", 3)
 	var reports []Progress
-	r, err := RunChannels(context.Background(), chs, Config{Service: "kv", Method: "get", Calls: 600, Concurrency: 2, Warmup: 1,
+	r, err := RunClients(context.Background(), chs, Config{Method: "get", Calls: 600, Concurrency: 2, Warmup: 1,
 		ProgressEvery: 20 * time.Millisecond, Progress: func(p Progress) { reports = append(reports, p) }})
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +83,7 @@ func TestRunUnboundedMakesTheCalls(t *testing.T) {
 func TestRunUnboundedStopsAtItsDuration(t *testing.T) {
 	s := startServers(t, 1, ServerConfig{Service: "kv", Method: "get"})
 	chs := startClients(t, s, "kv", 2)
-	r, err := RunChannels(context.Background(), chs, Config{Service: "kv", Method: "get", Duration: 150 * time.Millisecond})
+	r, err := RunClients(context.Background(), chs, Config{Method: "get", Duration: 150 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,19 +92,28 @@ func TestRunUnboundedStopsAtItsDuration(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	r, err = RunChannels(ctx, chs, Config{Service: "kv", Method: "get", Duration: time.Minute})
+	r, err = RunClients(ctx, chs, Config{Method: "get", Duration: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.Calls != 0 {
 		t.Errorf("a cancelled unbounded run made %d calls", r.Calls)
 	}
-	if _, err := RunChannels(context.Background(), chs, Config{Service: "kv", Method: "get", Calls: 1, Concurrency: MaxConcurrency}); err == nil ||
+	if _, err := RunClients(context.Background(), chs, Config{Method: "get", Calls: 1, Concurrency: MaxConcurrency}); err == nil ||
 		!strings.Contains(err.Error(), "2 channels x Concurrency 10000") {
-		t.Errorf("RunChannels with 20,000 in flight: %v", err)
+		t.Errorf("RunClients with 20,000 in flight: %v", err)
 	}
-	if _, err := RunChannels(context.Background(), nil, Config{Service: "kv", Method: "get", Calls: 1}); err == nil {
-		t.Error("RunChannels with no channel: no error")
+	if _, err := RunClients(context.Background(), nil, Config{Method: "get", Calls: 1}); err == nil {
+		t.Error("RunClients with no Client: no error")
+	}
+	other := startClients(t, s, "other", 1)
+	if _, err := RunClients(context.Background(), append(chs[:1:1], other...), Config{Method: "get", Calls: 1}); err == nil ||
+		!strings.Contains(err.Error(), `Client 1 calls service "other", Client 0 "kv"`) {
+		t.Errorf("RunClients with Clients of two services: %v", err)
+	}
+	if _, err := RunClients(context.Background(), []*channel.Client{chs[0], nil}, Config{Method: "get", Calls: 1}); err == nil ||
+		!strings.Contains(err.Error(), "Client 1 is nil") {
+		t.Errorf("RunClients with a nil Client: %v", err)
 	}
 }
 
@@ -148,17 +158,21 @@ func TestRunThriftApplicationErrors(t *testing.T) {
 	if err := srv.ListenAndServe("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
-	client, err := channel.New("load-test")
+	ch, err := channel.New("load-test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
-	if err := client.AddPeer("kv", srv.HostPort()); err != nil {
+	defer ch.Close()
+	client, err := ch.NewClient("kv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.AddPeer(srv.HostPort()); err != nil {
 		t.Fatal(err)
 	}
 	req := &channel.Request{Format: tchannel.Thrift, Arg3: []byte{0}} // an empty arguments struct
 	for _, rps := range []float64{0, 500} {
-		r, err := Run(context.Background(), client, Config{Service: "kv", Method: "KeyValue::get", Request: req, RPS: rps, Calls: 20})
+		r, err := Run(context.Background(), client, Config{Method: "KeyValue::get", Request: req, RPS: rps, Calls: 20})
 		if err != nil {
 			t.Fatalf("rps %v: %v", rps, err)
 		}
@@ -266,23 +280,27 @@ func BenchmarkRunUnbounded(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			var chs []*channel.Channel
+			var chs []*channel.Client
 			for range c.channels {
 				ch, err := channel.New("bench")
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer ch.Close()
+				cl, err := ch.NewClient("kv")
+				if err != nil {
+					b.Fatal(err)
+				}
 				for _, hp := range s.HostPorts() {
-					if err := ch.AddPeer("kv", hp); err != nil {
+					if err := cl.AddPeer(hp); err != nil {
 						b.Fatal(err)
 					}
 				}
-				chs = append(chs, ch)
+				chs = append(chs, cl)
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
-			r, err := RunChannels(context.Background(), chs, Config{Service: "kv", Method: "get", Calls: max(b.N, 1),
+			r, err := RunClients(context.Background(), chs, Config{Method: "get", Calls: max(b.N, 1),
 				Concurrency: c.concurrency, Warmup: 10})
 			if err != nil {
 				b.Fatal(err)

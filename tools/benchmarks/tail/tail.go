@@ -134,22 +134,26 @@ func RunMode(ctx context.Context, hostPorts []string, cfg Config, m Mode) (Row, 
 	if sc != nil {
 		opts = append(opts, channel.WithServiceConfig(sc))
 	}
-	client, err := channel.New("tail-client", opts...)
+	ch, err := channel.New("tail-client", opts...)
 	if err != nil {
 		return Row{}, err
 	}
-	defer client.Close()
+	defer ch.Close()
+	client, err := ch.NewClient(service)
+	if err != nil {
+		return Row{}, err
+	}
 	for _, hp := range hostPorts {
-		if err := client.AddPeer(service, hp); err != nil {
+		if err := client.AddPeer(hp); err != nil {
 			return Row{}, err
 		}
 	}
 	// Hedges go to distinct ready peers: measure with every connection in
 	// place, not a start-up in which the first peer to connect takes them.
-	if err := client.Connect(ctx, service); err != nil {
+	if err := client.Connect(ctx); err != nil {
 		return Row{}, err
 	}
-	row.Report, err = load.Run(ctx, client, load.Config{Service: service, Method: method, RPS: cfg.RPS,
+	row.Report, err = load.Run(ctx, client, load.Config{Method: method, RPS: cfg.RPS,
 		Calls: cfg.Calls, Concurrency: cfg.Concurrency, Warmup: cfg.Warmup})
 	return row, err
 }

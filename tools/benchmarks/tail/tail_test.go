@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/hedgeexec"
+
 	"go.uber.org/goleak"
 
-	"github.com/sluice-rpc/sluice/hedge"
 	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
 )
@@ -137,7 +138,7 @@ func TestAdaptiveBudgetBinds(t *testing.T) {
 		t.Fatalf("%d calls measured, want %d", r.Calls, cfg.Calls)
 	}
 	hedges := r.Attempts - r.Calls
-	if max := hedge.BudgetBurst + cfg.Calls*5/100; hedges > max || hedges <= 0 {
+	if max := hedgeexec.BudgetBurst + cfg.Calls*5/100; hedges > max || hedges <= 0 {
 		t.Errorf("%d hedges for %d calls, want 1 to %d: the budget's burst plus 5%% of the calls", hedges, r.Calls, max)
 	}
 	if r.OK != r.Calls && r.Late <= r.Calls/10 {

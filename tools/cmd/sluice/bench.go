@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/uber/tchannel-go"
-
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/shed"
@@ -287,7 +285,7 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	// Reload errors and the first fallback to each peer go to stderr,
 	// beside the progress lines.
 	stderr = &lockedWriter{w: stderr}
-	tlsOpts, err := tlsFlags.options(nil, func(err error) { fmt.Fprintf(stderr, "sluice bench: %v\n", err) })
+	tlsOpts, err := tlsFlags.options(func(err error) { fmt.Fprintf(stderr, "sluice bench: %v\n", err) })
 	if err != nil {
 		return fs.usageError("%v", err)
 	}
@@ -324,39 +322,42 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		defer servers.Close()
 		src.hostPorts = servers.HostPorts()
 	}
-	opts := append(src.options(tg.service), channel.WithScope(debug.scope()), channel.WithBusyConfig(busy.Config{Disabled: !*throttling}))
+	opts := []channel.Option{channel.WithScope(debug.scope()), channel.WithBusyConfig(busy.Config{Disabled: !*throttling})}
 	if cfg != nil {
 		opts = append(opts, channel.WithServiceConfig(cfg))
 	}
 	opts = append(opts, tlsOpts...)
-	chs := make([]*channel.Channel, *connections)
-	for i := range chs {
-		chOpts := opts
-		if i == 0 && tlsFlags.fallback {
-			// The fallback to each peer is logged once, not once a connection.
-			chOpts = append(slices.Clip(opts), channel.WithTChannelOptions(tchannel.ChannelOptions{Logger: newWarnLogger(stderr)}))
+	clients := make([]*channel.Client, *connections)
+	for i := range clients {
+		// The configuration's warnings and the fallback to each peer are
+		// logged once, not once a connection.
+		warnings := noWarnings()
+		if i == 0 {
+			warnings = configWarnings(stderr)
 		}
+		chOpts := append(slices.Clip(opts), channel.WithLogger(warnings))
 		ch, err := channel.New("sluice-bench", chOpts...)
 		if err != nil {
 			return fs.usageError("%v", err)
 		}
 		defer ch.Close()
-		if err := src.addPeers(ch, tg.service); err != nil {
+		cl, err := src.client(ch, tg.service)
+		if err != nil {
 			return fs.usageError("%v", err)
 		}
-		chs[i] = ch
+		clients[i] = cl
 	}
 	if err := debug.serve("sluice bench", nil, stderr); err != nil {
 		return fs.failure("%v", err)
 	}
-	lc := load.Config{Service: tg.service, Method: tg.method, RPS: *rps, Duration: *duration, Calls: *calls,
+	lc := load.Config{Method: tg.method, RPS: *rps, Duration: *duration, Calls: *calls,
 		Concurrency: *concurrency, Timeout: *timeout, Warmup: *warmup,
 		Request: tg.req, CallOptions: tg.opts,
 		Progress: func(p load.Progress) {
 			fmt.Fprintf(stderr, "%6.1fs  %d calls: %d ok, %d failed, %d refused locally; %.1f calls/s\n",
 				p.Elapsed.Seconds(), p.Calls, p.OK, p.Failed, p.Refused, p.Rate)
 		}}
-	rep, err := load.RunChannels(ctx, chs, lc)
+	rep, err := load.RunClients(ctx, clients, lc)
 	if err != nil {
 		return fs.failure("%v", err)
 	}

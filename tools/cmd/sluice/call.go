@@ -97,23 +97,25 @@ func callCmd(args []string, stdout, stderr io.Writer) int {
 		return fs.usageError("%v", err)
 	}
 	// A fallback to plaintext is a downgrade: say so on stderr.
-	tlsOpts, err := tlsFlags.options(stderr, nil)
+	tlsOpts, err := tlsFlags.options(nil)
 	if err != nil {
 		return fs.usageError("%v", err)
 	}
 
-	ch, err := channel.New("sluice-call", append(append(src.options(tg.service), channel.WithServiceConfig(cfg)), tlsOpts...)...)
+	ch, err := channel.New("sluice-call", append([]channel.Option{channel.WithServiceConfig(cfg),
+		channel.WithLogger(configWarnings(stderr))}, tlsOpts...)...)
 	if err != nil {
 		return fs.usageError("%v", err)
 	}
 	defer ch.Close()
-	if err := src.addPeers(ch, tg.service); err != nil {
+	cl, err := src.client(ch, tg.service)
+	if err != nil {
 		return fs.usageError("%v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	start := time.Now()
-	res, err := ch.Call(ctx, tg.service, tg.method, tg.req, tg.opts...)
+	res, err := cl.Call(ctx, tg.method, tg.req, tg.opts...)
 	elapsed := time.Since(start)
 	if err != nil {
 		fs.failure("%v", err) // the error names the code

@@ -53,9 +53,10 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return demoRun(ctx, args, stdout, stderr, nil)
 }
 
-// demoRun is demoCmd with a hook for tests: atEnd, if not nil, runs once the calls are done and the metrics reported, while the
-// debug listener still serves (its address, "" without one): a test
-// scrapes it there.
+// demoRun is demoCmd with a hook for tests: atEnd, if not nil, runs once
+// the calls are done and the metrics reported, while the debug listener
+// still serves (its address, "" without one) and the client channel is
+// open, its peers in its live state: a test scrapes it there.
 func demoRun(ctx context.Context, args []string, stdout, stderr io.Writer, atEnd func(debugAddr string)) int {
 	fs := newFlagSet("sluice demo", demoHelp, stdout, stderr)
 	cfg := demoConfig{callTimeout: 500 * time.Millisecond}
@@ -82,20 +83,23 @@ func demoRun(ctx context.Context, args []string, stdout, stderr io.Writer, atEnd
 		return fs.usageError("%v", err)
 	}
 	defer debug.close()
-	if err := runDemo(ctx, cfg, stdout, stderr, debug); err != nil {
+	var done func()
+	if atEnd != nil {
+		done = func() {
+			debug.flush()
+			addr := ""
+			if debug.server != nil {
+				addr = debug.server.Addr()
+			}
+			atEnd(addr)
+		}
+	}
+	if err := runDemo(ctx, cfg, stdout, stderr, debug, done); err != nil {
 		if ctx.Err() != nil { // interrupted: as bench and faults, not a failure
 			fmt.Fprintln(stderr, "sluice demo: interrupted")
 			return exitOK
 		}
 		return fs.failure("%v", err)
-	}
-	if atEnd != nil {
-		debug.flush()
-		addr := ""
-		if debug.server != nil {
-			addr = debug.server.Addr()
-		}
-		atEnd(addr)
 	}
 	return exitOK
 }
@@ -129,7 +133,9 @@ func startDemoServer(capacity float64) (*demoServer, error) {
 	return s, nil
 }
 
-func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *debugListener) error {
+// runDemo runs the demo; done, if not nil, runs after the summary, before
+// the channels close.
+func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *debugListener, done func()) error {
 	var servers []*demoServer
 	defer func() {
 		for _, s := range servers {
@@ -146,19 +152,23 @@ func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *de
 	bad := servers[2]
 	bad.overloaded.Store(true)
 
-	client, err := channel.New("demo-client", channel.WithScope(debug.scope()), channel.WithMethods("kv", "get"))
+	ch, err := channel.New("demo-client", channel.WithScope(debug.scope()))
 	if err != nil {
 		return err
 	}
-	defer client.Close()
+	defer ch.Close()
+	client, err := ch.NewClient("kv", channel.WithMethods("get"))
+	if err != nil {
+		return err
+	}
 	for _, s := range servers {
-		if err := client.AddPeer("kv", s.ch.HostPort()); err != nil {
+		if err := client.AddPeer(s.ch.HostPort()); err != nil {
 			return err
 		}
 	}
 	// The debug listener's pages besides /metrics and /debug/pprof/: the
 	// client channel's live state.
-	pages := map[string]http.Handler{"/debug/sluice": client.DebugHandler()}
+	pages := map[string]http.Handler{"/debug/sluice": ch.DebugHandler()}
 	if err := debug.serve("sluice demo", pages, stderr); err != nil {
 		return err
 	}
@@ -171,7 +181,7 @@ func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *de
 		bad.ch.HostPort(), cfg.capacity, heal)
 	fmt.Fprintf(w, "A Sluice channel sends %d req/s for %d s. Each second, per peer: requests sent, busy answers, requests its limiter refused (sent elsewhere), its limit and its connection's state.\n\n",
 		cfg.rps, cfg.seconds)
-	if err := client.Connect(ctx, "kv"); err != nil {
+	if err := client.Connect(ctx); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "%4s  %-21s %6s %6s %10s %9s  %s\n", "sec", "peer", "sent", "busy", "throttled", "limit", "connection")
@@ -195,7 +205,7 @@ func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *de
 				defer wg.Done()
 				cctx, cancel := context.WithTimeout(ctx, cfg.callTimeout)
 				defer cancel()
-				_, err := client.CallRaw(cctx, "kv", "get", nil, []byte("k"))
+				_, err := client.CallRaw(cctx, "get", nil, []byte("k"))
 				var ce *channel.CallError
 				switch {
 				case err == nil:
@@ -212,7 +222,7 @@ func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *de
 			}()
 		case <-second.C:
 			s := demoSecond{overloaded: bad.overloaded.Load()}
-			for _, p := range client.Peers("kv") {
+			for _, p := range client.Peers() {
 				q := prev[p.HostPort]
 				mark := ""
 				if p.HostPort == bad.ch.HostPort() {
@@ -245,10 +255,13 @@ func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *de
 	total := ok.Load() + failBusy.Load() + failThrottled.Load() + failOther.Load()
 	fmt.Fprintf(w, "\nsummary: %d calls in %d s: %d succeeded, %d failed BUSY, %d failed THROTTLED (nothing sent), %d failed otherwise.\n",
 		total, cfg.seconds, ok.Load(), failBusy.Load(), failThrottled.Load(), failOther.Load())
-	for _, p := range client.Peers("kv") {
+	for _, p := range client.Peers() {
 		fmt.Fprintf(w, "  %-21s sent %6d  busy %5d  throttled %6d  final limit %s  ejections %d  %s\n", p.HostPort, p.Sent, p.Busy, p.Throttled, formatLimit(p.Limit), p.Ejections, p.State)
 	}
 	fmt.Fprint(w, m.summary())
+	if done != nil {
+		done()
+	}
 	return nil
 }
 

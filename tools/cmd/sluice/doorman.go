@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -532,19 +533,15 @@ func (d *doormanTree) apply(cfg *server.Config, listening string, out io.Writer)
 		// expired and give the new master nothing meanwhile.
 		cfg.ID = d.electionKey
 	}
-	if d.parent != "" {
-		self := d.advertising
-		cfg.OnParentError = func(err error) {
-			if err != nil {
-				fmt.Fprintf(out, "doorman %s: refreshing leases from parent %s failed, retrying: %v\n", self, d.parent, err)
-			} else {
-				fmt.Fprintf(out, "doorman %s: refreshing leases from parent %s works again\n", self, d.parent)
-			}
-		}
-	}
+	// The server's lines at Info and above: the parent failing and
+	// answering again, mastership changes, failed elections, refused
+	// requests.
+	logger := lineLogger(out, slog.LevelInfo)
+	cfg.Logger = logger
 	if d.electionKey == "" {
 		return doormanElection{}, nil
 	}
+	cfg.Logger = logger.With("election", d.electionKey)
 	var eps []string
 	for _, ep := range strings.Split(d.etcd, ",") {
 		eps = append(eps, strings.TrimSpace(ep))
@@ -554,20 +551,6 @@ func (d *doormanTree) apply(cfg *server.Config, listening string, out io.Writer)
 		return doormanElection{}, err
 	}
 	cfg.Election = el
-	self := d.advertising
-	cfg.OnMastership = func(m server.Mastership) {
-		switch {
-		case m.IsMaster:
-			fmt.Fprintf(out, "doorman %s: now the master of %s (new state, learning mode)\n", self, d.electionKey)
-		case m.Master != "":
-			fmt.Fprintf(out, "doorman %s: not the master of %s; the master is %s\n", self, d.electionKey, m.Master)
-		default:
-			fmt.Fprintf(out, "doorman %s: not the master of %s; no master known\n", self, d.electionKey)
-		}
-	}
-	cfg.OnElectionError = func(err error) {
-		fmt.Fprintf(out, "doorman %s: election on %s failed, retrying: %v\n", self, d.electionKey, err)
-	}
 	return doormanElection{el}, nil
 }
 

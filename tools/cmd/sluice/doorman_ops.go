@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/uber-go/tally/v4"
@@ -139,12 +139,7 @@ func (o *doormanOps) grpcServerOptions(srv *server.Server, scope tally.Scope) ([
 // configuration applied or refused is logged on stderr and counted on
 // scope. stop ends the watcher and returns once it has.
 func (o *doormanOps) start(srv *server.Server, scope tally.Scope, stderr io.Writer) (stop func()) {
-	var mu sync.Mutex // stderr is shared with the command
-	r := server.NewReloader(srv, server.ReloadConfig{Scope: scope, Logf: func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintf(stderr, format+"\n", args...)
-	}})
+	r := server.NewReloader(srv, server.ReloadConfig{Scope: scope, Logger: lineLogger(stderr, slog.LevelInfo)})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	r.Loaded(o.data)

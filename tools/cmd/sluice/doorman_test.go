@@ -509,10 +509,12 @@ func TestDoormanServeTreeAndElection(t *testing.T) {
 	file := writeConfig(t, testDoormanConfig)
 	elect := []string{"--config", file, "--listen", "127.0.0.1:0", "--etcd", et.Endpoint, "--election-key", "/cli/root", "--election-ttl", "2s"}
 	a, aOut, stopA := startDoormanArgs(t, elect...)
-	testwait.Until(t, "the first server to become master", func() bool { return strings.Contains(aOut.String(), "now the master of /cli/root") })
+	testwait.Until(t, "the first server to become master", func() bool {
+		return strings.Contains(aOut.String(), "now the master (new state, learning mode) election=/cli/root")
+	})
 	b, bOut, _ := startDoormanArgs(t, elect...)
 	testwait.Until(t, "the second server to name the master", func() bool {
-		return strings.Contains(bOut.String(), "not the master of /cli/root; the master is "+a)
+		return strings.Contains(bOut.String(), "not the master election=/cli/root master="+a)
 	})
 	if !strings.Contains(aOut.String(), "(campaigning on /cli/root as "+a+", session TTL 2s)") {
 		t.Errorf("serve's first line does not say it campaigns:\n%s", aOut.String())
@@ -535,7 +537,9 @@ func TestDoormanServeTreeAndElection(t *testing.T) {
 	}
 
 	stopA()
-	testwait.Until(t, "the second server to take over", func() bool { return strings.Contains(bOut.String(), "now the master of /cli/root") })
+	testwait.Until(t, "the second server to take over", func() bool {
+		return strings.Contains(bOut.String(), "now the master (new state, learning mode) election=/cli/root")
+	})
 }
 
 // An intermediate whose parent refuses connections says so on its output
@@ -565,7 +569,7 @@ func TestDoormanServeReportsParentFailure(t *testing.T) {
 		}
 	}()
 	testwait.Until(t, "the intermediate to report its parent failing", func() bool {
-		return strings.Contains(out.String(), "refreshing leases from parent "+dead+" failed, retrying")
+		return strings.Contains(out.String(), "refreshing leases from the parent failed, retrying parent="+dead)
 	})
 }
 

@@ -1,16 +1,6 @@
 package main
 
-import (
-	"fmt"
-	"io"
-	"os"
-	"strings"
-	"sync"
-	"time"
-
-	"github.com/sluice-rpc/sluice/channel"
-	"github.com/uber/tchannel-go"
-)
+import "github.com/sluice-rpc/sluice/channel"
 
 // peerLimitFlags registers a server's flags for channel.PeerLimits and
 // returns where they land (zero: the Channel's defaults).
@@ -36,53 +26,3 @@ flags bound what peers can make the server hold (connections, time, bytes
 of requests in flight, bytes of answers not yet written); each peer the server closes a connection of,
 refuses or drops a request of is named on stderr, at most 10 lines a
 second.`
-
-// warnLogger is a tchannel-go logger that writes Sluice's warnings about
-// peers to w, one line each with their fields, and drops the rest of what
-// tchannel-go logs (a flood of bad peers would flood it). It keeps only
-// the fields of those warnings: tchannel-go adds fields for every
-// connection, which a logger keeping them all holds for as long as the
-// connection lives (about 2.7 KB each).
-type warnLogger struct {
-	tchannel.Logger // the null logger, for every other level
-	mu              *sync.Mutex
-	w               io.Writer
-	fields          tchannel.LogFields // a warning's, or none
-}
-
-func newWarnLogger(w io.Writer) tchannel.Logger {
-	return &warnLogger{Logger: tchannel.NullLogger, mu: &sync.Mutex{}, w: w}
-}
-
-func (l *warnLogger) WithFields(fields ...tchannel.LogField) tchannel.Logger {
-	if len(fields) == 0 || fields[0].Key != "remotePeer" {
-		return l // tchannel-go's own fields: never printed
-	}
-	return &warnLogger{Logger: l.Logger, mu: l.mu, w: l.w, fields: fields}
-}
-
-func (l *warnLogger) Fields() tchannel.LogFields { return l.fields }
-
-func (l *warnLogger) Warn(msg string) {
-	if !strings.HasPrefix(msg, "sluice:") {
-		return
-	}
-	var b strings.Builder
-	b.WriteString(time.Now().UTC().Format("2006-01-02T15:04:05.000Z"))
-	b.WriteString(" ")
-	b.WriteString(msg)
-	for _, f := range l.fields {
-		fmt.Fprintf(&b, " %s=%v", f.Key, f.Value)
-	}
-	b.WriteString("\n")
-	l.mu.Lock()
-	io.WriteString(l.w, b.String())
-	l.mu.Unlock()
-}
-
-// Fatal logs and exits, as tchannel-go's loggers do (it calls Fatal on an
-// accept error it cannot recover from).
-func (l *warnLogger) Fatal(msg string) {
-	fmt.Fprintf(l.w, "sluice: fatal: %s\n", msg)
-	os.Exit(1)
-}

@@ -100,23 +100,24 @@ func (p *peerFlags) source() (*peerSource, error) {
 // empty reports whether no peer was given.
 func (s *peerSource) empty() bool { return len(s.hostPorts) == 0 && s.resolver == nil }
 
-// options are the Channel options that give service the peers of a
-// resolver; AddPeers adds the host:ports.
-func (s *peerSource) options(service string) []channel.Option {
-	if s.resolver == nil {
-		return nil
+// client returns ch's Client of service with these peers: the
+// resolver's, or the command line's host:ports.
+func (s *peerSource) client(ch *channel.Channel, service string) (*channel.Client, error) {
+	var opts []channel.ClientOption
+	if s.resolver != nil {
+		opts = append(opts, channel.WithResolver(s.resolver))
 	}
-	return []channel.Option{channel.WithResolver(service, s.resolver)}
-}
-
-// addPeers adds the command line's host:ports to service's peers.
-func (s *peerSource) addPeers(ch *channel.Channel, service string) error {
+	cl, err := ch.NewClient(service, opts...)
+	if err != nil {
+		return nil, err
+	}
 	for _, hp := range s.hostPorts {
-		if err := ch.AddPeer(service, hp); err != nil {
-			return err
+		if err := cl.AddPeer(hp); err != nil {
+			cl.Close()
+			return nil, err
 		}
 	}
-	return nil
+	return cl, nil
 }
 
 // String names the peers, for a report.

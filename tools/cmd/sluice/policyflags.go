@@ -147,12 +147,12 @@ func parseCodes(flagName, list string) (codes.Set, error) {
 // adaptiveFlagError restates an adaptive-delay validation error in terms of
 // the flag that set the field.
 func adaptiveFlagError(err error) string {
-	var fe *hedge.FieldError
+	var fe *retry.FieldError
 	if !errors.As(err, &fe) {
 		return err.Error()
 	}
-	flags := map[string]string{"quantile": "--hedge-adaptive", "window": "--hedge-window", "floor": "--hedge-floor",
-		"cap": "--hedge-cap", "budget": "--hedge-budget"}
+	flags := map[string]string{"Adaptive.Quantile": "--hedge-adaptive", "Adaptive.Window": "--hedge-window",
+		"Adaptive.Floor": "--hedge-floor", "Adaptive.Cap": "--hedge-cap", "Adaptive.Budget": "--hedge-budget"}
 	name, ok := flags[fe.Field]
 	if !ok {
 		return err.Error()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/discovery/etcd"
-	"github.com/uber/tchannel-go"
 )
 
 var serveHelp = helpText{
@@ -92,8 +92,8 @@ func serveRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	case *register == "" && fs.set("register-ttl"):
 		return fs.usageError("--register-ttl needs --register")
 	}
-	logger := newWarnLogger(stderr)
-	opts := []channel.Option{channel.WithShutdown(channel.ShutdownConfig{Grace: *grace, Quiet: *quiet})}
+	logger := configWarnings(stderr)
+	opts := []channel.Option{channel.WithShutdown(channel.ShutdownConfig{Grace: max(*grace, 0), NoGrace: *grace < 0, Quiet: *quiet})}
 	tlsOpt, err := serveTLS(tlsFlags, *tlsMode, fs.set("tls-mode"), logger)
 	if err != nil {
 		return fs.usageError("%v", err)
@@ -115,7 +115,7 @@ func serveRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer debug.close()
 	ch, err := channel.New(*service, append(opts, channel.WithScope(debug.scope()), channel.WithPeerLimits(*limits),
-		channel.WithTChannelOptions(tchannel.ChannelOptions{Logger: logger}))...)
+		channel.WithLogger(logger))...)
 	if err != nil {
 		return fs.usageError("%v", err)
 	}
@@ -161,7 +161,7 @@ func serveRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // serveTLS returns the Channel option of serve's TLS flags, nil for
 // plaintext; its errors are usage errors, naming the flag. A changed file
 // that does not load is logged through logger.
-func serveTLS(f *serverTLSFlags, mode string, modeSet bool, logger tchannel.Logger) (channel.Option, error) {
+func serveTLS(f *serverTLSFlags, mode string, modeSet bool, logger *slog.Logger) (channel.Option, error) {
 	if err := f.validate(); err != nil {
 		return nil, err
 	}
@@ -181,7 +181,7 @@ func serveTLS(f *serverTLSFlags, mode string, modeSet bool, logger tchannel.Logg
 		return nil, nil
 	}
 	r, err := f.load(func(err error) {
-		logger.Warn("sluice: a changed TLS file did not load: " + err.Error())
+		logger.Warn("sluice: a changed TLS file did not load", "error", err)
 	})
 	if err != nil {
 		return nil, err

@@ -1,12 +1,11 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
-
-	"github.com/uber/tchannel-go"
+	"log/slog"
 
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/tlsfiles"
@@ -147,7 +146,11 @@ func (c *clientTLSFlags) load(onReloadError func(error)) (*tlsfiles.Reloader, er
 // that did not load, then tlsfiles' message, which names the file and
 // what is wrong with it.
 func loadTLSFiles(f tlsfiles.Files, prefix string, onReloadError func(error)) (*tlsfiles.Reloader, error) {
-	r, err := tlsfiles.New(tlsfiles.Config{Files: f, OnReloadError: onReloadError})
+	logger := slog.New(slog.DiscardHandler)
+	if onReloadError != nil {
+		logger = slog.New(errorHandler(onReloadError))
+	}
+	r, err := tlsfiles.New(tlsfiles.Config{Files: f, Logger: logger})
 	if err != nil {
 		flags := "--" + prefix + "tls-cert/--" + prefix + "tls-key"
 		if le := (*tlsfiles.LoadError)(nil); errors.As(err, &le) && le.CA {
@@ -158,7 +161,24 @@ func loadTLSFiles(f tlsfiles.Files, prefix string, onReloadError func(error)) (*
 	return r, nil
 }
 
-// tlsReloadErrors returns an OnReloadError for the command of f: a line
+// errorHandler is a slog.Handler that hands the error of each record
+// (its attribute error: tlsfiles' lines have one) to itself.
+type errorHandler func(error)
+
+func (errorHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h errorHandler) WithAttrs([]slog.Attr) slog.Handler     { return h }
+func (h errorHandler) WithGroup(string) slog.Handler          { return h }
+func (h errorHandler) Handle(_ context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if err, ok := a.Value.Any().(error); ok && a.Key == "error" {
+			h(err)
+		}
+		return true
+	})
+	return nil
+}
+
+// tlsReloadErrors returns the reload errors' function for the command of f: a line
 // on f's stderr for each changed TLS file that did not load (tlsfiles'
 // error says the last good one stays in use). It is called from
 // handshakes: f's stderr must be safe for concurrent use.
@@ -193,9 +213,9 @@ func (c *channelClientTLS) validate() error {
 
 // options checks the flags and reads the files, and returns the Channel
 // options that make its connections speak TLS: nil for plaintext. With
-// --tls-fallback, warn (when not nil) is where the first fallback to each
-// peer is logged. Its errors are usage errors.
-func (c *channelClientTLS) options(warn io.Writer, onReloadError func(error)) ([]channel.Option, error) {
+// --tls-fallback, the first fallback to each peer is logged on the
+// Channel's logger (channel.WithLogger). Its errors are usage errors.
+func (c *channelClientTLS) options(onReloadError func(error)) ([]channel.Option, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
@@ -214,9 +234,5 @@ func (c *channelClientTLS) options(warn io.Writer, onReloadError func(error)) ([
 	}
 	// Every peer of the command's target (-P's change as they will).
 	ct.Fallback = func(string) bool { return true }
-	opts := []channel.Option{channel.WithClientTLS(ct)}
-	if warn != nil {
-		opts = append(opts, channel.WithTChannelOptions(tchannel.ChannelOptions{Logger: newWarnLogger(warn)}))
-	}
-	return opts, nil
+	return []channel.Option{channel.WithClientTLS(ct)}, nil
 }

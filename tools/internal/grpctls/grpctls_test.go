@@ -154,8 +154,8 @@ func TestBadFiles(t *testing.T) {
 	}{
 		{"no certificate", tlsfiles.Files{}, true, "a TLS server needs a certificate and its key"},
 		{"a CA only", tlsfiles.Files{CA: c.CA.File}, true, "a TLS server needs a certificate and its key"},
-		{"certificate without key", tlsfiles.Files{Cert: c.Server.Cert}, true, `certificate "` + c.Server.Cert + `" has no key file`},
-		{"key without certificate", tlsfiles.Files{Key: c.Server.Key}, false, `key "` + c.Server.Key + `" has no certificate file`},
+		{"certificate without key", tlsfiles.Files{Cert: c.Server.Cert}, true, `Files.Key is "", must name the PEM file of the private key of Cert ("` + c.Server.Cert + `")`},
+		{"key without certificate", tlsfiles.Files{Key: c.Server.Key}, false, `Files.Cert is "", must name the PEM file of the certificate of Key ("` + c.Server.Key + `")`},
 		{"missing certificate", tlsfiles.Files{Cert: missing, Key: c.Server.Key}, true, "reading certificate: open " + missing},
 		{"missing key", tlsfiles.Files{Cert: c.Server.Cert, Key: missing}, true, "reading key: open " + missing},
 		{"mismatched key", tlsfiles.Files{Cert: c.Server.Cert, Key: c.UntrustedClient.Key}, true, "private key does not match public key"},

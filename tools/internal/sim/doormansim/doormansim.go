@@ -337,6 +337,7 @@ type srv struct {
 	addr     string
 	n        *node
 	s        *server.Server
+	rpcs     pb.CapacityServer // s's RPCs, called in-process
 	parent   serverhook.Parent // an intermediate's link to its parent, ticked by the event loop
 	election *election
 	tick     ticker
@@ -441,7 +442,7 @@ func (s *sim) start(sv *srv) error {
 	h := fnv.New64a()
 	h.Write([]byte(sv.addr))
 	stream := h.Sum64() ^ uint64(s.clk.Now().UnixNano())
-	cfg := server.Config{Clock: s.clk, Address: sv.addr, Rand: rand.New(rand.NewPCG(s.sc.Seed^0x6a09e667f3bcc908, stream))}
+	cfg := server.Config{Clock: s.clk, Address: sv.addr, Rand: rand.New(rand.NewPCG(s.sc.Seed^0x6a09e667f3bcc908, stream)).Float64}
 	if sv.n.parent == nil {
 		cfg.Repository = s.repo
 		cfg.Election = sv.election
@@ -460,10 +461,14 @@ func (s *sim) start(sv *srv) error {
 			return err
 		}
 	}
+	rpcs, err := serverhook.Capacity(srvr)
+	if err != nil {
+		return err
+	}
 	if err := srvr.Start(); err != nil {
 		return err
 	}
-	sv.s = srvr
+	sv.s, sv.rpcs = srvr, rpcs
 	s.up[sv.addr] = sv
 	if sv.election != nil {
 		<-sv.election.ready // Run is waiting for the outcomes we report
@@ -479,7 +484,7 @@ func (s *sim) start(sv *srv) error {
 func (s *sim) crash(sv *srv) {
 	delete(s.up, sv.addr)
 	sv.s.Stop()
-	sv.s = nil
+	sv.s, sv.rpcs = nil, nil
 	sv.tick = ticker{}
 }
 
@@ -506,7 +511,7 @@ func (s *sim) addClient(leaf *node, i int) error {
 		Addr: leaf.servers[0].addr, ID: name, Clock: s.clk, Dial: s.dial, ManualRefresh: true,
 		MinRefreshInterval: s.sc.ClientMinRefresh,
 		// A stream per client, apart from the simulation's own.
-		Rand: rand.New(rand.NewPCG(s.sc.Seed^0x9e3779b97f4a7c15, uint64(len(s.clients)))),
+		Rand: rand.New(rand.NewPCG(s.sc.Seed^0x9e3779b97f4a7c15, uint64(len(s.clients)))).Float64,
 	})
 	if err != nil {
 		return err
@@ -697,7 +702,7 @@ func (c *conn) Discovery(ctx context.Context, in *pb.DiscoveryRequest, _ ...grpc
 	if err != nil {
 		return nil, err
 	}
-	return sv.s.Discovery(ctx, in)
+	return sv.rpcs.Discovery(ctx, in)
 }
 
 func (c *conn) GetCapacity(ctx context.Context, in *pb.GetCapacityRequest, _ ...grpc.CallOption) (*pb.GetCapacityResponse, error) {
@@ -706,7 +711,7 @@ func (c *conn) GetCapacity(ctx context.Context, in *pb.GetCapacityRequest, _ ...
 		return nil, err
 	}
 	defer c.s.woken(sv)
-	return sv.s.GetCapacity(ctx, in)
+	return sv.rpcs.GetCapacity(ctx, in)
 }
 
 func (c *conn) GetServerCapacity(ctx context.Context, in *pb.GetServerCapacityRequest, _ ...grpc.CallOption) (*pb.GetServerCapacityResponse, error) {
@@ -715,7 +720,7 @@ func (c *conn) GetServerCapacity(ctx context.Context, in *pb.GetServerCapacityRe
 		return nil, err
 	}
 	defer c.s.woken(sv)
-	return sv.s.GetServerCapacity(ctx, in)
+	return sv.rpcs.GetServerCapacity(ctx, in)
 }
 
 func (c *conn) ReleaseCapacity(ctx context.Context, in *pb.ReleaseCapacityRequest, _ ...grpc.CallOption) (*pb.ReleaseCapacityResponse, error) {
@@ -723,7 +728,7 @@ func (c *conn) ReleaseCapacity(ctx context.Context, in *pb.ReleaseCapacityReques
 	if err != nil {
 		return nil, err
 	}
-	return sv.s.ReleaseCapacity(ctx, in)
+	return sv.rpcs.ReleaseCapacity(ctx, in)
 }
 
 // election is the root servers' Election, decided by the simulation.

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/ratelimit"
 	"github.com/sluice-rpc/sluice/pacing"
 	"github.com/sluice-rpc/sluice/tools/internal/sim/event"
 )
@@ -182,15 +183,15 @@ func (r Result) Successes() int64 {
 
 // NewPacer makes client i's pacer; rnd is that client's own random source,
 // derived from the run's seed.
-type NewPacer func(i int, rnd *rand.Rand) (pacing.Pacer, error)
+type NewPacer func(i int, rnd *rand.Rand) (ratelimit.Pacer, error)
 
-// ForConfig returns a NewPacer making pacing.New(c) with the scenario's
+// ForConfig returns a NewPacer making ratelimit.New(c) with the scenario's
 // initial sleep and the client's random source.
 func ForConfig(c pacing.Config, s Scenario) NewPacer {
-	return func(_ int, rnd *rand.Rand) (pacing.Pacer, error) {
+	return func(_ int, rnd *rand.Rand) (ratelimit.Pacer, error) {
 		c.InitialSleep = s.InitialSleep
 		c.Rand = rnd.Float64
-		return pacing.New(c)
+		return ratelimit.New(c)
 	}
 }
 
@@ -219,7 +220,7 @@ func Run(s Scenario, newPacer NewPacer, seed uint64) (Result, error) {
 	if newPacer == nil {
 		return Result{}, errors.New("ratesim: newPacer is nil")
 	}
-	pacers := make([]pacing.Pacer, s.Clients)
+	pacers := make([]ratelimit.Pacer, s.Clients)
 	res := Result{Clients: make([]Client, s.Clients)}
 	var q event.Queue[clientEvent]
 	for i := range pacers {
@@ -262,7 +263,7 @@ func Run(s Scenario, newPacer NewPacer, seed uint64) (Result, error) {
 			q.Push(now.Add(s.Latency), clientEvent{client: i, kind: evReceive, ok: ok, hdr: hdr})
 		case evReceive:
 			last = now
-			sig, err := pacing.ParseHeaders(e.hdr, now)
+			sig, err := ratelimit.ParseHeaders(e.hdr, now)
 			if err != nil {
 				res.HeaderErrors++
 			}

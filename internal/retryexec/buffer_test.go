@@ -1,0 +1,139 @@
+package retryexec
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sluice-rpc/sluice/retry"
+)
+
+func TestNewBufferLimits(t *testing.T) {
+	for _, tt := range []struct {
+		cfg            BufferConfig
+		total, perCall int64  // the limits in force, when valid
+		err            string // else the error
+	}{
+		{BufferConfig{}, DefaultBufferSize, DefaultPerCallBufferLimit, ""},
+		{BufferConfig{Total: 10, PerCall: 10}, 10, 10, ""},
+		{BufferConfig{Total: 10}, 10, 10, ""},
+		{BufferConfig{PerCall: 5}, DefaultBufferSize, 5, ""},
+		{BufferConfig{Total: 10, PerCall: 11}, 0, 0, "retry: BufferConfig.PerCall is 11, must be at most Total (10)"},
+		{BufferConfig{PerCall: DefaultBufferSize + 1}, 0, 0, "retry: BufferConfig.PerCall is 16777217, must be at most Total (16777216)"},
+		{BufferConfig{Total: -1}, 0, 0, "retry: BufferConfig.Total is -1, must be >= 0 (0 means the default, 16777216)"},
+		{BufferConfig{Total: 10, PerCall: -1}, 0, 0, "retry: BufferConfig.PerCall is -1, must be >= 0 (0 means the default, 1048576)"},
+	} {
+		b, err := NewBuffer(tt.cfg)
+		if tt.err != "" {
+			var fe *retry.FieldError
+			if err == nil || err.Error() != tt.err || !errors.As(err, &fe) {
+				t.Errorf("NewBuffer(%+v) = %v, want the *retry.FieldError %q", tt.cfg, err, tt.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("NewBuffer(%+v): %v", tt.cfg, err)
+			continue
+		}
+		if b.total != tt.total || b.perCall != tt.perCall {
+			t.Errorf("NewBuffer(%+v) holds %d in all, %d per call; want %d, %d", tt.cfg, b.total, b.perCall, tt.total, tt.perCall)
+		}
+	}
+}
+
+func TestBufferReserve(t *testing.T) {
+	b, err := NewBuffer(BufferConfig{Total: 100, PerCall: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		n        int64
+		ok       bool
+		wantUsed int64
+	}{
+		{40, true, 40},
+		{41, false, 40}, // above the per-call limit
+		{-1, false, 40}, // negative
+		{40, true, 80},
+		{21, false, 80}, // the total would be exceeded
+		{20, true, 100},
+		{0, true, 100}, // nothing always fits
+		{1, false, 100},
+	}
+	var held []Reservation
+	for i, s := range steps {
+		r, ok := b.Reserve(s.n)
+		if ok != s.ok || b.Used() != s.wantUsed {
+			t.Fatalf("step %d: Reserve(%d) ok=%v used=%d, want ok=%v used=%d", i, s.n, ok, b.Used(), s.ok, s.wantUsed)
+		}
+		if ok {
+			held = append(held, r)
+		}
+	}
+	held[0].Release()
+	if b.Used() != 60 {
+		t.Fatalf("after releasing 40: used %d, want 60", b.Used())
+	}
+	if _, ok := b.Reserve(40); !ok {
+		t.Fatal("released space not reusable")
+	}
+	Reservation{}.Release() // the zero reservation holds nothing
+	if b.Used() != 100 {
+		t.Fatalf("used %d, want 100", b.Used())
+	}
+}
+
+func TestBufferNil(t *testing.T) {
+	var b *Buffer
+	if r, ok := b.Reserve(1 << 40); !ok {
+		t.Fatal("nil Buffer refused")
+	} else {
+		r.Release()
+	}
+	if _, ok := b.Reserve(-1); ok {
+		t.Fatal("nil Buffer accepted a negative size")
+	}
+	if b.Used() != 0 {
+		t.Fatal("nil Buffer reports use")
+	}
+}
+
+func TestBufferConcurrentNeverOverTotal(t *testing.T) {
+	b, _ := NewBuffer(BufferConfig{Total: 1000, PerCall: 100})
+	var over atomic.Bool
+	var wg sync.WaitGroup
+	for g := range 20 {
+		wg.Go(func() {
+			for i := range 200 {
+				r, ok := b.Reserve(int64(g+i)%100 + 1)
+				if u := b.Used(); u > 1000 {
+					over.Store(true)
+				}
+				if ok {
+					r.Release()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if over.Load() {
+		t.Fatal("Used exceeded the total")
+	}
+	if b.Used() != 0 {
+		t.Fatalf("after all releases used = %d", b.Used())
+	}
+}
+
+func BenchmarkBufferReserve(b *testing.B) {
+	buf, _ := NewBuffer(BufferConfig{})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			r, ok := buf.Reserve(4096)
+			if ok {
+				r.Release()
+			}
+		}
+	})
+}
