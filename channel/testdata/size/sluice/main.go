@@ -20,9 +20,10 @@ func main() {
 	_ = s.RegisterJSON(map[string]any{"get": func(ctx context.Context, r *req) (*req, error) { return r, nil }})
 	_ = s.ListenAndServe("127.0.0.1:0")
 	c, _ := channel.New("client")
-	_ = c.AddPeer("kv", s.HostPort())
+	kv, _ := c.NewClient("kv")
+	_ = kv.AddPeer(s.HostPort())
 	var out req
-	fmt.Println(c.CallJSON(context.Background(), "kv", "get", &req{K: "x"}, &out))
-	res, err := c.CallRaw(context.Background(), "kv", "echo", nil, []byte("x"))
+	fmt.Println(kv.CallJSON(context.Background(), "get", &req{K: "x"}, &out))
+	res, err := kv.CallRaw(context.Background(), "echo", nil, []byte("x"))
 	fmt.Println(res, err)
 }
