@@ -36,7 +36,7 @@ import (
 // runtime returns it to the system at its own pace, after its next
 // collections: with no traffic at all, within a few minutes. An
 // application that wants it back early, after an attack, can call
-// runtime/debug.FreeOSMemory itself.
+// FreeOSMemory (package runtime/debug) itself.
 type PeerLimits struct {
 	// MaxConns bounds the inbound connections held, those still in their
 	// handshake included. At the cap a new connection closes one that is
