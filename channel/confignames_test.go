@@ -1,45 +1,14 @@
 package channel
 
 import (
-	"context"
 	"encoding/json"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/sluice-rpc/sluice/internal/testkit/slogtest"
 )
-
-// warnLog is a slog handler that keeps the messages of its records at
-// Warn and above.
-type warnLog struct {
-	mu    sync.Mutex
-	warns []string
-}
-
-func (l *warnLog) Enabled(_ context.Context, lv slog.Level) bool { return lv >= slog.LevelWarn }
-func (l *warnLog) WithAttrs([]slog.Attr) slog.Handler            { return l }
-func (l *warnLog) WithGroup(string) slog.Handler                 { return l }
-
-func (l *warnLog) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.warns = append(l.warns, r.Message)
-	return nil
-}
-
-// configHints returns the warnings about the service config's names.
-func (l *warnLog) configHints() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, w := range l.warns {
-		if strings.Contains(w, "service config names method") {
-			out = append(out, w)
-		}
-	}
-	return out
-}
 
 const namesConfig = `{"methodConfig":[
   {"name":[{"service":"kv","method":"Get"},{"service":"kv","method":"KeyValue::Set"},{"service":"kv","method":"put"},
@@ -103,8 +72,8 @@ func TestDebugListsUnmatchedConfigNames(t *testing.T) {
 // use, once per configured name, whichever way round the prefix is.
 func TestConfigNameMissingThriftPrefixIsLoggedOnce(t *testing.T) {
 	s := startServer(t)
-	log := &warnLog{}
-	c, err := New("client", WithServiceConfig(mustConfig(t, namesConfig)), WithLogger(slog.New(log)))
+	log := &slogtest.Lines{Floor: slog.LevelWarn}
+	c, err := New("client", WithServiceConfig(mustConfig(t, namesConfig)), WithLogger(log.Logger()))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -120,13 +89,13 @@ func TestConfigNameMissingThriftPrefixIsLoggedOnce(t *testing.T) {
 
 	call("echo") // named exactly: nothing to say
 	call("unrelated")
-	if got := log.configHints(); len(got) != 0 {
+	if got := log.Matching("service config names method"); len(got) != 0 {
 		t.Fatalf("calls that match, or resemble no configured name, logged %q", got)
 	}
 
 	call("KeyValue::Get") // the config says "Get"
 	call("Other::Get")    // the same configured name: no second line
-	got := log.configHints()
+	got := log.Matching("service config names method")
 	if len(got) != 1 {
 		t.Fatalf("got %d warnings, want 1: %q", len(got), got)
 	}
@@ -137,7 +106,7 @@ func TestConfigNameMissingThriftPrefixIsLoggedOnce(t *testing.T) {
 	}
 
 	call("Set") // the config says "KeyValue::Set"
-	got = log.configHints()
+	got = log.Matching("service config names method")
 	if len(got) != 2 {
 		t.Fatalf("got %d warnings, want 2: %q", len(got), got)
 	}
@@ -153,22 +122,22 @@ func TestConfigNameMissingThriftPrefixIsLoggedOnce(t *testing.T) {
 // line naming "KeyValue::Get" on slog's default logger when it is made,
 // before any call.
 func TestConfigNameMistakeIsLoggedWhenTheClientIsMade(t *testing.T) {
-	log := &warnLog{}
+	log := &slogtest.Lines{Floor: slog.LevelWarn}
 	prev := slog.Default()
-	slog.SetDefault(slog.New(log))
+	slog.SetDefault(log.Logger())
 	defer slog.SetDefault(prev)
 	c, err := New("client", WithServiceConfig(mustConfig(t, namesConfig)))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	defer c.Close()
-	if got := log.configHints(); len(got) != 0 {
+	if got := log.Matching("service config names method"); len(got) != 0 {
 		t.Fatalf("New logged %q before any Client", got)
 	}
 	if _, err := c.NewClient("kv", WithMethods("KeyValue::Get")); err != nil {
 		t.Fatalf("NewClient: %v", err)
 	}
-	got := log.configHints()
+	got := log.Matching("service config names method")
 	if len(got) != 1 || !strings.Contains(got[0], `name it "KeyValue::Get"`) {
 		t.Fatalf("NewClient logged %q, want one warning naming \"KeyValue::Get\"", got)
 	}

@@ -1,14 +1,14 @@
 package channel
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-rpc/sluice/internal/testkit/slogtest"
 
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/internal/testkit/tpeer"
@@ -107,7 +107,7 @@ func TestRoutineClosesAreDebugOnly(t *testing.T) {
 		want  int
 	}{{slog.LevelWarn, 0}, {slog.LevelDebug, 1}} {
 		scope := tally.NewTestScope("", nil)
-		lines := &levelLines{min: tc.level}
+		lines := &slogtest.Lines{Floor: tc.level}
 		s := startServer(t, WithScope(scope), WithLogger(slog.New(lines)))
 		c, err := net.Dial("tcp", s.ch.HostPort())
 		if err != nil {
@@ -117,39 +117,10 @@ func TestRoutineClosesAreDebugOnly(t *testing.T) {
 		// The line is written after the close is counted.
 		testwait.Until(t, "the close to be counted (and logged, at Debug)", func() bool {
 			return taggedCounter(scope, stats.ServerConnsClosed, stats.TagReason, "handshake_failed") == 1 &&
-				lines.count("DEBUG sluice: closed an inbound connection") >= tc.want
+				lines.CountPrefix("DEBUG sluice: closed an inbound connection") >= tc.want
 		})
-		if got := lines.count("DEBUG sluice: closed an inbound connection"); got != tc.want {
+		if got := lines.CountPrefix("DEBUG sluice: closed an inbound connection"); got != tc.want {
 			t.Errorf("logger at %v: %d Debug lines for a socket that left, want %d", tc.level, got, tc.want)
 		}
 	}
-}
-
-// levelLines is a slog.Handler keeping "LEVEL msg" lines at min and above.
-type levelLines struct {
-	min   slog.Level
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *levelLines) Enabled(_ context.Context, lv slog.Level) bool { return lv >= l.min }
-func (l *levelLines) WithAttrs([]slog.Attr) slog.Handler            { return l }
-func (l *levelLines) WithGroup(string) slog.Handler                 { return l }
-func (l *levelLines) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, r.Level.String()+" "+r.Message)
-	return nil
-}
-
-func (l *levelLines) count(line string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, s := range l.lines {
-		if s == line {
-			n++
-		}
-	}
-	return n
 }

@@ -2,58 +2,17 @@ package leasing
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net"
-	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-rpc/sluice/internal/testkit/slogtest"
 
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 )
-
-// logLines is a slog.Handler keeping "LEVEL msg k=v" lines.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logLines) WithAttrs([]slog.Attr) slog.Handler       { return l }
-func (l *logLines) WithGroup(string) slog.Handler            { return l }
-func (l *logLines) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	b.WriteString(r.Level.String() + " " + r.Message)
-	r.Attrs(func(a slog.Attr) bool {
-		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
-		return true
-	})
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, b.String())
-	return nil
-}
-
-func (l *logLines) count(sub string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, s := range l.lines {
-		if strings.Contains(s, sub) {
-			n++
-		}
-	}
-	return n
-}
-
-func (l *logLines) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
-}
 
 // A client whose server goes away logs one Warn line when refreshes
 // start failing, however many fail, and one Info line when they work
@@ -70,7 +29,7 @@ func TestClientLogsRefreshFailuresOncePerChange(t *testing.T) {
 	addr := lis.Addr().String()
 	done := make(chan struct{})
 	go func() { defer close(done); s1.Serve(lis) }()
-	var log logLines
+	var log slogtest.Lines
 	c, err := NewClient(ClientConfig{Addr: addr, ID: "a", Clock: clk, ManualRefresh: true, RPCTimeout: 2 * time.Second, Logger: slog.New(&log)})
 	if err != nil {
 		t.Fatal(err)
@@ -88,19 +47,19 @@ func TestClientLogsRefreshFailuresOncePerChange(t *testing.T) {
 	for range 5 {
 		tick()
 	}
-	if log.count(failed) != 1 || log.count("server="+addr) != 1 {
+	if log.Count(failed) != 1 || log.Count("server="+addr) != 1 {
 		t.Fatalf("5 failed refreshes logged:\n%s\nwant one Warn line naming the server", log.String())
 	}
 	startServer(t, newTestServer(t, cfg, clk), addr)
 	tick()
-	if log.count(again) != 1 || log.count("failures=5") != 1 {
+	if log.Count(again) != 1 || log.Count("failures=5") != 1 {
 		t.Fatalf("after the server came back:\n%s\nwant one Info line counting 5 failures", log.String())
 	}
 }
 
 // With no Logger, a failing refresh is logged on slog.Default() at Warn.
 func TestClientLogsOnSlogDefault(t *testing.T) {
-	var log logLines
+	var log slogtest.Lines
 	prev := slog.Default()
 	slog.SetDefault(slog.New(&log))
 	defer slog.SetDefault(prev)
@@ -110,7 +69,7 @@ func TestClientLogsOnSlogDefault(t *testing.T) {
 	if _, err := c.Tick(context.Background()); err == nil {
 		t.Fatal("a refresh with no server succeeded")
 	}
-	if log.count("WARN leasing: refreshing leases failed") != 1 {
+	if log.Count("WARN leasing: refreshing leases failed") != 1 {
 		t.Fatalf("slog.Default() got:\n%s\nwant one Warn line", log.String())
 	}
 }

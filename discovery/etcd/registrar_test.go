@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/discovery"
 	"github.com/sluice-rpc/sluice/discovery/etcd"
+	"github.com/sluice-rpc/sluice/internal/testkit/slogtest"
 	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 )
@@ -170,7 +171,7 @@ func TestRegistrationWhileEtcdDown(t *testing.T) {
 func TestRegistrationLeaseLost(t *testing.T) {
 	t.Parallel() // its own etcd; it waits on the lease's renewals
 	_, cli := startEtcd(t)
-	log := &logLines{}
+	log := &slogtest.Lines{}
 	reg, err := etcd.NewRegistrar(etcd.RegistrarConfig{Client: cli, Prefix: prefix, TTL: testTTL, Backoff: testBackoff, Logger: slog.New(log)})
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +199,7 @@ func TestRegistrationLeaseLost(t *testing.T) {
 	if got := prefixHostPorts(t, cli); len(got) != 1 {
 		t.Errorf("etcd holds %v", got)
 	}
-	if log.count("WARN etcd: registration failed", "lost", "key="+prefix+"/127.0.0.1:4001") != 1 || log.count("INFO etcd: registered again") != 1 {
+	if log.CountPrefix("WARN etcd: registration failed", "lost", "key="+prefix+"/127.0.0.1:4001") != 1 || log.CountPrefix("INFO etcd: registered again") != 1 {
 		t.Errorf("the log:\n%s\nwant the loss at Warn and the new registration at Info", log.String())
 	}
 }

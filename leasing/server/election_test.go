@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/testkit/slogtest"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/leasing"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
@@ -76,12 +77,12 @@ func TestElectionMastership(t *testing.T) {
 	el := newFakeElection()
 	var mu sync.Mutex
 	var changes []Mastership
-	var log logLines
+	var log slogtest.Lines
 	s, err := New(Config{Repository: repo, Clock: clk, Election: el, OnMastership: func(m Mastership) {
 		mu.Lock()
 		changes = append(changes, m)
 		mu.Unlock()
-	}, Logger: log.logger()})
+	}, Logger: log.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func TestElectionMastership(t *testing.T) {
 	}
 	testwait.Until(t, "the server to step down", func() bool { return !s.Mastership().IsMaster })
 	testwait.Until(t, "the failed election to be logged at Warn", func() bool {
-		return log.count("WARN doorman server: the election failed") == 1 && log.count("error=lost the lock service") == 1
+		return log.Count("WARN doorman server: the election failed") == 1 && log.Count("error=lost the lock service") == 1
 	})
 	testwait.Timers(t, clk, 1)
 	clk.Add(electionMaxBackoff)

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/testkit/slogtest"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 )
@@ -512,8 +513,8 @@ func answerAll(req *pb.GetServerCapacityRequest, capacity float64, expiry, refre
 // failing and once at Info when they succeed again.
 func TestIntermediateRefreshCarriesOnPastFailedBatch(t *testing.T) {
 	root := startOriginalNode(t, "")
-	var log logLines
-	s, c, clk := startIntermediate(t, root, Config{Logger: log.logger()})
+	var log slogtest.Lines
+	s, c, clk := startIntermediate(t, root, Config{Logger: log.Logger()})
 	now := clk.Now().Unix()
 	ids := make([]string, DefaultMaxResourcesPerRequest+1)
 	for i := range ids {
@@ -600,8 +601,8 @@ func TestIntermediateRefreshCarriesOnPastFailedBatch(t *testing.T) {
 		return leasedUntil(now+25, ids...) && p.LastError == nil
 	})
 	const failed, again = "WARN doorman server: refreshing leases from the parent failed", "INFO doorman server: refreshing leases from the parent works again"
-	testwait.Until(t, "the recovery to be logged", func() bool { return log.count(again) >= 1 })
-	if log.count(failed) != 1 || log.count("batch 1 of 2") != 1 || log.count(again) != 1 {
+	testwait.Until(t, "the recovery to be logged", func() bool { return log.Count(again) >= 1 })
+	if log.Count(failed) != 1 || log.Count("batch 1 of 2") != 1 || log.Count(again) != 1 {
 		t.Fatalf("the log:\n%s\nwant the failure (naming batch 1 of 2) once, then the recovery once", log.String())
 	}
 }

@@ -2,62 +2,17 @@ package server
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-rpc/sluice/internal/testkit/slogtest"
 
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 )
-
-// logLines collects a Reloader's log, safely for the watcher and the test.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-// logger returns a logger writing to l, each line "LEVEL msg k=v k=v".
-func (l *logLines) logger() *slog.Logger { return slog.New(l) }
-
-func (l *logLines) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logLines) WithAttrs([]slog.Attr) slog.Handler       { return l }
-func (l *logLines) WithGroup(string) slog.Handler            { return l }
-func (l *logLines) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	b.WriteString(r.Level.String() + " " + r.Message)
-	r.Attrs(func(a slog.Attr) bool {
-		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
-		return true
-	})
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, b.String())
-	return nil
-}
-
-func (l *logLines) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
-}
-
-// count returns how many lines contain sub.
-func (l *logLines) count(sub string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, line := range l.lines {
-		if strings.Contains(line, sub) {
-			n++
-		}
-	}
-	return n
-}
 
 func reloadConfig(capacity string) string {
 	return `
@@ -94,8 +49,8 @@ func TestWatchFile(t *testing.T) {
 	}
 	clk := clock.NewFake(testEpoch)
 	s := newTestServer(t, repo, clk)
-	var log logLines
-	r := NewReloader(s, ReloadConfig{Logger: log.logger()})
+	var log slogtest.Lines
+	r := NewReloader(s, ReloadConfig{Logger: log.Logger()})
 	data, _ := os.ReadFile(file)
 	r.Loaded(data)
 
@@ -121,7 +76,7 @@ func TestWatchFile(t *testing.T) {
 
 	writeAtomically(t, file, reloadConfig("40"))
 	tick()
-	if got := ask(t, s, "a", 200); got != 40 || log.count("configuration from "+file+" applied: 1 templates") != 1 {
+	if got := ask(t, s, "a", 200); got != 40 || log.Count("configuration from "+file+" applied: 1 templates") != 1 {
 		t.Fatalf("after the change a got %v, want 40; log:\n%s", got, log.String())
 	}
 
@@ -135,7 +90,7 @@ func TestWatchFile(t *testing.T) {
 	tick()
 	tick()
 	want := `configuration from ` + file + ` refused, the one in force stays: server: template 1 ("x"): capacity is -1, must be a finite number >= 0`
-	if n := log.count(want); n != 1 {
+	if n := log.Count(want); n != 1 {
 		t.Errorf("the refusal is logged %d times, want once; log:\n%s", n, log.String())
 	}
 	if got := ask(t, s, "a", 200); got != 40 {
@@ -150,7 +105,7 @@ func TestWatchFile(t *testing.T) {
 	}
 	tick()
 	tick()
-	if n := log.count("reading configuration: open " + file); n != 1 {
+	if n := log.Count("reading configuration: open " + file); n != 1 {
 		t.Errorf("a missing file is logged %d times, want once; log:\n%s", n, log.String())
 	}
 

@@ -2,12 +2,11 @@ package etcdconfig_test
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-rpc/sluice/internal/testkit/slogtest"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
@@ -29,41 +28,6 @@ resources:
   capacity: ` + capacity + `
   algorithm: {kind: FAIR_SHARE, lease_length: 60, refresh_interval: 15, learning_mode_duration: 0}
 `
-}
-
-type logLines struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-// logger returns a logger writing to l, a line "msg k=v" per record.
-func (l *logLines) logger() *slog.Logger { return slog.New(l) }
-
-func (l *logLines) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logLines) WithAttrs([]slog.Attr) slog.Handler       { return l }
-func (l *logLines) WithGroup(string) slog.Handler            { return l }
-func (l *logLines) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.b.WriteString(r.Message)
-	r.Attrs(func(a slog.Attr) bool {
-		fmt.Fprintf(&l.b, " %s=%v", a.Key, a.Value)
-		return true
-	})
-	l.b.WriteString("\n")
-	return nil
-}
-
-func (l *logLines) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *logLines) has(sub string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Contains(l.b.String(), sub)
 }
 
 func newClient(t *testing.T, et *etcdtest.Etcd) *clientv3.Client {
@@ -131,8 +95,8 @@ func TestLoadAndWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var log logLines
-	watch(t, cli, rev, server.NewReloader(s, server.ReloadConfig{Logger: log.logger()}))
+	var log slogtest.Lines
+	watch(t, cli, rev, server.NewReloader(s, server.ReloadConfig{Logger: log.Logger()}))
 	if got := granted(t, s); got != 100 {
 		t.Fatalf("a got %v, want 100", got)
 	}
@@ -142,12 +106,12 @@ func TestLoadAndWatch(t *testing.T) {
 	// The Reloader logs after it applies: the new capacity can be seen
 	// before the line is written.
 	testwait.Until(t, "the apply to be logged", func() bool {
-		return log.has(`configuration from etcd key "/doorman/config" applied: 1 templates`)
+		return log.Has(`configuration from etcd key "/doorman/config" applied: 1 templates`)
 	})
 
 	put(t, cli, config("-5"))
 	testwait.Until(t, "the bad value to be refused", func() bool {
-		return log.has(`configuration from etcd key "/doorman/config" refused, the one in force stays: server: template 0 ("r"): capacity is -5`)
+		return log.Has(`configuration from etcd key "/doorman/config" refused, the one in force stays: server: template 0 ("r"): capacity is -5`)
 	})
 	if got := granted(t, s); got != 40 {
 		t.Errorf("after a bad value a got %v, want 40", got)
@@ -159,7 +123,7 @@ func TestLoadAndWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	testwait.Until(t, "the deletion to be logged", func() bool {
-		return log.has(`etcdconfig: etcd key "/doorman/config" was deleted; the configuration in force stays`)
+		return log.Has(`etcdconfig: etcd key "/doorman/config" was deleted; the configuration in force stays`)
 	})
 	if got := granted(t, s); got != 40 {
 		t.Errorf("after the key's deletion a got %v, want 40", got)
@@ -192,10 +156,10 @@ func TestWatchFromZeroAndAfterCompaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var log logLines
-	watch(t, cli, first, server.NewReloader(s2, server.ReloadConfig{Logger: log.logger()}))
+	var log slogtest.Lines
+	watch(t, cli, first, server.NewReloader(s2, server.ReloadConfig{Logger: log.Logger()}))
 	testwait.Until(t, "capacity 20 after the compaction", func() bool { return granted(t, s2) == 20 })
-	if !log.has("required revision has been compacted") {
+	if !log.Has("required revision has been compacted") {
 		t.Errorf("the compaction is not logged: %s", log.String())
 	}
 }
