@@ -137,7 +137,7 @@ func TestAnswersMakeRoom(t *testing.T) {
 		return p.LocalAddr().String()
 	}
 	first := hog()
-	hog()
+	second := hog()
 	if got := s.g.Owed(); got > max+max/8 {
 		t.Fatalf("%d bytes of answers owed, over the bound %d and its eighth", got, max)
 	}
@@ -146,8 +146,19 @@ func TestAnswersMakeRoom(t *testing.T) {
 	if res, err := s.call("echo", make([]byte, 60<<10)); err != nil || len(res) != 60<<10 {
 		t.Fatalf("a client that reads its answers: %d bytes, %v", len(res), err)
 	}
-	if ev := s.eventsOf(AnswersUnread); len(ev) != 1 || ev[0].Peer != first {
-		t.Fatalf("closed to make room: %v, want the first peer %s", ev, first)
+	// The first, owed the most, is the first closed. The second may follow:
+	// until its writer waits on it, it is taken for a peer that reads, is
+	// admitted past its share and may be the one that closes the first;
+	// it then holds the most, and the reading client's call closes it in
+	// turn (1 run in 40 under -race). A peer that reads is never closed.
+	ev := s.eventsOf(AnswersUnread)
+	if len(ev) == 0 || ev[0].Peer != first {
+		t.Fatalf("closed to make room: %v, want the first peer %s first", ev, first)
+	}
+	for _, e := range ev[1:] {
+		if e.Peer != second {
+			t.Fatalf("closed to make room: %v, want only the peers that do not read (%s, %s)", ev, first, second)
+		}
 	}
 }
 
