@@ -108,7 +108,7 @@ func callCmd(args []string, stdout, stderr io.Writer) int {
 		return fs.usageError("%v", err)
 	}
 	defer ch.Close()
-	cl, err := src.client(ch, tg.service)
+	cl, err := src.client(ch, tg.service, tg.method)
 	if err != nil {
 		return fs.usageError("%v", err)
 	}

@@ -101,9 +101,12 @@ func (p *peerFlags) source() (*peerSource, error) {
 func (s *peerSource) empty() bool { return len(s.hostPorts) == 0 && s.resolver == nil }
 
 // client returns ch's Client of service with these peers: the
-// resolver's, or the command line's host:ports.
-func (s *peerSource) client(ch *channel.Channel, service string) (*channel.Client, error) {
-	var opts []channel.ClientOption
+// resolver's, or the command line's host:ports. method, the one the
+// command calls, is named to the Client (channel.WithMethods), so that its
+// policy is resolved, and a service config naming it wrongly is warned of,
+// when the Client is made rather than at a first call.
+func (s *peerSource) client(ch *channel.Channel, service, method string) (*channel.Client, error) {
+	opts := []channel.ClientOption{channel.WithMethods(method)}
 	if s.resolver != nil {
 		opts = append(opts, channel.WithResolver(s.resolver))
 	}
