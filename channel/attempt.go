@@ -35,7 +35,7 @@ func busyPushback(code codes.Code, msg string) time.Duration {
 // response had reached the application (its arg2 was read) before a
 // failure, and a *CallError on failure.
 func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n int, into *Response) (res *Response, sent, committed bool, err error) {
-	if c.closed.Load() {
+	if c.closed.Load() || st.pol.cl.closed.Load() {
 		return nil, false, false, &CallError{Service: a.service, Method: a.method, Code: codes.Closed, Err: ErrClosed}
 	}
 	m := st.pol.m
@@ -49,6 +49,9 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 	}
 	p, t0, err := st.pick(ctx, t0)
 	if err != nil {
+		if st.pol.cl.closed.Load() { // its Client closed while it waited: its peers are gone
+			return nil, false, false, &CallError{Service: a.service, Method: a.method, Code: codes.Closed, Err: ErrClosed}
+		}
 		return nil, false, false, a.pickError(err)
 	}
 	// sctx marks the call's span for the span tchannel-go starts for the

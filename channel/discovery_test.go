@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/backoff"
+	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/discovery"
 	"github.com/sluice-rpc/sluice/internal/decline"
 	"github.com/sluice-rpc/sluice/internal/testkit/testload"
@@ -664,4 +665,62 @@ func refusedPorts(t testing.TB, n int) []string {
 		t.Fatalf("found %d free ports of 127.0.0.1 from 10001, want %d", len(hps), n)
 	}
 	return hps
+}
+
+// silentResolver never reports a set nor a failure: calls wait for it.
+type silentResolver struct{}
+
+func (silentResolver) Resolve(ctx context.Context, _ discovery.Updates) { <-ctx.Done() }
+func (silentResolver) String() string                                   { return "silent:test" }
+
+// A call waiting for a resolver's first answer ends when its Client is
+// closed, failing CLOSED, not at its deadline; calls made afterwards fail
+// at once the same way; and the Channel's other Clients go on.
+func TestClientCloseEndsWaitingCalls(t *testing.T) {
+	s := startServer(t)
+	waiting := make(chan struct{}, 1)
+	ch, err := New("client", withOnWait(func() {
+		select {
+		case waiting <- struct{}{}:
+		default:
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	kv, err := ch.NewClient("other", WithResolver(silentResolver{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := to(ch, "kv") // the test server's service
+	if err := other.AddPeer(s.ch.HostPort()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := kv.CallRaw(ctx, "echo", nil, nil)
+		done <- err
+	}()
+	testwait.Recv(t, waiting, "the call to wait for the resolver")
+	kv.Close()
+	err = testwait.Recv(t, done, "the waiting call to end")
+	var ce *CallError
+	if !errors.As(err, &ce) || ce.Code != codes.Closed || !errors.Is(err, ErrClosed) {
+		t.Errorf("the waiting call: %v, want CLOSED (ErrClosed)", err)
+	}
+	if ctx.Err() != nil {
+		t.Errorf("the call ended with its context: %v", ctx.Err())
+	}
+	if _, err := kv.CallRaw(ctxTimeout(t), "echo", nil, nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("a call after Close: %v, want ErrClosed", err)
+	}
+	if _, err := other.CallRaw(ctxTimeout(t), "echo", nil, []byte("x")); err != nil {
+		t.Errorf("another Client's call after the first closed: %v", err)
+	}
+	if _, err := ch.NewClient("other"); err != nil {
+		t.Errorf("NewClient(other) after its Client closed: %v, want the name free", err)
+	}
 }
