@@ -129,7 +129,7 @@ func asCallError(service, method string, err error) error {
 // them, as a call middleware may run the pipeline more than once, at once.
 func (c *Channel) call(ctx context.Context, st *callState, cl *Client, method string, req *Request, o *callOptions) (*Response, error) {
 	service := cl.service
-	if err := checkNames(service, method); err != nil {
+	if err := checkMethod(method); err != nil { // the service was checked by NewClient
 		return nil, &CallError{Service: service, Method: method, Code: codes.BadRequest, Message: err.Error(), Err: err}
 	}
 	start := c.o.clock.Now()

@@ -108,7 +108,7 @@ func (c *Channel) NewClient(target string, opts ...ClientOption) (*Client, error
 	if service == "" {
 		return nil, errors.New("channel: NewClient: the service name is empty; name the TChannel service to call")
 	}
-	if err := checkNames(service, "-"); err != nil {
+	if err := checkService(service); err != nil {
 		return nil, fmt.Errorf("channel: NewClient: %w", err)
 	}
 	var o clientOptions
@@ -125,7 +125,7 @@ func (c *Channel) NewClient(target string, opts ...ClientOption) (*Client, error
 		if m == "" {
 			return nil, fmt.Errorf("channel: NewClient(%q): WithMethods names an empty method", service)
 		}
-		if err := checkNames(service, m); err != nil {
+		if err := checkMethod(m); err != nil {
 			return nil, fmt.Errorf("channel: NewClient(%q): WithMethods: %w", service, err)
 		}
 	}

@@ -35,16 +35,22 @@ const (
 	maxThriftHeader = 1<<16 - 1
 )
 
-// checkNames returns why no request to service's method can be sent, or
-// nil: what no attempt and no peer could change. It runs before anything
-// else, so that a name that is not one makes no metrics of its own.
-func checkNames(service, method string) error {
+// checkService returns why service cannot be a TChannel service name, or
+// nil. NewClient checks it, once, so that a Client's calls need not.
+func checkService(service string) error {
 	switch {
 	case service == "":
 		return errors.New("the service name is empty")
 	case len(service) > maxServiceName:
 		return fmt.Errorf("the service name is %d bytes; TChannel allows at most %d", len(service), maxServiceName)
-	case len(method) > maxMethodName:
+	}
+	return nil
+}
+
+// checkMethod returns why method cannot be sent as a TChannel method
+// name, or nil.
+func checkMethod(method string) error {
+	if len(method) > maxMethodName {
 		return fmt.Errorf("the method name is %d bytes; TChannel allows at most %d", len(method), maxMethodName)
 	}
 	return nil
