@@ -4,35 +4,17 @@ package tlsfiles_test
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-rpc/sluice/internal/testkit/namedpipe"
 
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/internal/testkit/testcerts"
 	"github.com/sluice-rpc/sluice/tlsfiles"
 )
-
-// mkfifo makes a named pipe at file (removing what is there), skipping
-// the test where the file system has none. Once the test ends, it opens
-// the pipe for writing and closes it, releasing a reader blocked on it.
-func mkfifo(t *testing.T, file string) {
-	t.Helper()
-	if err := os.Remove(file); err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-	if err := syscall.Mkfifo(file, 0o600); err != nil {
-		t.Skipf("no named pipes here: %v", err)
-	}
-	t.Cleanup(func() {
-		if w, err := os.OpenFile(file, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			w.Close()
-		}
-	})
-}
 
 // A named pipe in place of a certificate, key or CA is an error naming
 // it, returned at once: the pipe is neither waited on when opened nor
@@ -42,7 +24,7 @@ func mkfifo(t *testing.T, file string) {
 func TestNamedPipe(t *testing.T) {
 	s := testcerts.New(t)
 	fifo := filepath.Join(t.TempDir(), "fifo.pem")
-	mkfifo(t, fifo)
+	namedpipe.Make(t, fifo)
 	notRegular := func(file string) string { return fmt.Sprintf("%q is not a regular file", file) }
 	for _, tc := range []struct {
 		name string
@@ -67,7 +49,7 @@ func TestNamedPipe(t *testing.T) {
 	r := newReloader(t, tlsfiles.Config{Files: tlsfiles.Files{Cert: s.Server.Cert, Key: s.Server.Key, CA: s.CA.File}, Clock: clk, Logger: log.logger()})
 	srv := serve(t, serverConfig(t, r))
 	client := mustClientConfig(t, tlsfiles.Files{Cert: s.Client.Cert, Key: s.Client.Key, CA: s.CA.File})
-	mkfifo(t, s.Server.Cert)
+	namedpipe.Make(t, s.Server.Cert)
 	clk.Add(time.Second)
 	presented(t, mustDial(t, srv.addr, client), s.Server.Leaf, "with a named pipe in place of the certificate")
 	want := "tlsfiles: still presenting the certificate loaded before: reading certificate: " + notRegular(s.Server.Cert)

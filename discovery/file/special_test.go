@@ -8,9 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-rpc/sluice/internal/testkit/namedpipe"
 
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/discovery/file"
@@ -23,15 +24,7 @@ import (
 func TestResolverReadsOnlyBoundedRegularFiles(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Skipf("no named pipes here: %v", err)
-	}
-	// release lets a reader blocked on the pipe go, if the test failed.
-	release := func() {
-		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			w.Close()
-		}
-	}
+	release := namedpipe.Make(t, fifo) // lets a reader blocked on the pipe go
 	zero := filepath.Join(dir, "zero")
 	if err := os.Symlink("/dev/zero", zero); err != nil {
 		t.Fatal(err)

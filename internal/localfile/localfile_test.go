@@ -8,9 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-rpc/sluice/internal/testkit/namedpipe"
 )
 
 // within runs f on its own goroutine and fails t if it has not returned
@@ -50,14 +51,7 @@ func TestRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Skipf("no named pipes here: %v", err)
-	}
-	t.Cleanup(func() { // release a reader that blocked, if the test failed
-		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			w.Close()
-		}
-	})
+	namedpipe.Make(t, fifo)
 	for _, tc := range []struct {
 		file    string
 		want    string // the data, or the start of the error

@@ -7,9 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-rpc/sluice/internal/testkit/namedpipe"
 
 	"github.com/sluice-rpc/sluice/discovery/file"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
@@ -21,14 +22,7 @@ import (
 func TestPeerListReadsOnlyBoundedRegularFiles(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Skipf("no named pipes here: %v", err)
-	}
-	t.Cleanup(func() { // release a reader that blocked, if the test failed
-		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			w.Close()
-		}
-	})
+	namedpipe.Make(t, fifo)
 	big := filepath.Join(dir, "big")
 	if err := os.WriteFile(big, []byte("127.0.0.1:4040\n"+strings.Repeat("#\n", file.MaxFileSize/2)), 0o600); err != nil {
 		t.Fatal(err)
@@ -58,14 +52,7 @@ func TestPeerListReadsOnlyBoundedRegularFiles(t *testing.T) {
 // place is an error naming the flag, returned at once.
 func TestFlagFilesAreReadAsUntrusted(t *testing.T) {
 	fifo := filepath.Join(t.TempDir(), "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Skipf("no named pipes here: %v", err)
-	}
-	t.Cleanup(func() { // release a reader that blocked, if the test failed
-		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			w.Close()
-		}
-	})
+	namedpipe.Make(t, fifo)
 	notRegular := func(f string) string { return fmt.Sprintf("%q is not a regular file", f) }
 	for _, tc := range []struct {
 		name string

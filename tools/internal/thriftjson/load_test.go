@@ -7,8 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
+
+	"github.com/sluice-rpc/sluice/internal/testkit/namedpipe"
 
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 )
@@ -49,14 +50,7 @@ func TestLoadBoundsLocalFiles(t *testing.T) {
 	includes := func(name string) string { return fmt.Sprintf("include %q\nservice S { void m() }\n", name) }
 
 	fifo := path("fifo.thrift")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Skipf("no named pipes here: %v", err)
-	}
-	t.Cleanup(func() { // release a reader that blocked, if the test failed
-		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			w.Close()
-		}
-	})
+	namedpipe.Make(t, fifo)
 	write(t, path("includes-fifo.thrift"), includes("./fifo.thrift"))
 
 	write(t, path("big.thrift"), strings.Repeat("#\n", MaxIDLFileBytes/2)+"#")
