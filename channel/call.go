@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluice-rpc/sluice/criticality"
+
 	"github.com/opentracing/opentracing-go"
 	"github.com/opentracing/opentracing-go/ext"
 	"github.com/sluice-rpc/sluice/codes"
@@ -205,6 +207,9 @@ func (c *Channel) run(ctx context.Context, st *callState, service, method string
 	st.c, st.l, st.pol = c, l, pol
 	st.waitForReady = (o != nil && o.waitForReady) || pol.waitForReady
 	st.tch = o.tchannelOptions(req.Format)
+	if st.class = callClass(ctx, pol); st.class != criticality.Critical {
+		st.tch = markClass(st.tch, req.Format, st.class)
+	}
 	st.spec = attemptSpec{service: service, method: method, req: req}
 	st.used, st.wins = st.usedBuf[:0], st.winsBuf[:0]
 	if pol.gate == nil && pc == nil {

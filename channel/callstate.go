@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-rpc/sluice/criticality"
+
 	"github.com/sluice-rpc/sluice/internal/decline"
 	"github.com/sluice-rpc/sluice/internal/peerlist"
 	"github.com/sluice-rpc/sluice/internal/pool"
@@ -31,6 +33,8 @@ type callState struct {
 	spec attemptSpec
 
 	waitForReady bool // wait for a ready peer even when none is connecting
+	// class is the call's criticality class (see callClass).
+	class criticality.Class
 	// tch are the tchannel-go call options of the call's attempts when
 	// its options set transport headers (nil: callOptionsFor's).
 	tch        *tchannel.CallOptions

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-rpc/sluice/criticality"
+
 	"github.com/opentracing/opentracing-go"
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/clock"
@@ -47,14 +49,16 @@ const DefaultMaxRequestSize = 4 << 20
 type Option func(*options)
 
 type options struct {
-	clock   clock.Clock
-	busy    busy.Config
-	scope   tally.Scope
-	tracer  opentracing.Tracer
-	timeout time.Duration
-	tch     tchannel.ChannelOptions
-	connect ConnectConfig
-	shed    *ShedConfig
+	clock clock.Clock
+	// classCap caps the class each caller may claim (WithCriticalityCap).
+	classCap func(caller string) criticality.Class
+	busy     busy.Config
+	scope    tally.Scope
+	tracer   opentracing.Tracer
+	timeout  time.Duration
+	tch      tchannel.ChannelOptions
+	connect  ConnectConfig
+	shed     *ShedConfig
 	// maxRequest bounds the bytes of a request's arg2 and arg3, both ways:
 	// calls larger fail BAD_REQUEST before anything is sent, and inbound
 	// requests larger are answered BAD_REQUEST.

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/sluice-rpc/sluice/criticality"
+
 	"github.com/sluice-rpc/sluice/discovery"
 	"github.com/sluice-rpc/sluice/internal/peerlist"
 	"github.com/sluice-rpc/sluice/internal/pool"
@@ -37,6 +39,7 @@ type Client struct {
 	pacer   *pacer              // WithPacing's, or nil
 	bucket  *retryexec.Throttle // the service config's retry throttling, or nil
 	methods map[string]bool     // WithMethods
+	class   criticality.Class   // WithCriticality's, or 0
 
 	// policies maps a method to its policy, replaced whole (copy on
 	// write) when a method is first called: calls read it with one atomic
@@ -65,6 +68,7 @@ type clientOptions struct {
 	gateSet     bool
 	pacing      *PacingConfig
 	methods     []string
+	class       criticality.Class
 }
 
 // WithResolver has r find the Client's peers, and follow them as they
@@ -97,6 +101,15 @@ func WithMethods(methods ...string) ClientOption {
 	return func(o *clientOptions) { o.methods = append(o.methods, methods...) }
 }
 
+// WithCriticality sets the class of the Client's calls, where neither the
+// call's context (criticality.WithClass) nor the method's service config
+// sets one: a Client of a prefetch or batch service can make all its calls
+// criticality.Sheddable. Without it a call carries the class of the
+// inbound call whose handler makes it, or Critical.
+func WithCriticality(c criticality.Class) ClientOption {
+	return func(o *clientOptions) { o.class = c }
+}
+
 // NewClient returns the Channel's Client for target, the TChannel service
 // name its servers serve under (the one place a Channel takes a service
 // name, as grpc-go's NewClient takes its target). Options are validated;
@@ -120,6 +133,8 @@ func (c *Channel) NewClient(target string, opts ...ClientOption) (*Client, error
 		return nil, fmt.Errorf("channel: NewClient(%q): WithResolver is nil, must be a resolver", service)
 	case o.gateSet && o.gate == nil:
 		return nil, fmt.Errorf("channel: NewClient(%q): WithLease is nil, must be a Gate", service)
+	case o.class != 0 && !o.class.Valid():
+		return nil, fmt.Errorf("channel: NewClient(%q): WithCriticality(%v) names no class; use one of package criticality's four", service, o.class)
 	}
 	for _, m := range o.methods {
 		if m == "" {
@@ -129,7 +144,7 @@ func (c *Channel) NewClient(target string, opts ...ClientOption) (*Client, error
 			return nil, fmt.Errorf("channel: NewClient(%q): WithMethods: %w", service, err)
 		}
 	}
-	cl := &Client{ch: c, service: service, gate: o.gate, methods: map[string]bool{}, hinted: map[string]bool{},
+	cl := &Client{ch: c, service: service, gate: o.gate, class: o.class, methods: map[string]bool{}, hinted: map[string]bool{},
 		stop: make(chan struct{})}
 	for _, m := range o.methods {
 		cl.methods[m] = true

@@ -175,7 +175,7 @@ func chainAttempts(mws []AttemptMiddleware, last AttemptInvoker) AttemptInvoker 
 // servers that run the middleware themselves (package thrift's).
 func inboundOf(call *tchannel.InboundCall, f tchannel.Format, h map[string]string) *Inbound {
 	return &Inbound{Caller: call.CallerName(), Method: call.MethodString(), Format: f, Headers: h,
-		ShardKey: call.ShardKey(), RoutingKey: call.RoutingKey(), RoutingDelegate: call.RoutingDelegate(),
+		ShardKey: call.ShardKey(), RoutingKey: call.RoutingKey(), RoutingDelegate: routingDelegateOf(call),
 		TLS: tlsInfoOf(call.Connection())}
 }
 

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-rpc/sluice/criticality"
+
 	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/internal/hedgeexec"
 	"github.com/sluice-rpc/sluice/internal/peerlist"
@@ -161,10 +163,13 @@ type methodPolicy struct {
 	// waitForReady: calls wait for a ready peer even when every peer is in
 	// transient failure (the service config's waitForReady).
 	waitForReady bool
-	bucket       *retryexec.Throttle // the service's, for the tokens gauge
-	m            *recorder.Method
-	tokens       tally.Gauge
-	backoff      backoff.Exponential // the retry policy's, for throttle-aware waits
+	// class is the class of the method's calls: the service config's,
+	// else the Client's (WithCriticality), else 0 (see callClass).
+	class   criticality.Class
+	bucket  *retryexec.Throttle // the service's, for the tokens gauge
+	m       *recorder.Method
+	tokens  tally.Gauge
+	backoff backoff.Exponential // the retry policy's, for throttle-aware waits
 
 	// The Client's lease gate, pacer and peer list, kept here so that a
 	// call looks them up once, with the policy.
@@ -212,7 +217,7 @@ func (c *Channel) retryThrottling() *retry.ThrottleConfig {
 func (c *Channel) buildPolicy(cl *Client, method string) (*methodPolicy, error) {
 	service := cl.service
 	p := &methodPolicy{service: service, method: method, tokens: c.rec.RetryTokens(service), backoff: defaultBackoff,
-		cl: cl, gate: cl.gate, pacer: cl.pacer, list: cl.list, bucket: cl.bucket}
+		cl: cl, gate: cl.gate, pacer: cl.pacer, list: cl.list, bucket: cl.bucket, class: cl.class}
 	if p.pacer != nil { // built once here, not per call: a method key allocates
 		p.paceKeys = [2]string{ratelimit.ServiceKey(service), ratelimit.MethodKey(service, method)}
 	}
@@ -222,6 +227,9 @@ func (c *Channel) buildPolicy(cl *Client, method string) (*methodPolicy, error) 
 	}
 	if mc != nil {
 		p.timeout, p.waitForReady = mc.Timeout, mc.WaitForReady
+		if mc.Criticality != 0 {
+			p.class = mc.Criticality
+		}
 	}
 	if c.o.noRetries {
 		return p, nil

@@ -149,6 +149,7 @@ func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
 	// time to live the peer chose: release it. After an answer this does
 	// nothing.
 	defer call.Response().Blackhole()
+	cls := g.c.classOf(call)
 	if m := g.shed; m != nil {
 		a, err := m.admit()
 		if err != nil {
@@ -158,7 +159,7 @@ func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
 		}
 		defer m.done(a)
 	}
-	g.h.Handle(ctx, call)
+	g.h.Handle(withInboundClass(ctx, cls), call)
 }
 
 // errConnBusy answers a call over PeerLimits.MaxCallsPerConn.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-rpc/sluice/criticality"
 	"github.com/sluice-rpc/sluice/hedge"
 	"github.com/sluice-rpc/sluice/retry"
 )
@@ -36,6 +37,11 @@ type MethodConfig struct {
 	// become ready when every peer is in transient failure, instead of
 	// failing at once with UNAVAILABLE (gRPC's waitForReady).
 	WaitForReady bool
+	// Criticality is the class of the calls (the method's "criticality":
+	// "critical_plus", "critical", "sheddable_plus" or "sheddable"), or 0
+	// when the config sets none (see package criticality for where a
+	// call's class comes from then).
+	Criticality criticality.Class
 }
 
 // Config is a parsed, validated service config. Make it with Parse or New;

@@ -215,7 +215,7 @@ func TestParseInvalid(t *testing.T) {
 		// Method configs and names.
 		{"method config not an object", `{"methodConfig":[1]}`, "serviceconfig: methodConfig[0] is 1, must be a JSON object"},
 		{"unknown method field", mc(`"waitForready":true`),
-			`serviceconfig: methodConfig[0] has unknown field "waitForready" (known: name, retryPolicy, hedgingPolicy, timeout, waitForReady)`},
+			`serviceconfig: methodConfig[0] has unknown field "waitForready" (known: name, retryPolicy, hedgingPolicy, timeout, waitForReady, criticality)`},
 		{"waitForReady not a bool", mc(`"waitForReady":"yes"`), `serviceconfig: methodConfig[0].waitForReady is "yes", must be true or false`},
 		{"waitForReady null", mc(`"waitForReady":null`), `serviceconfig: methodConfig[0].waitForReady is null, must be true or false`},
 		{"no name", `{"methodConfig":[{"timeout":"1s"}]}`, "serviceconfig: methodConfig[0].name is missing, must name at least one service"},

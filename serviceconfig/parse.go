@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-rpc/sluice/criticality"
+
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/hedge"
 	"github.com/sluice-rpc/sluice/retry"
@@ -74,7 +76,7 @@ func parseMethod(path string, raw json.RawMessage) (MethodConfig, error) {
 	if err != nil {
 		return m, err
 	}
-	if err := known(path, obj, "name", "retryPolicy", "hedgingPolicy", "timeout", "waitForReady"); err != nil {
+	if err := known(path, obj, "name", "retryPolicy", "hedgingPolicy", "timeout", "waitForReady", "criticality"); err != nil {
 		return m, err
 	}
 	nraw, ok := obj["name"]
@@ -130,6 +132,15 @@ func parseMethod(path string, raw json.RawMessage) (MethodConfig, error) {
 	if raw, ok := obj["waitForReady"]; ok {
 		if err := json.Unmarshal(raw, &m.WaitForReady); err != nil || (kind(raw) != 't' && kind(raw) != 'f') {
 			return m, &Error{Path: path + ".waitForReady", Value: abbrev(raw), Rule: "must be true or false"}
+		}
+	}
+	if raw, ok := obj["criticality"]; ok {
+		var name string
+		if err := json.Unmarshal(raw, &name); err != nil {
+			return m, &Error{Path: path + ".criticality", Value: abbrev(raw), Rule: "must be a class name: critical_plus, critical, sheddable_plus or sheddable"}
+		}
+		if m.Criticality, err = criticality.Parse(name); err != nil {
+			return m, &Error{Path: path + ".criticality", Value: abbrev(raw), Rule: "must be a class name: critical_plus, critical, sheddable_plus or sheddable"}
 		}
 	}
 	return m, nil
