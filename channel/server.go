@@ -351,6 +351,11 @@ type ShedConfig struct {
 	// NoRetry makes the hint of each Busy answer tell Sluice clients not
 	// to retry. Pushback must then be 0.
 	NoRetry bool
+	// FirstComeFirstServed makes the limits admit requests in the order
+	// they arrive, knowing no criticality classes and no callers: Sluice's
+	// shedding before classes (for comparisons). By default a limit admits
+	// higher classes first and shares itself between callers.
+	FirstComeFirstServed bool
 }
 
 // Validate reports the first field that breaks its rule, in the order of
