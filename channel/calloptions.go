@@ -3,6 +3,7 @@ package channel
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/uber/tchannel-go"
 )
@@ -88,8 +89,9 @@ func WithRoutingKey(key string) CallOption {
 
 // WithRoutingDelegate sends service as the call's routing delegate,
 // TChannel's transport header "rd", on every attempt: a service that can
-// route the call to an instance of the one it is for. At most 255 bytes,
-// as WithShardKey; an empty one sends no header.
+// route the call to an instance of the one it is for. At most 253 bytes
+// (a call's criticality class may take the header's last 2, to a Sluice
+// server only), and no NUL byte; an empty one sends no header.
 func WithRoutingDelegate(service string) CallOption {
 	return func(o *callOptions) { o.transport.RoutingDelegate = service }
 }
@@ -117,6 +119,10 @@ func (o *callOptions) checkTransport() error {
 		if len(h.v) > maxTransportHeader {
 			return fmt.Errorf("%s: the value is %d bytes; a TChannel transport header holds at most %d", h.opt, len(h.v), maxTransportHeader)
 		}
+	}
+	if rd := o.transport.RoutingDelegate; len(rd) > maxTransportHeader-maxClassMark || strings.Contains(rd, classMark) {
+		return fmt.Errorf("WithRoutingDelegate: the value is %d bytes and holds %d NUL bytes; a routing delegate holds at most %d bytes (a call's class may take the rest), none of them NUL",
+			len(rd), strings.Count(rd, classMark), maxTransportHeader-maxClassMark)
 	}
 	return nil
 }

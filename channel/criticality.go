@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 
+	"github.com/sluice-rpc/sluice/internal/tchconn"
+
 	"github.com/uber/tchannel-go"
 
 	"github.com/sluice-rpc/sluice/criticality"
@@ -19,7 +21,7 @@ import (
 // a header of its own and puts it back for the server; a plain peer never
 // sees it. Critical, the default, is never marked: a call without a mark
 // costs nothing.
-const classMark = "\x00"
+const classMark = string(rune(tchconn.ClassMark))
 
 // maxClassMark is what a mark adds to a routing delegate.
 const maxClassMark = len(classMark) + 1
@@ -55,11 +57,14 @@ func unmarkClass(rd string) (string, criticality.Class) {
 	return rd[:i], c
 }
 
-// classOf returns the class of an inbound call: the one its client
-// marked, else Critical, at most the class WithCriticalityCap trusts its
+// classOf returns the class of an inbound call that came on tc (nil: not
+// a Conn of the Channel's): the one its client marked, else Critical, at most the class WithCriticalityCap trusts its
 // caller with.
-func (c *Channel) classOf(call *tchannel.InboundCall) criticality.Class {
-	_, cls := unmarkClass(call.RoutingDelegate())
+func (c *Channel) classOf(call *tchannel.InboundCall, tc *tchconn.Conn) criticality.Class {
+	var cls criticality.Class
+	if tc != nil && tc.Signalled() { // only a Sluice client marks a class (see tchconn.ClassMark)
+		_, cls = unmarkClass(call.RoutingDelegate())
+	}
 	if cls == 0 {
 		cls = criticality.Critical
 	}

@@ -149,7 +149,7 @@ func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
 	// time to live the peer chose: release it. After an answer this does
 	// nothing.
 	defer call.Response().Blackhole()
-	cls := g.c.classOf(call)
+	cls := g.c.classOf(call, tc)
 	if m := g.shed; m != nil {
 		a, err := m.admit()
 		if err != nil {

@@ -294,12 +294,22 @@ func TestOverlongTransportHeaderFailsBeforeSending(t *testing.T) {
 		t.Fatalf("the server saw %d requests, want none: %+v", len(got), got)
 	}
 
-	max := strings.Repeat("m", 255)
-	if _, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("x"),
-		WithShardKey(max), WithRoutingKey(max), WithRoutingDelegate(max), WithCallerName(max)); err != nil {
-		t.Fatalf("CallRaw with 255-byte values: %v", err)
+	// A routing delegate keeps 2 bytes for a call's class mark, and
+	// holds no NUL.
+	for _, rd := range []string{strings.Repeat("d", 254), "a\x00b"} {
+		_, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("x"), WithRoutingDelegate(rd))
+		var ce *CallError
+		if !errors.As(err, &ce) || ce.Code != codes.BadRequest || !strings.Contains(err.Error(), "at most 253 bytes") {
+			t.Errorf("routing delegate %q: error %v, want BAD_REQUEST saying at most 253 bytes", rd, err)
+		}
 	}
-	want := transportSeen{Format: tchannel.Raw, Caller: max, ShardKey: max, RoutingKey: max, RoutingDelegate: max}
+
+	max, maxRD := strings.Repeat("m", 255), strings.Repeat("d", 253)
+	if _, err := to(c, "kv").CallRaw(ctxTimeout(t), "echo", nil, []byte("x"),
+		WithShardKey(max), WithRoutingKey(max), WithRoutingDelegate(maxRD), WithCallerName(max)); err != nil {
+		t.Fatalf("CallRaw with the longest values: %v", err)
+	}
+	want := transportSeen{Format: tchannel.Raw, Caller: max, ShardKey: max, RoutingKey: max, RoutingDelegate: maxRD}
 	if got := f.seen(); len(got) != 1 || got[0] != want {
 		t.Errorf("the server saw %+v, want the 255-byte values whole", got)
 	}

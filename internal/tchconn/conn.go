@@ -657,6 +657,19 @@ func (c *Conn) Write(b []byte) (int, error) {
 			return len(b), nil
 		}
 	}
+	if !c.inbound && len(b) > 2 && tframe.Type(b[2]) == tframe.CallReq && !c.signals.Load() {
+		// A plain peer must not see a class mark (see ClassMark).
+		if out, cut := tframe.CutRoutingDelegate(b, ClassMark); cut {
+			c.scanWritten(out)
+			c.wgen.Add(1)
+			_, err := c.Conn.Write(out)
+			c.wgen.Add(1)
+			if err != nil {
+				return 0, err
+			}
+			return len(b), nil
+		}
+	}
 	c.scanWritten(b)
 	c.wgen.Add(1)
 	defer c.wgen.Add(1)

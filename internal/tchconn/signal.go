@@ -36,11 +36,24 @@ import (
 //	              (Shutdown): stop sending it calls, close the connection
 //	              once its calls are done, and choose other peers.
 //
+// A call's criticality class rides in its call request's routing
+// delegate ("rd" transport header), after the byte ClassMark: tchannel-go
+// has no room for a transport header of Sluice's own, but passes the
+// routing delegate through both ways (package channel marks and reads it).
+// Only a signalled connection carries the mark: on any other, a client's
+// Conn cuts it from the call request before it leaves (a plain server or
+// relay sees the caller's routing delegate, or none), and a server ignores
+// a mark from a peer that did not announce signals.
+//
 // A server that is leaving when a signalled connection's handshake ends
 // says so in its init response instead (sluice_drain=server), so that the
 // client never counts it ready. Calls that reach a server on a drained
 // connection are still served: they were sent before the client read the
 // signal, and the connection stays open until the client closes it.
+// ClassMark starts a criticality class's mark in a routing delegate: a
+// byte no service name holds.
+const ClassMark = 0x00
+
 const (
 	paramSignals = "sluice_signals" // init frames: this peer speaks signals
 	paramDrain   = "sluice_drain"   // init response: drain, as the drain key says

@@ -1,6 +1,9 @@
 package tframe
 
-import "encoding/binary"
+import (
+	"bytes"
+	"encoding/binary"
+)
 
 // Signal is the type of Sluice's signal frames: key/value pairs one Sluice
 // peer sends another below tchannel-go (package tchconn is the carrier and
@@ -73,4 +76,48 @@ func InitParamsOf(f []byte) (version uint16, params [][2]string) {
 		params = append(params, [2]string{k, str()})
 	}
 	return version, params
+}
+
+// CutRoutingDelegate returns a whole call request frame f (as Parse
+// accepts it) with its routing delegate ("rd" transport header) cut at
+// the first byte mark, the header dropped if nothing is left of it, and
+// true; or f itself and false when f is not a call request or its routing
+// delegate holds no mark. It allocates only when it cuts. A Sluice client
+// marks a call's criticality class there (package channel) for Sluice
+// servers; a plain peer must not see the mark.
+func CutRoutingDelegate(f []byte, mark byte) ([]byte, bool) {
+	if len(f) < HeaderSize || Type(f[2]) != CallReq || int(ParseHeader(f).Size) != len(f) {
+		return f, false
+	}
+	p := payload{b: f[HeaderSize:]}
+	p.skip(1 + 4 + TracingSize) // flags, ttl, tracing
+	p.str8()                    // service
+	nh := p.byte()
+	for i := byte(0); i < nh && p.ok(); i++ {
+		kStart := len(f) - len(p.b)
+		k := p.take(int(p.byte()), "a header key")
+		vStart := len(f) - len(p.b)
+		v := p.take(int(p.byte()), "a header value")
+		if !p.ok() || string(k) != "rd" {
+			continue
+		}
+		cut := bytes.IndexByte(v, mark)
+		if cut < 0 {
+			return f, false
+		}
+		end := vStart + 1 + len(v)
+		out := make([]byte, 0, len(f))
+		if cut == 0 { // nothing left: drop the header
+			out = append(out, f[:kStart]...)
+			out[HeaderSize+1+4+TracingSize+1+int(f[HeaderSize+1+4+TracingSize])]-- // nh
+		} else {
+			out = append(out, f[:vStart]...)
+			out = append(out, byte(cut))
+			out = append(out, v[:cut]...)
+		}
+		out = append(out, f[end:]...)
+		binary.BigEndian.PutUint16(out, uint16(len(out)))
+		return out, true
+	}
+	return f, false
 }
