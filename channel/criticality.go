@@ -112,14 +112,14 @@ func withInboundClass(ctx context.Context, c criticality.Class) context.Context 
 // (service config), else its Client's (WithCriticality), else the inbound
 // call's whose handler makes it, else Critical.
 func callClass(ctx context.Context, pol *methodPolicy) criticality.Class {
-	if c := criticality.Class(classctx.Set(ctx)); c != 0 {
-		return c
-	}
-	if pol.class != 0 {
+	set, inbound := classctx.Get(ctx)
+	switch {
+	case set != 0:
+		return criticality.Class(set)
+	case pol.class != 0:
 		return pol.class
-	}
-	if c := criticality.Class(classctx.Inbound(ctx)); c != 0 {
-		return c
+	case inbound != 0:
+		return criticality.Class(inbound)
 	}
 	return criticality.Critical
 }

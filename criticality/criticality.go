@@ -86,11 +86,12 @@ func WithClass(ctx context.Context, c Class) context.Context {
 // class its client sent, within what the server trusts that caller with),
 // else Critical. It does not know a Client's configured classes.
 func FromContext(ctx context.Context) Class {
-	if c := Class(classctx.Set(ctx)); c != 0 {
-		return c
+	set, inbound := classctx.Get(ctx)
+	if set != 0 {
+		return Class(set)
 	}
-	if c := Class(classctx.Inbound(ctx)); c != 0 {
-		return c
+	if inbound != 0 {
+		return Class(inbound)
 	}
 	return Critical
 }
