@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/uber/tchannel-go"
+	tjson "github.com/uber/tchannel-go/json"
 	"github.com/uber/tchannel-go/raw"
 
 	"github.com/sluice-rpc/sluice/criticality"
@@ -33,6 +34,11 @@ func classServer(t *testing.T, svc string, opts ...Option) *Channel {
 		rd, _ := ctx.Value(rdKey{}).(string)
 		return &RawResponse{Arg3: []byte(rd)}, nil
 	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.RegisterJSON(map[string]any{"jsonClass": func(ctx tjson.Context, _ map[string]string) (map[string]string, error) {
+		return map[string]string{"class": criticality.FromContext(ctx).String()}, nil
+	}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := ch.ListenAndServe("127.0.0.1:0"); err != nil {
@@ -79,6 +85,10 @@ func TestCriticalityReachesTheServer(t *testing.T) {
 	}
 	if got := callString(t, criticality.WithClass(ctx, criticality.CriticalPlus), kv, "class"); got != "critical_plus" {
 		t.Errorf("the context's class over the method's: the server saw %q", got)
+	}
+	var res map[string]string
+	if err := kv.CallJSON(criticality.WithClass(ctx, criticality.Sheddable), "jsonClass", map[string]string{}, &res); err != nil || res["class"] != "sheddable" {
+		t.Errorf("a JSON call: %v, %v; want class sheddable", res, err)
 	}
 	// The mark never shows in the routing delegate a handler sees.
 	if got := callString(t, criticality.WithClass(ctx, criticality.Sheddable), kv, "rd", WithRoutingDelegate("relay")); got != "relay" {
