@@ -14,7 +14,8 @@ import (
 
 // WriteChart draws r second by second to path (.png or .svg): goodput as a
 // share of the capacity, and the p99 latency of successful calls on a log
-// scale, one line per combination.
+// scale, one line per combination (per row: with a Mix or Callers, the
+// unaware and the aware run of each).
 func (r *Result) WriteChart(path string) error {
 	if err := chart.CheckPath(path); err != nil {
 		return err
@@ -49,6 +50,11 @@ func (r *Result) WriteChart(path string) error {
 			}
 		}
 		name := fmt.Sprintf("shed %s, throttle %s", row.Shedding, benchrun.OnOff(row.Throttling))
+		if row.Aware != nil && *row.Aware {
+			name += ", aware"
+		} else if row.Aware != nil {
+			name += ", unaware"
+		}
 		for _, pl := range []struct {
 			p   *plot.Plot
 			xys plotter.XYs

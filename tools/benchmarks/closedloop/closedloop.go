@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/criticality"
 	"github.com/sluice-rpc/sluice/shed"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
 	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
@@ -51,6 +54,26 @@ type Config struct {
 	// tunes GOGC too. Default 400; a negative value keeps the process's
 	// setting.
 	GCPercent int
+	// Mix, if not empty, splits the offered calls between criticality
+	// classes, each class's calls spread evenly through the run; the
+	// percents sum to 100 (ParseMix reads them as `sluice bench --mix`
+	// takes them). Default none: the calls carry no class.
+	Mix []Share `json:"mix,omitempty"`
+	// Callers, if not 0, offers the load from that many callers (2 to
+	// MaxCallers), each a client Channel of its own, with its own
+	// connection and busy limiter, named caller-1 ... caller-N (its
+	// TChannel caller name), as callers in processes of their own would
+	// be. HeavyFactor is caller-1's rate as a multiple of each other
+	// caller's (1 to MaxHeavyFactor; default 1). The callers together
+	// still offer Load x C. Default 0: one client, closedloop-client.
+	Callers     int     `json:"callers,omitempty"`
+	HeavyFactor float64 `json:"heavy_factor,omitempty"`
+	// Sheddings and Throttlings select the combinations Run runs, in
+	// their usual order: nil runs every shedding, both throttlings. (In
+	// JSON these fields, and the three above, are left out when not set,
+	// as the comparison's JSON was before them.)
+	Sheddings   []Shedding `json:"sheddings,omitempty"`
+	Throttlings []bool     `json:"throttlings,omitempty"`
 	// Progress, if not nil, is told when each run starts. It is not part
 	// of a Result's JSON.
 	Progress func(string) `json:"-"`
@@ -87,7 +110,26 @@ func (c Config) withDefaults() Config {
 	if c.GCPercent == 0 {
 		c.GCPercent = DefaultGCPercent
 	}
+	if c.Callers > 0 && c.HeavyFactor == 0 {
+		c.HeavyFactor = 1
+	}
 	return c
+}
+
+// paired reports whether c's rows come in pairs, unaware and aware: it
+// has a class mix or callers.
+func (c Config) paired() bool { return len(c.Mix) > 0 || c.Callers > 0 }
+
+// combinations returns the sheddings and throttlings Run runs.
+func (c Config) combinations() ([]Shedding, []bool) {
+	sheddings, throttlings := c.Sheddings, c.Throttlings
+	if sheddings == nil {
+		sheddings = []Shedding{NoShedding, FixedShedding, AdaptiveShedding}
+	}
+	if throttlings == nil {
+		throttlings = []bool{false, true}
+	}
+	return sheddings, throttlings
 }
 
 // Validate reports the first field out of range (zero fields take their
@@ -110,6 +152,36 @@ func (c Config) Validate() error {
 	}
 	if rps := c.Capacity() * c.Load; rps > load.MaxRPS {
 		return fmt.Errorf("closedloop: the offered rate would be %.0f calls/s, more than %d", rps, load.MaxRPS)
+	}
+	if len(c.Mix) > 0 {
+		if err := checkMix(c.Mix); err != nil {
+			return fmt.Errorf("closedloop: Mix: %v", err)
+		}
+	}
+	switch {
+	case c.Callers != 0 && (c.Callers < 2 || c.Callers > MaxCallers):
+		return fmt.Errorf("closedloop: Callers is %d, must be 0 (one client) or in [2, %d]", c.Callers, MaxCallers)
+	case c.Callers == 0 && c.HeavyFactor != 0:
+		return fmt.Errorf("closedloop: HeavyFactor is %v, needs Callers", c.HeavyFactor)
+	case c.Callers != 0 && !(c.HeavyFactor >= 1 && c.HeavyFactor <= MaxHeavyFactor):
+		return fmt.Errorf("closedloop: HeavyFactor is %v, must be in [1, %d]", c.HeavyFactor, MaxHeavyFactor)
+	case c.Sheddings != nil && len(c.Sheddings) == 0:
+		return errors.New("closedloop: Sheddings is empty (nil runs them all)")
+	case c.Throttlings != nil && len(c.Throttlings) == 0:
+		return errors.New("closedloop: Throttlings is empty (nil runs both)")
+	}
+	for i, s := range c.Sheddings {
+		switch {
+		case s != NoShedding && s != FixedShedding && s != AdaptiveShedding:
+			return fmt.Errorf("closedloop: Sheddings: unknown shedding %q, want none, fixed or adaptive", s)
+		case slices.Contains(c.Sheddings[:i], s):
+			return fmt.Errorf("closedloop: Sheddings: %q is given twice", s)
+		}
+	}
+	for i, t := range c.Throttlings {
+		if slices.Contains(c.Throttlings[:i], t) {
+			return fmt.Errorf("closedloop: Throttlings: %s is given twice", benchrun.OnOff(t))
+		}
 	}
 	return nil
 }
@@ -136,6 +208,20 @@ type Row struct {
 	Reached, Handled int64
 	// GCs counts the process's garbage collections during the run.
 	GCs uint32
+	// Aware is set when the Config has a Mix or Callers, and the rows come
+	// in pairs: false for shedding that knows no classes or callers (the
+	// calls carry no class, and the server's limits are
+	// ShedConfig.FirstComeFirstServed, Sluice's shedding before classes);
+	// true for shedding by class and caller (each call carries its class,
+	// criticality.WithClass, and the server's limits admit higher classes
+	// first and share themselves between callers). Without a Mix or
+	// Callers it is nil and the server's limits are ShedConfig's default.
+	Aware *bool `json:"aware,omitempty"`
+	// Classes has the figures of each class of the Mix, in its order, and
+	// Callers of each caller, caller-1 first: in a paired row both are
+	// there, empty without a Mix or without Callers; otherwise neither.
+	Classes []Figures       `json:"classes,omitempty"`
+	Callers []CallerFigures `json:"callers,omitempty"`
 }
 
 // Result is a whole comparison.
@@ -146,7 +232,9 @@ type Result struct {
 	Rows     []Row
 }
 
-// Run runs the comparison: the unloaded run, then the six combinations.
+// Run runs the comparison: the unloaded run, then the six combinations
+// (or those Sheddings and Throttlings select); with a Mix or Callers,
+// each combination twice, unaware then aware (see Row.Aware).
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -155,25 +243,48 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	defer benchrun.SetGCPercent(cfg.GCPercent)()
 	res := &Result{Config: cfg}
 	cfg.progress("unloaded: a quarter of the capacity, no shedding")
-	unloaded, err := runOne(ctx, cfg, NoShedding, false, 0.25)
+	// The unloaded run is the one of old, whatever the mix or callers: one
+	// client, no classes.
+	base := cfg
+	base.Mix, base.Callers, base.HeavyFactor = nil, 0, 0
+	unloaded, err := runOne(ctx, base, NoShedding, false, false, 0.25)
 	if err != nil {
 		return nil, err
 	}
 	res.Unloaded = unloaded.Report
-	for _, s := range []Shedding{NoShedding, FixedShedding, AdaptiveShedding} {
-		for _, throttling := range []bool{false, true} {
-			if err := ctx.Err(); err != nil {
-				return nil, err
+	awareness := []bool{false}
+	if cfg.paired() {
+		awareness = []bool{false, true}
+	}
+	sheddings, throttlings := cfg.combinations()
+	for _, s := range sheddings {
+		for _, throttling := range throttlings {
+			for _, aware := range awareness {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				what := fmt.Sprintf("shedding %s, client busy throttling %s", s, benchrun.OnOff(throttling))
+				if cfg.paired() {
+					what += ", " + awareName(aware)
+				}
+				cfg.progress(what)
+				row, err := runOne(ctx, cfg, s, throttling, aware, cfg.Load)
+				if err != nil {
+					return nil, err
+				}
+				res.Rows = append(res.Rows, row)
 			}
-			cfg.progress(fmt.Sprintf("shedding %s, client busy throttling %s", s, benchrun.OnOff(throttling)))
-			row, err := runOne(ctx, cfg, s, throttling, cfg.Load)
-			if err != nil {
-				return nil, err
-			}
-			res.Rows = append(res.Rows, row)
 		}
 	}
 	return res, nil
+}
+
+// awareName names a paired row's shedding.
+func awareName(aware bool) string {
+	if aware {
+		return "aware of classes and callers"
+	}
+	return "unaware (first come, first served)"
 }
 
 func (c Config) progress(s string) {
@@ -182,51 +293,87 @@ func (c Config) progress(s string) {
 	}
 }
 
-// runOne runs one combination at load times the capacity.
-func runOne(ctx context.Context, cfg Config, s Shedding, throttling bool, loadFactor float64) (Row, error) {
-	scfg := load.ServerConfig{Service: "closedloop", Method: "work", Shape: load.Fixed(cfg.Service), Workers: cfg.Workers}
+// runOne runs one combination at load times the capacity; aware counts
+// only when cfg.paired(). serverOpts go to the server's Channel (tests
+// watch the calls it takes).
+func runOne(ctx context.Context, cfg Config, s Shedding, throttling, aware bool, loadFactor float64, serverOpts ...channel.Option) (Row, error) {
+	paired := cfg.paired()
+	scfg := load.ServerConfig{Service: "closedloop", Method: "work", Shape: load.Fixed(cfg.Service), Workers: cfg.Workers, Options: serverOpts}
 	switch s {
 	case FixedShedding:
 		scfg.Shed = &channel.ShedConfig{MaxInFlight: cfg.FixedLimit}
 	case AdaptiveShedding:
 		scfg.Shed = &channel.ShedConfig{Adaptive: &shed.Config{}}
 	}
+	if scfg.Shed != nil && paired {
+		scfg.Shed.FirstComeFirstServed = !aware
+	}
 	servers, err := load.StartServers(1, scfg)
 	if err != nil {
 		return Row{}, err
 	}
 	defer servers.Close()
-	ch, err := channel.New("closedloop-client", channel.WithBusyConfig(busy.Config{Disabled: !throttling}), channel.WithRetriesDisabled())
-	if err != nil {
-		return Row{}, err
-	}
-	defer ch.Close()
-	client, err := ch.NewClient("closedloop")
-	if err != nil {
-		return Row{}, err
-	}
-	for _, hp := range servers.HostPorts() {
-		if err := client.AddPeer(hp); err != nil {
-			return Row{}, err
+	names := []string{"closedloop-client"}
+	if cfg.Callers > 0 {
+		names = names[:0]
+		for k := range cfg.Callers {
+			names = append(names, callerName(k))
 		}
 	}
+	clients := make([]*channel.Client, 0, len(names))
+	for _, name := range names {
+		ch, err := channel.New(name, channel.WithBusyConfig(busy.Config{Disabled: !throttling}), channel.WithRetriesDisabled())
+		if err != nil {
+			return Row{}, err
+		}
+		defer ch.Close()
+		client, err := ch.NewClient("closedloop")
+		if err != nil {
+			return Row{}, err
+		}
+		for _, hp := range servers.HostPorts() {
+			if err := client.AddPeer(hp); err != nil {
+				return Row{}, err
+			}
+		}
+		clients = append(clients, client)
+	}
 	rps := loadFactor * cfg.Capacity()
-	// Warm up before counting what reaches the server: connect, and let
-	// an adaptive limit's first probe (ProbeSamples requests) finish.
-	for i := 0; i < shed.DefaultProbeSamples+5 && ctx.Err() == nil; i++ {
+	// Warm up before counting what reaches the server: connect every
+	// client, and let an adaptive limit's first probe (ProbeSamples
+	// requests) finish.
+	for i := 0; i < max(shed.DefaultProbeSamples+5, len(clients)) && ctx.Err() == nil; i++ {
 		wctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-		_, _ = client.Call(wctx, "work", &channel.Request{Format: "raw"})
+		_, _ = clients[i%len(clients)].Call(wctx, "work", &channel.Request{Format: "raw"})
 		cancel()
+	}
+	lc := load.Config{
+		Method: "work", RPS: rps, Duration: cfg.Duration,
+		Concurrency: min(load.MaxConcurrency, int(rps*cfg.Timeout.Seconds())+cfg.Workers+100),
+		Timeout:     cfg.Timeout, Timeline: true,
+	}
+	var p *plan
+	if paired {
+		p = newPlan(cfg)
+		lc.Record = true
+		if cfg.Callers > 0 {
+			lc.Client = p.callerOf
+		}
+		if aware && len(cfg.Mix) > 0 {
+			classes := make([]criticality.Class, len(cfg.Mix))
+			for k, sh := range cfg.Mix {
+				classes[k] = sh.Class
+			}
+			lc.Context = func(ctx context.Context, i int) context.Context {
+				return criticality.WithClass(ctx, classes[p.classOf(i)])
+			}
+		}
 	}
 	before := servers.Received()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	gcs := ms.NumGC
-	rep, err := load.Run(ctx, client, load.Config{
-		Method: "work", RPS: rps, Duration: cfg.Duration,
-		Concurrency: min(load.MaxConcurrency, int(rps*cfg.Timeout.Seconds())+cfg.Workers+100),
-		Timeout:     cfg.Timeout, Timeline: true,
-	})
+	rep, err := load.RunClients(ctx, clients, lc)
 	if err != nil {
 		return Row{}, err
 	}
@@ -237,7 +384,7 @@ func runOne(ctx context.Context, cfg Config, s Shedding, throttling bool, loadFa
 	}
 	n := float64(rep.Calls)
 	busyN := rep.Errors["BUSY"]
-	return Row{
+	row := Row{
 		Shedding: s, Throttling: throttling, Report: rep,
 		Goodput: float64(rep.OK) / cfg.Duration.Seconds() / cfg.Capacity(),
 		Busy:    float64(busyN) / n, Refused: float64(rep.Refused) / n,
@@ -245,10 +392,18 @@ func runOne(ctx context.Context, cfg Config, s Shedding, throttling bool, loadFa
 		Reached:     int64(rep.Sent),
 		Handled:     servers.Received() - before,
 		GCs:         gcs,
-	}, nil
+	}
+	if paired {
+		row.Aware = &aware
+		row.Classes, row.Callers = p.figures(cfg, rep.Records, cfg.Duration.Seconds())
+		rep.Records = nil // in no output: let them go with the run
+	}
+	return row, nil
 }
 
-// WriteTable writes r as a Markdown table.
+// WriteTable writes r as a Markdown table; with a Mix or Callers, a
+// column says whether each row's shedding knew them, and a table per
+// class and one per caller follow.
 func (r *Result) WriteTable(w io.Writer) error {
 	c := r.Config
 	_, err := fmt.Fprintf(w, "Server: %d workers x %v (capacity C = %.0f calls/s); offered %.1f x C = %.0f calls/s for %v, open loop, no retries, %v timeout; GOGC %s.\n",
@@ -256,20 +411,80 @@ func (r *Result) WriteTable(w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if len(c.Mix) > 0 {
+		parts := make([]string, len(c.Mix))
+		for i, sh := range c.Mix {
+			parts[i] = fmt.Sprintf("%v %v%%", sh.Class, sh.Percent)
+		}
+		fmt.Fprintf(w, "Classes of the offered calls: %s.\n", strings.Join(parts, ", "))
+	}
+	if c.Callers > 0 {
+		fmt.Fprintf(w, "Callers: %d, caller-1 to caller-%d, each a client of its own; caller-1 (heavy) offers %vx each other's rate.\n", c.Callers, c.Callers, c.HeavyFactor)
+	}
+	if c.paired() {
+		fmt.Fprintln(w, "Each combination runs twice: unaware (the calls carry no class; the server's limits are first come, first served) and aware (the calls carry their class; the server's limits admit higher classes first and share themselves between callers).")
+	}
 	u := r.Unloaded
 	fmt.Fprintf(w, "Unloaded (%.0f calls/s, no shedding): p50 %v, p99 %v.\n\n", 0.25*c.Capacity(), u.Latency.P50, u.Latency.P99)
-	fmt.Fprintln(w, "| server shedding | client throttling | goodput (of C) | Busy | refused in client | other failures | p50 ok | p99 ok | p99 / unloaded | reached the server /s | ran the handler /s | GCs /s |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	ratio := func(d load.Millis) float64 {
+		if u.Latency.P99 <= 0 {
+			return 0
+		}
+		return float64(d) / float64(u.Latency.P99)
+	}
+	// combo names a row's combination in the first columns of a table.
+	combo := func(row Row) string {
+		s := fmt.Sprintf("| %s | %s |", row.Shedding, benchrun.OnOff(row.Throttling))
+		if row.Aware != nil {
+			s += fmt.Sprintf(" %s |", awareColumn(*row.Aware))
+		}
+		return s
+	}
+	head, rule := "| server shedding | client throttling |", "|---|---|"
+	if c.paired() {
+		head, rule = head+" shedding knows |", rule+"---|"
+	}
+	fmt.Fprintln(w, head+" goodput (of C) | Busy | refused in client | other failures | p50 ok | p99 ok | p99 / unloaded | reached the server /s | ran the handler /s | GCs /s |")
+	fmt.Fprintln(w, rule+"---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, row := range r.Rows {
 		rep := row.Report
-		ratio := 0.0
-		if u.Latency.P99 > 0 {
-			ratio = float64(rep.Latency.P99) / float64(u.Latency.P99)
-		}
 		secs := c.Duration.Seconds()
-		fmt.Fprintf(w, "| %s | %s | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %v | %v | %.1fx | %.0f | %.0f | %.1f |\n",
-			row.Shedding, benchrun.OnOff(row.Throttling), 100*row.Goodput, 100*row.Busy, 100*row.Refused, 100*row.OtherFailed,
-			rep.Latency.P50, rep.Latency.P99, ratio, float64(row.Reached)/secs, float64(row.Handled)/secs, float64(row.GCs)/secs)
+		fmt.Fprintf(w, "%s %.1f%% | %.1f%% | %.1f%% | %.1f%% | %v | %v | %.1fx | %.0f | %.0f | %.1f |\n",
+			combo(row), 100*row.Goodput, 100*row.Busy, 100*row.Refused, 100*row.OtherFailed,
+			rep.Latency.P50, rep.Latency.P99, ratio(rep.Latency.P99), float64(row.Reached)/secs, float64(row.Handled)/secs, float64(row.GCs)/secs)
+	}
+	groups := func(title, what string, figures func(Row) ([]Figures, []bool)) {
+		fmt.Fprintf(w, "\n%s\n\n%s %s | offered /s | ok /s | served | p99 ok | p99 / unloaded |\n%s---|---:|---:|---:|---:|---:|\n", title, head, what, rule)
+		for _, row := range r.Rows {
+			fs, heavy := figures(row)
+			for i, f := range fs {
+				name := f.Name
+				if heavy != nil && heavy[i] {
+					name += " (heavy)"
+				}
+				fmt.Fprintf(w, "%s %s | %.0f | %.0f | %.2f%% | %v | %.1fx |\n", combo(row), name, f.OfferedRPS, f.OKRPS, 100*f.Served, f.P99, ratio(f.P99))
+			}
+		}
+	}
+	if len(c.Mix) > 0 {
+		groups("By class (served: ok of offered, calls refused in the client included):", "class", func(row Row) ([]Figures, []bool) { return row.Classes, nil })
+	}
+	if c.Callers > 0 {
+		groups("By caller (served: ok of offered, calls refused in the client included):", "caller", func(row Row) ([]Figures, []bool) {
+			fs, heavy := make([]Figures, len(row.Callers)), make([]bool, len(row.Callers))
+			for i, cf := range row.Callers {
+				fs[i], heavy[i] = cf.Figures, cf.Heavy
+			}
+			return fs, heavy
+		})
 	}
 	return nil
+}
+
+// awareColumn is a paired row's "shedding knows" column.
+func awareColumn(aware bool) string {
+	if aware {
+		return "classes, callers"
+	}
+	return "nothing (FCFS)"
 }

@@ -112,11 +112,11 @@ func TestTarget(t *testing.T) {
 	cfg := Config{Workers: 8, Service: 10 * time.Millisecond, Duration: 5 * time.Second}.withDefaults()
 	defer debug.SetGCPercent(debug.SetGCPercent(cfg.GCPercent))
 	ctx := context.Background()
-	unloaded, err := runOne(ctx, cfg, NoShedding, false, 0.25)
+	unloaded, err := runOne(ctx, cfg, NoShedding, false, false, 0.25)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := runOne(ctx, cfg, AdaptiveShedding, true, cfg.Load)
+	r, err := runOne(ctx, cfg, AdaptiveShedding, true, false, cfg.Load)
 	if err != nil {
 		t.Fatal(err)
 	}

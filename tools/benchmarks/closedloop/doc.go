@@ -20,5 +20,18 @@
 // p50 and p99 latency of the successful calls, how many requests reached
 // the server, and the same second by second. A run at a quarter of C with
 // no shedding first measures the unloaded latency the others are compared
-// with. `sluice bench --closed-loop` runs it and prints the table.
+// with. Sheddings and Throttlings select some of the combinations.
+//
+// A Mix splits the offered calls between criticality classes, and Callers
+// offers them from several callers (each a client Channel of its own,
+// named caller-1 ..., caller-1 offering HeavyFactor times each other's
+// rate). With either, each combination runs twice, unaware (the calls
+// carry no class; the server's limits are first come, first served, as
+// before classes: ShedConfig.FirstComeFirstServed) and aware (each call
+// carries its class, criticality.WithClass; the server's limits admit
+// higher classes first and share themselves between callers), and each
+// row reports, by class and by caller, the calls offered and successful
+// per second, the share served and the p99 of the successful calls. The
+// benchmark counts these itself, from the class and caller it gave each
+// call. `sluice bench --closed-loop` runs it and prints the table.
 package closedloop

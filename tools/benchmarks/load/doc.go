@@ -33,8 +33,10 @@
 // them), the cost model the benchmarks' servers share. `sluice bench`,
 // the tail-latency benchmark in benchmarks/tail and the closed-loop and
 // balancing benchmarks drive this package; a rate run can vary each
-// call's request (Config.Vary) and hand back every call with the peer
-// that answered it (Config.Record), for a benchmark to slice its own way.
+// call's request (Config.Vary), Channel (Config.Client) and context
+// (Config.Context: a criticality class, say) and hand back every call with
+// the peer that answered it (Config.Record), for a benchmark to slice its
+// own way.
 //
 // Every run is bounded: at most MaxDuration of arrivals, MaxCalls calls
 // for a rate run (and an unbounded one given Calls), and each call's

@@ -138,6 +138,53 @@ func TestPoolHeldTimeIsServed(t *testing.T) {
 	}
 }
 
+// Client sends each call through the Client it names, and Context makes
+// each call with the context it gives: here every third call goes
+// through the second of two Channels, and every fifth is made with a
+// context already cancelled.
+func TestRunClientAndContext(t *testing.T) {
+	s := startServers(t, 1, ServerConfig{Service: "kv", Method: "get"})
+	cls := startClients(t, s, "kv", 2)
+	type key struct{}
+	r, err := RunClients(context.Background(), cls, Config{Method: "get", RPS: 1000, Calls: 60, Record: true,
+		Client: func(i int) int {
+			if i%3 == 0 {
+				return 1
+			}
+			return 0
+		},
+		Context: func(ctx context.Context, i int) context.Context {
+			if i%5 != 0 {
+				return context.WithValue(ctx, key{}, i)
+			}
+			cctx, cancel := context.WithCancel(ctx)
+			cancel()
+			return cctx
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Records) != 60 {
+		t.Fatalf("%d records, want 60", len(r.Records))
+	}
+	for i, rec := range r.Records {
+		if cancelled := rec.Code != ""; cancelled != (i%5 == 0) {
+			t.Errorf("call %d: code %q; want a failure exactly for every fifth call, made cancelled", i, rec.Code)
+		}
+	}
+	// Calls 0, 3, ..., 57 through the second Channel, of which those
+	// not cancelled (not 0, 15, 30, 45) were sent: 16; the first sent 32.
+	var sent [2]uint64
+	for k, cl := range cls {
+		for _, c := range cl.Peers() {
+			sent[k] += c.Sent
+		}
+	}
+	if sent != [2]uint64{32, 16} {
+		t.Errorf("sent %v through the two Channels, want [32 16]", sent)
+	}
+}
+
 // Vary gives each call its own request, and Record keeps every call with
 // the peer that answered it, in arrival order.
 func TestRunVaryAndRecord(t *testing.T) {

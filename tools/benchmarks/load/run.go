@@ -47,6 +47,18 @@ type Config struct {
 	// goroutine, one call at a time, as call i arrives; it must not keep
 	// Run waiting. Warmup calls send Request and CallOptions.
 	Vary func(i int) (*channel.Request, []channel.CallOption)
+	// Client, if not nil, gives call i of a rate run (as Vary) the Client
+	// it goes through, an index into RunClients' Clients, in place of
+	// i % len(Clients): callers of different rates, each a Channel of its
+	// own, say. It must return an index in range (Run panics on one that
+	// is not, a bug in the caller). Run calls it as it calls Vary.
+	Client func(i int) int
+	// Context, if not nil, gives call i of a rate run (as Vary) the
+	// context it is made with, which must derive from ctx, Run's (so that
+	// the end of Run's ends the call): a criticality class of its own,
+	// say (criticality.WithClass). The call's deadline is set on it. Run
+	// calls it as it calls Vary. Warmup calls use Run's context.
+	Context func(ctx context.Context, i int) context.Context
 	// RPS is the arrival rate, calls per second: call i arrives at i/RPS
 	// seconds after the start, whether or not earlier calls have returned
 	// (open loop). 0 makes the run unbounded: on each channel Concurrency
@@ -130,8 +142,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("load: ProgressEvery is %v, must be >= 0 (0: a second)", c.ProgressEvery)
 	case c.Timeline && c.RPS == 0:
 		return errors.New("load: Timeline needs RPS > 0 (an unbounded run has no schedule to group calls by)")
-	case (c.Record || c.Vary != nil) && c.RPS == 0:
-		return errors.New("load: Record and Vary need RPS > 0 (an unbounded run has no arrival order)")
+	case (c.Record || c.Vary != nil || c.Client != nil || c.Context != nil) && c.RPS == 0:
+		return errors.New("load: Record, Vary, Client and Context need RPS > 0 (an unbounded run has no arrival order)")
 	}
 	return nil
 }
@@ -366,9 +378,21 @@ loop:
 		if cfg.Vary != nil {
 			req, opts = cfg.Vary(i)
 		}
+		cl := cls[i%len(cls)]
+		if cfg.Client != nil {
+			k := cfg.Client(i)
+			if k < 0 || k >= len(cls) {
+				panic(fmt.Sprintf("load: Config.Client gave call %d Client %d, want one in [0, %d)", i, k, len(cls)))
+			}
+			cl = cls[k]
+		}
+		cctx := ctx
+		if cfg.Context != nil {
+			cctx = cfg.Context(ctx, i)
+		}
 		go func(i int, at time.Time) {
 			late := time.Since(at) > lateAfter
-			r := call(ctx, cls[i%len(cls)], &cfg, req, opts)
+			r := call(cctx, cl, &cfg, req, opts)
 			r.latency, r.late, r.at = time.Since(at), late, at.Sub(start)
 			results[i] = r
 			totals.add(r)

@@ -24,7 +24,7 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.Method = "" }, "Method is required"},
 		{func(c *Config) { c.RPS = -1 }, "RPS is -1, must be in [0, 100000] (0: unbounded)"},
 		{func(c *Config) { c.RPS, c.Timeline = 0, true }, "Timeline needs RPS > 0"},
-		{func(c *Config) { c.RPS, c.Record = 0, true }, "Record and Vary need RPS > 0"},
+		{func(c *Config) { c.RPS, c.Record = 0, true }, "Record, Vary, Client and Context need RPS > 0"},
 		{func(c *Config) { c.RPS = 1e9 }, "RPS is 1e+09"},
 		{func(c *Config) { c.Duration = time.Hour }, "Duration is 1h0m0s"},
 		{func(c *Config) { c.Duration = 0 }, "give Duration or Calls"},

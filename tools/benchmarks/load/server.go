@@ -34,6 +34,9 @@ type ServerConfig struct {
 	Workers int
 	// Shed, if not nil, is the servers' load shedding (channel.WithShedding).
 	Shed *channel.ShedConfig
+	// Options are more options for each server's Channel, after Shed's:
+	// an inbound middleware that watches the calls, say.
+	Options []channel.Option
 }
 
 // MaxServers bounds StartServers' n, MaxWorkers ServerConfig.Workers.
@@ -88,6 +91,7 @@ func StartServers(n int, cfg ServerConfig) (*Servers, error) {
 		if cfg.Shed != nil {
 			opts = append(opts, channel.WithShedding(*cfg.Shed))
 		}
+		opts = append(opts, cfg.Options...)
 		ch, err := channel.New(cfg.Service, opts...)
 		if err != nil {
 			s.Close()

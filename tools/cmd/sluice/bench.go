@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,6 +27,7 @@ sluice bench -p HOST:PORT -t FILE.thrift [flags] SERVICE Service::method [-r BOD
 sluice bench -p HOST:PORT [--tls | --tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--tls-server-name NAME] [--tls-fallback] ...
 sluice bench --embedded N [--embedded-workers N] [--embedded-shed MODE] [flags]
 sluice bench --closed-loop [--embedded-workers N] [--embedded-latency fixed:D] [--load X] [--chart FILE] [-o json]
+sluice bench --closed-loop [--mix CLASS=PERCENT,...] [--callers N [--heavy-factor X]] [--shedding LIST] [--throttling LIST] ...
 sluice bench --rolling-deploy [--rows LIST] [--rps R] [--replacements N] [--steady D] [--settle D] [-o json]
 sluice bench --balancing SCENARIO[,SCENARIO...] [--ci] [--chart FILE] [-o json]`,
 	about: `Load through Sluice's pipeline, against the peers of -p/-P or against
@@ -72,6 +74,26 @@ worker-pool server (default 8 workers, 2 ms each: 4,000 calls/s) offered
 --load times its capacity (default 2) with no retries, for -d per
 combination (default 10 s), and prints goodput, the shares answered Busy and
 refused in the client, p50/p99 and the requests that reached the server.
+--shedding (none, fixed, adaptive) and --throttling (off, on), each a
+comma-separated list, run some of the combinations only.
+
+--mix splits the offered calls between criticality classes (critical_plus,
+critical, sheddable_plus, sheddable), each CLASS=PERCENT, the percents
+(whole or decimal) summing to 100. --callers N offers the load from N
+callers (2-100), each a client Channel of its own named caller-1 ...
+caller-N (its TChannel caller name), caller-1 offering --heavy-factor
+times each other's rate (default 1); the total stays --load times the
+capacity. Either may be given, or both. With either, each combination
+runs twice, and its rows come in pairs: unaware (aware false: the calls
+carry no class and the server's limits are first come, first served,
+Sluice's shedding before classes) and aware (aware true: each call carries
+its class, and the server's limits admit higher classes first and share
+themselves between callers). Each row then has, per class and per caller,
+the calls offered and successful per second, served (successful of
+offered, calls refused in the client included, 0-1) and the p99 of the
+successful calls: the JSON's "classes" and "callers" arrays (a caller's
+"heavy" marks caller-1), and tables by class and by caller after the main
+one.
 
 --rolling-deploy replaces a fleet of server processes (children of this
 binary; default 4, echo with a 1 ms service time) one instance at a time
@@ -121,6 +143,9 @@ sluice bench -p 127.0.0.1:4040 --tls-ca ca.pem --tls-cert c.pem --tls-key c-key.
 sluice bench -P dns:///_tchannel._tcp.kv.default.svc.cluster.local -s kv -m get --rps 500 -d 1m --allow-remote
 sluice bench --embedded 1 --embedded-workers 8 --embedded-latency fixed:2ms --embedded-shed adaptive --rps 8000
 sluice bench --closed-loop --chart closedloop.png
+sluice bench --closed-loop --load 3 --mix critical_plus=20,critical=30,sheddable=50
+sluice bench --closed-loop --load 4 --mix critical_plus=10,sheddable=90 --shedding adaptive --throttling on -o json
+sluice bench --closed-loop --load 1.5 --callers 10 --heavy-factor 10 --shedding adaptive
 sluice bench --rolling-deploy
 sluice bench --rolling-deploy --rows dns,static --replacements 4 -o json
 sluice bench --balancing all --chart balancing.png    # balancing-scale-out.png, ... one per scenario
@@ -154,6 +179,11 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	closedLoop := fs.Bool("closed-loop", false, "run the closed-loop comparison on one embedded worker-pool server: {no, fixed, adaptive shedding} x {busy throttling off, on}, at --load times its capacity")
 	loadX := fs.Float64("load", 2, "with --closed-loop: the offered rate as a multiple of the server's capacity")
 	chartPath := fs.String("chart", "", "with --closed-loop: draw goodput and p99 over time to `FILE` (.png or .svg); with --balancing, each scenario second by second")
+	mix := fs.String("mix", "", "with --closed-loop: the criticality classes' `SHARES` of the offered calls, CLASS=PERCENT,... (critical_plus, critical, sheddable_plus, sheddable; summing to 100); rows come in pairs, unaware and aware")
+	callers := fs.Int("callers", 0, fmt.Sprintf("with --closed-loop: offer the load from `N` callers, caller-1 ... caller-N, each a client of its own (2-%d); rows come in pairs, unaware and aware", closedloop.MaxCallers))
+	heavy := fs.Float64("heavy-factor", 1, fmt.Sprintf("with --callers: caller-1 offers `X` times each other caller's rate (1-%d)", closedloop.MaxHeavyFactor))
+	sheddingList := fs.String("shedding", "", "with --closed-loop: the server sheddings to run, `LIST` of none, fixed, adaptive (default all)")
+	throttlingList := fs.String("throttling", "", "with --closed-loop: the client busy throttlings to run, `LIST` of off, on (default both)")
 	gogc := fs.Int("gogc", closedloop.DefaultGCPercent, "with --closed-loop or --balancing: the garbage collector's target `PERCENT` while it runs, as GOGC (-1: keep the process's); the load generator, client and servers share one process and its collector")
 	balancingList := fs.String("balancing", "", "run the balancing comparison's `SCENARIOS`, comma-separated: scale-out, heterogeneous, shard, erroring, or all; each with and without its feature")
 	ci := fs.Bool("ci", false, "with --balancing: the CI size, a second or two a run")
@@ -196,7 +226,8 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if *closedLoop {
 		return benchClosedLoop(ctx, fs, closedLoopArgs{embedded: *embedded, workers: *workers, shape: *shapeText,
-			load: *loadX, timeout: *timeout, duration: *duration, json: asJSON, chart: *chartPath, gogc: *gogc}, stdout, stderr)
+			load: *loadX, timeout: *timeout, duration: *duration, json: asJSON, chart: *chartPath, gogc: *gogc,
+			mix: *mix, callers: *callers, heavy: *heavy, sheddings: *sheddingList, throttlings: *throttlingList}, stdout, stderr)
 	}
 	src, err := peers.source()
 	if err != nil {
@@ -233,6 +264,8 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fs.usageError("--embedded-workers is %d, must be in [0, %d]", *workers, load.MaxWorkers)
 	case fs.set("load") || fs.set("chart") || fs.set("gogc"):
 		return fs.usageError("--load, --chart and --gogc need --closed-loop (--chart and --gogc also --balancing)")
+	case fs.set("mix") || fs.set("callers") || fs.set("heavy-factor") || fs.set("shedding") || fs.set("throttling"):
+		return fs.usageError("--mix, --callers, --heavy-factor, --shedding and --throttling need --closed-loop")
 	case fs.set("ci"):
 		return fs.usageError("--ci needs --balancing")
 	case !(*rps >= 0 && *rps <= load.MaxRPS):
@@ -468,6 +501,11 @@ type closedLoopArgs struct {
 	chart             string
 	json              bool
 	gogc              int
+	mix               string
+	callers           int
+	heavy             float64
+	sheddings         string
+	throttlings       string
 }
 
 // checkGOGC checks --gogc, of --closed-loop and --balancing.
@@ -478,10 +516,71 @@ func checkGOGC(percent int) error {
 	return nil
 }
 
+// closedLoopRows reads the flags of --closed-loop's rows into cfg: --mix,
+// --callers and --heavy-factor, --shedding and --throttling.
+func closedLoopRows(fs *flagSet, a closedLoopArgs, cfg *closedloop.Config) error {
+	if fs.set("mix") {
+		mix, err := closedloop.ParseMix(a.mix)
+		if err != nil {
+			return fmt.Errorf("--mix: %v", err)
+		}
+		cfg.Mix = mix
+	}
+	switch {
+	case fs.set("callers") && (a.callers < 2 || a.callers > closedloop.MaxCallers):
+		return fmt.Errorf("--callers is %d, must be in [2, %d]", a.callers, closedloop.MaxCallers)
+	case fs.set("heavy-factor") && !fs.set("callers"):
+		return errors.New("--heavy-factor needs --callers")
+	case fs.set("heavy-factor") && !(a.heavy >= 1 && a.heavy <= closedloop.MaxHeavyFactor):
+		return fmt.Errorf("--heavy-factor is %v, must be in [1, %d]", a.heavy, closedloop.MaxHeavyFactor)
+	}
+	if fs.set("callers") {
+		cfg.Callers, cfg.HeavyFactor = a.callers, a.heavy
+	}
+	if fs.set("shedding") {
+		list, err := parseList("--shedding", a.sheddings, []string{"none", "fixed", "adaptive"})
+		if err != nil {
+			return err
+		}
+		for _, s := range list {
+			cfg.Sheddings = append(cfg.Sheddings, closedloop.Shedding(s))
+		}
+	}
+	if fs.set("throttling") {
+		list, err := parseList("--throttling", a.throttlings, []string{"off", "on"})
+		if err != nil {
+			return err
+		}
+		for _, s := range list {
+			cfg.Throttlings = append(cfg.Throttlings, s == "on")
+		}
+	}
+	return nil
+}
+
+// parseList reads flag's comma-separated list of some of the names known,
+// each at most once, in the order of known.
+func parseList(flag, v string, known []string) ([]string, error) {
+	var got []string
+	for _, s := range strings.Split(v, ",") {
+		s = strings.TrimSpace(s)
+		switch {
+		case !slices.Contains(known, s):
+			return nil, fmt.Errorf("%s: unknown %q, want %s", flag, s, strings.Join(known, ", "))
+		case slices.Contains(got, s):
+			return nil, fmt.Errorf("%s: %q is given twice", flag, s)
+		}
+		got = append(got, s)
+	}
+	slices.SortFunc(got, func(x, y string) int { return slices.Index(known, x) - slices.Index(known, y) })
+	return got, nil
+}
+
 // benchClosedLoop runs `sluice bench --closed-loop`.
 func benchClosedLoop(ctx context.Context, fs *flagSet, a closedLoopArgs, stdout, stderr io.Writer) int {
 	if code, ok := modeFlags(fs, "--closed-loop", "sets its own servers, load and client", "makes calls with no retries or hedges",
-		"closed-loop", "embedded", "embedded-workers", "embedded-latency", "load", "chart", "gogc", "max-duration", "timeout", "output"); !ok {
+		"closed-loop", "embedded", "embedded-workers", "embedded-latency", "load", "chart", "gogc", "max-duration", "timeout", "output",
+		"mix", "callers", "heavy-factor", "shedding", "throttling"); !ok {
 		return code
 	}
 	if !(a.load > 0 && a.load <= 100) {
@@ -496,6 +595,9 @@ func benchClosedLoop(ctx context.Context, fs *flagSet, a closedLoopArgs, stdout,
 	cfg := closedloop.Config{Workers: a.workers, Load: a.load, Timeout: a.timeout, GCPercent: a.gogc}
 	if fs.set("max-duration") {
 		cfg.Duration = a.duration
+	}
+	if err := closedLoopRows(fs, a, &cfg); err != nil {
+		return fs.usageError("%v", err)
 	}
 	if fs.set("embedded-latency") {
 		shape, err := load.ParseShape(a.shape)

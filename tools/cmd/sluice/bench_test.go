@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -298,6 +300,26 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"--balancing", "shard", "--timeout", "0s"}, "--timeout is 0s, must be > 0"},
 		{[]string{"--balancing", "shard", "--seed", "0"}, "--seed is 0, must be >= 1"},
 		{[]string{"--balancing", "shard", "extra"}, `unexpected argument "extra": --closed-loop, --rolling-deploy and --balancing call servers of their own`},
+		{[]string{"--embedded", "1", "--mix", "critical=100"}, "--mix, --callers, --heavy-factor, --shedding and --throttling need --closed-loop"},
+		{[]string{"--embedded", "1", "--callers", "3"}, "need --closed-loop"},
+		{[]string{"--embedded", "1", "--throttling", "on"}, "need --closed-loop"},
+		{[]string{"--rolling-deploy", "--mix", "critical=100"}, "--rolling-deploy sets its own servers, load and clients; drop --mix"},
+		{[]string{"--balancing", "shard", "--callers", "3"}, "--balancing sets its own servers, load and client; drop --callers"},
+		{[]string{"--closed-loop", "--mix", "urgent=100"}, `--mix: "urgent=100": unknown class "urgent": want critical_plus, critical, sheddable_plus or sheddable`},
+		{[]string{"--closed-loop", "--mix", "critical=50,critical=50"}, "--mix: class critical is given twice"},
+		{[]string{"--closed-loop", "--mix", "critical=half,sheddable=50"}, `--mix: "critical=half": the percent "half" is not a number`},
+		{[]string{"--closed-loop", "--mix", "critical=-5,sheddable=105"}, "--mix: critical's percent is -5, must be in (0, 100]"},
+		{[]string{"--closed-loop", "--mix", "critical=20,sheddable=70"}, "--mix: the percents sum to 90, must sum to 100"},
+		{[]string{"--closed-loop", "--mix", "critical"}, `--mix: "critical": want CLASS=PERCENT`},
+		{[]string{"--closed-loop", "--callers", "1"}, "--callers is 1, must be in [2, 100]"},
+		{[]string{"--closed-loop", "--callers", "101"}, "--callers is 101, must be in [2, 100]"},
+		{[]string{"--closed-loop", "--heavy-factor", "10"}, "--heavy-factor needs --callers"},
+		{[]string{"--closed-loop", "--callers", "10", "--heavy-factor", "0.5"}, "--heavy-factor is 0.5, must be in [1, 1000]"},
+		{[]string{"--closed-loop", "--callers", "10", "--heavy-factor", "NaN"}, "--heavy-factor is NaN"},
+		{[]string{"--closed-loop", "--shedding", "adaptive,lots"}, `--shedding: unknown "lots", want none, fixed, adaptive`},
+		{[]string{"--closed-loop", "--shedding", "fixed,fixed"}, `--shedding: "fixed" is given twice`},
+		{[]string{"--closed-loop", "--throttling", "yes"}, `--throttling: unknown "yes", want off, on`},
+		{[]string{"--closed-loop", "--throttling", ""}, `--throttling: unknown "", want off, on`},
 		{[]string{"--embedded", "1", "--ci"}, "--ci needs --balancing"},
 		{[]string{"--embedded", "1", "--chart", "x.png"}, "--chart and --gogc also --balancing"},
 	} {
@@ -373,6 +395,81 @@ func TestBenchClosedLoop(t *testing.T) {
 	}
 	if n := strings.Count(errOut, "running: "); n != 7 {
 		t.Errorf("%d progress lines on stderr, want 7:\n%s", n, errOut)
+	}
+}
+
+// closedLoopJSON is the part of `sluice bench --closed-loop -o json` the
+// paired test reads; the figures are read by name, so that a key spelt
+// otherwise is missed.
+type closedLoopJSON struct {
+	Config map[string]any `json:"config"`
+	Rows   []struct {
+		Shedding   string           `json:"shedding"`
+		Throttling bool             `json:"throttling"`
+		Aware      *bool            `json:"aware"`
+		Classes    []map[string]any `json:"classes"`
+		Callers    []map[string]any `json:"callers"`
+	} `json:"rows"`
+}
+
+// --mix and --callers through the CLI, one combination (--shedding,
+// --throttling): its two rows, unaware then aware, each with the classes
+// and callers arrays, their elements' keys exactly the issue's.
+func TestBenchClosedLoopPaired(t *testing.T) {
+	t.Parallel() // waits on real time: overlaps with the other waiting tests
+	code, out, errOut := runBench(t, context.Background(), "--closed-loop", "--embedded-workers", "2", "--embedded-latency", "fixed:5ms",
+		"-d", "1s", "--mix", "critical_plus=20,critical=30,sheddable=50", "--callers", "3", "--heavy-factor", "2.5",
+		"--shedding", "adaptive", "--throttling", "on", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if n := strings.Count(errOut, "running: "); n != 3 || !strings.Contains(errOut, "running: shedding adaptive, client busy throttling on, aware of classes and callers") {
+		t.Errorf("want 3 progress lines on stderr, the unloaded run and the pair:\n%s", errOut)
+	}
+	var res closedLoopJSON
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	if res.Config["callers"] != 3.0 || res.Config["heavy_factor"] != 2.5 || len(res.Rows) != 2 {
+		t.Fatalf("config %v, %d rows; want 3 callers, heavy factor 2.5, 2 rows", res.Config, len(res.Rows))
+	}
+	keys := func(m map[string]any) string {
+		var ks []string
+		for k := range m {
+			ks = append(ks, k)
+		}
+		slices.Sort(ks)
+		return strings.Join(ks, ",")
+	}
+	for i, r := range res.Rows {
+		if r.Shedding != "adaptive" || !r.Throttling || r.Aware == nil || *r.Aware != (i == 1) || len(r.Classes) != 3 || len(r.Callers) != 3 {
+			t.Fatalf("row %d: %s/%v aware %v, %d classes, %d callers; want adaptive/on, aware %v, 3 and 3", i, r.Shedding, r.Throttling, r.Aware, len(r.Classes), len(r.Callers), i == 1)
+		}
+		for j, c := range r.Classes {
+			if got := keys(c); got != "name,offered_rps,ok_rps,p99_ms,served" {
+				t.Errorf("row %d class %d: keys %s", i, j, got)
+			}
+			if want := []string{"critical_plus", "critical", "sheddable"}[j]; c["name"] != want {
+				t.Errorf("row %d class %d is %v, want %s", i, j, c["name"], want)
+			}
+		}
+		offered := 0.0
+		for j, c := range r.Callers {
+			if got := keys(c); got != "heavy,name,offered_rps,ok_rps,p99_ms,served" {
+				t.Errorf("row %d caller %d: keys %s", i, j, got)
+			}
+			if c["name"] != fmt.Sprintf("caller-%d", j+1) || c["heavy"] != (j == 0) {
+				t.Errorf("row %d caller %d: %v, heavy %v; want caller-%d, heavy only caller-1", i, j, c["name"], c["heavy"], j+1)
+			}
+			if s, _ := c["served"].(float64); !(s >= 0 && s <= 1) {
+				t.Errorf("row %d caller %d: served %v, want in [0, 1]", i, j, c["served"])
+			}
+			offered += c["offered_rps"].(float64)
+		}
+		// 2 x 400 calls/s, caller-1 2.5 of 4.5 parts.
+		if math.Abs(offered-800) > 1 || math.Abs(r.Callers[0]["offered_rps"].(float64)-800*2.5/4.5) > 1 {
+			t.Errorf("row %d: the callers offered %.1f calls/s, caller-1 %v; want 800, 444.4", i, offered, r.Callers[0]["offered_rps"])
+		}
 	}
 }
 

@@ -1,0 +1,255 @@
+package closedloop
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-rpc/sluice/criticality"
+	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
+)
+
+// Share is one criticality class's share of the offered calls
+// (Config.Mix).
+type Share struct {
+	Class criticality.Class
+	// Percent of the offered calls, in (0, 100].
+	Percent float64
+}
+
+// Bounds of Config.Callers and Config.HeavyFactor.
+const (
+	MaxCallers     = 100
+	MaxHeavyFactor = 1000
+)
+
+// ParseMix reads a class mix as `sluice bench --mix` takes it:
+// CLASS=PERCENT,... with the classes named as criticality.Parse reads
+// them, each at most once, and the percents (whole or decimal numbers
+// > 0) summing to 100. The error names what is wrong.
+func ParseMix(s string) ([]Share, error) {
+	var mix []Share
+	for _, item := range strings.Split(s, ",") {
+		name, pct, ok := strings.Cut(strings.TrimSpace(item), "=")
+		if !ok {
+			return nil, fmt.Errorf("%q: want CLASS=PERCENT", item)
+		}
+		c, err := criticality.Parse(strings.TrimSpace(name))
+		if err != nil {
+			return nil, fmt.Errorf("%q: unknown class %q: want critical_plus, critical, sheddable_plus or sheddable", item, name)
+		}
+		p, err := strconv.ParseFloat(strings.TrimSpace(pct), 64)
+		if err != nil {
+			return nil, fmt.Errorf("%q: the percent %q is not a number", item, pct)
+		}
+		mix = append(mix, Share{Class: c, Percent: p})
+	}
+	if err := checkMix(mix); err != nil {
+		return nil, err
+	}
+	return mix, nil
+}
+
+// mixTolerance is how far from 100 a mix's percents may sum: decimals
+// such as 33.3 add up with rounding errors.
+const mixTolerance = 1e-6
+
+// checkMix reports the first rule mix breaks: each class valid and named
+// once, each percent in (0, 100], the percents summing to 100.
+func checkMix(mix []Share) error {
+	sum := 0.0
+	for i, sh := range mix {
+		switch {
+		case !sh.Class.Valid():
+			return fmt.Errorf("class %v is not one of critical_plus, critical, sheddable_plus, sheddable", sh.Class)
+		case slices.ContainsFunc(mix[:i], func(o Share) bool { return o.Class == sh.Class }):
+			return fmt.Errorf("class %v is given twice", sh.Class)
+		case !(sh.Percent > 0 && sh.Percent <= 100):
+			return fmt.Errorf("%v's percent is %v, must be in (0, 100]", sh.Class, sh.Percent)
+		}
+		sum += sh.Percent
+	}
+	if math.Abs(sum-100) > mixTolerance {
+		return fmt.Errorf("the percents sum to %v, must sum to 100", sum)
+	}
+	return nil
+}
+
+// MixString writes mix as ParseMix reads it.
+func MixString(mix []Share) string {
+	parts := make([]string, len(mix))
+	for i, sh := range mix {
+		parts[i] = sh.Class.String() + "=" + strconv.FormatFloat(sh.Percent, 'f', -1, 64)
+	}
+	return strings.Join(parts, ",")
+}
+
+// Figures are what became of one class's or one caller's calls in a run
+// (Row.Classes, Row.Callers).
+type Figures struct {
+	// Name is the class ("critical_plus", ...) or the caller ("caller-1",
+	// ...).
+	Name string `json:"name"`
+	// OfferedRPS is the calls scheduled per second of the run, those
+	// refused in the client included; OKRPS the successful ones.
+	OfferedRPS float64 `json:"offered_rps"`
+	OKRPS      float64 `json:"ok_rps"`
+	// Served is the share of the offered calls that succeeded, in [0, 1]
+	// (0 when none was offered).
+	Served float64 `json:"served"`
+	// P99 is the 99th percentile latency of the successful calls (0 when
+	// none succeeded).
+	P99 load.Millis `json:"p99_ms"`
+}
+
+// CallerFigures are one caller's Figures.
+type CallerFigures struct {
+	Figures
+	// Heavy marks caller-1, which offers HeavyFactor times each other
+	// caller's rate.
+	Heavy bool `json:"heavy"`
+}
+
+// weighted picks indices in proportion to their weights, smoothly
+// (nginx's smooth weighted round robin): over any stretch of picks each
+// index's count is within one of its share, and the picks of one index are
+// spread evenly rather than bunched, so each class or caller offers a
+// steady rate.
+type weighted struct {
+	weights, current []float64
+	total            float64
+}
+
+func newWeighted(weights []float64) *weighted {
+	w := &weighted{weights: weights, current: make([]float64, len(weights))}
+	for _, x := range weights {
+		w.total += x
+	}
+	return w
+}
+
+// next returns the next index.
+func (w *weighted) next() int {
+	best := 0
+	for i, x := range w.weights {
+		w.current[i] += x
+		if w.current[i] > w.current[best] {
+			best = i
+		}
+	}
+	w.current[best] -= w.total
+	return best
+}
+
+// plan gives each call of a run its class (an index into the mix, or 0
+// without one) and its caller (an index into the callers, or 0 without
+// them), the same whenever asked: the load generator asks as it schedules
+// the calls, the accounting after the run.
+type plan struct {
+	classes *weighted
+	// callers has one picker per class, so that each class's calls are
+	// spread over the callers in the callers' proportions: a class and a
+	// caller are independent, whatever the two sets of weights.
+	callers []*weighted
+	class   []uint8
+	caller  []uint16
+}
+
+// newPlan returns the plan of a run of cfg, which has a Mix, Callers or
+// both (withDefaults applied).
+func newPlan(cfg Config) *plan {
+	cw := []float64{1}
+	if len(cfg.Mix) > 0 {
+		cw = cw[:0]
+		for _, sh := range cfg.Mix {
+			cw = append(cw, sh.Percent)
+		}
+	}
+	p := &plan{classes: newWeighted(cw)}
+	for range cw {
+		var w []float64
+		if cfg.Callers > 0 {
+			w = make([]float64, cfg.Callers)
+			for i := range w {
+				w[i] = 1
+			}
+			w[0] = cfg.HeavyFactor
+		} else {
+			w = []float64{1}
+		}
+		p.callers = append(p.callers, newWeighted(w))
+	}
+	return p
+}
+
+// through plans the calls up to call i.
+func (p *plan) through(i int) {
+	for len(p.class) <= i {
+		c := p.classes.next()
+		p.class = append(p.class, uint8(c))
+		p.caller = append(p.caller, uint16(p.callers[c].next()))
+	}
+}
+
+// classOf and callerOf return call i's class and caller indices.
+func (p *plan) classOf(i int) int {
+	p.through(i)
+	return int(p.class[i])
+}
+
+func (p *plan) callerOf(i int) int {
+	p.through(i)
+	return int(p.caller[i])
+}
+
+// tally adds up recs, a run's calls in arrival order (the calls the plan
+// assigned, perhaps fewer if the run ended early), by the group of each
+// (group(i), in [0, n)), over a run of secs seconds.
+func tally(recs []load.Record, n int, group func(i int) int, secs float64) []Figures {
+	offered := make([]int, n)
+	ok := make([][]time.Duration, n)
+	for i, r := range recs {
+		g := group(i)
+		offered[g]++
+		if r.Code == "" {
+			ok[g] = append(ok[g], r.Latency)
+		}
+	}
+	out := make([]Figures, n)
+	for g := range out {
+		slices.Sort(ok[g])
+		f := Figures{OfferedRPS: float64(offered[g]) / secs, OKRPS: float64(len(ok[g])) / secs, P99: load.Millis(load.Quantile(ok[g], 0.99))}
+		if offered[g] > 0 {
+			f.Served = float64(len(ok[g])) / float64(offered[g])
+		}
+		out[g] = f
+	}
+	return out
+}
+
+// figures returns the per-class and per-caller figures of a run of cfg
+// that followed p, whose calls recs are, over secs seconds: empty, not
+// nil, for a dimension the run did not have (a paired row's JSON has both
+// arrays).
+func (p *plan) figures(cfg Config, recs []load.Record, secs float64) (classes []Figures, callers []CallerFigures) {
+	classes, callers = []Figures{}, []CallerFigures{}
+	if len(cfg.Mix) > 0 {
+		classes = tally(recs, len(cfg.Mix), p.classOf, secs)
+		for k := range classes {
+			classes[k].Name = cfg.Mix[k].Class.String()
+		}
+	}
+	if cfg.Callers > 0 {
+		for k, f := range tally(recs, cfg.Callers, p.callerOf, secs) {
+			f.Name = callerName(k)
+			callers = append(callers, CallerFigures{Figures: f, Heavy: k == 0})
+		}
+	}
+	return classes, callers
+}
+
+// callerName is the TChannel caller name of caller k (from 0).
+func callerName(k int) string { return "caller-" + strconv.Itoa(k+1) }
