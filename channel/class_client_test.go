@@ -326,3 +326,36 @@ func TestRetryBudgetStopsSheddableFirst(t *testing.T) {
 		t.Errorf("sheddable requests at the servers: %d, want 1", sent)
 	}
 }
+
+// Hedges go by the class's share of the retry budget too: with the bucket
+// at 10 of 16 tokens (sheddable_plus hedges need more than 10, critical
+// ones more than 8), a sheddable_plus call under a hedging policy sends
+// one attempt and a critical one all three. The hedging delay is 0: each
+// call starts its attempts at once, before any answer takes a token.
+func TestHedgeBudgetByClass(t *testing.T) {
+	busyAll := func(context.Context, criticality.Class) error { return Busy("overloaded") }
+	servers := []*classServer{startClassServer(t, busyAll), startClassServer(t, busyAll), startClassServer(t, busyAll)}
+	cfg := mustConfig(t, `{"methodConfig":[{"name":[{"service":"kv"}],
+ "hedgingPolicy":{"maxAttempts":3,"hedgingDelay":"0s","nonFatalStatusCodes":["BUSY"]}}],
+ "retryThrottling":{"maxTokens":16,"tokenRatio":1}}`)
+	kv, _ := classClient(t, servers, WithServiceConfig(cfg))
+	attempts := func(c criticality.Class) int {
+		t.Helper()
+		var ce *CallError
+		if err := callOfClass(t, kv, c); !errors.As(err, &ce) || ce.Code != codes.Busy {
+			t.Fatalf("%s call: %v, want Busy", c, err)
+		}
+		return ce.Attempts
+	}
+	for range 2 { // 16 -> 10 tokens
+		if n := attempts(criticality.Critical); n != 3 {
+			t.Fatalf("critical call with more than 10 tokens: %d attempts, want 3", n)
+		}
+	}
+	if n := attempts(criticality.SheddablePlus); n != 1 {
+		t.Errorf("sheddable_plus call at 10 tokens of 16: %d attempts, want 1", n)
+	}
+	if n := attempts(criticality.Critical); n != 3 { // at 9
+		t.Errorf("critical call at 9 tokens of 16: %d attempts, want 3", n)
+	}
+}
