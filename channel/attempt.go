@@ -9,6 +9,7 @@ import (
 
 	"github.com/opentracing/opentracing-go"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/criticality"
 	"github.com/sluice-rpc/sluice/internal/peerlist"
 	"github.com/sluice-rpc/sluice/internal/retryexec"
 	"github.com/sluice-rpc/sluice/peer"
@@ -16,16 +17,16 @@ import (
 	"github.com/uber/tchannel-go"
 )
 
-// busyPushback returns the delay a Busy answer's pushback hint asks for, 0
-// for any other answer or hint.
-func busyPushback(code codes.Code, msg string) time.Duration {
-	if code != codes.Busy {
-		return 0
+// busyHints returns what a Busy answer's message asks of its client: the
+// delay its pushback hint asks for (0 for none, or another hint), and the
+// class its server says it refuses (0: none), noted before the hint.
+func busyHints(msg string) (time.Duration, criticality.Class) {
+	pb, rest := retryexec.PushbackFromMessage(msg)
+	refusing, _ := refusingOf(rest)
+	if pb.Kind == retry.PushbackDelay {
+		return pb.Delay, refusing
 	}
-	if pb, _ := retryexec.PushbackFromMessage(msg); pb.Kind == retry.PushbackDelay {
-		return pb.Delay
-	}
-	return 0
+	return 0, refusing
 }
 
 // attempt sends a.req once, to a ready peer this call has not used yet when
@@ -90,8 +91,11 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 		}
 	}
 	now := c.o.clock.Now()
-	if pb := busyPushback(code, msg); pb > 0 {
-		p.EndPushedBack(now, now.Sub(t0), pb)
+	if code == codes.Busy {
+		// It throttles the calls of this class and below to the peer, and
+		// those of the class it says the server refuses, if any.
+		pb, refusing := busyHints(msg)
+		p.EndBusy(now, now.Sub(t0), st.class, pb, refusing)
 	} else {
 		p.End(now, now.Sub(t0), seen)
 	}

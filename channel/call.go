@@ -222,12 +222,18 @@ func (c *Channel) run(ctx context.Context, st *callState, service, method string
 	)
 	size := int64(len(req.Arg2) + len(req.Arg3))
 	switch {
+	case pol.hedge != nil && st.class == criticality.Sheddable:
+		// A sheddable call never hedges: hedges add load, and a sheddable
+		// call's would be the first to go under overload, so none is sent
+		// (its error says throttled). It is sent once, as a request the
+		// retry buffer cannot hold is.
+		outcome, stop = st.try(ctx, retryexec.Attempt{}), retry.StopThrottled
 	case pol.hedge != nil:
 		// Hedges hold the request for every attempt: it must fit the retry
 		// buffer, or it is sent once, unhedged.
 		if r, ok := c.buffer.Reserve(size); ok {
 			st.concurrent = true
-			hr := pol.hedge.Do(ctx, st.try)
+			hr := pol.hedge.DoFor(ctx, st.class, st.try)
 			r.Release()
 			outcome, stop, winner = hr.Outcome, hr.Stop, hr.Winner
 			m.Hedged(hr.Sent-1, hr.Outcome.Err == nil && hr.Winner > 0, hr.Cancelled)
@@ -235,7 +241,7 @@ func (c *Channel) run(ctx context.Context, st *callState, service, method string
 			outcome, stop = st.try(ctx, retryexec.Attempt{}), retry.StopUnbuffered
 		}
 	case pol.retry != nil:
-		rr := pol.retry.DoSized(ctx, size, st.try)
+		rr := pol.retry.DoSizedFor(ctx, size, st.class, st.try)
 		outcome, stop, winner = rr.Outcome, rr.Stop, st.last
 	default: // retries disabled
 		outcome, stop = st.try(ctx, retryexec.Attempt{}), retry.StopNotRetryable

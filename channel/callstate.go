@@ -226,9 +226,9 @@ func (st *callState) choose(now time.Time) (*peerlist.Peer, error) {
 		err error
 	)
 	if st.tch != nil && st.tch.ShardKey != "" {
-		p, err = st.l.ChooseKeyAt(st.tch.ShardKey, st.used, now)
+		p, err = st.l.ChooseKeyClassAt(st.tch.ShardKey, st.used, now, st.class)
 	} else {
-		p, err = st.l.ChooseAt(st.used, now)
+		p, err = st.l.ChooseClassAt(st.used, now, st.class)
 	}
 	if err != nil {
 		return nil, err

@@ -22,6 +22,12 @@ const milli = 1000
 // delayed, the call returns its failure at once (StopThrottled). The first
 // attempt of a call is never throttled. Tokens are counted in thousandths,
 // so a long run of successes and failures never drifts.
+//
+// Calls of the lower criticality classes (package criticality) stop
+// retrying and hedging first, leaving the rest of the bucket to the
+// higher classes: a sheddable call's retries need more than 3/4 of
+// MaxTokens, a sheddable_plus call's more than 5/8; critical and
+// critical_plus calls keep gRPC's 1/2. A sheddable call never hedges.
 type ThrottleConfig struct {
 	// MaxTokens is the bucket's size and its initial fill. It must be in
 	// (0, 1000] with at most three decimal places.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/criticality"
 	"github.com/sluice-rpc/sluice/hedge"
 	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/retryexec"
@@ -182,7 +183,8 @@ type call struct {
 	parent      context.Context // the caller's context
 	ctx         context.Context // the attempts' context
 	attempt     retryexec.AttemptFunc
-	results     chan finished // buffered for every attempt: never blocks a sender
+	class       criticality.Class // the call's: the Throttle's share for it
+	results     chan finished     // buffered for every attempt: never blocks a sender
 	wg          sync.WaitGroup
 	res         Result
 	outstanding int
@@ -206,9 +208,23 @@ type call struct {
 // call share one. attempt must return promptly once its context is
 // cancelled.
 func (e *Executor) Do(ctx context.Context, attempt retryexec.AttemptFunc) Result {
+	return e.DoFor(ctx, criticality.Critical, attempt)
+}
+
+// DoFor is Do for a call of criticality class c: its hedges need the
+// Throttle's permission for that class (retryexec.Throttle.AllowFor), so
+// that the lower classes stop hedging first. (The caller sends a
+// Sheddable call once, unhedged: it never reaches here.)
+func (e *Executor) DoFor(ctx context.Context, c criticality.Class, attempt retryexec.AttemptFunc) Result {
 	actx, cancel := context.WithCancel(ctx)
-	c := &call{e: e, parent: ctx, ctx: actx, attempt: attempt, results: make(chan finished, e.maxAttempts), res: Result{Winner: -1},
+	cl := &call{e: e, parent: ctx, ctx: actx, attempt: attempt, class: c, results: make(chan finished, e.maxAttempts), res: Result{Winner: -1},
 		delay: e.policy.HedgingDelay}
+	return cl.do(ctx, cancel)
+}
+
+// do runs call c until it is decided.
+func (c *call) do(ctx context.Context, cancel context.CancelFunc) Result {
+	e := c.e
 	if e.delayFn != nil {
 		c.delay = e.delayFn()
 	}
@@ -335,7 +351,7 @@ func (c *call) send() {
 		transparent := c.free > 0
 		if transparent {
 			c.free--
-		} else if c.res.Sent > 0 && (!c.e.throttle.Allow() || !c.e.budget.Withdraw()) {
+		} else if c.res.Sent > 0 && (!c.e.throttle.AllowFor(c.class) || !c.e.budget.Withdraw()) {
 			c.stopped = retry.StopThrottled
 			return
 		}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-rpc/sluice/criticality"
 	"github.com/sluice-rpc/sluice/internal/balancing"
 	"github.com/sluice-rpc/sluice/peer"
 )
@@ -167,13 +168,23 @@ func (l *List) Choose(exclude []*Peer) (*Peer, error) {
 // ChooseAt is Choose at time now (from the list's clock), for callers that
 // have just read the clock.
 func (l *List) ChooseAt(exclude []*Peer, now time.Time) (*Peer, error) {
+	return l.ChooseClassAt(exclude, now, criticality.Critical)
+}
+
+// ChooseClassAt is ChooseAt for a call of criticality class c: each peer
+// takes it as its limiter and rest for c allow (a Busy answered to a call
+// of a lower class throttles nothing of c), and a peer whose server said
+// it refuses c (see Peer.EndBusy) does not take it. When every Ready peer
+// refuses, one of them for its server's refusal of c, the error is a
+// *RefusedError (peer.ErrThrottled).
+func (l *List) ChooseClassAt(exclude []*Peer, now time.Time, c criticality.Class) (*Peer, error) {
 	m := l.peers.Load()
 	peers := m.peers
 	if len(peers) == 0 {
 		return nil, l.noPeers()
 	}
 	if len(peers) > scanAll {
-		return l.chooseMany(m, exclude, now)
+		return l.chooseMany(m, exclude, now, c)
 	}
 	var v view
 	l.look(m, now, &v)
@@ -210,7 +221,7 @@ func (l *List) ChooseAt(exclude []*Peer, now time.Time) (*Peer, error) {
 				break
 			}
 			skip[best] = true
-			if p := l.take(peers[best], now); p != nil {
+			if p := l.take(peers[best], now, c, &v.avail); p != nil {
 				return p, nil
 			}
 		}
@@ -355,7 +366,7 @@ func (l *List) effectiveWeight(p *Peer, now time.Time) float64 {
 // start (fresh peers first, then excluded ones), so that the overload case
 // costs O(n), not O(n^2). Ejected peers are left out unless the list
 // panics; of the two, a slow one loses unless its probe is due.
-func (l *List) chooseMany(m *members, exclude []*Peer, now time.Time) (*Peer, error) {
+func (l *List) chooseMany(m *members, exclude []*Peer, now time.Time, c criticality.Class) (*Peer, error) {
 	peers := m.peers
 	ns := now.UnixNano()
 	f := l.figuresAt(m, ns)
@@ -367,7 +378,7 @@ func (l *List) chooseMany(m *members, exclude []*Peer, now time.Time) (*Peer, er
 	}
 	for _, i := range [2]int{a, b} {
 		if i >= 0 {
-			if p := l.take(peers[i], now); p != nil {
+			if p := l.take(peers[i], now, c, &avail); p != nil {
 				return p, nil
 			}
 		}
@@ -380,7 +391,7 @@ func (l *List) chooseMany(m *members, exclude []*Peer, now time.Time) (*Peer, er
 			if i == a || i == b || contains(exclude, p) != allowExcluded || (ejecting && p.ejectedAt(ns)) || !avail.ready(p) {
 				continue
 			}
-			if p := l.take(p, now); p != nil {
+			if p := l.take(p, now, c, &avail); p != nil {
 				return p, nil
 			}
 		}
@@ -415,7 +426,13 @@ func (l *List) preferOf(a, b *Peer, now time.Time, m *members, earliest int64) b
 
 // availability tallies the states of the peers a choice looked at, to say
 // why it found none.
-type availability struct{ anyReady, anyConnecting bool }
+type availability struct {
+	anyReady, anyConnecting bool
+	// refusedBy is a peer that refused the call's class (class) because
+	// its server refuses refusing; nil if none did.
+	refusedBy       *Peer
+	class, refusing criticality.Class
+}
 
 // ready reports whether p is Ready, noting its state; an Idle peer is
 // asked to connect.
@@ -436,6 +453,8 @@ func (v *availability) ready(p *Peer) bool {
 // err is the error of a choice that found no peer to take the attempt.
 func (v *availability) err() error {
 	switch {
+	case v.anyReady && v.refusedBy != nil:
+		return &RefusedError{HostPort: v.refusedBy.hostPort, Class: v.class, Refusing: v.refusing}
 	case v.anyReady:
 		return peer.ErrThrottled // Ready peers exist; their limiters refused
 	case v.anyConnecting:
@@ -444,12 +463,20 @@ func (v *availability) err() error {
 	return peer.ErrUnavailable
 }
 
-// take returns p if it takes the attempt at now: its rest after a pushback
-// and its busy limiter allow it, and, if p is slow, this is its probe. A
-// refusal is counted as throttled.
-func (l *List) take(p *Peer, now time.Time) *Peer {
+// take returns p if it takes the attempt of a call of class c at now: its
+// rest after a pushback and its busy limiter for c allow it, its server
+// does not refuse c, and, if p is slow, this is its probe. A refusal is
+// counted as throttled, and noted in av when the server refuses c.
+func (l *List) take(p *Peer, now time.Time, c criticality.Class, av *availability) *Peer {
 	ns := now.UnixNano()
-	if rest := p.restUntil.Load(); (rest == 0 || ns >= rest || p.pending.Load() < p.restPending.Load()) && p.limiter.AllowAt(now) {
+	var ok bool
+	if c == criticality.Critical { // the default class: the peer's own limiter and rest
+		rest := p.rest.until.Load()
+		ok = (rest == 0 || ns >= rest || p.restAllows(&p.rest, ns, c)) && p.limiter.AllowAt(now)
+	} else {
+		ok = p.allowsClass(now, c)
+	}
+	if ok {
 		if p.slow.Load() {
 			// One probe per balancing.ProbeInterval; a choice that lost the race
 			// for it may still take the peer as a last resort.
@@ -461,6 +488,11 @@ func (l *List) take(p *Peer, now time.Time) *Peer {
 	}
 	p.refused.Add(1)
 	p.m.Throttled.Inc(1)
+	if cs := p.cls.Load(); cs != nil {
+		if r := cs.refusing(ns); r >= c && av.refusedBy == nil {
+			av.refusedBy, av.class, av.refusing = p, c, r
+		}
+	}
 	return nil
 }
 

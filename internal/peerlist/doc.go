@@ -23,6 +23,14 @@
 // larger ones use the power of two random choices, which is nearly as good
 // and costs the same at any size.
 //
+// The limiter and the rest are per criticality class (ChooseClassAt,
+// EndBusy; class.go): a Busy answered to a call of one class throttles
+// that class and those below, never a higher one, and a Busy naming the
+// class its server refuses has the peer refuse that class and those
+// below locally for a short time (RefusedError). The default class,
+// Critical, uses the peer's own limiter and rest; the other classes'
+// state is made only once a Busy needs it.
+//
 // Every rule of the choice is stated by package balance and computed by
 // internal/balancing (Better, LotteryKey, Slow and ProbeInterval,
 // SlowStart, Ejection, Ring and Capacity);

@@ -3,6 +3,8 @@ package peerlist
 import (
 	"time"
 
+	"github.com/sluice-rpc/sluice/criticality"
+
 	"github.com/sluice-rpc/sluice/internal/balancing"
 	"github.com/sluice-rpc/sluice/peer"
 )
@@ -24,6 +26,12 @@ import (
 // It allocates nothing for lists of up to 512 peers, and costs a pass
 // over the peers (their calls in flight).
 func (l *List) ChooseKeyAt(key string, exclude []*Peer, now time.Time) (*Peer, error) {
+	return l.ChooseKeyClassAt(key, exclude, now, criticality.Critical)
+}
+
+// ChooseKeyClassAt is ChooseKeyAt for a call of criticality class c (see
+// ChooseClassAt).
+func (l *List) ChooseKeyClassAt(key string, exclude []*Peer, now time.Time, cls criticality.Class) (*Peer, error) {
 	m := l.peers.Load()
 	peers := m.peers
 	if len(peers) == 0 {
@@ -31,7 +39,7 @@ func (l *List) ChooseKeyAt(key string, exclude []*Peer, now time.Time) (*Peer, e
 	}
 	r := m.ringOf()
 	if r == nil { // too many peers for a ring
-		return l.ChooseAt(exclude, now)
+		return l.ChooseClassAt(exclude, now, cls)
 	}
 	ns := now.UnixNano()
 	ejecting := l.figuresAt(m, ns).ejecting
@@ -85,7 +93,7 @@ func (l *List) ChooseKeyAt(key string, exclude []*Peer, now time.Time) (*Peer, e
 				loaded[i/64] |= 1 << (i % 64)
 				return true
 			}
-			chosen = l.take(p, now)
+			chosen = l.take(p, now, cls, &avail)
 			return chosen == nil
 		})
 	}

@@ -210,8 +210,9 @@ func (l *List) inherit(p, prev *Peer) {
 	p.latency.Store(prev.latency.Load())
 	p.learned.Store(prev.learned.Load())
 	p.samples.Store(prev.samples.Load())
-	p.restUntil.Store(prev.restUntil.Load())
-	p.restPending.Store(prev.restPending.Load())
+	p.rest.until.Store(prev.rest.until.Load())
+	p.rest.pending.Store(prev.rest.pending.Load())
+	p.cls.Store(prev.cls.Load()) // the other classes' limiters, rests and refusal
 	p.slow.Store(prev.slow.Load())
 	p.probedAt.Store(prev.probedAt.Load())
 	p.errorsInRow.Store(prev.errorsInRow.Load())

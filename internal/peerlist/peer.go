@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/criticality"
 	"github.com/sluice-rpc/sluice/internal/balancing"
 	"github.com/sluice-rpc/sluice/internal/pool"
 	"github.com/sluice-rpc/sluice/internal/recorder"
@@ -39,15 +40,17 @@ type Peer struct {
 	pending atomic.Int64
 	latency atomic.Int64 // exponentially weighted moving average, nanoseconds
 	learned atomic.Int64 // when latency was last updated, Unix nanoseconds
-	// restUntil is when the peer's last pushback ends, Unix nanoseconds
-	// (0: none); until then Choose takes the peer only while it has fewer
-	// than restPending calls pending.
-	restUntil   atomic.Int64
-	restPending atomic.Int64
-	samples     atomic.Int64 // successful calls in the current estimate
-	sent        atomic.Uint64
-	busy        atomic.Uint64
-	refused     atomic.Uint64
+	// rest is the Critical calls' pushback rest: until it ends Choose
+	// takes the peer for them only while it has fewer calls pending than
+	// the rest's level.
+	rest    restState
+	samples atomic.Int64 // successful calls in the current estimate
+	sent    atomic.Uint64
+	busy    atomic.Uint64
+	refused atomic.Uint64
+	// cls is the busy state of the classes other than Critical, made the
+	// first time it is needed (see class.go); nil until then.
+	cls atomic.Pointer[classState]
 
 	l *List // the list holding the peer: its balancing and ejection cap
 	// queued: the peer is in its list's feed of changes (List.queue).
@@ -142,7 +145,7 @@ func (p *Peer) Begin() {
 // attempts cut off (CANCELLED, TIMEOUT) after longer than the estimate;
 // errors do not: a peer failing fast must not look fast.
 func (p *Peer) End(now time.Time, latency time.Duration, code codes.Code) {
-	p.end(now, latency, code, 0)
+	p.end(now, latency, code, criticality.Critical, 0, 0)
 }
 
 // EndPushedBack is End for a Busy answer that carried a pushback hint
@@ -165,29 +168,35 @@ func (p *Peer) End(now time.Time, latency time.Duration, code codes.Code) {
 // whole peer for the hint instead (tried first) left a server idle while
 // its clients waited, then flooded it: with a server of twice its clients'
 // offered load, goodput fell to 60-65% of the server's capacity.
+//
+// It is EndBusy for a Critical call; a Busy to a call of another class
+// rests the peer only for that class and those below (see EndBusy).
 func (p *Peer) EndPushedBack(now time.Time, latency, d time.Duration) {
-	p.end(now, latency, codes.Busy, d)
+	p.end(now, latency, codes.Busy, criticality.Critical, d, 0)
 }
 
-// pushedBack starts or extends a rest at time now, hinted to last d.
-func (p *Peer) pushedBack(now time.Time, d time.Duration) {
+// pushedBack starts or extends rest r at time now, hinted to last d.
+func (p *Peer) pushedBack(r *restState, now time.Time, d time.Duration) {
 	// The level is what the server held when it refused, less what reached
 	// it since; during a rest, a further refusal can only lower it. Two
 	// answers racing may each apply their level; either is a level the
 	// server refused at.
 	level := max(p.pending.Load(), 0)
-	if p.restUntil.Load() > now.UnixNano() {
-		level = min(level, p.restPending.Load())
+	if r.until.Load() > now.UnixNano() {
+		level = min(level, r.pending.Load())
 	}
-	p.restPending.Store(level)
+	r.pending.Store(level)
 	// At most one busy window: a hint of minutes (a server's "do not retry
 	// this soon") must not cut the peer off.
 	until := now.Add(min(d, p.limiter.Config().Window)).UnixNano()
-	for old := p.restUntil.Load(); until > old && !p.restUntil.CompareAndSwap(old, until); old = p.restUntil.Load() {
+	for old := r.until.Load(); until > old && !r.until.CompareAndSwap(old, until); old = r.until.Load() {
 	}
 }
 
-func (p *Peer) end(now time.Time, latency time.Duration, code codes.Code, rest time.Duration) {
+// end records the end of an attempt of class cls at now; a Busy answer's
+// pushback hint is rest (0: none) and the class it says its server
+// refuses refusing (0: none).
+func (p *Peer) end(now time.Time, latency time.Duration, code codes.Code, cls criticality.Class, rest time.Duration, refusing criticality.Class) {
 	p.pending.Add(-1)
 	switch code {
 	case codes.Unexpected, codes.Network:
@@ -206,11 +215,11 @@ func (p *Peer) end(now time.Time, latency time.Duration, code codes.Code, rest t
 		p.busy.Add(1)
 		p.m.Busy.Inc(1)
 		switch {
-		case rest > 0 && p.limiter.Disabled():
-		case rest > 0:
-			p.pushedBack(now, rest)
+		case p.limiter.Disabled():
+		case cls == criticality.Critical && !refusing.Valid() && p.cls.Load() == nil:
+			p.throttle(p.limiter, &p.rest, now, rest) // the common case, in short
 		default:
-			p.limiter.RecordBusyAt(now)
+			p.busyFor(now, cls, rest, refusing)
 		}
 	}
 	p.m.Limit.Update(p.limiter.LimitAt(now))

@@ -17,7 +17,10 @@
 //     ran. Package hedgeexec's executor shares its Attempt and Outcome.
 //   - Throttle (throttle.go): the token bucket of a retry.ThrottleConfig,
 //     shared by all calls to one service. Retries and hedges are refused,
-//     never delayed, while the tokens are at or below half of maxTokens.
+//     never delayed, while the tokens are at or below half of maxTokens,
+//     or, for the lower criticality classes, a higher share, so that
+//     they stop retrying first: 3/4 for sheddable calls, 5/8 for
+//     sheddable_plus (Throttle.AllowFor).
 //   - Buffer (buffer.go): the bytes held for possible retries; a call whose
 //     request does not fit is sent once and never retried.
 //   - ParsePushback, AppendPushback, PushbackFromMessage (pushback.go): the

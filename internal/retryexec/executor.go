@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/criticality"
 	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/retry"
 )
@@ -205,7 +206,7 @@ func (e *Executor) MaxAttempts() int { return e.maxAttempts }
 // attempt succeeds, the rules say stop, or ctx ends during a wait. It does
 // not allocate unless it waits (each wait makes one timer).
 func (e *Executor) Do(ctx context.Context, attempt AttemptFunc) Result {
-	return e.run(ctx, true, attempt)
+	return e.run(ctx, true, criticality.Critical, attempt)
 }
 
 // DoSized is Do for a request of size bytes: it reserves them in the
@@ -213,13 +214,20 @@ func (e *Executor) Do(ctx context.Context, attempt AttemptFunc) Result {
 // fit is attempted once and never retried, not even transparently
 // (Result.Stop is retry.StopUnbuffered when a retry was refused for this reason).
 func (e *Executor) DoSized(ctx context.Context, size int64, attempt AttemptFunc) Result {
+	return e.DoSizedFor(ctx, size, criticality.Critical, attempt)
+}
+
+// DoSizedFor is DoSized for a call of criticality class c: its retries
+// need the Throttle's permission for that class (Throttle.AllowFor), so
+// that the lower classes stop retrying first.
+func (e *Executor) DoSizedFor(ctx context.Context, size int64, c criticality.Class, attempt AttemptFunc) Result {
 	r, ok := e.buffer.Reserve(size)
-	res := e.run(ctx, ok, attempt)
+	res := e.run(ctx, ok, c, attempt)
 	r.Release()
 	return res
 }
 
-func (e *Executor) run(ctx context.Context, retries bool, attempt AttemptFunc) Result {
+func (e *Executor) run(ctx context.Context, retries bool, class criticality.Class, attempt AttemptFunc) Result {
 	var (
 		res      Result
 		a        Attempt
@@ -275,7 +283,7 @@ func (e *Executor) run(ctx context.Context, retries bool, attempt AttemptFunc) R
 				res.Stop = retry.StopExhausted
 			case !retries:
 				res.Stop = retry.StopUnbuffered
-			case !e.throttle.Allow():
+			case !e.throttle.AllowFor(class):
 				res.Stop = retry.StopThrottled
 			}
 			if res.Stop != 0 {

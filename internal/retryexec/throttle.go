@@ -4,6 +4,7 @@ import (
 	"math"
 	"sync/atomic"
 
+	"github.com/sluice-rpc/sluice/criticality"
 	"github.com/sluice-rpc/sluice/retry"
 )
 
@@ -24,6 +25,16 @@ const milli = 1000
 // while the bucket holds more than MaxTokens/2; a refused retry is not
 // delayed, the caller returns its failure at once. The first attempt of a
 // call is never throttled.
+//
+// Calls of the lower criticality classes stop retrying first (AllowFor):
+// a sheddable call's retries need more than 3/4 of MaxTokens, a
+// sheddable_plus call's more than 5/8, a critical or critical_plus call's
+// more than 1/2, gRPC's threshold, so that the default class behaves as
+// gRPC says. As failures drain the bucket, the sheddable retries stop
+// after a quarter of it is gone, the sheddable_plus ones an eighth later:
+// the lower classes' retries cannot spend the band between 3/4 (or 5/8)
+// and 1/2, which stays the reserve of the critical classes' retries. The
+// steps are eighths so that the check stays one multiplication.
 //
 // Tokens are kept as integers in thousandths, so a long run of successes
 // and failures never drifts. All methods are safe for concurrent use,
@@ -54,12 +65,39 @@ func NewThrottle(c retry.ThrottleConfig) (*Throttle, error) {
 }
 
 // Allow reports whether a retry or hedge may be sent now: whether the
-// bucket holds more than MaxTokens/2. It does not take a token.
+// bucket holds more than MaxTokens/2. It does not take a token. It is
+// AllowFor(criticality.Critical).
 func (t *Throttle) Allow() bool {
 	if t == nil {
 		return true
 	}
 	return 2*t.tokens.Load() > t.max
+}
+
+// AllowFor reports whether a retry or hedge of a call of class c may be
+// sent now: whether the bucket holds more than c's share of MaxTokens
+// (see Throttle; a class that is not valid counts as Critical). It does
+// not take a token.
+func (t *Throttle) AllowFor(c criticality.Class) bool {
+	if t == nil {
+		return true
+	}
+	return eighths*t.tokens.Load() > reserveEighths(c)*t.max
+}
+
+// eighths is the scale of reserveEighths.
+const eighths = 8
+
+// reserveEighths returns the eighths of MaxTokens a call of class c
+// leaves in the bucket: its retries are allowed only above them.
+func reserveEighths(c criticality.Class) int64 {
+	switch c {
+	case criticality.Sheddable:
+		return 6
+	case criticality.SheddablePlus:
+		return 5
+	}
+	return 4 // gRPC's half, for Critical, CriticalPlus and unset
 }
 
 // RecordFailure takes one token (not below zero) for a counted failure.
