@@ -13,10 +13,10 @@ import (
 	"github.com/sluice-rpc/sluice/serviceconfig"
 )
 
-// classServer starts a Sluice server of service svc whose raw method
+// reportingClassServer starts a Sluice server of service svc whose raw method
 // "class" answers the class its handler's context carries, and whose
 // method "rd" answers the routing delegate its middleware saw.
-func classServer(t *testing.T, svc string, opts ...Option) *Channel {
+func reportingClassServer(t *testing.T, svc string, opts ...Option) *Channel {
 	t.Helper()
 	ch, err := New(svc, append(opts, WithInboundMiddleware(func(ctx context.Context, in *Inbound, next func(context.Context) error) error {
 		return next(context.WithValue(ctx, rdKey{}, in.RoutingDelegate))
@@ -62,7 +62,7 @@ func callString(t *testing.T, ctx context.Context, cl *Client, method string, op
 // in the order the package comment gives, as the server's handler sees
 // it.
 func TestCriticalityReachesTheServer(t *testing.T) {
-	srv := classServer(t, "kv")
+	srv := reportingClassServer(t, "kv")
 	cfg, err := serviceconfig.Parse([]byte(`{"methodConfig": [{"name": [{"service": "kv", "method": "class"}], "criticality": "sheddable_plus"}]}`))
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +99,7 @@ func TestCriticalityReachesTheServer(t *testing.T) {
 // TestCriticalityClientDefault checks WithCriticality, and that it yields
 // to the context.
 func TestCriticalityClientDefault(t *testing.T) {
-	srv := classServer(t, "kv")
+	srv := reportingClassServer(t, "kv")
 	c, err := New("client")
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +125,7 @@ func TestCriticalityClientDefault(t *testing.T) {
 // calls back with its own context; back sees the client's class, unless
 // front's Client for back sets one.
 func TestCriticalityInheritedAcrossAHop(t *testing.T) {
-	back := classServer(t, "back")
+	back := reportingClassServer(t, "back")
 	front, err := New("front")
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +180,7 @@ func TestCriticalityInheritedAcrossAHop(t *testing.T) {
 // TestCriticalityCap: a server caps the class a caller may claim, and
 // uncapped callers keep theirs.
 func TestCriticalityCap(t *testing.T) {
-	srv := classServer(t, "kv", WithCriticalityCap(func(caller string) criticality.Class {
+	srv := reportingClassServer(t, "kv", WithCriticalityCap(func(caller string) criticality.Class {
 		if caller == "batch" {
 			return criticality.Sheddable
 		}
@@ -225,7 +225,7 @@ func TestCriticalityCap(t *testing.T) {
 // without the mark.
 func TestCriticalityPlainPeers(t *testing.T) {
 	ctx := ctxTimeout(t)
-	srv := classServer(t, "kv")
+	srv := reportingClassServer(t, "kv")
 	yab, err := tchannel.NewChannel("yab", nil)
 	if err != nil {
 		t.Fatal(err)
