@@ -28,10 +28,13 @@ import (
 // The pipeline looks up the method's policy (WithServiceConfig), waits on
 // the Client's lease gate (WithLease) and pacing (WithPacing), then runs
 // the attempts: one, or retries or hedges as the policy says. Each attempt
-// picks one of the Client's peers, skipping peers whose busy
-// limiter refuses (package busy), sends the request with tchannel-go,
-// classifies the outcome from the call itself (never from error strings),
-// feeds a busy answer back to that peer's limiter, and records metrics
+// picks one of the Client's peers, skipping peers whose busy limiter
+// refuses the call's criticality class (package busy, one limiter per
+// class: a Busy to a lower class never holds back a higher one) or that
+// lately answered Busy refusing its class, sends the request with
+// tchannel-go, classifies the outcome from the call itself (never from
+// error strings), feeds a busy answer back to that peer's limiter for the
+// call's class, and records metrics
 // (package stats) and opentracing spans for the call and the attempt. When
 // no peer may take the request the call fails locally with ErrThrottled and
 // nothing is sent.
