@@ -294,7 +294,7 @@ func (cs *classState) tickIfDue(since, window time.Duration) {
 		// A class above the boundary overflowed the limit while the
 		// boundary class held room: it leaves more.
 		reserve = min(maxReserve, reserve+reserveUp)
-	case cs.fullRefused == 0 && cs.boundaryRefused == 0, lvl >= top:
+	case lvl > criticality.Sheddable && (cs.fullRefused == 0 && cs.boundaryRefused == 0 || lvl >= top):
 		// The boundary class fitted, or there is nothing above it.
 		lvl--
 	case cs.heldRefused == 0:
