@@ -56,8 +56,11 @@ type classState struct {
 	fullRefused, boundaryRefused, admitted int64
 	heldRefused, above                     int64
 	// inFlight counts the requests in flight by class, admitted by
-	// AcquireFor.
+	// AcquireFor. Written on every request: on cache lines of its own,
+	// away from the fields every request reads.
+	_        [64]byte
 	inFlight [criticality.CriticalPlus + 1]atomic.Int64
+	_        [64]byte
 	seed     maphash.Seed
 	callers  [CallerSlots + 1]callerEntry
 	demands  [CallerSlots + 1]int64 // scratch for tick
