@@ -24,6 +24,9 @@ type classGate struct {
 	*gateServer
 	clk    *clock.Fake
 	client *Client
+	// short is released apart from the gate server's release: its calls
+	// run "short", theirs "work".
+	short chan struct{}
 }
 
 func startClassGate(t *testing.T, cfg ShedConfig) *classGate {
@@ -35,37 +38,66 @@ func startClassGate(t *testing.T, cfg ShedConfig) *classGate {
 		t.Fatalf("New: %v", err)
 	}
 	g := &gateServer{ch: ch, release: make(chan struct{})}
-	if err := ch.RegisterRaw("work", func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
-		g.running.Add(1)
-		defer g.running.Add(-1)
-		<-g.release
-		return &RawResponse{}, nil
-	}); err != nil {
-		t.Fatalf("RegisterRaw: %v", err)
+	short := make(chan struct{})
+	for method, release := range map[string]chan struct{}{"work": g.release, "short": short} {
+		if err := ch.RegisterRaw(method, func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
+			g.running.Add(1)
+			defer g.running.Add(-1)
+			<-release
+			return &RawResponse{}, nil
+		}); err != nil {
+			t.Fatalf("RegisterRaw: %v", err)
+		}
 	}
 	if err := ch.ListenAndServe("127.0.0.1:0"); err != nil {
 		t.Fatalf("ListenAndServe: %v", err)
 	}
 	t.Cleanup(ch.Close)
-	client, err := New("client", WithBusyConfig(busy.Config{Disabled: true}))
+	// Runs before ch.Close (cleanups run last first): a test that failed
+	// half way leaves no handler waiting.
+	t.Cleanup(func() {
+		for _, c := range []chan struct{}{g.release, short} {
+			select {
+			case <-c:
+			default:
+				close(c)
+			}
+		}
+	})
+	g2 := &classGate{gateServer: g, clk: clk, short: short}
+	g2.client = g2.caller(t, "client")
+	return g2
+}
+
+// caller returns a Client of "kv" on a Channel of its own, which calls
+// from caller (its TChannel caller name).
+func (g *classGate) caller(t *testing.T, caller string) *Client {
+	t.Helper()
+	client, err := New(caller, WithBusyConfig(busy.Config{Disabled: true}))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(client.Close)
 	kv := to(client, "kv")
-	if err := kv.AddPeer(ch.HostPort()); err != nil {
+	if err := kv.AddPeer(g.ch.HostPort()); err != nil {
 		t.Fatalf("AddPeer: %v", err)
 	}
-	return &classGate{gateServer: g, clk: clk, client: kv}
+	return kv
 }
 
 // call sends one call of class cls and returns its error when it ends.
 func (g *classGate) call(cls criticality.Class) <-chan error {
+	return g.callAs(g.client, "work", cls)
+}
+
+// callAs sends one call of method and class cls through kv and returns
+// its error when it ends.
+func (g *classGate) callAs(kv *Client, method string, cls criticality.Class) <-chan error {
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(criticality.WithClass(context.Background(), cls), testwait.Limit)
 		defer cancel()
-		_, err := g.client.CallRaw(ctx, "work", nil, nil)
+		_, err := kv.CallRaw(ctx, method, nil, nil)
 		done <- err
 	}()
 	return done
@@ -75,7 +107,13 @@ func (g *classGate) call(cls criticality.Class) <-chan error {
 // the n-th at once.
 func (g *classGate) admitted(t *testing.T, cls criticality.Class, n int) <-chan error {
 	t.Helper()
-	done := g.call(cls)
+	return g.admittedAs(t, g.client, "work", cls, n)
+}
+
+// admittedAs is admitted for a call of method through kv.
+func (g *classGate) admittedAs(t *testing.T, kv *Client, method string, cls criticality.Class, n int) <-chan error {
+	t.Helper()
+	done := g.callAs(kv, method, cls)
 	testwait.Until(t, "the call's handler running", func() bool {
 		select {
 		case err := <-done:
@@ -93,9 +131,15 @@ func (g *classGate) admitted(t *testing.T, cls criticality.Class, n int) <-chan 
 // checks the server's own.)
 func (g *classGate) refused(t *testing.T, cls criticality.Class) criticality.Class {
 	t.Helper()
+	return g.refusedAs(t, g.client, cls)
+}
+
+// refusedAs is refused for a call through kv.
+func (g *classGate) refusedAs(t *testing.T, kv *Client, cls criticality.Class) criticality.Class {
+	t.Helper()
 	var err error
 	select {
-	case err = <-g.call(cls):
+	case err = <-g.callAs(kv, "work", cls):
 	case <-time.After(testwait.Limit):
 		t.Fatalf("%v call: no answer", cls)
 	}
@@ -145,6 +189,7 @@ func TestShedByClassOnARealServer(t *testing.T) {
 		}
 	}
 	close(g.release)
+	close(g.short)
 	for _, done := range admitted {
 		if err := <-done; err != nil {
 			t.Errorf("admitted call: %v", err)
@@ -171,6 +216,7 @@ func TestFirstComeFirstServedIsClassBlind(t *testing.T) {
 		g.clk.Add(100 * time.Millisecond)
 	}
 	close(g.release)
+	close(g.short)
 	for _, done := range admitted {
 		if err := <-done; err != nil {
 			t.Errorf("admitted call: %v", err)
@@ -191,6 +237,7 @@ func TestAdaptiveShedByClass(t *testing.T) {
 	admitted = append(admitted, g.admitted(t, criticality.CriticalPlus, 4))
 	g.refused(t, criticality.CriticalPlus)
 	close(g.release)
+	close(g.short)
 	for _, done := range admitted {
 		if err := <-done; err != nil {
 			t.Errorf("admitted call: %v", err)
@@ -235,6 +282,51 @@ func TestBusyNamesClassBeforeHint(t *testing.T) {
 		}
 		if got, _ := refusingOf(rest); got != want {
 			t.Errorf("FirstComeFirstServed=%v: %q names %v, want %v", fcfs, se.Message(), got, want)
+		}
+	}
+}
+
+// TestHeavyCallerRefusedFirstOnARealServer: on a server with MaxInFlight
+// 8, a caller that sent far more than another while the limit was full is,
+// in the next window, refused once 6 are in flight, while the other
+// caller still gets the last two slots.
+func TestHeavyCallerRefusedFirstOnARealServer(t *testing.T) {
+	g := startClassGate(t, ShedConfig{MaxInFlight: 8})
+	heavy, light := g.caller(t, "heavy"), g.caller(t, "light")
+	var short, admitted []<-chan error
+	for i := 1; i <= 4; i++ {
+		short = append(short, g.admittedAs(t, heavy, "short", criticality.Critical, i))
+	}
+	for i := 5; i <= 8; i++ {
+		admitted = append(admitted, g.admittedAs(t, heavy, "work", criticality.Critical, i))
+	}
+	for range 20 {
+		g.refusedAs(t, heavy, criticality.Critical)
+	}
+	for range 2 {
+		g.refusedAs(t, light, criticality.Critical)
+	}
+	close(g.short)
+	for _, done := range short {
+		if err := <-done; err != nil {
+			t.Fatalf("short call: %v", err)
+		}
+	}
+	testwait.Until(t, "4 calls in flight", func() bool { return g.running.Load() == 4 })
+
+	g.clk.Add(100 * time.Millisecond) // the window ends
+	for i := 5; i <= 6; i++ {
+		admitted = append(admitted, g.admittedAs(t, heavy, "work", criticality.Critical, i))
+	}
+	g.refusedAs(t, heavy, criticality.Critical) // at the headroom
+	for i := 7; i <= 8; i++ {
+		admitted = append(admitted, g.admittedAs(t, light, "work", criticality.Critical, i))
+	}
+	g.refusedAs(t, light, criticality.Critical) // at the limit
+	close(g.release)
+	for _, done := range admitted {
+		if err := <-done; err != nil {
+			t.Errorf("admitted call: %v", err)
 		}
 	}
 }
