@@ -286,6 +286,7 @@ func (cs *classState) tickIfDue(since, window time.Duration) {
 	switch {
 	case quiet:
 		lvl--
+		reserve = minReserve
 	case cs.fullRefused*floodShare > cs.above && lvl+1 < top,
 		squeezed && reserve >= maxReserve && lvl+1 < top:
 		// The classes above the boundary overflowed the limit by far,

@@ -61,8 +61,11 @@
 //     it flooded the limit (more than 1 in 10 of their requests near it
 //     refused) or overflowed it while the boundary class left them all the
 //     room it can; it falls a class when the window saw nothing refused,
-//     or nothing above the boundary. It never rises to the highest class
-//     present: that class is the one protected.
+//     or nothing above the boundary, and to the lowest class after a
+//     quiet window. It never rises to the highest class present: that
+//     class is the one protected. (It is DAGOR's admission level, moved
+//     by refusals at the limit rather than by queueing time, which the
+//     limit already bounds.)
 //   - The boundary class, the level itself, is admitted only while the
 //     limit has a reserve left: a share of the limit, from a quarter up to
 //     seven eighths, kept for the classes above. The reserve grows by an
