@@ -55,15 +55,16 @@ type classState struct {
 	// limit of a class above the level.
 	fullRefused, boundaryRefused, admitted int64
 	heldRefused, above                     int64
-	// inFlight counts the requests in flight by class, admitted by
-	// AcquireFor. Written on every request: on cache lines of its own,
-	// away from the fields every request reads.
-	_        [64]byte
-	inFlight [criticality.CriticalPlus + 1]atomic.Int64
-	_        [64]byte
-	seed     maphash.Seed
-	callers  [CallerSlots + 1]callerEntry
-	demands  [CallerSlots + 1]int64 // scratch for tick
+	// low counts the requests in flight that AcquireFor admitted at or
+	// below the level (of the boundary class, or lower before the level
+	// rose): the room the boundary class holds. On a cache line of its
+	// own, away from the fields every request reads.
+	_       [64]byte
+	low     atomic.Int64
+	_       [64]byte
+	seed    maphash.Seed
+	callers [CallerSlots + 1]callerEntry
+	demands [CallerSlots + 1]int64 // scratch for tick
 }
 
 // callerEntry is one caller's row in the caller table.
@@ -144,13 +145,15 @@ func (l *Limiter) acquireFor(since time.Duration, c criticality.Class, caller st
 	if !c.Valid() {
 		c = criticality.Critical
 	}
-	if lvl := cs.level.Load(); lvl > uint32(criticality.Sheddable) {
+	lvl := cs.level.Load()
+	if lvl > uint32(criticality.Sheddable) {
 		if int64(since) >= cs.tickAt.Load() {
 			cs.mu.Lock()
 			cs.tickIfDue(since, l.cfg.Window)
 			cs.mu.Unlock()
+			lvl = cs.level.Load()
 		}
-		if uint32(c) < cs.level.Load() {
+		if uint32(c) < lvl {
 			return l.refuse(since)
 		}
 	}
@@ -161,8 +164,12 @@ func (l *Limiter) acquireFor(since time.Duration, c criticality.Class, caller st
 	hb := max(h, limit*int64(cs.reserve.Load())>>10)
 	if n <= limit-hb-h {
 		// Far from the limit: no class or caller needs protecting.
-		cs.inFlight[c].Add(1)
-		return Token{start: since, probe: probe, class: c}, true
+		tok := Token{start: since, probe: probe}
+		if uint32(c) == lvl {
+			cs.low.Add(1)
+			tok.low = true
+		}
+		return tok, true
 	}
 	return l.nearLimit(since, c, caller, n, limit, h, hb, probe)
 }
@@ -210,7 +217,7 @@ func (l *Limiter) nearLimit(since time.Duration, c criticality.Class, caller str
 				cs.boundaryRefused++
 			case thr == limit:
 				cs.fullRefused++
-				if cs.inFlight[lvl].Load() > 0 {
+				if cs.low.Load() > 0 {
 					cs.heldRefused++
 				}
 			}
@@ -220,16 +227,20 @@ func (l *Limiter) nearLimit(since time.Duration, c criticality.Class, caller str
 		return l.refuse(since)
 	}
 	e.inFlight.Add(1)
-	cs.inFlight[c].Add(1)
 	cs.admitted++
+	tok := Token{start: since, probe: probe, slot: uint16(slot) + 1}
+	if c == lvl {
+		cs.low.Add(1)
+		tok.low = true
+	}
 	cs.mu.Unlock()
-	return Token{start: since, probe: probe, slot: uint16(slot) + 1, class: c}, true
+	return tok, true
 }
 
 // releaseSlot ends a request admitted near the limit for its caller.
 func (l *Limiter) releaseSlot(t Token) {
-	if t.class != 0 {
-		l.cls.inFlight[t.class].Add(-1)
+	if t.low {
+		l.cls.low.Add(-1)
 	}
 	if t.slot != 0 {
 		l.cls.callers[t.slot-1].inFlight.Add(-1)

@@ -100,9 +100,10 @@
 //     the entries of callers that keep sending.
 //
 // Far from the limit (in flight within the limit less its reserve and a
-// quarter) AcquireFor costs Acquire's atomic add and one more for the
-// class count: no mutex, no caller lookup, no allocation. Near the limit
-// it takes a short mutex.
+// quarter) AcquireFor costs what Acquire does and two atomic loads (the
+// level and the reserve), and an atomic add more for a request of the
+// boundary class: no mutex, no caller lookup, no allocation (about 75 ns
+// with Release, as Acquire). Near the limit it takes a short mutex.
 //
 // A Limiter is safe for concurrent use. Acquire is one atomic add;
 // Release takes a short mutex to add the latency to the window. Neither

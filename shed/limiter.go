@@ -74,8 +74,8 @@ type Limiter struct {
 type Token struct {
 	start time.Duration // since the Limiter's epoch
 	probe uint32
-	slot  uint16            // caller table entry + 1 of a request admitted near the limit (AcquireFor); 0: none
-	class criticality.Class // of a request admitted by AcquireFor; 0: none
+	slot  uint16 // caller table entry + 1 of a request admitted near the limit (AcquireFor); 0: none
+	low   bool   // admitted by AcquireFor at the level, counted in its low
 }
 
 // New returns a Limiter with cfg, zero fields taking their defaults, or
