@@ -47,17 +47,17 @@ type classState struct {
 	// the highest in this window or the last: the boundary class leaves
 	// headroom only when a higher class may need it.
 	top, guard criticality.Class
-	// In this window: requests of a class above the level refused at the
-	// full limit, requests of the boundary class (the level) refused at
-	// the headroom, and requests admitted near the limit.
-	// heldRefused counts the fullRefused while the boundary class held a
-	// slot (more reserve would have helped), above the requests near the
-	// limit of a class above the level.
-	fullRefused, boundaryRefused, admitted int64
-	heldRefused, above                     int64
-	// low counts the requests in flight that AcquireFor admitted at or
-	// below the level (of the boundary class, or lower before the level
-	// rose): the room the boundary class holds. On a cache line of its
+	// In this window: fullRefused counts the requests of a class above
+	// the level refused at the full limit, and heldRefused those of them
+	// refused while the boundary class held room (more reserve would have
+	// helped); boundaryRefused the requests of the boundary class (the
+	// level) refused at its reserve; admitted the requests admitted near
+	// the limit, and above those near it of a class above the level.
+	fullRefused, heldRefused, boundaryRefused int64
+	admitted, above                           int64
+	// low counts the requests in flight that AcquireFor admitted of the
+	// class at the level then: the room the boundary class holds (or a
+	// lower one, refused since the level rose). On a cache line of its
 	// own, away from the fields every request reads.
 	_       [64]byte
 	low     atomic.Int64
@@ -112,8 +112,8 @@ func headroom(limit int64) int64 {
 	return max(1, limit/4)
 }
 
-// AcquireFor is Acquire for a request of class c (0 counts as
-// criticality.Critical) from caller (a TChannel caller name): it admits
+// AcquireFor is Acquire for a request of class c (0, or any invalid
+// class, counts as criticality.Critical) from caller (a TChannel caller name): it admits
 // higher classes first and shares the limit between callers; see the
 // package doc. Give the Token back to Release or Cancel as usual. A
 // refused request should be answered busy with Pushback and Refusing.
@@ -237,7 +237,8 @@ func (l *Limiter) nearLimit(since time.Duration, c criticality.Class, caller str
 	return tok, true
 }
 
-// releaseSlot ends a request admitted near the limit for its caller.
+// releaseSlot gives back what AcquireFor counted for a request: its room
+// at the level and its place in its caller's entry.
 func (l *Limiter) releaseSlot(t Token) {
 	if t.low {
 		l.cls.low.Add(-1)
