@@ -297,7 +297,7 @@ func (cs *classState) tickIfDue(since, window time.Duration) {
 	squeezed := cs.heldRefused*overflowShare > cs.above
 	switch {
 	case quiet:
-		lvl--
+		lvl = criticality.Sheddable
 		reserve = minReserve
 	case cs.fullRefused*floodShare > cs.above && lvl+1 < top,
 		squeezed && reserve >= maxReserve && lvl+1 < top:
