@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-rpc/sluice/internal/decline"
 
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/criticality"
 	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/tchconn"
 	"github.com/sluice-rpc/sluice/shed"
@@ -151,7 +152,7 @@ func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
 	defer call.Response().Blackhole()
 	cls := g.c.classOf(call, tc)
 	if m := g.shed; m != nil {
-		a, err := m.admit()
+		a, err := m.admit(cls, call.CallerName())
 		if err != nil {
 			g.stats.shed.Inc(1)
 			_ = call.Response().SendSystemError(err)
@@ -353,8 +354,11 @@ type ShedConfig struct {
 	NoRetry bool
 	// FirstComeFirstServed makes the limits admit requests in the order
 	// they arrive, knowing no criticality classes and no callers: Sluice's
-	// shedding before classes (for comparisons). By default a limit admits
-	// higher classes first and shares itself between callers.
+	// shedding before classes (for comparisons). By default the
+	// concurrency limits (MaxInFlight, Adaptive) admit higher classes
+	// first and share themselves between callers (TChannel caller names),
+	// and their Busy answers name the highest class they refuse wholesale
+	// (see package shed); MaxRPS knows no classes either way.
 	FirstComeFirstServed bool
 }
 
@@ -464,47 +468,64 @@ type admission struct {
 	fixed, adaptive shed.Token
 }
 
-// admit returns the admission of a request (give it back with done), or
-// the Busy error to answer with.
-func (m *methodShedder) admit() (admission, error) {
+// admit returns the admission of a request of class cls from caller
+// (give it back with done), or the Busy error to answer with.
+func (m *methodShedder) admit(cls criticality.Class, caller string) (admission, error) {
 	var a admission
 	s := m.s
 	if s.inFlight != nil {
-		tok, ok := s.inFlight.Acquire()
+		tok, ok := m.acquire(s.inFlight, cls, caller)
 		if !ok {
-			return a, m.busy(s.inFlight.Pushback(), "server overloaded: %d requests in flight, its limit", s.cfg.MaxInFlight)
+			return a, m.busy(s.inFlight, s.inFlight.Pushback(), "server overloaded: %d requests in flight, its limit", s.cfg.MaxInFlight)
 		}
 		a.fixed = tok
 	}
 	if m.adaptive != nil {
-		tok, ok := m.adaptive.Acquire()
+		tok, ok := m.acquire(m.adaptive, cls, caller)
 		if !ok {
 			m.cancel(a)
-			return a, m.busy(m.adaptive.Pushback(), "server overloaded: %d requests of %s in flight, its adaptive limit", m.adaptive.Limit(), m.scope)
+			return a, m.busy(m.adaptive, m.adaptive.Pushback(), "server overloaded: %d requests of %s in flight, its adaptive limit", m.adaptive.Limit(), m.scope)
 		}
 		a.adaptive = tok
 	}
 	// The rate last: a request a concurrency limit refuses spends no token.
+	// It knows no classes: its refusals name none.
 	if s.rate != nil && !s.rate.Allow() {
 		m.cancel(a)
 		if m.adaptive != nil {
 			m.adaptive.Cancel(a.adaptive)
 		}
-		return a, m.busy(time.Duration(float64(time.Second)/s.cfg.MaxRPS), "server overloaded: above %v requests per second", s.cfg.MaxRPS)
+		return a, m.busy(nil, time.Duration(float64(time.Second)/s.cfg.MaxRPS), "server overloaded: above %v requests per second", s.cfg.MaxRPS)
 	}
 	return a, nil
 }
 
-// busy returns the Busy answer with the configured pushback, or else with
-// pushback.
-func (m *methodShedder) busy(pushback time.Duration, format string, args ...any) error {
+// acquire admits a request of class cls from caller under l: higher
+// classes first and the limit shared between callers, or first come,
+// first served (ShedConfig.FirstComeFirstServed).
+func (m *methodShedder) acquire(l *shed.Limiter, cls criticality.Class, caller string) (shed.Token, bool) {
+	if m.s.cfg.FirstComeFirstServed {
+		return l.Acquire()
+	}
+	return l.AcquireFor(cls, caller)
+}
+
+// busy returns the Busy answer of a request limit l refused (nil: a limit
+// that knows no classes), naming the class l refuses wholesale, with the
+// configured pushback, or else with pushback.
+func (m *methodShedder) busy(l *shed.Limiter, pushback time.Duration, format string, args ...any) error {
 	switch {
 	case m.s.cfg.NoRetry:
 		pushback = -1 // BusyAfter's "do not retry"
 	case m.s.cfg.Pushback > 0:
 		pushback = m.s.cfg.Pushback
 	}
-	return BusyAfter(pushback, format, args...)
+	msg := fmt.Sprintf(format, args...)
+	if l != nil && !m.s.cfg.FirstComeFirstServed {
+		// Before the pushback hint, which BusyAfter puts last.
+		msg = appendRefusing(msg, l.Refusing())
+	}
+	return BusyAfter(pushback, "%s", msg)
 }
 
 // cancel gives back the fixed-limit token of a request refused afterwards.

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/criticality"
 )
 
 // BenchmarkAcquireRelease is the guard's cost per admitted request on the
@@ -28,6 +29,35 @@ func BenchmarkRefuse(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		if _, ok := l.Acquire(); ok {
 			b.Fatal("admitted over the limit")
+		}
+	}
+}
+
+// BenchmarkAcquireForRelease is AcquireFor's cost far from the limit, the
+// path of a server that is not overloaded.
+func BenchmarkAcquireForRelease(b *testing.B) {
+	l, _ := New(Config{ProbeSamples: 1, Clock: clock.Real})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if tok, ok := l.AcquireFor(criticality.Critical, "caller"); ok {
+				l.Release(tok)
+			}
+		}
+	})
+}
+
+// BenchmarkAcquireForNearLimit is AcquireFor's cost near a fixed limit,
+// where it looks the caller up under a mutex.
+func BenchmarkAcquireForNearLimit(b *testing.B) {
+	l, _ := New(Config{MinLimit: 8, MaxLimit: 8, Clock: clock.Real})
+	for range 7 {
+		l.AcquireFor(criticality.Critical, "holder")
+	}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if tok, ok := l.AcquireFor(criticality.Critical, "caller"); ok {
+			l.Release(tok)
 		}
 	}
 }

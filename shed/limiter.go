@@ -1,6 +1,7 @@
 package shed
 
 import (
+	"hash/maphash"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/criticality"
 )
 
 // minPushback is the least pushback a Limiter hints: retry-pushback-ms
@@ -63,6 +65,8 @@ type Limiter struct {
 	nSamples    int
 	nextProbe   time.Time
 	rng         *rand.Rand
+
+	cls classState // for AcquireFor
 }
 
 // Token is an admitted request's receipt: give it back to Release when the
@@ -70,6 +74,8 @@ type Limiter struct {
 type Token struct {
 	start time.Duration // since the Limiter's epoch
 	probe uint32
+	slot  uint16 // caller table entry + 1 of a request admitted near the limit (AcquireFor); 0: none
+	low   bool   // admitted by AcquireFor at the level, counted in its low
 }
 
 // New returns a Limiter with cfg, zero fields taking their defaults, or
@@ -93,6 +99,10 @@ func New(cfg Config) (*Limiter, error) {
 		windowStart: now,
 		rng:         rand.New(rand.NewPCG(seed, seed>>1|1)),
 	}
+	l.cls.level.Store(uint32(criticality.Sheddable))
+	l.cls.reserve.Store(minReserve)
+	l.cls.tickAt.Store(int64(cfg.Window))
+	l.cls.seed = maphash.MakeSeed()
 	if l.fixed {
 		l.publish()
 	} else {
@@ -156,7 +166,10 @@ func (l *Limiter) refused(now time.Time) {
 
 // Cancel gives back an admitted request that never ran: it no longer
 // counts in flight, and no latency is recorded for it.
-func (l *Limiter) Cancel(Token) { l.inFlight.Add(-1) }
+func (l *Limiter) Cancel(t Token) {
+	l.releaseSlot(t)
+	l.inFlight.Add(-1)
+}
 
 // Release ends an admitted request and records its latency.
 func (l *Limiter) Release(t Token) {
@@ -169,6 +182,7 @@ func (l *Limiter) ReleaseAt(t Token, now time.Time) { l.release(t, now, now.Sub(
 
 // release ends an admitted request that took rtt, at time now.
 func (l *Limiter) release(t Token, now time.Time, rtt time.Duration) {
+	l.releaseSlot(t)
 	inFlight := l.inFlight.Add(-1) + 1
 	l.mu.Lock()
 	defer l.mu.Unlock()
