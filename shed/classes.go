@@ -55,6 +55,9 @@ type classState struct {
 	// the limit, and above those near it of a class above the level.
 	fullRefused, heldRefused, boundaryRefused int64
 	admitted, above                           int64
+	// seen has bit c set when a request of class c came near the limit
+	// in this window.
+	seen uint8
 	// low counts the requests in flight that AcquireFor admitted of the
 	// class at the level then: the room the boundary class holds (or a
 	// lower one, refused since the level rose). On a cache line of its
@@ -199,23 +202,45 @@ func (l *Limiter) nearLimit(since time.Duration, c criticality.Class, caller str
 	e := &cs.callers[slot]
 	e.demand++
 	cs.top = max(cs.top, c)
+	cs.seen |= 1 << c
 	if c > lvl {
 		cs.above++
 	}
 	boundary := c == lvl && c < max(cs.top, cs.guard)
 	thr := limit
-	if e.over {
-		thr = limit - h
-	}
-	if boundary {
+	switch {
+	case boundary:
 		thr = limit - hb
+	case e.over:
+		thr = limit - h
+	case c > lvl && c >= max(cs.top, cs.guard) && cs.low.Load() > 0:
+		// The highest class about, while requests of the boundary class
+		// hold room it needs: it may go up to a headroom beyond the limit,
+		// which those requests give back as they end (none of their class
+		// replaces them meanwhile). Else a dip of the adaptive limit
+		// refuses the class the limit is there to serve.
+		thr = limit + h
+		if probe != 0 {
+			thr = limit + headroom(l.normal.Load())
+		}
+	case probe != 0 && c > lvl && c >= max(cs.top, cs.guard) && lvl > criticality.Sheddable:
+		// A latency probe while lower classes are refused: the highest
+		// class keeps a headroom of the normal limit beyond the probe's.
+		// The probe pins the limit low (ProbeLimit) for tens of
+		// milliseconds every ProbeInterval to measure the no-load latency;
+		// without this, each probe refused a burst of the protected
+		// class (at three times capacity, 60 critical_plus calls per
+		// probe, most of its refusals). Its requests are probe samples
+		// too: within a quarter of the limit above ProbeLimit they do not
+		// queue on a server whose limit sits above its worker count.
+		thr = limit + headroom(l.normal.Load())
 	}
 	if n > thr {
 		if probe == 0 { // a probe's low limit says nothing of overload
 			switch {
 			case boundary:
 				cs.boundaryRefused++
-			case thr == limit:
+			case thr >= limit: // at the full limit, or beyond it
 				cs.fullRefused++
 				if cs.low.Load() > 0 {
 					cs.heldRefused++
@@ -304,8 +329,13 @@ func (cs *classState) tickIfDue(since, window time.Duration) {
 		// The classes above the boundary overflowed the limit by far,
 		// or with the most room left to them: refuse the boundary class
 		// wholesale, while a class above the new boundary remains to
-		// protect.
+		// protect. A class with no request near the limit is no boundary:
+		// the level passes it, so that it reaches the class to shed a
+		// window sooner.
 		lvl++
+		for lvl+1 < top && cs.seen&(1<<lvl) == 0 {
+			lvl++
+		}
 	case squeezed:
 		// A class above the boundary overflowed the limit while the
 		// boundary class held room: it leaves more.
@@ -327,7 +357,7 @@ func (cs *classState) tickIfDue(since, window time.Duration) {
 	if quiet {
 		cs.guard = 0
 	}
-	cs.fullRefused, cs.boundaryRefused, cs.admitted, cs.above, cs.heldRefused = 0, 0, 0, 0, 0
+	cs.fullRefused, cs.boundaryRefused, cs.admitted, cs.above, cs.heldRefused, cs.seen = 0, 0, 0, 0, 0, 0
 	cs.tickAt.Store(int64(since + window))
 }
 

@@ -44,6 +44,11 @@ func TestAcquireForHeadroom(t *testing.T) {
 	acquire(t, l, t0, sh, "a", false)
 	acquire(t, l, t0, cr, "a", true) // critical is above the level
 	acquire(t, l, t0, cp, "a", true) // the 8th
+	acquire(t, l, t0, cr, "a", false) // critical is not the highest class: the limit holds
+	// The highest class may borrow a headroom (2) beyond the limit while
+	// the boundary class holds room.
+	acquire(t, l, t0, cp, "a", true)
+	acquire(t, l, t0, cp, "a", true)
 	acquire(t, l, t0, cp, "a", false)
 	if got := l.Refusing(); got != 0 {
 		t.Errorf("Refusing: got %v, want none (the level has not moved)", got)
@@ -75,6 +80,7 @@ func TestLevelRisesAndFalls(t *testing.T) {
 		for range 5 {
 			acquire(t, l, now, cp, "a", false)
 		}
+		acquire(t, l, now, sp, "a", false) // sheddable_plus is about
 		now = now.Add(l.cfg.Window)
 		acquire(t, l, now, sh, "a", false) // ends the window
 		if got := l.Level(); got != want {
@@ -104,11 +110,12 @@ func TestLevelRisesAndFalls(t *testing.T) {
 func TestReserveGrows(t *testing.T) {
 	l := fixedLimiter(t, 16)
 	now := t0
-	// One sheddable and fifteen critical_plus in flight; a critical_plus
-	// refused now and then, once in 100 (more than 1 in overflowShare,
-	// less than 1 in floodShare).
+	// One sheddable and fifteen critical_plus in flight, and four more
+	// critical_plus borrowed beyond the limit (its headroom); a
+	// critical_plus refused now and then, once in 100 (more than 1 in
+	// overflowShare, less than 1 in floodShare).
 	held := []Token{acquire(t, l, now, sh, "a", true)}
-	for range 15 {
+	for range 15 + headroom(16) {
 		held = append(held, acquire(t, l, now, cp, "a", true))
 	}
 	before := l.cls.reserve.Load()
@@ -324,5 +331,24 @@ func TestAcquireForAllocatesNothing(t *testing.T) {
 		for _, tok := range held {
 			l.ReleaseAt(tok, t0)
 		}
+	}
+}
+
+// TestLevelSkipsAbsentClasses: a class with no request near the limit is
+// no boundary: the level rises past it in one window.
+func TestLevelSkipsAbsentClasses(t *testing.T) {
+	l := fixedLimiter(t, 4)
+	now := t0
+	for range 4 {
+		acquire(t, l, now, cr, "a", true)
+	}
+	acquire(t, l, now, sh, "a", false) // the window's first near the limit: sheddable is about
+	for range 5 {
+		acquire(t, l, now, cp, "a", false)
+	}
+	now = now.Add(l.cfg.Window)
+	acquire(t, l, now, cp, "a", false) // ends the window
+	if got := l.Level(); got != cr {
+		t.Fatalf("level after a window of overflow with no sheddable_plus: got %v, want critical", got)
 	}
 }

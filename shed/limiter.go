@@ -47,6 +47,9 @@ type Limiter struct {
 	// admitted under (low 32 bits) and the number of the probe in progress
 	// (high 32 bits; 0 when none is).
 	admit    atomic.Uint64
+	// normal is the limit outside probes, which the highest class keeps
+	// a share of during one (AcquireFor).
+	normal   atomic.Int64
 	inFlight atomic.Int64
 	pushback atomic.Int64 // ns
 
@@ -291,6 +294,7 @@ func (l *Limiter) endProbe(now time.Time) {
 // Acquire. Call it with l.mu held (or before the Limiter is shared).
 func (l *Limiter) publish() {
 	limit, probe := uint64(max(1, int64(l.limit))), uint64(0)
+	l.normal.Store(int64(limit))
 	if l.probing {
 		limit, probe = uint64(min(l.cfg.ProbeLimit, l.cfg.MaxLimit)), uint64(l.probe)
 	}
