@@ -42,8 +42,8 @@ func TestAcquireForHeadroom(t *testing.T) {
 	}
 	acquire(t, l, t0, sh, "a", true) // the 6th
 	acquire(t, l, t0, sh, "a", false)
-	acquire(t, l, t0, cr, "a", true) // critical is above the level
-	acquire(t, l, t0, cp, "a", true) // the 8th
+	acquire(t, l, t0, cr, "a", true)  // critical is above the level
+	acquire(t, l, t0, cp, "a", true)  // the 8th
 	acquire(t, l, t0, cr, "a", false) // critical is not the highest class: the limit holds
 	// The highest class may borrow a headroom (2) beyond the limit while
 	// the boundary class holds room.

@@ -46,7 +46,7 @@ type Limiter struct {
 	// admit packs what Acquire reads in one word: the limit requests are
 	// admitted under (low 32 bits) and the number of the probe in progress
 	// (high 32 bits; 0 when none is).
-	admit    atomic.Uint64
+	admit atomic.Uint64
 	// normal is the limit outside probes, which the highest class keeps
 	// a share of during one (AcquireFor).
 	normal   atomic.Int64
