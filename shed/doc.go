@@ -77,17 +77,28 @@
 //     the level does not flap between it and the class below (that would
 //     let sheddable requests leak in and starve the boundary class every
 //     other window).
-//   - The highest class present may borrow a quarter of the limit beyond
-//     it while requests of the boundary class hold slots: they give the
-//     slots back as they end, and none of their class replaces them
-//     meanwhile. Without it a dip of the adaptive limit, or a latency
-//     probe's low limit, refused the very class the limit protects (in
-//     the simulation below, 0.4% of critical_plus, three quarters of it in
-//     the probes). With it, in simulation (an 8 x 2 ms server at three
-//     times its capacity, critical_plus 20%, critical 30%, sheddable 50%,
-//     no retries) critical_plus is 99.6% served with a p99 of 4.5 ms,
-//     critical 44%, sheddable none, and goodput is 99.6% of capacity
-//     (under a fixed limit of 16: 99.8%, 44%, none and 99.7%).
+//   - The highest class present keeps room the limit would not give it.
+//     Outside probes it may borrow a quarter of the limit beyond it while
+//     requests of the boundary class hold slots: they give the slots back
+//     as they end, and none of their class replaces them meanwhile.
+//     During a latency probe, while lower classes are refused, it keeps a
+//     quarter of the normal limit beyond ProbeLimit (its requests are
+//     probe samples too: within that they do not queue on a server whose
+//     limit sits above its worker count). Without these, each probe and
+//     each dip of the adaptive limit refused a burst of the class the
+//     limit protects: at three times capacity on a real server, 0.8% of
+//     critical_plus, about 60 calls a probe. And a rising level passes a
+//     class with no request near the limit, so that it reaches the class
+//     to shed a window sooner when overload begins.
+//
+// In simulation (an 8 x 2 ms server at three times its capacity,
+// critical_plus 20%, critical 30%, sheddable 50%, no retries),
+// critical_plus is 99.8% served with a p99 of 4.5 ms, critical 44%,
+// sheddable none, and goodput is 99.8% of capacity (under a fixed limit of
+// 16: 99.8%, 44%, none and 99.7%); on a real server with client busy
+// throttling (sluice bench --closed-loop --mix), 99.6-99.8% of
+// critical_plus.
+//
 //   - Callers share the limit. A fixed table of CallerSlots callers (and
 //     one overflow bucket for callers without an entry) counts each
 //     caller's requests near the limit. At the end of a window each caller
