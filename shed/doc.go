@@ -91,14 +91,6 @@
 //     class with no request near the limit, so that it reaches the class
 //     to shed a window sooner when overload begins.
 //
-// In simulation (an 8 x 2 ms server at three times its capacity,
-// critical_plus 20%, critical 30%, sheddable 50%, no retries),
-// critical_plus is 99.8% served with a p99 of 4.5 ms, critical 44%,
-// sheddable none, and goodput is 99.8% of capacity (under a fixed limit of
-// 16: 99.8%, 44%, none and 99.7%); on a real server with client busy
-// throttling (sluice bench --closed-loop --mix), 99.6-99.8% of
-// critical_plus.
-//
 //   - Callers share the limit. A fixed table of CallerSlots callers (and
 //     one overflow bucket for callers without an entry) counts each
 //     caller's requests near the limit. At the end of a window each caller
@@ -116,6 +108,14 @@
 //     the overflow bucket, so a flood of invented names costs no memory,
 //     lands in one bucket that is itself over its share, and cannot take
 //     the entries of callers that keep sending.
+//
+// In simulation (an 8 x 2 ms server at three times its capacity,
+// critical_plus 20%, critical 30%, sheddable 50%, no retries),
+// critical_plus is 99.8% served with a p99 of 4.5 ms, critical 44%,
+// sheddable none, and goodput is 99.8% of capacity (under a fixed limit of
+// 16: 99.8%, 44%, none and 99.7%); on a real server with client busy
+// throttling (sluice bench --closed-loop --mix), 99.6-99.8% of
+// critical_plus.
 //
 // Far from the limit (in flight within the limit less its reserve and a
 // quarter) AcquireFor costs what Acquire does and two atomic loads (the
