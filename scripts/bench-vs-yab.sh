@@ -22,7 +22,7 @@ rounds=${ROUNDS:-4}
 calls=${CALLS:-100000}
 conns=$(( 2 * $(nproc) ))
 
-idl="$(cd tools && go list -m -f '{{.Dir}}' github.com/uber/tchannel-go)/examples/keyvalue/keyvalue.thrift"
+idl=$PWD/examples/keyvalue/keyvalue.thrift
 tmp=$(mktemp -d)
 server=""
 cleanup() {

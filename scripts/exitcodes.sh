@@ -4,7 +4,9 @@
 # `sluice serve` on 127.0.0.1 as the server to call, runs every case of
 # tools/cmd/sluice/testdata/exitcodes.txt (the cases TestExitCodes runs in
 # process), checks that `sluice call` prints only the response body on
-# stdout, and stops the server, which must exit 0 on SIGTERM.
+# stdout (yab's envelope with -o yab), that a Thrift method without -t is a
+# usage error within a second, and stops the server, which must exit 0 on
+# SIGTERM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -62,6 +64,23 @@ done <tools/cmd/sluice/testdata/exitcodes.txt
 out=$("$bin" call -p "$peer" -s echo -m echo -r '{"key": "a"}' 2>"$tmp/err")
 [ "$out" = '{"key": "a"}' ] || fail "sluice call printed $out, want only the body"
 [ ! -s "$tmp/err" ] || fail "sluice call without -v wrote to stderr: $(cat "$tmp/err")"
+
+# -o yab prints yab's envelope, then a blank line, and nothing on stderr.
+out=$("$bin" call -p "$peer" echo echo '{"key": "a"}' -o yab 2>"$tmp/err"; echo .)
+want=$(printf '{\n  "body": {\n    "key": "a"\n  },\n  "ok": true,\n  "trace": "0"\n}\n\n.')
+[ "$out" = "$want" ] || fail "sluice call -o yab printed $out, want $want"
+[ ! -s "$tmp/err" ] || fail "sluice call -o yab wrote to stderr: $(cat "$tmp/err")"
+
+# A Thrift method without -t is a usage error at once, naming -t.
+start=$(date +%s%N)
+set +e
+"$bin" call -p "$peer" echo Echo::echo --timeout 10s >"$tmp/out" 2>"$tmp/err"
+got=$?
+set -e
+ms=$((($(date +%s%N) - start) / 1000000))
+[ "$got" = 2 ] || fail "sluice call Echo::echo without -t: exit $got, want 2"
+grep -q -- '-t/--thrift' "$tmp/err" || fail "sluice call Echo::echo without -t does not name -t: $(cat "$tmp/err")"
+[ "$ms" -lt 1000 ] || fail "sluice call Echo::echo without -t took ${ms}ms, want under a second"
 
 kill -TERM "$server"
 set +e

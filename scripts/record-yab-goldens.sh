@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Records yab's answers to the Thrift calls of
-# tools/cmd/sluice/testdata/yab/cases.txt, which TestThriftMatchesYab makes
+# Records yab's answers to the calls of tools/cmd/sluice/testdata/yab/cases.txt
+# (Thrift) and cases-serve.txt (JSON, raw), which TestThriftMatchesYab makes
 # with `sluice call`, so that CI compares Sluice with yab without yab.
 # Run it again when the cases change; it rewrites the answers beside them.
 #
@@ -12,15 +12,19 @@
 #   go build -o /tmp/yab/yab github.com/yarpc/yab
 #   YAB=/tmp/yab/yab scripts/record-yab-goldens.sh
 #
-# The servers: tchannel-go's example KeyValue service on plain tchannel-go
-# (tools/internal/plainkv) and Sluice's examples/keyvalue, both on
-# 127.0.0.1, both with the IDL tchannel-go ships.
+# The servers, all on 127.0.0.1: for cases.txt's Thrift calls,
+# tchannel-go's example KeyValue service on plain tchannel-go
+# (tools/internal/plainkv) and Sluice's examples/keyvalue, both with the
+# IDL tchannel-go ships, committed as examples/keyvalue/keyvalue.thrift;
+# for cases-serve.txt's JSON and raw calls, `sluice serve`. Each case's
+# stdout is recorded (SERVER-NAME.json: yab's envelope, or nothing) with
+# its exit status (SERVER-NAME.exit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${YAB:?set YAB to a yab v0.22.0 binary (see the comment at the top)}"
 "$YAB" --version | grep -q '0.22.0' || { echo "YAB is not yab 0.22.0: $("$YAB" --version)"; exit 1; }
 
-idl="$(cd tools && go list -m -f '{{.Dir}}' github.com/uber/tchannel-go)/examples/keyvalue/keyvalue.thrift"
+idl=examples/keyvalue/keyvalue.thrift
 out=tools/cmd/sluice/testdata/yab
 . scripts/lib/servers.sh
 (cd tools && go build -o "$tmp/kvserver" ./internal/plainkv/kvserver)
@@ -28,21 +32,28 @@ go build -o "$tmp/keyvalue" ./examples/keyvalue
 
 mkdir -p "$out"
 rm -f "$out"/*.json "$out"/*.exit
-for server in plain sluice; do
+(cd tools && go build -o "$tmp/sluice" ./cmd/sluice)
+for server in plain sluice serve; do
+  cases=$out/cases.txt
   case $server in
     plain) start plain "$tmp/kvserver" -listen 127.0.0.1:0 ;;
     sluice) start sluice "$tmp/keyvalue" serve --listen 127.0.0.1:0 ;;
+    serve) start serve "$tmp/sluice" serve --listen 127.0.0.1:0 && cases=$out/cases-serve.txt ;;
   esac
-  while IFS='|' read -r name args; do
-    case "$name" in '' | '#'*) continue ;; esac
-    read -ra words <<<"$args"
-    for i in "${!words[@]}"; do
-      [ "${words[$i]}" = '$IDL' ] && words[$i]=$idl
-    done
+  # yab 0.22 fails a JSON or raw call to a bare HOST:PORT ("first path
+  # segment in URL cannot contain colon"); tchannel:// is the same peer.
+  [ "$server" = serve ] && peer=tchannel://$peer
+  while IFS= read -r line; do
+    case "$line" in '' | '#'*) continue ;; esac
+    IFS='|' read -ra words <<<"$line"
+    name=${words[0]}
+    words=("${words[@]:1}")
+    words=("${words[@]//\$IDL/$idl}")
+    words=("${words[@]//\$TESTDATA/$out}")
     set +e
-    "$YAB" -p "$peer" "${words[@]}" >"$out/$server-$name.json"
+    "$YAB" -p "$peer" "${words[@]}" >"$out/$server-$name.json" </dev/null
     echo "$?" >"$out/$server-$name.exit"
     set -e
-  done <"$out/cases.txt"
+  done <"$cases"
 done
 ls "$out"

@@ -223,3 +223,13 @@ func writePeerList(t *testing.T, name, text string) string {
 	}
 	return file
 }
+
+// An error line has one prefix, the command's: the library's errors start
+// "sluice: " as Go errors do, which after "sluice call: " would be a second.
+func TestCallErrorHasOnePrefix(t *testing.T) {
+	code, out, errOut := runCall("-p", "127.0.0.1:1", "-s", "kv", "-m", "get")
+	want := "sluice call: call kv::get: UNAVAILABLE: "
+	if code != exitFail || out != "" || !strings.HasPrefix(errOut, want) || strings.Contains(errOut, "sluice: ") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 1, nothing, and stderr starting %q", code, out, errOut, want)
+	}
+}

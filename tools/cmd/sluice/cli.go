@@ -99,14 +99,21 @@ func (f *flagSet) parseWords(args []string, max int) ([]string, int, bool) {
 
 // usageError prints a usage error and where help is, and returns 2.
 func (f *flagSet) usageError(format string, a ...any) int {
-	fmt.Fprintf(f.stderr, "%s: %s\nRun '%s -h' for help.\n", f.Name(), fmt.Sprintf(format, a...), f.Name())
+	fmt.Fprintf(f.stderr, "%s: %s\nRun '%s -h' for help.\n", f.Name(), message(format, a...), f.Name())
 	return exitUsage
 }
 
 // failure prints a failure and returns 1.
 func (f *flagSet) failure(format string, a ...any) int {
-	fmt.Fprintf(f.stderr, "%s: %s\n", f.Name(), fmt.Sprintf(format, a...))
+	fmt.Fprintf(f.stderr, "%s: %s\n", f.Name(), message(format, a...))
 	return exitFail
+}
+
+// message formats an error line's text without the library's own
+// "sluice: " prefix, which the Go API's errors carry: after the command's
+// name ("sluice call: ") it would be a second prefix.
+func message(format string, a ...any) string {
+	return strings.TrimPrefix(fmt.Sprintf(format, a...), "sluice: ")
 }
 
 // longName is the long name of the flag named name: name itself, or the

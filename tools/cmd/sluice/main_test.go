@@ -209,7 +209,8 @@ func TestCallHelpFlags(t *testing.T) {
 	for _, want := range []string{
 		"  -p, --peer HOST:PORT ", "  -P, --peer-list TARGET ", "  -s, --service SERVICE ", "  -m, --method METHOD ",
 		"  -e, --encoding ENCODING ", "(default json, or thrift with -t or --health)", "  -r, --request BODY ", "  -H, --header KEY:VALUE ",
-		"      --timeout duration ", "(default 1s)", "  -v, --verbose ", "      --service-config FILE ",
+		"      --timeout DURATION ", "(default 1s)", "  -y, --yaml-template FILE ", "  -A, --arg NAME:VALUE ",
+		"      --procedure METHOD ", "      --headers MAP ", "      --headers-file FILE ", "  -o, --output FORMAT ", "  -v, --verbose ", "      --service-config FILE ",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("call -h lacks %q:\n%s", want, out.String())

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,13 +21,15 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/plainkv"
 )
 
-// keyvalueIDL is tchannel-go's examples/keyvalue/keyvalue.thrift, in the
-// module cache: the IDL yab's answers were recorded with.
+// keyvalueIDL is examples/keyvalue/keyvalue.thrift, tchannel-go's
+// example IDL committed in the repository: the IDL yab's answers were
+// recorded with.
 func keyvalueIDL(t *testing.T) string {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/uber/tchannel-go").Output()
-	require.NoError(t, err, "go list tchannel-go")
-	return filepath.Join(strings.TrimSpace(string(out)), "examples", "keyvalue", "keyvalue.thrift")
+	p, err := filepath.Abs("../../../examples/keyvalue/keyvalue.thrift")
+	require.NoError(t, err)
+	require.FileExists(t, p)
+	return p
 }
 
 // startPlainKV serves the example KeyValue service from plain tchannel-go.
@@ -64,61 +67,121 @@ type yabCase struct {
 	args []string
 }
 
-func yabCases(t *testing.T, idl string) []yabCase {
+func yabCases(t *testing.T, file, idl string) []yabCase {
 	t.Helper()
-	b, err := os.ReadFile("testdata/yab/cases.txt")
+	b, err := os.ReadFile(file)
 	require.NoError(t, err)
 	var cases []yabCase
 	for _, line := range strings.Split(string(b), "\n") {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		name, args, _ := strings.Cut(line, "|")
-		words := strings.Fields(args)
+		words := strings.Split(line, "|")
 		for i, w := range words {
-			if w == "$IDL" {
-				words[i] = idl
-			}
+			w = strings.ReplaceAll(w, "$IDL", idl)
+			words[i] = strings.ReplaceAll(w, "$TESTDATA", "testdata/yab")
 		}
-		cases = append(cases, yabCase{name, words})
+		cases = append(cases, yabCase{words[0], words[1:]})
 	}
 	return cases
 }
 
+// encoding is the case's -e, or thrift.
+func (c yabCase) encoding() string {
+	for i, w := range c.args {
+		if w == "-e" && i+1 < len(c.args) {
+			return c.args[i+1]
+		}
+	}
+	return "thrift"
+}
+
+// servedBy is the header Sluice's examples/keyvalue answers with, naming
+// its own address: the one part of an answer that differs from the
+// recording's server to the test's.
+var servedBy = regexp.MustCompile(`"served-by": "127\.0\.0\.1:\d+"`)
+
 // TestThriftMatchesYab makes the calls yab 0.22 made for
-// scripts/record-yab-goldens.sh, with the same words, against the same two
-// servers: tchannel-go's example on plain tchannel-go, and Sluice's
-// examples/keyvalue. stdout must be yab's body, byte for byte once both are
-// indented alike, and the exit status 0 where yab said ok and 1 (an
-// application error) where the method threw.
+// scripts/record-yab-goldens.sh, with the same words, against the same
+// servers: cases.txt's Thrift calls to tchannel-go's example on plain
+// tchannel-go and to Sluice's examples/keyvalue, cases-serve.txt's JSON
+// and raw calls to `sluice serve`. Each call is made twice. As is, stdout
+// must be yab's body (Thrift's byte for byte once both are indented
+// alike, JSON's the same JSON, raw's the bytes yab prints in base64), and
+// the exit status 0 where yab said ok, 1 where the method threw or the
+// call failed, 2 for a usage error, which sends nothing. With -o yab,
+// stdout must be what yab printed, envelope and blank line included, and
+// the exit status yab's.
 func TestThriftMatchesYab(t *testing.T) {
 	idl := keyvalueIDL(t)
-	servers := map[string]func(*testing.T) string{"plain": startPlainKV, "sluice": startExampleKV}
-	for _, server := range []string{"plain", "sluice"} {
+	servers := map[string]func(*testing.T) string{"plain": startPlainKV, "sluice": startExampleKV,
+		"serve": func(t *testing.T) string { return startServe(t) }}
+	for _, server := range []string{"plain", "sluice", "serve"} {
 		t.Run(server, func(t *testing.T) {
 			peer := servers[server](t)
-			for _, c := range yabCases(t, idl) {
-				recorded, err := os.ReadFile("testdata/yab/" + server + "-" + c.name + ".json")
+			file := "testdata/yab/cases.txt"
+			if server == "serve" {
+				file = "testdata/yab/cases-serve.txt"
+			}
+			for _, c := range yabCases(t, file, idl) {
+				golden := "testdata/yab/" + server + "-" + c.name
+				recorded, err := os.ReadFile(golden + ".json")
 				require.NoError(t, err)
-				var yab struct {
-					Body json.RawMessage `json:"body"`
-					OK   bool            `json:"ok"`
-				}
-				require.NoError(t, json.Unmarshal(recorded, &yab), c.name)
-				var want bytes.Buffer
-				require.NoError(t, json.Indent(&want, yab.Body, "", "  "))
-				want.WriteByte('\n')
+				exit, err := os.ReadFile(golden + ".exit")
+				require.NoError(t, err)
+				yabCode, err := strconv.Atoi(strings.TrimSpace(string(exit)))
+				require.NoError(t, err, golden+".exit")
+				usage := strings.HasPrefix(c.name, "usage-")
 
+				start := time.Now()
 				code, out, errOut := runCall(append([]string{"-p", peer}, c.args...)...)
-				assert.Equal(t, want.String(), out, "%s: stdout must be yab's body", c.name)
-				wantCode := exitOK
-				if !yab.OK {
-					wantCode = exitFail
-					assert.Regexp(t, `application error: KeyValue::Get threw \w+ \((KeyNotFound|InvalidKey)\)`, errOut, c.name)
-				} else {
-					assert.Empty(t, errOut, c.name)
+				switch {
+				case usage:
+					require.Equal(t, 1, yabCode, "%s: yab's status for a usage error", c.name)
+					assert.Equal(t, exitUsage, code, "%s: stderr %s", c.name, errOut)
+					assert.Empty(t, out, c.name)
+					assert.Less(t, time.Since(start), time.Second, "%s: a usage error sends nothing", c.name)
+				case len(recorded) == 0: // the call failed: yab printed no answer
+					require.Equal(t, 1, yabCode, c.name)
+					assert.Equal(t, exitFail, code, "%s: stderr %s", c.name, errOut)
+					assert.Empty(t, out, c.name)
+				default:
+					var yab struct {
+						Body json.RawMessage `json:"body"`
+						OK   bool            `json:"ok"`
+					}
+					require.NoError(t, json.Unmarshal(recorded, &yab), c.name)
+					switch c.encoding() {
+					case "thrift":
+						var want bytes.Buffer
+						require.NoError(t, json.Indent(&want, yab.Body, "", "  "))
+						want.WriteByte('\n')
+						assert.Equal(t, want.String(), out, "%s: stdout must be yab's body", c.name)
+					case "json":
+						assert.JSONEq(t, string(yab.Body), out, "%s: stdout must be yab's body", c.name)
+					case "raw":
+						var want []byte // yab prints raw bytes as base64
+						require.NoError(t, json.Unmarshal(yab.Body, &want), c.name)
+						assert.Equal(t, string(want)+"\n", out, "%s: stdout must be yab's body", c.name)
+					}
+					wantCode := exitOK
+					switch {
+					case !yab.OK && c.encoding() == "thrift":
+						wantCode = exitFail
+						assert.Regexp(t, `application error: \w+::\w+ threw \w+ \((KeyNotFound|InvalidKey|NotAuthorized)\)`, errOut, c.name)
+					case !yab.OK:
+						wantCode = exitFail
+						assert.Contains(t, errOut, "application error: the handler answered with an error", c.name)
+					default:
+						assert.Empty(t, errOut, c.name)
+					}
+					assert.Equal(t, wantCode, code, "%s: stderr %s", c.name, errOut)
 				}
-				assert.Equal(t, wantCode, code, "%s: stderr %s", c.name, errOut)
+
+				code, out, errOut = runCall(append([]string{"-p", peer, "-o", "yab"}, c.args...)...)
+				want := servedBy.ReplaceAllString(string(recorded), `"served-by": "PEER"`)
+				assert.Equal(t, want, servedBy.ReplaceAllString(out, `"served-by": "PEER"`), "%s -o yab: stdout must be yab's", c.name)
+				assert.Equal(t, yabCode, code, "%s -o yab: yab's exit status; stderr %s", c.name, errOut)
 			}
 		})
 	}
@@ -164,9 +227,26 @@ func TestCallThriftUsageErrors(t *testing.T) {
 		{[]string{"--health", "keyvalue", "KeyValue::Get"}, "--health calls Meta::health; drop -m/--method"},
 		{[]string{"--health"}, "give the service"},
 		{[]string{"-t", idl, "keyvalue"}, "give the method"},
-		{[]string{"-t", idl, "keyvalue", "KeyValue::Get", "extra"}, `unexpected argument "extra"`},
-		{[]string{"-s", "kv", "-m", "get", "--arg2", "x"}, "--arg2 is a raw call's arg2; -e/--encoding is json"},
+		{[]string{"-t", idl, "keyvalue", "KeyValue::Get", "{}", "extra"}, `unexpected argument "extra"`},
+		{[]string{"-t", idl, "keyvalue", "KeyValue::Get", "-r", "{}", "extra"}, `unexpected argument "extra"`},
+		{[]string{"-t", idl, "keyvalue", "KeyValue::Get", "extra"}, `KeyValue::Get: the arguments: want a JSON object, got a string`},
+		{[]string{"-t", idl, "keyvalue", "KeyValue::Get", "key: [a"}, `the request body is neither JSON nor YAML`},
+		// A JSON or Thrift call's arg2 is its headers: --arg2 is then yab's (--headers).
+		{[]string{"-s", "kv", "-m", "get", "--arg2", "x"}, "--arg2: want a map of header names to values, in JSON or YAML: got the scalar x"},
+		{[]string{"-s", "kv", "-m", "get", "--headers", "a: [1]"}, "--headers: want a map of header names to values, in JSON or YAML: a: want a string, got a list"},
+		{[]string{"-s", "kv", "-m", "get", "--headers", "{}", "--headers-file", "h.yaml"}, "give the headers' map once: --headers, --headers-file or --arg2"},
+		{[]string{"-s", "kv", "-m", "get", "--headers-file", "/nonexistent/h.yaml"}, "--headers-file: open /nonexistent/h.yaml"},
 		{[]string{"-s", "kv", "-m", "get", "-e", "raw", "-H", "a:b"}, "-H/--header needs -e json or thrift"},
+		{[]string{"-s", "kv", "-m", "get", "-e", "raw", "--headers", "a: b"}, "--headers needs -e json or thrift"},
+		{[]string{"-s", "kv", "-m", "get", "-e", "raw", "--headers-file", "h.yaml"}, "--headers-file needs -e json or thrift"},
+		{[]string{"-s", "kv", "-m", "get", "--disable-thrift-envelope"}, "--disable-thrift-envelope is for Thrift calls; -e/--encoding is json"},
+		// A Thrift method without its IDL is a usage error at once, not a
+		// JSON call waiting for the timeout on a Thrift server.
+		{[]string{"keyvalue", "KeyValue::Get", "-r", `{"key": "a"}`}, "KeyValue::Get is a Thrift method: give its IDL with -t/--thrift FILE.thrift"},
+		{[]string{"-s", "keyvalue", "--procedure", "KeyValue::Get", "--timeout", "10s"}, "KeyValue::Get is a Thrift method: give its IDL with -t/--thrift FILE.thrift"},
+		{[]string{"-s", "kv", "-m", "get", "--timeout", "0.5"}, `invalid value "0.5" for flag -timeout: want a duration (500ms, 1.5s) or a whole number of milliseconds (500)`},
+		{[]string{"-s", "kv", "-m", "get", "--timeout", "0"}, "--timeout is 0s, must be > 0"},
+		{[]string{"-s", "kv", "-m", "get", "-o", "xml"}, `-o/--output is "xml", must be body or yab`},
 	} {
 		code, out, errOut := runCall(append([]string{"-p", peer}, c.args...)...)
 		assert.Equal(t, exitUsage, code, "%v: %s", c.args, errOut)
