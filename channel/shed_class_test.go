@@ -171,6 +171,11 @@ func TestShedByClassOnARealServer(t *testing.T) {
 	for range 3 {
 		g.refused(t, criticality.CriticalPlus) // the limit overflows
 	}
+	// sheddable_plus is about too (else the level passes it: see
+	// shed.Limiter's doc).
+	if got := g.refused(t, criticality.SheddablePlus); got != 0 {
+		t.Errorf("sheddable_plus refused at the limit names %v, want none yet", got)
+	}
 
 	g.clk.Add(100 * time.Millisecond) // the window ends
 	if got, want := g.refused(t, criticality.Sheddable), criticality.Sheddable; got != want {
@@ -261,9 +266,9 @@ func TestBusyNamesClassBeforeHint(t *testing.T) {
 				t.Fatalf("admit: %v", err)
 			}
 		}
-		for range 3 {
-			if _, err := m.admit(criticality.CriticalPlus, "caller"); err == nil {
-				t.Fatal("admit over the limit: got nil, want Busy")
+		for _, c := range []criticality.Class{criticality.CriticalPlus, criticality.CriticalPlus, criticality.CriticalPlus, criticality.SheddablePlus} {
+			if _, err := m.admit(c, "caller"); err == nil {
+				t.Fatalf("admit %v over the limit: got nil, want Busy", c)
 			}
 		}
 		clk.Add(100 * time.Millisecond)
