@@ -2,6 +2,7 @@ package shed
 
 import (
 	"hash/maphash"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -121,7 +122,20 @@ func headroom(limit int64) int64 {
 // package doc. Give the Token back to Release or Cancel as usual. A
 // refused request should be answered busy with Pushback and Refusing.
 func (l *Limiter) AcquireFor(c criticality.Class, caller string) (Token, bool) {
-	return l.acquireFor(l.clk.Since(l.epoch), c, caller)
+	// The clock is read once the admission needs it, after the limit's
+	// counters: as Acquire does, which costs a request less.
+	return l.acquireFor(unread, c, caller)
+}
+
+// unread stands for the time of an AcquireFor not read yet (see at).
+const unread = time.Duration(math.MinInt64)
+
+// at returns since, or the time since the epoch now if since is unread.
+func (l *Limiter) at(since time.Duration) time.Duration {
+	if since != unread {
+		return since
+	}
+	return l.clk.Since(l.epoch)
 }
 
 // AcquireForAt is AcquireFor at time now.
@@ -150,6 +164,7 @@ func (l *Limiter) acquireFor(since time.Duration, c criticality.Class, caller st
 	}
 	lvl := cs.level.Load()
 	if lvl > uint32(criticality.Sheddable) {
+		since = l.at(since)
 		if int64(since) >= cs.tickAt.Load() {
 			cs.mu.Lock()
 			cs.tickIfDue(since, l.cfg.Window)
@@ -167,14 +182,14 @@ func (l *Limiter) acquireFor(since time.Duration, c criticality.Class, caller st
 	hb := max(h, limit*int64(cs.reserve.Load())>>10)
 	if n <= limit-hb-h {
 		// Far from the limit: no class or caller needs protecting.
-		tok := Token{start: since, probe: probe}
+		tok := Token{start: l.at(since), probe: probe}
 		if uint32(c) == lvl {
 			cs.low.Add(1)
 			tok.low = true
 		}
 		return tok, true
 	}
-	return l.nearLimit(since, c, caller, n, limit, h, hb, probe)
+	return l.nearLimit(l.at(since), c, caller, n, limit, h, hb, probe)
 }
 
 // refuse is a refusal at since, without a request counted in flight.
