@@ -90,7 +90,6 @@
 //     critical_plus, about 60 calls a probe. And a rising level passes a
 //     class with no request near the limit, so that it reaches the class
 //     to shed a window sooner when overload begins.
-//
 //   - Callers share the limit. A fixed table of CallerSlots callers (and
 //     one overflow bucket for callers without an entry) counts each
 //     caller's requests near the limit. At the end of a window each caller
