@@ -85,11 +85,6 @@ func (g *classGate) caller(t *testing.T, caller string) *Client {
 	return kv
 }
 
-// call sends one call of class cls and returns its error when it ends.
-func (g *classGate) call(cls criticality.Class) <-chan error {
-	return g.callAs(g.client, "work", cls)
-}
-
 // callAs sends one call of method and class cls through kv and returns
 // its error when it ends.
 func (g *classGate) callAs(kv *Client, method string, cls criticality.Class) <-chan error {

@@ -168,7 +168,6 @@ func TestCallerOverItsShareRefusedFirst(t *testing.T) {
 	for _, tok := range held[4:] {
 		l.ReleaseAt(tok, now)
 	}
-	held = held[:4]
 	now = now.Add(l.cfg.Window)
 	acquire(t, l, now, cr, "heavy", true) // 5th
 	acquire(t, l, now, cr, "heavy", true) // 6th: limit - headroom
