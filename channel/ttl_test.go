@@ -129,14 +129,18 @@ func warmUp(t *testing.T, c *Channel, s *slowServer) {
 func TestDeadlineRefusedBeforeTheHandler(t *testing.T) {
 	s := startSlowServer(t)
 	c, _ := slowClient(t, s)
-	// The cold start: a request with 5 ms left is served (and times out).
+	// The cold start: after one call (which connects), a request with 5 ms
+	// left is served (and times out).
+	if _, err := to(c, "kv").CallRaw(ctxTimeout(t), "slow", nil, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
 	_, err := to(c, "kv").CallRaw(ctx, "slow", nil, []byte("x"))
 	cancel()
-	if s.runs.Load() != 1 || err == nil {
-		t.Fatalf("cold start: %d handler runs, error %v; want 1 run and a timeout", s.runs.Load(), err)
+	if s.runs.Load() != 2 || err == nil {
+		t.Fatalf("cold start: %d handler runs, error %v; want 2 runs and a timeout", s.runs.Load(), err)
 	}
-	testwait.Until(t, "the cold-start request's handler to end", func() bool { return s.estimate().Samples() == 1 })
+	testwait.Until(t, "the cold-start request's handler to end", func() bool { return s.estimate().Samples() == 2 })
 	warmUp(t, c, s)
 
 	runs, reqs := s.runs.Load(), s.requests()
@@ -208,17 +212,23 @@ func TestDeadlineAdmissionOfPlainClients(t *testing.T) {
 	c, _ := slowClient(t, s)
 	warmUp(t, c, s)
 	runs := s.runs.Load()
-	res, err := plainCall(t, s.ch.HostPort(), "slow", tchannel.Raw, nil, []byte("plain"))
+	pc := plainClient(t, nil)
+	plain := func(ctx context.Context, arg3 string) ([]byte, error) {
+		call, err := pc.BeginCall(ctx, s.ch.HostPort(), "kv", "slow", &tchannel.CallOptions{Format: tchannel.Raw})
+		if err != nil {
+			return nil, err
+		}
+		_, res, _, err := raw.WriteArgs(call, nil, []byte(arg3))
+		return res, err
+	}
+	res, err := plain(ctxTimeout(t), "plain")
 	if err != nil || string(res) != "plain" || s.runs.Load() != runs+1 {
 		t.Fatalf("plain call with an ample TTL: %q, %v; want served", res, err)
 	}
+	// Connected by the first call, the second is sent at once.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
 	defer cancel()
-	call, err := plainClient(t, nil).BeginCall(ctx, s.ch.HostPort(), "kv", "slow", &tchannel.CallOptions{Format: tchannel.Raw})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _, _, err = raw.WriteArgs(call, nil, []byte("short"))
+	_, err = plain(ctx, "short")
 	msg := requireSystemError(t, err, tchannel.ErrCodeBusy)
 	if !strings.Contains(msg, "retry-pushback-ms=-1") || s.runs.Load() != runs+1 {
 		t.Errorf("plain call with 5 ms: %q, %d runs; want BUSY saying do not retry, handler not run", msg, s.runs.Load()-runs-1)
