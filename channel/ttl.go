@@ -2,11 +2,11 @@ package channel
 
 import (
 	"context"
+	"math/rand/v2"
 	"strings"
 	"time"
 
 	"github.com/sluice-rpc/sluice/clock"
-
 	"github.com/sluice-rpc/sluice/internal/latency"
 	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber-go/tally/v4"
@@ -19,8 +19,10 @@ import (
 // service time is answered BUSY with a "do not retry" hint before its
 // handler runs, and counted in stats.ServerRefused (reason
 // stats.ReasonDeadline). The expected service time is the 5% quantile of
-// the method's last 64 handler latencies (latency.Low), and nothing is
-// refused before 32 have been measured.
+// the method's last 64 handler latencies measured (latency.Low; once
+// there are 32, one request in 8 is measured), and nothing is refused
+// before 32 have been; a method expected to take under 0.5 ms is not
+// checked (see ttlCheckFloor).
 //
 // It is on by default because it refuses only work that is doomed: a
 // request given less time than all but 1 in 20 of the method's recent
@@ -64,25 +66,38 @@ func (c *Channel) ttlGuardFor(method string) *ttlGuard {
 
 // admit is the deadline admission of a request: it returns the time the
 // request starts (zero when its latency is not measured) and true, or
-// refuses the request (it answers it) and returns false. It reads the
-// clock once when on (t not nil), where nothing was read before; done
-// reads it again for the requests measured (ttlSampleMask).
+// refuses the request (it answers it) and returns false.
+//
+// The cost, where nothing was read before: during the cold start it reads
+// the clock for every request, which done reads again. Then it reads it
+// once per request to compare the time left, and done again for the 1 in
+// ttlSampleMask+1 requests it measures, except for a method expected to
+// take under ttlCheckFloor, which it does not check: only the requests it
+// measures read the clock.
 func (t *ttlGuard) admit(ctx context.Context, call *tchannel.InboundCall) (time.Time, bool) {
 	if t == nil {
 		return time.Time{}, true
 	}
-	start := t.clk.Now()
-	if !t.est.Ready() {
-		return start, true // the cold start: measure every request
+	exp, ok := t.est.Expected()
+	if !ok {
+		return t.clk.Now(), true // the cold start: measure every request
 	}
+	measure := rand.Uint32()&ttlSampleMask == 0
+	if exp < ttlCheckFloor {
+		if !measure {
+			return time.Time{}, true
+		}
+		return t.clk.Now(), true
+	}
+	start := t.clk.Now()
 	if dl, ok := ctx.Deadline(); ok {
-		if left := dl.Sub(start); t.est.Doomed(left) {
-			t.refuse(call, left)
+		if left := dl.Sub(start); left < exp {
+			t.refuse(call, left, exp)
 			return time.Time{}, false
 		}
 	}
-	if start.Nanosecond()&ttlSampleMask != 0 {
-		return time.Time{}, true // not measured
+	if !measure {
+		return time.Time{}, true
 	}
 	return start, true
 }
@@ -97,21 +112,26 @@ func (t *ttlGuard) done(start time.Time) {
 }
 
 // ttlSampleMask picks the requests whose handler latency is measured once
-// a method's expected service time is known: those whose start time's
-// nanoseconds are 0 modulo 8, 1 in 8 where the clock counts nanoseconds
-// (every request where it counts coarser), by a bit of a clock read made
-// anyway, so that choosing costs no shared counter. Until then every
-// request is measured, so that the cold start ends after
-// latency.MinSamples requests. The second clock read and the observation
-// are most of the cost of deadline admission on a server far from its
-// limits.
+// a method's expected service time is known: 1 in ttlSampleMask+1, at
+// random (math/rand/v2's generator is per thread: no shared counter).
+// Until then every request is measured, so that the cold start ends after
+// latency.MinSamples requests. The clock reads and the observation are
+// most of the cost of deadline admission on a server far from its limits.
 const ttlSampleMask = 7
+
+// ttlCheckFloor is the expected service time under which requests are
+// not checked. A request comes with at least 1 ms: a TTL is whole
+// milliseconds on the wire, and tchannel-go sends none under 1 ms. So
+// one for a method expected to take under half of that is doomed only
+// if it waited over half a millisecond between the arrival of its frame
+// and its admission: an overload, which load shedding (ShedConfig)
+// answers. Not checking such methods spares their requests a clock read.
+const ttlCheckFloor = 500 * time.Microsecond
 
 // refuse answers a request with left before its deadline, less than the
 // method's expected service time: BUSY, "do not retry".
-func (t *ttlGuard) refuse(call *tchannel.InboundCall, left time.Duration) {
+func (t *ttlGuard) refuse(call *tchannel.InboundCall, left, exp time.Duration) {
 	t.refused.Inc(1)
-	exp, _ := t.est.Expected()
 	_ = call.Response().SendSystemError(BusyAfter(-1,
 		"server refused: %v left before the deadline, under %v, the expected service time of %q (a low quantile of its handler's latency); the handler would not finish in time;"+deadlineRefusedWord,
 		max(left, 0), exp, t.method))
