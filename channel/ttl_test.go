@@ -19,28 +19,31 @@ import (
 	"github.com/uber/tchannel-go/raw"
 )
 
-// slowWork is what the slow server's method takes: its handler's work.
+// slowWork is what the slow server's method takes by default: its
+// handler's work. The tests of clients' retries take this long, for a
+// margin: their first attempt must finish before its deadline.
 const slowWork = 60 * time.Millisecond
 
 // slowServer is a real Sluice server of "kv" whose method "slow" works for
-// slowWork, then answers, or fails UNEXPECTED while fail is set.
+// work, then answers, or fails UNEXPECTED while fail is set.
 type slowServer struct {
 	ch    *Channel
+	work  time.Duration
 	runs  atomic.Int64 // handler runs
 	fail  atomic.Bool
 	scope tally.TestScope
 }
 
-func startSlowServer(t *testing.T, opts ...Option) *slowServer {
+func startSlowServer(t *testing.T, work time.Duration, opts ...Option) *slowServer {
 	t.Helper()
-	s := &slowServer{scope: tally.NewTestScope("", nil)}
+	s := &slowServer{scope: tally.NewTestScope("", nil), work: work}
 	ch, err := New("kv", append([]Option{WithScope(s.scope)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := ch.RegisterRaw("slow", func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
 		s.runs.Add(1)
-		time.Sleep(slowWork) // the method's work, not a wait for another goroutine
+		time.Sleep(work) // the method's work, not a wait for another goroutine
 		if s.fail.Load() {
 			return nil, tchannel.NewSystemError(tchannel.ErrCodeUnexpected, "failed")
 		}
@@ -118,16 +121,16 @@ func warmUp(t *testing.T, c *Channel, s *slowServer) {
 		t.Fatalf("warm-up call: %v", err)
 	}
 	testwait.Until(t, "the server's estimate to end its cold start", s.estimate().Ready)
-	if d, _ := s.estimate().Expected(); d < slowWork {
-		t.Fatalf("server's expected service time %v, want at least the work, %v", d, slowWork)
+	if d, _ := s.estimate().Expected(); d < s.work {
+		t.Fatalf("server's expected service time %v, want at least the work, %v", d, s.work)
 	}
 }
 
-// A request sent with less time left than the method's expected service
-// time is refused before its handler runs, and its Sluice caller, whose
-// policy retries BUSY, does not retry it.
+// A request sent with 5 ms left to a method that takes 20 ms is refused
+// before its handler runs, and its Sluice caller, whose policy retries
+// BUSY, does not retry it.
 func TestDeadlineRefusedBeforeTheHandler(t *testing.T) {
-	s := startSlowServer(t)
+	s := startSlowServer(t, 20*time.Millisecond)
 	c, _ := slowClient(t, s)
 	// The cold start: after one call (which connects), a request with 5 ms
 	// left is served (and times out).
@@ -172,7 +175,7 @@ func TestDeadlineRefusedBeforeTheHandler(t *testing.T) {
 // receives one request, and the call ends with its error. With time
 // enough, the retries go out.
 func TestNoRetryWithTooLittleTimeLeft(t *testing.T) {
-	s := startSlowServer(t)
+	s := startSlowServer(t, slowWork)
 	c, scope := slowClient(t, s)
 	warmUp(t, c, s)
 	s.fail.Store(true)
@@ -208,7 +211,7 @@ func TestNoRetryWithTooLittleTimeLeft(t *testing.T) {
 // Plain tchannel-go clients are served as before when their TTL is
 // ample, and refused BUSY, handler not run, when it is too short.
 func TestDeadlineAdmissionOfPlainClients(t *testing.T) {
-	s := startSlowServer(t)
+	s := startSlowServer(t, 20*time.Millisecond)
 	c, _ := slowClient(t, s)
 	warmUp(t, c, s)
 	runs := s.runs.Load()
@@ -238,7 +241,7 @@ func TestDeadlineAdmissionOfPlainClients(t *testing.T) {
 // WithDeadlineRefusalsDisabled turns the admission off: the doomed
 // request reaches its handler, as before.
 func TestDeadlineRefusalsDisabled(t *testing.T) {
-	s := startSlowServer(t, WithDeadlineRefusalsDisabled())
+	s := startSlowServer(t, 20*time.Millisecond, WithDeadlineRefusalsDisabled())
 	if g := s.ch.tch.GetSubChannel("kv").GetHandlers()["slow"].(*guarded); g.ttl != nil {
 		t.Fatal("deadline admission on despite WithDeadlineRefusalsDisabled")
 	}

@@ -80,9 +80,9 @@ type Result struct {
 	Cancelled int
 	// Stop says why the call ended: StopSucceeded, StopNotRetryable (a
 	// fatal code), StopCommitted, StopExhausted (every attempt failed and
-	// none was left), StopThrottled or StopPushback (every sent attempt
-	// failed after the throttle or a pushback stopped hedging), or
-	// StopContext.
+	// none was left), StopThrottled, StopPushback or StopDeadline (every
+	// sent attempt failed after the throttle, a pushback or too little
+	// time left stopped hedging), or StopContext.
 	Stop retry.StopReason
 	// CtxErr is the caller's context error when Stop is StopContext.
 	CtxErr error
