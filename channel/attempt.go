@@ -90,8 +90,11 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 			seen = codes.Cancelled
 		}
 	}
+	if code == codes.Busy && isDeadlineRefusal(msg) {
+		seen = codes.Timeout // refused for its deadline: says nothing of the server's load (ttl.go)
+	}
 	now := c.o.clock.Now()
-	if code == codes.Busy {
+	if seen == codes.Busy {
 		// It throttles the calls of this class and below to the peer, and
 		// those of the class it says the server refuses, if any.
 		pb, refusing := busyHints(msg)
@@ -118,9 +121,12 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 // because a hedge won or its caller gave up, or cut off by the deadline,
 // is a cut-off, whether or not it was sent: its latency, which counts from
 // t0 and includes BeginCall, is known only to exceed its time so far.
+//
+// The method's expected latency (st.pol.low, for deadline checks) learns
+// from the same observations.
 func (c *Channel) observeFirst(st *callState, n int, code codes.Code, t0, now time.Time) {
-	est := st.pol.est
-	if est == nil || n != 0 {
+	est, low := st.pol.est, st.pol.low
+	if (est == nil && low == nil) || n != 0 {
 		return
 	}
 	if now.IsZero() {
@@ -128,9 +134,19 @@ func (c *Channel) observeFirst(st *callState, n int, code codes.Code, t0, now ti
 	}
 	switch code {
 	case codes.OK:
-		est.Observe(now.Sub(t0))
+		if est != nil {
+			est.Observe(now.Sub(t0))
+		}
+		if low != nil {
+			low.Observe(now.Sub(t0))
+		}
 	case codes.Cancelled, codes.Timeout:
-		est.ObserveCensored(now.Sub(t0))
+		if est != nil {
+			est.ObserveCensored(now.Sub(t0))
+		}
+		if low != nil {
+			low.ObserveCensored(now.Sub(t0))
+		}
 	}
 }
 

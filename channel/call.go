@@ -252,6 +252,9 @@ func (c *Channel) run(ctx context.Context, st *callState, service, method string
 	if pol.bucket != nil {
 		pol.tokens.Update(pol.bucket.Tokens())
 	}
+	if stop == retry.StopDeadline {
+		m.SkippedDeadline()
+	}
 
 	st.lock()
 	sent := st.sent

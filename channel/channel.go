@@ -84,6 +84,7 @@ type options struct {
 
 	config               *serviceconfig.Config
 	noRetries            bool
+	noDeadlineRefusals   bool // WithDeadlineRefusalsDisabled
 	maxAttemptsCap       int
 	bufTotal, bufPerCall int64
 

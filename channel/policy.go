@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/internal/hedgeexec"
+	"github.com/sluice-rpc/sluice/internal/latency"
 	"github.com/sluice-rpc/sluice/internal/peerlist"
 	"github.com/sluice-rpc/sluice/internal/ratelimit"
 	"github.com/sluice-rpc/sluice/internal/recorder"
@@ -156,9 +157,13 @@ type methodPolicy struct {
 	service, method string  // whose policy it is
 	cl              *Client // whose calls it shapes
 
-	retry   *retryexec.Executor // nil when retries are disabled or a hedge applies
-	hedge   *hedgeexec.Executor
-	est     *hedgeexec.Estimator // adaptive hedging delay, if configured
+	retry *retryexec.Executor // nil when retries are disabled or a hedge applies
+	hedge *hedgeexec.Executor
+	est   *hedgeexec.Estimator // adaptive hedging delay, if configured
+	// low is the method's expected latency, learnt from first attempts,
+	// when its calls may send more than one: no retry or hedge goes out
+	// with less time left (retryexec.Doomed).
+	low     *latency.Low
 	timeout time.Duration
 	// waitForReady: calls wait for a ready peer even when every peer is in
 	// transient failure (the service config's waitForReady).
@@ -237,8 +242,9 @@ func (c *Channel) buildPolicy(cl *Client, method string) (*methodPolicy, error) 
 	var err error
 	switch {
 	case mc != nil && mc.Hedge != nil:
+		p.low = new(latency.Low)
 		p.hedge, err = hedgeexec.NewExecutor(hedgeexec.ExecutorConfig{Policy: *mc.Hedge, MaxAttemptsCap: c.o.maxAttemptsCap,
-			Throttle: p.bucket, Clock: c.o.clock})
+			Throttle: p.bucket, Clock: c.o.clock, Latency: p.low})
 		if err == nil {
 			p.est = p.hedge.Estimator()
 		}
@@ -249,9 +255,12 @@ func (c *Channel) buildPolicy(cl *Client, method string) (*methodPolicy, error) 
 		}
 		if pol != nil {
 			p.backoff = pol.Backoff()
+			if pol.Attempts(c.o.maxAttemptsCap) > 1 {
+				p.low = new(latency.Low)
+			}
 		}
 		p.retry, err = retryexec.NewExecutor(retryexec.ExecutorConfig{Policy: pol, MaxAttemptsCap: c.o.maxAttemptsCap,
-			Throttle: p.bucket, Buffer: c.buffer, Clock: c.o.clock, Rand: c.o.rand})
+			Throttle: p.bucket, Buffer: c.buffer, Clock: c.o.clock, Rand: c.o.rand, Latency: p.low})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("channel: policy for %s::%s: %w", service, method, err)

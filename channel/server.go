@@ -92,7 +92,7 @@ func errRegistered(api, method, via string) error {
 // register registers h for method behind the Channel's guard. Call it with
 // c.mu held, so that checking for a duplicate and registering are one step.
 func (c *Channel) register(via, method string, st *serverStats, h tchannel.Handler) {
-	c.tch.Register(&guarded{c: c, h: h, via: via, stats: st, shed: c.shed.forMethod(method)}, method)
+	c.tch.Register(&guarded{c: c, h: h, via: via, stats: st, shed: c.shed.forMethod(method), ttl: c.ttlGuardFor(method)}, method)
 }
 
 // serverStats are the counters of a Channel's server side.
@@ -112,6 +112,7 @@ type guarded struct {
 	via   string
 	stats *serverStats
 	shed  *methodShedder // nil: no shedding
+	ttl   *ttlGuard      // nil: no deadline admission (ttl.go)
 }
 
 // Handle counts the request, declines it while the Channel closes, sheds
@@ -151,6 +152,12 @@ func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
 	// nothing.
 	defer call.Response().Blackhole()
 	cls := g.c.classOf(call, tc)
+	// A request with less time left than its method takes is refused
+	// before it takes a slot of any limit (ttl.go).
+	t0, ok := g.ttl.admit(ctx, call)
+	if !ok {
+		return
+	}
 	if m := g.shed; m != nil {
 		a, err := m.admit(cls, call.CallerName())
 		if err != nil {
@@ -161,6 +168,7 @@ func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
 		defer m.done(a)
 	}
 	g.h.Handle(withInboundClass(ctx, cls), call)
+	g.ttl.done(t0)
 }
 
 // errConnBusy answers a call over PeerLimits.MaxCallsPerConn.

@@ -28,6 +28,11 @@ const (
 	// StopUnbuffered: the request did not fit in the retry buffer
 	// (channel.WithRetryBuffer), so the call was sent once.
 	StopUnbuffered
+	// StopDeadline: the time left before the call's deadline was shorter
+	// than the method's expected latency (a low quantile of what its
+	// attempts have taken), so the next attempt, which could not finish in
+	// time, was not sent. The call's error is the last attempt's.
+	StopDeadline
 )
 
 // String returns a lower-case description ("attempts exhausted").
@@ -49,6 +54,8 @@ func (r StopReason) String() string {
 		return "context done"
 	case StopUnbuffered:
 		return "not buffered"
+	case StopDeadline:
+		return "deadline too short"
 	}
 	return "StopReason(" + strconv.Itoa(int(r)) + ")"
 }

@@ -3,7 +3,7 @@ package retry
 import "testing"
 
 func TestStopReasonString(t *testing.T) {
-	for r := StopSucceeded; r <= StopUnbuffered; r++ {
+	for r := StopSucceeded; r <= StopDeadline; r++ {
 		if s := r.String(); s == "" || s[0] == 'S' {
 			t.Errorf("StopReason(%d).String() = %q", r, s)
 		}

@@ -48,6 +48,12 @@ const (
 	// connection closed before anything was sent); they are begun on
 	// another peer transparently and are not counted in Attempts.
 	AttemptsUnsent = "attempt.unsent"
+	// AttemptsSkippedDeadline is a counter: retries and hedges not sent
+	// because the time left before the call's deadline was shorter than
+	// the method's expected latency (a low quantile of what its first
+	// attempts have taken; retry.StopDeadline). A call counts at most one:
+	// after it, the call sends nothing more.
+	AttemptsSkippedDeadline = "attempt.skipped.deadline"
 )
 
 // Retry and hedging metrics, tagged service and method. They follow gRPC's
@@ -235,8 +241,15 @@ const (
 	// the server held too many bytes of requests still arriving),
 	// calls_per_conn (their connection had too many calls in flight),
 	// answer_bytes (the server owed too many bytes of answers not yet
-	// written, and their connection its share).
+	// written, and their connection its share); and deadline
+	// (ReasonDeadline).
 	ServerRefused = "server.refused"
+	// ReasonDeadline is ServerRefused's reason for a request whose time
+	// left (its handler context's deadline, from the caller's TTL) was
+	// shorter than its method's expected service time, a low quantile of
+	// the method's measured handler latency: answered BUSY with a "do not
+	// retry" hint, the handler never ran.
+	ReasonDeadline = "deadline"
 	// ServerDropped is a counter tagged reason: requests a handler had,
 	// dropped before their last fragment came (the caller got BUSY or
 	// TIMEOUT, the handler a cancelled context): unfinished_bytes,

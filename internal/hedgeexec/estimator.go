@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/hedge"
+	"github.com/sluice-rpc/sluice/internal/latency"
 )
 
 // Estimator keeps a method's last Window first-attempt latencies and turns
@@ -54,7 +55,7 @@ type Estimator struct {
 	delay    atomic.Int64 // nanoseconds; 0 until enough samples
 
 	mu      sync.Mutex
-	ring    []int64 // observations, packed (see pack)
+	ring    []int64 // observations, packed (latency.Pack)
 	next    int     // ring position of the next observation
 	seen    int     // observations ever
 	pending int     // observations since the last recomputation
@@ -76,24 +77,12 @@ func NewEstimator(cfg hedge.Adaptive, fallback time.Duration) (*Estimator, error
 }
 
 // Observe records a first attempt that finished after d: its latency is d.
-func (e *Estimator) Observe(d time.Duration) { e.observe(pack(d, false)) }
+func (e *Estimator) Observe(d time.Duration) { e.observe(latency.Pack(d, false)) }
 
 // ObserveCensored records a first attempt cut off after d, before it
 // finished: cancelled because a hedge won or the caller gave up, or ended
 // by the deadline. Its latency is known only to exceed d.
-func (e *Estimator) ObserveCensored(d time.Duration) { e.observe(pack(d, true)) }
-
-// pack encodes an observation as its latency (at least 0, at most
-// math.MaxInt64>>1 ns) shifted left by one, with the low bit set for a
-// cut-off: packed observations sort by latency, a finished one before a
-// cut-off of the same latency, as the product-limit estimate counts them.
-func pack(d time.Duration, censored bool) int64 {
-	v := min(max(int64(d), 0), math.MaxInt64>>1) << 1
-	if censored {
-		v |= 1
-	}
-	return v
-}
+func (e *Estimator) ObserveCensored(d time.Duration) { e.observe(latency.Pack(d, true)) }
 
 func (e *Estimator) observe(v int64) {
 	e.mu.Lock()
@@ -109,30 +98,7 @@ func (e *Estimator) observe(v int64) {
 	n := min(e.seen, len(e.ring))
 	e.scratch = append(e.scratch[:0], e.ring[:n]...)
 	slices.Sort(e.scratch)
-	e.delay.Store(int64(clamp(productLimitQuantile(e.scratch, e.cfg.Quantile), e.cfg.Floor, e.cfg.Cap)))
-}
-
-// productLimitQuantile returns the q-quantile of the Kaplan-Meier estimate
-// over obs, packed observations sorted ascending (at least one): the least
-// finished latency at which the estimate's survival falls to 1-q or below,
-// or, when it never does, the largest observation (see Estimator).
-func productLimitQuantile(obs []int64, q float64) time.Duration {
-	// The survival is a product of up to len(obs) rounded factors; the
-	// tolerance keeps the exact ceil(q*n)-th smallest of uncensored
-	// observations (its survival is exactly 1-q when q*n is whole).
-	limit := (1 - q) * (1 + 1e-9)
-	s, n := 1.0, len(obs)
-	for i, v := range obs {
-		if v&1 != 0 {
-			continue // a cut-off: leaves the risk set, lowers nothing
-		}
-		at := n - i // observations not below this one
-		s *= float64(at-1) / float64(at)
-		if s <= limit {
-			return time.Duration(v >> 1)
-		}
-	}
-	return time.Duration(obs[n-1] >> 1)
+	e.delay.Store(int64(clamp(latency.Quantile(e.scratch, e.cfg.Quantile), e.cfg.Floor, e.cfg.Cap)))
 }
 
 // Delay returns the hedging delay now.

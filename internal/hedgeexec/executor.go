@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-rpc/sluice/criticality"
 	"github.com/sluice-rpc/sluice/hedge"
 	"github.com/sluice-rpc/sluice/internal/config"
+	"github.com/sluice-rpc/sluice/internal/latency"
 	"github.com/sluice-rpc/sluice/internal/retryexec"
 	"github.com/sluice-rpc/sluice/retry"
 )
@@ -44,6 +45,11 @@ type ExecutorConfig struct {
 	// hedging for that call as the Throttle's does. Without it, a
 	// Policy.Adaptive with a Budget > 0 makes one (burst BudgetBurst).
 	Budget *Budget
+	// Latency, if set, is the method's expected latency: no attempt after
+	// the first is sent when the time left before the caller's deadline
+	// is shorter (retryexec.Doomed); hedging stops with
+	// retry.StopDeadline, the attempts sent run on. nil means no check.
+	Latency *latency.Low
 }
 
 // Validate reports the first rule c breaks, as a *retry.FieldError, or nil.
@@ -74,9 +80,9 @@ type Result struct {
 	Cancelled int
 	// Stop says why the call ended: StopSucceeded, StopNotRetryable (a
 	// fatal code), StopCommitted, StopExhausted (every attempt failed and
-	// none was left), StopThrottled or StopPushback (every sent attempt
-	// failed after the throttle or a pushback stopped hedging), or
-	// StopContext.
+	// none was left), StopThrottled, StopPushback or StopDeadline (every
+	// sent attempt failed after the throttle, a pushback or too little
+	// time left stopped hedging), or StopContext.
 	Stop retry.StopReason
 	// CtxErr is the caller's context error when Stop is StopContext.
 	CtxErr error
@@ -124,6 +130,7 @@ type Executor struct {
 	delayFn     func() time.Duration
 	budget      *Budget
 	est         *Estimator // built from Policy.Adaptive, if any
+	latency     *latency.Low
 }
 
 // NewExecutor returns an Executor configured by c, or c's validation error.
@@ -132,7 +139,7 @@ func NewExecutor(c ExecutorConfig) (*Executor, error) {
 		return nil, err
 	}
 	e := &Executor{policy: c.Policy, maxAttempts: c.Policy.Attempts(c.MaxAttemptsCap), throttle: c.Throttle, clock: c.Clock,
-		delayFn: c.Delay, budget: c.Budget}
+		delayFn: c.Delay, budget: c.Budget, latency: c.Latency}
 	if e.clock == nil {
 		e.clock = clock.Real
 	}
@@ -349,6 +356,10 @@ func (c *call) send() {
 	c.stopTimer()
 	for c.res.Sent < c.e.maxAttempts && c.stopped == 0 {
 		transparent := c.free > 0
+		if c.res.Sent > 0 && retryexec.Doomed(c.parent, c.e.latency, c.e.clock) {
+			c.stopped = retry.StopDeadline
+			return
+		}
 		if transparent {
 			c.free--
 		} else if c.res.Sent > 0 && (!c.e.throttle.AllowFor(c.class) || !c.e.budget.Withdraw()) {

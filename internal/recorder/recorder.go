@@ -56,7 +56,8 @@ func (r *Recorder) Method(service, method string) *Method {
 		s := r.scope.Tagged(map[string]string{stats.TagService: service, stats.TagMethod: method})
 		return &Method{scope: s, calls: s.Counter(stats.Calls),
 			latency: s.Histogram(stats.CallLatency, latencyBuckets), callAttempts: s.Histogram(stats.CallAttempts, attemptBuckets),
-			attempts: s.Counter(stats.Attempts), unsent: s.Counter(stats.AttemptsUnsent), errors: map[string]tally.Counter{}, attemptErrors: map[string]tally.Counter{},
+			attempts: s.Counter(stats.Attempts), unsent: s.Counter(stats.AttemptsUnsent),
+			skippedDeadline: s.Counter(stats.AttemptsSkippedDeadline), errors: map[string]tally.Counter{}, attemptErrors: map[string]tally.Counter{},
 			retries: s.Counter(stats.RetryAttempts), retriesFailed: s.Counter(stats.RetryAttemptsFailed),
 			hedgesSent: s.Counter(stats.HedgesSent), hedgesWon: s.Counter(stats.HedgesWon), hedgesCancelled: s.Counter(stats.HedgesCancelled)}
 	})
@@ -159,7 +160,7 @@ type Method struct {
 	callAttempts tally.Histogram
 	attempts     tally.Counter
 
-	unsent                                 tally.Counter
+	unsent, skippedDeadline                tally.Counter
 	retries, retriesFailed                 tally.Counter
 	hedgesSent, hedgesWon, hedgesCancelled tally.Counter
 
@@ -180,6 +181,10 @@ func (m *Method) Retry(n int) {
 
 // Unsent records an attempt that never left the client.
 func (m *Method) Unsent() { m.unsent.Inc(1) }
+
+// SkippedDeadline records a retry or hedge not sent because the call's
+// deadline left too little time (stats.AttemptsSkippedDeadline).
+func (m *Method) SkippedDeadline() { m.skippedDeadline.Inc(1) }
 
 // RetryFailed records a retry attempt that failed.
 func (m *Method) RetryFailed() { m.retriesFailed.Inc(1) }

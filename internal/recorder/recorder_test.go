@@ -1,12 +1,13 @@
 package recorder
 
 import (
-	"github.com/sluice-rpc/sluice/stats"
 	"math"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/sluice-rpc/sluice/stats"
 
 	"github.com/uber-go/tally/v4"
 )
@@ -156,8 +157,10 @@ func TestRetryCounts(t *testing.T) {
 	m.Retry(0) // not a retry
 	m.Hedged(2, true, 1)
 	m.Unsent()
+	m.SkippedDeadline()
 	m.AttemptFailed("BUSY")
 	want := map[string]int64{
+		"attempt.skipped.deadline+method=get,service=kv": 1,
 		"retry.attempts+method=get,service=kv":           6,
 		"retry.attempts.failed+method=get,service=kv":    6,
 		"hedge.sent+method=get,service=kv":               2,

@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/criticality"
 	"github.com/sluice-rpc/sluice/internal/config"
+	"github.com/sluice-rpc/sluice/internal/latency"
 	"github.com/sluice-rpc/sluice/retry"
 )
 
@@ -116,6 +117,11 @@ type ExecutorConfig struct {
 	// OnRetry, if set, is called before each wait for a retry (counted or
 	// transparent) with the attempt about to be made and the wait.
 	OnRetry func(next Attempt, wait time.Duration)
+	// Latency, if set, is the method's expected latency: no attempt after
+	// the first is sent when the time left before the context's deadline
+	// is shorter (see Doomed; Result.Stop is retry.StopDeadline and the
+	// call's error the last attempt's). nil means no such check.
+	Latency *latency.Low
 }
 
 // Validate reports the first rule c breaks, as a *retry.FieldError, or nil.
@@ -168,6 +174,7 @@ type Executor struct {
 	clock       clock.Clock
 	rand        func() float64
 	onRetry     func(Attempt, time.Duration)
+	latency     *latency.Low
 }
 
 // NewExecutor returns an Executor configured by c, or c's validation error.
@@ -182,6 +189,7 @@ func NewExecutor(c ExecutorConfig) (*Executor, error) {
 		clock:       c.Clock,
 		rand:        c.Rand,
 		onRetry:     c.OnRetry,
+		latency:     c.Latency,
 	}
 	if p := c.Policy; p != nil {
 		e.backoff = p.Backoff()
@@ -306,6 +314,10 @@ func (e *Executor) run(ctx context.Context, retries bool, class criticality.Clas
 		}
 		if err := clock.Sleep(ctx, e.clock, wait); err != nil {
 			res.Stop, res.CtxErr = retry.StopContext, err
+			return res
+		}
+		if Doomed(ctx, e.latency, e.clock) { // after the wait, which took some of the time left
+			res.Stop = retry.StopDeadline
 			return res
 		}
 	}

@@ -1,0 +1,138 @@
+package channel
+
+import (
+	"context"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/latency"
+	"github.com/sluice-rpc/sluice/stats"
+	"github.com/uber-go/tally/v4"
+	"github.com/uber/tchannel-go"
+)
+
+// WithDeadlineRefusalsDisabled turns off the server side's deadline
+// admission: by default a request whose time left (its handler context's
+// deadline, from the caller's TTL) is shorter than its method's expected
+// service time is answered BUSY with a "do not retry" hint before its
+// handler runs, and counted in stats.ServerRefused (reason
+// stats.ReasonDeadline). The expected service time is the 5% quantile of
+// the method's last 64 handler latencies measured (latency.Low; once
+// there are 32, one request in 8 is measured), and nothing is refused
+// before 32 have been; a method expected to take under 0.5 ms is not
+// checked (see ttlCheckFloor).
+//
+// It is on by default because it refuses only work that is doomed: a
+// request given less time than all but 1 in 20 of the method's recent
+// requests took would finish within its deadline about 1 time in 20, and
+// its caller, whose deadline ends the call anyway, gets the answer at
+// once instead of a TIMEOUT after the handler spent its capacity. Turn it
+// off for a method whose latency depends on the request so much that
+// callers who give little time send only fast requests, rarer than 1 in
+// 20 (the quantile then lies among the slow ones).
+func WithDeadlineRefusalsDisabled() Option { return func(o *options) { o.noDeadlineRefusals = true } }
+
+// deadlineRefusedWord marks, in a BUSY answer's message before its
+// pushback hint, a request refused for its deadline, not for load: a
+// Sluice client does not count it as the server's busy answer (it says
+// nothing of the server's load), and the "do not retry" hint stops its
+// retries and hedges.
+const deadlineRefusedWord = " sluice-refused=deadline"
+
+// isDeadlineRefusal reports whether a BUSY answer's message is a deadline
+// refusal (deadlineRefusedWord).
+func isDeadlineRefusal(msg string) bool { return strings.Contains(msg, deadlineRefusedWord) }
+
+// ttlGuard is one method's deadline admission: the method's measured
+// handler latency and the counter of its refusals.
+type ttlGuard struct {
+	method  string
+	clk     clock.Clock // the Channel's
+	est     latency.Low
+	refused tally.Counter
+}
+
+// ttlGuardFor returns the deadline admission of a method, or nil when it
+// is disabled (WithDeadlineRefusalsDisabled) or for health checks.
+func (c *Channel) ttlGuardFor(method string) *ttlGuard {
+	if c.o.noDeadlineRefusals || method == healthMethod {
+		return nil
+	}
+	return &ttlGuard{method: method, clk: c.o.clock,
+		refused: c.rec.Scope().Tagged(map[string]string{stats.TagReason: stats.ReasonDeadline}).Counter(stats.ServerRefused)}
+}
+
+// admit is the deadline admission of a request: it returns the time the
+// request starts (zero when its latency is not measured) and true, or
+// refuses the request (it answers it) and returns false.
+//
+// The cost, where nothing was read before: during the cold start it reads
+// the clock for every request, which done reads again. Then it reads it
+// once per request to compare the time left, and done again for the 1 in
+// ttlSampleMask+1 requests it measures, except for a method expected to
+// take under ttlCheckFloor, which it does not check: only the requests it
+// measures read the clock.
+func (t *ttlGuard) admit(ctx context.Context, call *tchannel.InboundCall) (time.Time, bool) {
+	if t == nil {
+		return time.Time{}, true
+	}
+	exp, ok := t.est.Expected()
+	if !ok {
+		return t.clk.Now(), true // the cold start: measure every request
+	}
+	measure := rand.Uint32()&ttlSampleMask == 0
+	if exp < ttlCheckFloor {
+		if !measure {
+			return time.Time{}, true
+		}
+		return t.clk.Now(), true
+	}
+	start := t.clk.Now()
+	if dl, ok := ctx.Deadline(); ok {
+		if left := dl.Sub(start); left < exp {
+			t.refuse(call, left, exp)
+			return time.Time{}, false
+		}
+	}
+	if !measure {
+		return time.Time{}, true
+	}
+	return start, true
+}
+
+// done measures the latency of a request admit started at start, unless
+// start is zero (not measured).
+func (t *ttlGuard) done(start time.Time) {
+	if t == nil || start.IsZero() {
+		return
+	}
+	t.est.Observe(t.clk.Since(start))
+}
+
+// ttlSampleMask picks the requests whose handler latency is measured once
+// a method's expected service time is known: 1 in ttlSampleMask+1, at
+// random (math/rand/v2's generator is per thread: no shared counter).
+// Until then every request is measured, so that the cold start ends after
+// latency.MinSamples requests. The clock reads and the observation are
+// most of the cost of deadline admission on a server far from its limits.
+const ttlSampleMask = 7
+
+// ttlCheckFloor is the expected service time under which requests are
+// not checked. A request comes with at least 1 ms: a TTL is whole
+// milliseconds on the wire, and tchannel-go sends none under 1 ms. So
+// one for a method expected to take under half of that is doomed only
+// if it waited over half a millisecond between the arrival of its frame
+// and its admission: an overload, which load shedding (ShedConfig)
+// answers. Not checking such methods spares their requests a clock read.
+const ttlCheckFloor = 500 * time.Microsecond
+
+// refuse answers a request with left before its deadline, less than the
+// method's expected service time: BUSY, "do not retry".
+func (t *ttlGuard) refuse(call *tchannel.InboundCall, left, exp time.Duration) {
+	t.refused.Inc(1)
+	_ = call.Response().SendSystemError(BusyAfter(-1,
+		"server refused: %v left before the deadline, under %v, the expected service time of %q (a low quantile of its handler's latency); the handler would not finish in time;"+deadlineRefusedWord,
+		max(left, 0), exp, t.method))
+}
