@@ -28,6 +28,10 @@ const (
 	// StopUnbuffered: the request did not fit in the retry buffer
 	// (channel.WithRetryBuffer), so the call was sent once.
 	StopUnbuffered
+	// StopChained: the call was made for an inbound request that is
+	// itself a retry or hedge, so it made one attempt (see
+	// channel.WithChainedRetries).
+	StopChained
 )
 
 // String returns a lower-case description ("attempts exhausted").
@@ -49,6 +53,8 @@ func (r StopReason) String() string {
 		return "context done"
 	case StopUnbuffered:
 		return "not buffered"
+	case StopChained:
+		return "serving a retry"
 	}
 	return "StopReason(" + strconv.Itoa(int(r)) + ")"
 }
