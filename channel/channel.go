@@ -84,6 +84,8 @@ type options struct {
 
 	config               *serviceconfig.Config
 	noRetries            bool
+	chainedRetries       bool               // WithChainedRetries
+	retryBudget          retry.BudgetConfig // WithRetryBudget
 	maxAttemptsCap       int
 	bufTotal, bufPerCall int64
 
@@ -277,6 +279,9 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	}
 	if o.maxAttemptsCap < 1 {
 		return nil, fmt.Errorf("channel: WithMaxAttemptsCap is %d, must be >= 1", o.maxAttemptsCap)
+	}
+	if err := o.retryBudget.Validate(); err != nil {
+		return nil, fmt.Errorf("channel: WithRetryBudget: %w", err)
 	}
 	buffer, err := retryexec.NewBuffer(retryexec.BufferConfig{Total: o.bufTotal, PerCall: o.bufPerCall})
 	if err != nil {

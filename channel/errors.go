@@ -90,7 +90,7 @@ func (e *CallError) Error() string {
 	s := fmt.Sprintf("sluice: call %s::%s failed after %d attempt(s), last on %s: %v: %s",
 		e.Service, e.Method, e.Attempts, e.Peer, e.Code, e.Message)
 	switch e.Stop {
-	case retry.StopThrottled, retry.StopPushback, retry.StopExhausted, retry.StopContext, retry.StopUnbuffered, retry.StopCommitted:
+	case retry.StopThrottled, retry.StopPushback, retry.StopExhausted, retry.StopContext, retry.StopUnbuffered, retry.StopCommitted, retry.StopChained:
 		s += " (no more retries: " + e.Stop.String() + ")"
 	}
 	return s

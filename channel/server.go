@@ -150,7 +150,7 @@ func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
 	// time to live the peer chose: release it. After an answer this does
 	// nothing.
 	defer call.Response().Blackhole()
-	cls := g.c.classOf(call, tc)
+	cls, retried := g.c.classOf(call, tc)
 	if m := g.shed; m != nil {
 		a, err := m.admit(cls, call.CallerName())
 		if err != nil {
@@ -160,7 +160,7 @@ func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
 		}
 		defer m.done(a)
 	}
-	g.h.Handle(withInboundClass(ctx, cls), call)
+	g.h.Handle(withInboundClass(ctx, cls, retried), call)
 }
 
 // errConnBusy answers a call over PeerLimits.MaxCallsPerConn.
