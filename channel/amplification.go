@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/sluice-rpc/sluice/codes"
@@ -50,11 +51,14 @@ var errRetryBudget = fmt.Errorf("%w: the Client's retry budget refused a retry (
 // Overloaded reports whether the call failed because its service is
 // overloaded and this client gave up on it: it answered Busy (a shed, or
 // a Busy the call's policy did not retry, or retried until its attempts,
-// its budget or the answer's pushback stopped it), or every peer was
-// throttled (THROTTLED). A Sluice server answers a handler that returns
-// such an error Busy, telling its own callers not to retry.
+// its budget or the answer's pushback stopped it), or every peer's busy
+// limiter refused it (THROTTLED). A Sluice server answers a handler that
+// returns such an error Busy, telling its own callers not to retry. The
+// retry budget's refusal of a call serving a retry is not overload (the
+// service failed, it did not refuse): its Busy would close the busy
+// limiters above, for every call, long after the service is well again.
 func (e *CallError) Overloaded() bool {
-	return e.Code == codes.Busy || e.Code == codes.Throttled
+	return e.Code == codes.Busy || (e.Code == codes.Throttled && !errors.Is(e.Err, errRetryBudget))
 }
 
 // options returns the tchannel-go call options of an attempt of spec a

@@ -10,6 +10,7 @@ package retrybudget
 
 import (
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,8 +37,11 @@ type Budget struct {
 	ratio   float64 // retries per first attempt
 	floor   float64 // retries per second of window
 	windowS float64 // the window, seconds
-	startNs int64   // when the budget was made: the floor grows from then to a whole window
-	slots   [slots]slot
+	// mu makes Allow's check and count one step, so that concurrent
+	// retries cannot pass the bound together. First needs no lock: a
+	// first attempt only ever allows more.
+	mu    sync.Mutex
+	slots [slots]slot
 }
 
 // New returns the budget c configures (c validated, defaults applied);
@@ -107,6 +111,8 @@ func (b *Budget) Allow(now time.Time) bool {
 		return true
 	}
 	s := b.stamp(now)
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	first, retries := b.counts(s)
 	allowed := math.Max(b.ratio*float64(first), b.floor*b.windowS)
 	if float64(retries+1) > allowed {

@@ -1,6 +1,8 @@
 package retrybudget
 
 import (
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,5 +130,31 @@ func TestFirstAllocatesNothing(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	if n := testing.AllocsPerRun(100, func() { b.First(now); b.Allow(now) }); n != 0 {
 		t.Errorf("First and Allow allocate %v times", n)
+	}
+}
+
+// Concurrent retries never pass the bound together.
+func TestConcurrentAllowKeepsTheBound(t *testing.T) {
+	b := newBudget(t, retry.BudgetConfig{MinPerSecond: 1})
+	now := time.Unix(1_700_000_000, 0)
+	for range 1000 {
+		b.First(now)
+	}
+	var (
+		wg sync.WaitGroup
+		n  atomic.Int64
+	)
+	for range 8 {
+		wg.Go(func() {
+			for range 100 {
+				if b.Allow(now) {
+					n.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n.Load() != 200 {
+		t.Errorf("%d retries allowed by 8 goroutines, want 200", n.Load())
 	}
 }
