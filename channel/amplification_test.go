@@ -307,3 +307,81 @@ func TestUnmarkClass(t *testing.T) {
 		}
 	}
 }
+
+// A hedged call made for an inbound retry sends one attempt, no hedges;
+// made for a first attempt, it hedges as its policy says.
+func TestCallServingARetryDoesNotHedge(t *testing.T) {
+	var leaf atomic.Int64
+	newServer := func(name string) *Channel {
+		c, err := New(name, WithServiceConfig(mustConfig(t, `{"methodConfig":[
+			{"name":[{"service":"leaf"}],"hedgingPolicy":{"maxAttempts":3,"hedgingDelay":"0s","nonFatalStatusCodes":["UNEXPECTED"]}},
+			{"name":[{"service":"mid"}],"retryPolicy":{"maxAttempts":2,"initialBackoff":"0.001s","maxBackoff":"0.001s","backoffMultiplier":1,"retryableStatusCodes":["UNEXPECTED"]}}]}`)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	lc := newServer("leaf")
+	if err := lc.RegisterRaw("work", func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
+		leaf.Add(1)
+		return nil, errBroken
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mid := newServer("mid")
+	var down *Client
+	if err := mid.RegisterRaw("work", func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
+		_, err := down.CallRaw(ctx, "work", nil, nil)
+		return nil, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*Channel{lc, mid} {
+		if err := c.ListenAndServe("127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var err error
+	if down, err = mid.NewClient("leaf"); err != nil {
+		t.Fatal(err)
+	}
+	// Three leaf peers (the same server three times over is one peer):
+	// the hedges need distinct peers.
+	for range 2 {
+		extra := newServer("leaf")
+		if err := extra.RegisterRaw("work", func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
+			leaf.Add(1)
+			return nil, errBroken
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := extra.ListenAndServe("127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		if err := down.AddPeer(extra.HostPort()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := down.AddPeer(lc.HostPort()); err != nil {
+		t.Fatal(err)
+	}
+	if err := down.Connect(ctxTimeout(t)); err != nil {
+		t.Fatal(err)
+	}
+	top := newServer("top")
+	cl, err := top.NewClient("mid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.AddPeer(mid.HostPort()); err != nil {
+		t.Fatal(err)
+	}
+	// The first attempt's call hedges 3 times; the retry's sends 1.
+	if _, err := cl.CallRaw(ctxTimeout(t), "work", nil, nil); err == nil {
+		t.Fatal("the call succeeded; want the leaf's failure")
+	}
+	if got := leaf.Load(); got != 4 {
+		t.Errorf("leaf requests = %d, want 4 (3 hedges for the first attempt, 1 for the retry)", got)
+	}
+}
