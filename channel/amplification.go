@@ -32,10 +32,12 @@ import (
 
 // WithChainedRetries lets the Channel's calls retry and hedge as their
 // policies say even when they are made for an inbound request that is
-// itself a retry or hedge. By default such a call makes one attempt (see
-// the rule above WithChainedRetries' source), which keeps a failing
-// service from seeing every layer's retries multiplied; turn it off only
-// for a layer that alone retries.
+// itself a retry or hedge. By default such a call (one whose context is a
+// handler's, serving a call its Sluice client marked as a retry or hedge)
+// makes one attempt and no hedges, and needs the Client's retry budget as
+// a retry does: a failing service then sees one layer's retries, not
+// every layer's multiplied (docs/retries.md, "Amplification across
+// layers"). Use it for a layer that alone retries.
 func WithChainedRetries() Option { return func(o *options) { o.chainedRetries = true } }
 
 // WithRetryBudget sets the retry budget of each of the Channel's Clients
