@@ -64,7 +64,7 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 			sctx = opentracing.ContextWithSpan(ctx, as)
 		}
 	}
-	call, err := p.TChannel().BeginCall(sctx, a.service, a.method, st.tchannelOptions(a.req.Format))
+	call, err := p.TChannel().BeginCall(sctx, a.service, a.method, a.options(st))
 	if err != nil {
 		if p, call, t0, err = c.beginElsewhere(ctx, sctx, st, a, as, p, t0, err); err != nil {
 			if ce, ok := err.(*CallError); ok { // cut off before it began: a cut-off all the same
@@ -160,7 +160,7 @@ func (c *Channel) attemptVia(ctx context.Context, st *callState, a *attemptSpec,
 	at := &Attempt{Service: a.service, Method: a.method, Number: n, Request: a.req}
 	ctx = context.WithValue(ctx, attemptKey{}, AttemptInvoker(func(ctx context.Context, at *Attempt) (*Response, error) {
 		called = true
-		spec := attemptSpec{service: a.service, method: a.method, req: at.Request}
+		spec := attemptSpec{service: a.service, method: a.method, req: at.Request, tch: a.tch}
 		if spec.req != a.req {
 			if err := c.checkRequest(spec.req); err != nil {
 				innerErr = &CallError{Service: a.service, Method: a.method, Code: codes.BadRequest,
@@ -251,7 +251,7 @@ func (c *Channel) beginElsewhere(ctx, sctx context.Context, st *callState, a *at
 			as.hostPort = p.HostPort()
 		}
 		var call *tchannel.OutboundCall
-		if call, err = p.TChannel().BeginCall(sctx, a.service, a.method, st.tchannelOptions(a.req.Format)); err == nil {
+		if call, err = p.TChannel().BeginCall(sctx, a.service, a.method, a.options(st)); err == nil {
 			return p, call, t0, nil
 		}
 	}
@@ -295,6 +295,7 @@ func callOptionsFor(f tchannel.Format) *tchannel.CallOptions {
 type attemptSpec struct {
 	service, method string
 	req             *Request
+	tch             *tchannel.CallOptions // a retry's own, marked (nil: the call's)
 }
 
 // pickError is the error of an attempt for which st.pick found no peer:

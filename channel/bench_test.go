@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/internal/testkit/benchlat"
 	"github.com/sluice-rpc/sluice/internal/testkit/testcerts"
+	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
 	"github.com/sluice-rpc/sluice/tlsfiles"
 	"github.com/uber/tchannel-go"
@@ -386,7 +387,8 @@ func BenchmarkCallThirdAttempt(b *testing.B) {
 	}
 	// MaxHalvings 1 keeps every peer open: this measures the retry path, not throttling.
 	bc := busy.Config{MaxHalvings: 1, RecoverRate: 1}
-	c, err := New("client", WithServiceConfig(cfg), WithBusyConfig(bc))
+	// No retry budget: every call retries twice, ten times its ratio.
+	c, err := New("client", WithServiceConfig(cfg), WithBusyConfig(bc), WithRetryBudget(retry.BudgetConfig{Disabled: true}))
 	if err != nil {
 		b.Fatal(err)
 	}

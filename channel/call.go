@@ -210,8 +210,13 @@ func (c *Channel) run(ctx context.Context, st *callState, service, method string
 	st.c, st.l, st.pol = c, l, pol
 	st.waitForReady = (o != nil && o.waitForReady) || pol.waitForReady
 	st.tch = o.tchannelOptions(req.Format)
-	if st.class = callClass(ctx, pol); st.class != criticality.Critical {
-		st.tch = markClass(st.tch, req.Format, st.class)
+	st.plain = st.tch
+	var inRetry bool
+	if st.class, inRetry = callClass(ctx, pol); st.class != criticality.Critical || inRetry {
+		// Every attempt of a call made for a retry is marked as one: no
+		// layer below retries it either.
+		st.tch = markClass(st.tch, req.Format, st.class, inRetry)
+		st.retried = inRetry
 	}
 	st.spec = attemptSpec{service: service, method: method, req: req}
 	st.used, st.wins = st.usedBuf[:0], st.winsBuf[:0]
@@ -224,7 +229,24 @@ func (c *Channel) run(ctx context.Context, st *callState, service, method string
 		winner  int
 	)
 	size := int64(len(req.Arg2) + len(req.Arg3))
+	if pol.mayRetry && !(inRetry && !c.o.chainedRetries) {
+		pol.cl.budget.First(start)
+	}
 	switch {
+	case inRetry && pol.once != nil && !c.o.chainedRetries:
+		// It serves a request that is itself a retry or hedge: one attempt,
+		// and retry traffic, which the Client's budget bounds as its own
+		// retries (WithChainedRetries).
+		if !pol.cl.budget.Allow(start) {
+			outcome = retryexec.Outcome{Err: &CallError{Service: service, Method: method, Code: codes.Throttled, Err: errRetryBudget}}
+			stop = retry.StopChained
+			break
+		}
+		rr := pol.once.DoSizedFor(ctx, size, st.class, st.try)
+		outcome, stop, winner = rr.Outcome, rr.Stop, st.last
+		if outcome.Err != nil && stop == retry.StopNotRetryable {
+			stop = retry.StopChained
+		}
 	case pol.hedge != nil && st.class == criticality.Sheddable:
 		// A sheddable call never hedges: hedges add load, and a sheddable
 		// call's would be the first to go under overload, so none is sent

@@ -37,7 +37,11 @@ type callState struct {
 	class criticality.Class
 	// tch are the tchannel-go call options of the call's attempts when
 	// its options set transport headers (nil: callOptionsFor's).
-	tch        *tchannel.CallOptions
+	tch *tchannel.CallOptions
+	// plain are tch without a mark; retried says tch mark a retry already
+	// (the call serves one).
+	plain      *tchannel.CallOptions
+	retried    bool
 	concurrent bool // attempts may run at once (hedging): lock takes mu
 	resUsed    bool // resBuf is taken
 	// start is when the call started, when nothing (a gate, a pacer) held
@@ -253,9 +257,21 @@ func (st *callState) try(ctx context.Context, a retryexec.Attempt) retryexec.Out
 	// retried JSON or Thrift attempt, whose headers count the attempts
 	// before it.
 	spec := &st.spec
-	if a.Number > 0 && spec.req.Format != tchannel.Raw {
+	if a.Number > 0 && !a.Transparent {
+		// A retry or hedge: within the Client's budget, and marked as one
+		// for its server.
+		if !st.pol.cl.budget.Allow(st.c.o.clock.Now()) {
+			return retryexec.Outcome{Err: &CallError{Service: spec.service, Method: spec.method, Code: codes.Throttled, Err: errRetryBudget}, Code: codes.Throttled, Local: true}
+		}
+	}
+	if a.Number > 0 {
 		retried := *spec
-		retried.req = spec.req.WithHeader(retry.AttemptsHeader, strconv.Itoa(a.Number))
+		if spec.req.Format != tchannel.Raw {
+			retried.req = spec.req.WithHeader(retry.AttemptsHeader, strconv.Itoa(a.Number))
+		}
+		if !st.retried {
+			retried.tch = markClass(st.plain, spec.req.Format, st.class, true)
+		}
 		spec = &retried
 	}
 	var (

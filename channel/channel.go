@@ -84,7 +84,9 @@ type options struct {
 
 	config               *serviceconfig.Config
 	noRetries            bool
-	noDeadlineRefusals   bool // WithDeadlineRefusalsDisabled
+	noDeadlineRefusals   bool               // WithDeadlineRefusalsDisabled
+	chainedRetries       bool               // WithChainedRetries
+	retryBudget          retry.BudgetConfig // WithRetryBudget
 	maxAttemptsCap       int
 	bufTotal, bufPerCall int64
 
@@ -278,6 +280,9 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	}
 	if o.maxAttemptsCap < 1 {
 		return nil, fmt.Errorf("channel: WithMaxAttemptsCap is %d, must be >= 1", o.maxAttemptsCap)
+	}
+	if err := o.retryBudget.Validate(); err != nil {
+		return nil, fmt.Errorf("channel: WithRetryBudget: %w", err)
 	}
 	buffer, err := retryexec.NewBuffer(retryexec.BufferConfig{Total: o.bufTotal, PerCall: o.bufPerCall})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-rpc/sluice/discovery"
 	"github.com/sluice-rpc/sluice/internal/peerlist"
 	"github.com/sluice-rpc/sluice/internal/pool"
+	"github.com/sluice-rpc/sluice/internal/retrybudget"
 	"github.com/sluice-rpc/sluice/internal/retryexec"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/stats"
@@ -38,6 +39,7 @@ type Client struct {
 	gate    Gate                // WithLease's, or nil
 	pacer   *pacer              // WithPacing's, or nil
 	bucket  *retryexec.Throttle // the service config's retry throttling, or nil
+	budget  *retrybudget.Budget // its retry budget (WithRetryBudget), or nil
 	methods map[string]bool     // WithMethods
 	class   criticality.Class   // WithCriticality's, or 0
 
@@ -162,6 +164,10 @@ func (c *Channel) NewClient(target string, opts ...ClientOption) (*Client, error
 			return nil, fmt.Errorf("channel: retryThrottling: %w", err)
 		}
 		cl.bucket = t
+	}
+	if !c.o.noRetries {
+		// Validated by New.
+		cl.budget, _ = retrybudget.New(c.o.retryBudget)
 	}
 	l, err := peerlist.New(peerlist.Config{Service: service, Busy: c.o.busy, Clock: c.o.clock, Recorder: c.rec,
 		Pool: c.pool, Resolving: o.resolver != nil, Balance: c.o.config.BalancingFor(service)})

@@ -14,56 +14,78 @@ import (
 
 // A call's criticality class crosses tchannel-go, which has no room for a
 // header of Sluice's own, inside the routing delegate ("rd") transport
-// header: the class's digit after a NUL byte, which no service name holds.
-// The client sets it through tchannel-go's CallOptions; the server reads
-// and strips it before anything else sees the routing delegate. Between
-// Sluice peers the connection (internal/tchconn) carries it on the wire in
-// a header of its own and puts it back for the server; a plain peer never
-// sees it. Critical, the default, is never marked: a call without a mark
-// costs nothing.
+// header: one byte after a NUL byte, which no service name holds. The
+// byte is the class's digit ('1' to '4'), or its letter ('a' to 'd') when
+// the attempt is a retry or hedge, or serves one upstream (see
+// WithChainedRetries). The client sets it through tchannel-go's
+// CallOptions; the server reads and strips it before anything else sees
+// the routing delegate. Between Sluice peers the routing delegate carries
+// it as it is; on a connection to a plain peer (internal/tchconn) the mark
+// is cut before the call leaves, so a plain peer never sees it. A Critical
+// first attempt, the default, is never marked: a call without a mark costs
+// nothing.
 const classMark = string(rune(tchconn.ClassMark))
 
 // maxClassMark is what a mark adds to a routing delegate.
 const maxClassMark = len(classMark) + 1
 
 // markClass returns the tchannel-go call options t (nil: callOptionsFor's
-// for format f) with class c marked in the routing delegate, a copy of
-// their own.
-func markClass(t *tchannel.CallOptions, f tchannel.Format, c criticality.Class) *tchannel.CallOptions {
+// for format f) with class c marked in the routing delegate, as a retry
+// or hedge if retry is set, a copy of their own.
+func markClass(t *tchannel.CallOptions, f tchannel.Format, c criticality.Class, retry bool) *tchannel.CallOptions {
 	var m tchannel.CallOptions
 	if t != nil {
 		m = *t
 	}
 	m.Format = f
-	m.RoutingDelegate += classMark + string(rune('0'+c))
+	if !c.Valid() {
+		c = criticality.Critical
+	}
+	b := '0' + rune(c)
+	if retry {
+		b = 'a' - 1 + rune(c)
+	}
+	m.RoutingDelegate += classMark + string(b)
 	return &m
 }
 
 // unmarkClass splits a routing delegate read from a call into the
-// delegate the caller gave and the class marked on it (0: none, or a mark
-// that names no class).
-func unmarkClass(rd string) (string, criticality.Class) {
+// delegate the caller gave, the class marked on it (0: none, or a mark
+// that names no class) and whether the mark says retry.
+func unmarkClass(rd string) (string, criticality.Class, bool) {
 	i := strings.LastIndex(rd, classMark)
 	if i < 0 {
-		return rd, 0
+		return rd, 0, false
 	}
-	var c criticality.Class
+	var (
+		c     criticality.Class
+		retry bool
+	)
 	if m := rd[i+len(classMark):]; len(m) == 1 {
-		c = criticality.Class(m[0] - '0')
+		switch b := m[0]; {
+		case b >= 'a':
+			c, retry = criticality.Class(b-'a'+1), true
+		default:
+			c = criticality.Class(b - '0')
+		}
 		if !c.Valid() {
-			c = 0
+			c, retry = 0, false
 		}
 	}
-	return rd[:i], c
+	return rd[:i], c, retry
 }
 
 // classOf returns the class of an inbound call that came on tc (nil: not
-// a Conn of the Channel's): the one its client marked, else Critical, at most the class WithCriticalityCap trusts its
-// caller with.
-func (c *Channel) classOf(call *tchannel.InboundCall, tc *tchconn.Conn) criticality.Class {
-	var cls criticality.Class
+// a Conn of the Channel's): the one its client marked, else Critical, at
+// most the class WithCriticalityCap trusts its caller with; and whether
+// its client marked it a retry or hedge.
+func (c *Channel) classOf(call *tchannel.InboundCall, tc *tchconn.Conn) (criticality.Class, bool) {
+	var (
+		cls   criticality.Class
+		retry bool
+	)
 	if tc != nil && tc.Signalled() { // only a Sluice client marks a class (see tchconn.ClassMark)
-		_, cls = unmarkClass(call.RoutingDelegate())
+		_, cls, retry = unmarkClass(call.RoutingDelegate())
 	}
 	if cls == 0 {
 		cls = criticality.Critical
@@ -73,7 +95,7 @@ func (c *Channel) classOf(call *tchannel.InboundCall, tc *tchconn.Conn) critical
 			cls = most
 		}
 	}
-	return cls
+	return cls, retry
 }
 
 // WithCriticalityCap has the Channel's server trust each caller (the
@@ -93,35 +115,40 @@ func WithCriticalityCap(most func(caller string) criticality.Class) Option {
 // routingDelegateOf is the routing delegate the caller of call gave, its
 // class mark removed.
 func routingDelegateOf(call *tchannel.InboundCall) string {
-	rd, _ := unmarkClass(call.RoutingDelegate())
+	rd, _, _ := unmarkClass(call.RoutingDelegate())
 	return rd
 }
 
 // withInboundClass returns the context a handler serves an inbound call
-// of class c with: its outbound calls inherit c. Critical, the default,
-// needs no value.
-func withInboundClass(ctx context.Context, c criticality.Class) context.Context {
-	if c == criticality.Critical || !c.Valid() {
-		return ctx
+// of class c with, noting retry when the call is a retry or hedge: its
+// outbound calls inherit c, and do not retry again (WithChainedRetries).
+// A Critical first attempt, the default, needs no value.
+func withInboundClass(ctx context.Context, c criticality.Class, retry bool) context.Context {
+	if c != criticality.Critical && c.Valid() {
+		ctx = classctx.WithInbound(ctx, uint8(c))
 	}
-	return classctx.WithInbound(ctx, uint8(c))
+	if retry {
+		ctx = classctx.WithInboundRetry(ctx)
+	}
+	return ctx
 }
 
 // callClass returns the class of a call made with ctx on pol's method:
 // the one the context set (criticality.WithClass), else the method's
 // (service config), else its Client's (WithCriticality), else the inbound
-// call's whose handler makes it, else Critical.
-func callClass(ctx context.Context, pol *methodPolicy) criticality.Class {
-	set, inbound := classctx.Get(ctx)
+// call's whose handler makes it, else Critical; and whether the inbound
+// call whose handler makes it is a retry or hedge.
+func callClass(ctx context.Context, pol *methodPolicy) (criticality.Class, bool) {
+	set, inbound, retry := classctx.Lookup(ctx)
 	switch {
 	case set != 0:
-		return criticality.Class(set)
+		return criticality.Class(set), retry
 	case pol.class != 0:
-		return pol.class
+		return pol.class, retry
 	case inbound != 0:
-		return criticality.Class(inbound)
+		return criticality.Class(inbound), retry
 	}
-	return criticality.Critical
+	return criticality.Critical, retry
 }
 
 // refusingWord introduces, in a Busy answer's message, the highest class

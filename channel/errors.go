@@ -91,7 +91,7 @@ func (e *CallError) Error() string {
 		e.Service, e.Method, e.Attempts, e.Peer, e.Code, e.Message)
 	switch e.Stop {
 	case retry.StopThrottled, retry.StopPushback, retry.StopExhausted, retry.StopContext, retry.StopUnbuffered, retry.StopCommitted,
-		retry.StopDeadline:
+		retry.StopDeadline, retry.StopChained:
 		s += " (no more retries: " + e.Stop.String() + ")"
 	}
 	return s

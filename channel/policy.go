@@ -186,6 +186,11 @@ type methodPolicy struct {
 	// (method is stats.MethodOther); a call computes its method's pacing
 	// key itself.
 	shared bool
+	// once makes one attempt (and the transparent re-send of an early
+	// decline): the executor of a call made for an inbound retry, when the
+	// method may retry or hedge (mayRetry); else nil.
+	once     *retryexec.Executor
+	mayRetry bool
 }
 
 // defaultBackoff shapes throttle-aware waits for methods without a retry
@@ -264,6 +269,12 @@ func (c *Channel) buildPolicy(cl *Client, method string) (*methodPolicy, error) 
 	}
 	if err != nil {
 		return nil, fmt.Errorf("channel: policy for %s::%s: %w", service, method, err)
+	}
+	if p.mayRetry = p.hedge != nil || p.retry.MaxAttempts() > 1; p.mayRetry {
+		p.once, err = retryexec.NewExecutor(retryexec.ExecutorConfig{Throttle: p.bucket, Buffer: c.buffer, Clock: c.o.clock, Rand: c.o.rand})
+		if err != nil {
+			return nil, fmt.Errorf("channel: policy for %s::%s: %w", service, method, err)
+		}
 	}
 	return p, nil
 }

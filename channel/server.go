@@ -151,7 +151,7 @@ func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
 	// time to live the peer chose: release it. After an answer this does
 	// nothing.
 	defer call.Response().Blackhole()
-	cls := g.c.classOf(call, tc)
+	cls, retried := g.c.classOf(call, tc)
 	// A request with less time left than its method takes is refused
 	// before it takes a slot of any limit (ttl.go).
 	t0, ok := g.ttl.admit(ctx, call)
@@ -167,7 +167,7 @@ func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
 		}
 		defer m.done(a)
 	}
-	g.h.Handle(withInboundClass(ctx, cls), call)
+	g.h.Handle(withInboundClass(ctx, cls, retried), call)
 	g.ttl.done(t0)
 }
 

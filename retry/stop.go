@@ -33,6 +33,10 @@ const (
 	// attempts have taken), so the next attempt, which could not finish in
 	// time, was not sent. The call's error is the last attempt's.
 	StopDeadline
+	// StopChained: the call was made for an inbound request that is
+	// itself a retry or hedge, so it made one attempt (see
+	// channel.WithChainedRetries).
+	StopChained
 )
 
 // String returns a lower-case description ("attempts exhausted").
@@ -56,6 +60,8 @@ func (r StopReason) String() string {
 		return "not buffered"
 	case StopDeadline:
 		return "deadline too short"
+	case StopChained:
+		return "serving a retry"
 	}
 	return "StopReason(" + strconv.Itoa(int(r)) + ")"
 }

@@ -50,6 +50,7 @@ var zeros = map[string]any{
 	"leasing/server/etcdelection.Config": etcdelection.Config{},
 	"pacing.Config":                      pacing.Config{},
 	"pacing.QuotaConfig":                 pacing.QuotaConfig{},
+	"retry.BudgetConfig":                 retry.BudgetConfig{},
 	"retry.Policy":                       retry.Policy{},
 	"retry.ThrottleConfig":               retry.ThrottleConfig{},
 	"shed.Config":                        shed.Config{},

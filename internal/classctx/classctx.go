@@ -3,7 +3,9 @@
 // application (criticality.WithClass) or by the server for the inbound
 // call a handler serves (inherited by the handler's outbound calls). A
 // class is a criticality.Class's value; this package cannot import that
-// type without a cycle.
+// type without a cycle. It also holds whether the inbound call is a retry
+// or hedge (or serves one upstream): the handler's outbound calls then do
+// not retry again (see package channel's WithChainedRetries).
 package classctx
 
 import "context"
@@ -11,9 +13,13 @@ import "context"
 type key struct{}
 
 // classes is what a context holds: the class the application set and the
-// inbound call's, each 0 when none. One value, so that a call finds both
-// with one lookup: every call looks.
-type classes struct{ set, inbound uint8 }
+// inbound call's, each 0 when none, and whether the inbound call is a
+// retry. One value, so that a call finds all with one lookup: every call
+// looks.
+type classes struct {
+	set, inbound uint8
+	retry        bool
+}
 
 func get(ctx context.Context) classes {
 	c, _ := ctx.Value(key{}).(classes)
@@ -40,4 +46,19 @@ func WithInbound(ctx context.Context, c uint8) context.Context {
 func Get(ctx context.Context) (set, inbound uint8) {
 	v := get(ctx)
 	return v.set, v.inbound
+}
+
+// WithInboundRetry returns ctx noting that the inbound call a handler
+// serves with it is a retry or hedge, or serves one upstream.
+func WithInboundRetry(ctx context.Context) context.Context {
+	v := get(ctx)
+	v.retry = true
+	return context.WithValue(ctx, key{}, v)
+}
+
+// Lookup returns what Get does and whether the inbound call is a retry
+// (WithInboundRetry), with one lookup.
+func Lookup(ctx context.Context) (set, inbound uint8, retry bool) {
+	v := get(ctx)
+	return v.set, v.inbound, v.retry
 }

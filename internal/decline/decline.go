@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/sluice-rpc/sluice/internal/retryexec"
+	"github.com/sluice-rpc/sluice/retry"
 	"github.com/uber/tchannel-go"
 )
 
@@ -34,13 +35,23 @@ func Early(msg string) bool {
 	return strings.HasSuffix(msg, EarlyHint) || msg == closedChannelMessage
 }
 
-// HandlerError returns err as the answer of a handler that ran: a Declined
+// HandlerError returns err as the answer of a handler that ran. A
+// downstream call's failure for overload (an error with an Overloaded
+// method that says so: package channel's *CallError, wrapped or not) is
+// answered Busy with the pushback hint that tells Sluice clients not to
+// retry, so that only the layer just above the overloaded one retries. A
+// Declined
 // error saying that no handler ran (a closing server's mark, or
 // tchannel-go's "closed channel", typically the error of a call the
 // handler made downstream) is reworded, so that the caller does not retry
 // it transparently and run the handler twice. Any other error is returned
 // as is.
 func HandlerError(err error) error {
+	var ov interface{ Overloaded() bool }
+	if errors.As(err, &ov) && ov.Overloaded() {
+		return tchannel.NewSystemError(tchannel.ErrCodeBusy, "%s",
+			retryexec.AppendPushback("downstream overloaded, not retried here: "+err.Error(), retry.PushbackAfter(-1)))
+	}
 	var se tchannel.SystemError
 	if !errors.As(err, &se) || se.Code() != tchannel.ErrCodeDeclined {
 		return err

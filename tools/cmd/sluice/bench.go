@@ -29,7 +29,8 @@ sluice bench --embedded N [--embedded-workers N] [--embedded-shed MODE] [flags]
 sluice bench --closed-loop [--embedded-workers N] [--embedded-latency fixed:D] [--load X] [--chart FILE] [-o json]
 sluice bench --closed-loop [--mix CLASS=PERCENT,...] [--callers N [--heavy-factor X]] [--shedding LIST] [--throttling LIST] ...
 sluice bench --rolling-deploy [--rows LIST] [--rps R] [--replacements N] [--steady D] [--settle D] [-o json]
-sluice bench --balancing SCENARIO[,SCENARIO...] [--ci] [--chart FILE] [-o json]`,
+sluice bench --balancing SCENARIO[,SCENARIO...] [--ci] [--chart FILE] [-o json]
+sluice bench --amplification SCENARIO[,SCENARIO...] [--ci] [--rps R] [-d D] [-o json]`,
 	about: `Load through Sluice's pipeline, against the peers of -p/-P or against
 --embedded servers in this process, in one of two modes:
 
@@ -122,6 +123,8 @@ on and off), or all. Each table is followed by the issue's done-when checks,
 minutes; --ci a second or two a run. --chart draws each scenario second by
 second: with several scenarios, FILE-SCENARIO.png for each.
 
+` + amplificationHelp + `
+
 ` + outputJSONHelp + ` In every mode the JSON carries
 the same figures as the table.
 
@@ -186,7 +189,8 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	throttlingList := fs.String("throttling", "", "with --closed-loop: the client busy throttlings to run, `LIST` of off, on (default both)")
 	gogc := fs.Int("gogc", closedloop.DefaultGCPercent, "with --closed-loop or --balancing: the garbage collector's target `PERCENT` while it runs, as GOGC (-1: keep the process's); the load generator, client and servers share one process and its collector")
 	balancingList := fs.String("balancing", "", "run the balancing comparison's `SCENARIOS`, comma-separated: scale-out, heterogeneous, shard, erroring, or all; each with and without its feature")
-	ci := fs.Bool("ci", false, "with --balancing: the CI size, a second or two a run")
+	ci := fs.Bool("ci", false, "with --balancing or --amplification: the CI size, a second or two a run")
+	amplificationList := fs.String("amplification", "", "run the amplification comparison's `SCENARIOS`, comma-separated: down, flaky, recovery, or all; each naive and bounded")
 	deployFlags := addDeployFlags(fs)
 	target := addTargetFlags(fs, "the `SERVICE` to call (default \"bench\" with --embedded)",
 		"the `METHOD` to call (default \"echo\" with --embedded)", "each call's request `BODY` (arg3; {} if none with -e json)")
@@ -211,7 +215,7 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fs.usageError("%v", err)
 	}
-	if len(words) > 0 && (deployFlags.on || *closedLoop || fs.set("balancing")) {
+	if len(words) > 0 && (deployFlags.on || *closedLoop || fs.set("balancing") || fs.set("amplification")) {
 		return fs.usageError("unexpected argument %q: --closed-loop, --rolling-deploy and --balancing call servers of their own", words[0])
 	}
 	if deployFlags.on {
@@ -219,6 +223,10 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if deployFlags.anySet(fs) {
 		return fs.usageError("--%s needs --rolling-deploy", deployFlags.anySetName(fs))
+	}
+	if fs.set("amplification") {
+		return benchAmplification(ctx, fs, amplificationArgs{scenarios: *amplificationList, ci: *ci, seed: *seed, rps: *rps,
+			duration: *duration, json: asJSON}, stdout, stderr)
 	}
 	if fs.set("balancing") && !*closedLoop {
 		return benchBalancing(ctx, fs, balancingArgs{scenarios: *balancingList, ci: *ci, chart: *chartPath, gogc: *gogc, seed: *seed, json: asJSON},

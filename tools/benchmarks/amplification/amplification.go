@@ -1,0 +1,483 @@
+// Package amplification measures how retries multiply a failing
+// service's load across a call graph, and how Sluice's bounds on it
+// (channel.WithChainedRetries' rule, the retry budget of
+// retry.BudgetConfig, and "overloaded, don't retry" passed upward) change
+// that: `sluice bench --amplification`.
+//
+// An embedded chain runs in this process on 127.0.0.1: a client calls
+// layer A, A calls layer B, B calls the leaf, three Sluice servers per
+// layer, each layer (the client included) calling the next with a retry
+// policy of maxAttempts 3 on UNEXPECTED. The client offers a fixed rate of
+// calls (open loop). Scenarios: down (every leaf answers UNEXPECTED for
+// the run), flaky (each leaf answers UNEXPECTED to a share of calls at
+// random), recovery (the leaves are down for a while, then well). Modes:
+// naive (the bounds off: chained retries, no retry budget) and bounded
+// (Sluice's defaults).
+package amplification
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/retry"
+	"github.com/sluice-rpc/sluice/serviceconfig"
+	"github.com/uber/tchannel-go"
+)
+
+// Scenario is what the leaves do.
+type Scenario string
+
+// The scenarios.
+const (
+	Down     Scenario = "down"
+	Flaky    Scenario = "flaky"
+	Recovery Scenario = "recovery"
+)
+
+// Scenarios lists every scenario, in the order they run.
+var Scenarios = []Scenario{Down, Flaky, Recovery}
+
+// Mode is how every layer's Channel is configured.
+type Mode string
+
+// The modes.
+const (
+	// Naive: Sluice without the amplification bounds (every layer retries
+	// under its policy, no retry budget).
+	Naive Mode = "naive"
+	// Bounded: Sluice's defaults.
+	Bounded Mode = "bounded"
+)
+
+// Modes lists the modes, in the order they run.
+var Modes = []Mode{Naive, Bounded}
+
+// ParseScenarios parses a comma-separated list of scenarios, or "all".
+func ParseScenarios(s string) ([]Scenario, error) {
+	if s == "all" {
+		return append([]Scenario(nil), Scenarios...), nil
+	}
+	var out []Scenario
+	for _, w := range strings.Split(s, ",") {
+		sc := Scenario(strings.TrimSpace(w))
+		ok := false
+		for _, k := range Scenarios {
+			ok = ok || k == sc
+		}
+		if !ok {
+			return nil, fmt.Errorf("amplification: unknown scenario %q; want down, flaky, recovery or all", w)
+		}
+		for _, k := range out {
+			if k == sc {
+				return nil, fmt.Errorf("amplification: scenario %q named twice", w)
+			}
+		}
+		out = append(out, sc)
+	}
+	return out, nil
+}
+
+// Config configures a comparison. Zero fields take their defaults.
+type Config struct {
+	Scenarios []Scenario `json:"scenarios"`
+	// Rate is the calls per second the client offers. Default 600.
+	Rate float64 `json:"rate"`
+	// Duration is each run's length. Default 4s (recovery: DownFor, then
+	// this long well).
+	Duration time.Duration `json:"duration_ms"`
+	// DownFor is how long the leaves are down in recovery. Default 2s.
+	DownFor time.Duration `json:"down_for_ms"`
+	// FlakyRate is the share of calls a flaky leaf fails. Default 0.1.
+	FlakyRate float64 `json:"flaky_rate"`
+	// Servers is the servers per layer. Default 3.
+	Servers int `json:"servers_per_layer"`
+	// Timeout is each client call's deadline. Default 1s.
+	Timeout time.Duration `json:"timeout_ms"`
+	// Policy is every layer's retry policy (service config JSON).
+	Policy string `json:"policy"`
+	// Seed seeds the flaky leaves' draws. Default 1.
+	Seed uint64 `json:"seed"`
+	// Progress, if set, is told each run as it starts.
+	Progress func(string) `json:"-"`
+}
+
+// CI is a tiny configuration, for tests.
+func CI() Config {
+	return Config{Rate: 200, Duration: 500 * time.Millisecond, DownFor: 300 * time.Millisecond}
+}
+
+// DefaultPolicy retries UNEXPECTED, three attempts in all, with a short
+// backoff.
+const DefaultPolicy = `{"methodConfig":[{"name":[{"service":"amp-a"},{"service":"amp-b"},{"service":"amp-leaf"}],
+ "retryPolicy":{"maxAttempts":3,"initialBackoff":"0.005s","maxBackoff":"0.02s","backoffMultiplier":2,"retryableStatusCodes":["UNEXPECTED"]}}]}`
+
+// Bounds of Config.
+const (
+	MaxRate     = 5000
+	MaxDuration = time.Minute
+	MaxServers  = 8
+)
+
+func (c Config) withDefaults() Config {
+	if len(c.Scenarios) == 0 {
+		c.Scenarios = append([]Scenario(nil), Scenarios...)
+	}
+	if c.Rate == 0 {
+		c.Rate = 600
+	}
+	if c.Duration == 0 {
+		c.Duration = 4 * time.Second
+	}
+	if c.DownFor == 0 {
+		c.DownFor = 2 * time.Second
+	}
+	if c.FlakyRate == 0 {
+		c.FlakyRate = 0.1
+	}
+	if c.Servers == 0 {
+		c.Servers = 3
+	}
+	if c.Timeout == 0 {
+		c.Timeout = time.Second
+	}
+	if c.Policy == "" {
+		c.Policy = DefaultPolicy
+	}
+	if c.Seed == 0 {
+		c.Seed = 1
+	}
+	return c
+}
+
+// Validate reports the first field out of its bounds.
+func (c Config) Validate() error {
+	switch {
+	case !(c.Rate >= 0 && c.Rate <= MaxRate):
+		return fmt.Errorf("amplification: rate %v, must be in (0, %d]", c.Rate, MaxRate)
+	case c.Duration < 0 || c.Duration > MaxDuration || c.DownFor < 0 || c.DownFor > MaxDuration:
+		return fmt.Errorf("amplification: durations must be in (0, %v]", MaxDuration)
+	case !(c.FlakyRate >= 0 && c.FlakyRate < 1):
+		return fmt.Errorf("amplification: flaky rate %v, must be in (0, 1)", c.FlakyRate)
+	case c.Servers < 0 || c.Servers > MaxServers:
+		return fmt.Errorf("amplification: %d servers per layer, must be in [1, %d]", c.Servers, MaxServers)
+	case c.Timeout < 0:
+		return fmt.Errorf("amplification: timeout %v, must be > 0", c.Timeout)
+	}
+	if c.Policy != "" {
+		if _, err := serviceconfig.Parse([]byte(c.Policy)); err != nil {
+			return fmt.Errorf("amplification: policy: %w", err)
+		}
+	}
+	return nil
+}
+
+// Result is a whole comparison.
+type Result struct {
+	Config Config `json:"config"`
+	Rows   []Row  `json:"rows"`
+}
+
+// Row is what one run (scenario, mode) measured.
+type Row struct {
+	Scenario Scenario `json:"scenario"`
+	Mode     Mode     `json:"mode"`
+	// Calls is the client calls made; Success the share that succeeded.
+	Calls   int     `json:"calls"`
+	Success float64 `json:"success"`
+	// LeafPerCall is the leaf requests per client call; APerCall and
+	// BPerCall the requests layers A and B received per client call.
+	LeafPerCall float64 `json:"leaf_per_call"`
+	APerCall    float64 `json:"a_per_call"`
+	BPerCall    float64 `json:"b_per_call"`
+	// RecoverMS (recovery only; else null) is the time from the leaves'
+	// return to goodput back at 95%: the start of the first 100 ms of
+	// arrivals from which every 100 ms to the end of the run had at least
+	// 95% of its calls succeed. Null also when goodput never came back.
+	RecoverMS *float64 `json:"recover_ms"`
+}
+
+// Run runs every scenario in both modes.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	res := &Result{Config: cfg}
+	for _, sc := range cfg.Scenarios {
+		for _, m := range Modes {
+			if cfg.Progress != nil {
+				cfg.Progress(fmt.Sprintf("%s, %s", sc, m))
+			}
+			row, err := runOne(ctx, cfg, sc, m)
+			if err != nil {
+				return res, err
+			}
+			res.Rows = append(res.Rows, row)
+			if ctx.Err() != nil {
+				return res, ctx.Err()
+			}
+		}
+	}
+	return res, nil
+}
+
+// leaf states.
+const (
+	leafWell int32 = iota
+	leafDown
+	leafFlaky
+)
+
+var errBroken = tchannel.NewSystemError(tchannel.ErrCodeUnexpected, "leaf broken")
+
+// chain is one run's servers and client.
+type chain struct {
+	channels []*channel.Channel
+	client   *channel.Client
+	state    atomic.Int32
+	leaf     atomic.Int64
+	a, b     atomic.Int64
+	mu       sync.Mutex
+	rng      *rand.Rand
+	flaky    float64
+}
+
+func (ch *chain) close() {
+	for i := len(ch.channels) - 1; i >= 0; i-- {
+		ch.channels[i].Close()
+	}
+}
+
+func startChain(cfg Config, mode Mode, sc *serviceconfig.Config) (*chain, error) {
+	ch := &chain{rng: rand.New(rand.NewPCG(cfg.Seed, 0x616d70)), flaky: cfg.FlakyRate}
+	opts := []channel.Option{channel.WithServiceConfig(sc), channel.WithDefaultTimeout(cfg.Timeout)}
+	if mode == Naive {
+		opts = append(opts, channel.WithChainedRetries(), channel.WithRetryBudget(retry.BudgetConfig{Disabled: true}))
+	}
+	layer := func(service, next string, count *atomic.Int64, nextPeers []string) ([]string, error) {
+		var hps []string
+		for range cfg.Servers {
+			c, err := channel.New(service, opts...)
+			if err != nil {
+				return nil, err
+			}
+			ch.channels = append(ch.channels, c)
+			var h channel.RawHandler
+			if next == "" {
+				h = ch.serveLeaf
+			} else {
+				down, err := c.NewClient(next)
+				if err != nil {
+					return nil, err
+				}
+				for _, hp := range nextPeers {
+					if err := down.AddPeer(hp); err != nil {
+						return nil, err
+					}
+				}
+				h = func(ctx context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
+					count.Add(1)
+					res, err := down.CallRaw(ctx, "work", nil, req.Arg3)
+					if err != nil {
+						return nil, err
+					}
+					return &channel.RawResponse{Arg3: res.Arg3}, nil
+				}
+			}
+			if err := c.RegisterRaw("work", h); err != nil {
+				return nil, err
+			}
+			if err := c.ListenAndServe("127.0.0.1:0"); err != nil {
+				return nil, err
+			}
+			hps = append(hps, c.HostPort())
+		}
+		return hps, nil
+	}
+	leaves, err := layer("amp-leaf", "", nil, nil)
+	if err != nil {
+		ch.close()
+		return nil, err
+	}
+	bs, err := layer("amp-b", "amp-leaf", &ch.b, leaves)
+	if err != nil {
+		ch.close()
+		return nil, err
+	}
+	as, err := layer("amp-a", "amp-b", &ch.a, bs)
+	if err != nil {
+		ch.close()
+		return nil, err
+	}
+	c, err := channel.New("amp-client", opts...)
+	if err != nil {
+		ch.close()
+		return nil, err
+	}
+	ch.channels = append(ch.channels, c)
+	if ch.client, err = c.NewClient("amp-a"); err == nil {
+		for _, hp := range as {
+			if err = ch.client.AddPeer(hp); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		ch.close()
+		return nil, err
+	}
+	return ch, nil
+}
+
+func (ch *chain) serveLeaf(ctx context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
+	ch.leaf.Add(1)
+	switch ch.state.Load() {
+	case leafDown:
+		return nil, errBroken
+	case leafFlaky:
+		ch.mu.Lock()
+		fail := ch.rng.Float64() < ch.flaky
+		ch.mu.Unlock()
+		if fail {
+			return nil, errBroken
+		}
+	}
+	return &channel.RawResponse{Arg3: req.Arg3}, nil
+}
+
+// maxInFlight bounds the client's calls in flight; an arrival beyond it
+// counts as a failed call, not sent.
+const maxInFlight = 4000
+
+// bucket is the width of recovery's goodput measure.
+const bucket = 100 * time.Millisecond
+
+func runOne(ctx context.Context, cfg Config, sc Scenario, mode Mode) (Row, error) {
+	row := Row{Scenario: sc, Mode: mode}
+	scfg, err := serviceconfig.Parse([]byte(cfg.Policy))
+	if err != nil {
+		return row, err
+	}
+	ch, err := startChain(cfg, mode, scfg)
+	if err != nil {
+		return row, err
+	}
+	defer ch.close()
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err = ch.client.Connect(cctx)
+	cancel()
+	if err != nil {
+		return row, fmt.Errorf("amplification: connecting the client: %w", err)
+	}
+
+	total := cfg.Duration
+	switch sc {
+	case Down:
+		ch.state.Store(leafDown)
+	case Flaky:
+		ch.state.Store(leafFlaky)
+	case Recovery:
+		ch.state.Store(leafDown)
+		total += cfg.DownFor
+	}
+	n := int(cfg.Rate * total.Seconds())
+	ok := make([]bool, n)
+	var (
+		wg       sync.WaitGroup
+		inFlight atomic.Int64
+	)
+	start := time.Now()
+	interval := time.Duration(float64(time.Second) / cfg.Rate)
+	recovered := false
+	made := 0
+	for i := range n {
+		at := start.Add(time.Duration(i) * interval)
+		if sc == Recovery && !recovered && !at.Before(start.Add(cfg.DownFor)) {
+			ch.state.Store(leafWell)
+			recovered = true
+		}
+		if d := time.Until(at); d > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(d):
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		made++
+		if inFlight.Add(1) > maxInFlight {
+			inFlight.Add(-1)
+			continue
+		}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			defer inFlight.Add(-1)
+			cctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
+			_, err := ch.client.CallRaw(cctx, "work", nil, []byte("x"))
+			cancel()
+			ok[i] = err == nil
+		}(i)
+	}
+	wg.Wait()
+	if made == 0 {
+		return row, errors.New("amplification: no call was made")
+	}
+	good := 0
+	for _, g := range ok[:made] {
+		if g {
+			good++
+		}
+	}
+	row.Calls = made
+	row.Success = float64(good) / float64(made)
+	row.LeafPerCall = float64(ch.leaf.Load()) / float64(made)
+	row.APerCall = float64(ch.a.Load()) / float64(made)
+	row.BPerCall = float64(ch.b.Load()) / float64(made)
+	if sc == Recovery {
+		row.RecoverMS = recoverMS(ok[:made], interval, cfg.DownFor)
+	}
+	return row, nil
+}
+
+// recoverMS returns the time from back (the leaves' return, from the
+// start) to the start of the first bucket of arrivals from which every
+// bucket to the end had at least 95% of its calls succeed; nil if none.
+// Call i arrived at i x interval.
+func recoverMS(ok []bool, interval, back time.Duration) *float64 {
+	per := int(bucket / interval)
+	if per < 1 {
+		per = 1
+	}
+	first := int(back / interval) // the first call after the return
+	from := -1
+	for s := first; s < len(ok); s += per {
+		e := min(s+per, len(ok))
+		good := 0
+		for _, g := range ok[s:e] {
+			if g {
+				good++
+			}
+		}
+		if float64(good) >= 0.95*float64(e-s) {
+			if from < 0 {
+				from = s
+			}
+		} else {
+			from = -1
+		}
+	}
+	if from < 0 {
+		return nil
+	}
+	ms := float64(time.Duration(from-first)*interval) / float64(time.Millisecond)
+	return &ms
+}
