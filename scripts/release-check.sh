@@ -79,22 +79,28 @@ publish() {
   local m=$1 rev=$2 path dir src
   path=$(modpath "$m")
   dir=$proxy/$path/@v
-  src=$tmp/src/${m//\//_}
+  src=$tmp/src/${m//[.\/]/_}
   mkdir -p "$dir" "$src"
   git archive --format=tar "$rev" -- "$m" | tar -x -C "$src"
   src=$src/$m
-  if $temporary; then
-    # What a release's commit says: the others required at this version.
-    # (No go.sum line is needed for them: the go command takes their sums
-    # from the checksum database, or here, with GONOSUMDB, from the proxy.)
-    local o op
-    for o in "${mods[@]}"; do
-      op=$(modpath "$o")
-      if [ "$op" != "$path" ] && grep -q "^[[:space:]]*$op v" "$src/go.mod"; then
-        (cd "$src" && go mod edit -require="$op@$version")
-      fi
-    done
-  fi
+  # Its requirements of the others: at this version. A release's commit
+  # says so; for a temporary version, this rewrites them as a release would.
+  # (No go.sum line is needed for them: the go command takes their sums
+  # from the checksum database, or here, with GONOSUMDB, from the proxy.)
+  local o op req
+  for o in "${mods[@]}"; do
+    op=$(modpath "$o")
+    [ "$op" != "$path" ] || continue
+    req=$(awk -v p="$op" '$1 == p { print $2 } $1 == "require" && $2 == p { print $3 }' "$src/go.mod")
+    if [ -z "$req" ] || [ "$req" = "$version" ]; then
+      continue
+    elif $temporary; then
+      (cd "$src" && go mod edit -require="$op@$version")
+    else
+      echo "release-check: $path at $rev requires $op $req, not $version" >&2
+      exit 1
+    fi
+  done
   local when
   when=$(TZ=UTC git log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd "$rev")
   printf '{"Version":"%s","Time":"%s"}\n' "$version" "$when" >"$dir/$version.info"
