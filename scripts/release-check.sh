@@ -106,22 +106,70 @@ publish() {
   printf '{"Version":"%s","Time":"%s"}\n' "$version" "$when" >"$dir/$version.info"
   cp "$src/go.mod" "$dir/$version.mod"
   echo "$version" >>"$dir/list"
-  (cd "$src" && python3 - "$path@$version" "$dir/$version.zip" <<'PY'
-import os, sys, zipfile
-prefix, out = sys.argv[1], sys.argv[2]
-with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
-    for d, subdirs, files in os.walk("."):
-        subdirs[:] = sorted(s for s in subdirs
-                            if not (d == "." and s == "vendor")
-                            and not os.path.exists(os.path.join(d, s, "go.mod")))
-        for f in sorted(files):
-            p = os.path.join(d, f)
-            if os.path.islink(p) or not os.path.isfile(p):
-                continue
-            z.write(p, prefix + "/" + os.path.normpath(p))
-PY
-  )
+  (cd "$src" && "$tmp/modzip" "$path@$version" "$dir/$version.zip")
 }
+
+# modzip PREFIX OUT: zips the current directory as a module zip: every
+# regular file under PREFIX/, but those of directories holding a go.mod of
+# their own (nested modules) and of the top vendor/. Go, not zip or python:
+# CI has only Go.
+mkdir -p "$tmp/modzipsrc"
+cat >"$tmp/modzipsrc/main.go" <<'GO'
+package main
+
+import (
+	"archive/zip"
+	"io"
+	"io/fs"
+	"log"
+	"os"
+	"path/filepath"
+)
+
+func main() {
+	prefix, out := os.Args[1], os.Args[2]
+	f, err := os.Create(out)
+	if err != nil {
+		log.Fatal(err)
+	}
+	z := zip.NewWriter(f)
+	err = filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if _, err := os.Stat(filepath.Join(p, "go.mod")); p != "." && (err == nil || p == "vendor") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		w, err := z.Create(prefix + "/" + filepath.ToSlash(p))
+		if err != nil {
+			return err
+		}
+		r, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		_, err = io.Copy(w, r)
+		return err
+	})
+	if err == nil {
+		err = z.Close()
+	}
+	if err == nil {
+		err = f.Close()
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+GO
+(cd "$tmp/modzipsrc" && go mod init modzip >/dev/null 2>&1 && go build -o "$tmp/modzip" .)
 
 for m in "${mods[@]}"; do
   if $temporary; then publish "$m" HEAD; else publish "$m" "$(tagof "$m" "$version")"; fi
