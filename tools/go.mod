@@ -7,7 +7,8 @@ require (
 	github.com/miekg/dns v1.1.73
 	github.com/prometheus/client_golang v1.23.2
 	github.com/rs/zerolog v1.33.0
-	github.com/sluice-rpc/sluice v0.0.0
+	github.com/sluice-rpc/sluice v0.1.0
+	github.com/sluice-rpc/sluice/prometheus v0.1.0
 	github.com/stretchr/testify v1.12.1
 	github.com/uber-go/tally/v4 v4.1.17
 	github.com/uber/tchannel-go v1.34.6
@@ -94,6 +95,3 @@ require (
 	k8s.io/utils v0.0.0-20260108192941-914a6e750570 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
-
-// The tools build against the library in this repository.
-replace github.com/sluice-rpc/sluice => ../

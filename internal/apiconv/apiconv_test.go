@@ -111,6 +111,9 @@ func library(t *testing.T) map[string]*structType {
 			if rel != "." && skipDir(rel) {
 				return filepath.SkipDir
 			}
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); rel != "." && err == nil {
+				return filepath.SkipDir // a module of its own (prometheus/), not the library
+			}
 			return nil
 		}
 		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {

@@ -107,7 +107,7 @@ func TestConflictingMetricIsReportedNotFatal(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(errLog.String(), "left out of /metrics"); n != 1 {
+	if n := strings.Count(errLog.String(), "left out of the registry"); n != 1 {
 		t.Errorf("error log has %d reports, want 1:\n%s", n, errLog.String())
 	}
 }
