@@ -293,7 +293,7 @@ func (l *List) look(m *members, now time.Time, v *view) {
 		}
 		eff := l.weightAt(p, ns, earliest)
 		v.slow[i] = p.judgeSlow(now, ref, known, eff < p.Weight())
-		w := eff / m.mean()
+		w := eff * p.loadFactorAt(ns) / m.mean()
 		v.weight[i] = w
 		if first < 0 {
 			first = w
@@ -416,6 +416,9 @@ func (l *List) preferOf(a, b *Peer, now time.Time, m *members, earliest int64) b
 	if sa != sb {
 		return sb
 	}
+	// Their load factors (their servers' reports) weigh them as slow
+	// start does.
+	fa, fb = fa*a.loadFactorAt(ns), fb*b.loadFactorAt(ns)
 	if m.uniform && fa == fb {
 		return better(a, b, now)
 	}

@@ -142,6 +142,7 @@ type Conn struct {
 	initWritten bool  // tchannel-go's init frame has been written
 	drainSent   Drain // inbound: the strongest drain sent to the client
 	drainWant   Drain // inbound: asked before the init response, which carries it
+	loadState         // load reports (load.go)
 }
 
 // How a Guard counts an inbound connection, once its init request is read.
@@ -672,8 +673,12 @@ func (c *Conn) Write(b []byte) (int, error) {
 	}
 	c.scanWritten(b)
 	c.wgen.Add(1)
-	defer c.wgen.Add(1)
-	return c.Conn.Write(b)
+	n, err := c.Conn.Write(b)
+	c.wgen.Add(1)
+	if c.inbound && err == nil && len(b) > 2 && (tframe.Type(b[2]) == tframe.CallRes || tframe.Type(b[2]) == tframe.Error) && c.signals.Load() {
+		c.afterAnswer()
+	}
+	return n, err
 }
 
 // scanWritten follows the frames in the written bytes b.

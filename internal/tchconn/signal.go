@@ -265,11 +265,20 @@ func (c *Conn) readSignal(fr tframe.Frame, f []byte) {
 	if fr.ID != tframe.ConnID {
 		return // no signal is about one message yet
 	}
+	var l Load
+	isLoad := false
 	tframe.SignalPairs(f[tframe.HeaderSize:], func(k, v []byte) {
-		if string(k) == keyDrain && !c.inbound {
+		switch {
+		case c.inbound:
+		case string(k) == keyDrain:
 			c.gotDrain(parseDrain(v))
+		case readLoad(&l, k, v):
+			isLoad = true
 		}
 	})
+	if isLoad {
+		c.gotLoad(l)
+	}
 }
 
 // unsignal makes a connection whose init frame could not carry the
