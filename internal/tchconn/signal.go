@@ -35,6 +35,8 @@ import (
 //	drain=server  (server to client, ConnID) the server is leaving
 //	              (Shutdown): stop sending it calls, close the connection
 //	              once its calls are done, and choose other peers.
+//	load.u, load.qps, refusing
+//	              (server to client, ConnID) a load report (load.go).
 //
 // A call's criticality class rides in its call request's routing
 // delegate ("rd" transport header), after the byte ClassMark: tchannel-go
