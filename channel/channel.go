@@ -198,6 +198,9 @@ type Channel struct {
 	o    options
 	rec  *recorder.Recorder
 	shed *shedder
+	// loads makes the server's load reports, nil if it makes none
+	// (loadreport.go).
+	loads *loadReports
 	// tracing is false when the tracer is opentracing's no-op one.
 	tracing bool
 	// spans is the tracer tchannel-go is given when tracing (see

@@ -12,7 +12,7 @@ import (
 )
 
 // Load reports (docs/signals.md): a Sluice server tells its Sluice
-// clients its utilisation, the calls it answers a second and the class it
+// clients its utilisation, the calls it serves a second and the class it
 // refuses, on the signal carrier after ordinary answers; its clients
 // balance on the first two (peerlist.List.ReportLoad) and refuse early
 // what the third names. Plain peers never see a report.
@@ -45,6 +45,7 @@ type loadReports struct {
 	// LoadInterval.
 	cur       atomic.Pointer[loadFrame]
 	lastEnded uint64
+	lastErrs  uint64
 	lastAt    time.Time
 }
 
@@ -63,8 +64,9 @@ func (c *Channel) startLoadReports() {
 	if c.o.utilisation == nil && (c.shed == nil || !c.shed.limited()) {
 		return
 	}
-	r := &loadReports{c: c, lastAt: time.Now()}
+	r := &loadReports{c: c, lastAt: time.Now(), lastErrs: c.peers.g.ErrorAnswers()}
 	r.cur.Store(&loadFrame{at: r.lastAt})
+	c.loads = r
 	c.peers.g.ReportLoad(r.report)
 }
 
@@ -80,12 +82,15 @@ func (r *loadReports) report() (uint64, []byte) {
 	if cur = r.cur.Load(); now.Sub(cur.at) < LoadInterval {
 		return cur.gen, cur.frame
 	}
-	ended := r.c.ended.Load()
+	// The calls served: those that ended less those answered with a
+	// system error (a Busy costs the server next to nothing: counted, a
+	// server shedding would look bigger the more it sheds).
+	ended, errs := r.c.ended.Load(), r.c.peers.g.ErrorAnswers()
 	var l tchconn.Load
-	if el := now.Sub(r.lastAt).Seconds(); el > 0 {
-		l.QPS = int64(math.Round(float64(ended-r.lastEnded) / el))
+	if el := now.Sub(r.lastAt).Seconds(); el > 0 && ended-r.lastEnded >= errs-r.lastErrs {
+		l.QPS = int64(math.Round(float64((ended-r.lastEnded)-(errs-r.lastErrs)) / el))
 	}
-	r.lastEnded, r.lastAt = ended, now
+	r.lastEnded, r.lastErrs, r.lastAt = ended, errs, now
 	if u, ok := r.c.utilisation(); ok {
 		l.Utilisation, l.HasUtilisation = int64(math.Round(1000*u)), true
 	}

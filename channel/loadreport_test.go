@@ -2,11 +2,14 @@ package channel
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/tchconn"
+	"github.com/sluice-rpc/sluice/internal/tframe"
 	"github.com/uber/tchannel-go"
 	"github.com/uber/tchannel-go/raw"
 )
@@ -251,5 +254,51 @@ func TestLoadReportsNotSentToPlainClient(t *testing.T) {
 	// The plain client goes on as before.
 	if _, _, _, err := raw.Call(ctx, plain, srv.ch.HostPort(), "kv", "echo", nil, []byte("x")); err != nil {
 		t.Fatalf("plain call after the Sluice client's reports: %v", err)
+	}
+}
+
+// reportedQPS returns the rate in the server's load report made now,
+// after at least LoadInterval of calls made by call.
+func reportedQPS(t *testing.T, s *testServer, call func() error) int64 {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) <= LoadInterval {
+		if err := call(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, f := s.ch.loads.report()
+	var l tchconn.Load
+	tframe.SignalPairs(f[tframe.HeaderSize:], func(k, v []byte) { tchconn.ReadLoadPair(&l, k, v) })
+	return l.QPS
+}
+
+// A load report's rate counts the calls served, not those answered Busy:
+// a server shedding must not look like one that serves more.
+func TestLoadReportsRateLeavesOutBusy(t *testing.T) {
+	srv, _ := reportingServer(t, 1000)
+	plain, err := tchannel.NewChannel("plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(plain.Close)
+	ctx := ctxTimeout(t)
+	call := func() error {
+		_, _, _, err := raw.Call(ctx, plain, srv.ch.HostPort(), "kv", "echo", nil, []byte("x"))
+		return err
+	}
+	srv.busy.Store(true)
+	busy := func() error {
+		if err := call(); tchannel.GetSystemErrorCode(err) != tchannel.ErrCodeBusy {
+			return fmt.Errorf("a call to the busy server: %v, want Busy", err)
+		}
+		return nil
+	}
+	if q := reportedQPS(t, srv, busy); q != 0 {
+		t.Errorf("a server answering every call Busy reported %d calls a second, want 0", q)
+	}
+	srv.busy.Store(false)
+	if q := reportedQPS(t, srv, call); q <= 0 {
+		t.Errorf("a server serving every call reported %d calls a second, want more than 0", q)
 	}
 }

@@ -675,8 +675,16 @@ func (c *Conn) Write(b []byte) (int, error) {
 	c.wgen.Add(1)
 	n, err := c.Conn.Write(b)
 	c.wgen.Add(1)
-	if c.inbound && err == nil && len(b) > 2 && (tframe.Type(b[2]) == tframe.CallRes || tframe.Type(b[2]) == tframe.Error) && c.signals.Load() {
-		c.afterAnswer()
+	if c.inbound && err == nil && len(b) > 2 {
+		switch tframe.Type(b[2]) {
+		case tframe.Error:
+			c.g.errAnswers.Add(1) // load reports count the answers that were not errors
+			fallthrough
+		case tframe.CallRes:
+			if c.signals.Load() {
+				c.afterAnswer()
+			}
+		}
 	}
 	return n, err
 }

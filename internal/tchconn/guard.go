@@ -225,6 +225,7 @@ type Guard struct {
 	// Load reports (load.go).
 	loadReporter atomic.Pointer[LoadReporter]
 	onLoad       atomic.Pointer[func(string, Load)]
+	errAnswers   atomic.Uint64 // error frames tchannel-go wrote on inbound connections
 }
 
 // New returns a Guard. Close stops its sweep.

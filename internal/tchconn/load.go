@@ -13,7 +13,8 @@ import (
 //
 //	load.u    its utilisation in thousandths (0 idle, 1000 full; more
 //	          is over its capacity)
-//	load.qps  the calls it answered a second, all clients together
+//	load.qps  the calls it served a second (answered other than with a
+//	          system error), all clients together
 //	refusing  the highest criticality class it refuses wholesale (its
 //	          digit, 1 sheddable to 4 critical_plus), 0 or absent: none
 //
@@ -89,6 +90,12 @@ func (g *Guard) OnLoad(fn func(target string, l Load)) {
 	g.onLoad.Store(&fn)
 }
 
+// ErrorAnswers returns the number of error frames (system errors: Busy,
+// Unexpected, ...) tchannel-go wrote on the Guard's inbound connections:
+// a load report's rate counts the other answers, the work served, so that
+// a server answering Busy does not look like one that serves more.
+func (g *Guard) ErrorAnswers() uint64 { return g.errAnswers.Load() }
+
 // SetTarget records the host:port an outbound connection was dialed for,
 // which load reports name (OnLoad). Call it before the connection is used.
 func (c *Conn) SetTarget(hostPort string) { c.target = hostPort }
@@ -124,6 +131,10 @@ func (c *Conn) afterAnswer() {
 	c.loadGen = gen
 	c.writeOwn(f)
 }
+
+// ReadLoadPair reads a signal frame's pair into l if it is a load
+// report's, and reports whether it is (tests and tools read reports so).
+func ReadLoadPair(l *Load, k, v []byte) bool { return readLoad(l, k, v) }
 
 // readLoad reads a load report's pair into l; it reports whether the key
 // is one of a load report's.
