@@ -287,13 +287,17 @@ func (l *List) look(m *members, now time.Time, v *view) {
 	}
 	v.uniform = true
 	first := -1.0
+	loaded := l.loaded.Load()
 	for i, p := range peers {
 		if !v.usable[i] {
 			continue
 		}
 		eff := l.weightAt(p, ns, earliest)
 		v.slow[i] = p.judgeSlow(now, ref, known, eff < p.Weight())
-		w := eff * p.loadFactorAt(ns) / m.mean()
+		if loaded {
+			eff *= p.loadFactorAt(ns)
+		}
+		w := eff / m.mean()
 		v.weight[i] = w
 		if first < 0 {
 			first = w

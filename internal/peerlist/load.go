@@ -80,7 +80,9 @@ func (l *List) refactor(ns int64) {
 		}
 	}
 	out := make([]float64, len(peers))
-	balancing.LoadFactors(caps, out)
+	if balancing.LoadFactors(caps, out) > 0 {
+		l.loaded.Store(true) // from now on choices look at the factors
+	}
 	for i, p := range peers {
 		if caps[i] > 0 {
 			p.factor.Store(math.Float64bits(out[i]))

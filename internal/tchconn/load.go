@@ -115,10 +115,14 @@ func (c *Conn) LastLoad() (Load, bool) {
 // loadEvery answers it writes the server's load report, if it has a newer
 // one than this connection carried.
 func (c *Conn) afterAnswer() {
-	c.loadCount++
-	if c.loadCount < loadEvery {
-		return
+	if c.loadCount++; c.loadCount >= loadEvery {
+		c.carryLoad()
 	}
+}
+
+// carryLoad writes the server's load report if it has a newer one than
+// this connection carried (afterAnswer; wmu held).
+func (c *Conn) carryLoad() {
 	c.loadCount = 0
 	fn := c.g.loadReporter.Load()
 	if fn == nil {
