@@ -59,6 +59,8 @@ type options struct {
 	tch      tchannel.ChannelOptions
 	connect  ConnectConfig
 	shed     *ShedConfig
+	// utilisation is WithUtilisation's (loadreport.go).
+	utilisation func() float64
 	// maxRequest bounds the bytes of a request's arg2 and arg3, both ways:
 	// calls larger fail BAD_REQUEST before anything is sent, and inbound
 	// requests larger are answered BAD_REQUEST.
@@ -199,6 +201,9 @@ type Channel struct {
 	o    options
 	rec  *recorder.Recorder
 	shed *shedder
+	// loads makes the server's load reports, nil if it makes none
+	// (loadreport.go).
+	loads *loadReports
 	// tracing is false when the tracer is opentracing's no-op one.
 	tracing bool
 	// spans is the tracer tchannel-go is given when tracing (see
@@ -355,6 +360,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 		return nil, fmt.Errorf("channel: %w", err)
 	}
 	c.tch, c.pool, c.peers = tch, conns, pg
+	c.startLoadReports()
 	return c, nil
 }
 

@@ -317,7 +317,9 @@ func (pg *peerGuard) dialer(next func(ctx context.Context, network, hostPort str
 		if err != nil {
 			return nil, err
 		}
-		return pg.g.Client(nc), nil
+		tc := pg.g.Client(nc)
+		tc.SetTarget(hostPort) // load reports name it (loadreport.go)
+		return tc, nil
 	}
 }
 

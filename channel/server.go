@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/sluice-rpc/sluice/internal/decline"
@@ -409,6 +410,9 @@ type shedder struct {
 	rate     *rate.Limiter
 	inFlight *shed.Limiter // MaxInFlight, a fixed limit
 	shared   *shed.Limiter // the adaptive limit when AdaptiveShared
+
+	lmu     sync.Mutex      // guards methods
+	methods []*shed.Limiter // the methods' own adaptive limits (loadreport.go)
 }
 
 func newShedder(cfg ShedConfig, clk clock.Clock) (*shedder, error) {
@@ -460,6 +464,7 @@ func (s *shedder) forMethod(method string) *methodShedder {
 	if s.cfg.Adaptive != nil && !s.cfg.AdaptiveShared {
 		// The config was validated when the shedder was made.
 		m.adaptive, _ = shed.New(s.adaptive)
+		s.track(m.adaptive)
 	}
 	return m
 }

@@ -287,12 +287,16 @@ func (l *List) look(m *members, now time.Time, v *view) {
 	}
 	v.uniform = true
 	first := -1.0
+	loaded := l.loaded.Load()
 	for i, p := range peers {
 		if !v.usable[i] {
 			continue
 		}
 		eff := l.weightAt(p, ns, earliest)
 		v.slow[i] = p.judgeSlow(now, ref, known, eff < p.Weight())
+		if loaded {
+			eff *= p.loadFactorAt(ns)
+		}
 		w := eff / m.mean()
 		v.weight[i] = w
 		if first < 0 {
@@ -416,6 +420,9 @@ func (l *List) preferOf(a, b *Peer, now time.Time, m *members, earliest int64) b
 	if sa != sb {
 		return sb
 	}
+	// Their load factors (their servers' reports) weigh them as slow
+	// start does.
+	fa, fb = fa*a.loadFactorAt(ns), fb*b.loadFactorAt(ns)
 	if m.uniform && fa == fb {
 		return better(a, b, now)
 	}

@@ -49,6 +49,9 @@ type List struct {
 	// resolving is true until the first Set of a list whose peers come
 	// from a resolver (Config.Resolving).
 	resolving atomic.Bool
+	// loaded is set once a peer's server sent a load report (load.go):
+	// until then choices skip the load factors.
+	loaded atomic.Bool
 
 	// The feed of changes (TakeChanged), on from its first use: the peers
 	// whose State changed, or that joined or left, since the last take,

@@ -69,6 +69,8 @@ type Peer struct {
 	ejections    atomic.Uint64 // times ejected
 	ejectK       int           // the last ejection's multiplier; l.ejectMu
 	ejectEnd     int64         // when the last ejection ends or ended; l.ejectMu
+
+	loadState // its server's load reports (load.go)
 }
 
 // HostPort returns the peer's address.

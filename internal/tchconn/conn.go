@@ -142,6 +142,7 @@ type Conn struct {
 	initWritten bool  // tchannel-go's init frame has been written
 	drainSent   Drain // inbound: the strongest drain sent to the client
 	drainWant   Drain // inbound: asked before the init response, which carries it
+	loadState         // load reports (load.go)
 }
 
 // How a Guard counts an inbound connection, once its init request is read.
@@ -672,8 +673,20 @@ func (c *Conn) Write(b []byte) (int, error) {
 	}
 	c.scanWritten(b)
 	c.wgen.Add(1)
-	defer c.wgen.Add(1)
-	return c.Conn.Write(b)
+	n, err := c.Conn.Write(b)
+	c.wgen.Add(1)
+	if c.inbound && err == nil && len(b) > 2 {
+		switch tframe.Type(b[2]) {
+		case tframe.Error:
+			c.g.errAnswers.Add(1) // load reports count the answers that were not errors
+			fallthrough
+		case tframe.CallRes:
+			if c.signals.Load() {
+				c.afterAnswer()
+			}
+		}
+	}
+	return n, err
 }
 
 // scanWritten follows the frames in the written bytes b.

@@ -221,6 +221,11 @@ type Guard struct {
 	inSignalled int           // inbound connections whose client announced signals; guarded by mu
 	inPlain     int           // the other inbound connections; guarded by mu
 	plainCalls  atomic.Uint64 // calls that came on the others
+
+	// Load reports (load.go).
+	loadReporter atomic.Pointer[LoadReporter]
+	onLoad       atomic.Pointer[func(string, Load)]
+	errAnswers   atomic.Uint64 // error frames tchannel-go wrote on inbound connections
 }
 
 // New returns a Guard. Close stops its sweep.

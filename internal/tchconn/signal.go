@@ -35,6 +35,8 @@ import (
 //	drain=server  (server to client, ConnID) the server is leaving
 //	              (Shutdown): stop sending it calls, close the connection
 //	              once its calls are done, and choose other peers.
+//	load.u, load.qps, refusing
+//	              (server to client, ConnID) a load report (load.go).
 //
 // A call's criticality class rides in its call request's routing
 // delegate ("rd" transport header), after the byte ClassMark: tchannel-go
@@ -265,11 +267,20 @@ func (c *Conn) readSignal(fr tframe.Frame, f []byte) {
 	if fr.ID != tframe.ConnID {
 		return // no signal is about one message yet
 	}
+	var l Load
+	isLoad := false
 	tframe.SignalPairs(f[tframe.HeaderSize:], func(k, v []byte) {
-		if string(k) == keyDrain && !c.inbound {
+		switch {
+		case c.inbound:
+		case string(k) == keyDrain:
 			c.gotDrain(parseDrain(v))
+		case readLoad(&l, k, v):
+			isLoad = true
 		}
 	})
+	if isLoad {
+		c.gotLoad(l)
+	}
 }
 
 // unsignal makes a connection whose init frame could not carry the

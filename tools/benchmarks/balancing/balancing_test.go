@@ -381,7 +381,10 @@ func TestSmallRun(t *testing.T) {
 		}
 	}
 
-	for _, row := range []HeterogeneousRow{res.Heterogeneous.With, res.Heterogeneous.Without} {
+	if lr := res.Heterogeneous.LoadReports; !lr.LoadReports || res.Heterogeneous.With.LoadReports {
+		t.Errorf("heterogeneous: load reports on in the load_reports row %v, in the weighted row %v; want on, off", lr.LoadReports, res.Heterogeneous.With.LoadReports)
+	}
+	for _, row := range []HeterogeneousRow{res.Heterogeneous.With, res.Heterogeneous.Without, res.Heterogeneous.LoadReports} {
 		adds("heterogeneous", row.Measured)
 		total, calls := 0.0, 0
 		for _, s := range row.Servers {
@@ -437,8 +440,8 @@ func TestSmallRun(t *testing.T) {
 			t.Errorf("erroring %d, ejection off: %d ejected at once, %d ejections; want none", row.Erroring, row.MaxEjected, row.Ejections)
 		}
 	}
-	if len(res.Verdicts) != 12 {
-		t.Errorf("%d verdicts, want 12: %+v", len(res.Verdicts), res.Verdicts)
+	if len(res.Verdicts) != 15 {
+		t.Errorf("%d verdicts, want 15: %+v", len(res.Verdicts), res.Verdicts)
 	}
 	checkOutputs(t, res)
 }

@@ -190,10 +190,10 @@ func (r *Result) scaleOutPlots() ([]*plot.Plot, error) {
 
 func (r *Result) heterogeneousPlots() ([]*plot.Plot, error) {
 	h, c := r.Heterogeneous, r.Config.Heterogeneous
-	p := newPlot(fmt.Sprintf("Each server's share of the calls: weighted %s (solid), all weights 1 (dashed); capacity shares %s",
+	p := newPlot(fmt.Sprintf("Each server's share of the calls: weighted %s (solid), all weights 1 (dashed), load reports (dotted); capacity shares %s",
 		weightList(h.With.Weights), capacityShares(c)), "share of the calls")
 	p.Y.Min = 0
-	for k, row := range []HeterogeneousRow{h.With, h.Without} {
+	for k, row := range []HeterogeneousRow{h.With, h.Without, h.LoadReports} {
 		for i := range c.Workers {
 			var xys plotter.XYs
 			for s, shares := range row.Seconds {
@@ -207,8 +207,8 @@ func (r *Result) heterogeneousPlots() ([]*plot.Plot, error) {
 			}
 			l.Color = plotutil.Color(i)
 			l.Width = vg.Points(1.5)
-			if k == 1 {
-				l.Dashes = plotutil.Dashes(1)
+			if k > 0 {
+				l.Dashes = plotutil.Dashes(k) // dashed (6-2), then dotted (2-2)
 			} else {
 				p.Legend.Add(fmt.Sprintf("%d workers", c.Workers[i]), l)
 			}

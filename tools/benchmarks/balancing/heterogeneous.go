@@ -7,18 +7,24 @@ import (
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
 )
 
-// HeterogeneousResult is the heterogeneous scenario's two rows.
+// HeterogeneousResult is the heterogeneous scenario's three rows: with
+// weights, without, and without weights but with the servers' load
+// reports (channel.WithUtilisation) balancing the client.
 type HeterogeneousResult struct {
-	With    HeterogeneousRow `json:"with"`
-	Without HeterogeneousRow `json:"without"`
+	With        HeterogeneousRow `json:"with"`
+	Without     HeterogeneousRow `json:"without"`
+	LoadReports HeterogeneousRow `json:"load_reports"`
 }
 
 // HeterogeneousRow is one run of the heterogeneous scenario.
 type HeterogeneousRow struct {
 	// Weights are the weights the client gave the servers with SetPeers:
 	// in proportion to their workers in the "with" row, all 1 in the
-	// other.
+	// others.
 	Weights []float64 `json:"weights"`
+	// LoadReports: the servers reported their utilisation (their
+	// workers' busy time) to the client, which balanced on it.
+	LoadReports bool `json:"load_reports"`
 	// Rate is the calls offered a second.
 	Rate float64 `json:"rate"`
 	// Measured is the calls after the warmup; Goodput their successes a
@@ -73,7 +79,7 @@ func runHeterogeneousScenario(ctx context.Context, c Config) (*HeterogeneousResu
 	res := &HeterogeneousResult{}
 	c.progress("heterogeneous, weights %v: servers of %v workers; %v", h.Weights, h.Workers, h.Warmup+h.Duration)
 	var err error
-	if res.With, err = runHeterogeneous(ctx, c, h.Weights); err != nil {
+	if res.With, err = runHeterogeneous(ctx, c, h.Weights, false); err != nil {
 		return nil, err
 	}
 	ones := make([]float64, len(h.Workers))
@@ -81,19 +87,24 @@ func runHeterogeneousScenario(ctx context.Context, c Config) (*HeterogeneousResu
 		ones[i] = 1
 	}
 	c.progress("heterogeneous, weights all 1: %v", h.Warmup+h.Duration)
-	if res.Without, err = runHeterogeneous(ctx, c, ones); err != nil {
+	if res.Without, err = runHeterogeneous(ctx, c, ones, false); err != nil {
+		return nil, err
+	}
+	c.progress("heterogeneous, weights all 1, load reports: %v", h.Warmup+h.Duration)
+	if res.LoadReports, err = runHeterogeneous(ctx, c, ones, true); err != nil {
 		return nil, err
 	}
 	return res, nil
 }
 
-// runHeterogeneous runs one row with the given weights.
-func runHeterogeneous(ctx context.Context, c Config, weights []float64) (HeterogeneousRow, error) {
+// runHeterogeneous runs one row with the given weights, the servers
+// reporting their load if reports.
+func runHeterogeneous(ctx context.Context, c Config, weights []float64, reports bool) (HeterogeneousRow, error) {
 	h := c.Heterogeneous
-	row := HeterogeneousRow{Weights: weights, Rate: h.Load * h.capacity()}
+	row := HeterogeneousRow{Weights: weights, LoadReports: reports, Rate: h.Load * h.capacity()}
 	cfgs := make([]serverConfig, len(h.Workers))
 	for i, w := range h.Workers {
-		cfgs[i] = serverConfig{workers: w, service: h.Service}
+		cfgs[i] = serverConfig{workers: w, service: h.Service, reportLoad: reports}
 	}
 	f, err := startFleet(cfgs)
 	if err != nil {

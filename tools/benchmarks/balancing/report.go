@@ -51,6 +51,24 @@ func (r *Result) verdicts() []Verdict {
 		}
 		add(Heterogeneous, "with weights, no server over its capacity (calls at 98% of it or more, or Busy to more than 1%)",
 			len(over) == 0, "%s", figure)
+		if lr := h.LoadReports; lr.Servers != nil {
+			add(Heterogeneous, "load reports, no weights: every server's share within 2 points of its capacity's",
+				lr.MaxShareError <= 2, "largest gap %.1f points", lr.MaxShareError)
+			var over []string
+			for _, s := range lr.Servers {
+				if s.OverCapacity {
+					over = append(over, fmt.Sprintf("%d-worker server: %.0f calls/s of %.0f, %d Busy", s.Workers, s.PerSecond, s.Capacity, s.Busy))
+				}
+			}
+			figure := "none"
+			if len(over) > 0 {
+				figure = strings.Join(over, "; ")
+			}
+			add(Heterogeneous, "load reports, no weights: no server over its capacity", len(over) == 0, "%s", figure)
+			ratio := share(float64(lr.Measured.P99), float64(w.Measured.P99))
+			add(Heterogeneous, "load reports, no weights: p99 at most 1.1x the weighted row's",
+				ratio > 0 && ratio <= 1.1, "%v vs %v: %.2fx", lr.Measured.P99, w.Measured.P99, ratio)
+		}
 	}
 	if s := r.Shard; s != nil {
 		add(Shard, "cache hit rate with shard keys at least 2x without", s.HitRatio >= 2,
@@ -168,11 +186,18 @@ func (r *Result) writeHeterogeneous(ew *errWriter, h *HeterogeneousResult) {
 		c.Workers, c.Service, c.capacity(), 100*c.Load, h.With.Rate, c.Duration, c.Warmup, queuePerWorker)
 	ew.printf("| weights | goodput | p99 | Busy | timeouts | server | capacity share | share of calls | calls/s (capacity) | Busy | peak / mean in flight (workers) | over capacity |\n")
 	ew.printf("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|\n")
-	for _, row := range []HeterogeneousRow{h.With, h.Without} {
+	for _, row := range []HeterogeneousRow{h.With, h.Without, h.LoadReports} {
+		if row.Servers == nil {
+			continue // a result from before load reports
+		}
 		for i, s := range row.Servers {
 			lead := "| | | | | "
 			if i == 0 {
-				lead = fmt.Sprintf("| %s | %.1f%% | %v | %d | %d ", weightList(row.Weights), 100*row.Goodput, row.Measured.P99, row.Measured.Busy, row.Measured.Timeouts)
+				ws := weightList(row.Weights)
+				if row.LoadReports {
+					ws += ", load reports"
+				}
+				lead = fmt.Sprintf("| %s | %.1f%% | %v | %d | %d ", ws, 100*row.Goodput, row.Measured.P99, row.Measured.Busy, row.Measured.Timeouts)
 			}
 			ew.printf("%s| %d workers | %.1f%% | %.1f%% | %.0f (%.0f) | %d | %d / %.2f (%d) | %s |\n",
 				lead, s.Workers, 100*s.CapacityShare, 100*s.Share, s.PerSecond, s.Capacity, s.Busy, s.PeakInFlight, s.MeanInFlight, s.Workers, yesNo(s.OverCapacity))

@@ -43,6 +43,10 @@ type serverConfig struct {
 	// are answered UNEXPECTED after their service time.
 	errorShare float64
 	seed       uint64
+	// reportLoad has the server report its utilisation to its clients
+	// (channel.WithUtilisation): its workers' busy time over the time
+	// since its last report.
+	reportLoad bool
 }
 
 // server is a Sluice channel server on 127.0.0.1 whose handler costs
@@ -64,6 +68,14 @@ type server struct {
 	// the misses held their worker (load.Pool.Serve): the costs as served,
 	// which Go's timers make longer than the model's.
 	hitTime, missTime atomic.Int64
+
+	// busy adds up the time, in nanoseconds, requests held a worker; the
+	// utilisation reported is its growth over the time since the last
+	// report (busyMu guards the last reading).
+	busy       atomic.Int64
+	busyMu     sync.Mutex
+	lastBusy   int64
+	lastBusyAt time.Time
 }
 
 // startServer starts a server with cfg, listening on 127.0.0.1.
@@ -73,10 +85,15 @@ func startServer(cfg serverConfig) (*server, error) {
 		return nil, err
 	}
 	s := &server{cfg: cfg, pool: pool, rng: rand.New(rand.NewPCG(cfg.seed, 0xba1a)), started: time.Now()}
+	s.lastBusyAt = s.started
 	if cfg.cache > 0 {
 		s.cache = newLRU(cfg.cache)
 	}
-	if s.ch, err = channel.New(Service); err != nil {
+	var opts []channel.Option
+	if cfg.reportLoad {
+		opts = append(opts, channel.WithUtilisation(s.utilisation))
+	}
+	if s.ch, err = channel.New(Service, opts...); err != nil {
 		return nil, fmt.Errorf("balancing: server: %w", err)
 	}
 	if err := s.ch.RegisterRaw(Method, s.handle); err != nil {
@@ -106,6 +123,7 @@ func (s *server) handle(ctx context.Context, req *channel.RawRequest) (*channel.
 		d = time.Duration(float64(d) * coldCost(s.cfg.coldFactor, s.cfg.coldWindow, time.Since(s.started)))
 	}
 	held, err := s.pool.Serve(ctx, d)
+	s.busy.Add(int64(held))
 	switch {
 	case errors.Is(err, load.ErrShed):
 		return nil, channel.Busy("balancing: %d workers busy and %d requests waiting", s.cfg.workers, queuePerWorker*s.cfg.workers)
@@ -132,6 +150,21 @@ func (s *server) handle(ctx context.Context, req *channel.RawRequest) (*channel.
 		}
 	}
 	return &channel.RawResponse{Arg3: req.Arg3}, nil
+}
+
+// utilisation returns the share of its workers' time requests held them
+// since it was last asked.
+func (s *server) utilisation() float64 {
+	s.busyMu.Lock()
+	defer s.busyMu.Unlock()
+	now, busy := time.Now(), s.busy.Load()
+	el := now.Sub(s.lastBusyAt)
+	if el <= 0 {
+		return 0
+	}
+	u := float64(busy-s.lastBusy) / (float64(el) * float64(s.cfg.workers))
+	s.lastBusy, s.lastBusyAt = busy, now
+	return u
 }
 
 // hostPort returns the server's address.

@@ -1,0 +1,53 @@
+package balancing
+
+import (
+	"math"
+	"testing"
+)
+
+// LoadCapacity: rate over utilisation, at least 1%; nothing from a server
+// that answered nothing.
+func TestLoadCapacity(t *testing.T) {
+	for _, tt := range []struct {
+		qps, u, want float64
+		ok           bool
+	}{
+		{800, 0.8, 1000, true},
+		{100, 0, 10_000, true}, // no load claimed: 1% floor
+		{0, 0.5, 0, false},
+		{math.Inf(1), 0.5, 0, false},
+		{100, math.NaN(), 0, false},
+	} {
+		got, ok := LoadCapacity(tt.qps, tt.u)
+		if ok != tt.ok || (ok && math.Abs(got-tt.want) > 1e-9) {
+			t.Errorf("LoadCapacity(%v, %v) = %v, %v; want %v, %v", tt.qps, tt.u, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+// LoadFactors: capacities relative to the median, clamped to [1/4, 4],
+// normalised to mean 1 over the reporting peers; peers without reports
+// are 1.
+func TestLoadFactors(t *testing.T) {
+	for _, tt := range []struct {
+		caps, want []float64
+	}{
+		{[]float64{0, 0}, []float64{1, 1}},
+		{[]float64{250, 500, 1000}, []float64{3.0 / 7, 6.0 / 7, 12.0 / 7}},
+		{[]float64{250, 0, 1000}, []float64{0.4, 1, 1.6}},
+		// A liar (infinite capacity, as good as) among three equal peers:
+		// 4 times their factor, no more.
+		{[]float64{1e12, 1000, 1000, 1000}, []float64{16.0 / 7, 4.0 / 7, 4.0 / 7, 4.0 / 7}},
+		// One that claims almost nothing: a quarter.
+		{[]float64{1, 1000, 1000}, []float64{1.0 / 3, 4.0 / 3, 4.0 / 3}},
+	} {
+		out := make([]float64, len(tt.caps))
+		LoadFactors(tt.caps, out)
+		for i := range out {
+			if math.Abs(out[i]-tt.want[i]) > 1e-9 {
+				t.Errorf("LoadFactors(%v) = %v, want %v", tt.caps, out, tt.want)
+				break
+			}
+		}
+	}
+}

@@ -1,0 +1,101 @@
+package peerlist
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-rpc/sluice/criticality"
+	"github.com/sluice-rpc/sluice/internal/balancing"
+)
+
+// loadState is a peer's view of its server's load reports (see
+// List.ReportLoad): its capacity estimate and its load factor, which
+// multiplies its weight in the choice. A peer whose server sends none
+// keeps factor 1.
+type loadState struct {
+	capacity atomic.Uint64 // math.Float64bits of the capacity estimate; 0: none
+	factor   atomic.Uint64 // math.Float64bits of the load factor; 0: neutral (1)
+	loadAt   atomic.Int64  // the last report's time, Unix nanoseconds
+}
+
+// loadFactorAt returns p's load factor at ns: 1 without a report within
+// balancing.LoadTTL.
+func (p *Peer) loadFactorAt(ns int64) float64 {
+	f := p.factor.Load()
+	if f == 0 || ns-p.loadAt.Load() > int64(balancing.LoadTTL) {
+		return 1
+	}
+	return math.Float64frombits(f)
+}
+
+// LoadFactor returns p's load factor now (1: neutral), for introspection
+// and tests.
+func (p *Peer) LoadFactor() float64 { return p.loadFactorAt(p.l.clk.Now().UnixNano()) }
+
+// ReportLoad takes a load report from the server at hostPort, at now: the
+// calls it answers a second, its utilisation in thousandths if it
+// reported one (hasU), and the highest class it refuses (0: none). The
+// peer's capacity estimate (balancing.LoadCapacity) moves towards the
+// report's, and every reporting peer's load factor is worked out again
+// (balancing.LoadFactors). A refused class is refused locally, as a Busy
+// that names it would (see EndBusy), for DefaultRefusal; a report that
+// names none ends such a refusal. A host:port not in the list is ignored.
+func (l *List) ReportLoad(hostPort string, now time.Time, qps, u int64, hasU bool, refusing criticality.Class) {
+	p := l.Get(hostPort)
+	if p == nil {
+		return
+	}
+	ns := now.UnixNano()
+	if !p.limiter.Disabled() {
+		switch cs := p.cls.Load(); {
+		case refusing.Valid():
+			p.refuse(p.classes(now), now, refusing, DefaultRefusal)
+		case cs != nil && cs.refusing(ns) != 0:
+			cs.refusal.Store(0)
+		}
+	}
+	if !hasU {
+		return
+	}
+	c, ok := balancing.LoadCapacity(float64(qps), float64(u)/1000)
+	if !ok {
+		return
+	}
+	if old := math.Float64frombits(p.capacity.Load()); old > 0 && ns-p.loadAt.Load() <= int64(balancing.LoadTTL) {
+		c = old + balancing.LoadSmoothing*(c-old)
+	}
+	p.capacity.Store(math.Float64bits(c))
+	p.loadAt.Store(ns)
+	l.refactor(ns)
+}
+
+// refactor works out the load factors of the list's peers at ns.
+func (l *List) refactor(ns int64) {
+	peers := l.peers.Load().peers
+	caps := make([]float64, len(peers))
+	for i, p := range peers {
+		if ns-p.loadAt.Load() <= int64(balancing.LoadTTL) {
+			caps[i] = math.Float64frombits(p.capacity.Load())
+		}
+	}
+	out := make([]float64, len(peers))
+	if balancing.LoadFactors(caps, out) > 0 {
+		l.loaded.Store(true) // from now on choices look at the factors
+	}
+	for i, p := range peers {
+		if caps[i] > 0 {
+			p.factor.Store(math.Float64bits(out[i]))
+		} else {
+			p.factor.Store(0)
+		}
+	}
+}
+
+// Capacity returns p's capacity estimate from its server's load reports,
+// calls a second, and whether it has one (a report within
+// balancing.LoadTTL), for introspection and tests.
+func (p *Peer) Capacity() (float64, bool) {
+	c := math.Float64frombits(p.capacity.Load())
+	return c, c > 0 && p.l.clk.Now().UnixNano()-p.loadAt.Load() <= int64(balancing.LoadTTL)
+}
