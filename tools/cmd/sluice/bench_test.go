@@ -488,6 +488,13 @@ type balancingJSON struct {
 				Calls int `json:"calls"`
 			} `json:"servers"`
 		}
+		LoadReports struct {
+			Weights     []float64 `json:"weights"`
+			LoadReports bool      `json:"load_reports"`
+			Servers     []struct {
+				Calls int `json:"calls"`
+			} `json:"servers"`
+		} `json:"load_reports"`
 	} `json:"heterogeneous"`
 	Shard    any `json:"shard"`
 	Verdicts []struct {
@@ -496,9 +503,9 @@ type balancingJSON struct {
 	} `json:"verdicts"`
 }
 
-// A small heterogeneous run through the CLI: the JSON holds both rows and
-// the scenario's two verdicts, the table both rows, and --chart draws the
-// scenario to the file named.
+// A small heterogeneous run through the CLI: the JSON holds the three rows
+// (weights, none, load reports) and the scenario's five verdicts, and
+// --chart draws the scenario to the file named.
 func TestBenchBalancing(t *testing.T) {
 	t.Parallel() // waits on real time: overlaps with the other waiting tests
 	chart := t.TempDir() + "/b.svg"
@@ -514,11 +521,14 @@ func TestBenchBalancing(t *testing.T) {
 	if res.Config.Size != "ci" || len(res.Config.Scenarios) != 1 || res.Config.TimeoutMS != 2000 || h == nil || res.Shard != nil {
 		t.Fatalf("config %+v, heterogeneous %v, shard %v: want the CI size, one scenario, 2s, heterogeneous alone", res.Config, h, res.Shard)
 	}
-	if len(h.With.Servers) != 3 || h.With.Servers[0].Calls == 0 || len(h.Without.Weights) != 3 || h.Without.Weights[2] != 1 || len(res.Verdicts) != 2 {
-		t.Errorf("rows %+v, verdicts %+v: want 3 servers that took calls, weights all 1 without, 2 verdicts", h, res.Verdicts)
+	if len(h.With.Servers) != 3 || h.With.Servers[0].Calls == 0 || len(h.Without.Weights) != 3 || h.Without.Weights[2] != 1 || len(res.Verdicts) != 5 {
+		t.Errorf("rows %+v, verdicts %+v: want 3 servers that took calls, weights all 1 without, 5 verdicts", h, res.Verdicts)
 	}
-	if n := strings.Count(errOut, "running: heterogeneous"); n != 2 {
-		t.Errorf("%d progress lines on stderr, want 2:\n%s", n, errOut)
+	if lr := h.LoadReports; !lr.LoadReports || len(lr.Servers) != 3 || lr.Servers[0].Calls == 0 || len(lr.Weights) != 3 || lr.Weights[0] != 1 {
+		t.Errorf("load_reports row %+v: want load reports on, weights all 1, 3 servers that took calls", lr)
+	}
+	if n := strings.Count(errOut, "running: heterogeneous"); n != 3 {
+		t.Errorf("%d progress lines on stderr, want 3:\n%s", n, errOut)
 	}
 	if fi, err := os.Stat(chart); err != nil || fi.Size() == 0 {
 		t.Errorf("no chart at %s: %v", chart, err)
