@@ -190,7 +190,7 @@ func (c *Channel) run(ctx context.Context, st *callState, service, method string
 			}
 			return nil, c.fail(m, start, ce)
 		}
-		if pc.cfg.Debug && req.Format != tchannel.Raw {
+		if pc.debugMode() && req.Format != tchannel.Raw {
 			req = req.WithHeader(pacing.HeaderMode, pacing.ModeDebug)
 		}
 	}

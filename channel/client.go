@@ -37,7 +37,7 @@ type Client struct {
 	list    *peerlist.List      // its peers; a resolver's when res is set
 	res     *resolved           // nil without a resolver
 	gate    Gate                // WithLease's, or nil
-	pacer   *pacer              // WithPacing's, or nil
+	pacer   pacingState         // WithPacing's, or nil
 	bucket  *retryexec.Throttle // the service config's retry throttling, or nil
 	budget  *retrybudget.Budget // its retry budget (WithRetryBudget), or nil
 	methods map[string]bool     // WithMethods
@@ -69,6 +69,7 @@ type clientOptions struct {
 	gate        Gate
 	gateSet     bool
 	pacing      *PacingConfig
+	newPacer    func(c *Channel, service string, cfg PacingConfig) (pacingState, error) // WithPacing's
 	methods     []string
 	class       criticality.Class
 }
@@ -152,7 +153,7 @@ func (c *Channel) NewClient(target string, opts ...ClientOption) (*Client, error
 		cl.methods[m] = true
 	}
 	if o.pacing != nil {
-		p, err := c.newPacer(service, *o.pacing)
+		p, err := o.newPacer(c, service, *o.pacing)
 		if err != nil {
 			return nil, err
 		}

@@ -61,7 +61,7 @@ func (c *Channel) Debug() channelz.State {
 			ds.Lease = debugLease(cl.gate)
 		}
 		if cl.pacer != nil {
-			ds.Pacing = debugPacing(cl.pacer, methods, now)
+			ds.Pacing = cl.pacer.debug(methods, now)
 		}
 		for _, m := range methods {
 			ds.Methods = append(ds.Methods, c.debugMethod(cl.service, m))
@@ -122,7 +122,7 @@ func debugLease(g Gate) *channelz.Lease {
 	return dl
 }
 
-func debugPacing(pc *pacer, methods []methodDebug, now time.Time) *channelz.Pacing {
+func (pc *pacer) debug(methods []methodDebug, now time.Time) *channelz.Pacing {
 	dp := &channelz.Pacing{Strategy: string(pc.cfg.Pacer.Strategy), SleepMs: ms(pc.pacer.Sleep()),
 		MaxDelayMs: ms(pc.cfg.MaxDelay), Windows: []channelz.PaceWindow{}}
 	if dp.Strategy == "" {
@@ -132,7 +132,7 @@ func debugPacing(pc *pacer, methods []methodDebug, now time.Time) *channelz.Paci
 	// only by calls, so every method that may have one has a policy.
 	keys := []string{pc.service}
 	for _, m := range methods {
-		if m.p.pacer == pc && !m.p.shared {
+		if m.p.pacer == pacingState(pc) && !m.p.shared {
 			keys = append(keys, m.p.paceKeys[1])
 		}
 	}

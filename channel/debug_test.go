@@ -403,8 +403,8 @@ func TestDebugAdaptiveHedgeLeaseAndPacing(t *testing.T) {
 
 	// Windows the servers announced, for the service and for the method.
 	now := clk.Now()
-	to(c, "kv").pacer.windows.Record("kv", now.Add(time.Second))
-	to(c, "kv").pacer.windows.Record("kv::adapt", now.Add(2*time.Second))
+	to(c, "kv").pacer.(*pacer).windows.Record("kv", now.Add(time.Second))
+	to(c, "kv").pacer.(*pacer).windows.Record("kv::adapt", now.Add(2*time.Second))
 	if want, got := []channelz.PaceWindow{
 		{Key: "kv", RemainingMs: 1000, Until: now.Add(time.Second).UTC()},
 		{Key: "kv::adapt", RemainingMs: 2000, Until: now.Add(2 * time.Second).UTC()},

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/backoff"
+	"github.com/sluice-rpc/sluice/channel/channelz"
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/config"
@@ -62,7 +63,25 @@ func (p PacingConfig) Validate() error {
 // held back until the window ends, or fail at once when it outlasts MaxDelay
 // or their deadline.
 func WithPacing(cfg PacingConfig) ClientOption {
-	return func(o *clientOptions) { o.pacing = &cfg }
+	return func(o *clientOptions) { o.pacing, o.newPacer = &cfg, newPacer }
+}
+
+// pacing is what the pipeline asks of a Client's pacer. The pipeline holds
+// its pacer as this interface, made only by newPacer, which only
+// WithPacing names: a program that never paces links none of the pacer's
+// code (the rate-limit header parsers, the windows, the strategies).
+type pacingState interface {
+	// before runs ahead of a call's first attempt (see (*pacer).before).
+	before(ctx context.Context, c *Channel, keys [2]string) error
+	// response reads a response's quota headers.
+	response(c *Channel, method string, h map[string]string)
+	// busy turns a Busy answer into the retry's wait.
+	busy(c *Channel, method string, o *retryexec.Outcome, b backoff.Exponential, n int) error
+	// debugMode reports whether calls ask the server for debug quota
+	// headers (PacingConfig.Debug).
+	debugMode() bool
+	// debug is the pacer's part of Channel.Debug.
+	debug(methods []methodDebug, now time.Time) *channelz.Pacing
 }
 
 // pacer is one service's pacing state.
@@ -77,7 +96,7 @@ type pacer struct {
 	sleep     tally.Timer
 }
 
-func (c *Channel) newPacer(service string, cfg PacingConfig) (*pacer, error) {
+func newPacer(c *Channel, service string, cfg PacingConfig) (pacingState, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	} else if cfg.MaxDelay == 0 {
@@ -158,6 +177,8 @@ func (p *pacer) busy(c *Channel, method string, o *retryexec.Outcome, b backoff.
 	}
 	return nil
 }
+
+func (p *pacer) debugMode() bool { return p.cfg.Debug }
 
 // paceOutcome applies the service's pacing to one attempt's result.
 func (st *callState) paceOutcome(res *Response, o *retryexec.Outcome, n int) {

@@ -179,7 +179,7 @@ type methodPolicy struct {
 	// The Client's lease gate, pacer and peer list, kept here so that a
 	// call looks them up once, with the policy.
 	gate     Gate
-	pacer    *pacer
+	pacer    pacingState
 	paceKeys [2]string // the pacer's window keys: service, then service::method
 	list     *peerlist.List
 	// shared: the policy of every unnamed method past MaxMethodSeries
