@@ -3,6 +3,7 @@ package tchconn
 import (
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-rpc/sluice/internal/tframe"
 )
@@ -158,8 +159,22 @@ func readLoad(l *Load, k, v []byte) bool {
 	return true
 }
 
-// gotLoad keeps a load report from the server and passes it on.
+// MinLoadGap is the shortest time between two load reports an outbound
+// connection passes on: later ones are dropped. A Sluice server sends at
+// most one a connection per 100 ms (channel.LoadInterval), so an honest
+// server's reports all pass; a hostile one that sends a report frame after
+// every other frame costs its client one report per gap, not a pass over
+// the peer list per frame.
+const MinLoadGap = 50 * time.Millisecond
+
+// gotLoad keeps a load report from the server and passes it on, unless
+// one came less than MinLoadGap before.
 func (c *Conn) gotLoad(l Load) {
+	now := time.Now().UnixNano()
+	if last := c.loadAt.Load(); last != 0 && now-last < int64(MinLoadGap) {
+		return
+	}
+	c.loadAt.Store(now)
 	c.lastLoad.Store(&l)
 	if fn := c.g.onLoad.Load(); fn != nil && c.target != "" {
 		(*fn)(c.target, l)
@@ -187,4 +202,5 @@ type loadState struct {
 	loadGen   uint64               // inbound: the generation last carried (wmu)
 	target    string               // outbound: the host:port dialed
 	lastLoad  atomic.Pointer[Load] // outbound: the last report read
+	loadAt    atomic.Int64         // outbound: when it was read, Unix ns
 }

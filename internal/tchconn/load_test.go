@@ -2,6 +2,7 @@ package tchconn
 
 import (
 	"testing"
+	"time"
 
 	"github.com/sluice-rpc/sluice/internal/tframe"
 )
@@ -40,5 +41,30 @@ func TestLoadReportFrame(t *testing.T) {
 	}
 	if readLoad(&l, []byte("drain"), []byte("conn")) {
 		t.Error("readLoad took the drain key")
+	}
+}
+
+// A server that sends load reports back to back gets one passed on per
+// MinLoadGap: each passes over the client's peer list.
+func TestLoadReportsAreRateLimited(t *testing.T) {
+	g, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	var passed int
+	g.OnLoad(func(string, Load) { passed++ })
+	c := &Conn{g: g}
+	c.SetTarget("127.0.0.1:1")
+	start := time.Now()
+	for i := range 1000 {
+		c.gotLoad(Load{QPS: int64(i + 1)})
+	}
+	most := 1 + int(time.Since(start)/MinLoadGap)
+	if passed < 1 || passed > most {
+		t.Errorf("%d of 1000 back-to-back reports passed on, want 1 to %d (one per %v)", passed, most, MinLoadGap)
+	}
+	if l, ok := c.LastLoad(); !ok || l.QPS > int64(passed*1000) || l.QPS == 0 {
+		t.Errorf("LastLoad %+v, %v: want a report that passed", l, ok)
 	}
 }
