@@ -61,16 +61,9 @@ func benchAmplification(ctx context.Context, fs *flagSet, a amplificationArgs, s
 	}
 	cfg.Progress = func(s string) { fmt.Fprintf(stderr, "running: %s\n", s) }
 	res, err := amplification.Run(ctx, cfg)
-	interrupted := err != nil && ctx.Err() != nil
-	if err != nil && !interrupted {
-		return fs.failure("%v", err)
-	}
-	if a.json {
-		if code := fs.writeJSON(res); code != exitOK {
-			return code
-		}
-	} else if werr := res.WriteTable(stdout); werr != nil {
-		return fs.failure("%v", werr)
+	interrupted, code := fs.reportRun(ctx, res, err, a.json, stdout)
+	if code != exitOK {
+		return code
 	}
 	if interrupted {
 		fmt.Fprintln(stderr, "sluice bench: interrupted; the runs done so far are above")

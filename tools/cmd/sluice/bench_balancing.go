@@ -57,16 +57,9 @@ func benchBalancing(ctx context.Context, fs *flagSet, a balancingArgs, timeoutSe
 	}
 	cfg.Progress = func(s string) { fmt.Fprintf(stderr, "running: %s\n", s) }
 	res, err := balancing.Run(ctx, cfg)
-	interrupted := err != nil && ctx.Err() != nil
-	if err != nil && !interrupted {
-		return fs.failure("%v", err)
-	}
-	if a.json {
-		if code := fs.writeJSON(res); code != exitOK {
-			return code
-		}
-	} else if werr := res.WriteTable(stdout); werr != nil {
-		return fs.failure("%v", werr)
+	interrupted, code := fs.reportRun(ctx, res, err, a.json, stdout)
+	if code != exitOK {
+		return code
 	}
 	if a.chart != "" && !interrupted {
 		if err := res.WriteCharts(a.chart); err != nil {

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 
 	"github.com/sluice-rpc/sluice/tools/internal/jsonout"
 )
@@ -54,4 +56,27 @@ func (f *flagSet) writeJSON(v any) int {
 		return f.failure("%v", err)
 	}
 	return exitOK
+}
+
+// tableResult is a bench mode's result: its rows print as a table, or as
+// JSON with -o json.
+type tableResult interface{ WriteTable(w io.Writer) error }
+
+// reportRun prints the result res of a bench mode's run that ended with
+// err, as JSON when asJSON, else as its table. A run the user interrupted
+// (ctx ended) still prints the rows done so far: interrupted says so. Any
+// other error, or a failure to print, is the exit code to return (else
+// exitOK).
+func (f *flagSet) reportRun(ctx context.Context, res tableResult, err error, asJSON bool, stdout io.Writer) (interrupted bool, code int) {
+	interrupted = err != nil && ctx.Err() != nil
+	if err != nil && !interrupted {
+		return false, f.failure("%v", err)
+	}
+	if asJSON {
+		return interrupted, f.writeJSON(res)
+	}
+	if werr := res.WriteTable(stdout); werr != nil {
+		return interrupted, f.failure("%v", werr)
+	}
+	return interrupted, exitOK
 }
