@@ -52,6 +52,9 @@ type List struct {
 	// loaded is set once a peer's server sent a load report (load.go):
 	// until then choices skip the load factors.
 	loaded atomic.Bool
+	// refactoredAt is when a long list last worked its load factors out
+	// (Unix ns; see ReportLoad).
+	refactoredAt atomic.Int64
 
 	// The feed of changes (TakeChanged), on from its first use: the peers
 	// whose State changed, or that joined or left, since the last take,

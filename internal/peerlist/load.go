@@ -67,8 +67,26 @@ func (l *List) ReportLoad(hostPort string, now time.Time, qps, u int64, hasU boo
 	}
 	p.capacity.Store(math.Float64bits(c))
 	p.loadAt.Store(ns)
+	// Working the factors out again passes over the list: with every peer
+	// reporting every LoadInterval that is O(n^2) a interval. A long
+	// list does it at most once per refactorGap (its peers report all
+	// the time: the next report after the gap takes this one's capacity
+	// in); a short one on every report.
+	if len(l.peers.Load().peers) > refactorEvery {
+		last := l.refactoredAt.Load()
+		if ns-last < int64(refactorGap) || !l.refactoredAt.CompareAndSwap(last, ns) {
+			return
+		}
+	}
 	l.refactor(ns)
 }
+
+// Above refactorEvery peers, a list works its load factors out again at
+// most once per refactorGap, half a Sluice server's report interval.
+const (
+	refactorEvery = 64
+	refactorGap   = 50 * time.Millisecond
+)
 
 // refactor works out the load factors of the list's peers at ns.
 func (l *List) refactor(ns int64) {

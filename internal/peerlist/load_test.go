@@ -97,3 +97,26 @@ func TestReportLoadRefusesClass(t *testing.T) {
 		t.Fatalf("a sheddable call DefaultRefusal after the report: %v, want the peer", err)
 	}
 }
+
+// A list of more than refactorEvery peers works its load factors out at
+// most once per refactorGap: a report within the gap only updates its own
+// peer's capacity, which the next report after the gap takes in.
+func TestLongListReweighsOncePerGap(t *testing.T) {
+	hps := make([]string, refactorEvery+36)
+	for i := range hps {
+		hps[i] = hp(i)
+	}
+	l, clk := newList(t, busy.DefaultCeiling, hps...)
+	l.ReportLoad(hp(0), clk.Now(), 200, 800, true, 0)
+	clk.Add(time.Millisecond)
+	l.ReportLoad(hp(1), clk.Now(), 800, 800, true, 0) // within the gap: not re-weighed
+	if f0, f1 := l.Get(hp(0)).LoadFactor(), l.Get(hp(1)).LoadFactor(); f0 != 1 || f1 != 1 {
+		t.Errorf("factors within the gap: %v, %v; want 1, 1 (the second report not yet weighed)", f0, f1)
+	}
+	clk.Add(refactorGap)
+	l.ReportLoad(hp(2), clk.Now(), 400, 800, true, 0)
+	f0, f1, f2 := l.Get(hp(0)).LoadFactor(), l.Get(hp(1)).LoadFactor(), l.Get(hp(2)).LoadFactor()
+	if math.Abs(f1/f0-4) > 1e-9 || math.Abs(f2/f0-2) > 1e-9 {
+		t.Errorf("factors after the gap: %v, %v, %v; want them in the capacities' ratio 1 : 4 : 2", f0, f1, f2)
+	}
+}
