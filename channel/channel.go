@@ -422,7 +422,9 @@ func (c *Channel) serve(l net.Listener) error {
 	if err != nil {
 		return fmt.Errorf("channel: %w", err)
 	}
-	if err := c.tch.Serve(guarded); err != nil {
+	// The pool keeps tchannel-go's Serve apart from the connections its
+	// connects are making: a Channel may add peers before it serves.
+	if err := c.pool.Serve(func() error { return c.tch.Serve(guarded) }); err != nil {
 		guarded.Close()
 		return fmt.Errorf("channel: serve on %s: %w", l.Addr(), err)
 	}

@@ -411,11 +411,12 @@ func (c *Conn) run() {
 func (c *Conn) connect() (*tchannel.Connection, *watch, error) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.pool.cfg.Timeout)
 	defer cancel()
-	w := newWatch()
+	w := newWatch(&c.pool.making)
 	// A handshake reads with the deadline as its only bound: close the
 	// socket to end it when the connector stops.
 	defer context.AfterFunc(c.ctx, w.abort)()
 	conn, err := c.pool.tch.Connect(context.WithValue(ctx, watchKey{}, w), c.hostPort)
+	w.made()
 	if err != nil {
 		return nil, nil, connectError(err, w.dialed(), ctx.Err() != nil || isTimeout(err), c.pool.cfg.Timeout)
 	}

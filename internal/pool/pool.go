@@ -164,6 +164,11 @@ type Pool struct {
 	stop context.CancelFunc
 	wg   sync.WaitGroup // connectors
 
+	// making is read-held by a connect from the moment its handshake's
+	// answer is whole until tchannel-go's Connect returns, which is when
+	// tchannel-go makes the connection; Serve write-holds it (see Serve).
+	making sync.RWMutex
+
 	changed atomic.Pointer[chan struct{}] // closed and replaced at each change
 
 	// Changes other than to Ready are coalesced (see notify): nmu guards
@@ -289,6 +294,18 @@ func (p *Pool) Start(tch *tchannel.Channel) error {
 	}
 	p.tch = tch
 	return nil
+}
+
+// Serve runs serve, which calls tchannel-go's Channel.Serve, while no
+// connect of the Pool's is making its connection. tchannel-go's Serve
+// rewrites the channel's logger, which its Connect reads unlocked as it
+// makes a connection; a Channel adding peers before it serves would race.
+// Connects still dialling or handshaking go on: Serve waits for none of
+// them, only for those between a whole answer and their connection.
+func (p *Pool) Serve(serve func() error) error {
+	p.making.Lock()
+	defer p.making.Unlock()
+	return serve()
 }
 
 // managed reports whether callers' dials to hostPort are refused.
@@ -481,9 +498,25 @@ type watch struct {
 	headN     int
 	answerN   int
 	handshook atomic.Bool
+	// making is the Pool's, read-held by the connect's goroutine once the
+	// answer is whole (held records it) until its Connect returns.
+	making *sync.RWMutex
+	held   bool
 }
 
-func newWatch() *watch { return &watch{closed: make(chan struct{})} }
+func newWatch(making *sync.RWMutex) *watch {
+	return &watch{closed: make(chan struct{}), making: making}
+}
+
+// made ends what the handshake's whole answer began: tchannel-go's Connect
+// returned, so the connection is made or never will be. Called by the
+// connect's goroutine, which read the answer.
+func (w *watch) made() {
+	if w.held {
+		w.held = false
+		w.making.RUnlock()
+	}
+}
 
 func (w *watch) wrap(nc net.Conn) net.Conn {
 	w.drain, _ = nc.(drainable)
@@ -530,19 +563,31 @@ func (w *watch) abort() {
 const frameHeaderSize = 16
 
 func (w *watch) readAnswer(b []byte) error {
+	whole, err := w.noteAnswer(b)
+	if whole && w.making != nil {
+		// tchannel-go reads the answer in Connect's goroutine and makes
+		// the connection next, before Connect returns (see made).
+		w.making.RLock()
+		w.held = true
+	}
+	return err
+}
+
+func (w *watch) noteAnswer(b []byte) (whole bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.aborted {
-		return net.ErrClosed
+		return false, net.ErrClosed
 	}
 	w.headN += copy(w.head[w.headN:], b)
 	w.answerN += len(b)
 	// A size field below a header's 16 bytes is the peer's lie: tchannel-go
 	// still waits for the header, and the abort must still end that wait.
-	if w.headN == len(w.head) && w.answerN >= max(int(binary.BigEndian.Uint16(w.head[:])), frameHeaderSize) {
+	if w.headN == len(w.head) && w.answerN >= max(int(binary.BigEndian.Uint16(w.head[:])), frameHeaderSize) && !w.handshook.Load() {
 		w.handshook.Store(true)
+		return true, nil
 	}
-	return nil
+	return false, nil
 }
 
 // drainable is a connection whose server can ask it to drain: close once

@@ -57,7 +57,7 @@ func TestAbortClosesOnlyAHandshakeInProgress(t *testing.T) {
 		t.Helper()
 		ours, theirs := net.Pipe()
 		t.Cleanup(func() { ours.Close(); theirs.Close() })
-		w := newWatch()
+		w := newWatch(nil)
 		nc := w.wrap(ours)
 		go theirs.Write(sent)
 		if _, err := io.ReadFull(nc, make([]byte, len(sent))); err != nil {
@@ -89,7 +89,7 @@ func TestAbortClosesOnlyAHandshakeInProgress(t *testing.T) {
 		}
 	})
 	t.Run("answer read as the abort closes", func(t *testing.T) {
-		w := newWatch()
+		w := newWatch(nil)
 		w.abort()
 		if err := w.readAnswer(answer); !errors.Is(err, net.ErrClosed) {
 			t.Fatalf("readAnswer after an abort: %v; want net.ErrClosed", err)
