@@ -179,10 +179,13 @@ func (l *List) ChooseAt(exclude []*Peer, now time.Time) (*Peer, error) {
 // *RefusedError (peer.ErrThrottled).
 func (l *List) ChooseClassAt(exclude []*Peer, now time.Time, c criticality.Class) (*Peer, error) {
 	m := l.peers.Load()
-	peers := m.peers
-	if len(peers) == 0 {
-		return nil, l.noPeers()
+	if len(m.peers) == 0 {
+		var err error
+		if m, err = l.noPeers(); err != nil {
+			return nil, err
+		}
 	}
+	peers := m.peers
 	if len(peers) > scanAll {
 		return l.chooseMany(m, exclude, now, c)
 	}
@@ -229,12 +232,20 @@ func (l *List) ChooseClassAt(exclude []*Peer, now time.Time, c criticality.Class
 	return nil, v.avail.err()
 }
 
-// noPeers is the error of a choice in an empty list.
-func (l *List) noPeers() error {
+// noPeers is the error of a choice that found the list empty, unless the
+// list has members now: then it returns them, to choose among. A
+// resolver's first answer may come between the choice's load of the
+// members and its look at resolving; Set stores the members before it
+// clears resolving, so they are seen here, and the call does not fail
+// NO_PEERS in that moment.
+func (l *List) noPeers() (*members, error) {
 	if l.resolving.Load() {
-		return ErrResolving
+		return nil, ErrResolving
 	}
-	return peer.ErrNoPeers
+	if m := l.peers.Load(); len(m.peers) > 0 {
+		return m, nil
+	}
+	return nil, peer.ErrNoPeers
 }
 
 // view is what one choice over a short list knows of each peer.

@@ -33,10 +33,13 @@ func (l *List) ChooseKeyAt(key string, exclude []*Peer, now time.Time) (*Peer, e
 // ChooseClassAt).
 func (l *List) ChooseKeyClassAt(key string, exclude []*Peer, now time.Time, cls criticality.Class) (*Peer, error) {
 	m := l.peers.Load()
-	peers := m.peers
-	if len(peers) == 0 {
-		return nil, l.noPeers()
+	if len(m.peers) == 0 {
+		var err error
+		if m, err = l.noPeers(); err != nil {
+			return nil, err
+		}
 	}
+	peers := m.peers
 	r := m.ringOf()
 	if r == nil { // too many peers for a ring
 		return l.ChooseClassAt(exclude, now, cls)

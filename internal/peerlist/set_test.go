@@ -96,3 +96,37 @@ func (f *fixture) waitStateOf(l *List, hostPort string, want peer.State) {
 	f.t.Helper()
 	f.waitState(l.Get(hostPort), want)
 }
+
+// A choice that found the list empty while the resolver's first answer
+// was being applied gets its members, not ErrNoPeers: Set stores them
+// before it clears resolving, and noPeers, which a choice calls after its
+// load of the members, looks again. (The moment itself is too short to
+// hit on purpose; TestResolverChurn in package channel met it once in
+// several thousand calls, as a NO_PEERS failure.)
+func TestChoiceRacingTheFirstSetFindsItsMembers(t *testing.T) {
+	f := newFixture(t, pool.ConnectConfig{}, tchannel.ChannelOptions{})
+	l, err := New(Config{Service: "kv", Pool: f.pool, Resolving: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := l.peers.Load() // what a choice loaded before the Set
+	if len(empty.peers) != 0 {
+		t.Fatalf("a new list has %d members", len(empty.peers))
+	}
+	if _, err := l.noPeers(); err != ErrResolving {
+		t.Fatalf("before the first Set: %v, want ErrResolving", err)
+	}
+	if err := l.Set([]peer.Member{{HostPort: "127.0.0.1:1"}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := l.noPeers() // the choice goes on after the Set
+	if err != nil || len(m.peers) != 1 || m.peers[0].HostPort() != "127.0.0.1:1" {
+		t.Fatalf("a choice that loaded the empty list before the first Set: %v, %v; want the new member", m, err)
+	}
+	if err := l.Set(nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.noPeers(); err != peer.ErrNoPeers {
+		t.Fatalf("after an empty Set: %v, want ErrNoPeers", err)
+	}
+}
