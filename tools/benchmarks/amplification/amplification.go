@@ -10,9 +10,12 @@
 // policy of maxAttempts 3 on UNEXPECTED. The client offers a fixed rate of
 // calls (open loop). Scenarios: down (every leaf answers UNEXPECTED for
 // the run), flaky (each leaf answers UNEXPECTED to a share of calls at
-// random), recovery (the leaves are down for a while, then well). Modes:
-// naive (the bounds off: chained retries, no retry budget) and bounded
-// (Sluice's defaults).
+// random), recovery (the leaves are down for a while, then well), deadline
+// (each leaf works Config.Work before it answers, and fails a share of
+// calls (DeadlineFailRate) after that work, under a client deadline of Config.DeadlineTimeout: the
+// retries that could not finish in time). Modes: naive (the bounds off:
+// chained retries, no retry budget, no deadline refusals by servers) and
+// bounded (Sluice's defaults).
 package amplification
 
 import (
@@ -28,6 +31,8 @@ import (
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
+	"github.com/sluice-rpc/sluice/stats"
+	"github.com/uber-go/tally/v4"
 	"github.com/uber/tchannel-go"
 )
 
@@ -39,10 +44,11 @@ const (
 	Down     Scenario = "down"
 	Flaky    Scenario = "flaky"
 	Recovery Scenario = "recovery"
+	Deadline Scenario = "deadline"
 )
 
 // Scenarios lists every scenario, in the order they run.
-var Scenarios = []Scenario{Down, Flaky, Recovery}
+var Scenarios = []Scenario{Down, Flaky, Recovery, Deadline}
 
 // Mode is how every layer's Channel is configured.
 type Mode string
@@ -72,7 +78,7 @@ func ParseScenarios(s string) ([]Scenario, error) {
 			ok = ok || k == sc
 		}
 		if !ok {
-			return nil, fmt.Errorf("amplification: unknown scenario %q; want down, flaky, recovery or all", w)
+			return nil, fmt.Errorf("amplification: unknown scenario %q; want down, flaky, recovery, deadline or all", w)
 		}
 		for _, k := range out {
 			if k == sc {
@@ -104,6 +110,16 @@ type Config struct {
 	Policy string `json:"policy"`
 	// Seed seeds the flaky leaves' draws. Default 1.
 	Seed uint64 `json:"seed"`
+	// Work is what a leaf's handler takes in the deadline scenario, a
+	// lower bound of every layer's expected latency. Default 10ms.
+	Work time.Duration `json:"work_ms"`
+	// DeadlineTimeout is each client call's deadline in the deadline
+	// scenario. Default 3 x Work: a leaf's first attempt and one retry
+	// fit in it, a third attempt does not.
+	DeadlineTimeout time.Duration `json:"deadline_timeout_ms"`
+	// DeadlineFailRate is the share of calls a leaf fails, after its
+	// work, in the deadline scenario. Default 0.2.
+	DeadlineFailRate float64 `json:"deadline_fail_rate"`
 	// Progress, if set, is told each run as it starts.
 	Progress func(string) `json:"-"`
 }
@@ -153,6 +169,15 @@ func (c Config) withDefaults() Config {
 	if c.Seed == 0 {
 		c.Seed = 1
 	}
+	if c.Work == 0 {
+		c.Work = 10 * time.Millisecond
+	}
+	if c.DeadlineTimeout == 0 {
+		c.DeadlineTimeout = 3 * c.Work
+	}
+	if c.DeadlineFailRate == 0 {
+		c.DeadlineFailRate = 0.2
+	}
 	return c
 }
 
@@ -165,10 +190,16 @@ func (c Config) Validate() error {
 		return fmt.Errorf("amplification: durations must be in (0, %v]", MaxDuration)
 	case !(c.FlakyRate >= 0 && c.FlakyRate < 1):
 		return fmt.Errorf("amplification: flaky rate %v, must be in (0, 1)", c.FlakyRate)
+	case !(c.DeadlineFailRate >= 0 && c.DeadlineFailRate < 1):
+		return fmt.Errorf("amplification: deadline fail rate %v, must be in (0, 1)", c.DeadlineFailRate)
 	case c.Servers < 0 || c.Servers > MaxServers:
 		return fmt.Errorf("amplification: %d servers per layer, must be in [1, %d]", c.Servers, MaxServers)
 	case c.Timeout < 0:
 		return fmt.Errorf("amplification: timeout %v, must be > 0", c.Timeout)
+	case c.Work < 0 || c.Work > time.Second:
+		return fmt.Errorf("amplification: work %v, must be in (0, 1s]", c.Work)
+	case c.DeadlineTimeout < 0 || c.DeadlineTimeout > MaxDuration:
+		return fmt.Errorf("amplification: deadline timeout %v, must be in (0, %v]", c.DeadlineTimeout, MaxDuration)
 	}
 	if c.Policy != "" {
 		if _, err := serviceconfig.Parse([]byte(c.Policy)); err != nil {
@@ -201,6 +232,18 @@ type Row struct {
 	// arrivals from which every 100 ms to the end of the run had at least
 	// 95% of its calls succeed. Null also when goodput never came back.
 	RecoverMS *float64 `json:"recover_ms"`
+	// Deadline scenario only (else null): LateAttempts is the attempts
+	// any layer sent with less time left before the call's deadline than
+	// Config.Work (which every layer's calls take at least, so less than
+	// any expected latency); LateRuns the handler runs, at any layer, that
+	// began with less than Work left. SkippedDeadline and RefusedDeadline
+	// are the Channels' metrics: retries and hedges not sent for want of
+	// time (stats.AttemptsSkippedDeadline), and requests servers refused
+	// for want of time (stats.ServerRefused, reason deadline).
+	LateAttempts    *int64 `json:"late_attempts"`
+	LateRuns        *int64 `json:"late_runs"`
+	SkippedDeadline *int64 `json:"skipped_deadline"`
+	RefusedDeadline *int64 `json:"refused_deadline"`
 }
 
 // Run runs every scenario in both modes.
@@ -239,27 +282,64 @@ var errBroken = tchannel.NewSystemError(tchannel.ErrCodeUnexpected, "leaf broken
 
 // chain is one run's servers and client.
 type chain struct {
-	channels []*channel.Channel
-	client   *channel.Client
-	state    atomic.Int32
-	leaf     atomic.Int64
-	a, b     atomic.Int64
-	mu       sync.Mutex
-	rng      *rand.Rand
-	flaky    float64
+	channels  []*channel.Channel
+	closeOnce sync.Once
+	client    *channel.Client
+	state     atomic.Int32
+	leaf      atomic.Int64
+	a, b      atomic.Int64
+	mu        sync.Mutex
+	rng       *rand.Rand
+	flaky     float64
+	// The deadline scenario's: what a leaf works, the time left under
+	// which an attempt or a handler run is late, their counts, and the
+	// Channels' metrics.
+	work         time.Duration
+	lateAttempts atomic.Int64
+	lateRuns     atomic.Int64
+	scope        tally.TestScope
+}
+
+// late reports whether ctx has less than the chain's work left.
+func (ch *chain) late(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && time.Until(dl) < ch.work
 }
 
 func (ch *chain) close() {
-	for i := len(ch.channels) - 1; i >= 0; i-- {
-		ch.channels[i].Close()
-	}
+	ch.closeOnce.Do(func() {
+		for i := len(ch.channels) - 1; i >= 0; i-- {
+			ch.channels[i].Close()
+		}
+	})
 }
 
-func startChain(cfg Config, mode Mode, sc *serviceconfig.Config) (*chain, error) {
+func startChain(cfg Config, mode Mode, sc *serviceconfig.Config, scenario Scenario) (*chain, error) {
 	ch := &chain{rng: rand.New(rand.NewPCG(cfg.Seed, 0x616d70)), flaky: cfg.FlakyRate}
 	opts := []channel.Option{channel.WithServiceConfig(sc), channel.WithDefaultTimeout(cfg.Timeout)}
 	if mode == Naive {
-		opts = append(opts, channel.WithChainedRetries(), channel.WithRetryBudget(retry.BudgetConfig{Disabled: true}))
+		opts = append(opts, channel.WithChainedRetries(), channel.WithRetryBudget(retry.BudgetConfig{Disabled: true}),
+			channel.WithDeadlineRefusalsDisabled())
+	}
+	if scenario == Deadline {
+		// Every Channel reports into one scope, so that a metric's series
+		// sum over the chain; attempts and handler runs are watched for
+		// the time they had left.
+		ch.work, ch.flaky = cfg.Work, cfg.DeadlineFailRate
+		ch.scope = tally.NewTestScope("", nil)
+		opts = append(opts, channel.WithScope(ch.scope),
+			channel.WithAttemptMiddleware(func(ctx context.Context, a *channel.Attempt, next channel.AttemptInvoker) (*channel.Response, error) {
+				if ch.late(ctx) {
+					ch.lateAttempts.Add(1)
+				}
+				return next(ctx, a)
+			}),
+			channel.WithInboundMiddleware(func(ctx context.Context, in *channel.Inbound, next func(context.Context) error) error {
+				if ch.late(ctx) {
+					ch.lateRuns.Add(1)
+				}
+				return next(ctx)
+			}))
 	}
 	layer := func(service, next string, count *atomic.Int64, nextPeers []string) ([]string, error) {
 		var hps []string
@@ -338,6 +418,17 @@ func startChain(cfg Config, mode Mode, sc *serviceconfig.Config) (*chain, error)
 
 func (ch *chain) serveLeaf(ctx context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
 	ch.leaf.Add(1)
+	if ch.work > 0 {
+		// The deadline scenario's leaf works, then fails a share of calls
+		// (state flaky): slow failures, whose retries come late.
+		t := time.NewTimer(ch.work)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+	}
 	switch ch.state.Load() {
 	case leafDown:
 		return nil, errBroken
@@ -365,7 +456,7 @@ func runOne(ctx context.Context, cfg Config, sc Scenario, mode Mode) (Row, error
 	if err != nil {
 		return row, err
 	}
-	ch, err := startChain(cfg, mode, scfg)
+	ch, err := startChain(cfg, mode, scfg, sc)
 	if err != nil {
 		return row, err
 	}
@@ -386,6 +477,12 @@ func runOne(ctx context.Context, cfg Config, sc Scenario, mode Mode) (Row, error
 	case Recovery:
 		ch.state.Store(leafDown)
 		total += cfg.DownFor
+	case Deadline:
+		ch.state.Store(leafFlaky)
+	}
+	timeout := cfg.Timeout
+	if sc == Deadline {
+		timeout = cfg.DeadlineTimeout
 	}
 	n := int(cfg.Rate * total.Seconds())
 	ok := make([]bool, n)
@@ -421,7 +518,7 @@ func runOne(ctx context.Context, cfg Config, sc Scenario, mode Mode) (Row, error
 		go func(i int) {
 			defer wg.Done()
 			defer inFlight.Add(-1)
-			cctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
+			cctx, cancel := context.WithTimeout(context.Background(), timeout)
 			_, err := ch.client.CallRaw(cctx, "work", nil, []byte("x"))
 			cancel()
 			ok[i] = err == nil
@@ -445,7 +542,33 @@ func runOne(ctx context.Context, cfg Config, sc Scenario, mode Mode) (Row, error
 	if sc == Recovery {
 		row.RecoverMS = recoverMS(ok[:made], interval, cfg.DownFor)
 	}
+	if sc == Deadline {
+		// Close first: every handler and attempt has then ended.
+		ch.close()
+		late, runs := ch.lateAttempts.Load(), ch.lateRuns.Load()
+		skipped, refused := counted(ch.scope, stats.AttemptsSkippedDeadline, nil), counted(ch.scope, stats.ServerRefused, map[string]string{stats.TagReason: stats.ReasonDeadline})
+		row.LateAttempts, row.LateRuns, row.SkippedDeadline, row.RefusedDeadline = &late, &runs, &skipped, &refused
+	}
 	return row, nil
+}
+
+// counted sums the counters named name, over every tag set that has the
+// tags in want.
+func counted(scope tally.TestScope, name string, want map[string]string) int64 {
+	var n int64
+	for _, c := range scope.Snapshot().Counters() {
+		if c.Name() != name {
+			continue
+		}
+		match := true
+		for k, v := range want {
+			match = match && c.Tags()[k] == v
+		}
+		if match {
+			n += c.Value()
+		}
+	}
+	return n
 }
 
 // recoverMS returns the time from back (the leaves' return, from the

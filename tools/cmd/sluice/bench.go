@@ -190,7 +190,7 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	gogc := fs.Int("gogc", closedloop.DefaultGCPercent, "with --closed-loop or --balancing: the garbage collector's target `PERCENT` while it runs, as GOGC (-1: keep the process's); the load generator, client and servers share one process and its collector")
 	balancingList := fs.String("balancing", "", "run the balancing comparison's `SCENARIOS`, comma-separated: scale-out, heterogeneous, shard, erroring, or all; each with and without its feature")
 	ci := fs.Bool("ci", false, "with --balancing or --amplification: the CI size, a second or two a run")
-	amplificationList := fs.String("amplification", "", "run the amplification comparison's `SCENARIOS`, comma-separated: down, flaky, recovery, or all; each naive and bounded")
+	amplificationList := fs.String("amplification", "", "run the amplification comparison's `SCENARIOS`, comma-separated: down, flaky, recovery, deadline, or all; each naive and bounded")
 	deployFlags := addDeployFlags(fs)
 	target := addTargetFlags(fs, "the `SERVICE` to call (default \"bench\" with --embedded)",
 		"the `METHOD` to call (default \"echo\" with --embedded)", "each call's request `BODY` (arg3; {} if none with -e json)")
