@@ -197,9 +197,7 @@ func (c *Channel) run(ctx context.Context, st *callState, service, method string
 
 	span := noopSpan
 	if c.tracing {
-		span = c.o.tracer.StartSpan(method, opentracing.ChildOf(spanContext(ctx)), ext.SpanKindRPCClient)
-		ext.PeerService.Set(span, service)
-		ext.Component.Set(span, componentName)
+		span = c.startCallSpan(ctx, service, method)
 		defer span.Finish()
 		ctx = opentracing.ContextWithSpan(ctx, span)
 	}

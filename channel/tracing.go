@@ -1,6 +1,8 @@
 package channel
 
 import (
+	"context"
+
 	"github.com/opentracing/opentracing-go"
 	"github.com/opentracing/opentracing-go/ext"
 	"github.com/sluice-rpc/sluice/retry"
@@ -14,7 +16,11 @@ import (
 // peer.port, component and error, as tchannel-go tags it), to which Sluice
 // adds peer.address and previous-rpc-attempts (the attempt's number, 0 for
 // the first). So an attempt is traced once, and the servers' spans, plain
-// tchannel-go's and Sluice's alike, are children of the attempt's.
+// tchannel-go's and Sluice's alike, are children of the attempt's. The
+// span.kind of both, and the tags Sluice adds, are given when the span
+// starts: a tracer that reads the kind only then (OpenTelemetry's
+// opentracing bridge, which package github.com/sluice-rpc/sluice/otel
+// builds on) records the right one.
 
 // componentName is the component tag of call spans.
 const componentName = "sluice"
@@ -33,19 +39,25 @@ func (t *spanTracer) StartSpan(name string, opts ...opentracing.StartSpanOption)
 		}
 		if ac, ok := r.ReferencedContext.(attemptContext); ok {
 			if a == nil { // copy before the first change: the slice is the caller's
-				opts = append([]opentracing.StartSpanOption(nil), opts...)
+				opts = append(make([]opentracing.StartSpanOption, 0, len(opts)+1), opts...)
 			}
 			a = ac.a
 			r.ReferencedContext = a.Span.Context()
 			opts[i] = r
 		}
 	}
-	sp := t.Tracer.StartSpan(name, opts...)
 	if a != nil {
-		sp.SetTag(retry.AttemptsHeader, a.n) // the tag is named as the header is
-		ext.PeerAddress.Set(sp, a.hostPort)
+		// The attempt's tags go in at the start, its kind among them
+		// (tchannel-go tags the kind only later): some tracers, such as
+		// OpenTelemetry's opentracing bridge, take a span's kind, and
+		// samplers its tags, from its start alone.
+		opts = append(opts, opentracing.Tags{
+			string(ext.SpanKind):    ext.SpanKindRPCClientEnum,
+			retry.AttemptsHeader:    a.n, // the tag is named as the header is
+			string(ext.PeerAddress): a.hostPort,
+		})
 	}
-	return sp
+	return t.Tracer.StartSpan(name, opts...)
 }
 
 func (t *spanTracer) Inject(sc opentracing.SpanContext, format, carrier any) error {
@@ -53,6 +65,16 @@ func (t *spanTracer) Inject(sc opentracing.SpanContext, format, carrier any) err
 		sc = ac.a.Span.Context()
 	}
 	return t.Tracer.Inject(sc, format, carrier)
+}
+
+// startCallSpan starts the span of a call to service's method, a child of
+// the span in ctx if any, its tags given at the start (see StartSpan).
+func (c *Channel) startCallSpan(ctx context.Context, service, method string) opentracing.Span {
+	return c.o.tracer.StartSpan(method, opentracing.ChildOf(spanContext(ctx)), opentracing.Tags{
+		string(ext.SpanKind):    ext.SpanKindRPCClientEnum,
+		string(ext.PeerService): service,
+		string(ext.Component):   componentName,
+	})
 }
 
 // attemptSpan is what an attempt puts in the context it gives tchannel-go:

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Checks that a version of Sluice can be depended on as a user would: it
-# publishes the repository's three modules (the library, prometheus/ and
-# tools/) at one version to a module proxy made of files, then, outside the
-# repository, with no go.work and only that proxy and the public one
+# publishes the repository's four modules (the library, prometheus/, otel/
+# and tools/) at one version to a module proxy made of files, then, outside
+# the repository, with no go.work and only that proxy and the public one
 # (GOPROXY=file://...,https://proxy.golang.org), `go get`s the library and
-# the prometheus module into a scratch module that builds and runs, and
+# the prometheus and otel modules into a scratch module that builds and runs, and
 # `go install`s the CLI at that version ("sluice --version" must say it).
 #
 #   scripts/release-check.sh            # HEAD, as a temporary version
-#   scripts/release-check.sh v0.1.0     # the tags v0.1.0, prometheus/v0.1.0, tools/v0.1.0
+#   scripts/release-check.sh v0.1.0     # the tags v0.1.0, prometheus/v0.1.0, otel/v0.1.0, tools/v0.1.0
 #
 # Without an argument (CI, on a clean clone) it needs no tag: HEAD is
 # published at a version of its own, v0.1.0-0.<commit time>-<commit>, its
@@ -29,7 +29,7 @@ cd "$root"
 start=$SECONDS
 
 lib=github.com/sluice-rpc/sluice
-mods=(. prometheus tools)   # in dependency order: each needs only those before it
+mods=(. prometheus otel tools)   # in dependency order: each needs only those before it
 
 # No go.mod may replace anything: a replace is ignored in a dependency's
 # go.mod, so the go.mod of a release must work without one.
@@ -70,7 +70,7 @@ else
   stamp=$(TZ=UTC git log -1 --date=format-local:%Y%m%d%H%M%S --format=%cd HEAD)
   version="v0.1.0-0.$stamp-$(git rev-parse --short=12 HEAD)"
 fi
-echo "release-check: publishing $lib, $lib/prometheus, $lib/tools at $version to file://$proxy"
+echo "release-check: publishing $lib, $lib/prometheus, $lib/otel, $lib/tools at $version to file://$proxy"
 
 # publish MODDIR REV: writes MODDIR's module at $version, as of REV, to the
 # proxy: @v/list, .info, .mod and a zip holding MODDIR's files but those of
@@ -176,8 +176,9 @@ for m in "${mods[@]}"; do
 done
 echo "release-check: published in $((SECONDS - start)) s"
 
-# A user's module: the library and the prometheus module at the version,
-# a server and a client calling it, metrics at /metrics.
+# A user's module: the library and the prometheus and otel modules at the
+# version, a server and a client calling it, metrics at /metrics, the
+# client's spans recorded by OpenTelemetry.
 scratch=$tmp/scratch
 mkdir -p "$scratch"
 cd "$scratch"
@@ -195,7 +196,11 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/otel"
 	"github.com/sluice-rpc/sluice/prometheus"
+	"github.com/uber/tchannel-go"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 func main() {
@@ -208,7 +213,11 @@ func main() {
 		return &channel.RawResponse{Arg3: req.Arg3}, nil
 	}))
 	check(srv.ListenAndServe("127.0.0.1:0"))
-	ch, err := channel.New("scratch", channel.WithScope(m.Scope()))
+	spans := tracetest.NewInMemoryExporter()
+	tr, err := otel.NewTracer(sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans)))
+	check(err)
+	ch, err := channel.New("scratch", channel.WithScope(m.Scope()),
+		channel.WithTChannelOptions(tchannel.ChannelOptions{Tracer: tr}))
 	check(err)
 	defer ch.Close()
 	c, err := ch.NewClient("echo", channel.WithMethods("echo"))
@@ -228,7 +237,10 @@ func main() {
 	if !strings.Contains(string(body), `call_latency_count{method="echo",service="echo"} 1`) {
 		check(fmt.Errorf("/metrics lacks call_latency_count for the call:\n%s", body))
 	}
-	fmt.Printf("scratch: called echo: %s; /metrics has its latency\n", res.Arg3)
+	if n := len(spans.GetSpans()); n != 2 { // the call's and its attempt's
+		check(fmt.Errorf("OpenTelemetry recorded %d spans of the call, want 2", n))
+	}
+	fmt.Printf("scratch: called echo: %s; /metrics has its latency; its spans are recorded\n", res.Arg3)
 }
 
 func check(err error) {
@@ -238,16 +250,16 @@ func check(err error) {
 	}
 }
 GO
-GOFLAGS="-modcacherw -mod=mod" quiet go get "$lib@$version" "$lib/prometheus@$version"
+GOFLAGS="-modcacherw -mod=mod" quiet go get "$lib@$version" "$lib/prometheus@$version" "$lib/otel@$version"
 GOFLAGS="-modcacherw -mod=mod" quiet go mod tidy
-if ! grep -q "^	$lib $version$" go.mod || ! grep -q "^	$lib/prometheus $version$" go.mod; then
-  echo "release-check: the scratch module does not require both modules at $version:" >&2
+if ! grep -q "^	$lib $version$" go.mod || ! grep -q "^	$lib/prometheus $version$" go.mod || ! grep -q "^	$lib/otel $version$" go.mod; then
+  echo "release-check: the scratch module does not require the three modules at $version:" >&2
   cat go.mod >&2
   exit 1
 fi
 quiet go vet ./...
 go run .
-echo "release-check: go get of $lib and $lib/prometheus at $version: built and ran ($((SECONDS - start)) s)"
+echo "release-check: go get of $lib, $lib/prometheus and $lib/otel at $version: built and ran ($((SECONDS - start)) s)"
 
 # The CLI, as its README says: go install ...@VERSION, from no module.
 cd "$tmp"
