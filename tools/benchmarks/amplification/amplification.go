@@ -235,12 +235,15 @@ type Row struct {
 	// Deadline scenario only (else null): LateAttempts is the attempts
 	// any layer sent with less time left before the call's deadline than
 	// Config.Work (which every layer's calls take at least, so less than
-	// any expected latency); LateRuns the handler runs, at any layer, that
-	// began with less than Work left. SkippedDeadline and RefusedDeadline
+	// any expected latency), LateRetries those of them that were retries
+	// or hedges (a first attempt is always sent: a middle layer's is late
+	// when its handler began just in time); LateRuns the handler runs, at
+	// any layer, that began with less than Work left. SkippedDeadline and RefusedDeadline
 	// are the Channels' metrics: retries and hedges not sent for want of
 	// time (stats.AttemptsSkippedDeadline), and requests servers refused
 	// for want of time (stats.ServerRefused, reason deadline).
 	LateAttempts    *int64 `json:"late_attempts"`
+	LateRetries     *int64 `json:"late_retries"`
 	LateRuns        *int64 `json:"late_runs"`
 	SkippedDeadline *int64 `json:"skipped_deadline"`
 	RefusedDeadline *int64 `json:"refused_deadline"`
@@ -296,6 +299,7 @@ type chain struct {
 	// Channels' metrics.
 	work         time.Duration
 	lateAttempts atomic.Int64
+	lateRetries  atomic.Int64
 	lateRuns     atomic.Int64
 	scope        tally.TestScope
 }
@@ -331,6 +335,9 @@ func startChain(cfg Config, mode Mode, sc *serviceconfig.Config, scenario Scenar
 			channel.WithAttemptMiddleware(func(ctx context.Context, a *channel.Attempt, next channel.AttemptInvoker) (*channel.Response, error) {
 				if ch.late(ctx) {
 					ch.lateAttempts.Add(1)
+					if a.Number > 0 {
+						ch.lateRetries.Add(1)
+					}
 				}
 				return next(ctx, a)
 			}),
@@ -545,9 +552,9 @@ func runOne(ctx context.Context, cfg Config, sc Scenario, mode Mode) (Row, error
 	if sc == Deadline {
 		// Close first: every handler and attempt has then ended.
 		ch.close()
-		late, runs := ch.lateAttempts.Load(), ch.lateRuns.Load()
+		late, lateRetries, runs := ch.lateAttempts.Load(), ch.lateRetries.Load(), ch.lateRuns.Load()
 		skipped, refused := counted(ch.scope, stats.AttemptsSkippedDeadline, nil), counted(ch.scope, stats.ServerRefused, map[string]string{stats.TagReason: stats.ReasonDeadline})
-		row.LateAttempts, row.LateRuns, row.SkippedDeadline, row.RefusedDeadline = &late, &runs, &skipped, &refused
+		row.LateAttempts, row.LateRetries, row.LateRuns, row.SkippedDeadline, row.RefusedDeadline = &late, &lateRetries, &runs, &skipped, &refused
 	}
 	return row, nil
 }

@@ -28,9 +28,9 @@ func TestRunCI(t *testing.T) {
 		// The deadline figures are the deadline scenario's, and only its.
 		// How many were late depends on the machine's load: the judged
 		// figures come from a full run (docs/signals.md).
-		for _, n := range []*int64{r.LateAttempts, r.LateRuns, r.SkippedDeadline, r.RefusedDeadline} {
+		for _, n := range []*int64{r.LateAttempts, r.LateRetries, r.LateRuns, r.SkippedDeadline, r.RefusedDeadline} {
 			if (n != nil) != (r.Scenario == Deadline) {
-				t.Errorf("%s %s: deadline figures %v, %v, %v, %v", r.Scenario, r.Mode, r.LateAttempts, r.LateRuns, r.SkippedDeadline, r.RefusedDeadline)
+				t.Errorf("%s %s: deadline figures %v, %v, %v, %v, %v", r.Scenario, r.Mode, r.LateAttempts, r.LateRetries, r.LateRuns, r.SkippedDeadline, r.RefusedDeadline)
 				break
 			}
 		}

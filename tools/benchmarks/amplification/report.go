@@ -17,7 +17,7 @@ func (r *Result) WriteTable(w io.Writer) error {
 		return err
 	}
 	rows := [][]string{{"scenario", "mode", "calls", "success", "leaf_per_call", "B per call", "A per call", "recover_ms",
-		"late attempts", "late runs", "skipped (deadline)", "refused (deadline)"}}
+		"late attempts", "late retries", "late runs", "skipped (deadline)", "refused (deadline)"}}
 	for _, rr := range r.Rows {
 		rec := "-"
 		if rr.Scenario == Recovery {
@@ -28,7 +28,7 @@ func (r *Result) WriteTable(w io.Writer) error {
 		}
 		row := []string{string(rr.Scenario), string(rr.Mode), fmt.Sprint(rr.Calls), fmt.Sprintf("%.2f%%", 100*rr.Success),
 			fmt.Sprintf("%.3f", rr.LeafPerCall), fmt.Sprintf("%.3f", rr.BPerCall), fmt.Sprintf("%.3f", rr.APerCall), rec}
-		for _, n := range []*int64{rr.LateAttempts, rr.LateRuns, rr.SkippedDeadline, rr.RefusedDeadline} {
+		for _, n := range []*int64{rr.LateAttempts, rr.LateRetries, rr.LateRuns, rr.SkippedDeadline, rr.RefusedDeadline} {
 			if n == nil {
 				row = append(row, "-")
 			} else {
