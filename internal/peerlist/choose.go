@@ -158,7 +158,8 @@ func (l *List) figuresAt(m *members, ns int64) *figures {
 // balance.Ejection), peers not slow (a slow one is probed now and then),
 // then the fewest pending calls and a clearly lower latency; when the
 // peers' effective weights differ (their weights, or slow start), it
-// chooses at random in proportion to weight / (pending + 1) instead.
+// chooses at random in proportion to w / (1 + pending / w) instead, w
+// being a peer's effective weight (balancing.LotteryKey).
 //
 // Choose does not call Begin; the caller does once it sends.
 func (l *List) Choose(exclude []*Peer) (*Peer, error) {
