@@ -272,7 +272,7 @@ func leaving(p *peerlist.Peer, s peer.State) bool {
 const maxExcused = 4
 
 // Call options per format, shared by every call that sets no transport
-// header (see callOptions.tchannelOptions): tchannel-go only reads them (as
+// header (see callOptions.transportFor): tchannel-go only reads them (as
 // it does its own defaults), and a fresh one per attempt would cost an
 // allocation.
 var (

@@ -56,7 +56,8 @@ import (
 // retried: a nil req, an unsupported format, a service name over 255 bytes
 // or a method name over 16 KiB (TChannel's limits), a transport header
 // over 255 bytes (WithShardKey, WithRoutingKey, WithRoutingDelegate,
-// WithCallerName), a Thrift header over 64 KiB, or arguments over the
+// WithCallerName, or the same set through tchannel-go's ContextBuilder on
+// ctx), a Thrift header over 64 KiB, or arguments over the
 // Channel's maximum request size (WithMaxRequestSize).
 func (cl *Client) Call(ctx context.Context, method string, req *Request, opts ...CallOption) (*Response, error) {
 	o := applyOptions(opts)
@@ -146,7 +147,8 @@ func (c *Channel) call(ctx context.Context, st *callState, cl *Client, method st
 	if err := c.checkRequest(req); err != nil {
 		return nil, c.fail(m, start, &CallError{Service: service, Method: method, Code: codes.BadRequest, Message: err.Error(), Err: err})
 	}
-	if err := o.checkTransport(); err != nil {
+	tch, hide, err := o.transportFor(ctx, req.Format)
+	if err != nil {
 		return nil, c.fail(m, start, &CallError{Service: service, Method: method, Code: codes.BadRequest, Message: err.Error(), Err: err})
 	}
 	if c.closed.Load() || cl.closed.Load() {
@@ -157,19 +159,23 @@ func (c *Channel) call(ctx context.Context, st *callState, cl *Client, method st
 	// defers are open-coded (the compiler gives up on them in a function
 	// with many returns): a defer that is not costs every call more.
 	ctx, cancel := c.deadline(ctx, pol)
+	if hide != hideNothing { // BeginCall would send ctx's call options over tch
+		ctx = tchCtx.hide(ctx, hide)
+	}
 	if cancel == nil { // ctx has its deadline already
-		return c.run(ctx, st, service, method, req, o, pol, l, start)
+		return c.run(ctx, st, service, method, req, o, tch, pol, l, start)
 	}
 	defer cancel()
-	return c.run(ctx, st, service, method, req, o, pol, l, start)
+	return c.run(ctx, st, service, method, req, o, tch, pol, l, start)
 }
 
 // run is the pipeline of call after its checks: the lease gate and pacer,
 // the call's span, then the retry or hedge executor, and the result. ctx
-// has the call's deadline; o are its options; start is when the call
+// has the call's deadline; o are its options, tch the tchannel-go call
+// options of its attempts (o.transportFor); start is when the call
 // started.
 func (c *Channel) run(ctx context.Context, st *callState, service, method string, req *Request, o *callOptions,
-	pol *methodPolicy, l *peerlist.List, start time.Time) (*Response, error) {
+	tch *tchannel.CallOptions, pol *methodPolicy, l *peerlist.List, start time.Time) (*Response, error) {
 	m := pol.m
 	if g := pol.gate; g != nil {
 		if err := g.Admit(ctx); err != nil {
@@ -207,8 +213,7 @@ func (c *Channel) run(ctx context.Context, st *callState, service, method string
 	}
 	st.c, st.l, st.pol = c, l, pol
 	st.waitForReady = (o != nil && o.waitForReady) || pol.waitForReady
-	st.tch = o.tchannelOptions(req.Format)
-	st.plain = st.tch
+	st.tch, st.plain = tch, tch
 	var inRetry bool
 	if st.class, inRetry = callClass(ctx, pol); st.class != criticality.Critical || inRetry {
 		// Every attempt of a call made for a retry is marked as one: no

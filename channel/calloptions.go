@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -29,8 +30,9 @@ type callOptions struct {
 // Request's Headers, replacing any of the same name, without modifying
 // the caller's map. A Thrift client of package thrift sends its
 // thrift.Context's headers (tchannel-go's thrift.WithHeaders) and these on
-// top. A raw call has no application headers (it sends Arg2 as is) and
-// ignores them.
+// top; CallJSON likewise sends the headers its context carries
+// (json.WithHeaders, a ContextBuilder's) and these on top. A raw call has
+// no application headers (it sends Arg2 as is) and ignores them.
 func WithHeaders(h map[string]string) CallOption {
 	return func(o *callOptions) { o.headers = h }
 }
@@ -75,6 +77,12 @@ const maxTransportHeader = 255
 // same; when 1 of 10 peers leaves, only its keys (a tenth) move. key is at most 255
 // bytes (TChannel's limit); a longer one fails the call with BAD_REQUEST
 // before anything is sent. An empty key sends no header.
+//
+// A shard key set through tchannel-go's ContextBuilder (SetShardKey) on
+// the call's context does the same, and so do its routing key, routing
+// delegate and CallOptions' CallerName for the options below, with the
+// same limits: a call sends and routes by them as tchannel-go does. Where
+// both set one header, the CallOption wins.
 func WithShardKey(key string) CallOption {
 	return func(o *callOptions) { o.transport.ShardKey = key }
 }
@@ -104,40 +112,73 @@ func WithCallerName(name string) CallOption {
 	return func(o *callOptions) { o.transport.CallerName = name }
 }
 
-// checkTransport returns why o's transport headers cannot be sent, naming
-// the option, or nil.
-func (o *callOptions) checkTransport() error {
-	if o == nil || o.transport == (tchannel.CallOptions{}) {
-		return nil
+// transportFor returns the tchannel-go call options every attempt of a call
+// with options o, made with ctx, sends for a request of format f: o's
+// transport headers (WithShardKey, WithRoutingKey, WithRoutingDelegate,
+// WithCallerName) over those ctx carries from tchannel-go's ContextBuilder
+// (SetShardKey, SetRoutingKey, SetRoutingDelegate, its CallOptions'
+// CallerName), header by header, as tchannel-go would send them; nil when
+// neither sets any (attempts then share callOptionsFor's). The format is
+// always f: a ContextBuilder's SetFormat would send an arg scheme the
+// arguments are not in. When ctx carries tchannel-go call options, the
+// attempts must hide them from BeginCall, which would lay them over the
+// call's: the ctxHide returned says how (tchCtx.hide). err says which
+// header cannot be sent, naming where it came from. A call with neither
+// costs one context lookup and no allocation.
+func (o *callOptions) transportFor(ctx context.Context, f tchannel.Format) (*tchannel.CallOptions, ctxHide, error) {
+	v := tchCtx.params(ctx)
+	if v == nil && (o == nil || o.transport == (tchannel.CallOptions{})) {
+		return nil, hideNothing, nil
 	}
-	for _, h := range [...]struct{ opt, v string }{
-		{"WithShardKey", o.transport.ShardKey},
-		{"WithRoutingKey", o.transport.RoutingKey},
-		{"WithRoutingDelegate", o.transport.RoutingDelegate},
-		{"WithCallerName", o.transport.CallerName},
-	} {
-		if len(h.v) > maxTransportHeader {
-			return fmt.Errorf("%s: the value is %d bytes; a TChannel transport header holds at most %d", h.opt, len(h.v), maxTransportHeader)
-		}
-	}
-	if rd := o.transport.RoutingDelegate; len(rd) > maxTransportHeader-maxClassMark || strings.Contains(rd, classMark) {
-		return fmt.Errorf("WithRoutingDelegate: the value is %d bytes and holds %d NUL bytes; a routing delegate holds at most %d bytes (a call's class may take the rest), none of them NUL",
-			len(rd), strings.Count(rd, classMark), maxTransportHeader-maxClassMark)
-	}
-	return nil
+	return o.mergeTransport(tchCtx.readParams(v), f)
 }
 
-// tchannelOptions returns the tchannel-go call options of a call with
-// options o whose request has format f: nil when o sets no transport
-// header (attempts then share callOptionsFor's), else a copy of its own,
-// which every attempt of the call shares (tchannel-go only reads them).
-func (o *callOptions) tchannelOptions(f tchannel.Format) *tchannel.CallOptions {
-	if o == nil || o.transport == (tchannel.CallOptions{}) {
-		return nil
+// mergeTransport is transportFor's work when the call's options or its
+// context's tchannel-go parameters (in) may set some header.
+func (o *callOptions) mergeTransport(in ctxCallOptions, f tchannel.Format) (*tchannel.CallOptions, ctxHide, error) {
+	var own tchannel.CallOptions
+	if o != nil {
+		own = o.transport
 	}
-	t := o.transport
+	if own == (tchannel.CallOptions{}) && !in.set {
+		return nil, hideNothing, nil
+	}
+	t := own
+	for _, h := range [...]struct {
+		own    string
+		from   *string
+		in     string
+		opt    string
+		setter string
+	}{
+		{own.ShardKey, &t.ShardKey, in.opts.ShardKey, "WithShardKey", "SetShardKey"},
+		{own.RoutingKey, &t.RoutingKey, in.opts.RoutingKey, "WithRoutingKey", "SetRoutingKey"},
+		{own.RoutingDelegate, &t.RoutingDelegate, in.opts.RoutingDelegate, "WithRoutingDelegate", "SetRoutingDelegate"},
+		{own.CallerName, &t.CallerName, in.opts.CallerName, "WithCallerName", "CallOptions.CallerName"},
+	} {
+		if h.own == "" {
+			*h.from = h.in
+		}
+		v := *h.from
+		name := func() string {
+			if h.own == "" {
+				return "the context's " + h.setter + " (tchannel-go's ContextBuilder)"
+			}
+			return h.opt
+		}
+		if len(v) > maxTransportHeader {
+			return nil, hideNothing, fmt.Errorf("%s: the value is %d bytes; a TChannel transport header holds at most %d", name(), len(v), maxTransportHeader)
+		}
+		if h.opt == "WithRoutingDelegate" && (len(v) > maxTransportHeader-maxClassMark || strings.Contains(v, classMark)) {
+			return nil, hideNothing, fmt.Errorf("%s: the value is %d bytes and holds %d NUL bytes; a routing delegate holds at most %d bytes (a call's class may take the rest), none of them NUL",
+				name(), len(v), strings.Count(v, classMark), maxTransportHeader-maxClassMark)
+		}
+	}
+	if t == (tchannel.CallOptions{}) {
+		return nil, in.hideFor(), nil // the context's options set no header
+	}
 	t.Format = f
-	return &t
+	return &t, in.hideFor(), nil
 }
 
 // CallInfo is how a call went: the attempts it sent and where they went.

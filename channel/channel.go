@@ -344,7 +344,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 			return nil, err
 		}
 	}
-	topts.Dialer = conns.Dialer(pg.dialer(dial))
+	topts.Dialer = placeholderDial(func() *tchannel.Channel { return c.tch }, conns.Dialer(pg.dialer(dial)))
 	// Cancel frames both ways: a losing hedge or an abandoned call stops
 	// work on its server too (tchannel-go leaves both off by default).
 	topts.DefaultConnectionOptions.SendCancelOnContextCanceled = true
@@ -360,6 +360,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 		return nil, fmt.Errorf("channel: %w", err)
 	}
 	c.tch, c.pool, c.peers = tch, conns, pg
+	addPlaceholder(tch) // tchannel-go's clients on tch fail ErrUseClient
 	c.startLoadReports()
 	return c, nil
 }
@@ -368,7 +369,10 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 func (c *Channel) ServiceName() string { return c.name }
 
 // TChannel returns the underlying tchannel-go channel, for what Sluice does
-// not wrap. Calls made on it directly bypass Sluice's pipeline.
+// not wrap. Calls made on it directly bypass Sluice's pipeline; those of
+// tchannel-go's clients that choose a peer from its peer list
+// (tthrift.NewClient(ch.TChannel(), ...)) fail with ErrUseClient while the
+// application has added no peer there.
 func (c *Channel) TChannel() *tchannel.Channel { return c.tch }
 
 // ListenAndServe listens on hostPort ("127.0.0.1:0" picks a free port) and

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/retry"
 	"github.com/uber/tchannel-go"
 )
 
@@ -60,6 +61,15 @@ func (c *Channel) frontDone(st *callState, o *callOptions, err error) {
 // CallJSON calls a method of the Client's service with req encoded as JSON and decodes the
 // response into resp. An application error the handler returned comes back
 // as *ApplicationError; a failed call as *CallError.
+//
+// The request's headers are those ctx carries through tchannel-go
+// (json.WithHeaders, a ContextBuilder's SetHeaders and AddHeader, a JSON
+// handler's own context: the headers it was called with, as tchannel-go's
+// json.Client sends them), with WithHeaders' on top, replacing any of the
+// same name. previous-rpc-attempts (retry.AttemptsHeader) is never taken
+// from ctx: the pipeline sets it on each retry. As with tchannel-go's
+// json.Client, ctx's response headers are not set: ResponseHeaders
+// stores them.
 func (cl *Client) CallJSON(ctx context.Context, method string, req, resp any, opts ...CallOption) error {
 	c, service := cl.ch, cl.service
 	o := applyOptions(opts)
@@ -70,10 +80,7 @@ func (cl *Client) CallJSON(ctx context.Context, method string, req, resp any, op
 		o.report(nil, err)
 		return err
 	}
-	var headers map[string]string
-	if o != nil {
-		headers = o.headers
-	}
+	headers := o.jsonHeaders(ctx)
 	st := c.frontState() // recycled, and holds the request (see CallRaw)
 	st.frontReq = Request{Format: tchannel.JSON, Headers: headers, Arg3: arg3}
 	res, err := c.invoke(ctx, st, cl, method, &st.frontReq, o)
@@ -102,4 +109,31 @@ func decodeJSONResponse(service, method string, res *Response, resp any) error {
 		}
 	}
 	return nil
+}
+
+// jsonHeaders returns the headers of a JSON call made with ctx and options
+// o (see CallJSON): ctx's tchannel-go headers but the attempt count, and
+// o's over them. It copies only to merge or to drop the attempt count.
+func (o *callOptions) jsonHeaders(ctx context.Context) map[string]string {
+	var own map[string]string
+	if o != nil {
+		own = o.headers
+	}
+	in := tchCtx.headers(ctx)
+	_, attempts := in[retry.AttemptsHeader]
+	if len(in) == 0 || (len(in) == 1 && attempts) {
+		return own
+	}
+	if len(own) == 0 && !attempts {
+		return in
+	}
+	h := make(map[string]string, len(in)+len(own))
+	for k, v := range in {
+		h[k] = v
+	}
+	delete(h, retry.AttemptsHeader)
+	for k, v := range own {
+		h[k] = v
+	}
+	return h
 }

@@ -54,7 +54,9 @@ type client struct {
 type methodKey struct{ service, method string }
 
 // Call sends req as thriftService::methodName with ctx's headers and the
-// call options ctx carries (WithCallOptions), reads the response into resp
+// call options ctx carries (WithCallOptions, and the shard key, routing
+// key and routing delegate of tchannel-go's ContextBuilder, which the
+// Channel reads as channel.WithShardKey says), reads the response into resp
 // and sets ctx's response headers. It returns success == false with a nil
 // error when the server answered with a declared exception (which resp
 // then holds), and a non-nil error when the call failed.
