@@ -87,6 +87,7 @@ type options struct {
 	config               *serviceconfig.Config
 	noRetries            bool
 	noDeadlineRefusals   bool               // WithDeadlineRefusalsDisabled
+	tchannelMetrics      bool               // WithTChannelMetrics
 	chainedRetries       bool               // WithChainedRetries
 	retryBudget          retry.BudgetConfig // WithRetryBudget
 	maxAttemptsCap       int

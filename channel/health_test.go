@@ -19,7 +19,6 @@ import (
 	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/peer"
-	"github.com/sluice-rpc/sluice/stats"
 	"github.com/uber-go/tally/v4"
 	"github.com/uber/tchannel-go"
 	"github.com/uber/tchannel-go/raw"
@@ -364,10 +363,7 @@ func TestMarkedDeclineIsRetriedOnceElsewhere(t *testing.T) {
 		return server{ch, scope}
 	}
 	declined := func(s server) int64 {
-		if c := s.scope.Snapshot().Counters()[stats.ServerRequests+"+"]; c != nil {
-			return c.Value()
-		}
-		return 0
+		return serverCalls(s.scope)
 	}
 	closing, good := start(true), start(false)
 	c, err := New("client")

@@ -16,7 +16,7 @@ func init() {
 		if !ok || c == nil {
 			return chanhook.Server{}, fmt.Errorf("chanhook: ServerOf a %T, want a non-nil *channel.Channel", ch)
 		}
-		s := chanhook.Server{Registrar: registrar{c}, MaxRequestSize: c.o.maxRequest, Scope: c.rec.Scope()}
+		s := chanhook.Server{Registrar: registrar{c}, MaxRequestSize: c.o.maxRequest, Scope: c.rec.Scope(), Answered: answeredVia}
 		if mw := c.inboundMiddleware(); mw != nil {
 			s.Inbound = func(ctx context.Context, method string, f tchannel.Format, h map[string]string, next func(context.Context) error) error {
 				in := &Inbound{Format: f, Headers: h}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/decline"
 
 	"github.com/uber/tchannel-go"
@@ -142,7 +143,10 @@ type jsonError struct {
 	Message string `json:"message"`
 }
 
-func (h *jsonHandler) Handle(tctx context.Context, call *tchannel.InboundCall) {
+func (h *jsonHandler) Handle(tctx context.Context, call *tchannel.InboundCall) { h.serve(tctx, call) }
+
+// serve serves call and says how it answered (answerer).
+func (h *jsonHandler) serve(tctx context.Context, call *tchannel.InboundCall) answer {
 	bp := jsonBufs.Get().(*[]byte)
 	buf := (*bp)[:0]
 	defer func() {
@@ -153,30 +157,28 @@ func (h *jsonHandler) Handle(tctx context.Context, call *tchannel.InboundCall) {
 	}()
 
 	// As tchannel-go: the headers, then the span they carry, then the body.
-	buf, ok := readArg(call, call.Arg2Reader, buf, h.limit, h.stats)
-	if !ok {
-		return
+	buf, failed := readArg(call, call.Arg2Reader, buf, h.limit, h.stats)
+	if failed != codes.OK {
+		return answered(failed, false)
 	}
 	var headers map[string]string
 	if len(buf) > 0 { // TChannel allows an empty argument for no headers
 		if err := json.Unmarshal(buf, &headers); err != nil {
-			h.malformed(call, "malformed JSON request headers: %v", err)
-			return
+			return h.malformed(call, "malformed JSON request headers: %v", err)
 		}
 	}
 	tctx = tchannel.ExtractInboundSpan(tctx, call, headers, h.c.tch.Tracer())
 	ctx := tjson.WithHeaders(tctx, headers)
 
 	n2 := len(buf)
-	buf, ok = readArg(call, call.Arg3Reader, buf, h.limit, h.stats)
-	if !ok {
-		return
+	buf, failed = readArg(call, call.Arg3Reader, buf, h.limit, h.stats)
+	if failed != codes.OK {
+		return answered(failed, false)
 	}
 	argp := reflect.New(h.argType)
 	if body := buf[n2:]; len(body) > 0 {
 		if err := json.Unmarshal(body, argp.Interface()); err != nil {
-			h.malformed(call, "malformed JSON request body: %v", err)
-			return
+			return h.malformed(call, "malformed JSON request body: %v", err)
 		}
 	}
 	arg := argp
@@ -200,15 +202,18 @@ func (h *jsonHandler) Handle(tctx context.Context, call *tchannel.InboundCall) {
 		var se tchannel.SystemError
 		if errors.As(decline.HandlerError(err), &se) {
 			_ = resp.SendSystemError(se)
-			return
+			return answered(codes.Code(se.Code()), false)
 		}
 		_ = resp.SetApplicationError()
 		res = jsonError{Type: "error", Message: err.Error()}
 	}
 	if err := tchannel.NewArgWriter(resp.Arg2Writer()).WriteJSON(ctx.ResponseHeaders()); err != nil {
-		return
+		return answered(codes.Cancelled, false)
 	}
-	_ = tchannel.NewArgWriter(resp.Arg3Writer()).WriteJSON(res)
+	if err := tchannel.NewArgWriter(resp.Arg3Writer()).WriteJSON(res); err != nil {
+		return answered(codes.Cancelled, false)
+	}
+	return answered(codes.OK, err != nil)
 }
 
 // call runs the handler with ctx and arg, and returns its result and its
@@ -255,7 +260,8 @@ func (h *jsonHandler) serveVia(ctx tjson.Context, call *tchannel.InboundCall, he
 }
 
 // malformed answers call BAD_REQUEST and counts it.
-func (h *jsonHandler) malformed(call *tchannel.InboundCall, format string, args ...any) {
+func (h *jsonHandler) malformed(call *tchannel.InboundCall, format string, args ...any) answer {
 	h.stats.malformed.Inc(1)
 	_ = call.Response().SendSystemError(tchannel.NewSystemError(tchannel.ErrCodeBadRequest, format, args...))
+	return answered(codes.BadRequest, false)
 }

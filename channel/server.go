@@ -14,8 +14,10 @@ import (
 	"github.com/sluice-rpc/sluice/internal/decline"
 
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/criticality"
 	"github.com/sluice-rpc/sluice/internal/config"
+	"github.com/sluice-rpc/sluice/internal/recorder"
 	"github.com/sluice-rpc/sluice/internal/tchconn"
 	"github.com/sluice-rpc/sluice/shed"
 	"github.com/sluice-rpc/sluice/stats"
@@ -93,34 +95,45 @@ func errRegistered(api, method, via string) error {
 // register registers h for method behind the Channel's guard. Call it with
 // c.mu held, so that checking for a duplicate and registering are one step.
 func (c *Channel) register(via, method string, st *serverStats, h tchannel.Handler) {
-	c.tch.Register(&guarded{c: c, h: h, via: via, stats: st, shed: c.shed.forMethod(method), ttl: c.ttlGuardFor(method)}, method)
+	g := &guarded{c: c, h: h, via: via, stats: st, shed: c.shed.forMethod(method), ttl: c.ttlGuardFor(method),
+		metrics: c.rec.Server(c.name, method, c.o.tchannelMetrics)}
+	g.own, _ = h.(answerer)
+	c.tch.Register(g, method)
 }
 
-// serverStats are the counters of a Channel's server side.
-type serverStats struct{ requests, shed, malformed, oversize tally.Counter }
+// serverStats are the untagged counters of a Channel's server side.
+type serverStats struct{ malformed, oversize tally.Counter }
 
 func (c *Channel) serverStats() *serverStats {
 	scope := c.rec.Scope()
-	return &serverStats{requests: scope.Counter(stats.ServerRequests), shed: scope.Counter(stats.ServerShed),
-		malformed: scope.Counter(stats.ServerMalformed), oversize: scope.Counter(stats.ServerOversize)}
+	return &serverStats{malformed: scope.Counter(stats.ServerMalformed), oversize: scope.Counter(stats.ServerOversize)}
 }
 
 // guarded is a handler behind the Channel's guard, marked with how it was
 // registered.
 type guarded struct {
-	c     *Channel
-	h     tchannel.Handler
-	via   string
-	stats *serverStats
-	shed  *methodShedder // nil: no shedding
-	ttl   *ttlGuard      // nil: no deadline admission (ttl.go)
+	c       *Channel
+	h       tchannel.Handler
+	own     answerer // h, when it is one of the Channel's own (raw, JSON)
+	via     string
+	stats   *serverStats
+	shed    *methodShedder         // nil: no shedding
+	ttl     *ttlGuard              // nil: no deadline admission (ttl.go)
+	metrics *recorder.ServerMethod // nil: no scope, no server metrics (servermetrics.go)
 }
 
-// Handle counts the request, declines it while the Channel closes, sheds
-// it when shedding is on and the Channel is over a limit, and otherwise
-// passes it to the handler.
+// Handle declines the request while the Channel closes, sheds it when
+// shedding is on and the Channel is over a limit, and otherwise passes it
+// to the handler; and records how it was answered (servermetrics.go).
 func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
-	g.stats.requests.Inc(1)
+	var (
+		ms *recorder.ServerSeries
+		t0 time.Time
+	)
+	if g.metrics != nil {
+		ms, t0 = g.metrics.Caller(call.CallerName()), g.c.o.clock.Now()
+		ms.Received()
+	}
 	// Counted before declining is read: drain sets declining, then waits
 	// for started == ended, so a request it did not see declined is one it
 	// waits for.
@@ -128,6 +141,7 @@ func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
 	defer g.c.ended.Add(1)
 	if g.c.declining.Load() {
 		_ = call.Response().SendSystemError(errClosing)
+		g.refused(ms, t0, codes.Declined)
 		return
 	}
 	// Calls in flight per connection: a peer that does not read its
@@ -142,6 +156,7 @@ func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
 	if tc != nil {
 		if !tc.BeginCall() {
 			_ = call.Response().SendSystemError(errConnBusy)
+			g.refused(ms, t0, codes.Busy)
 			return
 		}
 		defer tc.EndCall()
@@ -155,21 +170,30 @@ func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
 	cls, retried := g.c.classOf(call, tc)
 	// A request with less time left than its method takes is refused
 	// before it takes a slot of any limit (ttl.go).
-	t0, ok := g.ttl.admit(ctx, call)
+	t1, ok := g.ttl.admit(ctx, call, t0)
 	if !ok {
+		g.refused(ms, t0, codes.Busy)
 		return
 	}
 	if m := g.shed; m != nil {
-		a, err := m.admit(cls, call.CallerName())
+		a, reason, err := m.admit(cls, call.CallerName())
 		if err != nil {
-			g.stats.shed.Inc(1)
+			if ms != nil {
+				ms.Shed(reason)
+			}
 			_ = call.Response().SendSystemError(err)
+			g.refused(ms, t0, codes.Busy)
 			return
 		}
 		defer m.done(a)
 	}
-	g.h.Handle(withInboundClass(ctx, cls, retried), call)
-	g.ttl.done(t0)
+	ans := g.serve(withInboundClass(ctx, cls, retried), call, ms != nil)
+	var t2 time.Time
+	if ms != nil {
+		t2 = g.c.o.clock.Now()
+		done(ms, ctx, t0, t2, ans)
+	}
+	g.ttl.done(t1, t2)
 }
 
 // errConnBusy answers a call over PeerLimits.MaxCallsPerConn.
@@ -185,12 +209,15 @@ type rawHandler struct {
 	stats *serverStats
 }
 
-func (r *rawHandler) Handle(ctx context.Context, call *tchannel.InboundCall) {
+func (r *rawHandler) Handle(ctx context.Context, call *tchannel.InboundCall) { r.serve(ctx, call) }
+
+// serve serves call and says how it answered (answerer).
+func (r *rawHandler) serve(ctx context.Context, call *tchannel.InboundCall) answer {
 	// The handler owns the arguments: read them into a buffer of their own
 	// (one, for small requests), not a pooled one.
-	args, n2, ok := readArgs(call, make([]byte, 0, 512), r.limit, r.stats)
-	if !ok {
-		return
+	args, n2, failed := readArgs(call, make([]byte, 0, 512), r.limit, r.stats)
+	if failed != codes.OK {
+		return answered(failed, false)
 	}
 	req := &RawRequest{Caller: call.CallerName(), Method: call.MethodString(), Arg2: args[:n2:n2], Arg3: args[n2:]}
 	var (
@@ -209,7 +236,7 @@ func (r *rawHandler) Handle(ctx context.Context, call *tchannel.InboundCall) {
 			se = tchannel.NewSystemError(tchannel.ErrCodeUnexpected, "%v", err).(tchannel.SystemError)
 		}
 		_ = resp.SendSystemError(se)
-		return
+		return answered(codes.Code(se.Code()), false)
 	}
 	if res == nil {
 		res = &RawResponse{}
@@ -218,9 +245,12 @@ func (r *rawHandler) Handle(ctx context.Context, call *tchannel.InboundCall) {
 		_ = resp.SetApplicationError()
 	}
 	if err := tchannel.NewArgWriter(resp.Arg2Writer()).Write(res.Arg2); err != nil {
-		return
+		return answered(codes.Cancelled, false)
 	}
-	_ = tchannel.NewArgWriter(resp.Arg3Writer()).Write(res.Arg3)
+	if err := tchannel.NewArgWriter(resp.Arg3Writer()).Write(res.Arg3); err != nil {
+		return answered(codes.Cancelled, false)
+	}
+	return answered(codes.OK, res.AppError)
 }
 
 // serveVia runs the handler behind the inbound middleware. A middleware
@@ -239,18 +269,19 @@ func (r *rawHandler) serveVia(ctx context.Context, call *tchannel.InboundCall, r
 }
 
 // readArgs appends the call's arg2 and then its arg3 to buf and returns
-// them with the length of arg2. If together they are longer than limit it
-// answers BAD_REQUEST as soon as it has read limit+1 bytes, counts the
-// request on st.oversize and returns ok false; it returns ok false too when
-// the connection broke, when there is no one left to answer.
-func readArgs(call *tchannel.InboundCall, buf []byte, limit int64, st *serverStats) (_ []byte, n2 int, ok bool) {
-	buf, ok = readArg(call, call.Arg2Reader, buf, limit, st)
-	if !ok {
-		return buf, 0, false
+// them with the length of arg2, and codes.OK. If together they are longer
+// than limit it answers BAD_REQUEST as soon as it has read limit+1 bytes,
+// counts the request on st.oversize and returns codes.BadRequest; it
+// returns codes.Cancelled when the connection broke, when there is no one
+// left to answer.
+func readArgs(call *tchannel.InboundCall, buf []byte, limit int64, st *serverStats) (_ []byte, n2 int, failed codes.Code) {
+	buf, failed = readArg(call, call.Arg2Reader, buf, limit, st)
+	if failed != codes.OK {
+		return buf, 0, failed
 	}
 	n2 = len(buf)
-	buf, ok = readArg(call, call.Arg3Reader, buf, limit, st)
-	return buf, n2, ok
+	buf, failed = readArg(call, call.Arg3Reader, buf, limit, st)
+	return buf, n2, failed
 }
 
 // argChunk is the size past which an argument is read into chunks of its
@@ -261,11 +292,10 @@ const argChunk = 64 << 10
 
 // readArg appends an argument to buf, reading at most limit+1-len(buf)
 // bytes of it; see readArgs.
-func readArg(call *tchannel.InboundCall, open func() (tchannel.ArgReader, error), buf []byte, limit int64, st *serverStats) ([]byte, bool) {
+func readArg(call *tchannel.InboundCall, open func() (tchannel.ArgReader, error), buf []byte, limit int64, st *serverStats) ([]byte, codes.Code) {
 	r, err := open()
 	if err != nil {
-		malformedArgs(call, err, st)
-		return buf, false
+		return buf, malformedArgs(call, err, st)
 	}
 	var full [][]byte // chunks already filled, in order, before buf
 	total := int64(len(buf))
@@ -288,7 +318,7 @@ func readArg(call *tchannel.InboundCall, open func() (tchannel.ArgReader, error)
 			st.oversize.Inc(1)
 			_ = call.Response().SendSystemError(tchannel.NewSystemError(tchannel.ErrCodeBadRequest,
 				"request too large: its arguments are more than %d bytes, the server's limit; send a smaller request", limit))
-			return buf, false
+			return buf, codes.BadRequest
 		}
 		if err == io.EOF {
 			if full != nil {
@@ -296,25 +326,27 @@ func readArg(call *tchannel.InboundCall, open func() (tchannel.ArgReader, error)
 			}
 			err = r.Close()
 			if err == nil {
-				return buf, true
+				return buf, codes.OK
 			}
 		}
 		if err != nil {
-			malformedArgs(call, err, st)
-			return buf, false
+			return buf, malformedArgs(call, err, st)
 		}
 	}
 }
 
 // malformedArgs answers a request whose arguments could not be read:
 // their fragments did not follow the protocol (an argument missing or one
-// too many, checksums that differ). When the connection or the call ended
-// instead, there is no one to answer, and tchannel-go sends nothing.
-func malformedArgs(call *tchannel.InboundCall, err error, st *serverStats) {
+// too many, checksums that differ), and returns codes.BadRequest. When the
+// connection or the call ended instead, there is no one to answer,
+// tchannel-go sends nothing, and it returns codes.Cancelled.
+func malformedArgs(call *tchannel.InboundCall, err error, st *serverStats) codes.Code {
 	if call.Response().SendSystemError(tchannel.NewSystemError(tchannel.ErrCodeBadRequest,
-		"malformed request: its arguments could not be read: %v", err)) == nil {
-		st.malformed.Inc(1)
+		"malformed request: its arguments could not be read: %v", err)) != nil {
+		return codes.Cancelled
 	}
+	st.malformed.Inc(1)
+	return codes.BadRequest
 }
 
 // join returns the chunks and then last in one slice of total bytes.
@@ -482,14 +514,15 @@ type admission struct {
 }
 
 // admit returns the admission of a request of class cls from caller
-// (give it back with done), or the Busy error to answer with.
-func (m *methodShedder) admit(cls criticality.Class, caller string) (admission, error) {
+// (give it back with done), or the Busy error to answer with and the
+// limit that refused it.
+func (m *methodShedder) admit(cls criticality.Class, caller string) (admission, recorder.ShedReason, error) {
 	var a admission
 	s := m.s
 	if s.inFlight != nil {
 		tok, ok := m.acquire(s.inFlight, cls, caller)
 		if !ok {
-			return a, m.busy(s.inFlight, s.inFlight.Pushback(), "server overloaded: %d requests in flight, its limit", s.cfg.MaxInFlight)
+			return a, recorder.ShedInFlight, m.busy(s.inFlight, s.inFlight.Pushback(), "server overloaded: %d requests in flight, its limit", s.cfg.MaxInFlight)
 		}
 		a.fixed = tok
 	}
@@ -497,7 +530,7 @@ func (m *methodShedder) admit(cls criticality.Class, caller string) (admission, 
 		tok, ok := m.acquire(m.adaptive, cls, caller)
 		if !ok {
 			m.cancel(a)
-			return a, m.busy(m.adaptive, m.adaptive.Pushback(), "server overloaded: %d requests of %s in flight, its adaptive limit", m.adaptive.Limit(), m.scope)
+			return a, recorder.ShedAdaptive, m.busy(m.adaptive, m.adaptive.Pushback(), "server overloaded: %d requests of %s in flight, its adaptive limit", m.adaptive.Limit(), m.scope)
 		}
 		a.adaptive = tok
 	}
@@ -508,9 +541,9 @@ func (m *methodShedder) admit(cls criticality.Class, caller string) (admission, 
 		if m.adaptive != nil {
 			m.adaptive.Cancel(a.adaptive)
 		}
-		return a, m.busy(nil, time.Duration(float64(time.Second)/s.cfg.MaxRPS), "server overloaded: above %v requests per second", s.cfg.MaxRPS)
+		return a, recorder.ShedRate, m.busy(nil, time.Duration(float64(time.Second)/s.cfg.MaxRPS), "server overloaded: above %v requests per second", s.cfg.MaxRPS)
 	}
-	return a, nil
+	return a, 0, nil
 }
 
 // acquire admits a request of class cls from caller under l: higher

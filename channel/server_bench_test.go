@@ -7,6 +7,7 @@ import (
 	"github.com/sluice-rpc/sluice/internal/testkit/benchlat"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/shed"
+	"github.com/uber-go/tally/v4"
 	"github.com/uber/tchannel-go"
 	tjson "github.com/uber/tchannel-go/json"
 	"github.com/uber/tchannel-go/raw"
@@ -150,8 +151,9 @@ func BenchmarkRawServer(b *testing.B) {
 // BenchmarkRawServerPaired alternates, call by call, a raw echo call served
 // by plain tchannel-go and one served by a Sluice server, from one plain
 // tchannel-go client, and reports their latency ratio (sluice/tchannel):
-// with the guard off, with it on (adaptive shedding), and an A/A run of two
-// plain tchannel-go servers that shows the harness's own bias.
+// with the guard off, with it on (adaptive shedding), with it on and the
+// server metrics recorded (a scope), and an A/A run of two plain
+// tchannel-go servers that shows the harness's own bias.
 func BenchmarkRawServerPaired(b *testing.B) {
 	b.Run("aa", func(b *testing.B) {
 		c := echoCalls(b, plainEchoServer(b), plainEchoServer(b))
@@ -163,6 +165,10 @@ func BenchmarkRawServerPaired(b *testing.B) {
 	})
 	b.Run("guard-on", func(b *testing.B) {
 		c := echoCalls(b, plainEchoServer(b), sluiceEchoServer(b, guardOn()))
+		benchlat.Paired(b, "tchannel", c[0], "sluice", c[1])
+	})
+	b.Run("guard-on-metrics", func(b *testing.B) {
+		c := echoCalls(b, plainEchoServer(b), sluiceEchoServer(b, guardOn(), WithScope(tally.NewTestScope("", nil))))
 		benchlat.Paired(b, "tchannel", c[0], "sluice", c[1])
 	})
 }

@@ -98,8 +98,8 @@ func TestOversizeRequestIsBadRequest(t *testing.T) {
 			if got := counter(scope, stats.ServerOversize); got != 1 {
 				t.Errorf("counter(scope, stats.ServerOversize) = %v, want %v", got, 1)
 			}
-			if got := counter(scope, stats.ServerRequests); got != 1 {
-				t.Errorf("counter(scope, stats.ServerRequests) = %v, want %v", got, 1)
+			if got := serverCalls(scope); got != 1 {
+				t.Errorf("serverCalls(scope) = %v, want %v", got, 1)
 			}
 		})
 	}
@@ -493,8 +493,8 @@ func TestClosingServerDeclinesEarly(t *testing.T) {
 			if got := s.received.Load(); got != 0 {
 				t.Errorf("the handler ran: got %v, want 0", got)
 			}
-			if got := counter(scope, stats.ServerRequests); got != 1 {
-				t.Errorf("counter(scope, stats.ServerRequests) = %v, want %v", got, 1)
+			if got := serverCalls(scope); got != 1 {
+				t.Errorf("serverCalls(scope) = %v, want %v", got, 1)
 			}
 		})
 	}

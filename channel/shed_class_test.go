@@ -257,17 +257,17 @@ func TestBusyNamesClassBeforeHint(t *testing.T) {
 		}
 		m := s.forMethod("work")
 		for range 4 {
-			if _, err := m.admit(criticality.Critical, "caller"); err != nil {
+			if _, _, err := m.admit(criticality.Critical, "caller"); err != nil {
 				t.Fatalf("admit: %v", err)
 			}
 		}
 		for _, c := range []criticality.Class{criticality.CriticalPlus, criticality.CriticalPlus, criticality.CriticalPlus, criticality.SheddablePlus} {
-			if _, err := m.admit(c, "caller"); err == nil {
+			if _, _, err := m.admit(c, "caller"); err == nil {
 				t.Fatalf("admit %v over the limit: got nil, want Busy", c)
 			}
 		}
 		clk.Add(100 * time.Millisecond)
-		_, err = m.admit(criticality.Sheddable, "caller")
+		_, _, err = m.admit(criticality.Sheddable, "caller")
 		var se tchannel.SystemError
 		if !errors.As(err, &se) || se.Code() != tchannel.ErrCodeBusy {
 			t.Fatalf("FirstComeFirstServed=%v: got %v, want Busy", fcfs, err)

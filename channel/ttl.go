@@ -66,30 +66,32 @@ func (c *Channel) ttlGuardFor(method string) *ttlGuard {
 
 // admit is the deadline admission of a request: it returns the time the
 // request starts (zero when its latency is not measured) and true, or
-// refuses the request (it answers it) and returns false.
+// refuses the request (it answers it) and returns false. now is the
+// clock's time if the guard read it (for the server metrics), or zero.
 //
 // The cost, where nothing was read before: during the cold start it reads
 // the clock for every request, which done reads again. Then it reads it
 // once per request to compare the time left, and done again for the 1 in
 // ttlSampleMask+1 requests it measures, except for a method expected to
 // take under ttlCheckFloor, which it does not check: only the requests it
-// measures read the clock.
-func (t *ttlGuard) admit(ctx context.Context, call *tchannel.InboundCall) (time.Time, bool) {
+// measures read the clock. With server metrics on, the guard reads the
+// clock before and after every request, and neither reads it again.
+func (t *ttlGuard) admit(ctx context.Context, call *tchannel.InboundCall, now time.Time) (time.Time, bool) {
 	if t == nil {
 		return time.Time{}, true
 	}
 	exp, ok := t.est.Expected()
 	if !ok {
-		return t.clk.Now(), true // the cold start: measure every request
+		return t.now(now), true // the cold start: measure every request
 	}
 	measure := rand.Uint32()&ttlSampleMask == 0
 	if exp < ttlCheckFloor {
 		if !measure {
 			return time.Time{}, true
 		}
-		return t.clk.Now(), true
+		return t.now(now), true
 	}
-	start := t.clk.Now()
+	start := t.now(now)
 	if dl, ok := ctx.Deadline(); ok {
 		if left := dl.Sub(start); left < exp {
 			t.refuse(call, left, exp)
@@ -102,13 +104,21 @@ func (t *ttlGuard) admit(ctx context.Context, call *tchannel.InboundCall) (time.
 	return start, true
 }
 
-// done measures the latency of a request admit started at start, unless
-// start is zero (not measured).
-func (t *ttlGuard) done(start time.Time) {
+// now returns now, or the clock's time if now is zero (not read).
+func (t *ttlGuard) now(now time.Time) time.Time {
+	if now.IsZero() {
+		return t.clk.Now()
+	}
+	return now
+}
+
+// done measures the latency of a request admit started at start and
+// answered at end (zero: not read), unless start is zero (not measured).
+func (t *ttlGuard) done(start, end time.Time) {
 	if t == nil || start.IsZero() {
 		return
 	}
-	t.est.Observe(t.clk.Since(start))
+	t.est.Observe(t.now(end).Sub(start))
 }
 
 // ttlSampleMask picks the requests whose handler latency is measured once

@@ -66,7 +66,7 @@ func (s *slowServer) estimate() *latency.Low {
 
 // requests returns the requests that reached the server (its guard),
 // refused or not.
-func (s *slowServer) requests() int64 { return counter(s.scope, "server.requests") }
+func (s *slowServer) requests() int64 { return serverCalls(s.scope) }
 
 // refused returns the requests the server refused for their deadline.
 func (s *slowServer) refused() int64 {

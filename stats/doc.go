@@ -8,7 +8,8 @@
 //
 // # Tags
 //
-// Per-call metrics carry the tags service and method; per-peer metrics
+// Per-call metrics carry the tags service and method, and on a server
+// caller too; per-peer metrics
 // carry service and peer (the peer's host:port); connection metrics carry
 // peer only. A Channel may report calls to several methods under one shared
 // method tag (MethodOther), to bound the number of series; package channel
@@ -58,10 +59,27 @@
 //	peer.connect_failures  counter  failed connects, and connections found dead
 //	peer.tls_fallbacks     counter  connects made in plaintext: the peer did not answer TLS (channel.ClientTLS.Fallback)
 //
+// Server side, per registered method and caller, tagged service, method
+// and caller (the first MaxCallerSeries callers of each method by name,
+// later ones under CallerOther):
+//
+//	server.calls            counter    requests, as they arrive, refused ones included
+//	server.call.latency     histogram  arrival to answer; LatencyBuckets, the client's
+//	server.call.errors      counter    requests answered with a system error; tag code
+//	server.call.app_errors  counter    requests answered with an application error
+//	server.shed             counter    requests shed; tag reason (in_flight, adaptive, rate)
+//
+// With channel.WithTChannelMetrics, also tchannel-go's names, with its
+// tags service, calling-service, endpoint (bounded the same way):
+//
+//	inbound.calls.recvd          counter  as server.calls
+//	inbound.calls.success        counter  answered without an error of either kind
+//	inbound.calls.app-errors     counter  as server.call.app_errors
+//	inbound.calls.system-errors  counter  as server.call.errors; tag type ("busy", ...)
+//	inbound.calls.latency        timer    as server.call.latency
+//
 // Server side, untagged:
 //
-//	server.requests   counter  inbound requests, shed or not
-//	server.shed       counter  requests answered Busy by load shedding
 //	server.malformed  counter  requests answered BAD_REQUEST: undecodable
 //	server.oversize   counter  requests answered BAD_REQUEST: too large
 //
@@ -84,8 +102,9 @@
 //
 // # Histograms
 //
-// call.latency and call.attempts are tally histograms with fixed buckets,
-// LatencyBuckets and AttemptBuckets. A bucket counts the values above the
+// call.latency, server.call.latency and call.attempts are tally
+// histograms with fixed buckets, LatencyBuckets (both latencies) and
+// AttemptBuckets. A bucket counts the values above the
 // previous bucket's bound up to and including its own, and a last bucket
 // counts values above the highest bound. Through tally's Prometheus
 // reporter (with its "_" separator and sanitizer) they are Prometheus

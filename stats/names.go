@@ -18,6 +18,10 @@ const (
 	TagCode = "code"
 	// TagPeer is the tag naming a peer by its host:port.
 	TagPeer = "peer"
+	// TagCaller is the tag of server metrics naming the calling service:
+	// the TChannel caller name a request carries (CallerOther past
+	// MaxCallerSeries).
+	TagCaller = "caller"
 )
 
 // Per-call metrics, tagged service and method.
@@ -189,13 +193,105 @@ const PeerOther = "_other"
 // PeerOther.
 const MaxPeerSeries = 1024
 
-// Server-side metrics of a Channel, untagged.
+// Per-call metrics of a Channel's server side, tagged service (the
+// Channel's own), method (a registered method: a request for any other
+// never reaches one) and caller (bounded: MaxCallerSeries, CallerOther).
+// They mirror the client's Calls, CallErrors and CallLatency. ServerCalls
+// counts a request as it arrives; the others record it once, when it is
+// answered (or refused, or given up unanswered).
 const (
-	// ServerRequests is a counter: inbound requests, shed or not.
-	ServerRequests = "server.requests"
-	// ServerShed is a counter: inbound requests answered Busy by load
-	// shedding before any handler ran.
+	// ServerCalls is a counter: inbound requests to the method, counted
+	// as they arrive, whatever their outcome: those refused or shed before
+	// any handler ran included.
+	ServerCalls = "server.calls"
+	// ServerCallLatency is a histogram with LatencyBuckets, the client's:
+	// the time from the request reaching the Channel's guard (its first
+	// fragment read, its handler's goroutine started) to its answer (the
+	// handler's return). Every request is recorded, refused ones included.
+	ServerCallLatency = "server.call.latency"
+	// ServerCallErrors is a counter tagged code: requests answered with a
+	// TChannel system error, the upper-case code name ("BUSY",
+	// "TIMEOUT", "CANCELLED", "DECLINED", "UNEXPECTED", "BAD_REQUEST",
+	// "NETWORK", "PROTOCOL"; CodeOther for a code TChannel does not
+	// define). A request the handler could not answer (its caller gave
+	// up, its connection closed) counts as "CANCELLED", or "TIMEOUT" when
+	// its deadline passed. Application errors are not errors here: see
+	// ServerCallAppErrors.
+	ServerCallErrors = "server.call.errors"
+	// ServerCallAppErrors is a counter: requests answered with an
+	// application error (a Thrift exception, a JSON error, a raw
+	// response marked AppError): a successful transport, as on the
+	// client.
+	ServerCallAppErrors = "server.call.app_errors"
+	// ServerShed is a counter tagged reason: requests answered BUSY by
+	// load shedding (channel.ShedConfig) before any handler ran:
+	// ShedInFlight, ShedAdaptive or ShedRate. They count in
+	// ServerCallErrors (code BUSY) too.
 	ServerShed = "server.shed"
+)
+
+// ServerShed's reasons: the limit that refused the request.
+const (
+	// ShedInFlight: the fixed limit on requests in flight
+	// (ShedConfig.MaxInFlight).
+	ShedInFlight = "in_flight"
+	// ShedAdaptive: the adaptive concurrency limit (ShedConfig.Adaptive).
+	ShedAdaptive = "adaptive"
+	// ShedRate: the limit on requests per second (ShedConfig.MaxRPS).
+	ShedRate = "rate"
+)
+
+// CallerOther is the caller tag of the server metrics of callers that
+// have no series of their own: a Channel gives series of their own to the
+// first MaxCallerSeries caller names each registered method sees, and
+// reports every later one under this tag (one series per method), since
+// a caller name is whatever the caller says.
+const CallerOther = "_other"
+
+// MaxCallerSeries bounds the callers that get server metric series of
+// their own, per registered method of a Channel: each costs about 10 KB
+// that tally never frees.
+const MaxCallerSeries = 64
+
+// CodeOther is the code tag of ServerCallErrors for an answer whose code
+// TChannel does not define.
+const CodeOther = "_other"
+
+// The names of tchannel-go's own inbound metrics, which a Channel also
+// reports with channel.WithTChannelMetrics, so that dashboards and alerts
+// built on a tchannel-go server keep working through a migration. Their
+// tags are tchannel-go's: TagTChannelService (the Channel's service),
+// TagTChannelCaller (the caller, bounded as TagCaller is) and
+// TagTChannelEndpoint (the method, registered ones only), and on
+// TChannelInboundSystemErrors TagTChannelErrorType.
+const (
+	// TChannelInboundRecvd is a counter: as ServerCalls.
+	TChannelInboundRecvd = "inbound.calls.recvd"
+	// TChannelInboundSuccess is a counter: requests answered without an
+	// error of either kind.
+	TChannelInboundSuccess = "inbound.calls.success"
+	// TChannelInboundAppErrors is a counter: as ServerCallAppErrors.
+	TChannelInboundAppErrors = "inbound.calls.app-errors"
+	// TChannelInboundSystemErrors is a counter tagged type: as
+	// ServerCallErrors, with tchannel-go's names of the codes ("busy",
+	// "timeout", "unexpected-error", ...: SystemErrCode.MetricsKey).
+	// tchannel-go v1.34 names this metric but does not report it.
+	TChannelInboundSystemErrors = "inbound.calls.system-errors"
+	// TChannelInboundLatency is a timer: as ServerCallLatency.
+	TChannelInboundLatency = "inbound.calls.latency"
+
+	// TagTChannelService is tchannel-go's tag of the serving service.
+	TagTChannelService = "service"
+	// TagTChannelCaller is tchannel-go's tag of the caller.
+	TagTChannelCaller = "calling-service"
+	// TagTChannelEndpoint is tchannel-go's tag of the method.
+	TagTChannelEndpoint = "endpoint"
+	// TagTChannelErrorType is tchannel-go's tag of a system error's code.
+	TagTChannelErrorType = "type"
+)
+
+// Other server-side metrics of a Channel, untagged.
+const (
 	// ServerMalformed is a counter: inbound requests answered BAD_REQUEST
 	// because their body or headers could not be decoded.
 	ServerMalformed = "server.malformed"

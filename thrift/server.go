@@ -29,6 +29,8 @@ type Server struct {
 	*tthrift.Server
 	limit    int64
 	oversize tally.Counter
+	// answered tells the Channel's server metrics how a call is answered.
+	answered func(ctx context.Context, err error, appError bool)
 	// inbound runs the Channel's inbound middleware; nil without any.
 	inbound func(ctx context.Context, method string, f tchannel.Format, h map[string]string, next func(context.Context) error) error
 }
@@ -53,7 +55,7 @@ func NewServer(ch *channel.Channel) *Server {
 		panic("sluice: thrift: NewServer: " + err.Error())
 	}
 	return &Server{Server: tthrift.NewServer(ss.Registrar), limit: ss.MaxRequestSize,
-		oversize: ss.Scope.Counter(stats.ServerOversize), inbound: ss.Inbound}
+		oversize: ss.Scope.Counter(stats.ServerOversize), inbound: ss.Inbound, answered: ss.Answered}
 }
 
 // Register registers svr's methods as tchannel-go's Register does, and
@@ -83,16 +85,27 @@ var protocols = sync.Pool{New: func() any {
 	return p
 }}
 
-func (b bounded) Handle(ctx tthrift.Context, method string, p athrift.TProtocol) (bool, athrift.TStruct, error) {
+func (b bounded) Handle(ctx tthrift.Context, method string, p athrift.TProtocol) (success bool, res athrift.TStruct, err error) {
 	tr, ok := p.Transport().(transport)
 	if !ok {
 		tr = athrift.NewTRichTransport(p.Transport())
 	}
 	if b.s.inbound != nil {
-		return b.handleVia(ctx, method, tr)
+		success, res, err = b.handleVia(ctx, method, tr)
+	} else {
+		success, res, err = b.decode(ctx, method, tr)
 	}
-	return b.decode(ctx, method, tr)
+	answer := err
+	if _, ok := err.(athrift.TProtocolException); ok {
+		answer = errProtocol // tchannel-go's Thrift server answers it BAD_REQUEST
+	}
+	b.s.answered(ctx, answer, !success)
+	return success, res, err
 }
+
+// errProtocol stands, for the server metrics, for the BAD_REQUEST answer
+// of a request the generated code could not decode.
+var errProtocol = tchannel.NewSystemError(tchannel.ErrCodeBadRequest, "the request could not be decoded")
 
 // decode decodes the request from tr through the limit and runs the
 // handler.

@@ -48,13 +48,24 @@ func TestServerIsBehindTheGuard(t *testing.T) {
 		t.Errorf("the shed request reached the handler: got %v, want %v", got, 1)
 	}
 
-	snap := scope.Snapshot().Counters()
-	if got := snap[stats.ServerRequests+"+"].Value(); got != 2 {
-		t.Errorf(`snap[stats.ServerRequests+"+"].Value() = %v, want %v`, got, 2)
+	if got := counterSum(scope, stats.ServerCalls); got != 2 {
+		t.Errorf("server.calls = %v, want %v", got, 2)
 	}
-	if got := snap[stats.ServerShed+"+"].Value(); got != 1 {
-		t.Errorf(`snap[stats.ServerShed+"+"].Value() = %v, want %v`, got, 1)
+	if got := counterSum(scope, stats.ServerShed); got != 1 {
+		t.Errorf("server.shed = %v, want %v", got, 1)
 	}
+}
+
+// counterSum is the sum of scope's counters called name, whatever their
+// tags.
+func counterSum(scope tally.TestScope, name string) int64 {
+	var n int64
+	for _, c := range scope.Snapshot().Counters() {
+		if c.Name() == name {
+			n += c.Value()
+		}
+	}
+	return n
 }
 
 // NewServer registers tchannel-go's Thrift meta service (health checks)
@@ -287,4 +298,50 @@ func TestServerBoundsRequestBodies(t *testing.T) {
 			t.Errorf("s.received.Load() = %v, want %v", got, 1)
 		}
 	})
+}
+
+// A Thrift server's metrics say how each request was answered: an
+// exception is an application error, a Busy a system error coded BUSY,
+// per method and caller.
+func TestServerMetricsClassifyThrift(t *testing.T) {
+	scope := tally.NewTestScope("", nil)
+	s, _ := startServer(t, channel.WithScope(scope))
+	_, _, kv := startClient(t, s)
+	if err := kv.Set(ctxTimeout(t, nil), "k", "v"); err != nil {
+		t.Fatalf("Set: %v", err)
+	}
+	if _, err := kv.Get(ctxTimeout(t, nil), "missing"); err == nil {
+		t.Fatal("Get of a missing key: no error, want KeyNotFound")
+	}
+	s.busy.Store(true)
+	if _, err := kv.Get(ctxTimeout(t, nil), "k"); err == nil {
+		t.Fatal("Get while busy: no error, want BUSY")
+	}
+	key := func(name, method string, more ...string) string {
+		k := name + "+caller=kv-client"
+		if len(more) == 2 {
+			k += "," + more[0] + "=" + more[1]
+		}
+		return k + ",method=KeyValue::" + method + ",service=" + service
+	}
+	want := map[string]int64{
+		key(stats.ServerCalls, "Set"):                      1,
+		key(stats.ServerCalls, "Get"):                      2,
+		key(stats.ServerCallAppErrors, "Get"):              1,
+		key(stats.ServerCallErrors, "Get", "code", "BUSY"): 1,
+	}
+	testwait.Until(t, "the server's counters", func() bool {
+		cs := scope.Snapshot().Counters()
+		for k, v := range want {
+			if c, ok := cs[k]; !ok || c.Value() != v {
+				return false
+			}
+		}
+		return true
+	})
+	for k, c := range scope.Snapshot().Counters() {
+		if c.Tags()["method"] == "KeyValue::Set" && c.Name() != stats.ServerCalls {
+			t.Errorf("%s = %d: Set succeeded", k, c.Value())
+		}
+	}
 }

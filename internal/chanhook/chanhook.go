@@ -33,6 +33,12 @@ type Server struct {
 	// Scope is the scope the Channel reports its metrics to (the one given
 	// to channel.WithScope, or a no-op scope); never nil.
 	Scope tally.Scope
+	// Answered tells the Channel's server metrics how the call of ctx (the
+	// context a registered handler was given) is answered: with err, as
+	// tchannel-go's Thrift server answers it (nil: no system error), and
+	// with an application error if appError. Never nil; it does nothing
+	// when the Channel records no server metrics.
+	Answered func(ctx context.Context, err error, appError bool)
 }
 
 // ServerOf returns the server side of ch, a *channel.Channel. ch is an any

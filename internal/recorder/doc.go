@@ -9,7 +9,12 @@
 // recording a call, its latency and its attempts allocates nothing. A
 // Recorder made with a nil scope hands out metrics that do nothing.
 //
-// Series are capped: the first stats.MaxPeerSeries (service, host:port)
-// pairs, and as many connections, get series of their own; later ones
-// share stats.PeerOther's.
+// It hands out a server's metrics too, per registered method and caller
+// (Recorder.Server), under Sluice's names and, if asked, tchannel-go's.
+//
+// Series are capped, by one mechanism (capped): the first
+// stats.MaxPeerSeries (service, host:port) pairs, and as many
+// connections, get series of their own, later ones share
+// stats.PeerOther's; the first stats.MaxCallerSeries callers of each
+// method get theirs, later ones share stats.CallerOther's.
 package recorder

@@ -14,14 +14,17 @@ import (
 type Recorder struct {
 	scope tally.Scope
 
+	// nop: made with no scope, the Recorder reports nowhere.
+	nop bool
+
 	mu      sync.RWMutex
 	methods map[methodKey]*Method
-	peers   map[peerKey]*Peer
-	conns   map[string]*Conn
-	// ownPeers and ownConns count the keys of peers and conns that have
-	// series of their own (the others share stats.PeerOther's).
-	ownPeers, ownConns int
-	tokens             map[string]tally.Gauge
+	tokens  map[string]tally.Gauge
+	servers map[serverKey]*ServerMethod
+	// peers and conns: the first stats.MaxPeerSeries of each have series
+	// of their own, the others share stats.PeerOther's.
+	peers capped[peerKey, *Peer]
+	conns capped[string, *Conn]
 }
 
 // The copies of stats.LatencyBuckets and stats.AttemptBuckets that every
@@ -39,10 +42,12 @@ type peerKey struct{ service, hostPort string }
 // nowhere and costs nothing: its metrics are no-ops, not tally's null
 // reporter (whose timers and counters still do their bookkeeping).
 func New(scope tally.Scope) *Recorder {
+	r := &Recorder{scope: scope, methods: map[methodKey]*Method{}, tokens: map[string]tally.Gauge{}, servers: map[serverKey]*ServerMethod{}}
 	if scope == nil {
-		scope = nopScope{tally.NoopScope}
+		r.scope, r.nop = nopScope{tally.NoopScope}, true
 	}
-	return &Recorder{scope: scope, methods: map[methodKey]*Method{}, peers: map[peerKey]*Peer{}, conns: map[string]*Conn{}, tokens: map[string]tally.Gauge{}}
+	r.peers.max, r.conns.max = stats.MaxPeerSeries, stats.MaxPeerSeries
+	return r
 }
 
 // Scope returns the scope the Recorder reports to.
@@ -74,7 +79,7 @@ func (r *Recorder) RetryTokens(service string) tally.Gauge {
 // stats.MaxPeerSeries (service, host:port) pairs asked for, those of service's
 // stats.PeerOther series for any later one.
 func (r *Recorder) Peer(service, hostPort string) *Peer {
-	return capped(r, r.peers, &r.ownPeers, peerKey{service, hostPort}, peerKey{service, stats.PeerOther}, func(k peerKey) *Peer {
+	return r.peers.get(peerKey{service, hostPort}, peerKey{service, stats.PeerOther}, func(k peerKey) *Peer {
 		s := r.scope.Tagged(map[string]string{stats.TagService: k.service, stats.TagPeer: k.hostPort})
 		return &Peer{Sent: s.Counter(stats.PeerSent), Busy: s.Counter(stats.PeerBusy),
 			Throttled: s.Counter(stats.PeerThrottled), Limit: s.Gauge(stats.PeerLimit), Ejections: s.Counter(stats.PeerEjections)}
@@ -85,44 +90,11 @@ func (r *Recorder) Peer(service, hostPort string) *Peer {
 // the first stats.MaxPeerSeries host:ports asked for, the stats.PeerOther series' for
 // any later one.
 func (r *Recorder) Conn(hostPort string) *Conn {
-	return capped(r, r.conns, &r.ownConns, hostPort, stats.PeerOther, func(k string) *Conn {
+	return r.conns.get(hostPort, stats.PeerOther, func(k string) *Conn {
 		s := r.scope.Tagged(map[string]string{stats.TagPeer: k})
 		return &Conn{State: s.Gauge(stats.PeerState), Connects: s.Counter(stats.PeerConnects), Failures: s.Counter(stats.PeerConnectFailures),
 			TLSFallbacks: s.Counter(stats.PeerTLSFallbacks)}
 	})
-}
-
-// capped returns m[k], made by mk on first use while fewer than
-// stats.MaxPeerSeries keys have their own (*own counts them); past that,
-// m[other], made on first use. Like tally's series, the map only grows: a
-// key that has a series keeps it, and the bound holds for the life of the
-// Recorder.
-func capped[K comparable, V any](r *Recorder, m map[K]V, own *int, k, other K, mk func(K) V) V {
-	r.mu.RLock()
-	v, ok := m[k]
-	if !ok && *own >= stats.MaxPeerSeries {
-		v, ok = m[other]
-	}
-	r.mu.RUnlock()
-	if ok {
-		return v
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if v, ok := m[k]; ok {
-		return v
-	}
-	if *own >= stats.MaxPeerSeries {
-		k = other
-		if v, ok := m[k]; ok {
-			return v
-		}
-	} else {
-		*own++
-	}
-	v = mk(k)
-	m[k] = v
-	return v
 }
 
 // cached returns m[k], making it with mk under r's lock on first use. Tagged

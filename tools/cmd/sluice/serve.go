@@ -27,8 +27,9 @@ that take raw and JSON calls alike:
 
 It prints "serving SERVICE on HOST:PORT" on stdout once it listens, and runs
 until SIGINT or SIGTERM. With --debug-listen it serves its metrics
-(server.requests, ...) at /metrics and the runtime's profiles at
-/debug/pprof/.
+(server_calls, server_call_latency, server_call_errors, ..., by method and
+caller) at /metrics and the runtime's profiles at /debug/pprof/; with
+--tchannel-metrics, tchannel-go's inbound_calls_* beside them.
 
 ` + serverTLSHelp + `
 
@@ -70,6 +71,7 @@ func serveRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	service := fs.String("service", "echo", "the `SERVICE` name the server answers to")
 	fs.alias("s", "service")
 	debugAddr := fs.String("debug-listen", "", debugListenUsage)
+	tchMetrics := fs.Bool("tchannel-metrics", false, "with --debug-listen, also report tchannel-go's metric names (inbound.calls.recvd, ...; channel.WithTChannelMetrics)")
 	register := fs.String("register", "", "register the server's address in etcd under PREFIX: an etcd://HOST:PORT[,HOST:PORT...]/PREFIX `TARGET`")
 	registerTTL := fs.Duration("register-ttl", etcd.DefaultTTL, "the time to live of the registration's etcd lease, whole seconds: how long etcd keeps the address of a server that died")
 	etcdTLS := addEtcdFlags(fs)
@@ -91,6 +93,8 @@ func serveRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fs.usageError("--shutdown-timeout is %v, must be > 0", *shutdownTimeout)
 	case *register == "" && fs.set("register-ttl"):
 		return fs.usageError("--register-ttl needs --register")
+	case *tchMetrics && *debugAddr == "":
+		return fs.usageError("--tchannel-metrics needs --debug-listen, where the metrics are served")
 	}
 	logger := configWarnings(stderr)
 	opts := []channel.Option{channel.WithShutdown(channel.ShutdownConfig{Grace: max(*grace, 0), NoGrace: *grace < 0, Quiet: *quiet})}
@@ -100,6 +104,9 @@ func serveRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if tlsOpt != nil {
 		opts = append(opts, tlsOpt)
+	}
+	if *tchMetrics {
+		opts = append(opts, channel.WithTChannelMetrics())
 	}
 	if *register != "" {
 		reg, closeReg, err := registrarFor(*register, *registerTTL, etcdTLS)
