@@ -26,6 +26,7 @@ func TestPeerChurn(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	kv := to(client, "kv") // before the callers: to makes the Client on first use
 	ctx, cancel := context.WithTimeout(context.Background(), *churnFor)
 	defer cancel()
 
@@ -38,7 +39,7 @@ func TestPeerChurn(t *testing.T) {
 			defer wg.Done()
 			for ctx.Err() == nil {
 				callCtx, done := context.WithTimeout(ctx, 200*time.Millisecond)
-				_, err := to(client, "kv").CallRaw(callCtx, "echo", nil, []byte("x"))
+				_, err := kv.CallRaw(callCtx, "echo", nil, []byte("x"))
 				done()
 				mu.Lock()
 				calls++

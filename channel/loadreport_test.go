@@ -52,16 +52,33 @@ func reportingServer(t *testing.T, capacity float64) (*testServer, *rateUtilisat
 	return s, r
 }
 
+// echo makes one echo call through kv, under a deadline of its own: a
+// loop of calls sharing one deadline would time the loop, and fail on a
+// loaded machine.
+func echo(kv *Client) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := kv.CallRaw(ctx, "echo", nil, []byte("x"))
+	return err
+}
+
+// plainEchoCall is echo through a plain tchannel-go channel to hostPort.
+func plainEchoCall(plain *tchannel.Channel, hostPort string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, got, _, err := raw.Call(ctx, plain, hostPort, "kv", "echo", nil, []byte("x"))
+	return got, err
+}
+
 // callUntil makes echo calls through client until cond holds, at most max
 // calls, and fails the test if it never does.
 func callUntil(t *testing.T, client *Channel, max int, what string, cond func() bool) {
 	t.Helper()
-	ctx := ctxTimeout(t)
 	for range max {
 		if cond() {
 			return
 		}
-		if _, err := to(client, "kv").CallRaw(ctx, "echo", nil, []byte("x")); err != nil {
+		if err := echo(to(client, "kv")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -129,9 +146,8 @@ func TestLoadReportsLyingServerBounded(t *testing.T) {
 	before := liar.received.Load() + a.received.Load() + b.received.Load()
 	liarBefore := liar.received.Load()
 	const n = 3000
-	ctx := ctxTimeout(t)
 	for range n {
-		if _, err := to(client, "kv").CallRaw(ctx, "echo", nil, []byte("x")); err != nil {
+		if err := echo(to(client, "kv")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -221,13 +237,12 @@ func TestLoadReportsNotSentToPlainClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(plain.Close)
-	ctx := ctxTimeout(t)
 	start := time.Now()
 	calls := 0
 	// Longer than LoadInterval, and many times loadEvery answers: a report
 	// would be due on a signalled connection.
 	for time.Since(start) < 3*LoadInterval || calls < 200 {
-		_, got, _, err := raw.Call(ctx, plain, srv.ch.HostPort(), "kv", "echo", nil, []byte("x"))
+		got, err := plainEchoCall(plain, srv.ch.HostPort())
 		if err != nil {
 			t.Fatalf("plain call %d: %v", calls, err)
 		}
@@ -252,7 +267,7 @@ func TestLoadReportsNotSentToPlainClient(t *testing.T) {
 		return ok
 	})
 	// The plain client goes on as before.
-	if _, _, _, err := raw.Call(ctx, plain, srv.ch.HostPort(), "kv", "echo", nil, []byte("x")); err != nil {
+	if _, err := plainEchoCall(plain, srv.ch.HostPort()); err != nil {
 		t.Fatalf("plain call after the Sluice client's reports: %v", err)
 	}
 }
@@ -282,9 +297,8 @@ func TestLoadReportsRateLeavesOutBusy(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(plain.Close)
-	ctx := ctxTimeout(t)
 	call := func() error {
-		_, _, _, err := raw.Call(ctx, plain, srv.ch.HostPort(), "kv", "echo", nil, []byte("x"))
+		_, err := plainEchoCall(plain, srv.ch.HostPort())
 		return err
 	}
 	srv.busy.Store(true)
