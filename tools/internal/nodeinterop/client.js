@@ -3,13 +3,17 @@
 // a line on its standard input, as JSON:
 //
 //   {"id": 1, "hostPort": "127.0.0.1:PORT", "service": "kv", "method": "echo",
-//    "as": "raw" | "json", "arg2": "...", "arg3": "..." (raw, strings),
-//    "head": {...}, "body": ... (json), "timeout": ms, "rd": "..." (optional)}
+//    "as": "raw" | "json" | "thrift", "arg2": "...", "arg3": "..." (raw,
+//    strings), "head": {...}, "body": ... (json, thrift: the arguments),
+//    "idl": "path of the Thrift IDL" (thrift), "timeout": ms,
+//    "rd": "..." (optional)}
 //
 // and prints one line for each answer, in the order they come:
 //
 //   {"id": 1, "ok": true|false, "arg2": "...", "arg3": "..." (raw),
-//    "head": {...}, "body": ... (json), "headers": {...} (transport),
+//    "head": {...}, "body": ... (json, thrift; a thrift exception is
+//    {"type": its name in the IDL's throws, "value": its fields}),
+//    "headers": {...} (transport),
 //    "err": {"type", "codeName", "message"} (a call that failed)}
 //
 // It exits when its standard input ends.
@@ -17,10 +21,13 @@
 var readline = require('readline');
 var TChannel = require('tchannel');
 var TChannelJSON = require('tchannel/as/json');
+var TChannelAsThrift = require('tchannel/as/thrift');
+var fs = require('fs');
 
 var client = new TChannel();
 var subs = {};
 var json = new TChannelJSON({logParseFailures: false});
+var thrifts = {}; // by IDL path
 var inflight = 0;
 var ended = false;
 
@@ -64,6 +71,24 @@ function send(cmd) {
         // One attempt: the tests look at what each call got.
         retryFlags: {never: true, onConnectionError: false, onTimeout: false}
     });
+    if (cmd.as === 'thrift') {
+        var thrift = thrifts[cmd.idl] || (thrifts[cmd.idl] = new TChannelAsThrift({
+            source: fs.readFileSync(cmd.idl, 'utf8'),
+            strict: false,
+            logParseFailures: false
+        }));
+        thrift.send(req, cmd.method, cmd.head || {}, cmd.body || {}, function onThrift(err, res) {
+            if (err) {
+                return done({id: cmd.id, ok: false, err: errorOf(err)});
+            }
+            var body = res.body;
+            if (!res.ok) {
+                body = {type: res.typeName || null, value: res.body};
+            }
+            done({id: cmd.id, ok: res.ok, head: res.head, body: body, headers: res.headers});
+        });
+        return;
+    }
     if (cmd.as === 'json') {
         json.send(req, cmd.method, cmd.head || null, cmd.body === undefined ? null : cmd.body, function onJSON(err, res) {
             if (err) {

@@ -55,14 +55,14 @@ type nodeProc struct {
 	done  chan struct{} // closed at cleanup: OnLine stops waiting for a reader
 }
 
-// startNode runs script (server.js or client.js) with node, and ends it
-// at the test's end.
-func startNode(t *testing.T, script string) *nodeProc {
+// startNode runs script (server.js or client.js) with node and args, and
+// ends it at the test's end.
+func startNode(t *testing.T, script string, args ...string) *nodeProc {
 	t.Helper()
 	node := nodeBinary(t)
 	n := &nodeProc{lines: make(chan string, 64), done: make(chan struct{})}
 	p, err := childproc.Start(childproc.Config{
-		Command: []string{node, script},
+		Command: append([]string{node, script}, args...),
 		OnLine: func(l string) {
 			select {
 			case n.lines <- l:
@@ -98,10 +98,10 @@ func (n *nodeProc) next(t *testing.T, v any) {
 	}
 }
 
-// startNodeServer runs server.js and returns its host:port.
-func startNodeServer(t *testing.T) string {
+// startNodeServer runs server.js, with args, and returns its host:port.
+func startNodeServer(t *testing.T, args ...string) string {
 	t.Helper()
-	n := startNode(t, "server.js")
+	n := startNode(t, "server.js", args...)
 	var hello struct {
 		HostPort string `json:"hostPort"`
 	}
@@ -125,6 +125,7 @@ type nodeCall struct {
 	Body      any               `json:"body,omitempty"`
 	TimeoutMS int               `json:"timeout,omitempty"`
 	RD        string            `json:"rd,omitempty"`
+	IDL       string            `json:"idl,omitempty"`
 }
 
 // nodeResult is client.js's answer to one call.

@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/criticality"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
 )
@@ -242,7 +243,10 @@ func nodeCount(t *testing.T, hostPort, method string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ch.Close()
+	defer func() {
+		ch.Close() // and wait for its connections to close: goleak checks
+		testwait.Recv(t, ch.ClosedChan(), "the counting channel to close")
+	}()
 	ctx, cancel := tchannel.NewContext(waitLimit)
 	defer cancel()
 	_, arg3, _, err := raw.Call(ctx, ch, hostPort, nodeService, "count", nil, []byte(method))

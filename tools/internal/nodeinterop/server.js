@@ -14,9 +14,16 @@
 //             fail with UnexpectedError, the next answers ok with the heads
 //             and routing delegates of every call with that key.
 //   count     raw: arg3 names a method; answers how many calls it has had.
+//
+// With the path of keyvalue.thrift (examples/keyvalue) as its argument it
+// also serves KeyValue::Get through tchannel-node's as/thrift: the value of
+// key k is "value-of-k", key "missing" throws KeyNotFound; the answer's
+// headers are the request's plus seen-rd and seen-cn.
 
 var TChannel = require('tchannel');
 var TChannelJSON = require('tchannel/as/json');
+var TChannelAsThrift = require('tchannel/as/thrift');
+var fs = require('fs');
 
 var server = new TChannel();
 var sub = server.makeSubChannel({serviceName: 'nodekv'});
@@ -90,6 +97,28 @@ sub.register('count', function count(req, res, arg2, arg3) {
     res.headers.as = 'raw';
     res.sendOk(Buffer.alloc(0), Buffer.from(String(counts[arg3.toString('utf8')] || 0)));
 });
+
+if (process.argv[2]) {
+    // strict: false, as keyvalue.thrift's fields say neither required
+    // nor optional.
+    var thrift = new TChannelAsThrift({
+        source: fs.readFileSync(process.argv[2], 'utf8'),
+        strict: false,
+        logParseFailures: false
+    });
+    thrift.register(sub, 'KeyValue::Get', null, function get(ctx, req, head, args, cb) {
+        counts['KeyValue::Get'] = (counts['KeyValue::Get'] || 0) + 1;
+        var saw = seen(req);
+        var out = {};
+        Object.keys(head || {}).forEach(function copy(k) { out[k] = head[k]; });
+        out['seen-rd'] = saw.rd === null ? '' : saw.rd;
+        out['seen-cn'] = saw.cn;
+        if (args.key === 'missing') {
+            return cb(null, {ok: false, head: out, typeName: 'notFound', body: {key: args.key}});
+        }
+        cb(null, {ok: true, head: out, body: 'value-of-' + args.key});
+    });
+}
 
 server.listen(0, '127.0.0.1', function onListening() {
     process.stdout.write(JSON.stringify({hostPort: server.hostPort}) + '\n');
