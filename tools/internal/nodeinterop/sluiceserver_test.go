@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -224,5 +225,70 @@ func TestNodeClientShedBySluiceServer(t *testing.T) {
 	close(release)
 	if r := node.Await(t, first); !r.OK || r.Arg3 != "released" {
 		t.Errorf("the call in flight: got ok=%v arg3 %q err %+v, want an ok answer %q", r.OK, r.Arg3, r.Err, "released")
+	}
+}
+
+// slowService is how long the "slow" method of
+// TestNodeClientDeadlineRefusal takes: its service time, not a wait for
+// anything.
+const slowService = time.Second
+
+// TestNodeClientDeadlineRefusal: a Sluice server reads a Node client's TTL
+// as the call's deadline: once it knows a method takes slowService, a Node
+// call that gives it less is refused before its handler runs, and reaches
+// the Node client as Busy (the refusal's notes in the message, which Node
+// ignores); a call that gives it enough is served.
+func TestNodeClientDeadlineRefusal(t *testing.T) {
+	srv := startSluiceServer(t, nil, nil)
+	var served atomic.Int64
+	if err := srv.RegisterRaw("slow", func(ctx context.Context, _ *channel.RawRequest) (*channel.RawResponse, error) {
+		served.Add(1)
+		select {
+		case <-time.After(slowService):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return &channel.RawResponse{Arg3: []byte("done")}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The server estimates a method's service time from its first
+	// latency.MinSamples (32) calls: a Sluice client makes them at once.
+	cl, err := srv.NewClient(sluiceService)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.AddPeer(srv.HostPort()); err != nil {
+		t.Fatal(err)
+	}
+	const warm = 32
+	errs := make(chan error, warm)
+	for i := 0; i < warm; i++ {
+		go func() {
+			_, err := cl.CallRaw(ctxFor(t), "slow", nil, nil)
+			errs <- err
+		}()
+	}
+	for i := 0; i < warm; i++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("warming up: %v", err)
+		}
+	}
+
+	node := startNodeClient(t)
+	hp := srv.HostPort()
+	before := served.Load()
+	r := node.Call(t, nodeCall{HostPort: hp, Service: sluiceService, Method: "slow", As: "raw", TimeoutMS: int(slowService / 2 / time.Millisecond)})
+	if r.errCode() != "Busy" || !strings.HasPrefix(r.Err.Message, "server refused:") {
+		t.Errorf("a call with half the service time left: got %+v, want code Busy, message starting %q", r.Err, "server refused:")
+	} else {
+		t.Logf("the refusal a Node client read: %q", r.Err.Message)
+	}
+	if got := served.Load() - before; got != 0 {
+		t.Errorf("the refused call reached the handler (%d calls)", got)
+	}
+	r = node.Call(t, nodeCall{HostPort: hp, Service: sluiceService, Method: "slow", As: "raw", TimeoutMS: int(10 * slowService / time.Millisecond)})
+	if !r.OK || r.Arg3 != "done" {
+		t.Errorf("a call with ten times the service time left: got ok=%v arg3 %q err %+v, want an ok answer %q", r.OK, r.Arg3, r.Err, "done")
 	}
 }
