@@ -14,6 +14,8 @@ import (
 
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/criticality"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
+	"github.com/sluice-rpc/sluice/peer"
 )
 
 // sluiceService is the service the Sluice servers here serve.
@@ -290,5 +292,57 @@ func TestNodeClientDeadlineRefusal(t *testing.T) {
 	r = node.Call(t, nodeCall{HostPort: hp, Service: sluiceService, Method: "slow", As: "raw", TimeoutMS: int(10 * slowService / time.Millisecond)})
 	if !r.OK || r.Arg3 != "done" {
 		t.Errorf("a call with ten times the service time left: got ok=%v arg3 %q err %+v, want an ok answer %q", r.OK, r.Arg3, r.Err, "done")
+	}
+}
+
+// TestNodeClientSluiceServerShutdown: a Sluice server's Shutdown tells its
+// Sluice clients it is leaving (a drain signal) and tells a Node client
+// nothing: the Node client's call in flight is answered, its new calls
+// within the grace are served on the same connection, and Shutdown ends
+// once both have gone quiet.
+func TestNodeClientSluiceServerShutdown(t *testing.T) {
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	srv := startSluiceServer(t, entered, release, channel.WithShutdown(channel.ShutdownConfig{Grace: waitLimit, Quiet: 100 * time.Millisecond}))
+	hp := srv.HostPort()
+
+	sluice, err := channel.New("sluice-client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sluice.Close)
+	cl, err := sluice.NewClient(sluiceService)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.AddPeer(hp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.CallRaw(ctxFor(t), "echo", nil, nil); err != nil {
+		t.Fatalf("the Sluice client's call: %v", err)
+	}
+
+	node := startNodeClient(t)
+	first := node.Send(t, nodeCall{HostPort: hp, Service: sluiceService, Method: "block", As: "raw", TimeoutMS: int(waitLimit / time.Millisecond)})
+	testwait.Recv(t, entered, "the Node client's call to reach the handler")
+
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(ctxFor(t)) }()
+	// The Sluice client hears that the server is leaving: its signal has
+	// been sent, on the signalled connection only.
+	testwait.Until(t, "the Sluice client to see its server leaving", func() bool {
+		p := cl.Peers()
+		return len(p) == 1 && p[0].State == peer.TransientFailure
+	})
+
+	r := node.Call(t, nodeCall{HostPort: hp, Service: sluiceService, Method: "echo", As: "raw", Arg3: "during the grace"})
+	if !r.OK || r.Err != nil {
+		t.Errorf("a Node call within the grace: got ok=%v err=%+v, want an ok answer", r.OK, r.Err)
+	}
+	close(release)
+	if r := node.Await(t, first); !r.OK || r.Arg3 != "released" {
+		t.Errorf("the Node call in flight at Shutdown: got ok=%v arg3 %q err %+v, want an ok answer %q", r.OK, r.Arg3, r.Err, "released")
+	}
+	if err := testwait.Recv(t, shut, "Shutdown to end"); err != nil {
+		t.Errorf("Shutdown: %v", err)
 	}
 }
