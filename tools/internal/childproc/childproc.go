@@ -1,10 +1,11 @@
 // Package childproc runs a benchmark's helper processes: this very binary,
 // re-executed (os.Executable) with an environment variable that tells it
-// what to be. The child reports on its standard output, one line per
-// event, and exits when its standard input ends; the parent reads the lines
-// as they come, writes commands on the child's stdin if the child takes
-// any, and ends it by closing its stdin, then with SIGKILL if it has not
-// exited within a bound.
+// what to be, or another program that keeps the same contract
+// (Config.Command: the Node peers of the interop tests). The child reports
+// on its standard output, one line per event, and exits when its standard
+// input ends; the parent reads the lines as they come, writes commands on
+// the child's stdin if the child takes any, and ends it by closing its
+// stdin, then with SIGKILL if it has not exited within a bound.
 //
 // A binary whose benchmarks start children must let the child take over
 // first thing (in main, and in a test binary's TestMain): each package
@@ -32,8 +33,17 @@ import (
 // Config says how to start a child.
 type Config struct {
 	// Env is added to the child's environment, as NAME=VALUE: what makes
-	// the re-executed binary a child, and of which kind. Required.
+	// the re-executed binary a child, and of which kind. Required unless
+	// Command is set.
 	Env string
+	// Command, if set, is the program to run and its arguments, in place
+	// of this binary re-executed (a Node script: package
+	// internal/nodeinterop); it keeps the rest of the contract: it
+	// reports on its standard output and exits when its standard input
+	// ends.
+	Command []string
+	// Dir is the child's working directory; empty: this process's.
+	Dir string
 	// OnLine is called with each line the child writes on its standard
 	// output, in order, on one goroutine of its own, until the output
 	// ends; nil discards them. A slow OnLine holds the child up once the
@@ -60,17 +70,31 @@ type Proc struct {
 // Start starts a child as cfg says. It returns once the process runs; what
 // the child reports comes to cfg.OnLine.
 func Start(cfg Config) (*Proc, error) {
-	if cfg.Env == "" {
+	var (
+		cmd *exec.Cmd
+		exe string
+		err error
+	)
+	switch {
+	case len(cfg.Command) > 0:
+		exe = cfg.Command[0]
+		cmd = exec.Command(exe, cfg.Command[1:]...)
+		cmd.Env = os.Environ()
+		if cfg.Env != "" {
+			cmd.Env = append(cmd.Env, cfg.Env)
+		}
+	case cfg.Env == "":
 		return nil, errors.New("childproc: Config.Env is empty; give the NAME=VALUE that makes the binary a child")
+	default:
+		if exe, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("childproc: find this binary to re-execute as a child: %w", err)
+		}
+		cmd = exec.Command(exe, "-test.run=^$")
+		// A binary built with -race sleeps a second on exit by default
+		// (atexit_sleep_ms): a child asked to leave should be gone at once.
+		cmd.Env = append(os.Environ(), cfg.Env, "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("childproc: find this binary to re-execute as a child: %w", err)
-	}
-	cmd := exec.Command(exe, "-test.run=^$")
-	// A binary built with -race sleeps a second on exit by default
-	// (atexit_sleep_ms): a child asked to leave should be gone at once.
-	cmd.Env = append(os.Environ(), cfg.Env, "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	cmd.Dir = cfg.Dir
 	DieWithParent(cmd)
 	p := &Proc{cmd: cmd, exe: exe, stderr: &tailBuffer{max: maxStderr}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
