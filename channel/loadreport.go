@@ -43,10 +43,9 @@ type loadReports struct {
 	mu sync.Mutex // one refresh at a time; the others carry the last report
 	// cur is the current report; refreshed, under mu, once older than
 	// LoadInterval.
-	cur       atomic.Pointer[loadFrame]
-	lastEnded uint64
-	lastErrs  uint64
-	lastAt    time.Time
+	cur        atomic.Pointer[loadFrame]
+	lastServed uint64
+	lastAt     time.Time
 }
 
 // loadFrame is one report, shared by every connection.
@@ -64,7 +63,7 @@ func (c *Channel) startLoadReports() {
 	if c.o.utilisation == nil && (c.shed == nil || !c.shed.limited()) {
 		return
 	}
-	r := &loadReports{c: c, lastAt: time.Now(), lastErrs: c.peers.g.ErrorAnswers()}
+	r := &loadReports{c: c, lastAt: time.Now(), lastServed: c.peers.g.Served()}
 	r.cur.Store(&loadFrame{at: r.lastAt})
 	c.loads = r
 	c.peers.g.ReportLoad(r.report)
@@ -82,15 +81,17 @@ func (r *loadReports) report() (uint64, []byte) {
 	if cur = r.cur.Load(); now.Sub(cur.at) < LoadInterval {
 		return cur.gen, cur.frame
 	}
-	// The calls served: those that ended less those answered with a
-	// system error (a Busy costs the server next to nothing: counted, a
-	// server shedding would look bigger the more it sheds).
-	ended, errs := r.c.ended.Load(), r.c.peers.g.ErrorAnswers()
+	// The calls served: answers written that were not system errors (a
+	// Busy costs the server next to nothing: counted, a server shedding
+	// would look bigger the more it sheds). Counting ended handlers less
+	// error frames written had a Busy whose frame was still queued count
+	// as served.
+	served := r.c.peers.g.Served()
 	var l tchconn.Load
-	if el := now.Sub(r.lastAt).Seconds(); el > 0 && ended-r.lastEnded >= errs-r.lastErrs {
-		l.QPS = int64(math.Round(float64((ended-r.lastEnded)-(errs-r.lastErrs)) / el))
+	if el := now.Sub(r.lastAt).Seconds(); el > 0 {
+		l.QPS = int64(math.Round(float64(served-r.lastServed) / el))
 	}
-	r.lastEnded, r.lastErrs, r.lastAt = ended, errs, now
+	r.lastServed, r.lastAt = served, now
 	if u, ok := r.c.utilisation(); ok {
 		l.Utilisation, l.HasUtilisation = int64(math.Round(1000*u)), true
 	}

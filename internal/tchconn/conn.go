@@ -677,10 +677,10 @@ func (c *Conn) Write(b []byte) (int, error) {
 	c.wgen.Add(1)
 	if c.inbound && err == nil && len(b) > 2 {
 		switch tframe.Type(b[2]) {
-		case tframe.Error:
-			c.g.errAnswers.Add(1) // load reports count the answers that were not errors
-			fallthrough
 		case tframe.CallRes:
+			c.g.served.Add(1) // load reports count the answers that were not errors
+			fallthrough
+		case tframe.Error:
 			if c.signals.Load() {
 				c.afterAnswer()
 			}

@@ -91,11 +91,13 @@ func (g *Guard) OnLoad(fn func(target string, l Load)) {
 	g.onLoad.Store(&fn)
 }
 
-// ErrorAnswers returns the number of error frames (system errors: Busy,
-// Unexpected, ...) tchannel-go wrote on the Guard's inbound connections:
-// a load report's rate counts the other answers, the work served, so that
-// a server answering Busy does not look like one that serves more.
-func (g *Guard) ErrorAnswers() uint64 { return g.errAnswers.Load() }
+// Served returns the number of answers tchannel-go wrote on the Guard's
+// inbound connections that were not system errors (Busy, Unexpected, ...):
+// results and application errors, the work served. A load report's rate
+// counts them, so that a server answering Busy does not look like one
+// that serves more. An answer counts once its first frame is written,
+// so a report never counts a Busy whose frame is still on its way.
+func (g *Guard) Served() uint64 { return g.served.Load() }
 
 // SetTarget records the host:port an outbound connection was dialed for,
 // which load reports name (OnLoad). Call it before the connection is used.
