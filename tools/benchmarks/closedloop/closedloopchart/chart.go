@@ -1,9 +1,14 @@
-package closedloop
+// Package closedloopchart draws the closed-loop comparison's result
+// (package closedloop) second by second, with gonum's plot: apart from
+// closedloop so that sluice, which runs the comparison, does not link the
+// charts (sluice-lab draws them).
+package closedloopchart
 
 import (
 	"fmt"
 	"time"
 
+	"github.com/sluice-rpc/sluice/tools/benchmarks/closedloop"
 	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
 	"github.com/sluice-rpc/sluice/tools/internal/chart"
 	"gonum.org/v1/plot"
@@ -12,11 +17,11 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
-// WriteChart draws r second by second to path (.png or .svg): goodput as a
+// Write draws r second by second to path (.png or .svg): goodput as a
 // share of the capacity, and the p99 latency of successful calls on a log
 // scale, one line per combination (per row: with a Mix or Callers, the
 // unaware and the aware run of each).
-func (r *Result) WriteChart(path string) error {
+func Write(r *closedloop.Result, path string) error {
 	if err := chart.CheckPath(path); err != nil {
 		return err
 	}

@@ -1,11 +1,15 @@
-package balancing
+// Package balancingchart draws the balancing comparison's result (package
+// balancing) second by second, with gonum's plot: apart from balancing so
+// that sluice, which runs the comparison, does not link the charts
+// (sluice-lab draws them).
+package balancingchart
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/sluice-rpc/sluice/tools/benchmarks/balancing"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
 	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
 	"github.com/sluice-rpc/sluice/tools/internal/chart"
@@ -15,39 +19,7 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
-// ChartPaths returns the files WriteCharts writes for path: path itself
-// for one scenario; for several, one per scenario, named path with
-// "-SCENARIO" before its extension (balancing.png: balancing-scale-out.png,
-// ...).
-func (r *Result) ChartPaths(path string) map[Scenario]string {
-	run := r.run()
-	out := map[Scenario]string{}
-	ext := filepath.Ext(path)
-	for _, s := range run {
-		if len(run) == 1 {
-			out[s] = path
-		} else {
-			out[s] = strings.TrimSuffix(path, ext) + "-" + string(s) + ext
-		}
-	}
-	return out
-}
-
-// run lists the scenarios r holds, in Run's order.
-func (r *Result) run() []Scenario {
-	var out []Scenario
-	for _, s := range []struct {
-		sc  Scenario
-		ran bool
-	}{{ScaleOut, r.ScaleOut != nil}, {Heterogeneous, r.Heterogeneous != nil}, {Shard, r.Shard != nil}, {Erroring, r.Erroring != nil}} {
-		if s.ran {
-			out = append(out, s.sc)
-		}
-	}
-	return out
-}
-
-// WriteCharts draws each scenario r holds second by second, to the files
+// Write draws each scenario r holds second by second, to the files
 // ChartPaths names (.png or .svg): scale-out, the p99 of successful calls,
 // the calls each new and each first server took, the p99 of the calls
 // each kind answered, and the new servers' Busy answers and timeouts if
@@ -55,7 +27,7 @@ func (r *Result) run() []Scenario {
 // calls; shard, the cache hit rate; erroring, the failed calls and the
 // calls that reached an erroring server. Both rows of a scenario are on
 // the same panels, the "with" row solid and the other dashed.
-func (r *Result) WriteCharts(path string) error {
+func Write(r *balancing.Result, path string) error {
 	if err := chart.CheckPath(path); err != nil {
 		return err
 	}
@@ -63,20 +35,20 @@ func (r *Result) WriteCharts(path string) error {
 		var plots []*plot.Plot
 		var err error
 		switch s {
-		case ScaleOut:
-			plots, err = r.scaleOutPlots()
-		case Heterogeneous:
-			plots, err = r.heterogeneousPlots()
-		case Shard:
-			plots, err = r.shardPlots()
-		case Erroring:
-			plots, err = r.erroringPlots()
+		case balancing.ScaleOut:
+			plots, err = scaleOutPlots(r)
+		case balancing.Heterogeneous:
+			plots, err = heterogeneousPlots(r)
+		case balancing.Shard:
+			plots, err = shardPlots(r)
+		case balancing.Erroring:
+			plots, err = erroringPlots(r)
 		}
 		if err == nil {
 			err = chart.WriteGrid(p, plots, 1, 3*vg.Inch)
 		}
 		if err != nil {
-			return fmt.Errorf("balancing: chart of %s: %w", s, err)
+			return fmt.Errorf("balancingchart: chart of %s: %w", s, err)
 		}
 	}
 	return nil
@@ -126,7 +98,7 @@ func mid(i int) float64 { return float64(i) + 0.5 }
 // whole reports whether second i of a run that lasted d is whole.
 func whole(i int, d time.Duration) bool { return time.Duration(i+1)*time.Second <= d }
 
-func (r *Result) scaleOutPlots() ([]*plot.Plot, error) {
+func scaleOutPlots(r *balancing.Result) ([]*plot.Plot, error) {
 	s, c := r.ScaleOut, r.Config.ScaleOut
 	total := c.Warmup + c.Steady + c.After
 	ms := func(m load.Millis) float64 { return float64(m) / float64(time.Millisecond) }
@@ -138,7 +110,7 @@ func (r *Result) scaleOutPlots() ([]*plot.Plot, error) {
 		p.Y.Min = 0
 	}
 	anyFailed := false
-	for k, row := range []ScaleOutRow{s.With, s.Without} {
+	for k, row := range []balancing.ScaleOutRow{s.With, s.Without} {
 		name := "slow start on"
 		if !row.SlowStart {
 			name = "slow start off"
@@ -188,12 +160,12 @@ func (r *Result) scaleOutPlots() ([]*plot.Plot, error) {
 	return plots, nil
 }
 
-func (r *Result) heterogeneousPlots() ([]*plot.Plot, error) {
+func heterogeneousPlots(r *balancing.Result) ([]*plot.Plot, error) {
 	h, c := r.Heterogeneous, r.Config.Heterogeneous
 	p := newPlot(fmt.Sprintf("Each server's share of the calls: weighted %s (solid), all weights 1 (dashed), load reports (dotted); capacity shares %s",
-		weightList(h.With.Weights), capacityShares(c)), "share of the calls")
+		balancing.WeightList(h.With.Weights), capacityShares(c)), "share of the calls")
 	p.Y.Min = 0
-	for k, row := range []HeterogeneousRow{h.With, h.Without, h.LoadReports} {
+	for k, row := range []balancing.HeterogeneousRow{h.With, h.Without, h.LoadReports} {
 		for i := range c.Workers {
 			var xys plotter.XYs
 			for s, shares := range row.Seconds {
@@ -219,32 +191,32 @@ func (r *Result) heterogeneousPlots() ([]*plot.Plot, error) {
 	return []*plot.Plot{p}, nil
 }
 
-func capacityShares(c HeterogeneousConfig) string {
+func capacityShares(c balancing.HeterogeneousConfig) string {
 	var s []string
 	for _, w := range c.Workers {
-		s = append(s, fmt.Sprintf("%.0f%%", 100*capacity(w, c.Service)/c.capacity()))
+		s = append(s, fmt.Sprintf("%.0f%%", 100*balancing.PoolCapacity(w, c.Service)/c.Capacity()))
 	}
 	return strings.Join(s, ", ")
 }
 
-func (r *Result) shardPlots() ([]*plot.Plot, error) {
+func shardPlots(r *balancing.Result) ([]*plot.Plot, error) {
 	s, c := r.Shard, r.Config.Shard
 	p := newPlot(fmt.Sprintf("Cache hit rate, %d servers of %d keys each", c.Servers, c.CacheSize), "hit rate")
 	p.Y.Min, p.Y.Max = 0, 1
 	p.Legend.Top = false // the lines run high
-	for k, row := range s.rows() {
+	for k, row := range s.Rows() {
 		var xys plotter.XYs
 		for i, h := range row.Seconds {
 			xys = append(xys, plotter.XY{X: mid(i), Y: h})
 		}
-		if err := addLine(p, row.name(), xys, k, !row.ShardKeys); err != nil {
+		if err := addLine(p, row.Name(), xys, k, !row.ShardKeys); err != nil {
 			return nil, err
 		}
 	}
 	return []*plot.Plot{p}, nil
 }
 
-func (r *Result) erroringPlots() ([]*plot.Plot, error) {
+func erroringPlots(r *balancing.Result) ([]*plot.Plot, error) {
 	e, c := r.Erroring, r.Config.Erroring
 	failed := newPlot("Failed calls a second", "calls per second")
 	reached := newPlot("Calls a second that reached an erroring server", "calls per second")
