@@ -7,11 +7,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
+
 	"github.com/sluice-rpc/sluice/tools/benchmarks/deploy"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
 )
 
-// deployFlags are the flags of `sluice bench --rolling-deploy`.
+// deployFlags are the flags of `sluice-lab bench --rolling-deploy`.
 type deployFlags struct {
 	on                           bool
 	rows                         string
@@ -27,7 +29,9 @@ type deployFlags struct {
 var deployOnly = []string{"rows", "instances", "clients", "replacements", "warmup-time", "steady", "settle",
 	"dns-period", "dns-min-interval", "grace", "quiet", "etcd", "embedded-etcd"}
 
-func addDeployFlags(fs *flagSet) *deployFlags {
+// addDeployFlags defines --rolling-deploy and its flags on bench's flag
+// set: cli.Lab.RollingDeploy.
+func addDeployFlags(fs *cli.FlagSet) cli.BenchMode {
 	d := &deployFlags{}
 	def := deploy.Defaults()
 	fs.BoolVar(&d.on, "rolling-deploy", false, "run the rolling-deploy comparison: a fleet of server processes replaced one by one under load, with etcd, DNS, static Sluice and plain tchannel-go")
@@ -47,44 +51,47 @@ func addDeployFlags(fs *flagSet) *deployFlags {
 	return d
 }
 
-// anySetName names the first --rolling-deploy flag given, "" if none.
-func (d *deployFlags) anySetName(fs *flagSet) string {
+// On reports whether --rolling-deploy was given.
+func (d *deployFlags) On() bool { return d.on }
+
+// OwnFlagGiven names the first flag given that only --rolling-deploy
+// reads, "" if none.
+func (d *deployFlags) OwnFlagGiven(fs *cli.FlagSet) string {
 	for _, name := range deployOnly {
-		if fs.set(name) {
+		if fs.IsSet(name) {
 			return name
 		}
 	}
 	return ""
 }
 
-func (d *deployFlags) anySet(fs *flagSet) bool { return d.anySetName(fs) != "" }
-
-// benchRollingDeploy runs `sluice bench --rolling-deploy`.
-func benchRollingDeploy(ctx context.Context, fs *flagSet, d *deployFlags, rps float64, timeout time.Duration, shape string, asJSON bool, stdout, stderr io.Writer) int {
+// Run runs `sluice-lab bench --rolling-deploy`.
+func (d *deployFlags) Run(ctx context.Context, fs *cli.FlagSet, a cli.BenchArgs, stdout, stderr io.Writer) int {
+	rps, timeout, shape, asJSON := a.RPS, a.Timeout, a.Shape, a.JSON
 	allowed := append([]string{"rolling-deploy", "rps", "timeout", "embedded-latency", "output"}, deployOnly...)
-	if code, ok := modeFlags(fs, "--rolling-deploy", "sets its own servers, load and clients", "makes calls with no retry policy", allowed...); !ok {
+	if code, ok := cli.ModeFlags(fs, "--rolling-deploy", "sets its own servers, load and clients", "makes calls with no retry policy", allowed...); !ok {
 		return code
 	}
 	rows, err := deploy.ParseRows(d.rows)
 	if err != nil {
-		return fs.usageError("--rows: %v", strings.TrimPrefix(err.Error(), "deploy: "))
+		return fs.UsageError("--rows: %v", strings.TrimPrefix(err.Error(), "deploy: "))
 	}
 	cfg := deploy.Config{Rows: rows, Instances: d.instances, Clients: d.clients, Replacements: d.replaces,
 		Warmup: d.warmup, Steady: d.steady, Settle: d.settle, DNSPeriod: d.dnsPeriod, DNSMinInterval: d.dnsMin,
 		Grace: d.grace, Quiet: d.quiet, EtcdEndpoint: d.etcd, EmbeddedEtcd: d.embeddedEtcd, Timeout: timeout}
-	if fs.set("rps") {
+	if fs.IsSet("rps") {
 		if !(rps > 0) {
-			return fs.usageError("--rps is %v: --rolling-deploy offers a rate, > 0 (default 1000)", rps)
+			return fs.UsageError("--rps is %v: --rolling-deploy offers a rate, > 0 (default 1000)", rps)
 		}
 		cfg.Rate = rps
 	}
-	if fs.set("embedded-latency") {
+	if fs.IsSet("embedded-latency") {
 		s, err := load.ParseShape(shape)
 		if err != nil {
-			return fs.usageError("--embedded-latency: %v", err)
+			return fs.UsageError("--embedded-latency: %v", err)
 		}
 		if s.FastMin != s.FastMax || s.SlowFraction != 0 {
-			return fs.usageError("--embedded-latency: --rolling-deploy needs a fixed service time, such as fixed:1ms")
+			return fs.UsageError("--embedded-latency: --rolling-deploy needs a fixed service time, such as fixed:1ms")
 		}
 		cfg.ServiceTime = s.FastMin
 	}
@@ -96,35 +103,35 @@ func benchRollingDeploy(ctx context.Context, fs *flagSet, d *deployFlags, rps fl
 	}{{"warmup-time", d.warmup}, {"steady", d.steady}, {"settle", d.settle}, {"dns-period", d.dnsPeriod},
 		{"dns-min-interval", d.dnsMin}, {"quiet", d.quiet}} {
 		if z.v <= 0 {
-			return fs.usageError("--%s is %v, must be > 0", z.name, z.v)
+			return fs.UsageError("--%s is %v, must be > 0", z.name, z.v)
 		}
 	}
 	switch {
 	case d.instances < 1 || d.clients < 1:
-		return fs.usageError("--instances and --clients must be >= 1; have %d and %d", d.instances, d.clients)
+		return fs.UsageError("--instances and --clients must be >= 1; have %d and %d", d.instances, d.clients)
 	case d.replaces < 0 || d.grace < 0:
-		return fs.usageError("--replacements and --grace must be >= 0 (0: the default); have %d and %v", d.replaces, d.grace)
+		return fs.UsageError("--replacements and --grace must be >= 0 (0: the default); have %d and %v", d.replaces, d.grace)
 	}
 	if err := cfg.Validate(); err != nil {
-		return fs.usageError("%v", strings.TrimPrefix(err.Error(), "deploy: "))
+		return fs.UsageError("%v", strings.TrimPrefix(err.Error(), "deploy: "))
 	}
 	cfg.Progress = func(s string) { fmt.Fprintf(stderr, "%s\n", s) }
 	res, err := deploy.Run(ctx, cfg)
 	if res != nil && len(res.Rows) > 0 {
 		if asJSON {
-			if code := fs.writeJSON(res); code != exitOK {
+			if code := fs.WriteJSON(res); code != cli.ExitOK {
 				return code
 			}
 		} else if werr := res.WriteTable(stdout); werr != nil {
-			return fs.failure("%v", werr)
+			return fs.Failure("%v", werr)
 		}
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			fmt.Fprintln(stderr, "sluice bench: interrupted; the rows done so far are above")
-			return exitOK
+			fmt.Fprintln(stderr, "sluice-lab bench: interrupted; the rows done so far are above")
+			return cli.ExitOK
 		}
-		return fs.failure("%v", err)
+		return fs.Failure("%v", err)
 	}
-	return exitOK
+	return cli.ExitOK
 }

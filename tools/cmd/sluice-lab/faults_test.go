@@ -20,8 +20,8 @@ func TestFaultsHelp(t *testing.T) {
 	if code != 0 || errOut != "" {
 		t.Errorf("-h: exit %d, stderr %q; want 0 and nothing on stderr", code, errOut)
 	}
-	for _, want := range []string{"usage: sluice faults", "Scenarios: none, refused, accept-close", "busy, erroring", "Examples:",
-		"sluice faults --scenarios kill,freeze", "--rps", "--ci", "--timeout duration"} {
+	for _, want := range []string{"usage: sluice-lab faults", "Scenarios: none, refused, accept-close", "busy, erroring", "Examples:",
+		"sluice-lab faults --scenarios kill,freeze", "--rps", "--ci", "--timeout duration"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("-h lacks %q:\n%s", want, out)
 		}

@@ -8,13 +8,15 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
+
 	"github.com/sluice-rpc/sluice/tools/benchmarks/hostile"
 )
 
-var hostileHelp = helpText{
-	synopsis: `sluice hostile [--attacks LIST] [--ci] [--markdown] [--server-bin PATH] [limits]
-sluice hostile --target 127.0.0.1:PORT --pid PID [--debug-url URL] [--attacks LIST]`,
-	about: `Attacks a Sluice server the way a hostile peer would and measures what each
+var hostileHelp = cli.Help{
+	Synopsis: `sluice-lab hostile [--attacks LIST] [--ci] [--markdown] [--server-bin PATH] [limits]
+sluice-lab hostile --target 127.0.0.1:PORT --pid PID [--debug-url URL] [--attacks LIST]`,
+	About: `Attacks a Sluice server the way a hostile peer would and measures what each
 attack costs it: whether the process survives, which connections it closes
 and when, its resident memory and goroutines before, at the peak during and
 after the attack, and whether a legitimate client is still served, and how
@@ -36,26 +38,26 @@ missing); --ci sets low ones (--max-conns 100 --idle-timeout 1s
 Attacks: %s
 
 The table, one row per figure, goes to stdout; progress to stderr.
-` + outputJSONHelp + ` It holds each attack's figures as
+` + cli.OutputJSONHelp + ` It holds each attack's figures as
 the table prints them and as numbers (the server's memory and goroutines
 null where unknown).
 Exit status: 0 when every attack was made (whatever it did to the server) or
 the run was interrupted, 1 when an attack could not be made, 2 on a usage
 error.`,
-	examples: `sluice hostile --ci                                   # every attack, small, against this binary
-sluice hostile --attacks checksum,malformed --server-bin /tmp/sluice-before.bin
-sluice hostile --attacks stall-handshaken --max-conns 5000 --idle-timeout 30s --markdown
-sluice hostile --ci --attacks checksum -o json | jq '.attacks[].server.alive_after'
+	Examples: `sluice-lab hostile --ci                                   # every attack, small, against this binary
+sluice-lab hostile --attacks checksum,malformed --server-bin /tmp/sluice-before.bin
+sluice-lab hostile --attacks stall-handshaken --max-conns 5000 --idle-timeout 30s --markdown
+sluice-lab hostile --ci --attacks checksum -o json | jq '.attacks[].server.alive_after'
 sluice serve --debug-listen 127.0.0.1:6061 &      # then attack it where it runs:
-sluice hostile --target 127.0.0.1:4040 --pid $! --debug-url http://127.0.0.1:6061 --attacks soak`,
+sluice-lab hostile --target 127.0.0.1:4040 --pid $! --debug-url http://127.0.0.1:6061 --attacks soak`,
 }
 
-// hostileRun runs `sluice hostile`: the attacks of benchmarks/hostile. The
+// hostileRun runs `sluice-lab hostile`: the attacks of benchmarks/hostile. The
 // end of ctx ends the run early; the attacks made so far are printed.
 func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	help := hostileHelp
-	help.about = fmt.Sprintf(help.about, joinNames(hostile.Attacks()))
-	fs := newFlagSet("sluice hostile", help, stdout, stderr)
+	help.About = fmt.Sprintf(help.About, cli.JoinNames(hostile.Attacks()))
+	fs := cli.NewFlagSet("sluice-lab hostile", help, stdout, stderr)
 	attacks := fs.String("attacks", "all", "comma-separated `ATTACKS` to make, or all")
 	ci := fs.Bool("ci", false, "the CI size: a few seconds an attack, with low server limits")
 	markdown := fs.Bool("markdown", false, "print the table as Markdown")
@@ -74,20 +76,20 @@ func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	unfinished := fs.Int64("max-unfinished", 0, "started servers' --max-unfinished `BYTES`")
 	unfinishedPerConn := fs.Int64("max-unfinished-per-conn", 0, "started servers' --max-unfinished-per-conn `BYTES`")
 	maxClients := fs.Int("max-clients", 0, "started Doorman servers' --max-clients `N`")
-	output := addOutputFlag(fs, false)
-	if code, ok := fs.parse(args); !ok {
+	output := cli.AddOutputFlag(fs, false)
+	if code, ok := fs.ParseArgs(args); !ok {
 		return code
 	}
-	asJSON, err := output.check(fs)
+	asJSON, err := output.Check(fs)
 	if err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	if asJSON && *markdown {
-		return fs.usageError("--markdown is a table's; drop it or -o json")
+		return fs.UsageError("--markdown is a table's; drop it or -o json")
 	}
 	list, err := hostile.ParseAttacks(*attacks)
 	if err != nil {
-		return fs.usageError("--attacks: %v", err)
+		return fs.UsageError("--attacks: %v", err)
 	}
 	cfg := hostile.Config{Attacks: list, ServerBin: *serverBin, Progress: stderr}
 	if *ci {
@@ -112,26 +114,26 @@ func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		{"max-clients", *maxClients < 0, func() { limits.MaxClients = *maxClients }},
 	} {
 		if l.bad {
-			return fs.usageError("--%s must be >= 0", l.name)
+			return fs.UsageError("--%s must be >= 0", l.name)
 		}
-		if fs.set(l.name) {
+		if fs.IsSet(l.name) {
 			l.set()
 		}
 	}
 	cfg.Limits = &limits
 	if *target != "" || *pid != 0 {
 		if cfg.Target, err = hostile.External(*target, *pid, *debugURL); err != nil {
-			return fs.usageError("--target/--pid: %v", err)
+			return fs.UsageError("--target/--pid: %v", err)
 		}
 	}
 	if *dTarget != "" || *dPID != 0 {
 		if cfg.Doorman, err = hostile.External(*dTarget, *dPID, *dDebugURL); err != nil {
-			return fs.usageError("--doorman-target/--doorman-pid: %v", err)
+			return fs.UsageError("--doorman-target/--doorman-pid: %v", err)
 		}
 	}
 	if *serverBin != "" {
 		if _, err := os.Stat(*serverBin); err != nil {
-			return fs.usageError("--server-bin: %v", err)
+			return fs.UsageError("--server-bin: %v", err)
 		}
 	}
 	bin := *serverBin
@@ -139,7 +141,7 @@ func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		bin, _ = os.Executable()
 	}
 	build := hostile.Build(bin)
-	fmt.Fprintf(stderr, "sluice hostile: %d attacks, %s size, server %s (%s), %s/%s\n", len(list), cfg.Size, bin, build, runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(stderr, "sluice-lab hostile: %d attacks, %s size, server %s (%s), %s/%s\n", len(list), cfg.Size, bin, build, runtime.GOOS, runtime.GOARCH)
 	start := time.Now()
 	results, err := cfg.Run(ctx, func(r *hostile.Result) {
 		fmt.Fprintf(stderr, "  %s: %.1fs\n", r.Attack, r.Elapsed.Seconds())
@@ -154,7 +156,7 @@ func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		for _, r := range results {
 			rep.Attacks = append(rep.Attacks, newHostileAttack(r))
 		}
-		if code := fs.writeJSON(rep); code != exitOK {
+		if code := fs.WriteJSON(rep); code != cli.ExitOK {
 			return code
 		}
 	} else if len(results) > 0 {
@@ -165,20 +167,20 @@ func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			fmt.Fprintf(stdout, "%s size, server %s (%s), %.0fs\n\n", cfg.Size, bin, build, time.Since(start).Seconds())
 		}
 		if werr := hostile.WriteTable(stdout, results, *markdown); werr != nil {
-			return fs.failure("%v", werr)
+			return fs.Failure("%v", werr)
 		}
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			fmt.Fprintln(stderr, "sluice hostile: interrupted; the attacks made so far are above")
-			return exitOK
+			fmt.Fprintln(stderr, "sluice-lab hostile: interrupted; the attacks made so far are above")
+			return cli.ExitOK
 		}
-		return fs.failure("%v", err)
+		return fs.Failure("%v", err)
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
-// hostileReport is `sluice hostile -o json`'s report.
+// hostileReport is `sluice-lab hostile -o json`'s report.
 type hostileReport struct {
 	Size    hostile.Size
 	Elapsed time.Duration

@@ -20,7 +20,7 @@ func TestHostileHelp(t *testing.T) {
 	if code != 0 || errOut != "" {
 		t.Errorf("-h: exit %d, stderr %q; want 0 and nothing on stderr", code, errOut)
 	}
-	for _, want := range []string{"usage: sluice hostile", "Attacks: checksum, checksum-client, stall-handshaken", "Examples:",
+	for _, want := range []string{"usage: sluice-lab hostile", "Attacks: checksum, checksum-client, stall-handshaken", "Examples:",
 		"--server-bin PATH", "--target 127.0.0.1:PORT", "--ci"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("-h lacks %q:\n%s", want, out)

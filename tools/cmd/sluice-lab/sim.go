@@ -5,67 +5,68 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
+
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/tools/internal/sim/busysim"
 )
 
-var simHelp = helpText{
-	synopsis: `sluice sim busy|ratelimit|shed|doorman [flags]`,
-	about: `Simulations in virtual time, driving the very code a channel runs: busy
+var simHelp = cli.Help{
+	Synopsis: `sluice-lab sim busy|ratelimit|shed|doorman [flags]`,
+	About: `Simulations in virtual time, driving the very code a channel runs: busy
 replays the busy-throttling design's scenarios on a fake clock; ratelimit
 replays a rate-limit study (a GCRA server and greedy clients) for every
 pacer; shed runs a server's adaptive concurrency limit against a queue;
 doorman runs Doorman server trees and their clients through the design's
 convergence scenarios.`,
-	examples: `sluice sim busy --preset flappy
-sluice sim ratelimit --runs 10 --chart sleep.png
-sluice sim shed --step 30s:4ms --step 60s:2ms --duration 90s
-sluice sim doorman --scenario tree-mishaps --chart tree.png`,
+	Examples: `sluice-lab sim busy --preset flappy
+sluice-lab sim ratelimit --runs 10 --chart sleep.png
+sluice-lab sim shed --step 30s:4ms --step 60s:2ms --duration 90s
+sluice-lab sim doorman --scenario tree-mishaps --chart tree.png`,
 }
 
-// simGroup is `sluice sim`.
-func simGroup() group {
-	return group{name: "sluice sim", help: simHelp, subs: []command{
-		{name: "busy", summary: "TChannel's throttling on busy responses, second by second", run: simBusyCmd},
-		{name: "ratelimit", summary: "rate-limit pacers against a GCRA server, 30 simulated minutes", run: simRatelimitCmd},
-		{name: "shed", summary: "a server's adaptive concurrency limit against a queue, second by second", run: simShedCmd},
-		{name: "doorman", summary: "Doorman server trees converging as demands change and servers fail", run: simDoormanCmd},
-	}}
+// simGroup is `sluice-lab sim`.
+func simGroup() cli.Command {
+	return cli.NewGroup("sluice-lab sim", simHelp,
+		cli.Leaf("busy", "TChannel's throttling on busy responses, second by second", simBusyCmd),
+		cli.Leaf("ratelimit", "rate-limit pacers against a GCRA server, 30 simulated minutes", simRatelimitCmd),
+		cli.Leaf("shed", "a server's adaptive concurrency limit against a queue, second by second", simShedCmd),
+		cli.Leaf("doorman", "Doorman server trees converging as demands change and servers fail", simDoormanCmd))
 }
 
-var simBusyHelp = helpText{
-	synopsis: `sluice sim busy [--preset steady|flappy | --rps N --rps-pattern P --busy N --busy-pattern P] [-o json]`,
-	about: `Drives Sluice's busy limiter (busy.Limiter) on a fake clock, second by second,
+var simBusyHelp = cli.Help{
+	Synopsis: `sluice-lab sim busy [--preset steady|flappy | --rps N --rps-pattern P --busy N --busy-pattern P] [-o json]`,
+	About: `Drives Sluice's busy limiter (busy.Limiter) on a fake clock, second by second,
 and prints the requests sent and throttled, the busy answers and the limit,
 with the limit's exponential recovery and, for comparison, a constant
 recovery. The presets reproduce the two tables published with TChannel's
 "Throttling on Busy Responses" design digit for digit; the other flags run
 any scenario (patterns steady, flappy, linear_grow, linear_decrease).
 
-` + outputJSONHelp + ` It holds the scenario and each run: its
+` + cli.OutputJSONHelp + ` It holds the scenario and each run: its
 strategy, every printed second and where the limit converged.
 
 Exit status: 0 when the simulation ran, 2 on a usage error.`,
-	examples: `sluice sim busy                      # the steady preset
-sluice sim busy --preset flappy
-sluice sim busy --rps 1000 --rps-pattern linear_grow --busy 200 --busy-pattern flappy
-sluice sim busy --preset flappy -o json | jq '.runs[].converged_at'`,
+	Examples: `sluice-lab sim busy                      # the steady preset
+sluice-lab sim busy --preset flappy
+sluice-lab sim busy --rps 1000 --rps-pattern linear_grow --busy 200 --busy-pattern flappy
+sluice-lab sim busy --preset flappy -o json | jq '.runs[].converged_at'`,
 }
 
 func simBusyCmd(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("sluice sim busy", simBusyHelp, stdout, stderr)
+	fs := cli.NewFlagSet("sluice-lab sim busy", simBusyHelp, stdout, stderr)
 	preset := fs.String("preset", "", "a published scenario: steady or flappy (default steady when no other flag is set)")
 	rps := fs.Int("rps", 5000, "requests per second offered")
 	rpsPattern := fs.String("rps-pattern", "steady", "request `PATTERN`: steady, flappy, linear_grow, linear_decrease")
 	busyN := fs.Int("busy", 3000, "busy responses per second (never more than the requests sent)")
 	busyPattern := fs.String("busy-pattern", "steady", "busy `PATTERN`: steady, flappy, linear_grow, linear_decrease")
-	output := addOutputFlag(fs, false)
-	if code, ok := fs.parse(args); !ok {
+	output := cli.AddOutputFlag(fs, false)
+	if code, ok := fs.ParseArgs(args); !ok {
 		return code
 	}
-	asJSON, err := output.check(fs)
+	asJSON, err := output.Check(fs)
 	if err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	explicit := 0
 	fs.Visit(func(f *flag.Flag) {
@@ -76,18 +77,18 @@ func simBusyCmd(args []string, stdout, stderr io.Writer) int {
 	sc := busysim.Scenario{RPS: *rps, RPSPattern: busysim.Pattern(*rpsPattern), Busy: *busyN, BusyPattern: busysim.Pattern(*busyPattern)}
 	switch {
 	case *preset != "" && explicit > 0:
-		return fs.usageError("--preset cannot be combined with --rps, --rps-pattern, --busy or --busy-pattern")
+		return fs.UsageError("--preset cannot be combined with --rps, --rps-pattern, --busy or --busy-pattern")
 	case *preset != "":
 		p, ok := busysim.Presets[*preset]
 		if !ok {
-			return fs.usageError("unknown preset %q; want steady or flappy", *preset)
+			return fs.UsageError("unknown preset %q; want steady or flappy", *preset)
 		}
 		sc = p
 	case explicit == 0:
 		sc = busysim.Presets["steady"]
 	}
 	if err := sc.Validate(); err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	w := stdout
 	if asJSON {
@@ -95,10 +96,10 @@ func simBusyCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	runs, err := busysim.RunBoth(w, sc)
 	if err != nil {
-		return fs.failure("%v", err)
+		return fs.Failure("%v", err)
 	}
 	if !asJSON {
-		return exitOK
+		return cli.ExitOK
 	}
 	out := simBusyReport{Scenario: sc}
 	for _, r := range runs {
@@ -113,10 +114,10 @@ func simBusyCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		out.Runs = append(out.Runs, run)
 	}
-	return fs.writeJSON(out)
+	return fs.WriteJSON(out)
 }
 
-// simBusyReport is `sluice sim busy -o json`'s report.
+// simBusyReport is `sluice-lab sim busy -o json`'s report.
 type simBusyReport struct {
 	Scenario busysim.Scenario `json:"scenario"`
 	Runs     []simBusyRun     `json:"runs"`
@@ -134,25 +135,25 @@ type simBusyRun struct {
 	Speed        *int             `json:"speed"`        // converged_at - 10
 }
 
-// report prints a simulation's result res: as JSON with asJSON, else
-// with table; then, if chartPath is set, draws it with chart and says
+// simReport prints a simulation's result res: as JSON with asJSON, else
+// with table, on stdout; then, if chartPath is set, draws it with chart and says
 // where (not in JSON mode, whose stdout is the JSON alone). It returns
 // the command's exit status.
-func (f *flagSet) report(res any, asJSON bool, table func(io.Writer), chartPath string, chart func(path string) error) int {
+func simReport(f *cli.FlagSet, stdout io.Writer, res any, asJSON bool, table func(io.Writer), chartPath string, chart func(path string) error) int {
 	if asJSON {
-		if code := f.writeJSON(res); code != exitOK {
+		if code := f.WriteJSON(res); code != cli.ExitOK {
 			return code
 		}
 	} else {
-		table(f.stdout)
+		table(stdout)
 	}
 	if chartPath != "" {
 		if err := chart(chartPath); err != nil {
-			return f.failure("chart: %v", err)
+			return f.Failure("chart: %v", err)
 		}
 		if !asJSON {
-			fmt.Fprintf(f.stdout, "\nchart: %s\n", chartPath)
+			fmt.Fprintf(stdout, "\nchart: %s\n", chartPath)
 		}
 	}
-	return exitOK
+	return cli.ExitOK
 }

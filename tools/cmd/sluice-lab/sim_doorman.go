@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
+
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -17,9 +19,9 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/sim/doormansim"
 )
 
-var simDoormanHelp = helpText{
-	synopsis: `sluice sim doorman [--scenario NAME] [--seed N] [--duration D] [--chart FILE] [-o json]`,
-	about: `Runs a tree of Doorman servers and their clients in virtual time: Sluice's
+var simDoormanHelp = cli.Help{
+	Synopsis: `sluice-lab sim doorman [--scenario NAME] [--seed N] [--duration D] [--chart FILE] [-o json]`,
+	About: `Runs a tree of Doorman servers and their clients in virtual time: Sluice's
 own leasing server and client code (packages leasing/server and leasing) on a
 fake clock, over an in-memory transport, with masters decided through the
 server's election interface. Clients change their demand at random; with
@@ -35,16 +37,16 @@ row per simulated minute.
 
 Scenarios (the first three are the design doc's):
 ` + scenarioList() + `
-` + outputJSONHelp + ` It holds the scenario (the
+` + cli.OutputJSONHelp + ` It holds the scenario (the
 algorithm by name), the summary (capacity used null when the run ends in
 learning mode, re-convergence null when nothing unsettled the tree), the
 mishaps and every sample.
 
 Exit status: 0 when the simulation ran, 1 when the chart could not be
 written, 2 on a usage error.`,
-	examples: `sluice sim doorman
-sluice sim doorman --scenario tree-mishaps --seed 7 --chart tree.png
-sluice sim doorman --scenario large -o json > large.json`,
+	Examples: `sluice-lab sim doorman
+sluice-lab sim doorman --scenario tree-mishaps --seed 7 --chart tree.png
+sluice-lab sim doorman --scenario large -o json > large.json`,
 }
 
 func scenarioList() string {
@@ -56,18 +58,18 @@ func scenarioList() string {
 }
 
 func simDoormanCmd(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("sluice sim doorman", simDoormanHelp, stdout, stderr)
+	fs := cli.NewFlagSet("sluice-lab sim doorman", simDoormanHelp, stdout, stderr)
 	name := fs.String("scenario", "root", "the scenario `NAME`: root, tree, tree-mishaps or large")
 	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same run")
 	duration := fs.Duration("duration", 0, "simulated time `D`, 1s to 24h (default the scenario's)")
 	chartPath := fs.String("chart", "", "draw total wants, total has and capacity over time to `FILE` (.png or .svg)")
-	output := addOutputFlag(fs, true)
-	if code, ok := fs.parse(args); !ok {
+	output := cli.AddOutputFlag(fs, true)
+	if code, ok := fs.ParseArgs(args); !ok {
 		return code
 	}
-	asJSON, err := output.check(fs)
+	asJSON, err := output.Check(fs)
 	if err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	sc, ok := doormansim.Lookup(*name)
 	if !ok {
@@ -75,7 +77,7 @@ func simDoormanCmd(args []string, stdout, stderr io.Writer) int {
 		for _, s := range doormansim.Scenarios() {
 			names = append(names, s.Name)
 		}
-		return fs.usageError("unknown scenario %q; want one of %s", *name, strings.Join(names, ", "))
+		return fs.UsageError("unknown scenario %q; want one of %s", *name, strings.Join(names, ", "))
 	}
 	sc.Seed = *seed
 	if *duration != 0 {
@@ -83,21 +85,21 @@ func simDoormanCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	if *chartPath != "" {
 		if err := chart.CheckPath(*chartPath); err != nil {
-			return fs.usageError("--chart: %v", err)
+			return fs.UsageError("--chart: %v", err)
 		}
 	}
 	if err := sc.Validate(); err != nil {
-		return fs.usageError("%v", strings.TrimPrefix(err.Error(), "doormansim: "))
+		return fs.UsageError("%v", strings.TrimPrefix(err.Error(), "doormansim: "))
 	}
 	res, err := doormansim.Run(sc)
 	if err != nil {
-		return fs.failure("%v", err)
+		return fs.Failure("%v", err)
 	}
-	return fs.report(doormanReport(res), asJSON, func(w io.Writer) { writeDoormanTable(w, res) }, *chartPath,
+	return simReport(fs, stdout, doormanReport(res), asJSON, func(w io.Writer) { writeDoormanTable(w, res) }, *chartPath,
 		func(path string) error { return writeDoormanChart(path, res) })
 }
 
-// simDoormanReport is `sluice sim doorman -o json`'s report: the run,
+// simDoormanReport is `sluice-lab sim doorman -o json`'s report: the run,
 // with null where the table says n/a.
 type simDoormanReport struct {
 	Scenario simDoormanScenario `json:"scenario"`

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
+
 	"github.com/sluice-rpc/sluice/tools/internal/chart"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -21,9 +23,9 @@ import (
 // clients, about 0.2 s of CPU.
 const maxSimRuns = 100
 
-var simRatelimitHelp = helpText{
-	synopsis: `sluice sim ratelimit [--seed N] [--runs N] [--reserve F] [--chart FILE] [-o json]`,
-	about: `Replays, in virtual time, the rate-throttling study of Heroku's client rate
+var simRatelimitHelp = cli.Help{
+	Synopsis: `sluice-lab sim ratelimit [--seed N] [--runs N] [--reserve F] [--chart FILE] [-o json]`,
+	About: `Replays, in virtual time, the rate-throttling study of Heroku's client rate
 throttling article ("A Fast Car Needs Good Brakes: How We Added Client Rate
 Throttling to the Platform API Gem"): a GCRA server (a bucket of 4500 requests
 refilled at 4500 per hour) and 10 greedy clients for 30 minutes, each client
@@ -32,64 +34,64 @@ It prints, per pacer, the article's four metrics (average retry rate, maximum
 sleep, standard deviation of request counts, time to clear a workload) beside
 the figures the article published, and can chart each client's sleep.
 
-` + outputJSONHelp + ` It holds the two scenarios and, per
+` + cli.OutputJSONHelp + ` It holds the two scenarios and, per
 pacer, the four metrics, the requests sent and allowed, and the article's
 figures (null where it published none).
 
 Exit status: 0 when the simulation ran, 1 when the chart could not be
 written, 2 on a usage error.`,
-	examples: `sluice sim ratelimit
-sluice sim ratelimit --runs 40
-sluice sim ratelimit --chart sleep.png
-sluice sim ratelimit -o json | jq '.pacers[] | {name, retry_rate}'`,
+	Examples: `sluice-lab sim ratelimit
+sluice-lab sim ratelimit --runs 40
+sluice-lab sim ratelimit --chart sleep.png
+sluice-lab sim ratelimit -o json | jq '.pacers[] | {name, retry_rate}'`,
 }
 
-// simRatelimitCmd is "sluice sim ratelimit".
+// simRatelimitCmd is "sluice-lab sim ratelimit".
 func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("sluice sim ratelimit", simRatelimitHelp, stdout, stderr)
+	fs := cli.NewFlagSet("sluice-lab sim ratelimit", simRatelimitHelp, stdout, stderr)
 	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same table")
 	runs := fs.Int("runs", 1, fmt.Sprintf("average the metrics over `N` runs (seeds seed, seed+1, ...; at most %d, about 0.2 s each)", maxSimRuns))
 	reserve := fs.Float64("reserve", 0, "the reserve pacer's reserve, a `FRACTION` of the limit in [0, 1) (0: the default, 0.003)")
 	chart := fs.String("chart", "", "also draw each client's sleep over the 30 minutes, per pacer, to this .png or .svg `FILE`")
-	output := addOutputFlag(fs, false)
-	if code, ok := fs.parse(args); !ok {
+	output := cli.AddOutputFlag(fs, false)
+	if code, ok := fs.ParseArgs(args); !ok {
 		return code
 	}
-	asJSON, err := output.check(fs)
+	asJSON, err := output.Check(fs)
 	if err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	if *runs < 1 || *runs > maxSimRuns {
-		return fs.usageError("--runs is %d, must be in 1..%d", *runs, maxSimRuns)
+		return fs.UsageError("--runs is %d, must be in 1..%d", *runs, maxSimRuns)
 	}
 	ext := strings.ToLower(filepath.Ext(*chart))
 	if *chart != "" && ext != ".png" && ext != ".svg" {
-		return fs.usageError("--chart %q: want a .png or .svg file", *chart)
+		return fs.UsageError("--chart %q: want a .png or .svg file", *chart)
 	}
 	entries := ratesim.Entries()
 	for i := range entries {
 		if entries[i].Config.Strategy == pacing.StrategyReserve {
 			entries[i].Config.Reserve = *reserve
 			if err := entries[i].Config.Validate(); err != nil {
-				return fs.usageError("--reserve: %v", err)
+				return fs.UsageError("--reserve: %v", err)
 			}
 		}
 	}
 	steady, clear := ratesim.Steady(), ratesim.Clear()
 	rows, err := ratesim.Compare(entries, steady, clear, *seed, *runs)
 	if err != nil {
-		return fs.failure("%v", err)
+		return fs.Failure("%v", err)
 	}
 	if asJSON {
-		if code := fs.writeJSON(ratelimitReport(*seed, *runs, steady, clear, rows)); code != exitOK {
+		if code := fs.WriteJSON(ratelimitReport(*seed, *runs, steady, clear, rows)); code != cli.ExitOK {
 			return code
 		}
 		if *chart != "" {
 			if err := writeSleepChart(*chart, rows); err != nil {
-				return fs.failure("chart: %v", err)
+				return fs.Failure("chart: %v", err)
 			}
 		}
-		return exitOK
+		return cli.ExitOK
 	}
 	fmt.Fprintf(stdout, "Rate throttling (Heroku's client rate throttling article), virtual time, seed %d", *seed)
 	if *runs > 1 {
@@ -103,18 +105,18 @@ func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, "(in brackets: the article's published figures)")
 	fmt.Fprintln(stdout)
 	if err := ratesim.WriteTable(stdout, rows); err != nil {
-		return fs.failure("%v", err)
+		return fs.Failure("%v", err)
 	}
 	if *chart != "" {
 		if err := writeSleepChart(*chart, rows); err != nil {
-			return fs.failure("chart: %v", err)
+			return fs.Failure("chart: %v", err)
 		}
 		fmt.Fprintf(stdout, "\nchart: %s\n", *chart)
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
-// simRatelimitReport is `sluice sim ratelimit -o json`'s report.
+// simRatelimitReport is `sluice-lab sim ratelimit -o json`'s report.
 type simRatelimitReport struct {
 	Seed          uint64            `json:"seed"`
 	Runs          int               `json:"runs"`

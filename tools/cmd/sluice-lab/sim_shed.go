@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
+
 	"github.com/sluice-rpc/sluice/shed"
 	"github.com/sluice-rpc/sluice/tools/internal/chart"
 	"github.com/sluice-rpc/sluice/tools/internal/sim/shedsim"
@@ -16,10 +18,10 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
-var simShedHelp = helpText{
-	synopsis: `sluice sim shed [--model pool|cpu] [--workers N] [--service D] [--load X]
+var simShedHelp = cli.Help{
+	Synopsis: `sluice-lab sim shed [--model pool|cpu] [--workers N] [--service D] [--load X]
 [--duration D] [--step AT:D]... [--guard adaptive|fixed:N|none] [--seed N] [--chart FILE] [-o json]`,
-	about: `Simulates, in virtual time, a server guarded by the adaptive concurrency limit
+	About: `Simulates, in virtual time, a server guarded by the adaptive concurrency limit
 a Sluice server sheds load with (package shed, ShedConfig.Adaptive), driving
 the very code a server runs. Requests arrive at random at --load times the
 server's capacity; the guard admits them or sheds them (a real server answers
@@ -30,17 +32,17 @@ the requests offered, admitted and shed, goodput (requests served per second
 as a share of the capacity at that moment), latency quantiles, the limit (its
 lowest and highest in the second) and the no-load latency the limit probes.
 
-` + outputJSONHelp + ` It holds the scenario and the
+` + cli.OutputJSONHelp + ` It holds the scenario and the
 seconds; a second in which no request finished has null quantiles, and
 the limits are null where the guard has none.
 
 Exit status: 0 when the simulation ran, 1 when the chart could not be
 written, 2 on a usage error.`,
-	examples: `sluice sim shed
-sluice sim shed --step 30s:4ms --step 60s:2ms --duration 90s --chart shed.png
-sluice sim shed --model cpu --workers 2 --service 1ms --load 10
-sluice sim shed --guard none --duration 10s
-sluice sim shed --duration 20s -o json | jq '.seconds[] | [.t_ms, .goodput]'`,
+	Examples: `sluice-lab sim shed
+sluice-lab sim shed --step 30s:4ms --step 60s:2ms --duration 90s --chart shed.png
+sluice-lab sim shed --model cpu --workers 2 --service 1ms --load 10
+sluice-lab sim shed --guard none --duration 10s
+sluice-lab sim shed --duration 20s -o json | jq '.seconds[] | [.t_ms, .goodput]'`,
 }
 
 // stepsFlag is --step, repeatable: AT:SERVICE.
@@ -87,7 +89,7 @@ func parseGuard(v string) (shedsim.Guard, int, error) {
 }
 
 func simShedCmd(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("sluice sim shed", simShedHelp, stdout, stderr)
+	fs := cli.NewFlagSet("sluice-lab sim shed", simShedHelp, stdout, stderr)
 	model := fs.String("model", "pool", "the server: pool (N workers and a queue) or cpu (a CPU-bound handler on N cores)")
 	workers := fs.Int("workers", 8, "`N`: the pool's workers or the cores")
 	service := fs.Duration("service", 2*time.Millisecond, "each request's service time at the start")
@@ -98,37 +100,37 @@ func simShedCmd(args []string, stdout, stderr io.Writer) int {
 	guard := fs.String("guard", "adaptive", "what sheds: adaptive (shed's defaults), fixed:N (a fixed limit of N), none")
 	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same run")
 	chartPath := fs.String("chart", "", "draw limit, latency and goodput over time to `FILE` (.png or .svg)")
-	output := addOutputFlag(fs, true)
-	if code, ok := fs.parse(args); !ok {
+	output := cli.AddOutputFlag(fs, true)
+	if code, ok := fs.ParseArgs(args); !ok {
 		return code
 	}
-	asJSON, err := output.check(fs)
+	asJSON, err := output.Check(fs)
 	if err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	g, fixed, err := parseGuard(*guard)
 	if err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	if *chartPath != "" {
 		if err := chart.CheckPath(*chartPath); err != nil {
-			return fs.usageError("--chart: %v", err)
+			return fs.UsageError("--chart: %v", err)
 		}
 	}
 	sc := shedsim.Scenario{Model: shedsim.Model(*model), Workers: *workers, Service: *service, Steps: steps,
 		Load: *loadX, Duration: *duration, Guard: g, FixedLimit: fixed, Shed: shed.Config{}, Seed: *seed}
 	if err := sc.Validate(); err != nil {
-		return fs.usageError("%v", strings.TrimPrefix(err.Error(), "shedsim: "))
+		return fs.UsageError("%v", strings.TrimPrefix(err.Error(), "shedsim: "))
 	}
 	res, err := shedsim.Run(sc)
 	if err != nil {
-		return fs.failure("%v", err)
+		return fs.Failure("%v", err)
 	}
-	return fs.report(shedReport(res), asJSON, func(w io.Writer) { writeShedTable(w, res) }, *chartPath,
+	return simReport(fs, stdout, shedReport(res), asJSON, func(w io.Writer) { writeShedTable(w, res) }, *chartPath,
 		func(path string) error { return writeShedChart(path, res) })
 }
 
-// simShedReport is `sluice sim shed -o json`'s report.
+// simShedReport is `sluice-lab sim shed -o json`'s report.
 type simShedReport struct {
 	Scenario simShedScenario `json:"scenario"`
 	Seconds  []simShedSecond `json:"seconds"`

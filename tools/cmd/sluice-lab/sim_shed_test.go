@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
 )
 
 func TestSimShedTable(t *testing.T) {
@@ -101,7 +103,7 @@ func TestSimShedUsageErrors(t *testing.T) {
 		{[]string{"--json", "-o", "table"}, "--json and -o table disagree"},
 	} {
 		var out, errb bytes.Buffer
-		if code := simShedCmd(c.args, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), c.want) {
+		if code := simShedCmd(c.args, &out, &errb); code != cli.ExitUsage || !strings.Contains(errb.String(), c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, errb.String(), c.want)
 		}
 	}

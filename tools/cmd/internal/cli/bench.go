@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -18,20 +18,20 @@ import (
 	"github.com/sluice-rpc/sluice/shed"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/closedloop"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
-	"github.com/sluice-rpc/sluice/tools/internal/chart"
 )
 
-var benchHelp = helpText{
-	synopsis: `sluice bench -p HOST:PORT -s SERVICE -m METHOD [-r BODY] [-n N] [-d D] [--rps R] [flags]
+var benchHelp = Help{
+	Synopsis: `sluice bench -p HOST:PORT -s SERVICE -m METHOD [-r BODY] [-n N] [-d D] [--rps R] [flags]
 sluice bench -p HOST:PORT -t FILE.thrift [flags] SERVICE Service::method [-r BODY] [-n N]
 sluice bench -p HOST:PORT [--tls | --tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--tls-server-name NAME] [--tls-fallback] ...
 sluice bench --embedded N [--embedded-workers N] [--embedded-shed MODE] [flags]
-sluice bench --closed-loop [--embedded-workers N] [--embedded-latency fixed:D] [--load X] [--chart FILE] [-o json]
+sluice bench --closed-loop [--embedded-workers N] [--embedded-latency fixed:D] [--load X] [-o json]
 sluice bench --closed-loop [--mix CLASS=PERCENT,...] [--callers N [--heavy-factor X]] [--shedding LIST] [--throttling LIST] ...
-sluice bench --rolling-deploy [--rows LIST] [--rps R] [--replacements N] [--steady D] [--settle D] [-o json]
-sluice bench --balancing SCENARIO[,SCENARIO...] [--ci] [--chart FILE] [-o json]
+sluice-lab bench --rolling-deploy [--rows LIST] [--rps R] [--replacements N] [--steady D] [--settle D] [-o json]
+sluice bench --balancing SCENARIO[,SCENARIO...] [--ci] [-o json]
+sluice-lab bench --closed-loop|--balancing ... --chart FILE
 sluice bench --amplification SCENARIO[,SCENARIO...] [--ci] [--rps R] [-d D] [-o json]`,
-	about: `Load through Sluice's pipeline, against the peers of -p/-P or against
+	About: `Load through Sluice's pipeline, against the peers of -p/-P or against
 --embedded servers in this process, in one of two modes:
 
   unbounded (the default, --rps 0), as yab's benchmark: on each of
@@ -96,8 +96,9 @@ successful calls: the JSON's "classes" and "callers" arrays (a caller's
 "heavy" marks caller-1), and tables by class and by caller after the main
 one.
 
---rolling-deploy replaces a fleet of server processes (children of this
-binary; default 4, echo with a 1 ms service time) one instance at a time
+--rolling-deploy (sluice-lab's: it may embed an etcd server) replaces a
+fleet of server processes (children of the binary; default 4, echo with a
+1 ms service time) one instance at a time
 under an open-loop load (default 1,000 calls/s from 2 clients, no retry
 policy): --replacements in all (default 8, every instance twice), after a
 steady stretch and each followed by --settle. Its rows, one after the
@@ -120,12 +121,13 @@ a hot key; shard keys and none, and how keys move on the ring), erroring
 (1, then 3, of 4 servers answering UNEXPECTED to half their calls; ejection
 on and off), or all. Each table is followed by the issue's done-when checks,
 "holds" or "FALLS SHORT" with the figure. The full size takes about five
-minutes; --ci a second or two a run. --chart draws each scenario second by
-second: with several scenarios, FILE-SCENARIO.png for each.
+minutes; --ci a second or two a run. sluice-lab's --chart draws each
+scenario second by second: with several scenarios, FILE-SCENARIO.png for
+each (and --closed-loop's goodput and p99).
 
 ` + amplificationHelp + `
 
-` + outputJSONHelp + ` In every mode the JSON carries
+` + OutputJSONHelp + ` In every mode the JSON carries
 the same figures as the table.
 
 ` + clientTLSHelp + `
@@ -136,7 +138,7 @@ Exit status: 0 when the run completed with at least one successful call, or
 was interrupted (--balancing: when the scenarios ran, whatever the checks
 say); 1 when it could not run, or when every call failed or was refused; 2
 on a usage error.`,
-	examples: `sluice bench --embedded 1 -n 100000                 # as fast as 2 x GOMAXPROCS connections allow
+	Examples: `sluice bench --embedded 1 -n 100000                 # as fast as 2 x GOMAXPROCS connections allow
 sluice bench -t keyvalue.thrift -p 127.0.0.1:4040 keyvalue KeyValue::Get -r '{"key":"a"}' -n 100000 --concurrency 4
 sluice bench -p 127.0.0.1:4040 -s kv -m get -r '{"key":"a"}' -n 2000 --connections 4 --concurrency 8
 sluice bench --embedded 4 --rps 400 -d 10s --hedge-max 3 --hedge-adaptive 0.95
@@ -145,13 +147,13 @@ sluice bench -P peers.yaml -s kv -m get --retry-max 3 --debug-listen 127.0.0.1:9
 sluice bench -p 127.0.0.1:4040 --tls-ca ca.pem --tls-cert c.pem --tls-key c-key.pem -s echo -m echo -n 10000   # mutual TLS
 sluice bench -P dns:///_tchannel._tcp.kv.default.svc.cluster.local -s kv -m get --rps 500 -d 1m --allow-remote
 sluice bench --embedded 1 --embedded-workers 8 --embedded-latency fixed:2ms --embedded-shed adaptive --rps 8000
-sluice bench --closed-loop --chart closedloop.png
+sluice-lab bench --closed-loop --chart closedloop.png
 sluice bench --closed-loop --load 3 --mix critical_plus=20,critical=30,sheddable=50
 sluice bench --closed-loop --load 4 --mix critical_plus=10,sheddable=90 --shedding adaptive --throttling on -o json
 sluice bench --closed-loop --load 1.5 --callers 10 --heavy-factor 10 --shedding adaptive
-sluice bench --rolling-deploy
-sluice bench --rolling-deploy --rows dns,static --replacements 4 -o json
-sluice bench --balancing all --chart balancing.png    # balancing-scale-out.png, ... one per scenario
+sluice-lab bench --rolling-deploy
+sluice-lab bench --rolling-deploy --rows dns,static --replacements 4 -o json
+sluice-lab bench --balancing all --chart balancing.png    # balancing-scale-out.png, ... one per scenario
 sluice bench --balancing shard,erroring --ci -o json`,
 }
 
@@ -168,8 +170,21 @@ const (
 func benchDefaultConnections() int { return 2 * runtime.GOMAXPROCS(0) }
 
 // benchRun runs `sluice bench`; the end of ctx ends the run early.
-func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("sluice bench", benchHelp, stdout, stderr)
+func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Writer) int {
+	fs := NewFlagSet("sluice bench", benchHelp, stdout, stderr)
+	var deployMode BenchMode
+	if lab != nil && lab.RollingDeploy != nil {
+		deployMode = lab.RollingDeploy(fs)
+	} else if hasFlag(args, "rolling-deploy") {
+		return fs.UsageError("%s", labOnly("bench --rolling-deploy (it may embed an etcd server)", "bench --rolling-deploy ..."))
+	}
+	var charts Charts
+	if lab != nil {
+		charts = lab.Charts
+	}
+	if charts == nil && hasFlag(args, "chart") {
+		return fs.UsageError("%s", labOnly("bench --chart (charts link gonum's plot)", "bench --closed-loop --chart FILE ..."))
+	}
 	peers := addPeerFlags(fs)
 	allowRemote := fs.Bool("allow-remote", false, "allow peers that are not on a loopback address")
 	embedded := fs.Int("embedded", 0, fmt.Sprintf("start `N` in-process servers on 127.0.0.1 (1-%d) and load them", benchEmbeddedMax))
@@ -181,7 +196,10 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	throttling := fs.Bool("busy-throttling", true, "throttle a peer that answers Busy (--busy-throttling=false turns it off, to compare)")
 	closedLoop := fs.Bool("closed-loop", false, "run the closed-loop comparison on one embedded worker-pool server: {no, fixed, adaptive shedding} x {busy throttling off, on}, at --load times its capacity")
 	loadX := fs.Float64("load", 2, "with --closed-loop: the offered rate as a multiple of the server's capacity")
-	chartPath := fs.String("chart", "", "with --closed-loop: draw goodput and p99 over time to `FILE` (.png or .svg); with --balancing, each scenario second by second")
+	chartPath := new(string)
+	if charts != nil {
+		fs.StringVar(chartPath, "chart", "", "with --closed-loop: draw goodput and p99 over time to `FILE` (.png or .svg); with --balancing, each scenario second by second")
+	}
 	mix := fs.String("mix", "", "with --closed-loop: the criticality classes' `SHARES` of the offered calls, CLASS=PERCENT,... (critical_plus, critical, sheddable_plus, sheddable; summing to 100); rows come in pairs, unaware and aware")
 	callers := fs.Int("callers", 0, fmt.Sprintf("with --closed-loop: offer the load from `N` callers, caller-1 ... caller-N, each a client of its own (2-%d); rows come in pairs, unaware and aware", closedloop.MaxCallers))
 	heavy := fs.Float64("heavy-factor", 1, fmt.Sprintf("with --callers: caller-1 offers `X` times each other caller's rate (1-%d)", closedloop.MaxHeavyFactor))
@@ -191,7 +209,6 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	balancingList := fs.String("balancing", "", "run the balancing comparison's `SCENARIOS`, comma-separated: scale-out, heterogeneous, shard, erroring, or all; each with and without its feature")
 	ci := fs.Bool("ci", false, "with --balancing or --amplification: the CI size, a second or two a run")
 	amplificationList := fs.String("amplification", "", "run the amplification comparison's `SCENARIOS`, comma-separated: down, flaky, recovery, or all; each naive and bounded")
-	deployFlags := addDeployFlags(fs)
 	target := addTargetFlags(fs, "the `SERVICE` to call (default \"bench\" with --embedded)",
 		"the `METHOD` to call (default \"echo\" with --embedded)", "each call's request `BODY` (arg3; {} if none with -e json)")
 	rps := fs.Float64("rps", 0, fmt.Sprintf("`R` calls per second, sent on schedule whether or not earlier ones returned (open loop; at most %d); 0: unbounded, each call started as soon as one returns (closed loop)", load.MaxRPS))
@@ -203,7 +220,7 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	concurrency := fs.Int("concurrency", 0, fmt.Sprintf("`C` calls in flight on each connection, as yab's (default 1); with --rps, the most calls in flight in all, over every connection (default %d): an arrival finding them all busy waits, and the wait counts in its latency", benchDefaultRateLimit))
 	timeout := fs.Duration("timeout", time.Second, "each call's deadline, across its attempts")
 	warmup := fs.Int("warmup", 10, "calls made one at a time on each connection first, left out of the report")
-	output := addOutputFlag(fs, false)
+	output := AddOutputFlag(fs, false)
 	debugAddr := fs.String("debug-listen", "", debugListenUsage)
 	policy := addPolicyFlags(fs.FlagSet, true)
 	tlsFlags := addChannelClientTLSFlags(fs)
@@ -211,95 +228,98 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if !ok {
 		return code
 	}
-	asJSON, err := output.check(fs)
+	asJSON, err := output.Check(fs)
 	if err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
-	if len(words) > 0 && (deployFlags.on || *closedLoop || fs.set("balancing") || fs.set("amplification")) {
-		return fs.usageError("unexpected argument %q: --closed-loop, --rolling-deploy and --balancing call servers of their own", words[0])
+	deployOn := deployMode != nil && deployMode.On()
+	if len(words) > 0 && (deployOn || *closedLoop || fs.IsSet("balancing") || fs.IsSet("amplification")) {
+		return fs.UsageError("unexpected argument %q: --closed-loop, --rolling-deploy and --balancing call servers of their own", words[0])
 	}
-	if deployFlags.on {
-		return benchRollingDeploy(ctx, fs, deployFlags, *rps, *timeout, *shapeText, asJSON, stdout, stderr)
+	if deployOn {
+		return deployMode.Run(ctx, fs, BenchArgs{RPS: *rps, Timeout: *timeout, Shape: *shapeText, JSON: asJSON}, stdout, stderr)
 	}
-	if deployFlags.anySet(fs) {
-		return fs.usageError("--%s needs --rolling-deploy", deployFlags.anySetName(fs))
+	if deployMode != nil {
+		if name := deployMode.OwnFlagGiven(fs); name != "" {
+			return fs.UsageError("--%s needs --rolling-deploy", name)
+		}
 	}
-	if fs.set("amplification") {
+	if fs.IsSet("amplification") {
 		return benchAmplification(ctx, fs, amplificationArgs{scenarios: *amplificationList, ci: *ci, seed: *seed, rps: *rps,
 			duration: *duration, json: asJSON}, stdout, stderr)
 	}
-	if fs.set("balancing") && !*closedLoop {
-		return benchBalancing(ctx, fs, balancingArgs{scenarios: *balancingList, ci: *ci, chart: *chartPath, gogc: *gogc, seed: *seed, json: asJSON},
-			fs.set("timeout"), *timeout, stdout, stderr)
+	if fs.IsSet("balancing") && !*closedLoop {
+		return benchBalancing(ctx, fs, balancingArgs{scenarios: *balancingList, ci: *ci, chart: *chartPath, charts: charts, gogc: *gogc, seed: *seed, json: asJSON},
+			fs.IsSet("timeout"), *timeout, stdout, stderr)
 	}
 	if *closedLoop {
 		return benchClosedLoop(ctx, fs, closedLoopArgs{embedded: *embedded, workers: *workers, shape: *shapeText,
-			load: *loadX, timeout: *timeout, duration: *duration, json: asJSON, chart: *chartPath, gogc: *gogc,
+			load: *loadX, timeout: *timeout, duration: *duration, json: asJSON, chart: *chartPath, charts: charts, gogc: *gogc,
 			mix: *mix, callers: *callers, heavy: *heavy, sheddings: *sheddingList, throttlings: *throttlingList}, stdout, stderr)
 	}
 	src, err := peers.source()
 	if err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	defer src.close()
 	unbounded := *rps == 0
 	switch {
-	case !fs.set("connections") && unbounded:
+	case !fs.IsSet("connections") && unbounded:
 		*connections = benchDefaultConnections()
-	case !fs.set("connections"):
+	case !fs.IsSet("connections"):
 		*connections = 1 // as before --connections: rate runs keep their figures
 	}
 	switch {
-	case !fs.set("concurrency") && unbounded:
+	case !fs.IsSet("concurrency") && unbounded:
 		*concurrency = 1
-	case !fs.set("concurrency"):
+	case !fs.IsSet("concurrency"):
 		*concurrency = benchDefaultRateLimit
 	}
 	switch {
-	case !fs.set("max-duration") && *calls > 0:
+	case !fs.IsSet("max-duration") && *calls > 0:
 		*duration = 0 // -n alone: until the calls are made, at most load.MaxDuration
-	case !fs.set("max-duration"):
+	case !fs.IsSet("max-duration"):
 		*duration = benchDefaultDuration
 	}
 	switch {
 	case src.empty() == (*embedded == 0):
-		return fs.usageError("give peers (-p HOST:PORT, repeatable, or -P TARGET) or --embedded N, not both")
+		return fs.UsageError("give peers (-p HOST:PORT, repeatable, or -P TARGET) or --embedded N, not both")
 	case *embedded < 0 || *embedded > benchEmbeddedMax:
-		return fs.usageError("--embedded is %d, must be in [1, %d]", *embedded, benchEmbeddedMax)
-	case *embedded == 0 && (fs.set("embedded-latency") || fs.set("embedded-workers") || fs.set("embedded-shed")):
-		return fs.usageError("--embedded-latency, --embedded-workers and --embedded-shed need --embedded")
+		return fs.UsageError("--embedded is %d, must be in [1, %d]", *embedded, benchEmbeddedMax)
+	case *embedded == 0 && (fs.IsSet("embedded-latency") || fs.IsSet("embedded-workers") || fs.IsSet("embedded-shed")):
+		return fs.UsageError("--embedded-latency, --embedded-workers and --embedded-shed need --embedded")
 	case *workers < 0 || *workers > load.MaxWorkers:
-		return fs.usageError("--embedded-workers is %d, must be in [0, %d]", *workers, load.MaxWorkers)
-	case fs.set("load") || fs.set("chart") || fs.set("gogc"):
-		return fs.usageError("--load, --chart and --gogc need --closed-loop (--chart and --gogc also --balancing)")
-	case fs.set("mix") || fs.set("callers") || fs.set("heavy-factor") || fs.set("shedding") || fs.set("throttling"):
-		return fs.usageError("--mix, --callers, --heavy-factor, --shedding and --throttling need --closed-loop")
-	case fs.set("ci"):
-		return fs.usageError("--ci needs --balancing")
+		return fs.UsageError("--embedded-workers is %d, must be in [0, %d]", *workers, load.MaxWorkers)
+	case fs.IsSet("load") || fs.IsSet("chart") || fs.IsSet("gogc"):
+		return fs.UsageError("--load, --chart and --gogc need --closed-loop (--chart and --gogc also --balancing)")
+	case fs.IsSet("mix") || fs.IsSet("callers") || fs.IsSet("heavy-factor") || fs.IsSet("shedding") || fs.IsSet("throttling"):
+		return fs.UsageError("--mix, --callers, --heavy-factor, --shedding and --throttling need --closed-loop")
+	case fs.IsSet("ci"):
+		return fs.UsageError("--ci needs --balancing")
 	case !(*rps >= 0 && *rps <= load.MaxRPS):
-		return fs.usageError("--rps is %v, must be in [0, %d] (0: unbounded)", *rps, load.MaxRPS)
-	case fs.set("max-duration") && (*duration <= 0 || *duration > load.MaxDuration):
-		return fs.usageError("-d/--max-duration is %v, must be in (0, %v]", *duration, load.MaxDuration)
+		return fs.UsageError("--rps is %v, must be in [0, %d] (0: unbounded)", *rps, load.MaxRPS)
+	case fs.IsSet("max-duration") && (*duration <= 0 || *duration > load.MaxDuration):
+		return fs.UsageError("-d/--max-duration is %v, must be in (0, %v]", *duration, load.MaxDuration)
 	case *calls < 0 || *calls > load.MaxCalls:
-		return fs.usageError("-n/--max-requests is %d, must be in [0, %d]", *calls, load.MaxCalls)
+		return fs.UsageError("-n/--max-requests is %d, must be in [0, %d]", *calls, load.MaxCalls)
 	case *connections < 1 || *connections > benchConnectionsMax:
-		return fs.usageError("--connections is %d, must be in [1, %d]", *connections, benchConnectionsMax)
+		return fs.UsageError("--connections is %d, must be in [1, %d]", *connections, benchConnectionsMax)
 	case *concurrency < 1 || *concurrency > load.MaxConcurrency:
-		return fs.usageError("--concurrency is %d, must be in [1, %d]", *concurrency, load.MaxConcurrency)
+		return fs.UsageError("--concurrency is %d, must be in [1, %d]", *concurrency, load.MaxConcurrency)
 	case unbounded && *connections**concurrency > load.MaxConcurrency:
-		return fs.usageError("--connections %d x --concurrency %d is %d calls in flight, more than %d", *connections, *concurrency,
+		return fs.UsageError("--connections %d x --concurrency %d is %d calls in flight, more than %d", *connections, *concurrency,
 			*connections**concurrency, load.MaxConcurrency)
 	case *timeout <= 0 || *timeout > load.MaxTimeout:
-		return fs.usageError("--timeout is %v, must be in (0, %v]", *timeout, load.MaxTimeout)
+		return fs.UsageError("--timeout is %v, must be in (0, %v]", *timeout, load.MaxTimeout)
 	case *warmup < 0 || *warmup > load.MaxWarmup:
-		return fs.usageError("--warmup is %d, must be in [0, %d]", *warmup, load.MaxWarmup)
+		return fs.UsageError("--warmup is %d, must be in [0, %d]", *warmup, load.MaxWarmup)
 	}
 	if err := policy.validate(); err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	for _, p := range append(src.hostPorts, src.listed...) {
 		if err := checkLoopback(p, *allowRemote); err != nil {
-			return fs.usageError("%v", err)
+			return fs.UsageError("%v", err)
 		}
 	}
 	if src.resolver != nil && !*allowRemote {
@@ -315,20 +335,20 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	tg, err := target.resolve(words)
 	if err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	if *embedded > 0 && tg.encoding == "thrift" {
-		return fs.usageError("--embedded servers answer json and raw calls, not Thrift: give -p or -P peers")
+		return fs.UsageError("--embedded servers answer json and raw calls, not Thrift: give -p or -P peers")
 	}
 	if *embedded > 0 && (tlsFlags.enabled() || tlsFlags.serverName != "" || tlsFlags.fallback) {
-		return fs.usageError("--embedded servers speak plaintext: the TLS flags need -p or -P peers")
+		return fs.UsageError("--embedded servers speak plaintext: the TLS flags need -p or -P peers")
 	}
 	// Reload errors and the first fallback to each peer go to stderr,
 	// beside the progress lines.
 	stderr = &lockedWriter{w: stderr}
 	tlsOpts, err := tlsFlags.options(func(err error) { fmt.Fprintf(stderr, "sluice bench: %v\n", err) })
 	if err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	switch {
 	case *shapeText == "" && unbounded:
@@ -338,27 +358,27 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	shape, err := load.ParseShape(*shapeText)
 	if err != nil {
-		return fs.usageError("--embedded-latency: %v", err)
+		return fs.UsageError("--embedded-latency: %v", err)
 	}
 	shedCfg, err := parseShed(*shedText)
 	if err != nil {
-		return fs.usageError("--embedded-shed: %v", err)
+		return fs.UsageError("--embedded-shed: %v", err)
 	}
 	cfg, err := policy.serviceConfig(tg.service, tg.method)
 	if err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 
 	debug, err := newDebugListener(*debugAddr, stderr)
 	if err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	defer debug.close()
 	if *embedded > 0 {
 		servers, err := load.StartServers(*embedded, load.ServerConfig{Service: tg.service, Method: tg.method,
 			Format: tg.encoding, Shape: shape, Seed: *seed, Workers: *workers, Shed: shedCfg})
 		if err != nil {
-			return fs.failure("%v", err)
+			return fs.Failure("%v", err)
 		}
 		defer servers.Close()
 		src.hostPorts = servers.HostPorts()
@@ -379,17 +399,17 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		chOpts := append(slices.Clip(opts), channel.WithLogger(warnings))
 		ch, err := channel.New("sluice-bench", chOpts...)
 		if err != nil {
-			return fs.usageError("%v", err)
+			return fs.UsageError("%v", err)
 		}
 		defer ch.Close()
 		cl, err := src.client(ch, tg.service, tg.method)
 		if err != nil {
-			return fs.usageError("%v", err)
+			return fs.UsageError("%v", err)
 		}
 		clients[i] = cl
 	}
 	if err := debug.serve("sluice bench", nil, stderr); err != nil {
-		return fs.failure("%v", err)
+		return fs.Failure("%v", err)
 	}
 	lc := load.Config{Method: tg.method, RPS: *rps, Duration: *duration, Calls: *calls,
 		Concurrency: *concurrency, Timeout: *timeout, Warmup: *warmup,
@@ -400,7 +420,7 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}}
 	rep, err := load.RunClients(ctx, clients, lc)
 	if err != nil {
-		return fs.failure("%v", err)
+		return fs.Failure("%v", err)
 	}
 	if asJSON {
 		out := benchReport{Report: rep, Peers: src.hostPorts}
@@ -412,7 +432,7 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			latency := shape.String()
 			out.Embedded, out.EmbeddedLatency = embedded, &latency
 		}
-		if code := fs.writeJSON(out); code != exitOK {
+		if code := fs.WriteJSON(out); code != ExitOK {
 			return code
 		}
 	} else {
@@ -428,9 +448,9 @@ func benchRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		rep.Print(stdout)
 	}
 	if rep.Calls > 0 && rep.OK == 0 && ctx.Err() == nil {
-		return fs.failure("no call succeeded: %s", rep.ErrorList())
+		return fs.Failure("no call succeeded: %s", rep.ErrorList())
 	}
-	return exitOK
+	return ExitOK
 }
 
 // benchReport is `sluice bench -o json`'s report: the load generator's,
@@ -484,7 +504,7 @@ func parseShed(v string) (*channel.ShedConfig, error) {
 // the modes until one reads it. why says what the mode does instead; a
 // retry or hedging flag is refused with noPolicy. It returns false with the
 // exit code on a refusal.
-func modeFlags(fs *flagSet, mode, why, noPolicy string, allowed ...string) (int, bool) {
+func ModeFlags(fs *FlagSet, mode, why, noPolicy string, allowed ...string) (int, bool) {
 	bad := ""
 	fs.Visit(func(f *flag.Flag) {
 		if name := fs.longName(f.Name); bad == "" && !slices.Contains(allowed, name) {
@@ -495,9 +515,9 @@ func modeFlags(fs *flagSet, mode, why, noPolicy string, allowed ...string) (int,
 	case bad == "":
 		return 0, true
 	case strings.HasPrefix(bad, "retry-") || strings.HasPrefix(bad, "hedge-") || bad == "service-config":
-		return fs.usageError("%s %s; drop --%s", mode, noPolicy, bad), false
+		return fs.UsageError("%s %s; drop --%s", mode, noPolicy, bad), false
 	}
-	return fs.usageError("%s %s; drop --%s", mode, why, bad), false
+	return fs.UsageError("%s %s; drop --%s", mode, why, bad), false
 }
 
 // closedLoopArgs are the flags --closed-loop reads.
@@ -507,6 +527,7 @@ type closedLoopArgs struct {
 	load              float64
 	timeout, duration time.Duration
 	chart             string
+	charts            Charts // sluice-lab's, nil in sluice (which refuses --chart)
 	json              bool
 	gogc              int
 	mix               string
@@ -526,8 +547,8 @@ func checkGOGC(percent int) error {
 
 // closedLoopRows reads the flags of --closed-loop's rows into cfg: --mix,
 // --callers and --heavy-factor, --shedding and --throttling.
-func closedLoopRows(fs *flagSet, a closedLoopArgs, cfg *closedloop.Config) error {
-	if fs.set("mix") {
+func closedLoopRows(fs *FlagSet, a closedLoopArgs, cfg *closedloop.Config) error {
+	if fs.IsSet("mix") {
 		mix, err := closedloop.ParseMix(a.mix)
 		if err != nil {
 			return fmt.Errorf("--mix: %v", err)
@@ -535,17 +556,17 @@ func closedLoopRows(fs *flagSet, a closedLoopArgs, cfg *closedloop.Config) error
 		cfg.Mix = mix
 	}
 	switch {
-	case fs.set("callers") && (a.callers < 2 || a.callers > closedloop.MaxCallers):
+	case fs.IsSet("callers") && (a.callers < 2 || a.callers > closedloop.MaxCallers):
 		return fmt.Errorf("--callers is %d, must be in [2, %d]", a.callers, closedloop.MaxCallers)
-	case fs.set("heavy-factor") && !fs.set("callers"):
+	case fs.IsSet("heavy-factor") && !fs.IsSet("callers"):
 		return errors.New("--heavy-factor needs --callers")
-	case fs.set("heavy-factor") && !(a.heavy >= 1 && a.heavy <= closedloop.MaxHeavyFactor):
+	case fs.IsSet("heavy-factor") && !(a.heavy >= 1 && a.heavy <= closedloop.MaxHeavyFactor):
 		return fmt.Errorf("--heavy-factor is %v, must be in [1, %d]", a.heavy, closedloop.MaxHeavyFactor)
 	}
-	if fs.set("callers") {
+	if fs.IsSet("callers") {
 		cfg.Callers, cfg.HeavyFactor = a.callers, a.heavy
 	}
-	if fs.set("shedding") {
+	if fs.IsSet("shedding") {
 		list, err := parseList("--shedding", a.sheddings, []string{"none", "fixed", "adaptive"})
 		if err != nil {
 			return err
@@ -554,7 +575,7 @@ func closedLoopRows(fs *flagSet, a closedLoopArgs, cfg *closedloop.Config) error
 			cfg.Sheddings = append(cfg.Sheddings, closedloop.Shedding(s))
 		}
 	}
-	if fs.set("throttling") {
+	if fs.IsSet("throttling") {
 		list, err := parseList("--throttling", a.throttlings, []string{"off", "on"})
 		if err != nil {
 			return err
@@ -585,65 +606,80 @@ func parseList(flag, v string, known []string) ([]string, error) {
 }
 
 // benchClosedLoop runs `sluice bench --closed-loop`.
-func benchClosedLoop(ctx context.Context, fs *flagSet, a closedLoopArgs, stdout, stderr io.Writer) int {
-	if code, ok := modeFlags(fs, "--closed-loop", "sets its own servers, load and client", "makes calls with no retries or hedges",
+func benchClosedLoop(ctx context.Context, fs *FlagSet, a closedLoopArgs, stdout, stderr io.Writer) int {
+	if code, ok := ModeFlags(fs, "--closed-loop", "sets its own servers, load and client", "makes calls with no retries or hedges",
 		"closed-loop", "embedded", "embedded-workers", "embedded-latency", "load", "chart", "gogc", "max-duration", "timeout", "output",
 		"mix", "callers", "heavy-factor", "shedding", "throttling"); !ok {
 		return code
 	}
 	if !(a.load > 0 && a.load <= 100) {
-		return fs.usageError("--load is %v, must be in (0, 100]", a.load)
+		return fs.UsageError("--load is %v, must be in (0, 100]", a.load)
 	}
 	if a.embedded > 1 {
-		return fs.usageError("--closed-loop runs one embedded server; --embedded is %d", a.embedded)
+		return fs.UsageError("--closed-loop runs one embedded server; --embedded is %d", a.embedded)
 	}
 	if err := checkGOGC(a.gogc); err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	cfg := closedloop.Config{Workers: a.workers, Load: a.load, Timeout: a.timeout, GCPercent: a.gogc}
-	if fs.set("max-duration") {
+	if fs.IsSet("max-duration") {
 		cfg.Duration = a.duration
 	}
 	if err := closedLoopRows(fs, a, &cfg); err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
-	if fs.set("embedded-latency") {
+	if fs.IsSet("embedded-latency") {
 		shape, err := load.ParseShape(a.shape)
 		if err != nil {
-			return fs.usageError("--embedded-latency: %v", err)
+			return fs.UsageError("--embedded-latency: %v", err)
 		}
 		if shape.FastMin != shape.FastMax || shape.SlowFraction != 0 {
-			return fs.usageError("--embedded-latency: --closed-loop needs a fixed service time, such as fixed:2ms")
+			return fs.UsageError("--embedded-latency: --closed-loop needs a fixed service time, such as fixed:2ms")
 		}
 		cfg.Service = shape.FastMin
 	}
 	if err := cfg.Validate(); err != nil {
-		return fs.usageError("%v", strings.TrimPrefix(err.Error(), "closedloop: "))
+		return fs.UsageError("%v", strings.TrimPrefix(err.Error(), "closedloop: "))
 	}
 	if a.chart != "" {
-		if err := chart.CheckPath(a.chart); err != nil {
-			return fs.usageError("--chart: %v", err)
+		if err := a.charts.CheckPath(a.chart); err != nil {
+			return fs.UsageError("--chart: %v", err)
 		}
 	}
 	cfg.Progress = func(s string) { fmt.Fprintf(stderr, "running: %s\n", s) }
 	res, err := closedloop.Run(ctx, cfg)
 	if err != nil {
-		return fs.failure("%v", err)
+		return fs.Failure("%v", err)
 	}
 	if a.json {
-		if code := fs.writeJSON(res); code != exitOK {
+		if code := fs.WriteJSON(res); code != ExitOK {
 			return code
 		}
 	} else if err := res.WriteTable(stdout); err != nil {
-		return fs.failure("%v", err)
+		return fs.Failure("%v", err)
 	}
 	if a.chart != "" {
-		if err := res.WriteChart(a.chart); err != nil {
-			return fs.failure("chart: %v", err)
+		if err := a.charts.ClosedLoop(res, a.chart); err != nil {
+			return fs.Failure("chart: %v", err)
 		}
 		if !a.json {
 			fmt.Fprintf(stdout, "\nchart: %s\n", a.chart)
 		}
 	}
-	return exitOK
+	return ExitOK
+}
+
+// hasFlag reports whether args give the flag name (-name, --name,
+// --name=V), before a "--".
+func hasFlag(args []string, name string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		a = strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		if a == name || strings.HasPrefix(a, name+"=") {
+			return true
+		}
+	}
+	return false
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -33,14 +33,14 @@ type amplificationArgs struct {
 }
 
 // benchAmplification runs `sluice bench --amplification`.
-func benchAmplification(ctx context.Context, fs *flagSet, a amplificationArgs, stdout, stderr io.Writer) int {
-	if code, ok := modeFlags(fs, "--amplification", "sets its own servers, load and client", "sets every layer's retry policy itself",
+func benchAmplification(ctx context.Context, fs *FlagSet, a amplificationArgs, stdout, stderr io.Writer) int {
+	if code, ok := ModeFlags(fs, "--amplification", "sets its own servers, load and client", "sets every layer's retry policy itself",
 		"amplification", "ci", "seed", "rps", "max-duration", "output"); !ok {
 		return code
 	}
 	list, err := amplification.ParseScenarios(a.scenarios)
 	if err != nil {
-		return fs.usageError("--amplification: %v", strings.TrimPrefix(err.Error(), "amplification: "))
+		return fs.UsageError("--amplification: %v", strings.TrimPrefix(err.Error(), "amplification: "))
 	}
 	cfg := amplification.Config{Scenarios: list, Seed: a.seed, Rate: a.rps, Duration: a.duration}
 	if a.ci {
@@ -54,19 +54,19 @@ func benchAmplification(ctx context.Context, fs *flagSet, a amplificationArgs, s
 		}
 	}
 	if a.seed == 0 {
-		return fs.usageError("--seed is 0, must be >= 1")
+		return fs.UsageError("--seed is 0, must be >= 1")
 	}
 	if err := cfg.Validate(); err != nil {
-		return fs.usageError("%v", strings.TrimPrefix(err.Error(), "amplification: "))
+		return fs.UsageError("%v", strings.TrimPrefix(err.Error(), "amplification: "))
 	}
 	cfg.Progress = func(s string) { fmt.Fprintf(stderr, "running: %s\n", s) }
 	res, err := amplification.Run(ctx, cfg)
-	interrupted, code := fs.reportRun(ctx, res, err, a.json, stdout)
-	if code != exitOK {
+	interrupted, code := fs.ReportRun(ctx, res, err, a.json, stdout)
+	if code != ExitOK {
 		return code
 	}
 	if interrupted {
 		fmt.Fprintln(stderr, "sluice bench: interrupted; the runs done so far are above")
 	}
-	return exitOK
+	return ExitOK
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/tools/benchmarks/balancing"
-	"github.com/sluice-rpc/sluice/tools/internal/chart"
 )
 
 // balancingArgs are the flags --balancing reads.
@@ -16,23 +15,24 @@ type balancingArgs struct {
 	scenarios string
 	ci        bool
 	chart     string
+	charts    Charts // sluice-lab's, nil in sluice (which refuses --chart)
 	gogc      int
 	seed      uint64
 	json      bool
 }
 
 // benchBalancing runs `sluice bench --balancing`.
-func benchBalancing(ctx context.Context, fs *flagSet, a balancingArgs, timeoutSet bool, timeout time.Duration, stdout, stderr io.Writer) int {
-	if code, ok := modeFlags(fs, "--balancing", "sets its own servers, load and client", "makes calls with no retries or hedges",
+func benchBalancing(ctx context.Context, fs *FlagSet, a balancingArgs, timeoutSet bool, timeout time.Duration, stdout, stderr io.Writer) int {
+	if code, ok := ModeFlags(fs, "--balancing", "sets its own servers, load and client", "makes calls with no retries or hedges",
 		"balancing", "ci", "chart", "gogc", "seed", "timeout", "output"); !ok {
 		return code
 	}
 	list, err := balancing.ParseScenarios(a.scenarios)
 	if err != nil {
-		return fs.usageError("--balancing: %v", strings.TrimPrefix(err.Error(), "balancing: "))
+		return fs.UsageError("--balancing: %v", strings.TrimPrefix(err.Error(), "balancing: "))
 	}
 	if err := checkGOGC(a.gogc); err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	cfg := balancing.Config{Scenarios: list, Seed: a.seed, GCPercent: a.gogc}
 	if a.ci {
@@ -40,30 +40,30 @@ func benchBalancing(ctx context.Context, fs *flagSet, a balancingArgs, timeoutSe
 	}
 	if timeoutSet {
 		if timeout <= 0 {
-			return fs.usageError("--timeout is %v, must be > 0", timeout)
+			return fs.UsageError("--timeout is %v, must be > 0", timeout)
 		}
 		cfg.Timeout = timeout
 	}
 	if a.seed == 0 {
-		return fs.usageError("--seed is 0, must be >= 1")
+		return fs.UsageError("--seed is 0, must be >= 1")
 	}
 	if err := cfg.Validate(); err != nil {
-		return fs.usageError("%v", strings.TrimPrefix(err.Error(), "balancing: "))
+		return fs.UsageError("%v", strings.TrimPrefix(err.Error(), "balancing: "))
 	}
 	if a.chart != "" {
-		if err := chart.CheckPath(a.chart); err != nil {
-			return fs.usageError("--chart: %v", err)
+		if err := a.charts.CheckPath(a.chart); err != nil {
+			return fs.UsageError("--chart: %v", err)
 		}
 	}
 	cfg.Progress = func(s string) { fmt.Fprintf(stderr, "running: %s\n", s) }
 	res, err := balancing.Run(ctx, cfg)
-	interrupted, code := fs.reportRun(ctx, res, err, a.json, stdout)
-	if code != exitOK {
+	interrupted, code := fs.ReportRun(ctx, res, err, a.json, stdout)
+	if code != ExitOK {
 		return code
 	}
 	if a.chart != "" && !interrupted {
-		if err := res.WriteCharts(a.chart); err != nil {
-			return fs.failure("chart: %v", err)
+		if err := a.charts.Balancing(res, a.chart); err != nil {
+			return fs.Failure("chart: %v", err)
 		}
 		if !a.json {
 			fmt.Fprintln(stdout)
@@ -75,5 +75,5 @@ func benchBalancing(ctx context.Context, fs *flagSet, a balancingArgs, timeoutSe
 	if interrupted {
 		fmt.Fprintln(stderr, "sluice bench: interrupted; the scenarios done so far are above")
 	}
-	return exitOK
+	return ExitOK
 }

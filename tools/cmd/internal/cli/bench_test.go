@@ -1,11 +1,10 @@
-package main
+package cli
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"regexp"
 	"runtime"
 	"slices"
@@ -13,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
 	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
 )
@@ -52,7 +50,7 @@ type benchJSON struct {
 func runBench(t *testing.T, ctx context.Context, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb strings.Builder
-	code = benchRun(ctx, args, &out, &errb)
+	code = benchRun(ctx, args, nil, &out, &errb)
 	return code, out.String(), errb.String()
 }
 
@@ -225,14 +223,9 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"--closed-loop", "--sk", "k"}, "drop --sk"},
 		{[]string{"--closed-loop", "--health"}, "drop --health"},
 		{[]string{"--closed-loop", "--seed", "2"}, "drop --seed"},
-		{[]string{"--rolling-deploy", "-H", "a:b"}, "drop --header"},
-		{[]string{"--rolling-deploy", "--caller", "me"}, "drop --caller"},
-		{[]string{"--rolling-deploy", "-f", "body.json"}, "drop --file"},
 		{[]string{"--closed-loop", "--embedded", "2"}, "--closed-loop runs one embedded server"},
 		{[]string{"--closed-loop", "--embedded-latency", "heavy-tail"}, "needs a fixed service time"},
 		{[]string{"--closed-loop", "--load", "0"}, "--load is 0, must be in (0, 100]"},
-		{[]string{"--closed-loop", "--chart", "x.gif"}, "must end in .png or .svg"},
-		{[]string{"--closed-loop", "--chart", "/nonexistent/x.png"}, "--chart: /nonexistent is not a directory"},
 		{[]string{"--closed-loop", "--gogc", "-2"}, "--gogc is -2, must be a positive percent or -1"},
 		{[]string{"-p", "10.1.2.3:4040", "-s", "s", "-m", "m"}, `peer "10.1.2.3:4040" is not a loopback address`},
 		{[]string{"-P", writePeerList(t, "remote.txt", "127.0.0.1:1\n10.1.2.3:4040\n"), "-s", "s", "-m", "m"}, `peer "10.1.2.3:4040" is not a loopback address`},
@@ -247,8 +240,6 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"--embedded", "1", "--connections", "1001"}, "--connections is 1001"},
 		{[]string{"--embedded", "1", "--connections", "100", "--concurrency", "101"}, "--connections 100 x --concurrency 101 is 10100 calls in flight, more than 10000"},
 		{[]string{"--closed-loop", "--connections", "2"}, "drop --connections"},
-		{[]string{"--rolling-deploy", "--connections", "2"}, "drop --connections"},
-		{[]string{"--rolling-deploy", "--rps", "0"}, "--rolling-deploy offers a rate, > 0"},
 		{[]string{"--embedded", "1", "-d", "0s"}, "-d/--max-duration is 0s"},
 		{[]string{"--embedded", "1", "--max-duration", "1h"}, "-d/--max-duration is 1h0m0s, must be in (0, 10m0s]"},
 		{[]string{"--embedded", "1", "-n", "-5"}, "-n/--max-requests is -5"},
@@ -273,18 +264,6 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"--embedded", "1", "--json"}, "flag provided but not defined: -json"}, // bench never had --json
 		{[]string{"--embedded", "1", "--duration", "1s"}, "flag provided but not defined: -duration"},
 		{[]string{"--no-such-flag"}, "flag provided but not defined: -no-such-flag"},
-		{[]string{"--embedded", "1", "--steady", "3s"}, "--steady needs --rolling-deploy"},
-		{[]string{"--rolling-deploy", "--rows", "consul"}, `--rows: row "consul", want one of etcd, dns, static, tchannel`},
-		{[]string{"--rolling-deploy", "-p", "127.0.0.1:1"}, "drop --peer"},
-		{[]string{"--rolling-deploy", "--closed-loop"}, "drop --closed-loop"},
-		{[]string{"--rolling-deploy", "--etcd-user", "root"}, "drop --etcd-user"},
-		{[]string{"--rolling-deploy", "--retry-max", "3"}, "no retry policy; drop --retry-max"},
-		{[]string{"--rolling-deploy", "--steady", "0s"}, "--steady is 0s, must be > 0"},
-		{[]string{"--rolling-deploy", "--instances", "0"}, "--instances and --clients must be >= 1"},
-		{[]string{"--rolling-deploy", "--instances", "17"}, "Instances is 17, must be in [1, 16]"},
-		{[]string{"--rolling-deploy", "--grace", "1s"}, "Grace is 1s, must outlast DNSPeriod (2s)"},
-		{[]string{"--rolling-deploy", "--embedded-latency", "heavy-tail"}, "--rolling-deploy needs a fixed service time"},
-		{[]string{"--rolling-deploy", "-o", "yaml"}, `-o/--output is "yaml"`},
 		{[]string{"--balancing", "flood"}, `--balancing: unknown scenario "flood"; the scenarios are scale-out, heterogeneous, shard, erroring (or all)`},
 		{[]string{"--balancing", ""}, `--balancing: unknown scenario ""`},
 		{[]string{"--balancing", "shard", "--rps", "10"}, "--balancing sets its own servers, load and client; drop --rps"},
@@ -293,17 +272,12 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"--balancing", "shard", "--embedded", "3"}, "drop --embedded"},
 		{[]string{"--balancing", "all", "--retry-max", "3"}, "--balancing makes calls with no retries or hedges; drop --retry-max"},
 		{[]string{"--balancing", "shard", "--closed-loop"}, "--closed-loop sets its own servers, load and client; drop --balancing"},
-		{[]string{"--rolling-deploy", "--balancing", "shard"}, "drop --balancing"},
 		{[]string{"--balancing", "shard", "--gogc", "0"}, "--gogc is 0, must be a positive percent or -1"},
-		{[]string{"--balancing", "shard", "--chart", "x.gif"}, "must end in .png or .svg"},
-		{[]string{"--balancing", "shard", "--chart", "/nonexistent/x.png"}, "--chart: /nonexistent is not a directory"},
 		{[]string{"--balancing", "shard", "--timeout", "0s"}, "--timeout is 0s, must be > 0"},
 		{[]string{"--balancing", "shard", "--seed", "0"}, "--seed is 0, must be >= 1"},
-		{[]string{"--balancing", "shard", "extra"}, `unexpected argument "extra": --closed-loop, --rolling-deploy and --balancing call servers of their own`},
 		{[]string{"--embedded", "1", "--mix", "critical=100"}, "--mix, --callers, --heavy-factor, --shedding and --throttling need --closed-loop"},
 		{[]string{"--embedded", "1", "--callers", "3"}, "need --closed-loop"},
 		{[]string{"--embedded", "1", "--throttling", "on"}, "need --closed-loop"},
-		{[]string{"--rolling-deploy", "--mix", "critical=100"}, "--rolling-deploy sets its own servers, load and clients; drop --mix"},
 		{[]string{"--balancing", "shard", "--callers", "3"}, "--balancing sets its own servers, load and client; drop --callers"},
 		{[]string{"--closed-loop", "--mix", "urgent=100"}, `--mix: "urgent=100": unknown class "urgent": want critical_plus, critical, sheddable_plus or sheddable`},
 		{[]string{"--closed-loop", "--mix", "critical=50,critical=50"}, "--mix: class critical is given twice"},
@@ -321,7 +295,11 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"--closed-loop", "--throttling", "yes"}, `--throttling: unknown "yes", want off, on`},
 		{[]string{"--closed-loop", "--throttling", ""}, `--throttling: unknown "", want off, on`},
 		{[]string{"--embedded", "1", "--ci"}, "--ci needs --balancing"},
-		{[]string{"--embedded", "1", "--chart", "x.png"}, "--chart and --gogc also --balancing"},
+		{[]string{"--balancing", "shard", "extra"}, `unexpected argument "extra": --closed-loop, --rolling-deploy and --balancing call servers of their own`},
+		{[]string{"--rolling-deploy", "--rows", "dns"}, "bench --rolling-deploy (it may embed an etcd server) is in sluice-lab"},
+		{[]string{"--embedded", "1", "--steady", "3s"}, "flag provided but not defined: -steady"},
+		{[]string{"--closed-loop", "--chart", "c.png"}, "bench --chart (charts link gonum's plot) is in sluice-lab"},
+		{[]string{"--balancing", "shard", "--chart=b.svg"}, "bench --chart (charts link gonum's plot) is in sluice-lab"},
 	} {
 		code, out, errOut := runBench(t, context.Background(), tc.args...)
 		if code != 2 || !strings.Contains(errOut, tc.want) || out != "" {
@@ -377,26 +355,6 @@ func TestBenchRefusedCallsApart(t *testing.T) {
 }
 
 func fmtSscanf(s, format string, a ...any) (int, error) { return fmt.Sscanf(s, format, a...) }
-
-// TestBenchClosedLoop runs the comparison briefly on a small server: six
-// rows after the unloaded run, and a chart.
-func TestBenchClosedLoop(t *testing.T) {
-	slowtest.Skip(t, "seven 1 s runs of real load")
-	chart := t.TempDir() + "/c.svg"
-	code, out, errOut := runBench(t, context.Background(), "--closed-loop", "--embedded-workers", "2",
-		"--embedded-latency", "fixed:5ms", "-d", "1s", "--chart", chart)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
-	for _, want := range []string{"Server: 2 workers x 5ms (capacity C = 400 calls/s)", "| none | off |", "| adaptive | on |", "chart: " + chart} {
-		if !strings.Contains(out, want) {
-			t.Errorf("stdout lacks %q:\n%s", want, out)
-		}
-	}
-	if n := strings.Count(errOut, "running: "); n != 7 {
-		t.Errorf("%d progress lines on stderr, want 7:\n%s", n, errOut)
-	}
-}
 
 // closedLoopJSON is the part of `sluice bench --closed-loop -o json` the
 // paired test reads; the figures are read by name, so that a key spelt
@@ -473,68 +431,6 @@ func TestBenchClosedLoopPaired(t *testing.T) {
 	}
 }
 
-// balancingJSON is the part of `sluice bench --balancing -o json` the
-// test reads.
-type balancingJSON struct {
-	Config struct {
-		Size      string   `json:"size"`
-		Scenarios []string `json:"scenarios"`
-		TimeoutMS float64  `json:"timeout_ms"`
-	} `json:"config"`
-	Heterogeneous *struct {
-		With, Without struct {
-			Weights []float64 `json:"weights"`
-			Servers []struct {
-				Calls int `json:"calls"`
-			} `json:"servers"`
-		}
-		LoadReports struct {
-			Weights     []float64 `json:"weights"`
-			LoadReports bool      `json:"load_reports"`
-			Servers     []struct {
-				Calls int `json:"calls"`
-			} `json:"servers"`
-		} `json:"load_reports"`
-	} `json:"heterogeneous"`
-	Shard    any `json:"shard"`
-	Verdicts []struct {
-		Scenario string `json:"scenario"`
-		Holds    bool   `json:"holds"`
-	} `json:"verdicts"`
-}
-
-// A small heterogeneous run through the CLI: the JSON holds the three rows
-// (weights, none, load reports) and the scenario's five verdicts, and
-// --chart draws the scenario to the file named.
-func TestBenchBalancing(t *testing.T) {
-	t.Parallel() // waits on real time: overlaps with the other waiting tests
-	chart := t.TempDir() + "/b.svg"
-	code, out, errOut := runBench(t, context.Background(), "--balancing", "heterogeneous", "--ci", "--chart", chart, "-o", "json", "--timeout", "2s")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
-	var res balancingJSON
-	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		t.Fatalf("%v:\n%s", err, out)
-	}
-	h := res.Heterogeneous
-	if res.Config.Size != "ci" || len(res.Config.Scenarios) != 1 || res.Config.TimeoutMS != 2000 || h == nil || res.Shard != nil {
-		t.Fatalf("config %+v, heterogeneous %v, shard %v: want the CI size, one scenario, 2s, heterogeneous alone", res.Config, h, res.Shard)
-	}
-	if len(h.With.Servers) != 3 || h.With.Servers[0].Calls == 0 || len(h.Without.Weights) != 3 || h.Without.Weights[2] != 1 || len(res.Verdicts) != 5 {
-		t.Errorf("rows %+v, verdicts %+v: want 3 servers that took calls, weights all 1 without, 5 verdicts", h, res.Verdicts)
-	}
-	if lr := h.LoadReports; !lr.LoadReports || len(lr.Servers) != 3 || lr.Servers[0].Calls == 0 || len(lr.Weights) != 3 || lr.Weights[0] != 1 {
-		t.Errorf("load_reports row %+v: want load reports on, weights all 1, 3 servers that took calls", lr)
-	}
-	if n := strings.Count(errOut, "running: heterogeneous"); n != 3 {
-		t.Errorf("%d progress lines on stderr, want 3:\n%s", n, errOut)
-	}
-	if fi, err := os.Stat(chart); err != nil || fi.Size() == 0 {
-		t.Errorf("no chart at %s: %v", chart, err)
-	}
-}
-
 // Interrupted before its first scenario, --balancing prints what it has
 // (the heading) and exits 0, saying so.
 func TestBenchBalancingInterrupted(t *testing.T) {
@@ -543,75 +439,6 @@ func TestBenchBalancingInterrupted(t *testing.T) {
 	code, out, errOut := runBench(t, ctx, "--balancing", "all", "--ci")
 	if code != 0 || !strings.Contains(out, "Balancing, ci size") || !strings.Contains(errOut, "interrupted; the scenarios done so far are above") {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 0, the heading, and the interruption named", code, out, errOut)
-	}
-}
-
-// deployJSON is the part of `sluice bench --rolling-deploy -o json` the
-// test reads.
-type deployJSON struct {
-	Rows []struct {
-		Row          string         `json:"row"`
-		Calls        int            `json:"calls"`
-		Failed       int            `json:"failed"`
-		FailedByCode map[string]int `json:"failed_by_code"`
-		Steady       struct {
-			Calls int     `json:"calls"`
-			P99   float64 `json:"p99_ms"`
-		} `json:"steady"`
-		Replacements []struct {
-			Old, New string
-		} `json:"replacements"`
-	} `json:"rows"`
-}
-
-// A small rolling deploy of two rows through the CLI: the JSON report
-// has both, with their calls and replacements, and the Shutdown row
-// failed no call; the table names both rows.
-//
-// The quiet time outlasts the clients' DNS period, as Shutdown's quiet
-// is meant to (it ends the grace once the clients have stopped sending).
-// At 100 ms against a 300 ms period, and about 30 calls/s to the leaving
-// server, a gap of 100 ms between two calls while the clients still held
-// its record ended the grace early: it closed under a call in flight
-// (1 NETWORK, in 2 of some 60 runs).
-func TestBenchRollingDeploy(t *testing.T) {
-	t.Parallel() // waits on real time: overlaps with the other waiting tests
-	args := []string{"--rolling-deploy", "--rows", "dns,static", "--replacements", "2", "--rps", "100",
-		"--warmup-time", "100ms", "--steady", "300ms", "--settle", "200ms", "--dns-period", "300ms", "--dns-min-interval", "100ms",
-		"--grace", "1s", "--quiet", "400ms"}
-	code, out, errOut := runBench(t, context.Background(), append(args, "-o", "json")...)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
-	var res deployJSON
-	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		t.Fatalf("%v:\n%s", err, out)
-	}
-	if len(res.Rows) != 2 || res.Rows[0].Row != "dns" || res.Rows[1].Row != "static" {
-		t.Fatalf("rows %+v, want dns then static", res.Rows)
-	}
-	for _, r := range res.Rows {
-		if r.Calls < 50 || len(r.Replacements) != 2 || r.Steady.Calls == 0 {
-			t.Errorf("row %s: %d calls, %d replacements, %d steady calls; want about 100/s, 2, some", r.Row, r.Calls, len(r.Replacements), r.Steady.Calls)
-		}
-	}
-	if r := res.Rows[0]; r.Failed != 0 {
-		t.Errorf("dns row: %d calls failed (%v), want none", r.Failed, r.FailedByCode)
-	}
-	for _, want := range []string{"row dns: Sluice, DNS SRV discovery, Shutdown", "replaced 127.0.0.1:"} {
-		if !strings.Contains(errOut, want) {
-			t.Errorf("stderr lacks %q:\n%s", want, errOut)
-		}
-	}
-
-	code, out, errOut = runBench(t, context.Background(), append(args, "--rows", "static", "--replacements", "1")...)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
-	for _, want := range []string{"| row | calls | failed (by code) |", "| Sluice, static peers, Close in place |", "replace each instance in place"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("table lacks %q:\n%s", want, out)
-		}
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -15,13 +15,13 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/thriftjson"
 )
 
-var callHelp = helpText{
-	synopsis: `sluice call -p HOST:PORT -s SERVICE -m METHOD [-r BODY | -f FILE] [flags]
+var callHelp = Help{
+	Synopsis: `sluice call -p HOST:PORT -s SERVICE -m METHOD [-r BODY | -f FILE] [flags]
 sluice call -p HOST:PORT -t FILE.thrift [flags] SERVICE Service::method [BODY]
 sluice call -y FILE.yab [-A NAME:VALUE ...] [flags]
 sluice call -p HOST:PORT --health SERVICE
 sluice call -p HOST:PORT [--tls | --tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--tls-server-name NAME] [--tls-fallback] ...`,
-	about: `Makes one call through Sluice's pipeline (peer choice, busy throttling,
+	About: `Makes one call through Sluice's pipeline (peer choice, busy throttling,
 retries or hedges under a budget), as yab and tcurl make one: the response body,
 and nothing else, goes to stdout, so that 'sluice call ... | jq .' works. With -v
 the peer, the attempts, the response headers and the time go to stderr. The
@@ -70,7 +70,7 @@ error.
 The Thrift examples call the KeyValue service of examples/keyvalue (go run
 ./examples/keyvalue serve), whose IDL is examples/keyvalue/keyvalue.thrift
 in Sluice's repository; docs/cli.md maps every yab flag to Sluice's.`,
-	examples: `sluice call -t examples/keyvalue/keyvalue.thrift -p 127.0.0.1:4041 keyvalue KeyValue::Get '{"key":"a"}'
+	Examples: `sluice call -t examples/keyvalue/keyvalue.thrift -p 127.0.0.1:4041 keyvalue KeyValue::Get '{"key":"a"}'
 sluice call -t examples/keyvalue/keyvalue.thrift -p 127.0.0.1:4041 keyvalue KeyValue::Set -r '{key: a, value: "1"}'
 sluice call -t examples/keyvalue/keyvalue.thrift -p 127.0.0.1:4041 -s keyvalue -m KeyValue::Get -r '{"key":"a"}' -o yab --timeout 500
 sluice call -y get.yab -A key:a      # get.yab: service, thrift, method, request: {key: ${key:a}}
@@ -88,8 +88,8 @@ sluice call -p 127.0.0.1:4040 --tls-ca ca.pem --tls-cert c.pem --tls-key c-key.p
 
 func callCmd(args []string, stdout, stderr io.Writer) int {
 	code := callRun(args, stdout, stderr)
-	if code == exitUsage && asYab(args) {
-		return exitFail // yab's status for a usage error
+	if code == ExitUsage && asYab(args) {
+		return ExitFail // yab's status for a usage error
 	}
 	return code
 }
@@ -114,7 +114,7 @@ func asYab(args []string) bool {
 }
 
 func callRun(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("sluice call", callHelp, stdout, stderr)
+	fs := NewFlagSet("sluice call", callHelp, stdout, stderr)
 	peers := addPeerFlags(fs)
 	tf := addTargetFlags(fs, "the TChannel `SERVICE` to call", "the `METHOD` (endpoint) to call; Service::method for Thrift", "the request `BODY` (arg3): JSON for -e json; JSON or YAML for thrift")
 	tf.takesBody = true
@@ -136,52 +136,52 @@ func callRun(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if *output != "body" && *output != "yab" {
-		return fs.usageError("-o/--output is %q, must be body or yab", *output)
+		return fs.UsageError("-o/--output is %q, must be body or yab", *output)
 	}
 	yabOut := *output == "yab"
 	switch {
 	case *tmpl != "":
 		if err := applyTemplate(fs, tf, *tmpl, tmplArgs); err != nil {
-			return fs.usageError("-y/--yaml-template: %v", err)
+			return fs.UsageError("-y/--yaml-template: %v", err)
 		}
 	case len(tmplArgs) > 0:
-		return fs.usageError("-A/--arg fills a template's ${NAME}: give the template with -y FILE")
+		return fs.UsageError("-A/--arg fills a template's ${NAME}: give the template with -y FILE")
 	}
 
 	src, err := peers.source()
 	if err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	defer src.close()
 	if src.empty() {
-		return fs.usageError("give a peer: -p HOST:PORT (repeatable) or -P TARGET")
+		return fs.UsageError("give a peer: -p HOST:PORT (repeatable) or -P TARGET")
 	}
 	if timeout <= 0 {
-		return fs.usageError("--timeout is %v, must be > 0", time.Duration(timeout))
+		return fs.UsageError("--timeout is %v, must be > 0", time.Duration(timeout))
 	}
 	tg, err := tf.resolve(words)
 	if err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	cfg, err := policy.serviceConfig(tg.service, tg.method)
 	if err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	// A fallback to plaintext is a downgrade: say so on stderr.
 	tlsOpts, err := tlsFlags.options(nil)
 	if err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 
 	ch, err := channel.New("sluice-call", append([]channel.Option{channel.WithServiceConfig(cfg),
 		channel.WithLogger(configWarnings(stderr))}, tlsOpts...)...)
 	if err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	defer ch.Close()
 	cl, err := src.client(ch, tg.service, tg.method)
 	if err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(timeout))
 	defer cancel()
@@ -189,24 +189,24 @@ func callRun(args []string, stdout, stderr io.Writer) int {
 	res, err := cl.Call(ctx, tg.method, tg.req, tg.opts...)
 	elapsed := time.Since(start)
 	if err != nil {
-		fs.failure("%v", err) // the error names the code
+		fs.Failure("%v", err) // the error names the code
 		var ce *channel.CallError
 		if errors.As(err, &ce) && *verbose {
 			fmt.Fprintf(stderr, "attempts  %d\npeers     %s\ntime      %v\n", ce.Attempts, strings.Join(ce.Peers, " "), elapsed)
 		}
-		return exitFail
+		return ExitFail
 	}
 	out := res.Arg3
 	var answer *thriftjson.Answer
 	if tg.thrift != nil {
 		if answer, err = tg.thrift.Answer(res.Arg3); err != nil {
-			return fs.failure("%v (from %s)", err, res.Peer)
+			return fs.Failure("%v (from %s)", err, res.Peer)
 		}
 		out = answer.JSON
 	}
 	if yabOut {
 		if out, err = yabEnvelope(tg, out, res); err != nil {
-			return fs.failure("%v (from %s)", err, res.Peer)
+			return fs.Failure("%v (from %s)", err, res.Peer)
 		}
 	} else if !bytes.HasSuffix(out, []byte("\n")) {
 		out = append(out, '\n')
@@ -224,21 +224,21 @@ func callRun(args []string, stdout, stderr io.Writer) int {
 	case yabOut:
 		// yab's statuses: 0 for any answer, a declared exception and an
 		// application error included ("ok": false says so).
-		return exitOK
+		return ExitOK
 	case answer != nil && answer.Exception != "":
-		return fs.failure("application error: %s threw %s (%s), printed on stdout", tg.method, answer.Exception, answer.ExceptionType)
+		return fs.Failure("application error: %s threw %s (%s), printed on stdout", tg.method, answer.Exception, answer.ExceptionType)
 	case res.AppError:
-		return fs.failure("application error: the handler answered with an error, whose body is on stdout")
+		return fs.Failure("application error: the handler answered with an error, whose body is on stdout")
 	case *tf.health:
 		healthy, msg, err := thriftjson.Healthy(answer)
 		if err != nil {
-			return fs.failure("%v", err)
+			return fs.Failure("%v", err)
 		}
 		if !healthy {
-			return fs.failure("%s is not healthy: %s", tg.service, cmp.Or(msg, "Meta::health answered ok=false"))
+			return fs.Failure("%s is not healthy: %s", tg.service, cmp.Or(msg, "Meta::health answered ok=false"))
 		}
 	}
-	return exitOK
+	return ExitOK
 }
 
 // yabEnvelope is what yab prints for an answer: {"body": ..., "headers":

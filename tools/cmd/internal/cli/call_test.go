@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -229,7 +229,7 @@ func writePeerList(t *testing.T, name, text string) string {
 func TestCallErrorHasOnePrefix(t *testing.T) {
 	code, out, errOut := runCall("-p", "127.0.0.1:1", "-s", "kv", "-m", "get")
 	want := "sluice call: call kv::get: UNAVAILABLE: "
-	if code != exitFail || out != "" || !strings.HasPrefix(errOut, want) || strings.Contains(errOut, "sluice: ") {
+	if code != ExitFail || out != "" || !strings.HasPrefix(errOut, want) || strings.Contains(errOut, "sluice: ") {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 1, nothing, and stderr starting %q", code, out, errOut, want)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -14,42 +14,42 @@ import (
 
 // The exit codes of every command, as yab's and most Unix tools'.
 const (
-	exitOK    = 0 // done; for call, the call succeeded
-	exitFail  = 1 // a call, a run or a server failed
-	exitUsage = 2 // a bad flag, value or command: nothing was done
+	ExitOK    = 0 // done; for call, the call succeeded
+	ExitFail  = 1 // a call, a run or a server failed
+	ExitUsage = 2 // a bad flag, value or command: nothing was done
 )
 
-// helpText is what `sluice help CMD` and `sluice CMD -h` print about a
+// Help is what `sluice help CMD` and `sluice CMD -h` print about a
 // command besides its flags.
-type helpText struct {
-	synopsis string // usage lines, the first after "usage: "
-	about    string // what the command does, a paragraph or more
-	examples string // example command lines, one a line, # comments allowed
+type Help struct {
+	Synopsis string // usage lines, the first after "usage: "
+	About    string // what the command does, a paragraph or more
+	Examples string // example command lines, one a line, # comments allowed
 }
 
-// flagSet is a command's flags and help. It parses as the flag package
+// FlagSet is a command's flags and help. It parses as the flag package
 // does (-x and --x are the same flag), but prints help itself: on stdout
 // with exit 0 when asked for (-h, --help), and on a usage error only the
 // error and where to find help, on stderr, with exit 2.
-type flagSet struct {
+type FlagSet struct {
 	*flag.FlagSet
-	help           helpText
+	help           Help
 	stdout, stderr io.Writer
 	short          map[string]string // long name -> its one-letter alias
 	isShort        map[string]bool
 }
 
-func newFlagSet(name string, help helpText, stdout, stderr io.Writer) *flagSet {
+func NewFlagSet(name string, help Help, stdout, stderr io.Writer) *FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are returned and printed by parse
 	fs.Usage = func() {}
-	return &flagSet{FlagSet: fs, help: help, stdout: stdout, stderr: stderr,
+	return &FlagSet{FlagSet: fs, help: help, stdout: stdout, stderr: stderr,
 		short: map[string]string{}, isShort: map[string]bool{}}
 }
 
 // alias makes -short another name of the flag --long, as yab's -p for
 // --peer.
-func (f *flagSet) alias(short, long string) {
+func (f *FlagSet) alias(short, long string) {
 	fl := f.Lookup(long)
 	f.Var(fl.Value, short, fl.Usage)
 	f.short[long], f.isShort[short] = short, true
@@ -60,16 +60,16 @@ func (f *flagSet) alias(short, long string) {
 // error. The commands take flags only, so a leftover word (at which the
 // flag package would stop, silently ignoring every flag after it) is an
 // error.
-func (f *flagSet) parse(args []string) (int, bool) {
+func (f *FlagSet) ParseArgs(args []string) (int, bool) {
 	err := f.Parse(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		f.printHelp(f.stdout)
-		return exitOK, false
+		return ExitOK, false
 	case err != nil:
-		return f.usageError("%v", err), false
+		return f.UsageError("%v", err), false
 	case f.NArg() > 0:
-		return f.usageError("unexpected argument %q (flags only)", f.Arg(0)), false
+		return f.UsageError("unexpected argument %q (flags only)", f.Arg(0)), false
 	}
 	return 0, true
 }
@@ -77,20 +77,20 @@ func (f *flagSet) parse(args []string) (int, bool) {
 // parseWords parses args as parse does, but also takes up to max words
 // among the flags (yab's `SERVICE METHOD`), returned in order; flags may
 // come before, between and after them.
-func (f *flagSet) parseWords(args []string, max int) ([]string, int, bool) {
+func (f *FlagSet) parseWords(args []string, max int) ([]string, int, bool) {
 	var words []string
 	for {
 		err := f.Parse(args)
 		switch {
 		case errors.Is(err, flag.ErrHelp):
 			f.printHelp(f.stdout)
-			return nil, exitOK, false
+			return nil, ExitOK, false
 		case err != nil:
-			return nil, f.usageError("%v", err), false
+			return nil, f.UsageError("%v", err), false
 		case f.NArg() == 0:
 			return words, 0, true
 		case len(words) == max:
-			return nil, f.usageError("unexpected argument %q (at most %d words besides the flags)", f.Arg(0), max), false
+			return nil, f.UsageError("unexpected argument %q (at most %d words besides the flags)", f.Arg(0), max), false
 		}
 		words = append(words, f.Arg(0))
 		args = f.Args()[1:]
@@ -98,15 +98,15 @@ func (f *flagSet) parseWords(args []string, max int) ([]string, int, bool) {
 }
 
 // usageError prints a usage error and where help is, and returns 2.
-func (f *flagSet) usageError(format string, a ...any) int {
+func (f *FlagSet) UsageError(format string, a ...any) int {
 	fmt.Fprintf(f.stderr, "%s: %s\nRun '%s -h' for help.\n", f.Name(), message(format, a...), f.Name())
-	return exitUsage
+	return ExitUsage
 }
 
 // failure prints a failure and returns 1.
-func (f *flagSet) failure(format string, a ...any) int {
+func (f *FlagSet) Failure(format string, a ...any) int {
 	fmt.Fprintf(f.stderr, "%s: %s\n", f.Name(), message(format, a...))
-	return exitFail
+	return ExitFail
 }
 
 // message formats an error line's text without the library's own
@@ -118,7 +118,7 @@ func message(format string, a ...any) string {
 
 // longName is the long name of the flag named name: name itself, or the
 // flag a one-letter alias stands for.
-func (f *flagSet) longName(name string) string {
+func (f *FlagSet) longName(name string) string {
 	if f.isShort[name] {
 		for long, short := range f.short {
 			if short == name {
@@ -130,13 +130,13 @@ func (f *flagSet) longName(name string) string {
 }
 
 // set reports whether the flag named name was given.
-func (f *flagSet) set(name string) bool {
+func (f *FlagSet) IsSet(name string) bool {
 	given := false
 	f.Visit(func(fl *flag.Flag) { given = given || fl.Name == name || f.short[name] == fl.Name })
 	return given
 }
 
-func (f *flagSet) printHelp(w io.Writer) {
+func (f *FlagSet) printHelp(w io.Writer) {
 	printHelp(w, f.help, func(w io.Writer) {
 		fmt.Fprintln(w, "Flags:")
 		f.printFlags(w)
@@ -145,8 +145,8 @@ func (f *flagSet) printHelp(w io.Writer) {
 
 // printHelp prints a command's help: usage, description, what middle
 // prints (flags or subcommands), examples.
-func printHelp(w io.Writer, h helpText, middle func(io.Writer)) {
-	lines := strings.Split(strings.TrimSpace(h.synopsis), "\n")
+func printHelp(w io.Writer, h Help, middle func(io.Writer)) {
+	lines := strings.Split(strings.TrimSpace(h.Synopsis), "\n")
 	for i, l := range lines {
 		if i == 0 {
 			fmt.Fprintf(w, "usage: %s\n", l)
@@ -154,11 +154,11 @@ func printHelp(w io.Writer, h helpText, middle func(io.Writer)) {
 			fmt.Fprintf(w, "       %s\n", strings.TrimSpace(l))
 		}
 	}
-	fmt.Fprintf(w, "\n%s\n\n", strings.TrimSpace(h.about))
+	fmt.Fprintf(w, "\n%s\n\n", strings.TrimSpace(h.About))
 	middle(w)
-	if h.examples != "" {
+	if h.Examples != "" {
 		fmt.Fprintln(w, "\nExamples:")
-		for _, l := range strings.Split(strings.TrimSpace(h.examples), "\n") {
+		for _, l := range strings.Split(strings.TrimSpace(h.Examples), "\n") {
 			fmt.Fprintf(w, "  %s\n", strings.TrimSpace(l))
 		}
 	}
@@ -167,7 +167,7 @@ func printHelp(w io.Writer, h helpText, middle func(io.Writer)) {
 // printFlags lists the flags in name order, a flag's one-letter alias
 // beside it, each with its argument's name (the `quoted` word of its
 // usage, or its type) and its default when that is not the zero value.
-func (f *flagSet) printFlags(w io.Writer) {
+func (f *FlagSet) printFlags(w io.Writer) {
 	type row struct{ left, usage string }
 	rows := []row{{"-h, --help", "print this help"}}
 	f.VisitAll(func(fl *flag.Flag) {
@@ -264,7 +264,7 @@ func (g group) writeCommands(w io.Writer, indent string) {
 // untilInterrupted turns a command that runs until its context ends into
 // one that runs until SIGINT or SIGTERM: what it made so far is printed,
 // and a second signal kills the process as usual.
-func untilInterrupted(run func(ctx context.Context, args []string, stdout, stderr io.Writer) int) func(args []string, stdout, stderr io.Writer) int {
+func UntilInterrupted(run func(ctx context.Context, args []string, stdout, stderr io.Writer) int) func(args []string, stdout, stderr io.Writer) int {
 	return func(args []string, stdout, stderr io.Writer) int {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
@@ -273,7 +273,7 @@ func untilInterrupted(run func(ctx context.Context, args []string, stdout, stder
 }
 
 // joinNames lists names for a help text: "a, b, c".
-func joinNames[T ~string](names []T) string {
+func JoinNames[T ~string](names []T) string {
 	s := make([]string, len(names))
 	for i, n := range names {
 		s[i] = string(n)
@@ -284,7 +284,7 @@ func joinNames[T ~string](names []T) string {
 // group is a command made of subcommands: `NAME SUB [flags]`.
 type group struct {
 	name string // "sluice sim"
-	help helpText
+	help Help
 	subs []command
 }
 
@@ -294,16 +294,16 @@ func (g group) run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprintf(stderr, "%s: missing command\n", g.name)
 		g.printHelp(stderr)
-		return exitUsage
+		return ExitUsage
 	}
 	switch args[0] {
 	case "-h", "-help", "--help":
 		g.printHelp(stdout)
-		return exitOK
+		return ExitOK
 	case "help":
 		if len(args) == 1 {
 			g.printHelp(stdout)
-			return exitOK
+			return ExitOK
 		}
 		return g.run(append(append([]string{}, args[1:]...), "-h"), stdout, stderr)
 	}
@@ -313,7 +313,7 @@ func (g group) run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	fmt.Fprintf(stderr, "%s: unknown command %q\nRun '%s -h' for help.\n", g.name, args[0], g.name)
-	return exitUsage
+	return ExitUsage
 }
 
 func (g group) printHelp(w io.Writer) {

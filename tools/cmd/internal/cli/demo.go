@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -19,9 +19,9 @@ import (
 	"golang.org/x/time/rate"
 )
 
-var demoHelp = helpText{
-	synopsis: `sluice demo [flags]`,
-	about: `Busy throttling, live: three TChannel servers of service kv start on
+var demoHelp = Help{
+	Synopsis: `sluice demo [flags]`,
+	About: `Busy throttling, live: three TChannel servers of service kv start on
 127.0.0.1; one of them takes only --capacity requests per second and answers
 Busy above that until it heals at second --recover-at. A Sluice channel sends
 --rps requests per second for --seconds and prints, every second and for each
@@ -33,7 +33,7 @@ reacted, and after it healed.
 
 Exit status: 0 when the demo ran (or was interrupted), 1 when it could not, 2
 on a usage error.`,
-	examples: `sluice demo
+	Examples: `sluice demo
 sluice demo --seconds 10 --rps 500 --capacity 50 --recover-at 4
 sluice demo --debug-listen 127.0.0.1:0    # and scrape /metrics while it runs`,
 }
@@ -58,29 +58,29 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // still serves (its address, "" without one) and the client channel is
 // open, its peers in its live state: a test scrapes it there.
 func demoRun(ctx context.Context, args []string, stdout, stderr io.Writer, atEnd func(debugAddr string)) int {
-	fs := newFlagSet("sluice demo", demoHelp, stdout, stderr)
+	fs := NewFlagSet("sluice demo", demoHelp, stdout, stderr)
 	cfg := demoConfig{callTimeout: 500 * time.Millisecond}
 	fs.IntVar(&cfg.seconds, "seconds", 24, "how long the demo runs, in seconds (1..30)")
 	fs.IntVar(&cfg.rps, "rps", 300, "requests per second the client sends (1..5000)")
 	fs.Float64Var(&cfg.capacity, "capacity", 20, "requests per second the overloaded server can take (0 < capacity <= 100000)")
 	fs.IntVar(&cfg.recoverAt, "recover-at", 6, "the second at whose end the overloaded server heals (0: never)")
 	debugAddr := fs.String("debug-listen", "", debugListenUsage)
-	if code, ok := fs.parse(args); !ok {
+	if code, ok := fs.ParseArgs(args); !ok {
 		return code
 	}
 	switch {
 	case cfg.seconds < 1 || cfg.seconds > 30:
-		return fs.usageError("--seconds is %d, must be 1..30", cfg.seconds)
+		return fs.UsageError("--seconds is %d, must be 1..30", cfg.seconds)
 	case cfg.rps < 1 || cfg.rps > 5000:
-		return fs.usageError("--rps is %d, must be 1..5000", cfg.rps)
+		return fs.UsageError("--rps is %d, must be 1..5000", cfg.rps)
 	case !(cfg.capacity > 0 && cfg.capacity <= 100000): // also rejects NaN and +Inf
-		return fs.usageError("--capacity is %v, must be a number in (0, 100000]", cfg.capacity)
+		return fs.UsageError("--capacity is %v, must be a number in (0, 100000]", cfg.capacity)
 	case cfg.recoverAt < 0:
-		return fs.usageError("--recover-at is %d, must be >= 0", cfg.recoverAt)
+		return fs.UsageError("--recover-at is %d, must be >= 0", cfg.recoverAt)
 	}
 	debug, err := newDebugListener(*debugAddr, stderr)
 	if err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	defer debug.close()
 	var done func()
@@ -97,11 +97,11 @@ func demoRun(ctx context.Context, args []string, stdout, stderr io.Writer, atEnd
 	if err := runDemo(ctx, cfg, stdout, stderr, debug, done); err != nil {
 		if ctx.Err() != nil { // interrupted: as bench and faults, not a failure
 			fmt.Fprintln(stderr, "sluice demo: interrupted")
-			return exitOK
+			return ExitOK
 		}
-		return fs.failure("%v", err)
+		return fs.Failure("%v", err)
 	}
-	return exitOK
+	return ExitOK
 }
 
 // demoServer is one in-process TChannel server of service "kv".

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -18,24 +18,24 @@ import (
 	"github.com/sluice-rpc/sluice/leasing/server/etcdelection"
 )
 
-var doormanHelp = helpText{
-	synopsis: `sluice doorman serve|get|load|flood [flags]`,
-	about: `A Doorman-compatible lease server and client, speaking the original's gRPC
+var doormanHelp = Help{
+	Synopsis: `sluice doorman serve|get|load|flood [flags]`,
+	About: `A Doorman-compatible lease server and client, speaking the original's gRPC
 protocol (service doorman.Capacity), so either side can be swapped for the
 original. serve hands out capacity leases for the resources of a YAML
 configuration in the original's format; get asks a server for a lease, once
 or (--watch) keeping it and printing every change; load measures a server's
 GetCapacity throughput; flood measures how a server bears a flood of new
 resource ids.`,
-	examples: `sluice doorman serve --config doorman.yaml --listen 127.0.0.1:6000 --debug-listen 127.0.0.1:6001
+	Examples: `sluice doorman serve --config doorman.yaml --listen 127.0.0.1:6000 --debug-listen 127.0.0.1:6001
 sluice doorman get --server 127.0.0.1:6000 --resource kv-rps --wants 500 --watch
 sluice doorman load --server 127.0.0.1:6000 --clients 10000 --duration 10s
 sluice doorman flood --server 127.0.0.1:6000 --ids 1000000 --server-pid 4242`,
 }
 
-var doormanServeHelp = helpText{
-	synopsis: `sluice doorman serve --config FILE|etcd:KEY --listen HOST:PORT [--debug-listen ADDR] [--tls-cert FILE --tls-key FILE [--tls-ca FILE]] [--parent HOST:PORT] [--etcd ENDPOINTS --election-key KEY] [limits]`,
-	about: `Serves Doorman's gRPC protocol on --listen, handing out capacity leases for the
+var doormanServeHelp = Help{
+	Synopsis: `sluice doorman serve --config FILE|etcd:KEY --listen HOST:PORT [--debug-listen ADDR] [--tls-cert FILE --tls-key FILE [--tls-ca FILE]] [--parent HOST:PORT] [--etcd ENDPOINTS --election-key KEY] [limits]`,
+	About: `Serves Doorman's gRPC protocol on --listen, handing out capacity leases for the
 resources of --config (the original Doorman's YAML format: resource templates
 with a capacity and an algorithm, NO_ALGORITHM, STATIC, PROPORTIONAL_SHARE or
 FAIR_SHARE). It answers every request, however soon after the last. The
@@ -89,7 +89,7 @@ host).
 
 Exit status: 0 when interrupted, 1 when the configuration cannot be loaded or
 the server fails, 2 on a usage error.`,
-	examples: `sluice doorman serve --config doorman.yaml --listen 127.0.0.1:6000
+	Examples: `sluice doorman serve --config doorman.yaml --listen 127.0.0.1:6000
 sluice doorman serve --config doorman.yaml --listen 127.0.0.1:6000 --debug-listen 127.0.0.1:6001
 curl -s http://127.0.0.1:6001/status
 # a root node of three servers elected on etcd, and an intermediate under it
@@ -101,9 +101,9 @@ sluice doorman serve --listen 10.0.1.1:6000 --parent 10.0.0.1:6000 --server-id r
 sluice doorman serve --config etcd:/doorman/config --etcd 10.0.0.9:2379 --listen 10.0.0.1:6000 --tls-cert server.pem --tls-key server-key.pem`,
 }
 
-var doormanGetHelp = helpText{
-	synopsis: `sluice doorman get --server HOST:PORT --resource ID --wants N [-o json] [flags]`,
-	about: `Asks a Doorman server for a lease of --wants capacity of --resource and prints
+var doormanGetHelp = Help{
+	Synopsis: `sluice doorman get --server HOST:PORT --resource ID --wants N [-o json] [flags]`,
+	About: `Asks a Doorman server for a lease of --wants capacity of --resource and prints
 what it got (client, resource, wants, capacity and expiry), then releases it on
 exit. With --watch it keeps the lease, refreshing it as the server asks, and
 prints every change until interrupted.
@@ -116,12 +116,12 @@ field saying so: the note infers it from the answer, as a client can, and
 gives the latest end of learning mode with the default duration, the lease's
 expiry.
 
-` + outputJSONHelp + ` With --watch, one object a line, one per
+` + OutputJSONHelp + ` With --watch, one object a line, one per
 change.
 
 Exit status: 0 when a lease was printed (or --watch was interrupted), 1 when
 the server could not be reached or sent no lease, 2 on a usage error.`,
-	examples: `sluice doorman get --server 127.0.0.1:6000 --resource kv-rps --wants 500
+	Examples: `sluice doorman get --server 127.0.0.1:6000 --resource kv-rps --wants 500
 sluice doorman get --server 127.0.0.1:6000 --resource kv-rps --wants 500 --client-id web-1 --watch
 sluice doorman get --server 127.0.0.1:6000 --resource kv-rps --wants 500 -o json | jq .capacity
 sluice doorman get --server doorman.internal:6000 --tls-ca ca.pem --resource kv-rps --wants 500`,
@@ -152,7 +152,7 @@ func doormanRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 }
 
 func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("sluice doorman serve", doormanServeHelp, stdout, stderr)
+	fs := NewFlagSet("sluice doorman serve", doormanServeHelp, stdout, stderr)
 	config := fs.String("config", "", "the resource configuration: a YAML `FILE` in the original Doorman's format, or etcd:KEY (a key in the cluster at --etcd holding it)")
 	listen := fs.String("listen", "", "`HOST:PORT` to serve gRPC on")
 	debugAddr := fs.String("debug-listen", "", debugListenUsage+"; the status page is /status")
@@ -163,51 +163,51 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	tree := addDoormanTreeFlags(fs)
 	parentTLS := addClientTLSFlags(fs, "parent-", "the parent", "--parent")
 	ops := addDoormanOpsFlags(fs)
-	if code, ok := fs.parse(args); !ok {
+	if code, ok := fs.ParseArgs(args); !ok {
 		return code
 	}
 	if *listen == "" || (*config == "" && tree.parent == "") {
-		return fs.usageError("--config and --listen are required (--config may be left out with --parent)")
+		return fs.UsageError("--config and --listen are required (--config may be left out with --parent)")
 	}
 	if err := tree.validate(*listen); err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	if err := ops.validate(fs.tlsReloadErrors()); err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	if err := conns.validate(); err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	parentDial, err := parentTLS.dialOptions(fs.tlsReloadErrors())
 	switch {
 	case err != nil:
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	case parentDial != nil && tree.parent == "":
-		return fs.usageError("the --parent-tls flags need --parent")
+		return fs.UsageError("the --parent-tls flags need --parent")
 	}
 	for _, l := range []struct {
 		name string
 		v    int
 	}{{"max-resources", *maxResources}, {"max-clients", *maxClients}, {"max-leases", *maxLeases}} {
 		if l.v < 1 {
-			return fs.usageError("--%s is %d, must be >= 1", l.name, l.v)
+			return fs.UsageError("--%s is %d, must be >= 1", l.name, l.v)
 		}
 	}
 	debug, err := newDebugListener(*debugAddr, stderr)
 	if err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	defer debug.close()
 	var repo *server.Repository
 	if *config != "" {
 		if repo, err = ops.loadConfig(ctx, *config, tree.etcd); err != nil {
-			return fs.failure("%v", err)
+			return fs.Failure("%v", err)
 		}
 	}
 	defer ops.close()
 	lis, err := net.Listen("tcp", *listen)
 	if err != nil {
-		return fs.failure("%v", err)
+		return fs.Failure("%v", err)
 	}
 	stdout = &lockedWriter{w: stdout} // mastership changes are printed from the election
 	cfg := server.Config{Repository: repo, Scope: debug.scope(),
@@ -217,22 +217,22 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	election, err := tree.apply(&cfg, lis.Addr().String(), stdout)
 	if err != nil {
 		lis.Close()
-		return fs.failure("%v", err)
+		return fs.Failure("%v", err)
 	}
 	defer election.close()
 	srv, err := server.New(cfg)
 	if err != nil {
 		lis.Close()
-		return fs.failure("%v", err)
+		return fs.Failure("%v", err)
 	}
 	opts, err := ops.grpcServerOptions(srv, debug.scope())
 	if err != nil {
 		lis.Close()
-		return fs.failure("%v", err)
+		return fs.Failure("%v", err)
 	}
 	if err := debug.serve("sluice doorman serve", map[string]http.Handler{"/status": srv}, stderr); err != nil {
 		lis.Close()
-		return fs.failure("%v", err)
+		return fs.Failure("%v", err)
 	}
 	stopReloading := ops.start(srv, debug.scope(), stderr)
 	defer stopReloading()
@@ -251,13 +251,13 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		srv.Stop() // the election and the parent link end with it
 	}
 	if err != nil && ctx.Err() == nil {
-		return fs.failure("%v", err)
+		return fs.Failure("%v", err)
 	}
-	return exitOK
+	return ExitOK
 }
 
 func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("sluice doorman get", doormanGetHelp, stdout, stderr)
+	fs := NewFlagSet("sluice doorman get", doormanGetHelp, stdout, stderr)
 	serverAddr := fs.String("server", "", "`HOST:PORT` of a Doorman server")
 	resource := fs.String("resource", "", "the resource's `ID`")
 	wants := fs.Float64("wants", -1, "the capacity wanted, `N` >= 0")
@@ -265,44 +265,44 @@ func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	priority := fs.Int64("priority", 0, "the priority sent to the server")
 	watch := fs.Bool("watch", false, "keep the lease, refreshing it, and print every change until interrupted")
 	tlsFlags := addDoormanClientTLSFlags(fs)
-	output := addOutputFlag(fs, false)
-	if code, ok := fs.parse(args); !ok {
+	output := AddOutputFlag(fs, false)
+	if code, ok := fs.ParseArgs(args); !ok {
 		return code
 	}
 	if *serverAddr == "" || *resource == "" || *wants < 0 {
-		return fs.usageError("--server, --resource and --wants (>= 0) are required")
+		return fs.UsageError("--server, --resource and --wants (>= 0) are required")
 	}
-	asJSON, err := output.check(fs)
+	asJSON, err := output.Check(fs)
 	if err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	dialOpts, err := tlsFlags.dialOptions(fs.tlsReloadErrors())
 	if err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	client, err := leasing.NewClient(leasing.ClientConfig{Addr: *serverAddr, ID: *clientID, ManualRefresh: !*watch, DialOptions: dialOpts})
 	if err != nil {
-		return fs.failure("%v", err)
+		return fs.Failure("%v", err)
 	}
 	defer client.Close()
 	res, err := client.Resource(*resource, leasing.ResourceConfig{Wants: *wants, Priority: *priority, Mode: leasing.Pessimistic})
 	if err != nil {
-		return fs.failure("%v", err)
+		return fs.Failure("%v", err)
 	}
 	emit := func(rep doormanLease) int {
 		if asJSON {
-			return fs.writeJSON(rep)
+			return fs.WriteJSON(rep)
 		}
 		rep.print(stdout)
-		return exitOK
+		return ExitOK
 	}
 	if !*watch {
 		if err := client.Refresh(ctx); err != nil {
-			return fs.failure("%v", err)
+			return fs.Failure("%v", err)
 		}
 		capacity, expiry, ok := res.Lease()
 		if !ok {
-			return fs.failure("the server sent no lease for %q", *resource)
+			return fs.Failure("the server sent no lease for %q", *resource)
 		}
 		return emit(newDoormanLease(client.ID(), res, capacity, expiry, true))
 	}
@@ -316,12 +316,12 @@ func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			rep = newDoormanLease(client.ID(), res, capacity, expiry, first)
 			first = false
 		}
-		if code := emit(rep); code != exitOK {
+		if code := emit(rep); code != ExitOK {
 			return code
 		}
 		select {
 		case <-ctx.Done():
-			return exitOK
+			return ExitOK
 		case <-changed:
 		}
 	}
@@ -392,7 +392,7 @@ type doormanConns struct {
 }
 
 // addDoormanConnFlags registers serve's connection flags on fs.
-func addDoormanConnFlags(fs *flagSet) *doormanConns {
+func addDoormanConnFlags(fs *FlagSet) *doormanConns {
 	d := &doormanConns{}
 	fs.IntVar(&d.maxConns, "max-conns", 0, "the most connections held, `N` (0: half the descriptor limit, "+strconv.Itoa(server.DefaultMaxConns())+
 		" here; at the cap one that never made a call goes first, then the longest idle)")
@@ -445,7 +445,7 @@ type doormanTree struct {
 }
 
 // addDoormanTreeFlags registers serve's tree and election flags on fs.
-func addDoormanTreeFlags(fs *flagSet) *doormanTree {
+func addDoormanTreeFlags(fs *FlagSet) *doormanTree {
 	d := &doormanTree{}
 	fs.StringVar(&d.parent, "parent", "", "make this server an intermediate: ask the Doorman node at `HOST:PORT` (any of its servers) for capacity")
 	fs.StringVar(&d.serverID, "server-id", "", "the `ID` this server presents to its --parent (default the advertised address, or --election-key for a node of several servers: all the servers of a node must present the same ID)")

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -26,9 +26,9 @@ import (
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 )
 
-var doormanLoadHelp = helpText{
-	synopsis: `sluice doorman load --server HOST:PORT [--clients N] [--duration D] [-o json] [flags]`,
-	about: `Measures a Doorman server's GetCapacity throughput: --clients distinct clients
+var doormanLoadHelp = Help{
+	Synopsis: `sluice doorman load --server HOST:PORT [--clients N] [--duration D] [-o json] [flags]`,
+	About: `Measures a Doorman server's GetCapacity throughput: --clients distinct clients
 renew their lease of --resource in turn, as fast as --concurrency requests in
 flight on --conns connections allow, for --duration. Each request is what a
 client sends: its id, the resource, its wants and the lease it last got. A
@@ -40,20 +40,20 @@ It prints the requests sent and answered per second (a request is answered
 when the response has an entry for the resource: a server that drops early
 renewals answers without one) and the latency quantiles.
 
-` + outputJSONHelp + `
+` + OutputJSONHelp + `
 
 Exit status: 0 when the run ended with every request answered by the
 server (with or without an entry), 1 when a request failed or the server
 could not be reached, 2 on a usage error.`,
-	examples: `sluice doorman load --server 127.0.0.1:6000 --clients 1000 --duration 10s
+	Examples: `sluice doorman load --server 127.0.0.1:6000 --clients 1000 --duration 10s
 sluice doorman load --server 127.0.0.1:6000 --clients 10000 --resource kv-rps --change 0.1
 sluice doorman load --server 127.0.0.1:6000 --duration 5s -o json | jq .requests_per_s`,
 }
 
-var doormanFloodHelp = helpText{
-	synopsis: `sluice doorman flood --server HOST:PORT [--ids N] [--server-pid PID] [-o json] [flags]
+var doormanFloodHelp = Help{
+	Synopsis: `sluice doorman flood --server HOST:PORT [--ids N] [--server-pid PID] [-o json] [flags]
 sluice doorman flood --server HOST:PORT --ids 0 --side-for D [--server-pid PID]`,
-	about: `Measures how a Doorman server bears a flood of new resource ids: --concurrency
+	About: `Measures how a Doorman server bears a flood of new resource ids: --concurrency
 workers send GetCapacity requests of --per-request new ids each (flood-0,
 flood-1, ...) until --ids were sent, while a side client renews its lease of
 --side-resource every --side-interval and times each answer. It prints how
@@ -65,12 +65,12 @@ The flood's own requests compete with the side client for this process's
 CPU; to time the server alone, run the flood in one process and, at the same
 time, the side client in another (--ids 0 --side-for D).
 
-` + outputJSONHelp + `
+` + OutputJSONHelp + `
 
 Exit status: 0 when the flood ran (refusals are results, not failures), 1
 when the server could not be reached or failed otherwise, 2 on a usage
 error.`,
-	examples: `sluice doorman flood --server 127.0.0.1:6000 --ids 1000000 --server-pid 4242
+	Examples: `sluice doorman flood --server 127.0.0.1:6000 --ids 1000000 --server-pid 4242
 sluice doorman flood --server 127.0.0.1:6000 --ids 100000 --per-request 100 --side-interval 5ms
 sluice doorman flood --server 127.0.0.1:6000 --ids 100000 -o json | jq .side.latency`,
 }
@@ -84,7 +84,7 @@ type loadFlags struct {
 	dialOpts    []grpc.DialOption // set by check
 }
 
-func addLoadFlags(fs *flagSet, concurrency int) *loadFlags {
+func addLoadFlags(fs *FlagSet, concurrency int) *loadFlags {
 	return &loadFlags{
 		server:      fs.String("server", "", "`HOST:PORT` of a Doorman server"),
 		concurrency: fs.Int("concurrency", concurrency, "requests in flight, `N` >= 1"),
@@ -93,16 +93,16 @@ func addLoadFlags(fs *flagSet, concurrency int) *loadFlags {
 	}
 }
 
-func (l *loadFlags) check(fs *flagSet) (int, bool) {
+func (l *loadFlags) check(fs *FlagSet) (int, bool) {
 	if *l.server == "" {
-		return fs.usageError("--server is required"), false
+		return fs.UsageError("--server is required"), false
 	}
 	if *l.concurrency < 1 || *l.conns < 1 {
-		return fs.usageError("--concurrency and --conns must be >= 1"), false
+		return fs.UsageError("--concurrency and --conns must be >= 1"), false
 	}
 	opts, err := l.tls.dialOptions(fs.tlsReloadErrors())
 	if err != nil {
-		return fs.usageError("%v", err), false
+		return fs.UsageError("%v", err), false
 	}
 	l.dialOpts = opts
 	return 0, true
@@ -196,7 +196,7 @@ func (f *firstError) set(err error) {
 }
 
 func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("sluice doorman load", doormanLoadHelp, stdout, stderr)
+	fs := NewFlagSet("sluice doorman load", doormanLoadHelp, stdout, stderr)
 	lf := addLoadFlags(fs, 32)
 	clients := fs.Int("clients", 1000, "distinct clients renewing in turn, `N` >= 1")
 	resource := fs.String("resource", "r", "the resource `ID` every client leases")
@@ -205,32 +205,32 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	duration := fs.Duration("duration", 10*time.Second, "how long to measure, `D` > 0")
 	prefix := fs.String("client-prefix", "load-", "client ids are `PREFIX`0, PREFIX1, ...")
 	warmup := fs.Bool("warmup", true, "have every client ask once before the clock starts")
-	output := addOutputFlag(fs, false)
-	if code, ok := fs.parse(args); !ok {
+	output := AddOutputFlag(fs, false)
+	if code, ok := fs.ParseArgs(args); !ok {
 		return code
 	}
 	if code, ok := lf.check(fs); !ok {
 		return code
 	}
-	asJSON, err := output.check(fs)
+	asJSON, err := output.Check(fs)
 	if err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	switch {
 	case *clients < 1:
-		return fs.usageError("--clients is %d, must be >= 1", *clients)
+		return fs.UsageError("--clients is %d, must be >= 1", *clients)
 	case *resource == "":
-		return fs.usageError("--resource is empty")
+		return fs.UsageError("--resource is empty")
 	case !(*wants >= 0):
-		return fs.usageError("--wants is %v, must be >= 0", *wants)
+		return fs.UsageError("--wants is %v, must be >= 0", *wants)
 	case !(*change >= 0 && *change <= 1):
-		return fs.usageError("--change is %v, must be in [0, 1]", *change)
+		return fs.UsageError("--change is %v, must be in [0, 1]", *change)
 	case *duration <= 0:
-		return fs.usageError("--duration is %v, must be > 0", *duration)
+		return fs.UsageError("--duration is %v, must be > 0", *duration)
 	}
 	stubs, closeAll, err := dialAll(*lf.server, *lf.conns, lf.dialOpts)
 	if err != nil {
-		return fs.failure("%v", err)
+		return fs.Failure("%v", err)
 	}
 	defer closeAll()
 
@@ -305,7 +305,7 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		unanswered.Store(0)
 	}
 	if failed.err != nil {
-		return fs.failure("%v", failed.err)
+		return fs.Failure("%v", failed.err)
 	}
 	var next atomic.Int64
 	start := time.Now()
@@ -324,7 +324,7 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			msg := failed.err.Error()
 			rep.FirstError = &msg
 		}
-		if code := fs.writeJSON(rep); code != exitOK {
+		if code := fs.WriteJSON(rep); code != ExitOK {
 			return code
 		}
 	} else {
@@ -334,9 +334,9 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintf(stdout, "latency %v\n", all)
 	}
 	if failed.err != nil {
-		return fs.failure("%d requests failed, the first: %v", failed.n.Load(), failed.err)
+		return fs.Failure("%d requests failed, the first: %v", failed.n.Load(), failed.err)
 	}
-	return exitOK
+	return ExitOK
 }
 
 // doormanLoadReport is `sluice doorman load -o json`'s report, the
@@ -397,7 +397,7 @@ type doormanFloodServer struct {
 }
 
 func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("sluice doorman flood", doormanFloodHelp, stdout, stderr)
+	fs := NewFlagSet("sluice doorman flood", doormanFloodHelp, stdout, stderr)
 	lf := addLoadFlags(fs, 2)
 	ids := fs.Int("ids", 1_000_000, "new resource ids to send in all, `N` >= 1")
 	perRequest := fs.Int("per-request", 1000, "new ids per request, `N` >= 1")
@@ -406,39 +406,39 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	sideInterval := fs.Duration("side-interval", 10*time.Millisecond, "the side client's pause between requests, `D` > 0")
 	sideFor := fs.Duration("side-for", 0, "keep the side client going for `D` from the start (default: until the flood ends); with --ids 0 and a flood from another process, it times the server alone")
 	pid := fs.Int("server-pid", 0, "the server's process `ID`, to report its resident memory (Linux)")
-	output := addOutputFlag(fs, false)
-	if code, ok := fs.parse(args); !ok {
+	output := AddOutputFlag(fs, false)
+	if code, ok := fs.ParseArgs(args); !ok {
 		return code
 	}
 	if code, ok := lf.check(fs); !ok {
 		return code
 	}
-	asJSON, err := output.check(fs)
+	asJSON, err := output.Check(fs)
 	if err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	switch {
 	case *ids < 0 || *perRequest < 1 || *floodClients < 1:
-		return fs.usageError("--ids must be >= 0, --per-request and --flood-clients >= 1")
+		return fs.UsageError("--ids must be >= 0, --per-request and --flood-clients >= 1")
 	case *ids == 0 && *sideFor <= 0:
-		return fs.usageError("--ids 0 (no flood) needs --side-for, how long to time the side client")
+		return fs.UsageError("--ids 0 (no flood) needs --side-for, how long to time the side client")
 	case *sideFor < 0:
-		return fs.usageError("--side-for is %v, must be >= 0", *sideFor)
+		return fs.UsageError("--side-for is %v, must be >= 0", *sideFor)
 	case *sideInterval <= 0:
-		return fs.usageError("--side-interval is %v, must be > 0", *sideInterval)
+		return fs.UsageError("--side-interval is %v, must be > 0", *sideInterval)
 	case *sideResource == "":
-		return fs.usageError("--side-resource is empty")
+		return fs.UsageError("--side-resource is empty")
 	}
 	var rssBefore int64
 	if *pid != 0 {
 		var err error
 		if rssBefore, _, err = procMemory(*pid); err != nil {
-			return fs.usageError("--server-pid %d: %v", *pid, err)
+			return fs.UsageError("--server-pid %d: %v", *pid, err)
 		}
 	}
 	conns, closeAll, err := dialConns(*lf.server, *lf.conns+1, lf.dialOpts)
 	if err != nil {
-		return fs.failure("%v", err)
+		return fs.Failure("%v", err)
 	}
 	defer closeAll()
 	side := pb.NewCapacityClient(conns[0])
@@ -451,7 +451,7 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	// The side client's lease exists before the flood.
 	first, err := side.GetCapacity(ctx, sideReq(nil))
 	if err != nil {
-		return fs.failure("the side client's first request: %v", err)
+		return fs.Failure("the side client's first request: %v", err)
 	}
 	var has *pb.Lease
 	if rs := first.GetResponse(); len(rs) == 1 {
@@ -472,7 +472,7 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		b, err := proto.Marshal(req)
 		if err != nil {
-			return fs.failure("%v", err)
+			return fs.Failure("%v", err)
 		}
 		floodReqs[k] = b
 	}
@@ -571,12 +571,12 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *pid != 0 {
 		rss, hwm, err := procMemory(*pid)
 		if err != nil {
-			return fs.failure("reading the server's memory: %v", err)
+			return fs.Failure("reading the server's memory: %v", err)
 		}
 		rep.Server = &doormanFloodServer{PID: *pid, RSSBeforeBytes: rssBefore, RSSPeakBytes: max(rssPeak, rss), RSSAfterBytes: rss, VMHWMBytes: hwm}
 	}
 	if asJSON {
-		if code := fs.writeJSON(rep); code != exitOK {
+		if code := fs.WriteJSON(rep); code != ExitOK {
 			return code
 		}
 	} else {
@@ -592,12 +592,12 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 	}
 	if failed.err != nil {
-		return fs.failure("%d flood requests failed, the first: %v", failed.n.Load(), failed.err)
+		return fs.Failure("%d flood requests failed, the first: %v", failed.n.Load(), failed.err)
 	}
 	if sideErr != nil {
-		return fs.failure("the side client failed: %v", sideErr)
+		return fs.Failure("the side client failed: %v", sideErr)
 	}
-	return exitOK
+	return ExitOK
 }
 
 // procMemory returns a process's resident memory now (VmRSS) and at its

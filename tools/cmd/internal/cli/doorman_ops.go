@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -42,7 +42,7 @@ type doormanOps struct {
 }
 
 // addDoormanOpsFlags registers serve's TLS and reloading flags on fs.
-func addDoormanOpsFlags(fs *flagSet) *doormanOps {
+func addDoormanOpsFlags(fs *FlagSet) *doormanOps {
 	o := &doormanOps{}
 	o.tls.register(fs, "gRPC")
 	fs.DurationVar(&o.configPoll, "config-poll", server.DefaultPollInterval,
@@ -177,7 +177,7 @@ func (o *doormanOps) close() {
 // (`sluice doorman get`, load, flood): --tls, --tls-ca, --tls-cert,
 // --tls-key and --tls-server-name, the capability of the original
 // client's -ca_file.
-func addDoormanClientTLSFlags(fs *flagSet) *clientTLSFlags {
+func addDoormanClientTLSFlags(fs *FlagSet) *clientTLSFlags {
 	return addClientTLSFlags(fs, "", "the server", "--server")
 }
 

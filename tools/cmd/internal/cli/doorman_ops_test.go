@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -76,9 +76,9 @@ func lease(t *testing.T, addr string, args ...string) (float64, error) {
 // flags args, telling stderr of a changed file that does not load.
 func dialOptions(t *testing.T, stderr io.Writer, args ...string) []grpc.DialOption {
 	t.Helper()
-	fs := newFlagSet("sluice doorman get", doormanGetHelp, io.Discard, stderr)
+	fs := NewFlagSet("sluice doorman get", doormanGetHelp, io.Discard, stderr)
 	tf := addDoormanClientTLSFlags(fs)
-	if _, ok := fs.parse(args); !ok {
+	if _, ok := fs.ParseArgs(args); !ok {
 		t.Fatalf("parse %q failed", args)
 	}
 	opts, err := tf.dialOptions(fs.tlsReloadErrors())
@@ -284,9 +284,9 @@ func TestDoormanOpsErrors(t *testing.T) {
 		{[]string{"--tls-ca", certs.CA.File}, "--tls-ca (client certificates) needs --tls-cert and --tls-key"},
 		{[]string{"--config-poll", "-1s"}, "--config-poll is -1s, must be >= 0"},
 	} {
-		fs := newFlagSet("sluice doorman serve", doormanServeHelp, io.Discard, io.Discard)
+		fs := NewFlagSet("sluice doorman serve", doormanServeHelp, io.Discard, io.Discard)
 		ops := addDoormanOpsFlags(fs)
-		if _, ok := fs.parse(tc.args); !ok {
+		if _, ok := fs.ParseArgs(tc.args); !ok {
 			t.Fatalf("parse %q failed", tc.args)
 		}
 		if err := ops.validate(nil); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -320,8 +320,8 @@ func TestDoormanOpsErrors(t *testing.T) {
 	var out, errOut bytes.Buffer
 	code := doormanRun(context.Background(), []string{"serve", "--config", missing, "--listen", "127.0.0.1:0",
 		"--tls-cert", certs.Server.Cert, "--tls-key", "/nonexistent/s-key.pem"}, &out, &errOut)
-	if want := "sluice doorman serve: --tls-cert/--tls-key: tlsfiles: reading key: open /nonexistent/s-key.pem"; code != exitUsage || !strings.Contains(errOut.String(), want) {
-		t.Errorf("doorman serve with a missing key and a missing --config: exit %d, stderr %q; want %d and %q", code, errOut.String(), exitUsage, want)
+	if want := "sluice doorman serve: --tls-cert/--tls-key: tlsfiles: reading key: open /nonexistent/s-key.pem"; code != ExitUsage || !strings.Contains(errOut.String(), want) {
+		t.Errorf("doorman serve with a missing key and a missing --config: exit %d, stderr %q; want %d and %q", code, errOut.String(), ExitUsage, want)
 	}
 	for _, tc := range []struct {
 		args []string
@@ -331,9 +331,9 @@ func TestDoormanOpsErrors(t *testing.T) {
 		{[]string{"--tls-server-name", "doorman.test"}, "--tls-server-name is the name a TLS server's certificate must carry: give --tls or --tls-ca too"},
 		{[]string{"--tls-ca", missing}, "--tls-ca: tlsfiles: reading CA: open " + missing},
 	} {
-		fs := newFlagSet("sluice doorman get", doormanGetHelp, io.Discard, io.Discard)
+		fs := NewFlagSet("sluice doorman get", doormanGetHelp, io.Discard, io.Discard)
 		tf := addDoormanClientTLSFlags(fs)
-		if _, ok := fs.parse(tc.args); !ok {
+		if _, ok := fs.ParseArgs(tc.args); !ok {
 			t.Fatalf("parse %q failed", tc.args)
 		}
 		if _, err := tf.dialOptions(nil); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -28,17 +28,12 @@ import (
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 	"github.com/sluice-rpc/sluice/leasing/server"
-	"github.com/sluice-rpc/sluice/tools/benchmarks/deploy"
 	"github.com/sluice-rpc/sluice/tools/internal/testkit/etcdembed"
 	"github.com/sluice-rpc/sluice/tools/internal/testkit/testhttp"
 )
 
-// TestMain serves as a fleet server when `bench --rolling-deploy`
-// re-executes this test binary, as sluice's main does (the fault suite's
-// child hook is left out on purpose: TestFaultsChildHookMissing), and
-// otherwise runs the tests under goleak.
+// TestMain runs the tests under goleak.
 func TestMain(m *testing.M) {
-	deploy.ServeChildIfAsked()
 	// The parallel tests here wait on real time (runs of a fixed length,
 	// servers' graces).
 	slowtest.DefaultParallel(4)
@@ -106,7 +101,7 @@ func TestDoormanServeAndGet(t *testing.T) {
 	})
 
 	var getOut, getErr bytes.Buffer
-	code := untilInterrupted(doormanRun)([]string{"get", "--server", addr, "--resource", "db", "--wants", "30", "--client-id", "cli"}, &getOut, &getErr)
+	code := UntilInterrupted(doormanRun)([]string{"get", "--server", addr, "--resource", "db", "--wants", "30", "--client-id", "cli"}, &getOut, &getErr)
 	if code != 0 {
 		t.Fatalf("get exited %d: %s", code, getErr.String())
 	}
@@ -182,7 +177,7 @@ func TestDoormanServeCapsConnections(t *testing.T) {
 		defer c.Close()
 	}
 	var getOut, getErr bytes.Buffer
-	if code := untilInterrupted(doormanRun)([]string{"get", "--server", addr, "--resource", "db", "--wants", "30", "--client-id", "late"}, &getOut, &getErr); code != 0 {
+	if code := UntilInterrupted(doormanRun)([]string{"get", "--server", addr, "--resource", "db", "--wants", "30", "--client-id", "late"}, &getOut, &getErr); code != 0 {
 		t.Fatalf("get exited %d: %s", code, getErr.String())
 	}
 	if got := getOut.String(); !strings.Contains(got, "client=late resource=db wants=30 capacity=30") {

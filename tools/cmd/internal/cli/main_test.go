@@ -1,7 +1,6 @@
-package main
+package cli
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -17,6 +16,7 @@ import (
 	"github.com/sluice-rpc/sluice/channel/channelz"
 	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/clitest"
 	"github.com/sluice-rpc/sluice/tools/internal/testkit/testhttp"
 )
 
@@ -61,7 +61,9 @@ func startServeStderr(t *testing.T, args ...string) (string, *syncBuffer) {
 }
 
 // The exit codes of testdata/exitcodes.txt, the cases scripts/exitcodes.sh
-// runs against a built binary, run in process against `sluice serve`.
+// runs against a built binary, run in process against `sluice serve`:
+// sluice's lines exit as wanted, and every line of sluice-lab's exits 2
+// here, naming sluice-lab (sluice-lab's test runs those).
 func TestExitCodes(t *testing.T) {
 	t.Parallel() // waits on real time: overlaps with the other waiting tests
 	peer := startServe(t)
@@ -69,38 +71,26 @@ func TestExitCodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open("testdata/exitcodes.txt")
+	cases, err := clitest.ExitCodes("testdata/exitcodes.txt", map[string]string{"$PEER": peer, "$DEAD": "127.0.0.1:1", "$IDL": idl})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	cases := 0
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		words := strings.Fields(line)
-		want, err := strconv.Atoi(words[0])
-		if err != nil {
-			t.Fatalf("exitcodes.txt:%d: %v", n, err)
-		}
-		args := words[1:]
-		for i, a := range args {
-			args[i] = strings.NewReplacer("$PEER", peer, "$DEAD", "127.0.0.1:1", "$IDL", idl).Replace(a)
-		}
+	labs := 0
+	for _, c := range cases {
 		var out, errOut bytes.Buffer
-		if got := run(args, &out, &errOut); got != want {
-			t.Errorf("exitcodes.txt:%d: sluice %s: exit %d, want %d\nstderr: %s", n, strings.Join(args, " "), got, want, errOut.String())
+		got := run(c.Args, &out, &errOut)
+		switch {
+		case c.Lab && (got != ExitUsage || !strings.Contains(errOut.String(), "is in sluice-lab")):
+			t.Errorf("exitcodes.txt:%d: sluice %s: exit %d, stderr %q; want 2, naming sluice-lab", c.Line, strings.Join(c.Args, " "), got, errOut.String())
+		case !c.Lab && got != c.Want:
+			t.Errorf("exitcodes.txt:%d: sluice %s: exit %d, want %d\nstderr: %s", c.Line, strings.Join(c.Args, " "), got, c.Want, errOut.String())
 		}
-		cases++
+		if c.Lab {
+			labs++
+		}
 	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if cases < 50 {
-		t.Fatalf("%d cases read, want the whole file", cases)
+	if len(cases)-labs < 50 || labs < 30 {
+		t.Fatalf("%d cases read, %d of them sluice-lab's; want the whole file", len(cases), labs)
 	}
 }
 
@@ -109,42 +99,21 @@ func TestExitCodes(t *testing.T) {
 // and nothing goes to stderr. The commands are the command table's.
 func TestHelp(t *testing.T) {
 	var leafArgs [][]string
-	for _, l := range leaves(topLevel().subs) {
+	for _, l := range leaves(topLevel(nil).subs) {
 		leafArgs = append(leafArgs, l.words)
 	}
 	groups := [][]string{{}}
-	for _, c := range topLevel().subs {
+	for _, c := range topLevel(nil).subs {
 		if len(c.subs) > 0 {
 			groups = append(groups, []string{c.name})
 		}
 	}
-	if len(leafArgs) < 14 || len(groups) != 3 {
+	if len(leafArgs) < 8 || len(groups) != 2 { // sim is sluice-lab's
 		t.Fatalf("the command table has %d commands and %d groups: %v %v", len(leafArgs), len(groups), leafArgs, groups)
 	}
 	check := func(args []string, wantFlags bool) {
 		t.Helper()
-		var out, errOut bytes.Buffer
-		code := run(args, &out, &errOut)
-		s := out.String()
-		name := strings.TrimSpace("sluice " + strings.Join(args[:len(args)-1], " "))
-		if args[0] == "help" {
-			name = strings.TrimSpace("sluice " + strings.Join(args[1:], " "))
-		}
-		if code != 0 || errOut.Len() > 0 || !strings.HasPrefix(s, "usage: "+name) || !strings.Contains(s, "\nExamples:\n  sluice ") {
-			t.Errorf("sluice %q: exit %d, stderr %q; want exit 0 and help on stdout:\n%s", args, code, errOut.String(), s)
-			return
-		}
-		// A description: a paragraph between the usage lines and the list.
-		if para := strings.SplitN(s, "\n\n", 3); len(para) < 3 || len(para[1]) < 80 {
-			t.Errorf("sluice %q: no description:\n%s", args, s)
-		}
-		list := "\nCommands:\n"
-		if wantFlags {
-			list = "\nFlags:\n  -h, --help"
-		}
-		if !strings.Contains(s, list) {
-			t.Errorf("sluice %q: help lacks %q:\n%s", args, list, s)
-		}
+		clitest.CheckHelp(t, run, "sluice", args, wantFlags)
 	}
 	for _, c := range leafArgs {
 		check(append(append([]string{}, c...), "-h"), true)
@@ -165,36 +134,36 @@ func TestTopLevelHelpListsEveryCommand(t *testing.T) {
 	if code := run([]string{"-h"}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
-	ls := leaves(topLevel().subs)
+	ls := leaves(topLevel(nil).subs)
 	for _, l := range ls {
 		name := strings.Join(l.words, " ")
 		if l.summary == "" || !regexp.MustCompile(`(?m)^  `+regexp.QuoteMeta(name)+` +`+regexp.QuoteMeta(l.summary)+`$`).MatchString(out.String()) {
 			t.Errorf("sluice -h lacks the line of %q (%q):\n%s", name, l.summary, out.String())
 		}
 	}
-	for _, want := range []string{"sim shed", "sim doorman", "doorman load", "doorman flood"} {
+	for _, want := range []string{"doorman serve", "doorman load", "doorman flood"} {
 		if !regexp.MustCompile(`(?m)^  ` + want + ` `).MatchString(out.String()) {
 			t.Errorf("sluice -h lacks %q", want)
 		}
 	}
 	out.Reset()
-	run([]string{"sim", "-h"}, &out, &errOut)
-	for _, sub := range []string{"busy", "ratelimit", "shed", "doorman"} {
+	run([]string{"doorman", "-h"}, &out, &errOut)
+	for _, sub := range []string{"serve", "get", "load", "flood"} {
 		if !regexp.MustCompile(`(?m)^  ` + sub + ` +\S`).MatchString(out.String()) {
-			t.Errorf("sluice sim -h lacks %q:\n%s", sub, out.String())
+			t.Errorf("sluice doorman -h lacks %q:\n%s", sub, out.String())
 		}
 	}
 }
 
-// main.go's package documentation lists the commands as `sluice -h` does,
-// from the same table.
+// sluice's main.go's package documentation lists the commands as
+// `sluice -h` does, from the same table.
 func TestPackageDocListsEveryCommand(t *testing.T) {
-	src, err := os.ReadFile("main.go")
+	src, err := os.ReadFile("../../sluice/main.go")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var want strings.Builder
-	topLevel().writeCommands(&want, "//\t")
+	topLevel(nil).writeCommands(&want, "//\t")
 	doc, _, _ := strings.Cut(string(src), "\npackage main")
 	if !strings.Contains(doc, want.String()) {
 		t.Errorf("main.go's package doc does not list the commands as sluice -h does; want the lines\n%s\nin\n%s", want.String(), doc)
@@ -229,9 +198,12 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{nil, "sluice: missing command"},
 		{[]string{"nope"}, `sluice: unknown command "nope"`},
-		{[]string{"sim", "nope"}, `sluice sim: unknown command "nope"`},
+		{[]string{"doorman", "nope"}, `sluice doorman: unknown command "nope"`},
+		{[]string{"sim", "busy"}, "sluice: sluice sim is in sluice-lab, which links the heavy modules it needs: go run ./tools/cmd/sluice-lab sim"},
+		{[]string{"help", "faults"}, "sluice faults is in sluice-lab"},
+		{[]string{"hostile", "-h"}, "sluice hostile is in sluice-lab"},
 		{[]string{"call", "--nope"}, "sluice call: flag provided but not defined: -nope\nRun 'sluice call -h' for help.\n"},
-		{[]string{"sim", "busy", "--rps", "x"}, `sluice sim busy: invalid value "x" for flag -rps`},
+		{[]string{"demo", "--rps", "x"}, `sluice demo: invalid value "x" for flag -rps`},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(tc.args, &out, &errOut); code != 2 || out.Len() > 0 || !strings.Contains(errOut.String(), tc.want) {
@@ -244,46 +216,6 @@ func TestVersion(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := run([]string{"--version"}, &out, &errOut); code != 0 || out.String() != "sluice "+version()+"\n" || version() == "" {
 		t.Fatalf("--version: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
-	}
-}
-
-func TestSimBusyPresetsMatchTheDesign(t *testing.T) {
-	for _, preset := range []string{"steady", "flappy"} {
-		want, err := os.ReadFile("../../internal/sim/busysim/testdata/" + preset + ".golden")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out, errOut bytes.Buffer
-		if code := run([]string{"sim", "busy", "--preset", preset}, &out, &errOut); code != 0 {
-			t.Fatalf("exit %d: %s", code, errOut.String())
-		}
-		if out.String() != string(want) {
-			t.Fatalf("--preset %s output differs from the design's table:\n%s", preset, out.String())
-		}
-	}
-}
-
-func TestSimBusyFlags(t *testing.T) {
-	var out, errOut bytes.Buffer
-	code := run([]string{"sim", "busy", "--rps", "1000", "--rps-pattern", "linear_grow", "--busy", "200", "--busy-pattern", "flappy"}, &out, &errOut)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut.String())
-	}
-	if !strings.Contains(out.String(), "start rps=1000 (linear_grow) throttled=0 busy=200 (flappy) limit=9999999") {
-		t.Fatalf("output:\n%s", out.String())
-	}
-	for _, args := range [][]string{
-		{"sim", "busy", "--preset", "steady", "--rps", "5"},
-		{"sim", "busy", "--preset", "wobbly"},
-		{"sim", "busy", "--rps-pattern", "zigzag"},
-		{"sim", "busy", "--rps", "-1"},
-		{"sim", "nope"},
-		{"nope"},
-	} {
-		errOut.Reset()
-		if code := run(args, &out, &errOut); code != 2 || errOut.Len() == 0 {
-			t.Errorf("%v: exit %d, stderr %q; want 2 and an error", args, code, errOut.String())
-		}
 	}
 }
 
@@ -506,11 +438,8 @@ func TestCommandsRejectStrayArguments(t *testing.T) {
 		{"demo", "extra", "--seconds", "1"},
 		{"bench", "--embedded", "1", "-s", "bench", "-m", "echo", "extra"},
 		{"serve", "extra"},
-		{"sim", "busy", "extra"},
-		{"sim", "ratelimit", "extra"},
 		{"doorman", "serve", "--config", "x.yaml", "--listen", "127.0.0.1:0", "extra"},
 		{"doorman", "get", "--server", "127.0.0.1:1", "--resource", "r", "--wants", "1", "extra"},
-		{"faults", "extra"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(args, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `unexpected argument "extra"`) {

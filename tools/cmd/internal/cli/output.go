@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/jsonout"
 )
 
-// outputJSONHelp says what -o json prints, for the commands' help.
-const outputJSONHelp = `-o json prints the report as one JSON object on one line: snake_case keys,
+// OutputJSONHelp says what -o json prints, for the commands' help.
+const OutputJSONHelp = `-o json prints the report as one JSON object on one line: snake_case keys,
 durations in milliseconds (keys ending in _ms), enums by name, null where
 there is no value (quantiles of no call, a rate not set).`
 
@@ -24,7 +24,7 @@ type outputFlag struct {
 
 // addOutputFlag defines -o/--output on fs, and --json too when legacyJSON
 // (the command had it before -o).
-func addOutputFlag(fs *flagSet, legacyJSON bool) *outputFlag {
+func AddOutputFlag(fs *FlagSet, legacyJSON bool) *outputFlag {
 	o := &outputFlag{}
 	fs.StringVar(&o.format, "output", "table", "the report's `FORMAT`: table, for people, or json, one JSON object on one line (\"text\": table, deprecated)")
 	fs.alias("o", "output")
@@ -36,10 +36,10 @@ func addOutputFlag(fs *flagSet, legacyJSON bool) *outputFlag {
 
 // check validates the flag and reports whether the report is JSON; an
 // error is a usage error.
-func (o *outputFlag) check(fs *flagSet) (asJSON bool, err error) {
+func (o *outputFlag) Check(fs *FlagSet) (asJSON bool, err error) {
 	switch o.format {
 	case "table", "text":
-		if o.json && fs.set("output") {
+		if o.json && fs.IsSet("output") {
 			return false, fmt.Errorf("--json and -o %s disagree; give -o json or -o table", o.format)
 		}
 		return o.json, nil
@@ -51,11 +51,11 @@ func (o *outputFlag) check(fs *flagSet) (asJSON bool, err error) {
 
 // writeJSON writes a report by jsonout's convention on stdout, and
 // returns the exit code: 0, or 1 if it could not be written.
-func (f *flagSet) writeJSON(v any) int {
+func (f *FlagSet) WriteJSON(v any) int {
 	if err := jsonout.Write(f.stdout, v); err != nil {
-		return f.failure("%v", err)
+		return f.Failure("%v", err)
 	}
-	return exitOK
+	return ExitOK
 }
 
 // tableResult is a bench mode's result: its rows print as a table, or as
@@ -66,17 +66,17 @@ type tableResult interface{ WriteTable(w io.Writer) error }
 // err, as JSON when asJSON, else as its table. A run the user interrupted
 // (ctx ended) still prints the rows done so far: interrupted says so. Any
 // other error, or a failure to print, is the exit code to return (else
-// exitOK).
-func (f *flagSet) reportRun(ctx context.Context, res tableResult, err error, asJSON bool, stdout io.Writer) (interrupted bool, code int) {
+// ExitOK).
+func (f *FlagSet) ReportRun(ctx context.Context, res tableResult, err error, asJSON bool, stdout io.Writer) (interrupted bool, code int) {
 	interrupted = err != nil && ctx.Err() != nil
 	if err != nil && !interrupted {
-		return false, f.failure("%v", err)
+		return false, f.Failure("%v", err)
 	}
 	if asJSON {
-		return interrupted, f.writeJSON(res)
+		return interrupted, f.WriteJSON(res)
 	}
 	if werr := res.WriteTable(stdout); werr != nil {
-		return interrupted, f.failure("%v", werr)
+		return interrupted, f.Failure("%v", werr)
 	}
-	return interrupted, exitOK
+	return interrupted, ExitOK
 }

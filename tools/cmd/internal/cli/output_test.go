@@ -1,42 +1,18 @@
-package main
+package cli
 
 import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/clitest"
 )
 
 // snakeKey is a key of the output convention; dataKey a key that is data
 // (an error code such as BUSY or RATE_LIMITED, counted by code).
-var (
-	snakeKey = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
-	dataKey  = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
-)
-
-// badKeys returns the keys of v, at any depth, that are neither
-// snake_case nor data: Go field names such as "Algorithm" or "Config".
-func badKeys(v any, path string) []string {
-	var bad []string
-	switch v := v.(type) {
-	case map[string]any:
-		for k, e := range v {
-			if !snakeKey.MatchString(k) && !dataKey.MatchString(k) {
-				bad = append(bad, path+"."+k)
-			}
-			bad = append(bad, badKeys(e, path+"."+k)...)
-		}
-	case []any:
-		for i, e := range v {
-			bad = append(bad, badKeys(e, path+"["+strconv.Itoa(i)+"]")...)
-		}
-	}
-	return bad
-}
-
 // Every command with a report prints it with -o json by one convention:
 // one JSON object on one line, snake_case keys (no Go field names), each
 // run short.
@@ -53,24 +29,15 @@ func TestEveryReportIsSnakeCaseJSON(t *testing.T) {
 		{"bench --rps", []string{"bench", "-p", peer, "-s", "echo", "-m", "echo", "--rps", "200", "-n", "20", "--warmup", "0"}},
 		{"bench refused", []string{"bench", "-p", "127.0.0.1:1", "-s", "echo", "-m", "echo", "-n", "5", "--warmup", "0"}},
 		{"bench --closed-loop", []string{"bench", "--closed-loop", "--embedded-workers", "2", "--embedded-latency", "fixed:5ms", "-d", "1s"}},
-		{"bench --rolling-deploy", []string{"bench", "--rolling-deploy", "--rows", "static", "--replacements", "1", "--rps", "100",
-			"--warmup-time", "100ms", "--steady", "300ms", "--settle", "200ms", "--dns-period", "300ms", "--dns-min-interval", "100ms",
-			"--grace", "1s", "--quiet", "100ms"}},
-		{"sim busy", []string{"sim", "busy"}},
-		{"sim ratelimit", []string{"sim", "ratelimit"}},
-		{"sim shed", []string{"sim", "shed", "--duration", "3s"}},
-		{"sim doorman", []string{"sim", "doorman", "--scenario", "tree-mishaps", "--duration", "4m", "--seed", "3"}},
 		{"doorman get", []string{"doorman", "get", "--server", doorman, "--resource", "db", "--wants", "1"}},
 		{"doorman load", []string{"doorman", "load", "--server", doorman, "--resource", "db", "--clients", "5", "--duration", "100ms"}},
 		{"doorman flood", []string{"doorman", "flood", "--server", doorman, "--ids", "100", "--per-request", "10", "--server-pid", self}},
-		{"faults", []string{"faults", "--ci", "--scenarios", "none", "--duration", "300ms"}},
-		{"hostile", []string{"hostile", "--ci", "--attacks", "checksum", "--target", peer, "--pid", self}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var out, errOut bytes.Buffer
 			code := run(append(tc.args, "-o", "json"), &out, &errOut)
-			if code != exitOK && !(tc.name == "bench refused" && code == exitFail) {
+			if code != ExitOK && !(tc.name == "bench refused" && code == ExitFail) {
 				t.Fatalf("sluice %s -o json: exit %d: %s", strings.Join(tc.args, " "), code, errOut.String())
 			}
 			s := out.String()
@@ -84,7 +51,7 @@ func TestEveryReportIsSnakeCaseJSON(t *testing.T) {
 			if _, ok := v.(map[string]any); !ok {
 				t.Errorf("the report is a %T, want an object", v)
 			}
-			if bad := badKeys(v, ""); len(bad) > 0 {
+			if bad := clitest.BadKeys(v); len(bad) > 0 {
 				t.Errorf("keys not in snake_case: %.10q", bad)
 			}
 		})

@@ -1,10 +1,10 @@
-package main
+package cli
 
 import "github.com/sluice-rpc/sluice/channel"
 
 // peerLimitFlags registers a server's flags for channel.PeerLimits and
 // returns where they land (zero: the Channel's defaults).
-func peerLimitFlags(fs *flagSet) *channel.PeerLimits {
+func peerLimitFlags(fs *FlagSet) *channel.PeerLimits {
 	var l channel.PeerLimits
 	fs.IntVar(&l.MaxConns, "max-conns", 0, "the most inbound connections held, `N` (0: half the descriptor limit; at the cap the longest idle go first)")
 	fs.DurationVar(&l.IdleTimeout, "idle-timeout", 0, "close an inbound connection with no call for `D` (0: 5m; pings do not count)")

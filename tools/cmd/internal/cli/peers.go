@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -25,7 +25,7 @@ type peerFlags struct {
 	etcd  *etcdFlags
 }
 
-func addPeerFlags(fs *flagSet) *peerFlags {
+func addPeerFlags(fs *FlagSet) *peerFlags {
 	p := &peerFlags{}
 	fs.Var(&p.peers, "peer", "`HOST:PORT` of a peer (repeatable)")
 	fs.alias("p", "peer")

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -48,7 +48,7 @@ type targetFlags struct {
 
 // addTargetFlags defines the target flags on fs, with the command's own
 // wording of the service, method and body.
-func addTargetFlags(fs *flagSet, serviceUsage, methodUsage, bodyUsage string) *targetFlags {
+func addTargetFlags(fs *FlagSet, serviceUsage, methodUsage, bodyUsage string) *targetFlags {
 	t := &targetFlags{
 		service:         fs.String("service", "", serviceUsage),
 		method:          fs.String("method", "", methodUsage),

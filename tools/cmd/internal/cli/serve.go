@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -15,9 +15,9 @@ import (
 	"github.com/sluice-rpc/sluice/discovery/etcd"
 )
 
-var serveHelp = helpText{
-	synopsis: `sluice serve [--listen HOST:PORT] [--service NAME] [--tls-cert FILE --tls-key FILE [--tls-ca FILE] [--tls-mode only|mixed]] [--register etcd://HOST:PORT/PREFIX] [--debug-listen ADDR] [limits flags]`,
-	about: `A Sluice TChannel server to try call and bench on (and to test a client's
+var serveHelp = Help{
+	Synopsis: `sluice serve [--listen HOST:PORT] [--service NAME] [--tls-cert FILE --tls-key FILE [--tls-ca FILE] [--tls-mode only|mixed]] [--register etcd://HOST:PORT/PREFIX] [--debug-listen ADDR] [limits flags]`,
+	About: `A Sluice TChannel server to try call and bench on (and to test a client's
 error handling against): service --service on --listen, with three methods
 that take raw and JSON calls alike:
 
@@ -50,7 +50,7 @@ exits. A second signal exits at once.
 ` + peerLimitsHelp + `
 
 Exit status: 0 when interrupted, 1 when it cannot listen, 2 on a usage error.`,
-	examples: `sluice serve --listen 127.0.0.1:4040
+	Examples: `sluice serve --listen 127.0.0.1:4040
 sluice call -p 127.0.0.1:4040 -s echo -m echo -r '{"a":1}'    # {"a":1}, exit 0
 sluice call -p 127.0.0.1:4040 -s echo -m fail                 # the error body, exit 1
 sluice bench -p 127.0.0.1:4040 -s echo -m echo --rps 1000 -d 10s
@@ -65,7 +65,7 @@ const serveFailBody = `{"type":"error","message":"sluice serve: fail always fail
 
 // serveRun runs `sluice serve` until ctx ends.
 func serveRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("sluice serve", serveHelp, stdout, stderr)
+	fs := NewFlagSet("sluice serve", serveHelp, stdout, stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "`HOST:PORT` to serve TChannel on (port 0: a free port)")
 	service := fs.String("service", "echo", "the `SERVICE` name the server answers to")
 	fs.alias("s", "service")
@@ -79,24 +79,24 @@ func serveRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	limits := peerLimitFlags(fs)
 	tlsFlags := addServerTLSFlags(fs, "TChannel")
 	tlsMode := fs.String("tls-mode", "only", "with --tls-cert: `MODE` only (refuse plaintext clients) or mixed (serve TLS and plaintext on the one port, for a rollout)")
-	if code, ok := fs.parse(args); !ok {
+	if code, ok := fs.ParseArgs(args); !ok {
 		return code
 	}
 	switch {
 	case *service == "":
-		return fs.usageError("-s/--service is empty")
+		return fs.UsageError("-s/--service is empty")
 	case *quiet < 0:
-		return fs.usageError("--shutdown-quiet is %v, must be >= 0", *quiet)
+		return fs.UsageError("--shutdown-quiet is %v, must be >= 0", *quiet)
 	case *shutdownTimeout <= 0:
-		return fs.usageError("--shutdown-timeout is %v, must be > 0", *shutdownTimeout)
-	case *register == "" && fs.set("register-ttl"):
-		return fs.usageError("--register-ttl needs --register")
+		return fs.UsageError("--shutdown-timeout is %v, must be > 0", *shutdownTimeout)
+	case *register == "" && fs.IsSet("register-ttl"):
+		return fs.UsageError("--register-ttl needs --register")
 	}
 	logger := configWarnings(stderr)
 	opts := []channel.Option{channel.WithShutdown(channel.ShutdownConfig{Grace: max(*grace, 0), NoGrace: *grace < 0, Quiet: *quiet})}
-	tlsOpt, err := serveTLS(tlsFlags, *tlsMode, fs.set("tls-mode"), logger)
+	tlsOpt, err := serveTLS(tlsFlags, *tlsMode, fs.IsSet("tls-mode"), logger)
 	if err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	if tlsOpt != nil {
 		opts = append(opts, tlsOpt)
@@ -104,20 +104,20 @@ func serveRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *register != "" {
 		reg, closeReg, err := registrarFor(*register, *registerTTL, etcdTLS)
 		if err != nil {
-			return fs.usageError("--register: %v", err)
+			return fs.UsageError("--register: %v", err)
 		}
 		defer closeReg()
 		opts = append(opts, channel.WithRegistrar(reg))
 	}
 	debug, err := newDebugListener(*debugAddr, stderr)
 	if err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	defer debug.close()
 	ch, err := channel.New(*service, append(opts, channel.WithScope(debug.scope()), channel.WithPeerLimits(*limits),
 		channel.WithLogger(logger))...)
 	if err != nil {
-		return fs.usageError("%v", err)
+		return fs.UsageError("%v", err)
 	}
 	defer ch.Close()
 	// Raw handlers take JSON calls too: echoing arg2 and arg3 answers a
@@ -135,14 +135,14 @@ func serveRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	for m, h := range handlers {
 		if err := ch.RegisterRaw(m, h); err != nil {
-			return fs.failure("%v", err)
+			return fs.Failure("%v", err)
 		}
 	}
 	if err := ch.ListenAndServe(*listen); err != nil {
-		return fs.failure("%v", err)
+		return fs.Failure("%v", err)
 	}
 	if err := debug.serve("sluice serve", nil, stderr); err != nil {
-		return fs.failure("%v", err)
+		return fs.Failure("%v", err)
 	}
 	fmt.Fprintf(stdout, "serving %s on %s\n", *service, ch.HostPort())
 	<-ctx.Done()
@@ -155,7 +155,7 @@ func serveRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := ch.Shutdown(sctx); err != nil {
 		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 	}
-	return exitOK
+	return ExitOK
 }
 
 // serveTLS returns the Channel option of serve's TLS flags, nil for

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -36,8 +36,8 @@ func TestServeNamesABadPeer(t *testing.T) {
 
 func TestServeRejectsBadLimits(t *testing.T) {
 	var out, errOut bytes.Buffer
-	if code := run([]string{"serve", "--handshake-timeout", "-1s"}, &out, &errOut); code != exitUsage {
-		t.Fatalf("exit %d, want %d: %s", code, exitUsage, errOut.String())
+	if code := run([]string{"serve", "--handshake-timeout", "-1s"}, &out, &errOut); code != ExitUsage {
+		t.Fatalf("exit %d, want %d: %s", code, ExitUsage, errOut.String())
 	}
 	if !strings.Contains(errOut.String(), "HandshakeTimeout") {
 		t.Fatalf("stderr %q does not name the limit", errOut.String())

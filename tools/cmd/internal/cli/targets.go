@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -45,7 +45,7 @@ A registry that fails never empties the peer list: the last good set stays.`
 // etcdFlags are the etcd client's TLS and credentials, for etcd:// targets.
 type etcdFlags struct{ cacert, cert, key, user string }
 
-func addEtcdFlags(fs *flagSet) *etcdFlags {
+func addEtcdFlags(fs *FlagSet) *etcdFlags {
 	e := &etcdFlags{}
 	fs.StringVar(&e.cacert, "etcd-cacert", "", "verify etcd's certificate with the CA certificates in `FILE` (PEM); turns on TLS")
 	fs.StringVar(&e.cert, "etcd-cert", "", "present the client certificate in `FILE` (PEM) to etcd; needs --etcd-key")

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -70,7 +70,7 @@ func TestServeRegistersCallFinds(t *testing.T) {
 		t.Fatalf("keys under services/echo/: %v, want services/echo/%s", ks, addr)
 	}
 	cancel()
-	if code := testwait.Recv(t, exit, "sluice serve to exit"); code != exitOK {
+	if code := testwait.Recv(t, exit, "sluice serve to exit"); code != ExitOK {
 		t.Fatalf("sluice serve exited %d: %s", code, errOut.String())
 	}
 	if ks := keys(); len(ks) != 0 {

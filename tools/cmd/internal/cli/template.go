@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -167,7 +167,7 @@ var templateKeys = map[string]string{
 // applyTemplate reads the template at path into the flags of fs that the
 // command line did not set, and the body and headers into tf. args are
 // -A's NAME:VALUE pairs. Its errors are usage errors.
-func applyTemplate(fs *flagSet, tf *targetFlags, path string, args []string) error {
+func applyTemplate(fs *FlagSet, tf *targetFlags, path string, args []string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -215,7 +215,7 @@ func applyTemplate(fs *flagSet, tf *targetFlags, path string, args []string) err
 	// Scalars go to their flags, unless given on the command line.
 	for _, k := range []string{"service", "method", "caller", "sk", "rk", "rd", "timeout", "disable-thrift-envelope"} {
 		v, err := str(k)
-		if err != nil || v == "" || fs.set(k) || (k == "method" && fs.set("procedure")) {
+		if err != nil || v == "" || fs.IsSet(k) || (k == "method" && fs.IsSet("procedure")) {
 			if err != nil {
 				return err
 			}
@@ -227,13 +227,13 @@ func applyTemplate(fs *flagSet, tf *targetFlags, path string, args []string) err
 	}
 	if v, err := str("thrift"); err != nil {
 		return err
-	} else if v != "" && !fs.set("thrift") {
+	} else if v != "" && !fs.IsSet("thrift") {
 		if !filepath.IsAbs(v) {
 			v = filepath.Join(filepath.Dir(path), v)
 		}
 		fs.Set("thrift", v)
 	}
-	if !fs.set("peer") && !fs.set("peer-list") {
+	if !fs.IsSet("peer") && !fs.IsSet("peer-list") {
 		if err := templatePeers(fs, path, keys, str); err != nil {
 			return err
 		}
@@ -267,7 +267,7 @@ func applyTemplate(fs *flagSet, tf *targetFlags, path string, args []string) err
 
 // templatePeers sets -p or -P from a template's peer, peers or peerList
 // (relative to the template): one of them, as yab reads the first given.
-func templatePeers(fs *flagSet, path string, keys map[string]any, str func(string) (string, error)) error {
+func templatePeers(fs *FlagSet, path string, keys map[string]any, str func(string) (string, error)) error {
 	peer, err := str("peer")
 	if err != nil {
 		return err

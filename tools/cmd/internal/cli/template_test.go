@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"os"
@@ -39,16 +39,16 @@ request:
   value: ${value}
 `)
 	code, out, errOut := runCall("-y", set, "-A", "value:ten")
-	require.Equal(t, exitOK, code, errOut)
+	require.Equal(t, ExitOK, code, errOut)
 	assert.Equal(t, "{}\n", out)
 	// -r and -m on the command line win over the template's request and method.
 	code, out, errOut = runCall("-y", set, "-m", "KeyValue::Get", "-r", `{"key": "a"}`)
-	require.Equal(t, exitOK, code, errOut)
+	require.Equal(t, ExitOK, code, errOut)
 	assert.JSONEq(t, `{"result": "ten"}`, out)
 	// A value from -A is read as YAML: 5 is a number, which a string
 	// argument refuses, as yab's would.
 	code, _, errOut = runCall("-y", set, "-A", "value:5")
-	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, ExitUsage, code)
 	assert.Contains(t, errOut, "value: want a string, got a number")
 
 	clear := writeTemplate(t, `
@@ -60,10 +60,10 @@ headers:
   user: nobody
 `)
 	code, out, _ = runCall("-y", clear)
-	assert.Equal(t, exitFail, code)
+	assert.Equal(t, ExitFail, code)
 	assert.JSONEq(t, `{"notAuthorized": {}}`, out)
 	code, out, errOut = runCall("-y", clear, "-H", "user:root") // -H over the template's headers
-	assert.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, ExitOK, code, errOut)
 	assert.Equal(t, "{}\n", out)
 }
 
@@ -89,16 +89,16 @@ func TestCallTemplateErrors(t *testing.T) {
 	} {
 		path := writeTemplate(t, c.template)
 		code, out, errOut := runCall(append([]string{"-p", peer, "-y", path}, c.args...)...)
-		assert.Equal(t, exitUsage, code, "%q: %s", c.template, errOut)
+		assert.Equal(t, ExitUsage, code, "%q: %s", c.template, errOut)
 		assert.Empty(t, out)
 		assert.Contains(t, errOut, c.want, "%q", c.template)
 		assert.Contains(t, errOut, "sluice call: -y/--yaml-template: ", "%q", c.template)
 	}
 	code, _, errOut := runCall("-p", peer, "-y", "/nonexistent/get.yab")
-	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, ExitUsage, code)
 	assert.Contains(t, errOut, "-y/--yaml-template: open /nonexistent/get.yab")
 	code, _, errOut = runCall("-p", peer, "-s", "keyvalue", "-m", "get", "-A", "key:a")
-	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, ExitUsage, code)
 	assert.Contains(t, errOut, "-A/--arg fills a template's ${NAME}: give the template with -y FILE")
 	assert.Less(t, time.Since(start), 5*time.Second, "usage errors send nothing, so wait for nothing")
 }
@@ -111,14 +111,14 @@ func TestCallYabExitStatuses(t *testing.T) {
 		args []string
 		want int
 	}{
-		{[]string{"-o", "yab", "-p", peer, "-s", "echo", "-m", "echo", "--nope"}, exitFail},
-		{[]string{"-p", peer, "-s", "echo", "-m", "echo", "--nope", "-o", "yab"}, exitFail},
-		{[]string{"--output=yab", "-p", peer, "-s", "echo", "-m", "echo", "--timeout", "soon"}, exitFail},
-		{[]string{"-p", peer, "-s", "echo", "-m", "echo", "--timeout", "soon"}, exitUsage},
-		{[]string{"-o", "yab", "-p", peer, "-s", "echo", "-m", "fail"}, exitOK},
-		{[]string{"-o", "yab", "-p", peer, "-s", "echo", "-m", "busy"}, exitFail},
-		{[]string{"-o", "yab", "-p", "127.0.0.1:1", "-s", "echo", "-m", "echo"}, exitFail},
-		{[]string{"-o", "yab", "-h"}, exitOK},
+		{[]string{"-o", "yab", "-p", peer, "-s", "echo", "-m", "echo", "--nope"}, ExitFail},
+		{[]string{"-p", peer, "-s", "echo", "-m", "echo", "--nope", "-o", "yab"}, ExitFail},
+		{[]string{"--output=yab", "-p", peer, "-s", "echo", "-m", "echo", "--timeout", "soon"}, ExitFail},
+		{[]string{"-p", peer, "-s", "echo", "-m", "echo", "--timeout", "soon"}, ExitUsage},
+		{[]string{"-o", "yab", "-p", peer, "-s", "echo", "-m", "fail"}, ExitOK},
+		{[]string{"-o", "yab", "-p", peer, "-s", "echo", "-m", "busy"}, ExitFail},
+		{[]string{"-o", "yab", "-p", "127.0.0.1:1", "-s", "echo", "-m", "echo"}, ExitFail},
+		{[]string{"-o", "yab", "-h"}, ExitOK},
 	} {
 		code, _, errOut := runCall(c.args...)
 		assert.Equal(t, c.want, code, "%q: %s", c.args, errOut)

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -26,7 +26,7 @@ import (
 // recorded with.
 func keyvalueIDL(t *testing.T) string {
 	t.Helper()
-	p, err := filepath.Abs("../../../examples/keyvalue/keyvalue.thrift")
+	p, err := filepath.Abs("../../../../examples/keyvalue/keyvalue.thrift")
 	require.NoError(t, err)
 	require.FileExists(t, p)
 	return p
@@ -138,12 +138,12 @@ func TestThriftMatchesYab(t *testing.T) {
 				switch {
 				case usage:
 					require.Equal(t, 1, yabCode, "%s: yab's status for a usage error", c.name)
-					assert.Equal(t, exitUsage, code, "%s: stderr %s", c.name, errOut)
+					assert.Equal(t, ExitUsage, code, "%s: stderr %s", c.name, errOut)
 					assert.Empty(t, out, c.name)
 					assert.Less(t, time.Since(start), time.Second, "%s: a usage error sends nothing", c.name)
 				case len(recorded) == 0: // the call failed: yab printed no answer
 					require.Equal(t, 1, yabCode, c.name)
-					assert.Equal(t, exitFail, code, "%s: stderr %s", c.name, errOut)
+					assert.Equal(t, ExitFail, code, "%s: stderr %s", c.name, errOut)
 					assert.Empty(t, out, c.name)
 				default:
 					var yab struct {
@@ -164,13 +164,13 @@ func TestThriftMatchesYab(t *testing.T) {
 						require.NoError(t, json.Unmarshal(yab.Body, &want), c.name)
 						assert.Equal(t, string(want)+"\n", out, "%s: stdout must be yab's body", c.name)
 					}
-					wantCode := exitOK
+					wantCode := ExitOK
 					switch {
 					case !yab.OK && c.encoding() == "thrift":
-						wantCode = exitFail
+						wantCode = ExitFail
 						assert.Regexp(t, `application error: \w+::\w+ threw \w+ \((KeyNotFound|InvalidKey|NotAuthorized)\)`, errOut, c.name)
 					case !yab.OK:
-						wantCode = exitFail
+						wantCode = ExitFail
 						assert.Contains(t, errOut, "application error: the handler answered with an error", c.name)
 					default:
 						assert.Empty(t, errOut, c.name)
@@ -193,20 +193,20 @@ func TestCallThriftHeadersAndStdin(t *testing.T) {
 	idl, peer := keyvalueIDL(t), startPlainKV(t)
 	// Admin::clearAll needs the header user:root (from the example).
 	code, out, errOut := runCall("-p", peer, "-t", idl, "-s", "keyvalue", "-m", "Admin::clearAll")
-	assert.Equal(t, exitFail, code)
+	assert.Equal(t, ExitFail, code)
 	assert.JSONEq(t, `{"notAuthorized": {}}`, out)
 	assert.Contains(t, errOut, "Admin::clearAll threw notAuthorized (NotAuthorized)")
 	code, out, errOut = runCall("-p", peer, "-t", idl, "-s", "keyvalue", "-m", "Admin::clearAll", "-H", "user:root")
-	assert.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, ExitOK, code, errOut)
 	assert.Equal(t, "{}\n", out)
 
 	stdin = strings.NewReader(`{"key": "b", "value": "2"}`)
 	t.Cleanup(func() { stdin = os.Stdin })
 	code, _, errOut = runCall("-p", peer, "-t", idl, "keyvalue", "-f", "-", "KeyValue::Set", "-v", "--sk", "b", "--caller", "me")
-	assert.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, ExitOK, code, errOut)
 	assert.Contains(t, errOut, `headers   {"count":"1"}`)
 	code, out, _ = runCall("-p", peer, "-t", idl, "keyvalue", "KeyValue::Get", "-r", `{"key": "b"}`)
-	assert.Equal(t, exitOK, code)
+	assert.Equal(t, ExitOK, code)
 	assert.JSONEq(t, `{"result": "2"}`, out)
 }
 
@@ -249,7 +249,7 @@ func TestCallThriftUsageErrors(t *testing.T) {
 		{[]string{"-s", "kv", "-m", "get", "-o", "xml"}, `-o/--output is "xml", must be body or yab`},
 	} {
 		code, out, errOut := runCall(append([]string{"-p", peer}, c.args...)...)
-		assert.Equal(t, exitUsage, code, "%v: %s", c.args, errOut)
+		assert.Equal(t, ExitUsage, code, "%v: %s", c.args, errOut)
 		assert.Empty(t, out, "%v", c.args)
 		assert.Contains(t, errOut, c.want, "%v", c.args)
 	}
@@ -260,7 +260,7 @@ func TestCallThriftUsageErrors(t *testing.T) {
 func TestCallRawArg2(t *testing.T) {
 	peer := startArg2Echo(t)
 	code, out, errOut := runCall("-p", peer, "-s", "kv", "-m", "arg2", "-e", "raw", "--arg2", "meta", "-r", "body")
-	assert.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, ExitOK, code, errOut)
 	assert.Equal(t, "meta|body\n", out)
 }
 
@@ -283,7 +283,7 @@ func startArg2Echo(t *testing.T) string {
 func TestBenchThrift(t *testing.T) {
 	idl, peer := keyvalueIDL(t), startPlainKV(t)
 	code, _, errOut := runCall("-p", peer, "-t", idl, "keyvalue", "KeyValue::Set", "-r", `{"key": "a", "value": "1"}`)
-	require.Equal(t, exitOK, code, errOut)
+	require.Equal(t, ExitOK, code, errOut)
 	bench := func(args ...string) (map[string]any, string) {
 		var out, errOut bytes.Buffer
 		code := run(append([]string{"bench", "-p", peer, "-t", idl, "-o", "json", "--warmup", "0"}, args...), &out, &errOut)
@@ -303,10 +303,10 @@ func TestBenchThrift(t *testing.T) {
 
 	var out, errb bytes.Buffer
 	code = run([]string{"bench", "-p", peer, "-t", idl, "keyvalue", "KeyValue::Gett"}, &out, &errb)
-	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, ExitUsage, code)
 	assert.Contains(t, errb.String(), `service KeyValue has no method "Gett"`)
 	code = run([]string{"bench", "--embedded", "1", "-t", idl, "keyvalue", "KeyValue::Get"}, &out, &errb)
-	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, ExitUsage, code)
 }
 
 // A body larger than a call can carry is a usage error, not a call that
@@ -315,7 +315,7 @@ func TestCallBodyOverTheLimit(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "big.json")
 	require.NoError(t, os.WriteFile(path, bytes.Repeat([]byte(" "), maxBodyFile+1), 0o600))
 	code, out, errOut := runCall("-p", "127.0.0.1:1", "-s", "kv", "-m", "get", "-f", path)
-	assert.Equal(t, exitUsage, code, errOut)
+	assert.Equal(t, ExitUsage, code, errOut)
 	assert.Empty(t, out)
 	assert.Contains(t, errOut, "the most a call sends")
 }

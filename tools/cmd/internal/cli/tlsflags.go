@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -53,14 +53,14 @@ type serverTLSFlags struct {
 
 // addServerTLSFlags registers a server's TLS flags on fs; protocol is
 // what it serves ("gRPC", "TChannel").
-func addServerTLSFlags(fs *flagSet, protocol string) *serverTLSFlags {
+func addServerTLSFlags(fs *FlagSet, protocol string) *serverTLSFlags {
 	s := &serverTLSFlags{}
 	s.register(fs, protocol)
 	return s
 }
 
 // register registers the flags on fs, landing in s.
-func (s *serverTLSFlags) register(fs *flagSet, protocol string) {
+func (s *serverTLSFlags) register(fs *FlagSet, protocol string) {
 	fs.StringVar(&s.files.Cert, "tls-cert", "", "serve "+protocol+" over TLS with the PEM certificate (and chain) in `FILE`, re-read when it changes; needs --tls-key")
 	fs.StringVar(&s.files.Key, "tls-key", "", "the PEM private key of --tls-cert, in `FILE`")
 	fs.StringVar(&s.files.CA, "tls-ca", "", "require clients to present a certificate signed by a CA in the PEM `FILE` (mutual TLS); needs --tls-cert")
@@ -103,7 +103,7 @@ type clientTLSFlags struct {
 
 // addClientTLSFlags registers a client's TLS flags, named prefix+"tls...",
 // for its connections to peer, whose address addrFlag gives.
-func addClientTLSFlags(fs *flagSet, prefix, peer, addrFlag string) *clientTLSFlags {
+func addClientTLSFlags(fs *FlagSet, prefix, peer, addrFlag string) *clientTLSFlags {
 	c := &clientTLSFlags{prefix: prefix}
 	fs.BoolVar(&c.on, prefix+"tls", false, "speak TLS to "+peer+", verified against the system's roots (or --"+prefix+"tls-ca)")
 	fs.StringVar(&c.files.CA, prefix+"tls-ca", "", "speak TLS to "+peer+", verified against the CA certificates in the PEM `FILE`")
@@ -182,7 +182,7 @@ func (h errorHandler) Handle(_ context.Context, r slog.Record) error {
 // on f's stderr for each changed TLS file that did not load (tlsfiles'
 // error says the last good one stays in use). It is called from
 // handshakes: f's stderr must be safe for concurrent use.
-func (f *flagSet) tlsReloadErrors() func(error) {
+func (f *FlagSet) tlsReloadErrors() func(error) {
 	return func(err error) {
 		fmt.Fprintf(f.stderr, "%s: a changed TLS file did not load: %v\n", f.Name(), err)
 	}
@@ -195,7 +195,7 @@ type channelClientTLS struct {
 	fallback bool
 }
 
-func addChannelClientTLSFlags(fs *flagSet) *channelClientTLS {
+func addChannelClientTLSFlags(fs *FlagSet) *channelClientTLS {
 	c := &channelClientTLS{clientTLSFlags: addClientTLSFlags(fs, "", "the peers", "-p/-P")}
 	fs.BoolVar(&c.fallback, "tls-fallback", false, "reach a peer in plaintext when it answers the TLS handshake in plaintext or not at all, for a rollout; a downgrade anyone on the path can force; with --tls or --tls-ca")
 	return c
