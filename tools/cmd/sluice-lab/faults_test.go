@@ -71,7 +71,7 @@ func TestFaultsSmallRun(t *testing.T) {
 }
 
 // kill re-executes this binary as a child server; the test binary does
-// not call faults.ServeChildIfAsked (sluice's main does), so the run cannot
+// not call faults.ServeChildIfAsked (sluice-lab's main does), so the run cannot
 // be made, and says why, at once.
 func TestFaultsChildHookMissing(t *testing.T) {
 	t.Parallel() // waits on real time: overlaps with the other waiting tests
