@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -63,10 +65,22 @@ report gives the mode, connections and concurrency, calls and throughput
 failed calls and of calls refused locally (THROTTLED, RATE_LIMITED,
 NO_PEERS, UNAVAILABLE: nothing sent) separately, and attempts per call, busy
 answers, throttled requests and errors by code (an application error, JSON
-or Thrift, counts as APPLICATION). An interrupt ends the run early and
-reports the calls made so far. Quantiles of a rate run are exact; an
-unbounded run's come from histograms with buckets 1/128 of their values wide
-(within 0.4%).
+or Thrift, counts as APPLICATION; a Thrift exception is named by its type,
+APPLICATION 5 (KeyNotFound 5), and counted in the JSON's
+application_errors). An interrupt ends the run early and reports the calls
+made so far. Quantiles of a rate run are exact; an unbounded run's come
+from histograms with buckets 1/128 of their values wide (within 0.4%).
+
+As yab does, bench first makes one call, left out of the figures, and
+prints its answer as yab prints it (call -o yab's envelope; with -o json,
+the report's first_response); --no-first-response skips it. A first call
+that fails is said on stderr, and the run goes on. --per-peer-stats (yab's
+flag) adds a row for each peer: the calls it answered (or, failed, whose
+last attempt went to it), ok, failed, p50/p99/max of its successful calls,
+the attempts sent to it, its Busy answers and throttled requests, and its
+errors; in the JSON, per_peer. A peer that left during the run keeps its
+row, marked (left) ("left": true), with its counts as last read, at most
+50 ms before it left.
 
 Embedded servers can have a pool of workers (--embedded-workers: requests
 beyond them queue) and shed load (--embedded-shed). --closed-loop runs the
@@ -143,6 +157,7 @@ sluice bench -t keyvalue.thrift -p 127.0.0.1:4040 keyvalue KeyValue::Get -r '{"k
 sluice bench -p 127.0.0.1:4040 -s kv -m get -r '{"key":"a"}' -n 2000 --connections 4 --concurrency 8
 sluice bench --embedded 4 --rps 400 -d 10s --hedge-max 3 --hedge-adaptive 0.95
 sluice bench -p 127.0.0.1:4040 -s kv -m get -r '{"key":"a"}' --rps 200 -d 30s -o json
+sluice bench -p 127.0.0.1:4040 -p 127.0.0.1:4041 -p 127.0.0.1:4042 -s kv -m get --per-peer-stats -o json | jq .per_peer
 sluice bench -P peers.yaml -s kv -m get --retry-max 3 --debug-listen 127.0.0.1:9090
 sluice bench -p 127.0.0.1:4040 --tls-ca ca.pem --tls-cert c.pem --tls-key c-key.pem -s echo -m echo -n 10000   # mutual TLS
 sluice bench -P dns:///_tchannel._tcp.kv.default.svc.cluster.local -s kv -m get --rps 500 -d 1m --allow-remote
@@ -221,6 +236,8 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	timeout := fs.Duration("timeout", time.Second, "each call's deadline, across its attempts")
 	warmup := fs.Int("warmup", 10, "calls made one at a time on each connection first, left out of the report")
 	output := AddOutputFlag(fs, false)
+	perPeer := fs.Bool("per-peer-stats", false, "report the calls by peer too: a row for each peer in the table, per_peer in the JSON (as yab's flag); a peer that left during the run keeps its row")
+	noFirst := fs.Bool("no-first-response", false, "do not make the first call before the run, whose answer bench prints as yab does (with -o json: first_response)")
 	debugAddr := fs.String("debug-listen", "", debugListenUsage)
 	policy := addPolicyFlags(fs.FlagSet, true)
 	tlsFlags := addChannelClientTLSFlags(fs)
@@ -411,19 +428,31 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	if err := debug.serve("sluice bench", nil, stderr); err != nil {
 		return fs.Failure("%v", err)
 	}
+	var first json.RawMessage
+	if !*noFirst {
+		if first = firstResponse(ctx, clients[0], tg, *timeout, stderr); first != nil && !asJSON {
+			stdout.Write(first)
+		}
+	}
 	lc := load.Config{Method: tg.method, RPS: *rps, Duration: *duration, Calls: *calls,
 		Concurrency: *concurrency, Timeout: *timeout, Warmup: *warmup,
-		Request: tg.req, CallOptions: tg.opts,
+		Request: tg.req, CallOptions: tg.opts, PerPeer: *perPeer,
 		Progress: func(p load.Progress) {
 			fmt.Fprintf(stderr, "%6.1fs  %d calls: %d ok, %d failed, %d refused locally; %.1f calls/s\n",
 				p.Elapsed.Seconds(), p.Calls, p.OK, p.Failed, p.Refused, p.Rate)
 		}}
+	if m := tg.thrift; m != nil {
+		lc.Exception = func(res *channel.Response) string { return m.ExceptionType(res.Arg3) }
+	}
 	rep, err := load.RunClients(ctx, clients, lc)
 	if err != nil {
 		return fs.Failure("%v", err)
 	}
 	if asJSON {
 		out := benchReport{Report: rep, Peers: src.hostPorts}
+		if first != nil {
+			out.FirstResponse = bytes.TrimSpace(first)
+		}
 		if src.resolver != nil {
 			list := src.String()
 			out.PeerList = &list
@@ -465,6 +494,39 @@ type benchReport struct {
 	// EmbeddedLatency their latency shape, null without.
 	Embedded        *int    `json:"embedded"`
 	EmbeddedLatency *string `json:"embedded_latency"`
+	// FirstResponse is the answer to the call made before the run, as yab
+	// prints it (call -o yab's envelope); null with --no-first-response or
+	// when that call failed.
+	FirstResponse json.RawMessage `json:"first_response"`
+}
+
+// firstResponse makes one call through cl before the run, as yab does,
+// and returns its answer as yab prints it (call -o yab's envelope, then a
+// blank line); a failure goes to stderr, and the run goes on to report on
+// its own calls: nil then.
+func firstResponse(ctx context.Context, cl *channel.Client, tg *target, timeout time.Duration, stderr io.Writer) json.RawMessage {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res, err := cl.Call(cctx, tg.method, tg.req, tg.opts...)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice bench: the first call, before the run: %v\n", err)
+		return nil
+	}
+	body := res.Arg3
+	if tg.thrift != nil {
+		a, err := tg.thrift.Answer(res.Arg3)
+		if err != nil {
+			fmt.Fprintf(stderr, "sluice bench: the first call, before the run: %v (from %s)\n", err, res.Peer)
+			return nil
+		}
+		body = a.JSON
+	}
+	out, err := yabEnvelope(tg, body, res)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice bench: the first call, before the run: %v (from %s)\n", err, res.Peer)
+		return nil
+	}
+	return out
 }
 
 // checkLoopback accepts a host:port on a loopback address, or anywhere

@@ -45,6 +45,7 @@ type benchJSON struct {
 	PeerList        *string            `json:"peer_list"`
 	Embedded        *int               `json:"embedded"`
 	EmbeddedLatency string             `json:"embedded_latency"`
+	FirstResponse   map[string]any     `json:"first_response"`
 }
 
 func runBench(t *testing.T, ctx context.Context, args ...string) (code int, stdout, stderr string) {
@@ -120,6 +121,9 @@ func TestBenchEmbeddedJSON(t *testing.T) {
 	if len(r.Peers) != 3 || !strings.HasPrefix(r.Peers[0], "127.0.0.1:") || r.EmbeddedLatency != "1ms" || r.Embedded == nil || *r.Embedded != 3 {
 		t.Errorf("peers %v latency %q, want 3 on 127.0.0.1 with 1ms", r.Peers, r.EmbeddedLatency)
 	}
+	if f := r.FirstResponse; f["ok"] != true || f["trace"] != "0" {
+		t.Errorf("first_response %v, want yab's envelope of an ok answer", f)
+	}
 }
 
 // Heavy-tailed servers with adaptive hedging: the text report has every
@@ -177,8 +181,8 @@ func TestBenchPeers(t *testing.T) {
 	if r.Calls != 50 || r.OK != 50 || r.EmbeddedLatency != "" || r.Embedded != nil || len(r.Peers) != 2 {
 		t.Errorf("calls %d ok %d peers %v embedded %v %q: want 50 ok calls to the 2 peers", r.Calls, r.OK, r.Peers, r.Embedded, r.EmbeddedLatency)
 	}
-	if got := s.Received(); got != 70 {
-		t.Errorf("servers received %d requests, want 70 (50 and 10 warm-up on each of 2 connections)", got)
+	if got := s.Received(); got != 71 {
+		t.Errorf("servers received %d requests, want 71 (50, 10 warm-up on each of 2 connections, and the first call)", got)
 	}
 }
 
@@ -509,8 +513,8 @@ func TestBenchConnectionsAndConcurrency(t *testing.T) {
 	if r.Calls != 300 || r.OK != 300 || r.Connections != 3 || r.Concurrency != 2 || r.MaxInFlight != 6 {
 		t.Errorf("calls %d ok %d connections %d concurrency %d in flight %d; want 300 ok on 3 x 2", r.Calls, r.OK, r.Connections, r.Concurrency, r.MaxInFlight)
 	}
-	if got := s.Received(); got != 306 {
-		t.Errorf("servers received %d requests, want 306 (300 and 2 warm-up calls on each of 3 connections)", got)
+	if got := s.Received(); got != 307 {
+		t.Errorf("servers received %d requests, want 307 (300, 2 warm-up calls on each of 3 connections, and the first call)", got)
 	}
 	if m := s.MaxInFlight(); m > 6 || m < 2 {
 		t.Errorf("servers saw at most %d requests at once, want 2 to 6 (3 connections x 2)", m)
@@ -519,8 +523,96 @@ func TestBenchConnectionsAndConcurrency(t *testing.T) {
 
 // -o text, bench's older spelling of the table, still works.
 func TestBenchOutputTextAlias(t *testing.T) {
-	code, out, errOut := runBench(t, context.Background(), "--embedded", "1", "--embedded-latency", "0", "-n", "20", "-o", "text")
+	code, out, errOut := runBench(t, context.Background(), "--embedded", "1", "--embedded-latency", "0", "-n", "20", "-o", "text", "--no-first-response")
 	if code != 0 || !strings.Contains(out, "calls       20 in ") || strings.HasPrefix(out, "{") {
 		t.Errorf("-o text: exit %d, stderr %q, stdout:\n%s\nwant the table", code, errOut, out)
+	}
+}
+
+// perPeerJSON is the part of `sluice bench --per-peer-stats -o json` the
+// per-peer test reads.
+type perPeerJSON struct {
+	Calls   int `json:"calls"`
+	PerPeer []struct {
+		Peer    string             `json:"peer"`
+		Calls   int                `json:"calls"`
+		OK      int                `json:"ok"`
+		Errors  map[string]int     `json:"errors"`
+		Latency map[string]float64 `json:"latency_ms"`
+		Sent    int                `json:"sent"`
+		Left    bool               `json:"left"`
+	} `json:"per_peer"`
+	FirstResponse *struct {
+		Body map[string]any `json:"body"`
+		OK   bool           `json:"ok"`
+	} `json:"first_response"`
+}
+
+// --per-peer-stats against three servers: a per_peer element for each,
+// with its calls and latency, adding up to the run's; the first response,
+// as yab prints it, in first_response. The table has a row per peer and
+// the first response above it, as yab prints it; --no-first-response
+// leaves it out, and without --per-peer-stats there is no per_peer.
+func TestBenchPerPeerStats(t *testing.T) {
+	t.Parallel() // waits on real time: overlaps with the other waiting tests
+	peers := []string{startServe(t), startServe(t), startServe(t)}
+	args := []string{"-p", peers[0], "-p", peers[1], "-p", peers[2], "-s", "echo", "-m", "echo", "-r", `{"k":"v"}`, "--rps", "300", "-n", "150"}
+	code, out, errOut := runBench(t, context.Background(), append(args, "--per-peer-stats", "-o", "json")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var r perPeerJSON
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v in %s", err, out)
+	}
+	if len(r.PerPeer) != 3 {
+		t.Fatalf("per_peer %+v, want one element for each of the 3 peers", r.PerPeer)
+	}
+	calls := 0
+	for _, p := range r.PerPeer {
+		calls += p.Calls
+		if !slices.Contains(peers, p.Peer) || p.Calls == 0 || p.OK != p.Calls || p.Sent != p.Calls || p.Left || len(p.Errors) != 0 ||
+			!(p.Latency["p50"] > 0 && p.Latency["p99"] >= p.Latency["p50"]) || p.Latency["count"] != float64(p.OK) {
+			t.Errorf("per_peer element %+v: want one of %v with calls, all ok, timed", p, peers)
+		}
+	}
+	if calls != r.Calls || calls != 150 {
+		t.Errorf("per_peer calls add up to %d, the run made %d; want 150", calls, r.Calls)
+	}
+	if f := r.FirstResponse; f == nil || !f.OK || f.Body["k"] != "v" {
+		t.Errorf("first_response %+v, want the echo of {\"k\":\"v\"}, ok", f)
+	}
+
+	code, out, errOut = runBench(t, context.Background(), append(args, "--per-peer-stats")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	wantFirst := "{\n  \"body\": {\n    \"k\": \"v\"\n  },\n  \"ok\": true,\n  \"trace\": \"0\"\n}\n\nservers     "
+	if !strings.HasPrefix(out, wantFirst) {
+		t.Errorf("the table does not start with the first response as yab prints it, then the report:\n%s", out)
+	}
+	for _, p := range peers {
+		if !regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(p) + ` +\d+ +\d+ +0 +0 +\S+ +\S+ +\S+ +\d+ +0 +0 +none$`).MatchString(out) {
+			t.Errorf("no per-peer row for %s:\n%s", p, out)
+		}
+	}
+
+	code, out, errOut = runBench(t, context.Background(), append(args, "--no-first-response", "-o", "json")...)
+	if code != 0 || strings.Contains(out, `"per_peer"`) || !strings.Contains(out, `"first_response":null`) {
+		t.Errorf("exit %d, stderr %q; want no per_peer and a null first_response:\n%s", code, errOut, out)
+	}
+	code, out, errOut = runBench(t, context.Background(), append(args, "--no-first-response")...)
+	if code != 0 || !strings.HasPrefix(out, "servers     ") || strings.Contains(out, "per peer") {
+		t.Errorf("exit %d, stderr %q; want the report alone, no per-peer rows:\n%s", code, errOut, out)
+	}
+}
+
+// A first call that fails is said on stderr, and the run goes on to report
+// its calls' failures.
+func TestBenchFirstCallFails(t *testing.T) {
+	code, out, errOut := runBench(t, context.Background(), "-p", "127.0.0.1:1", "-s", "echo", "-m", "echo", "-n", "5", "--warmup", "0")
+	if code != ExitFail || !strings.Contains(errOut, "sluice bench: the first call, before the run: ") || !strings.HasPrefix(out, "servers     ") ||
+		!strings.Contains(out, "UNAVAILABLE 5") {
+		t.Errorf("exit %d, stderr %q, stdout:\n%s\nwant 1, the first call's failure on stderr, and the run's 5 UNAVAILABLE", code, errOut, out)
 	}
 }

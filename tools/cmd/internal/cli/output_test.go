@@ -28,6 +28,7 @@ func TestEveryReportIsSnakeCaseJSON(t *testing.T) {
 		{"bench", []string{"bench", "--embedded", "1", "-n", "50"}},
 		{"bench --rps", []string{"bench", "-p", peer, "-s", "echo", "-m", "echo", "--rps", "200", "-n", "20", "--warmup", "0"}},
 		{"bench refused", []string{"bench", "-p", "127.0.0.1:1", "-s", "echo", "-m", "echo", "-n", "5", "--warmup", "0"}},
+		{"bench --per-peer-stats", []string{"bench", "-p", peer, "-s", "echo", "-m", "fail", "-n", "20", "--per-peer-stats"}},
 		{"bench --closed-loop", []string{"bench", "--closed-loop", "--embedded-workers", "2", "--embedded-latency", "fixed:5ms", "-d", "1s"}},
 		{"doorman get", []string{"doorman", "get", "--server", doorman, "--resource", "db", "--wants", "1"}},
 		{"doorman load", []string{"doorman", "load", "--server", doorman, "--resource", "db", "--clients", "5", "--duration", "100ms"}},
@@ -37,7 +38,7 @@ func TestEveryReportIsSnakeCaseJSON(t *testing.T) {
 			t.Parallel()
 			var out, errOut bytes.Buffer
 			code := run(append(tc.args, "-o", "json"), &out, &errOut)
-			if code != ExitOK && !(tc.name == "bench refused" && code == ExitFail) {
+			if code != ExitOK && !((tc.name == "bench refused" || tc.name == "bench --per-peer-stats") && code == ExitFail) {
 				t.Fatalf("sluice %s -o json: exit %d: %s", strings.Join(tc.args, " "), code, errOut.String())
 			}
 			s := out.String()

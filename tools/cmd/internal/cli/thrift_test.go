@@ -300,8 +300,13 @@ func TestBenchThrift(t *testing.T) {
 	assert.EqualValues(t, 50, rep["calls"], errOut)
 	assert.EqualValues(t, 0, rep["ok"], errOut)
 	assert.Equal(t, map[string]any{"APPLICATION": float64(50)}, rep["errors"])
-
+	// The exception is named by its type; the first response is yab's.
+	assert.Equal(t, []any{map[string]any{"exception": "KeyNotFound", "calls": float64(50)}}, rep["application_errors"])
+	assert.Equal(t, map[string]any{"body": map[string]any{"notFound": map[string]any{"key": "zz"}}, "ok": false, "trace": "0"}, rep["first_response"])
 	var out, errb bytes.Buffer
+	run([]string{"bench", "-p", peer, "-t", idl, "--warmup", "0", "keyvalue", "KeyValue::Get", "-r", `{"key": "zz"}`, "-n", "20"}, &out, &errb)
+	assert.Contains(t, out.String(), "errors      APPLICATION 20 (KeyNotFound 20)\n", errb.String())
+
 	code = run([]string{"bench", "-p", peer, "-t", idl, "keyvalue", "KeyValue::Gett"}, &out, &errb)
 	assert.Equal(t, ExitUsage, code)
 	assert.Contains(t, errb.String(), `service KeyValue has no method "Gett"`)
