@@ -20,7 +20,7 @@
 // 9,999,999, RecoverRate 3, MaxHalvings 20) one busy window cuts the limit by
 // 2^20/4 and each quiet window multiplies it by 4: exactly the function behind
 // the design's published simulation tables, which Sluice's simulator
-// (`sluice sim busy`) reproduces by driving this very Limiter on a fake clock.
+// (`sluice-lab sim busy`) reproduces by driving this very Limiter on a fake clock.
 //
 // A Limiter is safe for concurrent use. Allow and RecordBusy are lock-free and
 // allocation-free; only the first call in a new window takes a mutex to roll

@@ -26,6 +26,6 @@
 // Aliyun-style server for quota headers on every answer.
 //
 // The client side (parsing the headers, the pacers, the throttling
-// windows) is the Channel's own; the simulator of "sluice sim ratelimit",
+// windows) is the Channel's own; the simulator of "sluice-lab sim ratelimit",
 // the tests and the Channel run the very same code.
 package pacing

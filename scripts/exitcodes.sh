@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Checks sluice's exit codes (0 success, 1 failure, 2 usage error) with a
-# built binary: builds tools/cmd/sluice into a temporary directory, starts
-# `sluice serve` on 127.0.0.1 as the server to call, runs every case of
-# tools/cmd/sluice/testdata/exitcodes.txt (the cases TestExitCodes runs in
-# process), checks that `sluice call` prints only the response body on
+# built binary: builds tools/cmd/sluice and tools/cmd/sluice-lab into a
+# temporary directory, starts `sluice serve` on 127.0.0.1 as the server to
+# call, runs every case of tools/cmd/internal/cli/testdata/exitcodes.txt
+# (the cases TestExitCodes runs in process; a "lab" line with sluice-lab,
+# and with sluice, which must refuse it naming sluice-lab), checks that `sluice call` prints only the response body on
 # stdout (yab's envelope with -o yab), that a Thrift method without -t is a
 # usage error within a second, and stops the server, which must exit 0 on
 # SIGTERM.
@@ -22,7 +23,9 @@ cleanup() {
 trap cleanup EXIT
 
 go build -o "$tmp/sluice" ./tools/cmd/sluice
+go build -o "$tmp/sluice-lab" ./tools/cmd/sluice-lab
 bin="$tmp/sluice"
+lab="$tmp/sluice-lab"
 
 "$bin" serve --listen 127.0.0.1:0 >"$tmp/serve.out" 2>"$tmp/serve.err" &
 server=$!
@@ -37,7 +40,7 @@ if [ -z "$peer" ]; then
   echo "sluice serve did not start:"; cat "$tmp/serve.err"; exit 1
 fi
 dead=127.0.0.1:1
-idl=$PWD/tools/cmd/sluice/testdata/exitcodes.thrift
+idl=$PWD/tools/cmd/internal/cli/testdata/exitcodes.thrift
 
 cases=0
 failed=0
@@ -45,6 +48,11 @@ fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
 while IFS= read -r line; do
   case "$line" in '' | '#'*) continue ;; esac
   read -ra words <<<"$line"
+  run=$bin
+  if [ "${words[0]}" = lab ]; then # sluice-lab's line: sluice refuses it
+    run=$lab
+    words=("${words[@]:1}")
+  fi
   want=${words[0]}
   args=("${words[@]:1}")
   args=("${args[@]//\$PEER/$peer}")
@@ -52,14 +60,23 @@ while IFS= read -r line; do
   args=("${args[@]//\$IDL/$idl}")
   cases=$((cases + 1))
   set +e
-  "$bin" "${args[@]}" >"$tmp/out" 2>"$tmp/err"
+  "$run" "${args[@]}" >"$tmp/out" 2>"$tmp/err"
   got=$?
   set -e
   if [ "$got" != "$want" ]; then
-    fail "sluice ${args[*]}: exit $got, want $want"
+    fail "$(basename "$run") ${args[*]}: exit $got, want $want"
     sed 's/^/    /' "$tmp/err" | head -5
   fi
-done <tools/cmd/sluice/testdata/exitcodes.txt
+  if [ "$run" = "$lab" ]; then
+    set +e
+    "$bin" "${args[@]}" >"$tmp/out" 2>"$tmp/err"
+    got=$?
+    set -e
+    if [ "$got" != 2 ] || ! grep -q 'is in sluice-lab' "$tmp/err"; then
+      fail "sluice ${args[*]}: exit $got, want 2 naming sluice-lab"
+    fi
+  fi
+done <tools/cmd/internal/cli/testdata/exitcodes.txt
 
 out=$("$bin" call -p "$peer" -s echo -m echo -r '{"key": "a"}' 2>"$tmp/err")
 [ "$out" = '{"key": "a"}' ] || fail "sluice call printed $out, want only the body"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Records yab's answers to the calls of tools/cmd/sluice/testdata/yab/cases.txt
+# Records yab's answers to the calls of tools/cmd/internal/cli/testdata/yab/cases.txt
 # (Thrift) and cases-serve.txt (JSON, raw), which TestThriftMatchesYab makes
 # with `sluice call`, so that CI compares Sluice with yab without yab.
 # Run it again when the cases change; it rewrites the answers beside them.
@@ -25,7 +25,7 @@ cd "$(dirname "$0")/.."
 "$YAB" --version | grep -q '0.22.0' || { echo "YAB is not yab 0.22.0: $("$YAB" --version)"; exit 1; }
 
 idl=examples/keyvalue/keyvalue.thrift
-out=tools/cmd/sluice/testdata/yab
+out=tools/cmd/internal/cli/testdata/yab
 . scripts/lib/servers.sh
 (cd tools && go build -o "$tmp/kvserver" ./internal/plainkv/kvserver)
 go build -o "$tmp/keyvalue" ./examples/keyvalue

@@ -1,6 +1,6 @@
 // Package ratelimit is the client side of package pacing: the machinery a
 // Channel runs for a Client configured with channel.WithPacing, shared by
-// the rate-limit simulator (tools/internal/sim/ratesim, "sluice sim
+// the rate-limit simulator (tools/internal/sim/ratesim, "sluice-lab sim
 // ratelimit") and the tests, which run the very same code.
 //
 // It implements Aliyun's throttle-aware backoff (the Alibaba Cloud SDK's

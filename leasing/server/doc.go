@@ -142,7 +142,7 @@
 //     grant; the restarted server ends learning mode with that first
 //     lease. The original hands the part held by the clients still away
 //     to other servers at once, and the clients' total overshoots
-//     capacity (see sluice sim doorman and tools/benchmarks/README.md);
+//     capacity (see sluice-lab sim doorman and tools/benchmarks/README.md);
 //     its servers ignore the mark (they read has.capacity only).
 //   - Server tree: a Sluice intermediate hands its clients half its
 //     parent's refresh interval and refreshes at half of it, as the design

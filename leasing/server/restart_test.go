@@ -44,7 +44,7 @@ func askAsServer(t *testing.T, s *Server, id string, wants float64, subclients i
 // else; afterwards the split follows the wants again. Were the restarted
 // server given its small fair share at once and its sibling the rest, the
 // clients' total would overshoot capacity until the old leases ended (see
-// sluice sim doorman --scenario tree-mishaps).
+// sluice-lab sim doorman --scenario tree-mishaps).
 func TestRestartedIntermediateKeepsItsOldGrantUntilItEnds(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
 	s := newTestServer(t, testConfig(FairShare, 100), clk)

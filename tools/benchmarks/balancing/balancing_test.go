@@ -400,10 +400,10 @@ func TestSmallRun(t *testing.T) {
 	}
 
 	sh := res.Shard
-	if rows := sh.rows(); len(rows) != 3 || rows[1].BalanceFactor != 10 {
+	if rows := sh.Rows(); len(rows) != 3 || rows[1].BalanceFactor != 10 {
 		t.Errorf("shard rows %d, the second's balance factor %v; want 3, the loose one 10", len(rows), rows[1].BalanceFactor)
 	}
-	for _, row := range sh.rows() {
+	for _, row := range sh.Rows() {
 		adds("shard", row.Measured)
 		if !(row.HitRate > 0 && row.HitRate < 1) || row.Busiest < row.MeanInFlight || len(row.Servers) != 10 || len(row.Seconds) == 0 {
 			t.Errorf("shard (keys %v): hit rate %v, busiest %v, mean %v, %d servers; want a rate in (0, 1), busiest >= mean, 10",

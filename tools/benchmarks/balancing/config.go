@@ -440,24 +440,24 @@ func (c Config) Validate() error {
 		name string
 		rate float64
 	}{
-		{"ScaleOut", s.Load * float64(s.Servers) * capacity(s.Workers, s.Service)},
-		{"Heterogeneous", h.Load * h.capacity()},
+		{"ScaleOut", s.Load * float64(s.Servers) * PoolCapacity(s.Workers, s.Service)},
+		{"Heterogeneous", h.Load * h.Capacity()},
 	} {
 		check(r.rate > MaxRate, "%s's offered rate would be %.0f calls/s, more than %d", r.name, r.rate, MaxRate)
 	}
 	return errors.Join(errs...)
 }
 
-// capacity is a pool's calls per second: workers / service time.
-func capacity(workers int, service time.Duration) float64 {
+// PoolCapacity is a pool's calls per second: workers / service time.
+func PoolCapacity(workers int, service time.Duration) float64 {
 	return float64(workers) / service.Seconds()
 }
 
-// capacity is the heterogeneous servers' calls per second in all.
-func (h HeterogeneousConfig) capacity() float64 {
+// Capacity is the heterogeneous servers' calls per second in all.
+func (h HeterogeneousConfig) Capacity() float64 {
 	var c float64
 	for _, w := range h.Workers {
-		c += capacity(w, h.Service)
+		c += PoolCapacity(w, h.Service)
 	}
 	return c
 }

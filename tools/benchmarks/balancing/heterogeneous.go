@@ -101,7 +101,7 @@ func runHeterogeneousScenario(ctx context.Context, c Config) (*HeterogeneousResu
 // reporting their load if reports.
 func runHeterogeneous(ctx context.Context, c Config, weights []float64, reports bool) (HeterogeneousRow, error) {
 	h := c.Heterogeneous
-	row := HeterogeneousRow{Weights: weights, LoadReports: reports, Rate: h.Load * h.capacity()}
+	row := HeterogeneousRow{Weights: weights, LoadReports: reports, Rate: h.Load * h.Capacity()}
 	cfgs := make([]serverConfig, len(h.Workers))
 	for i, w := range h.Workers {
 		cfgs[i] = serverConfig{workers: w, service: h.Service, reportLoad: reports}
@@ -151,9 +151,9 @@ func runHeterogeneous(ctx context.Context, c Config, weights []float64, reports 
 			reached++
 		}
 	}
-	total := h.capacity()
+	total := h.Capacity()
 	for i, srv := range f {
-		capa := capacity(h.Workers[i], h.Service)
+		capa := PoolCapacity(h.Workers[i], h.Service)
 		s := HeterogeneousServer{HostPort: srv.hostPort(), Workers: h.Workers[i], Weight: weights[i],
 			Capacity: capa, CapacityShare: capa / total,
 			Calls: per[i].calls, Share: share(float64(per[i].calls), float64(reached)),

@@ -3,6 +3,7 @@ package balancing
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -155,7 +156,7 @@ func (r *Result) writeVerdicts(ew *errWriter, s Scenario) {
 func (r *Result) writeScaleOut(ew *errWriter, s *ScaleOutResult) {
 	c := r.Config.ScaleOut
 	ew.printf("\n### scale-out\n\n%d servers of %d workers x %v (%.0f calls/s) offered %.0f%% of it, %.0f calls/s; after %v, %d more start cold (%gx the cost, falling to 1x over %v) and join (SetPeers, weights 1). Figures over the %v after that.\n\n",
-		c.Servers, c.Workers, c.Service, float64(c.Servers)*capacity(c.Workers, c.Service), 100*c.Load, s.With.Rate,
+		c.Servers, c.Workers, c.Service, float64(c.Servers)*PoolCapacity(c.Workers, c.Service), 100*c.Load, s.With.Rate,
 		c.Warmup+c.Steady, c.Added, c.ColdFactor, c.ColdWindow, c.After)
 	ew.printf("| slow start | calls after | new: calls | new: Busy | new: timeouts | all: Busy | all: timeouts | p99 steady | p99 after | after / steady | calls per new instance | calls per first instance |\n")
 	ew.printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
@@ -183,7 +184,7 @@ func (r *Result) writeScaleOut(ew *errWriter, s *ScaleOutResult) {
 func (r *Result) writeHeterogeneous(ew *errWriter, h *HeterogeneousResult) {
 	c := r.Config.Heterogeneous
 	ew.printf("\n### heterogeneous\n\nServers of %v workers x %v (%.0f calls/s in all) offered %.0f%% of it, %.0f calls/s, for %v after %v of warmup; a server answers Busy beyond %d requests waiting per worker.\n\n",
-		c.Workers, c.Service, c.capacity(), 100*c.Load, h.With.Rate, c.Duration, c.Warmup, queuePerWorker)
+		c.Workers, c.Service, c.Capacity(), 100*c.Load, h.With.Rate, c.Duration, c.Warmup, queuePerWorker)
 	ew.printf("| weights | goodput | p99 | Busy | timeouts | server | capacity share | share of calls | calls/s (capacity) | Busy | peak / mean in flight (workers) | over capacity |\n")
 	ew.printf("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|\n")
 	for _, row := range []HeterogeneousRow{h.With, h.Without, h.LoadReports} {
@@ -193,7 +194,7 @@ func (r *Result) writeHeterogeneous(ew *errWriter, h *HeterogeneousResult) {
 		for i, s := range row.Servers {
 			lead := "| | | | | "
 			if i == 0 {
-				ws := weightList(row.Weights)
+				ws := WeightList(row.Weights)
 				if row.LoadReports {
 					ws += ", load reports"
 				}
@@ -206,7 +207,8 @@ func (r *Result) writeHeterogeneous(ew *errWriter, h *HeterogeneousResult) {
 	r.writeVerdicts(ew, Heterogeneous)
 }
 
-func weightList(ws []float64) string {
+// WeightList lists weights for a table or a chart: "1, 2, 4".
+func WeightList(ws []float64) string {
 	s := make([]string, len(ws))
 	for i, w := range ws {
 		s[i] = fmt.Sprint(w)
@@ -227,9 +229,9 @@ func (r *Result) writeShard(ew *errWriter, s *ShardResult) {
 		c.Servers, c.Workers, c.CacheSize, c.Hit, c.Miss, c.Rate, c.Keys, c.Zipf, 100*c.HotShare, c.Duration, c.Warmup)
 	ew.printf("| shard keys | hit rate | hit / miss as served (miss / hit) | at the key's home (hot key) | p99 | Busy | timeouts | pending in all (mean) | samples over the bound | worst: one peer's pending / bound (all) | busiest server's mean in flight (average) |\n")
 	ew.printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, row := range s.rows() {
+	for _, row := range s.Rows() {
 		b := row.Bound
-		ew.printf("| %s | %.1f%% | %v / %v (%.1fx) | %.1f%% (%.1f%%) | %v | %d | %d | %.2f | %.2f%% of %d | %d / %d (%d) | %.2f (%.2f) |\n", row.name(), 100*row.HitRate,
+		ew.printf("| %s | %.1f%% | %v / %v (%.1fx) | %.1f%% (%.1f%%) | %v | %d | %d | %.2f | %.2f%% of %d | %d / %d (%d) | %.2f (%.2f) |\n", row.Name(), 100*row.HitRate,
 			row.HitCost, row.MissCost, share(float64(row.MissCost), float64(row.HitCost)), 100*row.AtHome, 100*row.HotAtHome,
 			row.Measured.P99, row.Measured.Busy, row.Measured.Timeouts, b.MeanPending, 100*b.Over, b.Samples, b.WorstPending, b.WorstBound, b.WorstAll,
 			row.Busiest, row.MeanInFlight)
@@ -244,8 +246,8 @@ func (r *Result) writeShard(ew *errWriter, s *ShardResult) {
 	r.writeVerdicts(ew, Shard)
 }
 
-// rows returns the shard rows run: with, the loose one, without.
-func (s *ShardResult) rows() []ShardRow {
+// Rows returns the shard rows run: with, the loose one, without.
+func (s *ShardResult) Rows() []ShardRow {
 	rows := []ShardRow{s.With}
 	if s.Loose != nil {
 		rows = append(rows, *s.Loose)
@@ -253,8 +255,8 @@ func (s *ShardResult) rows() []ShardRow {
 	return append(rows, s.Without)
 }
 
-// name is the row's name in the table and the chart.
-func (row ShardRow) name() string {
+// Name is the row's name in the table and the chart.
+func (row ShardRow) Name() string {
 	switch {
 	case !row.ShardKeys:
 		return "none (least pending)"
@@ -294,4 +296,36 @@ func (e *errWriter) printf(format string, args ...any) {
 	if e.err == nil {
 		_, e.err = fmt.Fprintf(e.w, format, args...)
 	}
+}
+
+// ChartPaths returns the files balancingchart.Write writes for path: path itself
+// for one scenario; for several, one per scenario, named path with
+// "-SCENARIO" before its extension (balancing.png: balancing-scale-out.png,
+// ...).
+func (r *Result) ChartPaths(path string) map[Scenario]string {
+	run := r.run()
+	out := map[Scenario]string{}
+	ext := filepath.Ext(path)
+	for _, s := range run {
+		if len(run) == 1 {
+			out[s] = path
+		} else {
+			out[s] = strings.TrimSuffix(path, ext) + "-" + string(s) + ext
+		}
+	}
+	return out
+}
+
+// run lists the scenarios r holds, in Run's order.
+func (r *Result) run() []Scenario {
+	var out []Scenario
+	for _, s := range []struct {
+		sc  Scenario
+		ran bool
+	}{{ScaleOut, r.ScaleOut != nil}, {Heterogeneous, r.Heterogeneous != nil}, {Shard, r.Shard != nil}, {Erroring, r.Erroring != nil}} {
+		if s.ran {
+			out = append(out, s.sc)
+		}
+	}
+	return out
 }

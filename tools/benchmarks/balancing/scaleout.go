@@ -117,7 +117,7 @@ func runScaleOut(ctx context.Context, c Config, slowStart bool) (ScaleOutRow, er
 	case slowStart:
 		cfgJSON = slowStartConfig(s.SlowStartWindow)
 	}
-	row := ScaleOutRow{SlowStart: slowStart, ServiceConfig: cfgJSON, Rate: s.Load * float64(s.Servers) * capacity(s.Workers, s.Service)}
+	row := ScaleOutRow{SlowStart: slowStart, ServiceConfig: cfgJSON, Rate: s.Load * float64(s.Servers) * PoolCapacity(s.Workers, s.Service)}
 	warm := make([]serverConfig, s.Servers)
 	for i := range warm {
 		warm[i] = serverConfig{workers: s.Workers, service: s.Service}

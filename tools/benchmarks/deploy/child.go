@@ -93,7 +93,7 @@ const (
 //
 // Run starts its servers by re-executing the current binary
 // (os.Executable) with ChildEnv set, so any binary that runs the
-// benchmark must call ServeChildIfAsked first thing: `sluice` in main, a
+// benchmark must call ServeChildIfAsked first thing: `sluice-lab` in main, a
 // test binary in TestMain. Run reports a child that exits without serving
 // as a missing hook.
 func ServeChildIfAsked() {

@@ -59,7 +59,7 @@
 // and how many of the instances started served no call at all. The times
 // come from each process's clock (the same machine's).
 //
-// `sluice bench --rolling-deploy` runs the four rows and prints the table.
+// `sluice-lab bench --rolling-deploy` runs the four rows and prints the table.
 // Every wait is bounded: a child that does not start, register, leave or
 // exit in time fails the row with an error naming what it waited for.
 package deploy

@@ -46,7 +46,7 @@ const (
 // (so that it can be killed with SIGKILL or stopped with SIGSTOP) by
 // re-executing the current binary (os.Executable) with ChildEnv set. Any
 // binary that runs those scenarios must therefore call ServeChildIfAsked
-// first thing: `sluice` in main, a test binary in TestMain. A binary that
+// first thing: `sluice-lab` in main, a test binary in TestMain. A binary that
 // does not is started with the argument -test.run=^$ (a test binary then
 // runs nothing) and the scenario fails with an error saying so.
 //

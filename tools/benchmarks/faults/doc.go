@@ -42,7 +42,7 @@
 // they still hold data for, their goroutines wait forever: the suite's
 // goroutine counts leave toxiproxy's goroutines out (they are toxiproxy's
 // leak, not the client's). Its bandwidth toxic logs through zerolog's global
-// logger, which zerolog starts at trace level; `sluice faults` and this
+// logger, which zerolog starts at trace level; `sluice-lab faults` and this
 // package's tests set zerolog's global level to info.
 //
 // # Runs

@@ -23,7 +23,7 @@ func ExampleRun() {
 	// Output: 20 calls, 20 ok, 1.00 attempts and 1.00 executions per call, 0 broken promises
 }
 
-// The suite `sluice faults --ci --scenarios kill` runs, printed as the CLI
+// The suite `sluice-lab faults --ci --scenarios kill` runs, printed as the CLI
 // prints it. The binary must call faults.ServeChildIfAsked first thing
 // (the test binary's TestMain does): kill runs its failing server in a
 // child process. Not run by go test (its figures vary).

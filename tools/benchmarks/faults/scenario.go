@@ -9,7 +9,7 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
 )
 
-// Scenario names a fault, the way `sluice faults --scenarios` spells it.
+// Scenario names a fault, the way `sluice-lab faults --scenarios` spells it.
 type Scenario string
 
 // The scenarios. Each has three peers of Service.
@@ -76,7 +76,7 @@ type Size = benchrun.Size
 
 // The sizes.
 const (
-	// Full is what `sluice faults` runs by default: 3 s for refused and
+	// Full is what `sluice-lab faults` runs by default: 3 s for refused and
 	// accept-close, 10 s for busy (the figure of 0.16 attempts per call
 	// is for 10 s), 15-20 s for kill, freeze and stall.
 	Full = benchrun.Full

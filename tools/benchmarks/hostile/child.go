@@ -78,7 +78,7 @@ type event struct {
 // The runner re-executes the current binary (os.Executable) with ChildEnv
 // set for its bulk attackers and to start a server with its descriptor
 // limit. Any binary that runs attacks must therefore call RunChildIfAsked
-// first thing: `sluice` in main, a test binary in TestMain. A child of a
+// first thing: `sluice-lab` in main, a test binary in TestMain. A child of a
 // binary that does not runs the binary itself with the argument
 // -test.run=^$ (a test binary then runs nothing), and the attack fails
 // with an error saying so.

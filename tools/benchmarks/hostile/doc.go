@@ -51,7 +51,7 @@
 // with an attack job in its environment, so that no process needs more
 // than its descriptor limit and the client whose latency is measured does
 // not share its process with the attack. Any binary that runs attacks must
-// therefore call RunChildIfAsked first thing: `sluice` in main, a test
+// therefore call RunChildIfAsked first thing: `sluice-lab` in main, a test
 // binary in TestMain.
 //
 // Every frame is built with package internal/tframe. Only 127.0.0.1 is

@@ -388,7 +388,7 @@ func TestParseAttacks(t *testing.T) {
 	}
 }
 
-// The sizes are spelled as every suite spells them, in `sluice hostile`'s
+// The sizes are spelled as every suite spells them, in `sluice-lab hostile`'s
 // "ci size" line and in a result's JSON: "full" and "ci" (hostile printed
 // "CI" before the suites shared one Size).
 func TestSizeNames(t *testing.T) {

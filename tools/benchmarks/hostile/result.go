@@ -12,7 +12,7 @@ type Result struct {
 	Attack Attack
 	Size   Size
 	// Commit names the server's build, when known (the runner leaves it
-	// empty; `sluice hostile` fills it from the binary's build info).
+	// empty; `sluice-lab hostile` fills it from the binary's build info).
 	Commit  string
 	Elapsed time.Duration
 

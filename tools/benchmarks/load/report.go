@@ -66,7 +66,8 @@ type Report struct {
 	ExtraPercent    float64 `json:"extra_requests_percent"`
 	// Sent, Busy and Throttled are the service's peer counts over the run
 	// (peer.Counts): attempts sent, Busy answers received, and requests a
-	// peer's busy limiter refused.
+	// peer's busy limiter refused. A peer that left during the run counts
+	// with what it was last read to have, at most 50 ms before it left.
 	Sent      uint64 `json:"sent"`
 	Busy      uint64 `json:"busy"`
 	Throttled uint64 `json:"throttled"`
@@ -75,6 +76,12 @@ type Report struct {
 	// THROTTLED, RATE_LIMITED, NO_PEERS or UNAVAILABLE for refused calls,
 	// LOCAL for another failure in this process (a closed channel).
 	Errors map[string]int `json:"errors"`
+	// Exceptions counts the APPLICATION errors Config.Exception named, by
+	// name, most first (ties by name); absent from the JSON when none was.
+	Exceptions []ExceptionCount `json:"application_errors,omitempty"`
+	// PerPeer is the calls by the peer that ended them, sorted by
+	// host:port, when Config.PerPeer asks; absent from the JSON otherwise.
+	PerPeer []PeerReport `json:"per_peer,omitempty"`
 	// Late counts calls that started more than 1 ms after their arrival
 	// time: the client (or the Concurrency limit) fell behind the schedule.
 	// Always 0 in an unbounded run, which has no schedule.
@@ -265,6 +272,7 @@ func Quantile(sorted []time.Duration, q float64) time.Duration {
 func summarize(rs []result, elapsed time.Duration) *Report {
 	r := &Report{Calls: len(rs), Elapsed: Seconds(elapsed), Errors: map[string]int{}}
 	var ok, failed, refused []time.Duration
+	exceptions := map[string]int{}
 	for _, c := range rs {
 		r.Attempts += c.attempts
 		switch {
@@ -278,12 +286,16 @@ func summarize(rs []result, elapsed time.Duration) *Report {
 		if c.code != "" {
 			r.Errors[c.code]++
 		}
+		if c.exception != "" {
+			exceptions[c.exception]++
+		}
 		if c.late {
 			r.Late++
 		}
 	}
 	r.OK, r.Failed, r.Refused = len(ok), len(failed), len(refused)
 	r.Latency, r.FailedLatency, r.RefusedLatency = quantiles(ok), quantiles(failed), quantiles(refused)
+	r.Exceptions = exceptionCounts(exceptions)
 	r.fillRates()
 	return r
 }
@@ -361,24 +373,52 @@ func (r *Report) Print(w io.Writer) {
 	if r.Late > 0 {
 		fmt.Fprintf(w, "late        %d calls started more than 1ms after their arrival time (client behind schedule)\n", r.Late)
 	}
+	r.printPeers(w)
 }
 
-// ErrorList lists the failed and refused calls by code, "BUSY 3, UNAVAILABLE 2",
-// or says "none".
-func (r *Report) ErrorList() string {
-	if len(r.Errors) == 0 {
+// ErrorList lists the failed and refused calls by code, "BUSY 3,
+// UNAVAILABLE 2", the application errors with their exceptions' names,
+// "APPLICATION 5 (KeyNotFound 4, Conflict 1)", or says "none".
+func (r *Report) ErrorList() string { return errorList(r.Errors, r.Exceptions) }
+
+// errorList lists errors by code, those of APPLICATION with exceptions.
+func errorList(errors map[string]int, exceptions []ExceptionCount) string {
+	if len(errors) == 0 {
 		return "none"
 	}
-	names := make([]string, 0, len(r.Errors))
-	for c := range r.Errors {
+	names := make([]string, 0, len(errors))
+	for c := range errors {
 		names = append(names, c)
 	}
 	sort.Strings(names)
 	parts := make([]string, len(names))
 	for i, c := range names {
-		parts[i] = fmt.Sprintf("%s %d", c, r.Errors[c])
+		parts[i] = fmt.Sprintf("%s %d", c, errors[c])
+		if c == "APPLICATION" && len(exceptions) > 0 {
+			ex := make([]string, len(exceptions))
+			for j, e := range exceptions {
+				ex[j] = fmt.Sprintf("%s %d", e.Exception, e.Calls)
+			}
+			parts[i] += " (" + strings.Join(ex, ", ") + ")"
+		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// exceptionCounts returns counts as Report.Exceptions lists them: most
+// first, ties by name; nil for none.
+func exceptionCounts(counts map[string]int) []ExceptionCount {
+	var out []ExceptionCount
+	for e, n := range counts {
+		out = append(out, ExceptionCount{Exception: e, Calls: n})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Calls != out[j].Calls {
+			return out[i].Calls > out[j].Calls
+		}
+		return out[i].Exception < out[j].Exception
+	})
+	return out
 }
 
 // plural is "1 call", "2 calls".

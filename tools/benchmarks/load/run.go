@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
-	"github.com/sluice-rpc/sluice/peer"
 )
 
 // Bounds on a run.
@@ -106,6 +105,14 @@ type Config struct {
 	// Record asks for Report.Records, every call of the run in arrival
 	// order (rate runs only).
 	Record bool
+	// PerPeer asks for Report.PerPeer, the calls by the peer that ended
+	// them (yab's --per-peer-stats).
+	PerPeer bool
+	// Exception, if not nil, names the application error of a response
+	// (Response.AppError): a Thrift exception's type, say; "" leaves it
+	// unnamed. Report.Exceptions counts the names. It runs on the caller's
+	// goroutine for every application error: keep it cheap.
+	Exception func(res *channel.Response) string
 }
 
 // Progress is a run's running totals: the calls that have returned so
@@ -171,6 +178,8 @@ type result struct {
 	local    bool   // refused locally: code is THROTTLED, RATE_LIMITED, NO_PEERS or UNAVAILABLE
 	late     bool
 	peer     string // the host:port that answered, or of the last attempt
+	// exception names an APPLICATION error (Config.Exception), "" if none.
+	exception string
 }
 
 // counts are the running totals Progress reports.
@@ -239,23 +248,27 @@ func RunClients(ctx context.Context, cls []*channel.Client, cfg Config) (*Report
 		cfg.Request = &channel.Request{Format: "raw"}
 	}
 	warm := warmup(ctx, cls, cfg)
-	before := sumPeers(cls)
+	ledger := newPeerLedger(cls)
+	ledger.watch()
 	var r *Report
+	var tallies map[string]*peerTally
 	if unbounded {
-		r = runUnbounded(ctx, cls, cfg)
+		r, tallies = runUnbounded(ctx, cls, cfg)
 		r.Mode = ModeUnbounded
 	} else {
-		r = runRate(ctx, cls, cfg)
+		var rs []result
+		r, rs = runRate(ctx, cls, cfg)
 		r.Mode = ModeRate
 		rps := cfg.RPS
 		r.OfferedRPS = &rps
+		if cfg.PerPeer {
+			tallies = tallyPeers(rs)
+		}
 	}
-	after := sumPeers(cls)
+	ledger.finish()
 	r.Connections, r.Concurrency, r.MaxInFlight = len(cls), cfg.Concurrency, inFlight
 	r.WarmupCalls = warm
-	r.Busy = after.Busy - before.Busy
-	r.Throttled = after.Throttled - before.Throttled
-	r.Sent = after.Sent - before.Sent
+	r.fillPeers(ledger, tallies)
 	return r, nil
 }
 
@@ -274,7 +287,11 @@ func call(ctx context.Context, cl *channel.Client, cfg *Config, req *channel.Req
 		return r
 	}
 	if res.AppError { // a JSON app error or a Thrift exception: answered, counted apart
-		return result{attempts: res.Attempts, code: "APPLICATION", peer: res.Peer}
+		r := result{attempts: res.Attempts, code: "APPLICATION", peer: res.Peer}
+		if cfg.Exception != nil {
+			r.exception = cfg.Exception(res)
+		}
+		return r
 	}
 	return result{attempts: res.Attempts, peer: res.Peer}
 }
@@ -326,7 +343,7 @@ func warmupEnds(r result) bool {
 
 // runRate makes a rate run: open loop, each call in a goroutine of its
 // own, its latency from its scheduled arrival.
-func runRate(ctx context.Context, cls []*channel.Client, cfg Config) *Report {
+func runRate(ctx context.Context, cls []*channel.Client, cfg Config) (*Report, []result) {
 	n := cfg.calls()
 	results := make([]result, n)
 	slots := make(chan struct{}, cfg.Concurrency)
@@ -418,7 +435,7 @@ loop:
 	if cfg.Record {
 		r.Records = records(results[:started])
 	}
-	return r
+	return r, results[:started]
 }
 
 // caller is one of an unbounded run's callers: what it recorded, and its
@@ -429,6 +446,8 @@ type caller struct {
 	lat                 [3]hist // ok, failed, refused
 	attempts            int
 	errors              map[string]int
+	exceptions          map[string]int
+	peers               map[string]*peerTally // with Config.PerPeer
 	_                   [64]byte
 }
 
@@ -436,8 +455,9 @@ type caller struct {
 // channel, each making one call after another until the run stops (its
 // Calls made, its Duration or MaxDuration passed, or ctx ended). A call
 // costs its context's deadline timer and two clock readings; its latency
-// goes in the caller's histograms.
-func runUnbounded(ctx context.Context, cls []*channel.Client, cfg Config) *Report {
+// goes in the caller's histograms (with cfg.PerPeer, its peer's too,
+// returned by peer).
+func runUnbounded(ctx context.Context, cls []*channel.Client, cfg Config) (*Report, map[string]*peerTally) {
 	var stop atomic.Bool
 	var next atomic.Int64
 	limit := int64(cfg.Calls)
@@ -447,7 +467,11 @@ func runUnbounded(ctx context.Context, cls []*channel.Client, cfg Config) *Repor
 	}
 	callers := make([]*caller, 0, len(cls)*cfg.Concurrency)
 	for range cap(callers) {
-		callers = append(callers, &caller{errors: map[string]int{}})
+		w := &caller{errors: map[string]int{}, exceptions: map[string]int{}}
+		if cfg.PerPeer {
+			w.peers = map[string]*peerTally{}
+		}
+		callers = append(callers, w)
 	}
 	start := time.Now()
 	deadline := time.AfterFunc(d, func() { stop.Store(true) })
@@ -476,6 +500,14 @@ func runUnbounded(ctx context.Context, cls []*channel.Client, cfg Config) *Repor
 				r := call(ctx, cl, &cfg, cfg.Request, cfg.CallOptions)
 				lat := time.Since(t0)
 				w.attempts += r.attempts
+				if w.peers != nil && r.peer != "" {
+					t := w.peers[r.peer]
+					if t == nil {
+						t = &peerTally{}
+						w.peers[r.peer] = t
+					}
+					t.add(r, lat, true)
+				}
 				switch {
 				case r.code == "":
 					w.lat[0].add(lat)
@@ -489,6 +521,9 @@ func runUnbounded(ctx context.Context, cls []*channel.Client, cfg Config) *Repor
 					w.failed.Add(1)
 				}
 				w.errors[r.code]++
+				if r.exception != "" {
+					w.exceptions[r.exception]++
+				}
 			}
 		}()
 	}
@@ -517,6 +552,11 @@ func runUnbounded(ctx context.Context, cls []*channel.Client, cfg Config) *Repor
 
 	var lat [3]hist
 	r := &Report{Elapsed: Seconds(elapsed), Errors: map[string]int{}}
+	exceptions := map[string]int{}
+	var tallies map[string]*peerTally
+	if cfg.PerPeer {
+		tallies = map[string]*peerTally{}
+	}
 	for _, w := range callers {
 		for k := range lat {
 			lat[k].merge(&w.lat[k])
@@ -525,12 +565,22 @@ func runUnbounded(ctx context.Context, cls []*channel.Client, cfg Config) *Repor
 		for code, n := range w.errors {
 			r.Errors[code] += n
 		}
+		for e, n := range w.exceptions {
+			exceptions[e] += n
+		}
+		for p, t := range w.peers {
+			if tallies[p] == nil {
+				tallies[p] = &peerTally{}
+			}
+			tallies[p].merge(t)
+		}
 	}
+	r.Exceptions = exceptionCounts(exceptions)
 	r.OK, r.Failed, r.Refused = int(lat[0].n), int(lat[1].n), int(lat[2].n)
 	r.Calls = r.OK + r.Failed + r.Refused
 	r.Latency, r.FailedLatency, r.RefusedLatency = lat[0].quantiles(), lat[1].quantiles(), lat[2].quantiles()
 	r.fillRates()
-	return r
+	return r, tallies
 }
 
 // progress returns the ticker channel of cfg.Progress's reports (nil,
@@ -562,18 +612,6 @@ func progress(cfg Config, start time.Time, totals func() (ok, failed, refused in
 		prev = p
 		cfg.Progress(p)
 	}, t.Stop
-}
-
-// sumPeers adds up the peer counts of cls.
-func sumPeers(cls []*channel.Client) (s peer.Counts) {
-	for _, cl := range cls {
-		for _, c := range cl.Peers() {
-			s.Sent += c.Sent
-			s.Busy += c.Busy
-			s.Throttled += c.Throttled
-		}
-	}
-	return s
 }
 
 // CodeOf names a failed call's outcome: the TChannel code ("BUSY",

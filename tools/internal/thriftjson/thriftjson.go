@@ -18,6 +18,7 @@ package thriftjson
 
 import (
 	"bytes"
+	binary2 "encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -228,6 +229,25 @@ func (m *Method) Answer(arg3 []byte) (*Answer, error) {
 		return nil, fmt.Errorf("%s: %w", m.Name, err)
 	}
 	return a, nil
+}
+
+// ExceptionType names the declared exception an answer's arg3 (the
+// method's result struct, Thrift binary) holds: its type ("KeyNotFound"),
+// or "" when it holds none or is no result struct. It reads the first
+// field's header alone, not the answer: a load generator names every
+// application error with it.
+func (m *Method) ExceptionType(arg3 []byte) string {
+	// A result struct holds one field: its type (a byte, 0 for the end of
+	// the struct) and its id (int16, big-endian) come first; id 0 is the
+	// result.
+	if len(arg3) < 3 || arg3[0] == 0 {
+		return ""
+	}
+	id := int16(binary2.BigEndian.Uint16(arg3[1:3]))
+	if ex := fieldByID(m.spec.ResultSpec.Exceptions, id); id != 0 && ex != nil {
+		return ex.Type.ThriftName()
+	}
+	return ""
 }
 
 // decodeJSON reads one JSON value, numbers kept exact.

@@ -81,6 +81,12 @@ func TestException(t *testing.T) {
 	a, err = m.Answer([]byte{0})
 	require.NoError(t, err)
 	assert.Equal(t, "{}", string(a.JSON), "a void method's success")
+
+	// ExceptionType reads the same name from the field's header alone.
+	assert.Equal(t, "Missing", m.ExceptionType(buf.Bytes()))
+	for _, b := range [][]byte{{0}, nil, {12, 0}, {12, 0, 9}, {12, 0, 0}} { // void, empty, short, undeclared id 9, the result (id 0)
+		assert.Equal(t, "", m.ExceptionType(b), "%v", b)
+	}
 }
 
 func TestRequestErrorsNameWhatIsWrong(t *testing.T) {

@@ -13,5 +13,5 @@
 // (average retry rate, maximum sleep, standard deviation of request counts,
 // time to clear) for every pacer, next to the figures the article
 // published.
-// "sluice sim ratelimit" prints them.
+// "sluice-lab sim ratelimit" prints them.
 package ratesim

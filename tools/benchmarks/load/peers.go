@@ -1,0 +1,288 @@
+package load
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/peer"
+	"github.com/sluice-rpc/sluice/tools/internal/table"
+)
+
+// PeerReport is what became of the calls of a run that one peer answered
+// or, failed, whose last attempt went to it (Report.PerPeer, when
+// Config.PerPeer asks); a call refused in this process with no peer
+// chosen is in no PeerReport. A peer that left during the run keeps its
+// report, Left set.
+type PeerReport struct {
+	// Peer is the host:port.
+	Peer string `json:"peer"`
+	// Calls ended at the peer: OK, Failed and Refused as in Report, and
+	// Errors by code as Report's.
+	Calls   int            `json:"calls"`
+	OK      int            `json:"ok"`
+	Failed  int            `json:"failed"`
+	Refused int            `json:"refused"`
+	Errors  map[string]int `json:"errors"`
+	// Latency are the quantiles of the peer's successful calls (null in
+	// JSON when none succeeded), exact in a rate run, from histograms in
+	// an unbounded one (as Report.Latency).
+	Latency Quantiles `json:"latency_ms"`
+	// Sent, Busy and Throttled are its peer counts over the run (attempts
+	// sent, Busy answers, requests its busy limiter refused), over every
+	// connection, retries and hedges included.
+	Sent      uint64 `json:"sent"`
+	Busy      uint64 `json:"busy"`
+	Throttled uint64 `json:"throttled"`
+	// Left is set when the peer was no longer a peer of any connection at
+	// the end of the run: its counts are those last read, at most
+	// ledgerEvery before it left.
+	Left bool `json:"left"`
+}
+
+// ExceptionCount is how many calls ended in one application error
+// (Report.Exceptions).
+type ExceptionCount struct {
+	// Exception names the error, as Config.Exception named it: a Thrift
+	// exception's type ("KeyNotFound").
+	Exception string `json:"exception"`
+	Calls     int    `json:"calls"`
+}
+
+// peerTally is the calls of one peer as a caller counts them.
+type peerTally struct {
+	ok, failed, refused int
+	errors              map[string]int
+	lat                 hist            // successful calls (unbounded runs)
+	okLat               []time.Duration // successful calls (rate runs)
+}
+
+// add counts r, of latency lat; unbounded keeps the latency in the
+// histogram, else in the list.
+func (t *peerTally) add(r result, lat time.Duration, unbounded bool) {
+	switch {
+	case r.code == "" && unbounded:
+		t.ok++
+		t.lat.add(lat)
+		return
+	case r.code == "":
+		t.ok++
+		t.okLat = append(t.okLat, lat)
+		return
+	case r.local:
+		t.refused++
+	default:
+		t.failed++
+	}
+	if t.errors == nil {
+		t.errors = map[string]int{}
+	}
+	t.errors[r.code]++
+}
+
+// merge adds o's counts and histogram to t.
+func (t *peerTally) merge(o *peerTally) {
+	t.ok, t.failed, t.refused = t.ok+o.ok, t.failed+o.failed, t.refused+o.refused
+	for code, n := range o.errors {
+		if t.errors == nil {
+			t.errors = map[string]int{}
+		}
+		t.errors[code] += n
+	}
+	t.lat.merge(&o.lat)
+	t.okLat = append(t.okLat, o.okLat...)
+}
+
+// tallyPeers counts the calls of a rate run by peer.
+func tallyPeers(rs []result) map[string]*peerTally {
+	out := map[string]*peerTally{}
+	for _, r := range rs {
+		if r.peer == "" {
+			continue
+		}
+		t := out[r.peer]
+		if t == nil {
+			t = &peerTally{}
+			out[r.peer] = t
+		}
+		t.add(r, r.latency, false)
+	}
+	return out
+}
+
+// ledgerEvery is how often a run reads its Clients' peer counts, so that a
+// peer that leaves during the run keeps what it was last read to have.
+const ledgerEvery = 50 * time.Millisecond
+
+// ledgerKey is a peer of one of a run's Clients.
+type ledgerKey struct {
+	client   int
+	hostPort string
+}
+
+// peerLedger keeps the peer counts of a run's Clients, by peer, from the
+// run's start: read every ledgerEvery while the run lasts (watch), and at
+// its end. A peer the Clients drop keeps the counts last read; one that
+// comes back (a new peer under the same host:port, its counts from 0)
+// adds to them.
+type peerLedger struct {
+	cls     []*channel.Client
+	base    map[ledgerKey]peer.Counts // at the start, or when the peer came back
+	last    map[ledgerKey]peer.Counts // last read
+	carried map[ledgerKey]peer.Counts // of earlier peers under the same key
+	present map[string]bool           // host:ports of the Clients at the last read
+	stop    chan struct{}
+	done    sync.WaitGroup
+}
+
+// newPeerLedger reads cls' counts: the run's start.
+func newPeerLedger(cls []*channel.Client) *peerLedger {
+	l := &peerLedger{cls: cls, base: map[ledgerKey]peer.Counts{}, last: map[ledgerKey]peer.Counts{},
+		carried: map[ledgerKey]peer.Counts{}}
+	l.read()
+	for k, c := range l.last {
+		l.base[k] = c
+	}
+	return l
+}
+
+// watch reads the counts every ledgerEvery until finish.
+func (l *peerLedger) watch() {
+	l.stop = make(chan struct{})
+	l.done.Add(1)
+	go func() {
+		defer l.done.Done()
+		t := time.NewTicker(ledgerEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-l.stop:
+				return
+			case <-t.C:
+				l.read()
+			}
+		}
+	}()
+}
+
+// finish stops watch and reads the counts at the run's end.
+func (l *peerLedger) finish() {
+	if l.stop != nil {
+		close(l.stop)
+		l.done.Wait()
+	}
+	l.read()
+}
+
+// read reads the Clients' peer counts.
+func (l *peerLedger) read() {
+	l.present = map[string]bool{}
+	for i, cl := range l.cls {
+		for _, c := range cl.Peers() {
+			k := ledgerKey{i, c.HostPort}
+			l.present[c.HostPort] = true
+			if prev, ok := l.last[k]; ok && (c.Sent < prev.Sent || c.Busy < prev.Busy || c.Throttled < prev.Throttled) {
+				// A new peer under the same host:port: the one that left
+				// keeps its counts.
+				l.carried[k] = addCounts(l.carried[k], subCounts(prev, l.base[k]))
+				l.base[k] = peer.Counts{}
+			}
+			l.last[k] = c
+		}
+	}
+}
+
+// totals returns each host:port's counts over the run, over every Client.
+func (l *peerLedger) totals() map[string]peer.Counts {
+	out := map[string]peer.Counts{}
+	for k, c := range l.last {
+		out[k.hostPort] = addCounts(out[k.hostPort], addCounts(l.carried[k], subCounts(c, l.base[k])))
+	}
+	return out
+}
+
+func addCounts(a, b peer.Counts) peer.Counts {
+	a.Sent, a.Busy, a.Throttled = a.Sent+b.Sent, a.Busy+b.Busy, a.Throttled+b.Throttled
+	return a
+}
+
+func subCounts(a, b peer.Counts) peer.Counts {
+	a.Sent, a.Busy, a.Throttled = a.Sent-b.Sent, a.Busy-b.Busy, a.Throttled-b.Throttled
+	return a
+}
+
+// fillPeers sets r's Sent, Busy and Throttled from the ledger, and with
+// tallies (Config.PerPeer) its PerPeer: a report for every peer that ended
+// a call or had a count, sorted by host:port.
+func (r *Report) fillPeers(l *peerLedger, tallies map[string]*peerTally) {
+	totals := l.totals()
+	for _, c := range totals {
+		r.Sent, r.Busy, r.Throttled = r.Sent+c.Sent, r.Busy+c.Busy, r.Throttled+c.Throttled
+	}
+	if tallies == nil {
+		return
+	}
+	names := map[string]bool{}
+	for p := range tallies {
+		names[p] = true
+	}
+	for p, c := range totals {
+		if c.Sent+c.Busy+c.Throttled > 0 {
+			names[p] = true
+		}
+	}
+	r.PerPeer = []PeerReport{}
+	for p := range names {
+		pr := PeerReport{Peer: p, Errors: map[string]int{}, Left: !l.present[p]}
+		if t := tallies[p]; t != nil {
+			pr.OK, pr.Failed, pr.Refused = t.ok, t.failed, t.refused
+			for code, n := range t.errors {
+				pr.Errors[code] = n
+			}
+			if t.okLat != nil {
+				pr.Latency = quantiles(t.okLat)
+			} else {
+				pr.Latency = t.lat.quantiles()
+			}
+		}
+		pr.Calls = pr.OK + pr.Failed + pr.Refused
+		c := totals[p]
+		pr.Sent, pr.Busy, pr.Throttled = c.Sent, c.Busy, c.Throttled
+		r.PerPeer = append(r.PerPeer, pr)
+	}
+	sort.Slice(r.PerPeer, func(i, j int) bool { return r.PerPeer[i].Peer < r.PerPeer[j].Peer })
+}
+
+// printPeers writes the per-peer rows, a table under a "per peer" line.
+func (r *Report) printPeers(w io.Writer) {
+	if r.PerPeer == nil {
+		return
+	}
+	if len(r.PerPeer) == 0 {
+		fmt.Fprintf(w, "per peer    no call reached a peer\n")
+		return
+	}
+	fmt.Fprintf(w, "per peer\n")
+	rows := [][]string{{"peer", "calls", "ok", "failed", "refused", "p50", "p99", "max", "sent", "busy", "throttled", "errors"}}
+	for _, p := range r.PerPeer {
+		name := p.Peer
+		if p.Left {
+			name += " (left)"
+		}
+		lat := []string{"-", "-", "-"}
+		if p.OK > 0 {
+			lat = []string{p.Latency.P50.String(), p.Latency.P99.String(), p.Latency.Max.String()}
+		}
+		rows = append(rows, append(append([]string{name, fmt.Sprint(p.Calls), fmt.Sprint(p.OK), fmt.Sprint(p.Failed), fmt.Sprint(p.Refused)},
+			lat...), fmt.Sprint(p.Sent), fmt.Sprint(p.Busy), fmt.Sprint(p.Throttled), errorList(p.Errors, nil)))
+	}
+	var b strings.Builder
+	table.Write(&b, rows, false, false) // a strings.Builder does not fail
+	for _, l := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
+		fmt.Fprintf(w, "  %s\n", strings.TrimRight(l, " "))
+	}
+}

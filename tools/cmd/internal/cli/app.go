@@ -1,0 +1,171 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"slices"
+	"time"
+
+	"github.com/sluice-rpc/sluice/tools/benchmarks/balancing"
+	"github.com/sluice-rpc/sluice/tools/benchmarks/closedloop"
+)
+
+var sluiceHelp = Help{
+	Synopsis: `sluice COMMAND [flags]
+sluice help COMMAND
+sluice --version`,
+	About: `Sluice's command-line tool: try Sluice's overload handling (demo), call and
+load TChannel services through Sluice's pipeline (call, bench, serve), and
+serve or query Doorman leases. The simulations, fault injection, hostile
+peers, bench --rolling-deploy and the charts (--chart) are in sluice-lab,
+which links the heavy modules they need (go run ./tools/cmd/sluice-lab).
+The flags follow yab's where yab has one (-p/--peer, -P/--peer-list,
+-s/--service, -m/--method, -e/--encoding, -r/--request, --timeout).
+Exit status: 0 on success, 1 when a call, a run or a server failed, 2 on a
+usage error.`,
+	Examples: `sluice demo
+sluice serve --listen 127.0.0.1:4040 &
+sluice call -p 127.0.0.1:4040 -s echo -m echo -r '{"key":"a"}' | jq .
+sluice bench -p 127.0.0.1:4040 -s echo -m echo -n 100000
+sluice bench -p 127.0.0.1:4040 -s echo -m echo --rps 500 -d 10s -o json
+sluice help bench`,
+}
+
+// Lab is what sluice-lab adds to sluice: the commands and modes that link
+// heavy modules (gonum's charts, toxiproxy, an embedded etcd server), kept
+// out of the everyday binary so that its first `go run` downloads and
+// builds little. A nil *Lab is sluice's.
+type Lab struct {
+	// Name is the program's name, "sluice-lab", and Help its top-level help.
+	Name string
+	Help Help
+	// Commands are added to sluice's, after them.
+	Commands []Command
+	// RollingDeploy adds bench --rolling-deploy: it defines the mode's own
+	// flags on bench's flag set, before they are parsed.
+	RollingDeploy func(fs *FlagSet) BenchMode
+	// Charts draws the charts of bench --closed-loop and --balancing.
+	Charts Charts
+}
+
+// A BenchMode is a mode of bench that sluice-lab adds.
+type BenchMode interface {
+	// On reports whether the mode's flag was given.
+	On() bool
+	// OwnFlagGiven names a flag given that only the mode reads, "" if none.
+	OwnFlagGiven(fs *FlagSet) string
+	// Run runs the mode with bench's flags a.
+	Run(ctx context.Context, fs *FlagSet, a BenchArgs, stdout, stderr io.Writer) int
+}
+
+// BenchArgs are bench's flags that a BenchMode may read.
+type BenchArgs struct {
+	RPS     float64
+	Timeout time.Duration
+	Shape   string // --embedded-latency
+	JSON    bool
+}
+
+// Charts draws the charts of bench's modes (--chart).
+type Charts interface {
+	// CheckPath checks a chart's file name before a run.
+	CheckPath(path string) error
+	// ClosedLoop draws --closed-loop's result to path.
+	ClosedLoop(res *closedloop.Result, path string) error
+	// Balancing draws --balancing's result, each scenario to the file of
+	// res.ChartPaths(path).
+	Balancing(res *balancing.Result, path string) error
+}
+
+// labCommands are the commands only sluice-lab has; a test keeps the list
+// the same as sluice-lab's table.
+var labCommands = []string{"sim", "faults", "hostile"}
+
+// labOnly is the usage error of sluice asked for what only sluice-lab has:
+// what, and how to run it there.
+func labOnly(what, how string) string {
+	return fmt.Sprintf("%s is in sluice-lab, which links the heavy modules it needs: go run ./tools/cmd/sluice-lab %s (or go install github.com/sluice-rpc/sluice/tools/cmd/sluice-lab)", what, how)
+}
+
+// Command is a command of the table: see Leaf and NewGroup.
+type Command = command
+
+// Name is the command's name, its word on the command line.
+func (c command) Name() string { return c.name }
+
+// Leaf returns the command name, summarised for the help's list by
+// summary, that run runs.
+func Leaf(name, summary string, run func(args []string, stdout, stderr io.Writer) int) Command {
+	return command{name: name, summary: summary, run: run}
+}
+
+// NewGroup returns the command made of subs, named by the last word of
+// name ("sluice-lab sim"), with help.
+func NewGroup(name string, help Help, subs ...Command) Command {
+	return group{name: name, help: help, subs: subs}.command()
+}
+
+// topLevel is the command table: every command, and in the groups
+// (doorman, and sluice-lab's sim) their subcommands, from which `sluice -h`
+// lists them all.
+func topLevel(lab *Lab) group {
+	doorman := doormanGroup(context.Background()).command()
+	doorman.run = UntilInterrupted(doormanRun) // its subcommands run until interrupted
+	bench := func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+		return benchRun(ctx, args, lab, stdout, stderr)
+	}
+	g := group{name: "sluice", help: sluiceHelp, subs: []command{
+		{name: "demo", summary: "busy throttling on three in-process TChannel servers, one overloaded", run: UntilInterrupted(demoCmd)},
+		{name: "call", summary: "make one raw or JSON call through Sluice's pipeline (like yab and tcurl)", run: callCmd},
+		{name: "bench", summary: "load generator, as fast as it can or at a rate: throughput, latency, attempts, errors", run: UntilInterrupted(bench)},
+		{name: "serve", summary: "a TChannel server (echo, fail, busy) to try call and bench on", run: UntilInterrupted(serveRun)},
+		doorman,
+	}}
+	if lab != nil {
+		g.name, g.help = lab.Name, lab.Help
+		g.subs = append(g.subs, lab.Commands...)
+	}
+	return g
+}
+
+// Run runs the command line args (without the program name) of sluice
+// (lab nil) or sluice-lab, and returns the exit code.
+func Run(args []string, stdout, stderr io.Writer, lab *Lab) int {
+	name := "sluice"
+	if lab != nil {
+		name = lab.Name
+	}
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		if len(args) > 1 {
+			fmt.Fprintf(stderr, "%s: unexpected argument %q after %s\n", name, args[1], args[0])
+			return ExitUsage
+		}
+		fmt.Fprintf(stdout, "%s %s\n", name, version())
+		return ExitOK
+	}
+	if lab == nil && len(args) > 0 {
+		cmd := args[0]
+		if cmd == "help" && len(args) > 1 {
+			cmd = args[1]
+		}
+		if slices.Contains(labCommands, cmd) {
+			fmt.Fprintf(stderr, "sluice: %s\n", labOnly("sluice "+cmd, cmd))
+			return ExitUsage
+		}
+	}
+	return topLevel(lab).run(args, stdout, stderr)
+}
+
+// run is Run of sluice, for the tests.
+func run(args []string, stdout, stderr io.Writer) int { return Run(args, stdout, stderr, nil) }
+
+// version is the main module's version as the go command stamped it
+// (a tag, or a pseudo-version from the VCS), or "(devel)".
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}

@@ -1,0 +1,747 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-rpc/sluice/busy"
+	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/shed"
+	"github.com/sluice-rpc/sluice/tools/benchmarks/closedloop"
+	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
+)
+
+var benchHelp = Help{
+	Synopsis: `sluice bench -p HOST:PORT -s SERVICE -m METHOD [-r BODY] [-n N] [-d D] [--rps R] [flags]
+sluice bench -p HOST:PORT -t FILE.thrift [flags] SERVICE Service::method [-r BODY] [-n N]
+sluice bench -p HOST:PORT [--tls | --tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--tls-server-name NAME] [--tls-fallback] ...
+sluice bench --embedded N [--embedded-workers N] [--embedded-shed MODE] [flags]
+sluice bench --closed-loop [--embedded-workers N] [--embedded-latency fixed:D] [--load X] [-o json]
+sluice bench --closed-loop [--mix CLASS=PERCENT,...] [--callers N [--heavy-factor X]] [--shedding LIST] [--throttling LIST] ...
+sluice-lab bench --rolling-deploy [--rows LIST] [--rps R] [--replacements N] [--steady D] [--settle D] [-o json]
+sluice bench --balancing SCENARIO[,SCENARIO...] [--ci] [-o json]
+sluice-lab bench --closed-loop|--balancing ... --chart FILE
+sluice bench --amplification SCENARIO[,SCENARIO...] [--ci] [--rps R] [-d D] [-o json]`,
+	About: `Load through Sluice's pipeline, against the peers of -p/-P or against
+--embedded servers in this process, in one of two modes:
+
+  unbounded (the default, --rps 0), as yab's benchmark: on each of
+    --connections connections --concurrency calls are in flight (default
+    1), each started as soon as one returns, as fast as the client and
+    the servers allow; latency is from each call's start.
+  rate (--rps R): calls arrive on schedule, R a second, whether or not
+    earlier ones returned (open loop), at most --concurrency in flight in
+    all (default 100), over the connections in turn; latency is from each
+    call's scheduled arrival, so a stalled client cannot hide its
+    queueing.
+
+What each call sends is what 'sluice call' sends with the same flags: JSON,
+raw, or Thrift through an IDL (-t FILE.thrift, Service::method), encoded
+once before the run; -H, --sk, --rk, --rd and --caller go with every call,
+and the service and method may follow the flags as two words, as in yab.
+The TLS flags are call's too: every connection speaks TLS to the peers of
+-p/-P (--embedded servers, and those of the modes below, are plaintext).
+
+A connection is a Sluice Channel of its own (channel.New), with its own TCP
+connections to the peers, busy limiters and retry state, as each of yab's
+connections is a channel of its own: by default 2 x GOMAXPROCS unbounded
+(yab's), 1 with --rps. The run stops after -n calls or -d of calls,
+whichever comes first: -n alone sends exactly n calls (with a safety limit
+of 10m), neither gives 5s. Each second a progress line goes to stderr (calls
+returned, successes, failures, calls refused locally, the current rate). The
+report gives the mode, connections and concurrency, calls and throughput
+(successful calls per second), latency quantiles of successful calls, of
+failed calls and of calls refused locally (THROTTLED, RATE_LIMITED,
+NO_PEERS, UNAVAILABLE: nothing sent) separately, and attempts per call, busy
+answers, throttled requests and errors by code (an application error, JSON
+or Thrift, counts as APPLICATION; a Thrift exception is named by its type,
+APPLICATION 5 (KeyNotFound 5), and counted in the JSON's
+application_errors). An interrupt ends the run early and reports the calls
+made so far. Quantiles of a rate run are exact; an unbounded run's come
+from histograms with buckets 1/128 of their values wide (within 0.4%).
+
+As yab does, bench first makes one call, left out of the figures, and
+prints its answer as yab prints it (call -o yab's envelope; with -o json,
+the report's first_response); --no-first-response skips it. A first call
+that fails is said on stderr, and the run goes on. --per-peer-stats (yab's
+flag) adds a row for each peer: the calls it answered (or, failed, whose
+last attempt went to it), ok, failed, p50/p99/max of its successful calls,
+the attempts sent to it, its Busy answers and throttled requests, and its
+errors; in the JSON, per_peer. A peer that left during the run keeps its
+row, marked (left) ("left": true), with its counts as last read, at most
+50 ms before it left.
+
+Embedded servers can have a pool of workers (--embedded-workers: requests
+beyond them queue) and shed load (--embedded-shed). --closed-loop runs the
+comparison of server shedding and client busy throttling on one embedded
+worker-pool server (default 8 workers, 2 ms each: 4,000 calls/s) offered
+--load times its capacity (default 2) with no retries, for -d per
+combination (default 10 s), and prints goodput, the shares answered Busy and
+refused in the client, p50/p99 and the requests that reached the server.
+--shedding (none, fixed, adaptive) and --throttling (off, on), each a
+comma-separated list, run some of the combinations only.
+
+--mix splits the offered calls between criticality classes (critical_plus,
+critical, sheddable_plus, sheddable), each CLASS=PERCENT, the percents
+(whole or decimal) summing to 100. --callers N offers the load from N
+callers (2-100), each a client Channel of its own named caller-1 ...
+caller-N (its TChannel caller name), caller-1 offering --heavy-factor
+times each other's rate (default 1); the total stays --load times the
+capacity. Either may be given, or both. With either, each combination
+runs twice, and its rows come in pairs: unaware (aware false: the calls
+carry no class and the server's limits are first come, first served,
+Sluice's shedding before classes) and aware (aware true: each call carries
+its class, and the server's limits admit higher classes first and share
+themselves between callers). Each row then has, per class and per caller,
+the calls offered and successful per second, served (successful of
+offered, calls refused in the client included, 0-1) and the p99 of the
+successful calls: the JSON's "classes" and "callers" arrays (a caller's
+"heavy" marks caller-1), and tables by class and by caller after the main
+one.
+
+--rolling-deploy (sluice-lab's: it may embed an etcd server) replaces a
+fleet of server processes (children of the binary; default 4, echo with a
+1 ms service time) one instance at a time
+under an open-loop load (default 1,000 calls/s from 2 clients, no retry
+policy): --replacements in all (default 8, every instance twice), after a
+steady stretch and each followed by --settle. Its rows, one after the
+other: etcd (Sluice clients following etcd, servers registering there and
+leaving with Shutdown; etcd is --etcd, or the etcd binary, or an embedded
+one), dns (Sluice clients following SRV records served in process, looked
+up every --dns-period; Shutdown), static (Sluice with a fixed peer list,
+servers replaced in place with Close) and tchannel (plain tchannel-go, the
+same). It prints, per row, the calls made and failed by code, p50/p99 in
+the steady state and during the deploys, and how soon each new instance
+got its first call. Takes about two and a half minutes with the defaults.
+
+--balancing runs the peer-choice scenarios, each with the balancing feature
+it measures and without it, both rows in one table, on worker-pool servers
+in this process (each answers Busy beyond 4 requests waiting per worker)
+and one client with no retries: scale-out (3 servers at 70% load, 3 more
+join cold; slow start on and off), heterogeneous (servers of 1, 2 and 4
+workers; weights 1, 2, 4 and all 1), shard (10 cached servers, Zipf keys and
+a hot key; shard keys and none, and how keys move on the ring), erroring
+(1, then 3, of 4 servers answering UNEXPECTED to half their calls; ejection
+on and off), or all. Each table is followed by the issue's done-when checks,
+"holds" or "FALLS SHORT" with the figure. The full size takes about five
+minutes; --ci a second or two a run. sluice-lab's --chart draws each
+scenario second by second: with several scenarios, FILE-SCENARIO.png for
+each (and --closed-loop's goodput and p99).
+
+` + amplificationHelp + `
+
+` + OutputJSONHelp + ` In every mode the JSON carries
+the same figures as the table.
+
+` + clientTLSHelp + `
+
+` + targetsHelp + `
+
+Exit status: 0 when the run completed with at least one successful call, or
+was interrupted (--balancing: when the scenarios ran, whatever the checks
+say); 1 when it could not run, or when every call failed or was refused; 2
+on a usage error.`,
+	Examples: `sluice bench --embedded 1 -n 100000                 # as fast as 2 x GOMAXPROCS connections allow
+sluice bench -t keyvalue.thrift -p 127.0.0.1:4040 keyvalue KeyValue::Get -r '{"key":"a"}' -n 100000 --concurrency 4
+sluice bench -p 127.0.0.1:4040 -s kv -m get -r '{"key":"a"}' -n 2000 --connections 4 --concurrency 8
+sluice bench --embedded 4 --rps 400 -d 10s --hedge-max 3 --hedge-adaptive 0.95
+sluice bench -p 127.0.0.1:4040 -s kv -m get -r '{"key":"a"}' --rps 200 -d 30s -o json
+sluice bench -p 127.0.0.1:4040 -p 127.0.0.1:4041 -p 127.0.0.1:4042 -s kv -m get --per-peer-stats -o json | jq .per_peer
+sluice bench -P peers.yaml -s kv -m get --retry-max 3 --debug-listen 127.0.0.1:9090
+sluice bench -p 127.0.0.1:4040 --tls-ca ca.pem --tls-cert c.pem --tls-key c-key.pem -s echo -m echo -n 10000   # mutual TLS
+sluice bench -P dns:///_tchannel._tcp.kv.default.svc.cluster.local -s kv -m get --rps 500 -d 1m --allow-remote
+sluice bench --embedded 1 --embedded-workers 8 --embedded-latency fixed:2ms --embedded-shed adaptive --rps 8000
+sluice-lab bench --closed-loop --chart closedloop.png
+sluice bench --closed-loop --load 3 --mix critical_plus=20,critical=30,sheddable=50
+sluice bench --closed-loop --load 4 --mix critical_plus=10,sheddable=90 --shedding adaptive --throttling on -o json
+sluice bench --closed-loop --load 1.5 --callers 10 --heavy-factor 10 --shedding adaptive
+sluice-lab bench --rolling-deploy
+sluice-lab bench --rolling-deploy --rows dns,static --replacements 4 -o json
+sluice-lab bench --balancing all --chart balancing.png    # balancing-scale-out.png, ... one per scenario
+sluice bench --balancing shard,erroring --ci -o json`,
+}
+
+// Bounds and defaults of `sluice bench`.
+const (
+	benchEmbeddedMax      = 16              // --embedded
+	benchConnectionsMax   = 1000            // --connections
+	benchDefaultDuration  = 5 * time.Second // -d without -n
+	benchDefaultRateLimit = 100             // --concurrency with --rps: in flight in all
+)
+
+// benchDefaultConnections is --connections' default: yab's, two per
+// GOMAXPROCS.
+func benchDefaultConnections() int { return 2 * runtime.GOMAXPROCS(0) }
+
+// benchRun runs `sluice bench`; the end of ctx ends the run early.
+func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Writer) int {
+	fs := NewFlagSet("sluice bench", benchHelp, stdout, stderr)
+	var deployMode BenchMode
+	if lab != nil && lab.RollingDeploy != nil {
+		deployMode = lab.RollingDeploy(fs)
+	} else if hasFlag(args, "rolling-deploy") {
+		return fs.UsageError("%s", labOnly("bench --rolling-deploy (it may embed an etcd server)", "bench --rolling-deploy ..."))
+	}
+	var charts Charts
+	if lab != nil {
+		charts = lab.Charts
+	}
+	if charts == nil && hasFlag(args, "chart") {
+		return fs.UsageError("%s", labOnly("bench --chart (charts link gonum's plot)", "bench --closed-loop --chart FILE ..."))
+	}
+	peers := addPeerFlags(fs)
+	allowRemote := fs.Bool("allow-remote", false, "allow peers that are not on a loopback address")
+	embedded := fs.Int("embedded", 0, fmt.Sprintf("start `N` in-process servers on 127.0.0.1 (1-%d) and load them", benchEmbeddedMax))
+	shapeText := fs.String("embedded-latency", "",
+		"the embedded servers' latency `SHAPE`: \"0\" (at once: the run measures the client and the server's stack, the default unbounded), \"heavy-tail\" (97% 0.5-1.5ms, 3% 100-200ms: the default with --rps), \"heavy-tail:0.05\", \"fixed:2ms\", \"1ms-3ms\", \"1ms,0.03@100ms-200ms\"")
+	seed := fs.Uint64("seed", 1, "seed of the embedded servers' latency draws (with --balancing, of its keys and failures)")
+	workers := fs.Int("embedded-workers", 0, fmt.Sprintf("give each embedded server `N` workers: a request holds one for its latency and waits in a queue when all are busy (0: no limit; at most %d)", load.MaxWorkers))
+	shedText := fs.String("embedded-shed", "none", "the embedded servers' load shedding `MODE`: none, adaptive (an adaptive concurrency limit per method), fixed:N (at most N requests in flight)")
+	throttling := fs.Bool("busy-throttling", true, "throttle a peer that answers Busy (--busy-throttling=false turns it off, to compare)")
+	closedLoop := fs.Bool("closed-loop", false, "run the closed-loop comparison on one embedded worker-pool server: {no, fixed, adaptive shedding} x {busy throttling off, on}, at --load times its capacity")
+	loadX := fs.Float64("load", 2, "with --closed-loop: the offered rate as a multiple of the server's capacity")
+	chartPath := new(string)
+	if charts != nil {
+		fs.StringVar(chartPath, "chart", "", "with --closed-loop: draw goodput and p99 over time to `FILE` (.png or .svg); with --balancing, each scenario second by second")
+	}
+	mix := fs.String("mix", "", "with --closed-loop: the criticality classes' `SHARES` of the offered calls, CLASS=PERCENT,... (critical_plus, critical, sheddable_plus, sheddable; summing to 100); rows come in pairs, unaware and aware")
+	callers := fs.Int("callers", 0, fmt.Sprintf("with --closed-loop: offer the load from `N` callers, caller-1 ... caller-N, each a client of its own (2-%d); rows come in pairs, unaware and aware", closedloop.MaxCallers))
+	heavy := fs.Float64("heavy-factor", 1, fmt.Sprintf("with --callers: caller-1 offers `X` times each other caller's rate (1-%d)", closedloop.MaxHeavyFactor))
+	sheddingList := fs.String("shedding", "", "with --closed-loop: the server sheddings to run, `LIST` of none, fixed, adaptive (default all)")
+	throttlingList := fs.String("throttling", "", "with --closed-loop: the client busy throttlings to run, `LIST` of off, on (default both)")
+	gogc := fs.Int("gogc", closedloop.DefaultGCPercent, "with --closed-loop or --balancing: the garbage collector's target `PERCENT` while it runs, as GOGC (-1: keep the process's); the load generator, client and servers share one process and its collector")
+	balancingList := fs.String("balancing", "", "run the balancing comparison's `SCENARIOS`, comma-separated: scale-out, heterogeneous, shard, erroring, or all; each with and without its feature")
+	ci := fs.Bool("ci", false, "with --balancing or --amplification: the CI size, a second or two a run")
+	amplificationList := fs.String("amplification", "", "run the amplification comparison's `SCENARIOS`, comma-separated: down, flaky, recovery, deadline, or all; each naive and bounded")
+	target := addTargetFlags(fs, "the `SERVICE` to call (default \"bench\" with --embedded)",
+		"the `METHOD` to call (default \"echo\" with --embedded)", "each call's request `BODY` (arg3; {} if none with -e json)")
+	rps := fs.Float64("rps", 0, fmt.Sprintf("`R` calls per second, sent on schedule whether or not earlier ones returned (open loop; at most %d); 0: unbounded, each call started as soon as one returns (closed loop)", load.MaxRPS))
+	duration := fs.Duration("max-duration", 0, fmt.Sprintf("how long calls start, `D` (default %v; with -n alone, until the n calls are made, at most %v)", benchDefaultDuration, load.MaxDuration))
+	fs.alias("d", "max-duration")
+	calls := fs.Int("max-requests", 0, fmt.Sprintf("stop after `N` calls (0: no limit but -d; at most %d)", load.MaxCalls))
+	fs.alias("n", "max-requests")
+	connections := fs.Int("connections", 0, fmt.Sprintf("`N` connections, each a Sluice Channel (channel.New) with its own connections to the peers, busy limiters and retry state; calls are spread over them (default 2 x GOMAXPROCS, %d here, as yab's; with --rps, 1; at most %d)", benchDefaultConnections(), benchConnectionsMax))
+	concurrency := fs.Int("concurrency", 0, fmt.Sprintf("`C` calls in flight on each connection, as yab's (default 1); with --rps, the most calls in flight in all, over every connection (default %d): an arrival finding them all busy waits, and the wait counts in its latency", benchDefaultRateLimit))
+	timeout := fs.Duration("timeout", time.Second, "each call's deadline, across its attempts")
+	warmup := fs.Int("warmup", 10, "calls made one at a time on each connection first, left out of the report")
+	output := AddOutputFlag(fs, false)
+	perPeer := fs.Bool("per-peer-stats", false, "report the calls by peer too: a row for each peer in the table, per_peer in the JSON (as yab's flag); a peer that left during the run keeps its row")
+	noFirst := fs.Bool("no-first-response", false, "do not make the first call before the run, whose answer bench prints as yab does (with -o json: first_response)")
+	debugAddr := fs.String("debug-listen", "", debugListenUsage)
+	policy := addPolicyFlags(fs.FlagSet, true)
+	tlsFlags := addChannelClientTLSFlags(fs)
+	words, code, ok := fs.parseWords(args, 2)
+	if !ok {
+		return code
+	}
+	asJSON, err := output.Check(fs)
+	if err != nil {
+		return fs.UsageError("%v", err)
+	}
+	deployOn := deployMode != nil && deployMode.On()
+	if len(words) > 0 && (deployOn || *closedLoop || fs.IsSet("balancing") || fs.IsSet("amplification")) {
+		return fs.UsageError("unexpected argument %q: --closed-loop, --rolling-deploy and --balancing call servers of their own", words[0])
+	}
+	if deployOn {
+		return deployMode.Run(ctx, fs, BenchArgs{RPS: *rps, Timeout: *timeout, Shape: *shapeText, JSON: asJSON}, stdout, stderr)
+	}
+	if deployMode != nil {
+		if name := deployMode.OwnFlagGiven(fs); name != "" {
+			return fs.UsageError("--%s needs --rolling-deploy", name)
+		}
+	}
+	if fs.IsSet("amplification") {
+		return benchAmplification(ctx, fs, amplificationArgs{scenarios: *amplificationList, ci: *ci, seed: *seed, rps: *rps,
+			duration: *duration, json: asJSON}, stdout, stderr)
+	}
+	if fs.IsSet("balancing") && !*closedLoop {
+		return benchBalancing(ctx, fs, balancingArgs{scenarios: *balancingList, ci: *ci, chart: *chartPath, charts: charts, gogc: *gogc, seed: *seed, json: asJSON},
+			fs.IsSet("timeout"), *timeout, stdout, stderr)
+	}
+	if *closedLoop {
+		return benchClosedLoop(ctx, fs, closedLoopArgs{embedded: *embedded, workers: *workers, shape: *shapeText,
+			load: *loadX, timeout: *timeout, duration: *duration, json: asJSON, chart: *chartPath, charts: charts, gogc: *gogc,
+			mix: *mix, callers: *callers, heavy: *heavy, sheddings: *sheddingList, throttlings: *throttlingList}, stdout, stderr)
+	}
+	src, err := peers.source()
+	if err != nil {
+		return fs.UsageError("%v", err)
+	}
+	defer src.close()
+	unbounded := *rps == 0
+	switch {
+	case !fs.IsSet("connections") && unbounded:
+		*connections = benchDefaultConnections()
+	case !fs.IsSet("connections"):
+		*connections = 1 // as before --connections: rate runs keep their figures
+	}
+	switch {
+	case !fs.IsSet("concurrency") && unbounded:
+		*concurrency = 1
+	case !fs.IsSet("concurrency"):
+		*concurrency = benchDefaultRateLimit
+	}
+	switch {
+	case !fs.IsSet("max-duration") && *calls > 0:
+		*duration = 0 // -n alone: until the calls are made, at most load.MaxDuration
+	case !fs.IsSet("max-duration"):
+		*duration = benchDefaultDuration
+	}
+	switch {
+	case src.empty() == (*embedded == 0):
+		return fs.UsageError("give peers (-p HOST:PORT, repeatable, or -P TARGET) or --embedded N, not both")
+	case *embedded < 0 || *embedded > benchEmbeddedMax:
+		return fs.UsageError("--embedded is %d, must be in [1, %d]", *embedded, benchEmbeddedMax)
+	case *embedded == 0 && (fs.IsSet("embedded-latency") || fs.IsSet("embedded-workers") || fs.IsSet("embedded-shed")):
+		return fs.UsageError("--embedded-latency, --embedded-workers and --embedded-shed need --embedded")
+	case *workers < 0 || *workers > load.MaxWorkers:
+		return fs.UsageError("--embedded-workers is %d, must be in [0, %d]", *workers, load.MaxWorkers)
+	case fs.IsSet("load") || fs.IsSet("chart") || fs.IsSet("gogc"):
+		return fs.UsageError("--load, --chart and --gogc need --closed-loop (--chart and --gogc also --balancing)")
+	case fs.IsSet("mix") || fs.IsSet("callers") || fs.IsSet("heavy-factor") || fs.IsSet("shedding") || fs.IsSet("throttling"):
+		return fs.UsageError("--mix, --callers, --heavy-factor, --shedding and --throttling need --closed-loop")
+	case fs.IsSet("ci"):
+		return fs.UsageError("--ci needs --balancing")
+	case !(*rps >= 0 && *rps <= load.MaxRPS):
+		return fs.UsageError("--rps is %v, must be in [0, %d] (0: unbounded)", *rps, load.MaxRPS)
+	case fs.IsSet("max-duration") && (*duration <= 0 || *duration > load.MaxDuration):
+		return fs.UsageError("-d/--max-duration is %v, must be in (0, %v]", *duration, load.MaxDuration)
+	case *calls < 0 || *calls > load.MaxCalls:
+		return fs.UsageError("-n/--max-requests is %d, must be in [0, %d]", *calls, load.MaxCalls)
+	case *connections < 1 || *connections > benchConnectionsMax:
+		return fs.UsageError("--connections is %d, must be in [1, %d]", *connections, benchConnectionsMax)
+	case *concurrency < 1 || *concurrency > load.MaxConcurrency:
+		return fs.UsageError("--concurrency is %d, must be in [1, %d]", *concurrency, load.MaxConcurrency)
+	case unbounded && *connections**concurrency > load.MaxConcurrency:
+		return fs.UsageError("--connections %d x --concurrency %d is %d calls in flight, more than %d", *connections, *concurrency,
+			*connections**concurrency, load.MaxConcurrency)
+	case *timeout <= 0 || *timeout > load.MaxTimeout:
+		return fs.UsageError("--timeout is %v, must be in (0, %v]", *timeout, load.MaxTimeout)
+	case *warmup < 0 || *warmup > load.MaxWarmup:
+		return fs.UsageError("--warmup is %d, must be in [0, %d]", *warmup, load.MaxWarmup)
+	}
+	if err := policy.validate(); err != nil {
+		return fs.UsageError("%v", err)
+	}
+	for _, p := range append(src.hostPorts, src.listed...) {
+		if err := checkLoopback(p, *allowRemote); err != nil {
+			return fs.UsageError("%v", err)
+		}
+	}
+	if src.resolver != nil && !*allowRemote {
+		src.resolver = loopbackOnly{src.resolver}
+	}
+	if *embedded > 0 && len(words) == 0 {
+		if *target.service == "" {
+			*target.service = "bench"
+		}
+		if *target.method == "" {
+			*target.method = "echo"
+		}
+	}
+	tg, err := target.resolve(words)
+	if err != nil {
+		return fs.UsageError("%v", err)
+	}
+	if *embedded > 0 && tg.encoding == "thrift" {
+		return fs.UsageError("--embedded servers answer json and raw calls, not Thrift: give -p or -P peers")
+	}
+	if *embedded > 0 && (tlsFlags.enabled() || tlsFlags.serverName != "" || tlsFlags.fallback) {
+		return fs.UsageError("--embedded servers speak plaintext: the TLS flags need -p or -P peers")
+	}
+	// Reload errors and the first fallback to each peer go to stderr,
+	// beside the progress lines.
+	stderr = &lockedWriter{w: stderr}
+	tlsOpts, err := tlsFlags.options(func(err error) { fmt.Fprintf(stderr, "sluice bench: %v\n", err) })
+	if err != nil {
+		return fs.UsageError("%v", err)
+	}
+	switch {
+	case *shapeText == "" && unbounded:
+		*shapeText = "0"
+	case *shapeText == "":
+		*shapeText = "heavy-tail"
+	}
+	shape, err := load.ParseShape(*shapeText)
+	if err != nil {
+		return fs.UsageError("--embedded-latency: %v", err)
+	}
+	shedCfg, err := parseShed(*shedText)
+	if err != nil {
+		return fs.UsageError("--embedded-shed: %v", err)
+	}
+	cfg, err := policy.serviceConfig(tg.service, tg.method)
+	if err != nil {
+		return fs.UsageError("%v", err)
+	}
+
+	debug, err := newDebugListener(*debugAddr, stderr)
+	if err != nil {
+		return fs.UsageError("%v", err)
+	}
+	defer debug.close()
+	if *embedded > 0 {
+		servers, err := load.StartServers(*embedded, load.ServerConfig{Service: tg.service, Method: tg.method,
+			Format: tg.encoding, Shape: shape, Seed: *seed, Workers: *workers, Shed: shedCfg})
+		if err != nil {
+			return fs.Failure("%v", err)
+		}
+		defer servers.Close()
+		src.hostPorts = servers.HostPorts()
+	}
+	opts := []channel.Option{channel.WithScope(debug.scope()), channel.WithBusyConfig(busy.Config{Disabled: !*throttling})}
+	if cfg != nil {
+		opts = append(opts, channel.WithServiceConfig(cfg))
+	}
+	opts = append(opts, tlsOpts...)
+	clients := make([]*channel.Client, *connections)
+	for i := range clients {
+		// The configuration's warnings and the fallback to each peer are
+		// logged once, not once a connection.
+		warnings := noWarnings()
+		if i == 0 {
+			warnings = configWarnings(stderr)
+		}
+		chOpts := append(slices.Clip(opts), channel.WithLogger(warnings))
+		ch, err := channel.New("sluice-bench", chOpts...)
+		if err != nil {
+			return fs.UsageError("%v", err)
+		}
+		defer ch.Close()
+		cl, err := src.client(ch, tg.service, tg.method)
+		if err != nil {
+			return fs.UsageError("%v", err)
+		}
+		clients[i] = cl
+	}
+	if err := debug.serve("sluice bench", nil, stderr); err != nil {
+		return fs.Failure("%v", err)
+	}
+	var first json.RawMessage
+	if !*noFirst {
+		if first = firstResponse(ctx, clients[0], tg, *timeout, stderr); first != nil && !asJSON {
+			stdout.Write(first)
+		}
+	}
+	lc := load.Config{Method: tg.method, RPS: *rps, Duration: *duration, Calls: *calls,
+		Concurrency: *concurrency, Timeout: *timeout, Warmup: *warmup,
+		Request: tg.req, CallOptions: tg.opts, PerPeer: *perPeer,
+		Progress: func(p load.Progress) {
+			fmt.Fprintf(stderr, "%6.1fs  %d calls: %d ok, %d failed, %d refused locally; %.1f calls/s\n",
+				p.Elapsed.Seconds(), p.Calls, p.OK, p.Failed, p.Refused, p.Rate)
+		}}
+	if m := tg.thrift; m != nil {
+		lc.Exception = func(res *channel.Response) string { return m.ExceptionType(res.Arg3) }
+	}
+	rep, err := load.RunClients(ctx, clients, lc)
+	if err != nil {
+		return fs.Failure("%v", err)
+	}
+	if asJSON {
+		out := benchReport{Report: rep, Peers: src.hostPorts}
+		if first != nil {
+			out.FirstResponse = bytes.TrimSpace(first)
+		}
+		if src.resolver != nil {
+			list := src.String()
+			out.PeerList = &list
+		}
+		if *embedded > 0 {
+			latency := shape.String()
+			out.Embedded, out.EmbeddedLatency = embedded, &latency
+		}
+		if code := fs.WriteJSON(out); code != ExitOK {
+			return code
+		}
+	} else {
+		if *embedded > 0 {
+			fmt.Fprintf(stdout, "servers     %d embedded on 127.0.0.1, latency %v", *embedded, shape)
+			if *workers > 0 {
+				fmt.Fprintf(stdout, ", %d workers each", *workers)
+			}
+			fmt.Fprintf(stdout, ", shedding %s\n", *shedText)
+		} else {
+			fmt.Fprintf(stdout, "servers     %s\n", src)
+		}
+		rep.Print(stdout)
+	}
+	if rep.Calls > 0 && rep.OK == 0 && ctx.Err() == nil {
+		return fs.Failure("no call succeeded: %s", rep.ErrorList())
+	}
+	return ExitOK
+}
+
+// benchReport is `sluice bench -o json`'s report: the load generator's,
+// and where the servers were.
+type benchReport struct {
+	*load.Report
+	// Peers are the host:ports given or started; PeerList the followed
+	// target (-P), null without one.
+	Peers    []string `json:"peers"`
+	PeerList *string  `json:"peer_list"`
+	// Embedded is the number of servers started (--embedded) and
+	// EmbeddedLatency their latency shape, null without.
+	Embedded        *int    `json:"embedded"`
+	EmbeddedLatency *string `json:"embedded_latency"`
+	// FirstResponse is the answer to the call made before the run, as yab
+	// prints it (call -o yab's envelope); null with --no-first-response or
+	// when that call failed.
+	FirstResponse json.RawMessage `json:"first_response"`
+}
+
+// firstResponse makes one call through cl before the run, as yab does,
+// and returns its answer as yab prints it (call -o yab's envelope, then a
+// blank line); a failure goes to stderr, and the run goes on to report on
+// its own calls: nil then.
+func firstResponse(ctx context.Context, cl *channel.Client, tg *target, timeout time.Duration, stderr io.Writer) json.RawMessage {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res, err := cl.Call(cctx, tg.method, tg.req, tg.opts...)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice bench: the first call, before the run: %v\n", err)
+		return nil
+	}
+	body := res.Arg3
+	if tg.thrift != nil {
+		a, err := tg.thrift.Answer(res.Arg3)
+		if err != nil {
+			fmt.Fprintf(stderr, "sluice bench: the first call, before the run: %v (from %s)\n", err, res.Peer)
+			return nil
+		}
+		body = a.JSON
+	}
+	out, err := yabEnvelope(tg, body, res)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice bench: the first call, before the run: %v (from %s)\n", err, res.Peer)
+		return nil
+	}
+	return out
+}
+
+// checkLoopback accepts a host:port on a loopback address, or anywhere
+// with allowRemote: a load generator should not point at a remote service
+// by accident.
+func checkLoopback(hostPort string, allowRemote bool) error {
+	if allowRemote {
+		return nil
+	}
+	host, _, _ := net.SplitHostPort(hostPort)
+	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+		return nil
+	}
+	return fmt.Errorf("peer %q is not a loopback address; pass --allow-remote to load a remote server", hostPort)
+}
+
+// parseShed reads --embedded-shed: none (nil), adaptive, or fixed:N.
+func parseShed(v string) (*channel.ShedConfig, error) {
+	switch {
+	case v == "none":
+		return nil, nil
+	case v == "adaptive":
+		return &channel.ShedConfig{Adaptive: &shed.Config{}}, nil
+	case strings.HasPrefix(v, "fixed:"):
+		n, err := strconv.Atoi(strings.TrimPrefix(v, "fixed:"))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q: the fixed limit must be a whole number >= 1", v)
+		}
+		return &channel.ShedConfig{MaxInFlight: n}, nil
+	}
+	return nil, fmt.Errorf("%q: want none, adaptive or fixed:N", v)
+}
+
+// modeFlags refuses, by name, a flag given that a mode of bench (mode,
+// "--closed-loop") does not read: it takes only the flags of allowed (long
+// names). An allow-list, so that a flag added to bench later is refused by
+// the modes until one reads it. why says what the mode does instead; a
+// retry or hedging flag is refused with noPolicy. It returns false with the
+// exit code on a refusal.
+func ModeFlags(fs *FlagSet, mode, why, noPolicy string, allowed ...string) (int, bool) {
+	bad := ""
+	fs.Visit(func(f *flag.Flag) {
+		if name := fs.longName(f.Name); bad == "" && !slices.Contains(allowed, name) {
+			bad = name
+		}
+	})
+	switch {
+	case bad == "":
+		return 0, true
+	case strings.HasPrefix(bad, "retry-") || strings.HasPrefix(bad, "hedge-") || bad == "service-config":
+		return fs.UsageError("%s %s; drop --%s", mode, noPolicy, bad), false
+	}
+	return fs.UsageError("%s %s; drop --%s", mode, why, bad), false
+}
+
+// closedLoopArgs are the flags --closed-loop reads.
+type closedLoopArgs struct {
+	embedded, workers int
+	shape             string
+	load              float64
+	timeout, duration time.Duration
+	chart             string
+	charts            Charts // sluice-lab's, nil in sluice (which refuses --chart)
+	json              bool
+	gogc              int
+	mix               string
+	callers           int
+	heavy             float64
+	sheddings         string
+	throttlings       string
+}
+
+// checkGOGC checks --gogc, of --closed-loop and --balancing.
+func checkGOGC(percent int) error {
+	if percent == 0 || percent < -1 {
+		return fmt.Errorf("--gogc is %d, must be a positive percent or -1 (keep the process's)", percent)
+	}
+	return nil
+}
+
+// closedLoopRows reads the flags of --closed-loop's rows into cfg: --mix,
+// --callers and --heavy-factor, --shedding and --throttling.
+func closedLoopRows(fs *FlagSet, a closedLoopArgs, cfg *closedloop.Config) error {
+	if fs.IsSet("mix") {
+		mix, err := closedloop.ParseMix(a.mix)
+		if err != nil {
+			return fmt.Errorf("--mix: %v", err)
+		}
+		cfg.Mix = mix
+	}
+	switch {
+	case fs.IsSet("callers") && (a.callers < 2 || a.callers > closedloop.MaxCallers):
+		return fmt.Errorf("--callers is %d, must be in [2, %d]", a.callers, closedloop.MaxCallers)
+	case fs.IsSet("heavy-factor") && !fs.IsSet("callers"):
+		return errors.New("--heavy-factor needs --callers")
+	case fs.IsSet("heavy-factor") && !(a.heavy >= 1 && a.heavy <= closedloop.MaxHeavyFactor):
+		return fmt.Errorf("--heavy-factor is %v, must be in [1, %d]", a.heavy, closedloop.MaxHeavyFactor)
+	}
+	if fs.IsSet("callers") {
+		cfg.Callers, cfg.HeavyFactor = a.callers, a.heavy
+	}
+	if fs.IsSet("shedding") {
+		list, err := parseList("--shedding", a.sheddings, []string{"none", "fixed", "adaptive"})
+		if err != nil {
+			return err
+		}
+		for _, s := range list {
+			cfg.Sheddings = append(cfg.Sheddings, closedloop.Shedding(s))
+		}
+	}
+	if fs.IsSet("throttling") {
+		list, err := parseList("--throttling", a.throttlings, []string{"off", "on"})
+		if err != nil {
+			return err
+		}
+		for _, s := range list {
+			cfg.Throttlings = append(cfg.Throttlings, s == "on")
+		}
+	}
+	return nil
+}
+
+// parseList reads flag's comma-separated list of some of the names known,
+// each at most once, in the order of known.
+func parseList(flag, v string, known []string) ([]string, error) {
+	var got []string
+	for _, s := range strings.Split(v, ",") {
+		s = strings.TrimSpace(s)
+		switch {
+		case !slices.Contains(known, s):
+			return nil, fmt.Errorf("%s: unknown %q, want %s", flag, s, strings.Join(known, ", "))
+		case slices.Contains(got, s):
+			return nil, fmt.Errorf("%s: %q is given twice", flag, s)
+		}
+		got = append(got, s)
+	}
+	slices.SortFunc(got, func(x, y string) int { return slices.Index(known, x) - slices.Index(known, y) })
+	return got, nil
+}
+
+// benchClosedLoop runs `sluice bench --closed-loop`.
+func benchClosedLoop(ctx context.Context, fs *FlagSet, a closedLoopArgs, stdout, stderr io.Writer) int {
+	if code, ok := ModeFlags(fs, "--closed-loop", "sets its own servers, load and client", "makes calls with no retries or hedges",
+		"closed-loop", "embedded", "embedded-workers", "embedded-latency", "load", "chart", "gogc", "max-duration", "timeout", "output",
+		"mix", "callers", "heavy-factor", "shedding", "throttling"); !ok {
+		return code
+	}
+	if !(a.load > 0 && a.load <= 100) {
+		return fs.UsageError("--load is %v, must be in (0, 100]", a.load)
+	}
+	if a.embedded > 1 {
+		return fs.UsageError("--closed-loop runs one embedded server; --embedded is %d", a.embedded)
+	}
+	if err := checkGOGC(a.gogc); err != nil {
+		return fs.UsageError("%v", err)
+	}
+	cfg := closedloop.Config{Workers: a.workers, Load: a.load, Timeout: a.timeout, GCPercent: a.gogc}
+	if fs.IsSet("max-duration") {
+		cfg.Duration = a.duration
+	}
+	if err := closedLoopRows(fs, a, &cfg); err != nil {
+		return fs.UsageError("%v", err)
+	}
+	if fs.IsSet("embedded-latency") {
+		shape, err := load.ParseShape(a.shape)
+		if err != nil {
+			return fs.UsageError("--embedded-latency: %v", err)
+		}
+		if shape.FastMin != shape.FastMax || shape.SlowFraction != 0 {
+			return fs.UsageError("--embedded-latency: --closed-loop needs a fixed service time, such as fixed:2ms")
+		}
+		cfg.Service = shape.FastMin
+	}
+	if err := cfg.Validate(); err != nil {
+		return fs.UsageError("%v", strings.TrimPrefix(err.Error(), "closedloop: "))
+	}
+	if a.chart != "" {
+		if err := a.charts.CheckPath(a.chart); err != nil {
+			return fs.UsageError("--chart: %v", err)
+		}
+	}
+	cfg.Progress = func(s string) { fmt.Fprintf(stderr, "running: %s\n", s) }
+	res, err := closedloop.Run(ctx, cfg)
+	if err != nil {
+		return fs.Failure("%v", err)
+	}
+	if a.json {
+		if code := fs.WriteJSON(res); code != ExitOK {
+			return code
+		}
+	} else if err := res.WriteTable(stdout); err != nil {
+		return fs.Failure("%v", err)
+	}
+	if a.chart != "" {
+		if err := a.charts.ClosedLoop(res, a.chart); err != nil {
+			return fs.Failure("chart: %v", err)
+		}
+		if !a.json {
+			fmt.Fprintf(stdout, "\nchart: %s\n", a.chart)
+		}
+	}
+	return ExitOK
+}
+
+// hasFlag reports whether args give the flag name (-name, --name,
+// --name=V), before a "--".
+func hasFlag(args []string, name string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		a = strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		if a == name || strings.HasPrefix(a, name+"=") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,271 @@
+package cli
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/tools/internal/thriftjson"
+)
+
+var callHelp = Help{
+	Synopsis: `sluice call -p HOST:PORT -s SERVICE -m METHOD [-r BODY | -f FILE] [flags]
+sluice call -p HOST:PORT -t FILE.thrift [flags] SERVICE Service::method [BODY]
+sluice call -y FILE.yab [-A NAME:VALUE ...] [flags]
+sluice call -p HOST:PORT --health SERVICE
+sluice call -p HOST:PORT [--tls | --tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--tls-server-name NAME] [--tls-fallback] ...`,
+	About: `Makes one call through Sluice's pipeline (peer choice, busy throttling,
+retries or hedges under a budget), as yab and tcurl make one: the response body,
+and nothing else, goes to stdout, so that 'sluice call ... | jq .' works. With -v
+the peer, the attempts, the response headers and the time go to stderr. The
+service, method and body may follow the flags as words, as in yab
+(SERVICE METHOD BODY). -o yab prints yab's JSON envelope instead, byte for
+byte as yab 0.22 does ({"body": ..., "headers": ..., "ok": ..., "trace": "0"}
+and a blank line; trace is 0 as Sluice starts no Jaeger trace), and exits as
+yab: see Exit status.
+
+The call is JSON (-e json, the default: the body must be JSON, {} if none is
+given), raw (-e raw: arg3 as given, arg2 from --arg2) or Thrift (-t FILE.thrift,
+or -e thrift). A Thrift call names its method Service::method (without -t
+that is a usage error naming -t, as the server would never answer a JSON
+call to it); its request, JSON or YAML ({"key": "a"} or 'key: a' for
+Get(1: string key)), is turned into the method's arguments through the IDL,
+and the answer back into JSON as yab prints its body: {"result": ...}, {} for
+a void method, or {"NAME": {...}} for the declared exception NAME.
+--health calls Meta::health, which every tchannel-go Thrift server answers.
+The application headers of a JSON or Thrift call come from --headers (a
+JSON or YAML map), --headers-file or --arg2 (a JSON or Thrift call's arg2
+is its headers: yab's hidden --arg2 means --headers), then each -H over
+them; a raw call's --arg2 is its arg2 bytes. --sk, --rk, --rd and --caller
+set TChannel's transport headers. --timeout takes a duration, or whole
+milliseconds as yab (500 is 500ms).
+
+` + templateHelp + `
+
+A retry or hedging policy comes from flags (--retry-max, --hedge-max) or from
+a service config file (--service-config). A peer that refuses connections
+fails the call at once with UNAVAILABLE rather than at the timeout, as does
+one whose TLS handshake fails (the error says why: a certificate for another
+name, a server that requires a client certificate, or a plaintext port).
+
+` + clientTLSHelp + `
+
+` + targetsHelp + `
+
+Exit status: 0 when the call succeeded (with --health: the server said ok); 1
+when it failed, with a system error (BUSY, TIMEOUT, UNAVAILABLE, ...) or an
+application error: a JSON or raw handler's error, or a Thrift exception, whose
+body still goes to stdout and whose name goes to stderr; 2 on a usage error.
+With -o yab, yab's: 0 for any answer, an application error or a Thrift
+exception included ("ok": false says so), 1 for a failed call or a usage
+error.
+
+The Thrift examples call the KeyValue service of examples/keyvalue (go run
+./examples/keyvalue serve), whose IDL is examples/keyvalue/keyvalue.thrift
+in Sluice's repository; docs/cli.md maps every yab flag to Sluice's.`,
+	Examples: `sluice call -t examples/keyvalue/keyvalue.thrift -p 127.0.0.1:4041 keyvalue KeyValue::Get '{"key":"a"}'
+sluice call -t examples/keyvalue/keyvalue.thrift -p 127.0.0.1:4041 keyvalue KeyValue::Set -r '{key: a, value: "1"}'
+sluice call -t examples/keyvalue/keyvalue.thrift -p 127.0.0.1:4041 -s keyvalue -m KeyValue::Get -r '{"key":"a"}' -o yab --timeout 500
+sluice call -y get.yab -A key:a      # get.yab: service, thrift, method, request: {key: ${key:a}}
+sluice call -p 127.0.0.1:4040 --health keyvalue
+sluice call -p 127.0.0.1:4040 -s kv -m get -r '{"key":"a"}' | jq .
+sluice call -p 127.0.0.1:4040 -s kv -m get -r '{"key":"a"}' --headers 'auth: secret' -H trace:1
+sluice call -p 127.0.0.1:4040 -s kv -m echo -e raw --arg2 meta -r hello
+echo '{"key":"a"}' | sluice call -p 127.0.0.1:4040 -s kv -m get -f -
+sluice call -P peers.txt -s kv -m get -r '{"key":"a"}' --retry-max 3 -v
+sluice call -P dns:///kv.default.svc.cluster.local:4040 -s kv -m get -r '{"key":"a"}' --sk user-42
+sluice call -P etcd://127.0.0.1:2379/services/kv -s kv -m get -r '{"key":"a"}'
+sluice call -p 127.0.0.1:4040 -s kv -m get -f request.json -H auth:secret --timeout 200ms
+sluice call -p 127.0.0.1:4040 --tls-ca ca.pem --tls-cert c.pem --tls-key c-key.pem -s echo -m echo -r '{"a":1}'   # mutual TLS`,
+}
+
+func callCmd(args []string, stdout, stderr io.Writer) int {
+	code := callRun(args, stdout, stderr)
+	if code == ExitUsage && asYab(args) {
+		return ExitFail // yab's status for a usage error
+	}
+	return code
+}
+
+// asYab reports whether args ask for -o yab. It reads the words before
+// they are parsed, so that a usage error in any flag, before or after -o,
+// exits as yab's do.
+func asYab(args []string) bool {
+	for i, a := range args {
+		switch a {
+		case "-o", "--o", "-output", "--output":
+			if i+1 < len(args) && args[i+1] == "yab" {
+				return true
+			}
+		case "-o=yab", "--o=yab", "-output=yab", "--output=yab":
+			return true
+		case "--":
+			return false
+		}
+	}
+	return false
+}
+
+func callRun(args []string, stdout, stderr io.Writer) int {
+	fs := NewFlagSet("sluice call", callHelp, stdout, stderr)
+	peers := addPeerFlags(fs)
+	tf := addTargetFlags(fs, "the TChannel `SERVICE` to call", "the `METHOD` (endpoint) to call; Service::method for Thrift", "the request `BODY` (arg3): JSON for -e json; JSON or YAML for thrift")
+	tf.takesBody = true
+	timeout := msDuration(time.Second)
+	fs.Var(&timeout, "timeout", "the whole call's deadline, across attempts: a `DURATION` (500ms, 2s) or, as yab reads it, whole milliseconds (500)")
+	verbose := fs.Bool("verbose", false, "print the peer, attempts, response headers and time on stderr")
+	fs.alias("v", "verbose")
+	tmpl := fs.String("yaml-template", "", "make the call a yab YAML template `FILE` describes (see above); flags given win over its keys")
+	fs.alias("y", "yaml-template")
+	var tmplArgs multiFlag
+	fs.Var(&tmplArgs, "arg", "a template argument `NAME:VALUE`, filling ${NAME} in -y's request (repeatable)")
+	fs.alias("A", "arg")
+	output := fs.String("output", "body", "the `FORMAT` of stdout: body, the response body alone; or yab, yab's JSON envelope (body, headers, ok, trace) with yab's exit statuses")
+	fs.alias("o", "output")
+	policy := addPolicyFlags(fs.FlagSet, false)
+	tlsFlags := addChannelClientTLSFlags(fs)
+	words, code, ok := fs.parseWords(args, 3)
+	if !ok {
+		return code
+	}
+	if *output != "body" && *output != "yab" {
+		return fs.UsageError("-o/--output is %q, must be body or yab", *output)
+	}
+	yabOut := *output == "yab"
+	switch {
+	case *tmpl != "":
+		if err := applyTemplate(fs, tf, *tmpl, tmplArgs); err != nil {
+			return fs.UsageError("-y/--yaml-template: %v", err)
+		}
+	case len(tmplArgs) > 0:
+		return fs.UsageError("-A/--arg fills a template's ${NAME}: give the template with -y FILE")
+	}
+
+	src, err := peers.source()
+	if err != nil {
+		return fs.UsageError("%v", err)
+	}
+	defer src.close()
+	if src.empty() {
+		return fs.UsageError("give a peer: -p HOST:PORT (repeatable) or -P TARGET")
+	}
+	if timeout <= 0 {
+		return fs.UsageError("--timeout is %v, must be > 0", time.Duration(timeout))
+	}
+	tg, err := tf.resolve(words)
+	if err != nil {
+		return fs.UsageError("%v", err)
+	}
+	cfg, err := policy.serviceConfig(tg.service, tg.method)
+	if err != nil {
+		return fs.UsageError("%v", err)
+	}
+	// A fallback to plaintext is a downgrade: say so on stderr.
+	tlsOpts, err := tlsFlags.options(nil)
+	if err != nil {
+		return fs.UsageError("%v", err)
+	}
+
+	ch, err := channel.New("sluice-call", append([]channel.Option{channel.WithServiceConfig(cfg),
+		channel.WithLogger(configWarnings(stderr))}, tlsOpts...)...)
+	if err != nil {
+		return fs.UsageError("%v", err)
+	}
+	defer ch.Close()
+	cl, err := src.client(ch, tg.service, tg.method)
+	if err != nil {
+		return fs.UsageError("%v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(timeout))
+	defer cancel()
+	start := time.Now()
+	res, err := cl.Call(ctx, tg.method, tg.req, tg.opts...)
+	elapsed := time.Since(start)
+	if err != nil {
+		fs.Failure("%v", err) // the error names the code
+		var ce *channel.CallError
+		if errors.As(err, &ce) && *verbose {
+			fmt.Fprintf(stderr, "attempts  %d\npeers     %s\ntime      %v\n", ce.Attempts, strings.Join(ce.Peers, " "), elapsed)
+		}
+		return ExitFail
+	}
+	out := res.Arg3
+	var answer *thriftjson.Answer
+	if tg.thrift != nil {
+		if answer, err = tg.thrift.Answer(res.Arg3); err != nil {
+			return fs.Failure("%v (from %s)", err, res.Peer)
+		}
+		out = answer.JSON
+	}
+	if yabOut {
+		if out, err = yabEnvelope(tg, out, res); err != nil {
+			return fs.Failure("%v (from %s)", err, res.Peer)
+		}
+	} else if !bytes.HasSuffix(out, []byte("\n")) {
+		out = append(out, '\n')
+	}
+	stdout.Write(out)
+	if *verbose {
+		fmt.Fprintf(stderr, "peer      %s\nattempts  %d\npeers     %s\n", res.Peer, res.Attempts, strings.Join(res.Peers, " "))
+		if len(res.Headers) > 0 {
+			h, _ := json.Marshal(res.Headers)
+			fmt.Fprintf(stderr, "headers   %s\n", h)
+		}
+		fmt.Fprintf(stderr, "time      %v\n", elapsed)
+	}
+	switch {
+	case yabOut:
+		// yab's statuses: 0 for any answer, a declared exception and an
+		// application error included ("ok": false says so).
+		return ExitOK
+	case answer != nil && answer.Exception != "":
+		return fs.Failure("application error: %s threw %s (%s), printed on stdout", tg.method, answer.Exception, answer.ExceptionType)
+	case res.AppError:
+		return fs.Failure("application error: the handler answered with an error, whose body is on stdout")
+	case *tf.health:
+		healthy, msg, err := thriftjson.Healthy(answer)
+		if err != nil {
+			return fs.Failure("%v", err)
+		}
+		if !healthy {
+			return fs.Failure("%s is not healthy: %s", tg.service, cmp.Or(msg, "Meta::health answered ok=false"))
+		}
+	}
+	return ExitOK
+}
+
+// yabEnvelope is what yab prints for an answer: {"body": ..., "headers":
+// ... (when there are any), "ok": ..., "trace": ...} indented by two
+// spaces, then a blank line. body is the answer as call prints it:
+// Thrift's as JSON; JSON's read as yab reads it, into Go values (keys
+// sorted, numbers float64, so that 1.0 prints as 1); raw bytes as base64
+// (yab's []byte). "ok" is false for an application error (a Thrift
+// exception included). "trace" is "0": Sluice starts no Jaeger trace, as
+// yab without --jaeger.
+func yabEnvelope(tg *target, body []byte, res *channel.Response) ([]byte, error) {
+	var b any = body // raw: []byte marshals as base64
+	switch tg.encoding {
+	case "thrift":
+		b = json.RawMessage(body)
+	case "json":
+		if err := json.Unmarshal(body, &b); err != nil {
+			return nil, fmt.Errorf("the answer is not JSON (-e json), which -o yab prints as JSON: %w", err)
+		}
+	}
+	env := map[string]any{"body": b, "ok": !res.AppError, "trace": "0"}
+	if len(res.Headers) > 0 {
+		env["headers"] = res.Headers
+	}
+	out, err := json.MarshalIndent(env, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(out, "\n\n"...), nil
+}

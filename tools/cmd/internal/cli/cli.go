@@ -1,0 +1,325 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+// The exit codes of every command, as yab's and most Unix tools'.
+const (
+	ExitOK    = 0 // done; for call, the call succeeded
+	ExitFail  = 1 // a call, a run or a server failed
+	ExitUsage = 2 // a bad flag, value or command: nothing was done
+)
+
+// Help is what `sluice help CMD` and `sluice CMD -h` print about a
+// command besides its flags.
+type Help struct {
+	Synopsis string // usage lines, the first after "usage: "
+	About    string // what the command does, a paragraph or more
+	Examples string // example command lines, one a line, # comments allowed
+}
+
+// FlagSet is a command's flags and help. It parses as the flag package
+// does (-x and --x are the same flag), but prints help itself: on stdout
+// with exit 0 when asked for (-h, --help), and on a usage error only the
+// error and where to find help, on stderr, with exit 2.
+type FlagSet struct {
+	*flag.FlagSet
+	help           Help
+	stdout, stderr io.Writer
+	short          map[string]string // long name -> its one-letter alias
+	isShort        map[string]bool
+}
+
+func NewFlagSet(name string, help Help, stdout, stderr io.Writer) *FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are returned and printed by parse
+	fs.Usage = func() {}
+	return &FlagSet{FlagSet: fs, help: help, stdout: stdout, stderr: stderr,
+		short: map[string]string{}, isShort: map[string]bool{}}
+}
+
+// alias makes -short another name of the flag --long, as yab's -p for
+// --peer.
+func (f *FlagSet) alias(short, long string) {
+	fl := f.Lookup(long)
+	f.Var(fl.Value, short, fl.Usage)
+	f.short[long], f.isShort[short] = short, true
+}
+
+// parse parses args. When it returns false the command exits with the
+// code it returns: 0 after printing the help asked for, 2 after a usage
+// error. The commands take flags only, so a leftover word (at which the
+// flag package would stop, silently ignoring every flag after it) is an
+// error.
+func (f *FlagSet) ParseArgs(args []string) (int, bool) {
+	err := f.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		f.printHelp(f.stdout)
+		return ExitOK, false
+	case err != nil:
+		return f.UsageError("%v", err), false
+	case f.NArg() > 0:
+		return f.UsageError("unexpected argument %q (flags only)", f.Arg(0)), false
+	}
+	return 0, true
+}
+
+// parseWords parses args as parse does, but also takes up to max words
+// among the flags (yab's `SERVICE METHOD`), returned in order; flags may
+// come before, between and after them.
+func (f *FlagSet) parseWords(args []string, max int) ([]string, int, bool) {
+	var words []string
+	for {
+		err := f.Parse(args)
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			f.printHelp(f.stdout)
+			return nil, ExitOK, false
+		case err != nil:
+			return nil, f.UsageError("%v", err), false
+		case f.NArg() == 0:
+			return words, 0, true
+		case len(words) == max:
+			return nil, f.UsageError("unexpected argument %q (at most %d words besides the flags)", f.Arg(0), max), false
+		}
+		words = append(words, f.Arg(0))
+		args = f.Args()[1:]
+	}
+}
+
+// usageError prints a usage error and where help is, and returns 2.
+func (f *FlagSet) UsageError(format string, a ...any) int {
+	fmt.Fprintf(f.stderr, "%s: %s\nRun '%s -h' for help.\n", f.Name(), message(format, a...), f.Name())
+	return ExitUsage
+}
+
+// failure prints a failure and returns 1.
+func (f *FlagSet) Failure(format string, a ...any) int {
+	fmt.Fprintf(f.stderr, "%s: %s\n", f.Name(), message(format, a...))
+	return ExitFail
+}
+
+// message formats an error line's text without the library's own
+// "sluice: " prefix, which the Go API's errors carry: after the command's
+// name ("sluice call: ") it would be a second prefix.
+func message(format string, a ...any) string {
+	return strings.TrimPrefix(fmt.Sprintf(format, a...), "sluice: ")
+}
+
+// longName is the long name of the flag named name: name itself, or the
+// flag a one-letter alias stands for.
+func (f *FlagSet) longName(name string) string {
+	if f.isShort[name] {
+		for long, short := range f.short {
+			if short == name {
+				return long
+			}
+		}
+	}
+	return name
+}
+
+// set reports whether the flag named name was given.
+func (f *FlagSet) IsSet(name string) bool {
+	given := false
+	f.Visit(func(fl *flag.Flag) { given = given || fl.Name == name || f.short[name] == fl.Name })
+	return given
+}
+
+func (f *FlagSet) printHelp(w io.Writer) {
+	printHelp(w, f.help, func(w io.Writer) {
+		fmt.Fprintln(w, "Flags:")
+		f.printFlags(w)
+	})
+}
+
+// printHelp prints a command's help: usage, description, what middle
+// prints (flags or subcommands), examples.
+func printHelp(w io.Writer, h Help, middle func(io.Writer)) {
+	lines := strings.Split(strings.TrimSpace(h.Synopsis), "\n")
+	for i, l := range lines {
+		if i == 0 {
+			fmt.Fprintf(w, "usage: %s\n", l)
+		} else {
+			fmt.Fprintf(w, "       %s\n", strings.TrimSpace(l))
+		}
+	}
+	fmt.Fprintf(w, "\n%s\n\n", strings.TrimSpace(h.About))
+	middle(w)
+	if h.Examples != "" {
+		fmt.Fprintln(w, "\nExamples:")
+		for _, l := range strings.Split(strings.TrimSpace(h.Examples), "\n") {
+			fmt.Fprintf(w, "  %s\n", strings.TrimSpace(l))
+		}
+	}
+}
+
+// printFlags lists the flags in name order, a flag's one-letter alias
+// beside it, each with its argument's name (the `quoted` word of its
+// usage, or its type) and its default when that is not the zero value.
+func (f *FlagSet) printFlags(w io.Writer) {
+	type row struct{ left, usage string }
+	rows := []row{{"-h, --help", "print this help"}}
+	f.VisitAll(func(fl *flag.Flag) {
+		if f.isShort[fl.Name] {
+			return
+		}
+		arg, usage := flag.UnquoteUsage(fl)
+		left := "    --" + fl.Name
+		if s, ok := f.short[fl.Name]; ok {
+			left = "-" + s + ", --" + fl.Name
+		}
+		if arg != "" {
+			left += " " + arg
+		}
+		switch fl.DefValue {
+		case "", "0", "false", "0s":
+		default:
+			usage += fmt.Sprintf(" (default %s)", fl.DefValue)
+		}
+		rows = append(rows, row{left, usage})
+	})
+	const maxLeft = 30
+	width := 0
+	for _, r := range rows {
+		if len(r.left) <= maxLeft {
+			width = max(width, len(r.left))
+		}
+	}
+	for _, r := range rows {
+		if len(r.left) > width {
+			fmt.Fprintf(w, "  %s\n  %*s  %s\n", r.left, width, "", r.usage)
+		} else {
+			fmt.Fprintf(w, "  %-*s  %s\n", width, r.left, r.usage)
+		}
+	}
+}
+
+// command is a subcommand: a leaf that parses flags, or a group of
+// subcommands (sim, doorman), whose subs the top-level help lists.
+type command struct {
+	name    string
+	summary string // a leaf's, for the help listing it
+	run     func(args []string, stdout, stderr io.Writer) int
+	// subs are a group's subcommands, listed in the help of the group
+	// above; nil for a leaf. run dispatches to the group's own.
+	subs []command
+}
+
+// command returns g as a subcommand of the group above it: named by the
+// last word of its name, run by g.run, listing g's subcommands (the help
+// above lists them, not g).
+func (g group) command() command {
+	name := g.name[strings.LastIndex(g.name, " ")+1:]
+	return command{name: name, run: g.run, subs: g.subs}
+}
+
+// leaf is a command with no subcommands, named by its words from the
+// group it is listed in: "bench", "sim shed".
+type leaf struct {
+	words   []string
+	summary string
+}
+
+// leaves returns the commands of subs and, for a group, each of its
+// subcommands in its place: every command a user can run.
+func leaves(subs []command) []leaf {
+	var ls []leaf
+	for _, c := range subs {
+		if len(c.subs) == 0 {
+			ls = append(ls, leaf{[]string{c.name}, c.summary})
+			continue
+		}
+		for _, l := range leaves(c.subs) {
+			ls = append(ls, leaf{append([]string{c.name}, l.words...), l.summary})
+		}
+	}
+	return ls
+}
+
+// writeCommands writes the list of every command under g, one a line,
+// name then summary, each line starting with indent: the Commands list of
+// g's help, and of the package documentation.
+func (g group) writeCommands(w io.Writer, indent string) {
+	ls := leaves(g.subs)
+	width := 0
+	for _, l := range ls {
+		width = max(width, len(strings.Join(l.words, " ")))
+	}
+	for _, l := range ls {
+		fmt.Fprintf(w, "%s%-*s  %s\n", indent, width, strings.Join(l.words, " "), l.summary)
+	}
+}
+
+// untilInterrupted turns a command that runs until its context ends into
+// one that runs until SIGINT or SIGTERM: what it made so far is printed,
+// and a second signal kills the process as usual.
+func UntilInterrupted(run func(ctx context.Context, args []string, stdout, stderr io.Writer) int) func(args []string, stdout, stderr io.Writer) int {
+	return func(args []string, stdout, stderr io.Writer) int {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return run(ctx, args, stdout, stderr)
+	}
+}
+
+// joinNames lists names for a help text: "a, b, c".
+func JoinNames[T ~string](names []T) string {
+	s := make([]string, len(names))
+	for i, n := range names {
+		s[i] = string(n)
+	}
+	return strings.Join(s, ", ")
+}
+
+// group is a command made of subcommands: `NAME SUB [flags]`.
+type group struct {
+	name string // "sluice sim"
+	help Help
+	subs []command
+}
+
+// run dispatches args to a subcommand. "help SUB" is "SUB -h"; no
+// subcommand, or an unknown one, is a usage error.
+func (g group) run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintf(stderr, "%s: missing command\n", g.name)
+		g.printHelp(stderr)
+		return ExitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		g.printHelp(stdout)
+		return ExitOK
+	case "help":
+		if len(args) == 1 {
+			g.printHelp(stdout)
+			return ExitOK
+		}
+		return g.run(append(append([]string{}, args[1:]...), "-h"), stdout, stderr)
+	}
+	for _, c := range g.subs {
+		if c.name == args[0] {
+			return c.run(args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "%s: unknown command %q\nRun '%s -h' for help.\n", g.name, args[0], g.name)
+	return ExitUsage
+}
+
+func (g group) printHelp(w io.Writer) {
+	printHelp(w, g.help, func(w io.Writer) {
+		fmt.Fprintln(w, "Commands:")
+		g.writeCommands(w, "  ")
+		fmt.Fprintf(w, "\nRun '%s help COMMAND' or '%s COMMAND -h' for a command's description, flags and examples.\n", g.name, g.name)
+	})
+}

@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+)
+
+// configWarnings returns the logger of a Channel's warnings
+// (channel.WithLogger): a service config method name that matches no
+// call, a peer that broke the protocol, a fallback to plaintext. They go
+// to w, the command's stderr, one line each: the time, the message, then
+// its attributes. Without it they would go to slog.Default(), the
+// process's stderr, past the command's writer.
+func configWarnings(w io.Writer) *slog.Logger { return lineLogger(w, slog.LevelWarn) }
+
+// lineLogger returns a logger writing the records at min and above to w,
+// one line each: the time, the message, then its attributes.
+func lineLogger(w io.Writer, min slog.Level) *slog.Logger {
+	return slog.New(&lineHandler{mu: &sync.Mutex{}, w: w, min: min})
+}
+
+// noWarnings is the logger of a Channel whose warnings another Channel
+// of the command writes already (bench's other connections).
+func noWarnings() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// lineHandler is a slog.Handler that writes records at min and above as
+// lines to w. Groups are not kept: Sluice logs none.
+type lineHandler struct {
+	mu    *sync.Mutex
+	w     io.Writer
+	min   slog.Level
+	attrs []slog.Attr
+}
+
+func (h *lineHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.min }
+
+func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
+	t := r.Time
+	if t.IsZero() {
+		t = time.Now()
+	}
+	var b strings.Builder
+	b.WriteString(t.UTC().Format("2006-01-02T15:04:05.000Z"))
+	b.WriteString(" ")
+	b.WriteString(r.Message)
+	for _, a := range h.attrs {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	})
+	b.WriteString("\n")
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, err := io.WriteString(h.w, b.String())
+	return err
+}
+
+func (h *lineHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &lineHandler{mu: h.mu, w: h.w, min: h.min, attrs: append(h.attrs[:len(h.attrs):len(h.attrs)], as...)}
+}
+
+func (h *lineHandler) WithGroup(string) slog.Handler { return h }

@@ -1,0 +1,88 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/uber-go/tally/v4"
+
+	"github.com/sluice-rpc/sluice/tools/internal/debughttp"
+)
+
+const debugListenUsage = "serve /metrics, /debug/pprof/ and the command's pages on `ADDR` " +
+	"(host:port, e.g. 127.0.0.1:0 for a free port; the address is printed on stderr); off by default"
+
+// debugListener is a command's --debug-listen: one HTTP listener with the
+// command's metrics, the runtime's profiles and its own pages. Off (the
+// flag not given) it records nothing and serves nothing.
+type debugListener struct {
+	addr    string
+	metrics *debughttp.Metrics
+	server  *debughttp.Server
+}
+
+// newDebugListener makes the metrics of a command run with --debug-listen
+// addr; serve starts the listener once the pages exist. An addr that is
+// not host:port is a usage error, returned before anything starts.
+func newDebugListener(addr string, stderr io.Writer) (*debugListener, error) {
+	d := &debugListener{addr: addr}
+	if addr == "" {
+		return d, nil
+	}
+	if _, port, err := net.SplitHostPort(addr); err != nil {
+		return nil, fmt.Errorf("--debug-listen %q: want host:port (port 0 for a free one)", addr)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return nil, fmt.Errorf("--debug-listen %q: the port must be a number in 0..65535", addr)
+	}
+	d.metrics = debughttp.NewMetrics(stderr)
+	return d, nil
+}
+
+// scope is what the command records its metrics on.
+func (d *debugListener) scope() tally.Scope {
+	if d.metrics == nil {
+		return tally.NoopScope
+	}
+	return d.metrics.Scope()
+}
+
+// serve starts the listener with pages beside /metrics and /debug/pprof/,
+// and says where on stderr.
+func (d *debugListener) serve(name string, pages map[string]http.Handler, stderr io.Writer) error {
+	if d.addr == "" {
+		return nil
+	}
+	s, err := debughttp.Serve(d.addr, d.metrics, pages)
+	if err != nil {
+		return fmt.Errorf("--debug-listen: %v", err)
+	}
+	d.server = s
+	var paths []string
+	for p := range pages {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	paths = append([]string{debughttp.MetricsPath, debughttp.PprofPath}, paths...)
+	fmt.Fprintf(stderr, "%s: debug endpoints on %s (%s)\n", name, s.URL(), strings.Join(paths, " "))
+	return nil
+}
+
+// flush reports the metrics' last values; /metrics serves them until close.
+func (d *debugListener) flush() {
+	if d.metrics != nil {
+		d.metrics.Close()
+	}
+}
+
+// close flushes the metrics and stops the listener.
+func (d *debugListener) close() {
+	d.flush()
+	if d.server != nil {
+		d.server.Close()
+	}
+}

@@ -1,0 +1,634 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
+)
+
+var doormanLoadHelp = Help{
+	Synopsis: `sluice doorman load --server HOST:PORT [--clients N] [--duration D] [-o json] [flags]`,
+	About: `Measures a Doorman server's GetCapacity throughput: --clients distinct clients
+renew their lease of --resource in turn, as fast as --concurrency requests in
+flight on --conns connections allow, for --duration. Each request is what a
+client sends: its id, the resource, its wants and the lease it last got. A
+share --change of the requests comes with new wants (between half and one and
+a half times --wants), so that the server's shares move. Every client asks
+once before the clock starts (--warmup), so that the run measures renewals.
+
+It prints the requests sent and answered per second (a request is answered
+when the response has an entry for the resource: a server that drops early
+renewals answers without one) and the latency quantiles.
+
+` + OutputJSONHelp + `
+
+Exit status: 0 when the run ended with every request answered by the
+server (with or without an entry), 1 when a request failed or the server
+could not be reached, 2 on a usage error.`,
+	Examples: `sluice doorman load --server 127.0.0.1:6000 --clients 1000 --duration 10s
+sluice doorman load --server 127.0.0.1:6000 --clients 10000 --resource kv-rps --change 0.1
+sluice doorman load --server 127.0.0.1:6000 --duration 5s -o json | jq .requests_per_s`,
+}
+
+var doormanFloodHelp = Help{
+	Synopsis: `sluice doorman flood --server HOST:PORT [--ids N] [--server-pid PID] [-o json] [flags]
+sluice doorman flood --server HOST:PORT --ids 0 --side-for D [--server-pid PID]`,
+	About: `Measures how a Doorman server bears a flood of new resource ids: --concurrency
+workers send GetCapacity requests of --per-request new ids each (flood-0,
+flood-1, ...) until --ids were sent, while a side client renews its lease of
+--side-resource every --side-interval and times each answer. It prints how
+many flood requests were accepted and refused (RESOURCE_EXHAUSTED: a server
+limit), the side client's latency quantiles and, with --server-pid (Linux),
+the server process's resident memory before, at its peak and after.
+
+The flood's own requests compete with the side client for this process's
+CPU; to time the server alone, run the flood in one process and, at the same
+time, the side client in another (--ids 0 --side-for D).
+
+` + OutputJSONHelp + `
+
+Exit status: 0 when the flood ran (refusals are results, not failures), 1
+when the server could not be reached or failed otherwise, 2 on a usage
+error.`,
+	Examples: `sluice doorman flood --server 127.0.0.1:6000 --ids 1000000 --server-pid 4242
+sluice doorman flood --server 127.0.0.1:6000 --ids 100000 --per-request 100 --side-interval 5ms
+sluice doorman flood --server 127.0.0.1:6000 --ids 100000 -o json | jq .side.latency`,
+}
+
+// loadFlags are the flags load and flood share.
+type loadFlags struct {
+	server      *string
+	concurrency *int
+	conns       *int
+	tls         *clientTLSFlags
+	dialOpts    []grpc.DialOption // set by check
+}
+
+func addLoadFlags(fs *FlagSet, concurrency int) *loadFlags {
+	return &loadFlags{
+		server:      fs.String("server", "", "`HOST:PORT` of a Doorman server"),
+		concurrency: fs.Int("concurrency", concurrency, "requests in flight, `N` >= 1"),
+		conns:       fs.Int("conns", 4, "gRPC connections to the server, `N` >= 1"),
+		tls:         addDoormanClientTLSFlags(fs),
+	}
+}
+
+func (l *loadFlags) check(fs *FlagSet) (int, bool) {
+	if *l.server == "" {
+		return fs.UsageError("--server is required"), false
+	}
+	if *l.concurrency < 1 || *l.conns < 1 {
+		return fs.UsageError("--concurrency and --conns must be >= 1"), false
+	}
+	opts, err := l.tls.dialOptions(fs.tlsReloadErrors())
+	if err != nil {
+		return fs.UsageError("%v", err), false
+	}
+	l.dialOpts = opts
+	return 0, true
+}
+
+// dialConns opens n connections to addr, plaintext unless opts say
+// otherwise (TLS); close closes them.
+func dialConns(addr string, n int, opts []grpc.DialOption) (conns []*grpc.ClientConn, close func(), err error) {
+	close = func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}
+	for i := 0; i < n; i++ {
+		if opts == nil {
+			opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+		}
+		cc, err := grpc.NewClient(addr, opts...)
+		if err != nil {
+			close()
+			return nil, nil, err
+		}
+		conns = append(conns, cc)
+	}
+	return conns, close, nil
+}
+
+// dialAll opens n connections to addr and returns a Capacity client on
+// each; close closes them.
+func dialAll(addr string, n int, opts []grpc.DialOption) (stubs []pb.CapacityClient, close func(), err error) {
+	conns, close, err := dialConns(addr, n, opts)
+	for _, cc := range conns {
+		stubs = append(stubs, pb.NewCapacityClient(cc))
+	}
+	return stubs, close, err
+}
+
+// rawMessage is a message already marshalled (a request) or left so (a
+// response nobody reads), sent through rawCodec.
+type rawMessage []byte
+
+// rawCodec passes rawMessages through unchanged.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return *v.(*rawMessage), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	*v.(*rawMessage) = append((*v.(*rawMessage))[:0], data...)
+	return nil
+}
+func (rawCodec) Name() string { return "proto" }
+
+// latencies are the durations of requests, kept for their quantiles.
+type latencies []time.Duration
+
+func (l latencies) String() string {
+	q := l.quantiles()
+	if q == nil {
+		return "no requests"
+	}
+	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 2, 64) + "ms" }
+	return fmt.Sprintf("p50 %s p90 %s p99 %s p99.9 %s max %s", ms(q.P50), ms(q.P90), ms(q.P99), ms(q.P999), ms(q.Max))
+}
+
+// latencyQuantiles are the quantiles the table prints, in a JSON report.
+type latencyQuantiles struct {
+	Count                    int
+	P50, P90, P99, P999, Max time.Duration
+}
+
+// quantiles returns l's quantiles, nil (null in JSON) when l is empty.
+func (l latencies) quantiles() *latencyQuantiles {
+	if len(l) == 0 {
+		return nil
+	}
+	s := slices.Clone(l)
+	slices.Sort(s)
+	q := func(p float64) time.Duration { return load.Quantile(s, p) } // bench's quantiles, nearest rank
+	return &latencyQuantiles{Count: len(s), P50: q(0.5), P90: q(0.9), P99: q(0.99), P999: q(0.999), Max: s[len(s)-1]}
+}
+
+// firstError keeps the first of concurrent errors.
+type firstError struct {
+	once sync.Once
+	err  error
+	n    atomic.Int64
+}
+
+func (f *firstError) set(err error) {
+	f.n.Add(1)
+	f.once.Do(func() { f.err = err })
+}
+
+func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := NewFlagSet("sluice doorman load", doormanLoadHelp, stdout, stderr)
+	lf := addLoadFlags(fs, 32)
+	clients := fs.Int("clients", 1000, "distinct clients renewing in turn, `N` >= 1")
+	resource := fs.String("resource", "r", "the resource `ID` every client leases")
+	wants := fs.Float64("wants", 10, "each client's wants, `N` >= 0")
+	change := fs.Float64("change", 0.1, "the share of requests that change the client's wants, `P` in [0, 1]")
+	duration := fs.Duration("duration", 10*time.Second, "how long to measure, `D` > 0")
+	prefix := fs.String("client-prefix", "load-", "client ids are `PREFIX`0, PREFIX1, ...")
+	warmup := fs.Bool("warmup", true, "have every client ask once before the clock starts")
+	output := AddOutputFlag(fs, false)
+	if code, ok := fs.ParseArgs(args); !ok {
+		return code
+	}
+	if code, ok := lf.check(fs); !ok {
+		return code
+	}
+	asJSON, err := output.Check(fs)
+	if err != nil {
+		return fs.UsageError("%v", err)
+	}
+	switch {
+	case *clients < 1:
+		return fs.UsageError("--clients is %d, must be >= 1", *clients)
+	case *resource == "":
+		return fs.UsageError("--resource is empty")
+	case !(*wants >= 0):
+		return fs.UsageError("--wants is %v, must be >= 0", *wants)
+	case !(*change >= 0 && *change <= 1):
+		return fs.UsageError("--change is %v, must be in [0, 1]", *change)
+	case *duration <= 0:
+		return fs.UsageError("--duration is %v, must be > 0", *duration)
+	}
+	stubs, closeAll, err := dialAll(*lf.server, *lf.conns, lf.dialOpts)
+	if err != nil {
+		return fs.Failure("%v", err)
+	}
+	defer closeAll()
+
+	type client struct {
+		mu    sync.Mutex
+		id    string
+		wants float64
+		has   *pb.Lease
+	}
+	cs := make([]client, *clients)
+	for i := range cs {
+		cs[i].id = *prefix + strconv.Itoa(i)
+		cs[i].wants = *wants
+	}
+	var answered, unanswered atomic.Int64
+	var failed firstError
+	one := func(stub pb.CapacityClient, c *client, rng *rand.Rand) (time.Duration, bool) {
+		c.mu.Lock()
+		if *change > 0 && rng.Float64() < *change {
+			c.wants = *wants * (0.5 + rng.Float64())
+		}
+		req := &pb.GetCapacityRequest{ClientId: proto.String(c.id), Resource: []*pb.ResourceRequest{{
+			ResourceId: proto.String(*resource), Priority: proto.Int64(0), Wants: proto.Float64(c.wants), Has: c.has,
+		}}}
+		c.mu.Unlock()
+		start := time.Now()
+		resp, err := stub.GetCapacity(ctx, req)
+		took := time.Since(start)
+		if err != nil {
+			if ctx.Err() == nil {
+				failed.set(err)
+			}
+			return took, false
+		}
+		if rs := resp.GetResponse(); len(rs) == 1 && rs[0].GetResourceId() == *resource {
+			answered.Add(1)
+			c.mu.Lock()
+			c.has = rs[0].GetGets()
+			c.mu.Unlock()
+		} else {
+			unanswered.Add(1)
+		}
+		return took, true
+	}
+	run := func(until time.Time, next *atomic.Int64, limit int64) []latencies {
+		out := make([]latencies, *lf.concurrency)
+		var wg sync.WaitGroup
+		for w := range out {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(uint64(w), 1))
+				stub := stubs[w%len(stubs)]
+				for ctx.Err() == nil && failed.n.Load() == 0 {
+					n := next.Add(1) - 1
+					if (limit > 0 && n >= limit) || (limit == 0 && time.Now().After(until)) {
+						return
+					}
+					if took, ok := one(stub, &cs[n%int64(len(cs))], rng); ok {
+						out[w] = append(out[w], took)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		return out
+	}
+	if *warmup {
+		var next atomic.Int64
+		run(time.Time{}, &next, int64(len(cs)))
+		answered.Store(0)
+		unanswered.Store(0)
+	}
+	if failed.err != nil {
+		return fs.Failure("%v", failed.err)
+	}
+	var next atomic.Int64
+	start := time.Now()
+	parts := run(start.Add(*duration), &next, 0)
+	elapsed := time.Since(start).Seconds()
+	var all latencies
+	for _, p := range parts {
+		all = append(all, p...)
+	}
+	if asJSON {
+		rep := doormanLoadReport{Clients: *clients, Resource: *resource, Concurrency: *lf.concurrency, Connections: *lf.conns,
+			Elapsed: time.Duration(elapsed * float64(time.Second)), Requests: len(all), RequestsPerS: float64(len(all)) / elapsed,
+			Answered: answered.Load(), AnsweredPerS: float64(answered.Load()) / elapsed, Unanswered: unanswered.Load(),
+			Failed: failed.n.Load(), Latency: all.quantiles()}
+		if failed.err != nil {
+			msg := failed.err.Error()
+			rep.FirstError = &msg
+		}
+		if code := fs.WriteJSON(rep); code != ExitOK {
+			return code
+		}
+	} else {
+		fmt.Fprintf(stdout, "doorman load: %d clients of %q, %d in flight on %d connections, %.1fs\n", *clients, *resource, *lf.concurrency, *lf.conns, elapsed)
+		fmt.Fprintf(stdout, "requests %d (%.0f/s), answered with an entry %d (%.0f/s), without %d, failed %d\n",
+			len(all), float64(len(all))/elapsed, answered.Load(), float64(answered.Load())/elapsed, unanswered.Load(), failed.n.Load())
+		fmt.Fprintf(stdout, "latency %v\n", all)
+	}
+	if failed.err != nil {
+		return fs.Failure("%d requests failed, the first: %v", failed.n.Load(), failed.err)
+	}
+	return ExitOK
+}
+
+// doormanLoadReport is `sluice doorman load -o json`'s report, the
+// table's figures.
+type doormanLoadReport struct {
+	Clients      int
+	Resource     string
+	Concurrency  int
+	Connections  int
+	Elapsed      time.Duration
+	Requests     int
+	RequestsPerS float64 `json:"requests_per_s"`
+	// Answered requests had an entry for the resource, Unanswered none.
+	Answered     int64
+	AnsweredPerS float64 `json:"answered_per_s"`
+	Unanswered   int64
+	// Failed requests got an error, the first of them FirstError (null
+	// when none failed).
+	Failed     int64
+	FirstError *string
+	// Latency is null when no request was answered.
+	Latency *latencyQuantiles
+}
+
+// doormanFloodReport is `sluice doorman flood -o json`'s report, the
+// table's figures.
+type doormanFloodReport struct {
+	IDs          int `json:"ids"`
+	PerRequest   int
+	FloodClients int
+	Concurrency  int
+	Elapsed      time.Duration
+	// Accepted flood requests (AcceptedIDs ids in them), Refused
+	// (RESOURCE_EXHAUSTED: FirstRefusal says why, null when none was),
+	// Failed otherwise.
+	Accepted, AcceptedIDs, Refused, Failed int64
+	FirstRefusal                           *string
+	// Side is the side client's requests.
+	Side doormanFloodSide
+	// Server is the server's memory, null without --server-pid.
+	Server *doormanFloodServer
+}
+
+// doormanFloodSide is the side client's requests during the flood.
+type doormanFloodSide struct {
+	Requests, Answered int
+	// Latency is null when no request was answered.
+	Latency *latencyQuantiles
+	// Error is the side client's first error, null when it had none.
+	Error *string
+}
+
+// doormanFloodServer is the server process's memory, in bytes.
+type doormanFloodServer struct {
+	PID                                         int `json:"pid"`
+	RSSBeforeBytes, RSSPeakBytes, RSSAfterBytes int64
+	VMHWMBytes                                  int64 `json:"vm_hwm_bytes"`
+}
+
+func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := NewFlagSet("sluice doorman flood", doormanFloodHelp, stdout, stderr)
+	lf := addLoadFlags(fs, 2)
+	ids := fs.Int("ids", 1_000_000, "new resource ids to send in all, `N` >= 1")
+	perRequest := fs.Int("per-request", 1000, "new ids per request, `N` >= 1")
+	floodClients := fs.Int("flood-clients", 1, "the flood's requests come from `N` client ids in turn")
+	sideResource := fs.String("side-resource", "side", "the side client's resource `ID`")
+	sideInterval := fs.Duration("side-interval", 10*time.Millisecond, "the side client's pause between requests, `D` > 0")
+	sideFor := fs.Duration("side-for", 0, "keep the side client going for `D` from the start (default: until the flood ends); with --ids 0 and a flood from another process, it times the server alone")
+	pid := fs.Int("server-pid", 0, "the server's process `ID`, to report its resident memory (Linux)")
+	output := AddOutputFlag(fs, false)
+	if code, ok := fs.ParseArgs(args); !ok {
+		return code
+	}
+	if code, ok := lf.check(fs); !ok {
+		return code
+	}
+	asJSON, err := output.Check(fs)
+	if err != nil {
+		return fs.UsageError("%v", err)
+	}
+	switch {
+	case *ids < 0 || *perRequest < 1 || *floodClients < 1:
+		return fs.UsageError("--ids must be >= 0, --per-request and --flood-clients >= 1")
+	case *ids == 0 && *sideFor <= 0:
+		return fs.UsageError("--ids 0 (no flood) needs --side-for, how long to time the side client")
+	case *sideFor < 0:
+		return fs.UsageError("--side-for is %v, must be >= 0", *sideFor)
+	case *sideInterval <= 0:
+		return fs.UsageError("--side-interval is %v, must be > 0", *sideInterval)
+	case *sideResource == "":
+		return fs.UsageError("--side-resource is empty")
+	}
+	var rssBefore int64
+	if *pid != 0 {
+		var err error
+		if rssBefore, _, err = procMemory(*pid); err != nil {
+			return fs.UsageError("--server-pid %d: %v", *pid, err)
+		}
+	}
+	conns, closeAll, err := dialConns(*lf.server, *lf.conns+1, lf.dialOpts)
+	if err != nil {
+		return fs.Failure("%v", err)
+	}
+	defer closeAll()
+	side := pb.NewCapacityClient(conns[0])
+	conns = conns[1:]
+	sideReq := func(has *pb.Lease) *pb.GetCapacityRequest {
+		return &pb.GetCapacityRequest{ClientId: proto.String("side"), Resource: []*pb.ResourceRequest{{
+			ResourceId: proto.String(*sideResource), Priority: proto.Int64(0), Wants: proto.Float64(1), Has: has,
+		}}}
+	}
+	// The side client's lease exists before the flood.
+	first, err := side.GetCapacity(ctx, sideReq(nil))
+	if err != nil {
+		return fs.Failure("the side client's first request: %v", err)
+	}
+	var has *pb.Lease
+	if rs := first.GetResponse(); len(rs) == 1 {
+		has = rs[0].GetGets()
+	}
+
+	// The flood's requests, marshalled before the clock starts, so that the
+	// flood costs this process little CPU beside the server's.
+	nreq := (*ids + *perRequest - 1) / *perRequest
+	floodReqs := make([]rawMessage, nreq)
+	for k := range floodReqs {
+		n := int64(k) * int64(*perRequest)
+		req := &pb.GetCapacityRequest{ClientId: proto.String("flood-" + strconv.Itoa(k%*floodClients))}
+		for i := n; i < min(n+int64(*perRequest), int64(*ids)); i++ {
+			req.Resource = append(req.Resource, &pb.ResourceRequest{
+				ResourceId: proto.String("flood-" + strconv.FormatInt(i, 10)), Priority: proto.Int64(0), Wants: proto.Float64(1),
+			})
+		}
+		b, err := proto.Marshal(req)
+		if err != nil {
+			return fs.Failure("%v", err)
+		}
+		floodReqs[k] = b
+	}
+
+	var next, accepted, refused, acceptedIDs atomic.Int64
+	var failed firstError
+	var refusal atomic.Value
+	floodDone := make(chan struct{})
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := 0; w < *lf.concurrency; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn := conns[w%len(conns)]
+			for ctx.Err() == nil && failed.n.Load() == 0 {
+				k := next.Add(1) - 1
+				if k >= int64(len(floodReqs)) {
+					return
+				}
+				var resp rawMessage
+				err := conn.Invoke(ctx, "/doorman.Capacity/GetCapacity", &floodReqs[k], &resp, grpc.ForceCodec(rawCodec{}))
+				switch {
+				case err == nil:
+					accepted.Add(1)
+					acceptedIDs.Add(int64(min(*perRequest, *ids-int(k)**perRequest)))
+				case status.Code(err) == codes.ResourceExhausted:
+					refused.Add(1)
+					refusal.CompareAndSwap(nil, status.Convert(err).Message())
+				case ctx.Err() == nil:
+					failed.set(err)
+				}
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(floodDone) }()
+
+	// The side client, and the server's memory, while the flood lasts.
+	var sideLat latencies
+	var sideAnswered int
+	var rssPeak int64
+	var sideErr error
+	var sideDone <-chan time.Time
+	if *sideFor > 0 {
+		sideDone = time.After(*sideFor)
+	} else {
+		sideDone = make(chan time.Time) // never: follow the flood
+	}
+	for done := false; !done; {
+		flood := floodDone
+		if *sideFor > 0 {
+			flood = nil
+		}
+		select {
+		case <-flood:
+			done = true
+		case <-sideDone:
+			done = true
+		case <-ctx.Done():
+			done = true
+		case <-time.After(*sideInterval):
+		}
+		t0 := time.Now()
+		resp, err := side.GetCapacity(ctx, sideReq(has))
+		if err != nil {
+			if ctx.Err() == nil && sideErr == nil {
+				sideErr = err
+			}
+			continue
+		}
+		sideLat = append(sideLat, time.Since(t0))
+		if rs := resp.GetResponse(); len(rs) == 1 {
+			sideAnswered++
+			has = rs[0].GetGets()
+		}
+		if *pid != 0 {
+			if rss, _, err := procMemory(*pid); err == nil {
+				rssPeak = max(rssPeak, rss)
+			}
+		}
+	}
+	<-floodDone
+	elapsed := time.Since(start).Seconds()
+	rep := doormanFloodReport{IDs: *ids, PerRequest: *perRequest, FloodClients: *floodClients, Concurrency: *lf.concurrency,
+		Elapsed: time.Duration(elapsed * float64(time.Second)), Accepted: accepted.Load(), AcceptedIDs: acceptedIDs.Load(),
+		Refused: refused.Load(), Failed: failed.n.Load(),
+		Side: doormanFloodSide{Requests: len(sideLat), Answered: sideAnswered, Latency: sideLat.quantiles()}}
+	if m := refusal.Load(); m != nil {
+		msg := m.(string)
+		rep.FirstRefusal = &msg
+	}
+	if sideErr != nil {
+		msg := sideErr.Error()
+		rep.Side.Error = &msg
+	}
+	if *pid != 0 {
+		rss, hwm, err := procMemory(*pid)
+		if err != nil {
+			return fs.Failure("reading the server's memory: %v", err)
+		}
+		rep.Server = &doormanFloodServer{PID: *pid, RSSBeforeBytes: rssBefore, RSSPeakBytes: max(rssPeak, rss), RSSAfterBytes: rss, VMHWMBytes: hwm}
+	}
+	if asJSON {
+		if code := fs.WriteJSON(rep); code != ExitOK {
+			return code
+		}
+	} else {
+		fmt.Fprintf(stdout, "doorman flood: %d ids in requests of %d from %d client(s), %d in flight, %.1fs\n", *ids, *perRequest, *floodClients, *lf.concurrency, elapsed)
+		fmt.Fprintf(stdout, "flood requests accepted %d (%d ids), refused %d, failed %d\n", rep.Accepted, rep.AcceptedIDs, rep.Refused, rep.Failed)
+		if rep.FirstRefusal != nil {
+			fmt.Fprintf(stdout, "first refusal: %s\n", *rep.FirstRefusal)
+		}
+		fmt.Fprintf(stdout, "side client: %d requests, %d answered with an entry, latency %v\n", len(sideLat), sideAnswered, sideLat)
+		if m := rep.Server; m != nil {
+			fmt.Fprintf(stdout, "server pid %d: RSS %d MB before, %d MB at the peak seen (VmHWM %d MB), %d MB after\n",
+				m.PID, m.RSSBeforeBytes>>20, m.RSSPeakBytes>>20, m.VMHWMBytes>>20, m.RSSAfterBytes>>20)
+		}
+	}
+	if failed.err != nil {
+		return fs.Failure("%d flood requests failed, the first: %v", failed.n.Load(), failed.err)
+	}
+	if sideErr != nil {
+		return fs.Failure("the side client failed: %v", sideErr)
+	}
+	return ExitOK
+}
+
+// procMemory returns a process's resident memory now (VmRSS) and at its
+// peak (VmHWM), in bytes, from /proc (Linux).
+func procMemory(pid int) (rss, hwm int64, err error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), ":")
+		if !ok || (name != "VmRSS" && name != "VmHWM") {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/%d/status: %s: %v", pid, name, err)
+		}
+		if name == "VmRSS" {
+			rss = kb << 10
+		} else {
+			hwm = kb << 10
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, 0, err
+	}
+	if rss == 0 {
+		return 0, 0, errors.New("no VmRSS in its /proc status")
+	}
+	return rss, hwm, nil
+}

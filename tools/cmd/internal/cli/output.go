@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/sluice-rpc/sluice/tools/internal/jsonout"
+)
+
+// OutputJSONHelp says what -o json prints, for the commands' help.
+const OutputJSONHelp = `-o json prints the report as one JSON object on one line: snake_case keys,
+durations in milliseconds (keys ending in _ms), enums by name, null where
+there is no value (quantiles of no call, a rate not set).`
+
+// outputFlag is -o/--output, the one output convention of the commands
+// with a report: table (for people) or json (for programs), with the
+// older spellings kept as deprecated aliases for a release: -o text (bench)
+// and --json (sim shed, sim doorman).
+type outputFlag struct {
+	format string
+	json   bool // --json, where the command had it
+}
+
+// addOutputFlag defines -o/--output on fs, and --json too when legacyJSON
+// (the command had it before -o).
+func AddOutputFlag(fs *FlagSet, legacyJSON bool) *outputFlag {
+	o := &outputFlag{}
+	fs.StringVar(&o.format, "output", "table", "the report's `FORMAT`: table, for people, or json, one JSON object on one line (\"text\": table, deprecated)")
+	fs.alias("o", "output")
+	if legacyJSON {
+		fs.BoolVar(&o.json, "json", false, "deprecated: the same as -o json")
+	}
+	return o
+}
+
+// check validates the flag and reports whether the report is JSON; an
+// error is a usage error.
+func (o *outputFlag) Check(fs *FlagSet) (asJSON bool, err error) {
+	switch o.format {
+	case "table", "text":
+		if o.json && fs.IsSet("output") {
+			return false, fmt.Errorf("--json and -o %s disagree; give -o json or -o table", o.format)
+		}
+		return o.json, nil
+	case "json":
+		return true, nil
+	}
+	return false, fmt.Errorf("-o/--output is %q, must be table or json", o.format)
+}
+
+// writeJSON writes a report by jsonout's convention on stdout, and
+// returns the exit code: 0, or 1 if it could not be written.
+func (f *FlagSet) WriteJSON(v any) int {
+	if err := jsonout.Write(f.stdout, v); err != nil {
+		return f.Failure("%v", err)
+	}
+	return ExitOK
+}
+
+// tableResult is a bench mode's result: its rows print as a table, or as
+// JSON with -o json.
+type tableResult interface{ WriteTable(w io.Writer) error }
+
+// reportRun prints the result res of a bench mode's run that ended with
+// err, as JSON when asJSON, else as its table. A run the user interrupted
+// (ctx ended) still prints the rows done so far: interrupted says so. Any
+// other error, or a failure to print, is the exit code to return (else
+// ExitOK).
+func (f *FlagSet) ReportRun(ctx context.Context, res tableResult, err error, asJSON bool, stdout io.Writer) (interrupted bool, code int) {
+	interrupted = err != nil && ctx.Err() != nil
+	if err != nil && !interrupted {
+		return false, f.Failure("%v", err)
+	}
+	if asJSON {
+		return interrupted, f.WriteJSON(res)
+	}
+	if werr := res.WriteTable(stdout); werr != nil {
+		return interrupted, f.Failure("%v", werr)
+	}
+	return interrupted, ExitOK
+}

@@ -1,0 +1,238 @@
+package cli
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/tlsfiles"
+)
+
+// The TLS flags of every command, one set of names and meanings: a
+// server's --tls-cert, --tls-key and --tls-ca (sluice serve, doorman
+// serve), a client's --tls, --tls-ca, --tls-cert, --tls-key and
+// --tls-server-name (call, bench, the doorman clients; doorman serve's
+// --parent-tls...), and the TChannel client's --tls-fallback. The files
+// are tlsfiles', read at start (a file that does not load is an error
+// naming its flag) and re-read when they change.
+
+// serverTLSHelp is the paragraph of sluice serve's help about TLS.
+const serverTLSHelp = `With --tls-cert and --tls-key it serves TLS, and with --tls-ca it also
+requires every client to present a certificate that CA signed (mutual TLS).
+--tls-mode mixed serves TLS and plaintext TChannel on the one port (each
+connection's first bytes say which), for a rollout: plaintext clients (yab,
+tcurl, sluice call without --tls) keep working. The default, --tls-mode
+only, refuses them with an error their handshake fails with, and a line on
+stderr naming the client. The files are re-read when they change (new
+connections look at them at most once a second): a renewed certificate or
+CA is used for new connections without a restart, connections already open
+keep theirs, and a file that does not load leaves the last good one in use,
+with a line on stderr.`
+
+// clientTLSHelp is the paragraph of call's and bench's help about TLS.
+const clientTLSHelp = `TLS (as sluice serve and sluice doorman take it): --tls speaks TLS to the
+peers, verifying their certificates against the system's roots;
+--tls-ca FILE against the CA certificates in FILE instead (it implies
+--tls). --tls-cert and --tls-key present a client certificate, to a server
+that requires one (mutual TLS). Peers are host:ports, often IP addresses: a
+server's certificate must then carry the IP (an IP SAN), or
+--tls-server-name the name it must carry instead. The files are re-read
+when they change. --tls-fallback reaches a peer in plaintext when it
+answers the TLS handshake in plaintext (or not at all), for a rollout while
+servers move to TLS: a downgrade anyone on the path can force by resetting
+the connection, so give it only for peers still known to be plaintext.`
+
+// serverTLSFlags are a server's TLS flags: --tls-cert, --tls-key and
+// --tls-ca.
+type serverTLSFlags struct {
+	files tlsfiles.Files
+}
+
+// addServerTLSFlags registers a server's TLS flags on fs; protocol is
+// what it serves ("gRPC", "TChannel").
+func addServerTLSFlags(fs *FlagSet, protocol string) *serverTLSFlags {
+	s := &serverTLSFlags{}
+	s.register(fs, protocol)
+	return s
+}
+
+// register registers the flags on fs, landing in s.
+func (s *serverTLSFlags) register(fs *FlagSet, protocol string) {
+	fs.StringVar(&s.files.Cert, "tls-cert", "", "serve "+protocol+" over TLS with the PEM certificate (and chain) in `FILE`, re-read when it changes; needs --tls-key")
+	fs.StringVar(&s.files.Key, "tls-key", "", "the PEM private key of --tls-cert, in `FILE`")
+	fs.StringVar(&s.files.CA, "tls-ca", "", "require clients to present a certificate signed by a CA in the PEM `FILE` (mutual TLS); needs --tls-cert")
+}
+
+// enabled reports whether the server serves TLS.
+func (s *serverTLSFlags) enabled() bool { return s.files.Cert != "" }
+
+// validate checks the flags as a set; it reads no file. Its errors are
+// usage errors.
+func (s *serverTLSFlags) validate() error {
+	switch {
+	case s.files.Cert != "" && s.files.Key == "":
+		return errors.New("--tls-cert needs --tls-key, the PEM file of its private key")
+	case s.files.Key != "" && s.files.Cert == "":
+		return errors.New("--tls-key needs --tls-cert, the PEM file of its certificate")
+	case s.files.CA != "" && s.files.Cert == "":
+		return errors.New("--tls-ca (client certificates) needs --tls-cert and --tls-key: mutual TLS is TLS first")
+	}
+	return nil
+}
+
+// load reads the files (see loadTLSFiles); nil, nil without --tls-cert.
+func (s *serverTLSFlags) load(onReloadError func(error)) (*tlsfiles.Reloader, error) {
+	if !s.enabled() {
+		return nil, nil
+	}
+	return loadTLSFiles(s.files, "", onReloadError)
+}
+
+// clientTLSFlags are a client's TLS flags: --tls, --tls-ca, --tls-cert,
+// --tls-key and --tls-server-name, each name after prefix ("parent-":
+// --parent-tls-ca, ...).
+type clientTLSFlags struct {
+	prefix     string
+	on         bool
+	files      tlsfiles.Files
+	serverName string
+}
+
+// addClientTLSFlags registers a client's TLS flags, named prefix+"tls...",
+// for its connections to peer, whose address addrFlag gives.
+func addClientTLSFlags(fs *FlagSet, prefix, peer, addrFlag string) *clientTLSFlags {
+	c := &clientTLSFlags{prefix: prefix}
+	fs.BoolVar(&c.on, prefix+"tls", false, "speak TLS to "+peer+", verified against the system's roots (or --"+prefix+"tls-ca)")
+	fs.StringVar(&c.files.CA, prefix+"tls-ca", "", "speak TLS to "+peer+", verified against the CA certificates in the PEM `FILE`")
+	fs.StringVar(&c.files.Cert, prefix+"tls-cert", "", "speak TLS to "+peer+", presenting the PEM client certificate in `FILE` (for a server requiring one); needs --"+prefix+"tls-key")
+	fs.StringVar(&c.files.Key, prefix+"tls-key", "", "the PEM private key of --"+prefix+"tls-cert, in `FILE`")
+	fs.StringVar(&c.serverName, prefix+"tls-server-name", "", "the `NAME` the certificate of "+peer+" must carry, if not the host of "+addrFlag+"; with --"+prefix+"tls or --"+prefix+"tls-ca")
+	return c
+}
+
+// enabled reports whether the client speaks TLS: --tls, or a file.
+func (c *clientTLSFlags) enabled() bool { return c.on || c.files.Enabled() }
+
+// validate checks the flags as a set; it reads no file. Its errors are
+// usage errors.
+func (c *clientTLSFlags) validate() error {
+	p := "--" + c.prefix
+	switch {
+	case c.files.Cert != "" && c.files.Key == "":
+		return fmt.Errorf("%stls-cert needs %stls-key, the PEM file of its private key", p, p)
+	case c.files.Key != "" && c.files.Cert == "":
+		return fmt.Errorf("%stls-key needs %stls-cert, the PEM file of its certificate", p, p)
+	case c.serverName != "" && !c.enabled():
+		return fmt.Errorf("%stls-server-name is the name a TLS server's certificate must carry: give %stls or %stls-ca too", p, p, p)
+	}
+	return nil
+}
+
+// load reads the files (see loadTLSFiles); nil, nil when the client
+// speaks plaintext. Call validate first.
+func (c *clientTLSFlags) load(onReloadError func(error)) (*tlsfiles.Reloader, error) {
+	if !c.enabled() {
+		return nil, nil
+	}
+	return loadTLSFiles(c.files, c.prefix, onReloadError)
+}
+
+// loadTLSFiles reads f's files into a tlsfiles.Reloader, which re-reads
+// them when they change and tells onReloadError (nil: nobody) of a
+// changed file that did not load. An error names the flag of the file
+// that did not load, then tlsfiles' message, which names the file and
+// what is wrong with it.
+func loadTLSFiles(f tlsfiles.Files, prefix string, onReloadError func(error)) (*tlsfiles.Reloader, error) {
+	logger := slog.New(slog.DiscardHandler)
+	if onReloadError != nil {
+		logger = slog.New(errorHandler(onReloadError))
+	}
+	r, err := tlsfiles.New(tlsfiles.Config{Files: f, Logger: logger})
+	if err != nil {
+		flags := "--" + prefix + "tls-cert/--" + prefix + "tls-key"
+		if le := (*tlsfiles.LoadError)(nil); errors.As(err, &le) && le.CA {
+			flags = "--" + prefix + "tls-ca"
+		}
+		return nil, fmt.Errorf("%s: %v", flags, err)
+	}
+	return r, nil
+}
+
+// errorHandler is a slog.Handler that hands the error of each record
+// (its attribute error: tlsfiles' lines have one) to itself.
+type errorHandler func(error)
+
+func (errorHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h errorHandler) WithAttrs([]slog.Attr) slog.Handler     { return h }
+func (h errorHandler) WithGroup(string) slog.Handler          { return h }
+func (h errorHandler) Handle(_ context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if err, ok := a.Value.Any().(error); ok && a.Key == "error" {
+			h(err)
+		}
+		return true
+	})
+	return nil
+}
+
+// tlsReloadErrors returns the reload errors' function for the command of f: a line
+// on f's stderr for each changed TLS file that did not load (tlsfiles'
+// error says the last good one stays in use). It is called from
+// handshakes: f's stderr must be safe for concurrent use.
+func (f *FlagSet) tlsReloadErrors() func(error) {
+	return func(err error) {
+		fmt.Fprintf(f.stderr, "%s: a changed TLS file did not load: %v\n", f.Name(), err)
+	}
+}
+
+// channelClientTLS are the TLS flags of a TChannel client (call, bench):
+// a client's, and --tls-fallback.
+type channelClientTLS struct {
+	*clientTLSFlags
+	fallback bool
+}
+
+func addChannelClientTLSFlags(fs *FlagSet) *channelClientTLS {
+	c := &channelClientTLS{clientTLSFlags: addClientTLSFlags(fs, "", "the peers", "-p/-P")}
+	fs.BoolVar(&c.fallback, "tls-fallback", false, "reach a peer in plaintext when it answers the TLS handshake in plaintext or not at all, for a rollout; a downgrade anyone on the path can force; with --tls or --tls-ca")
+	return c
+}
+
+func (c *channelClientTLS) validate() error {
+	if err := c.clientTLSFlags.validate(); err != nil {
+		return err
+	}
+	if c.fallback && !c.enabled() {
+		return errors.New("--tls-fallback lets TLS fall back to plaintext: give --tls or --tls-ca too")
+	}
+	return nil
+}
+
+// options checks the flags and reads the files, and returns the Channel
+// options that make its connections speak TLS: nil for plaintext. With
+// --tls-fallback, the first fallback to each peer is logged on the
+// Channel's logger (channel.WithLogger). Its errors are usage errors.
+func (c *channelClientTLS) options(onReloadError func(error)) ([]channel.Option, error) {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	r, err := c.load(onReloadError)
+	if r == nil || err != nil {
+		return nil, err
+	}
+	ct := channel.ClientTLS{
+		// A configuration per connection: a replaced CA takes effect
+		// for the next connect, as a replaced certificate does.
+		Config:     func() *tls.Config { return r.ClientConfig("") },
+		ServerName: c.serverName,
+	}
+	if !c.fallback {
+		return []channel.Option{channel.WithClientTLS(ct)}, nil
+	}
+	// Every peer of the command's target (-P's change as they will).
+	ct.Fallback = func(string) bool { return true }
+	return []channel.Option{channel.WithClientTLS(ct)}, nil
+}

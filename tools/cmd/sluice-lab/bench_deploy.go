@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
+
+	"github.com/sluice-rpc/sluice/tools/benchmarks/deploy"
+	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
+)
+
+// deployFlags are the flags of `sluice-lab bench --rolling-deploy`.
+type deployFlags struct {
+	on                           bool
+	rows                         string
+	instances, clients, replaces int
+	warmup, steady, settle       time.Duration
+	dnsPeriod, dnsMin            time.Duration
+	grace, quiet                 time.Duration
+	etcd                         string
+	embeddedEtcd                 bool
+}
+
+// deployOnly names the flags that only --rolling-deploy reads.
+var deployOnly = []string{"rows", "instances", "clients", "replacements", "warmup-time", "steady", "settle",
+	"dns-period", "dns-min-interval", "grace", "quiet", "etcd", "embedded-etcd"}
+
+// addDeployFlags defines --rolling-deploy and its flags on bench's flag
+// set: cli.Lab.RollingDeploy.
+func addDeployFlags(fs *cli.FlagSet) cli.BenchMode {
+	d := &deployFlags{}
+	def := deploy.Defaults()
+	fs.BoolVar(&d.on, "rolling-deploy", false, "run the rolling-deploy comparison: a fleet of server processes replaced one by one under load, with etcd, DNS, static Sluice and plain tchannel-go")
+	fs.StringVar(&d.rows, "rows", "all", "with --rolling-deploy: the rows to run, a comma-separated `LIST` of etcd, dns, static, tchannel, or all")
+	fs.IntVar(&d.instances, "instances", def.Instances, "with --rolling-deploy: the fleet's size, `N` server processes")
+	fs.IntVar(&d.clients, "clients", def.Clients, "with --rolling-deploy: `N` clients share the load, each with its own resolver and connections")
+	fs.IntVar(&d.replaces, "replacements", 0, "with --rolling-deploy: `N` instances replaced, each in turn (0: every instance twice)")
+	fs.DurationVar(&d.warmup, "warmup-time", def.Warmup, "with --rolling-deploy: the load's first stretch, left out of the figures")
+	fs.DurationVar(&d.steady, "steady", def.Steady, "with --rolling-deploy: the steady stretch before the first replacement")
+	fs.DurationVar(&d.settle, "settle", def.Settle, "with --rolling-deploy: the wait after each replacement")
+	fs.DurationVar(&d.dnsPeriod, "dns-period", def.DNSPeriod, "with --rolling-deploy: how often the dns row's clients look the SRV records up")
+	fs.DurationVar(&d.dnsMin, "dns-min-interval", def.DNSMinInterval, "with --rolling-deploy: the least time between two lookups a failing peer asks for")
+	fs.DurationVar(&d.grace, "grace", 0, "with --rolling-deploy: the leaving servers' Shutdown grace (0: 2 x --dns-period + 1s)")
+	fs.DurationVar(&d.quiet, "quiet", def.Quiet, "with --rolling-deploy: the time without requests that ends a Shutdown's grace")
+	fs.StringVar(&d.etcd, "etcd", "", "with --rolling-deploy: the client `URL` of an etcd for the etcd row (default: start the etcd binary, or an embedded etcd)")
+	fs.BoolVar(&d.embeddedEtcd, "embedded-etcd", false, "with --rolling-deploy: embed etcd in this process even if the etcd binary is installed")
+	return d
+}
+
+// On reports whether --rolling-deploy was given.
+func (d *deployFlags) On() bool { return d.on }
+
+// OwnFlagGiven names the first flag given that only --rolling-deploy
+// reads, "" if none.
+func (d *deployFlags) OwnFlagGiven(fs *cli.FlagSet) string {
+	for _, name := range deployOnly {
+		if fs.IsSet(name) {
+			return name
+		}
+	}
+	return ""
+}
+
+// Run runs `sluice-lab bench --rolling-deploy`.
+func (d *deployFlags) Run(ctx context.Context, fs *cli.FlagSet, a cli.BenchArgs, stdout, stderr io.Writer) int {
+	rps, timeout, shape, asJSON := a.RPS, a.Timeout, a.Shape, a.JSON
+	allowed := append([]string{"rolling-deploy", "rps", "timeout", "embedded-latency", "output"}, deployOnly...)
+	if code, ok := cli.ModeFlags(fs, "--rolling-deploy", "sets its own servers, load and clients", "makes calls with no retry policy", allowed...); !ok {
+		return code
+	}
+	rows, err := deploy.ParseRows(d.rows)
+	if err != nil {
+		return fs.UsageError("--rows: %v", strings.TrimPrefix(err.Error(), "deploy: "))
+	}
+	cfg := deploy.Config{Rows: rows, Instances: d.instances, Clients: d.clients, Replacements: d.replaces,
+		Warmup: d.warmup, Steady: d.steady, Settle: d.settle, DNSPeriod: d.dnsPeriod, DNSMinInterval: d.dnsMin,
+		Grace: d.grace, Quiet: d.quiet, EtcdEndpoint: d.etcd, EmbeddedEtcd: d.embeddedEtcd, Timeout: timeout}
+	if fs.IsSet("rps") {
+		if !(rps > 0) {
+			return fs.UsageError("--rps is %v: --rolling-deploy offers a rate, > 0 (default 1000)", rps)
+		}
+		cfg.Rate = rps
+	}
+	if fs.IsSet("embedded-latency") {
+		s, err := load.ParseShape(shape)
+		if err != nil {
+			return fs.UsageError("--embedded-latency: %v", err)
+		}
+		if s.FastMin != s.FastMax || s.SlowFraction != 0 {
+			return fs.UsageError("--embedded-latency: --rolling-deploy needs a fixed service time, such as fixed:1ms")
+		}
+		cfg.ServiceTime = s.FastMin
+	}
+	// A zero field of deploy.Config means its default: refuse a zero here
+	// rather than replace it in silence.
+	for _, z := range []struct {
+		name string
+		v    time.Duration
+	}{{"warmup-time", d.warmup}, {"steady", d.steady}, {"settle", d.settle}, {"dns-period", d.dnsPeriod},
+		{"dns-min-interval", d.dnsMin}, {"quiet", d.quiet}} {
+		if z.v <= 0 {
+			return fs.UsageError("--%s is %v, must be > 0", z.name, z.v)
+		}
+	}
+	switch {
+	case d.instances < 1 || d.clients < 1:
+		return fs.UsageError("--instances and --clients must be >= 1; have %d and %d", d.instances, d.clients)
+	case d.replaces < 0 || d.grace < 0:
+		return fs.UsageError("--replacements and --grace must be >= 0 (0: the default); have %d and %v", d.replaces, d.grace)
+	}
+	if err := cfg.Validate(); err != nil {
+		return fs.UsageError("%v", strings.TrimPrefix(err.Error(), "deploy: "))
+	}
+	cfg.Progress = func(s string) { fmt.Fprintf(stderr, "%s\n", s) }
+	res, err := deploy.Run(ctx, cfg)
+	if res != nil && len(res.Rows) > 0 {
+		if asJSON {
+			if code := fs.WriteJSON(res); code != cli.ExitOK {
+				return code
+			}
+		} else if werr := res.WriteTable(stdout); werr != nil {
+			return fs.Failure("%v", werr)
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintln(stderr, "sluice-lab bench: interrupted; the rows done so far are above")
+			return cli.ExitOK
+		}
+		return fs.Failure("%v", err)
+	}
+	return cli.ExitOK
+}

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"time"
+
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
+
+	"github.com/rs/zerolog"
+	"github.com/sluice-rpc/sluice/tools/benchmarks/faults"
+)
+
+var faultsHelp = cli.Help{
+	Synopsis: `sluice-lab faults [flags]`,
+	About: `Measures how a Sluice client behaves when its peers fail. Each scenario starts
+three peers on 127.0.0.1 behind in-process fault points (listeners that refuse,
+accept and close, or swallow the handshake; toxiproxy's reset, latency,
+bandwidth and timeout toxics; a server in a child process killed with SIGKILL
+or stopped with SIGSTOP; handlers answering DECLINED or BUSY, or UNEXPECTED
+to half their calls), sends calls at --rps with a --timeout each under each
+client setup where the policy matters (no policy, retry, hedging), and
+prints one table row per run: calls, errors by code, attempts, handler
+executions and TCP connections per call, the slowest call against its
+deadline, how long a failed peer was still chosen, goroutines and heap after
+the run. Then one line per run: "ok", or each
+promise of Sluice's failure handling contract (the README's "When things
+break") it broke.
+
+The full size takes about five minutes; --ci about a minute and a half.
+
+Scenarios: %s
+
+` + cli.OutputJSONHelp + ` It holds every run's figures (its
+configuration, calls, errors by code, attempts, executions, connections,
+latencies, goroutines and heap) and the promises it broke.
+
+Exit status: 0 when every run was made (whatever the verdicts) or the suite was
+interrupted, 1 when a run could not be made, 2 on a usage error.`,
+	Examples: `sluice-lab faults                                   # every scenario, full size
+sluice-lab faults --scenarios kill,freeze --rps 200 --duration 30s
+sluice-lab faults --ci --markdown                   # small, as go test runs it, as a Markdown table
+sluice-lab faults --ci -o json | jq '.runs[] | {scenario: .config.scenario, contract_broken}'`,
+}
+
+// faultsRun runs `sluice-lab faults`: the fault-injection suite of
+// benchmarks/faults, printing its table and the contract's verdicts. The
+// end of ctx ends the suite early; the runs made so far are printed.
+func faultsRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	help := faultsHelp
+	help.About = fmt.Sprintf(help.About, cli.JoinNames(faults.Scenarios()))
+	fs := cli.NewFlagSet("sluice-lab faults", help, stdout, stderr)
+	scenarios := fs.String("scenarios", "all", "comma-separated `SCENARIOS` to run, or all")
+	rps := fs.Float64("rps", faults.DefaultRate, "arrival rate: calls per second, sent on schedule whether or not earlier ones returned")
+	duration := fs.Duration("duration", 0, "every run's duration, overriding the size's (mid-run faults strike a quarter in, at most 3s)")
+	deadline := fs.Duration("timeout", faults.DefaultDeadline, "each call's deadline, across its attempts")
+	ci := fs.Bool("ci", false, "the CI size: one to three seconds a run (6s for freeze and stall)")
+	small := fs.Bool("small", false, "the same as --ci")
+	markdown := fs.Bool("markdown", false, "print the table as Markdown")
+	output := cli.AddOutputFlag(fs, false)
+	if code, ok := fs.ParseArgs(args); !ok {
+		return code
+	}
+	asJSON, err := output.Check(fs)
+	if err != nil {
+		return fs.UsageError("%v", err)
+	}
+	if asJSON && *markdown {
+		return fs.UsageError("--markdown is a table's; drop it or -o json")
+	}
+	list, err := faults.ParseScenarios(*scenarios)
+	if err != nil {
+		return fs.UsageError("--scenarios: %v", err)
+	}
+	switch {
+	case !(*rps > 0 && *rps <= faults.MaxRate):
+		return fs.UsageError("--rps is %v, must be in (0, %d]", *rps, faults.MaxRate)
+	case *duration < 0 || *duration > faults.MaxDuration:
+		return fs.UsageError("--duration is %v, must be in (0, %v] (or 0 for the size's)", *duration, faults.MaxDuration)
+	case *deadline <= 0 || *deadline > faults.MaxDeadline:
+		return fs.UsageError("--timeout is %v, must be in (0, %v]", *deadline, faults.MaxDeadline)
+	}
+	suite := faults.Suite{Scenarios: list, Rate: *rps, Duration: *duration, Deadline: *deadline}
+	if *ci || *small {
+		suite.Size = faults.CI
+	}
+	cfgs, err := suite.Configs()
+	if err != nil {
+		return fs.UsageError("%v", err)
+	}
+	// toxiproxy's bandwidth toxic logs through zerolog's global logger,
+	// which zerolog starts at trace level; the suite's output is the table.
+	zerolog.SetGlobalLevel(zerolog.InfoLevel)
+
+	var want time.Duration
+	for _, c := range cfgs {
+		want += c.Duration
+	}
+	fmt.Fprintf(stderr, "sluice-lab faults: %d runs, %s size, about %v of load (%s/%s, race detector: %v)\n",
+		len(cfgs), suite.Size, want.Round(time.Second), runtime.GOOS, runtime.GOARCH, faults.RaceDetector)
+	results, err := suite.Run(ctx, func(r *faults.Result) {
+		fmt.Fprintf(stderr, "  %s/%s: %d calls in %.1fs\n", r.Config.Scenario, r.Config.Setup, r.Calls, r.Elapsed.Seconds())
+	})
+	if len(results) > 0 && asJSON {
+		if code := fs.WriteJSON(newFaultsReport(*rps, *deadline, suite.Size, results, ctx.Err() != nil)); code != cli.ExitOK {
+			return code
+		}
+	} else if len(results) > 0 {
+		fmt.Fprintf(stdout, "%g calls/s, deadline %v, %s size\n\n", *rps, *deadline, suite.Size)
+		if werr := faults.WriteTable(stdout, results, *markdown); werr != nil {
+			return fs.Failure("%v", werr)
+		}
+		fmt.Fprintln(stdout)
+		failed, werr := faults.WriteChecks(stdout, faults.DefaultContract(), results)
+		if werr != nil {
+			return fs.Failure("%v", werr)
+		}
+		fmt.Fprintf(stdout, "\n%d of %d runs broke the failure handling contract\n", failed, len(results))
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintln(stderr, "sluice-lab faults: interrupted; the runs made so far are above")
+			return cli.ExitOK
+		}
+		return fs.Failure("%v", err)
+	}
+	return cli.ExitOK
+}
+
+// faultsReport is `sluice-lab faults -o json`'s report.
+type faultsReport struct {
+	RPS     float64 `json:"rps"`
+	Timeout time.Duration
+	Size    faults.Size
+	Runs    []faultsRunReport
+	// RunsBrokeContract counts the runs that broke a promise; Interrupted
+	// says the suite was cut short, the runs made so far reported.
+	RunsBrokeContract int
+	Interrupted       bool
+}
+
+// faultsRunReport is one run's figures, its figures per call and what it broke
+// of the failure handling contract.
+type faultsRunReport struct {
+	*faults.Result
+	// FirstShare is null when no call started a second after the fault;
+	// AfterStreakShare when no call started after the erroring peer's
+	// first failures in a row (or there is no such peer).
+	FirstShare, AfterStreakShare                                      *float64
+	AttemptsPerCall, ExecutionsPerCall, ConnectsPerCall, DialsPerCall float64
+	ConnectsPerSecondAfter1s                                          float64 `json:"connects_per_second_after_1s"`
+	OverDeadline                                                      time.Duration
+	ContractKept                                                      bool
+	ContractBroken                                                    []string
+}
+
+func newFaultsReport(rps float64, deadline time.Duration, size faults.Size, results []*faults.Result, interrupted bool) faultsReport {
+	rep := faultsReport{RPS: rps, Timeout: deadline, Size: size, Interrupted: interrupted}
+	contract := faults.DefaultContract()
+	for _, r := range results {
+		run := faultsRunReport{Result: r, AttemptsPerCall: r.AttemptsPerCall(), ExecutionsPerCall: r.ExecutionsPerCall(),
+			ConnectsPerCall: r.ConnectsPerCall(), DialsPerCall: r.DialsPerCall(), ConnectsPerSecondAfter1s: r.ConnectsPerSecondAfter1s(),
+			OverDeadline: r.OverDeadline(), ContractBroken: contract.Check(r)}
+		if r.FirstShare >= 0 {
+			run.FirstShare = &r.FirstShare
+		}
+		if share := r.AfterStreakShare(); share >= 0 {
+			run.AfterStreakShare = &share
+		}
+		run.ContractKept = len(run.ContractBroken) == 0
+		if !run.ContractKept {
+			rep.RunsBrokeContract++
+		}
+		rep.Runs = append(rep.Runs, run)
+	}
+	return rep
+}

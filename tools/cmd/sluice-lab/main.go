@@ -1,0 +1,78 @@
+// Command sluice-lab is sluice with the parts that link heavy modules:
+// the simulations' charts (gonum's plot), fault injection (toxiproxy), an
+// embedded etcd server (bench --rolling-deploy) and the hostile peers. It
+// runs every command of sluice too, and adds these (the list is the
+// command table's, labTable; a test keeps it the same):
+//
+//	sim busy       TChannel's throttling on busy responses, second by second
+//	sim ratelimit  rate-limit pacers against a GCRA server, 30 simulated minutes
+//	sim shed       a server's adaptive concurrency limit against a queue, second by second
+//	sim doorman    Doorman server trees converging as demands change and servers fail
+//	faults         fault injection: what refused, reset, silent, killed or declining peers cost a client
+//	hostile        attack a server as a hostile peer would: does it survive, stay bounded, keep serving
+//
+// and to `sluice-lab bench` the mode --rolling-deploy and --chart (of
+// --closed-loop and --balancing). The everyday sluice, asked for any of
+// them, says to run sluice-lab. "sluice-lab help CMD" or "sluice-lab CMD -h"
+// describes a command; exit codes and reports are sluice's.
+package main
+
+import (
+	"io"
+	"os"
+
+	"github.com/sluice-rpc/sluice/tools/benchmarks/deploy"
+	"github.com/sluice-rpc/sluice/tools/benchmarks/faults"
+	"github.com/sluice-rpc/sluice/tools/benchmarks/hostile"
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
+)
+
+func main() {
+	// `sluice-lab faults` runs some of its servers as children of this
+	// very binary; a child serves, and exits, here.
+	faults.ServeChildIfAsked()
+	hostile.RunChildIfAsked()  // `sluice-lab hostile`'s attackers and servers
+	deploy.ServeChildIfAsked() // `sluice-lab bench --rolling-deploy`'s fleet
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+var labHelp = cli.Help{
+	Synopsis: `sluice-lab COMMAND [flags]
+sluice-lab help COMMAND
+sluice-lab --version`,
+	About: `Sluice's command-line tool with its heavy parts: every command of sluice
+(demo, call, bench, serve, doorman), and the simulations (sim), fault
+injection (faults), hostile peers (hostile), bench --rolling-deploy and
+bench's charts (--chart), which link gonum's plot, toxiproxy and an
+embedded etcd server. The everyday commands are in sluice, lighter to build
+and run (go run ./tools/cmd/sluice).
+Exit status: 0 on success, 1 when a call, a run or a server failed, 2 on a
+usage error.`,
+	Examples: `sluice-lab sim busy --preset flappy
+sluice-lab sim ratelimit --chart sleep.png
+sluice-lab faults --ci
+sluice-lab hostile --ci
+sluice-lab bench --rolling-deploy --rows dns,static
+sluice-lab bench --closed-loop --chart closedloop.png
+sluice-lab help faults`,
+}
+
+// labTable is what sluice-lab adds to sluice: its commands, bench's
+// --rolling-deploy and the charts.
+func labTable() *cli.Lab {
+	return &cli.Lab{Name: "sluice-lab", Help: labHelp,
+		Commands: []cli.Command{
+			simGroup(),
+			cli.Leaf("faults", "fault injection: what refused, reset, silent, killed or declining peers cost a client", cli.UntilInterrupted(faultsRun)),
+			cli.Leaf("hostile", "attack a server as a hostile peer would: does it survive, stay bounded, keep serving", cli.UntilInterrupted(hostileRun)),
+		},
+		RollingDeploy: addDeployFlags,
+		Charts:        charts{},
+	}
+}
+
+// run runs sluice-lab's command line args (without the program name) and
+// returns the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	return cli.Run(args, stdout, stderr, labTable())
+}

@@ -1,0 +1,271 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
+
+	"github.com/sluice-rpc/sluice/shed"
+	"github.com/sluice-rpc/sluice/tools/internal/chart"
+	"github.com/sluice-rpc/sluice/tools/internal/sim/shedsim"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+var simShedHelp = cli.Help{
+	Synopsis: `sluice-lab sim shed [--model pool|cpu] [--workers N] [--service D] [--load X]
+[--duration D] [--step AT:D]... [--guard adaptive|fixed:N|none] [--seed N] [--chart FILE] [-o json]`,
+	About: `Simulates, in virtual time, a server guarded by the adaptive concurrency limit
+a Sluice server sheds load with (package shed, ShedConfig.Adaptive), driving
+the very code a server runs. Requests arrive at random at --load times the
+server's capacity; the guard admits them or sheds them (a real server answers
+Busy); the server is a pool of --workers workers with a queue in front
+(capacity workers / service time), or a CPU-bound handler on --workers cores.
+--step changes the service time during the run. It prints, second by second,
+the requests offered, admitted and shed, goodput (requests served per second
+as a share of the capacity at that moment), latency quantiles, the limit (its
+lowest and highest in the second) and the no-load latency the limit probes.
+
+` + cli.OutputJSONHelp + ` It holds the scenario and the
+seconds; a second in which no request finished has null quantiles, and
+the limits are null where the guard has none.
+
+Exit status: 0 when the simulation ran, 1 when the chart could not be
+written, 2 on a usage error.`,
+	Examples: `sluice-lab sim shed
+sluice-lab sim shed --step 30s:4ms --step 60s:2ms --duration 90s --chart shed.png
+sluice-lab sim shed --model cpu --workers 2 --service 1ms --load 10
+sluice-lab sim shed --guard none --duration 10s
+sluice-lab sim shed --duration 20s -o json | jq '.seconds[] | [.t_ms, .goodput]'`,
+}
+
+// stepsFlag is --step, repeatable: AT:SERVICE.
+type stepsFlag []shedsim.Step
+
+func (s *stepsFlag) String() string {
+	parts := make([]string, len(*s))
+	for i, st := range *s {
+		parts[i] = fmt.Sprintf("%v:%v", st.At, st.Service)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (s *stepsFlag) Set(v string) error {
+	at, d, ok := strings.Cut(v, ":")
+	if !ok {
+		return fmt.Errorf("want AT:SERVICE, such as 30s:4ms")
+	}
+	a, err := time.ParseDuration(at)
+	if err != nil {
+		return fmt.Errorf("time %q: %v", at, err)
+	}
+	sv, err := time.ParseDuration(d)
+	if err != nil {
+		return fmt.Errorf("service time %q: %v", d, err)
+	}
+	*s = append(*s, shedsim.Step{At: a, Service: sv})
+	return nil
+}
+
+// parseGuard reads --guard: adaptive, none or fixed:N.
+func parseGuard(v string) (shedsim.Guard, int, error) {
+	switch {
+	case v == string(shedsim.Adaptive) || v == string(shedsim.None):
+		return shedsim.Guard(v), 0, nil
+	case strings.HasPrefix(v, "fixed:"):
+		n, err := strconv.Atoi(strings.TrimPrefix(v, "fixed:"))
+		if err != nil || n < 1 {
+			return "", 0, fmt.Errorf("--guard %q: the fixed limit must be a whole number >= 1", v)
+		}
+		return shedsim.Fixed, n, nil
+	}
+	return "", 0, fmt.Errorf("--guard is %q, want adaptive, fixed:N or none", v)
+}
+
+func simShedCmd(args []string, stdout, stderr io.Writer) int {
+	fs := cli.NewFlagSet("sluice-lab sim shed", simShedHelp, stdout, stderr)
+	model := fs.String("model", "pool", "the server: pool (N workers and a queue) or cpu (a CPU-bound handler on N cores)")
+	workers := fs.Int("workers", 8, "`N`: the pool's workers or the cores")
+	service := fs.Duration("service", 2*time.Millisecond, "each request's service time at the start")
+	loadX := fs.Float64("load", 2, "the offered rate as a multiple of the starting capacity")
+	duration := fs.Duration("duration", 60*time.Second, "simulated time (1s to 24h)")
+	var steps stepsFlag
+	fs.Var(&steps, "step", "change the service time at a moment: `AT:SERVICE`, such as 30s:4ms (repeatable, in order)")
+	guard := fs.String("guard", "adaptive", "what sheds: adaptive (shed's defaults), fixed:N (a fixed limit of N), none")
+	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same run")
+	chartPath := fs.String("chart", "", "draw limit, latency and goodput over time to `FILE` (.png or .svg)")
+	output := cli.AddOutputFlag(fs, true)
+	if code, ok := fs.ParseArgs(args); !ok {
+		return code
+	}
+	asJSON, err := output.Check(fs)
+	if err != nil {
+		return fs.UsageError("%v", err)
+	}
+	g, fixed, err := parseGuard(*guard)
+	if err != nil {
+		return fs.UsageError("%v", err)
+	}
+	if *chartPath != "" {
+		if err := chart.CheckPath(*chartPath); err != nil {
+			return fs.UsageError("--chart: %v", err)
+		}
+	}
+	sc := shedsim.Scenario{Model: shedsim.Model(*model), Workers: *workers, Service: *service, Steps: steps,
+		Load: *loadX, Duration: *duration, Guard: g, FixedLimit: fixed, Shed: shed.Config{}, Seed: *seed}
+	if err := sc.Validate(); err != nil {
+		return fs.UsageError("%v", strings.TrimPrefix(err.Error(), "shedsim: "))
+	}
+	res, err := shedsim.Run(sc)
+	if err != nil {
+		return fs.Failure("%v", err)
+	}
+	return simReport(fs, stdout, shedReport(res), asJSON, func(w io.Writer) { writeShedTable(w, res) }, *chartPath,
+		func(path string) error { return writeShedChart(path, res) })
+}
+
+// simShedReport is `sluice-lab sim shed -o json`'s report.
+type simShedReport struct {
+	Scenario simShedScenario `json:"scenario"`
+	Seconds  []simShedSecond `json:"seconds"`
+}
+
+// simShedScenario is the run's scenario, as its flags set it.
+type simShedScenario struct {
+	Model    shedsim.Model
+	Workers  int
+	Service  time.Duration
+	Capacity float64 // requests per second at the starting service time
+	Steps    []shedsim.Step
+	Load     float64
+	Duration time.Duration
+	Guard    shedsim.Guard
+	// FixedLimit is the fixed guard's limit, null for the others.
+	FixedLimit *int
+	Seed       uint64
+}
+
+// simShedSecond is shedsim.Second with null where there is no value.
+type simShedSecond struct {
+	T                       time.Duration
+	Service                 time.Duration
+	Offered, Admitted, Shed int
+	Done                    int
+	Goodput                 float64
+	// P50 and P99 are null when no request finished in the second.
+	P50, P99 *time.Duration
+	// Limit, MinLimit and MaxLimit are null with no guard; NoLoad is
+	// null but for the adaptive guard.
+	Limit, MinLimit, MaxLimit *float64
+	NoLoad                    *time.Duration
+	InFlight                  int
+}
+
+func shedReport(res shedsim.Result) simShedReport {
+	sc := res.Scenario
+	out := simShedReport{Scenario: simShedScenario{Model: sc.Model, Workers: sc.Workers, Service: sc.Service, Capacity: sc.Capacity(),
+		Steps: sc.Steps, Load: sc.Load, Duration: sc.Duration, Guard: sc.Guard, Seed: sc.Seed}}
+	if sc.Guard == shedsim.Fixed {
+		out.Scenario.FixedLimit = &sc.FixedLimit
+	}
+	for _, s := range res.Seconds {
+		o := simShedSecond{T: s.T, Service: s.Service, Offered: s.Offered, Admitted: s.Admitted, Shed: s.Shed, Done: s.Done,
+			Goodput: s.Goodput, InFlight: s.InFlight}
+		if s.Done > 0 {
+			o.P50, o.P99 = &s.P50, &s.P99
+		}
+		if sc.Guard != shedsim.None {
+			o.Limit, o.MinLimit, o.MaxLimit = &s.Limit, &s.MinLimit, &s.MaxLimit
+		}
+		if sc.Guard == shedsim.Adaptive {
+			o.NoLoad = &s.NoLoad
+		}
+		out.Seconds = append(out.Seconds, o)
+	}
+	return out
+}
+
+func writeShedTable(w io.Writer, res shedsim.Result) {
+	sc := res.Scenario
+	what := "a pool of %d workers with a queue"
+	if sc.Model == shedsim.CPU {
+		what = "a CPU-bound handler on %d cores"
+	}
+	fmt.Fprintf(w, "Server: "+what+", service time %v (capacity %.0f/s); offered %.2f x capacity, Poisson; guard %s", sc.Workers, sc.Service, sc.Capacity(), sc.Load, sc.Guard)
+	if sc.Guard == shedsim.Fixed {
+		fmt.Fprintf(w, " (limit %d)", sc.FixedLimit)
+	}
+	fmt.Fprintf(w, "; seed %d\n", sc.Seed)
+	for _, st := range sc.Steps {
+		fmt.Fprintf(w, "Step: at %v the service time becomes %v\n", st.At, st.Service)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "%6s %8s %8s %8s %8s %8s %9s %9s %16s %9s\n", "t", "service", "offered", "admitted", "shed", "goodput", "p50", "p99", "limit (min-max)", "no-load")
+	for _, s := range res.Seconds {
+		limit := "-"
+		if sc.Guard != shedsim.None {
+			limit = fmt.Sprintf("%.1f (%.1f-%.1f)", s.Limit, s.MinLimit, s.MaxLimit)
+		}
+		fmt.Fprintf(w, "%6v %8v %8d %8d %8d %7.1f%% %9v %9v %16s %9v\n", s.T, s.Service, s.Offered, s.Admitted, s.Shed,
+			100*s.Goodput, s.P50.Round(time.Microsecond), s.P99.Round(time.Microsecond), limit, s.NoLoad.Round(time.Microsecond))
+	}
+}
+
+// writeShedChart draws the limit, the latency quantiles and goodput over
+// the run, one panel each.
+func writeShedChart(path string, res shedsim.Result) error {
+	sc := res.Scenario
+	panel := func(title, y string) *plot.Plot {
+		p := plot.New()
+		p.Title.Text = title
+		p.X.Label.Text = "seconds"
+		p.Y.Label.Text = y
+		p.Y.Min = 0
+		p.Add(plotter.NewGrid())
+		p.Legend.Top = true
+		return p
+	}
+	limit := panel(fmt.Sprintf("Limit: %s guard, %s model, %d workers", sc.Guard, sc.Model, sc.Workers), "requests in flight")
+	lat := panel("Latency of served requests", "ms")
+	good := panel(fmt.Sprintf("Goodput at %.2f x capacity offered", sc.Load), "served / capacity")
+	var lo, hi, est, workers, p50, p99, gp plotter.XYs
+	for _, s := range res.Seconds {
+		x := s.T.Seconds()
+		lo, hi, est = append(lo, plotter.XY{X: x, Y: s.MinLimit}), append(hi, plotter.XY{X: x, Y: s.MaxLimit}), append(est, plotter.XY{X: x, Y: s.Limit})
+		workers = append(workers, plotter.XY{X: x, Y: float64(sc.Workers)})
+		p50 = append(p50, plotter.XY{X: x, Y: float64(s.P50) / 1e6})
+		p99 = append(p99, plotter.XY{X: x, Y: float64(s.P99) / 1e6})
+		gp = append(gp, plotter.XY{X: x, Y: s.Goodput})
+	}
+	lines := map[*plot.Plot]int{}
+	for _, l := range []struct {
+		p    *plot.Plot
+		name string
+		xys  plotter.XYs
+	}{
+		{limit, "limit", est}, {limit, "lowest in the second", lo}, {limit, "highest in the second", hi}, {limit, "workers", workers},
+		{lat, "p50", p50}, {lat, "p99", p99}, {good, "goodput", gp},
+	} {
+		if sc.Guard == shedsim.None && l.p == limit && l.name != "workers" {
+			continue
+		}
+		line, err := plotter.NewLine(l.xys)
+		if err != nil {
+			return err
+		}
+		i := lines[l.p]
+		lines[l.p]++
+		line.Color = plotutil.Color(i)
+		line.Dashes = plotutil.Dashes(i)
+		line.Width = vg.Points(1.2)
+		l.p.Add(line)
+		l.p.Legend.Add(l.name, line)
+	}
+	return chart.WriteGrid(path, []*plot.Plot{limit, lat, good}, 1, 3*vg.Inch)
+}
