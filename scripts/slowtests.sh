@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test behind the slow-test gate (internal/testkit/slowtest): each test
 # function that calls slowtest.Skip, found in the sources, under -race with
-# SLUICE_SLOW=1. .ci/run calls it after the everyday suite; the README
+# SLUICE_SLOW=1. .ci/run calls it after the everyday suite; CONTRIBUTING.md
 # lists the tests. Extra arguments go to go test (e.g. -v).
 set -euo pipefail
 cd "$(dirname "$0")/.."

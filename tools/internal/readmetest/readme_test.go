@@ -150,7 +150,9 @@ func TestGoBlocks(t *testing.T) {
 	t.Logf("%d Go blocks build and pass go vet", len(pkgs))
 }
 
-// linkFiles are the Markdown files whose relative links are checked.
+// linkFiles are the Markdown files whose relative links are checked: those
+// with Go blocks, CONTRIBUTING.md, CHANGELOG.md, the benchmarks' figures and
+// the examples' READMEs.
 func linkFiles(t *testing.T, root string) []string {
 	t.Helper()
 	files := goBlockFiles(t, root)
@@ -158,7 +160,9 @@ func linkFiles(t *testing.T, root string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return append(append(files, filepath.Join(root, "tools", "benchmarks", "README.md")), more...)
+	files = append(files, filepath.Join(root, "CONTRIBUTING.md"), filepath.Join(root, "CHANGELOG.md"),
+		filepath.Join(root, "tools", "benchmarks", "README.md"))
+	return append(files, more...)
 }
 
 var (
