@@ -58,7 +58,7 @@ type options struct {
 	timeout  time.Duration
 	tch      tchannel.ChannelOptions
 	connect  ConnectConfig
-	shed     *ShedConfig
+	shed     func(clock.Clock) (serverShedding, error) // WithShedding's, or nil
 	// utilisation is WithUtilisation's (loadreport.go).
 	utilisation func() float64
 	// maxRequest bounds the bytes of a request's arg2 and arg3, both ways:
@@ -157,7 +157,19 @@ func WithConnectConfig(c ConnectConfig) Option { return func(o *options) { o.con
 
 // WithShedding makes the Channel's server side answer Busy, before any
 // handler runs, to requests beyond the limits of c.
-func WithShedding(c ShedConfig) Option { return func(o *options) { o.shed = &c } }
+func WithShedding(c ShedConfig) Option {
+	return func(o *options) {
+		// The shedder is made here, behind an interface, so that a program
+		// that never sheds links none of it (TestBinarySize).
+		o.shed = func(clk clock.Clock) (serverShedding, error) {
+			s, err := newShedder(c, clk)
+			if err != nil {
+				return nil, err
+			}
+			return s, nil
+		}
+	}
+}
 
 // WithMaxRequestSize bounds a request's arguments (arg2 and arg3 together)
 // to n bytes, both ways: a call with larger arguments fails at once with
@@ -201,7 +213,7 @@ type Channel struct {
 	tch  *tchannel.Channel
 	o    options
 	rec  *recorder.Recorder
-	shed *shedder
+	shed serverShedding // nil: no shedding (WithShedding)
 	// loads makes the server's load reports, nil if it makes none
 	// (loadreport.go).
 	loads *loadReports
@@ -304,7 +316,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	c := &Channel{name: serviceName, o: o, rec: recorder.New(o.scope), tracing: !noop, buffer: buffer,
 		clients: map[string]*Client{}, prefixed: prefixedNames(o.config), responses: &responseBudget{limit: o.responseBudget}}
 	if o.shed != nil {
-		s, err := newShedder(*o.shed, o.clock)
+		s, err := o.shed(o.clock)
 		if err != nil {
 			return nil, err
 		}

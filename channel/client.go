@@ -66,12 +66,15 @@ type ClientOption func(*clientOptions)
 type clientOptions struct {
 	resolver    discovery.Resolver
 	resolverSet bool
-	gate        Gate
-	gateSet     bool
-	pacing      *PacingConfig
-	newPacer    func(c *Channel, service string, cfg PacingConfig) (pacingState, error) // WithPacing's
-	methods     []string
-	class       criticality.Class
+	// startResolver is WithResolver's: made there, so that a program that
+	// resolves no peers links no resolver machinery (TestBinarySize).
+	startResolver func(cl *Client, r discovery.Resolver) error
+	gate          Gate
+	gateSet       bool
+	pacing        *PacingConfig
+	newPacer      func(c *Channel, service string, cfg PacingConfig) (pacingState, error) // WithPacing's
+	methods       []string
+	class         criticality.Class
 }
 
 // WithResolver has r find the Client's peers, and follow them as they
@@ -88,7 +91,9 @@ type clientOptions struct {
 // AddPeer, SetPeers and RemovePeer fail on such a Client: its peers are
 // r's to change.
 func WithResolver(r discovery.Resolver) ClientOption {
-	return func(o *clientOptions) { o.resolver, o.resolverSet = r, true }
+	return func(o *clientOptions) {
+		o.resolver, o.resolverSet, o.startResolver = r, true, (*Client).startResolver
+	}
 }
 
 // WithMethods names methods of the Client's service whose calls get metric
@@ -200,7 +205,7 @@ func (c *Channel) NewClient(target string, opts ...ClientOption) (*Client, error
 		}
 	}
 	if o.resolver != nil {
-		if err := cl.startResolver(o.resolver); err != nil {
+		if err := o.startResolver(cl, o.resolver); err != nil {
 			cl.Close()
 			return nil, err
 		}

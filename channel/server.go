@@ -95,7 +95,11 @@ func errRegistered(api, method, via string) error {
 // register registers h for method behind the Channel's guard. Call it with
 // c.mu held, so that checking for a duplicate and registering are one step.
 func (c *Channel) register(via, method string, st *serverStats, h tchannel.Handler) {
-	g := &guarded{c: c, h: h, via: via, stats: st, shed: c.shed.forMethod(method), ttl: c.ttlGuardFor(method),
+	var ms methodShedding
+	if c.shed != nil {
+		ms = c.shed.forMethod(method)
+	}
+	g := &guarded{c: c, h: h, via: via, stats: st, shed: ms, ttl: c.ttlGuardFor(method),
 		metrics: c.rec.Server(c.name, method, c.o.tchannelMetrics)}
 	g.own, _ = h.(answerer)
 	c.tch.Register(g, method)
@@ -117,7 +121,7 @@ type guarded struct {
 	own     answerer // h, when it is one of the Channel's own (raw, JSON)
 	via     string
 	stats   *serverStats
-	shed    *methodShedder         // nil: no shedding
+	shed    methodShedding         // nil: no shedding
 	ttl     *ttlGuard              // nil: no deadline admission (ttl.go)
 	metrics *recorder.ServerMethod // nil: no scope, no server metrics (servermetrics.go)
 }
@@ -435,6 +439,29 @@ func (s ShedConfig) Validate() error {
 // a server that sheds its health checks looks dead when it is only busy.
 const healthMethod = "Meta::health"
 
+// serverShedding is a Channel's load shedding (WithShedding), as the rest
+// of the Channel sees it: an interface that only WithShedding makes, so
+// that a program that never sheds links none of package shed.
+type serverShedding interface {
+	// forMethod returns the shedding of one method, nil for one never
+	// shed.
+	forMethod(method string) methodShedding
+	// limited, utilisation and refusing are what load reports carry
+	// (loadreport.go).
+	limited() bool
+	utilisation() (float64, bool)
+	refusing() criticality.Class
+}
+
+// methodShedding sheds one method's requests.
+type methodShedding interface {
+	// admit returns the admission of a request of class cls from caller
+	// (give it back with done), or the Busy error to answer with and the
+	// limit that refused it.
+	admit(cls criticality.Class, caller string) (admission, recorder.ShedReason, error)
+	done(a admission)
+}
+
 // shedder is a Channel's load shedding: the limits all methods share.
 type shedder struct {
 	cfg      ShedConfig
@@ -485,8 +512,8 @@ func newShedder(cfg ShedConfig, clk clock.Clock) (*shedder, error) {
 
 // forMethod returns the shedding of one method: nil for health checks, and
 // with the method's own adaptive limit unless it is shared.
-func (s *shedder) forMethod(method string) *methodShedder {
-	if s == nil || method == healthMethod {
+func (s *shedder) forMethod(method string) methodShedding {
+	if method == healthMethod {
 		return nil
 	}
 	m := &methodShedder{s: s, scope: "all methods", adaptive: s.shared}

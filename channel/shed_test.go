@@ -298,7 +298,7 @@ func TestAdaptiveLimitOnARealServer(t *testing.T) {
 	if err := ch.ListenAndServe("127.0.0.1:0"); err != nil {
 		t.Fatalf("ListenAndServe: %v", err)
 	}
-	lim := ch.tch.GetSubChannel("kv").GetHandlers()["work"].(*guarded).shed.adaptive
+	lim := ch.tch.GetSubChannel("kv").GetHandlers()["work"].(*guarded).shed.(*methodShedder).adaptive
 
 	client := plainClient(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
