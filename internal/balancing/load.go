@@ -34,13 +34,17 @@ const minUtilisation = 0.01
 const LoadTTL = 5 * time.Second
 
 // LoadCapacity returns the capacity, calls a second, of a server that
-// answers qps calls a second at utilisation u (at least 1%), and whether
-// the report says anything: a server that answered no calls does not.
-func LoadCapacity(qps, u float64) (float64, bool) {
+// answers qps calls a second at utilisation u, and whether the report says
+// anything: a server that answered no calls does not. Below 1%
+// utilisation the figure is only a lower bound (atLeast): the server could
+// take at least qps / 1% calls a second, maybe far more. Taken as an
+// estimate, it would pull a lightly loaded server's down, its share with
+// it, and its utilisation further down: a spiral under light load.
+func LoadCapacity(qps, u float64) (capacity float64, atLeast, ok bool) {
 	if !(qps > 0) || math.IsNaN(u) || math.IsInf(qps, 0) {
-		return 0, false
+		return 0, false, false
 	}
-	return qps / max(u, minUtilisation), true
+	return qps / max(u, minUtilisation), u < minUtilisation, true
 }
 
 // LoadSmoothing is the weight of a new capacity in a peer's estimate

@@ -5,22 +5,24 @@ import (
 	"testing"
 )
 
-// LoadCapacity: rate over utilisation, at least 1%; nothing from a server
-// that answered nothing.
+// LoadCapacity: rate over utilisation; below 1% only a lower bound (the
+// 1% floor's); nothing from a server that answered nothing.
 func TestLoadCapacity(t *testing.T) {
 	for _, tt := range []struct {
 		qps, u, want float64
-		ok           bool
+		atLeast, ok  bool
 	}{
-		{800, 0.8, 1000, true},
-		{100, 0, 10_000, true}, // no load claimed: 1% floor
-		{0, 0.5, 0, false},
-		{math.Inf(1), 0.5, 0, false},
-		{100, math.NaN(), 0, false},
+		{800, 0.8, 1000, false, true},
+		{20, 0.01, 2000, false, true},
+		{100, 0, 10_000, true, true},  // no load claimed: at least 1% floor's
+		{20, 0.007, 2000, true, true}, // a lightly loaded server of 3000: at least 2000
+		{0, 0.5, 0, false, false},
+		{math.Inf(1), 0.5, 0, false, false},
+		{100, math.NaN(), 0, false, false},
 	} {
-		got, ok := LoadCapacity(tt.qps, tt.u)
-		if ok != tt.ok || (ok && math.Abs(got-tt.want) > 1e-9) {
-			t.Errorf("LoadCapacity(%v, %v) = %v, %v; want %v, %v", tt.qps, tt.u, got, ok, tt.want, tt.ok)
+		got, atLeast, ok := LoadCapacity(tt.qps, tt.u)
+		if ok != tt.ok || (ok && (math.Abs(got-tt.want) > 1e-9 || atLeast != tt.atLeast)) {
+			t.Errorf("LoadCapacity(%v, %v) = %v, %v, %v; want %v, %v, %v", tt.qps, tt.u, got, atLeast, ok, tt.want, tt.atLeast, tt.ok)
 		}
 	}
 }

@@ -17,6 +17,11 @@ type loadState struct {
 	capacity atomic.Uint64 // math.Float64bits of the capacity estimate; 0: none
 	factor   atomic.Uint64 // math.Float64bits of the load factor; 0: neutral (1)
 	loadAt   atomic.Int64  // the last report's time, Unix nanoseconds
+	// atLeast says the estimate is only a lower bound, from a report under
+	// 1% utilisation (balancing.LoadCapacity): the next report that says
+	// more replaces it rather than averaging with it. A peer's reports
+	// come one at a time, from its connection's reader.
+	atLeast atomic.Bool
 }
 
 // loadFactorAt returns p's load factor at ns: 1 without a report within
@@ -58,13 +63,27 @@ func (l *List) ReportLoad(hostPort string, now time.Time, qps, u int64, hasU boo
 	if !hasU {
 		return
 	}
-	c, ok := balancing.LoadCapacity(float64(qps), float64(u)/1000)
+	c, atLeast, ok := balancing.LoadCapacity(float64(qps), float64(u)/1000)
 	if !ok {
 		return
 	}
-	if old := math.Float64frombits(p.capacity.Load()); old > 0 && ns-p.loadAt.Load() <= int64(balancing.LoadTTL) {
+	old := math.Float64frombits(p.capacity.Load())
+	if ns-p.loadAt.Load() > int64(balancing.LoadTTL) {
+		old = 0 // stale: start again
+	}
+	switch {
+	case atLeast && old > 0 && c <= old:
+		// A lower bound the estimate already meets: it says nothing new,
+		// but that the server is there (see LoadCapacity).
+		p.loadAt.Store(ns)
+		return
+	case atLeast:
+		// No estimate, or one below what the server can surely take: the
+		// bound is the estimate until a report says more.
+	case old > 0 && !p.atLeast.Load():
 		c = old + balancing.LoadSmoothing*(c-old)
 	}
+	p.atLeast.Store(atLeast)
 	p.capacity.Store(math.Float64bits(c))
 	p.loadAt.Store(ns)
 	// Working the factors out again passes over the list: with every peer

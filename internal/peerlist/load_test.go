@@ -48,6 +48,42 @@ func TestReportLoadWeighsByCapacity(t *testing.T) {
 	}
 }
 
+// A report under 1% utilisation bounds the capacity from below only: a
+// lightly loaded server's reports do not pull its estimate down (which
+// would cut its share, and its utilisation with it), but one above the
+// estimate raises it.
+func TestReportLoadLightLoadIsALowerBound(t *testing.T) {
+	l, clk := newList(t, busy.DefaultCeiling, hp(0), hp(1))
+	now := clk.Now()
+	l.ReportLoad(hp(0), now, 600, 200, true, 0) // capacity 3000
+	l.ReportLoad(hp(1), now, 200, 200, true, 0) // capacity 1000
+	c0, _ := l.Get(hp(0)).Capacity()
+	for range 20 {
+		now = now.Add(100 * time.Millisecond)
+		l.ReportLoad(hp(0), now, 20, 7, true, 0) // 20 calls a second at 0.7%: at least 2000
+	}
+	clk.Add(2 * time.Second)
+	if c, ok := l.Get(hp(0)).Capacity(); !ok || c != c0 {
+		t.Errorf("after light-load reports the capacity is %.0f (ok %v), want %.0f unchanged", c, ok, c0)
+	}
+	l.ReportLoad(hp(0), now, 50, 5, true, 0) // at least 5000: above the estimate
+	if c, _ := l.Get(hp(0)).Capacity(); c != 5000 {
+		t.Errorf("a light-load report above the estimate left it at %.0f, want the bound, 5000", c)
+	}
+	// A bound is replaced, not averaged, by the next report that says more:
+	// a server first seen lightly loaded is not held below its capacity.
+	now = now.Add(100 * time.Millisecond)
+	l.ReportLoad(hp(0), now, 900, 300, true, 0) // capacity 3000
+	if c, _ := l.Get(hp(0)).Capacity(); c != 3000 {
+		t.Errorf("after a bound, a report of capacity 3000 made the estimate %.0f, want 3000", c)
+	}
+	now = now.Add(100 * time.Millisecond)
+	l.ReportLoad(hp(0), now, 400, 100, true, 0) // capacity 4000: averaged now
+	if c, _ := l.Get(hp(0)).Capacity(); math.Abs(c-(3000+balancing.LoadSmoothing*1000)) > 1e-6 {
+		t.Errorf("a second full report made the estimate %.0f, want it averaged to %.0f", c, 3000+balancing.LoadSmoothing*1000)
+	}
+}
+
 // A server that reports no load at all draws at most MaxLoadFactor times
 // the median peer's weight, however many reports it sends.
 func TestReportLoadLiarBounded(t *testing.T) {
