@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/stats"
+	"github.com/uber-go/tally/v4"
+
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/criticality"
 	"github.com/sluice-rpc/sluice/internal/classctx"
@@ -126,6 +129,34 @@ func TestChainAmplificationBounded(t *testing.T) {
 	t.Logf("leaf requests per call: %.3f", perCall)
 	if perCall > 1.2 {
 		t.Errorf("leaf requests per call = %.3f, want <= 1.2", perCall)
+	}
+}
+
+// The retries the bounds stopped are counted: a layer's calls for an
+// inbound retry that failed after their one attempt
+// (attempt.skipped.chained), and retries and calls the retry budget
+// refused (attempt.skipped.budget); with the bounds off neither counts.
+func TestChainStopsCounted(t *testing.T) {
+	sum := func(scope tally.TestScope, name string) int64 {
+		var n int64
+		for _, c := range scope.Snapshot().Counters() {
+			if c.Name() == name {
+				n += c.Value()
+			}
+		}
+		return n
+	}
+	bounded := tally.NewTestScope("", nil)
+	startChain(t, func() error { return errBroken }, WithScope(bounded)).run(t, 300)
+	budget, chained := sum(bounded, stats.AttemptsSkippedBudget), sum(bounded, stats.AttemptsSkippedChained)
+	if budget == 0 || chained == 0 {
+		t.Errorf("bounded chain: attempt.skipped.budget %d, attempt.skipped.chained %d; want both > 0", budget, chained)
+	}
+	naive := tally.NewTestScope("", nil)
+	startChain(t, func() error { return errBroken }, WithScope(naive), WithChainedRetries(),
+		WithRetryBudget(retry.BudgetConfig{Disabled: true})).run(t, 20)
+	if b, c := sum(naive, stats.AttemptsSkippedBudget), sum(naive, stats.AttemptsSkippedChained); b != 0 || c != 0 {
+		t.Errorf("naive chain: attempt.skipped.budget %d, attempt.skipped.chained %d; want 0 and 0", b, c)
 	}
 }
 

@@ -243,12 +243,14 @@ func (c *Channel) run(ctx context.Context, st *callState, service, method string
 		if !pol.cl.budget.Allow(start) {
 			outcome = retryexec.Outcome{Err: &CallError{Service: service, Method: method, Code: codes.Throttled, Err: errRetryBudget}}
 			stop = retry.StopChained
+			m.SkippedBudget()
 			break
 		}
 		rr := pol.once.DoSizedFor(ctx, size, st.class, st.try)
 		outcome, stop, winner = rr.Outcome, rr.Stop, st.last
 		if outcome.Err != nil && stop == retry.StopNotRetryable {
 			stop = retry.StopChained
+			m.SkippedChained()
 		}
 	case pol.hedge != nil && st.class == criticality.Sheddable:
 		// A sheddable call never hedges: hedges add load, and a sheddable

@@ -261,6 +261,7 @@ func (st *callState) try(ctx context.Context, a retryexec.Attempt) retryexec.Out
 		// A retry or hedge: within the Client's budget, and marked as one
 		// for its server.
 		if !st.pol.cl.budget.Allow(st.c.o.clock.Now()) {
+			st.pol.m.SkippedBudget()
 			return retryexec.Outcome{Err: &CallError{Service: spec.service, Method: spec.method, Code: codes.Throttled, Err: errRetryBudget}, Code: codes.Throttled, Local: true}
 		}
 	}

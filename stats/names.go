@@ -58,6 +58,17 @@ const (
 	// attempts have taken; retry.StopDeadline). A call counts at most one:
 	// after it, the call sends nothing more.
 	AttemptsSkippedDeadline = "attempt.skipped.deadline"
+	// AttemptsSkippedBudget is a counter: retries and hedges not sent
+	// because the Client's retry budget refused them (retry.BudgetConfig),
+	// and calls made for an inbound retry that it refused, which fail at
+	// once THROTTLED.
+	AttemptsSkippedBudget = "attempt.skipped.budget"
+	// AttemptsSkippedChained is a counter: calls made for an inbound
+	// request that was itself a retry or hedge, of a method that may retry
+	// or hedge, which failed after their one attempt (retry.StopChained;
+	// see channel.WithChainedRetries): each stopped retrying there, the
+	// layer above being the one that retries.
+	AttemptsSkippedChained = "attempt.skipped.chained"
 )
 
 // Retry and hedging metrics, tagged service and method. They follow gRPC's

@@ -62,7 +62,8 @@ func (r *Recorder) Method(service, method string) *Method {
 		return &Method{scope: s, calls: s.Counter(stats.Calls),
 			latency: s.Histogram(stats.CallLatency, latencyBuckets), callAttempts: s.Histogram(stats.CallAttempts, attemptBuckets),
 			attempts: s.Counter(stats.Attempts), unsent: s.Counter(stats.AttemptsUnsent),
-			skippedDeadline: s.Counter(stats.AttemptsSkippedDeadline), errors: map[string]tally.Counter{}, attemptErrors: map[string]tally.Counter{},
+			skippedDeadline: s.Counter(stats.AttemptsSkippedDeadline), skippedBudget: s.Counter(stats.AttemptsSkippedBudget),
+			skippedChained: s.Counter(stats.AttemptsSkippedChained), errors: map[string]tally.Counter{}, attemptErrors: map[string]tally.Counter{},
 			retries: s.Counter(stats.RetryAttempts), retriesFailed: s.Counter(stats.RetryAttemptsFailed),
 			hedgesSent: s.Counter(stats.HedgesSent), hedgesWon: s.Counter(stats.HedgesWon), hedgesCancelled: s.Counter(stats.HedgesCancelled)}
 	})
@@ -133,6 +134,7 @@ type Method struct {
 	attempts     tally.Counter
 
 	unsent, skippedDeadline                tally.Counter
+	skippedBudget, skippedChained          tally.Counter
 	retries, retriesFailed                 tally.Counter
 	hedgesSent, hedgesWon, hedgesCancelled tally.Counter
 
@@ -157,6 +159,14 @@ func (m *Method) Unsent() { m.unsent.Inc(1) }
 // SkippedDeadline records a retry or hedge not sent because the call's
 // deadline left too little time (stats.AttemptsSkippedDeadline).
 func (m *Method) SkippedDeadline() { m.skippedDeadline.Inc(1) }
+
+// SkippedBudget records a retry or hedge, or a call serving a retry, that
+// the Client's retry budget refused (stats.AttemptsSkippedBudget).
+func (m *Method) SkippedBudget() { m.skippedBudget.Inc(1) }
+
+// SkippedChained records a call serving a retry that failed after its one
+// attempt (stats.AttemptsSkippedChained).
+func (m *Method) SkippedChained() { m.skippedChained.Inc(1) }
 
 // RetryFailed records a retry attempt that failed.
 func (m *Method) RetryFailed() { m.retriesFailed.Inc(1) }
