@@ -5,7 +5,7 @@
 // own process on 127.0.0.1. A test without one is skipped. Starting a
 // binary rather than embedding etcd keeps etcd's server out of the library
 // module's requirements, and so out of every importer's module graph; the
-// tools module embeds one (tools/internal/testkit/etcdembed).
+// tools module embeds one (tools/internal/etcdserver).
 //
 // The member runs with raft's heartbeat at 10 ms and its election timeout
 // at 100 ms (etcd's defaults are 100 ms and 1 s). It is alone, so the

@@ -2,8 +2,7 @@
 // tools' benchmarks: the etcd binary in a process of its own when one is
 // installed (SLUICE_ETCD, or etcd on the PATH; Debian's etcd-server, 3.4 or
 // later), as operators run it, or else one embedded in this process. The
-// tools' tests embed theirs through internal/testkit/etcdembed, which
-// starts it here.
+// tools' tests embed theirs (StartEmbedded).
 package etcdserver
 
 import (
