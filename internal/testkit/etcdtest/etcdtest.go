@@ -26,9 +26,6 @@ import (
 	"github.com/sluice-rpc/sluice/internal/etcdproc"
 )
 
-// Env names an etcd binary to use instead of the one on the PATH.
-const Env = etcdproc.Env
-
 // Start starts the etcd binary (SLUICE_ETCD, or the one on the PATH, as the
 // Debian package etcd-server installs it: 3.4 or later) as a separate process, with its
 // data in t.TempDir, and kills it when t ends. It skips t if there is no
