@@ -5,7 +5,7 @@
 // own process on 127.0.0.1. A test without one is skipped. Starting a
 // binary rather than embedding etcd keeps etcd's server out of the library
 // module's requirements, and so out of every importer's module graph; the
-// tools module embeds one (tools/internal/testkit/etcdembed).
+// tools module embeds one (tools/internal/etcdserver).
 //
 // The member runs with raft's heartbeat at 10 ms and its election timeout
 // at 100 ms (etcd's defaults are 100 ms and 1 s). It is alone, so the
@@ -25,9 +25,6 @@ import (
 
 	"github.com/sluice-rpc/sluice/internal/etcdproc"
 )
-
-// Env names an etcd binary to use instead of the one on the PATH.
-const Env = etcdproc.Env
 
 // Start starts the etcd binary (SLUICE_ETCD, or the one on the PATH, as the
 // Debian package etcd-server installs it: 3.4 or later) as a separate process, with its

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
-	"github.com/sluice-rpc/sluice/tools/internal/testkit/etcdembed"
 )
 
 // shortConfig is the benchmark cut to about four seconds of load a row:
@@ -30,7 +29,7 @@ func TestShortRun(t *testing.T) {
 	slowtest.Skip(t, "four rows of real deploys, 17 s")
 	rows := AllRows
 	cfg := shortConfig(rows...)
-	cfg.EtcdEndpoint = etcdembed.Start(t).Endpoint
+	cfg.EmbeddedEtcd = true
 	cfg.Progress = func(s string) { t.Log(s) }
 	res, err := Run(context.Background(), cfg)
 	if err != nil {

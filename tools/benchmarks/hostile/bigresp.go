@@ -7,14 +7,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/sluice-rpc/sluice/internal/tframe"
+	"github.com/sluice-rpc/sluice/tools/internal/childproc"
 )
 
 // bigAnswers is the size of big-answers-client: calls in flight at once,
@@ -52,15 +51,14 @@ func runBigAnswersClient(e *env) error {
 	}
 	ctx, cancel := context.WithTimeout(e.ctx, bigAnswersLimit)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "bench", "-p", bs.addr(), "-s", Service, "-m", MethodEcho, "-e", "raw", "-r", "x",
-		"--connections", "1", "--concurrency", fmt.Sprint(calls), "-n", fmt.Sprint(calls), "--warmup", "0",
-		"--timeout", bigAnswersTimeout.String(), "-o", "json")
-	cmd.Env = append(os.Environ(), ChildEnv+"=")
-	p, err := startProc(cmd)
+	p, err := startProc(childproc.Config{Env: ChildEnv + "=", Command: []string{bin, "bench", "-p", bs.addr(), "-s", Service,
+		"-m", MethodEcho, "-e", "raw", "-r", "x", "--connections", "1", "--concurrency", fmt.Sprint(calls),
+		"-n", fmt.Sprint(calls), "--warmup", "0", "--timeout", bigAnswersTimeout.String(), "-o", "json"}})
 	if err != nil {
 		return fmt.Errorf("start the client %s: %w", bin, err)
 	}
-	e.logf("client %s (pid %d): %d calls in flight, each answered %d bytes", bin, p.pid(), calls, size)
+	defer context.AfterFunc(ctx, func() { p.Process().Kill() })()
+	e.logf("client %s (pid %d): %d calls in flight, each answered %d bytes", bin, p.Pid(), calls, size)
 	var out strings.Builder
 	lines := make(chan struct{})
 	go func() {
@@ -73,13 +71,13 @@ func runBigAnswersClient(e *env) error {
 	start := time.Now()
 	sampled := sampleClientRSS(p, 50*time.Millisecond)
 	<-lines
-	p.waitExit(procExitLimit)
+	p.Wait(procExitLimit)
 	after := time.Since(start)
 	c := Case{Name: fmt.Sprintf("%d answers of %d MB", calls, size/1_000_000), Client: true, After: after, Exit: -1}
 	peak := sampled()
-	if p.state != nil {
-		c.Exit = p.state.ExitCode()
-		peak = max(peak, maxRSS(p.state))
+	if st := p.ProcessState(); st != nil {
+		c.Exit = st.ExitCode()
+		peak = max(peak, maxRSS(st))
 	}
 	c.Crash = p.stderr.crash()
 	c.Survived = c.Crash == "" && ctx.Err() == nil
@@ -115,11 +113,11 @@ func sampleClientRSS(p *proc, d time.Duration) func() int64 {
 		t := time.NewTicker(d)
 		defer t.Stop()
 		for {
-			if rss, err := readRSS(p.pid()); err == nil {
+			if rss, err := readRSS(p.Pid()); err == nil {
 				peak = max(peak, rss)
 			}
 			select {
-			case <-p.exited:
+			case <-p.Exited():
 				done <- peak
 				return
 			case <-t.C:

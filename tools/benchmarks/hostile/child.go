@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"sync"
 	"time"
+
+	"github.com/sluice-rpc/sluice/tools/internal/childproc"
 )
 
 // ChildEnv is the environment variable that makes RunChildIfAsked turn the
@@ -172,21 +173,11 @@ type attacker struct {
 
 // startChild starts this binary as a child doing j.
 func startChild(j job) (*proc, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("hostile: find this binary to re-execute as a child: %w", err)
-	}
 	b, err := json.Marshal(j)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), ChildEnv+"="+string(b))
-	p, err := startProc(cmd)
-	if err != nil {
-		return nil, fmt.Errorf("hostile: start a child (%s): %w", exe, err)
-	}
-	return p, nil
+	return startProc(childproc.Config{Env: ChildEnv + "=" + string(b)})
 }
 
 // startAttacker starts an attacker child doing j.
@@ -233,7 +224,7 @@ func (a *attacker) next(ev string, limit time.Duration, each func(event)) (event
 		case e, ok := <-a.events:
 			switch {
 			case !ok:
-				a.p.waitExit(procExitLimit)
+				a.p.Wait(procExitLimit)
 				return event{}, fmt.Errorf("attacker child: %v; stderr: %q", errNoChildHook, a.p.stderr.last())
 			case e.Ev == "error":
 				return e, fmt.Errorf("attacker child: %s", e.Err)
@@ -251,7 +242,7 @@ func (a *attacker) next(ev string, limit time.Duration, each func(event)) (event
 // leave tells the child to close its connections and finish, and returns
 // its last event.
 func (a *attacker) leave(limit time.Duration) (event, error) {
-	a.p.stdin.Close()
+	a.p.CloseStdin()
 	ev, err := a.next("done", limit, nil)
 	a.stop()
 	return ev, err

@@ -6,119 +6,66 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/sluice-rpc/sluice/tools/internal/childproc"
 )
 
 // procExitLimit bounds the wait for a child process to exit once asked (its
-// stdin closed or SIGTERM), and again once killed.
+// stdin closed and SIGTERM), and again once killed.
 const procExitLimit = 10 * time.Second
 
 // proc is a child process: its stdout lines go to a channel, its stderr to
-// a file.
+// a file as well.
 type proc struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	lines  chan string // stdout, closed at its end
+	*childproc.Proc
+	lines  chan string // stdout, closed once the process has exited
 	stderr *stderrFile
-	// exited is closed once the process has exited and been reaped;
-	// state is then set.
-	exited chan struct{}
-	state  *os.ProcessState
 }
 
-// startProc starts cmd with its stdin and stdout piped and its stderr
-// in a file. Lines of stdout are sent on p.lines, which the caller must
-// drain (or the process blocks writing).
-func startProc(cmd *exec.Cmd) (*proc, error) {
+// startProc starts a child as cfg says (but for OnLine and Stderr). Lines
+// of its stdout are sent on p.lines, which the caller must drain (or the
+// process blocks writing).
+func startProc(cfg childproc.Config) (*proc, error) {
 	errf, err := newStderrFile()
 	if err != nil {
 		return nil, err
 	}
-	p := &proc{cmd: cmd, lines: make(chan string, 1024), stderr: errf, exited: make(chan struct{})}
-	fail := func(err error) (*proc, error) {
+	p := &proc{lines: make(chan string, 1024), stderr: errf}
+	cfg.OnLine = func(l string) { p.lines <- l }
+	cfg.Stderr = errf.f
+	if p.Proc, err = childproc.Start(cfg); err != nil {
 		errf.close()
 		return nil, err
 	}
-	if p.stdin, err = cmd.StdinPipe(); err != nil {
-		return fail(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return fail(err)
-	}
-	cmd.Stderr = errf.f
-	cmd.SysProcAttr = procAttr()
-	if err := cmd.Start(); err != nil {
-		return fail(err)
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
 	go func() {
-		defer wg.Done()
-		defer close(p.lines)
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			p.lines <- sc.Text()
-		}
-		io.Copy(io.Discard, stdout)
-	}()
-	go func() {
-		wg.Wait() // stdout must be read to its end before Wait
-		cmd.Wait()
-		p.state = cmd.ProcessState
-		close(p.exited)
+		<-p.Exited() // OnLine has had every line
+		close(p.lines)
 	}()
 	return p, nil
 }
 
-// pid is the child's process id.
-func (p *proc) pid() int { return p.cmd.Process.Pid }
-
 // dead reports whether the process has exited.
 func (p *proc) dead() bool {
 	select {
-	case <-p.exited:
+	case <-p.Exited():
 		return true
 	default:
 		return false
 	}
 }
 
-// waitExit waits at most limit for the process to exit.
-func (p *proc) waitExit(limit time.Duration) bool {
-	t := time.NewTimer(limit)
-	defer t.Stop()
-	select {
-	case <-p.exited:
-		return true
-	case <-t.C:
-		return false
-	}
-}
-
-// stop asks the process to end (closes its stdin and sends SIGTERM), and
-// kills it if it has not within procExitLimit. It returns an error only if
-// it outlives SIGKILL. Its stderr is then gone.
+// stop asks the process to end (SIGTERM, and its stdin closed), and kills
+// it if it has not within procExitLimit. It returns an error only if it
+// outlives SIGKILL. Its stderr is then gone.
 func (p *proc) stop() error {
 	defer p.stderr.close()
-	p.stdin.Close()
-	if p.dead() {
-		return nil
+	if !p.dead() {
+		p.Process().Signal(sigTerm) // a server does not read its stdin
 	}
-	p.cmd.Process.Signal(sigTerm)
-	if p.waitExit(procExitLimit) {
-		return nil
-	}
-	p.cmd.Process.Kill()
-	if p.waitExit(procExitLimit) {
-		return nil
-	}
-	return fmt.Errorf("process %d did not exit within %v of SIGKILL", p.pid(), procExitLimit)
+	return p.Close(procExitLimit)
 }
 
 // crash describes how the process died, if it died of a Go panic or fatal
@@ -132,8 +79,8 @@ func (p *proc) crash() string {
 	if c := p.stderr.crash(); c != "" {
 		return c
 	}
-	if p.state != nil {
-		return p.state.String()
+	if st := p.ProcessState(); st != nil {
+		return st.String()
 	}
 	return "exited"
 }

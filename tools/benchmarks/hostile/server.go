@@ -187,7 +187,7 @@ func startServer(spec *serverSpec) (*Target, error) {
 		select {
 		case l, ok := <-p.lines:
 			if !ok {
-				p.waitExit(procExitLimit)
+				p.Wait(procExitLimit)
 				return nil, fmt.Errorf("hostile: the server (%s %s) exited before saying where it listens: %s; stderr %q",
 					spec.bin, strings.Join(args, " "), p.crash(), p.stderr.last())
 			}
@@ -211,7 +211,7 @@ func startServer(spec *serverSpec) (*Target, error) {
 			t.DebugURL = m[1]
 		}
 	}
-	t.PID, t.p = p.pid(), p
+	t.PID, t.p = p.Pid(), p
 	if err := checkTarget(t.Addr); err != nil {
 		t.Close()
 		return nil, err
@@ -235,7 +235,7 @@ func (t *Target) waitDead(limit time.Duration) bool {
 		return true
 	}
 	if t.p != nil {
-		return t.p.waitExit(limit)
+		return t.p.Wait(limit)
 	}
 	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if !t.Alive() {

@@ -128,7 +128,7 @@ func (e *env) holdConns(addr, source string, n int, handshake bool) ([]*attacker
 func (e *env) leave(attackers []*attacker, start time.Time) {
 	leftAt := time.Now()
 	for _, a := range attackers {
-		a.p.stdin.Close()
+		a.p.CloseStdin()
 	}
 	var closes []time.Duration
 	for _, a := range attackers {

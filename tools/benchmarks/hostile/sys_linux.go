@@ -13,12 +13,6 @@ import (
 
 const sigTerm = syscall.SIGTERM
 
-// procAttr makes the kernel kill a child if this process dies first (the
-// setting survives the exec of a server binary).
-func procAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-}
-
 // setNofile sets this process's descriptor limit (soft and hard) to n. It
 // cannot raise the hard limit without privilege; it says so.
 func setNofile(n uint64) error {

@@ -13,7 +13,6 @@ var errLinuxOnly = errors.New("hostile: attacks run on Linux only")
 
 const sigTerm = os.Interrupt
 
-func procAttr() *syscall.SysProcAttr { return nil }
 func setNofile(uint64) error         { return errLinuxOnly }
 func execve(string, []string) error  { return errLinuxOnly }
 func tcpState(net.Conn) (int, error) { return 0, errLinuxOnly }

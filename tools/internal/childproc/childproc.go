@@ -49,6 +49,11 @@ type Config struct {
 	// ends; nil discards them. A slow OnLine holds the child up once the
 	// pipe's buffer is full.
 	OnLine func(line string)
+	// Stderr, if set, gets all the child writes on its standard error as
+	// well (Proc.Stderr keeps only its end): hostile reads a crash's
+	// message from the start of a goroutine dump that may run to
+	// megabytes.
+	Stderr io.Writer
 }
 
 // maxStderr is how much of the end of a child's standard error a Proc
@@ -98,6 +103,9 @@ func Start(cfg Config) (*Proc, error) {
 	DieWithParent(cmd)
 	p := &Proc{cmd: cmd, exe: exe, stderr: &tailBuffer{max: maxStderr}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
+	if cfg.Stderr != nil {
+		cmd.Stderr = io.MultiWriter(cfg.Stderr, p.stderr)
+	}
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
 		return nil, fmt.Errorf("childproc: child stdin: %w", err)
 	}
@@ -144,6 +152,17 @@ func (p *Proc) Process() *os.Process { return p.cmd.Process }
 // to OnLine).
 func (p *Proc) Exited() <-chan struct{} { return p.exited }
 
+// ProcessState is the child's exit status and resource usage once it has
+// exited; nil before.
+func (p *Proc) ProcessState() *os.ProcessState {
+	select {
+	case <-p.exited:
+		return p.cmd.ProcessState
+	default:
+		return nil
+	}
+}
+
 // Stderr returns the end of what the child wrote on its standard error.
 func (p *Proc) Stderr() string { return p.stderr.String() }
 
@@ -173,17 +192,23 @@ func (p *Proc) Wait(limit time.Duration) bool {
 	}
 }
 
+// CloseStdin closes the child's standard input, which asks it to exit,
+// and returns at once.
+func (p *Proc) CloseStdin() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stdinErr == nil {
+		p.stdin.Close()
+		p.stdinErr = errors.New("childproc: the child's stdin is closed")
+	}
+}
+
 // Close closes the child's standard input (a child exits when it ends)
 // and waits at most limit for it to exit; then it kills it (SIGKILL) and
 // waits as long again. It returns an error only if the child outlived
 // SIGKILL. Calling it again waits again.
 func (p *Proc) Close(limit time.Duration) error {
-	p.mu.Lock()
-	if p.stdinErr == nil {
-		p.stdin.Close()
-		p.stdinErr = errors.New("childproc: the child's stdin is closed")
-	}
-	p.mu.Unlock()
+	p.CloseStdin()
 	if p.Wait(limit) {
 		return nil
 	}

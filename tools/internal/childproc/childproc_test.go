@@ -50,7 +50,8 @@ func lines() (chan string, func(string)) {
 
 func TestChildTalksAndExitsWithItsStdin(t *testing.T) {
 	out, onLine := lines()
-	p, err := Start(Config{Env: testEnv + "=echo", OnLine: onLine})
+	var all strings.Builder // written by the child's stderr copier, read after its exit
+	p, err := Start(Config{Env: testEnv + "=echo", OnLine: onLine, Stderr: &all})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +71,12 @@ func TestChildTalksAndExitsWithItsStdin(t *testing.T) {
 	if !strings.Contains(p.Stderr(), "stdin ended") {
 		t.Errorf("stderr %q, want the child's last words", p.Stderr())
 	}
+	if all.String() != p.Stderr() {
+		t.Errorf("Config.Stderr got %q, want all the child wrote: %q", all.String(), p.Stderr())
+	}
+	if st := p.ProcessState(); st == nil || st.ExitCode() != 0 {
+		t.Errorf("ProcessState %v, want exit status 0", st)
+	}
 	if err := p.Send("again"); err == nil {
 		t.Error("Send after Close succeeded")
 	}
@@ -82,6 +89,9 @@ func TestCloseKillsAChildThatDoesNotExit(t *testing.T) {
 		t.Fatal(err)
 	}
 	testwait.Recv(t, out, "the child's first line")
+	if st := p.ProcessState(); st != nil {
+		t.Fatalf("ProcessState %v while the child runs, want nil", st)
+	}
 	start := time.Now()
 	if err := p.Close(100 * time.Millisecond); err != nil {
 		t.Fatal(err)

@@ -2,8 +2,7 @@
 // tools' benchmarks: the etcd binary in a process of its own when one is
 // installed (SLUICE_ETCD, or etcd on the PATH; Debian's etcd-server, 3.4 or
 // later), as operators run it, or else one embedded in this process. The
-// tools' tests embed theirs through internal/testkit/etcdembed, which
-// starts it here.
+// tools' tests embed theirs (StartEmbedded).
 package etcdserver
 
 import (
@@ -21,13 +20,6 @@ import (
 	"github.com/sluice-rpc/sluice/internal/etcdproc"
 	"github.com/sluice-rpc/sluice/tools/internal/childproc"
 )
-
-// Env names an etcd binary to run instead of the one on the PATH (the
-// library's etcd tests read it too).
-const Env = etcdproc.Env
-
-// ReadyLimit bounds the wait for a new member to be ready.
-const ReadyLimit = etcdproc.ReadyLimit
 
 // Config says which etcd to run.
 type Config struct {
@@ -52,7 +44,7 @@ type Server struct {
 }
 
 // Start starts a member as cfg says and returns once it is ready (at most
-// ReadyLimit).
+// etcdproc.ReadyLimit).
 func Start(cfg Config) (*Server, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("etcdserver: Config.Dir is empty; give a directory for the member's data")
@@ -106,13 +98,13 @@ func startEmbedded(dir string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcdserver: start an embedded etcd: %w", err)
 	}
-	t := time.NewTimer(ReadyLimit)
+	t := time.NewTimer(etcdproc.ReadyLimit)
 	defer t.Stop()
 	select {
 	case <-e.Server.ReadyNotify():
 	case <-t.C:
 		e.Close()
-		return nil, fmt.Errorf("etcdserver: the embedded etcd was not ready within %v", ReadyLimit)
+		return nil, fmt.Errorf("etcdserver: the embedded etcd was not ready within %v", etcdproc.ReadyLimit)
 	}
 	return &Server{Endpoint: client.String(), Kind: "embedded etcd " + version.Version,
 		stop: func() error { e.Close(); return nil }}, nil

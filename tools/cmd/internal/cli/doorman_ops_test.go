@@ -17,7 +17,6 @@ import (
 	"github.com/sluice-rpc/sluice/internal/testkit/testcerts"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/leasing"
-	"github.com/sluice-rpc/sluice/tools/internal/testkit/etcdembed"
 	"github.com/sluice-rpc/sluice/tools/internal/testkit/testhttp"
 )
 
@@ -247,7 +246,7 @@ func TestDoormanOpsMutualTLS(t *testing.T) {
 // --config etcd:KEY loads the key at start and follows its changes.
 func TestDoormanOpsEtcdConfig(t *testing.T) {
 	t.Parallel() // waits on real time: overlaps with the other waiting tests
-	et := etcdembed.Start(t)
+	et := startEtcd(t)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{et.Endpoint}, DialTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)

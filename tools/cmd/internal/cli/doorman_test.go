@@ -28,7 +28,6 @@ import (
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 	"github.com/sluice-rpc/sluice/leasing/server"
-	"github.com/sluice-rpc/sluice/tools/internal/testkit/etcdembed"
 	"github.com/sluice-rpc/sluice/tools/internal/testkit/testhttp"
 )
 
@@ -500,7 +499,7 @@ func startDoormanArgs(t *testing.T, args ...string) (addr string, out *syncBuffe
 // server says it has taken over.
 func TestDoormanServeTreeAndElection(t *testing.T) {
 	t.Parallel() // waits on real time: overlaps with the other waiting tests
-	et := etcdembed.Start(t)
+	et := startEtcd(t)
 	file := writeConfig(t, testDoormanConfig)
 	elect := []string{"--config", file, "--listen", "127.0.0.1:0", "--etcd", et.Endpoint, "--election-key", "/cli/root", "--election-ttl", "2s"}
 	a, aOut, stopA := startDoormanArgs(t, elect...)

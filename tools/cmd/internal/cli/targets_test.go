@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
-	"github.com/sluice-rpc/sluice/tools/internal/testkit/etcdembed"
+	"github.com/sluice-rpc/sluice/tools/internal/etcdserver"
 )
 
 // sluice serve --register puts its address in etcd, sluice call -P
@@ -19,7 +19,7 @@ import (
 // as on SIGTERM) takes the key away before it exits.
 func TestServeRegistersCallFinds(t *testing.T) {
 	t.Parallel() // waits on real time
-	et := etcdembed.Start(t)
+	et := startEtcd(t)
 	u, err := url.Parse(et.Endpoint)
 	if err != nil {
 		t.Fatal(err)
@@ -79,4 +79,16 @@ func TestServeRegistersCallFinds(t *testing.T) {
 	if !strings.Contains(errOut.String(), "shutting down") {
 		t.Fatalf("stderr does not say it shuts down: %s", errOut.String())
 	}
+}
+
+// startEtcd starts an etcd member embedded in the test process, its data
+// in t.TempDir, and stops it when t ends.
+func startEtcd(t *testing.T) *etcdserver.Server {
+	t.Helper()
+	s, err := etcdserver.StartEmbedded(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
