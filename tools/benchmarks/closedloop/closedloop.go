@@ -32,16 +32,16 @@ const (
 type Config struct {
 	// Workers and Service set the server's capacity, Workers / Service.
 	// Defaults 8 and 2 ms (4,000 calls/s).
-	Workers int
-	Service time.Duration
+	Workers int           `json:"workers"`
+	Service time.Duration `json:"service_ms"`
 	// Load is the offered rate as a multiple of the capacity. Default 2.
-	Load float64
+	Load float64 `json:"load"`
 	// Duration is how long calls arrive in each run. Default 10 s.
-	Duration time.Duration
+	Duration time.Duration `json:"duration_ms"`
 	// Timeout is each call's deadline. Default 1 s.
-	Timeout time.Duration
+	Timeout time.Duration `json:"timeout_ms"`
 	// FixedLimit is fixed shedding's MaxInFlight. Default 2 x Workers.
-	FixedLimit int
+	FixedLimit int `json:"fixed_limit"`
 	// GCPercent is the garbage collector's target (as GOGC) while Run
 	// runs; the process's own setting is restored after. The load
 	// generator, the client and the server share this process and its
@@ -53,7 +53,7 @@ type Config struct {
 	// server collect their own heaps, and a latency-sensitive service
 	// tunes GOGC too. Default 400; a negative value keeps the process's
 	// setting.
-	GCPercent int
+	GCPercent int `json:"gc_percent"`
 	// Mix, if not empty, splits the offered calls between criticality
 	// classes, each class's calls spread evenly through the run; the
 	// percents sum to 100 (ParseMix reads them as `sluice bench --mix`
@@ -194,20 +194,23 @@ func (c Config) Capacity() float64 {
 
 // Row is one combination's result.
 type Row struct {
-	Shedding   Shedding
-	Throttling bool
+	Shedding   Shedding `json:"shedding"`
+	Throttling bool     `json:"throttling"`
 	// Report is the load generator's report, with its timeline.
-	Report *load.Report
+	Report *load.Report `json:"report"`
 	// Goodput is successful calls per second as a share of the capacity.
-	Goodput float64
+	Goodput float64 `json:"goodput"`
 	// Busy, Refused and OtherFailed are shares of the calls: answered Busy,
 	// refused in the client (busy throttling), failed otherwise.
-	Busy, Refused, OtherFailed float64
+	Busy        float64 `json:"busy"`
+	Refused     float64 `json:"refused"`
+	OtherFailed float64 `json:"other_failed"`
 	// Reached counts the requests that reached the server (sent by the
 	// client, shed or not); Handled those that ran the handler.
-	Reached, Handled int64
+	Reached int64 `json:"reached"`
+	Handled int64 `json:"handled"`
 	// GCs counts the process's garbage collections during the run.
-	GCs uint32
+	GCs uint32 `json:"gcs"`
 	// Aware is set when the Config has a Mix or Callers, and the rows come
 	// in pairs: false for shedding that knows no classes or callers (the
 	// calls carry no class, and the server's limits are
@@ -226,10 +229,10 @@ type Row struct {
 
 // Result is a whole comparison.
 type Result struct {
-	Config Config
+	Config Config `json:"config"`
 	// Unloaded is the run at a quarter of the capacity with no shedding.
-	Unloaded *load.Report
-	Rows     []Row
+	Unloaded *load.Report `json:"unloaded"`
+	Rows     []Row        `json:"rows"`
 }
 
 // Run runs the comparison: the unloaded run, then the six combinations

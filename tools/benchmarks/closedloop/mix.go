@@ -15,9 +15,9 @@ import (
 // Share is one criticality class's share of the offered calls
 // (Config.Mix).
 type Share struct {
-	Class criticality.Class
+	Class criticality.Class `json:"class"`
 	// Percent of the offered calls, in (0, 100].
-	Percent float64
+	Percent float64 `json:"percent"`
 }
 
 // Bounds of Config.Callers and Config.HeavyFactor.

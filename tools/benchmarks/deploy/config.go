@@ -83,51 +83,53 @@ func rowList() string {
 // defaults; Validate names the first field out of range.
 type Config struct {
 	// Rows to run, one after the other. nil means AllRows.
-	Rows []Row
+	Rows []Row `json:"rows"`
 	// Instances is the size of the fleet. Default 4.
-	Instances int
+	Instances int `json:"instances"`
 	// Rate is the calls per second, all clients together. Default 1,000.
-	Rate float64
+	Rate float64 `json:"rate"`
 	// Clients share the load, call i going to client i mod Clients; each
 	// has its own resolver and connections. Default 2.
-	Clients int
+	Clients int `json:"clients"`
 	// Replacements is how many instances are replaced, each in turn: 8
 	// (the default, with 4 instances) replaces every instance twice.
-	Replacements int
+	Replacements int `json:"replacements"`
 	// Warmup is the load's first stretch, left out of the figures.
 	// Default 1 s.
-	Warmup time.Duration
+	Warmup time.Duration `json:"warmup_ms"`
 	// Steady is the stretch after the warmup and before the first
 	// replacement: the steady state the deploys are compared with.
 	// Default 5 s.
-	Steady time.Duration
+	Steady time.Duration `json:"steady_ms"`
 	// Settle is the wait after each replacement before the next (and
 	// before the load stops), on average: each is Settle times a factor
 	// in [0.75, 1.25], the same sequence of factors in every row, so that
 	// the replacements do not fall into step with the DNS clients'
 	// lookups. Default 2.5 s.
-	Settle time.Duration
+	Settle time.Duration `json:"settle_ms"`
 	// ServiceTime is how long a server takes to answer. Default 1 ms.
-	ServiceTime time.Duration
+	ServiceTime time.Duration `json:"service_time_ms"`
 	// Timeout is each call's deadline. Default 1 s.
-	Timeout time.Duration
+	Timeout time.Duration `json:"timeout_ms"`
 	// DNSPeriod is how often RowDNS's clients look the records up again;
 	// DNSMinInterval the least time between two lookups that a failing
 	// peer asks for (discovery/dns's Config.Period and MinInterval).
 	// Defaults 2 s and 1 s.
-	DNSPeriod, DNSMinInterval time.Duration
+	DNSPeriod      time.Duration `json:"dns_period_ms"`
+	DNSMinInterval time.Duration `json:"dns_min_interval_ms"`
 	// Grace and Quiet are the servers' channel.ShutdownConfig in the
 	// Shutdown rows: the longest a leaving server serves on, and the
 	// time without requests that ends that early. Grace must outlast a
 	// DNS lookup period. Defaults 2 x DNSPeriod + 1 s, and 1 s.
-	Grace, Quiet time.Duration
+	Grace time.Duration `json:"grace_ms"`
+	Quiet time.Duration `json:"quiet_ms"`
 	// EtcdEndpoint is the etcd RowEtcd uses. "" means Run starts one
 	// (see internal/etcdserver): EtcdBinary, or the etcd binary on the
 	// PATH (or named by SLUICE_ETCD), or, when there is none or
 	// EmbeddedEtcd is set, one embedded in this process.
-	EtcdEndpoint string
-	EtcdBinary   string
-	EmbeddedEtcd bool
+	EtcdEndpoint string `json:"etcd_endpoint"`
+	EtcdBinary   string `json:"etcd_binary"`
+	EmbeddedEtcd bool   `json:"embedded_etcd"`
 	// Progress, if not nil, is told what Run is doing as it goes. It is
 	// not part of a Result's JSON.
 	Progress func(string) `json:"-"`

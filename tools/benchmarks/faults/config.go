@@ -33,34 +33,34 @@ const (
 // zero value of a field means its default.
 type Config struct {
 	// Scenario is the fault. Required.
-	Scenario Scenario
+	Scenario Scenario `json:"scenario"`
 	// Setup is the client's policy. Required.
-	Setup Setup
+	Setup Setup `json:"setup"`
 	// Rate is the arrival rate in calls per second: call i starts i/Rate
 	// seconds after the first, whether or not earlier calls have returned.
 	// In (0, MaxRate]; default DefaultRate.
-	Rate float64
+	Rate float64 `json:"rate"`
 	// Duration is how long calls arrive. In (0, MaxDuration]; default the
 	// scenario's duration at the Full size.
-	Duration time.Duration
+	Duration time.Duration `json:"duration_ms"`
 	// FaultAt is when a mid-run fault (kill, freeze, reset, stall) strikes,
 	// from the first call. In (0, Duration); default a quarter of
 	// Duration, at most 3 s. Other scenarios fail from the start.
-	FaultAt time.Duration
+	FaultAt time.Duration `json:"fault_at_ms"`
 	// Deadline is each call's deadline, all attempts included. In
 	// (0, MaxDeadline]; default DefaultDeadline.
-	Deadline time.Duration
+	Deadline time.Duration `json:"deadline_ms"`
 	// Format is the calls' format, "raw" (default) or "json".
-	Format string
+	Format string `json:"format"`
 	// Payload is the size of each request's body in bytes. In
 	// [0, MaxPayload]; default DefaultPayload (0 means the default).
-	Payload int
+	Payload int `json:"payload"`
 	// Shared marks a run that shares the process with other runs made at
 	// the same time (the tests make a scenario's setups side by side): its
 	// goroutine and heap figures are not its own, so Run does not wait for
 	// the goroutines to settle or weigh the heap, and Contract.Check skips
 	// them. Whoever runs runs side by side checks them for the group.
-	Shared bool
+	Shared bool `json:"shared"`
 }
 
 // Validate reports the first rule c breaks, naming the field.

@@ -8,54 +8,59 @@ import (
 // Result is what one run measured. Per-call figures divide by Calls.
 type Result struct {
 	// Config is the run's configuration, its defaults filled in.
-	Config Config
+	Config Config `json:"config"`
 	// Calls were made; OK of them succeeded; Errors counts the others by
 	// code: channel.CallError.CodeName ("TIMEOUT", "DECLINED",
 	// "THROTTLED", ...), or TIMEOUT and LOCAL for errors of another type.
-	Calls, OK int
-	Errors    map[string]int
+	Calls  int            `json:"calls"`
+	OK     int            `json:"ok"`
+	Errors map[string]int `json:"errors"`
 	// Attempts is the sum of the attempts the calls sent on the wire
 	// (CallError.Attempts, Response.Attempts).
-	Attempts int
+	Attempts int `json:"attempts"`
 	// Executions is how many times a handler ran, counted in the servers.
-	Executions int
+	Executions int `json:"executions"`
 	// Dials is how many TCP connection attempts the client made (counted
 	// by its Dialer, whatever their outcome); Accepts how many connections
 	// the peers' listeners accepted.
-	Dials, Accepts int
+	Dials   int `json:"dials"`
+	Accepts int `json:"accepts"`
 	// Connects is the TCP connections the run cost: Accepts, except for
 	// Refused, where nothing listens, Dials. ConnectsAfter1s counts those
 	// from one second after the first call until the last call returned.
-	Connects, ConnectsAfter1s int
+	Connects        int `json:"connects"`
+	ConnectsAfter1s int `json:"connects_after1s"`
 	// FaultyConnects counts the connection attempts to the failing peer
 	// from one second after its fault on: the larger of the client's dials
 	// to it and its listener's accepts.
-	FaultyConnects int
+	FaultyConnects int `json:"faulty_connects"`
 	// Elapsed is from the first call's start to the last call's return.
-	Elapsed time.Duration
+	Elapsed time.Duration `json:"elapsed_ms"`
 	// P50, P99 and Max are latency quantiles over every call, failed ones
 	// included, each from the call's start.
-	P50, P99, Max time.Duration
+	P50 time.Duration `json:"p50_ms"`
+	P99 time.Duration `json:"p99_ms"`
+	Max time.Duration `json:"max_ms"`
 	// MaxOK is the slowest successful call.
-	MaxOK time.Duration
+	MaxOK time.Duration `json:"max_ok_ms"`
 	// CallsAfter1s started one second or more after the first call;
 	// MaxAfter1s is the slowest of them.
-	CallsAfter1s int
-	MaxAfter1s   time.Duration
+	CallsAfter1s int           `json:"calls_after1s"`
+	MaxAfter1s   time.Duration `json:"max_after1s_ms"`
 	// Faulty is the failing peer's host:port, "" when all three fail alike
 	// or none does. FaultAt is when its fault struck, from the first call
 	// (0 for a fault there from the start).
-	Faulty  string
-	FaultAt time.Duration
+	Faulty  string        `json:"faulty"`
+	FaultAt time.Duration `json:"fault_at_ms"`
 	// PickedAfterFault reports whether a call starting at or after the
 	// fault listed Faulty among its peers (Response.Peers,
 	// CallError.Peers: every peer an attempt went or tried to go to);
 	// LastPick is when the last such call started, from the fault.
-	PickedAfterFault bool
-	LastPick         time.Duration
+	PickedAfterFault bool          `json:"picked_after_fault"`
+	LastPick         time.Duration `json:"last_pick_ms"`
 	// FirstShare is the share of the calls starting one second or more
 	// after the fault whose first peer was Faulty; -1 when there were none.
-	FirstShare float64
+	FirstShare float64 `json:"first_share"`
 	// Streak reports that the erroring peer (the Erroring scenario) answered
 	// ErrorStreak UNEXPECTEDs in a row, in the order its handler ran or in
 	// the order the client saw the answers (which concurrent calls can
@@ -65,38 +70,41 @@ type Result struct {
 	// CallsAfterStreak counts the calls starting after that that chose a
 	// peer, and PickedAfterStreak those of them that chose the erroring
 	// one (listed it among their peers).
-	Streak                              bool
-	StreakAt                            time.Duration
-	CallsAfterStreak, PickedAfterStreak int
+	Streak            bool          `json:"streak"`
+	StreakAt          time.Duration `json:"streak_at_ms"`
+	CallsAfterStreak  int           `json:"calls_after_streak"`
+	PickedAfterStreak int           `json:"picked_after_streak"`
 	// GoroutinesBefore and HeapBefore are measured once the peers are up,
 	// before the client exists; GoroutinesAfter and HeapAfter once every
 	// call has returned, the client is closed and goroutines have had
 	// SettleLimit to exit; the heap after a GC. The counts leave out
 	// toxiproxy's own goroutines (see the package documentation). A Shared
 	// run does not weigh the heap and counts the goroutines at once.
-	GoroutinesBefore, GoroutinesAfter int
-	HeapBefore, HeapAfter             uint64
+	GoroutinesBefore int    `json:"goroutines_before"`
+	GoroutinesAfter  int    `json:"goroutines_after"`
+	HeapBefore       uint64 `json:"heap_before"`
+	HeapAfter        uint64 `json:"heap_after"`
 	// Late counts calls that started more than 2 ms behind their arrival
 	// time: the load generator, or the machine, fell behind.
-	Late int
+	Late int `json:"late"`
 	// SchedDelay is the longest a goroutine sleeping 5 ms at a time woke
 	// up late during the load: how far the machine held this process's
 	// timers back (other work on its cores, the race detector, collections).
 	// A deadline cannot be kept closer than that; the contract's time
 	// bounds allow it on top of their slack.
-	SchedDelay time.Duration
+	SchedDelay time.Duration `json:"sched_delay_ms"`
 	// HedgeDue counts calls still out HedgingDelay after they started: a
 	// hedging policy had sent a hedge for each.
-	HedgeDue int
+	HedgeDue int `json:"hedge_due"`
 	// Hung counts calls that had not returned DrainLimit after the last
 	// call started.
-	Hung int
+	Hung int `json:"hung"`
 	// Truncated reports that an event log overflowed: the after-1s counts
 	// are lower bounds.
-	Truncated bool
+	Truncated bool `json:"truncated"`
 	// Problems are what went wrong in the harness (a fault that could not
 	// be injected, a child that would not exit); the figures may be off.
-	Problems []string
+	Problems []string `json:"problems"`
 }
 
 // AttemptsPerCall is Attempts / Calls.

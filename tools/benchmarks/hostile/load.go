@@ -24,9 +24,9 @@ type Load struct {
 	// TIMEOUT for a deadline passed, LOCAL for anything else).
 	Errors map[string]int `json:"errors,omitempty"`
 	// Latency quantiles of the calls that succeeded.
-	P50 time.Duration `json:"p50"`
-	P99 time.Duration `json:"p99"`
-	Max time.Duration `json:"max"`
+	P50 time.Duration `json:"p50_ms"`
+	P99 time.Duration `json:"p99_ms"`
+	Max time.Duration `json:"max_ms"`
 	// FirstError is the first failure's message.
 	FirstError string `json:"first_error,omitempty"`
 }
@@ -157,7 +157,7 @@ func newClient(addr string) (*channel.Channel, *channel.Client, error) {
 type Call struct {
 	OK      bool          `json:"ok"`
 	Code    string        `json:"code,omitempty"` // the failure's code
-	Latency time.Duration `json:"latency"`
+	Latency time.Duration `json:"latency_ms"`
 	Err     string        `json:"err,omitempty"`
 }
 

@@ -131,14 +131,14 @@ func faultsRun(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 // faultsReport is `sluice-lab faults -o json`'s report.
 type faultsReport struct {
-	RPS     float64 `json:"rps"`
-	Timeout time.Duration
-	Size    faults.Size
-	Runs    []faultsRunReport
+	RPS     float64           `json:"rps"`
+	Timeout time.Duration     `json:"timeout_ms"`
+	Size    faults.Size       `json:"size"`
+	Runs    []faultsRunReport `json:"runs"`
 	// RunsBrokeContract counts the runs that broke a promise; Interrupted
 	// says the suite was cut short, the runs made so far reported.
-	RunsBrokeContract int
-	Interrupted       bool
+	RunsBrokeContract int  `json:"runs_broke_contract"`
+	Interrupted       bool `json:"interrupted"`
 }
 
 // faultsRunReport is one run's figures, its figures per call and what it broke
@@ -148,12 +148,16 @@ type faultsRunReport struct {
 	// FirstShare is null when no call started a second after the fault;
 	// AfterStreakShare when no call started after the erroring peer's
 	// first failures in a row (or there is no such peer).
-	FirstShare, AfterStreakShare                                      *float64
-	AttemptsPerCall, ExecutionsPerCall, ConnectsPerCall, DialsPerCall float64
-	ConnectsPerSecondAfter1s                                          float64 `json:"connects_per_second_after_1s"`
-	OverDeadline                                                      time.Duration
-	ContractKept                                                      bool
-	ContractBroken                                                    []string
+	FirstShare               *float64      `json:"first_share"`
+	AfterStreakShare         *float64      `json:"after_streak_share"`
+	AttemptsPerCall          float64       `json:"attempts_per_call"`
+	ExecutionsPerCall        float64       `json:"executions_per_call"`
+	ConnectsPerCall          float64       `json:"connects_per_call"`
+	DialsPerCall             float64       `json:"dials_per_call"`
+	ConnectsPerSecondAfter1s float64       `json:"connects_per_second_after_1s"`
+	OverDeadline             time.Duration `json:"over_deadline_ms"`
+	ContractKept             bool          `json:"contract_kept"`
+	ContractBroken           []string      `json:"contract_broken"`
 }
 
 func newFaultsReport(rps float64, deadline time.Duration, size faults.Size, results []*faults.Result, interrupted bool) faultsReport {

@@ -102,31 +102,31 @@ func simDoormanCmd(args []string, stdout, stderr io.Writer) int {
 // simDoormanReport is `sluice-lab sim doorman -o json`'s report: the run,
 // with null where the table says n/a.
 type simDoormanReport struct {
-	Scenario simDoormanScenario `json:"scenario"`
-	Summary  simDoormanSummary  `json:"summary"`
-	Mishaps  []doormansim.Mishap
-	Samples  []doormansim.Sample
+	Scenario simDoormanScenario  `json:"scenario"`
+	Summary  simDoormanSummary   `json:"summary"`
+	Mishaps  []doormansim.Mishap `json:"mishaps"`
+	Samples  []doormansim.Sample `json:"samples"`
 }
 
 // simDoormanScenario is the scenario with its learning mode's length
 // (not "negative: the lease length") and its number of clients.
 type simDoormanScenario struct {
 	doormansim.Scenario
-	Learning   time.Duration
-	NumClients int
+	Learning   time.Duration `json:"learning_ms"`
+	NumClients int           `json:"num_clients"`
 }
 
 // simDoormanSummary is the summary, null where there is no figure.
 type simDoormanSummary struct {
 	doormansim.Summary
 	// Used is null when the run ends before the root's learning mode.
-	Used *float64
+	Used *float64 `json:"used"`
 	// Reconverge is null when no change after learning mode unsettled
 	// the tree, MishapReconverge when no mishap did.
-	Reconverge            *time.Duration
-	ReconvergeAfter       *string
-	MishapReconverge      *time.Duration
-	MishapReconvergeAfter *string
+	Reconverge            *time.Duration `json:"reconverge_ms"`
+	ReconvergeAfter       *string        `json:"reconverge_after"`
+	MishapReconverge      *time.Duration `json:"mishap_reconverge_ms"`
+	MishapReconvergeAfter *string        `json:"mishap_reconverge_after"`
 }
 
 func doormanReport(res doormansim.Result) simDoormanReport {

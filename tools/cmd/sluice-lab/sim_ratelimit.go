@@ -118,10 +118,11 @@ func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
 
 // simRatelimitReport is `sluice-lab sim ratelimit -o json`'s report.
 type simRatelimitReport struct {
-	Seed          uint64            `json:"seed"`
-	Runs          int               `json:"runs"`
-	Steady, Clear ratesim.Scenario  // the two scenarios
-	Pacers        []simRatelimitRow `json:"pacers"`
+	Seed   uint64            `json:"seed"`
+	Runs   int               `json:"runs"`
+	Steady ratesim.Scenario  `json:"steady"`
+	Clear  ratesim.Scenario  `json:"clear"` // the two scenarios
+	Pacers []simRatelimitRow `json:"pacers"`
 }
 
 // simRatelimitRow is one pacer's figures, means over the runs.
@@ -133,16 +134,17 @@ type simRatelimitRow struct {
 	Published *ratelimitFigures `json:"published"`
 	// Requests and Successes are the steady runs' requests sent and
 	// allowed; Cleared says every clear run finished in time.
-	Requests, Successes float64
-	Cleared             bool
+	Requests  float64 `json:"requests"`
+	Successes float64 `json:"successes"`
+	Cleared   bool    `json:"cleared"`
 }
 
 // ratelimitFigures are the article's four metrics.
 type ratelimitFigures struct {
 	RetryRate    float64       `json:"retry_rate"` // a fraction
-	MaxSleep     time.Duration `json:"max_sleep"`
+	MaxSleep     time.Duration `json:"max_sleep_ms"`
 	RequestStdev float64       `json:"request_stdev"`
-	Clear        time.Duration `json:"time_to_clear"`
+	Clear        time.Duration `json:"time_to_clear_ms"`
 }
 
 func ratelimitReport(seed uint64, runs int, steady, clear ratesim.Scenario, rows []ratesim.Row) simRatelimitReport {

@@ -138,33 +138,38 @@ type simShedReport struct {
 
 // simShedScenario is the run's scenario, as its flags set it.
 type simShedScenario struct {
-	Model    shedsim.Model
-	Workers  int
-	Service  time.Duration
-	Capacity float64 // requests per second at the starting service time
-	Steps    []shedsim.Step
-	Load     float64
-	Duration time.Duration
-	Guard    shedsim.Guard
+	Model    shedsim.Model  `json:"model"`
+	Workers  int            `json:"workers"`
+	Service  time.Duration  `json:"service_ms"`
+	Capacity float64        `json:"capacity"` // requests per second at the starting service time
+	Steps    []shedsim.Step `json:"steps"`
+	Load     float64        `json:"load"`
+	Duration time.Duration  `json:"duration_ms"`
+	Guard    shedsim.Guard  `json:"guard"`
 	// FixedLimit is the fixed guard's limit, null for the others.
-	FixedLimit *int
-	Seed       uint64
+	FixedLimit *int   `json:"fixed_limit"`
+	Seed       uint64 `json:"seed"`
 }
 
 // simShedSecond is shedsim.Second with null where there is no value.
 type simShedSecond struct {
-	T                       time.Duration
-	Service                 time.Duration
-	Offered, Admitted, Shed int
-	Done                    int
-	Goodput                 float64
+	T        time.Duration `json:"t_ms"`
+	Service  time.Duration `json:"service_ms"`
+	Offered  int           `json:"offered"`
+	Admitted int           `json:"admitted"`
+	Shed     int           `json:"shed"`
+	Done     int           `json:"done"`
+	Goodput  float64       `json:"goodput"`
 	// P50 and P99 are null when no request finished in the second.
-	P50, P99 *time.Duration
+	P50 *time.Duration `json:"p50_ms"`
+	P99 *time.Duration `json:"p99_ms"`
 	// Limit, MinLimit and MaxLimit are null with no guard; NoLoad is
 	// null but for the adaptive guard.
-	Limit, MinLimit, MaxLimit *float64
-	NoLoad                    *time.Duration
-	InFlight                  int
+	Limit    *float64       `json:"limit"`
+	MinLimit *float64       `json:"min_limit"`
+	MaxLimit *float64       `json:"max_limit"`
+	NoLoad   *time.Duration `json:"no_load_ms"`
+	InFlight int            `json:"in_flight"`
 }
 
 func shedReport(res shedsim.Result) simShedReport {

@@ -168,8 +168,12 @@ func (l latencies) String() string {
 
 // latencyQuantiles are the quantiles the table prints, in a JSON report.
 type latencyQuantiles struct {
-	Count                    int
-	P50, P90, P99, P999, Max time.Duration
+	Count int           `json:"count"`
+	P50   time.Duration `json:"p50_ms"`
+	P90   time.Duration `json:"p90_ms"`
+	P99   time.Duration `json:"p99_ms"`
+	P999  time.Duration `json:"p999_ms"`
+	Max   time.Duration `json:"max_ms"`
 }
 
 // quantiles returns l's quantiles, nil (null in JSON) when l is empty.
@@ -342,58 +346,64 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 // doormanLoadReport is `sluice doorman load -o json`'s report, the
 // table's figures.
 type doormanLoadReport struct {
-	Clients      int
-	Resource     string
-	Concurrency  int
-	Connections  int
-	Elapsed      time.Duration
-	Requests     int
-	RequestsPerS float64 `json:"requests_per_s"`
+	Clients      int           `json:"clients"`
+	Resource     string        `json:"resource"`
+	Concurrency  int           `json:"concurrency"`
+	Connections  int           `json:"connections"`
+	Elapsed      time.Duration `json:"elapsed_ms"`
+	Requests     int           `json:"requests"`
+	RequestsPerS float64       `json:"requests_per_s"`
 	// Answered requests had an entry for the resource, Unanswered none.
-	Answered     int64
+	Answered     int64   `json:"answered"`
 	AnsweredPerS float64 `json:"answered_per_s"`
-	Unanswered   int64
+	Unanswered   int64   `json:"unanswered"`
 	// Failed requests got an error, the first of them FirstError (null
 	// when none failed).
-	Failed     int64
-	FirstError *string
+	Failed     int64   `json:"failed"`
+	FirstError *string `json:"first_error"`
 	// Latency is null when no request was answered.
-	Latency *latencyQuantiles
+	Latency *latencyQuantiles `json:"latency"`
 }
 
 // doormanFloodReport is `sluice doorman flood -o json`'s report, the
 // table's figures.
 type doormanFloodReport struct {
-	IDs          int `json:"ids"`
-	PerRequest   int
-	FloodClients int
-	Concurrency  int
-	Elapsed      time.Duration
+	IDs          int           `json:"ids"`
+	PerRequest   int           `json:"per_request"`
+	FloodClients int           `json:"flood_clients"`
+	Concurrency  int           `json:"concurrency"`
+	Elapsed      time.Duration `json:"elapsed_ms"`
 	// Accepted flood requests (AcceptedIDs ids in them), Refused
 	// (RESOURCE_EXHAUSTED: FirstRefusal says why, null when none was),
 	// Failed otherwise.
-	Accepted, AcceptedIDs, Refused, Failed int64
-	FirstRefusal                           *string
+	Accepted     int64   `json:"accepted"`
+	AcceptedIDs  int64   `json:"accepted_ids"`
+	Refused      int64   `json:"refused"`
+	Failed       int64   `json:"failed"`
+	FirstRefusal *string `json:"first_refusal"`
 	// Side is the side client's requests.
-	Side doormanFloodSide
+	Side doormanFloodSide `json:"side"`
 	// Server is the server's memory, null without --server-pid.
-	Server *doormanFloodServer
+	Server *doormanFloodServer `json:"server"`
 }
 
 // doormanFloodSide is the side client's requests during the flood.
 type doormanFloodSide struct {
-	Requests, Answered int
+	Requests int `json:"requests"`
+	Answered int `json:"answered"`
 	// Latency is null when no request was answered.
-	Latency *latencyQuantiles
+	Latency *latencyQuantiles `json:"latency"`
 	// Error is the side client's first error, null when it had none.
-	Error *string
+	Error *string `json:"error"`
 }
 
 // doormanFloodServer is the server process's memory, in bytes.
 type doormanFloodServer struct {
-	PID                                         int `json:"pid"`
-	RSSBeforeBytes, RSSPeakBytes, RSSAfterBytes int64
-	VMHWMBytes                                  int64 `json:"vm_hwm_bytes"`
+	PID            int   `json:"pid"`
+	RSSBeforeBytes int64 `json:"rss_before_bytes"`
+	RSSPeakBytes   int64 `json:"rss_peak_bytes"`
+	RSSAfterBytes  int64 `json:"rss_after_bytes"`
+	VMHWMBytes     int64 `json:"vm_hwm_bytes"`
 }
 
 func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) int {

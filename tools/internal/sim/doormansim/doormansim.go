@@ -45,39 +45,41 @@ import (
 // their demand changes and what goes wrong.
 type Scenario struct {
 	// Name names the scenario (see Scenarios).
-	Name string
+	Name string `json:"name"`
 	// About says what it reproduces.
-	About string
+	About string `json:"about"`
 
 	// Capacity is the root's capacity for the one resource.
-	Capacity float64
+	Capacity float64 `json:"capacity"`
 	// Algorithm is the root's algorithm (FAIR_SHARE by default).
-	Algorithm server.Kind
+	Algorithm server.Kind `json:"algorithm"`
 	// Fanout is the number of intermediate nodes under each node, level
 	// by level from the root: [3, 3] is three regions of three
 	// datacentres each. Empty means the clients talk to the root.
-	Fanout []int
+	Fanout []int `json:"fanout"`
 	// Clients is the number of clients under each leaf node.
-	Clients int
+	Clients int `json:"clients"`
 	// Wants is each client's base demand.
-	Wants float64
+	Wants float64 `json:"wants"`
 
 	// LeaseLength is the root's lease length; RefreshInterval its refresh
 	// interval, halved by each level of intermediates (whole seconds, at
 	// least 1).
-	LeaseLength, RefreshInterval time.Duration
+	LeaseLength     time.Duration `json:"lease_length_ms"`
+	RefreshInterval time.Duration `json:"refresh_interval_ms"`
 	// Learning is the root's learning mode duration; negative means the
 	// lease length (the design's default).
-	Learning time.Duration
+	Learning time.Duration `json:"learning_ms"`
 	// ClientMinRefresh is the clients' shortest interval between two
 	// requests (the original client's is 5 s; a client under a tree
 	// whose leaves ask every second needs 1 s).
-	ClientMinRefresh time.Duration
+	ClientMinRefresh time.Duration `json:"client_min_refresh_ms"`
 	// ChangeMin and ChangeMax bound the time between two changes of a
 	// client's demand (uniform); each change draws the demand uniformly
 	// within Step (a fraction) around the client's base.
-	ChangeMin, ChangeMax time.Duration
-	Step                 float64
+	ChangeMin time.Duration `json:"change_min_ms"`
+	ChangeMax time.Duration `json:"change_max_ms"`
+	Step      float64       `json:"step"`
 
 	// MishapEvery is the mean time between mishaps (uniform within half
 	// of it either side); 0 means none. A mishap is, with equal chances, a client's demand
@@ -85,17 +87,18 @@ type Scenario struct {
 	// crashing and restarting empty after Downtime, or the root's master
 	// failing over to its standby, the node having no master for
 	// FailoverGap.
-	MishapEvery time.Duration
-	SpikeWants  float64
-	SpikeLength time.Duration
-	Downtime    time.Duration
-	FailoverGap time.Duration
+	MishapEvery time.Duration `json:"mishap_every_ms"`
+	SpikeWants  float64       `json:"spike_wants"`
+	SpikeLength time.Duration `json:"spike_length_ms"`
+	Downtime    time.Duration `json:"downtime_ms"`
+	FailoverGap time.Duration `json:"failover_gap_ms"`
 
 	// Duration is the simulated time; Sample the interval between two
 	// samples of the totals.
-	Duration, Sample time.Duration
+	Duration time.Duration `json:"duration_ms"`
+	Sample   time.Duration `json:"sample_ms"`
 	// Seed seeds every random choice.
-	Seed uint64
+	Seed uint64 `json:"seed"`
 }
 
 // Validate reports the first thing wrong with sc.
@@ -218,51 +221,55 @@ func Lookup(name string) (Scenario, bool) {
 // Sample is the state of the tree at one moment.
 type Sample struct {
 	// T is the simulated time since the start.
-	T time.Duration
+	T time.Duration `json:"t_ms"`
 	// Wants is the sum of the clients' demands; Has the sum of the
 	// capacities of their unexpired leases; Capacity the root's.
-	Wants, Has, Capacity float64
+	Wants    float64 `json:"wants"`
+	Has      float64 `json:"has"`
+	Capacity float64 `json:"capacity"`
 	// RootMaster is false while the root node has no master.
-	RootMaster bool
+	RootMaster bool `json:"root_master"`
 }
 
 // Mishap is one thing that went wrong.
 type Mishap struct {
-	T time.Duration
+	T time.Duration `json:"t_ms"`
 	// Kind is "spike", "crash" or "failover".
-	Kind string
+	Kind string `json:"kind"`
 	// Target names the client or server.
-	Target string
+	Target string `json:"target"`
 }
 
 // Summary condenses a run.
 type Summary struct {
 	// From is when measuring starts: the end of the root's first learning
 	// mode.
-	From time.Duration
+	From time.Duration `json:"from_ms"`
 	// Used is the mean, over the samples from From, of the capacity the
 	// clients hold divided by min(their total demand, capacity).
-	Used float64
+	Used float64 `json:"used"`
 	// Over counts the samples (from the start) where the clients held
 	// more than the capacity, and Episodes the runs of such samples; Max
 	// is the most held and MeanOver the mean held while over.
-	Over, Episodes int
-	Max, MeanOver  float64
+	Over     int     `json:"over"`
+	Episodes int     `json:"episodes"`
+	Max      float64 `json:"max"`
+	MeanOver float64 `json:"mean_over"`
 	// Reconverge is the longest time from a change (of a client's demand,
 	// or a mishap) after From to the next sample where the tree is
 	// converged: holding at least 99% of min(demand, capacity) and no more
 	// than the capacity. ReconvergeAfter says which change it was.
-	Reconverge      time.Duration
-	ReconvergeAfter string
+	Reconverge      time.Duration `json:"reconverge_ms"`
+	ReconvergeAfter string        `json:"reconverge_after"`
 	// MishapReconverge is the longest time from a mishap to the end of
 	// the first stretch of unconverged samples that starts within a lease
 	// length and a downtime after it (a crashed server's clients keep
 	// their leases a while, so its effect comes late); 0 when no mishap
 	// unsettled the tree. MishapReconvergeAfter says which.
-	MishapReconverge      time.Duration
-	MishapReconvergeAfter string
+	MishapReconverge      time.Duration `json:"mishap_reconverge_ms"`
+	MishapReconvergeAfter string        `json:"mishap_reconverge_after"`
 	// RPCs counts the RPCs delivered.
-	RPCs int64
+	RPCs int64 `json:"rpcs"`
 }
 
 // Result is a run.

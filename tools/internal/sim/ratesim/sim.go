@@ -19,25 +19,25 @@ var epoch = time.Date(2020, 7, 8, 0, 0, 0, 0, time.UTC)
 // request as soon as its pacer lets it) against one Server.
 type Scenario struct {
 	// Clients is the number of clients, each with its own pacer.
-	Clients int
+	Clients int `json:"clients"`
 	// Capacity is the server's bucket (4500).
-	Capacity int64
+	Capacity int64 `json:"capacity"`
 	// Window is the time the bucket takes to refill completely (an hour);
 	// 0 means it never refills.
-	Window time.Duration
+	Window time.Duration `json:"window_ms"`
 	// Start is the number of requests in the bucket at time 0.
-	Start int64
+	Start int64 `json:"start"`
 	// Latency is each request's round trip: the server sees the request when
 	// it is sent and the client gets the answer Latency later.
-	Latency time.Duration
+	Latency time.Duration `json:"latency_ms"`
 	// Duration ends the run: no request is sent after it. A run with
 	// StopRemaining >= 0 also ends when every client has stopped.
-	Duration time.Duration
+	Duration time.Duration `json:"duration_ms"`
 	// StopRemaining >= 0 stops each client at its first response whose
 	// RateLimit-Remaining is at or below it; -1 never stops a client early.
-	StopRemaining int64
+	StopRemaining int64 `json:"stop_remaining"`
 	// InitialSleep is the pacers' starting sleep (Config.InitialSleep).
-	InitialSleep time.Duration
+	InitialSleep time.Duration `json:"initial_sleep_ms"`
 }
 
 // Steady is Heroku's main run: 10 greedy clients for 30 minutes against a

@@ -53,8 +53,8 @@ const (
 
 // Step changes the service time at a moment of the run.
 type Step struct {
-	At      time.Duration
-	Service time.Duration
+	At      time.Duration `json:"at_ms"`
+	Service time.Duration `json:"service_ms"`
 }
 
 // Scenario is one simulated run.
