@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/internal/tframe"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // bigAnswers is the size of big-answers-client: calls in flight at once,
@@ -75,7 +76,7 @@ func runBigAnswersClient(e *env) error {
 	<-lines
 	p.waitExit(procExitLimit)
 	after := time.Since(start)
-	c := Case{Name: fmt.Sprintf("%d answers of %d MB", calls, size/1_000_000), Client: true, After: after, Exit: -1}
+	c := Case{Name: fmt.Sprintf("%d answers of %d MB", calls, size/1_000_000), Client: true, After: millis.Duration(after), Exit: -1}
 	peak := sampled()
 	if p.state != nil {
 		c.Exit = p.state.ExitCode()

@@ -282,8 +282,8 @@ func checkSide(t *testing.T, r *Result) {
 		}
 		limit = 100 * time.Millisecond
 	}
-	if l.P99 > limit {
-		t.Errorf("the side client's p99 during the attack was %s, over %s", ms(l.P99), ms(limit))
+	if l.P99.D() > limit {
+		t.Errorf("the side client's p99 during the attack was %s, over %s", ms(l.P99.D()), ms(limit))
 	}
 }
 

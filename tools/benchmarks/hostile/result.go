@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // Result is one attack's figures. The typed fields hold what tests check;
@@ -13,8 +15,8 @@ type Result struct {
 	Size   Size   `json:"size"`
 	// Commit names the server's build, when known (the runner leaves it
 	// empty; `sluice-lab hostile` fills it from the binary's build info).
-	Commit  string        `json:"commit"`
-	Elapsed time.Duration `json:"elapsed_ms"`
+	Commit  string          `json:"commit"`
+	Elapsed millis.Duration `json:"elapsed_ms"`
 
 	// Server is the server process's figures over the attack.
 	Server ServerFigures `json:"server"`
@@ -82,9 +84,9 @@ type Case struct {
 	// Closed says the server closed the connection the case was sent on,
 	// After how long; Answer is what the server sent on it first, if
 	// anything ("error BAD_REQUEST \"...\"", "call res").
-	Closed bool          `json:"closed"`
-	After  time.Duration `json:"after_ms"`
-	Answer string        `json:"answer"`
+	Closed bool            `json:"closed"`
+	After  millis.Duration `json:"after_ms"`
+	Answer string          `json:"answer"`
 	// Next is a call made after the case: on the same connection
 	// (big-args) or from a new client (every other case); nil if none.
 	Next *Call `json:"next"`
@@ -107,17 +109,17 @@ type Conns struct {
 	Early  int `json:"early"`
 	Failed int `json:"failed"`
 	// ReadyIn is how long opening them took.
-	ReadyIn time.Duration `json:"ready_in_ms"`
+	ReadyIn millis.Duration `json:"ready_in_ms"`
 	// Closed counts those the server closed (Early included); First,
 	// Median and Last when, from the start of the attack.
-	Closed int           `json:"closed"`
-	First  time.Duration `json:"first_ms"`
-	Median time.Duration `json:"median_ms"`
-	Last   time.Duration `json:"last_ms"`
+	Closed int             `json:"closed"`
+	First  millis.Duration `json:"first_ms"`
+	Median millis.Duration `json:"median_ms"`
+	Last   millis.Duration `json:"last_ms"`
 }
 
 func (c *Conns) String() string {
-	s := fmt.Sprintf("%d connects in %s: %d held", c.Wanted, ms(c.ReadyIn), c.Opened)
+	s := fmt.Sprintf("%d connects in %s: %d held", c.Wanted, ms(c.ReadyIn.D()), c.Opened)
 	if c.Early > 0 {
 		s += fmt.Sprintf(", %d closed by the server at once", c.Early)
 	}
@@ -132,7 +134,7 @@ func (c *Conns) closedString() string {
 	if c.Closed == 0 {
 		return "none"
 	}
-	return fmt.Sprintf("%d (first at %s, median %s, last %s)", c.Closed, sec(c.First), sec(c.Median), sec(c.Last))
+	return fmt.Sprintf("%d (first at %s, median %s, last %s)", c.Closed, sec(c.First.D()), sec(c.Median.D()), sec(c.Last.D()))
 }
 
 // fig appends a figure.
@@ -155,9 +157,9 @@ func (r *Result) caseFigures() {
 func (c Case) String() string {
 	if c.Client {
 		if c.Crash != "" {
-			return fmt.Sprintf("CLIENT CRASHED (exit %d) after %s: %s%s", c.Exit, sec(c.After), c.Crash, c.Note)
+			return fmt.Sprintf("CLIENT CRASHED (exit %d) after %s: %s%s", c.Exit, sec(c.After.D()), c.Crash, c.Note)
 		}
-		return fmt.Sprintf("exit %d after %s: %s", c.Exit, ms(c.After), c.Note)
+		return fmt.Sprintf("exit %d after %s: %s", c.Exit, ms(c.After.D()), c.Note)
 	}
 	var parts []string
 	if !c.Survived {
@@ -165,13 +167,13 @@ func (c Case) String() string {
 	}
 	switch {
 	case c.Closed && c.Answer != "":
-		parts = append(parts, fmt.Sprintf("connection closed after %s, having sent %s", ms(c.After), c.Answer))
+		parts = append(parts, fmt.Sprintf("connection closed after %s, having sent %s", ms(c.After.D()), c.Answer))
 	case c.Closed:
-		parts = append(parts, "connection closed after "+ms(c.After))
+		parts = append(parts, "connection closed after "+ms(c.After.D()))
 	case c.Answer != "":
-		parts = append(parts, fmt.Sprintf("answered %s after %s, connection open", c.Answer, ms(c.After)))
+		parts = append(parts, fmt.Sprintf("answered %s after %s, connection open", c.Answer, ms(c.After.D())))
 	case c.Survived && c.After > 0:
-		parts = append(parts, fmt.Sprintf("connection open, nothing sent in %s", ms(c.After)))
+		parts = append(parts, fmt.Sprintf("connection open, nothing sent in %s", ms(c.After.D())))
 	}
 	if c.Next != nil {
 		parts = append(parts, "then a call: "+c.Next.String())

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 
 	"github.com/sluice-rpc/sluice/tools/benchmarks/hostile"
 )
@@ -144,10 +145,10 @@ func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fmt.Fprintf(stderr, "sluice-lab hostile: %d attacks, %s size, server %s (%s), %s/%s\n", len(list), cfg.Size, bin, build, runtime.GOOS, runtime.GOARCH)
 	start := time.Now()
 	results, err := cfg.Run(ctx, func(r *hostile.Result) {
-		fmt.Fprintf(stderr, "  %s: %.1fs\n", r.Attack, r.Elapsed.Seconds())
+		fmt.Fprintf(stderr, "  %s: %.1fs\n", r.Attack, r.Elapsed.D().Seconds())
 	})
 	if len(results) > 0 && asJSON {
-		rep := hostileReport{Size: cfg.Size, Elapsed: time.Since(start), Interrupted: ctx.Err() != nil}
+		rep := hostileReport{Size: cfg.Size, Elapsed: millis.Duration(time.Since(start)), Interrupted: ctx.Err() != nil}
 		if cfg.Target != nil {
 			rep.Target, rep.TargetPID = &cfg.Target.Addr, &cfg.Target.PID
 		} else {
@@ -182,8 +183,8 @@ func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 // hostileReport is `sluice-lab hostile -o json`'s report.
 type hostileReport struct {
-	Size    hostile.Size  `json:"size"`
-	Elapsed time.Duration `json:"elapsed_ms"`
+	Size    hostile.Size    `json:"size"`
+	Elapsed millis.Duration `json:"elapsed_ms"`
 	// ServerBin and Build name the binary attacked, null when attacking
 	// an external --target (Target, TargetPID; null otherwise).
 	ServerBin *string         `json:"server_bin"`
