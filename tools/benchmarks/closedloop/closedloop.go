@@ -59,7 +59,7 @@ type Config struct {
 	// classes, each class's calls spread evenly through the run; the
 	// percents sum to 100 (ParseMix reads them as `sluice bench --mix`
 	// takes them). Default none: the calls carry no class.
-	Mix []Share `json:"mix,omitempty"`
+	Mix []Share `json:"mix,omitzero"`
 	// Callers, if not 0, offers the load from that many callers (2 to
 	// MaxCallers), each a client Channel of its own, with its own
 	// connection and busy limiter, named caller-1 ... caller-N (its
@@ -67,14 +67,14 @@ type Config struct {
 	// be. HeavyFactor is caller-1's rate as a multiple of each other
 	// caller's (1 to MaxHeavyFactor; default 1). The callers together
 	// still offer Load x C. Default 0: one client, closedloop-client.
-	Callers     int     `json:"callers,omitempty"`
-	HeavyFactor float64 `json:"heavy_factor,omitempty"`
+	Callers     int     `json:"callers,omitzero"`
+	HeavyFactor float64 `json:"heavy_factor,omitzero"`
 	// Sheddings and Throttlings select the combinations Run runs, in
 	// their usual order: nil runs every shedding, both throttlings. (In
 	// JSON these fields, and the three above, are left out when not set,
 	// as the comparison's JSON was before them.)
-	Sheddings   []Shedding `json:"sheddings,omitempty"`
-	Throttlings []bool     `json:"throttlings,omitempty"`
+	Sheddings   []Shedding `json:"sheddings,omitzero"`
+	Throttlings []bool     `json:"throttlings,omitzero"`
 	// Progress, if not nil, is told when each run starts. It is not part
 	// of a Result's JSON.
 	Progress func(string) `json:"-"`
@@ -220,12 +220,12 @@ type Row struct {
 	// criticality.WithClass, and the server's limits admit higher classes
 	// first and share themselves between callers). Without a Mix or
 	// Callers it is nil and the server's limits are ShedConfig's default.
-	Aware *bool `json:"aware,omitempty"`
+	Aware *bool `json:"aware,omitzero"`
 	// Classes has the figures of each class of the Mix, in its order, and
 	// Callers of each caller, caller-1 first: in a paired row both are
 	// there, empty without a Mix or without Callers; otherwise neither.
-	Classes []Figures       `json:"classes,omitempty"`
-	Callers []CallerFigures `json:"callers,omitempty"`
+	Classes []Figures       `json:"classes,omitzero"`
+	Callers []CallerFigures `json:"callers,omitzero"`
 }
 
 // Result is a whole comparison.

@@ -1,6 +1,7 @@
 package closedloop
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -15,9 +16,17 @@ import (
 // Share is one criticality class's share of the offered calls
 // (Config.Mix).
 type Share struct {
-	Class criticality.Class `json:"class"`
+	Class criticality.Class
 	// Percent of the offered calls, in (0, 100].
-	Percent float64 `json:"percent"`
+	Percent float64
+}
+
+// MarshalJSON writes s with its class by name: {"class":"sheddable","percent":50}.
+func (s Share) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Class   string  `json:"class"`
+		Percent float64 `json:"percent"`
+	}{s.Class.String(), s.Percent})
 }
 
 // Bounds of Config.Callers and Config.HeavyFactor.

@@ -3,6 +3,7 @@ package closedloop
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"math"
 	"runtime/debug"
 	"strings"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/criticality"
-	"github.com/sluice-rpc/sluice/tools/internal/jsonout"
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
@@ -265,7 +265,7 @@ func TestPairedRows(t *testing.T) {
 			t.Errorf("the table lacks %q", want)
 		}
 	}
-	js, err := jsonout.Marshal(&res)
+	js, err := json.Marshal(&res)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,13 +23,13 @@ type Load struct {
 	OK    int `json:"ok"`
 	// Errors counts failed calls by code (channel.CallError's CodeName,
 	// TIMEOUT for a deadline passed, LOCAL for anything else).
-	Errors map[string]int `json:"errors,omitempty"`
+	Errors map[string]int `json:"errors,omitzero"`
 	// Latency quantiles of the calls that succeeded.
 	P50 millis.Duration `json:"p50_ms"`
 	P99 millis.Duration `json:"p99_ms"`
 	Max millis.Duration `json:"max_ms"`
 	// FirstError is the first failure's message.
-	FirstError string `json:"first_error,omitempty"`
+	FirstError string `json:"first_error,omitzero"`
 }
 
 // Failed is the number of calls that failed.
@@ -157,9 +157,9 @@ func newClient(addr string) (*channel.Channel, *channel.Client, error) {
 // Call is one legitimate call's outcome.
 type Call struct {
 	OK      bool            `json:"ok"`
-	Code    string          `json:"code,omitempty"` // the failure's code
+	Code    string          `json:"code,omitzero"` // the failure's code
 	Latency millis.Duration `json:"latency_ms"`
-	Err     string          `json:"err,omitempty"`
+	Err     string          `json:"err,omitzero"`
 }
 
 func (c Call) String() string {

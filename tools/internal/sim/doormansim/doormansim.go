@@ -42,6 +42,15 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/sim/event"
 )
 
+// Kind is the root's algorithm, a server.Kind that JSON writes by name.
+type Kind server.Kind
+
+// String returns k's name: FAIR_SHARE.
+func (k Kind) String() string { return server.Kind(k).String() }
+
+// MarshalText writes k by name.
+func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
 // Scenario is one simulation: a tree of Doorman nodes, its clients, how
 // their demand changes and what goes wrong.
 type Scenario struct {
@@ -53,7 +62,7 @@ type Scenario struct {
 	// Capacity is the root's capacity for the one resource.
 	Capacity float64 `json:"capacity"`
 	// Algorithm is the root's algorithm (FAIR_SHARE by default).
-	Algorithm server.Kind `json:"algorithm"`
+	Algorithm Kind `json:"algorithm"`
 	// Fanout is the number of intermediate nodes under each node, level
 	// by level from the root: [3, 3] is three regions of three
 	// datacentres each. Empty means the clients talk to the root.
@@ -170,7 +179,7 @@ func (sc *Scenario) LearningDuration() time.Duration {
 // fixed before measuring).
 func base() Scenario {
 	return Scenario{
-		Algorithm:        server.FairShare,
+		Algorithm:        Kind(server.FairShare),
 		LeaseLength:      millis.Duration(60 * time.Second),
 		RefreshInterval:  millis.Duration(5 * time.Second),
 		Learning:         -1,
@@ -379,7 +388,7 @@ func newSim(sc Scenario) *sim {
 	s.repo = &server.Repository{Resources: []server.Template{{
 		IdentifierGlob: "*",
 		Capacity:       sc.Capacity,
-		Algorithm: server.Algorithm{Kind: sc.Algorithm, LeaseLength: int64(sc.LeaseLength.D() / time.Second),
+		Algorithm: server.Algorithm{Kind: server.Kind(sc.Algorithm), LeaseLength: int64(sc.LeaseLength.D() / time.Second),
 			RefreshInterval: int64(sc.RefreshInterval.D() / time.Second), LearningModeDuration: &learning},
 	}}}
 	return s
