@@ -32,6 +32,7 @@ import (
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
 	"github.com/sluice-rpc/sluice/stats"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 	"github.com/uber-go/tally/v4"
 	"github.com/uber/tchannel-go"
 )
@@ -97,26 +98,26 @@ type Config struct {
 	Rate float64 `json:"rate"`
 	// Duration is each run's length. Default 4s (recovery: DownFor, then
 	// this long well).
-	Duration time.Duration `json:"duration_ms"`
+	Duration millis.Duration `json:"duration_ms"`
 	// DownFor is how long the leaves are down in recovery. Default 2s.
-	DownFor time.Duration `json:"down_for_ms"`
+	DownFor millis.Duration `json:"down_for_ms"`
 	// FlakyRate is the share of calls a flaky leaf fails. Default 0.1.
 	FlakyRate float64 `json:"flaky_rate"`
 	// Servers is the servers per layer. Default 3.
 	Servers int `json:"servers_per_layer"`
 	// Timeout is each client call's deadline. Default 1s.
-	Timeout time.Duration `json:"timeout_ms"`
+	Timeout millis.Duration `json:"timeout_ms"`
 	// Policy is every layer's retry policy (service config JSON).
 	Policy string `json:"policy"`
 	// Seed seeds the flaky leaves' draws. Default 1.
 	Seed uint64 `json:"seed"`
 	// Work is what a leaf's handler takes in the deadline scenario, a
 	// lower bound of every layer's expected latency. Default 10ms.
-	Work time.Duration `json:"work_ms"`
+	Work millis.Duration `json:"work_ms"`
 	// DeadlineTimeout is each client call's deadline in the deadline
 	// scenario. Default 3 x Work: a leaf's first attempt and one retry
 	// fit in it, a third attempt does not.
-	DeadlineTimeout time.Duration `json:"deadline_timeout_ms"`
+	DeadlineTimeout millis.Duration `json:"deadline_timeout_ms"`
 	// DeadlineFailRate is the share of calls a leaf fails, after its
 	// work, in the deadline scenario. Default 0.2.
 	DeadlineFailRate float64 `json:"deadline_fail_rate"`
@@ -126,7 +127,7 @@ type Config struct {
 
 // CI is a tiny configuration, for tests.
 func CI() Config {
-	return Config{Rate: 200, Duration: 500 * time.Millisecond, DownFor: 300 * time.Millisecond}
+	return Config{Rate: 200, Duration: millis.Duration(500 * time.Millisecond), DownFor: millis.Duration(300 * time.Millisecond)}
 }
 
 // DefaultPolicy retries UNEXPECTED, three attempts in all, with a short
@@ -149,10 +150,10 @@ func (c Config) withDefaults() Config {
 		c.Rate = 600
 	}
 	if c.Duration == 0 {
-		c.Duration = 4 * time.Second
+		c.Duration = millis.Duration(4 * time.Second)
 	}
 	if c.DownFor == 0 {
-		c.DownFor = 2 * time.Second
+		c.DownFor = millis.Duration(2 * time.Second)
 	}
 	if c.FlakyRate == 0 {
 		c.FlakyRate = 0.1
@@ -161,7 +162,7 @@ func (c Config) withDefaults() Config {
 		c.Servers = 3
 	}
 	if c.Timeout == 0 {
-		c.Timeout = time.Second
+		c.Timeout = millis.Duration(time.Second)
 	}
 	if c.Policy == "" {
 		c.Policy = DefaultPolicy
@@ -170,7 +171,7 @@ func (c Config) withDefaults() Config {
 		c.Seed = 1
 	}
 	if c.Work == 0 {
-		c.Work = 10 * time.Millisecond
+		c.Work = millis.Duration(10 * time.Millisecond)
 	}
 	if c.DeadlineTimeout == 0 {
 		c.DeadlineTimeout = 3 * c.Work
@@ -186,7 +187,7 @@ func (c Config) Validate() error {
 	switch {
 	case !(c.Rate >= 0 && c.Rate <= MaxRate):
 		return fmt.Errorf("amplification: rate %v, must be in (0, %d]", c.Rate, MaxRate)
-	case c.Duration < 0 || c.Duration > MaxDuration || c.DownFor < 0 || c.DownFor > MaxDuration:
+	case c.Duration < 0 || c.Duration.D() > MaxDuration || c.DownFor < 0 || c.DownFor.D() > MaxDuration:
 		return fmt.Errorf("amplification: durations must be in (0, %v]", MaxDuration)
 	case !(c.FlakyRate >= 0 && c.FlakyRate < 1):
 		return fmt.Errorf("amplification: flaky rate %v, must be in (0, 1)", c.FlakyRate)
@@ -196,9 +197,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("amplification: %d servers per layer, must be in [1, %d]", c.Servers, MaxServers)
 	case c.Timeout < 0:
 		return fmt.Errorf("amplification: timeout %v, must be > 0", c.Timeout)
-	case c.Work < 0 || c.Work > time.Second:
+	case c.Work < 0 || c.Work.D() > time.Second:
 		return fmt.Errorf("amplification: work %v, must be in (0, 1s]", c.Work)
-	case c.DeadlineTimeout < 0 || c.DeadlineTimeout > MaxDuration:
+	case c.DeadlineTimeout < 0 || c.DeadlineTimeout.D() > MaxDuration:
 		return fmt.Errorf("amplification: deadline timeout %v, must be in (0, %v]", c.DeadlineTimeout, MaxDuration)
 	}
 	if c.Policy != "" {
@@ -320,7 +321,7 @@ func (ch *chain) close() {
 
 func startChain(cfg Config, mode Mode, sc *serviceconfig.Config, scenario Scenario) (*chain, error) {
 	ch := &chain{rng: rand.New(rand.NewPCG(cfg.Seed, 0x616d70)), flaky: cfg.FlakyRate}
-	opts := []channel.Option{channel.WithServiceConfig(sc), channel.WithDefaultTimeout(cfg.Timeout)}
+	opts := []channel.Option{channel.WithServiceConfig(sc), channel.WithDefaultTimeout(cfg.Timeout.D())}
 	if mode == Naive {
 		opts = append(opts, channel.WithChainedRetries(), channel.WithRetryBudget(retry.BudgetConfig{Disabled: true}),
 			channel.WithDeadlineRefusalsDisabled())
@@ -329,7 +330,7 @@ func startChain(cfg Config, mode Mode, sc *serviceconfig.Config, scenario Scenar
 		// Every Channel reports into one scope, so that a metric's series
 		// sum over the chain; attempts and handler runs are watched for
 		// the time they had left.
-		ch.work, ch.flaky = cfg.Work, cfg.DeadlineFailRate
+		ch.work, ch.flaky = cfg.Work.D(), cfg.DeadlineFailRate
 		ch.scope = tally.NewTestScope("", nil)
 		opts = append(opts, channel.WithScope(ch.scope),
 			channel.WithAttemptMiddleware(func(ctx context.Context, a *channel.Attempt, next channel.AttemptInvoker) (*channel.Response, error) {
@@ -491,7 +492,7 @@ func runOne(ctx context.Context, cfg Config, sc Scenario, mode Mode) (Row, error
 	if sc == Deadline {
 		timeout = cfg.DeadlineTimeout
 	}
-	n := int(cfg.Rate * total.Seconds())
+	n := int(cfg.Rate * total.D().Seconds())
 	ok := make([]bool, n)
 	var (
 		wg       sync.WaitGroup
@@ -503,7 +504,7 @@ func runOne(ctx context.Context, cfg Config, sc Scenario, mode Mode) (Row, error
 	made := 0
 	for i := range n {
 		at := start.Add(time.Duration(i) * interval)
-		if sc == Recovery && !recovered && !at.Before(start.Add(cfg.DownFor)) {
+		if sc == Recovery && !recovered && !at.Before(start.Add(cfg.DownFor.D())) {
 			ch.state.Store(leafWell)
 			recovered = true
 		}
@@ -525,7 +526,7 @@ func runOne(ctx context.Context, cfg Config, sc Scenario, mode Mode) (Row, error
 		go func(i int) {
 			defer wg.Done()
 			defer inFlight.Add(-1)
-			cctx, cancel := context.WithTimeout(context.Background(), timeout)
+			cctx, cancel := context.WithTimeout(context.Background(), timeout.D())
 			_, err := ch.client.CallRaw(cctx, "work", nil, []byte("x"))
 			cancel()
 			ok[i] = err == nil
@@ -547,7 +548,7 @@ func runOne(ctx context.Context, cfg Config, sc Scenario, mode Mode) (Row, error
 	row.APerCall = float64(ch.a.Load()) / float64(made)
 	row.BPerCall = float64(ch.b.Load()) / float64(made)
 	if sc == Recovery {
-		row.RecoverMS = recoverMS(ok[:made], interval, cfg.DownFor)
+		row.RecoverMS = recoverMS(ok[:made], interval, cfg.DownFor.D())
 	}
 	if sc == Deadline {
 		// Close first: every handler and attempt has then ended.

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 	"github.com/uber/tchannel-go"
 )
 
@@ -26,17 +27,17 @@ func TestValidate(t *testing.T) {
 		{Config{Scenarios: []Scenario{}}, "Scenarios is empty"},
 		{Config{Scenarios: []Scenario{"flood"}}, `Scenarios holds "flood"`},
 		{Config{Size: 7}, "Size is 7"},
-		{Config{Timeout: -time.Second}, "Timeout is -1s"},
+		{Config{Timeout: millis.Duration(-time.Second)}, "Timeout is -1s"},
 		{Config{ScaleOut: ScaleOutConfig{Servers: 40}}, "ScaleOut.Servers is 40, must be in [1, 32]"},
 		{Config{ScaleOut: ScaleOutConfig{ColdFactor: 0.5}}, "ScaleOut.ColdFactor is 0.5, must be in [1, 100]"},
-		{Config{ScaleOut: ScaleOutConfig{Service: time.Microsecond}}, "ScaleOut.Service is 1µs"},
-		{Config{ScaleOut: ScaleOutConfig{Workers: 1000, Service: time.Millisecond}}, "ScaleOut's offered rate would be"},
+		{Config{ScaleOut: ScaleOutConfig{Service: millis.Duration(time.Microsecond)}}, "ScaleOut.Service is 1µs"},
+		{Config{ScaleOut: ScaleOutConfig{Workers: 1000, Service: millis.Duration(time.Millisecond)}}, "ScaleOut's offered rate would be"},
 		{Config{ScaleOut: ScaleOutConfig{WithConfig: `{"balancing": [{"slowStart": {"minWeight": 2}}]}`}}, "ScaleOut.WithConfig: serviceconfig: balancing[0].slowStart.minWeight"},
 		{Config{Heterogeneous: HeterogeneousConfig{Workers: []int{1, 0}}}, "Heterogeneous.Workers[1] is 0"},
 		{Config{Heterogeneous: HeterogeneousConfig{Workers: []int{1}, Weights: []float64{-1}}}, "Heterogeneous.Weights[0] is -1"},
 		{Config{Shard: ShardConfig{HotShare: 1}}, "Shard.HotShare is 1, must be in [0, 1)"},
-		{Config{Shard: ShardConfig{Hit: 200 * time.Microsecond}}, "Shard.Hit is 200µs, must be in [1ms, 1s]"},
-		{Config{Shard: ShardConfig{Hit: 5 * time.Millisecond, Miss: 2 * time.Millisecond}}, "Shard.Miss is 2ms, must be more than Shard.Hit, 5ms"},
+		{Config{Shard: ShardConfig{Hit: millis.Duration(200 * time.Microsecond)}}, "Shard.Hit is 200µs, must be in [1ms, 1s]"},
+		{Config{Shard: ShardConfig{Hit: millis.Duration(5 * time.Millisecond), Miss: millis.Duration(2 * time.Millisecond)}}, "Shard.Miss is 2ms, must be more than Shard.Hit, 5ms"},
 		{Config{Shard: ShardConfig{Keys: 10, Probe: 20}}, "Shard.Probe is 20, must be in [1, 10]"},
 		{Config{Erroring: ErroringConfig{Servers: 4, Many: 4}}, "Erroring.Many is 4, must be in [1, 3]"},
 		{Config{Erroring: ErroringConfig{ErrorShare: 2}}, "Erroring.ErrorShare is 2"},
@@ -252,7 +253,7 @@ func TestServerCostModel(t *testing.T) {
 	if ci := ciConfig().withDefaults().Shard; ci.Hit != sh.Hit || ci.Miss != sh.Miss {
 		t.Fatalf("the CI size's costs %v / %v, the full size's %v / %v: want the same, checked here", ci.Hit, ci.Miss, sh.Hit, sh.Miss)
 	}
-	s := startTestServer(t, serverConfig{workers: 1, cache: 2, hit: sh.Hit, miss: sh.Miss})
+	s := startTestServer(t, serverConfig{workers: 1, cache: 2, hit: sh.Hit.D(), miss: sh.Miss.D()})
 	ctx := context.Background()
 	for _, k := range []string{"a", "a", "b", "c", "a"} { // c evicts a
 		if err := call(ctx, s, k); err != nil {
@@ -290,12 +291,12 @@ func TestServerCostModel(t *testing.T) {
 		}
 		miss, missTook = min(miss, c.missTime), min(missTook, took)
 	}
-	if missTook < sh.Miss || missTook < hitTook {
+	if missTook < sh.Miss.D() || missTook < hitTook {
 		t.Errorf("a miss took %v at least and a hit %v; want the miss at least %v and longer", missTook, hitTook, sh.Miss)
 	}
 	// Within these bounds the ratio of the two is at least half the
 	// model's: what the shard scenario's hit rates turn into time.
-	if hit < sh.Hit || hit > 2*sh.Hit || miss < sh.Miss || miss > 2*sh.Miss {
+	if hit < sh.Hit.D() || hit > (2*sh.Hit).D() || miss < sh.Miss.D() || miss > (2*sh.Miss).D() {
 		t.Errorf("a hit served in %v at least, a miss in %v (%.1fx); want them within 2x of the model's %v and %v (%.0fx)",
 			hit, miss, float64(miss)/float64(hit), sh.Hit, sh.Miss, float64(sh.Miss)/float64(sh.Hit))
 	}
@@ -513,6 +514,6 @@ func TestDoneWhen(t *testing.T) {
 		t.Error("no shard row with a loose balance factor")
 	case l.Bound.Over == 0:
 		t.Errorf("the row with a balance factor of %g kept within the bound of 1.25 (%s): the check cannot tell the bound on from off",
-			l.BalanceFactor, l.Bound.figure(res.Config.Shard.Sample))
+			l.BalanceFactor, l.Bound.figure(res.Config.Shard.Sample.D()))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-rpc/sluice/serviceconfig"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
 	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // Scenario is one of the benchmark's scenarios, each run with the feature
@@ -103,7 +104,7 @@ type Config struct {
 	// that the two rows of a scenario see the same draws. Default 1.
 	Seed uint64 `json:"seed"`
 	// Timeout is each call's deadline. Default 1 s.
-	Timeout time.Duration `json:"timeout_ms"`
+	Timeout millis.Duration `json:"timeout_ms"`
 	// GCPercent is the garbage collector's target (as GOGC) while Run
 	// runs, restored after: the load generator, the client and every
 	// server share this process and its collector (see
@@ -127,29 +128,29 @@ type Config struct {
 // falling linearly to 1 over ColdWindow) and join with SetPeers; the run
 // goes on for After.
 type ScaleOutConfig struct {
-	Servers int           `json:"servers"`    // default 3
-	Added   int           `json:"added"`      // default 3
-	Workers int           `json:"workers"`    // per server, default 4
-	Service time.Duration `json:"service_ms"` // default 5 ms
-	Load    float64       `json:"load"`       // of the first Servers' capacity, default 0.7
+	Servers int             `json:"servers"`    // default 3
+	Added   int             `json:"added"`      // default 3
+	Workers int             `json:"workers"`    // per server, default 4
+	Service millis.Duration `json:"service_ms"` // default 5 ms
+	Load    float64         `json:"load"`       // of the first Servers' capacity, default 0.7
 	// Warmup is left out of the steady state. Defaults (full, CI): 1 s,
 	// 200 ms.
-	Warmup time.Duration `json:"warmup_ms"`
+	Warmup millis.Duration `json:"warmup_ms"`
 	// Steady is the stretch before the scale-out. 10 s, 600 ms.
-	Steady time.Duration `json:"steady_ms"`
+	Steady millis.Duration `json:"steady_ms"`
 	// After is the stretch after it. 30 s, 3 s: the calls the new servers
 	// take in their first moments, before their latency marks them cold,
 	// are over 1% of 1.2 s of calls at the CI size and set its p99 (over
 	// 2x the steady state's in 6 of 15 runs at 1.2 s, in none of 11 at 3 s).
-	After time.Duration `json:"after_ms"`
+	After millis.Duration `json:"after_ms"`
 	// ColdFactor is a new server's cost multiplier at start (default 5),
 	// falling linearly to 1 over ColdWindow (10 s, 600 ms).
-	ColdFactor float64       `json:"cold_factor"`
-	ColdWindow time.Duration `json:"cold_window_ms"`
+	ColdFactor float64         `json:"cold_factor"`
+	ColdWindow millis.Duration `json:"cold_window_ms"`
 	// SlowStartWindow is the "with" row's slow-start window; 0 leaves
 	// the library's default (10 s), which the CI size shrinks to its
 	// ColdWindow.
-	SlowStartWindow time.Duration `json:"slow_start_window_ms"`
+	SlowStartWindow millis.Duration `json:"slow_start_window_ms"`
 	// WithConfig, if not "", is the "with" row's service config (JSON),
 	// in place of the one SlowStartWindow makes: to try slow start's
 	// other settings.
@@ -160,14 +161,14 @@ type ScaleOutConfig struct {
 // of Workers, all with the same Service time, weighted Weights in the
 // "with" row (all 1 in the other), at Load times their total capacity.
 type HeterogeneousConfig struct {
-	Workers []int         `json:"workers"`    // default 1, 2, 4
-	Weights []float64     `json:"weights"`    // default: as Workers
-	Service time.Duration `json:"service_ms"` // default 5 ms
-	Load    float64       `json:"load"`       // default 0.8
+	Workers []int           `json:"workers"`    // default 1, 2, 4
+	Weights []float64       `json:"weights"`    // default: as Workers
+	Service millis.Duration `json:"service_ms"` // default 5 ms
+	Load    float64         `json:"load"`       // default 0.8
 	// Warmup is left out of the figures: 1 s, 200 ms.
-	Warmup time.Duration `json:"warmup_ms"`
+	Warmup millis.Duration `json:"warmup_ms"`
 	// Duration is measured: 20 s, 1.5 s.
-	Duration time.Duration `json:"duration_ms"`
+	Duration millis.Duration `json:"duration_ms"`
 }
 
 // ShardConfig is the shard scenario: Servers servers, each with an LRU
@@ -183,25 +184,25 @@ type HeterogeneousConfig struct {
 // the 1:10 asked. At 1 ms and 10 ms it is about 1:9; the report gives
 // the costs as served (ShardRow.HitCost, MissCost).
 type ShardConfig struct {
-	Servers   int           `json:"servers"`    // default 10
-	Workers   int           `json:"workers"`    // default 2
-	CacheSize int           `json:"cache_size"` // default 2,000
-	Hit       time.Duration `json:"hit_ms"`     // default 1 ms
-	Miss      time.Duration `json:"miss_ms"`    // default 10 ms, more than Hit
-	Keys      int           `json:"keys"`       // default 100,000
-	Zipf      float64       `json:"zipf"`       // default 1.1
-	HotShare  float64       `json:"hot_share"`  // default 0.3
+	Servers   int             `json:"servers"`    // default 10
+	Workers   int             `json:"workers"`    // default 2
+	CacheSize int             `json:"cache_size"` // default 2,000
+	Hit       millis.Duration `json:"hit_ms"`     // default 1 ms
+	Miss      millis.Duration `json:"miss_ms"`    // default 10 ms, more than Hit
+	Keys      int             `json:"keys"`       // default 100,000
+	Zipf      float64         `json:"zipf"`       // default 1.1
+	HotShare  float64         `json:"hot_share"`  // default 0.3
 	// Rate is the calls a second: default 2,000, about 5 calls in flight
 	// over the 20 workers with shard keys (a quarter of their capacity).
 	Rate float64 `json:"rate"`
 	// Warmup fills the caches and is left out of the figures: 10 s (the
 	// caches see 20,000 calls before the figures start), 300 ms.
-	Warmup time.Duration `json:"warmup_ms"`
+	Warmup millis.Duration `json:"warmup_ms"`
 	// Duration is measured: 20 s, 1.5 s.
-	Duration time.Duration `json:"duration_ms"`
+	Duration millis.Duration `json:"duration_ms"`
 	// Sample is how often the client's peers are read to check the
 	// bounded load (ShardRow.Bound): 10 ms.
-	Sample time.Duration `json:"sample_ms"`
+	Sample millis.Duration `json:"sample_ms"`
 	// LooseFactor, when > 0, adds a third row: shard keys with this
 	// balance factor (the service config's shardBalanceFactor), bound
 	// loosely, to tell the ring's effect on the hit rate from the bound's.
@@ -222,18 +223,18 @@ type ShardConfig struct {
 // which the first one (then the first Many) answer UNEXPECTED to
 // ErrorShare of their calls, after the service time.
 type ErroringConfig struct {
-	Servers    int           `json:"servers"`     // default 4
-	Many       int           `json:"many"`        // default 3
-	Workers    int           `json:"workers"`     // default 4
-	Service    time.Duration `json:"service_ms"`  // default 5 ms
-	Rate       float64       `json:"rate"`        // calls/s, default 800
-	ErrorShare float64       `json:"error_share"` // default 0.5
+	Servers    int             `json:"servers"`     // default 4
+	Many       int             `json:"many"`        // default 3
+	Workers    int             `json:"workers"`     // default 4
+	Service    millis.Duration `json:"service_ms"`  // default 5 ms
+	Rate       float64         `json:"rate"`        // calls/s, default 800
+	ErrorShare float64         `json:"error_share"` // default 0.5
 	// Duration is measured from the first call: 20 s, 1.5 s (the
 	// default ejection lasts 30 s).
-	Duration time.Duration `json:"duration_ms"`
+	Duration millis.Duration `json:"duration_ms"`
 	// Sample is how often the client's peers are read for ejections:
 	// 10 ms.
-	Sample time.Duration `json:"sample_ms"`
+	Sample millis.Duration `json:"sample_ms"`
 }
 
 // DefaultGCPercent is Config.GCPercent's default.
@@ -261,7 +262,7 @@ func (c Config) withDefaults() Config {
 		c.Seed = 1
 	}
 	if c.Timeout == 0 {
-		c.Timeout = time.Second
+		c.Timeout = millis.Duration(time.Second)
 	}
 	if c.GCPercent == 0 {
 		c.GCPercent = DefaultGCPercent
@@ -272,9 +273,9 @@ func (c Config) withDefaults() Config {
 			*v = d
 		}
 	}
-	setDur := func(v *time.Duration, d time.Duration) {
+	setDur := func(v *millis.Duration, d time.Duration) {
 		if *v == 0 {
-			*v = d
+			*v = millis.Duration(d)
 		}
 	}
 	setF := func(v *float64, d float64) {
@@ -294,7 +295,7 @@ func (c Config) withDefaults() Config {
 	setF(&s.ColdFactor, 5)
 	setDur(&s.ColdWindow, benchrun.Pick(z, 10*time.Second, 600*time.Millisecond))
 	if z == CI {
-		setDur(&s.SlowStartWindow, s.ColdWindow)
+		setDur(&s.SlowStartWindow, s.ColdWindow.D())
 	}
 
 	h := &c.Heterogeneous
@@ -357,7 +358,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("balancing: Size is %d, must be Full or CI", c.Size)
 	}
 	c = c.withDefaults()
-	if c.Timeout < 0 || c.Timeout > load.MaxTimeout {
+	if c.Timeout < 0 || c.Timeout.D() > load.MaxTimeout {
 		return fmt.Errorf("balancing: Timeout is %v, must be in (0, %v]", c.Timeout, load.MaxTimeout)
 	}
 	var errs []error
@@ -379,14 +380,14 @@ func (c Config) Validate() error {
 	ints("ScaleOut.Servers", s.Servers, 1, MaxServers)
 	ints("ScaleOut.Added", s.Added, 1, MaxServers-s.Servers)
 	ints("ScaleOut.Workers", s.Workers, 1, MaxWorkers)
-	durs("ScaleOut.Service", s.Service, MinService, MaxService)
+	durs("ScaleOut.Service", s.Service.D(), MinService, MaxService)
 	floats("ScaleOut.Load", s.Load, 0, 10)
-	durs("ScaleOut.Warmup", s.Warmup, 0, MaxStretch)
-	durs("ScaleOut.Steady", s.Steady, 100*time.Millisecond, MaxStretch)
-	durs("ScaleOut.After", s.After, 100*time.Millisecond, MaxStretch)
+	durs("ScaleOut.Warmup", s.Warmup.D(), 0, MaxStretch)
+	durs("ScaleOut.Steady", s.Steady.D(), 100*time.Millisecond, MaxStretch)
+	durs("ScaleOut.After", s.After.D(), 100*time.Millisecond, MaxStretch)
 	check(!(s.ColdFactor >= 1 && s.ColdFactor <= MaxColdCost), "ScaleOut.ColdFactor is %v, must be in [1, %d]", s.ColdFactor, MaxColdCost)
-	durs("ScaleOut.ColdWindow", s.ColdWindow, 0, MaxStretch)
-	durs("ScaleOut.SlowStartWindow", s.SlowStartWindow, 0, MaxStretch)
+	durs("ScaleOut.ColdWindow", s.ColdWindow.D(), 0, MaxStretch)
+	durs("ScaleOut.SlowStartWindow", s.SlowStartWindow.D(), 0, MaxStretch)
 	if s.WithConfig != "" {
 		_, err := serviceconfig.Parse([]byte(s.WithConfig))
 		check(err != nil, "ScaleOut.WithConfig: %v", err)
@@ -401,25 +402,25 @@ func (c Config) Validate() error {
 	for i, w := range h.Weights {
 		floats(fmt.Sprintf("Heterogeneous.Weights[%d]", i), w, 0, 1e6)
 	}
-	durs("Heterogeneous.Service", h.Service, MinService, MaxService)
+	durs("Heterogeneous.Service", h.Service.D(), MinService, MaxService)
 	floats("Heterogeneous.Load", h.Load, 0, 10)
-	durs("Heterogeneous.Warmup", h.Warmup, 0, MaxStretch)
-	durs("Heterogeneous.Duration", h.Duration, 100*time.Millisecond, MaxStretch)
+	durs("Heterogeneous.Warmup", h.Warmup.D(), 0, MaxStretch)
+	durs("Heterogeneous.Duration", h.Duration.D(), 100*time.Millisecond, MaxStretch)
 
 	sh := c.Shard
 	ints("Shard.Servers", sh.Servers, 2, MaxServers-1) // the probe adds one
 	ints("Shard.Workers", sh.Workers, 1, MaxWorkers)
 	ints("Shard.CacheSize", sh.CacheSize, 1, MaxCache)
-	durs("Shard.Hit", sh.Hit, MinService, MaxService)
-	durs("Shard.Miss", sh.Miss, MinService, MaxService)
+	durs("Shard.Hit", sh.Hit.D(), MinService, MaxService)
+	durs("Shard.Miss", sh.Miss.D(), MinService, MaxService)
 	check(sh.Miss <= sh.Hit, "Shard.Miss is %v, must be more than Shard.Hit, %v", sh.Miss, sh.Hit)
 	ints("Shard.Keys", sh.Keys, 2, MaxKeys)
 	floats("Shard.Zipf", sh.Zipf, 1, 10) // rand.Zipf needs s > 1
 	check(!(sh.HotShare >= 0 && sh.HotShare < 1), "Shard.HotShare is %v, must be in [0, 1)", sh.HotShare)
 	floats("Shard.Rate", sh.Rate, 0, MaxRate)
-	durs("Shard.Warmup", sh.Warmup, 0, MaxStretch)
-	durs("Shard.Duration", sh.Duration, 100*time.Millisecond, MaxStretch)
-	durs("Shard.Sample", sh.Sample, time.Millisecond, time.Second)
+	durs("Shard.Warmup", sh.Warmup.D(), 0, MaxStretch)
+	durs("Shard.Duration", sh.Duration.D(), 100*time.Millisecond, MaxStretch)
+	durs("Shard.Sample", sh.Sample.D(), time.Millisecond, time.Second)
 	ints("Shard.Probe", sh.Probe, 1, min(MaxProbe, sh.Keys))
 	ints("Shard.Fleets", sh.Fleets, 1, 10_000)
 	check(sh.LooseFactor > 0 && sh.LooseFactor <= 1 || sh.LooseFactor > 1e6, "Shard.LooseFactor is %v, must be > 1 (or <= 0: no third row)", sh.LooseFactor)
@@ -428,11 +429,11 @@ func (c Config) Validate() error {
 	ints("Erroring.Servers", e.Servers, 2, MaxServers)
 	ints("Erroring.Many", e.Many, 1, e.Servers-1)
 	ints("Erroring.Workers", e.Workers, 1, MaxWorkers)
-	durs("Erroring.Service", e.Service, MinService, MaxService)
+	durs("Erroring.Service", e.Service.D(), MinService, MaxService)
 	floats("Erroring.Rate", e.Rate, 0, MaxRate)
 	floats("Erroring.ErrorShare", e.ErrorShare, 0, 1)
-	durs("Erroring.Duration", e.Duration, 100*time.Millisecond, MaxStretch)
-	durs("Erroring.Sample", e.Sample, time.Millisecond, time.Second)
+	durs("Erroring.Duration", e.Duration.D(), 100*time.Millisecond, MaxStretch)
+	durs("Erroring.Sample", e.Sample.D(), time.Millisecond, time.Second)
 	if len(errs) > 0 {
 		return errs[0]
 	}
@@ -440,7 +441,7 @@ func (c Config) Validate() error {
 		name string
 		rate float64
 	}{
-		{"ScaleOut", s.Load * float64(s.Servers) * PoolCapacity(s.Workers, s.Service)},
+		{"ScaleOut", s.Load * float64(s.Servers) * PoolCapacity(s.Workers, s.Service.D())},
 		{"Heterogeneous", h.Load * h.Capacity()},
 	} {
 		check(r.rate > MaxRate, "%s's offered rate would be %.0f calls/s, more than %d", r.name, r.rate, MaxRate)
@@ -457,7 +458,7 @@ func PoolCapacity(workers int, service time.Duration) float64 {
 func (h HeterogeneousConfig) Capacity() float64 {
 	var c float64
 	for _, w := range h.Workers {
-		c += PoolCapacity(w, h.Service)
+		c += PoolCapacity(w, h.Service.D())
 	}
 	return c
 }

@@ -92,7 +92,7 @@ func runErroring(ctx context.Context, c Config, erroring int, ejection bool) (Er
 	row := ErroringRow{Erroring: erroring, Ejection: ejection, ServiceConfig: cfgJSON, Rate: e.Rate}
 	cfgs := make([]serverConfig, e.Servers)
 	for i := range cfgs {
-		cfgs[i] = serverConfig{workers: e.Workers, service: e.Service, seed: c.Seed + uint64(i)}
+		cfgs[i] = serverConfig{workers: e.Workers, service: e.Service.D(), seed: c.Seed + uint64(i)}
 		if i < erroring {
 			cfgs[i].errorShare = e.ErrorShare
 		}
@@ -116,7 +116,7 @@ func runErroring(ctx context.Context, c Config, erroring int, ejection bool) (Er
 		ejected int
 	}
 	var samples []sample
-	stop := sampler(e.Sample, func(now time.Time) {
+	stop := sampler(e.Sample.D(), func(now time.Time) {
 		n := 0
 		for _, p := range client.Peers() {
 			if p.Ejected.After(now) {
@@ -125,7 +125,7 @@ func runErroring(ctx context.Context, c Config, erroring int, ejection bool) (Er
 		}
 		samples = append(samples, sample{now, n})
 	})
-	rep, err := runLoad(ctx, client, e.Rate, e.Duration, c.Timeout, nil)
+	rep, err := runLoad(ctx, client, e.Rate, e.Duration.D(), c.Timeout.D(), nil)
 	stop()
 	if err != nil {
 		return row, err

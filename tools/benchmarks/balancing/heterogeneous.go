@@ -104,7 +104,7 @@ func runHeterogeneous(ctx context.Context, c Config, weights []float64, reports 
 	row := HeterogeneousRow{Weights: weights, LoadReports: reports, Rate: h.Load * h.Capacity()}
 	cfgs := make([]serverConfig, len(h.Workers))
 	for i, w := range h.Workers {
-		cfgs[i] = serverConfig{workers: w, service: h.Service, reportLoad: reports}
+		cfgs[i] = serverConfig{workers: w, service: h.Service.D(), reportLoad: reports}
 	}
 	f, err := startFleet(cfgs)
 	if err != nil {
@@ -120,11 +120,11 @@ func runHeterogeneous(ctx context.Context, c Config, weights []float64, reports 
 		return row, err
 	}
 	var before []load.PoolStats
-	wait := at(time.Now(), h.Warmup, func() {
+	wait := at(time.Now(), h.Warmup.D(), func() {
 		f.resetPeaks()
 		before = f.stats()
 	})
-	rep, err := runLoad(ctx, client, row.Rate, h.Warmup+h.Duration, c.Timeout, nil)
+	rep, err := runLoad(ctx, client, row.Rate, (h.Warmup + h.Duration).D(), c.Timeout.D(), nil)
 	wait()
 	if err != nil {
 		return row, err
@@ -135,7 +135,7 @@ func runHeterogeneous(ctx context.Context, c Config, weights []float64, reports 
 	}
 
 	recs := rep.Records
-	measured := span{h.Warmup, h.Warmup + h.Duration}
+	measured := span{h.Warmup.D(), (h.Warmup + h.Duration).D()}
 	m := count(recs, measured.has)
 	row.Measured = outcome(m)
 	row.Goodput = share(float64(m.ok)/measured.seconds(), row.Rate)
@@ -153,7 +153,7 @@ func runHeterogeneous(ctx context.Context, c Config, weights []float64, reports 
 	}
 	total := h.Capacity()
 	for i, srv := range f {
-		capa := PoolCapacity(h.Workers[i], h.Service)
+		capa := PoolCapacity(h.Workers[i], h.Service.D())
 		s := HeterogeneousServer{HostPort: srv.hostPort(), Workers: h.Workers[i], Weight: weights[i],
 			Capacity: capa, CapacityShare: capa / total,
 			Calls: per[i].calls, Share: share(float64(per[i].calls), float64(reached)),

@@ -75,7 +75,7 @@ func (r *Result) verdicts() []Verdict {
 		add(Shard, "cache hit rate with shard keys at least 2x without", s.HitRatio >= 2,
 			"%.1f%% vs %.1f%%: %.2fx", 100*s.With.HitRate, 100*s.Without.HitRate, s.HitRatio)
 		b := s.With.Bound
-		add(Shard, boundCheck, b.Samples > 0 && b.Over == 0, "%s", b.figure(r.Config.Shard.Sample))
+		add(Shard, boundCheck, b.Samples > 0 && b.Over == 0, "%s", b.figure(r.Config.Shard.Sample.D()))
 		g := s.Ring
 		add(Shard, "at most 12% of the keys move when 1 of the servers leaves, whichever it is", g.LeaveMax <= 0.12,
 			"%.1f%% at most over each server leaving; over %d more fleets, %.1f%% at most, more than 12%% for %.1f%% of the servers",
@@ -156,7 +156,7 @@ func (r *Result) writeVerdicts(ew *errWriter, s Scenario) {
 func (r *Result) writeScaleOut(ew *errWriter, s *ScaleOutResult) {
 	c := r.Config.ScaleOut
 	ew.printf("\n### scale-out\n\n%d servers of %d workers x %v (%.0f calls/s) offered %.0f%% of it, %.0f calls/s; after %v, %d more start cold (%gx the cost, falling to 1x over %v) and join (SetPeers, weights 1). Figures over the %v after that.\n\n",
-		c.Servers, c.Workers, c.Service, float64(c.Servers)*PoolCapacity(c.Workers, c.Service), 100*c.Load, s.With.Rate,
+		c.Servers, c.Workers, c.Service, float64(c.Servers)*PoolCapacity(c.Workers, c.Service.D()), 100*c.Load, s.With.Rate,
 		c.Warmup+c.Steady, c.Added, c.ColdFactor, c.ColdWindow, c.After)
 	ew.printf("| slow start | calls after | new: calls | new: Busy | new: timeouts | all: Busy | all: timeouts | p99 steady | p99 after | after / steady | calls per new instance | calls per first instance |\n")
 	ew.printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")

@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/sluice-rpc/sluice/tools/internal/jsonout"
 )
 
 // checkOutputs checks what a command prints of res: the Markdown tables
@@ -35,7 +33,7 @@ func checkOutputs(t *testing.T, res *Result) {
 	if n := strings.Count(out, "holds: ") + strings.Count(out, "FALLS SHORT: "); n != len(res.Verdicts) {
 		t.Errorf("%d verdict lines, want %d", n, len(res.Verdicts))
 	}
-	js, err := jsonout.Marshal(res)
+	js, err := json.Marshal(res)
 	if err != nil {
 		t.Fatalf("the result does not encode as JSON: %v", err)
 	}

@@ -18,10 +18,10 @@ import (
 // in) and each scenario's rows; a scenario not run is nil.
 type Result struct {
 	Config        Config               `json:"config"`
-	ScaleOut      *ScaleOutResult      `json:"scale_out,omitempty"`
-	Heterogeneous *HeterogeneousResult `json:"heterogeneous,omitempty"`
-	Shard         *ShardResult         `json:"shard,omitempty"`
-	Erroring      *ErroringResult      `json:"erroring,omitempty"`
+	ScaleOut      *ScaleOutResult      `json:"scale_out,omitzero"`
+	Heterogeneous *HeterogeneousResult `json:"heterogeneous,omitzero"`
+	Shard         *ShardResult         `json:"shard,omitzero"`
+	Erroring      *ErroringResult      `json:"erroring,omitzero"`
 	// Verdicts are the issue's done-when checks on the rows run.
 	Verdicts []Verdict `json:"verdicts"`
 }

@@ -115,12 +115,12 @@ func runScaleOut(ctx context.Context, c Config, slowStart bool) (ScaleOutRow, er
 	case slowStart && s.WithConfig != "":
 		cfgJSON = s.WithConfig
 	case slowStart:
-		cfgJSON = slowStartConfig(s.SlowStartWindow)
+		cfgJSON = slowStartConfig(s.SlowStartWindow.D())
 	}
-	row := ScaleOutRow{SlowStart: slowStart, ServiceConfig: cfgJSON, Rate: s.Load * float64(s.Servers) * PoolCapacity(s.Workers, s.Service)}
+	row := ScaleOutRow{SlowStart: slowStart, ServiceConfig: cfgJSON, Rate: s.Load * float64(s.Servers) * PoolCapacity(s.Workers, s.Service.D())}
 	warm := make([]serverConfig, s.Servers)
 	for i := range warm {
-		warm[i] = serverConfig{workers: s.Workers, service: s.Service}
+		warm[i] = serverConfig{workers: s.Workers, service: s.Service.D()}
 	}
 	first, err := startFleet(warm)
 	if err != nil {
@@ -143,17 +143,17 @@ func runScaleOut(ctx context.Context, c Config, slowStart bool) (ScaleOutRow, er
 		coldStart = make([]serverConfig, s.Added)
 	)
 	for i := range coldStart {
-		coldStart[i] = serverConfig{workers: s.Workers, service: s.Service, coldFactor: s.ColdFactor, coldWindow: s.ColdWindow}
+		coldStart[i] = serverConfig{workers: s.Workers, service: s.Service.D(), coldFactor: s.ColdFactor, coldWindow: s.ColdWindow.D()}
 	}
 	t0 := time.Now()
-	wait := at(t0, s.Warmup+s.Steady, func() {
+	wait := at(t0, (s.Warmup + s.Steady).D(), func() {
 		if added, scaleErr = startFleet(coldStart); scaleErr != nil {
 			return
 		}
 		scaleErr = client.SetPeers(append(append(fleet{}, first...), added...).members(nil))
 		scaledAt = time.Now()
 	})
-	rep, err := runLoad(ctx, client, row.Rate, s.Warmup+s.Steady+s.After, c.Timeout, nil)
+	rep, err := runLoad(ctx, client, row.Rate, (s.Warmup + s.Steady + s.After).D(), c.Timeout.D(), nil)
 	wait()
 	defer added.close()
 	switch {
@@ -169,7 +169,7 @@ func runScaleOut(ctx context.Context, c Config, slowStart bool) (ScaleOutRow, er
 	row.Calls = len(recs)
 	scale := scaledAt.Sub(rep.Start)
 	row.ScaleOutAt = load.Seconds(scale)
-	steady, after := span{s.Warmup, scale}, span{scale, scale + s.After}
+	steady, after := span{s.Warmup.D(), scale}, span{scale, scale + s.After.D()}
 	newSet := map[string]bool{}
 	for _, hp := range added.hostPorts() {
 		newSet[hp] = true

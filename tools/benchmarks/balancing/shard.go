@@ -201,7 +201,7 @@ type RingMoves struct {
 // keys first, then the ring's figures.
 func runShardScenario(ctx context.Context, c Config) (*ShardResult, error) {
 	sh := c.Shard
-	n := int(math.Ceil(sh.Rate*(sh.Warmup+sh.Duration).Seconds())) + 1
+	n := int(math.Ceil(sh.Rate*(sh.Warmup+sh.Duration).D().Seconds())) + 1
 	seq, err := keySequence(n, sh.Keys, sh.Zipf, sh.HotShare, c.Seed)
 	if err != nil {
 		return nil, err
@@ -241,7 +241,7 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 	var moves RingMoves
 	cfgs := make([]serverConfig, sh.Servers)
 	for i := range cfgs {
-		cfgs[i] = serverConfig{workers: sh.Workers, cache: sh.CacheSize, hit: sh.Hit, miss: sh.Miss}
+		cfgs[i] = serverConfig{workers: sh.Workers, cache: sh.CacheSize, hit: sh.Hit.D(), miss: sh.Miss.D()}
 	}
 	f, err := startFleet(cfgs)
 	if err != nil {
@@ -276,9 +276,9 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 	var pending []pendingAt
 	samples = append(samples, cacheCounts{})
 	stop := sampler(time.Second, func(time.Time) { samples = append(samples, f.cacheCounts()) })
-	stopPending := sampler(sh.Sample, func(now time.Time) { pending = append(pending, pendingAt{now, readPending(client)}) })
+	stopPending := sampler(sh.Sample.D(), func(now time.Time) { pending = append(pending, pendingAt{now, readPending(client)}) })
 	t0 := time.Now()
-	wait := at(t0, sh.Warmup, func() {
+	wait := at(t0, sh.Warmup.D(), func() {
 		f.resetPeaks()
 		before, beforeCache = f.stats(), perServer()
 	})
@@ -290,7 +290,7 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 		}
 		return req, nil
 	}
-	rep, err := runLoad(ctx, client, sh.Rate, sh.Warmup+sh.Duration, c.Timeout, vary)
+	rep, err := runLoad(ctx, client, sh.Rate, (sh.Warmup + sh.Duration).D(), c.Timeout.D(), vary)
 	wait()
 	stop()
 	stopPending()
@@ -303,7 +303,7 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 	}
 
 	recs := rep.Records
-	measured := span{sh.Warmup, sh.Warmup + sh.Duration}
+	measured := span{sh.Warmup.D(), (sh.Warmup + sh.Duration).D()}
 	row.Measured = outcome(count(recs, measured.has))
 	var inWindow []pendingSample
 	for _, s := range pending {
@@ -449,7 +449,7 @@ func moved(namesA []string, a []int, namesB []string, b []int) float64 {
 func ringMoves(ctx context.Context, c Config, f fleet) (RingMoves, error) {
 	sh := c.Shard
 	names := f.hostPorts()
-	extra, err := startServer(serverConfig{workers: sh.Workers, cache: sh.CacheSize, hit: sh.Hit, miss: sh.Miss})
+	extra, err := startServer(serverConfig{workers: sh.Workers, cache: sh.CacheSize, hit: sh.Hit.D(), miss: sh.Miss.D()})
 	if err != nil {
 		return RingMoves{}, err
 	}
@@ -512,7 +512,7 @@ func ringMoves(ctx context.Context, c Config, f fleet) (RingMoves, error) {
 		home := 0
 		for _, k := range probe {
 			key := keyName(k)
-			cctx, cancel := context.WithTimeout(ctx, c.Timeout)
+			cctx, cancel := context.WithTimeout(ctx, c.Timeout.D())
 			res, err := client.Call(cctx, Method, &channel.Request{Format: "raw", Arg3: []byte(key)}, channel.WithShardKey(key))
 			cancel()
 			hp := ""

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-rpc/sluice/shed"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
 	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // Shedding is what a server does above its capacity.
@@ -32,16 +33,16 @@ const (
 type Config struct {
 	// Workers and Service set the server's capacity, Workers / Service.
 	// Defaults 8 and 2 ms (4,000 calls/s).
-	Workers int
-	Service time.Duration
+	Workers int             `json:"workers"`
+	Service millis.Duration `json:"service_ms"`
 	// Load is the offered rate as a multiple of the capacity. Default 2.
-	Load float64
+	Load float64 `json:"load"`
 	// Duration is how long calls arrive in each run. Default 10 s.
-	Duration time.Duration
+	Duration millis.Duration `json:"duration_ms"`
 	// Timeout is each call's deadline. Default 1 s.
-	Timeout time.Duration
+	Timeout millis.Duration `json:"timeout_ms"`
 	// FixedLimit is fixed shedding's MaxInFlight. Default 2 x Workers.
-	FixedLimit int
+	FixedLimit int `json:"fixed_limit"`
 	// GCPercent is the garbage collector's target (as GOGC) while Run
 	// runs; the process's own setting is restored after. The load
 	// generator, the client and the server share this process and its
@@ -53,12 +54,12 @@ type Config struct {
 	// server collect their own heaps, and a latency-sensitive service
 	// tunes GOGC too. Default 400; a negative value keeps the process's
 	// setting.
-	GCPercent int
+	GCPercent int `json:"gc_percent"`
 	// Mix, if not empty, splits the offered calls between criticality
 	// classes, each class's calls spread evenly through the run; the
 	// percents sum to 100 (ParseMix reads them as `sluice bench --mix`
 	// takes them). Default none: the calls carry no class.
-	Mix []Share `json:"mix,omitempty"`
+	Mix []Share `json:"mix,omitzero"`
 	// Callers, if not 0, offers the load from that many callers (2 to
 	// MaxCallers), each a client Channel of its own, with its own
 	// connection and busy limiter, named caller-1 ... caller-N (its
@@ -66,14 +67,14 @@ type Config struct {
 	// be. HeavyFactor is caller-1's rate as a multiple of each other
 	// caller's (1 to MaxHeavyFactor; default 1). The callers together
 	// still offer Load x C. Default 0: one client, closedloop-client.
-	Callers     int     `json:"callers,omitempty"`
-	HeavyFactor float64 `json:"heavy_factor,omitempty"`
+	Callers     int     `json:"callers,omitzero"`
+	HeavyFactor float64 `json:"heavy_factor,omitzero"`
 	// Sheddings and Throttlings select the combinations Run runs, in
 	// their usual order: nil runs every shedding, both throttlings. (In
 	// JSON these fields, and the three above, are left out when not set,
 	// as the comparison's JSON was before them.)
-	Sheddings   []Shedding `json:"sheddings,omitempty"`
-	Throttlings []bool     `json:"throttlings,omitempty"`
+	Sheddings   []Shedding `json:"sheddings,omitzero"`
+	Throttlings []bool     `json:"throttlings,omitzero"`
 	// Progress, if not nil, is told when each run starts. It is not part
 	// of a Result's JSON.
 	Progress func(string) `json:"-"`
@@ -93,16 +94,16 @@ func (c Config) withDefaults() Config {
 		c.Workers = 8
 	}
 	if c.Service == 0 {
-		c.Service = 2 * time.Millisecond
+		c.Service = millis.Duration(2 * time.Millisecond)
 	}
 	if c.Load == 0 {
 		c.Load = 2
 	}
 	if c.Duration == 0 {
-		c.Duration = 10 * time.Second
+		c.Duration = millis.Duration(10 * time.Second)
 	}
 	if c.Timeout == 0 {
-		c.Timeout = time.Second
+		c.Timeout = millis.Duration(time.Second)
 	}
 	if c.FixedLimit == 0 {
 		c.FixedLimit = 2 * c.Workers
@@ -139,13 +140,13 @@ func (c Config) Validate() error {
 	switch {
 	case c.Workers < 1 || c.Workers > MaxWorkers:
 		return fmt.Errorf("closedloop: Workers is %d, must be in [1, %d]", c.Workers, MaxWorkers)
-	case c.Service < 100*time.Microsecond || c.Service > time.Second:
+	case c.Service.D() < 100*time.Microsecond || c.Service.D() > time.Second:
 		return fmt.Errorf("closedloop: Service is %v, must be in [100µs, 1s]", c.Service)
 	case !(c.Load > 0 && c.Load <= 100):
 		return fmt.Errorf("closedloop: Load is %v, must be in (0, 100]", c.Load)
-	case c.Duration < time.Second || c.Duration > MaxDuration:
+	case c.Duration.D() < time.Second || c.Duration.D() > MaxDuration:
 		return fmt.Errorf("closedloop: Duration is %v, must be in [1s, %v]", c.Duration, MaxDuration)
-	case c.Timeout <= 0 || c.Timeout > load.MaxTimeout:
+	case c.Timeout <= 0 || c.Timeout.D() > load.MaxTimeout:
 		return fmt.Errorf("closedloop: Timeout is %v, must be in (0, %v]", c.Timeout, load.MaxTimeout)
 	case c.FixedLimit < 1:
 		return fmt.Errorf("closedloop: FixedLimit is %d, must be >= 1", c.FixedLimit)
@@ -189,25 +190,28 @@ func (c Config) Validate() error {
 // Capacity is the server's capacity in calls per second.
 func (c Config) Capacity() float64 {
 	c = c.withDefaults()
-	return float64(c.Workers) / c.Service.Seconds()
+	return float64(c.Workers) / c.Service.D().Seconds()
 }
 
 // Row is one combination's result.
 type Row struct {
-	Shedding   Shedding
-	Throttling bool
+	Shedding   Shedding `json:"shedding"`
+	Throttling bool     `json:"throttling"`
 	// Report is the load generator's report, with its timeline.
-	Report *load.Report
+	Report *load.Report `json:"report"`
 	// Goodput is successful calls per second as a share of the capacity.
-	Goodput float64
+	Goodput float64 `json:"goodput"`
 	// Busy, Refused and OtherFailed are shares of the calls: answered Busy,
 	// refused in the client (busy throttling), failed otherwise.
-	Busy, Refused, OtherFailed float64
+	Busy        float64 `json:"busy"`
+	Refused     float64 `json:"refused"`
+	OtherFailed float64 `json:"other_failed"`
 	// Reached counts the requests that reached the server (sent by the
 	// client, shed or not); Handled those that ran the handler.
-	Reached, Handled int64
+	Reached int64 `json:"reached"`
+	Handled int64 `json:"handled"`
 	// GCs counts the process's garbage collections during the run.
-	GCs uint32
+	GCs uint32 `json:"gcs"`
 	// Aware is set when the Config has a Mix or Callers, and the rows come
 	// in pairs: false for shedding that knows no classes or callers (the
 	// calls carry no class, and the server's limits are
@@ -216,20 +220,20 @@ type Row struct {
 	// criticality.WithClass, and the server's limits admit higher classes
 	// first and share themselves between callers). Without a Mix or
 	// Callers it is nil and the server's limits are ShedConfig's default.
-	Aware *bool `json:"aware,omitempty"`
+	Aware *bool `json:"aware,omitzero"`
 	// Classes has the figures of each class of the Mix, in its order, and
 	// Callers of each caller, caller-1 first: in a paired row both are
 	// there, empty without a Mix or without Callers; otherwise neither.
-	Classes []Figures       `json:"classes,omitempty"`
-	Callers []CallerFigures `json:"callers,omitempty"`
+	Classes []Figures       `json:"classes,omitzero"`
+	Callers []CallerFigures `json:"callers,omitzero"`
 }
 
 // Result is a whole comparison.
 type Result struct {
-	Config Config
+	Config Config `json:"config"`
 	// Unloaded is the run at a quarter of the capacity with no shedding.
-	Unloaded *load.Report
-	Rows     []Row
+	Unloaded *load.Report `json:"unloaded"`
+	Rows     []Row        `json:"rows"`
 }
 
 // Run runs the comparison: the unloaded run, then the six combinations
@@ -298,7 +302,7 @@ func (c Config) progress(s string) {
 // watch the calls it takes).
 func runOne(ctx context.Context, cfg Config, s Shedding, throttling, aware bool, loadFactor float64, serverOpts ...channel.Option) (Row, error) {
 	paired := cfg.paired()
-	scfg := load.ServerConfig{Service: "closedloop", Method: "work", Shape: load.Fixed(cfg.Service), Workers: cfg.Workers, Options: serverOpts}
+	scfg := load.ServerConfig{Service: "closedloop", Method: "work", Shape: load.Fixed(cfg.Service.D()), Workers: cfg.Workers, Options: serverOpts}
 	switch s {
 	case FixedShedding:
 		scfg.Shed = &channel.ShedConfig{MaxInFlight: cfg.FixedLimit}
@@ -343,14 +347,14 @@ func runOne(ctx context.Context, cfg Config, s Shedding, throttling, aware bool,
 	// client, and let an adaptive limit's first probe (ProbeSamples
 	// requests) finish.
 	for i := 0; i < max(shed.DefaultProbeSamples+5, len(clients)) && ctx.Err() == nil; i++ {
-		wctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+		wctx, cancel := context.WithTimeout(ctx, cfg.Timeout.D())
 		_, _ = clients[i%len(clients)].Call(wctx, "work", &channel.Request{Format: "raw"})
 		cancel()
 	}
 	lc := load.Config{
-		Method: "work", RPS: rps, Duration: cfg.Duration,
-		Concurrency: min(load.MaxConcurrency, int(rps*cfg.Timeout.Seconds())+cfg.Workers+100),
-		Timeout:     cfg.Timeout, Timeline: true,
+		Method: "work", RPS: rps, Duration: cfg.Duration.D(),
+		Concurrency: min(load.MaxConcurrency, int(rps*cfg.Timeout.D().Seconds())+cfg.Workers+100),
+		Timeout:     cfg.Timeout.D(), Timeline: true,
 	}
 	var p *plan
 	if paired {
@@ -386,7 +390,7 @@ func runOne(ctx context.Context, cfg Config, s Shedding, throttling, aware bool,
 	busyN := rep.Errors["BUSY"]
 	row := Row{
 		Shedding: s, Throttling: throttling, Report: rep,
-		Goodput: float64(rep.OK) / cfg.Duration.Seconds() / cfg.Capacity(),
+		Goodput: float64(rep.OK) / cfg.Duration.D().Seconds() / cfg.Capacity(),
 		Busy:    float64(busyN) / n, Refused: float64(rep.Refused) / n,
 		OtherFailed: float64(rep.Failed-busyN) / n,
 		Reached:     int64(rep.Sent),
@@ -395,7 +399,7 @@ func runOne(ctx context.Context, cfg Config, s Shedding, throttling, aware bool,
 	}
 	if paired {
 		row.Aware = &aware
-		row.Classes, row.Callers = p.figures(cfg, rep.Records, cfg.Duration.Seconds())
+		row.Classes, row.Callers = p.figures(cfg, rep.Records, cfg.Duration.D().Seconds())
 		rep.Records = nil // in no output: let them go with the run
 	}
 	return row, nil
@@ -448,7 +452,7 @@ func (r *Result) WriteTable(w io.Writer) error {
 	fmt.Fprintln(w, rule+"---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, row := range r.Rows {
 		rep := row.Report
-		secs := c.Duration.Seconds()
+		secs := c.Duration.D().Seconds()
 		fmt.Fprintf(w, "%s %.1f%% | %.1f%% | %.1f%% | %.1f%% | %v | %v | %.1fx | %.0f | %.0f | %.1f |\n",
 			combo(row), 100*row.Goodput, 100*row.Busy, 100*row.Refused, 100*row.OtherFailed,
 			rep.Latency.P50, rep.Latency.P99, ratio(rep.Latency.P99), float64(row.Reached)/secs, float64(row.Handled)/secs, float64(row.GCs)/secs)

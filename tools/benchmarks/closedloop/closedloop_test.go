@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // TestSmallComparison runs every combination briefly on a small server
@@ -22,7 +23,7 @@ func TestSmallComparison(t *testing.T) {
 	const gogc = 150
 	defer debug.SetGCPercent(debug.SetGCPercent(gogc))
 	var runs []string
-	res, err := Run(context.Background(), Config{Workers: 2, Service: 5 * time.Millisecond, Duration: time.Second, GCPercent: 300,
+	res, err := Run(context.Background(), Config{Workers: 2, Service: millis.Duration(5 * time.Millisecond), Duration: millis.Duration(time.Second), GCPercent: 300,
 		Progress: func(s string) { runs = append(runs, s) }})
 	if err != nil {
 		t.Fatal(err)
@@ -89,10 +90,10 @@ func TestValidate(t *testing.T) {
 		want string
 	}{
 		{Config{Workers: -1}, "Workers is -1"},
-		{Config{Service: time.Microsecond}, "Service is 1µs"},
+		{Config{Service: millis.Duration(time.Microsecond)}, "Service is 1µs"},
 		{Config{Load: -2}, "Load is -2"},
-		{Config{Duration: time.Hour}, "Duration is 1h0m0s"},
-		{Config{Workers: 10000, Service: 100 * time.Microsecond}, "more than"},
+		{Config{Duration: millis.Duration(time.Hour)}, "Duration is 1h0m0s"},
+		{Config{Workers: 10000, Service: millis.Duration(100 * time.Microsecond)}, "more than"},
 	} {
 		err := c.cfg.Validate()
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -113,7 +114,7 @@ func TestValidate(t *testing.T) {
 // the goodput and logs the p99; without -race it checks both.
 func TestTarget(t *testing.T) {
 	slowtest.Skip(t, "two 5 s runs of real load")
-	cfg := Config{Workers: 8, Service: 10 * time.Millisecond, Duration: 5 * time.Second}.withDefaults()
+	cfg := Config{Workers: 8, Service: millis.Duration(10 * time.Millisecond), Duration: millis.Duration(5 * time.Second)}.withDefaults()
 	defer debug.SetGCPercent(debug.SetGCPercent(cfg.GCPercent))
 	ctx := context.Background()
 	unloaded, err := runOne(ctx, cfg, NoShedding, false, false, 0.25)

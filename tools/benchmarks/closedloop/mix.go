@@ -1,6 +1,7 @@
 package closedloop
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -18,6 +19,14 @@ type Share struct {
 	Class criticality.Class
 	// Percent of the offered calls, in (0, 100].
 	Percent float64
+}
+
+// MarshalJSON writes s with its class by name: {"class":"sheddable","percent":50}.
+func (s Share) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Class   string  `json:"class"`
+		Percent float64 `json:"percent"`
+	}{s.Class.String(), s.Percent})
 }
 
 // Bounds of Config.Callers and Config.HeavyFactor.

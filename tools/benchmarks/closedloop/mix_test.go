@@ -3,6 +3,7 @@ package closedloop
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"math"
 	"runtime/debug"
 	"strings"
@@ -12,7 +13,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/criticality"
-	"github.com/sluice-rpc/sluice/tools/internal/jsonout"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 func TestParseMix(t *testing.T) {
@@ -167,17 +168,17 @@ func (w *watch) option() channel.Option {
 // checks the figures by class and by caller against the plan and against
 // what the server saw: the classes and callers the calls carried.
 func TestPairedRows(t *testing.T) {
-	cfg := Config{Workers: 2, Service: 5 * time.Millisecond, Duration: 300 * time.Millisecond, GCPercent: 300,
+	cfg := Config{Workers: 2, Service: millis.Duration(5 * time.Millisecond), Duration: millis.Duration(300 * time.Millisecond), GCPercent: 300,
 		Mix:     []Share{{criticality.CriticalPlus, 25}, {criticality.Sheddable, 75}},
 		Callers: 3, HeavyFactor: 4}.withDefaults()
 	defer debug.SetGCPercent(debug.SetGCPercent(cfg.GCPercent))
 	ctx := context.Background()
-	unloaded, err := runOne(ctx, Config{Workers: 2, Service: 5 * time.Millisecond, Duration: 300 * time.Millisecond}.withDefaults(), NoShedding, false, false, 0.25)
+	unloaded, err := runOne(ctx, Config{Workers: 2, Service: millis.Duration(5 * time.Millisecond), Duration: millis.Duration(300 * time.Millisecond)}.withDefaults(), NoShedding, false, false, 0.25)
 	if err != nil {
 		t.Fatal(err)
 	}
 	res := Result{Config: cfg, Unloaded: unloaded.Report}
-	secs := cfg.Duration.Seconds()
+	secs := cfg.Duration.D().Seconds()
 	// 2 x 400 calls/s for 0.3 s: 240 calls, a quarter critical_plus; of
 	// each class, caller-1 4/6 and the others 1/6 each.
 	wantClass := map[string]int{"critical_plus": 60, "sheddable": 180}
@@ -264,7 +265,7 @@ func TestPairedRows(t *testing.T) {
 			t.Errorf("the table lacks %q", want)
 		}
 	}
-	js, err := jsonout.Marshal(&res)
+	js, err := json.Marshal(&res)
 	if err != nil {
 		t.Fatal(err)
 	}

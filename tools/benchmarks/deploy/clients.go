@@ -61,7 +61,7 @@ func startClients(cfg Config, f *fleet) (_ *clients, err error) {
 			}
 			opts = append(opts, channel.WithResolver(r))
 		case RowDNS:
-			r, err := dns.New(dns.Config{Target: f.zone.target(), Period: cfg.DNSPeriod, MinInterval: cfg.DNSMinInterval})
+			r, err := dns.New(dns.Config{Target: f.zone.target(), Period: cfg.DNSPeriod.D(), MinInterval: cfg.DNSMinInterval.D()})
 			if err != nil {
 				return nil, err
 			}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // Row is one way of deploying: how servers come and go and how clients
@@ -83,51 +85,53 @@ func rowList() string {
 // defaults; Validate names the first field out of range.
 type Config struct {
 	// Rows to run, one after the other. nil means AllRows.
-	Rows []Row
+	Rows []Row `json:"rows"`
 	// Instances is the size of the fleet. Default 4.
-	Instances int
+	Instances int `json:"instances"`
 	// Rate is the calls per second, all clients together. Default 1,000.
-	Rate float64
+	Rate float64 `json:"rate"`
 	// Clients share the load, call i going to client i mod Clients; each
 	// has its own resolver and connections. Default 2.
-	Clients int
+	Clients int `json:"clients"`
 	// Replacements is how many instances are replaced, each in turn: 8
 	// (the default, with 4 instances) replaces every instance twice.
-	Replacements int
+	Replacements int `json:"replacements"`
 	// Warmup is the load's first stretch, left out of the figures.
 	// Default 1 s.
-	Warmup time.Duration
+	Warmup millis.Duration `json:"warmup_ms"`
 	// Steady is the stretch after the warmup and before the first
 	// replacement: the steady state the deploys are compared with.
 	// Default 5 s.
-	Steady time.Duration
+	Steady millis.Duration `json:"steady_ms"`
 	// Settle is the wait after each replacement before the next (and
 	// before the load stops), on average: each is Settle times a factor
 	// in [0.75, 1.25], the same sequence of factors in every row, so that
 	// the replacements do not fall into step with the DNS clients'
 	// lookups. Default 2.5 s.
-	Settle time.Duration
+	Settle millis.Duration `json:"settle_ms"`
 	// ServiceTime is how long a server takes to answer. Default 1 ms.
-	ServiceTime time.Duration
+	ServiceTime millis.Duration `json:"service_time_ms"`
 	// Timeout is each call's deadline. Default 1 s.
-	Timeout time.Duration
+	Timeout millis.Duration `json:"timeout_ms"`
 	// DNSPeriod is how often RowDNS's clients look the records up again;
 	// DNSMinInterval the least time between two lookups that a failing
 	// peer asks for (discovery/dns's Config.Period and MinInterval).
 	// Defaults 2 s and 1 s.
-	DNSPeriod, DNSMinInterval time.Duration
+	DNSPeriod      millis.Duration `json:"dns_period_ms"`
+	DNSMinInterval millis.Duration `json:"dns_min_interval_ms"`
 	// Grace and Quiet are the servers' channel.ShutdownConfig in the
 	// Shutdown rows: the longest a leaving server serves on, and the
 	// time without requests that ends that early. Grace must outlast a
 	// DNS lookup period. Defaults 2 x DNSPeriod + 1 s, and 1 s.
-	Grace, Quiet time.Duration
+	Grace millis.Duration `json:"grace_ms"`
+	Quiet millis.Duration `json:"quiet_ms"`
 	// EtcdEndpoint is the etcd RowEtcd uses. "" means Run starts one
 	// (see internal/etcdserver): EtcdBinary, or the etcd binary on the
 	// PATH (or named by SLUICE_ETCD), or, when there is none or
 	// EmbeddedEtcd is set, one embedded in this process.
-	EtcdEndpoint string
-	EtcdBinary   string
-	EmbeddedEtcd bool
+	EtcdEndpoint string `json:"etcd_endpoint"`
+	EtcdBinary   string `json:"etcd_binary"`
+	EmbeddedEtcd bool   `json:"embedded_etcd"`
 	// Progress, if not nil, is told what Run is doing as it goes. It is
 	// not part of a Result's JSON.
 	Progress func(string) `json:"-"`
@@ -170,31 +174,31 @@ func (c Config) withDefaults() Config {
 		c.Replacements = 2 * c.Instances
 	}
 	if c.Warmup == 0 {
-		c.Warmup = time.Second
+		c.Warmup = millis.Duration(time.Second)
 	}
 	if c.Steady == 0 {
-		c.Steady = 5 * time.Second
+		c.Steady = millis.Duration(5 * time.Second)
 	}
 	if c.Settle == 0 {
-		c.Settle = 2500 * time.Millisecond
+		c.Settle = millis.Duration(2500 * time.Millisecond)
 	}
 	if c.ServiceTime == 0 {
-		c.ServiceTime = time.Millisecond
+		c.ServiceTime = millis.Duration(time.Millisecond)
 	}
 	if c.Timeout == 0 {
-		c.Timeout = time.Second
+		c.Timeout = millis.Duration(time.Second)
 	}
 	if c.DNSPeriod == 0 {
-		c.DNSPeriod = 2 * time.Second
+		c.DNSPeriod = millis.Duration(2 * time.Second)
 	}
 	if c.DNSMinInterval == 0 {
-		c.DNSMinInterval = time.Second
+		c.DNSMinInterval = millis.Duration(time.Second)
 	}
 	if c.Grace == 0 {
-		c.Grace = 2*c.DNSPeriod + time.Second
+		c.Grace = 2*c.DNSPeriod + millis.Duration(time.Second)
 	}
 	if c.Quiet == 0 {
-		c.Quiet = time.Second
+		c.Quiet = millis.Duration(time.Second)
 	}
 	return c
 }
@@ -231,28 +235,28 @@ func (c Config) Validate() error {
 		return fmt.Errorf("deploy: Clients is %d, must be in [1, %d]", c.Clients, MaxClients)
 	case c.Replacements < 1 || c.Replacements > MaxReplacements:
 		return fmt.Errorf("deploy: Replacements is %d, must be in [1, %d]", c.Replacements, MaxReplacements)
-	case c.ServiceTime < 0 || c.ServiceTime > time.Second:
+	case c.ServiceTime < 0 || c.ServiceTime.D() > time.Second:
 		return fmt.Errorf("deploy: ServiceTime is %v, must be in [0, 1s]", c.ServiceTime)
-	case c.Timeout < 0 || c.Timeout > MaxTimeout:
+	case c.Timeout < 0 || c.Timeout.D() > MaxTimeout:
 		return fmt.Errorf("deploy: Timeout is %v, must be in (0, %v]", c.Timeout, MaxTimeout)
-	case c.DNSPeriod < 100*time.Millisecond || c.DNSPeriod > time.Minute:
+	case c.DNSPeriod.D() < 100*time.Millisecond || c.DNSPeriod.D() > time.Minute:
 		return fmt.Errorf("deploy: DNSPeriod is %v, must be in [100ms, 1m]", c.DNSPeriod)
 	case c.DNSMinInterval < 0 || c.DNSMinInterval > c.DNSPeriod:
 		return fmt.Errorf("deploy: DNSMinInterval is %v, must be in (0, DNSPeriod = %v]", c.DNSMinInterval, c.DNSPeriod)
-	case c.Quiet < 0 || c.Quiet > time.Minute:
+	case c.Quiet < 0 || c.Quiet.D() > time.Minute:
 		return fmt.Errorf("deploy: Quiet is %v, must be in (0, 1m]", c.Quiet)
-	case c.Grace < 0 || c.Grace > MaxStretch:
+	case c.Grace < 0 || c.Grace.D() > MaxStretch:
 		return fmt.Errorf("deploy: Grace is %v, must be in (0, %v]", c.Grace, MaxStretch)
 	case c.Grace <= c.DNSPeriod && slices.Contains(c.Rows, RowDNS):
 		return fmt.Errorf("deploy: Grace is %v, must outlast DNSPeriod (%v): a leaving server must serve until every client has looked its record up again", c.Grace, c.DNSPeriod)
 	}
-	if err := stretch("Warmup", c.Warmup, 0); err != nil {
+	if err := stretch("Warmup", c.Warmup.D(), 0); err != nil {
 		return err
 	}
-	if err := stretch("Steady", c.Steady, 100*time.Millisecond); err != nil {
+	if err := stretch("Steady", c.Steady.D(), 100*time.Millisecond); err != nil {
 		return err
 	}
-	return stretch("Settle", c.Settle, 0)
+	return stretch("Settle", c.Settle.D(), 0)
 }
 
 func (c Config) progress(format string, args ...any) {

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 func TestValidate(t *testing.T) {
@@ -21,15 +23,15 @@ func TestValidate(t *testing.T) {
 		{"rate", Config{Rate: -1}, "Rate is -1"},
 		{"clients", Config{Clients: -1}, "Clients is -1"},
 		{"replacements", Config{Replacements: MaxReplacements + 1}, "Replacements is 101"},
-		{"steady", Config{Steady: time.Millisecond}, "Steady is 1ms"},
-		{"settle", Config{Settle: -time.Second}, "Settle is -1s"},
-		{"service time", Config{ServiceTime: 2 * time.Second}, "ServiceTime is 2s"},
-		{"timeout", Config{Timeout: -time.Second}, "Timeout is -1s"},
-		{"dns period", Config{DNSPeriod: time.Millisecond}, "DNSPeriod is 1ms"},
-		{"min interval above the period", Config{DNSMinInterval: 3 * time.Second}, "DNSMinInterval is 3s"},
-		{"grace inside a DNS period", Config{Grace: time.Second}, "Grace is 1s, must outlast DNSPeriod (2s)"},
-		{"a short grace without the dns row", Config{Rows: []Row{RowEtcd}, Grace: time.Second}, ""},
-		{"quiet", Config{Quiet: -time.Second}, "Quiet is -1s"},
+		{"steady", Config{Steady: millis.Duration(time.Millisecond)}, "Steady is 1ms"},
+		{"settle", Config{Settle: millis.Duration(-time.Second)}, "Settle is -1s"},
+		{"service time", Config{ServiceTime: millis.Duration(2 * time.Second)}, "ServiceTime is 2s"},
+		{"timeout", Config{Timeout: millis.Duration(-time.Second)}, "Timeout is -1s"},
+		{"dns period", Config{DNSPeriod: millis.Duration(time.Millisecond)}, "DNSPeriod is 1ms"},
+		{"min interval above the period", Config{DNSMinInterval: millis.Duration(3 * time.Second)}, "DNSMinInterval is 3s"},
+		{"grace inside a DNS period", Config{Grace: millis.Duration(time.Second)}, "Grace is 1s, must outlast DNSPeriod (2s)"},
+		{"a short grace without the dns row", Config{Rows: []Row{RowEtcd}, Grace: millis.Duration(time.Second)}, ""},
+		{"quiet", Config{Quiet: millis.Duration(-time.Second)}, "Quiet is -1s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()
@@ -45,7 +47,7 @@ func TestValidate(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	c := Config{}.withDefaults()
-	if c.Instances != 4 || c.Rate != 1000 || c.Replacements != 8 || c.Grace != 5*time.Second || len(c.Rows) != len(AllRows) {
+	if c.Instances != 4 || c.Rate != 1000 || c.Replacements != 8 || c.Grace.D() != 5*time.Second || len(c.Rows) != len(AllRows) {
 		t.Errorf("defaults %+v: want 4 instances, 1000 calls/s, 8 replacements, a 5s grace, every row", c)
 	}
 }
@@ -86,7 +88,7 @@ func rowStrings(rows []Row) []string {
 
 // Every row draws the same settles, each within a quarter of Settle.
 func TestSettleSchedule(t *testing.T) {
-	cfg := Config{Settle: 2 * time.Second, Replacements: 50}
+	cfg := Config{Settle: millis.Duration(2 * time.Second), Replacements: 50}
 	a, b := settleSchedule(cfg), settleSchedule(cfg)
 	for i := range a {
 		if a[i] != b[i] {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/tools/benchmarks/deploy"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // A program that runs the benchmark lets the fleet's servers, which are
@@ -24,7 +25,7 @@ func Example() {
 	res, err := deploy.Run(context.Background(), deploy.Config{
 		Rows:         rows,
 		Replacements: 4, // every instance once
-		Steady:       3 * time.Second,
+		Steady:       millis.Duration(3 * time.Second),
 		Progress:     func(s string) { fmt.Fprintln(os.Stderr, s) },
 	})
 	if err != nil {
@@ -38,7 +39,7 @@ func Example() {
 // out of range.
 func ExampleConfig_Validate() {
 	fmt.Println(deploy.Config{}.Validate())
-	fmt.Println(deploy.Config{Grace: time.Second}.Validate())
+	fmt.Println(deploy.Config{Grace: millis.Duration(time.Second)}.Validate())
 	// Output:
 	// <nil>
 	// deploy: Grace is 1s, must outlast DNSPeriod (2s): a leaving server must serve until every client has looked its record up again

@@ -56,7 +56,7 @@ func startFleet(cfg Config, row Row, etcdEndpoint string) (_ *fleet, err error) 
 
 // job is what a new server of the row does, listening on listen.
 func (f *fleet) job(listen string) job {
-	j := job{Server: serverSluice, Listen: listen, ServiceTime: f.cfg.ServiceTime, Grace: f.cfg.Grace, Quiet: f.cfg.Quiet}
+	j := job{Server: serverSluice, Listen: listen, ServiceTime: f.cfg.ServiceTime.D(), Grace: f.cfg.Grace.D(), Quiet: f.cfg.Quiet.D()}
 	switch f.row {
 	case RowEtcd:
 		j.Etcd, j.Prefix = f.etcd, f.prefix
@@ -97,7 +97,7 @@ func (f *fleet) startInstance(listen string) (*instance, time.Time, error) {
 
 // leaveLimit bounds an old server's leaving: its Shutdown's grace, the
 // slack its Shutdown allows itself, and its exit.
-func (f *fleet) leaveLimit() time.Duration { return f.cfg.Grace + shutdownSlack + exitLimit }
+func (f *fleet) leaveLimit() time.Duration { return f.cfg.Grace.D() + shutdownSlack + exitLimit }
 
 // replace replaces the i-th server of the fleet. In the discovery rows a
 // new server starts on a new port and becomes available, then the old

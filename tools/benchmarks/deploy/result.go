@@ -13,7 +13,7 @@ type Result struct {
 	Config Config `json:"config"`
 	// Etcd says what ran RowEtcd's etcd ("" when Config.EtcdEndpoint
 	// named one, or RowEtcd did not run).
-	Etcd string      `json:"etcd,omitempty"`
+	Etcd string      `json:"etcd,omitzero"`
 	Rows []RowResult `json:"rows"`
 }
 
@@ -27,9 +27,9 @@ type RowResult struct {
 	Failed       int            `json:"failed"`
 	FailedByCode map[string]int `json:"failed_by_code"`
 	// Examples holds, for each code, the first failed call's error.
-	Examples map[string]string `json:"examples,omitempty"`
+	Examples map[string]string `json:"examples,omitzero"`
 	// Failures are the first MaxFailures failed calls, in arrival order.
-	Failures []Failure `json:"failures,omitempty"`
+	Failures []Failure `json:"failures,omitzero"`
 	// Steady covers the calls that arrived after the warmup and returned
 	// before the first replacement began; Deploys those in flight at some
 	// moment from the start of the first replacement to the end of the

@@ -73,12 +73,12 @@ func runRow(ctx context.Context, cfg Config, row Row, etcdEndpoint string) (_ Ro
 	defer cs.close()
 
 	start := time.Now()
-	g := startLoad(cfg.Rate, cfg.Timeout, cs.callers)
+	g := startLoad(cfg.Rate, cfg.Timeout.D(), cs.callers)
 	var reps []replacement
-	steadyFrom := start.Add(cfg.Warmup)
+	steadyFrom := start.Add(cfg.Warmup.D())
 	settles := settleSchedule(cfg)
 	err = func() error {
-		if err := clock.Sleep(ctx, clock.Real, cfg.Warmup+cfg.Steady); err != nil {
+		if err := clock.Sleep(ctx, clock.Real, (cfg.Warmup + cfg.Steady).D()); err != nil {
 			return err
 		}
 		for k := range cfg.Replacements {

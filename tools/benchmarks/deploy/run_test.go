@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // shortConfig is the benchmark cut to about four seconds of load a row:
@@ -18,9 +19,9 @@ import (
 // failed); in 25 runs beside a CPU hog the first call came at most 409 ms
 // after registration. 1.5 s (1.125 s at the least) leaves a wide margin.
 func shortConfig(rows ...Row) Config {
-	return Config{Rows: rows, Rate: 200, Replacements: 2, Warmup: 300 * time.Millisecond, Steady: 500 * time.Millisecond,
-		Settle: 1500 * time.Millisecond, DNSPeriod: 500 * time.Millisecond, DNSMinInterval: 200 * time.Millisecond,
-		Grace: 2 * time.Second, Quiet: 300 * time.Millisecond}
+	return Config{Rows: rows, Rate: 200, Replacements: 2, Warmup: millis.Duration(300 * time.Millisecond), Steady: millis.Duration(500 * time.Millisecond),
+		Settle: millis.Duration(1500 * time.Millisecond), DNSPeriod: millis.Duration(500 * time.Millisecond), DNSMinInterval: millis.Duration(200 * time.Millisecond),
+		Grace: millis.Duration(2 * time.Second), Quiet: millis.Duration(300 * time.Millisecond)}
 }
 
 // A short run of every row: the Sluice discovery rows fail no call, and

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // Bounds and defaults of a run.
@@ -33,34 +35,34 @@ const (
 // zero value of a field means its default.
 type Config struct {
 	// Scenario is the fault. Required.
-	Scenario Scenario
+	Scenario Scenario `json:"scenario"`
 	// Setup is the client's policy. Required.
-	Setup Setup
+	Setup Setup `json:"setup"`
 	// Rate is the arrival rate in calls per second: call i starts i/Rate
 	// seconds after the first, whether or not earlier calls have returned.
 	// In (0, MaxRate]; default DefaultRate.
-	Rate float64
+	Rate float64 `json:"rate"`
 	// Duration is how long calls arrive. In (0, MaxDuration]; default the
 	// scenario's duration at the Full size.
-	Duration time.Duration
+	Duration millis.Duration `json:"duration_ms"`
 	// FaultAt is when a mid-run fault (kill, freeze, reset, stall) strikes,
 	// from the first call. In (0, Duration); default a quarter of
 	// Duration, at most 3 s. Other scenarios fail from the start.
-	FaultAt time.Duration
+	FaultAt millis.Duration `json:"fault_at_ms"`
 	// Deadline is each call's deadline, all attempts included. In
 	// (0, MaxDeadline]; default DefaultDeadline.
-	Deadline time.Duration
+	Deadline millis.Duration `json:"deadline_ms"`
 	// Format is the calls' format, "raw" (default) or "json".
-	Format string
+	Format string `json:"format"`
 	// Payload is the size of each request's body in bytes. In
 	// [0, MaxPayload]; default DefaultPayload (0 means the default).
-	Payload int
+	Payload int `json:"payload"`
 	// Shared marks a run that shares the process with other runs made at
 	// the same time (the tests make a scenario's setups side by side): its
 	// goroutine and heap figures are not its own, so Run does not wait for
 	// the goroutines to settle or weigh the heap, and Contract.Check skips
 	// them. Whoever runs runs side by side checks them for the group.
-	Shared bool
+	Shared bool `json:"shared"`
 }
 
 // Validate reports the first rule c breaks, naming the field.
@@ -77,11 +79,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("faults: Setup is %q, must be one of %s", c.Setup, setupList())
 	case c.Rate < 0 || c.Rate > MaxRate || math.IsNaN(c.Rate):
 		return fmt.Errorf("faults: Rate is %v, must be in (0, %d]", c.Rate, MaxRate)
-	case c.Duration < 0 || c.Duration > MaxDuration:
+	case c.Duration < 0 || c.Duration.D() > MaxDuration:
 		return fmt.Errorf("faults: Duration is %v, must be in (0, %v]", c.Duration, MaxDuration)
 	case c.FaultAt < 0:
 		return fmt.Errorf("faults: FaultAt is %v, must be > 0 (or 0 for the default)", c.FaultAt)
-	case c.Deadline < 0 || c.Deadline > MaxDeadline:
+	case c.Deadline < 0 || c.Deadline.D() > MaxDeadline:
 		return fmt.Errorf("faults: Deadline is %v, must be in (0, %v]", c.Deadline, MaxDeadline)
 	case c.Format != "" && c.Format != "raw" && c.Format != "json":
 		return fmt.Errorf("faults: Format is %q, must be raw or json", c.Format)
@@ -94,8 +96,8 @@ func (c Config) Validate() error {
 	switch {
 	case d.FaultAt >= d.Duration && sp.midRun:
 		return fmt.Errorf("faults: FaultAt is %v, must be before the end of Duration (%v)", d.FaultAt, d.Duration)
-	case d.Rate*d.Duration.Seconds() > MaxCalls:
-		return fmt.Errorf("faults: Rate x Duration is %.0f calls, must be at most %d", d.Rate*d.Duration.Seconds(), MaxCalls)
+	case d.Rate*d.Duration.D().Seconds() > MaxCalls:
+		return fmt.Errorf("faults: Rate x Duration is %.0f calls, must be at most %d", d.Rate*d.Duration.D().Seconds(), MaxCalls)
 	}
 	return nil
 }
@@ -108,16 +110,16 @@ func (c Config) withDefaults() Config {
 		c.Rate = DefaultRate
 	}
 	if c.Duration == 0 {
-		c.Duration = sp.full.duration
+		c.Duration = millis.Duration(sp.full.duration)
 	}
 	if c.FaultAt == 0 {
-		c.FaultAt = min(c.Duration/4, maxDefaultFaultAt)
+		c.FaultAt = min(c.Duration/4, millis.Duration(maxDefaultFaultAt))
 	}
 	if !sp.midRun {
 		c.FaultAt = 0
 	}
 	if c.Deadline == 0 {
-		c.Deadline = DefaultDeadline
+		c.Deadline = millis.Duration(DefaultDeadline)
 	}
 	if c.Format == "" {
 		c.Format = "raw"
@@ -140,5 +142,5 @@ func (c Config) method() string {
 // calls returns how many calls the run makes: arrivals at 0, 1/Rate, ...
 // strictly before Duration.
 func (c Config) calls() int {
-	return max(1, int(math.Ceil(c.Duration.Seconds()*c.Rate-1e-9)))
+	return max(1, int(math.Ceil(c.Duration.D().Seconds()*c.Rate-1e-9)))
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -15,7 +17,7 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{"defaults", func(*Config) {}, ""},
 		{"every field set", func(c *Config) {
-			*c = Config{Scenario: Latency, Setup: HedgePolicy, Rate: 50, Duration: time.Second, Deadline: time.Second, Format: "json", Payload: 10}
+			*c = Config{Scenario: Latency, Setup: HedgePolicy, Rate: 50, Duration: millis.Duration(time.Second), Deadline: millis.Duration(time.Second), Format: "json", Payload: 10}
 		}, ""},
 		{"no scenario", func(c *Config) { c.Scenario = "" }, "Scenario is empty"},
 		{"unknown scenario", func(c *Config) { c.Scenario = "flood" }, `Scenario is "flood"`},
@@ -23,14 +25,14 @@ func TestConfigValidate(t *testing.T) {
 		{"unknown setup", func(c *Config) { c.Setup = "pray" }, `Setup is "pray"`},
 		{"negative rate", func(c *Config) { c.Rate = -1 }, "Rate is -1"},
 		{"rate too high", func(c *Config) { c.Rate = MaxRate + 1 }, "Rate is 10001"},
-		{"negative duration", func(c *Config) { c.Duration = -time.Second }, "Duration is -1s"},
-		{"duration too long", func(c *Config) { c.Duration = MaxDuration + 1 }, "Duration is"},
-		{"negative fault time", func(c *Config) { c.FaultAt = -time.Second }, "FaultAt is -1s"},
-		{"fault after the end", func(c *Config) { c.Duration, c.FaultAt = time.Second, 2*time.Second }, "FaultAt is 2s, must be before the end"},
+		{"negative duration", func(c *Config) { c.Duration = millis.Duration(-time.Second) }, "Duration is -1s"},
+		{"duration too long", func(c *Config) { c.Duration = millis.Duration(MaxDuration + 1) }, "Duration is"},
+		{"negative fault time", func(c *Config) { c.FaultAt = millis.Duration(-time.Second) }, "FaultAt is -1s"},
+		{"fault after the end", func(c *Config) { c.Duration, c.FaultAt = millis.Duration(time.Second), millis.Duration(2*time.Second) }, "FaultAt is 2s, must be before the end"},
 		{"negative deadline", func(c *Config) { c.Deadline = -1 }, "Deadline is"},
 		{"format", func(c *Config) { c.Format = "thrift" }, `Format is "thrift"`},
 		{"payload", func(c *Config) { c.Payload = MaxPayload + 1 }, "Payload is"},
-		{"too many calls", func(c *Config) { c.Rate, c.Duration = MaxRate, MaxDuration }, "Rate x Duration"},
+		{"too many calls", func(c *Config) { c.Rate, c.Duration = MaxRate, millis.Duration(MaxDuration) }, "Rate x Duration"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ok
@@ -48,14 +50,14 @@ func TestConfigValidate(t *testing.T) {
 
 func TestConfigDefaults(t *testing.T) {
 	c := Config{Scenario: Kill, Setup: NoPolicy}.withDefaults()
-	if c.Rate != DefaultRate || c.Duration != 15*time.Second || c.FaultAt != 3*time.Second || c.Deadline != DefaultDeadline ||
+	if c.Rate != DefaultRate || c.Duration.D() != 15*time.Second || c.FaultAt.D() != 3*time.Second || c.Deadline.D() != DefaultDeadline ||
 		c.Format != "raw" || c.Payload != DefaultPayload || c.calls() != 3000 {
 		t.Errorf("kill defaults: %+v, %d calls", c, c.calls())
 	}
-	if c := (Config{Scenario: Kill, Setup: NoPolicy, Duration: 2 * time.Second}).withDefaults(); c.FaultAt != 500*time.Millisecond {
+	if c := (Config{Scenario: Kill, Setup: NoPolicy, Duration: millis.Duration(2 * time.Second)}).withDefaults(); c.FaultAt.D() != 500*time.Millisecond {
 		t.Errorf("kill over 2s: FaultAt %v, want a quarter in", c.FaultAt)
 	}
-	if c := (Config{Scenario: Latency, Setup: NoPolicy, FaultAt: time.Second}).withDefaults(); c.FaultAt != 0 {
+	if c := (Config{Scenario: Latency, Setup: NoPolicy, FaultAt: millis.Duration(time.Second)}).withDefaults(); c.FaultAt != 0 {
 		t.Errorf("latency: FaultAt %v, want 0 (the fault is there from the start)", c.FaultAt)
 	}
 	if m := (Config{Scenario: Declined, Format: "json"}).method(); m != "declined.json" {
@@ -81,12 +83,12 @@ func TestScenariosRunsAndSetups(t *testing.T) {
 			}
 		}
 	}
-	if r := Freeze.Runs(CI); len(r) != 3 || r[0].Duration-r[0].FaultAt < 5*time.Second {
+	if r := Freeze.Runs(CI); len(r) != 3 || r[0].Duration.D()-r[0].FaultAt.D() < 5*time.Second {
 		t.Errorf("freeze at CI size: %+v; want three setups watching over 5 s after the freeze", r)
 	}
 	// The slow peer's share is counted from 1 s in: the CI run must go on
 	// long enough to count it on a few hundred calls.
-	if r := Latency.Runs(CI); len(r) != 3 || r[0].Duration < 3*time.Second {
+	if r := Latency.Runs(CI); len(r) != 3 || r[0].Duration.D() < 3*time.Second {
 		t.Errorf("latency at CI size: %+v; want three setups of at least 3 s", r)
 	}
 	if r := Erroring.Runs(CI); len(r) != 3 || r[0].FaultAt != 0 {
@@ -120,7 +122,7 @@ func TestSuiteConfigs(t *testing.T) {
 		t.Fatalf("%d runs, want 3 kill and 1 busy", len(cfgs))
 	}
 	for _, c := range cfgs {
-		if c.Rate != 50 || c.Duration != 3*time.Second || c.FaultAt != 0 {
+		if c.Rate != 50 || c.Duration.D() != 3*time.Second || c.FaultAt != 0 {
 			t.Errorf("%s/%s: %+v; want the overrides, FaultAt left to its default", c.Scenario, c.Setup, c)
 		}
 	}

@@ -129,15 +129,15 @@ func (c Contract) Check(r *Result) []string {
 	if r.Hung > 0 {
 		fail("deadlines hold: %d calls never returned", r.Hung)
 	}
-	slack := c.DeadlineSlack + r.SchedDelay
-	if limit := cfg.Deadline + slack; r.Max > limit {
+	slack := c.DeadlineSlack + r.SchedDelay.D()
+	if limit := cfg.Deadline.D() + slack; r.Max.D() > limit {
 		fail("deadlines hold: the slowest call took %v, %v over its %v deadline (allowed: %v + %v the machine held timers back)",
-			ms(r.Max), ms(r.OverDeadline()), ms(cfg.Deadline), ms(c.DeadlineSlack), ms(r.SchedDelay))
+			ms(r.Max.D()), ms(r.OverDeadline()), ms(cfg.Deadline.D()), ms(c.DeadlineSlack), ms(r.SchedDelay.D()))
 	}
 	if cfg.Setup == HedgePolicy && r.Faulty != "" && r.OK > 0 {
-		if limit := HedgingDelay + slack; r.MaxOK > limit {
+		if limit := HedgingDelay + slack; r.MaxOK.D() > limit {
 			fail("hedge losers return at once: the slowest successful hedged call took %v (allowed: hedgingDelay %v + %v + %v the machine held timers back)",
-				ms(r.MaxOK), ms(HedgingDelay), ms(c.DeadlineSlack), ms(r.SchedDelay))
+				ms(r.MaxOK.D()), ms(HedgingDelay), ms(c.DeadlineSlack), ms(r.SchedDelay.D()))
 		}
 	}
 	switch cfg.Scenario {
@@ -150,16 +150,16 @@ func (c Contract) Check(r *Result) []string {
 			fail("a failure never becomes a storm: %.2f TCP connections %s per call (allowed: %.1f), %.0fx over",
 				got, what, c.MaxConnectsPerCall, got/c.MaxConnectsPerCall)
 		}
-		if r.Elapsed > time.Second {
-			allowed := 3 * MaxAttempts(c.Backoff, time.Second, r.Elapsed)
+		if r.Elapsed.D() > time.Second {
+			allowed := 3 * MaxAttempts(c.Backoff, time.Second, r.Elapsed.D())
 			if r.ConnectsAfter1s > allowed {
 				fail("connection backoff: %d connections %s after the first second (%.0f/s), gRPC's backoff allows %d for three peers, %.0fx over",
 					r.ConnectsAfter1s, what, r.ConnectsPerSecondAfter1s(), allowed, float64(r.ConnectsAfter1s)/float64(allowed))
 			}
 		}
-		if r.CallsAfter1s > 0 && r.MaxAfter1s >= c.FastFail {
+		if r.CallsAfter1s > 0 && r.MaxAfter1s.D() >= c.FastFail {
 			fail("fail fast when every peer is in transient failure: the slowest call after the first second took %v (allowed: under %v)",
-				ms(r.MaxAfter1s), ms(c.FastFail))
+				ms(r.MaxAfter1s.D()), ms(c.FastFail))
 		}
 	case Declined:
 		// A hedging policy sends its hedges on its delay, before any
@@ -181,19 +181,19 @@ func (c Contract) Check(r *Result) []string {
 				r.Executions, r.ExecutionsPerCall(), allowed, c.BusyAttemptsPer10s)
 		}
 	case Kill:
-		if r.PickedAfterFault && r.LastPick > c.KilledPick {
+		if r.PickedAfterFault && r.LastPick.D() > c.KilledPick {
 			fail("a dead peer is not chosen: a call chose the killed peer %v after the kill (allowed: %v); %.0f%% of calls from 1 s after the kill tried it first",
-				sec(r.LastPick), sec(c.KilledPick), 100*max(r.FirstShare, 0))
+				sec(r.LastPick.D()), sec(c.KilledPick), 100*max(r.FirstShare, 0))
 		}
 	case Freeze, Stall:
-		if r.PickedAfterFault && r.LastPick > c.SilentPick {
+		if r.PickedAfterFault && r.LastPick.D() > c.SilentPick {
 			fail("a silent peer is found dead: a call chose it %v after it went silent (allowed: %v); %.0f%% of calls from 1 s after tried it first",
-				sec(r.LastPick), sec(c.SilentPick), 100*max(r.FirstShare, 0))
+				sec(r.LastPick.D()), sec(c.SilentPick), 100*max(r.FirstShare, 0))
 		}
 	case Erroring:
 		if share := r.AfterStreakShare(); share >= c.EjectedShare {
 			fail("an erroring peer is ejected: %d of the %d calls (%.1f%%) starting after its %d UNEXPECTEDs in a row (%v in) chose it (allowed: under %.0f%%)",
-				r.PickedAfterStreak, r.CallsAfterStreak, 100*share, ErrorStreak, sec(r.StreakAt), 100*c.EjectedShare)
+				r.PickedAfterStreak, r.CallsAfterStreak, 100*share, ErrorStreak, sec(r.StreakAt.D()), 100*c.EjectedShare)
 		}
 	case Latency:
 		if r.FirstShare >= c.SlowFirstShare {
@@ -203,8 +203,8 @@ func (c Contract) Check(r *Result) []string {
 	}
 	switch cfg.Scenario {
 	case BlackHole, Reset, Kill, Freeze, Stall:
-		if window := r.Elapsed - r.FaultAt; r.Faulty != "" && window > time.Second {
-			if allowed := MaxAttempts(c.Backoff, time.Second, window); r.FaultyConnects > allowed {
+		if window := r.Elapsed - r.FaultAt; r.Faulty != "" && window.D() > time.Second {
+			if allowed := MaxAttempts(c.Backoff, time.Second, window.D()); r.FaultyConnects > allowed {
 				fail("connection backoff: %d connection attempts to the failing peer from 1 s after its fault, gRPC's backoff allows %d",
 					r.FaultyConnects, allowed)
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/backoff"
 	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // TestContract is the acceptance test of Sluice's failure handling: every
@@ -128,9 +129,9 @@ func TestBackoffMaxAttempts(t *testing.T) {
 func TestCheck(t *testing.T) {
 	c := DefaultContract()
 	base := func(s Scenario, st Setup) *Result {
-		cfg := Config{Scenario: s, Setup: st, Duration: 2 * time.Second}.withDefaults()
-		return &Result{Config: cfg, Calls: 400, OK: 400, Errors: map[string]int{}, Elapsed: 2 * time.Second,
-			Max: 50 * time.Millisecond, FirstShare: -1, GoroutinesBefore: 10, GoroutinesAfter: 10, HeapBefore: 1 << 20, HeapAfter: 1 << 20}
+		cfg := Config{Scenario: s, Setup: st, Duration: millis.Duration(2 * time.Second)}.withDefaults()
+		return &Result{Config: cfg, Calls: 400, OK: 400, Errors: map[string]int{}, Elapsed: millis.Duration(2 * time.Second),
+			Max: millis.Duration(50 * time.Millisecond), FirstShare: -1, GoroutinesBefore: 10, GoroutinesAfter: 10, HeapBefore: 1 << 20, HeapAfter: 1 << 20}
 	}
 	for _, tc := range []struct {
 		name string
@@ -140,40 +141,40 @@ func TestCheck(t *testing.T) {
 		{"a good run", func() *Result { return base(None, NoPolicy) }, nil},
 		{"late call", func() *Result {
 			r := base(BlackHole, RetryPolicy)
-			r.Max = 400 * time.Millisecond
+			r.Max = millis.Duration(400 * time.Millisecond)
 			return r
 		}, []string{"deadlines hold"}},
 		{"late call on a machine that held timers back as long", func() *Result {
 			r := base(BlackHole, RetryPolicy)
-			r.SchedDelay = 150 * time.Millisecond
-			r.Max = r.Config.Deadline + c.DeadlineSlack + r.SchedDelay
+			r.SchedDelay = millis.Duration(150 * time.Millisecond)
+			r.Max = millis.Duration(r.Config.Deadline.D() + c.DeadlineSlack + r.SchedDelay.D())
 			return r
 		}, nil},
 		{"late call beyond what the machine held back", func() *Result {
 			r := base(BlackHole, RetryPolicy)
-			r.SchedDelay = 150 * time.Millisecond
-			r.Max = r.Config.Deadline + c.DeadlineSlack + r.SchedDelay + time.Millisecond
+			r.SchedDelay = millis.Duration(150 * time.Millisecond)
+			r.Max = millis.Duration(r.Config.Deadline.D() + c.DeadlineSlack + r.SchedDelay.D() + time.Millisecond)
 			return r
 		}, []string{"deadlines hold"}},
 		{"hedge loser on a machine that held timers back as long", func() *Result {
 			r := base(BlackHole, HedgePolicy)
-			r.Faulty, r.SchedDelay = "127.0.0.1:1", 50*time.Millisecond
-			r.MaxOK = HedgingDelay + c.DeadlineSlack + r.SchedDelay
+			r.Faulty, r.SchedDelay = "127.0.0.1:1", millis.Duration(50*time.Millisecond)
+			r.MaxOK = millis.Duration(HedgingDelay + c.DeadlineSlack + r.SchedDelay.D())
 			return r
 		}, nil},
 		{"hedge waits for the loser", func() *Result {
 			r := base(BlackHole, HedgePolicy)
-			r.Faulty, r.MaxOK = "127.0.0.1:1", 190*time.Millisecond
+			r.Faulty, r.MaxOK = "127.0.0.1:1", millis.Duration(190*time.Millisecond)
 			return r
 		}, []string{"hedge losers return at once"}},
 		{"connection storm", func() *Result {
 			r := base(Refused, NoPolicy)
-			r.Connects, r.ConnectsAfter1s, r.CallsAfter1s, r.MaxAfter1s = 8000, 4000, 200, 200*time.Millisecond
+			r.Connects, r.ConnectsAfter1s, r.CallsAfter1s, r.MaxAfter1s = 8000, 4000, 200, millis.Duration(200*time.Millisecond)
 			return r
 		}, []string{"never becomes a storm", "connection backoff", "fail fast"}},
 		{"within backoff", func() *Result {
 			r := base(AcceptClose, NoPolicy)
-			r.Connects, r.ConnectsAfter1s, r.CallsAfter1s, r.MaxAfter1s = 6, 3, 200, time.Millisecond
+			r.Connects, r.ConnectsAfter1s, r.CallsAfter1s, r.MaxAfter1s = 6, 3, 200, millis.Duration(time.Millisecond)
 			return r
 		}, nil},
 		{"declined twice", func() *Result {
@@ -208,22 +209,22 @@ func TestCheck(t *testing.T) {
 		}, []string{"busy throttling"}},
 		{"killed peer chosen late", func() *Result {
 			r := base(Kill, NoPolicy)
-			r.Faulty, r.FaultAt, r.PickedAfterFault, r.LastPick = "127.0.0.1:1", 500*time.Millisecond, true, 1400*time.Millisecond
+			r.Faulty, r.FaultAt, r.PickedAfterFault, r.LastPick = "127.0.0.1:1", millis.Duration(500*time.Millisecond), true, millis.Duration(1400*time.Millisecond)
 			return r
 		}, []string{"a dead peer is not chosen"}},
 		{"frozen peer found in time", func() *Result {
 			r := base(Freeze, NoPolicy)
-			r.Faulty, r.FaultAt, r.PickedAfterFault, r.LastPick = "127.0.0.1:1", 500*time.Millisecond, true, 3*time.Second
+			r.Faulty, r.FaultAt, r.PickedAfterFault, r.LastPick = "127.0.0.1:1", millis.Duration(500*time.Millisecond), true, millis.Duration(3*time.Second)
 			return r
 		}, nil},
 		{"erroring peer ejected", func() *Result {
 			r := base(Erroring, NoPolicy)
-			r.Faulty, r.Streak, r.StreakAt, r.CallsAfterStreak, r.PickedAfterStreak = "127.0.0.1:1", true, 50*time.Millisecond, 390, 3
+			r.Faulty, r.Streak, r.StreakAt, r.CallsAfterStreak, r.PickedAfterStreak = "127.0.0.1:1", true, millis.Duration(50*time.Millisecond), 390, 3
 			return r
 		}, nil},
 		{"erroring peer still chosen", func() *Result {
 			r := base(Erroring, HedgePolicy)
-			r.Faulty, r.Streak, r.StreakAt, r.CallsAfterStreak, r.PickedAfterStreak = "127.0.0.1:1", true, 50*time.Millisecond, 390, 4
+			r.Faulty, r.Streak, r.StreakAt, r.CallsAfterStreak, r.PickedAfterStreak = "127.0.0.1:1", true, millis.Duration(50*time.Millisecond), 390, 4
 			return r
 		}, []string{"an erroring peer is ejected: 4 of the 390 calls (1.0%)"}},
 		{"erroring peer without a streak: nothing to check", func() *Result {

@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/tools/benchmarks/faults"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // One small run of the baseline: three good servers, 20 calls at 100/s,
 // no policy.
 func ExampleRun() {
 	r, err := faults.Run(context.Background(), faults.Config{
-		Scenario: faults.None, Setup: faults.NoPolicy, Rate: 100, Duration: 200 * time.Millisecond,
+		Scenario: faults.None, Setup: faults.NoPolicy, Rate: 100, Duration: millis.Duration(200 * time.Millisecond),
 	})
 	if err != nil {
 		panic(err)

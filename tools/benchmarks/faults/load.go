@@ -97,7 +97,7 @@ func runLoad(ctx context.Context, cl *channel.Client, cfg Config, inject func() 
 	stopFault := make(chan struct{})
 	if inject != nil {
 		go func() {
-			t := time.NewTimer(time.Until(out.start.Add(cfg.FaultAt)))
+			t := time.NewTimer(time.Until(out.start.Add(cfg.FaultAt.D())))
 			defer t.Stop()
 			select {
 			case <-t.C:
@@ -114,7 +114,7 @@ func runLoad(ctx context.Context, cl *channel.Client, cfg Config, inject func() 
 	one := func(sched time.Time) {
 		c := call{start: time.Now()}
 		c.late = c.start.Sub(sched) > lateAfter
-		cctx, cancel := context.WithTimeout(ctx, cfg.Deadline)
+		cctx, cancel := context.WithTimeout(ctx, cfg.Deadline.D())
 		res, err := cl.Call(cctx, method, req)
 		c.latency = time.Since(c.start)
 		cancel()

@@ -66,8 +66,8 @@ func (r *Result) row() []string {
 		case !r.PickedAfterFault:
 			pick = "never"
 		default:
-			pick = sec(r.LastPick)
-			if r.Elapsed-r.FaultAt-r.LastPick < r.Config.Deadline+100*time.Millisecond {
+			pick = sec(r.LastPick.D())
+			if r.Elapsed.D()-r.FaultAt.D()-r.LastPick.D() < r.Config.Deadline.D()+100*time.Millisecond {
 				pick += " (end)"
 			}
 		}
@@ -76,13 +76,13 @@ func (r *Result) row() []string {
 		string(r.Config.Scenario), string(r.Config.Setup),
 		fmt.Sprint(r.Calls), fmt.Sprint(r.OK), r.errorList(),
 		f2(r.AttemptsPerCall()), f2(r.ExecutionsPerCall()), f2(r.ConnectsPerCall()),
-		dash(r.Elapsed > time.Second, fmt.Sprintf("%.1f", r.ConnectsPerSecondAfter1s())),
+		dash(r.Elapsed.D() > time.Second, fmt.Sprintf("%.1f", r.ConnectsPerSecondAfter1s())),
 		f2(r.DialsPerCall()),
-		ms(r.P50), dash(r.CallsAfter1s > 0, ms(r.MaxAfter1s)), ms(r.OverDeadline()),
+		ms(r.P50.D()), dash(r.CallsAfter1s > 0, ms(r.MaxAfter1s.D())), ms(r.OverDeadline()),
 		pick, dash(r.FirstShare >= 0, percent(r.FirstShare)),
 		fmt.Sprintf("%d->%d", r.GoroutinesBefore, r.GoroutinesAfter),
 		fmt.Sprintf("%.1f->%.1f", mib(r.HeapBefore), mib(r.HeapAfter)),
-		fmt.Sprint(r.Late), ms(r.SchedDelay),
+		fmt.Sprint(r.Late), ms(r.SchedDelay.D()),
 	}
 }
 

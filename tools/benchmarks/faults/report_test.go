@@ -4,15 +4,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 func sampleResult() *Result {
 	cfg := Config{Scenario: Kill, Setup: RetryPolicy}.withDefaults()
 	return &Result{Config: cfg, Calls: 3000, OK: 2990, Errors: map[string]int{"TIMEOUT": 7, "NETWORK": 3},
 		Attempts: 3100, Executions: 3000, Dials: 40, Accepts: 3, Connects: 3, ConnectsAfter1s: 0,
-		Elapsed: 15 * time.Second, P50: 300 * time.Microsecond, Max: 230 * time.Millisecond, MaxAfter1s: 230 * time.Millisecond,
-		CallsAfter1s: 2800, Faulty: "127.0.0.1:1", FaultAt: 3 * time.Second, PickedAfterFault: true,
-		LastPick: 11900 * time.Millisecond, FirstShare: 0.85, GoroutinesBefore: 12, GoroutinesAfter: 12,
+		Elapsed: millis.Duration(15 * time.Second), P50: millis.Duration(300 * time.Microsecond), Max: millis.Duration(230 * time.Millisecond), MaxAfter1s: millis.Duration(230 * time.Millisecond),
+		CallsAfter1s: 2800, Faulty: "127.0.0.1:1", FaultAt: millis.Duration(3 * time.Second), PickedAfterFault: true,
+		LastPick: millis.Duration(11900 * time.Millisecond), FirstShare: 0.85, GoroutinesBefore: 12, GoroutinesAfter: 12,
 		HeapBefore: 1 << 20, HeapAfter: 1 << 20}
 }
 
@@ -42,7 +44,7 @@ func TestWriteTable(t *testing.T) {
 func TestWriteChecks(t *testing.T) {
 	good := sampleResult()
 	good.PickedAfterFault = false
-	good.Max, good.MaxAfter1s = 210*time.Millisecond, 210*time.Millisecond // within the 20 ms slack
+	good.Max, good.MaxAfter1s = millis.Duration(210*time.Millisecond), millis.Duration(210*time.Millisecond) // within the 20 ms slack
 	bad := sampleResult()
 	bad.Max, bad.MaxAfter1s = good.Max, good.MaxAfter1s
 	bad.Problems = []string{"the child would not exit"}

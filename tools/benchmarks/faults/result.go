@@ -3,59 +3,66 @@ package faults
 import (
 	"slices"
 	"time"
+
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // Result is what one run measured. Per-call figures divide by Calls.
 type Result struct {
 	// Config is the run's configuration, its defaults filled in.
-	Config Config
+	Config Config `json:"config"`
 	// Calls were made; OK of them succeeded; Errors counts the others by
 	// code: channel.CallError.CodeName ("TIMEOUT", "DECLINED",
 	// "THROTTLED", ...), or TIMEOUT and LOCAL for errors of another type.
-	Calls, OK int
-	Errors    map[string]int
+	Calls  int            `json:"calls"`
+	OK     int            `json:"ok"`
+	Errors map[string]int `json:"errors"`
 	// Attempts is the sum of the attempts the calls sent on the wire
 	// (CallError.Attempts, Response.Attempts).
-	Attempts int
+	Attempts int `json:"attempts"`
 	// Executions is how many times a handler ran, counted in the servers.
-	Executions int
+	Executions int `json:"executions"`
 	// Dials is how many TCP connection attempts the client made (counted
 	// by its Dialer, whatever their outcome); Accepts how many connections
 	// the peers' listeners accepted.
-	Dials, Accepts int
+	Dials   int `json:"dials"`
+	Accepts int `json:"accepts"`
 	// Connects is the TCP connections the run cost: Accepts, except for
 	// Refused, where nothing listens, Dials. ConnectsAfter1s counts those
 	// from one second after the first call until the last call returned.
-	Connects, ConnectsAfter1s int
+	Connects        int `json:"connects"`
+	ConnectsAfter1s int `json:"connects_after1s"`
 	// FaultyConnects counts the connection attempts to the failing peer
 	// from one second after its fault on: the larger of the client's dials
 	// to it and its listener's accepts.
-	FaultyConnects int
+	FaultyConnects int `json:"faulty_connects"`
 	// Elapsed is from the first call's start to the last call's return.
-	Elapsed time.Duration
+	Elapsed millis.Duration `json:"elapsed_ms"`
 	// P50, P99 and Max are latency quantiles over every call, failed ones
 	// included, each from the call's start.
-	P50, P99, Max time.Duration
+	P50 millis.Duration `json:"p50_ms"`
+	P99 millis.Duration `json:"p99_ms"`
+	Max millis.Duration `json:"max_ms"`
 	// MaxOK is the slowest successful call.
-	MaxOK time.Duration
+	MaxOK millis.Duration `json:"max_ok_ms"`
 	// CallsAfter1s started one second or more after the first call;
 	// MaxAfter1s is the slowest of them.
-	CallsAfter1s int
-	MaxAfter1s   time.Duration
+	CallsAfter1s int             `json:"calls_after1s"`
+	MaxAfter1s   millis.Duration `json:"max_after1s_ms"`
 	// Faulty is the failing peer's host:port, "" when all three fail alike
 	// or none does. FaultAt is when its fault struck, from the first call
 	// (0 for a fault there from the start).
-	Faulty  string
-	FaultAt time.Duration
+	Faulty  string          `json:"faulty"`
+	FaultAt millis.Duration `json:"fault_at_ms"`
 	// PickedAfterFault reports whether a call starting at or after the
 	// fault listed Faulty among its peers (Response.Peers,
 	// CallError.Peers: every peer an attempt went or tried to go to);
 	// LastPick is when the last such call started, from the fault.
-	PickedAfterFault bool
-	LastPick         time.Duration
+	PickedAfterFault bool            `json:"picked_after_fault"`
+	LastPick         millis.Duration `json:"last_pick_ms"`
 	// FirstShare is the share of the calls starting one second or more
 	// after the fault whose first peer was Faulty; -1 when there were none.
-	FirstShare float64
+	FirstShare float64 `json:"first_share"`
 	// Streak reports that the erroring peer (the Erroring scenario) answered
 	// ErrorStreak UNEXPECTEDs in a row, in the order its handler ran or in
 	// the order the client saw the answers (which concurrent calls can
@@ -65,38 +72,41 @@ type Result struct {
 	// CallsAfterStreak counts the calls starting after that that chose a
 	// peer, and PickedAfterStreak those of them that chose the erroring
 	// one (listed it among their peers).
-	Streak                              bool
-	StreakAt                            time.Duration
-	CallsAfterStreak, PickedAfterStreak int
+	Streak            bool            `json:"streak"`
+	StreakAt          millis.Duration `json:"streak_at_ms"`
+	CallsAfterStreak  int             `json:"calls_after_streak"`
+	PickedAfterStreak int             `json:"picked_after_streak"`
 	// GoroutinesBefore and HeapBefore are measured once the peers are up,
 	// before the client exists; GoroutinesAfter and HeapAfter once every
 	// call has returned, the client is closed and goroutines have had
 	// SettleLimit to exit; the heap after a GC. The counts leave out
 	// toxiproxy's own goroutines (see the package documentation). A Shared
 	// run does not weigh the heap and counts the goroutines at once.
-	GoroutinesBefore, GoroutinesAfter int
-	HeapBefore, HeapAfter             uint64
+	GoroutinesBefore int    `json:"goroutines_before"`
+	GoroutinesAfter  int    `json:"goroutines_after"`
+	HeapBefore       uint64 `json:"heap_before"`
+	HeapAfter        uint64 `json:"heap_after"`
 	// Late counts calls that started more than 2 ms behind their arrival
 	// time: the load generator, or the machine, fell behind.
-	Late int
+	Late int `json:"late"`
 	// SchedDelay is the longest a goroutine sleeping 5 ms at a time woke
 	// up late during the load: how far the machine held this process's
 	// timers back (other work on its cores, the race detector, collections).
 	// A deadline cannot be kept closer than that; the contract's time
 	// bounds allow it on top of their slack.
-	SchedDelay time.Duration
+	SchedDelay millis.Duration `json:"sched_delay_ms"`
 	// HedgeDue counts calls still out HedgingDelay after they started: a
 	// hedging policy had sent a hedge for each.
-	HedgeDue int
+	HedgeDue int `json:"hedge_due"`
 	// Hung counts calls that had not returned DrainLimit after the last
 	// call started.
-	Hung int
+	Hung int `json:"hung"`
 	// Truncated reports that an event log overflowed: the after-1s counts
 	// are lower bounds.
-	Truncated bool
+	Truncated bool `json:"truncated"`
 	// Problems are what went wrong in the harness (a fault that could not
 	// be injected, a child that would not exit); the figures may be off.
-	Problems []string
+	Problems []string `json:"problems"`
 }
 
 // AttemptsPerCall is Attempts / Calls.
@@ -114,10 +124,10 @@ func (r *Result) DialsPerCall() float64 { return per(r.Dials, r.Calls) }
 // ConnectsPerSecondAfter1s is ConnectsAfter1s over the time from one second
 // after the first call to the last return; 0 if the run was shorter.
 func (r *Result) ConnectsPerSecondAfter1s() float64 {
-	if r.Elapsed <= time.Second {
+	if r.Elapsed.D() <= time.Second {
 		return 0
 	}
-	return float64(r.ConnectsAfter1s) / (r.Elapsed - time.Second).Seconds()
+	return float64(r.ConnectsAfter1s) / (r.Elapsed.D() - time.Second).Seconds()
 }
 
 // AfterStreakShare is PickedAfterStreak / CallsAfterStreak: the share of
@@ -132,7 +142,7 @@ func (r *Result) AfterStreakShare() float64 {
 
 // OverDeadline is how much later than its deadline the slowest call
 // returned (negative when every call returned in time).
-func (r *Result) OverDeadline() time.Duration { return r.Max - r.Config.Deadline }
+func (r *Result) OverDeadline() time.Duration { return (r.Max - r.Config.Deadline).D() }
 
 func per(n, calls int) float64 {
 	if calls == 0 {
@@ -146,8 +156,8 @@ func per(n, calls int) float64 {
 // injected).
 func (r *Result) summarize(lo loadOutcome, faulty string, faultAt time.Time) {
 	r.Calls, r.Errors, r.Hung = len(lo.calls), map[string]int{}, lo.hung
-	r.SchedDelay = lo.schedDelay
-	r.Elapsed = lo.end.Sub(lo.start)
+	r.SchedDelay = millis.Duration(lo.schedDelay)
+	r.Elapsed = millis.Duration(lo.end.Sub(lo.start))
 	r.FirstShare = -1
 	lat := make([]time.Duration, 0, len(lo.calls))
 	after1s := lo.start.Add(time.Second)
@@ -156,7 +166,7 @@ func (r *Result) summarize(lo loadOutcome, faulty string, faultAt time.Time) {
 		r.Attempts += c.attempts
 		if c.code == "" {
 			r.OK++
-			r.MaxOK = max(r.MaxOK, c.latency)
+			r.MaxOK = max(r.MaxOK, millis.Duration(c.latency))
 		} else {
 			r.Errors[c.code]++
 		}
@@ -168,25 +178,25 @@ func (r *Result) summarize(lo loadOutcome, faulty string, faultAt time.Time) {
 		}
 		if !c.start.Before(after1s) {
 			r.CallsAfter1s++
-			r.MaxAfter1s = max(r.MaxAfter1s, c.latency)
+			r.MaxAfter1s = max(r.MaxAfter1s, millis.Duration(c.latency))
 		}
 	}
 	slices.Sort(lat)
-	r.P50, r.P99, r.Max = quantile(lat, 0.5), quantile(lat, 0.99), quantile(lat, 1)
+	r.P50, r.P99, r.Max = millis.Duration(quantile(lat, 0.5)), millis.Duration(quantile(lat, 0.99)), millis.Duration(quantile(lat, 1))
 
 	r.Faulty = faulty
 	if faulty == "" || faultAt.IsZero() {
 		return
 	}
-	r.FaultAt = faultAt.Sub(lo.start)
+	r.FaultAt = millis.Duration(faultAt.Sub(lo.start))
 	var first, counted int
 	for _, c := range lo.calls {
 		if c.start.Before(faultAt) || len(c.peers) == 0 {
 			continue
 		}
 		if slices.Contains(c.peers, faulty) {
-			if d := c.start.Sub(faultAt); !r.PickedAfterFault || d > r.LastPick {
-				r.PickedAfterFault, r.LastPick = true, d
+			if d := c.start.Sub(faultAt); !r.PickedAfterFault || d > r.LastPick.D() {
+				r.PickedAfterFault, r.LastPick = true, millis.Duration(d)
 			}
 		}
 		if c.start.Sub(faultAt) >= time.Second {
@@ -211,7 +221,7 @@ func (r *Result) summarizeStreak(lo loadOutcome, faulty string, streakAt time.Ti
 	if streakAt.IsZero() {
 		return
 	}
-	r.Streak, r.StreakAt = true, streakAt.Sub(lo.start)
+	r.Streak, r.StreakAt = true, millis.Duration(streakAt.Sub(lo.start))
 	for _, c := range lo.calls {
 		if !c.start.After(streakAt) || len(c.peers) == 0 {
 			continue

@@ -22,7 +22,7 @@ func TestSummarizeStreak(t *testing.T) {
 	}}
 	var r Result
 	r.summarizeStreak(lo, bad, at(10))
-	if !r.Streak || r.StreakAt != 10*time.Millisecond || r.CallsAfterStreak != 3 || r.PickedAfterStreak != 2 {
+	if !r.Streak || r.StreakAt.D() != 10*time.Millisecond || r.CallsAfterStreak != 3 || r.PickedAfterStreak != 2 {
 		t.Errorf("streak %v at %v, %d calls after, %d picked; want true, 10ms, 3, 2",
 			r.Streak, r.StreakAt, r.CallsAfterStreak, r.PickedAfterStreak)
 	}
@@ -54,7 +54,7 @@ func TestSummarizeStreakInTheClientsOrder(t *testing.T) {
 	}
 	var r Result
 	r.summarizeStreak(lo, bad, time.Time{}) // the handlers saw none
-	if !r.Streak || r.StreakAt != ms(6) {
+	if !r.Streak || r.StreakAt.D() != ms(6) {
 		t.Errorf("streak %v at %v; want the client's, ending at 6ms", r.Streak, r.StreakAt)
 	}
 	var none Result

@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // JSON calls go to the JSON variant of the method and succeed.
 func TestRunJSON(t *testing.T) {
-	r, err := Run(context.Background(), Config{Scenario: None, Setup: RetryPolicy, Rate: 100, Duration: 100 * time.Millisecond, Format: "json"})
+	r, err := Run(context.Background(), Config{Scenario: None, Setup: RetryPolicy, Rate: 100, Duration: millis.Duration(100 * time.Millisecond), Format: "json"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +26,7 @@ func TestRunStopsWithItsContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan *Result, 1)
 	go func() {
-		r, err := Run(ctx, Config{Scenario: None, Setup: NoPolicy, Duration: time.Minute})
+		r, err := Run(ctx, Config{Scenario: None, Setup: NoPolicy, Duration: millis.Duration(time.Minute)})
 		if err != nil {
 			t.Error(err)
 		}
@@ -50,7 +51,7 @@ func TestRunRejectsAnInvalidConfig(t *testing.T) {
 // time to count the calls after it: what the ejection promise is checked
 // on, whatever the client's chooser makes of it.
 func TestRunErroring(t *testing.T) {
-	r, err := Run(context.Background(), Config{Scenario: Erroring, Setup: NoPolicy, Rate: 1000, Duration: 300 * time.Millisecond})
+	r, err := Run(context.Background(), Config{Scenario: Erroring, Setup: NoPolicy, Rate: 1000, Duration: millis.Duration(300 * time.Millisecond)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/serviceconfig"
 	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // Scenario names a fault, the way `sluice-lab faults --scenarios` spells it.
@@ -100,9 +101,9 @@ func (s Scenario) Runs(z Size) []Config {
 	}
 	var out []Config
 	for _, st := range sp.setups {
-		c := Config{Scenario: s, Setup: st, Duration: t.duration}
+		c := Config{Scenario: s, Setup: st, Duration: millis.Duration(t.duration)}
 		if sp.midRun {
-			c.FaultAt = t.faultAt
+			c.FaultAt = millis.Duration(t.faultAt)
 		}
 		out = append(out, c)
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // Suite describes a list of runs: every scenario named, each under the
@@ -39,10 +41,10 @@ func (s Suite) Configs() ([]Config, error) {
 				c.Rate = s.Rate
 			}
 			if s.Duration != 0 {
-				c.Duration, c.FaultAt = s.Duration, 0
+				c.Duration, c.FaultAt = millis.Duration(s.Duration), 0
 			}
 			if s.Deadline != 0 {
-				c.Deadline = s.Deadline
+				c.Deadline = millis.Duration(s.Deadline)
 			}
 			if err := c.Validate(); err != nil {
 				return nil, err

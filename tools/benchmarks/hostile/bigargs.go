@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // bigLimit bounds the wait for the answer to a big call; bigWriteLimit
@@ -92,12 +94,12 @@ func (e *env) bigCall(conn *rawConn, id uint32, size int) Case {
 	res := <-answered // bounded by readAnswer's limit
 	switch {
 	case errors.Is(res.err, errClosed):
-		c.Closed, c.After = true, res.at.Sub(start)
+		c.Closed, c.After = true, millis.Duration(res.at.Sub(start))
 	case res.err != nil:
 		c.Note = "no answer: " + res.err.Error()
 	default:
 		c.Answer = res.a.String()
-		c.After = res.at.Sub(start)
+		c.After = millis.Duration(res.at.Sub(start))
 		if res.a.errMsg == "" && res.a.code == 0 && !bytes.Equal(res.a.args[2], arg3) {
 			c.Note = fmt.Sprintf("echo answered %d bytes of %d", len(res.a.args[2]), size)
 		}
@@ -122,10 +124,10 @@ func sameConnCall(conn *rawConn, id uint32, arg3 []byte, limit time.Duration) Ca
 		return err
 	})
 	if err != nil {
-		return Call{Code: "NETWORK", Latency: time.Since(start), Err: err.Error()}
+		return Call{Code: "NETWORK", Latency: millis.Duration(time.Since(start)), Err: err.Error()}
 	}
 	a, err := conn.readAnswer(id, limit)
-	c := Call{Latency: time.Since(start)}
+	c := Call{Latency: millis.Duration(time.Since(start))}
 	switch {
 	case errors.Is(err, errClosed):
 		c.Code, c.Err = "CLOSED", err.Error()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/internal/tframe"
 	"github.com/sluice-rpc/sluice/tools/internal/childproc"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // bigAnswers is the size of big-answers-client: calls in flight at once,
@@ -73,7 +74,7 @@ func runBigAnswersClient(e *env) error {
 	<-lines
 	p.Wait(procExitLimit)
 	after := time.Since(start)
-	c := Case{Name: fmt.Sprintf("%d answers of %d MB", calls, size/1_000_000), Client: true, After: after, Exit: -1}
+	c := Case{Name: fmt.Sprintf("%d answers of %d MB", calls, size/1_000_000), Client: true, After: millis.Duration(after), Exit: -1}
 	peak := sampled()
 	if st := p.ProcessState(); st != nil {
 		c.Exit = st.ExitCode()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/internal/tframe"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 func runChecksum(e *env) error {
@@ -83,7 +84,7 @@ func (e *env) clientCase(name string, reply func(uint32) []byte) (Case, error) {
 	cmd.Stderr = stderr.f
 	start := time.Now()
 	runErr := cmd.Run()
-	c := Case{Name: name, Client: true, After: time.Since(start), Exit: -1}
+	c := Case{Name: name, Client: true, After: millis.Duration(time.Since(start)), Exit: -1}
 	if cmd.ProcessState != nil {
 		c.Exit = cmd.ProcessState.ExitCode()
 	}

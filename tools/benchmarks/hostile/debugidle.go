@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // runDebugIdle holds e.p.conns keep-alive connections to the server's
@@ -65,7 +67,7 @@ func runDebugIdle(e *env) error {
 			e.r.fig("attacker", "%s", ev.Note)
 		}
 	}
-	c.ReadyIn = time.Since(start)
+	c.ReadyIn = millis.Duration(time.Since(start))
 	e.logf("%s", c)
 
 	return e.holdWhileProbed(attackers, start, s, "new TChannel client during the attack")

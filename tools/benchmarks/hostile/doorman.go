@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // The Doorman attacks' names and sources.
@@ -85,7 +86,7 @@ func runDoormanSilent(e *env) error {
 		e.peaks(s)
 		return err
 	}
-	e.r.Conns.ReadyIn = time.Since(start)
+	e.r.Conns.ReadyIn = millis.Duration(time.Since(start))
 	e.logf("%s", e.r.Conns)
 	get, err := e.doormanGet(p.getTimeout)
 	if err != nil {
@@ -126,7 +127,7 @@ func (e *env) doormanGet(limit time.Duration) (Call, error) {
 	cmd.Stderr = stderr.f
 	start := time.Now()
 	runErr := cmd.Run()
-	c := Call{Latency: time.Since(start), OK: runErr == nil}
+	c := Call{Latency: millis.Duration(time.Since(start)), OK: runErr == nil}
 	switch {
 	case ctx.Err() != nil:
 		c.Code, c.Err = "TIMEOUT", fmt.Sprintf("no answer within %v, killed", limit)
@@ -192,7 +193,7 @@ func runDoormanFlood(e *env) error {
 	if firstRefusal != "" {
 		e.r.fig("a new client's first refusal", "%s", firstRefusal)
 	}
-	e.r.Probe = &Load{Calls: p.floodNew, OK: outcomes["lease"], P50: quantile(lat, 0.5), P99: quantile(lat, 0.99), Max: quantile(lat, 1)}
+	e.r.Probe = &Load{Calls: p.floodNew, OK: outcomes["lease"], P50: millis.Duration(quantile(lat, 0.5)), P99: millis.Duration(quantile(lat, 0.99)), Max: millis.Duration(quantile(lat, 1))}
 	return err
 }
 

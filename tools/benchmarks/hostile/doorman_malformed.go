@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // rawCodec sends request bytes as they are and keeps response bytes
@@ -177,7 +178,7 @@ func runDoormanMalformed(e *env) error {
 		ctx, cancel := context.WithTimeout(e.ctx, doormanCallLimit)
 		t0 := time.Now()
 		err := cc.Invoke(ctx, dc.method, &payload, &resp, grpc.ForceCodec(rawCodec{}), grpc.MaxCallSendMsgSize(16<<20))
-		c.After = time.Since(t0)
+		c.After = millis.Duration(time.Since(t0))
 		cancel()
 		if err != nil {
 			st := status.Convert(err)
@@ -196,7 +197,7 @@ func runDoormanMalformed(e *env) error {
 		} else {
 			t0 := time.Now()
 			_, o, err := askCapacity(e.ctx, pb.NewCapacityClient(cc), "valid-after", nil)
-			next := Call{OK: o == "lease", Code: o, Latency: time.Since(t0)}
+			next := Call{OK: o == "lease", Code: o, Latency: millis.Duration(time.Since(t0))}
 			if err != nil {
 				next.Err = err.Error()
 			}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // The resources of the Doorman attacks on shared state (see
@@ -99,7 +100,7 @@ func (l *legitTally) ask(ctx context.Context, stub pb.CapacityClient, client str
 }
 
 func (l *legitTally) load() *Load {
-	ld := &Load{Calls: l.calls, OK: l.ok, P50: quantile(l.lat, 0.5), P99: quantile(l.lat, 0.99), Max: quantile(l.lat, 1), FirstError: l.err}
+	ld := &Load{Calls: l.calls, OK: l.ok, P50: millis.Duration(quantile(l.lat, 0.5)), P99: millis.Duration(quantile(l.lat, 0.99)), Max: millis.Duration(quantile(l.lat, 1)), FirstError: l.err}
 	if len(l.bad) > 0 && ld.FirstError == "" {
 		ld.FirstError = fmt.Sprintf("grants out of (0, %d]: %v", poisonCapacity, l.bad)
 	}
@@ -267,7 +268,7 @@ func runDoormanResources(e *env) error {
 		e.r.fig("a new client's first refusal", "%s", newRefusal)
 	}
 	e.r.fig("the flood's next new resource", "%s", floodAfter)
-	e.r.Probe = &Load{Calls: p.floodNew, OK: outcomes["both granted"], P50: quantile(lat, 0.5), P99: quantile(lat, 0.99),
-		Max: quantile(lat, 1), FirstError: newRefusal}
+	e.r.Probe = &Load{Calls: p.floodNew, OK: outcomes["both granted"], P50: millis.Duration(quantile(lat, 0.5)), P99: millis.Duration(quantile(lat, 0.99)),
+		Max: millis.Duration(quantile(lat, 1)), FirstError: newRefusal}
 	return err
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // runHeaders sends, each on a new connection, a JSON call with 100,000
@@ -63,7 +65,7 @@ func runHeaders(e *env) error {
 			return err
 		})
 		res := <-answered // bounded by readAnswer's limit
-		c.After = time.Since(start)
+		c.After = millis.Duration(time.Since(start))
 		switch {
 		case errors.Is(res.err, errClosed):
 			c.Closed = true

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // Load is what a legitimate client saw: calls made at a steady rate, each
@@ -22,13 +23,13 @@ type Load struct {
 	OK    int `json:"ok"`
 	// Errors counts failed calls by code (channel.CallError's CodeName,
 	// TIMEOUT for a deadline passed, LOCAL for anything else).
-	Errors map[string]int `json:"errors,omitempty"`
+	Errors map[string]int `json:"errors,omitzero"`
 	// Latency quantiles of the calls that succeeded.
-	P50 time.Duration `json:"p50"`
-	P99 time.Duration `json:"p99"`
-	Max time.Duration `json:"max"`
+	P50 millis.Duration `json:"p50_ms"`
+	P99 millis.Duration `json:"p99_ms"`
+	Max millis.Duration `json:"max_ms"`
 	// FirstError is the first failure's message.
-	FirstError string `json:"first_error,omitempty"`
+	FirstError string `json:"first_error,omitzero"`
 }
 
 // Failed is the number of calls that failed.
@@ -40,7 +41,7 @@ func (l *Load) String() string {
 	}
 	s := fmt.Sprintf("%d/%d ok", l.OK, l.Calls)
 	if l.OK > 0 {
-		s += fmt.Sprintf(", p50 %s p99 %s max %s", ms(l.P50), ms(l.P99), ms(l.Max))
+		s += fmt.Sprintf(", p50 %s p99 %s max %s", ms(l.P50.D()), ms(l.P99.D()), ms(l.Max.D()))
 	}
 	if len(l.Errors) > 0 {
 		s += ", errors " + countList(l.Errors)
@@ -128,7 +129,7 @@ loop:
 			l.FirstError = o.err.Error()
 		}
 	}
-	l.P50, l.P99, l.Max = quantile(lat, 0.5), quantile(lat, 0.99), quantile(lat, 1)
+	l.P50, l.P99, l.Max = millis.Duration(quantile(lat, 0.5)), millis.Duration(quantile(lat, 0.99)), millis.Duration(quantile(lat, 1))
 	if len(l.Errors) == 0 {
 		l.Errors = nil
 	}
@@ -155,20 +156,20 @@ func newClient(addr string) (*channel.Channel, *channel.Client, error) {
 
 // Call is one legitimate call's outcome.
 type Call struct {
-	OK      bool          `json:"ok"`
-	Code    string        `json:"code,omitempty"` // the failure's code
-	Latency time.Duration `json:"latency"`
-	Err     string        `json:"err,omitempty"`
+	OK      bool            `json:"ok"`
+	Code    string          `json:"code,omitzero"` // the failure's code
+	Latency millis.Duration `json:"latency_ms"`
+	Err     string          `json:"err,omitzero"`
 }
 
 func (c Call) String() string {
 	if c.OK {
-		return "ok in " + ms(c.Latency)
+		return "ok in " + ms(c.Latency.D())
 	}
 	if c.Code == "" {
 		return "not made"
 	}
-	return fmt.Sprintf("%s after %s (%s)", c.Code, ms(c.Latency), c.Err)
+	return fmt.Sprintf("%s after %s (%s)", c.Code, ms(c.Latency.D()), c.Err)
 }
 
 // oneCall makes one echo call with arg3 through a new client to addr.
@@ -182,7 +183,7 @@ func oneCall(ctx context.Context, addr string, arg3 []byte, deadline time.Durati
 	defer cancel()
 	t0 := time.Now()
 	res, err := cl.CallRaw(cctx, MethodEcho, nil, arg3)
-	c := Call{Latency: time.Since(t0)}
+	c := Call{Latency: millis.Duration(time.Since(t0))}
 	switch {
 	case err != nil:
 		c.Code, c.Err = codeOf(err), err.Error()

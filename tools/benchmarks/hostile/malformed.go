@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/internal/tframe"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // frameCase is bytes sent on a connection of their own.
@@ -200,10 +201,10 @@ func (e *env) runFrameCase(fc frameCase) Case {
 	if fc.closeWrite {
 		conn.Conn.(*net.TCPConn).CloseWrite()
 	}
-	var answerAfter time.Duration
-	c.Closed, c.After, c.Answer, answerAfter = conn.waitClosed(e.p.closeWait)
+	closed, after, answer, answerAfter := conn.waitClosed(e.p.closeWait)
+	c.Closed, c.After, c.Answer = closed, millis.Duration(after), answer
 	if !c.Closed && c.Answer != "" {
-		c.After = answerAfter
+		c.After = millis.Duration(answerAfter)
 	}
 	// A frame that crashes the server closes the connection as the
 	// process dies; give the death a moment to show.

@@ -18,7 +18,7 @@ func WriteTable(w io.Writer, rs []*Result, markdown bool) error {
 		for _, p := range r.Problems {
 			rows = append(rows, []string{string(r.Attack), "PROBLEM", p})
 		}
-		rows = append(rows, []string{string(r.Attack), "elapsed", sec(r.Elapsed)})
+		rows = append(rows, []string{string(r.Attack), "elapsed", sec(r.Elapsed.D())})
 	}
 	return table.Write(w, rows, markdown, true)
 }

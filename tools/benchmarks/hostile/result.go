@@ -4,87 +4,99 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // Result is one attack's figures. The typed fields hold what tests check;
 // Figures is every figure as the table prints it, in order.
 type Result struct {
-	Attack Attack
-	Size   Size
+	Attack Attack `json:"attack"`
+	Size   Size   `json:"size"`
 	// Commit names the server's build, when known (the runner leaves it
 	// empty; `sluice-lab hostile` fills it from the binary's build info).
-	Commit  string
-	Elapsed time.Duration
+	Commit  string          `json:"commit"`
+	Elapsed millis.Duration `json:"elapsed_ms"`
 
 	// Server is the server process's figures over the attack.
-	Server ServerFigures
+	Server ServerFigures `json:"server"`
 	// Cases are the frames or requests sent one by one (checksum,
 	// malformed, big-args, headers, checksum-client, doorman-malformed).
-	Cases []Case
+	Cases []Case `json:"cases"`
 	// Conns are the attacker's connections (stall, doorman-silent).
-	Conns *Conns
+	Conns *Conns `json:"conns"`
 	// Probe is a new client's calls during the attack; Side a client's
 	// steady load during it.
-	Probe, Side *Load
+	Probe *Load `json:"probe"`
+	Side  *Load `json:"side"`
 	// Legit is a legitimate call made during the attack (unfinished: a
 	// large call; doorman-silent: `sluice doorman get`).
-	Legit *Call
+	Legit *Call `json:"legit"`
 
 	// Figures are every figure, as printed.
-	Figures []Figure
+	Figures []Figure `json:"figures"`
 	// Problems are what the harness could not measure.
-	Problems []string
+	Problems []string `json:"problems"`
 }
 
 // Figure is one line of a result: a name and its value.
-type Figure struct{ Name, Value string }
+type Figure struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
 
 // ServerFigures are the server process's figures over an attack.
 type ServerFigures struct {
 	// Flags are the limit flags the server was started with; Missing the
 	// flags asked for that its binary lacks.
-	Flags, Missing []string
+	Flags   []string `json:"flags"`
+	Missing []string `json:"missing"`
 	// Crashes are the server's deaths during the attack, each "case: how"
 	// (a Go panic's message and where). The runner restarts a server it
 	// started after each.
-	Crashes []string
+	Crashes []string `json:"crashes"`
 	// AliveAfter says the server was running at the end of the attack.
-	AliveAfter bool
+	AliveAfter bool `json:"alive_after"`
 	// Resident memory in bytes before the attack, at the peak seen during
 	// it (sampled), and after it; 0 when unknown.
-	RSSBefore, RSSPeak, RSSAfter int64
+	RSSBefore int64 `json:"rss_before"`
+	RSSPeak   int64 `json:"rss_peak"`
+	RSSAfter  int64 `json:"rss_after"`
 	// Goroutines likewise, from its goroutine profile; -1 when unknown.
-	GoroutinesBefore, GoroutinesPeak, GoroutinesAfter int
+	GoroutinesBefore int `json:"goroutines_before"`
+	GoroutinesPeak   int `json:"goroutines_peak"`
+	GoroutinesAfter  int `json:"goroutines_after"`
 	// HeapBefore and HeapAfter are its live heap in bytes (HeapAlloc
 	// right after a collection) before and after the attack; 0 when
 	// unknown. Freed memory shows here at once, while the Go runtime
 	// keeps it resident for minutes.
-	HeapBefore, HeapAfter int64
+	HeapBefore int64 `json:"heap_before"`
+	HeapAfter  int64 `json:"heap_after"`
 }
 
 // Case is one frame, request or run sent on its own, and what followed.
 type Case struct {
-	Name string
+	Name string `json:"name"`
 	// Survived says the server process was still running after it; Crash
 	// is how it died otherwise.
-	Survived bool
-	Crash    string
+	Survived bool   `json:"survived"`
+	Crash    string `json:"crash"`
 	// Closed says the server closed the connection the case was sent on,
 	// After how long; Answer is what the server sent on it first, if
 	// anything ("error BAD_REQUEST \"...\"", "call res").
-	Closed bool
-	After  time.Duration
-	Answer string
+	Closed bool            `json:"closed"`
+	After  millis.Duration `json:"after_ms"`
+	Answer string          `json:"answer"`
 	// Next is a call made after the case: on the same connection
 	// (big-args) or from a new client (every other case); nil if none.
-	Next *Call
+	Next *Call `json:"next"`
 	// Client marks a run of a client (checksum-client), whose Exit is its
 	// exit code (-1 if it did not exit) and whose Survived says it did not
 	// crash.
-	Client bool
-	Exit   int
+	Client bool `json:"client"`
+	Exit   int  `json:"exit"`
 	// Note is anything else worth saying.
-	Note string
+	Note string `json:"note"`
 }
 
 // Conns are an attacker's connections and what the server did to them.
@@ -92,17 +104,22 @@ type Conns struct {
 	// Wanted connects were made: Opened were held once the attack was in
 	// place, Early were closed by the server before (during the
 	// handshake), Failed did not connect.
-	Wanted, Opened, Early, Failed int
+	Wanted int `json:"wanted"`
+	Opened int `json:"opened"`
+	Early  int `json:"early"`
+	Failed int `json:"failed"`
 	// ReadyIn is how long opening them took.
-	ReadyIn time.Duration
+	ReadyIn millis.Duration `json:"ready_in_ms"`
 	// Closed counts those the server closed (Early included); First,
 	// Median and Last when, from the start of the attack.
-	Closed              int
-	First, Median, Last time.Duration
+	Closed int             `json:"closed"`
+	First  millis.Duration `json:"first_ms"`
+	Median millis.Duration `json:"median_ms"`
+	Last   millis.Duration `json:"last_ms"`
 }
 
 func (c *Conns) String() string {
-	s := fmt.Sprintf("%d connects in %s: %d held", c.Wanted, ms(c.ReadyIn), c.Opened)
+	s := fmt.Sprintf("%d connects in %s: %d held", c.Wanted, ms(c.ReadyIn.D()), c.Opened)
 	if c.Early > 0 {
 		s += fmt.Sprintf(", %d closed by the server at once", c.Early)
 	}
@@ -117,7 +134,7 @@ func (c *Conns) closedString() string {
 	if c.Closed == 0 {
 		return "none"
 	}
-	return fmt.Sprintf("%d (first at %s, median %s, last %s)", c.Closed, sec(c.First), sec(c.Median), sec(c.Last))
+	return fmt.Sprintf("%d (first at %s, median %s, last %s)", c.Closed, sec(c.First.D()), sec(c.Median.D()), sec(c.Last.D()))
 }
 
 // fig appends a figure.
@@ -140,9 +157,9 @@ func (r *Result) caseFigures() {
 func (c Case) String() string {
 	if c.Client {
 		if c.Crash != "" {
-			return fmt.Sprintf("CLIENT CRASHED (exit %d) after %s: %s%s", c.Exit, sec(c.After), c.Crash, c.Note)
+			return fmt.Sprintf("CLIENT CRASHED (exit %d) after %s: %s%s", c.Exit, sec(c.After.D()), c.Crash, c.Note)
 		}
-		return fmt.Sprintf("exit %d after %s: %s", c.Exit, ms(c.After), c.Note)
+		return fmt.Sprintf("exit %d after %s: %s", c.Exit, ms(c.After.D()), c.Note)
 	}
 	var parts []string
 	if !c.Survived {
@@ -150,13 +167,13 @@ func (c Case) String() string {
 	}
 	switch {
 	case c.Closed && c.Answer != "":
-		parts = append(parts, fmt.Sprintf("connection closed after %s, having sent %s", ms(c.After), c.Answer))
+		parts = append(parts, fmt.Sprintf("connection closed after %s, having sent %s", ms(c.After.D()), c.Answer))
 	case c.Closed:
-		parts = append(parts, "connection closed after "+ms(c.After))
+		parts = append(parts, "connection closed after "+ms(c.After.D()))
 	case c.Answer != "":
-		parts = append(parts, fmt.Sprintf("answered %s after %s, connection open", c.Answer, ms(c.After)))
+		parts = append(parts, fmt.Sprintf("answered %s after %s, connection open", c.Answer, ms(c.After.D())))
 	case c.Survived && c.After > 0:
-		parts = append(parts, fmt.Sprintf("connection open, nothing sent in %s", ms(c.After)))
+		parts = append(parts, fmt.Sprintf("connection open, nothing sent in %s", ms(c.After.D())))
 	}
 	if c.Next != nil {
 		parts = append(parts, "then a call: "+c.Next.String())

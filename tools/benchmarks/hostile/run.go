@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // Config is a run of attacks. The zero value runs every attack at full
@@ -100,7 +102,7 @@ func RunAttack(ctx context.Context, a Attack, c Config) (*Result, error) {
 	if info.client {
 		e.logf("no server: the attack is on a client")
 		err := info.run(e)
-		e.r.Elapsed = time.Since(start)
+		e.r.Elapsed = millis.Duration(time.Since(start))
 		return e.r, err
 	}
 	t, cleanup, err := e.target(info.doorman)
@@ -113,10 +115,10 @@ func RunAttack(ctx context.Context, a Attack, c Config) (*Result, error) {
 	e.r.Server.GoroutinesBefore, e.r.Server.GoroutinesPeak, e.r.Server.GoroutinesAfter = -1, -1, -1
 	e.logf("server %s (pid %d)%s", t.Addr, t.PID, flagNote(t))
 	err = info.run(e)
-	e.r.Elapsed = time.Since(start)
+	e.r.Elapsed = millis.Duration(time.Since(start))
 	e.r.Server.AliveAfter = e.t.Alive()
 	e.r.serverFigures()
-	e.logf("done in %.1fs", e.r.Elapsed.Seconds())
+	e.logf("done in %.1fs", e.r.Elapsed.D().Seconds())
 	return e.r, err
 }
 

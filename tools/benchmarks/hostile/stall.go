@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // Bounds on an attacker child's steps.
@@ -51,7 +53,7 @@ func (e *env) stall(addr string, handshake bool) error {
 		return err
 	}
 	c := e.r.Conns
-	c.ReadyIn = time.Since(start)
+	c.ReadyIn = millis.Duration(time.Since(start))
 	e.logf("%s", c)
 
 	return e.holdWhileProbed(attackers, start, s, "new client during the attack")
@@ -144,7 +146,7 @@ func (e *env) leave(attackers []*attacker, start time.Time) {
 	if c := e.r.Conns; c != nil && len(closes) > 0 {
 		slices.Sort(closes)
 		c.Closed = len(closes)
-		c.First, c.Median, c.Last = closes[0], closes[len(closes)/2], closes[len(closes)-1]
+		c.First, c.Median, c.Last = millis.Duration(closes[0]), millis.Duration(closes[len(closes)/2]), millis.Duration(closes[len(closes)-1])
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // runUnreadReplies writes e.p.unread echo calls of e.p.unreadSize bytes on
@@ -48,7 +50,7 @@ func runUnreadReplies(e *env) error {
 	e.r.Conns = &Conns{Wanted: 1, Opened: 1, Closed: done.Closed}
 	if done.Closed > 0 {
 		at := time.Unix(0, done.At).Sub(start)
-		e.r.Conns.First, e.r.Conns.Median, e.r.Conns.Last = at, at, at
+		e.r.Conns.First, e.r.Conns.Median, e.r.Conns.Last = millis.Duration(at), millis.Duration(at), millis.Duration(at)
 		e.r.fig("attacker connection", "closed by the server %s after the attack started", sec(at))
 	} else {
 		e.r.fig("attacker connection", "open until the attacker left (%s)", sec(p.hold))

@@ -78,16 +78,16 @@ type Report struct {
 	Errors map[string]int `json:"errors"`
 	// Exceptions counts the APPLICATION errors Config.Exception named, by
 	// name, most first (ties by name); absent from the JSON when none was.
-	Exceptions []ExceptionCount `json:"application_errors,omitempty"`
+	Exceptions []ExceptionCount `json:"application_errors,omitzero"`
 	// PerPeer is the calls by the peer that ended them, sorted by
 	// host:port, when Config.PerPeer asks; absent from the JSON otherwise.
-	PerPeer []PeerReport `json:"per_peer,omitempty"`
+	PerPeer []PeerReport `json:"per_peer,omitzero"`
 	// Late counts calls that started more than 1 ms after their arrival
 	// time: the client (or the Concurrency limit) fell behind the schedule.
 	// Always 0 in an unbounded run, which has no schedule.
 	Late int `json:"late"`
 	// Timeline is the run second by second, when Config.Timeline asks.
-	Timeline []Second `json:"timeline,omitempty"`
+	Timeline []Second `json:"timeline,omitzero"`
 	// Start is when a rate run's first call arrived (zero for an
 	// unbounded run), and Records its calls, when Config.Record asks:
 	// for a program to slice the run its own way. Neither is in the JSON.

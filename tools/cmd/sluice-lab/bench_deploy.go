@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 
 	"github.com/sluice-rpc/sluice/tools/benchmarks/deploy"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
@@ -39,13 +40,13 @@ func addDeployFlags(fs *cli.FlagSet) cli.BenchMode {
 	fs.IntVar(&d.instances, "instances", def.Instances, "with --rolling-deploy: the fleet's size, `N` server processes")
 	fs.IntVar(&d.clients, "clients", def.Clients, "with --rolling-deploy: `N` clients share the load, each with its own resolver and connections")
 	fs.IntVar(&d.replaces, "replacements", 0, "with --rolling-deploy: `N` instances replaced, each in turn (0: every instance twice)")
-	fs.DurationVar(&d.warmup, "warmup-time", def.Warmup, "with --rolling-deploy: the load's first stretch, left out of the figures")
-	fs.DurationVar(&d.steady, "steady", def.Steady, "with --rolling-deploy: the steady stretch before the first replacement")
-	fs.DurationVar(&d.settle, "settle", def.Settle, "with --rolling-deploy: the wait after each replacement")
-	fs.DurationVar(&d.dnsPeriod, "dns-period", def.DNSPeriod, "with --rolling-deploy: how often the dns row's clients look the SRV records up")
-	fs.DurationVar(&d.dnsMin, "dns-min-interval", def.DNSMinInterval, "with --rolling-deploy: the least time between two lookups a failing peer asks for")
+	fs.DurationVar(&d.warmup, "warmup-time", def.Warmup.D(), "with --rolling-deploy: the load's first stretch, left out of the figures")
+	fs.DurationVar(&d.steady, "steady", def.Steady.D(), "with --rolling-deploy: the steady stretch before the first replacement")
+	fs.DurationVar(&d.settle, "settle", def.Settle.D(), "with --rolling-deploy: the wait after each replacement")
+	fs.DurationVar(&d.dnsPeriod, "dns-period", def.DNSPeriod.D(), "with --rolling-deploy: how often the dns row's clients look the SRV records up")
+	fs.DurationVar(&d.dnsMin, "dns-min-interval", def.DNSMinInterval.D(), "with --rolling-deploy: the least time between two lookups a failing peer asks for")
 	fs.DurationVar(&d.grace, "grace", 0, "with --rolling-deploy: the leaving servers' Shutdown grace (0: 2 x --dns-period + 1s)")
-	fs.DurationVar(&d.quiet, "quiet", def.Quiet, "with --rolling-deploy: the time without requests that ends a Shutdown's grace")
+	fs.DurationVar(&d.quiet, "quiet", def.Quiet.D(), "with --rolling-deploy: the time without requests that ends a Shutdown's grace")
 	fs.StringVar(&d.etcd, "etcd", "", "with --rolling-deploy: the client `URL` of an etcd for the etcd row (default: start the etcd binary, or an embedded etcd)")
 	fs.BoolVar(&d.embeddedEtcd, "embedded-etcd", false, "with --rolling-deploy: embed etcd in this process even if the etcd binary is installed")
 	return d
@@ -77,8 +78,8 @@ func (d *deployFlags) Run(ctx context.Context, fs *cli.FlagSet, a cli.BenchArgs,
 		return fs.UsageError("--rows: %v", strings.TrimPrefix(err.Error(), "deploy: "))
 	}
 	cfg := deploy.Config{Rows: rows, Instances: d.instances, Clients: d.clients, Replacements: d.replaces,
-		Warmup: d.warmup, Steady: d.steady, Settle: d.settle, DNSPeriod: d.dnsPeriod, DNSMinInterval: d.dnsMin,
-		Grace: d.grace, Quiet: d.quiet, EtcdEndpoint: d.etcd, EmbeddedEtcd: d.embeddedEtcd, Timeout: timeout}
+		Warmup: millis.Duration(d.warmup), Steady: millis.Duration(d.steady), Settle: millis.Duration(d.settle), DNSPeriod: millis.Duration(d.dnsPeriod), DNSMinInterval: millis.Duration(d.dnsMin),
+		Grace: millis.Duration(d.grace), Quiet: millis.Duration(d.quiet), EtcdEndpoint: d.etcd, EmbeddedEtcd: d.embeddedEtcd, Timeout: millis.Duration(timeout)}
 	if fs.IsSet("rps") {
 		if !(rps > 0) {
 			return fs.UsageError("--rps is %v: --rolling-deploy offers a rate, > 0 (default 1000)", rps)
@@ -93,7 +94,7 @@ func (d *deployFlags) Run(ctx context.Context, fs *cli.FlagSet, a cli.BenchArgs,
 		if s.FastMin != s.FastMax || s.SlowFraction != 0 {
 			return fs.UsageError("--embedded-latency: --rolling-deploy needs a fixed service time, such as fixed:1ms")
 		}
-		cfg.ServiceTime = s.FastMin
+		cfg.ServiceTime = millis.Duration(s.FastMin)
 	}
 	// A zero field of deploy.Config means its default: refuse a zero here
 	// rather than replace it in silence.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 
 	"github.com/rs/zerolog"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/faults"
@@ -96,12 +97,12 @@ func faultsRun(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 	var want time.Duration
 	for _, c := range cfgs {
-		want += c.Duration
+		want += c.Duration.D()
 	}
 	fmt.Fprintf(stderr, "sluice-lab faults: %d runs, %s size, about %v of load (%s/%s, race detector: %v)\n",
 		len(cfgs), suite.Size, want.Round(time.Second), runtime.GOOS, runtime.GOARCH, faults.RaceDetector)
 	results, err := suite.Run(ctx, func(r *faults.Result) {
-		fmt.Fprintf(stderr, "  %s/%s: %d calls in %.1fs\n", r.Config.Scenario, r.Config.Setup, r.Calls, r.Elapsed.Seconds())
+		fmt.Fprintf(stderr, "  %s/%s: %d calls in %.1fs\n", r.Config.Scenario, r.Config.Setup, r.Calls, r.Elapsed.D().Seconds())
 	})
 	if len(results) > 0 && asJSON {
 		if code := fs.WriteJSON(newFaultsReport(*rps, *deadline, suite.Size, results, ctx.Err() != nil)); code != cli.ExitOK {
@@ -131,14 +132,14 @@ func faultsRun(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 // faultsReport is `sluice-lab faults -o json`'s report.
 type faultsReport struct {
-	RPS     float64 `json:"rps"`
-	Timeout time.Duration
-	Size    faults.Size
-	Runs    []faultsRunReport
+	RPS     float64           `json:"rps"`
+	Timeout millis.Duration   `json:"timeout_ms"`
+	Size    faults.Size       `json:"size"`
+	Runs    []faultsRunReport `json:"runs"`
 	// RunsBrokeContract counts the runs that broke a promise; Interrupted
 	// says the suite was cut short, the runs made so far reported.
-	RunsBrokeContract int
-	Interrupted       bool
+	RunsBrokeContract int  `json:"runs_broke_contract"`
+	Interrupted       bool `json:"interrupted"`
 }
 
 // faultsRunReport is one run's figures, its figures per call and what it broke
@@ -148,21 +149,25 @@ type faultsRunReport struct {
 	// FirstShare is null when no call started a second after the fault;
 	// AfterStreakShare when no call started after the erroring peer's
 	// first failures in a row (or there is no such peer).
-	FirstShare, AfterStreakShare                                      *float64
-	AttemptsPerCall, ExecutionsPerCall, ConnectsPerCall, DialsPerCall float64
-	ConnectsPerSecondAfter1s                                          float64 `json:"connects_per_second_after_1s"`
-	OverDeadline                                                      time.Duration
-	ContractKept                                                      bool
-	ContractBroken                                                    []string
+	FirstShare               *float64        `json:"first_share"`
+	AfterStreakShare         *float64        `json:"after_streak_share"`
+	AttemptsPerCall          float64         `json:"attempts_per_call"`
+	ExecutionsPerCall        float64         `json:"executions_per_call"`
+	ConnectsPerCall          float64         `json:"connects_per_call"`
+	DialsPerCall             float64         `json:"dials_per_call"`
+	ConnectsPerSecondAfter1s float64         `json:"connects_per_second_after_1s"`
+	OverDeadline             millis.Duration `json:"over_deadline_ms"`
+	ContractKept             bool            `json:"contract_kept"`
+	ContractBroken           []string        `json:"contract_broken"`
 }
 
 func newFaultsReport(rps float64, deadline time.Duration, size faults.Size, results []*faults.Result, interrupted bool) faultsReport {
-	rep := faultsReport{RPS: rps, Timeout: deadline, Size: size, Interrupted: interrupted}
+	rep := faultsReport{RPS: rps, Timeout: millis.Duration(deadline), Size: size, Interrupted: interrupted}
 	contract := faults.DefaultContract()
 	for _, r := range results {
 		run := faultsRunReport{Result: r, AttemptsPerCall: r.AttemptsPerCall(), ExecutionsPerCall: r.ExecutionsPerCall(),
 			ConnectsPerCall: r.ConnectsPerCall(), DialsPerCall: r.DialsPerCall(), ConnectsPerSecondAfter1s: r.ConnectsPerSecondAfter1s(),
-			OverDeadline: r.OverDeadline(), ContractBroken: contract.Check(r)}
+			OverDeadline: millis.Duration(r.OverDeadline()), ContractBroken: contract.Check(r)}
 		if r.FirstShare >= 0 {
 			run.FirstShare = &r.FirstShare
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 
 	"github.com/sluice-rpc/sluice/tools/benchmarks/hostile"
 )
@@ -144,10 +145,10 @@ func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fmt.Fprintf(stderr, "sluice-lab hostile: %d attacks, %s size, server %s (%s), %s/%s\n", len(list), cfg.Size, bin, build, runtime.GOOS, runtime.GOARCH)
 	start := time.Now()
 	results, err := cfg.Run(ctx, func(r *hostile.Result) {
-		fmt.Fprintf(stderr, "  %s: %.1fs\n", r.Attack, r.Elapsed.Seconds())
+		fmt.Fprintf(stderr, "  %s: %.1fs\n", r.Attack, r.Elapsed.D().Seconds())
 	})
 	if len(results) > 0 && asJSON {
-		rep := hostileReport{Size: cfg.Size, Elapsed: time.Since(start), Interrupted: ctx.Err() != nil}
+		rep := hostileReport{Size: cfg.Size, Elapsed: millis.Duration(time.Since(start)), Interrupted: ctx.Err() != nil}
 		if cfg.Target != nil {
 			rep.Target, rep.TargetPID = &cfg.Target.Addr, &cfg.Target.PID
 		} else {
@@ -182,33 +183,41 @@ func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 // hostileReport is `sluice-lab hostile -o json`'s report.
 type hostileReport struct {
-	Size    hostile.Size
-	Elapsed time.Duration
+	Size    hostile.Size    `json:"size"`
+	Elapsed millis.Duration `json:"elapsed_ms"`
 	// ServerBin and Build name the binary attacked, null when attacking
 	// an external --target (Target, TargetPID; null otherwise).
-	ServerBin, Build *string
-	Target           *string
-	TargetPID        *int `json:"target_pid"`
-	Attacks          []hostileAttack
+	ServerBin *string         `json:"server_bin"`
+	Build     *string         `json:"build"`
+	Target    *string         `json:"target"`
+	TargetPID *int            `json:"target_pid"`
+	Attacks   []hostileAttack `json:"attacks"`
 	// Interrupted says the run was cut short, the attacks made so far
 	// reported.
-	Interrupted bool
+	Interrupted bool `json:"interrupted"`
 }
 
 // hostileAttack is one attack's result, with null where the harness could
 // not measure.
 type hostileAttack struct {
 	*hostile.Result
-	Server hostileServer
+	Server hostileServer `json:"server"`
 }
 
 // hostileServer is hostile.ServerFigures with null for what is unknown.
 type hostileServer struct {
-	Flags, Missing, Crashes                           []string
-	AliveAfter                                        bool
-	RSSBeforeBytes, RSSPeakBytes, RSSAfterBytes       *int64
-	GoroutinesBefore, GoroutinesPeak, GoroutinesAfter *int
-	HeapBeforeBytes, HeapAfterBytes                   *int64
+	Flags            []string `json:"flags"`
+	Missing          []string `json:"missing"`
+	Crashes          []string `json:"crashes"`
+	AliveAfter       bool     `json:"alive_after"`
+	RSSBeforeBytes   *int64   `json:"rss_before_bytes"`
+	RSSPeakBytes     *int64   `json:"rss_peak_bytes"`
+	RSSAfterBytes    *int64   `json:"rss_after_bytes"`
+	GoroutinesBefore *int     `json:"goroutines_before"`
+	GoroutinesPeak   *int     `json:"goroutines_peak"`
+	GoroutinesAfter  *int     `json:"goroutines_after"`
+	HeapBeforeBytes  *int64   `json:"heap_before_bytes"`
+	HeapAfterBytes   *int64   `json:"heap_after_bytes"`
 }
 
 func newHostileAttack(r *hostile.Result) hostileAttack {

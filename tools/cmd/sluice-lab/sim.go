@@ -103,7 +103,7 @@ func simBusyCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	out := simBusyReport{Scenario: sc}
 	for _, r := range runs {
-		run := simBusyRun{Strategy: r.Strategy, StartLimit: r.StartLimit, Seconds: r.Seconds, Converged: r.Converged}
+		run := simBusyRun{Strategy: r.Strategy.String(), StartLimit: r.StartLimit, Seconds: r.Seconds, Converged: r.Converged}
 		if r.Strategy == busy.Constant {
 			run.RecoverValue = &r.RecoverValue
 		} else {
@@ -125,7 +125,7 @@ type simBusyReport struct {
 
 // simBusyRun is one run: the recover-rate one, then the constant one.
 type simBusyRun struct {
-	Strategy     busy.Strategy    `json:"strategy"`
+	Strategy     string           `json:"strategy"`
 	RecoverRate  *float64         `json:"recover_rate"`  // multiplicative
 	RecoverValue *float64         `json:"recover_value"` // constant
 	StartLimit   int64            `json:"start_limit"`

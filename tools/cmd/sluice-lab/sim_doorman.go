@@ -16,6 +16,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/sluice-rpc/sluice/tools/internal/chart"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 	"github.com/sluice-rpc/sluice/tools/internal/sim/doormansim"
 )
 
@@ -81,7 +82,7 @@ func simDoormanCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	sc.Seed = *seed
 	if *duration != 0 {
-		sc.Duration = *duration
+		sc.Duration = millis.Duration(*duration)
 	}
 	if *chartPath != "" {
 		if err := chart.CheckPath(*chartPath); err != nil {
@@ -102,36 +103,36 @@ func simDoormanCmd(args []string, stdout, stderr io.Writer) int {
 // simDoormanReport is `sluice-lab sim doorman -o json`'s report: the run,
 // with null where the table says n/a.
 type simDoormanReport struct {
-	Scenario simDoormanScenario `json:"scenario"`
-	Summary  simDoormanSummary  `json:"summary"`
-	Mishaps  []doormansim.Mishap
-	Samples  []doormansim.Sample
+	Scenario simDoormanScenario  `json:"scenario"`
+	Summary  simDoormanSummary   `json:"summary"`
+	Mishaps  []doormansim.Mishap `json:"mishaps"`
+	Samples  []doormansim.Sample `json:"samples"`
 }
 
 // simDoormanScenario is the scenario with its learning mode's length
 // (not "negative: the lease length") and its number of clients.
 type simDoormanScenario struct {
 	doormansim.Scenario
-	Learning   time.Duration
-	NumClients int
+	Learning   millis.Duration `json:"learning_ms"`
+	NumClients int             `json:"num_clients"`
 }
 
 // simDoormanSummary is the summary, null where there is no figure.
 type simDoormanSummary struct {
 	doormansim.Summary
 	// Used is null when the run ends before the root's learning mode.
-	Used *float64
+	Used *float64 `json:"used"`
 	// Reconverge is null when no change after learning mode unsettled
 	// the tree, MishapReconverge when no mishap did.
-	Reconverge            *time.Duration
-	ReconvergeAfter       *string
-	MishapReconverge      *time.Duration
-	MishapReconvergeAfter *string
+	Reconverge            *millis.Duration `json:"reconverge_ms"`
+	ReconvergeAfter       *string          `json:"reconverge_after"`
+	MishapReconverge      *millis.Duration `json:"mishap_reconverge_ms"`
+	MishapReconvergeAfter *string          `json:"mishap_reconverge_after"`
 }
 
 func doormanReport(res doormansim.Result) simDoormanReport {
 	sc, sum := res.Scenario, res.Summary
-	out := simDoormanReport{Scenario: simDoormanScenario{Scenario: sc, Learning: sc.LearningDuration(), NumClients: sc.NumClients()},
+	out := simDoormanReport{Scenario: simDoormanScenario{Scenario: sc, Learning: millis.Duration(sc.LearningDuration()), NumClients: sc.NumClients()},
 		Summary: simDoormanSummary{Summary: sum}, Mishaps: res.Mishaps, Samples: res.Samples}
 	if sc.Duration > sum.From {
 		out.Summary.Used = &sum.Used
@@ -194,10 +195,10 @@ func writeDoormanTable(w io.Writer, res doormansim.Result) {
 	fmt.Fprintf(w, "%8s %10s %10s %10s %10s %8s\n", "minute", "wants", "has", "min has", "max has", "used")
 	for start := 0; start < len(res.Samples); {
 		end := start
-		m := res.Samples[start].T / time.Minute
+		m := res.Samples[start].T.D() / time.Minute
 		var wants, has, used float64
 		lo, hi := math.Inf(1), math.Inf(-1)
-		for ; end < len(res.Samples) && res.Samples[end].T/time.Minute == m; end++ {
+		for ; end < len(res.Samples) && res.Samples[end].T.D()/time.Minute == m; end++ {
 			s := res.Samples[end]
 			wants += s.Wants
 			has += s.Has
@@ -230,7 +231,7 @@ func writeDoormanChart(path string, res doormansim.Result) error {
 	p.Legend.Left = true // below the lines, over the start's learning mode
 	var wants, has, capacity plotter.XYs
 	for _, s := range res.Samples {
-		x := s.T.Minutes()
+		x := s.T.D().Minutes()
 		wants = append(wants, plotter.XY{X: x, Y: s.Wants})
 		has = append(has, plotter.XY{X: x, Y: s.Has})
 		capacity = append(capacity, plotter.XY{X: x, Y: s.Capacity})
@@ -252,7 +253,7 @@ func writeDoormanChart(path string, res doormansim.Result) error {
 	if len(res.Mishaps) > 0 {
 		var pts plotter.XYs
 		for _, m := range res.Mishaps {
-			pts = append(pts, plotter.XY{X: m.T.Minutes(), Y: 0})
+			pts = append(pts, plotter.XY{X: m.T.D().Minutes(), Y: 0})
 		}
 		sc, err := plotter.NewScatter(pts)
 		if err != nil {

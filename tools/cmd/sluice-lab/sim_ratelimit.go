@@ -5,11 +5,11 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
 
 	"github.com/sluice-rpc/sluice/tools/internal/chart"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -118,10 +118,11 @@ func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
 
 // simRatelimitReport is `sluice-lab sim ratelimit -o json`'s report.
 type simRatelimitReport struct {
-	Seed          uint64            `json:"seed"`
-	Runs          int               `json:"runs"`
-	Steady, Clear ratesim.Scenario  // the two scenarios
-	Pacers        []simRatelimitRow `json:"pacers"`
+	Seed   uint64            `json:"seed"`
+	Runs   int               `json:"runs"`
+	Steady ratesim.Scenario  `json:"steady"`
+	Clear  ratesim.Scenario  `json:"clear"` // the two scenarios
+	Pacers []simRatelimitRow `json:"pacers"`
 }
 
 // simRatelimitRow is one pacer's figures, means over the runs.
@@ -133,22 +134,23 @@ type simRatelimitRow struct {
 	Published *ratelimitFigures `json:"published"`
 	// Requests and Successes are the steady runs' requests sent and
 	// allowed; Cleared says every clear run finished in time.
-	Requests, Successes float64
-	Cleared             bool
+	Requests  float64 `json:"requests"`
+	Successes float64 `json:"successes"`
+	Cleared   bool    `json:"cleared"`
 }
 
 // ratelimitFigures are the article's four metrics.
 type ratelimitFigures struct {
-	RetryRate    float64       `json:"retry_rate"` // a fraction
-	MaxSleep     time.Duration `json:"max_sleep"`
-	RequestStdev float64       `json:"request_stdev"`
-	Clear        time.Duration `json:"time_to_clear"`
+	RetryRate    float64         `json:"retry_rate"` // a fraction
+	MaxSleep     millis.Duration `json:"max_sleep_ms"`
+	RequestStdev float64         `json:"request_stdev"`
+	Clear        millis.Duration `json:"time_to_clear_ms"`
 }
 
 func ratelimitReport(seed uint64, runs int, steady, clear ratesim.Scenario, rows []ratesim.Row) simRatelimitReport {
 	out := simRatelimitReport{Seed: seed, Runs: runs, Steady: steady, Clear: clear}
 	figures := func(f ratesim.Figures) ratelimitFigures {
-		return ratelimitFigures{RetryRate: f.RetryRate, MaxSleep: f.MaxSleep, RequestStdev: f.RequestStdev, Clear: f.Clear}
+		return ratelimitFigures{RetryRate: f.RetryRate, MaxSleep: millis.Duration(f.MaxSleep), RequestStdev: f.RequestStdev, Clear: millis.Duration(f.Clear)}
 	}
 	for _, r := range rows {
 		row := simRatelimitRow{Name: r.Name, Strategy: r.Config.Strategy, Figures: figures(r.Mean),

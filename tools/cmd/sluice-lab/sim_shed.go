@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/shed"
 	"github.com/sluice-rpc/sluice/tools/internal/chart"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 	"github.com/sluice-rpc/sluice/tools/internal/sim/shedsim"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -69,7 +70,7 @@ func (s *stepsFlag) Set(v string) error {
 	if err != nil {
 		return fmt.Errorf("service time %q: %v", d, err)
 	}
-	*s = append(*s, shedsim.Step{At: a, Service: sv})
+	*s = append(*s, shedsim.Step{At: millis.Duration(a), Service: millis.Duration(sv)})
 	return nil
 }
 
@@ -138,53 +139,58 @@ type simShedReport struct {
 
 // simShedScenario is the run's scenario, as its flags set it.
 type simShedScenario struct {
-	Model    shedsim.Model
-	Workers  int
-	Service  time.Duration
-	Capacity float64 // requests per second at the starting service time
-	Steps    []shedsim.Step
-	Load     float64
-	Duration time.Duration
-	Guard    shedsim.Guard
+	Model    shedsim.Model   `json:"model"`
+	Workers  int             `json:"workers"`
+	Service  millis.Duration `json:"service_ms"`
+	Capacity float64         `json:"capacity"` // requests per second at the starting service time
+	Steps    []shedsim.Step  `json:"steps"`
+	Load     float64         `json:"load"`
+	Duration millis.Duration `json:"duration_ms"`
+	Guard    shedsim.Guard   `json:"guard"`
 	// FixedLimit is the fixed guard's limit, null for the others.
-	FixedLimit *int
-	Seed       uint64
+	FixedLimit *int   `json:"fixed_limit"`
+	Seed       uint64 `json:"seed"`
 }
 
 // simShedSecond is shedsim.Second with null where there is no value.
 type simShedSecond struct {
-	T                       time.Duration
-	Service                 time.Duration
-	Offered, Admitted, Shed int
-	Done                    int
-	Goodput                 float64
+	T        millis.Duration `json:"t_ms"`
+	Service  millis.Duration `json:"service_ms"`
+	Offered  int             `json:"offered"`
+	Admitted int             `json:"admitted"`
+	Shed     int             `json:"shed"`
+	Done     int             `json:"done"`
+	Goodput  float64         `json:"goodput"`
 	// P50 and P99 are null when no request finished in the second.
-	P50, P99 *time.Duration
+	P50 *millis.Duration `json:"p50_ms"`
+	P99 *millis.Duration `json:"p99_ms"`
 	// Limit, MinLimit and MaxLimit are null with no guard; NoLoad is
 	// null but for the adaptive guard.
-	Limit, MinLimit, MaxLimit *float64
-	NoLoad                    *time.Duration
-	InFlight                  int
+	Limit    *float64         `json:"limit"`
+	MinLimit *float64         `json:"min_limit"`
+	MaxLimit *float64         `json:"max_limit"`
+	NoLoad   *millis.Duration `json:"no_load_ms"`
+	InFlight int              `json:"in_flight"`
 }
 
 func shedReport(res shedsim.Result) simShedReport {
 	sc := res.Scenario
-	out := simShedReport{Scenario: simShedScenario{Model: sc.Model, Workers: sc.Workers, Service: sc.Service, Capacity: sc.Capacity(),
-		Steps: sc.Steps, Load: sc.Load, Duration: sc.Duration, Guard: sc.Guard, Seed: sc.Seed}}
+	out := simShedReport{Scenario: simShedScenario{Model: sc.Model, Workers: sc.Workers, Service: millis.Duration(sc.Service), Capacity: sc.Capacity(),
+		Steps: sc.Steps, Load: sc.Load, Duration: millis.Duration(sc.Duration), Guard: sc.Guard, Seed: sc.Seed}}
 	if sc.Guard == shedsim.Fixed {
 		out.Scenario.FixedLimit = &sc.FixedLimit
 	}
 	for _, s := range res.Seconds {
-		o := simShedSecond{T: s.T, Service: s.Service, Offered: s.Offered, Admitted: s.Admitted, Shed: s.Shed, Done: s.Done,
+		o := simShedSecond{T: millis.Duration(s.T), Service: millis.Duration(s.Service), Offered: s.Offered, Admitted: s.Admitted, Shed: s.Shed, Done: s.Done,
 			Goodput: s.Goodput, InFlight: s.InFlight}
 		if s.Done > 0 {
-			o.P50, o.P99 = &s.P50, &s.P99
+			o.P50, o.P99 = (*millis.Duration)(&s.P50), (*millis.Duration)(&s.P99)
 		}
 		if sc.Guard != shedsim.None {
 			o.Limit, o.MinLimit, o.MaxLimit = &s.Limit, &s.MinLimit, &s.MaxLimit
 		}
 		if sc.Guard == shedsim.Adaptive {
-			o.NoLoad = &s.NoLoad
+			o.NoLoad = (*millis.Duration)(&s.NoLoad)
 		}
 		out.Seconds = append(out.Seconds, o)
 	}

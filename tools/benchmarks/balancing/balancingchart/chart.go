@@ -117,7 +117,7 @@ func scaleOutPlots(r *balancing.Result) ([]*plot.Plot, error) {
 		}
 		var p99, newEach, oldEach, newP99, oldP99, failed plotter.XYs
 		for i, sec := range row.Seconds {
-			if !whole(i, total) {
+			if !whole(i, total.D()) {
 				break
 			}
 			x := mid(i)
@@ -169,7 +169,7 @@ func heterogeneousPlots(r *balancing.Result) ([]*plot.Plot, error) {
 		for i := range c.Workers {
 			var xys plotter.XYs
 			for s, shares := range row.Seconds {
-				if whole(s, c.Warmup+c.Duration) {
+				if whole(s, (c.Warmup + c.Duration).D()) {
 					xys = append(xys, plotter.XY{X: mid(s), Y: shares[i]})
 				}
 			}
@@ -194,7 +194,7 @@ func heterogeneousPlots(r *balancing.Result) ([]*plot.Plot, error) {
 func capacityShares(c balancing.HeterogeneousConfig) string {
 	var s []string
 	for _, w := range c.Workers {
-		s = append(s, fmt.Sprintf("%.0f%%", 100*balancing.PoolCapacity(w, c.Service)/c.Capacity()))
+		s = append(s, fmt.Sprintf("%.0f%%", 100*balancing.PoolCapacity(w, c.Service.D())/c.Capacity()))
 	}
 	return strings.Join(s, ", ")
 }
@@ -224,7 +224,7 @@ func erroringPlots(r *balancing.Result) ([]*plot.Plot, error) {
 		name := fmt.Sprintf("%d of %d erroring, ejection %s", row.Erroring, c.Servers, benchrun.OnOff(row.Ejection))
 		var f, to plotter.XYs
 		for i, sec := range row.Seconds {
-			if !whole(i, c.Duration) {
+			if !whole(i, c.Duration.D()) {
 				break
 			}
 			f = append(f, plotter.XY{X: mid(i), Y: float64(sec.Failed)})

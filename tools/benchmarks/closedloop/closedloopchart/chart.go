@@ -46,7 +46,7 @@ func Write(r *closedloop.Result, path string) error {
 		var g, l plotter.XYs
 		for _, s := range row.Report.Timeline {
 			x := time.Duration(s.Start).Seconds() + 0.5
-			if x > c.Duration.Seconds() {
+			if x > c.Duration.D().Seconds() {
 				break // the last, partial second
 			}
 			g = append(g, plotter.XY{X: x, Y: float64(s.OK) / c.Capacity()})

@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-rpc/sluice/shed"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/closedloop"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 var benchHelp = Help{
@@ -683,9 +684,9 @@ func benchClosedLoop(ctx context.Context, fs *FlagSet, a closedLoopArgs, stdout,
 	if err := checkGOGC(a.gogc); err != nil {
 		return fs.UsageError("%v", err)
 	}
-	cfg := closedloop.Config{Workers: a.workers, Load: a.load, Timeout: a.timeout, GCPercent: a.gogc}
+	cfg := closedloop.Config{Workers: a.workers, Load: a.load, Timeout: millis.Duration(a.timeout), GCPercent: a.gogc}
 	if fs.IsSet("max-duration") {
-		cfg.Duration = a.duration
+		cfg.Duration = millis.Duration(a.duration)
 	}
 	if err := closedLoopRows(fs, a, &cfg); err != nil {
 		return fs.UsageError("%v", err)
@@ -698,7 +699,7 @@ func benchClosedLoop(ctx context.Context, fs *FlagSet, a closedLoopArgs, stdout,
 		if shape.FastMin != shape.FastMax || shape.SlowFraction != 0 {
 			return fs.UsageError("--embedded-latency: --closed-loop needs a fixed service time, such as fixed:2ms")
 		}
-		cfg.Service = shape.FastMin
+		cfg.Service = millis.Duration(shape.FastMin)
 	}
 	if err := cfg.Validate(); err != nil {
 		return fs.UsageError("%v", strings.TrimPrefix(err.Error(), "closedloop: "))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/tools/benchmarks/amplification"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // amplificationHelp describes --amplification, for bench's help.
@@ -46,7 +47,7 @@ func benchAmplification(ctx context.Context, fs *FlagSet, a amplificationArgs, s
 	if err != nil {
 		return fs.UsageError("--amplification: %v", strings.TrimPrefix(err.Error(), "amplification: "))
 	}
-	cfg := amplification.Config{Scenarios: list, Seed: a.seed, Rate: a.rps, Duration: a.duration}
+	cfg := amplification.Config{Scenarios: list, Seed: a.seed, Rate: a.rps, Duration: millis.Duration(a.duration)}
 	if a.ci {
 		ci := amplification.CI()
 		cfg.DownFor = ci.DownFor

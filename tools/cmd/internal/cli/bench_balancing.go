@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/tools/benchmarks/balancing"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // balancingArgs are the flags --balancing reads.
@@ -42,7 +43,7 @@ func benchBalancing(ctx context.Context, fs *FlagSet, a balancingArgs, timeoutSe
 		if timeout <= 0 {
 			return fs.UsageError("--timeout is %v, must be > 0", timeout)
 		}
-		cfg.Timeout = timeout
+		cfg.Timeout = millis.Duration(timeout)
 	}
 	if a.seed == 0 {
 		return fs.UsageError("--seed is 0, must be >= 1")

@@ -329,22 +329,22 @@ func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 // doormanLease is what `sluice doorman get` prints: a lease, or none.
 type doormanLease struct {
-	Client   string `json:"client_id"`
-	Resource string
-	Wants    float64
+	Client   string  `json:"client_id"`
+	Resource string  `json:"resource"`
+	Wants    float64 `json:"wants"`
 	// Capacity and Expires are the lease's, null without one; Held is
 	// what the client may use without one (--watch, after its lease
 	// ended: 0, pessimistic).
-	Capacity *float64
-	Expires  *time.Time
-	Held     float64 `json:"-"`
+	Capacity *float64   `json:"capacity"`
+	Expires  *time.Time `json:"expires"`
+	Held     float64    `json:"-"`
 	// LearningModeLikely says the lease is what a server in learning mode
 	// grants a new client: capacity 0 for wants above 0. LearningModeEndsBy
 	// is then the latest end of learning mode with the default duration
 	// (the lease length): the lease's expiry. Note says it in words.
-	LearningModeLikely bool
-	LearningModeEndsBy *time.Time
-	Note               *string
+	LearningModeLikely bool       `json:"learning_mode_likely"`
+	LearningModeEndsBy *time.Time `json:"learning_mode_ends_by"`
+	Note               *string    `json:"note"`
 }
 
 // newDoormanLease returns the report of a lease of capacity until expiry;

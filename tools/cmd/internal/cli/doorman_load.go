@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -163,13 +164,17 @@ func (l latencies) String() string {
 		return "no requests"
 	}
 	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 2, 64) + "ms" }
-	return fmt.Sprintf("p50 %s p90 %s p99 %s p99.9 %s max %s", ms(q.P50), ms(q.P90), ms(q.P99), ms(q.P999), ms(q.Max))
+	return fmt.Sprintf("p50 %s p90 %s p99 %s p99.9 %s max %s", ms(q.P50.D()), ms(q.P90.D()), ms(q.P99.D()), ms(q.P999.D()), ms(q.Max.D()))
 }
 
 // latencyQuantiles are the quantiles the table prints, in a JSON report.
 type latencyQuantiles struct {
-	Count                    int
-	P50, P90, P99, P999, Max time.Duration
+	Count int             `json:"count"`
+	P50   millis.Duration `json:"p50_ms"`
+	P90   millis.Duration `json:"p90_ms"`
+	P99   millis.Duration `json:"p99_ms"`
+	P999  millis.Duration `json:"p999_ms"`
+	Max   millis.Duration `json:"max_ms"`
 }
 
 // quantiles returns l's quantiles, nil (null in JSON) when l is empty.
@@ -180,7 +185,7 @@ func (l latencies) quantiles() *latencyQuantiles {
 	s := slices.Clone(l)
 	slices.Sort(s)
 	q := func(p float64) time.Duration { return load.Quantile(s, p) } // bench's quantiles, nearest rank
-	return &latencyQuantiles{Count: len(s), P50: q(0.5), P90: q(0.9), P99: q(0.99), P999: q(0.999), Max: s[len(s)-1]}
+	return &latencyQuantiles{Count: len(s), P50: millis.Duration(q(0.5)), P90: millis.Duration(q(0.9)), P99: millis.Duration(q(0.99)), P999: millis.Duration(q(0.999)), Max: millis.Duration(s[len(s)-1])}
 }
 
 // firstError keeps the first of concurrent errors.
@@ -317,7 +322,7 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	if asJSON {
 		rep := doormanLoadReport{Clients: *clients, Resource: *resource, Concurrency: *lf.concurrency, Connections: *lf.conns,
-			Elapsed: time.Duration(elapsed * float64(time.Second)), Requests: len(all), RequestsPerS: float64(len(all)) / elapsed,
+			Elapsed: millis.Duration(time.Duration(elapsed * float64(time.Second))), Requests: len(all), RequestsPerS: float64(len(all)) / elapsed,
 			Answered: answered.Load(), AnsweredPerS: float64(answered.Load()) / elapsed, Unanswered: unanswered.Load(),
 			Failed: failed.n.Load(), Latency: all.quantiles()}
 		if failed.err != nil {
@@ -342,58 +347,64 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 // doormanLoadReport is `sluice doorman load -o json`'s report, the
 // table's figures.
 type doormanLoadReport struct {
-	Clients      int
-	Resource     string
-	Concurrency  int
-	Connections  int
-	Elapsed      time.Duration
-	Requests     int
-	RequestsPerS float64 `json:"requests_per_s"`
+	Clients      int             `json:"clients"`
+	Resource     string          `json:"resource"`
+	Concurrency  int             `json:"concurrency"`
+	Connections  int             `json:"connections"`
+	Elapsed      millis.Duration `json:"elapsed_ms"`
+	Requests     int             `json:"requests"`
+	RequestsPerS float64         `json:"requests_per_s"`
 	// Answered requests had an entry for the resource, Unanswered none.
-	Answered     int64
+	Answered     int64   `json:"answered"`
 	AnsweredPerS float64 `json:"answered_per_s"`
-	Unanswered   int64
+	Unanswered   int64   `json:"unanswered"`
 	// Failed requests got an error, the first of them FirstError (null
 	// when none failed).
-	Failed     int64
-	FirstError *string
+	Failed     int64   `json:"failed"`
+	FirstError *string `json:"first_error"`
 	// Latency is null when no request was answered.
-	Latency *latencyQuantiles
+	Latency *latencyQuantiles `json:"latency"`
 }
 
 // doormanFloodReport is `sluice doorman flood -o json`'s report, the
 // table's figures.
 type doormanFloodReport struct {
-	IDs          int `json:"ids"`
-	PerRequest   int
-	FloodClients int
-	Concurrency  int
-	Elapsed      time.Duration
+	IDs          int             `json:"ids"`
+	PerRequest   int             `json:"per_request"`
+	FloodClients int             `json:"flood_clients"`
+	Concurrency  int             `json:"concurrency"`
+	Elapsed      millis.Duration `json:"elapsed_ms"`
 	// Accepted flood requests (AcceptedIDs ids in them), Refused
 	// (RESOURCE_EXHAUSTED: FirstRefusal says why, null when none was),
 	// Failed otherwise.
-	Accepted, AcceptedIDs, Refused, Failed int64
-	FirstRefusal                           *string
+	Accepted     int64   `json:"accepted"`
+	AcceptedIDs  int64   `json:"accepted_ids"`
+	Refused      int64   `json:"refused"`
+	Failed       int64   `json:"failed"`
+	FirstRefusal *string `json:"first_refusal"`
 	// Side is the side client's requests.
-	Side doormanFloodSide
+	Side doormanFloodSide `json:"side"`
 	// Server is the server's memory, null without --server-pid.
-	Server *doormanFloodServer
+	Server *doormanFloodServer `json:"server"`
 }
 
 // doormanFloodSide is the side client's requests during the flood.
 type doormanFloodSide struct {
-	Requests, Answered int
+	Requests int `json:"requests"`
+	Answered int `json:"answered"`
 	// Latency is null when no request was answered.
-	Latency *latencyQuantiles
+	Latency *latencyQuantiles `json:"latency"`
 	// Error is the side client's first error, null when it had none.
-	Error *string
+	Error *string `json:"error"`
 }
 
 // doormanFloodServer is the server process's memory, in bytes.
 type doormanFloodServer struct {
-	PID                                         int `json:"pid"`
-	RSSBeforeBytes, RSSPeakBytes, RSSAfterBytes int64
-	VMHWMBytes                                  int64 `json:"vm_hwm_bytes"`
+	PID            int   `json:"pid"`
+	RSSBeforeBytes int64 `json:"rss_before_bytes"`
+	RSSPeakBytes   int64 `json:"rss_peak_bytes"`
+	RSSAfterBytes  int64 `json:"rss_after_bytes"`
+	VMHWMBytes     int64 `json:"vm_hwm_bytes"`
 }
 
 func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -557,7 +568,7 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	<-floodDone
 	elapsed := time.Since(start).Seconds()
 	rep := doormanFloodReport{IDs: *ids, PerRequest: *perRequest, FloodClients: *floodClients, Concurrency: *lf.concurrency,
-		Elapsed: time.Duration(elapsed * float64(time.Second)), Accepted: accepted.Load(), AcceptedIDs: acceptedIDs.Load(),
+		Elapsed: millis.Duration(time.Duration(elapsed * float64(time.Second))), Accepted: accepted.Load(), AcceptedIDs: acceptedIDs.Load(),
 		Refused: refused.Load(), Failed: failed.n.Load(),
 		Side: doormanFloodSide{Requests: len(sideLat), Answered: sideAnswered, Latency: sideLat.quantiles()}}
 	if m := refusal.Load(); m != nil {

@@ -2,10 +2,9 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
-
-	"github.com/sluice-rpc/sluice/tools/internal/jsonout"
 )
 
 // OutputJSONHelp says what -o json prints, for the commands' help.
@@ -49,10 +48,14 @@ func (o *outputFlag) Check(fs *FlagSet) (asJSON bool, err error) {
 	return false, fmt.Errorf("-o/--output is %q, must be table or json", o.format)
 }
 
-// writeJSON writes a report by jsonout's convention on stdout, and
-// returns the exit code: 0, or 1 if it could not be written.
+// WriteJSON writes a report on stdout as one line of JSON, and returns
+// the exit code: 0, or 1 if it could not be written. The report's types
+// carry the convention OutputJSONHelp states: snake_case keys in their
+// json tags, durations as millis.Duration (milliseconds, keys ending in
+// _ms), enums by name (MarshalText or MarshalJSON), pointers for what may
+// have no value.
 func (f *FlagSet) WriteJSON(v any) int {
-	if err := jsonout.Write(f.stdout, v); err != nil {
+	if err := json.NewEncoder(f.stdout).Encode(v); err != nil {
 		return f.Failure("%v", err)
 	}
 	return ExitOK

@@ -63,10 +63,10 @@ const maxRate = 100_000_000
 
 // Scenario is one simulated traffic pattern.
 type Scenario struct {
-	RPS         int
-	RPSPattern  Pattern
-	Busy        int
-	BusyPattern Pattern
+	RPS         int     `json:"rps"`
+	RPSPattern  Pattern `json:"rps_pattern"`
+	Busy        int     `json:"busy"`
+	BusyPattern Pattern `json:"busy_pattern"`
 }
 
 // Presets are the design's two published scenarios.
@@ -113,11 +113,14 @@ type Result struct {
 type Second struct {
 	// Time is the second; Recovering is false for seconds 1..9 (busy
 	// answers), true from second 11.
-	Time       int
-	Recovering bool
+	Time       int  `json:"time"`
+	Recovering bool `json:"recovering"`
 	// RPS requests were sent, Throttled refused by the limiter and Busy
 	// answered busy, under the limit Limit (all truncated, as printed).
-	RPS, Throttled, Busy, Limit int64
+	RPS       int64 `json:"rps"`
+	Throttled int64 `json:"throttled"`
+	Busy      int64 `json:"busy"`
+	Limit     int64 `json:"limit"`
 }
 
 // The design's phases.

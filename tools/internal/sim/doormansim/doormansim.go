@@ -38,46 +38,58 @@ import (
 	"github.com/sluice-rpc/sluice/leasing"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 	"github.com/sluice-rpc/sluice/leasing/server"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 	"github.com/sluice-rpc/sluice/tools/internal/sim/event"
 )
+
+// Kind is the root's algorithm, a server.Kind that JSON writes by name.
+type Kind server.Kind
+
+// String returns k's name: FAIR_SHARE.
+func (k Kind) String() string { return server.Kind(k).String() }
+
+// MarshalText writes k by name.
+func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 
 // Scenario is one simulation: a tree of Doorman nodes, its clients, how
 // their demand changes and what goes wrong.
 type Scenario struct {
 	// Name names the scenario (see Scenarios).
-	Name string
+	Name string `json:"name"`
 	// About says what it reproduces.
-	About string
+	About string `json:"about"`
 
 	// Capacity is the root's capacity for the one resource.
-	Capacity float64
+	Capacity float64 `json:"capacity"`
 	// Algorithm is the root's algorithm (FAIR_SHARE by default).
-	Algorithm server.Kind
+	Algorithm Kind `json:"algorithm"`
 	// Fanout is the number of intermediate nodes under each node, level
 	// by level from the root: [3, 3] is three regions of three
 	// datacentres each. Empty means the clients talk to the root.
-	Fanout []int
+	Fanout []int `json:"fanout"`
 	// Clients is the number of clients under each leaf node.
-	Clients int
+	Clients int `json:"clients"`
 	// Wants is each client's base demand.
-	Wants float64
+	Wants float64 `json:"wants"`
 
 	// LeaseLength is the root's lease length; RefreshInterval its refresh
 	// interval, halved by each level of intermediates (whole seconds, at
 	// least 1).
-	LeaseLength, RefreshInterval time.Duration
+	LeaseLength     millis.Duration `json:"lease_length_ms"`
+	RefreshInterval millis.Duration `json:"refresh_interval_ms"`
 	// Learning is the root's learning mode duration; negative means the
 	// lease length (the design's default).
-	Learning time.Duration
+	Learning millis.Duration `json:"learning_ms"`
 	// ClientMinRefresh is the clients' shortest interval between two
 	// requests (the original client's is 5 s; a client under a tree
 	// whose leaves ask every second needs 1 s).
-	ClientMinRefresh time.Duration
+	ClientMinRefresh millis.Duration `json:"client_min_refresh_ms"`
 	// ChangeMin and ChangeMax bound the time between two changes of a
 	// client's demand (uniform); each change draws the demand uniformly
 	// within Step (a fraction) around the client's base.
-	ChangeMin, ChangeMax time.Duration
-	Step                 float64
+	ChangeMin millis.Duration `json:"change_min_ms"`
+	ChangeMax millis.Duration `json:"change_max_ms"`
+	Step      float64         `json:"step"`
 
 	// MishapEvery is the mean time between mishaps (uniform within half
 	// of it either side); 0 means none. A mishap is, with equal chances, a client's demand
@@ -85,17 +97,18 @@ type Scenario struct {
 	// crashing and restarting empty after Downtime, or the root's master
 	// failing over to its standby, the node having no master for
 	// FailoverGap.
-	MishapEvery time.Duration
-	SpikeWants  float64
-	SpikeLength time.Duration
-	Downtime    time.Duration
-	FailoverGap time.Duration
+	MishapEvery millis.Duration `json:"mishap_every_ms"`
+	SpikeWants  float64         `json:"spike_wants"`
+	SpikeLength millis.Duration `json:"spike_length_ms"`
+	Downtime    millis.Duration `json:"downtime_ms"`
+	FailoverGap millis.Duration `json:"failover_gap_ms"`
 
 	// Duration is the simulated time; Sample the interval between two
 	// samples of the totals.
-	Duration, Sample time.Duration
+	Duration millis.Duration `json:"duration_ms"`
+	Sample   millis.Duration `json:"sample_ms"`
 	// Seed seeds every random choice.
-	Seed uint64
+	Seed uint64 `json:"seed"`
 }
 
 // Validate reports the first thing wrong with sc.
@@ -107,11 +120,11 @@ func (sc *Scenario) Validate() error {
 		return fmt.Errorf("doormansim: clients per leaf is %d, must be 1 to 100000", sc.Clients)
 	case !(sc.Wants >= 0) || math.IsInf(sc.Wants, 0):
 		return fmt.Errorf("doormansim: wants is %v, must be a finite number >= 0", sc.Wants)
-	case sc.LeaseLength < time.Second || sc.LeaseLength%time.Second != 0:
+	case sc.LeaseLength.D() < time.Second || sc.LeaseLength.D()%time.Second != 0:
 		return fmt.Errorf("doormansim: lease length is %v, must be whole seconds >= 1s", sc.LeaseLength)
-	case sc.RefreshInterval < time.Second || sc.RefreshInterval%time.Second != 0 || sc.RefreshInterval > sc.LeaseLength:
+	case sc.RefreshInterval.D() < time.Second || sc.RefreshInterval.D()%time.Second != 0 || sc.RefreshInterval > sc.LeaseLength:
 		return fmt.Errorf("doormansim: refresh interval is %v, must be whole seconds, >= 1s and <= the lease length", sc.RefreshInterval)
-	case sc.Learning >= 0 && sc.Learning%time.Second != 0:
+	case sc.Learning >= 0 && sc.Learning.D()%time.Second != 0:
 		return fmt.Errorf("doormansim: learning mode duration is %v, must be whole seconds", sc.Learning)
 	case sc.ClientMinRefresh < 0:
 		return fmt.Errorf("doormansim: client minimum refresh interval is %v, must be >= 0", sc.ClientMinRefresh)
@@ -123,9 +136,9 @@ func (sc *Scenario) Validate() error {
 		return fmt.Errorf("doormansim: mishap interval is %v, must be >= 0 (0: none)", sc.MishapEvery)
 	case sc.MishapEvery > 0 && (sc.SpikeLength <= 0 || sc.Downtime <= 0 || sc.FailoverGap < 0 || !(sc.SpikeWants >= 0)):
 		return errors.New("doormansim: with mishaps, spike length and downtime must be > 0, failover gap and spike wants >= 0")
-	case sc.Duration < time.Second || sc.Duration > 24*time.Hour:
+	case sc.Duration.D() < time.Second || sc.Duration.D() > 24*time.Hour:
 		return fmt.Errorf("doormansim: duration is %v, must be 1s to 24h", sc.Duration)
-	case sc.Sample < time.Second || sc.Sample%time.Second != 0:
+	case sc.Sample.D() < time.Second || sc.Sample.D()%time.Second != 0:
 		return fmt.Errorf("doormansim: sampling interval is %v, must be whole seconds >= 1s", sc.Sample)
 	}
 	leaves := 1
@@ -156,9 +169,9 @@ func (sc *Scenario) NumClients() int {
 // LearningDuration returns the root's learning mode duration.
 func (sc *Scenario) LearningDuration() time.Duration {
 	if sc.Learning < 0 {
-		return sc.LeaseLength
+		return sc.LeaseLength.D()
 	}
-	return sc.Learning
+	return sc.Learning.D()
 }
 
 // base returns the parameters every scenario shares (the design's lease
@@ -166,20 +179,20 @@ func (sc *Scenario) LearningDuration() time.Duration {
 // fixed before measuring).
 func base() Scenario {
 	return Scenario{
-		Algorithm:        server.FairShare,
-		LeaseLength:      60 * time.Second,
-		RefreshInterval:  5 * time.Second,
+		Algorithm:        Kind(server.FairShare),
+		LeaseLength:      millis.Duration(60 * time.Second),
+		RefreshInterval:  millis.Duration(5 * time.Second),
 		Learning:         -1,
-		ClientMinRefresh: time.Second,
-		ChangeMin:        30 * time.Second,
-		ChangeMax:        90 * time.Second,
+		ClientMinRefresh: millis.Duration(time.Second),
+		ChangeMin:        millis.Duration(30 * time.Second),
+		ChangeMax:        millis.Duration(90 * time.Second),
 		Step:             0.3,
 		SpikeWants:       100,
-		SpikeLength:      2 * time.Minute,
-		Downtime:         30 * time.Second,
-		FailoverGap:      3 * time.Second,
-		Duration:         time.Hour,
-		Sample:           time.Second,
+		SpikeLength:      millis.Duration(2 * time.Minute),
+		Downtime:         millis.Duration(30 * time.Second),
+		FailoverGap:      millis.Duration(3 * time.Second),
+		Duration:         millis.Duration(time.Hour),
+		Sample:           millis.Duration(time.Second),
 		Seed:             1,
 	}
 }
@@ -196,12 +209,12 @@ func Scenarios() []Scenario {
 
 	mishaps := tree
 	mishaps.Name, mishaps.About = "tree-mishaps", "the design's scenario seven: scenario five with a mishap every 5 minutes on average (demand spikes, intermediate crashes, root failovers)"
-	mishaps.MishapEvery = 5 * time.Minute
+	mishaps.MishapEvery = millis.Duration(5 * time.Minute)
 
 	large := base()
 	large.Name, large.About = "large", "10,000 clients under 100 intermediates, capacity 110,000 (wants 14 each), varying, no mishaps"
 	large.Capacity, large.Fanout, large.Clients, large.Wants = 110000, []int{100}, 100, 14
-	large.Duration = 10 * time.Minute
+	large.Duration = millis.Duration(10 * time.Minute)
 	return []Scenario{root, tree, mishaps, large}
 }
 
@@ -218,51 +231,55 @@ func Lookup(name string) (Scenario, bool) {
 // Sample is the state of the tree at one moment.
 type Sample struct {
 	// T is the simulated time since the start.
-	T time.Duration
+	T millis.Duration `json:"t_ms"`
 	// Wants is the sum of the clients' demands; Has the sum of the
 	// capacities of their unexpired leases; Capacity the root's.
-	Wants, Has, Capacity float64
+	Wants    float64 `json:"wants"`
+	Has      float64 `json:"has"`
+	Capacity float64 `json:"capacity"`
 	// RootMaster is false while the root node has no master.
-	RootMaster bool
+	RootMaster bool `json:"root_master"`
 }
 
 // Mishap is one thing that went wrong.
 type Mishap struct {
-	T time.Duration
+	T millis.Duration `json:"t_ms"`
 	// Kind is "spike", "crash" or "failover".
-	Kind string
+	Kind string `json:"kind"`
 	// Target names the client or server.
-	Target string
+	Target string `json:"target"`
 }
 
 // Summary condenses a run.
 type Summary struct {
 	// From is when measuring starts: the end of the root's first learning
 	// mode.
-	From time.Duration
+	From millis.Duration `json:"from_ms"`
 	// Used is the mean, over the samples from From, of the capacity the
 	// clients hold divided by min(their total demand, capacity).
-	Used float64
+	Used float64 `json:"used"`
 	// Over counts the samples (from the start) where the clients held
 	// more than the capacity, and Episodes the runs of such samples; Max
 	// is the most held and MeanOver the mean held while over.
-	Over, Episodes int
-	Max, MeanOver  float64
+	Over     int     `json:"over"`
+	Episodes int     `json:"episodes"`
+	Max      float64 `json:"max"`
+	MeanOver float64 `json:"mean_over"`
 	// Reconverge is the longest time from a change (of a client's demand,
 	// or a mishap) after From to the next sample where the tree is
 	// converged: holding at least 99% of min(demand, capacity) and no more
 	// than the capacity. ReconvergeAfter says which change it was.
-	Reconverge      time.Duration
-	ReconvergeAfter string
+	Reconverge      millis.Duration `json:"reconverge_ms"`
+	ReconvergeAfter string          `json:"reconverge_after"`
 	// MishapReconverge is the longest time from a mishap to the end of
 	// the first stretch of unconverged samples that starts within a lease
 	// length and a downtime after it (a crashed server's clients keep
 	// their leases a while, so its effect comes late); 0 when no mishap
 	// unsettled the tree. MishapReconvergeAfter says which.
-	MishapReconverge      time.Duration
-	MishapReconvergeAfter string
+	MishapReconverge      millis.Duration `json:"mishap_reconverge_ms"`
+	MishapReconvergeAfter string          `json:"mishap_reconverge_after"`
 	// RPCs counts the RPCs delivered.
-	RPCs int64
+	RPCs int64 `json:"rpcs"`
 }
 
 // Result is a run.
@@ -371,8 +388,8 @@ func newSim(sc Scenario) *sim {
 	s.repo = &server.Repository{Resources: []server.Template{{
 		IdentifierGlob: "*",
 		Capacity:       sc.Capacity,
-		Algorithm: server.Algorithm{Kind: sc.Algorithm, LeaseLength: int64(sc.LeaseLength / time.Second),
-			RefreshInterval: int64(sc.RefreshInterval / time.Second), LearningModeDuration: &learning},
+		Algorithm: server.Algorithm{Kind: server.Kind(sc.Algorithm), LeaseLength: int64(sc.LeaseLength.D() / time.Second),
+			RefreshInterval: int64(sc.RefreshInterval.D() / time.Second), LearningModeDuration: &learning},
 	}}}
 	return s
 }
@@ -509,7 +526,7 @@ func (s *sim) addClient(leaf *node, i int) error {
 	name := fmt.Sprintf("%s/c%d", leaf.name, i+1)
 	cl, err := leasing.NewClient(leasing.ClientConfig{
 		Addr: leaf.servers[0].addr, ID: name, Clock: s.clk, Dial: s.dial, ManualRefresh: true,
-		MinRefreshInterval: s.sc.ClientMinRefresh,
+		MinRefreshInterval: s.sc.ClientMinRefresh.D(),
 		// A stream per client, apart from the simulation's own.
 		Rand: rand.New(rand.NewPCG(s.sc.Seed^0x9e3779b97f4a7c15, uint64(len(s.clients)))).Float64,
 	})
@@ -529,7 +546,7 @@ func (s *sim) addClient(leaf *node, i int) error {
 
 func (s *sim) changeGap() time.Duration {
 	lo, hi := s.sc.ChangeMin, s.sc.ChangeMax
-	return (lo + time.Duration(s.rng.Float64()*float64(hi-lo))).Round(time.Millisecond)
+	return (lo.D() + time.Duration(s.rng.Float64()*float64(hi-lo))).Round(time.Millisecond)
 }
 
 func (s *sim) changeWants(c *client) {
@@ -573,9 +590,9 @@ func (s *sim) mishap() {
 		c := s.clients[s.rng.IntN(len(s.clients))]
 		if c.spike == 0 {
 			c.spike = s.sc.SpikeWants
-			s.mishaps = append(s.mishaps, Mishap{s.now(), kind, c.name})
+			s.mishaps = append(s.mishaps, Mishap{millis.Duration(s.now()), kind, c.name})
 			s.setWants(c, c.r.Wants()+c.spike, "a spike")
-			s.at(s.now()+s.sc.SpikeLength, func() {
+			s.at(s.now()+s.sc.SpikeLength.D(), func() {
 				c.spike = 0
 				s.setWants(c, math.Max(c.r.Wants()-s.sc.SpikeWants, 0), "a spike's end")
 			})
@@ -584,10 +601,10 @@ func (s *sim) mishap() {
 		n := s.nodes[1+s.rng.IntN(len(s.nodes)-1)]
 		sv := n.servers[0]
 		if sv.s != nil {
-			s.mishaps = append(s.mishaps, Mishap{s.now(), kind, sv.addr})
+			s.mishaps = append(s.mishaps, Mishap{millis.Duration(s.now()), kind, sv.addr})
 			s.changes = append(s.changes, change{s.now(), "a crash of " + sv.addr})
 			s.crash(sv)
-			s.at(s.now()+s.sc.Downtime, func() {
+			s.at(s.now()+s.sc.Downtime.D(), func() {
 				if err := s.start(sv); err != nil {
 					panic(err) // the configuration started once already
 				}
@@ -598,10 +615,10 @@ func (s *sim) mishap() {
 		root := s.nodes[0]
 		if root.master >= 0 {
 			from := root.master
-			s.mishaps = append(s.mishaps, Mishap{s.now(), kind, root.servers[from].addr})
+			s.mishaps = append(s.mishaps, Mishap{millis.Duration(s.now()), kind, root.servers[from].addr})
 			s.changes = append(s.changes, change{s.now(), "a failover from " + root.servers[from].addr})
 			s.depose(root)
-			s.at(s.now()+s.sc.FailoverGap, func() {
+			s.at(s.now()+s.sc.FailoverGap.D(), func() {
 				s.elect(root, 1-from)
 				s.changes = append(s.changes, change{s.now(), root.servers[1-from].addr + " winning mastership"})
 			})
@@ -618,7 +635,7 @@ func (s *sim) sample() {
 			has += capacity
 		}
 	}
-	s.samples = append(s.samples, Sample{T: s.now(), Wants: wants, Has: has, Capacity: s.sc.Capacity,
+	s.samples = append(s.samples, Sample{T: millis.Duration(s.now()), Wants: wants, Has: has, Capacity: s.sc.Capacity,
 		RootMaster: s.nodes[0].master >= 0})
 }
 
@@ -626,8 +643,8 @@ func (s *sim) sample() {
 // the scenario's end, sampling the totals every Sample after the events of
 // that moment.
 func (s *sim) loop() {
-	end := epoch.Add(s.sc.Duration)
-	for t := epoch; !t.After(end); t = t.Add(s.sc.Sample) {
+	end := epoch.Add(s.sc.Duration.D())
+	for t := epoch; !t.After(end); t = t.Add(s.sc.Sample.D()) {
 		s.events.RunUntil(t)
 		s.sample()
 	}
@@ -768,7 +785,7 @@ func (e *election) tell(m server.Mastership) {
 func (s *sim) result() Result {
 	res := Result{Scenario: s.sc, Mishaps: s.mishaps, Samples: s.samples}
 	sum := &res.Summary
-	sum.From = s.sc.LearningDuration()
+	sum.From = millis.Duration(s.sc.LearningDuration())
 	sum.RPCs = s.rpcs
 	var used, overSum float64
 	var nUsed int
@@ -786,7 +803,7 @@ func (s *sim) result() Result {
 		}
 		prevOver = over
 		if isConverged(smp) {
-			converged = append(converged, smp.T)
+			converged = append(converged, smp.T.D())
 		}
 		if smp.T < sum.From {
 			continue
@@ -808,15 +825,15 @@ func (s *sim) result() Result {
 		if k := sort.Search(len(converged), func(i int) bool { return converged[i] >= t }); k < len(converged) {
 			return converged[k]
 		}
-		return s.sc.Duration
+		return s.sc.Duration.D()
 	}
 	// After a change: to the first converged sample at or after it.
 	for _, ch := range s.changes {
-		if ch.at < sum.From {
+		if ch.at < sum.From.D() {
 			continue
 		}
-		if d := nextConverged(ch.at) - ch.at; d > sum.Reconverge {
-			sum.Reconverge, sum.ReconvergeAfter = d, fmt.Sprintf("%s at %v", ch.what, ch.at)
+		if d := nextConverged(ch.at) - ch.at; d > sum.Reconverge.D() {
+			sum.Reconverge, sum.ReconvergeAfter = millis.Duration(d), fmt.Sprintf("%s at %v", ch.what, ch.at)
 		}
 	}
 	// After a mishap: to the end of the first unconverged stretch that
@@ -828,8 +845,8 @@ func (s *sim) result() Result {
 		first := (m.T + s.sc.Sample - 1) / s.sc.Sample * s.sc.Sample // the first sample at or after it
 		for t := first; t <= min(m.T+s.sc.LeaseLength+s.sc.Downtime, s.sc.Duration); t += s.sc.Sample {
 			if smp := s.samples[t/s.sc.Sample]; !isConverged(smp) {
-				if d := nextConverged(t) - m.T; d > sum.MishapReconverge {
-					sum.MishapReconverge, sum.MishapReconvergeAfter = d, fmt.Sprintf("a %s of %s at %v", m.Kind, m.Target, m.T)
+				if d := nextConverged(t.D()) - m.T.D(); d > sum.MishapReconverge.D() {
+					sum.MishapReconverge, sum.MishapReconvergeAfter = millis.Duration(d), fmt.Sprintf("a %s of %s at %v", m.Kind, m.Target, m.T)
 				}
 				break
 			}

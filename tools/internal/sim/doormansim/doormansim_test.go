@@ -9,6 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -67,7 +68,7 @@ func TestScenariosMeetTheTargets(t *testing.T) {
 					t.Errorf("mishaps in an hour: %v, want about 12 (one every 5 minutes on average) of every kind", kinds)
 				}
 				// The design doc: "a max of 2 minutes to catch up".
-				if res.Summary.MishapReconverge == 0 || res.Summary.MishapReconverge > 2*time.Minute {
+				if res.Summary.MishapReconverge == 0 || res.Summary.MishapReconverge.D() > 2*time.Minute {
 					t.Errorf("re-convergence after a mishap took %v (%s), want some, and at most 2 minutes",
 						res.Summary.MishapReconverge, res.Summary.MishapReconvergeAfter)
 				}
@@ -89,7 +90,7 @@ func TestLargeTreeConverges(t *testing.T) {
 	t.Parallel()
 	sc := scenario(t, "large")
 	if slowtest.Race {
-		sc.Duration = 3 * time.Minute
+		sc.Duration = millis.Duration(3 * time.Minute)
 	}
 	res := run(t, sc)
 	if res.Summary.Used < 0.98 {
@@ -109,7 +110,7 @@ func TestRunsAreDeterministic(t *testing.T) {
 	sc := scenario(t, "tree-mishaps")
 	// About nine mishaps a run, of every kind, between which the tree
 	// still converges.
-	sc.Duration, sc.MishapEvery = 5*time.Minute, 30*time.Second
+	sc.Duration, sc.MishapEvery = millis.Duration(5*time.Minute), millis.Duration(30*time.Second)
 	first, second := run(t, sc), run(t, sc)
 	if !reflect.DeepEqual(first, second) {
 		t.Errorf("two runs of seed %d differ: %+v and %+v", sc.Seed, first.Summary, second.Summary)
@@ -129,14 +130,14 @@ func TestValidateNamesTheField(t *testing.T) {
 	}{
 		"capacity":  {func(s *Scenario) { s.Capacity = 0 }, "capacity is 0"},
 		"clients":   {func(s *Scenario) { s.Clients = 0 }, "clients per leaf is 0"},
-		"lease":     {func(s *Scenario) { s.LeaseLength = 1500 * time.Millisecond }, "lease length is 1.5s"},
-		"refresh":   {func(s *Scenario) { s.RefreshInterval = 2 * time.Minute }, "refresh interval is 2m0s"},
-		"changes":   {func(s *Scenario) { s.ChangeMax = time.Second }, "demand changes every 30s to 1s"},
+		"lease":     {func(s *Scenario) { s.LeaseLength = millis.Duration(1500 * time.Millisecond) }, "lease length is 1.5s"},
+		"refresh":   {func(s *Scenario) { s.RefreshInterval = millis.Duration(2 * time.Minute) }, "refresh interval is 2m0s"},
+		"changes":   {func(s *Scenario) { s.ChangeMax = millis.Duration(time.Second) }, "demand changes every 30s to 1s"},
 		"step":      {func(s *Scenario) { s.Step = 1 }, "demand step is 1"},
-		"duration":  {func(s *Scenario) { s.Duration = 25 * time.Hour }, "duration is 25h0m0s"},
+		"duration":  {func(s *Scenario) { s.Duration = millis.Duration(25 * time.Hour) }, "duration is 25h0m0s"},
 		"fanout":    {func(s *Scenario) { s.Fanout = []int{3, 0} }, "fanout 0 (level 2)"},
 		"too large": {func(s *Scenario) { s.Fanout = []int{1000, 1000} }, "more than 100000 leaf nodes"},
-		"mishaps":   {func(s *Scenario) { s.MishapEvery, s.Downtime = time.Minute, 0 }, "downtime must be > 0"},
+		"mishaps":   {func(s *Scenario) { s.MishapEvery, s.Downtime = millis.Duration(time.Minute), 0 }, "downtime must be > 0"},
 	} {
 		sc := good
 		tt.change(&sc)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/internal/ratelimit"
 	"github.com/sluice-rpc/sluice/pacing"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 	"github.com/sluice-rpc/sluice/tools/internal/sim/event"
 )
 
@@ -19,33 +20,33 @@ var epoch = time.Date(2020, 7, 8, 0, 0, 0, 0, time.UTC)
 // request as soon as its pacer lets it) against one Server.
 type Scenario struct {
 	// Clients is the number of clients, each with its own pacer.
-	Clients int
+	Clients int `json:"clients"`
 	// Capacity is the server's bucket (4500).
-	Capacity int64
+	Capacity int64 `json:"capacity"`
 	// Window is the time the bucket takes to refill completely (an hour);
 	// 0 means it never refills.
-	Window time.Duration
+	Window millis.Duration `json:"window_ms"`
 	// Start is the number of requests in the bucket at time 0.
-	Start int64
+	Start int64 `json:"start"`
 	// Latency is each request's round trip: the server sees the request when
 	// it is sent and the client gets the answer Latency later.
-	Latency time.Duration
+	Latency millis.Duration `json:"latency_ms"`
 	// Duration ends the run: no request is sent after it. A run with
 	// StopRemaining >= 0 also ends when every client has stopped.
-	Duration time.Duration
+	Duration millis.Duration `json:"duration_ms"`
 	// StopRemaining >= 0 stops each client at its first response whose
 	// RateLimit-Remaining is at or below it; -1 never stops a client early.
-	StopRemaining int64
+	StopRemaining int64 `json:"stop_remaining"`
 	// InitialSleep is the pacers' starting sleep (Config.InitialSleep).
-	InitialSleep time.Duration
+	InitialSleep millis.Duration `json:"initial_sleep_ms"`
 }
 
 // Steady is Heroku's main run: 10 greedy clients for 30 minutes against a
 // bucket of 4500 refilled at 4500 per hour, starting empty as the article's
 // harness does (its GCRA server's starting_limit is 0).
 func Steady() Scenario {
-	return Scenario{Clients: 10, Capacity: 4500, Window: time.Hour, Start: 0,
-		Latency: DefaultLatency, Duration: 30 * time.Minute, StopRemaining: -1}
+	return Scenario{Clients: 10, Capacity: 4500, Window: millis.Duration(time.Hour), Start: 0,
+		Latency: millis.Duration(DefaultLatency), Duration: millis.Duration(30 * time.Minute), StopRemaining: -1}
 }
 
 // Clear is Heroku's "time to clear workload" run: a full bucket of 4500
@@ -54,8 +55,8 @@ func Steady() Scenario {
 // bound (the article's slowest strategy takes about 9 minutes).
 func Clear() Scenario {
 	return Scenario{Clients: 10, Capacity: 4500, Window: 0, Start: 4500,
-		Latency: DefaultLatency, Duration: 6 * time.Hour, StopRemaining: 10,
-		InitialSleep: time.Second}
+		Latency: millis.Duration(DefaultLatency), Duration: millis.Duration(6 * time.Hour), StopRemaining: 10,
+		InitialSleep: millis.Duration(time.Second)}
 }
 
 // DefaultLatency is the simulated round trip of one request. Heroku's
@@ -189,7 +190,7 @@ type NewPacer func(i int, rnd *rand.Rand) (ratelimit.Pacer, error)
 // initial sleep and the client's random source.
 func ForConfig(c pacing.Config, s Scenario) NewPacer {
 	return func(_ int, rnd *rand.Rand) (ratelimit.Pacer, error) {
-		c.InitialSleep = s.InitialSleep
+		c.InitialSleep = s.InitialSleep.D()
 		c.Rand = rnd.Float64
 		return ratelimit.New(c)
 	}
@@ -231,8 +232,8 @@ func Run(s Scenario, newPacer NewPacer, seed uint64) (Result, error) {
 		pacers[i] = p
 		res.Clients[i].Series = []Point{{0, p.Sleep()}}
 	}
-	srv := NewServer(s.Capacity, s.Start, s.Window, epoch)
-	end := epoch.Add(s.Duration)
+	srv := NewServer(s.Capacity, s.Start, s.Window.D(), epoch)
+	end := epoch.Add(s.Duration.D())
 	note := func(i int, now time.Time, slept time.Duration) {
 		c := &res.Clients[i]
 		c.MaxSleep = max(c.MaxSleep, slept)
@@ -260,7 +261,7 @@ func Run(s Scenario, newPacer NewPacer, seed uint64) (Result, error) {
 			}
 			ok, hdr := srv.Handle(now)
 			res.Clients[i].Requests++
-			q.Push(now.Add(s.Latency), clientEvent{client: i, kind: evReceive, ok: ok, hdr: hdr})
+			q.Push(now.Add(s.Latency.D()), clientEvent{client: i, kind: evReceive, ok: ok, hdr: hdr})
 		case evReceive:
 			last = now
 			sig, err := ratelimit.ParseHeaders(e.hdr, now)
@@ -290,9 +291,9 @@ func Run(s Scenario, newPacer NewPacer, seed uint64) (Result, error) {
 			q.Push(now.Add(wait), clientEvent{client: i, kind: evSend})
 		}
 	}
-	res.End = min(last.Sub(epoch), s.Duration)
+	res.End = min(last.Sub(epoch), s.Duration.D())
 	if s.StopRemaining < 0 {
-		res.End = s.Duration
+		res.End = s.Duration.D()
 	}
 	return res, nil
 }

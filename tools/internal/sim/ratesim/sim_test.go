@@ -82,7 +82,7 @@ func TestRunRespectsTheQuota(t *testing.T) {
 		for _, c := range r.Clients {
 			ok += c.Requests - c.RateLimited
 		}
-		if max := int64(s.Duration/(time.Hour/4500)) + 1; ok > max || ok < max*9/10 {
+		if max := int64(s.Duration.D()/(time.Hour/4500)) + 1; ok > max || ok < max*9/10 {
 			t.Fatalf("%s: %d successes in 30 min, want at most %d and most of it used", cfg.Strategy, ok, max)
 		}
 		if r.HeaderErrors != 0 {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/shed"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 	"github.com/sluice-rpc/sluice/tools/internal/sim/event"
 )
 
@@ -53,8 +54,8 @@ const (
 
 // Step changes the service time at a moment of the run.
 type Step struct {
-	At      time.Duration
-	Service time.Duration
+	At      millis.Duration `json:"at_ms"`
+	Service millis.Duration `json:"service_ms"`
 }
 
 // Scenario is one simulated run.
@@ -109,7 +110,7 @@ func (s Scenario) Validate() error {
 		if st.Service <= 0 {
 			return fmt.Errorf("shedsim: step %d: service time is %v, must be > 0", i+1, st.Service)
 		}
-		if st.At < 0 || st.At > s.Duration || (i > 0 && st.At < s.Steps[i-1].At) {
+		if st.At < 0 || st.At.D() > s.Duration || (i > 0 && st.At < s.Steps[i-1].At) {
 			return fmt.Errorf("shedsim: step %d: at %v, must be within the run and after the step before", i+1, st.At)
 		}
 	}
@@ -221,8 +222,8 @@ func (r *run) run() Result {
 		if f, ok := r.nextFinish(); ok && f.Before(next) {
 			next = f
 		}
-		if len(steps) > 0 && epoch.Add(steps[0].At).Before(next) {
-			next = epoch.Add(steps[0].At)
+		if len(steps) > 0 && epoch.Add(steps[0].At.D()).Before(next) {
+			next = epoch.Add(steps[0].At.D())
 		}
 		if nextSecond.Before(next) || nextSecond.Equal(next) {
 			r.advance(nextSecond)
@@ -235,8 +236,8 @@ func (r *run) run() Result {
 		}
 		r.advance(next)
 		switch {
-		case len(steps) > 0 && next.Equal(epoch.Add(steps[0].At)):
-			r.service = steps[0].Service
+		case len(steps) > 0 && next.Equal(epoch.Add(steps[0].At.D())):
+			r.service = steps[0].Service.D()
 			steps = steps[1:]
 		case next.Equal(nextArrival):
 			r.arrive()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
 	"github.com/sluice-rpc/sluice/shed"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // phase is a stretch of a run where every second must meet bounds.
@@ -35,7 +36,7 @@ func poolSettlesAndFollowsSteps(t *testing.T, seeds ...uint64) {
 	phases := []phase{{10 * time.Second, 30 * time.Second, d}, {40 * time.Second, 60 * time.Second, 2 * d}, {70 * time.Second, 90 * time.Second, d}}
 	for _, seed := range seeds {
 		res, err := Run(Scenario{Model: Pool, Workers: n, Service: d, Load: 2, Duration: 90 * time.Second,
-			Steps: []Step{{30 * time.Second, 2 * d}, {60 * time.Second, d}},
+			Steps: []Step{{millis.Duration(30 * time.Second), millis.Duration(2 * d)}, {millis.Duration(60 * time.Second), millis.Duration(d)}},
 			Guard: Adaptive, Shed: shed.Config{}, Seed: seed})
 		if err != nil {
 			t.Fatal(err)
@@ -141,9 +142,9 @@ func TestValidate(t *testing.T) {
 		{"fixed", func(s *Scenario) { s.Guard = Fixed }, "fixed limit is 0"},
 		{"shed", func(s *Scenario) { s.Shed.MinLimit = -1 }, "MinLimit is -1"},
 		{"step order", func(s *Scenario) {
-			s.Steps = []Step{{2 * time.Second, time.Millisecond}, {time.Second, time.Millisecond}}
+			s.Steps = []Step{{millis.Duration(2 * time.Second), millis.Duration(time.Millisecond)}, {millis.Duration(time.Second), millis.Duration(time.Millisecond)}}
 		}, "step 2: at 1s"},
-		{"step service", func(s *Scenario) { s.Steps = []Step{{time.Second, 0}} }, "step 1: service time is 0s"},
+		{"step service", func(s *Scenario) { s.Steps = []Step{{millis.Duration(time.Second), 0}} }, "step 1: service time is 0s"},
 		{"too big", func(s *Scenario) { s.Workers = 100000; s.Service = time.Microsecond }, "more than 50000000"},
 	} {
 		s := ok
