@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
 )
 
 // Config is a run of attacks. The zero value runs every attack at full
@@ -88,7 +90,7 @@ type env struct {
 func RunAttack(ctx context.Context, a Attack, c Config) (*Result, error) {
 	info, ok := lookup(a)
 	if !ok {
-		return nil, fmt.Errorf("unknown attack %q; the attacks are %s", a, attackList())
+		return nil, fmt.Errorf("unknown attack %q; the attacks are %s", a, benchrun.Names(Attacks()))
 	}
 	e := &env{ctx: ctx, cfg: c, p: paramsFor(c.Size), r: &Result{Attack: a, Size: c.Size}}
 	e.logf = func(format string, args ...any) {
