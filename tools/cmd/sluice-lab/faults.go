@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
 	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
 
 	"github.com/rs/zerolog"
@@ -84,7 +85,7 @@ func faultsRun(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		want += c.Duration
 	}
 	s.progress("sluice-lab faults: %d runs, %s size, about %v of load (%s/%s, race detector: %v)",
-		len(cfgs), suite.Size, want.Round(time.Second), runtime.GOOS, runtime.GOARCH, faults.RaceDetector)
+		len(cfgs), suite.Size, want.Round(time.Second), runtime.GOOS, runtime.GOARCH, slowtest.Race)
 	results, err := suite.Run(ctx, func(r *faults.Result) {
 		s.progress("  %s/%s: %d calls in %.1fs", r.Config.Scenario, r.Config.Setup, r.Calls, r.Elapsed.Seconds())
 	})
