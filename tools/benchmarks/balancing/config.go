@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/sluice-rpc/sluice/serviceconfig"
@@ -51,32 +50,11 @@ func (s Scenario) Describe() string {
 // ParseScenarios reads a comma-separated list of scenario names; "all" is
 // every scenario. The list keeps Run's order whatever order it is given in.
 func ParseScenarios(list string) ([]Scenario, error) {
-	if strings.TrimSpace(list) == "all" {
-		return Scenarios(), nil
+	picked, err := benchrun.ParseList(list, Scenarios(), "scenario")
+	if err != nil {
+		return nil, fmt.Errorf("balancing: %w", err)
 	}
-	seen := map[Scenario]bool{}
-	for _, name := range strings.Split(list, ",") {
-		s := Scenario(strings.TrimSpace(name))
-		if !slices.Contains(Scenarios(), s) {
-			return nil, fmt.Errorf("balancing: unknown scenario %q; the scenarios are %s (or all)", s, scenarioList())
-		}
-		seen[s] = true
-	}
-	var out []Scenario
-	for _, s := range Scenarios() {
-		if seen[s] {
-			out = append(out, s)
-		}
-	}
-	return out, nil
-}
-
-func scenarioList() string {
-	var names []string
-	for _, s := range Scenarios() {
-		names = append(names, string(s))
-	}
-	return strings.Join(names, ", ")
+	return slices.DeleteFunc(Scenarios(), func(s Scenario) bool { return !slices.Contains(picked, s) }), nil
 }
 
 // Size is how long a run's stretches are: Full or CI ("full", "ci").
@@ -347,11 +325,11 @@ func (c Config) withDefaults() Config {
 // take their defaults.
 func (c Config) Validate() error {
 	if c.Scenarios != nil && len(c.Scenarios) == 0 {
-		return fmt.Errorf("balancing: Scenarios is empty; give at least one of %s (nil means all)", scenarioList())
+		return fmt.Errorf("balancing: Scenarios is empty; give at least one of %s (nil means all)", benchrun.Names(Scenarios()))
 	}
 	for _, s := range c.Scenarios {
 		if !slices.Contains(Scenarios(), s) {
-			return fmt.Errorf("balancing: Scenarios holds %q, want scenarios among %s", s, scenarioList())
+			return fmt.Errorf("balancing: Scenarios holds %q, want scenarios among %s", s, benchrun.Names(Scenarios()))
 		}
 	}
 	if c.Size != Full && c.Size != CI {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/backoff"
+	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
 )
 
 // Contract is Sluice's failure handling contract in numbers a Result is
@@ -80,7 +81,7 @@ type Contract struct {
 // DefaultContract returns the contract's numbers.
 func DefaultContract() Contract {
 	slack := 20 * time.Millisecond
-	if RaceDetector {
+	if slowtest.Race {
 		slack = 100 * time.Millisecond
 	}
 	return Contract{

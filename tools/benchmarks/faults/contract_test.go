@@ -51,7 +51,7 @@ func TestContract(t *testing.T) {
 	}
 	var b strings.Builder
 	WriteTable(&b, all, false)
-	t.Logf("CI size, %d calls/s, deadline %v (race detector: %v)\n%s", DefaultRate, DefaultDeadline, RaceDetector, b.String())
+	t.Logf("CI size, %d calls/s, deadline %v (race detector: %v)\n%s", DefaultRate, DefaultDeadline, slowtest.Race, b.String())
 }
 
 // mustRun makes one run, failing the test if it cannot be made.

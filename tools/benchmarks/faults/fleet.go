@@ -58,24 +58,14 @@ func startFleet(s Scenario) (_ *fleet, err error) {
 		}
 	case AcceptClose:
 		for i := 0; i < 3; i++ {
-			p := &point{accepts: &events{}}
-			a, err := startAcceptCloser(p.accepts)
-			if err != nil {
+			if err := f.addFaultPoint(false); err != nil {
 				return nil, err
 			}
-			p.addr = a.Addr()
-			f.points = append(f.points, p)
-			f.closers = append(f.closers, func() error { a.Close(); return nil })
 		}
 	case BlackHole:
-		p := &point{accepts: &events{}}
-		b, err := startBlackHole(p.accepts)
-		if err != nil {
+		if err := f.addFaultPoint(true); err != nil {
 			return nil, err
 		}
-		p.addr = b.Addr()
-		f.points = append(f.points, p)
-		f.closers = append(f.closers, func() error { b.Close(); return nil })
 		f.faulty = 0
 		if err := f.addServers(2); err != nil {
 			return nil, err
@@ -114,6 +104,20 @@ func startFleet(s Scenario) (_ *fleet, err error) {
 		return nil, fmt.Errorf("faults: Scenario is %q, must be one of %s", s, scenarioList())
 	}
 	return f, nil
+}
+
+// addFaultPoint starts an accept-close listener, or with hold a black
+// hole, and adds it as a point.
+func (f *fleet) addFaultPoint(hold bool) error {
+	p := &point{accepts: &events{}}
+	l, err := startFaultPoint(hold, p.accepts)
+	if err != nil {
+		return err
+	}
+	p.addr = l.Addr()
+	f.points = append(f.points, p)
+	f.closers = append(f.closers, func() error { l.Close(); return nil })
+	return nil
 }
 
 // addServer starts a server and adds it as a point: a good one, or with

@@ -37,7 +37,7 @@ func TestRefusedAddrRefuses(t *testing.T) {
 
 func TestAcceptCloserCountsAndCloses(t *testing.T) {
 	var accepts events
-	a, err := startAcceptCloser(&accepts)
+	a, err := startFaultPoint(false, &accepts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestAcceptCloserCountsAndCloses(t *testing.T) {
 
 func TestBlackHoleAcceptsAndNeverAnswers(t *testing.T) {
 	var accepts events
-	b, err := startBlackHole(&accepts)
+	b, err := startFaultPoint(true, &accepts)
 	if err != nil {
 		t.Fatal(err)
 	}

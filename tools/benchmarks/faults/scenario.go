@@ -113,20 +113,9 @@ func (s Scenario) Runs(z Size) []Config {
 // ParseScenarios reads a comma-separated list of scenario names; "all" is
 // every scenario.
 func ParseScenarios(list string) ([]Scenario, error) {
-	if strings.TrimSpace(list) == "all" {
-		return Scenarios(), nil
-	}
-	var out []Scenario
-	seen := map[Scenario]bool{}
-	for _, name := range strings.Split(list, ",") {
-		s := Scenario(strings.TrimSpace(name))
-		if _, ok := specOf(s); !ok {
-			return nil, fmt.Errorf("faults: unknown scenario %q; the scenarios are %s (or all)", s, scenarioList())
-		}
-		if !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
+	out, err := benchrun.ParseList(list, Scenarios(), "scenario")
+	if err != nil {
+		return nil, fmt.Errorf("faults: %w", err)
 	}
 	return out, nil
 }
@@ -197,13 +186,7 @@ func specOf(s Scenario) (spec, bool) {
 	return spec{}, false
 }
 
-func scenarioList() string {
-	names := make([]string, 0, len(Scenarios()))
-	for _, s := range Scenarios() {
-		names = append(names, string(s))
-	}
-	return strings.Join(names, ", ")
-}
+func scenarioList() string { return benchrun.Names(Scenarios()) }
 
 // Setup names a client's policy for the called method.
 type Setup string

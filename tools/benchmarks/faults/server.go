@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
@@ -99,9 +100,9 @@ func startServer(accepts, execs *events, errs *erratic) (*server, error) {
 // underlying tchannel-go channel (channel.Channel listens only by address,
 // and the accepts are to be counted where they happen).
 func serveCounting(ch *channel.Channel, onAccept func()) error {
-	ln, err := listen()
+	ln, err := net.Listen("tcp", loopback+":0")
 	if err != nil {
-		return err
+		return fmt.Errorf("faults: listen on %s:0: %w", loopback, err)
 	}
 	if err := ch.TChannel().Serve(countingListener{Listener: ln, onAccept: onAccept}); err != nil {
 		ln.Close()

@@ -1,7 +1,6 @@
 package hostile
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
@@ -104,31 +103,10 @@ func lookup(a Attack) (attackInfo, bool) {
 // ParseAttacks reads a comma-separated list of attack names; "all" (or "")
 // is every attack.
 func ParseAttacks(s string) ([]Attack, error) {
-	s = strings.TrimSpace(s)
-	if s == "" || s == "all" {
+	if strings.TrimSpace(s) == "" {
 		return Attacks(), nil
 	}
-	var out []Attack
-	seen := map[Attack]bool{}
-	for _, name := range strings.Split(s, ",") {
-		a := Attack(strings.TrimSpace(name))
-		if _, ok := lookup(a); !ok {
-			return nil, fmt.Errorf("unknown attack %q; the attacks are %s", a, attackList())
-		}
-		if !seen[a] {
-			seen[a] = true
-			out = append(out, a)
-		}
-	}
-	return out, nil
-}
-
-func attackList() string {
-	names := make([]string, 0, len(attackTable()))
-	for _, a := range Attacks() {
-		names = append(names, string(a))
-	}
-	return strings.Join(names, ", ")
+	return benchrun.ParseList(s, Attacks(), "attack")
 }
 
 // Size is how big an attack is: Full or CI ("full", "ci").

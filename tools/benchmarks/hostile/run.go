@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
@@ -90,7 +91,7 @@ type env struct {
 func RunAttack(ctx context.Context, a Attack, c Config) (*Result, error) {
 	info, ok := lookup(a)
 	if !ok {
-		return nil, fmt.Errorf("unknown attack %q; the attacks are %s", a, attackList())
+		return nil, fmt.Errorf("unknown attack %q; the attacks are %s", a, benchrun.Names(Attacks()))
 	}
 	e := &env{ctx: ctx, cfg: c, p: paramsFor(c.Size), r: &Result{Attack: a, Size: c.Size}}
 	e.logf = func(format string, args ...any) {

@@ -95,9 +95,6 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	return p, nil
 }
 
-// Workers returns the pool's number of workers.
-func (p *Pool) Workers() int { return cap(p.workers) }
-
 // Serve holds a worker for d, waiting for one if every worker is busy. It
 // returns once d has passed, with the time the request held its worker:
 // from when its turn began by the worker's schedule (its arrival, or when

@@ -56,7 +56,7 @@ type Servers struct {
 
 	pools []*Pool // per server, when ServerConfig.Workers > 0
 
-	received, cancelled atomic.Int64
+	received atomic.Int64
 	inFlight, maxFlight atomic.Int64
 }
 
@@ -135,14 +135,10 @@ func (s *Servers) serve(ctx context.Context, i int) {
 	s.rngMu[i].Lock()
 	d := s.cfg.Shape.Sample(s.rngs[i])
 	s.rngMu[i].Unlock()
-	var err error
 	if s.pools == nil {
-		err = sleepCtx(ctx, d)
+		sleepCtx(ctx, d)
 	} else {
-		_, err = s.pools[i].Serve(ctx, d)
-	}
-	if errors.Is(err, context.Canceled) {
-		s.cancelled.Add(1)
+		s.pools[i].Serve(ctx, d)
 	}
 }
 
@@ -157,10 +153,6 @@ func (s *Servers) HostPorts() []string {
 
 // Received returns the requests the servers have taken.
 func (s *Servers) Received() int64 { return s.received.Load() }
-
-// Cancelled returns the requests whose caller cancelled them while their
-// server was waiting, or while they waited for a worker (losing hedges).
-func (s *Servers) Cancelled() int64 { return s.cancelled.Load() }
 
 // Queued returns the requests that found every worker busy and waited.
 func (s *Servers) Queued() int64 {

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
 	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
 
@@ -50,46 +51,31 @@ sluice-lab faults --ci -o json | jq '.runs[] | {scenario: .config.scenario, cont
 // benchmarks/faults, printing its table and the contract's verdicts. The
 // end of ctx ends the suite early; the runs made so far are printed.
 func faultsRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	help := faultsHelp
-	help.About = fmt.Sprintf(help.About, cli.JoinNames(faults.Scenarios()))
-	fs := cli.NewFlagSet("sluice-lab faults", help, stdout, stderr)
-	scenarios := fs.String("scenarios", "all", "comma-separated `SCENARIOS` to run, or all")
-	rps := fs.Float64("rps", faults.DefaultRate, "arrival rate: calls per second, sent on schedule whether or not earlier ones returned")
-	duration := fs.Duration("duration", 0, "every run's duration, overriding the size's (mid-run faults strike a quarter in, at most 3s)")
-	deadline := fs.Duration("timeout", faults.DefaultDeadline, "each call's deadline, across its attempts")
-	ci := fs.Bool("ci", false, "the CI size: one to three seconds a run (6s for freeze and stall)")
-	small := fs.Bool("small", false, "the same as --ci")
-	markdown := fs.Bool("markdown", false, "print the table as Markdown")
-	output := cli.AddOutputFlag(fs, false)
-	if code, ok := fs.ParseArgs(args); !ok {
+	s := newSuite("faults", faultsHelp, faults.Scenarios(), "scenarios", "comma-separated `SCENARIOS` to run, or all",
+		"the CI size: one to three seconds a run (6s for freeze and stall)", "runs", stdout, stderr)
+	rps := s.Float64("rps", faults.DefaultRate, "arrival rate: calls per second, sent on schedule whether or not earlier ones returned")
+	duration := s.Duration("duration", 0, "every run's duration, overriding the size's (mid-run faults strike a quarter in, at most 3s)")
+	deadline := s.Duration("timeout", faults.DefaultDeadline, "each call's deadline, across its attempts")
+	small := s.Bool("small", false, "the same as --ci")
+	list, code, ok := parseSuite(s, args, faults.ParseScenarios)
+	if !ok {
 		return code
-	}
-	asJSON, err := output.Check(fs)
-	if err != nil {
-		return fs.UsageError("%v", err)
-	}
-	if asJSON && *markdown {
-		return fs.UsageError("--markdown is a table's; drop it or -o json")
-	}
-	list, err := faults.ParseScenarios(*scenarios)
-	if err != nil {
-		return fs.UsageError("--scenarios: %v", err)
 	}
 	switch {
 	case !(*rps > 0 && *rps <= faults.MaxRate):
-		return fs.UsageError("--rps is %v, must be in (0, %d]", *rps, faults.MaxRate)
+		return s.UsageError("--rps is %v, must be in (0, %d]", *rps, faults.MaxRate)
 	case *duration < 0 || *duration > faults.MaxDuration:
-		return fs.UsageError("--duration is %v, must be in (0, %v] (or 0 for the size's)", *duration, faults.MaxDuration)
+		return s.UsageError("--duration is %v, must be in (0, %v] (or 0 for the size's)", *duration, faults.MaxDuration)
 	case *deadline <= 0 || *deadline > faults.MaxDeadline:
-		return fs.UsageError("--timeout is %v, must be in (0, %v]", *deadline, faults.MaxDeadline)
+		return s.UsageError("--timeout is %v, must be in (0, %v]", *deadline, faults.MaxDeadline)
 	}
 	suite := faults.Suite{Scenarios: list, Rate: *rps, Duration: *duration, Deadline: *deadline}
-	if *ci || *small {
+	if *s.ci || *small {
 		suite.Size = faults.CI
 	}
 	cfgs, err := suite.Configs()
 	if err != nil {
-		return fs.UsageError("%v", err)
+		return s.UsageError("%v", err)
 	}
 	// toxiproxy's bandwidth toxic logs through zerolog's global logger,
 	// which zerolog starts at trace level; the suite's output is the table.
@@ -99,35 +85,26 @@ func faultsRun(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	for _, c := range cfgs {
 		want += c.Duration.D()
 	}
-	fmt.Fprintf(stderr, "sluice-lab faults: %d runs, %s size, about %v of load (%s/%s, race detector: %v)\n",
-		len(cfgs), suite.Size, want.Round(time.Second), runtime.GOOS, runtime.GOARCH, faults.RaceDetector)
+	s.progress("sluice-lab faults: %d runs, %s size, about %v of load (%s/%s, race detector: %v)",
+		len(cfgs), suite.Size, want.Round(time.Second), runtime.GOOS, runtime.GOARCH, slowtest.Race)
 	results, err := suite.Run(ctx, func(r *faults.Result) {
-		fmt.Fprintf(stderr, "  %s/%s: %d calls in %.1fs\n", r.Config.Scenario, r.Config.Setup, r.Calls, r.Elapsed.D().Seconds())
+		s.progress("  %s/%s: %d calls in %.1fs", r.Config.Scenario, r.Config.Setup, r.Calls, r.Elapsed.D().Seconds())
 	})
-	if len(results) > 0 && asJSON {
-		if code := fs.WriteJSON(newFaultsReport(*rps, *deadline, suite.Size, results, ctx.Err() != nil)); code != cli.ExitOK {
-			return code
-		}
-	} else if len(results) > 0 {
-		fmt.Fprintf(stdout, "%g calls/s, deadline %v, %s size\n\n", *rps, *deadline, suite.Size)
-		if werr := faults.WriteTable(stdout, results, *markdown); werr != nil {
-			return fs.Failure("%v", werr)
-		}
-		fmt.Fprintln(stdout)
-		failed, werr := faults.WriteChecks(stdout, faults.DefaultContract(), results)
-		if werr != nil {
-			return fs.Failure("%v", werr)
-		}
-		fmt.Fprintf(stdout, "\n%d of %d runs broke the failure handling contract\n", failed, len(results))
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			fmt.Fprintln(stderr, "sluice-lab faults: interrupted; the runs made so far are above")
-			return cli.ExitOK
-		}
-		return fs.Failure("%v", err)
-	}
-	return cli.ExitOK
+	return s.finish(ctx, len(results), err,
+		func() any { return newFaultsReport(*rps, *deadline, suite.Size, results, ctx.Err() != nil) },
+		func(w io.Writer) error {
+			fmt.Fprintf(w, "%g calls/s, deadline %v, %s size\n\n", *rps, *deadline, suite.Size)
+			if err := faults.WriteTable(w, results, *s.markdown); err != nil {
+				return err
+			}
+			fmt.Fprintln(w)
+			failed, err := faults.WriteChecks(w, faults.DefaultContract(), results)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "\n%d of %d runs broke the failure handling contract\n", failed, len(results))
+			return nil
+		})
 }
 
 // faultsReport is `sluice-lab faults -o json`'s report.

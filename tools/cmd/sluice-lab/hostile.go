@@ -56,12 +56,8 @@ sluice-lab hostile --target 127.0.0.1:4040 --pid $! --debug-url http://127.0.0.1
 // hostileRun runs `sluice-lab hostile`: the attacks of benchmarks/hostile. The
 // end of ctx ends the run early; the attacks made so far are printed.
 func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	help := hostileHelp
-	help.About = fmt.Sprintf(help.About, cli.JoinNames(hostile.Attacks()))
-	fs := cli.NewFlagSet("sluice-lab hostile", help, stdout, stderr)
-	attacks := fs.String("attacks", "all", "comma-separated `ATTACKS` to make, or all")
-	ci := fs.Bool("ci", false, "the CI size: a few seconds an attack, with low server limits")
-	markdown := fs.Bool("markdown", false, "print the table as Markdown")
+	fs := newSuite("hostile", hostileHelp, hostile.Attacks(), "attacks", "comma-separated `ATTACKS` to make, or all",
+		"the CI size: a few seconds an attack, with low server limits", "attacks", stdout, stderr)
 	serverBin := fs.String("server-bin", "", "the sluice binary `PATH` whose servers (and, for the client attacks, clients) are attacked (default this binary)")
 	target := fs.String("target", "", "attack the TChannel server already running at `127.0.0.1:PORT` instead (needs --pid)")
 	pid := fs.Int("pid", 0, "the --target server's process `ID`, for its memory and liveness")
@@ -77,23 +73,12 @@ func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	unfinished := fs.Int64("max-unfinished", 0, "started servers' --max-unfinished `BYTES`")
 	unfinishedPerConn := fs.Int64("max-unfinished-per-conn", 0, "started servers' --max-unfinished-per-conn `BYTES`")
 	maxClients := fs.Int("max-clients", 0, "started Doorman servers' --max-clients `N`")
-	output := cli.AddOutputFlag(fs, false)
-	if code, ok := fs.ParseArgs(args); !ok {
+	list, code, ok := parseSuite(fs, args, hostile.ParseAttacks)
+	if !ok {
 		return code
 	}
-	asJSON, err := output.Check(fs)
-	if err != nil {
-		return fs.UsageError("%v", err)
-	}
-	if asJSON && *markdown {
-		return fs.UsageError("--markdown is a table's; drop it or -o json")
-	}
-	list, err := hostile.ParseAttacks(*attacks)
-	if err != nil {
-		return fs.UsageError("--attacks: %v", err)
-	}
 	cfg := hostile.Config{Attacks: list, ServerBin: *serverBin, Progress: stderr}
-	if *ci {
+	if *fs.ci {
 		cfg.Size = hostile.CI
 	}
 	limits := hostile.Limits{}
@@ -122,6 +107,7 @@ func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 	}
 	cfg.Limits = &limits
+	var err error
 	if *target != "" || *pid != 0 {
 		if cfg.Target, err = hostile.External(*target, *pid, *debugURL); err != nil {
 			return fs.UsageError("--target/--pid: %v", err)
@@ -142,43 +128,30 @@ func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		bin, _ = os.Executable()
 	}
 	build := hostile.Build(bin)
-	fmt.Fprintf(stderr, "sluice-lab hostile: %d attacks, %s size, server %s (%s), %s/%s\n", len(list), cfg.Size, bin, build, runtime.GOOS, runtime.GOARCH)
+	fs.progress("sluice-lab hostile: %d attacks, %s size, server %s (%s), %s/%s", len(list), cfg.Size, bin, build, runtime.GOOS, runtime.GOARCH)
 	start := time.Now()
-	results, err := cfg.Run(ctx, func(r *hostile.Result) {
-		fmt.Fprintf(stderr, "  %s: %.1fs\n", r.Attack, r.Elapsed.D().Seconds())
-	})
-	if len(results) > 0 && asJSON {
-		rep := hostileReport{Size: cfg.Size, Elapsed: millis.Duration(time.Since(start)), Interrupted: ctx.Err() != nil}
-		if cfg.Target != nil {
-			rep.Target, rep.TargetPID = &cfg.Target.Addr, &cfg.Target.PID
-		} else {
-			rep.ServerBin, rep.Build = &bin, &build
-		}
-		for _, r := range results {
-			rep.Attacks = append(rep.Attacks, newHostileAttack(r))
-		}
-		if code := fs.WriteJSON(rep); code != cli.ExitOK {
-			return code
-		}
-	} else if len(results) > 0 {
-		switch {
-		case cfg.Target != nil:
-			fmt.Fprintf(stdout, "%s size, external server %s (pid %d), %.0fs\n\n", cfg.Size, cfg.Target.Addr, cfg.Target.PID, time.Since(start).Seconds())
-		default:
-			fmt.Fprintf(stdout, "%s size, server %s (%s), %.0fs\n\n", cfg.Size, bin, build, time.Since(start).Seconds())
-		}
-		if werr := hostile.WriteTable(stdout, results, *markdown); werr != nil {
-			return fs.Failure("%v", werr)
-		}
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			fmt.Fprintln(stderr, "sluice-lab hostile: interrupted; the attacks made so far are above")
-			return cli.ExitOK
-		}
-		return fs.Failure("%v", err)
-	}
-	return cli.ExitOK
+	results, err := cfg.Run(ctx, func(r *hostile.Result) { fs.progress("  %s: %.1fs", r.Attack, r.Elapsed.D().Seconds()) })
+	return fs.finish(ctx, len(results), err,
+		func() any {
+			rep := hostileReport{Size: cfg.Size, Elapsed: millis.Duration(time.Since(start)), Interrupted: ctx.Err() != nil}
+			if cfg.Target != nil {
+				rep.Target, rep.TargetPID = &cfg.Target.Addr, &cfg.Target.PID
+			} else {
+				rep.ServerBin, rep.Build = &bin, &build
+			}
+			for _, r := range results {
+				rep.Attacks = append(rep.Attacks, newHostileAttack(r))
+			}
+			return rep
+		},
+		func(w io.Writer) error {
+			if cfg.Target != nil {
+				fmt.Fprintf(w, "%s size, external server %s (pid %d), %.0fs\n\n", cfg.Size, cfg.Target.Addr, cfg.Target.PID, time.Since(start).Seconds())
+			} else {
+				fmt.Fprintf(w, "%s size, server %s (%s), %.0fs\n\n", cfg.Size, bin, build, time.Since(start).Seconds())
+			}
+			return hostile.WriteTable(w, results, *fs.markdown)
+		})
 }
 
 // hostileReport is `sluice-lab hostile -o json`'s report.

@@ -3,6 +3,7 @@ package benchrun
 import (
 	"encoding/json"
 	"runtime/debug"
+	"strings"
 	"testing"
 )
 
@@ -36,5 +37,21 @@ func TestSetGCPercent(t *testing.T) {
 	}
 	if GOGC(400) != "400" || GOGC(-1) != "the process's" || OnOff(true) != "on" || OnOff(false) != "off" {
 		t.Errorf("GOGC(400), GOGC(-1), OnOff: %q %q %q %q", GOGC(400), GOGC(-1), OnOff(true), OnOff(false))
+	}
+}
+
+func TestParseList(t *testing.T) {
+	all := []string{"a", "b", "c"}
+	if got, err := ParseList(" c, a,c ", all, "letter"); err != nil || strings.Join(got, ",") != "c,a" {
+		t.Errorf("ParseList(c, a,c) = %v, %v; want c,a: the order given, each once", got, err)
+	}
+	if got, err := ParseList("all", all, "letter"); err != nil || strings.Join(got, ",") != "a,b,c" {
+		t.Errorf("ParseList(all) = %v, %v; want a,b,c", got, err)
+	}
+	for _, bad := range []string{"d", "", "a,,b"} {
+		if _, err := ParseList(bad, all, "letter"); err == nil || !strings.Contains(err.Error(), "unknown letter") ||
+			!strings.Contains(err.Error(), "the letters are a, b, c (or all)") {
+			t.Errorf("ParseList(%q): %v, want an error naming the letters", bad, err)
+		}
 	}
 }

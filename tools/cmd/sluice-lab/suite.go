@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
+)
+
+// suite is the command shape faults and hostile share: a --LIST of items
+// to make or all, --ci, --markdown and -o json; progress on stderr; the
+// report as a table or one JSON object; on an interrupt what was made so
+// far, and exit 0.
+type suite struct {
+	*cli.FlagSet
+	name, list, made string // "faults", its list flag "scenarios", what it makes: "runs"
+	items            *string
+	ci, markdown     *bool
+	checkOutput      func(*cli.FlagSet) (bool, error)
+	asJSON           bool
+	stdout, stderr   io.Writer
+}
+
+// newSuite starts `sluice-lab NAME`'s flags; help's %s lists names, the
+// items --LIST picks.
+func newSuite[T ~string](name string, help cli.Help, names []T, list, listUsage, ciUsage, made string, stdout, stderr io.Writer) *suite {
+	help.About = fmt.Sprintf(help.About, cli.JoinNames(names))
+	s := &suite{FlagSet: cli.NewFlagSet("sluice-lab "+name, help, stdout, stderr), name: name, list: list, made: made, stdout: stdout, stderr: stderr}
+	s.items, s.ci = s.String(list, "all", listUsage), s.Bool("ci", false, ciUsage)
+	s.markdown = s.Bool("markdown", false, "print the table as Markdown")
+	s.checkOutput = cli.AddOutputFlag(s.FlagSet, false).Check
+	return s
+}
+
+// parseSuite parses args, then --LIST by parseList; when ok is false the
+// command exits with code (help printed, or a usage error).
+func parseSuite[L any](s *suite, args []string, parseList func(string) (L, error)) (list L, code int, ok bool) {
+	if code, ok := s.ParseArgs(args); !ok {
+		return list, code, false
+	}
+	var err error
+	if s.asJSON, err = s.checkOutput(s.FlagSet); err != nil {
+		return list, s.UsageError("%v", err), false
+	}
+	if s.asJSON && *s.markdown {
+		return list, s.UsageError("--markdown is a table's; drop it or -o json"), false
+	}
+	if list, err = parseList(*s.items); err != nil {
+		return list, s.UsageError("--%s: %v", s.list, err), false
+	}
+	return list, cli.ExitOK, true
+}
+
+// progress prints a line of the plan or progress on stderr.
+func (s *suite) progress(format string, a ...any) { fmt.Fprintf(s.stderr, format+"\n", a...) }
+
+// finish prints the n items a run that ended with err made, if any:
+// report() as JSON, or table's table. It returns the exit code: 0 also
+// when ctx ended the run, 1 when it failed or nothing could be printed.
+func (s *suite) finish(ctx context.Context, n int, err error, report func() any, table func(w io.Writer) error) int {
+	if n > 0 && s.asJSON {
+		if code := s.WriteJSON(report()); code != cli.ExitOK {
+			return code
+		}
+	} else if n > 0 {
+		if werr := table(s.stdout); werr != nil {
+			return s.Failure("%v", werr)
+		}
+	}
+	if err != nil && ctx.Err() != nil {
+		s.progress("sluice-lab %s: interrupted; the %s made so far are above", s.name, s.made)
+	} else if err != nil {
+		return s.Failure("%v", err)
+	}
+	return cli.ExitOK
+}
