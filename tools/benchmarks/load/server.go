@@ -56,7 +56,7 @@ type Servers struct {
 
 	pools []*Pool // per server, when ServerConfig.Workers > 0
 
-	received atomic.Int64
+	received            atomic.Int64
 	inFlight, maxFlight atomic.Int64
 }
 
