@@ -158,9 +158,14 @@ func TestRetryCounts(t *testing.T) {
 	m.Hedged(2, true, 1)
 	m.Unsent()
 	m.SkippedDeadline()
+	m.SkippedBudget()
+	m.SkippedBudget()
+	m.SkippedChained()
 	m.AttemptFailed("BUSY")
 	want := map[string]int64{
 		"attempt.skipped.deadline+method=get,service=kv": 1,
+		"attempt.skipped.budget+method=get,service=kv":   2,
+		"attempt.skipped.chained+method=get,service=kv":  1,
 		"retry.attempts+method=get,service=kv":           6,
 		"retry.attempts.failed+method=get,service=kv":    6,
 		"hedge.sent+method=get,service=kv":               2,
