@@ -160,7 +160,7 @@ func (c *Channel) call(ctx context.Context, st *callState, cl *Client, method st
 	// with many returns): a defer that is not costs every call more.
 	ctx, cancel := c.deadline(ctx, pol)
 	if hide != hideNothing { // BeginCall would send ctx's call options over tch
-		ctx = tchCtx.hide(ctx, hide)
+		ctx = tchCtx().hide(ctx, hide)
 	}
 	if cancel == nil { // ctx has its deadline already
 		return c.run(ctx, st, service, method, req, o, tch, pol, l, start)

@@ -122,15 +122,15 @@ func WithCallerName(name string) CallOption {
 // always f: a ContextBuilder's SetFormat would send an arg scheme the
 // arguments are not in. When ctx carries tchannel-go call options, the
 // attempts must hide them from BeginCall, which would lay them over the
-// call's: the ctxHide returned says how (tchCtx.hide). err says which
+// call's: the ctxHide returned says how (tchCtx().hide). err says which
 // header cannot be sent, naming where it came from. A call with neither
 // costs one context lookup and no allocation.
 func (o *callOptions) transportFor(ctx context.Context, f tchannel.Format) (*tchannel.CallOptions, ctxHide, error) {
-	v := tchCtx.params(ctx)
+	v := tchCtx().params(ctx)
 	if v == nil && (o == nil || o.transport == (tchannel.CallOptions{})) {
 		return nil, hideNothing, nil
 	}
-	return o.mergeTransport(tchCtx.readParams(v), f)
+	return o.mergeTransport(tchCtx().readParams(v), f)
 }
 
 // mergeTransport is transportFor's work when the call's options or its

@@ -119,7 +119,7 @@ func (o *callOptions) jsonHeaders(ctx context.Context) map[string]string {
 	if o != nil {
 		own = o.headers
 	}
-	in := tchCtx.headers(ctx)
+	in := tchCtx().headers(ctx)
 	_, attempts := in[retry.AttemptsHeader]
 	if len(in) == 0 || (len(in) == 1 && attempts) {
 		return own

@@ -29,22 +29,22 @@ func builtCtx(t testing.TB, cb *tchannel.ContextBuilder) tchannel.ContextWithHea
 // if a tchannel-go upgrade changes them, this fails (and the options of a
 // ContextBuilder are ignored by routing again).
 func TestTChannelContextProbe(t *testing.T) {
-	if tchCtx.paramsKey == nil || tchCtx.headersKey == nil {
-		t.Fatalf("tchannel-go's context layout was not recognised: %+v", tchCtx)
+	if tchCtx().paramsKey == nil || tchCtx().headersKey == nil {
+		t.Fatalf("tchannel-go's context layout was not recognised: %+v", tchCtx())
 	}
 	ctx := builtCtx(t, tchannel.NewContextBuilder(0).SetShardKey("k").SetRoutingDelegate("rd").
 		AddHeader("h", "v"))
-	got := tchCtx.read(ctx)
+	got := tchCtx().read(ctx)
 	want := ctxCallOptions{set: true, opts: tchannel.CallOptions{ShardKey: "k", RoutingDelegate: "rd"}}
 	if got != want {
 		t.Errorf("read = %+v, want %+v", got, want)
 	}
-	if h := tchCtx.headers(context.WithValue(ctx, rdKey{}, 1)); !maps.Equal(h, map[string]string{"h": "v"}) {
+	if h := tchCtx().headers(context.WithValue(ctx, rdKey{}, 1)); !maps.Equal(h, map[string]string{"h": "v"}) {
 		t.Errorf("headers of a wrapped context = %v, want h=v", h)
 	}
 	// Hidden, BeginCall sees no options; tracing stays disabled if it was.
 	off := builtCtx(t, tchannel.NewContextBuilder(0).SetShardKey("k").DisableTracing())
-	if c := tchCtx.read(tchCtx.hide(off, tchCtx.read(off).hideFor())); c.set || !c.tracingOff {
+	if c := tchCtx().read(tchCtx().hide(off, tchCtx().read(off).hideFor())); c.set || !c.tracingOff {
 		t.Errorf("hidden: %+v, want no options and tracing off", c)
 	}
 	for name, ctx := range map[string]context.Context{
@@ -52,9 +52,9 @@ func TestTChannelContextProbe(t *testing.T) {
 		"WithoutHeaders":   tchannel.WithoutHeaders(ctx),
 		"no CallOptions":   builtCtx(t, tchannel.NewContextBuilder(0)),
 		"json.NewContext":  tjson.Wrap(context.Background()),
-		"WithValue on nil": context.WithValue(context.Background(), tchCtx.paramsKey, (*int)(nil)),
+		"WithValue on nil": context.WithValue(context.Background(), tchCtx().paramsKey, (*int)(nil)),
 	} {
-		if c := tchCtx.read(ctx); c.set {
+		if c := tchCtx().read(ctx); c.set {
 			t.Errorf("%s: read %+v, want no options", name, c)
 		}
 	}

@@ -3,6 +3,7 @@ package channel
 import (
 	"context"
 	"reflect"
+	"sync"
 	"time"
 
 	"github.com/uber/tchannel-go"
@@ -36,8 +37,10 @@ import (
 //     first key is bound again, to parameters a ContextBuilder built with
 //     no options (tracing disabled or not, as the caller's context says).
 //
-// A call whose context carries none costs one context lookup.
-var tchCtx = probeTChannelContext()
+// A call whose context carries none costs one context lookup. The probe
+// runs on first use, not when the package is loaded: a program pays for it
+// only once it makes a call.
+var tchCtx = sync.OnceValue(probeTChannelContext)
 
 // tchannelContext is what Sluice knows of tchannel-go's context values.
 type tchannelContext struct {
