@@ -573,6 +573,8 @@ func (w *watch) readAnswer(b []byte) error {
 	return err
 }
 
+// noteAnswer is readAnswer's bookkeeping, under w.mu: whole reports that
+// b completed the answer.
 func (w *watch) noteAnswer(b []byte) (whole bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
