@@ -20,81 +20,57 @@ import (
 type ShardResult struct {
 	With    ShardRow `json:"with"`
 	Without ShardRow `json:"without"`
-	// Loose is a third row, shard keys with ShardConfig.LooseFactor as
-	// the balance factor, to tell the ring's effect from its bound's;
-	// nil when not run.
-	Loose *ShardRow `json:"loose"`
-	// HitRatio is With.HitRate / Without.HitRate.
-	HitRatio float64 `json:"hit_ratio"`
-	// Ring is how the keys' homes move when a server leaves or joins.
-	Ring RingMoves `json:"ring"`
+	// Loose is shard keys bound by ShardConfig.LooseFactor; nil if not run.
+	Loose    *ShardRow `json:"loose"`
+	HitRatio float64   `json:"hit_ratio"` // With.HitRate / Without.HitRate
+	Ring     RingMoves `json:"ring"`
 }
 
 // ShardRow is one run of the shard scenario.
 type ShardRow struct {
-	// ShardKeys says which row: every call carries its key as its shard
-	// key (channel.WithShardKey), or none does.
+	// ShardKeys: every call carries its key as its shard key, or none.
 	ShardKeys bool `json:"shard_keys"`
-	// BalanceFactor is the shard keys' balance factor (the service
-	// config's shardBalanceFactor; 0: the default, 1.25).
+	// BalanceFactor is the shardBalanceFactor (0: the default, 1.25).
 	BalanceFactor float64 `json:"balance_factor"`
 	Rate          float64 `json:"rate"`
-	// Measured is the calls after the warmup.
+	// Measured is the calls after the warmup; HitRate the share of the
+	// requests served then that found their key cached.
 	Measured Outcome `json:"measured"`
-	// HitRate is the share of the requests served after the warmup that
-	// found their key in the server's cache.
-	HitRate float64 `json:"hit_rate"`
-	// HitCost and MissCost are the mean time a hit and a miss served
-	// after the warmup held their worker (load.Pool.Serve): the model's
-	// ShardConfig.Hit and Miss as the servers ran them, a Go timer's
-	// lateness added.
+	HitRate  float64 `json:"hit_rate"`
+	// HitCost and MissCost are the mean time a hit and a miss held their
+	// worker: the model's costs as served, timer lateness added.
 	HitCost  load.Millis `json:"hit_cost_ms"`
 	MissCost load.Millis `json:"miss_cost_ms"`
 	// AtHome is the share of the measured calls that reached their key's
-	// home on the ring, HotAtHome the same of the hot key's calls: what
-	// the bounded load lets stay (about 1 in Servers by chance, without
-	// shard keys).
-	AtHome    float64 `json:"at_home"`
-	HotAtHome float64 `json:"hot_at_home"`
-	// Servers are each server's figures after the warmup.
-	Servers []ShardServer `json:"servers"`
+	// home on the ring, HotAtHome that of the hot key's calls.
+	AtHome    float64       `json:"at_home"`
+	HotAtHome float64       `json:"hot_at_home"`
+	Servers   []ShardServer `json:"servers"`
 	// MeanInFlight is the servers' average of their mean in-flight;
-	// Busiest the largest of them, on the server BusiestServer.
-	MeanInFlight  float64 `json:"mean_in_flight"`
-	Busiest       float64 `json:"busiest_in_flight"`
-	BusiestServer string  `json:"busiest_server"`
-	// Bound is the bounded load checked on the client's peers, read every
-	// ShardConfig.Sample after the warmup.
-	Bound BoundCheck `json:"bound"`
+	// Busiest the largest, on BusiestServer.
+	MeanInFlight  float64    `json:"mean_in_flight"`
+	Busiest       float64    `json:"busiest_in_flight"`
+	BusiestServer string     `json:"busiest_server"`
+	Bound         BoundCheck `json:"bound"`
 	// Seconds is the hit rate second by second, from the first call.
 	Seconds []float64 `json:"seconds"`
 }
 
-// BoundCheck is the shard keys' bounded load, checked where the chooser
-// applies it: on the client's calls pending to each peer
-// (channel.Client.Peers), read every ShardConfig.Sample over the
-// measured stretch. The chooser sends a call to its key's home only while
-// the home has fewer than ceil(c x (m + 1) / n) calls pending, m being
-// the calls pending to all n peers (internal/balancing.Capacity; the shard servers'
-// weights are equal), and walks on to the next peer on the ring
-// otherwise. So in any sample no peer should have more than
-// ceil(c x (M + 1) / n) + 1 calls pending, M being the calls pending to
-// all (the one more for a call ending between the reads of two peers),
-// with c the default factor, 1.25, whatever the row's own: a row bound
-// more loosely breaks it.
+// BoundCheck is the shard keys' bounded load, checked on the client's
+// calls pending to each peer, read every ShardConfig.Sample over the
+// measured stretch: the chooser sends a call to its key's home only
+// while it has fewer than ceil(c x (m + 1) / n) pending, m pending to all
+// n peers (internal/balancing.Capacity), so no sample should show a peer
+// with more than that + 1 (a call ending between two reads), c being the
+// default factor whatever the row's own.
 type BoundCheck struct {
-	// Factor is c, balance.DefaultBalanceFactor.
-	Factor  float64 `json:"factor"`
-	Samples int     `json:"samples"`
-	// MeanPending is the calls pending to all the peers, on average over
-	// the samples.
-	MeanPending float64 `json:"mean_pending"`
-	// Over is the share of the samples in which a peer had more calls
-	// pending than the bound.
+	Factor      float64 `json:"factor"` // balance.DefaultBalanceFactor
+	Samples     int     `json:"samples"`
+	MeanPending float64 `json:"mean_pending"` // to all peers, on average
+	// Over is the share of the samples with a peer over the bound.
 	Over float64 `json:"over"`
-	// WorstPending is the calls pending to one peer in the sample where
-	// a peer exceeded the bound most (or came nearest to it), WorstBound
-	// the bound then, WorstAll the calls pending to all the peers.
+	// Worst* are of the sample where a peer came nearest the bound or
+	// exceeded it most: its pending, the bound, and all pending.
 	WorstPending int64 `json:"worst_pending"`
 	WorstBound   int64 `json:"worst_bound"`
 	WorstAll     int64 `json:"worst_all"`
@@ -158,37 +134,27 @@ type ShardServer struct {
 	PeakInFlight int64   `json:"peak_in_flight"`
 }
 
-// RingMoves is how the shard keys' homes move on the ring (internal/balancing.Ring,
-// the chooser's) when a server leaves the ring of the run's servers and
-// when one more joins, computed, and checked by routing calls.
+// RingMoves is how the shard keys' homes move on the chooser's ring
+// (internal/balancing.Ring) when a server leaves and when one joins,
+// computed, and checked by routing calls.
 type RingMoves struct {
-	// Keys is how many keys were placed: every key the calls draw from,
-	// each counted once.
 	Keys int `json:"keys"`
-	// Leave is the share of the keys whose home moves when the server
-	// Leaving (the last one) leaves; LeaveMax the largest share over each
-	// server leaving in turn. (Their mean is 1/Servers whatever the ring:
-	// each key has one home, so the shares homed on the servers add up
-	// to 1.)
+	// Leave is the share of the keys whose home moves when Leaving (the
+	// last server) leaves; LeaveMax the largest over each server leaving.
 	Leaving  string  `json:"leaving"`
 	Leave    float64 `json:"leave"`
 	LeaveMax float64 `json:"leave_max"`
-	// Fleets more fleets of as many servers, on random ports of
-	// 127.0.0.1 (seeded), show the spread: FleetsLeaveMax is the largest
-	// share a leave moved in any of them, FleetsOver12 the share of
-	// leaves (of each server of each fleet) that moved more than 12%.
+	// Over Fleets more fleets on random ports, FleetsLeaveMax is the
+	// largest share a leave moved, FleetsOver12 the share of leaves that
+	// moved more than 12%.
 	Fleets         int     `json:"fleets"`
 	FleetsLeaveMax float64 `json:"fleets_leave_max"`
 	FleetsOver12   float64 `json:"fleets_over_12"`
-	// Join is the share that moves when Joining joins the run's servers.
-	Joining string  `json:"joining"`
-	Join    float64 `json:"join"`
-	// Probe keys were then called one at a time through a client of their
-	// own (with slow start off, so that the joining server's place on the
-	// ring is its full weight's at once), with all the servers, without
-	// Leaving, and with Joining added. AtHome* are the shares of those
-	// calls that landed on the key's home by the ring; Routed* the shares
-	// of probe keys whose server changed with the change.
+	Joining        string  `json:"joining"`
+	Join           float64 `json:"join"`
+	// Probe keys were then called one at a time (slow start off), with
+	// all the servers, without Leaving, with Joining: AtHome* are the
+	// shares that landed on their home, Routed* those whose server changed.
 	Probe       int     `json:"probe"`
 	AtHome      float64 `json:"at_home"`
 	AtHomeLeave float64 `json:"at_home_leave"`
@@ -243,19 +209,11 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 	for i := range cfgs {
 		cfgs[i] = serverConfig{workers: sh.Workers, cache: sh.CacheSize, hit: sh.Hit.D(), miss: sh.Miss.D()}
 	}
-	f, err := startFleet(cfgs)
+	f, client, closeAll, err := setup(cfgs, cfgJSON, nil)
 	if err != nil {
 		return row, moves, err
 	}
-	defer f.close()
-	ch, client, err := newClient(cfgJSON)
-	if err != nil {
-		return row, moves, err
-	}
-	defer ch.Close()
-	if err := client.SetPeers(f.members(nil)); err != nil {
-		return row, moves, err
-	}
+	defer closeAll()
 
 	var (
 		before      []load.PoolStats
@@ -312,18 +270,12 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 		}
 	}
 	row.Bound = checkBound(balance.DefaultBalanceFactor, inWindow)
-	idx := f.index()
-	calls := make([]int, len(f))
-	for _, r := range recs {
-		if i, ok := idx[r.Peer]; ok && measured.has(r) {
-			calls[i]++
-		}
-	}
+	calls, _ := byServer(recs, f, measured)
 	var cache cacheCounts
 	for i, srv := range f {
 		c := afterCache[i].sub(beforeCache[i])
 		cache = cache.add(c)
-		s := ShardServer{HostPort: srv.hostPort(), Calls: calls[i], HitRate: c.hitRate(),
+		s := ShardServer{HostPort: srv.hostPort(), Calls: calls[i].calls, HitRate: c.hitRate(),
 			MeanInFlight: load.MeanInFlight(before[i], after[i]), PeakInFlight: after[i].Peak}
 		row.MeanInFlight += s.MeanInFlight / float64(len(f))
 		if s.MeanInFlight > row.Busiest || row.BusiestServer == "" {
