@@ -13,42 +13,28 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/table"
 )
 
-// PeerReport is what became of the calls of a run that one peer answered
-// or, failed, whose last attempt went to it (Report.PerPeer, when
-// Config.PerPeer asks); a call refused in this process with no peer
-// chosen is in no PeerReport. A peer that left during the run keeps its
-// report, Left set.
+// PeerReport is what became of the calls of a run that one peer ended
+// (Report.PerPeer, when Config.PerPeer asks), counted as Report counts
+// them; Sent, Busy and Throttled are its peer counts over every
+// connection. Left: the peer was gone at the end of the run, its counts
+// those last read.
 type PeerReport struct {
-	// Peer is the host:port.
-	Peer string `json:"peer"`
-	// Calls ended at the peer: OK, Failed and Refused as in Report, and
-	// Errors by code as Report's.
-	Calls   int            `json:"calls"`
-	OK      int            `json:"ok"`
-	Failed  int            `json:"failed"`
-	Refused int            `json:"refused"`
-	Errors  map[string]int `json:"errors"`
-	// Latency are the quantiles of the peer's successful calls (null in
-	// JSON when none succeeded), exact in a rate run, from histograms in
-	// an unbounded one (as Report.Latency).
-	Latency Quantiles `json:"latency_ms"`
-	// Sent, Busy and Throttled are its peer counts over the run (attempts
-	// sent, Busy answers, requests its busy limiter refused), over every
-	// connection, retries and hedges included.
-	Sent      uint64 `json:"sent"`
-	Busy      uint64 `json:"busy"`
-	Throttled uint64 `json:"throttled"`
-	// Left is set when the peer was no longer a peer of any connection at
-	// the end of the run: its counts are those last read, at most
-	// ledgerEvery before it left.
-	Left bool `json:"left"`
+	Peer      string         `json:"peer"`
+	Calls     int            `json:"calls"`
+	OK        int            `json:"ok"`
+	Failed    int            `json:"failed"`
+	Refused   int            `json:"refused"`
+	Errors    map[string]int `json:"errors"`
+	Latency   Quantiles      `json:"latency_ms"`
+	Sent      uint64         `json:"sent"`
+	Busy      uint64         `json:"busy"`
+	Throttled uint64         `json:"throttled"`
+	Left      bool           `json:"left"`
 }
 
-// ExceptionCount is how many calls ended in one application error
-// (Report.Exceptions).
+// ExceptionCount is how many calls ended in one application error, named
+// by Config.Exception (Report.Exceptions).
 type ExceptionCount struct {
-	// Exception names the error, as Config.Exception named it: a Thrift
-	// exception's type ("KeyNotFound").
 	Exception string `json:"exception"`
 	Calls     int    `json:"calls"`
 }
@@ -124,11 +110,9 @@ type ledgerKey struct {
 	hostPort string
 }
 
-// peerLedger keeps the peer counts of a run's Clients, by peer, from the
-// run's start: read every ledgerEvery while the run lasts (watch), and at
-// its end. A peer the Clients drop keeps the counts last read; one that
-// comes back (a new peer under the same host:port, its counts from 0)
-// adds to them.
+// peerLedger keeps the peer counts of a run's Clients from the run's
+// start, read every ledgerEvery and at the end: a peer the Clients drop
+// keeps the counts last read; one that comes back adds to them.
 type peerLedger struct {
 	cls     []*channel.Client
 	base    map[ledgerKey]peer.Counts // at the start, or when the peer came back

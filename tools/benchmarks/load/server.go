@@ -16,26 +16,18 @@ import (
 type ServerConfig struct {
 	// Service and Method are what the servers serve. Required.
 	Service, Method string
-	// Format is "raw" (echo arg3) or "json" (echo the JSON object).
-	// Default "raw".
+	// Format is "raw" (echo arg3, the default) or "json".
 	Format string
-	// Shape is each request's latency, drawn by the server that takes it.
+	// Shape is each request's latency, drawn from server i's source
+	// seeded with Seed+i.
 	Shape Shape
-	// Seed seeds server i's random source with Seed+i, so a run's latency
-	// draws are repeatable server by server.
-	Seed uint64
-	// Workers, when > 0, gives each server a Pool of that many workers: a
-	// request holds one for its latency, and requests beyond them wait in
-	// the handler's queue (until their caller gives up), as in a server
-	// with a worker pool. A server's capacity is then Workers / latency
-	// (see Pool, whose workers keep their own schedule so that late timers
-	// do not come off it). 0: no limit, every request waits out its
-	// latency at once.
+	Seed  uint64
+	// Workers, when > 0, gives each server a Pool of that many workers
+	// and an unbounded queue; 0: every request waits out its latency.
 	Workers int
-	// Shed, if not nil, is the servers' load shedding (channel.WithShedding).
-	Shed *channel.ShedConfig
-	// Options are more options for each server's Channel, after Shed's:
-	// an inbound middleware that watches the calls, say.
+	// Shed, if not nil, is the servers' load shedding; Options go to each
+	// server's Channel after it.
+	Shed    *channel.ShedConfig
 	Options []channel.Option
 }
 
