@@ -39,67 +39,6 @@ type ExceptionCount struct {
 	Calls     int    `json:"calls"`
 }
 
-// peerTally is the calls of one peer as a caller counts them.
-type peerTally struct {
-	ok, failed, refused int
-	errors              map[string]int
-	lat                 hist            // successful calls (unbounded runs)
-	okLat               []time.Duration // successful calls (rate runs)
-}
-
-// add counts r, of latency lat; unbounded keeps the latency in the
-// histogram, else in the list.
-func (t *peerTally) add(r result, lat time.Duration, unbounded bool) {
-	switch {
-	case r.code == "" && unbounded:
-		t.ok++
-		t.lat.add(lat)
-		return
-	case r.code == "":
-		t.ok++
-		t.okLat = append(t.okLat, lat)
-		return
-	case r.local:
-		t.refused++
-	default:
-		t.failed++
-	}
-	if t.errors == nil {
-		t.errors = map[string]int{}
-	}
-	t.errors[r.code]++
-}
-
-// merge adds o's counts and histogram to t.
-func (t *peerTally) merge(o *peerTally) {
-	t.ok, t.failed, t.refused = t.ok+o.ok, t.failed+o.failed, t.refused+o.refused
-	for code, n := range o.errors {
-		if t.errors == nil {
-			t.errors = map[string]int{}
-		}
-		t.errors[code] += n
-	}
-	t.lat.merge(&o.lat)
-	t.okLat = append(t.okLat, o.okLat...)
-}
-
-// tallyPeers counts the calls of a rate run by peer.
-func tallyPeers(rs []result) map[string]*peerTally {
-	out := map[string]*peerTally{}
-	for _, r := range rs {
-		if r.peer == "" {
-			continue
-		}
-		t := out[r.peer]
-		if t == nil {
-			t = &peerTally{}
-			out[r.peer] = t
-		}
-		t.add(r, r.latency, false)
-	}
-	return out
-}
-
 // ledgerEvery is how often a run reads its Clients' peer counts, so that a
 // peer that leaves during the run keeps what it was last read to have.
 const ledgerEvery = 50 * time.Millisecond
@@ -202,7 +141,7 @@ func subCounts(a, b peer.Counts) peer.Counts {
 // fillPeers sets r's Sent, Busy and Throttled from the ledger, and with
 // tallies (Config.PerPeer) its PerPeer: a report for every peer that ended
 // a call or had a count, sorted by host:port.
-func (r *Report) fillPeers(l *peerLedger, tallies map[string]*peerTally) {
+func (r *Report) fillPeers(l *peerLedger, tallies map[string]*tally) {
 	totals := l.totals()
 	for _, c := range totals {
 		r.Sent, r.Busy, r.Throttled = r.Sent+c.Sent, r.Busy+c.Busy, r.Throttled+c.Throttled
@@ -223,15 +162,8 @@ func (r *Report) fillPeers(l *peerLedger, tallies map[string]*peerTally) {
 	for p := range names {
 		pr := PeerReport{Peer: p, Errors: map[string]int{}, Left: !l.present[p]}
 		if t := tallies[p]; t != nil {
-			pr.OK, pr.Failed, pr.Refused = t.ok, t.failed, t.refused
-			for code, n := range t.errors {
-				pr.Errors[code] = n
-			}
-			if t.okLat != nil {
-				pr.Latency = quantiles(t.okLat)
-			} else {
-				pr.Latency = t.lat.quantiles()
-			}
+			pr.OK, pr.Failed, pr.Refused = t.n(setOK), t.n(setFailed), t.n(setRefused)
+			pr.Errors, pr.Latency = t.errors, t.quantiles(setOK)
 		}
 		pr.Calls = pr.OK + pr.Failed + pr.Refused
 		c := totals[p]

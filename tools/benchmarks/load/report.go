@@ -233,46 +233,13 @@ func Quantile(sorted []time.Duration, q float64) time.Duration {
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
+// summarize returns the Report of a rate run's calls.
 func summarize(rs []result, elapsed time.Duration) *Report {
-	r := &Report{Calls: len(rs), Elapsed: Seconds(elapsed), Errors: map[string]int{}}
-	var ok, failed, refused []time.Duration
-	exceptions := map[string]int{}
+	t := newTally(true)
 	for _, c := range rs {
-		r.Attempts += c.attempts
-		switch {
-		case c.code == "":
-			ok = append(ok, c.latency)
-		case c.local:
-			refused = append(refused, c.latency)
-		default:
-			failed = append(failed, c.latency)
-		}
-		if c.code != "" {
-			r.Errors[c.code]++
-		}
-		if c.exception != "" {
-			exceptions[c.exception]++
-		}
-		if c.late {
-			r.Late++
-		}
+		t.add(c, c.latency)
 	}
-	r.OK, r.Failed, r.Refused = len(ok), len(failed), len(refused)
-	r.Latency, r.FailedLatency, r.RefusedLatency = quantiles(ok), quantiles(failed), quantiles(refused)
-	r.Exceptions = exceptionCounts(exceptions)
-	r.fillRates()
-	return r
-}
-
-// fillRates sets the figures derived from the counts and Elapsed.
-func (r *Report) fillRates() {
-	if r.Calls > 0 {
-		r.AttemptsPerCall = float64(r.Attempts) / float64(r.Calls)
-		r.ExtraPercent = (r.AttemptsPerCall - 1) * 100
-	}
-	if el := time.Duration(r.Elapsed).Seconds(); el > 0 {
-		r.Throughput = float64(r.OK) / el
-	}
+	return t.report(elapsed)
 }
 
 // quantiles sorts lat and returns its quantiles, all zero if it is empty.

@@ -145,20 +145,6 @@ type result struct {
 	exception string
 }
 
-// counts are the running totals Progress reports.
-type counts struct{ ok, failed, refused atomic.Int64 }
-
-func (c *counts) add(r result) {
-	switch {
-	case r.code == "":
-		c.ok.Add(1)
-	case r.local:
-		c.refused.Add(1)
-	default:
-		c.failed.Add(1)
-	}
-}
-
 // lateAfter is how far behind its arrival a call may start and not be late.
 const lateAfter = time.Millisecond
 
@@ -211,7 +197,7 @@ func RunClients(ctx context.Context, cls []*channel.Client, cfg Config) (*Report
 	ledger := newPeerLedger(cls)
 	ledger.watch()
 	var r *Report
-	var tallies map[string]*peerTally
+	var tallies map[string]*tally
 	if unbounded {
 		r, tallies = runUnbounded(ctx, cls, cfg)
 		r.Mode = ModeUnbounded
@@ -222,7 +208,10 @@ func RunClients(ctx context.Context, cls []*channel.Client, cfg Config) (*Report
 		rps := cfg.RPS
 		r.OfferedRPS = &rps
 		if cfg.PerPeer {
-			tallies = tallyPeers(rs)
+			tallies = map[string]*tally{}
+			for _, c := range rs {
+				byPeer(tallies, c, c.latency, true)
+			}
 		}
 	}
 	ledger.finish()
@@ -311,7 +300,7 @@ func runRate(ctx context.Context, cls []*channel.Client, cfg Config) (*Report, [
 	start := time.Now()
 	var totals counts
 	tick, report, stopTicks := progress(cfg, start, func() (ok, failed, refused int64) {
-		return totals.ok.Load(), totals.failed.Load(), totals.refused.Load()
+		return totals.sets[setOK].Load(), totals.sets[setFailed].Load(), totals.sets[setRefused].Load()
 	})
 	defer stopTicks()
 	started := 0
@@ -397,19 +386,16 @@ loop:
 // caller is one of an unbounded run's callers: what it recorded, and its
 // running totals for Progress, padded against false sharing.
 type caller struct {
-	ok, failed, refused atomic.Int64
-	lat                 [3]hist // ok, failed, refused
-	attempts            int
-	errors              map[string]int
-	exceptions          map[string]int
-	peers               map[string]*peerTally // with Config.PerPeer
-	_                   [64]byte
+	counts
+	all   *tally
+	peers map[string]*tally // with Config.PerPeer
+	_     [64]byte
 }
 
 // runUnbounded makes an unbounded run: cfg.Concurrency goroutines per
 // channel, each making one call after another until the run stops; the
 // latencies go in the callers' histograms (with cfg.PerPeer, by peer too).
-func runUnbounded(ctx context.Context, cls []*channel.Client, cfg Config) (*Report, map[string]*peerTally) {
+func runUnbounded(ctx context.Context, cls []*channel.Client, cfg Config) (*Report, map[string]*tally) {
 	var stop atomic.Bool
 	var next atomic.Int64
 	limit := int64(cfg.Calls)
@@ -419,11 +405,7 @@ func runUnbounded(ctx context.Context, cls []*channel.Client, cfg Config) (*Repo
 	}
 	callers := make([]*caller, 0, len(cls)*cfg.Concurrency)
 	for range cap(callers) {
-		w := &caller{errors: map[string]int{}, exceptions: map[string]int{}}
-		if cfg.PerPeer {
-			w.peers = map[string]*peerTally{}
-		}
-		callers = append(callers, w)
+		callers = append(callers, &caller{all: newTally(false), peers: map[string]*tally{}})
 	}
 	start := time.Now()
 	deadline := time.AfterFunc(d, func() { stop.Store(true) })
@@ -449,31 +431,11 @@ func runUnbounded(ctx context.Context, cls []*channel.Client, cfg Config) (*Repo
 				t0 := time.Now()
 				r := call(ctx, cl, &cfg, cfg.Request, cfg.CallOptions)
 				lat := time.Since(t0)
-				w.attempts += r.attempts
-				if w.peers != nil && r.peer != "" {
-					t := w.peers[r.peer]
-					if t == nil {
-						t = &peerTally{}
-						w.peers[r.peer] = t
-					}
-					t.add(r, lat, true)
+				w.all.add(r, lat)
+				if cfg.PerPeer {
+					byPeer(w.peers, r, lat, false)
 				}
-				switch {
-				case r.code == "":
-					w.lat[0].add(lat)
-					w.ok.Add(1)
-					continue
-				case r.local:
-					w.lat[2].add(lat)
-					w.refused.Add(1)
-				default:
-					w.lat[1].add(lat)
-					w.failed.Add(1)
-				}
-				w.errors[r.code]++
-				if r.exception != "" {
-					w.exceptions[r.exception]++
-				}
+				w.counts.add(r)
 			}
 		}()
 	}
@@ -484,7 +446,7 @@ func runUnbounded(ctx context.Context, cls []*channel.Client, cfg Config) (*Repo
 	}()
 	tick, report, stopTicks := progress(cfg, start, func() (ok, failed, refused int64) {
 		for _, w := range callers {
-			ok, failed, refused = ok+w.ok.Load(), failed+w.failed.Load(), refused+w.refused.Load()
+			ok, failed, refused = ok+w.sets[setOK].Load(), failed+w.sets[setFailed].Load(), refused+w.sets[setRefused].Load()
 		}
 		return ok, failed, refused
 	})
@@ -500,37 +462,20 @@ func runUnbounded(ctx context.Context, cls []*channel.Client, cfg Config) (*Repo
 	report(time.Now())
 	elapsed := time.Since(start)
 
-	var lat [3]hist
-	r := &Report{Elapsed: Seconds(elapsed), Errors: map[string]int{}}
-	exceptions := map[string]int{}
-	var tallies map[string]*peerTally
-	if cfg.PerPeer {
-		tallies = map[string]*peerTally{}
-	}
+	all, tallies := newTally(false), map[string]*tally{}
 	for _, w := range callers {
-		for k := range lat {
-			lat[k].merge(&w.lat[k])
-		}
-		r.Attempts += w.attempts
-		for code, n := range w.errors {
-			r.Errors[code] += n
-		}
-		for e, n := range w.exceptions {
-			exceptions[e] += n
-		}
+		all.merge(w.all)
 		for p, t := range w.peers {
 			if tallies[p] == nil {
-				tallies[p] = &peerTally{}
+				tallies[p] = newTally(false)
 			}
 			tallies[p].merge(t)
 		}
 	}
-	r.Exceptions = exceptionCounts(exceptions)
-	r.OK, r.Failed, r.Refused = int(lat[0].n), int(lat[1].n), int(lat[2].n)
-	r.Calls = r.OK + r.Failed + r.Refused
-	r.Latency, r.FailedLatency, r.RefusedLatency = lat[0].quantiles(), lat[1].quantiles(), lat[2].quantiles()
-	r.fillRates()
-	return r, tallies
+	if !cfg.PerPeer {
+		tallies = nil
+	}
+	return all.report(elapsed), tallies
 }
 
 // progress returns the ticker channel of cfg.Progress's reports (nil
