@@ -325,28 +325,28 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 }
 
 // homes returns the home on a ring over names of each of the first n
-// keys, as an index into names.
-func homes(names []string, n int) ([]int, error) {
+// keys.
+func homes(names []string, n int) ([]string, error) {
 	r, err := lb.NewRing(names, nil)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]int, n)
+	out := make([]string, n)
 	for k := range out {
-		out[k] = r.Home(lb.KeyHash(keyName(k)))
+		out[k] = names[r.Home(lb.KeyHash(keyName(k)))]
 	}
 	return out, nil
 }
 
-// homeShares returns the share of the keys homed on each of n members.
-func homeShares(homes []int, n int) []float64 {
-	counts := make([]int, n)
+// homeShares returns the share of the keys homed on each member.
+func homeShares(homes []string) map[string]float64 {
+	counts := map[string]int{}
 	for _, h := range homes {
 		counts[h]++
 	}
-	out := make([]float64, n)
-	for i, c := range counts {
-		out[i] = share(float64(c), float64(len(homes)))
+	out := map[string]float64{}
+	for h, n := range counts {
+		out[h] = share(float64(n), float64(len(homes)))
 	}
 	return out
 }
@@ -373,7 +373,7 @@ func fleetSpread(fleets, n, keys int, seed uint64) (int, float64, float64, error
 		if err != nil {
 			return 0, 0, 0, err
 		}
-		for _, x := range homeShares(h, n) {
+		for _, x := range homeShares(h) {
 			most = max(most, x)
 			if x > 0.12 {
 				over++
@@ -383,12 +383,11 @@ func fleetSpread(fleets, n, keys int, seed uint64) (int, float64, float64, error
 	return fleets, most, share(float64(over), float64(fleets*n)), nil
 }
 
-// moved returns the share of keys whose home's name differs between two
-// rings' homes.
-func moved(namesA []string, a []int, namesB []string, b []int) float64 {
+// changed returns the share of the places where a and b differ.
+func changed(a, b []string) float64 {
 	n := 0
-	for k := range a {
-		if namesA[a[k]] != namesB[b[k]] {
+	for i := range a {
+		if a[i] != b[i] {
 			n++
 		}
 	}
@@ -407,33 +406,32 @@ func ringMoves(ctx context.Context, c Config, f fleet) (RingMoves, error) {
 	}
 	defer extra.close()
 	m := RingMoves{Keys: sh.Keys, Leaving: names[len(names)-1], Joining: extra.hostPort(), Probe: sh.Probe}
-	full, err := homes(names, sh.Keys)
-	if err != nil {
-		return m, err
+	stages := []struct {
+		servers fleet
+		homes   []string
+		atHome  *float64
+	}{
+		{f, nil, &m.AtHome},
+		{f[:len(f)-1], nil, &m.AtHomeLeave},
+		{append(append(fleet{}, f...), extra), nil, &m.AtHomeJoin},
+	}
+	for i := range stages {
+		if stages[i].homes, err = homes(stages[i].servers.hostPorts(), sh.Keys); err != nil {
+			return m, err
+		}
 	}
 	// The keys that move when a server leaves are those homed on it: a
-	// member's points do not depend on the others (internal/balancing.Ring). The
-	// probed leave is computed on the smaller ring itself, as a check.
-	for _, x := range homeShares(full, len(names)) {
+	// member's points do not depend on the others (internal/balancing.Ring);
+	// the leave is computed on the smaller ring too, as a check.
+	for _, x := range homeShares(stages[0].homes) {
 		m.LeaveMax = max(m.LeaveMax, x)
 	}
-	leaveNames := names[:len(names)-1]
-	leaveHomes, err := homes(leaveNames, sh.Keys)
-	if err != nil {
-		return m, err
-	}
-	m.Leave = moved(names, full, leaveNames, leaveHomes)
+	m.Leave, m.Join = changed(stages[0].homes, stages[1].homes), changed(stages[0].homes, stages[2].homes)
 	if m.Fleets, m.FleetsLeaveMax, m.FleetsOver12, err = fleetSpread(sh.Fleets, len(names), sh.Keys, c.Seed); err != nil {
 		return m, err
 	}
-	joined := append(append([]string{}, names...), extra.hostPort())
-	joinHomes, err := homes(joined, sh.Keys)
-	if err != nil {
-		return m, err
-	}
-	m.Join = moved(names, full, joined, joinHomes)
 
-	// Route the probe keys: spread over the ranks.
+	// Route the probe keys, spread over the ranks.
 	probe := make([]int, sh.Probe)
 	for i := range probe {
 		probe[i] = i * sh.Keys / sh.Probe
@@ -443,22 +441,12 @@ func ringMoves(ctx context.Context, c Config, f fleet) (RingMoves, error) {
 		return m, err
 	}
 	defer ch.Close()
-	stages := []struct {
-		members []peer.Member
-		names   []string
-		homes   []int
-		atHome  *float64
-	}{
-		{f.members(nil), names, full, &m.AtHome},
-		{f[:len(f)-1].members(nil), leaveNames, leaveHomes, &m.AtHomeLeave},
-		{append(append(fleet{}, f...), extra).members(nil), joined, joinHomes, &m.AtHomeJoin},
-	}
 	landed := make([][]string, len(stages))
 	for si, st := range stages {
-		if err := client.SetPeers(st.members); err != nil {
+		if err := client.SetPeers(st.servers.members(nil)); err != nil {
 			return m, err
 		}
-		if err := awaitReady(ctx, client, len(st.members)); err != nil {
+		if err := awaitReady(ctx, client, len(st.servers)); err != nil {
 			return m, err
 		}
 		home := 0
@@ -472,20 +460,11 @@ func ringMoves(ctx context.Context, c Config, f fleet) (RingMoves, error) {
 				hp = res.Peer
 			}
 			landed[si] = append(landed[si], hp)
-			if hp == st.names[st.homes[k]] {
+			if hp == st.homes[k] {
 				home++
 			}
 		}
 		*st.atHome = share(float64(home), float64(len(probe)))
-	}
-	changed := func(a, b []string) float64 {
-		n := 0
-		for i := range a {
-			if a[i] != b[i] {
-				n++
-			}
-		}
-		return share(float64(n), float64(len(a)))
 	}
 	m.RoutedLeave = changed(landed[0], landed[1])
 	m.RoutedJoin = changed(landed[0], landed[2])
