@@ -103,7 +103,7 @@ func runErroring(ctx context.Context, c Config, erroring int, ejection bool) (Er
 		ejected int
 	}
 	var samples []sample
-	stop := sampler(e.Sample.D(), func(now time.Time) {
+	stop := load.Every(e.Sample.D(), func(now time.Time) {
 		n := 0
 		for _, p := range client.Peers() {
 			if p.Ejected.After(now) {

@@ -218,32 +218,6 @@ func byServer(recs []load.Record, f fleet, sp span) (per []*tally, reached int) 
 	return per, reached
 }
 
-// sampler calls f every period on a goroutine of its own until stop,
-// which waits for it.
-func sampler(period time.Duration, f func(now time.Time)) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(period)
-		defer t.Stop()
-		for {
-			select {
-			case now := <-t.C:
-				f(now)
-			case <-done:
-				return
-			}
-		}
-	}()
-	var once sync.Once
-	return func() {
-		once.Do(func() { close(done) })
-		wg.Wait()
-	}
-}
-
 // at runs f at t0 + d on a goroutine of its own; wait (idempotent)
 // cancels it if it has not started and otherwise waits for it to end.
 func at(t0 time.Time, d time.Duration, f func()) (wait func()) {

@@ -233,8 +233,8 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 	}
 	var pending []pendingAt
 	samples = append(samples, cacheCounts{})
-	stop := sampler(time.Second, func(time.Time) { samples = append(samples, f.cacheCounts()) })
-	stopPending := sampler(sh.Sample.D(), func(now time.Time) { pending = append(pending, pendingAt{now, readPending(client)}) })
+	stop := load.Every(time.Second, func(time.Time) { samples = append(samples, f.cacheCounts()) })
+	stopPending := load.Every(sh.Sample.D(), func(now time.Time) { pending = append(pending, pendingAt{now, readPending(client)}) })
 	t0 := time.Now()
 	wait := at(t0, sh.Warmup.D(), func() {
 		f.resetPeaks()

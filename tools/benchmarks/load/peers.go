@@ -58,8 +58,7 @@ type peerLedger struct {
 	last    map[ledgerKey]peer.Counts // last read
 	carried map[ledgerKey]peer.Counts // of earlier peers under the same key
 	present map[string]bool           // host:ports of the Clients at the last read
-	stop    chan struct{}
-	done    sync.WaitGroup
+	stop    func()
 }
 
 // newPeerLedger reads cls' counts: the run's start.
@@ -74,31 +73,38 @@ func newPeerLedger(cls []*channel.Client) *peerLedger {
 }
 
 // watch reads the counts every ledgerEvery until finish.
-func (l *peerLedger) watch() {
-	l.stop = make(chan struct{})
-	l.done.Add(1)
-	go func() {
-		defer l.done.Done()
-		t := time.NewTicker(ledgerEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-l.stop:
-				return
-			case <-t.C:
-				l.read()
-			}
-		}
-	}()
-}
+func (l *peerLedger) watch() { l.stop = Every(ledgerEvery, func(time.Time) { l.read() }) }
 
 // finish stops watch and reads the counts at the run's end.
 func (l *peerLedger) finish() {
-	if l.stop != nil {
-		close(l.stop)
-		l.done.Wait()
-	}
+	l.stop()
 	l.read()
+}
+
+// Every calls f every period on a goroutine of its own until stop, which
+// waits for it and may be called again.
+func Every(period time.Duration, f func(now time.Time)) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case now := <-t.C:
+				f(now)
+			case <-done:
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(done) })
+		wg.Wait()
+	}
 }
 
 // read reads the Clients' peer counts.
