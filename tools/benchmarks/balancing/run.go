@@ -66,16 +66,7 @@ func newClient(cfgJSON string) (*channel.Channel, *channel.Client, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("balancing: the client's service config %s: %w", cfgJSON, err)
 	}
-	ch, err := channel.New("balancing-client", channel.WithRetriesDisabled(), channel.WithServiceConfig(sc))
-	if err != nil {
-		return nil, nil, err
-	}
-	client, err := ch.NewClient(Service)
-	if err != nil {
-		ch.Close()
-		return nil, nil, err
-	}
-	return ch, client, nil
+	return load.NewClient("balancing-client", Service, nil, channel.WithRetriesDisabled(), channel.WithServiceConfig(sc))
 }
 
 // Service configs of the rows: every default, or one feature off.

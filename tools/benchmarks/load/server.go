@@ -164,3 +164,23 @@ func (s *Servers) Close() {
 		ch.Close()
 	}
 }
+
+// NewClient returns a Channel named name with opts, and its Client of
+// service with hostPorts as peers; closing the Channel closes the Client.
+func NewClient(name, service string, hostPorts []string, opts ...channel.Option) (*channel.Channel, *channel.Client, error) {
+	ch, err := channel.New(name, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := ch.NewClient(service)
+	for _, hp := range hostPorts {
+		if err == nil {
+			err = client.AddPeer(hp)
+		}
+	}
+	if err != nil {
+		ch.Close()
+		return nil, nil, err
+	}
+	return ch, client, nil
+}

@@ -124,20 +124,11 @@ func RunMode(ctx context.Context, hostPorts []string, cfg Config, m Mode) (Row, 
 	if sc != nil {
 		opts = append(opts, channel.WithServiceConfig(sc))
 	}
-	ch, err := channel.New("tail-client", opts...)
+	ch, client, err := load.NewClient("tail-client", service, hostPorts, opts...)
 	if err != nil {
 		return Row{}, err
 	}
 	defer ch.Close()
-	client, err := ch.NewClient(service)
-	if err != nil {
-		return Row{}, err
-	}
-	for _, hp := range hostPorts {
-		if err := client.AddPeer(hp); err != nil {
-			return Row{}, err
-		}
-	}
 	// Hedges go to distinct ready peers: measure with every connection in
 	// place, not a start-up in which the first peer to connect takes them.
 	if err := client.Connect(ctx); err != nil {
