@@ -119,32 +119,19 @@ func (s Second) MarshalJSON() ([]byte, error) {
 
 // timeline groups results by the second they arrived in.
 func timeline(rs []result) []Second {
-	var secs []Second
-	var lat [][]time.Duration
+	var ts []*tally
 	for _, c := range rs {
-		i := int(c.at / time.Second)
-		for len(secs) <= i {
-			secs = append(secs, Second{Start: Seconds(time.Duration(len(secs)) * time.Second)})
-			lat = append(lat, nil)
+		for i := int(c.at / time.Second); len(ts) <= i; {
+			ts = append(ts, newTally(true))
 		}
-		s := &secs[i]
-		s.Calls++
-		switch {
-		case c.code == "":
-			s.OK++
-			lat[i] = append(lat[i], c.latency)
-		case c.local:
-			s.Refused++
-		default:
-			s.Failed++
-			if c.code == "BUSY" {
-				s.Busy++
-			}
-		}
+		ts[c.at/time.Second].add(c, c.latency)
 	}
-	for i := range secs {
-		slices.Sort(lat[i])
-		secs[i].P50, secs[i].P99 = Millis(Quantile(lat[i], 0.5)), Millis(Quantile(lat[i], 0.99))
+	secs := make([]Second, len(ts))
+	for i, t := range ts {
+		q := t.quantiles(setOK)
+		secs[i] = Second{Start: Seconds(time.Duration(i) * time.Second), OK: t.n(setOK), Failed: t.n(setFailed),
+			Refused: t.n(setRefused), Busy: t.errors["BUSY"], P50: q.P50, P99: q.P99}
+		secs[i].Calls = secs[i].OK + secs[i].Failed + secs[i].Refused
 	}
 	return secs
 }
@@ -242,22 +229,24 @@ func summarize(rs []result, elapsed time.Duration) *Report {
 	return t.report(elapsed)
 }
 
-// quantiles sorts lat and returns its quantiles, all zero if it is empty.
+// quantiles sorts lat and returns its quantiles.
 func quantiles(lat []time.Duration) Quantiles {
-	if len(lat) == 0 {
-		return Quantiles{}
-	}
 	slices.Sort(lat)
 	var total time.Duration
 	for _, d := range lat {
 		total += d
 	}
-	return Quantiles{
-		Count: len(lat),
-		P50:   Millis(Quantile(lat, 0.50)), P90: Millis(Quantile(lat, 0.90)), P95: Millis(Quantile(lat, 0.95)),
-		P99: Millis(Quantile(lat, 0.99)), P999: Millis(Quantile(lat, 0.999)), Max: Millis(Quantile(lat, 1)),
-		Mean: Millis(total / time.Duration(len(lat))),
+	return newQuantiles(len(lat), total, func(q float64) time.Duration { return Quantile(lat, q) })
+}
+
+// newQuantiles returns the Quantiles of n calls of latency sum in all,
+// their q-quantile at(q); all zero when n is 0.
+func newQuantiles(n int, sum time.Duration, at func(q float64) time.Duration) Quantiles {
+	if n == 0 {
+		return Quantiles{}
 	}
+	return Quantiles{Count: n, P50: Millis(at(0.50)), P90: Millis(at(0.90)), P95: Millis(at(0.95)),
+		P99: Millis(at(0.99)), P999: Millis(at(0.999)), Max: Millis(at(1)), Mean: Millis(sum / time.Duration(n))}
 }
 
 // Print writes r for people, one topic a line, with the same figures as

@@ -229,9 +229,9 @@ func call(ctx context.Context, cl *channel.Client, cfg *Config, req *channel.Req
 	res, err := cl.Call(cctx, cfg.Method, req, opts...)
 	if err != nil {
 		var ce *channel.CallError
-		r := result{attempts: attemptsOf(err), code: CodeOf(err)}
+		r := result{code: CodeOf(err)}
 		if errors.As(err, &ce) {
-			r.local, r.peer = ce.Code.IsLocal(), ce.Peer
+			r.attempts, r.local, r.peer = ce.Attempts, ce.Code.IsLocal(), ce.Peer
 		}
 		return r
 	}
@@ -520,12 +520,4 @@ func CodeOf(err error) string {
 		return "TIMEOUT"
 	}
 	return "LOCAL"
-}
-
-func attemptsOf(err error) int {
-	var ce *channel.CallError
-	if errors.As(err, &ce) {
-		return ce.Attempts
-	}
-	return 0
 }
