@@ -125,11 +125,7 @@ func runErroring(ctx context.Context, c Config, erroring int, ejection bool) (Er
 	whole := span{0, time.Duration(rep.Elapsed)}
 	row.All = outcome(count(recs, whole.has))
 	row.SuccessRate = share(float64(row.All.OK), float64(row.All.Calls))
-	idx := f.index()
-	bad := func(r load.Record) bool {
-		i, ok := idx[r.Peer]
-		return ok && i < erroring
-	}
+	bad := onServers(f, 0, erroring)
 	ejectedPerSec := make([]int, int((whole.to+time.Second-1)/time.Second))
 	first := time.Duration(-1)
 	for _, s := range samples {
@@ -143,7 +139,8 @@ func runErroring(ctx context.Context, c Config, erroring int, ejection bool) (Er
 		}
 	}
 	toBad := func(sp span) float64 {
-		return share(float64(count(recs, func(r load.Record) bool { return sp.has(r) && bad(r) }).calls), float64(count(recs, sp.has).calls))
+		return share(float64(count(recs, func(r load.Record) bool { return sp.has(r) && bad(r) }).calls),
+			float64(count(recs, sp.has).calls))
 	}
 	before := whole
 	if first >= 0 {
@@ -160,15 +157,10 @@ func runErroring(ctx context.Context, c Config, erroring int, ejection bool) (Er
 	}
 	row.ToErroringBefore = toBad(before)
 
-	toBadPerSec := make([]int, len(ejectedPerSec))
-	for _, r := range recs {
-		if whole.has(r) && bad(r) {
-			toBadPerSec[r.At/time.Second]++
-		}
-	}
-	for sec, t := range perSecond(recs, whole.to) {
+	toBadPerSec := perSecond(recs, whole.to, bad)
+	for sec, t := range perSecond(recs, whole.to, nil) {
 		row.Seconds = append(row.Seconds, ErroringSecond{Start: load.Seconds(time.Duration(sec) * time.Second), Calls: t.calls,
-			Failed: t.failed(), ToErroring: toBadPerSec[sec], Ejected: ejectedPerSec[sec]})
+			Failed: t.failed(), ToErroring: toBadPerSec[sec].calls, Ejected: ejectedPerSec[sec]})
 	}
 	return row, nil
 }

@@ -137,25 +137,16 @@ func runHeterogeneous(ctx context.Context, c Config, weights []float64, reports 
 		row.Servers = append(row.Servers, s)
 	}
 
-	idx := f.index()
 	d := time.Duration(rep.Elapsed)
-	counts := make([][]int, len(perSecond(recs, d)))
-	totals := make([]int, len(counts))
-	for i := range counts {
-		counts[i] = make([]int, len(f))
+	all := perSecond(recs, d, onServers(f, 0, len(f)))
+	row.Seconds = make([][]float64, len(all))
+	for sec := range all {
+		row.Seconds[sec] = make([]float64, len(f))
 	}
-	for _, r := range recs {
-		if i, ok := idx[r.Peer]; ok && r.At >= 0 && r.At < d {
-			counts[r.At/time.Second][i]++
-			totals[r.At/time.Second]++
+	for i := range f {
+		for sec, t := range perSecond(recs, d, onServers(f, i, i+1)) {
+			row.Seconds[sec][i] = share(float64(t.calls), float64(all[sec].calls))
 		}
-	}
-	for sec, cs := range counts {
-		shares := make([]float64, len(cs))
-		for i, v := range cs {
-			shares[i] = share(float64(v), float64(totals[sec]))
-		}
-		row.Seconds = append(row.Seconds, shares)
 	}
 	return row, nil
 }

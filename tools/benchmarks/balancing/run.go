@@ -184,15 +184,25 @@ func tallies(n int) []*tally {
 	return out
 }
 
-// perSecond tallies the records of a run that lasted d second by second.
-func perSecond(recs []load.Record, d time.Duration) []*tally {
+// perSecond tallies the records keep accepts (nil: all) of a run that
+// lasted d second by second.
+func perSecond(recs []load.Record, d time.Duration, keep func(load.Record) bool) []*tally {
 	out := tallies(int((d + time.Second - 1) / time.Second))
 	for _, r := range recs {
-		if r.At >= 0 && r.At < d {
+		if r.At >= 0 && r.At < d && (keep == nil || keep(r)) {
 			out[int(r.At/time.Second)].add(r)
 		}
 	}
 	return out
+}
+
+// onServers returns whether a record's peer is one of f[from:to].
+func onServers(f fleet, from, to int) func(load.Record) bool {
+	idx := f.index()
+	return func(r load.Record) bool {
+		i, ok := idx[r.Peer]
+		return ok && i >= from && i < to
+	}
 }
 
 // byServer tallies the records of sp by the server of f that took them;

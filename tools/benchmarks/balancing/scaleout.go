@@ -150,8 +150,8 @@ func runScaleOut(ctx context.Context, c Config, slowStart bool) (ScaleOutRow, er
 	all := append(append(fleet{}, first...), added...)
 	row.Steady = outcome(count(recs, steady.has))
 	row.After = outcome(count(recs, after.has))
-	idx := all.index() // a peer of none is at 0, a first server
-	row.New = outcome(count(recs, func(r load.Record) bool { return after.has(r) && idx[r.Peer] >= len(first) }))
+	isNew, isOld := onServers(all, len(first), len(all)), onServers(all, 0, len(first))
+	row.New = outcome(count(recs, func(r load.Record) bool { return after.has(r) && isNew(r) }))
 	servers, _ := byServer(recs, all, after)
 	for i, srv := range all {
 		t := servers[i]
@@ -161,17 +161,7 @@ func runScaleOut(ctx context.Context, c Config, slowStart bool) (ScaleOutRow, er
 	row.P99Ratio = share(float64(row.After.P99), float64(row.Steady.P99))
 
 	d := time.Duration(rep.Elapsed)
-	secs := perSecond(recs, d)
-	newS, oldS := tallies(len(secs)), tallies(len(secs))
-	for _, r := range recs {
-		if i, ok := idx[r.Peer]; ok && r.At >= 0 && r.At < d {
-			if i < len(first) {
-				oldS[r.At/time.Second].add(r)
-			} else {
-				newS[r.At/time.Second].add(r)
-			}
-		}
-	}
+	secs, newS, oldS := perSecond(recs, d, nil), perSecond(recs, d, isNew), perSecond(recs, d, isOld)
 	for sec, t := range secs {
 		n, o := newS[sec], oldS[sec]
 		row.Seconds = append(row.Seconds, ScaleOutSecond{Start: load.Seconds(time.Duration(sec) * time.Second), Calls: t.calls, P99: t.p99(),

@@ -291,7 +291,10 @@ func warmupEnds(r result) bool {
 func runRate(ctx context.Context, cls []*channel.Client, cfg Config) (*Report, []result) {
 	n := cfg.calls()
 	results := make([]result, n)
-	slots := make(chan struct{}, cfg.Concurrency)
+	slots := make(chan struct{}, cfg.Concurrency) // a token per free slot
+	for range cfg.Concurrency {
+		slots <- struct{}{}
+	}
 	done := make(chan struct{}, n)
 	interval := time.Duration(float64(time.Second) / cfg.RPS)
 	timer := time.NewTimer(0)
@@ -304,36 +307,18 @@ func runRate(ctx context.Context, cls []*channel.Client, cfg Config) (*Report, [
 	})
 	defer stopTicks()
 	started := 0
-loop:
 	for i := 0; i < n; i++ {
 		at := start.Add(time.Duration(i) * interval)
 		if wait := time.Until(at); wait > 0 {
 			timer.Reset(wait)
-		arrive:
-			for {
-				select {
-				case <-timer.C:
-					break arrive
-				case now := <-tick:
-					report(now)
-				case <-ctx.Done():
-					break loop
-				}
+			if !await(timer.C, ctx.Done(), tick, report) {
+				break
 			}
-			// The timer's oversleep (up to a millisecond or so) is the
-			// generator's, not the call's: start the clock now.
+			// The timer's oversleep is the generator's, not the call's.
 			at = time.Now()
 		}
-	slot:
-		for {
-			select {
-			case slots <- struct{}{}:
-				break slot
-			case now := <-tick:
-				report(now)
-			case <-ctx.Done():
-				break loop
-			}
+		if !await(slots, ctx.Done(), tick, report) {
+			break
 		}
 		started++
 		req, opts := cfg.Request, cfg.CallOptions
@@ -358,17 +343,12 @@ loop:
 			r.latency, r.late, r.at = time.Since(at), late, at.Sub(start)
 			results[i] = r
 			totals.add(r)
-			<-slots
+			slots <- struct{}{}
 			done <- struct{}{}
 		}(i, at)
 	}
-	for i := 0; i < started; {
-		select {
-		case <-done:
-			i++
-		case now := <-tick:
-			report(now)
-		}
+	for range started {
+		await(done, nil, tick, report)
 	}
 	report(time.Now())
 	elapsed := time.Since(start)
@@ -381,6 +361,21 @@ loop:
 		r.Records = records(results[:started])
 	}
 	return r, results[:started]
+}
+
+// await waits for a value on c, reporting progress at each tick; it
+// returns false if ended is closed first.
+func await[T any](c <-chan T, ended <-chan struct{}, tick <-chan time.Time, report func(time.Time)) bool {
+	for {
+		select {
+		case <-c:
+			return true
+		case now := <-tick:
+			report(now)
+		case <-ended:
+			return false
+		}
+	}
 }
 
 // caller is one of an unbounded run's callers: what it recorded, and its
@@ -451,14 +446,7 @@ func runUnbounded(ctx context.Context, cls []*channel.Client, cfg Config) (*Repo
 		return ok, failed, refused
 	})
 	defer stopTicks()
-	for waiting := true; waiting; {
-		select {
-		case <-done:
-			waiting = false
-		case now := <-tick:
-			report(now)
-		}
-	}
+	await(done, nil, tick, report)
 	report(time.Now())
 	elapsed := time.Since(start)
 
