@@ -69,32 +69,8 @@ func StartServers(n int, cfg ServerConfig) (*Servers, error) {
 		return nil, err
 	}
 	s := &Servers{cfg: cfg, rngMu: make([]sync.Mutex, n)}
-	for i := 0; i < n; i++ {
-		s.rngs = append(s.rngs, rand.New(rand.NewPCG(cfg.Seed+uint64(i), 0x5eed)))
-		if cfg.Workers > 0 {
-			pool, err := NewPool(PoolConfig{Workers: cfg.Workers})
-			if err != nil {
-				s.Close()
-				return nil, err
-			}
-			s.pools = append(s.pools, pool)
-		}
-		var opts []channel.Option
-		if cfg.Shed != nil {
-			opts = append(opts, channel.WithShedding(*cfg.Shed))
-		}
-		opts = append(opts, cfg.Options...)
-		ch, err := channel.New(cfg.Service, opts...)
-		if err != nil {
-			s.Close()
-			return nil, err
-		}
-		s.chs = append(s.chs, ch)
-		if err := s.register(ch, i); err != nil {
-			s.Close()
-			return nil, err
-		}
-		if err := ch.ListenAndServe("127.0.0.1:0"); err != nil {
+	for i := range n {
+		if err := s.start(i); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -102,19 +78,42 @@ func StartServers(n int, cfg ServerConfig) (*Servers, error) {
 	return s, nil
 }
 
-func (s *Servers) register(ch *channel.Channel, i int) error {
+// start starts server i.
+func (s *Servers) start(i int) error {
+	s.rngs = append(s.rngs, rand.New(rand.NewPCG(s.cfg.Seed+uint64(i), 0x5eed)))
+	if s.cfg.Workers > 0 {
+		pool, err := NewPool(PoolConfig{Workers: s.cfg.Workers})
+		if err != nil {
+			return err
+		}
+		s.pools = append(s.pools, pool)
+	}
+	var opts []channel.Option
+	if s.cfg.Shed != nil {
+		opts = append(opts, channel.WithShedding(*s.cfg.Shed))
+	}
+	ch, err := channel.New(s.cfg.Service, append(opts, s.cfg.Options...)...)
+	if err != nil {
+		return err
+	}
+	s.chs = append(s.chs, ch)
 	if s.cfg.Format == "json" {
-		return ch.RegisterJSON(map[string]any{
+		err = ch.RegisterJSON(map[string]any{
 			s.cfg.Method: func(ctx tjson.Context, req map[string]any) (map[string]any, error) {
 				s.serve(ctx, i)
 				return req, nil
 			},
 		})
+	} else {
+		err = ch.RegisterRaw(s.cfg.Method, func(ctx context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
+			s.serve(ctx, i)
+			return &channel.RawResponse{Arg3: req.Arg3}, nil
+		})
 	}
-	return ch.RegisterRaw(s.cfg.Method, func(ctx context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
-		s.serve(ctx, i)
-		return &channel.RawResponse{Arg3: req.Arg3}, nil
-	})
+	if err != nil {
+		return err
+	}
+	return ch.ListenAndServe("127.0.0.1:0")
 }
 
 // serve waits out one request's latency on server i.
