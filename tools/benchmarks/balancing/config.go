@@ -51,14 +51,10 @@ const (
 // parameters. Its zero value runs every scenario at full size with the
 // issue's parameters; a zero field takes its size's default.
 type Config struct {
-	// Scenarios to run, in Run's order; nil means all.
-	Scenarios []Scenario `json:"scenarios"`
-	// Size sets the default stretches: Full or CI.
-	Size Size `json:"size"`
-	// Seed seeds every random draw, the same for both rows. Default 1.
-	Seed uint64 `json:"seed"`
-	// Timeout is each call's deadline. Default 1 s.
-	Timeout millis.Duration `json:"timeout_ms"`
+	Scenarios []Scenario      `json:"scenarios"`  // in Run's order; nil: all
+	Size      Size            `json:"size"`       // sets the default stretches
+	Seed      uint64          `json:"seed"`       // of every draw, both rows alike; default 1
+	Timeout   millis.Duration `json:"timeout_ms"` // each call's deadline; default 1 s
 	// GCPercent is GOGC while Run runs (the generator, client and servers
 	// share one process). Default 400; negative keeps the process's.
 	GCPercent int `json:"gc_percent"`

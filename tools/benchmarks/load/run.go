@@ -78,15 +78,13 @@ type Config struct {
 	Exception func(res *channel.Response) string
 }
 
-// Progress is a run's running totals: the calls that have returned so
-// far, split as the Report splits them.
+// Progress is a run's running totals: the time since the first arrival,
+// the calls returned so far as the Report splits them, and the calls
+// returned per second since the previous report.
 type Progress struct {
-	// Elapsed is the time since the first arrival.
-	Elapsed time.Duration
-	// Calls returned: OK, Failed and Refused as in Report.
+	Elapsed                    time.Duration
 	Calls, OK, Failed, Refused int
-	// Rate is the calls returned per second since the previous report.
-	Rate float64
+	Rate                       float64
 }
 
 // Validate reports the first rule c breaks, naming the field.
