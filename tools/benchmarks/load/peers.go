@@ -54,21 +54,17 @@ type ledgerKey struct {
 // keeps the counts last read; one that comes back adds to them.
 type peerLedger struct {
 	cls     []*channel.Client
-	base    map[ledgerKey]peer.Counts // at the start, or when the peer came back
 	last    map[ledgerKey]peer.Counts // last read
-	carried map[ledgerKey]peer.Counts // of earlier peers under the same key
+	sum     map[ledgerKey]peer.Counts // since the start
 	present map[string]bool           // host:ports of the Clients at the last read
 	stop    func()
 }
 
 // newPeerLedger reads cls' counts: the run's start.
 func newPeerLedger(cls []*channel.Client) *peerLedger {
-	l := &peerLedger{cls: cls, base: map[ledgerKey]peer.Counts{}, last: map[ledgerKey]peer.Counts{},
-		carried: map[ledgerKey]peer.Counts{}}
+	l := &peerLedger{cls: cls, last: map[ledgerKey]peer.Counts{}, sum: map[ledgerKey]peer.Counts{}}
 	l.read()
-	for k, c := range l.last {
-		l.base[k] = c
-	}
+	l.sum = map[ledgerKey]peer.Counts{}
 	return l
 }
 
@@ -114,12 +110,11 @@ func (l *peerLedger) read() {
 		for _, c := range cl.Peers() {
 			k := ledgerKey{i, c.HostPort}
 			l.present[c.HostPort] = true
-			if prev, ok := l.last[k]; ok && (c.Sent < prev.Sent || c.Busy < prev.Busy || c.Throttled < prev.Throttled) {
-				// A new peer under the same host:port: the one that left
-				// keeps its counts.
-				l.carried[k] = addCounts(l.carried[k], subCounts(prev, l.base[k]))
-				l.base[k] = peer.Counts{}
+			prev := l.last[k] // zero for a peer new since the start
+			if c.Sent < prev.Sent || c.Busy < prev.Busy || c.Throttled < prev.Throttled {
+				prev = peer.Counts{} // a new peer under the same host:port
 			}
+			l.sum[k] = addCounts(l.sum[k], subCounts(c, prev))
 			l.last[k] = c
 		}
 	}
@@ -128,8 +123,8 @@ func (l *peerLedger) read() {
 // totals returns each host:port's counts over the run, over every Client.
 func (l *peerLedger) totals() map[string]peer.Counts {
 	out := map[string]peer.Counts{}
-	for k, c := range l.last {
-		out[k.hostPort] = addCounts(out[k.hostPort], addCounts(l.carried[k], subCounts(c, l.base[k])))
+	for k, c := range l.sum {
+		out[k.hostPort] = addCounts(out[k.hostPort], c)
 	}
 	return out
 }
