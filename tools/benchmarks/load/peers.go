@@ -64,7 +64,7 @@ type peerLedger struct {
 func newPeerLedger(cls []*channel.Client) *peerLedger {
 	l := &peerLedger{cls: cls, last: map[ledgerKey]peer.Counts{}, sum: map[ledgerKey]peer.Counts{}}
 	l.read()
-	l.sum = map[ledgerKey]peer.Counts{}
+	l.sum = map[ledgerKey]peer.Counts{} // the counts at the start are not the run's
 	return l
 }
 
