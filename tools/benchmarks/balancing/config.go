@@ -1,7 +1,6 @@
 package balancing
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -18,34 +17,14 @@ type Scenario string
 
 // The scenarios, in the order Run runs them.
 const (
-	// ScaleOut: servers join a loaded fleet cold; slow start.
-	ScaleOut Scenario = "scale-out"
-	// Heterogeneous: servers of different sizes with weights to match.
-	Heterogeneous Scenario = "heterogeneous"
-	// Shard: servers with caches, calls with shard keys; the ring with
-	// bounded loads.
-	Shard Scenario = "shard"
-	// Erroring: servers that answer UNEXPECTED; outlier ejection.
-	Erroring Scenario = "erroring"
+	ScaleOut      Scenario = "scale-out"     // cold servers join a loaded fleet; slow start
+	Heterogeneous Scenario = "heterogeneous" // servers of 1, 2 and 4 workers; weights, load reports
+	Shard         Scenario = "shard"         // cached servers, Zipf keys and a hot key; shard keys
+	Erroring      Scenario = "erroring"      // servers answering UNEXPECTED; outlier ejection
 )
 
 // Scenarios returns every scenario, in Run's order.
 func Scenarios() []Scenario { return []Scenario{ScaleOut, Heterogeneous, Shard, Erroring} }
-
-// Describe says in a line what s models.
-func (s Scenario) Describe() string {
-	switch s {
-	case ScaleOut:
-		return "cold instances join a fleet at 70% load; slow start on / off"
-	case Heterogeneous:
-		return "servers of 1, 2 and 4 workers; weights 1, 2, 4 / all 1"
-	case Shard:
-		return "cached servers, Zipf keys and a hot key; shard keys / none"
-	case Erroring:
-		return "servers answering UNEXPECTED to half their calls; ejection on / off"
-	}
-	return ""
-}
 
 // ParseScenarios reads a comma-separated list of scenario names; "all" is
 // every scenario. The list keeps Run's order whatever order it is given in.
@@ -57,37 +36,27 @@ func ParseScenarios(list string) ([]Scenario, error) {
 	return slices.DeleteFunc(Scenarios(), func(s Scenario) bool { return !slices.Contains(picked, s) }), nil
 }
 
-// Size is how long a run's stretches are: Full or CI ("full", "ci").
+// Size is how long a run's stretches are: Full, the issue's (about five
+// minutes in all), or CI, a second or two a run (the cold start and the
+// slow-start window shrunk to match).
 type Size = benchrun.Size
 
 // The sizes.
 const (
-	// Full is the issue's: scale-out's 10 s of steady state and 30 s
-	// after, 20 s for the others; about five minutes in all.
 	Full = benchrun.Full
-	// CI is what go test runs: a second or two a run (scale-out's 4 s),
-	// the cold start and the slow-start window shrunk to match.
-	CI = benchrun.CI
+	CI   = benchrun.CI
 )
 
 // Config is a balancing benchmark: the scenarios to run and their
 // parameters. Its zero value runs every scenario at full size with the
 // issue's parameters; a zero field takes its size's default.
 type Config struct {
-	// Scenarios to run, in Run's order; nil means all.
-	Scenarios []Scenario `json:"scenarios"`
-	// Size sets the default stretches: Full or CI.
-	Size Size `json:"size"`
-	// Seed seeds every random draw of a run (keys, which calls fail), so
-	// that the two rows of a scenario see the same draws. Default 1.
-	Seed uint64 `json:"seed"`
-	// Timeout is each call's deadline. Default 1 s.
-	Timeout millis.Duration `json:"timeout_ms"`
-	// GCPercent is the garbage collector's target (as GOGC) while Run
-	// runs, restored after: the load generator, the client and every
-	// server share this process and its collector (see
-	// tools/benchmarks/closedloop). Default 400; negative keeps the
-	// process's setting.
+	Scenarios []Scenario      `json:"scenarios"`  // in Run's order; nil: all
+	Size      Size            `json:"size"`       // sets the default stretches
+	Seed      uint64          `json:"seed"`       // of every draw, both rows alike; default 1
+	Timeout   millis.Duration `json:"timeout_ms"` // each call's deadline; default 1 s
+	// GCPercent is GOGC while Run runs (the generator, client and servers
+	// share one process). Default 400; negative keeps the process's.
 	GCPercent int `json:"gc_percent"`
 
 	ScaleOut      ScaleOutConfig      `json:"scale_out"`
@@ -95,43 +64,31 @@ type Config struct {
 	Shard         ShardConfig         `json:"shard"`
 	Erroring      ErroringConfig      `json:"erroring"`
 
-	// Progress, if not nil, is told what Run is doing as it goes. It is
-	// not part of a Result's JSON.
+	// Progress, if not nil, is told what Run is doing as it goes.
 	Progress func(string) `json:"-"`
 }
 
 // ScaleOutConfig is the scale-out scenario: Servers warm servers at Load
 // times their capacity; after Warmup and Steady, Added more start cold
-// (each request costs ColdFactor times the service time at first,
-// falling linearly to 1 over ColdWindow) and join with SetPeers; the run
-// goes on for After.
+// (ColdFactor times the cost, falling linearly to 1 over ColdWindow) and
+// join; the run goes on for After. Defaults given as (full, CI).
 type ScaleOutConfig struct {
 	Servers int             `json:"servers"`    // default 3
 	Added   int             `json:"added"`      // default 3
 	Workers int             `json:"workers"`    // per server, default 4
 	Service millis.Duration `json:"service_ms"` // default 5 ms
 	Load    float64         `json:"load"`       // of the first Servers' capacity, default 0.7
-	// Warmup is left out of the steady state. Defaults (full, CI): 1 s,
-	// 200 ms.
-	Warmup millis.Duration `json:"warmup_ms"`
-	// Steady is the stretch before the scale-out. 10 s, 600 ms.
-	Steady millis.Duration `json:"steady_ms"`
-	// After is the stretch after it. 30 s, 3 s: the calls the new servers
-	// take in their first moments, before their latency marks them cold,
-	// are over 1% of 1.2 s of calls at the CI size and set its p99 (over
-	// 2x the steady state's in 6 of 15 runs at 1.2 s, in none of 11 at 3 s).
-	After millis.Duration `json:"after_ms"`
-	// ColdFactor is a new server's cost multiplier at start (default 5),
-	// falling linearly to 1 over ColdWindow (10 s, 600 ms).
-	ColdFactor float64         `json:"cold_factor"`
-	ColdWindow millis.Duration `json:"cold_window_ms"`
-	// SlowStartWindow is the "with" row's slow-start window; 0 leaves
-	// the library's default (10 s), which the CI size shrinks to its
-	// ColdWindow.
+	Warmup  millis.Duration `json:"warmup_ms"`  // left out: 1 s, 200 ms
+	Steady  millis.Duration `json:"steady_ms"`  // before the scale-out: 10 s, 600 ms
+	// After is the stretch after it: 30 s, 3 s (at 1.2 s the new servers'
+	// first calls, before their latency marks them cold, set the p99).
+	After      millis.Duration `json:"after_ms"`
+	ColdFactor float64         `json:"cold_factor"`    // default 5
+	ColdWindow millis.Duration `json:"cold_window_ms"` // 10 s, 600 ms
+	// SlowStartWindow is the "with" row's window; 0: the library's (10 s),
+	// the ColdWindow at the CI size.
 	SlowStartWindow millis.Duration `json:"slow_start_window_ms"`
-	// WithConfig, if not "", is the "with" row's service config (JSON),
-	// in place of the one SlowStartWindow makes: to try slow start's
-	// other settings.
+	// WithConfig, if set, is the "with" row's service config (JSON).
 	WithConfig string `json:"with_config"`
 }
 
@@ -139,60 +96,42 @@ type ScaleOutConfig struct {
 // of Workers, all with the same Service time, weighted Weights in the
 // "with" row (all 1 in the other), at Load times their total capacity.
 type HeterogeneousConfig struct {
-	Workers []int           `json:"workers"`    // default 1, 2, 4
-	Weights []float64       `json:"weights"`    // default: as Workers
-	Service millis.Duration `json:"service_ms"` // default 5 ms
-	Load    float64         `json:"load"`       // default 0.8
-	// Warmup is left out of the figures: 1 s, 200 ms.
-	Warmup millis.Duration `json:"warmup_ms"`
-	// Duration is measured: 20 s, 1.5 s.
-	Duration millis.Duration `json:"duration_ms"`
+	Workers  []int           `json:"workers"`     // default 1, 2, 4
+	Weights  []float64       `json:"weights"`     // default: as Workers
+	Service  millis.Duration `json:"service_ms"`  // default 5 ms
+	Load     float64         `json:"load"`        // default 0.8
+	Warmup   millis.Duration `json:"warmup_ms"`   // left out: 1 s, 200 ms
+	Duration millis.Duration `json:"duration_ms"` // measured: 20 s, 1.5 s
 }
 
 // ShardConfig is the shard scenario: Servers servers, each with an LRU
 // cache of CacheSize keys (a hit costs Hit, a miss Miss and then caches
 // the key) and Workers workers, called at Rate with keys drawn from Keys
 // keys by a Zipf distribution of exponent Zipf, or, HotShare of the
-// calls, one hot key.
-//
-// Hit and Miss are at least MinService, 1 ms: a worker pool's request
-// holds its worker for its time and a Go timer's lateness (load.Pool),
-// and on Linux a timer under a millisecond fires after about 1.1 ms, so
-// a 200 µs hit was served in 1.1 ms, and a 2 ms miss in 2.2 ms: 1:2, not
-// the 1:10 asked. At 1 ms and 10 ms it is about 1:9; the report gives
-// the costs as served (ShardRow.HitCost, MissCost).
+// calls, one hot key. Hit and Miss are at least MinService: on Linux a Go
+// timer under a millisecond fires after about 1.1 ms (load.Pool), so the
+// report gives the costs as served (ShardRow.HitCost, MissCost).
 type ShardConfig struct {
-	Servers   int             `json:"servers"`    // default 10
-	Workers   int             `json:"workers"`    // default 2
-	CacheSize int             `json:"cache_size"` // default 2,000
-	Hit       millis.Duration `json:"hit_ms"`     // default 1 ms
-	Miss      millis.Duration `json:"miss_ms"`    // default 10 ms, more than Hit
-	Keys      int             `json:"keys"`       // default 100,000
-	Zipf      float64         `json:"zipf"`       // default 1.1
-	HotShare  float64         `json:"hot_share"`  // default 0.3
-	// Rate is the calls a second: default 2,000, about 5 calls in flight
-	// over the 20 workers with shard keys (a quarter of their capacity).
-	Rate float64 `json:"rate"`
-	// Warmup fills the caches and is left out of the figures: 10 s (the
-	// caches see 20,000 calls before the figures start), 300 ms.
-	Warmup millis.Duration `json:"warmup_ms"`
-	// Duration is measured: 20 s, 1.5 s.
-	Duration millis.Duration `json:"duration_ms"`
+	Servers   int             `json:"servers"`     // default 10
+	Workers   int             `json:"workers"`     // default 2
+	CacheSize int             `json:"cache_size"`  // default 2,000
+	Hit       millis.Duration `json:"hit_ms"`      // default 1 ms
+	Miss      millis.Duration `json:"miss_ms"`     // default 10 ms, more than Hit
+	Keys      int             `json:"keys"`        // default 100,000
+	Zipf      float64         `json:"zipf"`        // default 1.1
+	HotShare  float64         `json:"hot_share"`   // default 0.3
+	Rate      float64         `json:"rate"`        // default 2,000
+	Warmup    millis.Duration `json:"warmup_ms"`   // fills the caches: 10 s, 300 ms
+	Duration  millis.Duration `json:"duration_ms"` // measured: 20 s, 1.5 s
 	// Sample is how often the client's peers are read to check the
 	// bounded load (ShardRow.Bound): 10 ms.
 	Sample millis.Duration `json:"sample_ms"`
-	// LooseFactor, when > 0, adds a third row: shard keys with this
-	// balance factor (the service config's shardBalanceFactor), bound
-	// loosely, to tell the ring's effect on the hit rate from the bound's.
-	// Default 10 at full size; none at CI; negative: none.
+	// LooseFactor > 0 adds a third row with this shardBalanceFactor, to
+	// tell the ring's effect from the bound's: 10 at full size, none at CI.
 	LooseFactor float64 `json:"loose_factor"`
-	// Probe is how many keys are routed one at a time after the "with"
-	// run, to check that calls land on their key's home on the ring, and
-	// move as the ring says when a server leaves and when one joins:
-	// 2,000, 200.
+	// Probe keys are routed one at a time to check the ring: 2,000, 200.
 	Probe int `json:"probe"`
-	// Fleets is how many more fleets of Servers servers, on random ports,
-	// the ring is built over to show the spread of the keys a leave
+	// Fleets more fleets on random ports show the spread of a leave's
 	// moves: 100, 5.
 	Fleets int `json:"fleets"`
 }
@@ -207,12 +146,8 @@ type ErroringConfig struct {
 	Service    millis.Duration `json:"service_ms"`  // default 5 ms
 	Rate       float64         `json:"rate"`        // calls/s, default 800
 	ErrorShare float64         `json:"error_share"` // default 0.5
-	// Duration is measured from the first call: 20 s, 1.5 s (the
-	// default ejection lasts 30 s).
-	Duration millis.Duration `json:"duration_ms"`
-	// Sample is how often the client's peers are read for ejections:
-	// 10 ms.
-	Sample millis.Duration `json:"sample_ms"`
+	Duration   millis.Duration `json:"duration_ms"` // 20 s, 1.5 s
+	Sample     millis.Duration `json:"sample_ms"`   // reads of the peers: 10 ms
 }
 
 // DefaultGCPercent is Config.GCPercent's default.
@@ -228,52 +163,45 @@ const (
 	MaxCache    = 1_000_000
 	MaxProbe    = 100_000
 	MaxService  = time.Second
-	MinService  = time.Millisecond // a Go timer's floor on Linux: see ShardConfig
+	MinService  = time.Millisecond // a Go timer's floor on Linux
 	MaxColdCost = 100
 )
+
+// def sets *v to d if it is zero.
+func def[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
+}
+
+// ms picks a duration by size.
+func ms(z Size, full, ci time.Duration) millis.Duration {
+	return millis.Duration(benchrun.Pick(z, full, ci))
+}
 
 func (c Config) withDefaults() Config {
 	if c.Scenarios == nil {
 		c.Scenarios = Scenarios()
 	}
-	if c.Seed == 0 {
-		c.Seed = 1
-	}
-	if c.Timeout == 0 {
-		c.Timeout = millis.Duration(time.Second)
-	}
-	if c.GCPercent == 0 {
-		c.GCPercent = DefaultGCPercent
-	}
 	z := c.Size
-	setInt := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	setDur := func(v *millis.Duration, d time.Duration) {
-		if *v == 0 {
-			*v = millis.Duration(d)
-		}
-	}
-	setF := func(v *float64, d float64) {
-		if *v == 0 {
-			*v = d
-		}
-	}
+	def(&c.Seed, 1)
+	def(&c.Timeout, millis.Duration(time.Second))
+	def(&c.GCPercent, DefaultGCPercent)
+	five := millis.Duration(5 * time.Millisecond)
 	s := &c.ScaleOut
-	setInt(&s.Servers, 3)
-	setInt(&s.Added, 3)
-	setInt(&s.Workers, 4)
-	setDur(&s.Service, 5*time.Millisecond)
-	setF(&s.Load, 0.7)
-	setDur(&s.Warmup, benchrun.Pick(z, time.Second, 200*time.Millisecond))
-	setDur(&s.Steady, benchrun.Pick(z, 10*time.Second, 600*time.Millisecond))
-	setDur(&s.After, benchrun.Pick(z, 30*time.Second, 3*time.Second))
-	setF(&s.ColdFactor, 5)
-	setDur(&s.ColdWindow, benchrun.Pick(z, 10*time.Second, 600*time.Millisecond))
+	def(&s.Servers, 3)
+	def(&s.Added, 3)
+	def(&s.Workers, 4)
+	def(&s.Service, five)
+	def(&s.Load, 0.7)
+	def(&s.Warmup, ms(z, time.Second, 200*time.Millisecond))
+	def(&s.Steady, ms(z, 10*time.Second, 600*time.Millisecond))
+	def(&s.After, ms(z, 30*time.Second, 3*time.Second))
+	def(&s.ColdFactor, 5)
+	def(&s.ColdWindow, ms(z, 10*time.Second, 600*time.Millisecond))
 	if z == CI {
-		setDur(&s.SlowStartWindow, s.ColdWindow.D())
+		def(&s.SlowStartWindow, s.ColdWindow)
 	}
 
 	h := &c.Heterogeneous
@@ -285,39 +213,39 @@ func (c Config) withDefaults() Config {
 			h.Weights = append(h.Weights, float64(w))
 		}
 	}
-	setDur(&h.Service, 5*time.Millisecond)
-	setF(&h.Load, 0.8)
-	setDur(&h.Warmup, benchrun.Pick(z, time.Second, 200*time.Millisecond))
-	setDur(&h.Duration, benchrun.Pick(z, 20*time.Second, 1500*time.Millisecond))
+	def(&h.Service, five)
+	def(&h.Load, 0.8)
+	def(&h.Warmup, ms(z, time.Second, 200*time.Millisecond))
+	def(&h.Duration, ms(z, 20*time.Second, 1500*time.Millisecond))
 
 	sh := &c.Shard
-	setInt(&sh.Servers, 10)
-	setInt(&sh.Workers, 2)
-	setInt(&sh.CacheSize, 2000)
-	setDur(&sh.Hit, time.Millisecond)
-	setDur(&sh.Miss, 10*time.Millisecond)
-	setInt(&sh.Keys, 100_000)
-	setF(&sh.Zipf, 1.1)
-	setF(&sh.HotShare, 0.3)
-	setF(&sh.Rate, 2000)
-	setDur(&sh.Warmup, benchrun.Pick(z, 10*time.Second, 300*time.Millisecond))
-	setDur(&sh.Duration, benchrun.Pick(z, 20*time.Second, 1500*time.Millisecond))
-	setDur(&sh.Sample, 10*time.Millisecond)
-	setInt(&sh.Probe, benchrun.Pick(z, 2000, 200))
-	setInt(&sh.Fleets, benchrun.Pick(z, 100, 5))
+	def(&sh.Servers, 10)
+	def(&sh.Workers, 2)
+	def(&sh.CacheSize, 2000)
+	def(&sh.Hit, millis.Duration(time.Millisecond))
+	def(&sh.Miss, millis.Duration(10*time.Millisecond))
+	def(&sh.Keys, 100_000)
+	def(&sh.Zipf, 1.1)
+	def(&sh.HotShare, 0.3)
+	def(&sh.Rate, 2000)
+	def(&sh.Warmup, ms(z, 10*time.Second, 300*time.Millisecond))
+	def(&sh.Duration, ms(z, 20*time.Second, 1500*time.Millisecond))
+	def(&sh.Sample, millis.Duration(10*time.Millisecond))
+	def(&sh.Probe, benchrun.Pick(z, 2000, 200))
+	def(&sh.Fleets, benchrun.Pick(z, 100, 5))
 	if z == Full {
-		setF(&sh.LooseFactor, 10)
+		def(&sh.LooseFactor, 10)
 	}
 
 	e := &c.Erroring
-	setInt(&e.Servers, 4)
-	setInt(&e.Many, 3)
-	setInt(&e.Workers, 4)
-	setDur(&e.Service, 5*time.Millisecond)
-	setF(&e.Rate, 800)
-	setF(&e.ErrorShare, 0.5)
-	setDur(&e.Duration, benchrun.Pick(z, 20*time.Second, 1500*time.Millisecond))
-	setDur(&e.Sample, 10*time.Millisecond)
+	def(&e.Servers, 4)
+	def(&e.Many, 3)
+	def(&e.Workers, 4)
+	def(&e.Service, five)
+	def(&e.Rate, 800)
+	def(&e.ErrorShare, 0.5)
+	def(&e.Duration, ms(z, 20*time.Second, 1500*time.Millisecond))
+	def(&e.Sample, millis.Duration(10*time.Millisecond))
 	return c
 }
 
@@ -412,19 +340,15 @@ func (c Config) Validate() error {
 	floats("Erroring.ErrorShare", e.ErrorShare, 0, 1)
 	durs("Erroring.Duration", e.Duration.D(), 100*time.Millisecond, MaxStretch)
 	durs("Erroring.Sample", e.Sample.D(), time.Millisecond, time.Second)
+	rate := func(name string, r float64) {
+		check(r > MaxRate, "%s's offered rate would be %.0f calls/s, more than %d", name, r, MaxRate)
+	}
+	rate("ScaleOut", s.Load*float64(s.Servers)*PoolCapacity(s.Workers, s.Service.D()))
+	rate("Heterogeneous", h.Load*h.Capacity())
 	if len(errs) > 0 {
 		return errs[0]
 	}
-	for _, r := range []struct {
-		name string
-		rate float64
-	}{
-		{"ScaleOut", s.Load * float64(s.Servers) * PoolCapacity(s.Workers, s.Service.D())},
-		{"Heterogeneous", h.Load * h.Capacity()},
-	} {
-		check(r.rate > MaxRate, "%s's offered rate would be %.0f calls/s, more than %d", r.name, r.rate, MaxRate)
-	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // PoolCapacity is a pool's calls per second: workers / service time.

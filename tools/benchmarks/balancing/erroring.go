@@ -23,11 +23,9 @@ func (r *ErroringResult) Rows() []*ErroringRow {
 	return []*ErroringRow{&r.OneWith, &r.OneWithout, &r.ManyWith, &r.ManyWithout}
 }
 
-// ErroringRow is one run of the erroring scenario.
+// ErroringRow is one run of the erroring scenario: Erroring servers
+// answer UNEXPECTED to ErrorShare of their calls, ejection on or off.
 type ErroringRow struct {
-	// Erroring servers answer UNEXPECTED to ErrorShare of their calls;
-	// Ejection says which row: outlier ejection on (the library's
-	// default) or off; ServiceConfig is the client's.
 	Erroring      int     `json:"erroring"`
 	Ejection      bool    `json:"ejection"`
 	ServiceConfig string  `json:"service_config"`
@@ -35,23 +33,20 @@ type ErroringRow struct {
 	// All is every call; SuccessRate All.OK / All.Calls.
 	All         Outcome `json:"all"`
 	SuccessRate float64 `json:"success_rate"`
-	// FirstEjection is when the client was first seen with a peer
-	// ejected, from the first call; null if never.
-	FirstEjection *load.Seconds `json:"first_ejection_s"`
-	// FailedBefore and FailedAfter are the failed calls a second before
-	// the first ejection and after it (FailedAfter null without one);
-	// ToErroringBefore and ToErroringAfter the shares of the calls that
-	// reached an erroring server.
-	FailedBefore     float64  `json:"failed_per_s_before"`
-	FailedAfter      *float64 `json:"failed_per_s_after"`
-	ToErroringBefore float64  `json:"to_erroring_before"`
-	ToErroringAfter  *float64 `json:"to_erroring_after"`
+	// FirstEjection is when a peer was first seen ejected, from the first
+	// call; the *After figures are from then on, all null if never.
+	// ToErroring* are the shares of the calls that reached an erroring
+	// server.
+	FirstEjection    *load.Seconds `json:"first_ejection_s"`
+	FailedBefore     float64       `json:"failed_per_s_before"`
+	FailedAfter      *float64      `json:"failed_per_s_after"`
+	ToErroringBefore float64       `json:"to_erroring_before"`
+	ToErroringAfter  *float64      `json:"to_erroring_after"`
 	// MaxEjected is the most peers seen ejected at once; Ejections the
 	// ejections the client counted in all.
-	MaxEjected int    `json:"max_ejected"`
-	Ejections  uint64 `json:"ejections"`
-	// Seconds is the run second by second.
-	Seconds []ErroringSecond `json:"seconds"`
+	MaxEjected int              `json:"max_ejected"`
+	Ejections  uint64           `json:"ejections"`
+	Seconds    []ErroringSecond `json:"seconds"`
 }
 
 // ErroringSecond is one second of an erroring run.
@@ -97,26 +92,18 @@ func runErroring(ctx context.Context, c Config, erroring int, ejection bool) (Er
 			cfgs[i].errorShare = e.ErrorShare
 		}
 	}
-	f, err := startFleet(cfgs)
+	f, client, closeAll, err := setup(cfgs, cfgJSON, nil)
 	if err != nil {
 		return row, err
 	}
-	defer f.close()
-	ch, client, err := newClient(cfgJSON)
-	if err != nil {
-		return row, err
-	}
-	defer ch.Close()
-	if err := client.SetPeers(f.members(nil)); err != nil {
-		return row, err
-	}
+	defer closeAll()
 
 	type sample struct {
 		at      time.Time
 		ejected int
 	}
 	var samples []sample
-	stop := sampler(e.Sample.D(), func(now time.Time) {
+	stop := load.Every(e.Sample.D(), func(now time.Time) {
 		n := 0
 		for _, p := range client.Peers() {
 			if p.Ejected.After(now) {
@@ -138,10 +125,7 @@ func runErroring(ctx context.Context, c Config, erroring int, ejection bool) (Er
 	whole := span{0, time.Duration(rep.Elapsed)}
 	row.All = outcome(count(recs, whole.has))
 	row.SuccessRate = share(float64(row.All.OK), float64(row.All.Calls))
-	bad := map[string]bool{}
-	for _, hp := range f[:erroring].hostPorts() {
-		bad[hp] = true
-	}
+	bad := onServers(f, 0, erroring)
 	ejectedPerSec := make([]int, int((whole.to+time.Second-1)/time.Second))
 	first := time.Duration(-1)
 	for _, s := range samples {
@@ -155,14 +139,8 @@ func runErroring(ctx context.Context, c Config, erroring int, ejection bool) (Er
 		}
 	}
 	toBad := func(sp span) float64 {
-		t := count(recs, sp.has)
-		n := 0
-		for _, r := range recs {
-			if sp.has(r) && bad[r.Peer] {
-				n++
-			}
-		}
-		return share(float64(n), float64(t.calls))
+		return share(float64(count(recs, func(r load.Record) bool { return sp.has(r) && bad(r) }).calls),
+			float64(count(recs, sp.has).calls))
 	}
 	before := whole
 	if first >= 0 {
@@ -179,17 +157,10 @@ func runErroring(ctx context.Context, c Config, erroring int, ejection bool) (Er
 	}
 	row.ToErroringBefore = toBad(before)
 
-	for sec, t := range perSecond(recs, whole, nil) {
-		from := time.Duration(sec) * time.Second
-		oneSec := span{from, from + time.Second}
-		n := 0
-		for _, r := range recs {
-			if oneSec.has(r) && bad[r.Peer] {
-				n++
-			}
-		}
-		row.Seconds = append(row.Seconds, ErroringSecond{Start: load.Seconds(from), Calls: t.calls, Failed: t.failed(),
-			ToErroring: n, Ejected: ejectedPerSec[sec]})
+	toBadPerSec := perSecond(recs, whole.to, bad)
+	for sec, t := range perSecond(recs, whole.to, nil) {
+		row.Seconds = append(row.Seconds, ErroringSecond{Start: load.Seconds(time.Duration(sec) * time.Second), Calls: t.calls,
+			Failed: t.failed(), ToErroring: toBadPerSec[sec].calls, Ejected: ejectedPerSec[sec]})
 	}
 	return row, nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,32 +41,14 @@ func (r *Result) verdicts() []Verdict {
 		w := h.With
 		add(Heterogeneous, "with weights, every server's share within 5 points of its weight's",
 			w.MaxShareError <= 5, "largest gap %.1f points", w.MaxShareError)
-		var over []string
-		for _, s := range w.Servers {
-			if s.OverCapacity {
-				over = append(over, fmt.Sprintf("%d-worker server: %.0f calls/s of %.0f, %d Busy", s.Workers, s.PerSecond, s.Capacity, s.Busy))
-			}
-		}
-		figure := "none"
-		if len(over) > 0 {
-			figure = strings.Join(over, "; ")
-		}
+		figure, none := overList(w.Servers)
 		add(Heterogeneous, "with weights, no server over its capacity (calls at 98% of it or more, or Busy to more than 1%)",
-			len(over) == 0, "%s", figure)
+			none, "%s", figure)
 		if lr := h.LoadReports; lr.Servers != nil {
 			add(Heterogeneous, "load reports, no weights: every server's share within 2 points of its capacity's",
 				lr.MaxShareError <= 2, "largest gap %.1f points", lr.MaxShareError)
-			var over []string
-			for _, s := range lr.Servers {
-				if s.OverCapacity {
-					over = append(over, fmt.Sprintf("%d-worker server: %.0f calls/s of %.0f, %d Busy", s.Workers, s.PerSecond, s.Capacity, s.Busy))
-				}
-			}
-			figure := "none"
-			if len(over) > 0 {
-				figure = strings.Join(over, "; ")
-			}
-			add(Heterogeneous, "load reports, no weights: no server over its capacity", len(over) == 0, "%s", figure)
+			figure, none := overList(lr.Servers)
+			add(Heterogeneous, "load reports, no weights: no server over its capacity", none, "%s", figure)
 			ratio := share(float64(lr.Measured.P99), float64(w.Measured.P99))
 			add(Heterogeneous, "load reports, no weights: p99 at most 1.1x the weighted row's",
 				ratio > 0 && ratio <= 1.1, "%v vs %v: %.2fx", lr.Measured.P99, w.Measured.P99, ratio)
@@ -102,11 +85,23 @@ func (r *Result) verdicts() []Verdict {
 	return out
 }
 
+// overList lists the servers over their capacity, "none" if none is.
+func overList(servers []HeterogeneousServer) (string, bool) {
+	var over []string
+	for _, s := range servers {
+		if s.OverCapacity {
+			over = append(over, fmt.Sprintf("%d-worker server: %.0f calls/s of %.0f, %d Busy", s.Workers, s.PerSecond, s.Capacity, s.Busy))
+		}
+	}
+	if len(over) == 0 {
+		return "none", true
+	}
+	return strings.Join(over, "; "), false
+}
+
 // ejectionGain is the least the success rate with Many servers erroring
-// must gain from ejection: with one of 3 of 4 ejected, a random choice's
-// 62.5% becomes 66.7% at best. At the CI size (-race, 2 cores) the gain
-// was 3.6 to 4.8 points over 18 runs (the rate without, 60.8-61.4%, is
-// under the 62% the done-when asks of the rate with ejection).
+// must gain from ejection: with one of 3 of 4 ejected, 62.5% becomes
+// 66.7% at best (3.6 to 4.8 points at the CI size).
 const ejectionGain = 0.02
 
 // boundCheck is the bounded load's verdict.
@@ -298,10 +293,8 @@ func (e *errWriter) printf(format string, args ...any) {
 	}
 }
 
-// ChartPaths returns the files balancingchart.Write writes for path: path itself
-// for one scenario; for several, one per scenario, named path with
-// "-SCENARIO" before its extension (balancing.png: balancing-scale-out.png,
-// ...).
+// ChartPaths returns the files balancingchart.Write writes for path: path
+// itself for one scenario, else path with "-SCENARIO" before its extension.
 func (r *Result) ChartPaths(path string) map[Scenario]string {
 	run := r.run()
 	out := map[Scenario]string{}
@@ -318,14 +311,6 @@ func (r *Result) ChartPaths(path string) map[Scenario]string {
 
 // run lists the scenarios r holds, in Run's order.
 func (r *Result) run() []Scenario {
-	var out []Scenario
-	for _, s := range []struct {
-		sc  Scenario
-		ran bool
-	}{{ScaleOut, r.ScaleOut != nil}, {Heterogeneous, r.Heterogeneous != nil}, {Shard, r.Shard != nil}, {Erroring, r.Erroring != nil}} {
-		if s.ran {
-			out = append(out, s.sc)
-		}
-	}
-	return out
+	ran := map[Scenario]bool{ScaleOut: r.ScaleOut != nil, Heterogeneous: r.Heterogeneous != nil, Shard: r.Shard != nil, Erroring: r.Erroring != nil}
+	return slices.DeleteFunc(Scenarios(), func(s Scenario) bool { return !ran[s] })
 }

@@ -60,32 +60,20 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 }
 
 // newClient returns a channel with no retries, balancing by the service
-// config cfgJSON, and its Client of Service, with no peers yet. Closing
-// the channel closes the Client.
+// config cfgJSON, and its Client of Service, with no peers yet.
 func newClient(cfgJSON string) (*channel.Channel, *channel.Client, error) {
 	sc, err := serviceconfig.Parse([]byte(cfgJSON))
 	if err != nil {
 		return nil, nil, fmt.Errorf("balancing: the client's service config %s: %w", cfgJSON, err)
 	}
-	ch, err := channel.New("balancing-client", channel.WithRetriesDisabled(), channel.WithServiceConfig(sc))
-	if err != nil {
-		return nil, nil, err
-	}
-	client, err := ch.NewClient(Service)
-	if err != nil {
-		ch.Close()
-		return nil, nil, err
-	}
-	return ch, client, nil
+	return load.NewClient("balancing-client", Service, nil, channel.WithRetriesDisabled(), channel.WithServiceConfig(sc))
 }
 
-// Service configs of the rows.
+// Service configs of the rows: every default, or one feature off.
 const (
-	// defaultsConfig leaves every balancing default on.
 	defaultsConfig = `{}`
-	// noSlowStart and noEjection turn one feature off.
-	noSlowStart = `{"balancing": [{"slowStart": {"disabled": true}}]}`
-	noEjection  = `{"balancing": [{"outlierEjection": {"disabled": true}}]}`
+	noSlowStart    = `{"balancing": [{"slowStart": {"disabled": true}}]}`
+	noEjection     = `{"balancing": [{"outlierEjection": {"disabled": true}}]}`
 )
 
 // slowStartConfig is the service config of slow start over window (0:
@@ -95,6 +83,28 @@ func slowStartConfig(window time.Duration) string {
 		return defaultsConfig
 	}
 	return `{"balancing": [{"slowStart": {"window": "` + strconv.FormatFloat(window.Seconds(), 'f', -1, 64) + `s"}}]}`
+}
+
+// setup starts a server per config and a client of cfgJSON with them as
+// peers (weights nil: all 1); stop closes both.
+func setup(cfgs []serverConfig, cfgJSON string, weights []float64) (f fleet, client *channel.Client, stop func(), err error) {
+	if f, err = startFleet(cfgs); err != nil {
+		return nil, nil, nil, err
+	}
+	ch, client, err := newClient(cfgJSON)
+	if err == nil {
+		if err = client.SetPeers(f.members(weights)); err != nil {
+			ch.Close()
+		}
+	}
+	if err != nil {
+		f.close()
+		return nil, nil, nil, err
+	}
+	return f, client, func() {
+		ch.Close()
+		f.close()
+	}, nil
 }
 
 // runLoad offers rate calls a second through client for d, open loop,
@@ -165,45 +175,48 @@ func count(recs []load.Record, keep func(load.Record) bool) *tally {
 	return t
 }
 
-// perSecond tallies the records of sp second by second.
-func perSecond(recs []load.Record, sp span, keep func(load.Record) bool) []*tally {
-	n := int((sp.to - sp.from + time.Second - 1) / time.Second)
+// tallies returns n empty tallies.
+func tallies(n int) []*tally {
 	out := make([]*tally, n)
 	for i := range out {
 		out[i] = &tally{}
 	}
+	return out
+}
+
+// perSecond tallies the records keep accepts (nil: all) of a run that
+// lasted d second by second.
+func perSecond(recs []load.Record, d time.Duration, keep func(load.Record) bool) []*tally {
+	out := tallies(int((d + time.Second - 1) / time.Second))
 	for _, r := range recs {
-		if sp.has(r) && (keep == nil || keep(r)) {
-			out[int((r.At-sp.from)/time.Second)].add(r)
+		if r.At >= 0 && r.At < d && (keep == nil || keep(r)) {
+			out[int(r.At/time.Second)].add(r)
 		}
 	}
 	return out
 }
 
-// sampler calls f every period on a goroutine of its own until stop,
-// which waits for it.
-func sampler(period time.Duration, f func(now time.Time)) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(period)
-		defer t.Stop()
-		for {
-			select {
-			case now := <-t.C:
-				f(now)
-			case <-done:
-				return
-			}
-		}
-	}()
-	var once sync.Once
-	return func() {
-		once.Do(func() { close(done) })
-		wg.Wait()
+// onServers returns whether a record's peer is one of f[from:to].
+func onServers(f fleet, from, to int) func(load.Record) bool {
+	idx := f.index()
+	return func(r load.Record) bool {
+		i, ok := idx[r.Peer]
+		return ok && i >= from && i < to
 	}
+}
+
+// byServer tallies the records of sp by the server of f that took them;
+// reached is how many did.
+func byServer(recs []load.Record, f fleet, sp span) (per []*tally, reached int) {
+	idx := f.index()
+	per = tallies(len(f))
+	for _, r := range recs {
+		if i, ok := idx[r.Peer]; ok && sp.has(r) {
+			per[i].add(r)
+			reached++
+		}
+	}
+	return per, reached
 }
 
 // at runs f at t0 + d on a goroutine of its own; wait (idempotent)

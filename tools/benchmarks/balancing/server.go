@@ -26,32 +26,26 @@ const (
 // more is answered Busy.
 const queuePerWorker = 4
 
-// serverConfig is one server's cost model.
+// serverConfig is one server's cost model: workers x service; cold
+// (coldCost); an LRU of cache keys, the request's arg3, a hit costing
+// hit and a miss miss; errorShare of the requests answered UNEXPECTED
+// (drawn from seed); reportLoad: its workers' busy share reported as its
+// utilisation (channel.WithUtilisation).
 type serverConfig struct {
-	workers int
-	service time.Duration
-	// coldFactor > 1 makes the server start cold: a request costs
-	// coldFactor x its time at start, falling linearly to 1 over
-	// coldWindow (coldCost).
+	workers    int
+	service    time.Duration
 	coldFactor float64
 	coldWindow time.Duration
-	// cache > 0 gives the server an LRU of that many keys (a request's
-	// arg3): a hit costs hit, a miss miss, and then caches the key.
-	cache     int
-	hit, miss time.Duration
-	// errorShare of the requests, drawn from a source seeded with seed,
-	// are answered UNEXPECTED after their service time.
+	cache      int
+	hit, miss  time.Duration
 	errorShare float64
 	seed       uint64
-	// reportLoad has the server report its utilisation to its clients
-	// (channel.WithUtilisation): its workers' busy time over the time
-	// since its last report.
 	reportLoad bool
 }
 
 // server is a Sluice channel server on 127.0.0.1 whose handler costs
-// what its serverConfig says, on a worker pool (load.Pool) that lets
-// queuePerWorker requests per worker wait and answers Busy beyond them.
+// what its serverConfig says, on a worker pool that lets queuePerWorker
+// requests per worker wait and answers Busy beyond them.
 type server struct {
 	cfg     serverConfig
 	ch      *channel.Channel
@@ -64,18 +58,13 @@ type server struct {
 
 	received, unexpected atomic.Int64
 	hits, misses         atomic.Int64 // of the requests served
-	// hitTime and missTime add up the time, in nanoseconds, the hits and
-	// the misses held their worker (load.Pool.Serve): the costs as served,
-	// which Go's timers make longer than the model's.
+	// hitTime, missTime and busy add up the nanoseconds hits, misses and
+	// all requests held their worker.
 	hitTime, missTime atomic.Int64
-
-	// busy adds up the time, in nanoseconds, requests held a worker; the
-	// utilisation reported is its growth over the time since the last
-	// report (busyMu guards the last reading).
-	busy       atomic.Int64
-	busyMu     sync.Mutex
-	lastBusy   int64
-	lastBusyAt time.Time
+	busy              atomic.Int64
+	busyMu            sync.Mutex
+	lastBusy          int64
+	lastBusyAt        time.Time
 }
 
 // startServer starts a server with cfg, listening on 127.0.0.1.
@@ -167,15 +156,12 @@ func (s *server) utilisation() float64 {
 	return u
 }
 
-// hostPort returns the server's address.
 func (s *server) hostPort() string { return s.ch.HostPort() }
 
-// close stops the server.
 func (s *server) close() { s.ch.Close() }
 
 // coldCost returns the cost multiplier of a server elapsed after its
-// start: factor at start, falling linearly to 1 at window, 1 after (and
-// factor for a negative elapsed).
+// start: factor at start, falling linearly to 1 at window.
 func coldCost(factor float64, window, elapsed time.Duration) float64 {
 	switch {
 	case elapsed >= window:
@@ -256,8 +242,8 @@ func (f fleet) resetPeaks() {
 	}
 }
 
-// cacheCounts are a cached server's counts of the requests it served:
-// hits and misses, and the time each kind held a worker in all.
+// cacheCounts are a cached server's hits and misses, and the time each
+// kind held a worker in all.
 type cacheCounts struct {
 	hits, misses      int64
 	hitTime, missTime time.Duration
@@ -281,8 +267,7 @@ func (a cacheCounts) add(b cacheCounts) cacheCounts {
 // hitRate returns the share of the requests that were hits, 0 for none.
 func (a cacheCounts) hitRate() float64 { return share(float64(a.hits), float64(a.hits+a.misses)) }
 
-// costs returns the mean time a hit and a miss held a worker (0 for
-// none).
+// costs returns the mean time a hit and a miss held a worker.
 func (a cacheCounts) costs() (hit, miss time.Duration) {
 	if a.hits > 0 {
 		hit = a.hitTime / time.Duration(a.hits)

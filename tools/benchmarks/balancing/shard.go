@@ -20,81 +20,57 @@ import (
 type ShardResult struct {
 	With    ShardRow `json:"with"`
 	Without ShardRow `json:"without"`
-	// Loose is a third row, shard keys with ShardConfig.LooseFactor as
-	// the balance factor, to tell the ring's effect from its bound's;
-	// nil when not run.
-	Loose *ShardRow `json:"loose"`
-	// HitRatio is With.HitRate / Without.HitRate.
-	HitRatio float64 `json:"hit_ratio"`
-	// Ring is how the keys' homes move when a server leaves or joins.
-	Ring RingMoves `json:"ring"`
+	// Loose is shard keys bound by ShardConfig.LooseFactor; nil if not run.
+	Loose    *ShardRow `json:"loose"`
+	HitRatio float64   `json:"hit_ratio"` // With.HitRate / Without.HitRate
+	Ring     RingMoves `json:"ring"`
 }
 
 // ShardRow is one run of the shard scenario.
 type ShardRow struct {
-	// ShardKeys says which row: every call carries its key as its shard
-	// key (channel.WithShardKey), or none does.
+	// ShardKeys: every call carries its key as its shard key, or none.
 	ShardKeys bool `json:"shard_keys"`
-	// BalanceFactor is the shard keys' balance factor (the service
-	// config's shardBalanceFactor; 0: the default, 1.25).
+	// BalanceFactor is the shardBalanceFactor (0: the default, 1.25).
 	BalanceFactor float64 `json:"balance_factor"`
 	Rate          float64 `json:"rate"`
-	// Measured is the calls after the warmup.
+	// Measured is the calls after the warmup; HitRate the share of the
+	// requests served then that found their key cached.
 	Measured Outcome `json:"measured"`
-	// HitRate is the share of the requests served after the warmup that
-	// found their key in the server's cache.
-	HitRate float64 `json:"hit_rate"`
-	// HitCost and MissCost are the mean time a hit and a miss served
-	// after the warmup held their worker (load.Pool.Serve): the model's
-	// ShardConfig.Hit and Miss as the servers ran them, a Go timer's
-	// lateness added.
+	HitRate  float64 `json:"hit_rate"`
+	// HitCost and MissCost are the mean time a hit and a miss held their
+	// worker: the model's costs as served, timer lateness added.
 	HitCost  load.Millis `json:"hit_cost_ms"`
 	MissCost load.Millis `json:"miss_cost_ms"`
 	// AtHome is the share of the measured calls that reached their key's
-	// home on the ring, HotAtHome the same of the hot key's calls: what
-	// the bounded load lets stay (about 1 in Servers by chance, without
-	// shard keys).
-	AtHome    float64 `json:"at_home"`
-	HotAtHome float64 `json:"hot_at_home"`
-	// Servers are each server's figures after the warmup.
-	Servers []ShardServer `json:"servers"`
+	// home on the ring, HotAtHome that of the hot key's calls.
+	AtHome    float64       `json:"at_home"`
+	HotAtHome float64       `json:"hot_at_home"`
+	Servers   []ShardServer `json:"servers"`
 	// MeanInFlight is the servers' average of their mean in-flight;
-	// Busiest the largest of them, on the server BusiestServer.
-	MeanInFlight  float64 `json:"mean_in_flight"`
-	Busiest       float64 `json:"busiest_in_flight"`
-	BusiestServer string  `json:"busiest_server"`
-	// Bound is the bounded load checked on the client's peers, read every
-	// ShardConfig.Sample after the warmup.
-	Bound BoundCheck `json:"bound"`
+	// Busiest the largest, on BusiestServer.
+	MeanInFlight  float64    `json:"mean_in_flight"`
+	Busiest       float64    `json:"busiest_in_flight"`
+	BusiestServer string     `json:"busiest_server"`
+	Bound         BoundCheck `json:"bound"`
 	// Seconds is the hit rate second by second, from the first call.
 	Seconds []float64 `json:"seconds"`
 }
 
-// BoundCheck is the shard keys' bounded load, checked where the chooser
-// applies it: on the client's calls pending to each peer
-// (channel.Client.Peers), read every ShardConfig.Sample over the
-// measured stretch. The chooser sends a call to its key's home only while
-// the home has fewer than ceil(c x (m + 1) / n) calls pending, m being
-// the calls pending to all n peers (internal/balancing.Capacity; the shard servers'
-// weights are equal), and walks on to the next peer on the ring
-// otherwise. So in any sample no peer should have more than
-// ceil(c x (M + 1) / n) + 1 calls pending, M being the calls pending to
-// all (the one more for a call ending between the reads of two peers),
-// with c the default factor, 1.25, whatever the row's own: a row bound
-// more loosely breaks it.
+// BoundCheck is the shard keys' bounded load, checked on the client's
+// calls pending to each peer, read every ShardConfig.Sample over the
+// measured stretch: the chooser sends a call to its key's home only
+// while it has fewer than ceil(c x (m + 1) / n) pending, m pending to all
+// n peers (internal/balancing.Capacity), so no sample should show a peer
+// with more than that + 1 (a call ending between two reads), c being the
+// default factor whatever the row's own.
 type BoundCheck struct {
-	// Factor is c, balance.DefaultBalanceFactor.
-	Factor  float64 `json:"factor"`
-	Samples int     `json:"samples"`
-	// MeanPending is the calls pending to all the peers, on average over
-	// the samples.
-	MeanPending float64 `json:"mean_pending"`
-	// Over is the share of the samples in which a peer had more calls
-	// pending than the bound.
+	Factor      float64 `json:"factor"` // balance.DefaultBalanceFactor
+	Samples     int     `json:"samples"`
+	MeanPending float64 `json:"mean_pending"` // to all peers, on average
+	// Over is the share of the samples with a peer over the bound.
 	Over float64 `json:"over"`
-	// WorstPending is the calls pending to one peer in the sample where
-	// a peer exceeded the bound most (or came nearest to it), WorstBound
-	// the bound then, WorstAll the calls pending to all the peers.
+	// Worst* are of the sample where a peer came nearest the bound or
+	// exceeded it most: its pending, the bound, and all pending.
 	WorstPending int64 `json:"worst_pending"`
 	WorstBound   int64 `json:"worst_bound"`
 	WorstAll     int64 `json:"worst_all"`
@@ -158,37 +134,27 @@ type ShardServer struct {
 	PeakInFlight int64   `json:"peak_in_flight"`
 }
 
-// RingMoves is how the shard keys' homes move on the ring (internal/balancing.Ring,
-// the chooser's) when a server leaves the ring of the run's servers and
-// when one more joins, computed, and checked by routing calls.
+// RingMoves is how the shard keys' homes move on the chooser's ring
+// (internal/balancing.Ring) when a server leaves and when one joins,
+// computed, and checked by routing calls.
 type RingMoves struct {
-	// Keys is how many keys were placed: every key the calls draw from,
-	// each counted once.
 	Keys int `json:"keys"`
-	// Leave is the share of the keys whose home moves when the server
-	// Leaving (the last one) leaves; LeaveMax the largest share over each
-	// server leaving in turn. (Their mean is 1/Servers whatever the ring:
-	// each key has one home, so the shares homed on the servers add up
-	// to 1.)
+	// Leave is the share of the keys whose home moves when Leaving (the
+	// last server) leaves; LeaveMax the largest over each server leaving.
 	Leaving  string  `json:"leaving"`
 	Leave    float64 `json:"leave"`
 	LeaveMax float64 `json:"leave_max"`
-	// Fleets more fleets of as many servers, on random ports of
-	// 127.0.0.1 (seeded), show the spread: FleetsLeaveMax is the largest
-	// share a leave moved in any of them, FleetsOver12 the share of
-	// leaves (of each server of each fleet) that moved more than 12%.
+	// Over Fleets more fleets on random ports, FleetsLeaveMax is the
+	// largest share a leave moved, FleetsOver12 the share of leaves that
+	// moved more than 12%.
 	Fleets         int     `json:"fleets"`
 	FleetsLeaveMax float64 `json:"fleets_leave_max"`
 	FleetsOver12   float64 `json:"fleets_over_12"`
-	// Join is the share that moves when Joining joins the run's servers.
-	Joining string  `json:"joining"`
-	Join    float64 `json:"join"`
-	// Probe keys were then called one at a time through a client of their
-	// own (with slow start off, so that the joining server's place on the
-	// ring is its full weight's at once), with all the servers, without
-	// Leaving, and with Joining added. AtHome* are the shares of those
-	// calls that landed on the key's home by the ring; Routed* the shares
-	// of probe keys whose server changed with the change.
+	Joining        string  `json:"joining"`
+	Join           float64 `json:"join"`
+	// Probe keys were then called one at a time (slow start off), with
+	// all the servers, without Leaving, with Joining: AtHome* are the
+	// shares that landed on their home, Routed* those whose server changed.
 	Probe       int     `json:"probe"`
 	AtHome      float64 `json:"at_home"`
 	AtHomeLeave float64 `json:"at_home_leave"`
@@ -243,19 +209,11 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 	for i := range cfgs {
 		cfgs[i] = serverConfig{workers: sh.Workers, cache: sh.CacheSize, hit: sh.Hit.D(), miss: sh.Miss.D()}
 	}
-	f, err := startFleet(cfgs)
+	f, client, closeAll, err := setup(cfgs, cfgJSON, nil)
 	if err != nil {
 		return row, moves, err
 	}
-	defer f.close()
-	ch, client, err := newClient(cfgJSON)
-	if err != nil {
-		return row, moves, err
-	}
-	defer ch.Close()
-	if err := client.SetPeers(f.members(nil)); err != nil {
-		return row, moves, err
-	}
+	defer closeAll()
 
 	var (
 		before      []load.PoolStats
@@ -275,8 +233,8 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 	}
 	var pending []pendingAt
 	samples = append(samples, cacheCounts{})
-	stop := sampler(time.Second, func(time.Time) { samples = append(samples, f.cacheCounts()) })
-	stopPending := sampler(sh.Sample.D(), func(now time.Time) { pending = append(pending, pendingAt{now, readPending(client)}) })
+	stop := load.Every(time.Second, func(time.Time) { samples = append(samples, f.cacheCounts()) })
+	stopPending := load.Every(sh.Sample.D(), func(now time.Time) { pending = append(pending, pendingAt{now, readPending(client)}) })
 	t0 := time.Now()
 	wait := at(t0, sh.Warmup.D(), func() {
 		f.resetPeaks()
@@ -312,18 +270,12 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 		}
 	}
 	row.Bound = checkBound(balance.DefaultBalanceFactor, inWindow)
-	idx := f.index()
-	calls := make([]int, len(f))
-	for _, r := range recs {
-		if i, ok := idx[r.Peer]; ok && measured.has(r) {
-			calls[i]++
-		}
-	}
+	calls, _ := byServer(recs, f, measured)
 	var cache cacheCounts
 	for i, srv := range f {
 		c := afterCache[i].sub(beforeCache[i])
 		cache = cache.add(c)
-		s := ShardServer{HostPort: srv.hostPort(), Calls: calls[i], HitRate: c.hitRate(),
+		s := ShardServer{HostPort: srv.hostPort(), Calls: calls[i].calls, HitRate: c.hitRate(),
 			MeanInFlight: load.MeanInFlight(before[i], after[i]), PeakInFlight: after[i].Peak}
 		row.MeanInFlight += s.MeanInFlight / float64(len(f))
 		if s.MeanInFlight > row.Busiest || row.BusiestServer == "" {
@@ -373,28 +325,28 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 }
 
 // homes returns the home on a ring over names of each of the first n
-// keys, as an index into names.
-func homes(names []string, n int) ([]int, error) {
+// keys.
+func homes(names []string, n int) ([]string, error) {
 	r, err := lb.NewRing(names, nil)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]int, n)
+	out := make([]string, n)
 	for k := range out {
-		out[k] = r.Home(lb.KeyHash(keyName(k)))
+		out[k] = names[r.Home(lb.KeyHash(keyName(k)))]
 	}
 	return out, nil
 }
 
-// homeShares returns the share of the keys homed on each of n members.
-func homeShares(homes []int, n int) []float64 {
-	counts := make([]int, n)
+// homeShares returns the share of the keys homed on each member.
+func homeShares(homes []string) map[string]float64 {
+	counts := map[string]int{}
 	for _, h := range homes {
 		counts[h]++
 	}
-	out := make([]float64, n)
-	for i, c := range counts {
-		out[i] = share(float64(c), float64(len(homes)))
+	out := map[string]float64{}
+	for h, n := range counts {
+		out[h] = share(float64(n), float64(len(homes)))
 	}
 	return out
 }
@@ -421,7 +373,7 @@ func fleetSpread(fleets, n, keys int, seed uint64) (int, float64, float64, error
 		if err != nil {
 			return 0, 0, 0, err
 		}
-		for _, x := range homeShares(h, n) {
+		for _, x := range homeShares(h) {
 			most = max(most, x)
 			if x > 0.12 {
 				over++
@@ -431,12 +383,11 @@ func fleetSpread(fleets, n, keys int, seed uint64) (int, float64, float64, error
 	return fleets, most, share(float64(over), float64(fleets*n)), nil
 }
 
-// moved returns the share of keys whose home's name differs between two
-// rings' homes.
-func moved(namesA []string, a []int, namesB []string, b []int) float64 {
+// changed returns the share of the places where a and b differ.
+func changed(a, b []string) float64 {
 	n := 0
-	for k := range a {
-		if namesA[a[k]] != namesB[b[k]] {
+	for i := range a {
+		if a[i] != b[i] {
 			n++
 		}
 	}
@@ -455,33 +406,32 @@ func ringMoves(ctx context.Context, c Config, f fleet) (RingMoves, error) {
 	}
 	defer extra.close()
 	m := RingMoves{Keys: sh.Keys, Leaving: names[len(names)-1], Joining: extra.hostPort(), Probe: sh.Probe}
-	full, err := homes(names, sh.Keys)
-	if err != nil {
-		return m, err
+	stages := []struct {
+		servers fleet
+		homes   []string
+		atHome  *float64
+	}{
+		{f, nil, &m.AtHome},
+		{f[:len(f)-1], nil, &m.AtHomeLeave},
+		{append(append(fleet{}, f...), extra), nil, &m.AtHomeJoin},
+	}
+	for i := range stages {
+		if stages[i].homes, err = homes(stages[i].servers.hostPorts(), sh.Keys); err != nil {
+			return m, err
+		}
 	}
 	// The keys that move when a server leaves are those homed on it: a
-	// member's points do not depend on the others (internal/balancing.Ring). The
-	// probed leave is computed on the smaller ring itself, as a check.
-	for _, x := range homeShares(full, len(names)) {
+	// member's points do not depend on the others (internal/balancing.Ring);
+	// the leave is computed on the smaller ring too, as a check.
+	for _, x := range homeShares(stages[0].homes) {
 		m.LeaveMax = max(m.LeaveMax, x)
 	}
-	leaveNames := names[:len(names)-1]
-	leaveHomes, err := homes(leaveNames, sh.Keys)
-	if err != nil {
-		return m, err
-	}
-	m.Leave = moved(names, full, leaveNames, leaveHomes)
+	m.Leave, m.Join = changed(stages[0].homes, stages[1].homes), changed(stages[0].homes, stages[2].homes)
 	if m.Fleets, m.FleetsLeaveMax, m.FleetsOver12, err = fleetSpread(sh.Fleets, len(names), sh.Keys, c.Seed); err != nil {
 		return m, err
 	}
-	joined := append(append([]string{}, names...), extra.hostPort())
-	joinHomes, err := homes(joined, sh.Keys)
-	if err != nil {
-		return m, err
-	}
-	m.Join = moved(names, full, joined, joinHomes)
 
-	// Route the probe keys: spread over the ranks.
+	// Route the probe keys, spread over the ranks.
 	probe := make([]int, sh.Probe)
 	for i := range probe {
 		probe[i] = i * sh.Keys / sh.Probe
@@ -491,22 +441,12 @@ func ringMoves(ctx context.Context, c Config, f fleet) (RingMoves, error) {
 		return m, err
 	}
 	defer ch.Close()
-	stages := []struct {
-		members []peer.Member
-		names   []string
-		homes   []int
-		atHome  *float64
-	}{
-		{f.members(nil), names, full, &m.AtHome},
-		{f[:len(f)-1].members(nil), leaveNames, leaveHomes, &m.AtHomeLeave},
-		{append(append(fleet{}, f...), extra).members(nil), joined, joinHomes, &m.AtHomeJoin},
-	}
 	landed := make([][]string, len(stages))
 	for si, st := range stages {
-		if err := client.SetPeers(st.members); err != nil {
+		if err := client.SetPeers(st.servers.members(nil)); err != nil {
 			return m, err
 		}
-		if err := awaitReady(ctx, client, len(st.members)); err != nil {
+		if err := awaitReady(ctx, client, len(st.servers)); err != nil {
 			return m, err
 		}
 		home := 0
@@ -520,20 +460,11 @@ func ringMoves(ctx context.Context, c Config, f fleet) (RingMoves, error) {
 				hp = res.Peer
 			}
 			landed[si] = append(landed[si], hp)
-			if hp == st.names[st.homes[k]] {
+			if hp == st.homes[k] {
 				home++
 			}
 		}
 		*st.atHome = share(float64(home), float64(len(probe)))
-	}
-	changed := func(a, b []string) float64 {
-		n := 0
-		for i := range a {
-			if a[i] != b[i] {
-				n++
-			}
-		}
-		return share(float64(n), float64(len(a)))
 	}
 	m.RoutedLeave = changed(landed[0], landed[1])
 	m.RoutedJoin = changed(landed[0], landed[2])

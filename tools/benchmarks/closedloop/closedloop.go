@@ -326,20 +326,12 @@ func runOne(ctx context.Context, cfg Config, s Shedding, throttling, aware bool,
 	}
 	clients := make([]*channel.Client, 0, len(names))
 	for _, name := range names {
-		ch, err := channel.New(name, channel.WithBusyConfig(busy.Config{Disabled: !throttling}), channel.WithRetriesDisabled())
+		ch, client, err := load.NewClient(name, "closedloop", servers.HostPorts(),
+			channel.WithBusyConfig(busy.Config{Disabled: !throttling}), channel.WithRetriesDisabled())
 		if err != nil {
 			return Row{}, err
 		}
 		defer ch.Close()
-		client, err := ch.NewClient("closedloop")
-		if err != nil {
-			return Row{}, err
-		}
-		for _, hp := range servers.HostPorts() {
-			if err := client.AddPeer(hp); err != nil {
-				return Row{}, err
-			}
-		}
 		clients = append(clients, client)
 	}
 	rps := loadFactor * cfg.Capacity()

@@ -128,14 +128,4 @@ func (h *hist) quantile(q float64) time.Duration {
 }
 
 // quantiles returns h's Quantiles.
-func (h *hist) quantiles() Quantiles {
-	if h.n == 0 {
-		return Quantiles{}
-	}
-	return Quantiles{
-		Count: int(h.n),
-		P50:   Millis(h.quantile(0.50)), P90: Millis(h.quantile(0.90)), P95: Millis(h.quantile(0.95)),
-		P99: Millis(h.quantile(0.99)), P999: Millis(h.quantile(0.999)), Max: Millis(h.max),
-		Mean: Millis(h.sum / time.Duration(h.n)),
-	}
-}
+func (h *hist) quantiles() Quantiles { return newQuantiles(int(h.n), h.sum, h.quantile) }

@@ -13,105 +13,30 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/table"
 )
 
-// PeerReport is what became of the calls of a run that one peer answered
-// or, failed, whose last attempt went to it (Report.PerPeer, when
-// Config.PerPeer asks); a call refused in this process with no peer
-// chosen is in no PeerReport. A peer that left during the run keeps its
-// report, Left set.
+// PeerReport is what became of the calls of a run that one peer ended
+// (Report.PerPeer, when Config.PerPeer asks), counted as Report counts
+// them; Sent, Busy and Throttled are its peer counts over every
+// connection. Left: the peer was gone at the end of the run, its counts
+// those last read.
 type PeerReport struct {
-	// Peer is the host:port.
-	Peer string `json:"peer"`
-	// Calls ended at the peer: OK, Failed and Refused as in Report, and
-	// Errors by code as Report's.
-	Calls   int            `json:"calls"`
-	OK      int            `json:"ok"`
-	Failed  int            `json:"failed"`
-	Refused int            `json:"refused"`
-	Errors  map[string]int `json:"errors"`
-	// Latency are the quantiles of the peer's successful calls (null in
-	// JSON when none succeeded), exact in a rate run, from histograms in
-	// an unbounded one (as Report.Latency).
-	Latency Quantiles `json:"latency_ms"`
-	// Sent, Busy and Throttled are its peer counts over the run (attempts
-	// sent, Busy answers, requests its busy limiter refused), over every
-	// connection, retries and hedges included.
-	Sent      uint64 `json:"sent"`
-	Busy      uint64 `json:"busy"`
-	Throttled uint64 `json:"throttled"`
-	// Left is set when the peer was no longer a peer of any connection at
-	// the end of the run: its counts are those last read, at most
-	// ledgerEvery before it left.
-	Left bool `json:"left"`
+	Peer      string         `json:"peer"`
+	Calls     int            `json:"calls"`
+	OK        int            `json:"ok"`
+	Failed    int            `json:"failed"`
+	Refused   int            `json:"refused"`
+	Errors    map[string]int `json:"errors"`
+	Latency   Quantiles      `json:"latency_ms"`
+	Sent      uint64         `json:"sent"`
+	Busy      uint64         `json:"busy"`
+	Throttled uint64         `json:"throttled"`
+	Left      bool           `json:"left"`
 }
 
-// ExceptionCount is how many calls ended in one application error
-// (Report.Exceptions).
+// ExceptionCount is how many calls ended in one application error, named
+// by Config.Exception (Report.Exceptions).
 type ExceptionCount struct {
-	// Exception names the error, as Config.Exception named it: a Thrift
-	// exception's type ("KeyNotFound").
 	Exception string `json:"exception"`
 	Calls     int    `json:"calls"`
-}
-
-// peerTally is the calls of one peer as a caller counts them.
-type peerTally struct {
-	ok, failed, refused int
-	errors              map[string]int
-	lat                 hist            // successful calls (unbounded runs)
-	okLat               []time.Duration // successful calls (rate runs)
-}
-
-// add counts r, of latency lat; unbounded keeps the latency in the
-// histogram, else in the list.
-func (t *peerTally) add(r result, lat time.Duration, unbounded bool) {
-	switch {
-	case r.code == "" && unbounded:
-		t.ok++
-		t.lat.add(lat)
-		return
-	case r.code == "":
-		t.ok++
-		t.okLat = append(t.okLat, lat)
-		return
-	case r.local:
-		t.refused++
-	default:
-		t.failed++
-	}
-	if t.errors == nil {
-		t.errors = map[string]int{}
-	}
-	t.errors[r.code]++
-}
-
-// merge adds o's counts and histogram to t.
-func (t *peerTally) merge(o *peerTally) {
-	t.ok, t.failed, t.refused = t.ok+o.ok, t.failed+o.failed, t.refused+o.refused
-	for code, n := range o.errors {
-		if t.errors == nil {
-			t.errors = map[string]int{}
-		}
-		t.errors[code] += n
-	}
-	t.lat.merge(&o.lat)
-	t.okLat = append(t.okLat, o.okLat...)
-}
-
-// tallyPeers counts the calls of a rate run by peer.
-func tallyPeers(rs []result) map[string]*peerTally {
-	out := map[string]*peerTally{}
-	for _, r := range rs {
-		if r.peer == "" {
-			continue
-		}
-		t := out[r.peer]
-		if t == nil {
-			t = &peerTally{}
-			out[r.peer] = t
-		}
-		t.add(r, r.latency, false)
-	}
-	return out
 }
 
 // ledgerEvery is how often a run reads its Clients' peer counts, so that a
@@ -124,58 +49,58 @@ type ledgerKey struct {
 	hostPort string
 }
 
-// peerLedger keeps the peer counts of a run's Clients, by peer, from the
-// run's start: read every ledgerEvery while the run lasts (watch), and at
-// its end. A peer the Clients drop keeps the counts last read; one that
-// comes back (a new peer under the same host:port, its counts from 0)
-// adds to them.
+// peerLedger keeps the peer counts of a run's Clients from the run's
+// start, read every ledgerEvery and at the end: a peer the Clients drop
+// keeps the counts last read; one that comes back adds to them.
 type peerLedger struct {
 	cls     []*channel.Client
-	base    map[ledgerKey]peer.Counts // at the start, or when the peer came back
 	last    map[ledgerKey]peer.Counts // last read
-	carried map[ledgerKey]peer.Counts // of earlier peers under the same key
+	sum     map[ledgerKey]peer.Counts // since the start
 	present map[string]bool           // host:ports of the Clients at the last read
-	stop    chan struct{}
-	done    sync.WaitGroup
+	stop    func()
 }
 
 // newPeerLedger reads cls' counts: the run's start.
 func newPeerLedger(cls []*channel.Client) *peerLedger {
-	l := &peerLedger{cls: cls, base: map[ledgerKey]peer.Counts{}, last: map[ledgerKey]peer.Counts{},
-		carried: map[ledgerKey]peer.Counts{}}
+	l := &peerLedger{cls: cls, last: map[ledgerKey]peer.Counts{}, sum: map[ledgerKey]peer.Counts{}}
 	l.read()
-	for k, c := range l.last {
-		l.base[k] = c
-	}
+	l.sum = map[ledgerKey]peer.Counts{} // the counts at the start are not the run's
 	return l
 }
 
 // watch reads the counts every ledgerEvery until finish.
-func (l *peerLedger) watch() {
-	l.stop = make(chan struct{})
-	l.done.Add(1)
-	go func() {
-		defer l.done.Done()
-		t := time.NewTicker(ledgerEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-l.stop:
-				return
-			case <-t.C:
-				l.read()
-			}
-		}
-	}()
-}
+func (l *peerLedger) watch() { l.stop = Every(ledgerEvery, func(time.Time) { l.read() }) }
 
 // finish stops watch and reads the counts at the run's end.
 func (l *peerLedger) finish() {
-	if l.stop != nil {
-		close(l.stop)
-		l.done.Wait()
-	}
+	l.stop()
 	l.read()
+}
+
+// Every calls f every period on a goroutine of its own until stop, which
+// waits for it and may be called again.
+func Every(period time.Duration, f func(now time.Time)) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case now := <-t.C:
+				f(now)
+			case <-done:
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(done) })
+		wg.Wait()
+	}
 }
 
 // read reads the Clients' peer counts.
@@ -185,12 +110,11 @@ func (l *peerLedger) read() {
 		for _, c := range cl.Peers() {
 			k := ledgerKey{i, c.HostPort}
 			l.present[c.HostPort] = true
-			if prev, ok := l.last[k]; ok && (c.Sent < prev.Sent || c.Busy < prev.Busy || c.Throttled < prev.Throttled) {
-				// A new peer under the same host:port: the one that left
-				// keeps its counts.
-				l.carried[k] = addCounts(l.carried[k], subCounts(prev, l.base[k]))
-				l.base[k] = peer.Counts{}
+			prev := l.last[k] // zero for a peer new since the start
+			if c.Sent < prev.Sent || c.Busy < prev.Busy || c.Throttled < prev.Throttled {
+				prev = peer.Counts{} // a new peer under the same host:port
 			}
+			l.sum[k] = addCounts(l.sum[k], subCounts(c, prev))
 			l.last[k] = c
 		}
 	}
@@ -199,8 +123,8 @@ func (l *peerLedger) read() {
 // totals returns each host:port's counts over the run, over every Client.
 func (l *peerLedger) totals() map[string]peer.Counts {
 	out := map[string]peer.Counts{}
-	for k, c := range l.last {
-		out[k.hostPort] = addCounts(out[k.hostPort], addCounts(l.carried[k], subCounts(c, l.base[k])))
+	for k, c := range l.sum {
+		out[k.hostPort] = addCounts(out[k.hostPort], c)
 	}
 	return out
 }
@@ -218,7 +142,7 @@ func subCounts(a, b peer.Counts) peer.Counts {
 // fillPeers sets r's Sent, Busy and Throttled from the ledger, and with
 // tallies (Config.PerPeer) its PerPeer: a report for every peer that ended
 // a call or had a count, sorted by host:port.
-func (r *Report) fillPeers(l *peerLedger, tallies map[string]*peerTally) {
+func (r *Report) fillPeers(l *peerLedger, tallies map[string]*tally) {
 	totals := l.totals()
 	for _, c := range totals {
 		r.Sent, r.Busy, r.Throttled = r.Sent+c.Sent, r.Busy+c.Busy, r.Throttled+c.Throttled
@@ -239,15 +163,8 @@ func (r *Report) fillPeers(l *peerLedger, tallies map[string]*peerTally) {
 	for p := range names {
 		pr := PeerReport{Peer: p, Errors: map[string]int{}, Left: !l.present[p]}
 		if t := tallies[p]; t != nil {
-			pr.OK, pr.Failed, pr.Refused = t.ok, t.failed, t.refused
-			for code, n := range t.errors {
-				pr.Errors[code] = n
-			}
-			if t.okLat != nil {
-				pr.Latency = quantiles(t.okLat)
-			} else {
-				pr.Latency = t.lat.quantiles()
-			}
+			pr.OK, pr.Failed, pr.Refused = t.n(setOK), t.n(setFailed), t.n(setRefused)
+			pr.Errors, pr.Latency = t.errors, t.quantiles(setOK)
 		}
 		pr.Calls = pr.OK + pr.Failed + pr.Refused
 		c := totals[p]

@@ -14,14 +14,11 @@ import (
 // it Busy.
 var ErrShed = errors.New("load: every worker is busy and the queue is full")
 
-// PoolConfig configures a Pool.
+// PoolConfig configures a Pool: Workers in [1, MaxWorkers], and
+// MaxQueue, when > 0, the most requests that wait for a worker before the
+// next is shed (ErrShed); 0: unbounded.
 type PoolConfig struct {
-	// Workers serve one request at a time each; in [1, MaxWorkers].
-	Workers int
-	// MaxQueue, when > 0, is the most requests that wait for a worker: a
-	// request that finds every worker busy and MaxQueue waiting is shed
-	// (ErrShed). 0: the queue is unbounded, a request waits until a
-	// worker frees or its caller gives up.
+	Workers  int
 	MaxQueue int
 }
 
@@ -38,33 +35,19 @@ func (c PoolConfig) Validate() error {
 
 // Pool is a server's worker pool, the cost model of the benchmarks'
 // servers: Workers workers, each holding one request for its service
-// time; requests beyond them wait in a queue (bounded by MaxQueue, when
-// set) until a worker frees or their caller gives up. Its capacity is
-// Workers / service time, whatever the machine, so a benchmark's servers
-// are as big as it says on two cores.
+// time, requests beyond them waiting in a queue. Its capacity is Workers /
+// service time on any machine.
 //
-// Each worker keeps its own schedule: a request that was already waiting
-// when the worker's previous request was due to end starts at that
-// moment, not when the worker's timer fired. A Go timer fires late (about
-// 0.2 ms on an idle 2-core machine, more under load), and without the
-// schedule that lateness would come off the capacity: 8 workers of 2 ms
-// served about 3,000 requests a second instead of 4,000. With it, the
-// pool serves Workers / service time however late its timers are; the
-// lateness shows only in each response's timing.
+// Each worker keeps its own schedule: a request that was waiting when the
+// worker's previous one was due to end starts at that moment, not when
+// the worker's timer fired late, so timer lateness does not come off the
+// capacity (8 workers of 2 ms served 3,000 requests/s without it, not
+// 4,000). A request that finds a worker free still holds it for its
+// timer's lateness: on Linux a timer under about a millisecond fires
+// after 1.1 ms, and Serve returns each request's time as served.
 //
-// The schedule does not shorten a request that finds a worker free: it
-// holds the worker for its service time and its timer's lateness. On
-// Linux a Go timer shorter than a millisecond or so fires after about
-// 1.1 ms (200 µs and 1 ms both took 1.1 ms at the median on the 2-core
-// machine, 2 ms 2.2 ms, 10 ms 10.2 ms), so a cost model whose requests
-// take under a millisecond is served as if they took one. Serve returns
-// each request's time as served, for a benchmark to report the costs it
-// actually ran.
-//
-// The pool counts the requests in flight (holding a worker or waiting)
-// and integrates that count over time, so that a benchmark reads a
-// server's mean and peak in-flight over any stretch from two Stats.
-// A Pool is safe for concurrent use.
+// The pool integrates its in-flight count over time, so that two Stats
+// give a stretch's mean and peak in-flight. It is safe for concurrent use.
 type Pool struct {
 	workers  chan *worker
 	maxQueue int64
@@ -95,13 +78,10 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	return p, nil
 }
 
-// Serve holds a worker for d, waiting for one if every worker is busy. It
-// returns once d has passed, with the time the request held its worker:
-// from when its turn began by the worker's schedule (its arrival, or when
-// the worker's previous request was due to end if it waited) to when its
-// timer fired, d and the timer's lateness. It returns ErrShed, at once,
-// when the queue is full, or ctx's error when the caller gave up first
-// (waiting or served); 0 with either.
+// Serve holds a worker for d, waiting for one if every worker is busy,
+// and returns the time the request held it by the worker's schedule (d
+// and its timer's lateness). It returns ErrShed at once when the queue is
+// full, or ctx's error when the caller gave up first.
 func (p *Pool) Serve(ctx context.Context, d time.Duration) (time.Duration, error) {
 	arrived := time.Now()
 	var w *worker
@@ -109,8 +89,6 @@ func (p *Pool) Serve(ctx context.Context, d time.Duration) (time.Duration, error
 	case w = <-p.workers:
 		p.enter(arrived)
 	default:
-		// Every worker is busy: wait in the queue, if there is room,
-		// unless the caller gives up first.
 		if n := p.waiting.Add(1); p.maxQueue > 0 && n > p.maxQueue {
 			p.waiting.Add(-1)
 			p.shed.Add(1)
@@ -128,9 +106,7 @@ func (p *Pool) Serve(ctx context.Context, d time.Duration) (time.Duration, error
 			return 0, ctx.Err()
 		}
 	}
-	// Start when the worker was due to be free, if this request was
-	// already waiting then: the worker's timer firing late is not the
-	// server's work.
+	// Start when the worker was due to be free, if this request waited.
 	start := arrived
 	if w.free.After(start) {
 		start = w.free
@@ -182,48 +158,36 @@ func (p *Pool) add(now time.Time, delta int64) {
 	p.mu.Unlock()
 }
 
-// PoolStats are a Pool's counts at one moment.
+// PoolStats are a Pool's counts At one moment: the requests holding or
+// waiting for a worker, the Peak since the start or ResetPeak, the
+// in-flight count's Integral in request-seconds, and the requests Served
+// whole, Shed, Queued, and Abandoned by their caller.
 type PoolStats struct {
-	// At is the moment.
-	At time.Time
-	// InFlight is the requests holding a worker or waiting for one now;
-	// Peak the most at once since the pool started or its last
-	// ResetPeak.
-	InFlight, Peak int64
-	// Integral is InFlight integrated over time since the pool started,
-	// in request-seconds: MeanInFlight of two Stats is the mean between
-	// them.
-	Integral float64
-	// Served requests held a worker for their whole time; Shed were
-	// refused with ErrShed; Queued waited for a worker (served or not);
-	// Abandoned were given up by their caller, waiting or served.
+	At                              time.Time
+	InFlight, Peak                  int64
+	Integral                        float64
 	Served, Shed, Queued, Abandoned int64
 }
 
 // Stats returns the pool's counts now.
 func (p *Pool) Stats() PoolStats {
-	now := time.Now()
+	p.add(time.Now(), 0)
 	p.mu.Lock()
-	if now.After(p.since) {
-		p.integral += float64(p.inFlight) * now.Sub(p.since).Seconds()
-		p.since = now
-	}
 	s := PoolStats{At: p.since, InFlight: p.inFlight, Peak: p.peak, Integral: p.integral}
 	p.mu.Unlock()
 	s.Served, s.Shed, s.Queued, s.Abandoned = p.served.Load(), p.shed.Load(), p.queued.Load(), p.abandoned.Load()
 	return s
 }
 
-// ResetPeak starts the peak over from the requests in flight now, so
-// that the next Stats' Peak is the most since this call.
+// ResetPeak starts the peak over from the requests in flight now.
 func (p *Pool) ResetPeak() {
 	p.mu.Lock()
 	p.peak = p.inFlight
 	p.mu.Unlock()
 }
 
-// MeanInFlight returns the mean number of requests in flight between two
-// Stats of a pool, a taken before b; 0 when no time passed between them.
+// MeanInFlight returns the mean requests in flight between two Stats, a
+// taken before b; 0 when no time passed.
 func MeanInFlight(a, b PoolStats) float64 {
 	d := b.At.Sub(a.At).Seconds()
 	if d <= 0 {

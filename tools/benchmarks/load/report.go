@@ -12,36 +12,24 @@ import (
 )
 
 // Report is what a run measured. Latencies are from each call's scheduled
-// arrival (a rate run) or its start (an unbounded run) to its result, in
-// three sets that are never mixed: successful calls, failed calls and
-// calls refused locally (which fail in microseconds and would otherwise
-// pull the quantiles of a struggling service down).
-//
-// In JSON a set with no call has null quantiles, and an unbounded run a
-// null offered_rps; the keys are snake_case.
+// arrival (a rate run) or its start (unbounded) to its result, in three
+// sets never mixed: successful, failed, and refused locally. In JSON a
+// set with no call has null quantiles, and an unbounded run a null
+// offered_rps.
 type Report struct {
-	// Mode is "rate" (Config.RPS > 0: calls arrive on schedule, open loop)
-	// or "unbounded" (each call starts when one returns, closed loop).
+	// Mode is "rate" (open loop) or "unbounded" (closed loop).
 	Mode string `json:"mode"`
-	// Connections is the number of channels the calls went through, each
-	// with its own connections; Concurrency is Config.Concurrency with its
-	// default filled in: in a rate run the most calls in flight in all, in
-	// an unbounded run the calls in flight on each connection. MaxInFlight
-	// is the most calls in flight in all: Concurrency for a rate run,
-	// Connections x Concurrency for an unbounded one.
+	// Connections is the channels the calls went through; Concurrency is
+	// Config.Concurrency with its default; MaxInFlight the most calls in
+	// flight in all (Connections x Concurrency when unbounded).
 	Connections int `json:"connections"`
 	Concurrency int `json:"concurrency"`
 	MaxInFlight int `json:"max_in_flight"`
-	// WarmupCalls is how many warmup calls were made before the run, over
-	// every channel: Config.Warmup on each, fewer where a call finding the
-	// peers unreachable or overloaded ended a channel's warmup. They are
-	// in no other figure.
+	// WarmupCalls were made before the run, and are in no other figure.
 	WarmupCalls int `json:"warmup_calls"`
-	// Calls were made: OK of them got a response; Failed got an error
-	// after the call was let through (a TChannel error such as BUSY or
-	// TIMEOUT, or an application error, APPLICATION); Refused were refused
-	// in this process, nothing sent: THROTTLED, RATE_LIMITED, NO_PEERS or
-	// UNAVAILABLE (codes.Code.IsLocal).
+	// Calls were made: OK got a response; Failed an error after the call
+	// was let through (BUSY, TIMEOUT, APPLICATION...); Refused were
+	// refused in this process, nothing sent (codes.Code.IsLocal).
 	Calls   int `json:"calls"`
 	OK      int `json:"ok"`
 	Failed  int `json:"failed"`
@@ -50,63 +38,46 @@ type Report struct {
 	Elapsed Seconds `json:"elapsed_s"`
 	// OfferedRPS is the arrival rate asked for, nil in an unbounded run;
 	// Throughput the successful calls per second of Elapsed.
-	OfferedRPS *float64 `json:"offered_rps"`
-	Throughput float64  `json:"throughput_rps"`
-	// Latency quantiles of the successful calls, FailedLatency of the
-	// failed ones and RefusedLatency of the refused ones, in milliseconds
-	// in JSON; all zero (null in JSON) for a set with no call.
+	OfferedRPS     *float64  `json:"offered_rps"`
+	Throughput     float64   `json:"throughput_rps"`
 	Latency        Quantiles `json:"latency_ms"`
 	FailedLatency  Quantiles `json:"failed_latency_ms"`
 	RefusedLatency Quantiles `json:"refused_latency_ms"`
-	// Attempts is the sum of the attempts the calls sent (originals,
-	// retries, hedges); AttemptsPerCall is Attempts/Calls and ExtraPercent
-	// (AttemptsPerCall - 1) * 100: the extra load retries or hedges added.
+	// Attempts is the attempts the calls sent (retries and hedges too);
+	// ExtraPercent is (AttemptsPerCall - 1) * 100.
 	Attempts        int     `json:"attempts"`
 	AttemptsPerCall float64 `json:"attempts_per_call"`
 	ExtraPercent    float64 `json:"extra_requests_percent"`
-	// Sent, Busy and Throttled are the service's peer counts over the run
-	// (peer.Counts): attempts sent, Busy answers received, and requests a
-	// peer's busy limiter refused. A peer that left during the run counts
-	// with what it was last read to have, at most 50 ms before it left.
+	// Sent, Busy and Throttled are the peers' counts over the run
+	// (peer.Counts); a peer that left counts what it was last read to have.
 	Sent      uint64 `json:"sent"`
 	Busy      uint64 `json:"busy"`
 	Throttled uint64 `json:"throttled"`
-	// Errors counts the failed and refused calls by code: a TChannel code
-	// name ("BUSY", "TIMEOUT"), APPLICATION for application errors,
-	// THROTTLED, RATE_LIMITED, NO_PEERS or UNAVAILABLE for refused calls,
-	// LOCAL for another failure in this process (a closed channel).
+	// Errors counts the failed and refused calls by code (CodeOf), and
+	// APPLICATION for application errors.
 	Errors map[string]int `json:"errors"`
-	// Exceptions counts the APPLICATION errors Config.Exception named, by
-	// name, most first (ties by name); absent from the JSON when none was.
+	// Exceptions counts the application errors Config.Exception named,
+	// most first.
 	Exceptions []ExceptionCount `json:"application_errors,omitzero"`
-	// PerPeer is the calls by the peer that ended them, sorted by
-	// host:port, when Config.PerPeer asks; absent from the JSON otherwise.
-	PerPeer []PeerReport `json:"per_peer,omitzero"`
+	PerPeer    []PeerReport     `json:"per_peer,omitzero"`
 	// Late counts calls that started more than 1 ms after their arrival
-	// time: the client (or the Concurrency limit) fell behind the schedule.
-	// Always 0 in an unbounded run, which has no schedule.
-	Late int `json:"late"`
-	// Timeline is the run second by second, when Config.Timeline asks.
+	// time: the client fell behind the schedule.
+	Late     int      `json:"late"`
 	Timeline []Second `json:"timeline,omitzero"`
-	// Start is when a rate run's first call arrived (zero for an
-	// unbounded run), and Records its calls, when Config.Record asks:
-	// for a program to slice the run its own way. Neither is in the JSON.
+	// Start is when a rate run's first call arrived, and Records its
+	// calls (Config.Record).
 	Start   time.Time `json:"-"`
 	Records []Record  `json:"-"`
 }
 
-// Record is one call of a rate run (Config.Record).
+// Record is one call of a rate run (Config.Record): its arrival from the
+// run's Start, its latency, its code ("" for a success), whether it was
+// refused locally, and the host:port of its last attempt ("" for none).
 type Record struct {
-	// At is the call's arrival, from the run's Start; Latency from its
-	// arrival to its result.
 	At, Latency time.Duration
-	// Code is "" for a successful call, else as Report.Errors counts it;
-	// Local marks a call refused in this process, nothing sent.
-	Code  string
-	Local bool
-	// Peer is the host:port that answered, or of the call's last attempt;
-	// "" when no attempt was made.
-	Peer string
+	Code        string
+	Local       bool
+	Peer        string
 }
 
 // records returns rs as Records.
@@ -118,21 +89,18 @@ func records(rs []result) []Record {
 	return out
 }
 
-// Second is what became of the calls that arrived in one second of a run.
+// Second is what became of the calls that arrived in one second of a run,
+// as Report counts them (Busy: the failed ones that ended BUSY); its
+// quantiles are null in JSON when no call succeeded.
 type Second struct {
-	// Start is the second's start, from the first arrival.
-	Start Seconds `json:"start_s"`
-	// Calls arrived in the second; OK, Failed and Refused as in Report,
-	// and Busy of the failed ones ended with BUSY.
-	Calls   int `json:"calls"`
-	OK      int `json:"ok"`
-	Failed  int `json:"failed"`
-	Refused int `json:"refused"`
-	Busy    int `json:"busy"`
-	// P50 and P99 are the quantiles of the successful calls' latency; 0
-	// (null in JSON) when no call of the second succeeded.
-	P50 Millis `json:"p50_ms"`
-	P99 Millis `json:"p99_ms"`
+	Start   Seconds `json:"start_s"`
+	Calls   int     `json:"calls"`
+	OK      int     `json:"ok"`
+	Failed  int     `json:"failed"`
+	Refused int     `json:"refused"`
+	Busy    int     `json:"busy"`
+	P50     Millis  `json:"p50_ms"`
+	P99     Millis  `json:"p99_ms"`
 }
 
 // MarshalJSON writes s with null quantiles when no call of the second
@@ -151,32 +119,19 @@ func (s Second) MarshalJSON() ([]byte, error) {
 
 // timeline groups results by the second they arrived in.
 func timeline(rs []result) []Second {
-	var secs []Second
-	var lat [][]time.Duration
+	var ts []*tally
 	for _, c := range rs {
-		i := int(c.at / time.Second)
-		for len(secs) <= i {
-			secs = append(secs, Second{Start: Seconds(time.Duration(len(secs)) * time.Second)})
-			lat = append(lat, nil)
+		for i := int(c.at / time.Second); len(ts) <= i; {
+			ts = append(ts, newTally(true))
 		}
-		s := &secs[i]
-		s.Calls++
-		switch {
-		case c.code == "":
-			s.OK++
-			lat[i] = append(lat[i], c.latency)
-		case c.local:
-			s.Refused++
-		default:
-			s.Failed++
-			if c.code == "BUSY" {
-				s.Busy++
-			}
-		}
+		ts[c.at/time.Second].add(c, c.latency)
 	}
-	for i := range secs {
-		slices.Sort(lat[i])
-		secs[i].P50, secs[i].P99 = Millis(Quantile(lat[i], 0.5)), Millis(Quantile(lat[i], 0.99))
+	secs := make([]Second, len(ts))
+	for i, t := range ts {
+		q := t.quantiles(setOK)
+		secs[i] = Second{Start: Seconds(time.Duration(i) * time.Second), OK: t.n(setOK), Failed: t.n(setFailed),
+			Refused: t.n(setRefused), Busy: t.errors["BUSY"], P50: q.P50, P99: q.P99}
+		secs[i].Calls = secs[i].OK + secs[i].Failed + secs[i].Refused
 	}
 	return secs
 }
@@ -191,22 +146,26 @@ func (s Seconds) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads a number of seconds; null leaves s as it is.
 func (s *Seconds) UnmarshalJSON(b []byte) error {
+	return unmarshalUnit(b, time.Second, (*time.Duration)(s))
+}
+
+// unmarshalUnit reads b, a number of units, into d, rounding (0.5005 s is
+// 500500000 ns, not 500499999); null leaves d as it is.
+func unmarshalUnit(b []byte, unit time.Duration, d *time.Duration) error {
 	if string(b) == "null" {
 		return nil
 	}
 	var f float64
 	if _, err := fmt.Sscan(string(b), &f); err != nil {
-		return fmt.Errorf("load: seconds %s: %v", b, err)
+		return fmt.Errorf("load: %s is not a number of %v", b, unit)
 	}
-	*s = Seconds(time.Duration(math.Round(f * float64(time.Second)))) // 0.5005 s is 500500000 ns, not 500499999
+	*d = time.Duration(math.Round(f * float64(unit)))
 	return nil
 }
 
-// Quantiles are latency quantiles (nearest rank) and the mean and maximum
-// of a set of Count calls. A rate run's are exact; an unbounded run's come
-// from a histogram whose buckets are 1/128 of their values wide (within
-// 0.4%), but for Max and Mean, exact. Quantiles of no call are all zero,
-// and encode as JSON null.
+// Quantiles are latency quantiles (nearest rank), mean and maximum of
+// Count calls: exact in a rate run, within 0.4% (a histogram's) but for
+// Max and Mean in an unbounded one. Of no call, they encode as null.
 type Quantiles struct {
 	Count int    `json:"count"`
 	P50   Millis `json:"p50"`
@@ -237,15 +196,7 @@ func (m Millis) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads a number of milliseconds; null leaves m as it is.
 func (m *Millis) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		return nil
-	}
-	var f float64
-	if _, err := fmt.Sscan(string(b), &f); err != nil {
-		return fmt.Errorf("load: milliseconds %s: %v", b, err)
-	}
-	*m = Millis(time.Duration(math.Round(f * float64(time.Millisecond))))
-	return nil
+	return unmarshalUnit(b, time.Millisecond, (*time.Duration)(m))
 }
 
 // String formats m like a time.Duration rounded to 3 significant digits.
@@ -269,64 +220,33 @@ func Quantile(sorted []time.Duration, q float64) time.Duration {
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
+// summarize returns the Report of a rate run's calls.
 func summarize(rs []result, elapsed time.Duration) *Report {
-	r := &Report{Calls: len(rs), Elapsed: Seconds(elapsed), Errors: map[string]int{}}
-	var ok, failed, refused []time.Duration
-	exceptions := map[string]int{}
+	t := newTally(true)
 	for _, c := range rs {
-		r.Attempts += c.attempts
-		switch {
-		case c.code == "":
-			ok = append(ok, c.latency)
-		case c.local:
-			refused = append(refused, c.latency)
-		default:
-			failed = append(failed, c.latency)
-		}
-		if c.code != "" {
-			r.Errors[c.code]++
-		}
-		if c.exception != "" {
-			exceptions[c.exception]++
-		}
-		if c.late {
-			r.Late++
-		}
+		t.add(c, c.latency)
 	}
-	r.OK, r.Failed, r.Refused = len(ok), len(failed), len(refused)
-	r.Latency, r.FailedLatency, r.RefusedLatency = quantiles(ok), quantiles(failed), quantiles(refused)
-	r.Exceptions = exceptionCounts(exceptions)
-	r.fillRates()
-	return r
+	return t.report(elapsed)
 }
 
-// fillRates sets the figures derived from the counts and Elapsed.
-func (r *Report) fillRates() {
-	if r.Calls > 0 {
-		r.AttemptsPerCall = float64(r.Attempts) / float64(r.Calls)
-		r.ExtraPercent = (r.AttemptsPerCall - 1) * 100
-	}
-	if el := time.Duration(r.Elapsed).Seconds(); el > 0 {
-		r.Throughput = float64(r.OK) / el
-	}
-}
-
-// quantiles sorts lat and returns its quantiles, all zero if it is empty.
+// quantiles sorts lat and returns its quantiles.
 func quantiles(lat []time.Duration) Quantiles {
-	if len(lat) == 0 {
-		return Quantiles{}
-	}
 	slices.Sort(lat)
 	var total time.Duration
 	for _, d := range lat {
 		total += d
 	}
-	return Quantiles{
-		Count: len(lat),
-		P50:   Millis(Quantile(lat, 0.50)), P90: Millis(Quantile(lat, 0.90)), P95: Millis(Quantile(lat, 0.95)),
-		P99: Millis(Quantile(lat, 0.99)), P999: Millis(Quantile(lat, 0.999)), Max: Millis(Quantile(lat, 1)),
-		Mean: Millis(total / time.Duration(len(lat))),
+	return newQuantiles(len(lat), total, func(q float64) time.Duration { return Quantile(lat, q) })
+}
+
+// newQuantiles returns the Quantiles of n calls of latency sum in all,
+// their q-quantile at(q); all zero when n is 0.
+func newQuantiles(n int, sum time.Duration, at func(q float64) time.Duration) Quantiles {
+	if n == 0 {
+		return Quantiles{}
 	}
+	return Quantiles{Count: n, P50: Millis(at(0.50)), P90: Millis(at(0.90)), P95: Millis(at(0.95)),
+		P99: Millis(at(0.99)), P999: Millis(at(0.999)), Max: Millis(at(1)), Mean: Millis(sum / time.Duration(n))}
 }
 
 // Print writes r for people, one topic a line, with the same figures as

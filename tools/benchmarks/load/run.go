@@ -30,100 +30,61 @@ const (
 
 // Config describes one run.
 type Config struct {
-	// Method is called, on the service of the Clients Run is given.
-	// Required.
+	// Method is called on the Clients' service. Required.
 	Method string
-	// Request is what every call sends: raw, JSON or Thrift (Format
-	// tchannel.Thrift, Arg3 the encoded arguments struct, Method
-	// "Service::method"). Run never modifies it: the calls share it.
+	// Request is what every call sends (Run never modifies it); Thrift
+	// has Arg3 the encoded arguments and Method "Service::method".
 	// Default: a raw call with an empty body.
 	Request *channel.Request
-	// CallOptions go with every call (a shard key, a caller name, ...).
+	// CallOptions go with every call.
 	CallOptions []channel.CallOption
-	// Vary, if not nil, gives call i of a rate run (from 0, in arrival
-	// order) its own request and call options, in place of Request and
-	// CallOptions: a key of its own, say. Run calls it on its scheduling
-	// goroutine, one call at a time, as call i arrives; it must not keep
-	// Run waiting. Warmup calls send Request and CallOptions.
-	Vary func(i int) (*channel.Request, []channel.CallOption)
-	// Client, if not nil, gives call i of a rate run (as Vary) the Client
-	// it goes through, an index into RunClients' Clients, in place of
-	// i % len(Clients): callers of different rates, each a Channel of its
-	// own, say. It must return an index in range (Run panics on one that
-	// is not, a bug in the caller). Run calls it as it calls Vary.
-	Client func(i int) int
-	// Context, if not nil, gives call i of a rate run (as Vary) the
-	// context it is made with, which must derive from ctx, Run's (so that
-	// the end of Run's ends the call): a criticality class of its own,
-	// say (criticality.WithClass). The call's deadline is set on it. Run
-	// calls it as it calls Vary. Warmup calls use Run's context.
+	// Vary, Client and Context, if set, give call i of a rate run its own
+	// request and options, Client (an index into RunClients' Clients, in
+	// place of i % len), and context (derived from Run's). Run calls them
+	// in arrival order on its scheduling goroutine: they must be quick.
+	// Warmup calls use Request, CallOptions and Run's context.
+	Vary    func(i int) (*channel.Request, []channel.CallOption)
+	Client  func(i int) int
 	Context func(ctx context.Context, i int) context.Context
-	// RPS is the arrival rate, calls per second: call i arrives at i/RPS
-	// seconds after the start, whether or not earlier calls have returned
-	// (open loop). 0 makes the run unbounded: on each channel Concurrency
-	// calls are in flight, and each starts as soon as one returns (closed
-	// loop), as fast as the servers and the client allow. In [0, MaxRPS].
+	// RPS is the arrival rate, calls per second (open loop); 0 makes the
+	// run unbounded (closed loop). In [0, MaxRPS].
 	RPS float64
-	// Duration is how long calls arrive (or, unbounded, start), Calls how
-	// many; give either or both (the run stops at whichever comes first).
-	// A run lasts at most MaxDuration; a rate run makes at most MaxCalls
-	// calls, an unbounded run with Calls too.
+	// Duration is how long calls arrive, Calls how many; give either or
+	// both (the run stops at whichever comes first).
 	Duration time.Duration
 	Calls    int
-	// Concurrency bounds the calls in flight. In a rate run it is the most
-	// calls in flight in all, over every channel: an arrival beyond it
-	// waits for a slot, and that wait counts in its latency (default 100).
-	// In an unbounded run it is the calls in flight on each channel
-	// (default 1, as yab's --concurrency). At most MaxConcurrency calls in
-	// flight in all.
+	// Concurrency bounds the calls in flight: in a rate run over every
+	// channel, an arrival beyond it waiting for a slot (default 100); in
+	// an unbounded run on each channel (default 1, as yab's).
 	Concurrency int
-	// Timeout is each call's deadline, all attempts included. Default 1s;
-	// at most MaxTimeout.
+	// Timeout is each call's deadline, all attempts included. Default 1s.
 	Timeout time.Duration
 	// Warmup calls are made one at a time on each channel before the run
-	// (to open connections and prime adaptive hedging) and left out of the
-	// Report but for their number (Report.WarmupCalls). A channel's warmup
+	// and left out of the Report but for their number. A channel's warmup
 	// ends at its first call that finds the peers unreachable or
-	// overloaded (warmupEnds: TIMEOUT, NETWORK, PROTOCOL, BUSY, DECLINED,
-	// or refused in this process): against a peer that never answers,
-	// Warmup calls would each run out Timeout before the run even starts,
-	// and the run reports the failure anyway. A call that was answered,
-	// with an application error or UNEXPECTED or BAD_REQUEST, does not end
-	// it: a service that answers errors is reachable, and warms up.
+	// overloaded (warmupEnds), which would otherwise wait out Timeout.
 	Warmup int
-	// Progress, if not nil, is called with the run's totals once every
-	// ProgressEvery (default 1s) while calls arrive or are in flight. It
-	// runs on Run's goroutine, which it holds up: keep it short. A period
-	// that ends while Run cannot report (its goroutine held up) is reported
-	// as soon as it can, at the latest before Run returns, so a run that
-	// lasts n periods reports at least once if n >= 1.
+	// Progress, if not nil, is called with the run's totals every
+	// ProgressEvery (default 1s), on Run's goroutine: keep it short.
 	Progress      func(Progress)
 	ProgressEvery time.Duration
-	// Timeline asks for Report.Timeline, the run second by second (rate
-	// runs only).
+	// Timeline asks for Report.Timeline and Record for Report.Records
+	// (rate runs only); PerPeer for Report.PerPeer.
 	Timeline bool
-	// Record asks for Report.Records, every call of the run in arrival
-	// order (rate runs only).
-	Record bool
-	// PerPeer asks for Report.PerPeer, the calls by the peer that ended
-	// them (yab's --per-peer-stats).
-	PerPeer bool
-	// Exception, if not nil, names the application error of a response
-	// (Response.AppError): a Thrift exception's type, say; "" leaves it
-	// unnamed. Report.Exceptions counts the names. It runs on the caller's
-	// goroutine for every application error: keep it cheap.
+	Record   bool
+	PerPeer  bool
+	// Exception, if not nil, names a response's application error (a
+	// Thrift exception's type) for Report.Exceptions; keep it cheap.
 	Exception func(res *channel.Response) string
 }
 
-// Progress is a run's running totals: the calls that have returned so
-// far, split as the Report splits them.
+// Progress is a run's running totals: the time since the first arrival,
+// the calls returned so far as the Report splits them, and the calls
+// returned per second since the previous report.
 type Progress struct {
-	// Elapsed is the time since the first arrival.
-	Elapsed time.Duration
-	// Calls returned: OK, Failed and Refused as in Report.
+	Elapsed                    time.Duration
 	Calls, OK, Failed, Refused int
-	// Rate is the calls returned per second since the previous report.
-	Rate float64
+	Rate                       float64
 }
 
 // Validate reports the first rule c breaks, naming the field.
@@ -182,20 +143,6 @@ type result struct {
 	exception string
 }
 
-// counts are the running totals Progress reports.
-type counts struct{ ok, failed, refused atomic.Int64 }
-
-func (c *counts) add(r result) {
-	switch {
-	case r.code == "":
-		c.ok.Add(1)
-	case r.local:
-		c.refused.Add(1)
-	default:
-		c.failed.Add(1)
-	}
-}
-
 // lateAfter is how far behind its arrival a call may start and not be late.
 const lateAfter = time.Millisecond
 
@@ -206,12 +153,9 @@ func Run(ctx context.Context, cl *channel.Client, cfg Config) (*Report, error) {
 }
 
 // RunClients makes the calls cfg describes through cls, Clients of one
-// service, each of a Channel of its own, and reports on them: a rate run
-// sends call i through cls[i % len(cls)]; an unbounded run keeps
-// cfg.Concurrency calls in flight on each. Each Client must already know
-// the service's peers. The run stops early, with the calls made so far,
-// when ctx ends; RunClients returns once every call it started has
-// returned.
+// service that know its peers, and reports on them: a rate run sends call
+// i through cls[i % len(cls)]; an unbounded run keeps cfg.Concurrency
+// calls in flight on each. The run stops early when ctx ends.
 func RunClients(ctx context.Context, cls []*channel.Client, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -251,7 +195,7 @@ func RunClients(ctx context.Context, cls []*channel.Client, cfg Config) (*Report
 	ledger := newPeerLedger(cls)
 	ledger.watch()
 	var r *Report
-	var tallies map[string]*peerTally
+	var tallies map[string]*tally
 	if unbounded {
 		r, tallies = runUnbounded(ctx, cls, cfg)
 		r.Mode = ModeUnbounded
@@ -262,7 +206,10 @@ func RunClients(ctx context.Context, cls []*channel.Client, cfg Config) (*Report
 		rps := cfg.RPS
 		r.OfferedRPS = &rps
 		if cfg.PerPeer {
-			tallies = tallyPeers(rs)
+			tallies = map[string]*tally{}
+			for _, c := range rs {
+				byPeer(tallies, c, c.latency, true)
+			}
 		}
 	}
 	ledger.finish()
@@ -280,9 +227,9 @@ func call(ctx context.Context, cl *channel.Client, cfg *Config, req *channel.Req
 	res, err := cl.Call(cctx, cfg.Method, req, opts...)
 	if err != nil {
 		var ce *channel.CallError
-		r := result{attempts: attemptsOf(err), code: CodeOf(err)}
+		r := result{code: CodeOf(err)}
 		if errors.As(err, &ce) {
-			r.local, r.peer = ce.Code.IsLocal(), ce.Peer
+			r.attempts, r.local, r.peer = ce.Attempts, ce.Code.IsLocal(), ce.Peer
 		}
 		return r
 	}
@@ -323,12 +270,8 @@ func warmup(ctx context.Context, cls []*channel.Client, cfg Config) int {
 }
 
 // warmupEnds reports whether r, a warmup call's outcome, says the peers
-// are unreachable or overloaded, so that more warmup calls would only
-// wait out their deadlines or add to the load: refused in this process
-// (UNAVAILABLE, THROTTLED, NO_PEERS, RATE_LIMITED, LOCAL), no answer in
-// time or a broken connection (TIMEOUT, NETWORK, PROTOCOL), or an answer
-// that the server is overloaded (BUSY, DECLINED). A success or any other
-// answer (APPLICATION, UNEXPECTED, BAD_REQUEST, CANCELLED) comes from a
+// are unreachable or overloaded: refused in this process, no answer or a
+// broken connection, BUSY or DECLINED. Any other answer comes from a
 // server that handled the call, and the warmup goes on.
 func warmupEnds(r result) bool {
 	if r.local {
@@ -346,7 +289,10 @@ func warmupEnds(r result) bool {
 func runRate(ctx context.Context, cls []*channel.Client, cfg Config) (*Report, []result) {
 	n := cfg.calls()
 	results := make([]result, n)
-	slots := make(chan struct{}, cfg.Concurrency)
+	slots := make(chan struct{}, cfg.Concurrency) // a token per free slot
+	for range cfg.Concurrency {
+		slots <- struct{}{}
+	}
 	done := make(chan struct{}, n)
 	interval := time.Duration(float64(time.Second) / cfg.RPS)
 	timer := time.NewTimer(0)
@@ -355,40 +301,22 @@ func runRate(ctx context.Context, cls []*channel.Client, cfg Config) (*Report, [
 	start := time.Now()
 	var totals counts
 	tick, report, stopTicks := progress(cfg, start, func() (ok, failed, refused int64) {
-		return totals.ok.Load(), totals.failed.Load(), totals.refused.Load()
+		return totals.sets[setOK].Load(), totals.sets[setFailed].Load(), totals.sets[setRefused].Load()
 	})
 	defer stopTicks()
 	started := 0
-loop:
 	for i := 0; i < n; i++ {
 		at := start.Add(time.Duration(i) * interval)
 		if wait := time.Until(at); wait > 0 {
 			timer.Reset(wait)
-		arrive:
-			for {
-				select {
-				case <-timer.C:
-					break arrive
-				case now := <-tick:
-					report(now)
-				case <-ctx.Done():
-					break loop
-				}
+			if !await(timer.C, ctx.Done(), tick, report) {
+				break
 			}
-			// The timer's oversleep (up to a millisecond or so) is the
-			// generator's, not the call's: start the clock now.
+			// The timer's oversleep is the generator's, not the call's.
 			at = time.Now()
 		}
-	slot:
-		for {
-			select {
-			case slots <- struct{}{}:
-				break slot
-			case now := <-tick:
-				report(now)
-			case <-ctx.Done():
-				break loop
-			}
+		if !await(slots, ctx.Done(), tick, report) {
+			break
 		}
 		started++
 		req, opts := cfg.Request, cfg.CallOptions
@@ -413,17 +341,12 @@ loop:
 			r.latency, r.late, r.at = time.Since(at), late, at.Sub(start)
 			results[i] = r
 			totals.add(r)
-			<-slots
+			slots <- struct{}{}
 			done <- struct{}{}
 		}(i, at)
 	}
-	for i := 0; i < started; {
-		select {
-		case <-done:
-			i++
-		case now := <-tick:
-			report(now)
-		}
+	for range started {
+		await(done, nil, tick, report)
 	}
 	report(time.Now())
 	elapsed := time.Since(start)
@@ -438,26 +361,34 @@ loop:
 	return r, results[:started]
 }
 
+// await waits for a value on c, reporting progress at each tick; it
+// returns false if ended is closed first.
+func await[T any](c <-chan T, ended <-chan struct{}, tick <-chan time.Time, report func(time.Time)) bool {
+	for {
+		select {
+		case <-c:
+			return true
+		case now := <-tick:
+			report(now)
+		case <-ended:
+			return false
+		}
+	}
+}
+
 // caller is one of an unbounded run's callers: what it recorded, and its
-// running totals for Progress. Each caller is allocated on its own and
-// padded, so that callers on different cores do not share cache lines.
+// running totals for Progress, padded against false sharing.
 type caller struct {
-	ok, failed, refused atomic.Int64
-	lat                 [3]hist // ok, failed, refused
-	attempts            int
-	errors              map[string]int
-	exceptions          map[string]int
-	peers               map[string]*peerTally // with Config.PerPeer
-	_                   [64]byte
+	counts
+	all   *tally
+	peers map[string]*tally // with Config.PerPeer
+	_     [64]byte
 }
 
 // runUnbounded makes an unbounded run: cfg.Concurrency goroutines per
-// channel, each making one call after another until the run stops (its
-// Calls made, its Duration or MaxDuration passed, or ctx ended). A call
-// costs its context's deadline timer and two clock readings; its latency
-// goes in the caller's histograms (with cfg.PerPeer, its peer's too,
-// returned by peer).
-func runUnbounded(ctx context.Context, cls []*channel.Client, cfg Config) (*Report, map[string]*peerTally) {
+// channel, each making one call after another until the run stops; the
+// latencies go in the callers' histograms (with cfg.PerPeer, by peer too).
+func runUnbounded(ctx context.Context, cls []*channel.Client, cfg Config) (*Report, map[string]*tally) {
 	var stop atomic.Bool
 	var next atomic.Int64
 	limit := int64(cfg.Calls)
@@ -467,19 +398,13 @@ func runUnbounded(ctx context.Context, cls []*channel.Client, cfg Config) (*Repo
 	}
 	callers := make([]*caller, 0, len(cls)*cfg.Concurrency)
 	for range cap(callers) {
-		w := &caller{errors: map[string]int{}, exceptions: map[string]int{}}
-		if cfg.PerPeer {
-			w.peers = map[string]*peerTally{}
-		}
-		callers = append(callers, w)
+		callers = append(callers, &caller{all: newTally(false), peers: map[string]*tally{}})
 	}
 	start := time.Now()
 	deadline := time.AfterFunc(d, func() { stop.Store(true) })
 	defer deadline.Stop()
-	// The end of ctx is checked before each call, synchronously: a
-	// context.AfterFunc would set stop from a goroutine of its own, and
-	// the calls, failing at once on the ended context, would go on until
-	// it ran. A poll of a channel that is not closed costs nothing.
+	// The end of ctx is polled before each call: calls failing at once on
+	// an ended context would race a context.AfterFunc.
 	ended := ctx.Done()
 	var wg sync.WaitGroup
 	for i, w := range callers {
@@ -499,31 +424,11 @@ func runUnbounded(ctx context.Context, cls []*channel.Client, cfg Config) (*Repo
 				t0 := time.Now()
 				r := call(ctx, cl, &cfg, cfg.Request, cfg.CallOptions)
 				lat := time.Since(t0)
-				w.attempts += r.attempts
-				if w.peers != nil && r.peer != "" {
-					t := w.peers[r.peer]
-					if t == nil {
-						t = &peerTally{}
-						w.peers[r.peer] = t
-					}
-					t.add(r, lat, true)
+				w.all.add(r, lat)
+				if cfg.PerPeer {
+					byPeer(w.peers, r, lat, false)
 				}
-				switch {
-				case r.code == "":
-					w.lat[0].add(lat)
-					w.ok.Add(1)
-					continue
-				case r.local:
-					w.lat[2].add(lat)
-					w.refused.Add(1)
-				default:
-					w.lat[1].add(lat)
-					w.failed.Add(1)
-				}
-				w.errors[r.code]++
-				if r.exception != "" {
-					w.exceptions[r.exception]++
-				}
+				w.counts.add(r)
 			}
 		}()
 	}
@@ -534,59 +439,34 @@ func runUnbounded(ctx context.Context, cls []*channel.Client, cfg Config) (*Repo
 	}()
 	tick, report, stopTicks := progress(cfg, start, func() (ok, failed, refused int64) {
 		for _, w := range callers {
-			ok, failed, refused = ok+w.ok.Load(), failed+w.failed.Load(), refused+w.refused.Load()
+			ok, failed, refused = ok+w.sets[setOK].Load(), failed+w.sets[setFailed].Load(), refused+w.sets[setRefused].Load()
 		}
 		return ok, failed, refused
 	})
 	defer stopTicks()
-	for waiting := true; waiting; {
-		select {
-		case <-done:
-			waiting = false
-		case now := <-tick:
-			report(now)
-		}
-	}
+	await(done, nil, tick, report)
 	report(time.Now())
 	elapsed := time.Since(start)
 
-	var lat [3]hist
-	r := &Report{Elapsed: Seconds(elapsed), Errors: map[string]int{}}
-	exceptions := map[string]int{}
-	var tallies map[string]*peerTally
-	if cfg.PerPeer {
-		tallies = map[string]*peerTally{}
-	}
+	all, tallies := newTally(false), map[string]*tally{}
 	for _, w := range callers {
-		for k := range lat {
-			lat[k].merge(&w.lat[k])
-		}
-		r.Attempts += w.attempts
-		for code, n := range w.errors {
-			r.Errors[code] += n
-		}
-		for e, n := range w.exceptions {
-			exceptions[e] += n
-		}
+		all.merge(w.all)
 		for p, t := range w.peers {
 			if tallies[p] == nil {
-				tallies[p] = &peerTally{}
+				tallies[p] = newTally(false)
 			}
 			tallies[p].merge(t)
 		}
 	}
-	r.Exceptions = exceptionCounts(exceptions)
-	r.OK, r.Failed, r.Refused = int(lat[0].n), int(lat[1].n), int(lat[2].n)
-	r.Calls = r.OK + r.Failed + r.Refused
-	r.Latency, r.FailedLatency, r.RefusedLatency = lat[0].quantiles(), lat[1].quantiles(), lat[2].quantiles()
-	r.fillRates()
-	return r, tallies
+	if !cfg.PerPeer {
+		tallies = nil
+	}
+	return all.report(elapsed), tallies
 }
 
-// progress returns the ticker channel of cfg.Progress's reports (nil,
-// never ready, without one), the function that reports if a period has
-// ended since the last report, and the one that stops the ticker. totals
-// returns the calls returned so far.
+// progress returns the ticker channel of cfg.Progress's reports (nil
+// without one), the function that reports if a period has ended, and the
+// one that stops the ticker; totals returns the calls returned so far.
 func progress(cfg Config, start time.Time, totals func() (ok, failed, refused int64)) (<-chan time.Time, func(now time.Time), func()) {
 	if cfg.Progress == nil {
 		return nil, func(time.Time) {}, func() {}
@@ -614,10 +494,9 @@ func progress(cfg Config, start time.Time, totals func() (ok, failed, refused in
 	}, t.Stop
 }
 
-// CodeOf names a failed call's outcome: the TChannel code ("BUSY",
-// "TIMEOUT"), or for local outcomes THROTTLED, NO_PEERS, RATE_LIMITED,
-// UNAVAILABLE or LOCAL (channel.CallError.CodeName): the benchmarks count
-// failures under these names.
+// CodeOf names a failed call's outcome as the benchmarks count it: the
+// TChannel code ("BUSY"), or THROTTLED, NO_PEERS, RATE_LIMITED,
+// UNAVAILABLE or LOCAL (channel.CallError.CodeName).
 func CodeOf(err error) string {
 	var ce *channel.CallError
 	switch {
@@ -627,12 +506,4 @@ func CodeOf(err error) string {
 		return "TIMEOUT"
 	}
 	return "LOCAL"
-}
-
-func attemptsOf(err error) int {
-	var ce *channel.CallError
-	if errors.As(err, &ce) {
-		return ce.Attempts
-	}
-	return 0
 }

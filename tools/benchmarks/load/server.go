@@ -16,26 +16,18 @@ import (
 type ServerConfig struct {
 	// Service and Method are what the servers serve. Required.
 	Service, Method string
-	// Format is "raw" (echo arg3) or "json" (echo the JSON object).
-	// Default "raw".
+	// Format is "raw" (echo arg3, the default) or "json".
 	Format string
-	// Shape is each request's latency, drawn by the server that takes it.
+	// Shape is each request's latency, drawn from server i's source
+	// seeded with Seed+i.
 	Shape Shape
-	// Seed seeds server i's random source with Seed+i, so a run's latency
-	// draws are repeatable server by server.
-	Seed uint64
-	// Workers, when > 0, gives each server a Pool of that many workers: a
-	// request holds one for its latency, and requests beyond them wait in
-	// the handler's queue (until their caller gives up), as in a server
-	// with a worker pool. A server's capacity is then Workers / latency
-	// (see Pool, whose workers keep their own schedule so that late timers
-	// do not come off it). 0: no limit, every request waits out its
-	// latency at once.
+	Seed  uint64
+	// Workers, when > 0, gives each server a Pool of that many workers
+	// and an unbounded queue; 0: every request waits out its latency.
 	Workers int
-	// Shed, if not nil, is the servers' load shedding (channel.WithShedding).
-	Shed *channel.ShedConfig
-	// Options are more options for each server's Channel, after Shed's:
-	// an inbound middleware that watches the calls, say.
+	// Shed, if not nil, is the servers' load shedding; Options go to each
+	// server's Channel after it.
+	Shed    *channel.ShedConfig
 	Options []channel.Option
 }
 
@@ -77,32 +69,8 @@ func StartServers(n int, cfg ServerConfig) (*Servers, error) {
 		return nil, err
 	}
 	s := &Servers{cfg: cfg, rngMu: make([]sync.Mutex, n)}
-	for i := 0; i < n; i++ {
-		s.rngs = append(s.rngs, rand.New(rand.NewPCG(cfg.Seed+uint64(i), 0x5eed)))
-		if cfg.Workers > 0 {
-			pool, err := NewPool(PoolConfig{Workers: cfg.Workers})
-			if err != nil {
-				s.Close()
-				return nil, err
-			}
-			s.pools = append(s.pools, pool)
-		}
-		var opts []channel.Option
-		if cfg.Shed != nil {
-			opts = append(opts, channel.WithShedding(*cfg.Shed))
-		}
-		opts = append(opts, cfg.Options...)
-		ch, err := channel.New(cfg.Service, opts...)
-		if err != nil {
-			s.Close()
-			return nil, err
-		}
-		s.chs = append(s.chs, ch)
-		if err := s.register(ch, i); err != nil {
-			s.Close()
-			return nil, err
-		}
-		if err := ch.ListenAndServe("127.0.0.1:0"); err != nil {
+	for i := range n {
+		if err := s.start(i); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -110,19 +78,42 @@ func StartServers(n int, cfg ServerConfig) (*Servers, error) {
 	return s, nil
 }
 
-func (s *Servers) register(ch *channel.Channel, i int) error {
+// start starts server i.
+func (s *Servers) start(i int) error {
+	s.rngs = append(s.rngs, rand.New(rand.NewPCG(s.cfg.Seed+uint64(i), 0x5eed)))
+	if s.cfg.Workers > 0 {
+		pool, err := NewPool(PoolConfig{Workers: s.cfg.Workers})
+		if err != nil {
+			return err
+		}
+		s.pools = append(s.pools, pool)
+	}
+	var opts []channel.Option
+	if s.cfg.Shed != nil {
+		opts = append(opts, channel.WithShedding(*s.cfg.Shed))
+	}
+	ch, err := channel.New(s.cfg.Service, append(opts, s.cfg.Options...)...)
+	if err != nil {
+		return err
+	}
+	s.chs = append(s.chs, ch)
 	if s.cfg.Format == "json" {
-		return ch.RegisterJSON(map[string]any{
+		err = ch.RegisterJSON(map[string]any{
 			s.cfg.Method: func(ctx tjson.Context, req map[string]any) (map[string]any, error) {
 				s.serve(ctx, i)
 				return req, nil
 			},
 		})
+	} else {
+		err = ch.RegisterRaw(s.cfg.Method, func(ctx context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
+			s.serve(ctx, i)
+			return &channel.RawResponse{Arg3: req.Arg3}, nil
+		})
 	}
-	return ch.RegisterRaw(s.cfg.Method, func(ctx context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
-		s.serve(ctx, i)
-		return &channel.RawResponse{Arg3: req.Arg3}, nil
-	})
+	if err != nil {
+		return err
+	}
+	return ch.ListenAndServe("127.0.0.1:0")
 }
 
 // serve waits out one request's latency on server i.
@@ -171,4 +162,24 @@ func (s *Servers) Close() {
 	for _, ch := range s.chs {
 		ch.Close()
 	}
+}
+
+// NewClient returns a Channel named name with opts, and its Client of
+// service with hostPorts as peers; closing the Channel closes the Client.
+func NewClient(name, service string, hostPorts []string, opts ...channel.Option) (*channel.Channel, *channel.Client, error) {
+	ch, err := channel.New(name, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := ch.NewClient(service)
+	for _, hp := range hostPorts {
+		if err == nil {
+			err = client.AddPeer(hp)
+		}
+	}
+	if err != nil {
+		ch.Close()
+		return nil, nil, err
+	}
+	return ch, client, nil
 }

@@ -13,42 +13,42 @@ import (
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
 )
 
-// Config describes a comparison. The zero value of a field means its
-// default.
+// Config describes a comparison; a zero field takes its default.
 type Config struct {
-	// Servers is how many embedded servers there are (hedges go to distinct
-	// ones). Default 4.
+	// Servers is how many embedded servers there are (hedges go to
+	// distinct ones). Default 4.
 	Servers int
-	// Shape is the servers' latency. Default load.HeavyTail().
+	// Shape is the servers' latency (default load.HeavyTail()), their
+	// random sources seeded from Seed (default 1).
 	Shape *load.Shape
-	// Seed seeds the servers' random sources. Default 1.
-	Seed uint64
-	// RPS and Calls are the load of each run: Calls arrivals at RPS.
-	// Default 400/s and 4000 calls (10 s).
-	RPS   float64
-	Calls int
-	// Concurrency bounds the calls in flight. Default 200.
+	Seed  uint64
+	// Each run is Calls arrivals (default 4000) at RPS (default 400/s),
+	// at most Concurrency in flight (default 200), after Warmup calls
+	// (default 200).
+	RPS         float64
+	Calls       int
 	Concurrency int
+	Warmup      int
 	// MaxAttempts is the hedging policies' maxAttempts. Default 3.
 	MaxAttempts int
 	// Quantile, Window and Budget configure adaptive hedging. Defaults
-	// 0.95, 1000 and 0.1 (at most 10% extra requests).
+	// 0.95, 1000 and 0.1.
 	Quantile float64
 	Window   int
 	Budget   float64
 	// FixedDelay is the fixed hedging delay; 0 means the unhedged run's
 	// p95, measured first.
 	FixedDelay time.Duration
-	// Warmup calls precede each run, outside the measurement. Default 200.
-	Warmup int
+}
+
+func def[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
 }
 
 func (c Config) withDefaults() Config {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
 	def(&c.Servers, 4)
 	def(&c.Calls, 4000)
 	def(&c.Concurrency, 200)
@@ -59,28 +59,18 @@ func (c Config) withDefaults() Config {
 		s := load.HeavyTail()
 		c.Shape = &s
 	}
-	if c.Seed == 0 {
-		c.Seed = 1
-	}
-	if c.RPS == 0 {
-		c.RPS = 400
-	}
-	if c.Quantile == 0 {
-		c.Quantile = 0.95
-	}
-	if c.Budget == 0 {
-		c.Budget = 0.1
-	}
+	def(&c.Seed, 1)
+	def(&c.RPS, 400)
+	def(&c.Quantile, 0.95)
+	def(&c.Budget, 0.1)
 	return c
 }
 
-// Row is one run of the comparison.
+// Row is one run of the comparison: "no hedging", "fixed delay" or
+// "adaptive", its hedging policy ("-" for none), and its measurement.
 type Row struct {
-	// Name is "no hedging", "fixed delay" or "adaptive".
-	Name string
-	// Policy describes the hedging policy ("-" for none).
+	Name   string
 	Policy string
-	// Report is the run's measurement.
 	Report *load.Report
 }
 
@@ -134,20 +124,11 @@ func RunMode(ctx context.Context, hostPorts []string, cfg Config, m Mode) (Row, 
 	if sc != nil {
 		opts = append(opts, channel.WithServiceConfig(sc))
 	}
-	ch, err := channel.New("tail-client", opts...)
+	ch, client, err := load.NewClient("tail-client", service, hostPorts, opts...)
 	if err != nil {
 		return Row{}, err
 	}
 	defer ch.Close()
-	client, err := ch.NewClient(service)
-	if err != nil {
-		return Row{}, err
-	}
-	for _, hp := range hostPorts {
-		if err := client.AddPeer(hp); err != nil {
-			return Row{}, err
-		}
-	}
 	// Hedges go to distinct ready peers: measure with every connection in
 	// place, not a start-up in which the first peer to connect takes them.
 	if err := client.Connect(ctx); err != nil {

@@ -1,0 +1,126 @@
+package load
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// The sets a call's latency falls in, apart.
+const (
+	setOK = iota
+	setFailed
+	setRefused
+)
+
+// set returns the set r falls in.
+func (r result) set() int {
+	switch {
+	case r.code == "":
+		return setOK
+	case r.local:
+		return setRefused
+	}
+	return setFailed
+}
+
+// counts are the running totals Progress reports.
+type counts struct{ sets [3]atomic.Int64 }
+
+func (c *counts) add(r result) { c.sets[r.set()].Add(1) }
+
+// tally counts calls as a Report does, their latencies exact (a list, a
+// rate run's) or in histograms (an unbounded run's). Not safe for
+// concurrent use: an unbounded run's callers keep one each.
+type tally struct {
+	exact              bool
+	lists              [3][]time.Duration
+	hists              [3]hist
+	attempts, late     int
+	errors, exceptions map[string]int
+}
+
+func newTally(exact bool) *tally {
+	return &tally{exact: exact, errors: map[string]int{}, exceptions: map[string]int{}}
+}
+
+// add counts r, of latency lat.
+func (t *tally) add(r result, lat time.Duration) {
+	k := r.set()
+	if t.exact {
+		t.lists[k] = append(t.lists[k], lat)
+	} else {
+		t.hists[k].add(lat)
+	}
+	t.attempts += r.attempts
+	if r.late {
+		t.late++
+	}
+	if r.code != "" {
+		t.errors[r.code]++
+	}
+	if r.exception != "" {
+		t.exceptions[r.exception]++
+	}
+}
+
+// merge adds o's calls to t.
+func (t *tally) merge(o *tally) {
+	for k := range t.lists {
+		t.lists[k] = append(t.lists[k], o.lists[k]...)
+		t.hists[k].merge(&o.hists[k])
+	}
+	t.attempts += o.attempts
+	t.late += o.late
+	for c, n := range o.errors {
+		t.errors[c] += n
+	}
+	for e, n := range o.exceptions {
+		t.exceptions[e] += n
+	}
+}
+
+// n returns the calls of set k.
+func (t *tally) n(k int) int {
+	if t.exact {
+		return len(t.lists[k])
+	}
+	return int(t.hists[k].n)
+}
+
+// quantiles returns set k's latency quantiles.
+func (t *tally) quantiles(k int) Quantiles {
+	if t.exact {
+		return quantiles(t.lists[k])
+	}
+	return t.hists[k].quantiles()
+}
+
+// report returns the Report of t's calls over elapsed.
+func (t *tally) report(elapsed time.Duration) *Report {
+	r := &Report{Elapsed: Seconds(elapsed), Errors: t.errors, Attempts: t.attempts, Late: t.late,
+		OK: t.n(setOK), Failed: t.n(setFailed), Refused: t.n(setRefused),
+		Latency: t.quantiles(setOK), FailedLatency: t.quantiles(setFailed), RefusedLatency: t.quantiles(setRefused),
+		Exceptions: exceptionCounts(t.exceptions)}
+	r.Calls = r.OK + r.Failed + r.Refused
+	if r.Calls > 0 {
+		r.AttemptsPerCall = float64(r.Attempts) / float64(r.Calls)
+		r.ExtraPercent = (r.AttemptsPerCall - 1) * 100
+	}
+	if el := elapsed.Seconds(); el > 0 {
+		r.Throughput = float64(r.OK) / el
+	}
+	return r
+}
+
+// byPeer adds r to the tally of its peer in m, if it reached one.
+func byPeer(m map[string]*tally, r result, lat time.Duration, exact bool) {
+	if r.peer == "" {
+		return
+	}
+	t := m[r.peer]
+	if t == nil {
+		t = newTally(exact)
+		m[r.peer] = t
+	}
+	t.add(r, lat)
+}
