@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A rolling deploy through etcd with real processes, as an operator does it:
-# an etcd, three `sluice serve --register etcd://...` servers, and `sluice
-# bench -P etcd://...` calling them at a steady rate while each server in
+# an etcd, three `sluice-lab serve --register etcd://...` servers, and
+# `sluice-lab bench -P etcd://...` calling them at a steady rate while each server in
 # turn is replaced (a new one started and registered, then the old one sent
 # SIGTERM); then etcd is killed, and the bench runs on against the servers
 # it knows. It prints the bench's summary and fails unless no call failed.
@@ -16,8 +16,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-1}
 . scripts/lib/servers.sh
-(cd tools && go build -o "$tmp/sluice" ./cmd/sluice)
-sluice=$tmp/sluice
+(cd tools && go build -o "$tmp/sluice-lab" ./cmd/sluice-lab) # etcd:// targets are sluice-lab's
+sluice=$tmp/sluice-lab
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 

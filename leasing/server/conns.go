@@ -38,7 +38,7 @@ const (
 	// DefaultMaxConcurrentStreams bounds the calls in flight on one
 	// connection: HTTP/2's recommended minimum. A Doorman client has one
 	// or two in flight, an intermediate server one (its batches go in
-	// turn), `sluice doorman load` eight per connection.
+	// turn), `sluice-lab doorman load` eight per connection.
 	DefaultMaxConcurrentStreams = 100
 
 	// idleGrace is how much longer than MaxConnectionIdle the listener

@@ -19,7 +19,7 @@ import (
 // The interceptor on a real gRPC server counts each RPC by outcome, times
 // it in a histogram with the buckets Prometheus shows, and keeps the
 // server's counts in gauges. (That they reach Prometheus's text format on
-// the debug listener is checked where /metrics is served: sluice doorman
+// the debug listener is checked where /metrics is served: sluice-lab doorman
 // serve's test in the tools module.)
 func TestMetricsInterceptor(t *testing.T) {
 	s, err := New(Config{Repository: testConfig(FairShare, 100), MaxResources: 1})

@@ -1,9 +1,15 @@
 // Command sluice-lab is sluice with the parts that link heavy modules:
-// the simulations' charts (gonum's plot), fault injection (toxiproxy), an
-// embedded etcd server (bench --rolling-deploy) and the hostile peers. It
-// runs every command of sluice too, and adds these (the list is the
-// command table's, labTable; a test keeps it the same):
+// the Doorman server and client and etcd:// peer lists and registration
+// (gRPC and etcd's client), the simulations' charts (gonum's plot), fault
+// injection (toxiproxy), an embedded etcd server (bench --rolling-deploy)
+// and the hostile peers. It runs every command of sluice too, and adds
+// these (the list is the command table's, labTable; a test keeps it the
+// same):
 //
+//	doorman serve  a Doorman lease server
+//	doorman get    ask a Doorman server for a lease, once or --watch
+//	doorman load   measure a Doorman server's GetCapacity throughput
+//	doorman flood  flood a Doorman server with new resource ids, timing a side client
 //	sim busy       TChannel's throttling on busy responses, second by second
 //	sim ratelimit  rate-limit pacers against a GCRA server, 30 simulated minutes
 //	sim shed       a server's adaptive concurrency limit against a queue, second by second
@@ -12,7 +18,8 @@
 //	hostile        attack a server as a hostile peer would: does it survive, stay bounded, keep serving
 //
 // and to `sluice-lab bench` the mode --rolling-deploy and --chart (of
-// --closed-loop and --balancing). The everyday sluice, asked for any of
+// --closed-loop and --balancing), and to call, bench and serve etcd://
+// targets (-P/--peer-list, --register). The everyday sluice, asked for any of
 // them, says to run sluice-lab. "sluice-lab help CMD" or "sluice-lab CMD -h"
 // describes a command; exit codes and reports are sluice's.
 package main
@@ -41,14 +48,17 @@ var labHelp = cli.Help{
 sluice-lab help COMMAND
 sluice-lab --version`,
 	About: `Sluice's command-line tool with its heavy parts: every command of sluice
-(demo, call, bench, serve, doorman), and the simulations (sim), fault
+(demo, call, bench, serve), and the Doorman server and client (doorman),
+etcd:// peer lists and registration, the simulations (sim), fault
 injection (faults), hostile peers (hostile), bench --rolling-deploy and
-bench's charts (--chart), which link gonum's plot, toxiproxy and an
-embedded etcd server. The everyday commands are in sluice, lighter to build
+bench's charts (--chart), which link gRPC and etcd's client, gonum's plot,
+toxiproxy and an embedded etcd server. The everyday commands are in sluice, lighter to build
 and run (go run ./tools/cmd/sluice).
 Exit status: 0 on success, 1 when a call, a run or a server failed, 2 on a
 usage error.`,
-	Examples: `sluice-lab sim busy --preset flappy
+	Examples: `sluice-lab doorman serve --config doorman.yaml --listen 127.0.0.1:6000
+sluice-lab serve --register etcd://127.0.0.1:2379/services/echo
+sluice-lab sim busy --preset flappy
 sluice-lab sim ratelimit --chart sleep.png
 sluice-lab faults --ci
 sluice-lab hostile --ci
@@ -62,12 +72,14 @@ sluice-lab help faults`,
 func labTable() *cli.Lab {
 	return &cli.Lab{Name: "sluice-lab", Help: labHelp,
 		Commands: []cli.Command{
+			doormanCommand(),
 			simGroup(),
 			cli.Leaf("faults", "fault injection: what refused, reset, silent, killed or declining peers cost a client", cli.UntilInterrupted(faultsRun)),
 			cli.Leaf("hostile", "attack a server as a hostile peer would: does it survive, stay bounded, keep serving", cli.UntilInterrupted(hostileRun)),
 		},
 		RollingDeploy: addDeployFlags,
 		Charts:        charts{},
+		Etcd:          etcdTargets{},
 	}
 }
 

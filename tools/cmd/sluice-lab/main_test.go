@@ -39,7 +39,7 @@ func runBench(t *testing.T, _ context.Context, args ...string) (code int, stdout
 // The sluice-lab lines of the exit-code cases (testdata/exitcodes.txt of
 // package cli, whose test runs sluice's), run in process.
 func TestExitCodes(t *testing.T) {
-	cases, err := clitest.ExitCodes("../internal/cli/testdata/exitcodes.txt", nil)
+	cases, err := clitest.ExitCodes("../internal/cli/testdata/exitcodes.txt", map[string]string{"$PEER": "127.0.0.1:1", "$DEAD": "127.0.0.1:1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,20 +2,18 @@
 // lists them from the command table (package cli's topLevel; a test keeps
 // this list the same):
 //
-//	demo           busy throttling on three in-process TChannel servers, one overloaded
-//	call           make one raw or JSON call through Sluice's pipeline (like yab and tcurl)
-//	bench          load generator, as fast as it can or at a rate: throughput, latency, attempts, errors
-//	serve          a TChannel server (echo, fail, busy) to try call and bench on
-//	doorman serve  a Doorman lease server
-//	doorman get    ask a Doorman server for a lease, once or --watch
-//	doorman load   measure a Doorman server's GetCapacity throughput
-//	doorman flood  flood a Doorman server with new resource ids, timing a side client
+//	demo   busy throttling on three in-process TChannel servers, one overloaded
+//	call   make one raw or JSON call through Sluice's pipeline (like yab and tcurl)
+//	bench  load generator, as fast as it can or at a rate: throughput, latency, attempts, errors
+//	serve  a TChannel server (echo, fail, busy) to try call and bench on
 //
-// The simulations (sim), fault injection (faults), hostile peers
-// (hostile), bench --rolling-deploy and bench's charts (--chart) are in
-// sluice-lab (tools/cmd/sluice-lab), which links the heavy modules they
-// need (gonum's plot, toxiproxy, an embedded etcd server); sluice, asked
-// for one of them, says so. This keeps sluice's first `go run` quick.
+// The Doorman server and client (doorman), etcd:// peer lists and
+// registration, the simulations (sim), fault injection (faults), hostile
+// peers (hostile), bench --rolling-deploy and bench's charts (--chart) are
+// in sluice-lab (tools/cmd/sluice-lab), which links the heavy modules they
+// need (gRPC and etcd's client, gonum's plot, toxiproxy, an embedded etcd
+// server); sluice, asked for one of them, says so. This keeps sluice's
+// first `go run` quick.
 //
 // "sluice help CMD" or "sluice CMD -h" describes a command, its flags and
 // examples; "sluice --version" prints the version. Every command exits 0

@@ -8,8 +8,12 @@ import (
 
 // heavy are the modules the everyday binary must not link: they are
 // sluice-lab's (charts, fault injection's proxies and its logger, an
-// embedded etcd server and what that server brings).
+// embedded etcd server and what that server brings, etcd's client and
+// gRPC under Doorman and etcd:// targets).
 var heavy = []string{
+	"google.golang.org/grpc",
+	"go.etcd.io/etcd/client",
+	"go.uber.org/zap",
 	"gonum.org/v1/plot",
 	"github.com/Shopify/toxiproxy",
 	"github.com/rs/zerolog",
@@ -41,7 +45,7 @@ func TestEverydayBinaryStaysLean(t *testing.T) {
 		}
 	}
 	lab := strings.Join(deps(t, "github.com/sluice-rpc/sluice/tools/cmd/sluice-lab"), "\n") + "\n"
-	for _, h := range []string{"gonum.org/v1/plot", "github.com/Shopify/toxiproxy", "go.etcd.io/etcd/server/v3/embed"} {
+	for _, h := range []string{"gonum.org/v1/plot", "github.com/Shopify/toxiproxy", "go.etcd.io/etcd/server/v3/embed", "google.golang.org/grpc", "go.etcd.io/etcd/client/v3"} {
 		if !strings.Contains(lab, "\n"+h+"\n") && !strings.Contains(lab, "\n"+h+"/") {
 			t.Errorf("sluice-lab does not link %s: is the check blind?", h)
 		}

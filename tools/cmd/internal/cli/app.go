@@ -17,10 +17,11 @@ var sluiceHelp = Help{
 sluice help COMMAND
 sluice --version`,
 	About: `Sluice's command-line tool: try Sluice's overload handling (demo), call and
-load TChannel services through Sluice's pipeline (call, bench, serve), and
-serve or query Doorman leases. The simulations, fault injection, hostile
-peers, bench --rolling-deploy and the charts (--chart) are in sluice-lab,
-which links the heavy modules they need (go run ./tools/cmd/sluice-lab).
+load TChannel services through Sluice's pipeline (call, bench, serve). The
+Doorman server and client (doorman), etcd:// peer lists and registration,
+the simulations, fault injection, hostile peers, bench --rolling-deploy and
+the charts (--chart) are in sluice-lab, which links the heavy modules they
+need (go run ./tools/cmd/sluice-lab).
 The flags follow yab's where yab has one (-p/--peer, -P/--peer-list,
 -s/--service, -m/--method, -e/--encoding, -r/--request, --timeout).
 Exit status: 0 on success, 1 when a call, a run or a server failed, 2 on a
@@ -34,7 +35,8 @@ sluice help bench`,
 }
 
 // Lab is what sluice-lab adds to sluice: the commands and modes that link
-// heavy modules (gonum's charts, toxiproxy, an embedded etcd server), kept
+// heavy modules (gonum's charts, toxiproxy, an embedded etcd server, etcd's
+// client and gRPC), kept
 // out of the everyday binary so that its first `go run` downloads and
 // builds little. A nil *Lab is sluice's.
 type Lab struct {
@@ -48,6 +50,9 @@ type Lab struct {
 	RollingDeploy func(fs *FlagSet) BenchMode
 	// Charts draws the charts of bench --closed-loop and --balancing.
 	Charts Charts
+	// Etcd follows and registers under etcd:// targets (call's and bench's
+	// -P/--peer-list, serve's --register).
+	Etcd Etcd
 }
 
 // A BenchMode is a mode of bench that sluice-lab adds.
@@ -81,7 +86,7 @@ type Charts interface {
 
 // labCommands are the commands only sluice-lab has; a test keeps the list
 // the same as sluice-lab's table.
-var labCommands = []string{"sim", "faults", "hostile"}
+var labCommands = []string{"doorman", "sim", "faults", "hostile"}
 
 // labOnly is the usage error of sluice asked for what only sluice-lab has:
 // what, and how to run it there.
@@ -107,21 +112,37 @@ func NewGroup(name string, help Help, subs ...Command) Command {
 	return group{name: name, help: help, subs: subs}.command()
 }
 
+// NewGroupUntilInterrupted is NewGroup for subcommands that run until
+// the program is interrupted (SIGINT or SIGTERM): subs makes them for the
+// context that ends then.
+func NewGroupUntilInterrupted(name string, help Help, subs func(ctx context.Context) []Command) Command {
+	c := NewGroup(name, help, subs(context.Background())...)
+	c.run = UntilInterrupted(func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+		return NewGroup(name, help, subs(ctx)...).Run(args, stdout, stderr)
+	})
+	return c
+}
+
+// Run runs the command with args (after its name) and returns the exit
+// code.
+func (c command) Run(args []string, stdout, stderr io.Writer) int { return c.run(args, stdout, stderr) }
+
 // topLevel is the command table: every command, and in the groups
 // (doorman, and sluice-lab's sim) their subcommands, from which `sluice -h`
 // lists them all.
 func topLevel(lab *Lab) group {
-	doorman := doormanGroup(context.Background()).command()
-	doorman.run = UntilInterrupted(doormanRun) // its subcommands run until interrupted
 	bench := func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return benchRun(ctx, args, lab, stdout, stderr)
 	}
+	call := func(args []string, stdout, stderr io.Writer) int { return callCmd(args, lab, stdout, stderr) }
+	serve := func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+		return serveRun(ctx, args, lab, stdout, stderr)
+	}
 	g := group{name: "sluice", help: sluiceHelp, subs: []command{
 		{name: "demo", summary: "busy throttling on three in-process TChannel servers, one overloaded", run: UntilInterrupted(demoCmd)},
-		{name: "call", summary: "make one raw or JSON call through Sluice's pipeline (like yab and tcurl)", run: callCmd},
+		{name: "call", summary: "make one raw or JSON call through Sluice's pipeline (like yab and tcurl)", run: call},
 		{name: "bench", summary: "load generator, as fast as it can or at a rate: throughput, latency, attempts, errors", run: UntilInterrupted(bench)},
-		{name: "serve", summary: "a TChannel server (echo, fail, busy) to try call and bench on", run: UntilInterrupted(serveRun)},
-		doorman,
+		{name: "serve", summary: "a TChannel server (echo, fail, busy) to try call and bench on", run: UntilInterrupted(serve)},
 	}}
 	if lab != nil {
 		g.name, g.help = lab.Name, lab.Help

@@ -201,7 +201,7 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	if charts == nil && hasFlag(args, "chart") {
 		return fs.UsageError("%s", labOnly("bench --chart (charts link gonum's plot)", "bench --closed-loop --chart FILE ..."))
 	}
-	peers := addPeerFlags(fs)
+	peers := addPeerFlags(fs, lab)
 	allowRemote := fs.Bool("allow-remote", false, "allow peers that are not on a loopback address")
 	embedded := fs.Int("embedded", 0, fmt.Sprintf("start `N` in-process servers on 127.0.0.1 (1-%d) and load them", benchEmbeddedMax))
 	shapeText := fs.String("embedded-latency", "",
@@ -239,7 +239,7 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	output := AddOutputFlag(fs, false)
 	perPeer := fs.Bool("per-peer-stats", false, "report the calls by peer too: a row for each peer in the table, per_peer in the JSON (as yab's flag); a peer that left during the run keeps its row")
 	noFirst := fs.Bool("no-first-response", false, "do not make the first call before the run, whose answer bench prints as yab does (with -o json: first_response)")
-	debugAddr := fs.String("debug-listen", "", debugListenUsage)
+	debugAddr := fs.String("debug-listen", "", DebugListenUsage)
 	policy := addPolicyFlags(fs.FlagSet, true)
 	tlsFlags := addChannelClientTLSFlags(fs)
 	words, code, ok := fs.parseWords(args, 2)
@@ -387,11 +387,11 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 		return fs.UsageError("%v", err)
 	}
 
-	debug, err := newDebugListener(*debugAddr, stderr)
+	debug, err := NewDebugListener(*debugAddr, stderr)
 	if err != nil {
 		return fs.UsageError("%v", err)
 	}
-	defer debug.close()
+	defer debug.Close()
 	if *embedded > 0 {
 		servers, err := load.StartServers(*embedded, load.ServerConfig{Service: tg.service, Method: tg.method,
 			Format: tg.encoding, Shape: shape, Seed: *seed, Workers: *workers, Shed: shedCfg})
@@ -401,7 +401,7 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 		defer servers.Close()
 		src.hostPorts = servers.HostPorts()
 	}
-	opts := []channel.Option{channel.WithScope(debug.scope()), channel.WithBusyConfig(busy.Config{Disabled: !*throttling})}
+	opts := []channel.Option{channel.WithScope(debug.Scope()), channel.WithBusyConfig(busy.Config{Disabled: !*throttling})}
 	if cfg != nil {
 		opts = append(opts, channel.WithServiceConfig(cfg))
 	}
@@ -426,7 +426,7 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 		}
 		clients[i] = cl
 	}
-	if err := debug.serve("sluice bench", nil, stderr); err != nil {
+	if err := debug.Serve("sluice bench", nil, stderr); err != nil {
 		return fs.Failure("%v", err)
 	}
 	var first json.RawMessage

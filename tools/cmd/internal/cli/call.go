@@ -81,13 +81,13 @@ sluice call -p 127.0.0.1:4040 -s kv -m echo -e raw --arg2 meta -r hello
 echo '{"key":"a"}' | sluice call -p 127.0.0.1:4040 -s kv -m get -f -
 sluice call -P peers.txt -s kv -m get -r '{"key":"a"}' --retry-max 3 -v
 sluice call -P dns:///kv.default.svc.cluster.local:4040 -s kv -m get -r '{"key":"a"}' --sk user-42
-sluice call -P etcd://127.0.0.1:2379/services/kv -s kv -m get -r '{"key":"a"}'
+sluice-lab call -P etcd://127.0.0.1:2379/services/kv -s kv -m get -r '{"key":"a"}'
 sluice call -p 127.0.0.1:4040 -s kv -m get -f request.json -H auth:secret --timeout 200ms
 sluice call -p 127.0.0.1:4040 --tls-ca ca.pem --tls-cert c.pem --tls-key c-key.pem -s echo -m echo -r '{"a":1}'   # mutual TLS`,
 }
 
-func callCmd(args []string, stdout, stderr io.Writer) int {
-	code := callRun(args, stdout, stderr)
+func callCmd(args []string, lab *Lab, stdout, stderr io.Writer) int {
+	code := callRun(args, lab, stdout, stderr)
 	if code == ExitUsage && asYab(args) {
 		return ExitFail // yab's status for a usage error
 	}
@@ -113,9 +113,9 @@ func asYab(args []string) bool {
 	return false
 }
 
-func callRun(args []string, stdout, stderr io.Writer) int {
+func callRun(args []string, lab *Lab, stdout, stderr io.Writer) int {
 	fs := NewFlagSet("sluice call", callHelp, stdout, stderr)
-	peers := addPeerFlags(fs)
+	peers := addPeerFlags(fs, lab)
 	tf := addTargetFlags(fs, "the TChannel `SERVICE` to call", "the `METHOD` (endpoint) to call; Service::method for Thrift", "the request `BODY` (arg3): JSON for -e json; JSON or YAML for thrift")
 	tf.takesBody = true
 	timeout := msDuration(time.Second)

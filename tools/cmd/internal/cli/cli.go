@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -323,3 +324,18 @@ func (g group) printHelp(w io.Writer) {
 		fmt.Fprintf(w, "\nRun '%s help COMMAND' or '%s COMMAND -h' for a command's description, flags and examples.\n", g.name, g.name)
 	})
 }
+
+// lockedWriter serialises writes from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// Locked returns w made safe for writes from several goroutines at once.
+func Locked(w io.Writer) io.Writer { return &lockedWriter{w: w} }

@@ -16,11 +16,11 @@ import (
 // to w, the command's stderr, one line each: the time, the message, then
 // its attributes. Without it they would go to slog.Default(), the
 // process's stderr, past the command's writer.
-func configWarnings(w io.Writer) *slog.Logger { return lineLogger(w, slog.LevelWarn) }
+func configWarnings(w io.Writer) *slog.Logger { return LineLogger(w, slog.LevelWarn) }
 
-// lineLogger returns a logger writing the records at min and above to w,
+// LineLogger returns a logger writing the records at min and above to w,
 // one line each: the time, the message, then its attributes.
-func lineLogger(w io.Writer, min slog.Level) *slog.Logger {
+func LineLogger(w io.Writer, min slog.Level) *slog.Logger {
 	return slog.New(&lineHandler{mu: &sync.Mutex{}, w: w, min: min})
 }
 

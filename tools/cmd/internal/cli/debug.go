@@ -14,23 +14,23 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/debughttp"
 )
 
-const debugListenUsage = "serve /metrics, /debug/pprof/ and the command's pages on `ADDR` " +
+const DebugListenUsage = "serve /metrics, /debug/pprof/ and the command's pages on `ADDR` " +
 	"(host:port, e.g. 127.0.0.1:0 for a free port; the address is printed on stderr); off by default"
 
-// debugListener is a command's --debug-listen: one HTTP listener with the
+// DebugListener is a command's --debug-listen: one HTTP listener with the
 // command's metrics, the runtime's profiles and its own pages. Off (the
 // flag not given) it records nothing and serves nothing.
-type debugListener struct {
+type DebugListener struct {
 	addr    string
 	metrics *debughttp.Metrics
 	server  *debughttp.Server
 }
 
-// newDebugListener makes the metrics of a command run with --debug-listen
+// NewDebugListener makes the metrics of a command run with --debug-listen
 // addr; serve starts the listener once the pages exist. An addr that is
 // not host:port is a usage error, returned before anything starts.
-func newDebugListener(addr string, stderr io.Writer) (*debugListener, error) {
-	d := &debugListener{addr: addr}
+func NewDebugListener(addr string, stderr io.Writer) (*DebugListener, error) {
+	d := &DebugListener{addr: addr}
 	if addr == "" {
 		return d, nil
 	}
@@ -43,17 +43,17 @@ func newDebugListener(addr string, stderr io.Writer) (*debugListener, error) {
 	return d, nil
 }
 
-// scope is what the command records its metrics on.
-func (d *debugListener) scope() tally.Scope {
+// Scope is what the command records its metrics on.
+func (d *DebugListener) Scope() tally.Scope {
 	if d.metrics == nil {
 		return tally.NoopScope
 	}
 	return d.metrics.Scope()
 }
 
-// serve starts the listener with pages beside /metrics and /debug/pprof/,
+// Serve starts the listener with pages beside /metrics and /debug/pprof/,
 // and says where on stderr.
-func (d *debugListener) serve(name string, pages map[string]http.Handler, stderr io.Writer) error {
+func (d *DebugListener) Serve(name string, pages map[string]http.Handler, stderr io.Writer) error {
 	if d.addr == "" {
 		return nil
 	}
@@ -72,16 +72,16 @@ func (d *debugListener) serve(name string, pages map[string]http.Handler, stderr
 	return nil
 }
 
-// flush reports the metrics' last values; /metrics serves them until close.
-func (d *debugListener) flush() {
+// Flush reports the metrics' last values; /metrics serves them until close.
+func (d *DebugListener) Flush() {
 	if d.metrics != nil {
 		d.metrics.Close()
 	}
 }
 
-// close flushes the metrics and stops the listener.
-func (d *debugListener) close() {
-	d.flush()
+// Close flushes the metrics and stops the listener.
+func (d *DebugListener) Close() {
+	d.Flush()
 	if d.server != nil {
 		d.server.Close()
 	}

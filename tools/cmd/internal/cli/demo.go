@@ -60,11 +60,11 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func demoRun(ctx context.Context, args []string, stdout, stderr io.Writer, atEnd func(debugAddr string)) int {
 	fs := NewFlagSet("sluice demo", demoHelp, stdout, stderr)
 	cfg := demoConfig{callTimeout: 500 * time.Millisecond}
-	fs.IntVar(&cfg.seconds, "seconds", 24, "how long the demo runs, in seconds (1..30)")
+	fs.IntVar(&cfg.seconds, "seconds", 14, "how long the demo runs, in seconds (1..30)")
 	fs.IntVar(&cfg.rps, "rps", 300, "requests per second the client sends (1..5000)")
 	fs.Float64Var(&cfg.capacity, "capacity", 20, "requests per second the overloaded server can take (0 < capacity <= 100000)")
-	fs.IntVar(&cfg.recoverAt, "recover-at", 6, "the second at whose end the overloaded server heals (0: never)")
-	debugAddr := fs.String("debug-listen", "", debugListenUsage)
+	fs.IntVar(&cfg.recoverAt, "recover-at", 3, "the second at whose end the overloaded server heals (0: never)")
+	debugAddr := fs.String("debug-listen", "", DebugListenUsage)
 	if code, ok := fs.ParseArgs(args); !ok {
 		return code
 	}
@@ -78,15 +78,15 @@ func demoRun(ctx context.Context, args []string, stdout, stderr io.Writer, atEnd
 	case cfg.recoverAt < 0:
 		return fs.UsageError("--recover-at is %d, must be >= 0", cfg.recoverAt)
 	}
-	debug, err := newDebugListener(*debugAddr, stderr)
+	debug, err := NewDebugListener(*debugAddr, stderr)
 	if err != nil {
 		return fs.UsageError("%v", err)
 	}
-	defer debug.close()
+	defer debug.Close()
 	var done func()
 	if atEnd != nil {
 		done = func() {
-			debug.flush()
+			debug.Flush()
 			addr := ""
 			if debug.server != nil {
 				addr = debug.server.Addr()
@@ -135,7 +135,7 @@ func startDemoServer(capacity float64) (*demoServer, error) {
 
 // runDemo runs the demo; done, if not nil, runs after the summary, before
 // the channels close.
-func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *debugListener, done func()) error {
+func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *DebugListener, done func()) error {
 	var servers []*demoServer
 	defer func() {
 		for _, s := range servers {
@@ -152,7 +152,7 @@ func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *de
 	bad := servers[2]
 	bad.overloaded.Store(true)
 
-	ch, err := channel.New("demo-client", channel.WithScope(debug.scope()))
+	ch, err := channel.New("demo-client", channel.WithScope(debug.Scope()))
 	if err != nil {
 		return err
 	}
@@ -169,7 +169,7 @@ func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *de
 	// The debug listener's pages besides /metrics and /debug/pprof/: the
 	// client channel's live state.
 	pages := map[string]http.Handler{"/debug/sluice": ch.DebugHandler()}
-	if err := debug.serve("sluice demo", pages, stderr); err != nil {
+	if err := debug.Serve("sluice demo", pages, stderr); err != nil {
 		return err
 	}
 

@@ -20,8 +20,7 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/testkit/testhttp"
 )
 
-// TestMain (goleak, and the rolling-deploy fleet's child hook) lives in
-// doorman_test.go.
+// TestMain (goleak) lives in setup_test.go.
 
 // startServe runs `sluice serve` in process on 127.0.0.1 and returns its
 // address; it stops with the test, which checks that it exited 0.
@@ -41,7 +40,7 @@ func startServeStderr(t *testing.T, args ...string) (string, *syncBuffer) {
 	// A short quiet time: the tests end their servers often, with no
 	// clients left to wait for.
 	go func() {
-		exit <- serveRun(ctx, append([]string{"--listen", "127.0.0.1:0", "--shutdown-quiet", "10ms"}, args...), &out, &errOut)
+		exit <- serveRun(ctx, append([]string{"--listen", "127.0.0.1:0", "--shutdown-quiet", "10ms"}, args...), nil, &out, &errOut)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -108,7 +107,7 @@ func TestHelp(t *testing.T) {
 			groups = append(groups, []string{c.name})
 		}
 	}
-	if len(leafArgs) < 8 || len(groups) != 2 { // sim is sluice-lab's
+	if len(leafArgs) != 4 || len(groups) != 1 { // doorman and sim are sluice-lab's
 		t.Fatalf("the command table has %d commands and %d groups: %v %v", len(leafArgs), len(groups), leafArgs, groups)
 	}
 	check := func(args []string, wantFlags bool) {
@@ -127,7 +126,7 @@ func TestHelp(t *testing.T) {
 }
 
 // `sluice -h` lists every command of the command table, the groups'
-// subcommands each on a line of its own ("sim shed", "doorman flood"),
+// subcommands each on a line of its own ("sim shed"),
 // with its summary; `sluice sim -h` lists sim's.
 func TestTopLevelHelpListsEveryCommand(t *testing.T) {
 	var out, errOut bytes.Buffer
@@ -139,18 +138,6 @@ func TestTopLevelHelpListsEveryCommand(t *testing.T) {
 		name := strings.Join(l.words, " ")
 		if l.summary == "" || !regexp.MustCompile(`(?m)^  `+regexp.QuoteMeta(name)+` +`+regexp.QuoteMeta(l.summary)+`$`).MatchString(out.String()) {
 			t.Errorf("sluice -h lacks the line of %q (%q):\n%s", name, l.summary, out.String())
-		}
-	}
-	for _, want := range []string{"doorman serve", "doorman load", "doorman flood"} {
-		if !regexp.MustCompile(`(?m)^  ` + want + ` `).MatchString(out.String()) {
-			t.Errorf("sluice -h lacks %q", want)
-		}
-	}
-	out.Reset()
-	run([]string{"doorman", "-h"}, &out, &errOut)
-	for _, sub := range []string{"serve", "get", "load", "flood"} {
-		if !regexp.MustCompile(`(?m)^  ` + sub + ` +\S`).MatchString(out.String()) {
-			t.Errorf("sluice doorman -h lacks %q:\n%s", sub, out.String())
 		}
 	}
 }
@@ -198,7 +185,9 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{nil, "sluice: missing command"},
 		{[]string{"nope"}, `sluice: unknown command "nope"`},
-		{[]string{"doorman", "nope"}, `sluice doorman: unknown command "nope"`},
+		{[]string{"doorman", "serve"}, "sluice: sluice doorman is in sluice-lab, which links the heavy modules it needs: go run ./tools/cmd/sluice-lab doorman"},
+		{[]string{"call", "-P", "etcd://127.0.0.1:2379/services/kv", "-s", "kv", "-m", "get"}, "sluice call: --peer-list: an etcd:// target is in sluice-lab"},
+		{[]string{"serve", "--register", "etcd://127.0.0.1:2379/services/kv"}, "sluice serve: --register: an etcd:// target is in sluice-lab"},
 		{[]string{"sim", "busy"}, "sluice: sluice sim is in sluice-lab, which links the heavy modules it needs: go run ./tools/cmd/sluice-lab sim"},
 		{[]string{"help", "faults"}, "sluice faults is in sluice-lab"},
 		{[]string{"hostile", "-h"}, "sluice hostile is in sluice-lab"},
@@ -438,8 +427,6 @@ func TestCommandsRejectStrayArguments(t *testing.T) {
 		{"demo", "extra", "--seconds", "1"},
 		{"bench", "--embedded", "1", "-s", "bench", "-m", "echo", "extra"},
 		{"serve", "extra"},
-		{"doorman", "serve", "--config", "x.yaml", "--listen", "127.0.0.1:0", "extra"},
-		{"doorman", "get", "--server", "127.0.0.1:1", "--resource", "r", "--wants", "1", "extra"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(args, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `unexpected argument "extra"`) {

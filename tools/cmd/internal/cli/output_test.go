@@ -3,8 +3,6 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -19,8 +17,6 @@ import (
 func TestEveryReportIsSnakeCaseJSON(t *testing.T) {
 	t.Parallel() // waits on real time: overlaps with the other waiting tests
 	peer := startServe(t)
-	doorman := startDoorman(t, testDoormanConfig)
-	self := strconv.Itoa(os.Getpid())
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -30,9 +26,6 @@ func TestEveryReportIsSnakeCaseJSON(t *testing.T) {
 		{"bench refused", []string{"bench", "-p", "127.0.0.1:1", "-s", "echo", "-m", "echo", "-n", "5", "--warmup", "0"}},
 		{"bench --per-peer-stats", []string{"bench", "-p", peer, "-s", "echo", "-m", "fail", "-n", "20", "--per-peer-stats"}},
 		{"bench --closed-loop", []string{"bench", "--closed-loop", "--embedded-workers", "2", "--embedded-latency", "fixed:5ms", "-d", "1s"}},
-		{"doorman get", []string{"doorman", "get", "--server", doorman, "--resource", "db", "--wants", "1"}},
-		{"doorman load", []string{"doorman", "load", "--server", doorman, "--resource", "db", "--clients", "5", "--duration", "100ms"}},
-		{"doorman flood", []string{"doorman", "flood", "--server", doorman, "--ids", "100", "--per-request", "10", "--server-pid", self}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

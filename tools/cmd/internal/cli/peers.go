@@ -22,16 +22,16 @@ func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 type peerFlags struct {
 	peers multiFlag
 	list  string
-	etcd  *etcdFlags
+	etcd  *EtcdFlags
 }
 
-func addPeerFlags(fs *FlagSet) *peerFlags {
+func addPeerFlags(fs *FlagSet, lab *Lab) *peerFlags {
 	p := &peerFlags{}
 	fs.Var(&p.peers, "peer", "`HOST:PORT` of a peer (repeatable)")
 	fs.alias("p", "peer")
 	fs.StringVar(&p.list, "peer-list", "", "where the peers are, followed as they change: a `TARGET`, FILE, file:FILE, dns:///HOST:PORT, dns:///SRV-NAME or etcd://HOST:PORT/PREFIX (see below)")
 	fs.alias("P", "peer-list")
-	p.etcd = addEtcdFlags(fs)
+	p.etcd = addEtcdFlags(fs, lab)
 	return p
 }
 

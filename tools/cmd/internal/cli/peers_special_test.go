@@ -34,7 +34,7 @@ func TestPeerListReadsOnlyBoundedRegularFiles(t *testing.T) {
 	} {
 		done := make(chan error, 1)
 		go func() {
-			p := peerFlags{list: tc.list, etcd: &etcdFlags{}}
+			p := peerFlags{list: tc.list, etcd: &EtcdFlags{}}
 			src, err := p.source()
 			if err == nil {
 				src.close()
@@ -63,14 +63,14 @@ func TestFlagFilesAreReadAsUntrusted(t *testing.T) {
 			_, err := (&policyFlags{config: fifo, retryBackoff: 10 * time.Millisecond}).serviceConfig("kv", "get")
 			return err
 		}, "--service-config " + fifo + ": " + notRegular(fifo)},
-		{"--etcd-cacert", func() error { _, err := (&etcdFlags{cacert: fifo}).tlsConfig(); return err }, "--etcd-cacert: " + notRegular(fifo)},
-		{"--etcd-cert", func() error { _, err := (&etcdFlags{cert: fifo, key: fifo}).tlsConfig(); return err }, "--etcd-cert: " + notRegular(fifo)},
+		{"--etcd-cacert", func() error { _, err := (&EtcdFlags{cacert: fifo}).TLSConfig(); return err }, "--etcd-cacert: " + notRegular(fifo)},
+		{"--etcd-cert", func() error { _, err := (&EtcdFlags{cert: fifo, key: fifo}).TLSConfig(); return err }, "--etcd-cert: " + notRegular(fifo)},
 		{"--etcd-key", func() error {
 			cert := filepath.Join(t.TempDir(), "cert.pem")
 			if err := os.WriteFile(cert, []byte("x"), 0o600); err != nil {
 				return err
 			}
-			_, err := (&etcdFlags{cert: cert, key: fifo}).tlsConfig()
+			_, err := (&EtcdFlags{cert: cert, key: fifo}).TLSConfig()
 			return err
 		}, "--etcd-key: " + notRegular(fifo)},
 	} {

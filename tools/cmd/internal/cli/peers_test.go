@@ -30,9 +30,9 @@ func TestPeerSource(t *testing.T) {
 		{peerFlags{list: filepath.Join(dir, "missing")}, "--peer-list: open " + filepath.Join(dir, "missing") + ": no such file"},
 		{peerFlags{list: "dns:///kv.example"}, ""}, // a name without a port: SRV
 		{peerFlags{list: "dns://bad server/kv:1"}, "--peer-list: dns:"},
-		{peerFlags{list: "etcd://127.0.0.1:2379"}, "--peer-list: etcd: target \"etcd://127.0.0.1:2379\" has no prefix"},
+		{peerFlags{list: "etcd://127.0.0.1:2379/kv"}, "--peer-list: an etcd:// target is in sluice-lab"}, // sluice's
 	} {
-		tc.p.etcd = &etcdFlags{}
+		tc.p.etcd = &EtcdFlags{}
 		src, err := tc.p.source()
 		if tc.want == "" {
 			if err != nil {
@@ -56,10 +56,10 @@ func TestEtcdTLSFlags(t *testing.T) {
 	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (&etcdFlags{cert: "c.pem"}).tlsConfig(); err == nil || !strings.Contains(err.Error(), "--etcd-cert and --etcd-key go together") {
+	if _, err := (&EtcdFlags{cert: "c.pem"}).TLSConfig(); err == nil || !strings.Contains(err.Error(), "--etcd-cert and --etcd-key go together") {
 		t.Errorf("cert without key: %v", err)
 	}
-	if _, err := (&etcdFlags{cacert: notPEM}).tlsConfig(); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
+	if _, err := (&EtcdFlags{cacert: notPEM}).TLSConfig(); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
 		t.Errorf("a CA file without PEM: %v", err)
 	}
 }

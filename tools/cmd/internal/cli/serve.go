@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
-	"github.com/sluice-rpc/sluice/discovery/etcd"
 )
 
 var serveHelp = Help{
@@ -33,10 +32,11 @@ caller) at /metrics and the runtime's profiles at /debug/pprof/; with
 
 ` + serverTLSHelp + `
 
-With --register it registers its address in etcd under PREFIX (key
-PREFIX/HOST:PORT, in the layout of etcd's naming/endpoints, under a lease of
---register-ttl renewed while it runs, and written again if etcd loses it), so
-that clients following etcd://.../PREFIX find it. On SIGINT or SIGTERM it
+With --register (sluice-lab's, which links etcd's client) it registers
+its address in etcd under PREFIX (key PREFIX/HOST:PORT, in the layout of
+etcd's naming/endpoints, under a lease of --register-ttl renewed while it
+runs, and written again if etcd loses it), so that clients following
+etcd://.../PREFIX find it. On SIGINT or SIGTERM it
 leaves without failing calls (channel.Channel.Shutdown): it deregisters,
 tells its Sluice clients it is leaving (they stop choosing it and close
 their connections once their calls are answered), serves on while clients
@@ -57,24 +57,24 @@ sluice call -p 127.0.0.1:4040 -s echo -m fail                 # the error body, 
 sluice bench -p 127.0.0.1:4040 -s echo -m echo --rps 1000 -d 10s
 sluice serve --listen 127.0.0.1:4040 --tls-cert s.pem --tls-key s-key.pem --tls-ca ca.pem --tls-mode mixed   # mutual TLS, plaintext still served
 sluice serve --listen 127.0.0.1:4040 --max-conns 10000 --idle-timeout 1m   # tighter limits on peers
-sluice serve --listen 127.0.0.1:0 --register etcd://127.0.0.1:2379/services/echo   # a fleet member
-sluice bench -P etcd://127.0.0.1:2379/services/echo -s echo -m echo --rps 500 -d 1m  # follows the fleet`,
+sluice-lab serve --listen 127.0.0.1:0 --register etcd://127.0.0.1:2379/services/echo   # a fleet member
+sluice-lab bench -P etcd://127.0.0.1:2379/services/echo -s echo -m echo --rps 500 -d 1m  # follows the fleet`,
 }
 
 // serveFailBody is the application error the fail method answers.
 const serveFailBody = `{"type":"error","message":"sluice serve: fail always fails"}`
 
 // serveRun runs `sluice serve` until ctx ends.
-func serveRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func serveRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Writer) int {
 	fs := NewFlagSet("sluice serve", serveHelp, stdout, stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "`HOST:PORT` to serve TChannel on (port 0: a free port)")
 	service := fs.String("service", "echo", "the `SERVICE` name the server answers to")
 	fs.alias("s", "service")
-	debugAddr := fs.String("debug-listen", "", debugListenUsage)
+	debugAddr := fs.String("debug-listen", "", DebugListenUsage)
 	tchMetrics := fs.Bool("tchannel-metrics", false, "with --debug-listen, also report tchannel-go's metric names (inbound.calls.recvd, ...; channel.WithTChannelMetrics)")
 	register := fs.String("register", "", "register the server's address in etcd under PREFIX: an etcd://HOST:PORT[,HOST:PORT...]/PREFIX `TARGET`")
-	registerTTL := fs.Duration("register-ttl", etcd.DefaultTTL, "the time to live of the registration's etcd lease, whole seconds: how long etcd keeps the address of a server that died")
-	etcdTLS := addEtcdFlags(fs)
+	registerTTL := fs.Duration("register-ttl", DefaultRegisterTTL, "the time to live of the registration's etcd lease, whole seconds: how long etcd keeps the address of a server that died")
+	etcdTLS := addEtcdFlags(fs, lab)
 	grace := fs.Duration("shutdown-grace", channel.DefaultShutdownGrace, "on SIGINT/SIGTERM, serve on at most this long after deregistering, while clients learn of it (negative: not at all)")
 	quiet := fs.Duration("shutdown-quiet", channel.DefaultShutdownQuiet, "end the grace once no plain TChannel client's request has come for this long (Sluice clients are told, and need no quiet)")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "the longest a shutdown takes, grace and requests in flight included")
@@ -116,12 +116,12 @@ func serveRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		defer closeReg()
 		opts = append(opts, channel.WithRegistrar(reg))
 	}
-	debug, err := newDebugListener(*debugAddr, stderr)
+	debug, err := NewDebugListener(*debugAddr, stderr)
 	if err != nil {
 		return fs.UsageError("%v", err)
 	}
-	defer debug.close()
-	ch, err := channel.New(*service, append(opts, channel.WithScope(debug.scope()), channel.WithPeerLimits(*limits),
+	defer debug.Close()
+	ch, err := channel.New(*service, append(opts, channel.WithScope(debug.Scope()), channel.WithPeerLimits(*limits),
 		channel.WithLogger(logger))...)
 	if err != nil {
 		return fs.UsageError("%v", err)
@@ -148,7 +148,7 @@ func serveRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := ch.ListenAndServe(*listen); err != nil {
 		return fs.Failure("%v", err)
 	}
-	if err := debug.serve("sluice serve", nil, stderr); err != nil {
+	if err := debug.Serve("sluice serve", nil, stderr); err != nil {
 		return fs.Failure("%v", err)
 	}
 	fmt.Fprintf(stdout, "serving %s on %s\n", *service, ch.HostPort())
@@ -168,7 +168,7 @@ func serveRun(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // serveTLS returns the Channel option of serve's TLS flags, nil for
 // plaintext; its errors are usage errors, naming the flag. A changed file
 // that does not load is logged through logger.
-func serveTLS(f *serverTLSFlags, mode string, modeSet bool, logger *slog.Logger) (channel.Option, error) {
+func serveTLS(f *ServerTLSFlags, mode string, modeSet bool, logger *slog.Logger) (channel.Option, error) {
 	if err := f.validate(); err != nil {
 		return nil, err
 	}
@@ -198,4 +198,11 @@ func serveTLS(f *serverTLSFlags, mode string, modeSet bool, logger *slog.Logger)
 		return nil, err
 	}
 	return channel.WithServerTLS(channel.ServerTLS{Config: cfg, Mode: m}), nil
+}
+
+// ServeContext runs `serve` (args without the command's name) until ctx
+// ends, with lab's etcd for --register: for a program that stops the
+// server itself, as sluice-lab's tests do.
+func ServeContext(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Writer) int {
+	return serveRun(ctx, args, lab, stdout, stderr)
 }

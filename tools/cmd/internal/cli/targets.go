@@ -10,14 +10,8 @@ import (
 	"strings"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-	"google.golang.org/grpc"
-	grpcbackoff "google.golang.org/grpc/backoff"
-
 	"github.com/sluice-rpc/sluice/discovery"
 	"github.com/sluice-rpc/sluice/discovery/dns"
-	"github.com/sluice-rpc/sluice/discovery/etcd"
 	"github.com/sluice-rpc/sluice/internal/localfile"
 )
 
@@ -35,6 +29,7 @@ const targetsHelp = `Peer lists and registries (-P/--peer-list, serve --register
                        them: dns:///_tchannel._tcp.kv.default.svc.cluster.local
   dns://SERVER/...     the same, asking the DNS server SERVER (host:port)
   etcd://HOST:PORT[,HOST:PORT...]/PREFIX
+                       (sluice-lab's, which links etcd's client)
                        the keys under PREFIX in etcd, watched, in the layout
                        of etcd's naming/endpoints (shared with gRPC); with
                        --etcd-cacert, --etcd-cert, --etcd-key for TLS and
@@ -42,11 +37,19 @@ const targetsHelp = `Peer lists and registries (-P/--peer-list, serve --register
 
 A registry that fails never empties the peer list: the last good set stays.`
 
-// etcdFlags are the etcd client's TLS and credentials, for etcd:// targets.
-type etcdFlags struct{ cacert, cert, key, user string }
+// EtcdFlags are the etcd client's TLS and credentials, for etcd:// targets,
+// and what opens those targets (nil in sluice).
+type EtcdFlags struct {
+	cacert, cert, key, user string
+	cmd                     string // the command's name, for the error of sluice
+	etcd                    Etcd
+}
 
-func addEtcdFlags(fs *FlagSet) *etcdFlags {
-	e := &etcdFlags{}
+func addEtcdFlags(fs *FlagSet, lab *Lab) *EtcdFlags {
+	e := &EtcdFlags{cmd: strings.TrimPrefix(fs.Name(), "sluice ")}
+	if lab != nil {
+		e.etcd = lab.Etcd
+	}
 	fs.StringVar(&e.cacert, "etcd-cacert", "", "verify etcd's certificate with the CA certificates in `FILE` (PEM); turns on TLS")
 	fs.StringVar(&e.cert, "etcd-cert", "", "present the client certificate in `FILE` (PEM) to etcd; needs --etcd-key")
 	fs.StringVar(&e.key, "etcd-key", "", "the client certificate's private key `FILE` (PEM)")
@@ -54,39 +57,53 @@ func addEtcdFlags(fs *FlagSet) *etcdFlags {
 	return e
 }
 
-// client connects to the etcd endpoints with the flags' TLS and
-// credentials. etcd's client connects lazily: a cluster that is down is
-// found by the first request, not here. Its reconnects wait at most 2 s
-// (gRPC's default backoff grows to 120 s), so that an etcd back from an
-// outage is followed again at once.
-func (e *etcdFlags) client(endpoints []string) (*clientv3.Client, error) {
-	cfg := clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           grpcbackoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
-			MinConnectTimeout: 5 * time.Second,
-		})}}
-	if e.cacert != "" || e.cert != "" || e.key != "" {
-		tc, err := e.tlsConfig()
-		if err != nil {
-			return nil, err
-		}
-		cfg.TLS = tc
+// Etcd follows and registers servers under etcd:// targets. It links
+// etcd's client, and gRPC under it, so it is sluice-lab's (Lab.Etcd):
+// sluice refuses an etcd:// target with a usage error naming sluice-lab.
+type Etcd interface {
+	// Resolver follows the servers under target, and returns what closes
+	// the client it made.
+	Resolver(target string, f *EtcdFlags) (discovery.Resolver, func(), error)
+	// Registrar registers a server under target, its lease living ttl,
+	// and returns what closes the client it made.
+	Registrar(target string, ttl time.Duration, f *EtcdFlags) (discovery.Registrar, func(), error)
+}
+
+// DefaultRegisterTTL is serve --register-ttl's default: the etcd
+// registrar's own (discovery/etcd.DefaultTTL; sluice-lab's tests check).
+const DefaultRegisterTTL = 10 * time.Second
+
+// opener returns what opens etcd:// targets, or the usage error of sluice.
+func (e *EtcdFlags) opener() (Etcd, error) {
+	if e.etcd == nil {
+		return nil, errors.New(labOnly("an etcd:// target", e.cmd+" ... etcd://HOST:PORT/PREFIX ..."))
 	}
-	if e.user != "" {
-		user, pass, ok := strings.Cut(e.user, ":")
-		if !ok {
-			pass = os.Getenv("SLUICE_ETCD_PASSWORD")
-		}
-		cfg.Username, cfg.Password = user, pass
+	return e.etcd, nil
+}
+
+// Credentials returns --etcd-user's user and password (the password from
+// $SLUICE_ETCD_PASSWORD when the flag has none); "" when not given.
+func (e *EtcdFlags) Credentials() (user, password string) {
+	if e.user == "" {
+		return "", ""
 	}
-	return clientv3.New(cfg)
+	user, password, ok := strings.Cut(e.user, ":")
+	if !ok {
+		password = os.Getenv("SLUICE_ETCD_PASSWORD")
+	}
+	return user, password
 }
 
 // maxPEMFile bounds each of the etcd flags' PEM files: 1 MiB, as
 // tlsfiles bounds its own.
 const maxPEMFile = 1 << 20
 
-func (e *etcdFlags) tlsConfig() (*tls.Config, error) {
+// TLSConfig returns the TLS of the etcd flags, nil when none is given.
+// An error names the flag, and the file, that is wrong.
+func (e *EtcdFlags) TLSConfig() (*tls.Config, error) {
+	if e.cacert == "" && e.cert == "" && e.key == "" {
+		return nil, nil
+	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if (e.cert == "") != (e.key == "") {
 		return nil, errors.New("--etcd-cert and --etcd-key go together: give both, or neither")
@@ -122,48 +139,30 @@ func (e *etcdFlags) tlsConfig() (*tls.Config, error) {
 
 // resolverFor returns the resolver of a dns: or etcd: -P/--peer-list
 // target, and what closes the client it made (a no-op when none).
-func resolverFor(target string, e *etcdFlags) (discovery.Resolver, func(), error) {
+func resolverFor(target string, e *EtcdFlags) (discovery.Resolver, func(), error) {
 	nothing := func() {}
 	switch {
 	case strings.HasPrefix(target, "dns:"):
 		r, err := dns.New(dns.Config{Target: target})
 		return r, nothing, err
-	case strings.HasPrefix(target, etcd.Scheme+"://"):
-		eps, prefix, err := etcd.ParseTarget(target)
+	case strings.HasPrefix(target, "etcd://"):
+		o, err := e.opener()
 		if err != nil {
 			return nil, nothing, err
 		}
-		cli, err := e.client(eps)
-		if err != nil {
-			return nil, nothing, fmt.Errorf("etcd %s: %v", strings.Join(eps, ","), err)
-		}
-		r, err := etcd.NewResolver(etcd.ResolverConfig{Client: cli, Prefix: prefix})
-		if err != nil {
-			cli.Close()
-			return nil, nothing, err
-		}
-		return r, func() { cli.Close() }, nil
+		return o.Resolver(target, e)
 	}
 	return nil, nothing, fmt.Errorf("%q is not a dns: or etcd: target", target)
 }
 
 // registrarFor returns the registrar of a serve --register target (etcd
 // only), and what closes its client.
-func registrarFor(target string, ttl time.Duration, e *etcdFlags) (discovery.Registrar, func(), error) {
-	eps, prefix, err := etcd.ParseTarget(target)
+func registrarFor(target string, ttl time.Duration, e *EtcdFlags) (discovery.Registrar, func(), error) {
+	o, err := e.opener()
 	if err != nil {
 		return nil, nil, err
 	}
-	cli, err := e.client(eps)
-	if err != nil {
-		return nil, nil, fmt.Errorf("etcd %s: %v", strings.Join(eps, ","), err)
-	}
-	r, err := etcd.NewRegistrar(etcd.RegistrarConfig{Client: cli, Prefix: prefix, TTL: ttl})
-	if err != nil {
-		cli.Close()
-		return nil, nil, err
-	}
-	return r, func() { cli.Close() }, nil
+	return o.Registrar(target, ttl, e)
 }
 
 // loopbackOnly passes on a resolver's sets only while every peer in them

@@ -45,33 +45,33 @@ answers the TLS handshake in plaintext (or not at all), for a rollout while
 servers move to TLS: a downgrade anyone on the path can force by resetting
 the connection, so give it only for peers still known to be plaintext.`
 
-// serverTLSFlags are a server's TLS flags: --tls-cert, --tls-key and
+// ServerTLSFlags are a server's TLS flags: --tls-cert, --tls-key and
 // --tls-ca.
-type serverTLSFlags struct {
+type ServerTLSFlags struct {
 	files tlsfiles.Files
 }
 
 // addServerTLSFlags registers a server's TLS flags on fs; protocol is
 // what it serves ("gRPC", "TChannel").
-func addServerTLSFlags(fs *FlagSet, protocol string) *serverTLSFlags {
-	s := &serverTLSFlags{}
-	s.register(fs, protocol)
+func addServerTLSFlags(fs *FlagSet, protocol string) *ServerTLSFlags {
+	s := &ServerTLSFlags{}
+	s.Register(fs, protocol)
 	return s
 }
 
-// register registers the flags on fs, landing in s.
-func (s *serverTLSFlags) register(fs *FlagSet, protocol string) {
+// Register registers the flags on fs, landing in s.
+func (s *ServerTLSFlags) Register(fs *FlagSet, protocol string) {
 	fs.StringVar(&s.files.Cert, "tls-cert", "", "serve "+protocol+" over TLS with the PEM certificate (and chain) in `FILE`, re-read when it changes; needs --tls-key")
 	fs.StringVar(&s.files.Key, "tls-key", "", "the PEM private key of --tls-cert, in `FILE`")
 	fs.StringVar(&s.files.CA, "tls-ca", "", "require clients to present a certificate signed by a CA in the PEM `FILE` (mutual TLS); needs --tls-cert")
 }
 
 // enabled reports whether the server serves TLS.
-func (s *serverTLSFlags) enabled() bool { return s.files.Cert != "" }
+func (s *ServerTLSFlags) enabled() bool { return s.files.Cert != "" }
 
 // validate checks the flags as a set; it reads no file. Its errors are
 // usage errors.
-func (s *serverTLSFlags) validate() error {
+func (s *ServerTLSFlags) validate() error {
 	switch {
 	case s.files.Cert != "" && s.files.Key == "":
 		return errors.New("--tls-cert needs --tls-key, the PEM file of its private key")
@@ -84,27 +84,27 @@ func (s *serverTLSFlags) validate() error {
 }
 
 // load reads the files (see loadTLSFiles); nil, nil without --tls-cert.
-func (s *serverTLSFlags) load(onReloadError func(error)) (*tlsfiles.Reloader, error) {
+func (s *ServerTLSFlags) load(onReloadError func(error)) (*tlsfiles.Reloader, error) {
 	if !s.enabled() {
 		return nil, nil
 	}
 	return loadTLSFiles(s.files, "", onReloadError)
 }
 
-// clientTLSFlags are a client's TLS flags: --tls, --tls-ca, --tls-cert,
+// ClientTLSFlags are a client's TLS flags: --tls, --tls-ca, --tls-cert,
 // --tls-key and --tls-server-name, each name after prefix ("parent-":
 // --parent-tls-ca, ...).
-type clientTLSFlags struct {
+type ClientTLSFlags struct {
 	prefix     string
 	on         bool
 	files      tlsfiles.Files
 	serverName string
 }
 
-// addClientTLSFlags registers a client's TLS flags, named prefix+"tls...",
+// AddClientTLSFlags registers a client's TLS flags, named prefix+"tls...",
 // for its connections to peer, whose address addrFlag gives.
-func addClientTLSFlags(fs *FlagSet, prefix, peer, addrFlag string) *clientTLSFlags {
-	c := &clientTLSFlags{prefix: prefix}
+func AddClientTLSFlags(fs *FlagSet, prefix, peer, addrFlag string) *ClientTLSFlags {
+	c := &ClientTLSFlags{prefix: prefix}
 	fs.BoolVar(&c.on, prefix+"tls", false, "speak TLS to "+peer+", verified against the system's roots (or --"+prefix+"tls-ca)")
 	fs.StringVar(&c.files.CA, prefix+"tls-ca", "", "speak TLS to "+peer+", verified against the CA certificates in the PEM `FILE`")
 	fs.StringVar(&c.files.Cert, prefix+"tls-cert", "", "speak TLS to "+peer+", presenting the PEM client certificate in `FILE` (for a server requiring one); needs --"+prefix+"tls-key")
@@ -114,11 +114,11 @@ func addClientTLSFlags(fs *FlagSet, prefix, peer, addrFlag string) *clientTLSFla
 }
 
 // enabled reports whether the client speaks TLS: --tls, or a file.
-func (c *clientTLSFlags) enabled() bool { return c.on || c.files.Enabled() }
+func (c *ClientTLSFlags) enabled() bool { return c.on || c.files.Enabled() }
 
 // validate checks the flags as a set; it reads no file. Its errors are
 // usage errors.
-func (c *clientTLSFlags) validate() error {
+func (c *ClientTLSFlags) validate() error {
 	p := "--" + c.prefix
 	switch {
 	case c.files.Cert != "" && c.files.Key == "":
@@ -133,7 +133,7 @@ func (c *clientTLSFlags) validate() error {
 
 // load reads the files (see loadTLSFiles); nil, nil when the client
 // speaks plaintext. Call validate first.
-func (c *clientTLSFlags) load(onReloadError func(error)) (*tlsfiles.Reloader, error) {
+func (c *ClientTLSFlags) load(onReloadError func(error)) (*tlsfiles.Reloader, error) {
 	if !c.enabled() {
 		return nil, nil
 	}
@@ -178,11 +178,11 @@ func (h errorHandler) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
-// tlsReloadErrors returns the reload errors' function for the command of f: a line
+// TLSReloadErrors returns the reload errors' function for the command of f: a line
 // on f's stderr for each changed TLS file that did not load (tlsfiles'
 // error says the last good one stays in use). It is called from
 // handshakes: f's stderr must be safe for concurrent use.
-func (f *FlagSet) tlsReloadErrors() func(error) {
+func (f *FlagSet) TLSReloadErrors() func(error) {
 	return func(err error) {
 		fmt.Fprintf(f.stderr, "%s: a changed TLS file did not load: %v\n", f.Name(), err)
 	}
@@ -191,18 +191,18 @@ func (f *FlagSet) tlsReloadErrors() func(error) {
 // channelClientTLS are the TLS flags of a TChannel client (call, bench):
 // a client's, and --tls-fallback.
 type channelClientTLS struct {
-	*clientTLSFlags
+	*ClientTLSFlags
 	fallback bool
 }
 
 func addChannelClientTLSFlags(fs *FlagSet) *channelClientTLS {
-	c := &channelClientTLS{clientTLSFlags: addClientTLSFlags(fs, "", "the peers", "-p/-P")}
+	c := &channelClientTLS{ClientTLSFlags: AddClientTLSFlags(fs, "", "the peers", "-p/-P")}
 	fs.BoolVar(&c.fallback, "tls-fallback", false, "reach a peer in plaintext when it answers the TLS handshake in plaintext or not at all, for a rollout; a downgrade anyone on the path can force; with --tls or --tls-ca")
 	return c
 }
 
 func (c *channelClientTLS) validate() error {
-	if err := c.clientTLSFlags.validate(); err != nil {
+	if err := c.ClientTLSFlags.validate(); err != nil {
 		return err
 	}
 	if c.fallback && !c.enabled() {
@@ -235,4 +235,30 @@ func (c *channelClientTLS) options(onReloadError func(error)) ([]channel.Option,
 	// Every peer of the command's target (-P's change as they will).
 	ct.Fallback = func(string) bool { return true }
 	return []channel.Option{channel.WithClientTLS(ct)}, nil
+}
+
+// Reloader checks the flags and reads their files, for a protocol other
+// than TChannel (sluice-lab's Doorman speaks gRPC): nil and "" when the
+// client speaks plaintext, else the files and the name the server's
+// certificate must carry ("": the dialled host's). Errors are usage
+// errors naming the flag, and the file. A changed file that does not load
+// later is told to onReloadError (nil: nobody).
+func (c *ClientTLSFlags) Reloader(onReloadError func(error)) (*tlsfiles.Reloader, string, error) {
+	if err := c.validate(); err != nil {
+		return nil, "", err
+	}
+	r, err := c.load(onReloadError)
+	if r == nil || err != nil {
+		return nil, "", err
+	}
+	return r, c.serverName, nil
+}
+
+// Reloader checks the flags and reads their files, for a protocol other
+// than TChannel: nil without TLS. As ClientTLSFlags.Reloader.
+func (s *ServerTLSFlags) Reloader(onReloadError func(error)) (*tlsfiles.Reloader, error) {
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	return s.load(onReloadError)
 }

@@ -1,7 +1,9 @@
-package cli
+package main
 
 import (
 	"context"
+	"github.com/sluice-rpc/sluice/discovery/etcd"
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
 	"net/url"
 	"strings"
 	"testing"
@@ -30,20 +32,20 @@ func TestServeRegistersCallFinds(t *testing.T) {
 	var out, errOut syncBuffer
 	exit := make(chan int, 1)
 	go func() {
-		exit <- serveRun(ctx, []string{"--listen", "127.0.0.1:0", "--register", target, "--register-ttl", "2s", "--shutdown-quiet", "10ms"}, &out, &errOut)
+		exit <- cli.ServeContext(ctx, []string{"--listen", "127.0.0.1:0", "--register", target, "--register-ttl", "2s", "--shutdown-quiet", "10ms"}, labTable(), &out, &errOut)
 	}()
 	testwait.Until(t, "sluice serve to listen", func() bool { return strings.Contains(out.String(), "serving echo on ") })
 	addr := strings.TrimSpace(strings.TrimPrefix(out.String(), "serving echo on "))
 
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{u.Host}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	ec, err := clientv3.New(clientv3.Config{Endpoints: []string{u.Host}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cli.Close()
+	defer ec.Close()
 	keys := func() []string {
 		gctx, done := context.WithTimeout(context.Background(), 5*time.Second)
 		defer done()
-		res, err := cli.Get(gctx, "services/echo/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		res, err := ec.Get(gctx, "services/echo/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +72,7 @@ func TestServeRegistersCallFinds(t *testing.T) {
 		t.Fatalf("keys under services/echo/: %v, want services/echo/%s", ks, addr)
 	}
 	cancel()
-	if code := testwait.Recv(t, exit, "sluice serve to exit"); code != ExitOK {
+	if code := testwait.Recv(t, exit, "sluice serve to exit"); code != cli.ExitOK {
 		t.Fatalf("sluice serve exited %d: %s", code, errOut.String())
 	}
 	if ks := keys(); len(ks) != 0 {
@@ -91,4 +93,11 @@ func startEtcd(t *testing.T) *etcdserver.Server {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// The everyday sluice's --register-ttl default is the etcd registrar's.
+func TestRegisterTTLDefault(t *testing.T) {
+	if cli.DefaultRegisterTTL != etcd.DefaultTTL {
+		t.Errorf("cli.DefaultRegisterTTL is %v, discovery/etcd.DefaultTTL %v", cli.DefaultRegisterTTL, etcd.DefaultTTL)
+	}
 }

@@ -1,8 +1,9 @@
-package cli
+package main
 
 import (
 	"context"
 	"fmt"
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
 	"io"
 	"log/slog"
 	"math"
@@ -10,7 +11,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sluice-rpc/sluice/leasing"
@@ -18,8 +18,8 @@ import (
 	"github.com/sluice-rpc/sluice/leasing/server/etcdelection"
 )
 
-var doormanHelp = Help{
-	Synopsis: `sluice doorman serve|get|load|flood [flags]`,
+var doormanHelp = cli.Help{
+	Synopsis: `sluice-lab doorman serve|get|load|flood [flags]`,
 	About: `A Doorman-compatible lease server and client, speaking the original's gRPC
 protocol (service doorman.Capacity), so either side can be swapped for the
 original. serve hands out capacity leases for the resources of a YAML
@@ -27,14 +27,14 @@ configuration in the original's format; get asks a server for a lease, once
 or (--watch) keeping it and printing every change; load measures a server's
 GetCapacity throughput; flood measures how a server bears a flood of new
 resource ids.`,
-	Examples: `sluice doorman serve --config doorman.yaml --listen 127.0.0.1:6000 --debug-listen 127.0.0.1:6001
-sluice doorman get --server 127.0.0.1:6000 --resource kv-rps --wants 500 --watch
-sluice doorman load --server 127.0.0.1:6000 --clients 10000 --duration 10s
-sluice doorman flood --server 127.0.0.1:6000 --ids 1000000 --server-pid 4242`,
+	Examples: `sluice-lab doorman serve --config doorman.yaml --listen 127.0.0.1:6000 --debug-listen 127.0.0.1:6001
+sluice-lab doorman get --server 127.0.0.1:6000 --resource kv-rps --wants 500 --watch
+sluice-lab doorman load --server 127.0.0.1:6000 --clients 10000 --duration 10s
+sluice-lab doorman flood --server 127.0.0.1:6000 --ids 1000000 --server-pid 4242`,
 }
 
-var doormanServeHelp = Help{
-	Synopsis: `sluice doorman serve --config FILE|etcd:KEY --listen HOST:PORT [--debug-listen ADDR] [--tls-cert FILE --tls-key FILE [--tls-ca FILE]] [--parent HOST:PORT] [--etcd ENDPOINTS --election-key KEY] [limits]`,
+var doormanServeHelp = cli.Help{
+	Synopsis: `sluice-lab doorman serve --config FILE|etcd:KEY --listen HOST:PORT [--debug-listen ADDR] [--tls-cert FILE --tls-key FILE [--tls-ca FILE]] [--parent HOST:PORT] [--etcd ENDPOINTS --election-key KEY] [limits]`,
 	About: `Serves Doorman's gRPC protocol on --listen, handing out capacity leases for the
 resources of --config (the original Doorman's YAML format: resource templates
 with a capacity and an algorithm, NO_ALGORITHM, STATIC, PROPORTIONAL_SHARE or
@@ -89,20 +89,20 @@ host).
 
 Exit status: 0 when interrupted, 1 when the configuration cannot be loaded or
 the server fails, 2 on a usage error.`,
-	Examples: `sluice doorman serve --config doorman.yaml --listen 127.0.0.1:6000
-sluice doorman serve --config doorman.yaml --listen 127.0.0.1:6000 --debug-listen 127.0.0.1:6001
+	Examples: `sluice-lab doorman serve --config doorman.yaml --listen 127.0.0.1:6000
+sluice-lab doorman serve --config doorman.yaml --listen 127.0.0.1:6000 --debug-listen 127.0.0.1:6001
 curl -s http://127.0.0.1:6001/status
 # a root node of three servers elected on etcd, and an intermediate under it
-sluice doorman serve --config root.yaml --listen 10.0.0.1:6000 --etcd 10.0.0.9:2379 --election-key /doorman/root
-sluice doorman serve --config root.yaml --listen 10.0.0.2:6000 --etcd 10.0.0.9:2379 --election-key /doorman/root
-sluice doorman serve --config root.yaml --listen 10.0.0.3:6000 --etcd 10.0.0.9:2379 --election-key /doorman/root
-sluice doorman serve --listen 10.0.1.1:6000 --parent 10.0.0.1:6000 --server-id region-eu
+sluice-lab doorman serve --config root.yaml --listen 10.0.0.1:6000 --etcd 10.0.0.9:2379 --election-key /doorman/root
+sluice-lab doorman serve --config root.yaml --listen 10.0.0.2:6000 --etcd 10.0.0.9:2379 --election-key /doorman/root
+sluice-lab doorman serve --config root.yaml --listen 10.0.0.3:6000 --etcd 10.0.0.9:2379 --election-key /doorman/root
+sluice-lab doorman serve --listen 10.0.1.1:6000 --parent 10.0.0.1:6000 --server-id region-eu
 # TLS, and the configuration kept in etcd
-sluice doorman serve --config etcd:/doorman/config --etcd 10.0.0.9:2379 --listen 10.0.0.1:6000 --tls-cert server.pem --tls-key server-key.pem`,
+sluice-lab doorman serve --config etcd:/doorman/config --etcd 10.0.0.9:2379 --listen 10.0.0.1:6000 --tls-cert server.pem --tls-key server-key.pem`,
 }
 
-var doormanGetHelp = Help{
-	Synopsis: `sluice doorman get --server HOST:PORT --resource ID --wants N [-o json] [flags]`,
+var doormanGetHelp = cli.Help{
+	Synopsis: `sluice-lab doorman get --server HOST:PORT --resource ID --wants N [-o json] [flags]`,
 	About: `Asks a Doorman server for a lease of --wants capacity of --resource and prints
 what it got (client, resource, wants, capacity and expiry), then releases it on
 exit. With --watch it keeps the lease, refreshing it as the server asks, and
@@ -116,52 +116,57 @@ field saying so: the note infers it from the answer, as a client can, and
 gives the latest end of learning mode with the default duration, the lease's
 expiry.
 
-` + OutputJSONHelp + ` With --watch, one object a line, one per
+` + cli.OutputJSONHelp + ` With --watch, one object a line, one per
 change.
 
 Exit status: 0 when a lease was printed (or --watch was interrupted), 1 when
 the server could not be reached or sent no lease, 2 on a usage error.`,
-	Examples: `sluice doorman get --server 127.0.0.1:6000 --resource kv-rps --wants 500
-sluice doorman get --server 127.0.0.1:6000 --resource kv-rps --wants 500 --client-id web-1 --watch
-sluice doorman get --server 127.0.0.1:6000 --resource kv-rps --wants 500 -o json | jq .capacity
-sluice doorman get --server doorman.internal:6000 --tls-ca ca.pem --resource kv-rps --wants 500`,
+	Examples: `sluice-lab doorman get --server 127.0.0.1:6000 --resource kv-rps --wants 500
+sluice-lab doorman get --server 127.0.0.1:6000 --resource kv-rps --wants 500 --client-id web-1 --watch
+sluice-lab doorman get --server 127.0.0.1:6000 --resource kv-rps --wants 500 -o json | jq .capacity
+sluice-lab doorman get --server doorman.internal:6000 --tls-ca ca.pem --resource kv-rps --wants 500`,
 }
 
-// doormanGroup is `sluice doorman`, whose subcommands run until ctx ends
-// (serve and get --watch until then, load and flood at most).
-func doormanGroup(ctx context.Context) group {
+// doormanSubs are `sluice-lab doorman`'s subcommands, which run until
+// ctx ends (serve and get --watch until then, load and flood at most).
+func doormanSubs(ctx context.Context) []cli.Command {
 	bind := func(run func(context.Context, []string, io.Writer, io.Writer) int) func([]string, io.Writer, io.Writer) int {
 		// stderr is written from several goroutines: the configuration's
 		// reloads, the debug listener, the handshakes that find a TLS
 		// file changed.
 		return func(args []string, stdout, stderr io.Writer) int {
-			return run(ctx, args, stdout, &lockedWriter{w: stderr})
+			return run(ctx, args, stdout, cli.Locked(stderr))
 		}
 	}
-	return group{name: "sluice doorman", help: doormanHelp, subs: []command{
-		{name: "serve", summary: "a Doorman lease server", run: bind(doormanServe)},
-		{name: "get", summary: "ask a Doorman server for a lease, once or --watch", run: bind(doormanGet)},
-		{name: "load", summary: "measure a Doorman server's GetCapacity throughput", run: bind(doormanLoad)},
-		{name: "flood", summary: "flood a Doorman server with new resource ids, timing a side client", run: bind(doormanFlood)},
-	}}
+	return []cli.Command{
+		cli.Leaf("serve", "a Doorman lease server", bind(doormanServe)),
+		cli.Leaf("get", "ask a Doorman server for a lease, once or --watch", bind(doormanGet)),
+		cli.Leaf("load", "measure a Doorman server's GetCapacity throughput", bind(doormanLoad)),
+		cli.Leaf("flood", "flood a Doorman server with new resource ids, timing a side client", bind(doormanFlood)),
+	}
 }
 
-// doormanRun runs `sluice doorman ...` until ctx ends.
+// doormanCommand is `sluice-lab doorman`.
+func doormanCommand() cli.Command {
+	return cli.NewGroupUntilInterrupted("sluice-lab doorman", doormanHelp, doormanSubs)
+}
+
+// doormanRun runs `sluice-lab doorman ...` until ctx ends.
 func doormanRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return doormanGroup(ctx).run(args, stdout, stderr)
+	return cli.NewGroup("sluice-lab doorman", doormanHelp, doormanSubs(ctx)...).Run(args, stdout, stderr)
 }
 
 func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := NewFlagSet("sluice doorman serve", doormanServeHelp, stdout, stderr)
+	fs := cli.NewFlagSet("sluice-lab doorman serve", doormanServeHelp, stdout, stderr)
 	config := fs.String("config", "", "the resource configuration: a YAML `FILE` in the original Doorman's format, or etcd:KEY (a key in the cluster at --etcd holding it)")
 	listen := fs.String("listen", "", "`HOST:PORT` to serve gRPC on")
-	debugAddr := fs.String("debug-listen", "", debugListenUsage+"; the status page is /status")
+	debugAddr := fs.String("debug-listen", "", cli.DebugListenUsage+"; the status page is /status")
 	maxResources := fs.Int("max-resources", server.DefaultMaxResources, "the most resources the server keeps, `N` >= 1")
 	maxClients := fs.Int("max-clients", server.DefaultMaxClients, "the most distinct clients holding leases, `N` >= 1")
 	maxLeases := fs.Int("max-leases", server.DefaultMaxLeases, "the most leases (client and resource pairs), `N` >= 1")
 	conns := addDoormanConnFlags(fs)
 	tree := addDoormanTreeFlags(fs)
-	parentTLS := addClientTLSFlags(fs, "parent-", "the parent", "--parent")
+	parentTLS := cli.AddClientTLSFlags(fs, "parent-", "the parent", "--parent")
 	ops := addDoormanOpsFlags(fs)
 	if code, ok := fs.ParseArgs(args); !ok {
 		return code
@@ -172,13 +177,13 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := tree.validate(*listen); err != nil {
 		return fs.UsageError("%v", err)
 	}
-	if err := ops.validate(fs.tlsReloadErrors()); err != nil {
+	if err := ops.validate(fs.TLSReloadErrors()); err != nil {
 		return fs.UsageError("%v", err)
 	}
 	if err := conns.validate(); err != nil {
 		return fs.UsageError("%v", err)
 	}
-	parentDial, err := parentTLS.dialOptions(fs.tlsReloadErrors())
+	parentDial, err := dialOptions(parentTLS, fs.TLSReloadErrors())
 	switch {
 	case err != nil:
 		return fs.UsageError("%v", err)
@@ -193,11 +198,11 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return fs.UsageError("--%s is %d, must be >= 1", l.name, l.v)
 		}
 	}
-	debug, err := newDebugListener(*debugAddr, stderr)
+	debug, err := cli.NewDebugListener(*debugAddr, stderr)
 	if err != nil {
 		return fs.UsageError("%v", err)
 	}
-	defer debug.close()
+	defer debug.Close()
 	var repo *server.Repository
 	if *config != "" {
 		if repo, err = ops.loadConfig(ctx, *config, tree.etcd); err != nil {
@@ -209,8 +214,8 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return fs.Failure("%v", err)
 	}
-	stdout = &lockedWriter{w: stdout} // mastership changes are printed from the election
-	cfg := server.Config{Repository: repo, Scope: debug.scope(),
+	stdout = cli.Locked(stdout) // mastership changes are printed from the election
+	cfg := server.Config{Repository: repo, Scope: debug.Scope(),
 		MaxResources: *maxResources, MaxClients: *maxClients, MaxLeases: *maxLeases}
 	conns.apply(&cfg)
 	cfg.ParentDialOptions = parentDial
@@ -225,16 +230,16 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		lis.Close()
 		return fs.Failure("%v", err)
 	}
-	opts, err := ops.grpcServerOptions(srv, debug.scope())
+	opts, err := ops.grpcServerOptions(srv, debug.Scope())
 	if err != nil {
 		lis.Close()
 		return fs.Failure("%v", err)
 	}
-	if err := debug.serve("sluice doorman serve", map[string]http.Handler{"/status": srv}, stderr); err != nil {
+	if err := debug.Serve("sluice-lab doorman serve", map[string]http.Handler{"/status": srv}, stderr); err != nil {
 		lis.Close()
 		return fs.Failure("%v", err)
 	}
-	stopReloading := ops.start(srv, debug.scope(), stderr)
+	stopReloading := ops.start(srv, debug.Scope(), stderr)
 	defer stopReloading()
 	templates := 0
 	if repo != nil {
@@ -253,11 +258,11 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil && ctx.Err() == nil {
 		return fs.Failure("%v", err)
 	}
-	return ExitOK
+	return cli.ExitOK
 }
 
 func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := NewFlagSet("sluice doorman get", doormanGetHelp, stdout, stderr)
+	fs := cli.NewFlagSet("sluice-lab doorman get", doormanGetHelp, stdout, stderr)
 	serverAddr := fs.String("server", "", "`HOST:PORT` of a Doorman server")
 	resource := fs.String("resource", "", "the resource's `ID`")
 	wants := fs.Float64("wants", -1, "the capacity wanted, `N` >= 0")
@@ -265,7 +270,7 @@ func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	priority := fs.Int64("priority", 0, "the priority sent to the server")
 	watch := fs.Bool("watch", false, "keep the lease, refreshing it, and print every change until interrupted")
 	tlsFlags := addDoormanClientTLSFlags(fs)
-	output := AddOutputFlag(fs, false)
+	output := cli.AddOutputFlag(fs, false)
 	if code, ok := fs.ParseArgs(args); !ok {
 		return code
 	}
@@ -276,7 +281,7 @@ func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		return fs.UsageError("%v", err)
 	}
-	dialOpts, err := tlsFlags.dialOptions(fs.tlsReloadErrors())
+	dialOpts, err := dialOptions(tlsFlags, fs.TLSReloadErrors())
 	if err != nil {
 		return fs.UsageError("%v", err)
 	}
@@ -294,7 +299,7 @@ func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return fs.WriteJSON(rep)
 		}
 		rep.print(stdout)
-		return ExitOK
+		return cli.ExitOK
 	}
 	if !*watch {
 		if err := client.Refresh(ctx); err != nil {
@@ -316,18 +321,18 @@ func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			rep = newDoormanLease(client.ID(), res, capacity, expiry, first)
 			first = false
 		}
-		if code := emit(rep); code != ExitOK {
+		if code := emit(rep); code != cli.ExitOK {
 			return code
 		}
 		select {
 		case <-ctx.Done():
-			return ExitOK
+			return cli.ExitOK
 		case <-changed:
 		}
 	}
 }
 
-// doormanLease is what `sluice doorman get` prints: a lease, or none.
+// doormanLease is what `sluice-lab doorman get` prints: a lease, or none.
 type doormanLease struct {
 	Client   string  `json:"client_id"`
 	Resource string  `json:"resource"`
@@ -384,7 +389,7 @@ func (l doormanLease) print(w io.Writer) {
 	}
 }
 
-// doormanConns is `sluice doorman serve`'s connection flags, named as
+// doormanConns is `sluice-lab doorman serve`'s connection flags, named as
 // `sluice serve`'s: 0 leaves a setting at the server's default.
 type doormanConns struct {
 	maxConns, maxCalls          int
@@ -392,7 +397,7 @@ type doormanConns struct {
 }
 
 // addDoormanConnFlags registers serve's connection flags on fs.
-func addDoormanConnFlags(fs *FlagSet) *doormanConns {
+func addDoormanConnFlags(fs *cli.FlagSet) *doormanConns {
 	d := &doormanConns{}
 	fs.IntVar(&d.maxConns, "max-conns", 0, "the most connections held, `N` (0: half the descriptor limit, "+strconv.Itoa(server.DefaultMaxConns())+
 		" here; at the cap one that never made a call goes first, then the longest idle)")
@@ -434,7 +439,7 @@ func (d *doormanConns) apply(cfg *server.Config) {
 	cfg.ConnectionTimeout, cfg.MaxConnectionIdle, cfg.KeepaliveMinTime = d.handshake, d.idle, d.pingPeriod
 }
 
-// doormanTree is `sluice doorman serve`'s place in a server tree and its
+// doormanTree is `sluice-lab doorman serve`'s place in a server tree and its
 // node: --parent, --server-id, --etcd, --election-key, --election-ttl and
 // --advertise.
 type doormanTree struct {
@@ -445,7 +450,7 @@ type doormanTree struct {
 }
 
 // addDoormanTreeFlags registers serve's tree and election flags on fs.
-func addDoormanTreeFlags(fs *FlagSet) *doormanTree {
+func addDoormanTreeFlags(fs *cli.FlagSet) *doormanTree {
 	d := &doormanTree{}
 	fs.StringVar(&d.parent, "parent", "", "make this server an intermediate: ask the Doorman node at `HOST:PORT` (any of its servers) for capacity")
 	fs.StringVar(&d.serverID, "server-id", "", "the `ID` this server presents to its --parent (default the advertised address, or --election-key for a node of several servers: all the servers of a node must present the same ID)")
@@ -536,7 +541,7 @@ func (d *doormanTree) apply(cfg *server.Config, listening string, out io.Writer)
 	// The server's lines at Info and above: the parent failing and
 	// answering again, mastership changes, failed elections, refused
 	// requests.
-	logger := lineLogger(out, slog.LevelInfo)
+	logger := cli.LineLogger(out, slog.LevelInfo)
 	cfg.Logger = logger
 	if d.electionKey == "" {
 		return doormanElection{}, nil
@@ -564,16 +569,4 @@ func (d *doormanTree) describe() string {
 		s += fmt.Sprintf(" (campaigning on %s as %s, session TTL %v)", d.electionKey, d.advertising, d.electionTTL)
 	}
 	return s
-}
-
-// lockedWriter serialises writes from several goroutines.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

@@ -1,8 +1,9 @@
-package cli
+package main
 
 import (
 	"context"
 	"fmt"
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
 	"io"
 	"log/slog"
 	"strings"
@@ -23,11 +24,11 @@ import (
 // the original's -config=etcd:KEY.
 const etcdConfigPrefix = "etcd:"
 
-// doormanOps is `sluice doorman serve`'s operations: TLS on the gRPC
+// doormanOps is `sluice-lab doorman serve`'s operations: TLS on the gRPC
 // listener, the metrics interceptor, and the configuration reloaded from
 // its file or etcd key while the server runs.
 type doormanOps struct {
-	tls        serverTLSFlags
+	tls        cli.ServerTLSFlags
 	configPoll time.Duration
 
 	// Set by validate: --tls-cert's files, nil without TLS.
@@ -42,9 +43,9 @@ type doormanOps struct {
 }
 
 // addDoormanOpsFlags registers serve's TLS and reloading flags on fs.
-func addDoormanOpsFlags(fs *FlagSet) *doormanOps {
+func addDoormanOpsFlags(fs *cli.FlagSet) *doormanOps {
 	o := &doormanOps{}
-	o.tls.register(fs, "gRPC")
+	o.tls.Register(fs, "gRPC")
 	fs.DurationVar(&o.configPoll, "config-poll", server.DefaultPollInterval,
 		"how often --config FILE is read for changes (a changed, valid configuration is applied; an invalid one is logged and refused); an etcd:KEY is watched instead; 0 turns reloading off, from a file or from etcd")
 	return o
@@ -55,13 +56,10 @@ func addDoormanOpsFlags(fs *FlagSet) *doormanOps {
 // that is wrong. A changed TLS file that does not load later is told to
 // onReloadError (nil: nobody).
 func (o *doormanOps) validate(onReloadError func(error)) error {
-	if err := o.tls.validate(); err != nil {
-		return err
-	}
 	if o.configPoll < 0 {
 		return fmt.Errorf("--config-poll is %v, must be >= 0 (0 turns reloading off)", o.configPoll)
 	}
-	r, err := o.tls.load(onReloadError)
+	r, err := o.tls.Reloader(onReloadError)
 	if err != nil {
 		return err
 	}
@@ -139,7 +137,7 @@ func (o *doormanOps) grpcServerOptions(srv *server.Server, scope tally.Scope) ([
 // configuration applied or refused is logged on stderr and counted on
 // scope. stop ends the watcher and returns once it has.
 func (o *doormanOps) start(srv *server.Server, scope tally.Scope, stderr io.Writer) (stop func()) {
-	r := server.NewReloader(srv, server.ReloadConfig{Scope: scope, Logger: lineLogger(stderr, slog.LevelInfo)})
+	r := server.NewReloader(srv, server.ReloadConfig{Scope: scope, Logger: cli.LineLogger(stderr, slog.LevelInfo)})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	r.Loaded(o.data)
@@ -174,11 +172,11 @@ func (o *doormanOps) close() {
 }
 
 // addDoormanClientTLSFlags registers a Doorman client's TLS flags on fs
-// (`sluice doorman get`, load, flood): --tls, --tls-ca, --tls-cert,
+// (`sluice-lab doorman get`, load, flood): --tls, --tls-ca, --tls-cert,
 // --tls-key and --tls-server-name, the capability of the original
 // client's -ca_file.
-func addDoormanClientTLSFlags(fs *FlagSet) *clientTLSFlags {
-	return addClientTLSFlags(fs, "", "the server", "--server")
+func addDoormanClientTLSFlags(fs *cli.FlagSet) *cli.ClientTLSFlags {
+	return cli.AddClientTLSFlags(fs, "", "the server", "--server")
 }
 
 // dialOptions returns the options to dial a Doorman server with
@@ -186,13 +184,10 @@ func addDoormanClientTLSFlags(fs *FlagSet) *clientTLSFlags {
 // is given. An error names the flag, and the file, that is wrong. A
 // changed file that does not load later is told to onReloadError (nil:
 // nobody).
-func (c *clientTLSFlags) dialOptions(onReloadError func(error)) ([]grpc.DialOption, error) {
-	if err := c.validate(); err != nil {
-		return nil, err
-	}
-	r, err := c.load(onReloadError)
+func dialOptions(c *cli.ClientTLSFlags, onReloadError func(error)) ([]grpc.DialOption, error) {
+	r, serverName, err := c.Reloader(onReloadError)
 	if r == nil || err != nil {
 		return nil, err
 	}
-	return []grpc.DialOption{grpc.WithTransportCredentials(grpctls.ClientCredentials(r, c.serverName))}, nil
+	return []grpc.DialOption{grpc.WithTransportCredentials(grpctls.ClientCredentials(r, serverName))}, nil
 }

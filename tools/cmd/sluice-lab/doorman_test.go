@@ -1,10 +1,12 @@
-package cli
+package main
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/clitest"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -16,46 +18,18 @@ import (
 	"sync"
 	"testing"
 
-	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
 	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 	"github.com/sluice-rpc/sluice/leasing/server"
 	"github.com/sluice-rpc/sluice/tools/internal/testkit/testhttp"
 )
-
-// TestMain runs the tests under goleak.
-func TestMain(m *testing.M) {
-	// The parallel tests here wait on real time (runs of a fixed length,
-	// servers' graces).
-	slowtest.DefaultParallel(4)
-	goleak.VerifyTestMain(m)
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func writeConfig(t *testing.T, text string) string {
 	t.Helper()
@@ -87,7 +61,7 @@ func TestDoormanServeAndGet(t *testing.T) {
 		exit <- doormanRun(ctx, []string{"serve", "--config", file, "--listen", "127.0.0.1:0", "--debug-listen", "127.0.0.1:0"}, &out, &errOut)
 	}()
 	re := regexp.MustCompile(`serving 1 templates on (\S+)`)
-	debugRe := regexp.MustCompile(`(?m)^sluice doorman serve: debug endpoints on http://(\S+)/ \(/metrics /debug/pprof/ /status\)$`)
+	debugRe := regexp.MustCompile(`(?m)^sluice-lab doorman serve: debug endpoints on http://(\S+)/ \(/metrics /debug/pprof/ /status\)$`)
 	var addr, debugAddr string
 	testwait.Until(t, "serve to say where it listens", func() bool {
 		if m := re.FindStringSubmatch(out.String()); m != nil {
@@ -100,7 +74,7 @@ func TestDoormanServeAndGet(t *testing.T) {
 	})
 
 	var getOut, getErr bytes.Buffer
-	code := UntilInterrupted(doormanRun)([]string{"get", "--server", addr, "--resource", "db", "--wants", "30", "--client-id", "cli"}, &getOut, &getErr)
+	code := cli.UntilInterrupted(doormanRun)([]string{"get", "--server", addr, "--resource", "db", "--wants", "30", "--client-id", "cli"}, &getOut, &getErr)
 	if code != 0 {
 		t.Fatalf("get exited %d: %s", code, getErr.String())
 	}
@@ -176,7 +150,7 @@ func TestDoormanServeCapsConnections(t *testing.T) {
 		defer c.Close()
 	}
 	var getOut, getErr bytes.Buffer
-	if code := UntilInterrupted(doormanRun)([]string{"get", "--server", addr, "--resource", "db", "--wants", "30", "--client-id", "late"}, &getOut, &getErr); code != 0 {
+	if code := cli.UntilInterrupted(doormanRun)([]string{"get", "--server", addr, "--resource", "db", "--wants", "30", "--client-id", "late"}, &getOut, &getErr); code != 0 {
 		t.Fatalf("get exited %d: %s", code, getErr.String())
 	}
 	if got := getOut.String(); !strings.Contains(got, "client=late resource=db wants=30 capacity=30") {
@@ -208,7 +182,7 @@ resources:
 		code    int
 		message string
 	}{
-		{nil, 2, "sluice doorman: missing command"},
+		{nil, 2, "sluice-lab doorman: missing command"},
 		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 		{[]string{"serve", "--config", bad, "--listen", "127.0.0.1:0", "--status", "127.0.0.1:0"}, 2, "flag provided but not defined: -status"},
 		{[]string{"serve", "--config", bad, "--listen", "127.0.0.1:0", "--debug-listen", "nope"}, 2, `--debug-listen "nope"`},
@@ -231,7 +205,7 @@ resources:
 		{[]string{"serve", "--config", bad, "--listen", "127.0.0.1:0", "--idle-timeout", "-1s"}, 2, "--idle-timeout is -1s, must be >= 0"},
 		{[]string{"serve", "--config", bad, "--listen", "127.0.0.1:0", "--keepalive-min-time", "-1s"}, 2, "--keepalive-min-time is -1s, must be >= 0"},
 		{[]string{"get", "--server", "127.0.0.1:1"}, 2, "--wants (>= 0) are required"},
-		{[]string{"get", "--server", "127.0.0.1:1", "--resource", "r", "--wants", "1"}, 1, "sluice doorman get:"},
+		{[]string{"get", "--server", "127.0.0.1:1", "--resource", "r", "--wants", "1"}, 1, "sluice-lab doorman get:"},
 	}
 	for _, tt := range tests {
 		var out, errOut bytes.Buffer
@@ -242,7 +216,7 @@ resources:
 	}
 }
 
-// startDoorman runs `sluice doorman serve` in process on 127.0.0.1 with the
+// startDoorman runs `sluice-lab doorman serve` in process on 127.0.0.1 with the
 // configuration text and extra flags, and returns its address; it stops
 // with the test, which checks that it exited 0.
 func startDoorman(t *testing.T, config string, flags ...string) string {
@@ -459,7 +433,7 @@ func TestDoormanLoadAndFlood(t *testing.T) {
 	}
 }
 
-// startDoormanArgs runs `sluice doorman serve` with args in process and
+// startDoormanArgs runs `sluice-lab doorman serve` with args in process and
 // returns its address and its output; it stops with the test, which
 // checks that it exited 0. stop stops it earlier.
 func startDoormanArgs(t *testing.T, args ...string) (addr string, out *syncBuffer, stop func()) {
@@ -473,26 +447,26 @@ func startDoormanArgs(t *testing.T, args ...string) (addr string, out *syncBuffe
 	stop = func() {
 		once.Do(func() {
 			cancel()
-			if code := testwait.Recv(t, exit, "sluice doorman serve to exit"); code != 0 {
-				t.Errorf("sluice doorman serve exited %d: %s", code, errOut.String())
+			if code := testwait.Recv(t, exit, "sluice-lab doorman serve to exit"); code != 0 {
+				t.Errorf("sluice-lab doorman serve exited %d: %s", code, errOut.String())
 			}
 		})
 	}
 	t.Cleanup(stop)
 	re := regexp.MustCompile(`serving \d+ templates on (\S+)`)
-	testwait.Until(t, "sluice doorman serve to listen", func() bool {
+	testwait.Until(t, "sluice-lab doorman serve to listen", func() bool {
 		if m := re.FindStringSubmatch(out.String()); m != nil {
 			addr = m[1]
 		}
-		return addr != "" || strings.Contains(errOut.String(), "sluice doorman serve:")
+		return addr != "" || strings.Contains(errOut.String(), "sluice-lab doorman serve:")
 	})
 	if addr == "" {
-		t.Fatalf("sluice doorman serve failed: %s", errOut.String())
+		t.Fatalf("sluice-lab doorman serve failed: %s", errOut.String())
 	}
 	return addr, out, stop
 }
 
-// Two `sluice doorman serve` on embedded etcd form one root node: one
+// Two `sluice-lab doorman serve` on embedded etcd form one root node: one
 // says it is the master, the other names it; an intermediate started with
 // --parent pointing at the follower reaches the master, and a client of
 // the intermediate gets its lease; when the master stops, the other
@@ -555,8 +529,8 @@ func TestDoormanServeReportsParentFailure(t *testing.T) {
 	}()
 	defer func() {
 		cancel()
-		if code := testwait.Recv(t, exit, "sluice doorman get --watch to exit"); code != 0 {
-			t.Errorf("sluice doorman get --watch from the intermediate: exit %d: %s", code, get.String())
+		if code := testwait.Recv(t, exit, "sluice-lab doorman get --watch to exit"); code != 0 {
+			t.Errorf("sluice-lab doorman get --watch from the intermediate: exit %d: %s", code, get.String())
 		}
 		if t.Failed() {
 			t.Logf("the intermediate's output:\n%s\nthe client's:\n%s", out.String(), get.String())
@@ -621,5 +595,33 @@ resources:
 	}
 	if fields["capacity"] != 30.0 || fields["learning_mode_likely"] != false || fields["note"] != nil || fields["learning_mode_ends_by"] != nil {
 		t.Errorf("a server out of learning mode: %s", out.String())
+	}
+}
+
+// doorman get, load and flood print their reports with -o json by sluice's
+// convention: one JSON object on one line, snake_case keys.
+func TestDoormanReportsAreSnakeCaseJSON(t *testing.T) {
+	addr := startDoorman(t, testDoormanConfig)
+	self := strconv.Itoa(os.Getpid())
+	for _, args := range [][]string{
+		{"get", "--server", addr, "--resource", "db", "--wants", "1"},
+		{"load", "--server", addr, "--resource", "db", "--clients", "5", "--duration", "100ms"},
+		{"flood", "--server", addr, "--ids", "100", "--per-request", "10", "--server-pid", self},
+	} {
+		var out, errOut bytes.Buffer
+		if code := doormanRun(context.Background(), append(args, "-o", "json"), &out, &errOut); code != cli.ExitOK {
+			t.Fatalf("doorman %s -o json: exit %d: %s", strings.Join(args, " "), code, errOut.String())
+		}
+		s := out.String()
+		if strings.Count(s, "\n") != 1 || !strings.HasSuffix(s, "}\n") {
+			t.Errorf("doorman %s: want one JSON object on one line, got:\n%.300s", args[0], s)
+		}
+		var v map[string]any
+		if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+			t.Fatalf("doorman %s: %v:\n%.500s", args[0], err, s)
+		}
+		if bad := clitest.BadKeys(v); len(bad) > 0 {
+			t.Errorf("doorman %s: keys not in snake_case: %.10q", args[0], bad)
+		}
 	}
 }

@@ -1,8 +1,9 @@
-package cli
+package main
 
 import (
 	"bytes"
 	"context"
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
 	"io"
 	"os"
 	"path/filepath"
@@ -27,7 +28,7 @@ type opsServer struct {
 	stderr          *syncBuffer
 }
 
-// startOpsServer runs `sluice doorman serve` with args, the configuration
+// startOpsServer runs `sluice-lab doorman serve` with args, the configuration
 // config (a file, or etcd:KEY in the cluster at endpoints), a listener and
 // a debug listener on 127.0.0.1, until the test ends.
 func startOpsServer(t *testing.T, args []string, config, endpoints string) *opsServer {
@@ -43,13 +44,13 @@ func startOpsServer(t *testing.T, args []string, config, endpoints string) *opsS
 	go func() { exit <- doormanRun(ctx, args, &out, o.stderr) }()
 	t.Cleanup(func() {
 		cancel()
-		if code := testwait.Recv(t, exit, "sluice doorman serve to exit"); code != 0 {
-			t.Errorf("sluice doorman serve exited %d: %s", code, o.stderr.String())
+		if code := testwait.Recv(t, exit, "sluice-lab doorman serve to exit"); code != 0 {
+			t.Errorf("sluice-lab doorman serve exited %d: %s", code, o.stderr.String())
 		}
 	})
 	serving := regexp.MustCompile(`serving \d+ templates on (\S+)`)
 	debugging := regexp.MustCompile(`debug endpoints on http://(\S+)/`)
-	testwait.Until(t, "sluice doorman serve to listen", func() bool {
+	testwait.Until(t, "sluice-lab doorman serve to listen", func() bool {
 		if m := serving.FindStringSubmatch(out.String()); m != nil {
 			o.addr = m[1]
 		}
@@ -59,7 +60,7 @@ func startOpsServer(t *testing.T, args []string, config, endpoints string) *opsS
 		return (o.addr != "" && o.debugAddr != "") || len(exit) > 0
 	})
 	if o.addr == "" || o.debugAddr == "" {
-		t.Fatalf("sluice doorman serve failed: %s", o.stderr.String())
+		t.Fatalf("sluice-lab doorman serve failed: %s", o.stderr.String())
 	}
 	return o
 }
@@ -68,19 +69,19 @@ func startOpsServer(t *testing.T, args []string, config, endpoints string) *opsS
 // with the TLS flags args, and returns the capacity it got.
 func lease(t *testing.T, addr string, args ...string) (float64, error) {
 	t.Helper()
-	return leaseWith(t, addr, dialOptions(t, io.Discard, args...))
+	return leaseWith(t, addr, testDialOptions(t, io.Discard, args...))
 }
 
 // dialOptions returns the dial options `doorman get` makes of the TLS
 // flags args, telling stderr of a changed file that does not load.
-func dialOptions(t *testing.T, stderr io.Writer, args ...string) []grpc.DialOption {
+func testDialOptions(t *testing.T, stderr io.Writer, args ...string) []grpc.DialOption {
 	t.Helper()
-	fs := NewFlagSet("sluice doorman get", doormanGetHelp, io.Discard, stderr)
+	fs := cli.NewFlagSet("sluice-lab doorman get", doormanGetHelp, io.Discard, stderr)
 	tf := addDoormanClientTLSFlags(fs)
 	if _, ok := fs.ParseArgs(args); !ok {
 		t.Fatalf("parse %q failed", args)
 	}
-	opts, err := tf.dialOptions(fs.tlsReloadErrors())
+	opts, err := dialOptions(tf, fs.TLSReloadErrors())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,18 +140,18 @@ func TestDoormanOpsTLSReloadMetrics(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := doormanRun(context.Background(), []string{"get", "--server", s.addr, "--tls-ca", certs.CA.File, "--resource", "db", "--wants", "30"}, &out, &errOut); code != 0 ||
 		!strings.Contains(out.String(), "resource=db wants=30 capacity=30") {
-		t.Errorf("sluice doorman get --tls-ca: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+		t.Errorf("sluice-lab doorman get --tls-ca: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
 	}
 	out.Reset()
 	errOut.Reset()
 	load := []string{"load", "--server", s.addr, "--resource", "load-only", "--clients", "5", "--duration", "100ms", "--conns", "1", "--concurrency", "2"}
 	if code := doormanRun(context.Background(), append(load, "--tls-ca", certs.CA.File), &out, &errOut); code != 0 || !strings.Contains(out.String(), "failed 0") {
-		t.Errorf("sluice doorman load --tls-ca: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+		t.Errorf("sluice-lab doorman load --tls-ca: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if code := doormanRun(ctx, load, io.Discard, io.Discard); code != 1 {
-		t.Errorf("sluice doorman load in plaintext against a TLS server: exit %d, want 1", code)
+		t.Errorf("sluice-lab doorman load in plaintext against a TLS server: exit %d, want 1", code)
 	}
 
 	tmp := file + ".new"
@@ -211,7 +212,7 @@ func TestDoormanOpsTLSReloadErrors(t *testing.T) {
 	}
 	s := startOpsServer(t, []string{"--tls-cert", cert, "--tls-key", key}, writeConfig(t, testDoormanConfig), "")
 	var clientErr syncBuffer
-	opts := dialOptions(t, &clientErr, "--tls-ca", ca)
+	opts := testDialOptions(t, &clientErr, "--tls-ca", ca)
 	if got, err := leaseWith(t, s.addr, opts); err != nil || got != 100 {
 		t.Fatalf("before the files changed: %v, %v; want 100", got, err)
 	}
@@ -220,8 +221,8 @@ func TestDoormanOpsTLSReloadErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	serverWant := "sluice doorman serve: a changed TLS file did not load: tlsfiles: still presenting the certificate loaded before"
-	clientWant := "sluice doorman get: a changed TLS file did not load: tlsfiles: still trusting the CA loaded before"
+	serverWant := "sluice-lab doorman serve: a changed TLS file did not load: tlsfiles: still presenting the certificate loaded before"
+	clientWant := "sluice-lab doorman get: a changed TLS file did not load: tlsfiles: still trusting the CA loaded before"
 	testwait.Until(t, "both sides to report the files that do not load", func() bool {
 		if got, err := leaseWith(t, s.addr, opts); err != nil || got != 100 {
 			t.Fatalf("with the last good files: %v, %v; want 100", got, err)
@@ -283,7 +284,7 @@ func TestDoormanOpsErrors(t *testing.T) {
 		{[]string{"--tls-ca", certs.CA.File}, "--tls-ca (client certificates) needs --tls-cert and --tls-key"},
 		{[]string{"--config-poll", "-1s"}, "--config-poll is -1s, must be >= 0"},
 	} {
-		fs := NewFlagSet("sluice doorman serve", doormanServeHelp, io.Discard, io.Discard)
+		fs := cli.NewFlagSet("sluice-lab doorman serve", doormanServeHelp, io.Discard, io.Discard)
 		ops := addDoormanOpsFlags(fs)
 		if _, ok := fs.ParseArgs(tc.args); !ok {
 			t.Fatalf("parse %q failed", tc.args)
@@ -307,20 +308,27 @@ func TestDoormanOpsErrors(t *testing.T) {
 
 	// The files are read by validate, before the configuration is loaded
 	// or anything listens: a bad one is a usage error.
-	bad := &doormanOps{}
-	bad.tls.files.Cert, bad.tls.files.Key = certs.Server.Cert, certs.Client.Key
+	parsed := func(args ...string) *doormanOps {
+		fs := cli.NewFlagSet("sluice-lab doorman serve", doormanServeHelp, io.Discard, io.Discard)
+		ops := addDoormanOpsFlags(fs)
+		if _, ok := fs.ParseArgs(args); !ok {
+			t.Fatalf("parse %q failed", args)
+		}
+		return ops
+	}
+	bad := parsed("--tls-cert", certs.Server.Cert, "--tls-key", certs.Client.Key)
 	if err := bad.validate(nil); err == nil || !strings.Contains(err.Error(), "private key does not match public key") {
 		t.Errorf("a mismatched key: %v", err)
 	}
-	bad.tls.files.Cert = "/nonexistent/s.pem"
+	bad = parsed("--tls-cert", "/nonexistent/s.pem", "--tls-key", certs.Client.Key)
 	if err := bad.validate(nil); err == nil || !strings.Contains(err.Error(), "--tls-cert/--tls-key: tlsfiles: reading certificate: open /nonexistent/s.pem") {
 		t.Errorf("a missing certificate: %v", err)
 	}
 	var out, errOut bytes.Buffer
 	code := doormanRun(context.Background(), []string{"serve", "--config", missing, "--listen", "127.0.0.1:0",
 		"--tls-cert", certs.Server.Cert, "--tls-key", "/nonexistent/s-key.pem"}, &out, &errOut)
-	if want := "sluice doorman serve: --tls-cert/--tls-key: tlsfiles: reading key: open /nonexistent/s-key.pem"; code != ExitUsage || !strings.Contains(errOut.String(), want) {
-		t.Errorf("doorman serve with a missing key and a missing --config: exit %d, stderr %q; want %d and %q", code, errOut.String(), ExitUsage, want)
+	if want := "sluice-lab doorman serve: --tls-cert/--tls-key: tlsfiles: reading key: open /nonexistent/s-key.pem"; code != cli.ExitUsage || !strings.Contains(errOut.String(), want) {
+		t.Errorf("doorman serve with a missing key and a missing --config: exit %d, stderr %q; want %d and %q", code, errOut.String(), cli.ExitUsage, want)
 	}
 	for _, tc := range []struct {
 		args []string
@@ -330,12 +338,12 @@ func TestDoormanOpsErrors(t *testing.T) {
 		{[]string{"--tls-server-name", "doorman.test"}, "--tls-server-name is the name a TLS server's certificate must carry: give --tls or --tls-ca too"},
 		{[]string{"--tls-ca", missing}, "--tls-ca: tlsfiles: reading CA: open " + missing},
 	} {
-		fs := NewFlagSet("sluice doorman get", doormanGetHelp, io.Discard, io.Discard)
+		fs := cli.NewFlagSet("sluice-lab doorman get", doormanGetHelp, io.Discard, io.Discard)
 		tf := addDoormanClientTLSFlags(fs)
 		if _, ok := fs.ParseArgs(tc.args); !ok {
 			t.Fatalf("parse %q failed", tc.args)
 		}
-		if _, err := tf.dialOptions(nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := dialOptions(tf, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("get %q: %v, want %q", tc.args, err, tc.want)
 		}
 	}

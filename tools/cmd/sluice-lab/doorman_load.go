@@ -1,10 +1,11 @@
-package cli
+package main
 
 import (
 	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -27,8 +28,8 @@ import (
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 )
 
-var doormanLoadHelp = Help{
-	Synopsis: `sluice doorman load --server HOST:PORT [--clients N] [--duration D] [-o json] [flags]`,
+var doormanLoadHelp = cli.Help{
+	Synopsis: `sluice-lab doorman load --server HOST:PORT [--clients N] [--duration D] [-o json] [flags]`,
 	About: `Measures a Doorman server's GetCapacity throughput: --clients distinct clients
 renew their lease of --resource in turn, as fast as --concurrency requests in
 flight on --conns connections allow, for --duration. Each request is what a
@@ -41,19 +42,19 @@ It prints the requests sent and answered per second (a request is answered
 when the response has an entry for the resource: a server that drops early
 renewals answers without one) and the latency quantiles.
 
-` + OutputJSONHelp + `
+` + cli.OutputJSONHelp + `
 
 Exit status: 0 when the run ended with every request answered by the
 server (with or without an entry), 1 when a request failed or the server
 could not be reached, 2 on a usage error.`,
-	Examples: `sluice doorman load --server 127.0.0.1:6000 --clients 1000 --duration 10s
-sluice doorman load --server 127.0.0.1:6000 --clients 10000 --resource kv-rps --change 0.1
-sluice doorman load --server 127.0.0.1:6000 --duration 5s -o json | jq .requests_per_s`,
+	Examples: `sluice-lab doorman load --server 127.0.0.1:6000 --clients 1000 --duration 10s
+sluice-lab doorman load --server 127.0.0.1:6000 --clients 10000 --resource kv-rps --change 0.1
+sluice-lab doorman load --server 127.0.0.1:6000 --duration 5s -o json | jq .requests_per_s`,
 }
 
-var doormanFloodHelp = Help{
-	Synopsis: `sluice doorman flood --server HOST:PORT [--ids N] [--server-pid PID] [-o json] [flags]
-sluice doorman flood --server HOST:PORT --ids 0 --side-for D [--server-pid PID]`,
+var doormanFloodHelp = cli.Help{
+	Synopsis: `sluice-lab doorman flood --server HOST:PORT [--ids N] [--server-pid PID] [-o json] [flags]
+sluice-lab doorman flood --server HOST:PORT --ids 0 --side-for D [--server-pid PID]`,
 	About: `Measures how a Doorman server bears a flood of new resource ids: --concurrency
 workers send GetCapacity requests of --per-request new ids each (flood-0,
 flood-1, ...) until --ids were sent, while a side client renews its lease of
@@ -66,14 +67,14 @@ The flood's own requests compete with the side client for this process's
 CPU; to time the server alone, run the flood in one process and, at the same
 time, the side client in another (--ids 0 --side-for D).
 
-` + OutputJSONHelp + `
+` + cli.OutputJSONHelp + `
 
 Exit status: 0 when the flood ran (refusals are results, not failures), 1
 when the server could not be reached or failed otherwise, 2 on a usage
 error.`,
-	Examples: `sluice doorman flood --server 127.0.0.1:6000 --ids 1000000 --server-pid 4242
-sluice doorman flood --server 127.0.0.1:6000 --ids 100000 --per-request 100 --side-interval 5ms
-sluice doorman flood --server 127.0.0.1:6000 --ids 100000 -o json | jq .side.latency`,
+	Examples: `sluice-lab doorman flood --server 127.0.0.1:6000 --ids 1000000 --server-pid 4242
+sluice-lab doorman flood --server 127.0.0.1:6000 --ids 100000 --per-request 100 --side-interval 5ms
+sluice-lab doorman flood --server 127.0.0.1:6000 --ids 100000 -o json | jq .side.latency`,
 }
 
 // loadFlags are the flags load and flood share.
@@ -81,11 +82,11 @@ type loadFlags struct {
 	server      *string
 	concurrency *int
 	conns       *int
-	tls         *clientTLSFlags
+	tls         *cli.ClientTLSFlags
 	dialOpts    []grpc.DialOption // set by check
 }
 
-func addLoadFlags(fs *FlagSet, concurrency int) *loadFlags {
+func addLoadFlags(fs *cli.FlagSet, concurrency int) *loadFlags {
 	return &loadFlags{
 		server:      fs.String("server", "", "`HOST:PORT` of a Doorman server"),
 		concurrency: fs.Int("concurrency", concurrency, "requests in flight, `N` >= 1"),
@@ -94,14 +95,14 @@ func addLoadFlags(fs *FlagSet, concurrency int) *loadFlags {
 	}
 }
 
-func (l *loadFlags) check(fs *FlagSet) (int, bool) {
+func (l *loadFlags) check(fs *cli.FlagSet) (int, bool) {
 	if *l.server == "" {
 		return fs.UsageError("--server is required"), false
 	}
 	if *l.concurrency < 1 || *l.conns < 1 {
 		return fs.UsageError("--concurrency and --conns must be >= 1"), false
 	}
-	opts, err := l.tls.dialOptions(fs.tlsReloadErrors())
+	opts, err := dialOptions(l.tls, fs.TLSReloadErrors())
 	if err != nil {
 		return fs.UsageError("%v", err), false
 	}
@@ -201,7 +202,7 @@ func (f *firstError) set(err error) {
 }
 
 func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := NewFlagSet("sluice doorman load", doormanLoadHelp, stdout, stderr)
+	fs := cli.NewFlagSet("sluice-lab doorman load", doormanLoadHelp, stdout, stderr)
 	lf := addLoadFlags(fs, 32)
 	clients := fs.Int("clients", 1000, "distinct clients renewing in turn, `N` >= 1")
 	resource := fs.String("resource", "r", "the resource `ID` every client leases")
@@ -210,7 +211,7 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	duration := fs.Duration("duration", 10*time.Second, "how long to measure, `D` > 0")
 	prefix := fs.String("client-prefix", "load-", "client ids are `PREFIX`0, PREFIX1, ...")
 	warmup := fs.Bool("warmup", true, "have every client ask once before the clock starts")
-	output := AddOutputFlag(fs, false)
+	output := cli.AddOutputFlag(fs, false)
 	if code, ok := fs.ParseArgs(args); !ok {
 		return code
 	}
@@ -329,7 +330,7 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			msg := failed.err.Error()
 			rep.FirstError = &msg
 		}
-		if code := fs.WriteJSON(rep); code != ExitOK {
+		if code := fs.WriteJSON(rep); code != cli.ExitOK {
 			return code
 		}
 	} else {
@@ -341,10 +342,10 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if failed.err != nil {
 		return fs.Failure("%d requests failed, the first: %v", failed.n.Load(), failed.err)
 	}
-	return ExitOK
+	return cli.ExitOK
 }
 
-// doormanLoadReport is `sluice doorman load -o json`'s report, the
+// doormanLoadReport is `sluice-lab doorman load -o json`'s report, the
 // table's figures.
 type doormanLoadReport struct {
 	Clients      int             `json:"clients"`
@@ -366,7 +367,7 @@ type doormanLoadReport struct {
 	Latency *latencyQuantiles `json:"latency"`
 }
 
-// doormanFloodReport is `sluice doorman flood -o json`'s report, the
+// doormanFloodReport is `sluice-lab doorman flood -o json`'s report, the
 // table's figures.
 type doormanFloodReport struct {
 	IDs          int             `json:"ids"`
@@ -408,7 +409,7 @@ type doormanFloodServer struct {
 }
 
 func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := NewFlagSet("sluice doorman flood", doormanFloodHelp, stdout, stderr)
+	fs := cli.NewFlagSet("sluice-lab doorman flood", doormanFloodHelp, stdout, stderr)
 	lf := addLoadFlags(fs, 2)
 	ids := fs.Int("ids", 1_000_000, "new resource ids to send in all, `N` >= 1")
 	perRequest := fs.Int("per-request", 1000, "new ids per request, `N` >= 1")
@@ -417,7 +418,7 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	sideInterval := fs.Duration("side-interval", 10*time.Millisecond, "the side client's pause between requests, `D` > 0")
 	sideFor := fs.Duration("side-for", 0, "keep the side client going for `D` from the start (default: until the flood ends); with --ids 0 and a flood from another process, it times the server alone")
 	pid := fs.Int("server-pid", 0, "the server's process `ID`, to report its resident memory (Linux)")
-	output := AddOutputFlag(fs, false)
+	output := cli.AddOutputFlag(fs, false)
 	if code, ok := fs.ParseArgs(args); !ok {
 		return code
 	}
@@ -587,7 +588,7 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		rep.Server = &doormanFloodServer{PID: *pid, RSSBeforeBytes: rssBefore, RSSPeakBytes: max(rssPeak, rss), RSSAfterBytes: rss, VMHWMBytes: hwm}
 	}
 	if asJSON {
-		if code := fs.WriteJSON(rep); code != ExitOK {
+		if code := fs.WriteJSON(rep); code != cli.ExitOK {
 			return code
 		}
 	} else {
@@ -608,7 +609,7 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if sideErr != nil {
 		return fs.Failure("the side client failed: %v", sideErr)
 	}
-	return ExitOK
+	return cli.ExitOK
 }
 
 // procMemory returns a process's resident memory now (VmRSS) and at its
