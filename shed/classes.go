@@ -23,6 +23,17 @@ const CallerSlots = 32
 // caller that keeps sending scores far above.
 const evictScore = 2
 
+// smallShare bounds the max-min fair share from below: it is at least
+// 1/smallShare of the window's admissions near the limit, or of the limit
+// if that is more. With more callers than admissions the max-min share of
+// each falls towards nothing and every caller is over it: a flood of
+// invented names, each sending one request, would mark every real caller
+// over (or, all being over, none, so that a heavy caller went unchecked).
+// With the bound, a caller asking for no more than overShare/smallShare
+// of that is never over its share, however many callers there are; one
+// asking for more is judged by its max-min share as before.
+const smallShare = 4
+
 // overShare is how far beyond its max-min fair share of the last window's
 // admissions a caller's demand must go before the caller is over its
 // share, refused before the others.
@@ -56,6 +67,8 @@ type classState struct {
 	// the limit, and above those near it of a class above the level.
 	fullRefused, heldRefused, boundaryRefused int64
 	admitted, above                           int64
+	// limit is the limit the last request near it was judged by.
+	limit int64
 	// seen has bit c set when a request of class c came near the limit
 	// in this window.
 	seen uint8
@@ -207,6 +220,7 @@ func (l *Limiter) nearLimit(since time.Duration, c criticality.Class, caller str
 	cs := &l.cls
 	cs.mu.Lock()
 	cs.tickIfDue(since, l.cfg.Window)
+	cs.limit = limit
 	lvl := criticality.Class(cs.level.Load())
 	if c < lvl {
 		cs.mu.Unlock()
@@ -401,6 +415,9 @@ func (cs *classState) shares(quiet bool) {
 				break
 			}
 			left -= d
+		}
+		if fair >= 0 {
+			fair = max(fair, max(cs.admitted, cs.limit)/smallShare)
 		}
 		if fair >= 0 && float64(ds[0]) > overShare*float64(fair) {
 			fair = -1 // all over: none is

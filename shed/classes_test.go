@@ -177,6 +177,41 @@ func TestCallerOverItsShareRefusedFirst(t *testing.T) {
 	acquire(t, l, now, cr, "light", false)
 }
 
+// TestInventedCallersDoNotHideAHeavyOne is TestCallerOverItsShareRefusedFirst
+// with a flood of invented caller names, each sending one request, in the
+// window the heavy caller overflows: more callers than admissions shrink
+// the max-min share towards nothing, and without its lower bound
+// (smallShare) every caller, the light one included, was over it, so none
+// was. The heavy caller is still refused at the headroom, the light one
+// still finds the last slots.
+func TestInventedCallersDoNotHideAHeavyOne(t *testing.T) {
+	l := fixedLimiter(t, 8) // headroom 2
+	now := t0
+	var held []Token
+	for range 8 {
+		held = append(held, acquire(t, l, now, cr, "heavy", true))
+	}
+	for range 50 {
+		acquire(t, l, now, cr, "heavy", false)
+	}
+	for range 2 {
+		acquire(t, l, now, cr, "light", false)
+	}
+	for i := range 500 {
+		acquire(t, l, now, cr, fmt.Sprintf("invented-%d", i), false)
+	}
+	for _, tok := range held[4:] {
+		l.ReleaseAt(tok, now)
+	}
+	now = now.Add(l.cfg.Window)
+	acquire(t, l, now, cr, "heavy", true) // 5th
+	acquire(t, l, now, cr, "heavy", true) // 6th: limit - headroom
+	acquire(t, l, now, cr, "heavy", false)
+	acquire(t, l, now, cr, "light", true) // 7th
+	acquire(t, l, now, cr, "light", true) // 8th
+	acquire(t, l, now, cr, "light", false)
+}
+
 // TestCallersAlikeShareFirstComeFirstServed: callers that all send beyond
 // their shares, alike, are none of them over: each may take the last slot.
 func TestCallersAlikeShareFirstComeFirstServed(t *testing.T) {

@@ -94,7 +94,11 @@
 //     one overflow bucket for callers without an entry) counts each
 //     caller's requests near the limit. At the end of a window each caller
 //     gets its max-min fair share of the window's admissions near the
-//     limit; a caller whose demand went more than 1.5 times beyond it is
+//     limit, but never less than a quarter of those admissions or of the
+//     limit (with more callers than admissions the max-min share falls
+//     towards nothing, and a flood of names sending one request each
+//     would mark every caller over it); a caller whose demand went more
+//     than 1.5 times beyond its share is
 //     over its share, and in the next window is admitted only within the
 //     limit less a quarter, while callers within their shares may use all
 //     of it. The heavy caller is not starved: it keeps what the others
