@@ -118,7 +118,7 @@ func TestEventsCountSince(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		e.add(t0.Add(time.Duration(i) * time.Second))
 	}
-	if n, tr := e.countSince(t0.Add(2 * time.Second)); n != 3 || tr {
+	if _, n, tr := e.countSince(t0.Add(2 * time.Second)); n != 3 || tr {
 		t.Errorf("countSince(t0+2s) = %d, %v; want 3, false", n, tr)
 	}
 	e.reset()

@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
+	"github.com/sluice-rpc/sluice/tools/internal/fleet"
 	"github.com/uber/tchannel-go"
 )
 
@@ -85,10 +87,6 @@ func runLoad(ctx context.Context, cl *channel.Client, cfg Config, inject func() 
 	req := request(cfg)
 	method := cfg.method()
 	results := make(chan call, n) // buffered: a straggler never blocks
-	interval := time.Duration(float64(time.Second) / cfg.Rate)
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-
 	var out loadOutcome
 	stopSched, schedc := make(chan struct{}), make(chan time.Duration, 1)
 	go watchSched(stopSched, schedc)
@@ -111,37 +109,22 @@ func runLoad(ctx context.Context, cl *channel.Client, cfg Config, inject func() 
 		faultc <- injection{}
 	}
 
-	one := func(sched time.Time) {
-		c := call{start: time.Now()}
-		c.late = c.start.Sub(sched) > lateAfter
-		cctx, cancel := context.WithTimeout(ctx, cfg.Deadline.D())
-		res, err := cl.Call(cctx, method, req)
-		c.latency = time.Since(c.start)
-		cancel()
-		if err != nil {
-			c.code, c.attempts, c.peers = outcomeOf(err)
-		} else {
-			c.attempts, c.peers = res.Attempts, append([]string(nil), res.Peers...)
-		}
-		results <- c
-	}
-	started := 0
-arrivals:
-	for i := 0; i < n; i++ {
-		at := out.start.Add(time.Duration(i) * interval)
-		if wait := time.Until(at); wait > 0 {
-			timer.Reset(wait)
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
-				break arrivals
+	started := fleet.Arrivals(out.start, cfg.Rate, n, ctx.Done(), func(sched, _ time.Time) {
+		go func() {
+			c := call{start: time.Now()}
+			c.late = c.start.Sub(sched) > lateAfter
+			cctx, cancel := context.WithTimeout(ctx, cfg.Deadline.D())
+			res, err := cl.Call(cctx, method, req)
+			c.latency = time.Since(c.start)
+			cancel()
+			if err != nil {
+				c.code, c.attempts, c.peers = outcomeOf(err)
+			} else {
+				c.attempts, c.peers = res.Attempts, slices.Clone(res.Peers)
 			}
-		} else if ctx.Err() != nil {
-			break arrivals
-		}
-		started++
-		go one(at)
-	}
+			results <- c
+		}()
+	})
 	last := time.Now()
 	if ctx.Err() != nil {
 		close(stopFault)
@@ -207,7 +190,7 @@ func request(cfg Config) *channel.Request {
 func outcomeOf(err error) (code string, attempts int, peers []string) {
 	var ce *channel.CallError
 	if errors.As(err, &ce) {
-		attempts, peers = ce.Attempts, append([]string(nil), ce.Peers...)
+		attempts, peers = ce.Attempts, slices.Clone(ce.Peers)
 	}
 	return load.CodeOf(err), attempts, peers
 }

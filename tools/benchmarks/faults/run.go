@@ -31,12 +31,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	sp, _ := specOf(cfg.Scenario)
+	sp := specs[cfg.Scenario]
 	svc, err := cfg.Setup.serviceConfig()
 	if err != nil {
 		return nil, err
 	}
-	f, err := startFleet(cfg.Scenario)
+	f, err := startPeers(cfg.Scenario)
 	if err != nil {
 		return nil, err
 	}
@@ -87,11 +87,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	// Count before the client closes: closing is not part of the run.
 	after1s := lo.start.Add(time.Second)
-	var tr1, tr2 bool
+	var accepts, execs []*events
+	for _, p := range f.points {
+		accepts, execs = append(accepts, p.accepts), append(execs, p.execs)
+	}
 	var dialsAfter, acceptsAfter int
+	var tr1, tr2 bool
 	r.Dials, dialsAfter, tr1 = d.total(after1s)
-	r.Accepts, acceptsAfter, tr2 = f.sum(func(p *point) *events { return p.accepts }, after1s)
-	r.Executions, _, _ = f.sum(func(p *point) *events { return p.execs }, after1s)
+	r.Accepts, acceptsAfter, tr2 = sumSince(accepts, after1s)
+	r.Executions, _, _ = sumSince(execs, after1s)
 	r.Connects, r.ConnectsAfter1s, r.Truncated = r.Accepts, acceptsAfter, tr2
 	if cfg.Scenario == Refused {
 		r.Connects, r.ConnectsAfter1s, r.Truncated = r.Dials, dialsAfter, tr1
@@ -105,8 +109,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		if !faultAt.IsZero() {
 			since := faultAt.Add(time.Second)
-			dn, _ := d.of(p.addr).countSince(since)
-			an, _ := p.accepts.countSince(since)
+			_, dn, _ := d.of(p.addr).countSince(since)
+			_, an, _ := p.accepts.countSince(since)
 			r.FaultyConnects = max(dn, an)
 		}
 	}
@@ -128,9 +132,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		// Drop what the run kept before weighing the heap.
 		lo.calls = nil
 		d.reset()
-		for _, p := range f.points {
-			p.accepts.reset()
-			p.execs.reset()
+		for _, e := range append(accepts, execs...) {
+			e.reset()
 		}
 		r.HeapAfter = heapAfterGC()
 	}
