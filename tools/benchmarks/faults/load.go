@@ -45,7 +45,8 @@ type loadOutcome struct {
 	// hung counts calls that had not returned DrainLimit after the last
 	// one started.
 	hung int
-	// faultAt is when the fault was injected (zero if it was not);
+	// faultAt is when the fault struck (the start for one there from the
+	// start, zero if it was not injected);
 	// faultErr why it could not be.
 	faultAt  time.Time
 	faultErr error
@@ -91,22 +92,19 @@ func runLoad(ctx context.Context, cl *channel.Client, cfg Config, inject func() 
 	stopSched, schedc := make(chan struct{}), make(chan time.Duration, 1)
 	go watchSched(stopSched, schedc)
 	out.start = time.Now()
+	type injection struct {
+		at  time.Time // zero if the fault was not injected
+		err error
+	}
 	faultc := make(chan injection, 1)
-	stopFault := make(chan struct{})
-	if inject != nil {
-		go func() {
-			t := time.NewTimer(time.Until(out.start.Add(cfg.FaultAt.D())))
-			defer t.Stop()
-			select {
-			case <-t.C:
-				at := time.Now()
-				faultc <- injection{at, inject()}
-			case <-stopFault:
-				faultc <- injection{}
-			}
-		}()
+	var fault *time.Timer
+	if inject == nil {
+		faultc <- injection{at: out.start} // there from the start, if at all
 	} else {
-		faultc <- injection{}
+		fault = time.AfterFunc(time.Until(out.start.Add(cfg.FaultAt.D())), func() {
+			at := time.Now()
+			faultc <- injection{at, inject()}
+		})
 	}
 
 	started := fleet.Arrivals(out.start, cfg.Rate, n, ctx.Done(), func(sched, _ time.Time) {
@@ -126,8 +124,8 @@ func runLoad(ctx context.Context, cl *channel.Client, cfg Config, inject func() 
 		}()
 	})
 	last := time.Now()
-	if ctx.Err() != nil {
-		close(stopFault)
+	if ctx.Err() != nil && fault != nil && fault.Stop() {
+		faultc <- injection{}
 	}
 
 	drain := time.NewTimer(DrainLimit)
@@ -146,33 +144,20 @@ collect:
 	close(stopSched)
 	out.schedDelay = <-schedc
 
-	out.faultAt, out.faultErr = waitFault(faultc, faultLimit-min(faultLimit, time.Since(last)))
-	return out
-}
-
-// injection is when a fault was injected (zero if it was not) and why it
-// could not be.
-type injection struct {
-	at  time.Time
-	err error
-}
-
-// waitFault returns the injection reported on faultc, or an error if none
-// comes within limit.
-func waitFault(faultc <-chan injection, limit time.Duration) (time.Time, error) {
+	var f injection
 	select {
-	case f := <-faultc: // ready already: however long the drain took
-		return f.at, f.err
+	case f = <-faultc: // ready already: however long the drain took
 	default:
+		t := time.NewTimer(faultLimit - min(faultLimit, time.Since(last)))
+		defer t.Stop()
+		select {
+		case f = <-faultc:
+		case <-t.C:
+			f.err = fmt.Errorf("faults: the fault's injection had not returned %v after the last call started", faultLimit)
+		}
 	}
-	t := time.NewTimer(limit)
-	defer t.Stop()
-	select {
-	case f := <-faultc:
-		return f.at, f.err
-	case <-t.C:
-		return time.Time{}, fmt.Errorf("faults: the fault's injection had not returned %v after the last call started", faultLimit)
-	}
+	out.faultAt, out.faultErr = f.at, f.err
+	return out
 }
 
 // request returns the request every call of cfg sends: a body of

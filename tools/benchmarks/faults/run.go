@@ -31,7 +31,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	sp := specs[cfg.Scenario]
 	svc, err := cfg.Setup.serviceConfig()
 	if err != nil {
 		return nil, err
@@ -41,11 +40,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	r := &Result{Config: cfg}
-	defer func() {
-		if err := f.close(); err != nil {
+	problem := func(err error) {
+		if err != nil {
 			r.Problems = append(r.Problems, err.Error())
 		}
-	}()
+	}
+	defer func() { problem(f.close()) }()
 
 	r.GoroutinesBefore = goroutines()
 	if !cfg.Shared {
@@ -61,28 +61,19 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("faults: the client: %w", err)
 	}
 	cl, err := client.NewClient(Service)
+	for _, p := range f.points {
+		if err == nil {
+			err = cl.AddPeer(p.addr)
+		}
+	}
 	if err != nil {
 		client.Close()
 		return nil, fmt.Errorf("faults: the client: %w", err)
 	}
-	for _, p := range f.points {
-		if err := cl.AddPeer(p.addr); err != nil {
-			client.Close()
-			return nil, fmt.Errorf("faults: the client: %w", err)
-		}
-	}
-	var inject func() error
-	if sp.midRun {
-		inject = f.inject
-	}
-	lo := runLoad(ctx, cl, cfg, inject)
-	if lo.faultErr != nil {
-		r.Problems = append(r.Problems, lo.faultErr.Error())
-	}
+	lo := runLoad(ctx, cl, cfg, f.inject)
+	problem(lo.faultErr)
 	if f.after != nil {
-		if err := f.after(); err != nil {
-			r.Problems = append(r.Problems, err.Error())
-		}
+		problem(f.after())
 	}
 
 	// Count before the client closes: closing is not part of the run.
@@ -100,21 +91,18 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Scenario == Refused {
 		r.Connects, r.ConnectsAfter1s, r.Truncated = r.Dials, dialsAfter, tr1
 	}
-	faulty, faultAt := "", time.Time{}
+	faulty := ""
 	if f.faulty >= 0 {
 		p := f.points[f.faulty]
-		faulty, faultAt = p.addr, lo.start
-		if sp.midRun {
-			faultAt = lo.faultAt // zero if the fault was not injected
-		}
-		if !faultAt.IsZero() {
-			since := faultAt.Add(time.Second)
+		faulty = p.addr
+		if !lo.faultAt.IsZero() {
+			since := lo.faultAt.Add(time.Second)
 			_, dn, _ := d.of(p.addr).countSince(since)
 			_, an, _ := p.accepts.countSince(since)
 			r.FaultyConnects = max(dn, an)
 		}
 	}
-	r.summarize(lo, faulty, faultAt)
+	r.summarize(lo, faulty, lo.faultAt)
 	if f.errs != nil {
 		r.summarizeStreak(lo, faulty, f.errs.streak())
 		if !r.Streak {
