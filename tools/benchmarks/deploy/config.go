@@ -15,18 +15,12 @@ import (
 // find them.
 type Row string
 
-// The rows, in the order Run runs them by default.
+// The rows (Title says what each does), in the order Run runs them by
+// default. RowStatic and RowTChannel replace their servers in place.
 const (
-	// RowEtcd: Sluice, discovery through etcd, old servers Shutdown.
-	RowEtcd Row = "etcd"
-	// RowDNS: Sluice, discovery through DNS SRV records, old servers
-	// Shutdown.
-	RowDNS Row = "dns"
-	// RowStatic: Sluice with a fixed peer list, servers replaced in place
-	// with Close.
-	RowStatic Row = "static"
-	// RowTChannel: plain tchannel-go clients and servers, a fixed peer
-	// list, servers replaced in place with Close.
+	RowEtcd     Row = "etcd"
+	RowDNS      Row = "dns"
+	RowStatic   Row = "static"
 	RowTChannel Row = "tchannel"
 )
 

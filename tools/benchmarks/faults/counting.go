@@ -37,12 +37,6 @@ func (e *events) add(t time.Time) {
 // now records one occurrence now.
 func (e *events) now() { e.add(time.Now()) }
 
-// count returns how many occurrences were recorded.
-func (e *events) count() int {
-	n, _, _ := e.countSince(time.Time{})
-	return n
-}
-
 // countSince returns how many occurrences were recorded, how many of the
 // kept ones happened at or after t, and whether the log dropped times
 // (then that count is a lower bound).
@@ -78,54 +72,20 @@ func sumSince(logs []*events, t time.Time) (all, since int, truncated bool) {
 	return all, since, truncated
 }
 
-// dialer is the client's tchannel.ChannelOptions.Dialer: it records every
-// TCP connection attempt per host:port, whatever its outcome (nothing
+// dial is the client's tchannel.ChannelOptions.Dialer: it records each
+// TCP connection attempt at the peer dialed, whatever its outcome (nothing
 // listens at a refused peer to count them), and dials only 127.0.0.1.
-type dialer struct {
-	mu    sync.Mutex
-	dials map[string]*events
-	net   net.Dialer
-}
-
-func newDialer() *dialer { return &dialer{dials: map[string]*events{}} }
-
-// DialContext records the attempt, then dials hostPort if it is on
-// 127.0.0.1 and refuses otherwise.
-func (d *dialer) DialContext(ctx context.Context, network, hostPort string) (net.Conn, error) {
-	d.of(hostPort).now()
+func (f *peers) dial(ctx context.Context, network, hostPort string) (net.Conn, error) {
+	for _, p := range f.points {
+		if p.addr == hostPort {
+			p.dials.now()
+		}
+	}
 	if host, _, err := net.SplitHostPort(hostPort); err != nil || host != loopback {
 		return nil, fmt.Errorf("faults: refusing to dial %s: the fault suite only targets %s", hostPort, loopback)
 	}
-	return d.net.DialContext(ctx, network, hostPort)
-}
-
-// of returns hostPort's log of attempts.
-func (d *dialer) of(hostPort string) *events {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.dials[hostPort] == nil {
-		d.dials[hostPort] = &events{}
-	}
-	return d.dials[hostPort]
-}
-
-// total returns the attempts to every address, those at or after since,
-// and whether that count is a lower bound.
-func (d *dialer) total(since time.Time) (all, after int, truncated bool) {
-	d.mu.Lock()
-	var logs []*events
-	for _, e := range d.dials {
-		logs = append(logs, e)
-	}
-	d.mu.Unlock()
-	return sumSince(logs, since)
-}
-
-// reset forgets every attempt.
-func (d *dialer) reset() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.dials = map[string]*events{}
+	var d net.Dialer
+	return d.DialContext(ctx, network, hostPort)
 }
 
 // startFaultPoint starts testnet's accept-close listener, or with hold its

@@ -7,11 +7,12 @@ import (
 )
 
 // point is one peer of a run as the client sees it (an address) and as
-// the suite counts it: the connections accepted there (nil where nothing
-// listens) and the handler executions behind it (nil where none runs).
+// the suite counts it: the client's connection attempts, the connections
+// accepted there (nil where nothing listens) and the handler executions
+// behind it (nil where none runs).
 type point struct {
-	addr           string
-	accepts, execs *events
+	addr                  string
+	dials, accepts, execs *events
 }
 
 // peers are the three peers of a run and its fault.

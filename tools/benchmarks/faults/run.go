@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
@@ -51,8 +52,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if !cfg.Shared {
 		r.HeapBefore = heapAfterGC()
 	}
-	d := newDialer()
-	opts := []channel.Option{channel.WithTChannelOptions(tchannel.ChannelOptions{Dialer: d.DialContext})}
+	for _, p := range f.points {
+		p.dials = &events{}
+	}
+	opts := []channel.Option{channel.WithTChannelOptions(tchannel.ChannelOptions{Dialer: f.dial})}
 	if svc != nil {
 		opts = append(opts, channel.WithServiceConfig(svc))
 	}
@@ -78,13 +81,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	// Count before the client closes: closing is not part of the run.
 	after1s := lo.start.Add(time.Second)
-	var accepts, execs []*events
+	var dials, accepts, execs []*events
 	for _, p := range f.points {
-		accepts, execs = append(accepts, p.accepts), append(execs, p.execs)
+		dials, accepts, execs = append(dials, p.dials), append(accepts, p.accepts), append(execs, p.execs)
 	}
 	var dialsAfter, acceptsAfter int
 	var tr1, tr2 bool
-	r.Dials, dialsAfter, tr1 = d.total(after1s)
+	r.Dials, dialsAfter, tr1 = sumSince(dials, after1s)
 	r.Accepts, acceptsAfter, tr2 = sumSince(accepts, after1s)
 	r.Executions, _, _ = sumSince(execs, after1s)
 	r.Connects, r.ConnectsAfter1s, r.Truncated = r.Accepts, acceptsAfter, tr2
@@ -97,7 +100,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		faulty = p.addr
 		if !lo.faultAt.IsZero() {
 			since := lo.faultAt.Add(time.Second)
-			_, dn, _ := d.of(p.addr).countSince(since)
+			_, dn, _ := p.dials.countSince(since)
 			_, an, _ := p.accepts.countSince(since)
 			r.FaultyConnects = max(dn, an)
 		}
@@ -119,8 +122,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		r.GoroutinesAfter = settle(r.GoroutinesBefore)
 		// Drop what the run kept before weighing the heap.
 		lo.calls = nil
-		d.reset()
-		for _, e := range append(accepts, execs...) {
+		for _, e := range slices.Concat(dials, accepts, execs) {
 			e.reset()
 		}
 		r.HeapAfter = heapAfterGC()
