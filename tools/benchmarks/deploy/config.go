@@ -1,11 +1,13 @@
 package deploy
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
@@ -13,18 +15,12 @@ import (
 // find them.
 type Row string
 
-// The rows, in the order Run runs them by default.
+// The rows (Title says what each does), in the order Run runs them by
+// default. RowStatic and RowTChannel replace their servers in place.
 const (
-	// RowEtcd: Sluice, discovery through etcd, old servers Shutdown.
-	RowEtcd Row = "etcd"
-	// RowDNS: Sluice, discovery through DNS SRV records, old servers
-	// Shutdown.
-	RowDNS Row = "dns"
-	// RowStatic: Sluice with a fixed peer list, servers replaced in place
-	// with Close.
-	RowStatic Row = "static"
-	// RowTChannel: plain tchannel-go clients and servers, a fixed peer
-	// list, servers replaced in place with Close.
+	RowEtcd     Row = "etcd"
+	RowDNS      Row = "dns"
+	RowStatic   Row = "static"
 	RowTChannel Row = "tchannel"
 )
 
@@ -33,17 +29,12 @@ var AllRows = []Row{RowEtcd, RowDNS, RowStatic, RowTChannel}
 
 // Title is the row's name in the table.
 func (r Row) Title() string {
-	switch r {
-	case RowEtcd:
-		return "Sluice, etcd discovery, Shutdown"
-	case RowDNS:
-		return "Sluice, DNS SRV discovery, Shutdown"
-	case RowStatic:
-		return "Sluice, static peers, Close in place"
-	case RowTChannel:
-		return "tchannel-go, static peers, Close in place"
-	}
-	return string(r)
+	return cmp.Or(map[Row]string{
+		RowEtcd:     "Sluice, etcd discovery, Shutdown",
+		RowDNS:      "Sluice, DNS SRV discovery, Shutdown",
+		RowStatic:   "Sluice, static peers, Close in place",
+		RowTChannel: "tchannel-go, static peers, Close in place",
+	}[r], string(r))
 }
 
 // discovery reports whether the row's clients follow a registry, so that
@@ -53,32 +44,20 @@ func (r Row) discovery() bool { return r == RowEtcd || r == RowDNS }
 // ParseRows reads a comma-separated list of rows ("etcd,dns"), or "all".
 func ParseRows(s string) ([]Row, error) {
 	if s == "all" {
-		return append([]Row(nil), AllRows...), nil
+		return slices.Clone(AllRows), nil
 	}
 	var rows []Row
-	seen := map[Row]bool{}
 	for _, f := range strings.Split(s, ",") {
 		r := Row(strings.TrimSpace(f))
-		if !r.valid() {
-			return nil, fmt.Errorf("deploy: row %q, want one of %s, or all", f, rowList())
+		if !slices.Contains(AllRows, r) {
+			return nil, fmt.Errorf("deploy: row %q, want one of %s, or all", f, benchrun.Names(AllRows))
 		}
-		if seen[r] {
+		if slices.Contains(rows, r) {
 			return nil, fmt.Errorf("deploy: row %q given twice", r)
 		}
-		seen[r] = true
 		rows = append(rows, r)
 	}
 	return rows, nil
-}
-
-func (r Row) valid() bool { return slices.Contains(AllRows, r) }
-
-func rowList() string {
-	s := make([]string, len(AllRows))
-	for i, r := range AllRows {
-		s[i] = string(r)
-	}
-	return strings.Join(s, ", ")
 }
 
 // Config is one rolling-deploy comparison. Its zero fields mean the
@@ -159,47 +138,21 @@ func Defaults() Config {
 
 func (c Config) withDefaults() Config {
 	if c.Rows == nil {
-		c.Rows = append([]Row(nil), AllRows...)
+		c.Rows = slices.Clone(AllRows)
 	}
-	if c.Instances == 0 {
-		c.Instances = 4
-	}
-	if c.Rate == 0 {
-		c.Rate = 1000
-	}
-	if c.Clients == 0 {
-		c.Clients = 2
-	}
-	if c.Replacements == 0 {
-		c.Replacements = 2 * c.Instances
-	}
-	if c.Warmup == 0 {
-		c.Warmup = millis.Duration(time.Second)
-	}
-	if c.Steady == 0 {
-		c.Steady = millis.Duration(5 * time.Second)
-	}
-	if c.Settle == 0 {
-		c.Settle = millis.Duration(2500 * time.Millisecond)
-	}
-	if c.ServiceTime == 0 {
-		c.ServiceTime = millis.Duration(time.Millisecond)
-	}
-	if c.Timeout == 0 {
-		c.Timeout = millis.Duration(time.Second)
-	}
-	if c.DNSPeriod == 0 {
-		c.DNSPeriod = millis.Duration(2 * time.Second)
-	}
-	if c.DNSMinInterval == 0 {
-		c.DNSMinInterval = millis.Duration(time.Second)
-	}
-	if c.Grace == 0 {
-		c.Grace = 2*c.DNSPeriod + millis.Duration(time.Second)
-	}
-	if c.Quiet == 0 {
-		c.Quiet = millis.Duration(time.Second)
-	}
+	c.Instances = cmp.Or(c.Instances, 4)
+	c.Rate = cmp.Or(c.Rate, 1000)
+	c.Clients = cmp.Or(c.Clients, 2)
+	c.Replacements = cmp.Or(c.Replacements, 2*c.Instances)
+	c.Warmup = cmp.Or(c.Warmup, millis.Duration(time.Second))
+	c.Steady = cmp.Or(c.Steady, millis.Duration(5*time.Second))
+	c.Settle = cmp.Or(c.Settle, millis.Duration(2500*time.Millisecond))
+	c.ServiceTime = cmp.Or(c.ServiceTime, millis.Duration(time.Millisecond))
+	c.Timeout = cmp.Or(c.Timeout, millis.Duration(time.Second))
+	c.DNSPeriod = cmp.Or(c.DNSPeriod, millis.Duration(2*time.Second))
+	c.DNSMinInterval = cmp.Or(c.DNSMinInterval, millis.Duration(time.Second))
+	c.Grace = cmp.Or(c.Grace, 2*c.DNSPeriod+millis.Duration(time.Second))
+	c.Quiet = cmp.Or(c.Quiet, millis.Duration(time.Second))
 	return c
 }
 
@@ -207,25 +160,17 @@ func (c Config) withDefaults() Config {
 // take their defaults.
 func (c Config) Validate() error {
 	if len(c.Rows) == 0 && c.Rows != nil {
-		return fmt.Errorf("deploy: Rows is empty; give at least one of %s (nil means all)", rowList())
+		return fmt.Errorf("deploy: Rows is empty; give at least one of %s (nil means all)", benchrun.Names(AllRows))
 	}
-	seen := map[Row]bool{}
-	for _, r := range c.Rows {
-		if !r.valid() {
-			return fmt.Errorf("deploy: Rows holds %q, want rows among %s", r, rowList())
+	for i, r := range c.Rows {
+		if !slices.Contains(AllRows, r) {
+			return fmt.Errorf("deploy: Rows holds %q, want rows among %s", r, benchrun.Names(AllRows))
 		}
-		if seen[r] {
+		if slices.Contains(c.Rows[:i], r) {
 			return fmt.Errorf("deploy: Rows holds %q twice", r)
 		}
-		seen[r] = true
 	}
 	c = c.withDefaults()
-	stretch := func(name string, d, lo time.Duration) error {
-		if d < lo || d > MaxStretch {
-			return fmt.Errorf("deploy: %s is %v, must be in [%v, %v]", name, d, lo, MaxStretch)
-		}
-		return nil
-	}
 	switch {
 	case c.Instances < 1 || c.Instances > MaxInstances:
 		return fmt.Errorf("deploy: Instances is %d, must be in [1, %d]", c.Instances, MaxInstances)
@@ -250,13 +195,15 @@ func (c Config) Validate() error {
 	case c.Grace <= c.DNSPeriod && slices.Contains(c.Rows, RowDNS):
 		return fmt.Errorf("deploy: Grace is %v, must outlast DNSPeriod (%v): a leaving server must serve until every client has looked its record up again", c.Grace, c.DNSPeriod)
 	}
-	if err := stretch("Warmup", c.Warmup.D(), 0); err != nil {
-		return err
+	for _, st := range []struct {
+		name  string
+		d, lo time.Duration
+	}{{"Warmup", c.Warmup.D(), 0}, {"Steady", c.Steady.D(), 100 * time.Millisecond}, {"Settle", c.Settle.D(), 0}} {
+		if st.d < st.lo || st.d > MaxStretch {
+			return fmt.Errorf("deploy: %s is %v, must be in [%v, %v]", st.name, st.d, st.lo, MaxStretch)
+		}
 	}
-	if err := stretch("Steady", c.Steady.D(), 100*time.Millisecond); err != nil {
-		return err
-	}
-	return stretch("Settle", c.Settle.D(), 0)
+	return nil
 }
 
 func (c Config) progress(format string, args ...any) {

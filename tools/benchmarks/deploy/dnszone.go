@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -20,21 +20,21 @@ const zoneStartLimit = 5 * time.Second
 
 // zone is a DNS server on 127.0.0.1, UDP and TCP on one port, answering
 // for the fleet: an SRV record of srvName per instance (priority 0,
-// weight 10, its port), each naming a host of its own,
-// i-PORT.fleet.test., whose A record is 127.0.0.1. Records have a TTL of
-// 0; names it does not know are answered NXDOMAIN.
+// weight 10, its port), each naming a host of its own, hostName(port),
+// whose A record is 127.0.0.1. Records have a TTL of 0; names it does not
+// know are answered NXDOMAIN.
 type zone struct {
 	addr    string
 	servers []*mdns.Server
 	served  chan error
 
 	mu    sync.Mutex
-	ports map[uint16]bool
+	hosts map[string]uint16 // hostName(port): port
 }
 
 // startZone starts the server with no instance listed.
 func startZone() (*zone, error) {
-	z := &zone{ports: map[uint16]bool{}, served: make(chan error, 2)}
+	z := &zone{hosts: map[string]uint16{}, served: make(chan error, 2)}
 	var pc net.PacketConn
 	var l net.Listener
 	for try := 0; ; try++ {
@@ -56,18 +56,19 @@ func startZone() (*zone, error) {
 		srv.NotifyStartedFunc = func() { close(started) }
 		go func() { z.served <- srv.ActivateAndServe() }()
 		t := time.NewTimer(zoneStartLimit)
+		var err error
 		select {
 		case <-started:
-			t.Stop()
 			z.servers = append(z.servers, srv)
-		case err := <-z.served:
-			t.Stop()
-			z.close()
-			return nil, fmt.Errorf("deploy: DNS server: %w", err)
+		case err = <-z.served:
 		case <-t.C:
 			srv.Shutdown()
+			err = fmt.Errorf("not started within %v", zoneStartLimit)
+		}
+		t.Stop()
+		if err != nil {
 			z.close()
-			return nil, fmt.Errorf("deploy: DNS server not started within %v", zoneStartLimit)
+			return nil, fmt.Errorf("deploy: DNS server: %w", err)
 		}
 	}
 	return z, nil
@@ -77,44 +78,29 @@ func startZone() (*zone, error) {
 // server.
 func (z *zone) target() string { return "dns://" + z.addr + "/" + srvName }
 
+// hostName is the name the SRV record of the instance on port names.
+func hostName(port uint16) string { return fmt.Sprintf("i-%d.fleet.test.", port) }
+
 // add lists the instance at hostPort (on 127.0.0.1).
 func (z *zone) add(hostPort string) error {
-	p, err := portOf(hostPort)
-	if err != nil {
-		return err
+	ap, err := netip.ParseAddrPort(hostPort)
+	if err != nil || ap.Addr() != netip.AddrFrom4([4]byte{127, 0, 0, 1}) {
+		return fmt.Errorf("deploy: DNS record for %q: the zone lists 127.0.0.1:PORT only", hostPort)
 	}
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	z.ports[p] = true
+	z.hosts[hostName(ap.Port())] = ap.Port()
 	return nil
 }
 
 // remove takes the instance at hostPort off the list.
 func (z *zone) remove(hostPort string) {
-	if p, err := portOf(hostPort); err == nil {
+	if ap, err := netip.ParseAddrPort(hostPort); err == nil {
 		z.mu.Lock()
 		defer z.mu.Unlock()
-		delete(z.ports, p)
+		delete(z.hosts, hostName(ap.Port()))
 	}
 }
-
-func portOf(hostPort string) (uint16, error) {
-	host, port, err := net.SplitHostPort(hostPort)
-	if err != nil {
-		return 0, fmt.Errorf("deploy: DNS record for %q: %w", hostPort, err)
-	}
-	if host != "127.0.0.1" {
-		return 0, fmt.Errorf("deploy: DNS record for %q: the zone lists 127.0.0.1 only", hostPort)
-	}
-	n, err := strconv.ParseUint(port, 10, 16)
-	if err != nil {
-		return 0, fmt.Errorf("deploy: DNS record for %q: %w", hostPort, err)
-	}
-	return uint16(n), nil
-}
-
-// hostName is the name the SRV record of the instance on port names.
-func hostName(port uint16) string { return fmt.Sprintf("i-%d.fleet.test.", port) }
 
 // ServeDNS answers one query from the zone.
 func (z *zone) ServeDNS(w mdns.ResponseWriter, req *mdns.Msg) {
@@ -130,41 +116,25 @@ func (z *zone) ServeDNS(w mdns.ResponseWriter, req *mdns.Msg) {
 	}
 	q := req.Question[0]
 	name := strings.ToLower(q.Name)
-	hdr := func(t uint16) mdns.RR_Header {
-		return mdns.RR_Header{Name: q.Name, Rrtype: t, Class: mdns.ClassINET, Ttl: 0}
-	}
+	hdr := mdns.RR_Header{Name: q.Name, Rrtype: q.Qtype, Class: mdns.ClassINET, Ttl: 0}
 	z.mu.Lock()
 	defer z.mu.Unlock()
+	_, isHost := z.hosts[name]
 	switch {
 	case name == srvName:
-		if q.Qtype == mdns.TypeSRV {
-			for p := range z.ports {
-				m.Answer = append(m.Answer, &mdns.SRV{Hdr: hdr(mdns.TypeSRV), Priority: 0, Weight: 10, Port: p, Target: hostName(p)})
+		for host, p := range z.hosts {
+			if q.Qtype == mdns.TypeSRV {
+				m.Answer = append(m.Answer, &mdns.SRV{Hdr: hdr, Priority: 0, Weight: 10, Port: p, Target: host})
 			}
 		}
-	case z.isHost(name):
+	case isHost:
 		if q.Qtype == mdns.TypeA {
-			m.Answer = append(m.Answer, &mdns.A{Hdr: hdr(mdns.TypeA), A: net.IPv4(127, 0, 0, 1)})
+			m.Answer = append(m.Answer, &mdns.A{Hdr: hdr, A: net.IPv4(127, 0, 0, 1)})
 		}
 	default:
 		m.Rcode = mdns.RcodeNameError
 	}
 	w.WriteMsg(m)
-}
-
-// isHost reports whether name is the host of a listed instance; z.mu is
-// held.
-func (z *zone) isHost(name string) bool {
-	rest, ok := strings.CutPrefix(name, "i-")
-	if !ok {
-		return false
-	}
-	port, ok := strings.CutSuffix(rest, ".fleet.test.")
-	if !ok {
-		return false
-	}
-	n, err := strconv.ParseUint(port, 10, 16)
-	return err == nil && z.ports[uint16(n)]
 }
 
 // close stops the server and waits for it.

@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -12,8 +13,15 @@ import (
 
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/codes"
+	"github.com/sluice-rpc/sluice/discovery/dns"
+	"github.com/sluice-rpc/sluice/discovery/etcd"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
+	"github.com/sluice-rpc/sluice/tools/internal/fleet"
 )
+
+// clientReadyLimit bounds the wait for a client to know and connect to the
+// whole fleet before the load starts.
+const clientReadyLimit = 20 * time.Second
 
 // payload is every call's request body.
 var payload = []byte("rolling-deploy")
@@ -22,12 +30,92 @@ var payload = []byte("rolling-deploy")
 // error ("" and nil when it succeeded).
 type caller func(ctx context.Context) (string, error)
 
-// sluiceCaller calls Method through cl, a Client of Service.
-func sluiceCaller(cl *channel.Client) caller {
-	return func(ctx context.Context) (string, error) {
-		_, err := cl.CallRaw(ctx, Method, nil, payload)
-		return sluiceCode(err), err
+// startClients starts cfg.Clients clients of the row's kind, each with
+// its own resolver and connections, and waits until each knows every
+// server and has connected to it. The closers close them.
+func startClients(cfg Config, f *servers) (callers []caller, closers fleet.Closers, err error) {
+	defer func() {
+		if err != nil {
+			closers.Close()
+		}
+	}()
+	for range cfg.Clients {
+		if f.row == RowTChannel {
+			ch, err := tchannel.NewChannel("deploy-client", &tchannel.ChannelOptions{Logger: tchannel.NullLogger})
+			if err != nil {
+				return nil, closers, err
+			}
+			closers.Add(ch.Close)
+			for _, hp := range f.hostPorts() {
+				ch.Peers().Add(hp)
+			}
+			callers = append(callers, tchannelCaller(ch))
+			continue
+		}
+		var opts []channel.ClientOption
+		switch f.row {
+		case RowEtcd:
+			c, err := newEtcdClient(f.etcd)
+			if err != nil {
+				return nil, closers, err
+			}
+			closers = append(closers, c.Close)
+			r, err := etcd.NewResolver(etcd.ResolverConfig{Client: c, Prefix: f.prefix})
+			if err != nil {
+				return nil, closers, err
+			}
+			opts = append(opts, channel.WithResolver(r))
+		case RowDNS:
+			r, err := dns.New(dns.Config{Target: f.zone.target(), Period: cfg.DNSPeriod.D(), MinInterval: cfg.DNSMinInterval.D()})
+			if err != nil {
+				return nil, closers, err
+			}
+			opts = append(opts, channel.WithResolver(r))
+		}
+		ch, err := channel.New("deploy-client")
+		if err != nil {
+			return nil, closers, err
+		}
+		closers.Add(ch.Close) // before its etcd client: the resolver stops first
+		cl, err := ch.NewClient(Service, opts...)
+		if err != nil {
+			return nil, closers, err
+		}
+		if f.row == RowStatic {
+			for _, hp := range f.hostPorts() {
+				if err := cl.AddPeer(hp); err != nil {
+					return nil, closers, err
+				}
+			}
+		}
+		if err := connect(cl, len(f.live)); err != nil {
+			return nil, closers, err
+		}
+		callers = append(callers, func(ctx context.Context) (string, error) {
+			_, err := cl.CallRaw(ctx, Method, nil, payload)
+			return sluiceCode(err), err
+		})
 	}
+	return callers, closers, nil
+}
+
+// connect waits until cl knows n peers and has connected to them.
+func connect(cl *channel.Client, n int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), clientReadyLimit)
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for len(cl.Peers()) != n {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return fmt.Errorf("deploy: the client knows %d peers of %s after %v, want %d", len(cl.Peers()), Service, clientReadyLimit, n)
+		}
+	}
+	if err := cl.Connect(ctx); err != nil {
+		return fmt.Errorf("deploy: the client's connections: %w", err)
+	}
+	return nil
 }
 
 // sluiceCode names a Sluice call's outcome as the other benchmarks do
@@ -51,8 +139,8 @@ func tchannelCaller(ch *tchannel.Channel) caller {
 
 // tchannelCode names a plain tchannel-go call's outcome: the TChannel code
 // of a system error; TIMEOUT for a deadline; NETWORK for a network error
-// tchannel-go returns as it is (a refused connection); UNEXPECTED
-// otherwise (tchannel-go's own reading, GetSystemErrorCode).
+// tchannel-go returns as it is (a refused connection); else tchannel-go's
+// own reading (GetSystemErrorCode: UNEXPECTED).
 func tchannelCode(err error) string {
 	var se tchannel.SystemError
 	var ne net.Error
@@ -78,70 +166,38 @@ type call struct {
 	err     error
 }
 
-// loadGen is an open-loop load: call i arrives i/rate after the first and
-// goes to callers[i mod len(callers)], each in a goroutine of its own with
-// its own deadline.
-type loadGen struct {
-	stop chan struct{}
-	done chan []call
-}
-
-// startLoad starts the load; finish stops it.
-func startLoad(rate float64, timeout time.Duration, callers []caller) *loadGen {
-	g := &loadGen{stop: make(chan struct{}), done: make(chan []call, 1)}
-	go g.run(rate, timeout, callers)
-	return g
-}
-
-func (g *loadGen) run(rate float64, timeout time.Duration, callers []caller) {
-	var (
-		mu    sync.Mutex
-		calls []call
-		wg    sync.WaitGroup
-	)
-	interval := time.Duration(float64(time.Second) / rate)
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
-	start := time.Now()
-arrivals:
-	for i := 0; ; i++ {
-		at := start.Add(time.Duration(i) * interval)
-		if wait := time.Until(at); wait > 0 {
-			timer.Reset(wait)
-			select {
-			case <-timer.C:
-			case <-g.stop:
-				break arrivals
-			}
-			// The timer's oversleep is the generator's, not the call's.
-			at = time.Now()
-		} else {
-			select {
-			case <-g.stop:
-				break arrivals
-			default:
-			}
-		}
-		wg.Add(1)
-		go func(c caller, at time.Time) {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			code, err := c(ctx)
-			cancel()
-			r := call{at: at, latency: time.Since(at), code: code, err: err}
-			mu.Lock()
-			calls = append(calls, r)
-			mu.Unlock()
-		}(callers[i%len(callers)], at)
-	}
-	wg.Wait() // each call ends by its deadline
-	g.done <- calls
-}
-
+// startLoad starts an open-loop load: call i arrives i/rate after the
+// first and goes to callers[i mod len(callers)] with its own deadline.
 // finish stops the arrivals and returns every call once the last has
 // returned.
-func (g *loadGen) finish() []call {
-	close(g.stop)
-	return <-g.done
+func startLoad(rate float64, timeout time.Duration, callers []caller) (finish func() []call) {
+	stop, done := make(chan struct{}), make(chan []call, 1)
+	go func() {
+		var (
+			mu    sync.Mutex
+			calls []call
+			wg    sync.WaitGroup
+		)
+		i := 0
+		fleet.Arrivals(time.Now(), rate, -1, stop, func(_, at time.Time) {
+			c := callers[i%len(callers)]
+			i++
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), timeout)
+				code, err := c(ctx)
+				cancel()
+				mu.Lock()
+				calls = append(calls, call{at: at, latency: time.Since(at), code: code, err: err})
+				mu.Unlock()
+			}()
+		})
+		wg.Wait() // each call ends by its deadline
+		done <- calls
+	}()
+	return func() []call {
+		close(stop)
+		return <-done
+	}
 }

@@ -3,9 +3,9 @@ package deploy
 import (
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 
+	"github.com/sluice-rpc/sluice/tools/internal/fleet"
 	"github.com/sluice-rpc/sluice/tools/internal/table"
 )
 
@@ -81,23 +81,9 @@ func failures(rr RowResult) string {
 	if rr.Failed == 0 {
 		return "0"
 	}
-	type kv struct {
-		code string
-		n    int
-	}
-	var byCode []kv
-	for c, n := range rr.FailedByCode {
-		byCode = append(byCode, kv{c, n})
-	}
-	sort.Slice(byCode, func(i, j int) bool {
-		if byCode[i].n != byCode[j].n {
-			return byCode[i].n > byCode[j].n
-		}
-		return byCode[i].code < byCode[j].code
-	})
-	parts := make([]string, len(byCode))
-	for i, e := range byCode {
-		parts[i] = fmt.Sprintf("%d %s", e.n, e.code)
+	var parts []string
+	for _, c := range fleet.ByCount(rr.FailedByCode) {
+		parts = append(parts, fmt.Sprintf("%d %s", rr.FailedByCode[c], c))
 	}
 	return fmt.Sprintf("%d (%s)", rr.Failed, strings.Join(parts, ", "))
 }

@@ -2,7 +2,6 @@ package deploy
 
 import (
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
@@ -137,11 +136,9 @@ func summarize(row Row, calls []call, reps []replacement, all []*instance, start
 	r := RowResult{Row: row, Title: row.Title(), Calls: len(calls), FailedByCode: map[string]int{},
 		Elapsed: load.Seconds(end.Sub(start)), Instances: len(all)}
 	for _, in := range all {
-		in.mu.Lock()
 		if in.handled == 0 {
 			r.Idle++
 		}
-		in.mu.Unlock()
 	}
 	slices.SortFunc(calls, func(a, b call) int { return a.at.Compare(b.at) })
 	for _, c := range calls {
@@ -182,14 +179,11 @@ func summarize(row Row, calls []call, reps []replacement, all []*instance, start
 		out := Replacement{Start: load.Seconds(rep.start.Sub(start)), Available: load.Seconds(rep.available.Sub(start)),
 			Left: load.Seconds(rep.left.Sub(start)), Leave: load.Millis(rep.left.Sub(rep.leaveFrom))}
 		if rep.old != nil {
-			out.Old = rep.old.Addr()
-			rep.old.mu.Lock()
-			out.OldHandled = rep.old.handled
-			rep.old.mu.Unlock()
+			out.Old, out.OldHandled = rep.old.addr, rep.old.handled
 		}
 		if rep.new != nil {
-			out.New = rep.new.Addr()
-			if _, _, first := rep.new.times(); !first.IsZero() {
+			out.New = rep.new.addr
+			if first := rep.new.firstAt; !first.IsZero() {
 				d := first.Sub(rep.available)
 				m := load.Millis(d)
 				out.FirstCall = &m
@@ -201,7 +195,7 @@ func summarize(row Row, calls []call, reps []replacement, all []*instance, start
 		r.Replacements = append(r.Replacements, out)
 	}
 	if len(firsts) > 0 {
-		sort.Slice(firsts, func(i, j int) bool { return firsts[i] < firsts[j] })
+		slices.Sort(firsts)
 		r.FirstCallMedian = load.Millis(load.Quantile(firsts, 0.5))
 		r.FirstCallMax = load.Millis(firsts[len(firsts)-1])
 	}

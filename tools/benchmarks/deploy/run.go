@@ -2,12 +2,10 @@ package deploy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/sluice-rpc/sluice/clock"
@@ -57,7 +55,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 // runRow runs one row: the fleet, the clients, the load, the warmup, the
 // steady stretch, then the replacements, each followed by the settle.
 func runRow(ctx context.Context, cfg Config, row Row, etcdEndpoint string) (_ RowResult, err error) {
-	f, err := startFleet(cfg, row, etcdEndpoint)
+	f, err := startServers(cfg, row, etcdEndpoint)
 	if err != nil {
 		return RowResult{}, err
 	}
@@ -66,48 +64,40 @@ func runRow(ctx context.Context, cfg Config, row Row, etcdEndpoint string) (_ Ro
 			err = cerr
 		}
 	}()
-	cs, err := startClients(cfg, f)
+	callers, clients, err := startClients(cfg, f)
 	if err != nil {
 		return RowResult{}, err
 	}
-	defer cs.close()
+	defer clients.Close()
 
 	start := time.Now()
-	g := startLoad(cfg.Rate, cfg.Timeout.D(), cs.callers)
+	finish := startLoad(cfg.Rate, cfg.Timeout.D(), callers)
 	var reps []replacement
-	steadyFrom := start.Add(cfg.Warmup.D())
 	settles := settleSchedule(cfg)
-	err = func() error {
-		if err := clock.Sleep(ctx, clock.Real, (cfg.Warmup + cfg.Steady).D()); err != nil {
-			return err
+	err = clock.Sleep(ctx, clock.Real, (cfg.Warmup + cfg.Steady).D())
+	for k := 0; k < cfg.Replacements && err == nil; k++ {
+		var rep replacement
+		if rep, err = f.replace(k % len(f.live)); err != nil {
+			err = fmt.Errorf("replacement %d of %d: %w", k+1, cfg.Replacements, err)
+			break
 		}
-		for k := range cfg.Replacements {
-			i := k % len(f.live)
-			rep, err := f.replace(i)
-			if err != nil {
-				return fmt.Errorf("replacement %d of %d: %w", k+1, cfg.Replacements, err)
-			}
-			reps = append(reps, rep)
-			cfg.progress("  replaced %s with %s (%d of %d): the old one left in %v",
-				rep.old.Addr(), rep.new.Addr(), k+1, cfg.Replacements, rep.left.Sub(rep.leaveFrom).Round(time.Millisecond))
-			if err := clock.Sleep(ctx, clock.Real, settles[k]); err != nil {
-				return err
-			}
-		}
-		return nil
-	}()
-	calls := g.finish()
+		reps = append(reps, rep)
+		cfg.progress("  replaced %s with %s (%d of %d): the old one left in %v",
+			rep.old.addr, rep.new.addr, k+1, cfg.Replacements, rep.left.Sub(rep.leaveFrom).Round(time.Millisecond))
+		err = clock.Sleep(ctx, clock.Real, settles[k])
+	}
+	calls := finish()
 	end := time.Now()
 	if err != nil {
 		return RowResult{}, err
 	}
 	// The clients close first, so that the servers' Close has no
 	// connection to wait for; the servers then report what they handled.
-	cs.close()
+	clients.Close()
 	if err := f.close(); err != nil {
 		return RowResult{}, err
 	}
-	r := summarize(row, calls, reps, f.all, start, steadyFrom, end)
+	r := summarize(row, calls, reps, f.all, start, start.Add(cfg.Warmup.D()), end)
 	cfg.progress("  %d calls, %d failed", r.Calls, r.Failed)
 	return r, nil
 }
@@ -127,19 +117,4 @@ func settleSchedule(cfg Config) []time.Duration {
 		s[i] = time.Duration(float64(cfg.Settle) * (0.75 + 0.5*rng.Float64()))
 	}
 	return s
-}
-
-// stopAll stops instances at once and waits for them.
-func stopAll(ins []*instance) error {
-	errs := make([]error, len(ins))
-	var wg sync.WaitGroup
-	for i, in := range ins {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = in.stop()
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
 }

@@ -1,21 +1,21 @@
 package faults
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strings"
+	"runtime"
 	"sync"
 	"time"
 
-	"github.com/sluice-rpc/sluice/channel"
-	"github.com/sluice-rpc/sluice/tools/internal/childproc"
+	"github.com/sluice-rpc/sluice/tools/internal/fleet"
 )
 
-// ChildEnv is the environment variable that makes ServeChildIfAsked turn
-// the process into a child server. The suite sets it, to ChildServe, only
-// in the environment of the children it starts.
+// ChildEnv makes ServeChildIfAsked turn the process into a child server
+// when it is ChildServe, which the suite sets only in its children's
+// environment.
 const (
 	ChildEnv   = "SLUICE_FAULTS_CHILD"
 	ChildServe = "serve"
@@ -30,133 +30,85 @@ const (
 	childExitLimit = 5 * time.Second
 )
 
-// The lines a child writes on its standard output, one per event.
+// The lines a child writes besides "listening HOST:PORT" and "error WHY".
 const (
-	lineListening = "listening " // followed by host:port, once, first
-	lineAccept    = "accept"     // it accepted a TCP connection
-	lineExec      = "exec"       // a handler ran
-	lineError     = "error "     // followed by why it could not serve
+	lineAccept = "accept" // it accepted a TCP connection
+	lineExec   = "exec"   // a handler ran
 )
 
-// ServeChildIfAsked makes this process a fault-suite child server when the
-// environment variable ChildEnv is ChildServe, and then never returns;
-// otherwise it returns at once and does nothing.
+// ServeChildIfAsked makes this process a fault-suite child server when
+// ChildEnv is ChildServe, and then never returns; otherwise it returns at
+// once.
 //
-// The kill and freeze scenarios run their failing server in a child process
-// (so that it can be killed with SIGKILL or stopped with SIGSTOP) by
-// re-executing the current binary (os.Executable) with ChildEnv set. Any
-// binary that runs those scenarios must therefore call ServeChildIfAsked
-// first thing: `sluice-lab` in main, a test binary in TestMain. A binary that
-// does not is started with the argument -test.run=^$ (a test binary then
-// runs nothing) and the scenario fails with an error saying so.
-//
-// The child is a channel.Channel of Service serving the raw and JSON
-// methods (MethodEcho, MethodBusy, MethodDeclined) on 127.0.0.1:0. It writes
-// "listening HOST:PORT" on its standard output, then one line per accepted
-// connection ("accept") and per handler execution ("exec"), and exits when
-// its standard input ends: when the parent closes it or dies.
+// The kill and freeze scenarios run their failing server in a child
+// process (to kill it with SIGKILL or stop it with SIGSTOP), this binary
+// re-executed with ChildEnv set: a binary that runs them calls
+// ServeChildIfAsked first thing, `sluice-lab` in main, a test binary in
+// TestMain. The child serves Service's methods on 127.0.0.1:0, writes
+// "listening HOST:PORT", then a line per accepted connection ("accept")
+// and per handler execution ("exec"), and exits when its stdin ends.
 func ServeChildIfAsked() {
-	if os.Getenv(ChildEnv) != ChildServe {
-		return
+	if os.Getenv(ChildEnv) == ChildServe {
+		os.Exit(serveChild(os.Stdin, os.Stdout))
 	}
-	os.Exit(serveChild(os.Stdin, os.Stdout))
 }
 
 // serveChild is the child server: it serves until stdin ends and returns
 // the exit code.
 func serveChild(stdin io.Reader, stdout io.Writer) int {
-	out := &lineWriter{w: stdout}
-	ch, err := channel.New(Service)
+	out := &fleet.Lines{W: stdout}
+	s, err := startServer(func() { out.Line(lineAccept) }, func() { out.Line(lineExec) }, nil)
 	if err != nil {
-		out.line(lineError + err.Error())
-		return 1
+		return out.Fail(err)
 	}
-	defer ch.Close()
-	if err := registerHandlers(ch, func() { out.line(lineExec) }, nil); err != nil {
-		out.line(lineError + err.Error())
-		return 1
-	}
-	if err := serveCounting(ch, func() { out.line(lineAccept) }); err != nil {
-		out.line(lineError + err.Error())
-		return 1
-	}
-	out.line(lineListening + ch.HostPort())
+	defer s.Close()
+	out.Line(fleet.Listening, s.HostPort())
 	io.Copy(io.Discard, stdin) // until the parent closes it or dies
 	return 0
 }
 
-// lineWriter writes whole lines from concurrent goroutines.
-type lineWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lineWriter) line(s string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	io.WriteString(l.w, s+"\n")
-}
-
-// child is a child server process seen from the parent: its address, the
-// accepts and executions it reported, and the signals the scenarios send it.
+// child is a child server process seen from the parent.
 type child struct {
-	proc *childproc.Proc
+	*fleet.Child
 	addr string
-	// exited is closed once the process has exited and been reaped.
-	exited <-chan struct{}
 
 	mu      sync.Mutex
 	stopped bool // SIGSTOP sent, SIGCONT not yet
 }
 
-// startChild starts a child server and waits (at most childStartLimit) for
-// its address. The events it reports are recorded in accepts and execs,
-// timed when the parent reads them.
+// startChild starts a child server and waits for its address. The
+// accepts and executions it reports are recorded, timed when the parent
+// reads them.
 func startChild(accepts, execs *events) (*child, error) {
-	addrc := make(chan string, 1)
-	var other []string // lines that are not events, for the error message
-	p, err := childproc.Start(childproc.Config{Env: ChildEnv + "=" + ChildServe, OnLine: func(l string) {
-		switch {
-		case l == lineExec:
+	fc, err := fleet.Start(ChildEnv+"="+ChildServe, "faults.ServeChildIfAsked", func(f []string) bool {
+		switch f[0] {
+		case lineExec:
 			execs.add(time.Now())
-		case l == lineAccept:
+		case lineAccept:
 			accepts.add(time.Now())
-		case strings.HasPrefix(l, lineListening):
-			addrc <- strings.TrimPrefix(l, lineListening)
 		default:
-			if len(other) < 10 {
-				other = append(other, l)
-			}
+			return false
 		}
-	}})
+		return true
+	})
 	if err != nil {
 		return nil, fmt.Errorf("faults: %w", err)
 	}
-	c := &child{proc: p, exited: p.Exited()}
-	timer := time.NewTimer(childStartLimit)
-	defer timer.Stop()
-	select {
-	case c.addr = <-addrc:
-		return c, nil
-	case <-c.exited:
-		return nil, fmt.Errorf("faults: the child server (%s) exited before reporting its address: "+
-			"does the binary call faults.ServeChildIfAsked first thing in main (or TestMain)? stdout %q, stderr %q",
-			p.Executable(), other, p.Stderr())
-	case <-timer.C:
+	c := &child{Child: fc}
+	args, err := fc.Wait(fleet.Listening, "report its address", childStartLimit)
+	if err != nil {
 		c.close()
-		return nil, fmt.Errorf("faults: the child server (%s) did not report its address within %v; stderr %q",
-			p.Executable(), childStartLimit, p.Stderr())
+		return nil, fmt.Errorf("faults: the child server: %w", err)
 	}
+	c.addr = args[0]
+	return c, nil
 }
 
-// Addr returns the child's host:port.
-func (c *child) Addr() string { return c.addr }
-
 // kill sends SIGKILL: the kernel closes the child's sockets at once.
-func (c *child) kill() error { return c.signal(sigKill) }
+func (c *child) kill() error { return c.signal(os.Kill) }
 
-// freeze sends SIGSTOP: the child stops answering, and no FIN or RST tells
-// the client (the kernel still completes TCP handshakes into the backlog).
+// freeze sends SIGSTOP and waits for the child to stop: it answers
+// nothing, and no FIN or RST tells the client.
 func (c *child) freeze() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -164,7 +116,7 @@ func (c *child) freeze() error {
 		return err
 	}
 	c.stopped = true
-	return waitStopped(c.proc.Pid(), childExitLimit)
+	return waitStopped(c.Proc.Pid(), childExitLimit)
 }
 
 // thaw sends SIGCONT to a frozen child.
@@ -174,32 +126,55 @@ func (c *child) thaw() error {
 	if !c.stopped {
 		return nil
 	}
-	if err := c.signal(sigCont); err != nil {
-		return err
-	}
 	c.stopped = false
-	return nil
+	return c.signal(sigCont)
 }
 
 // close thaws the child, closes its stdin (it exits) and waits for it,
 // killing it if it has not exited within childExitLimit.
 func (c *child) close() error {
 	c.thaw()
-	if err := c.proc.Close(childExitLimit); err != nil {
+	if err := c.Proc.Close(childExitLimit); err != nil {
 		return fmt.Errorf("faults: the child server %s: %w", c.addr, err)
 	}
 	return nil
 }
 
 // signal sends sig unless the child has exited.
-func (c *child) signal(sig childSignal) error {
+func (c *child) signal(sig os.Signal) error {
 	select {
-	case <-c.exited:
+	case <-c.Proc.Exited():
 		return errors.New("faults: the child server has already exited")
 	default:
 	}
-	if err := sendSignal(c.proc.Process(), sig); err != nil {
-		return fmt.Errorf("faults: signal the child server %s (pid %d): %w", c.addr, c.proc.Pid(), err)
+	if err := c.Proc.Process().Signal(sig); err != nil {
+		return fmt.Errorf("faults: signal the child server %s (pid %d): %w", c.addr, c.Proc.Pid(), err)
 	}
 	return nil
+}
+
+// waitStopped waits, at most limit, until the process pid is stopped
+// (state T in /proc/pid/stat): SIGSTOP is delivered asynchronously.
+// Without /proc (off Linux) the freeze is taken as done once SIGSTOP is
+// sent.
+func waitStopped(pid int, limit time.Duration) error {
+	if runtime.GOOS != "linux" {
+		return nil
+	}
+	deadline := time.Now().Add(limit)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return fmt.Errorf("faults: read the state of pid %d: %w", pid, err)
+		}
+		// The state follows the command name, which is in parentheses
+		// and may itself hold spaces or parentheses.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'T' {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("faults: pid %d did not stop within %v of SIGSTOP", pid, limit)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

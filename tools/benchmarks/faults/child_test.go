@@ -28,7 +28,7 @@ func TestChildServesReportsAndObeysSignals(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	if got := callOnce(t, c.Addr(), MethodEcho, testwait.Limit); got != "" {
+	if got := callOnce(t, c.addr, MethodEcho, testwait.Limit); got != "" {
 		t.Fatalf("echo: %s", got)
 	}
 	testwait.Until(t, "the child's accept and execution reported", func() bool {
@@ -38,20 +38,20 @@ func TestChildServesReportsAndObeysSignals(t *testing.T) {
 	if err := c.freeze(); err != nil {
 		t.Fatal(err)
 	}
-	if got := callOnce(t, c.Addr(), MethodEcho, 200*time.Millisecond); got == "" {
+	if got := callOnce(t, c.addr, MethodEcho, 200*time.Millisecond); got == "" {
 		t.Errorf("echo to a frozen child: %q, want it to fail (TIMEOUT)", got)
 	}
 	if err := c.thaw(); err != nil {
 		t.Fatal(err)
 	}
-	if got := callOnce(t, c.Addr(), MethodEcho, testwait.Limit); got != "" {
+	if got := callOnce(t, c.addr, MethodEcho, testwait.Limit); got != "" {
 		t.Errorf("echo after SIGCONT: %s", got)
 	}
 
 	if err := c.kill(); err != nil {
 		t.Fatal(err)
 	}
-	testwait.Recv(t, c.exited, "the killed child's exit")
+	testwait.Recv(t, c.Proc.Exited(), "the killed child's exit")
 	if err := c.freeze(); err == nil {
 		t.Error("signalling an exited child succeeded")
 	}
@@ -75,8 +75,8 @@ func TestServeChildEndsWithItsStdin(t *testing.T) {
 		}
 	}()
 	first := testwait.Recv(t, lines, "the child's first line")
-	if !strings.HasPrefix(first, lineListening+loopback+":") {
-		t.Fatalf("first line %q, want %q and an address on %s", first, lineListening, loopback)
+	if !strings.HasPrefix(first, "listening "+loopback+":") {
+		t.Fatalf("first line %q, want %q and an address on %s", first, "listening", loopback)
 	}
 	stdinW.Close()
 	if code := testwait.Recv(t, done, "serveChild's return once stdin ended"); code != 0 {

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -67,7 +68,7 @@ type Config struct {
 
 // Validate reports the first rule c breaks, naming the field.
 func (c Config) Validate() error {
-	sp, ok := specOf(c.Scenario)
+	sp, ok := specs[c.Scenario]
 	switch {
 	case c.Scenario == "":
 		return errors.New("faults: Scenario is empty; name one of " + scenarioList())
@@ -105,38 +106,25 @@ func (c Config) Validate() error {
 // withDefaults returns c with every zero field set to its default. c's
 // Scenario must be known.
 func (c Config) withDefaults() Config {
-	sp, _ := specOf(c.Scenario)
-	if c.Rate == 0 {
-		c.Rate = DefaultRate
-	}
-	if c.Duration == 0 {
-		c.Duration = millis.Duration(sp.full.duration)
-	}
-	if c.FaultAt == 0 {
-		c.FaultAt = min(c.Duration/4, millis.Duration(maxDefaultFaultAt))
-	}
+	sp := specs[c.Scenario]
+	c.Rate = cmp.Or(c.Rate, DefaultRate)
+	c.Duration = cmp.Or(c.Duration, seconds(sp.full))
+	c.FaultAt = cmp.Or(c.FaultAt, min(c.Duration/4, millis.Duration(maxDefaultFaultAt)))
 	if !sp.midRun {
 		c.FaultAt = 0
 	}
-	if c.Deadline == 0 {
-		c.Deadline = millis.Duration(DefaultDeadline)
-	}
-	if c.Format == "" {
-		c.Format = "raw"
-	}
-	if c.Payload == 0 {
-		c.Payload = DefaultPayload
-	}
+	c.Deadline = cmp.Or(c.Deadline, millis.Duration(DefaultDeadline))
+	c.Format = cmp.Or(c.Format, "raw")
+	c.Payload = cmp.Or(c.Payload, DefaultPayload)
 	return c
 }
 
 // method returns the method the run calls.
 func (c Config) method() string {
-	sp, _ := specOf(c.Scenario)
 	if c.Format == "json" {
-		return sp.method + JSONSuffix
+		return specs[c.Scenario].method + JSONSuffix
 	}
-	return sp.method
+	return specs[c.Scenario].method
 }
 
 // calls returns how many calls the run makes: arrivals at 0, 1/Rate, ...

@@ -8,72 +8,51 @@ import (
 	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
 )
 
-// Contract is Sluice's failure handling contract in numbers a Result is
-// checked against: connections are made in the background on gRPC's
-// backoff and a failure never becomes a connection storm; a peer whose
-// connection failed or fell silent stops being chosen within a bound; a
-// peer that keeps answering errors is ejected, and a slow one gets almost
-// no first attempts; calls fail fast when every peer is in transient
-// failure; every call returns by its deadline, and a hedged call as soon
-// as a hedge wins; busy throttling and the retry bucket bound the attempts
-// on busy servers; a handler that answered DECLINED runs once unless the
-// policy names that code (only a decline sent before any handler ran is
-// retried transparently); and nothing outlives a call. The README's "When things
-// break" section makes the same promises in words. DefaultContract gives
-// the numbers; Check applies them.
+// Contract is Sluice's failure handling contract in numbers, the
+// promises of the README's "When things break": a failure never becomes
+// a connection storm, connections retry on gRPC's backoff, a dead, silent
+// or erroring peer stops being chosen and a slow one gets almost no first
+// attempts, calls fail fast when every peer is in transient failure,
+// deadlines hold, busy throttling and the retry bucket bound the attempts,
+// a DECLINED handler runs once, and nothing outlives a call.
+// DefaultContract gives the numbers; Check applies them.
 type Contract struct {
 	// MaxConnectsPerCall bounds the TCP connections per call when every
-	// peer refuses connections or accepts and closes them: a failure never
-	// becomes a storm. 1.2.
+	// peer refuses connections or accepts and closes them.
 	MaxConnectsPerCall float64
-	// Backoff is the connection backoff a peer in transient failure is
-	// retried with: gRPC's (base 1 s, multiplier 1.6, jitter 0.2, cap
-	// 120 s), written out here rather than taken from package peer, so
-	// that the contract does not follow the code it checks. After the
-	// first second of an outage no peer may be dialed more often than it
-	// allows (MaxAttempts).
+	// Backoff is the connection backoff of a peer in transient failure,
+	// gRPC's, written out rather than taken from package peer so that the
+	// contract does not follow the code it checks. After the first
+	// second of an outage no peer may be dialed more often than it allows
+	// (MaxAttempts).
 	Backoff backoff.Exponential
-	// FastFail bounds the latency of every call that starts one second or
-	// more into a full outage: with every peer in transient failure a call
-	// fails at once (UNAVAILABLE). 10 ms.
+	// FastFail bounds the latency of every call that starts 1 s or more
+	// into a full outage.
 	FastFail time.Duration
-	// KilledPick bounds how long after a peer's connection failed (it was
-	// killed) a call may still choose it. 1 s.
-	KilledPick time.Duration
-	// SilentPick bounds how long a peer that stopped answering without
-	// closing its connections (frozen, stalled) may still be chosen: it is
-	// found dead within a few seconds. 5 s.
-	SilentPick time.Duration
-	// EjectedShare bounds the share of the calls that choose the erroring
-	// peer (it answers UNEXPECTED to half its calls) among those starting
-	// after it answered ErrorStreak (5) UNEXPECTEDs in a row: outlier
-	// ejection has taken it out of the choice, for 30 s the first time,
-	// longer than a run. Under 1%.
+	// KilledPick and SilentPick bound how long after a peer's death (a
+	// failed connection), or its silence (frozen, stalled), a call may
+	// still choose it.
+	KilledPick, SilentPick time.Duration
+	// EjectedShare bounds the share of the calls starting after the
+	// erroring peer's first ErrorStreak UNEXPECTEDs in a row that choose
+	// it: outlier ejection has taken it out.
 	EjectedShare float64
-	// SlowFirstShare bounds the share of the calls from one second after
-	// the fault on whose first attempt goes to the slow peer of the
-	// latency scenario (100 ms late, the others well under a
-	// millisecond): it gets only an occasional probe. Under 0.5%.
+	// SlowFirstShare bounds the share of the calls from 1 s after the
+	// fault whose first attempt goes to the latency scenario's slow peer.
 	SlowFirstShare float64
-	// DeadlineSlack is how much later than its deadline a call may return
-	// (scheduling slack): 20 ms, or 100 ms in a binary built with -race,
-	// which slows everything down; measure at full size without -race for
-	// the figure that counts. A hedged call whose hedge won returns within
-	// HedgingDelay plus this. Both bounds also allow the run's
-	// Result.SchedDelay: on a machine whose other work held the process's
-	// timers back, a deadline's timer fires that much late too, and the
-	// contract is about what Sluice does once it can run.
+	// DeadlineSlack is how much later than its deadline a call may
+	// return, and a hedged call whose hedge won later than HedgingDelay;
+	// both also allow the run's Result.SchedDelay (the contract is about
+	// what Sluice does once it can run). -race slows everything down:
+	// measure without it for the figure that counts.
 	DeadlineSlack time.Duration
-	// BusyAttemptsPer10s bounds the server attempts per call when every
-	// handler answers BUSY, the policy retries BUSY and the
-	// retry-throttling bucket is on, as measured over 10 s at 200 calls/s
-	// (the busy limiters cut nearly all traffic within two seconds, so the
-	// bound is on the run's total: this many attempts per call of a 10 s
-	// run, plus 10%). 0.16.
+	// BusyAttemptsPer10s bounds the server attempts per call of a run of
+	// 10 s (+10%) at Config.Rate when every handler answers BUSY, under
+	// RetryBucket: the busy limiters cut nearly all traffic within two
+	// seconds, so the bound is on the run's total.
 	BusyAttemptsPer10s float64
 	// GoroutineSlack and HeapSlack bound how far above its baseline a run
-	// may leave the goroutine count and the live heap: nothing outlives a
-	// call. 2 goroutines, 4 MiB.
+	// may leave the goroutine count and the live heap.
 	GoroutineSlack int
 	HeapSlack      uint64
 }

@@ -1,71 +1,34 @@
 // Package faults measures what failing peers cost a Sluice client, and
 // checks that its failure-handling promises hold.
 //
-// A run puts real servers on 127.0.0.1 behind in-process fault points and
-// sends an open-loop load of calls at a fixed rate through a
-// channel.Channel. Its Result says what the failure cost (attempts, TCP
-// connections and handler executions per call, how late the slowest call
-// was against its deadline, how long a failed peer went on being chosen,
-// goroutines and heap after the run) and which promises of the failure
-// handling contract it broke (Contract).
+// A run (Run) puts three real peers on 127.0.0.1 behind a Scenario's
+// fault and sends an open-loop load of calls at Config.Rate through a
+// channel.Channel under a client Setup. Its Result says what the failure
+// cost (attempts, TCP connections and handler executions per call, how
+// late the slowest call was against its deadline, how long a failed peer
+// went on being chosen, goroutines and heap after the run), and Contract
+// checks it. A Suite runs scenarios one after another at a Size; WriteTable
+// and WriteChecks print the results.
 //
-// # Fault points
+// The faults are real: addresses nothing listens on (the client's dials
+// are counted by its Dialer), listeners that accept and close or never
+// answer the handshake, toxiproxy proxies in process
+// (github.com/Shopify/toxiproxy/v2) in front of real servers, a server in
+// a child process (this binary re-executed, see ServeChildIfAsked) killed
+// with SIGKILL or stopped with SIGSTOP, and handlers that answer DECLINED,
+// BUSY, or UNEXPECTED to a seeded half of their calls (ErrorSeed). Servers
+// count the connections they accept and their handler executions; a child
+// reports both on its stdout, so the counts survive its death.
 //
-// Every scenario has three peers. The faults are real:
+// toxiproxy's latency and bandwidth toxics leak their goroutines when a
+// client closes a connection they hold data for: the goroutine counts
+// leave toxiproxy's out. Its bandwidth toxic logs through zerolog's global
+// logger, which starts at trace level; `sluice-lab faults` and the tests
+// set it to info.
 //
-//   - refused: an address nothing listens on. Nothing can count connection
-//     attempts there, so the client dials through a counting Dialer
-//     (tchannel.ChannelOptions.Dialer) and the suite counts the dials.
-//   - accept-close: a listener that accepts each connection and closes it at
-//     once, counting the accepts itself.
-//   - black-hole: a listener that accepts TCP and never answers TChannel's
-//     handshake (it reads and discards), counting the accepts.
-//   - reset, latency, bandwidth, stall: a real Sluice server behind an
-//     in-process toxiproxy proxy (github.com/Shopify/toxiproxy/v2) with the
-//     toxic "reset_peer", "latency", "bandwidth" or "timeout" on it.
-//   - kill, freeze: a real Sluice server in a child process (this very
-//     binary, re-executed; see ServeChildIfAsked), killed with SIGKILL or
-//     stopped with SIGSTOP (no FIN reaches the client; it gets SIGCONT once
-//     the load is over).
-//   - declined, busy: real servers whose handler answers DECLINED or BUSY.
-//   - erroring: a real server whose handler answers UNEXPECTED (a TChannel
-//     system error) to a seeded random half of its calls (ErrorSeed), and
-//     notes when its first ErrorStreak failures in a row ended: the cue of
-//     the client's outlier ejection.
-//
-// Servers count the TCP connections they accept and their handler
-// executions; a child process reports both on its standard output, one line
-// per event, so the counts survive its death.
-//
-// Two caveats of toxiproxy. Its latency and bandwidth toxics send on a
-// channel with nothing else selected, so when a client closes a connection
-// they still hold data for, their goroutines wait forever: the suite's
-// goroutine counts leave toxiproxy's goroutines out (they are toxiproxy's
-// leak, not the client's). Its bandwidth toxic logs through zerolog's global
-// logger, which zerolog starts at trace level; `sluice-lab faults` and this
-// package's tests set zerolog's global level to info.
-//
-// # Runs
-//
-// Run makes one run: a Scenario under a client Setup (no policy, a retry
-// policy, a hedging policy, or a retry policy with the retry-throttling
-// bucket) at Config.Rate calls per second for Config.Duration, each call with
-// Config.Deadline. A Suite runs a list of scenarios one after another, each
-// under the setups where the policy matters, at a Size: Full (what `sluice
-// faults` runs, about five minutes) or CI (one to three seconds a run, what
-// go test runs). WriteTable prints the results, WriteChecks the verdicts of
-// DefaultContract.
-//
-// The load is open-loop: call i starts i/Rate seconds after the first
-// whether or not earlier calls have returned, and a call's latency runs from
-// its start to its return. A failing peer is "picked" by a call when it is in
-// the call's Response.Peers or CallError.Peers (every peer an attempt went or
-// tried to go to).
-//
-// Every wait is bounded: a call has its deadline, the drain after the load
-// waits at most DrainLimit, the goroutines at most SettleLimit, a child
-// process that does not exit when asked is killed.
-//
-// Only 127.0.0.1 is ever a target: every listener binds it and the counting
-// Dialer refuses any other address.
+// A failing peer is "picked" by a call when it is in the call's
+// Response.Peers or CallError.Peers. Every wait is bounded (DrainLimit,
+// SettleLimit, a child that will not exit is killed), and only 127.0.0.1
+// is ever a target. tools/benchmarks/README.md ("Fault injection")
+// describes the scenarios, columns and contract.
 package faults

@@ -8,33 +8,25 @@ import (
 
 // ErrorStreak is how many UNEXPECTED answers in a row the erroring peer
 // gives before the contract expects the client to eject it: the default
-// of Sluice's outlier ejection (5 UNEXPECTED or NETWORK answers in a row),
-// written out here, as Contract.Backoff is, so that the suite does not
-// follow the code it checks.
+// of Sluice's outlier ejection, written out (as Contract.Backoff is) so
+// that the suite does not follow the code it checks.
 const ErrorStreak = 5
 
-// ErrorSeed seeds the choice of the calls the erroring peer fails. With
-// it, the peer's answers begin ok, ok, fail, ok and then seven failures:
-// its first ErrorStreak failures in a row end with its 9th call. (23 is
-// the number of the issue that brought outlier ejection, not a seed
-// searched for.)
+// ErrorSeed seeds the choice of the calls the erroring peer fails: its
+// answers begin ok, ok, fail, ok and then seven failures, so its first
+// ErrorStreak failures in a row end with its 9th call.
 const ErrorSeed = 23
 
-// erratic decides which calls an erroring server fails: each call, in the
-// order its handler runs, fails with probability 1/2, drawn from a PCG
-// generator seeded with ErrorSeed, so that every run fails the same calls
-// of the order. It notes when the first run of ErrorStreak failures in a
-// row ended. It is safe for concurrent use.
+// erratic decides which calls an erroring server fails: each, in the
+// order its handler runs, with probability 1/2 drawn from a PCG seeded
+// with ErrorSeed, so that every run fails the same calls of the order. It
+// notes when the first ErrorStreak failures in a row ended. It is safe for
+// concurrent use.
 type erratic struct {
-	mu  sync.Mutex
-	rng *rand.Rand
-	// inRow counts the failures since the last success.
-	inRow int
-	// calls and failed count the decisions and the failures among them.
-	calls, failed int
-	// streakAt is when the first run of ErrorStreak failures in a row
-	// ended (zero until then).
-	streakAt time.Time
+	mu                   sync.Mutex
+	rng                  *rand.Rand
+	inRow, calls, failed int
+	streakAt             time.Time // zero until the first streak
 }
 
 func newErratic() *erratic {
@@ -51,15 +43,14 @@ func (e *erratic) fail(now time.Time) bool {
 		return false
 	}
 	e.failed++
-	e.inRow++
-	if e.inRow == ErrorStreak && e.streakAt.IsZero() {
+	if e.inRow++; e.inRow == ErrorStreak && e.streakAt.IsZero() {
 		e.streakAt = now
 	}
 	return true
 }
 
-// streak returns when the first run of ErrorStreak failures in a row
-// ended, zero if none has.
+// streak returns when the first ErrorStreak failures in a row ended, zero
+// if none has.
 func (e *erratic) streak() time.Time {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -85,30 +85,28 @@ func TestBlackHoleAcceptsAndNeverAnswers(t *testing.T) {
 }
 
 func TestDialerCountsEveryAttemptAndDialsOnlyLoopback(t *testing.T) {
-	d := newDialer()
 	addr, err := refusedAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
+	p := &point{addr: addr, dials: &events{}}
+	f := &peers{points: []*point{p}}
 	ctx, cancel := context.WithTimeout(context.Background(), readBound)
 	defer cancel()
 	start := time.Now()
 	for i := 0; i < 2; i++ {
-		if c, err := d.DialContext(ctx, "tcp", addr); err == nil {
+		if c, err := f.dial(ctx, "tcp", addr); err == nil {
 			c.Close()
 			t.Fatalf("dial %s succeeded, want refused", addr)
 		}
 	}
-	_, err = d.DialContext(ctx, "tcp", "192.0.2.1:4040")
+	_, err = f.dial(ctx, "tcp", "192.0.2.1:4040")
 	if err == nil || !strings.Contains(err.Error(), "only targets 127.0.0.1") {
 		t.Errorf("dial 192.0.2.1:4040: %v, want a refusal naming 127.0.0.1", err)
 	}
-	all, after, truncated := d.total(start)
-	if all != 3 || after != 3 || truncated {
-		t.Errorf("total = %d, %d since the start, truncated %v; want 3 attempts, all counted", all, after, truncated)
-	}
-	if n := d.of(addr).count(); n != 2 {
-		t.Errorf("%d attempts to %s, want 2", n, addr)
+	all, after, truncated := p.dials.countSince(start)
+	if all != 2 || after != 2 || truncated {
+		t.Errorf("%d attempts to %s, %d since the start, truncated %v; want 2, all counted", all, addr, after, truncated)
 	}
 }
 
@@ -118,7 +116,7 @@ func TestEventsCountSince(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		e.add(t0.Add(time.Duration(i) * time.Second))
 	}
-	if n, tr := e.countSince(t0.Add(2 * time.Second)); n != 3 || tr {
+	if _, n, tr := e.countSince(t0.Add(2 * time.Second)); n != 3 || tr {
 		t.Errorf("countSince(t0+2s) = %d, %v; want 3, false", n, tr)
 	}
 	e.reset()
@@ -129,4 +127,10 @@ func TestEventsCountSince(t *testing.T) {
 	if nilLog.count() != 0 {
 		t.Error("a nil log counts something")
 	}
+}
+
+// count returns how many occurrences were recorded.
+func (e *events) count() int {
+	n, _, _ := e.countSince(time.Time{})
+	return n
 }

@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
+	"github.com/sluice-rpc/sluice/tools/internal/fleet"
 	"github.com/uber/tchannel-go"
 )
 
@@ -43,7 +45,8 @@ type loadOutcome struct {
 	// hung counts calls that had not returned DrainLimit after the last
 	// one started.
 	hung int
-	// faultAt is when the fault was injected (zero if it was not);
+	// faultAt is when the fault struck (the start for one there from the
+	// start, zero if it was not injected);
 	// faultErr why it could not be.
 	faultAt  time.Time
 	faultErr error
@@ -85,66 +88,44 @@ func runLoad(ctx context.Context, cl *channel.Client, cfg Config, inject func() 
 	req := request(cfg)
 	method := cfg.method()
 	results := make(chan call, n) // buffered: a straggler never blocks
-	interval := time.Duration(float64(time.Second) / cfg.Rate)
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-
 	var out loadOutcome
 	stopSched, schedc := make(chan struct{}), make(chan time.Duration, 1)
 	go watchSched(stopSched, schedc)
 	out.start = time.Now()
+	type injection struct {
+		at  time.Time // zero if the fault was not injected
+		err error
+	}
 	faultc := make(chan injection, 1)
-	stopFault := make(chan struct{})
-	if inject != nil {
-		go func() {
-			t := time.NewTimer(time.Until(out.start.Add(cfg.FaultAt.D())))
-			defer t.Stop()
-			select {
-			case <-t.C:
-				at := time.Now()
-				faultc <- injection{at, inject()}
-			case <-stopFault:
-				faultc <- injection{}
-			}
-		}()
+	var fault *time.Timer
+	if inject == nil {
+		faultc <- injection{at: out.start} // there from the start, if at all
 	} else {
-		faultc <- injection{}
+		fault = time.AfterFunc(time.Until(out.start.Add(cfg.FaultAt.D())), func() {
+			at := time.Now()
+			faultc <- injection{at, inject()}
+		})
 	}
 
-	one := func(sched time.Time) {
-		c := call{start: time.Now()}
-		c.late = c.start.Sub(sched) > lateAfter
-		cctx, cancel := context.WithTimeout(ctx, cfg.Deadline.D())
-		res, err := cl.Call(cctx, method, req)
-		c.latency = time.Since(c.start)
-		cancel()
-		if err != nil {
-			c.code, c.attempts, c.peers = outcomeOf(err)
-		} else {
-			c.attempts, c.peers = res.Attempts, append([]string(nil), res.Peers...)
-		}
-		results <- c
-	}
-	started := 0
-arrivals:
-	for i := 0; i < n; i++ {
-		at := out.start.Add(time.Duration(i) * interval)
-		if wait := time.Until(at); wait > 0 {
-			timer.Reset(wait)
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
-				break arrivals
+	started := fleet.Arrivals(out.start, cfg.Rate, n, ctx.Done(), func(sched, _ time.Time) {
+		go func() {
+			c := call{start: time.Now()}
+			c.late = c.start.Sub(sched) > lateAfter
+			cctx, cancel := context.WithTimeout(ctx, cfg.Deadline.D())
+			res, err := cl.Call(cctx, method, req)
+			c.latency = time.Since(c.start)
+			cancel()
+			if err != nil {
+				c.code, c.attempts, c.peers = outcomeOf(err)
+			} else {
+				c.attempts, c.peers = res.Attempts, slices.Clone(res.Peers)
 			}
-		} else if ctx.Err() != nil {
-			break arrivals
-		}
-		started++
-		go one(at)
-	}
+			results <- c
+		}()
+	})
 	last := time.Now()
-	if ctx.Err() != nil {
-		close(stopFault)
+	if ctx.Err() != nil && fault != nil && fault.Stop() {
+		faultc <- injection{}
 	}
 
 	drain := time.NewTimer(DrainLimit)
@@ -163,33 +144,20 @@ collect:
 	close(stopSched)
 	out.schedDelay = <-schedc
 
-	out.faultAt, out.faultErr = waitFault(faultc, faultLimit-min(faultLimit, time.Since(last)))
-	return out
-}
-
-// injection is when a fault was injected (zero if it was not) and why it
-// could not be.
-type injection struct {
-	at  time.Time
-	err error
-}
-
-// waitFault returns the injection reported on faultc, or an error if none
-// comes within limit.
-func waitFault(faultc <-chan injection, limit time.Duration) (time.Time, error) {
+	var f injection
 	select {
-	case f := <-faultc: // ready already: however long the drain took
-		return f.at, f.err
+	case f = <-faultc: // ready already: however long the drain took
 	default:
+		t := time.NewTimer(faultLimit - min(faultLimit, time.Since(last)))
+		defer t.Stop()
+		select {
+		case f = <-faultc:
+		case <-t.C:
+			f.err = fmt.Errorf("faults: the fault's injection had not returned %v after the last call started", faultLimit)
+		}
 	}
-	t := time.NewTimer(limit)
-	defer t.Stop()
-	select {
-	case f := <-faultc:
-		return f.at, f.err
-	case <-t.C:
-		return time.Time{}, fmt.Errorf("faults: the fault's injection had not returned %v after the last call started", faultLimit)
-	}
+	out.faultAt, out.faultErr = f.at, f.err
+	return out
 }
 
 // request returns the request every call of cfg sends: a body of
@@ -207,7 +175,7 @@ func request(cfg Config) *channel.Request {
 func outcomeOf(err error) (code string, attempts int, peers []string) {
 	var ce *channel.CallError
 	if errors.As(err, &ce) {
-		attempts, peers = ce.Attempts, append([]string(nil), ce.Peers...)
+		attempts, peers = ce.Attempts, slices.Clone(ce.Peers)
 	}
 	return load.CodeOf(err), attempts, peers
 }

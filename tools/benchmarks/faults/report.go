@@ -3,46 +3,19 @@ package faults
 import (
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"time"
 
+	"github.com/sluice-rpc/sluice/tools/internal/fleet"
 	"github.com/sluice-rpc/sluice/tools/internal/table"
 )
 
-// tableHeader names WriteTable's columns.
-func tableHeader() []string {
-	return []string{
-		"scenario", "setup", "calls", "ok", "errors", "att/call", "exec/call", "conn/call", "conn/s >1s",
-		"dials/call", "p50", "max >1s", "max-deadline", "fault->last pick", "faulty 1st", "goroutines", "heap MiB", "late", "sched",
-	}
-}
-
 // WriteTable writes one row per result: as aligned text, or as a Markdown
-// table when markdown is set. The columns:
-//
-//	calls, ok       calls made and calls that succeeded
-//	errors          failed calls by code
-//	att/call        attempts sent on the wire per call
-//	exec/call       handler executions per call, counted in the servers
-//	conn/call       TCP connections accepted at the peers' listeners per
-//	                call (refused: the client's dials, nothing listens)
-//	conn/s >1s      the same per second, from one second in to the end
-//	dials/call      the client's TCP connection attempts per call
-//	p50             median latency
-//	max >1s         the slowest call among those starting 1 s or more in
-//	max-deadline    the slowest call's latency minus its deadline
-//	fault->last pick  from the fault to the start of the last call that
-//	                chose the failing peer ("(end)": still chosen at the end)
-//	faulty 1st      share of calls from 1 s after the fault whose first
-//	                attempt went to the failing peer (to a tenth of a
-//	                percent under 10%)
-//	goroutines, heap MiB  before the run -> after it (client closed)
-//	late            calls that started over 2 ms behind schedule
-//	sched           the longest the machine held the process's timers back
-//	                (Result.SchedDelay)
+// table when markdown is set. tools/benchmarks/README.md ("Fault
+// injection") explains the columns; "sched" is Result.SchedDelay.
 func WriteTable(w io.Writer, rs []*Result, markdown bool) error {
-	rows := [][]string{tableHeader()}
+	rows := [][]string{{"scenario", "setup", "calls", "ok", "errors", "att/call", "exec/call", "conn/call", "conn/s >1s",
+		"dials/call", "p50", "max >1s", "max-deadline", "fault->last pick", "faulty 1st", "goroutines", "heap MiB", "late", "sched"}}
 	for _, r := range rs {
 		rows = append(rows, r.row())
 	}
@@ -100,19 +73,9 @@ func (r *Result) errorList() string {
 	if len(r.Errors) == 0 {
 		return "-"
 	}
-	codes := make([]string, 0, len(r.Errors))
-	for c := range r.Errors {
-		codes = append(codes, c)
-	}
-	sort.Slice(codes, func(i, j int) bool {
-		if r.Errors[codes[i]] != r.Errors[codes[j]] {
-			return r.Errors[codes[i]] > r.Errors[codes[j]]
-		}
-		return codes[i] < codes[j]
-	})
-	parts := make([]string, len(codes))
-	for i, c := range codes {
-		parts[i] = fmt.Sprintf("%s %d", c, r.Errors[c])
+	var parts []string
+	for _, c := range fleet.ByCount(r.Errors) {
+		parts = append(parts, fmt.Sprintf("%s %d", c, r.Errors[c]))
 	}
 	return strings.Join(parts, ", ")
 }

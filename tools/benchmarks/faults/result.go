@@ -4,99 +4,85 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
-// Result is what one run measured. Per-call figures divide by Calls.
+// Result is what one run measured. Per-call figures divide by Calls;
+// times are from the first call's start unless said otherwise.
 type Result struct {
 	// Config is the run's configuration, its defaults filled in.
 	Config Config `json:"config"`
 	// Calls were made; OK of them succeeded; Errors counts the others by
-	// code: channel.CallError.CodeName ("TIMEOUT", "DECLINED",
-	// "THROTTLED", ...), or TIMEOUT and LOCAL for errors of another type.
+	// code (channel.CallError.CodeName, or TIMEOUT and LOCAL).
 	Calls  int            `json:"calls"`
 	OK     int            `json:"ok"`
 	Errors map[string]int `json:"errors"`
-	// Attempts is the sum of the attempts the calls sent on the wire
-	// (CallError.Attempts, Response.Attempts).
-	Attempts int `json:"attempts"`
-	// Executions is how many times a handler ran, counted in the servers.
+	// Attempts sums the attempts the calls sent on the wire; Executions
+	// counts the handler runs, in the servers.
+	Attempts   int `json:"attempts"`
 	Executions int `json:"executions"`
-	// Dials is how many TCP connection attempts the client made (counted
-	// by its Dialer, whatever their outcome); Accepts how many connections
-	// the peers' listeners accepted.
+	// Dials counts the client's TCP connection attempts, whatever their
+	// outcome; Accepts the connections the peers' listeners accepted.
 	Dials   int `json:"dials"`
 	Accepts int `json:"accepts"`
-	// Connects is the TCP connections the run cost: Accepts, except for
-	// Refused, where nothing listens, Dials. ConnectsAfter1s counts those
-	// from one second after the first call until the last call returned.
+	// Connects is the TCP connections the run cost: Accepts, or Dials for
+	// Refused, where nothing listens; ConnectsAfter1s those from 1 s in.
 	Connects        int `json:"connects"`
 	ConnectsAfter1s int `json:"connects_after1s"`
 	// FaultyConnects counts the connection attempts to the failing peer
-	// from one second after its fault on: the larger of the client's dials
-	// to it and its listener's accepts.
+	// from 1 s after its fault: the more of its dials and its accepts.
 	FaultyConnects int `json:"faulty_connects"`
-	// Elapsed is from the first call's start to the last call's return.
+	// Elapsed runs to the last call's return.
 	Elapsed millis.Duration `json:"elapsed_ms"`
-	// P50, P99 and Max are latency quantiles over every call, failed ones
-	// included, each from the call's start.
-	P50 millis.Duration `json:"p50_ms"`
-	P99 millis.Duration `json:"p99_ms"`
-	Max millis.Duration `json:"max_ms"`
-	// MaxOK is the slowest successful call.
+	// P50, P99 and Max are latency quantiles over every call; MaxOK is
+	// the slowest successful call.
+	P50   millis.Duration `json:"p50_ms"`
+	P99   millis.Duration `json:"p99_ms"`
+	Max   millis.Duration `json:"max_ms"`
 	MaxOK millis.Duration `json:"max_ok_ms"`
-	// CallsAfter1s started one second or more after the first call;
-	// MaxAfter1s is the slowest of them.
+	// CallsAfter1s started 1 s or more in; MaxAfter1s is the slowest.
 	CallsAfter1s int             `json:"calls_after1s"`
 	MaxAfter1s   millis.Duration `json:"max_after1s_ms"`
-	// Faulty is the failing peer's host:port, "" when all three fail alike
-	// or none does. FaultAt is when its fault struck, from the first call
-	// (0 for a fault there from the start).
+	// Faulty is the failing peer's host:port ("" when all three fail
+	// alike or none does); FaultAt is when its fault struck (0 for one
+	// there from the start).
 	Faulty  string          `json:"faulty"`
 	FaultAt millis.Duration `json:"fault_at_ms"`
 	// PickedAfterFault reports whether a call starting at or after the
-	// fault listed Faulty among its peers (Response.Peers,
-	// CallError.Peers: every peer an attempt went or tried to go to);
-	// LastPick is when the last such call started, from the fault.
+	// fault listed Faulty among its peers (every peer an attempt went or
+	// tried to go to); LastPick is when the last such call started, from
+	// the fault.
 	PickedAfterFault bool            `json:"picked_after_fault"`
 	LastPick         millis.Duration `json:"last_pick_ms"`
-	// FirstShare is the share of the calls starting one second or more
-	// after the fault whose first peer was Faulty; -1 when there were none.
+	// FirstShare is the share of the calls starting 1 s or more after the
+	// fault whose first peer was Faulty; -1 when there were none.
 	FirstShare float64 `json:"first_share"`
-	// Streak reports that the erroring peer (the Erroring scenario) answered
-	// ErrorStreak UNEXPECTEDs in a row, in the order its handler ran or in
-	// the order the client saw the answers (which concurrent calls can
-	// make differ, and the client's ejection counts in); StreakAt is when
-	// the first such run ended, in either order, from the first call:
-	// from then on an outlier ejection has its cue.
-	// CallsAfterStreak counts the calls starting after that that chose a
-	// peer, and PickedAfterStreak those of them that chose the erroring
-	// one (listed it among their peers).
+	// Streak reports that the erroring peer answered ErrorStreak
+	// UNEXPECTEDs in a row, in the order its handler ran or the order the
+	// client saw them; StreakAt is when the first such run ended, in
+	// either order. CallsAfterStreak counts the calls starting after it
+	// that chose a peer, PickedAfterStreak those that chose the erroring
+	// one.
 	Streak            bool            `json:"streak"`
 	StreakAt          millis.Duration `json:"streak_at_ms"`
 	CallsAfterStreak  int             `json:"calls_after_streak"`
 	PickedAfterStreak int             `json:"picked_after_streak"`
-	// GoroutinesBefore and HeapBefore are measured once the peers are up,
-	// before the client exists; GoroutinesAfter and HeapAfter once every
-	// call has returned, the client is closed and goroutines have had
-	// SettleLimit to exit; the heap after a GC. The counts leave out
-	// toxiproxy's own goroutines (see the package documentation). A Shared
-	// run does not weigh the heap and counts the goroutines at once.
+	// The goroutines and heap before the client exists, and after every
+	// call returned, the client closed and SettleLimit passed (the heap
+	// after a GC); toxiproxy's goroutines are left out. A Shared run
+	// does not weigh the heap and counts the goroutines at once.
 	GoroutinesBefore int    `json:"goroutines_before"`
 	GoroutinesAfter  int    `json:"goroutines_after"`
 	HeapBefore       uint64 `json:"heap_before"`
 	HeapAfter        uint64 `json:"heap_after"`
-	// Late counts calls that started more than 2 ms behind their arrival
-	// time: the load generator, or the machine, fell behind.
+	// Late counts calls that started over 2 ms behind schedule.
 	Late int `json:"late"`
 	// SchedDelay is the longest a goroutine sleeping 5 ms at a time woke
 	// up late during the load: how far the machine held this process's
-	// timers back (other work on its cores, the race detector, collections).
-	// A deadline cannot be kept closer than that; the contract's time
-	// bounds allow it on top of their slack.
+	// timers back. The contract's time bounds allow it.
 	SchedDelay millis.Duration `json:"sched_delay_ms"`
-	// HedgeDue counts calls still out HedgingDelay after they started: a
-	// hedging policy had sent a hedge for each.
+	// HedgeDue counts calls still out HedgingDelay after they started.
 	HedgeDue int `json:"hedge_due"`
 	// Hung counts calls that had not returned DrainLimit after the last
 	// call started.
@@ -104,8 +90,7 @@ type Result struct {
 	// Truncated reports that an event log overflowed: the after-1s counts
 	// are lower bounds.
 	Truncated bool `json:"truncated"`
-	// Problems are what went wrong in the harness (a fault that could not
-	// be injected, a child that would not exit); the figures may be off.
+	// Problems are what went wrong in the harness; the figures may be off.
 	Problems []string `json:"problems"`
 }
 
@@ -182,7 +167,7 @@ func (r *Result) summarize(lo loadOutcome, faulty string, faultAt time.Time) {
 		}
 	}
 	slices.Sort(lat)
-	r.P50, r.P99, r.Max = millis.Duration(quantile(lat, 0.5)), millis.Duration(quantile(lat, 0.99)), millis.Duration(quantile(lat, 1))
+	r.P50, r.P99, r.Max = millis.Duration(load.Quantile(lat, 0.5)), millis.Duration(load.Quantile(lat, 0.99)), millis.Duration(load.Quantile(lat, 1))
 
 	r.Faulty = faulty
 	if faulty == "" || faultAt.IsZero() {
@@ -255,13 +240,4 @@ func clientStreak(lo loadOutcome, faulty string) time.Time {
 		}
 	}
 	return time.Time{}
-}
-
-// quantile returns the q-quantile (nearest rank) of sorted, 0 when empty.
-func quantile(sorted []time.Duration, q float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(q*float64(len(sorted))+0.999999) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
 }

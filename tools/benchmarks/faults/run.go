@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
@@ -31,28 +32,30 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	sp, _ := specOf(cfg.Scenario)
 	svc, err := cfg.Setup.serviceConfig()
 	if err != nil {
 		return nil, err
 	}
-	f, err := startFleet(cfg.Scenario)
+	f, err := startPeers(cfg.Scenario)
 	if err != nil {
 		return nil, err
 	}
 	r := &Result{Config: cfg}
-	defer func() {
-		if err := f.close(); err != nil {
+	problem := func(err error) {
+		if err != nil {
 			r.Problems = append(r.Problems, err.Error())
 		}
-	}()
+	}
+	defer func() { problem(f.close()) }()
 
 	r.GoroutinesBefore = goroutines()
 	if !cfg.Shared {
 		r.HeapBefore = heapAfterGC()
 	}
-	d := newDialer()
-	opts := []channel.Option{channel.WithTChannelOptions(tchannel.ChannelOptions{Dialer: d.DialContext})}
+	for _, p := range f.points {
+		p.dials = &events{}
+	}
+	opts := []channel.Option{channel.WithTChannelOptions(tchannel.ChannelOptions{Dialer: f.dial})}
 	if svc != nil {
 		opts = append(opts, channel.WithServiceConfig(svc))
 	}
@@ -61,56 +64,48 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("faults: the client: %w", err)
 	}
 	cl, err := client.NewClient(Service)
+	for _, p := range f.points {
+		if err == nil {
+			err = cl.AddPeer(p.addr)
+		}
+	}
 	if err != nil {
 		client.Close()
 		return nil, fmt.Errorf("faults: the client: %w", err)
 	}
-	for _, p := range f.points {
-		if err := cl.AddPeer(p.addr); err != nil {
-			client.Close()
-			return nil, fmt.Errorf("faults: the client: %w", err)
-		}
-	}
-	var inject func() error
-	if sp.midRun {
-		inject = f.inject
-	}
-	lo := runLoad(ctx, cl, cfg, inject)
-	if lo.faultErr != nil {
-		r.Problems = append(r.Problems, lo.faultErr.Error())
-	}
+	lo := runLoad(ctx, cl, cfg, f.inject)
+	problem(lo.faultErr)
 	if f.after != nil {
-		if err := f.after(); err != nil {
-			r.Problems = append(r.Problems, err.Error())
-		}
+		problem(f.after())
 	}
 
 	// Count before the client closes: closing is not part of the run.
 	after1s := lo.start.Add(time.Second)
-	var tr1, tr2 bool
+	var dials, accepts, execs []*events
+	for _, p := range f.points {
+		dials, accepts, execs = append(dials, p.dials), append(accepts, p.accepts), append(execs, p.execs)
+	}
 	var dialsAfter, acceptsAfter int
-	r.Dials, dialsAfter, tr1 = d.total(after1s)
-	r.Accepts, acceptsAfter, tr2 = f.sum(func(p *point) *events { return p.accepts }, after1s)
-	r.Executions, _, _ = f.sum(func(p *point) *events { return p.execs }, after1s)
+	var tr1, tr2 bool
+	r.Dials, dialsAfter, tr1 = sumSince(dials, after1s)
+	r.Accepts, acceptsAfter, tr2 = sumSince(accepts, after1s)
+	r.Executions, _, _ = sumSince(execs, after1s)
 	r.Connects, r.ConnectsAfter1s, r.Truncated = r.Accepts, acceptsAfter, tr2
 	if cfg.Scenario == Refused {
 		r.Connects, r.ConnectsAfter1s, r.Truncated = r.Dials, dialsAfter, tr1
 	}
-	faulty, faultAt := "", time.Time{}
+	faulty := ""
 	if f.faulty >= 0 {
 		p := f.points[f.faulty]
-		faulty, faultAt = p.addr, lo.start
-		if sp.midRun {
-			faultAt = lo.faultAt // zero if the fault was not injected
-		}
-		if !faultAt.IsZero() {
-			since := faultAt.Add(time.Second)
-			dn, _ := d.of(p.addr).countSince(since)
-			an, _ := p.accepts.countSince(since)
+		faulty = p.addr
+		if !lo.faultAt.IsZero() {
+			since := lo.faultAt.Add(time.Second)
+			_, dn, _ := p.dials.countSince(since)
+			_, an, _ := p.accepts.countSince(since)
 			r.FaultyConnects = max(dn, an)
 		}
 	}
-	r.summarize(lo, faulty, faultAt)
+	r.summarize(lo, faulty, lo.faultAt)
 	if f.errs != nil {
 		r.summarizeStreak(lo, faulty, f.errs.streak())
 		if !r.Streak {
@@ -127,10 +122,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		r.GoroutinesAfter = settle(r.GoroutinesBefore)
 		// Drop what the run kept before weighing the heap.
 		lo.calls = nil
-		d.reset()
-		for _, p := range f.points {
-			p.accepts.reset()
-			p.execs.reset()
+		for _, e := range slices.Concat(dials, accepts, execs) {
+			e.reset()
 		}
 		r.HeapAfter = heapAfterGC()
 	}

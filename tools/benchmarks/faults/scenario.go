@@ -2,7 +2,6 @@ package faults
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/sluice-rpc/sluice/serviceconfig"
@@ -10,47 +9,27 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
-// Scenario names a fault, the way `sluice-lab faults --scenarios` spells it.
+// Scenario names a fault, as `sluice-lab faults --scenarios` spells it.
+// Every scenario has three peers of Service; Describe says what fails.
 type Scenario string
 
-// The scenarios. Each has three peers of Service.
+// The scenarios.
 const (
-	// None: three good servers; the baseline.
-	None Scenario = "none"
-	// Refused: nothing listens at any of the three addresses.
-	Refused Scenario = "refused"
-	// AcceptClose: all three accept each connection and close it at once.
+	None        Scenario = "none"
+	Refused     Scenario = "refused"
 	AcceptClose Scenario = "accept-close"
-	// BlackHole: one of three accepts TCP and never answers TChannel's
-	// handshake; the other two are good.
-	BlackHole Scenario = "black-hole"
-	// Reset: one of three resets every connection from FaultAt on
-	// (toxiproxy reset_peer on the client-to-server stream).
-	Reset Scenario = "reset"
-	// Latency: one of three answers 100 ms late (toxiproxy latency on the
-	// server-to-client stream).
-	Latency Scenario = "latency"
-	// Bandwidth: one of three sends at 1 KB/s (toxiproxy bandwidth on the
-	// server-to-client stream).
-	Bandwidth Scenario = "bandwidth"
-	// Stall: one of three stops passing data from FaultAt on, its
-	// connections left open (toxiproxy timeout on the client-to-server
-	// stream): a silent peer, in-process.
-	Stall Scenario = "stall"
-	// Kill: one of three is a child process, killed with SIGKILL at FaultAt.
-	Kill Scenario = "kill"
-	// Freeze: one of three is a child process, stopped with SIGSTOP at
-	// FaultAt (no FIN; SIGCONT once the load is over).
-	Freeze Scenario = "freeze"
-	// Declined: the handlers answer DECLINED; no policy names DECLINED.
-	Declined Scenario = "declined"
-	// Busy: the handlers answer BUSY; the client retries BUSY under the
-	// retry-throttling bucket, its busy limiters on (the default).
-	Busy Scenario = "busy"
-	// Erroring: one of three answers UNEXPECTED to half its calls, a
-	// seeded random half (see ErrorSeed), from the start; no policy retries
-	// UNEXPECTED. Its first ErrorStreak failures in a row are the outlier
-	// ejection's cue (Result.StreakAt).
+	BlackHole   Scenario = "black-hole"
+	Reset       Scenario = "reset"
+	Latency     Scenario = "latency"
+	Bandwidth   Scenario = "bandwidth"
+	Stall       Scenario = "stall"
+	Kill        Scenario = "kill"
+	Freeze      Scenario = "freeze"
+	Declined    Scenario = "declined"
+	Busy        Scenario = "busy"
+	// Erroring: one of three answers UNEXPECTED to a seeded random half
+	// of its calls (see ErrorSeed); its first ErrorStreak failures in a
+	// row are the outlier ejection's cue (Result.StreakAt).
 	Erroring Scenario = "erroring"
 )
 
@@ -59,26 +38,54 @@ func Scenarios() []Scenario {
 	return []Scenario{None, Refused, AcceptClose, BlackHole, Reset, Latency, Bandwidth, Stall, Kill, Freeze, Declined, Busy, Erroring}
 }
 
-// Describe says in a line what s does, "" for an unknown scenario.
-func (s Scenario) Describe() string {
-	sp, _ := specOf(s)
-	return sp.desc
+// spec is what the suite knows of a scenario: its description, the
+// method it calls, the setups it runs under, its duration and fault time
+// at the Full and CI sizes, whether the fault strikes at FaultAt (else it
+// is there from the start) and whether the failing peer is a child
+// process.
+type spec struct {
+	desc              string
+	method            string
+	setups            []Setup
+	full, fullFaultAt float64 // seconds
+	ci, ciFaultAt     float64
+	midRun, child     bool
 }
+
+var (
+	all   = []Setup{NoPolicy, RetryPolicy, HedgePolicy}
+	hedge = []Setup{NoPolicy, HedgePolicy}
+	specs = map[Scenario]spec{
+		None:        {"three good servers (the baseline)", MethodEcho, all, 5, 0, 1, 0, false, false},
+		Refused:     {"all three peers refuse connections (nothing listens; dials counted at the client)", MethodEcho, all, 3, 0, 2, 0, false, false},
+		AcceptClose: {"all three peers accept each connection and close it at once", MethodEcho, all, 3, 0, 2, 0, false, false},
+		BlackHole:   {"one of three accepts TCP and never answers the TChannel handshake", MethodEcho, all, 5, 0, 1, 0, false, false},
+		Reset:       {"one of three resets every connection from the fault on (toxiproxy reset_peer)", MethodEcho, all, 10, 3, 2, 0.5, true, false},
+		Latency:     {"one of three answers 100 ms late (toxiproxy latency)", MethodEcho, all, 5, 0, 3, 0, false, false},
+		Bandwidth:   {"one of three sends at 1 KB/s (toxiproxy bandwidth)", MethodEcho, hedge, 5, 0, 1, 0, false, false},
+		Stall:       {"one of three goes silent from the fault on, connections open (toxiproxy timeout)", MethodEcho, hedge, 15, 3, 6, 0.5, true, false},
+		Kill:        {"one of three, a child process, is killed with SIGKILL", MethodEcho, all, 15, 3, 2, 0.5, true, true},
+		Freeze:      {"one of three, a child process, is stopped with SIGSTOP (no FIN; SIGCONT after the load)", MethodEcho, all, 20, 3, 6, 0.5, true, true},
+		Declined:    {"every handler answers DECLINED; no policy names DECLINED", MethodDeclined, all, 3, 0, 1, 0, false, false},
+		Busy:        {"every handler answers BUSY; retry policy on BUSY with the retry-throttling bucket", MethodBusy, []Setup{RetryBucket}, 10, 0, 2, 0, false, false},
+		Erroring:    {"one of three answers UNEXPECTED to half its calls (a seeded random half); no policy retries UNEXPECTED", MethodEcho, all, 5, 0, 2, 0, false, false},
+	}
+)
+
+// Describe says in a line what s does, "" for an unknown scenario.
+func (s Scenario) Describe() string { return specs[s].desc }
 
 // Setups returns the client setups the suite runs s under: those where the
 // policy matters.
-func (s Scenario) Setups() []Setup {
-	sp, _ := specOf(s)
-	return append([]Setup(nil), sp.setups...)
-}
+func (s Scenario) Setups() []Setup { return append([]Setup(nil), specs[s].setups...) }
 
 // Size is how big a suite's runs are: Full or CI ("full", "ci").
 type Size = benchrun.Size
 
 // The sizes.
 const (
-	// Full is what `sluice-lab faults` runs by default: 3 s for refused and
-	// accept-close, 10 s for busy (the figure of 0.16 attempts per call
+	// Full is what `sluice-lab faults` runs by default: 3 s for refused
+	// and accept-close, 10 s for busy (the bound of 0.16 attempts per call
 	// is for 10 s), 15-20 s for kill, freeze and stall.
 	Full = benchrun.Full
 	// CI is what go test runs: one to three seconds a run (3 s for
@@ -89,26 +96,18 @@ const (
 
 // Runs returns the runs the suite makes of s at size z: one Config per
 // setup, with the size's Duration and FaultAt and every other field zero
-// (the defaults).
+// (the defaults); nil for an unknown scenario.
 func (s Scenario) Runs(z Size) []Config {
-	sp, ok := specOf(s)
-	if !ok {
-		return nil
-	}
-	t := sp.full
-	if z == CI {
-		t = sp.ci
-	}
+	sp := specs[s]
+	d, at := benchrun.Pick(z, sp.full, sp.ci), benchrun.Pick(z, sp.fullFaultAt, sp.ciFaultAt)
 	var out []Config
 	for _, st := range sp.setups {
-		c := Config{Scenario: s, Setup: st, Duration: millis.Duration(t.duration)}
-		if sp.midRun {
-			c.FaultAt = millis.Duration(t.faultAt)
-		}
-		out = append(out, c)
+		out = append(out, Config{Scenario: s, Setup: st, Duration: seconds(d), FaultAt: seconds(at)})
 	}
 	return out
 }
+
+func seconds(s float64) millis.Duration { return millis.Duration(s * float64(time.Second)) }
 
 // ParseScenarios reads a comma-separated list of scenario names; "all" is
 // every scenario.
@@ -120,78 +119,12 @@ func ParseScenarios(list string) ([]Scenario, error) {
 	return out, nil
 }
 
-// timing is a scenario's length at one size.
-type timing struct {
-	duration, faultAt time.Duration
-}
-
-// spec is what the suite knows of a scenario.
-type spec struct {
-	desc     string
-	method   string
-	setups   []Setup
-	full, ci timing
-	// midRun: the fault strikes at FaultAt (else it is there from the
-	// start); child: the failing peer is a child process.
-	midRun, child bool
-	// faulty: one peer of three fails (else all fail alike, or none).
-	faulty bool
-}
-
-// specOf returns the spec of s and whether s is known.
-func specOf(s Scenario) (spec, bool) {
-	all := []Setup{NoPolicy, RetryPolicy, HedgePolicy}
-	sec := func(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
-	switch s {
-	case None:
-		return spec{desc: "three good servers (the baseline)", method: MethodEcho, setups: all,
-			full: timing{sec(5), 0}, ci: timing{sec(1), 0}}, true
-	case Refused:
-		return spec{desc: "all three peers refuse connections (nothing listens; dials counted at the client)", method: MethodEcho, setups: all,
-			full: timing{sec(3), 0}, ci: timing{sec(2), 0}}, true
-	case AcceptClose:
-		return spec{desc: "all three peers accept each connection and close it at once", method: MethodEcho, setups: all,
-			full: timing{sec(3), 0}, ci: timing{sec(2), 0}}, true
-	case BlackHole:
-		return spec{desc: "one of three accepts TCP and never answers the TChannel handshake", method: MethodEcho, setups: all,
-			full: timing{sec(5), 0}, ci: timing{sec(1), 0}, faulty: true}, true
-	case Reset:
-		return spec{desc: "one of three resets every connection from the fault on (toxiproxy reset_peer)", method: MethodEcho, setups: all,
-			full: timing{sec(10), sec(3)}, ci: timing{sec(2), sec(0.5)}, midRun: true, faulty: true}, true
-	case Latency:
-		return spec{desc: "one of three answers 100 ms late (toxiproxy latency)", method: MethodEcho, setups: all,
-			full: timing{sec(5), 0}, ci: timing{sec(3), 0}, faulty: true}, true
-	case Bandwidth:
-		return spec{desc: "one of three sends at 1 KB/s (toxiproxy bandwidth)", method: MethodEcho, setups: []Setup{NoPolicy, HedgePolicy},
-			full: timing{sec(5), 0}, ci: timing{sec(1), 0}, faulty: true}, true
-	case Stall:
-		return spec{desc: "one of three goes silent from the fault on, connections open (toxiproxy timeout)", method: MethodEcho, setups: []Setup{NoPolicy, HedgePolicy},
-			full: timing{sec(15), sec(3)}, ci: timing{sec(6), sec(0.5)}, midRun: true, faulty: true}, true
-	case Kill:
-		return spec{desc: "one of three, a child process, is killed with SIGKILL", method: MethodEcho, setups: all,
-			full: timing{sec(15), sec(3)}, ci: timing{sec(2), sec(0.5)}, midRun: true, child: true, faulty: true}, true
-	case Freeze:
-		return spec{desc: "one of three, a child process, is stopped with SIGSTOP (no FIN; SIGCONT after the load)", method: MethodEcho, setups: all,
-			full: timing{sec(20), sec(3)}, ci: timing{sec(6), sec(0.5)}, midRun: true, child: true, faulty: true}, true
-	case Declined:
-		return spec{desc: "every handler answers DECLINED; no policy names DECLINED", method: MethodDeclined, setups: all,
-			full: timing{sec(3), 0}, ci: timing{sec(1), 0}}, true
-	case Busy:
-		return spec{desc: "every handler answers BUSY; retry policy on BUSY with the retry-throttling bucket", method: MethodBusy, setups: []Setup{RetryBucket},
-			full: timing{sec(10), 0}, ci: timing{sec(2), 0}}, true
-	case Erroring:
-		return spec{desc: "one of three answers UNEXPECTED to half its calls (a seeded random half); no policy retries UNEXPECTED", method: MethodEcho, setups: all,
-			full: timing{sec(5), 0}, ci: timing{sec(2), 0}, faulty: true}, true
-	}
-	return spec{}, false
-}
-
 func scenarioList() string { return benchrun.Names(Scenarios()) }
 
 // Setup names a client's policy for the called method.
 type Setup string
 
-// The setups.
+// The setups, and their service configs.
 const (
 	// NoPolicy: no retry or hedging policy.
 	NoPolicy Setup = "none"
@@ -202,46 +135,37 @@ const (
 	// NETWORK.
 	HedgePolicy Setup = "hedge"
 	// RetryBucket: maxAttempts 3, backoff 1 ms x2 up to 10 ms, retryable
-	// BUSY, and the retry-throttling bucket (maxTokens 10, tokenRatio 0.1):
-	// the setup of channel's BenchmarkJSONRetryPolicyPaired.
+	// BUSY, and the retry-throttling bucket (maxTokens 10, tokenRatio
+	// 0.1): the setup of channel's BenchmarkJSONRetryPolicyPaired.
 	RetryBucket Setup = "retry+bucket"
 )
 
 // HedgingDelay is HedgePolicy's hedging delay.
 const HedgingDelay = 50 * time.Millisecond
 
-func (s Setup) known() bool {
-	switch s {
-	case NoPolicy, RetryPolicy, HedgePolicy, RetryBucket:
-		return true
-	}
-	return false
+var setups = map[Setup]string{
+	NoPolicy:    "",
+	RetryPolicy: `"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.01s","maxBackoff":"0.1s","backoffMultiplier":2,"retryableStatusCodes":["BUSY","NETWORK"]}}]}`,
+	HedgePolicy: `"hedgingPolicy":{"maxAttempts":3,"hedgingDelay":"` + fmt.Sprintf("%gs", HedgingDelay.Seconds()) + `","nonFatalStatusCodes":["BUSY","NETWORK"]}}]}`,
+	RetryBucket: `"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.001s","maxBackoff":"0.01s","backoffMultiplier":2,"retryableStatusCodes":["BUSY"]}}],
+ "retryThrottling":{"maxTokens":10,"tokenRatio":0.1}}`,
 }
 
+func (s Setup) known() bool { _, ok := setups[s]; return ok }
+
 func setupList() string {
-	return strings.Join([]string{string(NoPolicy), string(RetryPolicy), string(HedgePolicy), string(RetryBucket)}, ", ")
+	return benchrun.Names([]Setup{NoPolicy, RetryPolicy, HedgePolicy, RetryBucket})
 }
 
 // serviceConfig returns the setup's service config, nil for NoPolicy.
 func (s Setup) serviceConfig() (*serviceconfig.Config, error) {
-	var js string
-	switch s {
-	case NoPolicy:
-		return nil, nil
-	case RetryPolicy:
-		js = `{"methodConfig":[{"name":[{"service":"` + Service + `"}],
- "retryPolicy":{"maxAttempts":3,"initialBackoff":"0.01s","maxBackoff":"0.1s","backoffMultiplier":2,"retryableStatusCodes":["BUSY","NETWORK"]}}]}`
-	case HedgePolicy:
-		js = `{"methodConfig":[{"name":[{"service":"` + Service + `"}],
- "hedgingPolicy":{"maxAttempts":3,"hedgingDelay":"` + fmt.Sprintf("%gs", HedgingDelay.Seconds()) + `","nonFatalStatusCodes":["BUSY","NETWORK"]}}]}`
-	case RetryBucket:
-		js = `{"methodConfig":[{"name":[{"service":"` + Service + `"}],
- "retryPolicy":{"maxAttempts":3,"initialBackoff":"0.001s","maxBackoff":"0.01s","backoffMultiplier":2,"retryableStatusCodes":["BUSY"]}}],
- "retryThrottling":{"maxTokens":10,"tokenRatio":0.1}}`
-	default:
+	if !s.known() {
 		return nil, fmt.Errorf("faults: Setup is %q, must be one of %s", s, setupList())
 	}
-	cfg, err := serviceconfig.Parse([]byte(js))
+	if s == NoPolicy {
+		return nil, nil
+	}
+	cfg, err := serviceconfig.Parse([]byte(`{"methodConfig":[{"name":[{"service":"` + Service + `"}],` + setups[s]))
 	if err != nil {
 		return nil, fmt.Errorf("faults: the %s setup's service config: %w", s, err)
 	}

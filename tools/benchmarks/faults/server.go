@@ -15,14 +15,14 @@ import (
 // client calls.
 const Service = "faults"
 
-// The methods every fault-suite server registers, raw and JSON. The JSON
-// ones carry JSONSuffix ("echo.json"): a method is registered once per name.
+// The methods every fault-suite server registers, raw and JSON (the JSON
+// ones' names end in JSONSuffix: "echo.json").
 const (
 	// MethodEcho answers with the request's body.
 	MethodEcho = "echo"
 	// MethodBusy always answers BUSY (channel.Busy).
 	MethodBusy = "busy"
-	// MethodDeclined always answers DECLINED (channel.Declined), from the
+	// MethodDeclined always answers DECLINED (channel.Declined) from the
 	// handler: a decline after a handler ran, which no client may retry
 	// unless its policy names DECLINED.
 	MethodDeclined = "declined"
@@ -30,12 +30,21 @@ const (
 	JSONSuffix = ".json"
 )
 
-// registerHandlers registers the raw and JSON variants of the three methods
-// on ch; each execution of any of them calls executed first. With errs
-// not nil, any of them answers UNEXPECTED instead when errs says it fails.
-func registerHandlers(ch *channel.Channel, executed func(), errs *erratic) error {
+// loopback is the only address the suite listens on or dials.
+const loopback = "127.0.0.1"
+
+// startServer starts a Sluice server of Service's methods on 127.0.0.1,
+// serving on a listener of its own (channel.Channel listens only by
+// address) that calls onAccept for each connection it accepts; each
+// handler execution calls onExec. With errs not nil, a handler answers
+// UNEXPECTED instead when errs says it fails.
+func startServer(onAccept, onExec func(), errs *erratic) (*channel.Channel, error) {
+	ch, err := channel.New(Service)
+	if err != nil {
+		return nil, fmt.Errorf("faults: server: %w", err)
+	}
 	answer := func(method string) error {
-		executed()
+		onExec()
 		if errs != nil && errs.fail(time.Now()) {
 			return tchannel.NewSystemError(tchannel.ErrCodeUnexpected, "faults: this server fails half its calls")
 		}
@@ -49,13 +58,13 @@ func registerHandlers(ch *channel.Channel, executed func(), errs *erratic) error
 	}
 	jsonHandlers := map[string]any{}
 	for _, m := range []string{MethodEcho, MethodBusy, MethodDeclined} {
-		if err := ch.RegisterRaw(m, func(_ context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
+		if err = ch.RegisterRaw(m, func(_ context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
 			if err := answer(m); err != nil {
 				return nil, err
 			}
 			return &channel.RawResponse{Arg3: req.Arg3}, nil
 		}); err != nil {
-			return fmt.Errorf("faults: register raw %s: %w", m, err)
+			break
 		}
 		jsonHandlers[m+JSONSuffix] = func(_ tjson.Context, req map[string]any) (map[string]any, error) {
 			if err := answer(m); err != nil {
@@ -64,55 +73,36 @@ func registerHandlers(ch *channel.Channel, executed func(), errs *erratic) error
 			return req, nil
 		}
 	}
-	if err := ch.RegisterJSON(jsonHandlers); err != nil {
-		return fmt.Errorf("faults: register JSON handlers: %w", err)
+	var ln net.Listener
+	if err == nil {
+		err = ch.RegisterJSON(jsonHandlers)
 	}
-	return nil
-}
-
-// server is a real Sluice server of Service on 127.0.0.1, serving on a
-// counting listener: it records the TCP connections it accepts and its
-// handler executions.
-type server struct {
-	ch *channel.Channel
-}
-
-// startServer starts a server recording into accepts and execs; errs, when
-// not nil, makes it fail the calls errs picks with UNEXPECTED.
-func startServer(accepts, execs *events, errs *erratic) (*server, error) {
-	ch, err := channel.New(Service)
+	if err == nil {
+		ln, err = net.Listen("tcp", loopback+":0")
+	}
+	if err == nil {
+		if err = ch.TChannel().Serve(countingListener{Listener: ln, onAccept: onAccept}); err != nil {
+			ln.Close()
+		}
+	}
 	if err != nil {
+		ch.Close()
 		return nil, fmt.Errorf("faults: server: %w", err)
 	}
-	if err := registerHandlers(ch, func() { execs.add(time.Now()) }, errs); err != nil {
-		ch.Close()
-		return nil, err
-	}
-	if err := serveCounting(ch, func() { accepts.add(time.Now()) }); err != nil {
-		ch.Close()
-		return nil, err
-	}
-	return &server{ch: ch}, nil
+	return ch, nil
 }
 
-// serveCounting makes ch serve on a fresh listener on 127.0.0.1 that calls
-// onAccept for each connection it accepts. It hands the listener to the
-// underlying tchannel-go channel (channel.Channel listens only by address,
-// and the accepts are to be counted where they happen).
-func serveCounting(ch *channel.Channel, onAccept func()) error {
-	ln, err := net.Listen("tcp", loopback+":0")
-	if err != nil {
-		return fmt.Errorf("faults: listen on %s:0: %w", loopback, err)
-	}
-	if err := ch.TChannel().Serve(countingListener{Listener: ln, onAccept: onAccept}); err != nil {
-		ln.Close()
-		return fmt.Errorf("faults: serve on %s: %w", ln.Addr(), err)
-	}
-	return nil
+// countingListener is a net.Listener that reports every connection it
+// accepts to onAccept, where it happens, whatever path the client dialed.
+type countingListener struct {
+	net.Listener
+	onAccept func()
 }
 
-// Addr returns the server's host:port.
-func (s *server) Addr() string { return s.ch.HostPort() }
-
-// Close stops the server; channel.Channel.Close bounds its wait.
-func (s *server) Close() { s.ch.Close() }
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.onAccept()
+	}
+	return c, err
+}

@@ -41,13 +41,13 @@ func callOnce(t *testing.T, addr, method string, timeout time.Duration) string {
 
 func TestServerAnswersAndCounts(t *testing.T) {
 	var accepts, execs events
-	s, err := startServer(&accepts, &execs, nil)
+	s, err := startServer(accepts.now, execs.now, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	for method, want := range map[string]string{MethodEcho: "", MethodBusy: "BUSY", MethodDeclined: "DECLINED"} {
-		if got := callOnce(t, s.Addr(), method, testwait.Limit); got != want {
+		if got := callOnce(t, s.HostPort(), method, testwait.Limit); got != want {
 			t.Errorf("%s: %q, want %q", method, got, want)
 		}
 	}
@@ -64,7 +64,7 @@ func TestServerAnswersAndCounts(t *testing.T) {
 
 func TestServerJSONMethods(t *testing.T) {
 	var accepts, execs events
-	s, err := startServer(&accepts, &execs, nil)
+	s, err := startServer(accepts.now, execs.now, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestServerJSONMethods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.AddPeer(s.Addr()); err != nil {
+	if err := cl.AddPeer(s.HostPort()); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testwait.Limit)
@@ -99,7 +99,7 @@ func TestServerJSONMethods(t *testing.T) {
 func TestErroringServerAnswersUnexpected(t *testing.T) {
 	var accepts, execs events
 	errs := newErratic()
-	s, err := startServer(&accepts, &execs, errs)
+	s, err := startServer(accepts.now, execs.now, errs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestErroringServerAnswersUnexpected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.AddPeer(s.Addr()); err != nil {
+	if err := cl.AddPeer(s.HostPort()); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testwait.Limit)

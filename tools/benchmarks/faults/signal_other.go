@@ -2,26 +2,9 @@
 
 package faults
 
-import (
-	"errors"
-	"os"
-)
+import "os"
 
-// childSignal is a signal the suite sends a child server.
-type childSignal int
+// No SIGSTOP here: kill and freeze do not run.
+var sigStop, sigCont os.Signal
 
-const (
-	sigKill childSignal = iota
-	sigStop
-	sigCont
-)
-
-// canSignal reports whether kill and freeze can run here.
 const canSignal = false
-
-func sendSignal(p *os.Process, sig childSignal) error {
-	if sig == sigKill {
-		return p.Kill()
-	}
-	return errors.New("faults: stopping a process (SIGSTOP) needs a Unix system")
-}

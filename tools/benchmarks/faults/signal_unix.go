@@ -2,21 +2,9 @@
 
 package faults
 
-import (
-	"os"
-	"syscall"
-)
+import "syscall"
 
-// childSignal is a signal the suite sends a child server.
-type childSignal = syscall.Signal
+// The signals that freeze and thaw a child; kill and freeze need them.
+var sigStop, sigCont = syscall.SIGSTOP, syscall.SIGCONT
 
-const (
-	sigKill = syscall.SIGKILL
-	sigStop = syscall.SIGSTOP
-	sigCont = syscall.SIGCONT
-)
-
-// canSignal reports whether kill and freeze can run here.
 const canSignal = true
-
-func sendSignal(p *os.Process, sig childSignal) error { return p.Signal(sig) }

@@ -17,7 +17,6 @@ import (
 type proxies struct {
 	api  *toxiproxy.ApiServer
 	coll *toxiproxy.ProxyCollection
-	n    int
 }
 
 func newProxies() *proxies {
@@ -29,8 +28,7 @@ func newProxies() *proxies {
 
 // add starts a proxy on a free port of 127.0.0.1 in front of upstream.
 func (p *proxies) add(upstream string) (*toxiproxy.Proxy, error) {
-	p.n++
-	px := toxiproxy.NewProxy(p.api, fmt.Sprintf("faults-%d", p.n), loopback+":0", upstream)
+	px := toxiproxy.NewProxy(p.api, fmt.Sprintf("faults-%d", len(p.coll.Proxies())+1), loopback+":0", upstream)
 	if err := p.coll.Add(px, true); err != nil {
 		return nil, fmt.Errorf("faults: start a toxiproxy proxy in front of %s: %w", upstream, err)
 	}
@@ -77,14 +75,11 @@ type toxic struct {
 
 // addToxic adds t to px at full toxicity.
 func addToxic(px *toxiproxy.Proxy, t toxic) error {
-	body, err := json.Marshal(struct {
+	body, _ := json.Marshal(struct {
 		Name     string  `json:"name"`
 		Toxicity float64 `json:"toxicity"`
 		toxic
 	}{Name: t.Type + "_" + t.Stream, Toxicity: 1, toxic: t})
-	if err != nil {
-		return fmt.Errorf("faults: toxic %s: %w", t.Type, err)
-	}
 	if _, err := px.Toxics.AddToxicJson(strings.NewReader(string(body))); err != nil {
 		return fmt.Errorf("faults: add the %s toxic to the proxy at %s: %w", t.Type, px.Listen, err)
 	}

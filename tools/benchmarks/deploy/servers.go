@@ -1,0 +1,226 @@
+package deploy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-rpc/sluice/tools/internal/fleet"
+)
+
+// Bounds on the waits for an instance.
+const (
+	// startLimit bounds the wait for a new instance to listen.
+	startLimit = 15 * time.Second
+	// exitLimit bounds the wait for an instance to exit once it is done
+	// or its stdin closed, and again once killed.
+	exitLimit = 5 * time.Second
+)
+
+// instance is a fleet server, a child process. Its address is known once
+// it listens; firstAt (its first request, on its clock) and handled once
+// it has stopped.
+type instance struct {
+	child   *fleet.Child
+	addr    string
+	firstAt time.Time
+	handled int64
+}
+
+// at reads the time in args[i] (Unix nanoseconds); zero if there is none.
+func at(args []string, i int) time.Time {
+	if i >= len(args) {
+		return time.Time{}
+	}
+	n, err := strconv.ParseInt(args[i], 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+// leave asks the instance to leave with cmd (cmdShutdown or cmdClose) and
+// waits at most limit for it to be done, then for it to exit. It returns
+// the error the child's Shutdown returned, if any.
+func (in *instance) leave(cmd string, limit time.Duration) error {
+	if err := in.child.Proc.Send(cmd); err != nil {
+		return err
+	}
+	done, err := in.child.Wait(lineDone, "leave ("+cmd+")", limit)
+	if err != nil {
+		in.child.Proc.Close(exitLimit)
+		return fmt.Errorf("deploy: the server %s: %w", in.addr, err)
+	}
+	if err := in.child.Proc.Close(exitLimit); err != nil {
+		return err
+	}
+	if len(done) > 2 {
+		return fmt.Errorf("deploy: the server %s: %s: %s", in.addr, cmd, strings.Join(done[2:], " "))
+	}
+	return nil
+}
+
+// stop ends the instance, whatever its state (its stdin closes; it is
+// killed if it has not exited within exitLimit), and reads its figures.
+func (in *instance) stop() error {
+	err := in.child.Proc.Close(exitLimit)
+	in.firstAt = at(in.child.Seen(lineFirst), 0)
+	if done := in.child.Seen(lineDone); len(done) > 1 {
+		in.handled, _ = strconv.ParseInt(done[1], 10, 64)
+	}
+	return err
+}
+
+// servers is a row's servers and how they come and go.
+type servers struct {
+	cfg  Config
+	row  Row
+	etcd string // RowEtcd: the etcd's client URL
+	// prefix is where RowEtcd's servers register, fresh for each row.
+	prefix string
+	zone   *zone // RowDNS's records
+
+	live []*instance // the fleet now, in the order they are replaced
+	all  []*instance // every instance started, to stop them at the end
+}
+
+// replacement is what one replacement did, on the parent's clock except
+// where it says otherwise.
+type replacement struct {
+	old, new  *instance
+	start     time.Time // the replacement began
+	available time.Time // the new instance was available: registered, listed, or listening (its clock)
+	left      time.Time // the old instance had left and exited
+	leaveFrom time.Time // the old instance was asked to leave
+}
+
+// startServers starts cfg.Instances servers for row and makes each
+// available.
+func startServers(cfg Config, row Row, etcdEndpoint string) (_ *servers, err error) {
+	f := &servers{cfg: cfg, row: row, etcd: etcdEndpoint,
+		prefix: fmt.Sprintf("sluice-deploy/%d/%s", time.Now().UnixNano(), Service)}
+	defer func() {
+		if err != nil {
+			f.close()
+		}
+	}()
+	if row == RowDNS {
+		if f.zone, err = startZone(); err != nil {
+			return nil, err
+		}
+	}
+	for range cfg.Instances {
+		in, _, err := f.startInstance("127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		f.live = append(f.live, in)
+	}
+	return f, nil
+}
+
+// startInstance starts a server on listen and waits until it is
+// available to clients: registered in etcd (RowEtcd), listed in the DNS
+// zone (RowDNS), or listening. It returns when that happened.
+func (f *servers) startInstance(listen string) (*instance, time.Time, error) {
+	j := job{Server: serverSluice, Listen: listen, ServiceTime: f.cfg.ServiceTime.D(), Grace: f.cfg.Grace.D(), Quiet: f.cfg.Quiet.D()}
+	switch f.row {
+	case RowEtcd:
+		j.Etcd, j.Prefix = f.etcd, f.prefix
+	case RowTChannel:
+		j.Server = serverTChannel
+	}
+	spec, err := json.Marshal(j)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	c, err := fleet.Start(ChildEnv+"="+string(spec), "deploy.ServeChildIfAsked", nil)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("deploy: %w", err)
+	}
+	in := &instance{child: c}
+	f.all = append(f.all, in)
+	args, err := c.Wait(lineListening, "listen", startLimit)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("deploy: the server: %w", err)
+	}
+	in.addr = args[0]
+	switch f.row {
+	case RowEtcd:
+		args, err := c.Wait(lineRegistered, "register in etcd", registerLimit)
+		if err != nil {
+			return nil, time.Time{}, fmt.Errorf("deploy: the server %s: %w", in.addr, err)
+		}
+		return in, at(args, 0), nil
+	case RowDNS:
+		if err := f.zone.add(in.addr); err != nil {
+			return nil, time.Time{}, err
+		}
+		return in, time.Now(), nil
+	}
+	return in, at(args, 1), nil
+}
+
+// replace replaces the i-th server of the fleet. In the discovery rows a
+// new server starts on a new port and becomes available, then the old
+// one is taken off the DNS zone (RowDNS) and Shutdown; in the others the
+// old one Closes and exits, then the new one listens on its port.
+func (f *servers) replace(i int) (replacement, error) {
+	r := replacement{old: f.live[i], start: time.Now()}
+	var err error
+	if f.row.discovery() {
+		if r.new, r.available, err = f.startInstance("127.0.0.1:0"); err != nil {
+			return r, err
+		}
+		if f.zone != nil {
+			f.zone.remove(r.old.addr)
+		}
+		r.leaveFrom = time.Now()
+		err = r.old.leave(cmdShutdown, f.cfg.Grace.D()+shutdownSlack+exitLimit)
+		r.left = time.Now()
+	} else {
+		r.leaveFrom = time.Now()
+		if err := r.old.leave(cmdClose, closeWait+exitLimit); err != nil {
+			return r, err
+		}
+		r.left = time.Now()
+		r.new, r.available, err = f.startInstance(r.old.addr)
+	}
+	if err != nil {
+		return r, err
+	}
+	f.live[i] = r.new
+	return r, nil
+}
+
+// hostPorts returns the live servers' addresses.
+func (f *servers) hostPorts() []string {
+	hps := make([]string, len(f.live))
+	for i, in := range f.live {
+		hps[i] = in.addr
+	}
+	return hps
+}
+
+// close stops every server at once, waits for them, and stops the DNS
+// zone.
+func (f *servers) close() error {
+	errs := make([]error, len(f.all)+1)
+	var wg sync.WaitGroup
+	for i, in := range f.all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = in.stop()
+		}()
+	}
+	wg.Wait()
+	if f.zone != nil {
+		errs[len(f.all)] = f.zone.close()
+	}
+	return errors.Join(errs...)
+}

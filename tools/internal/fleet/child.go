@@ -1,0 +1,181 @@
+// Package fleet holds what the benchmarks that run fleets of servers
+// (tools/benchmarks/faults, tools/benchmarks/deploy) share: servers in
+// child processes that report events as lines, an open-loop arrival
+// schedule, undo lists and error-code tallies.
+//
+// A child writes one line per event on its standard output, "WORD ARGS...":
+// "listening HOST:PORT ..." once it serves, "error MESSAGE" when it cannot.
+package fleet
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-rpc/sluice/tools/internal/childproc"
+)
+
+// The words every child uses.
+const (
+	Listening = "listening"
+	Error     = "error"
+)
+
+// Lines writes a child's event lines from concurrent goroutines.
+type Lines struct {
+	mu sync.Mutex
+	W  io.Writer
+}
+
+// Line writes fields, space-separated (newlines in them turned to "; "),
+// as one line.
+func (l *Lines) Line(fields ...string) {
+	for i, f := range fields {
+		fields[i] = strings.ReplaceAll(f, "\n", "; ")
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	io.WriteString(l.W, strings.Join(fields, " ")+"\n")
+}
+
+// Fail writes err as an error line and returns 1, a child's exit code.
+func (l *Lines) Fail(err error) int {
+	l.Line(Error, err.Error())
+	return 1
+}
+
+// Child is a child process seen from the parent: the first line of each
+// word it wrote, and a channel closed when that line came.
+type Child struct {
+	Proc *childproc.Proc
+	hook string
+
+	mu           sync.Mutex
+	first        map[string][]string
+	marks        map[string]chan struct{}
+	errs, others []string
+}
+
+// Start starts this binary as a child with env (NAME=VALUE) in its
+// environment. Each line goes to onLine, if not nil, as it comes; what
+// onLine declines (returns false for) is kept. hook names the function
+// the binary must call first thing, for the error when the child exits
+// without serving ("faults.ServeChildIfAsked").
+func Start(env, hook string, onLine func(fields []string) bool) (*Child, error) {
+	c := &Child{hook: hook, first: map[string][]string{}, marks: map[string]chan struct{}{}}
+	p, err := childproc.Start(childproc.Config{Env: env, OnLine: func(l string) {
+		f := strings.Fields(l)
+		if len(f) == 0 || onLine != nil && onLine(f) {
+			return
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		switch _, seen := c.first[f[0]]; {
+		case f[0] == Error:
+			c.errs = append(c.errs, strings.TrimPrefix(l, Error+" "))
+		case !seen:
+			c.first[f[0]] = f[1:]
+			close(c.mark(f[0]))
+		case len(c.others) < 10:
+			c.others = append(c.others, l)
+		}
+	}})
+	if err != nil {
+		return nil, err
+	}
+	c.Proc = p
+	return c, nil
+}
+
+// mark returns word's channel; c.mu is held.
+func (c *Child) mark(word string) chan struct{} {
+	if c.marks[word] == nil {
+		c.marks[word] = make(chan struct{})
+	}
+	return c.marks[word]
+}
+
+// Seen returns the arguments of the first line of word, nil if none came.
+func (c *Child) Seen(word string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.first[word]
+}
+
+// Wait waits at most limit for the first line of word and returns its
+// arguments; it fails, saying it waited to "what", if the child exits or
+// the limit passes first.
+func (c *Child) Wait(word, what string, limit time.Duration) ([]string, error) {
+	c.mu.Lock()
+	m := c.mark(word)
+	c.mu.Unlock()
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case <-m:
+		return c.Seen(word), nil
+	case <-c.Proc.Exited():
+		if args := c.Seen(word); args != nil { // its last words
+			return args, nil
+		}
+		hint := ""
+		if word == Listening {
+			hint = fmt.Sprintf(" (does the binary call %s first thing in main, or TestMain?)", c.hook)
+		}
+		return nil, fmt.Errorf("the child %s exited before it could %s%s: %s", c.Proc.Executable(), what, hint, c.problem())
+	case <-t.C:
+		return nil, fmt.Errorf("the child (pid %d) did not %s within %v: %s", c.Proc.Pid(), what, limit, c.problem())
+	}
+}
+
+// problem says what the child said besides its events, for an error.
+func (c *Child) problem() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	if len(c.errs) > 0 {
+		fmt.Fprintf(&b, "it said: %s; ", strings.Join(c.errs, "; "))
+	}
+	if len(c.others) > 0 {
+		fmt.Fprintf(&b, "stdout %q; ", c.others)
+	}
+	fmt.Fprintf(&b, "stderr %q", c.Proc.Stderr())
+	return b.String()
+}
+
+// Closers undo what was started, last first.
+type Closers []func() error
+
+// Add adds f, which cannot fail, to the list.
+func (c *Closers) Add(f func()) { *c = append(*c, func() error { f(); return nil }) }
+
+// Close calls every closer, last first, empties the list and returns the
+// errors joined.
+func (c *Closers) Close() error {
+	var errs []error
+	for i := len(*c) - 1; i >= 0; i-- {
+		errs = append(errs, (*c)[i]())
+	}
+	*c = nil
+	return errors.Join(errs...)
+}
+
+// ByCount returns the codes of counts, the most frequent first, ties by
+// name.
+func ByCount(counts map[string]int) []string {
+	codes := make([]string, 0, len(counts))
+	for c := range counts {
+		codes = append(codes, c)
+	}
+	slices.SortFunc(codes, func(a, b string) int {
+		if counts[a] != counts[b] {
+			return counts[b] - counts[a]
+		}
+		return strings.Compare(a, b)
+	})
+	return codes
+}

@@ -1,0 +1,86 @@
+package fleet
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
+)
+
+// testEnv makes this test binary a child that writes "listening ADDR",
+// "event", "error oops" and then waits for its stdin to end.
+const testEnv = "SLUICE_FLEET_TEST"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(testEnv) != "" {
+		out := &Lines{W: os.Stdout}
+		out.Line(Listening, "127.0.0.1:1", "multi\nline")
+		out.Line("event")
+		out.Fail(errors.New("oops"))
+		os.Stdin.Read(make([]byte, 1))
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func TestChildWaitsForWords(t *testing.T) {
+	events := make(chan string, 4)
+	c, err := Start(testEnv+"=1", "fleet.TestMain", func(f []string) bool {
+		if f[0] == "event" {
+			events <- f[0]
+			return true
+		}
+		return false
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, err := c.Wait(Listening, "listen", testwait.Limit)
+	if err != nil || len(args) != 3 || args[0] != "127.0.0.1:1" || args[1] != "multi;" {
+		t.Fatalf("listening: %q, %v; want the address and the line's words", args, err)
+	}
+	testwait.Recv(t, events, "the event line")
+	if err := c.Proc.Close(testwait.Limit); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Wait("never", "say never", testwait.Limit)
+	if err == nil || !strings.Contains(err.Error(), "exited before it could say never") || !strings.Contains(err.Error(), "it said: oops") {
+		t.Errorf("waiting for a word never written: %v, want the child's exit and its error line", err)
+	}
+}
+
+func TestArrivals(t *testing.T) {
+	start := time.Now()
+	var scheds []time.Time
+	n := Arrivals(start, 1000, 5, nil, func(sched, at time.Time) {
+		if at.Before(sched) {
+			t.Errorf("arrival at %v, before its schedule %v", at, sched)
+		}
+		scheds = append(scheds, sched)
+	})
+	if n != 5 || len(scheds) != 5 || scheds[4].Sub(start) != 4*time.Millisecond {
+		t.Errorf("%d arrivals, schedule %v; want 5, 1 ms apart", n, scheds)
+	}
+	stop := make(chan struct{})
+	close(stop)
+	if n := Arrivals(time.Now().Add(time.Hour), 1, -1, stop, func(_, _ time.Time) {}); n != 0 {
+		t.Errorf("%d arrivals after stop, want 0", n)
+	}
+}
+
+func TestClosersAndByCount(t *testing.T) {
+	var order []int
+	var c Closers
+	c.Add(func() { order = append(order, 1) })
+	c = append(c, func() error { order = append(order, 2); return errors.New("two") })
+	if err := c.Close(); err == nil || fmt.Sprint(order) != "[2 1]" || c != nil {
+		t.Errorf("Close: %v, order %v; want the error, last first, and the list emptied", err, order)
+	}
+	if got := ByCount(map[string]int{"B": 2, "A": 2, "C": 5}); fmt.Sprint(got) != "[C A B]" {
+		t.Errorf("ByCount = %v, want [C A B]", got)
+	}
+}
