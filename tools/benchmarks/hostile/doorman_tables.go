@@ -11,7 +11,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
-	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // The resources of the Doorman attacks on shared state (see
@@ -100,7 +99,7 @@ func (l *legitTally) ask(ctx context.Context, stub pb.CapacityClient, client str
 }
 
 func (l *legitTally) load() *Load {
-	ld := &Load{Calls: l.calls, OK: l.ok, P50: millis.Duration(quantile(l.lat, 0.5)), P99: millis.Duration(quantile(l.lat, 0.99)), Max: millis.Duration(quantile(l.lat, 1)), FirstError: l.err}
+	ld := latencyLoad(l.calls, l.ok, l.lat, l.err)
 	if len(l.bad) > 0 && ld.FirstError == "" {
 		ld.FirstError = fmt.Sprintf("grants out of (0, %d]: %v", poisonCapacity, l.bad)
 	}
@@ -116,21 +115,14 @@ func (l *legitTally) load() *Load {
 // new client's first may be 0: the others' leases hold it all).
 func runDoormanPoison(e *env) error {
 	p := e.p
-	e.before()
-	s := e.sample()
-	attackCC, err := dialDoorman(e.t.Addr, floodSource)
+	attack, err := e.doormanStub(floodSource)
 	if err != nil {
-		e.peaks(s)
 		return err
 	}
-	defer attackCC.Close()
-	legitCC, err := dialDoorman(e.t.Addr, newSource)
+	legit, err := e.doormanStub(newSource)
 	if err != nil {
-		e.peaks(s)
 		return err
 	}
-	defer legitCC.Close()
-	attack, legit := pb.NewCapacityClient(attackCC), pb.NewCapacityClient(legitCC)
 
 	var during, after legitTally
 	during.ask(e.ctx, legit, "legit-old", true) // before the attack: its first
@@ -163,9 +155,7 @@ func runDoormanPoison(e *env) error {
 	}
 	after.ask(e.ctx, legit, "legit-after", true)
 	after.ask(e.ctx, legit, "legit-after", false)
-	e.peaks(s)
-	err = e.pause(p.settle)
-	e.after()
+	err = e.end(nil, p.settle)
 	e.r.fig(fmt.Sprintf("attackers from %s", floodSource), "2 clients wanting %g of %q (PROPORTIONAL_SHARE, capacity %d) for %s, last granted %v",
 		poisonWants, poisonResource, poisonCapacity, sec(p.hold), attackers)
 	if attackErr != "" {
@@ -192,15 +182,10 @@ func runDoormanPoison(e *env) error {
 // the resource table.
 func runDoormanResources(e *env) error {
 	p := e.p
-	e.before()
-	s := e.sample()
-	floodCC, err := dialDoorman(e.t.Addr, floodSource)
+	flood, err := e.doormanStub(floodSource)
 	if err != nil {
-		e.peaks(s)
 		return err
 	}
-	defer floodCC.Close()
-	flood := pb.NewCapacityClient(floodCC)
 	start := time.Now()
 	accepted, refused := 0, 0
 	firstRefusal := ""
@@ -221,13 +206,10 @@ func runDoormanResources(e *env) error {
 	took := time.Since(start)
 	e.logf("%d flood resource ids accepted in %.2fs, %d requests refused", accepted, took.Seconds(), refused)
 
-	newCC, err := dialDoorman(e.t.Addr, newSource)
+	other, err := e.doormanStub(newSource)
 	if err != nil {
-		e.peaks(s)
 		return err
 	}
-	defer newCC.Close()
-	other := pb.NewCapacityClient(newCC)
 	outcomes := map[string]int{}
 	var lat []time.Duration
 	newRefusal := ""
@@ -254,21 +236,28 @@ func runDoormanResources(e *env) error {
 	if err != nil {
 		floodAfter = status.Code(err).String()
 	}
-	e.peaks(s)
-	err = e.pause(p.settle)
-	e.after()
+	err = e.end(nil, p.settle)
 	e.r.fig(fmt.Sprintf("flood: resource ids from %s", floodSource), "%d accepted in %s, %d requests of %d refused",
 		accepted, sec(took), refused, floodPerRequest)
 	if firstRefusal != "" {
 		e.r.fig("flood's first refusal", "%s", firstRefusal)
 	}
-	e.r.fig(fmt.Sprintf("new clients from %s asking %q and one of their own", newSource, kvResource), "%s of %d; p50 %s p99 %s",
-		countList(outcomes), p.floodNew, ms(quantile(lat, 0.5)), ms(quantile(lat, 0.99)))
+	e.newClientsFigure(fmt.Sprintf("new clients from %s asking %q and one of their own", newSource, kvResource), outcomes, lat)
 	if newRefusal != "" {
 		e.r.fig("a new client's first refusal", "%s", newRefusal)
 	}
 	e.r.fig("the flood's next new resource", "%s", floodAfter)
-	e.r.Probe = &Load{Calls: p.floodNew, OK: outcomes["both granted"], P50: millis.Duration(quantile(lat, 0.5)), P99: millis.Duration(quantile(lat, 0.99)),
-		Max: millis.Duration(quantile(lat, 1)), FirstError: newRefusal}
+	e.r.Probe = latencyLoad(p.floodNew, outcomes["both granted"], lat, newRefusal)
 	return err
+}
+
+// doormanStub returns a client of the Doorman server from source, closed
+// with the attack's cleanups.
+func (e *env) doormanStub(source string) (pb.CapacityClient, error) {
+	cc, err := dialDoorman(e.t.Addr, source)
+	if err != nil {
+		return nil, err
+	}
+	e.cleanups = append(e.cleanups, func() { cc.Close() })
+	return pb.NewCapacityClient(cc), nil
 }

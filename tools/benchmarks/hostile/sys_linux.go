@@ -27,6 +27,15 @@ func setNofile(n uint64) error {
 	return syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
 }
 
+// maxRSS is an exited process's peak resident memory in bytes (its
+// rusage's ru_maxrss, in KiB on Linux), 0 if unknown.
+func maxRSS(ps *os.ProcessState) int64 {
+	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+		return ru.Maxrss << 10
+	}
+	return 0
+}
+
 // execve replaces this process with path, run with args.
 func execve(path string, args []string) error {
 	return syscall.Exec(path, args, os.Environ())

@@ -14,6 +14,7 @@ var errLinuxOnly = errors.New("hostile: attacks run on Linux only")
 const sigTerm = os.Interrupt
 
 func setNofile(uint64) error         { return errLinuxOnly }
+func maxRSS(*os.ProcessState) int64  { return 0 }
 func execve(string, []string) error  { return errLinuxOnly }
 func tcpState(net.Conn) (int, error) { return 0, errLinuxOnly }
 
