@@ -2,19 +2,15 @@ package hostile
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluice-rpc/sluice/internal/tframe"
-	"github.com/sluice-rpc/sluice/tools/internal/childproc"
-	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 const (
@@ -40,57 +36,34 @@ func runBigAnswersClient(e *env) error {
 		return err
 	}
 	defer bs.close()
-	bin, err := e.bin()
+	e.logf("`sluice bench`: %d calls in flight, each answered %d bytes", calls, size)
+	sampled := make(chan int64, 1)
+	run, err := e.runSluice(bigAnswersLimit, func(pid int, exited <-chan struct{}) {
+		var peak int64
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if rss, err := readRSS(pid); err == nil {
+				peak = max(peak, rss)
+			}
+			select {
+			case <-exited:
+				sampled <- peak
+				return
+			case <-t.C:
+			}
+		}
+	}, "bench", "-p", bs.addr(), "-s", Service, "-m", MethodEcho, "-e", "raw", "-r", "x", "--connections", "1",
+		"--concurrency", fmt.Sprint(calls), "-n", fmt.Sprint(calls), "--warmup", "0", "--timeout", bigAnswersTimeout.String(), "-o", "json")
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(e.ctx, bigAnswersLimit)
-	defer cancel()
-	p, err := startProc(childproc.Config{Env: ChildEnv + "=", Command: []string{bin, "bench", "-p", bs.addr(), "-s", Service,
-		"-m", MethodEcho, "-e", "raw", "-r", "x", "--connections", "1", "--concurrency", fmt.Sprint(calls),
-		"-n", fmt.Sprint(calls), "--warmup", "0", "--timeout", bigAnswersTimeout.String(), "-o", "json"}})
-	if err != nil {
-		return fmt.Errorf("start the client %s: %w", bin, err)
+	peak := <-sampled
+	if run.state != nil {
+		peak = max(peak, maxRSS(run.state))
 	}
-	defer p.stop()
-	defer context.AfterFunc(ctx, func() { p.Process().Kill() })()
-	e.logf("client %s (pid %d): %d calls in flight, each answered %d bytes", bin, p.Pid(), calls, size)
-	start := time.Now()
-	var out strings.Builder
-	var peak int64
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for lines := p.lines; lines != nil; {
-		if rss, err := readRSS(p.Pid()); err == nil {
-			peak = max(peak, rss)
-		}
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				lines = nil
-				continue
-			}
-			out.WriteString(l + "\n")
-		case <-tick.C:
-		}
-	}
-	p.Wait(procExitLimit)
-	c := Case{Name: fmt.Sprintf("%d answers of %d MB", calls, size/1_000_000), Client: true, After: millis.Duration(time.Since(start)), Exit: -1}
-	if st := p.ProcessState(); st != nil {
-		c.Exit = st.ExitCode()
-		peak = max(peak, maxRSS(st))
-	}
-	c.Crash = p.stderr.crash()
-	c.Survived = c.Crash == "" && ctx.Err() == nil
-	switch {
-	case ctx.Err() != nil:
-		c.Note = fmt.Sprintf("still running after %v, killed", bigAnswersLimit)
-	case c.Crash != "":
-	default:
-		c.Note = benchSummary(out.String(), p.last())
-	}
-	c.Note += fmt.Sprintf(" (%d answers begun)", bs.n.Load())
-	e.r.Cases = append(e.r.Cases, c)
+	e.r.Cases = append(e.r.Cases, run.clientCase(fmt.Sprintf("%d answers of %d MB", calls, size/1_000_000),
+		benchSummary(run.stdout.String(), run.stderr.last()), fmt.Sprintf(" (%d answers begun)", bs.n.Load())))
 	e.r.caseFigures()
 	if peak > 0 {
 		e.r.fig(clientRSSFigure, "%s", mb(peak))

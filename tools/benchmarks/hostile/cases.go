@@ -214,14 +214,13 @@ func (e *env) nextCall(c *Case) {
 // runChecksumClient runs `sluice call` against a hostile server that
 // answers every call with a crash frame, once per frame.
 func runChecksumClient(e *env) error {
-	replies := []struct {
+	for _, r := range []struct {
 		name string
 		frag tframe.Fragment
 	}{
 		{"call res, checksum type 4", tframe.Fragment{ChecksumType: 4, Checksum: make([]byte, 4), Chunks: [][]byte{nil, nil, []byte("x")}}},
 		{"call res, no argument chunk", tframe.Fragment{}},
-	}
-	for _, r := range replies {
+	} {
 		hs, err := startRawServer(func(write func([]byte) error) (func(uint32), func()) {
 			return func(id uint32) {
 				write(tframe.AppendCallRes(nil, id, tframe.Call{Headers: callHeaders("raw"), Fragment: r.frag}))
@@ -230,25 +229,17 @@ func runChecksumClient(e *env) error {
 		if err != nil {
 			return err
 		}
-		run, err := e.runSluice(clientLimit, "call", "-p", hs.addr(), "-s", Service, "-m", MethodEcho, "-e", "raw", "-r", "x",
+		run, err := e.runSluice(clientLimit, nil, "call", "-p", hs.addr(), "-s", Service, "-m", MethodEcho, "-e", "raw", "-r", "x",
 			"--timeout", clientTimeout.String())
 		hs.close()
 		if err != nil {
 			return err
 		}
-		c := Case{Name: r.name, Client: true, After: millis.Duration(run.took), Exit: run.exit, Crash: run.stderr.crash()}
-		c.Survived = c.Crash == "" && !run.killed
-		switch {
-		case run.killed:
-			c.Note = fmt.Sprintf("still running after %v, killed", clientLimit)
-		case c.Crash != "":
-		case run.err == nil:
-			c.Note = "the call succeeded"
-		default:
-			c.Note = run.stderr.last()
+		note := run.stderr.last()
+		if run.err == nil {
+			note = "the call succeeded"
 		}
-		c.Note += fmt.Sprintf(" (%d call req(s) answered)", hs.calls())
-		e.r.Cases = append(e.r.Cases, c)
+		e.r.Cases = append(e.r.Cases, run.clientCase(r.name, note, fmt.Sprintf(" (%d call req(s) answered)", hs.calls())))
 	}
 	e.r.caseFigures()
 	return nil
@@ -256,15 +247,19 @@ func runChecksumClient(e *env) error {
 
 // sluiceRun is a run of the sluice binary.
 type sluiceRun struct {
+	limit  time.Duration
 	took   time.Duration
 	exit   int // -1 if it did not exit
 	err    error
-	killed bool // it ran past its limit
+	killed bool // it ran past limit
+	stdout bytes.Buffer
 	stderr stderrWatch
+	state  *os.ProcessState
 }
 
-// runSluice runs the sluice binary with args, killing it after limit.
-func (e *env) runSluice(limit time.Duration, args ...string) (*sluiceRun, error) {
+// runSluice runs the sluice binary with args, killing it after limit, and
+// calls during, if not nil, with its process id while it runs.
+func (e *env) runSluice(limit time.Duration, during func(pid int, exited <-chan struct{}), args ...string) (*sluiceRun, error) {
 	bin, err := e.bin()
 	if err != nil {
 		return nil, err
@@ -273,15 +268,38 @@ func (e *env) runSluice(limit time.Duration, args ...string) (*sluiceRun, error)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), ChildEnv+"=")
-	r := &sluiceRun{exit: -1}
-	cmd.Stderr = &r.stderr
+	r := &sluiceRun{limit: limit, exit: -1}
+	cmd.Stdout, cmd.Stderr = &r.stdout, &r.stderr
 	start := time.Now()
-	r.err = cmd.Run()
-	r.took, r.killed = time.Since(start), ctx.Err() != nil
-	if cmd.ProcessState != nil {
-		r.exit = cmd.ProcessState.ExitCode()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	exited := make(chan struct{})
+	if during != nil {
+		go during(cmd.Process.Pid, exited)
+	}
+	r.err = cmd.Wait()
+	close(exited)
+	r.took, r.killed, r.state = time.Since(start), ctx.Err() != nil, cmd.ProcessState
+	if r.state != nil {
+		r.exit = r.state.ExitCode()
 	}
 	return r, nil
+}
+
+// clientCase is the case of a client run: its note says it was killed,
+// or else (unless it crashed) note; suffix follows.
+func (r *sluiceRun) clientCase(name, note, suffix string) Case {
+	c := Case{Name: name, Client: true, After: millis.Duration(r.took), Exit: r.exit, Crash: r.stderr.crash(), Note: note}
+	c.Survived = c.Crash == "" && !r.killed
+	switch {
+	case r.killed:
+		c.Note = fmt.Sprintf("still running after %v, killed", r.limit)
+	case c.Crash != "":
+		c.Note = ""
+	}
+	c.Note += suffix
+	return c
 }
 
 // sent is a call written on a connection while its answer was read.

@@ -2,6 +2,7 @@ package hostile
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -197,7 +198,7 @@ func childHold(ctx context.Context, j job, out *emitter, leave <-chan struct{}) 
 				if err != nil {
 					mu.Lock()
 					failed++
-					firstErr = firstOf(firstErr, err)
+					firstErr = cmp.Or(firstErr, err)
 					mu.Unlock()
 					continue
 				}
@@ -249,14 +250,6 @@ func childHold(ctx context.Context, j job, out *emitter, leave <-chan struct{}) 
 	readers.Wait()
 	out.emit(event{Ev: "done", Opened: len(conns), Closed: int(early.Load() + closed.Load())})
 	return nil
-}
-
-// firstOf returns first if it is set, else err.
-func firstOf(first, err error) error {
-	if first != nil {
-		return first
-	}
-	return err
 }
 
 // runConnectReset has an attacker child connect and reset (SO_LINGER 0,

@@ -71,16 +71,43 @@ func askCapacity(ctx context.Context, stub pb.CapacityClient, client string, has
 	return nil, "no lease", nil
 }
 
+// newClients has e.p.floodNew new clients from newSource ask once each
+// with ask, which returns the outcome the call is counted under, and
+// returns the outcomes, the latencies and the first refusal.
+func (e *env) newClients(ask func(stub pb.CapacityClient, i string) (string, error)) (map[string]int, []time.Duration, string, error) {
+	stub, err := e.doormanStub(newSource)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	outcomes, refusal := map[string]int{}, ""
+	var lat []time.Duration
+	for i := 0; i < e.p.floodNew && e.ctx.Err() == nil; i++ {
+		t0 := time.Now()
+		o, err := ask(stub, strconv.Itoa(i))
+		lat = append(lat, time.Since(t0))
+		outcomes[o]++
+		if err != nil && refusal == "" {
+			refusal = status.Convert(err).Message()
+		}
+	}
+	return outcomes, lat, refusal, nil
+}
+
+// newClientsFigures appends the new clients' figures, named name, and
+// records them as the probe, those whose outcome is ok served.
+func (e *env) newClientsFigures(name, ok string, outcomes map[string]int, lat []time.Duration, refusal string) {
+	e.r.fig(name, "%s of %d; p50 %s p99 %s", countList(outcomes), e.p.floodNew, ms(quantile(lat, 0.5)), ms(quantile(lat, 0.99)))
+	if refusal != "" {
+		e.r.fig("a new client's first refusal", "%s", refusal)
+	}
+	e.r.Probe = latencyLoad(e.p.floodNew, outcomes[ok], lat, refusal)
+}
+
 // latencyLoad is a Load of calls, ok of them served, with the latencies
 // lat.
 func latencyLoad(calls, ok int, lat []time.Duration, firstErr string) *Load {
 	return &Load{Calls: calls, OK: ok, P50: millis.Duration(quantile(lat, 0.5)), P99: millis.Duration(quantile(lat, 0.99)),
 		Max: millis.Duration(quantile(lat, 1)), FirstError: firstErr}
-}
-
-// newClientsFigure appends the figure of the new clients' outcomes.
-func (e *env) newClientsFigure(name string, outcomes map[string]int, lat []time.Duration) {
-	e.r.fig(name, "%s of %d; p50 %s p99 %s", countList(outcomes), e.p.floodNew, ms(quantile(lat, 0.5)), ms(quantile(lat, 0.99)))
 }
 
 // runDoormanSilent holds e.p.conns silent TCP connections to a Doorman
@@ -92,7 +119,7 @@ func runDoormanSilent(e *env) error {
 	if err != nil {
 		return err
 	}
-	run, err := e.runSluice(p.getTimeout, "doorman", "get", "--server", e.t.Addr, "--resource", doormanResource, "--wants", "1")
+	run, err := e.runSluice(p.getTimeout, nil, "doorman", "get", "--server", e.t.Addr, "--resource", doormanResource, "--wants", "1")
 	if err != nil {
 		return err
 	}
@@ -129,24 +156,13 @@ func runDoormanFlood(e *env) error {
 		return err
 	}
 	e.logf("%d flood ids registered in %.1fs: %s", ready.Sent, time.Since(start).Seconds(), countList(ready.Got))
-	cc, err := dialDoorman(e.t.Addr, newSource)
+	outcomes, lat, refusal, err := e.newClients(func(stub pb.CapacityClient, i string) (string, error) {
+		_, o, err := askCapacity(e.ctx, stub, "new-"+i, nil)
+		return o, err
+	})
 	if err != nil {
 		return err
 	}
-	stub := pb.NewCapacityClient(cc)
-	outcomes := map[string]int{}
-	var lat []time.Duration
-	firstRefusal := ""
-	for i := 0; i < p.floodNew && e.ctx.Err() == nil; i++ {
-		t0 := time.Now()
-		_, o, err := askCapacity(e.ctx, stub, "new-"+strconv.Itoa(i), nil)
-		lat = append(lat, time.Since(t0))
-		outcomes[o]++
-		if err != nil && firstRefusal == "" {
-			firstRefusal = status.Convert(err).Message()
-		}
-	}
-	cc.Close()
 	done := e.leave(a)
 	err = e.end(nil, p.settle)
 	e.r.fig(fmt.Sprintf("flood: %d client ids from %s", p.floodIDs, floodSource), "%s, in %s", countList(ready.Got), sec(time.Duration(ready.At-start.UnixNano())))
@@ -154,11 +170,7 @@ func runDoormanFlood(e *env) error {
 		e.r.fig("flood's first refusal", "%s", ready.Note)
 	}
 	e.r.fig("flood renewals meanwhile", "%d: %s", done.Sent, countList(done.Got))
-	e.newClientsFigure(fmt.Sprintf("new clients from %s", newSource), outcomes, lat)
-	if firstRefusal != "" {
-		e.r.fig("a new client's first refusal", "%s", firstRefusal)
-	}
-	e.r.Probe = latencyLoad(p.floodNew, outcomes["lease"], lat, "")
+	e.newClientsFigures(fmt.Sprintf("new clients from %s", newSource), "lease", outcomes, lat, refusal)
 	return err
 }
 

@@ -206,28 +206,18 @@ func runDoormanResources(e *env) error {
 	took := time.Since(start)
 	e.logf("%d flood resource ids accepted in %.2fs, %d requests refused", accepted, took.Seconds(), refused)
 
-	other, err := e.doormanStub(newSource)
-	if err != nil {
-		return err
-	}
-	outcomes := map[string]int{}
-	var lat []time.Duration
-	newRefusal := ""
-	for i := 0; i < p.floodNew && e.ctx.Err() == nil; i++ {
-		t0 := time.Now()
-		got, err := askFor(e.ctx, other, "new-"+strconv.Itoa(i), 1, kvResource, "new-own-"+strconv.Itoa(i))
-		lat = append(lat, time.Since(t0))
+	outcomes, lat, refusal, err := e.newClients(func(stub pb.CapacityClient, i string) (string, error) {
+		got, err := askFor(e.ctx, stub, "new-"+i, 1, kvResource, "new-own-"+i)
 		switch {
 		case err != nil:
-			outcomes[status.Code(err).String()]++
-			if newRefusal == "" {
-				newRefusal = status.Convert(err).Message()
-			}
+			return status.Code(err).String(), err
 		case got[0] > 0 && got[1] > 0:
-			outcomes["both granted"]++
-		default:
-			outcomes[fmt.Sprintf("granted %v", got)]++
+			return "both granted", nil
 		}
+		return fmt.Sprintf("granted %v", got), nil
+	})
+	if err != nil {
+		return err
 	}
 	// The flood asks for more once the newcomers are in: it is at or
 	// over its share.
@@ -242,12 +232,8 @@ func runDoormanResources(e *env) error {
 	if firstRefusal != "" {
 		e.r.fig("flood's first refusal", "%s", firstRefusal)
 	}
-	e.newClientsFigure(fmt.Sprintf("new clients from %s asking %q and one of their own", newSource, kvResource), outcomes, lat)
-	if newRefusal != "" {
-		e.r.fig("a new client's first refusal", "%s", newRefusal)
-	}
+	e.newClientsFigures(fmt.Sprintf("new clients from %s asking %q and one of their own", newSource, kvResource), "both granted", outcomes, lat, refusal)
 	e.r.fig("the flood's next new resource", "%s", floodAfter)
-	e.r.Probe = latencyLoad(p.floodNew, outcomes["both granted"], lat, newRefusal)
 	return err
 }
 

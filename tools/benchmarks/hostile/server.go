@@ -316,7 +316,7 @@ func (p *proc) dead() bool {
 // outlives SIGKILL.
 func (p *proc) stop() error {
 	if !p.dead() {
-		p.Process().Signal(sigTerm) // a server does not read its stdin
+		p.Process().Signal(syscall.SIGTERM) // a server does not read its stdin
 	}
 	return p.Close(procExitLimit)
 }

@@ -1,6 +1,7 @@
 package hostile
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -170,7 +171,7 @@ send:
 				redials++
 			}
 			uc, err := open()
-			conns[k], ids[k], firstErr = uc, 1, firstOf(firstErr, err)
+			conns[k], ids[k], firstErr = uc, 1, cmp.Or(firstErr, err)
 			if err != nil {
 				continue
 			}
@@ -198,7 +199,7 @@ send:
 			uc.dead.Store(true)
 		default: // the server closed it; its reader counts that
 			uc.dead.Store(true)
-			firstErr = firstOf(firstErr, err)
+			firstErr = cmp.Or(firstErr, err)
 		}
 	}
 	ready := event{Ev: "ready", Sent: sent, Bytes: bytes}
