@@ -40,19 +40,14 @@ func runBigAnswersClient(e *env) error {
 	sampled := make(chan int64, 1)
 	run, err := e.runSluice(bigAnswersLimit, func(pid int, exited <-chan struct{}) {
 		var peak int64
-		t := time.NewTicker(50 * time.Millisecond)
-		defer t.Stop()
-		for {
-			if rss, err := readRSS(pid); err == nil {
-				peak = max(peak, rss)
-			}
-			select {
-			case <-exited:
-				sampled <- peak
-				return
-			case <-t.C:
-			}
+		sample := func() bool {
+			rss, _ := readRSS(pid)
+			peak = max(peak, rss)
+			return true
 		}
+		sample()
+		every(50*time.Millisecond, exited, sample)
+		sampled <- peak
 	}, "bench", "-p", bs.addr(), "-s", Service, "-m", MethodEcho, "-e", "raw", "-r", "x", "--connections", "1",
 		"--concurrency", fmt.Sprint(calls), "-n", fmt.Sprint(calls), "--warmup", "0", "--timeout", bigAnswersTimeout.String(), "-o", "json")
 	if err != nil {
@@ -90,11 +85,10 @@ func benchSummary(stdout, lastErr string) string {
 	return s
 }
 
-// bigAnswerServer is a hostile TChannel server: it waits until calls
-// call requests have come on a connection (or bigAnswerGather has passed
-// since the first), and then answers them all at once, size bytes of arg3
-// each, one frame of each in turn, so that every answer is in flight at
-// the client together.
+// bigAnswerServer is a hostile TChannel server: it gathers calls call
+// requests on a connection (or those of bigAnswerGather from the first)
+// and answers them together, size bytes of arg3 each, one frame of each
+// in turn, so that every answer is in flight at once.
 type bigAnswerServer struct {
 	*rawServer
 	calls, size int

@@ -12,10 +12,8 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/childproc"
 )
 
-// ChildEnv is the environment variable that makes RunChildIfAsked turn the
-// process into an attacker child (or the wrapper that starts a server with
-// its descriptor limit). The runner sets it, to the child's job in JSON,
-// only in the environment of the children it starts.
+// ChildEnv is the environment variable, set to a job in JSON, that makes
+// RunChildIfAsked turn a child the runner started into an attacker.
 const ChildEnv = "SLUICE_HOSTILE_CHILD"
 
 const (
@@ -71,17 +69,11 @@ type event struct {
 	Load *Load  `json:"load,omitempty"` // soak's
 }
 
-// RunChildIfAsked makes this process an attacker child when the
-// environment variable ChildEnv holds a job, and then never returns;
-// otherwise it returns at once and does nothing.
-//
-// The runner re-executes the current binary (os.Executable) with ChildEnv
-// set for its bulk attackers and to start a server with its descriptor
-// limit. Any binary that runs attacks must therefore call RunChildIfAsked
-// first thing: `sluice-lab` in main, a test binary in TestMain. A child of a
-// binary that does not runs the binary itself with the argument
-// -test.run=^$ (a test binary then runs nothing), and the attack fails
-// with an error saying so.
+// RunChildIfAsked makes this process an attacker child (or a server's
+// launcher) when the environment variable ChildEnv holds a job, and then
+// never returns; otherwise it returns at once. Any binary that runs
+// attacks must call it first thing (see the package documentation); in a
+// child of one that does not, the attack fails saying so.
 func RunChildIfAsked() {
 	spec := os.Getenv(ChildEnv)
 	if spec == "" {

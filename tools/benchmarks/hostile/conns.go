@@ -142,14 +142,12 @@ func (e *env) connFigures() {
 	e.r.fig("closed by the server", "%s", e.r.Conns.closedString())
 }
 
-// childHold is the attacker child of the stall attacks ("stall") and
-// debug-idle ("http-idle"): it opens j.Conns connections, j.Workers at a
-// time, and readies each: a "stall" connection completes the TChannel
-// handshake if j.Handshake and then sends nothing; an "http-idle" one
-// makes one keep-alive request (GET /debug/pprof/cmdline), reads the
-// answer and idles. One the server closes before it is ready is not held.
-// The child reports "ready", each held connection the server closes, and
-// closes them all when told to leave.
+// childHold is the attacker child of the stall attacks ("stall": after
+// the TChannel handshake if j.Handshake, or none) and debug-idle
+// ("http-idle": after one keep-alive GET /debug/pprof/cmdline answered):
+// it opens j.Conns connections, j.Workers at a time, holds those the
+// server did not close before they were ready, reports "ready" and each
+// held one the server closes, and closes them when told to leave.
 func childHold(ctx context.Context, j job, out *emitter, leave <-chan struct{}) error {
 	var (
 		mu                    sync.Mutex

@@ -107,12 +107,10 @@ func (l *legitTally) load() *Load {
 }
 
 // runDoormanPoison has two clients from floodSource want poisonWants of
-// the PROPORTIONAL_SHARE resource poisonResource, renewing every refresh
-// interval for e.p.hold, beside two legitimate clients from newSource
-// (one holding a lease from before the attack, one new), and then a new
-// legitimate client once the attackers' leases have expired. Every
-// legitimate grant must be finite, positive and within the capacity (a
-// new client's first may be 0: the others' leases hold it all).
+// poisonResource, renewing every refresh interval for e.p.hold, beside
+// two legitimate clients from newSource (one holding a lease from before,
+// one new), and then a new legitimate client once the attackers' leases
+// have expired.
 func runDoormanPoison(e *env) error {
 	p := e.p
 	attack, err := e.doormanStub(floodSource)
@@ -175,11 +173,9 @@ func runDoormanPoison(e *env) error {
 }
 
 // runDoormanResources has a client from floodSource ask for
-// e.p.floodResources new resource ids, floodPerRequest a request, until
-// the server refuses it; then a client from newSource asks for the
-// configured kvResource and, in the same request, a resource of its own,
-// e.p.floodNew times. The flood's source must not keep another's out of
-// the resource table.
+// e.p.floodResources new resource ids, floodPerRequest a request; then
+// e.p.floodNew clients from newSource each ask for the configured
+// kvResource and a resource of their own in one request.
 func runDoormanResources(e *env) error {
 	p := e.p
 	flood, err := e.doormanStub(floodSource)

@@ -23,10 +23,9 @@ type Config struct {
 	// are attacked, a fresh server for each attack. Default: this binary.
 	ServerBin string
 	// Target, if set, is an external TChannel server attacked instead of
-	// started ones; Doorman likewise for the Doorman attacks. An external
-	// server is never restarted: after a crash, the attacks that follow
-	// fail.
-	Target, Doorman *Target
+	// started ones (the Doorman attacks cannot be made then). It is never
+	// restarted: after a crash, the attacks that follow fail.
+	Target *Target
 	// Limits are the started servers' limit flags. Default: CILimits()
 	// at CI size, none (the server's defaults) at full size.
 	Limits *Limits
@@ -34,11 +33,10 @@ type Config struct {
 	Progress io.Writer
 }
 
-// Run makes c's attacks one after another (no attack's load disturbs
-// another's figures), calling each, if not nil, with every result as it
-// comes. It stops at the first attack that cannot be made (a server that
-// does not start, an attacker child that fails) or when ctx ends, and
-// returns the results so far.
+// Run makes c's attacks one after another, calling each, if not nil, with
+// every result as it comes. It stops at the first attack that cannot be
+// made (a server that does not start, an attacker child that fails) or
+// when ctx ends, and returns the results so far.
 func (c Config) Run(ctx context.Context, each func(*Result)) ([]*Result, error) {
 	attacks := c.Attacks
 	if len(attacks) == 0 {
@@ -145,15 +143,11 @@ func flagNote(t *Target) string {
 // target returns the server to attack, a started one stopped with the
 // attack's cleanups.
 func (e *env) target(doorman bool) (*Target, error) {
-	ext := e.cfg.Target
-	if doorman {
-		ext = e.cfg.Doorman
+	if e.cfg.Target != nil && doorman {
+		return nil, errors.New("a Doorman attack needs a Doorman server the runner starts, not an external --target")
 	}
-	if ext != nil {
-		return ext, nil
-	}
-	if doorman && e.cfg.Target != nil {
-		return nil, errors.New("a Doorman attack against external servers needs an external Doorman server too")
+	if e.cfg.Target != nil {
+		return e.cfg.Target, nil
 	}
 	bin, err := e.bin()
 	if err != nil {
@@ -199,10 +193,9 @@ func (e *env) bin() (string, error) {
 	return exe, nil
 }
 
-// end ends an attack (err is how its course ended): it stops the side
-// client and the sampling of the peaks, waits settle, unless err, and
-// reads the server's "after" figures if it still runs, its resident
-// memory first, as the heap is read after a collection.
+// end ends an attack whose course ended with err: it stops the side
+// client and the sampler, waits settle unless err, and reads the "after"
+// figures (memory first: the heap is read after a collection).
 func (e *env) end(err error, settle time.Duration) error {
 	if e.side != nil {
 		e.r.Side = e.side()

@@ -18,13 +18,10 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/childproc"
 )
 
-const (
-	// serverStartLimit bounds the wait for a server to report its address.
-	serverStartLimit = 20 * time.Second
-	// procExitLimit bounds the wait for a child process to exit once asked
-	// (its stdin closed and SIGTERM), and again once killed.
-	procExitLimit = 10 * time.Second
-)
+// serverStartLimit bounds the wait for a server to report its address;
+// procExitLimit the wait for a child to exit once asked (its stdin closed
+// and SIGTERM), and again once killed.
+const serverStartLimit, procExitLimit = 20 * time.Second, 10 * time.Second
 
 // Limits are the limits a server under attack is started with, as flags of
 // `sluice serve` (and of `sluice doorman serve`, where it has them). A zero
@@ -228,12 +225,6 @@ func (t *Target) Alive() bool {
 // waitDead waits at most limit for the server to die, polling: a frame
 // that crashes it does so at once.
 func (t *Target) waitDead(limit time.Duration) bool {
-	if !t.Alive() {
-		return true
-	}
-	if t.p != nil {
-		return t.p.Wait(limit)
-	}
 	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if !t.Alive() {
 			return true
@@ -275,17 +266,16 @@ func (t *Target) Close() error {
 	return t.p.stop()
 }
 
-// proc is a child process: its stdout lines go to a channel, its stderr
-// to a stderrWatch.
+// proc is a child process: its stdout lines go to lines, its stderr to a
+// stderrWatch.
 type proc struct {
 	*childproc.Proc
 	lines  chan string // stdout, closed once the process has exited
 	stderr *stderrWatch
 }
 
-// startProc starts a child as cfg says (but for OnLine and Stderr). Lines
-// of its stdout are sent on p.lines, which the caller must drain (or the
-// process blocks writing).
+// startProc starts a child as cfg says (but for OnLine and Stderr); the
+// caller must drain p.lines, or the child blocks writing.
 func startProc(cfg childproc.Config) (*proc, error) {
 	p := &proc{lines: make(chan string, 1024), stderr: &stderrWatch{}}
 	cfg.OnLine = func(l string) { p.lines <- l }
@@ -312,8 +302,8 @@ func (p *proc) dead() bool {
 }
 
 // stop asks the process to end (SIGTERM, and its stdin closed), and kills
-// it if it has not within procExitLimit. It returns an error only if it
-// outlives SIGKILL.
+// it if it has not within procExitLimit; an error is a child that outlived
+// SIGKILL.
 func (p *proc) stop() error {
 	if !p.dead() {
 		p.Process().Signal(syscall.SIGTERM) // a server does not read its stdin
@@ -346,10 +336,9 @@ func (p *proc) last() string { return p.stderr.last() }
 // the runtime (a crash's goroutine dump may run to megabytes), and the
 // last line.
 type stderrWatch struct {
-	mu                sync.Mutex
-	partial           []byte
-	debugURL, msg, at string
-	lastLine          string
+	mu                          sync.Mutex
+	partial                     []byte
+	debugURL, msg, at, lastLine string
 }
 
 func (w *stderrWatch) Write(b []byte) (int, error) {

@@ -303,14 +303,12 @@ func runUnreadTotal(e *env) error {
 }
 
 // childUnread is the attacker child of "unread-replies" and
-// "unread-total": it opens j.Conns connections with a receive buffer of
-// unreadBuffer and on each writes j.Count echo calls of j.Size bytes,
-// never reading its socket or, with j.Over, reading trickleBytes every
-// j.Over. With j.Deadline, a connection stops writing when a write blocks
-// that long, and the child is ready once every one has stopped; without,
-// it is ready once they are open, and writes until told to leave. Until
-// then it watches each connection's TCP state on both ends (without
-// reading) for the server closing it.
+// "unread-total": on each of j.Conns connections with a small receive
+// buffer it writes j.Count echo calls of j.Size bytes, never reading or,
+// with j.Over, reading trickleBytes every j.Over. With j.Deadline a
+// connection stops writing at a write blocked that long, and the child is
+// ready once all have stopped; without, it is ready once they are open.
+// Until told to leave it watches for the server closing them.
 func childUnread(ctx context.Context, j job, out *emitter, leave <-chan struct{}) error {
 	var conns []*rawConn
 	defer func() {
@@ -386,19 +384,13 @@ func childUnread(ctx context.Context, j job, out *emitter, leave <-chan struct{}
 		watchers.Add(1)
 		go func() {
 			defer watchers.Done()
-			tick := time.NewTicker(100 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-tick.C:
-					if c, err := serverClosed(rc.Conn); err == nil && c {
-						gone()
-						return
-					}
+			every(100*time.Millisecond, stop, func() bool {
+				c, err := serverClosed(rc.Conn)
+				if err == nil && c {
+					gone()
 				}
-			}
+				return !c
+			})
 		}()
 	}
 	if j.Deadline > 0 {
@@ -424,17 +416,10 @@ func childUnread(ctx context.Context, j job, out *emitter, leave <-chan struct{}
 
 // trickleRead reads trickleBytes from c every every until stop, adding
 // them to read, and calls gone when the server closed c.
-func trickleRead(c net.Conn, every time.Duration, stop <-chan struct{}, read *atomic.Int64, gone func()) {
+func trickleRead(c net.Conn, d time.Duration, stop <-chan struct{}, read *atomic.Int64, gone func()) {
 	buf := make([]byte, 64<<10)
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-tick.C:
-		}
-		c.SetReadDeadline(time.Now().Add(every / 2))
+	every(d, stop, func() bool {
+		c.SetReadDeadline(time.Now().Add(d / 2))
 		for left := trickleBytes; left > 0; {
 			n, err := c.Read(buf[:min(left, len(buf))])
 			read.Add(int64(n))
@@ -442,12 +427,29 @@ func trickleRead(c net.Conn, every time.Duration, stop <-chan struct{}, read *at
 			switch {
 			case err == nil:
 			case isTimeout(err):
-				left = 0 // nothing more came for now
+				return true // nothing more came for now
 			case errors.Is(err, io.EOF) || !errors.Is(err, net.ErrClosed):
 				gone() // the server closed it (EOF or reset)
-				return
+				return false
 			default:
-				return // closed here: the attacker leaves
+				return false // closed here: the attacker leaves
+			}
+		}
+		return true
+	})
+}
+
+// every calls f every d until stop is closed or f returns false.
+func every(d time.Duration, stop <-chan struct{}, f func() bool) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			if !f() {
+				return
 			}
 		}
 	}

@@ -64,13 +64,10 @@ func echoCall(id uint32, ttl time.Duration, arg3 []byte) callSpec {
 	return callSpec{id: id, ttl: ttl, service: Service, scheme: "raw", method: MethodEcho, arg3: arg3}
 }
 
-// frames calls f with each frame of the call in order, more set on every
-// frame but the last, and stops at the first error f returns. The bytes
-// passed to f are reused for the next frame.
-//
-// Arguments are split as the protocol says: an argument ends where a chunk
-// of the next one follows in the same frame; one that ends exactly at a
-// frame's end is closed by an empty chunk at the start of the next frame.
+// frames calls f with each frame of the call (reused for the next), more
+// set on all but the last, and stops at f's first error. An argument ends
+// where a chunk of the next follows in its frame; one that ends a frame is
+// closed by an empty chunk at the start of the next.
 func (c callSpec) frames(f func(frame []byte, more bool) error) error {
 	args := [][]byte{[]byte(c.method), c.arg2, c.arg3}
 	hs := callHeaders(c.scheme)
