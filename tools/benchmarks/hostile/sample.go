@@ -87,45 +87,42 @@ func readHeap(ctx context.Context, debugURL string) (int64, error) {
 // attack lasts: memory every rssEvery, goroutines every gorEvery (a
 // goroutine profile of 20,000 goroutines costs the server a little).
 type sampler struct {
-	stop, done chan struct{}
-	once       sync.Once
-	mu         sync.Mutex
-	rssPeak    int64
-	gorPeak    int
-	rssSeries  []int64 // every sample, for soak
+	stop      chan struct{}
+	once      sync.Once
+	wg        sync.WaitGroup
+	mu        sync.Mutex
+	rssPeak   int64
+	gorPeak   int
+	rssSeries []int64 // every sample, for soak
 }
 
 func startSampler(ctx context.Context, t *Target, rssEvery, gorEvery time.Duration) *sampler {
-	s := &sampler{stop: make(chan struct{}), done: make(chan struct{}), gorPeak: -1}
-	rss := func() {
+	s := &sampler{stop: make(chan struct{}), gorPeak: -1}
+	rss := func() bool {
 		if rss, err := readRSS(t.PID); err == nil {
 			s.mu.Lock()
 			s.rssPeak = max(s.rssPeak, rss)
 			s.rssSeries = append(s.rssSeries, rss)
 			s.mu.Unlock()
 		}
+		return ctx.Err() == nil
 	}
+	gor := func() bool {
+		n := readGoroutines(ctx, t.DebugURL)
+		s.mu.Lock()
+		s.gorPeak = max(s.gorPeak, n)
+		s.mu.Unlock()
+		return ctx.Err() == nil
+	}
+	rss()
+	s.wg.Add(2)
 	go func() {
-		defer close(s.done)
-		rt, gt := time.NewTicker(rssEvery), time.NewTicker(gorEvery)
-		defer rt.Stop()
-		defer gt.Stop()
-		rss()
-		for {
-			select {
-			case <-s.stop:
-				return
-			case <-ctx.Done():
-				return
-			case <-rt.C:
-				rss()
-			case <-gt.C:
-				n := readGoroutines(ctx, t.DebugURL)
-				s.mu.Lock()
-				s.gorPeak = max(s.gorPeak, n)
-				s.mu.Unlock()
-			}
-		}
+		defer s.wg.Done()
+		every(rssEvery, s.stop, rss)
+	}()
+	go func() {
+		defer s.wg.Done()
+		every(gorEvery, s.stop, gor)
 	}()
 	return s
 }
@@ -134,7 +131,7 @@ func startSampler(ctx context.Context, t *Target, rssEvery, gorEvery time.Durati
 // could be read).
 func (s *sampler) finish() (rssPeak int64, gorPeak int) {
 	s.once.Do(func() { close(s.stop) })
-	<-s.done
+	s.wg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.rssPeak, s.gorPeak
