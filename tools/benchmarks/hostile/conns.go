@@ -184,9 +184,7 @@ func childHold(ctx context.Context, j job, out *emitter, leave <-chan struct{}) 
 		return err
 	}
 	for range max(1, j.Workers) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for next.Add(1) <= int64(j.Conns) {
 				d := net.Dialer{Timeout: dialTimeout}
 				if j.Source != "" {
@@ -214,17 +212,15 @@ func childHold(ctx context.Context, j job, out *emitter, leave <-chan struct{}) 
 				mu.Lock()
 				conns = append(conns, c)
 				mu.Unlock()
-				readers.Add(1)
-				go func() {
-					defer readers.Done()
+				readers.Go(func() {
 					io.Copy(io.Discard, r) // until the connection ends
 					if !leaving.Load() {
 						closed.Add(1)
 						out.emit(event{Ev: "closed"})
 					}
-				}()
+				})
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	ev := event{Ev: "ready", Opened: len(conns), Failed: failed, Closed: int(early.Load())}
@@ -291,9 +287,7 @@ func childReset(ctx context.Context, j job, out *emitter, leave <-chan struct{})
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
 	for range max(1, j.Workers) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			d := net.Dialer{Timeout: time.Second}
 			for ctx.Err() == nil {
 				c, err := d.DialContext(ctx, "tcp", j.Target)
@@ -308,7 +302,7 @@ func childReset(ctx context.Context, j job, out *emitter, leave <-chan struct{})
 				c.Close()
 				connects.Add(1)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	done := event{Ev: "done", Sent: connects.Load(), Failed: int(failed.Load())}

@@ -199,9 +199,7 @@ func childFlood(ctx context.Context, j job, out *emitter, leave <-chan struct{})
 		first := ""
 		var wg sync.WaitGroup
 		for w := range max(1, j.Workers) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for i := next.Add(1) - 1; i < int64(j.Count) && !stopping.Load(); i = next.Add(1) - 1 {
 					lease, o, err := askCapacity(ctx, stubs[w%len(stubs)], "flood-"+strconv.FormatInt(i, 10), has[i])
 					if stopping.Load() {
@@ -216,7 +214,7 @@ func childFlood(ctx context.Context, j job, out *emitter, leave <-chan struct{})
 					}
 					mu.Unlock()
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		return n.Load(), got, first

@@ -87,9 +87,7 @@ func runLoad(ctx context.Context, addr string, spec loadSpec, stop <-chan struct
 		if ctx.Err() != nil || isClosed(stop) {
 			break
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, spec.deadline)
 			defer cancel()
 			t0 := time.Now()
@@ -104,7 +102,7 @@ func runLoad(ctx context.Context, addr string, spec loadSpec, stop <-chan struct
 			}
 			l.Errors[codeOf(err)]++
 			l.FirstError = cmp.Or(l.FirstError, err.Error())
-		}()
+		})
 	}
 	wg.Wait() // every call has its deadline
 	l.P50, l.P99, l.Max = millis.Duration(quantile(lat, 0.5)), millis.Duration(quantile(lat, 0.99)), millis.Duration(quantile(lat, 1))

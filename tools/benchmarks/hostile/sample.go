@@ -115,15 +115,8 @@ func startSampler(ctx context.Context, t *Target, rssEvery, gorEvery time.Durati
 		return ctx.Err() == nil
 	}
 	rss()
-	s.wg.Add(2)
-	go func() {
-		defer s.wg.Done()
-		every(rssEvery, s.stop, rss)
-	}()
-	go func() {
-		defer s.wg.Done()
-		every(gorEvery, s.stop, gor)
-	}()
+	s.wg.Go(func() { every(rssEvery, s.stop, rss) })
+	s.wg.Go(func() { every(gorEvery, s.stop, gor) })
 	return s
 }
 

@@ -121,9 +121,7 @@ func childUnfinished(ctx context.Context, j job, out *emitter, leave <-chan stru
 			return nil, err
 		}
 		uc := &unfinishedConn{rc: rc}
-		readers.Add(1)
-		go func() {
-			defer readers.Done()
+		readers.Go(func() {
 			for {
 				h, f, err := rc.readFrame()
 				if err != nil {
@@ -144,7 +142,7 @@ func childUnfinished(ctx context.Context, j job, out *emitter, leave <-chan stru
 				got[k]++
 				mu.Unlock()
 			}
-		}()
+		})
 		return uc, nil
 	}
 	conns := make([]*unfinishedConn, max(1, j.Conns))
@@ -345,9 +343,7 @@ func childUnread(ctx context.Context, j job, out *emitter, leave <-chan struct{}
 				lastClose.Store(time.Now().UnixNano())
 			})
 		}
-		writers.Add(1)
-		go func() {
-			defer writers.Done()
+		writers.Go(func() {
 			for i := range j.Count {
 				err := echoCall(uint32(2*i+3), time.Minute, arg3).frames(func(f []byte, _ bool) error {
 					if j.Deadline > 0 {
@@ -371,19 +367,13 @@ func childUnread(ctx context.Context, j job, out *emitter, leave <-chan struct{}
 				}
 				sent.Add(1)
 			}
-		}()
+		})
 		if j.Over > 0 {
-			watchers.Add(1)
-			go func() {
-				defer watchers.Done()
-				trickleRead(rc.Conn, j.Over, stop, &read, gone)
-			}()
+			watchers.Go(func() { trickleRead(rc.Conn, j.Over, stop, &read, gone) })
 		}
 		// The server's close shows on its socket at once; a reader would
 		// meet it only behind the answers the kernel holds.
-		watchers.Add(1)
-		go func() {
-			defer watchers.Done()
+		watchers.Go(func() {
 			every(100*time.Millisecond, stop, func() bool {
 				c, err := serverClosed(rc.Conn)
 				if err == nil && c {
@@ -391,7 +381,7 @@ func childUnread(ctx context.Context, j job, out *emitter, leave <-chan struct{}
 				}
 				return !c
 			})
-		}()
+		})
 	}
 	if j.Deadline > 0 {
 		writers.Wait()

@@ -315,9 +315,7 @@ func startRawServer(newConn func(write func([]byte) error) (onCall func(id uint3
 		return nil, err
 	}
 	s := &rawServer{ln: ln}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
+	s.wg.Go(func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
@@ -326,13 +324,9 @@ func startRawServer(newConn func(write func([]byte) error) (onCall func(id uint3
 			s.mu.Lock()
 			s.conns = append(s.conns, c)
 			s.mu.Unlock()
-			s.wg.Add(1)
-			go func() {
-				defer s.wg.Done()
-				s.serve(c, newConn)
-			}()
+			s.wg.Go(func() { s.serve(c, newConn) })
 		}
-	}()
+	})
 	return s, nil
 }
 
