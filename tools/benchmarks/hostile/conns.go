@@ -156,7 +156,7 @@ func childHold(ctx context.Context, j job, out *emitter, leave <-chan struct{}) 
 		firstErr              error
 		leaving               atomic.Bool
 		early, closed, next   atomic.Int64
-		readers, wg           sync.WaitGroup
+		readers               sync.WaitGroup
 	)
 	request := "GET /debug/pprof/cmdline HTTP/1.1\r\nHost: " + j.Target + "\r\n\r\n"
 	// ready readies a connection: err is the server closing it or
@@ -183,46 +183,43 @@ func childHold(ctx context.Context, j job, out *emitter, leave <-chan struct{}) 
 		}
 		return err
 	}
-	for range max(1, j.Workers) {
-		wg.Go(func() {
-			for next.Add(1) <= int64(j.Conns) {
-				d := net.Dialer{Timeout: dialTimeout}
-				if j.Source != "" {
-					d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(j.Source)}
-				}
-				c, err := d.DialContext(ctx, "tcp", j.Target)
-				if err != nil {
-					mu.Lock()
-					failed++
-					firstErr = cmp.Or(firstErr, err)
-					mu.Unlock()
-					continue
-				}
-				r := bufio.NewReader(c)
-				if err := ready(c, r); isTimeout(err) {
-					mu.Lock()
-					notHandshaken++
-					mu.Unlock()
-				} else if err != nil {
-					early.Add(1)
-					out.emit(event{Ev: "closed"})
-					c.Close()
-					continue
-				}
-				mu.Lock()
-				conns = append(conns, c)
-				mu.Unlock()
-				readers.Go(func() {
-					io.Copy(io.Discard, r) // until the connection ends
-					if !leaving.Load() {
-						closed.Add(1)
-						out.emit(event{Ev: "closed"})
-					}
-				})
+	workers(j.Workers, func() {
+		for next.Add(1) <= int64(j.Conns) {
+			d := net.Dialer{Timeout: dialTimeout}
+			if j.Source != "" {
+				d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(j.Source)}
 			}
-		})
-	}
-	wg.Wait()
+			c, err := d.DialContext(ctx, "tcp", j.Target)
+			if err != nil {
+				mu.Lock()
+				failed++
+				firstErr = cmp.Or(firstErr, err)
+				mu.Unlock()
+				continue
+			}
+			r := bufio.NewReader(c)
+			if err := ready(c, r); isTimeout(err) {
+				mu.Lock()
+				notHandshaken++
+				mu.Unlock()
+			} else if err != nil {
+				early.Add(1)
+				out.emit(event{Ev: "closed"})
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			readers.Go(func() {
+				io.Copy(io.Discard, r) // until the connection ends
+				if !leaving.Load() {
+					closed.Add(1)
+					out.emit(event{Ev: "closed"})
+				}
+			})
+		}
+	})
 	ev := event{Ev: "ready", Opened: len(conns), Failed: failed, Closed: int(early.Load())}
 	if j.Kind == "stall" {
 		ev.Closed += int(closed.Load())
@@ -277,34 +274,27 @@ func childReset(ctx context.Context, j job, out *emitter, leave <-chan struct{})
 	ctx, cancel := context.WithTimeout(ctx, j.For)
 	defer cancel()
 	go func() {
-		select {
-		case <-leave:
-			cancel()
-		case <-ctx.Done():
-		}
+		<-leave
+		cancel()
 	}()
 	var connects, failed atomic.Int64
 	var firstErr atomic.Value
-	var wg sync.WaitGroup
-	for range max(1, j.Workers) {
-		wg.Go(func() {
-			d := net.Dialer{Timeout: time.Second}
-			for ctx.Err() == nil {
-				c, err := d.DialContext(ctx, "tcp", j.Target)
-				if err != nil {
-					if ctx.Err() == nil {
-						failed.Add(1)
-						firstErr.CompareAndSwap(nil, err.Error())
-					}
-					continue
+	workers(j.Workers, func() {
+		d := net.Dialer{Timeout: time.Second}
+		for ctx.Err() == nil {
+			c, err := d.DialContext(ctx, "tcp", j.Target)
+			if err != nil {
+				if ctx.Err() == nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
 				}
-				c.(*net.TCPConn).SetLinger(0)
-				c.Close()
-				connects.Add(1)
+				continue
 			}
-		})
-	}
-	wg.Wait()
+			c.(*net.TCPConn).SetLinger(0)
+			c.Close()
+			connects.Add(1)
+		}
+	})
 	done := event{Ev: "done", Sent: connects.Load(), Failed: int(failed.Load())}
 	if s, ok := firstErr.Load().(string); ok {
 		done.Note = "first failed connect: " + s
@@ -312,4 +302,13 @@ func childReset(ctx context.Context, j job, out *emitter, leave <-chan struct{})
 	out.emit(done)
 	<-leave
 	return nil
+}
+
+// workers runs f on n goroutines (at least one) and waits for them.
+func workers(n int, f func()) {
+	var wg sync.WaitGroup
+	for range max(1, n) {
+		wg.Go(f)
+	}
+	wg.Wait()
 }

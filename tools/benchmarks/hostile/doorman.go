@@ -193,30 +193,26 @@ func childFlood(ctx context.Context, j job, out *emitter, leave <-chan struct{})
 	var stopping atomic.Bool
 	// pass asks for every id once, j.Workers at a time.
 	pass := func() (int64, map[string]int64, string) {
-		var next, n atomic.Int64
+		var next, n, worker atomic.Int64
 		var mu sync.Mutex
-		got := map[string]int64{}
-		first := ""
-		var wg sync.WaitGroup
-		for w := range max(1, j.Workers) {
-			wg.Go(func() {
-				for i := next.Add(1) - 1; i < int64(j.Count) && !stopping.Load(); i = next.Add(1) - 1 {
-					lease, o, err := askCapacity(ctx, stubs[w%len(stubs)], "flood-"+strconv.FormatInt(i, 10), has[i])
-					if stopping.Load() {
-						return // cut short by leaving: not counted
-					}
-					has[i] = lease
-					n.Add(1)
-					mu.Lock()
-					got[o]++
-					if err != nil && first == "" {
-						first = o + ": " + status.Convert(err).Message()
-					}
-					mu.Unlock()
+		got, first := map[string]int64{}, ""
+		workers(j.Workers, func() {
+			stub := stubs[int(worker.Add(1))%len(stubs)]
+			for i := next.Add(1) - 1; i < int64(j.Count) && !stopping.Load(); i = next.Add(1) - 1 {
+				lease, o, err := askCapacity(ctx, stub, "flood-"+strconv.FormatInt(i, 10), has[i])
+				if stopping.Load() {
+					return // cut short by leaving: not counted
 				}
-			})
-		}
-		wg.Wait()
+				has[i] = lease
+				n.Add(1)
+				mu.Lock()
+				got[o]++
+				if err != nil && first == "" {
+					first = o + ": " + status.Convert(err).Message()
+				}
+				mu.Unlock()
+			}
+		})
 		return n.Load(), got, first
 	}
 	sent, got, first := pass()

@@ -474,19 +474,13 @@ func runSoak(e *env) error {
 // childSoak is the soak's load: a legitimate client in a process of its
 // own, so that its calls do not share the runner's processor time.
 func childSoak(ctx context.Context, j job, out *emitter, leave <-chan struct{}) error {
-	stop := make(chan struct{})
-	t := time.AfterFunc(j.For, func() { close(stop) })
-	defer t.Stop()
+	stop, cancel := context.WithTimeout(ctx, j.For) // the calls in flight keep ctx
+	defer cancel()
 	go func() {
-		select {
-		case <-leave:
-			if t.Stop() {
-				close(stop)
-			}
-		case <-stop:
-		}
+		<-leave
+		cancel()
 	}()
-	l, err := runLoad(ctx, j.Target, loadSpec{rate: j.Rate, deadline: j.Deadline, payload: 100}, stop)
+	l, err := runLoad(ctx, j.Target, loadSpec{rate: j.Rate, deadline: j.Deadline, payload: 100}, stop.Done())
 	if err != nil {
 		return err
 	}
