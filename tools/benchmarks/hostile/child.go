@@ -50,23 +50,20 @@ type job struct {
 
 // event is a line an attacker child writes on its standard output.
 type event struct {
-	Ev string `json:"ev"` // ready, closed, done or error
-	// At is when it happened, in Unix nanoseconds.
-	At int64 `json:"at,omitempty"`
+	Ev string `json:"ev"`           // ready, closed, done or error
+	At int64  `json:"at,omitempty"` // when, in Unix nanoseconds
 	// Opened and Failed count connections made and not made; Closed those
 	// the server closed.
 	Opened int `json:"opened,omitempty"`
 	Failed int `json:"failed,omitempty"`
 	Closed int `json:"closed,omitempty"`
 	// Sent counts what the attack sent: requests, calls, connects, ids.
-	Sent  int64 `json:"sent,omitempty"`
-	Bytes int64 `json:"bytes,omitempty"`
-	// Got counts what the server sent back, by kind ("error BUSY", ...).
-	Got map[string]int64 `json:"got,omitempty"`
-	// Note is a remark for the result; Err the error that ended the job.
-	Note string `json:"note,omitempty"`
-	Err  string `json:"err,omitempty"`
-	Load *Load  `json:"load,omitempty"` // soak's
+	Sent  int64            `json:"sent,omitempty"`
+	Bytes int64            `json:"bytes,omitempty"`
+	Got   map[string]int64 `json:"got,omitempty"`  // what the server sent back, by kind ("error BUSY", ...)
+	Note  string           `json:"note,omitempty"` // a remark for the result
+	Err   string           `json:"err,omitempty"`  // the error that ended the job
+	Load  *Load            `json:"load,omitempty"` // soak's
 }
 
 // RunChildIfAsked makes this process an attacker child (or a server's

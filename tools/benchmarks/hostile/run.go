@@ -107,16 +107,16 @@ func RunAttack(ctx context.Context, a Attack, c Config) (*Result, error) {
 	e.t = t
 	s := &e.r.Server
 	s.Flags, s.Missing = t.Flags, t.Missing
-	s.GoroutinesBefore, s.GoroutinesPeak, s.GoroutinesAfter = -1, -1, -1
+	s.GoroutinesPeak, s.GoroutinesAfter = -1, -1
 	e.logf("server %s (pid %d)%s", t.Addr, t.PID, flagNote(t))
 	s.RSSBefore, _ = readRSS(t.PID)
 	s.GoroutinesBefore = readGoroutines(ctx, t.DebugURL)
 	s.HeapBefore, _ = readHeap(ctx, t.DebugURL)
-	every, gor := 250*time.Millisecond, time.Second
+	rssEvery, gorEvery := 250*time.Millisecond, time.Second
 	if a == Soak {
-		every, gor = e.p.soakEvery, e.p.soakEvery
+		rssEvery, gorEvery = e.p.soakEvery, e.p.soakEvery
 	}
-	e.s = startSampler(ctx, t, every, gor)
+	e.s = startSampler(ctx, t, rssEvery, gorEvery)
 	err = info.run(e)
 	if e.side != nil {
 		e.r.Side = e.side()
