@@ -51,9 +51,12 @@ func CILimits() Limits {
 
 // flags returns the limits set as flag names and values, in a fixed order.
 func (l *Limits) flags(doorman bool) [][2]string {
+	if l == nil {
+		return nil
+	}
 	var out [][2]string
 	add := func(name string, set bool, v any) {
-		if l != nil && set {
+		if set {
 			out = append(out, [2]string{name, fmt.Sprint(v)})
 		}
 	}
