@@ -1,6 +1,7 @@
 package hostile
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -62,16 +63,6 @@ func askFor(ctx context.Context, stub pb.CapacityClient, client string, wants fl
 	return out, nil
 }
 
-// grantOK reports whether a legitimate client's grant is what it must
-// be: a number in (0, poisonCapacity] (in [0, poisonCapacity] for a new
-// client's first answer, which gets only what the others' leases leave).
-func grantOK(c float64, first bool) bool {
-	if first {
-		return c >= 0 && c <= poisonCapacity
-	}
-	return c > 0 && c <= poisonCapacity
-}
-
 // legitTally counts a legitimate client's grants.
 type legitTally struct {
 	calls, ok int
@@ -80,21 +71,22 @@ type legitTally struct {
 	err       string
 }
 
+// ask asks for poisonResource as client. The grant must be in (0,
+// poisonCapacity], or [0, poisonCapacity] for a new client's first answer,
+// which gets only what the others' leases leave.
 func (l *legitTally) ask(ctx context.Context, stub pb.CapacityClient, client string, first bool) {
 	t0 := time.Now()
 	got, err := askFor(ctx, stub, client, 100, poisonResource)
 	l.calls++
 	if err != nil {
-		if l.err == "" {
-			l.err = status.Convert(err).Message()
-		}
+		l.err = cmp.Or(l.err, status.Convert(err).Message())
 		return
 	}
 	l.lat = append(l.lat, time.Since(t0))
-	if grantOK(got[0], first) {
+	if c := got[0]; c <= poisonCapacity && (c > 0 || first && c == 0) {
 		l.ok++
 	} else if len(l.bad) < 5 {
-		l.bad = append(l.bad, fmt.Sprintf("%s %v", client, got[0]))
+		l.bad = append(l.bad, fmt.Sprintf("%s %v", client, c))
 	}
 }
 
