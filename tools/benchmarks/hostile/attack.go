@@ -18,6 +18,7 @@ const (
 	StallPrehandshake Attack = "stall-prehandshake"
 	Unfinished        Attack = "unfinished"
 	UnreadReplies     Attack = "unread-replies"
+	UnreadTotal       Attack = "unread-total"
 	ConnectReset      Attack = "connect-reset"
 	BigArgs           Attack = "big-args"
 	Headers           Attack = "headers"
@@ -32,63 +33,57 @@ const (
 	DebugIdle         Attack = "debug-idle"
 )
 
-// attackInfo is what the runner knows of an attack.
+// What an attack is made on.
+const (
+	onServer  = iota // a `sluice serve`
+	onDoorman        // a `sluice doorman serve`
+	onClient         // a client the attack runs itself: no server is started
+)
+
 type attackInfo struct {
-	name    Attack
-	about   string
-	doorman bool // attacks a Doorman server, not a TChannel one
-	// client: attacks a client the attack runs itself; no server is
-	// started.
-	client bool
+	name   Attack
+	about  string
+	target int
 	run    func(e *env) error
 }
 
 func attackTable() []attackInfo {
 	return []attackInfo{
-		{Checksum, "a call frame with checksum type 4, and one with no argument chunk", false, false, runChecksum},
-		{ChecksumClient, "a hostile server answers `sluice call` with those frames", false, true, runChecksumClient},
-		{StallHandshaken, "connections that finish the handshake and then send nothing", false, false, runStallHandshaken},
-		{StallPrehandshake, "connections that never send the init frame", false, false, runStallPrehandshake},
-		{Unfinished, "large requests whose last fragment never comes", false, false, runUnfinished},
-		{UnreadReplies, "echo calls whose replies are never read", false, false, runUnreadReplies},
-		{UnreadTotal, "12 connections that never read and 20 that trickle, 1,100 echo calls each", false, false, runUnreadTotal},
-		{ConnectReset, "connect and reset as fast as possible", false, false, runConnectReset},
-		{BigArgs, "10 MB and 100 MB arguments, then a normal call on the same connection", false, false, runBigArgs},
-		{Headers, "a JSON call with 100k headers and a raw call with a big arg2", false, false, runHeaders},
-		{Malformed, "malformed frames, one connection each", false, false, runMalformed},
-		{Soak, "a steady legitimate load, memory sampled", false, false, runSoak},
-		{DoormanSilent, "silent TCP connections to a Doorman server, then a new client", true, false, runDoormanSilent},
-		{DoormanFlood, "client ids from one source flood a Doorman server; clients from another ask", true, false, runDoormanFlood},
-		{DoormanMalformed, "garbage GetCapacity and other requests to a Doorman server", true, false, runDoormanMalformed},
-		{BigAnswersClient, "a hostile server answers 40 calls in flight from `sluice bench` at once, 67 MB each", false, true, runBigAnswersClient},
-		{DoormanPoison, "two Doorman clients want 1e308 of a PROPORTIONAL_SHARE resource; legitimate clients ask", true, false, runDoormanPoison},
-		{DoormanResources, "resource ids from one source fill a Doorman server; a client from another asks a configured one", true, false, runDoormanResources},
-		{DebugIdle, "idle keep-alive connections to the debug listener; a new client calls over TChannel", false, false, runDebugIdle},
+		{Checksum, "a call frame with checksum type 4, and one with no argument chunk", onServer, runChecksum},
+		{ChecksumClient, "a hostile server answers `sluice call` with those frames", onClient, runChecksumClient},
+		{StallHandshaken, "connections that finish the handshake and then send nothing", onServer, runStallHandshaken},
+		{StallPrehandshake, "connections that never send the init frame", onServer, runStallPrehandshake},
+		{Unfinished, "large requests whose last fragment never comes", onServer, runUnfinished},
+		{UnreadReplies, "echo calls whose replies are never read", onServer, runUnreadReplies},
+		{UnreadTotal, "12 connections that never read and 20 that trickle, 1,100 echo calls each", onServer, runUnreadTotal},
+		{ConnectReset, "connect and reset as fast as possible", onServer, runConnectReset},
+		{BigArgs, "10 MB and 100 MB arguments, then a normal call on the same connection", onServer, runBigArgs},
+		{Headers, "a JSON call with 100k headers and a raw call with a big arg2", onServer, runHeaders},
+		{Malformed, "malformed frames, one connection each", onServer, runMalformed},
+		{Soak, "a steady legitimate load, memory sampled", onServer, runSoak},
+		{DoormanSilent, "silent TCP connections to a Doorman server, then a new client", onDoorman, runDoormanSilent},
+		{DoormanFlood, "client ids from one source flood a Doorman server; clients from another ask", onDoorman, runDoormanFlood},
+		{DoormanMalformed, "garbage GetCapacity and other requests to a Doorman server", onDoorman, runDoormanMalformed},
+		{BigAnswersClient, "a hostile server answers 40 calls in flight from `sluice bench` at once, 67 MB each", onClient, runBigAnswersClient},
+		{DoormanPoison, "two Doorman clients want 1e308 of a PROPORTIONAL_SHARE resource; legitimate clients ask", onDoorman, runDoormanPoison},
+		{DoormanResources, "resource ids from one source fill a Doorman server; a client from another asks a configured one", onDoorman, runDoormanResources},
+		{DebugIdle, "idle keep-alive connections to the debug listener; a new client calls over TChannel", onServer, runDebugIdle},
 	}
 }
 
 // Attacks returns every attack, in the order a run makes them.
 func Attacks() []Attack {
-	t := attackTable()
-	out := make([]Attack, len(t))
-	for i, a := range t {
-		out[i] = a.name
+	var out []Attack
+	for _, a := range attackTable() {
+		out = append(out, a.name)
 	}
 	return out
 }
 
 // About returns a one-line description of a, or "" if a is unknown.
 func (a Attack) About() string {
-	if info, ok := lookup(a); ok {
-		return info.about
-	}
-	return ""
-}
-
-// Doorman reports whether a attacks a Doorman server.
-func (a Attack) Doorman() bool {
 	info, _ := lookup(a)
-	return info.doorman
+	return info.about
 }
 
 func lookup(a Attack) (attackInfo, bool) {
@@ -125,42 +120,33 @@ const (
 
 // params are an attack's numbers at a size.
 type params struct {
-	conns      int           // stall, doorman-silent: connections held
+	conns      int           // stall, doorman-silent, debug-idle: connections held
 	hold       time.Duration // how long the attack holds once in place
 	settle     time.Duration // from the attacker leaving to the "after" figures
 	probeEvery time.Duration // the new client's interval between calls
 	deadline   time.Duration // every legitimate call's deadline
 	sideRate   float64       // the side client's calls per second
 
-	unfinished     int           // unfinished requests
-	unfinishedSize int           // bytes of each (arg3)
-	unfinishedOver time.Duration // sent at a steady pace over this long
-	unfinishedTTL  time.Duration
-	unfinishedTo   int           // connections they are sent on
-	unfinishedHold time.Duration // held once sent, before the attacker leaves
-	// unfinishedAfter: from the attacker leaving to the "after" figures.
-	unfinishedAfter time.Duration
-	legitSize       int // the legitimate large call's arg3
-	legitDeadline   time.Duration
-
-	unread     int // unread calls
-	unreadSize int // each one's arg3
-
-	resetFor     time.Duration // connect-reset's duration
-	resetWorkers int
-
-	soakRate  float64
-	soakFor   time.Duration
-	soakEvery time.Duration // the RSS sampling interval
-
-	closeWait time.Duration // malformed: how long to wait for a connection to close
-
-	floodIDs   int // doorman-flood: client ids from the flooding source
-	floodNew   int // new clients from another source
-	getTimeout time.Duration
-	// floodResources: doorman-resources' resource ids from the flooding
-	// source (the server's default table holds 100,000).
-	floodResources int
+	// unfinished: requests of unfinishedSize bytes sent over
+	// unfinishedOver on unfinishedTo connections, held unfinishedHold,
+	// the "after" figures unfinishedAfter after the attacker left; and
+	// the legitimate large call.
+	unfinished, unfinishedSize, unfinishedTo       int
+	unfinishedOver, unfinishedTTL                  time.Duration
+	unfinishedHold, unfinishedAfter, legitDeadline time.Duration
+	legitSize                                      int
+	unread, unreadSize                             int // unread-replies' calls and their arg3
+	resetFor                                       time.Duration
+	resetWorkers                                   int
+	soakRate                                       float64
+	soakFor, soakEvery                             time.Duration // soakEvery: the RSS sampling interval
+	closeWait                                      time.Duration // malformed: the wait for a connection to close
+	floodIDs, floodNew                             int           // doorman-flood's client ids, and new clients from another source
+	getTimeout                                     time.Duration
+	floodResources                                 int // doorman-resources' ids (the server's table holds 100,000)
+	never, trickle, totalCalls                     int // unread-total's connections, and each one's calls
+	trickleEvery, totalHold                        time.Duration
+	bigAnswers, bigAnswerSize                      int // big-answers-client's calls, and each answer's arg3
 }
 
 func paramsFor(s Size) params {
@@ -177,8 +163,14 @@ func paramsFor(s Size) params {
 			closeWait: 200 * time.Millisecond,
 			floodIDs:  3000, floodNew: 20, getTimeout: 10 * time.Second,
 			floodResources: 101_000,
+			never:          2, trickle: 2, totalCalls: 300, trickleEvery: 3 * time.Second, totalHold: 4 * time.Second,
+			bigAnswers: 40, bigAnswerSize: 16_000_000,
 		}
 	}
+	// unread-total: 12 connections that never read held 1.34 GB, 20
+	// trickling ones 2.44 GB, before answers were bounded server-wide.
+	// big-answers-client: 40 answers just under the client's 64 MiB
+	// limit on one response, 2.68 GB in all.
 	return params{
 		conns: 20_000, hold: 30 * time.Second, settle: 10 * time.Second,
 		probeEvery: 100 * time.Millisecond, deadline: time.Second, sideRate: 200,
@@ -191,5 +183,7 @@ func paramsFor(s Size) params {
 		closeWait: 2 * time.Second,
 		floodIDs:  300_000, floodNew: 100, getTimeout: 30 * time.Second,
 		floodResources: 101_000,
+		never:          12, trickle: 20, totalCalls: 1100, trickleEvery: 5 * time.Second, totalHold: 60 * time.Second,
+		bigAnswers: 40, bigAnswerSize: 67_000_000,
 	}
 }

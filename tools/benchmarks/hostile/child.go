@@ -12,19 +12,18 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/childproc"
 )
 
-// ChildEnv is the environment variable that makes RunChildIfAsked turn the
-// process into an attacker child (or the wrapper that starts a server with
-// its descriptor limit). The runner sets it, to the child's job in JSON,
-// only in the environment of the children it starts.
+// ChildEnv is the environment variable, set to a job in JSON, that makes
+// RunChildIfAsked turn a child the runner started into an attacker.
 const ChildEnv = "SLUICE_HOSTILE_CHILD"
 
-// childNofile is the descriptor limit of every child: the limit of the
-// machine the attacks were written for, which no process there can raise.
-const childNofile = 20_000
-
-// perChild is the most connections one attacker child holds, leaving
-// descriptors to spare under childNofile.
-const perChild = 10_000
+const (
+	// childNofile is the descriptor limit of every child: the limit of the
+	// machine the attacks were written for, which no process there can
+	// raise.
+	childNofile = 20_000
+	// perChild is the most connections one attacker child holds.
+	perChild = 10_000
+)
 
 // job is what an attacker child does. Kind picks the attack; the other
 // fields are its parameters (each kind reads its own).
@@ -47,42 +46,31 @@ type job struct {
 	Workers   int           `json:"workers,omitempty"`
 	Rate      float64       `json:"rate,omitempty"`
 	Deadline  time.Duration `json:"deadline,omitempty"`
-	Resource  string        `json:"resource,omitempty"`
 }
 
 // event is a line an attacker child writes on its standard output.
 type event struct {
-	Ev string `json:"ev"` // ready, closed, progress, done or error
-	// At is when it happened, in Unix nanoseconds.
-	At int64 `json:"at,omitempty"`
+	Ev string `json:"ev"`           // ready, closed, done or error
+	At int64  `json:"at,omitempty"` // when, in Unix nanoseconds
 	// Opened and Failed count connections made and not made; Closed those
 	// the server closed.
 	Opened int `json:"opened,omitempty"`
 	Failed int `json:"failed,omitempty"`
 	Closed int `json:"closed,omitempty"`
 	// Sent counts what the attack sent: requests, calls, connects, ids.
-	Sent  int64 `json:"sent,omitempty"`
-	Bytes int64 `json:"bytes,omitempty"`
-	// Got counts what the server sent back, by kind ("error BUSY", ...).
-	Got map[string]int64 `json:"got,omitempty"`
-	// Note is a remark for the result; Err the error that ended the job.
-	Note string `json:"note,omitempty"`
-	Err  string `json:"err,omitempty"`
-	// Load is a load's figures (soak).
-	Load *Load `json:"load,omitempty"`
+	Sent  int64            `json:"sent,omitempty"`
+	Bytes int64            `json:"bytes,omitempty"`
+	Got   map[string]int64 `json:"got,omitempty"`  // what the server sent back, by kind ("error BUSY", ...)
+	Note  string           `json:"note,omitempty"` // a remark for the result
+	Err   string           `json:"err,omitempty"`  // the error that ended the job
+	Load  *Load            `json:"load,omitempty"` // soak's
 }
 
-// RunChildIfAsked makes this process an attacker child when the
-// environment variable ChildEnv holds a job, and then never returns;
-// otherwise it returns at once and does nothing.
-//
-// The runner re-executes the current binary (os.Executable) with ChildEnv
-// set for its bulk attackers and to start a server with its descriptor
-// limit. Any binary that runs attacks must therefore call RunChildIfAsked
-// first thing: `sluice-lab` in main, a test binary in TestMain. A child of a
-// binary that does not runs the binary itself with the argument
-// -test.run=^$ (a test binary then runs nothing), and the attack fails
-// with an error saying so.
+// RunChildIfAsked makes this process an attacker child (or a server's
+// launcher) when the environment variable ChildEnv holds a job, and then
+// never returns; otherwise it returns at once. Any binary that runs
+// attacks must call it first thing (see the package documentation); in a
+// child of one that does not, the attack fails saying so.
 func RunChildIfAsked() {
 	spec := os.Getenv(ChildEnv)
 	if spec == "" {
@@ -91,23 +79,35 @@ func RunChildIfAsked() {
 	os.Exit(runChild(spec, os.Stdin, os.Stdout))
 }
 
+// childKinds are the attacker children's jobs, by kind.
+var childKinds = map[string]func(ctx context.Context, j job, out *emitter, leave <-chan struct{}) error{
+	"stall": childHold, "http-idle": childHold, "unfinished": childUnfinished, "unread": childUnread,
+	"reset": childReset, "soak": childSoak, "flood": childFlood,
+}
+
 // runChild runs one job and returns the exit code.
 func runChild(spec string, stdin io.Reader, stdout io.Writer) int {
 	out := &emitter{w: stdout}
-	var j job
-	if err := json.Unmarshal([]byte(spec), &j); err != nil {
-		out.emit(event{Ev: "error", Err: fmt.Sprintf("bad job %q: %v", spec, err)})
+	fail := func(format string, args ...any) int {
+		out.emit(event{Ev: "error", Err: fmt.Sprintf(format, args...)})
 		return 1
 	}
+	var j job
+	if err := json.Unmarshal([]byte(spec), &j); err != nil {
+		return fail("bad job %q: %v", spec, err)
+	}
 	if err := setNofile(childNofile); err != nil {
-		out.emit(event{Ev: "error", Err: fmt.Sprintf("set the descriptor limit: %v", err)})
-		return 1
+		return fail("set the descriptor limit: %v", err)
 	}
 	if j.Kind == "exec" {
 		os.Unsetenv(ChildEnv)
 		err := execve(j.Bin, append([]string{j.Bin}, j.Args...))
 		fmt.Fprintf(os.Stderr, "hostile: exec %s: %v\n", j.Bin, err)
 		return 1
+	}
+	run, ok := childKinds[j.Kind]
+	if !ok {
+		return fail("unknown job kind %q", j.Kind)
 	}
 	// leave is closed when the parent closes stdin (or dies): the
 	// attacker leaves.
@@ -118,28 +118,8 @@ func runChild(spec string, stdin io.Reader, stdout io.Writer) int {
 	}()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var err error
-	switch j.Kind {
-	case "stall":
-		err = childStall(ctx, j, out, leave)
-	case "unfinished":
-		err = childUnfinished(ctx, j, out, leave)
-	case "unread":
-		err = childUnread(ctx, j, out, leave)
-	case "reset":
-		err = childReset(ctx, j, out, leave)
-	case "soak":
-		err = childSoak(ctx, j, out, leave)
-	case "flood":
-		err = childFlood(ctx, j, out, leave)
-	case "http-idle":
-		err = childHTTPIdle(ctx, j, out, leave)
-	default:
-		err = fmt.Errorf("unknown job kind %q", j.Kind)
-	}
-	if err != nil {
-		out.emit(event{Ev: "error", Err: err.Error()})
-		return 1
+	if err := run(ctx, j, out, leave); err != nil {
+		return fail("%s", err)
 	}
 	return 0
 }
@@ -164,9 +144,8 @@ func (e *emitter) emit(ev event) {
 type attacker struct {
 	p      *proc
 	events chan event // every event but "closed"
-	// closes are the times the child saw the server close a connection.
 	mu     sync.Mutex
-	closes []time.Time
+	closes []time.Time // when the child saw the server close a connection
 	// drained is closed once the child's stdout has ended.
 	drained chan struct{}
 }
@@ -201,22 +180,16 @@ func startAttacker(j job) (*attacker, error) {
 				a.mu.Unlock()
 				continue
 			}
-			select {
-			case a.events <- ev:
-			default: // nobody waits for progress; drop it
-				if ev.Ev != "progress" {
-					a.events <- ev
-				}
-			}
+			a.events <- ev // a few: ready, done, error
 		}
 	}()
 	return a, nil
 }
 
 // next waits at most limit for the child's next event of kind ev (events
-// of other kinds are skipped; progress events are passed to each, if not
-// nil). An error event, or the child ending, is an error.
-func (a *attacker) next(ev string, limit time.Duration, each func(event)) (event, error) {
+// of other kinds are skipped). An error event, or the child ending, is an
+// error.
+func (a *attacker) next(ev string, limit time.Duration) (event, error) {
 	t := time.NewTimer(limit)
 	defer t.Stop()
 	for {
@@ -225,13 +198,11 @@ func (a *attacker) next(ev string, limit time.Duration, each func(event)) (event
 			switch {
 			case !ok:
 				a.p.Wait(procExitLimit)
-				return event{}, fmt.Errorf("attacker child: %v; stderr: %q", errNoChildHook, a.p.stderr.last())
+				return event{}, fmt.Errorf("attacker child: %v; stderr: %q", errNoChildHook, a.p.last())
 			case e.Ev == "error":
 				return e, fmt.Errorf("attacker child: %s", e.Err)
 			case e.Ev == ev:
 				return e, nil
-			case each != nil:
-				each(e)
 			}
 		case <-t.C:
 			return event{}, fmt.Errorf("attacker child: no %q event within %v", ev, limit)
@@ -243,7 +214,7 @@ func (a *attacker) next(ev string, limit time.Duration, each func(event)) (event
 // its last event.
 func (a *attacker) leave(limit time.Duration) (event, error) {
 	a.p.CloseStdin()
-	ev, err := a.next("done", limit, nil)
+	ev, err := a.next("done", limit)
 	a.stop()
 	return ev, err
 }

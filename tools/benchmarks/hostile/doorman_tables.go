@@ -1,6 +1,7 @@
 package hostile
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -11,7 +12,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
-	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 // The resources of the Doorman attacks on shared state (see
@@ -63,16 +63,6 @@ func askFor(ctx context.Context, stub pb.CapacityClient, client string, wants fl
 	return out, nil
 }
 
-// grantOK reports whether a legitimate client's grant is what it must
-// be: a number in (0, poisonCapacity] (in [0, poisonCapacity] for a new
-// client's first answer, which gets only what the others' leases leave).
-func grantOK(c float64, first bool) bool {
-	if first {
-		return c >= 0 && c <= poisonCapacity
-	}
-	return c > 0 && c <= poisonCapacity
-}
-
 // legitTally counts a legitimate client's grants.
 type legitTally struct {
 	calls, ok int
@@ -81,26 +71,27 @@ type legitTally struct {
 	err       string
 }
 
+// ask asks for poisonResource as client. The grant must be in (0,
+// poisonCapacity], or [0, poisonCapacity] for a new client's first answer,
+// which gets only what the others' leases leave.
 func (l *legitTally) ask(ctx context.Context, stub pb.CapacityClient, client string, first bool) {
 	t0 := time.Now()
 	got, err := askFor(ctx, stub, client, 100, poisonResource)
 	l.calls++
 	if err != nil {
-		if l.err == "" {
-			l.err = status.Convert(err).Message()
-		}
+		l.err = cmp.Or(l.err, status.Convert(err).Message())
 		return
 	}
 	l.lat = append(l.lat, time.Since(t0))
-	if grantOK(got[0], first) {
+	if c := got[0]; c <= poisonCapacity && (c > 0 || first && c == 0) {
 		l.ok++
 	} else if len(l.bad) < 5 {
-		l.bad = append(l.bad, fmt.Sprintf("%s %v", client, got[0]))
+		l.bad = append(l.bad, fmt.Sprintf("%s %v", client, c))
 	}
 }
 
 func (l *legitTally) load() *Load {
-	ld := &Load{Calls: l.calls, OK: l.ok, P50: millis.Duration(quantile(l.lat, 0.5)), P99: millis.Duration(quantile(l.lat, 0.99)), Max: millis.Duration(quantile(l.lat, 1)), FirstError: l.err}
+	ld := latencyLoad(l.calls, l.ok, l.lat, l.err)
 	if len(l.bad) > 0 && ld.FirstError == "" {
 		ld.FirstError = fmt.Sprintf("grants out of (0, %d]: %v", poisonCapacity, l.bad)
 	}
@@ -108,29 +99,20 @@ func (l *legitTally) load() *Load {
 }
 
 // runDoormanPoison has two clients from floodSource want poisonWants of
-// the PROPORTIONAL_SHARE resource poisonResource, renewing every refresh
-// interval for e.p.hold, beside two legitimate clients from newSource
-// (one holding a lease from before the attack, one new), and then a new
-// legitimate client once the attackers' leases have expired. Every
-// legitimate grant must be finite, positive and within the capacity (a
-// new client's first may be 0: the others' leases hold it all).
+// poisonResource, renewing every refresh interval for e.p.hold, beside
+// two legitimate clients from newSource (one holding a lease from before,
+// one new), and then a new legitimate client once the attackers' leases
+// have expired.
 func runDoormanPoison(e *env) error {
 	p := e.p
-	e.before()
-	s := e.sample()
-	attackCC, err := dialDoorman(e.t.Addr, floodSource)
+	attack, err := e.doormanStub(floodSource)
 	if err != nil {
-		e.peaks(s)
 		return err
 	}
-	defer attackCC.Close()
-	legitCC, err := dialDoorman(e.t.Addr, newSource)
+	legit, err := e.doormanStub(newSource)
 	if err != nil {
-		e.peaks(s)
 		return err
 	}
-	defer legitCC.Close()
-	attack, legit := pb.NewCapacityClient(attackCC), pb.NewCapacityClient(legitCC)
 
 	var during, after legitTally
 	during.ask(e.ctx, legit, "legit-old", true) // before the attack: its first
@@ -163,9 +145,7 @@ func runDoormanPoison(e *env) error {
 	}
 	after.ask(e.ctx, legit, "legit-after", true)
 	after.ask(e.ctx, legit, "legit-after", false)
-	e.peaks(s)
-	err = e.pause(p.settle)
-	e.after()
+	err = e.end(nil, p.settle)
 	e.r.fig(fmt.Sprintf("attackers from %s", floodSource), "2 clients wanting %g of %q (PROPORTIONAL_SHARE, capacity %d) for %s, last granted %v",
 		poisonWants, poisonResource, poisonCapacity, sec(p.hold), attackers)
 	if attackErr != "" {
@@ -185,22 +165,15 @@ func runDoormanPoison(e *env) error {
 }
 
 // runDoormanResources has a client from floodSource ask for
-// e.p.floodResources new resource ids, floodPerRequest a request, until
-// the server refuses it; then a client from newSource asks for the
-// configured kvResource and, in the same request, a resource of its own,
-// e.p.floodNew times. The flood's source must not keep another's out of
-// the resource table.
+// e.p.floodResources new resource ids, floodPerRequest a request; then
+// e.p.floodNew clients from newSource each ask for the configured
+// kvResource and a resource of their own in one request.
 func runDoormanResources(e *env) error {
 	p := e.p
-	e.before()
-	s := e.sample()
-	floodCC, err := dialDoorman(e.t.Addr, floodSource)
+	flood, err := e.doormanStub(floodSource)
 	if err != nil {
-		e.peaks(s)
 		return err
 	}
-	defer floodCC.Close()
-	flood := pb.NewCapacityClient(floodCC)
 	start := time.Now()
 	accepted, refused := 0, 0
 	firstRefusal := ""
@@ -221,31 +194,18 @@ func runDoormanResources(e *env) error {
 	took := time.Since(start)
 	e.logf("%d flood resource ids accepted in %.2fs, %d requests refused", accepted, took.Seconds(), refused)
 
-	newCC, err := dialDoorman(e.t.Addr, newSource)
-	if err != nil {
-		e.peaks(s)
-		return err
-	}
-	defer newCC.Close()
-	other := pb.NewCapacityClient(newCC)
-	outcomes := map[string]int{}
-	var lat []time.Duration
-	newRefusal := ""
-	for i := 0; i < p.floodNew && e.ctx.Err() == nil; i++ {
-		t0 := time.Now()
-		got, err := askFor(e.ctx, other, "new-"+strconv.Itoa(i), 1, kvResource, "new-own-"+strconv.Itoa(i))
-		lat = append(lat, time.Since(t0))
+	outcomes, lat, refusal, err := e.newClients(func(stub pb.CapacityClient, i string) (string, error) {
+		got, err := askFor(e.ctx, stub, "new-"+i, 1, kvResource, "new-own-"+i)
 		switch {
 		case err != nil:
-			outcomes[status.Code(err).String()]++
-			if newRefusal == "" {
-				newRefusal = status.Convert(err).Message()
-			}
+			return status.Code(err).String(), err
 		case got[0] > 0 && got[1] > 0:
-			outcomes["both granted"]++
-		default:
-			outcomes[fmt.Sprintf("granted %v", got)]++
+			return "both granted", nil
 		}
+		return fmt.Sprintf("granted %v", got), nil
+	})
+	if err != nil {
+		return err
 	}
 	// The flood asks for more once the newcomers are in: it is at or
 	// over its share.
@@ -254,21 +214,24 @@ func runDoormanResources(e *env) error {
 	if err != nil {
 		floodAfter = status.Code(err).String()
 	}
-	e.peaks(s)
-	err = e.pause(p.settle)
-	e.after()
+	err = e.end(nil, p.settle)
 	e.r.fig(fmt.Sprintf("flood: resource ids from %s", floodSource), "%d accepted in %s, %d requests of %d refused",
 		accepted, sec(took), refused, floodPerRequest)
 	if firstRefusal != "" {
 		e.r.fig("flood's first refusal", "%s", firstRefusal)
 	}
-	e.r.fig(fmt.Sprintf("new clients from %s asking %q and one of their own", newSource, kvResource), "%s of %d; p50 %s p99 %s",
-		countList(outcomes), p.floodNew, ms(quantile(lat, 0.5)), ms(quantile(lat, 0.99)))
-	if newRefusal != "" {
-		e.r.fig("a new client's first refusal", "%s", newRefusal)
-	}
+	e.newClientsFigures(fmt.Sprintf("new clients from %s asking %q and one of their own", newSource, kvResource), "both granted", outcomes, lat, refusal)
 	e.r.fig("the flood's next new resource", "%s", floodAfter)
-	e.r.Probe = &Load{Calls: p.floodNew, OK: outcomes["both granted"], P50: millis.Duration(quantile(lat, 0.5)), P99: millis.Duration(quantile(lat, 0.99)),
-		Max: millis.Duration(quantile(lat, 1)), FirstError: newRefusal}
 	return err
+}
+
+// doormanStub returns a client of the Doorman server from source, closed
+// with the attack's cleanups.
+func (e *env) doormanStub(source string) (pb.CapacityClient, error) {
+	cc, err := dialDoorman(e.t.Addr, source)
+	if err != nil {
+		return nil, err
+	}
+	e.cleanups = append(e.cleanups, func() { cc.Close() })
+	return pb.NewCapacityClient(cc), nil
 }

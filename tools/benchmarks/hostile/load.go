@@ -2,11 +2,12 @@ package hostile
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -49,16 +50,17 @@ func (l *Load) String() string {
 	return s
 }
 
-// loadSpec is a load to make.
+// loadSpec is a load to make: rate calls a second, each with deadline and
+// payload bytes of arg3.
 type loadSpec struct {
 	rate     float64
 	deadline time.Duration
-	payload  int // arg3 bytes
+	payload  int
 }
 
-// runLoad calls echo on addr at spec.rate, each call with spec.deadline,
-// until stop is closed or ctx ends, and returns once every call has
-// returned. The client is a new channel.Channel, closed at the end.
+// runLoad calls echo on addr at spec.rate until stop is closed or ctx
+// ends, and returns once every call has returned. The client is a new
+// channel.Channel, closed at the end.
 func runLoad(ctx context.Context, addr string, spec loadSpec, stop <-chan struct{}) (*Load, error) {
 	ch, cl, err := newClient(addr)
 	if err != nil {
@@ -67,73 +69,57 @@ func runLoad(ctx context.Context, addr string, spec loadSpec, stop <-chan struct
 	defer ch.Close()
 	arg3 := bytes.Repeat([]byte("x"), spec.payload)
 	interval := time.Duration(float64(time.Second) / spec.rate)
-	type outcome struct {
-		took time.Duration
-		code string
-		err  error
-	}
-	var mu sync.Mutex
-	var outs []outcome
-	var wg sync.WaitGroup
+	var (
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		lat []time.Duration
+	)
+	l := &Load{Errors: map[string]int{}}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	start := time.Now()
-loop:
-	for i := 0; ; i++ {
-		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
-			timer.Reset(wait)
-			select {
-			case <-timer.C:
-			case <-stop:
-				break loop
-			case <-ctx.Done():
-				break loop
-			}
-		} else {
-			select {
-			case <-stop:
-				break loop
-			case <-ctx.Done():
-				break loop
-			default:
-			}
+	for start, i := time.Now(), 0; ; i++ {
+		timer.Reset(max(0, time.Until(start.Add(time.Duration(i)*interval))))
+		select {
+		case <-timer.C:
+		case <-stop:
+		case <-ctx.Done():
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		if ctx.Err() != nil || isClosed(stop) {
+			break
+		}
+		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, spec.deadline)
+			defer cancel()
 			t0 := time.Now()
 			_, err := cl.CallRaw(cctx, MethodEcho, nil, arg3)
-			took := time.Since(t0)
-			cancel()
-			o := outcome{took: took, err: err}
-			if err != nil {
-				o.code = codeOf(err)
-			}
 			mu.Lock()
-			outs = append(outs, o)
-			mu.Unlock()
-		}()
+			defer mu.Unlock()
+			l.Calls++
+			if err == nil {
+				l.OK++
+				lat = append(lat, time.Since(t0))
+				return
+			}
+			l.Errors[codeOf(err)]++
+			l.FirstError = cmp.Or(l.FirstError, err.Error())
+		})
 	}
 	wg.Wait() // every call has its deadline
-	l := &Load{Calls: len(outs), Errors: map[string]int{}}
-	var lat []time.Duration
-	for _, o := range outs {
-		if o.err == nil {
-			l.OK++
-			lat = append(lat, o.took)
-			continue
-		}
-		l.Errors[o.code]++
-		if l.FirstError == "" {
-			l.FirstError = o.err.Error()
-		}
-	}
 	l.P50, l.P99, l.Max = millis.Duration(quantile(lat, 0.5)), millis.Duration(quantile(lat, 0.99)), millis.Duration(quantile(lat, 1))
 	if len(l.Errors) == 0 {
 		l.Errors = nil
 	}
 	return l, nil
+}
+
+// isClosed reports whether c is closed.
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // newClient returns a new Sluice channel and its Client of Service, with
@@ -163,10 +149,10 @@ type Call struct {
 }
 
 func (c Call) String() string {
-	if c.OK {
+	switch {
+	case c.OK:
 		return "ok in " + ms(c.Latency.D())
-	}
-	if c.Code == "" {
+	case c.Code == "":
 		return "not made"
 	}
 	return fmt.Sprintf("%s after %s (%s)", c.Code, ms(c.Latency.D()), c.Err)
@@ -212,9 +198,7 @@ func quantile(d []time.Duration, q float64) time.Duration {
 	if len(d) == 0 {
 		return 0
 	}
-	if !slices.IsSorted(d) {
-		slices.Sort(d)
-	}
+	slices.Sort(d)
 	return d[min(len(d)-1, int(q*float64(len(d))))]
 }
 
@@ -231,16 +215,7 @@ func ms(d time.Duration) string {
 
 // countList formats counts, most frequent first: "TIMEOUT 12, NETWORK 3".
 func countList[N int | int64](m map[string]N) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if m[keys[i]] != m[keys[j]] {
-			return m[keys[i]] > m[keys[j]]
-		}
-		return keys[i] < keys[j]
-	})
+	keys := slices.SortedFunc(maps.Keys(m), func(a, b string) int { return cmp.Or(cmp.Compare(m[b], m[a]), cmp.Compare(a, b)) })
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = fmt.Sprintf("%s %d", k, m[k])

@@ -2,10 +2,12 @@ package hostile
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
+	"github.com/sluice-rpc/sluice/tools/internal/table"
 )
 
 // Result is one attack's figures. The typed fields hold what tests check;
@@ -147,6 +149,23 @@ func (r *Result) problem(format string, args ...any) {
 	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
 }
 
+// caseCounts counts the cases the server survived, whose connection it
+// closed, and after which a new call was served.
+func (r *Result) caseCounts() (survived, closed, served int) {
+	for _, c := range r.Cases {
+		if c.Survived {
+			survived++
+		}
+		if c.Closed {
+			closed++
+		}
+		if c.Next != nil && c.Next.OK {
+			served++
+		}
+	}
+	return survived, closed, served
+}
+
 // caseFigures appends a figure per case.
 func (r *Result) caseFigures() {
 	for _, c := range r.Cases {
@@ -226,3 +245,20 @@ func count(n int) string {
 }
 
 func sec(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }
+
+// WriteTable writes every result's figures, one row each (attack, figure,
+// value), as aligned text or, when markdown is set, as a Markdown table.
+// Problems the harness met are rows of their own ("PROBLEM").
+func WriteTable(w io.Writer, rs []*Result, markdown bool) error {
+	rows := [][]string{{"attack", "figure", "value"}}
+	for _, r := range rs {
+		for _, f := range r.Figures {
+			rows = append(rows, []string{string(r.Attack), f.Name, f.Value})
+		}
+		for _, p := range r.Problems {
+			rows = append(rows, []string{string(r.Attack), "PROBLEM", p})
+		}
+		rows = append(rows, []string{string(r.Attack), "elapsed", sec(r.Elapsed.D())})
+	}
+	return table.Write(w, rows, markdown, true)
+}

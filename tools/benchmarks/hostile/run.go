@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
@@ -24,10 +23,9 @@ type Config struct {
 	// are attacked, a fresh server for each attack. Default: this binary.
 	ServerBin string
 	// Target, if set, is an external TChannel server attacked instead of
-	// started ones; Doorman likewise for the Doorman attacks. An external
-	// server is never restarted: after a crash, the attacks that follow
-	// fail.
-	Target, Doorman *Target
+	// started ones (the Doorman attacks cannot be made then). It is never
+	// restarted: after a crash, the attacks that follow fail.
+	Target *Target
 	// Limits are the started servers' limit flags. Default: CILimits()
 	// at CI size, none (the server's defaults) at full size.
 	Limits *Limits
@@ -35,22 +33,10 @@ type Config struct {
 	Progress io.Writer
 }
 
-// limits returns the limits the started servers get.
-func (c Config) limits() Limits {
-	switch {
-	case c.Limits != nil:
-		return *c.Limits
-	case c.Size == CI:
-		return CILimits()
-	}
-	return Limits{}
-}
-
-// Run makes c's attacks one after another (no attack's load disturbs
-// another's figures), calling each, if not nil, with every result as it
-// comes. It stops at the first attack that cannot be made (a server that
-// does not start, an attacker child that fails) or when ctx ends, and
-// returns the results so far.
+// Run makes c's attacks one after another, calling each, if not nil, with
+// every result as it comes. It stops at the first attack that cannot be
+// made (a server that does not start, an attacker child that fails) or
+// when ctx ends, and returns the results so far.
 func (c Config) Run(ctx context.Context, each func(*Result)) ([]*Result, error) {
 	attacks := c.Attacks
 	if len(attacks) == 0 {
@@ -77,12 +63,15 @@ func (c Config) Run(ctx context.Context, each func(*Result)) ([]*Result, error) 
 
 // env is one attack's run: its server, its size's numbers, its result.
 type env struct {
-	ctx  context.Context
-	cfg  Config
-	p    params
-	r    *Result
-	t    *Target
-	logf func(format string, args ...any)
+	ctx      context.Context
+	cfg      Config
+	p        params
+	r        *Result
+	t        *Target
+	logf     func(format string, args ...any)
+	s        *sampler     // the server's peaks
+	side     func() *Load // stops the side client, if one runs
+	cleanups []func()     // run last first once the attack is over
 }
 
 // RunAttack makes one attack of c (c.Attacks is ignored) against a fresh
@@ -99,25 +88,42 @@ func RunAttack(ctx context.Context, a Attack, c Config) (*Result, error) {
 			fmt.Fprintf(c.Progress, "  %s: %s\n", a, fmt.Sprintf(format, args...))
 		}
 	}
+	defer func() {
+		for i := len(e.cleanups) - 1; i >= 0; i-- {
+			e.cleanups[i]()
+		}
+	}()
 	start := time.Now()
-	if info.client {
+	if info.target == onClient {
 		e.logf("no server: the attack is on a client")
 		err := info.run(e)
 		e.r.Elapsed = millis.Duration(time.Since(start))
 		return e.r, err
 	}
-	t, cleanup, err := e.target(info.doorman)
+	t, err := e.target(info.target == onDoorman)
 	if err != nil {
 		return nil, err
 	}
-	defer cleanup()
 	e.t = t
-	e.r.Server.Flags, e.r.Server.Missing = t.Flags, t.Missing
-	e.r.Server.GoroutinesBefore, e.r.Server.GoroutinesPeak, e.r.Server.GoroutinesAfter = -1, -1, -1
+	s := &e.r.Server
+	s.Flags, s.Missing = t.Flags, t.Missing
+	s.GoroutinesPeak, s.GoroutinesAfter = -1, -1
 	e.logf("server %s (pid %d)%s", t.Addr, t.PID, flagNote(t))
+	s.RSSBefore, _ = readRSS(t.PID)
+	s.GoroutinesBefore = readGoroutines(ctx, t.DebugURL)
+	s.HeapBefore, _ = readHeap(ctx, t.DebugURL)
+	rssEvery, gorEvery := 250*time.Millisecond, time.Second
+	if a == Soak {
+		rssEvery, gorEvery = e.p.soakEvery, e.p.soakEvery
+	}
+	e.s = startSampler(ctx, t, rssEvery, gorEvery)
 	err = info.run(e)
+	if e.side != nil {
+		e.r.Side = e.side()
+	}
+	e.peaks()
 	e.r.Elapsed = millis.Duration(time.Since(start))
-	e.r.Server.AliveAfter = e.t.Alive()
+	s.AliveAfter = e.t.Alive()
 	e.r.serverFigures()
 	e.logf("done in %.1fs", e.r.Elapsed.D().Seconds())
 	return e.r, err
@@ -134,47 +140,45 @@ func flagNote(t *Target) string {
 	return s
 }
 
-// target returns the server to attack and what to do after the attack.
-func (e *env) target(doorman bool) (*Target, func(), error) {
-	ext := e.cfg.Target
-	if doorman {
-		ext = e.cfg.Doorman
+// target returns the server to attack, a started one stopped with the
+// attack's cleanups.
+func (e *env) target(doorman bool) (*Target, error) {
+	if e.cfg.Target != nil && doorman {
+		return nil, errors.New("a Doorman attack needs a Doorman server the runner starts, not an external --target")
 	}
-	if ext != nil {
-		return ext, func() {}, nil
-	}
-	if doorman && (e.cfg.Target != nil) {
-		return nil, nil, errors.New("a Doorman attack against external servers needs an external Doorman server too")
+	if e.cfg.Target != nil {
+		return e.cfg.Target, nil
 	}
 	bin, err := e.bin()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	spec := &serverSpec{bin: bin, doorman: doorman, limits: e.cfg.limits()}
-	var dir string
+	spec := &serverSpec{bin: bin, doorman: doorman, limits: e.cfg.Limits}
+	if spec.limits == nil && e.cfg.Size == CI {
+		l := CILimits()
+		spec.limits = &l
+	}
 	if doorman {
-		if dir, err = os.MkdirTemp("", "sluice-hostile-"); err != nil {
-			return nil, nil, err
+		dir, err := os.MkdirTemp("", "sluice-hostile-")
+		if err != nil {
+			return nil, err
 		}
+		e.cleanups = append(e.cleanups, func() { os.RemoveAll(dir) })
 		spec.config = filepath.Join(dir, "doorman.yaml")
 		if err := os.WriteFile(spec.config, []byte(doormanConfig), 0o600); err != nil {
-			os.RemoveAll(dir)
-			return nil, nil, err
+			return nil, err
 		}
 	}
 	t, err := startServer(spec)
 	if err != nil {
-		os.RemoveAll(dir)
-		return nil, nil, err
+		return nil, err
 	}
-	return t, func() {
+	e.cleanups = append(e.cleanups, func() {
 		if err := t.Close(); err != nil {
 			e.r.problem("stopping the server: %v", err)
 		}
-		if dir != "" {
-			os.RemoveAll(dir)
-		}
-	}, nil
+	})
+	return t, nil
 }
 
 // bin is the sluice binary whose servers and clients are attacked.
@@ -189,71 +193,77 @@ func (e *env) bin() (string, error) {
 	return exe, nil
 }
 
-// before records the server's memory and goroutines before the attack.
-func (e *env) before() {
-	s := &e.r.Server
-	s.RSSBefore, _ = readRSS(e.t.PID)
-	s.GoroutinesBefore = e.goroutines()
-	s.HeapBefore, _ = readHeap(e.ctx, e.t.DebugURL)
-}
-
-// after records them after the attack, if the server still runs: the
-// resident memory first, as the heap is read after a collection.
-func (e *env) after() {
-	s := &e.r.Server
-	if !e.t.Alive() {
-		return
+// end ends an attack whose course ended with err: it stops the side
+// client and the sampler, waits settle unless err, and reads the "after"
+// figures (memory first: the heap is read after a collection).
+func (e *env) end(err error, settle time.Duration) error {
+	if e.side != nil {
+		e.r.Side = e.side()
+		e.side = nil
 	}
-	s.RSSAfter, _ = readRSS(e.t.PID)
-	s.GoroutinesAfter = e.goroutines()
-	s.HeapAfter, _ = readHeap(e.ctx, e.t.DebugURL)
-}
-
-func (e *env) goroutines() int {
-	n, err := readGoroutines(e.ctx, e.t.DebugURL)
-	if err != nil {
-		return -1
+	e.peaks()
+	if err == nil {
+		err = e.pause(settle)
 	}
-	return n
-}
-
-// startSide starts the side client: e.p.sideRate calls a second on a
-// connection of its own, each with e.p.deadline, until stop. stop returns
-// its figures; a second call returns the same, so that a deferred stop
-// after the measured one waits for nothing.
-func (e *env) startSide() (stop func() *Load) {
-	done := make(chan struct{})
-	res := make(chan *Load, 1)
-	go func() {
-		l, err := runLoad(e.ctx, e.t.Addr, loadSpec{rate: e.p.sideRate, deadline: e.p.deadline, payload: 100}, done)
-		if err != nil {
-			e.r.problem("the side client: %v", err)
-		}
-		res <- l
-	}()
-	var once sync.Once
-	var l *Load
-	return func() *Load {
-		once.Do(func() {
-			close(done)
-			l = <-res
-		})
-		return l
+	if s := &e.r.Server; e.t.Alive() {
+		s.RSSAfter, _ = readRSS(e.t.PID)
+		s.GoroutinesAfter = readGoroutines(e.ctx, e.t.DebugURL)
+		s.HeapAfter, _ = readHeap(e.ctx, e.t.DebugURL)
 	}
+	return err
 }
 
-// sample starts sampling the server's peaks.
-func (e *env) sample() *sampler {
-	return startSampler(e.ctx, e.t, 250*time.Millisecond, time.Second)
-}
-
-// peaks stops s and records the peaks it saw.
-func (e *env) peaks(s *sampler) []int64 {
-	rss, gor, series := s.finish()
+// peaks stops the sampler and records the peaks it saw.
+func (e *env) peaks() {
+	rss, gor := e.s.finish()
 	sv := &e.r.Server
 	sv.RSSPeak = max(rss, sv.RSSBefore)
 	sv.GoroutinesPeak = max(gor, sv.GoroutinesBefore)
-	return series
+}
+
+// startLoad starts a legitimate client (what, in problems) making rate
+// calls a second with payload bytes, each with e.p.deadline; the function
+// it returns stops it and returns its figures.
+func (e *env) startLoad(what string, rate float64, payload int) func() *Load {
+	done := make(chan struct{})
+	res := make(chan *Load, 1)
+	go func() {
+		l, err := runLoad(e.ctx, e.t.Addr, loadSpec{rate: rate, deadline: e.p.deadline, payload: payload}, done)
+		if err != nil {
+			e.r.problem("%s: %v", what, err)
+		}
+		res <- l
+	}()
+	return func() *Load {
+		close(done)
+		return <-res
+	}
+}
+
+// startSide starts the side client: e.p.sideRate calls a second on a
+// connection of its own until the attack ends.
+func (e *env) startSide() { e.side = e.startLoad("the side client", e.p.sideRate, 100) }
+
+// sideFigure appends the side client's figure.
+func (e *env) sideFigure() { e.r.fig(fmt.Sprintf("side client (%g/s)", e.p.sideRate), "%s", e.r.Side) }
+
+// attacker starts an attacker child doing j, stopped with the attack's
+// cleanups.
+func (e *env) attacker(j job) (*attacker, error) {
+	a, err := startAttacker(j)
+	if err == nil {
+		e.cleanups = append(e.cleanups, a.stop)
+	}
+	return a, err
+}
+
+// leave has the attacker leave and returns its last event.
+func (e *env) leave(a *attacker) event {
+	done, err := a.leave(leaveLimit)
+	if err != nil {
+		e.r.problem("the attacker leaving: %v", err)
+	}
+	return done
 }
 
 // pause waits d, or less if ctx ends: it paces an attack.
@@ -288,8 +298,7 @@ func (e *env) survived(c *Case, wait time.Duration) {
 
 // doormanConfig is the configuration of the Doorman servers attacked: a
 // configured resource (kv-rps), a PROPORTIONAL_SHARE one with short leases
-// (poison, see doorman_tables.go) and one template for every other
-// resource.
+// (poison) and one template for every other resource.
 const doormanConfig = `resources:
 - identifier_glob: "kv-rps"
   capacity: 100

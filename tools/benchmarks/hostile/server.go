@@ -1,9 +1,11 @@
 package hostile
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -12,10 +14,14 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluice-rpc/sluice/tools/internal/childproc"
 )
 
-// serverStartLimit bounds the wait for a server to report its address.
-const serverStartLimit = 20 * time.Second
+// serverStartLimit bounds the wait for a server to report its address;
+// procExitLimit the wait for a child to exit once asked (its stdin closed
+// and SIGTERM), and again once killed.
+const serverStartLimit, procExitLimit = 20 * time.Second, 10 * time.Second
 
 // Limits are the limits a server under attack is started with, as flags of
 // `sluice serve` (and of `sluice doorman serve`, where it has them). A zero
@@ -43,29 +49,25 @@ func CILimits() Limits {
 		StallTimeout: time.Second, WriteTimeout: time.Second, MaxClients: 1000}
 }
 
-// flags returns the limits as flags, in a fixed order.
-func (l Limits) flags() [][2]string {
-	var out [][2]string
-	if l.MaxConns > 0 {
-		out = append(out, [2]string{"max-conns", fmt.Sprint(l.MaxConns)})
+// flags returns the limits set as flag names and values, in a fixed order.
+func (l *Limits) flags(doorman bool) [][2]string {
+	if l == nil {
+		return nil
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"idle-timeout", l.IdleTimeout}, {"handshake-timeout", l.HandshakeTimeout}, {"stall-timeout", l.StallTimeout}, {"write-timeout", l.WriteTimeout}} {
-		if d.v > 0 {
-			out = append(out, [2]string{d.name, d.v.String()})
+	var out [][2]string
+	add := func(name string, set bool, v any) {
+		if set {
+			out = append(out, [2]string{name, fmt.Sprint(v)})
 		}
 	}
-	if l.MaxUnfinished > 0 {
-		out = append(out, [2]string{"max-unfinished", fmt.Sprint(l.MaxUnfinished)})
-	}
-	if l.MaxUnfinishedPerConn > 0 {
-		out = append(out, [2]string{"max-unfinished-per-conn", fmt.Sprint(l.MaxUnfinishedPerConn)})
-	}
-	if l.MaxClients > 0 {
-		out = append(out, [2]string{"max-clients", fmt.Sprint(l.MaxClients)})
-	}
+	add("max-conns", l.MaxConns > 0, l.MaxConns)
+	add("idle-timeout", l.IdleTimeout > 0, l.IdleTimeout)
+	add("handshake-timeout", l.HandshakeTimeout > 0, l.HandshakeTimeout)
+	add("stall-timeout", l.StallTimeout > 0, l.StallTimeout)
+	add("write-timeout", l.WriteTimeout > 0, l.WriteTimeout)
+	add("max-unfinished", l.MaxUnfinished > 0, l.MaxUnfinished)
+	add("max-unfinished-per-conn", l.MaxUnfinishedPerConn > 0, l.MaxUnfinishedPerConn)
+	add("max-clients", doorman && l.MaxClients > 0, l.MaxClients)
 	return out
 }
 
@@ -74,7 +76,7 @@ type serverSpec struct {
 	bin     string
 	doorman bool
 	config  string // doorman: the configuration file
-	limits  Limits
+	limits  *Limits
 }
 
 // Target is the server under attack: a child process the runner started
@@ -126,50 +128,46 @@ func checkTarget(addr string) error {
 var (
 	servingLine = regexp.MustCompile(`^(?:serving \S+|doorman serving \d+ templates) on (\S+)`)
 	debugLine   = regexp.MustCompile(`debug endpoints on (http://\S+)`)
+	// framePattern matches a stack frame's file line: "\t/path/file.go:123 +0x1f".
+	framePattern = regexp.MustCompile(`^\t(\S+\.go):(\d+)`)
+	helpCache    sync.Map // "bin doorman?" -> its server command's help
 )
 
-// helpCache holds each binary's command help, read once.
-var helpCache sync.Map // "bin doorman?" -> string
-
 // commandHelp returns the help of the server command of spec's binary.
-func commandHelp(spec *serverSpec) (string, error) {
+func commandHelp(spec *serverSpec, args []string) (string, error) {
 	key := fmt.Sprintf("%s %v", spec.bin, spec.doorman)
 	if h, ok := helpCache.Load(key); ok {
 		return h.(string), nil
 	}
-	args := []string{"serve", "-h"}
-	if spec.doorman {
-		args = []string{"doorman", "serve", "-h"}
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, spec.bin, args...)
+	cmd := exec.CommandContext(ctx, spec.bin, append(args, "-h")...)
 	cmd.Env = append(os.Environ(), ChildEnv+"=")
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("hostile: %s %s: %v", spec.bin, strings.Join(args, " "), err)
+		return "", fmt.Errorf("hostile: %s %s -h: %v", spec.bin, strings.Join(args, " "), err)
 	}
 	helpCache.Store(key, string(out))
 	return string(out), nil
 }
 
-// startServer starts a server under attack and waits for its address and
-// debug endpoint.
+// startServer starts a server under attack, under the children's
+// descriptor limit, and waits for its address and debug endpoint.
 func startServer(spec *serverSpec) (*Target, error) {
-	help, err := commandHelp(spec)
+	cmdArgs := []string{"serve"}
+	if spec.doorman {
+		cmdArgs = []string{"doorman", "serve"}
+	}
+	help, err := commandHelp(spec, cmdArgs)
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"serve"}
+	args := append(cmdArgs, "--listen", "127.0.0.1:0", "--debug-listen", "127.0.0.1:0")
 	if spec.doorman {
-		args = []string{"doorman", "serve", "--config", spec.config}
+		args = append(args, "--config", spec.config)
 	}
-	args = append(args, "--listen", "127.0.0.1:0", "--debug-listen", "127.0.0.1:0")
 	t := &Target{spec: spec}
-	for _, f := range spec.limits.flags() {
-		if f[0] == "max-clients" && !spec.doorman {
-			continue
-		}
+	for _, f := range spec.limits.flags(spec.doorman) {
 		if !regexp.MustCompile(`--` + f[0] + `[ \n]`).MatchString(help) {
 			t.Missing = append(t.Missing, "--"+f[0])
 			continue
@@ -181,6 +179,10 @@ func startServer(spec *serverSpec) (*Target, error) {
 	if err != nil {
 		return nil, err
 	}
+	failed := func(why string) (*Target, error) {
+		p.stop()
+		return nil, fmt.Errorf("hostile: the server (%s %s) %s; stderr %q", spec.bin, strings.Join(args, " "), why, p.last())
+	}
 	timer := time.NewTimer(serverStartLimit)
 	defer timer.Stop()
 	for t.Addr == "" {
@@ -188,16 +190,13 @@ func startServer(spec *serverSpec) (*Target, error) {
 		case l, ok := <-p.lines:
 			if !ok {
 				p.Wait(procExitLimit)
-				return nil, fmt.Errorf("hostile: the server (%s %s) exited before saying where it listens: %s; stderr %q",
-					spec.bin, strings.Join(args, " "), p.crash(), p.stderr.last())
+				return failed("exited before saying where it listens: " + p.crash())
 			}
 			if m := servingLine.FindStringSubmatch(l); m != nil {
 				t.Addr = m[1]
 			}
 		case <-timer.C:
-			p.stop()
-			return nil, fmt.Errorf("hostile: the server (%s %s) did not say where it listens within %v; stderr %q",
-				spec.bin, strings.Join(args, " "), serverStartLimit, p.stderr.last())
+			return failed(fmt.Sprintf("did not say where it listens within %v", serverStartLimit))
 		}
 	}
 	go func() {
@@ -207,9 +206,7 @@ func startServer(spec *serverSpec) (*Target, error) {
 	// The debug line is on stderr, written before the address on stdout
 	// but read by another goroutine.
 	for deadline := time.Now().Add(5 * time.Second); t.DebugURL == "" && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if m := debugLine.FindStringSubmatch(p.stderr.head()); m != nil {
-			t.DebugURL = m[1]
-		}
+		t.DebugURL = p.stderr.debug()
 	}
 	t.PID, t.p = p.Pid(), p
 	if err := checkTarget(t.Addr); err != nil {
@@ -231,12 +228,6 @@ func (t *Target) Alive() bool {
 // waitDead waits at most limit for the server to die, polling: a frame
 // that crashes it does so at once.
 func (t *Target) waitDead(limit time.Duration) bool {
-	if !t.Alive() {
-		return true
-	}
-	if t.p != nil {
-		return t.p.Wait(limit)
-	}
 	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if !t.Alive() {
 			return true
@@ -249,10 +240,10 @@ func (t *Target) waitDead(limit time.Duration) bool {
 // happened, or its exit status. It is "" while it runs, and "died" for an
 // external server, whose output is not seen.
 func (t *Target) Crash() string {
-	if t.Alive() {
+	switch {
+	case t.Alive():
 		return ""
-	}
-	if t.p == nil {
+	case t.p == nil:
 		return "died"
 	}
 	return t.p.crash()
@@ -260,9 +251,6 @@ func (t *Target) Crash() string {
 
 // restart starts a new server in place of a dead one the runner started.
 func (t *Target) restart() error {
-	if t.spec == nil {
-		return errors.New("hostile: an external server cannot be restarted")
-	}
 	t.Close()
 	n, err := startServer(t.spec)
 	if err != nil {
@@ -280,3 +268,150 @@ func (t *Target) Close() error {
 	}
 	return t.p.stop()
 }
+
+// proc is a child process: its stdout lines go to lines, its stderr to a
+// stderrWatch.
+type proc struct {
+	*childproc.Proc
+	lines  chan string // stdout, closed once the process has exited
+	stderr *stderrWatch
+}
+
+// startProc starts a child as cfg says (but for OnLine and Stderr); the
+// caller must drain p.lines, or the child blocks writing.
+func startProc(cfg childproc.Config) (*proc, error) {
+	p := &proc{lines: make(chan string, 1024), stderr: &stderrWatch{}}
+	cfg.OnLine = func(l string) { p.lines <- l }
+	cfg.Stderr = p.stderr
+	var err error
+	if p.Proc, err = childproc.Start(cfg); err != nil {
+		return nil, err
+	}
+	go func() {
+		<-p.Exited() // OnLine has had every line
+		close(p.lines)
+	}()
+	return p, nil
+}
+
+// dead reports whether the process has exited.
+func (p *proc) dead() bool {
+	select {
+	case <-p.Exited():
+		return true
+	default:
+		return false
+	}
+}
+
+// stop asks the process to end (SIGTERM, and its stdin closed), and kills
+// it if it has not within procExitLimit; an error is a child that outlived
+// SIGKILL.
+func (p *proc) stop() error {
+	if !p.dead() {
+		p.Process().Signal(syscall.SIGTERM) // a server does not read its stdin
+	}
+	return p.Close(procExitLimit)
+}
+
+// crash describes how the process died: the Go panic or fatal error
+// ("index out of range [4] with length 4 at checksum.go:45"), or else its
+// exit status.
+func (p *proc) crash() string {
+	if !p.dead() {
+		return ""
+	}
+	if c := p.stderr.crash(); c != "" {
+		return c
+	}
+	if st := p.ProcessState(); st != nil {
+		return st.String()
+	}
+	return "exited"
+}
+
+// last is the last line the process wrote on its standard error.
+func (p *proc) last() string { return p.stderr.last() }
+
+// stderrWatch reads a child's standard error line by line as it comes,
+// keeping what the runner wants of it: a server's debug listener URL, the
+// Go panic or fatal error it died of and the first stack frame outside
+// the runtime (a crash's goroutine dump may run to megabytes), and the
+// last line.
+type stderrWatch struct {
+	mu                          sync.Mutex
+	partial                     []byte
+	debugURL, msg, at, lastLine string
+}
+
+func (w *stderrWatch) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.partial = append(w.partial, b...)
+	for {
+		i := bytes.IndexByte(w.partial, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		w.line(string(w.partial[:i]))
+		w.partial = w.partial[i+1:]
+	}
+}
+
+func (w *stderrWatch) line(l string) {
+	if s := strings.TrimSpace(l); s != "" {
+		w.lastLine = s
+	}
+	if m := debugLine.FindStringSubmatch(l); m != nil && w.debugURL == "" {
+		w.debugURL = m[1]
+	}
+	switch {
+	case w.msg == "":
+		if strings.HasPrefix(l, "panic: ") || strings.HasPrefix(l, "fatal error: ") {
+			w.msg = strings.TrimSpace(l)
+		}
+	case w.at == "":
+		if m := framePattern.FindStringSubmatch(l); m != nil && !strings.Contains(m[1], "/src/runtime/") {
+			w.at = m[1][strings.LastIndexByte(m[1], '/')+1:] + ":" + m[2]
+		}
+	}
+}
+
+func (w *stderrWatch) get(f func() string) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return f()
+}
+
+func (w *stderrWatch) debug() string { return w.get(func() string { return w.debugURL }) }
+
+func (w *stderrWatch) last() string {
+	return w.get(func() string {
+		if s := strings.TrimSpace(string(w.partial)); s != "" {
+			return s
+		}
+		return w.lastLine
+	})
+}
+
+// crash is the panic the child died of, "" if none.
+func (w *stderrWatch) crash() string {
+	return w.get(func() string {
+		if w.at == "" {
+			return w.msg
+		}
+		return w.msg + " at " + w.at
+	})
+}
+
+// panicOf finds a Go panic or fatal error in a process's stderr and
+// returns its message and the first stack frame outside the runtime.
+func panicOf(stderr io.Reader) string {
+	var w stderrWatch
+	io.Copy(&w, stderr)
+	return w.crash()
+}
+
+// errNoChildHook is the error of a child that ran the test or program
+// instead of its job.
+var errNoChildHook = errors.New("the child exited before reporting: does the binary call hostile.RunChildIfAsked first thing in main (or TestMain)?")

@@ -11,14 +11,8 @@ import (
 
 var errLinuxOnly = errors.New("hostile: attacks run on Linux only")
 
-const sigTerm = os.Interrupt
-
-func setNofile(uint64) error         { return errLinuxOnly }
-func execve(string, []string) error  { return errLinuxOnly }
-func tcpState(net.Conn) (int, error) { return 0, errLinuxOnly }
-
-func serverClosed(net.Conn) (bool, error) { return false, errLinuxOnly }
-
+func setNofile(uint64) error                                             { return errLinuxOnly }
+func maxRSS(*os.ProcessState) int64                                      { return 0 }
+func execve(string, []string) error                                      { return errLinuxOnly }
+func serverClosed(net.Conn) (bool, error)                                { return false, errLinuxOnly }
 func smallReceiveBuffer(int) func(string, string, syscall.RawConn) error { return nil }
-
-const tcpEstablished = 1

@@ -1,13 +1,224 @@
 package hostile
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/tframe"
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
+
+const (
+	// writeLimit bounds one frame's write: a server that stops reading
+	// makes the attacker give up that connection.
+	writeLimit = 5 * time.Second
+	// unreadBuffer is the receive buffer of the connections whose replies
+	// are not read: small, as an attacker would make it, so that the
+	// server's writes block after 64 KB whatever the kernel's autotuning
+	// allows.
+	unreadBuffer = 64 << 10
+	// trickleBytes is what a trickling connection reads at a time: 256 KB
+	// every 5 s kept each write of a server moving that judged stalls by
+	// one write, so that it never closed the connection.
+	trickleBytes = 256 << 10
+)
+
+// errLastFragment stops a call's frames before its last one.
+var errLastFragment = errors.New("the last fragment, never sent")
+
+// runUnfinished sends e.p.unfinished requests of e.p.unfinishedSize bytes
+// at a steady pace over e.p.unfinishedTo connections, each without its
+// last fragment, while a side client calls at e.p.sideRate and, half-way,
+// a legitimate client makes one large call; the attacker then holds for
+// e.p.unfinishedHold and leaves, and the "after" figures are read
+// e.p.unfinishedAfter later.
+func runUnfinished(e *env) error {
+	p := e.p
+	e.startSide()
+	a, err := e.attacker(job{Kind: "unfinished", Target: e.t.Addr, Conns: p.unfinishedTo, Count: p.unfinished,
+		Size: p.unfinishedSize, Over: p.unfinishedOver, TTL: p.unfinishedTTL})
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	legit := make(chan Call, 1)
+	go func() {
+		if e.pause(p.unfinishedOver/2) != nil {
+			legit <- Call{}
+			return
+		}
+		e.logf("the legitimate %d-byte call", p.legitSize)
+		legit <- oneCall(e.ctx, e.t.Addr, make([]byte, p.legitSize), p.legitDeadline)
+	}()
+	ready, err := a.next("ready", p.unfinishedOver+readyLimit)
+	l := <-legit // bounded by its deadline
+	if err != nil {
+		return err
+	}
+	e.logf("sent %d requests in %.1fs", ready.Sent, time.Since(start).Seconds())
+	e.r.Legit = &l
+	err = e.pause(p.unfinishedHold)
+	done := e.leave(a)
+	left := time.Now()
+	e.logf("the attacker left; waiting %v for the after figures", p.unfinishedAfter)
+	err = e.end(err, p.unfinishedAfter)
+	e.r.fig("unfinished requests sent", "%d of %d (%s MiB) in %s; held until %s", ready.Sent, p.unfinished, mb(ready.Bytes),
+		sec(time.Unix(0, ready.At).Sub(start)), sec(left.Sub(start)))
+	e.r.fig("attacker connections closed by the server", "%d", done.Closed)
+	if len(done.Got) > 0 {
+		e.r.fig("the server sent the attacker", "%s", countList(done.Got))
+	}
+	if ready.Note != "" {
+		e.r.fig("attacker", "%s", ready.Note)
+	}
+	e.r.fig(fmt.Sprintf("legitimate %d MB call", p.legitSize/1_000_000), "%s", e.r.Legit)
+	e.sideFigure()
+	e.r.fig("after figures", "%s after the attacker left", sec(p.unfinishedAfter))
+	return err
+}
+
+// unfinishedConn is one of the attacker's connections: frames the server
+// sends it are counted, and its closing noticed.
+type unfinishedConn struct {
+	rc *rawConn
+	// dead: no longer usable; ours: closed by the attacker, not the
+	// server.
+	dead, ours atomic.Bool
+}
+
+// childUnfinished is the attacker child of "unfinished": j.Count requests
+// of j.Size bytes at a steady pace over j.Over on j.Conns connections,
+// each request all its fragments but the last. A connection the server
+// closes, or whose writes block for writeLimit, is replaced.
+func childUnfinished(ctx context.Context, j job, out *emitter, leave <-chan struct{}) error {
+	var (
+		mu               sync.Mutex
+		got              = map[string]int64{}
+		closed           atomic.Int64
+		leaving          atomic.Bool
+		readers          sync.WaitGroup
+		blocked, redials int
+		sent, bytes      int64
+		firstErr         error
+	)
+	open := func() (*unfinishedConn, error) {
+		dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+		defer cancel()
+		rc, err := dialRaw(dctx, j.Target, net.Dialer{})
+		if err != nil {
+			return nil, err
+		}
+		if err := rc.handshake(handshakeTimeout); err != nil {
+			rc.Close()
+			return nil, err
+		}
+		uc := &unfinishedConn{rc: rc}
+		readers.Go(func() {
+			for {
+				h, f, err := rc.readFrame()
+				if err != nil {
+					if !leaving.Load() && !uc.ours.Load() {
+						closed.Add(1)
+					}
+					uc.dead.Store(true)
+					return
+				}
+				k := h.Type.String()
+				if describe(h, f) != "" {
+					k = "error " + errorCodeName(f[tframe.HeaderSize])
+				}
+				if h.Type == tframe.PingReq {
+					rc.Write(tframe.Append(nil, tframe.PingRes, h.ID, nil))
+				}
+				mu.Lock()
+				got[k]++
+				mu.Unlock()
+			}
+		})
+		return uc, nil
+	}
+	conns := make([]*unfinishedConn, max(1, j.Conns))
+	ids := make([]uint32, len(conns))
+	arg3 := make([]byte, j.Size)
+	interval := j.Over / time.Duration(max(1, j.Count))
+	start := time.Now()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+send:
+	for i := range j.Count {
+		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+			case <-leave:
+				break send
+			}
+		}
+		k := i % len(conns)
+		if conns[k] == nil || conns[k].dead.Load() {
+			if conns[k] != nil {
+				conns[k].rc.Close()
+				redials++
+			}
+			uc, err := open()
+			conns[k], ids[k], firstErr = uc, 1, cmp.Or(firstErr, err)
+			if err != nil {
+				continue
+			}
+		}
+		uc := conns[k]
+		ids[k] += 2
+		var n int64
+		err := echoCall(ids[k], j.TTL, arg3).frames(func(f []byte, more bool) error {
+			if !more {
+				return errLastFragment
+			}
+			uc.rc.SetWriteDeadline(time.Now().Add(writeLimit))
+			w, err := uc.rc.Write(f)
+			n += int64(w)
+			return err
+		})
+		bytes += n
+		switch {
+		case errors.Is(err, errLastFragment):
+			sent++
+		case isTimeout(err):
+			blocked++
+			// A frame half written: the connection is spent.
+			uc.ours.Store(true)
+			uc.dead.Store(true)
+		default: // the server closed it; its reader counts that
+			uc.dead.Store(true)
+			firstErr = cmp.Or(firstErr, err)
+		}
+	}
+	ready := event{Ev: "ready", Sent: sent, Bytes: bytes}
+	ready.Note = fmt.Sprintf("%d connections replaced (%d after a write blocked for %v)", redials, blocked, writeLimit)
+	if firstErr != nil {
+		ready.Note += fmt.Sprintf("; first error: %v", firstErr)
+	}
+	out.emit(ready)
+	<-leave
+	leaving.Store(true)
+	for _, uc := range conns {
+		if uc != nil {
+			uc.rc.Close()
+		}
+	}
+	readers.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	out.emit(event{Ev: "done", Sent: sent, Bytes: bytes, Closed: int(closed.Load()), Got: got})
+	return nil
+}
 
 // runUnreadReplies writes e.p.unread echo calls of e.p.unreadSize bytes on
 // one connection (with a 64 KB receive buffer) and never reads the
@@ -15,111 +226,265 @@ import (
 // e.p.sideRate, and leaves.
 func runUnreadReplies(e *env) error {
 	p := e.p
-	e.before()
-	s := e.sample()
-	stopSide := e.startSide()
-	defer stopSide()
+	e.startSide()
 	start := time.Now()
-	a, err := startAttacker(job{Kind: "unread", Target: e.t.Addr, Count: p.unread, Size: p.unreadSize})
+	a, err := e.attacker(job{Kind: "unread", Target: e.t.Addr, Conns: 1, Count: p.unread, Size: p.unreadSize, Deadline: writeLimit})
 	if err != nil {
-		e.peaks(s)
 		return err
 	}
-	defer a.stop()
-	ready, err := a.next("ready", readyLimit, nil)
+	ready, err := a.next("ready", readyLimit)
 	if err != nil {
-		e.peaks(s)
 		return err
 	}
 	e.logf("wrote %d calls in %.1fs", ready.Sent, time.Since(start).Seconds())
 	err = e.pause(p.hold)
-	done, lerr := a.leave(leaveLimit)
-	if lerr != nil {
-		e.r.problem("the attacker leaving: %v", lerr)
-	}
-	e.r.Side = stopSide()
-	e.peaks(s)
-	if err == nil {
-		err = e.pause(p.settle)
-	}
-	e.after()
+	done := e.leave(a)
+	err = e.end(err, p.settle)
 	e.r.fig("calls written, replies unread", "%d of %d (%s MiB)", ready.Sent, p.unread, mb(ready.Bytes))
 	if ready.Note != "" {
 		e.r.fig("attacker", "%s", ready.Note)
 	}
-	e.r.Conns = &Conns{Wanted: 1, Opened: 1, Closed: done.Closed}
+	c := &Conns{Wanted: 1, Opened: 1, Closed: done.Closed}
+	e.r.Conns = c
 	if done.Closed > 0 {
 		at := time.Unix(0, done.At).Sub(start)
-		e.r.Conns.First, e.r.Conns.Median, e.r.Conns.Last = millis.Duration(at), millis.Duration(at), millis.Duration(at)
+		c.First, c.Median, c.Last = millis.Duration(at), millis.Duration(at), millis.Duration(at)
 		e.r.fig("attacker connection", "closed by the server %s after the attack started", sec(at))
 	} else {
 		e.r.fig("attacker connection", "open until the attacker left (%s)", sec(p.hold))
 	}
-	e.r.fig(fmt.Sprintf("side client (%g/s)", p.sideRate), "%s", e.r.Side)
+	e.sideFigure()
 	return err
 }
 
-// unreadBuffer is the receive buffer of the connection whose replies are
-// never read: small, as an attacker would make it, so that the server's
-// writes block after 64 KB whatever the kernel's autotuning allows.
-const unreadBuffer = 64 << 10
-
-// childUnread is the attacker child of "unread-replies": it writes j.Count
-// echo calls of j.Size bytes on one connection and never reads its
-// socket; it stops writing when a write blocks for writeLimit. Until told
-// to leave, it watches the connection's TCP state on both ends (without
-// reading) for the server closing it.
-func childUnread(ctx context.Context, j job, out *emitter, leave <-chan struct{}) error {
-	if j.Conns > 1 || j.Over > 0 {
-		return childUnreadMany(ctx, j, out, leave) // unread-total's
+// runUnreadTotal opens e.p.never connections that never read and
+// e.p.trickle that read trickleBytes every e.p.trickleEvery (two attacker
+// children), has each send its echo calls while a side client calls at
+// e.p.sideRate, holds, and leaves.
+func runUnreadTotal(e *env) error {
+	p := e.p
+	e.startSide()
+	start := time.Now()
+	ns := []int{p.never, p.trickle}
+	var attackers []*attacker
+	for i, over := range []time.Duration{0, p.trickleEvery} {
+		a, err := e.attacker(job{Kind: "unread", Target: e.t.Addr, Conns: ns[i], Count: p.totalCalls, Size: p.unreadSize, Over: over})
+		if err != nil {
+			return err
+		}
+		attackers = append(attackers, a)
 	}
-	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	rc, err := dialRawWith(dctx, net.Dialer{Control: smallReceiveBuffer(unreadBuffer)}, j.Target, "")
-	cancel()
+	for _, a := range attackers {
+		if _, err := a.next("ready", readyLimit); err != nil {
+			return err
+		}
+	}
+	e.logf("%d + %d connections open in %.1fs", p.never, p.trickle, time.Since(start).Seconds())
+	err := e.pause(p.totalHold)
+	dones := []event{e.leave(attackers[0]), e.leave(attackers[1])}
+	err = e.end(err, p.settle)
+	e.r.fig("calls written", "%d by %d connections that never read, %d by %d that read %d KB every %s (of %d each, %d KB)",
+		dones[0].Sent, p.never, dones[1].Sent, p.trickle, trickleBytes>>10, sec(p.trickleEvery), p.totalCalls, p.unreadSize>>10)
+	for i, what := range []string{"never-reading connections", "trickling connections"} {
+		if d := dones[i]; d.Closed > 0 {
+			e.r.fig(what, "%d of %d closed by the server, the last %s after the attack started", d.Closed, ns[i], sec(time.Unix(0, d.At).Sub(start)))
+		} else {
+			e.r.fig(what, "%d open until the attacker left (%s)", ns[i], sec(p.totalHold))
+		}
+		if dones[i].Note != "" {
+			e.r.fig(what+": answers", "%s", dones[i].Note)
+		}
+	}
+	e.r.Conns = &Conns{Wanted: p.never + p.trickle, Opened: p.never + p.trickle, Closed: dones[0].Closed + dones[1].Closed}
+	e.sideFigure()
+	return err
+}
+
+// childUnread is the attacker child of "unread-replies" and
+// "unread-total": on each of j.Conns connections with a small receive
+// buffer it writes j.Count echo calls of j.Size bytes, never reading or,
+// with j.Over, reading trickleBytes every j.Over. With j.Deadline a
+// connection stops writing at a write blocked that long, and the child is
+// ready once all have stopped; without, it is ready once they are open.
+// Until told to leave it watches for the server closing them.
+func childUnread(ctx context.Context, j job, out *emitter, leave <-chan struct{}) error {
+	var conns []*rawConn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range max(1, j.Conns) {
+		dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+		rc, err := dialRaw(dctx, j.Target, net.Dialer{Control: smallReceiveBuffer(unreadBuffer)})
+		cancel()
+		if err != nil {
+			return err
+		}
+		conns = append(conns, rc)
+		if err := rc.handshake(handshakeTimeout); err != nil {
+			return err
+		}
+	}
+	var (
+		sent, wrote, read, lastClose atomic.Int64
+		closed                       atomic.Int32
+		writers, watchers            sync.WaitGroup
+		mu                           sync.Mutex
+		notes                        []string
+	)
+	stop := make(chan struct{})
+	arg3 := make([]byte, j.Size)
+	for _, rc := range conns {
+		var once sync.Once
+		gone := func() {
+			once.Do(func() {
+				closed.Add(1)
+				lastClose.Store(time.Now().UnixNano())
+			})
+		}
+		writers.Go(func() {
+			for i := range j.Count {
+				err := echoCall(uint32(2*i+3), time.Minute, arg3).frames(func(f []byte, _ bool) error {
+					if j.Deadline > 0 {
+						rc.SetWriteDeadline(time.Now().Add(j.Deadline))
+					}
+					n, err := rc.Write(f)
+					wrote.Add(int64(n))
+					return err
+				})
+				if err != nil && j.Deadline > 0 {
+					note := fmt.Sprintf("a write failed after %d calls: %v", sent.Load(), err)
+					if isTimeout(err) {
+						note = fmt.Sprintf("writes blocked for %v after %d calls: the server stopped reading", j.Deadline, sent.Load())
+					}
+					mu.Lock()
+					notes = append(notes, note)
+					mu.Unlock()
+				}
+				if err != nil {
+					return
+				}
+				sent.Add(1)
+			}
+		})
+		if j.Over > 0 {
+			watchers.Go(func() { trickleRead(rc.Conn, j.Over, stop, &read, gone) })
+		}
+		// The server's close shows on its socket at once; a reader would
+		// meet it only behind the answers the kernel holds.
+		watchers.Go(func() {
+			every(100*time.Millisecond, stop, func() bool {
+				c, err := serverClosed(rc.Conn)
+				if err == nil && c {
+					gone()
+				}
+				return !c
+			})
+		})
+	}
+	if j.Deadline > 0 {
+		writers.Wait()
+	}
+	mu.Lock()
+	out.emit(event{Ev: "ready", Opened: len(conns), Sent: sent.Load(), Bytes: wrote.Load(), Note: strings.Join(notes, "; ")})
+	mu.Unlock()
+	<-leave
+	close(stop)
+	for _, c := range conns {
+		c.Close() // ends the writers
+	}
+	writers.Wait()
+	watchers.Wait()
+	note := ""
+	if j.Over > 0 {
+		note = fmt.Sprintf("%s MiB read in all", mb(read.Load()))
+	}
+	out.emit(event{Ev: "done", Sent: sent.Load(), Bytes: wrote.Load(), Closed: int(closed.Load()), At: lastClose.Load(), Note: note})
+	return nil
+}
+
+// trickleRead reads trickleBytes from c every every until stop, adding
+// them to read, and calls gone when the server closed c.
+func trickleRead(c net.Conn, d time.Duration, stop <-chan struct{}, read *atomic.Int64, gone func()) {
+	buf := make([]byte, 64<<10)
+	every(d, stop, func() bool {
+		c.SetReadDeadline(time.Now().Add(d / 2))
+		for left := trickleBytes; left > 0; {
+			n, err := c.Read(buf[:min(left, len(buf))])
+			read.Add(int64(n))
+			left -= n
+			switch {
+			case err == nil:
+			case isTimeout(err):
+				return true // nothing more came for now
+			case errors.Is(err, io.EOF) || !errors.Is(err, net.ErrClosed):
+				gone() // the server closed it (EOF or reset)
+				return false
+			default:
+				return false // closed here: the attacker leaves
+			}
+		}
+		return true
+	})
+}
+
+// every calls f every d until stop is closed or f returns false.
+func every(d time.Duration, stop <-chan struct{}, f func() bool) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			if !f() {
+				return
+			}
+		}
+	}
+}
+
+// runSoak has an attacker child make a steady legitimate load of echo
+// calls at e.p.soakRate for e.p.soakFor, and samples the server's memory
+// every e.p.soakEvery.
+func runSoak(e *env) error {
+	p := e.p
+	a, err := e.attacker(job{Kind: "soak", Target: e.t.Addr, Rate: p.soakRate, For: p.soakFor, Deadline: p.deadline})
 	if err != nil {
 		return err
 	}
-	defer rc.Close()
-	if err := rc.handshake(handshakeTimeout); err != nil {
+	done, err := a.next("done", p.soakFor+leaveLimit)
+	if err != nil {
 		return err
 	}
-	arg3 := make([]byte, j.Size)
-	var sent, bytes int64
-	note := ""
-	for i := 0; i < j.Count; i++ {
-		spec := callSpec{id: uint32(2*i + 3), ttl: time.Minute, service: Service, scheme: "raw", method: MethodEcho, arg3: arg3}
-		err := spec.frames(func(f []byte, _ bool) error {
-			rc.SetWriteDeadline(time.Now().Add(writeLimit))
-			n, err := rc.Write(f)
-			bytes += int64(n)
-			return err
-		})
-		if err != nil {
-			if isTimeout(err) {
-				note = fmt.Sprintf("writes blocked for %v after %d calls: the server stopped reading", writeLimit, sent)
-			} else {
-				note = fmt.Sprintf("a write failed after %d calls: %v", sent, err)
-			}
-			break
-		}
-		sent++
+	e.r.Side = done.Load
+	if err := e.end(nil, p.settle); err != nil {
+		return err
 	}
-	out.emit(event{Ev: "ready", Sent: sent, Bytes: bytes, Note: note})
-	var closedAt int64
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for closedAt == 0 {
-		select {
-		case <-leave:
-			out.emit(event{Ev: "done", Sent: sent})
-			return nil
-		case <-tick.C:
-			if closed, err := serverClosed(rc.Conn); err == nil && closed {
-				closedAt = time.Now().UnixNano()
-			}
-		}
+	e.r.fig(fmt.Sprintf("load (%g/s for %s)", p.soakRate, sec(p.soakFor)), "%s", e.r.Side)
+	var mbs []string
+	for _, rss := range e.s.rssSeries {
+		mbs = append(mbs, mb(rss))
 	}
+	e.r.fig(fmt.Sprintf("server RSS MiB every %s", sec(p.soakEvery)), "%s", strings.Join(mbs, " "))
+	return nil
+}
+
+// childSoak is the soak's load: a legitimate client in a process of its
+// own, so that its calls do not share the runner's processor time.
+func childSoak(ctx context.Context, j job, out *emitter, leave <-chan struct{}) error {
+	stop, cancel := context.WithTimeout(ctx, j.For) // the calls in flight keep ctx
+	defer cancel()
+	go func() {
+		<-leave
+		cancel()
+	}()
+	l, err := runLoad(ctx, j.Target, loadSpec{rate: j.Rate, deadline: j.Deadline, payload: 100}, stop.Done())
+	if err != nil {
+		return err
+	}
+	out.emit(event{Ev: "done", Load: l})
 	<-leave
-	out.emit(event{Ev: "done", Sent: sent, Closed: 1, At: closedAt})
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/sluice-rpc/sluice/codes"
@@ -28,10 +29,9 @@ const (
 // errorCodeName names a TChannel system error code ("BUSY").
 func errorCodeName(c byte) string { return codes.Code(c).String() }
 
-// maxChunks is the room a frame has for argument chunks after the fields
-// of a call request of service Service with transport headers hs: its
-// payload less the fixed fields, the service, the headers and the
-// checksum type.
+// maxChunks is the room a call request of service with transport headers
+// hs has for argument chunks: a frame's payload less the fixed fields,
+// the service, the headers and the checksum type.
 func maxChunks(service string, hs [][2]string) int {
 	n := tframe.MaxSize - tframe.HeaderSize - 1 - 4 - tframe.TracingSize - 1 - len(service) - 1 - 1
 	for _, kv := range hs {
@@ -59,57 +59,47 @@ type callSpec struct {
 	fragment int
 }
 
-// frames calls each frame of the call in order, with more set on every
-// frame but the last, and stops at the first error f returns. The bytes
-// passed to f are reused for the next frame.
-//
-// Arguments are split as the protocol says: an argument ends where a chunk
-// of the next one follows in the same frame; one that ends exactly at a
-// frame's end is closed by an empty chunk at the start of the next frame.
+// echoCall is a raw call to MethodEcho of Service with arg3.
+func echoCall(id uint32, ttl time.Duration, arg3 []byte) callSpec {
+	return callSpec{id: id, ttl: ttl, service: Service, scheme: "raw", method: MethodEcho, arg3: arg3}
+}
+
+// frames calls f with each frame of the call (reused for the next), more
+// set on all but the last, and stops at f's first error. An argument ends
+// where a chunk of the next follows in its frame; one that ends a frame is
+// closed by an empty chunk at the start of the next.
 func (c callSpec) frames(f func(frame []byte, more bool) error) error {
 	args := [][]byte{[]byte(c.method), c.arg2, c.arg3}
 	hs := callHeaders(c.scheme)
-	first := maxChunks(c.service, hs)
-	cont := tframe.MaxSize - tframe.HeaderSize - 1 - 1 // flags, checksum type
+	room, cont := maxChunks(c.service, hs), tframe.MaxSize-tframe.HeaderSize-1-1 // flags, checksum type
 	if c.fragment > 0 {
-		first, cont = min(first, c.fragment), min(cont, c.fragment)
+		room, cont = min(room, c.fragment), min(cont, c.fragment)
 	}
 	var buf []byte
 	ai, off := 0, 0
 	closePrev := false // the previous frame ended exactly at the end of args[ai-1]
-	for n := 0; ai < len(args); n++ {
-		room := cont
-		if n == 0 {
-			room = first
-		}
+	for n := 0; ai < len(args); n, room = n+1, cont {
 		var chunks [][]byte
 		if closePrev {
-			chunks = append(chunks, nil)
-			room -= 2
-			closePrev = false
+			chunks, room, closePrev = append(chunks, nil), room-2, false
 		}
 		for ai < len(args) && room >= 2 {
 			take := min(len(args[ai])-off, room-2)
 			chunks = append(chunks, args[ai][off:off+take])
 			room -= 2 + take
-			off += take
-			if off < len(args[ai]) {
+			if off += take; off < len(args[ai]) {
 				break // the frame is full mid-argument
 			}
 			ai, off = ai+1, 0
-			if ai < len(args) && room < 2 {
-				closePrev = true // the next frame's first chunk closes this argument
-			}
+			closePrev = ai < len(args) && room < 2 // the next frame's first chunk closes this argument
 		}
-		more := ai < len(args)
-		frag := tframe.Fragment{More: more, ChecksumType: tframe.ChecksumNone, Chunks: chunks}
+		frag := tframe.Fragment{More: ai < len(args), Chunks: chunks}
 		if n == 0 {
-			buf = tframe.AppendCallReq(buf[:0], c.id, tframe.Call{
-				TTL: uint32(c.ttl / time.Millisecond), Service: c.service, Headers: hs, Fragment: frag})
+			buf = tframe.AppendCallReq(buf[:0], c.id, tframe.Call{TTL: uint32(c.ttl / time.Millisecond), Service: c.service, Headers: hs, Fragment: frag})
 		} else {
 			buf = tframe.AppendContinue(buf[:0], tframe.CallReqContinue, c.id, frag)
 		}
-		if err := f(buf, more); err != nil {
+		if err := f(buf, frag.More); err != nil {
 			return err
 		}
 	}
@@ -122,16 +112,8 @@ type rawConn struct {
 	r *bufio.Reader
 }
 
-// dialRaw connects to addr from source ("" for any local address).
-func dialRaw(ctx context.Context, addr, source string) (*rawConn, error) {
-	return dialRawWith(ctx, net.Dialer{}, addr, source)
-}
-
-// dialRawWith is dialRaw through d.
-func dialRawWith(ctx context.Context, d net.Dialer, addr, source string) (*rawConn, error) {
-	if source != "" {
-		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(source)}
-	}
+// dialRaw connects to addr through d.
+func dialRaw(ctx context.Context, addr string, d net.Dialer) (*rawConn, error) {
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
@@ -152,28 +134,18 @@ func (c *rawConn) handshake(limit time.Duration) error {
 	if _, err := c.Write(initReq()); err != nil {
 		return fmt.Errorf("send the init request: %w", err)
 	}
-	h, p, err := c.readFrame()
+	h, f, err := c.readFrame()
 	if err != nil {
 		return fmt.Errorf("read the init response: %w", err)
 	}
 	if h.Type != tframe.InitRes {
-		return fmt.Errorf("the server answered the init request with %v %s", h.Type, describe(h, p))
+		return fmt.Errorf("the server answered the init request with %v %s", h.Type, describe(h, f))
 	}
 	return nil
 }
 
-// readFrame reads one frame and returns its header and payload, and the
-// whole frame (a new slice).
+// readFrame reads one frame, header and payload, into a new slice.
 func (c *rawConn) readFrame() (tframe.Header, []byte, error) {
-	h, f, err := c.readWhole()
-	if err != nil {
-		return h, nil, err
-	}
-	return h, f[tframe.HeaderSize:], nil
-}
-
-// readWhole reads one frame, header and payload, into a new slice.
-func (c *rawConn) readWhole() (tframe.Header, []byte, error) {
 	hb, err := c.r.Peek(tframe.HeaderSize)
 	if err != nil {
 		return tframe.Header{}, nil, err
@@ -183,19 +155,16 @@ func (c *rawConn) readWhole() (tframe.Header, []byte, error) {
 		return h, nil, fmt.Errorf("the server sent a frame of size %d, less than a header", h.Size)
 	}
 	f := make([]byte, h.Size)
-	if _, err := io.ReadFull(c.r, f); err != nil {
-		return h, nil, err
-	}
-	return h, f, nil
+	_, err = io.ReadFull(c.r, f)
+	return h, f, err
 }
 
-// describe is a short account of a frame the server sent: an error frame's
-// code and message.
-func describe(h tframe.Header, p []byte) string {
+// describe is a short account of an error frame f: its code and message.
+func describe(h tframe.Header, f []byte) string {
 	if h.Type != tframe.Error {
 		return ""
 	}
-	if code, msg, ok := tframe.ParseError(p); ok {
+	if code, msg, ok := tframe.ParseError(f[tframe.HeaderSize:]); ok {
 		return fmt.Sprintf("%s %q", errorCodeName(code), msg)
 	}
 	return ""
@@ -225,59 +194,52 @@ func (a answer) String() string {
 var errClosed = errors.New("the server closed the connection")
 
 // readAnswer reads frames until the answer to call id is complete, within
-// limit, and skips frames of other calls (pings are answered). A
-// connection the server closes is errClosed.
+// limit, and skips frames of other calls (pings are answered).
 func (c *rawConn) readAnswer(id uint32, limit time.Duration) (answer, error) {
 	c.SetReadDeadline(time.Now().Add(limit))
 	defer c.SetReadDeadline(time.Time{})
 	var a answer
-	ai := 0
-	started := false
+	ai, started := 0, false
 	for {
-		h, f, err := c.readWhole()
-		if err != nil {
-			if !isTimeout(err) {
-				return a, errClosed
-			}
+		h, f, err := c.readFrame()
+		switch {
+		case isTimeout(err):
 			return a, err
-		}
-		p := f[tframe.HeaderSize:]
-		if h.Type == tframe.PingReq {
+		case err != nil:
+			return a, errClosed
+		case h.Type == tframe.PingReq:
 			c.Write(tframe.Append(nil, tframe.PingRes, h.ID, nil))
 			continue
-		}
-		if h.ID != id {
+		case h.ID != id:
+			continue
+		case h.Type == tframe.Error:
+			a.errCode, a.errMsg = f[tframe.HeaderSize], describe(h, f)
+			return a, nil
+		case h.Type != tframe.CallRes && h.Type != tframe.CallResContinue:
 			continue
 		}
-		switch h.Type {
-		case tframe.Error:
-			a.errCode = p[0]
-			a.errMsg = describe(h, p)
+		fr, err := tframe.Parse(f)
+		if err != nil {
+			return a, fmt.Errorf("the server sent an invalid frame: %w", err)
+		}
+		p := f[tframe.HeaderSize:]
+		var chunks [][]byte
+		if h.Type == tframe.CallRes {
+			started, a.code = true, p[1]
+			chunks = splitChunks(p[1+1+tframe.TracingSize:], true)
+		} else if started {
+			chunks = splitChunks(p[1:], false)
+		}
+		for i, ch := range chunks {
+			if i > 0 {
+				ai++
+			}
+			if ai < len(a.args) {
+				a.args[ai] = append(a.args[ai], ch...)
+			}
+		}
+		if !fr.More {
 			return a, nil
-		case tframe.CallRes, tframe.CallResContinue:
-			fr, err := tframe.Parse(f)
-			if err != nil {
-				return a, fmt.Errorf("the server sent an invalid frame: %w", err)
-			}
-			var chunks [][]byte
-			if h.Type == tframe.CallRes {
-				started = true
-				a.code = p[1]
-				chunks = splitChunks(p[1+1+tframe.TracingSize:], true)
-			} else if started {
-				chunks = splitChunks(p[1:], false)
-			}
-			for i, ch := range chunks {
-				if i > 0 {
-					ai++
-				}
-				if ai < len(a.args) {
-					a.args[ai] = append(a.args[ai], ch...)
-				}
-			}
-			if !fr.More {
-				return a, nil
-			}
 		}
 	}
 }
@@ -289,15 +251,14 @@ func splitChunks(p []byte, withHeaders bool) [][]byte {
 	if withHeaders {
 		nh := int(p[0])
 		p = p[1:]
-		for i := 0; i < nh; i++ {
-			p = p[1+int(p[0]):]
+		for i := 0; i < 2*nh; i++ {
 			p = p[1+int(p[0]):]
 		}
 	}
-	csum := p[0]
-	p = p[1:]
-	if csum != tframe.ChecksumNone {
-		p = p[4:]
+	if p[0] == tframe.ChecksumNone {
+		p = p[1:]
+	} else {
+		p = p[1+4:]
 	}
 	var chunks [][]byte
 	for len(p) >= 2 {
@@ -322,15 +283,103 @@ func (c *rawConn) waitClosed(limit time.Duration) (closed bool, after time.Durat
 	c.SetReadDeadline(start.Add(limit))
 	defer c.SetReadDeadline(time.Time{})
 	for {
-		h, p, err := c.readFrame()
+		h, f, err := c.readFrame()
 		if err != nil {
 			return !isTimeout(err), time.Since(start), sent, sentAfter
 		}
 		if sent == "" {
 			sent, sentAfter = h.Type.String(), time.Since(start)
-			if d := describe(h, p); d != "" {
+			if d := describe(h, f); d != "" {
 				sent += " " + d
 			}
 		}
 	}
+}
+
+// rawServer is a hostile TChannel server on 127.0.0.1: it answers the
+// init handshake and pings as a TChannel server does, and hands every call
+// request's id to the handler newConn made for its connection, with a
+// function that writes on the connection, one writer at a time. close
+// stops it and closes every connection.
+type rawServer struct {
+	ln    net.Listener
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns []net.Conn
+	n     int // call requests received
+}
+
+func startRawServer(newConn func(write func([]byte) error) (onCall func(id uint32), done func())) (*rawServer, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &rawServer{ln: ln}
+	s.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.conns = append(s.conns, c)
+			s.mu.Unlock()
+			s.wg.Go(func() { s.serve(c, newConn) })
+		}
+	})
+	return s, nil
+}
+
+func (s *rawServer) serve(c net.Conn, newConn func(write func([]byte) error) (func(uint32), func())) {
+	defer c.Close()
+	var wmu sync.Mutex
+	write := func(b []byte) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		_, err := c.Write(b)
+		return err
+	}
+	onCall, done := newConn(write)
+	defer done()
+	rc := &rawConn{Conn: c, r: bufio.NewReader(c)}
+	for {
+		h, _, err := rc.readFrame()
+		if err != nil {
+			return
+		}
+		var out []byte
+		switch h.Type {
+		case tframe.CallReq:
+			s.mu.Lock()
+			s.n++
+			s.mu.Unlock()
+			onCall(h.ID)
+		case tframe.InitReq:
+			out = tframe.AppendInit(nil, tframe.InitRes, h.ID, tframe.Init{Version: 2, Params: tframe.InitParams(s.addr(), "hostile-server")})
+		case tframe.PingReq:
+			out = tframe.Append(nil, tframe.PingRes, h.ID, nil)
+		}
+		if out != nil && write(out) != nil {
+			return
+		}
+	}
+}
+
+func (s *rawServer) addr() string { return s.ln.Addr().String() }
+
+// calls returns the call requests received.
+func (s *rawServer) calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+func (s *rawServer) close() {
+	s.ln.Close()
+	s.mu.Lock()
+	for _, c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
 }

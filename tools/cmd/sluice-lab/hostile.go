@@ -62,9 +62,6 @@ func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	target := fs.String("target", "", "attack the TChannel server already running at `127.0.0.1:PORT` instead (needs --pid)")
 	pid := fs.Int("pid", 0, "the --target server's process `ID`, for its memory and liveness")
 	debugURL := fs.String("debug-url", "", "the --target server's debug listener, `URL` http://HOST:PORT, for its goroutines")
-	dTarget := fs.String("doorman-target", "", "attack the Doorman server already running at `127.0.0.1:PORT` (needs --doorman-pid)")
-	dPID := fs.Int("doorman-pid", 0, "the --doorman-target server's process `ID`")
-	dDebugURL := fs.String("doorman-debug-url", "", "the --doorman-target server's debug listener `URL`")
 	maxConns := fs.Int("max-conns", 0, "started servers' --max-conns `N`")
 	idle := fs.Duration("idle-timeout", 0, "started servers' --idle-timeout")
 	handshake := fs.Duration("handshake-timeout", 0, "started servers' --handshake-timeout")
@@ -111,11 +108,6 @@ func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if *target != "" || *pid != 0 {
 		if cfg.Target, err = hostile.External(*target, *pid, *debugURL); err != nil {
 			return fs.UsageError("--target/--pid: %v", err)
-		}
-	}
-	if *dTarget != "" || *dPID != 0 {
-		if cfg.Doorman, err = hostile.External(*dTarget, *dPID, *dDebugURL); err != nil {
-			return fs.UsageError("--doorman-target/--doorman-pid: %v", err)
 		}
 	}
 	if *serverBin != "" {

@@ -1,0 +1,489 @@
+package hostile
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-rpc/sluice/internal/tframe"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
+)
+
+const (
+	// caseID is the id of the cases' calls: odd, as a caller's are.
+	caseID = 3
+	// deathWait is how long a server that closed a connection is watched
+	// for dying: a Go panic ends a process within milliseconds.
+	deathWait = 200 * time.Millisecond
+	// bigLimit bounds the wait for the answer to a big call; bigWriteLimit
+	// one write of its frames (a server that stops reading).
+	bigLimit      = time.Minute
+	bigWriteLimit = 10 * time.Second
+	// clientTimeout is the deadline of the `sluice call` made against a
+	// hostile server; clientLimit bounds the child's whole life.
+	clientTimeout = 2 * time.Second
+	clientLimit   = 30 * time.Second
+)
+
+// frameCase is bytes sent on a connection of their own, after the init
+// handshake if handshake; closeWrite half-closes the connection after
+// them (a frame whose size says more than was sent, then nothing).
+type frameCase struct {
+	name                  string
+	handshake, closeWrite bool
+	bytes                 []byte
+}
+
+// call is a call request to echo on service Service.
+func call(frag tframe.Fragment) []byte {
+	return tframe.AppendCallReq(nil, caseID, tframe.Call{TTL: 1000, Service: Service, Headers: callHeaders("raw"), Fragment: frag})
+}
+
+// echoChunks are a complete call's argument chunks: method, arg2, arg3.
+func echoChunks() [][]byte { return [][]byte{[]byte(MethodEcho), nil, []byte("x")} }
+
+// callPrefix is a call request's payload up to its service.
+func callPrefix() []byte {
+	return append(binary.BigEndian.AppendUint32([]byte{0}, 1000), make([]byte, tframe.TracingSize)...)
+}
+
+// withSize returns f with its size field set to n, whatever its length.
+func withSize(f []byte, n uint16) []byte {
+	binary.BigEndian.PutUint16(f, n)
+	return f
+}
+
+// randomBytes are n bytes from a fixed seed: the same garbage every run.
+func randomBytes(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, 1))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// crashFrames are the two frames the adversarial probe found crash
+// tchannel-go's readers: attack "checksum".
+func crashFrames() []frameCase {
+	return []frameCase{
+		{"call req, checksum type 4", true, false, call(tframe.Fragment{ChecksumType: 4, Checksum: make([]byte, 4), Chunks: echoChunks()})},
+		{"call req, no argument chunk", true, false, call(tframe.Fragment{})},
+	}
+}
+
+// malformedFrames are the malformed and out-of-place frames of attack
+// "malformed", the two crash frames first.
+func malformedFrames() []frameCase {
+	first := slices.Clip(call(tframe.Fragment{More: true, Chunks: echoChunks()}))
+	raw := func(t tframe.Type, p []byte) []byte { return tframe.Append(nil, t, caseID, p) }
+	init := func(t tframe.Type, version uint16, params [][2]string) []byte {
+		return tframe.AppendInit(nil, t, 1, tframe.Init{Version: version, Params: params})
+	}
+	chunkPast := call(tframe.Fragment{Chunks: [][]byte{[]byte(MethodEcho), nil, make([]byte, 10)}})
+	binary.BigEndian.PutUint16(chunkPast[len(chunkPast)-12:], 5000) // arg3's length
+	params := tframe.InitParams("0.0.0.0:0", attackerName)
+	y := [][]byte{[]byte("y")}
+	cases := []frameCase{
+		{"continuation, checksum type 4", true, false, tframe.AppendContinue(first, tframe.CallReqContinue, caseID, tframe.Fragment{ChecksumType: 4, Checksum: make([]byte, 4), Chunks: y})},
+		{"continuation, no argument chunk", true, false, tframe.AppendContinue(first, tframe.CallReqContinue, caseID, tframe.Fragment{})},
+		{"unknown frame type 0x55", true, false, raw(0x55, []byte("hello"))},
+		{"size field 8 (< 16)", true, false, withSize(raw(tframe.CallReq, nil), 8)},
+		{"size field 0", true, false, withSize(raw(tframe.CallReq, nil), 0)},
+		{"size 1000, 100 bytes sent, then FIN", true, true, withSize(raw(tframe.CallReq, make([]byte, 84)), 1000)},
+		{"call req of a header only", true, false, raw(tframe.CallReq, nil)},
+		{"call req cut in its tracing", true, false, raw(tframe.CallReq, callPrefix()[:15])},
+		{"service length past the end", true, false, raw(tframe.CallReq, append(callPrefix(), 200, 'e', 'c', 'h'))},
+		{"header count 255, one header", true, false, raw(tframe.CallReq, append(append(callPrefix(), byte(len(Service))), Service+"\xff\x02as\x03raw"...))},
+		{"argument chunk length past the end", true, false, chunkPast},
+		{"checksum type 1, checksum cut short", true, false, call(tframe.Fragment{ChecksumType: tframe.ChecksumCRC32, Checksum: []byte{1, 2}})},
+		{"two call reqs with one id", true, false, append(slices.Clone(first), first...)},
+		{"continuation for an unknown id", true, false, tframe.AppendContinue(nil, tframe.CallReqContinue, 77, tframe.Fragment{Chunks: y})},
+		{"call res for an unknown id", true, false, tframe.AppendCallRes(nil, 77, tframe.Call{Headers: callHeaders("raw"), Fragment: tframe.Fragment{Chunks: [][]byte{nil, nil, nil}}})},
+		{"error frame for an unknown id", true, false, tframe.AppendError(nil, 77, 0x05, "unexpected")},
+		{"cancel for an unknown id", true, false, tframe.AppendCancel(nil, 77, "no reason")},
+		{"claim frame", true, false, raw(tframe.Claim, make([]byte, 4+tframe.TracingSize))},
+		{"ping res nobody asked for", true, false, tframe.Append(nil, tframe.PingRes, 77, nil)},
+		{"call req, empty service", true, false, tframe.AppendCallReq(nil, caseID, tframe.Call{TTL: 1000, Headers: callHeaders("raw"), Fragment: tframe.Fragment{Chunks: echoChunks()}})},
+		{"init req sent twice", true, false, initReq()},
+		{"256 random bytes after the handshake", true, false, randomBytes(256, 2)},
+		{"call req before the handshake", false, false, call(tframe.Fragment{Chunks: echoChunks()})},
+		{"ping req before the handshake", false, false, raw(tframe.PingReq, nil)},
+		{"init res instead of init req", false, false, init(tframe.InitRes, 2, params)},
+		{"init req, version 99", false, false, init(tframe.InitReq, 99, params)},
+		{"init req, 65535 params in 10 bytes", false, false, tframe.Append(nil, tframe.InitReq, 1, []byte{0, 2, 0xFF, 0xFF, 0, 1, 'a', 0, 1, 'b'})},
+		{"init req without host_port", false, false, init(tframe.InitReq, 2, [][2]string{{"process_name", attackerName}})},
+		{"init req, key length past the end", false, false, tframe.Append(nil, tframe.InitReq, 1, []byte{0, 2, 0, 1, 0x40, 0, 'h', 'o', 's', 't'})},
+		{"256 random bytes before the handshake", false, false, randomBytes(256, 1)},
+	}
+	return append(crashFrames(), cases...)
+}
+
+func runChecksum(e *env) error {
+	e.frameCases(crashFrames())
+	e.r.caseFigures()
+	return e.end(nil, 0)
+}
+
+func runMalformed(e *env) error {
+	if err := e.frameCases(malformedFrames()); err != nil {
+		return err
+	}
+	survived, closed, served := e.r.caseCounts()
+	e.r.fig("cases", "%d: server survived %d, closed the connection %d, served a new client after %d", len(e.r.Cases), survived, closed, served)
+	e.r.caseFigures()
+	return e.end(nil, 0)
+}
+
+// frameCases sends each case on its own connection.
+func (e *env) frameCases(cases []frameCase) error {
+	for _, fc := range cases {
+		if e.ctx.Err() != nil {
+			return e.ctx.Err()
+		}
+		e.r.Cases = append(e.r.Cases, e.runFrameCase(fc))
+	}
+	return nil
+}
+
+// runFrameCase sends fc on a new connection, waits at most closeWait for
+// the server to close it, checks the server survived (restarting it if
+// not), and has a new client make a call.
+func (e *env) runFrameCase(fc frameCase) Case {
+	c := Case{Name: fc.name}
+	if !e.t.Alive() {
+		c.Note = "not sent: the server is down"
+		return c
+	}
+	conn, err := dialRaw(e.ctx, e.t.Addr, net.Dialer{})
+	if err != nil {
+		c.Note = "not sent: " + err.Error()
+		e.r.problem("%s: connect: %v", fc.name, err)
+		return c
+	}
+	defer conn.Close()
+	if fc.handshake {
+		if err := conn.handshake(5 * time.Second); err != nil {
+			c.Note = "not sent: handshake: " + err.Error()
+			e.r.problem("%s: handshake: %v", fc.name, err)
+			e.survived(&c, time.Second)
+			return c
+		}
+	}
+	conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Write(fc.bytes); err != nil {
+		c.Note = "write: " + err.Error()
+	}
+	if fc.closeWrite {
+		conn.Conn.(*net.TCPConn).CloseWrite()
+	}
+	closed, after, answer, answerAfter := conn.waitClosed(e.p.closeWait)
+	c.Closed, c.After, c.Answer = closed, millis.Duration(after), answer
+	if !c.Closed && c.Answer != "" {
+		c.After = millis.Duration(answerAfter)
+	}
+	// A frame that crashes the server closes the connection as the
+	// process dies; give the death a moment to show.
+	wait := time.Duration(0)
+	if c.Closed {
+		wait = deathWait
+	}
+	e.survived(&c, wait)
+	e.nextCall(&c)
+	return c
+}
+
+// nextCall has a new client call after case c, if the server survived it.
+func (e *env) nextCall(c *Case) {
+	if c.Survived {
+		call := oneCall(e.ctx, e.t.Addr, []byte("after "+c.Name), e.p.deadline)
+		c.Next = &call
+	}
+}
+
+// runChecksumClient runs `sluice call` against a hostile server that
+// answers every call with a crash frame, once per frame.
+func runChecksumClient(e *env) error {
+	for _, r := range []struct {
+		name string
+		frag tframe.Fragment
+	}{
+		{"call res, checksum type 4", tframe.Fragment{ChecksumType: 4, Checksum: make([]byte, 4), Chunks: [][]byte{nil, nil, []byte("x")}}},
+		{"call res, no argument chunk", tframe.Fragment{}},
+	} {
+		hs, err := startRawServer(func(write func([]byte) error) (func(uint32), func()) {
+			return func(id uint32) {
+				write(tframe.AppendCallRes(nil, id, tframe.Call{Headers: callHeaders("raw"), Fragment: r.frag}))
+			}, func() {}
+		})
+		if err != nil {
+			return err
+		}
+		run, err := e.runSluice(clientLimit, nil, "call", "-p", hs.addr(), "-s", Service, "-m", MethodEcho, "-e", "raw", "-r", "x",
+			"--timeout", clientTimeout.String())
+		hs.close()
+		if err != nil {
+			return err
+		}
+		note := run.stderr.last()
+		if run.err == nil {
+			note = "the call succeeded"
+		}
+		e.r.Cases = append(e.r.Cases, run.clientCase(r.name, note, fmt.Sprintf(" (%d call req(s) answered)", hs.calls())))
+	}
+	e.r.caseFigures()
+	return nil
+}
+
+// sluiceRun is a run of the sluice binary.
+type sluiceRun struct {
+	limit  time.Duration
+	took   time.Duration
+	exit   int // -1 if it did not exit
+	err    error
+	killed bool // it ran past limit
+	stdout bytes.Buffer
+	stderr stderrWatch
+	state  *os.ProcessState
+}
+
+// runSluice runs the sluice binary with args, killing it after limit, and
+// calls during, if not nil, with its process id while it runs.
+func (e *env) runSluice(limit time.Duration, during func(pid int, exited <-chan struct{}), args ...string) (*sluiceRun, error) {
+	bin, err := e.bin()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), ChildEnv+"=")
+	r := &sluiceRun{limit: limit, exit: -1}
+	cmd.Stdout, cmd.Stderr = &r.stdout, &r.stderr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	exited := make(chan struct{})
+	if during != nil {
+		go during(cmd.Process.Pid, exited)
+	}
+	r.err = cmd.Wait()
+	close(exited)
+	r.took, r.killed, r.state = time.Since(start), ctx.Err() != nil, cmd.ProcessState
+	if r.state != nil {
+		r.exit = r.state.ExitCode()
+	}
+	return r, nil
+}
+
+// clientCase is the case of a client run: its note says it was killed,
+// or else (unless it crashed) note; suffix follows.
+func (r *sluiceRun) clientCase(name, note, suffix string) Case {
+	c := Case{Name: name, Client: true, After: millis.Duration(r.took), Exit: r.exit, Crash: r.stderr.crash(), Note: note}
+	c.Survived = c.Crash == "" && !r.killed
+	switch {
+	case r.killed:
+		c.Note = fmt.Sprintf("still running after %v, killed", r.limit)
+	case c.Crash != "":
+		c.Note = ""
+	}
+	c.Note += suffix
+	return c
+}
+
+// sent is a call written on a connection while its answer was read.
+type sent struct {
+	a        answer
+	err      error         // reading the answer
+	after    time.Duration // from the first write to the answer
+	werr     error         // writing the call
+	written  int64         // bytes written in all
+	answered int64         // bytes written when the answer came
+}
+
+// send writes spec on conn, each frame within writeLimit, while reading
+// its answer within readLimit.
+func send(conn *rawConn, spec callSpec, readLimit, writeLimit time.Duration) sent {
+	var written atomic.Int64
+	var s sent
+	answered := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(answered)
+		s.a, s.err = conn.readAnswer(spec.id, readLimit)
+		s.after, s.answered = time.Since(start), written.Load()
+	}()
+	werr := spec.frames(func(f []byte, _ bool) error {
+		conn.SetWriteDeadline(time.Now().Add(writeLimit))
+		n, err := conn.Write(f)
+		written.Add(int64(n))
+		return err
+	})
+	conn.SetWriteDeadline(time.Time{})
+	<-answered // bounded by readLimit
+	s.werr, s.written = werr, written.Load()
+	return s
+}
+
+// runBigArgs sends a 10 MB and a 100 MB arg3 to echo on one connection,
+// each followed by a normal call on the same connection.
+func runBigArgs(e *env) error {
+	var conn *rawConn
+	defer func() {
+		if conn != nil {
+			conn.Close()
+		}
+	}()
+	id := uint32(1)
+	for _, size := range []int{10_000_000, 100_000_000} {
+		if !e.t.Alive() {
+			break
+		}
+		if conn == nil {
+			var err error
+			if conn, err = e.dialHandshaken(); err != nil {
+				return err
+			}
+		}
+		id += 2
+		c := Case{Name: fmt.Sprintf("%d MB arg3 (%d bytes)", size/1_000_000, size)}
+		arg3 := make([]byte, size)
+		s := send(conn, echoCall(id, bigLimit, arg3), bigLimit, bigWriteLimit)
+		s.toCase(&c)
+		if s.err == nil && s.a.errMsg == "" && s.a.code == 0 && !bytes.Equal(s.a.args[2], arg3) {
+			c.Note = fmt.Sprintf("echo answered %d bytes of %d", len(s.a.args[2]), size)
+		}
+		c.Note = joinNote(c.Note, fmt.Sprintf("%s MiB of %s MiB written when the answer came", mb(s.answered), mb(s.written)))
+		if s.werr != nil {
+			c.Note = joinNote(c.Note, "writing stopped: "+s.werr.Error())
+			c.Closed = c.Closed || !isTimeout(s.werr)
+		}
+		e.survived(&c, deathWait)
+		if c.Closed {
+			conn.Close()
+			conn = nil
+		} else if e.t.Alive() {
+			id += 2
+			next := sameConnCall(conn, id, []byte("after the big call"), e.p.deadline)
+			c.Next = &next
+		}
+		e.r.Cases = append(e.r.Cases, c)
+	}
+	e.r.caseFigures()
+	return e.end(nil, 0)
+}
+
+// toCase records the answer in c.
+func (s sent) toCase(c *Case) {
+	switch {
+	case errors.Is(s.err, errClosed):
+		c.Closed, c.After = true, millis.Duration(s.after)
+	case s.err != nil:
+		c.Note = "no answer: " + s.err.Error()
+	default:
+		c.Answer, c.After = s.a.String(), millis.Duration(s.after)
+	}
+}
+
+// dialHandshaken connects to the server and makes the init handshake.
+func (e *env) dialHandshaken() (*rawConn, error) {
+	conn, err := dialRaw(e.ctx, e.t.Addr, net.Dialer{})
+	if err != nil {
+		return nil, err
+	}
+	if err := conn.handshake(handshakeTimeout); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("handshake: %w", err)
+	}
+	return conn, nil
+}
+
+// sameConnCall makes a small echo call on conn and reads its answer.
+func sameConnCall(conn *rawConn, id uint32, arg3 []byte, limit time.Duration) Call {
+	s := send(conn, echoCall(id, limit, arg3), limit, limit)
+	c, a := Call{Latency: millis.Duration(s.after)}, s.a
+	switch {
+	case s.werr != nil:
+		c.Code, c.Err = "NETWORK", s.werr.Error()
+	case errors.Is(s.err, errClosed):
+		c.Code, c.Err = "CLOSED", s.err.Error()
+	case s.err != nil:
+		c.Code, c.Err = "TIMEOUT", s.err.Error()
+	case a.errMsg != "":
+		c.Code, c.Err = errorCodeName(a.errCode), a.errMsg
+	case a.code != 0:
+		c.Code, c.Err = "APPLICATION", string(a.args[2])
+	case !bytes.Equal(a.args[2], arg3):
+		c.Code, c.Err = "WRONG", fmt.Sprintf("echo answered %q", a.args[2])
+	default:
+		c.OK = true
+	}
+	return c
+}
+
+func joinNote(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// runHeaders sends, each on a new connection, a JSON call with 100,000
+// application headers (its arg2) and raw calls with a big arg2, and checks
+// the server answers, survives and serves a new client.
+func runHeaders(e *env) error {
+	h := []byte{'{'}
+	for i := range 100_000 {
+		if i > 0 {
+			h = append(h, ',')
+		}
+		h = append(h, `"h`+strconv.Itoa(i)+`":"v"`...)
+	}
+	h = append(h, '}')
+	cases := []struct {
+		name       string
+		scheme     string
+		arg2, arg3 []byte
+	}{
+		{fmt.Sprintf("JSON call, 100,000 headers (%s MiB arg2)", mb(int64(len(h)))), "json", h, []byte("{}")},
+		{"raw call, 3 MB arg2", "raw", make([]byte, 3_000_000), []byte("x")},
+		{"raw call, 8 MB arg2", "raw", make([]byte, 8_000_000), []byte("x")},
+	}
+	for i, tc := range cases {
+		if !e.t.Alive() {
+			break
+		}
+		conn, err := e.dialHandshaken()
+		if err != nil {
+			return err
+		}
+		c := Case{Name: tc.name}
+		spec := callSpec{id: uint32(2*i + 3), ttl: bigLimit, service: Service, scheme: tc.scheme, method: MethodEcho, arg2: tc.arg2, arg3: tc.arg3}
+		s := send(conn, spec, bigLimit, bigWriteLimit)
+		s.toCase(&c)
+		c.After = millis.Duration(s.after)
+		if s.err == nil && s.a.errMsg == "" {
+			c.Answer += fmt.Sprintf(", arg2 of %s MiB echoed", mb(int64(len(s.a.args[1]))))
+		}
+		if s.werr != nil {
+			c.Note = joinNote(c.Note, "writing stopped: "+s.werr.Error())
+		}
+		conn.Close()
+		e.survived(&c, deathWait)
+		e.nextCall(&c)
+		e.r.Cases = append(e.r.Cases, c)
+	}
+	e.r.caseFigures()
+	return e.end(nil, 0)
+}

@@ -1,0 +1,314 @@
+package hostile
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
+)
+
+// Bounds on an attacker child's steps.
+const (
+	// readyLimit bounds the wait for attackers to open their connections
+	// or send their requests.
+	readyLimit = 5 * time.Minute
+	// leaveLimit bounds the wait for an attacker to close its connections
+	// and report.
+	leaveLimit = time.Minute
+	// dialTimeout bounds one connect; handshakeTimeout one init exchange.
+	dialTimeout      = 10 * time.Second
+	handshakeTimeout = 10 * time.Second
+	// dialers is how many connects an attacker child makes at once.
+	dialers = 64
+)
+
+const probeName = "new client during the attack"
+
+func runStallHandshaken(e *env) error   { return e.stall("stall", e.t.Addr, true, probeName) }
+func runStallPrehandshake(e *env) error { return e.stall("stall", e.t.Addr, false, probeName) }
+
+// runDebugIdle holds e.p.conns keep-alive connections to the server's
+// debug listener (--debug-listen), each idle after one request, while a
+// new client makes TChannel calls to the same process: the descriptors
+// the debug listener holds are the TChannel listener's too.
+func runDebugIdle(e *env) error {
+	if e.t.DebugURL == "" {
+		return errors.New("debug-idle attacks the server's debug listener: give its --debug-url")
+	}
+	u, err := url.Parse(e.t.DebugURL)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("debug-idle: the debug listener's URL %q names no host:port", e.t.DebugURL)
+	}
+	return e.stall("http-idle", u.Host, false, "new TChannel client during the attack")
+}
+
+// stall holds e.p.conns connections to addr (attacker children of kind),
+// for e.p.hold once they are open, while a new client calls every
+// e.p.probeEvery, its figure named probe; then the attackers leave.
+func (e *env) stall(kind, addr string, handshake bool, probe string) error {
+	start := time.Now()
+	attackers, err := e.holdConns(kind, addr, "", handshake)
+	if err != nil {
+		return err
+	}
+	stop := e.startLoad("the new client", float64(time.Second)/float64(e.p.probeEvery), 16)
+	err = e.pause(e.p.hold)
+	e.r.Probe = stop()
+	e.leaveAll(attackers, start)
+	err = e.end(err, e.p.settle)
+	e.connFigures()
+	e.r.fig(probe, "%s", e.r.Probe)
+	return err
+}
+
+// holdConns starts attacker children of kind holding e.p.conns
+// connections to addr from source, at most perChild each, and waits until
+// they are open. It records them in e.r.Conns.
+func (e *env) holdConns(kind, addr, source string, handshake bool) ([]*attacker, error) {
+	start, n := time.Now(), e.p.conns
+	children := (n + perChild - 1) / perChild
+	var attackers []*attacker
+	for i := range children {
+		share := n / children
+		if i < n%children {
+			share++
+		}
+		a, err := e.attacker(job{Kind: kind, Target: addr, Source: source, Conns: share, Handshake: handshake, Workers: dialers})
+		if err != nil {
+			return nil, err
+		}
+		attackers = append(attackers, a)
+	}
+	c := &Conns{Wanted: n}
+	e.r.Conns = c
+	for _, a := range attackers {
+		ev, err := a.next("ready", readyLimit)
+		if err != nil {
+			return nil, err
+		}
+		c.Opened += ev.Opened
+		c.Early += ev.Closed
+		c.Failed += ev.Failed
+		if ev.Note != "" {
+			e.r.fig("attacker", "%s", ev.Note)
+		}
+	}
+	c.ReadyIn = millis.Duration(time.Since(start))
+	e.logf("%s", c)
+	return attackers, nil
+}
+
+// leaveAll has the attackers close their connections, all at once, and
+// records when the server had closed some before (from start). Closes the
+// children see after they were told to leave are theirs, not the
+// server's: one child closing its connections frees the server to do
+// things to the other's.
+func (e *env) leaveAll(attackers []*attacker, start time.Time) {
+	leftAt := time.Now()
+	for _, a := range attackers {
+		a.p.CloseStdin()
+	}
+	var closes []time.Duration
+	for _, a := range attackers {
+		e.leave(a)
+		for _, t := range a.closeTimes() {
+			if t.Before(leftAt) {
+				closes = append(closes, t.Sub(start))
+			}
+		}
+	}
+	if c := e.r.Conns; c != nil && len(closes) > 0 {
+		slices.Sort(closes)
+		c.Closed = len(closes)
+		c.First, c.Median, c.Last = millis.Duration(closes[0]), millis.Duration(closes[len(closes)/2]), millis.Duration(closes[len(closes)-1])
+	}
+}
+
+// connFigures appends the attacker's connections' figures.
+func (e *env) connFigures() {
+	e.r.fig("attacker connections", "%s", e.r.Conns)
+	e.r.fig("closed by the server", "%s", e.r.Conns.closedString())
+}
+
+// childHold is the attacker child of the stall attacks ("stall": after
+// the TChannel handshake if j.Handshake, or none) and debug-idle
+// ("http-idle": after one keep-alive GET /debug/pprof/cmdline answered):
+// it opens j.Conns connections, j.Workers at a time, holds those the
+// server did not close before they were ready, reports "ready" and each
+// held one the server closes, and closes them when told to leave.
+func childHold(ctx context.Context, j job, out *emitter, leave <-chan struct{}) error {
+	var (
+		mu                    sync.Mutex
+		conns                 []net.Conn
+		failed, notHandshaken int
+		firstErr              error
+		leaving               atomic.Bool
+		early, closed, next   atomic.Int64
+		readers               sync.WaitGroup
+	)
+	request := "GET /debug/pprof/cmdline HTTP/1.1\r\nHost: " + j.Target + "\r\n\r\n"
+	// ready readies a connection: err is the server closing it or
+	// refusing it; a timeout leaves it held, not ready.
+	ready := func(c net.Conn, r *bufio.Reader) error {
+		if j.Kind == "stall" {
+			if !j.Handshake {
+				return nil
+			}
+			return (&rawConn{Conn: c, r: r}).handshake(handshakeTimeout)
+		}
+		c.SetDeadline(time.Now().Add(handshakeTimeout))
+		defer c.SetDeadline(time.Time{})
+		if _, err := io.WriteString(c, request); err != nil {
+			return err
+		}
+		res, err := http.ReadResponse(r, nil)
+		if err == nil {
+			_, err = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+		}
+		if isTimeout(err) {
+			return errors.New("no answer within the handshake timeout") // not held
+		}
+		return err
+	}
+	workers(j.Workers, func() {
+		for next.Add(1) <= int64(j.Conns) {
+			d := net.Dialer{Timeout: dialTimeout}
+			if j.Source != "" {
+				d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(j.Source)}
+			}
+			c, err := d.DialContext(ctx, "tcp", j.Target)
+			if err != nil {
+				mu.Lock()
+				failed++
+				firstErr = cmp.Or(firstErr, err)
+				mu.Unlock()
+				continue
+			}
+			r := bufio.NewReader(c)
+			if err := ready(c, r); isTimeout(err) {
+				mu.Lock()
+				notHandshaken++
+				mu.Unlock()
+			} else if err != nil {
+				early.Add(1)
+				out.emit(event{Ev: "closed"})
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			readers.Go(func() {
+				io.Copy(io.Discard, r) // until the connection ends
+				if !leaving.Load() {
+					closed.Add(1)
+					out.emit(event{Ev: "closed"})
+				}
+			})
+		}
+	})
+	ev := event{Ev: "ready", Opened: len(conns), Failed: failed, Closed: int(early.Load())}
+	if j.Kind == "stall" {
+		ev.Closed += int(closed.Load())
+	}
+	var notes []string
+	if notHandshaken > 0 {
+		notes = append(notes, fmt.Sprintf("%d connections open but never handshaken (no init res within %v)", notHandshaken, handshakeTimeout))
+	}
+	if firstErr != nil {
+		notes = append(notes, fmt.Sprintf("first failed connect: %v", firstErr))
+	}
+	ev.Note = strings.Join(notes, "; ")
+	out.emit(ev)
+	<-leave
+	leaving.Store(true)
+	for _, c := range conns {
+		c.Close()
+	}
+	readers.Wait()
+	out.emit(event{Ev: "done", Opened: len(conns), Closed: int(early.Load() + closed.Load())})
+	return nil
+}
+
+// runConnectReset has an attacker child connect and reset (SO_LINGER 0,
+// then close) as fast as e.p.resetWorkers goroutines can for e.p.resetFor,
+// while a side client calls at e.p.sideRate.
+func runConnectReset(e *env) error {
+	p := e.p
+	e.startSide()
+	a, err := e.attacker(job{Kind: "reset", Target: e.t.Addr, For: p.resetFor, Workers: p.resetWorkers})
+	if err != nil {
+		return err
+	}
+	done, err := a.next("done", p.resetFor+leaveLimit)
+	if err != nil {
+		return err
+	}
+	if err := e.end(nil, p.settle); err != nil {
+		return err
+	}
+	e.r.fig("connects", "%d in %s (%.0f/s) from %d goroutines, %d failed", done.Sent, sec(p.resetFor),
+		float64(done.Sent)/p.resetFor.Seconds(), p.resetWorkers, done.Failed)
+	if done.Note != "" {
+		e.r.fig("attacker", "%s", done.Note)
+	}
+	e.sideFigure()
+	return nil
+}
+
+// childReset is the attacker child of "connect-reset".
+func childReset(ctx context.Context, j job, out *emitter, leave <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, j.For)
+	defer cancel()
+	go func() {
+		<-leave
+		cancel()
+	}()
+	var connects, failed atomic.Int64
+	var firstErr atomic.Value
+	workers(j.Workers, func() {
+		d := net.Dialer{Timeout: time.Second}
+		for ctx.Err() == nil {
+			c, err := d.DialContext(ctx, "tcp", j.Target)
+			if err != nil {
+				if ctx.Err() == nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+				}
+				continue
+			}
+			c.(*net.TCPConn).SetLinger(0)
+			c.Close()
+			connects.Add(1)
+		}
+	})
+	done := event{Ev: "done", Sent: connects.Load(), Failed: int(failed.Load())}
+	if s, ok := firstErr.Load().(string); ok {
+		done.Note = "first failed connect: " + s
+	}
+	out.emit(done)
+	<-leave
+	return nil
+}
+
+// workers runs f on n goroutines (at least one) and waits for them.
+func workers(n int, f func()) {
+	var wg sync.WaitGroup
+	for range max(1, n) {
+		wg.Go(f)
+	}
+	wg.Wait()
+}
