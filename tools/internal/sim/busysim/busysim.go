@@ -1,11 +1,8 @@
-// Package busysim reproduces the simulation program of TChannel's "Throttling
-// on Busy Responses" design, driving the real busy.Limiter on a fake clock.
-//
-// Time is a counter of seconds. For seconds 1..9 a request-rate pattern sends
-// requests and a busy pattern answers some of them busy; then busy responses
-// stop and, from second 11, the run watches the limit recover until nothing
-// is throttled or second 30 has passed. The printed format is the design's,
-// so its two published tables come out digit for digit.
+// Package busysim reproduces the simulation of TChannel's "Throttling on
+// Busy Responses" design with the real busy.Limiter on a fake clock: for
+// seconds 1..9 a rate pattern sends requests and a busy pattern answers
+// some busy; from second 11 the run watches the limit recover. It prints
+// the design's format, so its two tables come out digit for digit.
 package busysim
 
 import (
@@ -57,8 +54,7 @@ func (p Pattern) valid() bool {
 	return false
 }
 
-// maxRate bounds the rates a scenario may ask for; each simulated request
-// goes through the limiter, so this bounds a run's work.
+// maxRate bounds a scenario's rates, and so a run's work.
 const maxRate = 100_000_000
 
 // Scenario is one simulated traffic pattern.
@@ -94,29 +90,23 @@ func (s Scenario) Validate() error {
 // whether the limit recovered.
 type Result struct {
 	// Strategy is the limiter's recovery, with its RecoverRate or
-	// RecoverValue (the other is 0); StartLimit the limit before the
-	// first second.
+	// RecoverValue (the other is 0).
 	Strategy                  busy.Strategy
 	RecoverRate, RecoverValue float64
 	StartLimit                int64
-	// Seconds are the printed seconds: 1..9 with busy answers, then the
-	// recovery from second 11.
-	Seconds []Second
+	Seconds                   []Second
 	// Converged reports that the limit recovered; At is the second at
-	// which nothing was throttled any more and Speed At - 10 (both 0 if
-	// not Converged).
+	// which nothing was throttled any more, Speed At - 10.
 	Converged bool
 	At, Speed int
 }
 
 // Second is one printed second of a run.
 type Second struct {
-	// Time is the second; Recovering is false for seconds 1..9 (busy
-	// answers), true from second 11.
 	Time       int  `json:"time"`
-	Recovering bool `json:"recovering"`
-	// RPS requests were sent, Throttled refused by the limiter and Busy
-	// answered busy, under the limit Limit (all truncated, as printed).
+	Recovering bool `json:"recovering"` // from second 11
+	// RPS requests were sent, Throttled refused and Busy answered busy,
+	// under the limit Limit (truncated, as printed).
 	RPS       int64 `json:"rps"`
 	Throttled int64 `json:"throttled"`
 	Busy      int64 `json:"busy"`
@@ -205,9 +195,8 @@ func Run(w io.Writer, cfg busy.Config, s Scenario) (Result, error) {
 	return res, p.err
 }
 
-// RunBoth runs s with the design's recover-rate limiter and then with its
-// constant recover-value limiter, as the design's program does, and
-// returns both runs.
+// RunBoth runs s with the design's recover-rate limiter, then its
+// constant recover-value limiter.
 func RunBoth(w io.Writer, s Scenario) ([]Result, error) {
 	var rs []Result
 	for _, cfg := range []busy.Config{{}, {Strategy: busy.Constant}} {
