@@ -73,29 +73,15 @@ const (
 )
 
 func (c Config) withDefaults() Config {
-	if c.Workers == 0 {
-		c.Workers = 8
-	}
-	if c.Service == 0 {
-		c.Service = millis.Duration(2 * time.Millisecond)
-	}
-	if c.Load == 0 {
-		c.Load = 2
-	}
-	if c.Duration == 0 {
-		c.Duration = millis.Duration(10 * time.Second)
-	}
-	if c.Timeout == 0 {
-		c.Timeout = millis.Duration(time.Second)
-	}
-	if c.FixedLimit == 0 {
-		c.FixedLimit = 2 * c.Workers
-	}
-	if c.GCPercent == 0 {
-		c.GCPercent = DefaultGCPercent
-	}
-	if c.Callers > 0 && c.HeavyFactor == 0 {
-		c.HeavyFactor = 1
+	benchrun.Default(&c.Workers, 8)
+	benchrun.Default(&c.Service, millis.Duration(2*time.Millisecond))
+	benchrun.Default(&c.Load, 2)
+	benchrun.Default(&c.Duration, millis.Duration(10*time.Second))
+	benchrun.Default(&c.Timeout, millis.Duration(time.Second))
+	benchrun.Default(&c.FixedLimit, 2*c.Workers)
+	benchrun.Default(&c.GCPercent, DefaultGCPercent)
+	if c.Callers > 0 {
+		benchrun.Default(&c.HeavyFactor, 1)
 	}
 	return c
 }

@@ -66,3 +66,11 @@ func OnOff(b bool) string {
 	}
 	return "off"
 }
+
+// Default sets *v to d when it is the zero value: a config's default.
+func Default[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
+}
