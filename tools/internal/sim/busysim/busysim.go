@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluice-rpc/sluice/busy"
@@ -45,15 +47,6 @@ func (p Pattern) At(v, t int) int {
 	return v
 }
 
-func (p Pattern) valid() bool {
-	for _, q := range Patterns {
-		if p == q {
-			return true
-		}
-	}
-	return false
-}
-
 // maxRate bounds a scenario's rates, and so a run's work.
 const maxRate = 100_000_000
 
@@ -78,9 +71,9 @@ func (s Scenario) Validate() error {
 		return fmt.Errorf("busysim: rps is %d, must be between 0 and %d", s.RPS, maxRate)
 	case s.Busy < 0 || s.Busy > maxRate:
 		return fmt.Errorf("busysim: busy is %d, must be between 0 and %d", s.Busy, maxRate)
-	case !s.RPSPattern.valid():
+	case !slices.Contains(Patterns, s.RPSPattern):
 		return fmt.Errorf("busysim: rps pattern %q is unknown, want one of %v", s.RPSPattern, Patterns)
-	case !s.BusyPattern.valid():
+	case !slices.Contains(Patterns, s.BusyPattern):
 		return fmt.Errorf("busysim: busy pattern %q is unknown, want one of %v", s.BusyPattern, Patterns)
 	}
 	return nil
@@ -136,16 +129,16 @@ func Run(w io.Writer, cfg busy.Config, s Scenario) (Result, error) {
 		return Result{}, err
 	}
 	cfg = l.Config() // zero fields filled in, for the report
-	p := printer{w: w}
+	var p strings.Builder
 	res := Result{Strategy: cfg.Strategy, StartLimit: trunc(cfg.Ceiling)}
 	if cfg.Strategy == busy.Constant {
 		res.RecoverValue = cfg.RecoverValue
-		p.printf("started with recover_value: %v\n", cfg.RecoverValue)
+		fmt.Fprintf(&p, "started with recover_value: %v\n", cfg.RecoverValue)
 	} else {
 		res.RecoverRate = cfg.RecoverRate
-		p.printf("started with recover_rate: %v\n", cfg.RecoverRate)
+		fmt.Fprintf(&p, "started with recover_rate: %v\n", cfg.RecoverRate)
 	}
-	p.printf("start rps=%d (%s) throttled=0 busy=%d (%s) limit=%d\n",
+	fmt.Fprintf(&p, "start rps=%d (%s) throttled=0 busy=%d (%s) limit=%d\n",
 		s.RPS, s.RPSPattern, s.Busy, s.BusyPattern, trunc(cfg.Ceiling))
 
 	// send offers rate requests to the limiter in the current second and
@@ -168,11 +161,11 @@ func Run(w io.Writer, cfg busy.Config, s Scenario) (Result, error) {
 			l.RecordBusy()
 		}
 		res.Seconds = append(res.Seconds, Second{Time: t, RPS: int64(sent), Throttled: int64(rate - sent), Busy: int64(b), Limit: trunc(limit)})
-		p.printf("    --- time=%d rps=%d throttled=%d busy=%d limit=%d\n", t, sent, rate-sent, b, trunc(limit))
+		fmt.Fprintf(&p, "    --- time=%d rps=%d throttled=%d busy=%d limit=%d\n", t, sent, rate-sent, b, trunc(limit))
 		clk.Add(time.Second)
 	}
 
-	p.printf("    ++++ recovering\n")
+	fmt.Fprintf(&p, "    ++++ recovering\n")
 	for t := recoverFrom; ; t++ {
 		rate := s.RPSPattern.At(s.RPS, t)
 		limit := l.Limit()
@@ -180,19 +173,20 @@ func Run(w io.Writer, cfg busy.Config, s Scenario) (Result, error) {
 		// The design prints this phase from the unfloored limit.
 		r := math.Min(float64(rate), limit)
 		res.Seconds = append(res.Seconds, Second{Time: t, Recovering: true, RPS: trunc(r), Throttled: trunc(float64(rate) - r), Limit: trunc(limit)})
-		p.printf("    +++ time=%d rps=%d throttled=%d busy=0 limit=%d\n", t, trunc(r), trunc(float64(rate)-r), trunc(limit))
+		fmt.Fprintf(&p, "    +++ time=%d rps=%d throttled=%d busy=0 limit=%d\n", t, trunc(r), trunc(float64(rate)-r), trunc(limit))
 		if limit >= float64(rate) {
-			p.printf("    converged at time=%d, speed=%d\n", t, t-startOfRecover)
+			fmt.Fprintf(&p, "    converged at time=%d, speed=%d\n", t, t-startOfRecover)
 			res.Converged, res.At, res.Speed = true, t, t-startOfRecover
 			break
 		}
 		if t > recoverGiveUp {
-			p.printf("    failed to converge\n")
+			fmt.Fprintf(&p, "    failed to converge\n")
 			break
 		}
 		clk.Add(time.Second)
 	}
-	return res, p.err
+	_, err = io.WriteString(w, p.String())
+	return res, err
 }
 
 // RunBoth runs s with the design's recover-rate limiter, then its
@@ -210,14 +204,3 @@ func RunBoth(w io.Writer, s Scenario) ([]Result, error) {
 }
 
 func trunc(v float64) int64 { return int64(v) }
-
-type printer struct {
-	w   io.Writer
-	err error
-}
-
-func (p *printer) printf(format string, args ...any) {
-	if p.err == nil {
-		_, p.err = fmt.Fprintf(p.w, format, args...)
-	}
-}

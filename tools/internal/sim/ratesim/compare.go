@@ -71,11 +71,11 @@ func Compare(entries []Entry, steady, clear Scenario, seed uint64, runs int) ([]
 	for _, e := range entries {
 		row := Row{Entry: e, Cleared: true}
 		for k := range runs {
-			st, err := Run(steady, ForConfig(e.Config, steady), seed+uint64(k))
+			st, err := Run(steady, e.Config, seed+uint64(k))
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", e.Name, err)
 			}
-			cl, err := Run(clear, ForConfig(e.Config, clear), seed+uint64(k))
+			cl, err := Run(clear, e.Config, seed+uint64(k))
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", e.Name, err)
 			}

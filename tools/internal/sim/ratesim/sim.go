@@ -1,7 +1,6 @@
 package ratesim
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -164,18 +163,6 @@ func (r Result) Successes() int64 {
 	return n
 }
 
-// NewPacer makes client i's pacer with its own random source.
-type NewPacer func(i int, rnd *rand.Rand) (ratelimit.Pacer, error)
-
-// ForConfig returns a NewPacer making ratelimit.New(c) for s.
-func ForConfig(c pacing.Config, s Scenario) NewPacer {
-	return func(_ int, rnd *rand.Rand) (ratelimit.Pacer, error) {
-		c.InitialSleep = s.InitialSleep.D()
-		c.Rand = rnd.Float64
-		return ratelimit.New(c)
-	}
-}
-
 // clientEvent is a client's next send or, with receive, the answer it
 // receives.
 type clientEvent struct {
@@ -185,21 +172,20 @@ type clientEvent struct {
 	hdr     map[string]string
 }
 
-// Run plays s in virtual time with one pacer per client, made by newPacer
-// with a random source derived from seed: the same inputs give the same
-// result.
-func Run(s Scenario, newPacer NewPacer, seed uint64) (Result, error) {
+// Run plays s in virtual time with one pacer of configuration c per
+// client, each with a random source derived from seed: the same inputs
+// give the same result.
+func Run(s Scenario, c pacing.Config, seed uint64) (Result, error) {
 	if err := s.Validate(); err != nil {
 		return Result{}, err
 	}
-	if newPacer == nil {
-		return Result{}, errors.New("ratesim: newPacer is nil")
-	}
+	c.InitialSleep = s.InitialSleep.D()
 	pacers := make([]ratelimit.Pacer, s.Clients)
 	res := Result{Clients: make([]Client, s.Clients)}
 	var q event.Queue[clientEvent]
 	for i := range pacers {
-		p, err := newPacer(i, rand.New(rand.NewPCG(seed, uint64(i))))
+		c.Rand = rand.New(rand.NewPCG(seed, uint64(i))).Float64
+		p, err := ratelimit.New(c)
 		if err != nil {
 			return Result{}, err
 		}

@@ -148,21 +148,16 @@ func Run(s Scenario) (Result, error) {
 		return Result{}, err
 	}
 	r := &run{s: s, rng: rand.New(rand.NewPCG(s.Seed, s.Seed^0x5eed)), service: s.Service}
-	switch s.Guard {
-	case Adaptive:
+	if s.Guard != None {
 		cfg := s.Shed
+		if s.Guard == Fixed {
+			cfg = shed.Config{MinLimit: s.FixedLimit, MaxLimit: s.FixedLimit}
+		}
 		cfg.Clock = clock.NewFake(epoch)
-		l, err := shed.New(cfg)
-		if err != nil {
+		var err error
+		if r.lim, err = shed.New(cfg); err != nil {
 			return Result{}, err
 		}
-		r.lim = l
-	case Fixed:
-		l, err := shed.New(shed.Config{MinLimit: s.FixedLimit, MaxLimit: s.FixedLimit, Clock: clock.NewFake(epoch)})
-		if err != nil {
-			return Result{}, err
-		}
-		r.lim = l
 	}
 	return r.run(), nil
 }
