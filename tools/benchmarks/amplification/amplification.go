@@ -416,20 +416,15 @@ func runOne(ctx context.Context, cfg Config, sc Scenario, mode Mode) (Row, error
 		return row, fmt.Errorf("amplification: connecting the client: %w", err)
 	}
 
-	total := cfg.Duration
+	total, timeout := cfg.Duration, cfg.Timeout
+	ch.state.Store(leafFlaky)
 	switch sc {
 	case Down:
 		ch.state.Store(leafDown)
-	case Flaky:
-		ch.state.Store(leafFlaky)
 	case Recovery:
 		ch.state.Store(leafDown)
 		total += cfg.DownFor
 	case Deadline:
-		ch.state.Store(leafFlaky)
-	}
-	timeout := cfg.Timeout
-	if sc == Deadline {
 		timeout = cfg.DeadlineTimeout
 	}
 	n := int(cfg.Rate * total.D().Seconds())
@@ -476,14 +471,8 @@ func runOne(ctx context.Context, cfg Config, sc Scenario, mode Mode) (Row, error
 	if made == 0 {
 		return row, errors.New("amplification: no call was made")
 	}
-	good := 0
-	for _, g := range ok[:made] {
-		if g {
-			good++
-		}
-	}
 	row.Calls = made
-	row.Success = float64(good) / float64(made)
+	row.Success = float64(succeeded(ok[:made])) / float64(made)
 	row.LeafPerCall = float64(ch.leaf.Load()) / float64(made)
 	row.APerCall = float64(ch.a.Load()) / float64(made)
 	row.BPerCall = float64(ch.b.Load()) / float64(made)
@@ -523,21 +512,12 @@ func counted(scope tally.TestScope, name string, want map[string]string) int64 {
 // bucket of arrivals from which every bucket had 95% succeed; nil if none.
 // Call i arrived at i x interval.
 func recoverMS(ok []bool, interval, back time.Duration) *float64 {
-	per := int(bucket / interval)
-	if per < 1 {
-		per = 1
-	}
+	per := max(int(bucket/interval), 1)
 	first := int(back / interval) // the first call after the return
 	from := -1
 	for s := first; s < len(ok); s += per {
 		e := min(s+per, len(ok))
-		good := 0
-		for _, g := range ok[s:e] {
-			if g {
-				good++
-			}
-		}
-		if float64(good) >= 0.95*float64(e-s) {
+		if float64(succeeded(ok[s:e])) >= 0.95*float64(e-s) {
 			if from < 0 {
 				from = s
 			}
@@ -550,4 +530,15 @@ func recoverMS(ok []bool, interval, back time.Duration) *float64 {
 	}
 	ms := float64(time.Duration(from-first)*interval) / float64(time.Millisecond)
 	return &ms
+}
+
+// succeeded counts the calls of ok that succeeded.
+func succeeded(ok []bool) int {
+	n := 0
+	for _, g := range ok {
+		if g {
+			n++
+		}
+	}
+	return n
 }

@@ -153,18 +153,13 @@ func newPlan(cfg Config) *plan {
 			cw = append(cw, sh.Percent)
 		}
 	}
+	w := []float64{1}
+	if cfg.Callers > 0 {
+		w = slices.Repeat(w, cfg.Callers)
+		w[0] = cfg.HeavyFactor
+	}
 	p := &plan{classes: newWeighted(cw)}
 	for range cw {
-		var w []float64
-		if cfg.Callers > 0 {
-			w = make([]float64, cfg.Callers)
-			for i := range w {
-				w[i] = 1
-			}
-			w[0] = cfg.HeavyFactor
-		} else {
-			w = []float64{1}
-		}
 		p.callers = append(p.callers, newWeighted(w))
 	}
 	return p

@@ -254,29 +254,26 @@ func (e *emitter) signatureString(sig *types.Signature) string {
 	return b.String()
 }
 
+// basicNames are the Go project's names of basic types whose name differs;
+// byte and rune are uint8 and int32.
+var basicNames = map[types.BasicKind]string{
+	types.UnsafePointer:  "unsafe.Pointer",
+	types.UntypedBool:    "ideal-bool",
+	types.UntypedInt:     "ideal-int",
+	types.UntypedRune:    "ideal-char",
+	types.UntypedFloat:   "ideal-float",
+	types.UntypedComplex: "ideal-complex",
+	types.UntypedString:  "ideal-string",
+	types.Uint8:          "uint8",
+	types.Int32:          "int32",
+}
+
 func (e *emitter) writeType(b *strings.Builder, t types.Type) {
 	switch t := t.(type) {
 	case *types.Basic:
-		s := t.Name()
-		switch t.Kind() {
-		case types.UnsafePointer:
-			s = "unsafe.Pointer"
-		case types.UntypedBool:
-			s = "ideal-bool"
-		case types.UntypedInt:
-			s = "ideal-int"
-		case types.UntypedRune:
-			s = "ideal-char" // the Go project's spelling
-		case types.UntypedFloat:
-			s = "ideal-float"
-		case types.UntypedComplex:
-			s = "ideal-complex"
-		case types.UntypedString:
-			s = "ideal-string"
-		case types.Uint8:
-			s = "uint8" // byte too
-		case types.Int32:
-			s = "int32" // rune too
+		s, ok := basicNames[t.Kind()]
+		if !ok {
+			s = t.Name()
 		}
 		b.WriteString(s)
 	case *types.Array:
