@@ -81,15 +81,6 @@ func checkMix(mix []Share) error {
 	return nil
 }
 
-// MixString writes mix as ParseMix reads it.
-func MixString(mix []Share) string {
-	parts := make([]string, len(mix))
-	for i, sh := range mix {
-		parts[i] = sh.Class.String() + "=" + strconv.FormatFloat(sh.Percent, 'f', -1, 64)
-	}
-	return strings.Join(parts, ",")
-}
-
 // Figures are what became of one class's or one caller's calls in a run.
 type Figures struct {
 	Name string `json:"name"` // "critical_plus", "caller-1"

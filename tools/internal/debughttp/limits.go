@@ -56,7 +56,6 @@ func bounded(h http.Handler, requestTimeout time.Duration) http.Handler {
 // streamFor is how long r's answer streams by design: the "seconds" of a
 // profile, trace or delta profile (with their defaults), else 0.
 func streamFor(r *http.Request) time.Duration {
-	q := r.URL.Query().Get("seconds")
 	var sec int64
 	switch r.URL.Path {
 	case PprofPath + "profile":
@@ -64,10 +63,8 @@ func streamFor(r *http.Request) time.Duration {
 	case PprofPath + "trace":
 		sec = 1
 	}
-	if q != "" {
-		if n, err := strconv.ParseInt(q, 10, 64); err == nil && n > 0 {
-			sec = n
-		}
+	if n, err := strconv.ParseInt(r.URL.Query().Get("seconds"), 10, 64); err == nil && n > 0 {
+		sec = n
 	}
 	return time.Duration(min(sec, maxProfileSeconds)) * time.Second
 }
