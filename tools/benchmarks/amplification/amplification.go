@@ -1,21 +1,13 @@
 // Package amplification measures how retries multiply a failing
-// service's load across a call graph, and how Sluice's bounds on it
-// (channel.WithChainedRetries' rule, the retry budget of
-// retry.BudgetConfig, and "overloaded, don't retry" passed upward) change
-// that: `sluice bench --amplification`.
+// service's load across a call graph, with and without Sluice's bounds on
+// it (the chained-retries rule, the retry budget, deadline refusals):
+// `sluice bench --amplification`.
 //
-// An embedded chain runs in this process on 127.0.0.1: a client calls
-// layer A, A calls layer B, B calls the leaf, three Sluice servers per
-// layer, each layer (the client included) calling the next with a retry
-// policy of maxAttempts 3 on UNEXPECTED. The client offers a fixed rate of
-// calls (open loop). Scenarios: down (every leaf answers UNEXPECTED for
-// the run), flaky (each leaf answers UNEXPECTED to a share of calls at
-// random), recovery (the leaves are down for a while, then well), deadline
-// (each leaf works Config.Work before it answers, and fails a share of
-// calls (DeadlineFailRate) after that work, under a client deadline of Config.DeadlineTimeout: the
-// retries that could not finish in time). Modes: naive (the bounds off:
-// chained retries, no retry budget, no deadline refusals by servers) and
-// bounded (Sluice's defaults).
+// An embedded chain runs on 127.0.0.1: client -> A -> B -> leaf, each
+// layer retrying UNEXPECTED (maxAttempts 3), under an open-loop rate of
+// calls. The leaves are down, flaky, down then well (recovery), or slow
+// and flaky under a tight deadline (deadline). Mode naive turns the
+// bounds off; bounded is Sluice's defaults.
 package amplification
 
 import (
@@ -23,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,6 +25,7 @@ import (
 	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
 	"github.com/sluice-rpc/sluice/stats"
+	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
 	"github.com/uber-go/tally/v4"
 	"github.com/uber/tchannel-go"
@@ -54,12 +48,9 @@ var Scenarios = []Scenario{Down, Flaky, Recovery, Deadline}
 // Mode is how every layer's Channel is configured.
 type Mode string
 
-// The modes.
+// The modes: without the amplification bounds, and Sluice's defaults.
 const (
-	// Naive: Sluice without the amplification bounds (every layer retries
-	// under its policy, no retry budget).
-	Naive Mode = "naive"
-	// Bounded: Sluice's defaults.
+	Naive   Mode = "naive"
 	Bounded Mode = "bounded"
 )
 
@@ -69,22 +60,16 @@ var Modes = []Mode{Naive, Bounded}
 // ParseScenarios parses a comma-separated list of scenarios, or "all".
 func ParseScenarios(s string) ([]Scenario, error) {
 	if s == "all" {
-		return append([]Scenario(nil), Scenarios...), nil
+		return slices.Clone(Scenarios), nil
 	}
 	var out []Scenario
 	for _, w := range strings.Split(s, ",") {
 		sc := Scenario(strings.TrimSpace(w))
-		ok := false
-		for _, k := range Scenarios {
-			ok = ok || k == sc
-		}
-		if !ok {
+		switch {
+		case !slices.Contains(Scenarios, sc):
 			return nil, fmt.Errorf("amplification: unknown scenario %q; want down, flaky, recovery, deadline or all", w)
-		}
-		for _, k := range out {
-			if k == sc {
-				return nil, fmt.Errorf("amplification: scenario %q named twice", w)
-			}
+		case slices.Contains(out, sc):
+			return nil, fmt.Errorf("amplification: scenario %q named twice", w)
 		}
 		out = append(out, sc)
 	}
@@ -96,8 +81,7 @@ type Config struct {
 	Scenarios []Scenario `json:"scenarios"`
 	// Rate is the calls per second the client offers. Default 600.
 	Rate float64 `json:"rate"`
-	// Duration is each run's length. Default 4s (recovery: DownFor, then
-	// this long well).
+	// Duration is each run's length (recovery: after DownFor). Default 4s.
 	Duration millis.Duration `json:"duration_ms"`
 	// DownFor is how long the leaves are down in recovery. Default 2s.
 	DownFor millis.Duration `json:"down_for_ms"`
@@ -111,16 +95,12 @@ type Config struct {
 	Policy string `json:"policy"`
 	// Seed seeds the flaky leaves' draws. Default 1.
 	Seed uint64 `json:"seed"`
-	// Work is what a leaf's handler takes in the deadline scenario, a
-	// lower bound of every layer's expected latency. Default 10ms.
-	Work millis.Duration `json:"work_ms"`
-	// DeadlineTimeout is each client call's deadline in the deadline
-	// scenario. Default 3 x Work: a leaf's first attempt and one retry
-	// fit in it, a third attempt does not.
-	DeadlineTimeout millis.Duration `json:"deadline_timeout_ms"`
-	// DeadlineFailRate is the share of calls a leaf fails, after its
-	// work, in the deadline scenario. Default 0.2.
-	DeadlineFailRate float64 `json:"deadline_fail_rate"`
+	// In the deadline scenario a leaf works Work (default 10ms) and then
+	// fails DeadlineFailRate (default 0.2) of calls, each with a deadline
+	// of DeadlineTimeout (default 3 x Work: room for one retry, not two).
+	Work             millis.Duration `json:"work_ms"`
+	DeadlineTimeout  millis.Duration `json:"deadline_timeout_ms"`
+	DeadlineFailRate float64         `json:"deadline_fail_rate"`
 	// Progress, if set, is told each run as it starts.
 	Progress func(string) `json:"-"`
 }
@@ -144,41 +124,19 @@ const (
 
 func (c Config) withDefaults() Config {
 	if len(c.Scenarios) == 0 {
-		c.Scenarios = append([]Scenario(nil), Scenarios...)
+		c.Scenarios = slices.Clone(Scenarios)
 	}
-	if c.Rate == 0 {
-		c.Rate = 600
-	}
-	if c.Duration == 0 {
-		c.Duration = millis.Duration(4 * time.Second)
-	}
-	if c.DownFor == 0 {
-		c.DownFor = millis.Duration(2 * time.Second)
-	}
-	if c.FlakyRate == 0 {
-		c.FlakyRate = 0.1
-	}
-	if c.Servers == 0 {
-		c.Servers = 3
-	}
-	if c.Timeout == 0 {
-		c.Timeout = millis.Duration(time.Second)
-	}
-	if c.Policy == "" {
-		c.Policy = DefaultPolicy
-	}
-	if c.Seed == 0 {
-		c.Seed = 1
-	}
-	if c.Work == 0 {
-		c.Work = millis.Duration(10 * time.Millisecond)
-	}
-	if c.DeadlineTimeout == 0 {
-		c.DeadlineTimeout = 3 * c.Work
-	}
-	if c.DeadlineFailRate == 0 {
-		c.DeadlineFailRate = 0.2
-	}
+	benchrun.Default(&c.Rate, 600)
+	benchrun.Default(&c.Duration, millis.Duration(4*time.Second))
+	benchrun.Default(&c.DownFor, millis.Duration(2*time.Second))
+	benchrun.Default(&c.FlakyRate, 0.1)
+	benchrun.Default(&c.Servers, 3)
+	benchrun.Default(&c.Timeout, millis.Duration(time.Second))
+	benchrun.Default(&c.Policy, DefaultPolicy)
+	benchrun.Default(&c.Seed, 1)
+	benchrun.Default(&c.Work, millis.Duration(10*time.Millisecond))
+	benchrun.Default(&c.DeadlineTimeout, 3*c.Work)
+	benchrun.Default(&c.DeadlineFailRate, 0.2)
 	return c
 }
 
@@ -223,26 +181,18 @@ type Row struct {
 	// Calls is the client calls made; Success the share that succeeded.
 	Calls   int     `json:"calls"`
 	Success float64 `json:"success"`
-	// LeafPerCall is the leaf requests per client call; APerCall and
-	// BPerCall the requests layers A and B received per client call.
+	// The requests the leaves, A and B received per client call.
 	LeafPerCall float64 `json:"leaf_per_call"`
 	APerCall    float64 `json:"a_per_call"`
 	BPerCall    float64 `json:"b_per_call"`
-	// RecoverMS (recovery only; else null) is the time from the leaves'
-	// return to goodput back at 95%: the start of the first 100 ms of
-	// arrivals from which every 100 ms to the end of the run had at least
-	// 95% of its calls succeed. Null also when goodput never came back.
+	// RecoverMS (recovery only) is the time from the leaves' return to the
+	// first 100 ms of arrivals from which every 100 ms had 95% succeed;
+	// null if none.
 	RecoverMS *float64 `json:"recover_ms"`
-	// Deadline scenario only (else null): LateAttempts is the attempts
-	// any layer sent with less time left before the call's deadline than
-	// Config.Work (which every layer's calls take at least, so less than
-	// any expected latency), LateRetries those of them that were retries
-	// or hedges (a first attempt is always sent: a middle layer's is late
-	// when its handler began just in time); LateRuns the handler runs, at
-	// any layer, that began with less than Work left. SkippedDeadline and RefusedDeadline
-	// are the Channels' metrics: retries and hedges not sent for want of
-	// time (stats.AttemptsSkippedDeadline), and requests servers refused
-	// for want of time (stats.ServerRefused, reason deadline).
+	// Deadline scenario only: the attempts any layer sent with less than
+	// Config.Work left (LateRetries: those that were retries or hedges),
+	// the handler runs begun so late, and the Channels' metrics of
+	// attempts skipped and requests refused for want of time.
 	LateAttempts    *int64 `json:"late_attempts"`
 	LateRetries     *int64 `json:"late_retries"`
 	LateRuns        *int64 `json:"late_runs"`
@@ -295,9 +245,7 @@ type chain struct {
 	mu        sync.Mutex
 	rng       *rand.Rand
 	flaky     float64
-	// The deadline scenario's: what a leaf works, the time left under
-	// which an attempt or a handler run is late, their counts, and the
-	// Channels' metrics.
+	// The deadline scenario's leaf work, late counts and metrics.
 	work         time.Duration
 	lateAttempts atomic.Int64
 	lateRetries  atomic.Int64
@@ -319,17 +267,31 @@ func (ch *chain) close() {
 	})
 }
 
-func startChain(cfg Config, mode Mode, sc *serviceconfig.Config, scenario Scenario) (*chain, error) {
+// connect returns c's client of service, with peers.
+func connect(c *channel.Channel, service string, peers []string) (*channel.Client, error) {
+	client, err := c.NewClient(service)
+	for _, hp := range peers {
+		if err == nil {
+			err = client.AddPeer(hp)
+		}
+	}
+	return client, err
+}
+
+func startChain(cfg Config, mode Mode, sc *serviceconfig.Config, scenario Scenario) (_ *chain, err error) {
 	ch := &chain{rng: rand.New(rand.NewPCG(cfg.Seed, 0x616d70)), flaky: cfg.FlakyRate}
+	defer func() {
+		if err != nil {
+			ch.close()
+		}
+	}()
 	opts := []channel.Option{channel.WithServiceConfig(sc), channel.WithDefaultTimeout(cfg.Timeout.D())}
 	if mode == Naive {
 		opts = append(opts, channel.WithChainedRetries(), channel.WithRetryBudget(retry.BudgetConfig{Disabled: true}),
 			channel.WithDeadlineRefusalsDisabled())
 	}
 	if scenario == Deadline {
-		// Every Channel reports into one scope, so that a metric's series
-		// sum over the chain; attempts and handler runs are watched for
-		// the time they had left.
+		// One scope for every Channel, so that metrics sum over the chain.
 		ch.work, ch.flaky = cfg.Work.D(), cfg.DeadlineFailRate
 		ch.scope = tally.NewTestScope("", nil)
 		opts = append(opts, channel.WithScope(ch.scope),
@@ -361,14 +323,9 @@ func startChain(cfg Config, mode Mode, sc *serviceconfig.Config, scenario Scenar
 			if next == "" {
 				h = ch.serveLeaf
 			} else {
-				down, err := c.NewClient(next)
+				down, err := connect(c, next, nextPeers)
 				if err != nil {
 					return nil, err
-				}
-				for _, hp := range nextPeers {
-					if err := down.AddPeer(hp); err != nil {
-						return nil, err
-					}
 				}
 				h = func(ctx context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
 					count.Add(1)
@@ -391,44 +348,28 @@ func startChain(cfg Config, mode Mode, sc *serviceconfig.Config, scenario Scenar
 	}
 	leaves, err := layer("amp-leaf", "", nil, nil)
 	if err != nil {
-		ch.close()
 		return nil, err
 	}
 	bs, err := layer("amp-b", "amp-leaf", &ch.b, leaves)
 	if err != nil {
-		ch.close()
 		return nil, err
 	}
 	as, err := layer("amp-a", "amp-b", &ch.a, bs)
 	if err != nil {
-		ch.close()
 		return nil, err
 	}
 	c, err := channel.New("amp-client", opts...)
 	if err != nil {
-		ch.close()
 		return nil, err
 	}
 	ch.channels = append(ch.channels, c)
-	if ch.client, err = c.NewClient("amp-a"); err == nil {
-		for _, hp := range as {
-			if err = ch.client.AddPeer(hp); err != nil {
-				break
-			}
-		}
-	}
-	if err != nil {
-		ch.close()
-		return nil, err
-	}
-	return ch, nil
+	ch.client, err = connect(c, "amp-a", as)
+	return ch, err
 }
 
 func (ch *chain) serveLeaf(ctx context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
 	ch.leaf.Add(1)
 	if ch.work > 0 {
-		// The deadline scenario's leaf works, then fails a share of calls
-		// (state flaky): slow failures, whose retries come late.
 		t := time.NewTimer(ch.work)
 		select {
 		case <-t.C:
@@ -451,8 +392,7 @@ func (ch *chain) serveLeaf(ctx context.Context, req *channel.RawRequest) (*chann
 	return &channel.RawResponse{Arg3: req.Arg3}, nil
 }
 
-// maxInFlight bounds the client's calls in flight; an arrival beyond it
-// counts as a failed call, not sent.
+// maxInFlight bounds the client's calls in flight; one beyond it fails.
 const maxInFlight = 4000
 
 // bucket is the width of recovery's goodput measure.
@@ -476,20 +416,15 @@ func runOne(ctx context.Context, cfg Config, sc Scenario, mode Mode) (Row, error
 		return row, fmt.Errorf("amplification: connecting the client: %w", err)
 	}
 
-	total := cfg.Duration
+	total, timeout := cfg.Duration, cfg.Timeout
+	ch.state.Store(leafFlaky)
 	switch sc {
 	case Down:
 		ch.state.Store(leafDown)
-	case Flaky:
-		ch.state.Store(leafFlaky)
 	case Recovery:
 		ch.state.Store(leafDown)
 		total += cfg.DownFor
 	case Deadline:
-		ch.state.Store(leafFlaky)
-	}
-	timeout := cfg.Timeout
-	if sc == Deadline {
 		timeout = cfg.DeadlineTimeout
 	}
 	n := int(cfg.Rate * total.D().Seconds())
@@ -536,14 +471,8 @@ func runOne(ctx context.Context, cfg Config, sc Scenario, mode Mode) (Row, error
 	if made == 0 {
 		return row, errors.New("amplification: no call was made")
 	}
-	good := 0
-	for _, g := range ok[:made] {
-		if g {
-			good++
-		}
-	}
 	row.Calls = made
-	row.Success = float64(good) / float64(made)
+	row.Success = float64(succeeded(ok[:made])) / float64(made)
 	row.LeafPerCall = float64(ch.leaf.Load()) / float64(made)
 	row.APerCall = float64(ch.a.Load()) / float64(made)
 	row.BPerCall = float64(ch.b.Load()) / float64(made)
@@ -579,26 +508,16 @@ func counted(scope tally.TestScope, name string, want map[string]string) int64 {
 	return n
 }
 
-// recoverMS returns the time from back (the leaves' return, from the
-// start) to the start of the first bucket of arrivals from which every
-// bucket to the end had at least 95% of its calls succeed; nil if none.
+// recoverMS returns the time from back (the leaves' return) to the first
+// bucket of arrivals from which every bucket had 95% succeed; nil if none.
 // Call i arrived at i x interval.
 func recoverMS(ok []bool, interval, back time.Duration) *float64 {
-	per := int(bucket / interval)
-	if per < 1 {
-		per = 1
-	}
+	per := max(int(bucket/interval), 1)
 	first := int(back / interval) // the first call after the return
 	from := -1
 	for s := first; s < len(ok); s += per {
 		e := min(s+per, len(ok))
-		good := 0
-		for _, g := range ok[s:e] {
-			if g {
-				good++
-			}
-		}
-		if float64(good) >= 0.95*float64(e-s) {
+		if float64(succeeded(ok[s:e])) >= 0.95*float64(e-s) {
 			if from < 0 {
 				from = s
 			}
@@ -611,4 +530,15 @@ func recoverMS(ok []bool, interval, back time.Duration) *float64 {
 	}
 	ms := float64(time.Duration(from-first)*interval) / float64(time.Millisecond)
 	return &ms
+}
+
+// succeeded counts the calls of ok that succeeded.
+func succeeded(ok []bool) int {
+	n := 0
+	for _, g := range ok {
+		if g {
+			n++
+		}
+	}
+	return n
 }

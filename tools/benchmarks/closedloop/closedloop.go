@@ -31,8 +31,8 @@ const (
 
 // Config is one closed-loop comparison.
 type Config struct {
-	// Workers and Service set the server's capacity, Workers / Service.
-	// Defaults 8 and 2 ms (4,000 calls/s).
+	// Workers and Service set the capacity, Workers / Service. Defaults
+	// 8 and 2 ms (4,000 calls/s).
 	Workers int             `json:"workers"`
 	Service millis.Duration `json:"service_ms"`
 	// Load is the offered rate as a multiple of the capacity. Default 2.
@@ -43,40 +43,23 @@ type Config struct {
 	Timeout millis.Duration `json:"timeout_ms"`
 	// FixedLimit is fixed shedding's MaxInFlight. Default 2 x Workers.
 	FixedLimit int `json:"fixed_limit"`
-	// GCPercent is the garbage collector's target (as GOGC) while Run
-	// runs; the process's own setting is restored after. The load
-	// generator, the client and the server share this process and its
-	// collector. At the default of 100 it ran 3-5 times a second in the
-	// loaded rows, and while it marks it takes a share of the machine's
-	// cores from the client and the server: on 2 cores those moments set
-	// the p99 of every loaded row (11-19 ms, against 7-9 ms at 400 with
-	// about one collection a second). In a deployment the client and the
-	// server collect their own heaps, and a latency-sensitive service
-	// tunes GOGC too. Default 400; a negative value keeps the process's
-	// setting.
+	// GCPercent is GOGC while Run runs (see benchrun.DefaultGCPercent);
+	// negative keeps the process's setting.
 	GCPercent int `json:"gc_percent"`
 	// Mix, if not empty, splits the offered calls between criticality
-	// classes, each class's calls spread evenly through the run; the
-	// percents sum to 100 (ParseMix reads them as `sluice bench --mix`
-	// takes them). Default none: the calls carry no class.
+	// classes, spread evenly through the run; the percents sum to 100.
 	Mix []Share `json:"mix,omitzero"`
-	// Callers, if not 0, offers the load from that many callers (2 to
-	// MaxCallers), each a client Channel of its own, with its own
-	// connection and busy limiter, named caller-1 ... caller-N (its
-	// TChannel caller name), as callers in processes of their own would
-	// be. HeavyFactor is caller-1's rate as a multiple of each other
-	// caller's (1 to MaxHeavyFactor; default 1). The callers together
-	// still offer Load x C. Default 0: one client, closedloop-client.
+	// Callers, if not 0, offers the load from that many client Channels
+	// (2 to MaxCallers), named caller-1 ... caller-N; caller-1 offers
+	// HeavyFactor (default 1) times each other's rate. Together they
+	// still offer Load x C.
 	Callers     int     `json:"callers,omitzero"`
 	HeavyFactor float64 `json:"heavy_factor,omitzero"`
-	// Sheddings and Throttlings select the combinations Run runs, in
-	// their usual order: nil runs every shedding, both throttlings. (In
-	// JSON these fields, and the three above, are left out when not set,
-	// as the comparison's JSON was before them.)
+	// Sheddings and Throttlings select the combinations Run runs; nil
+	// runs them all.
 	Sheddings   []Shedding `json:"sheddings,omitzero"`
 	Throttlings []bool     `json:"throttlings,omitzero"`
-	// Progress, if not nil, is told when each run starts. It is not part
-	// of a Result's JSON.
+	// Progress, if not nil, is told when each run starts.
 	Progress func(string) `json:"-"`
 }
 
@@ -90,35 +73,20 @@ const (
 )
 
 func (c Config) withDefaults() Config {
-	if c.Workers == 0 {
-		c.Workers = 8
-	}
-	if c.Service == 0 {
-		c.Service = millis.Duration(2 * time.Millisecond)
-	}
-	if c.Load == 0 {
-		c.Load = 2
-	}
-	if c.Duration == 0 {
-		c.Duration = millis.Duration(10 * time.Second)
-	}
-	if c.Timeout == 0 {
-		c.Timeout = millis.Duration(time.Second)
-	}
-	if c.FixedLimit == 0 {
-		c.FixedLimit = 2 * c.Workers
-	}
-	if c.GCPercent == 0 {
-		c.GCPercent = DefaultGCPercent
-	}
-	if c.Callers > 0 && c.HeavyFactor == 0 {
-		c.HeavyFactor = 1
+	benchrun.Default(&c.Workers, 8)
+	benchrun.Default(&c.Service, millis.Duration(2*time.Millisecond))
+	benchrun.Default(&c.Load, 2)
+	benchrun.Default(&c.Duration, millis.Duration(10*time.Second))
+	benchrun.Default(&c.Timeout, millis.Duration(time.Second))
+	benchrun.Default(&c.FixedLimit, 2*c.Workers)
+	benchrun.Default(&c.GCPercent, DefaultGCPercent)
+	if c.Callers > 0 {
+		benchrun.Default(&c.HeavyFactor, 1)
 	}
 	return c
 }
 
-// paired reports whether c's rows come in pairs, unaware and aware: it
-// has a class mix or callers.
+// paired reports whether c's rows come in pairs, unaware and aware.
 func (c Config) paired() bool { return len(c.Mix) > 0 || c.Callers > 0 }
 
 // combinations returns the sheddings and throttlings Run runs.
@@ -133,8 +101,7 @@ func (c Config) combinations() ([]Shedding, []bool) {
 	return sheddings, throttlings
 }
 
-// Validate reports the first field out of range (zero fields take their
-// defaults).
+// Validate reports the first field out of range.
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	switch {
@@ -195,50 +162,39 @@ func (c Config) Capacity() float64 {
 
 // Row is one combination's result.
 type Row struct {
-	Shedding   Shedding `json:"shedding"`
-	Throttling bool     `json:"throttling"`
-	// Report is the load generator's report, with its timeline.
-	Report *load.Report `json:"report"`
+	Shedding   Shedding     `json:"shedding"`
+	Throttling bool         `json:"throttling"`
+	Report     *load.Report `json:"report"`
 	// Goodput is successful calls per second as a share of the capacity.
 	Goodput float64 `json:"goodput"`
-	// Busy, Refused and OtherFailed are shares of the calls: answered Busy,
-	// refused in the client (busy throttling), failed otherwise.
+	// Busy, Refused (in the client) and OtherFailed are shares of calls.
 	Busy        float64 `json:"busy"`
 	Refused     float64 `json:"refused"`
 	OtherFailed float64 `json:"other_failed"`
-	// Reached counts the requests that reached the server (sent by the
-	// client, shed or not); Handled those that ran the handler.
-	Reached int64 `json:"reached"`
-	Handled int64 `json:"handled"`
-	// GCs counts the process's garbage collections during the run.
-	GCs uint32 `json:"gcs"`
-	// Aware is set when the Config has a Mix or Callers, and the rows come
-	// in pairs: false for shedding that knows no classes or callers (the
-	// calls carry no class, and the server's limits are
-	// ShedConfig.FirstComeFirstServed, Sluice's shedding before classes);
-	// true for shedding by class and caller (each call carries its class,
-	// criticality.WithClass, and the server's limits admit higher classes
-	// first and share themselves between callers). Without a Mix or
-	// Callers it is nil and the server's limits are ShedConfig's default.
+	// Reached counts the requests that reached the server; Handled those
+	// that ran the handler.
+	Reached int64  `json:"reached"`
+	Handled int64  `json:"handled"`
+	GCs     uint32 `json:"gcs"`
+	// Aware is nil unless rows are paired: false when the calls carry no
+	// class and the server's limits are ShedConfig.FirstComeFirstServed,
+	// true when they carry their class and the limits admit higher
+	// classes first and share themselves between callers.
 	Aware *bool `json:"aware,omitzero"`
-	// Classes has the figures of each class of the Mix, in its order, and
-	// Callers of each caller, caller-1 first: in a paired row both are
-	// there, empty without a Mix or without Callers; otherwise neither.
+	// Classes and Callers hold the figures per class and per caller, in a
+	// paired row (empty without a Mix or Callers).
 	Classes []Figures       `json:"classes,omitzero"`
 	Callers []CallerFigures `json:"callers,omitzero"`
 }
 
 // Result is a whole comparison.
 type Result struct {
-	Config Config `json:"config"`
-	// Unloaded is the run at a quarter of the capacity with no shedding.
+	Config   Config       `json:"config"`
 	Unloaded *load.Report `json:"unloaded"`
 	Rows     []Row        `json:"rows"`
 }
 
-// Run runs the comparison: the unloaded run, then the six combinations
-// (or those Sheddings and Throttlings select); with a Mix or Callers,
-// each combination twice, unaware then aware (see Row.Aware).
+// Run runs the unloaded run, then each combination (twice when paired).
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -247,8 +203,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	defer benchrun.SetGCPercent(cfg.GCPercent)()
 	res := &Result{Config: cfg}
 	cfg.progress("unloaded: a quarter of the capacity, no shedding")
-	// The unloaded run is the one of old, whatever the mix or callers: one
-	// client, no classes.
 	base := cfg
 	base.Mix, base.Callers, base.HeavyFactor = nil, 0, 0
 	unloaded, err := runOne(ctx, base, NoShedding, false, false, 0.25)
@@ -297,9 +251,8 @@ func (c Config) progress(s string) {
 	}
 }
 
-// runOne runs one combination at load times the capacity; aware counts
-// only when cfg.paired(). serverOpts go to the server's Channel (tests
-// watch the calls it takes).
+// runOne runs one combination at load times the capacity; serverOpts go
+// to the server's Channel.
 func runOne(ctx context.Context, cfg Config, s Shedding, throttling, aware bool, loadFactor float64, serverOpts ...channel.Option) (Row, error) {
 	paired := cfg.paired()
 	scfg := load.ServerConfig{Service: "closedloop", Method: "work", Shape: load.Fixed(cfg.Service.D()), Workers: cfg.Workers, Options: serverOpts}
@@ -335,9 +288,8 @@ func runOne(ctx context.Context, cfg Config, s Shedding, throttling, aware bool,
 		clients = append(clients, client)
 	}
 	rps := loadFactor * cfg.Capacity()
-	// Warm up before counting what reaches the server: connect every
-	// client, and let an adaptive limit's first probe (ProbeSamples
-	// requests) finish.
+	// Warm up: connect every client and let an adaptive limit's first
+	// probe finish.
 	for i := 0; i < max(shed.DefaultProbeSamples+5, len(clients)) && ctx.Err() == nil; i++ {
 		wctx, cancel := context.WithTimeout(ctx, cfg.Timeout.D())
 		_, _ = clients[i%len(clients)].Call(wctx, "work", &channel.Request{Format: "raw"})
@@ -392,14 +344,12 @@ func runOne(ctx context.Context, cfg Config, s Shedding, throttling, aware bool,
 	if paired {
 		row.Aware = &aware
 		row.Classes, row.Callers = p.figures(cfg, rep.Records, cfg.Duration.D().Seconds())
-		rep.Records = nil // in no output: let them go with the run
+		rep.Records = nil
 	}
 	return row, nil
 }
 
-// WriteTable writes r as a Markdown table; with a Mix or Callers, a
-// column says whether each row's shedding knew them, and a table per
-// class and one per caller follow.
+// WriteTable writes r as Markdown tables.
 func (r *Result) WriteTable(w io.Writer) error {
 	c := r.Config
 	_, err := fmt.Fprintf(w, "Server: %d workers x %v (capacity C = %.0f calls/s); offered %.1f x C = %.0f calls/s for %v, open loop, no retries, %v timeout; GOGC %s.\n",
@@ -428,7 +378,6 @@ func (r *Result) WriteTable(w io.Writer) error {
 		}
 		return float64(d) / float64(u.Latency.P99)
 	}
-	// combo names a row's combination in the first columns of a table.
 	combo := func(row Row) string {
 		s := fmt.Sprintf("| %s | %s |", row.Shedding, benchrun.OnOff(row.Throttling))
 		if row.Aware != nil {

@@ -13,11 +13,9 @@ import (
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
 )
 
-// Share is one criticality class's share of the offered calls
-// (Config.Mix).
+// Share is one criticality class's percent of the offered calls.
 type Share struct {
-	Class criticality.Class
-	// Percent of the offered calls, in (0, 100].
+	Class   criticality.Class
 	Percent float64
 }
 
@@ -36,9 +34,7 @@ const (
 )
 
 // ParseMix reads a class mix as `sluice bench --mix` takes it:
-// CLASS=PERCENT,... with the classes named as criticality.Parse reads
-// them, each at most once, and the percents (whole or decimal numbers
-// > 0) summing to 100. The error names what is wrong.
+// CLASS=PERCENT,... each class once, the percents summing to 100.
 func ParseMix(s string) ([]Share, error) {
 	var mix []Share
 	for _, item := range strings.Split(s, ",") {
@@ -62,12 +58,10 @@ func ParseMix(s string) ([]Share, error) {
 	return mix, nil
 }
 
-// mixTolerance is how far from 100 a mix's percents may sum: decimals
-// such as 33.3 add up with rounding errors.
+// mixTolerance is how far from 100 a mix's percents may sum (rounding).
 const mixTolerance = 1e-6
 
-// checkMix reports the first rule mix breaks: each class valid and named
-// once, each percent in (0, 100], the percents summing to 100.
+// checkMix reports the first rule mix breaks.
 func checkMix(mix []Share) error {
 	sum := 0.0
 	for i, sh := range mix {
@@ -87,46 +81,25 @@ func checkMix(mix []Share) error {
 	return nil
 }
 
-// MixString writes mix as ParseMix reads it.
-func MixString(mix []Share) string {
-	parts := make([]string, len(mix))
-	for i, sh := range mix {
-		parts[i] = sh.Class.String() + "=" + strconv.FormatFloat(sh.Percent, 'f', -1, 64)
-	}
-	return strings.Join(parts, ",")
-}
-
-// Figures are what became of one class's or one caller's calls in a run
-// (Row.Classes, Row.Callers).
+// Figures are what became of one class's or one caller's calls in a run.
 type Figures struct {
-	// Name is the class ("critical_plus", ...) or the caller ("caller-1",
-	// ...).
-	Name string `json:"name"`
-	// OfferedRPS is the calls scheduled per second of the run, those
-	// refused in the client included; OKRPS the successful ones.
-	OfferedRPS float64 `json:"offered_rps"`
-	OKRPS      float64 `json:"ok_rps"`
-	// Served is the share of the offered calls that succeeded, in [0, 1]
-	// (0 when none was offered).
-	Served float64 `json:"served"`
-	// P99 is the 99th percentile latency of the successful calls (0 when
-	// none succeeded).
-	P99 load.Millis `json:"p99_ms"`
+	Name string `json:"name"` // "critical_plus", "caller-1"
+	// OfferedRPS counts the calls scheduled per second, those refused in
+	// the client included; OKRPS the successful ones, Served their share.
+	OfferedRPS float64     `json:"offered_rps"`
+	OKRPS      float64     `json:"ok_rps"`
+	Served     float64     `json:"served"`
+	P99        load.Millis `json:"p99_ms"` // of the successful calls
 }
 
-// CallerFigures are one caller's Figures.
+// CallerFigures are one caller's Figures; Heavy marks caller-1.
 type CallerFigures struct {
 	Figures
-	// Heavy marks caller-1, which offers HeavyFactor times each other
-	// caller's rate.
 	Heavy bool `json:"heavy"`
 }
 
-// weighted picks indices in proportion to their weights, smoothly
-// (nginx's smooth weighted round robin): over any stretch of picks each
-// index's count is within one of its share, and the picks of one index are
-// spread evenly rather than bunched, so each class or caller offers a
-// steady rate.
+// weighted picks indices in proportion to their weights, spread evenly
+// (nginx's smooth weighted round robin).
 type weighted struct {
 	weights, current []float64
 	total            float64
@@ -153,22 +126,16 @@ func (w *weighted) next() int {
 	return best
 }
 
-// plan gives each call of a run its class (an index into the mix, or 0
-// without one) and its caller (an index into the callers, or 0 without
-// them), the same whenever asked: the load generator asks as it schedules
-// the calls, the accounting after the run.
+// plan gives each call of a run its class and its caller (indices, 0
+// without a mix or callers), the same whenever asked.
 type plan struct {
 	classes *weighted
-	// callers has one picker per class, so that each class's calls are
-	// spread over the callers in the callers' proportions: a class and a
-	// caller are independent, whatever the two sets of weights.
-	callers []*weighted
+	callers []*weighted // one per class, so class and caller are independent
 	class   []uint8
 	caller  []uint16
 }
 
-// newPlan returns the plan of a run of cfg, which has a Mix, Callers or
-// both (withDefaults applied).
+// newPlan returns the plan of a paired run of cfg.
 func newPlan(cfg Config) *plan {
 	cw := []float64{1}
 	if len(cfg.Mix) > 0 {
@@ -177,18 +144,13 @@ func newPlan(cfg Config) *plan {
 			cw = append(cw, sh.Percent)
 		}
 	}
+	w := []float64{1}
+	if cfg.Callers > 0 {
+		w = slices.Repeat(w, cfg.Callers)
+		w[0] = cfg.HeavyFactor
+	}
 	p := &plan{classes: newWeighted(cw)}
 	for range cw {
-		var w []float64
-		if cfg.Callers > 0 {
-			w = make([]float64, cfg.Callers)
-			for i := range w {
-				w[i] = 1
-			}
-			w[0] = cfg.HeavyFactor
-		} else {
-			w = []float64{1}
-		}
 		p.callers = append(p.callers, newWeighted(w))
 	}
 	return p
@@ -214,9 +176,8 @@ func (p *plan) callerOf(i int) int {
 	return int(p.caller[i])
 }
 
-// tally adds up recs, a run's calls in arrival order (the calls the plan
-// assigned, perhaps fewer if the run ended early), by the group of each
-// (group(i), in [0, n)), over a run of secs seconds.
+// tally adds up recs, a run's calls in arrival order, by group(i) in
+// [0, n), over secs seconds.
 func tally(recs []load.Record, n int, group func(i int) int, secs float64) []Figures {
 	offered := make([]int, n)
 	ok := make([][]time.Duration, n)
@@ -239,10 +200,8 @@ func tally(recs []load.Record, n int, group func(i int) int, secs float64) []Fig
 	return out
 }
 
-// figures returns the per-class and per-caller figures of a run of cfg
-// that followed p, whose calls recs are, over secs seconds: empty, not
-// nil, for a dimension the run did not have (a paired row's JSON has both
-// arrays).
+// figures returns the per-class and per-caller figures of a run that
+// followed p: empty, not nil, for a dimension it did not have.
 func (p *plan) figures(cfg Config, recs []load.Record, secs float64) (classes []Figures, callers []CallerFigures) {
 	classes, callers = []Figures{}, []CallerFigures{}
 	if len(cfg.Mix) > 0 {

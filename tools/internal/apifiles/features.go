@@ -10,32 +10,11 @@ import (
 )
 
 // features returns the exported API of pkg as sorted lines in the Go
-// project's api-file style, each prefixed "pkg <import path>, ".
-//
-// What each declaration gives:
-//
-//	const C = 1            const C ideal-int; const C = 1
-//	const D Duration = 1   const D Duration; const D = 1
-//	var V error            var V error
-//	func F(int) error      func F(int) error
-//	type T struct{...}     type T struct; type T struct, Field Type;
-//	                       type T struct, embedded U; and a field promoted
-//	                       through an unexported embedded struct as
-//	                       type T struct, Field Type // promoted
-//	type I interface{...}  type I interface { M, N }; type I interface, M(...) ...
-//	                       (or "type I interface, unexported methods" instead
-//	                       of the list when it has some)
-//	type N int             type N int
-//	type A = B             type A = B
-//	method on T or *T      method (*T) M(...) ...  (promoted methods too)
-//
-// Types of the package itself are written bare, others by their package's
-// name (time.Duration); byte and rune are written uint8 and int32, untyped
-// constants' types ideal-int, ideal-string...; type parameters are written by
-// index ($0, $1) so that renaming one changes nothing. Parameter names never
-// appear. A string constant longer than constant.Value.String shows is written
-// shortened, with its exact value in a trailing comment, as the Go project
-// does.
+// project's api-file style, each prefixed "pkg <import path>, ". Types of
+// other packages are qualified by package name; byte and rune are uint8
+// and int32, untyped constants ideal-int...; type parameters are written
+// by index ($0) and parameter names never appear. A struct's fields
+// promoted through an unexported embedded struct are marked "// promoted".
 func features(pkg *types.Package) []string {
 	e := &emitter{pkg: pkg, seen: map[string]bool{}}
 	scope := pkg.Scope()
@@ -55,8 +34,7 @@ type emitter struct {
 	seen  map[string]bool
 }
 
-// emit adds one line under the given scope ("type T struct"), or at the
-// package level when scope is empty.
+// emit adds one line under scope ("type T struct"), if not empty.
 func (e *emitter) emit(scope, format string, args ...any) {
 	line := "pkg " + e.pkg.Path() + ", "
 	if scope != "" {
@@ -140,11 +118,8 @@ func (e *emitter) structType(name string, named *types.Named, st *types.Struct) 
 		}
 		e.emit(scope, "%s %s", f.Name(), e.typeString(f.Type()))
 	}
-	// A field promoted through an unexported embedded struct is part of
-	// the API (x.Field works) though no line above names it. Candidates are
-	// every exported field of those structs, at any depth; Go's own lookup
-	// then says which ones are reachable (a shallower field shadows a
-	// deeper one, two at the same depth cancel).
+	// Fields promoted through unexported embedded structs: Go's lookup
+	// says which of their exported fields are reachable.
 	candidates := map[string]bool{}
 	var collect func(s *types.Struct, depth int)
 	collect = func(s *types.Struct, depth int) {
@@ -194,9 +169,6 @@ func (e *emitter) interfaceType(name string, it *types.Interface) {
 		e.emit(scope, "%s", strings.Join(embeds, ", "))
 	}
 	if !complete {
-		// Only this package can implement it, so a new method is no
-		// breaking change; the methods' lines above still show one that
-		// goes away.
 		e.emit(scope, "unexported methods")
 		return
 	}
@@ -208,8 +180,7 @@ func (e *emitter) interfaceType(name string, it *types.Interface) {
 	e.emit("", "type %s interface { %s }", name, strings.Join(names, ", "))
 }
 
-// methods emits the exported methods of T and of *T (promoted ones
-// included), each once, with the receiver it needs.
+// methods emits the exported methods of T and *T, promoted ones too.
 func (e *emitter) methods(named *types.Named) {
 	done := map[string]bool{}
 	for _, recv := range []types.Type{named, types.NewPointer(named)} {
@@ -235,8 +206,7 @@ func derefStruct(t types.Type) (*types.Struct, bool) {
 	return s, ok
 }
 
-// constraintTerms returns the type-set terms an interface embeds (~int |
-// ~string), sorted; embedded interfaces contribute through the method set.
+// constraintTerms returns the type-set terms an interface embeds, sorted.
 func (e *emitter) constraintTerms(it *types.Interface) []string {
 	var terms []string
 	for i := range it.NumEmbeddeds() {
@@ -284,29 +254,26 @@ func (e *emitter) signatureString(sig *types.Signature) string {
 	return b.String()
 }
 
+// basicNames are the Go project's names of basic types whose name differs;
+// byte and rune are uint8 and int32.
+var basicNames = map[types.BasicKind]string{
+	types.UnsafePointer:  "unsafe.Pointer",
+	types.UntypedBool:    "ideal-bool",
+	types.UntypedInt:     "ideal-int",
+	types.UntypedRune:    "ideal-char",
+	types.UntypedFloat:   "ideal-float",
+	types.UntypedComplex: "ideal-complex",
+	types.UntypedString:  "ideal-string",
+	types.Uint8:          "uint8",
+	types.Int32:          "int32",
+}
+
 func (e *emitter) writeType(b *strings.Builder, t types.Type) {
 	switch t := t.(type) {
 	case *types.Basic:
-		s := t.Name()
-		switch t.Kind() {
-		case types.UnsafePointer:
-			s = "unsafe.Pointer"
-		case types.UntypedBool:
-			s = "ideal-bool"
-		case types.UntypedInt:
-			s = "ideal-int"
-		case types.UntypedRune:
-			s = "ideal-char" // the Go project's spelling
-		case types.UntypedFloat:
-			s = "ideal-float"
-		case types.UntypedComplex:
-			s = "ideal-complex"
-		case types.UntypedString:
-			s = "ideal-string"
-		case types.Uint8:
-			s = "uint8" // byte too
-		case types.Int32:
-			s = "int32" // rune too
+		s, ok := basicNames[t.Kind()]
+		if !ok {
+			s = t.Name()
 		}
 		b.WriteString(s)
 	case *types.Array:
@@ -316,8 +283,7 @@ func (e *emitter) writeType(b *strings.Builder, t types.Type) {
 		b.WriteString("[]")
 		e.writeType(b, t.Elem())
 	case *types.Struct:
-		// An anonymous struct is spelled out, unexported fields too: all
-		// of them make its identity.
+		// Spelled out, unexported fields too: all make its identity.
 		b.WriteString("struct{")
 		for i := range t.NumFields() {
 			f := t.Field(i)
@@ -342,8 +308,6 @@ func (e *emitter) writeType(b *strings.Builder, t types.Type) {
 		b.WriteString("func")
 		e.writeSignature(b, t)
 	case *types.Interface:
-		// An anonymous interface is spelled out with its methods'
-		// signatures, sorted by name, then its type terms.
 		var parts []string
 		for i := range t.NumMethods() {
 			m := t.Method(i)

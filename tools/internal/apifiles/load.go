@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"go/importer"
@@ -15,33 +14,26 @@ import (
 	"strings"
 )
 
-// The platform whose files the API is read from, whatever machine runs the
-// generator, so that every machine writes the same files. No public package
-// has build-constrained files today; if one gets them, its api file shows
-// this platform's declarations.
+// The platform whose files the API is read from, so that every machine
+// writes the same files.
 const goos, goarch = "linux", "amd64"
 
 // modulePath reads the module path from root/go.mod.
 func modulePath(root string) (string, error) {
-	f, err := os.Open(filepath.Join(root, "go.mod"))
+	data, err := os.ReadFile(filepath.Join(root, "go.mod"))
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "module "); ok {
+	for l := range strings.Lines(string(data)) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "module "); ok {
 			return strings.Trim(strings.TrimSpace(rest), `"`), nil
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return "", err
 	}
 	return "", fmt.Errorf("%s: no module line", filepath.Join(root, "go.mod"))
 }
 
 // goCmd runs the go command in root for the pinned platform and returns
-// its standard output; an error carries its standard error.
+// its standard output.
 func goCmd(root string, args ...string) ([]byte, error) {
 	cmd := exec.Command("go", args...)
 	cmd.Dir = root
@@ -59,10 +51,9 @@ func goCmd(root string, args ...string) ([]byte, error) {
 	return out, nil
 }
 
-// publicPackages lists the library's public packages: `go list ./...` in
-// root, keeping the packages of root's own module (not the tools module
-// the go.work joins) that are not commands and have no internal, examples
-// or doormanpb element in their path (doormanpb is generated protobuf code).
+// publicPackages lists the packages of root's own module that are not
+// commands and have no internal, examples, doormanpb (generated) or
+// testdata element.
 func publicPackages(root string) ([]string, error) {
 	mod, err := modulePath(root)
 	if err != nil {
@@ -101,10 +92,8 @@ func public(path string) bool {
 	return true
 }
 
-// load type-checks nothing itself: it reads each package's compiled export
-// data, which `go list -export` builds (or finds in the build cache) for
-// the packages and everything they import, and which holds every exported
-// declaration with its full type.
+// load reads each package's compiled export data, which `go list
+// -export` builds for the packages and everything they import.
 func load(root string, pkgs []string) ([]*types.Package, error) {
 	args := append([]string{"list", "-deps", "-export", "-f", "{{if .Export}}{{.ImportPath}}\t{{.Export}}{{end}}"}, pkgs...)
 	out, err := goCmd(root, args...)
@@ -126,8 +115,7 @@ func load(root string, pkgs []string) ([]*types.Package, error) {
 		}
 		return os.Open(file)
 	}
-	// One importer for all, so that a type two packages share is one
-	// *types.Named.
+	// One importer, so that a type two packages share is one *types.Named.
 	imp := importer.ForCompiler(token.NewFileSet(), "gc", lookup)
 	var loaded []*types.Package
 	for _, path := range pkgs {

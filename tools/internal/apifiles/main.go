@@ -1,28 +1,12 @@
 // Command apifiles writes the exported API of the library's public packages
-// to api/, one text file per package, and checks that the committed files
-// match the code, so that every change of the public surface shows in a
-// review's diff.
+// to api/ (leasing/server to api/leasing/server.txt), one sorted line per
+// feature in the style of the Go project's api/ files, or with -check
+// exits 1 with the difference when api/ is stale:
 //
-// Usage, from the repository's root (scripts/apifiles.sh and
-// scripts/apicheck.sh run these):
-//
-//	go run ./tools/internal/apifiles          # rewrite api/
-//	go run ./tools/internal/apifiles -check   # exit 1 with the difference if api/ is stale
-//
-// The public packages are those of `go list ./...` in the root module
-// without an internal, examples or doormanpb element, and not commands.
-// Package github.com/sluice-rpc/sluice/leasing/server is written to
-// api/leasing/server.txt. Each file holds one sorted line per exported
-// feature, in the style of the Go project's api/ files:
-//
-//	pkg github.com/sluice-rpc/sluice/busy, func NewLimiter(Config) (*Limiter, error)
 //	pkg github.com/sluice-rpc/sluice/busy, method (*Limiter) Allow() bool
-//	pkg github.com/sluice-rpc/sluice/busy, type Config struct, Ceiling float64
 //
-// features (features.go) says what each kind of declaration gives. The
-// generator reads compiled export data for linux/amd64 through `go list
-// -export` and the standard library's go/importer, so it needs nothing
-// beyond Go, and its output has no positions and no order but sorting.
+// It reads compiled export data for linux/amd64 through `go list -export`
+// and go/importer, so it needs nothing beyond Go.
 package main
 
 import (
@@ -75,8 +59,8 @@ func main() {
 	fmt.Printf("apifiles: wrote the exported API of %d packages to %s\n", len(files), dir)
 }
 
-// generate returns the api files for the repository at root: the path of
-// each relative to api/ ("leasing/server.txt"), and its content.
+// generate returns the api files for the repository at root, by path
+// relative to api/.
 func generate(root string) (map[string][]byte, error) {
 	mod, err := modulePath(root)
 	if err != nil {
@@ -105,8 +89,8 @@ func generate(root string) (map[string][]byte, error) {
 	return files, nil
 }
 
-// committed reads the .txt files under dir, by path relative to dir (with
-// forward slashes). A missing dir is an empty set.
+// committed reads the .txt files under dir, by slash path relative to
+// dir; a missing dir is an empty set.
 func committed(dir string) (map[string][]byte, error) {
 	files := map[string][]byte{}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -133,9 +117,8 @@ func committed(dir string) (map[string][]byte, error) {
 	return files, err
 }
 
-// write makes the .txt files under dir exactly files: it writes each and
-// removes any other .txt file (a package that is no longer public), and
-// directories that this leaves empty. Other files (README.md) stay.
+// write makes the .txt files under dir exactly files, removing others and
+// the directories this leaves empty.
 func write(dir string, files map[string][]byte) error {
 	old, err := committed(dir)
 	if err != nil {
@@ -148,7 +131,6 @@ func write(dir string, files map[string][]byte) error {
 		if err := os.Remove(filepath.Join(dir, filepath.FromSlash(rel))); err != nil {
 			return err
 		}
-		// Remove the directories it leaves empty, up to dir.
 		for d := filepath.Dir(filepath.Join(dir, filepath.FromSlash(rel))); d != filepath.Clean(dir); d = filepath.Dir(d) {
 			if os.Remove(d) != nil {
 				break // not empty
@@ -168,23 +150,16 @@ func write(dir string, files map[string][]byte) error {
 }
 
 // compare returns the difference between the .txt files under dir and
-// files, per file, as lines removed (-, in dir only) and added (+, in the
-// code only); "" when they are the same. Lines are a sorted set, so this
-// is the whole difference, with no diff algorithm needed.
+// files, as lines removed (-, in dir only) and added (+); "" if none.
 func compare(dir string, files map[string][]byte) (string, error) {
 	old, err := committed(dir)
 	if err != nil {
 		return "", err
 	}
-	names := map[string]bool{}
-	for rel := range old {
-		names[rel] = true
-	}
-	for rel := range files {
-		names[rel] = true
-	}
+	names := append(slices.Collect(maps.Keys(old)), slices.Collect(maps.Keys(files))...)
+	slices.Sort(names)
 	var out strings.Builder
-	for _, rel := range slices.Sorted(maps.Keys(names)) {
+	for _, rel := range slices.Compact(names) {
 		was, had := old[rel]
 		now, has := files[rel]
 		if bytes.Equal(was, now) && had == has {
@@ -205,9 +180,7 @@ func compare(dir string, files map[string][]byte) (string, error) {
 		for _, l := range added {
 			fmt.Fprintf(&out, "+%s\n", l)
 		}
-		if len(removed) == 0 && len(added) == 0 {
-			// Same lines, different bytes: order, blank lines or a missing
-			// final newline, from an edit by hand.
+		if len(removed) == 0 && len(added) == 0 { // edited by hand
 			fmt.Fprintf(&out, " (the same lines, written differently: not the generator's output)\n")
 		}
 	}
@@ -217,22 +190,20 @@ func compare(dir string, files map[string][]byte) (string, error) {
 // lineDiff returns the lines only in a and the lines only in b, each in
 // its own text's order.
 func lineDiff(a, b string) (onlyA, onlyB []string) {
-	inA, inB := map[string]bool{}, map[string]bool{}
-	for l := range strings.Lines(a) {
-		inA[strings.TrimSuffix(l, "\n")] = true
-	}
+	return only(a, b), only(b, a)
+}
+
+// only returns the lines of a that b lacks.
+func only(a, b string) []string {
+	in := map[string]bool{}
 	for l := range strings.Lines(b) {
-		inB[strings.TrimSuffix(l, "\n")] = true
+		in[strings.TrimSuffix(l, "\n")] = true
 	}
+	var out []string
 	for l := range strings.Lines(a) {
-		if l := strings.TrimSuffix(l, "\n"); !inB[l] {
-			onlyA = append(onlyA, l)
+		if l := strings.TrimSuffix(l, "\n"); !in[l] {
+			out = append(out, l)
 		}
 	}
-	for l := range strings.Lines(b) {
-		if l := strings.TrimSuffix(l, "\n"); !inA[l] {
-			onlyB = append(onlyB, l)
-		}
-	}
-	return onlyA, onlyB
+	return out
 }

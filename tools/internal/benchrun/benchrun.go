@@ -1,9 +1,6 @@
-// Package benchrun holds what the in-process benchmark suites
-// (tools/benchmarks: balancing, closedloop, faults, hostile) share about a
-// run: its Size, the garbage collector's target while it runs, and how a
-// row names a feature switched on or off. Each suite says what its sizes
-// mean; this package only names them, so that every suite spells them
-// alike in its tables and JSON.
+// Package benchrun holds what the in-process benchmark suites share about
+// a run: its Size, the garbage collector's target while it runs, and the
+// names of lists and switches in their tables.
 package benchrun
 
 import (
@@ -11,8 +8,7 @@ import (
 	"runtime/debug"
 )
 
-// Size is how big a suite's runs are: Full, what the suite's command runs
-// by default, or CI, small enough for go test.
+// Size is how big a suite's runs are: Full, or CI for go test.
 type Size int
 
 // The sizes.
@@ -40,17 +36,13 @@ func Pick[T any](z Size, full, ci T) T {
 	return full
 }
 
-// DefaultGCPercent is the garbage collector's target (as GOGC) a suite
-// that runs its load generator, client and servers in one process sets
-// while it runs: at the default of 100 the collector ran several times a
-// second under load and, marking, took a share of two cores from the
-// client and the servers (tools/benchmarks/closedloop measured it).
+// DefaultGCPercent is the GOGC a suite running its load generator, client
+// and servers in one process sets: at 100 the collector ran several times
+// a second under load and set the p99 of every loaded row.
 const DefaultGCPercent = 400
 
-// SetGCPercent sets the garbage collector's target to percent, when
-// percent > 0, and returns the function that restores the setting it
-// replaced; a percent <= 0 keeps the process's setting (restore does
-// nothing).
+// SetGCPercent sets GOGC to percent, when > 0, and returns the function
+// that restores it.
 func SetGCPercent(percent int) (restore func()) {
 	if percent <= 0 {
 		return func() {}
@@ -59,8 +51,7 @@ func SetGCPercent(percent int) (restore func()) {
 	return func() { debug.SetGCPercent(old) }
 }
 
-// GOGC names a run's GCPercent in a report: the percent, or "the
-// process's" for one <= 0.
+// GOGC names a run's GCPercent in a report.
 func GOGC(percent int) string {
 	if percent > 0 {
 		return fmt.Sprint(percent)
@@ -74,4 +65,12 @@ func OnOff(b bool) string {
 		return "on"
 	}
 	return "off"
+}
+
+// Default sets *v to d when it is the zero value: a config's default.
+func Default[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
 }

@@ -7,9 +7,7 @@ import (
 )
 
 // ParseList reads a suite's --scenarios (or --attacks): comma-separated
-// names out of all, each kept once in the order given, or "all". An
-// unknown name is an error naming what it should be ("scenario") and
-// listing all.
+// names out of all, each kept once, or "all"; what names them in errors.
 func ParseList[T ~string](list string, all []T, what string) ([]T, error) {
 	if strings.TrimSpace(list) == "all" {
 		return slices.Clone(all), nil

@@ -15,11 +15,8 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 )
 
-// CheckPath reports whether path names a file a chart can be written to: a
-// .png or .svg name in a directory that exists. Commands call it before
-// the runs their charts draw, which can take minutes, so that a chart
-// that cannot be written is a usage error at once. An error for a missing
-// directory wraps fs.ErrNotExist.
+// CheckPath reports whether path names a .png or .svg file in a directory
+// that exists, for commands to check before their runs.
 func CheckPath(path string) error {
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".png", ".svg":
@@ -38,9 +35,7 @@ func CheckPath(path string) error {
 }
 
 // WriteGrid draws plots in rows of cols panels, each panelHeight high and
-// the whole 13 inches wide, and writes them to path (.png or .svg). It
-// creates the file before drawing, so a path it cannot write fails at once
-// rather than after drawing, which is slow for a large PNG.
+// the whole 13 inches wide, to path (.png or .svg).
 func WriteGrid(path string, plots []*plot.Plot, cols int, panelHeight vg.Length) error {
 	if err := CheckPath(path); err != nil {
 		return err

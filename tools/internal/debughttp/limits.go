@@ -8,38 +8,26 @@ import (
 	"time"
 )
 
-// The listener's limits. A debug listener serves a few readers (a
-// Prometheus scraper, someone taking a profile), so its limits are
-// small: whoever can reach it can never hold more than MaxConns of the
-// process's descriptors, which the command's own listener (TChannel,
-// Doorman's gRPC) needs.
+// The listener's limits: a debug listener serves a few readers, and must
+// not take the descriptors the command's own listener needs.
 const (
-	// MaxConns is the most connections the listener holds. A connection
-	// accepted at the cap makes room by closing the one that has waited
-	// longest between requests (idle, or not yet sending a request); when
-	// every connection is in the middle of a request, the new one is
-	// closed at once.
+	// MaxConns is the most connections the listener holds: one accepted
+	// at the cap closes the one waiting longest between requests, or
+	// itself when all are in a request.
 	MaxConns = 64
-	// ReadHeaderTimeout bounds the wait for a request's headers, from the
-	// connection's opening or the previous answer.
+	// ReadHeaderTimeout bounds the wait for a request's headers.
 	ReadHeaderTimeout = 10 * time.Second
-	// IdleTimeout closes a keep-alive connection that sends no new
-	// request for this long.
+	// IdleTimeout closes a keep-alive connection idle this long.
 	IdleTimeout = 30 * time.Second
-	// RequestTimeout bounds reading a request's body and writing its
-	// answer, from the moment its headers are read. A profile or trace
-	// that takes "seconds" (/debug/pprof/profile, 30 s by default;
-	// /debug/pprof/trace, 1 s) gets those seconds on top.
+	// RequestTimeout bounds reading a body and writing an answer; a
+	// profile or trace gets its "seconds" on top.
 	RequestTimeout = 30 * time.Second
-	// MaxBodyBytes is the most a request's body may hold (1 MiB): only
-	// /debug/pprof/symbol reads one, a list of addresses.
-	MaxBodyBytes = 1 << 20
-	// maxProfileSeconds clamps a profile's "seconds" when timing it.
+	// MaxBodyBytes bounds a request's body (/debug/pprof/symbol's).
+	MaxBodyBytes      = 1 << 20
 	maxProfileSeconds = 24 * 60 * 60
 )
 
-// limits are the listener's limits; Serve uses the package's constants,
-// tests smaller ones.
+// limits are the listener's limits; tests use smaller ones.
 type limits struct {
 	maxConns          int
 	readHeaderTimeout time.Duration
@@ -50,13 +38,9 @@ type limits struct {
 var defaultLimits = limits{maxConns: MaxConns, readHeaderTimeout: ReadHeaderTimeout,
 	idleTimeout: IdleTimeout, requestTimeout: RequestTimeout}
 
-// bounded wraps h so that each request has requestTimeout to send its
-// body and read its answer (plus the seconds a profile or trace asks
-// for), and at most MaxBodyBytes of body. The deadlines are set on the
-// connection per request: a server-wide WriteTimeout would cut every
-// profile short (net/http/pprof refuses one longer than it), and a
-// server-wide ReadTimeout cancels a request whose handler is still
-// running.
+// bounded wraps h so that each request has requestTimeout (plus the
+// seconds a profile asks for) and MaxBodyBytes of body. The deadlines are
+// per request: a server-wide WriteTimeout would cut every profile short.
 func bounded(h http.Handler, requestTimeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d := requestTimeout + streamFor(r)
@@ -70,11 +54,8 @@ func bounded(h http.Handler, requestTimeout time.Duration) http.Handler {
 }
 
 // streamFor is how long r's answer streams by design: the "seconds" of a
-// CPU profile or an execution trace (their defaults when absent), or of
-// any profile asked for as a delta (/debug/pprof/heap?seconds=10);
-// otherwise 0.
+// profile, trace or delta profile (with their defaults), else 0.
 func streamFor(r *http.Request) time.Duration {
-	q := r.URL.Query().Get("seconds")
 	var sec int64
 	switch r.URL.Path {
 	case PprofPath + "profile":
@@ -82,18 +63,14 @@ func streamFor(r *http.Request) time.Duration {
 	case PprofPath + "trace":
 		sec = 1
 	}
-	if q != "" {
-		if n, err := strconv.ParseInt(q, 10, 64); err == nil && n > 0 {
-			sec = n
-		}
+	if n, err := strconv.ParseInt(r.URL.Query().Get("seconds"), 10, 64); err == nil && n > 0 {
+		sec = n
 	}
 	return time.Duration(min(sec, maxProfileSeconds)) * time.Second
 }
 
-// capListener is a listener holding at most max connections: one
-// accepted at the cap closes the longest-waiting connection that is
-// between requests, or itself when there is none. The server's ConnState
-// hook (track) tells it each connection's state.
+// capListener is a listener holding at most max connections (see
+// MaxConns); the server's ConnState hook (track) tells it their states.
 type capListener struct {
 	net.Listener
 	max int
@@ -132,8 +109,6 @@ func (l *capListener) Accept() (net.Conn, error) {
 			}
 			delete(l.conns, victim)
 			l.evicted++
-			// Its serving goroutine sees the close, and reports it
-			// closed (track then finds nothing to remove).
 			victim.Close()
 		}
 		l.conns[c] = &connState{state: http.StateNew, since: now}
@@ -142,9 +117,8 @@ func (l *capListener) Accept() (net.Conn, error) {
 	}
 }
 
-// waitingLongestLocked returns the connection that has been between
-// requests (new or idle) the longest, or nil if every one is in a
-// request.
+// waitingLongestLocked returns the connection that has been new or idle
+// the longest, or nil.
 func (l *capListener) waitingLongestLocked() net.Conn {
 	var (
 		oldest net.Conn
@@ -161,9 +135,7 @@ func (l *capListener) waitingLongestLocked() net.Conn {
 	return oldest
 }
 
-// track is the server's ConnState hook. net/http calls it for a
-// connection's StateNew before accepting the next one, so a connection
-// is in conns before any state of it arrives.
+// track is the server's ConnState hook.
 func (l *capListener) track(c net.Conn, state http.ConnState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -17,8 +17,7 @@ const (
 	PprofPath   = "/debug/pprof/"
 )
 
-// maxHeaderBytes bounds a request's headers: 64 KiB, far more than a
-// browser or a scraper sends (net/http's default is 1 MiB).
+// maxHeaderBytes bounds a request's headers.
 const maxHeaderBytes = 64 << 10
 
 // Server is a running debug listener.
@@ -29,17 +28,9 @@ type Server struct {
 	done chan error
 }
 
-// Serve listens on addr (host:port; port 0 picks a free one) and serves,
-// until Close: m's metrics at /metrics (none if m is nil), the runtime's
-// profiles at /debug/pprof/, each of pages at its path (an exact path, or a
-// subtree if it ends in "/"), and at / an index linking them all. A page
-// may not take /, /metrics or a /debug/pprof/ path.
-//
-// The listener holds at most MaxConns connections and times every step
-// of a connection (ReadHeaderTimeout, IdleTimeout, RequestTimeout), so
-// that whoever reaches it cannot take the descriptors or the memory the
-// command needs for its own work; a profile or trace is given the
-// seconds it asks for.
+// Serve listens on addr and serves, until Close: m's metrics at /metrics
+// (if m is not nil), the runtime's profiles at /debug/pprof/, each of
+// pages at its path (a subtree if it ends in "/"), and an index at /.
 func Serve(addr string, m *Metrics, pages map[string]http.Handler) (*Server, error) {
 	return serveLimited(addr, m, pages, defaultLimits)
 }
@@ -47,9 +38,7 @@ func Serve(addr string, m *Metrics, pages map[string]http.Handler) (*Server, err
 func serveLimited(addr string, m *Metrics, pages map[string]http.Handler, lim limits) (*Server, error) {
 	paths := []string{PprofPath}
 	mux := http.NewServeMux()
-	// The handlers net/http/pprof registers on http.DefaultServeMux, here
-	// on this listener's own mux: Index serves the named profiles (heap,
-	// goroutine, ...) under /debug/pprof/ itself.
+	// net/http/pprof's handlers, on this mux rather than the default one.
 	mux.HandleFunc(PprofPath, pprof.Index)
 	mux.HandleFunc(PprofPath+"cmdline", pprof.Cmdline)
 	mux.HandleFunc(PprofPath+"profile", pprof.Profile)
@@ -84,8 +73,6 @@ func serveLimited(addr string, m *Metrics, pages map[string]http.Handler, lim li
 		return nil, fmt.Errorf("debughttp: %w", err)
 	}
 	cl := newCapListener(lis, lim.maxConns)
-	// No server-wide ReadTimeout or WriteTimeout: bounded sets them per
-	// request, so that /debug/pprof/profile may stream for its 30 s.
 	s := &Server{srv: &http.Server{Handler: bounded(mux, lim.requestTimeout), ReadHeaderTimeout: lim.readHeaderTimeout,
 		IdleTimeout: lim.idleTimeout, MaxHeaderBytes: maxHeaderBytes, ConnState: cl.track},
 		lis: cl, addr: lis.Addr().String(), done: make(chan error, 1)}
@@ -99,8 +86,7 @@ func (s *Server) Addr() string { return s.addr }
 // URL returns the server's index page, http://host:port/.
 func (s *Server) URL() string { return "http://" + s.addr + "/" }
 
-// Close closes the listener and every connection at once (a profile being
-// taken is cut short) and returns when the server has stopped.
+// Close closes the listener and every connection at once.
 func (s *Server) Close() error {
 	err := s.srv.Close()
 	if serr := <-s.done; !errors.Is(serr, http.ErrServerClosed) && err == nil {

@@ -1,6 +1,4 @@
-// Package millis has the duration type of the sluice commands' JSON
-// reports (-o json): a time.Duration that reads as a number of
-// milliseconds, its key ending in _ms by the field's json tag.
+// Package millis has the duration type of the commands' JSON reports.
 package millis
 
 import (
@@ -10,18 +8,15 @@ import (
 	"time"
 )
 
-// Duration is a time.Duration written in JSON as a number of
-// milliseconds: 2.5 for 2500µs, 0 for zero (a nil *Duration is null).
+// Duration is a time.Duration written in JSON as milliseconds (2.5).
 type Duration time.Duration
 
-// MarshalJSON writes d as a number of milliseconds, as short as it reads
-// back the same.
+// MarshalJSON writes d as a number of milliseconds.
 func (d Duration) MarshalJSON() ([]byte, error) {
 	return json.Marshal(float64(d) / float64(time.Millisecond))
 }
 
-// UnmarshalJSON reads a number of milliseconds, to the nearest
-// nanosecond; null leaves d as it is.
+// UnmarshalJSON reads a number of milliseconds; null leaves d as it is.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	if string(b) == "null" {
 		return nil

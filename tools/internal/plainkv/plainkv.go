@@ -1,9 +1,7 @@
 // Package plainkv serves tchannel-go's example KeyValue Thrift service
-// (examples/keyvalue/keyvalue.thrift) from a plain tchannel-go channel on
-// 127.0.0.1, with no Sluice in it: the server that Sluice's Thrift CLI is
-// checked against, and that `sluice bench` and yab are measured on. The
-// example's own server listens on the machine's external address, which
-// tests must not.
+// from a plain tchannel-go channel on 127.0.0.1, with no Sluice in it: the
+// server Sluice's Thrift CLI is checked against and `sluice bench` and yab
+// are measured on.
 package plainkv
 
 import (

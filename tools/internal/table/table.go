@@ -9,10 +9,8 @@ import (
 	"text/tabwriter"
 )
 
-// Write writes rows, the first the header: as a Markdown table when
-// markdown is set (cells' "|" escaped), else as columns aligned with two
-// spaces between them, a blank line before each row whose first cell
-// differs from the previous row's when groups is set.
+// Write writes rows, the first the header: as a Markdown table, or as
+// aligned columns, with groups a blank line where the first cell changes.
 func Write(w io.Writer, rows [][]string, markdown, groups bool) error {
 	if markdown {
 		var b strings.Builder

@@ -24,41 +24,30 @@ const (
 	tList   = 15
 )
 
-// maxValues bounds the values in an answer: its fields, their fields, and
-// every element, key and value of a container, at any depth. thriftrw
-// decodes every struct field into memory, and the answer becomes one JSON
-// value per value: without the cap, a hostile server's 64 MiB answer of
-// 4-byte fields took 15 s and 8.1 GiB. The worst answer under it, a
-// million empty structs as struct fields (4 MB), allocates about 500 MB.
+// maxValues bounds the values in an answer (fields, elements, keys and
+// values at any depth): thriftrw decodes each into memory, and a hostile
+// 64 MiB answer of 4-byte fields took 15 s and 8.1 GiB without it.
 const maxValues = 1 << 20
 
-// maxText bounds the JSON text of an answer's strings and binaries, map
-// keys included, escapes and base64 counted: an answer holds at most 64 MiB
-// (the Channel's default response limit), which is 85 MiB of binary in
-// base64. Printing costs about ten times the text: without the cap, a
-// hostile server's 64 MiB string of control characters, each escaped to 6
-// bytes, took 5.9 s and 4 GB, against 1.2 s and 580 MB for 64 MiB of plain
-// text. Under it, the worst (16 MiB of control characters) takes 1.4 s.
+// maxText bounds the JSON text of an answer's strings, binaries and map
+// keys, escapes and base64 counted: above the 85 MiB a 64 MiB binary
+// takes, since a hostile string of escaped control characters costs six
+// times its size to print.
 const maxText = 96 << 20
 
 var (
 	errShort   = errors.New("the bytes end inside a value")
 	errTooDeep = fmt.Errorf("nested deeper than %d", maxDepth)
 	errTooMany = fmt.Errorf("more than %d values, the most an answer may hold", maxValues)
-	// errRepeated is a struct that gives a field twice; which one a
-	// decoder should keep is anybody's guess.
+	// errRepeated: which of a repeated field to keep is anybody's guess.
 	errRepeated = errors.New("a struct repeats field")
 )
 
 // checkBounds walks b, a struct in Thrift's binary protocol, without
 // decoding it, and refuses one cut short, nested deeper than maxDepth,
-// holding more than maxValues values, or with a struct that repeats a
-// field ID. Its recursion is bounded by maxDepth, and its loops by len(b):
-// every field and every element of a container takes at least one byte,
-// and a count is checked against the bytes left (and the values left)
-// before it is looped over. It allocates a bitmap of field IDs, 8 KiB, for
-// each depth at which a struct is reached, and a list of the field IDs of
-// the structs open; nothing else.
+// holding more than maxValues values, or repeating a field ID. Its loops
+// are bounded by len(b): each count is checked against the bytes left
+// before it is looped over.
 func checkBounds(b []byte) error {
 	var w walker
 	if err := w.add(1); err != nil {
@@ -73,13 +62,9 @@ func checkBounds(b []byte) error {
 
 // walker is the state of one checkBounds walk.
 type walker struct {
-	// values counts the values walked: a struct or container counts its
-	// children before it walks them, so a count over the cap is refused
-	// before any of it is looped over.
-	values int
-	// ids holds the field IDs seen in each struct open, outermost first;
-	// seen[d] has a bit set for each ID of the struct open at depth d, and
-	// is cleared through ids when that struct ends.
+	values int // counted before they are walked
+	// ids holds the field IDs of the structs open, outermost first;
+	// seen[d] has a bit set for each ID of the struct open at depth d.
 	ids  []uint16
 	seen [maxDepth]*[1 << 16 / 64]uint64
 }
@@ -230,9 +215,8 @@ func (w *walker) skipStruct(b []byte, depth int) (int, error) {
 	}
 }
 
-// count reads the i32 count at b[at:] of items of at least minSize bytes
-// each, and refuses one that is negative or that the bytes after it
-// cannot hold.
+// count reads the i32 count at b[at:] of items of at least minSize bytes,
+// and refuses one the bytes after it cannot hold.
 func count(b []byte, at, minSize int) (int, error) {
 	if len(b) < at+4 {
 		return 0, errShort
@@ -248,8 +232,7 @@ func count(b []byte, at, minSize int) (int, error) {
 }
 
 // textSize returns the bytes of JSON text encoding/json writes for the
-// strings ([]byte in base64) and map keys in v, a value fromWire made,
-// quotes included; past limit it stops and returns a number over it.
+// strings, binaries and map keys in v; past limit it stops early.
 func textSize(v any, limit int) int {
 	n := 0
 	addText(v, &n, limit)
@@ -277,9 +260,7 @@ func addText(v any, n *int, limit int) {
 	}
 }
 
-// quotedSize is the length of s as encoding/json quotes it, escaping HTML:
-// "\n" for a newline, "\u003c" for '<', "\ufffd" for a byte that is not
-// UTF-8, and so on.
+// quotedSize is the length of s as encoding/json quotes it, HTML escaped.
 func quotedSize(s string) int {
 	n := 2
 	for i := 0; i < len(s); {

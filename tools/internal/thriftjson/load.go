@@ -9,38 +9,24 @@ import (
 	"github.com/sluice-rpc/sluice/internal/localfile"
 )
 
-// Bounds on an IDL: the files a command is told to read are local input,
-// read as untrusted (a named pipe, a device or a huge file in a file's
-// place is an error naming it), and thriftrw's compiler, which recurses
-// into nested values and holds about 15 bytes for each byte of text, is
-// handed only what these bounds allow.
+// Bounds on an IDL, read as untrusted input: thriftrw's compiler recurses
+// into nested values and holds about 15 bytes per byte of text.
 const (
-	// MaxIDLFileBytes is the most one IDL file may hold: 4 MiB, ten times
-	// the largest IDLs in use.
-	MaxIDLFileBytes = 4 << 20
-	// MaxIDLBytes is the most the file and every file it includes may hold
-	// together: 16 MiB.
-	MaxIDLBytes = 16 << 20
-	// MaxIDLFiles is the most files an IDL may be made of, its includes
-	// (each read once) counted.
-	MaxIDLFiles = 256
-	// MaxIDLDepth is the deepest brackets may nest in an IDL file ({}, [],
-	// (), <>, outside comments and strings): a type such as
-	// map<string, list<Item>> nests 2, a struct's field annotations 2. A
-	// constant nested a million deep overflowed the compiler's stack.
+	MaxIDLFileBytes = 4 << 20  // one file
+	MaxIDLBytes     = 16 << 20 // a file and its includes
+	MaxIDLFiles     = 256      // a file and its includes
+	// MaxIDLDepth is the deepest brackets may nest in a file, outside
+	// comments and strings: a million deep overflowed the compiler's stack.
 	MaxIDLDepth = 64
 )
 
-// idlFS is the file system thriftrw's compiler reads an IDL through: each
-// file through localfile.Read and the bounds above.
+// idlFS is the file system the compiler reads an IDL through, within the
+// bounds above.
 type idlFS struct {
 	files int
 	bytes int64
-	// err is the first file refused for breaking a bound: Load reports
-	// it alone, not wrapped in a compile error per include on the way to
-	// it (256 of them for a chain of includes over MaxIDLFiles). A file
-	// that cannot be opened is left to the compiler's error, which names
-	// the include and its line.
+	// err is the first file refused for a bound, which Load reports alone
+	// rather than wrapped once per include on the way to it.
 	err error
 }
 
@@ -75,10 +61,8 @@ func (f *idlFS) read(name string) ([]byte, error) {
 func (*idlFS) Abs(p string) (string, error) { return filepath.Abs(p) }
 
 // checkDepth reports whether the brackets of the Thrift text src nest at
-// most limit deep, outside comments (//, # and /* */) and string literals
-// ("..." and '...', with backslash escapes); if not, it also returns the
-// line where they first go deeper. A closing bracket without its opening
-// one is left for the compiler to report.
+// most limit deep outside comments and strings, and if not the line where
+// they first go deeper.
 func checkDepth(src []byte, limit int) (line int, ok bool) {
 	line = 1
 	depth := 0
@@ -121,8 +105,7 @@ func checkDepth(src []byte, limit int) (line int, ok bool) {
 	return line, true
 }
 
-// skipLine returns the index of the newline ending the line i is on (or
-// len(src)), for the loop to count.
+// skipLine returns the index before the newline ending i's line.
 func skipLine(src []byte, i int) int {
 	for i < len(src) && src[i] != '\n' {
 		i++

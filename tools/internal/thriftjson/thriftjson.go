@@ -1,19 +1,14 @@
 // Package thriftjson turns JSON into Thrift calls and Thrift answers back
-// into JSON, through an IDL read at run time: what `sluice call -t` and
-// `sluice bench -t` send and print. The IDL is compiled by thriftrw
-// (includes resolved, typedefs and service inheritance linked), and values
-// go through thriftrw's wire representation and Binary protocol, which is
-// what TChannel's Thrift arg scheme carries as arg3 (a bare struct, no
-// envelope).
+// into JSON through an IDL compiled at run time by thriftrw: what `sluice
+// call -t` and `sluice bench -t` send and print (arg3, a bare struct in
+// the Binary protocol).
 //
-// The JSON forms are yab's, so that a request written for yab works here
-// and the answers compare equal: a struct is an object keyed by field name;
-// a method's answer is {"result": VALUE} (or {} for a void method), or
-// {"NAME": {...}} for the declared exception NAME it threw; enums are names
-// (a value the IDL does not know prints as "Enum(7)"); binary prints as
-// base64; a map whose keys are not strings is an object keyed by each key's
-// JSON text. A request may also give an enum by number, a binary as a
-// plain string, and a map as a list of {"key": K, "value": V} pairs.
+// The JSON forms are yab's: a struct is an object keyed by field name; an
+// answer is {"result": VALUE}, {} for a void method, or {"NAME": {...}}
+// for the declared exception NAME; enums are names ("Enum(7)" when
+// unknown); binary prints as base64; a map with non-string keys is keyed
+// by each key's JSON text. A request may also give an enum by number, a
+// binary as a string, and a map as a list of {"key": K, "value": V}.
 package thriftjson
 
 import (
@@ -39,10 +34,8 @@ type IDL struct {
 	mod *compile.Module
 }
 
-// Load compiles the Thrift file at path, with its includes. Every file is
-// read as untrusted input, within MaxIDLFileBytes, MaxIDLBytes,
-// MaxIDLFiles and MaxIDLDepth: a file that is not a regular file, or
-// breaks a bound, is an error naming it and the bound.
+// Load compiles the Thrift file at path, with its includes, each read as
+// untrusted input within the MaxIDL bounds.
 func Load(path string) (*IDL, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("thrift IDL: %w", err)
@@ -58,9 +51,8 @@ func Load(path string) (*IDL, error) {
 	return &IDL{mod: mod}, nil
 }
 
-// Method finds a method by its TChannel name, "Service::method"; a method
-// a service inherits (extends) is found under the inheriting service's
-// name, as servers register it.
+// Method finds a method by its TChannel name, "Service::method",
+// inherited methods under the inheriting service's name.
 func (d *IDL) Method(name string) (*Method, error) {
 	svcName, fn, ok := strings.Cut(name, "::")
 	if !ok || svcName == "" || fn == "" {
@@ -78,8 +70,7 @@ func (d *IDL) Method(name string) (*Method, error) {
 	return nil, fmt.Errorf("method %q: service %s has no method %q; it has %s", name, svcName, fn, strings.Join(d.methodsOf(svc), ", "))
 }
 
-// Methods lists every method the IDL's services offer, by TChannel name,
-// sorted.
+// Methods lists the IDL's methods by TChannel name, sorted.
 func (d *IDL) Methods() []string {
 	var all []string
 	seen := map[string]bool{}
@@ -96,8 +87,7 @@ func (d *IDL) Methods() []string {
 	return all
 }
 
-// service finds a service by name in the file, or else in the files it
-// includes: TChannel names a service without its file.
+// service finds a service by name in the file or its includes.
 func (d *IDL) service(name string) (*compile.ServiceSpec, bool) {
 	var found *compile.ServiceSpec
 	d.mod.Walk(func(m *compile.Module) error {
@@ -138,14 +128,11 @@ type Method struct {
 	spec *compile.FunctionSpec
 }
 
-// maxDepth bounds the nesting of a request's and an answer's values: a
-// hostile server cannot make the decoder recurse without end, nor a
-// mistaken request the encoder.
+// maxDepth bounds the nesting of a request's and an answer's values.
 const maxDepth = 64
 
-// Request encodes body, a JSON object of the method's arguments by name
-// ("" or null is no argument), as the method's argument struct: arg3 of a
-// Thrift call.
+// Request encodes body, a JSON object of the arguments by name ("" or
+// null for none), as the method's argument struct: arg3 of a call.
 func (m *Method) Request(body []byte) ([]byte, error) {
 	v, err := decodeJSON(body)
 	if err != nil {
@@ -167,12 +154,10 @@ func (m *Method) Request(body []byte) ([]byte, error) {
 
 // Answer is a decoded answer.
 type Answer struct {
-	// JSON is the answer as yab prints its body, indented by two spaces:
-	// {"result": ...}, {} for a void method, or {"NAME": {...}} when the
-	// method threw its declared exception NAME.
+	// JSON is the answer as yab prints it, indented by two spaces.
 	JSON []byte
-	// Exception is the name of the declared exception thrown ("notFound"),
-	// and ExceptionType its type ("KeyNotFound"); both "" on success.
+	// Exception names the declared exception thrown ("notFound") and
+	// ExceptionType its type ("KeyNotFound"); both "" on success.
 	Exception, ExceptionType string
 }
 
@@ -181,9 +166,7 @@ func (m *Method) Answer(arg3 []byte) (*Answer, error) {
 	if m.spec.OneWay {
 		return nil, fmt.Errorf("%s is oneway: it has no answer", m.Name)
 	}
-	// thriftrw decodes by recursion without a bound, which a hostile
-	// server could run past the stack's end, and decodes every value into
-	// memory: the nesting and the number of values are checked first.
+	// thriftrw decodes by unbounded recursion, into memory: bound first.
 	if err := checkBounds(arg3); errors.Is(err, errTooDeep) || errors.Is(err, errTooMany) {
 		return nil, fmt.Errorf("%s: the answer: %w", m.Name, err)
 	} else if err != nil {
@@ -231,15 +214,11 @@ func (m *Method) Answer(arg3 []byte) (*Answer, error) {
 	return a, nil
 }
 
-// ExceptionType names the declared exception an answer's arg3 (the
-// method's result struct, Thrift binary) holds: its type ("KeyNotFound"),
-// or "" when it holds none or is no result struct. It reads the first
-// field's header alone, not the answer: a load generator names every
-// application error with it.
+// ExceptionType returns the type of the declared exception an answer's
+// arg3 holds ("KeyNotFound"), or "". It reads the first field's header
+// alone (type byte, big-endian int16 id; id 0 is the result), cheaply
+// enough for a load generator.
 func (m *Method) ExceptionType(arg3 []byte) string {
-	// A result struct holds one field: its type (a byte, 0 for the end of
-	// the struct) and its id (int16, big-endian) come first; id 0 is the
-	// result.
 	if len(arg3) < 3 || arg3[0] == 0 {
 		return ""
 	}
@@ -343,22 +322,13 @@ func toWire(spec compile.TypeSpec, v any, path string, depth int) (wire.Value, e
 		return wire.NewValueStruct(st), err
 	case *compile.ListSpec:
 		items, err := toList(s.ValueSpec, v, path, depth)
-		if err != nil {
-			return wire.Value{}, err
-		}
-		return wire.NewValueList(wire.ValueListFromSlice(s.ValueSpec.TypeCode(), items)), nil
+		return wire.NewValueList(wire.ValueListFromSlice(s.ValueSpec.TypeCode(), items)), err
 	case *compile.SetSpec:
 		items, err := toList(s.ValueSpec, v, path, depth)
-		if err != nil {
-			return wire.Value{}, err
-		}
-		return wire.NewValueSet(wire.ValueListFromSlice(s.ValueSpec.TypeCode(), items)), nil
+		return wire.NewValueSet(wire.ValueListFromSlice(s.ValueSpec.TypeCode(), items)), err
 	case *compile.MapSpec:
 		items, err := toMap(s, v, path, depth)
-		if err != nil {
-			return wire.Value{}, err
-		}
-		return wire.NewValueMap(wire.MapItemListFromSlice(s.KeySpec.TypeCode(), s.ValueSpec.TypeCode(), items)), nil
+		return wire.NewValueMap(wire.MapItemListFromSlice(s.KeySpec.TypeCode(), s.ValueSpec.TypeCode(), items)), err
 	}
 	w, err := toScalar(spec, v)
 	if err != nil {
@@ -414,8 +384,7 @@ func toScalar(spec compile.TypeSpec, v any) (wire.Value, error) {
 	return wire.Value{}, fmt.Errorf("type %s is not supported", spec.ThriftName())
 }
 
-// toInt reads an integer of bits bits: a JSON number, or a string of one
-// (for an i64 past what a JSON number keeps exact in other tools).
+// toInt reads an integer of bits bits: a JSON number, or a string of one.
 func toInt(v any, bits int) (int64, error) {
 	var text string
 	switch n := v.(type) {
@@ -491,8 +460,8 @@ func toList(spec compile.TypeSpec, v any, path string, depth int) ([]wire.Value,
 	return items, nil
 }
 
-// toMap reads a map: an object whose keys are the keys' text (a string
-// key as is, any other key as its JSON), or a list of {"key", "value"}.
+// toMap reads a map: an object keyed by the keys' text, or a list of
+// {"key", "value"}.
 func toMap(s *compile.MapSpec, v any, path string, depth int) ([]wire.MapItem, error) {
 	var items []wire.MapItem
 	add := func(k, val any, where string) error {
@@ -536,9 +505,8 @@ func toMap(s *compile.MapSpec, v any, path string, depth int) ([]wire.MapItem, e
 	return items, nil
 }
 
-// mapKey reads an object's key as a key of type spec: a string or binary
-// key as is; any other as JSON text (7, true, {"x": 1}), or, for an enum
-// name, as the string it is.
+// mapKey reads an object's key: a string or binary key as is, any other
+// as JSON text if it parses (an enum name does not).
 func mapKey(spec compile.TypeSpec, k string) any {
 	switch compile.RootTypeSpec(spec).(type) {
 	case *compile.StringSpec, *compile.BinarySpec:

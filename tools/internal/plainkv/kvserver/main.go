@@ -1,9 +1,6 @@
-// Command kvserver serves tchannel-go's example KeyValue service from plain
-// tchannel-go on 127.0.0.1 until interrupted; it prints "serving HOST:PORT"
-// once it listens. For recording yab's answers and for measuring sluice
-// bench against yab on the same server:
-//
-//	go run ./tools/internal/plainkv/kvserver -listen 127.0.0.1:4050
+// Command kvserver serves package plainkv until interrupted, printing
+// "serving HOST:PORT" once it listens, for recording yab's answers and
+// measuring sluice bench against yab.
 package main
 
 import (

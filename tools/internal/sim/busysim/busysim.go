@@ -1,17 +1,16 @@
-// Package busysim reproduces the simulation program of TChannel's "Throttling
-// on Busy Responses" design, driving the real busy.Limiter on a fake clock.
-//
-// Time is a counter of seconds. For seconds 1..9 a request-rate pattern sends
-// requests and a busy pattern answers some of them busy; then busy responses
-// stop and, from second 11, the run watches the limit recover until nothing
-// is throttled or second 30 has passed. The printed format is the design's,
-// so its two published tables come out digit for digit.
+// Package busysim reproduces the simulation of TChannel's "Throttling on
+// Busy Responses" design with the real busy.Limiter on a fake clock: for
+// seconds 1..9 a rate pattern sends requests and a busy pattern answers
+// some busy; from second 11 the run watches the limit recover. It prints
+// the design's format, so its two tables come out digit for digit.
 package busysim
 
 import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluice-rpc/sluice/busy"
@@ -48,17 +47,7 @@ func (p Pattern) At(v, t int) int {
 	return v
 }
 
-func (p Pattern) valid() bool {
-	for _, q := range Patterns {
-		if p == q {
-			return true
-		}
-	}
-	return false
-}
-
-// maxRate bounds the rates a scenario may ask for; each simulated request
-// goes through the limiter, so this bounds a run's work.
+// maxRate bounds a scenario's rates, and so a run's work.
 const maxRate = 100_000_000
 
 // Scenario is one simulated traffic pattern.
@@ -82,9 +71,9 @@ func (s Scenario) Validate() error {
 		return fmt.Errorf("busysim: rps is %d, must be between 0 and %d", s.RPS, maxRate)
 	case s.Busy < 0 || s.Busy > maxRate:
 		return fmt.Errorf("busysim: busy is %d, must be between 0 and %d", s.Busy, maxRate)
-	case !s.RPSPattern.valid():
+	case !slices.Contains(Patterns, s.RPSPattern):
 		return fmt.Errorf("busysim: rps pattern %q is unknown, want one of %v", s.RPSPattern, Patterns)
-	case !s.BusyPattern.valid():
+	case !slices.Contains(Patterns, s.BusyPattern):
 		return fmt.Errorf("busysim: busy pattern %q is unknown, want one of %v", s.BusyPattern, Patterns)
 	}
 	return nil
@@ -94,29 +83,23 @@ func (s Scenario) Validate() error {
 // whether the limit recovered.
 type Result struct {
 	// Strategy is the limiter's recovery, with its RecoverRate or
-	// RecoverValue (the other is 0); StartLimit the limit before the
-	// first second.
+	// RecoverValue (the other is 0).
 	Strategy                  busy.Strategy
 	RecoverRate, RecoverValue float64
 	StartLimit                int64
-	// Seconds are the printed seconds: 1..9 with busy answers, then the
-	// recovery from second 11.
-	Seconds []Second
+	Seconds                   []Second
 	// Converged reports that the limit recovered; At is the second at
-	// which nothing was throttled any more and Speed At - 10 (both 0 if
-	// not Converged).
+	// which nothing was throttled any more, Speed At - 10.
 	Converged bool
 	At, Speed int
 }
 
 // Second is one printed second of a run.
 type Second struct {
-	// Time is the second; Recovering is false for seconds 1..9 (busy
-	// answers), true from second 11.
 	Time       int  `json:"time"`
-	Recovering bool `json:"recovering"`
-	// RPS requests were sent, Throttled refused by the limiter and Busy
-	// answered busy, under the limit Limit (all truncated, as printed).
+	Recovering bool `json:"recovering"` // from second 11
+	// RPS requests were sent, Throttled refused and Busy answered busy,
+	// under the limit Limit (truncated, as printed).
 	RPS       int64 `json:"rps"`
 	Throttled int64 `json:"throttled"`
 	Busy      int64 `json:"busy"`
@@ -146,16 +129,16 @@ func Run(w io.Writer, cfg busy.Config, s Scenario) (Result, error) {
 		return Result{}, err
 	}
 	cfg = l.Config() // zero fields filled in, for the report
-	p := printer{w: w}
+	var p strings.Builder
 	res := Result{Strategy: cfg.Strategy, StartLimit: trunc(cfg.Ceiling)}
 	if cfg.Strategy == busy.Constant {
 		res.RecoverValue = cfg.RecoverValue
-		p.printf("started with recover_value: %v\n", cfg.RecoverValue)
+		fmt.Fprintf(&p, "started with recover_value: %v\n", cfg.RecoverValue)
 	} else {
 		res.RecoverRate = cfg.RecoverRate
-		p.printf("started with recover_rate: %v\n", cfg.RecoverRate)
+		fmt.Fprintf(&p, "started with recover_rate: %v\n", cfg.RecoverRate)
 	}
-	p.printf("start rps=%d (%s) throttled=0 busy=%d (%s) limit=%d\n",
+	fmt.Fprintf(&p, "start rps=%d (%s) throttled=0 busy=%d (%s) limit=%d\n",
 		s.RPS, s.RPSPattern, s.Busy, s.BusyPattern, trunc(cfg.Ceiling))
 
 	// send offers rate requests to the limiter in the current second and
@@ -178,11 +161,11 @@ func Run(w io.Writer, cfg busy.Config, s Scenario) (Result, error) {
 			l.RecordBusy()
 		}
 		res.Seconds = append(res.Seconds, Second{Time: t, RPS: int64(sent), Throttled: int64(rate - sent), Busy: int64(b), Limit: trunc(limit)})
-		p.printf("    --- time=%d rps=%d throttled=%d busy=%d limit=%d\n", t, sent, rate-sent, b, trunc(limit))
+		fmt.Fprintf(&p, "    --- time=%d rps=%d throttled=%d busy=%d limit=%d\n", t, sent, rate-sent, b, trunc(limit))
 		clk.Add(time.Second)
 	}
 
-	p.printf("    ++++ recovering\n")
+	fmt.Fprintf(&p, "    ++++ recovering\n")
 	for t := recoverFrom; ; t++ {
 		rate := s.RPSPattern.At(s.RPS, t)
 		limit := l.Limit()
@@ -190,24 +173,24 @@ func Run(w io.Writer, cfg busy.Config, s Scenario) (Result, error) {
 		// The design prints this phase from the unfloored limit.
 		r := math.Min(float64(rate), limit)
 		res.Seconds = append(res.Seconds, Second{Time: t, Recovering: true, RPS: trunc(r), Throttled: trunc(float64(rate) - r), Limit: trunc(limit)})
-		p.printf("    +++ time=%d rps=%d throttled=%d busy=0 limit=%d\n", t, trunc(r), trunc(float64(rate)-r), trunc(limit))
+		fmt.Fprintf(&p, "    +++ time=%d rps=%d throttled=%d busy=0 limit=%d\n", t, trunc(r), trunc(float64(rate)-r), trunc(limit))
 		if limit >= float64(rate) {
-			p.printf("    converged at time=%d, speed=%d\n", t, t-startOfRecover)
+			fmt.Fprintf(&p, "    converged at time=%d, speed=%d\n", t, t-startOfRecover)
 			res.Converged, res.At, res.Speed = true, t, t-startOfRecover
 			break
 		}
 		if t > recoverGiveUp {
-			p.printf("    failed to converge\n")
+			fmt.Fprintf(&p, "    failed to converge\n")
 			break
 		}
 		clk.Add(time.Second)
 	}
-	return res, p.err
+	_, err = io.WriteString(w, p.String())
+	return res, err
 }
 
-// RunBoth runs s with the design's recover-rate limiter and then with its
-// constant recover-value limiter, as the design's program does, and
-// returns both runs.
+// RunBoth runs s with the design's recover-rate limiter, then its
+// constant recover-value limiter.
 func RunBoth(w io.Writer, s Scenario) ([]Result, error) {
 	var rs []Result
 	for _, cfg := range []busy.Config{{}, {Strategy: busy.Constant}} {
@@ -221,14 +204,3 @@ func RunBoth(w io.Writer, s Scenario) ([]Result, error) {
 }
 
 func trunc(v float64) int64 { return int64(v) }
-
-type printer struct {
-	w   io.Writer
-	err error
-}
-
-func (p *printer) printf(format string, args ...any) {
-	if p.err == nil {
-		_, p.err = fmt.Fprintf(p.w, format, args...)
-	}
-}

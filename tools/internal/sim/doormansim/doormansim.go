@@ -1,20 +1,11 @@
-// Package doormansim runs Doorman server trees in virtual time: the
-// production leasing server (package leasing/server) and client (package
-// leasing), on a fake clock, talking through an in-memory transport that
-// calls the servers' RPC methods directly, driven by one deterministic
-// event loop. It measures what the Doorman design judges a tree by: how
-// much of a resource's capacity the clients hold while their demands
-// change, servers crash and masters fail over, and how far the total
-// overshoots the capacity (the design's "shortfall").
-//
-// Nothing is modelled but the network: clients, servers, algorithms,
-// learning mode, the tree's GetServerCapacity and the election's effects
-// are the code a deployment runs. The network delivers every RPC at once
-// (no latency, no loss) except to a server that is down, which refuses
-// with codes.Unavailable as a closed port would.
-//
-// A run is a pure function of its Scenario: the same seed gives the same
-// figures to the last digit.
+// Package doormansim runs Doorman server trees in virtual time: the real
+// leasing server and client on a fake clock, over an in-memory transport
+// that calls the servers' RPC methods directly, driven by one event loop.
+// It measures how much of a resource's capacity the clients hold while
+// demands change, servers crash and masters fail over, and how far the
+// total overshoots the capacity. Only the network is modelled: it delivers
+// every RPC at once, except to a server that is down (codes.Unavailable).
+// The same Scenario and seed give the same figures to the last digit.
 package doormansim
 
 import (
@@ -54,61 +45,50 @@ func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 // Scenario is one simulation: a tree of Doorman nodes, its clients, how
 // their demand changes and what goes wrong.
 type Scenario struct {
-	// Name names the scenario (see Scenarios).
-	Name string `json:"name"`
-	// About says what it reproduces.
+	Name  string `json:"name"`
 	About string `json:"about"`
 
-	// Capacity is the root's capacity for the one resource.
-	Capacity float64 `json:"capacity"`
-	// Algorithm is the root's algorithm (FAIR_SHARE by default).
-	Algorithm Kind `json:"algorithm"`
+	Capacity  float64 `json:"capacity"`
+	Algorithm Kind    `json:"algorithm"`
 	// Fanout is the number of intermediate nodes under each node, level
-	// by level from the root: [3, 3] is three regions of three
-	// datacentres each. Empty means the clients talk to the root.
+	// by level from the root ([3, 3]: three regions of three datacentres);
+	// empty means the clients talk to the root.
 	Fanout []int `json:"fanout"`
-	// Clients is the number of clients under each leaf node.
-	Clients int `json:"clients"`
-	// Wants is each client's base demand.
-	Wants float64 `json:"wants"`
+	// Clients is the number of clients under each leaf node, each with a
+	// base demand of Wants.
+	Clients int     `json:"clients"`
+	Wants   float64 `json:"wants"`
 
-	// LeaseLength is the root's lease length; RefreshInterval its refresh
-	// interval, halved by each level of intermediates (whole seconds, at
-	// least 1).
+	// LeaseLength and RefreshInterval are the root's (whole seconds); the
+	// refresh interval halves at each level of intermediates.
 	LeaseLength     millis.Duration `json:"lease_length_ms"`
 	RefreshInterval millis.Duration `json:"refresh_interval_ms"`
 	// Learning is the root's learning mode duration; negative means the
-	// lease length (the design's default).
+	// lease length.
 	Learning millis.Duration `json:"learning_ms"`
-	// ClientMinRefresh is the clients' shortest interval between two
-	// requests (the original client's is 5 s; a client under a tree
-	// whose leaves ask every second needs 1 s).
+	// ClientMinRefresh is the clients' shortest interval between requests.
 	ClientMinRefresh millis.Duration `json:"client_min_refresh_ms"`
-	// ChangeMin and ChangeMax bound the time between two changes of a
-	// client's demand (uniform); each change draws the demand uniformly
-	// within Step (a fraction) around the client's base.
+	// A client's demand changes every ChangeMin to ChangeMax (uniform), to
+	// a value drawn uniformly within Step (a fraction) of its base.
 	ChangeMin millis.Duration `json:"change_min_ms"`
 	ChangeMax millis.Duration `json:"change_max_ms"`
 	Step      float64         `json:"step"`
 
-	// MishapEvery is the mean time between mishaps (uniform within half
-	// of it either side); 0 means none. A mishap is, with equal chances, a client's demand
-	// spiking by SpikeWants for SpikeLength, an intermediate server
-	// crashing and restarting empty after Downtime, or the root's master
-	// failing over to its standby, the node having no master for
-	// FailoverGap.
+	// MishapEvery is the mean time between mishaps (uniform within half of
+	// it either side; 0: none). A mishap is, with equal chances, a demand
+	// spike of SpikeWants for SpikeLength, an intermediate server crashing
+	// and restarting empty after Downtime, or the root's master failing
+	// over to its standby after FailoverGap without a master.
 	MishapEvery millis.Duration `json:"mishap_every_ms"`
 	SpikeWants  float64         `json:"spike_wants"`
 	SpikeLength millis.Duration `json:"spike_length_ms"`
 	Downtime    millis.Duration `json:"downtime_ms"`
 	FailoverGap millis.Duration `json:"failover_gap_ms"`
 
-	// Duration is the simulated time; Sample the interval between two
-	// samples of the totals.
+	// Duration is the simulated time; Sample the interval between samples.
 	Duration millis.Duration `json:"duration_ms"`
 	Sample   millis.Duration `json:"sample_ms"`
-	// Seed seeds every random choice.
-	Seed uint64 `json:"seed"`
+	Seed     uint64          `json:"seed"`
 }
 
 // Validate reports the first thing wrong with sc.
@@ -174,9 +154,7 @@ func (sc *Scenario) LearningDuration() time.Duration {
 	return sc.Learning.D()
 }
 
-// base returns the parameters every scenario shares (the design's lease
-// length and refresh interval, and the demand changes and mishap rates
-// fixed before measuring).
+// base returns the parameters every scenario shares.
 func base() Scenario {
 	return Scenario{
 		Algorithm:        Kind(server.FairShare),
@@ -230,10 +208,8 @@ func Lookup(name string) (Scenario, bool) {
 
 // Sample is the state of the tree at one moment.
 type Sample struct {
-	// T is the simulated time since the start.
 	T millis.Duration `json:"t_ms"`
-	// Wants is the sum of the clients' demands; Has the sum of the
-	// capacities of their unexpired leases; Capacity the root's.
+	// Wants sums the clients' demands; Has their unexpired leases.
 	Wants    float64 `json:"wants"`
 	Has      float64 `json:"has"`
 	Capacity float64 `json:"capacity"`
@@ -252,34 +228,28 @@ type Mishap struct {
 
 // Summary condenses a run.
 type Summary struct {
-	// From is when measuring starts: the end of the root's first learning
-	// mode.
+	// From is the end of the root's first learning mode.
 	From millis.Duration `json:"from_ms"`
-	// Used is the mean, over the samples from From, of the capacity the
-	// clients hold divided by min(their total demand, capacity).
+	// Used is the mean, over the samples from From, of what the clients
+	// hold divided by min(their total demand, capacity).
 	Used float64 `json:"used"`
-	// Over counts the samples (from the start) where the clients held
-	// more than the capacity, and Episodes the runs of such samples; Max
-	// is the most held and MeanOver the mean held while over.
+	// Over counts the samples holding more than the capacity, Episodes
+	// the runs of them; Max is the most held, MeanOver the mean while over.
 	Over     int     `json:"over"`
 	Episodes int     `json:"episodes"`
 	Max      float64 `json:"max"`
 	MeanOver float64 `json:"mean_over"`
-	// Reconverge is the longest time from a change (of a client's demand,
-	// or a mishap) after From to the next sample where the tree is
-	// converged: holding at least 99% of min(demand, capacity) and no more
-	// than the capacity. ReconvergeAfter says which change it was.
+	// Reconverge is the longest time from a change (a demand or a mishap)
+	// after From to the next converged sample (isConverged);
+	// ReconvergeAfter says which change.
 	Reconverge      millis.Duration `json:"reconverge_ms"`
 	ReconvergeAfter string          `json:"reconverge_after"`
 	// MishapReconverge is the longest time from a mishap to the end of
-	// the first stretch of unconverged samples that starts within a lease
-	// length and a downtime after it (a crashed server's clients keep
-	// their leases a while, so its effect comes late); 0 when no mishap
-	// unsettled the tree. MishapReconvergeAfter says which.
+	// the first unconverged stretch starting within a lease length and a
+	// downtime after it (a crashed server's leases outlive it a while).
 	MishapReconverge      millis.Duration `json:"mishap_reconverge_ms"`
 	MishapReconvergeAfter string          `json:"mishap_reconverge_after"`
-	// RPCs counts the RPCs delivered.
-	RPCs int64 `json:"rpcs"`
+	RPCs                  int64           `json:"rpcs"`
 }
 
 // Result is a run.
@@ -311,7 +281,7 @@ func Run(sc Scenario) (Result, error) {
 	return s.result(), nil
 }
 
-// epoch is the simulated start: a whole second, as lease expiries are.
+// epoch is the simulated start, a whole second as lease expiries are.
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 type sim struct {
@@ -327,9 +297,7 @@ type sim struct {
 	up      map[string]*srv
 	clients []*client
 
-	// changes are the moments of demand changes and mishaps, for
-	// re-convergence.
-	changes []change
+	changes []change // demand changes and mishaps, for re-convergence
 	mishaps []Mishap
 	samples []Sample
 	rpcs    int64
@@ -349,13 +317,13 @@ type node struct {
 	master  int // index of the root's master; -1 while it has none
 }
 
-// srv is one server process (its incarnation changes when it restarts).
+// srv is one server process.
 type srv struct {
 	addr     string
 	n        *node
 	s        *server.Server
 	rpcs     pb.CapacityServer // s's RPCs, called in-process
-	parent   serverhook.Parent // an intermediate's link to its parent, ticked by the event loop
+	parent   serverhook.Parent // an intermediate's link to its parent
 	election *election
 	tick     ticker
 }
@@ -408,7 +376,7 @@ func (s *sim) build() error {
 			return err
 		}
 	}
-	s.elect(root, 0)
+	s.elect(0)
 	level := []*node{root}
 	for l, f := range s.sc.Fanout {
 		var next []*node
@@ -442,10 +410,8 @@ func (s *sim) build() error {
 	return nil
 }
 
-// mishapGap returns when the next mishap comes: uniformly within half
-// the mean interval either side of it, so that every run of a scenario
-// has about as many (an exponential gap gives one hour 4 mishaps and
-// another 14 and makes runs hard to compare).
+// mishapGap returns when the next mishap comes: uniformly within half the
+// mean either side, so runs have about as many (unlike exponential gaps).
 func (s *sim) mishapGap() time.Duration {
 	d := time.Duration((0.5 + s.rng.Float64()) * float64(s.sc.MishapEvery))
 	return s.now() + max(d, time.Second).Round(time.Second)
@@ -453,9 +419,7 @@ func (s *sim) mishapGap() time.Duration {
 
 // start starts (or restarts) a server process, empty.
 func (s *sim) start(sv *srv) error {
-	// A stream of its own per server process (servers that fail together
-	// must not draw their backoffs alike), fixed by the seed, the server
-	// and when it starts, so that runs replay.
+	// A random stream per server process, fixed by seed, name and start.
 	h := fnv.New64a()
 	h.Write([]byte(sv.addr))
 	stream := h.Sum64() ^ uint64(s.clk.Now().UnixNano())
@@ -471,9 +435,7 @@ func (s *sim) start(sv *srv) error {
 	if err != nil {
 		return err
 	}
-	if sv.n.parent != nil {
-		// The event loop ticks the parent link, over the in-memory
-		// transport, instead of the server's own refresh loop.
+	if sv.n.parent != nil { // the event loop ticks the parent link
 		if sv.parent, err = serverhook.DriveParent(srvr, s.dial); err != nil {
 			return err
 		}
@@ -496,8 +458,7 @@ func (s *sim) start(sv *srv) error {
 	return nil
 }
 
-// crash stops a server process: its state is gone, and the RPCs sent to
-// it fail until it restarts.
+// crash stops a server process and loses its state.
 func (s *sim) crash(sv *srv) {
 	delete(s.up, sv.addr)
 	sv.s.Stop()
@@ -505,20 +466,17 @@ func (s *sim) crash(sv *srv) {
 	sv.tick = ticker{}
 }
 
-// elect makes the root's server i its master.
-func (s *sim) elect(root *node, i int) {
+// elect makes the root's server i its master; -1 leaves it none.
+func (s *sim) elect(i int) {
+	root := s.nodes[0]
 	root.master = i
-	addr := root.servers[i].addr
-	for j, sv := range root.servers {
-		sv.election.tell(server.Mastership{IsMaster: j == i, Master: addr})
+	var m server.Mastership
+	if i >= 0 {
+		m.Master = root.servers[i].addr
 	}
-}
-
-// depose leaves the root without a master.
-func (s *sim) depose(root *node) {
-	root.master = -1
-	for _, sv := range root.servers {
-		sv.election.tell(server.Mastership{})
+	for j, sv := range root.servers {
+		m.IsMaster = j == i
+		sv.election.tell(m)
 	}
 }
 
@@ -527,8 +485,7 @@ func (s *sim) addClient(leaf *node, i int) error {
 	cl, err := leasing.NewClient(leasing.ClientConfig{
 		Addr: leaf.servers[0].addr, ID: name, Clock: s.clk, Dial: s.dial, ManualRefresh: true,
 		MinRefreshInterval: s.sc.ClientMinRefresh.D(),
-		// A stream per client, apart from the simulation's own.
-		Rand: rand.New(rand.NewPCG(s.sc.Seed^0x9e3779b97f4a7c15, uint64(len(s.clients)))).Float64,
+		Rand:               rand.New(rand.NewPCG(s.sc.Seed^0x9e3779b97f4a7c15, uint64(len(s.clients)))).Float64,
 	})
 	if err != nil {
 		return err
@@ -617,9 +574,9 @@ func (s *sim) mishap() {
 			from := root.master
 			s.mishaps = append(s.mishaps, Mishap{millis.Duration(s.now()), kind, root.servers[from].addr})
 			s.changes = append(s.changes, change{s.now(), "a failover from " + root.servers[from].addr})
-			s.depose(root)
+			s.elect(-1)
 			s.at(s.now()+s.sc.FailoverGap.D(), func() {
-				s.elect(root, 1-from)
+				s.elect(1 - from)
 				s.changes = append(s.changes, change{s.now(), root.servers[1-from].addr + " winning mastership"})
 			})
 		}
@@ -639,9 +596,8 @@ func (s *sim) sample() {
 		RootMaster: s.nodes[0].master >= 0})
 }
 
-// loop runs the events in time order (ties in the order scheduled) until
-// the scenario's end, sampling the totals every Sample after the events of
-// that moment.
+// loop runs the events to the end, sampling every Sample after the
+// events of that moment.
 func (s *sim) loop() {
 	end := epoch.Add(s.sc.Duration.D())
 	for t := epoch; !t.After(end); t = t.Add(s.sc.Sample.D()) {
@@ -673,7 +629,7 @@ func (s *sim) schedule(tk *ticker, t time.Time, fn func()) {
 	})
 }
 
-// stop ends the servers' elections' goroutines.
+// stop stops the servers.
 func (s *sim) stop() {
 	for _, n := range s.nodes {
 		for _, sv := range n.servers {
@@ -684,8 +640,7 @@ func (s *sim) stop() {
 	}
 }
 
-// woken schedules a server's parent tick at once when it asked for one
-// (a resource appeared, or its mastership changed).
+// woken ticks a server's parent link at once when it asked for it.
 func (s *sim) woken(sv *srv) {
 	if sv.s != nil && sv.parent != nil && sv.parent.Woken() {
 		s.schedule(&sv.tick, s.clk.Now(), func() { s.tickServer(sv) })
@@ -695,9 +650,8 @@ func (s *sim) woken(sv *srv) {
 // dial opens an in-memory connection to the server at addr.
 func (s *sim) dial(addr string) (pb.Conn, error) { return &conn{s: s, addr: addr}, nil }
 
-// conn calls a server's RPC methods directly. Neither side keeps or
-// changes a message after the call (both copy what they keep), so the
-// messages are passed as they are.
+// conn calls a server's RPC methods directly; both sides copy what they
+// keep of a message, so messages pass as they are.
 type conn struct {
 	s    *sim
 	addr string
@@ -705,47 +659,42 @@ type conn struct {
 
 func (c *conn) Close() error { return nil }
 
-func (c *conn) server() (*srv, error) {
+// call delivers one RPC to c's server, if it is up; wake, for the RPCs
+// that may make it ask for a parent tick.
+func call[In, Out any](c *conn, in In, wake bool, rpc func(pb.CapacityServer, In) (Out, error)) (out Out, err error) {
 	sv := c.s.up[c.addr]
 	if sv == nil {
-		return nil, status.Errorf(codes.Unavailable, "doormansim: %s is down", c.addr)
+		return out, status.Errorf(codes.Unavailable, "doormansim: %s is down", c.addr)
 	}
 	c.s.rpcs++
-	return sv, nil
+	if wake {
+		defer c.s.woken(sv)
+	}
+	return rpc(sv.rpcs, in)
 }
 
 func (c *conn) Discovery(ctx context.Context, in *pb.DiscoveryRequest, _ ...grpc.CallOption) (*pb.DiscoveryResponse, error) {
-	sv, err := c.server()
-	if err != nil {
-		return nil, err
-	}
-	return sv.rpcs.Discovery(ctx, in)
+	return call(c, in, false, func(s pb.CapacityServer, in *pb.DiscoveryRequest) (*pb.DiscoveryResponse, error) {
+		return s.Discovery(ctx, in)
+	})
 }
 
 func (c *conn) GetCapacity(ctx context.Context, in *pb.GetCapacityRequest, _ ...grpc.CallOption) (*pb.GetCapacityResponse, error) {
-	sv, err := c.server()
-	if err != nil {
-		return nil, err
-	}
-	defer c.s.woken(sv)
-	return sv.rpcs.GetCapacity(ctx, in)
+	return call(c, in, true, func(s pb.CapacityServer, in *pb.GetCapacityRequest) (*pb.GetCapacityResponse, error) {
+		return s.GetCapacity(ctx, in)
+	})
 }
 
 func (c *conn) GetServerCapacity(ctx context.Context, in *pb.GetServerCapacityRequest, _ ...grpc.CallOption) (*pb.GetServerCapacityResponse, error) {
-	sv, err := c.server()
-	if err != nil {
-		return nil, err
-	}
-	defer c.s.woken(sv)
-	return sv.rpcs.GetServerCapacity(ctx, in)
+	return call(c, in, true, func(s pb.CapacityServer, in *pb.GetServerCapacityRequest) (*pb.GetServerCapacityResponse, error) {
+		return s.GetServerCapacity(ctx, in)
+	})
 }
 
 func (c *conn) ReleaseCapacity(ctx context.Context, in *pb.ReleaseCapacityRequest, _ ...grpc.CallOption) (*pb.ReleaseCapacityResponse, error) {
-	sv, err := c.server()
-	if err != nil {
-		return nil, err
-	}
-	return sv.rpcs.ReleaseCapacity(ctx, in)
+	return call(c, in, false, func(s pb.CapacityServer, in *pb.ReleaseCapacityRequest) (*pb.ReleaseCapacityResponse, error) {
+		return s.ReleaseCapacity(ctx, in)
+	})
 }
 
 // election is the root servers' Election, decided by the simulation.
@@ -770,8 +719,7 @@ func (e *election) Run(ctx context.Context, _ string, report func(server.Masters
 	return nil
 }
 
-// tell reports an outcome to the server, from the simulation's goroutine
-// (Run's is waiting on its context meanwhile).
+// tell reports an outcome to the server.
 func (e *election) tell(m server.Mastership) {
 	e.mu.Lock()
 	report := e.report
@@ -819,15 +767,13 @@ func (s *sim) result() Result {
 	if sum.Over > 0 {
 		sum.MeanOver = overSum / float64(sum.Over)
 	}
-	// nextConverged returns the first converged sample at or after t, or
-	// the end of the run.
+	// nextConverged returns the first converged sample at or after t.
 	nextConverged := func(t time.Duration) time.Duration {
 		if k := sort.Search(len(converged), func(i int) bool { return converged[i] >= t }); k < len(converged) {
 			return converged[k]
 		}
 		return s.sc.Duration.D()
 	}
-	// After a change: to the first converged sample at or after it.
 	for _, ch := range s.changes {
 		if ch.at < sum.From.D() {
 			continue
@@ -836,8 +782,6 @@ func (s *sim) result() Result {
 			sum.Reconverge, sum.ReconvergeAfter = millis.Duration(d), fmt.Sprintf("%s at %v", ch.what, ch.at)
 		}
 	}
-	// After a mishap: to the end of the first unconverged stretch that
-	// starts within a lease length and a downtime of it.
 	for _, m := range s.mishaps {
 		if m.T < sum.From {
 			continue
@@ -856,11 +800,10 @@ func (s *sim) result() Result {
 }
 
 // isConverged reports whether the clients hold at least ConvergedWithin
-// of min(their wants, capacity), and no more than the capacity.
+// of min(wants, capacity) and no more than the capacity.
 func isConverged(smp Sample) bool {
 	return smp.Has >= ConvergedWithin*math.Min(smp.Wants, smp.Capacity) && !overCapacity(smp)
 }
 
-// overCapacity reports whether the clients held more than the capacity
-// (beyond float rounding).
+// overCapacity reports whether the clients held more than the capacity.
 func overCapacity(smp Sample) bool { return smp.Has > smp.Capacity*(1+1e-9) }

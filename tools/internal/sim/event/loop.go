@@ -6,12 +6,8 @@ import (
 	"github.com/sluice-rpc/sluice/clock"
 )
 
-// Loop runs functions at scheduled moments of a fake clock, in the order of
-// a Queue: by time, and those due at the same time in the order they were
-// scheduled. Before running one it moves the clock to the function's time,
-// so the code the function calls reads that time from the clock. The
-// functions run on the goroutine that calls RunUntil and may schedule
-// more.
+// Loop runs functions at scheduled moments of a fake clock, in the order
+// of a Queue, moving the clock to each one's time before running it.
 type Loop struct {
 	clk *clock.Fake
 	q   Queue[func()]
@@ -32,11 +28,8 @@ func (l *Loop) At(t time.Time, fn func()) {
 // Len returns the number of functions scheduled and not yet run.
 func (l *Loop) Len() int { return l.q.Len() }
 
-// RunUntil runs, in order, every function due at or before t, including
-// those scheduled meanwhile, and leaves the clock reading t (or later, if
-// it already did). Functions due after t stay scheduled. A simulation that
-// samples its state at t calls RunUntil(t) first, so the sample follows
-// every event of that moment.
+// RunUntil runs every function due at or before t, those scheduled
+// meanwhile included, and leaves the clock reading t (or later).
 func (l *Loop) RunUntil(t time.Time) {
 	for {
 		at, ok := l.q.Next()

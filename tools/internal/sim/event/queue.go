@@ -3,10 +3,7 @@ package event
 import "time"
 
 // Queue holds events of type E, each due at a time, and hands them back in
-// order of that time; events due at the same time come back in the order
-// they were pushed. Its zero value is an empty queue. Push and Pop take
-// O(log n) and allocate only to grow the queue. A Queue is not safe for
-// concurrent use: a simulation runs on one goroutine.
+// order of that time, ties in the order pushed. Its zero value is empty.
 type Queue[E any] struct {
 	items []item[E] // a binary min-heap by (at, seq)
 	seq   uint64    // the number of pushes so far
@@ -35,8 +32,7 @@ func (q *Queue[E]) Push(at time.Time, e E) {
 	q.up(len(q.items) - 1)
 }
 
-// Next returns when the first event is due; ok is false when the queue is
-// empty.
+// Next returns when the first event is due.
 func (q *Queue[E]) Next() (at time.Time, ok bool) {
 	if len(q.items) == 0 {
 		return time.Time{}, false
@@ -44,8 +40,7 @@ func (q *Queue[E]) Next() (at time.Time, ok bool) {
 	return q.items[0].at, true
 }
 
-// Pop removes and returns the first event and when it is due; ok is false
-// when the queue is empty.
+// Pop removes and returns the first event and when it is due.
 func (q *Queue[E]) Pop() (at time.Time, e E, ok bool) {
 	n := len(q.items) - 1
 	if n < 0 {

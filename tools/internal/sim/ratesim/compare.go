@@ -24,19 +24,14 @@ type Figures struct {
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // Entry is one row of the comparison: a pacer configuration, and the
-// figures Heroku's article published for it when it has them.
+// article's figures for it, if any.
 type Entry struct {
-	// Name labels the row.
-	Name string
-	// Config is the pacer's configuration (Rand and InitialSleep are set
-	// per run).
-	Config pacing.Config
-	// Published holds the article's figures, nil when it has none.
+	Name      string
+	Config    pacing.Config
 	Published *Figures
 }
 
-// Entries are the comparison's rows: every strategy, exponential backoff
-// with both factors the article measured, then Sluice's reserve pacer.
+// Entries are the comparison's rows.
 func Entries() []Entry {
 	return []Entry{
 		{Name: "null", Config: pacing.Config{Strategy: pacing.StrategyNull}},
@@ -57,35 +52,30 @@ func Entries() []Entry {
 // Row is one entry's outcome in both scenarios.
 type Row struct {
 	Entry
-	// Steady and Clear are the first run's results (seed as given), kept
-	// for charts.
+	// Steady and Clear are the first run's results, for charts.
 	Steady, Clear Result
-	// Mean holds the metrics averaged over all runs: with one run, that
-	// run's metrics.
+	// Mean holds the metrics averaged over all runs.
 	Mean Figures
-	// Requests is the mean number of requests of the steady runs.
-	Requests float64
-	// Successes is the mean number of requests the server allowed in the
-	// steady runs: the work done.
-	Successes float64
+	// Requests and Successes are the mean requests sent and allowed in
+	// the steady runs.
+	Requests, Successes float64
 	// Cleared reports that every clear run finished before its Duration.
 	Cleared bool
 }
 
-// Compare runs every entry in both scenarios, runs times (at least once)
-// with the seeds seed, seed+1, ..., and averages the metrics over the runs.
-// Every entry sees the same seeds.
+// Compare runs every entry in both scenarios, runs times with the seeds
+// seed, seed+1, ..., and averages the metrics.
 func Compare(entries []Entry, steady, clear Scenario, seed uint64, runs int) ([]Row, error) {
 	runs = max(runs, 1)
 	rows := make([]Row, 0, len(entries))
 	for _, e := range entries {
 		row := Row{Entry: e, Cleared: true}
 		for k := range runs {
-			st, err := Run(steady, ForConfig(e.Config, steady), seed+uint64(k))
+			st, err := Run(steady, e.Config, seed+uint64(k))
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", e.Name, err)
 			}
-			cl, err := Run(clear, ForConfig(e.Config, clear), seed+uint64(k))
+			cl, err := Run(clear, e.Config, seed+uint64(k))
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", e.Name, err)
 			}
@@ -106,9 +96,8 @@ func Compare(entries []Entry, steady, clear Scenario, seed uint64, runs int) ([]
 	return rows, nil
 }
 
-// WriteTable prints rows as a Markdown table: each metric measured, with
-// the article's published figure beside it in brackets, then the requests
-// sent and allowed in the steady run.
+// WriteTable prints rows as a Markdown table, the article's figures in
+// brackets.
 func WriteTable(w io.Writer, rows []Row) error {
 	if _, err := fmt.Fprintln(w, "| pacer | avg retry rate | max sleep | stdev requests | time to clear | requests | allowed |"); err != nil {
 		return err

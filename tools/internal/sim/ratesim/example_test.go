@@ -12,7 +12,7 @@ import (
 func Example() {
 	cfg := pacing.Config{Strategy: pacing.StrategyProportionalRemainingDecrease}
 	steady := ratesim.Steady()
-	r, err := ratesim.Run(steady, ratesim.ForConfig(cfg, steady), 1)
+	r, err := ratesim.Run(steady, cfg, 1)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -20,7 +20,7 @@ func Example() {
 		r.Requests(), 100*r.RetryRate(), r.MaxSleep().Seconds())
 
 	clear := ratesim.Clear()
-	c, err := ratesim.Run(clear, ratesim.ForConfig(cfg, clear), 1)
+	c, err := ratesim.Run(clear, cfg, 1)
 	if err != nil {
 		log.Fatal(err)
 	}

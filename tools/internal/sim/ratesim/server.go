@@ -8,15 +8,10 @@ import (
 )
 
 // Server is the simulated API server: a GCRA rate limiter over a bucket of
-// Capacity requests that refills at Capacity per Window (Heroku's 4500 per
-// hour), or not at all. It answers every request with a RateLimit-Remaining
-// header and refuses requests when the bucket is empty.
-//
-// GCRA keeps one time, the theoretical arrival time (TAT) of the next
-// request at the sustained rate; the bucket holds Capacity - (TAT-now)/T
-// requests, where T = Window/Capacity is the emission interval. A request
-// is allowed when at least one whole request is left, and then moves TAT
-// one interval on. Time is virtual: the caller passes it in.
+// capacity requests refilled at capacity per window, or not at all. It
+// answers with a RateLimit-Remaining header. GCRA keeps the theoretical
+// arrival time (TAT) of the next request: the bucket holds capacity -
+// (TAT-now)/T requests, T = window/capacity.
 type Server struct {
 	capacity int64
 	interval time.Duration // T; 0 means no refill
@@ -24,9 +19,8 @@ type Server struct {
 	left     int64         // non-refilling mode
 }
 
-// NewServer returns a server whose bucket holds start requests (clamped to
-// [0, capacity]) at time now, refilled at capacity per window, or never when
-// window is 0.
+// NewServer returns a server whose bucket holds start requests at now,
+// refilled at capacity per window, or never when window is 0.
 func NewServer(capacity, start int64, window time.Duration, now time.Time) *Server {
 	start = min(max(start, 0), capacity)
 	s := &Server{capacity: capacity}
@@ -44,10 +38,7 @@ func (s *Server) level(now time.Time) float64 {
 	if s.interval == 0 {
 		return float64(s.left)
 	}
-	ahead := s.tat.Sub(now)
-	if ahead < 0 {
-		ahead = 0
-	}
+	ahead := max(s.tat.Sub(now), 0)
 	return float64(s.capacity) - float64(ahead)/float64(s.interval)
 }
 
@@ -65,15 +56,8 @@ func (s *Server) Handle(now time.Time) (ok bool, headers map[string]string) {
 			ok = true
 		}
 	} else if s.level(now) >= 1 {
-		s.tat = later(s.tat, now).Add(s.interval)
+		s.tat = s.tat.Add(max(now.Sub(s.tat), 0) + s.interval)
 		ok = true
 	}
 	return ok, map[string]string{pacing.HeaderRemaining: strconv.FormatInt(s.Remaining(now), 10)}
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }

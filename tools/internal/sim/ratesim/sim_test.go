@@ -55,15 +55,15 @@ func prd() pacing.Config {
 
 func TestRunIsDeterministic(t *testing.T) {
 	s := Steady()
-	a, err := Run(s, ForConfig(prd(), s), 7)
+	a, err := Run(s, prd(), 7)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := Run(s, ForConfig(prd(), s), 7)
+	b, _ := Run(s, prd(), 7)
 	if !reflect.DeepEqual(a, b) {
 		t.Fatal("two runs with the same seed differ")
 	}
-	c, _ := Run(s, ForConfig(prd(), s), 8)
+	c, _ := Run(s, prd(), 8)
 	if reflect.DeepEqual(a.Clients, c.Clients) {
 		t.Fatal("runs with different seeds are identical: the seed is not used")
 	}
@@ -74,7 +74,7 @@ func TestRunIsDeterministic(t *testing.T) {
 func TestRunRespectsTheQuota(t *testing.T) {
 	s := Steady()
 	for _, cfg := range []pacing.Config{{}, prd()} {
-		r, err := Run(s, ForConfig(cfg, s), 1)
+		r, err := Run(s, cfg, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +96,7 @@ func TestRunRespectsTheQuota(t *testing.T) {
 
 func TestRunClearStops(t *testing.T) {
 	s := Clear()
-	r, err := Run(s, ForConfig(pacing.Config{Strategy: pacing.StrategyExponentialBackoff}, s), 1)
+	r, err := Run(s, pacing.Config{Strategy: pacing.StrategyExponentialBackoff}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,15 +116,12 @@ func TestRunClearStops(t *testing.T) {
 
 func TestScenarioValidate(t *testing.T) {
 	for _, s := range []Scenario{{}, {Clients: 1, Capacity: 1, Latency: -1, Duration: 1}, {Clients: 1, Capacity: 1, Latency: 1, Duration: 1, StopRemaining: -2}} {
-		if _, err := Run(s, ForConfig(prd(), s), 1); err == nil || !strings.HasPrefix(err.Error(), "ratesim: ") {
+		if _, err := Run(s, prd(), 1); err == nil || !strings.HasPrefix(err.Error(), "ratesim: ") {
 			t.Errorf("Run(%+v) error = %v", s, err)
 		}
 	}
-	if _, err := Run(Steady(), nil, 1); err == nil {
-		t.Error("Run with a nil NewPacer did not fail")
-	}
 	bad := pacing.Config{Strategy: "nope"}
-	if _, err := Run(Steady(), ForConfig(bad, Steady()), 1); err == nil {
+	if _, err := Run(Steady(), bad, 1); err == nil {
 		t.Error("Run with an invalid pacer config did not fail")
 	}
 }
@@ -241,7 +238,7 @@ func BenchmarkRunSteady(b *testing.B) {
 	s := Steady()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Run(s, ForConfig(prd(), s), 1); err != nil {
+		if _, err := Run(s, prd(), 1); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,19 +1,9 @@
-// Package shedsim simulates a server guarded by shed's adaptive
-// concurrency limit, in virtual time, driving the real shed.Limiter.
-//
-// Requests arrive at random (a Poisson process) at the offered rate. The
-// Limiter admits each one or refuses it (the server would answer busy);
-// refused requests are not retried. The server is one of two models:
-//
-//   - Pool: N workers and a first-come queue in front of them; each request
-//     holds a worker for the service time. Its capacity is N / service time.
-//   - CPU: a handler that needs the service time of CPU on one of K cores;
-//     requests in flight share the cores equally (processor sharing), so
-//     each runs at min(1, K/in-flight) of a core. Its capacity is K /
-//     service time.
-//
-// The service time may change during a run (Steps), to show the limit
-// following it. Runs are deterministic for a seed.
+// Package shedsim simulates, in virtual time, a server guarded by the real
+// shed.Limiter. Requests arrive as a Poisson process; refused ones are not
+// retried. The server is a Pool (N workers behind a first-come queue) or a
+// CPU (K cores shared equally by the requests in flight); either way its
+// capacity is N / service time, and Steps may change the service time.
+// Runs are deterministic for a seed.
 package shedsim
 
 import (
@@ -60,24 +50,20 @@ type Step struct {
 
 // Scenario is one simulated run.
 type Scenario struct {
-	Model Model
-	// Workers is N for Pool, K (cores) for CPU.
-	Workers int
-	// Service is the service time at the start.
+	Model   Model
+	Workers int // N for Pool, K (cores) for CPU
+	// Service is the service time at the start; Steps change it later.
 	Service time.Duration
-	// Steps change Service later in the run, in order of At.
-	Steps []Step
-	// Load is the offered rate as a multiple of the starting capacity
-	// (Workers / Service): 2 offers twice what the server can serve.
-	Load float64
-	// Duration is the simulated time.
+	Steps   []Step
+	// Load is the offered rate as a multiple of the starting capacity.
+	Load     float64
 	Duration time.Duration
 	Guard    Guard
-	// FixedLimit is the limit of the Fixed guard.
+	// FixedLimit is the Fixed guard's limit; Shed the Adaptive guard's
+	// configuration.
 	FixedLimit int
-	// Shed configures the Adaptive guard.
-	Shed shed.Config
-	Seed uint64
+	Shed       shed.Config
+	Seed       uint64
 }
 
 // MaxRequests bounds a run's work: Load * capacity * Duration.
@@ -120,32 +106,27 @@ func (s Scenario) Validate() error {
 	return nil
 }
 
-// Capacity is the requests per second the server can serve at the starting
-// service time.
+// Capacity is the requests per second served at the starting service time.
 func (s Scenario) Capacity() float64 { return float64(s.Workers) / s.Service.Seconds() }
 
 // Second is what happened in one simulated second.
 type Second struct {
-	// T is the second's end, from the start of the run.
-	T time.Duration
-	// Service is the service time at the second's end.
+	// T is the second's end; Service the service time then.
+	T       time.Duration
 	Service time.Duration
 	// Offered, Admitted and Shed count requests arriving in the second.
 	Offered, Admitted, Shed int
-	// Done counts requests finishing in the second; Goodput is Done over
-	// the capacity at the second's service time.
+	// Done counts requests finishing; Goodput is Done over the capacity
+	// at the second's service time.
 	Done    int
 	Goodput float64
-	// P50 and P99 are quantiles of the latency of the requests finishing
-	// in the second (0 when none did).
+	// P50 and P99 are the latencies of the requests finishing.
 	P50, P99 time.Duration
-	// Limit is the adaptive estimate at the second's end (the fixed limit,
-	// or 0 with no guard); MinLimit and MaxLimit its extremes in the second.
+	// Limit is the estimate at the second's end (the fixed limit, or 0);
+	// MinLimit and MaxLimit its extremes in the second.
 	Limit, MinLimit, MaxLimit float64
-	// NoLoad is the limiter's no-load latency at the second's end.
-	NoLoad time.Duration
-	// InFlight is the requests admitted and not finished at the end.
-	InFlight int
+	NoLoad                    time.Duration // the limiter's no-load latency
+	InFlight                  int           // admitted and not finished
 }
 
 // Result is a run's seconds.
@@ -167,21 +148,16 @@ func Run(s Scenario) (Result, error) {
 		return Result{}, err
 	}
 	r := &run{s: s, rng: rand.New(rand.NewPCG(s.Seed, s.Seed^0x5eed)), service: s.Service}
-	switch s.Guard {
-	case Adaptive:
+	if s.Guard != None {
 		cfg := s.Shed
+		if s.Guard == Fixed {
+			cfg = shed.Config{MinLimit: s.FixedLimit, MaxLimit: s.FixedLimit}
+		}
 		cfg.Clock = clock.NewFake(epoch)
-		l, err := shed.New(cfg)
-		if err != nil {
+		var err error
+		if r.lim, err = shed.New(cfg); err != nil {
 			return Result{}, err
 		}
-		r.lim = l
-	case Fixed:
-		l, err := shed.New(shed.Config{MinLimit: s.FixedLimit, MaxLimit: s.FixedLimit, Clock: clock.NewFake(epoch)})
-		if err != nil {
-			return Result{}, err
-		}
-		r.lim = l
 	}
 	return r.run(), nil
 }
@@ -193,14 +169,11 @@ type run struct {
 	service time.Duration
 	now     time.Time
 
-	// Pool: requests waiting for a worker, and the finish times of those
-	// being served.
+	// Pool: requests waiting for a worker, and those being served.
 	queue   []*request
 	serving event.Queue[*request]
-	// CPU: requests being served, a heap by the virtual work at which
-	// they finish (requests admitted before a change of the service time
-	// need more or less work than later ones), and the virtual work each
-	// in-flight request has received so far.
+	// CPU: requests by the virtual work at which they finish, and the
+	// work each in-flight request has received so far.
 	cpu     cpuHeap
 	virtual float64
 
