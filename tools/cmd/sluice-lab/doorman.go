@@ -270,16 +270,12 @@ func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	priority := fs.Int64("priority", 0, "the priority sent to the server")
 	watch := fs.Bool("watch", false, "keep the lease, refreshing it, and print every change until interrupted")
 	tlsFlags := addDoormanClientTLSFlags(fs)
-	output := cli.AddOutputFlag(fs, false)
-	if code, ok := fs.ParseArgs(args); !ok {
+	asJSON, code, ok := cli.AddOutputFlag(fs, false).Parse(args)
+	if !ok {
 		return code
 	}
 	if *serverAddr == "" || *resource == "" || *wants < 0 {
 		return fs.UsageError("--server, --resource and --wants (>= 0) are required")
-	}
-	asJSON, err := output.Check(fs)
-	if err != nil {
-		return fs.UsageError("%v", err)
 	}
 	dialOpts, err := dialOptions(tlsFlags, fs.TLSReloadErrors())
 	if err != nil {

@@ -65,12 +65,9 @@ func simDoormanCmd(args []string, stdout, stderr io.Writer) int {
 	duration := fs.Duration("duration", 0, "simulated time `D`, 1s to 24h (default the scenario's)")
 	chartPath := fs.String("chart", "", "draw total wants, total has and capacity over time to `FILE` (.png or .svg)")
 	output := cli.AddOutputFlag(fs, true)
-	if code, ok := fs.ParseArgs(args); !ok {
+	asJSON, code, ok := output.Parse(args)
+	if !ok {
 		return code
-	}
-	asJSON, err := output.Check(fs)
-	if err != nil {
-		return fs.UsageError("%v", err)
 	}
 	sc, ok := doormansim.Lookup(*name)
 	if !ok {
@@ -96,7 +93,7 @@ func simDoormanCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fs.Failure("%v", err)
 	}
-	return simReport(fs, stdout, doormanReport(res), asJSON, func(w io.Writer) { writeDoormanTable(w, res) }, *chartPath,
+	return fs.Report(doormanReport(res), asJSON, func(w io.Writer) error { writeDoormanTable(w, res); return nil }, *chartPath,
 		func(path string) error { return writeDoormanChart(path, res) })
 }
 

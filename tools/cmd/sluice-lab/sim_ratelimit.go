@@ -54,12 +54,9 @@ func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
 	reserve := fs.Float64("reserve", 0, "the reserve pacer's reserve, a `FRACTION` of the limit in [0, 1) (0: the default, 0.003)")
 	chart := fs.String("chart", "", "also draw each client's sleep over the 30 minutes, per pacer, to this .png or .svg `FILE`")
 	output := cli.AddOutputFlag(fs, false)
-	if code, ok := fs.ParseArgs(args); !ok {
+	asJSON, code, ok := output.Parse(args)
+	if !ok {
 		return code
-	}
-	asJSON, err := output.Check(fs)
-	if err != nil {
-		return fs.UsageError("%v", err)
 	}
 	if *runs < 1 || *runs > maxSimRuns {
 		return fs.UsageError("--runs is %d, must be in 1..%d", *runs, maxSimRuns)
@@ -82,38 +79,20 @@ func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fs.Failure("%v", err)
 	}
-	if asJSON {
-		if code := fs.WriteJSON(ratelimitReport(*seed, *runs, steady, clear, rows)); code != cli.ExitOK {
-			return code
+	table := func(w io.Writer) error {
+		fmt.Fprintf(w, "Rate throttling (Heroku's client rate throttling article), virtual time, seed %d", *seed)
+		if *runs > 1 {
+			fmt.Fprintf(w, ", mean of %d runs", *runs)
 		}
-		if *chart != "" {
-			if err := writeSleepChart(*chart, rows); err != nil {
-				return fs.Failure("chart: %v", err)
-			}
-		}
-		return cli.ExitOK
+		fmt.Fprintf(w, "\nsteady: %d greedy clients, %v, GCRA bucket %d refilled at %d per hour, starting empty, %v per request\n",
+			steady.Clients, steady.Duration, steady.Capacity, steady.Capacity, steady.Latency)
+		fmt.Fprintf(w, "clear:  %d requests in a bucket that is not refilled, clients starting at %v of sleep, done at remaining <= %d\n",
+			clear.Start, clear.InitialSleep, clear.StopRemaining)
+		fmt.Fprint(w, "(in brackets: the article's published figures)\n\n")
+		return ratesim.WriteTable(w, rows)
 	}
-	fmt.Fprintf(stdout, "Rate throttling (Heroku's client rate throttling article), virtual time, seed %d", *seed)
-	if *runs > 1 {
-		fmt.Fprintf(stdout, ", mean of %d runs", *runs)
-	}
-	fmt.Fprintln(stdout)
-	fmt.Fprintf(stdout, "steady: %d greedy clients, %v, GCRA bucket %d refilled at %d per hour, starting empty, %v per request\n",
-		steady.Clients, steady.Duration, steady.Capacity, steady.Capacity, steady.Latency)
-	fmt.Fprintf(stdout, "clear:  %d requests in a bucket that is not refilled, clients starting at %v of sleep, done at remaining <= %d\n",
-		clear.Start, clear.InitialSleep, clear.StopRemaining)
-	fmt.Fprintln(stdout, "(in brackets: the article's published figures)")
-	fmt.Fprintln(stdout)
-	if err := ratesim.WriteTable(stdout, rows); err != nil {
-		return fs.Failure("%v", err)
-	}
-	if *chart != "" {
-		if err := writeSleepChart(*chart, rows); err != nil {
-			return fs.Failure("chart: %v", err)
-		}
-		fmt.Fprintf(stdout, "\nchart: %s\n", *chart)
-	}
-	return cli.ExitOK
+	return fs.Report(ratelimitReport(*seed, *runs, steady, clear, rows), asJSON, table, *chart,
+		func(path string) error { return writeSleepChart(path, rows) })
 }
 
 // simRatelimitReport is `sluice-lab sim ratelimit -o json`'s report.

@@ -102,12 +102,9 @@ func simShedCmd(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same run")
 	chartPath := fs.String("chart", "", "draw limit, latency and goodput over time to `FILE` (.png or .svg)")
 	output := cli.AddOutputFlag(fs, true)
-	if code, ok := fs.ParseArgs(args); !ok {
+	asJSON, code, ok := output.Parse(args)
+	if !ok {
 		return code
-	}
-	asJSON, err := output.Check(fs)
-	if err != nil {
-		return fs.UsageError("%v", err)
 	}
 	g, fixed, err := parseGuard(*guard)
 	if err != nil {
@@ -127,7 +124,7 @@ func simShedCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fs.Failure("%v", err)
 	}
-	return simReport(fs, stdout, shedReport(res), asJSON, func(w io.Writer) { writeShedTable(w, res) }, *chartPath,
+	return fs.Report(shedReport(res), asJSON, func(w io.Writer) error { writeShedTable(w, res); return nil }, *chartPath,
 		func(path string) error { return writeShedChart(path, res) })
 }
 

@@ -246,7 +246,7 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	if !ok {
 		return code
 	}
-	asJSON, err := output.Check(fs)
+	asJSON, err := output.Check()
 	if err != nil {
 		return fs.UsageError("%v", err)
 	}
@@ -714,22 +714,7 @@ func benchClosedLoop(ctx context.Context, fs *FlagSet, a closedLoopArgs, stdout,
 	if err != nil {
 		return fs.Failure("%v", err)
 	}
-	if a.json {
-		if code := fs.WriteJSON(res); code != ExitOK {
-			return code
-		}
-	} else if err := res.WriteTable(stdout); err != nil {
-		return fs.Failure("%v", err)
-	}
-	if a.chart != "" {
-		if err := a.charts.ClosedLoop(res, a.chart); err != nil {
-			return fs.Failure("chart: %v", err)
-		}
-		if !a.json {
-			fmt.Fprintf(stdout, "\nchart: %s\n", a.chart)
-		}
-	}
-	return ExitOK
+	return fs.Report(res, a.json, res.WriteTable, a.chart, func(path string) error { return a.charts.ClosedLoop(res, path) })
 }
 
 // hasFlag reports whether args give the flag name (-name, --name,

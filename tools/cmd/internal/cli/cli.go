@@ -56,28 +56,19 @@ func (f *FlagSet) alias(short, long string) {
 	f.short[long], f.isShort[short] = short, true
 }
 
-// parse parses args. When it returns false the command exits with the
-// code it returns: 0 after printing the help asked for, 2 after a usage
-// error. The commands take flags only, so a leftover word (at which the
-// flag package would stop, silently ignoring every flag after it) is an
-// error.
+// ParseArgs parses args. When it returns false the command exits with
+// the code it returns: 0 after printing the help asked for, 2 after a
+// usage error. The commands take flags only, so a leftover word (at which
+// the flag package would stop, silently ignoring every flag after it) is
+// an error.
 func (f *FlagSet) ParseArgs(args []string) (int, bool) {
-	err := f.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		f.printHelp(f.stdout)
-		return ExitOK, false
-	case err != nil:
-		return f.UsageError("%v", err), false
-	case f.NArg() > 0:
-		return f.UsageError("unexpected argument %q (flags only)", f.Arg(0)), false
-	}
-	return 0, true
+	_, code, ok := f.parseWords(args, 0)
+	return code, ok
 }
 
-// parseWords parses args as parse does, but also takes up to max words
-// among the flags (yab's `SERVICE METHOD`), returned in order; flags may
-// come before, between and after them.
+// parseWords parses args as ParseArgs does, but also takes up to max
+// words among the flags (yab's `SERVICE METHOD`), returned in order;
+// flags may come before, between and after them.
 func (f *FlagSet) parseWords(args []string, max int) ([]string, int, bool) {
 	var words []string
 	for {
@@ -90,6 +81,8 @@ func (f *FlagSet) parseWords(args []string, max int) ([]string, int, bool) {
 			return nil, f.UsageError("%v", err), false
 		case f.NArg() == 0:
 			return words, 0, true
+		case max == 0:
+			return nil, f.UsageError("unexpected argument %q (flags only)", f.Arg(0)), false
 		case len(words) == max:
 			return nil, f.UsageError("unexpected argument %q (at most %d words besides the flags)", f.Arg(0), max), false
 		}

@@ -14,17 +14,17 @@ there is no value (quantiles of no call, a rate not set).`
 
 // outputFlag is -o/--output, the one output convention of the commands
 // with a report: table (for people) or json (for programs), with the
-// older spellings kept as deprecated aliases for a release: -o text (bench)
-// and --json (sim shed, sim doorman).
+// older spellings kept as deprecated aliases: -o text (bench) and --json
+// (sim shed, sim doorman).
 type outputFlag struct {
+	fs     *FlagSet
 	format string
 	json   bool // --json, where the command had it
 }
 
-// addOutputFlag defines -o/--output on fs, and --json too when legacyJSON
-// (the command had it before -o).
+// AddOutputFlag defines -o/--output on fs, and --json too when legacyJSON.
 func AddOutputFlag(fs *FlagSet, legacyJSON bool) *outputFlag {
-	o := &outputFlag{}
+	o := &outputFlag{fs: fs}
 	fs.StringVar(&o.format, "output", "table", "the report's `FORMAT`: table, for people, or json, one JSON object on one line (\"text\": table, deprecated)")
 	fs.alias("o", "output")
 	if legacyJSON {
@@ -33,12 +33,12 @@ func AddOutputFlag(fs *FlagSet, legacyJSON bool) *outputFlag {
 	return o
 }
 
-// check validates the flag and reports whether the report is JSON; an
+// Check validates the flag and reports whether the report is JSON; an
 // error is a usage error.
-func (o *outputFlag) Check(fs *FlagSet) (asJSON bool, err error) {
+func (o *outputFlag) Check() (asJSON bool, err error) {
 	switch o.format {
 	case "table", "text":
-		if o.json && fs.IsSet("output") {
+		if o.json && o.fs.IsSet("output") {
 			return false, fmt.Errorf("--json and -o %s disagree; give -o json or -o table", o.format)
 		}
 		return o.json, nil
@@ -46,6 +46,19 @@ func (o *outputFlag) Check(fs *FlagSet) (asJSON bool, err error) {
 		return true, nil
 	}
 	return false, fmt.Errorf("-o/--output is %q, must be table or json", o.format)
+}
+
+// Parse parses args as ParseArgs does, then checks the flag: ok false
+// with the exit code, else whether the report is JSON.
+func (o *outputFlag) Parse(args []string) (asJSON bool, code int, ok bool) {
+	if code, ok := o.fs.ParseArgs(args); !ok {
+		return false, code, false
+	}
+	asJSON, err := o.Check()
+	if err != nil {
+		return false, o.fs.UsageError("%v", err), false
+	}
+	return asJSON, ExitOK, true
 }
 
 // WriteJSON writes a report on stdout as one line of JSON, and returns
@@ -82,4 +95,28 @@ func (f *FlagSet) ReportRun(ctx context.Context, res tableResult, err error, asJ
 		return interrupted, f.Failure("%v", werr)
 	}
 	return interrupted, ExitOK
+}
+
+// Report prints a run's result res: as JSON with asJSON, else table's
+// rows on stdout; then, with chartPath, draws it with chart and says
+// where (not with JSON, whose stdout is the JSON alone). It returns the
+// exit code.
+func (f *FlagSet) Report(res any, asJSON bool, table func(io.Writer) error, chartPath string, chart func(string) error) int {
+	if asJSON {
+		if code := f.WriteJSON(res); code != ExitOK {
+			return code
+		}
+	} else if err := table(f.stdout); err != nil {
+		return f.Failure("%v", err)
+	}
+	if chartPath == "" {
+		return ExitOK
+	}
+	if err := chart(chartPath); err != nil {
+		return f.Failure("chart: %v", err)
+	}
+	if !asJSON {
+		fmt.Fprintf(f.stdout, "\nchart: %s\n", chartPath)
+	}
+	return ExitOK
 }
