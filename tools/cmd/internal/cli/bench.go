@@ -39,108 +39,36 @@ sluice bench --amplification SCENARIO[,SCENARIO...] [--ci] [--rps R] [-d D] [-o 
 
   unbounded (the default, --rps 0), as yab's benchmark: on each of
     --connections connections --concurrency calls are in flight (default
-    1), each started as soon as one returns, as fast as the client and
-    the servers allow; latency is from each call's start.
+    1), each started as soon as one returns; latency is from each call's
+    start.
   rate (--rps R): calls arrive on schedule, R a second, whether or not
     earlier ones returned (open loop), at most --concurrency in flight in
-    all (default 100), over the connections in turn; latency is from each
-    call's scheduled arrival, so a stalled client cannot hide its
-    queueing.
+    all (default 100); latency is from each call's scheduled arrival, so a
+    stalled client cannot hide its queueing.
 
-What each call sends is what 'sluice call' sends with the same flags: JSON,
-raw, or Thrift through an IDL (-t FILE.thrift, Service::method), encoded
-once before the run; -H, --sk, --rk, --rd and --caller go with every call,
-and the service and method may follow the flags as two words, as in yab.
-The TLS flags are call's too: every connection speaks TLS to the peers of
--p/-P (--embedded servers, and those of the modes below, are plaintext).
+Each call sends what 'sluice call' sends with the same flags (JSON, raw, or
+Thrift through -t), encoded once before the run; the TLS flags are call's
+too. Each connection is a Sluice Channel of its own, as each of yab's is.
+The run stops after -n calls or -d of calls, whichever comes first (neither:
+5s); an interrupt ends it early and reports the calls made so far. Each
+second a progress line goes to stderr. The report gives throughput and the
+latency quantiles of successful, failed and locally refused calls, attempts
+per call, busy answers and errors by code. As yab, bench first makes one
+call and prints its answer (--no-first-response skips it); --per-peer-stats
+adds a row per peer. docs/cli.md maps yab's flags to these.
 
-A connection is a Sluice Channel of its own (channel.New), with its own TCP
-connections to the peers, busy limiters and retry state, as each of yab's
-connections is a channel of its own: by default 2 x GOMAXPROCS unbounded
-(yab's), 1 with --rps. The run stops after -n calls or -d of calls,
-whichever comes first: -n alone sends exactly n calls (with a safety limit
-of 10m), neither gives 5s. Each second a progress line goes to stderr (calls
-returned, successes, failures, calls refused locally, the current rate). The
-report gives the mode, connections and concurrency, calls and throughput
-(successful calls per second), latency quantiles of successful calls, of
-failed calls and of calls refused locally (THROTTLED, RATE_LIMITED,
-NO_PEERS, UNAVAILABLE: nothing sent) separately, and attempts per call, busy
-answers, throttled requests and errors by code (an application error, JSON
-or Thrift, counts as APPLICATION; a Thrift exception is named by its type,
-APPLICATION 5 (KeyNotFound 5), and counted in the JSON's
-application_errors). An interrupt ends the run early and reports the calls
-made so far. Quantiles of a rate run are exact; an unbounded run's come
-from histograms with buckets 1/128 of their values wide (within 0.4%).
-
-As yab does, bench first makes one call, left out of the figures, and
-prints its answer as yab prints it (call -o yab's envelope; with -o json,
-the report's first_response); --no-first-response skips it. A first call
-that fails is said on stderr, and the run goes on. --per-peer-stats (yab's
-flag) adds a row for each peer: the calls it answered (or, failed, whose
-last attempt went to it), ok, failed, p50/p99/max of its successful calls,
-the attempts sent to it, its Busy answers and throttled requests, and its
-errors; in the JSON, per_peer. A peer that left during the run keeps its
-row, marked (left) ("left": true), with its counts as last read, at most
-50 ms before it left.
-
-Embedded servers can have a pool of workers (--embedded-workers: requests
-beyond them queue) and shed load (--embedded-shed). --closed-loop runs the
-comparison of server shedding and client busy throttling on one embedded
-worker-pool server (default 8 workers, 2 ms each: 4,000 calls/s) offered
---load times its capacity (default 2) with no retries, for -d per
-combination (default 10 s), and prints goodput, the shares answered Busy and
-refused in the client, p50/p99 and the requests that reached the server.
---shedding (none, fixed, adaptive) and --throttling (off, on), each a
-comma-separated list, run some of the combinations only.
-
---mix splits the offered calls between criticality classes (critical_plus,
-critical, sheddable_plus, sheddable), each CLASS=PERCENT, the percents
-(whole or decimal) summing to 100. --callers N offers the load from N
-callers (2-100), each a client Channel of its own named caller-1 ...
-caller-N (its TChannel caller name), caller-1 offering --heavy-factor
-times each other's rate (default 1); the total stays --load times the
-capacity. Either may be given, or both. With either, each combination
-runs twice, and its rows come in pairs: unaware (aware false: the calls
-carry no class and the server's limits are first come, first served,
-Sluice's shedding before classes) and aware (aware true: each call carries
-its class, and the server's limits admit higher classes first and share
-themselves between callers). Each row then has, per class and per caller,
-the calls offered and successful per second, served (successful of
-offered, calls refused in the client included, 0-1) and the p99 of the
-successful calls: the JSON's "classes" and "callers" arrays (a caller's
-"heavy" marks caller-1), and tables by class and by caller after the main
-one.
-
---rolling-deploy (sluice-lab's: it may embed an etcd server) replaces a
-fleet of server processes (children of the binary; default 4, echo with a
-1 ms service time) one instance at a time
-under an open-loop load (default 1,000 calls/s from 2 clients, no retry
-policy): --replacements in all (default 8, every instance twice), after a
-steady stretch and each followed by --settle. Its rows, one after the
-other: etcd (Sluice clients following etcd, servers registering there and
-leaving with Shutdown; etcd is --etcd, or the etcd binary, or an embedded
-one), dns (Sluice clients following SRV records served in process, looked
-up every --dns-period; Shutdown), static (Sluice with a fixed peer list,
-servers replaced in place with Close) and tchannel (plain tchannel-go, the
-same). It prints, per row, the calls made and failed by code, p50/p99 in
-the steady state and during the deploys, and how soon each new instance
-got its first call. Takes about two and a half minutes with the defaults.
-
---balancing runs the peer-choice scenarios, each with the balancing feature
-it measures and without it, both rows in one table, on worker-pool servers
-in this process (each answers Busy beyond 4 requests waiting per worker)
-and one client with no retries: scale-out (3 servers at 70% load, 3 more
-join cold; slow start on and off), heterogeneous (servers of 1, 2 and 4
-workers; weights 1, 2, 4 and all 1), shard (10 cached servers, Zipf keys and
-a hot key; shard keys and none, and how keys move on the ring), erroring
-(1, then 3, of 4 servers answering UNEXPECTED to half their calls; ejection
-on and off), or all. Each table is followed by the issue's done-when checks,
-"holds" or "FALLS SHORT" with the figure. The full size takes about five
-minutes; --ci a second or two a run. sluice-lab's --chart draws each
-scenario second by second: with several scenarios, FILE-SCENARIO.png for
-each (and --closed-loop's goodput and p99).
-
-` + amplificationHelp + `
+The other modes run servers and a client of their own in this process, and
+print a table of rows (tools/benchmarks/README.md describes each and its
+figures): --closed-loop compares server shedding and client busy
+throttling on one worker-pool server at --load times its capacity (--mix
+and --callers split the load by class and by caller, rows in pairs,
+unaware and aware); --balancing SCENARIOS runs each balancing feature with
+and without it, then the issue's checks; --amplification SCENARIOS runs a
+call chain whose every layer retries, naive and bounded; sluice-lab's
+--rolling-deploy replaces a fleet of server processes under load (rows
+etcd, dns, static, tchannel). --ci makes --balancing and --amplification a
+second or two a run; sluice-lab's --chart draws --closed-loop and
+--balancing over time.
 
 ` + OutputJSONHelp + ` In every mode the JSON carries
 the same figures as the table.

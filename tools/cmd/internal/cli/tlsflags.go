@@ -51,15 +51,8 @@ type ServerTLSFlags struct {
 	files tlsfiles.Files
 }
 
-// addServerTLSFlags registers a server's TLS flags on fs; protocol is
-// what it serves ("gRPC", "TChannel").
-func addServerTLSFlags(fs *FlagSet, protocol string) *ServerTLSFlags {
-	s := &ServerTLSFlags{}
-	s.Register(fs, protocol)
-	return s
-}
-
-// Register registers the flags on fs, landing in s.
+// Register registers the flags on fs, landing in s; protocol is what the
+// server serves ("gRPC", "TChannel").
 func (s *ServerTLSFlags) Register(fs *FlagSet, protocol string) {
 	fs.StringVar(&s.files.Cert, "tls-cert", "", "serve "+protocol+" over TLS with the PEM certificate (and chain) in `FILE`, re-read when it changes; needs --tls-key")
 	fs.StringVar(&s.files.Key, "tls-key", "", "the PEM private key of --tls-cert, in `FILE`")
@@ -81,14 +74,6 @@ func (s *ServerTLSFlags) validate() error {
 		return errors.New("--tls-ca (client certificates) needs --tls-cert and --tls-key: mutual TLS is TLS first")
 	}
 	return nil
-}
-
-// load reads the files (see loadTLSFiles); nil, nil without --tls-cert.
-func (s *ServerTLSFlags) load(onReloadError func(error)) (*tlsfiles.Reloader, error) {
-	if !s.enabled() {
-		return nil, nil
-	}
-	return loadTLSFiles(s.files, "", onReloadError)
 }
 
 // ClientTLSFlags are a client's TLS flags: --tls, --tls-ca, --tls-cert,
@@ -129,15 +114,6 @@ func (c *ClientTLSFlags) validate() error {
 		return fmt.Errorf("%stls-server-name is the name a TLS server's certificate must carry: give %stls or %stls-ca too", p, p, p)
 	}
 	return nil
-}
-
-// load reads the files (see loadTLSFiles); nil, nil when the client
-// speaks plaintext. Call validate first.
-func (c *ClientTLSFlags) load(onReloadError func(error)) (*tlsfiles.Reloader, error) {
-	if !c.enabled() {
-		return nil, nil
-	}
-	return loadTLSFiles(c.files, c.prefix, onReloadError)
 }
 
 // loadTLSFiles reads f's files into a tlsfiles.Reloader, which re-reads
@@ -201,25 +177,15 @@ func addChannelClientTLSFlags(fs *FlagSet) *channelClientTLS {
 	return c
 }
 
-func (c *channelClientTLS) validate() error {
-	if err := c.ClientTLSFlags.validate(); err != nil {
-		return err
-	}
-	if c.fallback && !c.enabled() {
-		return errors.New("--tls-fallback lets TLS fall back to plaintext: give --tls or --tls-ca too")
-	}
-	return nil
-}
-
 // options checks the flags and reads the files, and returns the Channel
 // options that make its connections speak TLS: nil for plaintext. With
 // --tls-fallback, the first fallback to each peer is logged on the
 // Channel's logger (channel.WithLogger). Its errors are usage errors.
 func (c *channelClientTLS) options(onReloadError func(error)) ([]channel.Option, error) {
-	if err := c.validate(); err != nil {
-		return nil, err
+	if c.fallback && !c.enabled() && c.ClientTLSFlags.validate() == nil {
+		return nil, errors.New("--tls-fallback lets TLS fall back to plaintext: give --tls or --tls-ca too")
 	}
-	r, err := c.load(onReloadError)
+	r, _, err := c.Reloader(onReloadError)
 	if r == nil || err != nil {
 		return nil, err
 	}
@@ -229,36 +195,30 @@ func (c *channelClientTLS) options(onReloadError func(error)) ([]channel.Option,
 		Config:     func() *tls.Config { return r.ClientConfig("") },
 		ServerName: c.serverName,
 	}
-	if !c.fallback {
-		return []channel.Option{channel.WithClientTLS(ct)}, nil
+	if c.fallback { // every peer of the command's target
+		ct.Fallback = func(string) bool { return true }
 	}
-	// Every peer of the command's target (-P's change as they will).
-	ct.Fallback = func(string) bool { return true }
 	return []channel.Option{channel.WithClientTLS(ct)}, nil
 }
 
-// Reloader checks the flags and reads their files, for a protocol other
-// than TChannel (sluice-lab's Doorman speaks gRPC): nil and "" when the
+// Reloader checks the flags and reads their files: nil and "" when the
 // client speaks plaintext, else the files and the name the server's
 // certificate must carry ("": the dialled host's). Errors are usage
 // errors naming the flag, and the file. A changed file that does not load
 // later is told to onReloadError (nil: nobody).
 func (c *ClientTLSFlags) Reloader(onReloadError func(error)) (*tlsfiles.Reloader, string, error) {
-	if err := c.validate(); err != nil {
+	if err := c.validate(); err != nil || !c.enabled() {
 		return nil, "", err
 	}
-	r, err := c.load(onReloadError)
-	if r == nil || err != nil {
-		return nil, "", err
-	}
-	return r, c.serverName, nil
+	r, err := loadTLSFiles(c.files, c.prefix, onReloadError)
+	return r, c.serverName, err
 }
 
-// Reloader checks the flags and reads their files, for a protocol other
-// than TChannel: nil without TLS. As ClientTLSFlags.Reloader.
+// Reloader checks the flags and reads their files: nil without TLS. As
+// ClientTLSFlags.Reloader.
 func (s *ServerTLSFlags) Reloader(onReloadError func(error)) (*tlsfiles.Reloader, error) {
-	if err := s.validate(); err != nil {
+	if err := s.validate(); err != nil || !s.enabled() {
 		return nil, err
 	}
-	return s.load(onReloadError)
+	return loadTLSFiles(s.files, "", onReloadError)
 }
