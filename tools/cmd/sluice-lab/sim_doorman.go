@@ -23,18 +23,12 @@ import (
 var simDoormanHelp = cli.Help{
 	Synopsis: `sluice-lab sim doorman [--scenario NAME] [--seed N] [--duration D] [--chart FILE] [-o json]`,
 	About: `Runs a tree of Doorman servers and their clients in virtual time: Sluice's
-own leasing server and client code (packages leasing/server and leasing) on a
-fake clock, over an in-memory transport, with masters decided through the
-server's election interface. Clients change their demand at random; with
-mishaps, demands spike, intermediate servers crash and restart empty, and the
-root's master fails over to its standby.
-
-It prints the parameters, then what the Doorman design judges a tree by:
-capacity used (what the clients hold over min(their demand, capacity),
-averaged after the root's learning mode), overshoot (samples where the
-clients held more than the capacity: count, episodes, maximum, mean while
-over), the longest time to re-converge after a change, the mishaps, and a
-row per simulated minute.
+own leasing server and client code on a fake clock, over an in-memory
+transport. Clients change their demand at random; with mishaps, demands
+spike, intermediate servers crash and restart empty, and the root's master
+fails over. It prints the parameters, then what the Doorman design judges a
+tree by (capacity used, overshoot, the longest re-convergence), the mishaps
+and a row per simulated minute; tools/benchmarks/README.md has the figures.
 
 Scenarios (the first three are the design doc's):
 ` + scenarioList() + `

@@ -26,13 +26,10 @@ const maxSimRuns = 100
 var simRatelimitHelp = cli.Help{
 	Synopsis: `sluice-lab sim ratelimit [--seed N] [--runs N] [--reserve F] [--chart FILE] [-o json]`,
 	About: `Replays, in virtual time, the rate-throttling study of Heroku's client rate
-throttling article ("A Fast Car Needs Good Brakes: How We Added Client Rate
-Throttling to the Platform API Gem"): a GCRA server (a bucket of 4500 requests
-refilled at 4500 per hour) and 10 greedy clients for 30 minutes, each client
-paced by one of Sluice's pacers (pacing), the very code a channel runs.
-It prints, per pacer, the article's four metrics (average retry rate, maximum
-sleep, standard deviation of request counts, time to clear a workload) beside
-the figures the article published, and can chart each client's sleep.
+throttling article: a GCRA server and 10 greedy clients for 30 minutes, each
+client paced by one of Sluice's pacers, the very code a channel runs. It
+prints, per pacer, the article's four metrics beside the figures the article
+published (tools/benchmarks/README.md), and can chart each client's sleep.
 
 ` + cli.OutputJSONHelp + ` It holds the two scenarios and, per
 pacer, the four metrics, the requests sent and allowed, and the article's

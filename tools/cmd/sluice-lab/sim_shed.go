@@ -23,15 +23,13 @@ var simShedHelp = cli.Help{
 	Synopsis: `sluice-lab sim shed [--model pool|cpu] [--workers N] [--service D] [--load X]
 [--duration D] [--step AT:D]... [--guard adaptive|fixed:N|none] [--seed N] [--chart FILE] [-o json]`,
 	About: `Simulates, in virtual time, a server guarded by the adaptive concurrency limit
-a Sluice server sheds load with (package shed, ShedConfig.Adaptive), driving
-the very code a server runs. Requests arrive at random at --load times the
-server's capacity; the guard admits them or sheds them (a real server answers
-Busy); the server is a pool of --workers workers with a queue in front
-(capacity workers / service time), or a CPU-bound handler on --workers cores.
---step changes the service time during the run. It prints, second by second,
-the requests offered, admitted and shed, goodput (requests served per second
-as a share of the capacity at that moment), latency quantiles, the limit (its
-lowest and highest in the second) and the no-load latency the limit probes.
+a Sluice server sheds load with (ShedConfig.Adaptive), driving the very code
+a server runs: requests arrive at random at --load times the capacity of a
+pool of --workers workers with a queue in front (or a CPU-bound handler on
+--workers cores), and --step changes the service time during the run. It
+prints, second by second, the requests offered, admitted and shed, goodput,
+latency quantiles, the limit and the no-load latency it probes
+(docs/serving.md).
 
 ` + cli.OutputJSONHelp + ` It holds the scenario and the
 seconds; a second in which no request finished has null quantiles, and

@@ -11,39 +11,27 @@ import (
 	"github.com/sluice-rpc/sluice/tlsfiles"
 )
 
-// The TLS flags of every command, one set of names and meanings: a
-// server's --tls-cert, --tls-key and --tls-ca (sluice serve, doorman
-// serve), a client's --tls, --tls-ca, --tls-cert, --tls-key and
-// --tls-server-name (call, bench, the doorman clients; doorman serve's
-// --parent-tls...), and the TChannel client's --tls-fallback. The files
-// are tlsfiles', read at start (a file that does not load is an error
-// naming its flag) and re-read when they change.
+// The TLS flags of every command, one set of names and meanings, for
+// servers (--tls-cert, --tls-key, --tls-ca) and clients (also --tls and
+// --tls-server-name; TChannel's also --tls-fallback). The files are
+// tlsfiles', read at start and re-read when they change.
 
 // serverTLSHelp is the paragraph of sluice serve's help about TLS.
 const serverTLSHelp = `With --tls-cert and --tls-key it serves TLS, and with --tls-ca it also
-requires every client to present a certificate that CA signed (mutual TLS).
---tls-mode mixed serves TLS and plaintext TChannel on the one port (each
-connection's first bytes say which), for a rollout: plaintext clients (yab,
-tcurl, sluice call without --tls) keep working. The default, --tls-mode
-only, refuses them with an error their handshake fails with, and a line on
-stderr naming the client. The files are re-read when they change (new
-connections look at them at most once a second): a renewed certificate or
-CA is used for new connections without a restart, connections already open
-keep theirs, and a file that does not load leaves the last good one in use,
-with a line on stderr.`
+requires client certificates that CA signed (mutual TLS). --tls-mode mixed
+serves TLS and plaintext on the one port, for a rollout; the default,
+--tls-mode only, refuses plaintext clients. The files are re-read when they
+change; a file that does not load leaves the last good one in use, with a
+line on stderr (docs/tls.md).`
 
 // clientTLSHelp is the paragraph of call's and bench's help about TLS.
-const clientTLSHelp = `TLS (as sluice serve and sluice doorman take it): --tls speaks TLS to the
-peers, verifying their certificates against the system's roots;
---tls-ca FILE against the CA certificates in FILE instead (it implies
---tls). --tls-cert and --tls-key present a client certificate, to a server
-that requires one (mutual TLS). Peers are host:ports, often IP addresses: a
-server's certificate must then carry the IP (an IP SAN), or
---tls-server-name the name it must carry instead. The files are re-read
-when they change. --tls-fallback reaches a peer in plaintext when it
-answers the TLS handshake in plaintext (or not at all), for a rollout while
-servers move to TLS: a downgrade anyone on the path can force by resetting
-the connection, so give it only for peers still known to be plaintext.`
+const clientTLSHelp = `TLS: --tls speaks TLS to the peers, verified against the system's roots or,
+with --tls-ca FILE, that CA; --tls-cert and --tls-key present a client
+certificate (mutual TLS); --tls-server-name is the name the peers'
+certificates must carry when it is not their host. The files are re-read
+when they change. --tls-fallback reaches a peer that answers in plaintext
+in plaintext, for a rollout: a downgrade anyone on the path can force
+(docs/tls.md).`
 
 // ServerTLSFlags are a server's TLS flags: --tls-cert, --tls-key and
 // --tls-ca.
