@@ -173,6 +173,7 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return fs.Failure("%v", err)
 	}
+	defer lis.Close() // for a failure below; Stop closes it too
 	stdout = cli.Locked(stdout) // mastership changes are printed from the election
 	cfg := server.Config{Repository: repo, Scope: debug.Scope(),
 		MaxResources: *maxResources, MaxClients: *maxClients, MaxLeases: *maxLeases}
@@ -180,22 +181,18 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	cfg.ParentDialOptions = parentDial
 	election, err := tree.apply(&cfg, lis.Addr().String(), stdout)
 	if err != nil {
-		lis.Close()
 		return fs.Failure("%v", err)
 	}
 	defer election.close()
 	srv, err := server.New(cfg)
 	if err != nil {
-		lis.Close()
 		return fs.Failure("%v", err)
 	}
 	opts, err := ops.grpcServerOptions(srv, debug.Scope())
 	if err != nil {
-		lis.Close()
 		return fs.Failure("%v", err)
 	}
 	if err := debug.Serve("sluice-lab doorman serve", map[string]http.Handler{"/status": srv}, stderr); err != nil {
-		lis.Close()
 		return fs.Failure("%v", err)
 	}
 	stopReloading := ops.start(srv, debug.Scope(), stderr)

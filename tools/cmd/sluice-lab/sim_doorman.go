@@ -208,17 +208,12 @@ func writeDoormanTable(w io.Writer, res doormansim.Result) {
 // run, with the mishaps marked.
 func writeDoormanChart(path string, res doormansim.Result) error {
 	sc := res.Scenario
-	p := plot.New()
 	most := 0.0
 	for _, s := range res.Samples {
 		most = math.Max(most, s.Has)
 	}
-	p.Title.Text = fmt.Sprintf("Doorman %s, seed %d: %.2f%% of capacity used, at most %.2f%% held", sc.Name, sc.Seed,
-		100*res.Summary.Used, 100*most/sc.Capacity)
-	p.X.Label.Text = "minutes"
-	p.Y.Label.Text = "capacity"
-	p.Y.Min = 0
-	p.Add(plotter.NewGrid())
+	p := panel(fmt.Sprintf("Doorman %s, seed %d: %.2f%% of capacity used, at most %.2f%% held", sc.Name, sc.Seed,
+		100*res.Summary.Used, 100*most/sc.Capacity), "minutes", "capacity")
 	p.Legend.Left = true // below the lines, over the start's learning mode
 	var wants, has, capacity plotter.XYs
 	for _, s := range res.Samples {
@@ -227,19 +222,10 @@ func writeDoormanChart(path string, res doormansim.Result) error {
 		has = append(has, plotter.XY{X: x, Y: s.Has})
 		capacity = append(capacity, plotter.XY{X: x, Y: s.Capacity})
 	}
-	for i, l := range []struct {
-		name string
-		xys  plotter.XYs
-	}{{"total wants", wants}, {"total has", has}, {"capacity", capacity}} {
-		line, err := plotter.NewLine(l.xys)
-		if err != nil {
+	for i, xys := range []plotter.XYs{wants, has, capacity} {
+		if err := addLine(p, []string{"total wants", "total has", "capacity"}[i], xys, i); err != nil {
 			return err
 		}
-		line.Color = plotutil.Color(i)
-		line.Dashes = plotutil.Dashes(i)
-		line.Width = vg.Points(1.2)
-		p.Add(line)
-		p.Legend.Add(l.name, line)
 	}
 	if len(res.Mishaps) > 0 {
 		var pts plotter.XYs

@@ -160,15 +160,10 @@ func writeSleepChart(path string, rows []ratesim.Row) error {
 
 // sleepPlot is one pacer's panel.
 func sleepPlot(r ratesim.Row) (*plot.Plot, error) {
-	p := plot.New()
 	res := r.Steady
-	p.Title.Text = fmt.Sprintf("%s: retry %.2f%%, max sleep %.1f s, stdev %.0f",
-		r.Name, 100*res.RetryRate(), res.MaxSleep().Seconds(), res.RequestStdev())
-	p.X.Label.Text = "minutes"
-	p.Y.Label.Text = "sleep (s), one line per client"
+	p := panel(fmt.Sprintf("%s: retry %.2f%%, max sleep %.1f s, stdev %.0f",
+		r.Name, 100*res.RetryRate(), res.MaxSleep().Seconds(), res.RequestStdev()), "minutes", "sleep (s), one line per client")
 	p.X.Min, p.X.Max = 0, res.End.Minutes()
-	p.Y.Min = 0
-	p.Add(plotter.NewGrid())
 	for i, c := range res.Clients {
 		xys := make(plotter.XYs, 0, 2*len(c.Series)+1)
 		for k, pt := range c.Series {

@@ -15,7 +15,6 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/sim/shedsim"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 )
 
@@ -222,19 +221,10 @@ func writeShedTable(w io.Writer, res shedsim.Result) {
 // the run, one panel each.
 func writeShedChart(path string, res shedsim.Result) error {
 	sc := res.Scenario
-	panel := func(title, y string) *plot.Plot {
-		p := plot.New()
-		p.Title.Text = title
-		p.X.Label.Text = "seconds"
-		p.Y.Label.Text = y
-		p.Y.Min = 0
-		p.Add(plotter.NewGrid())
-		p.Legend.Top = true
-		return p
-	}
-	limit := panel(fmt.Sprintf("Limit: %s guard, %s model, %d workers", sc.Guard, sc.Model, sc.Workers), "requests in flight")
-	lat := panel("Latency of served requests", "ms")
-	good := panel(fmt.Sprintf("Goodput at %.2f x capacity offered", sc.Load), "served / capacity")
+	limit := panel(fmt.Sprintf("Limit: %s guard, %s model, %d workers", sc.Guard, sc.Model, sc.Workers), "seconds", "requests in flight")
+	lat := panel("Latency of served requests", "seconds", "ms")
+	good := panel(fmt.Sprintf("Goodput at %.2f x capacity offered", sc.Load), "seconds", "served / capacity")
+	limit.Legend.Top, lat.Legend.Top, good.Legend.Top = true, true, true
 	var lo, hi, est, workers, p50, p99, gp plotter.XYs
 	for _, s := range res.Seconds {
 		x := s.T.Seconds()
@@ -256,17 +246,10 @@ func writeShedChart(path string, res shedsim.Result) error {
 		if sc.Guard == shedsim.None && l.p == limit && l.name != "workers" {
 			continue
 		}
-		line, err := plotter.NewLine(l.xys)
-		if err != nil {
+		if err := addLine(l.p, l.name, l.xys, lines[l.p]); err != nil {
 			return err
 		}
-		i := lines[l.p]
 		lines[l.p]++
-		line.Color = plotutil.Color(i)
-		line.Dashes = plotutil.Dashes(i)
-		line.Width = vg.Points(1.2)
-		l.p.Add(line)
-		l.p.Legend.Add(l.name, line)
 	}
 	return chart.WriteGrid(path, []*plot.Plot{limit, lat, good}, 1, 3*vg.Inch)
 }
