@@ -129,40 +129,40 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	if charts == nil && hasFlag(args, "chart") {
 		return fs.UsageError("%s", labOnly("bench --chart (charts link gonum's plot)", "bench --closed-loop --chart FILE ..."))
 	}
+	a := modeArgs{charts: charts}
 	peers := addPeerFlags(fs, lab)
 	allowRemote := fs.Bool("allow-remote", false, "allow peers that are not on a loopback address")
-	embedded := fs.Int("embedded", 0, fmt.Sprintf("start `N` in-process servers on 127.0.0.1 (1-%d) and load them", benchEmbeddedMax))
-	shapeText := fs.String("embedded-latency", "",
+	fs.IntVar(&a.embedded, "embedded", 0, fmt.Sprintf("start `N` in-process servers on 127.0.0.1 (1-%d) and load them", benchEmbeddedMax))
+	fs.StringVar(&a.shape, "embedded-latency", "",
 		"the embedded servers' latency `SHAPE`: \"0\" (at once: the run measures the client and the server's stack, the default unbounded), \"heavy-tail\" (97% 0.5-1.5ms, 3% 100-200ms: the default with --rps), \"heavy-tail:0.05\", \"fixed:2ms\", \"1ms-3ms\", \"1ms,0.03@100ms-200ms\"")
-	seed := fs.Uint64("seed", 1, "seed of the embedded servers' latency draws (with --balancing, of its keys and failures)")
-	workers := fs.Int("embedded-workers", 0, fmt.Sprintf("give each embedded server `N` workers: a request holds one for its latency and waits in a queue when all are busy (0: no limit; at most %d)", load.MaxWorkers))
+	fs.Uint64Var(&a.seed, "seed", 1, "seed of the embedded servers' latency draws (with --balancing, of its keys and failures)")
+	fs.IntVar(&a.workers, "embedded-workers", 0, fmt.Sprintf("give each embedded server `N` workers: a request holds one for its latency and waits in a queue when all are busy (0: no limit; at most %d)", load.MaxWorkers))
 	shedText := fs.String("embedded-shed", "none", "the embedded servers' load shedding `MODE`: none, adaptive (an adaptive concurrency limit per method), fixed:N (at most N requests in flight)")
 	throttling := fs.Bool("busy-throttling", true, "throttle a peer that answers Busy (--busy-throttling=false turns it off, to compare)")
 	closedLoop := fs.Bool("closed-loop", false, "run the closed-loop comparison on one embedded worker-pool server: {no, fixed, adaptive shedding} x {busy throttling off, on}, at --load times its capacity")
-	loadX := fs.Float64("load", 2, "with --closed-loop: the offered rate as a multiple of the server's capacity")
-	chartPath := new(string)
+	fs.Float64Var(&a.load, "load", 2, "with --closed-loop: the offered rate as a multiple of the server's capacity")
 	if charts != nil {
-		fs.StringVar(chartPath, "chart", "", "with --closed-loop: draw goodput and p99 over time to `FILE` (.png or .svg); with --balancing, each scenario second by second")
+		fs.StringVar(&a.chart, "chart", "", "with --closed-loop: draw goodput and p99 over time to `FILE` (.png or .svg); with --balancing, each scenario second by second")
 	}
-	mix := fs.String("mix", "", "with --closed-loop: the criticality classes' `SHARES` of the offered calls, CLASS=PERCENT,... (critical_plus, critical, sheddable_plus, sheddable; summing to 100); rows come in pairs, unaware and aware")
-	callers := fs.Int("callers", 0, fmt.Sprintf("with --closed-loop: offer the load from `N` callers, caller-1 ... caller-N, each a client of its own (2-%d); rows come in pairs, unaware and aware", closedloop.MaxCallers))
-	heavy := fs.Float64("heavy-factor", 1, fmt.Sprintf("with --callers: caller-1 offers `X` times each other caller's rate (1-%d)", closedloop.MaxHeavyFactor))
-	sheddingList := fs.String("shedding", "", "with --closed-loop: the server sheddings to run, `LIST` of none, fixed, adaptive (default all)")
-	throttlingList := fs.String("throttling", "", "with --closed-loop: the client busy throttlings to run, `LIST` of off, on (default both)")
-	gogc := fs.Int("gogc", closedloop.DefaultGCPercent, "with --closed-loop or --balancing: the garbage collector's target `PERCENT` while it runs, as GOGC (-1: keep the process's); the load generator, client and servers share one process and its collector")
-	balancingList := fs.String("balancing", "", "run the balancing comparison's `SCENARIOS`, comma-separated: scale-out, heterogeneous, shard, erroring, or all; each with and without its feature")
-	ci := fs.Bool("ci", false, "with --balancing or --amplification: the CI size, a second or two a run")
-	amplificationList := fs.String("amplification", "", "run the amplification comparison's `SCENARIOS`, comma-separated: down, flaky, recovery, deadline, or all; each naive and bounded")
+	fs.StringVar(&a.mix, "mix", "", "with --closed-loop: the criticality classes' `SHARES` of the offered calls, CLASS=PERCENT,... (critical_plus, critical, sheddable_plus, sheddable; summing to 100); rows come in pairs, unaware and aware")
+	fs.IntVar(&a.callers, "callers", 0, fmt.Sprintf("with --closed-loop: offer the load from `N` callers, caller-1 ... caller-N, each a client of its own (2-%d); rows come in pairs, unaware and aware", closedloop.MaxCallers))
+	fs.Float64Var(&a.heavy, "heavy-factor", 1, fmt.Sprintf("with --callers: caller-1 offers `X` times each other caller's rate (1-%d)", closedloop.MaxHeavyFactor))
+	fs.StringVar(&a.sheddings, "shedding", "", "with --closed-loop: the server sheddings to run, `LIST` of none, fixed, adaptive (default all)")
+	fs.StringVar(&a.throttlings, "throttling", "", "with --closed-loop: the client busy throttlings to run, `LIST` of off, on (default both)")
+	fs.IntVar(&a.gogc, "gogc", closedloop.DefaultGCPercent, "with --closed-loop or --balancing: the garbage collector's target `PERCENT` while it runs, as GOGC (-1: keep the process's); the load generator, client and servers share one process and its collector")
+	fs.StringVar(&a.balancing, "balancing", "", "run the balancing comparison's `SCENARIOS`, comma-separated: scale-out, heterogeneous, shard, erroring, or all; each with and without its feature")
+	fs.BoolVar(&a.ci, "ci", false, "with --balancing or --amplification: the CI size, a second or two a run")
+	fs.StringVar(&a.amplification, "amplification", "", "run the amplification comparison's `SCENARIOS`, comma-separated: down, flaky, recovery, deadline, or all; each naive and bounded")
 	target := addTargetFlags(fs, "the `SERVICE` to call (default \"bench\" with --embedded)",
 		"the `METHOD` to call (default \"echo\" with --embedded)", "each call's request `BODY` (arg3; {} if none with -e json)")
-	rps := fs.Float64("rps", 0, fmt.Sprintf("`R` calls per second, sent on schedule whether or not earlier ones returned (open loop; at most %d); 0: unbounded, each call started as soon as one returns (closed loop)", load.MaxRPS))
-	duration := fs.Duration("max-duration", 0, fmt.Sprintf("how long calls start, `D` (default %v; with -n alone, until the n calls are made, at most %v)", benchDefaultDuration, load.MaxDuration))
+	fs.Float64Var(&a.rps, "rps", 0, fmt.Sprintf("`R` calls per second, sent on schedule whether or not earlier ones returned (open loop; at most %d); 0: unbounded, each call started as soon as one returns (closed loop)", load.MaxRPS))
+	fs.DurationVar(&a.duration, "max-duration", 0, fmt.Sprintf("how long calls start, `D` (default %v; with -n alone, until the n calls are made, at most %v)", benchDefaultDuration, load.MaxDuration))
 	fs.alias("d", "max-duration")
 	calls := fs.Int("max-requests", 0, fmt.Sprintf("stop after `N` calls (0: no limit but -d; at most %d)", load.MaxCalls))
 	fs.alias("n", "max-requests")
 	connections := fs.Int("connections", 0, fmt.Sprintf("`N` connections, each a Sluice Channel (channel.New) with its own connections to the peers, busy limiters and retry state; calls are spread over them (default 2 x GOMAXPROCS, %d here, as yab's; with --rps, 1; at most %d)", benchDefaultConnections(), benchConnectionsMax))
 	concurrency := fs.Int("concurrency", 0, fmt.Sprintf("`C` calls in flight on each connection, as yab's (default 1); with --rps, the most calls in flight in all, over every connection (default %d): an arrival finding them all busy waits, and the wait counts in its latency", benchDefaultRateLimit))
-	timeout := fs.Duration("timeout", time.Second, "each call's deadline, across its attempts")
+	fs.DurationVar(&a.timeout, "timeout", time.Second, "each call's deadline, across its attempts")
 	warmup := fs.Int("warmup", 10, "calls made one at a time on each connection first, left out of the report")
 	output := AddOutputFlag(fs, false)
 	perPeer := fs.Bool("per-peer-stats", false, "report the calls by peer too: a row for each peer in the table, per_peer in the JSON (as yab's flag); a peer that left during the run keeps its row")
@@ -178,12 +178,13 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	if err != nil {
 		return fs.UsageError("%v", err)
 	}
+	a.json = asJSON
 	deployOn := deployMode != nil && deployMode.On()
 	if len(words) > 0 && (deployOn || *closedLoop || fs.IsSet("balancing") || fs.IsSet("amplification")) {
 		return fs.UsageError("unexpected argument %q: --closed-loop, --rolling-deploy and --balancing call servers of their own", words[0])
 	}
 	if deployOn {
-		return deployMode.Run(ctx, fs, BenchArgs{RPS: *rps, Timeout: *timeout, Shape: *shapeText, JSON: asJSON}, stdout, stderr)
+		return deployMode.Run(ctx, fs, BenchArgs{RPS: a.rps, Timeout: a.timeout, Shape: a.shape, JSON: asJSON}, stdout, stderr)
 	}
 	if deployMode != nil {
 		if name := deployMode.OwnFlagGiven(fs); name != "" {
@@ -191,24 +192,20 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 		}
 	}
 	if fs.IsSet("amplification") {
-		return benchAmplification(ctx, fs, amplificationArgs{scenarios: *amplificationList, ci: *ci, seed: *seed, rps: *rps,
-			duration: *duration, json: asJSON}, stdout, stderr)
+		return benchAmplification(ctx, fs, a, stdout, stderr)
 	}
 	if fs.IsSet("balancing") && !*closedLoop {
-		return benchBalancing(ctx, fs, balancingArgs{scenarios: *balancingList, ci: *ci, chart: *chartPath, charts: charts, gogc: *gogc, seed: *seed, json: asJSON},
-			fs.IsSet("timeout"), *timeout, stdout, stderr)
+		return benchBalancing(ctx, fs, a, stdout, stderr)
 	}
 	if *closedLoop {
-		return benchClosedLoop(ctx, fs, closedLoopArgs{embedded: *embedded, workers: *workers, shape: *shapeText,
-			load: *loadX, timeout: *timeout, duration: *duration, json: asJSON, chart: *chartPath, charts: charts, gogc: *gogc,
-			mix: *mix, callers: *callers, heavy: *heavy, sheddings: *sheddingList, throttlings: *throttlingList}, stdout, stderr)
+		return benchClosedLoop(ctx, fs, a, stdout, stderr)
 	}
 	src, err := peers.source()
 	if err != nil {
 		return fs.UsageError("%v", err)
 	}
 	defer src.close()
-	unbounded := *rps == 0
+	unbounded := a.rps == 0
 	switch {
 	case !fs.IsSet("connections") && unbounded:
 		*connections = benchDefaultConnections()
@@ -223,29 +220,29 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	}
 	switch {
 	case !fs.IsSet("max-duration") && *calls > 0:
-		*duration = 0 // -n alone: until the calls are made, at most load.MaxDuration
+		a.duration = 0 // -n alone: until the calls are made, at most load.MaxDuration
 	case !fs.IsSet("max-duration"):
-		*duration = benchDefaultDuration
+		a.duration = benchDefaultDuration
 	}
 	switch {
-	case src.empty() == (*embedded == 0):
+	case src.empty() == (a.embedded == 0):
 		return fs.UsageError("give peers (-p HOST:PORT, repeatable, or -P TARGET) or --embedded N, not both")
-	case *embedded < 0 || *embedded > benchEmbeddedMax:
-		return fs.UsageError("--embedded is %d, must be in [1, %d]", *embedded, benchEmbeddedMax)
-	case *embedded == 0 && (fs.IsSet("embedded-latency") || fs.IsSet("embedded-workers") || fs.IsSet("embedded-shed")):
+	case a.embedded < 0 || a.embedded > benchEmbeddedMax:
+		return fs.UsageError("--embedded is %d, must be in [1, %d]", a.embedded, benchEmbeddedMax)
+	case a.embedded == 0 && (fs.IsSet("embedded-latency") || fs.IsSet("embedded-workers") || fs.IsSet("embedded-shed")):
 		return fs.UsageError("--embedded-latency, --embedded-workers and --embedded-shed need --embedded")
-	case *workers < 0 || *workers > load.MaxWorkers:
-		return fs.UsageError("--embedded-workers is %d, must be in [0, %d]", *workers, load.MaxWorkers)
+	case a.workers < 0 || a.workers > load.MaxWorkers:
+		return fs.UsageError("--embedded-workers is %d, must be in [0, %d]", a.workers, load.MaxWorkers)
 	case fs.IsSet("load") || fs.IsSet("chart") || fs.IsSet("gogc"):
 		return fs.UsageError("--load, --chart and --gogc need --closed-loop (--chart and --gogc also --balancing)")
 	case fs.IsSet("mix") || fs.IsSet("callers") || fs.IsSet("heavy-factor") || fs.IsSet("shedding") || fs.IsSet("throttling"):
 		return fs.UsageError("--mix, --callers, --heavy-factor, --shedding and --throttling need --closed-loop")
 	case fs.IsSet("ci"):
 		return fs.UsageError("--ci needs --balancing")
-	case !(*rps >= 0 && *rps <= load.MaxRPS):
-		return fs.UsageError("--rps is %v, must be in [0, %d] (0: unbounded)", *rps, load.MaxRPS)
-	case fs.IsSet("max-duration") && (*duration <= 0 || *duration > load.MaxDuration):
-		return fs.UsageError("-d/--max-duration is %v, must be in (0, %v]", *duration, load.MaxDuration)
+	case !(a.rps >= 0 && a.rps <= load.MaxRPS):
+		return fs.UsageError("--rps is %v, must be in [0, %d] (0: unbounded)", a.rps, load.MaxRPS)
+	case fs.IsSet("max-duration") && (a.duration <= 0 || a.duration > load.MaxDuration):
+		return fs.UsageError("-d/--max-duration is %v, must be in (0, %v]", a.duration, load.MaxDuration)
 	case *calls < 0 || *calls > load.MaxCalls:
 		return fs.UsageError("-n/--max-requests is %d, must be in [0, %d]", *calls, load.MaxCalls)
 	case *connections < 1 || *connections > benchConnectionsMax:
@@ -255,8 +252,8 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	case unbounded && *connections**concurrency > load.MaxConcurrency:
 		return fs.UsageError("--connections %d x --concurrency %d is %d calls in flight, more than %d", *connections, *concurrency,
 			*connections**concurrency, load.MaxConcurrency)
-	case *timeout <= 0 || *timeout > load.MaxTimeout:
-		return fs.UsageError("--timeout is %v, must be in (0, %v]", *timeout, load.MaxTimeout)
+	case a.timeout <= 0 || a.timeout > load.MaxTimeout:
+		return fs.UsageError("--timeout is %v, must be in (0, %v]", a.timeout, load.MaxTimeout)
 	case *warmup < 0 || *warmup > load.MaxWarmup:
 		return fs.UsageError("--warmup is %d, must be in [0, %d]", *warmup, load.MaxWarmup)
 	}
@@ -271,7 +268,7 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	if src.resolver != nil && !*allowRemote {
 		src.resolver = loopbackOnly{src.resolver}
 	}
-	if *embedded > 0 && len(words) == 0 {
+	if a.embedded > 0 && len(words) == 0 {
 		if *target.service == "" {
 			*target.service = "bench"
 		}
@@ -283,10 +280,10 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	if err != nil {
 		return fs.UsageError("%v", err)
 	}
-	if *embedded > 0 && tg.encoding == "thrift" {
+	if a.embedded > 0 && tg.encoding == "thrift" {
 		return fs.UsageError("--embedded servers answer json and raw calls, not Thrift: give -p or -P peers")
 	}
-	if *embedded > 0 && (tlsFlags.enabled() || tlsFlags.serverName != "" || tlsFlags.fallback) {
+	if a.embedded > 0 && (tlsFlags.enabled() || tlsFlags.serverName != "" || tlsFlags.fallback) {
 		return fs.UsageError("--embedded servers speak plaintext: the TLS flags need -p or -P peers")
 	}
 	// Reload errors and the first fallback to each peer go to stderr,
@@ -297,12 +294,12 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 		return fs.UsageError("%v", err)
 	}
 	switch {
-	case *shapeText == "" && unbounded:
-		*shapeText = "0"
-	case *shapeText == "":
-		*shapeText = "heavy-tail"
+	case a.shape == "" && unbounded:
+		a.shape = "0"
+	case a.shape == "":
+		a.shape = "heavy-tail"
 	}
-	shape, err := load.ParseShape(*shapeText)
+	shape, err := load.ParseShape(a.shape)
 	if err != nil {
 		return fs.UsageError("--embedded-latency: %v", err)
 	}
@@ -320,9 +317,9 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 		return fs.UsageError("%v", err)
 	}
 	defer debug.Close()
-	if *embedded > 0 {
-		servers, err := load.StartServers(*embedded, load.ServerConfig{Service: tg.service, Method: tg.method,
-			Format: tg.encoding, Shape: shape, Seed: *seed, Workers: *workers, Shed: shedCfg})
+	if a.embedded > 0 {
+		servers, err := load.StartServers(a.embedded, load.ServerConfig{Service: tg.service, Method: tg.method,
+			Format: tg.encoding, Shape: shape, Seed: a.seed, Workers: a.workers, Shed: shedCfg})
 		if err != nil {
 			return fs.Failure("%v", err)
 		}
@@ -359,12 +356,12 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	}
 	var first json.RawMessage
 	if !*noFirst {
-		if first = firstResponse(ctx, clients[0], tg, *timeout, stderr); first != nil && !asJSON {
+		if first = firstResponse(ctx, clients[0], tg, a.timeout, stderr); first != nil && !asJSON {
 			stdout.Write(first)
 		}
 	}
-	lc := load.Config{Method: tg.method, RPS: *rps, Duration: *duration, Calls: *calls,
-		Concurrency: *concurrency, Timeout: *timeout, Warmup: *warmup,
+	lc := load.Config{Method: tg.method, RPS: a.rps, Duration: a.duration, Calls: *calls,
+		Concurrency: *concurrency, Timeout: a.timeout, Warmup: *warmup,
 		Request: tg.req, CallOptions: tg.opts, PerPeer: *perPeer,
 		Progress: func(p load.Progress) {
 			fmt.Fprintf(stderr, "%6.1fs  %d calls: %d ok, %d failed, %d refused locally; %.1f calls/s\n",
@@ -386,18 +383,18 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 			list := src.String()
 			out.PeerList = &list
 		}
-		if *embedded > 0 {
+		if a.embedded > 0 {
 			latency := shape.String()
-			out.Embedded, out.EmbeddedLatency = embedded, &latency
+			out.Embedded, out.EmbeddedLatency = &a.embedded, &latency
 		}
 		if code := fs.WriteJSON(out); code != ExitOK {
 			return code
 		}
 	} else {
-		if *embedded > 0 {
-			fmt.Fprintf(stdout, "servers     %d embedded on 127.0.0.1, latency %v", *embedded, shape)
-			if *workers > 0 {
-				fmt.Fprintf(stdout, ", %d workers each", *workers)
+		if a.embedded > 0 {
+			fmt.Fprintf(stdout, "servers     %d embedded on 127.0.0.1, latency %v", a.embedded, shape)
+			if a.workers > 0 {
+				fmt.Fprintf(stdout, ", %d workers each", a.workers)
 			}
 			fmt.Fprintf(stdout, ", shedding %s\n", *shedText)
 		} else {
@@ -511,21 +508,17 @@ func ModeFlags(fs *FlagSet, mode, why, noPolicy string, allowed ...string) (int,
 	return fs.UsageError("%s %s; drop --%s", mode, why, bad), false
 }
 
-// closedLoopArgs are the flags --closed-loop reads.
-type closedLoopArgs struct {
-	embedded, workers int
-	shape             string
-	load              float64
-	timeout, duration time.Duration
-	chart             string
-	charts            Charts // sluice-lab's, nil in sluice (which refuses --chart)
-	json              bool
-	gogc              int
-	mix               string
-	callers           int
-	heavy             float64
-	sheddings         string
-	throttlings       string
+// modeArgs are the flags of bench's runs: the modes --closed-loop,
+// --balancing and --amplification take them whole.
+type modeArgs struct {
+	embedded, workers, callers, gogc          int
+	shape, chart, mix, sheddings, throttlings string
+	balancing, amplification                  string
+	load, heavy, rps                          float64
+	timeout, duration                         time.Duration
+	seed                                      uint64
+	ci, json                                  bool
+	charts                                    Charts // sluice-lab's, nil in sluice (which refuses --chart)
 }
 
 // checkGOGC checks --gogc, of --closed-loop and --balancing.
@@ -538,7 +531,7 @@ func checkGOGC(percent int) error {
 
 // closedLoopRows reads the flags of --closed-loop's rows into cfg: --mix,
 // --callers and --heavy-factor, --shedding and --throttling.
-func closedLoopRows(fs *FlagSet, a closedLoopArgs, cfg *closedloop.Config) error {
+func closedLoopRows(fs *FlagSet, a modeArgs, cfg *closedloop.Config) error {
 	if fs.IsSet("mix") {
 		mix, err := closedloop.ParseMix(a.mix)
 		if err != nil {
@@ -597,7 +590,7 @@ func parseList(flag, v string, known []string) ([]string, error) {
 }
 
 // benchClosedLoop runs `sluice bench --closed-loop`.
-func benchClosedLoop(ctx context.Context, fs *FlagSet, a closedLoopArgs, stdout, stderr io.Writer) int {
+func benchClosedLoop(ctx context.Context, fs *FlagSet, a modeArgs, stdout, stderr io.Writer) int {
 	if code, ok := ModeFlags(fs, "--closed-loop", "sets its own servers, load and client", "makes calls with no retries or hedges",
 		"closed-loop", "embedded", "embedded-workers", "embedded-latency", "load", "chart", "gogc", "max-duration", "timeout", "output",
 		"mix", "callers", "heavy-factor", "shedding", "throttling"); !ok {

@@ -5,29 +5,18 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/sluice-rpc/sluice/tools/benchmarks/amplification"
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
-// amplificationArgs are the flags --amplification reads.
-type amplificationArgs struct {
-	scenarios string
-	ci        bool
-	seed      uint64
-	rps       float64
-	duration  time.Duration
-	json      bool
-}
-
 // benchAmplification runs `sluice bench --amplification`.
-func benchAmplification(ctx context.Context, fs *FlagSet, a amplificationArgs, stdout, stderr io.Writer) int {
+func benchAmplification(ctx context.Context, fs *FlagSet, a modeArgs, stdout, stderr io.Writer) int {
 	if code, ok := ModeFlags(fs, "--amplification", "sets its own servers, load and client", "sets every layer's retry policy itself",
 		"amplification", "ci", "seed", "rps", "max-duration", "output"); !ok {
 		return code
 	}
-	list, err := amplification.ParseScenarios(a.scenarios)
+	list, err := amplification.ParseScenarios(a.amplification)
 	if err != nil {
 		return fs.UsageError("--amplification: %v", strings.TrimPrefix(err.Error(), "amplification: "))
 	}
