@@ -173,7 +173,7 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return fs.Failure("%v", err)
 	}
-	defer lis.Close() // for a failure below; Stop closes it too
+	defer lis.Close()           // for a failure below; Stop closes it too
 	stdout = cli.Locked(stdout) // mastership changes are printed from the election
 	cfg := server.Config{Repository: repo, Scope: debug.Scope(),
 		MaxResources: *maxResources, MaxClients: *maxClients, MaxLeases: *maxLeases}

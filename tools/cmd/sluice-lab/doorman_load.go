@@ -31,16 +31,12 @@ import (
 var doormanLoadHelp = cli.Help{
 	Synopsis: `sluice-lab doorman load --server HOST:PORT [--clients N] [--duration D] [-o json] [flags]`,
 	About: `Measures a Doorman server's GetCapacity throughput: --clients distinct clients
-renew their lease of --resource in turn, as fast as --concurrency requests in
-flight on --conns connections allow, for --duration. Each request is what a
-client sends: its id, the resource, its wants and the lease it last got. A
-share --change of the requests comes with new wants (between half and one and
-a half times --wants), so that the server's shares move. Every client asks
-once before the clock starts (--warmup), so that the run measures renewals.
-
-It prints the requests sent and answered per second (a request is answered
-when the response has an entry for the resource: a server that drops early
-renewals answers without one) and the latency quantiles.
+renew their lease of --resource in turn (each with the lease it last got, a
+share --change with new wants), as fast as --concurrency requests in flight
+on --conns connections allow, for --duration, after each asked once
+(--warmup). It prints the requests sent and answered per second (answered:
+with an entry for the resource) and the latency quantiles
+(tools/benchmarks/README.md has figures).
 
 ` + cli.OutputJSONHelp + `
 
@@ -56,16 +52,12 @@ var doormanFloodHelp = cli.Help{
 	Synopsis: `sluice-lab doorman flood --server HOST:PORT [--ids N] [--server-pid PID] [-o json] [flags]
 sluice-lab doorman flood --server HOST:PORT --ids 0 --side-for D [--server-pid PID]`,
 	About: `Measures how a Doorman server bears a flood of new resource ids: --concurrency
-workers send GetCapacity requests of --per-request new ids each (flood-0,
-flood-1, ...) until --ids were sent, while a side client renews its lease of
---side-resource every --side-interval and times each answer. It prints how
-many flood requests were accepted and refused (RESOURCE_EXHAUSTED: a server
-limit), the side client's latency quantiles and, with --server-pid (Linux),
-the server process's resident memory before, at its peak and after.
-
-The flood's own requests compete with the side client for this process's
-CPU; to time the server alone, run the flood in one process and, at the same
-time, the side client in another (--ids 0 --side-for D).
+workers send GetCapacity requests of --per-request new ids each until --ids
+were sent, while a side client renews its lease of --side-resource every
+--side-interval and times each answer. It prints the flood requests accepted
+and refused (RESOURCE_EXHAUSTED: a server limit), the side client's latency
+and, with --server-pid (Linux), the server's resident memory. To time the
+server alone, run the side client in another process (--ids 0 --side-for D).
 
 ` + cli.OutputJSONHelp + `
 

@@ -219,14 +219,10 @@ func callRun(args []string, lab *Lab, stdout, stderr io.Writer) int {
 	return ExitOK
 }
 
-// yabEnvelope is what yab prints for an answer: {"body": ..., "headers":
-// ... (when there are any), "ok": ..., "trace": ...} indented by two
-// spaces, then a blank line. body is the answer as call prints it:
-// Thrift's as JSON; JSON's read as yab reads it, into Go values (keys
-// sorted, numbers float64, so that 1.0 prints as 1); raw bytes as base64
-// (yab's []byte). "ok" is false for an application error (a Thrift
-// exception included). "trace" is "0": Sluice starts no Jaeger trace, as
-// yab without --jaeger.
+// yabEnvelope is what yab prints for an answer, indented by two spaces,
+// then a blank line. A JSON body is read as yab reads it, into Go values
+// (keys sorted, 1.0 printed as 1); raw bytes print as base64. "trace" is
+// "0": Sluice starts no Jaeger trace, as yab without --jaeger.
 func yabEnvelope(tg *target, body []byte, res *channel.Response) ([]byte, error) {
 	var b any = body // raw: []byte marshals as base64
 	switch tg.encoding {

@@ -62,11 +62,8 @@ func (o *outputFlag) Parse(args []string) (asJSON bool, code int, ok bool) {
 }
 
 // WriteJSON writes a report on stdout as one line of JSON, and returns
-// the exit code: 0, or 1 if it could not be written. The report's types
-// carry the convention OutputJSONHelp states: snake_case keys in their
-// json tags, durations as millis.Duration (milliseconds, keys ending in
-// _ms), enums by name (MarshalText or MarshalJSON), pointers for what may
-// have no value.
+// the exit code. The report's types carry OutputJSONHelp's convention in
+// their json tags, millis.Duration and pointers for what may be null.
 func (f *FlagSet) WriteJSON(v any) int {
 	if err := json.NewEncoder(f.stdout).Encode(v); err != nil {
 		return f.Failure("%v", err)
@@ -78,11 +75,9 @@ func (f *FlagSet) WriteJSON(v any) int {
 // JSON with -o json.
 type tableResult interface{ WriteTable(w io.Writer) error }
 
-// reportRun prints the result res of a bench mode's run that ended with
-// err, as JSON when asJSON, else as its table. A run the user interrupted
-// (ctx ended) still prints the rows done so far: interrupted says so. Any
-// other error, or a failure to print, is the exit code to return (else
-// ExitOK).
+// ReportRun prints res of a bench mode's run that ended with err, as
+// JSON or its table. A run the user interrupted (ctx ended) still prints
+// the rows done so far, and says so; another error is a failure.
 func (f *FlagSet) ReportRun(ctx context.Context, res tableResult, err error, asJSON bool, stdout io.Writer) (interrupted bool, code int) {
 	interrupted = err != nil && ctx.Err() != nil
 	if err != nil && !interrupted {

@@ -104,11 +104,9 @@ func (c *ClientTLSFlags) validate() error {
 	return nil
 }
 
-// loadTLSFiles reads f's files into a tlsfiles.Reloader, which re-reads
-// them when they change and tells onReloadError (nil: nobody) of a
-// changed file that did not load. An error names the flag of the file
-// that did not load, then tlsfiles' message, which names the file and
-// what is wrong with it.
+// loadTLSFiles reads f's files into a tlsfiles.Reloader, which tells
+// onReloadError (nil: nobody) of a changed file that did not load. An
+// error names the flag, then tlsfiles' message names the file.
 func loadTLSFiles(f tlsfiles.Files, prefix string, onReloadError func(error)) (*tlsfiles.Reloader, error) {
 	logger := slog.New(slog.DiscardHandler)
 	if onReloadError != nil {
@@ -142,10 +140,8 @@ func (h errorHandler) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
-// TLSReloadErrors returns the reload errors' function for the command of f: a line
-// on f's stderr for each changed TLS file that did not load (tlsfiles'
-// error says the last good one stays in use). It is called from
-// handshakes: f's stderr must be safe for concurrent use.
+// TLSReloadErrors writes a line on f's stderr for each changed TLS file
+// that did not load. Handshakes call it: stderr must be Locked.
 func (f *FlagSet) TLSReloadErrors() func(error) {
 	return func(err error) {
 		fmt.Fprintf(f.stderr, "%s: a changed TLS file did not load: %v\n", f.Name(), err)
