@@ -499,11 +499,7 @@ func (d *doormanTree) apply(cfg *server.Config, listening string, out io.Writer)
 		return doormanElection{}, nil
 	}
 	cfg.Logger = logger.With("election", d.electionKey)
-	var eps []string
-	for _, ep := range strings.Split(d.etcd, ",") {
-		eps = append(eps, strings.TrimSpace(ep))
-	}
-	el, err := etcdelection.New(etcdelection.Config{Endpoints: eps, Key: d.electionKey, TTL: d.electionTTL})
+	el, err := etcdelection.New(etcdelection.Config{Endpoints: splitEndpoints(d.etcd), Key: d.electionKey, TTL: d.electionTTL})
 	if err != nil {
 		return doormanElection{}, err
 	}
