@@ -339,16 +339,11 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 		if i == 0 {
 			warnings = configWarnings(stderr)
 		}
-		chOpts := append(slices.Clip(opts), channel.WithLogger(warnings))
-		ch, err := channel.New("sluice-bench", chOpts...)
+		cl, closeCh, err := src.client("sluice-bench", tg, append(slices.Clip(opts), channel.WithLogger(warnings))...)
 		if err != nil {
 			return fs.UsageError("%v", err)
 		}
-		defer ch.Close()
-		cl, err := src.client(ch, tg.service, tg.method)
-		if err != nil {
-			return fs.UsageError("%v", err)
-		}
+		defer closeCh()
 		clients[i] = cl
 	}
 	if err := debug.Serve("sluice bench", nil, stderr); err != nil {
@@ -438,16 +433,10 @@ func firstResponse(ctx context.Context, cl *channel.Client, tg *target, timeout 
 		fmt.Fprintf(stderr, "sluice bench: the first call, before the run: %v\n", err)
 		return nil
 	}
-	body := res.Arg3
-	if tg.thrift != nil {
-		a, err := tg.thrift.Answer(res.Arg3)
-		if err != nil {
-			fmt.Fprintf(stderr, "sluice bench: the first call, before the run: %v (from %s)\n", err, res.Peer)
-			return nil
-		}
-		body = a.JSON
+	out, _, err := tg.answer(res)
+	if err == nil {
+		out, err = yabEnvelope(tg, out, res)
 	}
-	out, err := yabEnvelope(tg, body, res)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice bench: the first call, before the run: %v (from %s)\n", err, res.Peer)
 		return nil

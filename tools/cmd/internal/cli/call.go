@@ -151,16 +151,12 @@ func callRun(args []string, lab *Lab, stdout, stderr io.Writer) int {
 		return fs.UsageError("%v", err)
 	}
 
-	ch, err := channel.New("sluice-call", append([]channel.Option{channel.WithServiceConfig(cfg),
+	cl, closeCh, err := src.client("sluice-call", tg, append([]channel.Option{channel.WithServiceConfig(cfg),
 		channel.WithLogger(configWarnings(stderr))}, tlsOpts...)...)
 	if err != nil {
 		return fs.UsageError("%v", err)
 	}
-	defer ch.Close()
-	cl, err := src.client(ch, tg.service, tg.method)
-	if err != nil {
-		return fs.UsageError("%v", err)
-	}
+	defer closeCh()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(timeout))
 	defer cancel()
 	start := time.Now()
@@ -174,19 +170,14 @@ func callRun(args []string, lab *Lab, stdout, stderr io.Writer) int {
 		}
 		return ExitFail
 	}
-	out := res.Arg3
-	var answer *thriftjson.Answer
-	if tg.thrift != nil {
-		if answer, err = tg.thrift.Answer(res.Arg3); err != nil {
-			return fs.Failure("%v (from %s)", err, res.Peer)
-		}
-		out = answer.JSON
+	out, answer, err := tg.answer(res)
+	if err == nil && yabOut {
+		out, err = yabEnvelope(tg, out, res)
 	}
-	if yabOut {
-		if out, err = yabEnvelope(tg, out, res); err != nil {
-			return fs.Failure("%v (from %s)", err, res.Peer)
-		}
-	} else if !bytes.HasSuffix(out, []byte("\n")) {
+	if err != nil {
+		return fs.Failure("%v (from %s)", err, res.Peer)
+	}
+	if !yabOut && !bytes.HasSuffix(out, []byte("\n")) {
 		out = append(out, '\n')
 	}
 	stdout.Write(out)
@@ -217,6 +208,18 @@ func callRun(args []string, lab *Lab, stdout, stderr io.Writer) int {
 		}
 	}
 	return ExitOK
+}
+
+// answer is res's body as call prints it: a Thrift answer as JSON.
+func (tg *target) answer(res *channel.Response) ([]byte, *thriftjson.Answer, error) {
+	if tg.thrift == nil {
+		return res.Arg3, nil, nil
+	}
+	a, err := tg.thrift.Answer(res.Arg3)
+	if err != nil {
+		return nil, nil, err
+	}
+	return a.JSON, a, nil
 }
 
 // yabEnvelope is what yab prints for an answer, indented by two spaces,
