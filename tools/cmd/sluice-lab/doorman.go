@@ -110,11 +110,6 @@ func doormanCommand() cli.Command {
 	return cli.NewGroupUntilInterrupted("sluice-lab doorman", doormanHelp, doormanSubs)
 }
 
-// doormanRun runs `sluice-lab doorman ...` until ctx ends.
-func doormanRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return cli.NewGroup("sluice-lab doorman", doormanHelp, doormanSubs(ctx)...).Run(args, stdout, stderr)
-}
-
 func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet("sluice-lab doorman serve", doormanServeHelp, stdout, stderr)
 	config := fs.String("config", "", "the resource configuration: a YAML `FILE` in the original Doorman's format, or etcd:KEY (a key in the cluster at --etcd holding it)")

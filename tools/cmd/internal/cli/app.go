@@ -173,9 +173,6 @@ func Run(args []string, stdout, stderr io.Writer, lab *Lab) int {
 	return topLevel(lab).run(args, stdout, stderr)
 }
 
-// run is Run of sluice, for the tests.
-func run(args []string, stdout, stderr io.Writer) int { return Run(args, stdout, stderr, nil) }
-
 // version is the main module's version as the go command stamped it, or
 // "(devel)".
 func version() string {
