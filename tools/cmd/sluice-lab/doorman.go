@@ -36,56 +36,21 @@ sluice-lab doorman flood --server 127.0.0.1:6000 --ids 1000000 --server-pid 4242
 var doormanServeHelp = cli.Help{
 	Synopsis: `sluice-lab doorman serve --config FILE|etcd:KEY --listen HOST:PORT [--debug-listen ADDR] [--tls-cert FILE --tls-key FILE [--tls-ca FILE]] [--parent HOST:PORT] [--etcd ENDPOINTS --election-key KEY] [limits]`,
 	About: `Serves Doorman's gRPC protocol on --listen, handing out capacity leases for the
-resources of --config (the original Doorman's YAML format: resource templates
-with a capacity and an algorithm, NO_ALGORITHM, STATIC, PROPORTIONAL_SHARE or
-FAIR_SHARE). It answers every request, however soon after the last. The
-configuration is a FILE, read again every --config-poll, or etcd:KEY in the
-etcd cluster at --etcd, watched; a changed configuration is applied whole if
-valid, and refused with a line on stderr otherwise (the one in force stays).
---tls-cert and --tls-key serve TLS; --tls-ca also requires client
-certificates signed by that CA. With
---debug-listen, the same listener serves the server's metrics at /metrics, the
-runtime's profiles at /debug/pprof/ and a status page listing the resources,
-their clients and their leases at /status. It runs until interrupted.
+resources of --config (the original Doorman's YAML format), a FILE read again
+every --config-poll or etcd:KEY in the etcd cluster at --etcd, watched: a
+changed configuration is applied whole if valid, else refused with a line on
+stderr. --tls-cert and --tls-key serve TLS; --tls-ca also requires client
+certificates. --debug-listen serves /metrics, /debug/pprof/ and /status (the
+resources, their clients and leases). It runs until interrupted.
 
-The limits bound the server's memory whatever clients send: a request that
-would hold more resources, distinct clients or leases (client and resource
-pairs) than they allow is refused with gRPC code RESOURCE_EXHAUSTED and a
-message naming the limit; renewals of existing leases never are. A full
-client table is shared between sources (a source is a client's IP address,
-an IPv6 /64): a new client from a source holding less than --max-clients
-divided by the number of sources takes the place of the client that has
-gone longest without asking of the source holding the most, whose leases
-are released; a source holding its share or more is refused.
-
-Connections are bounded too: at most --max-conns at once (at the cap a new
-connection closes one that never made a call, then the longest idle, never
-one with a call in flight), --handshake-timeout to finish the TLS and HTTP/2
-handshakes, closed after --idle-timeout without a call, --max-calls-per-conn
-calls in flight on each, and a client pinging more often than
---keepalive-min-time is cut off (pings with no call in flight are allowed); a
-connection whose writes make no progress for 30 s is closed. /metrics counts
-the connections closed at the cap or for stalled writes in
-lease_server_conns_closed{reason}.
-
-With --parent the server is an intermediate in a server tree: it asks the
-parent node's master (found with Discovery, redirects followed) for all its
-resources in one GetServerCapacity request, on behalf of its clients (their
-wants summed per priority band), and hands out at most what it was leased,
-never beyond its own lease, refreshing at half the parent's refresh interval.
---config is then optional: the parent's answers give each resource's
-capacity and algorithm. Without --parent the server is a root: capacity comes
-from --config.
-
-With --etcd and --election-key several servers form one node: they campaign
-on the key in etcd (3.4 or later) and one is the master. The others answer
-every request with the master's address, which clients follow; Discovery
-says who the master is. A server that wins starts empty, in learning mode; one
-that loses drops its state. A master cut off from etcd stops serving within
---election-ttl (its etcd session's time to live); a master that stops resigns
-and another takes over at once. Changes of mastership are printed. The address
-given to clients is --advertise (default --listen, which must then name a
-host).
+The limits (--max-resources, --max-clients, --max-leases) bound the server's
+memory whatever clients send: a request over one is refused with
+RESOURCE_EXHAUSTED, renewals never are. The connection flags bound
+connections as sluice serve's do. With --parent the server is an
+intermediate in a server tree, asking the parent node for its clients'
+capacity (--config is then optional); with --etcd and --election-key
+several servers form one node, one of them master, the others sending
+clients to its --advertise address. docs/doorman.md describes each.
 
 Exit status: 0 when interrupted, 1 when the configuration cannot be loaded or
 the server fails, 2 on a usage error.`,
@@ -106,15 +71,9 @@ var doormanGetHelp = cli.Help{
 	About: `Asks a Doorman server for a lease of --wants capacity of --resource and prints
 what it got (client, resource, wants, capacity and expiry), then releases it on
 exit. With --watch it keeps the lease, refreshing it as the server asks, and
-prints every change until interrupted.
-
-A lease of capacity 0 for wants above 0 gets a note: a Doorman server in
-learning mode (after it starts or becomes master, for the resource's
-learning_mode_duration, by default its lease_length) grants a new client
-nothing while the clients it had reclaim what they hold. The protocol has no
-field saying so: the note infers it from the answer, as a client can, and
-gives the latest end of learning mode with the default duration, the lease's
-expiry.
+prints every change until interrupted. A lease of capacity 0 for wants above
+0 gets a note: the server is likely in learning mode, which the protocol
+does not say (docs/doorman.md).
 
 ` + cli.OutputJSONHelp + ` With --watch, one object a line, one per
 change.
@@ -149,11 +108,6 @@ func doormanSubs(ctx context.Context) []cli.Command {
 // doormanCommand is `sluice-lab doorman`.
 func doormanCommand() cli.Command {
 	return cli.NewGroupUntilInterrupted("sluice-lab doorman", doormanHelp, doormanSubs)
-}
-
-// doormanRun runs `sluice-lab doorman ...` until ctx ends.
-func doormanRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return cli.NewGroup("sluice-lab doorman", doormanHelp, doormanSubs(ctx)...).Run(args, stdout, stderr)
 }
 
 func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -214,6 +168,7 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return fs.Failure("%v", err)
 	}
+	defer lis.Close()           // for a failure below; Stop closes it too
 	stdout = cli.Locked(stdout) // mastership changes are printed from the election
 	cfg := server.Config{Repository: repo, Scope: debug.Scope(),
 		MaxResources: *maxResources, MaxClients: *maxClients, MaxLeases: *maxLeases}
@@ -221,22 +176,18 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	cfg.ParentDialOptions = parentDial
 	election, err := tree.apply(&cfg, lis.Addr().String(), stdout)
 	if err != nil {
-		lis.Close()
 		return fs.Failure("%v", err)
 	}
 	defer election.close()
 	srv, err := server.New(cfg)
 	if err != nil {
-		lis.Close()
 		return fs.Failure("%v", err)
 	}
 	opts, err := ops.grpcServerOptions(srv, debug.Scope())
 	if err != nil {
-		lis.Close()
 		return fs.Failure("%v", err)
 	}
 	if err := debug.Serve("sluice-lab doorman serve", map[string]http.Handler{"/status": srv}, stderr); err != nil {
-		lis.Close()
 		return fs.Failure("%v", err)
 	}
 	stopReloading := ops.start(srv, debug.Scope(), stderr)
@@ -270,16 +221,12 @@ func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	priority := fs.Int64("priority", 0, "the priority sent to the server")
 	watch := fs.Bool("watch", false, "keep the lease, refreshing it, and print every change until interrupted")
 	tlsFlags := addDoormanClientTLSFlags(fs)
-	output := cli.AddOutputFlag(fs, false)
-	if code, ok := fs.ParseArgs(args); !ok {
+	asJSON, code, ok := cli.AddOutputFlag(fs, false).Parse(args)
+	if !ok {
 		return code
 	}
 	if *serverAddr == "" || *resource == "" || *wants < 0 {
 		return fs.UsageError("--server, --resource and --wants (>= 0) are required")
-	}
-	asJSON, err := output.Check(fs)
-	if err != nil {
-		return fs.UsageError("%v", err)
 	}
 	dialOpts, err := dialOptions(tlsFlags, fs.TLSReloadErrors())
 	if err != nil {
@@ -547,11 +494,7 @@ func (d *doormanTree) apply(cfg *server.Config, listening string, out io.Writer)
 		return doormanElection{}, nil
 	}
 	cfg.Logger = logger.With("election", d.electionKey)
-	var eps []string
-	for _, ep := range strings.Split(d.etcd, ",") {
-		eps = append(eps, strings.TrimSpace(ep))
-	}
-	el, err := etcdelection.New(etcdelection.Config{Endpoints: eps, Key: d.electionKey, TTL: d.electionTTL})
+	el, err := etcdelection.New(etcdelection.Config{Endpoints: splitEndpoints(d.etcd), Key: d.electionKey, TTL: d.electionTTL})
 	if err != nil {
 		return doormanElection{}, err
 	}

@@ -31,16 +31,12 @@ import (
 var doormanLoadHelp = cli.Help{
 	Synopsis: `sluice-lab doorman load --server HOST:PORT [--clients N] [--duration D] [-o json] [flags]`,
 	About: `Measures a Doorman server's GetCapacity throughput: --clients distinct clients
-renew their lease of --resource in turn, as fast as --concurrency requests in
-flight on --conns connections allow, for --duration. Each request is what a
-client sends: its id, the resource, its wants and the lease it last got. A
-share --change of the requests comes with new wants (between half and one and
-a half times --wants), so that the server's shares move. Every client asks
-once before the clock starts (--warmup), so that the run measures renewals.
-
-It prints the requests sent and answered per second (a request is answered
-when the response has an entry for the resource: a server that drops early
-renewals answers without one) and the latency quantiles.
+renew their lease of --resource in turn (each with the lease it last got, a
+share --change with new wants), as fast as --concurrency requests in flight
+on --conns connections allow, for --duration, after each asked once
+(--warmup). It prints the requests sent and answered per second (answered:
+with an entry for the resource) and the latency quantiles
+(tools/benchmarks/README.md has figures).
 
 ` + cli.OutputJSONHelp + `
 
@@ -56,16 +52,12 @@ var doormanFloodHelp = cli.Help{
 	Synopsis: `sluice-lab doorman flood --server HOST:PORT [--ids N] [--server-pid PID] [-o json] [flags]
 sluice-lab doorman flood --server HOST:PORT --ids 0 --side-for D [--server-pid PID]`,
 	About: `Measures how a Doorman server bears a flood of new resource ids: --concurrency
-workers send GetCapacity requests of --per-request new ids each (flood-0,
-flood-1, ...) until --ids were sent, while a side client renews its lease of
---side-resource every --side-interval and times each answer. It prints how
-many flood requests were accepted and refused (RESOURCE_EXHAUSTED: a server
-limit), the side client's latency quantiles and, with --server-pid (Linux),
-the server process's resident memory before, at its peak and after.
-
-The flood's own requests compete with the side client for this process's
-CPU; to time the server alone, run the flood in one process and, at the same
-time, the side client in another (--ids 0 --side-for D).
+workers send GetCapacity requests of --per-request new ids each until --ids
+were sent, while a side client renews its lease of --side-resource every
+--side-interval and times each answer. It prints the flood requests accepted
+and refused (RESOURCE_EXHAUSTED: a server limit), the side client's latency
+and, with --server-pid (Linux), the server's resident memory. To time the
+server alone, run the side client in another process (--ids 0 --side-for D).
 
 ` + cli.OutputJSONHelp + `
 
@@ -79,35 +71,44 @@ sluice-lab doorman flood --server 127.0.0.1:6000 --ids 100000 -o json | jq .side
 
 // loadFlags are the flags load and flood share.
 type loadFlags struct {
+	fs          *cli.FlagSet
 	server      *string
 	concurrency *int
 	conns       *int
 	tls         *cli.ClientTLSFlags
-	dialOpts    []grpc.DialOption // set by check
+	output      func([]string) (bool, int, bool)
+	dialOpts    []grpc.DialOption // set by parse
 }
 
+// addLoadFlags defines the shared flags; the command's own follow, and
+// -o/--output last.
 func addLoadFlags(fs *cli.FlagSet, concurrency int) *loadFlags {
 	return &loadFlags{
+		fs:          fs,
 		server:      fs.String("server", "", "`HOST:PORT` of a Doorman server"),
 		concurrency: fs.Int("concurrency", concurrency, "requests in flight, `N` >= 1"),
 		conns:       fs.Int("conns", 4, "gRPC connections to the server, `N` >= 1"),
 		tls:         addDoormanClientTLSFlags(fs),
+		output:      cli.AddOutputFlag(fs, false).Parse,
 	}
 }
 
-func (l *loadFlags) check(fs *cli.FlagSet) (int, bool) {
+// parse parses args and checks the shared flags, as output's Parse.
+func (l *loadFlags) parse(args []string) (asJSON bool, code int, ok bool) {
+	if asJSON, code, ok = l.output(args); !ok {
+		return false, code, false
+	}
 	if *l.server == "" {
-		return fs.UsageError("--server is required"), false
+		return false, l.fs.UsageError("--server is required"), false
 	}
 	if *l.concurrency < 1 || *l.conns < 1 {
-		return fs.UsageError("--concurrency and --conns must be >= 1"), false
+		return false, l.fs.UsageError("--concurrency and --conns must be >= 1"), false
 	}
-	opts, err := dialOptions(l.tls, fs.TLSReloadErrors())
-	if err != nil {
-		return fs.UsageError("%v", err), false
+	var err error
+	if l.dialOpts, err = dialOptions(l.tls, l.fs.TLSReloadErrors()); err != nil {
+		return false, l.fs.UsageError("%v", err), false
 	}
-	l.dialOpts = opts
-	return 0, true
+	return asJSON, cli.ExitOK, true
 }
 
 // dialConns opens n connections to addr, plaintext unless opts say
@@ -130,16 +131,6 @@ func dialConns(addr string, n int, opts []grpc.DialOption) (conns []*grpc.Client
 		conns = append(conns, cc)
 	}
 	return conns, close, nil
-}
-
-// dialAll opens n connections to addr and returns a Capacity client on
-// each; close closes them.
-func dialAll(addr string, n int, opts []grpc.DialOption) (stubs []pb.CapacityClient, close func(), err error) {
-	conns, close, err := dialConns(addr, n, opts)
-	for _, cc := range conns {
-		stubs = append(stubs, pb.NewCapacityClient(cc))
-	}
-	return stubs, close, err
 }
 
 // rawMessage is a message already marshalled (a request) or left so (a
@@ -189,7 +180,16 @@ func (l latencies) quantiles() *latencyQuantiles {
 	return &latencyQuantiles{Count: len(s), P50: millis.Duration(q(0.5)), P90: millis.Duration(q(0.9)), P99: millis.Duration(q(0.99)), P999: millis.Duration(q(0.999)), Max: millis.Duration(s[len(s)-1])}
 }
 
-// firstError keeps the first of concurrent errors.
+// errText is err's message, nil (null in JSON) without one.
+func errText(err error) *string {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	return &msg
+}
+
+// firstError keeps the first of concurrent errors, and counts them.
 type firstError struct {
 	once sync.Once
 	err  error
@@ -211,16 +211,9 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	duration := fs.Duration("duration", 10*time.Second, "how long to measure, `D` > 0")
 	prefix := fs.String("client-prefix", "load-", "client ids are `PREFIX`0, PREFIX1, ...")
 	warmup := fs.Bool("warmup", true, "have every client ask once before the clock starts")
-	output := cli.AddOutputFlag(fs, false)
-	if code, ok := fs.ParseArgs(args); !ok {
+	asJSON, code, ok := lf.parse(args)
+	if !ok {
 		return code
-	}
-	if code, ok := lf.check(fs); !ok {
-		return code
-	}
-	asJSON, err := output.Check(fs)
-	if err != nil {
-		return fs.UsageError("%v", err)
 	}
 	switch {
 	case *clients < 1:
@@ -234,7 +227,7 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	case *duration <= 0:
 		return fs.UsageError("--duration is %v, must be > 0", *duration)
 	}
-	stubs, closeAll, err := dialAll(*lf.server, *lf.conns, lf.dialOpts)
+	conns, closeAll, err := dialConns(*lf.server, *lf.conns, lf.dialOpts)
 	if err != nil {
 		return fs.Failure("%v", err)
 	}
@@ -289,7 +282,7 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			go func() {
 				defer wg.Done()
 				rng := rand.New(rand.NewPCG(uint64(w), 1))
-				stub := stubs[w%len(stubs)]
+				stub := pb.NewCapacityClient(conns[w%len(conns)])
 				for ctx.Err() == nil && failed.n.Load() == 0 {
 					n := next.Add(1) - 1
 					if (limit > 0 && n >= limit) || (limit == 0 && time.Now().After(until)) {
@@ -321,23 +314,17 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	for _, p := range parts {
 		all = append(all, p...)
 	}
-	if asJSON {
-		rep := doormanLoadReport{Clients: *clients, Resource: *resource, Concurrency: *lf.concurrency, Connections: *lf.conns,
-			Elapsed: millis.Duration(time.Duration(elapsed * float64(time.Second))), Requests: len(all), RequestsPerS: float64(len(all)) / elapsed,
-			Answered: answered.Load(), AnsweredPerS: float64(answered.Load()) / elapsed, Unanswered: unanswered.Load(),
-			Failed: failed.n.Load(), Latency: all.quantiles()}
-		if failed.err != nil {
-			msg := failed.err.Error()
-			rep.FirstError = &msg
-		}
-		if code := fs.WriteJSON(rep); code != cli.ExitOK {
-			return code
-		}
-	} else {
-		fmt.Fprintf(stdout, "doorman load: %d clients of %q, %d in flight on %d connections, %.1fs\n", *clients, *resource, *lf.concurrency, *lf.conns, elapsed)
-		fmt.Fprintf(stdout, "requests %d (%.0f/s), answered with an entry %d (%.0f/s), without %d, failed %d\n",
-			len(all), float64(len(all))/elapsed, answered.Load(), float64(answered.Load())/elapsed, unanswered.Load(), failed.n.Load())
-		fmt.Fprintf(stdout, "latency %v\n", all)
+	rep := doormanLoadReport{Clients: *clients, Resource: *resource, Concurrency: *lf.concurrency, Connections: *lf.conns,
+		Elapsed: millis.Duration(time.Duration(elapsed * float64(time.Second))), Requests: len(all), RequestsPerS: float64(len(all)) / elapsed,
+		Answered: answered.Load(), AnsweredPerS: float64(answered.Load()) / elapsed, Unanswered: unanswered.Load(),
+		Failed: failed.n.Load(), FirstError: errText(failed.err), Latency: all.quantiles()}
+	if code := fs.Report(rep, asJSON, func(w io.Writer) error {
+		fmt.Fprintf(w, "doorman load: %d clients of %q, %d in flight on %d connections, %.1fs\n", *clients, *resource, *lf.concurrency, *lf.conns, elapsed)
+		fmt.Fprintf(w, "requests %d (%.0f/s), answered with an entry %d (%.0f/s), without %d, failed %d\nlatency %v\n",
+			rep.Requests, rep.RequestsPerS, rep.Answered, rep.AnsweredPerS, rep.Unanswered, rep.Failed, all)
+		return nil
+	}, "", nil); code != cli.ExitOK {
+		return code
 	}
 	if failed.err != nil {
 		return fs.Failure("%d requests failed, the first: %v", failed.n.Load(), failed.err)
@@ -418,16 +405,9 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	sideInterval := fs.Duration("side-interval", 10*time.Millisecond, "the side client's pause between requests, `D` > 0")
 	sideFor := fs.Duration("side-for", 0, "keep the side client going for `D` from the start (default: until the flood ends); with --ids 0 and a flood from another process, it times the server alone")
 	pid := fs.Int("server-pid", 0, "the server's process `ID`, to report its resident memory (Linux)")
-	output := cli.AddOutputFlag(fs, false)
-	if code, ok := fs.ParseArgs(args); !ok {
+	asJSON, code, ok := lf.parse(args)
+	if !ok {
 		return code
-	}
-	if code, ok := lf.check(fs); !ok {
-		return code
-	}
-	asJSON, err := output.Check(fs)
-	if err != nil {
-		return fs.UsageError("%v", err)
 	}
 	switch {
 	case *ids < 0 || *perRequest < 1 || *floodClients < 1:
@@ -576,10 +556,7 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		msg := m.(string)
 		rep.FirstRefusal = &msg
 	}
-	if sideErr != nil {
-		msg := sideErr.Error()
-		rep.Side.Error = &msg
-	}
+	rep.Side.Error = errText(sideErr)
 	if *pid != 0 {
 		rss, hwm, err := procMemory(*pid)
 		if err != nil {
@@ -587,21 +564,20 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		rep.Server = &doormanFloodServer{PID: *pid, RSSBeforeBytes: rssBefore, RSSPeakBytes: max(rssPeak, rss), RSSAfterBytes: rss, VMHWMBytes: hwm}
 	}
-	if asJSON {
-		if code := fs.WriteJSON(rep); code != cli.ExitOK {
-			return code
-		}
-	} else {
-		fmt.Fprintf(stdout, "doorman flood: %d ids in requests of %d from %d client(s), %d in flight, %.1fs\n", *ids, *perRequest, *floodClients, *lf.concurrency, elapsed)
-		fmt.Fprintf(stdout, "flood requests accepted %d (%d ids), refused %d, failed %d\n", rep.Accepted, rep.AcceptedIDs, rep.Refused, rep.Failed)
+	if code := fs.Report(rep, asJSON, func(w io.Writer) error {
+		fmt.Fprintf(w, "doorman flood: %d ids in requests of %d from %d client(s), %d in flight, %.1fs\n", *ids, *perRequest, *floodClients, *lf.concurrency, elapsed)
+		fmt.Fprintf(w, "flood requests accepted %d (%d ids), refused %d, failed %d\n", rep.Accepted, rep.AcceptedIDs, rep.Refused, rep.Failed)
 		if rep.FirstRefusal != nil {
-			fmt.Fprintf(stdout, "first refusal: %s\n", *rep.FirstRefusal)
+			fmt.Fprintf(w, "first refusal: %s\n", *rep.FirstRefusal)
 		}
-		fmt.Fprintf(stdout, "side client: %d requests, %d answered with an entry, latency %v\n", len(sideLat), sideAnswered, sideLat)
+		fmt.Fprintf(w, "side client: %d requests, %d answered with an entry, latency %v\n", len(sideLat), sideAnswered, sideLat)
 		if m := rep.Server; m != nil {
-			fmt.Fprintf(stdout, "server pid %d: RSS %d MB before, %d MB at the peak seen (VmHWM %d MB), %d MB after\n",
+			fmt.Fprintf(w, "server pid %d: RSS %d MB before, %d MB at the peak seen (VmHWM %d MB), %d MB after\n",
 				m.PID, m.RSSBeforeBytes>>20, m.RSSPeakBytes>>20, m.VMHWMBytes>>20, m.RSSAfterBytes>>20)
 		}
+		return nil
+	}, "", nil); code != cli.ExitOK {
+		return code
 	}
 	if failed.err != nil {
 		return fs.Failure("%d flood requests failed, the first: %v", failed.n.Load(), failed.err)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/uber-go/tally/v4"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/sluice-rpc/sluice/leasing/server"
@@ -87,32 +86,27 @@ func (o *doormanOps) loadConfig(ctx context.Context, config, endpoints string) (
 	if key == "" {
 		return nil, fmt.Errorf("--config %q names no etcd key: want etcd:KEY", config)
 	}
-	var eps []string
-	for _, ep := range strings.Split(endpoints, ",") {
-		if ep = strings.TrimSpace(ep); ep != "" {
-			eps = append(eps, ep)
-		}
-	}
+	eps := splitEndpoints(endpoints)
 	if len(eps) == 0 {
 		return nil, fmt.Errorf("--config %s needs the etcd cluster's endpoints (--etcd HOST:PORT,...)", config)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	c, err := etcdClient(eps, &cli.EtcdFlags{})
 	if err != nil {
-		return nil, fmt.Errorf("etcd %s: %w", strings.Join(eps, ","), err)
+		return nil, err
 	}
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	data, rev, err := etcdconfig.Read(lctx, cli, key)
+	data, rev, err := etcdconfig.Read(lctx, c, key)
 	if err != nil {
-		cli.Close()
+		c.Close()
 		return nil, err
 	}
 	repo, err := server.ParseRepository(data)
 	if err != nil {
-		cli.Close()
+		c.Close()
 		return nil, fmt.Errorf("%w (in etcd key %q)", err, key)
 	}
-	o.etcd, o.etcdKey, o.etcdRev, o.data = cli, key, rev, data
+	o.etcd, o.etcdKey, o.etcdRev, o.data = c, key, rev, data
 	return repo, nil
 }
 

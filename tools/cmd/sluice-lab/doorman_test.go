@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
 	"github.com/sluice-rpc/sluice/tools/cmd/internal/clitest"
+	"io"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -624,4 +625,9 @@ func TestDoormanReportsAreSnakeCaseJSON(t *testing.T) {
 			t.Errorf("doorman %s: keys not in snake_case: %.10q", args[0], bad)
 		}
 	}
+}
+
+// doormanRun runs `sluice-lab doorman ...` until ctx ends.
+func doormanRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return cli.NewGroup("sluice-lab doorman", doormanHelp, doormanSubs(ctx)...).Run(args, stdout, stderr)
 }

@@ -76,3 +76,14 @@ func etcdClient(endpoints []string, f *cli.EtcdFlags) (*clientv3.Client, error) 
 	}
 	return c, nil
 }
+
+// splitEndpoints reads a comma-separated list of etcd endpoints.
+func splitEndpoints(list string) []string {
+	var eps []string
+	for _, ep := range strings.Split(list, ",") {
+		if ep = strings.TrimSpace(ep); ep != "" {
+			eps = append(eps, ep)
+		}
+	}
+	return eps
+}

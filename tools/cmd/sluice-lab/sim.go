@@ -2,7 +2,6 @@ package main
 
 import (
 	"flag"
-	"fmt"
 	"io"
 
 	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
@@ -61,12 +60,9 @@ func simBusyCmd(args []string, stdout, stderr io.Writer) int {
 	busyN := fs.Int("busy", 3000, "busy responses per second (never more than the requests sent)")
 	busyPattern := fs.String("busy-pattern", "steady", "busy `PATTERN`: steady, flappy, linear_grow, linear_decrease")
 	output := cli.AddOutputFlag(fs, false)
-	if code, ok := fs.ParseArgs(args); !ok {
+	asJSON, code, ok := output.Parse(args)
+	if !ok {
 		return code
-	}
-	asJSON, err := output.Check(fs)
-	if err != nil {
-		return fs.UsageError("%v", err)
 	}
 	explicit := 0
 	fs.Visit(func(f *flag.Flag) {
@@ -133,27 +129,4 @@ type simBusyRun struct {
 	Converged    bool             `json:"converged"`
 	ConvergedAt  *int             `json:"converged_at"` // the second, null if it did not
 	Speed        *int             `json:"speed"`        // converged_at - 10
-}
-
-// simReport prints a simulation's result res: as JSON with asJSON, else
-// with table, on stdout; then, if chartPath is set, draws it with chart and says
-// where (not in JSON mode, whose stdout is the JSON alone). It returns
-// the command's exit status.
-func simReport(f *cli.FlagSet, stdout io.Writer, res any, asJSON bool, table func(io.Writer), chartPath string, chart func(path string) error) int {
-	if asJSON {
-		if code := f.WriteJSON(res); code != cli.ExitOK {
-			return code
-		}
-	} else {
-		table(stdout)
-	}
-	if chartPath != "" {
-		if err := chart(chartPath); err != nil {
-			return f.Failure("chart: %v", err)
-		}
-		if !asJSON {
-			fmt.Fprintf(stdout, "\nchart: %s\n", chartPath)
-		}
-	}
-	return cli.ExitOK
 }

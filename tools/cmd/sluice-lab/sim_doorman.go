@@ -23,18 +23,12 @@ import (
 var simDoormanHelp = cli.Help{
 	Synopsis: `sluice-lab sim doorman [--scenario NAME] [--seed N] [--duration D] [--chart FILE] [-o json]`,
 	About: `Runs a tree of Doorman servers and their clients in virtual time: Sluice's
-own leasing server and client code (packages leasing/server and leasing) on a
-fake clock, over an in-memory transport, with masters decided through the
-server's election interface. Clients change their demand at random; with
-mishaps, demands spike, intermediate servers crash and restart empty, and the
-root's master fails over to its standby.
-
-It prints the parameters, then what the Doorman design judges a tree by:
-capacity used (what the clients hold over min(their demand, capacity),
-averaged after the root's learning mode), overshoot (samples where the
-clients held more than the capacity: count, episodes, maximum, mean while
-over), the longest time to re-converge after a change, the mishaps, and a
-row per simulated minute.
+own leasing server and client code on a fake clock, over an in-memory
+transport. Clients change their demand at random; with mishaps, demands
+spike, intermediate servers crash and restart empty, and the root's master
+fails over. It prints the parameters, then what the Doorman design judges a
+tree by (capacity used, overshoot, the longest re-convergence), the mishaps
+and a row per simulated minute; tools/benchmarks/README.md has the figures.
 
 Scenarios (the first three are the design doc's):
 ` + scenarioList() + `
@@ -65,12 +59,9 @@ func simDoormanCmd(args []string, stdout, stderr io.Writer) int {
 	duration := fs.Duration("duration", 0, "simulated time `D`, 1s to 24h (default the scenario's)")
 	chartPath := fs.String("chart", "", "draw total wants, total has and capacity over time to `FILE` (.png or .svg)")
 	output := cli.AddOutputFlag(fs, true)
-	if code, ok := fs.ParseArgs(args); !ok {
+	asJSON, code, ok := output.Parse(args)
+	if !ok {
 		return code
-	}
-	asJSON, err := output.Check(fs)
-	if err != nil {
-		return fs.UsageError("%v", err)
 	}
 	sc, ok := doormansim.Lookup(*name)
 	if !ok {
@@ -96,7 +87,7 @@ func simDoormanCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fs.Failure("%v", err)
 	}
-	return simReport(fs, stdout, doormanReport(res), asJSON, func(w io.Writer) { writeDoormanTable(w, res) }, *chartPath,
+	return fs.Report(doormanReport(res), asJSON, func(w io.Writer) error { writeDoormanTable(w, res); return nil }, *chartPath,
 		func(path string) error { return writeDoormanChart(path, res) })
 }
 
@@ -217,17 +208,12 @@ func writeDoormanTable(w io.Writer, res doormansim.Result) {
 // run, with the mishaps marked.
 func writeDoormanChart(path string, res doormansim.Result) error {
 	sc := res.Scenario
-	p := plot.New()
 	most := 0.0
 	for _, s := range res.Samples {
 		most = math.Max(most, s.Has)
 	}
-	p.Title.Text = fmt.Sprintf("Doorman %s, seed %d: %.2f%% of capacity used, at most %.2f%% held", sc.Name, sc.Seed,
-		100*res.Summary.Used, 100*most/sc.Capacity)
-	p.X.Label.Text = "minutes"
-	p.Y.Label.Text = "capacity"
-	p.Y.Min = 0
-	p.Add(plotter.NewGrid())
+	p := panel(fmt.Sprintf("Doorman %s, seed %d: %.2f%% of capacity used, at most %.2f%% held", sc.Name, sc.Seed,
+		100*res.Summary.Used, 100*most/sc.Capacity), "minutes", "capacity")
 	p.Legend.Left = true // below the lines, over the start's learning mode
 	var wants, has, capacity plotter.XYs
 	for _, s := range res.Samples {
@@ -236,19 +222,10 @@ func writeDoormanChart(path string, res doormansim.Result) error {
 		has = append(has, plotter.XY{X: x, Y: s.Has})
 		capacity = append(capacity, plotter.XY{X: x, Y: s.Capacity})
 	}
-	for i, l := range []struct {
-		name string
-		xys  plotter.XYs
-	}{{"total wants", wants}, {"total has", has}, {"capacity", capacity}} {
-		line, err := plotter.NewLine(l.xys)
-		if err != nil {
+	for i, xys := range []plotter.XYs{wants, has, capacity} {
+		if err := addLine(p, []string{"total wants", "total has", "capacity"}[i], xys, i); err != nil {
 			return err
 		}
-		line.Color = plotutil.Color(i)
-		line.Dashes = plotutil.Dashes(i)
-		line.Width = vg.Points(1.2)
-		p.Add(line)
-		p.Legend.Add(l.name, line)
 	}
 	if len(res.Mishaps) > 0 {
 		var pts plotter.XYs

@@ -26,13 +26,10 @@ const maxSimRuns = 100
 var simRatelimitHelp = cli.Help{
 	Synopsis: `sluice-lab sim ratelimit [--seed N] [--runs N] [--reserve F] [--chart FILE] [-o json]`,
 	About: `Replays, in virtual time, the rate-throttling study of Heroku's client rate
-throttling article ("A Fast Car Needs Good Brakes: How We Added Client Rate
-Throttling to the Platform API Gem"): a GCRA server (a bucket of 4500 requests
-refilled at 4500 per hour) and 10 greedy clients for 30 minutes, each client
-paced by one of Sluice's pacers (pacing), the very code a channel runs.
-It prints, per pacer, the article's four metrics (average retry rate, maximum
-sleep, standard deviation of request counts, time to clear a workload) beside
-the figures the article published, and can chart each client's sleep.
+throttling article: a GCRA server and 10 greedy clients for 30 minutes, each
+client paced by one of Sluice's pacers, the very code a channel runs. It
+prints, per pacer, the article's four metrics beside the figures the article
+published (tools/benchmarks/README.md), and can chart each client's sleep.
 
 ` + cli.OutputJSONHelp + ` It holds the two scenarios and, per
 pacer, the four metrics, the requests sent and allowed, and the article's
@@ -54,12 +51,9 @@ func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
 	reserve := fs.Float64("reserve", 0, "the reserve pacer's reserve, a `FRACTION` of the limit in [0, 1) (0: the default, 0.003)")
 	chart := fs.String("chart", "", "also draw each client's sleep over the 30 minutes, per pacer, to this .png or .svg `FILE`")
 	output := cli.AddOutputFlag(fs, false)
-	if code, ok := fs.ParseArgs(args); !ok {
+	asJSON, code, ok := output.Parse(args)
+	if !ok {
 		return code
-	}
-	asJSON, err := output.Check(fs)
-	if err != nil {
-		return fs.UsageError("%v", err)
 	}
 	if *runs < 1 || *runs > maxSimRuns {
 		return fs.UsageError("--runs is %d, must be in 1..%d", *runs, maxSimRuns)
@@ -82,38 +76,20 @@ func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fs.Failure("%v", err)
 	}
-	if asJSON {
-		if code := fs.WriteJSON(ratelimitReport(*seed, *runs, steady, clear, rows)); code != cli.ExitOK {
-			return code
+	table := func(w io.Writer) error {
+		fmt.Fprintf(w, "Rate throttling (Heroku's client rate throttling article), virtual time, seed %d", *seed)
+		if *runs > 1 {
+			fmt.Fprintf(w, ", mean of %d runs", *runs)
 		}
-		if *chart != "" {
-			if err := writeSleepChart(*chart, rows); err != nil {
-				return fs.Failure("chart: %v", err)
-			}
-		}
-		return cli.ExitOK
+		fmt.Fprintf(w, "\nsteady: %d greedy clients, %v, GCRA bucket %d refilled at %d per hour, starting empty, %v per request\n",
+			steady.Clients, steady.Duration, steady.Capacity, steady.Capacity, steady.Latency)
+		fmt.Fprintf(w, "clear:  %d requests in a bucket that is not refilled, clients starting at %v of sleep, done at remaining <= %d\n",
+			clear.Start, clear.InitialSleep, clear.StopRemaining)
+		fmt.Fprint(w, "(in brackets: the article's published figures)\n\n")
+		return ratesim.WriteTable(w, rows)
 	}
-	fmt.Fprintf(stdout, "Rate throttling (Heroku's client rate throttling article), virtual time, seed %d", *seed)
-	if *runs > 1 {
-		fmt.Fprintf(stdout, ", mean of %d runs", *runs)
-	}
-	fmt.Fprintln(stdout)
-	fmt.Fprintf(stdout, "steady: %d greedy clients, %v, GCRA bucket %d refilled at %d per hour, starting empty, %v per request\n",
-		steady.Clients, steady.Duration, steady.Capacity, steady.Capacity, steady.Latency)
-	fmt.Fprintf(stdout, "clear:  %d requests in a bucket that is not refilled, clients starting at %v of sleep, done at remaining <= %d\n",
-		clear.Start, clear.InitialSleep, clear.StopRemaining)
-	fmt.Fprintln(stdout, "(in brackets: the article's published figures)")
-	fmt.Fprintln(stdout)
-	if err := ratesim.WriteTable(stdout, rows); err != nil {
-		return fs.Failure("%v", err)
-	}
-	if *chart != "" {
-		if err := writeSleepChart(*chart, rows); err != nil {
-			return fs.Failure("chart: %v", err)
-		}
-		fmt.Fprintf(stdout, "\nchart: %s\n", *chart)
-	}
-	return cli.ExitOK
+	return fs.Report(ratelimitReport(*seed, *runs, steady, clear, rows), asJSON, table, *chart,
+		func(path string) error { return writeSleepChart(path, rows) })
 }
 
 // simRatelimitReport is `sluice-lab sim ratelimit -o json`'s report.
@@ -184,15 +160,10 @@ func writeSleepChart(path string, rows []ratesim.Row) error {
 
 // sleepPlot is one pacer's panel.
 func sleepPlot(r ratesim.Row) (*plot.Plot, error) {
-	p := plot.New()
 	res := r.Steady
-	p.Title.Text = fmt.Sprintf("%s: retry %.2f%%, max sleep %.1f s, stdev %.0f",
-		r.Name, 100*res.RetryRate(), res.MaxSleep().Seconds(), res.RequestStdev())
-	p.X.Label.Text = "minutes"
-	p.Y.Label.Text = "sleep (s), one line per client"
+	p := panel(fmt.Sprintf("%s: retry %.2f%%, max sleep %.1f s, stdev %.0f",
+		r.Name, 100*res.RetryRate(), res.MaxSleep().Seconds(), res.RequestStdev()), "minutes", "sleep (s), one line per client")
 	p.X.Min, p.X.Max = 0, res.End.Minutes()
-	p.Y.Min = 0
-	p.Add(plotter.NewGrid())
 	for i, c := range res.Clients {
 		xys := make(plotter.XYs, 0, 2*len(c.Series)+1)
 		for k, pt := range c.Series {

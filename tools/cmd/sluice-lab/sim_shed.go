@@ -15,7 +15,6 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/sim/shedsim"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 )
 
@@ -23,15 +22,13 @@ var simShedHelp = cli.Help{
 	Synopsis: `sluice-lab sim shed [--model pool|cpu] [--workers N] [--service D] [--load X]
 [--duration D] [--step AT:D]... [--guard adaptive|fixed:N|none] [--seed N] [--chart FILE] [-o json]`,
 	About: `Simulates, in virtual time, a server guarded by the adaptive concurrency limit
-a Sluice server sheds load with (package shed, ShedConfig.Adaptive), driving
-the very code a server runs. Requests arrive at random at --load times the
-server's capacity; the guard admits them or sheds them (a real server answers
-Busy); the server is a pool of --workers workers with a queue in front
-(capacity workers / service time), or a CPU-bound handler on --workers cores.
---step changes the service time during the run. It prints, second by second,
-the requests offered, admitted and shed, goodput (requests served per second
-as a share of the capacity at that moment), latency quantiles, the limit (its
-lowest and highest in the second) and the no-load latency the limit probes.
+a Sluice server sheds load with (ShedConfig.Adaptive), driving the very code
+a server runs: requests arrive at random at --load times the capacity of a
+pool of --workers workers with a queue in front (or a CPU-bound handler on
+--workers cores), and --step changes the service time during the run. It
+prints, second by second, the requests offered, admitted and shed, goodput,
+latency quantiles, the limit and the no-load latency it probes
+(docs/serving.md).
 
 ` + cli.OutputJSONHelp + ` It holds the scenario and the
 seconds; a second in which no request finished has null quantiles, and
@@ -102,12 +99,9 @@ func simShedCmd(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same run")
 	chartPath := fs.String("chart", "", "draw limit, latency and goodput over time to `FILE` (.png or .svg)")
 	output := cli.AddOutputFlag(fs, true)
-	if code, ok := fs.ParseArgs(args); !ok {
+	asJSON, code, ok := output.Parse(args)
+	if !ok {
 		return code
-	}
-	asJSON, err := output.Check(fs)
-	if err != nil {
-		return fs.UsageError("%v", err)
 	}
 	g, fixed, err := parseGuard(*guard)
 	if err != nil {
@@ -127,7 +121,7 @@ func simShedCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fs.Failure("%v", err)
 	}
-	return simReport(fs, stdout, shedReport(res), asJSON, func(w io.Writer) { writeShedTable(w, res) }, *chartPath,
+	return fs.Report(shedReport(res), asJSON, func(w io.Writer) error { writeShedTable(w, res); return nil }, *chartPath,
 		func(path string) error { return writeShedChart(path, res) })
 }
 
@@ -227,19 +221,10 @@ func writeShedTable(w io.Writer, res shedsim.Result) {
 // the run, one panel each.
 func writeShedChart(path string, res shedsim.Result) error {
 	sc := res.Scenario
-	panel := func(title, y string) *plot.Plot {
-		p := plot.New()
-		p.Title.Text = title
-		p.X.Label.Text = "seconds"
-		p.Y.Label.Text = y
-		p.Y.Min = 0
-		p.Add(plotter.NewGrid())
-		p.Legend.Top = true
-		return p
-	}
-	limit := panel(fmt.Sprintf("Limit: %s guard, %s model, %d workers", sc.Guard, sc.Model, sc.Workers), "requests in flight")
-	lat := panel("Latency of served requests", "ms")
-	good := panel(fmt.Sprintf("Goodput at %.2f x capacity offered", sc.Load), "served / capacity")
+	limit := panel(fmt.Sprintf("Limit: %s guard, %s model, %d workers", sc.Guard, sc.Model, sc.Workers), "seconds", "requests in flight")
+	lat := panel("Latency of served requests", "seconds", "ms")
+	good := panel(fmt.Sprintf("Goodput at %.2f x capacity offered", sc.Load), "seconds", "served / capacity")
+	limit.Legend.Top, lat.Legend.Top, good.Legend.Top = true, true, true
 	var lo, hi, est, workers, p50, p99, gp plotter.XYs
 	for _, s := range res.Seconds {
 		x := s.T.Seconds()
@@ -261,17 +246,10 @@ func writeShedChart(path string, res shedsim.Result) error {
 		if sc.Guard == shedsim.None && l.p == limit && l.name != "workers" {
 			continue
 		}
-		line, err := plotter.NewLine(l.xys)
-		if err != nil {
+		if err := addLine(l.p, l.name, l.xys, lines[l.p]); err != nil {
 			return err
 		}
-		i := lines[l.p]
 		lines[l.p]++
-		line.Color = plotutil.Color(i)
-		line.Dashes = plotutil.Dashes(i)
-		line.Width = vg.Points(1.2)
-		l.p.Add(line)
-		l.p.Legend.Add(l.name, line)
 	}
 	return chart.WriteGrid(path, []*plot.Plot{limit, lat, good}, 1, 3*vg.Inch)
 }

@@ -17,7 +17,7 @@ type suite struct {
 	name, list, made string // "faults", its list flag "scenarios", what it makes: "runs"
 	items            *string
 	ci, markdown     *bool
-	checkOutput      func(*cli.FlagSet) (bool, error)
+	output           func([]string) (bool, int, bool)
 	asJSON           bool
 	stdout, stderr   io.Writer
 }
@@ -29,23 +29,20 @@ func newSuite[T ~string](name string, help cli.Help, names []T, list, listUsage,
 	s := &suite{FlagSet: cli.NewFlagSet("sluice-lab "+name, help, stdout, stderr), name: name, list: list, made: made, stdout: stdout, stderr: stderr}
 	s.items, s.ci = s.String(list, "all", listUsage), s.Bool("ci", false, ciUsage)
 	s.markdown = s.Bool("markdown", false, "print the table as Markdown")
-	s.checkOutput = cli.AddOutputFlag(s.FlagSet, false).Check
+	s.output = cli.AddOutputFlag(s.FlagSet, false).Parse
 	return s
 }
 
 // parseSuite parses args, then --LIST by parseList; when ok is false the
 // command exits with code (help printed, or a usage error).
 func parseSuite[L any](s *suite, args []string, parseList func(string) (L, error)) (list L, code int, ok bool) {
-	if code, ok := s.ParseArgs(args); !ok {
+	if s.asJSON, code, ok = s.output(args); !ok {
 		return list, code, false
-	}
-	var err error
-	if s.asJSON, err = s.checkOutput(s.FlagSet); err != nil {
-		return list, s.UsageError("%v", err), false
 	}
 	if s.asJSON && *s.markdown {
 		return list, s.UsageError("--markdown is a table's; drop it or -o json"), false
 	}
+	var err error
 	if list, err = parseList(*s.items); err != nil {
 		return list, s.UsageError("--%s: %v", s.list, err), false
 	}

@@ -35,10 +35,8 @@ sluice help bench`,
 }
 
 // Lab is what sluice-lab adds to sluice: the commands and modes that link
-// heavy modules (gonum's charts, toxiproxy, an embedded etcd server, etcd's
-// client and gRPC), kept
-// out of the everyday binary so that its first `go run` downloads and
-// builds little. A nil *Lab is sluice's.
+// heavy modules, kept out of the everyday binary so that its first `go
+// run` builds little. A nil *Lab is sluice's.
 type Lab struct {
 	// Name is the program's name, "sluice-lab", and Help its top-level help.
 	Name string
@@ -97,11 +95,10 @@ func labOnly(what, how string) string {
 // Command is a command of the table: see Leaf and NewGroup.
 type Command = command
 
-// Name is the command's name, its word on the command line.
+// Name is the command's word on the command line.
 func (c command) Name() string { return c.name }
 
-// Leaf returns the command name, summarised for the help's list by
-// summary, that run runs.
+// Leaf returns the command name that run runs, summary its line in help.
 func Leaf(name, summary string, run func(args []string, stdout, stderr io.Writer) int) Command {
 	return command{name: name, summary: summary, run: run}
 }
@@ -123,13 +120,10 @@ func NewGroupUntilInterrupted(name string, help Help, subs func(ctx context.Cont
 	return c
 }
 
-// Run runs the command with args (after its name) and returns the exit
-// code.
+// Run runs the command with args (after its name): the exit code.
 func (c command) Run(args []string, stdout, stderr io.Writer) int { return c.run(args, stdout, stderr) }
 
-// topLevel is the command table: every command, and in the groups
-// (doorman, and sluice-lab's sim) their subcommands, from which `sluice -h`
-// lists them all.
+// topLevel is the command table, from which `sluice -h` lists them all.
 func topLevel(lab *Lab) group {
 	bench := func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return benchRun(ctx, args, lab, stdout, stderr)
@@ -179,11 +173,8 @@ func Run(args []string, stdout, stderr io.Writer, lab *Lab) int {
 	return topLevel(lab).run(args, stdout, stderr)
 }
 
-// run is Run of sluice, for the tests.
-func run(args []string, stdout, stderr io.Writer) int { return Run(args, stdout, stderr, nil) }
-
-// version is the main module's version as the go command stamped it
-// (a tag, or a pseudo-version from the VCS), or "(devel)".
+// version is the main module's version as the go command stamped it, or
+// "(devel)".
 func version() string {
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
 		return bi.Main.Version

@@ -39,108 +39,36 @@ sluice bench --amplification SCENARIO[,SCENARIO...] [--ci] [--rps R] [-d D] [-o 
 
   unbounded (the default, --rps 0), as yab's benchmark: on each of
     --connections connections --concurrency calls are in flight (default
-    1), each started as soon as one returns, as fast as the client and
-    the servers allow; latency is from each call's start.
+    1), each started as soon as one returns; latency is from each call's
+    start.
   rate (--rps R): calls arrive on schedule, R a second, whether or not
     earlier ones returned (open loop), at most --concurrency in flight in
-    all (default 100), over the connections in turn; latency is from each
-    call's scheduled arrival, so a stalled client cannot hide its
-    queueing.
+    all (default 100); latency is from each call's scheduled arrival, so a
+    stalled client cannot hide its queueing.
 
-What each call sends is what 'sluice call' sends with the same flags: JSON,
-raw, or Thrift through an IDL (-t FILE.thrift, Service::method), encoded
-once before the run; -H, --sk, --rk, --rd and --caller go with every call,
-and the service and method may follow the flags as two words, as in yab.
-The TLS flags are call's too: every connection speaks TLS to the peers of
--p/-P (--embedded servers, and those of the modes below, are plaintext).
+Each call sends what 'sluice call' sends with the same flags (JSON, raw, or
+Thrift through -t), encoded once before the run; the TLS flags are call's
+too. Each connection is a Sluice Channel of its own, as each of yab's is.
+The run stops after -n calls or -d of calls, whichever comes first (neither:
+5s); an interrupt ends it early and reports the calls made so far. Each
+second a progress line goes to stderr. The report gives throughput and the
+latency quantiles of successful, failed and locally refused calls, attempts
+per call, busy answers and errors by code. As yab, bench first makes one
+call and prints its answer (--no-first-response skips it); --per-peer-stats
+adds a row per peer. docs/cli.md maps yab's flags to these.
 
-A connection is a Sluice Channel of its own (channel.New), with its own TCP
-connections to the peers, busy limiters and retry state, as each of yab's
-connections is a channel of its own: by default 2 x GOMAXPROCS unbounded
-(yab's), 1 with --rps. The run stops after -n calls or -d of calls,
-whichever comes first: -n alone sends exactly n calls (with a safety limit
-of 10m), neither gives 5s. Each second a progress line goes to stderr (calls
-returned, successes, failures, calls refused locally, the current rate). The
-report gives the mode, connections and concurrency, calls and throughput
-(successful calls per second), latency quantiles of successful calls, of
-failed calls and of calls refused locally (THROTTLED, RATE_LIMITED,
-NO_PEERS, UNAVAILABLE: nothing sent) separately, and attempts per call, busy
-answers, throttled requests and errors by code (an application error, JSON
-or Thrift, counts as APPLICATION; a Thrift exception is named by its type,
-APPLICATION 5 (KeyNotFound 5), and counted in the JSON's
-application_errors). An interrupt ends the run early and reports the calls
-made so far. Quantiles of a rate run are exact; an unbounded run's come
-from histograms with buckets 1/128 of their values wide (within 0.4%).
-
-As yab does, bench first makes one call, left out of the figures, and
-prints its answer as yab prints it (call -o yab's envelope; with -o json,
-the report's first_response); --no-first-response skips it. A first call
-that fails is said on stderr, and the run goes on. --per-peer-stats (yab's
-flag) adds a row for each peer: the calls it answered (or, failed, whose
-last attempt went to it), ok, failed, p50/p99/max of its successful calls,
-the attempts sent to it, its Busy answers and throttled requests, and its
-errors; in the JSON, per_peer. A peer that left during the run keeps its
-row, marked (left) ("left": true), with its counts as last read, at most
-50 ms before it left.
-
-Embedded servers can have a pool of workers (--embedded-workers: requests
-beyond them queue) and shed load (--embedded-shed). --closed-loop runs the
-comparison of server shedding and client busy throttling on one embedded
-worker-pool server (default 8 workers, 2 ms each: 4,000 calls/s) offered
---load times its capacity (default 2) with no retries, for -d per
-combination (default 10 s), and prints goodput, the shares answered Busy and
-refused in the client, p50/p99 and the requests that reached the server.
---shedding (none, fixed, adaptive) and --throttling (off, on), each a
-comma-separated list, run some of the combinations only.
-
---mix splits the offered calls between criticality classes (critical_plus,
-critical, sheddable_plus, sheddable), each CLASS=PERCENT, the percents
-(whole or decimal) summing to 100. --callers N offers the load from N
-callers (2-100), each a client Channel of its own named caller-1 ...
-caller-N (its TChannel caller name), caller-1 offering --heavy-factor
-times each other's rate (default 1); the total stays --load times the
-capacity. Either may be given, or both. With either, each combination
-runs twice, and its rows come in pairs: unaware (aware false: the calls
-carry no class and the server's limits are first come, first served,
-Sluice's shedding before classes) and aware (aware true: each call carries
-its class, and the server's limits admit higher classes first and share
-themselves between callers). Each row then has, per class and per caller,
-the calls offered and successful per second, served (successful of
-offered, calls refused in the client included, 0-1) and the p99 of the
-successful calls: the JSON's "classes" and "callers" arrays (a caller's
-"heavy" marks caller-1), and tables by class and by caller after the main
-one.
-
---rolling-deploy (sluice-lab's: it may embed an etcd server) replaces a
-fleet of server processes (children of the binary; default 4, echo with a
-1 ms service time) one instance at a time
-under an open-loop load (default 1,000 calls/s from 2 clients, no retry
-policy): --replacements in all (default 8, every instance twice), after a
-steady stretch and each followed by --settle. Its rows, one after the
-other: etcd (Sluice clients following etcd, servers registering there and
-leaving with Shutdown; etcd is --etcd, or the etcd binary, or an embedded
-one), dns (Sluice clients following SRV records served in process, looked
-up every --dns-period; Shutdown), static (Sluice with a fixed peer list,
-servers replaced in place with Close) and tchannel (plain tchannel-go, the
-same). It prints, per row, the calls made and failed by code, p50/p99 in
-the steady state and during the deploys, and how soon each new instance
-got its first call. Takes about two and a half minutes with the defaults.
-
---balancing runs the peer-choice scenarios, each with the balancing feature
-it measures and without it, both rows in one table, on worker-pool servers
-in this process (each answers Busy beyond 4 requests waiting per worker)
-and one client with no retries: scale-out (3 servers at 70% load, 3 more
-join cold; slow start on and off), heterogeneous (servers of 1, 2 and 4
-workers; weights 1, 2, 4 and all 1), shard (10 cached servers, Zipf keys and
-a hot key; shard keys and none, and how keys move on the ring), erroring
-(1, then 3, of 4 servers answering UNEXPECTED to half their calls; ejection
-on and off), or all. Each table is followed by the issue's done-when checks,
-"holds" or "FALLS SHORT" with the figure. The full size takes about five
-minutes; --ci a second or two a run. sluice-lab's --chart draws each
-scenario second by second: with several scenarios, FILE-SCENARIO.png for
-each (and --closed-loop's goodput and p99).
-
-` + amplificationHelp + `
+The other modes run servers and a client of their own in this process, and
+print a table of rows (tools/benchmarks/README.md describes each and its
+figures): --closed-loop compares server shedding and client busy
+throttling on one worker-pool server at --load times its capacity (--mix
+and --callers split the load by class and by caller, rows in pairs,
+unaware and aware); --balancing SCENARIOS runs each balancing feature with
+and without it, then the issue's checks; --amplification SCENARIOS runs a
+call chain whose every layer retries, naive and bounded; sluice-lab's
+--rolling-deploy replaces a fleet of server processes under load (rows
+etcd, dns, static, tchannel). --ci makes --balancing and --amplification a
+second or two a run; sluice-lab's --chart draws --closed-loop and
+--balancing over time.
 
 ` + OutputJSONHelp + ` In every mode the JSON carries
 the same figures as the table.
@@ -201,40 +129,40 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	if charts == nil && hasFlag(args, "chart") {
 		return fs.UsageError("%s", labOnly("bench --chart (charts link gonum's plot)", "bench --closed-loop --chart FILE ..."))
 	}
+	a := modeArgs{charts: charts}
 	peers := addPeerFlags(fs, lab)
 	allowRemote := fs.Bool("allow-remote", false, "allow peers that are not on a loopback address")
-	embedded := fs.Int("embedded", 0, fmt.Sprintf("start `N` in-process servers on 127.0.0.1 (1-%d) and load them", benchEmbeddedMax))
-	shapeText := fs.String("embedded-latency", "",
+	fs.IntVar(&a.embedded, "embedded", 0, fmt.Sprintf("start `N` in-process servers on 127.0.0.1 (1-%d) and load them", benchEmbeddedMax))
+	fs.StringVar(&a.shape, "embedded-latency", "",
 		"the embedded servers' latency `SHAPE`: \"0\" (at once: the run measures the client and the server's stack, the default unbounded), \"heavy-tail\" (97% 0.5-1.5ms, 3% 100-200ms: the default with --rps), \"heavy-tail:0.05\", \"fixed:2ms\", \"1ms-3ms\", \"1ms,0.03@100ms-200ms\"")
-	seed := fs.Uint64("seed", 1, "seed of the embedded servers' latency draws (with --balancing, of its keys and failures)")
-	workers := fs.Int("embedded-workers", 0, fmt.Sprintf("give each embedded server `N` workers: a request holds one for its latency and waits in a queue when all are busy (0: no limit; at most %d)", load.MaxWorkers))
+	fs.Uint64Var(&a.seed, "seed", 1, "seed of the embedded servers' latency draws (with --balancing, of its keys and failures)")
+	fs.IntVar(&a.workers, "embedded-workers", 0, fmt.Sprintf("give each embedded server `N` workers: a request holds one for its latency and waits in a queue when all are busy (0: no limit; at most %d)", load.MaxWorkers))
 	shedText := fs.String("embedded-shed", "none", "the embedded servers' load shedding `MODE`: none, adaptive (an adaptive concurrency limit per method), fixed:N (at most N requests in flight)")
 	throttling := fs.Bool("busy-throttling", true, "throttle a peer that answers Busy (--busy-throttling=false turns it off, to compare)")
 	closedLoop := fs.Bool("closed-loop", false, "run the closed-loop comparison on one embedded worker-pool server: {no, fixed, adaptive shedding} x {busy throttling off, on}, at --load times its capacity")
-	loadX := fs.Float64("load", 2, "with --closed-loop: the offered rate as a multiple of the server's capacity")
-	chartPath := new(string)
+	fs.Float64Var(&a.load, "load", 2, "with --closed-loop: the offered rate as a multiple of the server's capacity")
 	if charts != nil {
-		fs.StringVar(chartPath, "chart", "", "with --closed-loop: draw goodput and p99 over time to `FILE` (.png or .svg); with --balancing, each scenario second by second")
+		fs.StringVar(&a.chart, "chart", "", "with --closed-loop: draw goodput and p99 over time to `FILE` (.png or .svg); with --balancing, each scenario second by second")
 	}
-	mix := fs.String("mix", "", "with --closed-loop: the criticality classes' `SHARES` of the offered calls, CLASS=PERCENT,... (critical_plus, critical, sheddable_plus, sheddable; summing to 100); rows come in pairs, unaware and aware")
-	callers := fs.Int("callers", 0, fmt.Sprintf("with --closed-loop: offer the load from `N` callers, caller-1 ... caller-N, each a client of its own (2-%d); rows come in pairs, unaware and aware", closedloop.MaxCallers))
-	heavy := fs.Float64("heavy-factor", 1, fmt.Sprintf("with --callers: caller-1 offers `X` times each other caller's rate (1-%d)", closedloop.MaxHeavyFactor))
-	sheddingList := fs.String("shedding", "", "with --closed-loop: the server sheddings to run, `LIST` of none, fixed, adaptive (default all)")
-	throttlingList := fs.String("throttling", "", "with --closed-loop: the client busy throttlings to run, `LIST` of off, on (default both)")
-	gogc := fs.Int("gogc", closedloop.DefaultGCPercent, "with --closed-loop or --balancing: the garbage collector's target `PERCENT` while it runs, as GOGC (-1: keep the process's); the load generator, client and servers share one process and its collector")
-	balancingList := fs.String("balancing", "", "run the balancing comparison's `SCENARIOS`, comma-separated: scale-out, heterogeneous, shard, erroring, or all; each with and without its feature")
-	ci := fs.Bool("ci", false, "with --balancing or --amplification: the CI size, a second or two a run")
-	amplificationList := fs.String("amplification", "", "run the amplification comparison's `SCENARIOS`, comma-separated: down, flaky, recovery, deadline, or all; each naive and bounded")
+	fs.StringVar(&a.mix, "mix", "", "with --closed-loop: the criticality classes' `SHARES` of the offered calls, CLASS=PERCENT,... (critical_plus, critical, sheddable_plus, sheddable; summing to 100); rows come in pairs, unaware and aware")
+	fs.IntVar(&a.callers, "callers", 0, fmt.Sprintf("with --closed-loop: offer the load from `N` callers, caller-1 ... caller-N, each a client of its own (2-%d); rows come in pairs, unaware and aware", closedloop.MaxCallers))
+	fs.Float64Var(&a.heavy, "heavy-factor", 1, fmt.Sprintf("with --callers: caller-1 offers `X` times each other caller's rate (1-%d)", closedloop.MaxHeavyFactor))
+	fs.StringVar(&a.sheddings, "shedding", "", "with --closed-loop: the server sheddings to run, `LIST` of none, fixed, adaptive (default all)")
+	fs.StringVar(&a.throttlings, "throttling", "", "with --closed-loop: the client busy throttlings to run, `LIST` of off, on (default both)")
+	fs.IntVar(&a.gogc, "gogc", closedloop.DefaultGCPercent, "with --closed-loop or --balancing: the garbage collector's target `PERCENT` while it runs, as GOGC (-1: keep the process's); the load generator, client and servers share one process and its collector")
+	fs.StringVar(&a.balancing, "balancing", "", "run the balancing comparison's `SCENARIOS`, comma-separated: scale-out, heterogeneous, shard, erroring, or all; each with and without its feature")
+	fs.BoolVar(&a.ci, "ci", false, "with --balancing or --amplification: the CI size, a second or two a run")
+	fs.StringVar(&a.amplification, "amplification", "", "run the amplification comparison's `SCENARIOS`, comma-separated: down, flaky, recovery, deadline, or all; each naive and bounded")
 	target := addTargetFlags(fs, "the `SERVICE` to call (default \"bench\" with --embedded)",
 		"the `METHOD` to call (default \"echo\" with --embedded)", "each call's request `BODY` (arg3; {} if none with -e json)")
-	rps := fs.Float64("rps", 0, fmt.Sprintf("`R` calls per second, sent on schedule whether or not earlier ones returned (open loop; at most %d); 0: unbounded, each call started as soon as one returns (closed loop)", load.MaxRPS))
-	duration := fs.Duration("max-duration", 0, fmt.Sprintf("how long calls start, `D` (default %v; with -n alone, until the n calls are made, at most %v)", benchDefaultDuration, load.MaxDuration))
+	fs.Float64Var(&a.rps, "rps", 0, fmt.Sprintf("`R` calls per second, sent on schedule whether or not earlier ones returned (open loop; at most %d); 0: unbounded, each call started as soon as one returns (closed loop)", load.MaxRPS))
+	fs.DurationVar(&a.duration, "max-duration", 0, fmt.Sprintf("how long calls start, `D` (default %v; with -n alone, until the n calls are made, at most %v)", benchDefaultDuration, load.MaxDuration))
 	fs.alias("d", "max-duration")
 	calls := fs.Int("max-requests", 0, fmt.Sprintf("stop after `N` calls (0: no limit but -d; at most %d)", load.MaxCalls))
 	fs.alias("n", "max-requests")
 	connections := fs.Int("connections", 0, fmt.Sprintf("`N` connections, each a Sluice Channel (channel.New) with its own connections to the peers, busy limiters and retry state; calls are spread over them (default 2 x GOMAXPROCS, %d here, as yab's; with --rps, 1; at most %d)", benchDefaultConnections(), benchConnectionsMax))
 	concurrency := fs.Int("concurrency", 0, fmt.Sprintf("`C` calls in flight on each connection, as yab's (default 1); with --rps, the most calls in flight in all, over every connection (default %d): an arrival finding them all busy waits, and the wait counts in its latency", benchDefaultRateLimit))
-	timeout := fs.Duration("timeout", time.Second, "each call's deadline, across its attempts")
+	fs.DurationVar(&a.timeout, "timeout", time.Second, "each call's deadline, across its attempts")
 	warmup := fs.Int("warmup", 10, "calls made one at a time on each connection first, left out of the report")
 	output := AddOutputFlag(fs, false)
 	perPeer := fs.Bool("per-peer-stats", false, "report the calls by peer too: a row for each peer in the table, per_peer in the JSON (as yab's flag); a peer that left during the run keeps its row")
@@ -246,16 +174,17 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	if !ok {
 		return code
 	}
-	asJSON, err := output.Check(fs)
+	asJSON, err := output.Check()
 	if err != nil {
 		return fs.UsageError("%v", err)
 	}
+	a.json = asJSON
 	deployOn := deployMode != nil && deployMode.On()
 	if len(words) > 0 && (deployOn || *closedLoop || fs.IsSet("balancing") || fs.IsSet("amplification")) {
 		return fs.UsageError("unexpected argument %q: --closed-loop, --rolling-deploy and --balancing call servers of their own", words[0])
 	}
 	if deployOn {
-		return deployMode.Run(ctx, fs, BenchArgs{RPS: *rps, Timeout: *timeout, Shape: *shapeText, JSON: asJSON}, stdout, stderr)
+		return deployMode.Run(ctx, fs, BenchArgs{RPS: a.rps, Timeout: a.timeout, Shape: a.shape, JSON: asJSON}, stdout, stderr)
 	}
 	if deployMode != nil {
 		if name := deployMode.OwnFlagGiven(fs); name != "" {
@@ -263,24 +192,20 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 		}
 	}
 	if fs.IsSet("amplification") {
-		return benchAmplification(ctx, fs, amplificationArgs{scenarios: *amplificationList, ci: *ci, seed: *seed, rps: *rps,
-			duration: *duration, json: asJSON}, stdout, stderr)
+		return benchAmplification(ctx, fs, a, stdout, stderr)
 	}
 	if fs.IsSet("balancing") && !*closedLoop {
-		return benchBalancing(ctx, fs, balancingArgs{scenarios: *balancingList, ci: *ci, chart: *chartPath, charts: charts, gogc: *gogc, seed: *seed, json: asJSON},
-			fs.IsSet("timeout"), *timeout, stdout, stderr)
+		return benchBalancing(ctx, fs, a, stdout, stderr)
 	}
 	if *closedLoop {
-		return benchClosedLoop(ctx, fs, closedLoopArgs{embedded: *embedded, workers: *workers, shape: *shapeText,
-			load: *loadX, timeout: *timeout, duration: *duration, json: asJSON, chart: *chartPath, charts: charts, gogc: *gogc,
-			mix: *mix, callers: *callers, heavy: *heavy, sheddings: *sheddingList, throttlings: *throttlingList}, stdout, stderr)
+		return benchClosedLoop(ctx, fs, a, stdout, stderr)
 	}
 	src, err := peers.source()
 	if err != nil {
 		return fs.UsageError("%v", err)
 	}
 	defer src.close()
-	unbounded := *rps == 0
+	unbounded := a.rps == 0
 	switch {
 	case !fs.IsSet("connections") && unbounded:
 		*connections = benchDefaultConnections()
@@ -295,29 +220,29 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	}
 	switch {
 	case !fs.IsSet("max-duration") && *calls > 0:
-		*duration = 0 // -n alone: until the calls are made, at most load.MaxDuration
+		a.duration = 0 // -n alone: until the calls are made, at most load.MaxDuration
 	case !fs.IsSet("max-duration"):
-		*duration = benchDefaultDuration
+		a.duration = benchDefaultDuration
 	}
 	switch {
-	case src.empty() == (*embedded == 0):
+	case src.empty() == (a.embedded == 0):
 		return fs.UsageError("give peers (-p HOST:PORT, repeatable, or -P TARGET) or --embedded N, not both")
-	case *embedded < 0 || *embedded > benchEmbeddedMax:
-		return fs.UsageError("--embedded is %d, must be in [1, %d]", *embedded, benchEmbeddedMax)
-	case *embedded == 0 && (fs.IsSet("embedded-latency") || fs.IsSet("embedded-workers") || fs.IsSet("embedded-shed")):
+	case a.embedded < 0 || a.embedded > benchEmbeddedMax:
+		return fs.UsageError("--embedded is %d, must be in [1, %d]", a.embedded, benchEmbeddedMax)
+	case a.embedded == 0 && (fs.IsSet("embedded-latency") || fs.IsSet("embedded-workers") || fs.IsSet("embedded-shed")):
 		return fs.UsageError("--embedded-latency, --embedded-workers and --embedded-shed need --embedded")
-	case *workers < 0 || *workers > load.MaxWorkers:
-		return fs.UsageError("--embedded-workers is %d, must be in [0, %d]", *workers, load.MaxWorkers)
+	case a.workers < 0 || a.workers > load.MaxWorkers:
+		return fs.UsageError("--embedded-workers is %d, must be in [0, %d]", a.workers, load.MaxWorkers)
 	case fs.IsSet("load") || fs.IsSet("chart") || fs.IsSet("gogc"):
 		return fs.UsageError("--load, --chart and --gogc need --closed-loop (--chart and --gogc also --balancing)")
 	case fs.IsSet("mix") || fs.IsSet("callers") || fs.IsSet("heavy-factor") || fs.IsSet("shedding") || fs.IsSet("throttling"):
 		return fs.UsageError("--mix, --callers, --heavy-factor, --shedding and --throttling need --closed-loop")
 	case fs.IsSet("ci"):
 		return fs.UsageError("--ci needs --balancing")
-	case !(*rps >= 0 && *rps <= load.MaxRPS):
-		return fs.UsageError("--rps is %v, must be in [0, %d] (0: unbounded)", *rps, load.MaxRPS)
-	case fs.IsSet("max-duration") && (*duration <= 0 || *duration > load.MaxDuration):
-		return fs.UsageError("-d/--max-duration is %v, must be in (0, %v]", *duration, load.MaxDuration)
+	case !(a.rps >= 0 && a.rps <= load.MaxRPS):
+		return fs.UsageError("--rps is %v, must be in [0, %d] (0: unbounded)", a.rps, load.MaxRPS)
+	case fs.IsSet("max-duration") && (a.duration <= 0 || a.duration > load.MaxDuration):
+		return fs.UsageError("-d/--max-duration is %v, must be in (0, %v]", a.duration, load.MaxDuration)
 	case *calls < 0 || *calls > load.MaxCalls:
 		return fs.UsageError("-n/--max-requests is %d, must be in [0, %d]", *calls, load.MaxCalls)
 	case *connections < 1 || *connections > benchConnectionsMax:
@@ -327,8 +252,8 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	case unbounded && *connections**concurrency > load.MaxConcurrency:
 		return fs.UsageError("--connections %d x --concurrency %d is %d calls in flight, more than %d", *connections, *concurrency,
 			*connections**concurrency, load.MaxConcurrency)
-	case *timeout <= 0 || *timeout > load.MaxTimeout:
-		return fs.UsageError("--timeout is %v, must be in (0, %v]", *timeout, load.MaxTimeout)
+	case a.timeout <= 0 || a.timeout > load.MaxTimeout:
+		return fs.UsageError("--timeout is %v, must be in (0, %v]", a.timeout, load.MaxTimeout)
 	case *warmup < 0 || *warmup > load.MaxWarmup:
 		return fs.UsageError("--warmup is %d, must be in [0, %d]", *warmup, load.MaxWarmup)
 	}
@@ -343,7 +268,7 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	if src.resolver != nil && !*allowRemote {
 		src.resolver = loopbackOnly{src.resolver}
 	}
-	if *embedded > 0 && len(words) == 0 {
+	if a.embedded > 0 && len(words) == 0 {
 		if *target.service == "" {
 			*target.service = "bench"
 		}
@@ -355,10 +280,10 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	if err != nil {
 		return fs.UsageError("%v", err)
 	}
-	if *embedded > 0 && tg.encoding == "thrift" {
+	if a.embedded > 0 && tg.encoding == "thrift" {
 		return fs.UsageError("--embedded servers answer json and raw calls, not Thrift: give -p or -P peers")
 	}
-	if *embedded > 0 && (tlsFlags.enabled() || tlsFlags.serverName != "" || tlsFlags.fallback) {
+	if a.embedded > 0 && (tlsFlags.enabled() || tlsFlags.serverName != "" || tlsFlags.fallback) {
 		return fs.UsageError("--embedded servers speak plaintext: the TLS flags need -p or -P peers")
 	}
 	// Reload errors and the first fallback to each peer go to stderr,
@@ -369,12 +294,12 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 		return fs.UsageError("%v", err)
 	}
 	switch {
-	case *shapeText == "" && unbounded:
-		*shapeText = "0"
-	case *shapeText == "":
-		*shapeText = "heavy-tail"
+	case a.shape == "" && unbounded:
+		a.shape = "0"
+	case a.shape == "":
+		a.shape = "heavy-tail"
 	}
-	shape, err := load.ParseShape(*shapeText)
+	shape, err := load.ParseShape(a.shape)
 	if err != nil {
 		return fs.UsageError("--embedded-latency: %v", err)
 	}
@@ -392,9 +317,9 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 		return fs.UsageError("%v", err)
 	}
 	defer debug.Close()
-	if *embedded > 0 {
-		servers, err := load.StartServers(*embedded, load.ServerConfig{Service: tg.service, Method: tg.method,
-			Format: tg.encoding, Shape: shape, Seed: *seed, Workers: *workers, Shed: shedCfg})
+	if a.embedded > 0 {
+		servers, err := load.StartServers(a.embedded, load.ServerConfig{Service: tg.service, Method: tg.method,
+			Format: tg.encoding, Shape: shape, Seed: a.seed, Workers: a.workers, Shed: shedCfg})
 		if err != nil {
 			return fs.Failure("%v", err)
 		}
@@ -414,16 +339,11 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 		if i == 0 {
 			warnings = configWarnings(stderr)
 		}
-		chOpts := append(slices.Clip(opts), channel.WithLogger(warnings))
-		ch, err := channel.New("sluice-bench", chOpts...)
+		cl, closeCh, err := src.client("sluice-bench", tg, append(slices.Clip(opts), channel.WithLogger(warnings))...)
 		if err != nil {
 			return fs.UsageError("%v", err)
 		}
-		defer ch.Close()
-		cl, err := src.client(ch, tg.service, tg.method)
-		if err != nil {
-			return fs.UsageError("%v", err)
-		}
+		defer closeCh()
 		clients[i] = cl
 	}
 	if err := debug.Serve("sluice bench", nil, stderr); err != nil {
@@ -431,12 +351,12 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	}
 	var first json.RawMessage
 	if !*noFirst {
-		if first = firstResponse(ctx, clients[0], tg, *timeout, stderr); first != nil && !asJSON {
+		if first = firstResponse(ctx, clients[0], tg, a.timeout, stderr); first != nil && !asJSON {
 			stdout.Write(first)
 		}
 	}
-	lc := load.Config{Method: tg.method, RPS: *rps, Duration: *duration, Calls: *calls,
-		Concurrency: *concurrency, Timeout: *timeout, Warmup: *warmup,
+	lc := load.Config{Method: tg.method, RPS: a.rps, Duration: a.duration, Calls: *calls,
+		Concurrency: *concurrency, Timeout: a.timeout, Warmup: *warmup,
 		Request: tg.req, CallOptions: tg.opts, PerPeer: *perPeer,
 		Progress: func(p load.Progress) {
 			fmt.Fprintf(stderr, "%6.1fs  %d calls: %d ok, %d failed, %d refused locally; %.1f calls/s\n",
@@ -458,18 +378,18 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 			list := src.String()
 			out.PeerList = &list
 		}
-		if *embedded > 0 {
+		if a.embedded > 0 {
 			latency := shape.String()
-			out.Embedded, out.EmbeddedLatency = embedded, &latency
+			out.Embedded, out.EmbeddedLatency = &a.embedded, &latency
 		}
 		if code := fs.WriteJSON(out); code != ExitOK {
 			return code
 		}
 	} else {
-		if *embedded > 0 {
-			fmt.Fprintf(stdout, "servers     %d embedded on 127.0.0.1, latency %v", *embedded, shape)
-			if *workers > 0 {
-				fmt.Fprintf(stdout, ", %d workers each", *workers)
+		if a.embedded > 0 {
+			fmt.Fprintf(stdout, "servers     %d embedded on 127.0.0.1, latency %v", a.embedded, shape)
+			if a.workers > 0 {
+				fmt.Fprintf(stdout, ", %d workers each", a.workers)
 			}
 			fmt.Fprintf(stdout, ", shedding %s\n", *shedText)
 		} else {
@@ -513,16 +433,10 @@ func firstResponse(ctx context.Context, cl *channel.Client, tg *target, timeout 
 		fmt.Fprintf(stderr, "sluice bench: the first call, before the run: %v\n", err)
 		return nil
 	}
-	body := res.Arg3
-	if tg.thrift != nil {
-		a, err := tg.thrift.Answer(res.Arg3)
-		if err != nil {
-			fmt.Fprintf(stderr, "sluice bench: the first call, before the run: %v (from %s)\n", err, res.Peer)
-			return nil
-		}
-		body = a.JSON
+	out, _, err := tg.answer(res)
+	if err == nil {
+		out, err = yabEnvelope(tg, out, res)
 	}
-	out, err := yabEnvelope(tg, body, res)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice bench: the first call, before the run: %v (from %s)\n", err, res.Peer)
 		return nil
@@ -583,21 +497,17 @@ func ModeFlags(fs *FlagSet, mode, why, noPolicy string, allowed ...string) (int,
 	return fs.UsageError("%s %s; drop --%s", mode, why, bad), false
 }
 
-// closedLoopArgs are the flags --closed-loop reads.
-type closedLoopArgs struct {
-	embedded, workers int
-	shape             string
-	load              float64
-	timeout, duration time.Duration
-	chart             string
-	charts            Charts // sluice-lab's, nil in sluice (which refuses --chart)
-	json              bool
-	gogc              int
-	mix               string
-	callers           int
-	heavy             float64
-	sheddings         string
-	throttlings       string
+// modeArgs are the flags of bench's runs: the modes --closed-loop,
+// --balancing and --amplification take them whole.
+type modeArgs struct {
+	embedded, workers, callers, gogc          int
+	shape, chart, mix, sheddings, throttlings string
+	balancing, amplification                  string
+	load, heavy, rps                          float64
+	timeout, duration                         time.Duration
+	seed                                      uint64
+	ci, json                                  bool
+	charts                                    Charts // sluice-lab's, nil in sluice (which refuses --chart)
 }
 
 // checkGOGC checks --gogc, of --closed-loop and --balancing.
@@ -610,7 +520,7 @@ func checkGOGC(percent int) error {
 
 // closedLoopRows reads the flags of --closed-loop's rows into cfg: --mix,
 // --callers and --heavy-factor, --shedding and --throttling.
-func closedLoopRows(fs *FlagSet, a closedLoopArgs, cfg *closedloop.Config) error {
+func closedLoopRows(fs *FlagSet, a modeArgs, cfg *closedloop.Config) error {
 	if fs.IsSet("mix") {
 		mix, err := closedloop.ParseMix(a.mix)
 		if err != nil {
@@ -669,7 +579,7 @@ func parseList(flag, v string, known []string) ([]string, error) {
 }
 
 // benchClosedLoop runs `sluice bench --closed-loop`.
-func benchClosedLoop(ctx context.Context, fs *FlagSet, a closedLoopArgs, stdout, stderr io.Writer) int {
+func benchClosedLoop(ctx context.Context, fs *FlagSet, a modeArgs, stdout, stderr io.Writer) int {
 	if code, ok := ModeFlags(fs, "--closed-loop", "sets its own servers, load and client", "makes calls with no retries or hedges",
 		"closed-loop", "embedded", "embedded-workers", "embedded-latency", "load", "chart", "gogc", "max-duration", "timeout", "output",
 		"mix", "callers", "heavy-factor", "shedding", "throttling"); !ok {
@@ -714,22 +624,7 @@ func benchClosedLoop(ctx context.Context, fs *FlagSet, a closedLoopArgs, stdout,
 	if err != nil {
 		return fs.Failure("%v", err)
 	}
-	if a.json {
-		if code := fs.WriteJSON(res); code != ExitOK {
-			return code
-		}
-	} else if err := res.WriteTable(stdout); err != nil {
-		return fs.Failure("%v", err)
-	}
-	if a.chart != "" {
-		if err := a.charts.ClosedLoop(res, a.chart); err != nil {
-			return fs.Failure("chart: %v", err)
-		}
-		if !a.json {
-			fmt.Fprintf(stdout, "\nchart: %s\n", a.chart)
-		}
-	}
-	return ExitOK
+	return fs.Report(res, a.json, res.WriteTable, a.chart, func(path string) error { return a.charts.ClosedLoop(res, path) })
 }
 
 // hasFlag reports whether args give the flag name (-name, --name,

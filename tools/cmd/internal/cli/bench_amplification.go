@@ -5,45 +5,18 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/sluice-rpc/sluice/tools/benchmarks/amplification"
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
-// amplificationHelp describes --amplification, for bench's help.
-const amplificationHelp = `--amplification runs an embedded call chain in this process (client -> A
--> B -> leaf, 3 servers per layer, every layer retrying UNEXPECTED with
-maxAttempts 3) under an open-loop load (--rps, default 600 calls/s) in the
-SCENARIOS given (down: every leaf fails; flaky: each leaf fails 10% of
-calls; recovery: the leaves down for 2s, then well; deadline: each leaf
-works 10ms and then fails 20% of calls, under a 30ms client deadline;
-or all), each in two modes: naive (WithChainedRetries, no retry budget
-and no deadline refusals: every layer retries) and bounded (Sluice's
-defaults). It prints leaf requests per client call, the success rate, for
-recovery the time from the leaves' return to goodput back at 95%
-(recover_ms), and for deadline the attempts sent and handler runs begun
-with less than 10ms left (late), beside the retries skipped and requests
-refused for want of time. Each run lasts -d (default 4s); --ci
-makes them tiny.`
-
-// amplificationArgs are the flags --amplification reads.
-type amplificationArgs struct {
-	scenarios string
-	ci        bool
-	seed      uint64
-	rps       float64
-	duration  time.Duration
-	json      bool
-}
-
 // benchAmplification runs `sluice bench --amplification`.
-func benchAmplification(ctx context.Context, fs *FlagSet, a amplificationArgs, stdout, stderr io.Writer) int {
+func benchAmplification(ctx context.Context, fs *FlagSet, a modeArgs, stdout, stderr io.Writer) int {
 	if code, ok := ModeFlags(fs, "--amplification", "sets its own servers, load and client", "sets every layer's retry policy itself",
 		"amplification", "ci", "seed", "rps", "max-duration", "output"); !ok {
 		return code
 	}
-	list, err := amplification.ParseScenarios(a.scenarios)
+	list, err := amplification.ParseScenarios(a.amplification)
 	if err != nil {
 		return fs.UsageError("--amplification: %v", strings.TrimPrefix(err.Error(), "amplification: "))
 	}

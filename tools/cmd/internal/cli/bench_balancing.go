@@ -5,30 +5,18 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/sluice-rpc/sluice/tools/benchmarks/balancing"
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
-// balancingArgs are the flags --balancing reads.
-type balancingArgs struct {
-	scenarios string
-	ci        bool
-	chart     string
-	charts    Charts // sluice-lab's, nil in sluice (which refuses --chart)
-	gogc      int
-	seed      uint64
-	json      bool
-}
-
 // benchBalancing runs `sluice bench --balancing`.
-func benchBalancing(ctx context.Context, fs *FlagSet, a balancingArgs, timeoutSet bool, timeout time.Duration, stdout, stderr io.Writer) int {
+func benchBalancing(ctx context.Context, fs *FlagSet, a modeArgs, stdout, stderr io.Writer) int {
 	if code, ok := ModeFlags(fs, "--balancing", "sets its own servers, load and client", "makes calls with no retries or hedges",
 		"balancing", "ci", "chart", "gogc", "seed", "timeout", "output"); !ok {
 		return code
 	}
-	list, err := balancing.ParseScenarios(a.scenarios)
+	list, err := balancing.ParseScenarios(a.balancing)
 	if err != nil {
 		return fs.UsageError("--balancing: %v", strings.TrimPrefix(err.Error(), "balancing: "))
 	}
@@ -39,11 +27,11 @@ func benchBalancing(ctx context.Context, fs *FlagSet, a balancingArgs, timeoutSe
 	if a.ci {
 		cfg.Size = balancing.CI
 	}
-	if timeoutSet {
-		if timeout <= 0 {
-			return fs.UsageError("--timeout is %v, must be > 0", timeout)
+	if fs.IsSet("timeout") {
+		if a.timeout <= 0 {
+			return fs.UsageError("--timeout is %v, must be > 0", a.timeout)
 		}
-		cfg.Timeout = millis.Duration(timeout)
+		cfg.Timeout = millis.Duration(a.timeout)
 	}
 	if a.seed == 0 {
 		return fs.UsageError("--seed is 0, must be >= 1")

@@ -22,38 +22,19 @@ sluice call -y FILE.yab [-A NAME:VALUE ...] [flags]
 sluice call -p HOST:PORT --health SERVICE
 sluice call -p HOST:PORT [--tls | --tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--tls-server-name NAME] [--tls-fallback] ...`,
 	About: `Makes one call through Sluice's pipeline (peer choice, busy throttling,
-retries or hedges under a budget), as yab and tcurl make one: the response body,
-and nothing else, goes to stdout, so that 'sluice call ... | jq .' works. With -v
-the peer, the attempts, the response headers and the time go to stderr. The
-service, method and body may follow the flags as words, as in yab
-(SERVICE METHOD BODY). -o yab prints yab's JSON envelope instead, byte for
-byte as yab 0.22 does ({"body": ..., "headers": ..., "ok": ..., "trace": "0"}
-and a blank line; trace is 0 as Sluice starts no Jaeger trace), and exits as
-yab: see Exit status.
-
-The call is JSON (-e json, the default: the body must be JSON, {} if none is
-given), raw (-e raw: arg3 as given, arg2 from --arg2) or Thrift (-t FILE.thrift,
-or -e thrift). A Thrift call names its method Service::method (without -t
-that is a usage error naming -t, as the server would never answer a JSON
-call to it); its request, JSON or YAML ({"key": "a"} or 'key: a' for
-Get(1: string key)), is turned into the method's arguments through the IDL,
-and the answer back into JSON as yab prints its body: {"result": ...}, {} for
-a void method, or {"NAME": {...}} for the declared exception NAME.
---health calls Meta::health, which every tchannel-go Thrift server answers.
-The application headers of a JSON or Thrift call come from --headers (a
-JSON or YAML map), --headers-file or --arg2 (a JSON or Thrift call's arg2
-is its headers: yab's hidden --arg2 means --headers), then each -H over
-them; a raw call's --arg2 is its arg2 bytes. --sk, --rk, --rd and --caller
-set TChannel's transport headers. --timeout takes a duration, or whole
-milliseconds as yab (500 is 500ms).
-
-` + templateHelp + `
-
-A retry or hedging policy comes from flags (--retry-max, --hedge-max) or from
-a service config file (--service-config). A peer that refuses connections
-fails the call at once with UNAVAILABLE rather than at the timeout, as does
-one whose TLS handshake fails (the error says why: a certificate for another
-name, a server that requires a client certificate, or a plaintext port).
+retries or hedges under a budget), as yab and tcurl make one: the response
+body, and nothing else, goes to stdout, so that 'sluice call ... | jq .'
+works; -v adds the peer, the attempts, the response headers and the time on
+stderr. -o yab prints yab's JSON envelope instead, byte for byte, and exits
+as yab. The service, method and body may follow the flags as words, as in
+yab. The call is JSON (-e json, the default), raw (-e raw) or Thrift (-t
+FILE.thrift: the request, JSON or YAML, becomes the method's arguments, and
+the answer prints as yab prints its body). --health calls Meta::health. -y
+FILE makes the call a yab YAML template describes, its ${NAME}s filled by
+-A NAME:VALUE; the command line's flags win over its keys. A retry or
+hedging policy comes from flags (--retry-max, --hedge-max) or from
+--service-config. docs/cli.md maps every yab flag to Sluice's, and says
+where they differ.
 
 ` + clientTLSHelp + `
 
@@ -61,15 +42,12 @@ name, a server that requires a client certificate, or a plaintext port).
 
 Exit status: 0 when the call succeeded (with --health: the server said ok); 1
 when it failed, with a system error (BUSY, TIMEOUT, UNAVAILABLE, ...) or an
-application error: a JSON or raw handler's error, or a Thrift exception, whose
-body still goes to stdout and whose name goes to stderr; 2 on a usage error.
-With -o yab, yab's: 0 for any answer, an application error or a Thrift
-exception included ("ok": false says so), 1 for a failed call or a usage
-error.
+application error (a Thrift exception included), whose body still goes to
+stdout; 2 on a usage error. With -o yab, yab's: 0 for any answer, 1 for a
+failed call or a usage error.
 
-The Thrift examples call the KeyValue service of examples/keyvalue (go run
-./examples/keyvalue serve), whose IDL is examples/keyvalue/keyvalue.thrift
-in Sluice's repository; docs/cli.md maps every yab flag to Sluice's.`,
+The Thrift examples call examples/keyvalue (go run ./examples/keyvalue
+serve), whose IDL is examples/keyvalue/keyvalue.thrift.`,
 	Examples: `sluice call -t examples/keyvalue/keyvalue.thrift -p 127.0.0.1:4041 keyvalue KeyValue::Get '{"key":"a"}'
 sluice call -t examples/keyvalue/keyvalue.thrift -p 127.0.0.1:4041 keyvalue KeyValue::Set -r '{key: a, value: "1"}'
 sluice call -t examples/keyvalue/keyvalue.thrift -p 127.0.0.1:4041 -s keyvalue -m KeyValue::Get -r '{"key":"a"}' -o yab --timeout 500
@@ -173,16 +151,12 @@ func callRun(args []string, lab *Lab, stdout, stderr io.Writer) int {
 		return fs.UsageError("%v", err)
 	}
 
-	ch, err := channel.New("sluice-call", append([]channel.Option{channel.WithServiceConfig(cfg),
+	cl, closeCh, err := src.client("sluice-call", tg, append([]channel.Option{channel.WithServiceConfig(cfg),
 		channel.WithLogger(configWarnings(stderr))}, tlsOpts...)...)
 	if err != nil {
 		return fs.UsageError("%v", err)
 	}
-	defer ch.Close()
-	cl, err := src.client(ch, tg.service, tg.method)
-	if err != nil {
-		return fs.UsageError("%v", err)
-	}
+	defer closeCh()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(timeout))
 	defer cancel()
 	start := time.Now()
@@ -196,19 +170,14 @@ func callRun(args []string, lab *Lab, stdout, stderr io.Writer) int {
 		}
 		return ExitFail
 	}
-	out := res.Arg3
-	var answer *thriftjson.Answer
-	if tg.thrift != nil {
-		if answer, err = tg.thrift.Answer(res.Arg3); err != nil {
-			return fs.Failure("%v (from %s)", err, res.Peer)
-		}
-		out = answer.JSON
+	out, answer, err := tg.answer(res)
+	if err == nil && yabOut {
+		out, err = yabEnvelope(tg, out, res)
 	}
-	if yabOut {
-		if out, err = yabEnvelope(tg, out, res); err != nil {
-			return fs.Failure("%v (from %s)", err, res.Peer)
-		}
-	} else if !bytes.HasSuffix(out, []byte("\n")) {
+	if err != nil {
+		return fs.Failure("%v (from %s)", err, res.Peer)
+	}
+	if !yabOut && !bytes.HasSuffix(out, []byte("\n")) {
 		out = append(out, '\n')
 	}
 	stdout.Write(out)
@@ -241,14 +210,22 @@ func callRun(args []string, lab *Lab, stdout, stderr io.Writer) int {
 	return ExitOK
 }
 
-// yabEnvelope is what yab prints for an answer: {"body": ..., "headers":
-// ... (when there are any), "ok": ..., "trace": ...} indented by two
-// spaces, then a blank line. body is the answer as call prints it:
-// Thrift's as JSON; JSON's read as yab reads it, into Go values (keys
-// sorted, numbers float64, so that 1.0 prints as 1); raw bytes as base64
-// (yab's []byte). "ok" is false for an application error (a Thrift
-// exception included). "trace" is "0": Sluice starts no Jaeger trace, as
-// yab without --jaeger.
+// answer is res's body as call prints it: a Thrift answer as JSON.
+func (tg *target) answer(res *channel.Response) ([]byte, *thriftjson.Answer, error) {
+	if tg.thrift == nil {
+		return res.Arg3, nil, nil
+	}
+	a, err := tg.thrift.Answer(res.Arg3)
+	if err != nil {
+		return nil, nil, err
+	}
+	return a.JSON, a, nil
+}
+
+// yabEnvelope is what yab prints for an answer, indented by two spaces,
+// then a blank line. A JSON body is read as yab reads it, into Go values
+// (keys sorted, 1.0 printed as 1); raw bytes print as base64. "trace" is
+// "0": Sluice starts no Jaeger trace, as yab without --jaeger.
 func yabEnvelope(tg *target, body []byte, res *channel.Response) ([]byte, error) {
 	var b any = body // raw: []byte marshals as base64
 	switch tg.encoding {

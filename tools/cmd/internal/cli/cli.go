@@ -20,8 +20,7 @@ const (
 	ExitUsage = 2 // a bad flag, value or command: nothing was done
 )
 
-// Help is what `sluice help CMD` and `sluice CMD -h` print about a
-// command besides its flags.
+// Help is what `sluice help CMD` prints about a command besides its flags.
 type Help struct {
 	Synopsis string // usage lines, the first after "usage: "
 	About    string // what the command does, a paragraph or more
@@ -29,9 +28,8 @@ type Help struct {
 }
 
 // FlagSet is a command's flags and help. It parses as the flag package
-// does (-x and --x are the same flag), but prints help itself: on stdout
-// with exit 0 when asked for (-h, --help), and on a usage error only the
-// error and where to find help, on stderr, with exit 2.
+// does, but prints help itself: on stdout with exit 0 when asked for, and
+// on a usage error only the error and where help is, with exit 2.
 type FlagSet struct {
 	*flag.FlagSet
 	help           Help
@@ -56,28 +54,18 @@ func (f *FlagSet) alias(short, long string) {
 	f.short[long], f.isShort[short] = short, true
 }
 
-// parse parses args. When it returns false the command exits with the
-// code it returns: 0 after printing the help asked for, 2 after a usage
-// error. The commands take flags only, so a leftover word (at which the
-// flag package would stop, silently ignoring every flag after it) is an
-// error.
+// ParseArgs parses args. When it returns false the command exits with
+// the code it returns: 0 after the help asked for, 2 after a usage error.
+// A leftover word (at which the flag package would stop, ignoring the
+// flags after it) is an error.
 func (f *FlagSet) ParseArgs(args []string) (int, bool) {
-	err := f.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		f.printHelp(f.stdout)
-		return ExitOK, false
-	case err != nil:
-		return f.UsageError("%v", err), false
-	case f.NArg() > 0:
-		return f.UsageError("unexpected argument %q (flags only)", f.Arg(0)), false
-	}
-	return 0, true
+	_, code, ok := f.parseWords(args, 0)
+	return code, ok
 }
 
-// parseWords parses args as parse does, but also takes up to max words
-// among the flags (yab's `SERVICE METHOD`), returned in order; flags may
-// come before, between and after them.
+// parseWords parses args as ParseArgs does, but also takes up to max
+// words among the flags (yab's `SERVICE METHOD`), returned in order;
+// flags may come before, between and after them.
 func (f *FlagSet) parseWords(args []string, max int) ([]string, int, bool) {
 	var words []string
 	for {
@@ -90,6 +78,8 @@ func (f *FlagSet) parseWords(args []string, max int) ([]string, int, bool) {
 			return nil, f.UsageError("%v", err), false
 		case f.NArg() == 0:
 			return words, 0, true
+		case max == 0:
+			return nil, f.UsageError("unexpected argument %q (flags only)", f.Arg(0)), false
 		case len(words) == max:
 			return nil, f.UsageError("unexpected argument %q (at most %d words besides the flags)", f.Arg(0), max), false
 		}
@@ -110,9 +100,8 @@ func (f *FlagSet) Failure(format string, a ...any) int {
 	return ExitFail
 }
 
-// message formats an error line's text without the library's own
-// "sluice: " prefix, which the Go API's errors carry: after the command's
-// name ("sluice call: ") it would be a second prefix.
+// message formats an error line's text without the library's errors'
+// "sluice: " prefix, which would follow the command's name.
 func message(format string, a ...any) string {
 	return strings.TrimPrefix(fmt.Sprintf(format, a...), "sluice: ")
 }
@@ -165,9 +154,8 @@ func printHelp(w io.Writer, h Help, middle func(io.Writer)) {
 	}
 }
 
-// printFlags lists the flags in name order, a flag's one-letter alias
-// beside it, each with its argument's name (the `quoted` word of its
-// usage, or its type) and its default when that is not the zero value.
+// printFlags lists the flags in name order, each with its one-letter
+// alias, its argument's name and its default when not the zero value.
 func (f *FlagSet) printFlags(w io.Writer) {
 	type row struct{ left, usage string }
 	rows := []row{{"-h, --help", "print this help"}}
@@ -207,33 +195,28 @@ func (f *FlagSet) printFlags(w io.Writer) {
 }
 
 // command is a subcommand: a leaf that parses flags, or a group of
-// subcommands (sim, doorman), whose subs the top-level help lists.
+// subcommands (subs, nil for a leaf), which the help above lists.
 type command struct {
 	name    string
 	summary string // a leaf's, for the help listing it
 	run     func(args []string, stdout, stderr io.Writer) int
-	// subs are a group's subcommands, listed in the help of the group
-	// above; nil for a leaf. run dispatches to the group's own.
-	subs []command
+	subs    []command
 }
 
-// command returns g as a subcommand of the group above it: named by the
-// last word of its name, run by g.run, listing g's subcommands (the help
-// above lists them, not g).
+// command returns g as a subcommand of the group above it, named by the
+// last word of its name.
 func (g group) command() command {
 	name := g.name[strings.LastIndex(g.name, " ")+1:]
 	return command{name: name, run: g.run, subs: g.subs}
 }
 
-// leaf is a command with no subcommands, named by its words from the
-// group it is listed in: "bench", "sim shed".
+// leaf is a command with no subcommands, named by its words: "sim shed".
 type leaf struct {
 	words   []string
 	summary string
 }
 
-// leaves returns the commands of subs and, for a group, each of its
-// subcommands in its place: every command a user can run.
+// leaves returns every command under subs a user can run.
 func leaves(subs []command) []leaf {
 	var ls []leaf
 	for _, c := range subs {
@@ -248,9 +231,8 @@ func leaves(subs []command) []leaf {
 	return ls
 }
 
-// writeCommands writes the list of every command under g, one a line,
-// name then summary, each line starting with indent: the Commands list of
-// g's help, and of the package documentation.
+// writeCommands writes every command under g, one a line, name then
+// summary, after indent: g's help's list, and the package documentation's.
 func (g group) writeCommands(w io.Writer, indent string) {
 	ls := leaves(g.subs)
 	width := 0
@@ -262,9 +244,8 @@ func (g group) writeCommands(w io.Writer, indent string) {
 	}
 }
 
-// untilInterrupted turns a command that runs until its context ends into
-// one that runs until SIGINT or SIGTERM: what it made so far is printed,
-// and a second signal kills the process as usual.
+// UntilInterrupted turns a command that runs until its context ends into
+// one that runs until SIGINT or SIGTERM; a second signal kills as usual.
 func UntilInterrupted(run func(ctx context.Context, args []string, stdout, stderr io.Writer) int) func(args []string, stdout, stderr io.Writer) int {
 	return func(args []string, stdout, stderr io.Writer) int {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -11,11 +11,8 @@ import (
 )
 
 // configWarnings returns the logger of a Channel's warnings
-// (channel.WithLogger): a service config method name that matches no
-// call, a peer that broke the protocol, a fallback to plaintext. They go
-// to w, the command's stderr, one line each: the time, the message, then
-// its attributes. Without it they would go to slog.Default(), the
-// process's stderr, past the command's writer.
+// (channel.WithLogger), a line each on w, the command's stderr, rather
+// than slog.Default()'s, the process's.
 func configWarnings(w io.Writer) *slog.Logger { return LineLogger(w, slog.LevelWarn) }
 
 // LineLogger returns a logger writing the records at min and above to w,

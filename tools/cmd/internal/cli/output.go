@@ -14,17 +14,17 @@ there is no value (quantiles of no call, a rate not set).`
 
 // outputFlag is -o/--output, the one output convention of the commands
 // with a report: table (for people) or json (for programs), with the
-// older spellings kept as deprecated aliases for a release: -o text (bench)
-// and --json (sim shed, sim doorman).
+// older spellings kept as deprecated aliases: -o text (bench) and --json
+// (sim shed, sim doorman).
 type outputFlag struct {
+	fs     *FlagSet
 	format string
 	json   bool // --json, where the command had it
 }
 
-// addOutputFlag defines -o/--output on fs, and --json too when legacyJSON
-// (the command had it before -o).
+// AddOutputFlag defines -o/--output on fs, and --json too when legacyJSON.
 func AddOutputFlag(fs *FlagSet, legacyJSON bool) *outputFlag {
-	o := &outputFlag{}
+	o := &outputFlag{fs: fs}
 	fs.StringVar(&o.format, "output", "table", "the report's `FORMAT`: table, for people, or json, one JSON object on one line (\"text\": table, deprecated)")
 	fs.alias("o", "output")
 	if legacyJSON {
@@ -33,12 +33,12 @@ func AddOutputFlag(fs *FlagSet, legacyJSON bool) *outputFlag {
 	return o
 }
 
-// check validates the flag and reports whether the report is JSON; an
+// Check validates the flag and reports whether the report is JSON; an
 // error is a usage error.
-func (o *outputFlag) Check(fs *FlagSet) (asJSON bool, err error) {
+func (o *outputFlag) Check() (asJSON bool, err error) {
 	switch o.format {
 	case "table", "text":
-		if o.json && fs.IsSet("output") {
+		if o.json && o.fs.IsSet("output") {
 			return false, fmt.Errorf("--json and -o %s disagree; give -o json or -o table", o.format)
 		}
 		return o.json, nil
@@ -48,12 +48,22 @@ func (o *outputFlag) Check(fs *FlagSet) (asJSON bool, err error) {
 	return false, fmt.Errorf("-o/--output is %q, must be table or json", o.format)
 }
 
+// Parse parses args as ParseArgs does, then checks the flag: ok false
+// with the exit code, else whether the report is JSON.
+func (o *outputFlag) Parse(args []string) (asJSON bool, code int, ok bool) {
+	if code, ok := o.fs.ParseArgs(args); !ok {
+		return false, code, false
+	}
+	asJSON, err := o.Check()
+	if err != nil {
+		return false, o.fs.UsageError("%v", err), false
+	}
+	return asJSON, ExitOK, true
+}
+
 // WriteJSON writes a report on stdout as one line of JSON, and returns
-// the exit code: 0, or 1 if it could not be written. The report's types
-// carry the convention OutputJSONHelp states: snake_case keys in their
-// json tags, durations as millis.Duration (milliseconds, keys ending in
-// _ms), enums by name (MarshalText or MarshalJSON), pointers for what may
-// have no value.
+// the exit code. The report's types carry OutputJSONHelp's convention in
+// their json tags, millis.Duration and pointers for what may be null.
 func (f *FlagSet) WriteJSON(v any) int {
 	if err := json.NewEncoder(f.stdout).Encode(v); err != nil {
 		return f.Failure("%v", err)
@@ -65,11 +75,9 @@ func (f *FlagSet) WriteJSON(v any) int {
 // JSON with -o json.
 type tableResult interface{ WriteTable(w io.Writer) error }
 
-// reportRun prints the result res of a bench mode's run that ended with
-// err, as JSON when asJSON, else as its table. A run the user interrupted
-// (ctx ended) still prints the rows done so far: interrupted says so. Any
-// other error, or a failure to print, is the exit code to return (else
-// ExitOK).
+// ReportRun prints res of a bench mode's run that ended with err, as
+// JSON or its table. A run the user interrupted (ctx ended) still prints
+// the rows done so far, and says so; another error is a failure.
 func (f *FlagSet) ReportRun(ctx context.Context, res tableResult, err error, asJSON bool, stdout io.Writer) (interrupted bool, code int) {
 	interrupted = err != nil && ctx.Err() != nil
 	if err != nil && !interrupted {
@@ -82,4 +90,28 @@ func (f *FlagSet) ReportRun(ctx context.Context, res tableResult, err error, asJ
 		return interrupted, f.Failure("%v", werr)
 	}
 	return interrupted, ExitOK
+}
+
+// Report prints a run's result res: as JSON with asJSON, else table's
+// rows on stdout; then, with chartPath, draws it with chart and says
+// where (not with JSON, whose stdout is the JSON alone). It returns the
+// exit code.
+func (f *FlagSet) Report(res any, asJSON bool, table func(io.Writer) error, chartPath string, chart func(string) error) int {
+	if asJSON {
+		if code := f.WriteJSON(res); code != ExitOK {
+			return code
+		}
+	} else if err := table(f.stdout); err != nil {
+		return f.Failure("%v", err)
+	}
+	if chartPath == "" {
+		return ExitOK
+	}
+	if err := chart(chartPath); err != nil {
+		return f.Failure("chart: %v", err)
+	}
+	if !asJSON {
+		fmt.Fprintf(f.stdout, "\nchart: %s\n", chartPath)
+	}
+	return ExitOK
 }

@@ -100,27 +100,31 @@ func (p *peerFlags) source() (*peerSource, error) {
 // empty reports whether no peer was given.
 func (s *peerSource) empty() bool { return len(s.hostPorts) == 0 && s.resolver == nil }
 
-// client returns ch's Client of service with these peers: the
-// resolver's, or the command line's host:ports. method, the one the
-// command calls, is named to the Client (channel.WithMethods), so that its
-// policy is resolved, and a service config naming it wrongly is warned of,
-// when the Client is made rather than at a first call.
-func (s *peerSource) client(ch *channel.Channel, service, method string) (*channel.Client, error) {
-	opts := []channel.ClientOption{channel.WithMethods(method)}
-	if s.resolver != nil {
-		opts = append(opts, channel.WithResolver(s.resolver))
-	}
-	cl, err := ch.NewClient(service, opts...)
+// client makes a Channel named name with opts, and its Client of tg's
+// service with these peers; close closes the Channel. tg's method is
+// named to the Client (channel.WithMethods), so that a service config
+// naming it wrongly is warned of at once rather than at a first call.
+func (s *peerSource) client(name string, tg *target, opts ...channel.Option) (cl *channel.Client, close func(), err error) {
+	ch, err := channel.New(name, opts...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	for _, hp := range s.hostPorts {
-		if err := cl.AddPeer(hp); err != nil {
-			cl.Close()
-			return nil, err
+	copts := []channel.ClientOption{channel.WithMethods(tg.method)}
+	if s.resolver != nil {
+		copts = append(copts, channel.WithResolver(s.resolver))
+	}
+	if cl, err = ch.NewClient(tg.service, copts...); err == nil {
+		for _, hp := range s.hostPorts {
+			if err = cl.AddPeer(hp); err != nil {
+				break
+			}
 		}
 	}
-	return cl, nil
+	if err != nil {
+		ch.Close()
+		return nil, nil, err
+	}
+	return cl, func() { ch.Close() }, nil
 }
 
 // String names the peers, for a report.

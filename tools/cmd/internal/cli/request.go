@@ -25,11 +25,7 @@ var stdin io.Reader = os.Stdin
 const maxBodyFile = channel.DefaultMaxRequestSize
 
 // targetFlags are the flags saying what `call` and `bench` call and send,
-// with one meaning in both. They follow yab's: -s/--service,
-// -m/--method or --procedure (or yab's positional SERVICE METHOD),
-// -e/--encoding, -r/--request, -f/--file, -t/--thrift, -H/--header,
-// --headers, --headers-file, --health, --sk, --rk, --rd, --caller and
-// --disable-thrift-envelope.
+// with one meaning in both, yab's.
 type targetFlags struct {
 	service, method, encoding, body, file, thrift, arg2 *string
 	health, noEnvelope                                  *bool

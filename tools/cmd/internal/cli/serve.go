@@ -33,18 +33,14 @@ caller) at /metrics and the runtime's profiles at /debug/pprof/; with
 ` + serverTLSHelp + `
 
 With --register (sluice-lab's, which links etcd's client) it registers
-its address in etcd under PREFIX (key PREFIX/HOST:PORT, in the layout of
-etcd's naming/endpoints, under a lease of --register-ttl renewed while it
-runs, and written again if etcd loses it), so that clients following
-etcd://.../PREFIX find it. On SIGINT or SIGTERM it
-leaves without failing calls (channel.Channel.Shutdown): it deregisters,
-tells its Sluice clients it is leaving (they stop choosing it and close
-their connections once their calls are answered), serves on while clients
-learn of it (at most --shutdown-grace, ended once every Sluice client has
-closed its connection and no plain TChannel client's request, yab's say, has
-come for --shutdown-quiet), declines new requests (Sluice clients retry them
-elsewhere), waits up to --shutdown-timeout for the requests in flight, and
-exits. A second signal exits at once.
+its address in etcd under PREFIX, under a lease of --register-ttl, so that
+clients following etcd://.../PREFIX find it. On SIGINT or SIGTERM it leaves
+without failing calls (channel.Channel.Shutdown): it deregisters, tells its
+Sluice clients it is leaving, serves on while they learn of it (at most
+--shutdown-grace, ended early once they have gone and no plain TChannel
+request has come for --shutdown-quiet), declines new requests, waits up to
+--shutdown-timeout for those in flight, and exits. A second signal exits at
+once.
 
 ` + targetsHelp + `
 
@@ -79,7 +75,8 @@ func serveRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	quiet := fs.Duration("shutdown-quiet", channel.DefaultShutdownQuiet, "end the grace once no plain TChannel client's request has come for this long (Sluice clients are told, and need no quiet)")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "the longest a shutdown takes, grace and requests in flight included")
 	limits := peerLimitFlags(fs)
-	tlsFlags := addServerTLSFlags(fs, "TChannel")
+	var tlsFlags ServerTLSFlags
+	tlsFlags.Register(fs, "TChannel")
 	tlsMode := fs.String("tls-mode", "only", "with --tls-cert: `MODE` only (refuse plaintext clients) or mixed (serve TLS and plaintext on the one port, for a rollout)")
 	if code, ok := fs.ParseArgs(args); !ok {
 		return code
@@ -98,7 +95,7 @@ func serveRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	}
 	logger := configWarnings(stderr)
 	opts := []channel.Option{channel.WithShutdown(channel.ShutdownConfig{Grace: max(*grace, 0), NoGrace: *grace < 0, Quiet: *quiet})}
-	tlsOpt, err := serveTLS(tlsFlags, *tlsMode, fs.IsSet("tls-mode"), logger)
+	tlsOpt, err := serveTLS(&tlsFlags, *tlsMode, fs.IsSet("tls-mode"), logger)
 	if err != nil {
 		return fs.UsageError("%v", err)
 	}
@@ -187,7 +184,7 @@ func serveTLS(f *ServerTLSFlags, mode string, modeSet bool, logger *slog.Logger)
 		}
 		return nil, nil
 	}
-	r, err := f.load(func(err error) {
+	r, err := f.Reloader(func(err error) {
 		logger.Warn("sluice: a changed TLS file did not load", "error", err)
 	})
 	if err != nil {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"io"
 	"sync"
 	"testing"
 
@@ -35,3 +36,6 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// run is Run of sluice.
+func run(args []string, stdout, stderr io.Writer) int { return Run(args, stdout, stderr, nil) }

@@ -17,23 +17,17 @@ import (
 
 // targetsHelp says what -P/--peer-list and --register take, for the help
 // of call, bench and serve.
-const targetsHelp = `Peer lists and registries (-P/--peer-list, serve --register):
+const targetsHelp = `Peer lists and registries (-P/--peer-list, serve --register; docs/discovery.md):
 
-  FILE or file:FILE    a file of peers, one host:port a line (optionally
-                       followed by a weight), or a JSON or YAML list; read
-                       again every second, its changes followed
-  dns:///HOST:PORT     the A/AAAA records of HOST, each address with PORT,
-                       looked up again every 30s and when a peer fails
-  dns:///NAME          the SRV records of NAME (ports and weights from the
-                       records), as a Kubernetes headless service publishes
-                       them: dns:///_tchannel._tcp.kv.default.svc.cluster.local
+  FILE or file:FILE    a file of peers (host:port a line, optionally with a
+                       weight, or a JSON or YAML list), followed as it changes
+  dns:///HOST:PORT     the A/AAAA records of HOST, each address with PORT
+  dns:///NAME          the SRV records of NAME, as a Kubernetes headless
+                       service publishes them
   dns://SERVER/...     the same, asking the DNS server SERVER (host:port)
   etcd://HOST:PORT[,HOST:PORT...]/PREFIX
-                       (sluice-lab's, which links etcd's client)
-                       the keys under PREFIX in etcd, watched, in the layout
-                       of etcd's naming/endpoints (shared with gRPC); with
-                       --etcd-cacert, --etcd-cert, --etcd-key for TLS and
-                       --etcd-user USER[:PASSWORD] (or $SLUICE_ETCD_PASSWORD)
+                       (sluice-lab's) the keys under PREFIX in etcd, watched;
+                       TLS and credentials from the --etcd-* flags
 
 A registry that fails never empties the peer list: the last good set stays.`
 

@@ -136,17 +136,6 @@ func (d *msDuration) Set(s string) error {
 	return nil
 }
 
-// templateHelp says what -y reads, for call's help.
-const templateHelp = `A YAML template (-y FILE, yab's form) holds a call: its keys are peer,
-peers, peerList (peer-list), service, method (procedure), thrift (a path
-relative to the template), request (the body, as YAML), headers, timeout,
-caller, shardKey (sk), routingKey (rk), routingDelegate (rd) and
-disableThriftEnvelope. A string of the request may use ${NAME} or
-${NAME:DEFAULT}, given with -A NAME:VALUE; a value so made is read as YAML
-(-A n:5 is the number 5). The command line's flags win over the
-template's keys (yab lets the template win, but for headers); yab's
-baggage, jaeger and requests (a stream) are not supported.`
-
 // templateKeys maps each key a template may have, yab's spellings
 // included, to its one name here.
 var templateKeys = map[string]string{

@@ -11,39 +11,27 @@ import (
 	"github.com/sluice-rpc/sluice/tlsfiles"
 )
 
-// The TLS flags of every command, one set of names and meanings: a
-// server's --tls-cert, --tls-key and --tls-ca (sluice serve, doorman
-// serve), a client's --tls, --tls-ca, --tls-cert, --tls-key and
-// --tls-server-name (call, bench, the doorman clients; doorman serve's
-// --parent-tls...), and the TChannel client's --tls-fallback. The files
-// are tlsfiles', read at start (a file that does not load is an error
-// naming its flag) and re-read when they change.
+// The TLS flags of every command, one set of names and meanings, for
+// servers (--tls-cert, --tls-key, --tls-ca) and clients (also --tls and
+// --tls-server-name; TChannel's also --tls-fallback). The files are
+// tlsfiles', read at start and re-read when they change.
 
 // serverTLSHelp is the paragraph of sluice serve's help about TLS.
 const serverTLSHelp = `With --tls-cert and --tls-key it serves TLS, and with --tls-ca it also
-requires every client to present a certificate that CA signed (mutual TLS).
---tls-mode mixed serves TLS and plaintext TChannel on the one port (each
-connection's first bytes say which), for a rollout: plaintext clients (yab,
-tcurl, sluice call without --tls) keep working. The default, --tls-mode
-only, refuses them with an error their handshake fails with, and a line on
-stderr naming the client. The files are re-read when they change (new
-connections look at them at most once a second): a renewed certificate or
-CA is used for new connections without a restart, connections already open
-keep theirs, and a file that does not load leaves the last good one in use,
-with a line on stderr.`
+requires client certificates that CA signed (mutual TLS). --tls-mode mixed
+serves TLS and plaintext on the one port, for a rollout; the default,
+--tls-mode only, refuses plaintext clients. The files are re-read when they
+change; a file that does not load leaves the last good one in use, with a
+line on stderr (docs/tls.md).`
 
 // clientTLSHelp is the paragraph of call's and bench's help about TLS.
-const clientTLSHelp = `TLS (as sluice serve and sluice doorman take it): --tls speaks TLS to the
-peers, verifying their certificates against the system's roots;
---tls-ca FILE against the CA certificates in FILE instead (it implies
---tls). --tls-cert and --tls-key present a client certificate, to a server
-that requires one (mutual TLS). Peers are host:ports, often IP addresses: a
-server's certificate must then carry the IP (an IP SAN), or
---tls-server-name the name it must carry instead. The files are re-read
-when they change. --tls-fallback reaches a peer in plaintext when it
-answers the TLS handshake in plaintext (or not at all), for a rollout while
-servers move to TLS: a downgrade anyone on the path can force by resetting
-the connection, so give it only for peers still known to be plaintext.`
+const clientTLSHelp = `TLS: --tls speaks TLS to the peers, verified against the system's roots or,
+with --tls-ca FILE, that CA; --tls-cert and --tls-key present a client
+certificate (mutual TLS); --tls-server-name is the name the peers'
+certificates must carry when it is not their host. The files are re-read
+when they change. --tls-fallback reaches a peer that answers in plaintext
+in plaintext, for a rollout: a downgrade anyone on the path can force
+(docs/tls.md).`
 
 // ServerTLSFlags are a server's TLS flags: --tls-cert, --tls-key and
 // --tls-ca.
@@ -51,15 +39,8 @@ type ServerTLSFlags struct {
 	files tlsfiles.Files
 }
 
-// addServerTLSFlags registers a server's TLS flags on fs; protocol is
-// what it serves ("gRPC", "TChannel").
-func addServerTLSFlags(fs *FlagSet, protocol string) *ServerTLSFlags {
-	s := &ServerTLSFlags{}
-	s.Register(fs, protocol)
-	return s
-}
-
-// Register registers the flags on fs, landing in s.
+// Register registers the flags on fs, landing in s; protocol is what the
+// server serves ("gRPC", "TChannel").
 func (s *ServerTLSFlags) Register(fs *FlagSet, protocol string) {
 	fs.StringVar(&s.files.Cert, "tls-cert", "", "serve "+protocol+" over TLS with the PEM certificate (and chain) in `FILE`, re-read when it changes; needs --tls-key")
 	fs.StringVar(&s.files.Key, "tls-key", "", "the PEM private key of --tls-cert, in `FILE`")
@@ -81,14 +62,6 @@ func (s *ServerTLSFlags) validate() error {
 		return errors.New("--tls-ca (client certificates) needs --tls-cert and --tls-key: mutual TLS is TLS first")
 	}
 	return nil
-}
-
-// load reads the files (see loadTLSFiles); nil, nil without --tls-cert.
-func (s *ServerTLSFlags) load(onReloadError func(error)) (*tlsfiles.Reloader, error) {
-	if !s.enabled() {
-		return nil, nil
-	}
-	return loadTLSFiles(s.files, "", onReloadError)
 }
 
 // ClientTLSFlags are a client's TLS flags: --tls, --tls-ca, --tls-cert,
@@ -131,20 +104,9 @@ func (c *ClientTLSFlags) validate() error {
 	return nil
 }
 
-// load reads the files (see loadTLSFiles); nil, nil when the client
-// speaks plaintext. Call validate first.
-func (c *ClientTLSFlags) load(onReloadError func(error)) (*tlsfiles.Reloader, error) {
-	if !c.enabled() {
-		return nil, nil
-	}
-	return loadTLSFiles(c.files, c.prefix, onReloadError)
-}
-
-// loadTLSFiles reads f's files into a tlsfiles.Reloader, which re-reads
-// them when they change and tells onReloadError (nil: nobody) of a
-// changed file that did not load. An error names the flag of the file
-// that did not load, then tlsfiles' message, which names the file and
-// what is wrong with it.
+// loadTLSFiles reads f's files into a tlsfiles.Reloader, which tells
+// onReloadError (nil: nobody) of a changed file that did not load. An
+// error names the flag, then tlsfiles' message names the file.
 func loadTLSFiles(f tlsfiles.Files, prefix string, onReloadError func(error)) (*tlsfiles.Reloader, error) {
 	logger := slog.New(slog.DiscardHandler)
 	if onReloadError != nil {
@@ -178,10 +140,8 @@ func (h errorHandler) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
-// TLSReloadErrors returns the reload errors' function for the command of f: a line
-// on f's stderr for each changed TLS file that did not load (tlsfiles'
-// error says the last good one stays in use). It is called from
-// handshakes: f's stderr must be safe for concurrent use.
+// TLSReloadErrors writes a line on f's stderr for each changed TLS file
+// that did not load. Handshakes call it: stderr must be Locked.
 func (f *FlagSet) TLSReloadErrors() func(error) {
 	return func(err error) {
 		fmt.Fprintf(f.stderr, "%s: a changed TLS file did not load: %v\n", f.Name(), err)
@@ -201,25 +161,15 @@ func addChannelClientTLSFlags(fs *FlagSet) *channelClientTLS {
 	return c
 }
 
-func (c *channelClientTLS) validate() error {
-	if err := c.ClientTLSFlags.validate(); err != nil {
-		return err
-	}
-	if c.fallback && !c.enabled() {
-		return errors.New("--tls-fallback lets TLS fall back to plaintext: give --tls or --tls-ca too")
-	}
-	return nil
-}
-
 // options checks the flags and reads the files, and returns the Channel
 // options that make its connections speak TLS: nil for plaintext. With
 // --tls-fallback, the first fallback to each peer is logged on the
 // Channel's logger (channel.WithLogger). Its errors are usage errors.
 func (c *channelClientTLS) options(onReloadError func(error)) ([]channel.Option, error) {
-	if err := c.validate(); err != nil {
-		return nil, err
+	if c.fallback && !c.enabled() && c.ClientTLSFlags.validate() == nil {
+		return nil, errors.New("--tls-fallback lets TLS fall back to plaintext: give --tls or --tls-ca too")
 	}
-	r, err := c.load(onReloadError)
+	r, _, err := c.Reloader(onReloadError)
 	if r == nil || err != nil {
 		return nil, err
 	}
@@ -229,36 +179,30 @@ func (c *channelClientTLS) options(onReloadError func(error)) ([]channel.Option,
 		Config:     func() *tls.Config { return r.ClientConfig("") },
 		ServerName: c.serverName,
 	}
-	if !c.fallback {
-		return []channel.Option{channel.WithClientTLS(ct)}, nil
+	if c.fallback { // every peer of the command's target
+		ct.Fallback = func(string) bool { return true }
 	}
-	// Every peer of the command's target (-P's change as they will).
-	ct.Fallback = func(string) bool { return true }
 	return []channel.Option{channel.WithClientTLS(ct)}, nil
 }
 
-// Reloader checks the flags and reads their files, for a protocol other
-// than TChannel (sluice-lab's Doorman speaks gRPC): nil and "" when the
+// Reloader checks the flags and reads their files: nil and "" when the
 // client speaks plaintext, else the files and the name the server's
 // certificate must carry ("": the dialled host's). Errors are usage
 // errors naming the flag, and the file. A changed file that does not load
 // later is told to onReloadError (nil: nobody).
 func (c *ClientTLSFlags) Reloader(onReloadError func(error)) (*tlsfiles.Reloader, string, error) {
-	if err := c.validate(); err != nil {
+	if err := c.validate(); err != nil || !c.enabled() {
 		return nil, "", err
 	}
-	r, err := c.load(onReloadError)
-	if r == nil || err != nil {
-		return nil, "", err
-	}
-	return r, c.serverName, nil
+	r, err := loadTLSFiles(c.files, c.prefix, onReloadError)
+	return r, c.serverName, err
 }
 
-// Reloader checks the flags and reads their files, for a protocol other
-// than TChannel: nil without TLS. As ClientTLSFlags.Reloader.
+// Reloader checks the flags and reads their files: nil without TLS. As
+// ClientTLSFlags.Reloader.
 func (s *ServerTLSFlags) Reloader(onReloadError func(error)) (*tlsfiles.Reloader, error) {
-	if err := s.validate(); err != nil {
+	if err := s.validate(); err != nil || !s.enabled() {
 		return nil, err
 	}
-	return s.load(onReloadError)
+	return loadTLSFiles(s.files, "", onReloadError)
 }
