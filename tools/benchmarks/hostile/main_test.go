@@ -16,7 +16,7 @@ import (
 
 var (
 	fullSize   = flag.Bool("hostile.full", false, "also run every attack at full size (about ten minutes; 20,000 connections)")
-	serverFlag = flag.String("hostile.server-bin", "", "attack this sluice binary instead of one built from this module")
+	serverFlag = flag.String("hostile.server-bin", "", "attack this sluice-lab binary instead of one built from this module")
 )
 
 // binDir holds the sluice binary the tests build; TestMain removes it.
@@ -47,8 +47,9 @@ var (
 	buildErr  error
 )
 
-// serverBin returns the sluice binary to attack: -hostile.server-bin, or
-// `go build` of this module's cmd/sluice, built once.
+// serverBin returns the binary to attack: -hostile.server-bin, or
+// `go build` of this module's cmd/sluice-lab (the Doorman attacks need its
+// doorman command), built once.
 func serverBin(t *testing.T) string {
 	t.Helper()
 	if *serverFlag != "" {
@@ -58,12 +59,12 @@ func serverBin(t *testing.T) string {
 		if binDir, buildErr = os.MkdirTemp("", "sluice-hostile-test-"); buildErr != nil {
 			return
 		}
-		builtBin = filepath.Join(binDir, "sluice")
+		builtBin = filepath.Join(binDir, "sluice-lab")
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", builtBin, "github.com/sluice-rpc/sluice/tools/cmd/sluice").CombinedOutput()
+		out, err := exec.CommandContext(ctx, "go", "build", "-o", builtBin, "github.com/sluice-rpc/sluice/tools/cmd/sluice-lab").CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build cmd/sluice: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build cmd/sluice-lab: %v\n%s", err, out)
 		}
 	})
 	if buildErr != nil {

@@ -58,7 +58,7 @@ sluice-lab hostile --target 127.0.0.1:4040 --pid $! --debug-url http://127.0.0.1
 func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newSuite("hostile", hostileHelp, hostile.Attacks(), "attacks", "comma-separated `ATTACKS` to make, or all",
 		"the CI size: a few seconds an attack, with low server limits", "attacks", stdout, stderr)
-	serverBin := fs.String("server-bin", "", "the sluice binary `PATH` whose servers (and, for the client attacks, clients) are attacked (default this binary)")
+	serverBin := fs.String("server-bin", "", "the sluice-lab binary `PATH` whose servers (and, for the client attacks, clients) are attacked (default this binary; sluice has no doorman command for the Doorman attacks)")
 	target := fs.String("target", "", "attack the TChannel server already running at `127.0.0.1:PORT` instead (needs --pid)")
 	pid := fs.Int("pid", 0, "the --target server's process `ID`, for its memory and liveness")
 	debugURL := fs.String("debug-url", "", "the --target server's debug listener, `URL` http://HOST:PORT, for its goroutines")
