@@ -292,6 +292,35 @@ func TestBusyNamesClassBeforeHint(t *testing.T) {
 // in the next window, refused once 6 are in flight, while the other
 // caller still gets the last two slots.
 func TestHeavyCallerRefusedFirstOnARealServer(t *testing.T) {
+	heavyThenLight(t, func(*classGate) {})
+}
+
+// TestCallerFloodOnARealServer: hundreds of invented caller names (a
+// Sluice client names each call's caller with WithCallerName), sent while
+// the limit is full, cannot hide a heavy caller or cut out a light one:
+// they share the fixed caller table and its overflow bucket, and in the
+// next window the heavy caller is refused at the headroom while the light
+// one finds the last slots, as on a server without the flood
+// (TestHeavyCallerRefusedFirstOnARealServer).
+func TestCallerFloodOnARealServer(t *testing.T) {
+	heavyThenLight(t, func(g *classGate) {
+		flooder := g.caller(t, "flooder")
+		ctx := ctxTimeout(t)
+		for i := range 500 {
+			_, err := flooder.CallRaw(ctx, "work", nil, nil, WithCallerName(fmt.Sprintf("invented-%d", i)))
+			if ce := (*CallError)(nil); !errors.As(err, &ce) || ce.Code != codes.Busy {
+				t.Fatalf("flood call %d: %v, want Busy: the limit is full", i, err)
+			}
+		}
+	})
+}
+
+// heavyThenLight runs, on a server with MaxInFlight 8, a window in which a
+// heavy caller fills the limit and is refused 20 times and a light one is
+// refused twice, then meanwhile (the limit still full); and checks that in
+// the next window the heavy caller is admitted only up to the headroom
+// (6 in flight) while the light one gets the last two slots.
+func heavyThenLight(t *testing.T, meanwhile func(g *classGate)) {
 	g := startClassGate(t, ShedConfig{MaxInFlight: 8})
 	heavy, light := g.caller(t, "heavy"), g.caller(t, "light")
 	var short, admitted []<-chan error
@@ -307,61 +336,7 @@ func TestHeavyCallerRefusedFirstOnARealServer(t *testing.T) {
 	for range 2 {
 		g.refusedAs(t, light, criticality.Critical)
 	}
-	close(g.short)
-	for _, done := range short {
-		if err := <-done; err != nil {
-			t.Fatalf("short call: %v", err)
-		}
-	}
-	testwait.Until(t, "4 calls in flight", func() bool { return g.running.Load() == 4 })
-
-	g.clk.Add(100 * time.Millisecond) // the window ends
-	for i := 5; i <= 6; i++ {
-		admitted = append(admitted, g.admittedAs(t, heavy, "work", criticality.Critical, i))
-	}
-	g.refusedAs(t, heavy, criticality.Critical) // at the headroom
-	for i := 7; i <= 8; i++ {
-		admitted = append(admitted, g.admittedAs(t, light, "work", criticality.Critical, i))
-	}
-	g.refusedAs(t, light, criticality.Critical) // at the limit
-	close(g.release)
-	for _, done := range admitted {
-		if err := <-done; err != nil {
-			t.Errorf("admitted call: %v", err)
-		}
-	}
-}
-
-// TestCallerFloodOnARealServer: hundreds of invented caller names (a
-// Sluice client names each call's caller with WithCallerName), sent while
-// the limit is full, cannot hide a heavy caller or cut out a light one:
-// they share the fixed caller table and its overflow bucket, and in the
-// next window the heavy caller is refused at the headroom while the light
-// one finds the last slots, as on a server without the flood
-// (TestHeavyCallerRefusedFirstOnARealServer).
-func TestCallerFloodOnARealServer(t *testing.T) {
-	g := startClassGate(t, ShedConfig{MaxInFlight: 8})
-	heavy, light, flooder := g.caller(t, "heavy"), g.caller(t, "light"), g.caller(t, "flooder")
-	var short, admitted []<-chan error
-	for i := 1; i <= 4; i++ {
-		short = append(short, g.admittedAs(t, heavy, "short", criticality.Critical, i))
-	}
-	for i := 5; i <= 8; i++ {
-		admitted = append(admitted, g.admittedAs(t, heavy, "work", criticality.Critical, i))
-	}
-	for range 20 {
-		g.refusedAs(t, heavy, criticality.Critical)
-	}
-	for range 2 {
-		g.refusedAs(t, light, criticality.Critical)
-	}
-	ctx := ctxTimeout(t)
-	for i := range 500 {
-		_, err := flooder.CallRaw(ctx, "work", nil, nil, WithCallerName(fmt.Sprintf("invented-%d", i)))
-		if ce := (*CallError)(nil); !errors.As(err, &ce) || ce.Code != codes.Busy {
-			t.Fatalf("flood call %d: %v, want Busy: the limit is full", i, err)
-		}
-	}
+	meanwhile(g)
 	close(g.short)
 	for _, done := range short {
 		if err := <-done; err != nil {

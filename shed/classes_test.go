@@ -152,29 +152,7 @@ func TestReserveGrows(t *testing.T) {
 // caller within its share still finds the last slots; the heavy caller is
 // still admitted below the headroom.
 func TestCallerOverItsShareRefusedFirst(t *testing.T) {
-	l := fixedLimiter(t, 8) // headroom 2
-	now := t0
-	var held []Token
-	for range 8 {
-		held = append(held, acquire(t, l, now, cr, "heavy", true))
-	}
-	for range 50 {
-		acquire(t, l, now, cr, "heavy", false)
-	}
-	for range 2 {
-		acquire(t, l, now, cr, "light", false)
-	}
-	// Half are done; in the next window the heavy caller is over its share.
-	for _, tok := range held[4:] {
-		l.ReleaseAt(tok, now)
-	}
-	now = now.Add(l.cfg.Window)
-	acquire(t, l, now, cr, "heavy", true) // 5th
-	acquire(t, l, now, cr, "heavy", true) // 6th: limit - headroom
-	acquire(t, l, now, cr, "heavy", false)
-	acquire(t, l, now, cr, "light", true) // 7th
-	acquire(t, l, now, cr, "light", true) // 8th
-	acquire(t, l, now, cr, "light", false)
+	heavyThenLight(t, func(*Limiter, time.Time) {})
 }
 
 // TestInventedCallersDoNotHideAHeavyOne is TestCallerOverItsShareRefusedFirst
@@ -185,6 +163,19 @@ func TestCallerOverItsShareRefusedFirst(t *testing.T) {
 // was. The heavy caller is still refused at the headroom, the light one
 // still finds the last slots.
 func TestInventedCallersDoNotHideAHeavyOne(t *testing.T) {
+	heavyThenLight(t, func(l *Limiter, now time.Time) {
+		for i := range 500 {
+			acquire(t, l, now, cr, fmt.Sprintf("invented-%d", i), false)
+		}
+	})
+}
+
+// heavyThenLight runs, on a limit of 8, a window in which a heavy caller
+// fills the limit and asks for 50 more and a light one for 2, then
+// meanwhile (the limit still full); and checks the next window: the heavy
+// caller is admitted up to the headroom (6 in flight), the light one to
+// the limit.
+func heavyThenLight(t *testing.T, meanwhile func(l *Limiter, now time.Time)) {
 	l := fixedLimiter(t, 8) // headroom 2
 	now := t0
 	var held []Token
@@ -197,9 +188,8 @@ func TestInventedCallersDoNotHideAHeavyOne(t *testing.T) {
 	for range 2 {
 		acquire(t, l, now, cr, "light", false)
 	}
-	for i := range 500 {
-		acquire(t, l, now, cr, fmt.Sprintf("invented-%d", i), false)
-	}
+	meanwhile(l, now)
+	// Half are done; in the next window the heavy caller is over its share.
 	for _, tok := range held[4:] {
 		l.ReleaseAt(tok, now)
 	}
