@@ -1,24 +1,6 @@
 package main
 
-import (
-	"bytes"
-	"sync"
-)
+import "github.com/sluice-rpc/sluice/tools/cmd/internal/clitest"
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is clitest.SyncBuffer, by the name the tests here use.
+type syncBuffer = clitest.SyncBuffer

@@ -1,14 +1,13 @@
 package cli
 
 import (
-	"bytes"
 	"io"
-	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
 
 	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/clitest"
 )
 
 // TestMain runs the tests under goleak.
@@ -19,23 +18,8 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is clitest.SyncBuffer, by the name the tests here use.
+type syncBuffer = clitest.SyncBuffer
 
 // run is Run of sluice.
 func run(args []string, stdout, stderr io.Writer) int { return Run(args, stdout, stderr, nil) }
