@@ -678,7 +678,12 @@ func (c *Conn) Write(b []byte) (int, error) {
 	if c.inbound && err == nil && len(b) > 2 {
 		switch tframe.Type(b[2]) {
 		case tframe.CallRes:
-			c.g.served.Add(1) // load reports count the answers that were not errors
+			// Load reports count the answers that were not errors; without
+			// them nothing reads the count, and all connections would
+			// write one shared word an answer for nothing.
+			if c.g.loadReporter.Load() != nil {
+				c.g.served.Add(1)
+			}
 			fallthrough
 		case tframe.Error:
 			if c.signals.Load() {
