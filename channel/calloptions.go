@@ -126,11 +126,12 @@ func WithCallerName(name string) CallOption {
 // header cannot be sent, naming where it came from. A call with neither
 // costs one context lookup and no allocation.
 func (o *callOptions) transportFor(ctx context.Context, f tchannel.Format) (*tchannel.CallOptions, ctxHide, error) {
-	v := tchCtx().params(ctx)
+	tc := tchCtx()
+	v := tc.params(ctx)
 	if v == nil && (o == nil || o.transport == (tchannel.CallOptions{})) {
 		return nil, hideNothing, nil
 	}
-	return o.mergeTransport(tchCtx().readParams(v), f)
+	return o.mergeTransport(tc.readParams(v), f)
 }
 
 // mergeTransport is transportFor's work when the call's options or its

@@ -64,10 +64,10 @@ var ErrClientExists = errors.New("the Channel has a Client for this service alre
 type ClientOption func(*clientOptions)
 
 type clientOptions struct {
-	resolver    discovery.Resolver
-	resolverSet bool
-	// startResolver is WithResolver's: made there, so that a program that
-	// resolves no peers links no resolver machinery (TestBinarySize).
+	resolver discovery.Resolver
+	// startResolver is WithResolver's: set there, also for a nil resolver
+	// (an error NewClient reports), so that a program that resolves no
+	// peers links no resolver machinery (TestBinarySize).
 	startResolver func(cl *Client, r discovery.Resolver) error
 	gate          Gate
 	gateSet       bool
@@ -92,7 +92,7 @@ type clientOptions struct {
 // r's to change.
 func WithResolver(r discovery.Resolver) ClientOption {
 	return func(o *clientOptions) {
-		o.resolver, o.resolverSet, o.startResolver = r, true, (*Client).startResolver
+		o.resolver, o.startResolver = r, (*Client).startResolver
 	}
 }
 
@@ -137,7 +137,7 @@ func (c *Channel) NewClient(target string, opts ...ClientOption) (*Client, error
 		opt(&o)
 	}
 	switch {
-	case o.resolverSet && o.resolver == nil:
+	case o.startResolver != nil && o.resolver == nil:
 		return nil, fmt.Errorf("channel: NewClient(%q): WithResolver is nil, must be a resolver", service)
 	case o.gateSet && o.gate == nil:
 		return nil, fmt.Errorf("channel: NewClient(%q): WithLease is nil, must be a Gate", service)
