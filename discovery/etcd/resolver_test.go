@@ -312,8 +312,9 @@ func TestInteropWithEndpointsManager(t *testing.T) {
 	// Registrar's job): the key must come back as it was.
 	want := endpoints.Endpoint{Addr: "127.0.0.1:5002", Metadata: map[string]any{"weight": 2.0, "zone": "z1"}}
 	var list map[string]endpoints.Endpoint
+	ctx := ctxT(t)
 	testwait.Until(t, "endpoints.Manager to list the registered address", func() bool {
-		if list, err = em.List(ctxT(t)); err != nil {
+		if list, err = em.List(ctx); err != nil {
 			t.Fatal(err)
 		}
 		_, ok := list[prefix+"/127.0.0.1:5002"]
