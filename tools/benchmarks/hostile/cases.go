@@ -252,7 +252,7 @@ type sluiceRun struct {
 	exit   int // -1 if it did not exit
 	err    error
 	killed bool // it ran past limit
-	stdout bytes.Buffer
+	stdout headBuffer
 	stderr stderrWatch
 	state  *os.ProcessState
 }
@@ -270,6 +270,9 @@ func (e *env) runSluice(limit time.Duration, during func(pid int, exited <-chan 
 	cmd.Env = append(os.Environ(), ChildEnv+"=")
 	r := &sluiceRun{limit: limit, exit: -1}
 	cmd.Stdout, cmd.Stderr = &r.stdout, &r.stderr
+	// Its output is copied by goroutines Wait waits for: a grandchild
+	// holding the pipes open must not hold the run past its limit.
+	cmd.WaitDelay = procExitLimit
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
@@ -487,3 +490,20 @@ func runHeaders(e *env) error {
 	e.r.caseFigures()
 	return e.end(nil, 0)
 }
+
+// maxClientStdout bounds what a client run's standard output keeps: the
+// report of a bench (a JSON object) fits many times over.
+const maxClientStdout = 16 << 20
+
+// headBuffer keeps the first maxClientStdout bytes written to it and
+// drops the rest: a client whose answers a hostile server shapes cannot
+// make the runner hold an output without bound (a cut report does not
+// parse, and says so).
+type headBuffer struct{ b []byte }
+
+func (h *headBuffer) Write(p []byte) (int, error) {
+	h.b = append(h.b, p[:min(len(p), max(0, maxClientStdout-len(h.b)))]...)
+	return len(p), nil
+}
+
+func (h *headBuffer) String() string { return string(h.b) }

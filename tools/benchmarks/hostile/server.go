@@ -333,6 +333,10 @@ func (p *proc) crash() string {
 // last is the last line the process wrote on its standard error.
 func (p *proc) last() string { return p.stderr.last() }
 
+// maxStderrLine bounds what stderrWatch keeps of a line: the last 4 KiB,
+// as much as an error message or a note quotes.
+const maxStderrLine = 4096
+
 // stderrWatch reads a child's standard error line by line as it comes,
 // keeping what the runner wants of it: a server's debug listener URL, the
 // Go panic or fatal error it died of and the first stack frame outside
@@ -351,6 +355,11 @@ func (w *stderrWatch) Write(b []byte) (int, error) {
 	for {
 		i := bytes.IndexByte(w.partial, '\n')
 		if i < 0 {
+			// A line without end keeps only its tail: a child cannot
+			// make the runner hold its stderr without bound.
+			if n := len(w.partial); n > maxStderrLine {
+				w.partial = append(w.partial[:0], w.partial[n-maxStderrLine:]...)
+			}
 			return len(b), nil
 		}
 		w.line(string(w.partial[:i]))
@@ -360,7 +369,7 @@ func (w *stderrWatch) Write(b []byte) (int, error) {
 
 func (w *stderrWatch) line(l string) {
 	if s := strings.TrimSpace(l); s != "" {
-		w.lastLine = s
+		w.lastLine = s[max(0, len(s)-maxStderrLine):]
 	}
 	if m := debugLine.FindStringSubmatch(l); m != nil && w.debugURL == "" {
 		w.debugURL = m[1]
