@@ -93,17 +93,37 @@ func TestPackageDocListsEveryCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errOut bytes.Buffer
-	run([]string{"-h"}, &out, &errOut)
+	if code := run([]string{"-h"}, &out, &errOut); code != 0 {
+		t.Fatalf("sluice-lab -h: exit %d: %s", code, errOut.String())
+	}
 	doc, _, _ := strings.Cut(string(src), "\npackage main")
+	lab := map[string]bool{} // the commands sluice-lab adds, and whether -h listed one
+	for _, c := range labTable().Commands {
+		lab[c.Name()] = false
+	}
 	for _, l := range strings.Split(out.String(), "\n") {
 		f := strings.Fields(l)
-		if len(f) < 2 || !strings.HasPrefix(l, "  ") || !(f[0] == "sim" || f[0] == "faults" || f[0] == "hostile") {
+		if _, ok := lab[firstOr(f)]; len(f) < 2 || !strings.HasPrefix(l, "  ") || !ok {
 			continue
 		}
+		lab[f[0]] = true
 		if !strings.Contains(doc, "//\t"+strings.TrimSpace(l)) && !strings.Contains(doc, "//\t"+strings.TrimPrefix(l, "  ")) {
 			t.Errorf("main.go's package doc lacks the line %q", l)
 		}
 	}
+	for name, listed := range lab {
+		if !listed {
+			t.Errorf("sluice-lab -h lists no line of %s: is the check blind?\n%s", name, out.String())
+		}
+	}
+}
+
+// firstOr is f's first word, "" if none.
+func firstOr(f []string) string {
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
 }
 
 func TestBenchLabFlagErrors(t *testing.T) {
