@@ -166,7 +166,10 @@ func addChannelClientTLSFlags(fs *FlagSet) *channelClientTLS {
 // --tls-fallback, the first fallback to each peer is logged on the
 // Channel's logger (channel.WithLogger). Its errors are usage errors.
 func (c *channelClientTLS) options(onReloadError func(error)) ([]channel.Option, error) {
-	if c.fallback && !c.enabled() && c.ClientTLSFlags.validate() == nil {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	if c.fallback && !c.enabled() {
 		return nil, errors.New("--tls-fallback lets TLS fall back to plaintext: give --tls or --tls-ca too")
 	}
 	r, _, err := c.Reloader(onReloadError)
