@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -411,14 +410,6 @@ func (w *stderrWatch) crash() string {
 		}
 		return w.msg + " at " + w.at
 	})
-}
-
-// panicOf finds a Go panic or fatal error in a process's stderr and
-// returns its message and the first stack frame outside the runtime.
-func panicOf(stderr io.Reader) string {
-	var w stderrWatch
-	io.Copy(&w, stderr)
-	return w.crash()
 }
 
 // errNoChildHook is the error of a child that ran the test or program

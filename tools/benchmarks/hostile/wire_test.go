@@ -2,6 +2,7 @@ package hostile
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
 
@@ -138,4 +139,12 @@ func TestWriteTable(t *testing.T) {
 			t.Errorf("the table lacks %q:\n%s", want, b.String())
 		}
 	}
+}
+
+// panicOf finds a Go panic or fatal error in a process's stderr and
+// returns its message and the first stack frame outside the runtime.
+func panicOf(stderr io.Reader) string {
+	var w stderrWatch
+	io.Copy(&w, stderr)
+	return w.crash()
 }
