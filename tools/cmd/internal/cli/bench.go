@@ -115,7 +115,11 @@ func benchDefaultConnections() int { return 2 * runtime.GOMAXPROCS(0) }
 
 // benchRun runs `sluice bench`; the end of ctx ends the run early.
 func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Writer) int {
-	fs := NewFlagSet("sluice bench", benchHelp, stdout, stderr)
+	name := "sluice bench"
+	if lab != nil {
+		name = lab.Name + " bench"
+	}
+	fs := NewFlagSet(name, benchHelp, stdout, stderr)
 	var deployMode BenchMode
 	if lab != nil && lab.RollingDeploy != nil {
 		deployMode = lab.RollingDeploy(fs)

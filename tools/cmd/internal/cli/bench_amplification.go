@@ -44,7 +44,7 @@ func benchAmplification(ctx context.Context, fs *FlagSet, a modeArgs, stdout, st
 		return code
 	}
 	if interrupted {
-		fmt.Fprintln(stderr, "sluice bench: interrupted; the runs done so far are above")
+		fmt.Fprintf(stderr, "%s: interrupted; the runs done so far are above\n", fs.Name())
 	}
 	return ExitOK
 }

@@ -62,7 +62,7 @@ func benchBalancing(ctx context.Context, fs *FlagSet, a modeArgs, stdout, stderr
 		}
 	}
 	if interrupted {
-		fmt.Fprintln(stderr, "sluice bench: interrupted; the scenarios done so far are above")
+		fmt.Fprintf(stderr, "%s: interrupted; the scenarios done so far are above\n", fs.Name())
 	}
 	return ExitOK
 }
