@@ -43,7 +43,10 @@
 // counts nor breaks it) is ejected: not chosen for
 // BaseTime x k (default 30 s), k being 1 for its first ejection and one
 // more for each ejection that follows within BaseTime of the last one
-// ending, capped at MaxTime (default 300 s). At most MaxPercent of the
+// ending, capped at MaxTime (default 300 s), unless the failure is
+// shared: while every other peer not ejected last answered such an error
+// too, none is ejected (ejecting one would only move its calls onto peers
+// that fail alike). At most MaxPercent of the
 // list's peers (default 10%, and always at least one) are ejected at
 // once; when fewer than PanicThreshold percent (default 50%) of the peers
 // are ready and not ejected, ejections are ignored, so that a fleet with

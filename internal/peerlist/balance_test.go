@@ -594,6 +594,40 @@ func TestEjectionCapFreesWhenAnEjectionEnds(t *testing.T) {
 	}
 }
 
+// A failure every peer shares ejects none of them: ejecting one would
+// only move its calls onto peers that fail the same way. Once another
+// peer answers as a working server does, each failing peer's next error
+// ejects it.
+func TestSharedFailureEjectsNone(t *testing.T) {
+	l, clk := newBalancedList(t, balance.Config{Ejection: balance.Ejection{MaxPercent: 100}}, 1, 1, 1)
+	answer := func(p *Peer, n int, code codes.Code) {
+		for range n {
+			p.Begin()
+			p.End(clk.Now(), time.Millisecond, code)
+		}
+	}
+	peers := l.Peers()
+	for range 4 { // each peer's run passes the threshold in turn
+		for _, p := range peers {
+			answer(p, 2, codes.Unexpected)
+		}
+	}
+	for i, p := range peers {
+		if ej, _ := p.Ejected(clk.Now()); ej {
+			t.Fatalf("peer %d ejected for a failure all 3 peers share", i)
+		}
+	}
+	answer(peers[2], 1, codes.OK)
+	answer(peers[0], 1, codes.Unexpected)
+	if ej, _ := peers[0].Ejected(clk.Now()); !ej {
+		t.Fatal("peer 0 not ejected once peer 2 answered OK")
+	}
+	answer(peers[1], 1, codes.Network) // its run, of 9, goes on
+	if ej, _ := peers[1].Ejected(clk.Now()); !ej {
+		t.Fatal("peer 1 not ejected once peer 2 answered OK")
+	}
+}
+
 // A pass over a long list's figures publishes them only if nothing
 // replaced those it began from (figuresAt's compare-and-swap), so every
 // ejection must replace them with a new, expired marker, also when none

@@ -11,9 +11,10 @@ func (p *Peer) ejectedAt(ns int64) bool { return p.ejectedUntil.Load() > ns }
 
 // eject ejects p at now, after its run of UNEXPECTED and NETWORK answers
 // reached the threshold, unless ejection is disabled, p is already
-// ejected, or the list already has its most ejected peers (then p stays,
-// and its next such answer tries again). The ejection lasts
-// Ejection.Duration of its multiplier (see balancing.Ejection.Multiplier).
+// ejected, the list already has its most ejected peers, or every other
+// peer still chosen is failing too (then p stays, and its next such
+// answer tries again). The ejection lasts Ejection.Duration of its
+// multiplier (see balancing.Ejection.Multiplier).
 func (l *List) eject(p *Peer, now time.Time) {
 	e := balancing.Ejection(l.bal.Ejection)
 	if e.Disabled {
@@ -23,6 +24,9 @@ func (l *List) eject(p *Peer, now time.Time) {
 	if ns < l.capFullUntil.Load() {
 		// The list has its most ejected peers until then: a wide outage
 		// must not take the lock and a pass over the peers per error.
+		return
+	}
+	if failingAlike(l.peers.Load().peers, p, ns) {
 		return
 	}
 	l.ejectMu.Lock()
@@ -58,6 +62,28 @@ func (l *List) eject(p *Peer, now time.Time) {
 	// pass that began before the ejection cannot put back its own (see
 	// figuresAt), since this marker is new.
 	m.figures.Store(&figures{})
+}
+
+// failingAlike reports whether every peer of peers other than p that is
+// not ejected at ns ended its last attempt with an UNEXPECTED or NETWORK
+// error, as p did, and there is at least one. A failure the peers share
+// (their own downstream is down, say) is not p's: ejecting p would only
+// move its load onto peers that fail the same way, and leave the load
+// uneven once they recover. An outlier is ejected as soon as one other
+// peer answers as a working server does. It reads atomics only: under a
+// wide outage every error calls it, so it takes no lock.
+func failingAlike(peers []*Peer, p *Peer, ns int64) bool {
+	others := 0
+	for _, q := range peers {
+		if q == p || q.ejectedAt(ns) {
+			continue
+		}
+		if q.errorsInRow.Load() == 0 {
+			return false
+		}
+		others++
+	}
+	return others > 0
 }
 
 // Ejected reports whether the peer is ejected at now (from the list's
