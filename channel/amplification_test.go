@@ -34,7 +34,7 @@ type chain struct {
 	leaf   atomic.Int64
 }
 
-func startChain(t *testing.T, fail func() error, opts ...Option) *chain {
+func startChain(t *testing.T, fail func(context.Context) error, opts ...Option) *chain {
 	t.Helper()
 	cfg := mustConfig(t, chainPolicy)
 	ch := &chain{}
@@ -57,7 +57,7 @@ func startChain(t *testing.T, fail func() error, opts ...Option) *chain {
 	}
 	next := serve(newCh("leaf"), func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
 		ch.leaf.Add(1)
-		if err := fail(); err != nil {
+		if err := fail(ctx); err != nil {
 			return nil, err
 		}
 		return &RawResponse{Arg3: req.Arg3}, nil
@@ -115,13 +115,15 @@ func (ch *chain) run(t *testing.T, n int) (perCall float64, failed int) {
 
 var errBroken = tchannel.NewSystemError(tchannel.ErrCodeUnexpected, "broken")
 
+func alwaysBroken(context.Context) error { return errBroken }
+
 // With every layer retrying a broken leaf three times, the leaf sees at
 // most 1.2 requests per client call by default: the layers below a retry
 // do not retry again, and every Client's retries, its share of the
 // retries above included, stay within 20% of its first attempts (after a
 // floor of 100, which 1000 calls pass).
 func TestChainAmplificationBounded(t *testing.T) {
-	ch := startChain(t, func() error { return errBroken })
+	ch := startChain(t, alwaysBroken)
 	perCall, failed := ch.run(t, 1000)
 	if failed != 1000 {
 		t.Errorf("%d calls failed, want all 1000", failed)
@@ -147,23 +149,58 @@ func TestChainStopsCounted(t *testing.T) {
 		return n
 	}
 	bounded := tally.NewTestScope("", nil)
-	startChain(t, func() error { return errBroken }, WithScope(bounded)).run(t, 300)
+	startChain(t, alwaysBroken, WithScope(bounded)).run(t, 300)
 	budget, chained := sum(bounded, stats.AttemptsSkippedBudget), sum(bounded, stats.AttemptsSkippedChained)
 	if budget == 0 || chained == 0 {
 		t.Errorf("bounded chain: attempt.skipped.budget %d, attempt.skipped.chained %d; want both > 0", budget, chained)
 	}
 	naive := tally.NewTestScope("", nil)
-	startChain(t, func() error { return errBroken }, WithScope(naive), WithChainedRetries(),
+	startChain(t, alwaysBroken, WithScope(naive), WithChainedRetries(),
 		WithRetryBudget(retry.BudgetConfig{Disabled: true})).run(t, 20)
 	if b, c := sum(naive, stats.AttemptsSkippedBudget), sum(naive, stats.AttemptsSkippedChained); b != 0 || c != 0 {
 		t.Errorf("naive chain: attempt.skipped.budget %d, attempt.skipped.chained %d; want 0 and 0", b, c)
 	}
 }
 
+// attempt.skipped.chained counts only the retries the chain stopped: a
+// call serving a retry whose one attempt failed with a code its policy
+// does not retry would have stopped there anyway, and is not counted.
+// Calls run one at a time, and the leaf answers each one's requests in
+// turn: b's first attempt and its two retries fail UNEXPECTED; a retries
+// b, and b's one attempt for that retry fails BAD_REQUEST.
+func TestChainStopCountsOnlyRetryableFailures(t *testing.T) {
+	var n atomic.Int64
+	scope := tally.NewTestScope("", nil)
+	ch := startChain(t, func(ctx context.Context) error {
+		if n.Add(1)%4 == 0 {
+			if _, _, retry := classctx.Lookup(ctx); !retry {
+				t.Error("the leaf's 4th request of a call is not marked as serving a retry")
+			}
+			return tchannel.NewSystemError(tchannel.ErrCodeBadRequest, "refused")
+		}
+		return errBroken
+	}, WithScope(scope))
+	const calls = 20
+	for range calls {
+		_, err := ch.client.CallRaw(ctxTimeout(t), "work", nil, []byte("x"))
+		if ce := (*CallError)(nil); !errors.As(err, &ce) || ce.Code != codes.BadRequest {
+			t.Fatalf("err = %v; want BAD_REQUEST", err)
+		}
+	}
+	if got := n.Load(); got != 4*calls {
+		t.Fatalf("the leaf served %d requests, want %d (4 per call)", got, 4*calls)
+	}
+	for _, c := range scope.Snapshot().Counters() {
+		if c.Name() == stats.AttemptsSkippedChained && c.Value() != 0 {
+			t.Errorf("%s %v = %d; want 0: every call serving a retry failed BAD_REQUEST, which the policy does not retry", c.Name(), c.Tags(), c.Value())
+		}
+	}
+}
+
 // With the bounds off (Sluice before them), the same chain multiplies:
 // 3 x 3 x 3 leaf requests per call.
 func TestChainAmplificationNaive(t *testing.T) {
-	ch := startChain(t, func() error { return errBroken }, WithChainedRetries(), WithRetryBudget(retry.BudgetConfig{Disabled: true}))
+	ch := startChain(t, alwaysBroken, WithChainedRetries(), WithRetryBudget(retry.BudgetConfig{Disabled: true}))
 	perCall, failed := ch.run(t, 20)
 	if failed != 20 || perCall != 27 {
 		t.Errorf("%d of 20 calls failed, %.2f leaf requests per call; want all, 27", failed, perCall)
@@ -174,7 +211,7 @@ func TestChainAmplificationNaive(t *testing.T) {
 // (the lowest, with its budget to spare) saves nearly every call.
 func TestChainFlakyLeafSucceeds(t *testing.T) {
 	var n atomic.Int64
-	ch := startChain(t, func() error {
+	ch := startChain(t, func(context.Context) error {
 		if n.Add(1)%10 == 0 {
 			return errBroken
 		}
@@ -189,7 +226,7 @@ func TestChainFlakyLeafSucceeds(t *testing.T) {
 // A middle tier whose downstream call failed Busy answers Busy, saying
 // not to retry: its caller, which retries BUSY, makes one attempt.
 func TestOverloadPassesUpward(t *testing.T) {
-	ch := startChain(t, func() error { return Busy("leaf overloaded") }, WithRetryBudget(retry.BudgetConfig{Disabled: true}))
+	ch := startChain(t, func(context.Context) error { return Busy("leaf overloaded") }, WithRetryBudget(retry.BudgetConfig{Disabled: true}))
 	_, err := ch.client.CallRaw(ctxTimeout(t), "work", nil, []byte("x"))
 	var ce *CallError
 	if !errors.As(err, &ce) || ce.Code != codes.Busy || ce.Attempts != 1 || ce.Stop != retry.StopPushback {

@@ -193,6 +193,20 @@ type methodPolicy struct {
 	mayRetry bool
 }
 
+// wouldRetry reports whether the method's own policy would retry or hedge
+// after the failed attempt o, had the call not been made for an inbound
+// retry: o was sent, and its code is one the policy retries, or one after
+// which a hedge goes out at once.
+func (p *methodPolicy) wouldRetry(o retryexec.Outcome) bool {
+	switch {
+	case o.Local:
+		return false
+	case p.hedge != nil:
+		return p.hedge.GoesOnAfter(o.Code)
+	}
+	return p.retry.Retries(o.Code)
+}
+
 // defaultBackoff shapes throttle-aware waits for methods without a retry
 // policy (the wait only matters to hedges there).
 var defaultBackoff = backoff.Exponential{Initial: 100 * time.Millisecond, Max: 10 * time.Second, Multiplier: 2}

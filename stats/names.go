@@ -65,9 +65,10 @@ const (
 	AttemptsSkippedBudget = "attempt.skipped.budget"
 	// AttemptsSkippedChained is a counter: calls made for an inbound
 	// request that was itself a retry or hedge, of a method that may retry
-	// or hedge, which failed after their one attempt (retry.StopChained;
-	// see channel.WithChainedRetries): each stopped retrying there, the
-	// layer above being the one that retries.
+	// or hedge, whose one attempt was sent and failed with a code their
+	// policy retries (or hedges on) (retry.StopChained; see
+	// channel.WithChainedRetries): each stopped retrying there, the layer
+	// above being the one that retries.
 	AttemptsSkippedChained = "attempt.skipped.chained"
 )
 

@@ -178,6 +178,11 @@ func (e *Executor) Estimator() *Estimator { return e.est }
 // MaxAttempts under the client-side cap.
 func (e *Executor) MaxAttempts() int { return e.maxAttempts }
 
+// GoesOnAfter reports whether a failure with code c lets the call's other
+// attempts go on (the policy's NonFatalCodes): the next hedge is then
+// sent at once.
+func (e *Executor) GoesOnAfter(c codes.Code) bool { return e.policy.NonFatalCodes.Has(c) }
+
 type finished struct {
 	n int
 	o retryexec.Outcome

@@ -164,8 +164,8 @@ func (m *Method) SkippedDeadline() { m.skippedDeadline.Inc(1) }
 // the Client's retry budget refused (stats.AttemptsSkippedBudget).
 func (m *Method) SkippedBudget() { m.skippedBudget.Inc(1) }
 
-// SkippedChained records a call serving a retry that failed after its one
-// attempt (stats.AttemptsSkippedChained).
+// SkippedChained records a call serving a retry whose one attempt failed
+// with a code its policy retries (stats.AttemptsSkippedChained).
 func (m *Method) SkippedChained() { m.skippedChained.Inc(1) }
 
 // RetryFailed records a retry attempt that failed.

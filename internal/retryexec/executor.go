@@ -209,6 +209,10 @@ func NewExecutor(c ExecutorConfig) (*Executor, error) {
 // MaxAttempts under the client-side cap, or 1 without a policy.
 func (e *Executor) MaxAttempts() int { return e.maxAttempts }
 
+// Retries reports whether the policy retries a failure with code c (when
+// its attempts, budget and deadline allow).
+func (e *Executor) Retries(c codes.Code) bool { return e.maxAttempts > 1 && e.retryable.Has(c) }
+
 // Do runs the call: attempt is called for the original attempt and for each
 // retry, on the caller's goroutine, with ctx unchanged. Do returns when an
 // attempt succeeds, the rules say stop, or ctx ends during a wait. It does
