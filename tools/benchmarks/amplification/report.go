@@ -12,8 +12,8 @@ func (r *Result) WriteTable(w io.Writer) error {
 	c := r.Config
 	if _, err := fmt.Fprintf(w, "client -> A -> B -> leaf, %d servers per layer, every layer retrying UNEXPECTED (maxAttempts 3); "+
 		"%g calls/s open loop, %v a run (recovery: leaves down %v first), %v timeout; flaky leaves fail %g%%; "+
-		"deadline: leaves work %v and then fail %g%%, %v timeout, late = less than %v left.\n\n",
-		c.Servers, c.Rate, c.Duration, c.DownFor, c.Timeout, 100*c.FlakyRate, c.Work, 100*c.DeadlineFailRate, c.DeadlineTimeout, c.Work); err != nil {
+		"deadline: leaves work %v and then fail %g%%, %v timeout, late = less than %v left, counted after a %v warm-up.\n\n",
+		c.Servers, c.Rate, c.Duration, c.DownFor, c.Timeout, 100*c.FlakyRate, c.Work, 100*c.DeadlineFailRate, c.DeadlineTimeout, c.Work, deadlineWarmup); err != nil {
 		return err
 	}
 	rows := [][]string{{"scenario", "mode", "calls", "success", "leaf_per_call", "B per call", "A per call", "recover_ms",
