@@ -35,7 +35,7 @@
 // its weight's share: a server with four times the workers has fewer than
 // four times the calls queued at the same utilization.) Equal weights
 // keep the strict rule: fewest pending calls, then a latency estimate
-// under half the other's, ties broken at random.
+// under half the other's and over 1 ms below it, ties broken at random.
 //
 // Outlier ejection. A peer that answers UNEXPECTED or NETWORK errors
 // ConsecutiveErrors times in a row (default 5; an OK, BUSY or BAD_REQUEST

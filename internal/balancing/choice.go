@@ -71,13 +71,22 @@ func LotteryKey(pending int64, w, d, e float64) float64 {
 
 // Better reports whether peer a is to be preferred to peer b when their
 // effective weights are equal: fewer pending calls, then a latency
-// estimate less than half of b's (0 means unknown, never better). Closer
-// latencies tie, and the caller breaks the tie at random: loopback and
-// LAN latencies jitter by tens of percent, and preferring the marginally
-// faster peer would send it all the traffic of a lightly loaded client.
+// estimate less than half of b's and more than betterGap below it (0
+// means unknown, never better). Closer latencies tie, and the caller
+// breaks the tie at random: loopback and LAN latencies jitter by tens of
+// percent, and preferring the marginally faster peer would send it all
+// the traffic of a lightly loaded client.
 func Better(pendingA, pendingB int64, latA, latB time.Duration) bool {
 	if pendingA != pendingB {
 		return pendingA < pendingB
 	}
-	return latA > 0 && 2*latA < latB
+	return latA > 0 && 2*latA < latB && latB-latA > betterGap
 }
+
+// betterGap is how much lower a peer's latency estimate must be, besides
+// under half, for Better to prefer it. On a loaded host two equal peers'
+// estimates of a hundred microseconds or so, each from a few samples,
+// differ twofold by chance; without the gap the one that drew the slower
+// samples got no call until its estimate went stale (a second), and a
+// bench run of half a second left it out entirely.
+const betterGap = time.Millisecond

@@ -54,9 +54,10 @@ func TestSlow(t *testing.T) {
 	}
 }
 
-// Better: fewer pending first, then a latency under half the other's.
+// Better: fewer pending first, then a latency under half the other's and
+// over a millisecond below it.
 func TestBetter(t *testing.T) {
-	ms := time.Millisecond
+	ms, us := time.Millisecond, time.Microsecond
 	for _, tt := range []struct {
 		pa, pb int64
 		la, lb time.Duration
@@ -65,8 +66,11 @@ func TestBetter(t *testing.T) {
 		{1, 2, 10 * ms, ms, true},
 		{2, 1, ms, 10 * ms, false},
 		{1, 1, ms, 3 * ms, true},
-		{1, 1, ms, 2 * ms, false}, // exactly half: a tie
-		{1, 1, 0, 3 * ms, false},  // unknown is never better
+		{1, 1, ms, 2 * ms, false},          // exactly half: a tie
+		{1, 1, 100 * us, 400 * us, false},  // a quarter, but 0.3 ms apart: a tie
+		{1, 1, 500 * us, 1500 * us, false}, // a third, exactly 1 ms apart: a tie
+		{1, 1, 500 * us, 1600 * us, true},
+		{1, 1, 0, 3 * ms, false}, // unknown is never better
 		{1, 1, ms, 0, false},
 	} {
 		if got := Better(tt.pa, tt.pb, tt.la, tt.lb); got != tt.want {
