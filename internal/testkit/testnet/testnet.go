@@ -20,7 +20,13 @@ import (
 // the kernel handed out a moment ago and that was closed again, so that a
 // connect to it is refused at once.
 func Refused(t testing.TB) string {
-	return must(t, func() (*Listener, error) { return Listen(false, nil) }, false).Addr()
+	t.Helper()
+	nl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("testnet: listen on 127.0.0.1:0: %v", err)
+	}
+	defer nl.Close()
+	return nl.Addr().String()
 }
 
 // Listener accepts TCP connections on 127.0.0.1, counts them and serves
@@ -44,24 +50,21 @@ func (l *Listener) Accepts() int64 { return l.accepts.Load() }
 // AcceptClose starts a listener that closes every connection as soon as it
 // accepts it: TCP connects, TChannel's handshake fails.
 func AcceptClose(t testing.TB) *Listener {
-	return must(t, func() (*Listener, error) { return Listen(false, nil) }, true)
+	return must(t, func() (*Listener, error) { return Listen(false, nil) })
 }
 
 // BlackHole starts a listener that holds every connection it accepts open
 // and never sends a byte: TChannel's handshake never completes.
 func BlackHole(t testing.TB) *Listener {
-	return must(t, func() (*Listener, error) { return Listen(true, nil) }, true)
+	return must(t, func() (*Listener, error) { return Listen(true, nil) })
 }
 
-// must starts a listener for t: stopped with the test (keep) or at once.
-func must(t testing.TB, start func() (*Listener, error), keep bool) *Listener {
+// must starts a listener for t, stopped with the test.
+func must(t testing.TB, start func() (*Listener, error)) *Listener {
 	t.Helper()
 	l, err := start()
 	if err != nil {
 		t.Fatal(err)
-	}
-	if !keep {
-		l.Close()
 	}
 	t.Cleanup(l.Close)
 	return l
@@ -168,7 +171,7 @@ type Proxy struct {
 // StartProxy starts a proxy to target (host:port); it stops with the test.
 func StartProxy(t testing.TB, target string) *Proxy {
 	p := &Proxy{target: target}
-	p.Listener = must(t, func() (*Listener, error) { return listen(p.forward, nil) }, true)
+	p.Listener = must(t, func() (*Listener, error) { return listen(p.forward, nil) })
 	return p
 }
 
