@@ -204,9 +204,13 @@ func startServer(spec *serverSpec) (*Target, error) {
 	}()
 	// The debug line is on stderr, written before the address on stdout
 	// but read by another goroutine.
-	for deadline := time.Now().Add(5 * time.Second); t.DebugURL == "" && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	wait := time.NewTimer(5 * time.Second)
+	select {
+	case <-p.stderr.debugSeen():
 		t.DebugURL = p.stderr.debug()
+	case <-wait.C:
 	}
+	wait.Stop()
 	t.PID, t.p = p.Pid(), p
 	if err := checkTarget(t.Addr); err != nil {
 		t.Close()
@@ -345,6 +349,7 @@ type stderrWatch struct {
 	mu                          sync.Mutex
 	partial                     []byte
 	debugURL, msg, at, lastLine string
+	seen                        chan struct{} // closed once debugURL is set; made by debugSeen
 }
 
 func (w *stderrWatch) Write(b []byte) (int, error) {
@@ -372,6 +377,9 @@ func (w *stderrWatch) line(l string) {
 	}
 	if m := debugLine.FindStringSubmatch(l); m != nil && w.debugURL == "" {
 		w.debugURL = m[1]
+		if w.seen != nil {
+			close(w.seen)
+		}
 	}
 	switch {
 	case w.msg == "":
@@ -392,6 +400,20 @@ func (w *stderrWatch) get(f func() string) string {
 }
 
 func (w *stderrWatch) debug() string { return w.get(func() string { return w.debugURL }) }
+
+// debugSeen returns a channel closed once the child has said its debug
+// listener's URL.
+func (w *stderrWatch) debugSeen() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seen == nil {
+		w.seen = make(chan struct{})
+		if w.debugURL != "" {
+			close(w.seen)
+		}
+	}
+	return w.seen
+}
 
 func (w *stderrWatch) last() string {
 	return w.get(func() string {
