@@ -118,21 +118,9 @@ func (d *deployFlags) Run(ctx context.Context, fs *cli.FlagSet, a cli.BenchArgs,
 	}
 	cfg.Progress = func(s string) { fmt.Fprintf(stderr, "%s\n", s) }
 	res, err := deploy.Run(ctx, cfg)
-	if res != nil && len(res.Rows) > 0 {
-		if asJSON {
-			if code := fs.WriteJSON(res); code != cli.ExitOK {
-				return code
-			}
-		} else if werr := res.WriteTable(stdout); werr != nil {
-			return fs.Failure("%v", werr)
-		}
+	n := 0
+	if res != nil {
+		n = len(res.Rows)
 	}
-	if err != nil {
-		if ctx.Err() != nil {
-			fmt.Fprintln(stderr, "sluice-lab bench: interrupted; the rows done so far are above")
-			return cli.ExitOK
-		}
-		return fs.Failure("%v", err)
-	}
-	return cli.ExitOK
+	return fs.ReportMade(ctx, n, err, asJSON, func() any { return res }, func(w io.Writer) error { return res.WriteTable(w) }, "rows")
 }

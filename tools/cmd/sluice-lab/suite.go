@@ -53,22 +53,7 @@ func parseSuite[L any](s *suite, args []string, parseList func(string) (L, error
 func (s *suite) progress(format string, a ...any) { fmt.Fprintf(s.stderr, format+"\n", a...) }
 
 // finish prints the n items a run that ended with err made, if any:
-// report() as JSON, or table's table. It returns the exit code: 0 also
-// when ctx ended the run, 1 when it failed or nothing could be printed.
+// report() as JSON, or table's table (cli.FlagSet.ReportMade).
 func (s *suite) finish(ctx context.Context, n int, err error, report func() any, table func(w io.Writer) error) int {
-	if n > 0 && s.asJSON {
-		if code := s.WriteJSON(report()); code != cli.ExitOK {
-			return code
-		}
-	} else if n > 0 {
-		if werr := table(s.stdout); werr != nil {
-			return s.Failure("%v", werr)
-		}
-	}
-	if err != nil && ctx.Err() != nil {
-		s.progress("sluice-lab %s: interrupted; the %s made so far are above", s.name, s.made)
-	} else if err != nil {
-		return s.Failure("%v", err)
-	}
-	return cli.ExitOK
+	return s.ReportMade(ctx, n, err, s.asJSON, report, table, s.made)
 }

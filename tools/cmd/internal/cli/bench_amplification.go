@@ -39,12 +39,6 @@ func benchAmplification(ctx context.Context, fs *FlagSet, a modeArgs, stdout, st
 	}
 	cfg.Progress = func(s string) { fmt.Fprintf(stderr, "running: %s\n", s) }
 	res, err := amplification.Run(ctx, cfg)
-	interrupted, code := fs.ReportRun(ctx, res, err, a.json, stdout)
-	if code != ExitOK {
-		return code
-	}
-	if interrupted {
-		fmt.Fprintf(stderr, "%s: interrupted; the runs done so far are above\n", fs.Name())
-	}
-	return ExitOK
+	_, code := fs.ReportRun(ctx, res, err, a.json, "runs")
+	return code
 }

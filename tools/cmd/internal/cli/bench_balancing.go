@@ -46,7 +46,7 @@ func benchBalancing(ctx context.Context, fs *FlagSet, a modeArgs, stdout, stderr
 	}
 	cfg.Progress = func(s string) { fmt.Fprintf(stderr, "running: %s\n", s) }
 	res, err := balancing.Run(ctx, cfg)
-	interrupted, code := fs.ReportRun(ctx, res, err, a.json, stdout)
+	interrupted, code := fs.ReportRun(ctx, res, err, a.json, "scenarios")
 	if code != ExitOK {
 		return code
 	}
@@ -60,9 +60,6 @@ func benchBalancing(ctx context.Context, fs *FlagSet, a modeArgs, stdout, stderr
 				fmt.Fprintf(stdout, "chart: %s\n", res.ChartPaths(a.chart)[s])
 			}
 		}
-	}
-	if interrupted {
-		fmt.Fprintf(stderr, "%s: interrupted; the scenarios done so far are above\n", fs.Name())
 	}
 	return ExitOK
 }

@@ -441,7 +441,7 @@ func TestBenchBalancingInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	code, out, errOut := runBench(t, ctx, "--balancing", "all", "--ci")
-	if code != 0 || !strings.Contains(out, "Balancing, ci size") || !strings.Contains(errOut, "interrupted; the scenarios done so far are above") {
+	if code != 0 || !strings.Contains(out, "Balancing, ci size") || !strings.Contains(errOut, "interrupted; the scenarios made so far are above") {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 0, the heading, and the interruption named", code, out, errOut)
 	}
 }

@@ -77,19 +77,37 @@ type tableResult interface{ WriteTable(w io.Writer) error }
 
 // ReportRun prints res of a bench mode's run that ended with err, as
 // JSON or its table. A run the user interrupted (ctx ended) still prints
-// the rows done so far, and says so; another error is a failure.
-func (f *FlagSet) ReportRun(ctx context.Context, res tableResult, err error, asJSON bool, stdout io.Writer) (interrupted bool, code int) {
+// the rows done so far, and says on stderr that the items (what it makes:
+// "runs") made so far are above; another error is a failure.
+func (f *FlagSet) ReportRun(ctx context.Context, res tableResult, err error, asJSON bool, items string) (interrupted bool, code int) {
 	interrupted = err != nil && ctx.Err() != nil
 	if err != nil && !interrupted {
 		return false, f.Failure("%v", err)
 	}
-	if asJSON {
-		return interrupted, f.WriteJSON(res)
+	return interrupted, f.ReportMade(ctx, 1, err, asJSON, func() any { return res }, res.WriteTable, items)
+}
+
+// ReportMade prints the n items a run that ended with err made, if any:
+// report() as JSON with asJSON, else table's table. It returns ExitOK,
+// also when ctx ended the run (it then says on stderr that the items made
+// so far are above), and a failure when the run failed otherwise or
+// nothing could be printed.
+func (f *FlagSet) ReportMade(ctx context.Context, n int, err error, asJSON bool, report func() any, table func(io.Writer) error, items string) int {
+	if n > 0 && asJSON {
+		if code := f.WriteJSON(report()); code != ExitOK {
+			return code
+		}
+	} else if n > 0 {
+		if werr := table(f.stdout); werr != nil {
+			return f.Failure("%v", werr)
+		}
 	}
-	if werr := res.WriteTable(stdout); werr != nil {
-		return interrupted, f.Failure("%v", werr)
+	if err != nil && ctx.Err() != nil {
+		fmt.Fprintf(f.stderr, "%s: interrupted; the %s made so far are above\n", f.Name(), items)
+	} else if err != nil {
+		return f.Failure("%v", err)
 	}
-	return interrupted, ExitOK
+	return ExitOK
 }
 
 // Report prints a run's result res: as JSON with asJSON, else table's
