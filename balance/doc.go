@@ -44,14 +44,14 @@
 // BaseTime x k (default 30 s), k being 1 for its first ejection and one
 // more for each ejection that follows within BaseTime of the last one
 // ending, capped at MaxTime (default 300 s), unless the failure is
-// shared: while every other peer not ejected last answered such an error
-// too, none is ejected (ejecting one would only move its calls onto peers
-// that fail alike). At most MaxPercent of the
-// list's peers (default 10%, and always at least one) are ejected at
-// once; when fewer than PanicThreshold percent (default 50%) of the peers
-// are ready and not ejected, ejections are ignored, so that a fleet with
-// many failing peers keeps using all of them rather than overloading a
-// few.
+// shared: while every other ready peer that has answered (and is not
+// ejected) last answered such an error too, none is ejected (ejecting one
+// would only move its calls onto peers that fail alike). At most
+// MaxPercent of the list's peers (default 10%, and always at least one)
+// are ejected at once; when fewer than PanicThreshold percent (default
+// 50%) of the peers are ready and not ejected, ejections are ignored, so
+// that a fleet with many failing peers keeps using all of them rather than
+// overloading a few.
 //
 // Shard keys. A call carrying a shard key goes to the key's home on a
 // consistent-hash ring over the list's peers (each peer holds points in

@@ -518,8 +518,7 @@ func (l *List) take(p *Peer, now time.Time, c criticality.Class, av *availabilit
 // better reports whether a should be preferred to b at time now, peers
 // of equal effective weights (balancing.Better): fewer pending calls, then
 // a fresh latency estimate less than half of b's and over a millisecond
-// below it. A stale estimate (see
-// latencyTTL) counts as unknown.
+// below it. A stale estimate (see latencyTTL) counts as unknown.
 func better(a, b *Peer, now time.Time) bool {
 	pa, pb := a.pending.Load(), b.pending.Load()
 	if pa != pb {

@@ -18,8 +18,9 @@
 // it is full. List.Choose considers Ready peers only; it skips peers the
 // caller excludes (those an earlier attempt of the same call used), peers
 // held at their level and peers whose limiter refuses, and among the rest
-// prefers the one with the fewest pending calls, then a clearly (2x) lower
-// latency estimate, breaking ties at random. Small lists are scanned whole;
+// prefers the one with the fewest pending calls, then a clearly lower
+// latency estimate (under half and over 1 ms lower), breaking ties at
+// random. Small lists are scanned whole;
 // larger ones use the power of two random choices, which is nearly as good
 // and costs the same at any size.
 //

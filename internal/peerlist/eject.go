@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/internal/balancing"
+	"github.com/sluice-rpc/sluice/peer"
 )
 
 // ejectedAt reports whether p is ejected at ns (Unix nanoseconds).
@@ -11,10 +12,10 @@ func (p *Peer) ejectedAt(ns int64) bool { return p.ejectedUntil.Load() > ns }
 
 // eject ejects p at now, after its run of UNEXPECTED and NETWORK answers
 // reached the threshold, unless ejection is disabled, p is already
-// ejected, the list already has its most ejected peers, or every other
-// peer still chosen is failing too (then p stays, and its next such
-// answer tries again). The ejection lasts Ejection.Duration of its
-// multiplier (see balancing.Ejection.Multiplier).
+// ejected, the list already has its most ejected peers, or the failure is
+// shared (failingAlike); then p stays, and its next such answer tries
+// again. The ejection lasts Ejection.Duration of its multiplier (see
+// balancing.Ejection.Multiplier).
 func (l *List) eject(p *Peer, now time.Time) {
 	e := balancing.Ejection(l.bal.Ejection)
 	if e.Disabled {
@@ -26,7 +27,11 @@ func (l *List) eject(p *Peer, now time.Time) {
 		// must not take the lock and a pass over the peers per error.
 		return
 	}
+	if ns < l.sharedUntil.Load() {
+		return // nor one whose failure the peers shared a moment ago
+	}
 	if failingAlike(l.peers.Load().peers, p, ns) {
+		l.sharedUntil.Store(ns + figuresTTL)
 		return
 	}
 	l.ejectMu.Lock()
@@ -56,6 +61,7 @@ func (l *List) eject(p *Peer, now time.Time) {
 	p.ejectK, p.ejectEnd = k, until
 	p.ejectedUntil.Store(until)
 	p.errorsInRow.Store(0)
+	p.lastAnswer.Store(answerNone) // back from the ejection, it has not answered yet
 	p.ejections.Add(1)
 	p.m.Ejections.Inc(1)
 	// Choices see the ejection at once: the figures held expire, and a
@@ -64,27 +70,42 @@ func (l *List) eject(p *Peer, now time.Time) {
 	m.figures.Store(&figures{})
 }
 
-// failingAlike reports whether every peer of peers other than p that is
-// not ejected at ns ended its last attempt with an UNEXPECTED or NETWORK
-// error, as p did, and there is at least one. A failure the peers share
-// (their own downstream is down, say) is not p's: ejecting p would only
-// move its load onto peers that fail the same way, and leave the load
-// uneven once they recover. An outlier is ejected as soon as one other
-// peer answers as a working server does. It reads atomics only: under a
-// wide outage every error calls it, so it takes no lock.
+// failingAlike reports whether the failure of p is one the peers share:
+// among the other peers that are Ready and not ejected at ns, at least one
+// has answered, and each whose last telling answer (see lastAnswer) is
+// known ended with an UNEXPECTED or NETWORK error, as p's did. Their own
+// downstream being down, say: ejecting p would only move its calls onto
+// peers that fail alike, and leave the load uneven once they recover. A
+// peer that has not answered yet tells nothing, nor one back from an
+// ejection that has not answered since. An outlier is ejected as
+// soon as one other peer answers as a working server does. It reads
+// atomics only, and eject keeps its verdict a while (sharedUntil): under
+// a wide outage every error calls eject.
 func failingAlike(peers []*Peer, p *Peer, ns int64) bool {
-	others := 0
+	failing := 0
 	for _, q := range peers {
-		if q == p || q.ejectedAt(ns) {
+		if q == p || q.ejectedAt(ns) || q.State() != peer.Ready {
 			continue
 		}
-		if q.errorsInRow.Load() == 0 {
+		switch q.lastAnswer.Load() {
+		case answerWorking:
 			return false
+		case answerFailing:
+			failing++
 		}
-		others++
 	}
-	return others > 0
+	return failing > 0
 }
+
+// A peer's last answer that says whether it works (Peer.lastAnswer): none
+// yet, one a working server gives (OK, BUSY, BAD_REQUEST), or an
+// UNEXPECTED or NETWORK error. Timeouts, cancellations and DECLINED say
+// nothing either way.
+const (
+	answerNone int32 = iota
+	answerWorking
+	answerFailing
+)
 
 // Ejected reports whether the peer is ejected at now (from the list's
 // clock): not chosen, after answering UNEXPECTED or NETWORK errors too

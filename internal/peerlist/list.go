@@ -46,6 +46,11 @@ type List struct {
 	// ejection can happen before then (Set resets it: a peer that left
 	// frees its place).
 	capFullUntil atomic.Int64
+	// sharedUntil is, once an ejection was refused for a failure every
+	// chosen peer shared (failingAlike), until when that verdict stands,
+	// Unix nanoseconds: at most figuresTTL, and not past the first answer
+	// that says a peer works again.
+	sharedUntil atomic.Int64
 	// resolving is true until the first Set of a list whose peers come
 	// from a resolver (Config.Resolving).
 	resolving atomic.Bool
@@ -222,6 +227,7 @@ func (l *List) inherit(p, prev *Peer) {
 	p.slow.Store(prev.slow.Load())
 	p.probedAt.Store(prev.probedAt.Load())
 	p.errorsInRow.Store(prev.errorsInRow.Load())
+	p.lastAnswer.Store(prev.lastAnswer.Load())
 	p.ejectedUntil.Store(prev.ejectedUntil.Load())
 	p.ejections.Store(prev.ejections.Load())
 	l.ejectMu.Lock()

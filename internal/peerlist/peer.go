@@ -65,6 +65,7 @@ type Peer struct {
 	probedAt atomic.Int64
 
 	errorsInRow  atomic.Int64  // UNEXPECTED and NETWORK answers in a row
+	lastAnswer   atomic.Int32  // answerWorking or answerFailing: its last telling answer (answerNone: none since it was added or ejected)
 	ejectedUntil atomic.Int64  // end of its ejection, Unix nanoseconds; 0: none
 	ejections    atomic.Uint64 // times ejected
 	ejectK       int           // the last ejection's multiplier; l.ejectMu
@@ -202,6 +203,9 @@ func (p *Peer) end(now time.Time, latency time.Duration, code codes.Code, cls cr
 	p.pending.Add(-1)
 	switch code {
 	case codes.Unexpected, codes.Network:
+		if p.lastAnswer.Load() != answerFailing {
+			p.lastAnswer.Store(answerFailing)
+		}
 		if n := p.errorsInRow.Add(1); p.l != nil && n >= int64(balancing.Ejection(p.l.bal.Ejection).Threshold()) {
 			p.l.eject(p, now)
 		}
@@ -211,6 +215,12 @@ func (p *Peer) end(now time.Time, latency time.Duration, code codes.Code, cls cr
 		// declines everything) says nothing either way.
 		if p.errorsInRow.Load() != 0 {
 			p.errorsInRow.Store(0)
+		}
+		if p.lastAnswer.Load() != answerWorking {
+			p.lastAnswer.Store(answerWorking)
+			if p.l != nil {
+				p.l.sharedUntil.Store(0) // a failure the peers shared may be over
+			}
 		}
 	}
 	if code == codes.Busy {
