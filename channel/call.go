@@ -248,7 +248,7 @@ func (c *Channel) run(ctx context.Context, st *callState, service, method string
 		}
 		rr := pol.once.DoSizedFor(ctx, size, st.class, st.try)
 		outcome, stop, winner = rr.Outcome, rr.Stop, st.last
-		if outcome.Err != nil && stop == retry.StopNotRetryable && pol.wouldRetry(outcome) {
+		if outcome.Err != nil && stop == retry.StopNotRetryable && pol.wouldRetry(outcome, st.class) {
 			stop = retry.StopChained
 			m.SkippedChained()
 		}

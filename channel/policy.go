@@ -194,15 +194,16 @@ type methodPolicy struct {
 }
 
 // wouldRetry reports whether the method's own policy would retry or hedge
-// after the failed attempt o, had the call not been made for an inbound
-// retry: o was sent, and its code is one the policy retries, or one after
-// which a hedge goes out at once.
-func (p *methodPolicy) wouldRetry(o retryexec.Outcome) bool {
+// after the failed attempt o of a call of class cls, had the call not
+// been made for an inbound retry: o was sent, and its code is one the
+// policy retries, or one after which a hedge goes out at once (a
+// sheddable call never hedges).
+func (p *methodPolicy) wouldRetry(o retryexec.Outcome, cls criticality.Class) bool {
 	switch {
 	case o.Local:
 		return false
 	case p.hedge != nil:
-		return p.hedge.GoesOnAfter(o.Code)
+		return cls != criticality.Sheddable && p.hedge.GoesOnAfter(o.Code)
 	}
 	return p.retry.Retries(o.Code)
 }

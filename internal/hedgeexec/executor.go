@@ -179,9 +179,11 @@ func (e *Executor) Estimator() *Estimator { return e.est }
 func (e *Executor) MaxAttempts() int { return e.maxAttempts }
 
 // GoesOnAfter reports whether a failure with code c lets the call's other
-// attempts go on (the policy's NonFatalCodes): the next hedge is then
-// sent at once.
-func (e *Executor) GoesOnAfter(c codes.Code) bool { return e.policy.NonFatalCodes.Has(c) }
+// attempts go on (the policy's NonFatalCodes), when the call may make
+// more than one: the next hedge is then sent at once.
+func (e *Executor) GoesOnAfter(c codes.Code) bool {
+	return e.maxAttempts > 1 && e.policy.NonFatalCodes.Has(c)
+}
 
 type finished struct {
 	n int
