@@ -86,7 +86,7 @@ func Better(pendingA, pendingB int64, latA, latB time.Duration) bool {
 // betterGap is how much lower a peer's latency estimate must be, besides
 // under half, for Better to prefer it. On a loaded host two equal peers'
 // estimates of a hundred microseconds or so, each from a few samples,
-// differ twofold by chance; without the gap the one that drew the slower
-// samples got no call until its estimate went stale (a second), and a
-// bench run of half a second left it out entirely.
+// differ twofold by chance, and the one that drew the slower samples
+// would get no call until its estimate went stale (after a second):
+// below a millisecond, a difference says nothing about the peers.
 const betterGap = time.Millisecond
