@@ -178,7 +178,8 @@ type Result struct {
 type Row struct {
 	Scenario Scenario `json:"scenario"`
 	Mode     Mode     `json:"mode"`
-	// Calls is the client calls made; Success the share that succeeded.
+	// Calls is the client calls made (in the deadline scenario, after its
+	// warm-up); Success the share that succeeded.
 	Calls   int     `json:"calls"`
 	Success float64 `json:"success"`
 	// The requests the leaves, A and B received per client call.
@@ -189,10 +190,11 @@ type Row struct {
 	// first 100 ms of arrivals from which every 100 ms had 95% succeed;
 	// null if none.
 	RecoverMS *float64 `json:"recover_ms"`
-	// Deadline scenario only: the attempts any layer sent with less than
-	// Config.Work left (LateRetries: those that were retries or hedges),
-	// the handler runs begun so late, and the Channels' metrics of
-	// attempts skipped and requests refused for want of time.
+	// Deadline scenario only, counted after its warm-up (deadlineWarmup):
+	// the attempts any layer sent with less than Config.Work left
+	// (LateRetries: those that were retries or hedges), the handler runs
+	// begun so late, and the Channels' metrics of attempts skipped and
+	// requests refused for want of time.
 	LateAttempts    *int64 `json:"late_attempts"`
 	LateRetries     *int64 `json:"late_retries"`
 	LateRuns        *int64 `json:"late_runs"`
