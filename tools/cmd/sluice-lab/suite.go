@@ -14,19 +14,19 @@ import (
 // far, and exit 0.
 type suite struct {
 	*cli.FlagSet
-	name, list, made string // "faults", its list flag "scenarios", what it makes: "runs"
-	items            *string
-	ci, markdown     *bool
-	output           func([]string) (bool, int, bool)
-	asJSON           bool
-	stdout, stderr   io.Writer
+	list, made   string // its list flag ("scenarios"), what it makes ("runs")
+	items        *string
+	ci, markdown *bool
+	output       func([]string) (bool, int, bool)
+	asJSON       bool
+	stderr       io.Writer
 }
 
 // newSuite starts `sluice-lab NAME`'s flags; help's %s lists names, the
 // items --LIST picks.
 func newSuite[T ~string](name string, help cli.Help, names []T, list, listUsage, ciUsage, made string, stdout, stderr io.Writer) *suite {
 	help.About = fmt.Sprintf(help.About, cli.JoinNames(names))
-	s := &suite{FlagSet: cli.NewFlagSet("sluice-lab "+name, help, stdout, stderr), name: name, list: list, made: made, stdout: stdout, stderr: stderr}
+	s := &suite{FlagSet: cli.NewFlagSet("sluice-lab "+name, help, stdout, stderr), list: list, made: made, stderr: stderr}
 	s.items, s.ci = s.String(list, "all", listUsage), s.Bool("ci", false, ciUsage)
 	s.markdown = s.Bool("markdown", false, "print the table as Markdown")
 	s.output = cli.AddOutputFlag(s.FlagSet, false).Parse
