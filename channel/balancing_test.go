@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/balancing"
+	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/serviceconfig"
 )
@@ -153,6 +154,72 @@ func TestEjectionOnRealServers(t *testing.T) {
 				t.Fatalf("with ejection disabled the broken server got %d of 400 calls, want its share (~100)", got)
 			}
 		})
+	}
+}
+
+// A failure the ready peers share ejects none of them, and a peer that is
+// no longer ready does not count as working for its answers before: here
+// one server answered OK and then went away, and the three left answer
+// UNEXPECTED to every call.
+func TestSharedFailureOnRealServersEjectsNone(t *testing.T) {
+	var servers []*testServer
+	for range 4 {
+		servers = append(servers, startServer(t))
+	}
+	gone, rest := servers[0], servers[1:]
+	// A run of 20 errors: by then each of the three has answered at least
+	// once, so the verdict rests on all of them.
+	cfg, err := serviceconfig.Parse([]byte(`{"balancing": [{"services": ["kv"], "outlierEjection": {"consecutiveErrors": 20}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := New("client", WithServiceConfig(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	kv := to(client, "kv")
+	for _, s := range servers {
+		if err := kv.AddPeer(s.ch.HostPort()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitAllReady(t, client, servers)
+	key := ""
+	for i := 0; key == ""; i++ {
+		if home, err := kv.ShardHome(fmt.Sprint("k", i)); err != nil {
+			t.Fatal(err)
+		} else if home == gone.ch.HostPort() {
+			key = fmt.Sprint("k", i)
+		}
+	}
+	if _, err := kv.CallRaw(ctxTimeout(t), "echo", nil, []byte("x"), WithShardKey(key)); err != nil {
+		t.Fatal(err)
+	}
+	gone.ch.Close()
+	testwait.Until(t, "the client to see the closed server's peer not ready", func() bool {
+		for _, c := range kv.Peers() {
+			if c.HostPort == gone.ch.HostPort() {
+				return c.State != peer.Ready
+			}
+		}
+		return true
+	})
+	for _, s := range rest {
+		s.broken.Store(true)
+	}
+	ctx := ctxTimeout(t)
+	for i := range 150 {
+		_, err := kv.CallRaw(ctx, "echo", nil, []byte("x"))
+		var ce *CallError
+		if !errors.As(err, &ce) || ce.Code != codes.Unexpected {
+			t.Fatalf("call %d: %v; want UNEXPECTED from a broken server", i, err)
+		}
+	}
+	for _, c := range kv.Peers() {
+		if c.Ejections != 0 {
+			t.Errorf("%s ejected %d times for a failure every ready peer shares", c.HostPort, c.Ejections)
+		}
 	}
 }
 
