@@ -207,10 +207,13 @@ func startServer(spec *serverSpec) (*Target, error) {
 	wait := time.NewTimer(5 * time.Second)
 	select {
 	case <-p.stderr.debugSeen():
-		t.DebugURL = p.stderr.debug()
+	case <-p.Exited():
+		wait.Stop()
+		return failed("exited right after saying where it listens: " + p.crash())
 	case <-wait.C:
 	}
 	wait.Stop()
+	t.DebugURL = p.stderr.debug()
 	t.PID, t.p = p.Pid(), p
 	if err := checkTarget(t.Addr); err != nil {
 		t.Close()
