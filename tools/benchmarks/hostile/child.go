@@ -8,8 +8,6 @@ import (
 	"os"
 	"sync"
 	"time"
-
-	"github.com/sluice-rpc/sluice/tools/internal/childproc"
 )
 
 // ChildEnv is the environment variable, set to a job in JSON, that makes
@@ -134,45 +132,35 @@ func (e *emitter) emit(ev event) {
 
 // attacker is an attacker child seen from the parent.
 type attacker struct {
-	p       *proc
-	events  chan event // every event but "closed"
-	mu      sync.Mutex
-	closes  []time.Time   // when the child saw the server close a connection
-	drained chan struct{} // closed once the child's stdout has ended
-}
-
-// startChild starts this binary as a child doing j.
-func startChild(j job) (*proc, error) {
-	b, err := json.Marshal(j)
-	if err != nil {
-		return nil, err
-	}
-	return startProc(childproc.Config{Env: ChildEnv + "=" + string(b)})
+	p      *proc
+	events chan event // every event but "closed"; closed once the child has exited
+	mu     sync.Mutex
+	closes []time.Time // when the child saw the server close a connection
 }
 
 // startAttacker starts an attacker child doing j.
 func startAttacker(j job) (*attacker, error) {
-	p, err := startChild(j)
+	a := &attacker{events: make(chan event, 64)}
+	p, err := startChild(j, func(l string) {
+		var ev event
+		if err := json.Unmarshal([]byte(l), &ev); err != nil {
+			ev = event{Ev: "error", Err: fmt.Sprintf("unreadable line %q", l)}
+		}
+		if ev.Ev != "closed" {
+			a.events <- ev // a few: ready, done, error
+			return
+		}
+		a.mu.Lock()
+		a.closes = append(a.closes, time.Unix(0, ev.At))
+		a.mu.Unlock()
+	})
 	if err != nil {
 		return nil, err
 	}
-	a := &attacker{p: p, events: make(chan event, 64), drained: make(chan struct{})}
+	a.p = p
 	go func() {
-		defer close(a.drained)
-		defer close(a.events)
-		for l := range p.lines {
-			var ev event
-			if err := json.Unmarshal([]byte(l), &ev); err != nil {
-				ev = event{Ev: "error", Err: fmt.Sprintf("unreadable line %q", l)}
-			}
-			if ev.Ev == "closed" {
-				a.mu.Lock()
-				a.closes = append(a.closes, time.Unix(0, ev.At))
-				a.mu.Unlock()
-				continue
-			}
-			a.events <- ev // a few: ready, done, error
-		}
+		<-p.Exited() // every line has come
+		close(a.events)
 	}()
 	return a, nil
 }
@@ -187,7 +175,6 @@ func (a *attacker) next(ev string, limit time.Duration) (event, error) {
 		case e, ok := <-a.events:
 			switch {
 			case !ok:
-				a.p.Wait(procExitLimit)
 				return event{}, fmt.Errorf("attacker child: %v; stderr: %q", errNoChildHook, a.p.stderr.last())
 			case e.Ev == "error":
 				return e, fmt.Errorf("attacker child: %s", e.Err)
@@ -208,11 +195,8 @@ func (a *attacker) leave(limit time.Duration) (event, error) {
 	return ev, err
 }
 
-// stop ends the child (if still running) and waits for its output.
-func (a *attacker) stop() {
-	a.p.stop()
-	<-a.drained
-}
+// stop ends the child, if still running.
+func (a *attacker) stop() { a.p.stop() }
 
 func (a *attacker) closeTimes() []time.Time {
 	a.mu.Lock()

@@ -3,6 +3,7 @@ package hostile
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -166,7 +167,13 @@ func startServer(spec *serverSpec) (*Target, error) {
 		args = append(args, "--"+f[0], f[1])
 		t.Flags = append(t.Flags, "--"+f[0]+" "+f[1])
 	}
-	p, err := startChild(job{Kind: "exec", Bin: spec.bin, Args: args})
+	addr, said := make(chan string, 1), false
+	p, err := startChild(job{Kind: "exec", Bin: spec.bin, Args: args}, func(l string) {
+		if m := servingLine.FindStringSubmatch(l); m != nil && !said {
+			said = true
+			addr <- m[1]
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -176,24 +183,16 @@ func startServer(spec *serverSpec) (*Target, error) {
 	}
 	timer := time.NewTimer(serverStartLimit)
 	defer timer.Stop()
-	for t.Addr == "" {
-		select {
-		case l, ok := <-p.lines:
-			if !ok {
-				p.Wait(procExitLimit)
-				return failed("exited before saying where it listens: " + p.crash())
-			}
-			if m := servingLine.FindStringSubmatch(l); m != nil {
-				t.Addr = m[1]
-			}
-		case <-timer.C:
-			return failed(fmt.Sprintf("did not say where it listens within %v", serverStartLimit))
+	select {
+	case t.Addr = <-addr:
+	case <-p.Exited():
+		if len(addr) == 0 {
+			return failed("exited before saying where it listens: " + p.crash())
 		}
+		t.Addr = <-addr
+	case <-timer.C:
+		return failed(fmt.Sprintf("did not say where it listens within %v", serverStartLimit))
 	}
-	go func() {
-		for range p.lines { // a server may print more; nobody reads it
-		}
-	}()
 	// The debug line, on stderr, came first but is read by another goroutine.
 	wait := time.NewTimer(5 * time.Second)
 	select {
@@ -263,26 +262,23 @@ func (t *Target) Close() error {
 	return t.p.stop()
 }
 
-// proc is a child process, its stdout lines on lines.
+// proc is a child process: this binary doing a job.
 type proc struct {
 	*childproc.Proc
-	lines  chan string // stdout, closed once the process has exited
 	stderr *stderrWatch
 }
 
-// startProc starts a child as cfg says; the caller must drain p.lines.
-func startProc(cfg childproc.Config) (*proc, error) {
-	p := &proc{lines: make(chan string, 1024), stderr: &stderrWatch{seen: make(chan struct{})}}
-	cfg.OnLine = func(l string) { p.lines <- l }
-	cfg.Stderr = p.stderr
-	var err error
-	if p.Proc, err = childproc.Start(cfg); err != nil {
+// startChild starts this binary as a child doing j; onLine gets its
+// stdout's lines.
+func startChild(j job, onLine func(string)) (*proc, error) {
+	b, err := json.Marshal(j)
+	if err != nil {
 		return nil, err
 	}
-	go func() {
-		<-p.Exited() // OnLine has had every line
-		close(p.lines)
-	}()
+	p := &proc{stderr: &stderrWatch{seen: make(chan struct{})}}
+	if p.Proc, err = childproc.Start(childproc.Config{Env: ChildEnv + "=" + string(b), OnLine: onLine, Stderr: p.stderr}); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
