@@ -77,7 +77,7 @@ func (e *env) holdConns(kind, addr string, handshake bool) ([]*attacker, error) 
 		if i < n%children {
 			share++
 		}
-		a, err := e.attacker(job{Kind: kind, Target: addr, Conns: share, Handshake: handshake, Workers: dialers})
+		a, _, err := e.attacker(job{Kind: kind, Target: addr, Conns: share, Handshake: handshake, Workers: dialers}, "", 0)
 		if err != nil {
 			return nil, err
 		}
@@ -93,9 +93,7 @@ func (e *env) holdConns(kind, addr string, handshake bool) ([]*attacker, error) 
 		c.Opened += ev.Opened
 		c.Early += ev.Closed
 		c.Failed += ev.Failed
-		if ev.Note != "" {
-			e.r.fig("attacker", "%s", ev.Note)
-		}
+		e.r.note("attacker", ev.Note)
 	}
 	c.ReadyIn = millis.Duration(time.Since(start))
 	e.logf("%s", c)
@@ -232,11 +230,7 @@ func childHold(ctx context.Context, j job, out *emitter, leave context.Context) 
 func runConnectReset(e *env) error {
 	p := e.p
 	e.startSide()
-	a, err := e.attacker(job{Kind: "reset", Target: e.t.Addr, For: p.resetFor, Workers: p.resetWorkers})
-	if err != nil {
-		return err
-	}
-	done, err := a.next("done", p.resetFor+leaveLimit)
+	_, done, err := e.attacker(job{Kind: "reset", Target: e.t.Addr, For: p.resetFor, Workers: p.resetWorkers}, "done", p.resetFor+leaveLimit)
 	if err != nil {
 		return err
 	}
@@ -245,9 +239,7 @@ func runConnectReset(e *env) error {
 	}
 	e.r.fig("connects", "%d in %s (%.0f/s) from %d goroutines, %d failed", done.Sent, sec(p.resetFor),
 		float64(done.Sent)/p.resetFor.Seconds(), p.resetWorkers, done.Failed)
-	if done.Note != "" {
-		e.r.fig("attacker", "%s", done.Note)
-	}
+	e.r.note("attacker", done.Note)
 	e.sideFigure()
 	return nil
 }

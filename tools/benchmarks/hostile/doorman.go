@@ -137,9 +137,7 @@ func (e *env) newClients(ask func(stub pb.CapacityClient, i string) (string, err
 // the probe, those whose outcome is ok served.
 func (e *env) newClientsFigures(name, ok string, outcomes map[string]int, lat []time.Duration, refusal string) {
 	e.r.fig(name, "%s of %d; p50 %s p99 %s", countList(outcomes), e.p.floodNew, ms(quantile(lat, 0.5)), ms(quantile(lat, 0.99)))
-	if refusal != "" {
-		e.r.fig("a new client's first refusal", "%s", refusal)
-	}
+	e.r.note("a new client's first refusal", refusal)
 	e.r.Probe = latencyLoad(e.p.floodNew, outcomes[ok], lat, refusal)
 }
 
@@ -185,11 +183,7 @@ func runDoormanSilent(e *env) error {
 func runDoormanFlood(e *env) error {
 	p := e.p
 	start := time.Now()
-	a, err := e.attacker(job{Kind: "flood", Target: e.t.Addr, Source: floodSource, Count: p.floodIDs, Workers: 32, Conns: 4})
-	if err != nil {
-		return err
-	}
-	ready, err := a.next("ready", readyLimit)
+	a, ready, err := e.attacker(job{Kind: "flood", Target: e.t.Addr, Source: floodSource, Count: p.floodIDs, Workers: 32, Conns: 4}, "ready", readyLimit)
 	if err != nil {
 		return err
 	}
@@ -204,9 +198,7 @@ func runDoormanFlood(e *env) error {
 	done := e.leave(a)
 	err = e.end(nil, p.settle)
 	e.r.fig(fmt.Sprintf("flood: %d client ids from %s", p.floodIDs, floodSource), "%s, in %s", countList(ready.Got), sec(time.Duration(ready.At-start.UnixNano())))
-	if ready.Note != "" {
-		e.r.fig("flood's first refusal", "%s", ready.Note)
-	}
+	e.r.note("flood's first refusal", ready.Note)
 	e.r.fig("flood renewals meanwhile", "%d: %s", done.Sent, countList(done.Got))
 	e.newClientsFigures(fmt.Sprintf("new clients from %s", newSource), "lease", outcomes, lat, refusal)
 	return err
@@ -502,9 +494,7 @@ func runDoormanPoison(e *env) error {
 	err = e.end(nil, p.settle)
 	e.r.fig(fmt.Sprintf("attackers from %s", floodSource), "2 clients wanting %g of %q (PROPORTIONAL_SHARE, capacity %d) for %s, last granted %v",
 		poisonWants, poisonResource, poisonCapacity, sec(p.hold), attackers)
-	if attackErr != "" {
-		e.r.fig("an attacker's refusal", "%s", attackErr)
-	}
+	e.r.note("an attacker's refusal", attackErr)
 	e.r.fig(fmt.Sprintf("legitimate grants during the attack, from %s", newSource), "%s", during.load())
 	e.r.fig("legitimate grants after the attackers' leases", "%s", after.load())
 	probe := during.load()
@@ -569,9 +559,7 @@ func runDoormanResources(e *env) error {
 	err = e.end(nil, p.settle)
 	e.r.fig(fmt.Sprintf("flood: resource ids from %s", floodSource), "%d accepted in %s, %d requests of %d refused",
 		accepted, sec(took), refused, floodPerRequest)
-	if firstRefusal != "" {
-		e.r.fig("flood's first refusal", "%s", firstRefusal)
-	}
+	e.r.note("flood's first refusal", firstRefusal)
 	e.newClientsFigures(fmt.Sprintf("new clients from %s asking %q and one of their own", newSource, kvResource), "both granted", outcomes, lat, refusal)
 	e.r.fig("the flood's next new resource", "%s", floodAfter)
 	return err

@@ -131,6 +131,13 @@ func (r *Result) fig(name, format string, args ...any) {
 	r.Figures = append(r.Figures, Figure{name, fmt.Sprintf(format, args...)})
 }
 
+// note appends a figure whose value is v, unless v is empty.
+func (r *Result) note(name, v string) {
+	if v != "" {
+		r.fig(name, "%s", v)
+	}
+}
+
 func (r *Result) problem(format string, args ...any) {
 	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
 }

@@ -240,13 +240,19 @@ func (e *env) startSide() { e.side = e.startLoad("the side client", e.p.sideRate
 // sideFigure appends the side client's figure.
 func (e *env) sideFigure() { e.r.fig(fmt.Sprintf("side client (%g/s)", e.p.sideRate), "%s", e.r.Side) }
 
-// attacker starts an attacker child doing j, stopped with the cleanups.
-func (e *env) attacker(j job) (*attacker, error) {
+// attacker starts an attacker child doing j, stopped with the cleanups,
+// and waits at most limit for its event ev, unless ev is "".
+func (e *env) attacker(j job, ev string, limit time.Duration) (*attacker, event, error) {
 	a, err := startAttacker(j)
-	if err == nil {
-		e.cleanups = append(e.cleanups, a.stop)
+	if err != nil {
+		return nil, event{}, err
 	}
-	return a, err
+	e.cleanups = append(e.cleanups, a.stop)
+	if ev == "" {
+		return a, event{}, nil
+	}
+	got, err := a.next(ev, limit)
+	return a, got, err
 }
 
 // leave has the attacker leave and returns its last event.

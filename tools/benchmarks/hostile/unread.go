@@ -38,8 +38,8 @@ var errLastFragment = errors.New("the last fragment, never sent")
 func runUnfinished(e *env) error {
 	p := e.p
 	e.startSide()
-	a, err := e.attacker(job{Kind: "unfinished", Target: e.t.Addr, Conns: unfinishedTo, Count: p.unfinished,
-		Size: p.unfinishedSize, Over: p.unfinishedOver, TTL: unfinishedTTL})
+	a, _, err := e.attacker(job{Kind: "unfinished", Target: e.t.Addr, Conns: unfinishedTo, Count: p.unfinished,
+		Size: p.unfinishedSize, Over: p.unfinishedOver, TTL: unfinishedTTL}, "", 0)
 	if err != nil {
 		return err
 	}
@@ -71,9 +71,7 @@ func runUnfinished(e *env) error {
 	if len(done.Got) > 0 {
 		e.r.fig("the server sent the attacker", "%s", countList(done.Got))
 	}
-	if ready.Note != "" {
-		e.r.fig("attacker", "%s", ready.Note)
-	}
+	e.r.note("attacker", ready.Note)
 	e.r.fig(fmt.Sprintf("legitimate %d MB call", p.legitSize/1_000_000), "%s", e.r.Legit)
 	e.sideFigure()
 	e.r.fig("after figures", "%s after the attacker left", sec(p.unfinishedAfter))
@@ -211,11 +209,7 @@ func runUnreadReplies(e *env) error {
 	p := e.p
 	e.startSide()
 	start := time.Now()
-	a, err := e.attacker(job{Kind: "unread", Target: e.t.Addr, Conns: 1, Count: p.unread, Size: unreadSize, Deadline: writeLimit})
-	if err != nil {
-		return err
-	}
-	ready, err := a.next("ready", readyLimit)
+	a, ready, err := e.attacker(job{Kind: "unread", Target: e.t.Addr, Conns: 1, Count: p.unread, Size: unreadSize, Deadline: writeLimit}, "ready", readyLimit)
 	if err != nil {
 		return err
 	}
@@ -224,9 +218,7 @@ func runUnreadReplies(e *env) error {
 	done := e.leave(a)
 	err = e.end(err, p.settle)
 	e.r.fig("calls written, replies unread", "%d of %d (%s MiB)", ready.Sent, p.unread, mb(ready.Bytes))
-	if ready.Note != "" {
-		e.r.fig("attacker", "%s", ready.Note)
-	}
+	e.r.note("attacker", ready.Note)
 	c := &Conns{Wanted: 1, Opened: 1, Closed: done.Closed}
 	e.r.Conns = c
 	if done.Closed > 0 {
@@ -250,7 +242,7 @@ func runUnreadTotal(e *env) error {
 	ns := []int{p.never, p.trickle}
 	var attackers []*attacker
 	for i, over := range []time.Duration{0, p.trickleEvery} {
-		a, err := e.attacker(job{Kind: "unread", Target: e.t.Addr, Conns: ns[i], Count: p.totalCalls, Size: unreadSize, Over: over})
+		a, _, err := e.attacker(job{Kind: "unread", Target: e.t.Addr, Conns: ns[i], Count: p.totalCalls, Size: unreadSize, Over: over}, "", 0)
 		if err != nil {
 			return err
 		}
@@ -273,9 +265,7 @@ func runUnreadTotal(e *env) error {
 		} else {
 			e.r.fig(what, "%d open until the attacker left (%s)", ns[i], sec(p.totalHold))
 		}
-		if dones[i].Note != "" {
-			e.r.fig(what+": answers", "%s", dones[i].Note)
-		}
+		e.r.note(what+": answers", dones[i].Note)
 	}
 	e.r.Conns = &Conns{Wanted: p.never + p.trickle, Opened: p.never + p.trickle, Closed: dones[0].Closed + dones[1].Closed}
 	e.sideFigure()
@@ -425,11 +415,7 @@ func every(d time.Duration, stop <-chan struct{}, f func() bool) {
 // e.p.soakFor while the server's memory is sampled every e.p.soakEvery.
 func runSoak(e *env) error {
 	p := e.p
-	a, err := e.attacker(job{Kind: "soak", Target: e.t.Addr, Rate: p.soakRate, For: p.soakFor, Deadline: callDeadline})
-	if err != nil {
-		return err
-	}
-	done, err := a.next("done", p.soakFor+leaveLimit)
+	_, done, err := e.attacker(job{Kind: "soak", Target: e.t.Addr, Rate: p.soakRate, For: p.soakFor, Deadline: callDeadline}, "done", p.soakFor+leaveLimit)
 	if err != nil {
 		return err
 	}
