@@ -282,14 +282,7 @@ func startChild(j job, onLine func(string)) (*proc, error) {
 	return p, nil
 }
 
-func (p *proc) dead() bool {
-	select {
-	case <-p.Exited():
-		return true
-	default:
-		return false
-	}
-}
+func (p *proc) dead() bool { return isClosed(p.Exited()) }
 
 // stop sends SIGTERM and closes stdin, killing the process after
 // procExitLimit; an error is a child that outlived SIGKILL.
