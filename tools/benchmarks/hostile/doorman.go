@@ -512,7 +512,6 @@ func runDoormanPoison(e *env) error {
 // floodResources new resource ids; then new clients from newSource
 // each ask for kvResource and one of their own.
 func runDoormanResources(e *env) error {
-	p := e.p
 	flood, err := e.doormanStub(floodSource)
 	if err != nil {
 		return err
@@ -527,9 +526,7 @@ func runDoormanResources(e *env) error {
 		}
 		if _, err := askFor(e.ctx, flood, "flood-"+strconv.Itoa(i/floodPerRequest), 1, ids...); err != nil {
 			refused++
-			if firstRefusal == "" {
-				firstRefusal = status.Convert(err).Message()
-			}
+			firstRefusal = cmp.Or(firstRefusal, status.Convert(err).Message())
 			continue
 		}
 		accepted += len(ids)
@@ -556,7 +553,7 @@ func runDoormanResources(e *env) error {
 	if err != nil {
 		floodAfter = status.Code(err).String()
 	}
-	err = e.end(nil, p.settle)
+	err = e.end(nil, e.p.settle)
 	e.r.fig(fmt.Sprintf("flood: resource ids from %s", floodSource), "%d accepted in %s, %d requests of %d refused",
 		accepted, sec(took), refused, floodPerRequest)
 	e.r.note("flood's first refusal", firstRefusal)
