@@ -109,81 +109,64 @@ type Size = benchrun.Size
 
 // The sizes.
 const (
-	// Full is the size of the report that found the attacks: 20,000
-	// connections, 400 unfinished requests of 4 MB, 5,000 unread replies,
-	// 20 s of connect-reset, 3 minutes of soak, 300,000 Doorman client
-	// ids. A run of every attack takes about ten minutes.
+	// Full is the size of the report that found the attacks (20,000
+	// connections, ...): about ten minutes for every attack.
 	Full = benchrun.Full
 	// CI is small enough for go test: a few seconds an attack.
 	CI = benchrun.CI
 )
 
+// Numbers every size shares.
+const (
+	probeEvery     = 100 * time.Millisecond // the new client's interval between calls
+	callDeadline   = time.Second            // every legitimate call's deadline
+	unfinishedTTL  = 120 * time.Second
+	unfinishedTo   = 4        // unfinished's connections
+	unreadSize     = 60 << 10 // the unread calls' arg3
+	floodResources = 101_000  // doorman-resources' ids (the server's table holds 100,000)
+	bigAnswers     = 40       // big-answers-client's calls
+)
+
 // params are an attack's numbers at a size.
 type params struct {
-	conns      int           // stall, doorman-silent, debug-idle: connections held
-	hold       time.Duration // how long the attack holds once in place
-	settle     time.Duration // from the attacker leaving to the "after" figures
-	probeEvery time.Duration // the new client's interval between calls
-	deadline   time.Duration // every legitimate call's deadline
-	sideRate   float64       // the side client's calls per second
-
-	// unfinished: requests of unfinishedSize bytes sent over
-	// unfinishedOver on unfinishedTo connections, held unfinishedHold,
-	// the "after" figures unfinishedAfter after the attacker left; and
-	// the legitimate large call.
-	unfinished, unfinishedSize, unfinishedTo       int
-	unfinishedOver, unfinishedTTL                  time.Duration
-	unfinishedHold, unfinishedAfter, legitDeadline time.Duration
-	legitSize                                      int
-	unread, unreadSize                             int // unread-replies' calls and their arg3
-	resetFor                                       time.Duration
-	resetWorkers                                   int
-	soakRate                                       float64
-	soakFor, soakEvery                             time.Duration // soakEvery: the RSS sampling interval
-	closeWait                                      time.Duration // malformed: the wait for a connection to close
-	floodIDs, floodNew                             int           // doorman-flood's client ids, and new clients from another source
-	getTimeout                                     time.Duration
-	floodResources                                 int // doorman-resources' ids (the server's table holds 100,000)
-	never, trickle, totalCalls                     int // unread-total's connections, and each one's calls
-	trickleEvery, totalHold                        time.Duration
-	bigAnswers, bigAnswerSize                      int // big-answers-client's calls, and each answer's arg3
+	conns    int           // connections held (stall, doorman-silent, debug-idle)
+	hold     time.Duration // how long the attack holds once in place
+	settle   time.Duration // from the attacker leaving to the "after" figures
+	sideRate float64       // the side client's calls per second
+	// unfinished: requests of unfinishedSize bytes over unfinishedOver;
+	// the legitimate call.
+	unfinished, unfinishedSize                      int
+	unfinishedOver, unfinishedHold, unfinishedAfter time.Duration
+	legitSize                                       int
+	legitDeadline                                   time.Duration
+	unread                                          int // unread-replies' calls
+	resetFor                                        time.Duration
+	resetWorkers                                    int
+	soakRate                                        float64
+	soakFor, soakEvery                              time.Duration // soakEvery: the RSS sampling interval
+	closeWait                                       time.Duration // malformed: the wait for a connection to close
+	floodIDs, floodNew                              int           // doorman-flood's client ids, and new clients from another source
+	getTimeout                                      time.Duration
+	never, trickle, totalCalls                      int // unread-total's connections, and each one's calls
+	trickleEvery, totalHold                         time.Duration
+	bigAnswerSize                                   int // just under the client's 64 MiB limit on one response
 }
 
 func paramsFor(s Size) params {
-	if s == CI {
-		return params{
-			conns: 200, hold: 3 * time.Second, settle: time.Second,
-			probeEvery: 100 * time.Millisecond, deadline: time.Second, sideRate: 100,
-			unfinished: 20, unfinishedSize: 1 << 20, unfinishedOver: 2 * time.Second,
-			unfinishedTTL: 120 * time.Second, unfinishedTo: 4, unfinishedHold: time.Second,
-			unfinishedAfter: 2 * time.Second, legitSize: 1 << 20, legitDeadline: 10 * time.Second,
-			unread: 500, unreadSize: 60 << 10,
-			resetFor: 2 * time.Second, resetWorkers: 2,
-			soakRate: 1000, soakFor: 2 * time.Second, soakEvery: 500 * time.Millisecond,
-			closeWait: 200 * time.Millisecond,
-			floodIDs:  3000, floodNew: 20, getTimeout: 10 * time.Second,
-			floodResources: 101_000,
-			never:          2, trickle: 2, totalCalls: 300, trickleEvery: 3 * time.Second, totalHold: 4 * time.Second,
-			bigAnswers: 40, bigAnswerSize: 16_000_000,
-		}
-	}
-	// unread-total: 12 connections that never read held 1.34 GB, 20
-	// trickling ones 2.44 GB, before answers were bounded server-wide.
-	// big-answers-client: 40 answers just under the client's 64 MiB
-	// limit on one response, 2.68 GB in all.
+	d := func(full, ci time.Duration) time.Duration { return benchrun.Pick(s, full, ci) }
+	n := func(full, ci int) int { return benchrun.Pick(s, full, ci) }
 	return params{
-		conns: 20_000, hold: 30 * time.Second, settle: 10 * time.Second,
-		probeEvery: 100 * time.Millisecond, deadline: time.Second, sideRate: 200,
-		unfinished: 400, unfinishedSize: 4_000_000, unfinishedOver: 20 * time.Second,
-		unfinishedTTL: 120 * time.Second, unfinishedTo: 4, unfinishedHold: 10 * time.Second,
-		unfinishedAfter: 60 * time.Second, legitSize: 4_000_000, legitDeadline: 30 * time.Second,
-		unread: 5000, unreadSize: 60 << 10,
-		resetFor: 20 * time.Second, resetWorkers: 4,
-		soakRate: 5000, soakFor: 3 * time.Minute, soakEvery: 10 * time.Second,
-		closeWait: 2 * time.Second,
-		floodIDs:  300_000, floodNew: 100, getTimeout: 30 * time.Second,
-		floodResources: 101_000,
-		never:          12, trickle: 20, totalCalls: 1100, trickleEvery: 5 * time.Second, totalHold: 60 * time.Second,
-		bigAnswers: 40, bigAnswerSize: 67_000_000,
+		conns: n(20_000, 200), hold: d(30*time.Second, 3*time.Second), settle: d(10*time.Second, time.Second),
+		sideRate:   float64(n(200, 100)),
+		unfinished: n(400, 20), unfinishedSize: n(4_000_000, 1<<20), unfinishedOver: d(20*time.Second, 2*time.Second),
+		unfinishedHold: d(10*time.Second, time.Second), unfinishedAfter: d(60*time.Second, 2*time.Second),
+		legitSize: n(4_000_000, 1<<20), legitDeadline: d(30*time.Second, 10*time.Second),
+		unread: n(5000, 500), resetFor: d(20*time.Second, 2*time.Second), resetWorkers: n(4, 2),
+		soakRate: float64(n(5000, 1000)), soakFor: d(3*time.Minute, 2*time.Second), soakEvery: d(10*time.Second, 500*time.Millisecond),
+		closeWait: d(2*time.Second, 200*time.Millisecond),
+		floodIDs:  n(300_000, 3000), floodNew: n(100, 20), getTimeout: d(30*time.Second, 10*time.Second),
+		never: n(12, 2), trickle: n(20, 2), totalCalls: n(1100, 300),
+		trickleEvery: d(5*time.Second, 3*time.Second), totalHold: d(60*time.Second, 4*time.Second),
+		bigAnswerSize: n(67_000_000, 16_000_000),
 	}
 }

@@ -14,46 +14,30 @@ import (
 )
 
 const (
-	// bigAnswersLimit bounds the client's whole life; bigAnswersTimeout is
-	// each call's deadline, long enough for a client that reads every
-	// answer.
+	// bigAnswersLimit bounds the client's life; bigAnswersTimeout each call.
 	bigAnswersLimit   = 3 * time.Minute
 	bigAnswersTimeout = time.Minute
-	// clientRSSFigure names big-answers-client's figure of the client's
-	// peak resident memory, in MiB.
-	clientRSSFigure = "client peak RSS MiB"
+	clientRSSFigure   = "client peak RSS MiB"
 )
 
-// runBigAnswersClient runs `sluice bench` with calls in flight on one
-// Channel against a hostile server that answers them all at once, their
-// frames interleaved, each with an answer just under the client's limit
-// on one response, and measures the client's peak resident memory
-// (sampled every 50 ms, and its rusage's).
+// runBigAnswersClient runs `sluice bench` against a hostile server that
+// answers all its calls in flight at once, frames interleaved, and
+// measures the client's peak resident memory.
 func runBigAnswersClient(e *env) error {
-	calls, size := e.p.bigAnswers, e.p.bigAnswerSize
+	calls, size := bigAnswers, e.p.bigAnswerSize
 	bs, err := startBigAnswerServer(calls, size)
 	if err != nil {
 		return err
 	}
 	defer bs.close()
 	e.logf("`sluice bench`: %d calls in flight, each answered %d bytes", calls, size)
-	sampled := make(chan int64, 1)
-	run, err := e.runSluice(bigAnswersLimit, func(pid int, exited <-chan struct{}) {
-		var peak int64
-		sample := func() bool {
-			rss, _ := readRSS(pid)
-			peak = max(peak, rss)
-			return true
-		}
-		sample()
-		every(50*time.Millisecond, exited, sample)
-		sampled <- peak
-	}, "bench", "-p", bs.addr(), "-s", Service, "-m", MethodEcho, "-e", "raw", "-r", "x", "--connections", "1",
+	var s *sampler
+	run, err := e.runSluice(bigAnswersLimit, func(pid int) { s = startSampler(e.ctx, pid, "", 50*time.Millisecond, 0) }, "bench", "-p", bs.addr(), "-s", Service, "-m", MethodEcho, "-e", "raw", "-r", "x", "--connections", "1",
 		"--concurrency", fmt.Sprint(calls), "-n", fmt.Sprint(calls), "--warmup", "0", "--timeout", bigAnswersTimeout.String(), "-o", "json")
 	if err != nil {
 		return err
 	}
-	peak := <-sampled
+	peak, _ := s.finish()
 	if run.state != nil {
 		peak = max(peak, maxRSS(run.state))
 	}
@@ -68,8 +52,7 @@ func runBigAnswersClient(e *env) error {
 	return nil
 }
 
-// benchSummary sums up `sluice bench -o json`'s report: calls that
-// succeeded and failed, and the failures by error.
+// benchSummary sums up `sluice bench -o json`'s report.
 func benchSummary(stdout, lastErr string) string {
 	var rep struct {
 		Calls, OK, Failed int
@@ -87,16 +70,14 @@ func benchSummary(stdout, lastErr string) string {
 
 // bigAnswerServer is a hostile TChannel server: it gathers calls call
 // requests on a connection (or those of bigAnswerGather from the first)
-// and answers them together, size bytes of arg3 each, one frame of each
-// in turn, so that every answer is in flight at once.
+// and answers them together, size bytes of arg3 each, frames interleaved.
 type bigAnswerServer struct {
 	*rawServer
 	calls, size int
 	n           atomic.Int64 // answers begun
 }
 
-// bigAnswerGather is how long the server waits for more calls after the
-// first of a batch.
+// bigAnswerGather is how long a batch waits for calls after its first.
 const bigAnswerGather = time.Second
 
 func startBigAnswerServer(calls, size int) (*bigAnswerServer, error) {
@@ -116,8 +97,8 @@ func startBigAnswerServer(calls, size int) (*bigAnswerServer, error) {
 	return s, err
 }
 
-// answer gathers call ids into batches and answers each batch's calls
-// together, until ids is closed or a write fails.
+// answer answers the calls of ids in batches until ids is closed or a
+// write fails.
 func (s *bigAnswerServer) answer(ids <-chan uint32, write func([]byte) error) {
 	for id := range ids {
 		batch := []uint32{id}
@@ -144,10 +125,8 @@ func (s *bigAnswerServer) answer(ids <-chan uint32, write func([]byte) error) {
 	}
 }
 
-// interleave writes the answers to the calls of batch, one frame of each
-// in turn: a call response with an empty arg1 and arg2 and the start of
-// arg3, then continuation frames of arg3 filler, the last without the
-// more-fragments flag.
+// interleave writes the answers to batch, one frame of each in turn: a
+// call response with the start of arg3, then continuations.
 func (s *bigAnswerServer) interleave(batch []uint32, write func([]byte) error) error {
 	const first = 1024                                      // arg3 bytes in the call response frame
 	chunk := tframe.MaxSize - tframe.HeaderSize - 1 - 1 - 2 // flags, checksum type, chunk length

@@ -20,24 +20,20 @@ import (
 )
 
 const (
-	// caseID is the id of the cases' calls: odd, as a caller's are.
-	caseID = 3
+	caseID = 3 // the cases' call id: odd, as a caller's are
 	// deathWait is how long a server that closed a connection is watched
 	// for dying: a Go panic ends a process within milliseconds.
 	deathWait = 200 * time.Millisecond
-	// bigLimit bounds the wait for the answer to a big call; bigWriteLimit
-	// one write of its frames (a server that stops reading).
+	// bigLimit bounds the answer to a big call; bigWriteLimit one write.
 	bigLimit      = time.Minute
 	bigWriteLimit = 10 * time.Second
-	// clientTimeout is the deadline of the `sluice call` made against a
-	// hostile server; clientLimit bounds the child's whole life.
+	// clientTimeout is `sluice call`'s deadline; clientLimit its life.
 	clientTimeout = 2 * time.Second
 	clientLimit   = 30 * time.Second
 )
 
 // frameCase is bytes sent on a connection of their own, after the init
-// handshake if handshake; closeWrite half-closes the connection after
-// them (a frame whose size says more than was sent, then nothing).
+// handshake if handshake, then a half-close if closeWrite.
 type frameCase struct {
 	name                  string
 	handshake, closeWrite bool
@@ -73,8 +69,7 @@ func randomBytes(n int, seed uint64) []byte {
 	return b
 }
 
-// crashFrames are the two frames the adversarial probe found crash
-// tchannel-go's readers: attack "checksum".
+// crashFrames are attack "checksum"'s frames, which crashed tchannel-go.
 func crashFrames() []frameCase {
 	return []frameCase{
 		{"call req, checksum type 4", true, false, call(tframe.Fragment{ChecksumType: 4, Checksum: make([]byte, 4), Chunks: echoChunks()})},
@@ -82,8 +77,7 @@ func crashFrames() []frameCase {
 	}
 }
 
-// malformedFrames are the malformed and out-of-place frames of attack
-// "malformed", the two crash frames first.
+// malformedFrames are attack "malformed"'s frames, the crash frames first.
 func malformedFrames() []frameCase {
 	first := slices.Clip(call(tframe.Fragment{More: true, Chunks: echoChunks()}))
 	raw := func(t tframe.Type, p []byte) []byte { return tframe.Append(nil, t, caseID, p) }
@@ -157,8 +151,7 @@ func (e *env) frameCases(cases []frameCase) error {
 }
 
 // runFrameCase sends fc on a new connection, waits at most closeWait for
-// the server to close it, checks the server survived (restarting it if
-// not), and has a new client make a call.
+// the server to close it, checks it survived, and has a new client call.
 func (e *env) runFrameCase(fc frameCase) Case {
 	c := Case{Name: fc.name}
 	if !e.t.Alive() {
@@ -192,9 +185,7 @@ func (e *env) runFrameCase(fc frameCase) Case {
 	if !c.Closed && c.Answer != "" {
 		c.After = millis.Duration(answerAfter)
 	}
-	// A frame that crashes the server closes the connection as the
-	// process dies; give the death a moment to show.
-	wait := time.Duration(0)
+	wait := time.Duration(0) // a crash closes the connection, then dies
 	if c.Closed {
 		wait = deathWait
 	}
@@ -206,13 +197,13 @@ func (e *env) runFrameCase(fc frameCase) Case {
 // nextCall has a new client call after case c, if the server survived it.
 func (e *env) nextCall(c *Case) {
 	if c.Survived {
-		call := oneCall(e.ctx, e.t.Addr, []byte("after "+c.Name), e.p.deadline)
+		call := oneCall(e.ctx, e.t.Addr, []byte("after "+c.Name), callDeadline)
 		c.Next = &call
 	}
 }
 
-// runChecksumClient runs `sluice call` against a hostile server that
-// answers every call with a crash frame, once per frame.
+// runChecksumClient runs `sluice call` against a server answering with
+// each crash frame in turn.
 func runChecksumClient(e *env) error {
 	for _, r := range []struct {
 		name string
@@ -257,9 +248,9 @@ type sluiceRun struct {
 	state  *os.ProcessState
 }
 
-// runSluice runs the sluice binary with args, killing it after limit, and
-// calls during, if not nil, with its process id while it runs.
-func (e *env) runSluice(limit time.Duration, during func(pid int, exited <-chan struct{}), args ...string) (*sluiceRun, error) {
+// runSluice runs the sluice binary with args, killing it after limit;
+// started, if not nil, is called with its pid once it runs.
+func (e *env) runSluice(limit time.Duration, started func(pid int), args ...string) (*sluiceRun, error) {
 	bin, err := e.bin()
 	if err != nil {
 		return nil, err
@@ -270,19 +261,15 @@ func (e *env) runSluice(limit time.Duration, during func(pid int, exited <-chan 
 	cmd.Env = append(os.Environ(), ChildEnv+"=")
 	r := &sluiceRun{limit: limit, exit: -1}
 	cmd.Stdout, cmd.Stderr = &r.stdout, &r.stderr
-	// Its output is copied by goroutines Wait waits for: a grandchild
-	// holding the pipes open must not hold the run past its limit.
-	cmd.WaitDelay = procExitLimit
+	cmd.WaitDelay = procExitLimit // a grandchild holding the pipes open
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	exited := make(chan struct{})
-	if during != nil {
-		go during(cmd.Process.Pid, exited)
+	if started != nil {
+		started(cmd.Process.Pid)
 	}
 	r.err = cmd.Wait()
-	close(exited)
 	r.took, r.killed, r.state = time.Since(start), ctx.Err() != nil, cmd.ProcessState
 	if r.state != nil {
 		r.exit = r.state.ExitCode()
@@ -290,8 +277,8 @@ func (e *env) runSluice(limit time.Duration, during func(pid int, exited <-chan 
 	return r, nil
 }
 
-// clientCase is the case of a client run: its note says it was killed,
-// or else (unless it crashed) note; suffix follows.
+// clientCase is the case of a client run, note and suffix its note
+// unless it crashed or was killed.
 func (r *sluiceRun) clientCase(name, note, suffix string) Case {
 	c := Case{Name: name, Client: true, After: millis.Duration(r.took), Exit: r.exit, Crash: r.stderr.crash(), Note: note}
 	c.Survived = c.Crash == "" && !r.killed
@@ -315,8 +302,8 @@ type sent struct {
 	answered int64         // bytes written when the answer came
 }
 
-// send writes spec on conn, each frame within writeLimit, while reading
-// its answer within readLimit.
+// send writes spec on conn, each frame within writeLimit, reading its
+// answer within readLimit.
 func send(conn *rawConn, spec callSpec, readLimit, writeLimit time.Duration) sent {
 	var written atomic.Int64
 	var s sent
@@ -339,8 +326,8 @@ func send(conn *rawConn, spec callSpec, readLimit, writeLimit time.Duration) sen
 	return s
 }
 
-// runBigArgs sends a 10 MB and a 100 MB arg3 to echo on one connection,
-// each followed by a normal call on the same connection.
+// runBigArgs sends a 10 MB and a 100 MB arg3 on one connection, each
+// followed by a normal call on it.
 func runBigArgs(e *env) error {
 	var conn *rawConn
 	defer func() {
@@ -355,7 +342,7 @@ func runBigArgs(e *env) error {
 		}
 		if conn == nil {
 			var err error
-			if conn, err = e.dialHandshaken(); err != nil {
+			if conn, err = dialHandshaken(e.ctx, e.t.Addr, net.Dialer{}); err != nil {
 				return err
 			}
 		}
@@ -378,7 +365,7 @@ func runBigArgs(e *env) error {
 			conn = nil
 		} else if e.t.Alive() {
 			id += 2
-			next := sameConnCall(conn, id, []byte("after the big call"), e.p.deadline)
+			next := sameConnCall(conn, id, []byte("after the big call"), callDeadline)
 			c.Next = &next
 		}
 		e.r.Cases = append(e.r.Cases, c)
@@ -397,19 +384,6 @@ func (s sent) toCase(c *Case) {
 	default:
 		c.Answer, c.After = s.a.String(), millis.Duration(s.after)
 	}
-}
-
-// dialHandshaken connects to the server and makes the init handshake.
-func (e *env) dialHandshaken() (*rawConn, error) {
-	conn, err := dialRaw(e.ctx, e.t.Addr, net.Dialer{})
-	if err != nil {
-		return nil, err
-	}
-	if err := conn.handshake(handshakeTimeout); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("handshake: %w", err)
-	}
-	return conn, nil
 }
 
 // sameConnCall makes a small echo call on conn and reads its answer.
@@ -443,8 +417,7 @@ func joinNote(a, b string) string {
 }
 
 // runHeaders sends, each on a new connection, a JSON call with 100,000
-// application headers (its arg2) and raw calls with a big arg2, and checks
-// the server answers, survives and serves a new client.
+// headers and raw calls with a big arg2.
 func runHeaders(e *env) error {
 	h := []byte{'{'}
 	for i := range 100_000 {
@@ -467,12 +440,12 @@ func runHeaders(e *env) error {
 		if !e.t.Alive() {
 			break
 		}
-		conn, err := e.dialHandshaken()
+		conn, err := dialHandshaken(e.ctx, e.t.Addr, net.Dialer{})
 		if err != nil {
 			return err
 		}
 		c := Case{Name: tc.name}
-		spec := callSpec{id: uint32(2*i + 3), ttl: bigLimit, service: Service, scheme: tc.scheme, method: MethodEcho, arg2: tc.arg2, arg3: tc.arg3}
+		spec := callSpec{id: uint32(2*i + 3), ttl: bigLimit, scheme: tc.scheme, arg2: tc.arg2, arg3: tc.arg3}
 		s := send(conn, spec, bigLimit, bigWriteLimit)
 		s.toCase(&c)
 		c.After = millis.Duration(s.after)
@@ -491,14 +464,11 @@ func runHeaders(e *env) error {
 	return e.end(nil, 0)
 }
 
-// maxClientStdout bounds what a client run's standard output keeps: the
-// report of a bench (a JSON object) fits many times over.
+// maxClientStdout bounds a client run's kept stdout (a bench report fits).
 const maxClientStdout = 16 << 20
 
-// headBuffer keeps the first maxClientStdout bytes written to it and
-// drops the rest: a client whose answers a hostile server shapes cannot
-// make the runner hold an output without bound (a cut report does not
-// parse, and says so).
+// headBuffer keeps the first maxClientStdout bytes written to it: a
+// client a hostile server shapes cannot make the runner hold more.
 type headBuffer struct{ b []byte }
 
 func (h *headBuffer) Write(p []byte) (int, error) {

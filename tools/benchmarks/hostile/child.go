@@ -8,8 +8,6 @@ import (
 	"os"
 	"sync"
 	"time"
-
-	"github.com/sluice-rpc/sluice/tools/internal/childproc"
 )
 
 // ChildEnv is the environment variable, set to a job in JSON, that makes
@@ -17,24 +15,21 @@ import (
 const ChildEnv = "SLUICE_HOSTILE_CHILD"
 
 const (
-	// childNofile is the descriptor limit of every child: the limit of the
-	// machine the attacks were written for, which no process there can
-	// raise.
+	// childNofile is every child's descriptor limit: the hard limit of the
+	// machine the attacks were written for.
 	childNofile = 20_000
-	// perChild is the most connections one attacker child holds.
-	perChild = 10_000
+	perChild    = 10_000 // the most connections one attacker child holds
 )
 
-// job is what an attacker child does. Kind picks the attack; the other
-// fields are its parameters (each kind reads its own).
+// job is what an attacker child does: Kind picks the attack, which reads
+// its own parameters.
 type job struct {
 	Kind   string `json:"kind"`
 	Target string `json:"target,omitempty"`
 	Source string `json:"source,omitempty"` // local address to bind
 
-	// exec: run Bin with Args under the descriptor limit.
 	Bin  string   `json:"bin,omitempty"`
-	Args []string `json:"args,omitempty"`
+	Args []string `json:"args,omitempty"` // exec: run Bin with Args
 
 	Conns     int           `json:"conns,omitempty"`
 	Handshake bool          `json:"handshake,omitempty"`
@@ -52,25 +47,22 @@ type job struct {
 type event struct {
 	Ev string `json:"ev"`           // ready, closed, done or error
 	At int64  `json:"at,omitempty"` // when, in Unix nanoseconds
-	// Opened and Failed count connections made and not made; Closed those
-	// the server closed.
-	Opened int `json:"opened,omitempty"`
-	Failed int `json:"failed,omitempty"`
-	Closed int `json:"closed,omitempty"`
-	// Sent counts what the attack sent: requests, calls, connects, ids.
-	Sent  int64            `json:"sent,omitempty"`
-	Bytes int64            `json:"bytes,omitempty"`
-	Got   map[string]int64 `json:"got,omitempty"`  // what the server sent back, by kind ("error BUSY", ...)
-	Note  string           `json:"note,omitempty"` // a remark for the result
-	Err   string           `json:"err,omitempty"`  // the error that ended the job
-	Load  *Load            `json:"load,omitempty"` // soak's
+	// Connections made, not made, and closed by the server.
+	Opened int              `json:"opened,omitempty"`
+	Failed int              `json:"failed,omitempty"`
+	Closed int              `json:"closed,omitempty"`
+	Sent   int64            `json:"sent,omitempty"` // requests, calls, connects, ids
+	Bytes  int64            `json:"bytes,omitempty"`
+	Got    map[string]int64 `json:"got,omitempty"`  // what the server sent back, by kind ("error BUSY", ...)
+	Note   string           `json:"note,omitempty"` // a remark for the result
+	Err    string           `json:"err,omitempty"`  // the error that ended the job
+	Load   *Load            `json:"load,omitempty"` // soak's
 }
 
 // RunChildIfAsked makes this process an attacker child (or a server's
 // launcher) when the environment variable ChildEnv holds a job, and then
 // never returns; otherwise it returns at once. Any binary that runs
-// attacks must call it first thing (see the package documentation); in a
-// child of one that does not, the attack fails saying so.
+// attacks must call it first thing.
 func RunChildIfAsked() {
 	spec := os.Getenv(ChildEnv)
 	if spec == "" {
@@ -80,7 +72,7 @@ func RunChildIfAsked() {
 }
 
 // childKinds are the attacker children's jobs, by kind.
-var childKinds = map[string]func(ctx context.Context, j job, out *emitter, leave <-chan struct{}) error{
+var childKinds = map[string]func(ctx context.Context, j job, out *emitter, leave context.Context) error{
 	"stall": childHold, "http-idle": childHold, "unfinished": childUnfinished, "unread": childUnread,
 	"reset": childReset, "soak": childSoak, "flood": childFlood,
 }
@@ -109,12 +101,10 @@ func runChild(spec string, stdin io.Reader, stdout io.Writer) int {
 	if !ok {
 		return fail("unknown job kind %q", j.Kind)
 	}
-	// leave is closed when the parent closes stdin (or dies): the
-	// attacker leaves.
-	leave := make(chan struct{})
+	leave, left := context.WithCancel(context.Background()) // when the parent closes stdin
 	go func() {
 		io.Copy(io.Discard, stdin)
-		close(leave)
+		left()
 	}()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -143,52 +133,40 @@ func (e *emitter) emit(ev event) {
 // attacker is an attacker child seen from the parent.
 type attacker struct {
 	p      *proc
-	events chan event // every event but "closed"
+	events chan event // every event but "closed"; closed once the child has exited
 	mu     sync.Mutex
 	closes []time.Time // when the child saw the server close a connection
-	// drained is closed once the child's stdout has ended.
-	drained chan struct{}
-}
-
-// startChild starts this binary as a child doing j.
-func startChild(j job) (*proc, error) {
-	b, err := json.Marshal(j)
-	if err != nil {
-		return nil, err
-	}
-	return startProc(childproc.Config{Env: ChildEnv + "=" + string(b)})
 }
 
 // startAttacker starts an attacker child doing j.
 func startAttacker(j job) (*attacker, error) {
-	p, err := startChild(j)
+	a := &attacker{events: make(chan event, 64)}
+	p, err := startChild(j, func(l string) {
+		var ev event
+		if err := json.Unmarshal([]byte(l), &ev); err != nil {
+			ev = event{Ev: "error", Err: fmt.Sprintf("unreadable line %q", l)}
+		}
+		if ev.Ev != "closed" {
+			a.events <- ev // a few: ready, done, error
+			return
+		}
+		a.mu.Lock()
+		a.closes = append(a.closes, time.Unix(0, ev.At))
+		a.mu.Unlock()
+	})
 	if err != nil {
 		return nil, err
 	}
-	a := &attacker{p: p, events: make(chan event, 64), drained: make(chan struct{})}
+	a.p = p
 	go func() {
-		defer close(a.drained)
-		defer close(a.events)
-		for l := range p.lines {
-			var ev event
-			if err := json.Unmarshal([]byte(l), &ev); err != nil {
-				ev = event{Ev: "error", Err: fmt.Sprintf("unreadable line %q", l)}
-			}
-			if ev.Ev == "closed" {
-				a.mu.Lock()
-				a.closes = append(a.closes, time.Unix(0, ev.At))
-				a.mu.Unlock()
-				continue
-			}
-			a.events <- ev // a few: ready, done, error
-		}
+		<-p.Exited() // every line has come
+		close(a.events)
 	}()
 	return a, nil
 }
 
-// next waits at most limit for the child's next event of kind ev (events
-// of other kinds are skipped). An error event, or the child ending, is an
-// error.
+// next waits at most limit for the child's next event of kind ev; an
+// error event, or the child ending, is an error.
 func (a *attacker) next(ev string, limit time.Duration) (event, error) {
 	t := time.NewTimer(limit)
 	defer t.Stop()
@@ -197,8 +175,7 @@ func (a *attacker) next(ev string, limit time.Duration) (event, error) {
 		case e, ok := <-a.events:
 			switch {
 			case !ok:
-				a.p.Wait(procExitLimit)
-				return event{}, fmt.Errorf("attacker child: %v; stderr: %q", errNoChildHook, a.p.last())
+				return event{}, fmt.Errorf("attacker child: %v; stderr: %q", errNoChildHook, a.p.stderr.last())
 			case e.Ev == "error":
 				return e, fmt.Errorf("attacker child: %s", e.Err)
 			case e.Ev == ev:
@@ -210,8 +187,7 @@ func (a *attacker) next(ev string, limit time.Duration) (event, error) {
 	}
 }
 
-// leave tells the child to close its connections and finish, and returns
-// its last event.
+// leave tells the child to finish and returns its last event.
 func (a *attacker) leave(limit time.Duration) (event, error) {
 	a.p.CloseStdin()
 	ev, err := a.next("done", limit)
@@ -219,14 +195,9 @@ func (a *attacker) leave(limit time.Duration) (event, error) {
 	return ev, err
 }
 
-// stop ends the child (if still running) and waits for its output.
-func (a *attacker) stop() {
-	a.p.stop()
-	<-a.drained
-}
+// stop ends the child, if still running.
+func (a *attacker) stop() { a.p.stop() }
 
-// closeTimes returns the times the child saw the server close one of its
-// connections.
 func (a *attacker) closeTimes() []time.Time {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -21,17 +21,11 @@ import (
 
 // Bounds on an attacker child's steps.
 const (
-	// readyLimit bounds the wait for attackers to open their connections
-	// or send their requests.
-	readyLimit = 5 * time.Minute
-	// leaveLimit bounds the wait for an attacker to close its connections
-	// and report.
-	leaveLimit = time.Minute
-	// dialTimeout bounds one connect; handshakeTimeout one init exchange.
-	dialTimeout      = 10 * time.Second
-	handshakeTimeout = 10 * time.Second
-	// dialers is how many connects an attacker child makes at once.
-	dialers = 64
+	readyLimit       = 5 * time.Minute  // to open connections or send requests
+	leaveLimit       = time.Minute      // to close them and report
+	dialTimeout      = 10 * time.Second // one connect
+	handshakeTimeout = 10 * time.Second // one init exchange
+	dialers          = 64               // connects an attacker child makes at once
 )
 
 const probeName = "new client during the attack"
@@ -39,10 +33,9 @@ const probeName = "new client during the attack"
 func runStallHandshaken(e *env) error   { return e.stall("stall", e.t.Addr, true, probeName) }
 func runStallPrehandshake(e *env) error { return e.stall("stall", e.t.Addr, false, probeName) }
 
-// runDebugIdle holds e.p.conns keep-alive connections to the server's
-// debug listener (--debug-listen), each idle after one request, while a
-// new client makes TChannel calls to the same process: the descriptors
-// the debug listener holds are the TChannel listener's too.
+// runDebugIdle holds idle keep-alive connections to the server's debug
+// listener while a new client makes TChannel calls to the same process,
+// whose descriptors the two listeners share.
 func runDebugIdle(e *env) error {
 	if e.t.DebugURL == "" {
 		return errors.New("debug-idle attacks the server's debug listener: give its --debug-url")
@@ -54,16 +47,15 @@ func runDebugIdle(e *env) error {
 	return e.stall("http-idle", u.Host, false, "new TChannel client during the attack")
 }
 
-// stall holds e.p.conns connections to addr (attacker children of kind),
-// for e.p.hold once they are open, while a new client calls every
-// e.p.probeEvery, its figure named probe; then the attackers leave.
+// stall holds e.p.conns connections to addr (attacker children of kind)
+// for e.p.hold while a new client calls every probeEvery.
 func (e *env) stall(kind, addr string, handshake bool, probe string) error {
 	start := time.Now()
-	attackers, err := e.holdConns(kind, addr, "", handshake)
+	attackers, err := e.holdConns(kind, addr, handshake)
 	if err != nil {
 		return err
 	}
-	stop := e.startLoad("the new client", float64(time.Second)/float64(e.p.probeEvery), 16)
+	stop := e.startLoad("the new client", float64(time.Second)/float64(probeEvery), 16)
 	err = e.pause(e.p.hold)
 	e.r.Probe = stop()
 	e.leaveAll(attackers, start)
@@ -74,9 +66,9 @@ func (e *env) stall(kind, addr string, handshake bool, probe string) error {
 }
 
 // holdConns starts attacker children of kind holding e.p.conns
-// connections to addr from source, at most perChild each, and waits until
-// they are open. It records them in e.r.Conns.
-func (e *env) holdConns(kind, addr, source string, handshake bool) ([]*attacker, error) {
+// connections to addr, at most perChild each, waits until they are open
+// and records them in e.r.Conns.
+func (e *env) holdConns(kind, addr string, handshake bool) ([]*attacker, error) {
 	start, n := time.Now(), e.p.conns
 	children := (n + perChild - 1) / perChild
 	var attackers []*attacker
@@ -85,7 +77,7 @@ func (e *env) holdConns(kind, addr, source string, handshake bool) ([]*attacker,
 		if i < n%children {
 			share++
 		}
-		a, err := e.attacker(job{Kind: kind, Target: addr, Source: source, Conns: share, Handshake: handshake, Workers: dialers})
+		a, _, err := e.attacker(job{Kind: kind, Target: addr, Conns: share, Handshake: handshake, Workers: dialers}, "", 0)
 		if err != nil {
 			return nil, err
 		}
@@ -101,20 +93,16 @@ func (e *env) holdConns(kind, addr, source string, handshake bool) ([]*attacker,
 		c.Opened += ev.Opened
 		c.Early += ev.Closed
 		c.Failed += ev.Failed
-		if ev.Note != "" {
-			e.r.fig("attacker", "%s", ev.Note)
-		}
+		e.r.note("attacker", ev.Note)
 	}
 	c.ReadyIn = millis.Duration(time.Since(start))
 	e.logf("%s", c)
 	return attackers, nil
 }
 
-// leaveAll has the attackers close their connections, all at once, and
-// records when the server had closed some before (from start). Closes the
-// children see after they were told to leave are theirs, not the
-// server's: one child closing its connections frees the server to do
-// things to the other's.
+// leaveAll has the attackers close their connections at once and records
+// when, from start, the server had closed some before. Closes seen after
+// are the children's own.
 func (e *env) leaveAll(attackers []*attacker, start time.Time) {
 	leftAt := time.Now()
 	for _, a := range attackers {
@@ -136,19 +124,17 @@ func (e *env) leaveAll(attackers []*attacker, start time.Time) {
 	}
 }
 
-// connFigures appends the attacker's connections' figures.
 func (e *env) connFigures() {
 	e.r.fig("attacker connections", "%s", e.r.Conns)
 	e.r.fig("closed by the server", "%s", e.r.Conns.closedString())
 }
 
-// childHold is the attacker child of the stall attacks ("stall": after
-// the TChannel handshake if j.Handshake, or none) and debug-idle
-// ("http-idle": after one keep-alive GET /debug/pprof/cmdline answered):
-// it opens j.Conns connections, j.Workers at a time, holds those the
-// server did not close before they were ready, reports "ready" and each
-// held one the server closes, and closes them when told to leave.
-func childHold(ctx context.Context, j job, out *emitter, leave <-chan struct{}) error {
+// childHold is the attacker child of "stall" (holding connections after
+// the handshake if j.Handshake, or none) and "http-idle" (after one
+// keep-alive GET answered): it opens j.Conns connections, j.Workers at a
+// time, reports "ready" and each held one the server closes, and closes
+// them when told to leave.
+func childHold(ctx context.Context, j job, out *emitter, leave context.Context) error {
 	var (
 		mu                    sync.Mutex
 		conns                 []net.Conn
@@ -159,8 +145,7 @@ func childHold(ctx context.Context, j job, out *emitter, leave <-chan struct{}) 
 		readers               sync.WaitGroup
 	)
 	request := "GET /debug/pprof/cmdline HTTP/1.1\r\nHost: " + j.Target + "\r\n\r\n"
-	// ready readies a connection: err is the server closing it or
-	// refusing it; a timeout leaves it held, not ready.
+	// ready readies a connection; a timeout leaves it held, not ready.
 	ready := func(c net.Conn, r *bufio.Reader) error {
 		if j.Kind == "stall" {
 			if !j.Handshake {
@@ -186,9 +171,6 @@ func childHold(ctx context.Context, j job, out *emitter, leave <-chan struct{}) 
 	workers(j.Workers, func() {
 		for next.Add(1) <= int64(j.Conns) {
 			d := net.Dialer{Timeout: dialTimeout}
-			if j.Source != "" {
-				d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(j.Source)}
-			}
 			c, err := d.DialContext(ctx, "tcp", j.Target)
 			if err != nil {
 				mu.Lock()
@@ -233,7 +215,7 @@ func childHold(ctx context.Context, j job, out *emitter, leave <-chan struct{}) 
 	}
 	ev.Note = strings.Join(notes, "; ")
 	out.emit(ev)
-	<-leave
+	<-leave.Done()
 	leaving.Store(true)
 	for _, c := range conns {
 		c.Close()
@@ -243,17 +225,12 @@ func childHold(ctx context.Context, j job, out *emitter, leave <-chan struct{}) 
 	return nil
 }
 
-// runConnectReset has an attacker child connect and reset (SO_LINGER 0,
-// then close) as fast as e.p.resetWorkers goroutines can for e.p.resetFor,
-// while a side client calls at e.p.sideRate.
+// runConnectReset has an attacker child connect and reset (SO_LINGER 0)
+// as fast as it can for e.p.resetFor, beside the side client.
 func runConnectReset(e *env) error {
 	p := e.p
 	e.startSide()
-	a, err := e.attacker(job{Kind: "reset", Target: e.t.Addr, For: p.resetFor, Workers: p.resetWorkers})
-	if err != nil {
-		return err
-	}
-	done, err := a.next("done", p.resetFor+leaveLimit)
+	_, done, err := e.attacker(job{Kind: "reset", Target: e.t.Addr, For: p.resetFor, Workers: p.resetWorkers}, "done", p.resetFor+leaveLimit)
 	if err != nil {
 		return err
 	}
@@ -262,21 +239,15 @@ func runConnectReset(e *env) error {
 	}
 	e.r.fig("connects", "%d in %s (%.0f/s) from %d goroutines, %d failed", done.Sent, sec(p.resetFor),
 		float64(done.Sent)/p.resetFor.Seconds(), p.resetWorkers, done.Failed)
-	if done.Note != "" {
-		e.r.fig("attacker", "%s", done.Note)
-	}
+	e.r.note("attacker", done.Note)
 	e.sideFigure()
 	return nil
 }
 
 // childReset is the attacker child of "connect-reset".
-func childReset(ctx context.Context, j job, out *emitter, leave <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(ctx, j.For)
+func childReset(ctx context.Context, j job, out *emitter, leave context.Context) error {
+	ctx, cancel := context.WithTimeout(leave, j.For)
 	defer cancel()
-	go func() {
-		<-leave
-		cancel()
-	}()
 	var connects, failed atomic.Int64
 	var firstErr atomic.Value
 	workers(j.Workers, func() {
@@ -300,7 +271,7 @@ func childReset(ctx context.Context, j job, out *emitter, leave <-chan struct{})
 		done.Note = "first failed connect: " + s
 	}
 	out.emit(done)
-	<-leave
+	<-leave.Done()
 	return nil
 }
 

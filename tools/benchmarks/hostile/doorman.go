@@ -2,6 +2,7 @@ package hostile
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -22,16 +23,24 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
+// The Doorman attacks' resources (see doormanConfig) and sources; the
+// target is always 127.0.0.1.
 const (
-	// doormanResource is the resource the flood's and the malformed
-	// attack's requests ask for.
-	doormanResource = "hostile"
-	// floodSource is the flooding clients' source address; newSource the
-	// newcomers'. The target is always 127.0.0.1.
-	floodSource = "127.0.0.2"
-	newSource   = "127.0.0.3"
-	// doormanCallLimit bounds one Doorman request.
-	doormanCallLimit = 10 * time.Second
+	doormanResource = "hostile" // what the flood and the malformed requests ask for
+	floodSource     = "127.0.0.2"
+	newSource       = "127.0.0.3" // the newcomers'
+	// poisonResource is PROPORTIONAL_SHARE with short leases, which end
+	// within the attack.
+	poisonResource = "poison"
+	poisonCapacity = 1000
+	poisonLease    = 4 * time.Second
+	poisonRefresh  = time.Second
+	// poisonWants is finite, so valid, and twice of it overflows a float64.
+	poisonWants = 1e308
+	kvResource  = "kv-rps" // named exactly by a template
+	// floodPerRequest is the server's default most resource ids a request.
+	floodPerRequest  = 1000
+	doormanCallLimit = 10 * time.Second // one request
 )
 
 // dialDoorman opens a gRPC connection to addr from source ("" for any).
@@ -46,34 +55,65 @@ func dialDoorman(addr, source string) (*grpc.ClientConn, error) {
 	return grpc.NewClient(addr, opts...)
 }
 
-// capacityRequest is client's request for doormanResource.
-func capacityRequest(client string, has *pb.Lease) *pb.GetCapacityRequest {
-	return &pb.GetCapacityRequest{ClientId: proto.String(client), Resource: []*pb.ResourceRequest{{
-		ResourceId: proto.String(doormanResource), Priority: proto.Int64(0), Wants: proto.Float64(1), Has: has,
-	}}}
+// capacityRequest asks, as client, for wants of each resource id.
+func capacityRequest(client string, wants float64, ids ...string) *pb.GetCapacityRequest {
+	req := &pb.GetCapacityRequest{ClientId: proto.String(client)}
+	for _, id := range ids {
+		req.Resource = append(req.Resource, &pb.ResourceRequest{ResourceId: proto.String(id), Priority: proto.Int64(0), Wants: proto.Float64(wants)})
+	}
+	return req
 }
 
-// askCapacity sends one request and returns the lease it got, and the
-// outcome it is counted under: "lease", "no lease" (an answer without
-// one) or the gRPC code of the failure.
-func askCapacity(ctx context.Context, stub pb.CapacityClient, client string, has *pb.Lease) (*pb.Lease, string, error) {
+// getCapacity sends req and returns the leases granted, by resource id.
+func getCapacity(ctx context.Context, stub pb.CapacityClient, req *pb.GetCapacityRequest) (map[string]*pb.Lease, error) {
 	ctx, cancel := context.WithTimeout(ctx, doormanCallLimit)
 	defer cancel()
-	resp, err := stub.GetCapacity(ctx, capacityRequest(client, has))
+	resp, err := stub.GetCapacity(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	got := map[string]*pb.Lease{}
+	for _, r := range resp.GetResponse() {
+		got[r.GetResourceId()] = r.GetGets()
+	}
+	return got, nil
+}
+
+// askCapacity asks for doormanResource, holding has, and returns the
+// lease and the outcome it is counted under: "lease", "no lease" or the
+// failure's gRPC code.
+func askCapacity(ctx context.Context, stub pb.CapacityClient, client string, has *pb.Lease) (*pb.Lease, string, error) {
+	req := capacityRequest(client, 1, doormanResource)
+	req.Resource[0].Has = has
+	got, err := getCapacity(ctx, stub, req)
 	if err != nil {
 		return nil, status.Code(err).String(), err
 	}
-	for _, r := range resp.GetResponse() {
-		if r.GetResourceId() == doormanResource {
-			return r.GetGets(), "lease", nil
-		}
+	if l, ok := got[doormanResource]; ok {
+		return l, "lease", nil
 	}
 	return nil, "no lease", nil
 }
 
-// newClients has e.p.floodNew new clients from newSource ask once each
-// with ask, which returns the outcome the call is counted under, and
-// returns the outcomes, the latencies and the first refusal.
+// askFor asks, as client, for wants of each of ids, and returns the
+// capacity granted for each (NaN where the answer has none).
+func askFor(ctx context.Context, stub pb.CapacityClient, client string, wants float64, ids ...string) ([]float64, error) {
+	got, err := getCapacity(ctx, stub, capacityRequest(client, wants, ids...))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float64, len(ids))
+	for i, id := range ids {
+		out[i] = math.NaN()
+		if l, ok := got[id]; ok {
+			out[i] = l.GetCapacity()
+		}
+	}
+	return out, nil
+}
+
+// newClients has e.p.floodNew new clients from newSource ask once each,
+// and returns ask's outcomes, the latencies and the first refusal.
 func (e *env) newClients(ask func(stub pb.CapacityClient, i string) (string, error)) (map[string]int, []time.Duration, string, error) {
 	stub, err := e.doormanStub(newSource)
 	if err != nil {
@@ -93,29 +133,26 @@ func (e *env) newClients(ask func(stub pb.CapacityClient, i string) (string, err
 	return outcomes, lat, refusal, nil
 }
 
-// newClientsFigures appends the new clients' figures, named name, and
-// records them as the probe, those whose outcome is ok served.
+// newClientsFigures appends the new clients' figure and records them as
+// the probe, those whose outcome is ok served.
 func (e *env) newClientsFigures(name, ok string, outcomes map[string]int, lat []time.Duration, refusal string) {
 	e.r.fig(name, "%s of %d; p50 %s p99 %s", countList(outcomes), e.p.floodNew, ms(quantile(lat, 0.5)), ms(quantile(lat, 0.99)))
-	if refusal != "" {
-		e.r.fig("a new client's first refusal", "%s", refusal)
-	}
+	e.r.note("a new client's first refusal", refusal)
 	e.r.Probe = latencyLoad(e.p.floodNew, outcomes[ok], lat, refusal)
 }
 
-// latencyLoad is a Load of calls, ok of them served, with the latencies
-// lat.
+// latencyLoad is a Load of calls, ok of them served, of latencies lat.
 func latencyLoad(calls, ok int, lat []time.Duration, firstErr string) *Load {
 	return &Load{Calls: calls, OK: ok, P50: millis.Duration(quantile(lat, 0.5)), P99: millis.Duration(quantile(lat, 0.99)),
 		Max: millis.Duration(quantile(lat, 1)), FirstError: firstErr}
 }
 
-// runDoormanSilent holds e.p.conns silent TCP connections to a Doorman
-// server, then runs `sluice doorman get` against it.
+// runDoormanSilent holds silent connections to a Doorman server, then
+// runs `sluice doorman get`.
 func runDoormanSilent(e *env) error {
 	p := e.p
 	start := time.Now()
-	attackers, err := e.holdConns("stall", e.t.Addr, "", false)
+	attackers, err := e.holdConns("stall", e.t.Addr, false)
 	if err != nil {
 		return err
 	}
@@ -141,17 +178,12 @@ func runDoormanSilent(e *env) error {
 	return err
 }
 
-// runDoormanFlood has an attacker child from floodSource register
-// e.p.floodIDs client ids and renew their leases continuously, then asks
-// for capacity for e.p.floodNew new clients from newSource.
+// runDoormanFlood has an attacker child register e.p.floodIDs client ids
+// and renew their leases, while new clients from newSource ask.
 func runDoormanFlood(e *env) error {
 	p := e.p
 	start := time.Now()
-	a, err := e.attacker(job{Kind: "flood", Target: e.t.Addr, Source: floodSource, Count: p.floodIDs, Workers: 32, Conns: 4})
-	if err != nil {
-		return err
-	}
-	ready, err := a.next("ready", readyLimit)
+	a, ready, err := e.attacker(job{Kind: "flood", Target: e.t.Addr, Source: floodSource, Count: p.floodIDs, Workers: 32, Conns: 4}, "ready", readyLimit)
 	if err != nil {
 		return err
 	}
@@ -166,18 +198,16 @@ func runDoormanFlood(e *env) error {
 	done := e.leave(a)
 	err = e.end(nil, p.settle)
 	e.r.fig(fmt.Sprintf("flood: %d client ids from %s", p.floodIDs, floodSource), "%s, in %s", countList(ready.Got), sec(time.Duration(ready.At-start.UnixNano())))
-	if ready.Note != "" {
-		e.r.fig("flood's first refusal", "%s", ready.Note)
-	}
+	e.r.note("flood's first refusal", ready.Note)
 	e.r.fig("flood renewals meanwhile", "%d: %s", done.Sent, countList(done.Got))
 	e.newClientsFigures(fmt.Sprintf("new clients from %s", newSource), "lease", outcomes, lat, refusal)
 	return err
 }
 
 // childFlood is the attacker child of "doorman-flood": j.Count client ids
-// from j.Source each ask for a lease once ("ready"), then renew them in
-// turn until told to leave.
-func childFlood(ctx context.Context, j job, out *emitter, leave <-chan struct{}) error {
+// from j.Source ask for a lease once ("ready"), then renew until told to
+// leave.
+func childFlood(ctx context.Context, j job, out *emitter, leave context.Context) error {
 	var stubs []pb.CapacityClient
 	for range max(1, j.Conns) {
 		cc, err := dialDoorman(j.Target, j.Source)
@@ -218,7 +248,7 @@ func childFlood(ctx context.Context, j job, out *emitter, leave <-chan struct{})
 	sent, got, first := pass()
 	out.emit(event{Ev: "ready", Sent: sent, Got: got, Note: first})
 	go func() {
-		<-leave
+		<-leave.Done()
 		stopping.Store(true)
 		cancel()
 	}()
@@ -235,8 +265,7 @@ func childFlood(ctx context.Context, j job, out *emitter, leave <-chan struct{})
 	return nil
 }
 
-// rawCodec sends request bytes as they are and keeps response bytes
-// unparsed: it lets a client send a payload no message marshals to.
+// rawCodec sends and receives bytes as they are.
 type rawCodec struct{}
 
 func (rawCodec) Marshal(v any) ([]byte, error) { return *v.(*[]byte), nil }
@@ -246,7 +275,7 @@ func (rawCodec) Unmarshal(data []byte, v any) error {
 }
 func (rawCodec) Name() string { return "proto" }
 
-// doormanCase is one garbage request: its payload, to method.
+// doormanCase is one garbage request to method.
 type doormanCase struct {
 	name, method string
 	payload      []byte
@@ -255,8 +284,7 @@ type doormanCase struct {
 // doormanCases are attack "doorman-malformed"'s requests.
 func doormanCases() []doormanCase {
 	const g, capacity = "/doorman.Capacity/GetCapacity", "/doorman.Capacity/"
-	// marshal cannot fail on these messages (required fields are not
-	// checked, proto2 strings need not be UTF-8).
+	// marshal cannot fail: required fields are not checked, nor UTF-8.
 	marshal := func(m proto.Message) []byte {
 		b, _ := proto.MarshalOptions{AllowPartial: true}.Marshal(m)
 		return b
@@ -266,7 +294,7 @@ func doormanCases() []doormanCase {
 		return append(protowire.AppendString(tag(nil, 1, protowire.BytesType), "garbage"), b...)
 	}
 	resource := func(f func(r *pb.ResourceRequest)) []byte { // one resource, altered by f
-		req := capacityRequest("garbage", nil)
+		req := capacityRequest("garbage", 1, doormanResource)
 		f(req.Resource[0])
 		return marshal(req)
 	}
@@ -297,8 +325,8 @@ func doormanCases() []doormanCase {
 		{"wire type 6", g, client([]byte{5<<3 | 6})},
 		{"10,000 nested groups", g, nested},
 		{"an 11-byte varint", g, client(append(tag(nil, 9, protowire.VarintType), bytes.Repeat([]byte{0xFF}, 11)...))},
-		{"client_id not UTF-8", g, marshal(capacityRequest("\xff\xfe\xfd", nil))},
-		{"client_id of 1 MB", g, marshal(capacityRequest(strings.Repeat("c", 1<<20), nil))},
+		{"client_id not UTF-8", g, marshal(capacityRequest("\xff\xfe\xfd", 1, doormanResource))},
+		{"client_id of 1 MB", g, marshal(capacityRequest(strings.Repeat("c", 1<<20), 1, doormanResource))},
 		{"100,000 empty resources", g, empties},
 		{"wants NaN", g, resource(func(r *pb.ResourceRequest) { r.Wants = proto.Float64(math.NaN()) })},
 		{"wants -Inf", g, resource(func(r *pb.ResourceRequest) { r.Wants = proto.Float64(math.Inf(-1)) })},
@@ -320,8 +348,7 @@ func doormanCases() []doormanCase {
 	}
 }
 
-// runDoormanMalformed sends each garbage request, checks the server is
-// alive, and has a valid request answered after each.
+// runDoormanMalformed sends each garbage request, then a valid one.
 func runDoormanMalformed(e *env) error {
 	var cc *grpc.ClientConn
 	defer func() {
@@ -383,4 +410,164 @@ func runDoormanMalformed(e *env) error {
 	e.r.fig("cases", "%d: server survived %d, answered a valid request after %d", len(e.r.Cases), survived, served)
 	e.r.caseFigures()
 	return e.end(nil, 0)
+}
+
+// legitTally counts a legitimate client's grants.
+type legitTally struct {
+	calls, ok int
+	bad       []string // the grants that were not, at most a few
+	lat       []time.Duration
+	err       string
+}
+
+// ask asks for poisonResource as client. The grant must be in (0,
+// poisonCapacity], or [0, poisonCapacity] for a new client's first.
+func (l *legitTally) ask(ctx context.Context, stub pb.CapacityClient, client string, first bool) {
+	t0 := time.Now()
+	got, err := askFor(ctx, stub, client, 100, poisonResource)
+	l.calls++
+	if err != nil {
+		l.err = cmp.Or(l.err, status.Convert(err).Message())
+		return
+	}
+	l.lat = append(l.lat, time.Since(t0))
+	if c := got[0]; c <= poisonCapacity && (c > 0 || first && c == 0) {
+		l.ok++
+	} else if len(l.bad) < 5 {
+		l.bad = append(l.bad, fmt.Sprintf("%s %v", client, c))
+	}
+}
+
+func (l *legitTally) load() *Load {
+	ld := latencyLoad(l.calls, l.ok, l.lat, l.err)
+	if len(l.bad) > 0 && ld.FirstError == "" {
+		ld.FirstError = fmt.Sprintf("grants out of (0, %d]: %v", poisonCapacity, l.bad)
+	}
+	return ld
+}
+
+// runDoormanPoison has two clients from floodSource want poisonWants of
+// poisonResource for e.p.hold, beside two legitimate clients from
+// newSource (one old, one new), and a new one once the attackers' leases
+// have expired.
+func runDoormanPoison(e *env) error {
+	p := e.p
+	attack, err := e.doormanStub(floodSource)
+	if err != nil {
+		return err
+	}
+	legit, err := e.doormanStub(newSource)
+	if err != nil {
+		return err
+	}
+
+	var during, after legitTally
+	during.ask(e.ctx, legit, "legit-old", true) // before the attack: its first
+	attackers := []float64{math.NaN(), math.NaN()}
+	attackErr := ""
+	start := time.Now()
+	for round := 0; time.Since(start) < p.hold && e.ctx.Err() == nil; round++ {
+		for i := range attackers {
+			got, err := askFor(e.ctx, attack, "poison-"+strconv.Itoa(i), poisonWants, poisonResource)
+			if err != nil {
+				attackErr = status.Convert(err).Message()
+				continue
+			}
+			attackers[i] = got[0]
+		}
+		during.ask(e.ctx, legit, "legit-old", false)
+		during.ask(e.ctx, legit, "legit-new", round == 0)
+		if err := e.pause(poisonRefresh); err != nil {
+			break
+		}
+	}
+	// The attackers go quiet until their leases end.
+	for end := time.Now().Add(poisonLease + poisonRefresh); time.Now().Before(end) && e.ctx.Err() == nil; {
+		after.ask(e.ctx, legit, "legit-old", false)
+		after.ask(e.ctx, legit, "legit-new", false)
+		if err := e.pause(poisonRefresh); err != nil {
+			break
+		}
+	}
+	after.ask(e.ctx, legit, "legit-after", true)
+	after.ask(e.ctx, legit, "legit-after", false)
+	err = e.end(nil, p.settle)
+	e.r.fig(fmt.Sprintf("attackers from %s", floodSource), "2 clients wanting %g of %q (PROPORTIONAL_SHARE, capacity %d) for %s, last granted %v",
+		poisonWants, poisonResource, poisonCapacity, sec(p.hold), attackers)
+	e.r.note("an attacker's refusal", attackErr)
+	e.r.fig(fmt.Sprintf("legitimate grants during the attack, from %s", newSource), "%s", during.load())
+	e.r.fig("legitimate grants after the attackers' leases", "%s", after.load())
+	probe := during.load()
+	a := after.load()
+	probe.Calls += a.Calls
+	probe.OK += a.OK
+	if probe.FirstError == "" {
+		probe.FirstError = a.FirstError
+	}
+	e.r.Probe = probe
+	return err
+}
+
+// runDoormanResources has a client from floodSource ask for
+// floodResources new resource ids; then new clients from newSource
+// each ask for kvResource and one of their own.
+func runDoormanResources(e *env) error {
+	flood, err := e.doormanStub(floodSource)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	accepted, refused := 0, 0
+	firstRefusal := ""
+	for i := 0; i < floodResources && e.ctx.Err() == nil; i += floodPerRequest {
+		ids := make([]string, 0, floodPerRequest)
+		for k := i; k < i+floodPerRequest && k < floodResources; k++ {
+			ids = append(ids, "flood-"+strconv.Itoa(k))
+		}
+		if _, err := askFor(e.ctx, flood, "flood-"+strconv.Itoa(i/floodPerRequest), 1, ids...); err != nil {
+			refused++
+			firstRefusal = cmp.Or(firstRefusal, status.Convert(err).Message())
+			continue
+		}
+		accepted += len(ids)
+	}
+	took := time.Since(start)
+	e.logf("%d flood resource ids accepted in %.2fs, %d requests refused", accepted, took.Seconds(), refused)
+
+	outcomes, lat, refusal, err := e.newClients(func(stub pb.CapacityClient, i string) (string, error) {
+		got, err := askFor(e.ctx, stub, "new-"+i, 1, kvResource, "new-own-"+i)
+		switch {
+		case err != nil:
+			return status.Code(err).String(), err
+		case got[0] > 0 && got[1] > 0:
+			return "both granted", nil
+		}
+		return fmt.Sprintf("granted %v", got), nil
+	})
+	if err != nil {
+		return err
+	}
+	// The flood, at or over its share, asks for more.
+	_, err = askFor(e.ctx, flood, "flood-more", 1, "flood-more")
+	floodAfter := "granted"
+	if err != nil {
+		floodAfter = status.Code(err).String()
+	}
+	err = e.end(nil, e.p.settle)
+	e.r.fig(fmt.Sprintf("flood: resource ids from %s", floodSource), "%d accepted in %s, %d requests of %d refused",
+		accepted, sec(took), refused, floodPerRequest)
+	e.r.note("flood's first refusal", firstRefusal)
+	e.newClientsFigures(fmt.Sprintf("new clients from %s asking %q and one of their own", newSource, kvResource), "both granted", outcomes, lat, refusal)
+	e.r.fig("the flood's next new resource", "%s", floodAfter)
+	return err
+}
+
+// doormanStub returns a client of the Doorman server from source.
+func (e *env) doormanStub(source string) (pb.CapacityClient, error) {
+	cc, err := dialDoorman(e.t.Addr, source)
+	if err != nil {
+		return nil, err
+	}
+	e.cleanups = append(e.cleanups, func() { cc.Close() })
+	return pb.NewCapacityClient(cc), nil
 }

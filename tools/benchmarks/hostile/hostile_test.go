@@ -65,6 +65,9 @@ func runAttacks(t *testing.T, size Size) {
 	}
 }
 
+// Failed is the number of calls that failed.
+func (l *Load) Failed() int { return l.Calls - l.OK }
+
 // checks hold what must be true of a server after each attack.
 var checks = map[Attack]func(t *testing.T, r *Result){
 	Checksum:          checkChecksum,

@@ -17,8 +17,7 @@ import (
 )
 
 // Load is what a legitimate client saw: calls made at a steady rate, each
-// with a deadline, through a Sluice channel.Channel of its own (so a
-// connection made for it).
+// with a deadline, through a channel.Channel of its own.
 type Load struct {
 	Calls int `json:"calls"`
 	OK    int `json:"ok"`
@@ -26,15 +25,11 @@ type Load struct {
 	// TIMEOUT for a deadline passed, LOCAL for anything else).
 	Errors map[string]int `json:"errors,omitzero"`
 	// Latency quantiles of the calls that succeeded.
-	P50 millis.Duration `json:"p50_ms"`
-	P99 millis.Duration `json:"p99_ms"`
-	Max millis.Duration `json:"max_ms"`
-	// FirstError is the first failure's message.
-	FirstError string `json:"first_error,omitzero"`
+	P50        millis.Duration `json:"p50_ms"`
+	P99        millis.Duration `json:"p99_ms"`
+	Max        millis.Duration `json:"max_ms"`
+	FirstError string          `json:"first_error,omitzero"`
 }
-
-// Failed is the number of calls that failed.
-func (l *Load) Failed() int { return l.Calls - l.OK }
 
 func (l *Load) String() string {
 	if l == nil {
@@ -50,17 +45,15 @@ func (l *Load) String() string {
 	return s
 }
 
-// loadSpec is a load to make: rate calls a second, each with deadline and
-// payload bytes of arg3.
+// loadSpec is rate calls a second, each with deadline and payload bytes.
 type loadSpec struct {
 	rate     float64
 	deadline time.Duration
 	payload  int
 }
 
-// runLoad calls echo on addr at spec.rate until stop is closed or ctx
-// ends, and returns once every call has returned. The client is a new
-// channel.Channel, closed at the end.
+// runLoad calls echo on addr through a new channel at spec.rate until
+// stop is closed or ctx ends, and returns once every call has returned.
 func runLoad(ctx context.Context, addr string, spec loadSpec, stop <-chan struct{}) (*Load, error) {
 	ch, cl, err := newClient(addr)
 	if err != nil {
@@ -112,7 +105,6 @@ func runLoad(ctx context.Context, addr string, spec loadSpec, stop <-chan struct
 	return l, nil
 }
 
-// isClosed reports whether c is closed.
 func isClosed(c <-chan struct{}) bool {
 	select {
 	case <-c:
@@ -122,8 +114,7 @@ func isClosed(c <-chan struct{}) bool {
 	}
 }
 
-// newClient returns a new Sluice channel and its Client of Service, with
-// addr as the one peer. Closing the channel closes the Client.
+// newClient returns a new channel and its Client of Service at addr.
 func newClient(addr string) (*channel.Channel, *channel.Client, error) {
 	ch, err := channel.New("hostile-client")
 	if err != nil {
@@ -158,7 +149,7 @@ func (c Call) String() string {
 	return fmt.Sprintf("%s after %s (%s)", c.Code, ms(c.Latency.D()), c.Err)
 }
 
-// oneCall makes one echo call with arg3 through a new client to addr.
+// oneCall makes one echo call through a new client to addr.
 func oneCall(ctx context.Context, addr string, arg3 []byte, deadline time.Duration) Call {
 	ch, cl, err := newClient(addr)
 	if err != nil {
@@ -193,7 +184,7 @@ func codeOf(err error) string {
 	return "LOCAL"
 }
 
-// quantile returns the q-quantile of d (sorting it), 0 if empty.
+// quantile returns the q-quantile of d, sorting it; 0 if empty.
 func quantile(d []time.Duration, q float64) time.Duration {
 	if len(d) == 0 {
 		return 0
@@ -213,7 +204,7 @@ func ms(d time.Duration) string {
 	return fmt.Sprintf("%.2fms", float64(d)/1e6)
 }
 
-// countList formats counts, most frequent first: "TIMEOUT 12, NETWORK 3".
+// countList formats counts, most first: "TIMEOUT 12, NETWORK 3".
 func countList[N int | int64](m map[string]N) string {
 	keys := slices.SortedFunc(maps.Keys(m), func(a, b string) int { return cmp.Or(cmp.Compare(m[b], m[a]), cmp.Compare(a, b)) })
 	parts := make([]string, len(keys))

@@ -15,18 +15,14 @@ import (
 type Result struct {
 	Attack Attack `json:"attack"`
 	Size   Size   `json:"size"`
-	// Commit names the server's build, when known (the runner leaves it
-	// empty; `sluice-lab hostile` fills it from the binary's build info).
+	// Commit names the server's build, when known.
 	Commit  string          `json:"commit"`
 	Elapsed millis.Duration `json:"elapsed_ms"`
 
-	// Server is the server process's figures over the attack.
 	Server ServerFigures `json:"server"`
-	// Cases are the frames or requests sent one by one (checksum,
-	// malformed, big-args, headers, checksum-client, doorman-malformed).
+	// Cases are the frames, requests or client runs sent one by one.
 	Cases []Case `json:"cases"`
-	// Conns are the attacker's connections (stall, doorman-silent).
-	Conns *Conns `json:"conns"`
+	Conns *Conns `json:"conns"` // the attacker's connections
 	// Probe is a new client's calls during the attack; Side a client's
 	// steady load during it.
 	Probe *Load `json:"probe"`
@@ -35,10 +31,8 @@ type Result struct {
 	// large call; doorman-silent: `sluice doorman get`).
 	Legit *Call `json:"legit"`
 
-	// Figures are every figure, as printed.
-	Figures []Figure `json:"figures"`
-	// Problems are what the harness could not measure.
-	Problems []string `json:"problems"`
+	Figures  []Figure `json:"figures"`  // every figure, as printed
+	Problems []string `json:"problems"` // what the harness could not measure
 }
 
 // Figure is one line of a result: a name and its value.
@@ -54,13 +48,12 @@ type ServerFigures struct {
 	Flags   []string `json:"flags"`
 	Missing []string `json:"missing"`
 	// Crashes are the server's deaths during the attack, each "case: how"
-	// (a Go panic's message and where). The runner restarts a server it
-	// started after each.
+	// (a Go panic's message and where).
 	Crashes []string `json:"crashes"`
 	// AliveAfter says the server was running at the end of the attack.
 	AliveAfter bool `json:"alive_after"`
-	// Resident memory in bytes before the attack, at the peak seen during
-	// it (sampled), and after it; 0 when unknown.
+	// Resident memory in bytes before the attack, at the sampled peak,
+	// and after it; 0 when unknown.
 	RSSBefore int64 `json:"rss_before"`
 	RSSPeak   int64 `json:"rss_peak"`
 	RSSAfter  int64 `json:"rss_after"`
@@ -69,9 +62,8 @@ type ServerFigures struct {
 	GoroutinesPeak   int `json:"goroutines_peak"`
 	GoroutinesAfter  int `json:"goroutines_after"`
 	// HeapBefore and HeapAfter are its live heap in bytes (HeapAlloc
-	// right after a collection) before and after the attack; 0 when
-	// unknown. Freed memory shows here at once, while the Go runtime
-	// keeps it resident for minutes.
+	// right after a collection); 0 when unknown. Freed memory shows here at
+	// once, while the Go runtime keeps it resident for minutes.
 	HeapBefore int64 `json:"heap_before"`
 	HeapAfter  int64 `json:"heap_after"`
 }
@@ -89,23 +81,20 @@ type Case struct {
 	Closed bool            `json:"closed"`
 	After  millis.Duration `json:"after_ms"`
 	Answer string          `json:"answer"`
-	// Next is a call made after the case: on the same connection
-	// (big-args) or from a new client (every other case); nil if none.
+	// Next is a call made after the case, on the same connection
+	// (big-args) or from a new client; nil if none.
 	Next *Call `json:"next"`
-	// Client marks a run of a client (checksum-client), whose Exit is its
-	// exit code (-1 if it did not exit) and whose Survived says it did not
-	// crash.
-	Client bool `json:"client"`
-	Exit   int  `json:"exit"`
-	// Note is anything else worth saying.
-	Note string `json:"note"`
+	// Client marks a run of a client, whose Exit is its exit code (-1 if
+	// it did not exit) and whose Survived says it did not crash.
+	Client bool   `json:"client"`
+	Exit   int    `json:"exit"`
+	Note   string `json:"note"` // anything else worth saying
 }
 
 // Conns are an attacker's connections and what the server did to them.
 type Conns struct {
 	// Wanted connects were made: Opened were held once the attack was in
-	// place, Early were closed by the server before (during the
-	// handshake), Failed did not connect.
+	// place, Early closed by the server before, Failed did not connect.
 	Wanted int `json:"wanted"`
 	Opened int `json:"opened"`
 	Early  int `json:"early"`
@@ -113,7 +102,7 @@ type Conns struct {
 	// ReadyIn is how long opening them took.
 	ReadyIn millis.Duration `json:"ready_in_ms"`
 	// Closed counts those the server closed (Early included); First,
-	// Median and Last when, from the start of the attack.
+	// Median and Last when, from the start.
 	Closed int             `json:"closed"`
 	First  millis.Duration `json:"first_ms"`
 	Median millis.Duration `json:"median_ms"`
@@ -131,7 +120,6 @@ func (c *Conns) String() string {
 	return s
 }
 
-// closedString is the server's closing of the attacker's connections.
 func (c *Conns) closedString() string {
 	if c.Closed == 0 {
 		return "none"
@@ -139,18 +127,22 @@ func (c *Conns) closedString() string {
 	return fmt.Sprintf("%d (first at %s, median %s, last %s)", c.Closed, sec(c.First.D()), sec(c.Median.D()), sec(c.Last.D()))
 }
 
-// fig appends a figure.
 func (r *Result) fig(name, format string, args ...any) {
 	r.Figures = append(r.Figures, Figure{name, fmt.Sprintf(format, args...)})
 }
 
-// problem records something the harness could not measure.
+// note appends a figure whose value is v, unless v is empty.
+func (r *Result) note(name, v string) {
+	if v != "" {
+		r.fig(name, "%s", v)
+	}
+}
+
 func (r *Result) problem(format string, args ...any) {
 	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
 }
 
-// caseCounts counts the cases the server survived, whose connection it
-// closed, and after which a new call was served.
+// caseCounts counts the cases survived, closed and followed by a served call.
 func (r *Result) caseCounts() (survived, closed, served int) {
 	for _, c := range r.Cases {
 		if c.Survived {
@@ -166,7 +158,6 @@ func (r *Result) caseCounts() (survived, closed, served int) {
 	return survived, closed, served
 }
 
-// caseFigures appends a figure per case.
 func (r *Result) caseFigures() {
 	for _, c := range r.Cases {
 		r.fig(c.Name, "%s", c.String())
@@ -203,7 +194,6 @@ func (c Case) String() string {
 	return strings.Join(parts, "; ")
 }
 
-// serverFigures appends the server's figures.
 func (r *Result) serverFigures() {
 	s := &r.Server
 	if len(s.Crashes) > 0 {
@@ -247,8 +237,7 @@ func count(n int) string {
 func sec(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }
 
 // WriteTable writes every result's figures, one row each (attack, figure,
-// value), as aligned text or, when markdown is set, as a Markdown table.
-// Problems the harness met are rows of their own ("PROBLEM").
+// value), as aligned text or a Markdown table; problems are "PROBLEM" rows.
 func WriteTable(w io.Writer, rs []*Result, markdown bool) error {
 	rows := [][]string{{"attack", "figure", "value"}}
 	for _, r := range rs {

@@ -33,10 +33,9 @@ type Config struct {
 	Progress io.Writer
 }
 
-// Run makes c's attacks one after another, calling each, if not nil, with
-// every result as it comes. It stops at the first attack that cannot be
-// made (a server that does not start, an attacker child that fails) or
-// when ctx ends, and returns the results so far.
+// Run makes c's attacks in turn, calling each, if not nil, with every
+// result as it comes. It stops at the first attack that cannot be made,
+// or when ctx ends, and returns the results so far.
 func (c Config) Run(ctx context.Context, each func(*Result)) ([]*Result, error) {
 	attacks := c.Attacks
 	if len(attacks) == 0 {
@@ -116,12 +115,9 @@ func RunAttack(ctx context.Context, a Attack, c Config) (*Result, error) {
 	if a == Soak {
 		rssEvery, gorEvery = e.p.soakEvery, e.p.soakEvery
 	}
-	e.s = startSampler(ctx, t, rssEvery, gorEvery)
+	e.s = startSampler(ctx, t.PID, t.DebugURL, rssEvery, gorEvery)
 	err = info.run(e)
-	if e.side != nil {
-		e.r.Side = e.side()
-	}
-	e.peaks()
+	e.stop()
 	e.r.Elapsed = millis.Duration(time.Since(start))
 	s.AliveAfter = e.t.Alive()
 	e.r.serverFigures()
@@ -140,7 +136,7 @@ func flagNote(t *Target) string {
 	return s
 }
 
-// target returns the server to attack, a started one stopped with the
+// target returns the server to attack; a started one stops with the
 // attack's cleanups.
 func (e *env) target(doorman bool) (*Target, error) {
 	if e.cfg.Target != nil && doorman {
@@ -193,15 +189,10 @@ func (e *env) bin() (string, error) {
 	return exe, nil
 }
 
-// end ends an attack whose course ended with err: it stops the side
-// client and the sampler, waits settle unless err, and reads the "after"
-// figures (memory first: the heap is read after a collection).
+// end stops the side client and the sampler, waits settle unless err, and
+// reads the "after" figures (memory first: reading the heap collects).
 func (e *env) end(err error, settle time.Duration) error {
-	if e.side != nil {
-		e.r.Side = e.side()
-		e.side = nil
-	}
-	e.peaks()
+	e.stop()
 	if err == nil {
 		err = e.pause(settle)
 	}
@@ -213,8 +204,12 @@ func (e *env) end(err error, settle time.Duration) error {
 	return err
 }
 
-// peaks stops the sampler and records the peaks it saw.
-func (e *env) peaks() {
+// stop stops the side client and the sampler, and records their figures.
+func (e *env) stop() {
+	if e.side != nil {
+		e.r.Side = e.side()
+		e.side = nil
+	}
 	rss, gor := e.s.finish()
 	sv := &e.r.Server
 	sv.RSSPeak = max(rss, sv.RSSBefore)
@@ -222,13 +217,12 @@ func (e *env) peaks() {
 }
 
 // startLoad starts a legitimate client (what, in problems) making rate
-// calls a second with payload bytes, each with e.p.deadline; the function
-// it returns stops it and returns its figures.
+// calls a second of payload bytes; the function returned stops it.
 func (e *env) startLoad(what string, rate float64, payload int) func() *Load {
 	done := make(chan struct{})
 	res := make(chan *Load, 1)
 	go func() {
-		l, err := runLoad(e.ctx, e.t.Addr, loadSpec{rate: rate, deadline: e.p.deadline, payload: payload}, done)
+		l, err := runLoad(e.ctx, e.t.Addr, loadSpec{rate: rate, deadline: callDeadline, payload: payload}, done)
 		if err != nil {
 			e.r.problem("%s: %v", what, err)
 		}
@@ -240,21 +234,25 @@ func (e *env) startLoad(what string, rate float64, payload int) func() *Load {
 	}
 }
 
-// startSide starts the side client: e.p.sideRate calls a second on a
-// connection of its own until the attack ends.
+// startSide starts the side client, at e.p.sideRate until the attack ends.
 func (e *env) startSide() { e.side = e.startLoad("the side client", e.p.sideRate, 100) }
 
 // sideFigure appends the side client's figure.
 func (e *env) sideFigure() { e.r.fig(fmt.Sprintf("side client (%g/s)", e.p.sideRate), "%s", e.r.Side) }
 
-// attacker starts an attacker child doing j, stopped with the attack's
-// cleanups.
-func (e *env) attacker(j job) (*attacker, error) {
+// attacker starts an attacker child doing j, stopped with the cleanups,
+// and waits at most limit for its event ev, unless ev is "".
+func (e *env) attacker(j job, ev string, limit time.Duration) (*attacker, event, error) {
 	a, err := startAttacker(j)
-	if err == nil {
-		e.cleanups = append(e.cleanups, a.stop)
+	if err != nil {
+		return nil, event{}, err
 	}
-	return a, err
+	e.cleanups = append(e.cleanups, a.stop)
+	if ev == "" {
+		return a, event{}, nil
+	}
+	got, err := a.next(ev, limit)
+	return a, got, err
 }
 
 // leave has the attacker leave and returns its last event.
@@ -266,7 +264,7 @@ func (e *env) leave(a *attacker) event {
 	return done
 }
 
-// pause waits d, or less if ctx ends: it paces an attack.
+// pause waits d, or less if ctx ends.
 func (e *env) pause(d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -278,9 +276,8 @@ func (e *env) pause(d time.Duration) error {
 	}
 }
 
-// survived checks the server after a case that may have crashed it: if it
-// died, the crash is recorded against the case and a server the runner
-// started is started again. wait is how long a death may take to show.
+// survived checks the server after case c, waiting up to wait for a death
+// to show: a crash is recorded against c and a started server restarted.
 func (e *env) survived(c *Case, wait time.Duration) {
 	if !e.t.waitDead(wait) {
 		c.Survived = true
@@ -296,29 +293,11 @@ func (e *env) survived(c *Case, wait time.Duration) {
 	}
 }
 
-// doormanConfig is the configuration of the Doorman servers attacked: a
-// configured resource (kv-rps), a PROPORTIONAL_SHARE one with short leases
-// (poison) and one template for every other resource.
+// doormanConfig configures the Doorman servers attacked: a configured
+// resource (kv-rps), a PROPORTIONAL_SHARE one with short leases (poison)
+// and a template for every other resource.
 const doormanConfig = `resources:
-- identifier_glob: "kv-rps"
-  capacity: 100
-  algorithm:
-    kind: FAIR_SHARE
-    lease_length: 60
-    refresh_interval: 15
-    learning_mode_duration: 0
-- identifier_glob: "poison"
-  capacity: 1000
-  algorithm:
-    kind: PROPORTIONAL_SHARE
-    lease_length: 4
-    refresh_interval: 1
-    learning_mode_duration: 0
-- identifier_glob: "*"
-  capacity: 1000
-  algorithm:
-    kind: FAIR_SHARE
-    lease_length: 60
-    refresh_interval: 15
-    learning_mode_duration: 0
+- {identifier_glob: "kv-rps", capacity: 100, algorithm: {kind: FAIR_SHARE, lease_length: 60, refresh_interval: 15, learning_mode_duration: 0}}
+- {identifier_glob: "poison", capacity: 1000, algorithm: {kind: PROPORTIONAL_SHARE, lease_length: 4, refresh_interval: 1, learning_mode_duration: 0}}
+- {identifier_glob: "*", capacity: 1000, algorithm: {kind: FAIR_SHARE, lease_length: 60, refresh_interval: 15, learning_mode_duration: 0}}
 `

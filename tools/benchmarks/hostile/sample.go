@@ -13,8 +13,7 @@ import (
 	"time"
 )
 
-// readRSS returns a process's resident memory (VmRSS) in bytes, from
-// /proc (Linux).
+// readRSS returns a process's resident memory (VmRSS) in bytes.
 func readRSS(pid int) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
@@ -29,12 +28,11 @@ func readRSS(pid int) (int64, error) {
 	return 0, fmt.Errorf("/proc/%d/status has no VmRSS (a zombie?)", pid)
 }
 
-// debugClient reads profiles; its timeout bounds a server too busy to
-// answer.
+// debugClient reads profiles, within a timeout.
 var debugClient = &http.Client{Timeout: 10 * time.Second}
 
 // debugFigure returns the number after prefix at the start of a line of
-// the profile at debugURL+path (a server's --debug-listen).
+// the profile at debugURL+path.
 func debugFigure(ctx context.Context, debugURL, path, prefix string) (int64, error) {
 	if debugURL == "" {
 		return 0, fmt.Errorf("no debug endpoint")
@@ -71,10 +69,8 @@ func readGoroutines(ctx context.Context, debugURL string) int {
 	return int(n)
 }
 
-// readHeap returns a server's live heap (runtime.MemStats.HeapAlloc)
-// right after two garbage collections (?gc=1 collects first; the second
-// empties the sync.Pool caches the first one keeps). Unlike its resident
-// memory, it drops as soon as what the server held is freed.
+// readHeap returns a server's live heap (HeapAlloc) after two garbage
+// collections: the second empties the sync.Pool caches the first keeps.
 func readHeap(ctx context.Context, debugURL string) (int64, error) {
 	const path, prefix = "/debug/pprof/heap?debug=1&gc=1", "# HeapAlloc = "
 	if _, err := debugFigure(ctx, debugURL, path, prefix); err != nil {
@@ -83,9 +79,8 @@ func readHeap(ctx context.Context, debugURL string) (int64, error) {
 	return debugFigure(ctx, debugURL, path, prefix)
 }
 
-// sampler records the peak of a server's memory and goroutines while an
-// attack lasts: memory every rssEvery, goroutines every gorEvery (a
-// goroutine profile of 20,000 goroutines costs the server a little).
+// sampler records the peak of a process's memory, every rssEvery, and of
+// a server's goroutines (a costlier profile) every gorEvery, if not 0.
 type sampler struct {
 	stop      chan struct{}
 	once      sync.Once
@@ -96,10 +91,10 @@ type sampler struct {
 	rssSeries []int64 // every sample, for soak
 }
 
-func startSampler(ctx context.Context, t *Target, rssEvery, gorEvery time.Duration) *sampler {
+func startSampler(ctx context.Context, pid int, debugURL string, rssEvery, gorEvery time.Duration) *sampler {
 	s := &sampler{stop: make(chan struct{}), gorPeak: -1}
 	rss := func() bool {
-		if rss, err := readRSS(t.PID); err == nil {
+		if rss, err := readRSS(pid); err == nil {
 			s.mu.Lock()
 			s.rssPeak = max(s.rssPeak, rss)
 			s.rssSeries = append(s.rssSeries, rss)
@@ -108,7 +103,7 @@ func startSampler(ctx context.Context, t *Target, rssEvery, gorEvery time.Durati
 		return ctx.Err() == nil
 	}
 	gor := func() bool {
-		n := readGoroutines(ctx, t.DebugURL)
+		n := readGoroutines(ctx, debugURL)
 		s.mu.Lock()
 		s.gorPeak = max(s.gorPeak, n)
 		s.mu.Unlock()
@@ -116,12 +111,13 @@ func startSampler(ctx context.Context, t *Target, rssEvery, gorEvery time.Durati
 	}
 	rss()
 	s.wg.Go(func() { every(rssEvery, s.stop, rss) })
-	s.wg.Go(func() { every(gorEvery, s.stop, gor) })
+	if gorEvery > 0 {
+		s.wg.Go(func() { every(gorEvery, s.stop, gor) })
+	}
 	return s
 }
 
-// finish stops the sampler and returns the peaks (0 and -1 when nothing
-// could be read).
+// finish stops the sampler and returns the peaks (0 and -1 if unknown).
 func (s *sampler) finish() (rssPeak int64, gorPeak int) {
 	s.once.Do(func() { close(s.stop) })
 	s.wg.Wait()

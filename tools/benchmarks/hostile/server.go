@@ -3,6 +3,7 @@ package hostile
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -17,38 +18,33 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/childproc"
 )
 
-// serverStartLimit bounds the wait for a server to report its address;
-// procExitLimit the wait for a child to exit once asked (its stdin closed
-// and SIGTERM), and again once killed.
+// serverStartLimit bounds the wait for a server's address; procExitLimit
+// a child's exit once asked, and again once killed.
 const serverStartLimit, procExitLimit = 20 * time.Second, 10 * time.Second
 
-// Limits are the limits a server under attack is started with, as flags of
-// `sluice serve` (and of `sluice doorman serve`, where it has them). A zero
-// field leaves the server's default. A server binary whose help does not
-// list a flag is started without it, and the result says so.
+// Limits are the limit flags a server under attack is started with (of
+// `sluice serve`, and `sluice doorman serve` where it has them). A zero
+// field leaves the server's default; a flag the binary's help does not
+// list is left out, and the result says so.
 type Limits struct {
 	MaxConns         int           // --max-conns
 	IdleTimeout      time.Duration // --idle-timeout
 	HandshakeTimeout time.Duration // --handshake-timeout
 	StallTimeout     time.Duration // --stall-timeout
 	WriteTimeout     time.Duration // --write-timeout
-	// MaxUnfinished and MaxUnfinishedPerConn are --max-unfinished and
-	// --max-unfinished-per-conn: bytes of requests still arriving.
+	// --max-unfinished and --max-unfinished-per-conn, in bytes.
 	MaxUnfinished, MaxUnfinishedPerConn int64
-	// MaxClients is `sluice doorman serve --max-clients`: the most
-	// distinct clients holding leases.
-	MaxClients int
+	MaxClients                          int // `sluice doorman serve --max-clients`
 }
 
-// CILimits are the limits of CI-size runs: low enough that 200 stalled
-// connections, a handful of unfinished requests, unread replies and 3,000
-// Doorman clients meet them within the attack's few seconds.
+// CILimits are the limits of CI-size runs: low enough for the small
+// attacks to meet them within a few seconds.
 func CILimits() Limits {
 	return Limits{MaxConns: 100, IdleTimeout: time.Second, HandshakeTimeout: time.Second,
 		StallTimeout: time.Second, WriteTimeout: time.Second, MaxClients: 1000}
 }
 
-// flags returns the limits set as flag names and values, in a fixed order.
+// flags returns the limits set as flag names and values.
 func (l *Limits) flags(doorman bool) [][2]string {
 	if l == nil {
 		return nil
@@ -81,12 +77,10 @@ type serverSpec struct {
 // Target is the server under attack: a child process the runner started
 // (and restarts after a crash), or an external server.
 type Target struct {
-	// Addr is the server's host:port, on 127.0.0.1.
-	Addr string
-	// PID is its process id, for its memory and its liveness.
-	PID int
-	// DebugURL is its debug listener (http://host:port, serving
-	// /debug/pprof/), for its goroutines; "" if it has none.
+	Addr string // host:port, on 127.0.0.1
+	PID  int    // for its memory and liveness
+	// DebugURL is its debug listener, http://host:port, for its
+	// goroutines; "" if it has none.
 	DebugURL string
 	// Flags are the limit flags it was started with; Missing those its
 	// binary lacks.
@@ -96,8 +90,8 @@ type Target struct {
 	p    *proc
 }
 
-// External returns a Target for a server the runner did not start. addr
-// must be on 127.0.0.1: only that is ever attacked.
+// External returns a Target for a server the runner did not start, on
+// 127.0.0.1: only that is ever attacked.
 func External(addr string, pid int, debugURL string) (*Target, error) {
 	if err := checkTarget(addr); err != nil {
 		return nil, err
@@ -125,9 +119,8 @@ func checkTarget(addr string) error {
 }
 
 var (
-	servingLine = regexp.MustCompile(`^(?:serving \S+|doorman serving \d+ templates) on (\S+)`)
-	debugLine   = regexp.MustCompile(`debug endpoints on (http://\S+)`)
-	// framePattern matches a stack frame's file line: "\t/path/file.go:123 +0x1f".
+	servingLine  = regexp.MustCompile(`^(?:serving \S+|doorman serving \d+ templates) on (\S+)`)
+	debugLine    = regexp.MustCompile(`debug endpoints on (http://\S+)`)
 	framePattern = regexp.MustCompile(`^\t(\S+\.go):(\d+)`)
 	helpCache    sync.Map // "bin doorman?" -> its server command's help
 )
@@ -150,8 +143,8 @@ func commandHelp(spec *serverSpec, args []string) (string, error) {
 	return string(out), nil
 }
 
-// startServer starts a server under attack, under the children's
-// descriptor limit, and waits for its address and debug endpoint.
+// startServer starts a server under the children's descriptor limit and
+// waits for its address and debug endpoint.
 func startServer(spec *serverSpec) (*Target, error) {
 	cmdArgs := []string{"serve"}
 	if spec.doorman {
@@ -174,46 +167,43 @@ func startServer(spec *serverSpec) (*Target, error) {
 		args = append(args, "--"+f[0], f[1])
 		t.Flags = append(t.Flags, "--"+f[0]+" "+f[1])
 	}
-	p, err := startChild(job{Kind: "exec", Bin: spec.bin, Args: args})
+	addr, said := make(chan string, 1), false
+	p, err := startChild(job{Kind: "exec", Bin: spec.bin, Args: args}, func(l string) {
+		if m := servingLine.FindStringSubmatch(l); m != nil && !said {
+			said = true
+			addr <- m[1]
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
 	failed := func(why string) (*Target, error) {
 		p.stop()
-		return nil, fmt.Errorf("hostile: the server (%s %s) %s; stderr %q", spec.bin, strings.Join(args, " "), why, p.last())
+		return nil, fmt.Errorf("hostile: the server (%s %s) %s; stderr %q", spec.bin, strings.Join(args, " "), why, p.stderr.last())
 	}
 	timer := time.NewTimer(serverStartLimit)
 	defer timer.Stop()
-	for t.Addr == "" {
-		select {
-		case l, ok := <-p.lines:
-			if !ok {
-				p.Wait(procExitLimit)
-				return failed("exited before saying where it listens: " + p.crash())
-			}
-			if m := servingLine.FindStringSubmatch(l); m != nil {
-				t.Addr = m[1]
-			}
-		case <-timer.C:
-			return failed(fmt.Sprintf("did not say where it listens within %v", serverStartLimit))
+	select {
+	case t.Addr = <-addr:
+	case <-p.Exited():
+		if len(addr) == 0 {
+			return failed("exited before saying where it listens: " + p.crash())
 		}
+		t.Addr = <-addr
+	case <-timer.C:
+		return failed(fmt.Sprintf("did not say where it listens within %v", serverStartLimit))
 	}
-	go func() {
-		for range p.lines { // a server may print more; nobody reads it
-		}
-	}()
-	// The debug line is on stderr, written before the address on stdout
-	// but read by another goroutine.
+	// The debug line, on stderr, came first but is read by another goroutine.
 	wait := time.NewTimer(5 * time.Second)
 	select {
-	case <-p.stderr.debugSeen():
+	case <-p.stderr.seen:
 	case <-p.Exited():
 		wait.Stop()
 		return failed("exited right after saying where it listens: " + p.crash())
 	case <-wait.C:
 	}
 	wait.Stop()
-	t.DebugURL = p.stderr.debug()
+	t.DebugURL = p.stderr.get(func() string { return p.stderr.debugURL })
 	t.PID, t.p = p.Pid(), p
 	if err := checkTarget(t.Addr); err != nil {
 		t.Close()
@@ -231,8 +221,7 @@ func (t *Target) Alive() bool {
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
-// waitDead waits at most limit for the server to die, polling: a frame
-// that crashes it does so at once.
+// waitDead waits at most limit for the server to die, polling.
 func (t *Target) waitDead(limit time.Duration) bool {
 	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if !t.Alive() {
@@ -242,9 +231,8 @@ func (t *Target) waitDead(limit time.Duration) bool {
 	return !t.Alive()
 }
 
-// Crash describes how the server died: a Go panic's message and where it
-// happened, or its exit status. It is "" while it runs, and "died" for an
-// external server, whose output is not seen.
+// Crash describes how the server died: a Go panic's message and where, or
+// its exit status; "" while it runs, "died" for an external server.
 func (t *Target) Crash() string {
 	switch {
 	case t.Alive():
@@ -266,8 +254,7 @@ func (t *Target) restart() error {
 	return nil
 }
 
-// Close stops a server the runner started (an external one is left
-// alone).
+// Close stops a server the runner started (not an external one).
 func (t *Target) Close() error {
 	if t.p == nil {
 		return nil
@@ -275,44 +262,30 @@ func (t *Target) Close() error {
 	return t.p.stop()
 }
 
-// proc is a child process: its stdout lines go to lines, its stderr to a
-// stderrWatch.
+// proc is a child process: this binary doing a job.
 type proc struct {
 	*childproc.Proc
-	lines  chan string // stdout, closed once the process has exited
 	stderr *stderrWatch
 }
 
-// startProc starts a child as cfg says (but for OnLine and Stderr); the
-// caller must drain p.lines, or the child blocks writing.
-func startProc(cfg childproc.Config) (*proc, error) {
-	p := &proc{lines: make(chan string, 1024), stderr: &stderrWatch{}}
-	cfg.OnLine = func(l string) { p.lines <- l }
-	cfg.Stderr = p.stderr
-	var err error
-	if p.Proc, err = childproc.Start(cfg); err != nil {
+// startChild starts this binary as a child doing j; onLine gets its
+// stdout's lines.
+func startChild(j job, onLine func(string)) (*proc, error) {
+	b, err := json.Marshal(j)
+	if err != nil {
 		return nil, err
 	}
-	go func() {
-		<-p.Exited() // OnLine has had every line
-		close(p.lines)
-	}()
+	p := &proc{stderr: &stderrWatch{seen: make(chan struct{})}}
+	if p.Proc, err = childproc.Start(childproc.Config{Env: ChildEnv + "=" + string(b), OnLine: onLine, Stderr: p.stderr}); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
-// dead reports whether the process has exited.
-func (p *proc) dead() bool {
-	select {
-	case <-p.Exited():
-		return true
-	default:
-		return false
-	}
-}
+func (p *proc) dead() bool { return isClosed(p.Exited()) }
 
-// stop asks the process to end (SIGTERM, and its stdin closed), and kills
-// it if it has not within procExitLimit; an error is a child that outlived
-// SIGKILL.
+// stop sends SIGTERM and closes stdin, killing the process after
+// procExitLimit; an error is a child that outlived SIGKILL.
 func (p *proc) stop() error {
 	if !p.dead() {
 		p.Process().Signal(syscall.SIGTERM) // a server does not read its stdin
@@ -320,9 +293,7 @@ func (p *proc) stop() error {
 	return p.Close(procExitLimit)
 }
 
-// crash describes how the process died: the Go panic or fatal error
-// ("index out of range [4] with length 4 at checksum.go:45"), or else its
-// exit status.
+// crash describes how the process died: its Go panic, or exit status.
 func (p *proc) crash() string {
 	if !p.dead() {
 		return ""
@@ -336,23 +307,17 @@ func (p *proc) crash() string {
 	return "exited"
 }
 
-// last is the last line the process wrote on its standard error.
-func (p *proc) last() string { return p.stderr.last() }
-
-// maxStderrLine bounds what stderrWatch keeps of a line: the last 4 KiB,
-// as much as an error message or a note quotes.
+// maxStderrLine bounds what stderrWatch keeps of a line.
 const maxStderrLine = 4096
 
-// stderrWatch reads a child's standard error line by line as it comes,
-// keeping what the runner wants of it: a server's debug listener URL, the
-// Go panic or fatal error it died of and the first stack frame outside
-// the runtime (a crash's goroutine dump may run to megabytes), and the
-// last line.
+// stderrWatch reads a child's stderr as it comes, keeping a server's
+// debug URL, the Go panic it died of and the first stack frame outside
+// the runtime (a goroutine dump may run to megabytes), and the last line.
 type stderrWatch struct {
 	mu                          sync.Mutex
 	partial                     []byte
 	debugURL, msg, at, lastLine string
-	seen                        chan struct{} // closed once debugURL is set; made by debugSeen
+	seen                        chan struct{} // if not nil, closed once debugURL is set
 }
 
 func (w *stderrWatch) Write(b []byte) (int, error) {
@@ -362,8 +327,7 @@ func (w *stderrWatch) Write(b []byte) (int, error) {
 	for {
 		i := bytes.IndexByte(w.partial, '\n')
 		if i < 0 {
-			// A line without end keeps only its tail: a child cannot
-			// make the runner hold its stderr without bound.
+			// An unended line keeps only its tail.
 			if n := len(w.partial); n > maxStderrLine {
 				w.partial = append(w.partial[:0], w.partial[n-maxStderrLine:]...)
 			}
@@ -402,22 +366,6 @@ func (w *stderrWatch) get(f func() string) string {
 	return f()
 }
 
-func (w *stderrWatch) debug() string { return w.get(func() string { return w.debugURL }) }
-
-// debugSeen returns a channel closed once the child has said its debug
-// listener's URL.
-func (w *stderrWatch) debugSeen() <-chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.seen == nil {
-		w.seen = make(chan struct{})
-		if w.debugURL != "" {
-			close(w.seen)
-		}
-	}
-	return w.seen
-}
-
 func (w *stderrWatch) last() string {
 	return w.get(func() string {
 		if s := strings.TrimSpace(string(w.partial)); s != "" {
@@ -437,6 +385,5 @@ func (w *stderrWatch) crash() string {
 	})
 }
 
-// errNoChildHook is the error of a child that ran the test or program
-// instead of its job.
+// errNoChildHook is a child that ran the program instead of its job.
 var errNoChildHook = errors.New("the child exited before reporting: does the binary call hostile.RunChildIfAsked first thing in main (or TestMain)?")

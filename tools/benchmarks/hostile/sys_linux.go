@@ -9,8 +9,7 @@ import (
 	"syscall"
 )
 
-// setNofile sets this process's descriptor limit (soft and hard) to n. It
-// cannot raise the hard limit without privilege; it says so.
+// setNofile sets this process's descriptor limit (soft and hard) to n.
 func setNofile(n uint64) error {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
@@ -23,8 +22,7 @@ func setNofile(n uint64) error {
 	return syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
 }
 
-// maxRSS is an exited process's peak resident memory in bytes (its
-// rusage's ru_maxrss, in KiB on Linux), 0 if unknown.
+// maxRSS is an exited process's peak resident memory in bytes, 0 if unknown.
 func maxRSS(ps *os.ProcessState) int64 {
 	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
 		return ru.Maxrss << 10
@@ -38,9 +36,8 @@ func execve(path string, args []string) error {
 }
 
 // smallReceiveBuffer is a net.Dialer Control that sets a socket's receive
-// buffer to n bytes before it connects, turning off the kernel's
-// autotuning (which lets a loopback socket buffer up to tcp_rmem's 32 MB
-// here, and so hides a peer that never reads).
+// buffer to n bytes, turning off the kernel's autotuning (which hides a
+// peer that never reads).
 func smallReceiveBuffer(n int) func(network, address string, c syscall.RawConn) error {
 	return func(_, _ string, c syscall.RawConn) error {
 		var serr error
@@ -53,13 +50,11 @@ func smallReceiveBuffer(n int) func(network, address string, c syscall.RawConn) 
 	}
 }
 
-// tcpEstablished is the state of an open connection in /proc/net/tcp.
-const tcpEstablished = 1
+const tcpEstablished = 1 // a connection's state in /proc/net/tcp
 
-// serverClosed reports whether the server end of c, on this host, has been
-// closed: its socket in /proc/net/tcp is no longer established, or gone.
-// A client that never reads does not see the server's FIN, which waits
-// behind the unread data; the server's socket shows the close at once.
+// serverClosed reports whether the server end of c, on this host, is no
+// longer established in /proc/net/tcp: a client that never reads does not
+// see the server's FIN, which waits behind the unread data.
 func serverClosed(c net.Conn) (bool, error) {
 	local, remote := c.LocalAddr().(*net.TCPAddr), c.RemoteAddr().(*net.TCPAddr)
 	want := procTCPAddr(remote) + " " + procTCPAddr(local)
@@ -76,8 +71,7 @@ func serverClosed(c net.Conn) (bool, error) {
 	return true, nil // the server's socket is gone
 }
 
-// procTCPAddr formats an IPv4 address as /proc/net/tcp does: the address
-// in the host's byte order (little-endian here), the port big-endian.
+// procTCPAddr formats an IPv4 address as /proc/net/tcp does (little-endian).
 func procTCPAddr(a *net.TCPAddr) string {
 	ip := a.IP.To4()
 	if ip == nil {

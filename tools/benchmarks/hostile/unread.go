@@ -17,34 +17,29 @@ import (
 )
 
 const (
-	// writeLimit bounds one frame's write: a server that stops reading
-	// makes the attacker give up that connection.
+	// writeLimit bounds one frame's write; past it the attacker gives up
+	// the connection.
 	writeLimit = 5 * time.Second
-	// unreadBuffer is the receive buffer of the connections whose replies
-	// are not read: small, as an attacker would make it, so that the
-	// server's writes block after 64 KB whatever the kernel's autotuning
-	// allows.
+	// unreadBuffer is the small receive buffer of connections that do not
+	// read, so that the server's writes block after 64 KB.
 	unreadBuffer = 64 << 10
-	// trickleBytes is what a trickling connection reads at a time: 256 KB
-	// every 5 s kept each write of a server moving that judged stalls by
-	// one write, so that it never closed the connection.
+	// trickleBytes is what a trickling connection reads at a time: enough
+	// to keep each of the server's writes moving.
 	trickleBytes = 256 << 10
 )
 
 // errLastFragment stops a call's frames before its last one.
 var errLastFragment = errors.New("the last fragment, never sent")
 
-// runUnfinished sends e.p.unfinished requests of e.p.unfinishedSize bytes
-// at a steady pace over e.p.unfinishedTo connections, each without its
-// last fragment, while a side client calls at e.p.sideRate and, half-way,
-// a legitimate client makes one large call; the attacker then holds for
-// e.p.unfinishedHold and leaves, and the "after" figures are read
-// e.p.unfinishedAfter later.
+// runUnfinished sends e.p.unfinished requests without their last
+// fragment, at a steady pace, beside the side client and, half-way, one
+// large legitimate call; the attacker holds for e.p.unfinishedHold and
+// leaves, and the "after" figures come e.p.unfinishedAfter later.
 func runUnfinished(e *env) error {
 	p := e.p
 	e.startSide()
-	a, err := e.attacker(job{Kind: "unfinished", Target: e.t.Addr, Conns: p.unfinishedTo, Count: p.unfinished,
-		Size: p.unfinishedSize, Over: p.unfinishedOver, TTL: p.unfinishedTTL})
+	a, _, err := e.attacker(job{Kind: "unfinished", Target: e.t.Addr, Conns: unfinishedTo, Count: p.unfinished,
+		Size: p.unfinishedSize, Over: p.unfinishedOver, TTL: unfinishedTTL}, "", 0)
 	if err != nil {
 		return err
 	}
@@ -76,29 +71,24 @@ func runUnfinished(e *env) error {
 	if len(done.Got) > 0 {
 		e.r.fig("the server sent the attacker", "%s", countList(done.Got))
 	}
-	if ready.Note != "" {
-		e.r.fig("attacker", "%s", ready.Note)
-	}
+	e.r.note("attacker", ready.Note)
 	e.r.fig(fmt.Sprintf("legitimate %d MB call", p.legitSize/1_000_000), "%s", e.r.Legit)
 	e.sideFigure()
 	e.r.fig("after figures", "%s after the attacker left", sec(p.unfinishedAfter))
 	return err
 }
 
-// unfinishedConn is one of the attacker's connections: frames the server
-// sends it are counted, and its closing noticed.
+// unfinishedConn is one of the attacker's connections.
 type unfinishedConn struct {
-	rc *rawConn
-	// dead: no longer usable; ours: closed by the attacker, not the
-	// server.
-	dead, ours atomic.Bool
+	rc         *rawConn
+	dead, ours atomic.Bool // ours: closed by the attacker, not the server
 }
 
 // childUnfinished is the attacker child of "unfinished": j.Count requests
-// of j.Size bytes at a steady pace over j.Over on j.Conns connections,
-// each request all its fragments but the last. A connection the server
-// closes, or whose writes block for writeLimit, is replaced.
-func childUnfinished(ctx context.Context, j job, out *emitter, leave <-chan struct{}) error {
+// of j.Size bytes over j.Over on j.Conns connections, each without its
+// last fragment. A connection closed, or blocked for writeLimit, is
+// replaced.
+func childUnfinished(ctx context.Context, j job, out *emitter, leave context.Context) error {
 	var (
 		mu               sync.Mutex
 		got              = map[string]int64{}
@@ -110,14 +100,8 @@ func childUnfinished(ctx context.Context, j job, out *emitter, leave <-chan stru
 		firstErr         error
 	)
 	open := func() (*unfinishedConn, error) {
-		dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-		defer cancel()
-		rc, err := dialRaw(dctx, j.Target, net.Dialer{})
+		rc, err := dialHandshaken(ctx, j.Target, net.Dialer{})
 		if err != nil {
-			return nil, err
-		}
-		if err := rc.handshake(handshakeTimeout); err != nil {
-			rc.Close()
 			return nil, err
 		}
 		uc := &unfinishedConn{rc: rc}
@@ -158,7 +142,7 @@ send:
 			timer.Reset(wait)
 			select {
 			case <-timer.C:
-			case <-leave:
+			case <-leave.Done():
 				break send
 			}
 		}
@@ -192,8 +176,7 @@ send:
 			sent++
 		case isTimeout(err):
 			blocked++
-			// A frame half written: the connection is spent.
-			uc.ours.Store(true)
+			uc.ours.Store(true) // a frame half written: the connection is spent
 			uc.dead.Store(true)
 		default: // the server closed it; its reader counts that
 			uc.dead.Store(true)
@@ -206,7 +189,7 @@ send:
 		ready.Note += fmt.Sprintf("; first error: %v", firstErr)
 	}
 	out.emit(ready)
-	<-leave
+	<-leave.Done()
 	leaving.Store(true)
 	for _, uc := range conns {
 		if uc != nil {
@@ -220,19 +203,13 @@ send:
 	return nil
 }
 
-// runUnreadReplies writes e.p.unread echo calls of e.p.unreadSize bytes on
-// one connection (with a 64 KB receive buffer) and never reads the
-// replies, then holds for e.p.hold while a side client calls at
-// e.p.sideRate, and leaves.
+// runUnreadReplies writes e.p.unread echo calls on one connection and
+// never reads the replies, then holds for e.p.hold beside the side client.
 func runUnreadReplies(e *env) error {
 	p := e.p
 	e.startSide()
 	start := time.Now()
-	a, err := e.attacker(job{Kind: "unread", Target: e.t.Addr, Conns: 1, Count: p.unread, Size: p.unreadSize, Deadline: writeLimit})
-	if err != nil {
-		return err
-	}
-	ready, err := a.next("ready", readyLimit)
+	a, ready, err := e.attacker(job{Kind: "unread", Target: e.t.Addr, Conns: 1, Count: p.unread, Size: unreadSize, Deadline: writeLimit}, "ready", readyLimit)
 	if err != nil {
 		return err
 	}
@@ -241,9 +218,7 @@ func runUnreadReplies(e *env) error {
 	done := e.leave(a)
 	err = e.end(err, p.settle)
 	e.r.fig("calls written, replies unread", "%d of %d (%s MiB)", ready.Sent, p.unread, mb(ready.Bytes))
-	if ready.Note != "" {
-		e.r.fig("attacker", "%s", ready.Note)
-	}
+	e.r.note("attacker", ready.Note)
 	c := &Conns{Wanted: 1, Opened: 1, Closed: done.Closed}
 	e.r.Conns = c
 	if done.Closed > 0 {
@@ -257,10 +232,9 @@ func runUnreadReplies(e *env) error {
 	return err
 }
 
-// runUnreadTotal opens e.p.never connections that never read and
-// e.p.trickle that read trickleBytes every e.p.trickleEvery (two attacker
-// children), has each send its echo calls while a side client calls at
-// e.p.sideRate, holds, and leaves.
+// runUnreadTotal has e.p.never connections that never read and
+// e.p.trickle that trickle (two attacker children) send their echo calls
+// beside the side client, holds, and leaves.
 func runUnreadTotal(e *env) error {
 	p := e.p
 	e.startSide()
@@ -268,7 +242,7 @@ func runUnreadTotal(e *env) error {
 	ns := []int{p.never, p.trickle}
 	var attackers []*attacker
 	for i, over := range []time.Duration{0, p.trickleEvery} {
-		a, err := e.attacker(job{Kind: "unread", Target: e.t.Addr, Conns: ns[i], Count: p.totalCalls, Size: p.unreadSize, Over: over})
+		a, _, err := e.attacker(job{Kind: "unread", Target: e.t.Addr, Conns: ns[i], Count: p.totalCalls, Size: unreadSize, Over: over}, "", 0)
 		if err != nil {
 			return err
 		}
@@ -284,30 +258,27 @@ func runUnreadTotal(e *env) error {
 	dones := []event{e.leave(attackers[0]), e.leave(attackers[1])}
 	err = e.end(err, p.settle)
 	e.r.fig("calls written", "%d by %d connections that never read, %d by %d that read %d KB every %s (of %d each, %d KB)",
-		dones[0].Sent, p.never, dones[1].Sent, p.trickle, trickleBytes>>10, sec(p.trickleEvery), p.totalCalls, p.unreadSize>>10)
+		dones[0].Sent, p.never, dones[1].Sent, p.trickle, trickleBytes>>10, sec(p.trickleEvery), p.totalCalls, unreadSize>>10)
 	for i, what := range []string{"never-reading connections", "trickling connections"} {
 		if d := dones[i]; d.Closed > 0 {
 			e.r.fig(what, "%d of %d closed by the server, the last %s after the attack started", d.Closed, ns[i], sec(time.Unix(0, d.At).Sub(start)))
 		} else {
 			e.r.fig(what, "%d open until the attacker left (%s)", ns[i], sec(p.totalHold))
 		}
-		if dones[i].Note != "" {
-			e.r.fig(what+": answers", "%s", dones[i].Note)
-		}
+		e.r.note(what+": answers", dones[i].Note)
 	}
 	e.r.Conns = &Conns{Wanted: p.never + p.trickle, Opened: p.never + p.trickle, Closed: dones[0].Closed + dones[1].Closed}
 	e.sideFigure()
 	return err
 }
 
-// childUnread is the attacker child of "unread-replies" and
-// "unread-total": on each of j.Conns connections with a small receive
-// buffer it writes j.Count echo calls of j.Size bytes, never reading or,
-// with j.Over, reading trickleBytes every j.Over. With j.Deadline a
-// connection stops writing at a write blocked that long, and the child is
-// ready once all have stopped; without, it is ready once they are open.
-// Until told to leave it watches for the server closing them.
-func childUnread(ctx context.Context, j job, out *emitter, leave <-chan struct{}) error {
+// childUnread is the attacker child of "unread": on each of j.Conns
+// connections with a small receive buffer it writes j.Count echo calls of
+// j.Size bytes, never reading or, with j.Over, reading trickleBytes every
+// j.Over. With j.Deadline a write blocked that long stops a connection,
+// and the child is ready once all have stopped; without, once they are
+// open. Until told to leave it watches for the server closing them.
+func childUnread(ctx context.Context, j job, out *emitter, leave context.Context) error {
 	var conns []*rawConn
 	defer func() {
 		for _, c := range conns {
@@ -315,16 +286,11 @@ func childUnread(ctx context.Context, j job, out *emitter, leave <-chan struct{}
 		}
 	}()
 	for range max(1, j.Conns) {
-		dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-		rc, err := dialRaw(dctx, j.Target, net.Dialer{Control: smallReceiveBuffer(unreadBuffer)})
-		cancel()
+		rc, err := dialHandshaken(ctx, j.Target, net.Dialer{Control: smallReceiveBuffer(unreadBuffer)})
 		if err != nil {
 			return err
 		}
 		conns = append(conns, rc)
-		if err := rc.handshake(handshakeTimeout); err != nil {
-			return err
-		}
 	}
 	var (
 		sent, wrote, read, lastClose atomic.Int64
@@ -371,8 +337,8 @@ func childUnread(ctx context.Context, j job, out *emitter, leave <-chan struct{}
 		if j.Over > 0 {
 			watchers.Go(func() { trickleRead(rc.Conn, j.Over, stop, &read, gone) })
 		}
-		// The server's close shows on its socket at once; a reader would
-		// meet it only behind the answers the kernel holds.
+		// The server's close shows on its socket at once, not behind the
+		// answers the kernel holds.
 		watchers.Go(func() {
 			every(100*time.Millisecond, stop, func() bool {
 				c, err := serverClosed(rc.Conn)
@@ -389,7 +355,7 @@ func childUnread(ctx context.Context, j job, out *emitter, leave <-chan struct{}
 	mu.Lock()
 	out.emit(event{Ev: "ready", Opened: len(conns), Sent: sent.Load(), Bytes: wrote.Load(), Note: strings.Join(notes, "; ")})
 	mu.Unlock()
-	<-leave
+	<-leave.Done()
 	close(stop)
 	for _, c := range conns {
 		c.Close() // ends the writers
@@ -404,8 +370,8 @@ func childUnread(ctx context.Context, j job, out *emitter, leave <-chan struct{}
 	return nil
 }
 
-// trickleRead reads trickleBytes from c every every until stop, adding
-// them to read, and calls gone when the server closed c.
+// trickleRead reads trickleBytes from c every d until stop, adding them
+// to read, and calls gone when the server closed c.
 func trickleRead(c net.Conn, d time.Duration, stop <-chan struct{}, read *atomic.Int64, gone func()) {
 	buf := make([]byte, 64<<10)
 	every(d, stop, func() bool {
@@ -445,16 +411,11 @@ func every(d time.Duration, stop <-chan struct{}, f func() bool) {
 	}
 }
 
-// runSoak has an attacker child make a steady legitimate load of echo
-// calls at e.p.soakRate for e.p.soakFor, and samples the server's memory
-// every e.p.soakEvery.
+// runSoak has an attacker child make a steady legitimate load for
+// e.p.soakFor while the server's memory is sampled every e.p.soakEvery.
 func runSoak(e *env) error {
 	p := e.p
-	a, err := e.attacker(job{Kind: "soak", Target: e.t.Addr, Rate: p.soakRate, For: p.soakFor, Deadline: p.deadline})
-	if err != nil {
-		return err
-	}
-	done, err := a.next("done", p.soakFor+leaveLimit)
+	_, done, err := e.attacker(job{Kind: "soak", Target: e.t.Addr, Rate: p.soakRate, For: p.soakFor, Deadline: callDeadline}, "done", p.soakFor+leaveLimit)
 	if err != nil {
 		return err
 	}
@@ -471,20 +432,16 @@ func runSoak(e *env) error {
 	return nil
 }
 
-// childSoak is the soak's load: a legitimate client in a process of its
-// own, so that its calls do not share the runner's processor time.
-func childSoak(ctx context.Context, j job, out *emitter, leave <-chan struct{}) error {
-	stop, cancel := context.WithTimeout(ctx, j.For) // the calls in flight keep ctx
+// childSoak is the soak's load, in a process of its own so as not to
+// share the runner's processor time.
+func childSoak(ctx context.Context, j job, out *emitter, leave context.Context) error {
+	stop, cancel := context.WithTimeout(leave, j.For) // the calls in flight keep ctx
 	defer cancel()
-	go func() {
-		<-leave
-		cancel()
-	}()
 	l, err := runLoad(ctx, j.Target, loadSpec{rate: j.Rate, deadline: j.Deadline, payload: 100}, stop.Done())
 	if err != nil {
 		return err
 	}
 	out.emit(event{Ev: "done", Load: l})
-	<-leave
+	<-leave.Done()
 	return nil
 }

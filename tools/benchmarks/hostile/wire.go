@@ -21,17 +21,15 @@ const (
 	Service = "echo"
 	// MethodEcho answers with the request's arg2 and arg3.
 	MethodEcho = "echo"
-	// attackerName is the process name an attacker gives in its init
-	// frame and the caller name of its calls.
+	// attackerName is the attackers' process and caller name.
 	attackerName = "sluice-hostile"
 )
 
 // errorCodeName names a TChannel system error code ("BUSY").
 func errorCodeName(c byte) string { return codes.Code(c).String() }
 
-// maxChunks is the room a call request of service with transport headers
-// hs has for argument chunks: a frame's payload less the fixed fields,
-// the service, the headers and the checksum type.
+// maxChunks is the room for argument chunks in a call request of service
+// with transport headers hs.
 func maxChunks(service string, hs [][2]string) int {
 	n := tframe.MaxSize - tframe.HeaderSize - 1 - 4 - tframe.TracingSize - 1 - len(service) - 1 - 1
 	for _, kv := range hs {
@@ -40,38 +38,32 @@ func maxChunks(service string, hs [][2]string) int {
 	return n
 }
 
-// callHeaders are a call's transport headers: the arg scheme and the
-// caller's name, which tchannel-go requires.
+// callHeaders are a call's transport headers; tchannel-go requires cn.
 func callHeaders(scheme string) [][2]string {
 	return [][2]string{{"as", scheme}, {"cn", attackerName}}
 }
 
-// callSpec is a call request to send as frames.
+// callSpec is a call request to echo of Service, to send as frames.
 type callSpec struct {
-	id      uint32
-	ttl     time.Duration
-	service string
-	scheme  string // "raw" or "json"
-	method  string
-	arg2    []byte
-	arg3    []byte
-	// fragment bounds every frame's argument chunks (0: as much as fits).
-	fragment int
+	id         uint32
+	ttl        time.Duration
+	scheme     string // "raw" or "json"
+	arg2, arg3 []byte
+	fragment   int // bounds every frame's argument chunks (0: as much as fits)
 }
 
-// echoCall is a raw call to MethodEcho of Service with arg3.
+// echoCall is a raw call with arg3.
 func echoCall(id uint32, ttl time.Duration, arg3 []byte) callSpec {
-	return callSpec{id: id, ttl: ttl, service: Service, scheme: "raw", method: MethodEcho, arg3: arg3}
+	return callSpec{id: id, ttl: ttl, scheme: "raw", arg3: arg3}
 }
 
 // frames calls f with each frame of the call (reused for the next), more
-// set on all but the last, and stops at f's first error. An argument ends
-// where a chunk of the next follows in its frame; one that ends a frame is
-// closed by an empty chunk at the start of the next.
+// set on all but the last, and stops at f's first error. An argument that
+// ends a frame is closed by an empty chunk at the start of the next.
 func (c callSpec) frames(f func(frame []byte, more bool) error) error {
-	args := [][]byte{[]byte(c.method), c.arg2, c.arg3}
+	args := [][]byte{[]byte(MethodEcho), c.arg2, c.arg3}
 	hs := callHeaders(c.scheme)
-	room, cont := maxChunks(c.service, hs), tframe.MaxSize-tframe.HeaderSize-1-1 // flags, checksum type
+	room, cont := maxChunks(Service, hs), tframe.MaxSize-tframe.HeaderSize-1-1 // flags, checksum type
 	if c.fragment > 0 {
 		room, cont = min(room, c.fragment), min(cont, c.fragment)
 	}
@@ -95,7 +87,7 @@ func (c callSpec) frames(f func(frame []byte, more bool) error) error {
 		}
 		frag := tframe.Fragment{More: ai < len(args), Chunks: chunks}
 		if n == 0 {
-			buf = tframe.AppendCallReq(buf[:0], c.id, tframe.Call{TTL: uint32(c.ttl / time.Millisecond), Service: c.service, Headers: hs, Fragment: frag})
+			buf = tframe.AppendCallReq(buf[:0], c.id, tframe.Call{TTL: uint32(c.ttl / time.Millisecond), Service: Service, Headers: hs, Fragment: frag})
 		} else {
 			buf = tframe.AppendContinue(buf[:0], tframe.CallReqContinue, c.id, frag)
 		}
@@ -121,13 +113,27 @@ func dialRaw(ctx context.Context, addr string, d net.Dialer) (*rawConn, error) {
 	return &rawConn{Conn: c, r: bufio.NewReaderSize(c, 4096)}, nil
 }
 
+// dialHandshaken connects to addr through d and makes the handshake.
+func dialHandshaken(ctx context.Context, addr string, d net.Dialer) (*rawConn, error) {
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	c, err := dialRaw(dctx, addr, d)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.handshake(handshakeTimeout); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
 // initReq is the init request an attacker sends.
 func initReq() []byte {
 	return tframe.AppendInit(nil, tframe.InitReq, 1, tframe.Init{Version: 2, Params: tframe.InitParams("0.0.0.0:0", attackerName)})
 }
 
-// handshake sends an init request and reads the init response, within
-// limit.
+// handshake sends an init request and reads the response within limit.
 func (c *rawConn) handshake(limit time.Duration) error {
 	c.SetDeadline(time.Now().Add(limit))
 	defer c.SetDeadline(time.Time{})
@@ -170,12 +176,12 @@ func describe(h tframe.Header, f []byte) string {
 	return ""
 }
 
-// answer is the server's answer to one call: a response with its code and
-// arguments, or an error frame.
+// answer is the server's answer to one call: an error frame, or a
+// response's code (0 ok, 1 application error) and arguments.
 type answer struct {
-	errCode byte   // set when the answer is an error frame
-	errMsg  string // the error frame's description
-	code    byte   // a response's code (0 ok, 1 application error)
+	errCode byte
+	errMsg  string // the error frame's description; "" for a response
+	code    byte
 	args    [3][]byte
 }
 
@@ -189,12 +195,11 @@ func (a answer) String() string {
 	return "application error"
 }
 
-// errClosed is a connection the server closed while a call waited for its
-// answer.
+// errClosed is the server closing the connection a call waits on.
 var errClosed = errors.New("the server closed the connection")
 
-// readAnswer reads frames until the answer to call id is complete, within
-// limit, and skips frames of other calls (pings are answered).
+// readAnswer reads the answer to call id within limit, skipping other
+// frames and answering pings.
 func (c *rawConn) readAnswer(id uint32, limit time.Duration) (answer, error) {
 	c.SetReadDeadline(time.Now().Add(limit))
 	defer c.SetReadDeadline(time.Time{})
@@ -244,9 +249,8 @@ func (c *rawConn) readAnswer(id uint32, limit time.Duration) (answer, error) {
 	}
 }
 
-// splitChunks returns the argument chunks of a call response's payload
-// from its headers on (withHeaders) or of a continuation's from its
-// checksum type on. The frame has been checked with tframe.Parse.
+// splitChunks returns the argument chunks of a parsed call frame's
+// payload from its headers on (withHeaders) or its checksum type on.
 func splitChunks(p []byte, withHeaders bool) [][]byte {
 	if withHeaders {
 		nh := int(p[0])
@@ -275,9 +279,9 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// waitClosed reads and discards what the server sends on c until it closes
-// the connection or limit passes. It reports whether it closed, and when
-// (or how long it waited), and the first frame the server sent, and when.
+// waitClosed discards what the server sends on c until it closes it or
+// limit passes, and reports whether and when it closed, and the first
+// frame it sent, and when.
 func (c *rawConn) waitClosed(limit time.Duration) (closed bool, after time.Duration, sent string, sentAfter time.Duration) {
 	start := time.Now()
 	c.SetReadDeadline(start.Add(limit))
@@ -297,10 +301,8 @@ func (c *rawConn) waitClosed(limit time.Duration) (closed bool, after time.Durat
 }
 
 // rawServer is a hostile TChannel server on 127.0.0.1: it answers the
-// init handshake and pings as a TChannel server does, and hands every call
-// request's id to the handler newConn made for its connection, with a
-// function that writes on the connection, one writer at a time. close
-// stops it and closes every connection.
+// handshake and pings, and hands each call request's id to the handler
+// newConn made for its connection with a serialised write function.
 type rawServer struct {
 	ln    net.Listener
 	wg    sync.WaitGroup
@@ -367,7 +369,6 @@ func (s *rawServer) serve(c net.Conn, newConn func(write func([]byte) error) (fu
 
 func (s *rawServer) addr() string { return s.ln.Addr().String() }
 
-// calls returns the call requests received.
 func (s *rawServer) calls() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

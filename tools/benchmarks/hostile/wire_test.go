@@ -75,7 +75,7 @@ func TestCallSpecFrames(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			arg2, arg3 := pattern(tc.arg2, 2), pattern(tc.arg3, 3)
-			spec := callSpec{id: 5, service: Service, scheme: "raw", method: MethodEcho, arg2: arg2, arg3: arg3, fragment: tc.fragment}
+			spec := callSpec{id: 5, scheme: "raw", arg2: arg2, arg3: arg3, fragment: tc.fragment}
 			var frames [][]byte
 			if err := spec.frames(func(f []byte, _ bool) error {
 				frames = append(frames, bytes.Clone(f))
