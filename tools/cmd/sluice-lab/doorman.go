@@ -85,9 +85,8 @@ sluice-lab doorman get --server doorman.internal:6000 --tls-ca ca.pem --resource
 // ctx ends (serve and get --watch until then, load and flood at most).
 func doormanSubs(ctx context.Context) []cli.Command {
 	bind := func(run func(context.Context, []string, io.Writer, io.Writer) int) func([]string, io.Writer, io.Writer) int {
-		// stderr is written from several goroutines: the configuration's
-		// reloads, the debug listener, the handshakes that find a TLS
-		// file changed.
+		// stderr is written from several goroutines: reloads, the debug
+		// listener, handshakes finding a TLS file changed.
 		return func(args []string, stdout, stderr io.Writer) int {
 			return run(ctx, args, stdout, cli.Locked(stderr))
 		}
@@ -269,12 +268,7 @@ func newDoormanLease(client string, res *leasing.Resource, capacity float64, exp
 	exp := expiry.UTC()
 	l := doormanLease{Client: client, Resource: res.ID(), Wants: res.Wants(), Capacity: &capacity, Expires: &exp}
 	if capacity == 0 && l.Wants > 0 && fresh {
-		// The wire has no learning-mode flag (Lease is expiry, refresh
-		// interval and capacity; the learning duration travels only to
-		// servers lower in a tree). A server in learning mode echoes each
-		// client's has and gives a client without one nothing, for the
-		// template's learning_mode_duration after it became master: by
-		// default the lease length, so it ends by this lease's expiry.
+		// The wire has no learning-mode flag: the note infers it.
 		note := fmt.Sprintf("capacity 0 for wants %g: the server is likely in learning mode, which ends by %s (this lease's expiry) at the latest. "+
 			"For its learning_mode_duration after it starts or becomes master (by default the lease length), a Doorman server grants a new client nothing "+
 			"while the clients it had reclaim their leases; the protocol has no field for it, so this is inferred from the answer. "+

@@ -273,7 +273,8 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		}
 		return took, true
 	}
-	run := func(until time.Time, next *atomic.Int64, limit int64) []latencies {
+	run := func(until time.Time, limit int64) []latencies {
+		var next atomic.Int64
 		out := make([]latencies, lf.concurrency)
 		var wg sync.WaitGroup
 		for w := range out {
@@ -297,17 +298,15 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return out
 	}
 	if *warmup {
-		var next atomic.Int64
-		run(time.Time{}, &next, int64(len(cs)))
+		run(time.Time{}, int64(len(cs)))
 		answered.Store(0)
 		unanswered.Store(0)
 	}
 	if failed.err != nil {
 		return fs.Failure("%v", failed.err)
 	}
-	var next atomic.Int64
 	start := time.Now()
-	parts := run(start.Add(*duration), &next, 0)
+	parts := run(start.Add(*duration), 0)
 	elapsed := time.Since(start).Seconds()
 	var all latencies
 	for _, p := range parts {

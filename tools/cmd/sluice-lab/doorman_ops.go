@@ -23,11 +23,9 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/grpctls"
 )
 
-// serveFlags are `sluice-lab doorman serve`'s flags but --config,
-// --listen and --debug-listen: the limits; the connection flags, named as
-// `sluice serve`'s (0 leaves a setting at the server's default); the
-// server's place in a tree and its node's election; TLS; and where the
-// configuration is reloaded from while the server runs.
+// serveFlags are `sluice-lab doorman serve`'s flags but --config, --listen
+// and --debug-listen: limits, connections (named as `sluice serve`'s, 0:
+// the server's default), tree and election, TLS and reloading.
 type serveFlags struct {
 	maxResources, maxClients, maxLeases int
 	maxConns, maxCalls                  int
@@ -166,11 +164,9 @@ func (s *serveFlags) validateElection(listen string) error {
 	return nil
 }
 
-// apply sets cfg's limits, connection, tree and election fields;
-// listening is the address the server listens on. The election, nil
-// without --election-key, is to be closed after the server stops.
-// Mastership changes, and the parent link failing and recovering, are
-// printed on out.
+// apply sets cfg's fields from the flags; listening is the server's
+// address. The election (nil without --election-key) is to be closed
+// after the server stops. The server's log lines go to out.
 func (s *serveFlags) apply(cfg *server.Config, listening string, out io.Writer) (*etcdelection.Election, error) {
 	cfg.MaxResources, cfg.MaxClients, cfg.MaxLeases = s.maxResources, s.maxClients, s.maxLeases
 	cfg.MaxConns, cfg.MaxConcurrentStreams = s.maxConns, s.maxCalls
@@ -187,9 +183,8 @@ func (s *serveFlags) apply(cfg *server.Config, listening string, out io.Writer) 
 		// expired and give the new master nothing meanwhile.
 		cfg.ID = s.electionKey
 	}
-	// The server's lines at Info and above: the parent failing and
-	// answering again, mastership changes, failed elections, refused
-	// requests.
+	// Info and above: the parent failing and back, mastership changes,
+	// failed elections, refused requests.
 	cfg.Logger = cli.LineLogger(out, slog.LevelInfo)
 	if s.electionKey == "" {
 		return nil, nil
@@ -273,10 +268,8 @@ func (s *serveFlags) grpcServerOptions(srv *server.Server, scope tally.Scope) ([
 }
 
 // start reloads the configuration into srv while it runs: --config FILE
-// every --config-poll, --config etcd:KEY on every change. Each new
-// configuration applied or refused is logged on stderr and counted on
-// scope. stop ends the watcher, returns once it has and closes the etcd
-// client.
+// every --config-poll, etcd:KEY on every change, logged on stderr and
+// counted on scope. stop ends the watcher and returns once it has.
 func (s *serveFlags) start(srv *server.Server, scope tally.Scope, stderr io.Writer) (stop func()) {
 	r := server.NewReloader(srv, server.ReloadConfig{Scope: scope, Logger: cli.LineLogger(stderr, slog.LevelInfo)})
 	r.Loaded(s.data)
@@ -307,19 +300,15 @@ func (s *serveFlags) close() {
 	}
 }
 
-// addDoormanClientTLSFlags registers a Doorman client's TLS flags on fs
-// (`sluice-lab doorman get`, load, flood): --tls, --tls-ca, --tls-cert,
-// --tls-key and --tls-server-name, the capability of the original
-// client's -ca_file.
+// addDoormanClientTLSFlags registers get's, load's and flood's TLS flags
+// on fs, the capability of the original client's -ca_file.
 func addDoormanClientTLSFlags(fs *cli.FlagSet) *cli.ClientTLSFlags {
 	return cli.AddClientTLSFlags(fs, "", "the server", "--server")
 }
 
-// dialOptions returns the options to dial a Doorman server with
-// (leasing.ClientConfig.DialOptions): nil for plaintext when no TLS flag
-// is given. An error names the flag, and the file, that is wrong. A
-// changed file that does not load later is told to onReloadError (nil:
-// nobody).
+// dialOptions returns the options to dial a Doorman server with: nil for
+// plaintext without TLS flags. An error names the flag (and file) that is
+// wrong; a changed file that does not load later is told to onReloadError.
 func dialOptions(c *cli.ClientTLSFlags, onReloadError func(error)) ([]grpc.DialOption, error) {
 	r, serverName, err := c.Reloader(onReloadError)
 	if r == nil || err != nil {

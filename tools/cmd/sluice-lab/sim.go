@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"io"
 	"strings"
 
@@ -65,15 +64,13 @@ func simBusyCmd(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	explicit := 0
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name != "preset" && f.Name != "output" && f.Name != "o" {
-			explicit++
-		}
-	})
+	explicit := false
+	for _, name := range []string{"rps", "rps-pattern", "busy", "busy-pattern"} {
+		explicit = explicit || fs.IsSet(name)
+	}
 	sc := busysim.Scenario{RPS: *rps, RPSPattern: busysim.Pattern(*rpsPattern), Busy: *busyN, BusyPattern: busysim.Pattern(*busyPattern)}
 	switch {
-	case *preset != "" && explicit > 0:
+	case *preset != "" && explicit:
 		return fs.UsageError("--preset cannot be combined with --rps, --rps-pattern, --busy or --busy-pattern")
 	case *preset != "":
 		p, ok := busysim.Presets[*preset]
@@ -81,7 +78,7 @@ func simBusyCmd(args []string, stdout, stderr io.Writer) int {
 			return fs.UsageError("unknown preset %q; want steady or flappy", *preset)
 		}
 		sc = p
-	case explicit == 0:
+	case !explicit:
 		sc = busysim.Presets["steady"]
 	}
 	if err := sc.Validate(); err != nil {
