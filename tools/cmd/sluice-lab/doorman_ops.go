@@ -101,23 +101,22 @@ func (s *serveFlags) validate(listen string, onReloadError func(error)) error {
 	if s.tlsFiles, err = s.tls.Reloader(onReloadError); err != nil {
 		return err
 	}
+	const orDefault = ">= 0 (0: the default)"
 	for _, f := range []struct {
 		name string
-		v    int
-	}{{"max-conns", s.maxConns}, {"max-calls-per-conn", s.maxCalls}} {
-		if f.v < 0 {
-			return fmt.Errorf("--%s is %d, must be >= 0 (0: the default)", f.name, f.v)
-		}
-	}
-	if int64(s.maxCalls) > math.MaxUint32 {
-		return fmt.Errorf("--max-calls-per-conn is %d, must be <= %d", s.maxCalls, uint32(math.MaxUint32))
-	}
-	for _, f := range []struct {
-		name string
-		v    time.Duration
-	}{{"idle-timeout", s.idle}, {"handshake-timeout", s.handshake}, {"keepalive-min-time", s.pingPeriod}} {
-		if f.v < 0 {
-			return fmt.Errorf("--%s is %v, must be >= 0 (0: the default)", f.name, f.v)
+		v    any
+		bad  bool
+		want string
+	}{
+		{"max-conns", s.maxConns, s.maxConns < 0, orDefault},
+		{"max-calls-per-conn", s.maxCalls, s.maxCalls < 0, orDefault},
+		{"max-calls-per-conn", s.maxCalls, int64(s.maxCalls) > math.MaxUint32, fmt.Sprintf("<= %d", uint32(math.MaxUint32))},
+		{"idle-timeout", s.idle, s.idle < 0, orDefault},
+		{"handshake-timeout", s.handshake, s.handshake < 0, orDefault},
+		{"keepalive-min-time", s.pingPeriod, s.pingPeriod < 0, orDefault},
+	} {
+		if f.bad {
+			return fmt.Errorf("--%s is %v, must be %s", f.name, f.v, f.want)
 		}
 	}
 	if s.parentDial, err = dialOptions(s.parentTLS, onReloadError); err != nil {

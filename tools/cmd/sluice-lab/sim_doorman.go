@@ -128,11 +128,7 @@ func writeDoormanTable(w io.Writer, res doormansim.Result) {
 	fmt.Fprintf(w, "Scenario %s: %s\n", sc.Name, sc.About)
 	tree := "clients at the root"
 	if len(sc.Fanout) > 0 {
-		parts := make([]string, len(sc.Fanout))
-		for i, f := range sc.Fanout {
-			parts[i] = fmt.Sprint(f)
-		}
-		tree = "fanout " + strings.Join(parts, " x ") + " under the root"
+		tree = "fanout " + strings.ReplaceAll(strings.Trim(fmt.Sprint(sc.Fanout), "[]"), " ", " x ") + " under the root"
 	}
 	fmt.Fprintf(w, "Tree: %s, %d clients per leaf (%d in all) wanting %g each; capacity %g, %s\n",
 		tree, sc.Clients, sc.NumClients(), sc.Wants, sc.Capacity, sc.Algorithm)
