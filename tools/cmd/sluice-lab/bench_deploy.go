@@ -14,16 +14,12 @@ import (
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
 )
 
-// deployFlags are the flags of `sluice-lab bench --rolling-deploy`.
+// deployFlags are the flags of `sluice-lab bench --rolling-deploy`, which
+// set cfg's fields.
 type deployFlags struct {
-	on                           bool
-	rows                         string
-	instances, clients, replaces int
-	warmup, steady, settle       time.Duration
-	dnsPeriod, dnsMin            time.Duration
-	grace, quiet                 time.Duration
-	etcd                         string
-	embeddedEtcd                 bool
+	on   bool
+	rows string
+	cfg  deploy.Config
 }
 
 // deployOnly names the flags that only --rolling-deploy reads.
@@ -33,22 +29,26 @@ var deployOnly = []string{"rows", "instances", "clients", "replacements", "warmu
 // addDeployFlags defines --rolling-deploy and its flags on bench's flag
 // set: cli.Lab.RollingDeploy.
 func addDeployFlags(fs *cli.FlagSet) cli.BenchMode {
-	d := &deployFlags{}
-	def := deploy.Defaults()
+	d := &deployFlags{cfg: deploy.Defaults()}
+	c := &d.cfg
+	const with = "with --rolling-deploy: "
+	duration := func(p *millis.Duration, name, usage string) {
+		fs.DurationVar((*time.Duration)(p), name, p.D(), with+usage)
+	}
 	fs.BoolVar(&d.on, "rolling-deploy", false, "run the rolling-deploy comparison: a fleet of server processes replaced one by one under load, with etcd, DNS, static Sluice and plain tchannel-go")
-	fs.StringVar(&d.rows, "rows", "all", "with --rolling-deploy: the rows to run, a comma-separated `LIST` of etcd, dns, static, tchannel, or all")
-	fs.IntVar(&d.instances, "instances", def.Instances, "with --rolling-deploy: the fleet's size, `N` server processes")
-	fs.IntVar(&d.clients, "clients", def.Clients, "with --rolling-deploy: `N` clients share the load, each with its own resolver and connections")
-	fs.IntVar(&d.replaces, "replacements", 0, "with --rolling-deploy: `N` instances replaced, each in turn (0: every instance twice)")
-	fs.DurationVar(&d.warmup, "warmup-time", def.Warmup.D(), "with --rolling-deploy: the load's first stretch, left out of the figures")
-	fs.DurationVar(&d.steady, "steady", def.Steady.D(), "with --rolling-deploy: the steady stretch before the first replacement")
-	fs.DurationVar(&d.settle, "settle", def.Settle.D(), "with --rolling-deploy: the wait after each replacement")
-	fs.DurationVar(&d.dnsPeriod, "dns-period", def.DNSPeriod.D(), "with --rolling-deploy: how often the dns row's clients look the SRV records up")
-	fs.DurationVar(&d.dnsMin, "dns-min-interval", def.DNSMinInterval.D(), "with --rolling-deploy: the least time between two lookups a failing peer asks for")
-	fs.DurationVar(&d.grace, "grace", 0, "with --rolling-deploy: the leaving servers' Shutdown grace (0: 2 x --dns-period + 1s)")
-	fs.DurationVar(&d.quiet, "quiet", def.Quiet.D(), "with --rolling-deploy: the time without requests that ends a Shutdown's grace")
-	fs.StringVar(&d.etcd, "etcd", "", "with --rolling-deploy: the client `URL` of an etcd for the etcd row (default: start the etcd binary, or an embedded etcd)")
-	fs.BoolVar(&d.embeddedEtcd, "embedded-etcd", false, "with --rolling-deploy: embed etcd in this process even if the etcd binary is installed")
+	fs.StringVar(&d.rows, "rows", "all", with+"the rows to run, a comma-separated `LIST` of etcd, dns, static, tchannel, or all")
+	fs.IntVar(&c.Instances, "instances", c.Instances, with+"the fleet's size, `N` server processes")
+	fs.IntVar(&c.Clients, "clients", c.Clients, with+"`N` clients share the load, each with its own resolver and connections")
+	fs.IntVar(&c.Replacements, "replacements", 0, with+"`N` instances replaced, each in turn (0: every instance twice)")
+	duration(&c.Warmup, "warmup-time", "the load's first stretch, left out of the figures")
+	duration(&c.Steady, "steady", "the steady stretch before the first replacement")
+	duration(&c.Settle, "settle", "the wait after each replacement")
+	duration(&c.DNSPeriod, "dns-period", "how often the dns row's clients look the SRV records up")
+	duration(&c.DNSMinInterval, "dns-min-interval", "the least time between two lookups a failing peer asks for")
+	duration(&c.Grace, "grace", "the leaving servers' Shutdown grace (0: 2 x --dns-period + 1s)")
+	duration(&c.Quiet, "quiet", "the time without requests that ends a Shutdown's grace")
+	fs.StringVar(&c.EtcdEndpoint, "etcd", "", with+"the client `URL` of an etcd for the etcd row (default: start the etcd binary, or an embedded etcd)")
+	fs.BoolVar(&c.EmbeddedEtcd, "embedded-etcd", false, with+"embed etcd in this process even if the etcd binary is installed")
 	return d
 }
 
@@ -77,9 +77,8 @@ func (d *deployFlags) Run(ctx context.Context, fs *cli.FlagSet, a cli.BenchArgs,
 	if err != nil {
 		return fs.UsageError("--rows: %v", strings.TrimPrefix(err.Error(), "deploy: "))
 	}
-	cfg := deploy.Config{Rows: rows, Instances: d.instances, Clients: d.clients, Replacements: d.replaces,
-		Warmup: millis.Duration(d.warmup), Steady: millis.Duration(d.steady), Settle: millis.Duration(d.settle), DNSPeriod: millis.Duration(d.dnsPeriod), DNSMinInterval: millis.Duration(d.dnsMin),
-		Grace: millis.Duration(d.grace), Quiet: millis.Duration(d.quiet), EtcdEndpoint: d.etcd, EmbeddedEtcd: d.embeddedEtcd, Timeout: millis.Duration(timeout)}
+	cfg := d.cfg
+	cfg.Rows, cfg.Timeout = rows, millis.Duration(timeout)
 	if fs.IsSet("rps") {
 		if !(rps > 0) {
 			return fs.UsageError("--rps is %v: --rolling-deploy offers a rate, > 0 (default 1000)", rps)
@@ -100,18 +99,18 @@ func (d *deployFlags) Run(ctx context.Context, fs *cli.FlagSet, a cli.BenchArgs,
 	// rather than replace it in silence.
 	for _, z := range []struct {
 		name string
-		v    time.Duration
-	}{{"warmup-time", d.warmup}, {"steady", d.steady}, {"settle", d.settle}, {"dns-period", d.dnsPeriod},
-		{"dns-min-interval", d.dnsMin}, {"quiet", d.quiet}} {
+		v    millis.Duration
+	}{{"warmup-time", cfg.Warmup}, {"steady", cfg.Steady}, {"settle", cfg.Settle}, {"dns-period", cfg.DNSPeriod},
+		{"dns-min-interval", cfg.DNSMinInterval}, {"quiet", cfg.Quiet}} {
 		if z.v <= 0 {
 			return fs.UsageError("--%s is %v, must be > 0", z.name, z.v)
 		}
 	}
 	switch {
-	case d.instances < 1 || d.clients < 1:
-		return fs.UsageError("--instances and --clients must be >= 1; have %d and %d", d.instances, d.clients)
-	case d.replaces < 0 || d.grace < 0:
-		return fs.UsageError("--replacements and --grace must be >= 0 (0: the default); have %d and %v", d.replaces, d.grace)
+	case cfg.Instances < 1 || cfg.Clients < 1:
+		return fs.UsageError("--instances and --clients must be >= 1; have %d and %d", cfg.Instances, cfg.Clients)
+	case cfg.Replacements < 0 || cfg.Grace < 0:
+		return fs.UsageError("--replacements and --grace must be >= 0 (0: the default); have %d and %v", cfg.Replacements, cfg.Grace)
 	}
 	if err := cfg.Validate(); err != nil {
 		return fs.UsageError("%v", strings.TrimPrefix(err.Error(), "deploy: "))

@@ -5,17 +5,12 @@ import (
 	"fmt"
 	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
 	"io"
-	"log/slog"
-	"math"
 	"net"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sluice-rpc/sluice/leasing"
 	"github.com/sluice-rpc/sluice/leasing/server"
-	"github.com/sluice-rpc/sluice/leasing/server/etcdelection"
 )
 
 var doormanHelp = cli.Help{
@@ -90,9 +85,8 @@ sluice-lab doorman get --server doorman.internal:6000 --tls-ca ca.pem --resource
 // ctx ends (serve and get --watch until then, load and flood at most).
 func doormanSubs(ctx context.Context) []cli.Command {
 	bind := func(run func(context.Context, []string, io.Writer, io.Writer) int) func([]string, io.Writer, io.Writer) int {
-		// stderr is written from several goroutines: the configuration's
-		// reloads, the debug listener, the handshakes that find a TLS
-		// file changed.
+		// stderr is written from several goroutines: reloads, the debug
+		// listener, handshakes finding a TLS file changed.
 		return func(args []string, stdout, stderr io.Writer) int {
 			return run(ctx, args, stdout, cli.Locked(stderr))
 		}
@@ -115,42 +109,15 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	config := fs.String("config", "", "the resource configuration: a YAML `FILE` in the original Doorman's format, or etcd:KEY (a key in the cluster at --etcd holding it)")
 	listen := fs.String("listen", "", "`HOST:PORT` to serve gRPC on")
 	debugAddr := fs.String("debug-listen", "", cli.DebugListenUsage+"; the status page is /status")
-	maxResources := fs.Int("max-resources", server.DefaultMaxResources, "the most resources the server keeps, `N` >= 1")
-	maxClients := fs.Int("max-clients", server.DefaultMaxClients, "the most distinct clients holding leases, `N` >= 1")
-	maxLeases := fs.Int("max-leases", server.DefaultMaxLeases, "the most leases (client and resource pairs), `N` >= 1")
-	conns := addDoormanConnFlags(fs)
-	tree := addDoormanTreeFlags(fs)
-	parentTLS := cli.AddClientTLSFlags(fs, "parent-", "the parent", "--parent")
-	ops := addDoormanOpsFlags(fs)
+	sf := addServeFlags(fs)
 	if code, ok := fs.ParseArgs(args); !ok {
 		return code
 	}
-	if *listen == "" || (*config == "" && tree.parent == "") {
+	if *listen == "" || (*config == "" && sf.parent == "") {
 		return fs.UsageError("--config and --listen are required (--config may be left out with --parent)")
 	}
-	if err := tree.validate(*listen); err != nil {
+	if err := sf.validate(*listen, fs.TLSReloadErrors()); err != nil {
 		return fs.UsageError("%v", err)
-	}
-	if err := ops.validate(fs.TLSReloadErrors()); err != nil {
-		return fs.UsageError("%v", err)
-	}
-	if err := conns.validate(); err != nil {
-		return fs.UsageError("%v", err)
-	}
-	parentDial, err := dialOptions(parentTLS, fs.TLSReloadErrors())
-	switch {
-	case err != nil:
-		return fs.UsageError("%v", err)
-	case parentDial != nil && tree.parent == "":
-		return fs.UsageError("the --parent-tls flags need --parent")
-	}
-	for _, l := range []struct {
-		name string
-		v    int
-	}{{"max-resources", *maxResources}, {"max-clients", *maxClients}, {"max-leases", *maxLeases}} {
-		if l.v < 1 {
-			return fs.UsageError("--%s is %d, must be >= 1", l.name, l.v)
-		}
 	}
 	debug, err := cli.NewDebugListener(*debugAddr, stderr)
 	if err != nil {
@@ -159,44 +126,42 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	defer debug.Close()
 	var repo *server.Repository
 	if *config != "" {
-		if repo, err = ops.loadConfig(ctx, *config, tree.etcd); err != nil {
+		if repo, err = sf.loadConfig(ctx, *config, sf.etcd); err != nil {
 			return fs.Failure("%v", err)
 		}
 	}
-	defer ops.close()
+	defer sf.close()
 	lis, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fs.Failure("%v", err)
 	}
 	defer lis.Close()           // for a failure below; Stop closes it too
 	stdout = cli.Locked(stdout) // mastership changes are printed from the election
-	cfg := server.Config{Repository: repo, Scope: debug.Scope(),
-		MaxResources: *maxResources, MaxClients: *maxClients, MaxLeases: *maxLeases}
-	conns.apply(&cfg)
-	cfg.ParentDialOptions = parentDial
-	election, err := tree.apply(&cfg, lis.Addr().String(), stdout)
+	cfg := server.Config{Repository: repo, Scope: debug.Scope()}
+	election, err := sf.apply(&cfg, lis.Addr().String(), stdout)
 	if err != nil {
 		return fs.Failure("%v", err)
 	}
-	defer election.close()
+	if election != nil {
+		defer election.Close()
+	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		return fs.Failure("%v", err)
 	}
-	opts, err := ops.grpcServerOptions(srv, debug.Scope())
+	opts, err := sf.grpcServerOptions(srv, debug.Scope())
 	if err != nil {
 		return fs.Failure("%v", err)
 	}
 	if err := debug.Serve("sluice-lab doorman serve", map[string]http.Handler{"/status": srv}, stderr); err != nil {
 		return fs.Failure("%v", err)
 	}
-	stopReloading := ops.start(srv, debug.Scope(), stderr)
-	defer stopReloading()
+	defer sf.start(srv, debug.Scope(), stderr)()
 	templates := 0
 	if repo != nil {
 		templates = len(repo.Resources)
 	}
-	fmt.Fprintf(stdout, "doorman serving %d templates on %s%s\n", templates, lis.Addr(), tree.describe())
+	fmt.Fprintf(stdout, "doorman serving %d templates on %s%s\n", templates, lis.Addr(), sf.describe())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(lis, opts...) }()
 	select {
@@ -241,34 +206,31 @@ func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		return fs.Failure("%v", err)
 	}
-	emit := func(rep doormanLease) int {
-		if asJSON {
-			return fs.WriteJSON(rep)
-		}
-		rep.print(stdout)
-		return cli.ExitOK
-	}
 	if !*watch {
 		if err := client.Refresh(ctx); err != nil {
 			return fs.Failure("%v", err)
 		}
-		capacity, expiry, ok := res.Lease()
-		if !ok {
-			return fs.Failure("the server sent no lease for %q", *resource)
-		}
-		return emit(newDoormanLease(client.ID(), res, capacity, expiry, true))
 	}
 	first := true
 	for {
 		changed := res.Changed()
 		rep := doormanLease{Client: client.ID(), Resource: res.ID(), Wants: res.Wants(), Held: res.Capacity()}
-		if capacity, expiry, ok := res.Lease(); ok {
+		switch capacity, expiry, ok := res.Lease(); {
+		case ok:
 			// The first lease answers a request with no lease in it, as a
 			// new client's; a learning server echoes the later ones.
 			rep = newDoormanLease(client.ID(), res, capacity, expiry, first)
 			first = false
+		case !*watch:
+			return fs.Failure("the server sent no lease for %q", *resource)
 		}
-		if code := emit(rep); code != cli.ExitOK {
+		code := cli.ExitOK
+		if asJSON {
+			code = fs.WriteJSON(rep)
+		} else {
+			rep.print(stdout)
+		}
+		if code != cli.ExitOK || !*watch {
 			return code
 		}
 		select {
@@ -306,12 +268,7 @@ func newDoormanLease(client string, res *leasing.Resource, capacity float64, exp
 	exp := expiry.UTC()
 	l := doormanLease{Client: client, Resource: res.ID(), Wants: res.Wants(), Capacity: &capacity, Expires: &exp}
 	if capacity == 0 && l.Wants > 0 && fresh {
-		// The wire has no learning-mode flag (Lease is expiry, refresh
-		// interval and capacity; the learning duration travels only to
-		// servers lower in a tree). A server in learning mode echoes each
-		// client's has and gives a client without one nothing, for the
-		// template's learning_mode_duration after it became master: by
-		// default the lease length, so it ends by this lease's expiry.
+		// The wire has no learning-mode flag: the note infers it.
 		note := fmt.Sprintf("capacity 0 for wants %g: the server is likely in learning mode, which ends by %s (this lease's expiry) at the latest. "+
 			"For its learning_mode_duration after it starts or becomes master (by default the lease length), a Doorman server grants a new client nothing "+
 			"while the clients it had reclaim their leases; the protocol has no field for it, so this is inferred from the answer. "+
@@ -334,182 +291,4 @@ func (l doormanLease) print(w io.Writer) {
 	if l.Note != nil {
 		fmt.Fprintf(w, "note: %s\n", *l.Note)
 	}
-}
-
-// doormanConns is `sluice-lab doorman serve`'s connection flags, named as
-// `sluice serve`'s: 0 leaves a setting at the server's default.
-type doormanConns struct {
-	maxConns, maxCalls          int
-	handshake, idle, pingPeriod time.Duration
-}
-
-// addDoormanConnFlags registers serve's connection flags on fs.
-func addDoormanConnFlags(fs *cli.FlagSet) *doormanConns {
-	d := &doormanConns{}
-	fs.IntVar(&d.maxConns, "max-conns", 0, "the most connections held, `N` (0: half the descriptor limit, "+strconv.Itoa(server.DefaultMaxConns())+
-		" here; at the cap one that never made a call goes first, then the longest idle)")
-	fs.DurationVar(&d.idle, "idle-timeout", 0, "close a connection with no call for `D`, gracefully (0: "+server.DefaultMaxConnectionIdle.String()+"; pings do not count)")
-	fs.DurationVar(&d.handshake, "handshake-timeout", 0, "a new connection's TLS and HTTP/2 handshakes must finish within `D` (0: "+server.DefaultConnectionTimeout.String()+")")
-	fs.IntVar(&d.maxCalls, "max-calls-per-conn", 0, "the most calls a connection has in flight, `N` (0: "+strconv.Itoa(server.DefaultMaxConcurrentStreams)+")")
-	fs.DurationVar(&d.pingPeriod, "keepalive-min-time", 0, "cut off a client pinging more often than every `D` (0: "+server.DefaultKeepaliveMinTime.String()+
-		"; pings with no call in flight are allowed)")
-	return d
-}
-
-// validate checks the flags: errors are usage errors naming the flag.
-func (d *doormanConns) validate() error {
-	for _, f := range []struct {
-		name string
-		v    int64
-	}{{"max-conns", int64(d.maxConns)}, {"max-calls-per-conn", int64(d.maxCalls)}} {
-		if f.v < 0 {
-			return fmt.Errorf("--%s is %d, must be >= 0 (0: the default)", f.name, f.v)
-		}
-	}
-	if int64(d.maxCalls) > math.MaxUint32 {
-		return fmt.Errorf("--max-calls-per-conn is %d, must be <= %d", d.maxCalls, uint32(math.MaxUint32))
-	}
-	for _, f := range []struct {
-		name string
-		v    time.Duration
-	}{{"idle-timeout", d.idle}, {"handshake-timeout", d.handshake}, {"keepalive-min-time", d.pingPeriod}} {
-		if f.v < 0 {
-			return fmt.Errorf("--%s is %v, must be >= 0 (0: the default)", f.name, f.v)
-		}
-	}
-	return nil
-}
-
-// apply sets cfg's connection fields.
-func (d *doormanConns) apply(cfg *server.Config) {
-	cfg.MaxConns, cfg.MaxConcurrentStreams = d.maxConns, d.maxCalls
-	cfg.ConnectionTimeout, cfg.MaxConnectionIdle, cfg.KeepaliveMinTime = d.handshake, d.idle, d.pingPeriod
-}
-
-// doormanTree is `sluice-lab doorman serve`'s place in a server tree and its
-// node: --parent, --server-id, --etcd, --election-key, --election-ttl and
-// --advertise.
-type doormanTree struct {
-	parent, serverID       string
-	etcd, electionKey      string
-	electionTTL            time.Duration
-	advertise, advertising string
-}
-
-// addDoormanTreeFlags registers serve's tree and election flags on fs.
-func addDoormanTreeFlags(fs *cli.FlagSet) *doormanTree {
-	d := &doormanTree{}
-	fs.StringVar(&d.parent, "parent", "", "make this server an intermediate: ask the Doorman node at `HOST:PORT` (any of its servers) for capacity")
-	fs.StringVar(&d.serverID, "server-id", "", "the `ID` this server presents to its --parent (default the advertised address, or --election-key for a node of several servers: all the servers of a node must present the same ID)")
-	fs.StringVar(&d.etcd, "etcd", "", "etcd's client `ENDPOINTS`, comma-separated HOST:PORT or URLs, for --election-key and --config etcd:KEY")
-	fs.StringVar(&d.electionKey, "election-key", "", "campaign for mastership of the node on etcd `KEY` with the other servers using it; needs --etcd")
-	fs.DurationVar(&d.electionTTL, "election-ttl", etcdelection.DefaultTTL,
-		"the election session's time to live, whole seconds >= 1s: a master cut off from etcd stops serving within it")
-	fs.StringVar(&d.advertise, "advertise", "", "the `HOST:PORT` other servers send clients to when this one is master (default --listen)")
-	return d
-}
-
-// validate checks the flags as a set: errors are usage errors naming the
-// flag.
-func (d *doormanTree) validate(listen string) error {
-	if d.parent != "" {
-		if err := hostPort(d.parent); err != nil {
-			return fmt.Errorf("--parent %q: %v", d.parent, err)
-		}
-	}
-	if d.advertise != "" {
-		if err := hostPort(d.advertise); err != nil {
-			return fmt.Errorf("--advertise %q: %v", d.advertise, err)
-		}
-	}
-	if d.electionKey == "" {
-		return nil
-	}
-	if d.etcd == "" {
-		return fmt.Errorf("--election-key needs --etcd, the endpoints of the etcd cluster to campaign on")
-	}
-	for i, ep := range strings.Split(d.etcd, ",") {
-		if strings.TrimSpace(ep) == "" {
-			return fmt.Errorf("--etcd %q: endpoint %d is empty", d.etcd, i+1)
-		}
-	}
-	if strings.Trim(d.electionKey, "/") == "" {
-		return fmt.Errorf("--election-key %q names no key: want a key such as /doorman/root", d.electionKey)
-	}
-	if d.electionTTL < time.Second || d.electionTTL%time.Second != 0 {
-		return fmt.Errorf("--election-ttl is %v, must be a whole number of seconds >= 1s", d.electionTTL)
-	}
-	if d.advertise == "" {
-		if host, _, err := net.SplitHostPort(listen); err == nil {
-			if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-				return fmt.Errorf("--listen %q names no host for clients to be sent to: give --advertise HOST:PORT", listen)
-			}
-		}
-	}
-	return nil
-}
-
-func hostPort(addr string) error {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("want HOST:PORT: %v", err)
-	}
-	if host == "" || port == "" {
-		return fmt.Errorf("want HOST:PORT with both")
-	}
-	return nil
-}
-
-// doormanElection is the running election, closed after the server stops.
-type doormanElection struct{ el *etcdelection.Election }
-
-func (e doormanElection) close() {
-	if e.el != nil {
-		e.el.Close()
-	}
-}
-
-// apply sets cfg's tree and election fields; listening is the address the
-// server listens on. Mastership changes, and the parent link failing and
-// recovering, are printed on out.
-func (d *doormanTree) apply(cfg *server.Config, listening string, out io.Writer) (doormanElection, error) {
-	d.advertising = d.advertise
-	if d.advertising == "" {
-		d.advertising = listening
-	}
-	cfg.Address = d.advertising
-	cfg.Parent, cfg.ID = d.parent, d.serverID
-	if cfg.ID == "" && d.parent != "" && d.electionKey != "" {
-		// The servers of one node must show the parent one id: with one
-		// id each, the parent would count the old master's lease until it
-		// expired and give the new master nothing meanwhile.
-		cfg.ID = d.electionKey
-	}
-	// The server's lines at Info and above: the parent failing and
-	// answering again, mastership changes, failed elections, refused
-	// requests.
-	logger := cli.LineLogger(out, slog.LevelInfo)
-	cfg.Logger = logger
-	if d.electionKey == "" {
-		return doormanElection{}, nil
-	}
-	cfg.Logger = logger.With("election", d.electionKey)
-	el, err := etcdelection.New(etcdelection.Config{Endpoints: splitEndpoints(d.etcd), Key: d.electionKey, TTL: d.electionTTL})
-	if err != nil {
-		return doormanElection{}, err
-	}
-	cfg.Election = el
-	return doormanElection{el}, nil
-}
-
-// describe is what serve adds to its first line.
-func (d *doormanTree) describe() string {
-	var s string
-	if d.parent != "" {
-		s += " (intermediate under " + d.parent + ")"
-	}
-	if d.electionKey != "" {
-		s += fmt.Sprintf(" (campaigning on %s as %s, session TTL %v)", d.electionKey, d.advertising, d.electionTTL)
-	}
-	return s
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -71,26 +70,21 @@ sluice-lab doorman flood --server 127.0.0.1:6000 --ids 100000 -o json | jq .side
 
 // loadFlags are the flags load and flood share.
 type loadFlags struct {
-	fs          *cli.FlagSet
-	server      *string
-	concurrency *int
-	conns       *int
-	tls         *cli.ClientTLSFlags
-	output      func([]string) (bool, int, bool)
-	dialOpts    []grpc.DialOption // set by parse
+	fs                 *cli.FlagSet
+	server             string
+	concurrency, conns int
+	tls                *cli.ClientTLSFlags
+	output             func([]string) (bool, int, bool)
+	dialOpts           []grpc.DialOption // set by parse
 }
 
-// addLoadFlags defines the shared flags; the command's own follow, and
-// -o/--output last.
+// addLoadFlags defines the shared flags.
 func addLoadFlags(fs *cli.FlagSet, concurrency int) *loadFlags {
-	return &loadFlags{
-		fs:          fs,
-		server:      fs.String("server", "", "`HOST:PORT` of a Doorman server"),
-		concurrency: fs.Int("concurrency", concurrency, "requests in flight, `N` >= 1"),
-		conns:       fs.Int("conns", 4, "gRPC connections to the server, `N` >= 1"),
-		tls:         addDoormanClientTLSFlags(fs),
-		output:      cli.AddOutputFlag(fs, false).Parse,
-	}
+	l := &loadFlags{fs: fs, tls: addDoormanClientTLSFlags(fs), output: cli.AddOutputFlag(fs, false).Parse}
+	fs.StringVar(&l.server, "server", "", "`HOST:PORT` of a Doorman server")
+	fs.IntVar(&l.concurrency, "concurrency", concurrency, "requests in flight, `N` >= 1")
+	fs.IntVar(&l.conns, "conns", 4, "gRPC connections to the server, `N` >= 1")
+	return l
 }
 
 // parse parses args and checks the shared flags, as output's Parse.
@@ -98,39 +92,39 @@ func (l *loadFlags) parse(args []string) (asJSON bool, code int, ok bool) {
 	if asJSON, code, ok = l.output(args); !ok {
 		return false, code, false
 	}
-	if *l.server == "" {
+	if l.server == "" {
 		return false, l.fs.UsageError("--server is required"), false
 	}
-	if *l.concurrency < 1 || *l.conns < 1 {
+	if l.concurrency < 1 || l.conns < 1 {
 		return false, l.fs.UsageError("--concurrency and --conns must be >= 1"), false
 	}
 	var err error
 	if l.dialOpts, err = dialOptions(l.tls, l.fs.TLSReloadErrors()); err != nil {
 		return false, l.fs.UsageError("%v", err), false
 	}
+	if l.dialOpts == nil {
+		l.dialOpts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
 	return asJSON, cli.ExitOK, true
 }
 
-// dialConns opens n connections to addr, plaintext unless opts say
-// otherwise (TLS); close closes them.
-func dialConns(addr string, n int, opts []grpc.DialOption) (conns []*grpc.ClientConn, close func(), err error) {
-	close = func() {
-		for _, c := range conns {
-			c.Close()
+// dial opens --conns connections to --server, and extra more.
+func (l *loadFlags) dial(extra int) ([]*grpc.ClientConn, error) {
+	conns := make([]*grpc.ClientConn, l.conns+extra)
+	for i := range conns {
+		var err error
+		if conns[i], err = grpc.NewClient(l.server, l.dialOpts...); err != nil {
+			closeConns(conns[:i])
+			return nil, err
 		}
 	}
-	for i := 0; i < n; i++ {
-		if opts == nil {
-			opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
-		}
-		cc, err := grpc.NewClient(addr, opts...)
-		if err != nil {
-			close()
-			return nil, nil, err
-		}
-		conns = append(conns, cc)
+	return conns, nil
+}
+
+func closeConns(conns []*grpc.ClientConn) {
+	for _, c := range conns {
+		c.Close()
 	}
-	return conns, close, nil
 }
 
 // rawMessage is a message already marshalled (a request) or left so (a
@@ -180,6 +174,13 @@ func (l latencies) quantiles() *latencyQuantiles {
 	return &latencyQuantiles{Count: len(s), P50: millis.Duration(q(0.5)), P90: millis.Duration(q(0.9)), P99: millis.Duration(q(0.99)), P999: millis.Duration(q(0.999)), Max: millis.Duration(s[len(s)-1])}
 }
 
+// capacityRequest is client's request for wants of resource, holding has.
+func capacityRequest(client, resource string, wants float64, has *pb.Lease) *pb.GetCapacityRequest {
+	return &pb.GetCapacityRequest{ClientId: proto.String(client), Resource: []*pb.ResourceRequest{{
+		ResourceId: proto.String(resource), Priority: proto.Int64(0), Wants: proto.Float64(wants), Has: has,
+	}}}
+}
+
 // errText is err's message, nil (null in JSON) without one.
 func errText(err error) *string {
 	if err == nil {
@@ -227,11 +228,11 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	case *duration <= 0:
 		return fs.UsageError("--duration is %v, must be > 0", *duration)
 	}
-	conns, closeAll, err := dialConns(*lf.server, *lf.conns, lf.dialOpts)
+	conns, err := lf.dial(0)
 	if err != nil {
 		return fs.Failure("%v", err)
 	}
-	defer closeAll()
+	defer closeConns(conns)
 
 	type client struct {
 		mu    sync.Mutex
@@ -251,9 +252,7 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		if *change > 0 && rng.Float64() < *change {
 			c.wants = *wants * (0.5 + rng.Float64())
 		}
-		req := &pb.GetCapacityRequest{ClientId: proto.String(c.id), Resource: []*pb.ResourceRequest{{
-			ResourceId: proto.String(*resource), Priority: proto.Int64(0), Wants: proto.Float64(c.wants), Has: c.has,
-		}}}
+		req := capacityRequest(c.id, *resource, c.wants, c.has)
 		c.mu.Unlock()
 		start := time.Now()
 		resp, err := stub.GetCapacity(ctx, req)
@@ -274,8 +273,9 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		}
 		return took, true
 	}
-	run := func(until time.Time, next *atomic.Int64, limit int64) []latencies {
-		out := make([]latencies, *lf.concurrency)
+	run := func(until time.Time, limit int64) []latencies {
+		var next atomic.Int64
+		out := make([]latencies, lf.concurrency)
 		var wg sync.WaitGroup
 		for w := range out {
 			wg.Add(1)
@@ -298,28 +298,26 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return out
 	}
 	if *warmup {
-		var next atomic.Int64
-		run(time.Time{}, &next, int64(len(cs)))
+		run(time.Time{}, int64(len(cs)))
 		answered.Store(0)
 		unanswered.Store(0)
 	}
 	if failed.err != nil {
 		return fs.Failure("%v", failed.err)
 	}
-	var next atomic.Int64
 	start := time.Now()
-	parts := run(start.Add(*duration), &next, 0)
+	parts := run(start.Add(*duration), 0)
 	elapsed := time.Since(start).Seconds()
 	var all latencies
 	for _, p := range parts {
 		all = append(all, p...)
 	}
-	rep := doormanLoadReport{Clients: *clients, Resource: *resource, Concurrency: *lf.concurrency, Connections: *lf.conns,
+	rep := doormanLoadReport{Clients: *clients, Resource: *resource, Concurrency: lf.concurrency, Connections: lf.conns,
 		Elapsed: millis.Duration(time.Duration(elapsed * float64(time.Second))), Requests: len(all), RequestsPerS: float64(len(all)) / elapsed,
 		Answered: answered.Load(), AnsweredPerS: float64(answered.Load()) / elapsed, Unanswered: unanswered.Load(),
 		Failed: failed.n.Load(), FirstError: errText(failed.err), Latency: all.quantiles()}
 	if code := fs.Report(rep, asJSON, func(w io.Writer) error {
-		fmt.Fprintf(w, "doorman load: %d clients of %q, %d in flight on %d connections, %.1fs\n", *clients, *resource, *lf.concurrency, *lf.conns, elapsed)
+		fmt.Fprintf(w, "doorman load: %d clients of %q, %d in flight on %d connections, %.1fs\n", *clients, *resource, lf.concurrency, lf.conns, elapsed)
 		fmt.Fprintf(w, "requests %d (%.0f/s), answered with an entry %d (%.0f/s), without %d, failed %d\nlatency %v\n",
 			rep.Requests, rep.RequestsPerS, rep.Answered, rep.AnsweredPerS, rep.Unanswered, rep.Failed, all)
 		return nil
@@ -428,26 +426,27 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return fs.UsageError("--server-pid %d: %v", *pid, err)
 		}
 	}
-	conns, closeAll, err := dialConns(*lf.server, *lf.conns+1, lf.dialOpts)
+	conns, err := lf.dial(1)
 	if err != nil {
 		return fs.Failure("%v", err)
 	}
-	defer closeAll()
+	defer closeConns(conns)
 	side := pb.NewCapacityClient(conns[0])
 	conns = conns[1:]
-	sideReq := func(has *pb.Lease) *pb.GetCapacityRequest {
-		return &pb.GetCapacityRequest{ClientId: proto.String("side"), Resource: []*pb.ResourceRequest{{
-			ResourceId: proto.String(*sideResource), Priority: proto.Int64(0), Wants: proto.Float64(1), Has: has,
-		}}}
+	// ask renews the side client's lease and says whether the answer had an
+	// entry.
+	var has *pb.Lease
+	ask := func() (bool, error) {
+		resp, err := side.GetCapacity(ctx, capacityRequest("side", *sideResource, 1, has))
+		rs := resp.GetResponse()
+		if err == nil && len(rs) == 1 {
+			has = rs[0].GetGets()
+		}
+		return len(rs) == 1, err
 	}
 	// The side client's lease exists before the flood.
-	first, err := side.GetCapacity(ctx, sideReq(nil))
-	if err != nil {
+	if _, err := ask(); err != nil {
 		return fs.Failure("the side client's first request: %v", err)
-	}
-	var has *pb.Lease
-	if rs := first.GetResponse(); len(rs) == 1 {
-		has = rs[0].GetGets()
 	}
 
 	// The flood's requests, marshalled before the clock starts, so that the
@@ -462,20 +461,15 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 				ResourceId: proto.String("flood-" + strconv.FormatInt(i, 10)), Priority: proto.Int64(0), Wants: proto.Float64(1),
 			})
 		}
-		b, err := proto.Marshal(req)
-		if err != nil {
-			return fs.Failure("%v", err)
-		}
-		floodReqs[k] = b
+		floodReqs[k], _ = proto.Marshal(req) // ids of ASCII: it cannot fail
 	}
 
-	var next, accepted, refused, acceptedIDs atomic.Int64
-	var failed firstError
-	var refusal atomic.Value
+	var next, accepted, acceptedIDs atomic.Int64
+	var failed, refused firstError
 	floodDone := make(chan struct{})
 	start := time.Now()
 	var wg sync.WaitGroup
-	for w := 0; w < *lf.concurrency; w++ {
+	for w := 0; w < lf.concurrency; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -492,8 +486,7 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 					accepted.Add(1)
 					acceptedIDs.Add(int64(min(*perRequest, *ids-int(k)**perRequest)))
 				case status.Code(err) == codes.ResourceExhausted:
-					refused.Add(1)
-					refusal.CompareAndSwap(nil, status.Convert(err).Message())
+					refused.set(err)
 				case ctx.Err() == nil:
 					failed.set(err)
 				}
@@ -507,28 +500,22 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	var sideAnswered int
 	var rssPeak int64
 	var sideErr error
-	var sideDone <-chan time.Time
+	stop := (<-chan struct{})(floodDone)
 	if *sideFor > 0 {
-		sideDone = time.After(*sideFor)
-	} else {
-		sideDone = make(chan time.Time) // never: follow the flood
+		sideCtx, cancel := context.WithTimeout(ctx, *sideFor)
+		defer cancel()
+		stop = sideCtx.Done()
 	}
 	for done := false; !done; {
-		flood := floodDone
-		if *sideFor > 0 {
-			flood = nil
-		}
 		select {
-		case <-flood:
-			done = true
-		case <-sideDone:
+		case <-stop:
 			done = true
 		case <-ctx.Done():
 			done = true
 		case <-time.After(*sideInterval):
 		}
 		t0 := time.Now()
-		resp, err := side.GetCapacity(ctx, sideReq(has))
+		answered, err := ask()
 		if err != nil {
 			if ctx.Err() == nil && sideErr == nil {
 				sideErr = err
@@ -536,9 +523,8 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			continue
 		}
 		sideLat = append(sideLat, time.Since(t0))
-		if rs := resp.GetResponse(); len(rs) == 1 {
+		if answered {
 			sideAnswered++
-			has = rs[0].GetGets()
 		}
 		if *pid != 0 {
 			if rss, _, err := procMemory(*pid); err == nil {
@@ -548,15 +534,14 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	<-floodDone
 	elapsed := time.Since(start).Seconds()
-	rep := doormanFloodReport{IDs: *ids, PerRequest: *perRequest, FloodClients: *floodClients, Concurrency: *lf.concurrency,
+	rep := doormanFloodReport{IDs: *ids, PerRequest: *perRequest, FloodClients: *floodClients, Concurrency: lf.concurrency,
 		Elapsed: millis.Duration(time.Duration(elapsed * float64(time.Second))), Accepted: accepted.Load(), AcceptedIDs: acceptedIDs.Load(),
-		Refused: refused.Load(), Failed: failed.n.Load(),
-		Side: doormanFloodSide{Requests: len(sideLat), Answered: sideAnswered, Latency: sideLat.quantiles()}}
-	if m := refusal.Load(); m != nil {
-		msg := m.(string)
+		Refused: refused.n.Load(), Failed: failed.n.Load(),
+		Side: doormanFloodSide{Requests: len(sideLat), Answered: sideAnswered, Latency: sideLat.quantiles(), Error: errText(sideErr)}}
+	if refused.err != nil {
+		msg := status.Convert(refused.err).Message()
 		rep.FirstRefusal = &msg
 	}
-	rep.Side.Error = errText(sideErr)
 	if *pid != 0 {
 		rss, hwm, err := procMemory(*pid)
 		if err != nil {
@@ -565,7 +550,7 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		rep.Server = &doormanFloodServer{PID: *pid, RSSBeforeBytes: rssBefore, RSSPeakBytes: max(rssPeak, rss), RSSAfterBytes: rss, VMHWMBytes: hwm}
 	}
 	if code := fs.Report(rep, asJSON, func(w io.Writer) error {
-		fmt.Fprintf(w, "doorman flood: %d ids in requests of %d from %d client(s), %d in flight, %.1fs\n", *ids, *perRequest, *floodClients, *lf.concurrency, elapsed)
+		fmt.Fprintf(w, "doorman flood: %d ids in requests of %d from %d client(s), %d in flight, %.1fs\n", *ids, *perRequest, *floodClients, lf.concurrency, elapsed)
 		fmt.Fprintf(w, "flood requests accepted %d (%d ids), refused %d, failed %d\n", rep.Accepted, rep.AcceptedIDs, rep.Refused, rep.Failed)
 		if rep.FirstRefusal != nil {
 			fmt.Fprintf(w, "first refusal: %s\n", *rep.FirstRefusal)
@@ -591,29 +576,21 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // procMemory returns a process's resident memory now (VmRSS) and at its
 // peak (VmHWM), in bytes, from /proc (Linux).
 func procMemory(pid int) (rss, hwm int64, err error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, 0, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		name, value, ok := strings.Cut(sc.Text(), ":")
-		if !ok || (name != "VmRSS" && name != "VmHWM") {
+	for _, l := range strings.Split(string(status), "\n") {
+		name, value, _ := strings.Cut(l, ":")
+		field := map[string]*int64{"VmRSS": &rss, "VmHWM": &hwm}[name]
+		if field == nil {
 			continue
 		}
 		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
 		if err != nil {
 			return 0, 0, fmt.Errorf("/proc/%d/status: %s: %v", pid, name, err)
 		}
-		if name == "VmRSS" {
-			rss = kb << 10
-		} else {
-			hwm = kb << 10
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return 0, 0, err
+		*field = kb << 10
 	}
 	if rss == 0 {
 		return 0, 0, errors.New("no VmRSS in its /proc status")

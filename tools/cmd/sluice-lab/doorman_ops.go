@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
 	"io"
 	"log/slog"
+	"math"
+	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,62 +17,203 @@ import (
 
 	"github.com/sluice-rpc/sluice/leasing/server"
 	"github.com/sluice-rpc/sluice/leasing/server/etcdconfig"
+	"github.com/sluice-rpc/sluice/leasing/server/etcdelection"
 	"github.com/sluice-rpc/sluice/tlsfiles"
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
 	"github.com/sluice-rpc/sluice/tools/internal/grpctls"
 )
 
-// etcdConfigPrefix marks a --config kept in etcd: --config etcd:KEY, as
-// the original's -config=etcd:KEY.
-const etcdConfigPrefix = "etcd:"
+// serveFlags are `sluice-lab doorman serve`'s flags but --config, --listen
+// and --debug-listen: limits, connections (named as `sluice serve`'s, 0:
+// the server's default), tree and election, TLS and reloading.
+type serveFlags struct {
+	maxResources, maxClients, maxLeases int
+	maxConns, maxCalls                  int
+	handshake, idle, pingPeriod         time.Duration
+	parent, serverID, etcd, electionKey string
+	advertise, advertising              string // advertising: set by apply
+	electionTTL, configPoll             time.Duration
+	tls                                 cli.ServerTLSFlags
+	parentTLS                           *cli.ClientTLSFlags
 
-// doormanOps is `sluice-lab doorman serve`'s operations: TLS on the gRPC
-// listener, the metrics interceptor, and the configuration reloaded from
-// its file or etcd key while the server runs.
-type doormanOps struct {
-	tls        cli.ServerTLSFlags
-	configPoll time.Duration
-
-	// Set by validate: --tls-cert's files, nil without TLS.
-	tlsFiles *tlsfiles.Reloader
+	// Set by validate, nil without TLS.
+	tlsFiles   *tlsfiles.Reloader
+	parentDial []grpc.DialOption
 
 	// Set by loadConfig.
-	file    string           // --config FILE
-	data    []byte           // the configuration's content at start
-	etcd    *clientv3.Client // --config etcd:KEY
-	etcdKey string
-	etcdRev int64
+	file       string           // --config FILE
+	data       []byte           // the configuration's content at start
+	etcdClient *clientv3.Client // --config etcd:KEY
+	etcdKey    string
+	etcdRev    int64
 }
 
-// addDoormanOpsFlags registers serve's TLS and reloading flags on fs.
-func addDoormanOpsFlags(fs *cli.FlagSet) *doormanOps {
-	o := &doormanOps{}
-	o.tls.Register(fs, "gRPC")
-	fs.DurationVar(&o.configPoll, "config-poll", server.DefaultPollInterval,
+// addServeFlags registers serve's flags but --config, --listen and
+// --debug-listen on fs.
+func addServeFlags(fs *cli.FlagSet) *serveFlags {
+	s := &serveFlags{}
+	fs.IntVar(&s.maxResources, "max-resources", server.DefaultMaxResources, "the most resources the server keeps, `N` >= 1")
+	fs.IntVar(&s.maxClients, "max-clients", server.DefaultMaxClients, "the most distinct clients holding leases, `N` >= 1")
+	fs.IntVar(&s.maxLeases, "max-leases", server.DefaultMaxLeases, "the most leases (client and resource pairs), `N` >= 1")
+	fs.IntVar(&s.maxConns, "max-conns", 0, "the most connections held, `N` (0: half the descriptor limit, "+strconv.Itoa(server.DefaultMaxConns())+
+		" here; at the cap one that never made a call goes first, then the longest idle)")
+	fs.DurationVar(&s.idle, "idle-timeout", 0, "close a connection with no call for `D`, gracefully (0: "+server.DefaultMaxConnectionIdle.String()+"; pings do not count)")
+	fs.DurationVar(&s.handshake, "handshake-timeout", 0, "a new connection's TLS and HTTP/2 handshakes must finish within `D` (0: "+server.DefaultConnectionTimeout.String()+")")
+	fs.IntVar(&s.maxCalls, "max-calls-per-conn", 0, "the most calls a connection has in flight, `N` (0: "+strconv.Itoa(server.DefaultMaxConcurrentStreams)+")")
+	fs.DurationVar(&s.pingPeriod, "keepalive-min-time", 0, "cut off a client pinging more often than every `D` (0: "+server.DefaultKeepaliveMinTime.String()+
+		"; pings with no call in flight are allowed)")
+	fs.StringVar(&s.parent, "parent", "", "make this server an intermediate: ask the Doorman node at `HOST:PORT` (any of its servers) for capacity")
+	fs.StringVar(&s.serverID, "server-id", "", "the `ID` this server presents to its --parent (default the advertised address, or --election-key for a node of several servers: all the servers of a node must present the same ID)")
+	fs.StringVar(&s.etcd, "etcd", "", "etcd's client `ENDPOINTS`, comma-separated HOST:PORT or URLs, for --election-key and --config etcd:KEY")
+	fs.StringVar(&s.electionKey, "election-key", "", "campaign for mastership of the node on etcd `KEY` with the other servers using it; needs --etcd")
+	fs.DurationVar(&s.electionTTL, "election-ttl", etcdelection.DefaultTTL,
+		"the election session's time to live, whole seconds >= 1s: a master cut off from etcd stops serving within it")
+	fs.StringVar(&s.advertise, "advertise", "", "the `HOST:PORT` other servers send clients to when this one is master (default --listen)")
+	s.tls.Register(fs, "gRPC")
+	fs.DurationVar(&s.configPoll, "config-poll", server.DefaultPollInterval,
 		"how often --config FILE is read for changes (a changed, valid configuration is applied; an invalid one is logged and refused); an etcd:KEY is watched instead; 0 turns reloading off, from a file or from etcd")
-	return o
+	s.parentTLS = cli.AddClientTLSFlags(fs, "parent-", "the parent", "--parent")
+	return s
 }
 
 // validate checks the flags as a set and reads the TLS files, before
-// anything starts: errors are usage errors, naming the flag (and the file)
+// anything starts: errors are usage errors naming the flag (and the file)
 // that is wrong. A changed TLS file that does not load later is told to
 // onReloadError (nil: nobody).
-func (o *doormanOps) validate(onReloadError func(error)) error {
-	if o.configPoll < 0 {
-		return fmt.Errorf("--config-poll is %v, must be >= 0 (0 turns reloading off)", o.configPoll)
+func (s *serveFlags) validate(listen string, onReloadError func(error)) error {
+	for _, a := range []struct{ name, addr string }{{"parent", s.parent}, {"advertise", s.advertise}} {
+		if a.addr == "" {
+			continue
+		}
+		if host, port, err := net.SplitHostPort(a.addr); err != nil {
+			return fmt.Errorf("--%s %q: want HOST:PORT: %v", a.name, a.addr, err)
+		} else if host == "" || port == "" {
+			return fmt.Errorf("--%s %q: want HOST:PORT with both", a.name, a.addr)
+		}
 	}
-	r, err := o.tls.Reloader(onReloadError)
-	if err != nil {
+	if err := s.validateElection(listen); err != nil {
 		return err
 	}
-	o.tlsFiles = r
+	if s.configPoll < 0 {
+		return fmt.Errorf("--config-poll is %v, must be >= 0 (0 turns reloading off)", s.configPoll)
+	}
+	var err error
+	if s.tlsFiles, err = s.tls.Reloader(onReloadError); err != nil {
+		return err
+	}
+	const orDefault = ">= 0 (0: the default)"
+	for _, f := range []struct {
+		name string
+		v    any
+		bad  bool
+		want string
+	}{
+		{"max-conns", s.maxConns, s.maxConns < 0, orDefault},
+		{"max-calls-per-conn", s.maxCalls, s.maxCalls < 0, orDefault},
+		{"max-calls-per-conn", s.maxCalls, int64(s.maxCalls) > math.MaxUint32, fmt.Sprintf("<= %d", uint32(math.MaxUint32))},
+		{"idle-timeout", s.idle, s.idle < 0, orDefault},
+		{"handshake-timeout", s.handshake, s.handshake < 0, orDefault},
+		{"keepalive-min-time", s.pingPeriod, s.pingPeriod < 0, orDefault},
+	} {
+		if f.bad {
+			return fmt.Errorf("--%s is %v, must be %s", f.name, f.v, f.want)
+		}
+	}
+	if s.parentDial, err = dialOptions(s.parentTLS, onReloadError); err != nil {
+		return err
+	} else if s.parentDial != nil && s.parent == "" {
+		return fmt.Errorf("the --parent-tls flags need --parent")
+	}
+	for _, l := range []struct {
+		name string
+		v    int
+	}{{"max-resources", s.maxResources}, {"max-clients", s.maxClients}, {"max-leases", s.maxLeases}} {
+		if l.v < 1 {
+			return fmt.Errorf("--%s is %d, must be >= 1", l.name, l.v)
+		}
+	}
 	return nil
+}
+
+// validateElection checks --etcd, --election-ttl and --advertise when
+// there is an --election-key.
+func (s *serveFlags) validateElection(listen string) error {
+	if s.electionKey == "" {
+		return nil
+	}
+	if s.etcd == "" {
+		return fmt.Errorf("--election-key needs --etcd, the endpoints of the etcd cluster to campaign on")
+	}
+	for i, ep := range strings.Split(s.etcd, ",") {
+		if strings.TrimSpace(ep) == "" {
+			return fmt.Errorf("--etcd %q: endpoint %d is empty", s.etcd, i+1)
+		}
+	}
+	if strings.Trim(s.electionKey, "/") == "" {
+		return fmt.Errorf("--election-key %q names no key: want a key such as /doorman/root", s.electionKey)
+	}
+	if s.electionTTL < time.Second || s.electionTTL%time.Second != 0 {
+		return fmt.Errorf("--election-ttl is %v, must be a whole number of seconds >= 1s", s.electionTTL)
+	}
+	if host, _, err := net.SplitHostPort(listen); s.advertise == "" && err == nil {
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			return fmt.Errorf("--listen %q names no host for clients to be sent to: give --advertise HOST:PORT", listen)
+		}
+	}
+	return nil
+}
+
+// apply sets cfg's fields from the flags; listening is the server's
+// address. The election (nil without --election-key) is to be closed
+// after the server stops. The server's log lines go to out.
+func (s *serveFlags) apply(cfg *server.Config, listening string, out io.Writer) (*etcdelection.Election, error) {
+	cfg.MaxResources, cfg.MaxClients, cfg.MaxLeases = s.maxResources, s.maxClients, s.maxLeases
+	cfg.MaxConns, cfg.MaxConcurrentStreams = s.maxConns, s.maxCalls
+	cfg.ConnectionTimeout, cfg.MaxConnectionIdle, cfg.KeepaliveMinTime = s.handshake, s.idle, s.pingPeriod
+	cfg.ParentDialOptions = s.parentDial
+	s.advertising = s.advertise
+	if s.advertising == "" {
+		s.advertising = listening
+	}
+	cfg.Address, cfg.Parent, cfg.ID = s.advertising, s.parent, s.serverID
+	if cfg.ID == "" && s.parent != "" && s.electionKey != "" {
+		// The servers of one node must show the parent one id: with one
+		// id each, the parent would count the old master's lease until it
+		// expired and give the new master nothing meanwhile.
+		cfg.ID = s.electionKey
+	}
+	// Info and above: the parent failing and back, mastership changes,
+	// failed elections, refused requests.
+	cfg.Logger = cli.LineLogger(out, slog.LevelInfo)
+	if s.electionKey == "" {
+		return nil, nil
+	}
+	cfg.Logger = cfg.Logger.With("election", s.electionKey)
+	el, err := etcdelection.New(etcdelection.Config{Endpoints: splitEndpoints(s.etcd), Key: s.electionKey, TTL: s.electionTTL})
+	if err != nil {
+		return nil, err
+	}
+	cfg.Election = el
+	return el, nil
+}
+
+// describe is what serve adds to its first line.
+func (s *serveFlags) describe() string {
+	var d string
+	if s.parent != "" {
+		d += " (intermediate under " + s.parent + ")"
+	}
+	if s.electionKey != "" {
+		d += fmt.Sprintf(" (campaigning on %s as %s, session TTL %v)", s.electionKey, s.advertising, s.electionTTL)
+	}
+	return d
 }
 
 // loadConfig loads --config: a FILE, or etcd:KEY read from the etcd
 // cluster at endpoints (comma-separated host:port or URLs). It remembers
 // where the configuration came from, so that start can watch it.
-func (o *doormanOps) loadConfig(ctx context.Context, config, endpoints string) (*server.Repository, error) {
-	key, inEtcd := strings.CutPrefix(config, etcdConfigPrefix)
+func (s *serveFlags) loadConfig(ctx context.Context, config, endpoints string) (*server.Repository, error) {
+	key, inEtcd := strings.CutPrefix(config, "etcd:") // as the original's -config=etcd:KEY
 	if !inEtcd {
 		data, err := server.ReadConfig(config)
 		if err != nil {
@@ -80,7 +223,7 @@ func (o *doormanOps) loadConfig(ctx context.Context, config, endpoints string) (
 		if err != nil {
 			return nil, fmt.Errorf("%w (in %s)", err, config)
 		}
-		o.file, o.data = config, data
+		s.file, s.data = config, data
 		return repo, nil
 	}
 	if key == "" {
@@ -97,60 +240,52 @@ func (o *doormanOps) loadConfig(ctx context.Context, config, endpoints string) (
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	data, rev, err := etcdconfig.Read(lctx, c, key)
+	var repo *server.Repository
+	if err == nil {
+		if repo, err = server.ParseRepository(data); err != nil {
+			err = fmt.Errorf("%w (in etcd key %q)", err, key)
+		}
+	}
 	if err != nil {
 		c.Close()
 		return nil, err
 	}
-	repo, err := server.ParseRepository(data)
-	if err != nil {
-		c.Close()
-		return nil, fmt.Errorf("%w (in etcd key %q)", err, key)
-	}
-	o.etcd, o.etcdKey, o.etcdRev, o.data = c, key, rev, data
+	s.etcdClient, s.etcdKey, s.etcdRev, s.data = c, key, rev, data
 	return repo, nil
 }
 
 // grpcServerOptions returns the options of the gRPC server srv is to be
 // registered on: TLS credentials from the files validate read, and the
 // interceptor recording srv's RPCs on scope.
-func (o *doormanOps) grpcServerOptions(srv *server.Server, scope tally.Scope) ([]grpc.ServerOption, error) {
+func (s *serveFlags) grpcServerOptions(srv *server.Server, scope tally.Scope) ([]grpc.ServerOption, error) {
 	opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(server.NewMetrics(srv, scope).UnaryInterceptor())}
-	if o.tlsFiles == nil {
+	if s.tlsFiles == nil {
 		return opts, nil
 	}
-	creds, err := grpctls.ServerCredentials(o.tlsFiles)
-	if err != nil {
-		return nil, err
-	}
-	opts = append(opts, grpc.Creds(creds))
-	return opts, nil
+	creds, err := grpctls.ServerCredentials(s.tlsFiles)
+	return append(opts, grpc.Creds(creds)), err
 }
 
 // start reloads the configuration into srv while it runs: --config FILE
-// every --config-poll, --config etcd:KEY on every change. Each new
-// configuration applied or refused is logged on stderr and counted on
-// scope. stop ends the watcher and returns once it has.
-func (o *doormanOps) start(srv *server.Server, scope tally.Scope, stderr io.Writer) (stop func()) {
+// every --config-poll, etcd:KEY on every change, logged on stderr and
+// counted on scope. stop ends the watcher and returns once it has.
+func (s *serveFlags) start(srv *server.Server, scope tally.Scope, stderr io.Writer) (stop func()) {
 	r := server.NewReloader(srv, server.ReloadConfig{Scope: scope, Logger: cli.LineLogger(stderr, slog.LevelInfo)})
+	r.Loaded(s.data)
+	watch := func(context.Context) error { return nil }
+	switch {
+	case s.configPoll == 0:
+	case s.etcdClient != nil:
+		watch = func(ctx context.Context) error { return etcdconfig.Watch(ctx, s.etcdClient, s.etcdKey, s.etcdRev, r) }
+	case s.file != "":
+		watch = func(ctx context.Context) error { return server.WatchFile(ctx, s.file, s.configPoll, r) }
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	r.Loaded(o.data)
-	switch {
-	case o.configPoll == 0:
-		close(done)
-	case o.etcd != nil:
-		go func() {
-			defer close(done)
-			_ = etcdconfig.Watch(ctx, o.etcd, o.etcdKey, o.etcdRev, r) // returns nil when ctx ends
-		}()
-	case o.file != "":
-		go func() {
-			defer close(done)
-			_ = server.WatchFile(ctx, o.file, o.configPoll, r) // arguments checked by validate
-		}()
-	default:
-		close(done)
-	}
+	go func() {
+		defer close(done)
+		_ = watch(ctx) // nil when ctx ends; WatchFile's arguments checked by validate
+	}()
 	return func() {
 		cancel()
 		<-done
@@ -158,26 +293,21 @@ func (o *doormanOps) start(srv *server.Server, scope tally.Scope, stderr io.Writ
 }
 
 // close releases the etcd client, after start's watcher has stopped.
-func (o *doormanOps) close() {
-	if o.etcd != nil {
-		o.etcd.Close()
-		o.etcd = nil
+func (s *serveFlags) close() {
+	if s.etcdClient != nil {
+		s.etcdClient.Close()
 	}
 }
 
-// addDoormanClientTLSFlags registers a Doorman client's TLS flags on fs
-// (`sluice-lab doorman get`, load, flood): --tls, --tls-ca, --tls-cert,
-// --tls-key and --tls-server-name, the capability of the original
-// client's -ca_file.
+// addDoormanClientTLSFlags registers get's, load's and flood's TLS flags
+// on fs, the capability of the original client's -ca_file.
 func addDoormanClientTLSFlags(fs *cli.FlagSet) *cli.ClientTLSFlags {
 	return cli.AddClientTLSFlags(fs, "", "the server", "--server")
 }
 
-// dialOptions returns the options to dial a Doorman server with
-// (leasing.ClientConfig.DialOptions): nil for plaintext when no TLS flag
-// is given. An error names the flag, and the file, that is wrong. A
-// changed file that does not load later is told to onReloadError (nil:
-// nobody).
+// dialOptions returns the options to dial a Doorman server with: nil for
+// plaintext without TLS flags. An error names the flag (and file) that is
+// wrong; a changed file that does not load later is told to onReloadError.
 func dialOptions(c *cli.ClientTLSFlags, onReloadError func(error)) ([]grpc.DialOption, error) {
 	r, serverName, err := c.Reloader(onReloadError)
 	if r == nil || err != nil {

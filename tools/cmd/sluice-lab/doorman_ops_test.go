@@ -285,16 +285,16 @@ func TestDoormanOpsErrors(t *testing.T) {
 		{[]string{"--config-poll", "-1s"}, "--config-poll is -1s, must be >= 0"},
 	} {
 		fs := cli.NewFlagSet("sluice-lab doorman serve", doormanServeHelp, io.Discard, io.Discard)
-		ops := addDoormanOpsFlags(fs)
+		ops := addServeFlags(fs)
 		if _, ok := fs.ParseArgs(tc.args); !ok {
 			t.Fatalf("parse %q failed", tc.args)
 		}
-		if err := ops.validate(nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if err := ops.validate("127.0.0.1:0", nil); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want %q", tc.args, err, tc.want)
 		}
 	}
 
-	ops := &doormanOps{}
+	ops := &serveFlags{}
 	for _, tc := range []struct{ config, endpoints, want string }{
 		{missing, "", "server: reading configuration: open " + missing},
 		{writeConfig(t, opsConfig("-3")), "", `template 0 ("db"): capacity is -3`},
@@ -308,20 +308,20 @@ func TestDoormanOpsErrors(t *testing.T) {
 
 	// The files are read by validate, before the configuration is loaded
 	// or anything listens: a bad one is a usage error.
-	parsed := func(args ...string) *doormanOps {
+	parsed := func(args ...string) *serveFlags {
 		fs := cli.NewFlagSet("sluice-lab doorman serve", doormanServeHelp, io.Discard, io.Discard)
-		ops := addDoormanOpsFlags(fs)
+		ops := addServeFlags(fs)
 		if _, ok := fs.ParseArgs(args); !ok {
 			t.Fatalf("parse %q failed", args)
 		}
 		return ops
 	}
 	bad := parsed("--tls-cert", certs.Server.Cert, "--tls-key", certs.Client.Key)
-	if err := bad.validate(nil); err == nil || !strings.Contains(err.Error(), "private key does not match public key") {
+	if err := bad.validate("127.0.0.1:0", nil); err == nil || !strings.Contains(err.Error(), "private key does not match public key") {
 		t.Errorf("a mismatched key: %v", err)
 	}
 	bad = parsed("--tls-cert", "/nonexistent/s.pem", "--tls-key", certs.Client.Key)
-	if err := bad.validate(nil); err == nil || !strings.Contains(err.Error(), "--tls-cert/--tls-key: tlsfiles: reading certificate: open /nonexistent/s.pem") {
+	if err := bad.validate("127.0.0.1:0", nil); err == nil || !strings.Contains(err.Error(), "--tls-cert/--tls-key: tlsfiles: reading certificate: open /nonexistent/s.pem") {
 		t.Errorf("a missing certificate: %v", err)
 	}
 	var out, errOut bytes.Buffer

@@ -20,37 +20,34 @@ import (
 type etcdTargets struct{}
 
 func (etcdTargets) Resolver(target string, f *cli.EtcdFlags) (discovery.Resolver, func(), error) {
-	eps, prefix, err := etcd.ParseTarget(target)
-	if err != nil {
-		return nil, func() {}, err
-	}
-	c, err := etcdClient(eps, f)
-	if err != nil {
-		return nil, func() {}, err
-	}
-	r, err := etcd.NewResolver(etcd.ResolverConfig{Client: c, Prefix: prefix})
-	if err != nil {
-		c.Close()
-		return nil, func() {}, err
-	}
-	return r, func() { c.Close() }, nil
+	return openEtcd(target, f, func(c *clientv3.Client, prefix string) (discovery.Resolver, error) {
+		return etcd.NewResolver(etcd.ResolverConfig{Client: c, Prefix: prefix})
+	})
 }
 
 func (etcdTargets) Registrar(target string, ttl time.Duration, f *cli.EtcdFlags) (discovery.Registrar, func(), error) {
+	return openEtcd(target, f, func(c *clientv3.Client, prefix string) (discovery.Registrar, error) {
+		return etcd.NewRegistrar(etcd.RegistrarConfig{Client: c, Prefix: prefix, TTL: ttl})
+	})
+}
+
+// openEtcd connects to target's endpoints and makes what uses the client
+// under target's prefix; it returns that and what closes the client.
+func openEtcd[T any](target string, f *cli.EtcdFlags, use func(*clientv3.Client, string) (T, error)) (T, func(), error) {
+	var v T
 	eps, prefix, err := etcd.ParseTarget(target)
 	if err != nil {
-		return nil, nil, err
+		return v, func() {}, err
 	}
 	c, err := etcdClient(eps, f)
 	if err != nil {
-		return nil, nil, err
+		return v, func() {}, err
 	}
-	r, err := etcd.NewRegistrar(etcd.RegistrarConfig{Client: c, Prefix: prefix, TTL: ttl})
-	if err != nil {
+	if v, err = use(c, prefix); err != nil {
 		c.Close()
-		return nil, nil, err
+		return v, func() {}, err
 	}
-	return r, func() { c.Close() }, nil
+	return v, func() { c.Close() }, nil
 }
 
 // etcdClient connects to the etcd endpoints with the flags' TLS and
@@ -58,19 +55,18 @@ func (etcdTargets) Registrar(target string, ttl time.Duration, f *cli.EtcdFlags)
 // found by the first request, not here. Its reconnects wait at most 2 s
 // (gRPC's default backoff grows to 120 s), so that an etcd back from an
 // outage is followed again at once.
-func etcdClient(endpoints []string, f *cli.EtcdFlags) (*clientv3.Client, error) {
+func etcdClient(endpoints []string, f *cli.EtcdFlags) (_ *clientv3.Client, err error) {
 	cfg := clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
 		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           grpcbackoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
 			MinConnectTimeout: 5 * time.Second,
 		})}}
-	tc, err := f.TLSConfig()
-	if err != nil {
-		return nil, fmt.Errorf("etcd %s: %v", strings.Join(endpoints, ","), err)
+	var c *clientv3.Client
+	cfg.TLS, err = f.TLSConfig()
+	if err == nil {
+		cfg.Username, cfg.Password = f.Credentials()
+		c, err = clientv3.New(cfg)
 	}
-	cfg.TLS = tc
-	cfg.Username, cfg.Password = f.Credentials()
-	c, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("etcd %s: %v", strings.Join(endpoints, ","), err)
 	}

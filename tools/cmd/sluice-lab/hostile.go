@@ -75,12 +75,9 @@ func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return code
 	}
 	cfg := hostile.Config{Attacks: list, ServerBin: *serverBin, Progress: stderr}
-	if *fs.ci {
-		cfg.Size = hostile.CI
-	}
 	limits := hostile.Limits{}
-	if cfg.Size == hostile.CI {
-		limits = hostile.CILimits()
+	if *fs.ci {
+		cfg.Size, limits = hostile.CI, hostile.CILimits()
 	}
 	for _, l := range []struct {
 		name string
@@ -110,14 +107,11 @@ func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return fs.UsageError("--target/--pid: %v", err)
 		}
 	}
-	if *serverBin != "" {
-		if _, err := os.Stat(*serverBin); err != nil {
-			return fs.UsageError("--server-bin: %v", err)
-		}
-	}
 	bin := *serverBin
 	if bin == "" {
 		bin, _ = os.Executable()
+	} else if _, err := os.Stat(bin); err != nil {
+		return fs.UsageError("--server-bin: %v", err)
 	}
 	build := hostile.Build(bin)
 	fs.progress("sluice-lab hostile: %d attacks, %s size, server %s (%s), %s/%s", len(list), cfg.Size, bin, build, runtime.GOOS, runtime.GOARCH)

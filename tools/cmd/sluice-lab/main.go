@@ -35,11 +35,11 @@ import (
 )
 
 func main() {
-	// `sluice-lab faults` runs some of its servers as children of this
-	// very binary; a child serves, and exits, here.
+	// faults, hostile and bench --rolling-deploy run children of this very
+	// binary: a child serves (or attacks), and exits, here.
 	faults.ServeChildIfAsked()
-	hostile.RunChildIfAsked()  // `sluice-lab hostile`'s attackers and servers
-	deploy.ServeChildIfAsked() // `sluice-lab bench --rolling-deploy`'s fleet
+	hostile.RunChildIfAsked()
+	deploy.ServeChildIfAsked()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

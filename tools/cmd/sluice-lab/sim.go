@@ -1,10 +1,11 @@
 package main
 
 import (
-	"flag"
 	"io"
+	"strings"
 
 	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
+	"github.com/sluice-rpc/sluice/tools/internal/chart"
 
 	"github.com/sluice-rpc/sluice/busy"
 	"github.com/sluice-rpc/sluice/tools/internal/sim/busysim"
@@ -59,20 +60,17 @@ func simBusyCmd(args []string, stdout, stderr io.Writer) int {
 	rpsPattern := fs.String("rps-pattern", "steady", "request `PATTERN`: steady, flappy, linear_grow, linear_decrease")
 	busyN := fs.Int("busy", 3000, "busy responses per second (never more than the requests sent)")
 	busyPattern := fs.String("busy-pattern", "steady", "busy `PATTERN`: steady, flappy, linear_grow, linear_decrease")
-	output := cli.AddOutputFlag(fs, false)
-	asJSON, code, ok := output.Parse(args)
+	asJSON, code, ok := cli.AddOutputFlag(fs, false).Parse(args)
 	if !ok {
 		return code
 	}
-	explicit := 0
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name != "preset" && f.Name != "output" && f.Name != "o" {
-			explicit++
-		}
-	})
+	explicit := false
+	for _, name := range []string{"rps", "rps-pattern", "busy", "busy-pattern"} {
+		explicit = explicit || fs.IsSet(name)
+	}
 	sc := busysim.Scenario{RPS: *rps, RPSPattern: busysim.Pattern(*rpsPattern), Busy: *busyN, BusyPattern: busysim.Pattern(*busyPattern)}
 	switch {
-	case *preset != "" && explicit > 0:
+	case *preset != "" && explicit:
 		return fs.UsageError("--preset cannot be combined with --rps, --rps-pattern, --busy or --busy-pattern")
 	case *preset != "":
 		p, ok := busysim.Presets[*preset]
@@ -80,7 +78,7 @@ func simBusyCmd(args []string, stdout, stderr io.Writer) int {
 			return fs.UsageError("unknown preset %q; want steady or flappy", *preset)
 		}
 		sc = p
-	case explicit == 0:
+	case !explicit:
 		sc = busysim.Presets["steady"]
 	}
 	if err := sc.Validate(); err != nil {
@@ -129,4 +127,25 @@ type simBusyRun struct {
 	Converged    bool             `json:"converged"`
 	ConvergedAt  *int             `json:"converged_at"` // the second, null if it did not
 	Speed        *int             `json:"speed"`        // converged_at - 10
+}
+
+// simulate is the end sim shed and sim doorman share: --chart's path and
+// the scenario checked (invalid is its error, prefix its package's), sc
+// run, and the result reported as a table, as JSON (report) or drawn.
+func simulate[S, R, J any](fs *cli.FlagSet, asJSON bool, chartPath string, sc S, invalid error, prefix string,
+	run func(S) (R, error), report func(R) J, table func(io.Writer, R), draw func(string, R) error) int {
+	if chartPath != "" {
+		if err := chart.CheckPath(chartPath); err != nil {
+			return fs.UsageError("--chart: %v", err)
+		}
+	}
+	if invalid != nil {
+		return fs.UsageError("%v", strings.TrimPrefix(invalid.Error(), prefix))
+	}
+	res, err := run(sc)
+	if err != nil {
+		return fs.Failure("%v", err)
+	}
+	return fs.Report(report(res), asJSON, func(w io.Writer) error { table(w, res); return nil }, chartPath,
+		func(path string) error { return draw(path, res) })
 }

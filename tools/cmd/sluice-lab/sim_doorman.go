@@ -58,8 +58,7 @@ func simDoormanCmd(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same run")
 	duration := fs.Duration("duration", 0, "simulated time `D`, 1s to 24h (default the scenario's)")
 	chartPath := fs.String("chart", "", "draw total wants, total has and capacity over time to `FILE` (.png or .svg)")
-	output := cli.AddOutputFlag(fs, true)
-	asJSON, code, ok := output.Parse(args)
+	asJSON, code, ok := cli.AddOutputFlag(fs, true).Parse(args)
 	if !ok {
 		return code
 	}
@@ -75,20 +74,7 @@ func simDoormanCmd(args []string, stdout, stderr io.Writer) int {
 	if *duration != 0 {
 		sc.Duration = millis.Duration(*duration)
 	}
-	if *chartPath != "" {
-		if err := chart.CheckPath(*chartPath); err != nil {
-			return fs.UsageError("--chart: %v", err)
-		}
-	}
-	if err := sc.Validate(); err != nil {
-		return fs.UsageError("%v", strings.TrimPrefix(err.Error(), "doormansim: "))
-	}
-	res, err := doormansim.Run(sc)
-	if err != nil {
-		return fs.Failure("%v", err)
-	}
-	return fs.Report(doormanReport(res), asJSON, func(w io.Writer) error { writeDoormanTable(w, res); return nil }, *chartPath,
-		func(path string) error { return writeDoormanChart(path, res) })
+	return simulate(fs, asJSON, *chartPath, sc, sc.Validate(), "doormansim: ", doormansim.Run, doormanReport, writeDoormanTable, writeDoormanChart)
 }
 
 // simDoormanReport is `sluice-lab sim doorman -o json`'s report: the run,
@@ -142,11 +128,7 @@ func writeDoormanTable(w io.Writer, res doormansim.Result) {
 	fmt.Fprintf(w, "Scenario %s: %s\n", sc.Name, sc.About)
 	tree := "clients at the root"
 	if len(sc.Fanout) > 0 {
-		parts := make([]string, len(sc.Fanout))
-		for i, f := range sc.Fanout {
-			parts[i] = fmt.Sprint(f)
-		}
-		tree = "fanout " + strings.Join(parts, " x ") + " under the root"
+		tree = "fanout " + strings.ReplaceAll(strings.Trim(fmt.Sprint(sc.Fanout), "[]"), " ", " x ") + " under the root"
 	}
 	fmt.Fprintf(w, "Tree: %s, %d clients per leaf (%d in all) wanting %g each; capacity %g, %s\n",
 		tree, sc.Clients, sc.NumClients(), sc.Wants, sc.Capacity, sc.Algorithm)

@@ -50,8 +50,7 @@ func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
 	runs := fs.Int("runs", 1, fmt.Sprintf("average the metrics over `N` runs (seeds seed, seed+1, ...; at most %d, about 0.2 s each)", maxSimRuns))
 	reserve := fs.Float64("reserve", 0, "the reserve pacer's reserve, a `FRACTION` of the limit in [0, 1) (0: the default, 0.003)")
 	chart := fs.String("chart", "", "also draw each client's sleep over the 30 minutes, per pacer, to this .png or .svg `FILE`")
-	output := cli.AddOutputFlag(fs, false)
-	asJSON, code, ok := output.Parse(args)
+	asJSON, code, ok := cli.AddOutputFlag(fs, false).Parse(args)
 	if !ok {
 		return code
 	}

@@ -98,8 +98,7 @@ func simShedCmd(args []string, stdout, stderr io.Writer) int {
 	guard := fs.String("guard", "adaptive", "what sheds: adaptive (shed's defaults), fixed:N (a fixed limit of N), none")
 	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same run")
 	chartPath := fs.String("chart", "", "draw limit, latency and goodput over time to `FILE` (.png or .svg)")
-	output := cli.AddOutputFlag(fs, true)
-	asJSON, code, ok := output.Parse(args)
+	asJSON, code, ok := cli.AddOutputFlag(fs, true).Parse(args)
 	if !ok {
 		return code
 	}
@@ -107,22 +106,9 @@ func simShedCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fs.UsageError("%v", err)
 	}
-	if *chartPath != "" {
-		if err := chart.CheckPath(*chartPath); err != nil {
-			return fs.UsageError("--chart: %v", err)
-		}
-	}
 	sc := shedsim.Scenario{Model: shedsim.Model(*model), Workers: *workers, Service: *service, Steps: steps,
 		Load: *loadX, Duration: *duration, Guard: g, FixedLimit: fixed, Shed: shed.Config{}, Seed: *seed}
-	if err := sc.Validate(); err != nil {
-		return fs.UsageError("%v", strings.TrimPrefix(err.Error(), "shedsim: "))
-	}
-	res, err := shedsim.Run(sc)
-	if err != nil {
-		return fs.Failure("%v", err)
-	}
-	return fs.Report(shedReport(res), asJSON, func(w io.Writer) error { writeShedTable(w, res); return nil }, *chartPath,
-		func(path string) error { return writeShedChart(path, res) })
+	return simulate(fs, asJSON, *chartPath, sc, sc.Validate(), "shedsim: ", shedsim.Run, shedReport, writeShedTable, writeShedChart)
 }
 
 // simShedReport is `sluice-lab sim shed -o json`'s report.
