@@ -433,12 +433,9 @@ func runOne(ctx context.Context, cfg Config, sc Scenario, mode Mode) (Row, error
 	var skipped0, refused0 int64
 	if sc == Deadline {
 		ch.drive(ctx, int(cfg.Rate*deadlineWarmup.Seconds()), interval, timeout.D(), nil)
-		ch.leaf.Store(0)
-		ch.a.Store(0)
-		ch.b.Store(0)
-		ch.lateAttempts.Store(0)
-		ch.lateRetries.Store(0)
-		ch.lateRuns.Store(0)
+		for _, n := range []*atomic.Int64{&ch.leaf, &ch.a, &ch.b, &ch.lateAttempts, &ch.lateRetries, &ch.lateRuns} {
+			n.Store(0)
+		}
 		skipped0, refused0 = ch.deadlineMetrics()
 	}
 	n := int(cfg.Rate * total.D().Seconds())
@@ -463,10 +460,9 @@ func runOne(ctx context.Context, cfg Config, sc Scenario, mode Mode) (Row, error
 	if sc == Deadline {
 		// Close first: every handler and attempt has then ended.
 		ch.close()
-		late, lateRetries, runs := ch.lateAttempts.Load(), ch.lateRetries.Load(), ch.lateRuns.Load()
 		skipped, refused := ch.deadlineMetrics()
-		skipped, refused = skipped-skipped0, refused-refused0
-		row.LateAttempts, row.LateRetries, row.LateRuns, row.SkippedDeadline, row.RefusedDeadline = &late, &lateRetries, &runs, &skipped, &refused
+		row.LateAttempts, row.LateRetries, row.LateRuns = new(ch.lateAttempts.Load()), new(ch.lateRetries.Load()), new(ch.lateRuns.Load())
+		row.SkippedDeadline, row.RefusedDeadline = new(skipped-skipped0), new(refused-refused0)
 	}
 	return row, nil
 }

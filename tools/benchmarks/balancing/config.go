@@ -150,9 +150,6 @@ type ErroringConfig struct {
 	Sample     millis.Duration `json:"sample_ms"`   // reads of the peers: 10 ms
 }
 
-// DefaultGCPercent is Config.GCPercent's default.
-const DefaultGCPercent = benchrun.DefaultGCPercent
-
 // Bounds of a Config.
 const (
 	MaxServers  = 32
@@ -167,14 +164,6 @@ const (
 	MaxColdCost = 100
 )
 
-// def sets *v to d if it is zero.
-func def[T comparable](v *T, d T) {
-	var zero T
-	if *v == zero {
-		*v = d
-	}
-}
-
 // ms picks a duration by size.
 func ms(z Size, full, ci time.Duration) millis.Duration {
 	return millis.Duration(benchrun.Pick(z, full, ci))
@@ -185,23 +174,23 @@ func (c Config) withDefaults() Config {
 		c.Scenarios = Scenarios()
 	}
 	z := c.Size
-	def(&c.Seed, 1)
-	def(&c.Timeout, millis.Duration(time.Second))
-	def(&c.GCPercent, DefaultGCPercent)
+	benchrun.Default(&c.Seed, 1)
+	benchrun.Default(&c.Timeout, millis.Duration(time.Second))
+	benchrun.Default(&c.GCPercent, benchrun.DefaultGCPercent)
 	five := millis.Duration(5 * time.Millisecond)
 	s := &c.ScaleOut
-	def(&s.Servers, 3)
-	def(&s.Added, 3)
-	def(&s.Workers, 4)
-	def(&s.Service, five)
-	def(&s.Load, 0.7)
-	def(&s.Warmup, ms(z, time.Second, 200*time.Millisecond))
-	def(&s.Steady, ms(z, 10*time.Second, 600*time.Millisecond))
-	def(&s.After, ms(z, 30*time.Second, 3*time.Second))
-	def(&s.ColdFactor, 5)
-	def(&s.ColdWindow, ms(z, 10*time.Second, 600*time.Millisecond))
+	benchrun.Default(&s.Servers, 3)
+	benchrun.Default(&s.Added, 3)
+	benchrun.Default(&s.Workers, 4)
+	benchrun.Default(&s.Service, five)
+	benchrun.Default(&s.Load, 0.7)
+	benchrun.Default(&s.Warmup, ms(z, time.Second, 200*time.Millisecond))
+	benchrun.Default(&s.Steady, ms(z, 10*time.Second, 600*time.Millisecond))
+	benchrun.Default(&s.After, ms(z, 30*time.Second, 3*time.Second))
+	benchrun.Default(&s.ColdFactor, 5)
+	benchrun.Default(&s.ColdWindow, ms(z, 10*time.Second, 600*time.Millisecond))
 	if z == CI {
-		def(&s.SlowStartWindow, s.ColdWindow)
+		benchrun.Default(&s.SlowStartWindow, s.ColdWindow)
 	}
 
 	h := &c.Heterogeneous
@@ -213,39 +202,39 @@ func (c Config) withDefaults() Config {
 			h.Weights = append(h.Weights, float64(w))
 		}
 	}
-	def(&h.Service, five)
-	def(&h.Load, 0.8)
-	def(&h.Warmup, ms(z, time.Second, 200*time.Millisecond))
-	def(&h.Duration, ms(z, 20*time.Second, 1500*time.Millisecond))
+	benchrun.Default(&h.Service, five)
+	benchrun.Default(&h.Load, 0.8)
+	benchrun.Default(&h.Warmup, ms(z, time.Second, 200*time.Millisecond))
+	benchrun.Default(&h.Duration, ms(z, 20*time.Second, 1500*time.Millisecond))
 
 	sh := &c.Shard
-	def(&sh.Servers, 10)
-	def(&sh.Workers, 2)
-	def(&sh.CacheSize, 2000)
-	def(&sh.Hit, millis.Duration(time.Millisecond))
-	def(&sh.Miss, millis.Duration(10*time.Millisecond))
-	def(&sh.Keys, 100_000)
-	def(&sh.Zipf, 1.1)
-	def(&sh.HotShare, 0.3)
-	def(&sh.Rate, 2000)
-	def(&sh.Warmup, ms(z, 10*time.Second, 300*time.Millisecond))
-	def(&sh.Duration, ms(z, 20*time.Second, 1500*time.Millisecond))
-	def(&sh.Sample, millis.Duration(10*time.Millisecond))
-	def(&sh.Probe, benchrun.Pick(z, 2000, 200))
-	def(&sh.Fleets, benchrun.Pick(z, 100, 5))
+	benchrun.Default(&sh.Servers, 10)
+	benchrun.Default(&sh.Workers, 2)
+	benchrun.Default(&sh.CacheSize, 2000)
+	benchrun.Default(&sh.Hit, millis.Duration(time.Millisecond))
+	benchrun.Default(&sh.Miss, millis.Duration(10*time.Millisecond))
+	benchrun.Default(&sh.Keys, 100_000)
+	benchrun.Default(&sh.Zipf, 1.1)
+	benchrun.Default(&sh.HotShare, 0.3)
+	benchrun.Default(&sh.Rate, 2000)
+	benchrun.Default(&sh.Warmup, ms(z, 10*time.Second, 300*time.Millisecond))
+	benchrun.Default(&sh.Duration, ms(z, 20*time.Second, 1500*time.Millisecond))
+	benchrun.Default(&sh.Sample, millis.Duration(10*time.Millisecond))
+	benchrun.Default(&sh.Probe, benchrun.Pick(z, 2000, 200))
+	benchrun.Default(&sh.Fleets, benchrun.Pick(z, 100, 5))
 	if z == Full {
-		def(&sh.LooseFactor, 10)
+		benchrun.Default(&sh.LooseFactor, 10)
 	}
 
 	e := &c.Erroring
-	def(&e.Servers, 4)
-	def(&e.Many, 3)
-	def(&e.Workers, 4)
-	def(&e.Service, five)
-	def(&e.Rate, 800)
-	def(&e.ErrorShare, 0.5)
-	def(&e.Duration, ms(z, 20*time.Second, 1500*time.Millisecond))
-	def(&e.Sample, millis.Duration(10*time.Millisecond))
+	benchrun.Default(&e.Servers, 4)
+	benchrun.Default(&e.Many, 3)
+	benchrun.Default(&e.Workers, 4)
+	benchrun.Default(&e.Service, five)
+	benchrun.Default(&e.Rate, 800)
+	benchrun.Default(&e.ErrorShare, 0.5)
+	benchrun.Default(&e.Duration, ms(z, 20*time.Second, 1500*time.Millisecond))
+	benchrun.Default(&e.Sample, millis.Duration(10*time.Millisecond))
 	return c
 }
 
