@@ -57,21 +57,15 @@ const (
 // Modes lists the modes, in the order they run.
 var Modes = []Mode{Naive, Bounded}
 
-// ParseScenarios parses a comma-separated list of scenarios, or "all".
+// ParseScenarios parses a comma-separated list of scenarios, or "all";
+// naming one twice is an error.
 func ParseScenarios(s string) ([]Scenario, error) {
-	if s == "all" {
-		return slices.Clone(Scenarios), nil
-	}
-	var out []Scenario
-	for _, w := range strings.Split(s, ",") {
-		sc := Scenario(strings.TrimSpace(w))
-		switch {
-		case !slices.Contains(Scenarios, sc):
-			return nil, fmt.Errorf("amplification: unknown scenario %q; want down, flaky, recovery, deadline or all", w)
-		case slices.Contains(out, sc):
-			return nil, fmt.Errorf("amplification: scenario %q named twice", w)
-		}
-		out = append(out, sc)
+	out, err := benchrun.ParseList(s, Scenarios, "scenario")
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("amplification: %w", err)
+	case strings.TrimSpace(s) != "all" && len(out) <= strings.Count(s, ","):
+		return nil, fmt.Errorf("amplification: a scenario named twice in %q", s)
 	}
 	return out, nil
 }
