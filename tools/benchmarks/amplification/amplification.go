@@ -72,31 +72,22 @@ func ParseScenarios(s string) ([]Scenario, error) {
 
 // Config configures a comparison. Zero fields take their defaults.
 type Config struct {
-	Scenarios []Scenario `json:"scenarios"`
-	// Rate is the calls per second the client offers. Default 600.
-	Rate float64 `json:"rate"`
-	// Duration is each run's length (recovery: after DownFor). Default 4s.
-	Duration millis.Duration `json:"duration_ms"`
-	// DownFor is how long the leaves are down in recovery. Default 2s.
-	DownFor millis.Duration `json:"down_for_ms"`
-	// FlakyRate is the share of calls a flaky leaf fails. Default 0.1.
-	FlakyRate float64 `json:"flaky_rate"`
-	// Servers is the servers per layer. Default 3.
-	Servers int `json:"servers_per_layer"`
-	// Timeout is each client call's deadline. Default 1s.
-	Timeout millis.Duration `json:"timeout_ms"`
-	// Policy is every layer's retry policy (service config JSON).
-	Policy string `json:"policy"`
-	// Seed seeds the flaky leaves' draws. Default 1.
-	Seed uint64 `json:"seed"`
+	Scenarios []Scenario      `json:"scenarios"`
+	Rate      float64         `json:"rate"`              // the client's calls per second; default 600
+	Duration  millis.Duration `json:"duration_ms"`       // of each run (recovery: after DownFor); default 4s
+	DownFor   millis.Duration `json:"down_for_ms"`       // the leaves' downtime in recovery; default 2s
+	FlakyRate float64         `json:"flaky_rate"`        // the share of calls a flaky leaf fails; default 0.1
+	Servers   int             `json:"servers_per_layer"` // default 3
+	Timeout   millis.Duration `json:"timeout_ms"`        // each client call's deadline; default 1s
+	Policy    string          `json:"policy"`            // every layer's retry policy (service config JSON)
+	Seed      uint64          `json:"seed"`              // of the flaky leaves' draws; default 1
 	// In the deadline scenario a leaf works Work (default 10ms) and then
 	// fails DeadlineFailRate (default 0.2) of calls, each with a deadline
 	// of DeadlineTimeout (default 3 x Work: room for one retry, not two).
 	Work             millis.Duration `json:"work_ms"`
 	DeadlineTimeout  millis.Duration `json:"deadline_timeout_ms"`
 	DeadlineFailRate float64         `json:"deadline_fail_rate"`
-	// Progress, if set, is told each run as it starts.
-	Progress func(string) `json:"-"`
+	Progress         func(string)    `json:"-"` // if set, told each run as it starts
 }
 
 // CI is a tiny configuration, for tests.
@@ -232,15 +223,14 @@ var errBroken = tchannel.NewSystemError(tchannel.ErrCodeUnexpected, "leaf broken
 
 // chain is one run's servers and client.
 type chain struct {
-	channels  []*channel.Channel
-	closeOnce sync.Once
-	client    *channel.Client
-	state     atomic.Int32
-	leaf      atomic.Int64
-	a, b      atomic.Int64
-	mu        sync.Mutex
-	rng       *rand.Rand
-	flaky     float64
+	channels []*channel.Channel
+	client   *channel.Client
+	state    atomic.Int32
+	leaf     atomic.Int64
+	a, b     atomic.Int64
+	mu       sync.Mutex
+	rng      *rand.Rand
+	flaky    float64
 	// The deadline scenario's leaf work, late counts and metrics.
 	work         time.Duration
 	lateAttempts atomic.Int64
@@ -255,12 +245,12 @@ func (ch *chain) late(ctx context.Context) bool {
 	return ok && time.Until(dl) < ch.work
 }
 
+// close closes the Channels, the client's first; closing again does
+// nothing.
 func (ch *chain) close() {
-	ch.closeOnce.Do(func() {
-		for i := len(ch.channels) - 1; i >= 0; i-- {
-			ch.channels[i].Close()
-		}
-	})
+	for i := len(ch.channels) - 1; i >= 0; i-- {
+		ch.channels[i].Close()
+	}
 }
 
 // connect returns c's client of service, with peers.
@@ -307,24 +297,27 @@ func startChain(cfg Config, mode Mode, sc *serviceconfig.Config, scenario Scenar
 				return next(ctx)
 			}))
 	}
-	layer := func(service, next string, count *atomic.Int64, nextPeers []string) ([]string, error) {
+	// From the leaves up, each layer's servers calling the layer below.
+	below, peers := "", []string(nil)
+	for _, l := range []struct {
+		service string
+		count   *atomic.Int64 // nil: the leaves, which count in serveLeaf
+	}{{"amp-leaf", nil}, {"amp-b", &ch.b}, {"amp-a", &ch.a}} {
 		var hps []string
 		for range cfg.Servers {
-			c, err := channel.New(service, opts...)
+			c, err := channel.New(l.service, opts...)
 			if err != nil {
 				return nil, err
 			}
 			ch.channels = append(ch.channels, c)
-			var h channel.RawHandler
-			if next == "" {
-				h = ch.serveLeaf
-			} else {
-				down, err := connect(c, next, nextPeers)
+			h := ch.serveLeaf
+			if l.count != nil {
+				down, err := connect(c, below, peers)
 				if err != nil {
 					return nil, err
 				}
 				h = func(ctx context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
-					count.Add(1)
+					l.count.Add(1)
 					res, err := down.CallRaw(ctx, "work", nil, req.Arg3)
 					if err != nil {
 						return nil, err
@@ -340,26 +333,14 @@ func startChain(cfg Config, mode Mode, sc *serviceconfig.Config, scenario Scenar
 			}
 			hps = append(hps, c.HostPort())
 		}
-		return hps, nil
-	}
-	leaves, err := layer("amp-leaf", "", nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	bs, err := layer("amp-b", "amp-leaf", &ch.b, leaves)
-	if err != nil {
-		return nil, err
-	}
-	as, err := layer("amp-a", "amp-b", &ch.a, bs)
-	if err != nil {
-		return nil, err
+		below, peers = l.service, hps
 	}
 	c, err := channel.New("amp-client", opts...)
 	if err != nil {
 		return nil, err
 	}
 	ch.channels = append(ch.channels, c)
-	ch.client, err = connect(c, "amp-a", as)
+	ch.client, err = connect(c, below, peers)
 	return ch, err
 }
 

@@ -30,9 +30,8 @@ type ErroringRow struct {
 	Ejection      bool    `json:"ejection"`
 	ServiceConfig string  `json:"service_config"`
 	Rate          float64 `json:"rate"`
-	// All is every call; SuccessRate All.OK / All.Calls.
-	All         Outcome `json:"all"`
-	SuccessRate float64 `json:"success_rate"`
+	All           Outcome `json:"all"`          // every call
+	SuccessRate   float64 `json:"success_rate"` // All.OK / All.Calls
 	// FirstEjection is when a peer was first seen ejected, from the first
 	// call; the *After figures are from then on, all null if never.
 	// ToErroring* are the shares of the calls that reached an erroring

@@ -3,6 +3,7 @@ package balancing
 import (
 	"context"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
@@ -33,9 +34,8 @@ type HeterogeneousRow struct {
 	Servers  []HeterogeneousServer `json:"servers"`
 	// MaxShareError is the largest gap between a server's share of the
 	// calls and its capacity's, in percentage points.
-	MaxShareError float64 `json:"max_share_error_pp"`
-	// Seconds holds each server's share of the calls, second by second.
-	Seconds [][]float64 `json:"seconds"`
+	MaxShareError float64     `json:"max_share_error_pp"`
+	Seconds       [][]float64 `json:"seconds"` // each server's share of the calls, second by second
 }
 
 // HeterogeneousServer is one server's figures over the measured stretch.
@@ -67,10 +67,7 @@ const overCapacity = 0.98
 func runHeterogeneousScenario(ctx context.Context, c Config) (*HeterogeneousResult, error) {
 	h := c.Heterogeneous
 	res := &HeterogeneousResult{}
-	ones := make([]float64, len(h.Workers))
-	for i := range ones {
-		ones[i] = 1
-	}
+	ones := slices.Repeat([]float64{1}, len(h.Workers))
 	for _, r := range []struct {
 		row     *HeterogeneousRow
 		what    string

@@ -18,22 +18,19 @@ type ScaleOutResult struct {
 // ScaleOutRow is one run of the scale-out scenario.
 type ScaleOutRow struct {
 	// SlowStart says which row; ServiceConfig is the client's.
-	SlowStart     bool    `json:"slow_start"`
-	ServiceConfig string  `json:"service_config"`
-	Rate          float64 `json:"rate"`
-	// ScaleOutAt is when the new servers joined, from the first call.
-	ScaleOutAt load.Seconds `json:"scale_out_at_s"`
-	Calls      int          `json:"calls"`
+	SlowStart     bool         `json:"slow_start"`
+	ServiceConfig string       `json:"service_config"`
+	Rate          float64      `json:"rate"`
+	ScaleOutAt    load.Seconds `json:"scale_out_at_s"` // when the new servers joined, from the first call
+	Calls         int          `json:"calls"`
 	// Steady is the calls after the warmup and before the scale-out, After
 	// those of the After stretch, New those the new servers took.
-	Steady Outcome `json:"steady"`
-	After  Outcome `json:"after"`
-	New    Outcome `json:"new"`
-	// P99Ratio is After.P99 / Steady.P99.
-	P99Ratio float64 `json:"p99_ratio"`
-	// Servers are the first servers then the new ones, over After.
-	Servers []ScaleOutServer `json:"servers"`
-	Seconds []ScaleOutSecond `json:"seconds"`
+	Steady   Outcome          `json:"steady"`
+	After    Outcome          `json:"after"`
+	New      Outcome          `json:"new"`
+	P99Ratio float64          `json:"p99_ratio"` // After.P99 / Steady.P99
+	Servers  []ScaleOutServer `json:"servers"`   // the first servers then the new ones, over After
+	Seconds  []ScaleOutSecond `json:"seconds"`
 }
 
 // Outcome is what became of a set of calls. P99 is of the successful

@@ -59,10 +59,8 @@ type ShardResult struct {
 
 // ShardRow is one run of the shard scenario.
 type ShardRow struct {
-	// ShardKeys: every call carries its key as its shard key, or none.
-	ShardKeys bool `json:"shard_keys"`
-	// BalanceFactor is the shardBalanceFactor (0: the default, 1.25).
-	BalanceFactor float64 `json:"balance_factor"`
+	ShardKeys     bool    `json:"shard_keys"`     // every call carries its key as its shard key, or none
+	BalanceFactor float64 `json:"balance_factor"` // the shardBalanceFactor (0: the default, 1.25)
 	Rate          float64 `json:"rate"`
 	// Measured is the calls after the warmup; HitRate the share of the
 	// requests served then that found their key cached.
@@ -83,8 +81,7 @@ type ShardRow struct {
 	Busiest       float64    `json:"busiest_in_flight"`
 	BusiestServer string     `json:"busiest_server"`
 	Bound         BoundCheck `json:"bound"`
-	// Seconds is the hit rate second by second, from the first call.
-	Seconds []float64 `json:"seconds"`
+	Seconds       []float64  `json:"seconds"` // the hit rate second by second, from the first call
 }
 
 // BoundCheck is the shard keys' bounded load, checked on the client's
@@ -98,8 +95,7 @@ type BoundCheck struct {
 	Factor      float64 `json:"factor"` // balance.DefaultBalanceFactor
 	Samples     int     `json:"samples"`
 	MeanPending float64 `json:"mean_pending"` // to all peers, on average
-	// Over is the share of the samples with a peer over the bound.
-	Over float64 `json:"over"`
+	Over        float64 `json:"over"`         // the share of the samples with a peer over the bound
 	// Worst* are of the sample where a peer came nearest the bound or
 	// exceeded it most: its pending, the bound, and all pending.
 	WorstPending int64 `json:"worst_pending"`
@@ -112,17 +108,6 @@ type BoundCheck struct {
 type pendingSample struct {
 	most, all int64
 	peers     int
-}
-
-// readPending reads the client's peers of Service.
-func readPending(client *channel.Client) pendingSample {
-	var s pendingSample
-	for _, p := range client.Peers() {
-		n := max(p.Pending, 0)
-		s.most, s.all = max(s.most, n), s.all+n
-		s.peers++
-	}
-	return s
 }
 
 // pendingBound is the most calls one of peers peers may have pending, by
@@ -260,7 +245,14 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 		}
 		samples = append(samples, all)
 	})
-	stopPending := load.Every(sh.Sample.D(), func(now time.Time) { pending = append(pending, pendingAt{now, readPending(b.client)}) })
+	stopPending := load.Every(sh.Sample.D(), func(now time.Time) {
+		s := pendingAt{at: now}
+		for _, p := range b.client.Peers() {
+			n := max(p.Pending, 0)
+			s.most, s.all, s.peers = max(s.most, n), s.all+n, s.peers+1
+		}
+		pending = append(pending, s)
+	})
 	vary := func(i int) (*channel.Request, []channel.CallOption) {
 		key := keyName(int(seq[i%len(seq)]))
 		req := &channel.Request{Format: "raw", Arg3: []byte(key)}
