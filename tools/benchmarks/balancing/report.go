@@ -44,15 +44,14 @@ func (r *Result) verdicts() []Verdict {
 		figure, none := overList(w.Servers)
 		add(Heterogeneous, "with weights, no server over its capacity (calls at 98% of it or more, or Busy to more than 1%)",
 			none, "%s", figure)
-		if lr := h.LoadReports; lr.Servers != nil {
-			add(Heterogeneous, "load reports, no weights: every server's share within 2 points of its capacity's",
-				lr.MaxShareError <= 2, "largest gap %.1f points", lr.MaxShareError)
-			figure, none := overList(lr.Servers)
-			add(Heterogeneous, "load reports, no weights: no server over its capacity", none, "%s", figure)
-			ratio := share(float64(lr.Measured.P99), float64(w.Measured.P99))
-			add(Heterogeneous, "load reports, no weights: p99 at most 1.1x the weighted row's",
-				ratio > 0 && ratio <= 1.1, "%v vs %v: %.2fx", lr.Measured.P99, w.Measured.P99, ratio)
-		}
+		lr := h.LoadReports
+		add(Heterogeneous, "load reports, no weights: every server's share within 2 points of its capacity's",
+			lr.MaxShareError <= 2, "largest gap %.1f points", lr.MaxShareError)
+		figure, none = overList(lr.Servers)
+		add(Heterogeneous, "load reports, no weights: no server over its capacity", none, "%s", figure)
+		ratio := share(float64(lr.Measured.P99), float64(w.Measured.P99))
+		add(Heterogeneous, "load reports, no weights: p99 at most 1.1x the weighted row's",
+			ratio > 0 && ratio <= 1.1, "%v vs %v: %.2fx", lr.Measured.P99, w.Measured.P99, ratio)
 	}
 	if s := r.Shard; s != nil {
 		add(Shard, "cache hit rate with shard keys at least 2x without", s.HitRatio >= 2,
@@ -65,21 +64,17 @@ func (r *Result) verdicts() []Verdict {
 			100*g.LeaveMax, g.Fleets, 100*g.FleetsLeaveMax, 100*g.FleetsOver12)
 	}
 	if e := r.Erroring; e != nil {
-		w := e.OneWith
-		switch {
-		case w.ToErroringAfter == nil:
-			add(Erroring, "after the ejection, under 1% of the calls reach the erroring server", false, "no ejection seen")
-		default:
-			add(Erroring, "after the ejection, under 1% of the calls reach the erroring server", *w.ToErroringAfter < 0.01,
-				"%.2f%%, ejected %.2fs in", 100**w.ToErroringAfter, time.Duration(*w.FirstEjection).Seconds())
+		const reach = "after the ejection, under 1% of the calls reach the erroring server"
+		if w := e.OneWith; w.ToErroringAfter == nil {
+			add(Erroring, reach, false, "no ejection seen")
+		} else {
+			add(Erroring, reach, *w.ToErroringAfter < 0.01, "%.2f%%, ejected %.2fs in", 100**w.ToErroringAfter, time.Duration(*w.FirstEjection).Seconds())
 		}
-		m := e.ManyWith
-		add(Erroring, fmt.Sprintf("%d of %d erroring, with ejection: success rate >= 62%%", m.Erroring, r.Config.Erroring.Servers),
-			m.SuccessRate >= 0.62, "%.1f%%", 100*m.SuccessRate)
-		add(Erroring, fmt.Sprintf("%d of %d erroring, with ejection: at most 1 peer ejected at once", m.Erroring, r.Config.Erroring.Servers),
-			m.MaxEjected <= 1, "%d", m.MaxEjected)
-		mo := e.ManyWithout
-		add(Erroring, fmt.Sprintf("%d of %d erroring: success rate with ejection at least %.0f points above without", m.Erroring, r.Config.Erroring.Servers, 100*ejectionGain),
+		m, mo := e.ManyWith, e.ManyWithout
+		many := fmt.Sprintf("%d of %d erroring", m.Erroring, r.Config.Erroring.Servers)
+		add(Erroring, many+", with ejection: success rate >= 62%", m.SuccessRate >= 0.62, "%.1f%%", 100*m.SuccessRate)
+		add(Erroring, many+", with ejection: at most 1 peer ejected at once", m.MaxEjected <= 1, "%d", m.MaxEjected)
+		add(Erroring, fmt.Sprintf("%s: success rate with ejection at least %.0f points above without", many, 100*ejectionGain),
 			m.SuccessRate-mo.SuccessRate >= ejectionGain, "%.1f%% vs %.1f%%: %+.1f points", 100*m.SuccessRate, 100*mo.SuccessRate, 100*(m.SuccessRate-mo.SuccessRate))
 	}
 	return out
@@ -180,9 +175,6 @@ func (r *Result) writeHeterogeneous(out *strings.Builder, h *HeterogeneousResult
 	fmt.Fprintf(out, "| weights | goodput | p99 | Busy | timeouts | server | capacity share | share of calls | calls/s (capacity) | Busy | peak / mean in flight (workers) | over capacity |\n")
 	fmt.Fprintf(out, "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|\n")
 	for _, row := range []HeterogeneousRow{h.With, h.Without, h.LoadReports} {
-		if row.Servers == nil {
-			continue // a result from before load reports
-		}
 		for i, s := range row.Servers {
 			lead := "| | | | | "
 			if i == 0 {
