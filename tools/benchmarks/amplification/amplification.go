@@ -413,24 +413,22 @@ func runOne(ctx context.Context, cfg Config, sc Scenario, mode Mode) (Row, error
 		}
 		skipped0, refused0 = ch.deadlineMetrics()
 	}
-	n := int(cfg.Rate * total.D().Seconds())
-	recovered := false
-	ok, made := ch.drive(ctx, n, interval, timeout.D(), func(at time.Duration) {
-		if sc == Recovery && !recovered && at >= cfg.DownFor.D() {
+	ok := ch.drive(ctx, int(cfg.Rate*total.D().Seconds()), interval, timeout.D(), func(at time.Duration) {
+		if sc == Recovery && at >= cfg.DownFor.D() {
 			ch.state.Store(leafWell)
-			recovered = true
 		}
 	})
+	made := float64(len(ok))
 	if made == 0 {
 		return row, errors.New("amplification: no call was made")
 	}
-	row.Calls = made
-	row.Success = float64(succeeded(ok[:made])) / float64(made)
-	row.LeafPerCall = float64(ch.leaf.Load()) / float64(made)
-	row.APerCall = float64(ch.a.Load()) / float64(made)
-	row.BPerCall = float64(ch.b.Load()) / float64(made)
+	row.Calls = len(ok)
+	row.Success = float64(succeeded(ok)) / made
+	row.LeafPerCall = float64(ch.leaf.Load()) / made
+	row.APerCall = float64(ch.a.Load()) / made
+	row.BPerCall = float64(ch.b.Load()) / made
 	if sc == Recovery {
-		row.RecoverMS = recoverMS(ok[:made], interval, cfg.DownFor.D())
+		row.RecoverMS = recoverMS(ok, interval, cfg.DownFor.D())
 	}
 	if sc == Deadline {
 		// Close first: every handler and attempt has then ended.
@@ -452,9 +450,9 @@ const deadlineWarmup = 500 * time.Millisecond
 
 // drive makes n client calls at one per interval, each with timeout, and
 // waits for them; at, if set, is told each arrival's time from the start
-// before its call is made. It returns which calls succeeded and how many
-// were made (fewer than n when ctx ends).
-func (ch *chain) drive(ctx context.Context, n int, interval, timeout time.Duration, at func(time.Duration)) ([]bool, int) {
+// before its call is made. It returns whether each call made succeeded
+// (fewer than n when ctx ends).
+func (ch *chain) drive(ctx context.Context, n int, interval, timeout time.Duration, at func(time.Duration)) []bool {
 	ok := make([]bool, n)
 	var (
 		wg       sync.WaitGroup
@@ -492,7 +490,7 @@ func (ch *chain) drive(ctx context.Context, n int, interval, timeout time.Durati
 		}(i)
 	}
 	wg.Wait()
-	return ok, made
+	return ok[:made]
 }
 
 // deadlineMetrics returns the chain's attempts skipped and requests
