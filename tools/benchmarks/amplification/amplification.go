@@ -539,8 +539,7 @@ func recoverMS(ok []bool, interval, back time.Duration) *float64 {
 	if from < 0 {
 		return nil
 	}
-	ms := float64(time.Duration(from-first)*interval) / float64(time.Millisecond)
-	return &ms
+	return new(float64(time.Duration(from-first)*interval) / float64(time.Millisecond))
 }
 
 // succeeded counts the calls of ok that succeeded.
