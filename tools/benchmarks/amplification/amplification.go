@@ -57,52 +57,37 @@ const (
 // Modes lists the modes, in the order they run.
 var Modes = []Mode{Naive, Bounded}
 
-// ParseScenarios parses a comma-separated list of scenarios, or "all".
+// ParseScenarios parses a comma-separated list of scenarios, or "all";
+// naming one twice is an error.
 func ParseScenarios(s string) ([]Scenario, error) {
-	if s == "all" {
-		return slices.Clone(Scenarios), nil
-	}
-	var out []Scenario
-	for _, w := range strings.Split(s, ",") {
-		sc := Scenario(strings.TrimSpace(w))
-		switch {
-		case !slices.Contains(Scenarios, sc):
-			return nil, fmt.Errorf("amplification: unknown scenario %q; want down, flaky, recovery, deadline or all", w)
-		case slices.Contains(out, sc):
-			return nil, fmt.Errorf("amplification: scenario %q named twice", w)
-		}
-		out = append(out, sc)
+	out, err := benchrun.ParseList(s, Scenarios, "scenario")
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("amplification: %w", err)
+	case strings.TrimSpace(s) != "all" && len(out) <= strings.Count(s, ","):
+		return nil, fmt.Errorf("amplification: a scenario named twice in %q", s)
 	}
 	return out, nil
 }
 
 // Config configures a comparison. Zero fields take their defaults.
 type Config struct {
-	Scenarios []Scenario `json:"scenarios"`
-	// Rate is the calls per second the client offers. Default 600.
-	Rate float64 `json:"rate"`
-	// Duration is each run's length (recovery: after DownFor). Default 4s.
-	Duration millis.Duration `json:"duration_ms"`
-	// DownFor is how long the leaves are down in recovery. Default 2s.
-	DownFor millis.Duration `json:"down_for_ms"`
-	// FlakyRate is the share of calls a flaky leaf fails. Default 0.1.
-	FlakyRate float64 `json:"flaky_rate"`
-	// Servers is the servers per layer. Default 3.
-	Servers int `json:"servers_per_layer"`
-	// Timeout is each client call's deadline. Default 1s.
-	Timeout millis.Duration `json:"timeout_ms"`
-	// Policy is every layer's retry policy (service config JSON).
-	Policy string `json:"policy"`
-	// Seed seeds the flaky leaves' draws. Default 1.
-	Seed uint64 `json:"seed"`
+	Scenarios []Scenario      `json:"scenarios"`
+	Rate      float64         `json:"rate"`              // the client's calls per second; default 600
+	Duration  millis.Duration `json:"duration_ms"`       // of each run (recovery: after DownFor); default 4s
+	DownFor   millis.Duration `json:"down_for_ms"`       // the leaves' downtime in recovery; default 2s
+	FlakyRate float64         `json:"flaky_rate"`        // the share of calls a flaky leaf fails; default 0.1
+	Servers   int             `json:"servers_per_layer"` // default 3
+	Timeout   millis.Duration `json:"timeout_ms"`        // each client call's deadline; default 1s
+	Policy    string          `json:"policy"`            // every layer's retry policy (service config JSON)
+	Seed      uint64          `json:"seed"`              // of the flaky leaves' draws; default 1
 	// In the deadline scenario a leaf works Work (default 10ms) and then
 	// fails DeadlineFailRate (default 0.2) of calls, each with a deadline
 	// of DeadlineTimeout (default 3 x Work: room for one retry, not two).
 	Work             millis.Duration `json:"work_ms"`
 	DeadlineTimeout  millis.Duration `json:"deadline_timeout_ms"`
 	DeadlineFailRate float64         `json:"deadline_fail_rate"`
-	// Progress, if set, is told each run as it starts.
-	Progress func(string) `json:"-"`
+	Progress         func(string)    `json:"-"` // if set, told each run as it starts
 }
 
 // CI is a tiny configuration, for tests.
@@ -238,15 +223,14 @@ var errBroken = tchannel.NewSystemError(tchannel.ErrCodeUnexpected, "leaf broken
 
 // chain is one run's servers and client.
 type chain struct {
-	channels  []*channel.Channel
-	closeOnce sync.Once
-	client    *channel.Client
-	state     atomic.Int32
-	leaf      atomic.Int64
-	a, b      atomic.Int64
-	mu        sync.Mutex
-	rng       *rand.Rand
-	flaky     float64
+	channels []*channel.Channel
+	client   *channel.Client
+	state    atomic.Int32
+	leaf     atomic.Int64
+	a, b     atomic.Int64
+	mu       sync.Mutex
+	rng      *rand.Rand
+	flaky    float64
 	// The deadline scenario's leaf work, late counts and metrics.
 	work         time.Duration
 	lateAttempts atomic.Int64
@@ -261,12 +245,12 @@ func (ch *chain) late(ctx context.Context) bool {
 	return ok && time.Until(dl) < ch.work
 }
 
+// close closes the Channels, the client's first; closing again does
+// nothing.
 func (ch *chain) close() {
-	ch.closeOnce.Do(func() {
-		for i := len(ch.channels) - 1; i >= 0; i-- {
-			ch.channels[i].Close()
-		}
-	})
+	for i := len(ch.channels) - 1; i >= 0; i-- {
+		ch.channels[i].Close()
+	}
 }
 
 // connect returns c's client of service, with peers.
@@ -313,24 +297,27 @@ func startChain(cfg Config, mode Mode, sc *serviceconfig.Config, scenario Scenar
 				return next(ctx)
 			}))
 	}
-	layer := func(service, next string, count *atomic.Int64, nextPeers []string) ([]string, error) {
+	// From the leaves up, each layer's servers calling the layer below.
+	below, peers := "", []string(nil)
+	for _, l := range []struct {
+		service string
+		count   *atomic.Int64 // nil: the leaves, which count in serveLeaf
+	}{{"amp-leaf", nil}, {"amp-b", &ch.b}, {"amp-a", &ch.a}} {
 		var hps []string
 		for range cfg.Servers {
-			c, err := channel.New(service, opts...)
+			c, err := channel.New(l.service, opts...)
 			if err != nil {
 				return nil, err
 			}
 			ch.channels = append(ch.channels, c)
-			var h channel.RawHandler
-			if next == "" {
-				h = ch.serveLeaf
-			} else {
-				down, err := connect(c, next, nextPeers)
+			h := ch.serveLeaf
+			if l.count != nil {
+				down, err := connect(c, below, peers)
 				if err != nil {
 					return nil, err
 				}
 				h = func(ctx context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
-					count.Add(1)
+					l.count.Add(1)
 					res, err := down.CallRaw(ctx, "work", nil, req.Arg3)
 					if err != nil {
 						return nil, err
@@ -346,26 +333,14 @@ func startChain(cfg Config, mode Mode, sc *serviceconfig.Config, scenario Scenar
 			}
 			hps = append(hps, c.HostPort())
 		}
-		return hps, nil
-	}
-	leaves, err := layer("amp-leaf", "", nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	bs, err := layer("amp-b", "amp-leaf", &ch.b, leaves)
-	if err != nil {
-		return nil, err
-	}
-	as, err := layer("amp-a", "amp-b", &ch.a, bs)
-	if err != nil {
-		return nil, err
+		below, peers = l.service, hps
 	}
 	c, err := channel.New("amp-client", opts...)
 	if err != nil {
 		return nil, err
 	}
 	ch.channels = append(ch.channels, c)
-	ch.client, err = connect(c, "amp-a", as)
+	ch.client, err = connect(c, below, peers)
 	return ch, err
 }
 
@@ -433,40 +408,34 @@ func runOne(ctx context.Context, cfg Config, sc Scenario, mode Mode) (Row, error
 	var skipped0, refused0 int64
 	if sc == Deadline {
 		ch.drive(ctx, int(cfg.Rate*deadlineWarmup.Seconds()), interval, timeout.D(), nil)
-		ch.leaf.Store(0)
-		ch.a.Store(0)
-		ch.b.Store(0)
-		ch.lateAttempts.Store(0)
-		ch.lateRetries.Store(0)
-		ch.lateRuns.Store(0)
+		for _, n := range []*atomic.Int64{&ch.leaf, &ch.a, &ch.b, &ch.lateAttempts, &ch.lateRetries, &ch.lateRuns} {
+			n.Store(0)
+		}
 		skipped0, refused0 = ch.deadlineMetrics()
 	}
-	n := int(cfg.Rate * total.D().Seconds())
-	recovered := false
-	ok, made := ch.drive(ctx, n, interval, timeout.D(), func(at time.Duration) {
-		if sc == Recovery && !recovered && at >= cfg.DownFor.D() {
+	ok := ch.drive(ctx, int(cfg.Rate*total.D().Seconds()), interval, timeout.D(), func(at time.Duration) {
+		if sc == Recovery && at >= cfg.DownFor.D() {
 			ch.state.Store(leafWell)
-			recovered = true
 		}
 	})
+	made := float64(len(ok))
 	if made == 0 {
 		return row, errors.New("amplification: no call was made")
 	}
-	row.Calls = made
-	row.Success = float64(succeeded(ok[:made])) / float64(made)
-	row.LeafPerCall = float64(ch.leaf.Load()) / float64(made)
-	row.APerCall = float64(ch.a.Load()) / float64(made)
-	row.BPerCall = float64(ch.b.Load()) / float64(made)
+	row.Calls = len(ok)
+	row.Success = float64(succeeded(ok)) / made
+	row.LeafPerCall = float64(ch.leaf.Load()) / made
+	row.APerCall = float64(ch.a.Load()) / made
+	row.BPerCall = float64(ch.b.Load()) / made
 	if sc == Recovery {
-		row.RecoverMS = recoverMS(ok[:made], interval, cfg.DownFor.D())
+		row.RecoverMS = recoverMS(ok, interval, cfg.DownFor.D())
 	}
 	if sc == Deadline {
 		// Close first: every handler and attempt has then ended.
 		ch.close()
-		late, lateRetries, runs := ch.lateAttempts.Load(), ch.lateRetries.Load(), ch.lateRuns.Load()
 		skipped, refused := ch.deadlineMetrics()
-		skipped, refused = skipped-skipped0, refused-refused0
-		row.LateAttempts, row.LateRetries, row.LateRuns, row.SkippedDeadline, row.RefusedDeadline = &late, &lateRetries, &runs, &skipped, &refused
+		row.LateAttempts, row.LateRetries, row.LateRuns = new(ch.lateAttempts.Load()), new(ch.lateRetries.Load()), new(ch.lateRuns.Load())
+		row.SkippedDeadline, row.RefusedDeadline = new(skipped-skipped0), new(refused-refused0)
 	}
 	return row, nil
 }
@@ -481,9 +450,9 @@ const deadlineWarmup = 500 * time.Millisecond
 
 // drive makes n client calls at one per interval, each with timeout, and
 // waits for them; at, if set, is told each arrival's time from the start
-// before its call is made. It returns which calls succeeded and how many
-// were made (fewer than n when ctx ends).
-func (ch *chain) drive(ctx context.Context, n int, interval, timeout time.Duration, at func(time.Duration)) ([]bool, int) {
+// before its call is made. It returns whether each call made succeeded
+// (fewer than n when ctx ends).
+func (ch *chain) drive(ctx context.Context, n int, interval, timeout time.Duration, at func(time.Duration)) []bool {
 	ok := make([]bool, n)
 	var (
 		wg       sync.WaitGroup
@@ -521,7 +490,7 @@ func (ch *chain) drive(ctx context.Context, n int, interval, timeout time.Durati
 		}(i)
 	}
 	wg.Wait()
-	return ok, made
+	return ok[:made]
 }
 
 // deadlineMetrics returns the chain's attempts skipped and requests
@@ -570,8 +539,7 @@ func recoverMS(ok []bool, interval, back time.Duration) *float64 {
 	if from < 0 {
 		return nil
 	}
-	ms := float64(time.Duration(from-first)*interval) / float64(time.Millisecond)
-	return &ms
+	return new(float64(time.Duration(from-first)*interval) / float64(time.Millisecond))
 }
 
 // succeeded counts the calls of ok that succeeded.

@@ -167,8 +167,8 @@ func TestLRU(t *testing.T) {
 		case "add":
 			c.add(step.key)
 		}
-		if c.len() > 2 {
-			t.Fatalf("after %s(%q) the cache holds %d keys, more than its 2", step.op, step.key, c.len())
+		if c.order.Len() > 2 {
+			t.Fatalf("after %s(%q) the cache holds %d keys, more than its 2", step.op, step.key, c.order.Len())
 		}
 	}
 }
@@ -260,8 +260,8 @@ func TestServerCostModel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if h, m := s.hits.Load(), s.misses.Load(); h != 1 || m != 4 {
-		t.Errorf("%d hits, %d misses; want 1 and 4", h, m)
+	if cc := s.counts(); cc.hits != 1 || cc.misses != 4 {
+		t.Errorf("%d hits, %d misses; want 1 and 4", cc.hits, cc.misses)
 	}
 	// The cache holds c and a; each miss evicts the key before a. Each
 	// call's cost is read from the server's own accounting (what the

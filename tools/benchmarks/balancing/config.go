@@ -150,9 +150,6 @@ type ErroringConfig struct {
 	Sample     millis.Duration `json:"sample_ms"`   // reads of the peers: 10 ms
 }
 
-// DefaultGCPercent is Config.GCPercent's default.
-const DefaultGCPercent = benchrun.DefaultGCPercent
-
 // Bounds of a Config.
 const (
 	MaxServers  = 32
@@ -167,43 +164,117 @@ const (
 	MaxColdCost = 100
 )
 
-// def sets *v to d if it is zero.
-func def[T comparable](v *T, d T) {
-	var zero T
-	if *v == zero {
-		*v = d
-	}
+// field is one of a Config's settings: def, if not nil, sets its default
+// for a size if it is zero; err is its range's check, nil if it holds,
+// as it read when listed.
+type field struct {
+	def func(Size)
+	err error
 }
 
-// ms picks a duration by size.
-func ms(z Size, full, ci time.Duration) millis.Duration {
-	return millis.Duration(benchrun.Pick(z, full, ci))
+// set sets *v to full or ci by size if it is zero.
+func set[T comparable](v *T, full, ci T) func(Size) {
+	return func(z Size) { benchrun.Default(v, benchrun.Pick(z, full, ci)) }
+}
+
+// check returns an error of format and args if bad, else nil.
+func check(bad bool, format string, args ...any) error {
+	if bad {
+		return fmt.Errorf(format, args...)
+	}
+	return nil
+}
+
+// in is the number at v, named name: default full or ci, in [lo, hi].
+func in[T int | millis.Duration](name string, v *T, full, ci, lo, hi T) field {
+	return field{set(v, full, ci), check(*v < lo || *v > hi, "%s is %v, must be in [%v, %v]", name, *v, lo, hi)}
+}
+
+// over is in for a float, in (lo, hi].
+func over(name string, v *float64, full, ci, lo, hi float64) field {
+	return field{set(v, full, ci), check(!(*v > lo && *v <= hi), "%s is %v, must be in (%v, %v]", name, *v, lo, hi)}
+}
+
+// fields lists c's settings in the order Validate checks them, their
+// ranges read from c as it is.
+func (c *Config) fields() []field {
+	const ms, sec = millis.Duration(time.Millisecond), millis.Duration(time.Second)
+	minS, maxS, maxT := millis.Duration(MinService), millis.Duration(MaxService), millis.Duration(MaxStretch)
+	s, h, sh, e := &c.ScaleOut, &c.Heterogeneous, &c.Shard, &c.Erroring
+	f := []field{
+		{def: set(&c.Seed, 1, 1)},
+		{set(&c.Timeout, sec, sec), check(c.Timeout < 0 || c.Timeout.D() > load.MaxTimeout, "Timeout is %v, must be in (0, %v]", c.Timeout, load.MaxTimeout)},
+		{def: set(&c.GCPercent, benchrun.DefaultGCPercent, benchrun.DefaultGCPercent)},
+		in("ScaleOut.Servers", &s.Servers, 3, 3, 1, MaxServers),
+		in("ScaleOut.Added", &s.Added, 3, 3, 1, MaxServers-s.Servers),
+		in("ScaleOut.Workers", &s.Workers, 4, 4, 1, MaxWorkers),
+		in("ScaleOut.Service", &s.Service, 5*ms, 5*ms, minS, maxS),
+		over("ScaleOut.Load", &s.Load, 0.7, 0.7, 0, 10),
+		in("ScaleOut.Warmup", &s.Warmup, sec, 200*ms, 0, maxT),
+		in("ScaleOut.Steady", &s.Steady, 10*sec, 600*ms, 100*ms, maxT),
+		in("ScaleOut.After", &s.After, 30*sec, 3*sec, 100*ms, maxT),
+		{set(&s.ColdFactor, 5, 5), check(!(s.ColdFactor >= 1 && s.ColdFactor <= MaxColdCost),
+			"ScaleOut.ColdFactor is %v, must be in [1, %d]", s.ColdFactor, MaxColdCost)},
+		in("ScaleOut.ColdWindow", &s.ColdWindow, 10*sec, 600*ms, 0, maxT),
+		in("ScaleOut.SlowStartWindow", &s.SlowStartWindow, 0, 0, 0, maxT), // CI: ColdWindow (withDefaults)
+	}
+	if s.WithConfig != "" {
+		_, err := serviceconfig.Parse([]byte(s.WithConfig))
+		f = append(f, field{err: check(err != nil, "ScaleOut.WithConfig: %v", err)})
+	}
+	f = append(f, in("Heterogeneous.Workers' length", new(len(h.Workers)), 0, 0, 1, MaxServers),
+		field{err: check(len(h.Weights) != len(h.Workers), "Heterogeneous.Weights has %d weights for %d servers, must have one per server", len(h.Weights), len(h.Workers))})
+	for i := range h.Workers {
+		f = append(f, in(fmt.Sprintf("Heterogeneous.Workers[%d]", i), &h.Workers[i], 0, 0, 1, MaxWorkers))
+	}
+	for i := range h.Weights {
+		f = append(f, over(fmt.Sprintf("Heterogeneous.Weights[%d]", i), &h.Weights[i], 0, 0, 0, 1e6))
+	}
+	return append(f,
+		in("Heterogeneous.Service", &h.Service, 5*ms, 5*ms, minS, maxS),
+		over("Heterogeneous.Load", &h.Load, 0.8, 0.8, 0, 10),
+		in("Heterogeneous.Warmup", &h.Warmup, sec, 200*ms, 0, maxT),
+		in("Heterogeneous.Duration", &h.Duration, 20*sec, 1500*ms, 100*ms, maxT),
+
+		in("Shard.Servers", &sh.Servers, 10, 10, 2, MaxServers-1), // the probe adds one
+		in("Shard.Workers", &sh.Workers, 2, 2, 1, MaxWorkers),
+		in("Shard.CacheSize", &sh.CacheSize, 2000, 2000, 1, MaxCache),
+		in("Shard.Hit", &sh.Hit, ms, ms, minS, maxS),
+		in("Shard.Miss", &sh.Miss, 10*ms, 10*ms, minS, maxS),
+		field{err: check(sh.Miss <= sh.Hit, "Shard.Miss is %v, must be more than Shard.Hit, %v", sh.Miss, sh.Hit)},
+		in("Shard.Keys", &sh.Keys, 100_000, 100_000, 2, MaxKeys),
+		over("Shard.Zipf", &sh.Zipf, 1.1, 1.1, 1, 10), // rand.Zipf needs s > 1
+		field{set(&sh.HotShare, 0.3, 0.3), check(!(sh.HotShare >= 0 && sh.HotShare < 1), "Shard.HotShare is %v, must be in [0, 1)", sh.HotShare)},
+		over("Shard.Rate", &sh.Rate, 2000, 2000, 0, MaxRate),
+		in("Shard.Warmup", &sh.Warmup, 10*sec, 300*ms, 0, maxT),
+		in("Shard.Duration", &sh.Duration, 20*sec, 1500*ms, 100*ms, maxT),
+		in("Shard.Sample", &sh.Sample, 10*ms, 10*ms, ms, sec),
+		in("Shard.Probe", &sh.Probe, 2000, 200, 1, min(MaxProbe, sh.Keys)),
+		in("Shard.Fleets", &sh.Fleets, 100, 5, 1, 10_000),
+		field{set(&sh.LooseFactor, 10, 0), check(sh.LooseFactor > 0 && sh.LooseFactor <= 1 || sh.LooseFactor > 1e6,
+			"Shard.LooseFactor is %v, must be > 1 (or <= 0: no third row)", sh.LooseFactor)},
+
+		in("Erroring.Servers", &e.Servers, 4, 4, 2, MaxServers),
+		in("Erroring.Many", &e.Many, 3, 3, 1, e.Servers-1),
+		in("Erroring.Workers", &e.Workers, 4, 4, 1, MaxWorkers),
+		in("Erroring.Service", &e.Service, 5*ms, 5*ms, minS, maxS),
+		over("Erroring.Rate", &e.Rate, 800, 800, 0, MaxRate),
+		over("Erroring.ErrorShare", &e.ErrorShare, 0.5, 0.5, 0, 1),
+		in("Erroring.Duration", &e.Duration, 20*sec, 1500*ms, 100*ms, maxT),
+		in("Erroring.Sample", &e.Sample, 10*ms, 10*ms, ms, sec),
+		rate("ScaleOut", s.Load*float64(s.Servers)*PoolCapacity(s.Workers, s.Service.D())),
+		rate("Heterogeneous", h.Load*h.Capacity()))
+}
+
+// rate checks a scenario's offered rate.
+func rate(name string, r float64) field {
+	return field{err: check(r > MaxRate, "%s's offered rate would be %.0f calls/s, more than %d", name, r, MaxRate)}
 }
 
 func (c Config) withDefaults() Config {
 	if c.Scenarios == nil {
 		c.Scenarios = Scenarios()
 	}
-	z := c.Size
-	def(&c.Seed, 1)
-	def(&c.Timeout, millis.Duration(time.Second))
-	def(&c.GCPercent, DefaultGCPercent)
-	five := millis.Duration(5 * time.Millisecond)
-	s := &c.ScaleOut
-	def(&s.Servers, 3)
-	def(&s.Added, 3)
-	def(&s.Workers, 4)
-	def(&s.Service, five)
-	def(&s.Load, 0.7)
-	def(&s.Warmup, ms(z, time.Second, 200*time.Millisecond))
-	def(&s.Steady, ms(z, 10*time.Second, 600*time.Millisecond))
-	def(&s.After, ms(z, 30*time.Second, 3*time.Second))
-	def(&s.ColdFactor, 5)
-	def(&s.ColdWindow, ms(z, 10*time.Second, 600*time.Millisecond))
-	if z == CI {
-		def(&s.SlowStartWindow, s.ColdWindow)
-	}
-
 	h := &c.Heterogeneous
 	if h.Workers == nil {
 		h.Workers = []int{1, 2, 4}
@@ -213,39 +284,14 @@ func (c Config) withDefaults() Config {
 			h.Weights = append(h.Weights, float64(w))
 		}
 	}
-	def(&h.Service, five)
-	def(&h.Load, 0.8)
-	def(&h.Warmup, ms(z, time.Second, 200*time.Millisecond))
-	def(&h.Duration, ms(z, 20*time.Second, 1500*time.Millisecond))
-
-	sh := &c.Shard
-	def(&sh.Servers, 10)
-	def(&sh.Workers, 2)
-	def(&sh.CacheSize, 2000)
-	def(&sh.Hit, millis.Duration(time.Millisecond))
-	def(&sh.Miss, millis.Duration(10*time.Millisecond))
-	def(&sh.Keys, 100_000)
-	def(&sh.Zipf, 1.1)
-	def(&sh.HotShare, 0.3)
-	def(&sh.Rate, 2000)
-	def(&sh.Warmup, ms(z, 10*time.Second, 300*time.Millisecond))
-	def(&sh.Duration, ms(z, 20*time.Second, 1500*time.Millisecond))
-	def(&sh.Sample, millis.Duration(10*time.Millisecond))
-	def(&sh.Probe, benchrun.Pick(z, 2000, 200))
-	def(&sh.Fleets, benchrun.Pick(z, 100, 5))
-	if z == Full {
-		def(&sh.LooseFactor, 10)
+	for _, f := range c.fields() {
+		if f.def != nil {
+			f.def(c.Size)
+		}
 	}
-
-	e := &c.Erroring
-	def(&e.Servers, 4)
-	def(&e.Many, 3)
-	def(&e.Workers, 4)
-	def(&e.Service, five)
-	def(&e.Rate, 800)
-	def(&e.ErrorShare, 0.5)
-	def(&e.Duration, ms(z, 20*time.Second, 1500*time.Millisecond))
-	def(&e.Sample, millis.Duration(10*time.Millisecond))
+	if c.Size == CI {
+		benchrun.Default(&c.ScaleOut.SlowStartWindow, c.ScaleOut.ColdWindow)
+	}
 	return c
 }
 
@@ -264,89 +310,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("balancing: Size is %d, must be Full or CI", c.Size)
 	}
 	c = c.withDefaults()
-	if c.Timeout < 0 || c.Timeout.D() > load.MaxTimeout {
-		return fmt.Errorf("balancing: Timeout is %v, must be in (0, %v]", c.Timeout, load.MaxTimeout)
-	}
-	var errs []error
-	check := func(bad bool, format string, args ...any) {
-		if bad {
-			errs = append(errs, fmt.Errorf("balancing: "+format, args...))
+	for _, f := range c.fields() {
+		if f.err != nil {
+			return fmt.Errorf("balancing: %w", f.err)
 		}
-	}
-	ints := func(name string, v, lo, hi int) {
-		check(v < lo || v > hi, "%s is %d, must be in [%d, %d]", name, v, lo, hi)
-	}
-	durs := func(name string, v, lo, hi time.Duration) {
-		check(v < lo || v > hi, "%s is %v, must be in [%v, %v]", name, v, lo, hi)
-	}
-	floats := func(name string, v, lo, hi float64) {
-		check(!(v > lo && v <= hi), "%s is %v, must be in (%v, %v]", name, v, lo, hi)
-	}
-	s := c.ScaleOut
-	ints("ScaleOut.Servers", s.Servers, 1, MaxServers)
-	ints("ScaleOut.Added", s.Added, 1, MaxServers-s.Servers)
-	ints("ScaleOut.Workers", s.Workers, 1, MaxWorkers)
-	durs("ScaleOut.Service", s.Service.D(), MinService, MaxService)
-	floats("ScaleOut.Load", s.Load, 0, 10)
-	durs("ScaleOut.Warmup", s.Warmup.D(), 0, MaxStretch)
-	durs("ScaleOut.Steady", s.Steady.D(), 100*time.Millisecond, MaxStretch)
-	durs("ScaleOut.After", s.After.D(), 100*time.Millisecond, MaxStretch)
-	check(!(s.ColdFactor >= 1 && s.ColdFactor <= MaxColdCost), "ScaleOut.ColdFactor is %v, must be in [1, %d]", s.ColdFactor, MaxColdCost)
-	durs("ScaleOut.ColdWindow", s.ColdWindow.D(), 0, MaxStretch)
-	durs("ScaleOut.SlowStartWindow", s.SlowStartWindow.D(), 0, MaxStretch)
-	if s.WithConfig != "" {
-		_, err := serviceconfig.Parse([]byte(s.WithConfig))
-		check(err != nil, "ScaleOut.WithConfig: %v", err)
-	}
-
-	h := c.Heterogeneous
-	ints("Heterogeneous.Workers' length", len(h.Workers), 1, MaxServers)
-	check(len(h.Weights) != len(h.Workers), "Heterogeneous.Weights has %d weights for %d servers, must have one per server", len(h.Weights), len(h.Workers))
-	for i, w := range h.Workers {
-		ints(fmt.Sprintf("Heterogeneous.Workers[%d]", i), w, 1, MaxWorkers)
-	}
-	for i, w := range h.Weights {
-		floats(fmt.Sprintf("Heterogeneous.Weights[%d]", i), w, 0, 1e6)
-	}
-	durs("Heterogeneous.Service", h.Service.D(), MinService, MaxService)
-	floats("Heterogeneous.Load", h.Load, 0, 10)
-	durs("Heterogeneous.Warmup", h.Warmup.D(), 0, MaxStretch)
-	durs("Heterogeneous.Duration", h.Duration.D(), 100*time.Millisecond, MaxStretch)
-
-	sh := c.Shard
-	ints("Shard.Servers", sh.Servers, 2, MaxServers-1) // the probe adds one
-	ints("Shard.Workers", sh.Workers, 1, MaxWorkers)
-	ints("Shard.CacheSize", sh.CacheSize, 1, MaxCache)
-	durs("Shard.Hit", sh.Hit.D(), MinService, MaxService)
-	durs("Shard.Miss", sh.Miss.D(), MinService, MaxService)
-	check(sh.Miss <= sh.Hit, "Shard.Miss is %v, must be more than Shard.Hit, %v", sh.Miss, sh.Hit)
-	ints("Shard.Keys", sh.Keys, 2, MaxKeys)
-	floats("Shard.Zipf", sh.Zipf, 1, 10) // rand.Zipf needs s > 1
-	check(!(sh.HotShare >= 0 && sh.HotShare < 1), "Shard.HotShare is %v, must be in [0, 1)", sh.HotShare)
-	floats("Shard.Rate", sh.Rate, 0, MaxRate)
-	durs("Shard.Warmup", sh.Warmup.D(), 0, MaxStretch)
-	durs("Shard.Duration", sh.Duration.D(), 100*time.Millisecond, MaxStretch)
-	durs("Shard.Sample", sh.Sample.D(), time.Millisecond, time.Second)
-	ints("Shard.Probe", sh.Probe, 1, min(MaxProbe, sh.Keys))
-	ints("Shard.Fleets", sh.Fleets, 1, 10_000)
-	check(sh.LooseFactor > 0 && sh.LooseFactor <= 1 || sh.LooseFactor > 1e6, "Shard.LooseFactor is %v, must be > 1 (or <= 0: no third row)", sh.LooseFactor)
-
-	e := c.Erroring
-	ints("Erroring.Servers", e.Servers, 2, MaxServers)
-	ints("Erroring.Many", e.Many, 1, e.Servers-1)
-	ints("Erroring.Workers", e.Workers, 1, MaxWorkers)
-	durs("Erroring.Service", e.Service.D(), MinService, MaxService)
-	floats("Erroring.Rate", e.Rate, 0, MaxRate)
-	floats("Erroring.ErrorShare", e.ErrorShare, 0, 1)
-	durs("Erroring.Duration", e.Duration.D(), 100*time.Millisecond, MaxStretch)
-	durs("Erroring.Sample", e.Sample.D(), time.Millisecond, time.Second)
-	rate := func(name string, r float64) {
-		check(r > MaxRate, "%s's offered rate would be %.0f calls/s, more than %d", name, r, MaxRate)
-	}
-	rate("ScaleOut", s.Load*float64(s.Servers)*PoolCapacity(s.Workers, s.Service.D()))
-	rate("Heterogeneous", h.Load*h.Capacity())
-	if len(errs) > 0 {
-		return errs[0]
 	}
 	return nil
 }

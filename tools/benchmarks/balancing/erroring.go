@@ -30,9 +30,8 @@ type ErroringRow struct {
 	Ejection      bool    `json:"ejection"`
 	ServiceConfig string  `json:"service_config"`
 	Rate          float64 `json:"rate"`
-	// All is every call; SuccessRate All.OK / All.Calls.
-	All         Outcome `json:"all"`
-	SuccessRate float64 `json:"success_rate"`
+	All           Outcome `json:"all"`          // every call
+	SuccessRate   float64 `json:"success_rate"` // All.OK / All.Calls
 	// FirstEjection is when a peer was first seen ejected, from the first
 	// call; the *After figures are from then on, all null if never.
 	// ToErroring* are the shares of the calls that reached an erroring
@@ -92,11 +91,11 @@ func runErroring(ctx context.Context, c Config, erroring int, ejection bool) (Er
 			cfgs[i].errorShare = e.ErrorShare
 		}
 	}
-	f, client, closeAll, err := setup(cfgs, cfgJSON, nil)
+	b, err := setup(cfgs, cfgJSON, nil)
 	if err != nil {
 		return row, err
 	}
-	defer closeAll()
+	defer b.close()
 
 	type sample struct {
 		at      time.Time
@@ -105,27 +104,27 @@ func runErroring(ctx context.Context, c Config, erroring int, ejection bool) (Er
 	var samples []sample
 	stop := load.Every(e.Sample.D(), func(now time.Time) {
 		n := 0
-		for _, p := range client.Peers() {
+		for _, p := range b.client.Peers() {
 			if p.Ejected.After(now) {
 				n++
 			}
 		}
 		samples = append(samples, sample{now, n})
 	})
-	rep, err := runLoad(ctx, client, e.Rate, e.Duration.D(), c.Timeout.D(), nil)
+	rep, _, _, err := b.run(ctx, c, e.Rate, 0, e.Duration.D(), nil)
 	stop()
 	if err != nil {
 		return row, err
 	}
-	for _, p := range client.Peers() {
+	for _, p := range b.client.Peers() {
 		row.Ejections += p.Ejections
 	}
 
 	recs := rep.Records
 	whole := span{0, time.Duration(rep.Elapsed)}
-	row.All = outcome(count(recs, whole.has))
+	row.All = count(recs, whole.has).outcome()
 	row.SuccessRate = share(float64(row.All.OK), float64(row.All.Calls))
-	bad := onServers(f, 0, erroring)
+	bad := onServers(b.f, 0, erroring)
 	ejectedPerSec := make([]int, int((whole.to+time.Second-1)/time.Second))
 	first := time.Duration(-1)
 	for _, s := range samples {
@@ -139,18 +138,16 @@ func runErroring(ctx context.Context, c Config, erroring int, ejection bool) (Er
 		}
 	}
 	toBad := func(sp span) float64 {
-		return share(float64(count(recs, func(r load.Record) bool { return sp.has(r) && bad(r) }).calls),
-			float64(count(recs, sp.has).calls))
+		return share(float64(count(recs, func(r load.Record) bool { return sp.has(r) && bad(r) }).Calls),
+			float64(count(recs, sp.has).Calls))
 	}
 	before := whole
 	if first >= 0 {
-		fe := load.Seconds(first)
-		row.FirstEjection = &fe
 		before = span{0, first}
 		after := span{first, whole.to}
-		failed := float64(count(recs, after.has).failed()) / after.seconds()
-		to := toBad(after)
-		row.FailedAfter, row.ToErroringAfter = &failed, &to
+		row.FirstEjection = new(load.Seconds(first))
+		row.FailedAfter = new(float64(count(recs, after.has).failed()) / after.seconds())
+		row.ToErroringAfter = new(toBad(after))
 	}
 	if before.to > 0 {
 		row.FailedBefore = float64(count(recs, before.has).failed()) / before.seconds()
@@ -159,8 +156,8 @@ func runErroring(ctx context.Context, c Config, erroring int, ejection bool) (Er
 
 	toBadPerSec := perSecond(recs, whole.to, bad)
 	for sec, t := range perSecond(recs, whole.to, nil) {
-		row.Seconds = append(row.Seconds, ErroringSecond{Start: load.Seconds(time.Duration(sec) * time.Second), Calls: t.calls,
-			Failed: t.failed(), ToErroring: toBadPerSec[sec].calls, Ejected: ejectedPerSec[sec]})
+		row.Seconds = append(row.Seconds, ErroringSecond{Start: load.Seconds(time.Duration(sec) * time.Second), Calls: t.Calls,
+			Failed: t.failed(), ToErroring: toBadPerSec[sec].Calls, Ejected: ejectedPerSec[sec]})
 	}
 	return row, nil
 }

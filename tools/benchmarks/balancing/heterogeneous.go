@@ -3,6 +3,7 @@ package balancing
 import (
 	"context"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
@@ -33,9 +34,8 @@ type HeterogeneousRow struct {
 	Servers  []HeterogeneousServer `json:"servers"`
 	// MaxShareError is the largest gap between a server's share of the
 	// calls and its capacity's, in percentage points.
-	MaxShareError float64 `json:"max_share_error_pp"`
-	// Seconds holds each server's share of the calls, second by second.
-	Seconds [][]float64 `json:"seconds"`
+	MaxShareError float64     `json:"max_share_error_pp"`
+	Seconds       [][]float64 `json:"seconds"` // each server's share of the calls, second by second
 }
 
 // HeterogeneousServer is one server's figures over the measured stretch.
@@ -67,10 +67,7 @@ const overCapacity = 0.98
 func runHeterogeneousScenario(ctx context.Context, c Config) (*HeterogeneousResult, error) {
 	h := c.Heterogeneous
 	res := &HeterogeneousResult{}
-	ones := make([]float64, len(h.Workers))
-	for i := range ones {
-		ones[i] = 1
-	}
+	ones := slices.Repeat([]float64{1}, len(h.Workers))
 	for _, r := range []struct {
 		row     *HeterogeneousRow
 		what    string
@@ -99,39 +96,32 @@ func runHeterogeneous(ctx context.Context, c Config, weights []float64, reports 
 	for i, w := range h.Workers {
 		cfgs[i] = serverConfig{workers: w, service: h.Service.D(), reportLoad: reports}
 	}
-	f, client, stop, err := setup(cfgs, defaultsConfig, weights)
+	b, err := setup(cfgs, defaultsConfig, weights)
 	if err != nil {
 		return row, err
 	}
-	defer stop()
-	var before []load.PoolStats
-	wait := at(time.Now(), h.Warmup.D(), func() {
-		f.resetPeaks()
-		before = f.stats()
-	})
-	rep, err := runLoad(ctx, client, row.Rate, (h.Warmup + h.Duration).D(), c.Timeout.D(), nil)
-	wait()
-	if err != nil {
-		return row, err
-	}
-	after := f.stats()
-	if before == nil { // the load ended first
-		before = after
-	}
-
-	recs := rep.Records
+	defer b.close()
 	measured := span{h.Warmup.D(), (h.Warmup + h.Duration).D()}
+	rep, before, after, err := b.run(ctx, c, row.Rate, measured.from, measured.to, nil)
+	if err != nil {
+		return row, err
+	}
+	recs, f := rep.Records, b.f
 	m := count(recs, measured.has)
-	row.Measured = outcome(m)
-	row.Goodput = share(float64(m.ok)/measured.seconds(), row.Rate)
-	per, reached := byServer(recs, f, measured)
+	row.Measured = m.outcome()
+	row.Goodput = share(float64(m.OK)/measured.seconds(), row.Rate)
+	per := byServer(recs, f, measured)
+	reached := 0
+	for _, t := range per {
+		reached += t.Calls
+	}
 	for i, srv := range f {
 		capa := PoolCapacity(h.Workers[i], h.Service.D())
 		s := HeterogeneousServer{HostPort: srv.hostPort(), Workers: h.Workers[i], Weight: weights[i],
 			Capacity: capa, CapacityShare: capa / h.Capacity(),
-			Calls: per[i].calls, Share: share(float64(per[i].calls), float64(reached)),
-			PerSecond: float64(per[i].calls) / measured.seconds(), Busy: per[i].busy, Timeouts: per[i].timeouts,
-			PeakInFlight: after[i].Peak, MeanInFlight: load.MeanInFlight(before[i], after[i])}
+			Calls: per[i].Calls, Share: share(float64(per[i].Calls), float64(reached)),
+			PerSecond: float64(per[i].Calls) / measured.seconds(), Busy: per[i].Busy, Timeouts: per[i].Timeouts,
+			PeakInFlight: after[i].pool.Peak, MeanInFlight: load.MeanInFlight(before[i].pool, after[i].pool)}
 		s.OverCapacity = s.PerSecond >= overCapacity*capa || float64(s.Busy) > 0.01*float64(s.Calls)
 		row.MaxShareError = max(row.MaxShareError, 100*math.Abs(s.Share-s.CapacityShare))
 		row.Servers = append(row.Servers, s)
@@ -145,7 +135,7 @@ func runHeterogeneous(ctx context.Context, c Config, weights []float64, reports 
 	}
 	for i := range f {
 		for sec, t := range perSecond(recs, d, onServers(f, i, i+1)) {
-			row.Seconds[sec][i] = share(float64(t.calls), float64(all[sec].calls))
+			row.Seconds[sec][i] = share(float64(t.Calls), float64(all[sec].Calls))
 		}
 	}
 	return row, nil

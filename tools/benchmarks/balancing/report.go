@@ -44,15 +44,14 @@ func (r *Result) verdicts() []Verdict {
 		figure, none := overList(w.Servers)
 		add(Heterogeneous, "with weights, no server over its capacity (calls at 98% of it or more, or Busy to more than 1%)",
 			none, "%s", figure)
-		if lr := h.LoadReports; lr.Servers != nil {
-			add(Heterogeneous, "load reports, no weights: every server's share within 2 points of its capacity's",
-				lr.MaxShareError <= 2, "largest gap %.1f points", lr.MaxShareError)
-			figure, none := overList(lr.Servers)
-			add(Heterogeneous, "load reports, no weights: no server over its capacity", none, "%s", figure)
-			ratio := share(float64(lr.Measured.P99), float64(w.Measured.P99))
-			add(Heterogeneous, "load reports, no weights: p99 at most 1.1x the weighted row's",
-				ratio > 0 && ratio <= 1.1, "%v vs %v: %.2fx", lr.Measured.P99, w.Measured.P99, ratio)
-		}
+		lr := h.LoadReports
+		add(Heterogeneous, "load reports, no weights: every server's share within 2 points of its capacity's",
+			lr.MaxShareError <= 2, "largest gap %.1f points", lr.MaxShareError)
+		figure, none = overList(lr.Servers)
+		add(Heterogeneous, "load reports, no weights: no server over its capacity", none, "%s", figure)
+		ratio := share(float64(lr.Measured.P99), float64(w.Measured.P99))
+		add(Heterogeneous, "load reports, no weights: p99 at most 1.1x the weighted row's",
+			ratio > 0 && ratio <= 1.1, "%v vs %v: %.2fx", lr.Measured.P99, w.Measured.P99, ratio)
 	}
 	if s := r.Shard; s != nil {
 		add(Shard, "cache hit rate with shard keys at least 2x without", s.HitRatio >= 2,
@@ -65,21 +64,17 @@ func (r *Result) verdicts() []Verdict {
 			100*g.LeaveMax, g.Fleets, 100*g.FleetsLeaveMax, 100*g.FleetsOver12)
 	}
 	if e := r.Erroring; e != nil {
-		w := e.OneWith
-		switch {
-		case w.ToErroringAfter == nil:
-			add(Erroring, "after the ejection, under 1% of the calls reach the erroring server", false, "no ejection seen")
-		default:
-			add(Erroring, "after the ejection, under 1% of the calls reach the erroring server", *w.ToErroringAfter < 0.01,
-				"%.2f%%, ejected %.2fs in", 100**w.ToErroringAfter, time.Duration(*w.FirstEjection).Seconds())
+		const reach = "after the ejection, under 1% of the calls reach the erroring server"
+		if w := e.OneWith; w.ToErroringAfter == nil {
+			add(Erroring, reach, false, "no ejection seen")
+		} else {
+			add(Erroring, reach, *w.ToErroringAfter < 0.01, "%.2f%%, ejected %.2fs in", 100**w.ToErroringAfter, time.Duration(*w.FirstEjection).Seconds())
 		}
-		m := e.ManyWith
-		add(Erroring, fmt.Sprintf("%d of %d erroring, with ejection: success rate >= 62%%", m.Erroring, r.Config.Erroring.Servers),
-			m.SuccessRate >= 0.62, "%.1f%%", 100*m.SuccessRate)
-		add(Erroring, fmt.Sprintf("%d of %d erroring, with ejection: at most 1 peer ejected at once", m.Erroring, r.Config.Erroring.Servers),
-			m.MaxEjected <= 1, "%d", m.MaxEjected)
-		mo := e.ManyWithout
-		add(Erroring, fmt.Sprintf("%d of %d erroring: success rate with ejection at least %.0f points above without", m.Erroring, r.Config.Erroring.Servers, 100*ejectionGain),
+		m, mo := e.ManyWith, e.ManyWithout
+		many := fmt.Sprintf("%d of %d erroring", m.Erroring, r.Config.Erroring.Servers)
+		add(Erroring, many+", with ejection: success rate >= 62%", m.SuccessRate >= 0.62, "%.1f%%", 100*m.SuccessRate)
+		add(Erroring, many+", with ejection: at most 1 peer ejected at once", m.MaxEjected <= 1, "%d", m.MaxEjected)
+		add(Erroring, fmt.Sprintf("%s: success rate with ejection at least %.0f points above without", many, 100*ejectionGain),
 			m.SuccessRate-mo.SuccessRate >= ejectionGain, "%.1f%% vs %.1f%%: %+.1f points", 100*m.SuccessRate, 100*mo.SuccessRate, 100*(m.SuccessRate-mo.SuccessRate))
 	}
 	return out
@@ -116,26 +111,27 @@ func (b BoundCheck) figure(every time.Duration) string {
 // WriteTable writes r as Markdown: per scenario its setup, a table with
 // both rows and the done-when verdicts.
 func (r *Result) WriteTable(w io.Writer) error {
-	ew := &errWriter{w: w}
+	out := &strings.Builder{}
 	c := r.Config
-	ew.printf("Balancing, %s size: each call's deadline %v, no retries; GOGC %s; seed %d.\n", c.Size, c.Timeout, benchrun.GOGC(c.GCPercent), c.Seed)
+	fmt.Fprintf(out, "Balancing, %s size: each call's deadline %v, no retries; GOGC %s; seed %d.\n", c.Size, c.Timeout, benchrun.GOGC(c.GCPercent), c.Seed)
 	if s := r.ScaleOut; s != nil {
-		r.writeScaleOut(ew, s)
+		r.writeScaleOut(out, s)
 	}
 	if h := r.Heterogeneous; h != nil {
-		r.writeHeterogeneous(ew, h)
+		r.writeHeterogeneous(out, h)
 	}
 	if s := r.Shard; s != nil {
-		r.writeShard(ew, s)
+		r.writeShard(out, s)
 	}
 	if e := r.Erroring; e != nil {
-		r.writeErroring(ew, e)
+		r.writeErroring(out, e)
 	}
-	return ew.err
+	_, err := io.WriteString(w, out.String())
+	return err
 }
 
-func (r *Result) writeVerdicts(ew *errWriter, s Scenario) {
-	ew.printf("\n")
+func (r *Result) writeVerdicts(out *strings.Builder, s Scenario) {
+	fmt.Fprintf(out, "\n")
 	for _, v := range r.Verdicts {
 		if v.Scenario != s {
 			continue
@@ -144,22 +140,18 @@ func (r *Result) writeVerdicts(ew *errWriter, s Scenario) {
 		if !v.Holds {
 			mark = "FALLS SHORT"
 		}
-		ew.printf("- %s: %s (%s)\n", mark, v.Check, v.Figure)
+		fmt.Fprintf(out, "- %s: %s (%s)\n", mark, v.Check, v.Figure)
 	}
 }
 
-func (r *Result) writeScaleOut(ew *errWriter, s *ScaleOutResult) {
+func (r *Result) writeScaleOut(out *strings.Builder, s *ScaleOutResult) {
 	c := r.Config.ScaleOut
-	ew.printf("\n### scale-out\n\n%d servers of %d workers x %v (%.0f calls/s) offered %.0f%% of it, %.0f calls/s; after %v, %d more start cold (%gx the cost, falling to 1x over %v) and join (SetPeers, weights 1). Figures over the %v after that.\n\n",
+	fmt.Fprintf(out, "\n### scale-out\n\n%d servers of %d workers x %v (%.0f calls/s) offered %.0f%% of it, %.0f calls/s; after %v, %d more start cold (%gx the cost, falling to 1x over %v) and join (SetPeers, weights 1). Figures over the %v after that.\n\n",
 		c.Servers, c.Workers, c.Service, float64(c.Servers)*PoolCapacity(c.Workers, c.Service.D()), 100*c.Load, s.With.Rate,
 		c.Warmup+c.Steady, c.Added, c.ColdFactor, c.ColdWindow, c.After)
-	ew.printf("| slow start | calls after | new: calls | new: Busy | new: timeouts | all: Busy | all: timeouts | p99 steady | p99 after | after / steady | calls per new instance | calls per first instance |\n")
-	ew.printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
+	fmt.Fprintf(out, "| slow start | calls after | new: calls | new: Busy | new: timeouts | all: Busy | all: timeouts | p99 steady | p99 after | after / steady | calls per new instance | calls per first instance |\n")
+	fmt.Fprintf(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
 	for _, row := range []ScaleOutRow{s.With, s.Without} {
-		name := "off"
-		if row.SlowStart {
-			name = "on"
-		}
 		var newCalls, oldCalls []string
 		for _, srv := range row.Servers {
 			if srv.New {
@@ -168,24 +160,21 @@ func (r *Result) writeScaleOut(ew *errWriter, s *ScaleOutResult) {
 				oldCalls = append(oldCalls, fmt.Sprint(srv.Calls))
 			}
 		}
-		ew.printf("| %s | %d | %d | %d | %d | %d | %d | %v | %v | %.2fx | %s | %s |\n",
-			name, row.After.Calls, row.New.Calls, row.New.Busy, row.New.Timeouts, row.After.Busy, row.After.Timeouts,
+		fmt.Fprintf(out, "| %s | %d | %d | %d | %d | %d | %d | %v | %v | %.2fx | %s | %s |\n",
+			benchrun.OnOff(row.SlowStart), row.After.Calls, row.New.Calls, row.New.Busy, row.New.Timeouts, row.After.Busy, row.After.Timeouts,
 			row.Steady.P99, row.After.P99, row.P99Ratio, strings.Join(newCalls, ", "), strings.Join(oldCalls, ", "))
 	}
-	ew.printf("\nService configs: on `%s`; off `%s`.\n", s.With.ServiceConfig, s.Without.ServiceConfig)
-	r.writeVerdicts(ew, ScaleOut)
+	fmt.Fprintf(out, "\nService configs: on `%s`; off `%s`.\n", s.With.ServiceConfig, s.Without.ServiceConfig)
+	r.writeVerdicts(out, ScaleOut)
 }
 
-func (r *Result) writeHeterogeneous(ew *errWriter, h *HeterogeneousResult) {
+func (r *Result) writeHeterogeneous(out *strings.Builder, h *HeterogeneousResult) {
 	c := r.Config.Heterogeneous
-	ew.printf("\n### heterogeneous\n\nServers of %v workers x %v (%.0f calls/s in all) offered %.0f%% of it, %.0f calls/s, for %v after %v of warmup; a server answers Busy beyond %d requests waiting per worker.\n\n",
+	fmt.Fprintf(out, "\n### heterogeneous\n\nServers of %v workers x %v (%.0f calls/s in all) offered %.0f%% of it, %.0f calls/s, for %v after %v of warmup; a server answers Busy beyond %d requests waiting per worker.\n\n",
 		c.Workers, c.Service, c.Capacity(), 100*c.Load, h.With.Rate, c.Duration, c.Warmup, queuePerWorker)
-	ew.printf("| weights | goodput | p99 | Busy | timeouts | server | capacity share | share of calls | calls/s (capacity) | Busy | peak / mean in flight (workers) | over capacity |\n")
-	ew.printf("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|\n")
+	fmt.Fprintf(out, "| weights | goodput | p99 | Busy | timeouts | server | capacity share | share of calls | calls/s (capacity) | Busy | peak / mean in flight (workers) | over capacity |\n")
+	fmt.Fprintf(out, "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|\n")
 	for _, row := range []HeterogeneousRow{h.With, h.Without, h.LoadReports} {
-		if row.Servers == nil {
-			continue // a result from before load reports
-		}
 		for i, s := range row.Servers {
 			lead := "| | | | | "
 			if i == 0 {
@@ -195,11 +184,11 @@ func (r *Result) writeHeterogeneous(ew *errWriter, h *HeterogeneousResult) {
 				}
 				lead = fmt.Sprintf("| %s | %.1f%% | %v | %d | %d ", ws, 100*row.Goodput, row.Measured.P99, row.Measured.Busy, row.Measured.Timeouts)
 			}
-			ew.printf("%s| %d workers | %.1f%% | %.1f%% | %.0f (%.0f) | %d | %d / %.2f (%d) | %s |\n",
+			fmt.Fprintf(out, "%s| %d workers | %.1f%% | %.1f%% | %.0f (%.0f) | %d | %d / %.2f (%d) | %s |\n",
 				lead, s.Workers, 100*s.CapacityShare, 100*s.Share, s.PerSecond, s.Capacity, s.Busy, s.PeakInFlight, s.MeanInFlight, s.Workers, yesNo(s.OverCapacity))
 		}
 	}
-	r.writeVerdicts(ew, Heterogeneous)
+	r.writeVerdicts(out, Heterogeneous)
 }
 
 // WeightList lists weights for a table or a chart: "1, 2, 4".
@@ -218,27 +207,27 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-func (r *Result) writeShard(ew *errWriter, s *ShardResult) {
+func (r *Result) writeShard(out *strings.Builder, s *ShardResult) {
 	c := r.Config.Shard
-	ew.printf("\n### shard\n\n%d servers of %d workers, each with an LRU cache of %d keys (hit %v, miss %v); %.0f calls/s, keys of %d drawn Zipf (s = %g) and a hot key at %.0f%% of the calls; %v after %v of warmup.\n\n",
+	fmt.Fprintf(out, "\n### shard\n\n%d servers of %d workers, each with an LRU cache of %d keys (hit %v, miss %v); %.0f calls/s, keys of %d drawn Zipf (s = %g) and a hot key at %.0f%% of the calls; %v after %v of warmup.\n\n",
 		c.Servers, c.Workers, c.CacheSize, c.Hit, c.Miss, c.Rate, c.Keys, c.Zipf, 100*c.HotShare, c.Duration, c.Warmup)
-	ew.printf("| shard keys | hit rate | hit / miss as served (miss / hit) | at the key's home (hot key) | p99 | Busy | timeouts | pending in all (mean) | samples over the bound | worst: one peer's pending / bound (all) | busiest server's mean in flight (average) |\n")
-	ew.printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(out, "| shard keys | hit rate | hit / miss as served (miss / hit) | at the key's home (hot key) | p99 | Busy | timeouts | pending in all (mean) | samples over the bound | worst: one peer's pending / bound (all) | busiest server's mean in flight (average) |\n")
+	fmt.Fprintf(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, row := range s.Rows() {
 		b := row.Bound
-		ew.printf("| %s | %.1f%% | %v / %v (%.1fx) | %.1f%% (%.1f%%) | %v | %d | %d | %.2f | %.2f%% of %d | %d / %d (%d) | %.2f (%.2f) |\n", row.Name(), 100*row.HitRate,
+		fmt.Fprintf(out, "| %s | %.1f%% | %v / %v (%.1fx) | %.1f%% (%.1f%%) | %v | %d | %d | %.2f | %.2f%% of %d | %d / %d (%d) | %.2f (%.2f) |\n", row.Name(), 100*row.HitRate,
 			row.HitCost, row.MissCost, share(float64(row.MissCost), float64(row.HitCost)), 100*row.AtHome, 100*row.HotAtHome,
 			row.Measured.P99, row.Measured.Busy, row.Measured.Timeouts, b.MeanPending, 100*b.Over, b.Samples, b.WorstPending, b.WorstBound, b.WorstAll,
 			row.Busiest, row.MeanInFlight)
 	}
-	ew.printf("\nThe bound: the client's calls pending to each peer, read every %v, against ceil(%g x (all pending + 1) / %d) + 1, the chooser's bounded load at the default factor (plus one for a call ending between two reads), in every row.\n",
+	fmt.Fprintf(out, "\nThe bound: the client's calls pending to each peer, read every %v, against ceil(%g x (all pending + 1) / %d) + 1, the chooser's bounded load at the default factor (plus one for a call ending between two reads), in every row.\n",
 		c.Sample, balance.DefaultBalanceFactor, c.Servers)
 	g := s.Ring
-	ew.printf("\nHit rate with shard keys %.2fx without (miss rate %.2fx lower). On the ring (internal/balancing.Ring over the servers' host:ports, %d keys): %.1f%% of the keys move when %s leaves (%.1f%% at most over each server leaving; over %d more fleets on random ports, %.1f%% at most); %.1f%% move when an %dth server joins.\n",
+	fmt.Fprintf(out, "\nHit rate with shard keys %.2fx without (miss rate %.2fx lower). On the ring (internal/balancing.Ring over the servers' host:ports, %d keys): %.1f%% of the keys move when %s leaves (%.1f%% at most over each server leaving; over %d more fleets on random ports, %.1f%% at most); %.1f%% move when an %dth server joins.\n",
 		s.HitRatio, share(1-s.Without.HitRate, 1-s.With.HitRate), g.Keys, 100*g.Leave, g.Leaving, 100*g.LeaveMax, g.Fleets, 100*g.FleetsLeaveMax, 100*g.Join, c.Servers+1)
-	ew.printf("Routed, %d keys one at a time: %.1f%% landed on their home; after the leave %.1f%% (%.1f%% of the keys changed server); after the join %.1f%% (%.1f%% changed).\n",
+	fmt.Fprintf(out, "Routed, %d keys one at a time: %.1f%% landed on their home; after the leave %.1f%% (%.1f%% of the keys changed server); after the join %.1f%% (%.1f%% changed).\n",
 		g.Probe, 100*g.AtHome, 100*g.AtHomeLeave, 100*g.RoutedLeave, 100*g.AtHomeJoin, 100*g.RoutedJoin)
-	r.writeVerdicts(ew, Shard)
+	r.writeVerdicts(out, Shard)
 }
 
 // Rows returns the shard rows run: with, the loose one, without.
@@ -261,12 +250,12 @@ func (row ShardRow) Name() string {
 	return "every call"
 }
 
-func (r *Result) writeErroring(ew *errWriter, e *ErroringResult) {
+func (r *Result) writeErroring(out *strings.Builder, e *ErroringResult) {
 	c := r.Config.Erroring
-	ew.printf("\n### erroring\n\n%d servers of %d workers x %v, %.0f calls/s for %v; the erroring ones answer UNEXPECTED to %.0f%% of their calls, after the service time. Ejection on: the defaults; off: `%s`.\n\n",
+	fmt.Fprintf(out, "\n### erroring\n\n%d servers of %d workers x %v, %.0f calls/s for %v; the erroring ones answer UNEXPECTED to %.0f%% of their calls, after the service time. Ejection on: the defaults; off: `%s`.\n\n",
 		c.Servers, c.Workers, c.Service, c.Rate, c.Duration, 100*c.ErrorShare, e.OneWithout.ServiceConfig)
-	ew.printf("| erroring | ejection | calls | success | first ejection | failed/s before | failed/s after | to erroring before | to erroring after | most ejected at once | ejections |\n")
-	ew.printf("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(out, "| erroring | ejection | calls | success | first ejection | failed/s before | failed/s after | to erroring before | to erroring after | most ejected at once | ejections |\n")
+	fmt.Fprintf(out, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, row := range e.Rows() {
 		first, after, toAfter := "never", "-", "-"
 		if row.FirstEjection != nil {
@@ -274,23 +263,11 @@ func (r *Result) writeErroring(ew *errWriter, e *ErroringResult) {
 			after = fmt.Sprintf("%.1f", *row.FailedAfter)
 			toAfter = fmt.Sprintf("%.2f%%", 100**row.ToErroringAfter)
 		}
-		ew.printf("| %d of %d | %s | %d | %.1f%% | %s | %.1f | %s | %.1f%% | %s | %d | %d |\n",
+		fmt.Fprintf(out, "| %d of %d | %s | %d | %.1f%% | %s | %.1f | %s | %.1f%% | %s | %d | %d |\n",
 			row.Erroring, c.Servers, benchrun.OnOff(row.Ejection), row.All.Calls, 100*row.SuccessRate, first, row.FailedBefore, after,
 			100*row.ToErroringBefore, toAfter, row.MaxEjected, row.Ejections)
 	}
-	r.writeVerdicts(ew, Erroring)
-}
-
-// errWriter keeps the first write error.
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) printf(format string, args ...any) {
-	if e.err == nil {
-		_, e.err = fmt.Fprintf(e.w, format, args...)
-	}
+	r.writeVerdicts(out, Erroring)
 }
 
 // ChartPaths returns the files balancingchart.Write writes for path: path

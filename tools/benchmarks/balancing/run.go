@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
@@ -85,44 +84,68 @@ func slowStartConfig(window time.Duration) string {
 	return `{"balancing": [{"slowStart": {"window": "` + strconv.FormatFloat(window.Seconds(), 'f', -1, 64) + `s"}}]}`
 }
 
+// bench is a row's servers, and a client with them as peers.
+type bench struct {
+	f      fleet
+	ch     *channel.Channel
+	client *channel.Client
+}
+
 // setup starts a server per config and a client of cfgJSON with them as
-// peers (weights nil: all 1); stop closes both.
-func setup(cfgs []serverConfig, cfgJSON string, weights []float64) (f fleet, client *channel.Client, stop func(), err error) {
-	if f, err = startFleet(cfgs); err != nil {
-		return nil, nil, nil, err
+// peers (weights nil: all 1).
+func setup(cfgs []serverConfig, cfgJSON string, weights []float64) (*bench, error) {
+	f, err := startFleet(cfgs)
+	if err != nil {
+		return nil, err
 	}
-	ch, client, err := newClient(cfgJSON)
-	if err == nil {
-		if err = client.SetPeers(f.members(weights)); err != nil {
-			ch.Close()
+	b := &bench{f: f}
+	if b.ch, b.client, err = newClient(cfgJSON); err == nil {
+		if err = b.client.SetPeers(f.members(weights)); err != nil {
+			b.ch.Close()
 		}
 	}
 	if err != nil {
 		f.close()
-		return nil, nil, nil, err
+		return nil, err
 	}
-	return f, client, func() {
-		ch.Close()
-		f.close()
-	}, nil
+	return b, nil
 }
 
-// runLoad offers rate calls a second through client for d, open loop,
-// each with timeout, recording every call.
-func runLoad(ctx context.Context, client *channel.Client, rate float64, d, timeout time.Duration,
-	vary func(int) (*channel.Request, []channel.CallOption)) (*load.Report, error) {
-	rep, err := load.Run(ctx, client, load.Config{
+func (b *bench) close() {
+	b.ch.Close()
+	b.f.close()
+}
+
+// run offers rate calls a second for d, open loop, each with c's timeout,
+// recording every call. It returns the servers' counts at warmup, when it
+// starts their in-flight peaks over (at the end if the load ends first),
+// and at the end.
+func (b *bench) run(ctx context.Context, c Config, rate float64, warmup, d time.Duration,
+	vary func(int) (*channel.Request, []channel.CallOption)) (rep *load.Report, before, after []snapshot, err error) {
+	wait := at(time.Now(), warmup, func() {
+		for _, s := range b.f {
+			s.pool.ResetPeak()
+		}
+		before = b.f.snapshots()
+	})
+	timeout := c.Timeout.D()
+	rep, err = load.Run(ctx, b.client, load.Config{
 		Method: Method, RPS: rate, Duration: d, Timeout: timeout,
 		Concurrency: min(load.MaxConcurrency, int(rate*timeout.Seconds())+100),
 		Record:      true, Vary: vary,
 	})
+	wait()
+	if err == nil {
+		err = ctx.Err()
+	}
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	after = b.f.snapshots()
+	if before == nil {
+		before = after
 	}
-	return rep, nil
+	return rep, before, after, nil
 }
 
 // span is a stretch of a run by the calls' arrival, from its start:
@@ -133,30 +156,31 @@ func (s span) has(r load.Record) bool { return r.At >= s.from && r.At < s.to }
 
 func (s span) seconds() float64 { return (s.to - s.from).Seconds() }
 
-// tally is what became of a set of calls.
+// tally is what became of a set of calls, and the successful ones'
+// latencies.
 type tally struct {
-	calls, ok, busy, timeouts, refused, other int
-	lat                                       []time.Duration // of the successful calls
+	Outcome
+	lat []time.Duration
 }
 
 func (t *tally) add(r load.Record) {
-	t.calls++
+	t.Calls++
 	switch {
 	case r.Code == "":
-		t.ok++
+		t.OK++
 		t.lat = append(t.lat, r.Latency)
 	case r.Local:
-		t.refused++
+		t.Refused++
 	case r.Code == "BUSY":
-		t.busy++
+		t.Busy++
 	case r.Code == "TIMEOUT":
-		t.timeouts++
+		t.Timeouts++
 	default:
-		t.other++
+		t.Other++
 	}
 }
 
-func (t *tally) failed() int { return t.busy + t.timeouts + t.other }
+func (t *tally) failed() int { return t.Busy + t.Timeouts + t.Other }
 
 // p99 returns the 99th percentile of the successful calls' latency.
 func (t *tally) p99() load.Millis {
@@ -164,36 +188,39 @@ func (t *tally) p99() load.Millis {
 	return load.Millis(load.Quantile(t.lat, 0.99))
 }
 
-// count tallies the records keep accepts.
-func count(recs []load.Record, keep func(load.Record) bool) *tally {
-	t := &tally{}
-	for _, r := range recs {
-		if keep(r) {
-			t.add(r)
-		}
-	}
-	return t
+// outcome returns the tally with its p99.
+func (t *tally) outcome() Outcome {
+	o := t.Outcome
+	o.P99 = t.p99()
+	return o
 }
 
-// tallies returns n empty tallies.
-func tallies(n int) []*tally {
+// group tallies each record in the bucket, of n, that of returns for it
+// (false: none).
+func group(recs []load.Record, n int, of func(load.Record) (int, bool)) []*tally {
 	out := make([]*tally, n)
 	for i := range out {
 		out[i] = &tally{}
 	}
+	for _, r := range recs {
+		if i, ok := of(r); ok {
+			out[i].add(r)
+		}
+	}
 	return out
+}
+
+// count tallies the records keep accepts.
+func count(recs []load.Record, keep func(load.Record) bool) *tally {
+	return group(recs, 1, func(r load.Record) (int, bool) { return 0, keep(r) })[0]
 }
 
 // perSecond tallies the records keep accepts (nil: all) of a run that
 // lasted d second by second.
 func perSecond(recs []load.Record, d time.Duration, keep func(load.Record) bool) []*tally {
-	out := tallies(int((d + time.Second - 1) / time.Second))
-	for _, r := range recs {
-		if r.At >= 0 && r.At < d && (keep == nil || keep(r)) {
-			out[int(r.At/time.Second)].add(r)
-		}
-	}
-	return out
+	return group(recs, int((d+time.Second-1)/time.Second), func(r load.Record) (int, bool) {
+		return int(r.At / time.Second), r.At >= 0 && r.At < d && (keep == nil || keep(r))
+	})
 }
 
 // onServers returns whether a record's peer is one of f[from:to].
@@ -205,35 +232,27 @@ func onServers(f fleet, from, to int) func(load.Record) bool {
 	}
 }
 
-// byServer tallies the records of sp by the server of f that took them;
-// reached is how many did.
-func byServer(recs []load.Record, f fleet, sp span) (per []*tally, reached int) {
+// byServer tallies the records of sp by the server of f that took them.
+func byServer(recs []load.Record, f fleet, sp span) []*tally {
 	idx := f.index()
-	per = tallies(len(f))
-	for _, r := range recs {
-		if i, ok := idx[r.Peer]; ok && sp.has(r) {
-			per[i].add(r)
-			reached++
-		}
-	}
-	return per, reached
+	return group(recs, len(f), func(r load.Record) (int, bool) {
+		i, ok := idx[r.Peer]
+		return i, ok && sp.has(r)
+	})
 }
 
-// at runs f at t0 + d on a goroutine of its own; wait (idempotent)
-// cancels it if it has not started and otherwise waits for it to end.
+// at runs f at t0 + d on a goroutine of its own; wait, to be called
+// once, cancels it if it has not started and otherwise waits for it to end.
 func at(t0 time.Time, d time.Duration, f func()) (wait func()) {
 	done := make(chan struct{})
 	t := time.AfterFunc(time.Until(t0.Add(d)), func() {
 		defer close(done)
 		f()
 	})
-	var once sync.Once
 	return func() {
-		once.Do(func() {
-			if !t.Stop() {
-				<-done
-			}
-		})
+		if !t.Stop() {
+			<-done
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package balancing
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
@@ -17,22 +18,19 @@ type ScaleOutResult struct {
 // ScaleOutRow is one run of the scale-out scenario.
 type ScaleOutRow struct {
 	// SlowStart says which row; ServiceConfig is the client's.
-	SlowStart     bool    `json:"slow_start"`
-	ServiceConfig string  `json:"service_config"`
-	Rate          float64 `json:"rate"`
-	// ScaleOutAt is when the new servers joined, from the first call.
-	ScaleOutAt load.Seconds `json:"scale_out_at_s"`
-	Calls      int          `json:"calls"`
+	SlowStart     bool         `json:"slow_start"`
+	ServiceConfig string       `json:"service_config"`
+	Rate          float64      `json:"rate"`
+	ScaleOutAt    load.Seconds `json:"scale_out_at_s"` // when the new servers joined, from the first call
+	Calls         int          `json:"calls"`
 	// Steady is the calls after the warmup and before the scale-out, After
 	// those of the After stretch, New those the new servers took.
-	Steady Outcome `json:"steady"`
-	After  Outcome `json:"after"`
-	New    Outcome `json:"new"`
-	// P99Ratio is After.P99 / Steady.P99.
-	P99Ratio float64 `json:"p99_ratio"`
-	// Servers are the first servers then the new ones, over After.
-	Servers []ScaleOutServer `json:"servers"`
-	Seconds []ScaleOutSecond `json:"seconds"`
+	Steady   Outcome          `json:"steady"`
+	After    Outcome          `json:"after"`
+	New      Outcome          `json:"new"`
+	P99Ratio float64          `json:"p99_ratio"` // After.P99 / Steady.P99
+	Servers  []ScaleOutServer `json:"servers"`   // the first servers then the new ones, over After
+	Seconds  []ScaleOutSecond `json:"seconds"`
 }
 
 // Outcome is what became of a set of calls. P99 is of the successful
@@ -45,10 +43,6 @@ type Outcome struct {
 	Other    int         `json:"other_failed"`
 	Refused  int         `json:"refused"`
 	P99      load.Millis `json:"p99_ms"`
-}
-
-func outcome(t *tally) Outcome {
-	return Outcome{Calls: t.calls, OK: t.ok, Busy: t.busy, Timeouts: t.timeouts, Other: t.other, Refused: t.refused, P99: t.p99()}
 }
 
 // ScaleOutServer is one server's share of the After stretch: the calls
@@ -105,32 +99,33 @@ func runScaleOut(ctx context.Context, c Config, slowStart bool) (ScaleOutRow, er
 		cfgJSON = slowStartConfig(s.SlowStartWindow.D())
 	}
 	row := ScaleOutRow{SlowStart: slowStart, ServiceConfig: cfgJSON, Rate: s.Load * float64(s.Servers) * PoolCapacity(s.Workers, s.Service.D())}
-	warm := make([]serverConfig, s.Servers)
-	cold := make([]serverConfig, s.Added)
-	for i := range warm {
-		warm[i] = serverConfig{workers: s.Workers, service: s.Service.D()}
+	cfgs := make([]serverConfig, s.Servers+s.Added) // the first, then the cold ones
+	for i := range cfgs {
+		cfgs[i] = serverConfig{workers: s.Workers, service: s.Service.D()}
+		if i >= s.Servers {
+			cfgs[i].coldFactor, cfgs[i].coldWindow = s.ColdFactor, s.ColdWindow.D()
+		}
 	}
-	for i := range cold {
-		cold[i] = serverConfig{workers: s.Workers, service: s.Service.D(), coldFactor: s.ColdFactor, coldWindow: s.ColdWindow.D()}
-	}
-	first, client, stop, err := setup(warm, cfgJSON, nil)
+	b, err := setup(cfgs[:s.Servers], cfgJSON, nil)
 	if err != nil {
 		return row, err
 	}
-	defer stop()
+	defer b.close()
+	first := b.f
 	var (
-		added    fleet
-		scaledAt time.Time
-		scaleErr error
+		added, all fleet
+		scaledAt   time.Time
+		scaleErr   error
 	)
 	wait := at(time.Now(), (s.Warmup + s.Steady).D(), func() {
-		if added, scaleErr = startFleet(cold); scaleErr != nil {
+		if added, scaleErr = startFleet(cfgs[s.Servers:]); scaleErr != nil {
 			return
 		}
-		scaleErr = client.SetPeers(append(append(fleet{}, first...), added...).members(nil))
+		all = append(slices.Clone(first), added...)
+		scaleErr = b.client.SetPeers(all.members(nil))
 		scaledAt = time.Now()
 	})
-	rep, err := runLoad(ctx, client, row.Rate, (s.Warmup + s.Steady + s.After).D(), c.Timeout.D(), nil)
+	rep, _, _, err := b.run(ctx, c, row.Rate, 0, (s.Warmup + s.Steady + s.After).D(), nil)
 	wait()
 	defer added.close()
 	switch {
@@ -147,16 +142,15 @@ func runScaleOut(ctx context.Context, c Config, slowStart bool) (ScaleOutRow, er
 	scale := scaledAt.Sub(rep.Start)
 	row.ScaleOutAt = load.Seconds(scale)
 	steady, after := span{s.Warmup.D(), scale}, span{scale, scale + s.After.D()}
-	all := append(append(fleet{}, first...), added...)
-	row.Steady = outcome(count(recs, steady.has))
-	row.After = outcome(count(recs, after.has))
+	row.Steady = count(recs, steady.has).outcome()
+	row.After = count(recs, after.has).outcome()
 	isNew, isOld := onServers(all, len(first), len(all)), onServers(all, 0, len(first))
-	row.New = outcome(count(recs, func(r load.Record) bool { return after.has(r) && isNew(r) }))
-	servers, _ := byServer(recs, all, after)
+	row.New = count(recs, func(r load.Record) bool { return after.has(r) && isNew(r) }).outcome()
+	servers := byServer(recs, all, after)
 	for i, srv := range all {
 		t := servers[i]
 		row.Servers = append(row.Servers, ScaleOutServer{HostPort: srv.hostPort(), New: i >= len(first),
-			Calls: t.calls, Busy: t.busy, Timeouts: t.timeouts, Shed: srv.pool.Stats().Shed})
+			Calls: t.Calls, Busy: t.Busy, Timeouts: t.Timeouts, Shed: srv.pool.Stats().Shed})
 	}
 	row.P99Ratio = share(float64(row.After.P99), float64(row.Steady.P99))
 
@@ -164,9 +158,9 @@ func runScaleOut(ctx context.Context, c Config, slowStart bool) (ScaleOutRow, er
 	secs, newS, oldS := perSecond(recs, d, nil), perSecond(recs, d, isNew), perSecond(recs, d, isOld)
 	for sec, t := range secs {
 		n, o := newS[sec], oldS[sec]
-		row.Seconds = append(row.Seconds, ScaleOutSecond{Start: load.Seconds(time.Duration(sec) * time.Second), Calls: t.calls, P99: t.p99(),
-			NewEach: float64(n.calls) / float64(len(added)), OldEach: float64(o.calls) / float64(len(first)),
-			NewFailed: n.busy + n.timeouts, NewP99: n.p99(), OldP99: o.p99()})
+		row.Seconds = append(row.Seconds, ScaleOutSecond{Start: load.Seconds(time.Duration(sec) * time.Second), Calls: t.Calls, P99: t.p99(),
+			NewEach: float64(n.Calls) / float64(len(added)), OldEach: float64(o.Calls) / float64(len(first)),
+			NewFailed: n.Busy + n.Timeouts, NewP99: n.p99(), OldP99: o.p99()})
 	}
 	return row, nil
 }

@@ -47,24 +47,19 @@ type serverConfig struct {
 // what its serverConfig says, on a worker pool that lets queuePerWorker
 // requests per worker wait and answers Busy beyond them.
 type server struct {
-	cfg     serverConfig
-	ch      *channel.Channel
-	pool    *load.Pool
-	started time.Time
-	cache   *lru
+	cfg        serverConfig
+	ch         *channel.Channel
+	pool       *load.Pool
+	started    time.Time
+	unexpected atomic.Int64
+	busy       atomic.Int64 // the nanoseconds requests held a worker
 
-	rngMu sync.Mutex
-	rng   *rand.Rand
-
-	received, unexpected atomic.Int64
-	hits, misses         atomic.Int64 // of the requests served
-	// hitTime, missTime and busy add up the nanoseconds hits, misses and
-	// all requests held their worker.
-	hitTime, missTime atomic.Int64
-	busy              atomic.Int64
-	busyMu            sync.Mutex
-	lastBusy          int64
-	lastBusyAt        time.Time
+	mu         sync.Mutex // guards the fields below
+	cache      *lru
+	cached     cacheCounts // of the requests served
+	rng        *rand.Rand
+	lastBusy   int64
+	lastBusyAt time.Time
 }
 
 // startServer starts a server with cfg, listening on 127.0.0.1.
@@ -82,15 +77,15 @@ func startServer(cfg serverConfig) (*server, error) {
 	if cfg.reportLoad {
 		opts = append(opts, channel.WithUtilisation(s.utilisation))
 	}
-	if s.ch, err = channel.New(Service, opts...); err != nil {
-		return nil, fmt.Errorf("balancing: server: %w", err)
+	if s.ch, err = channel.New(Service, opts...); err == nil {
+		if err = s.ch.RegisterRaw(Method, s.handle); err == nil {
+			err = s.ch.ListenAndServe("127.0.0.1:0")
+		}
+		if err != nil {
+			s.ch.Close()
+		}
 	}
-	if err := s.ch.RegisterRaw(Method, s.handle); err != nil {
-		s.ch.Close()
-		return nil, fmt.Errorf("balancing: server: %w", err)
-	}
-	if err := s.ch.ListenAndServe("127.0.0.1:0"); err != nil {
-		s.ch.Close()
+	if err != nil {
 		return nil, fmt.Errorf("balancing: server: %w", err)
 	}
 	return s, nil
@@ -98,14 +93,14 @@ func startServer(cfg serverConfig) (*server, error) {
 
 // handle serves one request.
 func (s *server) handle(ctx context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
-	s.received.Add(1)
-	d, key, hit := s.cfg.service, "", false
+	d, key, hit := s.cfg.service, string(req.Arg3), false
 	if s.cache != nil {
-		key = string(req.Arg3)
-		if hit = s.cache.get(key); hit {
+		s.mu.Lock()
+		hit = s.cache.get(key)
+		s.mu.Unlock()
+		d = s.cfg.miss
+		if hit {
 			d = s.cfg.hit
-		} else {
-			d = s.cfg.miss
 		}
 	}
 	if s.cfg.coldFactor > 1 {
@@ -119,24 +114,21 @@ func (s *server) handle(ctx context.Context, req *channel.RawRequest) (*channel.
 	case err != nil:
 		return nil, err // the caller gave up: no one reads the answer
 	}
-	if s.cache != nil {
-		if hit {
-			s.hits.Add(1)
-			s.hitTime.Add(int64(held))
-		} else {
-			s.misses.Add(1)
-			s.missTime.Add(int64(held))
-			s.cache.add(key)
-		}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.cache == nil:
+	case hit:
+		s.cached.hits++
+		s.cached.hitTime += held
+	default:
+		s.cached.misses++
+		s.cached.missTime += held
+		s.cache.add(key)
 	}
-	if s.cfg.errorShare > 0 {
-		s.rngMu.Lock()
-		fail := s.rng.Float64() < s.cfg.errorShare
-		s.rngMu.Unlock()
-		if fail {
-			s.unexpected.Add(1)
-			return nil, tchannel.NewSystemError(tchannel.ErrCodeUnexpected, "balancing: this server fails %.0f%% of its requests", 100*s.cfg.errorShare)
-		}
+	if s.cfg.errorShare > 0 && s.rng.Float64() < s.cfg.errorShare {
+		s.unexpected.Add(1)
+		return nil, tchannel.NewSystemError(tchannel.ErrCodeUnexpected, "balancing: this server fails %.0f%% of its requests", 100*s.cfg.errorShare)
 	}
 	return &channel.RawResponse{Arg3: req.Arg3}, nil
 }
@@ -144,8 +136,8 @@ func (s *server) handle(ctx context.Context, req *channel.RawRequest) (*channel.
 // utilisation returns the share of its workers' time requests held them
 // since it was last asked.
 func (s *server) utilisation() float64 {
-	s.busyMu.Lock()
-	defer s.busyMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	now, busy := time.Now(), s.busy.Load()
 	el := now.Sub(s.lastBusyAt)
 	if el <= 0 {
@@ -154,6 +146,13 @@ func (s *server) utilisation() float64 {
 	u := float64(busy-s.lastBusy) / (float64(el) * float64(s.cfg.workers))
 	s.lastBusy, s.lastBusyAt = busy, now
 	return u
+}
+
+// counts returns s's cache counts now.
+func (s *server) counts() cacheCounts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cached
 }
 
 func (s *server) hostPort() string { return s.ch.HostPort() }
@@ -226,20 +225,19 @@ func (f fleet) index() map[string]int {
 	return m
 }
 
-// stats returns each server's pool counts now.
-func (f fleet) stats() []load.PoolStats {
-	out := make([]load.PoolStats, len(f))
-	for i, s := range f {
-		out[i] = s.pool.Stats()
-	}
-	return out
+// snapshot is a server's pool and cache counts at one time.
+type snapshot struct {
+	pool  load.PoolStats
+	cache cacheCounts
 }
 
-// resetPeaks starts every server's in-flight peak over.
-func (f fleet) resetPeaks() {
-	for _, s := range f {
-		s.pool.ResetPeak()
+// snapshots returns each server's counts now.
+func (f fleet) snapshots() []snapshot {
+	out := make([]snapshot, len(f))
+	for i, s := range f {
+		out[i] = snapshot{s.pool.Stats(), s.counts()}
 	}
+	return out
 }
 
 // cacheCounts are a cached server's hits and misses, and the time each
@@ -247,12 +245,6 @@ func (f fleet) resetPeaks() {
 type cacheCounts struct {
 	hits, misses      int64
 	hitTime, missTime time.Duration
-}
-
-// counts returns s's cache counts now.
-func (s *server) counts() cacheCounts {
-	return cacheCounts{hits: s.hits.Load(), misses: s.misses.Load(),
-		hitTime: time.Duration(s.hitTime.Load()), missTime: time.Duration(s.missTime.Load())}
 }
 
 // sub returns the counts from b to a (a taken after b).
@@ -278,19 +270,9 @@ func (a cacheCounts) costs() (hit, miss time.Duration) {
 	return hit, miss
 }
 
-// cacheCounts returns the servers' cache counts, in all.
-func (f fleet) cacheCounts() cacheCounts {
-	var c cacheCounts
-	for _, s := range f {
-		c = c.add(s.counts())
-	}
-	return c
-}
-
-// lru is a cache of keys, safe for concurrent use, that holds at most
-// size keys and forgets the least recently used first.
+// lru is a cache of keys that holds at most size keys and forgets the
+// least recently used first.
 type lru struct {
-	mu    sync.Mutex
 	size  int
 	order *list.List // front: most recently used
 	keys  map[string]*list.Element
@@ -302,8 +284,6 @@ func newLRU(size int) *lru {
 
 // get reports whether key is cached, marking it used if so.
 func (c *lru) get(key string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	e, ok := c.keys[key]
 	if ok {
 		c.order.MoveToFront(e)
@@ -314,23 +294,12 @@ func (c *lru) get(key string) bool {
 // add caches key as the most recently used, forgetting the least recently
 // used key when the cache is full.
 func (c *lru) add(key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if e, ok := c.keys[key]; ok {
 		c.order.MoveToFront(e)
 		return
 	}
 	c.keys[key] = c.order.PushFront(key)
 	if c.order.Len() > c.size {
-		last := c.order.Back()
-		c.order.Remove(last)
-		delete(c.keys, last.Value.(string))
+		delete(c.keys, c.order.Remove(c.order.Back()).(string))
 	}
-}
-
-// len returns the number of keys cached.
-func (c *lru) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.order.Len()
 }

@@ -5,15 +5,46 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/channel"
 	lb "github.com/sluice-rpc/sluice/internal/balancing"
-	"github.com/sluice-rpc/sluice/peer"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
 )
+
+// HotKey is the shard scenario's hot key, outside the Zipf-drawn keys.
+const HotKey = "hot"
+
+// keyName returns the name of the key of rank r (-1: HotKey).
+func keyName(r int) string {
+	if r < 0 {
+		return HotKey
+	}
+	return "k" + strconv.Itoa(r)
+}
+
+// keySequence draws n keys' ranks, seeded with seed: with probability hot
+// -1, the hot key, else one of keys ranks by a Zipf distribution of
+// exponent s (rank r with probability in proportion to (r + 1)^-s).
+func keySequence(n, keys int, s, hot float64, seed uint64) ([]int32, error) {
+	rng := rand.New(rand.NewPCG(seed, 0x5ead))
+	z := rand.NewZipf(rng, s, 1, uint64(keys-1))
+	if z == nil {
+		return nil, fmt.Errorf("balancing: no Zipf distribution of exponent %v over %d keys (the exponent must be > 1)", s, keys)
+	}
+	out := make([]int32, n)
+	for i := range out {
+		if hot > 0 && rng.Float64() < hot {
+			out[i] = -1
+		} else {
+			out[i] = int32(z.Uint64())
+		}
+	}
+	return out, nil
+}
 
 // ShardResult is the shard scenario's two rows, and how keys move on the
 // ring.
@@ -28,10 +59,8 @@ type ShardResult struct {
 
 // ShardRow is one run of the shard scenario.
 type ShardRow struct {
-	// ShardKeys: every call carries its key as its shard key, or none.
-	ShardKeys bool `json:"shard_keys"`
-	// BalanceFactor is the shardBalanceFactor (0: the default, 1.25).
-	BalanceFactor float64 `json:"balance_factor"`
+	ShardKeys     bool    `json:"shard_keys"`     // every call carries its key as its shard key, or none
+	BalanceFactor float64 `json:"balance_factor"` // the shardBalanceFactor (0: the default, 1.25)
 	Rate          float64 `json:"rate"`
 	// Measured is the calls after the warmup; HitRate the share of the
 	// requests served then that found their key cached.
@@ -52,8 +81,7 @@ type ShardRow struct {
 	Busiest       float64    `json:"busiest_in_flight"`
 	BusiestServer string     `json:"busiest_server"`
 	Bound         BoundCheck `json:"bound"`
-	// Seconds is the hit rate second by second, from the first call.
-	Seconds []float64 `json:"seconds"`
+	Seconds       []float64  `json:"seconds"` // the hit rate second by second, from the first call
 }
 
 // BoundCheck is the shard keys' bounded load, checked on the client's
@@ -67,8 +95,7 @@ type BoundCheck struct {
 	Factor      float64 `json:"factor"` // balance.DefaultBalanceFactor
 	Samples     int     `json:"samples"`
 	MeanPending float64 `json:"mean_pending"` // to all peers, on average
-	// Over is the share of the samples with a peer over the bound.
-	Over float64 `json:"over"`
+	Over        float64 `json:"over"`         // the share of the samples with a peer over the bound
 	// Worst* are of the sample where a peer came nearest the bound or
 	// exceeded it most: its pending, the bound, and all pending.
 	WorstPending int64 `json:"worst_pending"`
@@ -81,17 +108,6 @@ type BoundCheck struct {
 type pendingSample struct {
 	most, all int64
 	peers     int
-}
-
-// readPending reads the client's peers of Service.
-func readPending(client *channel.Client) pendingSample {
-	var s pendingSample
-	for _, p := range client.Peers() {
-		n := max(p.Pending, 0)
-		s.most, s.all = max(s.most, n), s.all+n
-		s.peers++
-	}
-	return s
 }
 
 // pendingBound is the most calls one of peers peers may have pending, by
@@ -194,6 +210,11 @@ func runShardScenario(ctx context.Context, c Config) (*ShardResult, error) {
 	return res, nil
 }
 
+// server is the config of each of the scenario's servers.
+func (sh ShardConfig) server() serverConfig {
+	return serverConfig{workers: sh.Workers, cache: sh.CacheSize, hit: sh.Hit.D(), miss: sh.Miss.D()}
+}
+
 // runShard runs one row, with shard keys or not, and the balance factor
 // factor (0: the default); with shard keys and the default, it then
 // probes the ring.
@@ -205,40 +226,32 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 		cfgJSON = `{"balancing": [{"shardBalanceFactor": ` + strconv.FormatFloat(factor, 'g', -1, 64) + `}]}`
 	}
 	var moves RingMoves
-	cfgs := make([]serverConfig, sh.Servers)
-	for i := range cfgs {
-		cfgs[i] = serverConfig{workers: sh.Workers, cache: sh.CacheSize, hit: sh.Hit.D(), miss: sh.Miss.D()}
-	}
-	f, client, closeAll, err := setup(cfgs, cfgJSON, nil)
+	b, err := setup(slices.Repeat([]serverConfig{sh.server()}, sh.Servers), cfgJSON, nil)
 	if err != nil {
 		return row, moves, err
 	}
-	defer closeAll()
-
-	var (
-		before      []load.PoolStats
-		beforeCache []cacheCounts
-		samples     []cacheCounts // a second apart
-	)
-	perServer := func() []cacheCounts {
-		out := make([]cacheCounts, len(f))
-		for i, s := range f {
-			out[i] = s.counts()
-		}
-		return out
-	}
+	defer b.close()
+	f := b.f
 	type pendingAt struct {
 		at time.Time
 		pendingSample
 	}
 	var pending []pendingAt
-	samples = append(samples, cacheCounts{})
-	stop := load.Every(time.Second, func(time.Time) { samples = append(samples, f.cacheCounts()) })
-	stopPending := load.Every(sh.Sample.D(), func(now time.Time) { pending = append(pending, pendingAt{now, readPending(client)}) })
-	t0 := time.Now()
-	wait := at(t0, sh.Warmup.D(), func() {
-		f.resetPeaks()
-		before, beforeCache = f.stats(), perServer()
+	samples := []cacheCounts{{}} // a second apart
+	stop := load.Every(time.Second, func(time.Time) {
+		var all cacheCounts
+		for _, s := range f {
+			all = all.add(s.counts())
+		}
+		samples = append(samples, all)
+	})
+	stopPending := load.Every(sh.Sample.D(), func(now time.Time) {
+		s := pendingAt{at: now}
+		for _, p := range b.client.Peers() {
+			n := max(p.Pending, 0)
+			s.most, s.all, s.peers = max(s.most, n), s.all+n, s.peers+1
+		}
+		pending = append(pending, s)
 	})
 	vary := func(i int) (*channel.Request, []channel.CallOption) {
 		key := keyName(int(seq[i%len(seq)]))
@@ -248,21 +261,16 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 		}
 		return req, nil
 	}
-	rep, err := runLoad(ctx, client, sh.Rate, (sh.Warmup + sh.Duration).D(), c.Timeout.D(), vary)
-	wait()
+	measured := span{sh.Warmup.D(), (sh.Warmup + sh.Duration).D()}
+	rep, before, after, err := b.run(ctx, c, sh.Rate, measured.from, measured.to, vary)
 	stop()
 	stopPending()
 	if err != nil {
 		return row, moves, err
 	}
-	after, afterCache := f.stats(), perServer()
-	if before == nil {
-		before, beforeCache = after, afterCache
-	}
 
 	recs := rep.Records
-	measured := span{sh.Warmup.D(), (sh.Warmup + sh.Duration).D()}
-	row.Measured = outcome(count(recs, measured.has))
+	row.Measured = count(recs, measured.has).outcome()
 	var inWindow []pendingSample
 	for _, s := range pending {
 		if off := s.at.Sub(rep.Start); off >= measured.from && off < measured.to {
@@ -270,13 +278,13 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 		}
 	}
 	row.Bound = checkBound(balance.DefaultBalanceFactor, inWindow)
-	calls, _ := byServer(recs, f, measured)
+	calls := byServer(recs, f, measured)
 	var cache cacheCounts
 	for i, srv := range f {
-		c := afterCache[i].sub(beforeCache[i])
+		c := after[i].cache.sub(before[i].cache)
 		cache = cache.add(c)
-		s := ShardServer{HostPort: srv.hostPort(), Calls: calls[i].calls, HitRate: c.hitRate(),
-			MeanInFlight: load.MeanInFlight(before[i], after[i]), PeakInFlight: after[i].Peak}
+		s := ShardServer{HostPort: srv.hostPort(), Calls: calls[i].Calls, HitRate: c.hitRate(),
+			MeanInFlight: load.MeanInFlight(before[i].pool, after[i].pool), PeakInFlight: after[i].pool.Peak}
 		row.MeanInFlight += s.MeanInFlight / float64(len(f))
 		if s.MeanInFlight > row.Busiest || row.BusiestServer == "" {
 			row.Busiest, row.BusiestServer = s.MeanInFlight, s.HostPort
@@ -338,27 +346,30 @@ func homes(names []string, n int) ([]string, error) {
 	return out, nil
 }
 
-// homeShares returns the share of the keys homed on each member.
-func homeShares(homes []string) map[string]float64 {
+// spread returns the largest share of the keys homed on one member,
+// which that member's leave moves, and how many members hold over 12%.
+func spread(homes []string) (most float64, over int) {
 	counts := map[string]int{}
 	for _, h := range homes {
 		counts[h]++
 	}
-	out := map[string]float64{}
-	for h, n := range counts {
-		out[h] = share(float64(n), float64(len(homes)))
+	for _, n := range counts {
+		x := share(float64(n), float64(len(homes)))
+		most = max(most, x)
+		if x > 0.12 {
+			over++
+		}
 	}
-	return out
+	return most, over
 }
 
 // fleetSpread places keys on rings of n members named 127.0.0.1:PORT,
 // ports drawn from a source seeded with seed, for each of fleets fleets,
-// and returns the largest share of the keys homed on one member (which a
-// leave of that member moves), and the share of members holding more
-// than 12%.
-func fleetSpread(fleets, n, keys int, seed uint64) (int, float64, float64, error) {
+// and returns the largest share of the keys homed on one member, and the
+// share of members holding more than 12%.
+func fleetSpread(fleets, n, keys int, seed uint64) (most, over float64, err error) {
 	rng := rand.New(rand.NewPCG(seed, 0xf1ee7))
-	over, most := 0, 0.0
+	overs := 0
 	for range fleets {
 		seen := map[string]bool{}
 		var names []string
@@ -371,16 +382,12 @@ func fleetSpread(fleets, n, keys int, seed uint64) (int, float64, float64, error
 		}
 		h, err := homes(names, keys)
 		if err != nil {
-			return 0, 0, 0, err
+			return 0, 0, err
 		}
-		for _, x := range homeShares(h) {
-			most = max(most, x)
-			if x > 0.12 {
-				over++
-			}
-		}
+		m, o := spread(h)
+		most, overs = max(most, m), overs+o
 	}
-	return fleets, most, share(float64(over), float64(fleets*n)), nil
+	return most, share(float64(overs), float64(fleets*n)), nil
 }
 
 // changed returns the share of the places where a and b differ.
@@ -400,12 +407,12 @@ func changed(a, b []string) float64 {
 func ringMoves(ctx context.Context, c Config, f fleet) (RingMoves, error) {
 	sh := c.Shard
 	names := f.hostPorts()
-	extra, err := startServer(serverConfig{workers: sh.Workers, cache: sh.CacheSize, hit: sh.Hit.D(), miss: sh.Miss.D()})
+	extra, err := startServer(sh.server())
 	if err != nil {
 		return RingMoves{}, err
 	}
 	defer extra.close()
-	m := RingMoves{Keys: sh.Keys, Leaving: names[len(names)-1], Joining: extra.hostPort(), Probe: sh.Probe}
+	m := RingMoves{Keys: sh.Keys, Leaving: names[len(names)-1], Joining: extra.hostPort(), Probe: sh.Probe, Fleets: sh.Fleets}
 	stages := []struct {
 		servers fleet
 		homes   []string
@@ -423,11 +430,9 @@ func ringMoves(ctx context.Context, c Config, f fleet) (RingMoves, error) {
 	// The keys that move when a server leaves are those homed on it: a
 	// member's points do not depend on the others (internal/balancing.Ring);
 	// the leave is computed on the smaller ring too, as a check.
-	for _, x := range homeShares(stages[0].homes) {
-		m.LeaveMax = max(m.LeaveMax, x)
-	}
+	m.LeaveMax, _ = spread(stages[0].homes)
 	m.Leave, m.Join = changed(stages[0].homes, stages[1].homes), changed(stages[0].homes, stages[2].homes)
-	if m.Fleets, m.FleetsLeaveMax, m.FleetsOver12, err = fleetSpread(sh.Fleets, len(names), sh.Keys, c.Seed); err != nil {
+	if m.FleetsLeaveMax, m.FleetsOver12, err = fleetSpread(sh.Fleets, len(names), sh.Keys, c.Seed); err != nil {
 		return m, err
 	}
 
@@ -446,7 +451,10 @@ func ringMoves(ctx context.Context, c Config, f fleet) (RingMoves, error) {
 		if err := client.SetPeers(st.servers.members(nil)); err != nil {
 			return m, err
 		}
-		if err := awaitReady(ctx, client, len(st.servers)); err != nil {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := client.Connect(cctx) // every peer ready
+		cancel()
+		if err != nil {
 			return m, err
 		}
 		home := 0
@@ -469,26 +477,4 @@ func ringMoves(ctx context.Context, c Config, f fleet) (RingMoves, error) {
 	m.RoutedLeave = changed(landed[0], landed[1])
 	m.RoutedJoin = changed(landed[0], landed[2])
 	return m, nil
-}
-
-// awaitReady waits, up to 5 s, until client has n Ready peers of Service.
-func awaitReady(ctx context.Context, client *channel.Client, n int) error {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ready := 0
-		for _, p := range client.Peers() {
-			if p.State == peer.Ready {
-				ready++
-			}
-		}
-		switch {
-		case ready >= n:
-			return nil
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case time.Now().After(deadline):
-			return fmt.Errorf("%d of %d peers ready after 5s", ready, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }

@@ -31,19 +31,10 @@ func Write(r *balancing.Result, path string) error {
 	if err := chart.CheckPath(path); err != nil {
 		return err
 	}
+	draw := map[balancing.Scenario]func(*balancing.Result) ([]*plot.Plot, error){balancing.ScaleOut: scaleOutPlots,
+		balancing.Heterogeneous: heterogeneousPlots, balancing.Shard: shardPlots, balancing.Erroring: erroringPlots}
 	for s, p := range r.ChartPaths(path) {
-		var plots []*plot.Plot
-		var err error
-		switch s {
-		case balancing.ScaleOut:
-			plots, err = scaleOutPlots(r)
-		case balancing.Heterogeneous:
-			plots, err = heterogeneousPlots(r)
-		case balancing.Shard:
-			plots, err = shardPlots(r)
-		case balancing.Erroring:
-			plots, err = erroringPlots(r)
-		}
+		plots, err := draw[s](r)
 		if err == nil {
 			err = chart.WriteGrid(p, plots, 1, 3*vg.Inch)
 		}
@@ -67,8 +58,9 @@ func newPlot(title, y string) *plot.Plot {
 	return p
 }
 
-// addLine adds a line of xys named name, color i, dashed or not.
-func addLine(p *plot.Plot, name string, xys plotter.XYs, i int, dashed bool) error {
+// addLine adds a line of xys in color i with dashes plotutil.Dashes(d),
+// named name in the legend unless name is "".
+func addLine(p *plot.Plot, name string, xys plotter.XYs, i, d int) error {
 	if len(xys) == 0 {
 		return nil
 	}
@@ -76,13 +68,11 @@ func addLine(p *plot.Plot, name string, xys plotter.XYs, i int, dashed bool) err
 	if err != nil {
 		return err
 	}
-	l.Color = plotutil.Color(i)
-	if dashed {
-		l.Dashes = plotutil.Dashes(1)
-	}
-	l.Width = vg.Points(1.5)
+	l.Color, l.Dashes, l.Width = plotutil.Color(i), plotutil.Dashes(d), vg.Points(1.5)
 	p.Add(l)
-	p.Legend.Add(name, l)
+	if name != "" {
+		p.Legend.Add(name, l)
+	}
 	return nil
 }
 
@@ -111,10 +101,7 @@ func scaleOutPlots(r *balancing.Result) ([]*plot.Plot, error) {
 	}
 	anyFailed := false
 	for k, row := range []balancing.ScaleOutRow{s.With, s.Without} {
-		name := "slow start on"
-		if !row.SlowStart {
-			name = "slow start off"
-		}
+		name := "slow start " + benchrun.OnOff(row.SlowStart)
 		var p99, newEach, oldEach, newP99, oldP99, failed plotter.XYs
 		for i, sec := range row.Seconds {
 			if !whole(i, total.D()) {
@@ -144,7 +131,7 @@ func scaleOutPlots(r *balancing.Result) ([]*plot.Plot, error) {
 			col  int
 		}{{lat, name, p99, 0}, {calls, name + ", each new", newEach, 0}, {calls, name + ", each first", oldEach, 2},
 			{split, name + ", new servers", newP99, 0}, {split, name + ", first servers", oldP99, 2}, {fails, name, failed, 1}} {
-			if err := addLine(l.p, l.name, l.xys, l.col, k == 1); err != nil {
+			if err := addLine(l.p, l.name, l.xys, l.col, k); err != nil {
 				return nil, err
 			}
 		}
@@ -173,18 +160,14 @@ func heterogeneousPlots(r *balancing.Result) ([]*plot.Plot, error) {
 					xys = append(xys, plotter.XY{X: mid(s), Y: shares[i]})
 				}
 			}
-			l, err := plotter.NewLine(xys)
-			if err != nil {
+			name := ""
+			if k == 0 {
+				name = fmt.Sprintf("%d workers", c.Workers[i])
+			}
+			// Dashed (6-2), then dotted (2-2).
+			if err := addLine(p, name, xys, i, k); err != nil {
 				return nil, err
 			}
-			l.Color = plotutil.Color(i)
-			l.Width = vg.Points(1.5)
-			if k > 0 {
-				l.Dashes = plotutil.Dashes(k) // dashed (6-2), then dotted (2-2)
-			} else {
-				p.Legend.Add(fmt.Sprintf("%d workers", c.Workers[i]), l)
-			}
-			p.Add(l)
 		}
 	}
 	makeRoom(p, len(c.Workers))
@@ -209,7 +192,11 @@ func shardPlots(r *balancing.Result) ([]*plot.Plot, error) {
 		for i, h := range row.Seconds {
 			xys = append(xys, plotter.XY{X: mid(i), Y: h})
 		}
-		if err := addLine(p, row.Name(), xys, k, !row.ShardKeys); err != nil {
+		d := 0
+		if !row.ShardKeys {
+			d = 1
+		}
+		if err := addLine(p, row.Name(), xys, k, d); err != nil {
 			return nil, err
 		}
 	}
@@ -234,7 +221,7 @@ func erroringPlots(r *balancing.Result) ([]*plot.Plot, error) {
 			p   *plot.Plot
 			xys plotter.XYs
 		}{{failed, f}, {reached, to}} {
-			if err := addLine(l.p, name, l.xys, k/2, !row.Ejection); err != nil {
+			if err := addLine(l.p, name, l.xys, k/2, k%2); err != nil { // without ejection dashed
 				return nil, err
 			}
 		}
