@@ -75,3 +75,12 @@ func TestSummarizeKeepsTheSetsApart(t *testing.T) {
 		t.Errorf("calls refused locally:\n%s", s)
 	}
 }
+
+// summarize returns the Report of a rate run's calls.
+func summarize(rs []result, elapsed time.Duration) *Report {
+	t := newTally(true)
+	for _, c := range rs {
+		t.add(c, c.latency)
+	}
+	return t.report(elapsed)
+}
