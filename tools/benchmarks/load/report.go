@@ -85,7 +85,7 @@ type Record struct {
 func records(rs []result) []Record {
 	out := make([]Record, len(rs))
 	for i, c := range rs {
-		out[i] = Record{At: c.at, Latency: c.latency, Code: c.code, Local: c.local, Peer: c.peer}
+		out[i] = c.Record
 	}
 	return out
 }
@@ -122,10 +122,10 @@ func (s Second) MarshalJSON() ([]byte, error) {
 func timeline(rs []result) []Second {
 	var ts []*tally
 	for _, c := range rs {
-		for i := int(c.at / time.Second); len(ts) <= i; {
+		for i := int(c.At / time.Second); len(ts) <= i; {
 			ts = append(ts, newTally(true))
 		}
-		ts[c.at/time.Second].add(c, c.latency)
+		ts[c.At/time.Second].add(c, c.Latency)
 	}
 	secs := make([]Second, len(ts))
 	for i, t := range ts {

@@ -135,17 +135,13 @@ func (c Config) calls() int {
 	return min(max(n, 1), MaxCalls)
 }
 
-// result is one call's outcome.
+// result is one call's outcome: its Record, and what else the Report
+// counts of it.
 type result struct {
-	at       time.Duration // arrival, from the start
-	latency  time.Duration
-	attempts int
-	code     string // "" for OK
-	local    bool   // refused locally: code is THROTTLED, RATE_LIMITED, NO_PEERS or UNAVAILABLE
-	late     bool   // started more than a millisecond after its arrival
-	peer     string // the host:port that answered, or of the last attempt
-	// exception names an APPLICATION error (Config.Exception), "" if none.
-	exception string
+	Record
+	attempts  int
+	late      bool   // started more than a millisecond after its arrival
+	exception string // names an APPLICATION error (Config.Exception)
 }
 
 // Run makes the calls cfg describes through cl and reports on them:
@@ -186,21 +182,15 @@ func RunClients(ctx context.Context, cls []*channel.Client, cfg Config) (*Report
 			return nil, fmt.Errorf("load: %d channels x Concurrency %d calls in flight, more than %d", len(cls), cfg.Concurrency, MaxConcurrency)
 		}
 	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = time.Second
-	}
-	if cfg.Request == nil {
-		cfg.Request = &channel.Request{Format: "raw"}
-	}
+	cfg.Timeout = cmp.Or(cfg.Timeout, time.Second)
+	cfg.Request = cmp.Or(cfg.Request, &channel.Request{Format: "raw"})
 	warm := warmup(ctx, cls, cfg)
 	ledger := newPeerLedger(cls)
-	var r *Report
-	var tallies map[string]*tally
+	run := runRate
 	if unbounded {
-		r, tallies = runUnbounded(ctx, cls, cfg)
-	} else {
-		r, tallies = runRate(ctx, cls, cfg)
+		run = runUnbounded
 	}
+	r, tallies := run(ctx, cls, cfg)
 	ledger.finish()
 	r.Connections, r.Concurrency, r.MaxInFlight = len(cls), cfg.Concurrency, inFlight
 	r.WarmupCalls = warm
@@ -216,19 +206,19 @@ func call(ctx context.Context, cl *channel.Client, cfg *Config, req *channel.Req
 	res, err := cl.Call(cctx, cfg.Method, req, opts...)
 	switch {
 	case err != nil:
-		r := result{code: CodeOf(err)}
+		r := result{Record: Record{Code: CodeOf(err)}}
 		if ce := (*channel.CallError)(nil); errors.As(err, &ce) {
-			r.attempts, r.local, r.peer = ce.Attempts, ce.Code.IsLocal(), ce.Peer
+			r.attempts, r.Local, r.Peer = ce.Attempts, ce.Code.IsLocal(), ce.Peer
 		}
 		return r
 	case res.AppError: // a JSON app error or a Thrift exception: answered, counted apart
-		r := result{attempts: res.Attempts, code: "APPLICATION", peer: res.Peer}
+		r := result{Record: Record{Code: "APPLICATION", Peer: res.Peer}, attempts: res.Attempts}
 		if cfg.Exception != nil {
 			r.exception = cfg.Exception(res)
 		}
 		return r
 	}
-	return result{attempts: res.Attempts, peer: res.Peer}
+	return result{Record: Record{Peer: res.Peer}, attempts: res.Attempts}
 }
 
 // warmup makes cfg.Warmup calls one at a time on each channel, the
@@ -256,11 +246,11 @@ func warmup(ctx context.Context, cls []*channel.Client, cfg Config) int {
 // broken connection, BUSY or DECLINED. Any other answer comes from a
 // server that handled the call, and the warmup goes on.
 func warmupEnds(r result) bool {
-	switch r.code {
+	switch r.Code {
 	case "TIMEOUT", "NETWORK", "PROTOCOL", "BUSY", "DECLINED", "LOCAL":
 		return true
 	}
-	return r.local
+	return r.Local
 }
 
 // runRate makes a rate run: open loop, each call in a goroutine of its
@@ -314,7 +304,7 @@ schedule:
 		wg.Go(func() {
 			late := time.Since(at) > time.Millisecond
 			r := call(cctx, cl, &cfg, req, opts)
-			r.latency, r.late, r.at = time.Since(at), late, at.Sub(start)
+			r.Latency, r.late, r.At = time.Since(at), late, at.Sub(start)
 			results[i] = r
 			totals.add(r)
 			<-slots
@@ -325,8 +315,8 @@ schedule:
 	rs := results[:started]
 	t, tallies := newTally(true), newTallies(cfg)
 	for _, c := range rs {
-		t.add(c, c.latency)
-		byPeer(tallies, c, c.latency, true)
+		t.add(c, c.Latency)
+		byPeer(tallies, c, c.Latency, true)
 	}
 	r := t.report(time.Since(start))
 	r.Mode, r.OfferedRPS, r.Start = ModeRate, &cfg.RPS, start

@@ -15,9 +15,9 @@ const (
 // set returns the set r falls in.
 func (r result) set() int {
 	switch {
-	case r.code == "":
+	case r.Code == "":
 		return setOK
-	case r.local:
+	case r.Local:
 		return setRefused
 	}
 	return setFailed
@@ -55,8 +55,8 @@ func (t *tally) add(r result, lat time.Duration) {
 	if r.late {
 		t.late++
 	}
-	if r.code != "" {
-		t.errors[r.code]++
+	if r.Code != "" {
+		t.errors[r.Code]++
 	}
 	if r.exception != "" {
 		t.exceptions[r.exception]++
@@ -107,8 +107,8 @@ func (t *tally) report(elapsed time.Duration) *Report {
 // byPeer adds r to the tally of its peer in m, if it reached one and m is
 // not nil.
 func byPeer(m map[string]*tally, r result, lat time.Duration, exact bool) {
-	if m != nil && r.peer != "" {
-		peerTally(m, r.peer, exact).add(r, lat)
+	if m != nil && r.Peer != "" {
+		peerTally(m, r.Peer, exact).add(r, lat)
 	}
 }
 
