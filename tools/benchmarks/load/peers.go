@@ -3,7 +3,8 @@ package load
 import (
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -135,27 +136,17 @@ func (r *Report) fillPeers(l *peerLedger, tallies map[string]*tally) {
 	if tallies == nil {
 		return
 	}
-	names := map[string]bool{}
-	for p := range tallies {
-		names[p] = true
-	}
 	for p, c := range totals {
 		if c.Sent+c.Busy+c.Throttled > 0 {
-			names[p] = true
+			peerTally(tallies, p, true) // empty if no call ended there
 		}
 	}
 	r.PerPeer = []PeerReport{}
-	for p := range names {
-		pr := PeerReport{Peer: p, Errors: map[string]int{}, Left: !l.present[p]}
-		if t := tallies[p]; t != nil {
-			tr := t.report(0)
-			pr.Calls, pr.OK, pr.Failed, pr.Refused, pr.Errors, pr.Latency = tr.Calls, tr.OK, tr.Failed, tr.Refused, tr.Errors, tr.Latency
-		}
-		c := totals[p]
-		pr.Sent, pr.Busy, pr.Throttled = c.Sent, c.Busy, c.Throttled
-		r.PerPeer = append(r.PerPeer, pr)
+	for _, p := range slices.Sorted(maps.Keys(tallies)) {
+		t, c := tallies[p].report(0), totals[p]
+		r.PerPeer = append(r.PerPeer, PeerReport{Peer: p, Calls: t.Calls, OK: t.OK, Failed: t.Failed, Refused: t.Refused,
+			Errors: t.Errors, Latency: t.Latency, Sent: c.Sent, Busy: c.Busy, Throttled: c.Throttled, Left: !l.present[p]})
 	}
-	sort.Slice(r.PerPeer, func(i, j int) bool { return r.PerPeer[i].Peer < r.PerPeer[j].Peer })
 }
 
 // printPeers writes the per-peer rows, a table under a "per peer" line.
