@@ -223,7 +223,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				}
 				what := fmt.Sprintf("shedding %s, client busy throttling %s", s, benchrun.OnOff(throttling))
 				if cfg.paired() {
-					what += ", " + awareName(aware)
+					what += ", " + awareNames[aware][0]
 				}
 				cfg.progress(what)
 				row, err := runOne(ctx, cfg, s, throttling, aware, cfg.Load)
@@ -237,12 +237,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	return res, nil
 }
 
-// awareName names a paired row's shedding.
-func awareName(aware bool) string {
-	if aware {
-		return "aware of classes and callers"
-	}
-	return "unaware (first come, first served)"
+// awareNames name a paired row's shedding, unaware and aware: in
+// Progress, and in the table's "shedding knows" column.
+var awareNames = map[bool][2]string{
+	false: {"unaware (first come, first served)", "nothing (FCFS)"},
+	true:  {"aware of classes and callers", "classes, callers"},
 }
 
 func (c Config) progress(s string) {
@@ -270,22 +269,19 @@ func runOne(ctx context.Context, cfg Config, s Shedding, throttling, aware bool,
 		return Row{}, err
 	}
 	defer servers.Close()
-	names := []string{"closedloop-client"}
-	if cfg.Callers > 0 {
-		names = names[:0]
-		for k := range cfg.Callers {
-			names = append(names, callerName(k))
+	clients := make([]*channel.Client, max(cfg.Callers, 1))
+	for k := range clients {
+		name := "closedloop-client"
+		if cfg.Callers > 0 {
+			name = callerName(k)
 		}
-	}
-	clients := make([]*channel.Client, 0, len(names))
-	for _, name := range names {
 		ch, client, err := load.NewClient(name, "closedloop", servers.HostPorts(),
 			channel.WithBusyConfig(busy.Config{Disabled: !throttling}), channel.WithRetriesDisabled())
 		if err != nil {
 			return Row{}, err
 		}
 		defer ch.Close()
-		clients = append(clients, client)
+		clients[k] = client
 	}
 	rps := loadFactor * cfg.Capacity()
 	// Warm up: connect every client and let an adaptive limit's first
@@ -308,12 +304,8 @@ func runOne(ctx context.Context, cfg Config, s Shedding, throttling, aware bool,
 			lc.Client = p.callerOf
 		}
 		if aware && len(cfg.Mix) > 0 {
-			classes := make([]criticality.Class, len(cfg.Mix))
-			for k, sh := range cfg.Mix {
-				classes[k] = sh.Class
-			}
 			lc.Context = func(ctx context.Context, i int) context.Context {
-				return criticality.WithClass(ctx, classes[p.classOf(i)])
+				return criticality.WithClass(ctx, cfg.Mix[p.classOf(i)].Class)
 			}
 		}
 	}
@@ -381,7 +373,7 @@ func (r *Result) WriteTable(w io.Writer) error {
 	combo := func(row Row) string {
 		s := fmt.Sprintf("| %s | %s |", row.Shedding, benchrun.OnOff(row.Throttling))
 		if row.Aware != nil {
-			s += fmt.Sprintf(" %s |", awareColumn(*row.Aware))
+			s += fmt.Sprintf(" %s |", awareNames[*row.Aware][1])
 		}
 		return s
 	}
@@ -398,38 +390,27 @@ func (r *Result) WriteTable(w io.Writer) error {
 			combo(row), 100*row.Goodput, 100*row.Busy, 100*row.Refused, 100*row.OtherFailed,
 			rep.Latency.P50, rep.Latency.P99, ratio(rep.Latency.P99), float64(row.Reached)/secs, float64(row.Handled)/secs, float64(row.GCs)/secs)
 	}
-	groups := func(title, what string, figures func(Row) ([]Figures, []bool)) {
+	groups := func(title, what string, figures func(Row) []Figures) {
 		fmt.Fprintf(w, "\n%s\n\n%s %s | offered /s | ok /s | served | p99 ok | p99 / unloaded |\n%s---|---:|---:|---:|---:|---:|\n", title, head, what, rule)
 		for _, row := range r.Rows {
-			fs, heavy := figures(row)
-			for i, f := range fs {
-				name := f.Name
-				if heavy != nil && heavy[i] {
-					name += " (heavy)"
-				}
-				fmt.Fprintf(w, "%s %s | %.0f | %.0f | %.2f%% | %v | %.1fx |\n", combo(row), name, f.OfferedRPS, f.OKRPS, 100*f.Served, f.P99, ratio(f.P99))
+			for _, f := range figures(row) {
+				fmt.Fprintf(w, "%s %s | %.0f | %.0f | %.2f%% | %v | %.1fx |\n", combo(row), f.Name, f.OfferedRPS, f.OKRPS, 100*f.Served, f.P99, ratio(f.P99))
 			}
 		}
 	}
 	if len(c.Mix) > 0 {
-		groups("By class (served: ok of offered, calls refused in the client included):", "class", func(row Row) ([]Figures, []bool) { return row.Classes, nil })
+		groups("By class (served: ok of offered, calls refused in the client included):", "class", func(row Row) []Figures { return row.Classes })
 	}
 	if c.Callers > 0 {
-		groups("By caller (served: ok of offered, calls refused in the client included):", "caller", func(row Row) ([]Figures, []bool) {
-			fs, heavy := make([]Figures, len(row.Callers)), make([]bool, len(row.Callers))
+		groups("By caller (served: ok of offered, calls refused in the client included):", "caller", func(row Row) []Figures {
+			fs := make([]Figures, len(row.Callers))
 			for i, cf := range row.Callers {
-				fs[i], heavy[i] = cf.Figures, cf.Heavy
+				if fs[i] = cf.Figures; cf.Heavy {
+					fs[i].Name += " (heavy)"
+				}
 			}
-			return fs, heavy
+			return fs
 		})
 	}
 	return nil
-}
-
-// awareColumn is a paired row's "shedding knows" column.
-func awareColumn(aware bool) string {
-	if aware {
-		return "classes, callers"
-	}
-	return "nothing (FCFS)"
 }

@@ -56,16 +56,19 @@ func histBucket(group, sub int) (lo, width time.Duration) {
 	return time.Duration(uint64(histSub+sub) << shift), time.Duration(uint64(1) << shift)
 }
 
+// group returns group g's buckets, allocating them the first time.
+func (h *hist) group(g int) *[histSub]uint64 {
+	if h.groups[g] == nil {
+		h.groups[g] = new([histSub]uint64)
+	}
+	return h.groups[g]
+}
+
 // add records d; a negative d counts as 0.
 func (h *hist) add(d time.Duration) {
 	d = max(d, 0)
 	g, s := histIndex(d)
-	b := h.groups[g]
-	if b == nil {
-		b = new([histSub]uint64)
-		h.groups[g] = b
-	}
-	b[s]++
+	h.group(g)[s]++
 	if h.n == 0 || d < h.min {
 		h.min = d
 	}
@@ -80,16 +83,11 @@ func (h *hist) merge(o *hist) {
 		return
 	}
 	for g, ob := range o.groups {
-		if ob == nil {
-			continue
-		}
-		b := h.groups[g]
-		if b == nil {
-			b = new([histSub]uint64)
-			h.groups[g] = b
-		}
-		for i, c := range ob {
-			b[i] += c
+		if ob != nil {
+			b := h.group(g)
+			for i, c := range ob {
+				b[i] += c
+			}
 		}
 	}
 	if h.n == 0 || o.min < h.min {

@@ -3,7 +3,8 @@ package load
 import (
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -60,18 +61,17 @@ type peerLedger struct {
 	stop    func()
 }
 
-// newPeerLedger reads cls' counts: the run's start.
+// newPeerLedger reads cls' counts, the run's start, and goes on reading
+// them every ledgerEvery until finish.
 func newPeerLedger(cls []*channel.Client) *peerLedger {
 	l := &peerLedger{cls: cls, last: map[ledgerKey]peer.Counts{}, sum: map[ledgerKey]peer.Counts{}}
 	l.read()
-	l.sum = map[ledgerKey]peer.Counts{} // the counts at the start are not the run's
+	clear(l.sum) // the counts at the start are not the run's
+	l.stop = Every(ledgerEvery, func(time.Time) { l.read() })
 	return l
 }
 
-// watch reads the counts every ledgerEvery until finish.
-func (l *peerLedger) watch() { l.stop = Every(ledgerEvery, func(time.Time) { l.read() }) }
-
-// finish stops watch and reads the counts at the run's end.
+// finish stops the reads and reads the counts at the run's end.
 func (l *peerLedger) finish() {
 	l.stop()
 	l.read()
@@ -80,11 +80,9 @@ func (l *peerLedger) finish() {
 // Every calls f every period on a goroutine of its own until stop, which
 // waits for it and may be called again.
 func Every(period time.Duration, f func(now time.Time)) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
+	done, exited := make(chan struct{}), make(chan struct{})
 	go func() {
-		defer wg.Done()
+		defer close(exited)
 		t := time.NewTicker(period)
 		defer t.Stop()
 		for {
@@ -96,10 +94,10 @@ func Every(period time.Duration, f func(now time.Time)) (stop func()) {
 			}
 		}
 	}()
-	var once sync.Once
+	closeDone := sync.OnceFunc(func() { close(done) })
 	return func() {
-		once.Do(func() { close(done) })
-		wg.Wait()
+		closeDone()
+		<-exited
 	}
 }
 
@@ -114,28 +112,14 @@ func (l *peerLedger) read() {
 			if c.Sent < prev.Sent || c.Busy < prev.Busy || c.Throttled < prev.Throttled {
 				prev = peer.Counts{} // a new peer under the same host:port
 			}
-			l.sum[k] = addCounts(l.sum[k], subCounts(c, prev))
-			l.last[k] = c
+			l.sum[k], l.last[k] = addCounts(l.sum[k], c, prev), c
 		}
 	}
 }
 
-// totals returns each host:port's counts over the run, over every Client.
-func (l *peerLedger) totals() map[string]peer.Counts {
-	out := map[string]peer.Counts{}
-	for k, c := range l.sum {
-		out[k.hostPort] = addCounts(out[k.hostPort], c)
-	}
-	return out
-}
-
-func addCounts(a, b peer.Counts) peer.Counts {
-	a.Sent, a.Busy, a.Throttled = a.Sent+b.Sent, a.Busy+b.Busy, a.Throttled+b.Throttled
-	return a
-}
-
-func subCounts(a, b peer.Counts) peer.Counts {
-	a.Sent, a.Busy, a.Throttled = a.Sent-b.Sent, a.Busy-b.Busy, a.Throttled-b.Throttled
+// addCounts returns a + b - c, count by count.
+func addCounts(a, b, c peer.Counts) peer.Counts {
+	a.Sent, a.Busy, a.Throttled = a.Sent+b.Sent-c.Sent, a.Busy+b.Busy-c.Busy, a.Throttled+b.Throttled-c.Throttled
 	return a
 }
 
@@ -143,35 +127,26 @@ func subCounts(a, b peer.Counts) peer.Counts {
 // tallies (Config.PerPeer) its PerPeer: a report for every peer that ended
 // a call or had a count, sorted by host:port.
 func (r *Report) fillPeers(l *peerLedger, tallies map[string]*tally) {
-	totals := l.totals()
-	for _, c := range totals {
-		r.Sent, r.Busy, r.Throttled = r.Sent+c.Sent, r.Busy+c.Busy, r.Throttled+c.Throttled
+	totals := map[string]peer.Counts{} // each host:port's, over every Client
+	var all peer.Counts
+	for k, c := range l.sum {
+		totals[k.hostPort], all = addCounts(totals[k.hostPort], c, peer.Counts{}), addCounts(all, c, peer.Counts{})
 	}
+	r.Sent, r.Busy, r.Throttled = all.Sent, all.Busy, all.Throttled
 	if tallies == nil {
 		return
 	}
-	names := map[string]bool{}
-	for p := range tallies {
-		names[p] = true
-	}
 	for p, c := range totals {
 		if c.Sent+c.Busy+c.Throttled > 0 {
-			names[p] = true
+			peerTally(tallies, p, true) // empty if no call ended there
 		}
 	}
 	r.PerPeer = []PeerReport{}
-	for p := range names {
-		pr := PeerReport{Peer: p, Errors: map[string]int{}, Left: !l.present[p]}
-		if t := tallies[p]; t != nil {
-			pr.OK, pr.Failed, pr.Refused = t.n(setOK), t.n(setFailed), t.n(setRefused)
-			pr.Errors, pr.Latency = t.errors, t.quantiles(setOK)
-		}
-		pr.Calls = pr.OK + pr.Failed + pr.Refused
-		c := totals[p]
-		pr.Sent, pr.Busy, pr.Throttled = c.Sent, c.Busy, c.Throttled
-		r.PerPeer = append(r.PerPeer, pr)
+	for _, p := range slices.Sorted(maps.Keys(tallies)) {
+		t, c := tallies[p].report(0), totals[p]
+		r.PerPeer = append(r.PerPeer, PeerReport{Peer: p, Calls: t.Calls, OK: t.OK, Failed: t.Failed, Refused: t.Refused,
+			Errors: t.Errors, Latency: t.Latency, Sent: c.Sent, Busy: c.Busy, Throttled: c.Throttled, Left: !l.present[p]})
 	}
-	sort.Slice(r.PerPeer, func(i, j int) bool { return r.PerPeer[i].Peer < r.PerPeer[j].Peer })
 }
 
 // printPeers writes the per-peer rows, a table under a "per peer" line.

@@ -53,11 +53,8 @@ type Pool struct {
 	maxQueue int64
 	waiting  atomic.Int64 // requests in the queue now
 
-	mu       sync.Mutex // guards the in-flight count and its integral
-	inFlight int64
-	peak     int64
-	integral float64 // request-seconds up to since
-	since    time.Time
+	mu    sync.Mutex // guards stats' InFlight, Peak, Integral and At
+	stats PoolStats
 
 	served, shed, queued, abandoned atomic.Int64
 }
@@ -71,7 +68,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	p := &Pool{workers: make(chan *worker, cfg.Workers), maxQueue: int64(cfg.MaxQueue), since: time.Now()}
+	p := &Pool{workers: make(chan *worker, cfg.Workers), maxQueue: int64(cfg.MaxQueue), stats: PoolStats{At: time.Now()}}
 	for range cfg.Workers {
 		p.workers <- new(worker)
 	}
@@ -87,7 +84,7 @@ func (p *Pool) Serve(ctx context.Context, d time.Duration) (time.Duration, error
 	var w *worker
 	select {
 	case w = <-p.workers:
-		p.enter(arrived)
+		p.add(arrived, 1)
 	default:
 		if n := p.waiting.Add(1); p.maxQueue > 0 && n > p.maxQueue {
 			p.waiting.Add(-1)
@@ -95,14 +92,14 @@ func (p *Pool) Serve(ctx context.Context, d time.Duration) (time.Duration, error
 			return 0, ErrShed
 		}
 		p.queued.Add(1)
-		p.enter(arrived)
+		p.add(arrived, 1)
 		select {
 		case w = <-p.workers:
 			p.waiting.Add(-1)
 		case <-ctx.Done():
 			p.waiting.Add(-1)
 			p.abandoned.Add(1)
-			p.leave(time.Now())
+			p.add(time.Now(), -1)
 			return 0, ctx.Err()
 		}
 	}
@@ -123,7 +120,7 @@ func (p *Pool) Serve(ctx context.Context, d time.Duration) (time.Duration, error
 		p.served.Add(1)
 	}
 	w.free = end
-	p.leave(now)
+	p.add(now, -1)
 	p.workers <- w
 	return held, err
 }
@@ -143,19 +140,19 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// enter and leave count a request in and out of flight at now.
-func (p *Pool) enter(now time.Time) { p.add(now, 1) }
-func (p *Pool) leave(now time.Time) { p.add(now, -1) }
-
-func (p *Pool) add(now time.Time, delta int64) {
+// add counts delta requests into flight at now, and returns the in-flight
+// figures then.
+func (p *Pool) add(now time.Time, delta int64) PoolStats {
 	p.mu.Lock()
-	if now.After(p.since) {
-		p.integral += float64(p.inFlight) * now.Sub(p.since).Seconds()
-		p.since = now
+	defer p.mu.Unlock()
+	s := &p.stats
+	if now.After(s.At) {
+		s.Integral += float64(s.InFlight) * now.Sub(s.At).Seconds()
+		s.At = now
 	}
-	p.inFlight += delta
-	p.peak = max(p.peak, p.inFlight)
-	p.mu.Unlock()
+	s.InFlight += delta
+	s.Peak = max(s.Peak, s.InFlight)
+	return *s
 }
 
 // PoolStats are a Pool's counts At one moment: the requests holding or
@@ -171,10 +168,7 @@ type PoolStats struct {
 
 // Stats returns the pool's counts now.
 func (p *Pool) Stats() PoolStats {
-	p.add(time.Now(), 0)
-	p.mu.Lock()
-	s := PoolStats{At: p.since, InFlight: p.inFlight, Peak: p.peak, Integral: p.integral}
-	p.mu.Unlock()
+	s := p.add(time.Now(), 0)
 	s.Served, s.Shed, s.Queued, s.Abandoned = p.served.Load(), p.shed.Load(), p.queued.Load(), p.abandoned.Load()
 	return s
 }
@@ -182,16 +176,15 @@ func (p *Pool) Stats() PoolStats {
 // ResetPeak starts the peak over from the requests in flight now.
 func (p *Pool) ResetPeak() {
 	p.mu.Lock()
-	p.peak = p.inFlight
+	p.stats.Peak = p.stats.InFlight
 	p.mu.Unlock()
 }
 
 // MeanInFlight returns the mean requests in flight between two Stats, a
 // taken before b; 0 when no time passed.
 func MeanInFlight(a, b PoolStats) float64 {
-	d := b.At.Sub(a.At).Seconds()
-	if d <= 0 {
-		return 0
+	if d := b.At.Sub(a.At).Seconds(); d > 0 {
+		return (b.Integral - a.Integral) / d
 	}
-	return (b.Integral - a.Integral) / d
+	return 0
 }

@@ -1,12 +1,13 @@
 package load
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 )
@@ -84,7 +85,7 @@ type Record struct {
 func records(rs []result) []Record {
 	out := make([]Record, len(rs))
 	for i, c := range rs {
-		out[i] = Record{At: c.at, Latency: c.latency, Code: c.code, Local: c.local, Peer: c.peer}
+		out[i] = c.Record
 	}
 	return out
 }
@@ -121,17 +122,16 @@ func (s Second) MarshalJSON() ([]byte, error) {
 func timeline(rs []result) []Second {
 	var ts []*tally
 	for _, c := range rs {
-		for i := int(c.at / time.Second); len(ts) <= i; {
+		for i := int(c.At / time.Second); len(ts) <= i; {
 			ts = append(ts, newTally(true))
 		}
-		ts[c.at/time.Second].add(c, c.latency)
+		ts[c.At/time.Second].add(c, c.Latency)
 	}
 	secs := make([]Second, len(ts))
 	for i, t := range ts {
-		q := t.quantiles(setOK)
-		secs[i] = Second{Start: Seconds(time.Duration(i) * time.Second), OK: t.n(setOK), Failed: t.n(setFailed),
-			Refused: t.n(setRefused), Busy: t.errors["BUSY"], P50: q.P50, P99: q.P99}
-		secs[i].Calls = secs[i].OK + secs[i].Failed + secs[i].Refused
+		r := t.report(0)
+		secs[i] = Second{Start: Seconds(time.Duration(i) * time.Second), Calls: r.Calls, OK: r.OK, Failed: r.Failed,
+			Refused: r.Refused, Busy: r.Errors["BUSY"], P50: r.Latency.P50, P99: r.Latency.P99}
 	}
 	return secs
 }
@@ -220,15 +220,6 @@ func Quantile(sorted []time.Duration, q float64) time.Duration {
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
-// summarize returns the Report of a rate run's calls.
-func summarize(rs []result, elapsed time.Duration) *Report {
-	t := newTally(true)
-	for _, c := range rs {
-		t.add(c, c.latency)
-	}
-	return t.report(elapsed)
-}
-
 // quantiles sorts lat and returns its quantiles.
 func quantiles(lat []time.Duration) Quantiles {
 	slices.Sort(lat)
@@ -266,21 +257,17 @@ func (r *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "calls       %d in %.2fs: %d ok, %d failed, %d refused locally; throughput %.1f calls/s\n",
 		r.Calls, time.Duration(r.Elapsed).Seconds(), r.OK, r.Failed, r.Refused, r.Throughput)
+	if r.OK == 0 {
+		fmt.Fprintf(w, "latency     ok       no call succeeded\n")
+	}
 	for _, set := range []struct {
 		name string
-		n    int
 		q    Quantiles
-	}{{"ok", r.OK, r.Latency}, {"failed", r.Failed, r.FailedLatency}, {"refused", r.Refused, r.RefusedLatency}} {
-		switch {
-		case set.n == 0 && set.name == "ok":
-			fmt.Fprintf(w, "latency     ok       no call succeeded\n")
-			continue
-		case set.n == 0:
-			continue
+	}{{"ok", r.Latency}, {"failed", r.FailedLatency}, {"refused", r.RefusedLatency}} {
+		if q := set.q; q.Count > 0 {
+			fmt.Fprintf(w, "latency     %-8s p50 %v  p90 %v  p95 %v  p99 %v  p99.9 %v  max %v  mean %v\n",
+				set.name, q.P50, q.P90, q.P95, q.P99, q.P999, q.Max, q.Mean)
 		}
-		q := set.q
-		fmt.Fprintf(w, "latency     %-8s p50 %v  p90 %v  p95 %v  p99 %v  p99.9 %v  max %v  mean %v\n",
-			set.name, q.P50, q.P90, q.P95, q.P99, q.P999, q.Max, q.Mean)
 	}
 	if r.Attempts == 0 {
 		fmt.Fprintf(w, "attempts    none: no call was sent\n") // not "-100%% extra requests"
@@ -306,21 +293,17 @@ func errorList(errors map[string]int, exceptions []ExceptionCount) string {
 	if len(errors) == 0 {
 		return "none"
 	}
-	names := make([]string, 0, len(errors))
-	for c := range errors {
-		names = append(names, c)
-	}
-	sort.Strings(names)
-	parts := make([]string, len(names))
-	for i, c := range names {
-		parts[i] = fmt.Sprintf("%s %d", c, errors[c])
+	var parts []string
+	for _, c := range slices.Sorted(maps.Keys(errors)) {
+		part := fmt.Sprintf("%s %d", c, errors[c])
 		if c == "APPLICATION" && len(exceptions) > 0 {
 			ex := make([]string, len(exceptions))
 			for j, e := range exceptions {
 				ex[j] = fmt.Sprintf("%s %d", e.Exception, e.Calls)
 			}
-			parts[i] += " (" + strings.Join(ex, ", ") + ")"
+			part += " (" + strings.Join(ex, ", ") + ")"
 		}
+		parts = append(parts, part)
 	}
 	return strings.Join(parts, ", ")
 }
@@ -332,11 +315,8 @@ func exceptionCounts(counts map[string]int) []ExceptionCount {
 	for e, n := range counts {
 		out = append(out, ExceptionCount{Exception: e, Calls: n})
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Calls != out[j].Calls {
-			return out[i].Calls > out[j].Calls
-		}
-		return out[i].Exception < out[j].Exception
+	slices.SortFunc(out, func(a, b ExceptionCount) int {
+		return cmp.Or(b.Calls-a.Calls, strings.Compare(a.Exception, b.Exception))
 	})
 	return out
 }

@@ -13,14 +13,14 @@ func TestSummarizeKeepsTheSetsApart(t *testing.T) {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	var rs []result
 	for i := 1; i <= 10; i++ {
-		rs = append(rs, result{latency: ms(10 + i), attempts: 1})
+		rs = append(rs, result{Record: Record{Latency: ms(10 + i)}, attempts: 1})
 	}
 	rs = append(rs,
-		result{latency: ms(500), attempts: 2, code: "TIMEOUT"},
-		result{latency: ms(300), attempts: 1, code: "APPLICATION"},
-		result{latency: 20 * time.Microsecond, code: "THROTTLED", local: true},
-		result{latency: 30 * time.Microsecond, code: "UNAVAILABLE", local: true},
-		result{latency: 40 * time.Microsecond, code: "UNAVAILABLE", local: true},
+		result{Record: Record{Latency: ms(500), Code: "TIMEOUT"}, attempts: 2},
+		result{Record: Record{Latency: ms(300), Code: "APPLICATION"}, attempts: 1},
+		result{Record: Record{Latency: 20 * time.Microsecond, Code: "THROTTLED", Local: true}},
+		result{Record: Record{Latency: 30 * time.Microsecond, Code: "UNAVAILABLE", Local: true}},
+		result{Record: Record{Latency: 40 * time.Microsecond, Code: "UNAVAILABLE", Local: true}},
 	)
 	r := summarize(rs, time.Second)
 	if r.Calls != 15 || r.OK != 10 || r.Failed != 2 || r.Refused != 3 {
@@ -74,4 +74,13 @@ func TestSummarizeKeepsTheSetsApart(t *testing.T) {
 	if s := sb.String(); !strings.Contains(s, "attempts    none: no call was sent\n") || strings.Contains(s, "-100") {
 		t.Errorf("calls refused locally:\n%s", s)
 	}
+}
+
+// summarize returns the Report of a rate run's calls.
+func summarize(rs []result, elapsed time.Duration) *Report {
+	t := newTally(true)
+	for _, c := range rs {
+		t.add(c, c.Latency)
+	}
+	return t.report(elapsed)
 }

@@ -1,6 +1,7 @@
 package load
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,7 +66,7 @@ type Config struct {
 	// overloaded (warmupEnds), which would otherwise wait out Timeout.
 	Warmup int
 	// Progress, if not nil, is called with the run's totals every
-	// ProgressEvery (default 1s), on Run's goroutine: keep it short.
+	// ProgressEvery (default 1s), one call at a time.
 	Progress      func(Progress)
 	ProgressEvery time.Duration
 	// Timeline asks for Report.Timeline and Record for Report.Records
@@ -116,35 +117,32 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// calls returns how many calls a rate run makes.
-func (c Config) calls() int {
-	d := c.Duration
-	if d == 0 {
-		d = MaxDuration
+// duration is how long calls may arrive.
+func (c Config) duration() time.Duration {
+	if c.Duration == 0 {
+		return MaxDuration
 	}
-	// Arrivals at 0, 1/RPS, ... strictly before d.
-	n := int(math.Ceil(d.Seconds()*c.RPS - 1e-9))
+	return c.Duration
+}
+
+// calls returns how many calls a rate run makes: its arrivals at 0,
+// 1/RPS, ... strictly before duration, at most Calls.
+func (c Config) calls() int {
+	n := int(math.Ceil(c.duration().Seconds()*c.RPS - 1e-9))
 	if c.Calls > 0 {
 		n = min(n, c.Calls)
 	}
 	return min(max(n, 1), MaxCalls)
 }
 
-// result is one call's outcome.
+// result is one call's outcome: its Record, and what else the Report
+// counts of it.
 type result struct {
-	at       time.Duration // arrival, from the start
-	latency  time.Duration
-	attempts int
-	code     string // "" for OK
-	local    bool   // refused locally: code is THROTTLED, RATE_LIMITED, NO_PEERS or UNAVAILABLE
-	late     bool
-	peer     string // the host:port that answered, or of the last attempt
-	// exception names an APPLICATION error (Config.Exception), "" if none.
-	exception string
+	Record
+	attempts  int
+	late      bool   // started more than a millisecond after its arrival
+	exception string // names an APPLICATION error (Config.Exception)
 }
-
-// lateAfter is how far behind its arrival a call may start and not be late.
-const lateAfter = time.Millisecond
 
 // Run makes the calls cfg describes through cl and reports on them:
 // RunClients with one Client.
@@ -180,38 +178,19 @@ func RunClients(ctx context.Context, cls []*channel.Client, cfg Config) (*Report
 	}
 	inFlight := cfg.Concurrency
 	if unbounded {
-		if cfg.Concurrency*len(cls) > MaxConcurrency {
+		if inFlight *= len(cls); inFlight > MaxConcurrency {
 			return nil, fmt.Errorf("load: %d channels x Concurrency %d calls in flight, more than %d", len(cls), cfg.Concurrency, MaxConcurrency)
 		}
-		inFlight *= len(cls)
 	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = time.Second
-	}
-	if cfg.Request == nil {
-		cfg.Request = &channel.Request{Format: "raw"}
-	}
+	cfg.Timeout = cmp.Or(cfg.Timeout, time.Second)
+	cfg.Request = cmp.Or(cfg.Request, &channel.Request{Format: "raw"})
 	warm := warmup(ctx, cls, cfg)
 	ledger := newPeerLedger(cls)
-	ledger.watch()
-	var r *Report
-	var tallies map[string]*tally
+	run := runRate
 	if unbounded {
-		r, tallies = runUnbounded(ctx, cls, cfg)
-		r.Mode = ModeUnbounded
-	} else {
-		var rs []result
-		r, rs = runRate(ctx, cls, cfg)
-		r.Mode = ModeRate
-		rps := cfg.RPS
-		r.OfferedRPS = &rps
-		if cfg.PerPeer {
-			tallies = map[string]*tally{}
-			for _, c := range rs {
-				byPeer(tallies, c, c.latency, true)
-			}
-		}
+		run = runUnbounded
 	}
+	r, tallies := run(ctx, cls, cfg)
 	ledger.finish()
 	r.Connections, r.Concurrency, r.MaxInFlight = len(cls), cfg.Concurrency, inFlight
 	r.WarmupCalls = warm
@@ -225,45 +204,38 @@ func call(ctx context.Context, cl *channel.Client, cfg *Config, req *channel.Req
 	cctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	res, err := cl.Call(cctx, cfg.Method, req, opts...)
-	if err != nil {
-		var ce *channel.CallError
-		r := result{code: CodeOf(err)}
-		if errors.As(err, &ce) {
-			r.attempts, r.local, r.peer = ce.Attempts, ce.Code.IsLocal(), ce.Peer
+	switch {
+	case err != nil:
+		r := result{Record: Record{Code: CodeOf(err)}}
+		if ce := (*channel.CallError)(nil); errors.As(err, &ce) {
+			r.attempts, r.Local, r.Peer = ce.Attempts, ce.Code.IsLocal(), ce.Peer
 		}
 		return r
-	}
-	if res.AppError { // a JSON app error or a Thrift exception: answered, counted apart
-		r := result{attempts: res.Attempts, code: "APPLICATION", peer: res.Peer}
+	case res.AppError: // a JSON app error or a Thrift exception: answered, counted apart
+		r := result{Record: Record{Code: "APPLICATION", Peer: res.Peer}, attempts: res.Attempts}
 		if cfg.Exception != nil {
 			r.exception = cfg.Exception(res)
 		}
 		return r
 	}
-	return result{attempts: res.Attempts, peer: res.Peer}
+	return result{Record: Record{Peer: res.Peer}, attempts: res.Attempts}
 }
 
 // warmup makes cfg.Warmup calls one at a time on each channel, the
 // channels side by side, a channel's ending at a call warmupEnds; it
 // returns how many calls it made in all.
 func warmup(ctx context.Context, cls []*channel.Client, cfg Config) int {
-	if cfg.Warmup == 0 {
-		return 0
-	}
 	var made atomic.Int64
 	var wg sync.WaitGroup
 	for _, cl := range cls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := 0; i < cfg.Warmup && ctx.Err() == nil; i++ {
-				r := call(ctx, cl, &cfg, cfg.Request, cfg.CallOptions)
 				made.Add(1)
-				if warmupEnds(r) {
+				if warmupEnds(call(ctx, cl, &cfg, cfg.Request, cfg.CallOptions)) {
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return int(made.Load())
@@ -274,56 +246,51 @@ func warmup(ctx context.Context, cls []*channel.Client, cfg Config) int {
 // broken connection, BUSY or DECLINED. Any other answer comes from a
 // server that handled the call, and the warmup goes on.
 func warmupEnds(r result) bool {
-	if r.local {
-		return true
-	}
-	switch r.code {
+	switch r.Code {
 	case "TIMEOUT", "NETWORK", "PROTOCOL", "BUSY", "DECLINED", "LOCAL":
 		return true
 	}
-	return false
+	return r.Local
 }
 
 // runRate makes a rate run: open loop, each call in a goroutine of its
-// own, its latency from its scheduled arrival.
-func runRate(ctx context.Context, cls []*channel.Client, cfg Config) (*Report, []result) {
+// own, its latency from its scheduled arrival. With cfg.PerPeer it
+// returns the calls' tallies by peer too.
+func runRate(ctx context.Context, cls []*channel.Client, cfg Config) (*Report, map[string]*tally) {
 	n := cfg.calls()
 	results := make([]result, n)
-	slots := make(chan struct{}, cfg.Concurrency) // a token per free slot
-	for range cfg.Concurrency {
-		slots <- struct{}{}
-	}
-	done := make(chan struct{}, n)
+	slots := make(chan struct{}, cfg.Concurrency) // a token per call in flight
 	interval := time.Duration(float64(time.Second) / cfg.RPS)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
 	start := time.Now()
 	var totals counts
-	tick, report, stopTicks := progress(cfg, start, func() (ok, failed, refused int64) {
-		return totals.sets[setOK].Load(), totals.sets[setFailed].Load(), totals.sets[setRefused].Load()
-	})
-	defer stopTicks()
+	stopProgress := progress(cfg, start, &totals)
+	var wg sync.WaitGroup
 	started := 0
-	for i := 0; i < n; i++ {
-		at := start.Add(time.Duration(i) * interval)
+schedule:
+	for ; started < n; started++ {
+		i, at := started, start.Add(time.Duration(started)*interval)
 		if wait := time.Until(at); wait > 0 {
 			timer.Reset(wait)
-			if !await(timer.C, ctx.Done(), tick, report) {
-				break
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				break schedule
 			}
 			// The timer's oversleep is the generator's, not the call's.
 			at = time.Now()
 		}
-		if !await(slots, ctx.Done(), tick, report) {
-			break
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			break schedule
 		}
-		started++
-		req, opts := cfg.Request, cfg.CallOptions
+		req, opts, cl, cctx := cfg.Request, cfg.CallOptions, cls[i%len(cls)], ctx
 		if cfg.Vary != nil {
 			req, opts = cfg.Vary(i)
 		}
-		cl := cls[i%len(cls)]
 		if cfg.Client != nil {
 			k := cfg.Client(i)
 			if k < 0 || k >= len(cls) {
@@ -331,49 +298,44 @@ func runRate(ctx context.Context, cls []*channel.Client, cfg Config) (*Report, [
 			}
 			cl = cls[k]
 		}
-		cctx := ctx
 		if cfg.Context != nil {
 			cctx = cfg.Context(ctx, i)
 		}
-		go func(i int, at time.Time) {
-			late := time.Since(at) > lateAfter
+		wg.Go(func() {
+			late := time.Since(at) > time.Millisecond
 			r := call(cctx, cl, &cfg, req, opts)
-			r.latency, r.late, r.at = time.Since(at), late, at.Sub(start)
+			r.Latency, r.late, r.At = time.Since(at), late, at.Sub(start)
 			results[i] = r
 			totals.add(r)
-			slots <- struct{}{}
-			done <- struct{}{}
-		}(i, at)
+			<-slots
+		})
 	}
-	for range started {
-		await(done, nil, tick, report)
+	wg.Wait()
+	stopProgress()
+	rs := results[:started]
+	t, tallies := newTally(true), newTallies(cfg)
+	for _, c := range rs {
+		t.add(c, c.Latency)
+		byPeer(tallies, c, c.Latency, true)
 	}
-	report(time.Now())
-	elapsed := time.Since(start)
-	r := summarize(results[:started], elapsed)
-	r.Start = start
+	r := t.report(time.Since(start))
+	r.Mode, r.OfferedRPS, r.Start = ModeRate, &cfg.RPS, start
 	if cfg.Timeline {
-		r.Timeline = timeline(results[:started])
+		r.Timeline = timeline(rs)
 	}
 	if cfg.Record {
-		r.Records = records(results[:started])
+		r.Records = records(rs)
 	}
-	return r, results[:started]
+	return r, tallies
 }
 
-// await waits for a value on c, reporting progress at each tick; it
-// returns false if ended is closed first.
-func await[T any](c <-chan T, ended <-chan struct{}, tick <-chan time.Time, report func(time.Time)) bool {
-	for {
-		select {
-		case <-c:
-			return true
-		case now := <-tick:
-			report(now)
-		case <-ended:
-			return false
-		}
+// newTallies returns an empty map of tallies by peer with cfg.PerPeer,
+// nil without.
+func newTallies(cfg Config) map[string]*tally {
+	if cfg.PerPeer {
+		return map[string]*tally{}
 	}
+	return nil
 }
 
 // caller is one of an unbounded run's callers: what it recorded, and its
@@ -391,93 +353,56 @@ type caller struct {
 func runUnbounded(ctx context.Context, cls []*channel.Client, cfg Config) (*Report, map[string]*tally) {
 	var stop atomic.Bool
 	var next atomic.Int64
-	limit := int64(cfg.Calls)
-	d := cfg.Duration
-	if d == 0 {
-		d = MaxDuration
-	}
-	callers := make([]*caller, 0, len(cls)*cfg.Concurrency)
-	for range cap(callers) {
-		callers = append(callers, &caller{all: newTally(false), peers: map[string]*tally{}})
+	callers := make([]*caller, len(cls)*cfg.Concurrency)
+	totals := make([]*counts, len(callers))
+	for i := range callers {
+		callers[i] = &caller{all: newTally(false), peers: newTallies(cfg)}
+		totals[i] = &callers[i].counts
 	}
 	start := time.Now()
-	deadline := time.AfterFunc(d, func() { stop.Store(true) })
+	deadline := time.AfterFunc(cfg.duration(), func() { stop.Store(true) })
 	defer deadline.Stop()
-	// The end of ctx is polled before each call: calls failing at once on
-	// an ended context would race a context.AfterFunc.
-	ended := ctx.Done()
+	stopProgress := progress(cfg, start, totals...)
 	var wg sync.WaitGroup
 	for i, w := range callers {
-		cl := cls[i%len(cls)]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for !stop.Load() {
-				select {
-				case <-ended:
-					return
-				default:
-				}
-				if limit > 0 && next.Add(1) > limit {
-					return
-				}
+		wg.Go(func() {
+			// The end of ctx is polled before each call: calls failing at
+			// once on an ended context would race a context.AfterFunc.
+			for !stop.Load() && ctx.Err() == nil && (cfg.Calls == 0 || next.Add(1) <= int64(cfg.Calls)) {
 				t0 := time.Now()
-				r := call(ctx, cl, &cfg, cfg.Request, cfg.CallOptions)
+				r := call(ctx, cls[i%len(cls)], &cfg, cfg.Request, cfg.CallOptions)
 				lat := time.Since(t0)
 				w.all.add(r, lat)
-				if cfg.PerPeer {
-					byPeer(w.peers, r, lat, false)
-				}
+				byPeer(w.peers, r, lat, false)
 				w.counts.add(r)
 			}
-		}()
+		})
 	}
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	tick, report, stopTicks := progress(cfg, start, func() (ok, failed, refused int64) {
-		for _, w := range callers {
-			ok, failed, refused = ok+w.sets[setOK].Load(), failed+w.sets[setFailed].Load(), refused+w.sets[setRefused].Load()
-		}
-		return ok, failed, refused
-	})
-	defer stopTicks()
-	await(done, nil, tick, report)
-	report(time.Now())
+	wg.Wait()
+	stopProgress()
 	elapsed := time.Since(start)
-
-	all, tallies := newTally(false), map[string]*tally{}
+	all, tallies := newTally(false), newTallies(cfg)
 	for _, w := range callers {
 		all.merge(w.all)
 		for p, t := range w.peers {
-			if tallies[p] == nil {
-				tallies[p] = newTally(false)
-			}
-			tallies[p].merge(t)
+			peerTally(tallies, p, false).merge(t)
 		}
 	}
-	if !cfg.PerPeer {
-		tallies = nil
-	}
-	return all.report(elapsed), tallies
+	r := all.report(elapsed)
+	r.Mode = ModeUnbounded
+	return r, tallies
 }
 
-// progress returns the ticker channel of cfg.Progress's reports (nil
-// without one), the function that reports if a period has ended, and the
-// one that stops the ticker; totals returns the calls returned so far.
-func progress(cfg Config, start time.Time, totals func() (ok, failed, refused int64)) (<-chan time.Time, func(now time.Time), func()) {
+// progress calls cfg.Progress every cfg.ProgressEvery (a second by
+// default) with totals, the calls returned so far, on a goroutine of its
+// own until the returned stop, which reports once more if a period ended.
+func progress(cfg Config, start time.Time, totals ...*counts) (stop func()) {
 	if cfg.Progress == nil {
-		return nil, func(time.Time) {}, func() {}
+		return func() {}
 	}
-	every := cfg.ProgressEvery
-	if every == 0 {
-		every = time.Second
-	}
-	t := time.NewTicker(every)
+	every := cmp.Or(cfg.ProgressEvery, time.Second)
 	next, prev := every, Progress{}
-	return t.C, func(now time.Time) {
+	report := func(now time.Time) {
 		el := now.Sub(start)
 		if el < next {
 			return
@@ -485,13 +410,22 @@ func progress(cfg Config, start time.Time, totals func() (ok, failed, refused in
 		for next <= el {
 			next += every
 		}
-		ok, failed, refused := totals()
-		p := Progress{Elapsed: el, OK: int(ok), Failed: int(failed), Refused: int(refused)}
+		p := Progress{Elapsed: el}
+		for _, c := range totals {
+			p.OK += int(c.sets[setOK].Load())
+			p.Failed += int(c.sets[setFailed].Load())
+			p.Refused += int(c.sets[setRefused].Load())
+		}
 		p.Calls = p.OK + p.Failed + p.Refused
 		p.Rate = float64(p.Calls-prev.Calls) / (el - prev.Elapsed).Seconds()
 		prev = p
 		cfg.Progress(p)
-	}, t.Stop
+	}
+	stopTicks := Every(every, report)
+	return func() {
+		stopTicks()
+		report(time.Now())
+	}
 }
 
 // CodeOf names a failed call's outcome as the benchmarks count it: the

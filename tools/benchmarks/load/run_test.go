@@ -209,7 +209,7 @@ func TestRunCountsRefusedCalls(t *testing.T) {
 	}
 }
 
-// Progress reports the running totals on Run's goroutine while the run
+// Progress reports the running totals, one report at a time, while the run
 // lasts; a run of several periods reports at least once, with totals that
 // only grow and add up.
 func TestRunReportsProgress(t *testing.T) {
@@ -316,14 +316,14 @@ func TestWorkersNeverExceedTheirCapacity(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.serve(context.Background(), 0)
+			s.serve(context.Background(), s.servers[0])
 		}()
 	}
 	wg.Wait()
 	if took, least := time.Since(start), requests/workers*d; took < least {
 		t.Fatalf("%d requests on %d workers of %v took %v, less than %v", requests, workers, d, took, least)
 	}
-	if q := s.Queued(); q < requests-workers {
+	if q := s.servers[0].pool.Stats().Queued; q < requests-workers {
 		t.Errorf("Queued() = %d, want at least %d", q, requests-workers)
 	}
 }

@@ -41,15 +41,18 @@ const (
 // time drawn from a Shape, or until the call is cancelled (a cancelled
 // hedge stops its server's work), then answers.
 type Servers struct {
-	chs   []*channel.Channel
-	cfg   ServerConfig
-	rngMu []sync.Mutex
-	rngs  []*rand.Rand
+	cfg                           ServerConfig
+	servers                       []*server
+	received, inFlight, maxFlight atomic.Int64
+}
 
-	pools []*Pool // per server, when ServerConfig.Workers > 0
-
-	received            atomic.Int64
-	inFlight, maxFlight atomic.Int64
+// server is one of Servers: its Channel, latency source, and Pool (when
+// ServerConfig.Workers > 0).
+type server struct {
+	ch   *channel.Channel
+	mu   sync.Mutex // guards rng
+	rng  *rand.Rand
+	pool *Pool
 }
 
 // StartServers starts n servers (1 <= n <= MaxServers) on 127.0.0.1 with
@@ -68,7 +71,7 @@ func StartServers(n int, cfg ServerConfig) (*Servers, error) {
 	if err := cfg.Shape.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Servers{cfg: cfg, rngMu: make([]sync.Mutex, n)}
+	s := &Servers{cfg: cfg}
 	for i := range n {
 		if err := s.start(i); err != nil {
 			s.Close()
@@ -80,13 +83,9 @@ func StartServers(n int, cfg ServerConfig) (*Servers, error) {
 
 // start starts server i.
 func (s *Servers) start(i int) error {
-	s.rngs = append(s.rngs, rand.New(rand.NewPCG(s.cfg.Seed+uint64(i), 0x5eed)))
+	srv := &server{rng: rand.New(rand.NewPCG(s.cfg.Seed+uint64(i), 0x5eed))}
 	if s.cfg.Workers > 0 {
-		pool, err := NewPool(PoolConfig{Workers: s.cfg.Workers})
-		if err != nil {
-			return err
-		}
-		s.pools = append(s.pools, pool)
+		srv.pool, _ = NewPool(PoolConfig{Workers: s.cfg.Workers}) // valid: StartServers checked Workers
 	}
 	var opts []channel.Option
 	if s.cfg.Shed != nil {
@@ -96,17 +95,18 @@ func (s *Servers) start(i int) error {
 	if err != nil {
 		return err
 	}
-	s.chs = append(s.chs, ch)
+	srv.ch = ch
+	s.servers = append(s.servers, srv)
 	if s.cfg.Format == "json" {
 		err = ch.RegisterJSON(map[string]any{
 			s.cfg.Method: func(ctx tjson.Context, req map[string]any) (map[string]any, error) {
-				s.serve(ctx, i)
+				s.serve(ctx, srv)
 				return req, nil
 			},
 		})
 	} else {
 		err = ch.RegisterRaw(s.cfg.Method, func(ctx context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
-			s.serve(ctx, i)
+			s.serve(ctx, srv)
 			return &channel.RawResponse{Arg3: req.Arg3}, nil
 		})
 	}
@@ -116,28 +116,28 @@ func (s *Servers) start(i int) error {
 	return ch.ListenAndServe("127.0.0.1:0")
 }
 
-// serve waits out one request's latency on server i.
-func (s *Servers) serve(ctx context.Context, i int) {
+// serve waits out one request's latency on srv.
+func (s *Servers) serve(ctx context.Context, srv *server) {
 	s.received.Add(1)
 	n := s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
 	for m := s.maxFlight.Load(); n > m && !s.maxFlight.CompareAndSwap(m, n); m = s.maxFlight.Load() {
 	}
-	s.rngMu[i].Lock()
-	d := s.cfg.Shape.Sample(s.rngs[i])
-	s.rngMu[i].Unlock()
-	if s.pools == nil {
+	srv.mu.Lock()
+	d := s.cfg.Shape.Sample(srv.rng)
+	srv.mu.Unlock()
+	if srv.pool == nil {
 		sleepCtx(ctx, d)
 	} else {
-		s.pools[i].Serve(ctx, d)
+		srv.pool.Serve(ctx, d)
 	}
 }
 
 // HostPorts returns the servers' addresses.
 func (s *Servers) HostPorts() []string {
-	hps := make([]string, len(s.chs))
-	for i, ch := range s.chs {
-		hps[i] = ch.HostPort()
+	hps := make([]string, len(s.servers))
+	for i, srv := range s.servers {
+		hps[i] = srv.ch.HostPort()
 	}
 	return hps
 }
@@ -145,22 +145,13 @@ func (s *Servers) HostPorts() []string {
 // Received returns the requests the servers have taken.
 func (s *Servers) Received() int64 { return s.received.Load() }
 
-// Queued returns the requests that found every worker busy and waited.
-func (s *Servers) Queued() int64 {
-	var n int64
-	for _, p := range s.pools {
-		n += p.Stats().Queued
-	}
-	return n
-}
-
 // MaxInFlight returns the most requests the servers handled at once.
 func (s *Servers) MaxInFlight() int64 { return s.maxFlight.Load() }
 
 // Close stops the servers and waits for their connections to close.
 func (s *Servers) Close() {
-	for _, ch := range s.chs {
-		ch.Close()
+	for _, srv := range s.servers {
+		srv.ch.Close()
 	}
 }
 

@@ -60,18 +60,18 @@ func uniform(r *rand.Rand, lo, hi time.Duration) time.Duration {
 
 // String returns s in the form ParseShape reads.
 func (s Shape) String() string {
-	fast := s.FastMin.String()
-	if s.FastMax != s.FastMin {
-		fast += "-" + s.FastMax.String()
-	}
 	if s.SlowFraction == 0 {
-		return fast
+		return rangeString(s.FastMin, s.FastMax)
 	}
-	slow := s.SlowMin.String()
-	if s.SlowMax != s.SlowMin {
-		slow += "-" + s.SlowMax.String()
+	return fmt.Sprintf("%s,%s@%s", rangeString(s.FastMin, s.FastMax), strconv.FormatFloat(s.SlowFraction, 'g', -1, 64), rangeString(s.SlowMin, s.SlowMax))
+}
+
+// rangeString is "1ms-3ms", or "1ms" when lo == hi.
+func rangeString(lo, hi time.Duration) string {
+	if lo == hi {
+		return lo.String()
 	}
-	return fmt.Sprintf("%s,%s@%s", fast, strconv.FormatFloat(s.SlowFraction, 'g', -1, 64), slow)
+	return lo.String() + "-" + hi.String()
 }
 
 // ParseShape reads a Shape:
@@ -122,22 +122,16 @@ func ParseShape(text string) (Shape, error) {
 
 func parseRange(t string) (lo, hi time.Duration, err error) {
 	a, b, isRange := strings.Cut(t, "-")
-	if lo, err = parseDuration(a); err != nil {
-		return 0, 0, err
+	if !isRange {
+		b = a
 	}
-	hi = lo
-	if isRange {
-		if hi, err = parseDuration(b); err != nil {
-			return 0, 0, err
-		}
+	if lo, err = parseDuration(a); err == nil {
+		hi, err = parseDuration(b)
 	}
-	return lo, hi, nil
+	return lo, hi, err
 }
 
 func parseDuration(t string) (time.Duration, error) {
-	if t == "0" {
-		return 0, nil
-	}
 	d, err := time.ParseDuration(t)
 	if err != nil {
 		return 0, fmt.Errorf("%q is not a duration (want e.g. 1ms)", t)

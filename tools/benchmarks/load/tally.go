@@ -15,9 +15,9 @@ const (
 // set returns the set r falls in.
 func (r result) set() int {
 	switch {
-	case r.code == "":
+	case r.Code == "":
 		return setOK
-	case r.local:
+	case r.Local:
 		return setRefused
 	}
 	return setFailed
@@ -55,8 +55,8 @@ func (t *tally) add(r result, lat time.Duration) {
 	if r.late {
 		t.late++
 	}
-	if r.code != "" {
-		t.errors[r.code]++
+	if r.Code != "" {
+		t.errors[r.Code]++
 	}
 	if r.exception != "" {
 		t.exceptions[r.exception]++
@@ -79,14 +79,6 @@ func (t *tally) merge(o *tally) {
 	}
 }
 
-// n returns the calls of set k.
-func (t *tally) n(k int) int {
-	if t.exact {
-		return len(t.lists[k])
-	}
-	return int(t.hists[k].n)
-}
-
 // quantiles returns set k's latency quantiles.
 func (t *tally) quantiles(k int) Quantiles {
 	if t.exact {
@@ -98,9 +90,9 @@ func (t *tally) quantiles(k int) Quantiles {
 // report returns the Report of t's calls over elapsed.
 func (t *tally) report(elapsed time.Duration) *Report {
 	r := &Report{Elapsed: Seconds(elapsed), Errors: t.errors, Attempts: t.attempts, Late: t.late,
-		OK: t.n(setOK), Failed: t.n(setFailed), Refused: t.n(setRefused),
 		Latency: t.quantiles(setOK), FailedLatency: t.quantiles(setFailed), RefusedLatency: t.quantiles(setRefused),
 		Exceptions: exceptionCounts(t.exceptions)}
+	r.OK, r.Failed, r.Refused = r.Latency.Count, r.FailedLatency.Count, r.RefusedLatency.Count
 	r.Calls = r.OK + r.Failed + r.Refused
 	if r.Calls > 0 {
 		r.AttemptsPerCall = float64(r.Attempts) / float64(r.Calls)
@@ -112,15 +104,18 @@ func (t *tally) report(elapsed time.Duration) *Report {
 	return r
 }
 
-// byPeer adds r to the tally of its peer in m, if it reached one.
+// byPeer adds r to the tally of its peer in m, if it reached one and m is
+// not nil.
 func byPeer(m map[string]*tally, r result, lat time.Duration, exact bool) {
-	if r.peer == "" {
-		return
+	if m != nil && r.Peer != "" {
+		peerTally(m, r.Peer, exact).add(r, lat)
 	}
-	t := m[r.peer]
-	if t == nil {
-		t = newTally(exact)
-		m[r.peer] = t
+}
+
+// peerTally returns the tally of peer p in m, adding it if need be.
+func peerTally(m map[string]*tally, p string, exact bool) *tally {
+	if m[p] == nil {
+		m[p] = newTally(exact)
 	}
-	t.add(r, lat)
+	return m[p]
 }

@@ -186,7 +186,7 @@ func TestRunThriftApplicationErrors(t *testing.T) {
 // of the timeline with no success has, and an unbounded run has a null
 // offered rate; what has values keeps them.
 func TestReportJSONNulls(t *testing.T) {
-	rs := []result{{latency: time.Millisecond, attempts: 1}, {latency: 2 * time.Millisecond, attempts: 1, code: "TIMEOUT", at: time.Second}}
+	rs := []result{{Record: Record{Latency: time.Millisecond}, attempts: 1}, {Record: Record{Latency: 2 * time.Millisecond, Code: "TIMEOUT", At: time.Second}, attempts: 1}}
 	r := summarize(rs, time.Second)
 	r.Mode = ModeUnbounded
 	r.Timeline = timeline(rs)

@@ -10,7 +10,8 @@
 // another server is slow again with probability 3% only: the setting of "The
 // Tail at Scale" (Dean and Barroso, 2013), in miniature.
 //
-// The comparison tests and the benchmarks are slow (about 10 s a
+// The harness (Compare, RunMode, WriteTable) lives in the package's tests,
+// its only users. The comparison tests and the benchmarks are slow (about 10 s a
 // configuration; TestCompareSmall's small one 3-5 s) and run only when
 // asked: the tests behind the slow-test gate, which CI's slow step opens,
 // the benchmarks with -bench:
