@@ -56,7 +56,7 @@ func TestChildWaitsForWords(t *testing.T) {
 func TestArrivals(t *testing.T) {
 	start := time.Now()
 	var scheds []time.Time
-	n := Arrivals(start, 1000, 5, nil, func(sched, at time.Time) {
+	n := arrivals(start, 1000, 5, nil, func(_ int, sched, at time.Time) {
 		if at.Before(sched) {
 			t.Errorf("arrival at %v, before its schedule %v", at, sched)
 		}
@@ -67,7 +67,7 @@ func TestArrivals(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	close(stop)
-	if n := Arrivals(time.Now().Add(time.Hour), 1, -1, stop, func(_, _ time.Time) {}); n != 0 {
+	if n := arrivals(time.Now().Add(time.Hour), 1, -1, stop, func(_ int, _, _ time.Time) {}); n != 0 {
 		t.Errorf("%d arrivals after stop, want 0", n)
 	}
 }

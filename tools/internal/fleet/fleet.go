@@ -1,16 +1,16 @@
 // Package fleet holds what the benchmarks that run fleets of servers
-// (tools/benchmarks/faults, tools/benchmarks/deploy) share: servers in
-// child processes that report events as lines, an open-loop arrival
-// schedule, undo lists and error-code tallies.
-//
-// A child writes one line per event on its standard output, "WORD ARGS...":
-// "listening HOST:PORT ..." once it serves, "error MESSAGE" when it cannot.
+// (benchmarks/faults, benchmarks/deploy) share: servers in child
+// processes that report events as lines ("WORD ARGS..."; "listening
+// HOST:PORT ..." once serving, "error MESSAGE" when they cannot), an
+// open-loop load, undo lists and error-code tallies.
 package fleet
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -31,8 +31,8 @@ type Lines struct {
 	W  io.Writer
 }
 
-// Line writes fields, space-separated (newlines in them turned to "; "),
-// as one line.
+// Line writes fields as one space-separated line, newlines in them
+// turned to "; ".
 func (l *Lines) Line(fields ...string) {
 	for i, f := range fields {
 		fields[i] = strings.ReplaceAll(f, "\n", "; ")
@@ -60,11 +60,11 @@ type Child struct {
 	errs, others []string
 }
 
-// Start starts this binary as a child with env (NAME=VALUE) in its
-// environment. Each line goes to onLine, if not nil, as it comes; what
-// onLine declines (returns false for) is kept. hook names the function
-// the binary must call first thing, for the error when the child exits
-// without serving ("faults.ServeChildIfAsked").
+// Start starts this binary as a child with env (NAME=VALUE) added to its
+// environment. Each line goes to onLine, if not nil, as it comes; the
+// lines it returns false for are kept. hook names the function the binary
+// must call first thing, for the error when the child exits without
+// serving.
 func Start(env, hook string, onLine func(fields []string) bool) (*Child, error) {
 	c := &Child{hook: hook, first: map[string][]string{}, marks: map[string]chan struct{}{}}
 	p, err := childproc.Start(childproc.Config{Env: env, OnLine: func(l string) {
@@ -147,6 +147,74 @@ func (c *Child) problem() string {
 	return b.String()
 }
 
+// arrivals calls fn for an open-loop schedule of rate arrivals a second
+// from start, the ith due at start + i/rate (sched), until n have arrived
+// (n < 0: no bound) or stop is closed, and returns how many arrived. at is
+// sched, or when the timer woke if later: its oversleep is the
+// generator's. fn should return at once.
+func arrivals(start time.Time, rate float64, n int, stop <-chan struct{}, fn func(i int, sched, at time.Time)) int {
+	interval := time.Duration(float64(time.Second) / rate)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	i := 0
+	for ; i != n; i++ {
+		sched := start.Add(time.Duration(i) * interval)
+		at := sched
+		if wait := time.Until(sched); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+				at = time.Now()
+			case <-stop:
+				return i
+			}
+		} else {
+			select {
+			case <-stop:
+				return i
+			default:
+			}
+		}
+		fn(i, sched, at)
+	}
+	return i
+}
+
+// Load makes an open-loop load: call i arrives at start + i/rate (sched;
+// at is when the generator got to it, if later) and runs on a goroutine of
+// its own, until n have arrived (n < 0: no bound) or stop is closed. It
+// returns the results of the calls that returned within drain of the last
+// arrival, and how many arrived.
+func Load[T any](start time.Time, rate float64, n int, stop <-chan struct{}, drain time.Duration, call func(i int, sched, at time.Time) T) ([]T, int) {
+	var (
+		mu  sync.Mutex
+		out []T
+		wg  sync.WaitGroup
+	)
+	started := arrivals(start, rate, n, stop, func(i int, sched, at time.Time) {
+		wg.Go(func() {
+			r := call(i, sched, at)
+			mu.Lock()
+			out = append(out, r)
+			mu.Unlock()
+		})
+	})
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(drain)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return slices.Clone(out), started
+}
+
 // Closers undo what was started, last first.
 type Closers []func() error
 
@@ -167,15 +235,7 @@ func (c *Closers) Close() error {
 // ByCount returns the codes of counts, the most frequent first, ties by
 // name.
 func ByCount(counts map[string]int) []string {
-	codes := make([]string, 0, len(counts))
-	for c := range counts {
-		codes = append(codes, c)
-	}
-	slices.SortFunc(codes, func(a, b string) int {
-		if counts[a] != counts[b] {
-			return counts[b] - counts[a]
-		}
-		return strings.Compare(a, b)
-	})
+	codes := slices.Collect(maps.Keys(counts))
+	slices.SortFunc(codes, func(a, b string) int { return cmp.Or(counts[b]-counts[a], strings.Compare(a, b)) })
 	return codes
 }
