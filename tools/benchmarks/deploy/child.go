@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -224,11 +223,8 @@ func (s *childServer) awaitRegistration() {
 	}
 }
 
-// shutdown has a Sluice server leave with Shutdown; a plain one has none.
+// shutdown has a Sluice server leave with Shutdown.
 func (s *childServer) shutdown() error {
-	if s.ch == nil {
-		return errors.New("a plain tchannel-go server has no Shutdown")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.j.Grace+shutdownSlack)
 	defer cancel()
 	return s.ch.Shutdown(ctx)

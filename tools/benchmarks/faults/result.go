@@ -131,8 +131,9 @@ func per(n, calls int) float64 {
 }
 
 // summarize fills r's call figures from lo; faulty is the failing peer
-// ("" if none), faultAt when its fault struck (zero: not injected).
-func (r *Result) summarize(lo loadOutcome, faulty string, faultAt time.Time) {
+// ("" if none).
+func (r *Result) summarize(lo loadOutcome, faulty string) {
+	faultAt := lo.faultAt
 	r.Calls, r.Errors, r.Hung = len(lo.calls), map[string]int{}, lo.hung
 	r.SchedDelay = millis.Duration(lo.schedDelay)
 	r.Elapsed = millis.Duration(lo.end.Sub(lo.start))

@@ -1,10 +1,11 @@
 package faults
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"runtime"
+	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
@@ -98,7 +99,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			r.FaultyConnects = max(dn, an)
 		}
 	}
-	r.summarize(lo, faulty, lo.faultAt)
+	r.summarize(lo, faulty)
 	if f.errs != nil {
 		streakAt, calls, failed := f.errs.state()
 		r.summarizeStreak(lo, faulty, streakAt)
@@ -154,25 +155,15 @@ func settle(target int) int {
 	}
 }
 
-// toxiproxyFrames marks a goroutine running toxiproxy's code.
-const toxiproxyFrames = "github.com/Shopify/toxiproxy/"
-
 // goroutines counts the process's goroutines but toxiproxy's: its latency
 // and bandwidth toxics block forever when a client closes a connection
 // they hold data for, a leak in toxiproxy, not in the client under test.
 func goroutines() int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
+	var b strings.Builder
+	pprof.Lookup("goroutine").WriteTo(&b, 2) // as runtime.Stack(all)
 	count := 0
-	for _, g := range bytes.Split(buf, []byte("\n\n")) {
-		if len(bytes.TrimSpace(g)) > 0 && !bytes.Contains(g, []byte(toxiproxyFrames)) {
+	for g := range strings.SplitSeq(b.String(), "\n\n") {
+		if strings.TrimSpace(g) != "" && !strings.Contains(g, "github.com/Shopify/toxiproxy/") {
 			count++
 		}
 	}

@@ -232,10 +232,13 @@ func (c *Closers) Close() error {
 	return errors.Join(errs...)
 }
 
-// ByCount returns the codes of counts, the most frequent first, ties by
-// name.
-func ByCount(counts map[string]int) []string {
+// Codes formats counts, the most frequent first (ties by name), each as
+// format says with its code and count (%[1]s, %[2]d), joined by ", ".
+func Codes(counts map[string]int, format string) string {
 	codes := slices.Collect(maps.Keys(counts))
 	slices.SortFunc(codes, func(a, b string) int { return cmp.Or(counts[b]-counts[a], strings.Compare(a, b)) })
-	return codes
+	for i, c := range codes {
+		codes[i] = fmt.Sprintf(format, c, counts[c])
+	}
+	return strings.Join(codes, ", ")
 }

@@ -72,7 +72,7 @@ func TestArrivals(t *testing.T) {
 	}
 }
 
-func TestClosersAndByCount(t *testing.T) {
+func TestClosersAndCodes(t *testing.T) {
 	var order []int
 	var c Closers
 	c.Add(func() { order = append(order, 1) })
@@ -80,7 +80,7 @@ func TestClosersAndByCount(t *testing.T) {
 	if err := c.Close(); err == nil || fmt.Sprint(order) != "[2 1]" || c != nil {
 		t.Errorf("Close: %v, order %v; want the error, last first, and the list emptied", err, order)
 	}
-	if got := ByCount(map[string]int{"B": 2, "A": 2, "C": 5}); fmt.Sprint(got) != "[C A B]" {
-		t.Errorf("ByCount = %v, want [C A B]", got)
+	if got := Codes(map[string]int{"B": 2, "A": 2, "C": 5}, "%[2]d %[1]s"); got != "5 C, 2 A, 2 B" {
+		t.Errorf("Codes = %q, want the most frequent first, ties by name", got)
 	}
 }
