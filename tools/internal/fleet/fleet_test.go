@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +70,23 @@ func TestArrivals(t *testing.T) {
 	close(stop)
 	if n := arrivals(time.Now().Add(time.Hour), 1, -1, stop, func(_ int, _, _ time.Time) {}); n != 0 {
 		t.Errorf("%d arrivals after stop, want 0", n)
+	}
+}
+
+// Load gathers what every call returned in time, and leaves out a call
+// still out when the drain ends.
+func TestLoad(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	got, started := Load(time.Now(), 1000, 4, nil, 50*time.Millisecond, func(i int, _, _ time.Time) int {
+		if i == 3 {
+			<-release
+		}
+		return i
+	})
+	slices.Sort(got)
+	if started != 4 || fmt.Sprint(got) != "[0 1 2]" {
+		t.Errorf("Load = %v, %d started; want [0 1 2], 4", got, started)
 	}
 }
 
