@@ -134,17 +134,12 @@ func (f *servers) startInstance(listen string) (*instance, time.Time, error) {
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	c, err := fleet.Start(ChildEnv+"="+string(spec), "deploy.ServeChildIfAsked", nil)
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("deploy: %w", err)
-	}
-	in := &instance{child: c}
-	f.all = append(f.all, in)
-	args, err := c.Wait(fleet.Listening, "listen", startLimit)
+	c, err := fleet.Start(ChildEnv+"="+string(spec), "deploy.ServeChildIfAsked", startLimit, nil)
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("deploy: the server: %w", err)
 	}
-	in.addr = args[0]
+	in := &instance{child: c, addr: c.Addr}
+	f.all = append(f.all, in)
 	switch f.row {
 	case RowEtcd:
 		args, err := c.Wait(lineRegistered, "register in etcd", registerLimit)
@@ -156,7 +151,7 @@ func (f *servers) startInstance(listen string) (*instance, time.Time, error) {
 		err := f.zone.add(in.addr)
 		return in, time.Now(), err
 	}
-	return in, at(args, 1), nil
+	return in, at(c.Seen(fleet.Listening), 1), nil
 }
 
 // replace replaces the i-th server. In the discovery rows a new server

@@ -58,37 +58,26 @@ func serveChild(stdin io.Reader, stdout io.Writer) int {
 }
 
 // child is a child server process seen from the parent.
-type child struct {
-	*fleet.Child
-	addr string
-}
+type child struct{ *fleet.Child }
 
-// startChild starts a child server and waits for its address; the
-// accepts and executions it reports are recorded as the parent reads
-// them.
+// startChild starts a child server; the accepts and executions it reports
+// are recorded as the parent reads them.
 func startChild(accepts, execs *events) (*child, error) {
-	fc, err := fleet.Start(ChildEnv+"="+ChildServe, "faults.ServeChildIfAsked", func(f []string) bool {
+	fc, err := fleet.Start(ChildEnv+"="+ChildServe, "faults.ServeChildIfAsked", childStartLimit, func(f []string) bool {
 		switch f[0] {
 		case lineExec:
-			execs.add(time.Now())
+			execs.now()
 		case lineAccept:
-			accepts.add(time.Now())
+			accepts.now()
 		default:
 			return false
 		}
 		return true
 	})
 	if err != nil {
-		return nil, fmt.Errorf("faults: %w", err)
-	}
-	c := &child{Child: fc}
-	args, err := fc.Wait(fleet.Listening, "report its address", childStartLimit)
-	if err != nil {
-		c.close()
 		return nil, fmt.Errorf("faults: the child server: %w", err)
 	}
-	c.addr = args[0]
-	return c, nil
+	return &child{fc}, nil
 }
 
 // kill sends SIGKILL: the kernel closes the child's sockets at once.
@@ -110,7 +99,7 @@ func (c *child) thaw() error { return c.signal(sigCont) }
 func (c *child) close() error {
 	c.thaw()
 	if err := c.Proc.Close(childExitLimit); err != nil {
-		return fmt.Errorf("faults: the child server %s: %w", c.addr, err)
+		return fmt.Errorf("faults: the child server %s: %w", c.Addr, err)
 	}
 	return nil
 }
@@ -123,7 +112,7 @@ func (c *child) signal(sig os.Signal) error {
 	default:
 	}
 	if err := c.Proc.Process().Signal(sig); err != nil {
-		return fmt.Errorf("faults: signal the child server %s (pid %d): %w", c.addr, c.Proc.Pid(), err)
+		return fmt.Errorf("faults: signal the child server %s (pid %d): %w", c.Addr, c.Proc.Pid(), err)
 	}
 	return nil
 }

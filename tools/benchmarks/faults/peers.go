@@ -132,7 +132,7 @@ func startPeers(s Scenario) (_ *peers, err error) {
 		if err != nil {
 			return nil, err
 		}
-		p.addr = c.addr
+		p.addr = c.Addr
 		f.points, f.faulty = append(f.points, p), 0
 		f.closers = append(f.closers, c.close)
 		f.inject = c.kill

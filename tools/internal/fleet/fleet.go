@@ -48,11 +48,12 @@ func (l *Lines) Fail(err error) int {
 	return 1
 }
 
-// Child is a child process seen from the parent: the first line of each
-// word it wrote, and a channel closed when that line came.
+// Child is a serving child process seen from the parent: the first line
+// of each word it wrote, and a channel closed when that line came.
 type Child struct {
 	Proc *childproc.Proc
-	hook string
+	// Addr is the HOST:PORT of its listening line.
+	Addr string
 
 	mu           sync.Mutex
 	first        map[string][]string
@@ -61,12 +62,12 @@ type Child struct {
 }
 
 // Start starts this binary as a child with env (NAME=VALUE) added to its
-// environment. Each line goes to onLine, if not nil, as it comes; the
+// environment and waits at most limit for it to listen; a child that does
+// not is ended. Each line goes to onLine, if not nil, as it comes; the
 // lines it returns false for are kept. hook names the function the binary
-// must call first thing, for the error when the child exits without
-// serving.
-func Start(env, hook string, onLine func(fields []string) bool) (*Child, error) {
-	c := &Child{hook: hook, first: map[string][]string{}, marks: map[string]chan struct{}{}}
+// must call first thing, for the error.
+func Start(env, hook string, limit time.Duration, onLine func(fields []string) bool) (*Child, error) {
+	c := &Child{first: map[string][]string{}, marks: map[string]chan struct{}{}}
 	p, err := childproc.Start(childproc.Config{Env: env, OnLine: func(l string) {
 		f := strings.Fields(l)
 		if len(f) == 0 || onLine != nil && onLine(f) {
@@ -88,8 +89,18 @@ func Start(env, hook string, onLine func(fields []string) bool) (*Child, error) 
 		return nil, err
 	}
 	c.Proc = p
+	args, err := c.Wait(Listening, "listen", limit)
+	if err != nil {
+		p.Close(exitLimit)
+		return nil, fmt.Errorf("%w (does the binary call %s first thing in main, or TestMain?)", err, hook)
+	}
+	c.Addr = args[0]
 	return c, nil
 }
+
+// exitLimit bounds the wait for a child that did not listen to exit, and
+// again once killed.
+const exitLimit = 5 * time.Second
 
 // mark returns word's channel; c.mu is held.
 func (c *Child) mark(word string) chan struct{} {
@@ -122,11 +133,7 @@ func (c *Child) Wait(word, what string, limit time.Duration) ([]string, error) {
 		if args := c.Seen(word); args != nil { // its last words
 			return args, nil
 		}
-		hint := ""
-		if word == Listening {
-			hint = fmt.Sprintf(" (does the binary call %s first thing in main, or TestMain?)", c.hook)
-		}
-		return nil, fmt.Errorf("the child %s exited before it could %s%s: %s", c.Proc.Executable(), what, hint, c.problem())
+		return nil, fmt.Errorf("the child %s exited before it could %s: %s", c.Proc.Executable(), what, c.problem())
 	case <-t.C:
 		return nil, fmt.Errorf("the child (pid %d) did not %s within %v: %s", c.Proc.Pid(), what, limit, c.problem())
 	}

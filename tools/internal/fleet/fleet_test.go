@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 
 func TestChildWaitsForWords(t *testing.T) {
 	events := make(chan string, 4)
-	c, err := Start(testEnv+"=1", "fleet.TestMain", func(f []string) bool {
+	c, err := Start(testEnv+"=1", "fleet.TestMain", testwait.Limit, func(f []string) bool {
 		if f[0] == "event" {
 			events <- f[0]
 			return true
@@ -40,9 +40,8 @@ func TestChildWaitsForWords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args, err := c.Wait(Listening, "listen", testwait.Limit)
-	if err != nil || len(args) != 3 || args[0] != "127.0.0.1:1" || args[1] != "multi;" {
-		t.Fatalf("listening: %q, %v; want the address and the line's words", args, err)
+	if args := c.Seen(Listening); len(args) != 3 || c.Addr != "127.0.0.1:1" || args[1] != "multi;" {
+		t.Fatalf("listening: %q at %q; want the address and the line's words", args, c.Addr)
 	}
 	testwait.Recv(t, events, "the event line")
 	if err := c.Proc.Close(testwait.Limit); err != nil {
@@ -100,5 +99,13 @@ func TestClosersAndCodes(t *testing.T) {
 	}
 	if got := Codes(map[string]int{"B": 2, "A": 2, "C": 5}, "%[2]d %[1]s"); got != "5 C, 2 A, 2 B" {
 		t.Errorf("Codes = %q, want the most frequent first, ties by name", got)
+	}
+}
+
+// A child that exits without listening is an error naming the hook.
+func TestStartNamesTheHook(t *testing.T) {
+	_, err := Start("SLUICE_FLEET_NOTHING=1", "fleet.Nothing", testwait.Limit, nil)
+	if err == nil || !strings.Contains(err.Error(), "exited before it could listen") || !strings.Contains(err.Error(), "call fleet.Nothing first thing") {
+		t.Errorf("Start of a child that does not serve: %v, want its exit and the hook named", err)
 	}
 }
