@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -15,34 +14,32 @@ import (
 
 	"github.com/uber/tchannel-go"
 	"github.com/uber/tchannel-go/raw"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/discovery"
+	"github.com/sluice-rpc/sluice/discovery/etcd"
 	"github.com/sluice-rpc/sluice/tools/internal/fleet"
 )
 
-// ChildEnv makes ServeChildIfAsked turn the process into a fleet server:
-// Run sets it, to the server's job in JSON, in its children's environment.
+// ChildEnv holds a fleet server's job, in JSON, in its environment.
 const ChildEnv = "SLUICE_DEPLOY_CHILD"
 
-// Service and Method are what every fleet server serves and every client
-// calls: a raw echo.
+// Service and Method are the raw echo every fleet server serves.
 const (
 	Service = "kv"
 	Method  = "echo"
 )
 
-// Bounds on a child server's life.
+// Bounds on a child server: listening on a port the server replaced has
+// just left, its registration's write, a Shutdown beyond its grace, a
+// plain tchannel-go server's Close.
 const (
-	// listenLimit bounds the attempts to listen on a port that the server
-	// being replaced has just left.
-	listenLimit = 5 * time.Second
-	// registerLimit bounds the wait for a registration to be written.
+	listenLimit   = 5 * time.Second
 	registerLimit = 20 * time.Second
-	// shutdownSlack is how much longer than the grace a Shutdown may take.
 	shutdownSlack = 15 * time.Second
-	// closeWait bounds a plain tchannel-go server's Close.
-	closeWait = 5 * time.Second
+	closeWait     = 5 * time.Second
 )
 
 // Kinds of child server (job.Server).
@@ -56,8 +53,7 @@ type job struct {
 	Server      string        `json:"server"` // serverSluice or serverTChannel
 	Listen      string        `json:"listen"` // 127.0.0.1:0 for a new port
 	ServiceTime time.Duration `json:"service_time"`
-	// Etcd, when set, has a Sluice server register under Prefix in the
-	// etcd at that client URL.
+	// Etcd, if set, has a Sluice server register under Prefix there.
 	Etcd   string `json:"etcd,omitempty"`
 	Prefix string `json:"prefix,omitempty"`
 	// Grace and Quiet are a Sluice server's ShutdownConfig.
@@ -65,28 +61,24 @@ type job struct {
 	Quiet time.Duration `json:"quiet,omitempty"`
 }
 
-// The lines a child writes besides fleet.Listening ("listening HOST:PORT
-// TIME") and fleet.Error; times are Unix nanoseconds on its clock.
+// The lines a child writes besides "listening HOST:PORT TIME" and "error
+// WHY"; times are Unix nanoseconds on its clock.
 const (
-	lineListening  = fleet.Listening
-	lineError      = fleet.Error
 	lineRegistered = "registered" // TIME: its registration was written (etcd)
 	lineFirst      = "first"      // TIME: its first request reached the handler
 	lineDone       = "done"       // TIME HANDLED [ERROR]: it left, and exits
 )
 
-// The commands a child reads on its stdin; its input ending counts as
-// cmdClose.
+// The commands a child reads on its stdin; its end is cmdClose.
 const (
 	cmdShutdown = "shutdown" // leave with Channel.Shutdown
 	cmdClose    = "close"    // leave with Close
 )
 
 // ServeChildIfAsked makes this process a fleet server when ChildEnv holds
-// a job, and then never returns; otherwise it returns at once. Run starts
-// its servers by re-executing this binary, so a binary that runs the
-// benchmark calls it first thing: `sluice-lab` in main, a test binary in
-// TestMain.
+// a job, and then never returns; otherwise it returns at once. Run
+// re-executes the binary as its servers, so a binary that runs it calls
+// this first thing (main, or TestMain).
 func ServeChildIfAsked() {
 	if v := os.Getenv(ChildEnv); v != "" {
 		os.Exit(serveChild(v, os.Stdin, os.Stdout))
@@ -106,7 +98,7 @@ func serveChild(spec string, stdin io.Reader, stdout io.Writer) int {
 		s.close()
 		return out.Fail(err)
 	}
-	out.Line(lineListening, s.addr, stamp(time.Now()))
+	out.Line(fleet.Listening, s.addr, stamp(time.Now()))
 	s.awaitRegistration()
 	var err error
 	sc := bufio.NewScanner(stdin)
@@ -139,51 +131,55 @@ type childServer struct {
 }
 
 // start makes the server and has it serve on j.Listen.
-func (s *childServer) start() error {
+func (s *childServer) start() (err error) {
+	if s.j.Server != serverSluice && s.j.Server != serverTChannel {
+		return fmt.Errorf("job.Server is %q, want %s or %s", s.j.Server, serverSluice, serverTChannel)
+	}
 	ln, err := listenRetrying(s.j.Listen, listenLimit)
 	if err != nil {
 		return err
 	}
-	s.addr = ln.Addr().String()
-	switch s.j.Server {
-	case serverSluice:
-		opts := []channel.Option{channel.WithShutdown(channel.ShutdownConfig{Grace: s.j.Grace, Quiet: s.j.Quiet})}
-		if s.j.Etcd != "" {
-			reg, stop, err := newEtcdRegistrar(s.j.Etcd, s.j.Prefix)
-			if err != nil {
-				ln.Close()
-				return err
-			}
-			s.stopReg, s.regs = stop, make(chan discovery.Registration, 1)
-			opts = append(opts, channel.WithRegistrar(watchedRegistrar{Registrar: reg, regs: s.regs}))
-		}
-		if s.ch, err = channel.New(Service, opts...); err == nil {
-			err = s.ch.RegisterRaw(Method, func(ctx context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
-				s.handle(ctx)
-				return &channel.RawResponse{Arg3: req.Arg3}, nil
-			})
-		}
-		if err == nil {
-			err = s.ch.Serve(ln)
-		}
+	defer func() {
 		if err != nil {
 			ln.Close()
 		}
-		return err
-	case serverTChannel:
+	}()
+	s.addr = ln.Addr().String()
+	if s.j.Server == serverTChannel {
 		if s.tch, err = tchannel.NewChannel(Service, &tchannel.ChannelOptions{Logger: tchannel.NullLogger}); err != nil {
-			ln.Close()
 			return err
 		}
-		s.tch.Register(raw.Wrap(echoHandler{s}), Method)
+		s.tch.Register(raw.Wrap(s), Method)
 		return s.tch.Serve(ln)
 	}
-	ln.Close()
-	return fmt.Errorf("job.Server is %q, want %s or %s", s.j.Server, serverSluice, serverTChannel)
+	opts := []channel.Option{channel.WithShutdown(channel.ShutdownConfig{Grace: s.j.Grace, Quiet: s.j.Quiet})}
+	if s.j.Etcd != "" {
+		c, err := newEtcdClient(s.j.Etcd)
+		if err != nil {
+			return err
+		}
+		s.stopReg = func() { c.Close() }
+		reg, err := etcd.NewRegistrar(etcd.RegistrarConfig{Client: c, Prefix: s.j.Prefix})
+		if err != nil {
+			return err
+		}
+		s.regs = make(chan discovery.Registration, 1)
+		opts = append(opts, channel.WithRegistrar(watchedRegistrar{Registrar: reg, regs: s.regs}))
+	}
+	if s.ch, err = channel.New(Service, opts...); err != nil {
+		return err
+	}
+	if err = s.ch.RegisterRaw(Method, func(ctx context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
+		s.handle(ctx)
+		return &channel.RawResponse{Arg3: req.Arg3}, nil
+	}); err != nil {
+		return err
+	}
+	return s.ch.Serve(ln)
 }
 
-// handle waits out one request's service time (or until its caller gives
-// up), reporting the first request.
+// handle waits out a request's service time (or its deadline), reporting
+// the first request.
 func (s *childServer) handle(ctx context.Context) {
 	if s.handled.Add(1) == 1 {
 		s.out.Line(lineFirst, stamp(time.Now()))
@@ -196,18 +192,17 @@ func (s *childServer) handle(ctx context.Context) {
 	}
 }
 
-// echoHandler is the plain tchannel-go server's raw handler.
-type echoHandler struct{ s *childServer }
-
-func (h echoHandler) Handle(ctx context.Context, args *raw.Args) (*raw.Res, error) {
-	h.s.handle(ctx)
+// Handle is the plain tchannel-go server's raw handler.
+func (s *childServer) Handle(ctx context.Context, args *raw.Args) (*raw.Res, error) {
+	s.handle(ctx)
 	return &raw.Res{Arg3: args.Arg3}, nil
 }
 
-func (echoHandler) OnError(context.Context, error) {}
+// OnError is part of raw.Handler.
+func (*childServer) OnError(context.Context, error) {}
 
-// awaitRegistration reports, for a registering server, when its
-// registration is written, polling its state.
+// awaitRegistration reports when a registering server's registration is
+// written.
 func (s *childServer) awaitRegistration() {
 	if s.regs == nil {
 		return
@@ -217,44 +212,38 @@ func (s *childServer) awaitRegistration() {
 		deadline := time.Now().Add(registerLimit)
 		for !reg.State().Registered {
 			if time.Now().After(deadline) {
-				s.out.Line(lineError, fmt.Sprintf("the registration was not written within %v: %s", registerLimit, reg.State().LastError))
+				s.out.Line(fleet.Error, fmt.Sprintf("the registration was not written within %v: %s", registerLimit, reg.State().LastError))
 				return
 			}
 			time.Sleep(200 * time.Microsecond)
 		}
 		s.out.Line(lineRegistered, stamp(time.Now()))
 	default:
-		s.out.Line(lineError, "the channel listened without registering")
+		s.out.Line(fleet.Error, "the channel listened without registering")
 	}
 }
 
-// shutdown has a Sluice server leave with Shutdown; a plain one has none.
+// shutdown has a Sluice server leave with Shutdown.
 func (s *childServer) shutdown() error {
-	if s.ch == nil {
-		return errors.New("a plain tchannel-go server has no Shutdown")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.j.Grace+shutdownSlack)
 	defer cancel()
 	return s.ch.Shutdown(ctx)
 }
 
-// close closes the server, waiting within bounds for its connections to
-// close, and stops its registration's client.
+// close closes the server, waiting within bounds for its connections, and
+// stops its registration's etcd client.
 func (s *childServer) close() {
 	if s.ch != nil {
 		s.ch.Close()
 	}
 	if s.tch != nil {
 		s.tch.Close()
-		t := time.NewTimer(closeWait)
 		select {
 		case <-s.tch.ClosedChan():
-		case <-t.C:
+		case <-time.After(closeWait):
 		}
-		t.Stop()
 	}
 	s.stopReg()
-	s.stopReg = func() {}
 }
 
 // watchedRegistrar hands the first Registration it makes to regs.
@@ -274,8 +263,8 @@ func (w watchedRegistrar) Register(hostPort string) (discovery.Registration, err
 	return r, err
 }
 
-// listenRetrying listens on addr, trying again for up to limit while the
-// address is in use (the server replaced in place is still leaving).
+// listenRetrying listens on addr, trying again for up to limit while it is
+// in use (the server replaced in place is still leaving).
 func listenRetrying(addr string, limit time.Duration) (net.Listener, error) {
 	deadline := time.Now().Add(limit)
 	for {
@@ -288,6 +277,15 @@ func listenRetrying(addr string, limit time.Duration) (net.Listener, error) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// newEtcdClient returns a client of the etcd at the client URL endpoint.
+func newEtcdClient(endpoint string) (*clientv3.Client, error) {
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, fmt.Errorf("etcd client of %s: %w", endpoint, err)
+	}
+	return c, nil
 }
 
 // stamp formats t for a line: Unix nanoseconds.

@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
+	"github.com/sluice-rpc/sluice/tools/internal/fleet"
 )
 
 // childLines runs serveChild in this process on pipes and returns its
@@ -56,7 +57,7 @@ func TestServeChild(t *testing.T) {
 			lines, stdin, code := childLines(t, job{Server: tc.server, Listen: "127.0.0.1:0", ServiceTime: time.Millisecond,
 				Grace: time.Second, Quiet: 20 * time.Millisecond})
 			f := strings.Fields(testwait.Recv(t, lines, "the listening line"))
-			if len(f) != 3 || f[0] != lineListening || !strings.HasPrefix(f[1], "127.0.0.1:") {
+			if len(f) != 3 || f[0] != fleet.Listening || !strings.HasPrefix(f[1], "127.0.0.1:") {
 				t.Fatalf("first line %q, want listening 127.0.0.1:PORT TIME", f)
 			}
 			client, err := tchannel.NewChannel("test-client", &tchannel.ChannelOptions{Logger: tchannel.NullLogger})
@@ -100,7 +101,7 @@ func TestServeChildFails(t *testing.T) {
 		{`{"server":"grpc","listen":"127.0.0.1:0"}`, `job.Server is "grpc"`},
 	} {
 		var out strings.Builder
-		if code := serveChild(tc.spec, strings.NewReader(""), &out); code != 1 || !strings.HasPrefix(out.String(), lineError+" ") ||
+		if code := serveChild(tc.spec, strings.NewReader(""), &out); code != 1 || !strings.HasPrefix(out.String(), fleet.Error+" ") ||
 			!strings.Contains(out.String(), tc.want) {
 			t.Errorf("serveChild(%s) = %d, %q; want 1 and an error line naming %q", tc.spec, code, out.String(), tc.want)
 		}

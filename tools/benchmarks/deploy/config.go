@@ -15,8 +15,11 @@ import (
 // find them.
 type Row string
 
-// The rows (Title says what each does), in the order Run runs them by
-// default. RowStatic and RowTChannel replace their servers in place.
+// The rows. RowEtcd's clients follow discovery/etcd, RowDNS's look up SRV
+// records served in this process every Config.DNSPeriod; in both a new
+// server comes on a new port, then the old one Shutdowns. RowStatic's
+// clients have a fixed peer list and RowTChannel's are plain tchannel-go:
+// each instance is replaced in place, the old one Closing first.
 const (
 	RowEtcd     Row = "etcd"
 	RowDNS      Row = "dns"
@@ -37,8 +40,7 @@ func (r Row) Title() string {
 	}[r], string(r))
 }
 
-// discovery reports whether the row's clients follow a registry, so that
-// new instances come on new ports and old ones leave with Shutdown.
+// discovery reports whether the row's clients follow a registry.
 func (r Row) discovery() bool { return r == RowEtcd || r == RowDNS }
 
 // ParseRows reads a comma-separated list of rows ("etcd,dns"), or "all".
@@ -60,8 +62,7 @@ func ParseRows(s string) ([]Row, error) {
 	return rows, nil
 }
 
-// Config is one rolling-deploy comparison. Its zero fields mean the
-// defaults; Validate names the first field out of range.
+// Config is one rolling-deploy comparison; zero fields mean the defaults.
 type Config struct {
 	// Rows to run, one after the other. nil means AllRows.
 	Rows []Row `json:"rows"`
@@ -69,50 +70,40 @@ type Config struct {
 	Instances int `json:"instances"`
 	// Rate is the calls per second, all clients together. Default 1,000.
 	Rate float64 `json:"rate"`
-	// Clients share the load, call i going to client i mod Clients; each
-	// has its own resolver and connections. Default 2.
+	// Clients share the load, each with its own resolver and
+	// connections. Default 2.
 	Clients int `json:"clients"`
-	// Replacements is how many instances are replaced, each in turn: 8
-	// (the default, with 4 instances) replaces every instance twice.
+	// Replacements is how many instances are replaced, each in turn.
+	// Default 2 x Instances.
 	Replacements int `json:"replacements"`
-	// Warmup is the load's first stretch, left out of the figures.
-	// Default 1 s.
+	// Warmup is the load's first stretch, left out. Default 1 s.
 	Warmup millis.Duration `json:"warmup_ms"`
-	// Steady is the stretch after the warmup and before the first
-	// replacement: the steady state the deploys are compared with.
-	// Default 5 s.
+	// Steady is the stretch before the first replacement, the deploys'
+	// baseline. Default 5 s.
 	Steady millis.Duration `json:"steady_ms"`
-	// Settle is the wait after each replacement before the next (and
-	// before the load stops), on average: each is Settle times a factor
-	// in [0.75, 1.25], the same sequence of factors in every row, so that
-	// the replacements do not fall into step with the DNS clients'
-	// lookups. Default 2.5 s.
+	// Settle is the mean wait after each replacement: Settle times a
+	// factor in [0.75, 1.25], the same ones in every row (settleSchedule).
+	// Default 2.5 s.
 	Settle millis.Duration `json:"settle_ms"`
 	// ServiceTime is how long a server takes to answer. Default 1 ms.
 	ServiceTime millis.Duration `json:"service_time_ms"`
 	// Timeout is each call's deadline. Default 1 s.
 	Timeout millis.Duration `json:"timeout_ms"`
-	// DNSPeriod is how often RowDNS's clients look the records up again;
-	// DNSMinInterval the least time between two lookups that a failing
-	// peer asks for (discovery/dns's Config.Period and MinInterval).
-	// Defaults 2 s and 1 s.
+	// DNSPeriod and DNSMinInterval are RowDNS's discovery/dns Period and
+	// MinInterval. Defaults 2 s and 1 s.
 	DNSPeriod      millis.Duration `json:"dns_period_ms"`
 	DNSMinInterval millis.Duration `json:"dns_min_interval_ms"`
-	// Grace and Quiet are the servers' channel.ShutdownConfig in the
-	// Shutdown rows: the longest a leaving server serves on, and the
-	// time without requests that ends that early. Grace must outlast a
-	// DNS lookup period. Defaults 2 x DNSPeriod + 1 s, and 1 s.
+	// Grace and Quiet are the servers' channel.ShutdownConfig; Grace must
+	// outlast DNSPeriod. Defaults 2 x DNSPeriod + 1 s, and 1 s.
 	Grace millis.Duration `json:"grace_ms"`
 	Quiet millis.Duration `json:"quiet_ms"`
-	// EtcdEndpoint is the etcd RowEtcd uses. "" means Run starts one
-	// (see internal/etcdserver): EtcdBinary, or the etcd binary on the
-	// PATH (or named by SLUICE_ETCD), or, when there is none or
-	// EmbeddedEtcd is set, one embedded in this process.
+	// EtcdEndpoint is RowEtcd's etcd; "" has Run start one
+	// (internal/etcdserver): EtcdBinary, or the one installed, or with
+	// EmbeddedEtcd or none installed, one in this process.
 	EtcdEndpoint string `json:"etcd_endpoint"`
 	EtcdBinary   string `json:"etcd_binary"`
 	EmbeddedEtcd bool   `json:"embedded_etcd"`
-	// Progress, if not nil, is told what Run is doing as it goes. It is
-	// not part of a Result's JSON.
+	// Progress, if not nil, is told what Run is doing.
 	Progress func(string) `json:"-"`
 }
 
@@ -126,10 +117,9 @@ const (
 	MaxTimeout      = time.Minute
 )
 
-// Defaults returns the values the zero fields of a Config take, for a
-// command's flags to show; Rows, Replacements and Grace stay zero, as
-// their defaults follow other fields (every row; twice Instances; 2 x
-// DNSPeriod + 1 s).
+// Defaults returns the defaults of a Config's zero fields, for a
+// command's flags, but Rows, Replacements and Grace's, which follow other
+// fields.
 func Defaults() Config {
 	c := Config{}.withDefaults()
 	c.Rows, c.Replacements, c.Grace = nil, 0, 0
@@ -156,8 +146,7 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate reports the first field out of range, naming it; zero fields
-// take their defaults.
+// Validate reports the first field out of range, naming it.
 func (c Config) Validate() error {
 	if len(c.Rows) == 0 && c.Rows != nil {
 		return fmt.Errorf("deploy: Rows is empty; give at least one of %s (nil means all)", benchrun.Names(AllRows))

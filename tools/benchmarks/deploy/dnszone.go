@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
-	"time"
 
 	mdns "github.com/miekg/dns"
 )
@@ -15,14 +14,9 @@ import (
 // srvName is the name whose SRV records list RowDNS's fleet.
 const srvName = "_kv._tcp.fleet.test."
 
-// zoneStartLimit bounds the wait for the DNS server to start.
-const zoneStartLimit = 5 * time.Second
-
 // zone is a DNS server on 127.0.0.1, UDP and TCP on one port, answering
-// for the fleet: an SRV record of srvName per instance (priority 0,
-// weight 10, its port), each naming a host of its own, hostName(port),
-// whose A record is 127.0.0.1. Records have a TTL of 0; names it does not
-// know are answered NXDOMAIN.
+// an SRV record of srvName per instance, each naming a host of its own,
+// hostName(port), whose A record is 127.0.0.1; TTL 0, else NXDOMAIN.
 type zone struct {
 	addr    string
 	servers []*mdns.Server
@@ -55,18 +49,10 @@ func startZone() (*zone, error) {
 		started := make(chan struct{})
 		srv.NotifyStartedFunc = func() { close(started) }
 		go func() { z.served <- srv.ActivateAndServe() }()
-		t := time.NewTimer(zoneStartLimit)
-		var err error
 		select {
-		case <-started:
+		case <-started: // it starts at once, or fails
 			z.servers = append(z.servers, srv)
-		case err = <-z.served:
-		case <-t.C:
-			srv.Shutdown()
-			err = fmt.Errorf("not started within %v", zoneStartLimit)
-		}
-		t.Stop()
-		if err != nil {
+		case err := <-z.served:
 			z.close()
 			return nil, fmt.Errorf("deploy: DNS server: %w", err)
 		}
@@ -74,8 +60,7 @@ func startZone() (*zone, error) {
 	return z, nil
 }
 
-// target is the discovery/dns target of the fleet's SRV records on this
-// server.
+// target is the discovery/dns target of the fleet's records.
 func (z *zone) target() string { return "dns://" + z.addr + "/" + srvName }
 
 // hostName is the name the SRV record of the instance on port names.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/uber/tchannel-go"
@@ -19,9 +18,12 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/fleet"
 )
 
-// clientReadyLimit bounds the wait for a client to know and connect to the
-// whole fleet before the load starts.
-const clientReadyLimit = 20 * time.Second
+// Bounds on the wait for a client to know and connect to the whole fleet,
+// and for the calls out when the load stops beyond their deadline.
+const (
+	clientReadyLimit = 20 * time.Second
+	drainSlack       = 5 * time.Second
+)
 
 // payload is every call's request body.
 var payload = []byte("rolling-deploy")
@@ -30,9 +32,9 @@ var payload = []byte("rolling-deploy")
 // error ("" and nil when it succeeded).
 type caller func(ctx context.Context) (string, error)
 
-// startClients starts cfg.Clients clients of the row's kind, each with
-// its own resolver and connections, and waits until each knows every
-// server and has connected to it. The closers close them.
+// startClients starts cfg.Clients clients of the row's kind, each with its
+// own resolver and connections, and waits until each knows every server
+// and has connected to it. The closers close them.
 func startClients(cfg Config, f *servers) (callers []caller, closers fleet.Closers, err error) {
 	defer func() {
 		if err != nil {
@@ -118,8 +120,8 @@ func connect(cl *channel.Client, n int) error {
 	return nil
 }
 
-// sluiceCode names a Sluice call's outcome as the other benchmarks do
-// (load.CodeOf), "" for a success.
+// sluiceCode names a Sluice call's outcome (load.CodeOf), "" for a
+// success.
 func sluiceCode(err error) string {
 	if err == nil {
 		return ""
@@ -127,8 +129,8 @@ func sluiceCode(err error) string {
 	return load.CodeOf(err)
 }
 
-// tchannelCaller calls Service's Method through a plain tchannel-go
-// channel, on a peer its peer list chooses.
+// tchannelCaller calls Method through a plain tchannel-go channel, on a
+// peer its peer list chooses.
 func tchannelCaller(ch *tchannel.Channel) caller {
 	sc := ch.GetSubChannel(Service)
 	return func(ctx context.Context) (string, error) {
@@ -137,10 +139,9 @@ func tchannelCaller(ch *tchannel.Channel) caller {
 	}
 }
 
-// tchannelCode names a plain tchannel-go call's outcome: the TChannel code
-// of a system error; TIMEOUT for a deadline; NETWORK for a network error
-// tchannel-go returns as it is (a refused connection); else tchannel-go's
-// own reading (GetSystemErrorCode: UNEXPECTED).
+// tchannelCode names a plain tchannel-go call's outcome: a system error's
+// code; TIMEOUT for a deadline; NETWORK for a network error (a refused
+// connection); else tchannel-go's reading (UNEXPECTED).
 func tchannelCode(err error) string {
 	var se tchannel.SystemError
 	var ne net.Error
@@ -159,8 +160,7 @@ func tchannelCode(err error) string {
 
 // call is one call's record.
 type call struct {
-	// at is its arrival: when the generator sent it on its way.
-	at      time.Time
+	at      time.Time // its arrival
 	latency time.Duration
 	code    string // "" when it succeeded
 	err     error
@@ -173,27 +173,12 @@ type call struct {
 func startLoad(rate float64, timeout time.Duration, callers []caller) (finish func() []call) {
 	stop, done := make(chan struct{}), make(chan []call, 1)
 	go func() {
-		var (
-			mu    sync.Mutex
-			calls []call
-			wg    sync.WaitGroup
-		)
-		i := 0
-		fleet.Arrivals(time.Now(), rate, -1, stop, func(_, at time.Time) {
-			c := callers[i%len(callers)]
-			i++
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), timeout)
-				code, err := c(ctx)
-				cancel()
-				mu.Lock()
-				calls = append(calls, call{at: at, latency: time.Since(at), code: code, err: err})
-				mu.Unlock()
-			}()
+		calls, _ := fleet.Load(time.Now(), rate, -1, stop, timeout+drainSlack, func(i int, _, at time.Time) call {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			code, err := callers[i%len(callers)](ctx)
+			return call{at: at, latency: time.Since(at), code: code, err: err}
 		})
-		wg.Wait() // each call ends by its deadline
 		done <- calls
 	}()
 	return func() []call {

@@ -81,9 +81,5 @@ func failures(rr RowResult) string {
 	if rr.Failed == 0 {
 		return "0"
 	}
-	var parts []string
-	for _, c := range fleet.ByCount(rr.FailedByCode) {
-		parts = append(parts, fmt.Sprintf("%d %s", rr.FailedByCode[c], c))
-	}
-	return fmt.Sprintf("%d (%s)", rr.Failed, strings.Join(parts, ", "))
+	return fmt.Sprintf("%d (%s)", rr.Failed, fleet.Codes(rr.FailedByCode, "%[2]d %[1]s"))
 }

@@ -10,8 +10,7 @@ import (
 // Result is a whole comparison.
 type Result struct {
 	Config Config `json:"config"`
-	// Etcd says what ran RowEtcd's etcd ("" when Config.EtcdEndpoint
-	// named one, or RowEtcd did not run).
+	// Etcd says what ran the etcd Run started, if it did.
 	Etcd string      `json:"etcd,omitzero"`
 	Rows []RowResult `json:"rows"`
 }
@@ -20,8 +19,8 @@ type Result struct {
 type RowResult struct {
 	Row   Row    `json:"row"`
 	Title string `json:"title"`
-	// Calls counts the calls made (the warmup's included); Failed those
-	// that failed, and FailedByCode the same by code.
+	// Calls counts the calls made, the warmup's included; Failed those
+	// that failed, FailedByCode by code.
 	Calls        int            `json:"calls"`
 	Failed       int            `json:"failed"`
 	FailedByCode map[string]int `json:"failed_by_code"`
@@ -30,27 +29,24 @@ type RowResult struct {
 	// Failures are the first MaxFailures failed calls, in arrival order.
 	Failures []Failure `json:"failures,omitzero"`
 	// Steady covers the calls that arrived after the warmup and returned
-	// before the first replacement began; Deploys those in flight at some
-	// moment from the start of the first replacement to the end of the
-	// last.
+	// before the first replacement; Deploys those in flight at some moment
+	// from the first replacement's start to the last's end.
 	Steady  Stretch `json:"steady"`
 	Deploys Stretch `json:"deploys"`
-	// Bound is max(2 x Steady.P99, Steady.P99 + 5 ms), the most the p99
-	// during the deploys may be; OverBound reports that it was more.
+	// Bound is the most Deploys.P99 may be (bound); OverBound reports
+	// that it was more.
 	Bound     load.Millis `json:"bound_ms"`
 	OverBound bool        `json:"over_bound"`
-	// FirstCallMedian and FirstCallMax are over the new instances: the
-	// time from when each was available (registered, listed in DNS, or
-	// listening) to its first call. NoFirstCall counts new instances that
-	// got no call at all.
+	// FirstCallMedian and FirstCallMax are of the time from a new
+	// instance's being available to its first call; NoFirstCall counts
+	// the new instances that got none.
 	FirstCallMedian load.Millis `json:"first_call_median_ms"`
 	FirstCallMax    load.Millis `json:"first_call_max_ms"`
 	NoFirstCall     int         `json:"no_first_call"`
-	// Instances counts the servers the row started; Idle those that
-	// handled no call in their life.
-	Instances int `json:"instances"`
-	Idle      int `json:"idle"`
-	// Replacements are the replacements, in order.
+	// Instances counts the servers started; Idle those that handled no
+	// call.
+	Instances    int           `json:"instances"`
+	Idle         int           `json:"idle"`
 	Replacements []Replacement `json:"replacements"`
 	// Elapsed is the load's length.
 	Elapsed load.Seconds `json:"elapsed_s"`
@@ -61,8 +57,7 @@ const MaxFailures = 100
 
 // Failure is one failed call.
 type Failure struct {
-	// At is its arrival, from the load's start; Latency how long it took
-	// to fail.
+	// At is its arrival, from the load's start.
 	At      load.Seconds `json:"at_s"`
 	Latency load.Millis  `json:"latency_ms"`
 	Code    string       `json:"code"`
@@ -83,18 +78,18 @@ type Stretch struct {
 type Replacement struct {
 	Old string `json:"old"`
 	New string `json:"new"`
-	// Start is when it began; Available when the new instance was
-	// available; Left when the old one had left and exited.
+	// Start is when it began, Available when the new instance was
+	// available, Left when the old one had exited.
 	Start     load.Seconds `json:"start_s"`
 	Available load.Seconds `json:"available_s"`
 	Left      load.Seconds `json:"left_s"`
-	// Leave is how long the old instance took to leave, from being asked
-	// (Shutdown or Close) to its exit.
+	// Leave is the old instance's time from being asked to leave to its
+	// exit.
 	Leave load.Millis `json:"leave_ms"`
 	// FirstCall is the time from Available to the new instance's first
 	// call; nil if it got none.
 	FirstCall *load.Millis `json:"first_call_ms"`
-	// OldHandled counts the requests the old instance handled in its life.
+	// OldHandled counts the requests the old instance handled.
 	OldHandled int64 `json:"old_handled"`
 }
 
@@ -129,9 +124,8 @@ func bound(steadyP99 time.Duration) time.Duration {
 	return max(2*steadyP99, steadyP99+5*time.Millisecond)
 }
 
-// summarize makes row's result from its calls, replacements and
-// instances (all stopped). start is when the load started; steadyFrom when
-// the warmup ended.
+// summarize makes row's result from its calls, replacements and stopped
+// instances; start is the load's start, steadyFrom the warmup's end.
 func summarize(row Row, calls []call, reps []replacement, all []*instance, start, steadyFrom time.Time, end time.Time) RowResult {
 	r := RowResult{Row: row, Title: row.Title(), Calls: len(calls), FailedByCode: map[string]int{},
 		Elapsed: load.Seconds(end.Sub(start)), Instances: len(all)}
@@ -165,8 +159,7 @@ func summarize(row Row, calls []call, reps []replacement, all []*instance, start
 			deployTo = last.available
 		}
 	}
-	// A call in flight when the first replacement began belongs to the
-	// deploys.
+	// A call in flight when the first replacement began is the deploys'.
 	counted := func(c call) bool { return !c.at.Before(steadyFrom) }
 	r.Steady = stretchOf(calls, func(c call) bool { return counted(c) && c.at.Add(c.latency).Before(deployFrom) })
 	r.Deploys = stretchOf(calls, func(c call) bool {
@@ -176,21 +169,14 @@ func summarize(row Row, calls []call, reps []replacement, all []*instance, start
 	r.Bound, r.OverBound = load.Millis(b), time.Duration(r.Deploys.P99) > b
 	var firsts []time.Duration
 	for _, rep := range reps {
-		out := Replacement{Start: load.Seconds(rep.start.Sub(start)), Available: load.Seconds(rep.available.Sub(start)),
+		out := Replacement{Old: rep.old.addr, New: rep.new.addr, OldHandled: rep.old.handled,
+			Start: load.Seconds(rep.start.Sub(start)), Available: load.Seconds(rep.available.Sub(start)),
 			Left: load.Seconds(rep.left.Sub(start)), Leave: load.Millis(rep.left.Sub(rep.leaveFrom))}
-		if rep.old != nil {
-			out.Old, out.OldHandled = rep.old.addr, rep.old.handled
-		}
-		if rep.new != nil {
-			out.New = rep.new.addr
-			if first := rep.new.firstAt; !first.IsZero() {
-				d := first.Sub(rep.available)
-				m := load.Millis(d)
-				out.FirstCall = &m
-				firsts = append(firsts, d)
-			} else {
-				r.NoFirstCall++
-			}
+		if first := rep.new.firstAt.Sub(rep.available); rep.new.firstAt.IsZero() {
+			r.NoFirstCall++
+		} else {
+			out.FirstCall = new(load.Millis(first))
+			firsts = append(firsts, first)
 		}
 		r.Replacements = append(r.Replacements, out)
 	}

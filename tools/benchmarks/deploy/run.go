@@ -12,9 +12,8 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/etcdserver"
 )
 
-// Run runs cfg's rows one after the other and returns their results. It
-// stops at the first row that cannot run, or when ctx ends, and returns
-// the rows done so far with the error.
+// Run runs cfg's rows one after the other. It stops at the first row that
+// cannot run, or when ctx ends, returning the rows done so far.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -22,21 +21,19 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg = cfg.withDefaults()
 	res := &Result{Config: cfg}
 	endpoint := cfg.EtcdEndpoint
-	if slices.Contains(cfg.Rows, RowEtcd) {
-		if endpoint == "" {
-			dir, err := os.MkdirTemp("", "sluice-deploy-etcd-")
-			if err != nil {
-				return nil, fmt.Errorf("deploy: etcd's data directory: %w", err)
-			}
-			defer os.RemoveAll(dir)
-			cfg.progress("starting etcd")
-			s, err := etcdserver.Start(etcdserver.Config{Dir: dir, Binary: cfg.EtcdBinary, Embedded: cfg.EmbeddedEtcd})
-			if err != nil {
-				return nil, fmt.Errorf("deploy: %w", err)
-			}
-			defer s.Close()
-			endpoint, res.Etcd = s.Endpoint, s.Kind
+	if slices.Contains(cfg.Rows, RowEtcd) && endpoint == "" {
+		dir, err := os.MkdirTemp("", "sluice-deploy-etcd-")
+		if err != nil {
+			return nil, fmt.Errorf("deploy: etcd's data directory: %w", err)
 		}
+		defer os.RemoveAll(dir)
+		cfg.progress("starting etcd")
+		s, err := etcdserver.Start(etcdserver.Config{Dir: dir, Binary: cfg.EtcdBinary, Embedded: cfg.EmbeddedEtcd})
+		if err != nil {
+			return nil, fmt.Errorf("deploy: %w", err)
+		}
+		defer s.Close()
+		endpoint, res.Etcd = s.Endpoint, s.Kind
 	}
 	for _, row := range cfg.Rows {
 		if ctx.Err() != nil {
@@ -52,8 +49,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	return res, nil
 }
 
-// runRow runs one row: the fleet, the clients, the load, the warmup, the
-// steady stretch, then the replacements, each followed by the settle.
+// runRow runs one row: the fleet, the clients, the load, the warmup and
+// steady stretch, then the replacements, each followed by a settle.
 func runRow(ctx context.Context, cfg Config, row Row, etcdEndpoint string) (_ RowResult, err error) {
 	f, err := startServers(cfg, row, etcdEndpoint)
 	if err != nil {
@@ -91,8 +88,8 @@ func runRow(ctx context.Context, cfg Config, row Row, etcdEndpoint string) (_ Ro
 	if err != nil {
 		return RowResult{}, err
 	}
-	// The clients close first, so that the servers' Close has no
-	// connection to wait for; the servers then report what they handled.
+	// The clients close first, so that the servers' Close waits for no
+	// connection; the servers then report what they handled.
 	clients.Close()
 	if err := f.close(); err != nil {
 		return RowResult{}, err
@@ -105,11 +102,9 @@ func runRow(ctx context.Context, cfg Config, row Row, etcdEndpoint string) (_ Ro
 // settleSeed seeds the settles' lengths: every row draws the same ones.
 const settleSeed = 20_260_817
 
-// settleSchedule returns the length of each settle: Settle times a factor
-// drawn uniformly from [0.75, 1.25], the same sequence in every row, so
-// that the replacements do not fall into step with the DNS clients'
-// lookups (a fixed settle made each removal land at the same point of
-// their period).
+// settleSchedule returns each settle's length: Settle times a factor
+// drawn from [0.75, 1.25], the same in every row, so that the replacements
+// do not fall into step with the DNS clients' lookups.
 func settleSchedule(cfg Config) []time.Duration {
 	rng := rand.New(rand.NewPCG(settleSeed, 0))
 	s := make([]time.Duration, cfg.Replacements)

@@ -12,13 +12,11 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/fleet"
 )
 
-// Bounds on the waits for an instance.
+// Bounds on the waits for a new instance to listen, and for an instance
+// to exit once done or its stdin closed (then again once killed).
 const (
-	// startLimit bounds the wait for a new instance to listen.
 	startLimit = 15 * time.Second
-	// exitLimit bounds the wait for an instance to exit once it is done
-	// or its stdin closed, and again once killed.
-	exitLimit = 5 * time.Second
+	exitLimit  = 5 * time.Second
 )
 
 // instance is a fleet server, a child process. Its address is known once
@@ -43,9 +41,9 @@ func at(args []string, i int) time.Time {
 	return time.Unix(0, n)
 }
 
-// leave asks the instance to leave with cmd (cmdShutdown or cmdClose) and
-// waits at most limit for it to be done, then for it to exit. It returns
-// the error the child's Shutdown returned, if any.
+// leave asks the instance to leave with cmd and waits at most limit for it
+// to be done, then for it to exit. It returns the error of the child's
+// Shutdown, if any.
 func (in *instance) leave(cmd string, limit time.Duration) error {
 	if err := in.child.Proc.Send(cmd); err != nil {
 		return err
@@ -64,8 +62,7 @@ func (in *instance) leave(cmd string, limit time.Duration) error {
 	return nil
 }
 
-// stop ends the instance, whatever its state (its stdin closes; it is
-// killed if it has not exited within exitLimit), and reads its figures.
+// stop ends the instance, whatever its state, and reads its figures.
 func (in *instance) stop() error {
 	err := in.child.Proc.Close(exitLimit)
 	in.firstAt = at(in.child.Seen(lineFirst), 0)
@@ -77,25 +74,24 @@ func (in *instance) stop() error {
 
 // servers is a row's servers and how they come and go.
 type servers struct {
-	cfg  Config
-	row  Row
-	etcd string // RowEtcd: the etcd's client URL
-	// prefix is where RowEtcd's servers register, fresh for each row.
-	prefix string
-	zone   *zone // RowDNS's records
+	cfg    Config
+	row    Row
+	etcd   string // RowEtcd's etcd client URL
+	prefix string // where RowEtcd's servers register, fresh for each row
+	zone   *zone  // RowDNS's records
 
 	live []*instance // the fleet now, in the order they are replaced
-	all  []*instance // every instance started, to stop them at the end
+	all  []*instance // every instance started
 }
 
-// replacement is what one replacement did, on the parent's clock except
+// replacement is what one replacement did, on the parent's clock but
 // where it says otherwise.
 type replacement struct {
 	old, new  *instance
 	start     time.Time // the replacement began
-	available time.Time // the new instance was available: registered, listed, or listening (its clock)
-	left      time.Time // the old instance had left and exited
+	available time.Time // the new instance was registered, listed, or listening (its clock)
 	leaveFrom time.Time // the old instance was asked to leave
+	left      time.Time // the old instance had left and exited
 }
 
 // startServers starts cfg.Instances servers for row and makes each
@@ -123,9 +119,9 @@ func startServers(cfg Config, row Row, etcdEndpoint string) (_ *servers, err err
 	return f, nil
 }
 
-// startInstance starts a server on listen and waits until it is
-// available to clients: registered in etcd (RowEtcd), listed in the DNS
-// zone (RowDNS), or listening. It returns when that happened.
+// startInstance starts a server on listen and waits until clients can
+// find it: registered in etcd (RowEtcd), listed in the DNS zone (RowDNS),
+// or listening. It returns when that happened.
 func (f *servers) startInstance(listen string) (*instance, time.Time, error) {
 	j := job{Server: serverSluice, Listen: listen, ServiceTime: f.cfg.ServiceTime.D(), Grace: f.cfg.Grace.D(), Quiet: f.cfg.Quiet.D()}
 	switch f.row {
@@ -138,17 +134,12 @@ func (f *servers) startInstance(listen string) (*instance, time.Time, error) {
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	c, err := fleet.Start(ChildEnv+"="+string(spec), "deploy.ServeChildIfAsked", nil)
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("deploy: %w", err)
-	}
-	in := &instance{child: c}
-	f.all = append(f.all, in)
-	args, err := c.Wait(lineListening, "listen", startLimit)
+	c, err := fleet.Start(ChildEnv+"="+string(spec), "deploy.ServeChildIfAsked", startLimit, nil)
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("deploy: the server: %w", err)
 	}
-	in.addr = args[0]
+	in := &instance{child: c, addr: c.Addr}
+	f.all = append(f.all, in)
 	switch f.row {
 	case RowEtcd:
 		args, err := c.Wait(lineRegistered, "register in etcd", registerLimit)
@@ -157,18 +148,16 @@ func (f *servers) startInstance(listen string) (*instance, time.Time, error) {
 		}
 		return in, at(args, 0), nil
 	case RowDNS:
-		if err := f.zone.add(in.addr); err != nil {
-			return nil, time.Time{}, err
-		}
-		return in, time.Now(), nil
+		err := f.zone.add(in.addr)
+		return in, time.Now(), err
 	}
-	return in, at(args, 1), nil
+	return in, at(c.Seen(fleet.Listening), 1), nil
 }
 
-// replace replaces the i-th server of the fleet. In the discovery rows a
-// new server starts on a new port and becomes available, then the old
-// one is taken off the DNS zone (RowDNS) and Shutdown; in the others the
-// old one Closes and exits, then the new one listens on its port.
+// replace replaces the i-th server. In the discovery rows a new server
+// starts on a new port and becomes available, then the old one is taken
+// off the DNS zone (RowDNS) and Shutdown; in the others the old one Closes
+// and exits, then the new one listens on its port.
 func (f *servers) replace(i int) (replacement, error) {
 	r := replacement{old: f.live[i], start: time.Now()}
 	var err error
@@ -212,11 +201,7 @@ func (f *servers) close() error {
 	errs := make([]error, len(f.all)+1)
 	var wg sync.WaitGroup
 	for i, in := range f.all {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = in.stop()
-		}()
+		wg.Go(func() { errs[i] = in.stop() })
 	}
 	wg.Wait()
 	if f.zone != nil {

@@ -28,7 +28,7 @@ func TestChildServesReportsAndObeysSignals(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	if got := callOnce(t, c.addr, MethodEcho, testwait.Limit); got != "" {
+	if got := callOnce(t, c.Addr, MethodEcho, testwait.Limit); got != "" {
 		t.Fatalf("echo: %s", got)
 	}
 	testwait.Until(t, "the child's accept and execution reported", func() bool {
@@ -38,13 +38,13 @@ func TestChildServesReportsAndObeysSignals(t *testing.T) {
 	if err := c.freeze(); err != nil {
 		t.Fatal(err)
 	}
-	if got := callOnce(t, c.addr, MethodEcho, 200*time.Millisecond); got == "" {
+	if got := callOnce(t, c.Addr, MethodEcho, 200*time.Millisecond); got == "" {
 		t.Errorf("echo to a frozen child: %q, want it to fail (TIMEOUT)", got)
 	}
 	if err := c.thaw(); err != nil {
 		t.Fatal(err)
 	}
-	if got := callOnce(t, c.addr, MethodEcho, testwait.Limit); got != "" {
+	if got := callOnce(t, c.Addr, MethodEcho, testwait.Limit); got != "" {
 		t.Errorf("echo after SIGCONT: %s", got)
 	}
 

@@ -20,11 +20,11 @@ const (
 	MaxDuration = 10 * time.Minute
 	// MaxCalls bounds Rate x Duration.
 	MaxCalls = 1_000_000
-	// DefaultDeadline is each call's default deadline, all attempts included.
+	// DefaultDeadline is a call's default deadline.
 	DefaultDeadline = 200 * time.Millisecond
 	// MaxDeadline bounds Config.Deadline.
 	MaxDeadline = 10 * time.Second
-	// DefaultPayload is the default size of a request's body, in bytes.
+	// DefaultPayload is a request body's default size, in bytes.
 	DefaultPayload = 64
 	// MaxPayload bounds Config.Payload.
 	MaxPayload = 64 << 10
@@ -32,37 +32,32 @@ const (
 	maxDefaultFaultAt = 3 * time.Second
 )
 
-// Config describes one run: a scenario, a client setup and the load. The
-// zero value of a field means its default.
+// Config describes one run; a zero field means its default.
 type Config struct {
-	// Scenario is the fault. Required.
+	// Scenario is the fault and Setup the client's policy. Required.
 	Scenario Scenario `json:"scenario"`
-	// Setup is the client's policy. Required.
-	Setup Setup `json:"setup"`
-	// Rate is the arrival rate in calls per second: call i starts i/Rate
-	// seconds after the first, whether or not earlier calls have returned.
-	// In (0, MaxRate]; default DefaultRate.
+	Setup    Setup    `json:"setup"`
+	// Rate is the arrival rate, calls per second, open loop. In
+	// (0, MaxRate]; default DefaultRate.
 	Rate float64 `json:"rate"`
 	// Duration is how long calls arrive. In (0, MaxDuration]; default the
-	// scenario's duration at the Full size.
+	// scenario's at the Full size.
 	Duration millis.Duration `json:"duration_ms"`
-	// FaultAt is when a mid-run fault (kill, freeze, reset, stall) strikes,
-	// from the first call. In (0, Duration); default a quarter of
-	// Duration, at most 3 s. Other scenarios fail from the start.
+	// FaultAt is when a mid-run fault (kill, freeze, reset, stall)
+	// strikes. In (0, Duration); default a quarter of Duration, at most
+	// 3 s. Other scenarios fail from the start.
 	FaultAt millis.Duration `json:"fault_at_ms"`
 	// Deadline is each call's deadline, all attempts included. In
 	// (0, MaxDeadline]; default DefaultDeadline.
 	Deadline millis.Duration `json:"deadline_ms"`
 	// Format is the calls' format, "raw" (default) or "json".
 	Format string `json:"format"`
-	// Payload is the size of each request's body in bytes. In
-	// [0, MaxPayload]; default DefaultPayload (0 means the default).
+	// Payload is a request body's size in bytes, in [0, MaxPayload]; 0
+	// means DefaultPayload.
 	Payload int `json:"payload"`
-	// Shared marks a run that shares the process with other runs made at
-	// the same time (the tests make a scenario's setups side by side): its
-	// goroutine and heap figures are not its own, so Run does not wait for
-	// the goroutines to settle or weigh the heap, and Contract.Check skips
-	// them. Whoever runs runs side by side checks them for the group.
+	// Shared marks a run made side by side with others: its goroutine and
+	// heap figures are not its own, so Run neither waits for goroutines
+	// to settle nor weighs the heap, and Check skips them.
 	Shared bool `json:"shared"`
 }
 
@@ -103,8 +98,7 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// withDefaults returns c with every zero field set to its default. c's
-// Scenario must be known.
+// withDefaults returns c with its defaults; c.Scenario must be known.
 func (c Config) withDefaults() Config {
 	sp := specs[c.Scenario]
 	c.Rate = cmp.Or(c.Rate, DefaultRate)
@@ -127,8 +121,7 @@ func (c Config) method() string {
 	return specs[c.Scenario].method
 }
 
-// calls returns how many calls the run makes: arrivals at 0, 1/Rate, ...
-// strictly before Duration.
+// calls returns how many calls arrive strictly before Duration.
 func (c Config) calls() int {
 	return max(1, int(math.Ceil(c.Duration.D().Seconds()*c.Rate-1e-9)))
 }

@@ -8,48 +8,33 @@ import (
 	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
 )
 
-// Contract is Sluice's failure handling contract in numbers, the
-// promises of the README's "When things break": a failure never becomes
-// a connection storm, connections retry on gRPC's backoff, a dead, silent
-// or erroring peer stops being chosen and a slow one gets almost no first
-// attempts, calls fail fast when every peer is in transient failure,
-// deadlines hold, busy throttling and the retry bucket bound the attempts,
-// a DECLINED handler runs once, and nothing outlives a call.
-// DefaultContract gives the numbers; Check applies them.
+// Contract is Sluice's failure handling contract in numbers (the README's
+// "When things break"); DefaultContract gives them, Check applies them.
 type Contract struct {
 	// MaxConnectsPerCall bounds the TCP connections per call when every
 	// peer refuses connections or accepts and closes them.
 	MaxConnectsPerCall float64
-	// Backoff is the connection backoff of a peer in transient failure,
-	// gRPC's, written out rather than taken from package peer so that the
-	// contract does not follow the code it checks. After the first
-	// second of an outage no peer may be dialed more often than it allows
-	// (MaxAttempts).
+	// Backoff is gRPC's connection backoff, written out so that the
+	// contract does not follow the code it checks: after the first second
+	// of an outage no peer is dialed more often than it allows.
 	Backoff backoff.Exponential
-	// FastFail bounds the latency of every call that starts 1 s or more
-	// into a full outage.
+	// FastFail bounds every call from 1 s into a full outage.
 	FastFail time.Duration
-	// KilledPick and SilentPick bound how long after a peer's death (a
-	// failed connection), or its silence (frozen, stalled), a call may
-	// still choose it.
+	// KilledPick and SilentPick bound how long after a peer's death, or
+	// its silence (frozen, stalled), a call may still choose it.
 	KilledPick, SilentPick time.Duration
-	// EjectedShare bounds the share of the calls starting after the
-	// erroring peer's first ErrorStreak UNEXPECTEDs in a row that choose
-	// it: outlier ejection has taken it out.
+	// EjectedShare bounds the share of the calls after the erroring
+	// peer's streak that choose it.
 	EjectedShare float64
 	// SlowFirstShare bounds the share of the calls from 1 s after the
 	// fault whose first attempt goes to the latency scenario's slow peer.
 	SlowFirstShare float64
 	// DeadlineSlack is how much later than its deadline a call may
-	// return, and a hedged call whose hedge won later than HedgingDelay;
-	// both also allow the run's Result.SchedDelay (the contract is about
-	// what Sluice does once it can run). -race slows everything down:
-	// measure without it for the figure that counts.
+	// return, and a hedged call whose hedge won later than HedgingDelay,
+	// beyond the run's SchedDelay.
 	DeadlineSlack time.Duration
-	// BusyAttemptsPer10s bounds the server attempts per call of a run of
-	// 10 s (+10%) at Config.Rate when every handler answers BUSY, under
-	// RetryBucket: the busy limiters cut nearly all traffic within two
-	// seconds, so the bound is on the run's total.
+	// BusyAttemptsPer10s bounds the server attempts per call of a 10 s
+	// run (+10%) when every handler answers BUSY, under RetryBucket.
 	BusyAttemptsPer10s float64
 	// GoroutineSlack and HeapSlack bound how far above its baseline a run
 	// may leave the goroutine count and the live heap.
@@ -79,11 +64,9 @@ func DefaultContract() Contract {
 	}
 }
 
-// MaxAttempts returns the most connection attempts the backoff b allows
-// one peer in [from, to], its first attempt failing at 0: every wait as
-// short as the jitter allows (b.Ceiling(n) x (1 - b.Spread) after the nth
-// failure), plus one attempt for the uncertainty of when that first attempt
-// was.
+// MaxAttempts returns the most connection attempts b allows one peer in
+// [from, to], its first failing at 0: every wait as short as the jitter
+// allows, plus one attempt for when that first one was.
 func MaxAttempts(b backoff.Exponential, from, to time.Duration) int {
 	n := 1
 	t := time.Duration(0)
@@ -97,8 +80,7 @@ func MaxAttempts(b backoff.Exponential, from, to time.Duration) int {
 }
 
 // Check returns the promises r breaks, each a sentence saying which and by
-// how much; none when r keeps the contract. Harness problems
-// (Result.Problems) are not checked here.
+// how much (Result.Problems aside).
 func (c Contract) Check(r *Result) []string {
 	var v []string
 	fail := func(format string, a ...any) { v = append(v, fmt.Sprintf(format, a...)) }
@@ -142,10 +124,8 @@ func (c Contract) Check(r *Result) []string {
 				ms(r.MaxAfter1s.D()), ms(c.FastFail))
 		}
 	case Declined:
-		// A hedging policy sends its hedges on its delay, before any
-		// answer: a call still out after HedgingDelay may have run the
-		// handler up to maxAttempts (3) times. Nothing may run it after a
-		// DECLINED answer.
+		// A call still out after HedgingDelay may have run the handler
+		// up to maxAttempts (3) times, its hedges sent before any answer.
 		allowed := r.Calls
 		if cfg.Setup == HedgePolicy {
 			allowed += 2 * r.HedgeDue

@@ -7,9 +7,8 @@ import (
 )
 
 // ErrorStreak is how many UNEXPECTED answers in a row the erroring peer
-// gives before the contract expects the client to eject it: the default
-// of Sluice's outlier ejection, written out (as Contract.Backoff is) so
-// that the suite does not follow the code it checks.
+// gives before the contract expects its ejection: Sluice's outlier
+// ejection's default, written out.
 const ErrorStreak = 5
 
 // ErrorSeed seeds the choice of the calls the erroring peer fails: its
@@ -18,10 +17,8 @@ const ErrorStreak = 5
 const ErrorSeed = 23
 
 // erratic decides which calls an erroring server fails: each, in the
-// order its handler runs, with probability 1/2 drawn from a PCG seeded
-// with ErrorSeed, so that every run fails the same calls of the order. It
-// notes when the first ErrorStreak failures in a row ended. It is safe for
-// concurrent use.
+// order its handler runs, with probability 1/2 from a PCG seeded with
+// ErrorSeed. It notes when the first ErrorStreak failures in a row ended.
 type erratic struct {
 	mu                   sync.Mutex
 	rng                  *rand.Rand
@@ -49,17 +46,10 @@ func (e *erratic) fail(now time.Time) bool {
 	return true
 }
 
-// streak returns when the first ErrorStreak failures in a row ended, zero
-// if none has.
-func (e *erratic) streak() time.Time {
+// state returns when the first ErrorStreak failures in a row ended (zero:
+// not yet), the calls decided and how many failed.
+func (e *erratic) state() (streakAt time.Time, calls, failed int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.streakAt
-}
-
-// counts returns the calls decided so far and how many of them failed.
-func (e *erratic) counts() (calls, failed int) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.calls, e.failed
+	return e.streakAt, e.calls, e.failed
 }

@@ -65,3 +65,13 @@ func TestErraticConcurrent(t *testing.T) {
 		t.Error("no streak in 4000 calls")
 	}
 }
+
+func (e *erratic) streak() time.Time {
+	at, _, _ := e.state()
+	return at
+}
+
+func (e *erratic) counts() (calls, failed int) {
+	_, calls, failed = e.state()
+	return calls, failed
+}

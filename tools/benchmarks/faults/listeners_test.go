@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 )
 
@@ -37,7 +38,7 @@ func TestRefusedAddrRefuses(t *testing.T) {
 
 func TestAcceptCloserCountsAndCloses(t *testing.T) {
 	var accepts events
-	a, err := startFaultPoint(false, &accepts)
+	a, err := testnet.Listen(false, accepts.now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func TestAcceptCloserCountsAndCloses(t *testing.T) {
 
 func TestBlackHoleAcceptsAndNeverAnswers(t *testing.T) {
 	var accepts events
-	b, err := startFaultPoint(true, &accepts)
+	b, err := testnet.Listen(true, accepts.now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,8 @@ const (
 	// lateAfter is how far behind its arrival time a call may start and
 	// not count as late (Go timers wake up to a millisecond or so late).
 	lateAfter = 2 * time.Millisecond
+	// schedTick is how long watchSched sleeps at a time.
+	schedTick = 5 * time.Millisecond
 )
 
 // call is one call's outcome.
@@ -40,26 +42,26 @@ type call struct {
 type loadOutcome struct {
 	calls []call
 	// start is when the first call started; end when the last returned
-	// (or the drain gave up).
+	// (or the drain gave up); hung counts the calls still out then.
 	start, end time.Time
-	// hung counts calls that had not returned DrainLimit after the last
-	// one started.
-	hung int
-	// faultAt is when the fault struck (the start for one there from the
-	// start, zero if it was not injected);
-	// faultErr why it could not be.
+	hung       int
+	// faultAt is when the fault struck (start for one there from the
+	// start, zero if it was not injected); faultErr why it could not be.
 	faultAt  time.Time
 	faultErr error
 	// schedDelay is the longest a sleeping goroutine woke up late.
 	schedDelay time.Duration
 }
 
-// schedTick is how long watchSched sleeps at a time.
-const schedTick = 5 * time.Millisecond
+// injection is when a fault struck (zero if it did not) and its error.
+type injection struct {
+	at  time.Time
+	err error
+}
 
-// watchSched sleeps schedTick at a time until stop is closed, and then
-// sends on out the longest it woke up late: the delay the machine put on
-// this process's timers meanwhile.
+// watchSched sleeps schedTick at a time until stop is closed, then sends
+// on out the longest it woke up late: how far the machine held this
+// process's timers back.
 func watchSched(stop <-chan struct{}, out chan<- time.Duration) {
 	var worst time.Duration
 	due := time.Now().Add(schedTick)
@@ -79,84 +81,54 @@ func watchSched(stop <-chan struct{}, out chan<- time.Duration) {
 	}
 }
 
-// runLoad makes cfg's calls through cl at cfg.Rate, each with
-// cfg.Deadline, and, if inject is not nil, calls it cfg.FaultAt after the
-// first call. It stops early when ctx ends and returns once every call has
-// returned or DrainLimit has passed since the last one started.
+// runLoad makes cfg's calls through cl and, if inject is not nil, calls it
+// cfg.FaultAt after the first call. It stops early when ctx ends.
 func runLoad(ctx context.Context, cl *channel.Client, cfg Config, inject func() error) loadOutcome {
-	n := cfg.calls()
-	req := request(cfg)
-	method := cfg.method()
-	results := make(chan call, n) // buffered: a straggler never blocks
-	var out loadOutcome
+	req, method := request(cfg), cfg.method()
 	stopSched, schedc := make(chan struct{}), make(chan time.Duration, 1)
 	go watchSched(stopSched, schedc)
-	out.start = time.Now()
-	type injection struct {
-		at  time.Time // zero if the fault was not injected
-		err error
-	}
+	out := loadOutcome{start: time.Now()}
 	faultc := make(chan injection, 1)
-	var fault *time.Timer
 	if inject == nil {
 		faultc <- injection{at: out.start} // there from the start, if at all
 	} else {
-		fault = time.AfterFunc(time.Until(out.start.Add(cfg.FaultAt.D())), func() {
+		fault := time.AfterFunc(time.Until(out.start.Add(cfg.FaultAt.D())), func() {
 			at := time.Now()
 			faultc <- injection{at, inject()}
 		})
-	}
-
-	started := fleet.Arrivals(out.start, cfg.Rate, n, ctx.Done(), func(sched, _ time.Time) {
-		go func() {
-			c := call{start: time.Now()}
-			c.late = c.start.Sub(sched) > lateAfter
-			cctx, cancel := context.WithTimeout(ctx, cfg.Deadline.D())
-			res, err := cl.Call(cctx, method, req)
-			c.latency = time.Since(c.start)
-			cancel()
-			if err != nil {
-				c.code, c.attempts, c.peers = outcomeOf(err)
-			} else {
-				c.attempts, c.peers = res.Attempts, slices.Clone(res.Peers)
+		defer context.AfterFunc(ctx, func() {
+			if fault.Stop() {
+				faultc <- injection{}
 			}
-			results <- c
-		}()
-	})
-	last := time.Now()
-	if ctx.Err() != nil && fault != nil && fault.Stop() {
-		faultc <- injection{}
+		})()
 	}
 
-	drain := time.NewTimer(DrainLimit)
-	defer drain.Stop()
-collect:
-	for len(out.calls) < started {
-		select {
-		case c := <-results:
-			out.calls = append(out.calls, c)
-		case <-drain.C:
-			break collect
+	calls, started := fleet.Load(out.start, cfg.Rate, cfg.calls(), ctx.Done(), DrainLimit, func(_ int, sched, _ time.Time) call {
+		c := call{start: time.Now()}
+		c.late = c.start.Sub(sched) > lateAfter
+		cctx, cancel := context.WithTimeout(ctx, cfg.Deadline.D())
+		res, err := cl.Call(cctx, method, req)
+		c.latency = time.Since(c.start)
+		cancel()
+		if err != nil {
+			c.code, c.attempts, c.peers = outcomeOf(err)
+		} else {
+			c.attempts, c.peers = res.Attempts, slices.Clone(res.Peers)
 		}
-	}
-	out.end = time.Now()
-	out.hung = started - len(out.calls)
+		return c
+	})
+	out.calls, out.end, out.hung = calls, time.Now(), started-len(calls)
 	close(stopSched)
 	out.schedDelay = <-schedc
 
-	var f injection
+	t := time.NewTimer(faultLimit)
+	defer t.Stop()
 	select {
-	case f = <-faultc: // ready already: however long the drain took
-	default:
-		t := time.NewTimer(faultLimit - min(faultLimit, time.Since(last)))
-		defer t.Stop()
-		select {
-		case f = <-faultc:
-		case <-t.C:
-			f.err = fmt.Errorf("faults: the fault's injection had not returned %v after the last call started", faultLimit)
-		}
+	case f := <-faultc:
+		out.faultAt, out.faultErr = f.at, f.err
+	case <-t.C:
+		out.faultErr = fmt.Errorf("faults: the fault's injection had not returned %v after the load", faultLimit)
 	}
-	out.faultAt, out.faultErr = f.at, f.err
 	return out
 }
 
@@ -170,8 +142,8 @@ func request(cfg Config) *channel.Request {
 	return &channel.Request{Format: tchannel.Raw, Arg3: bytes.Repeat([]byte("x"), cfg.Payload)}
 }
 
-// outcomeOf reads a failed call's error: the code it is counted under
-// (channel.CallError.CodeName), the attempts sent and the peers tried.
+// outcomeOf reads a failed call's error: its code (load.CodeOf), the
+// attempts sent and the peers tried.
 func outcomeOf(err error) (code string, attempts int, peers []string) {
 	var ce *channel.CallError
 	if errors.As(err, &ce) {

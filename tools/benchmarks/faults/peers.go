@@ -1,15 +1,70 @@
 package faults
 
 import (
+	"context"
 	"fmt"
+	"net"
+	"sync"
+	"time"
 
+	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
 	"github.com/sluice-rpc/sluice/tools/internal/fleet"
 )
 
-// point is one peer of a run as the client sees it (an address) and as
-// the suite counts it: the client's connection attempts, the connections
-// accepted there (nil where nothing listens) and the handler executions
-// behind it (nil where none runs).
+// maxEvents bounds the times an events log keeps (24 MiB); beyond it the
+// log only counts (Result.Truncated).
+const maxEvents = 1 << 20
+
+// events is a log of timestamped occurrences: connection attempts,
+// accepted connections, handler executions. A nil log counts nothing.
+type events struct {
+	mu    sync.Mutex
+	times []time.Time
+	n     int
+}
+
+// add records one occurrence at t.
+func (e *events) add(t time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.n++
+	if len(e.times) < maxEvents {
+		e.times = append(e.times, t)
+	}
+}
+
+// now records one occurrence now.
+func (e *events) now() { e.add(time.Now()) }
+
+// countSince returns how many occurrences were recorded, how many of the
+// kept ones were at or after t, and whether times were dropped (then that
+// count is a lower bound).
+func (e *events) countSince(t time.Time) (all, since int, truncated bool) {
+	if e == nil {
+		return 0, 0, false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, at := range e.times {
+		if !at.Before(t) {
+			since++
+		}
+	}
+	return e.n, since, e.n > len(e.times)
+}
+
+// reset forgets everything.
+func (e *events) reset() {
+	if e != nil {
+		e.mu.Lock()
+		e.times, e.n = nil, 0
+		e.mu.Unlock()
+	}
+}
+
+// point is one peer of a run: its address, the client's connection
+// attempts to it, and the connections accepted and handler executions
+// behind it (nil where there are none).
 type point struct {
 	addr                  string
 	dials, accepts, execs *events
@@ -23,9 +78,8 @@ type peers struct {
 	faulty int
 	// errs picks the calls the erroring peer fails (Erroring only).
 	errs *erratic
-	// inject applies a mid-run fault; nil when the fault is there from
-	// the start. after runs once the load is over, before the client
-	// closes (a frozen child gets SIGCONT, toxics are removed).
+	// inject applies a mid-run fault (nil: there from the start); after
+	// runs once the load is over, before the client closes.
 	inject, after func() error
 	closers       fleet.Closers
 }
@@ -49,7 +103,7 @@ func startPeers(s Scenario) (_ *peers, err error) {
 			if s == Refused {
 				p.addr, err = refusedAddr()
 			} else {
-				err = f.addFaultPoint(p, false)
+				err = f.listen(p, false)
 			}
 			if err != nil {
 				return nil, err
@@ -58,7 +112,7 @@ func startPeers(s Scenario) (_ *peers, err error) {
 		}
 	case BlackHole:
 		p := &point{}
-		if err := f.addFaultPoint(p, true); err != nil {
+		if err := f.listen(p, true); err != nil {
 			return nil, err
 		}
 		f.points, f.faulty = append(f.points, p), 0
@@ -69,7 +123,7 @@ func startPeers(s Scenario) (_ *peers, err error) {
 		good = 0
 	case Erroring:
 		f.errs, f.faulty = newErratic(), 0
-		if err := f.addServer(f.errs); err != nil {
+		if _, err := f.startServer(f.errs); err != nil {
 			return nil, err
 		}
 	case Kill, Freeze:
@@ -78,7 +132,7 @@ func startPeers(s Scenario) (_ *peers, err error) {
 		if err != nil {
 			return nil, err
 		}
-		p.addr = c.addr
+		p.addr = c.Addr
 		f.points, f.faulty = append(f.points, p), 0
 		f.closers = append(f.closers, c.close)
 		f.inject = c.kill
@@ -89,37 +143,28 @@ func startPeers(s Scenario) (_ *peers, err error) {
 		return nil, fmt.Errorf("faults: Scenario is %q, must be one of %s", s, scenarioList())
 	}
 	for range good {
-		if err := f.addServer(nil); err != nil {
+		if _, err := f.startServer(nil); err != nil {
 			return nil, err
 		}
 	}
 	return f, nil
 }
 
-// addFaultPoint starts an accept-close listener, or with hold a black
-// hole, as p.
-func (f *peers) addFaultPoint(p *point, hold bool) error {
+// listen starts testnet's accept-close listener, or with hold its black
+// hole (it reads and discards), as p.
+func (f *peers) listen(p *point, hold bool) error {
 	p.accepts = &events{}
-	l, err := startFaultPoint(hold, p.accepts)
+	l, err := testnet.Listen(hold, p.accepts.now)
 	if err != nil {
-		return err
+		return fmt.Errorf("faults: %w", err)
 	}
 	p.addr = l.Addr()
 	f.closers.Add(func() { l.Close() })
 	return nil
 }
 
-// addServer starts a server and adds it as a point: a good one, or with
+// startServer starts a server and adds it as a point: a good one, or with
 // errs not nil one that fails the calls errs picks.
-func (f *peers) addServer(errs *erratic) error {
-	p, err := f.startServer(errs)
-	if err == nil {
-		f.points = append(f.points, p)
-	}
-	return err
-}
-
-// startServer starts a server, its counts in a new point.
 func (f *peers) startServer(errs *erratic) (*point, error) {
 	p := &point{accepts: &events{}, execs: &events{}}
 	s, err := startServer(p.accepts.now, p.execs.now, errs)
@@ -128,22 +173,22 @@ func (f *peers) startServer(errs *erratic) (*point, error) {
 	}
 	p.addr = s.HostPort()
 	f.closers.Add(s.Close)
+	f.points = append(f.points, p)
 	return p, nil
 }
 
 // proxiedToxics are the toxics of the proxied scenarios.
 var proxiedToxics = map[Scenario]toxic{
-	Reset:     {Type: "reset_peer", Stream: "upstream", Attributes: map[string]any{"timeout": 0}},
-	Latency:   {Type: "latency", Stream: "downstream", Attributes: map[string]any{"latency": 100}},
-	Bandwidth: {Type: "bandwidth", Stream: "downstream", Attributes: map[string]any{"rate": 1}},
-	Stall:     {Type: "timeout", Stream: "upstream", Attributes: map[string]any{"timeout": 0}},
+	Reset:     {"reset_peer", "upstream", "timeout", 0},
+	Latency:   {"latency", "downstream", "latency", 100},
+	Bandwidth: {"bandwidth", "downstream", "rate", 1},
+	Stall:     {"timeout", "upstream", "timeout", 0},
 }
 
 // startProxied starts three good servers, each behind a toxiproxy proxy
-// (so that the three differ only by the toxic), and arranges scenario s's
-// toxic on the first: from the start (latency, bandwidth) or at FaultAt
-// (reset, stall). The servers count the connections the proxies open to
-// them, one per connection a proxy accepts.
+// (so that the three differ only by the toxic), and puts s's toxic on the
+// first: from the start (latency, bandwidth) or at FaultAt (reset, stall).
+// The servers count the connections the proxies open to them.
 func (f *peers) startProxied(s Scenario) error {
 	px := newProxies()
 	f.closers.Add(px.close)
@@ -158,7 +203,6 @@ func (f *peers) startProxied(s Scenario) error {
 			return err
 		}
 		p.addr = proxy.Listen
-		f.points = append(f.points, p)
 		if i > 0 {
 			continue
 		}
@@ -171,5 +215,37 @@ func (f *peers) startProxied(s Scenario) error {
 	return nil
 }
 
-// close undoes startPeers, last first, and returns the errors joined.
-func (f *peers) close() error { return f.closers.Close() }
+// dial is the client's Dialer: it records each connection attempt at the
+// peer dialed, whatever its outcome, and dials only 127.0.0.1.
+func (f *peers) dial(ctx context.Context, network, hostPort string) (net.Conn, error) {
+	for _, p := range f.points {
+		if p.addr == hostPort {
+			p.dials.now()
+		}
+	}
+	if host, _, err := net.SplitHostPort(hostPort); err != nil || host != loopback {
+		return nil, fmt.Errorf("faults: refusing to dial %s: the fault suite only targets %s", hostPort, loopback)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, hostPort)
+}
+
+// sum adds up the logs of kind over the points: all, since t, truncated.
+func (f *peers) sum(kind func(*point) *events, t time.Time) (all, since int, truncated bool) {
+	for _, p := range f.points {
+		a, s, tr := kind(p).countSince(t)
+		all, since, truncated = all+a, since+s, truncated || tr
+	}
+	return all, since, truncated
+}
+
+// refusedAddr returns a host:port on 127.0.0.1 that nothing listens on: a
+// port just handed out and closed again.
+func refusedAddr() (string, error) {
+	l, err := testnet.Listen(false, nil)
+	if err != nil {
+		return "", fmt.Errorf("faults: %w", err)
+	}
+	l.Close()
+	return l.Addr(), nil
+}

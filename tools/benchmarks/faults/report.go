@@ -73,11 +73,7 @@ func (r *Result) errorList() string {
 	if len(r.Errors) == 0 {
 		return "-"
 	}
-	var parts []string
-	for _, c := range fleet.ByCount(r.Errors) {
-		parts = append(parts, fmt.Sprintf("%s %d", c, r.Errors[c]))
-	}
-	return strings.Join(parts, ", ")
+	return fleet.Codes(r.Errors, "%s %d")
 }
 
 // WriteChecks writes, for each result, the promises of c it breaks and the

@@ -8,30 +8,30 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
-// Result is what one run measured. Per-call figures divide by Calls;
-// times are from the first call's start unless said otherwise.
+// Result is what one run measured; times are from the first call's start
+// unless said otherwise.
 type Result struct {
-	// Config is the run's configuration, its defaults filled in.
+	// Config is the run's, with its defaults.
 	Config Config `json:"config"`
-	// Calls were made; OK of them succeeded; Errors counts the others by
+	// Calls were made, OK of them succeeded; Errors counts the others by
 	// code (channel.CallError.CodeName, or TIMEOUT and LOCAL).
 	Calls  int            `json:"calls"`
 	OK     int            `json:"ok"`
 	Errors map[string]int `json:"errors"`
-	// Attempts sums the attempts the calls sent on the wire; Executions
-	// counts the handler runs, in the servers.
+	// Attempts sums the attempts sent on the wire; Executions counts the
+	// handler runs in the servers.
 	Attempts   int `json:"attempts"`
 	Executions int `json:"executions"`
-	// Dials counts the client's TCP connection attempts, whatever their
-	// outcome; Accepts the connections the peers' listeners accepted.
+	// Dials counts the client's TCP connection attempts; Accepts the
+	// connections the peers accepted.
 	Dials   int `json:"dials"`
 	Accepts int `json:"accepts"`
-	// Connects is the TCP connections the run cost: Accepts, or Dials for
-	// Refused, where nothing listens; ConnectsAfter1s those from 1 s in.
+	// Connects is Accepts, or Dials for Refused; ConnectsAfter1s those
+	// from 1 s in.
 	Connects        int `json:"connects"`
 	ConnectsAfter1s int `json:"connects_after1s"`
-	// FaultyConnects counts the connection attempts to the failing peer
-	// from 1 s after its fault: the more of its dials and its accepts.
+	// FaultyConnects counts the failing peer's dials or accepts, the
+	// more, from 1 s after its fault.
 	FaultyConnects int `json:"faulty_connects"`
 	// Elapsed runs to the last call's return.
 	Elapsed millis.Duration `json:"elapsed_ms"`
@@ -45,33 +45,30 @@ type Result struct {
 	CallsAfter1s int             `json:"calls_after1s"`
 	MaxAfter1s   millis.Duration `json:"max_after1s_ms"`
 	// Faulty is the failing peer's host:port ("" when all three fail
-	// alike or none does); FaultAt is when its fault struck (0 for one
-	// there from the start).
+	// alike or none does); FaultAt is when its fault struck (0: from the
+	// start).
 	Faulty  string          `json:"faulty"`
 	FaultAt millis.Duration `json:"fault_at_ms"`
-	// PickedAfterFault reports whether a call starting at or after the
-	// fault listed Faulty among its peers (every peer an attempt went or
-	// tried to go to); LastPick is when the last such call started, from
-	// the fault.
+	// PickedAfterFault reports whether a call starting after the fault
+	// had Faulty among its peers; LastPick is when the last such call
+	// started, from the fault.
 	PickedAfterFault bool            `json:"picked_after_fault"`
 	LastPick         millis.Duration `json:"last_pick_ms"`
-	// FirstShare is the share of the calls starting 1 s or more after the
-	// fault whose first peer was Faulty; -1 when there were none.
+	// FirstShare is the share of the calls from 1 s after the fault whose
+	// first peer was Faulty; -1 when there were none.
 	FirstShare float64 `json:"first_share"`
 	// Streak reports that the erroring peer answered ErrorStreak
-	// UNEXPECTEDs in a row, in the order its handler ran or the order the
-	// client saw them; StreakAt is when the first such run ended, in
-	// either order. CallsAfterStreak counts the calls starting after it
-	// that chose a peer, PickedAfterStreak those that chose the erroring
-	// one.
+	// UNEXPECTEDs in a row, in its handler's order or the client's;
+	// StreakAt is when the first such run ended. CallsAfterStreak counts
+	// the later calls that chose a peer, PickedAfterStreak those that
+	// chose the erroring one.
 	Streak            bool            `json:"streak"`
 	StreakAt          millis.Duration `json:"streak_at_ms"`
 	CallsAfterStreak  int             `json:"calls_after_streak"`
 	PickedAfterStreak int             `json:"picked_after_streak"`
-	// The goroutines and heap before the client exists, and after every
-	// call returned, the client closed and SettleLimit passed (the heap
-	// after a GC); toxiproxy's goroutines are left out. A Shared run
-	// does not weigh the heap and counts the goroutines at once.
+	// The goroutines (toxiproxy's left out) and live heap before the
+	// client exists and after the run, its client closed and SettleLimit
+	// passed. A Shared run counts the goroutines at once, no heap.
 	GoroutinesBefore int    `json:"goroutines_before"`
 	GoroutinesAfter  int    `json:"goroutines_after"`
 	HeapBefore       uint64 `json:"heap_before"`
@@ -79,13 +76,11 @@ type Result struct {
 	// Late counts calls that started over 2 ms behind schedule.
 	Late int `json:"late"`
 	// SchedDelay is the longest a goroutine sleeping 5 ms at a time woke
-	// up late during the load: how far the machine held this process's
-	// timers back. The contract's time bounds allow it.
+	// up late during the load; the contract's time bounds allow it.
 	SchedDelay millis.Duration `json:"sched_delay_ms"`
 	// HedgeDue counts calls still out HedgingDelay after they started.
 	HedgeDue int `json:"hedge_due"`
-	// Hung counts calls that had not returned DrainLimit after the last
-	// call started.
+	// Hung counts calls still out DrainLimit after the last started.
 	Hung int `json:"hung"`
 	// Truncated reports that an event log overflowed: the after-1s counts
 	// are lower bounds.
@@ -106,8 +101,8 @@ func (r *Result) ConnectsPerCall() float64 { return per(r.Connects, r.Calls) }
 // DialsPerCall is Dials / Calls.
 func (r *Result) DialsPerCall() float64 { return per(r.Dials, r.Calls) }
 
-// ConnectsPerSecondAfter1s is ConnectsAfter1s over the time from one second
-// after the first call to the last return; 0 if the run was shorter.
+// ConnectsPerSecondAfter1s is ConnectsAfter1s per second from 1 s in to
+// the last return; 0 if the run was shorter.
 func (r *Result) ConnectsPerSecondAfter1s() float64 {
 	if r.Elapsed.D() <= time.Second {
 		return 0
@@ -115,9 +110,8 @@ func (r *Result) ConnectsPerSecondAfter1s() float64 {
 	return float64(r.ConnectsAfter1s) / (r.Elapsed.D() - time.Second).Seconds()
 }
 
-// AfterStreakShare is PickedAfterStreak / CallsAfterStreak: the share of
-// the calls starting after the erroring peer's first ErrorStreak failures
-// in a row that chose it; -1 when there is no such call.
+// AfterStreakShare is PickedAfterStreak / CallsAfterStreak; -1 when there
+// is no such call.
 func (r *Result) AfterStreakShare() float64 {
 	if !r.Streak || r.CallsAfterStreak == 0 {
 		return -1
@@ -126,7 +120,7 @@ func (r *Result) AfterStreakShare() float64 {
 }
 
 // OverDeadline is how much later than its deadline the slowest call
-// returned (negative when every call returned in time).
+// returned (negative: in time).
 func (r *Result) OverDeadline() time.Duration { return (r.Max - r.Config.Deadline).D() }
 
 func per(n, calls int) float64 {
@@ -136,10 +130,10 @@ func per(n, calls int) float64 {
 	return float64(n) / float64(calls)
 }
 
-// summarize fills r's call figures from lo; faulty is the failing peer's
-// address ("" if none) and faultAt when its fault struck (zero: not
-// injected).
-func (r *Result) summarize(lo loadOutcome, faulty string, faultAt time.Time) {
+// summarize fills r's call figures from lo; faulty is the failing peer
+// ("" if none).
+func (r *Result) summarize(lo loadOutcome, faulty string) {
+	faultAt := lo.faultAt
 	r.Calls, r.Errors, r.Hung = len(lo.calls), map[string]int{}, lo.hung
 	r.SchedDelay = millis.Duration(lo.schedDelay)
 	r.Elapsed = millis.Duration(lo.end.Sub(lo.start))
@@ -196,9 +190,9 @@ func (r *Result) summarize(lo loadOutcome, faulty string, faultAt time.Time) {
 	}
 }
 
-// summarizeStreak fills r's streak figures from lo: streakAt is when the
-// failing peer faulty ended its first run of ErrorStreak failures in a row
-// (zero: it did not).
+// summarizeStreak fills r's streak figures from lo; streakAt is when
+// faulty's handler ended its first ErrorStreak failures in a row (zero:
+// never).
 func (r *Result) summarizeStreak(lo loadOutcome, faulty string, streakAt time.Time) {
 	if seen := clientStreak(lo, faulty); !seen.IsZero() && (streakAt.IsZero() || seen.Before(streakAt)) {
 		streakAt = seen
@@ -218,9 +212,9 @@ func (r *Result) summarizeStreak(lo loadOutcome, faulty string, streakAt time.Ti
 	}
 }
 
-// clientStreak returns when the client had seen ErrorStreak UNEXPECTEDs in
-// a row from faulty, its calls taken in the order they returned; zero if it
-// never had. Only calls that went to faulty alone are counted.
+// clientStreak returns when the calls that went to faulty alone, in the
+// order they returned, had made ErrorStreak UNEXPECTEDs in a row; zero if
+// never.
 func clientStreak(lo loadOutcome, faulty string) time.Time {
 	var seen []call
 	for _, c := range lo.calls {

@@ -1,11 +1,11 @@
 package faults
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"runtime"
-	"slices"
+	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
@@ -22,11 +22,8 @@ const clientName = "faults-client"
 // Run makes one run: it starts cfg.Scenario's peers, a client with
 // cfg.Setup's policy dialing through a counting Dialer, makes the calls,
 // injects the fault, and measures. It returns an error only when the run
-// could not be made (an invalid cfg, a peer that would not start); what
-// went wrong while it ran is in Result.Problems. Run ends early, with the
-// calls made so far, when ctx ends. Every wait is bounded: a run lasts at
-// most cfg.Duration plus DrainLimit, SettleLimit and the peers' own
-// bounded shutdown.
+// could not be made; what went wrong while it ran is in Result.Problems.
+// It ends early when ctx ends. Every wait is bounded.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -81,19 +78,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	// Count before the client closes: closing is not part of the run.
 	after1s := lo.start.Add(time.Second)
-	var dials, accepts, execs []*events
-	for _, p := range f.points {
-		dials, accepts, execs = append(dials, p.dials), append(accepts, p.accepts), append(execs, p.execs)
-	}
-	var dialsAfter, acceptsAfter int
-	var tr1, tr2 bool
-	r.Dials, dialsAfter, tr1 = sumSince(dials, after1s)
-	r.Accepts, acceptsAfter, tr2 = sumSince(accepts, after1s)
-	r.Executions, _, _ = sumSince(execs, after1s)
-	r.Connects, r.ConnectsAfter1s, r.Truncated = r.Accepts, acceptsAfter, tr2
+	dials := func(p *point) *events { return p.dials }
+	accepts := func(p *point) *events { return p.accepts }
+	r.Dials, _, _ = f.sum(dials, after1s)
+	r.Accepts, _, _ = f.sum(accepts, after1s)
+	r.Executions, _, _ = f.sum(func(p *point) *events { return p.execs }, after1s)
+	connects := accepts
 	if cfg.Scenario == Refused {
-		r.Connects, r.ConnectsAfter1s, r.Truncated = r.Dials, dialsAfter, tr1
+		connects = dials // nothing listens there to count
 	}
+	r.Connects, r.ConnectsAfter1s, r.Truncated = f.sum(connects, after1s)
 	faulty := ""
 	if f.faulty >= 0 {
 		p := f.points[f.faulty]
@@ -105,11 +99,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			r.FaultyConnects = max(dn, an)
 		}
 	}
-	r.summarize(lo, faulty, lo.faultAt)
+	r.summarize(lo, faulty)
 	if f.errs != nil {
-		r.summarizeStreak(lo, faulty, f.errs.streak())
+		streakAt, calls, failed := f.errs.state()
+		r.summarizeStreak(lo, faulty, streakAt)
 		if !r.Streak {
-			calls, failed := f.errs.counts()
 			r.Problems = append(r.Problems, fmt.Sprintf("the erroring peer never answered %d UNEXPECTEDs in a row (%d of its %d calls failed): its ejection was not put to the test",
 				ErrorStreak, failed, calls))
 		}
@@ -122,8 +116,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		r.GoroutinesAfter = settle(r.GoroutinesBefore)
 		// Drop what the run kept before weighing the heap.
 		lo.calls = nil
-		for _, e := range slices.Concat(dials, accepts, execs) {
-			e.reset()
+		for _, p := range f.points {
+			p.dials.reset()
+			p.accepts.reset()
+			p.execs.reset()
 		}
 		r.HeapAfter = heapAfterGC()
 	}
@@ -132,6 +128,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	return r, nil
 }
+
+// close undoes startPeers, last first, and returns the errors joined.
+func (f *peers) close() error { return f.closers.Close() }
 
 // heapAfterGC returns the bytes of live heap objects after two collections
 // (the second frees what the first's finalizers and pools let go).
@@ -156,28 +155,15 @@ func settle(target int) int {
 	}
 }
 
-// toxiproxyFrames marks a goroutine running toxiproxy's code.
-const toxiproxyFrames = "github.com/Shopify/toxiproxy/"
-
-// goroutines counts the process's goroutines, leaving out toxiproxy's own.
-// toxiproxy's latency and bandwidth toxics send on a channel with nothing
-// else selected, so when a client closes a connection while such a toxic
-// holds data for it (a client that finds the slow connection dead does),
-// the toxic's goroutines, and those feeding it, wait forever: a leak in
-// toxiproxy, not in the client under test, which the counts leave out.
+// goroutines counts the process's goroutines but toxiproxy's: its latency
+// and bandwidth toxics block forever when a client closes a connection
+// they hold data for, a leak in toxiproxy, not in the client under test.
 func goroutines() int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
+	var b strings.Builder
+	pprof.Lookup("goroutine").WriteTo(&b, 2) // as runtime.Stack(all)
 	count := 0
-	for _, g := range bytes.Split(buf, []byte("\n\n")) {
-		if len(bytes.TrimSpace(g)) > 0 && !bytes.Contains(g, []byte(toxiproxyFrames)) {
+	for g := range strings.SplitSeq(b.String(), "\n\n") {
+		if strings.TrimSpace(g) != "" && !strings.Contains(g, "github.com/Shopify/toxiproxy/") {
 			count++
 		}
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
-// Scenario names a fault, as `sluice-lab faults --scenarios` spells it.
-// Every scenario has three peers of Service; Describe says what fails.
+// Scenario names a fault, as `sluice-lab faults --scenarios` spells it:
+// three peers of Service, Describe says what fails.
 type Scenario string
 
 // The scenarios.
@@ -27,9 +27,8 @@ const (
 	Freeze      Scenario = "freeze"
 	Declined    Scenario = "declined"
 	Busy        Scenario = "busy"
-	// Erroring: one of three answers UNEXPECTED to a seeded random half
-	// of its calls (see ErrorSeed); its first ErrorStreak failures in a
-	// row are the outlier ejection's cue (Result.StreakAt).
+	// Erroring: one of three answers UNEXPECTED to a seeded half of its
+	// calls (ErrorSeed).
 	Erroring Scenario = "erroring"
 )
 
@@ -38,11 +37,9 @@ func Scenarios() []Scenario {
 	return []Scenario{None, Refused, AcceptClose, BlackHole, Reset, Latency, Bandwidth, Stall, Kill, Freeze, Declined, Busy, Erroring}
 }
 
-// spec is what the suite knows of a scenario: its description, the
-// method it calls, the setups it runs under, its duration and fault time
-// at the Full and CI sizes, whether the fault strikes at FaultAt (else it
-// is there from the start) and whether the failing peer is a child
-// process.
+// spec is a scenario's description, method, setups, duration and fault
+// time at each size, whether the fault strikes at FaultAt (else it is
+// there from the start) and whether the failing peer is a child process.
 type spec struct {
 	desc              string
 	method            string
@@ -75,8 +72,7 @@ var (
 // Describe says in a line what s does, "" for an unknown scenario.
 func (s Scenario) Describe() string { return specs[s].desc }
 
-// Setups returns the client setups the suite runs s under: those where the
-// policy matters.
+// Setups returns the client setups where s's policy matters.
 func (s Scenario) Setups() []Setup { return append([]Setup(nil), specs[s].setups...) }
 
 // Size is how big a suite's runs are: Full or CI ("full", "ci").
@@ -84,19 +80,15 @@ type Size = benchrun.Size
 
 // The sizes.
 const (
-	// Full is what `sluice-lab faults` runs by default: 3 s for refused
-	// and accept-close, 10 s for busy (the bound of 0.16 attempts per call
-	// is for 10 s), 15-20 s for kill, freeze and stall.
+	// Full is `sluice-lab faults`'s default: 3-20 s a run.
 	Full = benchrun.Full
-	// CI is what go test runs: one to three seconds a run (3 s for
-	// latency, whose slow peer's share is counted from 1 s in), 6 s for
-	// freeze and stall (whose contract allows 5 s to find the peer dead).
+	// CI is what go test runs: 1-3 s a run, 6 s for freeze and stall
+	// (whose contract allows 5 s to find the peer dead).
 	CI = benchrun.CI
 )
 
-// Runs returns the runs the suite makes of s at size z: one Config per
-// setup, with the size's Duration and FaultAt and every other field zero
-// (the defaults); nil for an unknown scenario.
+// Runs returns a Config per setup of s, with size z's Duration and
+// FaultAt and the defaults; nil for an unknown scenario.
 func (s Scenario) Runs(z Size) []Config {
 	sp := specs[s]
 	d, at := benchrun.Pick(z, sp.full, sp.ci), benchrun.Pick(z, sp.fullFaultAt, sp.ciFaultAt)
@@ -109,8 +101,7 @@ func (s Scenario) Runs(z Size) []Config {
 
 func seconds(s float64) millis.Duration { return millis.Duration(s * float64(time.Second)) }
 
-// ParseScenarios reads a comma-separated list of scenario names; "all" is
-// every scenario.
+// ParseScenarios reads a comma-separated list of scenarios, or "all".
 func ParseScenarios(list string) ([]Scenario, error) {
 	out, err := benchrun.ParseList(list, Scenarios(), "scenario")
 	if err != nil {
@@ -135,8 +126,7 @@ const (
 	// NETWORK.
 	HedgePolicy Setup = "hedge"
 	// RetryBucket: maxAttempts 3, backoff 1 ms x2 up to 10 ms, retryable
-	// BUSY, and the retry-throttling bucket (maxTokens 10, tokenRatio
-	// 0.1): the setup of channel's BenchmarkJSONRetryPolicyPaired.
+	// BUSY, and the retry-throttling bucket (maxTokens 10, tokenRatio 0.1).
 	RetryBucket Setup = "retry+bucket"
 )
 

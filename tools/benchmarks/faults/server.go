@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -11,33 +12,30 @@ import (
 	tjson "github.com/uber/tchannel-go/json"
 )
 
-// Service is the TChannel service every fault-suite server serves and the
-// client calls.
+// Service is what every fault-suite server serves and the client calls.
 const Service = "faults"
 
-// The methods every fault-suite server registers, raw and JSON (the JSON
-// ones' names end in JSONSuffix: "echo.json").
+// The methods every fault-suite server registers, raw and, their names
+// ending in JSONSuffix, JSON.
 const (
 	// MethodEcho answers with the request's body.
 	MethodEcho = "echo"
 	// MethodBusy always answers BUSY (channel.Busy).
 	MethodBusy = "busy"
-	// MethodDeclined always answers DECLINED (channel.Declined) from the
-	// handler: a decline after a handler ran, which no client may retry
-	// unless its policy names DECLINED.
+	// MethodDeclined always answers DECLINED from the handler, which no
+	// client may retry unless its policy names DECLINED.
 	MethodDeclined = "declined"
-	// JSONSuffix ends the name of the JSON variant of each method.
+	// JSONSuffix ends the name of a method's JSON variant.
 	JSONSuffix = ".json"
 )
 
 // loopback is the only address the suite listens on or dials.
 const loopback = "127.0.0.1"
 
-// startServer starts a Sluice server of Service's methods on 127.0.0.1,
-// serving on a listener of its own (channel.Channel listens only by
-// address) that calls onAccept for each connection it accepts; each
-// handler execution calls onExec. With errs not nil, a handler answers
-// UNEXPECTED instead when errs says it fails.
+// startServer starts a server of Service's methods on 127.0.0.1, on a
+// listener that calls onAccept for each connection it accepts; each
+// handler run calls onExec. With errs not nil, a handler answers
+// UNEXPECTED when errs says it fails.
 func startServer(onAccept, onExec func(), errs *erratic) (*channel.Channel, error) {
 	ch, err := channel.New(Service)
 	if err != nil {
@@ -58,25 +56,15 @@ func startServer(onAccept, onExec func(), errs *erratic) (*channel.Channel, erro
 	}
 	jsonHandlers := map[string]any{}
 	for _, m := range []string{MethodEcho, MethodBusy, MethodDeclined} {
-		if err = ch.RegisterRaw(m, func(_ context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
-			if err := answer(m); err != nil {
-				return nil, err
-			}
-			return &channel.RawResponse{Arg3: req.Arg3}, nil
-		}); err != nil {
-			break
-		}
+		err = errors.Join(err, ch.RegisterRaw(m, func(_ context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
+			return &channel.RawResponse{Arg3: req.Arg3}, answer(m)
+		}))
 		jsonHandlers[m+JSONSuffix] = func(_ tjson.Context, req map[string]any) (map[string]any, error) {
-			if err := answer(m); err != nil {
-				return nil, err
-			}
-			return req, nil
+			return req, answer(m)
 		}
 	}
+	err = errors.Join(err, ch.RegisterJSON(jsonHandlers))
 	var ln net.Listener
-	if err == nil {
-		err = ch.RegisterJSON(jsonHandlers)
-	}
 	if err == nil {
 		ln, err = net.Listen("tcp", loopback+":0")
 	}
@@ -92,8 +80,7 @@ func startServer(onAccept, onExec func(), errs *erratic) (*channel.Channel, erro
 	return ch, nil
 }
 
-// countingListener is a net.Listener that reports every connection it
-// accepts to onAccept, where it happens, whatever path the client dialed.
+// countingListener reports every connection it accepts to onAccept.
 type countingListener struct {
 	net.Listener
 	onAccept func()

@@ -144,10 +144,11 @@ func TestErroringServerAnswersUnexpected(t *testing.T) {
 			t.Fatalf("call %d: %q, want %q", i+1, got, w)
 		}
 	}
-	if calls, failed := errs.counts(); calls != len(want) || failed != 8 || execs.count() != len(want) {
+	streakAt, calls, failed := errs.state()
+	if calls != len(want) || failed != 8 || execs.count() != len(want) {
 		t.Errorf("%d calls decided, %d failed, %d executions; want %d, 8, %d", calls, failed, execs.count(), len(want), len(want))
 	}
-	if errs.streak().IsZero() {
+	if streakAt.IsZero() {
 		t.Error("no streak noted after seven failures in a row")
 	}
 }

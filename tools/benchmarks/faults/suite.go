@@ -9,16 +9,15 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
-// Suite describes a list of runs: every scenario named, each under the
-// setups where its policy matters (Scenario.Setups), at one Size.
+// Suite is the runs of every scenario named under each of its Setups, at
+// one Size.
 type Suite struct {
 	// Scenarios to run, in order. Default: all of them (Scenarios()).
 	Scenarios []Scenario
 	// Size picks the runs' Duration and FaultAt (Scenario.Runs).
 	Size Size
-	// Rate, Duration and Deadline override every run's, when set (see
-	// Config). A Duration override puts mid-run faults at their default,
-	// a quarter of the way in (at most 3 s).
+	// Rate, Duration and Deadline, when set, override every run's (a
+	// Duration puts mid-run faults at their default).
 	Rate     float64
 	Duration time.Duration
 	Deadline time.Duration
@@ -50,10 +49,9 @@ func (s Suite) Configs() ([]Config, error) {
 	return out, nil
 }
 
-// Run makes s's runs one after another (so that no run's load disturbs
-// another's timing), calling each, if not nil, with every result as it
-// comes. It stops at the first run that cannot be made, or when ctx ends,
-// and returns the results so far.
+// Run makes s's runs one after another, calling each, if not nil, with
+// every result. It stops at the first run that cannot be made, or when ctx
+// ends, and returns the results so far.
 func (s Suite) Run(ctx context.Context, each func(*Result)) ([]*Result, error) {
 	cfgs, err := s.Configs()
 	if err != nil {

@@ -2,7 +2,6 @@ package faults
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -11,9 +10,8 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// proxies are in-process toxiproxy proxies (no HTTP API is started), each
-// listening on 127.0.0.1 in front of one upstream server. A toxic added to
-// a proxy applies to its open connections and to every later one.
+// proxies are in-process toxiproxy proxies on 127.0.0.1, each in front of
+// one server.
 type proxies struct {
 	api  *toxiproxy.ApiServer
 	coll *toxiproxy.ProxyCollection
@@ -41,11 +39,9 @@ func (p *proxies) close() { p.coll.Clear() }
 // clearLimit bounds clearToxics.
 const clearLimit = 10 * time.Second
 
-// clearToxics removes every proxy's toxics, so that the data they hold
-// flows on. Call it while the client is still connected: a toxic that
-// holds data when the client's side closes can block forever on a send
-// nobody reads (toxiproxy's latency and bandwidth toxics do), leaking its
-// goroutine. It waits at most clearLimit.
+// clearToxics removes every proxy's toxics, waiting at most clearLimit,
+// while the client is connected: a toxic holding data when the client's
+// side closes can block forever, leaking its goroutine.
 func (p *proxies) clearToxics() error {
 	done := make(chan struct{})
 	go func() {
@@ -64,24 +60,18 @@ func (p *proxies) clearToxics() error {
 	}
 }
 
-// toxic is one toxiproxy toxic: its type ("latency", "reset_peer",
-// "timeout", "bandwidth"), the stream it acts on ("upstream": client to
-// server, "downstream": server to client) and its attributes.
+// toxic is a toxiproxy toxic: its type, the stream it acts on (upstream:
+// client to server) and its one attribute.
 type toxic struct {
-	Type       string         `json:"type"`
-	Stream     string         `json:"stream"`
-	Attributes map[string]any `json:"attributes"`
+	typ, stream, attr string
+	value             int
 }
 
 // addToxic adds t to px at full toxicity.
 func addToxic(px *toxiproxy.Proxy, t toxic) error {
-	body, _ := json.Marshal(struct {
-		Name     string  `json:"name"`
-		Toxicity float64 `json:"toxicity"`
-		toxic
-	}{Name: t.Type + "_" + t.Stream, Toxicity: 1, toxic: t})
-	if _, err := px.Toxics.AddToxicJson(strings.NewReader(string(body))); err != nil {
-		return fmt.Errorf("faults: add the %s toxic to the proxy at %s: %w", t.Type, px.Listen, err)
+	body := fmt.Sprintf(`{"name":"%s_%s","type":%q,"stream":%q,"toxicity":1,"attributes":{%q:%d}}`, t.typ, t.stream, t.typ, t.stream, t.attr, t.value)
+	if _, err := px.Toxics.AddToxicJson(strings.NewReader(body)); err != nil {
+		return fmt.Errorf("faults: add the %s toxic to the proxy at %s: %w", t.typ, px.Listen, err)
 	}
 	return nil
 }

@@ -1,21 +1,13 @@
-// Package childproc runs a benchmark's helper processes: this very binary,
-// re-executed (os.Executable) with an environment variable that tells it
-// what to be, or another program that keeps the same contract
-// (Config.Command: the Node peers of the interop tests). The child reports
-// on its standard output, one line per event, and exits when its standard
-// input ends; the parent reads the lines as they come, writes commands on
-// the child's stdin if the child takes any, and ends it by closing its
-// stdin, then with SIGKILL if it has not exited within a bound.
+// Package childproc runs a benchmark's helper processes: this binary
+// re-executed with an environment variable saying what to be, or another
+// program (Config.Command). A child reports one line per event on its
+// stdout and exits when its stdin ends; the parent ends it by closing its
+// stdin, then with SIGKILL after a bound. On Linux the kernel also kills a
+// child whose parent died.
 //
-// A binary whose benchmarks start children must let the child take over
-// first thing (in main, and in a test binary's TestMain): each package
-// that starts children has a ServeChildIfAsked or the like for that. The
-// child is started with the argument -test.run=^$, so that a test binary
-// without the hook runs no test and exits at once, and the parent reports
-// that it exited before saying what it was waiting for.
-//
-// On Linux the kernel kills a child whose parent died without closing its
-// stdin (even a stopped one): no child outlives its benchmark.
+// A binary that starts children lets them take over first thing (main,
+// or TestMain): the packages have a ServeChildIfAsked for that. Children
+// get -test.run=^$, so a test binary without the hook exits at once.
 package childproc
 
 import (
@@ -32,32 +24,21 @@ import (
 
 // Config says how to start a child.
 type Config struct {
-	// Env is added to the child's environment, as NAME=VALUE: what makes
-	// the re-executed binary a child, and of which kind. Required unless
-	// Command is set.
+	// Env (NAME=VALUE) is added to the child's environment: what makes
+	// the re-executed binary a child. Required unless Command is set.
 	Env string
-	// Command, if set, is the program to run and its arguments, in place
-	// of this binary re-executed (a Node script: package
-	// internal/nodeinterop); it keeps the rest of the contract: it
-	// reports on its standard output and exits when its standard input
-	// ends.
+	// Command, if set, is the program and arguments to run instead of
+	// this binary (a Node script); it keeps the same contract.
 	Command []string
-	// Dir is the child's working directory; empty: this process's.
-	Dir string
-	// OnLine is called with each line the child writes on its standard
-	// output, in order, on one goroutine of its own, until the output
-	// ends; nil discards them. A slow OnLine holds the child up once the
-	// pipe's buffer is full.
+	// OnLine gets each line of the child's stdout, in order, on one
+	// goroutine; nil discards them. A slow OnLine holds the child up.
 	OnLine func(line string)
-	// Stderr, if set, gets all the child writes on its standard error as
-	// well (Proc.Stderr keeps only its end): hostile reads a crash's
-	// message from the start of a goroutine dump that may run to
-	// megabytes.
+	// Stderr, if set, gets all of the child's stderr as well (Proc.Stderr
+	// keeps only its end).
 	Stderr io.Writer
 }
 
-// maxStderr is how much of the end of a child's standard error a Proc
-// keeps for error messages.
+// maxStderr is how much of the end of a child's stderr a Proc keeps.
 const maxStderr = 4096
 
 // Proc is a running child process.
@@ -72,8 +53,7 @@ type Proc struct {
 	stdinErr error
 }
 
-// Start starts a child as cfg says. It returns once the process runs; what
-// the child reports comes to cfg.OnLine.
+// Start starts a child as cfg says and returns once it runs.
 func Start(cfg Config) (*Proc, error) {
 	var (
 		cmd *exec.Cmd
@@ -95,11 +75,9 @@ func Start(cfg Config) (*Proc, error) {
 			return nil, fmt.Errorf("childproc: find this binary to re-execute as a child: %w", err)
 		}
 		cmd = exec.Command(exe, "-test.run=^$")
-		// A binary built with -race sleeps a second on exit by default
-		// (atexit_sleep_ms): a child asked to leave should be gone at once.
+		// A -race binary sleeps a second on exit by default.
 		cmd.Env = append(os.Environ(), cfg.Env, "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	}
-	cmd.Dir = cfg.Dir
 	DieWithParent(cmd)
 	p := &Proc{cmd: cmd, exe: exe, stderr: &tailBuffer{max: maxStderr}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
@@ -134,9 +112,8 @@ func Start(cfg Config) (*Proc, error) {
 	return p, nil
 }
 
-// DieWithParent arranges for cmd's process, once started, to be killed
-// when this process dies (on Linux; elsewhere it does nothing), for the
-// other processes a benchmark starts (an etcd server).
+// DieWithParent has cmd's process killed when this process dies (on
+// Linux; elsewhere it does nothing).
 func DieWithParent(cmd *exec.Cmd) { cmd.SysProcAttr = procAttr() }
 
 // Executable is the binary the child runs, for error messages.
@@ -148,12 +125,10 @@ func (p *Proc) Pid() int { return p.cmd.Process.Pid }
 // Process is the child's os.Process, to signal it.
 func (p *Proc) Process() *os.Process { return p.cmd.Process }
 
-// Exited is closed once the child has exited (and its output has all gone
-// to OnLine).
+// Exited is closed once the child has exited and OnLine had its output.
 func (p *Proc) Exited() <-chan struct{} { return p.exited }
 
-// ProcessState is the child's exit status and resource usage once it has
-// exited; nil before.
+// ProcessState is the child's exit status once it has exited; nil before.
 func (p *Proc) ProcessState() *os.ProcessState {
 	select {
 	case <-p.exited:
@@ -163,7 +138,7 @@ func (p *Proc) ProcessState() *os.ProcessState {
 	}
 }
 
-// Stderr returns the end of what the child wrote on its standard error.
+// Stderr returns the end of what the child wrote on its stderr.
 func (p *Proc) Stderr() string { return p.stderr.String() }
 
 // Send writes line and a newline on the child's standard input.
@@ -179,7 +154,7 @@ func (p *Proc) Send(line string) error {
 	return nil
 }
 
-// Wait waits at most limit for the child to exit, and reports whether it
+// Wait waits at most limit for the child to exit and reports whether it
 // did.
 func (p *Proc) Wait(limit time.Duration) bool {
 	t := time.NewTimer(limit)
@@ -192,8 +167,7 @@ func (p *Proc) Wait(limit time.Duration) bool {
 	}
 }
 
-// CloseStdin closes the child's standard input, which asks it to exit,
-// and returns at once.
+// CloseStdin closes the child's stdin, asking it to exit.
 func (p *Proc) CloseStdin() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -203,10 +177,9 @@ func (p *Proc) CloseStdin() {
 	}
 }
 
-// Close closes the child's standard input (a child exits when it ends)
-// and waits at most limit for it to exit; then it kills it (SIGKILL) and
-// waits as long again. It returns an error only if the child outlived
-// SIGKILL. Calling it again waits again.
+// Close closes the child's stdin and waits at most limit for it to exit,
+// then kills it and waits as long again; it fails only if the child
+// outlived SIGKILL.
 func (p *Proc) Close(limit time.Duration) error {
 	p.CloseStdin()
 	if p.Wait(limit) {
@@ -219,7 +192,7 @@ func (p *Proc) Close(limit time.Duration) error {
 	return fmt.Errorf("childproc: the child (pid %d) did not exit within %v of SIGKILL", p.Pid(), limit)
 }
 
-// tailBuffer keeps the last max bytes written to it, for error messages.
+// tailBuffer keeps the last max bytes written to it.
 type tailBuffer struct {
 	mu  sync.Mutex
 	b   []byte

@@ -1,8 +1,7 @@
 // Package etcdserver runs a single-member etcd on 127.0.0.1 for the
 // tools' benchmarks: the etcd binary in a process of its own when one is
-// installed (SLUICE_ETCD, or etcd on the PATH; Debian's etcd-server, 3.4 or
-// later), as operators run it, or else one embedded in this process. The
-// tools' tests embed theirs (StartEmbedded).
+// installed (etcdproc.Binary), as operators run it, or else one embedded
+// in this process (StartEmbedded, which the tools' tests use).
 package etcdserver
 
 import (
@@ -25,8 +24,8 @@ import (
 type Config struct {
 	// Dir holds the member's data; the caller removes it. Required.
 	Dir string
-	// Binary is the etcd binary to run. "" means the one Env names, or
-	// etcd on the PATH, or, when there is neither, an embedded member.
+	// Binary is the etcd binary to run; "" means the installed one, or
+	// an embedded member when there is none.
 	Binary string
 	// Embedded runs the member in this process, whatever is installed.
 	Embedded bool
@@ -40,7 +39,7 @@ type Server struct {
 	// 3.4.23)" or "embedded etcd 3.x".
 	Kind string
 
-	stop func() error
+	stop func()
 }
 
 // Start starts a member as cfg says and returns once it is ready (at most
@@ -49,37 +48,38 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("etcdserver: Config.Dir is empty; give a directory for the member's data")
 	}
-	if cfg.Embedded {
-		return StartEmbedded(cfg.Dir)
-	}
 	bin := cfg.Binary
 	if bin == "" {
-		var err error
-		if bin, err = etcdproc.Binary(); err != nil {
-			return StartEmbedded(cfg.Dir)
-		}
+		bin, _ = etcdproc.Binary() // "" when none is installed
 	}
-	return startBinary(bin, cfg.Dir)
+	if cfg.Embedded || bin == "" {
+		return StartEmbedded(cfg.Dir)
+	}
+	version, err := etcdproc.Version(bin)
+	if err != nil {
+		return nil, err
+	}
+	p, m, err := etcdproc.StartOnFreePorts(etcdproc.Member{Bin: bin, Name: "sluice", Dir: cfg.Dir, Prepare: childproc.DieWithParent})
+	if err != nil {
+		return nil, err
+	}
+	return &Server{Endpoint: m.Client.String(), Kind: fmt.Sprintf("etcd binary %s (%s)", bin, version), stop: p.Kill}, nil
 }
 
-// StartEmbedded starts a member in this process, its data in dir. Its
-// ports were free a moment before; one taken meanwhile (by another test's
-// member) has it try others, as etcdproc.StartOnFreePorts does.
-func StartEmbedded(dir string) (*Server, error) {
-	for attempt := 1; ; attempt++ {
-		s, err := startEmbedded(dir)
-		if err == nil || attempt == portAttempts || !addrInUse(err) {
-			return s, err
+// StartEmbedded starts a member in this process, its data in dir. A port
+// found free but taken meanwhile (by another test's member) has it try
+// others, as etcdproc.StartOnFreePorts does.
+func StartEmbedded(dir string) (s *Server, err error) {
+	for range portAttempts {
+		if s, err = startEmbedded(dir); err == nil || !errors.Is(err, syscall.EADDRINUSE) && !strings.Contains(err.Error(), "address already in use") {
+			break
 		}
 	}
+	return s, err
 }
 
 // portAttempts bounds StartEmbedded's tries.
 const portAttempts = 5
-
-func addrInUse(err error) bool {
-	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
-}
 
 func startEmbedded(dir string) (*Server, error) {
 	client, peer, err := etcdproc.FreeURLs()
@@ -98,38 +98,20 @@ func startEmbedded(dir string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcdserver: start an embedded etcd: %w", err)
 	}
-	t := time.NewTimer(etcdproc.ReadyLimit)
-	defer t.Stop()
 	select {
 	case <-e.Server.ReadyNotify():
-	case <-t.C:
+	case <-time.After(etcdproc.ReadyLimit):
 		e.Close()
 		return nil, fmt.Errorf("etcdserver: the embedded etcd was not ready within %v", etcdproc.ReadyLimit)
 	}
-	return &Server{Endpoint: client.String(), Kind: "embedded etcd " + version.Version,
-		stop: func() error { e.Close(); return nil }}, nil
-}
-
-// startBinary starts the etcd binary bin with its data in dir.
-func startBinary(bin, dir string) (*Server, error) {
-	version, err := etcdproc.Version(bin)
-	if err != nil {
-		return nil, err
-	}
-	p, m, err := etcdproc.StartOnFreePorts(etcdproc.Member{Bin: bin, Name: "sluice", Dir: dir, Prepare: childproc.DieWithParent})
-	if err != nil {
-		return nil, err
-	}
-	return &Server{Endpoint: m.Client.String(), Kind: fmt.Sprintf("etcd binary %s (%s)", bin, version),
-		stop: func() error { p.Kill(); return nil }}, nil
+	return &Server{Endpoint: client.String(), Kind: "embedded etcd " + version.Version, stop: e.Close}, nil
 }
 
 // Close stops the member and waits for it; later calls do nothing.
 func (s *Server) Close() error {
-	if s.stop == nil {
-		return nil
+	if s.stop != nil {
+		s.stop()
+		s.stop = nil
 	}
-	stop := s.stop
-	s.stop = nil
-	return stop()
+	return nil
 }

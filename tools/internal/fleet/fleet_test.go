@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) {
 
 func TestChildWaitsForWords(t *testing.T) {
 	events := make(chan string, 4)
-	c, err := Start(testEnv+"=1", "fleet.TestMain", func(f []string) bool {
+	c, err := Start(testEnv+"=1", "fleet.TestMain", testwait.Limit, func(f []string) bool {
 		if f[0] == "event" {
 			events <- f[0]
 			return true
@@ -39,9 +40,8 @@ func TestChildWaitsForWords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args, err := c.Wait(Listening, "listen", testwait.Limit)
-	if err != nil || len(args) != 3 || args[0] != "127.0.0.1:1" || args[1] != "multi;" {
-		t.Fatalf("listening: %q, %v; want the address and the line's words", args, err)
+	if args := c.Seen(Listening); len(args) != 3 || c.Addr != "127.0.0.1:1" || args[1] != "multi;" {
+		t.Fatalf("listening: %q at %q; want the address and the line's words", args, c.Addr)
 	}
 	testwait.Recv(t, events, "the event line")
 	if err := c.Proc.Close(testwait.Limit); err != nil {
@@ -56,7 +56,7 @@ func TestChildWaitsForWords(t *testing.T) {
 func TestArrivals(t *testing.T) {
 	start := time.Now()
 	var scheds []time.Time
-	n := Arrivals(start, 1000, 5, nil, func(sched, at time.Time) {
+	n := arrivals(start, 1000, 5, nil, func(_ int, sched, at time.Time) {
 		if at.Before(sched) {
 			t.Errorf("arrival at %v, before its schedule %v", at, sched)
 		}
@@ -67,12 +67,29 @@ func TestArrivals(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	close(stop)
-	if n := Arrivals(time.Now().Add(time.Hour), 1, -1, stop, func(_, _ time.Time) {}); n != 0 {
+	if n := arrivals(time.Now().Add(time.Hour), 1, -1, stop, func(_ int, _, _ time.Time) {}); n != 0 {
 		t.Errorf("%d arrivals after stop, want 0", n)
 	}
 }
 
-func TestClosersAndByCount(t *testing.T) {
+// Load gathers what every call returned in time, and leaves out a call
+// still out when the drain ends.
+func TestLoad(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	got, started := Load(time.Now(), 1000, 4, nil, 50*time.Millisecond, func(i int, _, _ time.Time) int {
+		if i == 3 {
+			<-release
+		}
+		return i
+	})
+	slices.Sort(got)
+	if started != 4 || fmt.Sprint(got) != "[0 1 2]" {
+		t.Errorf("Load = %v, %d started; want [0 1 2], 4", got, started)
+	}
+}
+
+func TestClosersAndCodes(t *testing.T) {
 	var order []int
 	var c Closers
 	c.Add(func() { order = append(order, 1) })
@@ -80,7 +97,15 @@ func TestClosersAndByCount(t *testing.T) {
 	if err := c.Close(); err == nil || fmt.Sprint(order) != "[2 1]" || c != nil {
 		t.Errorf("Close: %v, order %v; want the error, last first, and the list emptied", err, order)
 	}
-	if got := ByCount(map[string]int{"B": 2, "A": 2, "C": 5}); fmt.Sprint(got) != "[C A B]" {
-		t.Errorf("ByCount = %v, want [C A B]", got)
+	if got := Codes(map[string]int{"B": 2, "A": 2, "C": 5}, "%[2]d %[1]s"); got != "5 C, 2 A, 2 B" {
+		t.Errorf("Codes = %q, want the most frequent first, ties by name", got)
+	}
+}
+
+// A child that exits without listening is an error naming the hook.
+func TestStartNamesTheHook(t *testing.T) {
+	_, err := Start("SLUICE_FLEET_NOTHING=1", "fleet.Nothing", testwait.Limit, nil)
+	if err == nil || !strings.Contains(err.Error(), "exited before it could listen") || !strings.Contains(err.Error(), "call fleet.Nothing first thing") {
+		t.Errorf("Start of a child that does not serve: %v, want its exit and the hook named", err)
 	}
 }
