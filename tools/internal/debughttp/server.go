@@ -63,11 +63,9 @@ func serveLimited(addr string, m *Metrics, pages map[string]http.Handler, lim li
 	paths := []string{PprofPath}
 	mux := http.NewServeMux()
 	// net/http/pprof's handlers, on this mux rather than the default one.
-	mux.HandleFunc(PprofPath, pprof.Index)
-	mux.HandleFunc(PprofPath+"cmdline", pprof.Cmdline)
-	mux.HandleFunc(PprofPath+"profile", pprof.Profile)
-	mux.HandleFunc(PprofPath+"symbol", pprof.Symbol)
-	mux.HandleFunc(PprofPath+"trace", pprof.Trace)
+	for name, h := range map[string]http.HandlerFunc{"": pprof.Index, "cmdline": pprof.Cmdline, "profile": pprof.Profile, "symbol": pprof.Symbol, "trace": pprof.Trace} {
+		mux.HandleFunc(PprofPath+name, h)
+	}
 	if m != nil {
 		mux.Handle(MetricsPath, m.Handler())
 		paths = append(paths, MetricsPath)
