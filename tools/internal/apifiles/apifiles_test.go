@@ -229,3 +229,9 @@ api/shed.txt: missing (a new public package)
 		t.Errorf("compare with busy.txt reordered = %q, want it reported", diff)
 	}
 }
+
+// lineDiff returns the lines only in a and the lines only in b, each in
+// its own text's order.
+func lineDiff(a, b string) (onlyA, onlyB []string) {
+	return only(a, b), only(b, a)
+}

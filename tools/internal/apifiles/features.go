@@ -79,12 +79,7 @@ func (e *emitter) typeName(obj *types.TypeName) {
 		return
 	}
 	named := obj.Type().(*types.Named)
-	if tparams := named.TypeParams(); tparams.Len() > 0 {
-		var b strings.Builder
-		b.WriteString(name)
-		e.writeTypeParams(&b, tparams, true)
-		name = b.String()
-	}
+	name += e.typeParams(named.TypeParams(), true)
 	switch u := named.Underlying().(type) {
 	case *types.Struct:
 		e.structType(name, named, u)
@@ -100,26 +95,18 @@ func (e *emitter) typeName(obj *types.TypeName) {
 func (e *emitter) structType(name string, named *types.Named, st *types.Struct) {
 	scope := "type " + name + " struct"
 	e.emit("", "%s", scope)
-	var hidden []*types.Struct // unexported embedded structs, whose fields are promoted
 	for i := range st.NumFields() {
-		f := st.Field(i)
-		if f.Anonymous() && !f.Exported() {
-			if s, ok := derefStruct(f.Type()); ok {
-				hidden = append(hidden, s)
-			}
-			continue
-		}
-		if !f.Exported() {
-			continue
-		}
-		if f.Anonymous() {
+		switch f := st.Field(i); {
+		case !f.Exported():
+		case f.Anonymous():
 			e.emit(scope, "embedded %s", e.typeString(f.Type()))
-			continue
+		default:
+			e.emit(scope, "%s %s", f.Name(), e.typeString(f.Type()))
 		}
-		e.emit(scope, "%s %s", f.Name(), e.typeString(f.Type()))
 	}
 	// Fields promoted through unexported embedded structs: Go's lookup
-	// says which of their exported fields are reachable.
+	// says which of their exported fields are reachable (and which of
+	// the names collected are st's own, at index length 1).
 	candidates := map[string]bool{}
 	var collect func(s *types.Struct, depth int)
 	collect = func(s *types.Struct, depth int) {
@@ -138,9 +125,7 @@ func (e *emitter) structType(name string, named *types.Named, st *types.Struct) 
 			}
 		}
 	}
-	for _, s := range hidden {
-		collect(s, 1)
-	}
+	collect(st, 0)
 	for _, fname := range slices.Sorted(maps.Keys(candidates)) {
 		obj, index, _ := types.LookupFieldOrMethod(named, true, e.pkg, fname)
 		v, ok := obj.(*types.Var)
@@ -212,46 +197,24 @@ func (e *emitter) constraintTerms(it *types.Interface) []string {
 	for i := range it.NumEmbeddeds() {
 		switch emb := types.Unalias(it.EmbeddedType(i)).(type) {
 		case *types.Union:
-			var b strings.Builder
-			for j := range emb.Len() {
-				if j > 0 {
-					b.WriteString(" | ")
-				}
+			union := make([]string, emb.Len())
+			for j := range union {
+				union[j] = e.typeString(emb.Term(j).Type())
 				if emb.Term(j).Tilde() {
-					b.WriteByte('~')
+					union[j] = "~" + union[j]
 				}
-				e.writeType(&b, emb.Term(j).Type())
 			}
-			terms = append(terms, b.String())
-		case *types.Interface:
-			terms = append(terms, e.constraintTerms(emb)...)
-		case *types.Named:
+			terms = append(terms, strings.Join(union, " | "))
+		default:
 			if inner, ok := emb.Underlying().(*types.Interface); ok {
 				terms = append(terms, e.constraintTerms(inner)...)
-				break
+			} else { // a single embedded non-interface type (interface{ int })
+				terms = append(terms, e.typeString(emb))
 			}
-			terms = append(terms, e.typeString(emb))
-		default:
-			// A single embedded non-interface type (interface{ int }).
-			var b strings.Builder
-			e.writeType(&b, emb)
-			terms = append(terms, b.String())
 		}
 	}
 	slices.Sort(terms)
 	return terms
-}
-
-func (e *emitter) typeString(t types.Type) string {
-	var b strings.Builder
-	e.writeType(&b, t)
-	return b.String()
-}
-
-func (e *emitter) signatureString(sig *types.Signature) string {
-	var b strings.Builder
-	e.writeSignature(&b, sig)
-	return b.String()
 }
 
 // basicNames are the Go project's names of basic types whose name differs;
@@ -268,147 +231,112 @@ var basicNames = map[types.BasicKind]string{
 	types.Int32:          "int32",
 }
 
-func (e *emitter) writeType(b *strings.Builder, t types.Type) {
+var chanDirs = map[types.ChanDir]string{types.SendRecv: "chan ", types.SendOnly: "chan<- ", types.RecvOnly: "<-chan "}
+
+func (e *emitter) typeString(t types.Type) string {
 	switch t := t.(type) {
 	case *types.Basic:
-		s, ok := basicNames[t.Kind()]
-		if !ok {
-			s = t.Name()
+		if s, ok := basicNames[t.Kind()]; ok {
+			return s
 		}
-		b.WriteString(s)
+		return t.Name()
 	case *types.Array:
-		fmt.Fprintf(b, "[%d]", t.Len())
-		e.writeType(b, t.Elem())
+		return fmt.Sprintf("[%d]%s", t.Len(), e.typeString(t.Elem()))
 	case *types.Slice:
-		b.WriteString("[]")
-		e.writeType(b, t.Elem())
+		return "[]" + e.typeString(t.Elem())
 	case *types.Struct:
 		// Spelled out, unexported fields too: all make its identity.
-		b.WriteString("struct{")
-		for i := range t.NumFields() {
+		fields := make([]string, t.NumFields())
+		for i := range fields {
 			f := t.Field(i)
-			if i == 0 {
-				b.WriteByte(' ')
-			} else {
-				b.WriteString("; ")
-			}
+			fields[i] = e.typeString(f.Type())
 			if !f.Anonymous() {
-				b.WriteString(f.Name() + " ")
+				fields[i] = f.Name() + " " + fields[i]
 			}
-			e.writeType(b, f.Type())
 		}
-		if t.NumFields() > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteByte('}')
+		return braced("struct", fields)
 	case *types.Pointer:
-		b.WriteByte('*')
-		e.writeType(b, t.Elem())
+		return "*" + e.typeString(t.Elem())
 	case *types.Signature:
-		b.WriteString("func")
-		e.writeSignature(b, t)
+		return "func" + e.signatureString(t)
 	case *types.Interface:
-		var parts []string
+		var methods []string
 		for i := range t.NumMethods() {
 			m := t.Method(i)
-			parts = append(parts, m.Name()+e.signatureString(m.Signature()))
+			methods = append(methods, m.Name()+e.signatureString(m.Signature()))
 		}
-		slices.Sort(parts)
-		parts = append(parts, e.constraintTerms(t)...)
-		b.WriteString("interface{")
-		if len(parts) > 0 {
-			b.WriteString(" " + strings.Join(parts, "; ") + " ")
-		}
-		b.WriteByte('}')
+		slices.Sort(methods)
+		return braced("interface", append(methods, e.constraintTerms(t)...))
 	case *types.Map:
-		b.WriteString("map[")
-		e.writeType(b, t.Key())
-		b.WriteByte(']')
-		e.writeType(b, t.Elem())
+		return "map[" + e.typeString(t.Key()) + "]" + e.typeString(t.Elem())
 	case *types.Chan:
-		switch t.Dir() {
-		case types.SendOnly:
-			b.WriteString("chan<- ")
-		case types.RecvOnly:
-			b.WriteString("<-chan ")
-		default:
-			b.WriteString("chan ")
-		}
-		e.writeType(b, t.Elem())
+		return chanDirs[t.Dir()] + e.typeString(t.Elem())
 	case *types.Alias:
-		e.writeType(b, types.Unalias(t))
+		return e.typeString(types.Unalias(t))
 	case *types.Named:
-		obj := t.Obj()
-		if obj.Pkg() != nil && obj.Pkg() != e.pkg {
-			b.WriteString(obj.Pkg().Name() + ".")
+		name := t.Obj().Name()
+		if pkg := t.Obj().Pkg(); pkg != nil && pkg != e.pkg {
+			name = pkg.Name() + "." + name
 		}
-		b.WriteString(obj.Name())
 		if targs := t.TypeArgs(); targs.Len() > 0 {
-			b.WriteByte('[')
-			for i := range targs.Len() {
-				if i > 0 {
-					b.WriteString(", ")
-				}
-				e.writeType(b, targs.At(i))
+			args := make([]string, targs.Len())
+			for i := range args {
+				args[i] = e.typeString(targs.At(i))
 			}
-			b.WriteByte(']')
-		} else if tparams := t.TypeParams(); tparams.Len() > 0 {
-			// A generic type's own receiver: (*T[$0]).
-			e.writeTypeParams(b, tparams, false)
+			return name + "[" + strings.Join(args, ", ") + "]"
 		}
+		return name + e.typeParams(t.TypeParams(), false) // a generic type's own receiver: (*T[$0])
 	case *types.TypeParam:
-		fmt.Fprintf(b, "$%d", t.Index())
-	case *types.Tuple:
-		panic("apifiles: a tuple outside a signature")
-	default:
-		panic(fmt.Sprintf("apifiles: unknown type %T", t))
+		return fmt.Sprintf("$%d", t.Index())
 	}
+	panic(fmt.Sprintf("apifiles: unknown type %T", t)) // a tuple too: params writes those
 }
 
-func (e *emitter) writeSignature(b *strings.Builder, sig *types.Signature) {
-	if tparams := sig.TypeParams(); tparams.Len() > 0 {
-		e.writeTypeParams(b, tparams, true)
+// braced writes a struct's fields or an interface's elements: "struct{}",
+// "interface{ A(); B() }".
+func braced(kind string, elems []string) string {
+	if len(elems) == 0 {
+		return kind + "{}"
 	}
-	e.writeParams(b, sig.Params(), sig.Variadic())
+	return kind + "{ " + strings.Join(elems, "; ") + " }"
+}
+
+func (e *emitter) signatureString(sig *types.Signature) string {
+	s := e.typeParams(sig.TypeParams(), true) + e.params(sig.Params(), sig.Variadic())
 	switch res := sig.Results(); res.Len() {
 	case 0:
+		return s
 	case 1:
-		b.WriteByte(' ')
-		e.writeType(b, res.At(0).Type())
+		return s + " " + e.typeString(res.At(0).Type())
 	default:
-		b.WriteByte(' ')
-		e.writeParams(b, res, false)
+		return s + " " + e.params(res, false)
 	}
 }
 
-func (e *emitter) writeTypeParams(b *strings.Builder, tparams *types.TypeParamList, constraints bool) {
-	b.WriteByte('[')
-	for i := range tparams.Len() {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		tp := tparams.At(i)
-		e.writeType(b, tp)
+// typeParams writes a list of type parameters, with their constraints or
+// without: "[$0 any, $1 comparable]", "[$0, $1]"; "" for none.
+func (e *emitter) typeParams(tparams *types.TypeParamList, constraints bool) string {
+	if tparams.Len() == 0 {
+		return ""
+	}
+	list := make([]string, tparams.Len())
+	for i := range list {
+		list[i] = e.typeString(tparams.At(i))
 		if constraints {
-			b.WriteByte(' ')
-			e.writeType(b, tp.Constraint())
+			list[i] += " " + e.typeString(tparams.At(i).Constraint())
 		}
 	}
-	b.WriteByte(']')
+	return "[" + strings.Join(list, ", ") + "]"
 }
 
-func (e *emitter) writeParams(b *strings.Builder, t *types.Tuple, variadic bool) {
-	b.WriteByte('(')
-	for i := range t.Len() {
-		if i > 0 {
-			b.WriteString(", ")
+func (e *emitter) params(t *types.Tuple, variadic bool) string {
+	list := make([]string, t.Len())
+	for i := range list {
+		if typ := t.At(i).Type(); variadic && i == len(list)-1 {
+			list[i] = "..." + e.typeString(typ.(*types.Slice).Elem())
+		} else {
+			list[i] = e.typeString(typ)
 		}
-		typ := t.At(i).Type()
-		if variadic && i == t.Len()-1 {
-			b.WriteString("...")
-			typ = typ.(*types.Slice).Elem()
-		}
-		e.writeType(b, typ)
 	}
-	b.WriteByte(')')
+	return "(" + strings.Join(list, ", ") + ")"
 }

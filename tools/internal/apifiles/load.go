@@ -51,14 +51,10 @@ func goCmd(root string, args ...string) ([]byte, error) {
 	return out, nil
 }
 
-// publicPackages lists the packages of root's own module that are not
+// publicPackages lists the packages of root's own module, mod, that are not
 // commands and have no internal, examples, doormanpb (generated) or
 // testdata element.
-func publicPackages(root string) ([]string, error) {
-	mod, err := modulePath(root)
-	if err != nil {
-		return nil, err
-	}
+func publicPackages(root, mod string) ([]string, error) {
 	out, err := goCmd(root, "list", "-f", "{{.ImportPath}}\t{{.Name}}\t{{with .Module}}{{.Path}}{{end}}", "./...")
 	if err != nil {
 		return nil, err

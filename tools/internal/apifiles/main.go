@@ -33,30 +33,27 @@ func main() {
 		fmt.Fprintf(os.Stderr, "apifiles: unexpected arguments %q\n", flag.Args())
 		os.Exit(2)
 	}
-	files, err := generate(*root)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "apifiles: %v\n", err)
-		os.Exit(1)
-	}
-	dir := filepath.Join(*root, "api")
-	if *check {
-		diff, err := compare(dir, files)
+	fail := func(err error) {
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "apifiles: %v\n", err)
 			os.Exit(1)
 		}
-		if diff != "" {
-			fmt.Fprintf(os.Stderr, "%s\napifiles: the exported API differs from api/ (above: - committed, + code); %s\n", diff, fixHint)
-			os.Exit(1)
-		}
-		fmt.Printf("apifiles: api/ matches the exported API of %d packages\n", len(files))
+	}
+	files, err := generate(*root)
+	fail(err)
+	dir := filepath.Join(*root, "api")
+	if !*check {
+		fail(write(dir, files))
+		fmt.Printf("apifiles: wrote the exported API of %d packages to %s\n", len(files), dir)
 		return
 	}
-	if err := write(dir, files); err != nil {
-		fmt.Fprintf(os.Stderr, "apifiles: %v\n", err)
+	diff, err := compare(dir, files)
+	fail(err)
+	if diff != "" {
+		fmt.Fprintf(os.Stderr, "%s\napifiles: the exported API differs from api/ (above: - committed, + code); %s\n", diff, fixHint)
 		os.Exit(1)
 	}
-	fmt.Printf("apifiles: wrote the exported API of %d packages to %s\n", len(files), dir)
+	fmt.Printf("apifiles: api/ matches the exported API of %d packages\n", len(files))
 }
 
 // generate returns the api files for the repository at root, by path
@@ -66,7 +63,7 @@ func generate(root string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	paths, err := publicPackages(root)
+	paths, err := publicPackages(root, mod)
 	if err != nil {
 		return nil, err
 	}
@@ -93,26 +90,18 @@ func generate(root string) (map[string][]byte, error) {
 // dir; a missing dir is an empty set.
 func committed(dir string) (map[string][]byte, error) {
 	files := map[string][]byte{}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(os.DirFS(dir), ".", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil {
-			if path == dir && errors.Is(err, fs.ErrNotExist) {
-				return filepath.SkipDir
+			if rel == "." && errors.Is(err, fs.ErrNotExist) {
+				return fs.SkipDir
 			}
 			return err
 		}
-		if d.IsDir() || !strings.HasSuffix(path, ".txt") {
+		if d.IsDir() || !strings.HasSuffix(rel, ".txt") {
 			return nil
 		}
-		rel, err := filepath.Rel(dir, path)
-		if err != nil {
-			return err
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		files[filepath.ToSlash(rel)] = data
-		return nil
+		files[rel], err = os.ReadFile(filepath.Join(dir, rel))
+		return err
 	})
 	return files, err
 }
@@ -173,7 +162,7 @@ func compare(dir string, files map[string][]byte) (string, error) {
 		default:
 			fmt.Fprintf(&out, "api/%s:\n", rel)
 		}
-		removed, added := lineDiff(string(was), string(now))
+		removed, added := only(string(was), string(now)), only(string(now), string(was))
 		for _, l := range removed {
 			fmt.Fprintf(&out, "-%s\n", l)
 		}
@@ -185,12 +174,6 @@ func compare(dir string, files map[string][]byte) (string, error) {
 		}
 	}
 	return out.String(), nil
-}
-
-// lineDiff returns the lines only in a and the lines only in b, each in
-// its own text's order.
-func lineDiff(a, b string) (onlyA, onlyB []string) {
-	return only(a, b), only(b, a)
 }
 
 // only returns the lines of a that b lacks.

@@ -250,3 +250,10 @@ func TestStreamFor(t *testing.T) {
 		}
 	}
 }
+
+// held returns how many connections the listener holds.
+func (l *capListener) held() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.conns)
+}

@@ -1,24 +1,48 @@
+// Package debughttp serves a command's debug endpoints on one HTTP
+// listener: /metrics (a tally scope through Prometheus; tally's dots
+// become underscores), /debug/pprof/ and the command's own pages, with an
+// index at /. Nothing is global: each Metrics has its own registry and the
+// pprof handlers go on the listener's own mux.
+//
+// The listener is bounded like any server facing peers: at most MaxConns
+// connections (a new one at the cap evicts the one waiting longest
+// between requests), idle connections closed after 30 s, and each request
+// given 30 s plus the seconds a profile asks for.
 package debughttp
 
 import (
 	"errors"
 	"fmt"
 	"html"
+	"io"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"slices"
 	"strings"
+
+	"github.com/sluice-rpc/sluice/prometheus"
 )
+
+// Metrics is a tally root scope exposed by a Prometheus registry of its
+// own, with the Go runtime's and the process's collectors.
+type Metrics = prometheus.Metrics
+
+// NewMetrics returns a Metrics. A metric the registry refuses is reported
+// once on errorLog, if not nil, and left out of /metrics.
+func NewMetrics(errorLog io.Writer) *Metrics {
+	m, err := prometheus.New(prometheus.Options{ErrorLog: errorLog})
+	if err != nil { // the options above are valid: a bug
+		panic(err)
+	}
+	return m
+}
 
 // Paths Serve always mounts (MetricsPath only with a Metrics).
 const (
 	MetricsPath = "/metrics"
 	PprofPath   = "/debug/pprof/"
 )
-
-// maxHeaderBytes bounds a request's headers.
-const maxHeaderBytes = 64 << 10
 
 // Server is a running debug listener.
 type Server struct {
@@ -39,11 +63,9 @@ func serveLimited(addr string, m *Metrics, pages map[string]http.Handler, lim li
 	paths := []string{PprofPath}
 	mux := http.NewServeMux()
 	// net/http/pprof's handlers, on this mux rather than the default one.
-	mux.HandleFunc(PprofPath, pprof.Index)
-	mux.HandleFunc(PprofPath+"cmdline", pprof.Cmdline)
-	mux.HandleFunc(PprofPath+"profile", pprof.Profile)
-	mux.HandleFunc(PprofPath+"symbol", pprof.Symbol)
-	mux.HandleFunc(PprofPath+"trace", pprof.Trace)
+	for name, h := range map[string]http.HandlerFunc{"": pprof.Index, "cmdline": pprof.Cmdline, "profile": pprof.Profile, "symbol": pprof.Symbol, "trace": pprof.Trace} {
+		mux.HandleFunc(PprofPath+name, h)
+	}
 	if m != nil {
 		mux.Handle(MetricsPath, m.Handler())
 		paths = append(paths, MetricsPath)
@@ -72,7 +94,7 @@ func serveLimited(addr string, m *Metrics, pages map[string]http.Handler, lim li
 	if err != nil {
 		return nil, fmt.Errorf("debughttp: %w", err)
 	}
-	cl := newCapListener(lis, lim.maxConns)
+	cl := &capListener{Listener: lis, max: lim.maxConns, conns: map[net.Conn]*connState{}}
 	s := &Server{srv: &http.Server{Handler: bounded(mux, lim.requestTimeout), ReadHeaderTimeout: lim.readHeaderTimeout,
 		IdleTimeout: lim.idleTimeout, MaxHeaderBytes: maxHeaderBytes, ConnState: cl.track},
 		lis: cl, addr: lis.Addr().String(), done: make(chan error, 1)}

@@ -104,10 +104,7 @@ func (w *walker) skipValue(b []byte, t byte, depth int) (int, error) {
 	switch t {
 	case tBinary:
 		size, err := count(b, 0, 1)
-		if err != nil {
-			return 0, err
-		}
-		return 4 + size, nil
+		return 4 + size, err
 	case tStruct, tMap, tSet, tList:
 		if depth >= maxDepth {
 			return 0, errTooDeep
@@ -118,54 +115,37 @@ func (w *walker) skipValue(b []byte, t byte, depth int) (int, error) {
 	if t == tStruct {
 		return w.skipStruct(b, depth)
 	}
-	off := 0
-	skip := func(t byte) error {
-		n, err := w.skipValue(b[off:], t, depth+1)
-		off += n
-		return err
-	}
+	nt := 1 // the types of a container's items: a map's are key and value
 	if t == tMap {
-		if len(b) < 2 {
-			return 0, errShort
-		}
-		kt, vt := b[0], b[1]
-		n, err := count(b, 2, max(1, fixedSize(kt)+fixedSize(vt)))
-		if err != nil {
-			return 0, err
-		}
-		if err := w.add(2 * n); err != nil {
-			return 0, err
-		}
-		off = 6
-		for range n {
-			if err := skip(kt); err != nil {
-				return 0, err
-			}
-			if err := skip(vt); err != nil {
-				return 0, err
-			}
-		}
-		return off, nil
+		nt = 2
 	}
-	// A set or a list.
-	if len(b) < 1 {
+	if len(b) < nt {
 		return 0, errShort
 	}
-	et := b[0]
-	n, err := count(b, 1, max(1, fixedSize(et)))
+	types := b[:nt]
+	size, fixed := 0, true // an item's, and whether all its types are fixed
+	for _, et := range types {
+		size += fixedSize(et)
+		fixed = fixed && fixedSize(et) > 0
+	}
+	n, err := count(b, nt, max(1, size))
 	if err != nil {
 		return 0, err
 	}
-	if err := w.add(n); err != nil {
+	if err := w.add(nt * n); err != nil {
 		return 0, err
 	}
-	off = 5
-	if size := fixedSize(et); size > 0 {
+	off := nt + 4
+	if fixed {
 		return off + n*size, nil
 	}
 	for range n {
-		if err := skip(et); err != nil {
-			return 0, err
+		for _, et := range types {
+			m, err := w.skipValue(b[off:], et, depth+1)
+			if err != nil {
+				return 0, err
+			}
+			off += m
 		}
 	}
 	return off, nil
@@ -235,29 +215,25 @@ func count(b []byte, at, minSize int) (int, error) {
 // strings, binaries and map keys in v; past limit it stops early.
 func textSize(v any, limit int) int {
 	n := 0
-	addText(v, &n, limit)
-	return n
-}
-
-func addText(v any, n *int, limit int) {
-	if *n > limit {
-		return
-	}
 	switch v := v.(type) {
 	case string:
-		*n += quotedSize(v)
+		n = quotedSize(v)
 	case []byte:
-		*n += 2 + base64.StdEncoding.EncodedLen(len(v))
+		n = 2 + base64.StdEncoding.EncodedLen(len(v))
 	case []any:
-		for _, x := range v {
-			addText(x, n, limit)
+		for i := 0; i < len(v) && n <= limit; i++ {
+			n += textSize(v[i], limit-n)
 		}
 	case map[string]any:
 		for k, x := range v {
-			*n += quotedSize(k)
-			addText(x, n, limit)
+			if n > limit {
+				break
+			}
+			n += quotedSize(k)
+			n += textSize(x, limit-n)
 		}
 	}
+	return n
 }
 
 // quotedSize is the length of s as encoding/json quotes it, HTML escaped.

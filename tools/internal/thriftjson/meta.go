@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path"
 
 	"go.uber.org/thriftrw/compile"
 )
@@ -38,12 +37,8 @@ func (memFS) Read(name string) ([]byte, error) {
 	return nil, fmt.Errorf("%s: %w", name, fs.ErrNotExist)
 }
 
-func (memFS) Abs(p string) (string, error) {
-	if path.IsAbs(p) {
-		return p, nil
-	}
-	return path.Join("/sluice", p), nil
-}
+// Abs has only metaPath, absolute, to resolve: metaIDL includes nothing.
+func (memFS) Abs(p string) (string, error) { return p, nil }
 
 // Health returns Meta::health, the health check every tchannel-go Thrift
 // server answers. Its answer is {"result": {"ok": true, ...}}; Healthy

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -58,7 +59,7 @@ func (d *IDL) Method(name string) (*Method, error) {
 	if !ok || svcName == "" || fn == "" {
 		return nil, fmt.Errorf("method %q: a Thrift method is named Service::method; this IDL has %s", name, d.list())
 	}
-	svc, ok := d.service(svcName)
+	svc, ok := d.services()[svcName]
 	if !ok {
 		return nil, fmt.Errorf("method %q: the IDL has no service %q; it has %s", name, svcName, d.list())
 	}
@@ -67,39 +68,35 @@ func (d *IDL) Method(name string) (*Method, error) {
 			return &Method{Name: name, spec: spec}, nil
 		}
 	}
-	return nil, fmt.Errorf("method %q: service %s has no method %q; it has %s", name, svcName, fn, strings.Join(d.methodsOf(svc), ", "))
+	return nil, fmt.Errorf("method %q: service %s has no method %q; it has %s", name, svcName, fn, strings.Join(methodsOf(svc), ", "))
 }
 
 // Methods lists the IDL's methods by TChannel name, sorted.
 func (d *IDL) Methods() []string {
 	var all []string
-	seen := map[string]bool{}
-	d.mod.Walk(func(m *compile.Module) error {
-		for name, svc := range m.Services {
-			if !seen[name] {
-				seen[name] = true
-				all = append(all, d.methodsOf(svc)...)
-			}
-		}
-		return nil
-	})
+	for _, svc := range d.services() {
+		all = append(all, methodsOf(svc)...)
+	}
 	slices.Sort(all)
 	return all
 }
 
-// service finds a service by name in the file or its includes.
-func (d *IDL) service(name string) (*compile.ServiceSpec, bool) {
-	var found *compile.ServiceSpec
+// services returns the services of the file and its includes by name, the
+// first found of a name.
+func (d *IDL) services() map[string]*compile.ServiceSpec {
+	svcs := map[string]*compile.ServiceSpec{}
 	d.mod.Walk(func(m *compile.Module) error {
-		if svc, ok := m.Services[name]; ok && found == nil {
-			found = svc
+		for name, svc := range m.Services {
+			if _, ok := svcs[name]; !ok {
+				svcs[name] = svc
+			}
 		}
 		return nil
 	})
-	return found, found != nil
+	return svcs
 }
 
-func (d *IDL) methodsOf(svc *compile.ServiceSpec) []string {
+func methodsOf(svc *compile.ServiceSpec) []string {
 	var names []string
 	for s := svc; s != nil; s = s.Parent {
 		for fn := range s.Functions {
@@ -112,10 +109,10 @@ func (d *IDL) methodsOf(svc *compile.ServiceSpec) []string {
 
 func (d *IDL) list() string {
 	m := d.Methods()
-	if len(m) == 0 {
+	switch {
+	case len(m) == 0:
 		return "no services"
-	}
-	if len(m) > 10 {
+	case len(m) > 10:
 		return strings.Join(m[:10], ", ") + fmt.Sprintf(" and %d more", len(m)-10)
 	}
 	return strings.Join(m, ", ")
@@ -180,27 +177,20 @@ func (m *Method) Answer(arg3 []byte) (*Answer, error) {
 	out := map[string]any{}
 	a := &Answer{}
 	for _, f := range w.GetStruct().Fields {
-		if f.ID == 0 {
-			if rs.ReturnType == nil {
-				return nil, fmt.Errorf("%s is void but the answer has a result (%v)", m.Name, f.Value.Type())
+		name, typ, what := "result", rs.ReturnType, "the result"
+		if f.ID != 0 {
+			ex := fieldByID(rs.Exceptions, f.ID)
+			if ex == nil {
+				return nil, fmt.Errorf("%s: the answer has field %d, which is neither the result nor a declared exception", m.Name, f.ID)
 			}
-			v, err := fromWire(rs.ReturnType, f.Value)
-			if err != nil {
-				return nil, fmt.Errorf("%s: the result: %w", m.Name, err)
-			}
-			out["result"] = v
-			continue
+			name, typ, what = ex.Name, ex.Type, "exception "+ex.Name
+			a.Exception, a.ExceptionType = ex.Name, ex.Type.ThriftName()
+		} else if typ == nil {
+			return nil, fmt.Errorf("%s is void but the answer has a result (%v)", m.Name, f.Value.Type())
 		}
-		ex := fieldByID(rs.Exceptions, f.ID)
-		if ex == nil {
-			return nil, fmt.Errorf("%s: the answer has field %d, which is neither the result nor a declared exception", m.Name, f.ID)
+		if out[name], err = fromWire(typ, f.Value); err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", m.Name, what, err)
 		}
-		v, err := fromWire(ex.Type, f.Value)
-		if err != nil {
-			return nil, fmt.Errorf("%s: exception %s: %w", m.Name, ex.Name, err)
-		}
-		out[ex.Name] = v
-		a.Exception, a.ExceptionType = ex.Name, ex.Type.ThriftName()
 	}
 	if len(out) > 1 {
 		return nil, fmt.Errorf("%s: the answer has %d fields; a result struct has at most one", m.Name, len(out))
@@ -274,14 +264,6 @@ func pathError(path, format string, a ...any) error {
 	return fmt.Errorf("%s: %s", path, fmt.Sprintf(format, a...))
 }
 
-// join extends a path by a field name.
-func join(path, name string) string {
-	if path == "" {
-		return name
-	}
-	return path + "." + name
-}
-
 // toStruct encodes an object as the struct of fields g, at path.
 func toStruct(g compile.FieldGroup, v any, path string, depth int) (wire.Struct, error) {
 	obj, ok := v.(map[string]any)
@@ -302,7 +284,8 @@ func toStruct(g compile.FieldGroup, v any, path string, depth int) (wire.Struct,
 			}
 			continue
 		}
-		w, err := toWire(f.Type, fv, join(path, f.Name), depth+1)
+		// The field's path: "s.name", or "name" at the top.
+		w, err := toWire(f.Type, fv, strings.TrimPrefix(path+"."+f.Name, "."), depth+1)
 		if err != nil {
 			return wire.Struct{}, err
 		}
@@ -478,12 +461,7 @@ func toMap(s *compile.MapSpec, v any, path string, depth int) ([]wire.MapItem, e
 	}
 	switch m := v.(type) {
 	case map[string]any:
-		keys := make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys) // a stable encoding
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(m)) { // a stable encoding
 			if err := add(mapKey(s.KeySpec, k), m[k], strconv.Quote(k)); err != nil {
 				return nil, err
 			}

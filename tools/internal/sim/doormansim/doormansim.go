@@ -288,7 +288,6 @@ type sim struct {
 	sc   Scenario
 	clk  *clock.Fake
 	rng  *rand.Rand
-	ctx  context.Context
 	repo *server.Repository
 
 	events *event.Loop
@@ -325,22 +324,17 @@ type srv struct {
 	rpcs     pb.CapacityServer // s's RPCs, called in-process
 	parent   serverhook.Parent // an intermediate's link to its parent
 	election *election
-	tick     ticker
+	tick     time.Time // the pending tick of the parent link (schedule)
 }
 
 // client is one leasing client.
 type client struct {
-	name   string
-	c      *leasing.Client
-	r      *leasing.Resource
-	base   float64
-	spike  float64
-	ticker ticker
-}
-
-// ticker keeps one pending tick of an entity in the event queue.
-type ticker struct {
-	at time.Time // zero: none pending
+	name  string
+	c     *leasing.Client
+	r     *leasing.Resource
+	base  float64
+	spike float64
+	tick  time.Time // the pending tick (schedule)
 }
 
 func newSim(sc Scenario) *sim {
@@ -348,7 +342,6 @@ func newSim(sc Scenario) *sim {
 		sc:  sc,
 		clk: clock.NewFake(epoch),
 		rng: rand.New(rand.NewPCG(sc.Seed, 0x5eed)),
-		ctx: context.Background(),
 		up:  make(map[string]*srv),
 	}
 	s.events = event.NewLoop(s.clk)
@@ -463,7 +456,7 @@ func (s *sim) crash(sv *srv) {
 	delete(s.up, sv.addr)
 	sv.s.Stop()
 	sv.s, sv.rpcs = nil, nil
-	sv.tick = ticker{}
+	sv.tick = time.Time{}
 }
 
 // elect makes the root's server i its master; -1 leaves it none.
@@ -496,7 +489,7 @@ func (s *sim) addClient(leaf *node, i int) error {
 	}
 	c := &client{name: name, c: cl, r: r, base: s.sc.Wants}
 	s.clients = append(s.clients, c)
-	s.schedule(&c.ticker, s.clk.Now(), func() { s.tickClient(c) })
+	s.schedule(&c.tick, s.clk.Now(), func() { s.tickClient(c) })
 	s.at(s.now()+s.changeGap(), func() { s.changeWants(c) })
 	return nil
 }
@@ -520,19 +513,19 @@ func (s *sim) setWants(c *client, w float64, what string) {
 		panic(err) // w is finite and >= 0 by construction
 	}
 	s.changes = append(s.changes, change{s.now(), what + " (" + c.name + ")"})
-	s.schedule(&c.ticker, s.clk.Now(), func() { s.tickClient(c) })
+	s.schedule(&c.tick, s.clk.Now(), func() { s.tickClient(c) })
 }
 
 func (s *sim) tickClient(c *client) {
-	next, _ := c.c.Tick(s.ctx)
-	s.schedule(&c.ticker, next, func() { s.tickClient(c) })
+	next, _ := c.c.Tick(context.Background())
+	s.schedule(&c.tick, next, func() { s.tickClient(c) })
 }
 
 func (s *sim) tickServer(sv *srv) {
 	if sv.s == nil {
 		return
 	}
-	next := sv.parent.Tick(s.ctx)
+	next := sv.parent.Tick(context.Background())
 	s.schedule(&sv.tick, next, func() { s.tickServer(sv) })
 }
 
@@ -611,20 +604,21 @@ func (s *sim) loop() {
 func (s *sim) at(t time.Duration, fn func()) { s.events.At(epoch.Add(t), fn) }
 
 // schedule makes fn, an entity's tick, run at t, unless one of its ticks
-// is pending at or before t (that tick schedules the next itself).
-func (s *sim) schedule(tk *ticker, t time.Time, fn func()) {
+// is pending at or before t (that tick schedules the next itself); *tk is
+// the pending tick's time, zero when none is.
+func (s *sim) schedule(tk *time.Time, t time.Time, fn func()) {
 	if now := s.clk.Now(); t.Before(now) {
 		t = now
 	}
-	if !tk.at.IsZero() && !t.Before(tk.at) {
+	if !tk.IsZero() && !t.Before(*tk) {
 		return
 	}
-	tk.at = t
+	*tk = t
 	s.events.At(t, func() {
-		if tk.at != t {
+		if *tk != t {
 			return // superseded by an earlier tick
 		}
-		tk.at = time.Time{}
+		*tk = time.Time{}
 		fn()
 	})
 }
@@ -661,7 +655,7 @@ func (c *conn) Close() error { return nil }
 
 // call delivers one RPC to c's server, if it is up; wake, for the RPCs
 // that may make it ask for a parent tick.
-func call[In, Out any](c *conn, in In, wake bool, rpc func(pb.CapacityServer, In) (Out, error)) (out Out, err error) {
+func call[Out any](c *conn, wake bool, rpc func(pb.CapacityServer) (Out, error)) (out Out, err error) {
 	sv := c.s.up[c.addr]
 	if sv == nil {
 		return out, status.Errorf(codes.Unavailable, "doormansim: %s is down", c.addr)
@@ -670,31 +664,23 @@ func call[In, Out any](c *conn, in In, wake bool, rpc func(pb.CapacityServer, In
 	if wake {
 		defer c.s.woken(sv)
 	}
-	return rpc(sv.rpcs, in)
+	return rpc(sv.rpcs)
 }
 
 func (c *conn) Discovery(ctx context.Context, in *pb.DiscoveryRequest, _ ...grpc.CallOption) (*pb.DiscoveryResponse, error) {
-	return call(c, in, false, func(s pb.CapacityServer, in *pb.DiscoveryRequest) (*pb.DiscoveryResponse, error) {
-		return s.Discovery(ctx, in)
-	})
+	return call(c, false, func(s pb.CapacityServer) (*pb.DiscoveryResponse, error) { return s.Discovery(ctx, in) })
 }
 
 func (c *conn) GetCapacity(ctx context.Context, in *pb.GetCapacityRequest, _ ...grpc.CallOption) (*pb.GetCapacityResponse, error) {
-	return call(c, in, true, func(s pb.CapacityServer, in *pb.GetCapacityRequest) (*pb.GetCapacityResponse, error) {
-		return s.GetCapacity(ctx, in)
-	})
+	return call(c, true, func(s pb.CapacityServer) (*pb.GetCapacityResponse, error) { return s.GetCapacity(ctx, in) })
 }
 
 func (c *conn) GetServerCapacity(ctx context.Context, in *pb.GetServerCapacityRequest, _ ...grpc.CallOption) (*pb.GetServerCapacityResponse, error) {
-	return call(c, in, true, func(s pb.CapacityServer, in *pb.GetServerCapacityRequest) (*pb.GetServerCapacityResponse, error) {
-		return s.GetServerCapacity(ctx, in)
-	})
+	return call(c, true, func(s pb.CapacityServer) (*pb.GetServerCapacityResponse, error) { return s.GetServerCapacity(ctx, in) })
 }
 
 func (c *conn) ReleaseCapacity(ctx context.Context, in *pb.ReleaseCapacityRequest, _ ...grpc.CallOption) (*pb.ReleaseCapacityResponse, error) {
-	return call(c, in, false, func(s pb.CapacityServer, in *pb.ReleaseCapacityRequest) (*pb.ReleaseCapacityResponse, error) {
-		return s.ReleaseCapacity(ctx, in)
-	})
+	return call(c, false, func(s pb.CapacityServer) (*pb.ReleaseCapacityResponse, error) { return s.ReleaseCapacity(ctx, in) })
 }
 
 // election is the root servers' Election, decided by the simulation.

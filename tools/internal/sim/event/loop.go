@@ -25,9 +25,6 @@ func (l *Loop) At(t time.Time, fn func()) {
 	l.q.Push(t, fn)
 }
 
-// Len returns the number of functions scheduled and not yet run.
-func (l *Loop) Len() int { return l.q.Len() }
-
 // RunUntil runs every function due at or before t, those scheduled
 // meanwhile included, and leaves the clock reading t (or later).
 func (l *Loop) RunUntil(t time.Time) {

@@ -50,3 +50,6 @@ func TestLoopRunUntil(t *testing.T) {
 		t.Errorf("clock reads %v after RunUntil into the past, want 1h0m0s", got.Sub(t0))
 	}
 }
+
+// Len returns the number of functions scheduled and not yet run.
+func (l *Loop) Len() int { return l.q.Len() }

@@ -21,6 +21,12 @@ type Figures struct {
 	Clear time.Duration
 }
 
+// cells formats f for WriteTable.
+func (f Figures) cells() [4]string {
+	return [4]string{fmt.Sprintf("%.2f %%", 100*f.RetryRate), fmt.Sprintf("%.2f s", f.MaxSleep.Seconds()),
+		fmt.Sprintf("%.2f", f.RequestStdev), fmt.Sprintf("%.2f s", f.Clear.Seconds())}
+}
+
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // Entry is one row of the comparison: a pacer configuration, and the
@@ -104,22 +110,14 @@ func WriteTable(w io.Writer, rows []Row) error {
 	}
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
-		m := r.Mean
-		clear := fmt.Sprintf("%.2f s", m.Clear.Seconds())
+		cells := r.Mean.cells()
 		if !r.Cleared {
-			clear = "> " + clear
-		}
-		cells := [4]string{
-			fmt.Sprintf("%.2f %%", 100*m.RetryRate),
-			fmt.Sprintf("%.2f s", m.MaxSleep.Seconds()),
-			fmt.Sprintf("%.2f", m.RequestStdev),
-			clear,
+			cells[3] = "> " + cells[3]
 		}
 		if p := r.Published; p != nil {
-			cells[0] += fmt.Sprintf(" (%.2f %%)", 100*p.RetryRate)
-			cells[1] += fmt.Sprintf(" (%.2f s)", p.MaxSleep.Seconds())
-			cells[2] += fmt.Sprintf(" (%.2f)", p.RequestStdev)
-			cells[3] += fmt.Sprintf(" (%.2f s)", p.Clear.Seconds())
+			for i, c := range p.cells() {
+				cells[i] += " (" + c + ")"
+			}
 		}
 		if _, err := fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %d | %d |\n", r.Name, cells[0], cells[1], cells[2], cells[3],
 			int64(math.Round(r.Requests)), int64(math.Round(r.Successes))); err != nil {
