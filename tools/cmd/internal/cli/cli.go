@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -34,16 +35,16 @@ type FlagSet struct {
 	*flag.FlagSet
 	help           Help
 	stdout, stderr io.Writer
-	short          map[string]string // long name -> its one-letter alias
-	isShort        map[string]bool
+	short, long    map[string]string // long name -> its one-letter alias, and back
 }
 
+// NewFlagSet returns the flags of the command name, whose help is help.
 func NewFlagSet(name string, help Help, stdout, stderr io.Writer) *FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are returned and printed by parse
 	fs.Usage = func() {}
 	return &FlagSet{FlagSet: fs, help: help, stdout: stdout, stderr: stderr,
-		short: map[string]string{}, isShort: map[string]bool{}}
+		short: map[string]string{}, long: map[string]string{}}
 }
 
 // alias makes -short another name of the flag --long, as yab's -p for
@@ -51,7 +52,7 @@ func NewFlagSet(name string, help Help, stdout, stderr io.Writer) *FlagSet {
 func (f *FlagSet) alias(short, long string) {
 	fl := f.Lookup(long)
 	f.Var(fl.Value, short, fl.Usage)
-	f.short[long], f.isShort[short] = short, true
+	f.short[long], f.long[short] = short, long
 }
 
 // ParseArgs parses args. When it returns false the command exits with
@@ -88,13 +89,13 @@ func (f *FlagSet) parseWords(args []string, max int) ([]string, int, bool) {
 	}
 }
 
-// usageError prints a usage error and where help is, and returns 2.
+// UsageError prints a usage error and where help is, and returns 2.
 func (f *FlagSet) UsageError(format string, a ...any) int {
 	fmt.Fprintf(f.stderr, "%s: %s\nRun '%s -h' for help.\n", f.Name(), message(format, a...), f.Name())
 	return ExitUsage
 }
 
-// failure prints a failure and returns 1.
+// Failure prints a failure and returns 1.
 func (f *FlagSet) Failure(format string, a ...any) int {
 	fmt.Fprintf(f.stderr, "%s: %s\n", f.Name(), message(format, a...))
 	return ExitFail
@@ -108,18 +109,9 @@ func message(format string, a ...any) string {
 
 // longName is the long name of the flag named name: name itself, or the
 // flag a one-letter alias stands for.
-func (f *FlagSet) longName(name string) string {
-	if f.isShort[name] {
-		for long, short := range f.short {
-			if short == name {
-				return long
-			}
-		}
-	}
-	return name
-}
+func (f *FlagSet) longName(name string) string { return cmp.Or(f.long[name], name) }
 
-// set reports whether the flag named name was given.
+// IsSet reports whether the flag named name (long) was given.
 func (f *FlagSet) IsSet(name string) bool {
 	given := false
 	f.Visit(func(fl *flag.Flag) { given = given || fl.Name == name || f.short[name] == fl.Name })
@@ -160,7 +152,7 @@ func (f *FlagSet) printFlags(w io.Writer) {
 	type row struct{ left, usage string }
 	rows := []row{{"-h, --help", "print this help"}}
 	f.VisitAll(func(fl *flag.Flag) {
-		if f.isShort[fl.Name] {
+		if f.long[fl.Name] != "" {
 			return
 		}
 		arg, usage := flag.UnquoteUsage(fl)
@@ -254,7 +246,7 @@ func UntilInterrupted(run func(ctx context.Context, args []string, stdout, stder
 	}
 }
 
-// joinNames lists names for a help text: "a, b, c".
+// JoinNames lists names for a help text: "a, b, c".
 func JoinNames[T ~string](names []T) string {
 	s := make([]string, len(names))
 	for i, n := range names {
@@ -306,7 +298,7 @@ func (g group) printHelp(w io.Writer) {
 	})
 }
 
-// lockedWriter serialises writes from several goroutines.
+// lockedWriter serialises writes from several goroutines: see Locked.
 type lockedWriter struct {
 	mu sync.Mutex
 	w  io.Writer

@@ -93,13 +93,9 @@ func (f *FlagSet) ReportRun(ctx context.Context, res tableResult, err error, asJ
 // so far are above), and a failure when the run failed otherwise or
 // nothing could be printed.
 func (f *FlagSet) ReportMade(ctx context.Context, n int, err error, asJSON bool, report func() any, table func(io.Writer) error, items string) int {
-	if n > 0 && asJSON {
-		if code := f.WriteJSON(report()); code != ExitOK {
+	if n > 0 {
+		if code := f.write(report, asJSON, table); code != ExitOK {
 			return code
-		}
-	} else if n > 0 {
-		if werr := table(f.stdout); werr != nil {
-			return f.Failure("%v", werr)
 		}
 	}
 	if err != nil && ctx.Err() != nil {
@@ -115,21 +111,25 @@ func (f *FlagSet) ReportMade(ctx context.Context, n int, err error, asJSON bool,
 // where (not with JSON, whose stdout is the JSON alone). It returns the
 // exit code.
 func (f *FlagSet) Report(res any, asJSON bool, table func(io.Writer) error, chartPath string, chart func(string) error) int {
-	if asJSON {
-		if code := f.WriteJSON(res); code != ExitOK {
-			return code
-		}
-	} else if err := table(f.stdout); err != nil {
-		return f.Failure("%v", err)
-	}
-	if chartPath == "" {
-		return ExitOK
+	if code := f.write(func() any { return res }, asJSON, table); code != ExitOK || chartPath == "" {
+		return code
 	}
 	if err := chart(chartPath); err != nil {
 		return f.Failure("chart: %v", err)
 	}
 	if !asJSON {
 		fmt.Fprintf(f.stdout, "\nchart: %s\n", chartPath)
+	}
+	return ExitOK
+}
+
+// write prints report() as JSON with asJSON, else table's rows, on stdout.
+func (f *FlagSet) write(report func() any, asJSON bool, table func(io.Writer) error) int {
+	if asJSON {
+		return f.WriteJSON(report())
+	}
+	if err := table(f.stdout); err != nil {
+		return f.Failure("%v", err)
 	}
 	return ExitOK
 }

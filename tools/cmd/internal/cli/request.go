@@ -63,7 +63,7 @@ func addTargetFlags(fs *FlagSet, serviceUsage, methodUsage, bodyUsage string) *t
 	t.headersText = fs.String("headers", "", "the application headers of a JSON or Thrift call as a JSON or YAML `MAP` ({\"user\": \"root\"} or 'user: root')")
 	t.headersFile = fs.String("headers-file", "", "read --headers' map from `FILE` (- for stdin)")
 	t.noEnvelope = fs.Bool("disable-thrift-envelope", false, "accepted for yab's sake: TChannel's Thrift calls never have an envelope, so it changes nothing")
-	fs.Var(stringAlias{t.method}, "procedure", "the same as -m/--method `METHOD` (yab's name for it)")
+	fs.StringVar(t.method, "procedure", "", "the same as -m/--method `METHOD` (yab's name for it)")
 	fs.alias("s", "service")
 	fs.alias("m", "method")
 	fs.alias("e", "encoding")
@@ -127,13 +127,12 @@ func (t *targetFlags) resolve(positional []string) (*target, error) {
 	case *t.thrift != "" && enc != "thrift":
 		return nil, fmt.Errorf("-t/--thrift makes a Thrift call; -e/--encoding is %s", enc)
 	case enc == "raw" && (len(t.headers) > 0 || *t.headersText != "" || *t.headersFile != ""):
-		name := "-H/--header"
+		name := "--headers-file"
 		switch {
 		case len(t.headers) > 0:
+			name = "-H/--header"
 		case *t.headersText != "":
 			name = "--headers"
-		default:
-			name = "--headers-file"
 		}
 		return nil, fmt.Errorf("%s needs -e json or thrift: a raw call's arg2 is not headers (see --arg2)", name)
 	case *t.headersText != "" && *t.headersFile != "", *t.arg2 != "" && enc != "raw" && (*t.headersText != "" || *t.headersFile != ""):
@@ -278,32 +277,17 @@ func (t *targetFlags) readHeaders() (map[string]string, error) {
 	return headers, nil
 }
 
-// stringAlias is another name of a string flag, as --procedure is of
-// --method.
-type stringAlias struct{ p *string }
-
-func (a stringAlias) String() string {
-	if a.p == nil {
-		return ""
-	}
-	return *a.p
-}
-func (a stringAlias) Set(v string) error { *a.p = v; return nil }
-
 // transportOptions are the call options of --sk, --rk, --rd and --caller.
 func (t *targetFlags) transportOptions() []channel.CallOption {
 	var opts []channel.CallOption
-	if *t.shardKey != "" {
-		opts = append(opts, channel.WithShardKey(*t.shardKey))
-	}
-	if *t.routingKey != "" {
-		opts = append(opts, channel.WithRoutingKey(*t.routingKey))
-	}
-	if *t.routingDelegate != "" {
-		opts = append(opts, channel.WithRoutingDelegate(*t.routingDelegate))
-	}
-	if *t.caller != "" {
-		opts = append(opts, channel.WithCallerName(*t.caller))
+	for _, o := range []struct {
+		v  *string
+		as func(string) channel.CallOption
+	}{{t.shardKey, channel.WithShardKey}, {t.routingKey, channel.WithRoutingKey},
+		{t.routingDelegate, channel.WithRoutingDelegate}, {t.caller, channel.WithCallerName}} {
+		if *o.v != "" {
+			opts = append(opts, o.as(*o.v))
+		}
 	}
 	return opts
 }
