@@ -138,7 +138,7 @@ func topLevel(lab *Lab) group {
 	}
 	call := func(args []string, stdout, stderr io.Writer) int { return callCmd(args, lab, stdout, stderr) }
 	serve := func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-		return serveRun(ctx, args, lab, stdout, stderr)
+		return ServeContext(ctx, args, lab, stdout, stderr)
 	}
 	lab = lab.or()
 	g := group{name: lab.Name, help: lab.Help, subs: append([]command{

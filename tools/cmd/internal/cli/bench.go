@@ -107,8 +107,7 @@ const (
 	benchDefaultRateLimit = 100             // --concurrency with --rps: in flight in all
 )
 
-// benchDefaultConnections is --connections' default: yab's, two per
-// GOMAXPROCS.
+// benchDefaultConnections is --connections' default, yab's.
 func benchDefaultConnections() int { return 2 * runtime.GOMAXPROCS(0) }
 
 // benchRun runs `sluice bench`; the end of ctx ends the run early.
@@ -276,8 +275,7 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	if a.embedded > 0 && (tlsFlags.enabled() || tlsFlags.serverName != "" || tlsFlags.fallback) {
 		return fs.UsageError("--embedded servers speak plaintext: the TLS flags need -p or -P peers")
 	}
-	// Reload errors and the first fallback to each peer go to stderr,
-	// beside the progress lines.
+	// Reload errors and fallbacks go to stderr, beside the progress lines.
 	stderr = &lockedWriter{w: stderr}
 	tlsOpts, err := tlsFlags.options(func(err error) { fmt.Fprintf(stderr, "sluice bench: %v\n", err) })
 	if err != nil {
@@ -319,8 +317,7 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 		channel.WithServiceConfig(cfg)}, tlsOpts...)
 	clients := make([]*channel.Client, *connections)
 	for i := range clients {
-		// The configuration's warnings and the fallback to each peer are
-		// logged once, not once a connection.
+		// Warnings and fallbacks are logged once, not once a connection.
 		warnings := noWarnings()
 		if i == 0 {
 			warnings = configWarnings(stderr)
@@ -408,9 +405,8 @@ type benchReport struct {
 }
 
 // firstResponse makes one call through cl before the run, as yab does,
-// and returns its answer as yab prints it (call -o yab's envelope, then a
-// blank line); a failure goes to stderr, and the run goes on to report on
-// its own calls: nil then.
+// and returns its answer as yab prints it (call -o yab's envelope); a
+// failure goes to stderr, and it returns nil.
 func firstResponse(ctx context.Context, cl *channel.Client, tg *target, timeout time.Duration, stderr io.Writer) json.RawMessage {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -431,8 +427,7 @@ func firstResponse(ctx context.Context, cl *channel.Client, tg *target, timeout 
 }
 
 // checkLoopback accepts a host:port on a loopback address, or anywhere
-// with allowRemote: a load generator should not point at a remote service
-// by accident.
+// with allowRemote: bench should not load a remote service by accident.
 func checkLoopback(hostPort string, allowRemote bool) error {
 	if allowRemote {
 		return nil

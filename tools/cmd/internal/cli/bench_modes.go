@@ -205,9 +205,8 @@ func benchBalancing(ctx context.Context, fs *FlagSet, a modeArgs, stdout, stderr
 		}
 	}
 	res, err := balancing.Run(ctx, cfg)
-	interrupted, code := fs.ReportRun(ctx, res, err, a.json, "scenarios")
-	if code != ExitOK || a.chart == "" || interrupted {
-		return code
+	if code := fs.reportRun(ctx, res, err, a.json, "scenarios"); code != ExitOK || a.chart == "" || err != nil {
+		return code // err: interrupted, no chart
 	}
 	if err := a.charts.Balancing(res, a.chart); err != nil {
 		return fs.Failure("chart: %v", err)
@@ -246,6 +245,5 @@ func benchAmplification(ctx context.Context, fs *FlagSet, a modeArgs, stderr io.
 		return fs.UsageError("%v", strings.TrimPrefix(err.Error(), "amplification: "))
 	}
 	res, err := amplification.Run(ctx, cfg)
-	_, code := fs.ReportRun(ctx, res, err, a.json, "runs")
-	return code
+	return fs.reportRun(ctx, res, err, a.json, "runs")
 }

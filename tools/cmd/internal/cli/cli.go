@@ -7,11 +7,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
 )
 
 // The exit codes of every command, as yab's and most Unix tools'.
@@ -149,8 +152,7 @@ func printHelp(w io.Writer, h Help, middle func(io.Writer)) {
 // printFlags lists the flags in name order, each with its one-letter
 // alias, its argument's name and its default when not the zero value.
 func (f *FlagSet) printFlags(w io.Writer) {
-	type row struct{ left, usage string }
-	rows := []row{{"-h, --help", "print this help"}}
+	rows := [][2]string{{"-h, --help", "print this help"}}
 	f.VisitAll(func(fl *flag.Flag) {
 		if f.long[fl.Name] != "" {
 			return
@@ -168,20 +170,26 @@ func (f *FlagSet) printFlags(w io.Writer) {
 		default:
 			usage += fmt.Sprintf(" (default %s)", fl.DefValue)
 		}
-		rows = append(rows, row{left, usage})
+		rows = append(rows, [2]string{left, usage})
 	})
-	const maxLeft = 30
+	writeRows(w, "  ", rows, 30)
+}
+
+// writeRows writes rows of two columns after indent, the first padded to
+// the widest of those at most maxLeft long; after a longer one, the second
+// goes on a line of its own.
+func writeRows(w io.Writer, indent string, rows [][2]string, maxLeft int) {
 	width := 0
 	for _, r := range rows {
-		if len(r.left) <= maxLeft {
-			width = max(width, len(r.left))
+		if len(r[0]) <= maxLeft {
+			width = max(width, len(r[0]))
 		}
 	}
 	for _, r := range rows {
-		if len(r.left) > width {
-			fmt.Fprintf(w, "  %s\n  %*s  %s\n", r.left, width, "", r.usage)
+		if len(r[0]) > width {
+			fmt.Fprintf(w, "%s%s\n%s%*s  %s\n", indent, r[0], indent, width, "", r[1])
 		} else {
-			fmt.Fprintf(w, "  %-*s  %s\n", width, r.left, r.usage)
+			fmt.Fprintf(w, "%s%-*s  %s\n", indent, width, r[0], r[1])
 		}
 	}
 }
@@ -226,14 +234,11 @@ func leaves(subs []command) []leaf {
 // writeCommands writes every command under g, one a line, name then
 // summary, after indent: g's help's list, and the package documentation's.
 func (g group) writeCommands(w io.Writer, indent string) {
-	ls := leaves(g.subs)
-	width := 0
-	for _, l := range ls {
-		width = max(width, len(strings.Join(l.words, " ")))
+	var rows [][2]string
+	for _, l := range leaves(g.subs) {
+		rows = append(rows, [2]string{strings.Join(l.words, " "), l.summary})
 	}
-	for _, l := range ls {
-		fmt.Fprintf(w, "%s%-*s  %s\n", indent, width, strings.Join(l.words, " "), l.summary)
-	}
+	writeRows(w, indent, rows, math.MaxInt)
 }
 
 // UntilInterrupted turns a command that runs until its context ends into
@@ -247,13 +252,7 @@ func UntilInterrupted(run func(ctx context.Context, args []string, stdout, stder
 }
 
 // JoinNames lists names for a help text: "a, b, c".
-func JoinNames[T ~string](names []T) string {
-	s := make([]string, len(names))
-	for i, n := range names {
-		s[i] = string(n)
-	}
-	return strings.Join(s, ", ")
-}
+func JoinNames[T ~string](names []T) string { return benchrun.Names(names) }
 
 // group is a command made of subcommands: `NAME SUB [flags]`.
 type group struct {

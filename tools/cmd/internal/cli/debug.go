@@ -27,8 +27,7 @@ type DebugListener struct {
 }
 
 // NewDebugListener makes the metrics of a command run with --debug-listen
-// addr; serve starts the listener once the pages exist. An addr that is
-// not host:port is a usage error, returned before anything starts.
+// addr; Serve starts the listener. A bad addr is a usage error.
 func NewDebugListener(addr string, stderr io.Writer) (*DebugListener, error) {
 	d := &DebugListener{addr: addr}
 	if addr == "" {

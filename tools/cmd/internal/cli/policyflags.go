@@ -15,7 +15,7 @@ import (
 )
 
 // policyFlags give the called method a retry or hedging policy, from a
-// service-config file or from flags. call and bench share them.
+// service-config file or from flags (call and bench).
 type policyFlags struct {
 	config       string
 	retryMax     int
@@ -83,8 +83,7 @@ func (f *policyFlags) validate() error {
 	return nil
 }
 
-// maxServiceConfigFile bounds --service-config's file: 1 MiB, thousands
-// of methods' policies.
+// maxServiceConfigFile bounds --service-config's file: thousands of policies.
 const maxServiceConfigFile = 1 << 20
 
 // serviceConfig builds the service config of calls to service::method: the

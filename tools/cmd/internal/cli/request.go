@@ -18,14 +18,12 @@ import (
 // stdin is what `-f -` reads; tests replace it.
 var stdin io.Reader = os.Stdin
 
-// maxBodyFile bounds a request body read from a file or stdin: the most
-// the tool's Channels send (they keep channel.DefaultMaxRequestSize), so a
-// larger body is a usage error here, not a call that fails BAD_REQUEST
-// after the whole file is read, or a bench of such calls.
+// maxBodyFile bounds a body read from a file or stdin: the most the
+// tool's Channels send, so that a larger one is a usage error, not calls
+// that fail BAD_REQUEST.
 const maxBodyFile = channel.DefaultMaxRequestSize
 
-// targetFlags are the flags saying what `call` and `bench` call and send,
-// with one meaning in both, yab's.
+// targetFlags say what call and bench call and send, as yab's do.
 type targetFlags struct {
 	service, method, encoding, body, file, thrift, arg2 *string
 	health, noEnvelope                                  *bool
@@ -36,14 +34,14 @@ type targetFlags struct {
 	// takesBody lets a word after SERVICE METHOD be the body, as yab's
 	// third word (call; bench takes the body from -r or -f only).
 	takesBody bool
-	// From a template (call -y), under the command line's: the body
-	// when none is given, and headers that the flags' override.
+	// From a template (call -y): the body when none is given, and
+	// headers under the flags'.
 	defaultBody    func() ([]byte, error)
 	defaultHeaders map[string]string
 }
 
-// addTargetFlags defines the target flags on fs, with the command's own
-// wording of the service, method and body.
+// addTargetFlags defines the target flags on fs, with the command's
+// usage of the service, method and body.
 func addTargetFlags(fs *FlagSet, serviceUsage, methodUsage, bodyUsage string) *targetFlags {
 	t := &targetFlags{
 		service:         fs.String("service", "", serviceUsage),
@@ -217,7 +215,7 @@ func (t *targetFlags) readBody(word *string) ([]byte, error) {
 }
 
 // readFileFlag reads the file a flag names (stdin for -), within
-// maxBodyFile, what a call sends at most.
+// maxBodyFile.
 func readFileFlag(flagName, path, what string) ([]byte, error) {
 	var r io.Reader = stdin
 	if path != "-" {
@@ -239,9 +237,8 @@ func readFileFlag(flagName, path, what string) ([]byte, error) {
 }
 
 // readHeaders returns a JSON or Thrift call's application headers: a
-// template's, under the map of --headers, --headers-file or --arg2 (a
-// JSON or Thrift call's arg2 is its headers: yab's hidden --arg2 is
-// --headers), under each -H.
+// template's, under the map of --headers, --headers-file or --arg2 (yab's
+// hidden --arg2 is --headers there), under each -H.
 func (t *targetFlags) readHeaders() (map[string]string, error) {
 	headers := map[string]string{}
 	for k, v := range t.defaultHeaders {

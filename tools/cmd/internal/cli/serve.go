@@ -60,8 +60,9 @@ sluice-lab bench -P etcd://127.0.0.1:2379/services/echo -s echo -m echo --rps 50
 // serveFailBody is the application error the fail method answers.
 const serveFailBody = `{"type":"error","message":"sluice serve: fail always fails"}`
 
-// serveRun runs `sluice serve` until ctx ends.
-func serveRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Writer) int {
+// ServeContext runs `serve` (args without the command's name) until ctx
+// ends, with lab's etcd for --register.
+func ServeContext(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Writer) int {
 	fs := NewFlagSet("sluice serve", serveHelp, stdout, stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "`HOST:PORT` to serve TChannel on (port 0: a free port)")
 	service := fs.String("service", "echo", "the `SERVICE` name the server answers to")
@@ -163,19 +164,14 @@ func serveRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 }
 
 // serveTLS returns the Channel option of serve's TLS flags, nil for
-// plaintext; its errors are usage errors, naming the flag. A changed file
-// that does not load is logged through logger.
+// plaintext; its errors are usage errors. A changed file that does not
+// load is logged through logger.
 func serveTLS(f *ServerTLSFlags, mode string, modeSet bool, logger *slog.Logger) (channel.Option, error) {
 	if err := f.validate(); err != nil {
 		return nil, err
 	}
-	var m channel.TLSMode
-	switch mode {
-	case "only":
-		m = channel.TLSOnly
-	case "mixed":
-		m = channel.TLSMixed
-	default:
+	m, ok := map[string]channel.TLSMode{"only": channel.TLSOnly, "mixed": channel.TLSMixed}[mode]
+	if !ok {
 		return nil, fmt.Errorf("--tls-mode is %q, must be only or mixed", mode)
 	}
 	if !f.enabled() {
@@ -195,11 +191,4 @@ func serveTLS(f *ServerTLSFlags, mode string, modeSet bool, logger *slog.Logger)
 		return nil, err
 	}
 	return channel.WithServerTLS(channel.ServerTLS{Config: cfg, Mode: m}), nil
-}
-
-// ServeContext runs `serve` (args without the command's name) until ctx
-// ends, with lab's etcd for --register: for a program that stops the
-// server itself, as sluice-lab's tests do.
-func ServeContext(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Writer) int {
-	return serveRun(ctx, args, lab, stdout, stderr)
 }

@@ -14,10 +14,6 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// This file holds yab's request forms that `call` takes besides the
-// flags: YAML for JSON (a Thrift request, a headers map), -y templates
-// with -A arguments, and --timeout's unit-less milliseconds.
-
 // yamlValue decodes one YAML document (JSON is YAML too) into values
 // encoding/json can write: maps keyed by strings.
 func yamlValue(b []byte) (any, error) {
@@ -121,8 +117,8 @@ func (d *msDuration) Set(s string) error {
 	return nil
 }
 
-// templateKeys maps each key a template may have, yab's spellings
-// included, to its one name here.
+// templateKeys maps each key a template may have, in yab's spellings, to
+// its name here.
 var templateKeys = map[string]string{
 	"peer": "peer", "peers": "peers",
 	"peerList": "peerList", "peerlist": "peerList", "peer-list": "peerList",
@@ -219,8 +215,7 @@ func applyTemplate(fs *FlagSet, tf *targetFlags, path string, args []string) err
 		}
 	}
 	if r, ok := keys["request"]; ok && r != nil {
-		// Rendered only if the command line gives no body: an argument
-		// the template's request needs is not needed then.
+		// Rendered only without a body on the command line.
 		tf.defaultBody = func() ([]byte, error) {
 			v, err := render(jsonable(r), vars)
 			var b []byte
