@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sluice-rpc/sluice/channel"
@@ -56,8 +57,8 @@ func (p *peerFlags) source() (*peerSource, error) {
 		if err := peer.ValidateHostPort(hp); err != nil {
 			return nil, fmt.Errorf("--peer: %v", err)
 		}
-		s.hostPorts = append(s.hostPorts, hp)
 	}
+	s.hostPorts = slices.Clone(p.peers)
 	if p.list == "" {
 		return s, nil
 	}
