@@ -61,6 +61,20 @@ func checkGOGC(percent int) error {
 	return nil
 }
 
+// ready makes a mode's last checks before its run: err, of its config's
+// Validate, told without pkg's prefix, then --chart's file name.
+func (a modeArgs) ready(fs *FlagSet, err error, pkg string) (int, bool) {
+	if err != nil {
+		return fs.UsageError("%v", strings.TrimPrefix(err.Error(), pkg+": ")), false
+	}
+	if a.chart != "" {
+		if err := a.charts.CheckPath(a.chart); err != nil {
+			return fs.UsageError("--chart: %v", err), false
+		}
+	}
+	return 0, true
+}
+
 // closedLoopRows reads the flags of --closed-loop's rows into cfg: --mix,
 // --callers and --heavy-factor, --shedding and --throttling.
 func closedLoopRows(fs *FlagSet, a modeArgs, cfg *closedloop.Config) error {
@@ -155,13 +169,8 @@ func benchClosedLoop(ctx context.Context, fs *FlagSet, a modeArgs, stderr io.Wri
 		}
 		cfg.Service = millis.Duration(shape.FastMin)
 	}
-	if err := cfg.Validate(); err != nil {
-		return fs.UsageError("%v", strings.TrimPrefix(err.Error(), "closedloop: "))
-	}
-	if a.chart != "" {
-		if err := a.charts.CheckPath(a.chart); err != nil {
-			return fs.UsageError("--chart: %v", err)
-		}
+	if code, ok := a.ready(fs, cfg.Validate(), "closedloop"); !ok {
+		return code
 	}
 	res, err := closedloop.Run(ctx, cfg)
 	if err != nil {
@@ -196,13 +205,8 @@ func benchBalancing(ctx context.Context, fs *FlagSet, a modeArgs, stdout, stderr
 	if a.seed == 0 {
 		return fs.UsageError("--seed is 0, must be >= 1")
 	}
-	if err := cfg.Validate(); err != nil {
-		return fs.UsageError("%v", strings.TrimPrefix(err.Error(), "balancing: "))
-	}
-	if a.chart != "" {
-		if err := a.charts.CheckPath(a.chart); err != nil {
-			return fs.UsageError("--chart: %v", err)
-		}
+	if code, ok := a.ready(fs, cfg.Validate(), "balancing"); !ok {
+		return code
 	}
 	res, err := balancing.Run(ctx, cfg)
 	if code := fs.reportRun(ctx, res, err, a.json, "scenarios"); code != ExitOK || a.chart == "" || err != nil {
@@ -241,8 +245,8 @@ func benchAmplification(ctx context.Context, fs *FlagSet, a modeArgs, stderr io.
 	if a.seed == 0 {
 		return fs.UsageError("--seed is 0, must be >= 1")
 	}
-	if err := cfg.Validate(); err != nil {
-		return fs.UsageError("%v", strings.TrimPrefix(err.Error(), "amplification: "))
+	if code, ok := a.ready(fs, cfg.Validate(), "amplification"); !ok {
+		return code
 	}
 	res, err := amplification.Run(ctx, cfg)
 	return fs.reportRun(ctx, res, err, a.json, "runs")
