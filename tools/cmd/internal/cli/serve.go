@@ -96,13 +96,11 @@ func ServeContext(ctx context.Context, args []string, lab *Lab, stdout, stderr i
 	}
 	logger := configWarnings(stderr)
 	opts := []channel.Option{channel.WithShutdown(channel.ShutdownConfig{Grace: max(*grace, 0), NoGrace: *grace < 0, Quiet: *quiet})}
-	tlsOpt, err := serveTLS(&tlsFlags, *tlsMode, fs.IsSet("tls-mode"), logger)
+	tlsOpts, err := serveTLS(&tlsFlags, *tlsMode, fs.IsSet("tls-mode"), logger)
 	if err != nil {
 		return fs.UsageError("%v", err)
 	}
-	if tlsOpt != nil {
-		opts = append(opts, tlsOpt)
-	}
+	opts = append(opts, tlsOpts...)
 	if *tchMetrics {
 		opts = append(opts, channel.WithTChannelMetrics())
 	}
@@ -163,10 +161,10 @@ func ServeContext(ctx context.Context, args []string, lab *Lab, stdout, stderr i
 	return ExitOK
 }
 
-// serveTLS returns the Channel option of serve's TLS flags, nil for
+// serveTLS returns the Channel options of serve's TLS flags, none for
 // plaintext; its errors are usage errors. A changed file that does not
 // load is logged through logger.
-func serveTLS(f *ServerTLSFlags, mode string, modeSet bool, logger *slog.Logger) (channel.Option, error) {
+func serveTLS(f *ServerTLSFlags, mode string, modeSet bool, logger *slog.Logger) ([]channel.Option, error) {
 	if err := f.validate(); err != nil {
 		return nil, err
 	}
@@ -190,5 +188,5 @@ func serveTLS(f *ServerTLSFlags, mode string, modeSet bool, logger *slog.Logger)
 	if err != nil {
 		return nil, err
 	}
-	return channel.WithServerTLS(channel.ServerTLS{Config: cfg, Mode: m}), nil
+	return []channel.Option{channel.WithServerTLS(channel.ServerTLS{Config: cfg, Mode: m})}, nil
 }
