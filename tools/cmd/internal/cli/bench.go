@@ -353,10 +353,7 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 		return fs.Failure("%v", err)
 	}
 	if asJSON {
-		out := benchReport{Report: rep, Peers: src.hostPorts}
-		if first != nil {
-			out.FirstResponse = bytes.TrimSpace(first)
-		}
+		out := benchReport{Report: rep, Peers: src.hostPorts, FirstResponse: bytes.TrimSpace(first)}
 		if src.resolver != nil {
 			list := src.String()
 			out.PeerList = &list

@@ -131,13 +131,10 @@ func (f *FlagSet) printHelp(w io.Writer) {
 // printHelp prints a command's help: usage, description, what middle
 // prints (flags or subcommands), examples.
 func printHelp(w io.Writer, h Help, middle func(io.Writer)) {
-	lines := strings.Split(strings.TrimSpace(h.Synopsis), "\n")
-	for i, l := range lines {
-		if i == 0 {
-			fmt.Fprintf(w, "usage: %s\n", l)
-		} else {
-			fmt.Fprintf(w, "       %s\n", strings.TrimSpace(l))
-		}
+	prefix := "usage: "
+	for _, l := range strings.Split(strings.TrimSpace(h.Synopsis), "\n") {
+		fmt.Fprintf(w, "%s%s\n", prefix, strings.TrimSpace(l))
+		prefix = "       "
 	}
 	fmt.Fprintf(w, "\n%s\n\n", strings.TrimSpace(h.About))
 	middle(w)

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -61,12 +62,7 @@ func (d *DebugListener) Serve(name string, pages map[string]http.Handler, stderr
 		return fmt.Errorf("--debug-listen: %v", err)
 	}
 	d.server = s
-	var paths []string
-	for p := range pages {
-		paths = append(paths, p)
-	}
-	slices.Sort(paths)
-	paths = append([]string{debughttp.MetricsPath, debughttp.PprofPath}, paths...)
+	paths := append([]string{debughttp.MetricsPath, debughttp.PprofPath}, slices.Sorted(maps.Keys(pages))...)
 	fmt.Fprintf(stderr, "%s: debug endpoints on %s (%s)\n", name, s.URL(), strings.Join(paths, " "))
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"strings"
 
@@ -125,12 +126,13 @@ func (t *targetFlags) resolve(positional []string) (*target, error) {
 	case *t.thrift != "" && enc != "thrift":
 		return nil, fmt.Errorf("-t/--thrift makes a Thrift call; -e/--encoding is %s", enc)
 	case enc == "raw" && (len(t.headers) > 0 || *t.headersText != "" || *t.headersFile != ""):
-		name := "--headers-file"
+		name := "-H/--header"
 		switch {
 		case len(t.headers) > 0:
-			name = "-H/--header"
 		case *t.headersText != "":
 			name = "--headers"
+		default:
+			name = "--headers-file"
 		}
 		return nil, fmt.Errorf("%s needs -e json or thrift: a raw call's arg2 is not headers (see --arg2)", name)
 	case *t.headersText != "" && *t.headersFile != "", *t.arg2 != "" && enc != "raw" && (*t.headersText != "" || *t.headersFile != ""):
@@ -241,9 +243,7 @@ func readFileFlag(flagName, path, what string) ([]byte, error) {
 // hidden --arg2 is --headers there), under each -H.
 func (t *targetFlags) readHeaders() (map[string]string, error) {
 	headers := map[string]string{}
-	for k, v := range t.defaultHeaders {
-		headers[k] = v
-	}
+	maps.Copy(headers, t.defaultHeaders)
 	name, text := "--headers", []byte(*t.headersText)
 	switch {
 	case *t.headersFile != "":
@@ -260,9 +260,7 @@ func (t *targetFlags) readHeaders() (map[string]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: want a map of header names to values, in JSON or YAML: %w", name, err)
 		}
-		for k, v := range m {
-			headers[k] = v
-		}
+		maps.Copy(headers, m)
 	}
 	for _, h := range t.headers {
 		k, v, ok := strings.Cut(h, ":")
