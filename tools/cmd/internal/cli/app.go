@@ -82,6 +82,14 @@ type Charts interface {
 	Balancing(res *balancing.Result, path string) error
 }
 
+// or returns l, or sluice's (which adds nothing) when l is nil.
+func (l *Lab) or() *Lab {
+	if l == nil {
+		return &Lab{Name: "sluice", Help: sluiceHelp}
+	}
+	return l
+}
+
 // labCommands are the commands only sluice-lab has; a test keeps the list
 // the same as sluice-lab's table.
 var labCommands = []string{"doorman", "sim", "faults", "hostile"}
@@ -130,28 +138,22 @@ func topLevel(lab *Lab) group {
 	}
 	call := func(args []string, stdout, stderr io.Writer) int { return callCmd(args, lab, stdout, stderr) }
 	serve := func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-		return serveRun(ctx, args, lab, stdout, stderr)
+		return ServeContext(ctx, args, lab, stdout, stderr)
 	}
-	g := group{name: "sluice", help: sluiceHelp, subs: []command{
+	lab = lab.or()
+	g := group{name: lab.Name, help: lab.Help, subs: append([]command{
 		{name: "demo", summary: "busy throttling on three in-process TChannel servers, one overloaded", run: UntilInterrupted(demoCmd)},
 		{name: "call", summary: "make one raw or JSON call through Sluice's pipeline (like yab and tcurl)", run: call},
 		{name: "bench", summary: "load generator, as fast as it can or at a rate: throughput, latency, attempts, errors", run: UntilInterrupted(bench)},
 		{name: "serve", summary: "a TChannel server (echo, fail, busy) to try call and bench on", run: UntilInterrupted(serve)},
-	}}
-	if lab != nil {
-		g.name, g.help = lab.Name, lab.Help
-		g.subs = append(g.subs, lab.Commands...)
-	}
+	}, lab.Commands...)}
 	return g
 }
 
 // Run runs the command line args (without the program name) of sluice
 // (lab nil) or sluice-lab, and returns the exit code.
 func Run(args []string, stdout, stderr io.Writer, lab *Lab) int {
-	name := "sluice"
-	if lab != nil {
-		name = lab.Name
-	}
+	name := lab.or().Name
 	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
 		if len(args) > 1 {
 			fmt.Fprintf(stderr, "%s: unexpected argument %q after %s\n", name, args[1], args[0])

@@ -2,10 +2,9 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -20,7 +19,6 @@ import (
 	"github.com/sluice-rpc/sluice/shed"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/closedloop"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
-	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 var benchHelp = Help{
@@ -109,27 +107,19 @@ const (
 	benchDefaultRateLimit = 100             // --concurrency with --rps: in flight in all
 )
 
-// benchDefaultConnections is --connections' default: yab's, two per
-// GOMAXPROCS.
+// benchDefaultConnections is --connections' default, yab's.
 func benchDefaultConnections() int { return 2 * runtime.GOMAXPROCS(0) }
 
 // benchRun runs `sluice bench`; the end of ctx ends the run early.
 func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Writer) int {
-	name := "sluice bench"
-	if lab != nil {
-		name = lab.Name + " bench"
-	}
-	fs := NewFlagSet(name, benchHelp, stdout, stderr)
+	fs := NewFlagSet(lab.or().Name+" bench", benchHelp, stdout, stderr)
 	var deployMode BenchMode
-	if lab != nil && lab.RollingDeploy != nil {
-		deployMode = lab.RollingDeploy(fs)
+	if f := lab.or().RollingDeploy; f != nil {
+		deployMode = f(fs)
 	} else if hasFlag(args, "rolling-deploy") {
 		return fs.UsageError("%s", labOnly("bench --rolling-deploy (it may embed an etcd server)", "bench --rolling-deploy ..."))
 	}
-	var charts Charts
-	if lab != nil {
-		charts = lab.Charts
-	}
+	charts := lab.or().Charts
 	if charts == nil && hasFlag(args, "chart") {
 		return fs.UsageError("%s", labOnly("bench --chart (charts link gonum's plot)", "bench --closed-loop --chart FILE ..."))
 	}
@@ -196,13 +186,13 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 		}
 	}
 	if fs.IsSet("amplification") {
-		return benchAmplification(ctx, fs, a, stdout, stderr)
+		return benchAmplification(ctx, fs, a, stderr)
 	}
 	if fs.IsSet("balancing") && !*closedLoop {
 		return benchBalancing(ctx, fs, a, stdout, stderr)
 	}
 	if *closedLoop {
-		return benchClosedLoop(ctx, fs, a, stdout, stderr)
+		return benchClosedLoop(ctx, fs, a, stderr)
 	}
 	src, err := peers.source()
 	if err != nil {
@@ -273,12 +263,7 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 		src.resolver = loopbackOnly{src.resolver}
 	}
 	if a.embedded > 0 && len(words) == 0 {
-		if *target.service == "" {
-			*target.service = "bench"
-		}
-		if *target.method == "" {
-			*target.method = "echo"
-		}
+		*target.service, *target.method = cmp.Or(*target.service, "bench"), cmp.Or(*target.method, "echo")
 	}
 	tg, err := target.resolve(words)
 	if err != nil {
@@ -290,17 +275,15 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	if a.embedded > 0 && (tlsFlags.enabled() || tlsFlags.serverName != "" || tlsFlags.fallback) {
 		return fs.UsageError("--embedded servers speak plaintext: the TLS flags need -p or -P peers")
 	}
-	// Reload errors and the first fallback to each peer go to stderr,
-	// beside the progress lines.
+	// Reload errors and fallbacks go to stderr, beside the progress lines.
 	stderr = &lockedWriter{w: stderr}
 	tlsOpts, err := tlsFlags.options(func(err error) { fmt.Fprintf(stderr, "sluice bench: %v\n", err) })
 	if err != nil {
 		return fs.UsageError("%v", err)
 	}
-	switch {
-	case a.shape == "" && unbounded:
+	if a.shape == "" && unbounded {
 		a.shape = "0"
-	case a.shape == "":
+	} else if a.shape == "" {
 		a.shape = "heavy-tail"
 	}
 	shape, err := load.ParseShape(a.shape)
@@ -330,15 +313,11 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 		defer servers.Close()
 		src.hostPorts = servers.HostPorts()
 	}
-	opts := []channel.Option{channel.WithScope(debug.Scope()), channel.WithBusyConfig(busy.Config{Disabled: !*throttling})}
-	if cfg != nil {
-		opts = append(opts, channel.WithServiceConfig(cfg))
-	}
-	opts = append(opts, tlsOpts...)
+	opts := append([]channel.Option{channel.WithScope(debug.Scope()), channel.WithBusyConfig(busy.Config{Disabled: !*throttling}),
+		channel.WithServiceConfig(cfg)}, tlsOpts...)
 	clients := make([]*channel.Client, *connections)
 	for i := range clients {
-		// The configuration's warnings and the fallback to each peer are
-		// logged once, not once a connection.
+		// Warnings and fallbacks are logged once, not once a connection.
 		warnings := noWarnings()
 		if i == 0 {
 			warnings = configWarnings(stderr)
@@ -374,10 +353,7 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 		return fs.Failure("%v", err)
 	}
 	if asJSON {
-		out := benchReport{Report: rep, Peers: src.hostPorts}
-		if first != nil {
-			out.FirstResponse = bytes.TrimSpace(first)
-		}
+		out := benchReport{Report: rep, Peers: src.hostPorts, FirstResponse: bytes.TrimSpace(first)}
 		if src.resolver != nil {
 			list := src.String()
 			out.PeerList = &list
@@ -426,9 +402,8 @@ type benchReport struct {
 }
 
 // firstResponse makes one call through cl before the run, as yab does,
-// and returns its answer as yab prints it (call -o yab's envelope, then a
-// blank line); a failure goes to stderr, and the run goes on to report on
-// its own calls: nil then.
+// and returns its answer as yab prints it (call -o yab's envelope); a
+// failure goes to stderr, and it returns nil.
 func firstResponse(ctx context.Context, cl *channel.Client, tg *target, timeout time.Duration, stderr io.Writer) json.RawMessage {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -449,8 +424,7 @@ func firstResponse(ctx context.Context, cl *channel.Client, tg *target, timeout 
 }
 
 // checkLoopback accepts a host:port on a loopback address, or anywhere
-// with allowRemote: a load generator should not point at a remote service
-// by accident.
+// with allowRemote: bench should not load a remote service by accident.
 func checkLoopback(hostPort string, allowRemote bool) error {
 	if allowRemote {
 		return nil
@@ -477,158 +451,6 @@ func parseShed(v string) (*channel.ShedConfig, error) {
 		return &channel.ShedConfig{MaxInFlight: n}, nil
 	}
 	return nil, fmt.Errorf("%q: want none, adaptive or fixed:N", v)
-}
-
-// modeFlags refuses, by name, a flag given that a mode of bench (mode,
-// "--closed-loop") does not read: it takes only the flags of allowed (long
-// names). An allow-list, so that a flag added to bench later is refused by
-// the modes until one reads it. why says what the mode does instead; a
-// retry or hedging flag is refused with noPolicy. It returns false with the
-// exit code on a refusal.
-func ModeFlags(fs *FlagSet, mode, why, noPolicy string, allowed ...string) (int, bool) {
-	bad := ""
-	fs.Visit(func(f *flag.Flag) {
-		if name := fs.longName(f.Name); bad == "" && !slices.Contains(allowed, name) {
-			bad = name
-		}
-	})
-	switch {
-	case bad == "":
-		return 0, true
-	case strings.HasPrefix(bad, "retry-") || strings.HasPrefix(bad, "hedge-") || bad == "service-config":
-		return fs.UsageError("%s %s; drop --%s", mode, noPolicy, bad), false
-	}
-	return fs.UsageError("%s %s; drop --%s", mode, why, bad), false
-}
-
-// modeArgs are the flags of bench's runs: the modes --closed-loop,
-// --balancing and --amplification take them whole.
-type modeArgs struct {
-	embedded, workers, callers, gogc          int
-	shape, chart, mix, sheddings, throttlings string
-	balancing, amplification                  string
-	load, heavy, rps                          float64
-	timeout, duration                         time.Duration
-	seed                                      uint64
-	ci, json                                  bool
-	charts                                    Charts // sluice-lab's, nil in sluice (which refuses --chart)
-}
-
-// checkGOGC checks --gogc, of --closed-loop and --balancing.
-func checkGOGC(percent int) error {
-	if percent == 0 || percent < -1 {
-		return fmt.Errorf("--gogc is %d, must be a positive percent or -1 (keep the process's)", percent)
-	}
-	return nil
-}
-
-// closedLoopRows reads the flags of --closed-loop's rows into cfg: --mix,
-// --callers and --heavy-factor, --shedding and --throttling.
-func closedLoopRows(fs *FlagSet, a modeArgs, cfg *closedloop.Config) error {
-	if fs.IsSet("mix") {
-		mix, err := closedloop.ParseMix(a.mix)
-		if err != nil {
-			return fmt.Errorf("--mix: %v", err)
-		}
-		cfg.Mix = mix
-	}
-	switch {
-	case fs.IsSet("callers") && (a.callers < 2 || a.callers > closedloop.MaxCallers):
-		return fmt.Errorf("--callers is %d, must be in [2, %d]", a.callers, closedloop.MaxCallers)
-	case fs.IsSet("heavy-factor") && !fs.IsSet("callers"):
-		return errors.New("--heavy-factor needs --callers")
-	case fs.IsSet("heavy-factor") && !(a.heavy >= 1 && a.heavy <= closedloop.MaxHeavyFactor):
-		return fmt.Errorf("--heavy-factor is %v, must be in [1, %d]", a.heavy, closedloop.MaxHeavyFactor)
-	}
-	if fs.IsSet("callers") {
-		cfg.Callers, cfg.HeavyFactor = a.callers, a.heavy
-	}
-	if fs.IsSet("shedding") {
-		list, err := parseList("--shedding", a.sheddings, []string{"none", "fixed", "adaptive"})
-		if err != nil {
-			return err
-		}
-		for _, s := range list {
-			cfg.Sheddings = append(cfg.Sheddings, closedloop.Shedding(s))
-		}
-	}
-	if fs.IsSet("throttling") {
-		list, err := parseList("--throttling", a.throttlings, []string{"off", "on"})
-		if err != nil {
-			return err
-		}
-		for _, s := range list {
-			cfg.Throttlings = append(cfg.Throttlings, s == "on")
-		}
-	}
-	return nil
-}
-
-// parseList reads flag's comma-separated list of some of the names known,
-// each at most once, in the order of known.
-func parseList(flag, v string, known []string) ([]string, error) {
-	var got []string
-	for _, s := range strings.Split(v, ",") {
-		s = strings.TrimSpace(s)
-		switch {
-		case !slices.Contains(known, s):
-			return nil, fmt.Errorf("%s: unknown %q, want %s", flag, s, strings.Join(known, ", "))
-		case slices.Contains(got, s):
-			return nil, fmt.Errorf("%s: %q is given twice", flag, s)
-		}
-		got = append(got, s)
-	}
-	slices.SortFunc(got, func(x, y string) int { return slices.Index(known, x) - slices.Index(known, y) })
-	return got, nil
-}
-
-// benchClosedLoop runs `sluice bench --closed-loop`.
-func benchClosedLoop(ctx context.Context, fs *FlagSet, a modeArgs, stdout, stderr io.Writer) int {
-	if code, ok := ModeFlags(fs, "--closed-loop", "sets its own servers, load and client", "makes calls with no retries or hedges",
-		"closed-loop", "embedded", "embedded-workers", "embedded-latency", "load", "chart", "gogc", "max-duration", "timeout", "output",
-		"mix", "callers", "heavy-factor", "shedding", "throttling"); !ok {
-		return code
-	}
-	if !(a.load > 0 && a.load <= 100) {
-		return fs.UsageError("--load is %v, must be in (0, 100]", a.load)
-	}
-	if a.embedded > 1 {
-		return fs.UsageError("--closed-loop runs one embedded server; --embedded is %d", a.embedded)
-	}
-	if err := checkGOGC(a.gogc); err != nil {
-		return fs.UsageError("%v", err)
-	}
-	cfg := closedloop.Config{Workers: a.workers, Load: a.load, Timeout: millis.Duration(a.timeout), GCPercent: a.gogc}
-	if fs.IsSet("max-duration") {
-		cfg.Duration = millis.Duration(a.duration)
-	}
-	if err := closedLoopRows(fs, a, &cfg); err != nil {
-		return fs.UsageError("%v", err)
-	}
-	if fs.IsSet("embedded-latency") {
-		shape, err := load.ParseShape(a.shape)
-		if err != nil {
-			return fs.UsageError("--embedded-latency: %v", err)
-		}
-		if shape.FastMin != shape.FastMax || shape.SlowFraction != 0 {
-			return fs.UsageError("--embedded-latency: --closed-loop needs a fixed service time, such as fixed:2ms")
-		}
-		cfg.Service = millis.Duration(shape.FastMin)
-	}
-	if err := cfg.Validate(); err != nil {
-		return fs.UsageError("%v", strings.TrimPrefix(err.Error(), "closedloop: "))
-	}
-	if a.chart != "" {
-		if err := a.charts.CheckPath(a.chart); err != nil {
-			return fs.UsageError("--chart: %v", err)
-		}
-	}
-	cfg.Progress = func(s string) { fmt.Fprintf(stderr, "running: %s\n", s) }
-	res, err := closedloop.Run(ctx, cfg)
-	if err != nil {
-		return fs.Failure("%v", err)
-	}
-	return fs.Report(res, a.json, res.WriteTable, a.chart, func(path string) error { return a.charts.ClosedLoop(res, path) })
 }
 
 // hasFlag reports whether args give the flag name (-name, --name,

@@ -1,16 +1,20 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
 )
 
 // The exit codes of every command, as yab's and most Unix tools'.
@@ -34,16 +38,16 @@ type FlagSet struct {
 	*flag.FlagSet
 	help           Help
 	stdout, stderr io.Writer
-	short          map[string]string // long name -> its one-letter alias
-	isShort        map[string]bool
+	short, long    map[string]string // long name -> its one-letter alias, and back
 }
 
+// NewFlagSet returns the flags of the command name, whose help is help.
 func NewFlagSet(name string, help Help, stdout, stderr io.Writer) *FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are returned and printed by parse
 	fs.Usage = func() {}
 	return &FlagSet{FlagSet: fs, help: help, stdout: stdout, stderr: stderr,
-		short: map[string]string{}, isShort: map[string]bool{}}
+		short: map[string]string{}, long: map[string]string{}}
 }
 
 // alias makes -short another name of the flag --long, as yab's -p for
@@ -51,7 +55,7 @@ func NewFlagSet(name string, help Help, stdout, stderr io.Writer) *FlagSet {
 func (f *FlagSet) alias(short, long string) {
 	fl := f.Lookup(long)
 	f.Var(fl.Value, short, fl.Usage)
-	f.short[long], f.isShort[short] = short, true
+	f.short[long], f.long[short] = short, long
 }
 
 // ParseArgs parses args. When it returns false the command exits with
@@ -88,13 +92,13 @@ func (f *FlagSet) parseWords(args []string, max int) ([]string, int, bool) {
 	}
 }
 
-// usageError prints a usage error and where help is, and returns 2.
+// UsageError prints a usage error and where help is, and returns 2.
 func (f *FlagSet) UsageError(format string, a ...any) int {
 	fmt.Fprintf(f.stderr, "%s: %s\nRun '%s -h' for help.\n", f.Name(), message(format, a...), f.Name())
 	return ExitUsage
 }
 
-// failure prints a failure and returns 1.
+// Failure prints a failure and returns 1.
 func (f *FlagSet) Failure(format string, a ...any) int {
 	fmt.Fprintf(f.stderr, "%s: %s\n", f.Name(), message(format, a...))
 	return ExitFail
@@ -108,18 +112,9 @@ func message(format string, a ...any) string {
 
 // longName is the long name of the flag named name: name itself, or the
 // flag a one-letter alias stands for.
-func (f *FlagSet) longName(name string) string {
-	if f.isShort[name] {
-		for long, short := range f.short {
-			if short == name {
-				return long
-			}
-		}
-	}
-	return name
-}
+func (f *FlagSet) longName(name string) string { return cmp.Or(f.long[name], name) }
 
-// set reports whether the flag named name was given.
+// IsSet reports whether the flag named name (long) was given.
 func (f *FlagSet) IsSet(name string) bool {
 	given := false
 	f.Visit(func(fl *flag.Flag) { given = given || fl.Name == name || f.short[name] == fl.Name })
@@ -136,13 +131,10 @@ func (f *FlagSet) printHelp(w io.Writer) {
 // printHelp prints a command's help: usage, description, what middle
 // prints (flags or subcommands), examples.
 func printHelp(w io.Writer, h Help, middle func(io.Writer)) {
-	lines := strings.Split(strings.TrimSpace(h.Synopsis), "\n")
-	for i, l := range lines {
-		if i == 0 {
-			fmt.Fprintf(w, "usage: %s\n", l)
-		} else {
-			fmt.Fprintf(w, "       %s\n", strings.TrimSpace(l))
-		}
+	prefix := "usage: "
+	for _, l := range strings.Split(strings.TrimSpace(h.Synopsis), "\n") {
+		fmt.Fprintf(w, "%s%s\n", prefix, strings.TrimSpace(l))
+		prefix = "       "
 	}
 	fmt.Fprintf(w, "\n%s\n\n", strings.TrimSpace(h.About))
 	middle(w)
@@ -157,10 +149,9 @@ func printHelp(w io.Writer, h Help, middle func(io.Writer)) {
 // printFlags lists the flags in name order, each with its one-letter
 // alias, its argument's name and its default when not the zero value.
 func (f *FlagSet) printFlags(w io.Writer) {
-	type row struct{ left, usage string }
-	rows := []row{{"-h, --help", "print this help"}}
+	rows := [][2]string{{"-h, --help", "print this help"}}
 	f.VisitAll(func(fl *flag.Flag) {
-		if f.isShort[fl.Name] {
+		if f.long[fl.Name] != "" {
 			return
 		}
 		arg, usage := flag.UnquoteUsage(fl)
@@ -176,20 +167,26 @@ func (f *FlagSet) printFlags(w io.Writer) {
 		default:
 			usage += fmt.Sprintf(" (default %s)", fl.DefValue)
 		}
-		rows = append(rows, row{left, usage})
+		rows = append(rows, [2]string{left, usage})
 	})
-	const maxLeft = 30
+	writeRows(w, "  ", rows, 30)
+}
+
+// writeRows writes rows of two columns after indent, the first padded to
+// the widest of those at most maxLeft long; after a longer one, the second
+// goes on a line of its own.
+func writeRows(w io.Writer, indent string, rows [][2]string, maxLeft int) {
 	width := 0
 	for _, r := range rows {
-		if len(r.left) <= maxLeft {
-			width = max(width, len(r.left))
+		if len(r[0]) <= maxLeft {
+			width = max(width, len(r[0]))
 		}
 	}
 	for _, r := range rows {
-		if len(r.left) > width {
-			fmt.Fprintf(w, "  %s\n  %*s  %s\n", r.left, width, "", r.usage)
+		if len(r[0]) > width {
+			fmt.Fprintf(w, "%s%s\n%s%*s  %s\n", indent, r[0], indent, width, "", r[1])
 		} else {
-			fmt.Fprintf(w, "  %-*s  %s\n", width, r.left, r.usage)
+			fmt.Fprintf(w, "%s%-*s  %s\n", indent, width, r[0], r[1])
 		}
 	}
 }
@@ -234,14 +231,11 @@ func leaves(subs []command) []leaf {
 // writeCommands writes every command under g, one a line, name then
 // summary, after indent: g's help's list, and the package documentation's.
 func (g group) writeCommands(w io.Writer, indent string) {
-	ls := leaves(g.subs)
-	width := 0
-	for _, l := range ls {
-		width = max(width, len(strings.Join(l.words, " ")))
+	var rows [][2]string
+	for _, l := range leaves(g.subs) {
+		rows = append(rows, [2]string{strings.Join(l.words, " "), l.summary})
 	}
-	for _, l := range ls {
-		fmt.Fprintf(w, "%s%-*s  %s\n", indent, width, strings.Join(l.words, " "), l.summary)
-	}
+	writeRows(w, indent, rows, math.MaxInt)
 }
 
 // UntilInterrupted turns a command that runs until its context ends into
@@ -254,14 +248,8 @@ func UntilInterrupted(run func(ctx context.Context, args []string, stdout, stder
 	}
 }
 
-// joinNames lists names for a help text: "a, b, c".
-func JoinNames[T ~string](names []T) string {
-	s := make([]string, len(names))
-	for i, n := range names {
-		s[i] = string(n)
-	}
-	return strings.Join(s, ", ")
-}
+// JoinNames lists names for a help text: "a, b, c".
+func JoinNames[T ~string](names []T) string { return benchrun.Names(names) }
 
 // group is a command made of subcommands: `NAME SUB [flags]`.
 type group struct {
@@ -306,7 +294,7 @@ func (g group) printHelp(w io.Writer) {
 	})
 }
 
-// lockedWriter serialises writes from several goroutines.
+// lockedWriter serialises writes from several goroutines: see Locked.
 type lockedWriter struct {
 	mu sync.Mutex
 	w  io.Writer

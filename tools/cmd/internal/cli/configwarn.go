@@ -11,8 +11,7 @@ import (
 )
 
 // configWarnings returns the logger of a Channel's warnings
-// (channel.WithLogger), a line each on w, the command's stderr, rather
-// than slog.Default()'s, the process's.
+// (channel.WithLogger): a line each on w, the command's stderr.
 func configWarnings(w io.Writer) *slog.Logger { return LineLogger(w, slog.LevelWarn) }
 
 // LineLogger returns a logger writing the records at min and above to w,
@@ -21,8 +20,8 @@ func LineLogger(w io.Writer, min slog.Level) *slog.Logger {
 	return slog.New(&lineHandler{mu: &sync.Mutex{}, w: w, min: min})
 }
 
-// noWarnings is the logger of a Channel whose warnings another Channel
-// of the command writes already (bench's other connections).
+// noWarnings is the logger of bench's other Channels, whose warnings the
+// first writes already.
 func noWarnings() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // lineHandler is a slog.Handler that writes records at min and above as

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -27,8 +28,7 @@ type DebugListener struct {
 }
 
 // NewDebugListener makes the metrics of a command run with --debug-listen
-// addr; serve starts the listener once the pages exist. An addr that is
-// not host:port is a usage error, returned before anything starts.
+// addr; Serve starts the listener. A bad addr is a usage error.
 func NewDebugListener(addr string, stderr io.Writer) (*DebugListener, error) {
 	d := &DebugListener{addr: addr}
 	if addr == "" {
@@ -62,12 +62,7 @@ func (d *DebugListener) Serve(name string, pages map[string]http.Handler, stderr
 		return fmt.Errorf("--debug-listen: %v", err)
 	}
 	d.server = s
-	var paths []string
-	for p := range pages {
-		paths = append(paths, p)
-	}
-	slices.Sort(paths)
-	paths = append([]string{debughttp.MetricsPath, debughttp.PprofPath}, paths...)
+	paths := append([]string{debughttp.MetricsPath, debughttp.PprofPath}, slices.Sorted(maps.Keys(pages))...)
 	fmt.Fprintf(stderr, "%s: debug endpoints on %s (%s)\n", name, s.URL(), strings.Join(paths, " "))
 	return nil
 }

@@ -38,8 +38,8 @@ sluice demo --seconds 10 --rps 500 --capacity 50 --recover-at 4
 sluice demo --debug-listen 127.0.0.1:0    # and scrape /metrics while it runs`,
 }
 
-// demoConfig shapes the demo's story: one of three servers is overloaded
-// until recoverAt, then heals.
+// demoConfig shapes the demo: one of three servers is overloaded until
+// recoverAt, then heals.
 type demoConfig struct {
 	seconds     int
 	rps         int
@@ -54,9 +54,8 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // demoRun is demoCmd with a hook for tests: atEnd, if not nil, runs once
-// the calls are done and the metrics reported, while the debug listener
-// still serves (its address, "" without one) and the client channel is
-// open, its peers in its live state: a test scrapes it there.
+// the metrics are reported, while the debug listener (its address, "" if
+// none) and the client channel still serve.
 func demoRun(ctx context.Context, args []string, stdout, stderr io.Writer, atEnd func(debugAddr string)) int {
 	fs := NewFlagSet("sluice demo", demoHelp, stdout, stderr)
 	cfg := demoConfig{callTimeout: 500 * time.Millisecond}
@@ -83,18 +82,7 @@ func demoRun(ctx context.Context, args []string, stdout, stderr io.Writer, atEnd
 		return fs.UsageError("%v", err)
 	}
 	defer debug.Close()
-	var done func()
-	if atEnd != nil {
-		done = func() {
-			debug.Flush()
-			addr := ""
-			if debug.server != nil {
-				addr = debug.server.Addr()
-			}
-			atEnd(addr)
-		}
-	}
-	if err := runDemo(ctx, cfg, stdout, stderr, debug, done); err != nil {
+	if err := runDemo(ctx, cfg, stdout, stderr, debug, atEnd); err != nil {
 		if ctx.Err() != nil { // interrupted: as bench and faults, not a failure
 			fmt.Fprintln(stderr, "sluice demo: interrupted")
 			return ExitOK
@@ -133,9 +121,8 @@ func startDemoServer(capacity float64) (*demoServer, error) {
 	return s, nil
 }
 
-// runDemo runs the demo; done, if not nil, runs after the summary, before
-// the channels close.
-func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *DebugListener, done func()) error {
+// runDemo runs the demo; atEnd as demoRun's.
+func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *DebugListener, atEnd func(debugAddr string)) error {
 	var servers []*demoServer
 	defer func() {
 		for _, s := range servers {
@@ -166,8 +153,7 @@ func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *De
 			return err
 		}
 	}
-	// The debug listener's pages besides /metrics and /debug/pprof/: the
-	// client channel's live state.
+	// The client channel's live state, beside /metrics and /debug/pprof/.
 	pages := map[string]http.Handler{"/debug/sluice": ch.DebugHandler()}
 	if err := debug.Serve("sluice demo", pages, stderr); err != nil {
 		return err
@@ -259,8 +245,13 @@ func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *De
 		fmt.Fprintf(w, "  %-21s sent %6d  busy %5d  throttled %6d  final limit %s  ejections %d  %s\n", p.HostPort, p.Sent, p.Busy, p.Throttled, formatLimit(p.Limit), p.Ejections, p.State)
 	}
 	fmt.Fprint(w, m.summary())
-	if done != nil {
-		done()
+	if atEnd != nil {
+		debug.Flush()
+		addr := ""
+		if debug.server != nil {
+			addr = debug.server.Addr()
+		}
+		atEnd(addr)
 	}
 	return nil
 }
@@ -288,8 +279,7 @@ type demoSecond struct {
 	badSent, badBusy, badThrottled uint64
 }
 
-// demoMeasure is the demo's per-second record, from which its closing
-// summary is derived.
+// demoMeasure is the demo's per-second record, for its summary.
 type demoMeasure struct {
 	overloaded string // the overloaded peer's host:port
 	recoverAt  int

@@ -40,7 +40,7 @@ func startServeStderr(t *testing.T, args ...string) (string, *syncBuffer) {
 	// A short quiet time: the tests end their servers often, with no
 	// clients left to wait for.
 	go func() {
-		exit <- serveRun(ctx, append([]string{"--listen", "127.0.0.1:0", "--shutdown-quiet", "10ms"}, args...), nil, &out, &errOut)
+		exit <- ServeContext(ctx, append([]string{"--listen", "127.0.0.1:0", "--shutdown-quiet", "10ms"}, args...), nil, &out, &errOut)
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -12,10 +12,9 @@ const OutputJSONHelp = `-o json prints the report as one JSON object on one line
 durations in milliseconds (keys ending in _ms), enums by name, null where
 there is no value (quantiles of no call, a rate not set).`
 
-// outputFlag is -o/--output, the one output convention of the commands
-// with a report: table (for people) or json (for programs), with the
-// older spellings kept as deprecated aliases: -o text (bench) and --json
-// (sim shed, sim doorman).
+// outputFlag is -o/--output of the commands with a report: table or
+// json, with the deprecated -o text (bench) and --json (sim shed, sim
+// doorman).
 type outputFlag struct {
 	fs     *FlagSet
 	format string
@@ -75,16 +74,13 @@ func (f *FlagSet) WriteJSON(v any) int {
 // JSON with -o json.
 type tableResult interface{ WriteTable(w io.Writer) error }
 
-// ReportRun prints res of a bench mode's run that ended with err, as
-// JSON or its table. A run the user interrupted (ctx ended) still prints
-// the rows done so far, and says on stderr that the items (what it makes:
-// "runs") made so far are above; another error is a failure.
-func (f *FlagSet) ReportRun(ctx context.Context, res tableResult, err error, asJSON bool, items string) (interrupted bool, code int) {
-	interrupted = err != nil && ctx.Err() != nil
-	if err != nil && !interrupted {
-		return false, f.Failure("%v", err)
+// reportRun prints res of a bench mode's run that ended with err, as
+// ReportMade does; an error but an interruption prints nothing.
+func (f *FlagSet) reportRun(ctx context.Context, res tableResult, err error, asJSON bool, items string) int {
+	if err != nil && ctx.Err() == nil {
+		return f.Failure("%v", err)
 	}
-	return interrupted, f.ReportMade(ctx, 1, err, asJSON, func() any { return res }, res.WriteTable, items)
+	return f.ReportMade(ctx, 1, err, asJSON, func() any { return res }, res.WriteTable, items)
 }
 
 // ReportMade prints the n items a run that ended with err made, if any:
@@ -93,13 +89,9 @@ func (f *FlagSet) ReportRun(ctx context.Context, res tableResult, err error, asJ
 // so far are above), and a failure when the run failed otherwise or
 // nothing could be printed.
 func (f *FlagSet) ReportMade(ctx context.Context, n int, err error, asJSON bool, report func() any, table func(io.Writer) error, items string) int {
-	if n > 0 && asJSON {
-		if code := f.WriteJSON(report()); code != ExitOK {
+	if n > 0 {
+		if code := f.write(report, asJSON, table); code != ExitOK {
 			return code
-		}
-	} else if n > 0 {
-		if werr := table(f.stdout); werr != nil {
-			return f.Failure("%v", werr)
 		}
 	}
 	if err != nil && ctx.Err() != nil {
@@ -110,26 +102,29 @@ func (f *FlagSet) ReportMade(ctx context.Context, n int, err error, asJSON bool,
 	return ExitOK
 }
 
-// Report prints a run's result res: as JSON with asJSON, else table's
-// rows on stdout; then, with chartPath, draws it with chart and says
-// where (not with JSON, whose stdout is the JSON alone). It returns the
-// exit code.
+// Report prints a run's result res as JSON with asJSON, else table's
+// rows; then, with chartPath, draws it with chart and says where (not with
+// JSON). It returns the exit code.
 func (f *FlagSet) Report(res any, asJSON bool, table func(io.Writer) error, chartPath string, chart func(string) error) int {
-	if asJSON {
-		if code := f.WriteJSON(res); code != ExitOK {
-			return code
-		}
-	} else if err := table(f.stdout); err != nil {
-		return f.Failure("%v", err)
-	}
-	if chartPath == "" {
-		return ExitOK
+	if code := f.write(func() any { return res }, asJSON, table); code != ExitOK || chartPath == "" {
+		return code
 	}
 	if err := chart(chartPath); err != nil {
 		return f.Failure("chart: %v", err)
 	}
 	if !asJSON {
 		fmt.Fprintf(f.stdout, "\nchart: %s\n", chartPath)
+	}
+	return ExitOK
+}
+
+// write prints report() as JSON with asJSON, else table's rows, on stdout.
+func (f *FlagSet) write(report func() any, asJSON bool, table func(io.Writer) error) int {
+	if asJSON {
+		return f.WriteJSON(report())
+	}
+	if err := table(f.stdout); err != nil {
+		return f.Failure("%v", err)
 	}
 	return ExitOK
 }

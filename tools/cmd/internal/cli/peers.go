@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sluice-rpc/sluice/channel"
@@ -35,9 +36,8 @@ func addPeerFlags(fs *FlagSet, lab *Lab) *peerFlags {
 	return p
 }
 
-// peerSource is where a command's peers come from: host:ports given on
-// the command line or read once from a file, or a resolver following a
-// target.
+// peerSource is where a command's peers come from: host:ports, or a
+// resolver following a target.
 type peerSource struct {
 	hostPorts []string
 	resolver  discovery.Resolver
@@ -57,8 +57,8 @@ func (p *peerFlags) source() (*peerSource, error) {
 		if err := peer.ValidateHostPort(hp); err != nil {
 			return nil, fmt.Errorf("--peer: %v", err)
 		}
-		s.hostPorts = append(s.hostPorts, hp)
 	}
+	s.hostPorts = slices.Clone(p.peers)
 	if p.list == "" {
 		return s, nil
 	}
@@ -101,9 +101,8 @@ func (p *peerFlags) source() (*peerSource, error) {
 func (s *peerSource) empty() bool { return len(s.hostPorts) == 0 && s.resolver == nil }
 
 // client makes a Channel named name with opts, and its Client of tg's
-// service with these peers; close closes the Channel. tg's method is
-// named to the Client (channel.WithMethods), so that a service config
-// naming it wrongly is warned of at once rather than at a first call.
+// service with these peers; close closes the Channel. Naming tg's method
+// (channel.WithMethods) warns at once of a service config naming it wrongly.
 func (s *peerSource) client(name string, tg *target, opts ...channel.Option) (cl *channel.Client, close func(), err error) {
 	ch, err := channel.New(name, opts...)
 	if err != nil {

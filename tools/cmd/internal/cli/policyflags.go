@@ -15,22 +15,14 @@ import (
 )
 
 // policyFlags give the called method a retry or hedging policy, from a
-// service-config file or from flags. call and bench share them.
+// service-config file or from flags (call and bench).
 type policyFlags struct {
-	config       string
-	retryMax     int
-	retryCodes   string
-	retryBackoff time.Duration
-	hedgeMax     int
-	hedgeDelay   time.Duration
-	hedgeCodes   string
-
-	adaptive bool // the --hedge-adaptive flags are registered
-	quantile float64
-	window   int
-	floor    time.Duration
-	cap      time.Duration
-	budget   float64
+	config, retryCodes, hedgeCodes string
+	retryMax, hedgeMax             int
+	retryBackoff, hedgeDelay       time.Duration
+	quantile, budget               float64 // --hedge-adaptive's, as window, floor and cap
+	window                         int
+	floor, cap                     time.Duration
 }
 
 // maxRetryBackoff bounds --retry-backoff: the policy's maxBackoff is ten
@@ -40,7 +32,7 @@ const maxRetryBackoff = time.Hour
 // addPolicyFlags registers the policy flags on fs; adaptive adds the
 // adaptive hedging ones.
 func addPolicyFlags(fs *flag.FlagSet, adaptive bool) *policyFlags {
-	f := &policyFlags{adaptive: adaptive}
+	f := &policyFlags{}
 	fs.StringVar(&f.config, "service-config", "", "a JSON service config `FILE` (gRPC's shape, with Sluice's extensions)")
 	fs.IntVar(&f.retryMax, "retry-max", 0, "retry: maxAttempts `N` (>= 2) for this method; 0 means no retry policy from flags")
 	fs.StringVar(&f.retryCodes, "retry-codes", "BUSY", "retry: retryable `CODES`, comma-separated")
@@ -83,8 +75,7 @@ func (f *policyFlags) validate() error {
 	return nil
 }
 
-// maxServiceConfigFile bounds --service-config's file: 1 MiB, thousands
-// of methods' policies.
+// maxServiceConfigFile bounds --service-config's file: thousands of policies.
 const maxServiceConfigFile = 1 << 20
 
 // serviceConfig builds the service config of calls to service::method: the

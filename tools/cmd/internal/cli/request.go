@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"strings"
 
@@ -18,14 +19,12 @@ import (
 // stdin is what `-f -` reads; tests replace it.
 var stdin io.Reader = os.Stdin
 
-// maxBodyFile bounds a request body read from a file or stdin: the most
-// the tool's Channels send (they keep channel.DefaultMaxRequestSize), so a
-// larger body is a usage error here, not a call that fails BAD_REQUEST
-// after the whole file is read, or a bench of such calls.
+// maxBodyFile bounds a body read from a file or stdin: the most the
+// tool's Channels send, so that a larger one is a usage error, not calls
+// that fail BAD_REQUEST.
 const maxBodyFile = channel.DefaultMaxRequestSize
 
-// targetFlags are the flags saying what `call` and `bench` call and send,
-// with one meaning in both, yab's.
+// targetFlags say what call and bench call and send, as yab's do.
 type targetFlags struct {
 	service, method, encoding, body, file, thrift, arg2 *string
 	health, noEnvelope                                  *bool
@@ -36,14 +35,14 @@ type targetFlags struct {
 	// takesBody lets a word after SERVICE METHOD be the body, as yab's
 	// third word (call; bench takes the body from -r or -f only).
 	takesBody bool
-	// From a template (call -y), under the command line's: the body
-	// when none is given, and headers that the flags' override.
+	// From a template (call -y): the body when none is given, and
+	// headers under the flags'.
 	defaultBody    func() ([]byte, error)
 	defaultHeaders map[string]string
 }
 
-// addTargetFlags defines the target flags on fs, with the command's own
-// wording of the service, method and body.
+// addTargetFlags defines the target flags on fs, with the command's
+// usage of the service, method and body.
 func addTargetFlags(fs *FlagSet, serviceUsage, methodUsage, bodyUsage string) *targetFlags {
 	t := &targetFlags{
 		service:         fs.String("service", "", serviceUsage),
@@ -63,7 +62,7 @@ func addTargetFlags(fs *FlagSet, serviceUsage, methodUsage, bodyUsage string) *t
 	t.headersText = fs.String("headers", "", "the application headers of a JSON or Thrift call as a JSON or YAML `MAP` ({\"user\": \"root\"} or 'user: root')")
 	t.headersFile = fs.String("headers-file", "", "read --headers' map from `FILE` (- for stdin)")
 	t.noEnvelope = fs.Bool("disable-thrift-envelope", false, "accepted for yab's sake: TChannel's Thrift calls never have an envelope, so it changes nothing")
-	fs.Var(stringAlias{t.method}, "procedure", "the same as -m/--method `METHOD` (yab's name for it)")
+	fs.StringVar(t.method, "procedure", "", "the same as -m/--method `METHOD` (yab's name for it)")
 	fs.alias("s", "service")
 	fs.alias("m", "method")
 	fs.alias("e", "encoding")
@@ -218,7 +217,7 @@ func (t *targetFlags) readBody(word *string) ([]byte, error) {
 }
 
 // readFileFlag reads the file a flag names (stdin for -), within
-// maxBodyFile, what a call sends at most.
+// maxBodyFile.
 func readFileFlag(flagName, path, what string) ([]byte, error) {
 	var r io.Reader = stdin
 	if path != "-" {
@@ -240,14 +239,11 @@ func readFileFlag(flagName, path, what string) ([]byte, error) {
 }
 
 // readHeaders returns a JSON or Thrift call's application headers: a
-// template's, under the map of --headers, --headers-file or --arg2 (a
-// JSON or Thrift call's arg2 is its headers: yab's hidden --arg2 is
-// --headers), under each -H.
+// template's, under the map of --headers, --headers-file or --arg2 (yab's
+// hidden --arg2 is --headers there), under each -H.
 func (t *targetFlags) readHeaders() (map[string]string, error) {
 	headers := map[string]string{}
-	for k, v := range t.defaultHeaders {
-		headers[k] = v
-	}
+	maps.Copy(headers, t.defaultHeaders)
 	name, text := "--headers", []byte(*t.headersText)
 	switch {
 	case *t.headersFile != "":
@@ -264,9 +260,7 @@ func (t *targetFlags) readHeaders() (map[string]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: want a map of header names to values, in JSON or YAML: %w", name, err)
 		}
-		for k, v := range m {
-			headers[k] = v
-		}
+		maps.Copy(headers, m)
 	}
 	for _, h := range t.headers {
 		k, v, ok := strings.Cut(h, ":")
@@ -278,32 +272,17 @@ func (t *targetFlags) readHeaders() (map[string]string, error) {
 	return headers, nil
 }
 
-// stringAlias is another name of a string flag, as --procedure is of
-// --method.
-type stringAlias struct{ p *string }
-
-func (a stringAlias) String() string {
-	if a.p == nil {
-		return ""
-	}
-	return *a.p
-}
-func (a stringAlias) Set(v string) error { *a.p = v; return nil }
-
 // transportOptions are the call options of --sk, --rk, --rd and --caller.
 func (t *targetFlags) transportOptions() []channel.CallOption {
 	var opts []channel.CallOption
-	if *t.shardKey != "" {
-		opts = append(opts, channel.WithShardKey(*t.shardKey))
-	}
-	if *t.routingKey != "" {
-		opts = append(opts, channel.WithRoutingKey(*t.routingKey))
-	}
-	if *t.routingDelegate != "" {
-		opts = append(opts, channel.WithRoutingDelegate(*t.routingDelegate))
-	}
-	if *t.caller != "" {
-		opts = append(opts, channel.WithCallerName(*t.caller))
+	for _, o := range []struct {
+		v  *string
+		as func(string) channel.CallOption
+	}{{t.shardKey, channel.WithShardKey}, {t.routingKey, channel.WithRoutingKey},
+		{t.routingDelegate, channel.WithRoutingDelegate}, {t.caller, channel.WithCallerName}} {
+		if *o.v != "" {
+			opts = append(opts, o.as(*o.v))
+		}
 	}
 	return opts
 }

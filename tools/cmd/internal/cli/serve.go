@@ -60,8 +60,9 @@ sluice-lab bench -P etcd://127.0.0.1:2379/services/echo -s echo -m echo --rps 50
 // serveFailBody is the application error the fail method answers.
 const serveFailBody = `{"type":"error","message":"sluice serve: fail always fails"}`
 
-// serveRun runs `sluice serve` until ctx ends.
-func serveRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Writer) int {
+// ServeContext runs `serve` (args without the command's name) until ctx
+// ends, with lab's etcd for --register.
+func ServeContext(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Writer) int {
 	fs := NewFlagSet("sluice serve", serveHelp, stdout, stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "`HOST:PORT` to serve TChannel on (port 0: a free port)")
 	service := fs.String("service", "echo", "the `SERVICE` name the server answers to")
@@ -95,13 +96,11 @@ func serveRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	}
 	logger := configWarnings(stderr)
 	opts := []channel.Option{channel.WithShutdown(channel.ShutdownConfig{Grace: max(*grace, 0), NoGrace: *grace < 0, Quiet: *quiet})}
-	tlsOpt, err := serveTLS(&tlsFlags, *tlsMode, fs.IsSet("tls-mode"), logger)
+	tlsOpts, err := serveTLS(&tlsFlags, *tlsMode, fs.IsSet("tls-mode"), logger)
 	if err != nil {
 		return fs.UsageError("%v", err)
 	}
-	if tlsOpt != nil {
-		opts = append(opts, tlsOpt)
-	}
+	opts = append(opts, tlsOpts...)
 	if *tchMetrics {
 		opts = append(opts, channel.WithTChannelMetrics())
 	}
@@ -162,20 +161,15 @@ func serveRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	return ExitOK
 }
 
-// serveTLS returns the Channel option of serve's TLS flags, nil for
-// plaintext; its errors are usage errors, naming the flag. A changed file
-// that does not load is logged through logger.
-func serveTLS(f *ServerTLSFlags, mode string, modeSet bool, logger *slog.Logger) (channel.Option, error) {
+// serveTLS returns the Channel options of serve's TLS flags, none for
+// plaintext; its errors are usage errors. A changed file that does not
+// load is logged through logger.
+func serveTLS(f *ServerTLSFlags, mode string, modeSet bool, logger *slog.Logger) ([]channel.Option, error) {
 	if err := f.validate(); err != nil {
 		return nil, err
 	}
-	var m channel.TLSMode
-	switch mode {
-	case "only":
-		m = channel.TLSOnly
-	case "mixed":
-		m = channel.TLSMixed
-	default:
+	m, ok := map[string]channel.TLSMode{"only": channel.TLSOnly, "mixed": channel.TLSMixed}[mode]
+	if !ok {
 		return nil, fmt.Errorf("--tls-mode is %q, must be only or mixed", mode)
 	}
 	if !f.enabled() {
@@ -194,12 +188,5 @@ func serveTLS(f *ServerTLSFlags, mode string, modeSet bool, logger *slog.Logger)
 	if err != nil {
 		return nil, err
 	}
-	return channel.WithServerTLS(channel.ServerTLS{Config: cfg, Mode: m}), nil
-}
-
-// ServeContext runs `serve` (args without the command's name) until ctx
-// ends, with lab's etcd for --register: for a program that stops the
-// server itself, as sluice-lab's tests do.
-func ServeContext(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Writer) int {
-	return serveRun(ctx, args, lab, stdout, stderr)
+	return []channel.Option{channel.WithServerTLS(channel.ServerTLS{Config: cfg, Mode: m})}, nil
 }

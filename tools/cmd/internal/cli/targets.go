@@ -40,10 +40,7 @@ type EtcdFlags struct {
 }
 
 func addEtcdFlags(fs *FlagSet, lab *Lab) *EtcdFlags {
-	e := &EtcdFlags{cmd: strings.TrimPrefix(fs.Name(), "sluice ")}
-	if lab != nil {
-		e.etcd = lab.Etcd
-	}
+	e := &EtcdFlags{cmd: strings.TrimPrefix(fs.Name(), "sluice "), etcd: lab.or().Etcd}
 	fs.StringVar(&e.cacert, "etcd-cacert", "", "verify etcd's certificate with the CA certificates in `FILE` (PEM); turns on TLS")
 	fs.StringVar(&e.cert, "etcd-cert", "", "present the client certificate in `FILE` (PEM) to etcd; needs --etcd-key")
 	fs.StringVar(&e.key, "etcd-key", "", "the client certificate's private key `FILE` (PEM)")
@@ -67,12 +64,9 @@ type Etcd interface {
 // registrar's own (discovery/etcd.DefaultTTL; sluice-lab's tests check).
 const DefaultRegisterTTL = 10 * time.Second
 
-// opener returns what opens etcd:// targets, or the usage error of sluice.
-func (e *EtcdFlags) opener() (Etcd, error) {
-	if e.etcd == nil {
-		return nil, errors.New(labOnly("an etcd:// target", e.cmd+" ... etcd://HOST:PORT/PREFIX ..."))
-	}
-	return e.etcd, nil
+// errNoEtcd is the usage error of sluice, which opens no etcd:// target.
+func (e *EtcdFlags) errNoEtcd() error {
+	return errors.New(labOnly("an etcd:// target", e.cmd+" ... etcd://HOST:PORT/PREFIX ..."))
 }
 
 // Credentials returns --etcd-user's user and password (the password from
@@ -139,24 +133,21 @@ func resolverFor(target string, e *EtcdFlags) (discovery.Resolver, func(), error
 	case strings.HasPrefix(target, "dns:"):
 		r, err := dns.New(dns.Config{Target: target})
 		return r, nothing, err
-	case strings.HasPrefix(target, "etcd://"):
-		o, err := e.opener()
-		if err != nil {
-			return nil, nothing, err
-		}
-		return o.Resolver(target, e)
+	case !strings.HasPrefix(target, "etcd://"):
+		return nil, nothing, fmt.Errorf("%q is not a dns: or etcd: target", target)
+	case e.etcd == nil:
+		return nil, nothing, e.errNoEtcd()
 	}
-	return nil, nothing, fmt.Errorf("%q is not a dns: or etcd: target", target)
+	return e.etcd.Resolver(target, e)
 }
 
 // registrarFor returns the registrar of a serve --register target (etcd
 // only), and what closes its client.
 func registrarFor(target string, ttl time.Duration, e *EtcdFlags) (discovery.Registrar, func(), error) {
-	o, err := e.opener()
-	if err != nil {
-		return nil, nil, err
+	if e.etcd == nil {
+		return nil, nil, e.errNoEtcd()
 	}
-	return o.Registrar(target, ttl, e)
+	return e.etcd.Registrar(target, ttl, e)
 }
 
 // loopbackOnly passes on a resolver's sets only while every peer in them

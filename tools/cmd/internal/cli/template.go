@@ -14,61 +14,42 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// This file holds yab's request forms that `call` takes besides the
-// flags: YAML for JSON (a Thrift request, a headers map), -y templates
-// with -A arguments, and --timeout's unit-less milliseconds.
-
 // yamlValue decodes one YAML document (JSON is YAML too) into values
 // encoding/json can write: maps keyed by strings.
 func yamlValue(b []byte) (any, error) {
-	var v any
+	var v, more any
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&v); err != nil {
 		return nil, err
 	}
-	var more any
-	if err := dec.Decode(&more); err == nil {
+	if dec.Decode(&more) == nil {
 		return nil, errors.New("more than one YAML document")
 	}
-	return jsonable(v)
+	return jsonable(v), nil
 }
 
 // jsonable turns what yaml.v3 decodes into what encoding/json writes:
 // a mapping's keys become strings, as yab's do.
-func jsonable(v any) (any, error) {
+func jsonable(v any) any {
 	switch v := v.(type) {
 	case map[string]any:
 		for k, e := range v {
-			j, err := jsonable(e)
-			if err != nil {
-				return nil, err
-			}
-			v[k] = j
+			v[k] = jsonable(e)
 		}
-		return v, nil
 	case map[any]any:
 		m := make(map[string]any, len(v))
 		for k, e := range v {
-			j, err := jsonable(e)
-			if err != nil {
-				return nil, err
-			}
-			m[fmt.Sprint(k)] = j
+			m[fmt.Sprint(k)] = jsonable(e)
 		}
-		return m, nil
+		return m
 	case []any:
 		for i, e := range v {
-			j, err := jsonable(e)
-			if err != nil {
-				return nil, err
-			}
-			v[i] = j
+			v[i] = jsonable(e)
 		}
-		return v, nil
 	case time.Time: // an unquoted YAML timestamp: the text, as written
-		return v.Format(time.RFC3339Nano), nil
+		return v.Format(time.RFC3339Nano)
 	}
-	return v, nil
+	return v
 }
 
 // yamlToJSON turns a YAML body ('key: a') into the JSON the Thrift
@@ -136,8 +117,8 @@ func (d *msDuration) Set(s string) error {
 	return nil
 }
 
-// templateKeys maps each key a template may have, yab's spellings
-// included, to its one name here.
+// templateKeys maps each key a template may have, in yab's spellings, to
+// its name here.
 var templateKeys = map[string]string{
 	"peer": "peer", "peers": "peers",
 	"peerList": "peerList", "peerlist": "peerList", "peer-list": "peerList",
@@ -234,13 +215,9 @@ func applyTemplate(fs *FlagSet, tf *targetFlags, path string, args []string) err
 		}
 	}
 	if r, ok := keys["request"]; ok && r != nil {
-		// Rendered only if the command line gives no body: an argument
-		// the template's request needs is not needed then.
+		// Rendered only without a body on the command line.
 		tf.defaultBody = func() ([]byte, error) {
-			v, err := jsonable(r)
-			if err == nil {
-				v, err = render(v, vars)
-			}
+			v, err := render(jsonable(r), vars)
 			var b []byte
 			if err == nil {
 				b, err = json.Marshal(v)
@@ -309,7 +286,7 @@ func render(v any, vars map[string]string) (any, error) {
 				return s, nil
 			}
 		}
-		return jsonable(out)
+		return jsonable(out), nil
 	case map[string]any:
 		m := make(map[string]any, len(v))
 		for k, e := range v {

@@ -11,11 +11,6 @@ import (
 	"github.com/sluice-rpc/sluice/tlsfiles"
 )
 
-// The TLS flags of every command, one set of names and meanings, for
-// servers (--tls-cert, --tls-key, --tls-ca) and clients (also --tls and
-// --tls-server-name; TChannel's also --tls-fallback). The files are
-// tlsfiles', read at start and re-read when they change.
-
 // serverTLSHelp is the paragraph of sluice serve's help about TLS.
 const serverTLSHelp = `With --tls-cert and --tls-key it serves TLS, and with --tls-ca it also
 requires client certificates that CA signed (mutual TLS). --tls-mode mixed
@@ -106,7 +101,7 @@ func (c *ClientTLSFlags) validate() error {
 
 // loadTLSFiles reads f's files into a tlsfiles.Reloader, which tells
 // onReloadError (nil: nobody) of a changed file that did not load. An
-// error names the flag, then tlsfiles' message names the file.
+// error names the flag and the file.
 func loadTLSFiles(f tlsfiles.Files, prefix string, onReloadError func(error)) (*tlsfiles.Reloader, error) {
 	logger := slog.New(slog.DiscardHandler)
 	if onReloadError != nil {
@@ -191,8 +186,7 @@ func (c *channelClientTLS) options(onReloadError func(error)) ([]channel.Option,
 // Reloader checks the flags and reads their files: nil and "" when the
 // client speaks plaintext, else the files and the name the server's
 // certificate must carry ("": the dialled host's). Errors are usage
-// errors naming the flag, and the file. A changed file that does not load
-// later is told to onReloadError (nil: nobody).
+// errors; onReloadError is as loadTLSFiles'.
 func (c *ClientTLSFlags) Reloader(onReloadError func(error)) (*tlsfiles.Reloader, string, error) {
 	if err := c.validate(); err != nil || !c.enabled() {
 		return nil, "", err
