@@ -66,7 +66,8 @@ type Config struct {
 	// overloaded (warmupEnds), which would otherwise wait out Timeout.
 	Warmup int
 	// Progress, if not nil, is called with the run's totals every
-	// ProgressEvery (default 1s), one call at a time.
+	// ProgressEvery (default 1s), one call at a time, on a goroutine of
+	// its own; the last call returns before Run does.
 	Progress      func(Progress)
 	ProgressEvery time.Duration
 	// Timeline asks for Report.Timeline and Record for Report.Records
@@ -312,13 +313,14 @@ schedule:
 	}
 	wg.Wait()
 	stopProgress()
+	elapsed := time.Since(start) // before the tallies, which a big run takes a while to make
 	rs := results[:started]
 	t, tallies := newTally(true), newTallies(cfg)
 	for _, c := range rs {
 		t.add(c, c.Latency)
 		byPeer(tallies, c, c.Latency, true)
 	}
-	r := t.report(time.Since(start))
+	r := t.report(elapsed)
 	r.Mode, r.OfferedRPS, r.Start = ModeRate, &cfg.RPS, start
 	if cfg.Timeline {
 		r.Timeline = timeline(rs)
