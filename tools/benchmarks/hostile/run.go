@@ -287,8 +287,11 @@ func (e *env) survived(c *Case, wait time.Duration) {
 	e.r.Server.Crashes = append(e.r.Server.Crashes, c.Name+": "+c.Crash)
 	e.logf("the server died (%s): %s", c.Name, c.Crash)
 	if e.t.spec != nil {
+		e.s.follow(0, "")
 		if err := e.t.restart(); err != nil {
 			e.r.problem("restarting the server after %s: %v", c.Name, err)
+		} else {
+			e.s.follow(e.t.PID, e.t.DebugURL)
 		}
 	}
 }

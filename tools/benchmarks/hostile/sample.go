@@ -80,20 +80,24 @@ func readHeap(ctx context.Context, debugURL string) (int64, error) {
 }
 
 // sampler records the peak of a process's memory, every rssEvery, and of
-// a server's goroutines (a costlier profile) every gorEvery, if not 0.
+// a server's goroutines (a costlier profile) every gorEvery, if not 0. It
+// samples the process and debug URL last given to follow.
 type sampler struct {
 	stop      chan struct{}
 	once      sync.Once
 	wg        sync.WaitGroup
 	mu        sync.Mutex
+	pid       int
+	debugURL  string
 	rssPeak   int64
 	gorPeak   int
 	rssSeries []int64 // every sample, for soak
 }
 
 func startSampler(ctx context.Context, pid int, debugURL string, rssEvery, gorEvery time.Duration) *sampler {
-	s := &sampler{stop: make(chan struct{}), gorPeak: -1}
+	s := &sampler{stop: make(chan struct{}), pid: pid, debugURL: debugURL, gorPeak: -1}
 	rss := func() bool {
+		pid, _ := s.target()
 		if rss, err := readRSS(pid); err == nil {
 			s.mu.Lock()
 			s.rssPeak = max(s.rssPeak, rss)
@@ -103,6 +107,7 @@ func startSampler(ctx context.Context, pid int, debugURL string, rssEvery, gorEv
 		return ctx.Err() == nil
 	}
 	gor := func() bool {
+		_, debugURL := s.target()
 		n := readGoroutines(ctx, debugURL)
 		s.mu.Lock()
 		s.gorPeak = max(s.gorPeak, n)
@@ -115,6 +120,20 @@ func startSampler(ctx context.Context, pid int, debugURL string, rssEvery, gorEv
 		s.wg.Go(func() { every(gorEvery, s.stop, gor) })
 	}
 	return s
+}
+
+// follow has the sampler sample pid and debugURL from now on: a restarted
+// server, or none (0 and "") while a dead one's PID may be reused.
+func (s *sampler) follow(pid int, debugURL string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pid, s.debugURL = pid, debugURL
+}
+
+func (s *sampler) target() (int, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pid, s.debugURL
 }
 
 // finish stops the sampler and returns the peaks (0 and -1 if unknown).
