@@ -178,7 +178,7 @@ func startLoad(rate float64, timeout time.Duration, callers []caller) (finish fu
 	}
 	stop, done := make(chan struct{}), make(chan loaded, 1)
 	go func() {
-		calls, started := fleet.Load(time.Now(), rate, -1, stop, timeout+drainSlack, func(i int, _, at time.Time) call {
+		calls, started, _ := fleet.Load(time.Now(), rate, -1, stop, timeout+drainSlack, func(i int, _, at time.Time) call {
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
 			code, err := callers[i%len(callers)](ctx)
