@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -223,8 +224,11 @@ func (s *childServer) awaitRegistration() {
 	}
 }
 
-// shutdown has a Sluice server leave with Shutdown.
+// shutdown has a Sluice server leave with Shutdown; a plain one has none.
 func (s *childServer) shutdown() error {
+	if s.ch == nil {
+		return errors.New("a plain tchannel-go server has no Shutdown")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.j.Grace+shutdownSlack)
 	defer cancel()
 	return s.ch.Shutdown(ctx)

@@ -48,11 +48,12 @@ func childLines(t *testing.T, j job) (<-chan string, io.WriteCloser, <-chan int)
 // Each kind of server says where it listens, reports its first request,
 // and says it is done when asked to leave: a Sluice one with Shutdown
 // (declining nothing here: no request comes during its quiet time), a
-// plain one with Close.
+// plain one with Close, saying it has no Shutdown when asked for one.
 func TestServeChild(t *testing.T) {
 	for _, tc := range []struct {
-		server, leave string
-	}{{serverSluice, cmdShutdown}, {serverSluice, cmdClose}, {serverTChannel, cmdClose}} {
+		server, leave, says string
+	}{{serverSluice, cmdShutdown, ""}, {serverSluice, cmdClose, ""}, {serverTChannel, cmdClose, ""},
+		{serverTChannel, cmdShutdown, "a plain tchannel-go server has no Shutdown"}} {
 		t.Run(tc.server+"/"+tc.leave, func(t *testing.T) {
 			lines, stdin, code := childLines(t, job{Server: tc.server, Listen: "127.0.0.1:0", ServiceTime: time.Millisecond,
 				Grace: time.Second, Quiet: 20 * time.Millisecond})
@@ -81,8 +82,9 @@ func TestServeChild(t *testing.T) {
 			if _, err := io.WriteString(stdin, tc.leave+"\n"); err != nil {
 				t.Fatal(err)
 			}
-			if l := strings.Fields(testwait.Recv(t, lines, "the done line")); len(l) != 3 || l[0] != lineDone || l[2] != "3" {
-				t.Fatalf("line %q, want done TIME 3", l)
+			if l := strings.SplitN(testwait.Recv(t, lines, "the done line"), " ", 4); len(l) < 3 || l[0] != lineDone || l[2] != "3" ||
+				strings.Join(l[3:], "") != tc.says {
+				t.Fatalf("line %q, want done TIME 3 %s", l, tc.says)
 			}
 			if c := testwait.Recv(t, code, "serveChild's return"); c != 0 {
 				t.Errorf("serveChild returned %d, want 0", c)

@@ -49,8 +49,8 @@ func startZone() (*zone, error) {
 		started := make(chan struct{})
 		srv.NotifyStartedFunc = func() { close(started) }
 		go func() { z.served <- srv.ActivateAndServe() }()
-		select {
-		case <-started: // it starts at once, or fails
+		select { // unbounded: on open sockets it notifies or fails before it reads
+		case <-started:
 			z.servers = append(z.servers, srv)
 		case err := <-z.served:
 			z.close()

@@ -168,21 +168,27 @@ type call struct {
 
 // startLoad starts an open-loop load: call i arrives i/rate after the
 // first and goes to callers[i mod len(callers)] with its own deadline.
-// finish stops the arrivals and returns every call once the last has
-// returned.
-func startLoad(rate float64, timeout time.Duration, callers []caller) (finish func() []call) {
-	stop, done := make(chan struct{}), make(chan []call, 1)
+// finish stops the arrivals and returns the calls that returned within
+// drainSlack of the last one's deadline, and how many were still out
+// then (hung: a client overran its deadline), left running.
+func startLoad(rate float64, timeout time.Duration, callers []caller) (finish func() (calls []call, hung int)) {
+	type loaded struct {
+		calls []call
+		hung  int
+	}
+	stop, done := make(chan struct{}), make(chan loaded, 1)
 	go func() {
-		calls, _ := fleet.Load(time.Now(), rate, -1, stop, timeout+drainSlack, func(i int, _, at time.Time) call {
+		calls, started, _ := fleet.Load(time.Now(), rate, -1, stop, timeout+drainSlack, func(i int, _, at time.Time) call {
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
 			code, err := callers[i%len(callers)](ctx)
 			return call{at: at, latency: time.Since(at), code: code, err: err}
 		})
-		done <- calls
+		done <- loaded{calls, started - len(calls)}
 	}()
-	return func() []call {
+	return func() ([]call, int) {
 		close(stop)
-		return <-done
+		l := <-done
+		return l.calls, l.hung
 	}
 }

@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -20,7 +21,8 @@ type RowResult struct {
 	Row   Row    `json:"row"`
 	Title string `json:"title"`
 	// Calls counts the calls made, the warmup's included; Failed those
-	// that failed, FailedByCode by code.
+	// that failed, FailedByCode by code, the calls still out when the
+	// load's drain ended under Hung.
 	Calls        int            `json:"calls"`
 	Failed       int            `json:"failed"`
 	FailedByCode map[string]int `json:"failed_by_code"`
@@ -54,6 +56,11 @@ type RowResult struct {
 
 // MaxFailures bounds RowResult.Failures.
 const MaxFailures = 100
+
+// Hung is the code of the calls still out drainSlack after the last
+// call's deadline: their arrival is not known, so neither Failures nor a
+// Stretch counts them.
+const Hung = "HUNG"
 
 // Failure is one failed call.
 type Failure struct {
@@ -124,11 +131,16 @@ func bound(steadyP99 time.Duration) time.Duration {
 	return max(2*steadyP99, steadyP99+5*time.Millisecond)
 }
 
-// summarize makes row's result from its calls, replacements and stopped
-// instances; start is the load's start, steadyFrom the warmup's end.
-func summarize(row Row, calls []call, reps []replacement, all []*instance, start, steadyFrom time.Time, end time.Time) RowResult {
-	r := RowResult{Row: row, Title: row.Title(), Calls: len(calls), FailedByCode: map[string]int{},
+// summarize makes row's result from its calls, the hung ones still out,
+// replacements and stopped instances; start is the load's start,
+// steadyFrom the warmup's end.
+func summarize(row Row, calls []call, hung int, reps []replacement, all []*instance, start, steadyFrom time.Time, end time.Time) RowResult {
+	r := RowResult{Row: row, Title: row.Title(), Calls: len(calls) + hung, Failed: hung, FailedByCode: map[string]int{},
 		Elapsed: load.Seconds(end.Sub(start)), Instances: len(all)}
+	if hung > 0 {
+		r.FailedByCode[Hung] = hung
+		r.Examples = map[string]string{Hung: fmt.Sprintf("%d calls still out %v after the last call's deadline", hung, drainSlack)}
+	}
 	for _, in := range all {
 		if in.handled == 0 {
 			r.Idle++

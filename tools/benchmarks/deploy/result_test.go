@@ -51,7 +51,7 @@ func TestSummarize(t *testing.T) {
 		{old: &instance{}, new: never, start: at(1500), available: at(1700), leaveFrom: at(1700), left: at(2000)},
 	}
 	all := []*instance{reps[0].old, reps[1].old, newIn, never}
-	r := summarize(RowDNS, calls, reps, all, t0, at(100), at(3000))
+	r := summarize(RowDNS, calls, 0, reps, all, t0, at(100), at(3000))
 	if r.Calls != len(calls) || r.Failed != 2 || r.FailedByCode["TIMEOUT"] != 1 || r.FailedByCode["DECLINED"] != 1 {
 		t.Errorf("calls %d, failed %d %v; want %d, 2 (1 TIMEOUT, 1 DECLINED)", r.Calls, r.Failed, r.FailedByCode, len(calls))
 	}
@@ -81,6 +81,14 @@ func TestSummarize(t *testing.T) {
 	if len(r.Replacements) != 2 || r.Replacements[0].OldHandled != 7 || r.Replacements[0].Leave != load.Millis(200*time.Millisecond) ||
 		r.Replacements[1].FirstCall != nil || r.Replacements[0].Start != load.Seconds(time.Second) {
 		t.Errorf("replacements %+v", r.Replacements)
+	}
+
+	// The calls still out when the load's drain ended fail as HUNG.
+	r = summarize(RowDNS, calls, 2, reps, all, t0, at(100), at(3000))
+	if r.Calls != len(calls)+2 || r.Failed != 4 || r.FailedByCode[Hung] != 2 || !strings.HasPrefix(r.Examples[Hung], "2 calls still out") ||
+		r.Deploys.Failed != 2 || len(r.Failures) != 2 {
+		t.Errorf("with 2 hung: calls %d, failed %d %v, examples %v, deploys %+v; want %d, 4 (2 HUNG) and the stretches as before",
+			r.Calls, r.Failed, r.FailedByCode, r.Examples, r.Deploys, len(calls)+2)
 	}
 }
 

@@ -83,7 +83,7 @@ func runRow(ctx context.Context, cfg Config, row Row, etcdEndpoint string) (_ Ro
 			rep.old.addr, rep.new.addr, k+1, cfg.Replacements, rep.left.Sub(rep.leaveFrom).Round(time.Millisecond))
 		err = clock.Sleep(ctx, clock.Real, settles[k])
 	}
-	calls := finish()
+	calls, hung := finish()
 	end := time.Now()
 	if err != nil {
 		return RowResult{}, err
@@ -94,7 +94,7 @@ func runRow(ctx context.Context, cfg Config, row Row, etcdEndpoint string) (_ Ro
 	if err := f.close(); err != nil {
 		return RowResult{}, err
 	}
-	r := summarize(row, calls, reps, f.all, start, start.Add(cfg.Warmup.D()), end)
+	r := summarize(row, calls, hung, reps, f.all, start, start.Add(cfg.Warmup.D()), end)
 	cfg.progress("  %d calls, %d failed", r.Calls, r.Failed)
 	return r, nil
 }

@@ -19,7 +19,8 @@ const (
 	// DrainLimit bounds the wait, once the last call has started, for the
 	// calls in flight to return; calls still out then are reported hung.
 	DrainLimit = 10 * time.Second
-	// faultLimit bounds the wait for a fault's injection to return.
+	// faultLimit bounds the wait, once the last call has started (the
+	// drain's time included), for a fault's injection to return.
 	faultLimit = 10 * time.Second
 	// lateAfter is how far behind its arrival time a call may start and
 	// not count as late (Go timers wake up to a millisecond or so late).
@@ -103,7 +104,7 @@ func runLoad(ctx context.Context, cl *channel.Client, cfg Config, inject func() 
 		})()
 	}
 
-	calls, started := fleet.Load(out.start, cfg.Rate, cfg.calls(), ctx.Done(), DrainLimit, func(_ int, sched, _ time.Time) call {
+	calls, started, last := fleet.Load(out.start, cfg.Rate, cfg.calls(), ctx.Done(), DrainLimit, func(_ int, sched, _ time.Time) call {
 		c := call{start: time.Now()}
 		c.late = c.start.Sub(sched) > lateAfter
 		cctx, cancel := context.WithTimeout(ctx, cfg.Deadline.D())
@@ -121,14 +122,19 @@ func runLoad(ctx context.Context, cl *channel.Client, cfg Config, inject func() 
 	close(stopSched)
 	out.schedDelay = <-schedc
 
-	t := time.NewTimer(faultLimit)
-	defer t.Stop()
+	var f injection
 	select {
-	case f := <-faultc:
-		out.faultAt, out.faultErr = f.at, f.err
-	case <-t.C:
-		out.faultErr = fmt.Errorf("faults: the fault's injection had not returned %v after the load", faultLimit)
+	case f = <-faultc: // ready already: however long the drain took
+	default:
+		t := time.NewTimer(faultLimit - min(faultLimit, time.Since(last)))
+		defer t.Stop()
+		select {
+		case f = <-faultc:
+		case <-t.C:
+			f.err = fmt.Errorf("faults: the fault's injection had not returned %v after the last call started", faultLimit)
+		}
 	}
+	out.faultAt, out.faultErr = f.at, f.err
 	return out
 }
 

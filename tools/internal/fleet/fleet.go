@@ -190,15 +190,16 @@ func arrivals(start time.Time, rate float64, n int, stop <-chan struct{}, fn fun
 // Load makes an open-loop load: call i arrives at start + i/rate (sched;
 // at is when the generator got to it, if later) and runs on a goroutine of
 // its own, until n have arrived (n < 0: no bound) or stop is closed. It
-// returns the results of the calls that returned within drain of the last
-// arrival, and how many arrived.
-func Load[T any](start time.Time, rate float64, n int, stop <-chan struct{}, drain time.Duration, call func(i int, sched, at time.Time) T) ([]T, int) {
+// returns the results of the calls that returned within drain of the end
+// of the arrivals, how many arrived, and when the arrivals ended. A call
+// still out then is left running: its result is not among them.
+func Load[T any](start time.Time, rate float64, n int, stop <-chan struct{}, drain time.Duration, call func(i int, sched, at time.Time) T) (_ []T, started int, ended time.Time) {
 	var (
 		mu  sync.Mutex
 		out []T
 		wg  sync.WaitGroup
 	)
-	started := arrivals(start, rate, n, stop, func(i int, sched, at time.Time) {
+	started = arrivals(start, rate, n, stop, func(i int, sched, at time.Time) {
 		wg.Go(func() {
 			r := call(i, sched, at)
 			mu.Lock()
@@ -206,6 +207,7 @@ func Load[T any](start time.Time, rate float64, n int, stop <-chan struct{}, dra
 			mu.Unlock()
 		})
 	})
+	ended = time.Now()
 	done := make(chan struct{})
 	go func() {
 		wg.Wait()
@@ -219,7 +221,7 @@ func Load[T any](start time.Time, rate float64, n int, stop <-chan struct{}, dra
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return slices.Clone(out), started
+	return slices.Clone(out), started, ended
 }
 
 // Closers undo what was started, last first.

@@ -77,7 +77,7 @@ func TestArrivals(t *testing.T) {
 func TestLoad(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
-	got, started := Load(time.Now(), 1000, 4, nil, 50*time.Millisecond, func(i int, _, _ time.Time) int {
+	got, started, ended := Load(time.Now(), 1000, 4, nil, 50*time.Millisecond, func(i int, _, _ time.Time) int {
 		if i == 3 {
 			<-release
 		}
@@ -86,6 +86,9 @@ func TestLoad(t *testing.T) {
 	slices.Sort(got)
 	if started != 4 || fmt.Sprint(got) != "[0 1 2]" {
 		t.Errorf("Load = %v, %d started; want [0 1 2], 4", got, started)
+	}
+	if waited := time.Since(ended); waited < 50*time.Millisecond {
+		t.Errorf("Load returned %v after the arrivals ended, want the drain, 50ms", waited)
 	}
 }
 
