@@ -2,6 +2,7 @@ package hostile
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -29,6 +30,9 @@ func checkBigAnswers(t *testing.T, r *Result) {
 	for _, c := range r.Cases {
 		if !c.Survived {
 			t.Errorf("%s: the client did not survive (exit %d): %s %s", c.Name, c.Exit, c.Crash, c.Note)
+		}
+		if strings.HasPrefix(c.Note, "no report") {
+			t.Errorf("%s: the client's report could not be read: %s", c.Name, c.Note)
 		}
 	}
 	for _, f := range r.Figures {
