@@ -169,10 +169,7 @@ func TestSharedFailureOnRealServersEjectsNone(t *testing.T) {
 	gone, rest := servers[0], servers[1:]
 	// A run of 20 errors: by then each of the three has answered at least
 	// once, so the verdict rests on all of them.
-	cfg, err := serviceconfig.Parse([]byte(`{"balancing": [{"services": ["kv"], "outlierEjection": {"consecutiveErrors": 20}}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustConfig(t, `{"balancing": [{"services": ["kv"], "outlierEjection": {"consecutiveErrors": 20}}]}`)
 	client, err := New("client", WithServiceConfig(cfg))
 	if err != nil {
 		t.Fatal(err)
