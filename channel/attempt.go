@@ -93,7 +93,11 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 	if code == codes.Busy && isDeadlineRefusal(msg) {
 		seen = codes.Timeout // refused for its deadline: says nothing of the server's load (ttl.go)
 	}
-	now := c.o.clock.Now()
+	// The end, read as the time since t0: on the real clock that is one
+	// read of the monotonic clock, where Now reads the wall clock too, and
+	// the time it gives has the monotonic reading Now's would (its wall
+	// reading is t0's moved on by as much).
+	now := t0.Add(c.o.clock.Since(t0))
 	if seen == codes.Busy {
 		// It throttles the calls of this class and below to the peer, and
 		// those of the class it says the server refuses, if any.

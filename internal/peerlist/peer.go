@@ -139,7 +139,9 @@ func (p *Peer) Latency() time.Duration { return time.Duration(p.latency.Load()) 
 func (p *Peer) Begin() {
 	p.pending.Add(1)
 	p.sent.Add(1)
-	p.m.Sent.Inc(1)
+	if !p.m.Nop {
+		p.m.Sent.Inc(1)
+	}
 }
 
 // End records, at time now, the completion of an attempt Begin counted:
@@ -234,7 +236,9 @@ func (p *Peer) end(now time.Time, latency time.Duration, code codes.Code, cls cr
 			p.busyFor(now, cls, rest, refusing)
 		}
 	}
-	p.m.Limit.Update(p.limiter.LimitAt(now))
+	if !p.m.Nop {
+		p.m.Limit.Update(p.limiter.LimitAt(now))
+	}
 	switch code {
 	case codes.OK:
 	case codes.Cancelled, codes.Timeout:

@@ -59,7 +59,7 @@ func (r *Recorder) Scope() tally.Scope { return r.scope }
 func (r *Recorder) Method(service, method string) *Method {
 	return cached(r, r.methods, methodKey{service, method}, func() *Method {
 		s := r.scope.Tagged(map[string]string{stats.TagService: service, stats.TagMethod: method})
-		return &Method{scope: s, calls: s.Counter(stats.Calls),
+		return &Method{nop: r.nop, scope: s, calls: s.Counter(stats.Calls),
 			latency: s.Histogram(stats.CallLatency, latencyBuckets), callAttempts: s.Histogram(stats.CallAttempts, attemptBuckets),
 			attempts: s.Counter(stats.Attempts), unsent: s.Counter(stats.AttemptsUnsent),
 			skippedDeadline: s.Counter(stats.AttemptsSkippedDeadline), skippedBudget: s.Counter(stats.AttemptsSkippedBudget),
@@ -82,7 +82,7 @@ func (r *Recorder) RetryTokens(service string) tally.Gauge {
 func (r *Recorder) Peer(service, hostPort string) *Peer {
 	return r.peers.get(peerKey{service, hostPort}, peerKey{service, stats.PeerOther}, func(k peerKey) *Peer {
 		s := r.scope.Tagged(map[string]string{stats.TagService: k.service, stats.TagPeer: k.hostPort})
-		return &Peer{Sent: s.Counter(stats.PeerSent), Busy: s.Counter(stats.PeerBusy),
+		return &Peer{Nop: r.nop, Sent: s.Counter(stats.PeerSent), Busy: s.Counter(stats.PeerBusy),
 			Throttled: s.Counter(stats.PeerThrottled), Limit: s.Gauge(stats.PeerLimit), Ejections: s.Counter(stats.PeerEjections)}
 	})
 }
@@ -127,6 +127,9 @@ func cached[K comparable, V any](r *Recorder, m map[K]V, k K, mk func() V) V {
 // attempt, Attempt when it is sent, Retry if it is not the first,
 // AttemptFailed and RetryFailed if it fails, Unsent if it never left.
 type Method struct {
+	// nop: its Recorder has no scope. The calls of every request check it
+	// first: a no-op metric's call, cheap alone, is a dozen a call.
+	nop          bool
 	scope        tally.Scope
 	calls        tally.Counter
 	latency      tally.Histogram
@@ -188,6 +191,9 @@ func (m *Method) Hedged(sent int, hedgeWon bool, cancelled int) {
 
 // AttemptFailed records an attempt that failed with code.
 func (m *Method) AttemptFailed(code string) {
+	if m.nop {
+		return
+	}
 	m.mu.Lock()
 	c, ok := m.attemptErrors[code]
 	if !ok {
@@ -202,6 +208,9 @@ func (m *Method) AttemptFailed(code string) {
 // in the stats.CallLatency histogram, and counts it in stats.CallErrors tagged code if
 // code is not empty.
 func (m *Method) Call(latency time.Duration, code string) {
+	if m.nop {
+		return
+	}
 	m.calls.Inc(1)
 	m.latency.RecordDuration(latency)
 	if code != "" {
@@ -210,12 +219,20 @@ func (m *Method) Call(latency time.Duration, code string) {
 }
 
 // Attempt records one attempt sent on the wire.
-func (m *Method) Attempt() { m.attempts.Inc(1) }
+func (m *Method) Attempt() {
+	if !m.nop {
+		m.attempts.Inc(1)
+	}
+}
 
 // CallAttempts records, once per finished call, the number of attempts it
 // sent on the wire in the stats.CallAttempts histogram: 0 for a call that sent
 // nothing, 1 for a call answered by its first attempt.
-func (m *Method) CallAttempts(n int) { m.callAttempts.RecordValue(float64(n)) }
+func (m *Method) CallAttempts(n int) {
+	if !m.nop {
+		m.callAttempts.RecordValue(float64(n))
+	}
+}
 
 func (m *Method) errorCounter(code string) tally.Counter {
 	m.mu.Lock()
@@ -230,6 +247,9 @@ func (m *Method) errorCounter(code string) tally.Counter {
 
 // Peer holds the metrics of one peer.
 type Peer struct {
+	// Nop says the metrics report nowhere (a Recorder without a scope):
+	// a caller may skip the work of a metric's value.
+	Nop       bool
 	Sent      tally.Counter
 	Busy      tally.Counter
 	Throttled tally.Counter

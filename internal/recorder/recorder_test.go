@@ -362,3 +362,31 @@ func TestPeerSeriesCapped(t *testing.T) {
 		}
 	}
 }
+
+// A Recorder without a scope marks its metrics as reporting nowhere, so
+// that the call path skips them (and what their values would cost); one
+// with a scope does not, and its calls are counted.
+func TestNopMarked(t *testing.T) {
+	r := New(nil)
+	if m, p := r.Method("kv", "get"), r.Peer("kv", "127.0.0.1:1"); !m.nop || !p.Nop {
+		t.Fatalf("nil scope: Method.nop %v, Peer.Nop %v; want both true", m.nop, p.Nop)
+	}
+	scope := tally.NewTestScope("", nil)
+	r = New(scope)
+	m, p := r.Method("kv", "get"), r.Peer("kv", "127.0.0.1:1")
+	if m.nop || p.Nop {
+		t.Fatalf("test scope: Method.nop %v, Peer.Nop %v; want both false", m.nop, p.Nop)
+	}
+	m.Attempt()
+	m.Call(time.Millisecond, "")
+	counters := scope.Snapshot().Counters()
+	for _, name := range []string{stats.Calls, stats.Attempts} {
+		found := false
+		for _, c := range counters {
+			found = found || (c.Name() == name && c.Value() == 1)
+		}
+		if !found {
+			t.Errorf("test scope: %s not counted once", name)
+		}
+	}
+}
