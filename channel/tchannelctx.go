@@ -4,7 +4,6 @@ import (
 	"context"
 	"reflect"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/uber/tchannel-go"
@@ -41,19 +40,7 @@ import (
 // A call whose context carries none costs one context lookup. The probe
 // runs on first use, not when the package is loaded: a program pays for it
 // only once it makes a call.
-func tchCtx() *tchannelContext {
-	if t := tchCtxProbed.Load(); t != nil {
-		return t // every call but the first few: one load, inlined
-	}
-	t := tchCtxProbe()
-	tchCtxProbed.Store(t)
-	return t
-}
-
-var (
-	tchCtxProbe  = sync.OnceValue(probeTChannelContext)
-	tchCtxProbed atomic.Pointer[tchannelContext]
-)
+var tchCtx = sync.OnceValue(probeTChannelContext)
 
 // tchannelContext is what Sluice knows of tchannel-go's context values.
 type tchannelContext struct {
