@@ -149,7 +149,7 @@ type params struct {
 	getTimeout                                      time.Duration
 	never, trickle, totalCalls                      int // unread-total's connections, and each one's calls
 	trickleEvery, totalHold                         time.Duration
-	bigAnswerSize                                   int // just under the client's 64 MiB limit on one response
+	bigAnswerSize                                   int // each answer's arg3; at full size just under the client's 64 MiB limit on one response
 }
 
 func paramsFor(s Size) params {

@@ -83,8 +83,7 @@ func readHeap(ctx context.Context, debugURL string) (int64, error) {
 // a server's goroutines (a costlier profile) every gorEvery, if not 0. It
 // samples the process and debug URL last given to follow.
 type sampler struct {
-	stop      chan struct{}
-	once      sync.Once
+	cancel    context.CancelFunc // stops the sampling, and a profile read in flight
 	wg        sync.WaitGroup
 	mu        sync.Mutex
 	pid       int
@@ -95,7 +94,8 @@ type sampler struct {
 }
 
 func startSampler(ctx context.Context, pid int, debugURL string, rssEvery, gorEvery time.Duration) *sampler {
-	s := &sampler{stop: make(chan struct{}), pid: pid, debugURL: debugURL, gorPeak: -1}
+	ctx, cancel := context.WithCancel(ctx)
+	s := &sampler{cancel: cancel, pid: pid, debugURL: debugURL, gorPeak: -1}
 	rss := func() bool {
 		pid, _ := s.target()
 		if rss, err := readRSS(pid); err == nil {
@@ -115,9 +115,9 @@ func startSampler(ctx context.Context, pid int, debugURL string, rssEvery, gorEv
 		return ctx.Err() == nil
 	}
 	rss()
-	s.wg.Go(func() { every(rssEvery, s.stop, rss) })
+	s.wg.Go(func() { every(rssEvery, ctx.Done(), rss) })
 	if gorEvery > 0 {
-		s.wg.Go(func() { every(gorEvery, s.stop, gor) })
+		s.wg.Go(func() { every(gorEvery, ctx.Done(), gor) })
 	}
 	return s
 }
@@ -137,8 +137,11 @@ func (s *sampler) target() (int, string) {
 }
 
 // finish stops the sampler and returns the peaks (0 and -1 if unknown).
+// A goroutine profile still being read is abandoned, not waited for: a
+// server too busy to answer would hold the attack up to debugClient's
+// timeout.
 func (s *sampler) finish() (rssPeak int64, gorPeak int) {
-	s.once.Do(func() { close(s.stop) })
+	s.cancel()
 	s.wg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()

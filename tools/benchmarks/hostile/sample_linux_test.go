@@ -54,3 +54,34 @@ func TestSamplerFollows(t *testing.T) {
 		t.Errorf("RSS peak %d: the new process's memory was not read", rss)
 	}
 }
+
+// TestSamplerFinishDoesNotWait checks that finish returns at once while a
+// goroutine profile is being read from a server that does not answer,
+// rather than after debugClient's timeout.
+func TestSamplerFinishDoesNotWait(t *testing.T) {
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	t.Cleanup(debugClient.CloseIdleConnections)
+
+	s := startSampler(context.Background(), 0, srv.URL, time.Hour, time.Millisecond)
+	<-entered
+	start := time.Now()
+	_, gor := s.finish()
+	if took := time.Since(start); took > debugClient.Timeout/2 {
+		t.Errorf("finish took %v: it waited for the unanswered profile", took)
+	}
+	if gor != -1 {
+		t.Errorf("goroutines peak %d, want -1 (never read)", gor)
+	}
+}

@@ -123,7 +123,7 @@ func dialHandshaken(ctx context.Context, addr string, d net.Dialer) (*rawConn, e
 	}
 	if err := c.handshake(handshakeTimeout); err != nil {
 		c.Close()
-		return nil, err
+		return nil, fmt.Errorf("handshake: %w", err)
 	}
 	return c, nil
 }
