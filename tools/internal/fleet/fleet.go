@@ -90,6 +90,9 @@ func Start(env, hook string, limit time.Duration, onLine func(fields []string) b
 	}
 	c.Proc = p
 	args, err := c.Wait(Listening, "listen", limit)
+	if err == nil && len(args) == 0 {
+		err = fmt.Errorf("the child (pid %d) wrote %q without its HOST:PORT", p.Pid(), Listening)
+	}
 	if err != nil {
 		p.Close(exitLimit)
 		return nil, fmt.Errorf("%w (does the binary call %s first thing in main, or TestMain?)", err, hook)

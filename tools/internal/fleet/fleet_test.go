@@ -13,15 +13,23 @@ import (
 )
 
 // testEnv makes this test binary a child that writes "listening ADDR",
-// "event", "error oops" and then waits for its stdin to end.
-const testEnv = "SLUICE_FLEET_TEST"
+// "event", "error oops" and then waits for its stdin to end; set to
+// testBare, it writes "listening" alone.
+const (
+	testEnv  = "SLUICE_FLEET_TEST"
+	testBare = "bare"
+)
 
 func TestMain(m *testing.M) {
-	if os.Getenv(testEnv) != "" {
+	if v := os.Getenv(testEnv); v != "" {
 		out := &Lines{W: os.Stdout}
-		out.Line(Listening, "127.0.0.1:1", "multi\nline")
-		out.Line("event")
-		out.Fail(errors.New("oops"))
+		if v == testBare {
+			out.Line(Listening)
+		} else {
+			out.Line(Listening, "127.0.0.1:1", "multi\nline")
+			out.Line("event")
+			out.Fail(errors.New("oops"))
+		}
 		os.Stdin.Read(make([]byte, 1))
 		os.Exit(0)
 	}
@@ -110,5 +118,13 @@ func TestStartNamesTheHook(t *testing.T) {
 	_, err := Start("SLUICE_FLEET_NOTHING=1", "fleet.Nothing", testwait.Limit, nil)
 	if err == nil || !strings.Contains(err.Error(), "exited before it could listen") || !strings.Contains(err.Error(), "call fleet.Nothing first thing") {
 		t.Errorf("Start of a child that does not serve: %v, want its exit and the hook named", err)
+	}
+}
+
+// A listening line without an address is an error, not a panic.
+func TestStartWantsAnAddress(t *testing.T) {
+	_, err := Start(testEnv+"="+testBare, "fleet.TestMain", testwait.Limit, nil)
+	if err == nil || !strings.Contains(err.Error(), "without its HOST:PORT") {
+		t.Errorf("Start of a child listening nowhere: %v, want an error saying so", err)
 	}
 }
