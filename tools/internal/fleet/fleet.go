@@ -65,7 +65,7 @@ type Child struct {
 // environment and waits at most limit for it to listen; a child that does
 // not is ended. Each line goes to onLine, if not nil, as it comes; the
 // lines it returns false for are kept. hook names the function the binary
-// must call first thing, for the error.
+// must call first thing, for the error when the child exits instead.
 func Start(env, hook string, limit time.Duration, onLine func(fields []string) bool) (*Child, error) {
 	c := &Child{first: map[string][]string{}, marks: map[string]chan struct{}{}}
 	p, err := childproc.Start(childproc.Config{Env: env, OnLine: func(l string) {
@@ -94,8 +94,12 @@ func Start(env, hook string, limit time.Duration, onLine func(fields []string) b
 		err = fmt.Errorf("the child (pid %d) wrote %q without its HOST:PORT", p.Pid(), Listening)
 	}
 	if err != nil {
-		p.Close(exitLimit)
-		return nil, fmt.Errorf("%w (does the binary call %s first thing in main, or TestMain?)", err, hook)
+		select {
+		case <-p.Exited(): // as a binary without the hook does, at once
+			err = fmt.Errorf("%w (does the binary call %s first thing in main, or TestMain?)", err, hook)
+		default:
+		}
+		return nil, errors.Join(err, p.Close(exitLimit))
 	}
 	c.Addr = args[0]
 	return c, nil

@@ -14,18 +14,21 @@ import (
 
 // testEnv makes this test binary a child that writes "listening ADDR",
 // "event", "error oops" and then waits for its stdin to end; set to
-// testBare, it writes "listening" alone.
+// testBare, it writes "listening" alone, to testSilent nothing.
 const (
-	testEnv  = "SLUICE_FLEET_TEST"
-	testBare = "bare"
+	testEnv    = "SLUICE_FLEET_TEST"
+	testBare   = "bare"
+	testSilent = "silent"
 )
 
 func TestMain(m *testing.M) {
 	if v := os.Getenv(testEnv); v != "" {
 		out := &Lines{W: os.Stdout}
-		if v == testBare {
+		switch v {
+		case testSilent:
+		case testBare:
 			out.Line(Listening)
-		} else {
+		default:
 			out.Line(Listening, "127.0.0.1:1", "multi\nline")
 			out.Line("event")
 			out.Fail(errors.New("oops"))
@@ -126,5 +129,18 @@ func TestStartWantsAnAddress(t *testing.T) {
 	_, err := Start(testEnv+"="+testBare, "fleet.TestMain", testwait.Limit, nil)
 	if err == nil || !strings.Contains(err.Error(), "without its HOST:PORT") {
 		t.Errorf("Start of a child listening nowhere: %v, want an error saying so", err)
+	}
+}
+
+// A child that never reports fails Start within its limit, and is ended:
+// it did not exit, so the error does not blame a missing hook.
+func TestStartEndsASilentChild(t *testing.T) {
+	began := time.Now()
+	_, err := Start(testEnv+"="+testSilent, "fleet.TestMain", 100*time.Millisecond, nil)
+	if err == nil || !strings.Contains(err.Error(), "did not listen within 100ms") || strings.Contains(err.Error(), "fleet.TestMain") {
+		t.Errorf("Start of a silent child: %v, want its limit passed and no hook named", err)
+	}
+	if took := time.Since(began); took > exitLimit {
+		t.Errorf("Start took %v, want the limit and the child's exit on its stdin's end, well within %v", took, exitLimit)
 	}
 }
