@@ -77,11 +77,13 @@ func Start(env, hook string, limit time.Duration, onLine func(fields []string) b
 		defer c.mu.Unlock()
 		switch _, seen := c.first[f[0]]; {
 		case f[0] == Error:
-			c.errs = append(c.errs, strings.TrimPrefix(l, Error+" "))
-		case !seen:
+			if len(c.errs) < maxKept {
+				c.errs = append(c.errs, strings.TrimPrefix(l, Error+" "))
+			}
+		case !seen && len(c.first) < maxWords:
 			c.first[f[0]] = f[1:]
 			close(c.mark(f[0]))
-		case len(c.others) < 10:
+		case len(c.others) < maxKept:
 			c.others = append(c.others, l)
 		}
 	}})
@@ -104,6 +106,13 @@ func Start(env, hook string, limit time.Duration, onLine func(fields []string) b
 	c.Addr = args[0]
 	return c, nil
 }
+
+// What a Child keeps of a child's output, whatever it writes: the first
+// line of at most maxWords words, and maxKept error and other lines.
+const (
+	maxWords = 32
+	maxKept  = 10
+)
 
 // exitLimit bounds the wait for a child that did not listen to exit, and
 // again once killed.

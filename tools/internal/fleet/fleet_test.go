@@ -14,11 +14,13 @@ import (
 
 // testEnv makes this test binary a child that writes "listening ADDR",
 // "event", "error oops" and then waits for its stdin to end; set to
-// testBare, it writes "listening" alone, to testSilent nothing.
+// testBare, it writes "listening" alone, to testSilent nothing, to
+// testChatty 100 error lines and 100 words after its listening line.
 const (
 	testEnv    = "SLUICE_FLEET_TEST"
 	testBare   = "bare"
 	testSilent = "silent"
+	testChatty = "chatty"
 )
 
 func TestMain(m *testing.M) {
@@ -28,6 +30,12 @@ func TestMain(m *testing.M) {
 		case testSilent:
 		case testBare:
 			out.Line(Listening)
+		case testChatty:
+			out.Line(Listening, "127.0.0.1:1")
+			for i := range 100 {
+				out.Fail(fmt.Errorf("e%d", i))
+				out.Line(fmt.Sprintf("w%d", i))
+			}
 		default:
 			out.Line(Listening, "127.0.0.1:1", "multi\nline")
 			out.Line("event")
@@ -142,5 +150,21 @@ func TestStartEndsASilentChild(t *testing.T) {
 	}
 	if took := time.Since(began); took > exitLimit {
 		t.Errorf("Start took %v, want the limit and the child's exit on its stdin's end, well within %v", took, exitLimit)
+	}
+}
+
+// What a child writes is kept within bounds, however much it writes.
+func TestChildKeepsBoundedLines(t *testing.T) {
+	c, err := Start(testEnv+"="+testChatty, "fleet.TestMain", testwait.Limit, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Proc.Close(testwait.Limit); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.errs) != maxKept || len(c.first) != maxWords || len(c.others) != maxKept {
+		t.Errorf("kept %d errors, %d words, %d other lines; want %d, %d, %d", len(c.errs), len(c.first), len(c.others), maxKept, maxWords, maxKept)
 	}
 }
