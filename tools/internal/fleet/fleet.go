@@ -207,15 +207,15 @@ func arrivals(start time.Time, rate float64, n int, stop <-chan struct{}, fn fun
 // at is when the generator got to it, if later) and runs on a goroutine of
 // its own, until n have arrived (n < 0: no bound) or stop is closed. It
 // returns the results of the calls that returned within drain of the end
-// of the arrivals, how many arrived, and when the arrivals ended. A call
-// still out then is left running: its result is not among them.
-func Load[T any](start time.Time, rate float64, n int, stop <-chan struct{}, drain time.Duration, call func(i int, sched, at time.Time) T) (_ []T, started int, ended time.Time) {
+// of the arrivals, how many were still out then (hung: left running, their
+// results not among them), and when the arrivals ended.
+func Load[T any](start time.Time, rate float64, n int, stop <-chan struct{}, drain time.Duration, call func(i int, sched, at time.Time) T) (_ []T, hung int, ended time.Time) {
 	var (
 		mu  sync.Mutex
 		out []T
 		wg  sync.WaitGroup
 	)
-	started = arrivals(start, rate, n, stop, func(i int, sched, at time.Time) {
+	started := arrivals(start, rate, n, stop, func(i int, sched, at time.Time) {
 		wg.Go(func() {
 			r := call(i, sched, at)
 			mu.Lock()
@@ -237,7 +237,7 @@ func Load[T any](start time.Time, rate float64, n int, stop <-chan struct{}, dra
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return slices.Clone(out), started, ended
+	return slices.Clone(out), started - len(out), ended
 }
 
 // Closers undo what was started, last first.

@@ -96,15 +96,15 @@ func TestArrivals(t *testing.T) {
 func TestLoad(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
-	got, started, ended := Load(time.Now(), 1000, 4, nil, 50*time.Millisecond, func(i int, _, _ time.Time) int {
+	got, hung, ended := Load(time.Now(), 1000, 4, nil, 50*time.Millisecond, func(i int, _, _ time.Time) int {
 		if i == 3 {
 			<-release
 		}
 		return i
 	})
 	slices.Sort(got)
-	if started != 4 || fmt.Sprint(got) != "[0 1 2]" {
-		t.Errorf("Load = %v, %d started; want [0 1 2], 4", got, started)
+	if hung != 1 || fmt.Sprint(got) != "[0 1 2]" {
+		t.Errorf("Load = %v, %d hung; want [0 1 2], 1", got, hung)
 	}
 	if waited := time.Since(ended); waited < 50*time.Millisecond {
 		t.Errorf("Load returned %v after the arrivals ended, want the drain, 50ms", waited)
