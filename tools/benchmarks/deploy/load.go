@@ -171,24 +171,24 @@ type call struct {
 // finish stops the arrivals and returns the calls that returned within
 // drainSlack of the last one's deadline, and how many were still out
 // then (hung: a client overran its deadline), left running.
-func startLoad(rate float64, timeout time.Duration, callers []caller) (finish func() (calls []call, hung int)) {
-	type loaded struct {
-		calls []call
-		hung  int
-	}
-	stop, done := make(chan struct{}), make(chan loaded, 1)
+func startLoad(rate float64, timeout time.Duration, callers []caller) (finish func() ([]call, int)) {
+	var (
+		calls      []call
+		hung       int
+		stop, done = make(chan struct{}), make(chan struct{})
+	)
 	go func() {
-		calls, started, _ := fleet.Load(time.Now(), rate, -1, stop, timeout+drainSlack, func(i int, _, at time.Time) call {
+		defer close(done)
+		calls, hung, _ = fleet.Load(time.Now(), rate, -1, stop, timeout+drainSlack, func(i int, _, at time.Time) call {
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
 			code, err := callers[i%len(callers)](ctx)
 			return call{at: at, latency: time.Since(at), code: code, err: err}
 		})
-		done <- loaded{calls, started - len(calls)}
 	}()
 	return func() ([]call, int) {
 		close(stop)
-		l := <-done
-		return l.calls, l.hung
+		<-done
+		return calls, hung
 	}
 }

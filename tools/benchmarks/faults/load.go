@@ -104,7 +104,7 @@ func runLoad(ctx context.Context, cl *channel.Client, cfg Config, inject func() 
 		})()
 	}
 
-	calls, started, last := fleet.Load(out.start, cfg.Rate, cfg.calls(), ctx.Done(), DrainLimit, func(_ int, sched, _ time.Time) call {
+	calls, hung, last := fleet.Load(out.start, cfg.Rate, cfg.calls(), ctx.Done(), DrainLimit, func(_ int, sched, _ time.Time) call {
 		c := call{start: time.Now()}
 		c.late = c.start.Sub(sched) > lateAfter
 		cctx, cancel := context.WithTimeout(ctx, cfg.Deadline.D())
@@ -118,7 +118,7 @@ func runLoad(ctx context.Context, cl *channel.Client, cfg Config, inject func() 
 		}
 		return c
 	})
-	out.calls, out.end, out.hung = calls, time.Now(), started-len(calls)
+	out.calls, out.end, out.hung = calls, time.Now(), hung
 	close(stopSched)
 	out.schedDelay = <-schedc
 

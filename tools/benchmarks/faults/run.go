@@ -78,16 +78,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	// Count before the client closes: closing is not part of the run.
 	after1s := lo.start.Add(time.Second)
-	dials := func(p *point) *events { return p.dials }
-	accepts := func(p *point) *events { return p.accepts }
-	r.Dials, _, _ = f.sum(dials, after1s)
-	r.Accepts, _, _ = f.sum(accepts, after1s)
+	// Each log is read once: the client still dials, and Connects must be
+	// the very count of Accepts (or Dials) it stands for.
+	var dialsAfter, acceptsAfter int
+	var dialsCut, acceptsCut bool
+	r.Dials, dialsAfter, dialsCut = f.sum(func(p *point) *events { return p.dials }, after1s)
+	r.Accepts, acceptsAfter, acceptsCut = f.sum(func(p *point) *events { return p.accepts }, after1s)
 	r.Executions, _, _ = f.sum(func(p *point) *events { return p.execs }, after1s)
-	connects := accepts
-	if cfg.Scenario == Refused {
-		connects = dials // nothing listens there to count
+	r.Connects, r.ConnectsAfter1s, r.Truncated = r.Accepts, acceptsAfter, acceptsCut
+	if cfg.Scenario == Refused { // nothing listens there to count
+		r.Connects, r.ConnectsAfter1s, r.Truncated = r.Dials, dialsAfter, dialsCut
 	}
-	r.Connects, r.ConnectsAfter1s, r.Truncated = f.sum(connects, after1s)
 	faulty := ""
 	if f.faulty >= 0 {
 		p := f.points[f.faulty]

@@ -71,3 +71,15 @@ func TestRunErroring(t *testing.T) {
 		t.Errorf("%d calls after the streak, %d chose the peer, of %d", r.CallsAfterStreak, r.PickedAfterStreak, r.Calls)
 	}
 }
+
+// Where nothing listens, the connections are the client's dials, the
+// same count as Dials.
+func TestRunRefusedCountsDials(t *testing.T) {
+	r, err := Run(context.Background(), Config{Scenario: Refused, Setup: NoPolicy, Rate: 100, Duration: millis.Duration(100 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Dials == 0 || r.Connects != r.Dials || r.Accepts != 0 {
+		t.Errorf("%d dials, %d connects, %d accepts; want connects = dials > 0, no accepts", r.Dials, r.Connects, r.Accepts)
+	}
+}

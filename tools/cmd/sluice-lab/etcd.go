@@ -34,18 +34,19 @@ func (etcdTargets) Registrar(target string, ttl time.Duration, f *cli.EtcdFlags)
 // openEtcd connects to target's endpoints and makes what uses the client
 // under target's prefix; it returns that and what closes the client.
 func openEtcd[T any](target string, f *cli.EtcdFlags, use func(*clientv3.Client, string) (T, error)) (T, func(), error) {
-	var v T
+	var none T
 	eps, prefix, err := etcd.ParseTarget(target)
 	if err != nil {
-		return v, func() {}, err
+		return none, func() {}, err
 	}
 	c, err := etcdClient(eps, f)
 	if err != nil {
-		return v, func() {}, err
+		return none, func() {}, err
 	}
-	if v, err = use(c, prefix); err != nil {
+	v, err := use(c, prefix)
+	if err != nil {
 		c.Close()
-		return v, func() {}, err
+		return none, func() {}, err // not v: a nil *etcd.Resolver in an interface is not nil
 	}
 	return v, func() { c.Close() }, nil
 }

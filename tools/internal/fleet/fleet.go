@@ -65,7 +65,7 @@ type Child struct {
 // environment and waits at most limit for it to listen; a child that does
 // not is ended. Each line goes to onLine, if not nil, as it comes; the
 // lines it returns false for are kept. hook names the function the binary
-// must call first thing, for the error.
+// must call first thing, for the error when the child exits instead.
 func Start(env, hook string, limit time.Duration, onLine func(fields []string) bool) (*Child, error) {
 	c := &Child{first: map[string][]string{}, marks: map[string]chan struct{}{}}
 	p, err := childproc.Start(childproc.Config{Env: env, OnLine: func(l string) {
@@ -77,11 +77,13 @@ func Start(env, hook string, limit time.Duration, onLine func(fields []string) b
 		defer c.mu.Unlock()
 		switch _, seen := c.first[f[0]]; {
 		case f[0] == Error:
-			c.errs = append(c.errs, strings.TrimPrefix(l, Error+" "))
-		case !seen:
+			if len(c.errs) < maxKept {
+				c.errs = append(c.errs, strings.TrimPrefix(l, Error+" "))
+			}
+		case !seen && len(c.first) < maxWords:
 			c.first[f[0]] = f[1:]
 			close(c.mark(f[0]))
-		case len(c.others) < 10:
+		case len(c.others) < maxKept:
 			c.others = append(c.others, l)
 		}
 	}})
@@ -90,13 +92,27 @@ func Start(env, hook string, limit time.Duration, onLine func(fields []string) b
 	}
 	c.Proc = p
 	args, err := c.Wait(Listening, "listen", limit)
+	if err == nil && len(args) == 0 {
+		err = fmt.Errorf("the child (pid %d) wrote %q without its HOST:PORT", p.Pid(), Listening)
+	}
 	if err != nil {
-		p.Close(exitLimit)
-		return nil, fmt.Errorf("%w (does the binary call %s first thing in main, or TestMain?)", err, hook)
+		select {
+		case <-p.Exited(): // as a binary without the hook does, at once
+			err = fmt.Errorf("%w (does the binary call %s first thing in main, or TestMain?)", err, hook)
+		default:
+		}
+		return nil, errors.Join(err, p.Close(exitLimit))
 	}
 	c.Addr = args[0]
 	return c, nil
 }
+
+// What a Child keeps of a child's output, whatever it writes: the first
+// line of at most maxWords words, and maxKept error and other lines.
+const (
+	maxWords = 32
+	maxKept  = 10
+)
 
 // exitLimit bounds the wait for a child that did not listen to exit, and
 // again once killed.
@@ -191,15 +207,15 @@ func arrivals(start time.Time, rate float64, n int, stop <-chan struct{}, fn fun
 // at is when the generator got to it, if later) and runs on a goroutine of
 // its own, until n have arrived (n < 0: no bound) or stop is closed. It
 // returns the results of the calls that returned within drain of the end
-// of the arrivals, how many arrived, and when the arrivals ended. A call
-// still out then is left running: its result is not among them.
-func Load[T any](start time.Time, rate float64, n int, stop <-chan struct{}, drain time.Duration, call func(i int, sched, at time.Time) T) (_ []T, started int, ended time.Time) {
+// of the arrivals, how many were still out then (hung: left running, their
+// results not among them), and when the arrivals ended.
+func Load[T any](start time.Time, rate float64, n int, stop <-chan struct{}, drain time.Duration, call func(i int, sched, at time.Time) T) (_ []T, hung int, ended time.Time) {
 	var (
 		mu  sync.Mutex
 		out []T
 		wg  sync.WaitGroup
 	)
-	started = arrivals(start, rate, n, stop, func(i int, sched, at time.Time) {
+	started := arrivals(start, rate, n, stop, func(i int, sched, at time.Time) {
 		wg.Go(func() {
 			r := call(i, sched, at)
 			mu.Lock()
@@ -221,7 +237,7 @@ func Load[T any](start time.Time, rate float64, n int, stop <-chan struct{}, dra
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return slices.Clone(out), started, ended
+	return slices.Clone(out), started - len(out), ended
 }
 
 // Closers undo what was started, last first.

@@ -13,15 +13,34 @@ import (
 )
 
 // testEnv makes this test binary a child that writes "listening ADDR",
-// "event", "error oops" and then waits for its stdin to end.
-const testEnv = "SLUICE_FLEET_TEST"
+// "event", "error oops" and then waits for its stdin to end; set to
+// testBare, it writes "listening" alone, to testSilent nothing, to
+// testChatty 100 error lines and 100 words after its listening line.
+const (
+	testEnv    = "SLUICE_FLEET_TEST"
+	testBare   = "bare"
+	testSilent = "silent"
+	testChatty = "chatty"
+)
 
 func TestMain(m *testing.M) {
-	if os.Getenv(testEnv) != "" {
+	if v := os.Getenv(testEnv); v != "" {
 		out := &Lines{W: os.Stdout}
-		out.Line(Listening, "127.0.0.1:1", "multi\nline")
-		out.Line("event")
-		out.Fail(errors.New("oops"))
+		switch v {
+		case testSilent:
+		case testBare:
+			out.Line(Listening)
+		case testChatty:
+			out.Line(Listening, "127.0.0.1:1")
+			for i := range 100 {
+				out.Fail(fmt.Errorf("e%d", i))
+				out.Line(fmt.Sprintf("w%d", i))
+			}
+		default:
+			out.Line(Listening, "127.0.0.1:1", "multi\nline")
+			out.Line("event")
+			out.Fail(errors.New("oops"))
+		}
 		os.Stdin.Read(make([]byte, 1))
 		os.Exit(0)
 	}
@@ -77,15 +96,15 @@ func TestArrivals(t *testing.T) {
 func TestLoad(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
-	got, started, ended := Load(time.Now(), 1000, 4, nil, 50*time.Millisecond, func(i int, _, _ time.Time) int {
+	got, hung, ended := Load(time.Now(), 1000, 4, nil, 50*time.Millisecond, func(i int, _, _ time.Time) int {
 		if i == 3 {
 			<-release
 		}
 		return i
 	})
 	slices.Sort(got)
-	if started != 4 || fmt.Sprint(got) != "[0 1 2]" {
-		t.Errorf("Load = %v, %d started; want [0 1 2], 4", got, started)
+	if hung != 1 || fmt.Sprint(got) != "[0 1 2]" {
+		t.Errorf("Load = %v, %d hung; want [0 1 2], 1", got, hung)
 	}
 	if waited := time.Since(ended); waited < 50*time.Millisecond {
 		t.Errorf("Load returned %v after the arrivals ended, want the drain, 50ms", waited)
@@ -110,5 +129,42 @@ func TestStartNamesTheHook(t *testing.T) {
 	_, err := Start("SLUICE_FLEET_NOTHING=1", "fleet.Nothing", testwait.Limit, nil)
 	if err == nil || !strings.Contains(err.Error(), "exited before it could listen") || !strings.Contains(err.Error(), "call fleet.Nothing first thing") {
 		t.Errorf("Start of a child that does not serve: %v, want its exit and the hook named", err)
+	}
+}
+
+// A listening line without an address is an error, not a panic.
+func TestStartWantsAnAddress(t *testing.T) {
+	_, err := Start(testEnv+"="+testBare, "fleet.TestMain", testwait.Limit, nil)
+	if err == nil || !strings.Contains(err.Error(), "without its HOST:PORT") {
+		t.Errorf("Start of a child listening nowhere: %v, want an error saying so", err)
+	}
+}
+
+// A child that never reports fails Start within its limit, and is ended:
+// it did not exit, so the error does not blame a missing hook.
+func TestStartEndsASilentChild(t *testing.T) {
+	began := time.Now()
+	_, err := Start(testEnv+"="+testSilent, "fleet.TestMain", 100*time.Millisecond, nil)
+	if err == nil || !strings.Contains(err.Error(), "did not listen within 100ms") || strings.Contains(err.Error(), "fleet.TestMain") {
+		t.Errorf("Start of a silent child: %v, want its limit passed and no hook named", err)
+	}
+	if took := time.Since(began); took > exitLimit {
+		t.Errorf("Start took %v, want the limit and the child's exit on its stdin's end, well within %v", took, exitLimit)
+	}
+}
+
+// What a child writes is kept within bounds, however much it writes.
+func TestChildKeepsBoundedLines(t *testing.T) {
+	c, err := Start(testEnv+"="+testChatty, "fleet.TestMain", testwait.Limit, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Proc.Close(testwait.Limit); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.errs) != maxKept || len(c.first) != maxWords || len(c.others) != maxKept {
+		t.Errorf("kept %d errors, %d words, %d other lines; want %d, %d, %d", len(c.errs), len(c.first), len(c.others), maxKept, maxWords, maxKept)
 	}
 }
