@@ -93,8 +93,9 @@ func startServer(cfg serverConfig) (*server, error) {
 
 // handle serves one request.
 func (s *server) handle(ctx context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
-	d, key, hit := s.cfg.service, string(req.Arg3), false
+	d, key, hit := s.cfg.service, "", false
 	if s.cache != nil {
+		key = string(req.Arg3)
 		s.mu.Lock()
 		hit = s.cache.get(key)
 		s.mu.Unlock()
@@ -114,23 +115,30 @@ func (s *server) handle(ctx context.Context, req *channel.RawRequest) (*channel.
 	case err != nil:
 		return nil, err // the caller gave up: no one reads the answer
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case s.cache == nil:
-	case hit:
-		s.cached.hits++
-		s.cached.hitTime += held
-	default:
-		s.cached.misses++
-		s.cached.missTime += held
-		s.cache.add(key)
+	if s.cache != nil {
+		s.mu.Lock()
+		if hit {
+			s.cached.hits++
+			s.cached.hitTime += held
+		} else {
+			s.cached.misses++
+			s.cached.missTime += held
+			s.cache.add(key)
+		}
+		s.mu.Unlock()
 	}
-	if s.cfg.errorShare > 0 && s.rng.Float64() < s.cfg.errorShare {
+	if s.cfg.errorShare > 0 && s.fails() {
 		s.unexpected.Add(1)
 		return nil, tchannel.NewSystemError(tchannel.ErrCodeUnexpected, "balancing: this server fails %.0f%% of its requests", 100*s.cfg.errorShare)
 	}
 	return &channel.RawResponse{Arg3: req.Arg3}, nil
+}
+
+// fails draws whether a request fails, with probability errorShare.
+func (s *server) fails() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rng.Float64() < s.cfg.errorShare
 }
 
 // utilisation returns the share of its workers' time requests held them

@@ -321,7 +321,7 @@ schedule:
 		byPeer(tallies, c, c.Latency, true)
 	}
 	r := t.report(elapsed)
-	r.Mode, r.OfferedRPS, r.Start = ModeRate, &cfg.RPS, start
+	r.Mode, r.OfferedRPS, r.Start = ModeRate, new(cfg.RPS), start
 	if cfg.Timeline {
 		r.Timeline = timeline(rs)
 	}

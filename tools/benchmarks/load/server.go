@@ -85,7 +85,10 @@ func StartServers(n int, cfg ServerConfig) (*Servers, error) {
 func (s *Servers) start(i int) error {
 	srv := &server{rng: rand.New(rand.NewPCG(s.cfg.Seed+uint64(i), 0x5eed))}
 	if s.cfg.Workers > 0 {
-		srv.pool, _ = NewPool(PoolConfig{Workers: s.cfg.Workers}) // valid: StartServers checked Workers
+		var err error
+		if srv.pool, err = NewPool(PoolConfig{Workers: s.cfg.Workers}); err != nil {
+			return err
+		}
 	}
 	var opts []channel.Option
 	if s.cfg.Shed != nil {

@@ -58,6 +58,15 @@ func newPlot(title, y string) *plot.Plot {
 	return p
 }
 
+// dashed is the plotutil.Dashes index of a solid line, or a dashed one
+// if b.
+func dashed(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // addLine adds a line of xys in color i with dashes plotutil.Dashes(d),
 // named name in the legend unless name is "".
 func addLine(p *plot.Plot, name string, xys plotter.XYs, i, d int) error {
@@ -100,7 +109,7 @@ func scaleOutPlots(r *balancing.Result) ([]*plot.Plot, error) {
 		p.Y.Min = 0
 	}
 	anyFailed := false
-	for k, row := range []balancing.ScaleOutRow{s.With, s.Without} {
+	for _, row := range []balancing.ScaleOutRow{s.With, s.Without} {
 		name := "slow start " + benchrun.OnOff(row.SlowStart)
 		var p99, newEach, oldEach, newP99, oldP99, failed plotter.XYs
 		for i, sec := range row.Seconds {
@@ -131,7 +140,7 @@ func scaleOutPlots(r *balancing.Result) ([]*plot.Plot, error) {
 			col  int
 		}{{lat, name, p99, 0}, {calls, name + ", each new", newEach, 0}, {calls, name + ", each first", oldEach, 2},
 			{split, name + ", new servers", newP99, 0}, {split, name + ", first servers", oldP99, 2}, {fails, name, failed, 1}} {
-			if err := addLine(l.p, l.name, l.xys, l.col, k); err != nil {
+			if err := addLine(l.p, l.name, l.xys, l.col, dashed(!row.SlowStart)); err != nil {
 				return nil, err
 			}
 		}
@@ -192,11 +201,7 @@ func shardPlots(r *balancing.Result) ([]*plot.Plot, error) {
 		for i, h := range row.Seconds {
 			xys = append(xys, plotter.XY{X: mid(i), Y: h})
 		}
-		d := 0
-		if !row.ShardKeys {
-			d = 1
-		}
-		if err := addLine(p, row.Name(), xys, k, d); err != nil {
+		if err := addLine(p, row.Name(), xys, k, dashed(!row.ShardKeys)); err != nil {
 			return nil, err
 		}
 	}
@@ -221,7 +226,7 @@ func erroringPlots(r *balancing.Result) ([]*plot.Plot, error) {
 			p   *plot.Plot
 			xys plotter.XYs
 		}{{failed, f}, {reached, to}} {
-			if err := addLine(l.p, name, l.xys, k/2, k%2); err != nil { // without ejection dashed
+			if err := addLine(l.p, name, l.xys, k/2, dashed(!row.Ejection)); err != nil {
 				return nil, err
 			}
 		}
