@@ -140,13 +140,13 @@ func topLevel(lab *Lab) group {
 	serve := func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ServeContext(ctx, args, lab, stdout, stderr)
 	}
-	lab = lab.or()
-	g := group{name: lab.Name, help: lab.Help, subs: append([]command{
+	named := lab.or() // the closures above keep lab itself: nil for sluice
+	g := group{name: named.Name, help: named.Help, subs: append([]command{
 		{name: "demo", summary: "busy throttling on three in-process TChannel servers, one overloaded", run: UntilInterrupted(demoCmd)},
 		{name: "call", summary: "make one raw or JSON call through Sluice's pipeline (like yab and tcurl)", run: call},
 		{name: "bench", summary: "load generator, as fast as it can or at a rate: throughput, latency, attempts, errors", run: UntilInterrupted(bench)},
 		{name: "serve", summary: "a TChannel server (echo, fail, busy) to try call and bench on", run: UntilInterrupted(serve)},
-	}, lab.Commands...)}
+	}, named.Commands...)}
 	return g
 }
 

@@ -112,14 +112,15 @@ func benchDefaultConnections() int { return 2 * runtime.GOMAXPROCS(0) }
 
 // benchRun runs `sluice bench`; the end of ctx ends the run early.
 func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Writer) int {
-	fs := NewFlagSet(lab.or().Name+" bench", benchHelp, stdout, stderr)
+	lab = lab.or()
+	fs := NewFlagSet(lab.Name+" bench", benchHelp, stdout, stderr)
 	var deployMode BenchMode
-	if f := lab.or().RollingDeploy; f != nil {
-		deployMode = f(fs)
+	if lab.RollingDeploy != nil {
+		deployMode = lab.RollingDeploy(fs)
 	} else if hasFlag(args, "rolling-deploy") {
 		return fs.UsageError("%s", labOnly("bench --rolling-deploy (it may embed an etcd server)", "bench --rolling-deploy ..."))
 	}
-	charts := lab.or().Charts
+	charts := lab.Charts
 	if charts == nil && hasFlag(args, "chart") {
 		return fs.UsageError("%s", labOnly("bench --chart (charts link gonum's plot)", "bench --closed-loop --chart FILE ..."))
 	}

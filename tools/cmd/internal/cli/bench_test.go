@@ -560,7 +560,9 @@ func TestBenchPerPeerStats(t *testing.T) {
 	// first use, under the race detector) may be judged slow before the
 	// run and then get only a probe every 2 s (balancing.ProbeInterval);
 	// a shorter run could leave it without a call, and without a row.
+	// The runs without --per-peer-stats have no rows to wait for: 0.5 s.
 	args := []string{"-p", peers[0], "-p", peers[1], "-p", peers[2], "-s", "echo", "-m", "echo", "-r", `{"k":"v"}`, "--rps", "300", "-n", "900"}
+	short := append(args[:len(args)-1:len(args)-1], "150") // -n 150
 	code, out, errOut := runBench(t, context.Background(), append(args, "--per-peer-stats", "-o", "json")...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -601,11 +603,11 @@ func TestBenchPerPeerStats(t *testing.T) {
 		}
 	}
 
-	code, out, errOut = runBench(t, context.Background(), append(args, "--no-first-response", "-o", "json")...)
+	code, out, errOut = runBench(t, context.Background(), append(short, "--no-first-response", "-o", "json")...)
 	if code != 0 || strings.Contains(out, `"per_peer"`) || !strings.Contains(out, `"first_response":null`) {
 		t.Errorf("exit %d, stderr %q; want no per_peer and a null first_response:\n%s", code, errOut, out)
 	}
-	code, out, errOut = runBench(t, context.Background(), append(args, "--no-first-response")...)
+	code, out, errOut = runBench(t, context.Background(), append(short, "--no-first-response")...)
 	if code != 0 || !strings.HasPrefix(out, "servers     ") || strings.Contains(out, "per peer") {
 		t.Errorf("exit %d, stderr %q; want the report alone, no per-peer rows:\n%s", code, errOut, out)
 	}
