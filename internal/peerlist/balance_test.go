@@ -344,6 +344,44 @@ func TestAnEarlyOutlierDoesNotHideASlowPeer(t *testing.T) {
 	}
 }
 
+// The first samples weigh alike: one slow first call (a connection's
+// first, under load or the race detector) among quick ones does not get a
+// peer judged slow once the estimate counts. A peer answering 20 ms, then
+// 1 ms three times, next to one answering 1 ms, is at their mean, 5.75 ms,
+// within 5 ms of the other's, and not slow (an EWMA seeded with the 20 ms
+// would stand at 13.7 ms). Past latencyWeight samples, each weighs 1/8.
+func TestFirstSamplesWeighAlike(t *testing.T) {
+	l, clk := newBalancedList(t, balance.Config{}, 1, 1)
+	p, fast := l.Get(hp(0)), l.Get(hp(1))
+	for i := range minLatencySamples {
+		took := time.Millisecond
+		if i == 0 {
+			took = 20 * time.Millisecond
+		}
+		p.Begin()
+		fast.Begin()
+		p.End(clk.Now(), took, codes.OK)
+		fast.End(clk.Now(), time.Millisecond, codes.OK)
+	}
+	if got := p.Latency(); got < 5750*time.Microsecond-10 || got > 5750*time.Microsecond+10 {
+		t.Fatalf("after 20, 1, 1, 1 ms: estimate %v, want their mean, 5.75ms (to the rounding of 3 integer divisions)", got)
+	}
+	l.Choose(nil) // judges both
+	if p.Counts().Slow {
+		t.Fatal("a peer whose first call took 20 ms, then 1 ms, is judged slow")
+	}
+	for p.samples.Load() < latencyWeight {
+		p.Begin()
+		p.End(clk.Now(), time.Millisecond, codes.OK)
+	}
+	before := p.Latency()
+	p.Begin()
+	p.End(clk.Now(), 9*time.Millisecond+before, codes.OK)
+	if want := before + (9*time.Millisecond)/8; p.Latency() != want {
+		t.Errorf("a sample 9 ms above an estimate of %v past %d samples: estimate %v, want %v (weight 1/8)", before, latencyWeight, p.Latency(), want)
+	}
+}
+
 // A cut-off below an estimate still short of its samples lowers nothing:
 // a hedge cancelled 1 ms after it was sent says only that it took 1 ms at
 // least. A 60 ms peer among 10 ms ones, with one answer and three such

@@ -262,10 +262,13 @@ func (p *Peer) end(now time.Time, latency time.Duration, code codes.Code, cls cr
 	default:
 		return
 	}
-	// EWMA with weight 1/8: cheap, and forgets a slow spell within dozens of
-	// calls. A stale estimate restarts from this sample instead of being
-	// blended with it. Races between concurrent updates lose a sample at
-	// worst.
+	// The mean of the first samples, then an EWMA with weight 1/8: cheap,
+	// and forgets a slow spell within dozens of calls. Averaging the first
+	// ones alike keeps one slow first call (a new connection's, often the
+	// slowest) from weighing two thirds of the estimate the peer is first
+	// judged on, after minLatencySamples, as seeding an EWMA with it would.
+	// A stale estimate restarts from this sample instead of being blended
+	// with it. Races between concurrent updates lose a sample at worst.
 	old := p.latency.Load()
 	if p.slow.Load() {
 		// A slow peer's estimate is its latest probe, trusted alone: the
@@ -276,8 +279,8 @@ func (p *Peer) end(now time.Time, latency time.Duration, code codes.Code, cls cr
 		p.latency.Store(int64(latency))
 		p.samples.Store(1)
 	} else {
-		p.latency.Store(old + (int64(latency)-old)/8)
-		p.samples.Add(1)
+		n := min(p.samples.Add(1), latencyWeight)
+		p.latency.Store(old + (int64(latency)-old)/n)
 	}
 	p.learned.Store(now.UnixNano())
 }
@@ -290,6 +293,8 @@ func (p *Peer) end(now time.Time, latency time.Duration, code codes.Code, cls cr
 const (
 	latencyTTL        = time.Second
 	minLatencySamples = 4
+	// latencyWeight: after this many samples, each new one weighs 1/8.
+	latencyWeight = 8
 )
 
 // latencyAt returns the latency estimate if it counts at time now, else 0
