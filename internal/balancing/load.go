@@ -2,7 +2,7 @@ package balancing
 
 import (
 	"math"
-	"slices"
+	"sort"
 	"time"
 )
 
@@ -75,7 +75,13 @@ func LoadFactors(caps, out []float64) int {
 	if len(known) == 0 {
 		return 0
 	}
-	slices.Sort(known)
+	// sort.Sort, not slices.Sort (nor sort.Float64s, which calls it):
+	// every program on channel links sort.Sort already (tchannel-go does),
+	// and slices.Sort on float64 would add its own instantiation, 13 KB, to
+	// them (channel's TestBinarySize). The lists are short; none holds a
+	// NaN.
+	//lint:ignore S1032 sort.Float64s is slices.Sort, see above
+	sort.Sort(sort.Float64Slice(known))
 	med := known[len(known)/2]
 	if len(known)%2 == 0 {
 		med = (known[len(known)/2-1] + med) / 2
