@@ -195,7 +195,14 @@ func (h *jsonHandler) serve(tctx context.Context, call *tchannel.InboundCall) an
 	} else {
 		res, err = h.serveVia(ctx, call, headers, arg)
 	}
-	resp := call.Response()
+	return h.respond(ctx, call.Response(), res, err)
+}
+
+// respond answers a request whose handler returned res and err. It is a
+// function of its own so that serve's frame, which stays on the stack
+// under the handler's, does not hold the answer's locals: 320 bytes where
+// it was 512, and 1 to 2 points of BenchmarkJSONServerPaired.
+func (h *jsonHandler) respond(ctx tjson.Context, resp *tchannel.InboundCallResponse, res any, err error) answer {
 	if err != nil {
 		// A system error answers with its code, wrapped or not (as for raw
 		// handlers; tchannel-go's JSON handler sees only an unwrapped one).
