@@ -76,3 +76,33 @@ func TestBinarySize(t *testing.T) {
 		t.Errorf("a program on channel is x%.2f the size of the same on plain tchannel-go (%d vs %d bytes), want at most x1.25", ratio, sluice, plain)
 	}
 }
+
+// Every deferred call on the call and serve paths is open-coded: the
+// compiler gives up on that in a function whose returns times deferred
+// calls exceed 15, and then every call or request pays the runtime's
+// deferred calls and a larger frame. The server's guard once had four
+// deferred calls and five returns, which cost 2 to 3 points of
+// BenchmarkJSONServerPaired. Cold code that needs a deferred call the
+// compiler cannot open-code (one in a loop, say) belongs in another file.
+func TestHotPathDefersAreOpenCoded(t *testing.T) {
+	slowtest.Skip(t, "compiles the package")
+	hot := map[string]bool{"attempt.go": true, "call.go": true, "callstate.go": true, "client.go": true,
+		"frontends.go": true, "jsonserver.go": true, "policy.go": true, "server.go": true}
+	out, err := exec.Command("go", "build", "-gcflags=github.com/sluice-rpc/sluice/channel=-d=defer", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	line := regexp.MustCompile(`(?m)^\./(\w+\.go):(\d+):\d+: (open-coded|stack-allocated|heap-allocated) defer$`)
+	seen := map[string]bool{}
+	for _, m := range line.FindAllStringSubmatch(string(out), -1) {
+		seen[m[1]] = true
+		if hot[m[1]] && m[3] != "open-coded" {
+			t.Errorf("%s:%s: a %s defer on the call or serve path: give its function fewer returns or deferred calls (returns x defers at most 15), or move the cold path out", m[1], m[2], m[3])
+		}
+	}
+	for _, f := range []string{"call.go", "server.go"} {
+		if !seen[f] {
+			t.Fatalf("the compiler reported no deferred call of %s; its -d=defer output changed:\n%s", f, out)
+		}
+	}
+}

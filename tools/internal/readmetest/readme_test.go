@@ -14,6 +14,9 @@
 // it names exists, and its #anchor is a heading of the Markdown file it
 // points at (GitHub's anchors: lower case, punctuation dropped, spaces as
 // hyphens, -1, -2 ... for repeated headings).
+//
+// TestSlowTestsListed checks that CONTRIBUTING.md names every test behind
+// the slow-test gate.
 package readmetest
 
 import (
@@ -325,5 +328,47 @@ func TestSlug(t *testing.T) {
 	}
 	if got["not-a-heading"] {
 		t.Errorf("anchors: a comment inside a code block taken for a heading: %v", got)
+	}
+}
+
+// TestSlowTestsListed checks that CONTRIBUTING.md names every test behind
+// the slow-test gate (a test function that calls slowtest.Skip), as
+// scripts/slowtests.sh finds them: a slow test nobody knows of is one
+// nobody runs by hand.
+func TestSlowTestsListed(t *testing.T) {
+	root := repoRoot(t)
+	// The call, spelt so that this file does not contain it.
+	call := "slowtest" + ".Skip(t"
+	out, err := exec.Command("git", "-C", root, "grep", "-lF", call, "--", "*_test.go").Output()
+	if err != nil {
+		t.Fatalf("git grep: %v", err)
+	}
+	contributing, err := os.ReadFile(filepath.Join(root, "CONTRIBUTING.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn := regexp.MustCompile(`^func (Test\w*)\(`)
+	found := 0
+	for _, file := range strings.Fields(string(out)) {
+		data, err := os.ReadFile(filepath.Join(root, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var current string
+		for _, line := range strings.Split(string(data), "\n") {
+			if m := fn.FindStringSubmatch(line); m != nil {
+				current = m[1]
+			}
+			if !strings.Contains(line, call) || current == "" {
+				continue
+			}
+			found++
+			if !bytes.Contains(contributing, []byte("`"+current+"`")) {
+				t.Errorf("%s: %s is behind the slow-test gate but CONTRIBUTING.md's list of slow tests does not name it", file, current)
+			}
+		}
+	}
+	if found == 0 {
+		t.Fatal("found no test that calls slowtest.Skip: has the gate moved?")
 	}
 }
