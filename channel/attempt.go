@@ -75,7 +75,7 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 	}
 	sent = true
 	m.Attempt()
-	p.Begin()
+	p.Sent()
 	res, committed, err = exchange(call, a.req, into, c.o.maxResponse, c.responses)
 	code, msg := codes.OK, ""
 	// seen is the outcome as the peer and the hedging estimate see it: a
@@ -210,22 +210,24 @@ func sendBehindMiddleware(ctx context.Context, a *Attempt) (*Response, error) {
 }
 
 // beginElsewhere handles an attempt whose BeginCall on p failed with err,
-// the rare path of attempt. A connection that closed under the attempt sent
-// nothing: the peer is reported lost (it leaves choice until its connector
-// has reconnected) and the attempt begins on another peer at once, or on
-// the same one once it is Ready again, at most as many times as the list
-// has peers, so an attempt never loops on dead connections. Up to
-// maxExcused closes do not count: a peer's that had just left the list
-// (its connection closing with it), a peer's that is being connected
+// the rare path of attempt. p's claim on the attempt (see
+// callState.choose) is given back, as is that of each further peer whose
+// BeginCall fails. A connection that closed under the attempt sent
+// nothing: the peer is reported lost (it leaves choice until its
+// connector has reconnected) and the attempt begins on another peer at
+// once, or on the same one once it is Ready again, at most as many times
+// as the list has peers, so an attempt never loops on dead connections.
+// Up to maxExcused closes do not count: a peer's that had just left the
+// list (its connection closing with it), a peer's that is being connected
 // again (its server asked the connection to drain, or it closed), and a
-// peer's whose server said it is leaving. Any
-// other error (the deadline is reached, or tchannel-go refused the call
-// itself) ends the attempt. It returns the peer and call that began, or a
-// *CallError.
+// peer's whose server said it is leaving. Any other error (the deadline
+// is reached, or tchannel-go refused the call itself) ends the attempt.
+// It returns the peer and call that began, or a *CallError.
 func (c *Channel) beginElsewhere(ctx, sctx context.Context, st *callState, a *attemptSpec, as *attemptSpan,
 	p *peerlist.Peer, t0 time.Time, err error) (*peerlist.Peer, *tchannel.OutboundCall, time.Time, error) {
 	excused := 0
 	for unsent := 1; ; unsent++ {
+		p.Unclaim() // its attempt was not sent
 		var se tchannel.SystemError
 		if errors.As(err, &se) || ctx.Err() != nil {
 			code, msg := classify(err)

@@ -219,9 +219,13 @@ func (st *callState) mayWait(err error) bool {
 
 // choose picks the peer for one attempt, avoiding the peers this call has
 // used (a call with a shard key takes the key's home, or the next peer on
-// the ring: peerlist.List.ChooseKeyAt), and records it, all under the call's lock: concurrent hedges of one
-// call must not both pick a peer before either has recorded it. It never
-// waits (pick does, without the lock).
+// the ring: peerlist.List.ChooseKeyAt), and records it, all under the
+// call's lock: concurrent hedges of one call must not both pick a peer
+// before either has recorded it. The peer counts the attempt as pending
+// from the choice (peerlist.Peer.Claim; a shard key's bounded load is
+// checked in the same atomic step), not from when BeginCall returns, so
+// that calls choosing meanwhile see it. It never waits (pick does,
+// without the lock).
 func (st *callState) choose(now time.Time) (*peerlist.Peer, error) {
 	st.lock()
 	defer st.unlock()
@@ -230,9 +234,9 @@ func (st *callState) choose(now time.Time) (*peerlist.Peer, error) {
 		err error
 	)
 	if st.tch != nil && st.tch.ShardKey != "" {
-		p, err = st.l.ChooseKeyClassAt(st.tch.ShardKey, st.used, now, st.class)
-	} else {
-		p, err = st.l.ChooseClassAt(st.used, now, st.class)
+		p, err = st.l.ClaimKeyClassAt(st.tch.ShardKey, st.used, now, st.class)
+	} else if p, err = st.l.ChooseClassAt(st.used, now, st.class); err == nil {
+		p.Claim()
 	}
 	if err != nil {
 		return nil, err

@@ -161,7 +161,9 @@ func (l *List) figuresAt(m *members, ns int64) *figures {
 // chooses at random in proportion to w / (1 + pending / w) instead, w
 // being a peer's effective weight (balancing.LotteryKey).
 //
-// Choose does not call Begin; the caller does once it sends.
+// Choose does not count the call: the caller claims the peer (Claim, or
+// Begin once it sends) as soon as it has chosen, so that the choices made
+// meanwhile see the call.
 func (l *List) Choose(exclude []*Peer) (*Peer, error) {
 	return l.ChooseAt(exclude, l.clk.Now())
 }

@@ -32,6 +32,22 @@ func (l *List) ChooseKeyAt(key string, exclude []*Peer, now time.Time) (*Peer, e
 // ChooseKeyClassAt is ChooseKeyAt for a call of criticality class c (see
 // ChooseClassAt).
 func (l *List) ChooseKeyClassAt(key string, exclude []*Peer, now time.Time, cls criticality.Class) (*Peer, error) {
+	return l.chooseKey(key, exclude, now, cls, false)
+}
+
+// ClaimKeyClassAt is ChooseKeyClassAt for a call about to be sent: the
+// peer it returns counts the call as pending (Peer.Claim), and the peer's
+// bounded load is checked and the call counted in one atomic step, so
+// that calls choosing at the same moment cannot together take a peer past
+// its bound, as they could if each checked first and counted when its
+// attempt began. Hand the claim on with Peer.Sent once the call goes out,
+// or give it back with Peer.Unclaim.
+func (l *List) ClaimKeyClassAt(key string, exclude []*Peer, now time.Time, cls criticality.Class) (*Peer, error) {
+	return l.chooseKey(key, exclude, now, cls, true)
+}
+
+// chooseKey is ChooseKeyClassAt, claiming the peer it returns if claim.
+func (l *List) chooseKey(key string, exclude []*Peer, now time.Time, cls criticality.Class, claim bool) (*Peer, error) {
 	m := l.peers.Load()
 	if len(m.peers) == 0 {
 		var err error
@@ -42,7 +58,11 @@ func (l *List) ChooseKeyClassAt(key string, exclude []*Peer, now time.Time, cls 
 	peers := m.peers
 	r := m.ringOf()
 	if r == nil { // too many peers for a ring
-		return l.ChooseClassAt(exclude, now, cls)
+		p, err := l.ChooseClassAt(exclude, now, cls)
+		if claim && err == nil {
+			p.Claim()
+		}
+		return p, err
 	}
 	ns := now.UnixNano()
 	ejecting := l.figuresAt(m, ns).ejecting
@@ -92,12 +112,29 @@ func (l *List) ChooseKeyClassAt(key string, exclude []*Peer, now time.Time, cls 
 			if ejecting && p.ejectedAt(ns) {
 				return true
 			}
-			if pass == 0 && p.pending.Load() >= balancing.Capacity(c, inFlight, p.Weight(), m.total) {
-				loaded[i/64] |= 1 << (i % 64)
+			claimed := false
+			if pass == 0 {
+				limit := balancing.Capacity(c, inFlight, p.Weight(), m.total)
+				within := p.pending.Load() < limit
+				if claim {
+					within = p.claimBelow(limit)
+					claimed = within
+				}
+				if !within {
+					loaded[i/64] |= 1 << (i % 64)
+					return true
+				}
+			}
+			if chosen = l.take(p, now, cls, &avail); chosen == nil {
+				if claimed {
+					p.Unclaim()
+				}
 				return true
 			}
-			chosen = l.take(p, now, cls, &avail)
-			return chosen == nil
+			if claim && !claimed {
+				p.Claim()
+			}
+			return false
 		})
 	}
 	if chosen != nil {

@@ -2,10 +2,15 @@ package peerlist
 
 import (
 	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluice-rpc/sluice/balance"
+	"github.com/sluice-rpc/sluice/criticality"
+	"github.com/sluice-rpc/sluice/internal/balancing"
 	"github.com/sluice-rpc/sluice/internal/pool"
 	"github.com/sluice-rpc/sluice/internal/testkit/testnet"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
@@ -73,5 +78,60 @@ func TestSetBuildsTheRingInUse(t *testing.T) {
 	}
 	if _, err := l.ChooseKeyAt("user-1", nil, clk.Now()); err != nil || l.peers.Load().ring.Load() != r {
 		t.Fatalf("the keyed call after Set: %v, ring replaced %v; want Set's ring used", err, l.peers.Load().ring.Load() != r)
+	}
+}
+
+// Calls claiming a key's peers at the same moment never take a peer past
+// its bounded load: the check and the count are one step. With no call
+// ending, the calls in flight only grow, so a peer's pending calls, read
+// before the total, are at most the bound of that total at any moment.
+func TestClaimKeyHoldsTheBoundUnderConcurrency(t *testing.T) {
+	const (
+		peers      = 10
+		goroutines = 16
+		claims     = 60
+	)
+	l, clk := newBalancedList(t, balance.Config{}, slices.Repeat([]float64{1}, peers)...)
+	const key = "user-42"
+	home := l.Home(key)
+	c := balancing.Factor(balance.Config{})
+	total := func() (n int64) {
+		for _, p := range l.Peers() {
+			n += p.Pending()
+		}
+		return n
+	}
+	var (
+		start = make(chan struct{})
+		over  atomic.Int64
+		worst atomic.Value
+		wg    sync.WaitGroup
+	)
+	for range goroutines {
+		wg.Go(func() {
+			<-start
+			for range claims {
+				if _, err := l.ClaimKeyClassAt(key, nil, clk.Now(), criticality.Critical); err != nil {
+					t.Error(err)
+					return
+				}
+				pending := home.Pending()
+				if m := total(); pending > balancing.Capacity(c, m-1, 1, peers) {
+					over.Add(1)
+					worst.Store(fmt.Sprintf("%d pending on the home with %d in flight in all, bound %d", pending, m, balancing.Capacity(c, m-1, 1, peers)))
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if n := over.Load(); n > 0 {
+		t.Errorf("the home over its bounded load after %d of %d claims; one: %v", n, goroutines*claims, worst.Load())
+	}
+	if m := total(); m != goroutines*claims {
+		t.Errorf("%d calls pending in all after %d claims", m, goroutines*claims)
+	}
+	if home.Pending() < 2 {
+		t.Errorf("the home has %d pending: the key's calls did not go home first", home.Pending())
 	}
 }

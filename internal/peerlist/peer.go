@@ -134,19 +134,46 @@ func (p *Peer) Pending() int64 { return p.pending.Load() }
 // Latency returns the peer's latency estimate (0 until a call completes).
 func (p *Peer) Latency() time.Duration { return time.Duration(p.latency.Load()) }
 
-// Begin records that an attempt is being sent to the peer. Call End when it
-// completes.
+// Begin records that an attempt is being sent to the peer: Claim and Sent
+// in one. Call End when it completes.
 func (p *Peer) Begin() {
-	p.pending.Add(1)
+	p.Claim()
+	p.Sent()
+}
+
+// Claim counts a call chosen for the peer as pending, before it is sent,
+// so that the choices made meanwhile see it. Follow it with Sent when the
+// attempt goes out, or Unclaim if it does not.
+func (p *Peer) Claim() { p.pending.Add(1) }
+
+// claimBelow claims a call for the peer if it has fewer than limit
+// pending, and reports whether it did: the check and the count are one
+// atomic step.
+func (p *Peer) claimBelow(limit int64) bool {
+	for n := p.pending.Load(); n < limit; n = p.pending.Load() {
+		if p.pending.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+	return false
+}
+
+// Unclaim gives back a claim whose attempt was never sent (its connection
+// closed before it could be): it counts nothing against the peer.
+func (p *Peer) Unclaim() { p.pending.Add(-1) }
+
+// Sent records that a claimed attempt went out to the peer. Call End
+// when it completes.
+func (p *Peer) Sent() {
 	p.sent.Add(1)
 	if !p.m.Nop {
 		p.m.Sent.Inc(1)
 	}
 }
 
-// End records, at time now, the completion of an attempt Begin counted:
-// its latency and its outcome code. A busy answer is told to the peer's
-// limiter. Successful transports update the latency estimate, and so do
+// End records, at time now, the completion of an attempt Begin (or Claim)
+// counted: its latency and its outcome code. A busy answer is told to the
+// peer's limiter. Successful transports update the latency estimate, and so do
 // attempts cut off (CANCELLED, TIMEOUT) after longer than the estimate;
 // errors do not: a peer failing fast must not look fast.
 func (p *Peer) End(now time.Time, latency time.Duration, code codes.Code) {
@@ -162,8 +189,8 @@ func (p *Peer) End(now time.Time, latency time.Duration, code codes.Code) {
 // is at that level, counting the requests it refuses as throttled; a
 // client with nothing else pending rests the peer for d. Each such answer
 // during the rest lowers the level again, and a rest without one ends at
-// the hinted time. The level is checked when the peer is chosen and
-// counted when the attempt begins, so callers choosing at the same
+// the hinted time. The level is checked when the peer is chosen and the
+// call counted just after (Claim), so callers choosing at the same
 // instant may each pass it: it is exceeded by at most that many.
 //
 // A Busy with no hint halves the peer's busy limit, as the design says;
