@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
+	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
 	"github.com/uber/tchannel-go"
 )
@@ -174,27 +176,70 @@ func TestLRU(t *testing.T) {
 }
 
 // The bound check: with 10 peers at the default factor, a peer may have
-// ceil(1.25 x (all + 1) / 10) + 1 calls pending, 2 when 7 are pending in
-// all and 3 when 8 are; a sample over it counts, and the worst sample is
-// the one most over (or, none over, nearest).
+// ceil(1.25 x (m + 1) / 10) + 1 calls pending, 2 when m = 7 and 3 when
+// m = 8, m the most calls in flight since the oldest of its pending calls
+// began. A hot key's home keeps its slow calls while the fast ones
+// elsewhere end: held against the calls in flight when it read, it would
+// look over its bound; against those when it took them, it is not. A
+// sample with a peer over it counts, and the worst reading is the one
+// most over (or, none over, nearest).
 func TestBoundCheck(t *testing.T) {
-	for _, tc := range []struct{ all, want int64 }{{0, 2}, {7, 2}, {8, 3}, {15, 3}, {16, 4}} {
-		if got := pendingBound(1.25, tc.all, 10); got != tc.want {
-			t.Errorf("pendingBound(1.25, %d, 10) = %d, want %d", tc.all, got, tc.want)
+	for _, tc := range []struct{ inFlight, want int64 }{{0, 2}, {7, 2}, {8, 3}, {15, 3}, {16, 4}} {
+		if got := pendingBound(1.25, tc.inFlight, 10); got != tc.want {
+			t.Errorf("pendingBound(1.25, %d, 10) = %d, want %d", tc.inFlight, got, tc.want)
 		}
 	}
-	within := []pendingSample{{1, 5, 10}, {2, 8, 10}, {2, 7, 10}}
-	if b := checkBound(1.25, within); b.Samples != 3 || b.Over != 0 || b.WorstPending != 2 || b.WorstBound != 2 || b.WorstAll != 7 ||
-		math.Abs(b.MeanPending-20.0/3) > 1e-9 {
-		t.Errorf("within the bound: %+v; want 3 samples, none over, the worst 2 pending of a bound of 2 (7 in all), 6.67 on average", b)
+	ms := time.Millisecond
+	// The home, a, takes 3 slow calls in the first 2 ms, while 20 fast
+	// ones are in flight to the others from 2 ms to 4 ms: 23 at most.
+	recs := []load.Record{{At: 0, Latency: 20 * ms, Peer: "a"}, {At: ms, Latency: 20 * ms, Peer: "a"}, {At: 2 * ms, Latency: 20 * ms, Peer: "a"}}
+	for i := range 20 {
+		recs = append(recs, load.Record{At: 2 * ms, Latency: 2 * ms, Peer: fmt.Sprint("p", i%9)})
 	}
-	// The hot key's home with 3 or 4 pending at low load: what a row bound
-	// loosely does.
-	over := append(within, pendingSample{3, 6, 10}, pendingSample{4, 7, 10})
-	if b := checkBound(1.25, over); b.Over != 0.4 || b.WorstPending != 4 || b.WorstBound != 2 || b.WorstAll != 7 {
-		t.Errorf("two samples over the bound: %+v; want 40%% over, the worst 4 pending of a bound of 2 (7 in all)", b)
+	reading := func(at time.Duration, a int64) pendingSample {
+		s := pendingSample{from: at, to: at, pending: []peerPending{{"a", a}}}
+		for i := range 9 {
+			s.pending = append(s.pending, peerPending{fmt.Sprint("p", i), 0})
+		}
+		return s
 	}
-	if b := checkBound(1.25, nil); b.Samples != 0 || b.Over != 0 {
+	fl := newFlights(recs)
+	for _, tc := range []struct {
+		from, to time.Duration
+		want     int64
+	}{{0, 0, 1}, {0, 10 * ms, 23}, {2 * ms, 2 * ms, 23}, {4 * ms, 10 * ms, 3}, {30 * ms, 40 * ms, 0}} {
+		if got := fl.most(tc.from, tc.to); got != tc.want {
+			t.Errorf("most(%v, %v) = %d, want %d", tc.from, tc.to, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		peer     string
+		from, to time.Duration
+		want     time.Duration
+	}{
+		{"a", 8 * ms, 8 * ms, 0},
+		{"a", 20*ms + ms/2, 20*ms + ms/2, ms}, // the first call ended at 20 ms
+		{"a", 19 * ms, 21 * ms, 0},            // but was in flight as the reading began
+		{"p0", 8 * ms, 8 * ms, 8 * ms},        // none in flight
+		{"p0", ms, 3 * ms, 2 * ms},            // one began during the reading
+		{"p0", 3 * ms, 4 * ms, 2 * ms},
+	} {
+		if got := fl.oldest(tc.peer, tc.from, tc.to); got != tc.want {
+			t.Errorf("oldest(%s, %v, %v) = %v, want %v", tc.peer, tc.from, tc.to, got, tc.want)
+		}
+	}
+	// At 8 ms, a's 3 against m = 23: a bound of 4. At 30 ms, one call with
+	// none in flight by the records: a bound of 2.
+	within := []pendingSample{reading(8*ms, 3), reading(30*ms, 1)}
+	if b := checkBound(1.25, within, recs); b.Samples != 2 || b.Over != 0 || b.WorstPending != 3 || b.WorstBound != 4 || b.WorstInFlight != 23 || b.MeanPending != 2 {
+		t.Errorf("within the bound: %+v; want 2 samples, none over, the nearest (the first of two 1 under) 3 pending of a bound of 4 (m = 23), 2 on average", b)
+	}
+	// 5 at the home with m = 23: what a row bound loosely does.
+	over := append(within, reading(9*ms, 5))
+	if b := checkBound(1.25, over, recs); math.Abs(b.Over-1.0/3) > 1e-9 || b.WorstPending != 5 || b.WorstBound != 4 || b.WorstInFlight != 23 {
+		t.Errorf("a sample over the bound: %+v; want 1 in 3 over, the worst 5 pending of a bound of 4 (m = 23)", b)
+	}
+	if b := checkBound(1.25, nil, nil); b.Samples != 0 || b.Over != 0 {
 		t.Errorf("no sample: %+v", b)
 	}
 }

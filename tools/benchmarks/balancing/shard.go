@@ -1,6 +1,7 @@
 package balancing
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -86,59 +87,146 @@ type ShardRow struct {
 
 // BoundCheck is the shard keys' bounded load, checked on the client's
 // calls pending to each peer, read every ShardConfig.Sample over the
-// measured stretch: the chooser sends a call to its key's home only
-// while it has fewer than ceil(c x (m + 1) / n) pending, m pending to all
-// n peers (internal/balancing.Capacity), so no sample should show a peer
-// with more than that + 1 (a call ending between two reads), c being the
-// default factor whatever the row's own.
+// measured stretch. The chooser sends a call to a peer only while it has
+// fewer than ceil(c x (m + 1) / n) pending, m pending to all n peers
+// (internal/balancing.Capacity), counting the call in the same atomic
+// step (peerlist.List.ClaimKeyClassAt). A peer's count then falls as its
+// calls end, but so may m, and faster (a hot key's home holds its slow
+// calls while the others' fast ones end): so each peer's reading is held
+// against the bound of the most calls in flight at any moment since the
+// oldest of its pending calls began (by the calls' own start and end
+// times, which bracket the chooser's counts), plus one, since the chooser
+// sums the peers' counts one at a time and a call ending meanwhile can
+// count with one beginning. c is the default factor whatever the row's
+// own.
 type BoundCheck struct {
 	Factor      float64 `json:"factor"` // balance.DefaultBalanceFactor
 	Samples     int     `json:"samples"`
 	MeanPending float64 `json:"mean_pending"` // to all peers, on average
 	Over        float64 `json:"over"`         // the share of the samples with a peer over the bound
-	// Worst* are of the sample where a peer came nearest the bound or
-	// exceeded it most: its pending, the bound, and all pending.
-	WorstPending int64 `json:"worst_pending"`
-	WorstBound   int64 `json:"worst_bound"`
-	WorstAll     int64 `json:"worst_all"`
+	// Worst* are of the reading that came nearest the bound or exceeded
+	// it most: the peer's pending, the bound, and the most in flight it
+	// was the bound of.
+	WorstPending  int64 `json:"worst_pending"`
+	WorstBound    int64 `json:"worst_bound"`
+	WorstInFlight int64 `json:"worst_in_flight"`
 }
 
-// pendingSample is one reading of the client's peers: the most calls
-// pending to one peer, the calls pending to all, and how many peers.
+// pendingSample is one reading of the client's peers, made between from
+// and to (from the run's start): the calls pending to each one.
 type pendingSample struct {
-	most, all int64
-	peers     int
+	from, to time.Duration
+	pending  []peerPending
+}
+
+// peerPending is one peer's calls pending.
+type peerPending struct {
+	hostPort string
+	n        int64
 }
 
 // pendingBound is the most calls one of peers peers may have pending, by
-// the bounded load of factor c, when all are pending to all of them:
-// ceil(c x (all + 1) / peers) + 1 (see BoundCheck).
-func pendingBound(c float64, all int64, peers int) int64 {
-	return lb.Capacity(c, all, 1, float64(peers)) + 1
+// the bounded load of factor c, after inFlight were in flight to all of
+// them: ceil(c x (inFlight + 1) / peers) + 1 (see BoundCheck).
+func pendingBound(c float64, inFlight int64, peers int) int64 {
+	return lb.Capacity(c, inFlight, 1, float64(peers)) + 1
 }
 
-// checkBound checks samples against the bounded load of factor c.
-func checkBound(c float64, samples []pendingSample) BoundCheck {
+// checkBound checks samples against the bounded load of factor c, the
+// calls in flight taken from recs, the run's calls.
+func checkBound(c float64, samples []pendingSample, recs []load.Record) BoundCheck {
 	b := BoundCheck{Factor: c, Samples: len(samples)}
+	fl := newFlights(recs)
 	over, sum := 0, int64(0)
 	worst := int64(math.MinInt64)
 	for _, s := range samples {
-		if s.peers == 0 {
-			continue
+		isOver := false
+		for _, p := range s.pending {
+			sum += p.n
+			if p.n == 0 {
+				continue
+			}
+			m := fl.most(fl.oldest(p.hostPort, s.from, s.to), s.to)
+			bound := pendingBound(c, m, len(s.pending))
+			isOver = isOver || p.n > bound
+			if excess := p.n - bound; excess > worst {
+				worst = excess
+				b.WorstPending, b.WorstBound, b.WorstInFlight = p.n, bound, m
+			}
 		}
-		bound := pendingBound(c, s.all, s.peers)
-		if s.most > bound {
+		if isOver {
 			over++
 		}
-		if excess := s.most - bound; excess > worst {
-			worst = excess
-			b.WorstPending, b.WorstBound, b.WorstAll = s.most, bound, s.all
-		}
-		sum += s.all
 	}
 	b.Over = share(float64(over), float64(len(samples)))
 	b.MeanPending = share(float64(sum), float64(len(samples)))
 	return b
+}
+
+// flights are a run's calls as spans of time, for the calls in flight at
+// any moment.
+type flights struct {
+	byPeer map[string][]load.Record // each peer's calls, by start
+	// at are the moments calls started or ended, in order, and level[i]
+	// the calls in flight just after at[i].
+	at    []time.Duration
+	level []int64
+}
+
+func newFlights(recs []load.Record) *flights {
+	type step struct {
+		at    time.Duration
+		delta int64
+	}
+	f := &flights{byPeer: map[string][]load.Record{}}
+	steps := make([]step, 0, 2*len(recs))
+	for _, r := range recs {
+		f.byPeer[r.Peer] = append(f.byPeer[r.Peer], r)
+		steps = append(steps, step{r.At, 1}, step{r.At + r.Latency, -1})
+	}
+	for _, rs := range f.byPeer {
+		slices.SortFunc(rs, func(a, b load.Record) int { return cmp.Compare(a.At, b.At) })
+	}
+	// A call ending at the moment another starts is not in flight with it.
+	slices.SortFunc(steps, func(a, b step) int {
+		return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.delta, b.delta))
+	})
+	var n int64
+	for _, s := range steps {
+		n += s.delta
+		f.at, f.level = append(f.at, s.at), append(f.level, n)
+	}
+	return f
+}
+
+// oldest returns when the oldest of hostPort's calls in flight at some
+// moment of [from, to] started (from if none was).
+func (f *flights) oldest(hostPort string, from, to time.Duration) time.Duration {
+	for _, r := range f.byPeer[hostPort] {
+		if r.At > to {
+			break
+		}
+		if r.At+r.Latency > from {
+			return r.At
+		}
+	}
+	return from
+}
+
+// most returns the most calls in flight at any moment of [from, to].
+func (f *flights) most(from, to time.Duration) int64 {
+	// i: the first step after from; the level at from is the one before.
+	i, _ := slices.BinarySearchFunc(f.at, from, func(at, t time.Duration) int {
+		return cmp.Or(cmp.Compare(at, t), -1) // past equal ones too
+	})
+	var most int64
+	if i > 0 {
+		most = f.level[i-1]
+	}
+	for ; i < len(f.at) && f.at[i] <= to; i++ {
+		most = max(most, f.level[i])
+	}
+	return most
 }
 
 // ShardServer is one server's figures.
@@ -233,8 +321,8 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 	defer b.close()
 	f := b.f
 	type pendingAt struct {
-		at time.Time
-		pendingSample
+		from, to time.Time
+		pending  []peerPending
 	}
 	var pending []pendingAt
 	samples := []cacheCounts{{}} // a second apart
@@ -245,12 +333,14 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 		}
 		samples = append(samples, all)
 	})
-	stopPending := load.Every(sh.Sample.D(), func(now time.Time) {
-		s := pendingAt{at: now}
+	// The reading's own times, not the tick's: on a loaded machine the
+	// reader may run milliseconds after its tick.
+	stopPending := load.Every(sh.Sample.D(), func(time.Time) {
+		s := pendingAt{from: time.Now()}
 		for _, p := range b.client.Peers() {
-			n := max(p.Pending, 0)
-			s.most, s.all, s.peers = max(s.most, n), s.all+n, s.peers+1
+			s.pending = append(s.pending, peerPending{p.HostPort, max(p.Pending, 0)})
 		}
+		s.to = time.Now()
 		pending = append(pending, s)
 	})
 	vary := func(i int) (*channel.Request, []channel.CallOption) {
@@ -273,11 +363,11 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 	row.Measured = count(recs, measured.has).outcome()
 	var inWindow []pendingSample
 	for _, s := range pending {
-		if off := s.at.Sub(rep.Start); off >= measured.from && off < measured.to {
-			inWindow = append(inWindow, s.pendingSample)
+		if off := s.from.Sub(rep.Start); off >= measured.from && off < measured.to {
+			inWindow = append(inWindow, pendingSample{off, s.to.Sub(rep.Start), s.pending})
 		}
 	}
-	row.Bound = checkBound(balance.DefaultBalanceFactor, inWindow)
+	row.Bound = checkBound(balance.DefaultBalanceFactor, inWindow, recs)
 	calls := byServer(recs, f, measured)
 	var cache cacheCounts
 	for i, srv := range f {
