@@ -115,10 +115,12 @@ func (l *List) chooseKey(key string, exclude []*Peer, now time.Time, cls critica
 			claimed := false
 			if pass == 0 {
 				limit := balancing.Capacity(c, inFlight, p.Weight(), m.total)
-				within := p.pending.Load() < limit
+				var within bool
 				if claim {
 					within = p.claimBelow(limit)
 					claimed = within
+				} else {
+					within = p.pending.Load() < limit
 				}
 				if !within {
 					loaded[i/64] |= 1 << (i % 64)
