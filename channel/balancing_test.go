@@ -253,7 +253,8 @@ func TestSetPeersWeights(t *testing.T) {
 }
 
 // A hedged call with a shard key sends its hedge to the next peer on the
-// ring after the key's home, which here hangs.
+// ring after the key's home, which here hangs; neither leaves its peer
+// counting a call once both have ended.
 func TestShardKeyHedgeGoesToNextOnRing(t *testing.T) {
 	var servers []*testServer
 	var names []string
@@ -300,4 +301,14 @@ func TestShardKeyHedgeGoesToNextOnRing(t *testing.T) {
 	if info.Peer != order[1] || len(info.Peers) != 2 || info.Peers[0] != order[0] {
 		t.Fatalf("CallInfo %+v: want the first attempt on the home %s and the winning hedge on the next on the ring, %s", info, order[0], order[1])
 	}
+	// Both attempts claimed their peers; the cancelled one gives its claim
+	// back when it ends, after the call has returned.
+	testwait.Until(t, "every peer's pending calls back to 0", func() bool {
+		for _, p := range to(client, "kv").Peers() {
+			if p.Pending != 0 {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -629,9 +629,11 @@ func (blockHandler) OnError(context.Context, error) {}
 
 // The rare path of an attempt: BeginCall on the chosen peer found its
 // connection gone (here, the error tchannel-go passes on from Sluice's
-// Dialer). The attempt reports the peer lost, counts the try as unsent and
-// begins on another peer at once; with no other peer it ends UNAVAILABLE
-// after one try; an error of tchannel-go's own ends it with its code.
+// Dialer). The attempt reports the peer lost, counts the try as unsent,
+// gives back its claim on the peer and begins on another peer at once;
+// with no other peer it ends UNAVAILABLE after one try; an error of
+// tchannel-go's own ends it with its code. No peer is left counting a
+// call that was not sent.
 func TestAttemptMovesOnWhenTheConnectionIsGone(t *testing.T) {
 	a, b := startServer(t), startServer(t)
 	c, _, scope := startClient(t, a, b)
@@ -649,6 +651,7 @@ func TestAttemptMovesOnWhenTheConnectionIsGone(t *testing.T) {
 	newState := func() *callState {
 		st := &callState{c: c, l: l, pol: pol, spec: *spec}
 		st.used, st.wins = append(st.usedBuf[:0], gone), st.winsBuf[:0] // the attempt chose gone
+		gone.Claim()
 		return st
 	}
 	ctx := ctxTimeout(t)
@@ -660,6 +663,9 @@ func TestAttemptMovesOnWhenTheConnectionIsGone(t *testing.T) {
 	}
 	if want, got := b.ch.HostPort(), p.HostPort(); got != want {
 		t.Errorf("it began on the other peer: got %q, want %q", got, want)
+	}
+	if gone.Pending() != 0 || p.Pending() != 1 {
+		t.Errorf("pending: %d on the peer whose connection was gone, %d on the one the attempt began on; want 0 and 1", gone.Pending(), p.Pending())
 	}
 	var res Response
 	_, _, err = exchange(call, req, &res, DefaultMaxResponseSize, nil)
@@ -684,8 +690,13 @@ func TestAttemptMovesOnWhenTheConnectionIsGone(t *testing.T) {
 		t.Fatalf("Add: %v", err)
 	}
 	st = newState()
+	gone.Unclaim() // newState's: this attempt chose only
 	st.l = solo
+	only.Claim()
 	_, _, _, err = c.beginElsewhere(ctx, ctx, st, spec, nil, only, time.Now(), pool.ErrNoConnection)
+	if only.Pending() != 0 {
+		t.Errorf("%d pending on the only peer after the attempt failed unsent; want 0", only.Pending())
+	}
 	var ce *CallError
 	if !errors.As(err, &ce) {
 		t.Fatalf("beginElsewhere error = %v, want a %T", err, ce)
@@ -704,6 +715,9 @@ func TestAttemptMovesOnWhenTheConnectionIsGone(t *testing.T) {
 	}
 	if ce.Code != codes.Timeout {
 		t.Errorf("ce.Code = %v, want %v", ce.Code, codes.Timeout)
+	}
+	if gone.Pending() != 0 {
+		t.Errorf("%d pending on the peer after tchannel-go refused the call; want 0", gone.Pending())
 	}
 }
 

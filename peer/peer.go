@@ -38,7 +38,7 @@ type Counts struct {
 	Sent      uint64        // attempts sent
 	Busy      uint64        // busy responses received
 	Throttled uint64        // requests its limiter refused
-	Pending   int64         // attempts awaiting a response
+	Pending   int64         // attempts awaiting a response, counted from their choice
 	Limit     float64       // busy limit in force now, requests per second
 	Latency   time.Duration // latency estimate (0 until a call succeeds)
 	State     State         // connection state

@@ -127,7 +127,8 @@ func (p *Peer) ConnChanged() { p.l.queue(p) }
 // Limiter returns the peer's busy limiter.
 func (p *Peer) Limiter() *busy.Limiter { return p.limiter }
 
-// Pending returns the number of calls sent to the peer still waiting for a
+// Pending returns the number of attempts claimed for the peer (see Claim:
+// from the choice, just before they are sent) still waiting for a
 // response.
 func (p *Peer) Pending() int64 { return p.pending.Load() }
 
