@@ -227,7 +227,7 @@ func (l *List) ChooseClassAt(exclude []*Peer, now time.Time, c criticality.Class
 				break
 			}
 			skip[best] = true
-			if p := l.take(peers[best], now, c, &v.avail); p != nil {
+			if p := l.take(peers[best], now, c, &v.avail, 0); p != nil {
 				return p, nil
 			}
 		}
@@ -396,7 +396,7 @@ func (l *List) chooseMany(m *members, exclude []*Peer, now time.Time, c critical
 	}
 	for _, i := range [2]int{a, b} {
 		if i >= 0 {
-			if p := l.take(peers[i], now, c, &avail); p != nil {
+			if p := l.take(peers[i], now, c, &avail, 0); p != nil {
 				return p, nil
 			}
 		}
@@ -409,7 +409,7 @@ func (l *List) chooseMany(m *members, exclude []*Peer, now time.Time, c critical
 			if i == a || i == b || contains(exclude, p) != allowExcluded || (ejecting && p.ejectedAt(ns)) || !avail.ready(p) {
 				continue
 			}
-			if p := l.take(p, now, c, &avail); p != nil {
+			if p := l.take(p, now, c, &avail, 0); p != nil {
 				return p, nil
 			}
 		}
@@ -486,16 +486,19 @@ func (v *availability) err() error {
 
 // take returns p if it takes the attempt of a call of class c at now: its
 // rest after a pushback and its busy limiter for c allow it, its server
-// does not refuse c, and, if p is slow, this is its probe. A refusal is
-// counted as throttled, and noted in av when the server refuses c.
-func (l *List) take(p *Peer, now time.Time, c criticality.Class, av *availability) *Peer {
+// does not refuse c, and, if p is slow, this is its probe. held is 1 when
+// p's pending count already holds the attempt (ClaimKeyClassAt claims
+// before it asks), else 0: the rest's level is held against the calls
+// pending before this one. A refusal is counted as throttled, and noted
+// in av when the server refuses c.
+func (l *List) take(p *Peer, now time.Time, c criticality.Class, av *availability, held int64) *Peer {
 	ns := now.UnixNano()
 	var ok bool
 	if c == criticality.Critical { // the default class: the peer's own limiter and rest
 		rest := p.rest.until.Load()
-		ok = (rest == 0 || ns >= rest || p.restAllows(&p.rest, ns, c)) && p.limiter.AllowAt(now)
+		ok = (rest == 0 || ns >= rest || p.restAllows(&p.rest, ns, c, held)) && p.limiter.AllowAt(now)
 	} else {
-		ok = p.allowsClass(now, c)
+		ok = p.allowsClass(now, c, held)
 	}
 	if ok {
 		if p.slow.Load() {

@@ -126,10 +126,11 @@ func (p *Peer) limits(c criticality.Class) (*busy.Limiter, *restState) {
 }
 
 // allowsClass reports whether p takes a call of class c other than
-// Critical at now, counting it against the class's limiter if so.
-func (p *Peer) allowsClass(now time.Time, c criticality.Class) bool {
+// Critical at now, counting it against the class's limiter if so; held
+// is as for take.
+func (p *Peer) allowsClass(now time.Time, c criticality.Class, held int64) bool {
 	lim, r := p.limits(c)
-	if r != nil && !p.restAllows(r, now.UnixNano(), c) {
+	if r != nil && !p.restAllows(r, now.UnixNano(), c, held) {
 		return false
 	}
 	if lim == nil {
@@ -150,15 +151,16 @@ func (p *Peer) allowPlus(now time.Time) bool {
 
 // restAllows reports whether a peer under rest r may take one more call
 // of class c at ns: r is over, or the peer has fewer calls pending than
-// its level, and its server does not refuse c.
-func (p *Peer) restAllows(r *restState, ns int64, c criticality.Class) bool {
+// its level (not counting held, the call's own claim: see take), and its
+// server does not refuse c.
+func (p *Peer) restAllows(r *restState, ns int64, c criticality.Class, held int64) bool {
 	if u := r.until.Load(); u == 0 || ns >= u {
 		return true
 	}
 	if cs := p.cls.Load(); cs != nil && cs.refuses(ns, c) {
 		return false
 	}
-	return p.pending.Load() < r.pending.Load()
+	return p.pending.Load()-held < r.pending.Load()
 }
 
 // EndBusy is End for a Busy answer to a call of class c (Critical if not

@@ -127,7 +127,11 @@ func (l *List) chooseKey(key string, exclude []*Peer, now time.Time, cls critica
 					return true
 				}
 			}
-			if chosen = l.take(p, now, cls, &avail); chosen == nil {
+			held := int64(0)
+			if claimed {
+				held = 1
+			}
+			if chosen = l.take(p, now, cls, &avail, held); chosen == nil {
 				if claimed {
 					p.Unclaim()
 				}

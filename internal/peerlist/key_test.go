@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/balance"
+	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/criticality"
 	"github.com/sluice-rpc/sluice/internal/balancing"
 	"github.com/sluice-rpc/sluice/internal/pool"
@@ -133,5 +134,48 @@ func TestClaimKeyHoldsTheBoundUnderConcurrency(t *testing.T) {
 	}
 	if home.Pending() < 2 {
 		t.Errorf("the home has %d pending: the key's calls did not go home first", home.Pending())
+	}
+}
+
+// A key's home resting after a pushback takes calls up to its level, a
+// claimed call as a chosen one: the claim, counted before the rest is
+// asked, is not held against the level it asks about.
+func TestClaimKeyTakesARestingHomeUpToItsLevel(t *testing.T) {
+	l, clk := newBalancedList(t, balance.Config{}, 1, 1, 1, 1)
+	const key = "user-42"
+	home := l.Home(key)
+	name := func(p *Peer) string {
+		if p == nil {
+			return "no peer"
+		}
+		return p.HostPort()
+	}
+	home.Begin()
+	home.Begin()
+	home.EndPushedBack(clk.Now(), time.Millisecond, time.Second) // level 1
+	home.End(clk.Now(), time.Millisecond, codes.OK)              // 0 pending
+	if p, err := l.ChooseKeyClassAt(key, nil, clk.Now(), criticality.Critical); p != home {
+		t.Fatalf("ChooseKeyClassAt = %s, %v; want the home, resting at level 1 with none pending", name(p), err)
+	}
+	if p, err := l.ClaimKeyClassAt(key, nil, clk.Now(), criticality.Critical); p != home {
+		t.Fatalf("ClaimKeyClassAt = %s, %v; want the home, as ChooseKeyClassAt chose", name(p), err)
+	}
+	if c := home.Counts(); c.Pending != 1 || c.Throttled != 0 {
+		t.Errorf("the home after the claim: %d pending, %d throttled; want 1 and 0", c.Pending, c.Throttled)
+	}
+	// At its level now, with room in its bounded load (8 calls pending
+	// elsewhere: a bound of 4), the rest refuses the next call, which goes
+	// on along the ring; the home gives its claim back.
+	for _, p := range l.Peers() {
+		if p != home {
+			p.Begin()
+			p.Begin()
+		}
+	}
+	if p, err := l.ClaimKeyClassAt(key, nil, clk.Now(), criticality.Critical); err != nil || p == home {
+		t.Fatalf("ClaimKeyClassAt at the home's level = %s, %v; want the next peer on the ring", name(p), err)
+	}
+	if c := home.Counts(); c.Pending != 1 || c.Throttled != 1 {
+		t.Errorf("the home after refusing a claim: %d pending, %d throttled; want 1 and 1", c.Pending, c.Throttled)
 	}
 }
