@@ -231,13 +231,13 @@ func TestBoundCheck(t *testing.T) {
 	// At 8 ms, a's 3 against m = 23: a bound of 4. At 30 ms, one call with
 	// none in flight by the records: a bound of 2.
 	within := []pendingSample{reading(8*ms, 3), reading(30*ms, 1)}
-	if b := checkBound(1.25, within, recs); b.Samples != 2 || b.Over != 0 || b.WorstPending != 3 || b.WorstBound != 4 || b.WorstInFlight != 23 || b.MeanPending != 2 {
-		t.Errorf("within the bound: %+v; want 2 samples, none over, the nearest (the first of two 1 under) 3 pending of a bound of 4 (m = 23), 2 on average", b)
+	if b := checkBound(1.25, within, recs); b.Samples != 2 || b.Over != 0 || b.WorstPending != 3 || b.WorstBound != 4 || b.WorstAll != 3 || b.WorstInFlight != 23 || b.MeanPending != 2 {
+		t.Errorf("within the bound: %+v; want 2 samples, none over, the nearest (the first of two 1 under) 3 pending of a bound of 4 (3 in all, m = 23), 2 on average", b)
 	}
 	// 5 at the home with m = 23: what a row bound loosely does.
 	over := append(within, reading(9*ms, 5))
-	if b := checkBound(1.25, over, recs); math.Abs(b.Over-1.0/3) > 1e-9 || b.WorstPending != 5 || b.WorstBound != 4 || b.WorstInFlight != 23 {
-		t.Errorf("a sample over the bound: %+v; want 1 in 3 over, the worst 5 pending of a bound of 4 (m = 23)", b)
+	if b := checkBound(1.25, over, recs); math.Abs(b.Over-1.0/3) > 1e-9 || b.WorstPending != 5 || b.WorstBound != 4 || b.WorstAll != 5 || b.WorstInFlight != 23 {
+		t.Errorf("a sample over the bound: %+v; want 1 in 3 over, the worst 5 pending of a bound of 4 (5 in all, m = 23)", b)
 	}
 	if b := checkBound(1.25, nil, nil); b.Samples != 0 || b.Over != 0 {
 		t.Errorf("no sample: %+v", b)

@@ -105,10 +105,11 @@ type BoundCheck struct {
 	MeanPending float64 `json:"mean_pending"` // to all peers, on average
 	Over        float64 `json:"over"`         // the share of the samples with a peer over the bound
 	// Worst* are of the reading that came nearest the bound or exceeded
-	// it most: the peer's pending, the bound, and the most in flight it
-	// was the bound of.
+	// it most: the peer's pending, the bound, the calls pending to all
+	// peers in that reading, and the most in flight the bound was of.
 	WorstPending  int64 `json:"worst_pending"`
 	WorstBound    int64 `json:"worst_bound"`
+	WorstAll      int64 `json:"worst_all"`
 	WorstInFlight int64 `json:"worst_in_flight"`
 }
 
@@ -140,9 +141,13 @@ func checkBound(c float64, samples []pendingSample, recs []load.Record) BoundChe
 	over, sum := 0, int64(0)
 	worst := int64(math.MinInt64)
 	for _, s := range samples {
+		all := int64(0)
+		for _, p := range s.pending {
+			all += p.n
+		}
+		sum += all
 		isOver := false
 		for _, p := range s.pending {
-			sum += p.n
 			if p.n == 0 {
 				continue
 			}
@@ -151,7 +156,7 @@ func checkBound(c float64, samples []pendingSample, recs []load.Record) BoundChe
 			isOver = isOver || p.n > bound
 			if excess := p.n - bound; excess > worst {
 				worst = excess
-				b.WorstPending, b.WorstBound, b.WorstInFlight = p.n, bound, m
+				b.WorstPending, b.WorstBound, b.WorstAll, b.WorstInFlight = p.n, bound, all, m
 			}
 		}
 		if isOver {
