@@ -112,13 +112,14 @@ func (l *List) chooseKey(key string, exclude []*Peer, now time.Time, cls critica
 			if ejecting && p.ejectedAt(ns) {
 				return true
 			}
-			claimed := false
+			var held int64 // 1 once pass 0 has claimed p
 			if pass == 0 {
 				limit := balancing.Capacity(c, inFlight, p.Weight(), m.total)
-				var within bool
+				within := false
 				if claim {
-					within = p.claimBelow(limit)
-					claimed = within
+					if within = p.claimBelow(limit); within {
+						held = 1
+					}
 				} else {
 					within = p.pending.Load() < limit
 				}
@@ -127,17 +128,13 @@ func (l *List) chooseKey(key string, exclude []*Peer, now time.Time, cls critica
 					return true
 				}
 			}
-			held := int64(0)
-			if claimed {
-				held = 1
-			}
 			if chosen = l.take(p, now, cls, &avail, held); chosen == nil {
-				if claimed {
+				if held == 1 {
 					p.Unclaim()
 				}
 				return true
 			}
-			if claim && !claimed {
+			if claim && held == 0 {
 				p.Claim()
 			}
 			return false
