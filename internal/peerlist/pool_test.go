@@ -682,6 +682,10 @@ func BenchmarkListGet(b *testing.B) {
 func TestTakeChangedHoldsOnlyChanges(t *testing.T) {
 	f := newFixture(t, pool.ConnectConfig{Backoff: backoff.Exponential{Initial: time.Hour, Max: time.Hour, Multiplier: 1,
 		Jitter: backoff.ProportionalJitter}}, tchannel.ChannelOptions{})
+	// The server that joins later listens first: a refused address is a
+	// port just closed, which the system would hand out again.
+	s := startServer(t, "127.0.0.1:0")
+	extra := peer.Member{HostPort: s.PeerInfo().HostPort}
 	var ms []peer.Member
 	for range 40 {
 		ms = append(ms, peer.Member{HostPort: testnet.Refused(t)})
@@ -721,8 +725,6 @@ func TestTakeChangedHoldsOnlyChanges(t *testing.T) {
 		}
 	}
 
-	s := startServer(t, "127.0.0.1:0")
-	extra := peer.Member{HostPort: s.PeerInfo().HostPort}
 	for i := range 3 {
 		if err := f.list.Set(append(ms[:len(ms):len(ms)], extra)); err != nil {
 			t.Fatal(err)
