@@ -18,6 +18,9 @@ import (
 // delayed by the budget.
 func TestConnectBudgetBoundsConnectsAcrossPeers(t *testing.T) {
 	f := newFixture(t, pool.ConnectConfig{Budget: pool.ConnectBudget{Rate: 10, Burst: 4}}, tchannel.ChannelOptions{})
+	// The server of the call's connect listens first: a refused address
+	// is a port just closed, which the system could hand it again.
+	s := startServer(t, "127.0.0.1:0")
 	var ms []peer.Member
 	for range 12 {
 		ms = append(ms, peer.Member{HostPort: testnet.Refused(t)})
@@ -35,7 +38,6 @@ func TestConnectBudgetBoundsConnectsAcrossPeers(t *testing.T) {
 	}
 
 	// A call's connect goes at once, though the budget is spent.
-	s := startServer(t, "127.0.0.1:0")
 	c, err := f.pool.Acquire(s.PeerInfo().HostPort)
 	if err != nil {
 		t.Fatal(err)
