@@ -161,9 +161,9 @@ func (l *List) figuresAt(m *members, ns int64) *figures {
 // chooses at random in proportion to w / (1 + pending / w) instead, w
 // being a peer's effective weight (balancing.LotteryKey).
 //
-// Choose does not count the call: the caller claims the peer (Claim, or
-// Begin once it sends) as soon as it has chosen, so that the choices made
-// meanwhile see the call.
+// Choose does not count the call: the caller claims the peer (Claim) as
+// soon as it has chosen, so that the choices made meanwhile see the call,
+// then marks it Sent or gives the claim back (Unclaim).
 func (l *List) Choose(exclude []*Peer) (*Peer, error) {
 	return l.ChooseAt(exclude, l.clk.Now())
 }

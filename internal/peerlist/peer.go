@@ -135,13 +135,6 @@ func (p *Peer) Pending() int64 { return p.pending.Load() }
 // Latency returns the peer's latency estimate (0 until a call completes).
 func (p *Peer) Latency() time.Duration { return time.Duration(p.latency.Load()) }
 
-// Begin records that an attempt is being sent to the peer: Claim and Sent
-// in one. Call End when it completes.
-func (p *Peer) Begin() {
-	p.Claim()
-	p.Sent()
-}
-
 // Claim counts a call chosen for the peer as pending, before it is sent,
 // so that the choices made meanwhile see it. Follow it with Sent when the
 // attempt goes out, or Unclaim if it does not.
@@ -172,8 +165,7 @@ func (p *Peer) Sent() {
 	}
 }
 
-// End records, at time now, the completion of an attempt Begin (or Claim)
-// counted: its latency and its outcome code. A busy answer is told to the
+// End records, at time now, the completion of an attempt Claim counted: its latency and its outcome code. A busy answer is told to the
 // peer's limiter. Successful transports update the latency estimate, and so do
 // attempts cut off (CANCELLED, TIMEOUT) after longer than the estimate;
 // errors do not: a peer failing fast must not look fast.
