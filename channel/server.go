@@ -141,11 +141,10 @@ func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
 	// for started == ended, so a request it did not see declined is one it
 	// waits for.
 	g.c.started.Add(1)
-	// One deferred call gives back all the request takes, so that the
-	// compiler open-codes it. It does not when returns times deferred
-	// calls exceed 15, as a deferred call for each of the four, with a
-	// return for each refusal, did; the runtime's deferred calls then
-	// cost every request (2 to 3 points of BenchmarkJSONServerPaired).
+	// One deferred call gives back all the request takes: the compiler
+	// open-codes deferred calls only while returns times deferred calls
+	// is at most 15, and a runtime deferred call costs every request 2 to
+	// 3 points of BenchmarkJSONServerPaired (TestHotPathDefersAreOpenCoded).
 	defer g.release(call, &ad)
 	if g.c.declining.Load() {
 		_ = call.Response().SendSystemError(errClosing)
