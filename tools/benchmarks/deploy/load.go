@@ -48,8 +48,8 @@ func startClients(cfg Config, f *servers) (callers []caller, closers fleet.Close
 				return nil, closers, err
 			}
 			closers.Add(ch.Close)
-			for _, hp := range f.hostPorts() {
-				ch.Peers().Add(hp)
+			for _, in := range f.live {
+				ch.Peers().Add(in.addr)
 			}
 			callers = append(callers, tchannelCaller(ch))
 			continue
@@ -84,8 +84,8 @@ func startClients(cfg Config, f *servers) (callers []caller, closers fleet.Close
 			return nil, closers, err
 		}
 		if f.row == RowStatic {
-			for _, hp := range f.hostPorts() {
-				if err := cl.AddPeer(hp); err != nil {
+			for _, in := range f.live {
+				if err := cl.AddPeer(in.addr); err != nil {
 					return nil, closers, err
 				}
 			}

@@ -164,9 +164,8 @@ func summarize(row Row, calls []call, hung int, reps []replacement, all []*insta
 	}
 	deployFrom, deployTo := end, end
 	if len(reps) > 0 {
-		deployFrom = reps[0].start
 		last := reps[len(reps)-1]
-		deployTo = last.left
+		deployFrom, deployTo = reps[0].start, last.left
 		if last.available.After(deployTo) {
 			deployTo = last.available
 		}

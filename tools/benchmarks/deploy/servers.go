@@ -49,14 +49,13 @@ func (in *instance) leave(cmd string, limit time.Duration) error {
 		return err
 	}
 	done, err := in.child.Wait(lineDone, "leave ("+cmd+")", limit)
-	if err != nil {
-		in.child.Proc.Close(exitLimit)
+	closeErr := in.child.Proc.Close(exitLimit)
+	switch {
+	case err != nil:
 		return fmt.Errorf("deploy: the server %s: %w", in.addr, err)
-	}
-	if err := in.child.Proc.Close(exitLimit); err != nil {
-		return err
-	}
-	if len(done) > 2 {
+	case closeErr != nil:
+		return closeErr
+	case len(done) > 2:
 		return fmt.Errorf("deploy: the server %s: %s: %s", in.addr, cmd, strings.Join(done[2:], " "))
 	}
 	return nil
@@ -184,15 +183,6 @@ func (f *servers) replace(i int) (replacement, error) {
 	}
 	f.live[i] = r.new
 	return r, nil
-}
-
-// hostPorts returns the live servers' addresses.
-func (f *servers) hostPorts() []string {
-	hps := make([]string, len(f.live))
-	for i, in := range f.live {
-		hps[i] = in.addr
-	}
-	return hps
 }
 
 // close stops every server at once, waits for them, and stops the DNS

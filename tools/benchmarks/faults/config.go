@@ -10,26 +10,17 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
-// Bounds and defaults of a run.
+// Bounds and defaults of a run (Config's fields).
 const (
-	// DefaultRate is the default arrival rate, calls per second.
-	DefaultRate = 200
-	// MaxRate bounds Config.Rate.
-	MaxRate = 10_000
-	// MaxDuration bounds Config.Duration.
-	MaxDuration = 10 * time.Minute
-	// MaxCalls bounds Rate x Duration.
-	MaxCalls = 1_000_000
-	// DefaultDeadline is a call's default deadline.
-	DefaultDeadline = 200 * time.Millisecond
-	// MaxDeadline bounds Config.Deadline.
-	MaxDeadline = 10 * time.Second
-	// DefaultPayload is a request body's default size, in bytes.
-	DefaultPayload = 64
-	// MaxPayload bounds Config.Payload.
-	MaxPayload = 64 << 10
-	// maxDefaultFaultAt caps the default time of a mid-run fault.
-	maxDefaultFaultAt = 3 * time.Second
+	DefaultRate       = 200 // calls per second
+	MaxRate           = 10_000
+	MaxDuration       = 10 * time.Minute
+	MaxCalls          = 1_000_000 // bounds Rate x Duration
+	DefaultDeadline   = 200 * time.Millisecond
+	MaxDeadline       = 10 * time.Second
+	DefaultPayload    = 64 // bytes
+	MaxPayload        = 64 << 10
+	maxDefaultFaultAt = 3 * time.Second // caps the default FaultAt
 )
 
 // Config describes one run; a zero field means its default.
@@ -64,6 +55,7 @@ type Config struct {
 // Validate reports the first rule c breaks, naming the field.
 func (c Config) Validate() error {
 	sp, ok := specs[c.Scenario]
+	_, setupOK := setups[c.Setup]
 	switch {
 	case c.Scenario == "":
 		return errors.New("faults: Scenario is empty; name one of " + scenarioList())
@@ -71,7 +63,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("faults: Scenario is %q, must be one of %s", c.Scenario, scenarioList())
 	case c.Setup == "":
 		return errors.New("faults: Setup is empty; name one of " + setupList())
-	case !c.Setup.known():
+	case !setupOK:
 		return fmt.Errorf("faults: Setup is %q, must be one of %s", c.Setup, setupList())
 	case c.Rate < 0 || c.Rate > MaxRate || math.IsNaN(c.Rate):
 		return fmt.Errorf("faults: Rate is %v, must be in (0, %d]", c.Rate, MaxRate)

@@ -1,11 +1,11 @@
 package faults
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
@@ -111,10 +111,14 @@ func runLoad(ctx context.Context, cl *channel.Client, cfg Config, inject func() 
 		res, err := cl.Call(cctx, method, req)
 		c.latency = time.Since(c.start)
 		cancel()
-		if err != nil {
-			c.code, c.attempts, c.peers = outcomeOf(err)
-		} else {
+		var ce *channel.CallError
+		switch {
+		case err == nil:
 			c.attempts, c.peers = res.Attempts, slices.Clone(res.Peers)
+		case errors.As(err, &ce):
+			c.code, c.attempts, c.peers = load.CodeOf(err), ce.Attempts, slices.Clone(ce.Peers)
+		default:
+			c.code = load.CodeOf(err)
 		}
 		return c
 	})
@@ -143,17 +147,7 @@ func runLoad(ctx context.Context, cl *channel.Client, cfg Config, inject func() 
 func request(cfg Config) *channel.Request {
 	if cfg.Format == "json" {
 		pad := max(0, cfg.Payload-len(`{"pad":""}`))
-		return &channel.Request{Format: tchannel.JSON, Arg3: []byte(`{"pad":"` + string(bytes.Repeat([]byte("x"), pad)) + `"}`)}
+		return &channel.Request{Format: tchannel.JSON, Arg3: []byte(`{"pad":"` + strings.Repeat("x", pad) + `"}`)}
 	}
-	return &channel.Request{Format: tchannel.Raw, Arg3: bytes.Repeat([]byte("x"), cfg.Payload)}
-}
-
-// outcomeOf reads a failed call's error: its code (load.CodeOf), the
-// attempts sent and the peers tried.
-func outcomeOf(err error) (code string, attempts int, peers []string) {
-	var ce *channel.CallError
-	if errors.As(err, &ce) {
-		attempts, peers = ce.Attempts, slices.Clone(ce.Peers)
-	}
-	return load.CodeOf(err), attempts, peers
+	return &channel.Request{Format: tchannel.Raw, Arg3: []byte(strings.Repeat("x", cfg.Payload))}
 }

@@ -177,44 +177,6 @@ func (f *peers) startServer(errs *erratic) (*point, error) {
 	return p, nil
 }
 
-// proxiedToxics are the toxics of the proxied scenarios.
-var proxiedToxics = map[Scenario]toxic{
-	Reset:     {"reset_peer", "upstream", "timeout", 0},
-	Latency:   {"latency", "downstream", "latency", 100},
-	Bandwidth: {"bandwidth", "downstream", "rate", 1},
-	Stall:     {"timeout", "upstream", "timeout", 0},
-}
-
-// startProxied starts three good servers, each behind a toxiproxy proxy
-// (so that the three differ only by the toxic), and puts s's toxic on the
-// first: from the start (latency, bandwidth) or at FaultAt (reset, stall).
-// The servers count the connections the proxies open to them.
-func (f *peers) startProxied(s Scenario) error {
-	px := newProxies()
-	f.closers.Add(px.close)
-	f.after, f.faulty = px.clearToxics, 0
-	for i := range 3 {
-		p, err := f.startServer(nil)
-		if err != nil {
-			return err
-		}
-		proxy, err := px.add(p.addr)
-		if err != nil {
-			return err
-		}
-		p.addr = proxy.Listen
-		if i > 0 {
-			continue
-		}
-		if s == Reset || s == Stall {
-			f.inject = func() error { return addToxic(proxy, proxiedToxics[s]) }
-		} else if err := addToxic(proxy, proxiedToxics[s]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // dial is the client's Dialer: it records each connection attempt at the
 // peer dialed, whatever its outcome, and dials only 127.0.0.1.
 func (f *peers) dial(ctx context.Context, network, hostPort string) (net.Conn, error) {

@@ -16,9 +16,6 @@ import (
 // goroutine count to come back to what it was before the run.
 const SettleLimit = 5 * time.Second
 
-// clientName is the service name the suite's client calls as.
-const clientName = "faults-client"
-
 // Run makes one run: it starts cfg.Scenario's peers, a client with
 // cfg.Setup's policy dialing through a counting Dialer, makes the calls,
 // injects the fault, and measures. It returns an error only when the run
@@ -43,7 +40,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			r.Problems = append(r.Problems, err.Error())
 		}
 	}
-	defer func() { problem(f.close()) }()
+	defer func() { problem(f.closers.Close()) }()
 
 	r.GoroutinesBefore = goroutines()
 	if !cfg.Shared {
@@ -56,7 +53,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if svc != nil {
 		opts = append(opts, channel.WithServiceConfig(svc))
 	}
-	client, err := channel.New(clientName, opts...)
+	client, err := channel.New("faults-client", opts...)
 	if err != nil {
 		return nil, fmt.Errorf("faults: the client: %w", err)
 	}
@@ -129,9 +126,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	return r, nil
 }
-
-// close undoes startPeers, last first, and returns the errors joined.
-func (f *peers) close() error { return f.closers.Close() }
 
 // heapAfterGC returns the bytes of live heap objects after two collections
 // (the second frees what the first's finalizers and pools let go).

@@ -10,31 +10,53 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// proxies are in-process toxiproxy proxies on 127.0.0.1, each in front of
-// one server.
-type proxies struct {
-	api  *toxiproxy.ApiServer
-	coll *toxiproxy.ProxyCollection
+// toxic is a toxiproxy toxic: its type, the stream it acts on (upstream:
+// client to server) and its one attribute.
+type toxic struct {
+	typ, stream, attr string
+	value             int
 }
 
-func newProxies() *proxies {
-	return &proxies{
-		api:  toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop()),
-		coll: toxiproxy.NewProxyCollection(),
+// proxiedToxics are the toxics of the proxied scenarios.
+var proxiedToxics = map[Scenario]toxic{
+	Reset:     {"reset_peer", "upstream", "timeout", 0},
+	Latency:   {"latency", "downstream", "latency", 100},
+	Bandwidth: {"bandwidth", "downstream", "rate", 1},
+	Stall:     {"timeout", "upstream", "timeout", 0},
+}
+
+// startProxied starts three good servers, each behind an in-process
+// toxiproxy proxy on 127.0.0.1 (so that the three differ only by the
+// toxic), and puts s's toxic on the first: from the start (latency,
+// bandwidth) or at FaultAt (reset, stall). The servers count the
+// connections the proxies open to them.
+func (f *peers) startProxied(s Scenario) error {
+	api := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	proxies := toxiproxy.NewProxyCollection()
+	f.closers = append(f.closers, proxies.Clear) // stops every proxy, closing their connections
+	f.after, f.faulty = func() error { return clearToxics(proxies) }, 0
+	for i := range 3 {
+		p, err := f.startServer(nil)
+		if err != nil {
+			return err
+		}
+		px := toxiproxy.NewProxy(api, fmt.Sprintf("faults-%d", i+1), loopback+":0", p.addr)
+		if err := proxies.Add(px, true); err != nil {
+			return fmt.Errorf("faults: start a toxiproxy proxy in front of %s: %w", p.addr, err)
+		}
+		p.addr = px.Listen
+		switch {
+		case i > 0:
+		case s == Reset || s == Stall:
+			f.inject = func() error { return addToxic(px, proxiedToxics[s]) }
+		default:
+			if err := addToxic(px, proxiedToxics[s]); err != nil {
+				return err
+			}
+		}
 	}
+	return nil
 }
-
-// add starts a proxy on a free port of 127.0.0.1 in front of upstream.
-func (p *proxies) add(upstream string) (*toxiproxy.Proxy, error) {
-	px := toxiproxy.NewProxy(p.api, fmt.Sprintf("faults-%d", len(p.coll.Proxies())+1), loopback+":0", upstream)
-	if err := p.coll.Add(px, true); err != nil {
-		return nil, fmt.Errorf("faults: start a toxiproxy proxy in front of %s: %w", upstream, err)
-	}
-	return px, nil
-}
-
-// close stops every proxy, closing their connections.
-func (p *proxies) close() { p.coll.Clear() }
 
 // clearLimit bounds clearToxics.
 const clearLimit = 10 * time.Second
@@ -42,29 +64,20 @@ const clearLimit = 10 * time.Second
 // clearToxics removes every proxy's toxics, waiting at most clearLimit,
 // while the client is connected: a toxic holding data when the client's
 // side closes can block forever, leaking its goroutine.
-func (p *proxies) clearToxics() error {
+func clearToxics(proxies *toxiproxy.ProxyCollection) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for _, px := range p.coll.Proxies() {
+		for _, px := range proxies.Proxies() {
 			px.Toxics.ResetToxics(context.Background())
 		}
 	}()
-	t := time.NewTimer(clearLimit)
-	defer t.Stop()
 	select {
 	case <-done:
 		return nil
-	case <-t.C:
+	case <-time.After(clearLimit):
 		return fmt.Errorf("faults: removing the toxiproxy toxics took over %v", clearLimit)
 	}
-}
-
-// toxic is a toxiproxy toxic: its type, the stream it acts on (upstream:
-// client to server) and its one attribute.
-type toxic struct {
-	typ, stream, attr string
-	value             int
 }
 
 // addToxic adds t to px at full toxicity.
