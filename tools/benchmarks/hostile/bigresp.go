@@ -25,8 +25,9 @@ const (
 // measures the client's peak resident memory.
 func runBigAnswersClient(e *env) error {
 	calls, size := bigAnswers, e.p.bigAnswerSize
-	bs, err := startBigAnswerServer(calls, size)
-	if err != nil {
+	bs := &bigAnswerServer{size: size}
+	var err error
+	if bs.rawServer, err = startRawServer(bs.answer); err != nil {
 		return err
 	}
 	defer bs.close()
@@ -72,54 +73,36 @@ func benchSummary(stdout, lastErr string) string {
 	return s
 }
 
-// bigAnswerServer is a hostile TChannel server: it gathers calls call
-// requests on a connection (or those of bigAnswerGather from the first)
-// and answers them together, size bytes of arg3 each, frames interleaved.
+// bigAnswerServer is a hostile TChannel server: it gathers bigAnswers
+// call requests on a connection (or those of bigAnswerGather from the
+// first) and answers them together, size bytes of arg3 each, frames
+// interleaved.
 type bigAnswerServer struct {
 	*rawServer
-	calls, size int
-	n           atomic.Int64 // answers begun
+	size int
+	n    atomic.Int64 // answers begun
 }
 
 // bigAnswerGather is how long a batch waits for calls after its first.
 const bigAnswerGather = time.Second
 
-func startBigAnswerServer(calls, size int) (*bigAnswerServer, error) {
-	s := &bigAnswerServer{calls: calls, size: size}
-	var err error
-	s.rawServer, err = startRawServer(func(write func([]byte) error) (func(uint32), func()) {
-		ids, done := make(chan uint32, calls), make(chan struct{})
-		go func() {
-			defer close(done)
-			s.answer(ids, write)
-		}()
-		return func(id uint32) { ids <- id }, func() {
-			close(ids)
-			<-done
-		}
-	})
-	return s, err
-}
-
 // answer answers the calls of ids in batches until ids is closed or a
 // write fails.
 func (s *bigAnswerServer) answer(ids <-chan uint32, write func([]byte) error) {
 	for id := range ids {
-		batch := []uint32{id}
-		t := time.NewTimer(bigAnswerGather)
+		batch, gathered := []uint32{id}, time.After(bigAnswerGather)
 	gather:
-		for len(batch) < s.calls {
+		for len(batch) < bigAnswers {
 			select {
 			case id, ok := <-ids:
 				if !ok {
 					break gather
 				}
 				batch = append(batch, id)
-			case <-t.C:
+			case <-gathered:
 				break gather
 			}
 		}
-		t.Stop()
 		s.n.Add(int64(len(batch)))
 		if err := s.interleave(batch, write); err != nil {
 			for range ids { // the client left: let the reader finish

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -212,10 +213,10 @@ func runChecksumClient(e *env) error {
 		{"call res, checksum type 4", tframe.Fragment{ChecksumType: 4, Checksum: make([]byte, 4), Chunks: [][]byte{nil, nil, []byte("x")}}},
 		{"call res, no argument chunk", tframe.Fragment{}},
 	} {
-		hs, err := startRawServer(func(write func([]byte) error) (func(uint32), func()) {
-			return func(id uint32) {
+		hs, err := startRawServer(func(ids <-chan uint32, write func([]byte) error) {
+			for id := range ids {
 				write(tframe.AppendCallRes(nil, id, tframe.Call{Headers: callHeaders("raw"), Fragment: r.frag}))
-			}, func() {}
+			}
 		})
 		if err != nil {
 			return err
@@ -398,7 +399,7 @@ func sameConnCall(conn *rawConn, id uint32, arg3 []byte, limit time.Duration) Ca
 	case s.err != nil:
 		c.Code, c.Err = "TIMEOUT", s.err.Error()
 	case a.errMsg != "":
-		c.Code, c.Err = errorCodeName(a.errCode), a.errMsg
+		c.Code, c.Err = a.errCode.String(), a.errMsg
 	case a.code != 0:
 		c.Code, c.Err = "APPLICATION", string(a.args[2])
 	case !bytes.Equal(a.args[2], arg3):
@@ -419,14 +420,11 @@ func joinNote(a, b string) string {
 // runHeaders sends, each on a new connection, a JSON call with 100,000
 // headers and raw calls with a big arg2.
 func runHeaders(e *env) error {
-	h := []byte{'{'}
-	for i := range 100_000 {
-		if i > 0 {
-			h = append(h, ',')
-		}
-		h = append(h, `"h`+strconv.Itoa(i)+`":"v"`...)
+	hs := make([]string, 100_000)
+	for i := range hs {
+		hs[i] = `"h` + strconv.Itoa(i) + `":"v"`
 	}
-	h = append(h, '}')
+	h := []byte("{" + strings.Join(hs, ",") + "}")
 	cases := []struct {
 		name       string
 		scheme     string

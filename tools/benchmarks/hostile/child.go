@@ -132,14 +132,15 @@ func (e *emitter) emit(ev event) {
 
 // attacker is an attacker child seen from the parent.
 type attacker struct {
-	p      *proc
+	*proc
 	events chan event // every event but "closed"; closed once the child has exited
 	mu     sync.Mutex
 	closes []time.Time // when the child saw the server close a connection
 }
 
-// startAttacker starts an attacker child doing j.
-func startAttacker(j job) (*attacker, error) {
+// attacker starts an attacker child doing j, stopped with the cleanups,
+// and waits at most limit for its event ev, unless ev is "".
+func (e *env) attacker(j job, ev string, limit time.Duration) (*attacker, event, error) {
 	a := &attacker{events: make(chan event, 64)}
 	p, err := startChild(j, func(l string) {
 		var ev event
@@ -155,51 +156,49 @@ func startAttacker(j job) (*attacker, error) {
 		a.mu.Unlock()
 	})
 	if err != nil {
-		return nil, err
+		return nil, event{}, err
 	}
-	a.p = p
+	a.proc = p
+	e.cleanups = append(e.cleanups, func() { p.stop() })
 	go func() {
 		<-p.Exited() // every line has come
 		close(a.events)
 	}()
-	return a, nil
+	if ev == "" {
+		return a, event{}, nil
+	}
+	got, err := a.next(ev, limit)
+	return a, got, err
 }
 
 // next waits at most limit for the child's next event of kind ev; an
 // error event, or the child ending, is an error.
 func (a *attacker) next(ev string, limit time.Duration) (event, error) {
-	t := time.NewTimer(limit)
-	defer t.Stop()
+	deadline := time.After(limit)
 	for {
 		select {
 		case e, ok := <-a.events:
 			switch {
 			case !ok:
-				return event{}, fmt.Errorf("attacker child: %v; stderr: %q", errNoChildHook, a.p.stderr.last())
+				return event{}, fmt.Errorf("attacker child: %v; stderr: %q", errNoChildHook, a.stderr.last())
 			case e.Ev == "error":
 				return e, fmt.Errorf("attacker child: %s", e.Err)
 			case e.Ev == ev:
 				return e, nil
 			}
-		case <-t.C:
+		case <-deadline:
 			return event{}, fmt.Errorf("attacker child: no %q event within %v", ev, limit)
 		}
 	}
 }
 
-// leave tells the child to finish and returns its last event.
-func (a *attacker) leave(limit time.Duration) (event, error) {
-	a.p.CloseStdin()
-	ev, err := a.next("done", limit)
+// leave tells the attacker to finish, ends it, and returns its last event.
+func (e *env) leave(a *attacker) event {
+	a.CloseStdin()
+	done, err := a.next("done", leaveLimit)
 	a.stop()
-	return ev, err
-}
-
-// stop ends the child, if still running.
-func (a *attacker) stop() { a.p.stop() }
-
-func (a *attacker) closeTimes() []time.Time {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]time.Time(nil), a.closes...)
+	if err != nil {
+		e.r.problem("the attacker leaving: %v", err)
+	}
+	return done
 }

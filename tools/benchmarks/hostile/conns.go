@@ -106,16 +106,18 @@ func (e *env) holdConns(kind, addr string, handshake bool) ([]*attacker, error) 
 func (e *env) leaveAll(attackers []*attacker, start time.Time) {
 	leftAt := time.Now()
 	for _, a := range attackers {
-		a.p.CloseStdin()
+		a.CloseStdin()
 	}
 	var closes []time.Duration
 	for _, a := range attackers {
 		e.leave(a)
-		for _, t := range a.closeTimes() {
+		a.mu.Lock()
+		for _, t := range a.closes {
 			if t.Before(leftAt) {
 				closes = append(closes, t.Sub(start))
 			}
 		}
+		a.mu.Unlock()
 	}
 	if c := e.r.Conns; c != nil && len(closes) > 0 {
 		slices.Sort(closes)

@@ -495,15 +495,10 @@ func runDoormanPoison(e *env) error {
 	e.r.fig(fmt.Sprintf("attackers from %s", floodSource), "2 clients wanting %g of %q (PROPORTIONAL_SHARE, capacity %d) for %s, last granted %v",
 		poisonWants, poisonResource, poisonCapacity, sec(p.hold), attackers)
 	e.r.note("an attacker's refusal", attackErr)
-	e.r.fig(fmt.Sprintf("legitimate grants during the attack, from %s", newSource), "%s", during.load())
-	e.r.fig("legitimate grants after the attackers' leases", "%s", after.load())
-	probe := during.load()
-	a := after.load()
-	probe.Calls += a.Calls
-	probe.OK += a.OK
-	if probe.FirstError == "" {
-		probe.FirstError = a.FirstError
-	}
+	probe, a := during.load(), after.load()
+	e.r.fig(fmt.Sprintf("legitimate grants during the attack, from %s", newSource), "%s", probe)
+	e.r.fig("legitimate grants after the attackers' leases", "%s", a)
+	probe.Calls, probe.OK, probe.FirstError = probe.Calls+a.Calls, probe.OK+a.OK, cmp.Or(probe.FirstError, a.FirstError)
 	e.r.Probe = probe
 	return err
 }

@@ -45,23 +45,17 @@ func (l *Load) String() string {
 	return s
 }
 
-// loadSpec is rate calls a second, each with deadline and payload bytes.
-type loadSpec struct {
-	rate     float64
-	deadline time.Duration
-	payload  int
-}
-
-// runLoad calls echo on addr through a new channel at spec.rate until
-// stop is closed or ctx ends, and returns once every call has returned.
-func runLoad(ctx context.Context, addr string, spec loadSpec, stop <-chan struct{}) (*Load, error) {
+// runLoad makes rate echo calls a second of payload bytes, each with
+// callDeadline, to addr through a new channel until stop is closed or ctx
+// ends, and returns once every call has returned.
+func runLoad(ctx context.Context, addr string, rate float64, payload int, stop <-chan struct{}) (*Load, error) {
 	ch, cl, err := newClient(addr)
 	if err != nil {
 		return nil, err
 	}
 	defer ch.Close()
-	arg3 := bytes.Repeat([]byte("x"), spec.payload)
-	interval := time.Duration(float64(time.Second) / spec.rate)
+	arg3 := bytes.Repeat([]byte("x"), payload)
+	interval := time.Duration(float64(time.Second) / rate)
 	var (
 		mu  sync.Mutex
 		wg  sync.WaitGroup
@@ -81,7 +75,7 @@ func runLoad(ctx context.Context, addr string, spec loadSpec, stop <-chan struct
 			break
 		}
 		wg.Go(func() {
-			cctx, cancel := context.WithTimeout(ctx, spec.deadline)
+			cctx, cancel := context.WithTimeout(ctx, callDeadline)
 			defer cancel()
 			t0 := time.Now()
 			_, err := cl.CallRaw(cctx, MethodEcho, nil, arg3)

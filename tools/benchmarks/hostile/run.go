@@ -222,7 +222,7 @@ func (e *env) startLoad(what string, rate float64, payload int) func() *Load {
 	done := make(chan struct{})
 	res := make(chan *Load, 1)
 	go func() {
-		l, err := runLoad(e.ctx, e.t.Addr, loadSpec{rate: rate, deadline: callDeadline, payload: payload}, done)
+		l, err := runLoad(e.ctx, e.t.Addr, rate, payload, done)
 		if err != nil {
 			e.r.problem("%s: %v", what, err)
 		}
@@ -240,36 +240,10 @@ func (e *env) startSide() { e.side = e.startLoad("the side client", e.p.sideRate
 // sideFigure appends the side client's figure.
 func (e *env) sideFigure() { e.r.fig(fmt.Sprintf("side client (%g/s)", e.p.sideRate), "%s", e.r.Side) }
 
-// attacker starts an attacker child doing j, stopped with the cleanups,
-// and waits at most limit for its event ev, unless ev is "".
-func (e *env) attacker(j job, ev string, limit time.Duration) (*attacker, event, error) {
-	a, err := startAttacker(j)
-	if err != nil {
-		return nil, event{}, err
-	}
-	e.cleanups = append(e.cleanups, a.stop)
-	if ev == "" {
-		return a, event{}, nil
-	}
-	got, err := a.next(ev, limit)
-	return a, got, err
-}
-
-// leave has the attacker leave and returns its last event.
-func (e *env) leave(a *attacker) event {
-	done, err := a.leave(leaveLimit)
-	if err != nil {
-		e.r.problem("the attacker leaving: %v", err)
-	}
-	return done
-}
-
 // pause waits d, or less if ctx ends.
 func (e *env) pause(d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-time.After(d):
 		return nil
 	case <-e.ctx.Done():
 		return e.ctx.Err()

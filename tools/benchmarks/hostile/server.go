@@ -181,8 +181,6 @@ func startServer(spec *serverSpec) (*Target, error) {
 		p.stop()
 		return nil, fmt.Errorf("hostile: the server (%s %s) %s; stderr %q", spec.bin, strings.Join(args, " "), why, p.stderr.last())
 	}
-	timer := time.NewTimer(serverStartLimit)
-	defer timer.Stop()
 	select {
 	case t.Addr = <-addr:
 	case <-p.Exited():
@@ -190,19 +188,16 @@ func startServer(spec *serverSpec) (*Target, error) {
 			return failed("exited before saying where it listens: " + p.crash())
 		}
 		t.Addr = <-addr
-	case <-timer.C:
+	case <-time.After(serverStartLimit):
 		return failed(fmt.Sprintf("did not say where it listens within %v", serverStartLimit))
 	}
 	// The debug line, on stderr, came first but is read by another goroutine.
-	wait := time.NewTimer(5 * time.Second)
 	select {
 	case <-p.stderr.seen:
 	case <-p.Exited():
-		wait.Stop()
 		return failed("exited right after saying where it listens: " + p.crash())
-	case <-wait.C:
+	case <-time.After(5 * time.Second):
 	}
-	wait.Stop()
 	t.DebugURL = p.stderr.get(func() string { return p.stderr.debugURL })
 	t.PID, t.p = p.Pid(), p
 	if err := checkTarget(t.Addr); err != nil {

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/tframe"
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
@@ -117,7 +118,7 @@ func childUnfinished(ctx context.Context, j job, out *emitter, leave context.Con
 				}
 				k := h.Type.String()
 				if describe(h, f) != "" {
-					k = "error " + errorCodeName(f[tframe.HeaderSize])
+					k = "error " + codes.Code(f[tframe.HeaderSize]).String()
 				}
 				if h.Type == tframe.PingReq {
 					rc.Write(tframe.Append(nil, tframe.PingRes, h.ID, nil))
@@ -415,7 +416,7 @@ func every(d time.Duration, stop <-chan struct{}, f func() bool) {
 // e.p.soakFor while the server's memory is sampled every e.p.soakEvery.
 func runSoak(e *env) error {
 	p := e.p
-	_, done, err := e.attacker(job{Kind: "soak", Target: e.t.Addr, Rate: p.soakRate, For: p.soakFor, Deadline: callDeadline}, "done", p.soakFor+leaveLimit)
+	_, done, err := e.attacker(job{Kind: "soak", Target: e.t.Addr, Rate: p.soakRate, For: p.soakFor}, "done", p.soakFor+leaveLimit)
 	if err != nil {
 		return err
 	}
@@ -437,7 +438,7 @@ func runSoak(e *env) error {
 func childSoak(ctx context.Context, j job, out *emitter, leave context.Context) error {
 	stop, cancel := context.WithTimeout(leave, j.For) // the calls in flight keep ctx
 	defer cancel()
-	l, err := runLoad(ctx, j.Target, loadSpec{rate: j.Rate, deadline: j.Deadline, payload: 100}, stop.Done())
+	l, err := runLoad(ctx, j.Target, j.Rate, 100, stop.Done())
 	if err != nil {
 		return err
 	}

@@ -25,9 +25,6 @@ const (
 	attackerName = "sluice-hostile"
 )
 
-// errorCodeName names a TChannel system error code ("BUSY").
-func errorCodeName(c byte) string { return codes.Code(c).String() }
-
 // maxChunks is the room for argument chunks in a call request of service
 // with transport headers hs.
 func maxChunks(service string, hs [][2]string) int {
@@ -171,7 +168,7 @@ func describe(h tframe.Header, f []byte) string {
 		return ""
 	}
 	if code, msg, ok := tframe.ParseError(f[tframe.HeaderSize:]); ok {
-		return fmt.Sprintf("%s %q", errorCodeName(code), msg)
+		return fmt.Sprintf("%s %q", codes.Code(code), msg)
 	}
 	return ""
 }
@@ -179,7 +176,7 @@ func describe(h tframe.Header, f []byte) string {
 // answer is the server's answer to one call: an error frame, or a
 // response's code (0 ok, 1 application error) and arguments.
 type answer struct {
-	errCode byte
+	errCode codes.Code
 	errMsg  string // the error frame's description; "" for a response
 	code    byte
 	args    [3][]byte
@@ -218,7 +215,7 @@ func (c *rawConn) readAnswer(id uint32, limit time.Duration) (answer, error) {
 		case h.ID != id:
 			continue
 		case h.Type == tframe.Error:
-			a.errCode, a.errMsg = f[tframe.HeaderSize], describe(h, f)
+			a.errCode, a.errMsg = codes.Code(f[tframe.HeaderSize]), describe(h, f)
 			return a, nil
 		case h.Type != tframe.CallRes && h.Type != tframe.CallResContinue:
 			continue
@@ -301,8 +298,9 @@ func (c *rawConn) waitClosed(limit time.Duration) (closed bool, after time.Durat
 }
 
 // rawServer is a hostile TChannel server on 127.0.0.1: it answers the
-// handshake and pings, and hands each call request's id to the handler
-// newConn made for its connection with a serialised write function.
+// handshake and pings, and passes each connection's call request ids to
+// handle, which runs beside the connection's reader with a serialised
+// write function.
 type rawServer struct {
 	ln    net.Listener
 	wg    sync.WaitGroup
@@ -311,7 +309,7 @@ type rawServer struct {
 	n     int // call requests received
 }
 
-func startRawServer(newConn func(write func([]byte) error) (onCall func(id uint32), done func())) (*rawServer, error) {
+func startRawServer(handle func(ids <-chan uint32, write func([]byte) error)) (*rawServer, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -326,13 +324,13 @@ func startRawServer(newConn func(write func([]byte) error) (onCall func(id uint3
 			s.mu.Lock()
 			s.conns = append(s.conns, c)
 			s.mu.Unlock()
-			s.wg.Go(func() { s.serve(c, newConn) })
+			s.wg.Go(func() { s.serve(c, handle) })
 		}
 	})
 	return s, nil
 }
 
-func (s *rawServer) serve(c net.Conn, newConn func(write func([]byte) error) (func(uint32), func())) {
+func (s *rawServer) serve(c net.Conn, handle func(<-chan uint32, func([]byte) error)) {
 	defer c.Close()
 	var wmu sync.Mutex
 	write := func(b []byte) error {
@@ -341,8 +339,15 @@ func (s *rawServer) serve(c net.Conn, newConn func(write func([]byte) error) (fu
 		_, err := c.Write(b)
 		return err
 	}
-	onCall, done := newConn(write)
-	defer done()
+	ids, handled := make(chan uint32, bigAnswers), make(chan struct{}) // room for every call in flight
+	go func() {
+		defer close(handled)
+		handle(ids, write)
+	}()
+	defer func() {
+		close(ids)
+		<-handled
+	}()
 	rc := &rawConn{Conn: c, r: bufio.NewReader(c)}
 	for {
 		h, _, err := rc.readFrame()
@@ -355,7 +360,7 @@ func (s *rawServer) serve(c net.Conn, newConn func(write func([]byte) error) (fu
 			s.mu.Lock()
 			s.n++
 			s.mu.Unlock()
-			onCall(h.ID)
+			ids <- h.ID
 		case tframe.InitReq:
 			out = tframe.AppendInit(nil, tframe.InitRes, h.ID, tframe.Init{Version: 2, Params: tframe.InitParams(s.addr(), "hostile-server")})
 		case tframe.PingReq:
