@@ -298,16 +298,9 @@ func doormanCases() []doormanCase {
 		f(req.Resource[0])
 		return marshal(req)
 	}
-	nested, empties := client(nil), client(nil)
-	for range 10_000 {
-		nested = tag(nested, 5, protowire.StartGroupType)
-	}
-	for range 10_000 {
-		nested = tag(nested, 5, protowire.EndGroupType)
-	}
-	for range 100_000 {
-		empties = protowire.AppendBytes(tag(empties, 2, protowire.BytesType), nil)
-	}
+	groups := func(t protowire.Type) []byte { return bytes.Repeat(tag(nil, 5, t), 10_000) }
+	nested := client(append(groups(protowire.StartGroupType), groups(protowire.EndGroupType)...))
+	empties := client(bytes.Repeat(protowire.AppendBytes(tag(nil, 2, protowire.BytesType), nil), 100_000))
 	return []doormanCase{
 		{"empty (required client_id missing)", g, nil},
 		{"one byte 0xFF", g, []byte{0xFF}},

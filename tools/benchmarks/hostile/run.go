@@ -67,7 +67,6 @@ type env struct {
 	p        params
 	r        *Result
 	t        *Target
-	logf     func(format string, args ...any)
 	s        *sampler     // the server's peaks
 	side     func() *Load // stops the side client, if one runs
 	cleanups []func()     // run last first once the attack is over
@@ -82,11 +81,6 @@ func RunAttack(ctx context.Context, a Attack, c Config) (*Result, error) {
 		return nil, fmt.Errorf("unknown attack %q; the attacks are %s", a, benchrun.Names(Attacks()))
 	}
 	e := &env{ctx: ctx, cfg: c, p: paramsFor(c.Size), r: &Result{Attack: a, Size: c.Size}}
-	e.logf = func(format string, args ...any) {
-		if c.Progress != nil {
-			fmt.Fprintf(c.Progress, "  %s: %s\n", a, fmt.Sprintf(format, args...))
-		}
-	}
 	defer func() {
 		for i := len(e.cleanups) - 1; i >= 0; i-- {
 			e.cleanups[i]()
@@ -123,6 +117,13 @@ func RunAttack(ctx context.Context, a Attack, c Config) (*Result, error) {
 	e.r.serverFigures()
 	e.logf("done in %.1fs", e.r.Elapsed.D().Seconds())
 	return e.r, err
+}
+
+// logf writes a progress line, if c.Progress is set.
+func (e *env) logf(format string, args ...any) {
+	if e.cfg.Progress != nil {
+		fmt.Fprintf(e.cfg.Progress, "  %s: %s\n", e.r.Attack, fmt.Sprintf(format, args...))
+	}
 }
 
 func flagNote(t *Target) string {
