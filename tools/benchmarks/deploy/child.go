@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/discovery"
 	"github.com/sluice-rpc/sluice/discovery/etcd"
 	"github.com/sluice-rpc/sluice/tools/internal/fleet"
@@ -185,12 +186,7 @@ func (s *childServer) handle(ctx context.Context) {
 	if s.handled.Add(1) == 1 {
 		s.out.Line(lineFirst, stamp(time.Now()))
 	}
-	t := time.NewTimer(s.j.ServiceTime)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
+	clock.Sleep(ctx, clock.Real, s.j.ServiceTime)
 }
 
 // Handle is the plain tchannel-go server's raw handler.

@@ -11,6 +11,7 @@ import (
 	"github.com/uber/tchannel-go/raw"
 
 	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/discovery/dns"
 	"github.com/sluice-rpc/sluice/discovery/etcd"
@@ -105,12 +106,8 @@ func startClients(cfg Config, f *servers) (callers []caller, closers fleet.Close
 func connect(cl *channel.Client, n int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), clientReadyLimit)
 	defer cancel()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
 	for len(cl.Peers()) != n {
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
+		if clock.Sleep(ctx, clock.Real, 5*time.Millisecond) != nil {
 			return fmt.Errorf("deploy: the client knows %d peers of %s after %v, want %d", len(cl.Peers()), Service, clientReadyLimit, n)
 		}
 	}

@@ -31,14 +31,12 @@ type instance struct {
 
 // at reads the time in args[i] (Unix nanoseconds); zero if there is none.
 func at(args []string, i int) time.Time {
-	if i >= len(args) {
-		return time.Time{}
+	if i < len(args) {
+		if n, err := strconv.ParseInt(args[i], 10, 64); err == nil {
+			return time.Unix(0, n)
+		}
 	}
-	n, err := strconv.ParseInt(args[i], 10, 64)
-	if err != nil {
-		return time.Time{}
-	}
-	return time.Unix(0, n)
+	return time.Time{}
 }
 
 // leave asks the instance to leave with cmd and waits at most limit for it

@@ -47,7 +47,7 @@ func (r *Result) row() []string {
 	}
 	return []string{
 		string(r.Config.Scenario), string(r.Config.Setup),
-		fmt.Sprint(r.Calls), fmt.Sprint(r.OK), r.errorList(),
+		fmt.Sprint(r.Calls), fmt.Sprint(r.OK), dash(len(r.Errors) > 0, fleet.Codes(r.Errors, "%s %d")),
 		f2(r.AttemptsPerCall()), f2(r.ExecutionsPerCall()), f2(r.ConnectsPerCall()),
 		dash(r.Elapsed.D() > time.Second, fmt.Sprintf("%.1f", r.ConnectsPerSecondAfter1s())),
 		f2(r.DialsPerCall()),
@@ -66,14 +66,6 @@ func percent(share float64) string {
 		return fmt.Sprintf("%.1f%%", 100*share)
 	}
 	return fmt.Sprintf("%.0f%%", 100*share)
-}
-
-// errorList formats Errors, most frequent first: "TIMEOUT 12, NETWORK 3".
-func (r *Result) errorList() string {
-	if len(r.Errors) == 0 {
-		return "-"
-	}
-	return fleet.Codes(r.Errors, "%s %d")
 }
 
 // WriteChecks writes, for each result, the promises of c it breaks and the
