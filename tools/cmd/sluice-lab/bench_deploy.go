@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -58,17 +59,14 @@ func (d *deployFlags) On() bool { return d.on }
 // OwnFlagGiven names the first flag given that only --rolling-deploy
 // reads, "" if none.
 func (d *deployFlags) OwnFlagGiven(fs *cli.FlagSet) string {
-	for _, name := range deployOnly {
-		if fs.IsSet(name) {
-			return name
-		}
+	if i := slices.IndexFunc(deployOnly, fs.IsSet); i >= 0 {
+		return deployOnly[i]
 	}
 	return ""
 }
 
 // Run runs `sluice-lab bench --rolling-deploy`.
 func (d *deployFlags) Run(ctx context.Context, fs *cli.FlagSet, a cli.BenchArgs, stdout, stderr io.Writer) int {
-	rps, timeout, shape, asJSON := a.RPS, a.Timeout, a.Shape, a.JSON
 	allowed := append([]string{"rolling-deploy", "rps", "timeout", "embedded-latency", "output"}, deployOnly...)
 	if code, ok := cli.ModeFlags(fs, "--rolling-deploy", "sets its own servers, load and clients", "makes calls with no retry policy", allowed...); !ok {
 		return code
@@ -78,15 +76,15 @@ func (d *deployFlags) Run(ctx context.Context, fs *cli.FlagSet, a cli.BenchArgs,
 		return fs.UsageError("--rows: %v", strings.TrimPrefix(err.Error(), "deploy: "))
 	}
 	cfg := d.cfg
-	cfg.Rows, cfg.Timeout = rows, millis.Duration(timeout)
+	cfg.Rows, cfg.Timeout = rows, millis.Duration(a.Timeout)
 	if fs.IsSet("rps") {
-		if !(rps > 0) {
-			return fs.UsageError("--rps is %v: --rolling-deploy offers a rate, > 0 (default 1000)", rps)
+		if !(a.RPS > 0) {
+			return fs.UsageError("--rps is %v: --rolling-deploy offers a rate, > 0 (default 1000)", a.RPS)
 		}
-		cfg.Rate = rps
+		cfg.Rate = a.RPS
 	}
 	if fs.IsSet("embedded-latency") {
-		s, err := load.ParseShape(shape)
+		s, err := load.ParseShape(a.Shape)
 		if err != nil {
 			return fs.UsageError("--embedded-latency: %v", err)
 		}
@@ -121,5 +119,5 @@ func (d *deployFlags) Run(ctx context.Context, fs *cli.FlagSet, a cli.BenchArgs,
 	if res != nil {
 		n = len(res.Rows)
 	}
-	return fs.ReportMade(ctx, n, err, asJSON, func() any { return res }, func(w io.Writer) error { return res.WriteTable(w) }, "rows")
+	return fs.ReportMade(ctx, n, err, a.JSON, func() any { return res }, func(w io.Writer) error { return res.WriteTable(w) }, "rows")
 }

@@ -113,7 +113,7 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if code, ok := fs.ParseArgs(args); !ok {
 		return code
 	}
-	if *listen == "" || (*config == "" && sf.parent == "") {
+	if *listen == "" || (*config == "" && sf.cfg.Parent == "") {
 		return fs.UsageError("--config and --listen are required (--config may be left out with --parent)")
 	}
 	if err := sf.validate(*listen, fs.TLSReloadErrors()); err != nil {
@@ -124,28 +124,28 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return fs.UsageError("%v", err)
 	}
 	defer debug.Close()
+	defer sf.close()
 	var repo *server.Repository
 	if *config != "" {
 		if repo, err = sf.loadConfig(ctx, *config, sf.etcd); err != nil {
 			return fs.Failure("%v", err)
 		}
 	}
-	defer sf.close()
 	lis, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fs.Failure("%v", err)
 	}
 	defer lis.Close()           // for a failure below; Stop closes it too
 	stdout = cli.Locked(stdout) // mastership changes are printed from the election
-	cfg := server.Config{Repository: repo, Scope: debug.Scope()}
-	election, err := sf.apply(&cfg, lis.Addr().String(), stdout)
+	sf.cfg.Repository, sf.cfg.Scope = repo, debug.Scope()
+	election, err := sf.apply(lis.Addr().String(), stdout)
 	if err != nil {
 		return fs.Failure("%v", err)
 	}
 	if election != nil {
 		defer election.Close()
 	}
-	srv, err := server.New(cfg)
+	srv, err := server.New(sf.cfg)
 	if err != nil {
 		return fs.Failure("%v", err)
 	}

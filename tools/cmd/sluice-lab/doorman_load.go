@@ -127,19 +127,16 @@ func closeConns(conns []*grpc.ClientConn) {
 	}
 }
 
-// rawMessage is a message already marshalled (a request) or left so (a
-// response nobody reads), sent through rawCodec.
+// rawMessage is a request already marshalled, sent through rawCodec.
 type rawMessage []byte
 
-// rawCodec passes rawMessages through unchanged.
+// rawCodec sends rawMessages unchanged and drops the responses, which
+// nobody reads.
 type rawCodec struct{}
 
 func (rawCodec) Marshal(v any) ([]byte, error) { return *v.(*rawMessage), nil }
-func (rawCodec) Unmarshal(data []byte, v any) error {
-	*v.(*rawMessage) = append((*v.(*rawMessage))[:0], data...)
-	return nil
-}
-func (rawCodec) Name() string { return "proto" }
+func (rawCodec) Unmarshal([]byte, any) error   { return nil }
+func (rawCodec) Name() string                  { return "proto" }
 
 // latencies are the durations of requests, kept for their quantiles.
 type latencies []time.Duration
@@ -273,14 +270,14 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		}
 		return took, true
 	}
-	run := func(until time.Time, limit int64) []latencies {
+	// run has the clients ask in turn until limit requests were sent, or
+	// until until with no limit, and returns the requests' latencies.
+	run := func(until time.Time, limit int64) latencies {
 		var next atomic.Int64
 		out := make([]latencies, lf.concurrency)
 		var wg sync.WaitGroup
 		for w := range out {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				rng := rand.New(rand.NewPCG(uint64(w), 1))
 				stub := pb.NewCapacityClient(conns[w%len(conns)])
 				for ctx.Err() == nil && failed.n.Load() == 0 {
@@ -292,10 +289,10 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 						out[w] = append(out[w], took)
 					}
 				}
-			}()
+			})
 		}
 		wg.Wait()
-		return out
+		return slices.Concat(out...)
 	}
 	if *warmup {
 		run(time.Time{}, int64(len(cs)))
@@ -306,12 +303,8 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return fs.Failure("%v", failed.err)
 	}
 	start := time.Now()
-	parts := run(start.Add(*duration), 0)
+	all := run(start.Add(*duration), 0)
 	elapsed := time.Since(start).Seconds()
-	var all latencies
-	for _, p := range parts {
-		all = append(all, p...)
-	}
 	rep := doormanLoadReport{Clients: *clients, Resource: *resource, Concurrency: lf.concurrency, Connections: lf.conns,
 		Elapsed: millis.Duration(time.Duration(elapsed * float64(time.Second))), Requests: len(all), RequestsPerS: float64(len(all)) / elapsed,
 		Answered: answered.Load(), AnsweredPerS: float64(answered.Load()) / elapsed, Unanswered: unanswered.Load(),
@@ -451,14 +444,13 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 	// The flood's requests, marshalled before the clock starts, so that the
 	// flood costs this process little CPU beside the server's.
-	nreq := (*ids + *perRequest - 1) / *perRequest
-	floodReqs := make([]rawMessage, nreq)
+	per := *perRequest
+	floodReqs := make([]rawMessage, (*ids+per-1)/per)
 	for k := range floodReqs {
-		n := int64(k) * int64(*perRequest)
 		req := &pb.GetCapacityRequest{ClientId: proto.String("flood-" + strconv.Itoa(k%*floodClients))}
-		for i := n; i < min(n+int64(*perRequest), int64(*ids)); i++ {
+		for i := k * per; i < min((k+1)*per, *ids); i++ {
 			req.Resource = append(req.Resource, &pb.ResourceRequest{
-				ResourceId: proto.String("flood-" + strconv.FormatInt(i, 10)), Priority: proto.Int64(0), Wants: proto.Float64(1),
+				ResourceId: proto.String("flood-" + strconv.Itoa(i)), Priority: proto.Int64(0), Wants: proto.Float64(1),
 			})
 		}
 		floodReqs[k], _ = proto.Marshal(req) // ids of ASCII: it cannot fail
@@ -469,29 +461,26 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	floodDone := make(chan struct{})
 	start := time.Now()
 	var wg sync.WaitGroup
-	for w := 0; w < lf.concurrency; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for w := range lf.concurrency {
+		wg.Go(func() {
 			conn := conns[w%len(conns)]
 			for ctx.Err() == nil && failed.n.Load() == 0 {
 				k := next.Add(1) - 1
 				if k >= int64(len(floodReqs)) {
 					return
 				}
-				var resp rawMessage
-				err := conn.Invoke(ctx, "/doorman.Capacity/GetCapacity", &floodReqs[k], &resp, grpc.ForceCodec(rawCodec{}))
+				err := conn.Invoke(ctx, "/doorman.Capacity/GetCapacity", &floodReqs[k], new(rawMessage), grpc.ForceCodec(rawCodec{}))
 				switch {
 				case err == nil:
 					accepted.Add(1)
-					acceptedIDs.Add(int64(min(*perRequest, *ids-int(k)**perRequest)))
+					acceptedIDs.Add(int64(min(per, *ids-int(k)*per)))
 				case status.Code(err) == codes.ResourceExhausted:
 					refused.set(err)
 				case ctx.Err() == nil:
 					failed.set(err)
 				}
 			}
-		}()
+		})
 	}
 	go func() { wg.Wait(); close(floodDone) }()
 
@@ -539,8 +528,7 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		Refused: refused.n.Load(), Failed: failed.n.Load(),
 		Side: doormanFloodSide{Requests: len(sideLat), Answered: sideAnswered, Latency: sideLat.quantiles(), Error: errText(sideErr)}}
 	if refused.err != nil {
-		msg := status.Convert(refused.err).Message()
-		rep.FirstRefusal = &msg
+		rep.FirstRefusal = new(status.Convert(refused.err).Message())
 	}
 	if *pid != 0 {
 		rss, hwm, err := procMemory(*pid)

@@ -27,18 +27,15 @@ import (
 // and --debug-listen: limits, connections (named as `sluice serve`'s, 0:
 // the server's default), tree and election, TLS and reloading.
 type serveFlags struct {
-	maxResources, maxClients, maxLeases int
-	maxConns, maxCalls                  int
-	handshake, idle, pingPeriod         time.Duration
-	parent, serverID, etcd, electionKey string
-	advertise, advertising              string // advertising: set by apply
-	electionTTL, configPoll             time.Duration
-	tls                                 cli.ServerTLSFlags
-	parentTLS                           *cli.ClientTLSFlags
-
-	// Set by validate, nil without TLS.
-	tlsFiles   *tlsfiles.Reloader
-	parentDial []grpc.DialOption
+	// cfg is the server's configuration as the flags set it: the limits,
+	// the connections, --parent, --server-id and --advertise (Address);
+	// validate and apply set the rest.
+	cfg                     server.Config
+	etcd, electionKey       string
+	electionTTL, configPoll time.Duration
+	tls                     cli.ServerTLSFlags
+	parentTLS               *cli.ClientTLSFlags
+	tlsFiles                *tlsfiles.Reloader // set by validate, nil without TLS
 
 	// Set by loadConfig.
 	file       string           // --config FILE
@@ -52,23 +49,24 @@ type serveFlags struct {
 // --debug-listen on fs.
 func addServeFlags(fs *cli.FlagSet) *serveFlags {
 	s := &serveFlags{}
-	fs.IntVar(&s.maxResources, "max-resources", server.DefaultMaxResources, "the most resources the server keeps, `N` >= 1")
-	fs.IntVar(&s.maxClients, "max-clients", server.DefaultMaxClients, "the most distinct clients holding leases, `N` >= 1")
-	fs.IntVar(&s.maxLeases, "max-leases", server.DefaultMaxLeases, "the most leases (client and resource pairs), `N` >= 1")
-	fs.IntVar(&s.maxConns, "max-conns", 0, "the most connections held, `N` (0: half the descriptor limit, "+strconv.Itoa(server.DefaultMaxConns())+
+	c := &s.cfg
+	fs.IntVar(&c.MaxResources, "max-resources", server.DefaultMaxResources, "the most resources the server keeps, `N` >= 1")
+	fs.IntVar(&c.MaxClients, "max-clients", server.DefaultMaxClients, "the most distinct clients holding leases, `N` >= 1")
+	fs.IntVar(&c.MaxLeases, "max-leases", server.DefaultMaxLeases, "the most leases (client and resource pairs), `N` >= 1")
+	fs.IntVar(&c.MaxConns, "max-conns", 0, "the most connections held, `N` (0: half the descriptor limit, "+strconv.Itoa(server.DefaultMaxConns())+
 		" here; at the cap one that never made a call goes first, then the longest idle)")
-	fs.DurationVar(&s.idle, "idle-timeout", 0, "close a connection with no call for `D`, gracefully (0: "+server.DefaultMaxConnectionIdle.String()+"; pings do not count)")
-	fs.DurationVar(&s.handshake, "handshake-timeout", 0, "a new connection's TLS and HTTP/2 handshakes must finish within `D` (0: "+server.DefaultConnectionTimeout.String()+")")
-	fs.IntVar(&s.maxCalls, "max-calls-per-conn", 0, "the most calls a connection has in flight, `N` (0: "+strconv.Itoa(server.DefaultMaxConcurrentStreams)+")")
-	fs.DurationVar(&s.pingPeriod, "keepalive-min-time", 0, "cut off a client pinging more often than every `D` (0: "+server.DefaultKeepaliveMinTime.String()+
+	fs.DurationVar(&c.MaxConnectionIdle, "idle-timeout", 0, "close a connection with no call for `D`, gracefully (0: "+server.DefaultMaxConnectionIdle.String()+"; pings do not count)")
+	fs.DurationVar(&c.ConnectionTimeout, "handshake-timeout", 0, "a new connection's TLS and HTTP/2 handshakes must finish within `D` (0: "+server.DefaultConnectionTimeout.String()+")")
+	fs.IntVar(&c.MaxConcurrentStreams, "max-calls-per-conn", 0, "the most calls a connection has in flight, `N` (0: "+strconv.Itoa(server.DefaultMaxConcurrentStreams)+")")
+	fs.DurationVar(&c.KeepaliveMinTime, "keepalive-min-time", 0, "cut off a client pinging more often than every `D` (0: "+server.DefaultKeepaliveMinTime.String()+
 		"; pings with no call in flight are allowed)")
-	fs.StringVar(&s.parent, "parent", "", "make this server an intermediate: ask the Doorman node at `HOST:PORT` (any of its servers) for capacity")
-	fs.StringVar(&s.serverID, "server-id", "", "the `ID` this server presents to its --parent (default the advertised address, or --election-key for a node of several servers: all the servers of a node must present the same ID)")
+	fs.StringVar(&c.Parent, "parent", "", "make this server an intermediate: ask the Doorman node at `HOST:PORT` (any of its servers) for capacity")
+	fs.StringVar(&c.ID, "server-id", "", "the `ID` this server presents to its --parent (default the advertised address, or --election-key for a node of several servers: all the servers of a node must present the same ID)")
 	fs.StringVar(&s.etcd, "etcd", "", "etcd's client `ENDPOINTS`, comma-separated HOST:PORT or URLs, for --election-key and --config etcd:KEY")
 	fs.StringVar(&s.electionKey, "election-key", "", "campaign for mastership of the node on etcd `KEY` with the other servers using it; needs --etcd")
 	fs.DurationVar(&s.electionTTL, "election-ttl", etcdelection.DefaultTTL,
 		"the election session's time to live, whole seconds >= 1s: a master cut off from etcd stops serving within it")
-	fs.StringVar(&s.advertise, "advertise", "", "the `HOST:PORT` other servers send clients to when this one is master (default --listen)")
+	fs.StringVar(&c.Address, "advertise", "", "the `HOST:PORT` other servers send clients to when this one is master (default --listen)")
 	s.tls.Register(fs, "gRPC")
 	fs.DurationVar(&s.configPoll, "config-poll", server.DefaultPollInterval,
 		"how often --config FILE is read for changes (a changed, valid configuration is applied; an invalid one is logged and refused); an etcd:KEY is watched instead; 0 turns reloading off, from a file or from etcd")
@@ -81,7 +79,8 @@ func addServeFlags(fs *cli.FlagSet) *serveFlags {
 // that is wrong. A changed TLS file that does not load later is told to
 // onReloadError (nil: nobody).
 func (s *serveFlags) validate(listen string, onReloadError func(error)) error {
-	for _, a := range []struct{ name, addr string }{{"parent", s.parent}, {"advertise", s.advertise}} {
+	c := &s.cfg
+	for _, a := range []struct{ name, addr string }{{"parent", c.Parent}, {"advertise", c.Address}} {
 		if a.addr == "" {
 			continue
 		}
@@ -108,26 +107,26 @@ func (s *serveFlags) validate(listen string, onReloadError func(error)) error {
 		bad  bool
 		want string
 	}{
-		{"max-conns", s.maxConns, s.maxConns < 0, orDefault},
-		{"max-calls-per-conn", s.maxCalls, s.maxCalls < 0, orDefault},
-		{"max-calls-per-conn", s.maxCalls, int64(s.maxCalls) > math.MaxUint32, fmt.Sprintf("<= %d", uint32(math.MaxUint32))},
-		{"idle-timeout", s.idle, s.idle < 0, orDefault},
-		{"handshake-timeout", s.handshake, s.handshake < 0, orDefault},
-		{"keepalive-min-time", s.pingPeriod, s.pingPeriod < 0, orDefault},
+		{"max-conns", c.MaxConns, c.MaxConns < 0, orDefault},
+		{"max-calls-per-conn", c.MaxConcurrentStreams, c.MaxConcurrentStreams < 0, orDefault},
+		{"max-calls-per-conn", c.MaxConcurrentStreams, int64(c.MaxConcurrentStreams) > math.MaxUint32, fmt.Sprintf("<= %d", uint32(math.MaxUint32))},
+		{"idle-timeout", c.MaxConnectionIdle, c.MaxConnectionIdle < 0, orDefault},
+		{"handshake-timeout", c.ConnectionTimeout, c.ConnectionTimeout < 0, orDefault},
+		{"keepalive-min-time", c.KeepaliveMinTime, c.KeepaliveMinTime < 0, orDefault},
 	} {
 		if f.bad {
 			return fmt.Errorf("--%s is %v, must be %s", f.name, f.v, f.want)
 		}
 	}
-	if s.parentDial, err = dialOptions(s.parentTLS, onReloadError); err != nil {
+	if c.ParentDialOptions, err = dialOptions(s.parentTLS, onReloadError); err != nil {
 		return err
-	} else if s.parentDial != nil && s.parent == "" {
+	} else if c.ParentDialOptions != nil && c.Parent == "" {
 		return fmt.Errorf("the --parent-tls flags need --parent")
 	}
 	for _, l := range []struct {
 		name string
 		v    int
-	}{{"max-resources", s.maxResources}, {"max-clients", s.maxClients}, {"max-leases", s.maxLeases}} {
+	}{{"max-resources", c.MaxResources}, {"max-clients", c.MaxClients}, {"max-leases", c.MaxLeases}} {
 		if l.v < 1 {
 			return fmt.Errorf("--%s is %d, must be >= 1", l.name, l.v)
 		}
@@ -155,7 +154,7 @@ func (s *serveFlags) validateElection(listen string) error {
 	if s.electionTTL < time.Second || s.electionTTL%time.Second != 0 {
 		return fmt.Errorf("--election-ttl is %v, must be a whole number of seconds >= 1s", s.electionTTL)
 	}
-	if host, _, err := net.SplitHostPort(listen); s.advertise == "" && err == nil {
+	if host, _, err := net.SplitHostPort(listen); s.cfg.Address == "" && err == nil {
 		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 			return fmt.Errorf("--listen %q names no host for clients to be sent to: give --advertise HOST:PORT", listen)
 		}
@@ -163,20 +162,16 @@ func (s *serveFlags) validateElection(listen string) error {
 	return nil
 }
 
-// apply sets cfg's fields from the flags; listening is the server's
-// address. The election (nil without --election-key) is to be closed
-// after the server stops. The server's log lines go to out.
-func (s *serveFlags) apply(cfg *server.Config, listening string, out io.Writer) (*etcdelection.Election, error) {
-	cfg.MaxResources, cfg.MaxClients, cfg.MaxLeases = s.maxResources, s.maxClients, s.maxLeases
-	cfg.MaxConns, cfg.MaxConcurrentStreams = s.maxConns, s.maxCalls
-	cfg.ConnectionTimeout, cfg.MaxConnectionIdle, cfg.KeepaliveMinTime = s.handshake, s.idle, s.pingPeriod
-	cfg.ParentDialOptions = s.parentDial
-	s.advertising = s.advertise
-	if s.advertising == "" {
-		s.advertising = listening
+// apply completes cfg for a server listening on listening: the address
+// it advertises, its id and logger, and its election, returned (nil
+// without --election-key) to be closed after the server stops. The
+// server's log lines go to out.
+func (s *serveFlags) apply(listening string, out io.Writer) (*etcdelection.Election, error) {
+	cfg := &s.cfg
+	if cfg.Address == "" {
+		cfg.Address = listening
 	}
-	cfg.Address, cfg.Parent, cfg.ID = s.advertising, s.parent, s.serverID
-	if cfg.ID == "" && s.parent != "" && s.electionKey != "" {
+	if cfg.ID == "" && cfg.Parent != "" && s.electionKey != "" {
 		// The servers of one node must show the parent one id: with one
 		// id each, the parent would count the old master's lease until it
 		// expired and give the new master nothing meanwhile.
@@ -197,60 +192,50 @@ func (s *serveFlags) apply(cfg *server.Config, listening string, out io.Writer) 
 	return el, nil
 }
 
-// describe is what serve adds to its first line.
+// describe is what serve adds to its first line, after apply.
 func (s *serveFlags) describe() string {
 	var d string
-	if s.parent != "" {
-		d += " (intermediate under " + s.parent + ")"
+	if s.cfg.Parent != "" {
+		d += " (intermediate under " + s.cfg.Parent + ")"
 	}
 	if s.electionKey != "" {
-		d += fmt.Sprintf(" (campaigning on %s as %s, session TTL %v)", s.electionKey, s.advertising, s.electionTTL)
+		d += fmt.Sprintf(" (campaigning on %s as %s, session TTL %v)", s.electionKey, s.cfg.Address, s.electionTTL)
 	}
 	return d
 }
 
 // loadConfig loads --config: a FILE, or etcd:KEY read from the etcd
 // cluster at endpoints (comma-separated host:port or URLs). It remembers
-// where the configuration came from, so that start can watch it.
+// where the configuration came from, so that start can watch it, and the
+// etcd client, for close (also after an error).
 func (s *serveFlags) loadConfig(ctx context.Context, config, endpoints string) (*server.Repository, error) {
 	key, inEtcd := strings.CutPrefix(config, "etcd:") // as the original's -config=etcd:KEY
-	if !inEtcd {
-		data, err := server.ReadConfig(config)
-		if err != nil {
+	eps, where := splitEndpoints(endpoints), config
+	var err error
+	switch {
+	case !inEtcd:
+		s.file = config
+		s.data, err = server.ReadConfig(config)
+	case key == "":
+		return nil, fmt.Errorf("--config %q names no etcd key: want etcd:KEY", config)
+	case len(eps) == 0:
+		return nil, fmt.Errorf("--config %s needs the etcd cluster's endpoints (--etcd HOST:PORT,...)", config)
+	default:
+		if s.etcdClient, err = etcdClient(eps, &cli.EtcdFlags{}); err != nil {
 			return nil, err
 		}
-		repo, err := server.ParseRepository(data)
-		if err != nil {
-			return nil, fmt.Errorf("%w (in %s)", err, config)
-		}
-		s.file, s.data = config, data
-		return repo, nil
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		s.etcdKey, where = key, fmt.Sprintf("etcd key %q", key)
+		s.data, s.etcdRev, err = etcdconfig.Read(lctx, s.etcdClient, key)
 	}
-	if key == "" {
-		return nil, fmt.Errorf("--config %q names no etcd key: want etcd:KEY", config)
-	}
-	eps := splitEndpoints(endpoints)
-	if len(eps) == 0 {
-		return nil, fmt.Errorf("--config %s needs the etcd cluster's endpoints (--etcd HOST:PORT,...)", config)
-	}
-	c, err := etcdClient(eps, &cli.EtcdFlags{})
 	if err != nil {
 		return nil, err
 	}
-	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	data, rev, err := etcdconfig.Read(lctx, c, key)
-	var repo *server.Repository
-	if err == nil {
-		if repo, err = server.ParseRepository(data); err != nil {
-			err = fmt.Errorf("%w (in etcd key %q)", err, key)
-		}
-	}
+	repo, err := server.ParseRepository(s.data)
 	if err != nil {
-		c.Close()
-		return nil, err
+		return nil, fmt.Errorf("%w (in %s)", err, where)
 	}
-	s.etcdClient, s.etcdKey, s.etcdRev, s.data = c, key, rev, data
 	return repo, nil
 }
 
@@ -292,7 +277,8 @@ func (s *serveFlags) start(srv *server.Server, scope tally.Scope, stderr io.Writ
 	}
 }
 
-// close releases the etcd client, after start's watcher has stopped.
+// close releases loadConfig's etcd client, after start's watcher has
+// stopped.
 func (s *serveFlags) close() {
 	if s.etcdClient != nil {
 		s.etcdClient.Close()

@@ -52,7 +52,7 @@ sluice-lab faults --ci -o json | jq '.runs[] | {scenario: .config.scenario, cont
 // end of ctx ends the suite early; the runs made so far are printed.
 func faultsRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	s := newSuite("faults", faultsHelp, faults.Scenarios(), "scenarios", "comma-separated `SCENARIOS` to run, or all",
-		"the CI size: one to three seconds a run (6s for freeze and stall)", "runs", stdout, stderr)
+		"the CI size: one to three seconds a run (6s for freeze and stall)", stdout, stderr)
 	rps := s.Float64("rps", faults.DefaultRate, "arrival rate: calls per second, sent on schedule whether or not earlier ones returned")
 	duration := s.Duration("duration", 0, "every run's duration, overriding the size's (mid-run faults strike a quarter in, at most 3s)")
 	deadline := s.Duration("timeout", faults.DefaultDeadline, "each call's deadline, across its attempts")
@@ -90,7 +90,7 @@ func faultsRun(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	results, err := suite.Run(ctx, func(r *faults.Result) {
 		s.progress("  %s/%s: %d calls in %.1fs", r.Config.Scenario, r.Config.Setup, r.Calls, r.Elapsed.D().Seconds())
 	})
-	return s.finish(ctx, len(results), err,
+	return s.ReportMade(ctx, len(results), err, s.asJSON,
 		func() any { return newFaultsReport(*rps, *deadline, suite.Size, results, ctx.Err() != nil) },
 		func(w io.Writer) error {
 			fmt.Fprintf(w, "%g calls/s, deadline %v, %s size\n\n", *rps, *deadline, suite.Size)
@@ -104,7 +104,7 @@ func faultsRun(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			}
 			fmt.Fprintf(w, "\n%d of %d runs broke the failure handling contract\n", failed, len(results))
 			return nil
-		})
+		}, "runs")
 }
 
 // faultsReport is `sluice-lab faults -o json`'s report.

@@ -57,7 +57,7 @@ sluice-lab hostile --target 127.0.0.1:4040 --pid $! --debug-url http://127.0.0.1
 // end of ctx ends the run early; the attacks made so far are printed.
 func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newSuite("hostile", hostileHelp, hostile.Attacks(), "attacks", "comma-separated `ATTACKS` to make, or all",
-		"the CI size: a few seconds an attack, with low server limits", "attacks", stdout, stderr)
+		"the CI size: a few seconds an attack, with low server limits", stdout, stderr)
 	serverBin := fs.String("server-bin", "", "the sluice-lab binary `PATH` whose servers (and, for the client attacks, clients) are attacked (default this binary; sluice has no doorman command for the Doorman attacks)")
 	target := fs.String("target", "", "attack the TChannel server already running at `127.0.0.1:PORT` instead (needs --pid)")
 	pid := fs.Int("pid", 0, "the --target server's process `ID`, for its memory and liveness")
@@ -117,7 +117,7 @@ func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.progress("sluice-lab hostile: %d attacks, %s size, server %s (%s), %s/%s", len(list), cfg.Size, bin, build, runtime.GOOS, runtime.GOARCH)
 	start := time.Now()
 	results, err := cfg.Run(ctx, func(r *hostile.Result) { fs.progress("  %s: %.1fs", r.Attack, r.Elapsed.D().Seconds()) })
-	return fs.finish(ctx, len(results), err,
+	return fs.ReportMade(ctx, len(results), err, fs.asJSON,
 		func() any {
 			rep := hostileReport{Size: cfg.Size, Elapsed: millis.Duration(time.Since(start)), Interrupted: ctx.Err() != nil}
 			if cfg.Target != nil {
@@ -137,7 +137,7 @@ func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 				fmt.Fprintf(w, "%s size, server %s (%s), %.0fs\n\n", cfg.Size, bin, build, time.Since(start).Seconds())
 			}
 			return hostile.WriteTable(w, results, *fs.markdown)
-		})
+		}, "attacks")
 }
 
 // hostileReport is `sluice-lab hostile -o json`'s report.

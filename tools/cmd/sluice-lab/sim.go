@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
@@ -64,10 +65,7 @@ func simBusyCmd(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	explicit := false
-	for _, name := range []string{"rps", "rps-pattern", "busy", "busy-pattern"} {
-		explicit = explicit || fs.IsSet(name)
-	}
+	explicit := slices.ContainsFunc([]string{"rps", "rps-pattern", "busy", "busy-pattern"}, fs.IsSet)
 	sc := busysim.Scenario{RPS: *rps, RPSPattern: busysim.Pattern(*rpsPattern), Busy: *busyN, BusyPattern: busysim.Pattern(*busyPattern)}
 	switch {
 	case *preset != "" && explicit:

@@ -57,8 +57,7 @@ func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
 	if *runs < 1 || *runs > maxSimRuns {
 		return fs.UsageError("--runs is %d, must be in 1..%d", *runs, maxSimRuns)
 	}
-	ext := strings.ToLower(filepath.Ext(*chart))
-	if *chart != "" && ext != ".png" && ext != ".svg" {
+	if ext := strings.ToLower(filepath.Ext(*chart)); *chart != "" && ext != ".png" && ext != ".svg" {
 		return fs.UsageError("--chart %q: want a .png or .svg file", *chart)
 	}
 	entries := ratesim.Entries()
@@ -148,38 +147,29 @@ func writeSleepChart(path string, rows []ratesim.Row) error {
 		if r.Config.Strategy == pacing.StrategyNull || r.Config.Strategy == "" {
 			continue
 		}
-		p, err := sleepPlot(r)
-		if err != nil {
-			return err
+		res := r.Steady
+		p := panel(fmt.Sprintf("%s: retry %.2f%%, max sleep %.1f s, stdev %.0f",
+			r.Name, 100*res.RetryRate(), res.MaxSleep().Seconds(), res.RequestStdev()), "minutes", "sleep (s), one line per client")
+		p.X.Min, p.X.Max = 0, res.End.Minutes()
+		for i, c := range res.Clients {
+			xys := make(plotter.XYs, 0, 2*len(c.Series)+1)
+			for k, pt := range c.Series {
+				x := pt.At.Minutes()
+				if k > 0 {
+					xys = append(xys, plotter.XY{X: x, Y: c.Series[k-1].Sleep.Seconds()})
+				}
+				xys = append(xys, plotter.XY{X: x, Y: pt.Sleep.Seconds()})
+			}
+			xys = append(xys, plotter.XY{X: res.End.Minutes(), Y: c.Series[len(c.Series)-1].Sleep.Seconds()})
+			l, err := plotter.NewLine(xys)
+			if err != nil {
+				return err
+			}
+			l.Color = plotutil.Color(i)
+			l.Width = vg.Points(1)
+			p.Add(l)
 		}
 		plots = append(plots, p)
 	}
 	return chart.WriteGrid(path, plots, 2, 3.6*vg.Inch)
-}
-
-// sleepPlot is one pacer's panel.
-func sleepPlot(r ratesim.Row) (*plot.Plot, error) {
-	res := r.Steady
-	p := panel(fmt.Sprintf("%s: retry %.2f%%, max sleep %.1f s, stdev %.0f",
-		r.Name, 100*res.RetryRate(), res.MaxSleep().Seconds(), res.RequestStdev()), "minutes", "sleep (s), one line per client")
-	p.X.Min, p.X.Max = 0, res.End.Minutes()
-	for i, c := range res.Clients {
-		xys := make(plotter.XYs, 0, 2*len(c.Series)+1)
-		for k, pt := range c.Series {
-			x := pt.At.Minutes()
-			if k > 0 {
-				xys = append(xys, plotter.XY{X: x, Y: c.Series[k-1].Sleep.Seconds()})
-			}
-			xys = append(xys, plotter.XY{X: x, Y: pt.Sleep.Seconds()})
-		}
-		xys = append(xys, plotter.XY{X: res.End.Minutes(), Y: c.Series[len(c.Series)-1].Sleep.Seconds()})
-		l, err := plotter.NewLine(xys)
-		if err != nil {
-			return nil, err
-		}
-		l.Color = plotutil.Color(i)
-		l.Width = vg.Points(1)
-		p.Add(l)
-	}
-	return p, nil
 }

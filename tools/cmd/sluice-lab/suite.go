@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 
@@ -10,11 +9,11 @@ import (
 
 // suite is the command shape faults and hostile share: a --LIST of items
 // to make or all, --ci, --markdown and -o json; progress on stderr; the
-// report as a table or one JSON object; on an interrupt what was made so
-// far, and exit 0.
+// report as a table or one JSON object (cli.FlagSet.ReportMade: on an
+// interrupt what was made so far, and exit 0).
 type suite struct {
 	*cli.FlagSet
-	list, made   string // its list flag ("scenarios"), what it makes ("runs")
+	list         string // its list flag ("scenarios")
 	items        *string
 	ci, markdown *bool
 	output       func([]string) (bool, int, bool)
@@ -24,9 +23,9 @@ type suite struct {
 
 // newSuite starts `sluice-lab NAME`'s flags; help's %s lists names, the
 // items --LIST picks.
-func newSuite[T ~string](name string, help cli.Help, names []T, list, listUsage, ciUsage, made string, stdout, stderr io.Writer) *suite {
+func newSuite[T ~string](name string, help cli.Help, names []T, list, listUsage, ciUsage string, stdout, stderr io.Writer) *suite {
 	help.About = fmt.Sprintf(help.About, cli.JoinNames(names))
-	s := &suite{FlagSet: cli.NewFlagSet("sluice-lab "+name, help, stdout, stderr), list: list, made: made, stderr: stderr}
+	s := &suite{FlagSet: cli.NewFlagSet("sluice-lab "+name, help, stdout, stderr), list: list, stderr: stderr}
 	s.items, s.ci = s.String(list, "all", listUsage), s.Bool("ci", false, ciUsage)
 	s.markdown = s.Bool("markdown", false, "print the table as Markdown")
 	s.output = cli.AddOutputFlag(s.FlagSet, false).Parse
@@ -51,9 +50,3 @@ func parseSuite[L any](s *suite, args []string, parseList func(string) (L, error
 
 // progress prints a line of the plan or progress on stderr.
 func (s *suite) progress(format string, a ...any) { fmt.Fprintf(s.stderr, format+"\n", a...) }
-
-// finish prints the n items a run that ended with err made, if any:
-// report() as JSON, or table's table (cli.FlagSet.ReportMade).
-func (s *suite) finish(ctx context.Context, n int, err error, report func() any, table func(w io.Writer) error) int {
-	return s.ReportMade(ctx, n, err, s.asJSON, report, table, s.made)
-}
