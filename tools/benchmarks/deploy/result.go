@@ -115,13 +115,8 @@ func stretchOf(calls []call, of func(call) bool) Stretch {
 		}
 		lat = append(lat, c.latency)
 	}
-	if len(lat) == 0 {
-		return s
-	}
 	slices.Sort(lat)
-	s.P50 = load.Millis(load.Quantile(lat, 0.50))
-	s.P99 = load.Millis(load.Quantile(lat, 0.99))
-	s.Max = load.Millis(lat[len(lat)-1])
+	s.P50, s.P99, s.Max = load.Millis(load.Quantile(lat, 0.50)), load.Millis(load.Quantile(lat, 0.99)), load.Millis(load.Quantile(lat, 1))
 	return s
 }
 
@@ -191,10 +186,7 @@ func summarize(row Row, calls []call, hung int, reps []replacement, all []*insta
 		}
 		r.Replacements = append(r.Replacements, out)
 	}
-	if len(firsts) > 0 {
-		slices.Sort(firsts)
-		r.FirstCallMedian = load.Millis(load.Quantile(firsts, 0.5))
-		r.FirstCallMax = load.Millis(firsts[len(firsts)-1])
-	}
+	slices.Sort(firsts)
+	r.FirstCallMedian, r.FirstCallMax = load.Millis(load.Quantile(firsts, 0.5)), load.Millis(load.Quantile(firsts, 1))
 	return r
 }
