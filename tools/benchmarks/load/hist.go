@@ -28,9 +28,8 @@ type hist struct {
 const (
 	histSubBits = 7
 	histSub     = 1 << histSubBits
-	// histGroups covers durations up to 2^(histGroups+histSubBits-1) ns,
-	// about 4.5 years; longer ones (none: calls time out within
-	// MaxTimeout) count in the last bucket.
+	// histGroups covers durations up to 2^(histGroups+histSubBits-1) ns:
+	// every time.Duration.
 	histGroups = 64 - histSubBits
 )
 

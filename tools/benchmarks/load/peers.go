@@ -5,7 +5,6 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -62,7 +61,7 @@ type peerLedger struct {
 }
 
 // newPeerLedger reads cls' counts, the run's start, and goes on reading
-// them every ledgerEvery until finish.
+// them every ledgerEvery until stop.
 func newPeerLedger(cls []*channel.Client) *peerLedger {
 	l := &peerLedger{cls: cls, last: map[ledgerKey]peer.Counts{}, sum: map[ledgerKey]peer.Counts{}}
 	l.read()
@@ -71,18 +70,12 @@ func newPeerLedger(cls []*channel.Client) *peerLedger {
 	return l
 }
 
-// finish stops the reads and reads the counts at the run's end.
-func (l *peerLedger) finish() {
-	l.stop()
-	l.read()
-}
-
 // Every calls f every period on a goroutine of its own until stop, which
 // waits for it and may be called again.
 func Every(period time.Duration, f func(now time.Time)) (stop func()) {
-	done, exited := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(exited)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
 		t := time.NewTicker(period)
 		defer t.Stop()
 		for {
@@ -93,12 +86,11 @@ func Every(period time.Duration, f func(now time.Time)) (stop func()) {
 				return
 			}
 		}
-	}()
-	closeDone := sync.OnceFunc(func() { close(done) })
-	return func() {
-		closeDone()
-		<-exited
-	}
+	})
+	return sync.OnceFunc(func() {
+		close(done)
+		wg.Wait()
+	})
 }
 
 // read reads the Clients' peer counts.
@@ -123,29 +115,29 @@ func addCounts(a, b, c peer.Counts) peer.Counts {
 	return a
 }
 
-// fillPeers sets r's Sent, Busy and Throttled from the ledger, and with
-// tallies (Config.PerPeer) its PerPeer: a report for every peer that ended
-// a call or had a count, sorted by host:port.
-func (r *Report) fillPeers(l *peerLedger, tallies map[string]*tally) {
+// fillPeers sets r's Sent, Busy and Throttled from the ledger, and when
+// t, r's tally, has peers (Config.PerPeer) its PerPeer: a report for every
+// peer that ended a call or had a count, sorted by host:port.
+func (r *Report) fillPeers(l *peerLedger, t *tally) {
 	totals := map[string]peer.Counts{} // each host:port's, over every Client
 	var all peer.Counts
 	for k, c := range l.sum {
 		totals[k.hostPort], all = addCounts(totals[k.hostPort], c, peer.Counts{}), addCounts(all, c, peer.Counts{})
 	}
 	r.Sent, r.Busy, r.Throttled = all.Sent, all.Busy, all.Throttled
-	if tallies == nil {
+	if t.peers == nil {
 		return
 	}
 	for p, c := range totals {
 		if c.Sent+c.Busy+c.Throttled > 0 {
-			peerTally(tallies, p, true) // empty if no call ended there
+			t.peer(p) // empty if no call ended there
 		}
 	}
 	r.PerPeer = []PeerReport{}
-	for _, p := range slices.Sorted(maps.Keys(tallies)) {
-		t, c := tallies[p].report(0), totals[p]
-		r.PerPeer = append(r.PerPeer, PeerReport{Peer: p, Calls: t.Calls, OK: t.OK, Failed: t.Failed, Refused: t.Refused,
-			Errors: t.Errors, Latency: t.Latency, Sent: c.Sent, Busy: c.Busy, Throttled: c.Throttled, Left: !l.present[p]})
+	for _, p := range slices.Sorted(maps.Keys(t.peers)) {
+		pr, c := t.peers[p].report(0), totals[p]
+		r.PerPeer = append(r.PerPeer, PeerReport{Peer: p, Calls: pr.Calls, OK: pr.OK, Failed: pr.Failed, Refused: pr.Refused,
+			Errors: pr.Errors, Latency: pr.Latency, Sent: c.Sent, Busy: c.Busy, Throttled: c.Throttled, Left: !l.present[p]})
 	}
 }
 
@@ -159,9 +151,10 @@ func (r *Report) printPeers(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "per peer\n")
-	rows := [][]string{{"peer", "calls", "ok", "failed", "refused", "p50", "p99", "max", "sent", "busy", "throttled", "errors"}}
+	// The table is indented under the "per peer" line.
+	rows := [][]string{{"  peer", "calls", "ok", "failed", "refused", "p50", "p99", "max", "sent", "busy", "throttled", "errors"}}
 	for _, p := range r.PerPeer {
-		name := p.Peer
+		name := "  " + p.Peer
 		if p.Left {
 			name += " (left)"
 		}
@@ -172,9 +165,5 @@ func (r *Report) printPeers(w io.Writer) {
 		rows = append(rows, append(append([]string{name, fmt.Sprint(p.Calls), fmt.Sprint(p.OK), fmt.Sprint(p.Failed), fmt.Sprint(p.Refused)},
 			lat...), fmt.Sprint(p.Sent), fmt.Sprint(p.Busy), fmt.Sprint(p.Throttled), errorList(p.Errors, nil)))
 	}
-	var b strings.Builder
-	table.Write(&b, rows, false, false) // a strings.Builder does not fail
-	for _, l := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
-		fmt.Fprintf(w, "  %s\n", strings.TrimRight(l, " "))
-	}
+	table.Write(w, rows, false, false) // Print's writes do not report errors
 }

@@ -49,7 +49,7 @@ func (c PoolConfig) Validate() error {
 // The pool integrates its in-flight count over time, so that two Stats
 // give a stretch's mean and peak in-flight. It is safe for concurrent use.
 type Pool struct {
-	workers  chan *worker
+	workers  chan time.Time // the free workers, each as when its last request was due to end
 	maxQueue int64
 	waiting  atomic.Int64 // requests in the queue now
 
@@ -59,18 +59,14 @@ type Pool struct {
 	served, shed, queued, abandoned atomic.Int64
 }
 
-// worker is one of a pool's workers: free is when its last request was
-// due to end, by its schedule.
-type worker struct{ free time.Time }
-
 // NewPool returns an idle pool, or cfg's validation error.
 func NewPool(cfg PoolConfig) (*Pool, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	p := &Pool{workers: make(chan *worker, cfg.Workers), maxQueue: int64(cfg.MaxQueue), stats: PoolStats{At: time.Now()}}
+	p := &Pool{workers: make(chan time.Time, cfg.Workers), maxQueue: int64(cfg.MaxQueue), stats: PoolStats{At: time.Now()}}
 	for range cfg.Workers {
-		p.workers <- new(worker)
+		p.workers <- time.Time{}
 	}
 	return p, nil
 }
@@ -81,9 +77,9 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 // full, or ctx's error when the caller gave up first.
 func (p *Pool) Serve(ctx context.Context, d time.Duration) (time.Duration, error) {
 	arrived := time.Now()
-	var w *worker
+	var free time.Time
 	select {
-	case w = <-p.workers:
+	case free = <-p.workers:
 		p.add(arrived, 1)
 	default:
 		if n := p.waiting.Add(1); p.maxQueue > 0 && n > p.maxQueue {
@@ -94,7 +90,7 @@ func (p *Pool) Serve(ctx context.Context, d time.Duration) (time.Duration, error
 		p.queued.Add(1)
 		p.add(arrived, 1)
 		select {
-		case w = <-p.workers:
+		case free = <-p.workers:
 			p.waiting.Add(-1)
 		case <-ctx.Done():
 			p.waiting.Add(-1)
@@ -105,8 +101,8 @@ func (p *Pool) Serve(ctx context.Context, d time.Duration) (time.Duration, error
 	}
 	// Start when the worker was due to be free, if this request waited.
 	start := arrived
-	if w.free.After(start) {
-		start = w.free
+	if free.After(start) {
+		start = free
 	}
 	end := start.Add(d)
 	err := sleepCtx(ctx, time.Until(end))
@@ -119,9 +115,8 @@ func (p *Pool) Serve(ctx context.Context, d time.Duration) (time.Duration, error
 		held = now.Sub(start)
 		p.served.Add(1)
 	}
-	w.free = end
 	p.add(now, -1)
-	p.workers <- w
+	p.workers <- end
 	return held, err
 }
 

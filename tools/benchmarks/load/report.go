@@ -81,15 +81,6 @@ type Record struct {
 	Peer        string
 }
 
-// records returns rs as Records.
-func records(rs []result) []Record {
-	out := make([]Record, len(rs))
-	for i, c := range rs {
-		out[i] = c.Record
-	}
-	return out
-}
-
 // Second is what became of the calls that arrived in one second of a run,
 // as Report counts them (Busy: the failed ones that ended BUSY); its
 // quantiles are null in JSON when no call succeeded.
@@ -123,7 +114,7 @@ func timeline(rs []result) []Second {
 	var ts []*tally
 	for _, c := range rs {
 		for i := int(c.At / time.Second); len(ts) <= i; {
-			ts = append(ts, newTally(true))
+			ts = append(ts, newTally(true, false))
 		}
 		ts[c.At/time.Second].add(c, c.Latency)
 	}

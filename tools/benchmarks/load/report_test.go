@@ -78,7 +78,7 @@ func TestSummarizeKeepsTheSetsApart(t *testing.T) {
 
 // summarize returns the Report of a rate run's calls.
 func summarize(rs []result, elapsed time.Duration) *Report {
-	t := newTally(true)
+	t := newTally(true, false)
 	for _, c := range rs {
 		t.add(c, c.Latency)
 	}

@@ -170,32 +170,27 @@ func RunClients(ctx context.Context, cls []*channel.Client, cfg Config) (*Report
 			return nil, fmt.Errorf("load: Client %d calls service %q, Client 0 %q: a run calls one service", i, cl.Service(), cls[0].Service())
 		}
 	}
-	unbounded := cfg.RPS == 0
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = 100
-		if unbounded {
-			cfg.Concurrency = 1
-		}
+	// Concurrency bounds the calls in flight over every channel in a rate
+	// run, on each channel in an unbounded one.
+	run, concurrency, channels := runRate, 100, 1
+	if cfg.RPS == 0 {
+		run, concurrency, channels = runUnbounded, 1, len(cls)
 	}
-	inFlight := cfg.Concurrency
-	if unbounded {
-		if inFlight *= len(cls); inFlight > MaxConcurrency {
-			return nil, fmt.Errorf("load: %d channels x Concurrency %d calls in flight, more than %d", len(cls), cfg.Concurrency, MaxConcurrency)
-		}
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, concurrency)
+	inFlight := cfg.Concurrency * channels
+	if inFlight > MaxConcurrency {
+		return nil, fmt.Errorf("load: %d channels x Concurrency %d calls in flight, more than %d", len(cls), cfg.Concurrency, MaxConcurrency)
 	}
 	cfg.Timeout = cmp.Or(cfg.Timeout, time.Second)
 	cfg.Request = cmp.Or(cfg.Request, &channel.Request{Format: "raw"})
 	warm := warmup(ctx, cls, cfg)
 	ledger := newPeerLedger(cls)
-	run := runRate
-	if unbounded {
-		run = runUnbounded
-	}
-	r, tallies := run(ctx, cls, cfg)
-	ledger.finish()
+	r, t := run(ctx, cls, cfg)
+	ledger.stop()
+	ledger.read() // the counts at the run's end
 	r.Connections, r.Concurrency, r.MaxInFlight = len(cls), cfg.Concurrency, inFlight
 	r.WarmupCalls = warm
-	r.fillPeers(ledger, tallies)
+	r.fillPeers(ledger, t)
 	return r, nil
 }
 
@@ -255,9 +250,9 @@ func warmupEnds(r result) bool {
 }
 
 // runRate makes a rate run: open loop, each call in a goroutine of its
-// own, its latency from its scheduled arrival. With cfg.PerPeer it
-// returns the calls' tallies by peer too.
-func runRate(ctx context.Context, cls []*channel.Client, cfg Config) (*Report, map[string]*tally) {
+// own, its latency from its scheduled arrival. It returns the Report and
+// the tally it was made of.
+func runRate(ctx context.Context, cls []*channel.Client, cfg Config) (*Report, *tally) {
 	n := cfg.calls()
 	results := make([]result, n)
 	slots := make(chan struct{}, cfg.Concurrency) // a token per call in flight
@@ -315,10 +310,9 @@ schedule:
 	stopProgress()
 	elapsed := time.Since(start) // before the tallies, which a big run takes a while to make
 	rs := results[:started]
-	t, tallies := newTally(true), newTallies(cfg)
+	t := newTally(true, cfg.PerPeer)
 	for _, c := range rs {
 		t.add(c, c.Latency)
-		byPeer(tallies, c, c.Latency, true)
 	}
 	r := t.report(elapsed)
 	r.Mode, r.OfferedRPS, r.Start = ModeRate, new(cfg.RPS), start
@@ -326,39 +320,32 @@ schedule:
 		r.Timeline = timeline(rs)
 	}
 	if cfg.Record {
-		r.Records = records(rs)
+		r.Records = make([]Record, len(rs))
+		for i, c := range rs {
+			r.Records[i] = c.Record
+		}
 	}
-	return r, tallies
-}
-
-// newTallies returns an empty map of tallies by peer with cfg.PerPeer,
-// nil without.
-func newTallies(cfg Config) map[string]*tally {
-	if cfg.PerPeer {
-		return map[string]*tally{}
-	}
-	return nil
+	return r, t
 }
 
 // caller is one of an unbounded run's callers: what it recorded, and its
 // running totals for Progress, padded against false sharing.
 type caller struct {
 	counts
-	all   *tally
-	peers map[string]*tally // with Config.PerPeer
-	_     [64]byte
+	all *tally
+	_   [64]byte
 }
 
 // runUnbounded makes an unbounded run: cfg.Concurrency goroutines per
 // channel, each making one call after another until the run stops; the
-// latencies go in the callers' histograms (with cfg.PerPeer, by peer too).
-func runUnbounded(ctx context.Context, cls []*channel.Client, cfg Config) (*Report, map[string]*tally) {
+// latencies go in the callers' histograms. It returns what runRate does.
+func runUnbounded(ctx context.Context, cls []*channel.Client, cfg Config) (*Report, *tally) {
 	var stop atomic.Bool
 	var next atomic.Int64
 	callers := make([]*caller, len(cls)*cfg.Concurrency)
 	totals := make([]*counts, len(callers))
 	for i := range callers {
-		callers[i] = &caller{all: newTally(false), peers: newTallies(cfg)}
+		callers[i] = &caller{all: newTally(false, cfg.PerPeer)}
 		totals[i] = &callers[i].counts
 	}
 	start := time.Now()
@@ -373,9 +360,7 @@ func runUnbounded(ctx context.Context, cls []*channel.Client, cfg Config) (*Repo
 			for !stop.Load() && ctx.Err() == nil && (cfg.Calls == 0 || next.Add(1) <= int64(cfg.Calls)) {
 				t0 := time.Now()
 				r := call(ctx, cls[i%len(cls)], &cfg, cfg.Request, cfg.CallOptions)
-				lat := time.Since(t0)
-				w.all.add(r, lat)
-				byPeer(w.peers, r, lat, false)
+				w.all.add(r, time.Since(t0))
 				w.counts.add(r)
 			}
 		})
@@ -383,16 +368,13 @@ func runUnbounded(ctx context.Context, cls []*channel.Client, cfg Config) (*Repo
 	wg.Wait()
 	stopProgress()
 	elapsed := time.Since(start)
-	all, tallies := newTally(false), newTallies(cfg)
+	all := newTally(false, cfg.PerPeer)
 	for _, w := range callers {
 		all.merge(w.all)
-		for p, t := range w.peers {
-			peerTally(tallies, p, false).merge(t)
-		}
 	}
 	r := all.report(elapsed)
 	r.Mode = ModeUnbounded
-	return r, tallies
+	return r, all
 }
 
 // progress calls cfg.Progress every cfg.ProgressEvery (a second by
@@ -409,9 +391,7 @@ func progress(cfg Config, start time.Time, totals ...*counts) (stop func()) {
 		if el < next {
 			return
 		}
-		for next <= el {
-			next += every
-		}
+		next = (el/every + 1) * every // the first period end after el
 		p := Progress{Elapsed: el}
 		for _, c := range totals {
 			p.OK += int(c.sets[setOK].Load())

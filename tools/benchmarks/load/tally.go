@@ -29,18 +29,24 @@ type counts struct{ sets [3]atomic.Int64 }
 func (c *counts) add(r result) { c.sets[r.set()].Add(1) }
 
 // tally counts calls as a Report does, their latencies exact (a list, a
-// rate run's) or in histograms (an unbounded run's). Not safe for
-// concurrent use: an unbounded run's callers keep one each.
+// rate run's) or in histograms (an unbounded run's), and with peers
+// (Config.PerPeer) by peer too. Not safe for concurrent use: an unbounded
+// run's callers keep one each.
 type tally struct {
 	exact              bool
 	lists              [3][]time.Duration
 	hists              [3]hist
 	attempts, late     int
 	errors, exceptions map[string]int
+	peers              map[string]*tally // by host:port; nil without PerPeer
 }
 
-func newTally(exact bool) *tally {
-	return &tally{exact: exact, errors: map[string]int{}, exceptions: map[string]int{}}
+func newTally(exact, perPeer bool) *tally {
+	t := &tally{exact: exact, errors: map[string]int{}, exceptions: map[string]int{}}
+	if perPeer {
+		t.peers = map[string]*tally{}
+	}
+	return t
 }
 
 // add counts r, of latency lat.
@@ -61,6 +67,9 @@ func (t *tally) add(r result, lat time.Duration) {
 	if r.exception != "" {
 		t.exceptions[r.exception]++
 	}
+	if t.peers != nil && r.Peer != "" {
+		t.peer(r.Peer).add(r, lat)
+	}
 }
 
 // merge adds o's calls to t.
@@ -76,6 +85,9 @@ func (t *tally) merge(o *tally) {
 	}
 	for e, n := range o.exceptions {
 		t.exceptions[e] += n
+	}
+	for p, pt := range o.peers {
+		t.peer(p).merge(pt)
 	}
 }
 
@@ -104,18 +116,10 @@ func (t *tally) report(elapsed time.Duration) *Report {
 	return r
 }
 
-// byPeer adds r to the tally of its peer in m, if it reached one and m is
-// not nil.
-func byPeer(m map[string]*tally, r result, lat time.Duration, exact bool) {
-	if m != nil && r.Peer != "" {
-		peerTally(m, r.Peer, exact).add(r, lat)
+// peer returns the tally of peer p, adding it if need be.
+func (t *tally) peer(p string) *tally {
+	if t.peers[p] == nil {
+		t.peers[p] = newTally(t.exact, false)
 	}
-}
-
-// peerTally returns the tally of peer p in m, adding it if need be.
-func peerTally(m map[string]*tally, p string, exact bool) *tally {
-	if m[p] == nil {
-		m[p] = newTally(exact)
-	}
-	return m[p]
+	return t.peers[p]
 }
