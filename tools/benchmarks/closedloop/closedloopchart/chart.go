@@ -37,10 +37,13 @@ func Write(r *closedloop.Result, path string) error {
 	lat.Y.Label.Text = "p99 (ms, log scale)"
 	lat.Y.Scale = plot.LogScale{}
 	lat.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	good.Legend.YOffs = -2 * vg.Millimeter
 	for _, p := range []*plot.Plot{good, lat} {
 		p.Add(plotter.NewGrid())
 		p.Legend.Top = true
 		p.Legend.Left = false
+		p.Legend.Padding = vg.Millimeter
+		p.Legend.ThumbnailWidth = 8 * vg.Millimeter
 	}
 	for i, row := range r.Rows {
 		var g, l plotter.XYs
@@ -55,10 +58,8 @@ func Write(r *closedloop.Result, path string) error {
 			}
 		}
 		name := fmt.Sprintf("shed %s, throttle %s", row.Shedding, benchrun.OnOff(row.Throttling))
-		if row.Aware != nil && *row.Aware {
-			name += ", aware"
-		} else if row.Aware != nil {
-			name += ", unaware"
+		if row.Aware != nil {
+			name += map[bool]string{false: ", unaware", true: ", aware"}[*row.Aware]
 		}
 		for _, pl := range []struct {
 			p   *plot.Plot
@@ -78,10 +79,5 @@ func Write(r *closedloop.Result, path string) error {
 			pl.p.Legend.Add(name, line)
 		}
 	}
-	good.Legend.YOffs = -2 * vg.Millimeter
-	good.Legend.Padding = vg.Millimeter
-	good.Legend.ThumbnailWidth = 8 * vg.Millimeter
-	lat.Legend.Padding = vg.Millimeter
-	lat.Legend.ThumbnailWidth = 8 * vg.Millimeter
 	return chart.WriteGrid(path, []*plot.Plot{good, lat}, 1, 4*vg.Inch)
 }
