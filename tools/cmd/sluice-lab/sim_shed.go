@@ -9,7 +9,6 @@ import (
 
 	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
 
-	"github.com/sluice-rpc/sluice/shed"
 	"github.com/sluice-rpc/sluice/tools/internal/chart"
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
 	"github.com/sluice-rpc/sluice/tools/internal/sim/shedsim"
@@ -107,7 +106,7 @@ func simShedCmd(args []string, stdout, stderr io.Writer) int {
 		return fs.UsageError("%v", err)
 	}
 	sc := shedsim.Scenario{Model: shedsim.Model(*model), Workers: *workers, Service: *service, Steps: steps,
-		Load: *loadX, Duration: *duration, Guard: g, FixedLimit: fixed, Shed: shed.Config{}, Seed: *seed}
+		Load: *loadX, Duration: *duration, Guard: g, FixedLimit: fixed, Seed: *seed}
 	return simulate(fs, asJSON, *chartPath, sc, sc.Validate(), "shedsim: ", shedsim.Run, shedReport, writeShedTable, writeShedChart)
 }
 
