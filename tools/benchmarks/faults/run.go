@@ -49,11 +49,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	for _, p := range f.points {
 		p.dials = &events{}
 	}
-	opts := []channel.Option{channel.WithTChannelOptions(tchannel.ChannelOptions{Dialer: f.dial})}
-	if svc != nil {
-		opts = append(opts, channel.WithServiceConfig(svc))
-	}
-	client, err := channel.New("faults-client", opts...)
+	client, err := channel.New("faults-client", channel.WithTChannelOptions(tchannel.ChannelOptions{Dialer: f.dial}), channel.WithServiceConfig(svc))
 	if err != nil {
 		return nil, fmt.Errorf("faults: the client: %w", err)
 	}
