@@ -494,29 +494,19 @@ func (ch *chain) drive(ctx context.Context, n int, interval, timeout time.Durati
 }
 
 // deadlineMetrics returns the chain's attempts skipped and requests
-// refused for want of time, summed over its Channels.
+// refused for want of time, summed over its Channels and tag sets.
 func (ch *chain) deadlineMetrics() (skipped, refused int64) {
-	return counted(ch.scope, stats.AttemptsSkippedDeadline, nil),
-		counted(ch.scope, stats.ServerRefused, map[string]string{stats.TagReason: stats.ReasonDeadline})
-}
-
-// counted sums the counters named name, over every tag set that has the
-// tags in want.
-func counted(scope tally.TestScope, name string, want map[string]string) int64 {
-	var n int64
-	for _, c := range scope.Snapshot().Counters() {
-		if c.Name() != name {
-			continue
-		}
-		match := true
-		for k, v := range want {
-			match = match && c.Tags()[k] == v
-		}
-		if match {
-			n += c.Value()
+	for _, c := range ch.scope.Snapshot().Counters() {
+		switch c.Name() {
+		case stats.AttemptsSkippedDeadline:
+			skipped += c.Value()
+		case stats.ServerRefused:
+			if c.Tags()[stats.TagReason] == stats.ReasonDeadline {
+				refused += c.Value()
+			}
 		}
 	}
-	return n
+	return skipped, refused
 }
 
 // recoverMS returns the time from back (the leaves' return) to the first

@@ -130,12 +130,9 @@ func runHeterogeneous(ctx context.Context, c Config, weights []float64, reports 
 	d := time.Duration(rep.Elapsed)
 	all := perSecond(recs, d, onServers(f, 0, len(f)))
 	row.Seconds = make([][]float64, len(all))
-	for sec := range all {
-		row.Seconds[sec] = make([]float64, len(f))
-	}
 	for i := range f {
 		for sec, t := range perSecond(recs, d, onServers(f, i, i+1)) {
-			row.Seconds[sec][i] = share(float64(t.Calls), float64(all[sec].Calls))
+			row.Seconds[sec] = append(row.Seconds[sec], share(float64(t.Calls), float64(all[sec].Calls)))
 		}
 	}
 	return row, nil

@@ -114,17 +114,11 @@ func (r *Result) WriteTable(w io.Writer) error {
 	out := &strings.Builder{}
 	c := r.Config
 	fmt.Fprintf(out, "Balancing, %s size: each call's deadline %v, no retries; GOGC %s; seed %d.\n", c.Size, c.Timeout, benchrun.GOGC(c.GCPercent), c.Seed)
-	if s := r.ScaleOut; s != nil {
-		r.writeScaleOut(out, s)
-	}
-	if h := r.Heterogeneous; h != nil {
-		r.writeHeterogeneous(out, h)
-	}
-	if s := r.Shard; s != nil {
-		r.writeShard(out, s)
-	}
-	if e := r.Erroring; e != nil {
-		r.writeErroring(out, e)
+	write := map[Scenario]func(*strings.Builder){ScaleOut: r.writeScaleOut, Heterogeneous: r.writeHeterogeneous,
+		Shard: r.writeShard, Erroring: r.writeErroring}
+	for _, s := range r.run() {
+		write[s](out)
+		r.writeVerdicts(out, s)
 	}
 	_, err := io.WriteString(w, out.String())
 	return err
@@ -136,15 +130,13 @@ func (r *Result) writeVerdicts(out *strings.Builder, s Scenario) {
 		if v.Scenario != s {
 			continue
 		}
-		mark := "holds"
-		if !v.Holds {
-			mark = "FALLS SHORT"
-		}
+		mark := map[bool]string{true: "holds", false: "FALLS SHORT"}[v.Holds]
 		fmt.Fprintf(out, "- %s: %s (%s)\n", mark, v.Check, v.Figure)
 	}
 }
 
-func (r *Result) writeScaleOut(out *strings.Builder, s *ScaleOutResult) {
+func (r *Result) writeScaleOut(out *strings.Builder) {
+	s := r.ScaleOut
 	c := r.Config.ScaleOut
 	fmt.Fprintf(out, "\n### scale-out\n\n%d servers of %d workers x %v (%.0f calls/s) offered %.0f%% of it, %.0f calls/s; after %v, %d more start cold (%gx the cost, falling to 1x over %v) and join (SetPeers, weights 1). Figures over the %v after that.\n\n",
 		c.Servers, c.Workers, c.Service, float64(c.Servers)*PoolCapacity(c.Workers, c.Service.D()), 100*c.Load, s.With.Rate,
@@ -165,10 +157,10 @@ func (r *Result) writeScaleOut(out *strings.Builder, s *ScaleOutResult) {
 			row.Steady.P99, row.After.P99, row.P99Ratio, strings.Join(newCalls, ", "), strings.Join(oldCalls, ", "))
 	}
 	fmt.Fprintf(out, "\nService configs: on `%s`; off `%s`.\n", s.With.ServiceConfig, s.Without.ServiceConfig)
-	r.writeVerdicts(out, ScaleOut)
 }
 
-func (r *Result) writeHeterogeneous(out *strings.Builder, h *HeterogeneousResult) {
+func (r *Result) writeHeterogeneous(out *strings.Builder) {
+	h := r.Heterogeneous
 	c := r.Config.Heterogeneous
 	fmt.Fprintf(out, "\n### heterogeneous\n\nServers of %v workers x %v (%.0f calls/s in all) offered %.0f%% of it, %.0f calls/s, for %v after %v of warmup; a server answers Busy beyond %d requests waiting per worker.\n\n",
 		c.Workers, c.Service, c.Capacity(), 100*c.Load, h.With.Rate, c.Duration, c.Warmup, queuePerWorker)
@@ -184,11 +176,11 @@ func (r *Result) writeHeterogeneous(out *strings.Builder, h *HeterogeneousResult
 				}
 				lead = fmt.Sprintf("| %s | %.1f%% | %v | %d | %d ", ws, 100*row.Goodput, row.Measured.P99, row.Measured.Busy, row.Measured.Timeouts)
 			}
+			over := map[bool]string{true: "yes", false: "no"}[s.OverCapacity]
 			fmt.Fprintf(out, "%s| %d workers | %.1f%% | %.1f%% | %.0f (%.0f) | %d | %d / %.2f (%d) | %s |\n",
-				lead, s.Workers, 100*s.CapacityShare, 100*s.Share, s.PerSecond, s.Capacity, s.Busy, s.PeakInFlight, s.MeanInFlight, s.Workers, yesNo(s.OverCapacity))
+				lead, s.Workers, 100*s.CapacityShare, 100*s.Share, s.PerSecond, s.Capacity, s.Busy, s.PeakInFlight, s.MeanInFlight, s.Workers, over)
 		}
 	}
-	r.writeVerdicts(out, Heterogeneous)
 }
 
 // WeightList lists weights for a table or a chart: "1, 2, 4".
@@ -200,14 +192,8 @@ func WeightList(ws []float64) string {
 	return strings.Join(s, ", ")
 }
 
-func yesNo(b bool) string {
-	if b {
-		return "yes"
-	}
-	return "no"
-}
-
-func (r *Result) writeShard(out *strings.Builder, s *ShardResult) {
+func (r *Result) writeShard(out *strings.Builder) {
+	s := r.Shard
 	c := r.Config.Shard
 	fmt.Fprintf(out, "\n### shard\n\n%d servers of %d workers, each with an LRU cache of %d keys (hit %v, miss %v); %.0f calls/s, keys of %d drawn Zipf (s = %g) and a hot key at %.0f%% of the calls; %v after %v of warmup.\n\n",
 		c.Servers, c.Workers, c.CacheSize, c.Hit, c.Miss, c.Rate, c.Keys, c.Zipf, 100*c.HotShare, c.Duration, c.Warmup)
@@ -227,7 +213,6 @@ func (r *Result) writeShard(out *strings.Builder, s *ShardResult) {
 		s.HitRatio, share(1-s.Without.HitRate, 1-s.With.HitRate), g.Keys, 100*g.Leave, g.Leaving, 100*g.LeaveMax, g.Fleets, 100*g.FleetsLeaveMax, 100*g.Join, c.Servers+1)
 	fmt.Fprintf(out, "Routed, %d keys one at a time: %.1f%% landed on their home; after the leave %.1f%% (%.1f%% of the keys changed server); after the join %.1f%% (%.1f%% changed).\n",
 		g.Probe, 100*g.AtHome, 100*g.AtHomeLeave, 100*g.RoutedLeave, 100*g.AtHomeJoin, 100*g.RoutedJoin)
-	r.writeVerdicts(out, Shard)
 }
 
 // Rows returns the shard rows run: with, the loose one, without.
@@ -250,7 +235,8 @@ func (row ShardRow) Name() string {
 	return "every call"
 }
 
-func (r *Result) writeErroring(out *strings.Builder, e *ErroringResult) {
+func (r *Result) writeErroring(out *strings.Builder) {
+	e := r.Erroring
 	c := r.Config.Erroring
 	fmt.Fprintf(out, "\n### erroring\n\n%d servers of %d workers x %v, %.0f calls/s for %v; the erroring ones answer UNEXPECTED to %.0f%% of their calls, after the service time. Ejection on: the defaults; off: `%s`.\n\n",
 		c.Servers, c.Workers, c.Service, c.Rate, c.Duration, 100*c.ErrorShare, e.OneWithout.ServiceConfig)
@@ -267,7 +253,6 @@ func (r *Result) writeErroring(out *strings.Builder, e *ErroringResult) {
 			row.Erroring, c.Servers, benchrun.OnOff(row.Ejection), row.All.Calls, 100*row.SuccessRate, first, row.FailedBefore, after,
 			100*row.ToErroringBefore, toAfter, row.MaxEjected, row.Ejections)
 	}
-	r.writeVerdicts(out, Erroring)
 }
 
 // ChartPaths returns the files balancingchart.Write writes for path: path
@@ -277,9 +262,8 @@ func (r *Result) ChartPaths(path string) map[Scenario]string {
 	out := map[Scenario]string{}
 	ext := filepath.Ext(path)
 	for _, s := range run {
-		if len(run) == 1 {
-			out[s] = path
-		} else {
+		out[s] = path
+		if len(run) > 1 {
 			out[s] = strings.TrimSuffix(path, ext) + "-" + string(s) + ext
 		}
 	}

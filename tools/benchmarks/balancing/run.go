@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
@@ -74,15 +73,6 @@ const (
 	noSlowStart    = `{"balancing": [{"slowStart": {"disabled": true}}]}`
 	noEjection     = `{"balancing": [{"outlierEjection": {"disabled": true}}]}`
 )
-
-// slowStartConfig is the service config of slow start over window (0:
-// the default).
-func slowStartConfig(window time.Duration) string {
-	if window == 0 {
-		return defaultsConfig
-	}
-	return `{"balancing": [{"slowStart": {"window": "` + strconv.FormatFloat(window.Seconds(), 'f', -1, 64) + `s"}}]}`
-}
 
 // bench is a row's servers, and a client with them as peers.
 type bench struct {

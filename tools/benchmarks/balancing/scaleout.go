@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
@@ -95,8 +96,10 @@ func runScaleOut(ctx context.Context, c Config, slowStart bool) (ScaleOutRow, er
 	switch {
 	case slowStart && s.WithConfig != "":
 		cfgJSON = s.WithConfig
+	case slowStart && s.SlowStartWindow > 0:
+		cfgJSON = `{"balancing": [{"slowStart": {"window": "` + strconv.FormatFloat(s.SlowStartWindow.D().Seconds(), 'f', -1, 64) + `s"}}]}`
 	case slowStart:
-		cfgJSON = slowStartConfig(s.SlowStartWindow.D())
+		cfgJSON = defaultsConfig // the library's window
 	}
 	row := ScaleOutRow{SlowStart: slowStart, ServiceConfig: cfgJSON, Rate: s.Load * float64(s.Servers) * PoolCapacity(s.Workers, s.Service.D())}
 	cfgs := make([]serverConfig, s.Servers+s.Added) // the first, then the cold ones

@@ -325,11 +325,7 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 	}
 	defer b.close()
 	f := b.f
-	type pendingAt struct {
-		from, to time.Time
-		pending  []peerPending
-	}
-	var pending []pendingAt
+	var pending []pendingSample  // from t0 until the run's start is known
 	samples := []cacheCounts{{}} // a second apart
 	stop := load.Every(time.Second, func(time.Time) {
 		var all cacheCounts
@@ -340,12 +336,13 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 	})
 	// The reading's own times, not the tick's: on a loaded machine the
 	// reader may run milliseconds after its tick.
+	t0 := time.Now()
 	stopPending := load.Every(sh.Sample.D(), func(time.Time) {
-		s := pendingAt{from: time.Now()}
+		s := pendingSample{from: time.Since(t0)}
 		for _, p := range b.client.Peers() {
 			s.pending = append(s.pending, peerPending{p.HostPort, max(p.Pending, 0)})
 		}
-		s.to = time.Now()
+		s.to = time.Since(t0)
 		pending = append(pending, s)
 	})
 	vary := func(i int) (*channel.Request, []channel.CallOption) {
@@ -366,10 +363,12 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 
 	recs := rep.Records
 	row.Measured = count(recs, measured.has).outcome()
+	shift := rep.Start.Sub(t0)
 	var inWindow []pendingSample
 	for _, s := range pending {
-		if off := s.from.Sub(rep.Start); off >= measured.from && off < measured.to {
-			inWindow = append(inWindow, pendingSample{off, s.to.Sub(rep.Start), s.pending})
+		s.from, s.to = s.from-shift, s.to-shift
+		if s.from >= measured.from && s.from < measured.to {
+			inWindow = append(inWindow, s)
 		}
 	}
 	row.Bound = checkBound(balance.DefaultBalanceFactor, inWindow, recs)
@@ -394,25 +393,22 @@ func runShard(ctx context.Context, c Config, keyed bool, seq []int32, factor flo
 	if err != nil {
 		return row, moves, err
 	}
-	var home, all, hotHome, hot int
-	for i, r := range recs {
-		if !measured.has(r) || r.Peer == "" {
-			continue
-		}
-		k := int(seq[i%len(seq)])
-		at := r.Peer == names[ring.Home(lb.KeyHash(keyName(k)))]
-		all++
-		if at {
-			home++
-		}
-		if k < 0 {
-			hot++
-			if at {
-				hotHome++
+	// atHome is the share of the measured calls (the hot key's if hot)
+	// that reached their key's home.
+	atHome := func(hot bool) float64 {
+		n, home := 0, 0
+		for i, r := range recs {
+			k := int(seq[i%len(seq)])
+			if measured.has(r) && r.Peer != "" && (k < 0 || !hot) {
+				n++
+				if r.Peer == names[ring.Home(lb.KeyHash(keyName(k)))] {
+					home++
+				}
 			}
 		}
+		return share(float64(home), float64(n))
 	}
-	row.AtHome, row.HotAtHome = share(float64(home), float64(all)), share(float64(hotHome), float64(hot))
+	row.AtHome, row.HotAtHome = atHome(false), atHome(true)
 	// The samples' seconds start a moment before the first call.
 	for i := 1; i < len(samples); i++ {
 		row.Seconds = append(row.Seconds, samples[i].sub(samples[i-1]).hitRate())
@@ -466,12 +462,9 @@ func fleetSpread(fleets, n, keys int, seed uint64) (most, over float64, err erro
 	rng := rand.New(rand.NewPCG(seed, 0xf1ee7))
 	overs := 0
 	for range fleets {
-		seen := map[string]bool{}
 		var names []string
 		for len(names) < n {
-			name := "127.0.0.1:" + strconv.Itoa(1024+rng.IntN(65536-1024))
-			if !seen[name] {
-				seen[name] = true
+			if name := "127.0.0.1:" + strconv.Itoa(1024+rng.IntN(65536-1024)); !slices.Contains(names, name) {
 				names = append(names, name)
 			}
 		}

@@ -105,9 +105,7 @@ func scaleOutPlots(r *balancing.Result) ([]*plot.Plot, error) {
 	calls := newPlot("Calls each server took a second, on average", "calls per second")
 	split := newPlot("p99 of the successful calls each kind of server answered", "p99 (ms)")
 	fails := newPlot("Busy answers and timeouts from the new servers", "calls per second")
-	for _, p := range []*plot.Plot{lat, split} {
-		p.Y.Min = 0
-	}
+	lat.Y.Min, split.Y.Min = 0, 0
 	anyFailed := false
 	for _, row := range []balancing.ScaleOutRow{s.With, s.Without} {
 		name := "slow start " + benchrun.OnOff(row.SlowStart)
