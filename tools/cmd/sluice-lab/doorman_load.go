@@ -167,8 +167,8 @@ func (l latencies) quantiles() *latencyQuantiles {
 	}
 	s := slices.Clone(l)
 	slices.Sort(s)
-	q := func(p float64) time.Duration { return load.Quantile(s, p) } // bench's quantiles, nearest rank
-	return &latencyQuantiles{Count: len(s), P50: millis.Duration(q(0.5)), P90: millis.Duration(q(0.9)), P99: millis.Duration(q(0.99)), P999: millis.Duration(q(0.999)), Max: millis.Duration(s[len(s)-1])}
+	q := func(p float64) millis.Duration { return millis.Duration(load.Quantile(s, p)) } // bench's quantiles, nearest rank
+	return &latencyQuantiles{Count: len(s), P50: q(0.5), P90: q(0.9), P99: q(0.99), P999: q(0.999), Max: q(1)}
 }
 
 // capacityRequest is client's request for wants of resource, holding has.
@@ -183,8 +183,7 @@ func errText(err error) *string {
 	if err == nil {
 		return nil
 	}
-	msg := err.Error()
-	return &msg
+	return new(err.Error())
 }
 
 // firstError keeps the first of concurrent errors, and counts them.
