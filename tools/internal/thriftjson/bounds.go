@@ -236,33 +236,21 @@ func textSize(v any, limit int) int {
 	return n
 }
 
-// quotedSize is the length of s as encoding/json quotes it, HTML escaped.
+// quotedSize is the length of s as encoding/json quotes it, HTML escaped
+// and each byte that is not UTF-8 written as \ufffd.
 func quotedSize(s string) int {
 	n := 2
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
-				n += 2
-			case c < 0x20 || c == '<' || c == '>' || c == '&':
-				n += 6
-			default:
-				n++
-			}
-			i++
-			continue
-		}
 		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
 		switch {
-		case r == utf8.RuneError && size == 1:
-			n += 6 // \ufffd
-		case r == '\u2028' || r == '\u2029':
+		case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t' || r == '\b' || r == '\f':
+			n += 2
+		case r < 0x20 || r == '<' || r == '>' || r == '&' || r == '\u2028' || r == '\u2029' || r == utf8.RuneError && size == 1:
 			n += 6
 		default:
 			n += size
 		}
-		i += size
 	}
 	return n
 }

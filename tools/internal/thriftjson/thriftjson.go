@@ -44,7 +44,7 @@ func Load(path string) (*IDL, error) {
 	files := &idlFS{}
 	mod, err := compile.Compile(path, compile.NonStrict(), compile.Filesystem(files))
 	if files.err != nil {
-		return nil, fmt.Errorf("thrift IDL %s: %w", path, files.err)
+		err = files.err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("thrift IDL %s: %w", path, err)
@@ -413,10 +413,7 @@ func toEnum(s *compile.EnumSpec, v any) (int32, error) {
 		}
 	case json.Number:
 		n, err := toInt(x, 32)
-		if err != nil {
-			return 0, err
-		}
-		return int32(n), nil
+		return int32(n), err
 	default:
 		return 0, fmt.Errorf("want a %s name, got %s", s.Name, jsonKind(v))
 	}
