@@ -15,7 +15,7 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
-	"sort"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -755,7 +755,7 @@ func (s *sim) result() Result {
 	}
 	// nextConverged returns the first converged sample at or after t.
 	nextConverged := func(t time.Duration) time.Duration {
-		if k := sort.Search(len(converged), func(i int) bool { return converged[i] >= t }); k < len(converged) {
+		if k, _ := slices.BinarySearch(converged, t); k < len(converged) {
 			return converged[k]
 		}
 		return s.sc.Duration.D()

@@ -189,6 +189,13 @@ func Run(s Scenario, c pacing.Config, seed uint64) (Result, error) {
 	c.InitialSleep = s.InitialSleep.D()
 	pacers := make([]ratelimit.Pacer, s.Clients)
 	res := Result{Clients: make([]Client, s.Clients)}
+	note := func(i int, now time.Time, slept time.Duration) {
+		c := &res.Clients[i]
+		c.MaxSleep = max(c.MaxSleep, slept)
+		if sl := pacers[i].Sleep(); sl != c.Series[len(c.Series)-1].Sleep {
+			c.Series = append(c.Series, Point{now.Sub(epoch), sl})
+		}
+	}
 	var q event.Queue[clientEvent]
 	for i := range pacers {
 		c.Rand = rand.New(rand.NewPCG(seed, uint64(i))).Float64
@@ -198,21 +205,12 @@ func Run(s Scenario, c pacing.Config, seed uint64) (Result, error) {
 		}
 		pacers[i] = p
 		res.Clients[i].Series = []Point{{0, p.Sleep()}}
-	}
-	srv := NewServer(s.Capacity, s.Start, s.Window.D(), epoch)
-	end := epoch.Add(s.Duration.D())
-	note := func(i int, now time.Time, slept time.Duration) {
-		c := &res.Clients[i]
-		c.MaxSleep = max(c.MaxSleep, slept)
-		if sl := pacers[i].Sleep(); sl != c.Series[len(c.Series)-1].Sleep {
-			c.Series = append(c.Series, Point{now.Sub(epoch), sl})
-		}
-	}
-	for i, p := range pacers {
 		d := p.Before(epoch)
 		note(i, epoch, d)
 		q.Push(epoch.Add(d), clientEvent{client: i})
 	}
+	srv := NewServer(s.Capacity, s.Start, s.Window.D(), epoch)
+	end := epoch.Add(s.Duration.D())
 	stopped := 0
 	last := epoch
 	for {

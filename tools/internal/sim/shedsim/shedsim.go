@@ -198,7 +198,7 @@ func (r *run) run() Result {
 		if len(steps) > 0 && epoch.Add(steps[0].At.D()).Before(next) {
 			next = epoch.Add(steps[0].At.D())
 		}
-		if nextSecond.Before(next) || nextSecond.Equal(next) {
+		if !nextSecond.After(next) {
 			r.advance(nextSecond)
 			res.Seconds = append(res.Seconds, r.closeSecond())
 			if !nextSecond.Before(end) {
@@ -233,7 +233,7 @@ func (r *run) cpuRate() float64 {
 
 // advance moves the clock to t, progressing CPU work.
 func (r *run) advance(t time.Time) {
-	if r.s.Model == CPU && len(r.cpu) > 0 {
+	if len(r.cpu) > 0 {
 		r.virtual += t.Sub(r.now).Seconds() * r.cpuRate()
 	}
 	r.now = t
@@ -298,13 +298,6 @@ func (r *run) finishOne() {
 	r.latencies = append(r.latencies, r.now.Sub(req.arrived))
 }
 
-func (r *run) inFlight() int {
-	if r.s.Model == CPU {
-		return len(r.cpu)
-	}
-	return len(r.queue) + r.serving.Len()
-}
-
 func (r *run) estimate() float64 {
 	switch r.s.Guard {
 	case Adaptive:
@@ -335,7 +328,7 @@ func (r *run) closeSecond() Second {
 	if r.lim != nil {
 		s.NoLoad = r.lim.State().NoLoadLatency
 	}
-	s.InFlight = r.inFlight()
+	s.InFlight = len(r.cpu) + len(r.queue) + r.serving.Len() // CPU holds only cpu, Pool the others
 	r.resetSecond()
 	return s
 }
