@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -45,15 +46,9 @@ func WriteGrid(path string, plots []*plot.Plot, cols int, panelHeight vg.Length)
 		return err
 	}
 	nrows := (len(plots) + cols - 1) / cols
-	grid := make([][]*plot.Plot, nrows)
-	for i := range grid {
-		grid[i] = make([]*plot.Plot, cols)
-		for j := range cols {
-			if k := i*cols + j; k < len(plots) {
-				grid[i][j] = plots[k]
-			}
-		}
-	}
+	// Rows of cols panels, the last padded with nils (no panel).
+	padded := append(slices.Clone(plots), make([]*plot.Plot, nrows*cols-len(plots))...)
+	grid := slices.Collect(slices.Chunk(padded, cols))
 	w, h := 13*vg.Inch, vg.Length(nrows)*panelHeight
 	var (
 		canvas vg.CanvasWriterTo

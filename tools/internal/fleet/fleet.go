@@ -34,12 +34,10 @@ type Lines struct {
 // Line writes fields as one space-separated line, newlines in them
 // turned to "; ".
 func (l *Lines) Line(fields ...string) {
-	for i, f := range fields {
-		fields[i] = strings.ReplaceAll(f, "\n", "; ")
-	}
+	line := strings.ReplaceAll(strings.Join(fields, " "), "\n", "; ")
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	io.WriteString(l.W, strings.Join(fields, " ")+"\n")
+	io.WriteString(l.W, line+"\n")
 }
 
 // Fail writes err as an error line and returns 1, a child's exit code.
@@ -183,6 +181,11 @@ func arrivals(start time.Time, rate float64, n int, stop <-chan struct{}, fn fun
 	for ; i != n; i++ {
 		sched := start.Add(time.Duration(i) * interval)
 		at := sched
+		select {
+		case <-stop:
+			return i
+		default:
+		}
 		if wait := time.Until(sched); wait > 0 {
 			timer.Reset(wait)
 			select {
@@ -190,12 +193,6 @@ func arrivals(start time.Time, rate float64, n int, stop <-chan struct{}, fn fun
 				at = time.Now()
 			case <-stop:
 				return i
-			}
-		} else {
-			select {
-			case <-stop:
-				return i
-			default:
 			}
 		}
 		fn(i, sched, at)
