@@ -92,9 +92,7 @@ func Start(cfg Config) (*Proc, error) {
 		p.stdin.Close()
 		return nil, fmt.Errorf("childproc: child stdout: %w", err)
 	}
-	if err := cmd.Start(); err != nil {
-		p.stdin.Close()
-		stdout.Close()
+	if err := cmd.Start(); err != nil { // which closes both pipes
 		return nil, fmt.Errorf("childproc: start a child (%s): %w", exe, err)
 	}
 	go func() {
