@@ -133,6 +133,10 @@ func (c command) Run(args []string, stdout, stderr io.Writer) int { return c.run
 
 // topLevel is the command table, from which `sluice -h` lists them all.
 func topLevel(lab *Lab) group {
+	lab = lab.or()
+	demo := func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+		return demoRun(ctx, args, stdout, stderr, nil)
+	}
 	bench := func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return benchRun(ctx, args, lab, stdout, stderr)
 	}
@@ -140,14 +144,12 @@ func topLevel(lab *Lab) group {
 	serve := func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ServeContext(ctx, args, lab, stdout, stderr)
 	}
-	named := lab.or() // the closures above keep lab itself: nil for sluice
-	g := group{name: named.Name, help: named.Help, subs: append([]command{
-		{name: "demo", summary: "busy throttling on three in-process TChannel servers, one overloaded", run: UntilInterrupted(demoCmd)},
+	return group{name: lab.Name, help: lab.Help, subs: append([]command{
+		{name: "demo", summary: "busy throttling on three in-process TChannel servers, one overloaded", run: UntilInterrupted(demo)},
 		{name: "call", summary: "make one raw or JSON call through Sluice's pipeline (like yab and tcurl)", run: call},
 		{name: "bench", summary: "load generator, as fast as it can or at a rate: throughput, latency, attempts, errors", run: UntilInterrupted(bench)},
 		{name: "serve", summary: "a TChannel server (echo, fail, busy) to try call and bench on", run: UntilInterrupted(serve)},
-	}, named.Commands...)}
-	return g
+	}, lab.Commands...)}
 }
 
 // Run runs the command line args (without the program name) of sluice

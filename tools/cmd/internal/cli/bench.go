@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"runtime"
 	"slices"
@@ -186,13 +187,12 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 			return fs.UsageError("--%s needs --rolling-deploy", name)
 		}
 	}
-	if fs.IsSet("amplification") {
+	switch {
+	case fs.IsSet("amplification"):
 		return benchAmplification(ctx, fs, a, stderr)
-	}
-	if fs.IsSet("balancing") && !*closedLoop {
+	case fs.IsSet("balancing") && !*closedLoop:
 		return benchBalancing(ctx, fs, a, stdout, stderr)
-	}
-	if *closedLoop {
+	case *closedLoop:
 		return benchClosedLoop(ctx, fs, a, stderr)
 	}
 	src, err := peers.source()
@@ -277,7 +277,7 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 		return fs.UsageError("--embedded servers speak plaintext: the TLS flags need -p or -P peers")
 	}
 	// Reload errors and fallbacks go to stderr, beside the progress lines.
-	stderr = &lockedWriter{w: stderr}
+	stderr = Locked(stderr)
 	tlsOpts, err := tlsFlags.options(func(err error) { fmt.Fprintf(stderr, "sluice bench: %v\n", err) })
 	if err != nil {
 		return fs.UsageError("%v", err)
@@ -319,7 +319,7 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	clients := make([]*channel.Client, *connections)
 	for i := range clients {
 		// Warnings and fallbacks are logged once, not once a connection.
-		warnings := noWarnings()
+		warnings := slog.New(slog.DiscardHandler)
 		if i == 0 {
 			warnings = configWarnings(stderr)
 		}
@@ -356,12 +356,10 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	if asJSON {
 		out := benchReport{Report: rep, Peers: src.hostPorts, FirstResponse: bytes.TrimSpace(first)}
 		if src.resolver != nil {
-			list := src.String()
-			out.PeerList = &list
+			out.PeerList = new(src.String())
 		}
 		if a.embedded > 0 {
-			latency := shape.String()
-			out.Embedded, out.EmbeddedLatency = &a.embedded, &latency
+			out.Embedded, out.EmbeddedLatency = &a.embedded, new(shape.String())
 		}
 		if code := fs.WriteJSON(out); code != ExitOK {
 			return code

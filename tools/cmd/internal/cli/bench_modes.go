@@ -27,7 +27,7 @@ import (
 func ModeFlags(fs *FlagSet, mode, why, noPolicy string, allowed ...string) (int, bool) {
 	bad := ""
 	fs.Visit(func(f *flag.Flag) {
-		if name := fs.longName(f.Name); bad == "" && !slices.Contains(allowed, name) {
+		if name := cmp.Or(fs.long[f.Name], f.Name); bad == "" && !slices.Contains(allowed, name) {
 			bad = name
 		}
 	})
@@ -61,9 +61,12 @@ func checkGOGC(percent int) error {
 	return nil
 }
 
-// ready makes a mode's last checks before its run: err, of its config's
-// Validate, told without pkg's prefix, then --chart's file name.
+// ready makes a mode's last checks before its run: --seed, err of its
+// config's Validate, told without pkg's prefix, then --chart's file name.
 func (a modeArgs) ready(fs *FlagSet, err error, pkg string) (int, bool) {
+	if a.seed == 0 {
+		return fs.UsageError("--seed is 0, must be >= 1"), false
+	}
 	if err != nil {
 		return fs.UsageError("%v", strings.TrimPrefix(err.Error(), pkg+": ")), false
 	}
@@ -97,12 +100,11 @@ func closedLoopRows(fs *FlagSet, a modeArgs, cfg *closedloop.Config) error {
 		cfg.Callers, cfg.HeavyFactor = a.callers, a.heavy
 	}
 	if fs.IsSet("shedding") {
-		list, err := parseList("--shedding", a.sheddings, []string{"none", "fixed", "adaptive"})
+		var err error
+		cfg.Sheddings, err = parseList("--shedding", a.sheddings,
+			[]closedloop.Shedding{closedloop.NoShedding, closedloop.FixedShedding, closedloop.AdaptiveShedding})
 		if err != nil {
 			return err
-		}
-		for _, s := range list {
-			cfg.Sheddings = append(cfg.Sheddings, closedloop.Shedding(s))
 		}
 	}
 	if fs.IsSet("throttling") {
@@ -119,19 +121,19 @@ func closedLoopRows(fs *FlagSet, a modeArgs, cfg *closedloop.Config) error {
 
 // parseList reads flag's comma-separated list of some of the names known,
 // each at most once, in the order of known.
-func parseList(flag, v string, known []string) ([]string, error) {
-	var got []string
-	for _, s := range strings.Split(v, ",") {
-		s = strings.TrimSpace(s)
+func parseList[T ~string](flag, v string, known []T) ([]T, error) {
+	var got []T
+	for _, w := range strings.Split(v, ",") {
+		s := T(strings.TrimSpace(w))
 		switch {
 		case !slices.Contains(known, s):
-			return nil, fmt.Errorf("%s: unknown %q, want %s", flag, s, strings.Join(known, ", "))
+			return nil, fmt.Errorf("%s: unknown %q, want %s", flag, s, JoinNames(known))
 		case slices.Contains(got, s):
 			return nil, fmt.Errorf("%s: %q is given twice", flag, s)
 		}
 		got = append(got, s)
 	}
-	slices.SortFunc(got, func(x, y string) int { return slices.Index(known, x) - slices.Index(known, y) })
+	slices.SortFunc(got, func(x, y T) int { return slices.Index(known, x) - slices.Index(known, y) })
 	return got, nil
 }
 
@@ -202,9 +204,6 @@ func benchBalancing(ctx context.Context, fs *FlagSet, a modeArgs, stdout, stderr
 		}
 		cfg.Timeout = millis.Duration(a.timeout)
 	}
-	if a.seed == 0 {
-		return fs.UsageError("--seed is 0, must be >= 1")
-	}
 	if code, ok := a.ready(fs, cfg.Validate(), "balancing"); !ok {
 		return code
 	}
@@ -241,9 +240,6 @@ func benchAmplification(ctx context.Context, fs *FlagSet, a modeArgs, stderr io.
 		cfg.DownFor = ci.DownFor
 		cfg.Rate = cmp.Or(cfg.Rate, ci.Rate)
 		cfg.Duration = cmp.Or(cfg.Duration, ci.Duration)
-	}
-	if a.seed == 0 {
-		return fs.UsageError("--seed is 0, must be >= 1")
 	}
 	if code, ok := a.ready(fs, cfg.Validate(), "amplification"); !ok {
 		return code

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -110,10 +109,6 @@ func message(format string, a ...any) string {
 	return strings.TrimPrefix(fmt.Sprintf(format, a...), "sluice: ")
 }
 
-// longName is the long name of the flag named name: name itself, or the
-// flag a one-letter alias stands for.
-func (f *FlagSet) longName(name string) string { return cmp.Or(f.long[name], name) }
-
 // IsSet reports whether the flag named name (long) was given.
 func (f *FlagSet) IsSet(name string) bool {
 	given := false
@@ -207,35 +202,25 @@ func (g group) command() command {
 	return command{name: name, run: g.run, subs: g.subs}
 }
 
-// leaf is a command with no subcommands, named by its words: "sim shed".
-type leaf struct {
-	words   []string
-	summary string
-}
-
-// leaves returns every command under subs a user can run.
-func leaves(subs []command) []leaf {
-	var ls []leaf
+// leaves lists every command under subs a user can run: its words ("sim
+// shed") and its summary.
+func leaves(subs []command) [][2]string {
+	var rows [][2]string
 	for _, c := range subs {
 		if len(c.subs) == 0 {
-			ls = append(ls, leaf{[]string{c.name}, c.summary})
-			continue
+			rows = append(rows, [2]string{c.name, c.summary})
 		}
 		for _, l := range leaves(c.subs) {
-			ls = append(ls, leaf{append([]string{c.name}, l.words...), l.summary})
+			rows = append(rows, [2]string{c.name + " " + l[0], l[1]})
 		}
 	}
-	return ls
+	return rows
 }
 
 // writeCommands writes every command under g, one a line, name then
 // summary, after indent: g's help's list, and the package documentation's.
 func (g group) writeCommands(w io.Writer, indent string) {
-	var rows [][2]string
-	for _, l := range leaves(g.subs) {
-		rows = append(rows, [2]string{strings.Join(l.words, " "), l.summary})
-	}
-	writeRows(w, indent, rows, math.MaxInt)
+	writeRows(w, indent, leaves(g.subs), math.MaxInt)
 }
 
 // UntilInterrupted turns a command that runs until its context ends into

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -17,17 +16,12 @@ func configWarnings(w io.Writer) *slog.Logger { return LineLogger(w, slog.LevelW
 // LineLogger returns a logger writing the records at min and above to w,
 // one line each: the time, the message, then its attributes.
 func LineLogger(w io.Writer, min slog.Level) *slog.Logger {
-	return slog.New(&lineHandler{mu: &sync.Mutex{}, w: w, min: min})
+	return slog.New(&lineHandler{w: Locked(w), min: min})
 }
 
-// noWarnings is the logger of bench's other Channels, whose warnings the
-// first writes already.
-func noWarnings() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
 // lineHandler is a slog.Handler that writes records at min and above as
-// lines to w. Groups are not kept: Sluice logs none.
+// lines to w, a line a Write. Groups are not kept: Sluice logs none.
 type lineHandler struct {
-	mu    *sync.Mutex
 	w     io.Writer
 	min   slog.Level
 	attrs []slog.Attr
@@ -41,9 +35,7 @@ func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
 		t = time.Now()
 	}
 	var b strings.Builder
-	b.WriteString(t.UTC().Format("2006-01-02T15:04:05.000Z"))
-	b.WriteString(" ")
-	b.WriteString(r.Message)
+	fmt.Fprintf(&b, "%s %s", t.UTC().Format("2006-01-02T15:04:05.000Z"), r.Message)
 	for _, a := range h.attrs {
 		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
 	}
@@ -52,14 +44,12 @@ func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
 		return true
 	})
 	b.WriteString("\n")
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	_, err := io.WriteString(h.w, b.String())
 	return err
 }
 
 func (h *lineHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return &lineHandler{mu: h.mu, w: h.w, min: h.min, attrs: append(h.attrs[:len(h.attrs):len(h.attrs)], as...)}
+	return &lineHandler{w: h.w, min: h.min, attrs: append(h.attrs[:len(h.attrs):len(h.attrs)], as...)}
 }
 
 func (h *lineHandler) WithGroup(string) slog.Handler { return h }

@@ -48,14 +48,10 @@ type demoConfig struct {
 	callTimeout time.Duration
 }
 
-// demoCmd runs `sluice demo`; the end of ctx ends it early.
-func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return demoRun(ctx, args, stdout, stderr, nil)
-}
-
-// demoRun is demoCmd with a hook for tests: atEnd, if not nil, runs once
-// the metrics are reported, while the debug listener (its address, "" if
-// none) and the client channel still serve.
+// demoRun runs `sluice demo`; the end of ctx ends it early. atEnd, a hook
+// for tests, if not nil, runs once the metrics are reported, while the
+// debug listener (its address, "" if none) and the client channel still
+// serve.
 func demoRun(ctx context.Context, args []string, stdout, stderr io.Writer, atEnd func(debugAddr string)) int {
 	fs := NewFlagSet("sluice demo", demoHelp, stdout, stderr)
 	cfg := demoConfig{callTimeout: 500 * time.Millisecond}
@@ -325,16 +321,14 @@ func (m demoMeasure) summary() string {
 			d := sum(1, lastOverloaded)
 			fmt.Fprintf(&sb, "its limiter never refused a request; it got %s and answered Busy to %d.\n", share(d.badSent, d.sent), d.badBusy)
 		} else {
-			var parts []string
 			if firstThrottled > 1 {
 				d := sum(1, firstThrottled-1)
-				parts = append(parts, fmt.Sprintf("before its limiter refused any request (%s) it got %s and answered Busy to %d",
-					span(1, firstThrottled-1), share(d.badSent, d.sent), d.badBusy))
+				fmt.Fprintf(&sb, "before its limiter refused any request (%s) it got %s and answered Busy to %d; ",
+					span(1, firstThrottled-1), share(d.badSent, d.sent), d.badBusy)
 			}
 			d := sum(firstThrottled, lastOverloaded)
-			parts = append(parts, fmt.Sprintf("once its limiter refused requests (%s) it got %s, answered Busy to %d, and its limiter kept %d requests from it",
-				span(firstThrottled, lastOverloaded), share(d.badSent, d.sent), d.badBusy, d.badThrottled))
-			fmt.Fprintf(&sb, "%s.\n", strings.Join(parts, "; "))
+			fmt.Fprintf(&sb, "once its limiter refused requests (%s) it got %s, answered Busy to %d, and its limiter kept %d requests from it.\n",
+				span(firstThrottled, lastOverloaded), share(d.badSent, d.sent), d.badBusy, d.badThrottled)
 		}
 	}
 	if n := len(m.seconds); lastOverloaded < n && m.recoverAt > 0 {

@@ -99,7 +99,7 @@ func TestExitCodes(t *testing.T) {
 func TestHelp(t *testing.T) {
 	var leafArgs [][]string
 	for _, l := range leaves(topLevel(nil).subs) {
-		leafArgs = append(leafArgs, l.words)
+		leafArgs = append(leafArgs, strings.Fields(l[0]))
 	}
 	groups := [][]string{{}}
 	for _, c := range topLevel(nil).subs {
@@ -135,9 +135,9 @@ func TestTopLevelHelpListsEveryCommand(t *testing.T) {
 	}
 	ls := leaves(topLevel(nil).subs)
 	for _, l := range ls {
-		name := strings.Join(l.words, " ")
-		if l.summary == "" || !regexp.MustCompile(`(?m)^  `+regexp.QuoteMeta(name)+` +`+regexp.QuoteMeta(l.summary)+`$`).MatchString(out.String()) {
-			t.Errorf("sluice -h lacks the line of %q (%q):\n%s", name, l.summary, out.String())
+		name, summary := l[0], l[1]
+		if summary == "" || !regexp.MustCompile(`(?m)^  `+regexp.QuoteMeta(name)+` +`+regexp.QuoteMeta(summary)+`$`).MatchString(out.String()) {
+			t.Errorf("sluice -h lacks the line of %q (%q):\n%s", name, summary, out.String())
 		}
 	}
 }

@@ -70,13 +70,9 @@ func (f *FlagSet) WriteJSON(v any) int {
 	return ExitOK
 }
 
-// tableResult is a bench mode's result: its rows print as a table, or as
-// JSON with -o json.
-type tableResult interface{ WriteTable(w io.Writer) error }
-
 // reportRun prints res of a bench mode's run that ended with err, as
 // ReportMade does; an error but an interruption prints nothing.
-func (f *FlagSet) reportRun(ctx context.Context, res tableResult, err error, asJSON bool, items string) int {
+func (f *FlagSet) reportRun(ctx context.Context, res interface{ WriteTable(io.Writer) error }, err error, asJSON bool, items string) int {
 	if err != nil && ctx.Err() == nil {
 		return f.Failure("%v", err)
 	}

@@ -123,7 +123,7 @@ func (s *peerSource) client(name string, tg *target, opts ...channel.Option) (cl
 		ch.Close()
 		return nil, nil, err
 	}
-	return cl, func() { ch.Close() }, nil
+	return cl, ch.Close, nil
 }
 
 // String names the peers, for a report.

@@ -86,41 +86,41 @@ func (f *policyFlags) serviceConfig(service, method string) (*serviceconfig.Conf
 	}
 	if f.config != "" {
 		data, err := localfile.Read(f.config, maxServiceConfigFile, "a service config file")
-		if err != nil {
-			return nil, fmt.Errorf("--service-config %s: %w", f.config, err)
+		var cfg *serviceconfig.Config
+		if err == nil {
+			cfg, err = serviceconfig.Parse(data)
 		}
-		cfg, err := serviceconfig.Parse(data)
 		if err != nil {
 			return nil, fmt.Errorf("--service-config %s: %w", f.config, err)
 		}
 		return cfg, nil
 	}
-	name := []serviceconfig.Name{{Service: service, Method: method}}
+	mc := serviceconfig.MethodConfig{Names: []serviceconfig.Name{{Service: service, Method: method}}}
 	switch {
 	case f.retryMax != 0:
 		set, err := parseCodes("--retry-codes", f.retryCodes)
 		if err != nil {
 			return nil, err
 		}
-		p := &retry.Policy{MaxAttempts: f.retryMax, InitialBackoff: f.retryBackoff, MaxBackoff: 10 * f.retryBackoff,
+		mc.Retry = &retry.Policy{MaxAttempts: f.retryMax, InitialBackoff: f.retryBackoff, MaxBackoff: 10 * f.retryBackoff,
 			BackoffMultiplier: 2, RetryableCodes: set}
-		return serviceconfig.New([]serviceconfig.MethodConfig{{Names: name, Retry: p}}, nil)
 	case f.hedgeMax != 0:
 		set, err := parseCodes("--hedge-codes", f.hedgeCodes)
 		if err != nil {
 			return nil, err
 		}
-		p := &hedge.Policy{MaxAttempts: f.hedgeMax, HedgingDelay: f.hedgeDelay, NonFatalCodes: set}
+		mc.Hedge = &hedge.Policy{MaxAttempts: f.hedgeMax, HedgingDelay: f.hedgeDelay, NonFatalCodes: set}
 		if f.quantile != 0 {
 			a := hedge.Adaptive{Quantile: f.quantile, Window: f.window, Floor: f.floor, Cap: f.cap, Budget: f.budget}
 			if err := a.Validate(); err != nil {
-				return nil, errors.New(adaptiveFlagError(err))
+				return nil, adaptiveFlagError(err)
 			}
-			p.Adaptive = &a
+			mc.Hedge.Adaptive = &a
 		}
-		return serviceconfig.New([]serviceconfig.MethodConfig{{Names: name, Hedge: p}}, nil)
+	default:
+		return nil, nil
 	}
-	return nil, nil
+	return serviceconfig.New([]serviceconfig.MethodConfig{mc}, nil)
 }
 
 func parseCodes(flagName, list string) (codes.Set, error) {
@@ -137,16 +137,12 @@ func parseCodes(flagName, list string) (codes.Set, error) {
 
 // adaptiveFlagError restates an adaptive-delay validation error in terms of
 // the flag that set the field.
-func adaptiveFlagError(err error) string {
-	var fe *retry.FieldError
-	if !errors.As(err, &fe) {
-		return err.Error()
-	}
+func adaptiveFlagError(err error) error {
 	flags := map[string]string{"Adaptive.Quantile": "--hedge-adaptive", "Adaptive.Window": "--hedge-window",
 		"Adaptive.Floor": "--hedge-floor", "Adaptive.Cap": "--hedge-cap", "Adaptive.Budget": "--hedge-budget"}
-	name, ok := flags[fe.Field]
-	if !ok {
-		return err.Error()
+	var fe *retry.FieldError
+	if errors.As(err, &fe) && flags[fe.Field] != "" {
+		return fmt.Errorf("%s is %s, %s", flags[fe.Field], fe.Value, fe.Rule)
 	}
-	return fmt.Sprintf("%s is %s, %s", name, fe.Value, fe.Rule)
+	return err
 }

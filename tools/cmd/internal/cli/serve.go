@@ -71,7 +71,7 @@ func ServeContext(ctx context.Context, args []string, lab *Lab, stdout, stderr i
 	tchMetrics := fs.Bool("tchannel-metrics", false, "with --debug-listen, also report tchannel-go's metric names (inbound.calls.recvd, ...; channel.WithTChannelMetrics)")
 	register := fs.String("register", "", "register the server's address in etcd under PREFIX: an etcd://HOST:PORT[,HOST:PORT...]/PREFIX `TARGET`")
 	registerTTL := fs.Duration("register-ttl", DefaultRegisterTTL, "the time to live of the registration's etcd lease, whole seconds: how long etcd keeps the address of a server that died")
-	etcdTLS := addEtcdFlags(fs, lab)
+	etcdFlags := addEtcdFlags(fs, lab)
 	grace := fs.Duration("shutdown-grace", channel.DefaultShutdownGrace, "on SIGINT/SIGTERM, serve on at most this long after deregistering, while clients learn of it (negative: not at all)")
 	quiet := fs.Duration("shutdown-quiet", channel.DefaultShutdownQuiet, "end the grace once no plain TChannel client's request has come for this long (Sluice clients are told, and need no quiet)")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "the longest a shutdown takes, grace and requests in flight included")
@@ -105,7 +105,10 @@ func ServeContext(ctx context.Context, args []string, lab *Lab, stdout, stderr i
 		opts = append(opts, channel.WithTChannelMetrics())
 	}
 	if *register != "" {
-		reg, closeReg, err := registrarFor(*register, *registerTTL, etcdTLS)
+		if etcdFlags.etcd == nil {
+			return fs.UsageError("--register: %v", etcdFlags.errNoEtcd())
+		}
+		reg, closeReg, err := etcdFlags.etcd.Registrar(*register, *registerTTL, etcdFlags)
 		if err != nil {
 			return fs.UsageError("--register: %v", err)
 		}
@@ -125,7 +128,7 @@ func ServeContext(ctx context.Context, args []string, lab *Lab, stdout, stderr i
 	defer ch.Close()
 	// Raw handlers take JSON calls too: echoing arg2 and arg3 answers a
 	// JSON call with its own headers and body.
-	handlers := map[string]channel.RawHandler{
+	for m, h := range map[string]channel.RawHandler{
 		"echo": func(_ context.Context, req *channel.RawRequest) (*channel.RawResponse, error) {
 			return &channel.RawResponse{Arg2: req.Arg2, Arg3: req.Arg3}, nil
 		},
@@ -135,8 +138,7 @@ func ServeContext(ctx context.Context, args []string, lab *Lab, stdout, stderr i
 		"busy": func(context.Context, *channel.RawRequest) (*channel.RawResponse, error) {
 			return nil, channel.Busy("sluice serve: busy always answers BUSY")
 		},
-	}
-	for m, h := range handlers {
+	} {
 		if err := ch.RegisterRaw(m, h); err != nil {
 			return fs.Failure("%v", err)
 		}

@@ -141,15 +141,6 @@ func resolverFor(target string, e *EtcdFlags) (discovery.Resolver, func(), error
 	return e.etcd.Resolver(target, e)
 }
 
-// registrarFor returns the registrar of a serve --register target (etcd
-// only), and what closes its client.
-func registrarFor(target string, ttl time.Duration, e *EtcdFlags) (discovery.Registrar, func(), error) {
-	if e.etcd == nil {
-		return nil, nil, e.errNoEtcd()
-	}
-	return e.etcd.Registrar(target, ttl, e)
-}
-
 // loopbackOnly passes on a resolver's sets only while every peer in them
 // is on a loopback address: bench's guard against loading a remote
 // service by accident (--allow-remote lifts it), applied to the peers a

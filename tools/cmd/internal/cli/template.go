@@ -166,7 +166,7 @@ func applyTemplate(fs *FlagSet, tf *targetFlags, path string, args []string) err
 		keys[name] = v
 	}
 	for _, k := range []string{"baggage", "jaeger", "requests"} {
-		if v, ok := keys[k]; ok && v != nil && v != false {
+		if v := keys[k]; v != nil && v != false {
 			return fmt.Errorf("%s: %s is yab's and not supported by sluice call", path, k)
 		}
 	}
@@ -185,10 +185,10 @@ func applyTemplate(fs *FlagSet, tf *targetFlags, path string, args []string) err
 	// Scalars go to their flags, unless given on the command line.
 	for _, k := range []string{"service", "method", "caller", "sk", "rk", "rd", "timeout", "disable-thrift-envelope"} {
 		v, err := str(k)
-		if err != nil || v == "" || fs.IsSet(k) || (k == "method" && fs.IsSet("procedure")) {
-			if err != nil {
-				return err
-			}
+		if err != nil {
+			return err
+		}
+		if v == "" || fs.IsSet(k) || (k == "method" && fs.IsSet("procedure")) {
 			continue
 		}
 		if err := fs.Set(k, v); err != nil {
@@ -208,13 +208,13 @@ func applyTemplate(fs *FlagSet, tf *targetFlags, path string, args []string) err
 			return err
 		}
 	}
-	if h, ok := keys["headers"]; ok && h != nil {
+	if h := keys["headers"]; h != nil {
 		hb, _ := json.Marshal(h)
 		if tf.defaultHeaders, err = yamlStringMap(hb); err != nil {
 			return fmt.Errorf("%s: headers: %w", path, err)
 		}
 	}
-	if r, ok := keys["request"]; ok && r != nil {
+	if r := keys["request"]; r != nil {
 		// Rendered only without a body on the command line.
 		tf.defaultBody = func() ([]byte, error) {
 			v, err := render(jsonable(r), vars)
@@ -241,7 +241,7 @@ func templatePeers(fs *FlagSet, path string, keys map[string]any, str func(strin
 	if peer != "" {
 		return fs.Set("peer", peer)
 	}
-	if ps, ok := keys["peers"]; ok && ps != nil {
+	if ps := keys["peers"]; ps != nil {
 		list, ok := ps.([]any)
 		if !ok {
 			return fmt.Errorf("%s: peers: want a list of host:ports, got %s", path, yamlKind(ps))

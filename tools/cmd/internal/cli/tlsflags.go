@@ -103,11 +103,7 @@ func (c *ClientTLSFlags) validate() error {
 // onReloadError (nil: nobody) of a changed file that did not load. An
 // error names the flag and the file.
 func loadTLSFiles(f tlsfiles.Files, prefix string, onReloadError func(error)) (*tlsfiles.Reloader, error) {
-	logger := slog.New(slog.DiscardHandler)
-	if onReloadError != nil {
-		logger = slog.New(errorHandler(onReloadError))
-	}
-	r, err := tlsfiles.New(tlsfiles.Config{Files: f, Logger: logger})
+	r, err := tlsfiles.New(tlsfiles.Config{Files: f, Logger: slog.New(errorHandler(onReloadError))})
 	if err != nil {
 		flags := "--" + prefix + "tls-cert/--" + prefix + "tls-key"
 		if le := (*tlsfiles.LoadError)(nil); errors.As(err, &le) && le.CA {
@@ -119,12 +115,12 @@ func loadTLSFiles(f tlsfiles.Files, prefix string, onReloadError func(error)) (*
 }
 
 // errorHandler is a slog.Handler that hands the error of each record
-// (its attribute error: tlsfiles' lines have one) to itself.
+// (its attribute error: tlsfiles' lines have one) to itself; nil drops them.
 type errorHandler func(error)
 
-func (errorHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h errorHandler) WithAttrs([]slog.Attr) slog.Handler     { return h }
-func (h errorHandler) WithGroup(string) slog.Handler          { return h }
+func (h errorHandler) Enabled(context.Context, slog.Level) bool { return h != nil }
+func (h errorHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h errorHandler) WithGroup(string) slog.Handler            { return h }
 func (h errorHandler) Handle(_ context.Context, r slog.Record) error {
 	r.Attrs(func(a slog.Attr) bool {
 		if err, ok := a.Value.Any().(error); ok && a.Key == "error" {
