@@ -6,6 +6,7 @@ import (
 	"io"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluice-rpc/sluice/tools/benchmarks/balancing"
@@ -114,7 +115,8 @@ func Leaf(name, summary string, run func(args []string, stdout, stderr io.Writer
 // NewGroup returns the command made of subs, named by the last word of
 // name ("sluice-lab sim"), with help.
 func NewGroup(name string, help Help, subs ...Command) Command {
-	return group{name: name, help: help, subs: subs}.command()
+	g := group{name: name, help: help, subs: subs}
+	return command{name: name[strings.LastIndex(name, " ")+1:], run: g.run, subs: subs}
 }
 
 // NewGroupUntilInterrupted is NewGroup for subcommands that run until

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -195,13 +196,6 @@ type command struct {
 	subs    []command
 }
 
-// command returns g as a subcommand of the group above it, named by the
-// last word of its name.
-func (g group) command() command {
-	name := g.name[strings.LastIndex(g.name, " ")+1:]
-	return command{name: name, run: g.run, subs: g.subs}
-}
-
 // leaves lists every command under subs a user can run: its words ("sim
 // shed") and its summary.
 func leaves(subs []command) [][2]string {
@@ -251,16 +245,12 @@ func (g group) run(args []string, stdout, stderr io.Writer) int {
 		g.printHelp(stderr)
 		return ExitUsage
 	}
-	switch args[0] {
-	case "-h", "-help", "--help":
+	switch {
+	case args[0] == "-h" || args[0] == "-help" || args[0] == "--help", args[0] == "help" && len(args) == 1:
 		g.printHelp(stdout)
 		return ExitOK
-	case "help":
-		if len(args) == 1 {
-			g.printHelp(stdout)
-			return ExitOK
-		}
-		return g.run(append(append([]string{}, args[1:]...), "-h"), stdout, stderr)
+	case args[0] == "help":
+		return g.run(append(slices.Clone(args[1:]), "-h"), stdout, stderr)
 	}
 	for _, c := range g.subs {
 		if c.name == args[0] {

@@ -120,16 +120,12 @@ func startDemoServer(capacity float64) (*demoServer, error) {
 // runDemo runs the demo; atEnd as demoRun's.
 func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *DebugListener, atEnd func(debugAddr string)) error {
 	var servers []*demoServer
-	defer func() {
-		for _, s := range servers {
-			s.ch.Close()
-		}
-	}()
-	for i := 0; i < 3; i++ {
+	for range 3 {
 		s, err := startDemoServer(cfg.capacity)
 		if err != nil {
 			return err
 		}
+		defer s.ch.Close()
 		servers = append(servers, s)
 	}
 	bad := servers[2]
