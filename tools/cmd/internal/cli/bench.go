@@ -255,13 +255,15 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	if err := policy.validate(); err != nil {
 		return fs.UsageError("%v", err)
 	}
-	for _, p := range append(src.hostPorts, src.listed...) {
-		if err := checkLoopback(p, *allowRemote); err != nil {
-			return fs.UsageError("%v", err)
+	if !*allowRemote {
+		for _, p := range append(src.hostPorts, src.listed...) {
+			if err := checkLoopback(p); err != nil {
+				return fs.UsageError("%v", err)
+			}
 		}
-	}
-	if src.resolver != nil && !*allowRemote {
-		src.resolver = loopbackOnly{src.resolver}
+		if src.resolver != nil {
+			src.resolver = loopbackOnly{src.resolver}
+		}
 	}
 	if a.embedded > 0 && len(words) == 0 {
 		*target.service, *target.method = cmp.Or(*target.service, "bench"), cmp.Or(*target.method, "echo")
@@ -422,12 +424,9 @@ func firstResponse(ctx context.Context, cl *channel.Client, tg *target, timeout 
 	return out
 }
 
-// checkLoopback accepts a host:port on a loopback address, or anywhere
-// with allowRemote: bench should not load a remote service by accident.
-func checkLoopback(hostPort string, allowRemote bool) error {
-	if allowRemote {
-		return nil
-	}
+// checkLoopback accepts a host:port on a loopback address only: bench
+// should not load a remote service by accident (--allow-remote).
+func checkLoopback(hostPort string) error {
 	host, _, _ := net.SplitHostPort(hostPort)
 	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
 		return nil

@@ -155,7 +155,7 @@ type loopbackUpdates struct{ discovery.Updates }
 
 func (u loopbackUpdates) Update(addrs []discovery.Address) {
 	for _, a := range addrs {
-		if err := checkLoopback(a.HostPort, false); err != nil {
+		if err := checkLoopback(a.HostPort); err != nil {
 			u.Error(fmt.Errorf("%v (from the peer list)", err))
 			return
 		}
