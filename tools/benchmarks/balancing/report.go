@@ -130,7 +130,10 @@ func (r *Result) writeVerdicts(out *strings.Builder, s Scenario) {
 		if v.Scenario != s {
 			continue
 		}
-		mark := map[bool]string{true: "holds", false: "FALLS SHORT"}[v.Holds]
+		mark := "holds"
+		if !v.Holds {
+			mark = "FALLS SHORT"
+		}
 		fmt.Fprintf(out, "- %s: %s (%s)\n", mark, v.Check, v.Figure)
 	}
 }
@@ -176,7 +179,10 @@ func (r *Result) writeHeterogeneous(out *strings.Builder) {
 				}
 				lead = fmt.Sprintf("| %s | %.1f%% | %v | %d | %d ", ws, 100*row.Goodput, row.Measured.P99, row.Measured.Busy, row.Measured.Timeouts)
 			}
-			over := map[bool]string{true: "yes", false: "no"}[s.OverCapacity]
+			over := "no"
+			if s.OverCapacity {
+				over = "yes"
+			}
 			fmt.Fprintf(out, "%s| %d workers | %.1f%% | %.1f%% | %.0f (%.0f) | %d | %d / %.2f (%d) | %s |\n",
 				lead, s.Workers, 100*s.CapacityShare, 100*s.Share, s.PerSecond, s.Capacity, s.Busy, s.PeakInFlight, s.MeanInFlight, s.Workers, over)
 		}

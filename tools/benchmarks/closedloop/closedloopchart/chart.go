@@ -58,8 +58,10 @@ func Write(r *closedloop.Result, path string) error {
 			}
 		}
 		name := fmt.Sprintf("shed %s, throttle %s", row.Shedding, benchrun.OnOff(row.Throttling))
-		if row.Aware != nil {
-			name += map[bool]string{false: ", unaware", true: ", aware"}[*row.Aware]
+		if row.Aware != nil && *row.Aware {
+			name += ", aware"
+		} else if row.Aware != nil {
+			name += ", unaware"
 		}
 		for _, pl := range []struct {
 			p   *plot.Plot

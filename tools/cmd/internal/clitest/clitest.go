@@ -38,12 +38,12 @@ func ExitCodes(path string, subst map[string]string) ([]Case, error) {
 	r := strings.NewReplacer(pairs...)
 	var cases []Case
 	for i, line := range strings.Split(string(data), "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
+		words := strings.Fields(line) // a CRLF file's \r is space too
+		if len(words) == 0 || strings.HasPrefix(line, "#") {
 			continue
 		}
 		n := i + 1
 		c := Case{Line: n}
-		words := strings.Fields(line)
 		if words[0] == "lab" {
 			c.Lab, words = true, words[1:]
 		}
