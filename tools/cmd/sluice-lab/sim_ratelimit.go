@@ -49,7 +49,7 @@ func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same table")
 	runs := fs.Int("runs", 1, fmt.Sprintf("average the metrics over `N` runs (seeds seed, seed+1, ...; at most %d, about 0.2 s each)", maxSimRuns))
 	reserve := fs.Float64("reserve", 0, "the reserve pacer's reserve, a `FRACTION` of the limit in [0, 1) (0: the default, 0.003)")
-	chart := fs.String("chart", "", "also draw each client's sleep over the 30 minutes, per pacer, to this .png or .svg `FILE`")
+	chartPath := fs.String("chart", "", "also draw each client's sleep over the 30 minutes, per pacer, to this .png or .svg `FILE`")
 	asJSON, code, ok := cli.AddOutputFlag(fs, false).Parse(args)
 	if !ok {
 		return code
@@ -57,8 +57,13 @@ func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
 	if *runs < 1 || *runs > maxSimRuns {
 		return fs.UsageError("--runs is %d, must be in 1..%d", *runs, maxSimRuns)
 	}
-	if ext := strings.ToLower(filepath.Ext(*chart)); *chart != "" && ext != ".png" && ext != ".svg" {
-		return fs.UsageError("--chart %q: want a .png or .svg file", *chart)
+	if ext := strings.ToLower(filepath.Ext(*chartPath)); *chartPath != "" && ext != ".png" && ext != ".svg" {
+		return fs.UsageError("--chart %q: want a .png or .svg file", *chartPath)
+	}
+	if *chartPath != "" { // before the run, as sim shed's and sim doorman's
+		if err := chart.CheckPath(*chartPath); err != nil {
+			return fs.UsageError("--chart: %v", err)
+		}
 	}
 	entries := ratesim.Entries()
 	for i := range entries {
@@ -86,7 +91,7 @@ func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(w, "(in brackets: the article's published figures)\n\n")
 		return ratesim.WriteTable(w, rows)
 	}
-	return fs.Report(ratelimitReport(*seed, *runs, steady, clear, rows), asJSON, table, *chart,
+	return fs.Report(ratelimitReport(*seed, *runs, steady, clear, rows), asJSON, table, *chartPath,
 		func(path string) error { return writeSleepChart(path, rows) })
 }
 

@@ -72,8 +72,11 @@ func TestSimRatelimitBadFlags(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errb.String())
 		}
 	}
+	// A chart that cannot be written is refused before the run, as sim
+	// shed's and sim doorman's are.
 	var out, errb bytes.Buffer
-	if code := simRatelimitCmd([]string{"--chart", filepath.Join(t.TempDir(), "no", "such", "dir.png")}, &out, &errb); code != 1 {
-		t.Errorf("unwritable chart: exit %d", code)
+	dir := filepath.Join(t.TempDir(), "no", "such")
+	if code := simRatelimitCmd([]string{"--chart", filepath.Join(dir, "dir.png")}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--chart: "+dir+" is not a directory") || out.Len() != 0 {
+		t.Errorf("chart in a missing directory: exit %d, stdout %q, stderr %q; want 2, nothing run, the directory named", code, out.String(), errb.String())
 	}
 }
