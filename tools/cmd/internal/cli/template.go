@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -289,7 +291,8 @@ func render(v any, vars map[string]string) (any, error) {
 		return jsonable(out), nil
 	case map[string]any:
 		m := make(map[string]any, len(v))
-		for k, e := range v {
+		for _, k := range slices.Sorted(maps.Keys(v)) { // so that an error names the same variable every time
+			e := v[k]
 			nk, err := renderString(k, vars)
 			if err != nil {
 				return nil, err

@@ -78,6 +78,9 @@ func TestCallTemplateErrors(t *testing.T) {
 		{"service: keyvalue\nmethod: KeyValue::Get\nthrift: keyvalue.thrift\nrequest: {key: '${key}'}\n", nil,
 			"${key} has no value and no default: give -A key:VALUE"},
 		{"service: keyvalue\nmethod: KeyValue::Get\nthrift: keyvalue.thrift\nrequest: {key: '${key'}\n", nil, "${ without its }"},
+		// Of several missing, the first by the request's keys, every time.
+		{"service: keyvalue\nmethod: KeyValue::Set\nthrift: keyvalue.thrift\nrequest: {value: '${v}', key: '${k}'}\n", nil,
+			"${k} has no value and no default: give -A k:VALUE"},
 		{"service: keyvalue\nmethd: KeyValue::Get\n", nil, `unknown key "methd"; a template has peer, peers`},
 		{"service: keyvalue\nmethod: KeyValue::Get\nprocedure: KeyValue::Set\n", nil, `key "method" given twice`},
 		{"service: keyvalue\nbaggage: {a: b}\n", nil, "baggage is yab's and not supported by sluice call"},
