@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -70,7 +71,8 @@ func serveLimited(addr string, m *Metrics, pages map[string]http.Handler, lim li
 		mux.Handle(MetricsPath, m.Handler())
 		paths = append(paths, MetricsPath)
 	}
-	for p, h := range pages {
+	for _, p := range slices.Sorted(maps.Keys(pages)) { // the first bad path is the same every time
+		h := pages[p]
 		switch {
 		case !strings.HasPrefix(p, "/") || p == "/" || p == MetricsPath || strings.HasPrefix(p, PprofPath):
 			return nil, fmt.Errorf("debughttp: page path %q: want a path other than /, %s and %s*", p, MetricsPath, PprofPath)

@@ -124,6 +124,9 @@ func TestServeRejectsBadInput(t *testing.T) {
 		{"127.0.0.1:0", map[string]http.Handler{"/debug/pprof/heap": ok}, `page path "/debug/pprof/heap"`},
 		{"127.0.0.1:0", map[string]http.Handler{"status": ok}, `page path "status"`},
 		{"127.0.0.1:0", map[string]http.Handler{"/status": nil}, `page "/status" has a nil handler`},
+		// Of several bad pages, the first by path: the same one every time.
+		{"127.0.0.1:0", map[string]http.Handler{"a": ok, "b": ok, "c": ok, "d": ok, "/e": nil}, `page "/e" has a nil handler`},
+		{"127.0.0.1:0", map[string]http.Handler{"/x": nil, "/y": nil, "/z": nil, "/w": nil}, `page "/w" has a nil handler`},
 		{"127.0.0.1:99999", nil, "debughttp: listen tcp"},
 		{"nonsense", nil, "debughttp: listen tcp"},
 	} {
