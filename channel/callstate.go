@@ -219,7 +219,7 @@ func (st *callState) mayWait(err error) bool {
 
 // choose picks the peer for one attempt, avoiding the peers this call has
 // used (a call with a shard key takes the key's home, or the next peer on
-// the ring: peerlist.List.ChooseKeyAt), and records it, all under the
+// the ring: peerlist.List.ClaimKeyClassAt), and records it, all under the
 // call's lock: concurrent hedges of one call must not both pick a peer
 // before either has recorded it. The peer counts the attempt as pending
 // from the choice (peerlist.Peer.Claim; a shard key's bounded load is

@@ -165,8 +165,9 @@ func (p *Peer) Sent() {
 	}
 }
 
-// End records, at time now, the completion of an attempt Claim counted: its latency and its outcome code. A busy answer is told to the
-// peer's limiter. Successful transports update the latency estimate, and so do
+// End records, at time now, the completion of an attempt Claim counted:
+// its latency and its outcome code. A busy answer is told to the peer's
+// limiter. Successful transports update the latency estimate, and so do
 // attempts cut off (CANCELLED, TIMEOUT) after longer than the estimate;
 // errors do not: a peer failing fast must not look fast.
 func (p *Peer) End(now time.Time, latency time.Duration, code codes.Code) {
