@@ -72,9 +72,14 @@ func TestSimRatelimitBadFlags(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errb.String())
 		}
 	}
-	// A chart that cannot be written is refused before the run, as sim
-	// shed's and sim doorman's are.
+	// A chart that cannot be written is refused before the run, in the
+	// words of sim shed and sim doorman.
 	var out, errb bytes.Buffer
+	if code := simRatelimitCmd([]string{"--chart", "x.gif"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), `--chart: chart "x.gif": the file name must end in .png or .svg`) {
+		t.Errorf("--chart x.gif: exit %d, stderr %q; want 2 and the file name's rule", code, errb.String())
+	}
+	out.Reset()
+	errb.Reset()
 	dir := filepath.Join(t.TempDir(), "no", "such")
 	if code := simRatelimitCmd([]string{"--chart", filepath.Join(dir, "dir.png")}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--chart: "+dir+" is not a directory") || out.Len() != 0 {
 		t.Errorf("chart in a missing directory: exit %d, stdout %q, stderr %q; want 2, nothing run, the directory named", code, out.String(), errb.String())
