@@ -252,6 +252,9 @@ func TestThreeServersFailover(t *testing.T) {
 	m.stop(t)
 	m2 := master(t, rest)
 	failover := time.Since(killed)
+	// Mastership() says a win as soon as the server applied it; the
+	// recorder hears of it just after.
+	testwait.Until(t, "the new master to report its win", func() bool { return !m2.changed(killed, isMaster).IsZero() })
 	// It stepped down before it resigned, so before the new master won.
 	if lost, won := m.changed(killed, notMaster), m2.changed(killed, isMaster); lost.IsZero() || !lost.Before(won) {
 		t.Fatalf("the stopping master reported its loss %v after it stopped, the new master its win %v after: two masters at once",
