@@ -3,8 +3,8 @@ package stats
 import "time"
 
 // Metric names of a Doorman server's gRPC service (package leasing/server:
-// its Metrics interceptor and its configuration watchers), beside the
-// lease.* names above.
+// Server.UnaryInterceptor, which Serve installs, and its configuration
+// watchers), beside the lease.* names above.
 const (
 	// LeaseTagRPC is the tag naming the Doorman RPC: Discovery,
 	// GetCapacity, GetServerCapacity or ReleaseCapacity.

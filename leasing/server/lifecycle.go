@@ -91,6 +91,7 @@ func New(cfg Config) (*Server, error) {
 	s.invalid = s.scope.Counter(stats.LeaseInvalidRequests)
 	s.clientsEvicted = s.scope.Counter(metricClientsEvicted)
 	s.resourcesEvicted = s.scope.Counter(metricResourcesEvicted)
+	s.rpcMetrics = newRPCMetrics(s, s.scope)
 	s.started = s.clock.Now()
 	s.masterSince = s.started
 	return s, nil
@@ -103,17 +104,18 @@ func (s *Server) Register(g grpc.ServiceRegistrar) {
 
 // Serve answers gRPC requests on lis until Stop is called. It bounds
 // the connections it accepts as Config says (MaxConns, ConnectionTimeout,
-// MaxConnectionIdle, KeepaliveMinTime, MaxConcurrentStreams) and makes its
-// gRPC server with those settings first, then opts (TLS credentials,
-// interceptors such as NewMetrics'): an option in opts overrides the
-// setting it names. If the server has no advertised Address it
+// MaxConnectionIdle, KeepaliveMinTime, MaxConcurrentStreams), records its
+// RPCs on Config.Scope (UnaryInterceptor), and makes its gRPC server with
+// those settings first, then opts (TLS credentials, interceptors of the
+// caller's): an option in opts overrides the setting it names. If the server has no advertised Address it
 // advertises lis's address.
 func (s *Server) Serve(lis net.Listener, opts ...grpc.ServerOption) error {
 	limited, tracker, err := s.limitConns(lis)
 	if err != nil {
 		return err
 	}
-	g := grpc.NewServer(append(s.conns.grpcOptions(tracker), opts...)...)
+	own := append(s.conns.grpcOptions(tracker), grpc.ChainUnaryInterceptor(s.rpcMetrics.intercept))
+	g := grpc.NewServer(append(own, opts...)...)
 	s.Register(g)
 	s.mu.Lock()
 	if s.stopped {

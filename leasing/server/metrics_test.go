@@ -18,26 +18,39 @@ import (
 
 // The interceptor on a real gRPC server counts each RPC by outcome, times
 // it in a histogram with the buckets Prometheus shows, and keeps the
-// server's counts in gauges. (That they reach Prometheus's text format on
-// the debug listener is checked where /metrics is served: sluice-lab doorman
-// serve's test in the tools module.)
+// server's counts in gauges: on the gRPC server Serve makes, and on one of
+// the caller's that has UnaryInterceptor. (That they reach Prometheus's
+// text format on the debug listener is checked where /metrics is served:
+// sluice-lab doorman serve's test in the tools module.)
 func TestMetricsInterceptor(t *testing.T) {
-	s, err := New(Config{Repository: testConfig(FairShare, 100), MaxResources: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	scope := tally.NewTestScope("", nil)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(grpc.UnaryInterceptor(NewMetrics(s, scope).UnaryInterceptor()))
-	s.Register(g)
-	done := make(chan struct{})
-	go func() { defer close(done); g.Serve(lis) }()
-	t.Cleanup(func() { g.Stop(); testwait.Recv(t, done, "the gRPC server to stop") })
+	t.Run("Serve", func(t *testing.T) {
+		testMetrics(t, func(s *Server) string { return serveWith(t, s) })
+	})
+	t.Run("Register", func(t *testing.T) {
+		testMetrics(t, func(s *Server) string {
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := grpc.NewServer(grpc.UnaryInterceptor(s.UnaryInterceptor()))
+			s.Register(g)
+			done := make(chan struct{})
+			go func() { defer close(done); g.Serve(lis) }()
+			t.Cleanup(func() { g.Stop(); testwait.Recv(t, done, "the gRPC server to stop") })
+			return lis.Addr().String()
+		})
+	})
+}
 
-	c := dial(t, lis.Addr().String())
+// testMetrics makes RPCs of every outcome to a server serve starts, and
+// checks the metrics recorded on its Config.Scope.
+func testMetrics(t *testing.T, serve func(*Server) string) {
+	scope := tally.NewTestScope("", nil)
+	s, err := New(Config{Repository: testConfig(FairShare, 100), MaxResources: 1, Scope: scope})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, serve(s))
 	ctx := context.Background()
 	get := func(client, id string, wants float64) error {
 		_, err := c.GetCapacity(ctx, &pb.GetCapacityRequest{ClientId: proto.String(client), Resource: []*pb.ResourceRequest{
@@ -109,7 +122,7 @@ func TestMetricsInterceptor(t *testing.T) {
 // A non-master's answers carry only the master's address; an error
 // other than a refusal is "failed".
 func TestMetricsOutcomes(t *testing.T) {
-	m := NewMetrics(nil, nil)
+	m := newRPCMetrics(nil, tally.NoopScope)
 	rm := m.rpcs["/doorman.Capacity/GetCapacity"]
 	master := &pb.Mastership{MasterAddress: proto.String("10.0.0.2:7000")}
 	for _, tc := range []struct {
@@ -137,11 +150,14 @@ func TestMetricsOutcomes(t *testing.T) {
 // BenchmarkMetricsInterceptor is the interceptor's cost per request,
 // around a handler that does nothing.
 func BenchmarkMetricsInterceptor(b *testing.B) {
-	s := newTestServer(b, testConfig(FairShare, 100), nil)
 	// A root scope as a process's metrics have one, reporting nowhere.
 	scope, closer := tally.NewRootScope(tally.ScopeOptions{Reporter: tally.NullStatsReporter}, 0)
 	defer closer.Close()
-	ic := NewMetrics(s, scope).UnaryInterceptor()
+	s, err := New(Config{Repository: testConfig(FairShare, 100), Scope: scope})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ic := s.UnaryInterceptor()
 	info := &grpc.UnaryServerInfo{FullMethod: "/doorman.Capacity/GetCapacity"}
 	resp := &pb.GetCapacityResponse{}
 	h := func(context.Context, any) (any, error) { return resp, nil }

@@ -149,7 +149,7 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return fs.Failure("%v", err)
 	}
-	opts, err := sf.grpcServerOptions(srv, debug.Scope())
+	opts, err := sf.grpcServerOptions()
 	if err != nil {
 		return fs.Failure("%v", err)
 	}

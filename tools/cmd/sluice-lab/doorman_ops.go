@@ -239,16 +239,15 @@ func (s *serveFlags) loadConfig(ctx context.Context, config, endpoints string) (
 	return repo, nil
 }
 
-// grpcServerOptions returns the options of the gRPC server srv is to be
-// registered on: TLS credentials from the files validate read, and the
-// interceptor recording srv's RPCs on scope.
-func (s *serveFlags) grpcServerOptions(srv *server.Server, scope tally.Scope) ([]grpc.ServerOption, error) {
-	opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(server.NewMetrics(srv, scope).UnaryInterceptor())}
+// grpcServerOptions returns the options of the gRPC server Serve makes:
+// TLS credentials from the files validate read, if any. (Serve records
+// the RPCs on Config.Scope itself.)
+func (s *serveFlags) grpcServerOptions() ([]grpc.ServerOption, error) {
 	if s.tlsFiles == nil {
-		return opts, nil
+		return nil, nil
 	}
 	creds, err := grpctls.ServerCredentials(s.tlsFiles)
-	return append(opts, grpc.Creds(creds)), err
+	return []grpc.ServerOption{grpc.Creds(creds)}, err
 }
 
 // start reloads the configuration into srv while it runs: --config FILE
