@@ -17,10 +17,10 @@ import (
 // balance on the first two (peerlist.List.ReportLoad) and refuse early
 // what the third names. Plain peers never see a report.
 
-// LoadInterval is how often a server makes a new load report: each
-// signalled connection carries at most one report per LoadInterval, after
+// loadInterval is how often a server makes a new load report: each
+// signalled connection carries at most one report per loadInterval, after
 // an answer.
-const LoadInterval = 100 * time.Millisecond
+const loadInterval = 100 * time.Millisecond
 
 // WithUtilisation has the Channel's server report fn's figure as its
 // utilisation to its Sluice clients: 0 idle, 1 at its capacity, averaged
@@ -28,7 +28,7 @@ const LoadInterval = 100 * time.Millisecond
 // application utilisation. Clients weigh the server by the calls it
 // answers a second over its utilisation, its capacity, so that servers of
 // different sizes get shares in proportion to their capacities without
-// configured weights. fn is called at most once per LoadInterval, on a
+// configured weights. fn is called at most once per loadInterval, on a
 // connection's writer: it must be quick and must not block. Without it,
 // a server with a concurrency limit (ShedConfig.MaxInFlight, Adaptive)
 // reports its requests in flight over that limit; a server with neither
@@ -42,7 +42,7 @@ type loadReports struct {
 	c  *Channel
 	mu sync.Mutex // one refresh at a time; the others carry the last report
 	// cur is the current report; refreshed, under mu, once older than
-	// LoadInterval.
+	// loadInterval.
 	cur        atomic.Pointer[loadFrame]
 	lastServed uint64
 	lastAt     time.Time
@@ -70,15 +70,15 @@ func (c *Channel) startLoadReports() {
 }
 
 // report returns the current report, made again if it is older than
-// LoadInterval.
+// loadInterval.
 func (r *loadReports) report() (uint64, []byte) {
 	cur := r.cur.Load()
 	now := time.Now()
-	if now.Sub(cur.at) < LoadInterval || !r.mu.TryLock() {
+	if now.Sub(cur.at) < loadInterval || !r.mu.TryLock() {
 		return cur.gen, cur.frame
 	}
 	defer r.mu.Unlock()
-	if cur = r.cur.Load(); now.Sub(cur.at) < LoadInterval {
+	if cur = r.cur.Load(); now.Sub(cur.at) < loadInterval {
 		return cur.gen, cur.frame
 	}
 	// The calls served: answers written that were not system errors (a

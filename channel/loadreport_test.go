@@ -210,7 +210,7 @@ func TestLoadReportsPlainServerBalancedAsToday(t *testing.T) {
 	// A few more reports, for the estimates to settle.
 	for range 3 {
 		at := time.Now()
-		callUntil(t, client, 100_000, "another report interval", func() bool { return time.Since(at) > LoadInterval })
+		callUntil(t, client, 100_000, "another report interval", func() bool { return time.Since(at) > loadInterval })
 	}
 	pp := l.Get(plain.PeerInfo().HostPort)
 	if _, ok := pp.Capacity(); ok || pp.LoadFactor() != 1 {
@@ -239,9 +239,9 @@ func TestLoadReportsNotSentToPlainClient(t *testing.T) {
 	t.Cleanup(plain.Close)
 	start := time.Now()
 	calls := 0
-	// Longer than LoadInterval, and many times loadEvery answers: a report
+	// Longer than loadInterval, and many times loadEvery answers: a report
 	// would be due on a signalled connection.
-	for time.Since(start) < 3*LoadInterval || calls < 200 {
+	for time.Since(start) < 3*loadInterval || calls < 200 {
 		got, err := plainEchoCall(plain, srv.ch.HostPort())
 		if err != nil {
 			t.Fatalf("plain call %d: %v", calls, err)
@@ -273,11 +273,11 @@ func TestLoadReportsNotSentToPlainClient(t *testing.T) {
 }
 
 // reportedQPS returns the rate in the server's load report made now,
-// after at least LoadInterval of calls made by call.
+// after at least loadInterval of calls made by call.
 func reportedQPS(t *testing.T, s *testServer, call func() error) int64 {
 	t.Helper()
 	start := time.Now()
-	for time.Since(start) <= LoadInterval {
+	for time.Since(start) <= loadInterval {
 		if err := call(); err != nil {
 			t.Fatal(err)
 		}

@@ -62,17 +62,3 @@ func (c BudgetConfig) Validate() error {
 	}
 	return nil
 }
-
-// WithDefaults returns c with each zero field set to its default.
-func (c BudgetConfig) WithDefaults() BudgetConfig {
-	if c.Ratio == 0 {
-		c.Ratio = DefaultBudgetRatio
-	}
-	if c.MinPerSecond == 0 {
-		c.MinPerSecond = DefaultBudgetMinPerSecond
-	}
-	if c.Window == 0 {
-		c.Window = DefaultBudgetWindow
-	}
-	return c
-}

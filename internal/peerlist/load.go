@@ -87,7 +87,7 @@ func (l *List) ReportLoad(hostPort string, now time.Time, qps, u int64, hasU boo
 	p.capacity.Store(math.Float64bits(c))
 	p.loadAt.Store(ns)
 	// Working the factors out again passes over the list: with every peer
-	// reporting every LoadInterval that is O(n^2) a interval. A long
+	// reporting every 100 ms that is O(n^2) an interval. A long
 	// list does it at most once per refactorGap (its peers report all
 	// the time: the next report after the gap takes this one's capacity
 	// in); a short one on every report.

@@ -53,9 +53,17 @@ func New(c retry.BudgetConfig) (*Budget, error) {
 	if c.Disabled {
 		return nil, nil
 	}
-	c = c.WithDefaults()
-	return &Budget{width: int64(c.Window) / slots, ratio: c.Ratio, floor: c.MinPerSecond,
-		windowS: c.Window.Seconds()}, nil
+	ratio, floor, window := c.Ratio, c.MinPerSecond, c.Window
+	if ratio == 0 {
+		ratio = retry.DefaultBudgetRatio
+	}
+	if floor == 0 {
+		floor = retry.DefaultBudgetMinPerSecond
+	}
+	if window == 0 {
+		window = retry.DefaultBudgetWindow
+	}
+	return &Budget{width: int64(window) / slots, ratio: ratio, floor: floor, windowS: window.Seconds()}, nil
 }
 
 func (b *Budget) stamp(now time.Time) uint64 { return uint64(now.UnixNano() / b.width) }

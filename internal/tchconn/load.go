@@ -21,9 +21,9 @@ import (
 //
 // A pair may be left out when the server does not know it. The server
 // makes one report frame for all its connections at most every
-// LoadInterval; a connection carries it after an answer, checking every
+// 100 ms (channel's loadInterval); a connection carries it after an answer, checking every
 // loadEvery answers whether a newer one is out, so that a report costs a
-// frame per connection per LoadInterval at most, and nothing is
+// frame per connection per 100 ms at most, and nothing is
 // allocated per answer.
 
 // Keys of a load report.
@@ -163,7 +163,7 @@ func readLoad(l *Load, k, v []byte) bool {
 
 // MinLoadGap is the shortest time between two load reports an outbound
 // connection passes on: later ones are dropped. A Sluice server sends at
-// most one a connection per 100 ms (channel.LoadInterval), so an honest
+// most one a connection per 100 ms (channel's loadInterval), so an honest
 // server's reports all pass; a hostile one that sends a report frame after
 // every other frame costs its client one report per gap, not a pass over
 // the peer list per frame.
