@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/criticality"
+	"github.com/sluice-rpc/sluice/internal/shedlimit"
 	"github.com/sluice-rpc/sluice/internal/tchconn"
-	"github.com/sluice-rpc/sluice/shed"
 )
 
 // Load reports (docs/signals.md): a Sluice server tells its Sluice
@@ -136,7 +136,7 @@ func (c *Channel) gotLoad(hostPort string, l tchconn.Load) {
 }
 
 // track notes a method's adaptive limit, for the load reports.
-func (s *shedder) track(l *shed.Limiter) {
+func (s *shedder) track(l *shedlimit.Limiter) {
 	if l == nil {
 		return
 	}
@@ -149,11 +149,11 @@ func (s *shedder) track(l *shed.Limiter) {
 func (s *shedder) limited() bool { return s.inFlight != nil || s.cfg.Adaptive != nil }
 
 // limiters returns the shedder's concurrency limits.
-func (s *shedder) limiters() []*shed.Limiter {
+func (s *shedder) limiters() []*shedlimit.Limiter {
 	s.lmu.Lock()
-	ls := append([]*shed.Limiter(nil), s.methods...)
+	ls := append([]*shedlimit.Limiter(nil), s.methods...)
 	s.lmu.Unlock()
-	for _, l := range [...]*shed.Limiter{s.inFlight, s.shared} {
+	for _, l := range [...]*shedlimit.Limiter{s.inFlight, s.shared} {
 		if l != nil {
 			ls = append(ls, l)
 		}

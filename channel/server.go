@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-rpc/sluice/criticality"
 	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/recorder"
+	"github.com/sluice-rpc/sluice/internal/shedlimit"
 	"github.com/sluice-rpc/sluice/internal/tchconn"
 	"github.com/sluice-rpc/sluice/shed"
 	"github.com/sluice-rpc/sluice/stats"
@@ -413,10 +414,11 @@ type ShedConfig struct {
 	AdaptiveShared bool
 	// Pushback, when > 0, is the hint sent with each Busy answer: Sluice
 	// clients wait exactly this long before retrying. By default (0) the
-	// hint says when a slot is likely to free: the adaptive limit's
-	// pushback (see shed.Limiter.Pushback) for requests over a concurrency
-	// limit, 1/MaxRPS (the time one token takes to come back) for requests
-	// over MaxRPS.
+	// hint says when a slot is likely to free: for requests over a
+	// concurrency limit, its current queueing delay (the mean latency of
+	// its last window less the no-load latency), at least the no-load
+	// latency and at least a millisecond (see package shed); for requests
+	// over MaxRPS, 1/MaxRPS (the time one token takes to come back).
 	Pushback time.Duration
 	// NoRetry makes the hint of each Busy answer tell Sluice clients not
 	// to retry. Pushback must then be 0.
@@ -465,7 +467,8 @@ const healthMethod = "Meta::health"
 
 // serverShedding is a Channel's load shedding (WithShedding), as the rest
 // of the Channel sees it: an interface that only WithShedding makes, so
-// that a program that never sheds links none of package shed.
+// that a program that never sheds links none of the limits
+// (internal/shedlimit).
 type serverShedding interface {
 	// forMethod returns the shedding of one method, nil for one never
 	// shed.
@@ -491,11 +494,11 @@ type shedder struct {
 	cfg      ShedConfig
 	adaptive shed.Config // *cfg.Adaptive on the Channel's clock
 	rate     *rate.Limiter
-	inFlight *shed.Limiter // MaxInFlight, a fixed limit
-	shared   *shed.Limiter // the adaptive limit when AdaptiveShared
+	inFlight *shedlimit.Limiter // MaxInFlight, a fixed limit
+	shared   *shedlimit.Limiter // the adaptive limit when AdaptiveShared
 
-	lmu     sync.Mutex      // guards methods
-	methods []*shed.Limiter // the methods' own adaptive limits (loadreport.go)
+	lmu     sync.Mutex           // guards methods
+	methods []*shedlimit.Limiter // the methods' own adaptive limits (loadreport.go)
 }
 
 func newShedder(cfg ShedConfig, clk clock.Clock) (*shedder, error) {
@@ -518,14 +521,14 @@ func newShedder(cfg ShedConfig, clk clock.Clock) (*shedder, error) {
 		s.rate = rate.NewLimiter(rate.Limit(cfg.MaxRPS), burst)
 	}
 	if n := cfg.MaxInFlight; n > 0 {
-		l, err := shed.New(shed.Config{MinLimit: n, MaxLimit: n, Clock: clk})
+		l, err := shedlimit.New(shed.Config{MinLimit: n, MaxLimit: n, Clock: clk})
 		if err != nil {
 			return nil, fmt.Errorf("channel: ShedConfig.MaxInFlight: %w", err)
 		}
 		s.inFlight = l
 	}
 	if cfg.AdaptiveShared {
-		l, err := shed.New(s.adaptive)
+		l, err := shedlimit.New(s.adaptive)
 		if err != nil {
 			return nil, fmt.Errorf("channel: ShedConfig.Adaptive: %w", err)
 		}
@@ -546,7 +549,7 @@ func (s *shedder) forMethod(method string) methodShedding {
 	}
 	if s.cfg.Adaptive != nil && !s.cfg.AdaptiveShared {
 		// The config was validated when the shedder was made.
-		m.adaptive, _ = shed.New(s.adaptive)
+		m.adaptive, _ = shedlimit.New(s.adaptive)
 		s.track(m.adaptive)
 	}
 	return m
@@ -556,12 +559,12 @@ func (s *shedder) forMethod(method string) methodShedding {
 type methodShedder struct {
 	s        *shedder
 	scope    string // what the adaptive limit covers, for its Busy message
-	adaptive *shed.Limiter
+	adaptive *shedlimit.Limiter
 }
 
 // admission is an admitted request's tokens, to give back when it is done.
 type admission struct {
-	fixed, adaptive shed.Token
+	fixed, adaptive shedlimit.Token
 }
 
 // admit returns the admission of a request of class cls from caller
@@ -600,7 +603,7 @@ func (m *methodShedder) admit(cls criticality.Class, caller string) (admission, 
 // acquire admits a request of class cls from caller under l: higher
 // classes first and the limit shared between callers, or first come,
 // first served (ShedConfig.FirstComeFirstServed).
-func (m *methodShedder) acquire(l *shed.Limiter, cls criticality.Class, caller string) (shed.Token, bool) {
+func (m *methodShedder) acquire(l *shedlimit.Limiter, cls criticality.Class, caller string) (shedlimit.Token, bool) {
 	if m.s.cfg.FirstComeFirstServed {
 		return l.Acquire()
 	}
@@ -610,7 +613,7 @@ func (m *methodShedder) acquire(l *shed.Limiter, cls criticality.Class, caller s
 // busy returns the Busy answer of a request limit l refused (nil: a limit
 // that knows no classes), naming the class l refuses wholesale, with the
 // configured pushback, or else with pushback.
-func (m *methodShedder) busy(l *shed.Limiter, pushback time.Duration, format string, args ...any) error {
+func (m *methodShedder) busy(l *shedlimit.Limiter, pushback time.Duration, format string, args ...any) error {
 	switch {
 	case m.s.cfg.NoRetry:
 		pushback = -1 // BusyAfter's "do not retry"

@@ -168,7 +168,7 @@ func TestShedByClassOnARealServer(t *testing.T) {
 		g.refused(t, criticality.CriticalPlus) // the limit overflows
 	}
 	// sheddable_plus is about too (else the level passes it: see
-	// shed.Limiter's doc).
+	// package shed's doc).
 	if got := g.refused(t, criticality.SheddablePlus); got != 0 {
 		t.Errorf("sheddable_plus refused at the limit names %v, want none yet", got)
 	}

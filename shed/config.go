@@ -23,17 +23,20 @@ const (
 )
 
 // MaxProbeSamples bounds ProbeSamples: a probe keeps its samples in a fixed
-// array, so a Limiter allocates nothing while it runs.
+// array, so the limit allocates nothing while it runs.
 const MaxProbeSamples = 256
 
-// Config configures a Limiter. Its zero value is the default
-// configuration, and so is each zero field: set only what you change.
-// Where zero is itself a useful setting (no buffer, no jitter) a bool says
-// so: NoBuffer, NoProbeJitter. New rejects a Config that fails Validate.
+// Config configures an adaptive concurrency limit: the one a Channel's
+// server side keeps per method, or for all of them
+// (channel.ShedConfig.Adaptive); the package doc says what it does. Its
+// zero value is the default configuration, and so is each zero field: set
+// only what you change. Where zero is itself a useful setting (no buffer,
+// no jitter) a bool says so: NoBuffer, NoProbeJitter. A Config that fails
+// Validate is refused (channel.New returns its error).
 type Config struct {
-	// InitialLimit is the limit a Limiter starts from (after its first
-	// probe), between MinLimit and MaxLimit. 0 means DefaultInitialLimit
-	// (20), moved into [MinLimit, MaxLimit] if it falls outside.
+	// InitialLimit is the limit after the first probe, between MinLimit
+	// and MaxLimit. 0 means DefaultInitialLimit (20), moved into
+	// [MinLimit, MaxLimit] if it falls outside.
 	InitialLimit int
 	// MinLimit and MaxLimit bound the limit: 1 <= MinLimit <= MaxLimit.
 	// 0 means DefaultMinLimit (1) and DefaultMaxLimit (1,000).
@@ -66,7 +69,7 @@ type Config struct {
 	// before it ends; their median latency is the no-load latency. 1 to
 	// MaxProbeSamples; 0 means DefaultProbeSamples (25).
 	ProbeSamples int
-	// Clock is the Limiter's time source; nil means clock.Real, or, for
+	// Clock is the limit's time source; nil means clock.Real, or, for
 	// the limits a Channel makes (channel.ShedConfig.Adaptive), the
 	// Channel's clock (channel.WithClock). There a Clock that is set must
 	// be the Channel's.
@@ -101,7 +104,13 @@ func (c Config) Validate() error {
 		}
 		return config.Errorf(pkg, "Config."+f.name, f.v, "must be >= 0 (0 means the default, %d)", f.def)
 	}
-	d := c.withDefaults()
+	// The bounds the cross-field rules compare, a zero field read as its
+	// default. A zero InitialLimit always fits: its default moves into
+	// [MinLimit, MaxLimit].
+	minLimit := cmp.Or(c.MinLimit, DefaultMinLimit)
+	maxLimit := cmp.Or(c.MaxLimit, DefaultMaxLimit)
+	window := cmp.Or(c.Window, DefaultWindow)
+	interval := cmp.Or(c.ProbeInterval, DefaultProbeInterval)
 	switch {
 	case !(c.Buffer >= 0) || math.IsInf(c.Buffer, 0):
 		return config.Errorf(pkg, "Config.Buffer", c.Buffer, "must be a finite number >= 0 (0 means the default, %v; NoBuffer means none)", DefaultBuffer)
@@ -113,40 +122,18 @@ func (c Config) Validate() error {
 		return config.Errorf(pkg, "Config.ProbeJitter", c.ProbeJitter, "must be 0 when NoProbeJitter is set")
 	case c.MaxLimit > math.MaxInt32:
 		return config.Errorf(pkg, "Config.MaxLimit", c.MaxLimit, "must be at most %d", math.MaxInt32)
-	case d.MaxLimit < d.MinLimit && c.MaxLimit == 0:
-		return config.Errorf(pkg, "Config.MaxLimit", 0, "meaning the default %d, below MinLimit (%d); set MaxLimit >= MinLimit", DefaultMaxLimit, d.MinLimit)
-	case d.MaxLimit < d.MinLimit:
-		return config.Errorf(pkg, "Config.MaxLimit", c.MaxLimit, "must be >= MinLimit (%d)", d.MinLimit)
-	case d.InitialLimit < d.MinLimit || d.InitialLimit > d.MaxLimit:
-		return config.Errorf(pkg, "Config.InitialLimit", c.InitialLimit, "must be between MinLimit (%d) and MaxLimit (%d)", d.MinLimit, d.MaxLimit)
-	case d.ProbeInterval < d.Window && c.ProbeInterval == 0:
-		return config.Errorf(pkg, "Config.ProbeInterval", time.Duration(0), "meaning the default %v, below Window (%v); set ProbeInterval >= Window", DefaultProbeInterval, d.Window)
-	case d.ProbeInterval < d.Window:
-		return config.Errorf(pkg, "Config.ProbeInterval", c.ProbeInterval, "must be >= Window (%v)", d.Window)
+	case maxLimit < minLimit && c.MaxLimit == 0:
+		return config.Errorf(pkg, "Config.MaxLimit", 0, "meaning the default %d, below MinLimit (%d); set MaxLimit >= MinLimit", DefaultMaxLimit, minLimit)
+	case maxLimit < minLimit:
+		return config.Errorf(pkg, "Config.MaxLimit", c.MaxLimit, "must be >= MinLimit (%d)", minLimit)
+	case c.InitialLimit != 0 && (c.InitialLimit < minLimit || c.InitialLimit > maxLimit):
+		return config.Errorf(pkg, "Config.InitialLimit", c.InitialLimit, "must be between MinLimit (%d) and MaxLimit (%d)", minLimit, maxLimit)
+	case interval < window && c.ProbeInterval == 0:
+		return config.Errorf(pkg, "Config.ProbeInterval", time.Duration(0), "meaning the default %v, below Window (%v); set ProbeInterval >= Window", DefaultProbeInterval, window)
+	case interval < window:
+		return config.Errorf(pkg, "Config.ProbeInterval", c.ProbeInterval, "must be >= Window (%v)", window)
 	case c.ProbeSamples > MaxProbeSamples:
 		return config.Errorf(pkg, "Config.ProbeSamples", c.ProbeSamples, "must be between 1 and %d (0 means the default, %d)", MaxProbeSamples, DefaultProbeSamples)
 	}
 	return nil
-}
-
-// withDefaults returns c with its zero fields set to their defaults, and
-// Buffer and ProbeJitter zero when NoBuffer and NoProbeJitter say so.
-func (c Config) withDefaults() Config {
-	c.MinLimit = cmp.Or(c.MinLimit, DefaultMinLimit)
-	c.MaxLimit = cmp.Or(c.MaxLimit, DefaultMaxLimit)
-	c.InitialLimit = cmp.Or(c.InitialLimit, min(max(DefaultInitialLimit, c.MinLimit), c.MaxLimit))
-	if c.Buffer == 0 && !c.NoBuffer {
-		c.Buffer = DefaultBuffer
-	}
-	c.Window = cmp.Or(c.Window, DefaultWindow)
-	c.ProbeInterval = cmp.Or(c.ProbeInterval, DefaultProbeInterval)
-	if c.ProbeJitter == 0 && !c.NoProbeJitter {
-		c.ProbeJitter = DefaultProbeJitter
-	}
-	c.ProbeLimit = cmp.Or(c.ProbeLimit, DefaultProbeLimit)
-	c.ProbeSamples = cmp.Or(c.ProbeSamples, DefaultProbeSamples)
-	if c.Clock == nil {
-		c.Clock = clock.Real
-	}
-	return c
 }

@@ -1,48 +1,73 @@
 package shed_test
 
 import (
+	"context"
 	"fmt"
 	"time"
 
-	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/shed"
+	"github.com/uber/tchannel-go/json"
 )
 
-// A Limiter in front of a handler: admit, run, release; refuse with the
-// pushback. Here on a fake clock, requests taking 2 ms one at a time.
+type GetRequest struct{ Key string }
+type GetResponse struct{ Value string }
+
+// The adaptive limit as a service sets it: on its Channel's server side,
+// one limit per method (channel.ShedConfig.Adaptive). The zero Config is
+// the defaults; set only what you change. Requests beyond a method's limit
+// are answered Busy, with a pushback, before its handler runs; below it
+// they are served as usual.
 func Example() {
-	clk := clock.NewFake(time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC))
-	lim, err := shed.New(shed.Config{Clock: clk}) // the zero Config: the defaults
+	server, err := channel.New("kv", channel.WithShedding(channel.ShedConfig{
+		Adaptive: &shed.Config{MaxLimit: 200}, // never more than 200 requests of a method at once
+	}))
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("limit while probing:", lim.Limit())
-	for i := 0; i < 25; i++ { // the probe: 25 requests of 2 ms
-		tok, ok := lim.Acquire()
-		if !ok {
-			fmt.Println("refused; retry after", lim.Pushback())
-			return
-		}
-		clk.Add(2 * time.Millisecond)
-		lim.Release(tok)
+	defer server.Close()
+	if err := server.RegisterJSON(map[string]any{
+		"get": func(ctx json.Context, req *GetRequest) (*GetResponse, error) {
+			return &GetResponse{Value: "value of " + req.Key}, nil
+		},
+	}); err != nil {
+		panic(err)
 	}
-	s := lim.State()
-	fmt.Println("no-load latency:", s.NoLoadLatency)
-	fmt.Println("limit after the probe:", s.Limit)
-	// Output:
-	// limit while probing: 3
-	// no-load latency: 2ms
-	// limit after the probe: 20
+	if err := server.ListenAndServe("127.0.0.1:0"); err != nil {
+		panic(err)
+	}
+
+	client, err := channel.New("example-client")
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	kv, err := client.NewClient("kv")
+	if err != nil {
+		panic(err)
+	}
+	if err := kv.AddPeer(server.HostPort()); err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var res GetResponse
+	if err := kv.CallJSON(ctx, "get", &GetRequest{Key: "a"}, &res); err != nil {
+		panic(err)
+	}
+	fmt.Println(res.Value)
+	// Output: value of a
 }
 
-// With the limit taken, a request is refused and told when to come back.
-func ExampleLimiter_Pushback() {
-	lim, _ := shed.New(shed.Config{MinLimit: 1, MaxLimit: 1}) // a fixed limit of 1
-	tok, _ := lim.Acquire()
-	if _, ok := lim.Acquire(); !ok {
-		fmt.Println("busy; retry after", lim.Pushback())
-	}
-	lim.Release(tok)
+// A Config that breaks a rule is refused, the error naming the field and
+// the rule: by Validate, and by channel.New, which validates what it is
+// given.
+func ExampleConfig_Validate() {
+	cfg := shed.Config{MinLimit: 10, MaxLimit: 5}
+	fmt.Println(cfg.Validate())
+	_, err := channel.New("kv", channel.WithShedding(channel.ShedConfig{Adaptive: &cfg}))
+	fmt.Println(err)
 	// Output:
-	// busy; retry after 1ms
+	// shed: Config.MaxLimit is 5, must be >= MinLimit (10)
+	// channel: ShedConfig.Adaptive.MaxLimit is 5, must be >= MinLimit (10)
 }

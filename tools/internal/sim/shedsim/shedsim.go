@@ -1,5 +1,6 @@
 // Package shedsim simulates, in virtual time, a server guarded by the real
-// shed.Limiter. Requests arrive as a Poisson process; refused ones are not
+// adaptive limit (internal/shedlimit's Limiter, configured by a
+// shed.Config). Requests arrive as a Poisson process; refused ones are not
 // retried. The server is a Pool (N workers behind a first-come queue) or a
 // CPU (K cores shared equally by the requests in flight); either way its
 // capacity is N / service time, and Steps may change the service time.
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/internal/shedlimit"
 	"github.com/sluice-rpc/sluice/shed"
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
 	"github.com/sluice-rpc/sluice/tools/internal/sim/event"
@@ -37,7 +39,7 @@ type Guard string
 
 // The guards.
 const (
-	Adaptive Guard = "adaptive" // shed.Limiter with Scenario.Shed
+	Adaptive Guard = "adaptive" // the adaptive limit of Scenario.Shed
 	Fixed    Guard = "fixed"    // a fixed limit of Scenario.FixedLimit
 	None     Guard = "none"     // every request admitted
 )
@@ -138,7 +140,7 @@ type Result struct {
 // request is an admitted request in the server.
 type request struct {
 	arrived time.Time
-	tok     shed.Token
+	tok     shedlimit.Token
 	work    float64 // CPU: the virtual work at which it finishes
 }
 
@@ -155,7 +157,7 @@ func Run(s Scenario) (Result, error) {
 		}
 		cfg.Clock = clock.NewFake(epoch)
 		var err error
-		if r.lim, err = shed.New(cfg); err != nil {
+		if r.lim, err = shedlimit.New(cfg); err != nil {
 			return Result{}, err
 		}
 	}
@@ -165,7 +167,7 @@ func Run(s Scenario) (Result, error) {
 type run struct {
 	s       Scenario
 	rng     *rand.Rand
-	lim     *shed.Limiter
+	lim     *shedlimit.Limiter
 	service time.Duration
 	now     time.Time
 

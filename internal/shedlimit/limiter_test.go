@@ -1,4 +1,4 @@
-package shed
+package shedlimit
 
 import (
 	"math"
@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/clock"
+	"github.com/sluice-rpc/sluice/shed"
 )
 
 var t0 = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func newLimiter(t testing.TB, mod func(*Config)) *Limiter {
+func newLimiter(t testing.TB, mod func(*shed.Config)) *Limiter {
 	t.Helper()
-	cfg := Config{Clock: clock.NewFake(t0)}
+	cfg := shed.Config{Clock: clock.NewFake(t0)}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -72,11 +73,11 @@ func window(t *testing.T, l *Limiter, now time.Time, inFlight int, rtt time.Dura
 
 func TestStartsWithAProbe(t *testing.T) {
 	l := newLimiter(t, nil)
-	if got := l.Limit(); got != DefaultProbeLimit {
-		t.Fatalf("limit at start %d, want the probe limit %d", got, DefaultProbeLimit)
+	if got := l.Limit(); got != shed.DefaultProbeLimit {
+		t.Fatalf("limit at start %d, want the probe limit %d", got, shed.DefaultProbeLimit)
 	}
 	var toks []Token
-	for i := 0; i < DefaultProbeLimit; i++ {
+	for i := 0; i < shed.DefaultProbeLimit; i++ {
 		tok, ok := l.AcquireAt(t0)
 		if !ok {
 			t.Fatalf("request %d refused", i+1)
@@ -96,18 +97,18 @@ func TestStartsWithAProbe(t *testing.T) {
 	if s.NoLoadLatency != 2*time.Millisecond {
 		t.Errorf("no-load latency %v, want 2ms (the probe's median)", s.NoLoadLatency)
 	}
-	if s.Limit != DefaultInitialLimit || s.Probing {
-		t.Errorf("after the probe: limit %d probing %v, want %d and false", s.Limit, s.Probing, DefaultInitialLimit)
+	if s.Limit != shed.DefaultInitialLimit || s.Probing {
+		t.Errorf("after the probe: limit %d probing %v, want %d and false", s.Limit, s.Probing, shed.DefaultInitialLimit)
 	}
 	_ = now
 }
 
 func TestRequestsFromBeforeAProbeDoNotMeasureIt(t *testing.T) {
-	l := newLimiter(t, func(c *Config) { c.ProbeSamples = 1 })
+	l := newLimiter(t, func(c *shed.Config) { c.ProbeSamples = 1 })
 	now := probe(t, l, t0, time.Millisecond)
 	old, _ := l.AcquireAt(now)
 	// Make the next probe due, and start it with a window.
-	now = now.Add(2 * DefaultProbeInterval)
+	now = now.Add(2 * shed.DefaultProbeInterval)
 	tok, _ := l.AcquireAt(now)
 	l.ReleaseAt(tok, now.Add(time.Millisecond))
 	if !l.State().Probing {
@@ -159,7 +160,7 @@ func TestUpdate(t *testing.T) {
 }
 
 func TestBounds(t *testing.T) {
-	l := newLimiter(t, func(c *Config) { c.MaxLimit = 25; c.MinLimit = 5 })
+	l := newLimiter(t, func(c *shed.Config) { c.MaxLimit = 25; c.MinLimit = 5 })
 	now := probe(t, l, t0, time.Millisecond)
 	for i := 0; i < 10; i++ {
 		now = window(t, l, now, l.Limit(), time.Millisecond)
@@ -191,22 +192,22 @@ func TestPushback(t *testing.T) {
 }
 
 func TestProbesAgainAndFollowsTheHandler(t *testing.T) {
-	l := newLimiter(t, func(c *Config) { c.NoProbeJitter = true })
+	l := newLimiter(t, func(c *shed.Config) { c.NoProbeJitter = true })
 	now := probe(t, l, t0, time.Millisecond)
 	// The handler becomes four times slower: the limit shrinks, then the
 	// next probe learns the new latency.
 	start := now
 	for !l.State().Probing {
-		if now.Sub(start) > 2*DefaultProbeInterval {
+		if now.Sub(start) > 2*shed.DefaultProbeInterval {
 			t.Fatal("no probe after twice ProbeInterval")
 		}
 		now = window(t, l, now, min(l.Limit(), 8), 4*time.Millisecond)
 	}
-	if now.Sub(start) < DefaultProbeInterval || now.Sub(start) > DefaultProbeInterval+2*DefaultWindow {
-		t.Errorf("probed again after %v, want after ProbeInterval (%v)", now.Sub(start), DefaultProbeInterval)
+	if now.Sub(start) < shed.DefaultProbeInterval || now.Sub(start) > shed.DefaultProbeInterval+2*shed.DefaultWindow {
+		t.Errorf("probed again after %v, want after ProbeInterval (%v)", now.Sub(start), shed.DefaultProbeInterval)
 	}
-	if l.Limit() != DefaultProbeLimit {
-		t.Errorf("limit %d while probing, want %d", l.Limit(), DefaultProbeLimit)
+	if l.Limit() != shed.DefaultProbeLimit {
+		t.Errorf("limit %d while probing, want %d", l.Limit(), shed.DefaultProbeLimit)
 	}
 	probe(t, l, now, 4*time.Millisecond)
 	if got := l.State().NoLoadLatency; got != 4*time.Millisecond {
@@ -215,7 +216,7 @@ func TestProbesAgainAndFollowsTheHandler(t *testing.T) {
 }
 
 func TestSlowHandlersProbeLessOften(t *testing.T) {
-	l := newLimiter(t, func(c *Config) { c.NoProbeJitter = true })
+	l := newLimiter(t, func(c *shed.Config) { c.NoProbeJitter = true })
 	now := probe(t, l, t0, time.Second)
 	for i := 0; i < 100; i++ {
 		now = window(t, l, now, 10, time.Second)
@@ -235,7 +236,7 @@ func TestFasterWindowLowersNoLoad(t *testing.T) {
 }
 
 func TestFixed(t *testing.T) {
-	l := newLimiter(t, func(c *Config) { c.MinLimit, c.MaxLimit, c.InitialLimit = 4, 4, 4 })
+	l := newLimiter(t, func(c *shed.Config) { c.MinLimit, c.MaxLimit, c.InitialLimit = 4, 4, 4 })
 	if s := l.State(); s.Probing || s.Limit != 4 {
 		t.Fatalf("a fixed limiter: %+v, want limit 4 and no probe", s)
 	}
@@ -254,7 +255,7 @@ func TestFixed(t *testing.T) {
 // TestNeverOverLimit admits from many goroutines at once and checks that
 // no more than the limit are ever in flight.
 func TestNeverOverLimit(t *testing.T) {
-	l := newLimiter(t, func(c *Config) { c.MinLimit, c.MaxLimit, c.InitialLimit = 5, 5, 5 })
+	l := newLimiter(t, func(c *shed.Config) { c.MinLimit, c.MaxLimit, c.InitialLimit = 5, 5, 5 })
 	var in, most atomic.Int64
 	var admitted, refused atomic.Int64
 	var wg sync.WaitGroup
@@ -286,31 +287,15 @@ func TestNeverOverLimit(t *testing.T) {
 	}
 }
 
-func TestValidate(t *testing.T) {
-	for _, c := range []struct {
-		cfg  Config
-		want string
-	}{
-		{Config{MinLimit: -1}, "shed: Config.MinLimit is -1, must be >= 0 (0 means the default, 1)"},
-		{Config{MinLimit: 2000}, "shed: Config.MaxLimit is 0, meaning the default 1000, below MinLimit (2000); set MaxLimit >= MinLimit"},
-		{Config{MinLimit: 10, MaxLimit: 5}, "shed: Config.MaxLimit is 5, must be >= MinLimit (10)"},
-		{Config{InitialLimit: 2000}, "shed: Config.InitialLimit is 2000, must be between MinLimit (1) and MaxLimit (1000)"},
-		{Config{InitialLimit: -3}, "shed: Config.InitialLimit is -3, must be >= 0 (0 means the default, 20)"},
-		{Config{Buffer: math.NaN()}, "shed: Config.Buffer is NaN, must be a finite number >= 0"},
-		{Config{Buffer: math.Inf(1)}, "shed: Config.Buffer is +Inf"},
-		{Config{Window: -time.Second}, "shed: Config.Window is -1s, must be >= 0 (0 means the default, 100ms)"},
-		{Config{ProbeInterval: time.Millisecond}, "shed: Config.ProbeInterval is 1ms, must be >= Window (100ms)"},
-		{Config{Window: 10 * time.Second}, "shed: Config.ProbeInterval is 0s, meaning the default 5s, below Window (10s); set ProbeInterval >= Window"},
-		{Config{ProbeJitter: 2}, "shed: Config.ProbeJitter is 2, must be in [0, 1]"},
-		{Config{ProbeJitter: math.Inf(-1)}, "shed: Config.ProbeJitter is -Inf, must be in [0, 1]"},
-		{Config{ProbeJitter: math.NaN()}, "shed: Config.ProbeJitter is NaN"},
-		{Config{ProbeLimit: -1}, "shed: Config.ProbeLimit is -1, must be >= 0 (0 means the default, 3)"},
-		{Config{ProbeSamples: MaxProbeSamples + 1}, "shed: Config.ProbeSamples is 257, must be between 1 and 256"},
-	} {
-		_, err := New(c.cfg)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("New(%+v) = %v, want an error containing %q", c.cfg, err, c.want)
-		}
+// New refuses a Config that fails Validate, with its error.
+func TestNewValidates(t *testing.T) {
+	cfg := shed.Config{MinLimit: 10, MaxLimit: 5}
+	want := cfg.Validate()
+	if want == nil {
+		t.Fatalf("%+v is valid", cfg)
+	}
+	if l, err := New(cfg); l != nil || err == nil || err.Error() != want.Error() {
+		t.Errorf("New(%+v) = %v, %v; want nil, %v", cfg, l, err, want)
 	}
 }
 
@@ -318,24 +303,28 @@ func TestValidate(t *testing.T) {
 // InitialLimit outside the bounds set moves into them; NoBuffer and
 // NoProbeJitter mean none.
 func TestZeroConfigMeansDefaults(t *testing.T) {
-	defaults := Config{InitialLimit: DefaultInitialLimit, MinLimit: DefaultMinLimit, MaxLimit: DefaultMaxLimit,
-		Buffer: DefaultBuffer, Window: DefaultWindow, ProbeInterval: DefaultProbeInterval, ProbeJitter: DefaultProbeJitter,
-		ProbeLimit: DefaultProbeLimit, ProbeSamples: DefaultProbeSamples, Clock: clock.Real}
-	with := func(f func(*Config)) Config { c := defaults; f(&c); return c }
+	defaults := shed.Config{InitialLimit: shed.DefaultInitialLimit, MinLimit: shed.DefaultMinLimit, MaxLimit: shed.DefaultMaxLimit,
+		Buffer: shed.DefaultBuffer, Window: shed.DefaultWindow, ProbeInterval: shed.DefaultProbeInterval, ProbeJitter: shed.DefaultProbeJitter,
+		ProbeLimit: shed.DefaultProbeLimit, ProbeSamples: shed.DefaultProbeSamples, Clock: clock.Real}
+	with := func(f func(*shed.Config)) shed.Config { c := defaults; f(&c); return c }
 	for _, tt := range []struct {
-		cfg, want Config
+		cfg, want shed.Config
 	}{
-		{Config{}, defaults},
-		{Config{MinLimit: 50, MaxLimit: 60}, with(func(c *Config) { c.MinLimit, c.MaxLimit, c.InitialLimit = 50, 60, 50 })},
-		{Config{MaxLimit: 8}, with(func(c *Config) { c.MaxLimit, c.InitialLimit = 8, 8 })},
-		{Config{NoBuffer: true, NoProbeJitter: true}, with(func(c *Config) { c.Buffer, c.ProbeJitter, c.NoBuffer, c.NoProbeJitter = 0, 0, true, true })},
+		{shed.Config{}, defaults},
+		{shed.Config{MinLimit: 50, MaxLimit: 60}, with(func(c *shed.Config) { c.MinLimit, c.MaxLimit, c.InitialLimit = 50, 60, 50 })},
+		{shed.Config{MaxLimit: 8}, with(func(c *shed.Config) { c.MaxLimit, c.InitialLimit = 8, 8 })},
+		{shed.Config{NoBuffer: true, NoProbeJitter: true}, with(func(c *shed.Config) { c.Buffer, c.ProbeJitter, c.NoBuffer, c.NoProbeJitter = 0, 0, true, true })},
 	} {
 		l, err := New(tt.cfg)
 		if err != nil {
 			t.Fatalf("New(%+v): %v", tt.cfg, err)
 		}
-		if got := l.Config(); got != tt.want {
+		got := l.Config()
+		if got != tt.want {
 			t.Errorf("New(%+v).Config() = %+v, want %+v", tt.cfg, got, tt.want)
+		}
+		if err := got.Validate(); err != nil { // shed reads zero fields as these defaults too
+			t.Errorf("New(%+v).Config().Validate() = %v", tt.cfg, err)
 		}
 	}
 }
@@ -348,8 +337,8 @@ func TestIdleLimitDoesNotDrift(t *testing.T) {
 	now := probe(t, l, t0, time.Millisecond)
 	for i := 0; i < 3000; i++ {
 		now = window(t, l, now, 1, time.Duration(1000+i%500)*time.Microsecond)
-		if e := l.State().Estimate; e > DefaultInitialLimit {
-			t.Fatalf("window %d: limit %v rose over %d with one request in flight", i, e, DefaultInitialLimit)
+		if e := l.State().Estimate; e > shed.DefaultInitialLimit {
+			t.Fatalf("window %d: limit %v rose over %d with one request in flight", i, e, shed.DefaultInitialLimit)
 		}
 	}
 }
@@ -358,14 +347,14 @@ func TestIdleLimitDoesNotDrift(t *testing.T) {
 // never finish hold every probe slot; the probe still ends after its time,
 // and requests are admitted again.
 func TestProbeEndsWhenRequestsHang(t *testing.T) {
-	l := newLimiter(t, func(c *Config) { c.NoProbeJitter = true })
+	l := newLimiter(t, func(c *shed.Config) { c.NoProbeJitter = true })
 	now := probe(t, l, t0, time.Millisecond)
-	for i := 0; i < DefaultProbeLimit; i++ { // they never finish
+	for i := 0; i < shed.DefaultProbeLimit; i++ { // they never finish
 		if _, ok := l.AcquireAt(now); !ok {
 			t.Fatal("refused below the limit")
 		}
 	}
-	now = now.Add(DefaultProbeInterval)
+	now = now.Add(shed.DefaultProbeInterval)
 	tok, _ := l.AcquireAt(now)
 	now = now.Add(time.Millisecond)
 	l.ReleaseAt(tok, now) // ends a window, and starts the probe: 3 in flight, the probe limit
@@ -378,7 +367,7 @@ func TestProbeEndsWhenRequestsHang(t *testing.T) {
 	if _, ok := l.AcquireAt(now.Add(2 * time.Second)); ok {
 		t.Fatal("admitted over the probe limit at the refusal that ends the probe")
 	}
-	if s := l.State(); s.Probing || s.NoLoadLatency != time.Millisecond || s.Limit <= DefaultProbeLimit {
+	if s := l.State(); s.Probing || s.NoLoadLatency != time.Millisecond || s.Limit <= shed.DefaultProbeLimit {
 		t.Fatalf("after the probe's time: %+v; want it ended, the old no-load latency kept and the limit restored", s)
 	}
 	if _, ok := l.AcquireAt(now.Add(2 * time.Second)); !ok {
@@ -387,7 +376,7 @@ func TestProbeEndsWhenRequestsHang(t *testing.T) {
 }
 
 func TestMaxLimitFitsTheAdmissionWord(t *testing.T) {
-	if _, err := New(Config{MaxLimit: math.MaxInt32 + 1}); err == nil || !strings.Contains(err.Error(), "MaxLimit is 2147483648, must be at most 2147483647") {
+	if _, err := New(shed.Config{MaxLimit: math.MaxInt32 + 1}); err == nil || !strings.Contains(err.Error(), "MaxLimit is 2147483648, must be at most 2147483647") {
 		t.Fatalf("got %v", err)
 	}
 }

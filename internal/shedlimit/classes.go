@@ -1,4 +1,4 @@
-package shed
+package shedlimit
 
 import (
 	"hash/maphash"
@@ -130,10 +130,11 @@ func headroom(limit int64) int64 {
 }
 
 // AcquireFor is Acquire for a request of class c (0, or any invalid
-// class, counts as criticality.Critical) from caller (a TChannel caller name): it admits
-// higher classes first and shares the limit between callers; see the
-// package doc. Give the Token back to Release or Cancel as usual. A
-// refused request should be answered busy with Pushback and Refusing.
+// class, counts as criticality.Critical) from caller (a TChannel caller
+// name): it admits higher classes first and shares the limit between
+// callers; see package shed's doc. Give the Token back to Release or
+// Cancel as usual. A refused request should be answered busy with
+// Pushback and Refusing.
 func (l *Limiter) AcquireFor(c criticality.Class, caller string) (Token, bool) {
 	// The clock is read once the admission needs it, after the limit's
 	// counters: as Acquire does, which costs a request less.

@@ -1,6 +1,7 @@
-package shed
+package shedlimit
 
 import (
+	"cmp"
 	"hash/maphash"
 	"math"
 	"math/rand/v2"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/criticality"
+	"github.com/sluice-rpc/sluice/shed"
 )
 
 // minPushback is the least pushback a Limiter hints: retry-pushback-ms
@@ -31,10 +33,10 @@ const (
 	probeTimeShare = 20
 )
 
-// A Limiter is an adaptive concurrency limit; see the package doc for its
+// A Limiter is an adaptive concurrency limit; package shed's doc gives its
 // model. Make one with New; its zero value is not usable.
 type Limiter struct {
-	cfg   Config
+	cfg   shed.Config
 	clk   clock.Clock
 	fixed bool // MinLimit == MaxLimit: no probes, latency only for pushback
 	// epoch is the clock's reading when the Limiter was made. Tokens hold
@@ -64,7 +66,7 @@ type Limiter struct {
 	probe       uint32 // number of the probe in progress or last run
 	probing     bool
 	probeEnd    time.Time // when the probe in progress ends, finished or not
-	samples     [MaxProbeSamples]time.Duration
+	samples     [shed.MaxProbeSamples]time.Duration
 	nSamples    int
 	nextProbe   time.Time
 	rng         *rand.Rand
@@ -82,14 +84,14 @@ type Token struct {
 }
 
 // New returns a Limiter with cfg, zero fields taking their defaults, or
-// cfg's validation error. It starts by probing the no-load latency, with
-// the limit at ProbeLimit, unless the limit is fixed (MinLimit == MaxLimit),
-// when it starts at that limit.
-func New(cfg Config) (*Limiter, error) {
+// cfg's validation error (shed.Config.Validate). It starts by probing the
+// no-load latency, with the limit at ProbeLimit, unless the limit is fixed
+// (MinLimit == MaxLimit), when it starts at that limit.
+func New(cfg shed.Config) (*Limiter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
+	cfg = withDefaults(cfg)
 	clk := cfg.Clock
 	now := clk.Now()
 	seed := uint64(now.UnixNano())
@@ -114,9 +116,33 @@ func New(cfg Config) (*Limiter, error) {
 	return l, nil
 }
 
+// withDefaults returns c with its zero fields set to their defaults (the
+// shed.Default* constants), and Buffer and ProbeJitter zero when NoBuffer
+// and NoProbeJitter say so. A default InitialLimit outside the bounds set
+// moves into them.
+func withDefaults(c shed.Config) shed.Config {
+	c.MinLimit = cmp.Or(c.MinLimit, shed.DefaultMinLimit)
+	c.MaxLimit = cmp.Or(c.MaxLimit, shed.DefaultMaxLimit)
+	c.InitialLimit = cmp.Or(c.InitialLimit, min(max(shed.DefaultInitialLimit, c.MinLimit), c.MaxLimit))
+	if c.Buffer == 0 && !c.NoBuffer {
+		c.Buffer = shed.DefaultBuffer
+	}
+	c.Window = cmp.Or(c.Window, shed.DefaultWindow)
+	c.ProbeInterval = cmp.Or(c.ProbeInterval, shed.DefaultProbeInterval)
+	if c.ProbeJitter == 0 && !c.NoProbeJitter {
+		c.ProbeJitter = shed.DefaultProbeJitter
+	}
+	c.ProbeLimit = cmp.Or(c.ProbeLimit, shed.DefaultProbeLimit)
+	c.ProbeSamples = cmp.Or(c.ProbeSamples, shed.DefaultProbeSamples)
+	if c.Clock == nil {
+		c.Clock = clock.Real
+	}
+	return c
+}
+
 // Config returns the Limiter's configuration, its defaults filled in,
 // Clock included.
-func (l *Limiter) Config() Config { return l.cfg }
+func (l *Limiter) Config() shed.Config { return l.cfg }
 
 // Acquire admits a request if fewer than the limit are in flight: it
 // returns its Token and true, and the request counts as in flight until

@@ -1,4 +1,4 @@
-package shed
+package shedlimit
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/criticality"
+	"github.com/sluice-rpc/sluice/shed"
 )
 
 const (
@@ -18,7 +19,7 @@ const (
 // fixedLimiter is a Limiter with a fixed limit of n on a fake clock.
 func fixedLimiter(t *testing.T, n int) *Limiter {
 	t.Helper()
-	return newLimiter(t, func(c *Config) { c.MinLimit, c.MaxLimit = n, n })
+	return newLimiter(t, func(c *shed.Config) { c.MinLimit, c.MaxLimit = n, n })
 }
 
 // acquire admits a request of class c from caller at now, failing the

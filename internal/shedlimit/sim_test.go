@@ -1,4 +1,4 @@
-package shed
+package shedlimit
 
 import (
 	"container/heap"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/criticality"
+	"github.com/sluice-rpc/sluice/shed"
 )
 
 // A simulated server: workers handlers, each taking service per request,
@@ -129,7 +130,7 @@ const (
 
 func simLimiter(t *testing.T, fixed int) *Limiter {
 	t.Helper()
-	cfg := Config{Clock: clock.NewFake(t0)}
+	cfg := shed.Config{Clock: clock.NewFake(t0)}
 	if fixed > 0 {
 		cfg.MinLimit, cfg.MaxLimit = fixed, fixed
 	}

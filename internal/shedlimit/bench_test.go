@@ -1,16 +1,17 @@
-package shed
+package shedlimit
 
 import (
 	"testing"
 
 	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/criticality"
+	"github.com/sluice-rpc/sluice/shed"
 )
 
 // BenchmarkAcquireRelease is the guard's cost per admitted request on the
 // wall clock: two clock reads, one atomic add each way and a short mutex.
 func BenchmarkAcquireRelease(b *testing.B) {
-	l, _ := New(Config{ProbeSamples: 1, Clock: clock.Real})
+	l, _ := New(shed.Config{ProbeSamples: 1, Clock: clock.Real})
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -23,7 +24,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 
 // BenchmarkRefuse is the cost of refusing a request.
 func BenchmarkRefuse(b *testing.B) {
-	l, _ := New(Config{MinLimit: 1, MaxLimit: 1, Clock: clock.Real})
+	l, _ := New(shed.Config{MinLimit: 1, MaxLimit: 1, Clock: clock.Real})
 	l.Acquire()
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
@@ -36,7 +37,7 @@ func BenchmarkRefuse(b *testing.B) {
 // BenchmarkAcquireForRelease is AcquireFor's cost far from the limit, the
 // path of a server that is not overloaded.
 func BenchmarkAcquireForRelease(b *testing.B) {
-	l, _ := New(Config{ProbeSamples: 1, Clock: clock.Real})
+	l, _ := New(shed.Config{ProbeSamples: 1, Clock: clock.Real})
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -50,7 +51,7 @@ func BenchmarkAcquireForRelease(b *testing.B) {
 // BenchmarkAcquireForNearLimit is AcquireFor's cost near a fixed limit,
 // where it looks the caller up under a mutex.
 func BenchmarkAcquireForNearLimit(b *testing.B) {
-	l, _ := New(Config{MinLimit: 8, MaxLimit: 8, Clock: clock.Real})
+	l, _ := New(shed.Config{MinLimit: 8, MaxLimit: 8, Clock: clock.Real})
 	for range 7 {
 		l.AcquireFor(criticality.Critical, "holder")
 	}
