@@ -28,9 +28,9 @@ import (
 	"github.com/uber/tchannel-go"
 )
 
-// DefaultTimeout bounds a call whose context has no deadline (TChannel
+// defaultTimeout bounds a call whose context has no deadline (TChannel
 // requires one on every call).
-const DefaultTimeout = time.Second
+const defaultTimeout = time.Second
 
 // closeWait bounds how long Close waits for connections to finish closing.
 const closeWait = 5 * time.Second
@@ -40,10 +40,10 @@ const closeWait = 5 * time.Second
 // hold up the rest.
 const deregisterWait = time.Second
 
-// DefaultMaxRequestSize is the default limit on a request's arguments
+// defaultMaxRequestSize is the default limit on a request's arguments
 // (arg2 and arg3 together), in bytes: 4 MiB, gRPC's default for a received
 // message.
-const DefaultMaxRequestSize = 4 << 20
+const defaultMaxRequestSize = 4 << 20
 
 // Option configures a Channel.
 type Option func(*options)
@@ -120,7 +120,7 @@ func WithBusyConfig(c busy.Config) Option { return func(o *options) { o.busy = c
 func WithScope(s tally.Scope) Option { return func(o *options) { o.scope = s } }
 
 // WithDefaultTimeout sets the timeout of calls whose context has no
-// deadline. Default: DefaultTimeout (one second).
+// deadline. Default: one second.
 func WithDefaultTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
 // WithTChannelOptions sets the options the underlying tchannel.Channel is
@@ -174,8 +174,8 @@ func WithShedding(c ShedConfig) Option {
 // WithMaxRequestSize bounds a request's arguments (arg2 and arg3 together)
 // to n bytes, both ways: a call with larger arguments fails at once with
 // BAD_REQUEST and sends nothing, and the Channel's server side answers a
-// larger inbound request with BAD_REQUEST. Default DefaultMaxRequestSize;
-// n must be > 0.
+// larger inbound request with BAD_REQUEST. Default 4 MiB (gRPC's default
+// for a received message); n must be > 0.
 //
 // On the server side the limit covers RegisterRaw and RegisterJSON handlers
 // (answered as soon as it is passed, without buffering the rest) and the
@@ -185,17 +185,17 @@ func WithShedding(c ShedConfig) Option {
 // Thrift meta service: these read their arguments whole themselves.
 func WithMaxRequestSize(n int64) Option { return func(o *options) { o.maxRequest = n } }
 
-// DefaultMaxResponseSize is the default limit on the arguments of a
+// defaultMaxResponseSize is the default limit on the arguments of a
 // response a call reads.
-const DefaultMaxResponseSize = 64 << 20
+const defaultMaxResponseSize = 64 << 20
 
 // WithMaxResponseSize bounds the arguments (arg2 and arg3 together) of a
 // response the Channel's calls read to n bytes: an attempt whose response
 // is larger fails UNEXPECTED as soon as n+1 bytes have come, without
 // reading the rest, and is not retried (the server answered). A server,
 // hostile or mistaken, cannot make a client hold more for one call
-// (WithResponseBudget bounds all of them together). Default
-// DefaultMaxResponseSize; n must be > 0.
+// (WithResponseBudget bounds all of them together). Default 64 MiB; n
+// must be > 0.
 func WithMaxResponseSize(n int64) Option { return func(o *options) { o.maxResponse = n } }
 
 // Channel is a TChannel channel whose outbound calls throttle, and whose
@@ -261,9 +261,9 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	if serviceName == "" {
 		return nil, errors.New("channel: the service name is empty; name the service this channel serves or calls as")
 	}
-	o := options{clock: clock.Real, timeout: DefaultTimeout, rand: rand.Float64,
-		maxAttemptsCap: retry.MaxAttemptsCap, maxRequest: DefaultMaxRequestSize,
-		maxResponse: DefaultMaxResponseSize}
+	o := options{clock: clock.Real, timeout: defaultTimeout, rand: rand.Float64,
+		maxAttemptsCap: retry.MaxAttemptsCap, maxRequest: defaultMaxRequestSize,
+		maxResponse: defaultMaxResponseSize}
 	// bufTotal and bufPerCall stay zero unless WithRetryBuffer sets them:
 	// retryexec.BufferConfig fills in the defaults.
 	for _, opt := range opts {

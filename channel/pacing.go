@@ -29,26 +29,27 @@ type PacingConfig struct {
 	// MaxDelay is the longest a call may wait for the server's throttling
 	// window (Aliyun's maximum retry interval): a retry or a new call that
 	// would wait longer fails at once with an error saying how long the
-	// window still runs. It must be >= 0; 0 means DefaultPacingMaxDelay.
+	// window still runs. It must be >= 0; 0 means 20 s, the maximum retry
+	// interval of Aliyun's example.
 	MaxDelay time.Duration
 	// Debug sends "X-RateLimit-Mode: debug" on JSON and Thrift calls,
 	// asking servers for quota headers on every response.
 	Debug bool
 }
 
-// DefaultPacingMaxDelay is PacingConfig.MaxDelay when it is 0: the maximum
+// defaultPacingMaxDelay is PacingConfig.MaxDelay when it is 0: the maximum
 // retry interval of Aliyun's example (20 s).
-const DefaultPacingMaxDelay = 20 * time.Second
+const defaultPacingMaxDelay = 20 * time.Second
 
 // Validate reports the first field that breaks its rule, as a
 // *retry.FieldError, or nil. The zero value is valid: the null pacer and
-// DefaultPacingMaxDelay.
+// a MaxDelay of 20 s.
 func (p PacingConfig) Validate() error {
 	if err := p.Pacer.Validate(); err != nil {
 		return config.Nest(err, "channel", "PacingConfig.Pacer")
 	}
 	if p.MaxDelay < 0 {
-		return config.Errorf("channel", "PacingConfig.MaxDelay", p.MaxDelay, "must be >= 0 (0 means the default, %v)", DefaultPacingMaxDelay)
+		return config.Errorf("channel", "PacingConfig.MaxDelay", p.MaxDelay, "must be >= 0 (0 means the default, %v)", defaultPacingMaxDelay)
 	}
 	return nil
 }
@@ -100,7 +101,7 @@ func newPacer(c *Channel, service string, cfg PacingConfig) (pacingState, error)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	} else if cfg.MaxDelay == 0 {
-		cfg.MaxDelay = DefaultPacingMaxDelay
+		cfg.MaxDelay = defaultPacingMaxDelay
 	}
 	p, err := ratelimit.New(cfg.Pacer)
 	if err != nil {

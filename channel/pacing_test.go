@@ -241,7 +241,7 @@ func TestPacingOptionValidated(t *testing.T) {
 	if want := "channel: PacingConfig.MaxDelay is -1s, must be >= 0"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("NewClient error = %v, want an error containing %q", err, want)
 	}
-	// The zero PacingConfig is the null pacer with DefaultPacingMaxDelay.
+	// The zero PacingConfig is the null pacer with defaultPacingMaxDelay.
 	kv, err := ch.NewClient("kv", WithPacing(PacingConfig{}))
 	if err != nil {
 		t.Fatalf("NewClient(WithPacing(PacingConfig{})) = %v, want nil", err)

@@ -562,14 +562,14 @@ func TestPeerLimitsValidate(t *testing.T) {
 func TestPeerLimitsOffReachTheGuard(t *testing.T) {
 	off := PeerLimits{Off: PeerLimitsOff{MaxConns: true, IdleTimeout: true, WriteTimeout: true, StallTimeout: true,
 		MaxUnfinishedBytesPerConn: true, MaxUnfinishedBytes: true, MaxCallsPerConn: true, MaxAnswerBytes: true}}
-	g, lc := off.guardLimits(DefaultMaxRequestSize), off.listenerConfig()
+	g, lc := off.guardLimits(defaultMaxRequestSize), off.listenerConfig()
 	if g.StallTimeout >= 0 || g.MaxUnfinishedPerConn >= 0 || g.MaxUnfinished >= 0 || g.MaxCallsPerConn >= 0 || g.MaxAnswerBytes >= 0 {
 		t.Errorf("guard limits %+v, want every one off (negative)", g)
 	}
 	if lc.MaxConns != math.MaxInt || lc.IdleTimeout >= 0 || lc.WriteTimeout >= 0 {
 		t.Errorf("listener config %+v, want no cap and no timeouts", lc)
 	}
-	on := (PeerLimits{}).guardLimits(DefaultMaxRequestSize)
+	on := (PeerLimits{}).guardLimits(defaultMaxRequestSize)
 	if on.MaxUnfinishedPerConn <= 0 || on.MaxUnfinished <= 0 {
 		t.Errorf("the zero PeerLimits' guard limits %+v, want the defaults", on)
 	}

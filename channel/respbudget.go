@@ -6,10 +6,10 @@ import (
 	"sync/atomic"
 )
 
-// DefaultResponseBudget is the default bound on the bytes of responses a
+// defaultResponseBudget is the default bound on the bytes of responses a
 // Channel's calls hold at once (WithResponseBudget): 256 MiB, four
-// responses of DefaultMaxResponseSize.
-const DefaultResponseBudget = 256 << 20
+// responses of defaultMaxResponseSize.
+const defaultResponseBudget = 256 << 20
 
 // WithResponseBudget bounds the bytes of response arguments that the
 // Channel's calls hold at once, across all of its calls and peers, to n.
@@ -33,8 +33,8 @@ const DefaultResponseBudget = 256 << 20
 // order, so a response waiting would stall every other response on its
 // connection, those holding budget included.
 //
-// Default: DefaultResponseBudget, or WithMaxResponseSize's bound if that
-// is larger. n must be at least WithMaxResponseSize's bound (else no
+// Default: 256 MiB (four responses of WithMaxResponseSize's default), or
+// WithMaxResponseSize's bound if that is larger. n must be at least WithMaxResponseSize's bound (else no
 // response of the largest size could be read).
 func WithResponseBudget(n int64) Option {
 	return func(o *options) { o.responseBudget, o.responseBudgetSet = n, true }
@@ -49,7 +49,7 @@ var ErrResponseBudget = errors.New("the Channel's response budget is spent")
 // the one given.
 func validateResponseBudget(o *options) error {
 	if !o.responseBudgetSet {
-		o.responseBudget = max(DefaultResponseBudget, o.maxResponse)
+		o.responseBudget = max(defaultResponseBudget, o.maxResponse)
 		return nil
 	}
 	if o.responseBudget < o.maxResponse {

@@ -220,7 +220,7 @@ func TestResponseBudget(t *testing.T) {
 }
 
 // WithResponseBudget cannot be below WithMaxResponseSize; by default it
-// is DefaultResponseBudget, or WithMaxResponseSize if that is larger.
+// is defaultResponseBudget, or WithMaxResponseSize if that is larger.
 func TestResponseBudgetOption(t *testing.T) {
 	if _, err := New("client", WithMaxResponseSize(1<<20), WithResponseBudget(1<<20-1)); err == nil ||
 		!strings.Contains(err.Error(), "WithResponseBudget is 1048575, must be >= WithMaxResponseSize's 1048576") {
@@ -230,8 +230,8 @@ func TestResponseBudgetOption(t *testing.T) {
 		opts []Option
 		want int64
 	}{
-		{nil, DefaultResponseBudget},
-		{[]Option{WithMaxResponseSize(DefaultResponseBudget * 2)}, DefaultResponseBudget * 2},
+		{nil, defaultResponseBudget},
+		{[]Option{WithMaxResponseSize(defaultResponseBudget * 2)}, defaultResponseBudget * 2},
 		{[]Option{WithResponseBudget(5 << 20), WithMaxResponseSize(1 << 20)}, 5 << 20},
 	} {
 		c, err := New("client", tt.opts...)

@@ -10,7 +10,7 @@ import (
 // reach under big-answers-client: the 1 GB at full size (2.68 GB
 // of answers in flight; 5.2 GB without a bound), 800 MiB at CI size (640
 // MB; 1.1 GB without). The client's live responses are bounded by its
-// default response budget (channel.DefaultResponseBudget, 256 MiB); its
+// default response budget (256 MiB, channel.WithResponseBudget); its
 // resident memory is about two to three times that, as the collector lets
 // the heap grow to twice what was live at the last collection and the
 // responses it refused or returned are garbage until the next.
