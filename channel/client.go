@@ -414,7 +414,7 @@ func (cl *Client) addPolicy(method string) (*methodPolicy, error) {
 		cl.mu.Unlock()
 		return p, nil
 	}
-	named := cl.methods[method] || c.o.config.Names(cl.service, method)
+	named := cl.methods[method] || namesExactly(c.o.config, cl.service, method)
 	if !named && cl.unnamed >= MaxMethodSeries {
 		if cl.other == nil {
 			p, err := c.buildPolicy(cl, stats.MethodOther)
@@ -455,7 +455,7 @@ func (cl *Client) addPolicy(method string) (*methodPolicy, error) {
 // namedSeries returns method if the service config or WithMethods names
 // it (its calls always have series of their own), else stats.MethodOther.
 func (cl *Client) namedSeries(method string) string {
-	if cl.methods[method] || cl.ch.o.config.Names(cl.service, method) {
+	if cl.methods[method] || namesExactly(cl.ch.o.config, cl.service, method) {
 		return method
 	}
 	return stats.MethodOther

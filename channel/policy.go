@@ -3,6 +3,7 @@ package channel
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,6 +64,20 @@ func prefixedNames(cfg *serviceconfig.Config) map[methodKey][]string {
 	return m
 }
 
+// namesExactly reports whether cfg has a method config naming method of
+// service exactly, not through a whole-service or default entry. Only such
+// methods get metric series of their own, so that the methods a caller
+// may name at will (a proxy's, say) cannot multiply the series. A name
+// stands in one method config only (Parse and New refuse duplicates), so
+// the config Lookup finds names it if any does.
+func namesExactly(cfg *serviceconfig.Config, service, method string) bool {
+	if method == "" {
+		return false
+	}
+	mc, ok := cfg.Lookup(service, method)
+	return ok && slices.Contains(mc.Names, serviceconfig.Name{Service: service, Method: method})
+}
+
 // nameHint returns the warning to log, once per configured name, when the
 // service config names no method of the Client's service exactly but names
 // one that differs from it only in a "Service::" prefix: a config naming
@@ -74,12 +89,12 @@ func prefixedNames(cfg *serviceconfig.Config) map[methodKey][]string {
 func (cl *Client) nameHint(method string) string {
 	c, service := cl.ch, cl.service
 	cfg := c.o.config
-	if cfg == nil || cfg.Names(service, method) {
+	if cfg == nil || namesExactly(cfg, service, method) {
 		return ""
 	}
 	_, bare, thrift := strings.Cut(method, "::")
 	var configured []string
-	if thrift && cfg.Names(service, bare) {
+	if thrift && namesExactly(cfg, service, bare) {
 		configured = append(configured, bare)
 	}
 	if !thrift {

@@ -201,15 +201,3 @@ func (c *Config) Lookup(service, method string) (*MethodConfig, bool) {
 	}
 	return nil, false
 }
-
-// Names reports whether a method config names method of service exactly
-// (not through a whole-service or default entry). Channels give only such
-// methods metric series of their own, so that the methods a caller may
-// name at will (a proxy's, say) cannot multiply the series.
-func (c *Config) Names(service, method string) bool {
-	if c == nil || method == "" {
-		return false
-	}
-	_, ok := c.index[Name{service, method}]
-	return ok
-}
