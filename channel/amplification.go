@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/sluice-rpc/sluice/codes"
-	"github.com/sluice-rpc/sluice/retry"
 	"github.com/uber/tchannel-go"
 )
 
@@ -20,35 +19,19 @@ import (
 //     that no layer below retries either. A Sluice client marks its
 //     retries and hedges in the call's routing delegate, on connections
 //     to Sluice servers only (see markClass); calls from other clients
-//     are first attempts. WithChainedRetries turns this off.
+//     are first attempts. RetryConfig.Chained turns this off.
 //   - "Overloaded, don't retry" passes upward: a handler that returns the
 //     *CallError of a downstream call that failed for overload (see
 //     CallError.Overloaded) is answered Busy with the pushback hint that
 //     tells Sluice clients not to retry: the layer just above the
 //     overloaded one retries, and no other.
 //   - Each Client's retries and hedges stay within a ratio of its recent
-//     first attempts (retry.BudgetConfig, WithRetryBudget), besides the
-//     service config's retry-throttling bucket.
-
-// WithChainedRetries lets the Channel's calls retry and hedge as their
-// policies say even when they are made for an inbound request that is
-// itself a retry or hedge. By default such a call (one whose context is a
-// handler's, serving a call its Sluice client marked as a retry or hedge)
-// makes one attempt and no hedges, and needs the Client's retry budget as
-// a retry does: a failing service then sees one layer's retries, not
-// every layer's multiplied (docs/retries.md, "Amplification across
-// layers"). Use it for a layer that alone retries.
-func WithChainedRetries() Option { return func(o *options) { o.chainedRetries = true } }
-
-// WithRetryBudget sets the retry budget of each of the Channel's Clients
-// (retry.BudgetConfig states the rule): by default the zero
-// BudgetConfig, retries and hedges within 20% of recent first attempts
-// with a floor of 10 per second. BudgetConfig.Disabled turns it off.
-func WithRetryBudget(c retry.BudgetConfig) Option { return func(o *options) { o.retryBudget = c } }
+//     first attempts (RetryConfig.Budget), besides the service config's
+//     retry-throttling bucket.
 
 // errRetryBudget is the local outcome of a retry or hedge the Client's
 // retry budget refused; the call returns its last failure.
-var errRetryBudget = fmt.Errorf("%w: the Client's retry budget refused a retry (WithRetryBudget)", ErrThrottled)
+var errRetryBudget = fmt.Errorf("%w: the Client's retry budget refused a retry (RetryConfig.Budget)", ErrThrottled)
 
 // Overloaded reports whether the call failed because its service is
 // overloaded and this client gave up on it: it answered Busy (a shed, or

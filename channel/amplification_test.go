@@ -155,8 +155,8 @@ func TestChainStopsCounted(t *testing.T) {
 		t.Errorf("bounded chain: attempt.skipped.budget %d, attempt.skipped.chained %d; want both > 0", budget, chained)
 	}
 	naive := tally.NewTestScope("", nil)
-	startChain(t, alwaysBroken, WithScope(naive), WithChainedRetries(),
-		WithRetryBudget(retry.BudgetConfig{Disabled: true})).run(t, 20)
+	startChain(t, alwaysBroken, WithScope(naive),
+		WithRetries(RetryConfig{Chained: true, Budget: retry.BudgetConfig{Disabled: true}})).run(t, 20)
 	if b, c := sum(naive, stats.AttemptsSkippedBudget), sum(naive, stats.AttemptsSkippedChained); b != 0 || c != 0 {
 		t.Errorf("naive chain: attempt.skipped.budget %d, attempt.skipped.chained %d; want 0 and 0", b, c)
 	}
@@ -200,7 +200,7 @@ func TestChainStopCountsOnlyRetryableFailures(t *testing.T) {
 // With the bounds off (Sluice before them), the same chain multiplies:
 // 3 x 3 x 3 leaf requests per call.
 func TestChainAmplificationNaive(t *testing.T) {
-	ch := startChain(t, alwaysBroken, WithChainedRetries(), WithRetryBudget(retry.BudgetConfig{Disabled: true}))
+	ch := startChain(t, alwaysBroken, WithRetries(RetryConfig{Chained: true, Budget: retry.BudgetConfig{Disabled: true}}))
 	perCall, failed := ch.run(t, 20)
 	if failed != 20 || perCall != 27 {
 		t.Errorf("%d of 20 calls failed, %.2f leaf requests per call; want all, 27", failed, perCall)
@@ -226,7 +226,7 @@ func TestChainFlakyLeafSucceeds(t *testing.T) {
 // A middle tier whose downstream call failed Busy answers Busy, saying
 // not to retry: its caller, which retries BUSY, makes one attempt.
 func TestOverloadPassesUpward(t *testing.T) {
-	ch := startChain(t, func(context.Context) error { return Busy("leaf overloaded") }, WithRetryBudget(retry.BudgetConfig{Disabled: true}))
+	ch := startChain(t, func(context.Context) error { return Busy("leaf overloaded") }, WithRetries(RetryConfig{Budget: retry.BudgetConfig{Disabled: true}}))
 	_, err := ch.client.CallRaw(ctxTimeout(t), "work", nil, []byte("x"))
 	var ce *CallError
 	if !errors.As(err, &ce) || ce.Code != codes.Busy || ce.Attempts != 1 || ce.Stop != retry.StopPushback {

@@ -388,7 +388,7 @@ func BenchmarkCallThirdAttempt(b *testing.B) {
 	// MaxHalvings 1 keeps every peer open: this measures the retry path, not throttling.
 	bc := busy.Config{MaxHalvings: 1, RecoverRate: 1}
 	// No retry budget: every call retries twice, ten times its ratio.
-	c, err := New("client", WithServiceConfig(cfg), WithBusyConfig(bc), WithRetryBudget(retry.BudgetConfig{Disabled: true}))
+	c, err := New("client", WithServiceConfig(cfg), WithBusyConfig(bc), WithRetries(RetryConfig{Budget: retry.BudgetConfig{Disabled: true}}))
 	if err != nil {
 		b.Fatal(err)
 	}

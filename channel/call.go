@@ -232,14 +232,14 @@ func (c *Channel) run(ctx context.Context, st *callState, service, method string
 		winner  int
 	)
 	size := int64(len(req.Arg2) + len(req.Arg3))
-	if pol.mayRetry && !(inRetry && !c.o.chainedRetries) {
+	if pol.mayRetry && !(inRetry && !c.o.retries.Chained) {
 		pol.cl.budget.First(start)
 	}
 	switch {
-	case inRetry && pol.once != nil && !c.o.chainedRetries:
+	case inRetry && pol.once != nil && !c.o.retries.Chained:
 		// It serves a request that is itself a retry or hedge: one attempt,
 		// and retry traffic, which the Client's budget bounds as its own
-		// retries (WithChainedRetries).
+		// retries (RetryConfig.Chained).
 		if !pol.cl.budget.Allow(start) {
 			outcome = retryexec.Outcome{Err: &CallError{Service: service, Method: method, Code: codes.Throttled, Err: errRetryBudget}}
 			stop = retry.StopChained

@@ -22,7 +22,6 @@ import (
 	"github.com/sluice-rpc/sluice/internal/pool"
 	"github.com/sluice-rpc/sluice/internal/recorder"
 	"github.com/sluice-rpc/sluice/internal/retryexec"
-	"github.com/sluice-rpc/sluice/retry"
 	"github.com/sluice-rpc/sluice/serviceconfig"
 	"github.com/uber-go/tally/v4"
 	"github.com/uber/tchannel-go"
@@ -84,14 +83,10 @@ type options struct {
 	serverTLS func(l PeerLimits) (accept func(net.Conn) (net.Conn, error), err error)
 	clientTLS func(pg *peerGuard, next dialFunc) (dialFunc, error)
 
-	config               *serviceconfig.Config
-	noRetries            bool
-	noDeadlineRefusals   bool               // WithDeadlineRefusalsDisabled
-	tchannelMetrics      bool               // WithTChannelMetrics
-	chainedRetries       bool               // WithChainedRetries
-	retryBudget          retry.BudgetConfig // WithRetryBudget
-	maxAttemptsCap       int
-	bufTotal, bufPerCall int64
+	config             *serviceconfig.Config
+	retries            RetryConfig // WithRetries
+	noDeadlineRefusals bool        // ShedConfig.NoDeadlineRefusals (WithShedding)
+	tchannelMetrics    bool        // WithTChannelMetrics
 
 	registrar discovery.Registrar
 	shutdown  ShutdownConfig
@@ -156,9 +151,12 @@ func WithTChannelOptions(t tchannel.ChannelOptions) Option { return func(o *opti
 func WithConnectConfig(c ConnectConfig) Option { return func(o *options) { o.connect = c } }
 
 // WithShedding makes the Channel's server side answer Busy, before any
-// handler runs, to requests beyond the limits of c.
+// handler runs, to requests beyond the limits of c, and refuse requests
+// doomed by their deadline unless c.NoDeadlineRefusals is set. Without it
+// the Channel sheds nothing and refuses doomed requests.
 func WithShedding(c ShedConfig) Option {
 	return func(o *options) {
+		o.noDeadlineRefusals = c.NoDeadlineRefusals
 		// The shedder is made here, behind an interface, so that a program
 		// that never sheds links none of it (TestBinarySize).
 		o.shed = func(clk clock.Clock) (serverShedding, error) {
@@ -262,10 +260,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 		return nil, errors.New("channel: the service name is empty; name the service this channel serves or calls as")
 	}
 	o := options{clock: clock.Real, timeout: defaultTimeout, rand: rand.Float64,
-		maxAttemptsCap: retry.MaxAttemptsCap, maxRequest: defaultMaxRequestSize,
-		maxResponse: defaultMaxResponseSize}
-	// bufTotal and bufPerCall stay zero unless WithRetryBuffer sets them:
-	// retryexec.BufferConfig fills in the defaults.
+		maxRequest: defaultMaxRequestSize, maxResponse: defaultMaxResponseSize}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -296,16 +291,11 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 	if err := validateMiddleware(&o); err != nil {
 		return nil, err
 	}
-	if o.maxAttemptsCap < 1 {
-		return nil, fmt.Errorf("channel: WithMaxAttemptsCap is %d, must be >= 1", o.maxAttemptsCap)
+	if err := o.retries.Validate(); err != nil {
+		return nil, err
 	}
-	if err := o.retryBudget.Validate(); err != nil {
-		return nil, fmt.Errorf("channel: WithRetryBudget: %w", err)
-	}
-	buffer, err := retryexec.NewBuffer(retryexec.BufferConfig{Total: o.bufTotal, PerCall: o.bufPerCall})
-	if err != nil {
-		return nil, fmt.Errorf("channel: WithRetryBuffer: %w", err)
-	}
+	// Validated above; zero sizes take retryexec's defaults.
+	buffer, _ := retryexec.NewBuffer(retryexec.BufferConfig{Total: o.retries.BufferTotal, PerCall: o.retries.BufferPerCall})
 	if err := o.shutdown.Validate(); err != nil {
 		return nil, err
 	}

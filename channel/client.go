@@ -39,7 +39,7 @@ type Client struct {
 	gate    Gate                // WithLease's, or nil
 	pacer   pacingState         // WithPacing's, or nil
 	bucket  *retryexec.Throttle // the service config's retry throttling, or nil
-	budget  *retrybudget.Budget // its retry budget (WithRetryBudget), or nil
+	budget  *retrybudget.Budget // its retry budget (RetryConfig.Budget), or nil
 	methods map[string]bool     // WithMethods
 	class   criticality.Class   // WithCriticality's, or 0
 
@@ -171,9 +171,9 @@ func (c *Channel) NewClient(target string, opts ...ClientOption) (*Client, error
 		}
 		cl.bucket = t
 	}
-	if !c.o.noRetries {
+	if !c.o.retries.Disabled {
 		// Validated by New.
-		cl.budget, _ = retrybudget.New(c.o.retryBudget)
+		cl.budget, _ = retrybudget.New(c.o.retries.Budget)
 	}
 	l, err := peerlist.New(peerlist.Config{Service: service, Busy: c.o.busy, Clock: c.o.clock, Recorder: c.rec,
 		Pool: c.pool, Resolving: o.resolver != nil, Balance: c.o.config.BalancingFor(service)})

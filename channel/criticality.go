@@ -17,7 +17,7 @@ import (
 // header: one byte after a NUL byte, which no service name holds. The
 // byte is the class's digit ('1' to '4'), or its letter ('a' to 'd') when
 // the attempt is a retry or hedge, or serves one upstream (see
-// WithChainedRetries). The client sets it through tchannel-go's
+// RetryConfig.Chained). The client sets it through tchannel-go's
 // CallOptions; the server reads and strips it before anything else sees
 // the routing delegate. Between Sluice peers the routing delegate carries
 // it as it is; on a connection to a plain peer (internal/tchconn) the mark
@@ -121,7 +121,7 @@ func routingDelegateOf(call *tchannel.InboundCall) string {
 
 // withInboundClass returns the context a handler serves an inbound call
 // of class c with, noting retry when the call is a retry or hedge: its
-// outbound calls inherit c, and do not retry again (WithChainedRetries).
+// outbound calls inherit c, and do not retry again (RetryConfig.Chained).
 // A Critical first attempt, the default, needs no value.
 func withInboundClass(ctx context.Context, c criticality.Class, retry bool) context.Context {
 	if c != criticality.Critical && c.Valid() {

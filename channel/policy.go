@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"github.com/sluice-rpc/sluice/criticality"
 
 	"github.com/sluice-rpc/sluice/backoff"
+	"github.com/sluice-rpc/sluice/internal/config"
 	"github.com/sluice-rpc/sluice/internal/hedgeexec"
 	"github.com/sluice-rpc/sluice/internal/latency"
 	"github.com/sluice-rpc/sluice/internal/peerlist"
@@ -121,22 +123,68 @@ func (cl *Client) nameHint(method string) string {
 	return ""
 }
 
-// WithRetriesDisabled turns every retry and hedge off, transparent retries
-// included: each call makes exactly one attempt. For callers that retry in a
-// layer of their own.
-func WithRetriesDisabled() Option { return func(o *options) { o.noRetries = true } }
-
-// WithMaxAttemptsCap sets the client-side cap on any policy's maxAttempts.
-// Default retry.MaxAttemptsCap (5); it must be >= 1.
-func WithMaxAttemptsCap(n int) Option { return func(o *options) { o.maxAttemptsCap = n } }
-
-// WithRetryBuffer bounds the bytes of requests held for possible retries:
-// total across all calls, and perCall for one. A call whose request does not
-// fit is sent once, unretried. 0 means the default, grpc-java's: 16 MiB in
-// total and 1 MiB per call (or total, if that is smaller).
-func WithRetryBuffer(total, perCall int64) Option {
-	return func(o *options) { o.bufTotal, o.bufPerCall = total, perCall }
+// RetryConfig shapes the retries and hedges of a Channel's calls, beyond
+// what the service config's policies say (WithServiceConfig). The zero
+// RetryConfig is the defaults: retries on, an inbound retry's calls not
+// retried again, a cap of retry.MaxAttemptsCap attempts, the default retry
+// budget and grpc-java's retry buffer.
+type RetryConfig struct {
+	// Disabled turns every retry and hedge off, transparent retries
+	// included: each call makes exactly one attempt. For callers that retry
+	// in a layer of their own.
+	Disabled bool
+	// Chained lets the Channel's calls retry and hedge as their policies
+	// say even when they are made for an inbound request that is itself a
+	// retry or hedge. By default such a call (one whose context is a
+	// handler's, serving a call its Sluice client marked as a retry or
+	// hedge) makes one attempt and no hedges, and needs the Client's retry
+	// budget as a retry does: a failing service then sees one layer's
+	// retries, not every layer's multiplied (docs/retries.md,
+	// "Amplification across layers"). Set it for a layer that alone
+	// retries.
+	Chained bool
+	// MaxAttemptsCap is the client-side cap on any policy's maxAttempts.
+	// Default (0) retry.MaxAttemptsCap (5); else it must be >= 1.
+	MaxAttemptsCap int
+	// Budget is the retry budget of each of the Channel's Clients
+	// (retry.BudgetConfig states the rule): by default the zero
+	// BudgetConfig, retries and hedges within 20% of recent first attempts
+	// with a floor of 10 per second. Budget.Disabled turns it off.
+	Budget retry.BudgetConfig
+	// BufferTotal and BufferPerCall bound the bytes of requests held for
+	// possible retries: BufferTotal across all calls, BufferPerCall for
+	// one. A call whose request does not fit is sent once, unretried. 0
+	// means the default, grpc-java's: 16 MiB in total and 1 MiB per call
+	// (or BufferTotal, if that is smaller). Both must be >= 0, and
+	// BufferPerCall at most BufferTotal.
+	BufferTotal, BufferPerCall int64
 }
+
+// Validate reports the first field that breaks its rule, in the order of
+// the fields, as a *retry.FieldError, or nil.
+func (r RetryConfig) Validate() error {
+	const pkg = "channel"
+	if r.MaxAttemptsCap < 0 {
+		return config.Errorf(pkg, "RetryConfig.MaxAttemptsCap", r.MaxAttemptsCap, "must be >= 1 (0 means retry.MaxAttemptsCap, %d)", retry.MaxAttemptsCap)
+	}
+	if err := r.Budget.Validate(); err != nil {
+		return config.Nest(err, pkg, "RetryConfig.Budget")
+	}
+	total := cmp.Or(r.BufferTotal, retryexec.DefaultBufferSize)
+	switch {
+	case r.BufferTotal < 0:
+		return config.Errorf(pkg, "RetryConfig.BufferTotal", r.BufferTotal, "must be >= 0 (0 means the default, %d)", retryexec.DefaultBufferSize)
+	case r.BufferPerCall < 0:
+		return config.Errorf(pkg, "RetryConfig.BufferPerCall", r.BufferPerCall, "must be >= 0 (0 means the default, %d, or BufferTotal if that is smaller)", retryexec.DefaultPerCallBufferLimit)
+	case r.BufferPerCall > total:
+		return config.Errorf(pkg, "RetryConfig.BufferPerCall", r.BufferPerCall, "must be at most BufferTotal (%d)", total)
+	}
+	return nil
+}
+
+// WithRetries shapes the retries and hedges of the Channel's calls (see
+// RetryConfig). Default: the zero RetryConfig.
+func WithRetries(r RetryConfig) Option { return func(o *options) { o.retries = r } }
 
 // Gate admits calls to one service before any of their attempts is made:
 // a leased rate (package leasing's RateLimiter, fed by an embedded Doorman
@@ -247,7 +295,7 @@ const MaxMethodSeries = 64
 // retryThrottling returns the service config's retry throttling, or nil
 // when there is none or retries are disabled.
 func (c *Channel) retryThrottling() *retry.ThrottleConfig {
-	if c.o.noRetries || c.o.config == nil {
+	if c.o.retries.Disabled || c.o.config == nil {
 		return nil
 	}
 	return c.o.config.RetryThrottling
@@ -271,14 +319,14 @@ func (c *Channel) buildPolicy(cl *Client, method string) (*methodPolicy, error) 
 			p.class = mc.Criticality
 		}
 	}
-	if c.o.noRetries {
+	if c.o.retries.Disabled {
 		return p, nil
 	}
 	var err error
 	switch {
 	case mc != nil && mc.Hedge != nil:
 		p.low = new(latency.Low)
-		p.hedge, err = hedgeexec.NewExecutor(hedgeexec.ExecutorConfig{Policy: *mc.Hedge, MaxAttemptsCap: c.o.maxAttemptsCap,
+		p.hedge, err = hedgeexec.NewExecutor(hedgeexec.ExecutorConfig{Policy: *mc.Hedge, MaxAttemptsCap: c.o.retries.MaxAttemptsCap,
 			Throttle: p.bucket, Clock: c.o.clock, Latency: p.low})
 		if err == nil {
 			p.est = p.hedge.Estimator()
@@ -290,11 +338,11 @@ func (c *Channel) buildPolicy(cl *Client, method string) (*methodPolicy, error) 
 		}
 		if pol != nil {
 			p.backoff = pol.Backoff()
-			if pol.Attempts(c.o.maxAttemptsCap) > 1 {
+			if pol.Attempts(c.o.retries.MaxAttemptsCap) > 1 {
 				p.low = new(latency.Low)
 			}
 		}
-		p.retry, err = retryexec.NewExecutor(retryexec.ExecutorConfig{Policy: pol, MaxAttemptsCap: c.o.maxAttemptsCap,
+		p.retry, err = retryexec.NewExecutor(retryexec.ExecutorConfig{Policy: pol, MaxAttemptsCap: c.o.retries.MaxAttemptsCap,
 			Throttle: p.bucket, Buffer: c.buffer, Clock: c.o.clock, Rand: c.o.rand, Latency: p.low})
 	}
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -417,7 +416,7 @@ func TestUnreachablePeersAreNotChosen(t *testing.T) {
 func TestRetriesDisabledAndUnbuffered(t *testing.T) {
 	t.Run("disabled", func(t *testing.T) {
 		f := startFleet(t, 3, busyFirst(1))
-		c, _ := retryClient(t, f, mustConfig(t, fmt.Sprintf(retryBusy, 3, "0.001s", "")), WithRetriesDisabled())
+		c, _ := retryClient(t, f, mustConfig(t, fmt.Sprintf(retryBusy, 3, "0.001s", "")), WithRetries(RetryConfig{Disabled: true}))
 		err := to(c, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "k"}, nil)
 		var ce *CallError
 		if !errors.As(err, &ce) {
@@ -432,7 +431,7 @@ func TestRetriesDisabledAndUnbuffered(t *testing.T) {
 	})
 	t.Run("request larger than the per-call buffer", func(t *testing.T) {
 		f := startFleet(t, 3, busyFirst(1))
-		c, _ := retryClient(t, f, mustConfig(t, fmt.Sprintf(retryBusy, 3, "0.001s", "")), WithRetryBuffer(1<<20, 16))
+		c, _ := retryClient(t, f, mustConfig(t, fmt.Sprintf(retryBusy, 3, "0.001s", "")), WithRetries(RetryConfig{BufferTotal: 1 << 20, BufferPerCall: 16}))
 		err := to(c, "kv").CallJSON(ctxTimeout(t), "get", &echoReq{Key: "a key longer than sixteen bytes"}, nil)
 		var ce *CallError
 		if !errors.As(err, &ce) {
@@ -493,13 +492,42 @@ func TestPolicyForEachMethod(t *testing.T) {
 	}
 }
 
-func TestRetryOptionsValidated(t *testing.T) {
-	_, err := New("c", WithMaxAttemptsCap(0))
-	if err == nil || !strings.Contains(err.Error(), "WithMaxAttemptsCap is 0") {
-		t.Errorf("New error = %v, want an error containing %q", err, "WithMaxAttemptsCap is 0")
+func TestRetryConfigValidated(t *testing.T) {
+	for _, tt := range []struct {
+		cfg  RetryConfig
+		want string
+	}{
+		{RetryConfig{MaxAttemptsCap: -1}, "channel: RetryConfig.MaxAttemptsCap is -1, must be >= 1 (0 means retry.MaxAttemptsCap, 5)"},
+		{RetryConfig{Budget: retry.BudgetConfig{Ratio: 11}}, "channel: RetryConfig.Budget.Ratio is 11, must be in [0, 10] (0 means 0.2)"},
+		{RetryConfig{BufferTotal: -1, BufferPerCall: 10}, "channel: RetryConfig.BufferTotal is -1, must be >= 0 (0 means the default, 16777216)"},
+		{RetryConfig{BufferTotal: 10, BufferPerCall: -1}, "channel: RetryConfig.BufferPerCall is -1, must be >= 0 (0 means the default, 1048576, or BufferTotal if that is smaller)"},
+		{RetryConfig{BufferTotal: 10, BufferPerCall: 11}, "channel: RetryConfig.BufferPerCall is 11, must be at most BufferTotal (10)"},
+		{RetryConfig{BufferPerCall: 16<<20 + 1}, "channel: RetryConfig.BufferPerCall is 16777217, must be at most BufferTotal (16777216)"},
+	} {
+		_, err := New("c", WithRetries(tt.cfg))
+		var fe *retry.FieldError
+		if err == nil || err.Error() != tt.want || !errors.As(err, &fe) {
+			t.Errorf("New(WithRetries(%+v)) = %v, want the *retry.FieldError %q", tt.cfg, err, tt.want)
+		}
 	}
-	_, err = New("c", WithRetryBuffer(-1, 10))
-	if err == nil || !strings.Contains(err.Error(), "WithRetryBuffer") {
-		t.Errorf("New error = %v, want an error containing %q", err, "WithRetryBuffer")
+}
+
+// RetryConfig.MaxAttemptsCap caps every policy's maxAttempts; 0 means
+// retry.MaxAttemptsCap.
+func TestRetryConfigMaxAttemptsCap(t *testing.T) {
+	cfg := mustConfig(t, fmt.Sprintf(retryBusy, 7, "0.001s", ""))
+	for _, tt := range []struct{ limit, want int }{{0, retry.MaxAttemptsCap}, {2, 2}, {1, 1}} {
+		c, err := New("client", WithServiceConfig(cfg), WithRetries(RetryConfig{MaxAttemptsCap: tt.limit}))
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		p, err := policyOf(c, "kv", "get")
+		if err != nil {
+			t.Fatalf("policyFor: %v", err)
+		}
+		if got := p.retry.MaxAttempts(); got != tt.want {
+			t.Errorf("MaxAttemptsCap %d: a policy of 7 attempts makes %d, want %d", tt.limit, got, tt.want)
+		}
+		c.Close()
 	}
 }

@@ -391,7 +391,9 @@ func join(chunks [][]byte, last []byte, total int64) []byte {
 // limit are answered Busy, with a pushback hint, before any handler runs,
 // so callers' busy throttling backs them off. A zero limit is no limit, and
 // the zero ShedConfig sheds nothing. Health checks (Meta::health) are never
-// shed.
+// shed. Deadline refusals, of requests whose deadline dooms them, are
+// separate from the limits: they are on, with or without WithShedding,
+// unless NoDeadlineRefusals turns them off.
 type ShedConfig struct {
 	// MaxRPS is the most requests per second admitted, spread evenly; 0
 	// means no limit.
@@ -431,6 +433,28 @@ type ShedConfig struct {
 	// and their Busy answers name the highest class they refuse wholesale
 	// (see package shed); MaxRPS knows no classes either way.
 	FirstComeFirstServed bool
+	// NoDeadlineRefusals turns off the server side's deadline admission:
+	// by default a request whose time left (its handler context's
+	// deadline, from the caller's TTL) is shorter than its method's
+	// expected service time is answered BUSY with a "do not retry" hint
+	// before its handler runs, and counted in stats.ServerRefused (reason
+	// stats.ReasonDeadline). The expected service time is the 5% quantile
+	// of the method's last 64 handler latencies measured (latency.Low;
+	// once there are 32, one request in 8 is measured), and nothing is
+	// refused before 32 have been; a method expected to take under 0.5 ms
+	// is not checked (see ttlCheckFloor).
+	//
+	// The admission is on by default because it refuses only work that is
+	// doomed: a request given less time than all but 1 in 20 of the
+	// method's recent requests took would finish within its deadline
+	// about 1 time in 20, and its caller, whose deadline ends the call
+	// anyway, gets the answer at once instead of a TIMEOUT after the
+	// handler spent its capacity. Turn it off for a method whose latency
+	// depends on the request so much that callers who give little time
+	// send only fast requests, rarer than 1 in 20 (the quantile then lies
+	// among the slow ones). It is no shedding limit: a Channel without
+	// WithShedding refuses doomed requests too.
+	NoDeadlineRefusals bool
 }
 
 // Validate reports the first field that breaks its rule, in the order of

@@ -13,27 +13,6 @@ import (
 	"github.com/uber/tchannel-go"
 )
 
-// WithDeadlineRefusalsDisabled turns off the server side's deadline
-// admission: by default a request whose time left (its handler context's
-// deadline, from the caller's TTL) is shorter than its method's expected
-// service time is answered BUSY with a "do not retry" hint before its
-// handler runs, and counted in stats.ServerRefused (reason
-// stats.ReasonDeadline). The expected service time is the 5% quantile of
-// the method's last 64 handler latencies measured (latency.Low; once
-// there are 32, one request in 8 is measured), and nothing is refused
-// before 32 have been; a method expected to take under 0.5 ms is not
-// checked (see ttlCheckFloor).
-//
-// It is on by default because it refuses only work that is doomed: a
-// request given less time than all but 1 in 20 of the method's recent
-// requests took would finish within its deadline about 1 time in 20, and
-// its caller, whose deadline ends the call anyway, gets the answer at
-// once instead of a TIMEOUT after the handler spent its capacity. Turn it
-// off for a method whose latency depends on the request so much that
-// callers who give little time send only fast requests, rarer than 1 in
-// 20 (the quantile then lies among the slow ones).
-func WithDeadlineRefusalsDisabled() Option { return func(o *options) { o.noDeadlineRefusals = true } }
-
 // deadlineRefusedWord marks, in a BUSY answer's message before its
 // pushback hint, a request refused for its deadline, not for load: a
 // Sluice client does not count it as the server's busy answer (it says
@@ -55,7 +34,7 @@ type ttlGuard struct {
 }
 
 // ttlGuardFor returns the deadline admission of a method, or nil when it
-// is disabled (WithDeadlineRefusalsDisabled) or for health checks.
+// is disabled (ShedConfig.NoDeadlineRefusals) or for health checks.
 func (c *Channel) ttlGuardFor(method string) *ttlGuard {
 	if c.o.noDeadlineRefusals || method == healthMethod {
 		return nil

@@ -240,12 +240,39 @@ func TestDeadlineAdmissionOfPlainClients(t *testing.T) {
 	}
 }
 
-// WithDeadlineRefusalsDisabled turns the admission off: the doomed
+// Deadline admission is no shedding limit: it is on without WithShedding
+// and with any ShedConfig that leaves NoDeadlineRefusals unset.
+func TestDeadlineAdmissionOnByDefault(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts []Option
+		on   bool
+	}{
+		{"no WithShedding", nil, true},
+		{"zero ShedConfig", []Option{WithShedding(ShedConfig{})}, true},
+		{"with limits", []Option{WithShedding(ShedConfig{MaxInFlight: 10})}, true},
+		{"NoDeadlineRefusals", []Option{WithShedding(ShedConfig{MaxInFlight: 10, NoDeadlineRefusals: true})}, false},
+	} {
+		ch, err := New("kv", tt.opts...)
+		if err != nil {
+			t.Fatalf("%s: New: %v", tt.name, err)
+		}
+		if err := ch.RegisterRaw("slow", func(context.Context, *RawRequest) (*RawResponse, error) { return &RawResponse{}, nil }); err != nil {
+			t.Fatalf("%s: RegisterRaw: %v", tt.name, err)
+		}
+		if on := ch.tch.GetSubChannel("kv").GetHandlers()["slow"].(*guarded).ttl != nil; on != tt.on {
+			t.Errorf("%s: deadline admission on = %v, want %v", tt.name, on, tt.on)
+		}
+		ch.Close()
+	}
+}
+
+// ShedConfig.NoDeadlineRefusals turns the admission off: the doomed
 // request reaches its handler, as before.
 func TestDeadlineRefusalsDisabled(t *testing.T) {
-	s := startSlowServer(t, 20*time.Millisecond, WithDeadlineRefusalsDisabled())
+	s := startSlowServer(t, 20*time.Millisecond, WithShedding(ShedConfig{NoDeadlineRefusals: true}))
 	if g := s.ch.tch.GetSubChannel("kv").GetHandlers()["slow"].(*guarded); g.ttl != nil {
-		t.Fatal("deadline admission on despite WithDeadlineRefusalsDisabled")
+		t.Fatal("deadline admission on despite ShedConfig.NoDeadlineRefusals")
 	}
 	c, _ := slowClient(t, s)
 	for i := 0; i < latency.MinSamples+8; i++ {

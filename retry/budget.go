@@ -12,11 +12,11 @@ const (
 	DefaultBudgetWindow       = 10 * time.Second
 )
 
-// BudgetConfig is a channel.Client's retry budget (channel.WithRetryBudget):
-// its retries and hedges stay within a ratio of its recent first attempts,
-// besides the retry-throttling bucket (ThrottleConfig), so that a failing
-// service never sees more than (1 + Ratio) times its callers' load, at
-// any layer of a call graph. The zero BudgetConfig is the default, on.
+// BudgetConfig is a channel.Client's retry budget
+// (channel.RetryConfig.Budget): its retries and hedges stay within a ratio
+// of its recent first attempts, besides the retry-throttling bucket
+// (ThrottleConfig), so that a failing service never sees more than
+// (1 + Ratio) times its callers' load, at any layer of a call graph. The zero BudgetConfig is the default, on.
 //
 // The rule, over the last Window: a retry or hedge is sent only if the
 // Client's retries and hedges in the window, with it, are at most Ratio
@@ -25,7 +25,7 @@ const (
 // more). A refused retry is not sent; the call returns its last failure
 // (StopThrottled). Only calls whose policy may retry or hedge count. The
 // one attempt of a call made for a request that is itself a retry (whose
-// retries stop there, see channel.WithChainedRetries) is retry traffic:
+// retries stop there, see channel.RetryConfig.Chained) is retry traffic:
 // it needs the budget as a retry does, and a refusal fails the call at
 // once with THROTTLED (which its handler's server passes up as Busy,
 // don't retry). So a Client's downstream sees at most 1 + Ratio times the

@@ -13,8 +13,8 @@ import (
 
 // MaxAttemptsCap is the default client-side maximum for maxAttempts. A policy
 // asking for more attempts gets this many, as gRPC's retry design (gRFC A6,
-// "Limits on Retries and Hedges") prescribes; channel.WithMaxAttemptsCap
-// changes it.
+// "Limits on Retries and Hedges") prescribes;
+// channel.RetryConfig.MaxAttemptsCap changes it.
 const MaxAttemptsCap = 5
 
 // Policy is a retry policy: how many attempts a call may make and how long

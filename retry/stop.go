@@ -26,7 +26,8 @@ const (
 	// StopContext: the context ended while waiting to retry.
 	StopContext
 	// StopUnbuffered: the request did not fit in the retry buffer
-	// (channel.WithRetryBuffer), so the call was sent once.
+	// (channel.RetryConfig.BufferTotal and BufferPerCall), so the call
+	// was sent once.
 	StopUnbuffered
 	// StopDeadline: the time left before the call's deadline was shorter
 	// than the method's expected latency (a low quantile of what its
@@ -35,7 +36,7 @@ const (
 	StopDeadline
 	// StopChained: the call was made for an inbound request that is
 	// itself a retry or hedge, so it made one attempt (see
-	// channel.WithChainedRetries).
+	// channel.RetryConfig.Chained).
 	StopChained
 )
 

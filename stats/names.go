@@ -67,7 +67,7 @@ const (
 	// request that was itself a retry or hedge, of a method that may retry
 	// or hedge, whose one attempt was sent and failed with a code their
 	// policy retries (or hedges on) (retry.StopChained; see
-	// channel.WithChainedRetries): each stopped retrying there, the layer
+	// channel.RetryConfig.Chained): each stopped retrying there, the layer
 	// above being the one that retries.
 	AttemptsSkippedChained = "attempt.skipped.chained"
 )
@@ -123,8 +123,8 @@ func steps125(from, through time.Duration) tally.DurationBuckets {
 // per count from 0 (the call sent nothing) to 5, the default client-side
 // cap on attempts (retry.MaxAttemptsCap, which hedging shares), and a last,
 // unbounded bucket for more, possible only when a Channel raises the cap
-// (channel.WithMaxAttemptsCap). Prometheus sees le="0", "1", ..., "5",
-// "+Inf".
+// (channel.RetryConfig.MaxAttemptsCap). Prometheus sees le="0", "1", ...,
+// "5", "+Inf".
 //
 // A Channel uses a copy made when the program starts: changing this
 // variable changes no histogram.

@@ -34,6 +34,7 @@ var zeros = map[string]any{
 	"channel.PacingConfig":               channel.PacingConfig{},
 	"channel.PeerLimits":                 channel.PeerLimits{},
 	"channel.PeerLimitsOff":              channel.PeerLimitsOff{},
+	"channel.RetryConfig":                channel.RetryConfig{},
 	"channel.ServerTLS":                  channel.ServerTLS{},
 	"channel.ShedConfig":                 channel.ShedConfig{},
 	"channel.ShutdownConfig":             channel.ShutdownConfig{},

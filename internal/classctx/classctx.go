@@ -5,7 +5,7 @@
 // class is a criticality.Class's value; this package cannot import that
 // type without a cycle. It also holds whether the inbound call is a retry
 // or hedge (or serves one upstream): the handler's outbound calls then do
-// not retry again (see package channel's WithChainedRetries).
+// not retry again (see package channel's RetryConfig.Chained).
 package classctx
 
 import "context"

@@ -273,8 +273,8 @@ func startChain(cfg Config, mode Mode, sc *serviceconfig.Config, scenario Scenar
 	}()
 	opts := []channel.Option{channel.WithServiceConfig(sc), channel.WithDefaultTimeout(cfg.Timeout.D())}
 	if mode == Naive {
-		opts = append(opts, channel.WithChainedRetries(), channel.WithRetryBudget(retry.BudgetConfig{Disabled: true}),
-			channel.WithDeadlineRefusalsDisabled())
+		opts = append(opts, channel.WithRetries(channel.RetryConfig{Chained: true, Budget: retry.BudgetConfig{Disabled: true}}),
+			channel.WithShedding(channel.ShedConfig{NoDeadlineRefusals: true}))
 	}
 	if scenario == Deadline {
 		// One scope for every Channel, so that metrics sum over the chain.

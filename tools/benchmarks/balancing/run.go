@@ -64,7 +64,7 @@ func newClient(cfgJSON string) (*channel.Channel, *channel.Client, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("balancing: the client's service config %s: %w", cfgJSON, err)
 	}
-	return load.NewClient("balancing-client", Service, nil, channel.WithRetriesDisabled(), channel.WithServiceConfig(sc))
+	return load.NewClient("balancing-client", Service, nil, channel.WithRetries(channel.RetryConfig{Disabled: true}), channel.WithServiceConfig(sc))
 }
 
 // Service configs of the rows: every default, or one feature off.

@@ -276,7 +276,7 @@ func runOne(ctx context.Context, cfg Config, s Shedding, throttling, aware bool,
 			name = callerName(k)
 		}
 		ch, client, err := load.NewClient(name, "closedloop", servers.HostPorts(),
-			channel.WithBusyConfig(busy.Config{Disabled: !throttling}), channel.WithRetriesDisabled())
+			channel.WithBusyConfig(busy.Config{Disabled: !throttling}), channel.WithRetries(channel.RetryConfig{Disabled: true}))
 		if err != nil {
 			return Row{}, err
 		}
