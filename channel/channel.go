@@ -295,7 +295,7 @@ func New(serviceName string, opts ...Option) (*Channel, error) {
 		return nil, err
 	}
 	// Validated above; zero sizes take retryexec's defaults.
-	buffer, _ := retryexec.NewBuffer(retryexec.BufferConfig{Total: o.retries.BufferTotal, PerCall: o.retries.BufferPerCall})
+	buffer := retryexec.NewBuffer(retryexec.BufferConfig{Total: o.retries.BufferTotal, PerCall: o.retries.BufferPerCall})
 	if err := o.shutdown.Validate(); err != nil {
 		return nil, err
 	}

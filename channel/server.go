@@ -439,10 +439,10 @@ type ShedConfig struct {
 	// expected service time is answered BUSY with a "do not retry" hint
 	// before its handler runs, and counted in stats.ServerRefused (reason
 	// stats.ReasonDeadline). The expected service time is the 5% quantile
-	// of the method's last 64 handler latencies measured (latency.Low;
-	// once there are 32, one request in 8 is measured), and nothing is
-	// refused before 32 have been; a method expected to take under 0.5 ms
-	// is not checked (see ttlCheckFloor).
+	// of the method's last 64 handler latencies measured (once there are
+	// 32, one request in 8 is measured), and nothing is refused before 32
+	// have been; a method expected to take under 0.5 ms is not checked
+	// (its requests are spared a clock read).
 	//
 	// The admission is on by default because it refuses only work that is
 	// doomed: a request given less time than all but 1 in 20 of the

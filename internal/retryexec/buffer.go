@@ -2,7 +2,6 @@ package retryexec
 
 import (
 	"cmp"
-	"strconv"
 	"sync/atomic"
 )
 
@@ -44,20 +43,6 @@ type BufferConfig struct {
 	PerCall int64
 }
 
-// Validate reports the first rule c breaks, as a *retry.FieldError, or nil.
-// Zero fields are valid: they mean the defaults.
-func (c BufferConfig) Validate() error {
-	switch d := c.withDefaults(); {
-	case c.Total < 0:
-		return fieldError("BufferConfig.Total", strconv.FormatInt(c.Total, 10), "must be >= 0 (0 means the default, "+strconv.Itoa(DefaultBufferSize)+")")
-	case c.PerCall < 0:
-		return fieldError("BufferConfig.PerCall", strconv.FormatInt(c.PerCall, 10), "must be >= 0 (0 means the default, "+strconv.Itoa(DefaultPerCallBufferLimit)+")")
-	case d.PerCall > d.Total:
-		return fieldError("BufferConfig.PerCall", strconv.FormatInt(c.PerCall, 10), "must be at most Total ("+strconv.FormatInt(d.Total, 10)+")")
-	}
-	return nil
-}
-
 // withDefaults returns c with its zero fields set to their defaults.
 func (c BufferConfig) withDefaults() BufferConfig {
 	c.Total = cmp.Or(c.Total, DefaultBufferSize)
@@ -66,13 +51,11 @@ func (c BufferConfig) withDefaults() BufferConfig {
 }
 
 // NewBuffer returns a Buffer with the limits of cfg, zero fields taking
-// their defaults, or cfg's validation error.
-func NewBuffer(cfg BufferConfig) (*Buffer, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
+// their defaults. cfg must keep BufferConfig's rules; a Channel's comes
+// from channel.RetryConfig, whose Validate checks them.
+func NewBuffer(cfg BufferConfig) *Buffer {
 	cfg = cfg.withDefaults()
-	return &Buffer{total: cfg.Total, perCall: cfg.PerCall}, nil
+	return &Buffer{total: cfg.Total, perCall: cfg.PerCall}
 }
 
 // Reservation is n bytes held in a Buffer. Its zero value holds nothing.

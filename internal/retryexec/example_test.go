@@ -76,10 +76,7 @@ func ExampleParsePushback() {
 // A call holds its request's bytes in the channel's retry buffer while it
 // may still retry; one that does not fit is sent once, without retries.
 func ExampleBuffer() {
-	buf, err := retryexec.NewBuffer(retryexec.BufferConfig{Total: 1 << 20, PerCall: 256 << 10}) // 1 MiB in all, 256 KiB per call
-	if err != nil {
-		log.Fatal(err)
-	}
+	buf := retryexec.NewBuffer(retryexec.BufferConfig{Total: 1 << 20, PerCall: 256 << 10}) // 1 MiB in all, 256 KiB per call
 	small, ok := buf.Reserve(200 << 10)
 	fmt.Println("200 KiB call retryable:", ok, "- held:", buf.Used())
 	_, ok = buf.Reserve(300 << 10)

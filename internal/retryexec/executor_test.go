@@ -290,7 +290,7 @@ func TestExecutorOnRetry(t *testing.T) {
 
 func TestExecutorDoSized(t *testing.T) {
 	p := validPolicy()
-	buf, _ := NewBuffer(BufferConfig{Total: 100, PerCall: 10})
+	buf := NewBuffer(BufferConfig{Total: 100, PerCall: 10})
 	e, err := NewExecutor(ExecutorConfig{Policy: &p, Buffer: buf, Clock: autoClock{clock.NewFake(epoch)}, Rand: half})
 	if err != nil {
 		t.Fatal(err)
