@@ -91,7 +91,6 @@ func New(cfg Config) (*Server, error) {
 	s.invalid = s.scope.Counter(stats.LeaseInvalidRequests)
 	s.clientsEvicted = s.scope.Counter(metricClientsEvicted)
 	s.resourcesEvicted = s.scope.Counter(metricResourcesEvicted)
-	s.rpcMetrics = newRPCMetrics(s, s.scope)
 	s.started = s.clock.Now()
 	s.masterSince = s.started
 	return s, nil
@@ -107,14 +106,19 @@ func (s *Server) Register(g grpc.ServiceRegistrar) {
 // MaxConnectionIdle, KeepaliveMinTime, MaxConcurrentStreams), records its
 // RPCs on Config.Scope (UnaryInterceptor), and makes its gRPC server with
 // those settings first, then opts (TLS credentials, interceptors of the
-// caller's): an option in opts overrides the setting it names. If the server has no advertised Address it
-// advertises lis's address.
+// caller's): an option in opts overrides the setting it names. The unary
+// interceptors run in this order: a grpc.UnaryInterceptor in opts, the
+// connection limits' own, the metrics, then those of
+// grpc.ChainUnaryInterceptor in opts: a request refused by one of the
+// latter is counted (as failed, unless its code is InvalidArgument or
+// ResourceExhausted), one refused by the former is not. If the server has
+// no advertised Address it advertises lis's address.
 func (s *Server) Serve(lis net.Listener, opts ...grpc.ServerOption) error {
 	limited, tracker, err := s.limitConns(lis)
 	if err != nil {
 		return err
 	}
-	own := append(s.conns.grpcOptions(tracker), grpc.ChainUnaryInterceptor(s.rpcMetrics.intercept))
+	own := append(s.conns.grpcOptions(tracker), grpc.ChainUnaryInterceptor(s.UnaryInterceptor()))
 	g := grpc.NewServer(append(own, opts...)...)
 	s.Register(g)
 	s.mu.Lock()

@@ -14,18 +14,8 @@ import (
 	"github.com/sluice-rpc/sluice/stats"
 )
 
-// rpcMetrics records a Server's RPCs on Config.Scope, as a gRPC
-// interceptor (Server.UnaryInterceptor): requests per RPC and outcome
-// (stats.LeaseServerRequests: ok, invalid, exhausted, not_master,
-// failed), their latency (stats.LeaseServerLatency, a histogram per RPC)
-// and the resources, clients and leases the server holds (gauges,
-// updated after every request). Only the four doorman.Capacity methods
-// are recorded, so other services on the same gRPC server create no
-// series.
-//
-// Through tally's Prometheus reporter (tools/internal/debughttp) the names are
-// lease_server_requests{rpc="GetCapacity",outcome="ok"},
-// lease_server_latency_bucket{rpc="GetCapacity",le="5e-05"} and so on.
+// rpcMetrics records a Server's RPCs on Config.Scope (see
+// Server.UnaryInterceptor).
 type rpcMetrics struct {
 	srv                        *Server
 	rpcs                       map[string]*rpcSeries // by full method name
@@ -64,10 +54,23 @@ func newRPCMetrics(srv *Server, scope tally.Scope) *rpcMetrics {
 }
 
 // UnaryInterceptor returns the interceptor that records s's RPCs on
-// Config.Scope (see the stats.LeaseServer* names). Serve installs it; a
-// Server registered with Register on a gRPC server of its own records
-// its RPCs only when that server has it (grpc.ChainUnaryInterceptor).
+// Config.Scope: requests per RPC and outcome (stats.LeaseServerRequests:
+// ok, invalid, exhausted, not_master, failed), their latency
+// (stats.LeaseServerLatency, a histogram per RPC) and the resources,
+// clients and leases the server holds (gauges, updated after every
+// request). Only the four doorman.Capacity methods are recorded, so other
+// services on the same gRPC server create no series. The series exist, at
+// zero, from the first call of UnaryInterceptor or Serve.
+//
+// Serve installs it. Give it only to a gRPC server of your own that s is
+// registered on (Register), with grpc.ChainUnaryInterceptor; given to
+// Serve as well, it would count every RPC twice.
+//
+// Through tally's Prometheus reporter (tools/internal/debughttp) the names
+// are lease_server_requests{rpc="GetCapacity",outcome="ok"},
+// lease_server_latency_bucket{rpc="GetCapacity",le="5e-05"} and so on.
 func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
+	s.rpcOnce.Do(func() { s.rpcMetrics = newRPCMetrics(s, s.scope) })
 	return s.rpcMetrics.intercept
 }
 

@@ -259,7 +259,8 @@ type Server struct {
 	rand    func() float64 // uniform in [0, 1), for backoff jitter; safe for concurrent use
 	scope   tally.Scope
 	started time.Time
-	// rpcMetrics records the RPCs (UnaryInterceptor).
+	// rpcMetrics records the RPCs, made by the first UnaryInterceptor.
+	rpcOnce    sync.Once
 	rpcMetrics *rpcMetrics
 	// masterSince is when the server last became master (its start when
 	// it has no election): learning mode is timed from it. Guarded by
