@@ -153,10 +153,18 @@ func WithConnectConfig(c ConnectConfig) Option { return func(o *options) { o.con
 // WithShedding makes the Channel's server side answer Busy, before any
 // handler runs, to requests beyond the limits of c, and refuse requests
 // doomed by their deadline unless c.NoDeadlineRefusals is set. Without it
-// the Channel sheds nothing and refuses doomed requests.
+// the Channel sheds nothing and refuses doomed requests. A later
+// WithShedding replaces an earlier one whole: give all the server's
+// limits, and NoDeadlineRefusals, in one ShedConfig.
 func WithShedding(c ShedConfig) Option {
 	return func(o *options) {
 		o.noDeadlineRefusals = c.NoDeadlineRefusals
+		if c.MaxRPS == 0 && c.MaxInFlight == 0 && c.Adaptive == nil {
+			// No limit: nothing to shed, so no shedder for requests to
+			// pass through; c is still validated.
+			o.shed = func(clock.Clock) (serverShedding, error) { return nil, c.Validate() }
+			return
+		}
 		// The shedder is made here, behind an interface, so that a program
 		// that never sheds links none of it (TestBinarySize).
 		o.shed = func(clk clock.Clock) (serverShedding, error) {

@@ -67,9 +67,10 @@ func prefixedNames(cfg *serviceconfig.Config) map[methodKey][]string {
 }
 
 // namesExactly reports whether cfg has a method config naming method of
-// service exactly, not through a whole-service or default entry. Only such
-// methods get metric series of their own, so that the methods a caller
-// may name at will (a proxy's, say) cannot multiply the series. A name
+// service exactly, not through a whole-service or default entry. Such
+// methods always get metric series of their own (as WithMethods' do);
+// others only up to MaxMethodSeries, so that the methods a caller may
+// name at will (a proxy's, say) cannot multiply the series. A name
 // stands in one method config only (Parse and New refuse duplicates), so
 // the config Lookup finds names it if any does.
 func namesExactly(cfg *serviceconfig.Config, service, method string) bool {
@@ -143,8 +144,8 @@ type RetryConfig struct {
 	// "Amplification across layers"). Set it for a layer that alone
 	// retries.
 	Chained bool
-	// MaxAttemptsCap is the client-side cap on any policy's maxAttempts.
-	// Default (0) retry.MaxAttemptsCap (5); else it must be >= 1.
+	// MaxAttemptsCap is the client-side cap on any policy's maxAttempts:
+	// 1 allows no retry or hedge. Default (0): retry.MaxAttemptsCap (5).
 	MaxAttemptsCap int
 	// Budget is the retry budget of each of the Channel's Clients
 	// (retry.BudgetConfig states the rule): by default the zero
@@ -156,7 +157,7 @@ type RetryConfig struct {
 	// one. A call whose request does not fit is sent once, unretried. 0
 	// means the default, grpc-java's: 16 MiB in total and 1 MiB per call
 	// (or BufferTotal, if that is smaller). Both must be >= 0, and
-	// BufferPerCall at most BufferTotal.
+	// BufferPerCall at most BufferTotal (16 MiB when BufferTotal is 0).
 	BufferTotal, BufferPerCall int64
 }
 
@@ -165,7 +166,7 @@ type RetryConfig struct {
 func (r RetryConfig) Validate() error {
 	const pkg = "channel"
 	if r.MaxAttemptsCap < 0 {
-		return config.Errorf(pkg, "RetryConfig.MaxAttemptsCap", r.MaxAttemptsCap, "must be >= 1 (0 means retry.MaxAttemptsCap, %d)", retry.MaxAttemptsCap)
+		return config.Errorf(pkg, "RetryConfig.MaxAttemptsCap", r.MaxAttemptsCap, "must be >= 0 (0 means the default, retry.MaxAttemptsCap: %d)", retry.MaxAttemptsCap)
 	}
 	if err := r.Budget.Validate(); err != nil {
 		return config.Nest(err, pkg, "RetryConfig.Budget")
@@ -183,7 +184,9 @@ func (r RetryConfig) Validate() error {
 }
 
 // WithRetries shapes the retries and hedges of the Channel's calls (see
-// RetryConfig). Default: the zero RetryConfig.
+// RetryConfig). Default: the zero RetryConfig. A later WithRetries
+// replaces an earlier one whole: set every field you change in one
+// RetryConfig.
 func WithRetries(r RetryConfig) Option { return func(o *options) { o.retries = r } }
 
 // Gate admits calls to one service before any of their attempts is made:

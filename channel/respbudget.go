@@ -34,8 +34,9 @@ const defaultResponseBudget = 256 << 20
 // connection, those holding budget included.
 //
 // Default: 256 MiB (four responses of WithMaxResponseSize's default), or
-// WithMaxResponseSize's bound if that is larger. n must be at least WithMaxResponseSize's bound (else no
-// response of the largest size could be read).
+// WithMaxResponseSize's bound if that is larger. n must be at least
+// WithMaxResponseSize's bound (else no response of the largest size could
+// be read).
 func WithResponseBudget(n int64) Option {
 	return func(o *options) { o.responseBudget, o.responseBudgetSet = n, true }
 }

@@ -497,7 +497,7 @@ func TestRetryConfigValidated(t *testing.T) {
 		cfg  RetryConfig
 		want string
 	}{
-		{RetryConfig{MaxAttemptsCap: -1}, "channel: RetryConfig.MaxAttemptsCap is -1, must be >= 1 (0 means retry.MaxAttemptsCap, 5)"},
+		{RetryConfig{MaxAttemptsCap: -1}, "channel: RetryConfig.MaxAttemptsCap is -1, must be >= 0 (0 means the default, retry.MaxAttemptsCap: 5)"},
 		{RetryConfig{Budget: retry.BudgetConfig{Ratio: 11}}, "channel: RetryConfig.Budget.Ratio is 11, must be in [0, 10] (0 means 0.2)"},
 		{RetryConfig{BufferTotal: -1, BufferPerCall: 10}, "channel: RetryConfig.BufferTotal is -1, must be >= 0 (0 means the default, 16777216)"},
 		{RetryConfig{BufferTotal: 10, BufferPerCall: -1}, "channel: RetryConfig.BufferPerCall is -1, must be >= 0 (0 means the default, 1048576, or BufferTotal if that is smaller)"},
@@ -529,5 +529,30 @@ func TestRetryConfigMaxAttemptsCap(t *testing.T) {
 			t.Errorf("MaxAttemptsCap %d: a policy of 7 attempts makes %d, want %d", tt.limit, got, tt.want)
 		}
 		c.Close()
+	}
+}
+
+// Only a method config naming a method exactly gives it series of its
+// own; one naming the whole service, or every call, applies to the
+// method without naming it.
+func TestNamesExactly(t *testing.T) {
+	cfg := mustConfig(t, `{"methodConfig":[
+ {"name":[{"service":"kv","method":"Get"}],"timeout":"1s"},
+ {"name":[{"service":"kv"}],"timeout":"2s"},
+ {"name":[{}],"timeout":"3s"}]}`)
+	for _, tt := range []struct {
+		cfg             *serviceconfig.Config
+		service, method string
+		want            bool
+	}{
+		{cfg, "kv", "Get", true},
+		{cfg, "kv", "Put", false},    // the whole service's config
+		{cfg, "other", "Get", false}, // the default config
+		{cfg, "kv", "", false},
+		{nil, "kv", "Get", false},
+	} {
+		if got := namesExactly(tt.cfg, tt.service, tt.method); got != tt.want {
+			t.Errorf("namesExactly(%s, %q) = %v, want %v", tt.service, tt.method, got, tt.want)
+		}
 	}
 }

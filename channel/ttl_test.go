@@ -293,3 +293,36 @@ func TestDeadlineRefusalsDisabled(t *testing.T) {
 		t.Errorf("server.refused{reason=deadline} = %d, want 0", s.refused())
 	}
 }
+
+// A ShedConfig without a limit puts no shedder in the requests' path, and
+// is validated all the same; one with a limit does.
+func TestSheddingWithoutLimit(t *testing.T) {
+	for _, tt := range []struct {
+		cfg     ShedConfig
+		shedder bool
+		err     string
+	}{
+		{ShedConfig{}, false, ""},
+		{ShedConfig{NoDeadlineRefusals: true}, false, ""},
+		{ShedConfig{NoRetry: true, Pushback: time.Second}, false, "Pushback"},
+		{ShedConfig{MaxInFlight: 1}, true, ""},
+	} {
+		c, err := New("kv", WithShedding(tt.cfg))
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%+v: New = %v, want an error naming %s", tt.cfg, err, tt.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%+v: %v", tt.cfg, err)
+		}
+		if got := c.shed != nil; got != tt.shedder {
+			t.Errorf("%+v: a shedder: %v, want %v", tt.cfg, got, tt.shedder)
+		}
+		if c.o.noDeadlineRefusals != tt.cfg.NoDeadlineRefusals {
+			t.Errorf("%+v: deadline refusals off: %v", tt.cfg, c.o.noDeadlineRefusals)
+		}
+		c.Close()
+	}
+}
