@@ -16,7 +16,8 @@ const (
 // (channel.RetryConfig.Budget): its retries and hedges stay within a ratio
 // of its recent first attempts, besides the retry-throttling bucket
 // (ThrottleConfig), so that a failing service never sees more than
-// (1 + Ratio) times its callers' load, at any layer of a call graph. The zero BudgetConfig is the default, on.
+// (1 + Ratio) times its callers' load, at any layer of a call graph. The
+// zero BudgetConfig is the default, on.
 //
 // The rule, over the last Window: a retry or hedge is sent only if the
 // Client's retries and hedges in the window, with it, are at most Ratio

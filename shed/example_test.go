@@ -1,17 +1,12 @@
 package shed_test
 
 import (
-	"context"
 	"fmt"
-	"time"
+	"log"
 
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/shed"
-	"github.com/uber/tchannel-go/json"
 )
-
-type GetRequest struct{ Key string }
-type GetResponse struct{ Value string }
 
 // The adaptive limit as a service sets it: on its Channel's server side,
 // one limit per method (channel.ShedConfig.Adaptive). The zero Config is
@@ -23,40 +18,10 @@ func Example() {
 		Adaptive: &shed.Config{MaxLimit: 200}, // never more than 200 requests of a method at once
 	}))
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	defer server.Close()
-	if err := server.RegisterJSON(map[string]any{
-		"get": func(ctx json.Context, req *GetRequest) (*GetResponse, error) {
-			return &GetResponse{Value: "value of " + req.Key}, nil
-		},
-	}); err != nil {
-		panic(err)
-	}
-	if err := server.ListenAndServe("127.0.0.1:0"); err != nil {
-		panic(err)
-	}
-
-	client, err := channel.New("example-client")
-	if err != nil {
-		panic(err)
-	}
-	defer client.Close()
-	kv, err := client.NewClient("kv")
-	if err != nil {
-		panic(err)
-	}
-	if err := kv.AddPeer(server.HostPort()); err != nil {
-		panic(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	var res GetResponse
-	if err := kv.CallJSON(ctx, "get", &GetRequest{Key: "a"}, &res); err != nil {
-		panic(err)
-	}
-	fmt.Println(res.Value)
-	// Output: value of a
+	// Register the handlers, then serve: server.ListenAndServe(...).
 }
 
 // A Config that breaks a rule is refused, the error naming the field and

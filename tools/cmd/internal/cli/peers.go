@@ -103,8 +103,9 @@ func (s *peerSource) empty() bool { return len(s.hostPorts) == 0 && s.resolver =
 // client makes a Channel named name with opts, and its Client of tg's
 // service with these peers; close closes the Channel. Naming tg's method
 // (channel.WithMethods) warns at once of a service config naming it wrongly.
+// Its requests are bounded by maxBodyFile, as the bodies it reads are.
 func (s *peerSource) client(name string, tg *target, opts ...channel.Option) (cl *channel.Client, close func(), err error) {
-	ch, err := channel.New(name, opts...)
+	ch, err := channel.New(name, append([]channel.Option{channel.WithMaxRequestSize(maxBodyFile)}, opts...)...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -20,8 +20,9 @@ import (
 var stdin io.Reader = os.Stdin
 
 // maxBodyFile bounds a body read from a file or stdin: the most the
-// tool's Channels send (a Channel's default WithMaxRequestSize, 4 MiB), so
-// that a larger one is a usage error, not calls that fail BAD_REQUEST.
+// tool's client Channels send (peerSource.client gives it to
+// channel.WithMaxRequestSize), so that a larger one is a usage error, not
+// calls that fail BAD_REQUEST.
 const maxBodyFile = 4 << 20
 
 // targetFlags say what call and bench call and send, as yab's do.
