@@ -153,7 +153,7 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return fs.Failure("%v", err)
 	}
-	if err := debug.Serve("sluice-lab doorman serve", map[string]http.Handler{"/status": srv}, stderr); err != nil {
+	if err := debug.Serve("sluice-lab doorman serve", map[string]http.Handler{"/status": srv}); err != nil {
 		return fs.Failure("%v", err)
 	}
 	defer sf.start(srv, debug.Scope(), stderr)()

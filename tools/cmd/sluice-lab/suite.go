@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
+	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
 )
 
 // suite is the command shape faults and hostile share: a --LIST of items
@@ -24,7 +25,7 @@ type suite struct {
 // newSuite starts `sluice-lab NAME`'s flags; help's %s lists names, the
 // items --LIST picks.
 func newSuite[T ~string](name string, help cli.Help, names []T, list, listUsage, ciUsage string, stdout, stderr io.Writer) *suite {
-	help.About = fmt.Sprintf(help.About, cli.JoinNames(names))
+	help.About = fmt.Sprintf(help.About, benchrun.Names(names))
 	s := &suite{FlagSet: cli.NewFlagSet("sluice-lab "+name, help, stdout, stderr), list: list, stderr: stderr}
 	s.items, s.ci = s.String(list, "all", listUsage), s.Bool("ci", false, ciUsage)
 	s.markdown = s.Bool("markdown", false, "print the table as Markdown")

@@ -332,7 +332,7 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 		defer closeCh()
 		clients[i] = cl
 	}
-	if err := debug.Serve("sluice bench", nil, stderr); err != nil {
+	if err := debug.Serve("sluice bench", nil); err != nil {
 		return fs.Failure("%v", err)
 	}
 	var first json.RawMessage

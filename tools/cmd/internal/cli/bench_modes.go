@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-rpc/sluice/tools/benchmarks/balancing"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/closedloop"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
+	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
@@ -127,7 +128,7 @@ func parseList[T ~string](flag, v string, known []T) ([]T, error) {
 		s := T(strings.TrimSpace(w))
 		switch {
 		case !slices.Contains(known, s):
-			return nil, fmt.Errorf("%s: unknown %q, want %s", flag, s, JoinNames(known))
+			return nil, fmt.Errorf("%s: unknown %q, want %s", flag, s, benchrun.Names(known))
 		case slices.Contains(got, s):
 			return nil, fmt.Errorf("%s: %q is given twice", flag, s)
 		}

@@ -13,8 +13,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-
-	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
 )
 
 // The exit codes of every command, as yab's and most Unix tools'.
@@ -226,9 +224,6 @@ func UntilInterrupted(run func(ctx context.Context, args []string, stdout, stder
 		return run(ctx, args, stdout, stderr)
 	}
 }
-
-// JoinNames lists names for a help text: "a, b, c".
-func JoinNames[T ~string](names []T) string { return benchrun.Names(names) }
 
 // group is a command made of subcommands: `NAME SUB [flags]`.
 type group struct {

@@ -23,14 +23,16 @@ const DebugListenUsage = "serve /metrics, /debug/pprof/ and the command's pages 
 // flag not given) it records nothing and serves nothing.
 type DebugListener struct {
 	addr    string
+	stderr  io.Writer // where metric errors and the listener's address go
 	metrics *debughttp.Metrics
 	server  *debughttp.Server
 }
 
 // NewDebugListener makes the metrics of a command run with --debug-listen
-// addr; Serve starts the listener. A bad addr is a usage error.
+// addr, reporting on stderr; Serve starts the listener. A bad addr is a
+// usage error.
 func NewDebugListener(addr string, stderr io.Writer) (*DebugListener, error) {
-	d := &DebugListener{addr: addr}
+	d := &DebugListener{addr: addr, stderr: stderr}
 	if addr == "" {
 		return d, nil
 	}
@@ -53,7 +55,7 @@ func (d *DebugListener) Scope() tally.Scope {
 
 // Serve starts the listener with pages beside /metrics and /debug/pprof/,
 // and says where on stderr.
-func (d *DebugListener) Serve(name string, pages map[string]http.Handler, stderr io.Writer) error {
+func (d *DebugListener) Serve(name string, pages map[string]http.Handler) error {
 	if d.addr == "" {
 		return nil
 	}
@@ -63,7 +65,7 @@ func (d *DebugListener) Serve(name string, pages map[string]http.Handler, stderr
 	}
 	d.server = s
 	paths := append([]string{debughttp.MetricsPath, debughttp.PprofPath}, slices.Sorted(maps.Keys(pages))...)
-	fmt.Fprintf(stderr, "%s: debug endpoints on %s (%s)\n", name, s.URL(), strings.Join(paths, " "))
+	fmt.Fprintf(d.stderr, "%s: debug endpoints on %s (%s)\n", name, s.URL(), strings.Join(paths, " "))
 	return nil
 }
 

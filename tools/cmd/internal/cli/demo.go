@@ -147,7 +147,7 @@ func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *De
 	}
 	// The client channel's live state, beside /metrics and /debug/pprof/.
 	pages := map[string]http.Handler{"/debug/sluice": ch.DebugHandler()}
-	if err := debug.Serve("sluice demo", pages, stderr); err != nil {
+	if err := debug.Serve("sluice demo", pages); err != nil {
 		return err
 	}
 

@@ -146,7 +146,7 @@ func ServeContext(ctx context.Context, args []string, lab *Lab, stdout, stderr i
 	if err := ch.ListenAndServe(*listen); err != nil {
 		return fs.Failure("%v", err)
 	}
-	if err := debug.Serve("sluice serve", nil, stderr); err != nil {
+	if err := debug.Serve("sluice serve", nil); err != nil {
 		return fs.Failure("%v", err)
 	}
 	fmt.Fprintf(stdout, "serving %s on %s\n", *service, ch.HostPort())
