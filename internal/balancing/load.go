@@ -49,8 +49,8 @@ func LoadCapacity(qps, u float64) (capacity float64, atLeast, ok bool) {
 
 // LoadSmoothing is the weight of a new capacity in a peer's estimate
 // (an exponentially weighted moving average over its reports): reports
-// come every 100 ms or so (a Sluice server's report interval), and one window's count of calls is
-// noisy.
+// come every 100 ms or so (a Sluice server's report interval), and one
+// window's count of calls is noisy.
 const LoadSmoothing = 0.2
 
 // LoadFactors sets out[i] to the load factor of the peer whose capacity

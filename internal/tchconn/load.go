@@ -20,10 +20,10 @@ import (
 //	          digit, 1 sheddable to 4 critical_plus), 0 or absent: none
 //
 // A pair may be left out when the server does not know it. The server
-// makes one report frame for all its connections at most every
-// 100 ms (channel's loadInterval); a connection carries it after an answer, checking every
-// loadEvery answers whether a newer one is out, so that a report costs a
-// frame per connection per 100 ms at most, and nothing is
+// makes one report frame for all its connections at most every 100 ms
+// (channel's loadInterval); a connection carries it after an answer,
+// checking every loadEvery answers whether a newer one is out, so that a
+// report costs a frame per connection per 100 ms at most, and nothing is
 // allocated per answer.
 
 // Keys of a load report.
