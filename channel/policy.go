@@ -1,7 +1,6 @@
 package channel
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -171,14 +170,14 @@ func (r RetryConfig) Validate() error {
 	if err := r.Budget.Validate(); err != nil {
 		return config.Nest(err, pkg, "RetryConfig.Budget")
 	}
-	total := cmp.Or(r.BufferTotal, retryexec.DefaultBufferSize)
+	d := retryexec.BufferConfig{Total: r.BufferTotal, PerCall: r.BufferPerCall}.WithDefaults()
 	switch {
 	case r.BufferTotal < 0:
 		return config.Errorf(pkg, "RetryConfig.BufferTotal", r.BufferTotal, "must be >= 0 (0 means the default, %d)", retryexec.DefaultBufferSize)
 	case r.BufferPerCall < 0:
 		return config.Errorf(pkg, "RetryConfig.BufferPerCall", r.BufferPerCall, "must be >= 0 (0 means the default, %d, or BufferTotal if that is smaller)", retryexec.DefaultPerCallBufferLimit)
-	case r.BufferPerCall > total:
-		return config.Errorf(pkg, "RetryConfig.BufferPerCall", r.BufferPerCall, "must be at most BufferTotal (%d)", total)
+	case d.PerCall > d.Total:
+		return config.Errorf(pkg, "RetryConfig.BufferPerCall", r.BufferPerCall, "must be at most BufferTotal (%d)", d.Total)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@
 package retrybudget
 
 import (
+	"cmp"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -53,16 +54,9 @@ func New(c retry.BudgetConfig) (*Budget, error) {
 	if c.Disabled {
 		return nil, nil
 	}
-	ratio, floor, window := c.Ratio, c.MinPerSecond, c.Window
-	if ratio == 0 {
-		ratio = retry.DefaultBudgetRatio
-	}
-	if floor == 0 {
-		floor = retry.DefaultBudgetMinPerSecond
-	}
-	if window == 0 {
-		window = retry.DefaultBudgetWindow
-	}
+	ratio := cmp.Or(c.Ratio, retry.DefaultBudgetRatio)
+	floor := cmp.Or(c.MinPerSecond, retry.DefaultBudgetMinPerSecond)
+	window := cmp.Or(c.Window, retry.DefaultBudgetWindow)
 	return &Budget{width: int64(window) / slots, ratio: ratio, floor: floor, windowS: window.Seconds()}, nil
 }
 

@@ -43,8 +43,8 @@ type BufferConfig struct {
 	PerCall int64
 }
 
-// withDefaults returns c with its zero fields set to their defaults.
-func (c BufferConfig) withDefaults() BufferConfig {
+// WithDefaults returns c with its zero fields set to their defaults.
+func (c BufferConfig) WithDefaults() BufferConfig {
 	c.Total = cmp.Or(c.Total, DefaultBufferSize)
 	c.PerCall = cmp.Or(c.PerCall, min(DefaultPerCallBufferLimit, c.Total))
 	return c
@@ -54,7 +54,7 @@ func (c BufferConfig) withDefaults() BufferConfig {
 // their defaults. cfg must keep BufferConfig's rules; a Channel's comes
 // from channel.RetryConfig, whose Validate checks them.
 func NewBuffer(cfg BufferConfig) *Buffer {
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	return &Buffer{total: cfg.Total, perCall: cfg.PerCall}
 }
 
