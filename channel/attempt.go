@@ -76,7 +76,7 @@ func (c *Channel) attempt(ctx context.Context, st *callState, a *attemptSpec, n 
 	sent = true
 	m.Attempt()
 	p.Sent()
-	res, committed, err = exchange(call, a.req, into, c.o.maxResponse, c.responses)
+	res, committed, err = exchange(call, a.req, into, c.o.maxResponse, c.responses, st.argScratch())
 	code, msg := codes.OK, ""
 	// seen is the outcome as the peer and the hedging estimate see it: a
 	// response this Channel cut off for want of budget is a cut-off, which
@@ -320,8 +320,9 @@ func (a *attemptSpec) pickError(err error) *CallError {
 // bytes from budget (nil: none). A response read whole keeps its share in
 // res.held, for the call to give back; a failure gives it back at once. A
 // response refused budget is committed: the server answered, and another
-// attempt would only take budget again.
-func exchange(call *tchannel.OutboundCall, req *Request, res *Response, maxResponse int64, budget *responseBudget) (_ *Response, committed bool, _ error) {
+// attempt would only take budget again. scratch, when not nil, is where
+// the arguments are read first (see argReading.read).
+func exchange(call *tchannel.OutboundCall, req *Request, res *Response, maxResponse int64, budget *responseBudget, scratch *[firstArgCap]byte) (_ *Response, committed bool, _ error) {
 	if req.Format == tchannel.Raw {
 		if err := tchannel.NewArgWriter(call.Arg2Writer()).Write(req.Arg2); err != nil {
 			return nil, committed, err
@@ -340,7 +341,7 @@ func exchange(call *tchannel.OutboundCall, req *Request, res *Response, maxRespo
 		return nil, committed, err
 	}
 	resp := call.Response()
-	rd := argReading{left: maxResponse, budget: budget}
+	rd := argReading{left: maxResponse, budget: budget, scratch: scratch}
 	if err := rd.read(resp.Arg2Reader, &res.Arg2); err != nil {
 		rd.release()
 		return nil, errors.Is(err, ErrResponseBudget), err
@@ -365,11 +366,13 @@ func exchange(call *tchannel.OutboundCall, req *Request, res *Response, maxRespo
 
 // argReading is the reading of one response's arguments: left is how many
 // more bytes they may have (WithMaxResponseSize), held the budget they
-// took (WithResponseBudget; none if budget is nil).
+// took (WithResponseBudget; none if budget is nil), scratch the buffer
+// they are read into first (nil: none).
 type argReading struct {
-	left   int64
-	held   int64
-	budget *responseBudget
+	left    int64
+	held    int64
+	budget  *responseBudget
+	scratch *[firstArgCap]byte
 }
 
 // abandon stops reading a response whose argument r, opened by open, has
@@ -410,8 +413,18 @@ func (rd *argReading) read(open func() (tchannel.ArgReader, error), dst *[]byte)
 	}
 	// io.ReadAll's loop, asking for one byte past the limit at most (an
 	// io.LimitReader would cost an allocation per argument), and growing
-	// the buffer itself, so that budget is taken before memory is.
-	b := make([]byte, 0, firstArgCap)
+	// the buffer itself, so that budget is taken before memory is. The
+	// first firstArgCap bytes go to the scratch buffer, if there is one:
+	// an argument that fits is then copied into a buffer of its own size,
+	// where a fresh one would allocate and clear firstArgCap bytes for the
+	// few most arguments have.
+	var b []byte
+	if rd.scratch != nil {
+		b = rd.scratch[:0]
+	} else {
+		b = make([]byte, 0, firstArgCap)
+	}
+	inScratch := rd.scratch != nil
 	for {
 		if int64(len(b)) > rd.left {
 			abandon(r, open)
@@ -429,7 +442,7 @@ func (rd *argReading) read(open func() (tchannel.ArgReader, error), dst *[]byte)
 			}
 			nb := make([]byte, len(b), c+grow)
 			copy(nb, b)
-			b = nb
+			b, inScratch = nb, false
 		}
 		room := min(int64(cap(b)-len(b)), rd.left+1-int64(len(b)))
 		n, err := r.Read(b[len(b) : len(b)+int(room)])
@@ -443,6 +456,10 @@ func (rd *argReading) read(open func() (tchannel.ArgReader, error), dst *[]byte)
 		}
 	}
 	rd.left -= int64(len(b)) // read to the end: nothing is left
+	if inScratch {
+		// The scratch buffer is the call's; the argument is the caller's.
+		b = append(make([]byte, 0, len(b)), b...)
+	}
 	*dst = b
 	return r.Close()
 }

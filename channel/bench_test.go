@@ -322,7 +322,7 @@ func BenchmarkRawCallPartsPaired(b *testing.B) {
 				return err
 			}
 			var res Response
-			_, _, err = exchange(call, req, &res, defaultMaxResponseSize, c.responses)
+			_, _, err = exchange(call, req, &res, defaultMaxResponseSize, c.responses, nil)
 			return err
 		})
 	})

@@ -65,6 +65,23 @@ type callState struct {
 	resBuf   Response  // the first successful attempt's response
 
 	frontReq Request // CallRaw's and CallJSON's request
+
+	// scratch is where sequential attempts read a response's arguments
+	// first (argScratch); a recycled state keeps it.
+	scratch *[firstArgCap]byte
+}
+
+// argScratch returns the buffer an attempt reads its response's arguments
+// into first, or nil when attempts may run at once (hedging), which would
+// share it.
+func (st *callState) argScratch() *[firstArgCap]byte {
+	if st.concurrent {
+		return nil
+	}
+	if st.scratch == nil {
+		st.scratch = new([firstArgCap]byte)
+	}
+	return st.scratch
 }
 
 // lock locks st.mu when attempts may run at once (hedging). Without
@@ -305,9 +322,10 @@ func (st *callState) try(ctx context.Context, a retryexec.Attempt) retryexec.Out
 		}
 	}
 	if err == nil {
-		o := retryexec.Outcome{}
-		st.paceOutcome(res, &o, a.Number)
-		return o
+		// Apart from the failures' outcome, which pacing may change: taking
+		// its address would cost every call an allocation.
+		st.paceResponse(res)
+		return retryexec.Outcome{}
 	}
 	ce := err.(*CallError)
 	o := retryexec.Outcome{Err: ce, Code: ce.Code, Committed: committed}
@@ -321,6 +339,6 @@ func (st *callState) try(ctx context.Context, a retryexec.Attempt) retryexec.Out
 		o.Pushback, ce.Message = retryexec.PushbackFromMessage(ce.Message)
 		o.DeclinedEarly = ce.Code == codes.Declined && decline.Early(ce.Message)
 	}
-	st.paceOutcome(nil, &o, a.Number)
+	st.paceFailure(&o, a.Number)
 	return o
 }

@@ -53,7 +53,8 @@ func (c *Channel) frontDone(st *callState, o *callOptions, err error) {
 	case err != nil || (o != nil && o.info != nil):
 		st.frontReq = Request{}
 	default:
-		*st = callState{} // keeps no peer, Channel or buffer alive
+		scratch := st.scratch
+		*st = callState{scratch: scratch} // keeps no peer, Channel or buffer alive
 		c.states.Put(st)
 	}
 }

@@ -668,7 +668,7 @@ func TestAttemptMovesOnWhenTheConnectionIsGone(t *testing.T) {
 		t.Errorf("pending: %d on the peer whose connection was gone, %d on the one the attempt began on; want 0 and 1", gone.Pending(), p.Pending())
 	}
 	var res Response
-	_, _, err = exchange(call, req, &res, defaultMaxResponseSize, nil)
+	_, _, err = exchange(call, req, &res, defaultMaxResponseSize, nil, nil)
 	if err != nil {
 		t.Fatalf("exchange: %v", err)
 	}

@@ -181,16 +181,19 @@ func (p *pacer) busy(c *Channel, method string, o *retryexec.Outcome, b backoff.
 
 func (p *pacer) debugMode() bool { return p.cfg.Debug }
 
-// paceOutcome applies the service's pacing to one attempt's result.
-func (st *callState) paceOutcome(res *Response, o *retryexec.Outcome, n int) {
+// paceResponse applies the service's pacing to a successful attempt's
+// response: its rate-limit headers.
+func (st *callState) paceResponse(res *Response) {
+	if p := st.pol.pacer; p != nil {
+		p.response(st.c, st.spec.method, res.Headers)
+	}
+}
+
+// paceFailure applies the service's pacing to a failed attempt's outcome
+// o: a Busy answer waits as its rate-limit headers and the backoff say.
+func (st *callState) paceFailure(o *retryexec.Outcome, n int) {
 	p := st.pol.pacer
 	if p == nil {
-		return
-	}
-	if o.Err == nil {
-		if res != nil {
-			p.response(st.c, st.spec.method, res.Headers)
-		}
 		return
 	}
 	ce, ok := o.Err.(*CallError)

@@ -96,7 +96,7 @@ func (b *responseBudget) spent(n int64) error {
 		"(raise WithResponseBudget, or make fewer large calls at once)", ErrResponseBudget, b.held.Load(), b.limit, n)
 }
 
-// firstArgCap is the capacity readResponseArg starts an argument with,
+// firstArgCap is the capacity argReading.read starts an argument with,
 // which takes no budget.
 const firstArgCap = 512
 

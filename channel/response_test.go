@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -242,5 +244,91 @@ func TestResponseBudgetOption(t *testing.T) {
 			t.Errorf("budget %d, want %d", got, tt.want)
 		}
 		c.Close()
+	}
+}
+
+// TestResponsesOwnTheirArguments: a response's arguments are the caller's
+// alone, whatever their size around the buffer a call reads them into
+// first (firstArgCap), whether the call's state is recycled for the next
+// call or hedged attempts read at once: later calls, sequential or
+// concurrent, never change them. Read by sequential attempts, a small
+// argument holds about its own size, not firstArgCap bytes.
+func TestResponsesOwnTheirArguments(t *testing.T) {
+	srv, err := New("kv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	// "fill": Arg3 is a byte and a decimal size; both answered arguments
+	// are that many of that byte.
+	srv.RegisterRaw("fill", func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
+		n, err := strconv.Atoi(string(req.Arg3[1:]))
+		if err != nil {
+			return nil, err
+		}
+		b := bytes.Repeat(req.Arg3[:1], n)
+		return &RawResponse{Arg2: b, Arg3: b}, nil
+	})
+	if err := srv.ListenAndServe("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	hedged := mustConfig(t, `{"methodConfig":[{"name":[{"service":"kv"}],
+	  "hedgingPolicy":{"maxAttempts":2,"hedgingDelay":"0s","nonFatalStatusCodes":["BUSY"]}}]}`)
+	for _, tc := range []struct {
+		name  string
+		opts  []Option
+		small bool // small arguments hold about their own size
+	}{{"sequential attempts", nil, true}, {"hedged attempts", []Option{WithServiceConfig(hedged)}, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := New("client", tc.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			kv := to(c, "kv")
+			if err := kv.AddPeer(srv.HostPort()); err != nil {
+				t.Fatal(err)
+			}
+			call := func(fill byte, n int) *RawResponse {
+				res, err := kv.CallRaw(ctxTimeout(t), "fill", nil, []byte(fmt.Sprintf("%c%d", fill, n)))
+				if err != nil {
+					t.Errorf("a response of %d bytes: %v", n, err)
+					return nil
+				}
+				return res
+			}
+			check := func(res *RawResponse, fill byte, n int) {
+				if res == nil {
+					return
+				}
+				for _, arg := range [][]byte{res.Arg2, res.Arg3} {
+					if len(arg) != n || bytes.Count(arg, []byte{fill}) != n {
+						t.Errorf("a response of %d bytes of %q reads %q after later calls", n, fill, arg)
+					}
+				}
+			}
+			sizes := []int{0, 1, 5, firstArgCap - 1, firstArgCap, firstArgCap + 1, 5000}
+			var kept []*RawResponse
+			for i, n := range sizes {
+				kept = append(kept, call(byte('a'+i), n))
+			}
+			for i, n := range sizes {
+				check(kept[i], byte('a'+i), n)
+			}
+			if res := kept[2]; tc.small && res != nil && cap(res.Arg3) >= 64 {
+				t.Errorf("a 5-byte argument holds %d bytes", cap(res.Arg3))
+			}
+			var wg sync.WaitGroup
+			for g := range 8 {
+				wg.Go(func() {
+					for i := range 50 {
+						n := sizes[(g+i)%len(sizes)]
+						fill := byte('A' + g)
+						check(call(fill, n), fill, n)
+					}
+				})
+			}
+			wg.Wait()
+		})
 	}
 }

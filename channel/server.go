@@ -229,6 +229,12 @@ func (g *guarded) release(call *tchannel.InboundCall, ad *admitted) {
 var errConnBusy = tchannel.NewSystemError(tchannel.ErrCodeBusy,
 	"server busy: this connection has too many calls in flight; wait for their answers before sending more")
 
+// rawArgBuf is the size of the pooled buffers raw requests are read into
+// first (rawHandler.serve): about the largest small request.
+const rawArgBuf = 512
+
+var rawArgBufs = sync.Pool{New: func() any { return new([rawArgBuf]byte) }}
+
 // rawHandler serves a RawHandler, behind the inbound middleware mw if
 // there is one.
 type rawHandler struct {
@@ -242,12 +248,19 @@ func (r *rawHandler) Handle(ctx context.Context, call *tchannel.InboundCall) { r
 
 // serve serves call and says how it answered (answerer).
 func (r *rawHandler) serve(ctx context.Context, call *tchannel.InboundCall) answer {
-	// The handler owns the arguments: read them into a buffer of their own
-	// (one, for small requests), not a pooled one.
-	args, n2, failed := readArgs(call, make([]byte, 0, 512), r.limit, r.stats)
+	// The handler owns the arguments. Small ones are read into a pooled
+	// buffer and copied into one of their own size; larger ones outgrow
+	// it into a buffer of their own as they are read.
+	sc := rawArgBufs.Get().(*[rawArgBuf]byte)
+	args, n2, failed := readArgs(call, sc[:0], r.limit, r.stats)
 	if failed != codes.OK {
+		rawArgBufs.Put(sc)
 		return answered(failed, false)
 	}
+	if cap(args) == len(sc) { // still the pooled buffer: outgrown, it would be larger
+		args = append(make([]byte, 0, len(args)), args...)
+	}
+	rawArgBufs.Put(sc)
 	req := &RawRequest{Caller: call.CallerName(), Method: call.MethodString(), Arg2: args[:n2:n2], Arg3: args[n2:]}
 	var (
 		res *RawResponse

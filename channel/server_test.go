@@ -8,6 +8,7 @@ import (
 	"maps"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/opentracing/opentracing-go"
@@ -497,5 +498,83 @@ func TestClosingServerDeclinesEarly(t *testing.T) {
 				t.Errorf("serverCalls(scope) = %v, want %v", got, 1)
 			}
 		})
+	}
+}
+
+// TestRawHandlerOwnsItsArguments: a raw handler may keep a request's
+// arguments: later requests, of any size around the buffer requests are
+// read into first (rawArgBuf), sequential or concurrent, never change
+// them. Small arguments hold about their own size.
+func TestRawHandlerOwnsItsArguments(t *testing.T) {
+	srv, err := New("kv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	var (
+		mu   sync.Mutex
+		kept = map[string]*RawRequest{} // by arg2, the request's name
+	)
+	if err := srv.RegisterRaw("keep", func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
+		mu.Lock()
+		kept[string(req.Arg2)] = req
+		mu.Unlock()
+		return &RawResponse{}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.ListenAndServe("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	// Arg2 names the request and fills it to n2 bytes; arg3 is n3 bytes
+	// of the name's first byte.
+	type sent struct{ arg2, arg3 []byte }
+	var all []sent
+	request := func(name string, n2, n3 int) sent {
+		arg2 := []byte(name)
+		arg2 = append(arg2, bytes.Repeat([]byte{'.'}, max(0, n2-len(arg2)))...)
+		return sent{arg2, bytes.Repeat(arg2[:1], n3)}
+	}
+	sizes := []int{0, 1, 5, rawArgBuf - 40, rawArgBuf, rawArgBuf + 1, 5000}
+	for i, n := range sizes {
+		all = append(all, request(fmt.Sprintf("%c-seq-%d", 'a'+i, i), 20, n), request(fmt.Sprintf("%c-big2-%d", 'a'+i, i), rawArgBuf+n, n))
+	}
+	for g := range 8 {
+		for i := range 40 {
+			all = append(all, request(fmt.Sprintf("%c-par-%d-%d", 'A'+g, g, i), 20, sizes[(g+i)%len(sizes)]))
+		}
+	}
+	send := func(r sent) {
+		if _, _, _, err := raw.Call(ctxTimeout(t), plainClient(t, nil), srv.HostPort(), "kv", "keep", r.arg2, r.arg3); err != nil {
+			t.Errorf("request %.12q: %v", r.arg2, err)
+		}
+	}
+	seq := 2 * len(sizes)
+	for _, r := range all[:seq] {
+		send(r)
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for _, r := range all[seq+40*g : seq+40*(g+1)] {
+				send(r)
+			}
+		})
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, r := range all {
+		req := kept[string(r.arg2)]
+		if req == nil {
+			t.Errorf("request %.12q: the handler never saw it", r.arg2)
+			continue
+		}
+		if !bytes.Equal(req.Arg3, r.arg3) {
+			t.Errorf("request %.12q: its arg3 (%d bytes) reads %.20q... after later requests", r.arg2, len(r.arg3), req.Arg3)
+		}
+	}
+	if req := kept[string(all[2].arg2)]; req != nil && cap(req.Arg2)+cap(req.Arg3) >= 64 {
+		t.Errorf("a request of %d bytes holds %d", len(req.Arg2)+len(req.Arg3), cap(req.Arg2)+cap(req.Arg3))
 	}
 }
