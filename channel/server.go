@@ -453,9 +453,10 @@ type ShedConfig struct {
 	// before its handler runs, and counted in stats.ServerRefused (reason
 	// stats.ReasonDeadline). The expected service time is the 5% quantile
 	// of the method's last 64 handler latencies measured (once there are
-	// 32, one request in 8 is measured), and nothing is refused before 32
-	// have been; a method expected to take under 0.5 ms is not checked
-	// (its requests are spared a clock read).
+	// 32, one request in 64 is measured, one in 8 with server metrics on,
+	// which time every request), and nothing is refused before 32 have
+	// been; a method expected to take under 0.5 ms is not checked (its
+	// requests are spared a clock read).
 	//
 	// The admission is on by default because it refuses only work that is
 	// doomed: a request given less time than all but 1 in 20 of the
