@@ -45,14 +45,15 @@ func plainRawCall(b *testing.B, ctx context.Context, hp string) func() error {
 
 // sluiceClient returns a Sluice channel with the server at hp as its peer
 // of "kv".
-func sluiceClient(b *testing.B, hp string, opts ...Option) *Channel {
+func sluiceClient(tb testing.TB, hp string, opts ...Option) *Channel {
+	tb.Helper()
 	c, err := New("sluice-client", opts...)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.Cleanup(c.Close)
+	tb.Cleanup(c.Close)
 	if err := to(c, "kv").AddPeer(hp); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return c
 }

@@ -280,15 +280,7 @@ func TestResponsesOwnTheirArguments(t *testing.T) {
 		small bool // small arguments hold about their own size
 	}{{"sequential attempts", nil, true}, {"hedged attempts", []Option{WithServiceConfig(hedged)}, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := New("client", tc.opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			kv := to(c, "kv")
-			if err := kv.AddPeer(srv.HostPort()); err != nil {
-				t.Fatal(err)
-			}
+			kv := to(sluiceClient(t, srv.HostPort(), tc.opts...), "kv")
 			call := func(fill byte, n int) *RawResponse {
 				res, err := kv.CallRaw(ctxTimeout(t), "fill", nil, []byte(fmt.Sprintf("%c%d", fill, n)))
 				if err != nil {
