@@ -257,7 +257,7 @@ func (r *rawHandler) serve(ctx context.Context, call *tchannel.InboundCall) answ
 		rawArgBufs.Put(sc)
 		return answered(failed, false)
 	}
-	if cap(args) == len(sc) { // still the pooled buffer: outgrown, it would be larger
+	if &args[:cap(args)][0] == &sc[0] { // not outgrown: still the pooled buffer
 		args = append(make([]byte, 0, len(args)), args...)
 	}
 	rawArgBufs.Put(sc)
