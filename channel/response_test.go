@@ -8,12 +8,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluice-rpc/sluice/balance"
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
+	"github.com/sluice-rpc/sluice/retry"
 	"github.com/uber/tchannel-go"
 	"github.com/uber/tchannel-go/raw"
 )
@@ -254,34 +256,51 @@ func TestResponseBudgetOption(t *testing.T) {
 // concurrent, never change them. Read by sequential attempts, a small
 // argument holds about its own size, not firstArgCap bytes.
 func TestResponsesOwnTheirArguments(t *testing.T) {
-	srv, err := New("kv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	// "fill": Arg3 is a byte and a decimal size; both answered arguments
-	// are that many of that byte.
-	srv.RegisterRaw("fill", func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
-		n, err := strconv.Atoi(string(req.Arg3[1:]))
+	// Two servers of "fill": Arg3 is a byte and a decimal size; both
+	// answered arguments are that many of that byte.
+	var served atomic.Int64
+	fillServer := func() string {
+		srv, err := New("kv")
 		if err != nil {
-			return nil, err
+			t.Fatal(err)
 		}
-		b := bytes.Repeat(req.Arg3[:1], n)
-		return &RawResponse{Arg2: b, Arg3: b}, nil
-	})
-	if err := srv.ListenAndServe("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
+		t.Cleanup(srv.Close)
+		if err := srv.RegisterRaw("fill", func(ctx context.Context, req *RawRequest) (*RawResponse, error) {
+			served.Add(1)
+			n, err := strconv.Atoi(string(req.Arg3[1:]))
+			if err != nil {
+				return nil, err
+			}
+			b := bytes.Repeat(req.Arg3[:1], n)
+			return &RawResponse{Arg2: b, Arg3: b}, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.ListenAndServe("127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		return srv.HostPort()
 	}
-	hedged := mustConfig(t, `{"methodConfig":[{"name":[{"service":"kv"}],
-	  "hedgingPolicy":{"maxAttempts":2,"hedgingDelay":"0s","nonFatalStatusCodes":["BUSY"]}}]}`)
+	hps := []string{fillServer(), fillServer()}
+	// Every call hedged at once to the other server (no retry budget to
+	// hold hedges back): its two attempts read their responses at once.
+	hedged := []Option{WithServiceConfig(mustConfig(t, `{"methodConfig":[{"name":[{"service":"kv"}],
+	  "hedgingPolicy":{"maxAttempts":2,"hedgingDelay":"0s","nonFatalStatusCodes":["BUSY"]}}]}`)),
+		WithRetries(RetryConfig{Budget: retry.BudgetConfig{Disabled: true}})}
 	for _, tc := range []struct {
-		name  string
-		opts  []Option
-		small bool // small arguments hold about their own size
-	}{{"sequential attempts", nil, true}, {"hedged attempts", []Option{WithServiceConfig(hedged)}, false}} {
+		name   string
+		opts   []Option
+		hedged bool // every call sends two attempts; else small arguments hold about their own size
+	}{{"sequential attempts", nil, false}, {"hedged attempts", hedged, true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			kv := to(sluiceClient(t, srv.HostPort(), tc.opts...), "kv")
+			kv := to(sluiceClient(t, hps[0], tc.opts...), "kv")
+			if err := kv.AddPeer(hps[1]); err != nil {
+				t.Fatal(err)
+			}
+			before := served.Load()
+			var calls atomic.Int64
 			call := func(fill byte, n int) *RawResponse {
+				calls.Add(1)
 				res, err := kv.CallRaw(ctxTimeout(t), "fill", nil, []byte(fmt.Sprintf("%c%d", fill, n)))
 				if err != nil {
 					t.Errorf("a response of %d bytes: %v", n, err)
@@ -307,7 +326,7 @@ func TestResponsesOwnTheirArguments(t *testing.T) {
 			for i, n := range sizes {
 				check(kept[i], byte('a'+i), n)
 			}
-			if res := kept[2]; tc.small && res != nil && cap(res.Arg3) >= 64 {
+			if res := kept[2]; !tc.hedged && res != nil && cap(res.Arg3) >= 64 {
 				t.Errorf("a 5-byte argument holds %d bytes", cap(res.Arg3))
 			}
 			var wg sync.WaitGroup
@@ -321,6 +340,9 @@ func TestResponsesOwnTheirArguments(t *testing.T) {
 				})
 			}
 			wg.Wait()
+			if got, n := served.Load()-before, calls.Load(); tc.hedged && got < n*3/2 {
+				t.Errorf("%d calls reached the servers %d times: the hedges were not sent", n, got)
+			}
 		})
 	}
 }
