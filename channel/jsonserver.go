@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/decline"
+	"github.com/sluice-rpc/sluice/internal/jsonheaders"
 
 	"github.com/uber/tchannel-go"
 	tjson "github.com/uber/tchannel-go/json"
@@ -163,8 +165,11 @@ func (h *jsonHandler) serve(tctx context.Context, call *tchannel.InboundCall) an
 	}
 	var headers map[string]string
 	if len(buf) > 0 { // TChannel allows an empty argument for no headers
-		if err := json.Unmarshal(buf, &headers); err != nil {
-			return h.malformed(call, "malformed JSON request headers: %v", err)
+		var plain bool
+		if headers, plain = jsonheaders.Parse(buf); !plain {
+			if err := json.Unmarshal(buf, &headers); err != nil {
+				return h.malformed(call, "malformed JSON request headers: %v", err)
+			}
 		}
 	}
 	tctx = tchannel.ExtractInboundSpan(tctx, call, headers, h.c.tch.Tracer())
@@ -214,13 +219,69 @@ func (h *jsonHandler) respond(ctx tjson.Context, resp *tchannel.InboundCallRespo
 		_ = resp.SetApplicationError()
 		res = jsonError{Type: "error", Message: err.Error()}
 	}
-	if err := tchannel.NewArgWriter(resp.Arg2Writer()).WriteJSON(ctx.ResponseHeaders()); err != nil {
+	out := jsonOuts.Get().(*jsonOut)
+	defer out.release()
+	if err := out.headers(resp.Arg2Writer, ctx.ResponseHeaders()); err != nil {
 		return answered(codes.Cancelled, false)
 	}
-	if err := tchannel.NewArgWriter(resp.Arg3Writer()).WriteJSON(res); err != nil {
+	if err := out.value(resp.Arg3Writer, res); err != nil {
 		return answered(codes.Cancelled, false)
 	}
 	return answered(codes.OK, err != nil)
+}
+
+// jsonOut encodes a response's arguments as tchannel-go's WriteJSON does
+// (encoding/json's Encoder, a newline after the value), into a buffer
+// that serves response after response.
+type jsonOut struct {
+	buf bytes.Buffer
+	enc *json.Encoder // writes to buf
+}
+
+var jsonOuts = sync.Pool{New: func() any {
+	o := new(jsonOut)
+	o.enc = json.NewEncoder(&o.buf)
+	return o
+}}
+
+// headers writes h as the argument open opens. Plain headers, nearly all,
+// are encoded without reflection, in the same bytes (jsonheaders).
+func (o *jsonOut) headers(open func() (tchannel.ArgWriter, error), h map[string]string) error {
+	o.buf.Reset()
+	b, ok := jsonheaders.Append(o.buf.AvailableBuffer(), h)
+	if !ok {
+		return o.value(open, h)
+	}
+	o.buf.Write(b)
+	return o.send(open)
+}
+
+// value writes v as the argument open opens.
+func (o *jsonOut) value(open func() (tchannel.ArgWriter, error), v any) error {
+	o.buf.Reset()
+	if err := o.enc.Encode(v); err != nil {
+		return err
+	}
+	return o.send(open)
+}
+
+// send writes what o holds as the argument open opens.
+func (o *jsonOut) send(open func() (tchannel.ArgWriter, error)) error {
+	w, err := open()
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(o.buf.Bytes()); err != nil {
+		return err
+	}
+	return w.Close()
+}
+
+// release puts o back in the pool, unless a large response grew it.
+func (o *jsonOut) release() {
+	if o.buf.Cap() <= maxJSONBuf {
+		jsonOuts.Put(o)
+	}
 }
 
 // call runs the handler with ctx and arg, and returns its result and its

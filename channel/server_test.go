@@ -267,6 +267,58 @@ func TestJSONServerSpeaksTChannelJSON(t *testing.T) {
 	} // tchannel-go's client keeps only the text
 }
 
+// The JSON server answers in the bytes tchannel-go's JSON handler writes,
+// headers included, whether they are plain (read and written without
+// reflection) or not (left to encoding/json), for the same request.
+func TestJSONServerWritesTChannelsBytes(t *testing.T) {
+	echoHeaders := func(ctx tjson.Context, req map[string]any) (map[string]any, error) {
+		ctx.SetResponseHeaders(ctx.Headers())
+		return req, nil
+	}
+	s := startServer(t)
+	if err := s.ch.RegisterJSON(map[string]any{"sluice": echoHeaders}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tjson.Register(registrarOf(s.ch), tjson.Handlers{"tchannel": echoHeaders}, func(context.Context, error) {}); err != nil {
+		t.Fatal(err)
+	}
+	cl := plainClient(t, nil)
+	call := func(method, arg2 string) (res [2]string, err error) {
+		ctx, cancel := context.WithTimeout(context.Background(), testwait.Limit)
+		defer cancel()
+		c, err := cl.BeginCall(ctx, s.ch.HostPort(), "kv", method, &tchannel.CallOptions{Format: tchannel.JSON})
+		if err != nil {
+			return res, err
+		}
+		a2, a3, _, err := raw.WriteArgs(c, []byte(arg2), []byte(`{"n":1,"s":"<x>"}`))
+		return [2]string{string(a2), string(a3)}, err
+	}
+	for _, arg2 := range []string{
+		``,
+		`{}`,
+		`null`,
+		`{"who":"me"}`,
+		` {"b" : "2", "a":"1" ,"":""} `,
+		`{"html":"<a&b>","quote":"\"","nl":"x\ny"}`,
+		`{"lt":"<"}`, `{">":"gt"}`, `{"amp":"&"}`,
+		`{"utf8":"é","esc":"\u00e9"}`,
+		"{\"bad\":\"\xff\"}",
+		`{"a":"1","a":"2"}`,
+	} {
+		want, err := call("tchannel", arg2)
+		if err != nil {
+			t.Fatalf("tchannel-go's handler, headers %q: %v", arg2, err)
+		}
+		got, err := call("sluice", arg2)
+		if err != nil {
+			t.Fatalf("Sluice's handler, headers %q: %v", arg2, err)
+		}
+		if got != want {
+			t.Errorf("headers %q: Sluice answered %q, tchannel-go %q", arg2, got, want)
+		}
+	}
+}
+
 // The JSON server continues the caller's trace from the request headers, as
 // tchannel-go's JSON handler does.
 func TestJSONServerContinuesTheTrace(t *testing.T) {
