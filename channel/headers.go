@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/sluice-rpc/sluice/internal/jsonheaders"
 	"github.com/uber/tchannel-go"
 	tthrift "github.com/uber/tchannel-go/thrift"
 )
@@ -17,6 +18,9 @@ func encodeHeaders(format tchannel.Format, h map[string]string) ([]byte, error) 
 	case tchannel.JSON:
 		if len(h) == 0 {
 			return []byte("{}"), nil
+		}
+		if b, ok := jsonheaders.Append(nil, h); ok {
+			return b, nil
 		}
 		return json.Marshal(h)
 	case tchannel.Thrift:
@@ -36,7 +40,10 @@ func decodeHeaders(format tchannel.Format, arg2 []byte) (map[string]string, erro
 	}
 	switch format {
 	case tchannel.JSON:
-		var h map[string]string
+		h, plain := jsonheaders.Parse(arg2)
+		if plain {
+			return h, nil
+		}
 		if err := json.Unmarshal(arg2, &h); err != nil {
 			return nil, fmt.Errorf("sluice: response headers are not a JSON object of strings: %w", err)
 		}

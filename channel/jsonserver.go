@@ -252,7 +252,7 @@ func (o *jsonOut) headers(open func() (tchannel.ArgWriter, error), h map[string]
 	if !ok {
 		return o.value(open, h)
 	}
-	o.buf.Write(b)
+	o.buf.Write(append(b, '\n')) // as the Encoder ends a value
 	return o.send(open)
 }
 

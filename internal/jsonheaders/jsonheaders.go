@@ -14,13 +14,12 @@ import (
 // to encoding/json.
 const maxSorted = 16
 
-// Append appends h to dst as encoding/json's Encoder writes it (keys in
-// order, a newline after the object; "null" for a nil map) and reports
-// true, or returns dst unchanged and false if a key or value is not plain
-// or h has more than 16 entries.
+// Append appends h to dst as json.Marshal writes it (keys in order;
+// "null" for a nil map) and reports true, or returns dst unchanged and
+// false if a key or value is not plain or h has more than 16 entries.
 func Append(dst []byte, h map[string]string) ([]byte, bool) {
 	if h == nil {
-		return append(dst, "null\n"...), true
+		return append(dst, "null"...), true
 	}
 	if len(h) > maxSorted {
 		return dst, false
@@ -45,7 +44,7 @@ func Append(dst []byte, h map[string]string) ([]byte, bool) {
 		out = append(out, h[k]...)
 		out = append(out, '"')
 	}
-	return append(out, "}\n"...), true
+	return append(out, '}'), true
 }
 
 // plainOut reports whether encoding/json writes s between quotes as it
