@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 	"strconv"
 )
 
@@ -190,17 +191,23 @@ func pointCounts(n int, weights []float64) (counts []int, total int) {
 }
 
 // sortPoints sorts points by position, ties by owner, so a ring's order
-// does not depend on the order its points were made in.
-func sortPoints(pts []point) {
-	slices.SortFunc(pts, func(a, b point) int {
-		switch {
-		case a.pos < b.pos:
-			return -1
-		case a.pos > b.pos:
-			return 1
-		}
-		return int(a.owner) - int(b.owner)
-	})
+// does not depend on the order its points were made in. It sorts through
+// sort.Interface, whose code a program on channel links anyway:
+// slices.SortFunc would add an instance of the generic sort for points,
+// 19 KB of a program's binary (channel's TestBinarySize), to build a ring
+// of 100 members in 1.5 ms rather than 1.75 ms (BenchmarkNewRing).
+func sortPoints(pts []point) { sort.Sort(byPosition(pts)) }
+
+// byPosition orders points by position, ties by owner.
+type byPosition []point
+
+func (p byPosition) Len() int      { return len(p) }
+func (p byPosition) Swap(i, j int) { p[i], p[j] = p[j], p[i] }
+func (p byPosition) Less(i, j int) bool {
+	if p[i].pos != p[j].pos {
+		return p[i].pos < p[j].pos
+	}
+	return p[i].owner < p[j].owner
 }
 
 // Len returns the number of members.
