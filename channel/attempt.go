@@ -418,13 +418,13 @@ func (rd *argReading) read(open func() (tchannel.ArgReader, error), dst *[]byte)
 	// an argument that fits is then copied into a buffer of its own size,
 	// where a fresh one would allocate and clear firstArgCap bytes for the
 	// few most arguments have.
-	var b []byte
+	var sc, b []byte
 	if rd.scratch != nil {
-		b = rd.scratch[:0]
+		sc = rd.scratch[:]
+		b = sc[:0]
 	} else {
 		b = make([]byte, 0, firstArgCap)
 	}
-	inScratch := rd.scratch != nil
 	for {
 		if int64(len(b)) > rd.left {
 			abandon(r, open)
@@ -442,7 +442,7 @@ func (rd *argReading) read(open func() (tchannel.ArgReader, error), dst *[]byte)
 			}
 			nb := make([]byte, len(b), c+grow)
 			copy(nb, b)
-			b, inScratch = nb, false
+			b = nb
 		}
 		room := min(int64(cap(b)-len(b)), rd.left+1-int64(len(b)))
 		n, err := r.Read(b[len(b) : len(b)+int(room)])
@@ -456,10 +456,7 @@ func (rd *argReading) read(open func() (tchannel.ArgReader, error), dst *[]byte)
 		}
 	}
 	rd.left -= int64(len(b)) // read to the end: nothing is left
-	if inScratch {
-		// The scratch buffer is the call's; the argument is the caller's.
-		b = append(make([]byte, 0, len(b)), b...)
-	}
-	*dst = b
+	// The scratch buffer is the call's; the argument is the caller's.
+	*dst = ownedArg(b, sc)
 	return r.Close()
 }

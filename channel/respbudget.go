@@ -100,6 +100,17 @@ func (b *responseBudget) spent(n int64) error {
 // which takes no budget.
 const firstArgCap = 512
 
+// ownedArg returns arg, read into scratch from its start (scratch[:0]),
+// as a slice of its own: a copy of its own size if it is still in scratch,
+// which serves the next reading; arg itself if it outgrew scratch into a
+// buffer of its own, or if scratch is nil.
+func ownedArg(arg, scratch []byte) []byte {
+	if len(scratch) == 0 || cap(arg) == 0 || &arg[:cap(arg)][0] != &scratch[0] {
+		return arg
+	}
+	return append(make([]byte, 0, len(arg)), arg...)
+}
+
 // nextArgCap is the capacity an argument buffer of capacity c grows to,
 // when it needs at most most bytes in all (most > c): doubling while
 // small, then by a quarter, as append does, so that a large response

@@ -257,9 +257,7 @@ func (r *rawHandler) serve(ctx context.Context, call *tchannel.InboundCall) answ
 		rawArgBufs.Put(sc)
 		return answered(failed, false)
 	}
-	if &args[:cap(args)][0] == &sc[0] { // not outgrown: still the pooled buffer
-		args = append(make([]byte, 0, len(args)), args...)
-	}
+	args = ownedArg(args, sc[:])
 	rawArgBufs.Put(sc)
 	req := &RawRequest{Caller: call.CallerName(), Method: call.MethodString(), Arg2: args[:n2:n2], Arg3: args[n2:]}
 	var (
