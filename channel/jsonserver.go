@@ -219,59 +219,63 @@ func (h *jsonHandler) respond(ctx tjson.Context, resp *tchannel.InboundCallRespo
 		_ = resp.SetApplicationError()
 		res = jsonError{Type: "error", Message: err.Error()}
 	}
+	// Both arguments are encoded before either is sent: a result that
+	// JSON cannot encode (a NaN, a channel) is answered UNEXPECTED, not
+	// left half sent for the caller to wait out.
 	out := jsonOuts.Get().(*jsonOut)
 	defer out.release()
-	if err := out.headers(resp.Arg2Writer, ctx.ResponseHeaders()); err != nil {
-		return answered(codes.Cancelled, false)
+	if encErr := out.encode(ctx.ResponseHeaders(), res); encErr != nil {
+		_ = resp.SendSystemError(tchannel.NewSystemError(tchannel.ErrCodeUnexpected,
+			"the handler's result cannot be encoded as JSON: %v", encErr))
+		return answered(codes.Unexpected, false)
 	}
-	if err := out.value(resp.Arg3Writer, res); err != nil {
+	if writeArg(resp.Arg2Writer, out.hdr) != nil || writeArg(resp.Arg3Writer, out.body.Bytes()) != nil {
 		return answered(codes.Cancelled, false)
 	}
 	return answered(codes.OK, err != nil)
 }
 
-// jsonOut encodes a response's arguments as tchannel-go's WriteJSON does
-// (encoding/json's Encoder, a newline after the value), into a buffer
-// that serves response after response.
+// jsonOut is a response's arguments encoded as tchannel-go's WriteJSON
+// encodes them (encoding/json's Encoder: a newline after each value), in
+// buffers that serve response after response.
 type jsonOut struct {
-	buf bytes.Buffer
-	enc *json.Encoder // writes to buf
+	hdr  []byte
+	body bytes.Buffer
+	enc  *json.Encoder // writes to body
 }
 
 var jsonOuts = sync.Pool{New: func() any {
 	o := new(jsonOut)
-	o.enc = json.NewEncoder(&o.buf)
+	o.enc = json.NewEncoder(&o.body)
 	return o
 }}
 
-// headers writes h as the argument open opens. Plain headers, nearly all,
-// are encoded without reflection, in the same bytes (jsonheaders).
-func (o *jsonOut) headers(open func() (tchannel.ArgWriter, error), h map[string]string) error {
-	o.buf.Reset()
-	b, ok := jsonheaders.Append(o.buf.AvailableBuffer(), h)
-	if !ok {
-		return o.value(open, h)
-	}
-	o.buf.Write(append(b, '\n')) // as the Encoder ends a value
-	return o.send(open)
-}
-
-// value writes v as the argument open opens.
-func (o *jsonOut) value(open func() (tchannel.ArgWriter, error), v any) error {
-	o.buf.Reset()
+// encode encodes the headers h and the result v. Plain headers, nearly
+// all, are encoded without reflection, in the same bytes (jsonheaders).
+func (o *jsonOut) encode(h map[string]string, v any) error {
+	o.body.Reset()
 	if err := o.enc.Encode(v); err != nil {
 		return err
 	}
-	return o.send(open)
+	hdr, ok := jsonheaders.Append(o.hdr[:0], h)
+	if !ok {
+		b, err := json.Marshal(h) // as the Encoder, but for the newline
+		if err != nil {
+			return err
+		}
+		hdr = append(o.hdr[:0], b...)
+	}
+	o.hdr = append(hdr, '\n')
+	return nil
 }
 
-// send writes what o holds as the argument open opens.
-func (o *jsonOut) send(open func() (tchannel.ArgWriter, error)) error {
+// writeArg writes b as the argument open opens.
+func writeArg(open func() (tchannel.ArgWriter, error), b []byte) error {
 	w, err := open()
 	if err != nil {
 		return err
 	}
-	if _, err := w.Write(o.buf.Bytes()); err != nil {
+	if _, err := w.Write(b); err != nil {
 		return err
 	}
 	return w.Close()
@@ -279,7 +283,7 @@ func (o *jsonOut) send(open func() (tchannel.ArgWriter, error)) error {
 
 // release puts o back in the pool, unless a large response grew it.
 func (o *jsonOut) release() {
-	if o.buf.Cap() <= maxJSONBuf {
+	if o.body.Cap() <= maxJSONBuf && cap(o.hdr) <= maxJSONBuf {
 		jsonOuts.Put(o)
 	}
 }

@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/opentracing/opentracing-go"
 	"github.com/opentracing/opentracing-go/mocktracer"
+	"github.com/sluice-rpc/sluice/codes"
 	"github.com/sluice-rpc/sluice/internal/decline"
 	"github.com/sluice-rpc/sluice/internal/testkit/testwait"
 	"github.com/sluice-rpc/sluice/stats"
@@ -316,6 +319,38 @@ func TestJSONServerWritesTChannelsBytes(t *testing.T) {
 		if got != want {
 			t.Errorf("headers %q: Sluice answered %q, tchannel-go %q", arg2, got, want)
 		}
+	}
+}
+
+// A result JSON cannot encode is answered UNEXPECTED at once, naming the
+// encoding error, not left half sent for the caller to wait out its
+// deadline; the server serves the next request as before.
+func TestJSONServerAnswersAnUnencodableResult(t *testing.T) {
+	s := startServer(t)
+	if err := s.ch.RegisterJSON(map[string]any{
+		"nan": func(ctx tjson.Context, req map[string]any) (map[string]any, error) {
+			ctx.SetResponseHeaders(map[string]string{"k": "v"})
+			return map[string]any{"x": math.NaN()}, nil
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	kv := to(sluiceClient(t, s.ch.HostPort()), "kv")
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Limit)
+	defer cancel()
+	start := time.Now()
+	var out map[string]any
+	err := kv.CallJSON(ctx, "nan", map[string]any{}, &out)
+	var ce *CallError
+	if !errors.As(err, &ce) || ce.Code != codes.Unexpected {
+		t.Fatalf("call error = %v after %v, want an UNEXPECTED answer", err, time.Since(start))
+	}
+	if !strings.Contains(ce.Message, "cannot be encoded as JSON") || !strings.Contains(ce.Message, "NaN") {
+		t.Errorf("message = %q, want it to say the result cannot be encoded, and why", ce.Message)
+	}
+	var res echoRes
+	if err := kv.CallJSON(ctx, "get", &echoReq{Key: "k"}, &res); err != nil || res.Key != "k" {
+		t.Errorf("the next call: %+v, %v; want key k", res, err)
 	}
 }
 
