@@ -167,3 +167,16 @@ func policyOf(c *Channel, service, method string) (*methodPolicy, error) {
 
 // registrarOf returns the registrar package thrift registers through.
 func registrarOf(c *Channel) tchannel.Registrar { return registrar{c} }
+
+// registerJSONBothWays registers the JSON handler h on c twice, both
+// behind the Channel's guard: as method sluice with RegisterJSON and as
+// method tch with tchannel-go's json.Register (what RegisterJSON was).
+func registerJSONBothWays(tb testing.TB, c *Channel, h any, sluice, tch string) {
+	tb.Helper()
+	if err := c.RegisterJSON(map[string]any{sluice: h}); err != nil {
+		tb.Fatal(err)
+	}
+	if err := tjson.Register(registrarOf(c), tjson.Handlers{tch: h}, func(context.Context, error) {}); err != nil {
+		tb.Fatal(err)
+	}
+}

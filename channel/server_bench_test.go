@@ -25,12 +25,7 @@ func benchGet(ctx tjson.Context, req *echoReq) (*echoRes, error) {
 // server's JSON handling.
 func jsonServers(b *testing.B) (sluice, tch func() error) {
 	s := startServer(b)
-	if err := s.ch.RegisterJSON(map[string]any{"get-sluice": benchGet}); err != nil {
-		b.Fatal(err)
-	}
-	if err := tjson.Register(registrarOf(s.ch), tjson.Handlers{"get-tchannel": benchGet}, func(context.Context, error) {}); err != nil {
-		b.Fatal(err)
-	}
+	registerJSONBothWays(b, s.ch, benchGet, "get-sluice", "get-tchannel")
 	ch := plainClient(b, nil)
 	ctx := benchCtx(b)
 	call := func(method string) func() error {

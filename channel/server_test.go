@@ -279,12 +279,7 @@ func TestJSONServerWritesTChannelsBytes(t *testing.T) {
 		return req, nil
 	}
 	s := startServer(t)
-	if err := s.ch.RegisterJSON(map[string]any{"sluice": echoHeaders}); err != nil {
-		t.Fatal(err)
-	}
-	if err := tjson.Register(registrarOf(s.ch), tjson.Handlers{"tchannel": echoHeaders}, func(context.Context, error) {}); err != nil {
-		t.Fatal(err)
-	}
+	registerJSONBothWays(t, s.ch, echoHeaders, "sluice", "tchannel")
 	cl := plainClient(t, nil)
 	call := func(method, arg2 string) (res [2]string, err error) {
 		ctx, cancel := context.WithTimeout(context.Background(), testwait.Limit)
