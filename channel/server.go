@@ -189,7 +189,16 @@ func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
 		}
 		ad.shed, ad.shedding = a, true
 	}
-	ans := g.serve(withInboundClass(ctx, cls, retried), call, ad.ms != nil)
+	// The Channel's own handlers are called from here, not through a
+	// function that picks one: a frame less on every request, which
+	// BenchmarkRawServerPaired/guard-off measures at about 1 point.
+	hctx := withInboundClass(ctx, cls, retried)
+	var ans answer
+	if g.own != nil {
+		ans = g.own.serve(hctx, call)
+	} else {
+		ans = g.serveOther(hctx, call, ad.ms != nil)
+	}
 	var t2 time.Time
 	if ad.ms != nil {
 		t2 = g.c.o.clock.Now()

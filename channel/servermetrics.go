@@ -70,13 +70,10 @@ func (a answer) code(ctx context.Context) codes.Code {
 	return a.c
 }
 
-// serve passes the request to the handler and returns how it was
-// answered: from the handler itself when it is the Channel's own, through
-// the context otherwise when metrics are on.
-func (g *guarded) serve(ctx context.Context, call *tchannel.InboundCall, metrics bool) answer {
-	if g.own != nil {
-		return g.own.serve(ctx, call)
-	}
+// serveOther passes the request to a handler that is not the Channel's
+// own (RegisterHandler's, tchannel-go's) and returns how it was answered,
+// as the context saw it when metrics are on (unknown when they are off).
+func (g *guarded) serveOther(ctx context.Context, call *tchannel.InboundCall, metrics bool) answer {
 	if !metrics {
 		g.h.Handle(ctx, call)
 		return answer{}
