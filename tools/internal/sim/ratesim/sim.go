@@ -48,13 +48,14 @@ func Steady() Scenario {
 		Latency: millis.Duration(DefaultLatency), Duration: millis.Duration(30 * time.Minute), StopRemaining: -1}
 }
 
-// Clear is Heroku's "time to clear workload" run: a full bucket of 4500,
-// not refilled, clients starting at 1 s of sleep and done at 10 or fewer
-// remaining.
+// Clear is Heroku's "time to clear workload" run: Steady's clients on a
+// full bucket of 4500, not refilled, starting at 1 s of sleep and done at
+// 10 or fewer remaining.
 func Clear() Scenario {
-	return Scenario{Clients: 10, Capacity: 4500, Window: 0, Start: 4500,
-		Latency: millis.Duration(DefaultLatency), Duration: millis.Duration(6 * time.Hour), StopRemaining: 10,
-		InitialSleep: millis.Duration(time.Second)}
+	s := Steady()
+	s.Window, s.Start, s.Duration = 0, 4500, millis.Duration(6*time.Hour)
+	s.StopRemaining, s.InitialSleep = 10, millis.Duration(time.Second)
+	return s
 }
 
 // DefaultLatency is a request's round trip, which the article does not
