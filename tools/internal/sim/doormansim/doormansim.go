@@ -1,11 +1,10 @@
 // Package doormansim runs Doorman server trees in virtual time: the real
-// leasing server and client on a fake clock, over an in-memory transport
-// that calls the servers' RPC methods directly, driven by one event loop.
-// It measures how much of a resource's capacity the clients hold while
-// demands change, servers crash and masters fail over, and how far the
-// total overshoots the capacity. Only the network is modelled: it delivers
-// every RPC at once, except to a server that is down (codes.Unavailable).
-// The same Scenario and seed give the same figures to the last digit.
+// leasing server and client on a fake clock, driven by one event loop,
+// over an in-memory network that delivers every RPC at once, except to a
+// server that is down (codes.Unavailable). It measures how much of a
+// resource's capacity the clients hold while demands change, servers crash
+// and masters fail over, and how far they overshoot it. The same Scenario
+// and seed give the same figures to the last digit.
 package doormansim
 
 import (
@@ -623,14 +622,10 @@ func (s *sim) schedule(tk *time.Time, t time.Time, fn func()) {
 	})
 }
 
-// stop stops the servers.
+// stop stops the servers that are up.
 func (s *sim) stop() {
-	for _, n := range s.nodes {
-		for _, sv := range n.servers {
-			if sv.s != nil {
-				sv.s.Stop()
-			}
-		}
+	for _, sv := range s.up {
+		sv.s.Stop()
 	}
 }
 
