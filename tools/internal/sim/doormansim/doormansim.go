@@ -15,7 +15,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -360,9 +359,8 @@ func (s *sim) now() time.Duration { return s.clk.Now().Sub(epoch) }
 func (s *sim) build() error {
 	root := &node{name: "root", master: 0}
 	s.nodes = append(s.nodes, root)
-	for i := 0; i < 2; i++ {
-		e := &election{ready: make(chan struct{})}
-		sv := &srv{addr: "root-" + string(rune('a'+i)), n: root, election: e}
+	for _, addr := range []string{"root-a", "root-b"} {
+		sv := &srv{addr: addr, n: root, election: &election{ready: make(chan struct{})}}
 		root.servers = append(root.servers, sv)
 		if err := s.start(sv); err != nil {
 			return err
@@ -370,13 +368,13 @@ func (s *sim) build() error {
 	}
 	s.elect(0)
 	level := []*node{root}
-	for l, f := range s.sc.Fanout {
+	for _, f := range s.sc.Fanout {
 		var next []*node
 		for _, p := range level {
-			for i := 0; i < f; i++ {
+			for i := range f {
 				n := &node{name: fmt.Sprintf("%s/%d", p.name, i+1), parent: p}
-				if l == 0 {
-					n.name = "n" + strconv.Itoa(i+1)
+				if p == root {
+					n.name = fmt.Sprintf("n%d", i+1)
 				}
 				sv := &srv{addr: n.name, n: n}
 				n.servers = []*srv{sv}
@@ -390,7 +388,7 @@ func (s *sim) build() error {
 		level = next
 	}
 	for _, leaf := range level {
-		for i := 0; i < s.sc.Clients; i++ {
+		for i := range s.sc.Clients {
 			if err := s.addClient(leaf, i); err != nil {
 				return err
 			}
