@@ -518,22 +518,8 @@ func fromWire(spec compile.TypeSpec, w wire.Value) (any, error) {
 		return nil, fmt.Errorf("want %s (%v), got %v", spec.ThriftName(), root.TypeCode(), w.Type())
 	}
 	switch s := root.(type) {
-	case *compile.BoolSpec:
-		return w.GetBool(), nil
-	case *compile.I8Spec:
-		return w.GetI8(), nil
-	case *compile.I16Spec:
-		return w.GetI16(), nil
-	case *compile.I32Spec:
-		return w.GetI32(), nil
-	case *compile.I64Spec:
-		return w.GetI64(), nil
-	case *compile.DoubleSpec:
-		return w.GetDouble(), nil
 	case *compile.StringSpec:
 		return w.GetString(), nil
-	case *compile.BinarySpec:
-		return w.GetBinary(), nil
 	case *compile.EnumSpec:
 		n := w.GetI32()
 		for _, it := range s.Items {
@@ -584,7 +570,7 @@ func fromWire(spec compile.TypeSpec, w wire.Value) (any, error) {
 		})
 		return out, err
 	}
-	return nil, fmt.Errorf("type %s is not supported", spec.ThriftName())
+	return w.Get(), nil // a bool, a number or a binary's []byte
 }
 
 func fromList(spec compile.TypeSpec, l wire.ValueList) ([]any, error) {

@@ -108,11 +108,19 @@ type Second struct {
 
 // The design's phases.
 const (
-	busySeconds    = 9  // seconds 1..9 carry busy responses
-	recoverFrom    = 11 // recovery is watched from second 11
-	recoverGiveUp  = 30 // past this second the run has failed to converge
-	startOfRecover = 10 // speed is measured from here
+	busySeconds   = 9  // seconds 1..9 carry busy responses
+	recoverFrom   = 11 // recovery is watched from second 11, its speed counted from 10
+	recoverGiveUp = 30 // past this second the run has failed to converge
 )
+
+// line is s as the design prints it.
+func (s Second) line() string {
+	mark := "---"
+	if s.Recovering {
+		mark = "+++"
+	}
+	return fmt.Sprintf("    %s time=%d rps=%d throttled=%d busy=%d limit=%d\n", mark, s.Time, s.RPS, s.Throttled, s.Busy, s.Limit)
+}
 
 // Run simulates scenario s with a limiter configured by cfg and writes the
 // design's report to w.
@@ -120,8 +128,7 @@ func Run(w io.Writer, cfg busy.Config, s Scenario) (Result, error) {
 	if err := s.Validate(); err != nil {
 		return Result{}, err
 	}
-	start := time.Unix(0, 0)
-	clk := clock.NewFake(start)
+	clk := clock.NewFake(time.Unix(0, 0))
 	cfg.Window = time.Second
 	cfg.Clock = clk
 	l, err := busy.New(cfg)
@@ -130,7 +137,7 @@ func Run(w io.Writer, cfg busy.Config, s Scenario) (Result, error) {
 	}
 	cfg = l.Config() // zero fields filled in, for the report
 	var p strings.Builder
-	res := Result{Strategy: cfg.Strategy, StartLimit: trunc(cfg.Ceiling)}
+	res := Result{Strategy: cfg.Strategy, StartLimit: int64(cfg.Ceiling)}
 	if cfg.Strategy == busy.Constant {
 		res.RecoverValue = cfg.RecoverValue
 		fmt.Fprintf(&p, "started with recover_value: %v\n", cfg.RecoverValue)
@@ -139,48 +146,44 @@ func Run(w io.Writer, cfg busy.Config, s Scenario) (Result, error) {
 		fmt.Fprintf(&p, "started with recover_rate: %v\n", cfg.RecoverRate)
 	}
 	fmt.Fprintf(&p, "start rps=%d (%s) throttled=0 busy=%d (%s) limit=%d\n",
-		s.RPS, s.RPSPattern, s.Busy, s.BusyPattern, trunc(cfg.Ceiling))
+		s.RPS, s.RPSPattern, s.Busy, s.BusyPattern, res.StartLimit)
 
-	// send offers rate requests to the limiter in the current second and
-	// returns how many it allowed.
-	send := func(rate int) int {
-		now := clk.Now()
-		n := 0
-		for n < rate && l.AllowAt(now) {
-			n++
+	// second offers second t's requests to the limiter, records and prints
+	// it, and reports whether the limit had reached the rate.
+	second := func(t int, recovering bool) (recovered bool) {
+		rate, limit, now, sent := s.RPSPattern.At(s.RPS, t), l.Limit(), clk.Now(), 0
+		for sent < rate && l.AllowAt(now) {
+			sent++
 		}
-		return n
+		sec := Second{Time: t, Recovering: recovering, RPS: int64(sent), Throttled: int64(rate - sent), Limit: int64(limit)}
+		if recovering {
+			// The design prints this phase from the unfloored limit.
+			r := math.Min(float64(rate), limit)
+			sec.RPS, sec.Throttled = int64(r), int64(float64(rate)-r)
+		} else {
+			sec.Busy = int64(min(s.BusyPattern.At(s.Busy, t), sent))
+			for range sec.Busy {
+				l.RecordBusy()
+			}
+		}
+		res.Seconds = append(res.Seconds, sec)
+		p.WriteString(sec.line())
+		return limit >= float64(rate)
 	}
 
 	for t := 1; t <= busySeconds; t++ {
-		rate := s.RPSPattern.At(s.RPS, t)
-		limit := l.Limit()
-		sent := send(rate) // floor(min(rate, limit))
-		b := min(s.BusyPattern.At(s.Busy, t), sent)
-		for i := 0; i < b; i++ {
-			l.RecordBusy()
-		}
-		res.Seconds = append(res.Seconds, Second{Time: t, RPS: int64(sent), Throttled: int64(rate - sent), Busy: int64(b), Limit: trunc(limit)})
-		fmt.Fprintf(&p, "    --- time=%d rps=%d throttled=%d busy=%d limit=%d\n", t, sent, rate-sent, b, trunc(limit))
+		second(t, false)
 		clk.Add(time.Second)
 	}
-
-	fmt.Fprintf(&p, "    ++++ recovering\n")
+	p.WriteString("    ++++ recovering\n")
 	for t := recoverFrom; ; t++ {
-		rate := s.RPSPattern.At(s.RPS, t)
-		limit := l.Limit()
-		send(rate)
-		// The design prints this phase from the unfloored limit.
-		r := math.Min(float64(rate), limit)
-		res.Seconds = append(res.Seconds, Second{Time: t, Recovering: true, RPS: trunc(r), Throttled: trunc(float64(rate) - r), Limit: trunc(limit)})
-		fmt.Fprintf(&p, "    +++ time=%d rps=%d throttled=%d busy=0 limit=%d\n", t, trunc(r), trunc(float64(rate)-r), trunc(limit))
-		if limit >= float64(rate) {
-			fmt.Fprintf(&p, "    converged at time=%d, speed=%d\n", t, t-startOfRecover)
-			res.Converged, res.At, res.Speed = true, t, t-startOfRecover
+		if second(t, true) {
+			res.Converged, res.At, res.Speed = true, t, t-(recoverFrom-1)
+			fmt.Fprintf(&p, "    converged at time=%d, speed=%d\n", t, res.Speed)
 			break
 		}
 		if t > recoverGiveUp {
-			fmt.Fprintf(&p, "    failed to converge\n")
+			p.WriteString("    failed to converge\n")
 			break
 		}
 		clk.Add(time.Second)
@@ -202,5 +205,3 @@ func RunBoth(w io.Writer, s Scenario) ([]Result, error) {
 	}
 	return rs, nil
 }
-
-func trunc(v float64) int64 { return int64(v) }

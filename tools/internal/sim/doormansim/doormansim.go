@@ -1,11 +1,10 @@
 // Package doormansim runs Doorman server trees in virtual time: the real
-// leasing server and client on a fake clock, over an in-memory transport
-// that calls the servers' RPC methods directly, driven by one event loop.
-// It measures how much of a resource's capacity the clients hold while
-// demands change, servers crash and masters fail over, and how far the
-// total overshoots the capacity. Only the network is modelled: it delivers
-// every RPC at once, except to a server that is down (codes.Unavailable).
-// The same Scenario and seed give the same figures to the last digit.
+// leasing server and client on a fake clock, driven by one event loop,
+// over an in-memory network that delivers every RPC at once, except to a
+// server that is down (codes.Unavailable). It measures how much of a
+// resource's capacity the clients hold while demands change, servers crash
+// and masters fail over, and how far they overshoot it. The same Scenario
+// and seed give the same figures to the last digit.
 package doormansim
 
 import (
@@ -16,7 +15,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -361,9 +359,8 @@ func (s *sim) now() time.Duration { return s.clk.Now().Sub(epoch) }
 func (s *sim) build() error {
 	root := &node{name: "root", master: 0}
 	s.nodes = append(s.nodes, root)
-	for i := 0; i < 2; i++ {
-		e := &election{ready: make(chan struct{})}
-		sv := &srv{addr: "root-" + string(rune('a'+i)), n: root, election: e}
+	for _, addr := range []string{"root-a", "root-b"} {
+		sv := &srv{addr: addr, n: root, election: &election{ready: make(chan struct{})}}
 		root.servers = append(root.servers, sv)
 		if err := s.start(sv); err != nil {
 			return err
@@ -371,13 +368,13 @@ func (s *sim) build() error {
 	}
 	s.elect(0)
 	level := []*node{root}
-	for l, f := range s.sc.Fanout {
+	for _, f := range s.sc.Fanout {
 		var next []*node
 		for _, p := range level {
-			for i := 0; i < f; i++ {
+			for i := range f {
 				n := &node{name: fmt.Sprintf("%s/%d", p.name, i+1), parent: p}
-				if l == 0 {
-					n.name = "n" + strconv.Itoa(i+1)
+				if p == root {
+					n.name = fmt.Sprintf("n%d", i+1)
 				}
 				sv := &srv{addr: n.name, n: n}
 				n.servers = []*srv{sv}
@@ -391,7 +388,7 @@ func (s *sim) build() error {
 		level = next
 	}
 	for _, leaf := range level {
-		for i := 0; i < s.sc.Clients; i++ {
+		for i := range s.sc.Clients {
 			if err := s.addClient(leaf, i); err != nil {
 				return err
 			}
@@ -623,14 +620,10 @@ func (s *sim) schedule(tk *time.Time, t time.Time, fn func()) {
 	})
 }
 
-// stop stops the servers.
+// stop stops the servers that are up.
 func (s *sim) stop() {
-	for _, n := range s.nodes {
-		for _, sv := range n.servers {
-			if sv.s != nil {
-				sv.s.Stop()
-			}
-		}
+	for _, sv := range s.up {
+		sv.s.Stop()
 	}
 }
 

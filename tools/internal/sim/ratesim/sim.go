@@ -48,13 +48,14 @@ func Steady() Scenario {
 		Latency: millis.Duration(DefaultLatency), Duration: millis.Duration(30 * time.Minute), StopRemaining: -1}
 }
 
-// Clear is Heroku's "time to clear workload" run: a full bucket of 4500,
-// not refilled, clients starting at 1 s of sleep and done at 10 or fewer
-// remaining.
+// Clear is Heroku's "time to clear workload" run: Steady's clients on a
+// full bucket of 4500, not refilled, starting at 1 s of sleep and done at
+// 10 or fewer remaining.
 func Clear() Scenario {
-	return Scenario{Clients: 10, Capacity: 4500, Window: 0, Start: 4500,
-		Latency: millis.Duration(DefaultLatency), Duration: millis.Duration(6 * time.Hour), StopRemaining: 10,
-		InitialSleep: millis.Duration(time.Second)}
+	s := Steady()
+	s.Window, s.Start, s.Duration = 0, 4500, millis.Duration(6*time.Hour)
+	s.StopRemaining, s.InitialSleep = 10, millis.Duration(time.Second)
+	return s
 }
 
 // DefaultLatency is a request's round trip, which the article does not
@@ -170,15 +171,6 @@ func (r Result) Successes() int64 {
 	return n
 }
 
-// clientEvent is a client's next send or, with receive, the answer it
-// receives.
-type clientEvent struct {
-	client  int
-	receive bool
-	ok      bool
-	hdr     map[string]string
-}
-
 // Run plays s in virtual time with one pacer of configuration c per
 // client, each with a random source derived from seed: the same inputs
 // give the same result.
@@ -196,7 +188,47 @@ func Run(s Scenario, c pacing.Config, seed uint64) (Result, error) {
 			c.Series = append(c.Series, Point{now.Sub(epoch), sl})
 		}
 	}
-	var q event.Queue[clientEvent]
+	srv := NewServer(s.Capacity, s.Start, s.Window.D(), epoch)
+	end := epoch.Add(s.Duration.D())
+	stopped := 0
+	last := epoch
+	// A client's events, each due at now: sending a request, and receiving
+	// the answer a round trip later. Each client has at most one pending.
+	var q event.Queue[func(now time.Time)]
+	var send func(i int, now time.Time)
+	receive := func(i int, now time.Time, ok bool, hdr map[string]string) {
+		last = now
+		sig, err := ratelimit.ParseHeaders(hdr, now)
+		if err != nil {
+			res.HeaderErrors++
+		}
+		var wait time.Duration
+		if ok {
+			pacers[i].OnSuccess(now, sig)
+		} else {
+			res.Clients[i].RateLimited++
+			wait = pacers[i].OnRateLimited(now, sig)
+		}
+		if s.StopRemaining >= 0 && sig.Has(pacing.FieldRemaining) && sig.Remaining <= s.StopRemaining {
+			res.Clients[i].Done = now.Sub(epoch)
+			note(i, now, 0)
+			stopped++
+			return
+		}
+		if ok {
+			wait = pacers[i].Before(now)
+		}
+		note(i, now, wait)
+		q.Push(now.Add(wait), func(now time.Time) { send(i, now) })
+	}
+	send = func(i int, now time.Time) {
+		if !now.Before(end) {
+			return // the run is over
+		}
+		ok, hdr := srv.Handle(now)
+		res.Clients[i].Requests++
+		q.Push(now.Add(s.Latency.D()), func(now time.Time) { receive(i, now, ok, hdr) })
+	}
 	for i := range pacers {
 		c.Rand = rand.New(rand.NewPCG(seed, uint64(i))).Float64
 		p, err := ratelimit.New(c)
@@ -207,58 +239,18 @@ func Run(s Scenario, c pacing.Config, seed uint64) (Result, error) {
 		res.Clients[i].Series = []Point{{0, p.Sleep()}}
 		d := p.Before(epoch)
 		note(i, epoch, d)
-		q.Push(epoch.Add(d), clientEvent{client: i})
+		q.Push(epoch.Add(d), func(now time.Time) { send(i, now) })
 	}
-	srv := NewServer(s.Capacity, s.Start, s.Window.D(), epoch)
-	end := epoch.Add(s.Duration.D())
-	stopped := 0
-	last := epoch
-	for {
-		now, e, more := q.Pop()
-		if !more {
-			break
-		}
-		i := e.client
-		switch {
-		case !e.receive:
-			if !now.Before(end) {
-				continue // the run is over
-			}
-			ok, hdr := srv.Handle(now)
-			res.Clients[i].Requests++
-			q.Push(now.Add(s.Latency.D()), clientEvent{client: i, receive: true, ok: ok, hdr: hdr})
-		default:
-			last = now
-			sig, err := ratelimit.ParseHeaders(e.hdr, now)
-			if err != nil {
-				res.HeaderErrors++
-			}
-			var wait time.Duration
-			if e.ok {
-				pacers[i].OnSuccess(now, sig)
-			} else {
-				res.Clients[i].RateLimited++
-				wait = pacers[i].OnRateLimited(now, sig)
-			}
-			if s.StopRemaining >= 0 && sig.Has(pacing.FieldRemaining) && sig.Remaining <= s.StopRemaining {
-				res.Clients[i].Done = now.Sub(epoch)
-				note(i, now, 0)
-				if stopped++; stopped == s.Clients {
-					res.End, res.Stopped = now.Sub(epoch), true
-					return res, nil
-				}
-				continue
-			}
-			if e.ok {
-				wait = pacers[i].Before(now)
-			}
-			note(i, now, wait)
-			q.Push(now.Add(wait), clientEvent{client: i})
-		}
+	for now, handle, ok := q.Pop(); ok; now, handle, ok = q.Pop() {
+		handle(now)
 	}
-	res.End = min(last.Sub(epoch), s.Duration.D())
-	if s.StopRemaining < 0 {
+	switch {
+	case stopped == s.Clients:
+		res.End, res.Stopped = last.Sub(epoch), true
+	case s.StopRemaining < 0:
 		res.End = s.Duration.D()
+	default:
+		res.End = min(last.Sub(epoch), s.Duration.D())
 	}
 	return res, nil
 }
