@@ -89,18 +89,6 @@ func (c Config) withDefaults() Config {
 // paired reports whether c's rows come in pairs, unaware and aware.
 func (c Config) paired() bool { return len(c.Mix) > 0 || c.Callers > 0 }
 
-// combinations returns the sheddings and throttlings Run runs.
-func (c Config) combinations() ([]Shedding, []bool) {
-	sheddings, throttlings := c.Sheddings, c.Throttlings
-	if sheddings == nil {
-		sheddings = []Shedding{NoShedding, FixedShedding, AdaptiveShedding}
-	}
-	if throttlings == nil {
-		throttlings = []bool{false, true}
-	}
-	return sheddings, throttlings
-}
-
 // Validate reports the first field out of range.
 func (c Config) Validate() error {
 	c = c.withDefaults()
@@ -210,11 +198,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	res.Unloaded = unloaded.Report
-	awareness := []bool{false}
+	sheddings, throttlings, awareness := cfg.Sheddings, cfg.Throttlings, []bool{false}
+	if sheddings == nil {
+		sheddings = []Shedding{NoShedding, FixedShedding, AdaptiveShedding}
+	}
+	if throttlings == nil {
+		throttlings = []bool{false, true}
+	}
 	if cfg.paired() {
 		awareness = []bool{false, true}
 	}
-	sheddings, throttlings := cfg.combinations()
 	for _, s := range sheddings {
 		for _, throttling := range throttlings {
 			for _, aware := range awareness {
