@@ -83,6 +83,9 @@ func (c Config) withDefaults() Config {
 	if c.Callers > 0 {
 		benchrun.Default(&c.HeavyFactor, 1)
 	}
+	if c.Progress == nil {
+		c.Progress = func(string) {}
+	}
 	return c
 }
 
@@ -190,7 +193,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg = cfg.withDefaults()
 	defer benchrun.SetGCPercent(cfg.GCPercent)()
 	res := &Result{Config: cfg}
-	cfg.progress("unloaded: a quarter of the capacity, no shedding")
+	cfg.Progress("unloaded: a quarter of the capacity, no shedding")
 	base := cfg
 	base.Mix, base.Callers, base.HeavyFactor = nil, 0, 0
 	unloaded, err := runOne(ctx, base, NoShedding, false, false, 0.25)
@@ -218,7 +221,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				if cfg.paired() {
 					what += ", " + awareNames[aware][0]
 				}
-				cfg.progress(what)
+				cfg.Progress(what)
 				row, err := runOne(ctx, cfg, s, throttling, aware, cfg.Load)
 				if err != nil {
 					return nil, err
@@ -235,12 +238,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 var awareNames = map[bool][2]string{
 	false: {"unaware (first come, first served)", "nothing (FCFS)"},
 	true:  {"aware of classes and callers", "classes, callers"},
-}
-
-func (c Config) progress(s string) {
-	if c.Progress != nil {
-		c.Progress(s)
-	}
 }
 
 // runOne runs one combination at load times the capacity; serverOpts go
