@@ -83,23 +83,14 @@ func (c Config) withDefaults() Config {
 	if c.Callers > 0 {
 		benchrun.Default(&c.HeavyFactor, 1)
 	}
+	if c.Progress == nil {
+		c.Progress = func(string) {}
+	}
 	return c
 }
 
 // paired reports whether c's rows come in pairs, unaware and aware.
 func (c Config) paired() bool { return len(c.Mix) > 0 || c.Callers > 0 }
-
-// combinations returns the sheddings and throttlings Run runs.
-func (c Config) combinations() ([]Shedding, []bool) {
-	sheddings, throttlings := c.Sheddings, c.Throttlings
-	if sheddings == nil {
-		sheddings = []Shedding{NoShedding, FixedShedding, AdaptiveShedding}
-	}
-	if throttlings == nil {
-		throttlings = []bool{false, true}
-	}
-	return sheddings, throttlings
-}
 
 // Validate reports the first field out of range.
 func (c Config) Validate() error {
@@ -202,7 +193,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg = cfg.withDefaults()
 	defer benchrun.SetGCPercent(cfg.GCPercent)()
 	res := &Result{Config: cfg}
-	cfg.progress("unloaded: a quarter of the capacity, no shedding")
+	cfg.Progress("unloaded: a quarter of the capacity, no shedding")
 	base := cfg
 	base.Mix, base.Callers, base.HeavyFactor = nil, 0, 0
 	unloaded, err := runOne(ctx, base, NoShedding, false, false, 0.25)
@@ -210,11 +201,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	res.Unloaded = unloaded.Report
-	awareness := []bool{false}
+	sheddings, throttlings, awareness := cfg.Sheddings, cfg.Throttlings, []bool{false}
+	if sheddings == nil {
+		sheddings = []Shedding{NoShedding, FixedShedding, AdaptiveShedding}
+	}
+	if throttlings == nil {
+		throttlings = []bool{false, true}
+	}
 	if cfg.paired() {
 		awareness = []bool{false, true}
 	}
-	sheddings, throttlings := cfg.combinations()
 	for _, s := range sheddings {
 		for _, throttling := range throttlings {
 			for _, aware := range awareness {
@@ -225,7 +221,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				if cfg.paired() {
 					what += ", " + awareNames[aware][0]
 				}
-				cfg.progress(what)
+				cfg.Progress(what)
 				row, err := runOne(ctx, cfg, s, throttling, aware, cfg.Load)
 				if err != nil {
 					return nil, err
@@ -242,12 +238,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 var awareNames = map[bool][2]string{
 	false: {"unaware (first come, first served)", "nothing (FCFS)"},
 	true:  {"aware of classes and callers", "classes, callers"},
-}
-
-func (c Config) progress(s string) {
-	if c.Progress != nil {
-		c.Progress(s)
-	}
 }
 
 // runOne runs one combination at load times the capacity; serverOpts go

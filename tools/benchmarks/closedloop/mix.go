@@ -58,9 +58,6 @@ func ParseMix(s string) ([]Share, error) {
 	return mix, nil
 }
 
-// mixTolerance is how far from 100 a mix's percents may sum (rounding).
-const mixTolerance = 1e-6
-
 // checkMix reports the first rule mix breaks.
 func checkMix(mix []Share) error {
 	sum := 0.0
@@ -75,7 +72,7 @@ func checkMix(mix []Share) error {
 		}
 		sum += sh.Percent
 	}
-	if math.Abs(sum-100) > mixTolerance {
+	if math.Abs(sum-100) > 1e-6 { // a rounding error
 		return fmt.Errorf("the percents sum to %v, must sum to 100", sum)
 	}
 	return nil

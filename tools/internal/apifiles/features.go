@@ -55,12 +55,11 @@ func (e *emitter) object(obj types.Object) {
 	switch obj := obj.(type) {
 	case *types.Const:
 		e.emit("", "const %s %s", obj.Name(), e.typeString(obj.Type()))
-		short, exact := obj.Val().String(), obj.Val().ExactString()
-		if short == exact {
-			e.emit("", "const %s = %s", obj.Name(), short)
-		} else {
-			e.emit("", "const %s = %s  // %s", obj.Name(), short, exact)
+		value := obj.Val().String() // shortened if long
+		if exact := obj.Val().ExactString(); exact != value {
+			value += "  // " + exact
 		}
+		e.emit("", "const %s = %s", obj.Name(), value)
 	case *types.Var:
 		e.emit("", "var %s %s", obj.Name(), e.typeString(obj.Type()))
 	case *types.Func:

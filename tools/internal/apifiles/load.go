@@ -55,21 +55,16 @@ func goCmd(root string, args ...string) ([]byte, error) {
 // commands and have no internal, examples, doormanpb (generated) or
 // testdata element.
 func publicPackages(root, mod string) ([]string, error) {
-	out, err := goCmd(root, "list", "-f", "{{.ImportPath}}\t{{.Name}}\t{{with .Module}}{{.Path}}{{end}}", "./...")
+	ownNonMain := fmt.Sprintf(`{{if and .Module (ne .Name "main")}}{{if eq .Module.Path %q}}{{.ImportPath}}{{end}}{{end}}`, mod)
+	out, err := goCmd(root, "list", "-f", ownNonMain, "./...")
 	if err != nil {
 		return nil, err
 	}
 	var pkgs []string
-	for line := range strings.Lines(string(out)) {
-		f := strings.Split(strings.TrimSuffix(line, "\n"), "\t")
-		if len(f) != 3 {
-			return nil, fmt.Errorf("go list: unexpected line %q", line)
+	for _, path := range strings.Fields(string(out)) {
+		if public(path) {
+			pkgs = append(pkgs, path)
 		}
-		path, name, pkgMod := f[0], f[1], f[2]
-		if pkgMod != mod || name == "main" || !public(path) {
-			continue
-		}
-		pkgs = append(pkgs, path)
 	}
 	if len(pkgs) == 0 {
 		return nil, fmt.Errorf("go list ./... in %s: no public package of %s", root, mod)

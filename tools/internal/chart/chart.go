@@ -3,6 +3,7 @@
 package chart
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -71,9 +72,6 @@ func WriteGrid(path string, plots []*plot.Plot, cols int, panelHeight vg.Length)
 			}
 		}
 	}
-	if _, err := canvas.WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	_, err = canvas.WriteTo(f)
+	return errors.Join(err, f.Close())
 }

@@ -155,12 +155,10 @@ func (p *Proc) Send(line string) error {
 // Wait waits at most limit for the child to exit and reports whether it
 // did.
 func (p *Proc) Wait(limit time.Duration) bool {
-	t := time.NewTimer(limit)
-	defer t.Stop()
 	select {
 	case <-p.exited:
 		return true
-	case <-t.C:
+	case <-time.After(limit):
 		return false
 	}
 }

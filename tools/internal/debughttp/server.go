@@ -49,7 +49,6 @@ const (
 type Server struct {
 	srv  *http.Server
 	lis  *capListener
-	addr string
 	done chan error
 }
 
@@ -99,16 +98,16 @@ func serveLimited(addr string, m *Metrics, pages map[string]http.Handler, lim li
 	cl := &capListener{Listener: lis, max: lim.maxConns, conns: map[net.Conn]*connState{}}
 	s := &Server{srv: &http.Server{Handler: bounded(mux, lim.requestTimeout), ReadHeaderTimeout: lim.readHeaderTimeout,
 		IdleTimeout: lim.idleTimeout, MaxHeaderBytes: maxHeaderBytes, ConnState: cl.track},
-		lis: cl, addr: lis.Addr().String(), done: make(chan error, 1)}
+		lis: cl, done: make(chan error, 1)}
 	go func() { s.done <- s.srv.Serve(cl) }()
 	return s, nil
 }
 
 // Addr returns the host:port the server listens on.
-func (s *Server) Addr() string { return s.addr }
+func (s *Server) Addr() string { return s.lis.Addr().String() }
 
 // URL returns the server's index page, http://host:port/.
-func (s *Server) URL() string { return "http://" + s.addr + "/" }
+func (s *Server) URL() string { return "http://" + s.Addr() + "/" }
 
 // Close closes the listener and every connection at once.
 func (s *Server) Close() error {

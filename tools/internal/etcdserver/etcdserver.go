@@ -68,18 +68,15 @@ func Start(cfg Config) (*Server, error) {
 
 // StartEmbedded starts a member in this process, its data in dir. A port
 // found free but taken meanwhile (by another test's member) has it try
-// others, as etcdproc.StartOnFreePorts does.
+// others, five times at most, as etcdproc.StartOnFreePorts does.
 func StartEmbedded(dir string) (s *Server, err error) {
-	for range portAttempts {
+	for range 5 {
 		if s, err = startEmbedded(dir); err == nil || !errors.Is(err, syscall.EADDRINUSE) && !strings.Contains(err.Error(), "address already in use") {
 			break
 		}
 	}
 	return s, err
 }
-
-// portAttempts bounds StartEmbedded's tries.
-const portAttempts = 5
 
 func startEmbedded(dir string) (*Server, error) {
 	client, peer, err := etcdproc.FreeURLs()

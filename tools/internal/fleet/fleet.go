@@ -138,8 +138,6 @@ func (c *Child) Wait(word, what string, limit time.Duration) ([]string, error) {
 	c.mu.Lock()
 	m := c.mark(word)
 	c.mu.Unlock()
-	t := time.NewTimer(limit)
-	defer t.Stop()
 	select {
 	case <-m:
 		return c.Seen(word), nil
@@ -148,7 +146,7 @@ func (c *Child) Wait(word, what string, limit time.Duration) ([]string, error) {
 			return args, nil
 		}
 		return nil, fmt.Errorf("the child %s exited before it could %s: %s", c.Proc.Executable(), what, c.problem())
-	case <-t.C:
+	case <-time.After(limit):
 		return nil, fmt.Errorf("the child (pid %d) did not %s within %v: %s", c.Proc.Pid(), what, limit, c.problem())
 	}
 }
@@ -226,11 +224,9 @@ func Load[T any](start time.Time, rate float64, n int, stop <-chan struct{}, dra
 		wg.Wait()
 		close(done)
 	}()
-	t := time.NewTimer(drain)
-	defer t.Stop()
 	select {
 	case <-done:
-	case <-t.C:
+	case <-time.After(drain):
 	}
 	mu.Lock()
 	defer mu.Unlock()
