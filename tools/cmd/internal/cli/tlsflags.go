@@ -48,13 +48,20 @@ func (s *ServerTLSFlags) enabled() bool { return s.files.Cert != "" }
 // validate checks the flags as a set; it reads no file. Its errors are
 // usage errors.
 func (s *ServerTLSFlags) validate() error {
-	switch {
-	case s.files.Cert != "" && s.files.Key == "":
-		return errors.New("--tls-cert needs --tls-key, the PEM file of its private key")
-	case s.files.Key != "" && s.files.Cert == "":
-		return errors.New("--tls-key needs --tls-cert, the PEM file of its certificate")
-	case s.files.CA != "" && s.files.Cert == "":
+	if s.files.CA != "" && s.files.Cert == "" && s.files.Key == "" {
 		return errors.New("--tls-ca (client certificates) needs --tls-cert and --tls-key: mutual TLS is TLS first")
+	}
+	return checkPair(s.files, "--")
+}
+
+// checkPair checks that the certificate and key flags (after p) come
+// together.
+func checkPair(f tlsfiles.Files, p string) error {
+	switch {
+	case f.Cert != "" && f.Key == "":
+		return fmt.Errorf("%stls-cert needs %stls-key, the PEM file of its private key", p, p)
+	case f.Key != "" && f.Cert == "":
+		return fmt.Errorf("%stls-key needs %stls-cert, the PEM file of its certificate", p, p)
 	}
 	return nil
 }
@@ -88,15 +95,10 @@ func (c *ClientTLSFlags) enabled() bool { return c.on || c.files.Enabled() }
 // usage errors.
 func (c *ClientTLSFlags) validate() error {
 	p := "--" + c.prefix
-	switch {
-	case c.files.Cert != "" && c.files.Key == "":
-		return fmt.Errorf("%stls-cert needs %stls-key, the PEM file of its private key", p, p)
-	case c.files.Key != "" && c.files.Cert == "":
-		return fmt.Errorf("%stls-key needs %stls-cert, the PEM file of its certificate", p, p)
-	case c.serverName != "" && !c.enabled():
+	if c.serverName != "" && !c.enabled() {
 		return fmt.Errorf("%stls-server-name is the name a TLS server's certificate must carry: give %stls or %stls-ca too", p, p, p)
 	}
-	return nil
+	return checkPair(c.files, p)
 }
 
 // loadTLSFiles reads f's files into a tlsfiles.Reloader, which tells
