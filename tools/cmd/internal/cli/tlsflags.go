@@ -68,12 +68,13 @@ func checkPair(f tlsfiles.Files, p string) error {
 
 // ClientTLSFlags are a client's TLS flags: --tls, --tls-ca, --tls-cert,
 // --tls-key and --tls-server-name, each name after prefix ("parent-":
-// --parent-tls-ca, ...).
+// --parent-tls-ca, ...), and a TChannel client's --tls-fallback.
 type ClientTLSFlags struct {
 	prefix     string
 	on         bool
 	files      tlsfiles.Files
 	serverName string
+	fallback   bool
 }
 
 // AddClientTLSFlags registers a client's TLS flags, named prefix+"tls...",
@@ -141,15 +142,10 @@ func (f *FlagSet) TLSReloadErrors() func(error) {
 	}
 }
 
-// channelClientTLS are the TLS flags of a TChannel client (call, bench):
-// a client's, and --tls-fallback.
-type channelClientTLS struct {
-	*ClientTLSFlags
-	fallback bool
-}
-
-func addChannelClientTLSFlags(fs *FlagSet) *channelClientTLS {
-	c := &channelClientTLS{ClientTLSFlags: AddClientTLSFlags(fs, "", "the peers", "-p/-P")}
+// addChannelClientTLSFlags adds the TLS flags of a TChannel client (call,
+// bench), --tls-fallback among them.
+func addChannelClientTLSFlags(fs *FlagSet) *ClientTLSFlags {
+	c := AddClientTLSFlags(fs, "", "the peers", "-p/-P")
 	fs.BoolVar(&c.fallback, "tls-fallback", false, "reach a peer in plaintext when it answers the TLS handshake in plaintext or not at all, for a rollout; a downgrade anyone on the path can force; with --tls or --tls-ca")
 	return c
 }
@@ -158,7 +154,7 @@ func addChannelClientTLSFlags(fs *FlagSet) *channelClientTLS {
 // options that make its connections speak TLS: nil for plaintext. With
 // --tls-fallback, the first fallback to each peer is logged on the
 // Channel's logger (channel.WithLogger). Its errors are usage errors.
-func (c *channelClientTLS) options(onReloadError func(error)) ([]channel.Option, error) {
+func (c *ClientTLSFlags) options(onReloadError func(error)) ([]channel.Option, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
