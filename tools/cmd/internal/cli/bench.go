@@ -201,23 +201,20 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 	}
 	defer src.close()
 	unbounded := a.rps == 0
-	switch {
-	case !fs.IsSet("connections") && unbounded:
-		*connections = benchDefaultConnections()
-	case !fs.IsSet("connections"):
-		*connections = 1 // as before --connections: rate runs keep their figures
+	if !fs.IsSet("connections") {
+		*connections = 1 // a rate run's calls share one connection
+		if unbounded {
+			*connections = benchDefaultConnections()
+		}
 	}
-	switch {
-	case !fs.IsSet("concurrency") && unbounded:
-		*concurrency = 1
-	case !fs.IsSet("concurrency"):
+	if !fs.IsSet("concurrency") {
 		*concurrency = benchDefaultRateLimit
+		if unbounded {
+			*concurrency = 1
+		}
 	}
-	switch {
-	case !fs.IsSet("max-duration") && *calls > 0:
-		a.duration = 0 // -n alone: until the calls are made, at most load.MaxDuration
-	case !fs.IsSet("max-duration"):
-		a.duration = benchDefaultDuration
+	if !fs.IsSet("max-duration") && *calls == 0 {
+		a.duration = benchDefaultDuration // -n alone: until the calls are made
 	}
 	switch {
 	case src.empty() == (a.embedded == 0):
@@ -386,20 +383,15 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 
 // benchReport is `sluice bench -o json`'s report: the load generator's,
 // and where the servers were.
+// Each pointer is null without its flag (-P, --embedded); FirstResponse is
+// null with --no-first-response or when that call failed.
 type benchReport struct {
 	*load.Report
-	// Peers are the host:ports given or started; PeerList the followed
-	// target (-P), null without one.
-	Peers    []string `json:"peers"`
-	PeerList *string  `json:"peer_list"`
-	// Embedded is the number of servers started (--embedded) and
-	// EmbeddedLatency their latency shape, null without.
-	Embedded        *int    `json:"embedded"`
-	EmbeddedLatency *string `json:"embedded_latency"`
-	// FirstResponse is the answer to the call made before the run, as yab
-	// prints it (call -o yab's envelope); null with --no-first-response or
-	// when that call failed.
-	FirstResponse json.RawMessage `json:"first_response"`
+	Peers           []string        `json:"peers"` // given or started
+	PeerList        *string         `json:"peer_list"`
+	Embedded        *int            `json:"embedded"`
+	EmbeddedLatency *string         `json:"embedded_latency"`
+	FirstResponse   json.RawMessage `json:"first_response"` // as firstResponse
 }
 
 // firstResponse makes one call through cl before the run, as yab does,

@@ -29,9 +29,9 @@ type Help struct {
 	Examples string // example command lines, one a line, # comments allowed
 }
 
-// FlagSet is a command's flags and help. It parses as the flag package
-// does, but prints help itself: on stdout with exit 0 when asked for, and
-// on a usage error only the error and where help is, with exit 2.
+// FlagSet is a command's flags and help. It prints help itself: on stdout
+// with exit 0 when asked for; on a usage error, the error and where help
+// is, with exit 2.
 type FlagSet struct {
 	*flag.FlagSet
 	help           Help
@@ -48,26 +48,23 @@ func NewFlagSet(name string, help Help, stdout, stderr io.Writer) *FlagSet {
 		short: map[string]string{}, long: map[string]string{}}
 }
 
-// alias makes -short another name of the flag --long, as yab's -p for
-// --peer.
+// alias makes -short another name of the flag --long (yab's -p, --peer).
 func (f *FlagSet) alias(short, long string) {
 	fl := f.Lookup(long)
 	f.Var(fl.Value, short, fl.Usage)
 	f.short[long], f.long[short] = short, long
 }
 
-// ParseArgs parses args. When it returns false the command exits with
-// the code it returns: 0 after the help asked for, 2 after a usage error.
-// A leftover word (at which the flag package would stop, ignoring the
-// flags after it) is an error.
+// ParseArgs parses args; on false the command exits with the code: 0
+// after the help asked for, 2 after a usage error. A leftover word is an
+// error, not where parsing silently stops.
 func (f *FlagSet) ParseArgs(args []string) (int, bool) {
 	_, code, ok := f.parseWords(args, 0)
 	return code, ok
 }
 
-// parseWords parses args as ParseArgs does, but also takes up to max
-// words among the flags (yab's `SERVICE METHOD`), returned in order;
-// flags may come before, between and after them.
+// parseWords is ParseArgs also taking up to max words among the flags
+// (yab's `SERVICE METHOD`), returned in order.
 func (f *FlagSet) parseWords(args []string, max int) ([]string, int, bool) {
 	var words []string
 	for {
@@ -102,8 +99,8 @@ func (f *FlagSet) Failure(format string, a ...any) int {
 	return ExitFail
 }
 
-// message formats an error line's text without the library's errors'
-// "sluice: " prefix, which would follow the command's name.
+// message formats an error line's text without the library's "sluice: "
+// prefix, which would follow the command's name.
 func message(format string, a ...any) string {
 	return strings.TrimPrefix(fmt.Sprintf(format, a...), "sluice: ")
 }
@@ -122,8 +119,8 @@ func (f *FlagSet) printHelp(w io.Writer) {
 	})
 }
 
-// printHelp prints a command's help: usage, description, what middle
-// prints (flags or subcommands), examples.
+// printHelp prints usage, description, what middle prints (flags or
+// subcommands) and examples.
 func printHelp(w io.Writer, h Help, middle func(io.Writer)) {
 	prefix := "usage: "
 	for _, l := range strings.Split(strings.TrimSpace(h.Synopsis), "\n") {
@@ -140,8 +137,8 @@ func printHelp(w io.Writer, h Help, middle func(io.Writer)) {
 	}
 }
 
-// printFlags lists the flags in name order, each with its one-letter
-// alias, its argument's name and its default when not the zero value.
+// printFlags lists the flags in name order, each with its alias, its
+// argument's name and its default when not the zero value.
 func (f *FlagSet) printFlags(w io.Writer) {
 	rows := [][2]string{{"-h, --help", "print this help"}}
 	f.VisitAll(func(fl *flag.Flag) {
@@ -166,9 +163,8 @@ func (f *FlagSet) printFlags(w io.Writer) {
 	writeRows(w, "  ", rows, 30)
 }
 
-// writeRows writes rows of two columns after indent, the first padded to
-// the widest of those at most maxLeft long; after a longer one, the second
-// goes on a line of its own.
+// writeRows writes two columns after indent, the first padded to the
+// widest of those at most maxLeft long; a longer one gets a line of its own.
 func writeRows(w io.Writer, indent string, rows [][2]string, maxLeft int) {
 	width := 0
 	for _, r := range rows {
@@ -185,17 +181,16 @@ func writeRows(w io.Writer, indent string, rows [][2]string, maxLeft int) {
 	}
 }
 
-// command is a subcommand: a leaf that parses flags, or a group of
-// subcommands (subs, nil for a leaf), which the help above lists.
+// command is a leaf that parses flags, or a group of subcommands (subs).
 type command struct {
 	name    string
-	summary string // a leaf's, for the help listing it
+	summary string // a leaf's line in help
 	run     func(args []string, stdout, stderr io.Writer) int
 	subs    []command
 }
 
-// leaves lists every command under subs a user can run: its words ("sim
-// shed") and its summary.
+// leaves lists every runnable command under subs: its words ("sim shed")
+// and its summary.
 func leaves(subs []command) [][2]string {
 	var rows [][2]string
 	for _, c := range subs {
@@ -209,8 +204,7 @@ func leaves(subs []command) [][2]string {
 	return rows
 }
 
-// writeCommands writes every command under g, one a line, name then
-// summary, after indent: g's help's list, and the package documentation's.
+// writeCommands writes every command under g, one a line, after indent.
 func (g group) writeCommands(w io.Writer, indent string) {
 	writeRows(w, indent, leaves(g.subs), math.MaxInt)
 }
@@ -232,8 +226,7 @@ type group struct {
 	subs []command
 }
 
-// run dispatches args to a subcommand. "help SUB" is "SUB -h"; no
-// subcommand, or an unknown one, is a usage error.
+// run dispatches args to a subcommand; "help SUB" is "SUB -h".
 func (g group) run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprintf(stderr, "%s: missing command\n", g.name)

@@ -188,11 +188,9 @@ func runDemo(ctx context.Context, cfg demoConfig, w, stderr io.Writer, debug *De
 				switch {
 				case err == nil:
 					ok.Add(1)
-				case !errors.As(err, &ce):
-					failOther.Add(1)
-				case ce.Code == codes.Throttled:
+				case errors.As(err, &ce) && ce.Code == codes.Throttled:
 					failThrottled.Add(1)
-				case ce.Code == codes.Busy:
+				case errors.As(err, &ce) && ce.Code == codes.Busy:
 					failBusy.Add(1)
 				default:
 					failOther.Add(1)

@@ -60,9 +60,9 @@ func (o *outputFlag) Parse(args []string) (asJSON bool, code int, ok bool) {
 	return asJSON, ExitOK, true
 }
 
-// WriteJSON writes a report on stdout as one line of JSON, and returns
-// the exit code. The report's types carry OutputJSONHelp's convention in
-// their json tags, millis.Duration and pointers for what may be null.
+// WriteJSON writes v on stdout as one line of JSON, and returns the exit
+// code. The report types carry OutputJSONHelp's convention in their json
+// tags, millis.Duration and pointers for what may be null.
 func (f *FlagSet) WriteJSON(v any) int {
 	if err := json.NewEncoder(f.stdout).Encode(v); err != nil {
 		return f.Failure("%v", err)
@@ -70,8 +70,8 @@ func (f *FlagSet) WriteJSON(v any) int {
 	return ExitOK
 }
 
-// reportRun prints res of a bench mode's run that ended with err, as
-// ReportMade does; an error but an interruption prints nothing.
+// reportRun is ReportMade for a bench mode's run with one result, res,
+// which a failure but an interruption leaves unprinted.
 func (f *FlagSet) reportRun(ctx context.Context, res interface{ WriteTable(io.Writer) error }, err error, asJSON bool, items string) int {
 	if err != nil && ctx.Err() == nil {
 		return f.Failure("%v", err)
@@ -79,20 +79,20 @@ func (f *FlagSet) reportRun(ctx context.Context, res interface{ WriteTable(io.Wr
 	return f.ReportMade(ctx, 1, err, asJSON, func() any { return res }, res.WriteTable, items)
 }
 
-// ReportMade prints the n items a run that ended with err made, if any:
-// report() as JSON with asJSON, else table's table. It returns ExitOK,
-// also when ctx ended the run (it then says on stderr that the items made
-// so far are above), and a failure when the run failed otherwise or
-// nothing could be printed.
+// ReportMade prints the n items a run that ended with err made, if any, as
+// Report does. It returns ExitOK, also when ctx ended the run (it then says
+// on stderr that the items made so far are above), and a failure when the
+// run failed otherwise or nothing could be printed.
 func (f *FlagSet) ReportMade(ctx context.Context, n int, err error, asJSON bool, report func() any, table func(io.Writer) error, items string) int {
 	if n > 0 {
-		if code := f.write(report, asJSON, table); code != ExitOK {
+		if code := f.Report(report(), asJSON, table, "", nil); code != ExitOK {
 			return code
 		}
 	}
-	if err != nil && ctx.Err() != nil {
+	switch {
+	case err != nil && ctx.Err() != nil:
 		fmt.Fprintf(f.stderr, "%s: interrupted; the %s made so far are above\n", f.Name(), items)
-	} else if err != nil {
+	case err != nil:
 		return f.Failure("%v", err)
 	}
 	return ExitOK
@@ -102,25 +102,21 @@ func (f *FlagSet) ReportMade(ctx context.Context, n int, err error, asJSON bool,
 // rows; then, with chartPath, draws it with chart and says where (not with
 // JSON). It returns the exit code.
 func (f *FlagSet) Report(res any, asJSON bool, table func(io.Writer) error, chartPath string, chart func(string) error) int {
-	if code := f.write(func() any { return res }, asJSON, table); code != ExitOK || chartPath == "" {
-		return code
+	if asJSON {
+		if code := f.WriteJSON(res); code != ExitOK {
+			return code
+		}
+	} else if err := table(f.stdout); err != nil {
+		return f.Failure("%v", err)
+	}
+	if chartPath == "" {
+		return ExitOK
 	}
 	if err := chart(chartPath); err != nil {
 		return f.Failure("chart: %v", err)
 	}
 	if !asJSON {
 		fmt.Fprintf(f.stdout, "\nchart: %s\n", chartPath)
-	}
-	return ExitOK
-}
-
-// write prints report() as JSON with asJSON, else table's rows, on stdout.
-func (f *FlagSet) write(report func() any, asJSON bool, table func(io.Writer) error) int {
-	if asJSON {
-		return f.WriteJSON(report())
-	}
-	if err := table(f.stdout); err != nil {
-		return f.Failure("%v", err)
 	}
 	return ExitOK
 }

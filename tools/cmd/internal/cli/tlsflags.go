@@ -48,25 +48,33 @@ func (s *ServerTLSFlags) enabled() bool { return s.files.Cert != "" }
 // validate checks the flags as a set; it reads no file. Its errors are
 // usage errors.
 func (s *ServerTLSFlags) validate() error {
-	switch {
-	case s.files.Cert != "" && s.files.Key == "":
-		return errors.New("--tls-cert needs --tls-key, the PEM file of its private key")
-	case s.files.Key != "" && s.files.Cert == "":
-		return errors.New("--tls-key needs --tls-cert, the PEM file of its certificate")
-	case s.files.CA != "" && s.files.Cert == "":
+	if s.files.CA != "" && s.files.Cert == "" && s.files.Key == "" {
 		return errors.New("--tls-ca (client certificates) needs --tls-cert and --tls-key: mutual TLS is TLS first")
+	}
+	return checkPair(s.files, "--")
+}
+
+// checkPair checks that the certificate and key flags (after p) come
+// together.
+func checkPair(f tlsfiles.Files, p string) error {
+	switch {
+	case f.Cert != "" && f.Key == "":
+		return fmt.Errorf("%stls-cert needs %stls-key, the PEM file of its private key", p, p)
+	case f.Key != "" && f.Cert == "":
+		return fmt.Errorf("%stls-key needs %stls-cert, the PEM file of its certificate", p, p)
 	}
 	return nil
 }
 
 // ClientTLSFlags are a client's TLS flags: --tls, --tls-ca, --tls-cert,
 // --tls-key and --tls-server-name, each name after prefix ("parent-":
-// --parent-tls-ca, ...).
+// --parent-tls-ca, ...), and a TChannel client's --tls-fallback.
 type ClientTLSFlags struct {
 	prefix     string
 	on         bool
 	files      tlsfiles.Files
 	serverName string
+	fallback   bool
 }
 
 // AddClientTLSFlags registers a client's TLS flags, named prefix+"tls...",
@@ -88,15 +96,10 @@ func (c *ClientTLSFlags) enabled() bool { return c.on || c.files.Enabled() }
 // usage errors.
 func (c *ClientTLSFlags) validate() error {
 	p := "--" + c.prefix
-	switch {
-	case c.files.Cert != "" && c.files.Key == "":
-		return fmt.Errorf("%stls-cert needs %stls-key, the PEM file of its private key", p, p)
-	case c.files.Key != "" && c.files.Cert == "":
-		return fmt.Errorf("%stls-key needs %stls-cert, the PEM file of its certificate", p, p)
-	case c.serverName != "" && !c.enabled():
+	if c.serverName != "" && !c.enabled() {
 		return fmt.Errorf("%stls-server-name is the name a TLS server's certificate must carry: give %stls or %stls-ca too", p, p, p)
 	}
-	return nil
+	return checkPair(c.files, p)
 }
 
 // loadTLSFiles reads f's files into a tlsfiles.Reloader, which tells
@@ -139,15 +142,10 @@ func (f *FlagSet) TLSReloadErrors() func(error) {
 	}
 }
 
-// channelClientTLS are the TLS flags of a TChannel client (call, bench):
-// a client's, and --tls-fallback.
-type channelClientTLS struct {
-	*ClientTLSFlags
-	fallback bool
-}
-
-func addChannelClientTLSFlags(fs *FlagSet) *channelClientTLS {
-	c := &channelClientTLS{ClientTLSFlags: AddClientTLSFlags(fs, "", "the peers", "-p/-P")}
+// addChannelClientTLSFlags adds the TLS flags of a TChannel client (call,
+// bench), --tls-fallback among them.
+func addChannelClientTLSFlags(fs *FlagSet) *ClientTLSFlags {
+	c := AddClientTLSFlags(fs, "", "the peers", "-p/-P")
 	fs.BoolVar(&c.fallback, "tls-fallback", false, "reach a peer in plaintext when it answers the TLS handshake in plaintext or not at all, for a rollout; a downgrade anyone on the path can force; with --tls or --tls-ca")
 	return c
 }
@@ -156,7 +154,7 @@ func addChannelClientTLSFlags(fs *FlagSet) *channelClientTLS {
 // options that make its connections speak TLS: nil for plaintext. With
 // --tls-fallback, the first fallback to each peer is logged on the
 // Channel's logger (channel.WithLogger). Its errors are usage errors.
-func (c *channelClientTLS) options(onReloadError func(error)) ([]channel.Option, error) {
+func (c *ClientTLSFlags) options(onReloadError func(error)) ([]channel.Option, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
