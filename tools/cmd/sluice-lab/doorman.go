@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/sluice-rpc/sluice/leasing"
 	"github.com/sluice-rpc/sluice/leasing/server"
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
 )
 
 var doormanHelp = cli.Help{
@@ -125,56 +125,63 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	defer debug.Close()
 	defer sf.close()
-	var repo *server.Repository
-	if *config != "" {
-		if repo, err = sf.loadConfig(ctx, *config, sf.etcd); err != nil {
-			return fs.Failure("%v", err)
-		}
-	}
-	lis, err := net.Listen("tcp", *listen)
-	if err != nil {
+	if err := sf.serve(ctx, *config, *listen, debug, cli.Locked(stdout), stderr); err != nil {
 		return fs.Failure("%v", err)
 	}
-	defer lis.Close()           // for a failure below; Stop closes it too
-	stdout = cli.Locked(stdout) // mastership changes are printed from the election
-	sf.cfg.Repository, sf.cfg.Scope = repo, debug.Scope()
-	election, err := sf.apply(lis.Addr().String(), stdout)
+	return cli.ExitOK
+}
+
+// serve loads config and serves on listen until ctx ends or the server
+// fails. Mastership changes are printed on stdout, from the election.
+func (s *serveFlags) serve(ctx context.Context, config, listen string, debug *cli.DebugListener, stdout, stderr io.Writer) error {
+	repo, err := s.loadConfig(ctx, config, s.etcd)
 	if err != nil {
-		return fs.Failure("%v", err)
+		return err
+	}
+	lis, err := net.Listen("tcp", listen)
+	if err != nil {
+		return err
+	}
+	defer lis.Close() // for a failure below; Stop closes it too
+	s.cfg.Repository, s.cfg.Scope = repo, debug.Scope()
+	election, err := s.apply(lis.Addr().String(), stdout)
+	if err != nil {
+		return err
 	}
 	if election != nil {
 		defer election.Close()
 	}
-	srv, err := server.New(sf.cfg)
+	srv, err := server.New(s.cfg)
 	if err != nil {
-		return fs.Failure("%v", err)
+		return err
 	}
-	opts, err := sf.grpcServerOptions()
+	opts, err := s.grpcServerOptions()
+	if err == nil {
+		err = debug.Serve("sluice-lab doorman serve", map[string]http.Handler{"/status": srv})
+	}
 	if err != nil {
-		return fs.Failure("%v", err)
+		return err
 	}
-	if err := debug.Serve("sluice-lab doorman serve", map[string]http.Handler{"/status": srv}); err != nil {
-		return fs.Failure("%v", err)
-	}
-	defer sf.start(srv, debug.Scope(), stderr)()
+	defer s.start(srv, debug.Scope(), stderr)()
 	templates := 0
 	if repo != nil {
 		templates = len(repo.Resources)
 	}
-	fmt.Fprintf(stdout, "doorman serving %d templates on %s%s\n", templates, lis.Addr(), sf.describe())
+	fmt.Fprintf(stdout, "doorman serving %d templates on %s%s\n", templates, lis.Addr(), s.describe())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(lis, opts...) }()
 	select {
 	case <-ctx.Done():
 		srv.Stop()
-		err = <-done
+		<-done
+		return nil
 	case err = <-done:
 		srv.Stop() // the election and the parent link end with it
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
 	}
-	if err != nil && ctx.Err() == nil {
-		return fs.Failure("%v", err)
-	}
-	return cli.ExitOK
 }
 
 func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -203,13 +210,11 @@ func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	defer client.Close()
 	res, err := client.Resource(*resource, leasing.ResourceConfig{Wants: *wants, Priority: *priority, Mode: leasing.Pessimistic})
+	if err == nil && !*watch {
+		err = client.Refresh(ctx)
+	}
 	if err != nil {
 		return fs.Failure("%v", err)
-	}
-	if !*watch {
-		if err := client.Refresh(ctx); err != nil {
-			return fs.Failure("%v", err)
-		}
 	}
 	first := true
 	for {
@@ -219,7 +224,7 @@ func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		case ok:
 			// The first lease answers a request with no lease in it, as a
 			// new client's; a learning server echoes the later ones.
-			rep = newDoormanLease(client.ID(), res, capacity, expiry, first)
+			rep.setLease(capacity, expiry, first)
 			first = false
 		case !*watch:
 			return fs.Failure("the server sent no lease for %q", *resource)
@@ -261,12 +266,11 @@ type doormanLease struct {
 	Note               *string    `json:"note"`
 }
 
-// newDoormanLease returns the report of a lease of capacity until expiry;
-// fresh says the request it answers carried no lease (has), as a new
-// client's does.
-func newDoormanLease(client string, res *leasing.Resource, capacity float64, expiry time.Time, fresh bool) doormanLease {
+// setLease records a lease of capacity until expiry; fresh says the
+// request it answers carried no lease (has), as a new client's does.
+func (l *doormanLease) setLease(capacity float64, expiry time.Time, fresh bool) {
 	exp := expiry.UTC()
-	l := doormanLease{Client: client, Resource: res.ID(), Wants: res.Wants(), Capacity: &capacity, Expires: &exp}
+	l.Capacity, l.Expires = &capacity, &exp
 	if capacity == 0 && l.Wants > 0 && fresh {
 		// The wire has no learning-mode flag: the note infers it.
 		note := fmt.Sprintf("capacity 0 for wants %g: the server is likely in learning mode, which ends by %s (this lease's expiry) at the latest. "+
@@ -276,7 +280,6 @@ func newDoormanLease(client string, res *leasing.Resource, capacity float64, exp
 			l.Wants, exp.Format(time.RFC3339))
 		l.LearningModeLikely, l.LearningModeEndsBy, l.Note = true, &exp, &note
 	}
-	return l
 }
 
 // print writes the lease for people: one line, and the note's line if
