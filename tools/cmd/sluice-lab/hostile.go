@@ -8,10 +8,9 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/sluice-rpc/sluice/tools/benchmarks/hostile"
 	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
-
-	"github.com/sluice-rpc/sluice/tools/benchmarks/hostile"
 )
 
 var hostileHelp = cli.Help{
@@ -53,8 +52,8 @@ sluice serve --debug-listen 127.0.0.1:6061 &      # then attack it where it runs
 sluice-lab hostile --target 127.0.0.1:4040 --pid $! --debug-url http://127.0.0.1:6061 --attacks soak`,
 }
 
-// hostileRun runs `sluice-lab hostile`: the attacks of benchmarks/hostile. The
-// end of ctx ends the run early; the attacks made so far are printed.
+// hostileRun runs `sluice-lab hostile`, printing the attacks made until
+// ctx ends.
 func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newSuite("hostile", hostileHelp, hostile.Attacks(), "attacks", "comma-separated `ATTACKS` to make, or all",
 		"the CI size: a few seconds an attack, with low server limits", stdout, stderr)
@@ -140,20 +139,18 @@ func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}, "attacks")
 }
 
-// hostileReport is `sluice-lab hostile -o json`'s report.
+// hostileReport is `sluice-lab hostile -o json`'s report. ServerBin and
+// Build name the binary attacked, Target and TargetPID an external
+// --target: the others are null. Interrupted says the run was cut short.
 type hostileReport struct {
-	Size    hostile.Size    `json:"size"`
-	Elapsed millis.Duration `json:"elapsed_ms"`
-	// ServerBin and Build name the binary attacked, null when attacking
-	// an external --target (Target, TargetPID; null otherwise).
-	ServerBin *string         `json:"server_bin"`
-	Build     *string         `json:"build"`
-	Target    *string         `json:"target"`
-	TargetPID *int            `json:"target_pid"`
-	Attacks   []hostileAttack `json:"attacks"`
-	// Interrupted says the run was cut short, the attacks made so far
-	// reported.
-	Interrupted bool `json:"interrupted"`
+	Size        hostile.Size    `json:"size"`
+	Elapsed     millis.Duration `json:"elapsed_ms"`
+	ServerBin   *string         `json:"server_bin"`
+	Build       *string         `json:"build"`
+	Target      *string         `json:"target"`
+	TargetPID   *int            `json:"target_pid"`
+	Attacks     []hostileAttack `json:"attacks"`
+	Interrupted bool            `json:"interrupted"`
 }
 
 // hostileAttack is one attack's result, with null where the harness could
