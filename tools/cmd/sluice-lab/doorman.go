@@ -16,12 +16,8 @@ import (
 var doormanHelp = cli.Help{
 	Synopsis: `sluice-lab doorman serve|get|load|flood [flags]`,
 	About: `A Doorman-compatible lease server and client, speaking the original's gRPC
-protocol (service doorman.Capacity), so either side can be swapped for the
-original. serve hands out capacity leases for the resources of a YAML
-configuration in the original's format; get asks a server for a lease, once
-or (--watch) keeping it and printing every change; load measures a server's
-GetCapacity throughput; flood measures how a server bears a flood of new
-resource ids.`,
+protocol (service doorman.Capacity) and reading its YAML configuration, so
+either side can be swapped for the original (docs/doorman.md).`,
 	Examples: `sluice-lab doorman serve --config doorman.yaml --listen 127.0.0.1:6000 --debug-listen 127.0.0.1:6001
 sluice-lab doorman get --server 127.0.0.1:6000 --resource kv-rps --wants 500 --watch
 sluice-lab doorman load --server 127.0.0.1:6000 --clients 10000 --duration 10s
@@ -34,18 +30,16 @@ var doormanServeHelp = cli.Help{
 resources of --config (the original Doorman's YAML format), a FILE read again
 every --config-poll or etcd:KEY in the etcd cluster at --etcd, watched: a
 changed configuration is applied whole if valid, else refused with a line on
-stderr. --tls-cert and --tls-key serve TLS; --tls-ca also requires client
-certificates. --debug-listen serves /metrics, /debug/pprof/ and /status (the
+stderr. --debug-listen serves /metrics, /debug/pprof/ and /status (the
 resources, their clients and leases). It runs until interrupted.
 
 The limits (--max-resources, --max-clients, --max-leases) bound the server's
 memory whatever clients send: a request over one is refused with
-RESOURCE_EXHAUSTED, renewals never are. The connection flags bound
-connections as sluice serve's do. With --parent the server is an
-intermediate in a server tree, asking the parent node for its clients'
-capacity (--config is then optional); with --etcd and --election-key
-several servers form one node, one of them master, the others sending
-clients to its --advertise address. docs/doorman.md describes each.
+RESOURCE_EXHAUSTED, renewals never are. With --parent the server is an
+intermediate in a server tree (--config is then optional); with --etcd and
+--election-key several servers form one node, one of them master, the
+others sending clients to its --advertise address. docs/doorman.md
+describes each.
 
 Exit status: 0 when interrupted, 1 when the configuration cannot be loaded or
 the server fails, 2 on a usage error.`,
@@ -97,11 +91,6 @@ func doormanSubs(ctx context.Context) []cli.Command {
 		cli.Leaf("load", "measure a Doorman server's GetCapacity throughput", bind(doormanLoad)),
 		cli.Leaf("flood", "flood a Doorman server with new resource ids, timing a side client", bind(doormanFlood)),
 	}
-}
-
-// doormanCommand is `sluice-lab doorman`.
-func doormanCommand() cli.Command {
-	return cli.NewGroupUntilInterrupted("sluice-lab doorman", doormanHelp, doormanSubs)
 }
 
 func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {

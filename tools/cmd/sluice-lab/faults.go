@@ -27,17 +27,14 @@ client setup where the policy matters (no policy, retry, hedging), and
 prints one table row per run: calls, errors by code, attempts, handler
 executions and TCP connections per call, the slowest call against its
 deadline, how long a failed peer was still chosen, goroutines and heap after
-the run. Then one line per run: "ok", or each
-promise of Sluice's failure handling contract (the README's "When things
-break") it broke.
-
-The full size takes about five minutes; --ci about a minute and a half.
+the run. Then one line per run: "ok", or each promise of Sluice's failure
+handling contract (the README's "When things break") it broke. The full
+size takes about five minutes; --ci about a minute and a half.
 
 Scenarios: %s
 
-` + cli.OutputJSONHelp + ` It holds every run's figures (its
-configuration, calls, errors by code, attempts, executions, connections,
-latencies, goroutines and heap) and the promises it broke.
+` + cli.OutputJSONHelp + ` It holds every run's figures and the
+promises it broke.
 
 Exit status: 0 when every run was made (whatever the verdicts) or the suite was
 interrupted, 1 when a run could not be made, 2 on a usage error.`,

@@ -33,14 +33,15 @@ about ten minutes; --ci about a minute. The limit flags are passed to the
 servers started, when their 'serve -h' lists them (the table says which were
 missing); --ci sets low ones (--max-conns 100 --idle-timeout 1s
 --handshake-timeout 1s --stall-timeout 1s --write-timeout 1s --max-clients
-1000) so that they show in a few seconds. A limit given as 0 is left at the server's default.
+1000) so that they show in a few seconds; 0 leaves a limit at the server's
+default.
 
 Attacks: %s
 
 The table, one row per figure, goes to stdout; progress to stderr.
 ` + cli.OutputJSONHelp + ` It holds each attack's figures as
-the table prints them and as numbers (the server's memory and goroutines
-null where unknown).
+the table prints them and as numbers (memory and goroutines null where
+unknown).
 Exit status: 0 when every attack was made (whatever it did to the server) or
 the run was interrupted, 1 when an attack could not be made, 2 on a usage
 error.`,

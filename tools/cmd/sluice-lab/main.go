@@ -66,7 +66,7 @@ sluice-lab help faults`,
 func labTable() *cli.Lab {
 	return &cli.Lab{Name: "sluice-lab", Help: labHelp,
 		Commands: []cli.Command{
-			doormanCommand(),
+			cli.NewGroupUntilInterrupted("sluice-lab doorman", doormanHelp, doormanSubs),
 			simGroup(),
 			cli.Leaf("faults", "fault injection: what refused, reset, silent, killed or declining peers cost a client", cli.UntilInterrupted(faultsRun)),
 			cli.Leaf("hostile", "attack a server as a hostile peer would: does it survive, stay bounded, keep serving", cli.UntilInterrupted(hostileRun)),
