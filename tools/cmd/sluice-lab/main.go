@@ -42,13 +42,12 @@ var labHelp = cli.Help{
 	Synopsis: `sluice-lab COMMAND [flags]
 sluice-lab help COMMAND
 sluice-lab --version`,
-	About: `Sluice's command-line tool with its heavy parts: every command of sluice
-(demo, call, bench, serve), and the Doorman server and client (doorman),
-etcd:// peer lists and registration, the simulations (sim), fault
-injection (faults), hostile peers (hostile), bench --rolling-deploy and
-bench's charts (--chart), which link gRPC and etcd's client, gonum's plot,
-toxiproxy and an embedded etcd server. The everyday commands are in sluice, lighter to build
-and run (go run ./tools/cmd/sluice).
+	About: `Sluice's command-line tool with its heavy parts, which link gRPC and etcd's
+client, gonum's plot, toxiproxy and an embedded etcd server: every command
+of sluice (demo, call, bench, serve) and those below, etcd:// peer lists and
+registration, bench --rolling-deploy and bench's charts (--chart). The
+everyday commands are in sluice, lighter to build and run (go run
+./tools/cmd/sluice).
 Exit status: 0 on success, 1 when a call, a run or a server failed, 2 on a
 usage error.`,
 	Examples: `sluice-lab doorman serve --config doorman.yaml --listen 127.0.0.1:6000
