@@ -8,15 +8,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
-	"github.com/sluice-rpc/sluice/tools/internal/millis"
-
 	"github.com/sluice-rpc/sluice/tools/benchmarks/deploy"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
-// deployFlags are the flags of `sluice-lab bench --rolling-deploy`, which
-// set cfg's fields.
+// deployFlags are the flags of `sluice-lab bench --rolling-deploy`.
 type deployFlags struct {
 	on   bool
 	rows string
@@ -28,7 +26,7 @@ var deployOnly = []string{"rows", "instances", "clients", "replacements", "warmu
 	"dns-period", "dns-min-interval", "grace", "quiet", "etcd", "embedded-etcd"}
 
 // addDeployFlags defines --rolling-deploy and its flags on bench's flag
-// set: cli.Lab.RollingDeploy.
+// set (cli.Lab.RollingDeploy).
 func addDeployFlags(fs *cli.FlagSet) cli.BenchMode {
 	d := &deployFlags{cfg: deploy.Defaults()}
 	c := &d.cfg
@@ -53,7 +51,6 @@ func addDeployFlags(fs *cli.FlagSet) cli.BenchMode {
 	return d
 }
 
-// On reports whether --rolling-deploy was given.
 func (d *deployFlags) On() bool { return d.on }
 
 // OwnFlagGiven names the first flag given that only --rolling-deploy
@@ -65,7 +62,6 @@ func (d *deployFlags) OwnFlagGiven(fs *cli.FlagSet) string {
 	return ""
 }
 
-// Run runs `sluice-lab bench --rolling-deploy`.
 func (d *deployFlags) Run(ctx context.Context, fs *cli.FlagSet, a cli.BenchArgs, stdout, stderr io.Writer) int {
 	allowed := append([]string{"rolling-deploy", "rps", "timeout", "embedded-latency", "output"}, deployOnly...)
 	if code, ok := cli.ModeFlags(fs, "--rolling-deploy", "sets its own servers, load and clients", "makes calls with no retry policy", allowed...); !ok {
@@ -119,5 +115,5 @@ func (d *deployFlags) Run(ctx context.Context, fs *cli.FlagSet, a cli.BenchArgs,
 	if res != nil {
 		n = len(res.Rows)
 	}
-	return fs.ReportMade(ctx, n, err, a.JSON, func() any { return res }, func(w io.Writer) error { return res.WriteTable(w) }, "rows")
+	return fs.ReportMade(ctx, n, err, a.JSON, func() any { return res }, res.WriteTable, "rows")
 }

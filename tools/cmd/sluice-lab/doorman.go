@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
 	"io"
 	"net"
 	"net/http"
@@ -11,17 +10,14 @@ import (
 
 	"github.com/sluice-rpc/sluice/leasing"
 	"github.com/sluice-rpc/sluice/leasing/server"
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
 )
 
 var doormanHelp = cli.Help{
 	Synopsis: `sluice-lab doorman serve|get|load|flood [flags]`,
 	About: `A Doorman-compatible lease server and client, speaking the original's gRPC
-protocol (service doorman.Capacity), so either side can be swapped for the
-original. serve hands out capacity leases for the resources of a YAML
-configuration in the original's format; get asks a server for a lease, once
-or (--watch) keeping it and printing every change; load measures a server's
-GetCapacity throughput; flood measures how a server bears a flood of new
-resource ids.`,
+protocol (service doorman.Capacity) and reading its YAML configuration, so
+either side can be swapped for the original (docs/doorman.md).`,
 	Examples: `sluice-lab doorman serve --config doorman.yaml --listen 127.0.0.1:6000 --debug-listen 127.0.0.1:6001
 sluice-lab doorman get --server 127.0.0.1:6000 --resource kv-rps --wants 500 --watch
 sluice-lab doorman load --server 127.0.0.1:6000 --clients 10000 --duration 10s
@@ -34,18 +30,16 @@ var doormanServeHelp = cli.Help{
 resources of --config (the original Doorman's YAML format), a FILE read again
 every --config-poll or etcd:KEY in the etcd cluster at --etcd, watched: a
 changed configuration is applied whole if valid, else refused with a line on
-stderr. --tls-cert and --tls-key serve TLS; --tls-ca also requires client
-certificates. --debug-listen serves /metrics, /debug/pprof/ and /status (the
+stderr. --debug-listen serves /metrics, /debug/pprof/ and /status (the
 resources, their clients and leases). It runs until interrupted.
 
 The limits (--max-resources, --max-clients, --max-leases) bound the server's
 memory whatever clients send: a request over one is refused with
-RESOURCE_EXHAUSTED, renewals never are. The connection flags bound
-connections as sluice serve's do. With --parent the server is an
-intermediate in a server tree, asking the parent node for its clients'
-capacity (--config is then optional); with --etcd and --election-key
-several servers form one node, one of them master, the others sending
-clients to its --advertise address. docs/doorman.md describes each.
+RESOURCE_EXHAUSTED, renewals never are. With --parent the server is an
+intermediate in a server tree (--config is then optional); with --etcd and
+--election-key several servers form one node, one of them master, the
+others sending clients to its --advertise address. docs/doorman.md
+describes each.
 
 Exit status: 0 when interrupted, 1 when the configuration cannot be loaded or
 the server fails, 2 on a usage error.`,
@@ -99,11 +93,6 @@ func doormanSubs(ctx context.Context) []cli.Command {
 	}
 }
 
-// doormanCommand is `sluice-lab doorman`.
-func doormanCommand() cli.Command {
-	return cli.NewGroupUntilInterrupted("sluice-lab doorman", doormanHelp, doormanSubs)
-}
-
 func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet("sluice-lab doorman serve", doormanServeHelp, stdout, stderr)
 	config := fs.String("config", "", "the resource configuration: a YAML `FILE` in the original Doorman's format, or etcd:KEY (a key in the cluster at --etcd holding it)")
@@ -125,56 +114,63 @@ func doormanServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	defer debug.Close()
 	defer sf.close()
-	var repo *server.Repository
-	if *config != "" {
-		if repo, err = sf.loadConfig(ctx, *config, sf.etcd); err != nil {
-			return fs.Failure("%v", err)
-		}
-	}
-	lis, err := net.Listen("tcp", *listen)
-	if err != nil {
+	if err := sf.serve(ctx, *config, *listen, debug, cli.Locked(stdout), stderr); err != nil {
 		return fs.Failure("%v", err)
 	}
-	defer lis.Close()           // for a failure below; Stop closes it too
-	stdout = cli.Locked(stdout) // mastership changes are printed from the election
-	sf.cfg.Repository, sf.cfg.Scope = repo, debug.Scope()
-	election, err := sf.apply(lis.Addr().String(), stdout)
+	return cli.ExitOK
+}
+
+// serve loads config and serves on listen until ctx ends or the server
+// fails. Mastership changes are printed on stdout, from the election.
+func (s *serveFlags) serve(ctx context.Context, config, listen string, debug *cli.DebugListener, stdout, stderr io.Writer) error {
+	repo, err := s.loadConfig(ctx, config, s.etcd)
 	if err != nil {
-		return fs.Failure("%v", err)
+		return err
+	}
+	lis, err := net.Listen("tcp", listen)
+	if err != nil {
+		return err
+	}
+	defer lis.Close() // for a failure below; Stop closes it too
+	s.cfg.Repository, s.cfg.Scope = repo, debug.Scope()
+	election, err := s.apply(lis.Addr().String(), stdout)
+	if err != nil {
+		return err
 	}
 	if election != nil {
 		defer election.Close()
 	}
-	srv, err := server.New(sf.cfg)
+	srv, err := server.New(s.cfg)
 	if err != nil {
-		return fs.Failure("%v", err)
+		return err
 	}
-	opts, err := sf.grpcServerOptions()
+	opts, err := s.grpcServerOptions()
+	if err == nil {
+		err = debug.Serve("sluice-lab doorman serve", map[string]http.Handler{"/status": srv})
+	}
 	if err != nil {
-		return fs.Failure("%v", err)
+		return err
 	}
-	if err := debug.Serve("sluice-lab doorman serve", map[string]http.Handler{"/status": srv}); err != nil {
-		return fs.Failure("%v", err)
-	}
-	defer sf.start(srv, debug.Scope(), stderr)()
+	defer s.start(srv, debug.Scope(), stderr)()
 	templates := 0
 	if repo != nil {
 		templates = len(repo.Resources)
 	}
-	fmt.Fprintf(stdout, "doorman serving %d templates on %s%s\n", templates, lis.Addr(), sf.describe())
+	fmt.Fprintf(stdout, "doorman serving %d templates on %s%s\n", templates, lis.Addr(), s.describe())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(lis, opts...) }()
 	select {
 	case <-ctx.Done():
 		srv.Stop()
-		err = <-done
+		<-done
+		return nil
 	case err = <-done:
 		srv.Stop() // the election and the parent link end with it
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
 	}
-	if err != nil && ctx.Err() == nil {
-		return fs.Failure("%v", err)
-	}
-	return cli.ExitOK
 }
 
 func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -203,13 +199,11 @@ func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	defer client.Close()
 	res, err := client.Resource(*resource, leasing.ResourceConfig{Wants: *wants, Priority: *priority, Mode: leasing.Pessimistic})
+	if err == nil && !*watch {
+		err = client.Refresh(ctx)
+	}
 	if err != nil {
 		return fs.Failure("%v", err)
-	}
-	if !*watch {
-		if err := client.Refresh(ctx); err != nil {
-			return fs.Failure("%v", err)
-		}
 	}
 	first := true
 	for {
@@ -219,7 +213,7 @@ func doormanGet(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		case ok:
 			// The first lease answers a request with no lease in it, as a
 			// new client's; a learning server echoes the later ones.
-			rep = newDoormanLease(client.ID(), res, capacity, expiry, first)
+			rep.setLease(capacity, expiry, first)
 			first = false
 		case !*watch:
 			return fs.Failure("the server sent no lease for %q", *resource)
@@ -261,12 +255,11 @@ type doormanLease struct {
 	Note               *string    `json:"note"`
 }
 
-// newDoormanLease returns the report of a lease of capacity until expiry;
-// fresh says the request it answers carried no lease (has), as a new
-// client's does.
-func newDoormanLease(client string, res *leasing.Resource, capacity float64, expiry time.Time, fresh bool) doormanLease {
+// setLease records a lease of capacity until expiry; fresh says the
+// request it answers carried no lease (has), as a new client's does.
+func (l *doormanLease) setLease(capacity float64, expiry time.Time, fresh bool) {
 	exp := expiry.UTC()
-	l := doormanLease{Client: client, Resource: res.ID(), Wants: res.Wants(), Capacity: &capacity, Expires: &exp}
+	l.Capacity, l.Expires = &capacity, &exp
 	if capacity == 0 && l.Wants > 0 && fresh {
 		// The wire has no learning-mode flag: the note infers it.
 		note := fmt.Sprintf("capacity 0 for wants %g: the server is likely in learning mode, which ends by %s (this lease's expiry) at the latest. "+
@@ -276,7 +269,6 @@ func newDoormanLease(client string, res *leasing.Resource, capacity float64, exp
 			l.Wants, exp.Format(time.RFC3339))
 		l.LearningModeLikely, l.LearningModeEndsBy, l.Note = true, &exp, &note
 	}
-	return l
 }
 
 // print writes the lease for people: one line, and the note's line if

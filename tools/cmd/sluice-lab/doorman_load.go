@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -15,9 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
-	"github.com/sluice-rpc/sluice/tools/internal/millis"
-
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -25,6 +21,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
+	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
 var doormanLoadHelp = cli.Help{
@@ -78,7 +77,6 @@ type loadFlags struct {
 	dialOpts           []grpc.DialOption // set by parse
 }
 
-// addLoadFlags defines the shared flags.
 func addLoadFlags(fs *cli.FlagSet, concurrency int) *loadFlags {
 	l := &loadFlags{fs: fs, tls: addDoormanClientTLSFlags(fs), output: cli.AddOutputFlag(fs, false).Parse}
 	fs.StringVar(&l.server, "server", "", "`HOST:PORT` of a Doorman server")
@@ -110,21 +108,36 @@ func (l *loadFlags) parse(args []string) (asJSON bool, code int, ok bool) {
 
 // dial opens --conns connections to --server, and extra more.
 func (l *loadFlags) dial(extra int) ([]*grpc.ClientConn, error) {
-	conns := make([]*grpc.ClientConn, l.conns+extra)
-	for i := range conns {
-		var err error
-		if conns[i], err = grpc.NewClient(l.server, l.dialOpts...); err != nil {
-			closeConns(conns[:i])
+	conns := make([]*grpc.ClientConn, 0, l.conns+extra)
+	for range cap(conns) {
+		c, err := grpc.NewClient(l.server, l.dialOpts...)
+		if err != nil {
+			closeAll(conns)
 			return nil, err
 		}
+		conns = append(conns, c)
 	}
 	return conns, nil
 }
 
-func closeConns(conns []*grpc.ClientConn) {
+func closeAll(conns []*grpc.ClientConn) {
 	for _, c := range conns {
 		c.Close()
 	}
+}
+
+// work has l.concurrency workers make requests 0, 1, ... (do(w, k) makes
+// request k on worker w, false to stop) until ctx ends or one failed.
+func (l *loadFlags) work(ctx context.Context, failed *firstError, do func(w int, k int64) bool) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := range l.concurrency {
+		wg.Go(func() {
+			for ctx.Err() == nil && failed.n.Load() == 0 && do(w, next.Add(1)-1) {
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // rawMessage is a request already marshalled, sent through rawCodec.
@@ -146,8 +159,8 @@ func (l latencies) String() string {
 	if q == nil {
 		return "no requests"
 	}
-	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 2, 64) + "ms" }
-	return fmt.Sprintf("p50 %s p90 %s p99 %s p99.9 %s max %s", ms(q.P50.D()), ms(q.P90.D()), ms(q.P99.D()), ms(q.P999.D()), ms(q.Max.D()))
+	ms := func(d millis.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 2, 64) + "ms" }
+	return fmt.Sprintf("p50 %s p90 %s p99 %s p99.9 %s max %s", ms(q.P50), ms(q.P90), ms(q.P99), ms(q.P999), ms(q.Max))
 }
 
 // latencyQuantiles are the quantiles the table prints, in a JSON report.
@@ -160,14 +173,14 @@ type latencyQuantiles struct {
 	Max   millis.Duration `json:"max_ms"`
 }
 
-// quantiles returns l's quantiles, nil (null in JSON) when l is empty.
+// quantiles returns l's quantiles (bench's, nearest rank), nil (null in
+// JSON) when l is empty.
 func (l latencies) quantiles() *latencyQuantiles {
 	if len(l) == 0 {
 		return nil
 	}
-	s := slices.Clone(l)
-	slices.Sort(s)
-	q := func(p float64) millis.Duration { return millis.Duration(load.Quantile(s, p)) } // bench's quantiles, nearest rank
+	s := slices.Sorted(slices.Values(l))
+	q := func(p float64) millis.Duration { return millis.Duration(load.Quantile(s, p)) }
 	return &latencyQuantiles{Count: len(s), P50: q(0.5), P90: q(0.9), P99: q(0.99), P999: q(0.999), Max: q(1)}
 }
 
@@ -228,7 +241,7 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if err != nil {
 		return fs.Failure("%v", err)
 	}
-	defer closeConns(conns)
+	defer closeAll(conns)
 
 	type client struct {
 		mu    sync.Mutex
@@ -238,12 +251,12 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	cs := make([]client, *clients)
 	for i := range cs {
-		cs[i].id = *prefix + strconv.Itoa(i)
-		cs[i].wants = *wants
+		cs[i].id, cs[i].wants = *prefix+strconv.Itoa(i), *wants
 	}
 	var answered, unanswered atomic.Int64
 	var failed firstError
-	one := func(stub pb.CapacityClient, c *client, rng *rand.Rand) (time.Duration, bool) {
+	// ask has client c renew its lease; ok says it got an answer, in took.
+	ask := func(stub pb.CapacityClient, c *client, rng *rand.Rand) (took time.Duration, ok bool) {
 		c.mu.Lock()
 		if *change > 0 && rng.Float64() < *change {
 			c.wants = *wants * (0.5 + rng.Float64())
@@ -252,7 +265,7 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		c.mu.Unlock()
 		start := time.Now()
 		resp, err := stub.GetCapacity(ctx, req)
-		took := time.Since(start)
+		took = time.Since(start)
 		if err != nil {
 			if ctx.Err() == nil {
 				failed.set(err)
@@ -272,25 +285,20 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	// run has the clients ask in turn until limit requests were sent, or
 	// until until with no limit, and returns the requests' latencies.
 	run := func(until time.Time, limit int64) latencies {
-		var next atomic.Int64
 		out := make([]latencies, lf.concurrency)
-		var wg sync.WaitGroup
+		rngs, stubs := make([]*rand.Rand, lf.concurrency), make([]pb.CapacityClient, lf.concurrency)
 		for w := range out {
-			wg.Go(func() {
-				rng := rand.New(rand.NewPCG(uint64(w), 1))
-				stub := pb.NewCapacityClient(conns[w%len(conns)])
-				for ctx.Err() == nil && failed.n.Load() == 0 {
-					n := next.Add(1) - 1
-					if (limit > 0 && n >= limit) || (limit == 0 && time.Now().After(until)) {
-						return
-					}
-					if took, ok := one(stub, &cs[n%int64(len(cs))], rng); ok {
-						out[w] = append(out[w], took)
-					}
-				}
-			})
+			rngs[w], stubs[w] = rand.New(rand.NewPCG(uint64(w), 1)), pb.NewCapacityClient(conns[w%len(conns)])
 		}
-		wg.Wait()
+		lf.work(ctx, &failed, func(w int, k int64) bool {
+			if (limit > 0 && k >= limit) || (limit == 0 && time.Now().After(until)) {
+				return false
+			}
+			if took, ok := ask(stubs[w], &cs[k%int64(len(cs))], rngs[w]); ok {
+				out[w] = append(out[w], took)
+			}
+			return true
+		})
 		return slices.Concat(out...)
 	}
 	if *warmup {
@@ -303,77 +311,67 @@ func doormanLoad(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	start := time.Now()
 	all := run(start.Add(*duration), 0)
-	elapsed := time.Since(start).Seconds()
+	took := time.Since(start)
+	perS := func(n int64) float64 { return float64(n) / took.Seconds() }
 	rep := doormanLoadReport{Clients: *clients, Resource: *resource, Concurrency: lf.concurrency, Connections: lf.conns,
-		Elapsed: millis.Duration(time.Duration(elapsed * float64(time.Second))), Requests: len(all), RequestsPerS: float64(len(all)) / elapsed,
-		Answered: answered.Load(), AnsweredPerS: float64(answered.Load()) / elapsed, Unanswered: unanswered.Load(),
+		Elapsed: millis.Duration(took), Requests: len(all), RequestsPerS: perS(int64(len(all))),
+		Answered: answered.Load(), AnsweredPerS: perS(answered.Load()), Unanswered: unanswered.Load(),
 		Failed: failed.n.Load(), FirstError: errText(failed.err), Latency: all.quantiles()}
 	if code := fs.Report(rep, asJSON, func(w io.Writer) error {
-		fmt.Fprintf(w, "doorman load: %d clients of %q, %d in flight on %d connections, %.1fs\n", *clients, *resource, lf.concurrency, lf.conns, elapsed)
+		fmt.Fprintf(w, "doorman load: %d clients of %q, %d in flight on %d connections, %.1fs\n", *clients, *resource, lf.concurrency, lf.conns, took.Seconds())
 		fmt.Fprintf(w, "requests %d (%.0f/s), answered with an entry %d (%.0f/s), without %d, failed %d\nlatency %v\n",
 			rep.Requests, rep.RequestsPerS, rep.Answered, rep.AnsweredPerS, rep.Unanswered, rep.Failed, all)
 		return nil
-	}, "", nil); code != cli.ExitOK {
+	}, "", nil); code != cli.ExitOK || failed.err == nil {
 		return code
 	}
-	if failed.err != nil {
-		return fs.Failure("%d requests failed, the first: %v", failed.n.Load(), failed.err)
-	}
-	return cli.ExitOK
+	return fs.Failure("%d requests failed, the first: %v", failed.n.Load(), failed.err)
 }
 
-// doormanLoadReport is `sluice-lab doorman load -o json`'s report, the
-// table's figures.
+// doormanLoadReport is `sluice-lab doorman load -o json`'s report.
+// Answered requests had an entry for the resource, Unanswered none;
+// FirstError is that of the Failed ones, null when none failed.
 type doormanLoadReport struct {
-	Clients      int             `json:"clients"`
-	Resource     string          `json:"resource"`
-	Concurrency  int             `json:"concurrency"`
-	Connections  int             `json:"connections"`
-	Elapsed      millis.Duration `json:"elapsed_ms"`
-	Requests     int             `json:"requests"`
-	RequestsPerS float64         `json:"requests_per_s"`
-	// Answered requests had an entry for the resource, Unanswered none.
-	Answered     int64   `json:"answered"`
-	AnsweredPerS float64 `json:"answered_per_s"`
-	Unanswered   int64   `json:"unanswered"`
-	// Failed requests got an error, the first of them FirstError (null
-	// when none failed).
-	Failed     int64   `json:"failed"`
-	FirstError *string `json:"first_error"`
-	// Latency is null when no request was answered.
-	Latency *latencyQuantiles `json:"latency"`
+	Clients      int               `json:"clients"`
+	Resource     string            `json:"resource"`
+	Concurrency  int               `json:"concurrency"`
+	Connections  int               `json:"connections"`
+	Elapsed      millis.Duration   `json:"elapsed_ms"`
+	Requests     int               `json:"requests"`
+	RequestsPerS float64           `json:"requests_per_s"`
+	Answered     int64             `json:"answered"`
+	AnsweredPerS float64           `json:"answered_per_s"`
+	Unanswered   int64             `json:"unanswered"`
+	Failed       int64             `json:"failed"`
+	FirstError   *string           `json:"first_error"`
+	Latency      *latencyQuantiles `json:"latency"` // null when no request was answered
 }
 
-// doormanFloodReport is `sluice-lab doorman flood -o json`'s report, the
-// table's figures.
+// doormanFloodReport is `sluice-lab doorman flood -o json`'s report.
+// Flood requests were Accepted (AcceptedIDs ids in them), Refused
+// (RESOURCE_EXHAUSTED, the first for FirstRefusal) or Failed otherwise.
 type doormanFloodReport struct {
-	IDs          int             `json:"ids"`
-	PerRequest   int             `json:"per_request"`
-	FloodClients int             `json:"flood_clients"`
-	Concurrency  int             `json:"concurrency"`
-	Elapsed      millis.Duration `json:"elapsed_ms"`
-	// Accepted flood requests (AcceptedIDs ids in them), Refused
-	// (RESOURCE_EXHAUSTED: FirstRefusal says why, null when none was),
-	// Failed otherwise.
-	Accepted     int64   `json:"accepted"`
-	AcceptedIDs  int64   `json:"accepted_ids"`
-	Refused      int64   `json:"refused"`
-	Failed       int64   `json:"failed"`
-	FirstRefusal *string `json:"first_refusal"`
-	// Side is the side client's requests.
-	Side doormanFloodSide `json:"side"`
-	// Server is the server's memory, null without --server-pid.
-	Server *doormanFloodServer `json:"server"`
+	IDs          int                 `json:"ids"`
+	PerRequest   int                 `json:"per_request"`
+	FloodClients int                 `json:"flood_clients"`
+	Concurrency  int                 `json:"concurrency"`
+	Elapsed      millis.Duration     `json:"elapsed_ms"`
+	Accepted     int64               `json:"accepted"`
+	AcceptedIDs  int64               `json:"accepted_ids"`
+	Refused      int64               `json:"refused"`
+	Failed       int64               `json:"failed"`
+	FirstRefusal *string             `json:"first_refusal"`
+	Side         doormanFloodSide    `json:"side"`
+	Server       *doormanFloodServer `json:"server"` // null without --server-pid
 }
 
-// doormanFloodSide is the side client's requests during the flood.
+// doormanFloodSide is the side client's requests during the flood, with
+// null for no latency (none answered) and no error.
 type doormanFloodSide struct {
-	Requests int `json:"requests"`
-	Answered int `json:"answered"`
-	// Latency is null when no request was answered.
-	Latency *latencyQuantiles `json:"latency"`
-	// Error is the side client's first error, null when it had none.
-	Error *string `json:"error"`
+	Requests int               `json:"requests"`
+	Answered int               `json:"answered"`
+	Latency  *latencyQuantiles `json:"latency"`
+	Error    *string           `json:"error"`
 }
 
 // doormanFloodServer is the server process's memory, in bytes.
@@ -411,18 +409,19 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	case *sideResource == "":
 		return fs.UsageError("--side-resource is empty")
 	}
-	var rssBefore int64
+	var server *doormanFloodServer
 	if *pid != 0 {
-		var err error
-		if rssBefore, _, err = procMemory(*pid); err != nil {
+		rss, _, err := procMemory(*pid)
+		if err != nil {
 			return fs.UsageError("--server-pid %d: %v", *pid, err)
 		}
+		server = &doormanFloodServer{PID: *pid, RSSBeforeBytes: rss}
 	}
 	conns, err := lf.dial(1)
 	if err != nil {
 		return fs.Failure("%v", err)
 	}
-	defer closeConns(conns)
+	defer closeAll(conns)
 	side := pb.NewCapacityClient(conns[0])
 	conns = conns[1:]
 	// ask renews the side client's lease and says whether the answer had an
@@ -455,38 +454,33 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		floodReqs[k], _ = proto.Marshal(req) // ids of ASCII: it cannot fail
 	}
 
-	var next, accepted, acceptedIDs atomic.Int64
+	var accepted, acceptedIDs atomic.Int64
 	var failed, refused firstError
 	floodDone := make(chan struct{})
 	start := time.Now()
-	var wg sync.WaitGroup
-	for w := range lf.concurrency {
-		wg.Go(func() {
-			conn := conns[w%len(conns)]
-			for ctx.Err() == nil && failed.n.Load() == 0 {
-				k := next.Add(1) - 1
-				if k >= int64(len(floodReqs)) {
-					return
-				}
-				err := conn.Invoke(ctx, "/doorman.Capacity/GetCapacity", &floodReqs[k], new(rawMessage), grpc.ForceCodec(rawCodec{}))
-				switch {
-				case err == nil:
-					accepted.Add(1)
-					acceptedIDs.Add(int64(min(per, *ids-int(k)*per)))
-				case status.Code(err) == codes.ResourceExhausted:
-					refused.set(err)
-				case ctx.Err() == nil:
-					failed.set(err)
-				}
+	go func() {
+		defer close(floodDone)
+		lf.work(ctx, &failed, func(w int, k int64) bool {
+			if k >= int64(len(floodReqs)) {
+				return false
 			}
+			err := conns[w%len(conns)].Invoke(ctx, "/doorman.Capacity/GetCapacity", &floodReqs[k], new(rawMessage), grpc.ForceCodec(rawCodec{}))
+			switch {
+			case err == nil:
+				accepted.Add(1)
+				acceptedIDs.Add(int64(min(per, *ids-int(k)*per)))
+			case status.Code(err) == codes.ResourceExhausted:
+				refused.set(err)
+			case ctx.Err() == nil:
+				failed.set(err)
+			}
+			return true
 		})
-	}
-	go func() { wg.Wait(); close(floodDone) }()
+	}()
 
 	// The side client, and the server's memory, while the flood lasts.
 	var sideLat latencies
 	var sideAnswered int
-	var rssPeak int64
 	var sideErr error
 	stop := (<-chan struct{})(floodDone)
 	if *sideFor > 0 {
@@ -514,30 +508,29 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if answered {
 			sideAnswered++
 		}
-		if *pid != 0 {
+		if server != nil {
 			if rss, _, err := procMemory(*pid); err == nil {
-				rssPeak = max(rssPeak, rss)
+				server.RSSPeakBytes = max(server.RSSPeakBytes, rss)
 			}
 		}
 	}
 	<-floodDone
-	elapsed := time.Since(start).Seconds()
+	took := time.Since(start)
 	rep := doormanFloodReport{IDs: *ids, PerRequest: *perRequest, FloodClients: *floodClients, Concurrency: lf.concurrency,
-		Elapsed: millis.Duration(time.Duration(elapsed * float64(time.Second))), Accepted: accepted.Load(), AcceptedIDs: acceptedIDs.Load(),
-		Refused: refused.n.Load(), Failed: failed.n.Load(),
+		Elapsed: millis.Duration(took), Accepted: accepted.Load(), AcceptedIDs: acceptedIDs.Load(),
+		Refused: refused.n.Load(), Failed: failed.n.Load(), Server: server,
 		Side: doormanFloodSide{Requests: len(sideLat), Answered: sideAnswered, Latency: sideLat.quantiles(), Error: errText(sideErr)}}
 	if refused.err != nil {
 		rep.FirstRefusal = new(status.Convert(refused.err).Message())
 	}
-	if *pid != 0 {
-		rss, hwm, err := procMemory(*pid)
-		if err != nil {
+	if server != nil {
+		if server.RSSAfterBytes, server.VMHWMBytes, err = procMemory(*pid); err != nil {
 			return fs.Failure("reading the server's memory: %v", err)
 		}
-		rep.Server = &doormanFloodServer{PID: *pid, RSSBeforeBytes: rssBefore, RSSPeakBytes: max(rssPeak, rss), RSSAfterBytes: rss, VMHWMBytes: hwm}
+		server.RSSPeakBytes = max(server.RSSPeakBytes, server.RSSAfterBytes)
 	}
 	if code := fs.Report(rep, asJSON, func(w io.Writer) error {
-		fmt.Fprintf(w, "doorman flood: %d ids in requests of %d from %d client(s), %d in flight, %.1fs\n", *ids, *perRequest, *floodClients, lf.concurrency, elapsed)
+		fmt.Fprintf(w, "doorman flood: %d ids in requests of %d from %d client(s), %d in flight, %.1fs\n", *ids, *perRequest, *floodClients, lf.concurrency, took.Seconds())
 		fmt.Fprintf(w, "flood requests accepted %d (%d ids), refused %d, failed %d\n", rep.Accepted, rep.AcceptedIDs, rep.Refused, rep.Failed)
 		if rep.FirstRefusal != nil {
 			fmt.Fprintf(w, "first refusal: %s\n", *rep.FirstRefusal)

@@ -27,26 +27,21 @@ import (
 // and --debug-listen: limits, connections (named as `sluice serve`'s, 0:
 // the server's default), tree and election, TLS and reloading.
 type serveFlags struct {
-	// cfg is the server's configuration as the flags set it: the limits,
-	// the connections, --parent, --server-id and --advertise (Address);
-	// validate and apply set the rest.
-	cfg                     server.Config
+	cfg                     server.Config // as the flags set it; validate and apply set the rest
 	etcd, electionKey       string
 	electionTTL, configPoll time.Duration
 	tls                     cli.ServerTLSFlags
 	parentTLS               *cli.ClientTLSFlags
 	tlsFiles                *tlsfiles.Reloader // set by validate, nil without TLS
 
-	// Set by loadConfig.
-	file       string           // --config FILE
-	data       []byte           // the configuration's content at start
+	// Where loadConfig found the configuration, and its content then.
+	file       string // --config FILE
+	data       []byte
 	etcdClient *clientv3.Client // --config etcd:KEY
 	etcdKey    string
 	etcdRev    int64
 }
 
-// addServeFlags registers serve's flags but --config, --listen and
-// --debug-listen on fs.
 func addServeFlags(fs *cli.FlagSet) *serveFlags {
 	s := &serveFlags{}
 	c := &s.cfg
@@ -100,23 +95,23 @@ func (s *serveFlags) validate(listen string, onReloadError func(error)) error {
 	if s.tlsFiles, err = s.tls.Reloader(onReloadError); err != nil {
 		return err
 	}
-	const orDefault = ">= 0 (0: the default)"
 	for _, f := range []struct {
-		name string
-		v    any
-		bad  bool
-		want string
+		name     string
+		v        any
+		negative bool
 	}{
-		{"max-conns", c.MaxConns, c.MaxConns < 0, orDefault},
-		{"max-calls-per-conn", c.MaxConcurrentStreams, c.MaxConcurrentStreams < 0, orDefault},
-		{"max-calls-per-conn", c.MaxConcurrentStreams, int64(c.MaxConcurrentStreams) > math.MaxUint32, fmt.Sprintf("<= %d", uint32(math.MaxUint32))},
-		{"idle-timeout", c.MaxConnectionIdle, c.MaxConnectionIdle < 0, orDefault},
-		{"handshake-timeout", c.ConnectionTimeout, c.ConnectionTimeout < 0, orDefault},
-		{"keepalive-min-time", c.KeepaliveMinTime, c.KeepaliveMinTime < 0, orDefault},
+		{"max-conns", c.MaxConns, c.MaxConns < 0},
+		{"max-calls-per-conn", c.MaxConcurrentStreams, c.MaxConcurrentStreams < 0},
+		{"idle-timeout", c.MaxConnectionIdle, c.MaxConnectionIdle < 0},
+		{"handshake-timeout", c.ConnectionTimeout, c.ConnectionTimeout < 0},
+		{"keepalive-min-time", c.KeepaliveMinTime, c.KeepaliveMinTime < 0},
 	} {
-		if f.bad {
-			return fmt.Errorf("--%s is %v, must be %s", f.name, f.v, f.want)
+		if f.negative {
+			return fmt.Errorf("--%s is %v, must be >= 0 (0: the default)", f.name, f.v)
 		}
+	}
+	if int64(c.MaxConcurrentStreams) > math.MaxUint32 {
+		return fmt.Errorf("--max-calls-per-conn is %d, must be <= %d", c.MaxConcurrentStreams, uint32(math.MaxUint32))
 	}
 	if c.ParentDialOptions, err = dialOptions(s.parentTLS, onReloadError); err != nil {
 		return err
@@ -163,9 +158,8 @@ func (s *serveFlags) validateElection(listen string) error {
 }
 
 // apply completes cfg for a server listening on listening: the address
-// it advertises, its id and logger, and its election, returned (nil
-// without --election-key) to be closed after the server stops. The
-// server's log lines go to out.
+// it advertises, its id, its logger (on out) and its election, returned
+// (nil without --election-key) to be closed after the server stops.
 func (s *serveFlags) apply(listening string, out io.Writer) (*etcdelection.Election, error) {
 	cfg := &s.cfg
 	if cfg.Address == "" {
@@ -177,8 +171,7 @@ func (s *serveFlags) apply(listening string, out io.Writer) (*etcdelection.Elect
 		// expired and give the new master nothing meanwhile.
 		cfg.ID = s.electionKey
 	}
-	// Info and above: the parent failing and back, mastership changes,
-	// failed elections, refused requests.
+	// Info: the parent failing and back, mastership changes, refusals.
 	cfg.Logger = cli.LineLogger(out, slog.LevelInfo)
 	if s.electionKey == "" {
 		return nil, nil
@@ -205,10 +198,13 @@ func (s *serveFlags) describe() string {
 }
 
 // loadConfig loads --config: a FILE, or etcd:KEY read from the etcd
-// cluster at endpoints (comma-separated host:port or URLs). It remembers
-// where the configuration came from, so that start can watch it, and the
-// etcd client, for close (also after an error).
+// cluster at endpoints (comma-separated host:port or URLs), or nothing
+// for "". It remembers where the configuration came from, so that start
+// can watch it, and the etcd client, for close (also after an error).
 func (s *serveFlags) loadConfig(ctx context.Context, config, endpoints string) (*server.Repository, error) {
+	if config == "" {
+		return nil, nil
+	}
 	key, inEtcd := strings.CutPrefix(config, "etcd:") // as the original's -config=etcd:KEY
 	eps, where := splitEndpoints(endpoints), config
 	var err error
@@ -239,9 +235,8 @@ func (s *serveFlags) loadConfig(ctx context.Context, config, endpoints string) (
 	return repo, nil
 }
 
-// grpcServerOptions returns the options of the gRPC server Serve makes:
-// TLS credentials from the files validate read, if any. (Serve records
-// the RPCs on Config.Scope itself.)
+// grpcServerOptions returns the server's TLS credentials, if any, from
+// the files validate read.
 func (s *serveFlags) grpcServerOptions() ([]grpc.ServerOption, error) {
 	if s.tlsFiles == nil {
 		return nil, nil
@@ -250,9 +245,9 @@ func (s *serveFlags) grpcServerOptions() ([]grpc.ServerOption, error) {
 	return []grpc.ServerOption{grpc.Creds(creds)}, err
 }
 
-// start reloads the configuration into srv while it runs: --config FILE
-// every --config-poll, etcd:KEY on every change, logged on stderr and
-// counted on scope. stop ends the watcher and returns once it has.
+// start reloads the configuration into srv while it runs (--config FILE
+// every --config-poll, etcd:KEY on every change), logged on stderr and
+// counted on scope; stop ends the watcher and waits for it.
 func (s *serveFlags) start(srv *server.Server, scope tally.Scope, stderr io.Writer) (stop func()) {
 	r := server.NewReloader(srv, server.ReloadConfig{Scope: scope, Logger: cli.LineLogger(stderr, slog.LevelInfo)})
 	r.Loaded(s.data)
@@ -285,14 +280,14 @@ func (s *serveFlags) close() {
 }
 
 // addDoormanClientTLSFlags registers get's, load's and flood's TLS flags
-// on fs, the capability of the original client's -ca_file.
+// (the original client's -ca_file).
 func addDoormanClientTLSFlags(fs *cli.FlagSet) *cli.ClientTLSFlags {
 	return cli.AddClientTLSFlags(fs, "", "the server", "--server")
 }
 
-// dialOptions returns the options to dial a Doorman server with: nil for
-// plaintext without TLS flags. An error names the flag (and file) that is
-// wrong; a changed file that does not load later is told to onReloadError.
+// dialOptions returns the options to dial a Doorman server with, nil
+// without TLS flags; a changed file that does not load later is told to
+// onReloadError.
 func dialOptions(c *cli.ClientTLSFlags, onReloadError func(error)) ([]grpc.DialOption, error) {
 	r, serverName, err := c.Reloader(onReloadError)
 	if r == nil || err != nil {

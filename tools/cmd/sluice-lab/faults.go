@@ -7,12 +7,12 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sluice-rpc/sluice/internal/testkit/slowtest"
+	"github.com/sluice-rpc/sluice/tools/benchmarks/faults"
 	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
-
-	"github.com/rs/zerolog"
-	"github.com/sluice-rpc/sluice/tools/benchmarks/faults"
 )
 
 var faultsHelp = cli.Help{
@@ -27,17 +27,14 @@ client setup where the policy matters (no policy, retry, hedging), and
 prints one table row per run: calls, errors by code, attempts, handler
 executions and TCP connections per call, the slowest call against its
 deadline, how long a failed peer was still chosen, goroutines and heap after
-the run. Then one line per run: "ok", or each
-promise of Sluice's failure handling contract (the README's "When things
-break") it broke.
-
-The full size takes about five minutes; --ci about a minute and a half.
+the run. Then one line per run: "ok", or each promise of Sluice's failure
+handling contract (the README's "When things break") it broke. The full
+size takes about five minutes; --ci about a minute and a half.
 
 Scenarios: %s
 
-` + cli.OutputJSONHelp + ` It holds every run's figures (its
-configuration, calls, errors by code, attempts, executions, connections,
-latencies, goroutines and heap) and the promises it broke.
+` + cli.OutputJSONHelp + ` It holds every run's figures and the
+promises it broke.
 
 Exit status: 0 when every run was made (whatever the verdicts) or the suite was
 interrupted, 1 when a run could not be made, 2 on a usage error.`,
@@ -47,9 +44,8 @@ sluice-lab faults --ci --markdown                   # small, as go test runs it,
 sluice-lab faults --ci -o json | jq '.runs[] | {scenario: .config.scenario, contract_broken}'`,
 }
 
-// faultsRun runs `sluice-lab faults`: the fault-injection suite of
-// benchmarks/faults, printing its table and the contract's verdicts. The
-// end of ctx ends the suite early; the runs made so far are printed.
+// faultsRun runs `sluice-lab faults`, printing the table and the
+// contract's verdicts of the runs made until ctx ends.
 func faultsRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	s := newSuite("faults", faultsHelp, faults.Scenarios(), "scenarios", "comma-separated `SCENARIOS` to run, or all",
 		"the CI size: one to three seconds a run (6s for freeze and stall)", stdout, stderr)
@@ -78,9 +74,8 @@ func faultsRun(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return s.UsageError("%v", err)
 	}
 	// toxiproxy's bandwidth toxic logs through zerolog's global logger,
-	// which zerolog starts at trace level; the suite's output is the table.
+	// at trace level unless told otherwise.
 	zerolog.SetGlobalLevel(zerolog.InfoLevel)
-
 	var want time.Duration
 	for _, c := range cfgs {
 		want += c.Duration.D()
@@ -107,25 +102,24 @@ func faultsRun(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}, "runs")
 }
 
-// faultsReport is `sluice-lab faults -o json`'s report.
+// faultsReport is `sluice-lab faults -o json`'s report; Interrupted says
+// the suite was cut short.
 type faultsReport struct {
-	RPS     float64           `json:"rps"`
-	Timeout millis.Duration   `json:"timeout_ms"`
-	Size    faults.Size       `json:"size"`
-	Runs    []faultsRunReport `json:"runs"`
-	// RunsBrokeContract counts the runs that broke a promise; Interrupted
-	// says the suite was cut short, the runs made so far reported.
-	RunsBrokeContract int  `json:"runs_broke_contract"`
-	Interrupted       bool `json:"interrupted"`
+	RPS               float64           `json:"rps"`
+	Timeout           millis.Duration   `json:"timeout_ms"`
+	Size              faults.Size       `json:"size"`
+	Runs              []faultsRunReport `json:"runs"`
+	RunsBrokeContract int               `json:"runs_broke_contract"`
+	Interrupted       bool              `json:"interrupted"`
 }
 
-// faultsRunReport is one run's figures, its figures per call and what it broke
-// of the failure handling contract.
+// faultsRunReport is one run's figures, per call too, and the promises of
+// the failure handling contract it broke. FirstShare is null when no call
+// started a second after the fault; AfterStreakShare when none started
+// after the erroring peer's first failures in a row (or there is no such
+// peer).
 type faultsRunReport struct {
 	*faults.Result
-	// FirstShare is null when no call started a second after the fault;
-	// AfterStreakShare when no call started after the erroring peer's
-	// first failures in a row (or there is no such peer).
 	FirstShare               *float64        `json:"first_share"`
 	AfterStreakShare         *float64        `json:"after_streak_share"`
 	AttemptsPerCall          float64         `json:"attempts_per_call"`

@@ -8,10 +8,9 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/sluice-rpc/sluice/tools/benchmarks/hostile"
 	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
-
-	"github.com/sluice-rpc/sluice/tools/benchmarks/hostile"
 )
 
 var hostileHelp = cli.Help{
@@ -34,14 +33,15 @@ about ten minutes; --ci about a minute. The limit flags are passed to the
 servers started, when their 'serve -h' lists them (the table says which were
 missing); --ci sets low ones (--max-conns 100 --idle-timeout 1s
 --handshake-timeout 1s --stall-timeout 1s --write-timeout 1s --max-clients
-1000) so that they show in a few seconds. A limit given as 0 is left at the server's default.
+1000) so that they show in a few seconds; 0 leaves a limit at the server's
+default.
 
 Attacks: %s
 
 The table, one row per figure, goes to stdout; progress to stderr.
 ` + cli.OutputJSONHelp + ` It holds each attack's figures as
-the table prints them and as numbers (the server's memory and goroutines
-null where unknown).
+the table prints them and as numbers (memory and goroutines null where
+unknown).
 Exit status: 0 when every attack was made (whatever it did to the server) or
 the run was interrupted, 1 when an attack could not be made, 2 on a usage
 error.`,
@@ -53,8 +53,8 @@ sluice serve --debug-listen 127.0.0.1:6061 &      # then attack it where it runs
 sluice-lab hostile --target 127.0.0.1:4040 --pid $! --debug-url http://127.0.0.1:6061 --attacks soak`,
 }
 
-// hostileRun runs `sluice-lab hostile`: the attacks of benchmarks/hostile. The
-// end of ctx ends the run early; the attacks made so far are printed.
+// hostileRun runs `sluice-lab hostile`, printing the attacks made until
+// ctx ends.
 func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newSuite("hostile", hostileHelp, hostile.Attacks(), "attacks", "comma-separated `ATTACKS` to make, or all",
 		"the CI size: a few seconds an attack, with low server limits", stdout, stderr)
@@ -140,20 +140,18 @@ func hostileRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}, "attacks")
 }
 
-// hostileReport is `sluice-lab hostile -o json`'s report.
+// hostileReport is `sluice-lab hostile -o json`'s report. ServerBin and
+// Build name the binary attacked, Target and TargetPID an external
+// --target: the others are null. Interrupted says the run was cut short.
 type hostileReport struct {
-	Size    hostile.Size    `json:"size"`
-	Elapsed millis.Duration `json:"elapsed_ms"`
-	// ServerBin and Build name the binary attacked, null when attacking
-	// an external --target (Target, TargetPID; null otherwise).
-	ServerBin *string         `json:"server_bin"`
-	Build     *string         `json:"build"`
-	Target    *string         `json:"target"`
-	TargetPID *int            `json:"target_pid"`
-	Attacks   []hostileAttack `json:"attacks"`
-	// Interrupted says the run was cut short, the attacks made so far
-	// reported.
-	Interrupted bool `json:"interrupted"`
+	Size        hostile.Size    `json:"size"`
+	Elapsed     millis.Duration `json:"elapsed_ms"`
+	ServerBin   *string         `json:"server_bin"`
+	Build       *string         `json:"build"`
+	Target      *string         `json:"target"`
+	TargetPID   *int            `json:"target_pid"`
+	Attacks     []hostileAttack `json:"attacks"`
+	Interrupted bool            `json:"interrupted"`
 }
 
 // hostileAttack is one attack's result, with null where the harness could

@@ -1,10 +1,7 @@
-// Command sluice-lab is sluice with the parts that link heavy modules:
-// the Doorman server and client and etcd:// peer lists and registration
-// (gRPC and etcd's client), the simulations' charts (gonum's plot), fault
-// injection (toxiproxy), an embedded etcd server (bench --rolling-deploy)
-// and the hostile peers. It runs every command of sluice too, and adds
-// these (the list is the command table's, labTable; a test keeps it the
-// same):
+// Command sluice-lab is sluice with the parts that link heavy modules
+// (gRPC and etcd's client, gonum's plot, toxiproxy, an embedded etcd):
+// every command of sluice, and these (labTable's list; a test keeps the
+// two the same):
 //
 //	doorman serve  a Doorman lease server
 //	doorman get    ask a Doorman server for a lease, once or --watch
@@ -17,11 +14,9 @@
 //	faults         fault injection: what refused, reset, silent, killed or declining peers cost a client
 //	hostile        attack a server as a hostile peer would: does it survive, stay bounded, keep serving
 //
-// and to `sluice-lab bench` the mode --rolling-deploy and --chart (of
-// --closed-loop and --balancing), and to call, bench and serve etcd://
-// targets (-P/--peer-list, --register). The everyday sluice, asked for any of
-// them, says to run sluice-lab. "sluice-lab help CMD" or "sluice-lab CMD -h"
-// describes a command; exit codes and reports are sluice's.
+// It adds bench --rolling-deploy and --chart, and etcd:// targets to
+// call, bench and serve (-P/--peer-list, --register); sluice, asked for
+// any of them, says to run sluice-lab.
 package main
 
 import (
@@ -35,8 +30,8 @@ import (
 )
 
 func main() {
-	// faults, hostile and bench --rolling-deploy run children of this very
-	// binary: a child serves (or attacks), and exits, here.
+	// faults, hostile and bench --rolling-deploy run children of this
+	// binary, which serve (or attack) and exit here.
 	faults.ServeChildIfAsked()
 	hostile.RunChildIfAsked()
 	deploy.ServeChildIfAsked()
@@ -47,13 +42,12 @@ var labHelp = cli.Help{
 	Synopsis: `sluice-lab COMMAND [flags]
 sluice-lab help COMMAND
 sluice-lab --version`,
-	About: `Sluice's command-line tool with its heavy parts: every command of sluice
-(demo, call, bench, serve), and the Doorman server and client (doorman),
-etcd:// peer lists and registration, the simulations (sim), fault
-injection (faults), hostile peers (hostile), bench --rolling-deploy and
-bench's charts (--chart), which link gRPC and etcd's client, gonum's plot,
-toxiproxy and an embedded etcd server. The everyday commands are in sluice, lighter to build
-and run (go run ./tools/cmd/sluice).
+	About: `Sluice's command-line tool with its heavy parts, which link gRPC and etcd's
+client, gonum's plot, toxiproxy and an embedded etcd server: every command
+of sluice (demo, call, bench, serve) and those below, etcd:// peer lists and
+registration, bench --rolling-deploy and bench's charts (--chart). The
+everyday commands are in sluice, lighter to build and run (go run
+./tools/cmd/sluice).
 Exit status: 0 on success, 1 when a call, a run or a server failed, 2 on a
 usage error.`,
 	Examples: `sluice-lab doorman serve --config doorman.yaml --listen 127.0.0.1:6000
@@ -67,12 +61,11 @@ sluice-lab bench --closed-loop --chart closedloop.png
 sluice-lab help faults`,
 }
 
-// labTable is what sluice-lab adds to sluice: its commands, bench's
-// --rolling-deploy and the charts.
+// labTable is what sluice-lab adds to sluice.
 func labTable() *cli.Lab {
 	return &cli.Lab{Name: "sluice-lab", Help: labHelp,
 		Commands: []cli.Command{
-			doormanCommand(),
+			cli.NewGroupUntilInterrupted("sluice-lab doorman", doormanHelp, doormanSubs),
 			simGroup(),
 			cli.Leaf("faults", "fault injection: what refused, reset, silent, killed or declining peers cost a client", cli.UntilInterrupted(faultsRun)),
 			cli.Leaf("hostile", "attack a server as a hostile peer would: does it survive, stay bounded, keep serving", cli.UntilInterrupted(hostileRun)),
@@ -83,8 +76,8 @@ func labTable() *cli.Lab {
 	}
 }
 
-// run runs sluice-lab's command line args (without the program name) and
-// returns the exit code.
+// run runs sluice-lab's args (without the program name) and returns the
+// exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	return cli.Run(args, stdout, stderr, labTable())
 }

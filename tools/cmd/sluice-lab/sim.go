@@ -127,11 +127,12 @@ type simBusyRun struct {
 	Speed        *int             `json:"speed"`        // converged_at - 10
 }
 
-// simulate is the end sim shed and sim doorman share: --chart's path and
-// the scenario checked (invalid is its error, prefix its package's), sc
-// run, and the result reported as a table, as JSON (report) or drawn.
+// simulate is the end sim ratelimit, shed and doorman share: --chart's
+// path and the scenario checked (invalid is its error, prefix its
+// package's), sc run, and the result reported as a table, as JSON
+// (report) or drawn.
 func simulate[S, R, J any](fs *cli.FlagSet, asJSON bool, chartPath string, sc S, invalid error, prefix string,
-	run func(S) (R, error), report func(R) J, table func(io.Writer, R), draw func(string, R) error) int {
+	run func(S) (R, error), report func(R) J, table func(io.Writer, R) error, draw func(string, R) error) int {
 	if chartPath != "" {
 		if err := chart.CheckPath(chartPath); err != nil {
 			return fs.UsageError("--chart: %v", err)
@@ -144,6 +145,6 @@ func simulate[S, R, J any](fs *cli.FlagSet, asJSON bool, chartPath string, sc S,
 	if err != nil {
 		return fs.Failure("%v", err)
 	}
-	return fs.Report(report(res), asJSON, func(w io.Writer) error { table(w, res); return nil }, chartPath,
+	return fs.Report(report(res), asJSON, func(w io.Writer) error { return table(w, res) }, chartPath,
 		func(path string) error { return draw(path, res) })
 }

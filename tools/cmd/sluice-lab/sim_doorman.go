@@ -123,7 +123,7 @@ func doormanReport(res doormansim.Result) simDoormanReport {
 	return out
 }
 
-func writeDoormanTable(w io.Writer, res doormansim.Result) {
+func writeDoormanTable(w io.Writer, res doormansim.Result) error {
 	sc, sum := res.Scenario, res.Summary
 	fmt.Fprintf(w, "Scenario %s: %s\n", sc.Name, sc.About)
 	tree := "clients at the root"
@@ -184,6 +184,7 @@ func writeDoormanTable(w io.Writer, res doormansim.Result) {
 		fmt.Fprintf(w, "%8d %10.1f %10.1f %10.1f %10.1f %7.1f%%\n", m, wants/n, has/n, lo, hi, 100*used/n)
 		start = end
 	}
+	return nil
 }
 
 // writeDoormanChart draws total wants, total has and capacity over the

@@ -4,21 +4,19 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
-
-	"github.com/sluice-rpc/sluice/tools/internal/chart"
-	"github.com/sluice-rpc/sluice/tools/internal/millis"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 
 	"github.com/sluice-rpc/sluice/pacing"
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
+	"github.com/sluice-rpc/sluice/tools/internal/chart"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
 	"github.com/sluice-rpc/sluice/tools/internal/sim/ratesim"
 )
 
-// maxSimRuns bounds --runs: each run simulates 30 minutes of several
-// clients, about 0.2 s of CPU.
+// maxSimRuns bounds --runs, each about 0.2 s of CPU.
 const maxSimRuns = 100
 
 var simRatelimitHelp = cli.Help{
@@ -41,7 +39,6 @@ sluice-lab sim ratelimit --chart sleep.png
 sluice-lab sim ratelimit -o json | jq '.pacers[] | {name, retry_rate}'`,
 }
 
-// simRatelimitCmd is "sluice-lab sim ratelimit".
 func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet("sluice-lab sim ratelimit", simRatelimitHelp, stdout, stderr)
 	seed := fs.Uint64("seed", 1, "random seed; the same seed gives the same table")
@@ -55,26 +52,22 @@ func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
 	if *runs < 1 || *runs > maxSimRuns {
 		return fs.UsageError("--runs is %d, must be in 1..%d", *runs, maxSimRuns)
 	}
-	if *chartPath != "" { // before the run, as sim shed's and sim doorman's
-		if err := chart.CheckPath(*chartPath); err != nil {
-			return fs.UsageError("--chart: %v", err)
-		}
-	}
 	entries := ratesim.Entries()
+	var invalid error
 	for i := range entries {
 		if entries[i].Config.Strategy == pacing.StrategyReserve {
 			entries[i].Config.Reserve = *reserve
 			if err := entries[i].Config.Validate(); err != nil {
-				return fs.UsageError("--reserve: %v", err)
+				invalid = fmt.Errorf("--reserve: %v", err)
 			}
 		}
 	}
 	steady, clear := ratesim.Steady(), ratesim.Clear()
-	rows, err := ratesim.Compare(entries, steady, clear, *seed, *runs)
-	if err != nil {
-		return fs.Failure("%v", err)
+	compare := func(entries []ratesim.Entry) ([]ratesim.Row, error) {
+		return ratesim.Compare(entries, steady, clear, *seed, *runs)
 	}
-	table := func(w io.Writer) error {
+	report := func(rows []ratesim.Row) simRatelimitReport { return ratelimitReport(*seed, *runs, steady, clear, rows) }
+	table := func(w io.Writer, rows []ratesim.Row) error {
 		fmt.Fprintf(w, "Rate throttling (Heroku's client rate throttling article), virtual time, seed %d", *seed)
 		if *runs > 1 {
 			fmt.Fprintf(w, ", mean of %d runs", *runs)
@@ -86,8 +79,7 @@ func simRatelimitCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(w, "(in brackets: the article's published figures)\n\n")
 		return ratesim.WriteTable(w, rows)
 	}
-	return fs.Report(ratelimitReport(*seed, *runs, steady, clear, rows), asJSON, table, *chartPath,
-		func(path string) error { return writeSleepChart(path, rows) })
+	return simulate(fs, asJSON, *chartPath, entries, invalid, "", compare, report, table, writeSleepChart)
 }
 
 // simRatelimitReport is `sluice-lab sim ratelimit -o json`'s report.
@@ -95,22 +87,22 @@ type simRatelimitReport struct {
 	Seed   uint64            `json:"seed"`
 	Runs   int               `json:"runs"`
 	Steady ratesim.Scenario  `json:"steady"`
-	Clear  ratesim.Scenario  `json:"clear"` // the two scenarios
+	Clear  ratesim.Scenario  `json:"clear"`
 	Pacers []simRatelimitRow `json:"pacers"`
 }
 
-// simRatelimitRow is one pacer's figures, means over the runs.
+// simRatelimitRow is one pacer's figures, means over the runs, beside
+// the article's (null where it has none). Requests and Successes are the
+// steady runs' requests sent and allowed; Cleared says every clear run
+// finished in time.
 type simRatelimitRow struct {
-	Name     string           `json:"name"`
-	Strategy pacing.Strategy  `json:"strategy"`
-	Figures  ratelimitFigures `json:"figures"`
-	// Published are the article's figures, null where it has none.
+	Name      string            `json:"name"`
+	Strategy  pacing.Strategy   `json:"strategy"`
+	Figures   ratelimitFigures  `json:"figures"`
 	Published *ratelimitFigures `json:"published"`
-	// Requests and Successes are the steady runs' requests sent and
-	// allowed; Cleared says every clear run finished in time.
-	Requests  float64 `json:"requests"`
-	Successes float64 `json:"successes"`
-	Cleared   bool    `json:"cleared"`
+	Requests  float64           `json:"requests"`
+	Successes float64           `json:"successes"`
+	Cleared   bool              `json:"cleared"`
 }
 
 // ratelimitFigures are the article's four metrics.
@@ -130,8 +122,7 @@ func ratelimitReport(seed uint64, runs int, steady, clear ratesim.Scenario, rows
 		row := simRatelimitRow{Name: r.Name, Strategy: r.Config.Strategy, Figures: figures(r.Mean),
 			Requests: r.Requests, Successes: r.Successes, Cleared: r.Cleared}
 		if r.Published != nil {
-			p := figures(*r.Published)
-			row.Published = &p
+			row.Published = new(figures(*r.Published))
 		}
 		out.Pacers = append(out.Pacers, row)
 	}

@@ -7,14 +7,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
-
-	"github.com/sluice-rpc/sluice/tools/internal/chart"
-	"github.com/sluice-rpc/sluice/tools/internal/millis"
-	"github.com/sluice-rpc/sluice/tools/internal/sim/shedsim"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
+	"github.com/sluice-rpc/sluice/tools/internal/chart"
+	"github.com/sluice-rpc/sluice/tools/internal/millis"
+	"github.com/sluice-rpc/sluice/tools/internal/sim/shedsim"
 )
 
 var simShedHelp = cli.Help{
@@ -116,35 +116,35 @@ type simShedReport struct {
 	Seconds  []simShedSecond `json:"seconds"`
 }
 
-// simShedScenario is the run's scenario, as its flags set it.
+// simShedScenario is the run's scenario, as its flags set it; Capacity
+// is requests per second at the starting service time, FixedLimit null
+// but for the fixed guard.
 type simShedScenario struct {
-	Model    shedsim.Model   `json:"model"`
-	Workers  int             `json:"workers"`
-	Service  millis.Duration `json:"service_ms"`
-	Capacity float64         `json:"capacity"` // requests per second at the starting service time
-	Steps    []shedsim.Step  `json:"steps"`
-	Load     float64         `json:"load"`
-	Duration millis.Duration `json:"duration_ms"`
-	Guard    shedsim.Guard   `json:"guard"`
-	// FixedLimit is the fixed guard's limit, null for the others.
-	FixedLimit *int   `json:"fixed_limit"`
-	Seed       uint64 `json:"seed"`
+	Model      shedsim.Model   `json:"model"`
+	Workers    int             `json:"workers"`
+	Service    millis.Duration `json:"service_ms"`
+	Capacity   float64         `json:"capacity"`
+	Steps      []shedsim.Step  `json:"steps"`
+	Load       float64         `json:"load"`
+	Duration   millis.Duration `json:"duration_ms"`
+	Guard      shedsim.Guard   `json:"guard"`
+	FixedLimit *int            `json:"fixed_limit"`
+	Seed       uint64          `json:"seed"`
 }
 
-// simShedSecond is shedsim.Second with null where there is no value.
+// simShedSecond is shedsim.Second with null where there is no value:
+// P50 and P99 when no request finished in the second, the limits with no
+// guard, NoLoad but for the adaptive guard.
 type simShedSecond struct {
-	T        millis.Duration `json:"t_ms"`
-	Service  millis.Duration `json:"service_ms"`
-	Offered  int             `json:"offered"`
-	Admitted int             `json:"admitted"`
-	Shed     int             `json:"shed"`
-	Done     int             `json:"done"`
-	Goodput  float64         `json:"goodput"`
-	// P50 and P99 are null when no request finished in the second.
-	P50 *millis.Duration `json:"p50_ms"`
-	P99 *millis.Duration `json:"p99_ms"`
-	// Limit, MinLimit and MaxLimit are null with no guard; NoLoad is
-	// null but for the adaptive guard.
+	T        millis.Duration  `json:"t_ms"`
+	Service  millis.Duration  `json:"service_ms"`
+	Offered  int              `json:"offered"`
+	Admitted int              `json:"admitted"`
+	Shed     int              `json:"shed"`
+	Done     int              `json:"done"`
+	Goodput  float64          `json:"goodput"`
+	P50      *millis.Duration `json:"p50_ms"`
+	P99      *millis.Duration `json:"p99_ms"`
 	Limit    *float64         `json:"limit"`
 	MinLimit *float64         `json:"min_limit"`
 	MaxLimit *float64         `json:"max_limit"`
@@ -176,7 +176,7 @@ func shedReport(res shedsim.Result) simShedReport {
 	return out
 }
 
-func writeShedTable(w io.Writer, res shedsim.Result) {
+func writeShedTable(w io.Writer, res shedsim.Result) error {
 	sc := res.Scenario
 	what := "a pool of %d workers with a queue"
 	if sc.Model == shedsim.CPU {
@@ -190,8 +190,7 @@ func writeShedTable(w io.Writer, res shedsim.Result) {
 	for _, st := range sc.Steps {
 		fmt.Fprintf(w, "Step: at %v the service time becomes %v\n", st.At, st.Service)
 	}
-	fmt.Fprintln(w)
-	fmt.Fprintf(w, "%6s %8s %8s %8s %8s %8s %9s %9s %16s %9s\n", "t", "service", "offered", "admitted", "shed", "goodput", "p50", "p99", "limit (min-max)", "no-load")
+	fmt.Fprintf(w, "\n%6s %8s %8s %8s %8s %8s %9s %9s %16s %9s\n", "t", "service", "offered", "admitted", "shed", "goodput", "p50", "p99", "limit (min-max)", "no-load")
 	for _, s := range res.Seconds {
 		limit := "-"
 		if sc.Guard != shedsim.None {
@@ -200,6 +199,7 @@ func writeShedTable(w io.Writer, res shedsim.Result) {
 		fmt.Fprintf(w, "%6v %8v %8d %8d %8d %7.1f%% %9v %9v %16s %9v\n", s.T, s.Service, s.Offered, s.Admitted, s.Shed,
 			100*s.Goodput, s.P50.Round(time.Microsecond), s.P99.Round(time.Microsecond), limit, s.NoLoad.Round(time.Microsecond))
 	}
+	return nil
 }
 
 // writeShedChart draws the limit, the latency quantiles and goodput over
