@@ -29,18 +29,16 @@ const (
 	doormanResource = "hostile" // what the flood and the malformed requests ask for
 	floodSource     = "127.0.0.2"
 	newSource       = "127.0.0.3" // the newcomers'
-	// poisonResource is PROPORTIONAL_SHARE with short leases, which end
-	// within the attack.
-	poisonResource = "poison"
-	poisonCapacity = 1000
-	poisonLease    = 4 * time.Second
-	poisonRefresh  = time.Second
-	// poisonWants is finite, so valid, and twice of it overflows a float64.
-	poisonWants = 1e308
-	kvResource  = "kv-rps" // named exactly by a template
-	// floodPerRequest is the server's default most resource ids a request.
-	floodPerRequest  = 1000
-	doormanCallLimit = 10 * time.Second // one request
+	// poisonResource is PROPORTIONAL_SHARE with leases that end within the
+	// attack.
+	poisonResource   = "poison"
+	poisonCapacity   = 1000
+	poisonLease      = 4 * time.Second
+	poisonRefresh    = time.Second
+	poisonWants      = 1e308    // finite, so valid; twice it overflows a float64
+	kvResource       = "kv-rps" // named exactly by a template
+	floodPerRequest  = 1000     // the server's default most resource ids a request
+	doormanCallLimit = 10 * time.Second
 )
 
 // dialDoorman opens a gRPC connection to addr from source ("" for any).
@@ -265,7 +263,6 @@ func childFlood(ctx context.Context, j job, out *emitter, leave context.Context)
 	return nil
 }
 
-// rawCodec sends and receives bytes as they are.
 type rawCodec struct{}
 
 func (rawCodec) Marshal(v any) ([]byte, error) { return *v.(*[]byte), nil }
@@ -353,49 +350,19 @@ func runDoormanMalformed(e *env) error {
 		if e.ctx.Err() != nil {
 			break
 		}
-		c := Case{Name: dc.name}
-		if !e.t.Alive() {
-			c.Note = "not sent: the server is down"
-			e.r.Cases = append(e.r.Cases, c)
-			continue
-		}
-		if cc == nil {
+		c := Case{Name: dc.name, Note: "not sent: the server is down"}
+		if e.t.Alive() {
 			var err error
-			if cc, err = dialDoorman(e.t.Addr, ""); err != nil {
-				return err
+			if cc == nil {
+				if cc, err = dialDoorman(e.t.Addr, ""); err != nil {
+					return err
+				}
 			}
-		}
-		var resp []byte
-		ctx, cancel := context.WithTimeout(e.ctx, doormanCallLimit)
-		t0 := time.Now()
-		err := cc.Invoke(ctx, dc.method, &dc.payload, &resp, grpc.ForceCodec(rawCodec{}), grpc.MaxCallSendMsgSize(16<<20))
-		c.After = millis.Duration(time.Since(t0))
-		cancel()
-		if err != nil {
-			st := status.Convert(err)
-			msg := strings.ReplaceAll(st.Message(), "\u00a0", " ")
-			if len(msg) > 70 {
-				msg = msg[:70] + "..."
+			e.doormanCase(cc, dc, &c)
+			if !c.Survived {
+				cc.Close()
+				cc = nil
 			}
-			c.Answer = fmt.Sprintf("%s %q", st.Code(), msg)
-		} else {
-			c.Answer = fmt.Sprintf("OK (%d bytes)", len(resp))
-		}
-		e.survived(&c, 100*time.Millisecond)
-		if !c.Survived {
-			cc.Close()
-			cc = nil
-		} else {
-			t0 := time.Now()
-			_, o, err := askCapacity(e.ctx, pb.NewCapacityClient(cc), "valid-after", nil)
-			next := Call{OK: o == "lease", Latency: millis.Duration(time.Since(t0))}
-			if !next.OK {
-				next.Code = o
-			}
-			if err != nil {
-				next.Err = err.Error()
-			}
-			c.Next = &next
 		}
 		e.r.Cases = append(e.r.Cases, c)
 	}
@@ -403,6 +370,38 @@ func runDoormanMalformed(e *env) error {
 	e.r.fig("cases", "%d: server survived %d, answered a valid request after %d", len(e.r.Cases), survived, served)
 	e.r.caseFigures()
 	return e.end(nil, 0)
+}
+
+// doormanCase sends dc on cc and, if the server survived, a valid request.
+func (e *env) doormanCase(cc *grpc.ClientConn, dc doormanCase, c *Case) {
+	c.Note = ""
+	var resp []byte
+	ctx, cancel := context.WithTimeout(e.ctx, doormanCallLimit)
+	defer cancel()
+	t0 := time.Now()
+	err := cc.Invoke(ctx, dc.method, &dc.payload, &resp, grpc.ForceCodec(rawCodec{}), grpc.MaxCallSendMsgSize(16<<20))
+	c.After = millis.Duration(time.Since(t0))
+	c.Answer = fmt.Sprintf("OK (%d bytes)", len(resp))
+	if err != nil {
+		st := status.Convert(err)
+		msg := strings.ReplaceAll(st.Message(), "\u00a0", " ")
+		if len(msg) > 70 {
+			msg = msg[:70] + "..."
+		}
+		c.Answer = fmt.Sprintf("%s %q", st.Code(), msg)
+	}
+	if e.survived(c, 100*time.Millisecond); !c.Survived {
+		return
+	}
+	t0 = time.Now()
+	_, o, err := askCapacity(e.ctx, pb.NewCapacityClient(cc), "valid-after", nil)
+	c.Next = &Call{OK: o == "lease", Latency: millis.Duration(time.Since(t0))}
+	if !c.Next.OK {
+		c.Next.Code = o
+	}
+	if err != nil {
+		c.Next.Err = err.Error()
+	}
 }
 
 // legitTally counts a legitimate client's grants.
@@ -550,7 +549,6 @@ func runDoormanResources(e *env) error {
 	return err
 }
 
-// doormanStub returns a client of the Doorman server from source.
 func (e *env) doormanStub(source string) (pb.CapacityClient, error) {
 	cc, err := dialDoorman(e.t.Addr, source)
 	if err != nil {
