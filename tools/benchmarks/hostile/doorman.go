@@ -219,11 +219,10 @@ func childFlood(ctx context.Context, j job, out *emitter, leave context.Context)
 	defer cancel()
 	has := make([]*pb.Lease, j.Count)
 	var stopping atomic.Bool
-	// pass asks for every id once, j.Workers at a time.
-	pass := func() (int64, map[string]int64, string) {
-		var next, n, worker atomic.Int64
+	// pass asks for every id once, j.Workers at a time, counting in ev.
+	pass := func(ev *event) {
+		var next, worker atomic.Int64
 		var mu sync.Mutex
-		got, first := map[string]int64{}, ""
 		workers(j.Workers, func() {
 			stub := stubs[int(worker.Add(1))%len(stubs)]
 			for i := next.Add(1) - 1; i < int64(j.Count) && !stopping.Load(); i = next.Add(1) - 1 {
@@ -232,37 +231,33 @@ func childFlood(ctx context.Context, j job, out *emitter, leave context.Context)
 					return // cut short by leaving: not counted
 				}
 				has[i] = lease
-				n.Add(1)
 				mu.Lock()
-				got[o]++
-				if err != nil && first == "" {
-					first = o + ": " + status.Convert(err).Message()
+				ev.Sent++
+				ev.Got[o]++
+				if err != nil && ev.Note == "" {
+					ev.Note = o + ": " + status.Convert(err).Message()
 				}
 				mu.Unlock()
 			}
 		})
-		return n.Load(), got, first
 	}
-	sent, got, first := pass()
-	out.emit(event{Ev: "ready", Sent: sent, Got: got, Note: first})
+	ready := event{Ev: "ready", Got: map[string]int64{}}
+	pass(&ready)
+	out.emit(ready)
 	go func() {
 		<-leave.Done()
 		stopping.Store(true)
 		cancel()
 	}()
-	renewed := map[string]int64{}
-	var total int64
+	done := event{Ev: "done", Got: map[string]int64{}}
 	for !stopping.Load() {
-		n, g, _ := pass()
-		total += n
-		for k, v := range g {
-			renewed[k] += v
-		}
+		pass(&done)
 	}
-	out.emit(event{Ev: "done", Sent: total, Got: renewed})
+	out.emit(done)
 	return nil
 }
 
+// rawCodec sends and receives bytes as they are.
 type rawCodec struct{}
 
 func (rawCodec) Marshal(v any) ([]byte, error) { return *v.(*[]byte), nil }
@@ -350,21 +345,22 @@ func runDoormanMalformed(e *env) error {
 		if e.ctx.Err() != nil {
 			break
 		}
-		c := Case{Name: dc.name, Note: "not sent: the server is down"}
-		if e.t.Alive() {
+		if !e.t.Alive() {
+			e.r.Cases = append(e.r.Cases, Case{Name: dc.name, Note: "not sent: the server is down"})
+			continue
+		}
+		if cc == nil {
 			var err error
-			if cc == nil {
-				if cc, err = dialDoorman(e.t.Addr, ""); err != nil {
-					return err
-				}
-			}
-			e.doormanCase(cc, dc, &c)
-			if !c.Survived {
-				cc.Close()
-				cc = nil
+			if cc, err = dialDoorman(e.t.Addr, ""); err != nil {
+				return err
 			}
 		}
+		c := e.doormanCase(cc, dc)
 		e.r.Cases = append(e.r.Cases, c)
+		if !c.Survived {
+			cc.Close()
+			cc = nil
+		}
 	}
 	survived, _, served := e.r.caseCounts()
 	e.r.fig("cases", "%d: server survived %d, answered a valid request after %d", len(e.r.Cases), survived, served)
@@ -373,8 +369,8 @@ func runDoormanMalformed(e *env) error {
 }
 
 // doormanCase sends dc on cc and, if the server survived, a valid request.
-func (e *env) doormanCase(cc *grpc.ClientConn, dc doormanCase, c *Case) {
-	c.Note = ""
+func (e *env) doormanCase(cc *grpc.ClientConn, dc doormanCase) Case {
+	c := Case{Name: dc.name}
 	var resp []byte
 	ctx, cancel := context.WithTimeout(e.ctx, doormanCallLimit)
 	defer cancel()
@@ -390,8 +386,8 @@ func (e *env) doormanCase(cc *grpc.ClientConn, dc doormanCase, c *Case) {
 		}
 		c.Answer = fmt.Sprintf("%s %q", st.Code(), msg)
 	}
-	if e.survived(c, 100*time.Millisecond); !c.Survived {
-		return
+	if e.survived(&c, 100*time.Millisecond); !c.Survived {
+		return c
 	}
 	t0 = time.Now()
 	_, o, err := askCapacity(e.ctx, pb.NewCapacityClient(cc), "valid-after", nil)
@@ -402,6 +398,7 @@ func (e *env) doormanCase(cc *grpc.ClientConn, dc doormanCase, c *Case) {
 	if err != nil {
 		c.Next.Err = err.Error()
 	}
+	return c
 }
 
 // legitTally counts a legitimate client's grants.
