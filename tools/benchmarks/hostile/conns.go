@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -208,14 +207,12 @@ func childHold(ctx context.Context, j job, out *emitter, leave context.Context) 
 	if j.Kind == "stall" {
 		ev.Closed += int(closed.Load())
 	}
-	var notes []string
 	if notHandshaken > 0 {
-		notes = append(notes, fmt.Sprintf("%d connections open but never handshaken (no init res within %v)", notHandshaken, handshakeTimeout))
+		ev.Note = fmt.Sprintf("%d connections open but never handshaken (no init res within %v)", notHandshaken, handshakeTimeout)
 	}
 	if firstErr != nil {
-		notes = append(notes, fmt.Sprintf("first failed connect: %v", firstErr))
+		ev.Note = joinNote(ev.Note, fmt.Sprintf("first failed connect: %v", firstErr))
 	}
-	ev.Note = strings.Join(notes, "; ")
 	out.emit(ev)
 	<-leave.Done()
 	leaving.Store(true)
@@ -246,7 +243,6 @@ func runConnectReset(e *env) error {
 	return nil
 }
 
-// childReset is the attacker child of "connect-reset".
 func childReset(ctx context.Context, j job, out *emitter, leave context.Context) error {
 	ctx, cancel := context.WithTimeout(leave, j.For)
 	defer cancel()
@@ -277,7 +273,6 @@ func childReset(ctx context.Context, j job, out *emitter, leave context.Context)
 	return nil
 }
 
-// workers runs f on n goroutines (at least one) and waits for them.
 func workers(n int, f func()) {
 	var wg sync.WaitGroup
 	for range max(1, n) {

@@ -29,18 +29,16 @@ const (
 	doormanResource = "hostile" // what the flood and the malformed requests ask for
 	floodSource     = "127.0.0.2"
 	newSource       = "127.0.0.3" // the newcomers'
-	// poisonResource is PROPORTIONAL_SHARE with short leases, which end
-	// within the attack.
-	poisonResource = "poison"
-	poisonCapacity = 1000
-	poisonLease    = 4 * time.Second
-	poisonRefresh  = time.Second
-	// poisonWants is finite, so valid, and twice of it overflows a float64.
-	poisonWants = 1e308
-	kvResource  = "kv-rps" // named exactly by a template
-	// floodPerRequest is the server's default most resource ids a request.
-	floodPerRequest  = 1000
-	doormanCallLimit = 10 * time.Second // one request
+	// poisonResource is PROPORTIONAL_SHARE with leases that end within the
+	// attack.
+	poisonResource   = "poison"
+	poisonCapacity   = 1000
+	poisonLease      = 4 * time.Second
+	poisonRefresh    = time.Second
+	poisonWants      = 1e308    // finite, so valid; twice it overflows a float64
+	kvResource       = "kv-rps" // named exactly by a template
+	floodPerRequest  = 1000     // the server's default most resource ids a request
+	doormanCallLimit = 10 * time.Second
 )
 
 // dialDoorman opens a gRPC connection to addr from source ("" for any).
@@ -221,11 +219,10 @@ func childFlood(ctx context.Context, j job, out *emitter, leave context.Context)
 	defer cancel()
 	has := make([]*pb.Lease, j.Count)
 	var stopping atomic.Bool
-	// pass asks for every id once, j.Workers at a time.
-	pass := func() (int64, map[string]int64, string) {
-		var next, n, worker atomic.Int64
+	// pass asks for every id once, j.Workers at a time, counting in ev.
+	pass := func(ev *event) {
+		var next, worker atomic.Int64
 		var mu sync.Mutex
-		got, first := map[string]int64{}, ""
 		workers(j.Workers, func() {
 			stub := stubs[int(worker.Add(1))%len(stubs)]
 			for i := next.Add(1) - 1; i < int64(j.Count) && !stopping.Load(); i = next.Add(1) - 1 {
@@ -234,34 +231,29 @@ func childFlood(ctx context.Context, j job, out *emitter, leave context.Context)
 					return // cut short by leaving: not counted
 				}
 				has[i] = lease
-				n.Add(1)
 				mu.Lock()
-				got[o]++
-				if err != nil && first == "" {
-					first = o + ": " + status.Convert(err).Message()
+				ev.Sent++
+				ev.Got[o]++
+				if err != nil && ev.Note == "" {
+					ev.Note = o + ": " + status.Convert(err).Message()
 				}
 				mu.Unlock()
 			}
 		})
-		return n.Load(), got, first
 	}
-	sent, got, first := pass()
-	out.emit(event{Ev: "ready", Sent: sent, Got: got, Note: first})
+	ready := event{Ev: "ready", Got: map[string]int64{}}
+	pass(&ready)
+	out.emit(ready)
 	go func() {
 		<-leave.Done()
 		stopping.Store(true)
 		cancel()
 	}()
-	renewed := map[string]int64{}
-	var total int64
+	done := event{Ev: "done", Got: map[string]int64{}}
 	for !stopping.Load() {
-		n, g, _ := pass()
-		total += n
-		for k, v := range g {
-			renewed[k] += v
-		}
+		pass(&done)
 	}
-	out.emit(event{Ev: "done", Sent: total, Got: renewed})
+	out.emit(done)
 	return nil
 }
 
@@ -353,10 +345,8 @@ func runDoormanMalformed(e *env) error {
 		if e.ctx.Err() != nil {
 			break
 		}
-		c := Case{Name: dc.name}
 		if !e.t.Alive() {
-			c.Note = "not sent: the server is down"
-			e.r.Cases = append(e.r.Cases, c)
+			e.r.Cases = append(e.r.Cases, Case{Name: dc.name, Note: "not sent: the server is down"})
 			continue
 		}
 		if cc == nil {
@@ -365,44 +355,50 @@ func runDoormanMalformed(e *env) error {
 				return err
 			}
 		}
-		var resp []byte
-		ctx, cancel := context.WithTimeout(e.ctx, doormanCallLimit)
-		t0 := time.Now()
-		err := cc.Invoke(ctx, dc.method, &dc.payload, &resp, grpc.ForceCodec(rawCodec{}), grpc.MaxCallSendMsgSize(16<<20))
-		c.After = millis.Duration(time.Since(t0))
-		cancel()
-		if err != nil {
-			st := status.Convert(err)
-			msg := strings.ReplaceAll(st.Message(), "\u00a0", " ")
-			if len(msg) > 70 {
-				msg = msg[:70] + "..."
-			}
-			c.Answer = fmt.Sprintf("%s %q", st.Code(), msg)
-		} else {
-			c.Answer = fmt.Sprintf("OK (%d bytes)", len(resp))
-		}
-		e.survived(&c, 100*time.Millisecond)
+		c := e.doormanCase(cc, dc)
+		e.r.Cases = append(e.r.Cases, c)
 		if !c.Survived {
 			cc.Close()
 			cc = nil
-		} else {
-			t0 := time.Now()
-			_, o, err := askCapacity(e.ctx, pb.NewCapacityClient(cc), "valid-after", nil)
-			next := Call{OK: o == "lease", Latency: millis.Duration(time.Since(t0))}
-			if !next.OK {
-				next.Code = o
-			}
-			if err != nil {
-				next.Err = err.Error()
-			}
-			c.Next = &next
 		}
-		e.r.Cases = append(e.r.Cases, c)
 	}
 	survived, _, served := e.r.caseCounts()
 	e.r.fig("cases", "%d: server survived %d, answered a valid request after %d", len(e.r.Cases), survived, served)
 	e.r.caseFigures()
 	return e.end(nil, 0)
+}
+
+// doormanCase sends dc on cc and, if the server survived, a valid request.
+func (e *env) doormanCase(cc *grpc.ClientConn, dc doormanCase) Case {
+	c := Case{Name: dc.name}
+	var resp []byte
+	ctx, cancel := context.WithTimeout(e.ctx, doormanCallLimit)
+	defer cancel()
+	t0 := time.Now()
+	err := cc.Invoke(ctx, dc.method, &dc.payload, &resp, grpc.ForceCodec(rawCodec{}), grpc.MaxCallSendMsgSize(16<<20))
+	c.After = millis.Duration(time.Since(t0))
+	c.Answer = fmt.Sprintf("OK (%d bytes)", len(resp))
+	if err != nil {
+		st := status.Convert(err)
+		msg := strings.ReplaceAll(st.Message(), "\u00a0", " ")
+		if len(msg) > 70 {
+			msg = msg[:70] + "..."
+		}
+		c.Answer = fmt.Sprintf("%s %q", st.Code(), msg)
+	}
+	if e.survived(&c, 100*time.Millisecond); !c.Survived {
+		return c
+	}
+	t0 = time.Now()
+	_, o, err := askCapacity(e.ctx, pb.NewCapacityClient(cc), "valid-after", nil)
+	c.Next = &Call{OK: o == "lease", Latency: millis.Duration(time.Since(t0))}
+	if !c.Next.OK {
+		c.Next.Code = o
+	}
+	if err != nil {
+		c.Next.Err = err.Error()
+	}
+	return c
 }
 
 // legitTally counts a legitimate client's grants.
@@ -550,7 +546,6 @@ func runDoormanResources(e *env) error {
 	return err
 }
 
-// doormanStub returns a client of the Doorman server from source.
 func (e *env) doormanStub(source string) (pb.CapacityClient, error) {
 	cc, err := dialDoorman(e.t.Addr, source)
 	if err != nil {

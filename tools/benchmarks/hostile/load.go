@@ -108,7 +108,6 @@ func isClosed(c <-chan struct{}) bool {
 	}
 }
 
-// newClient returns a new channel and its Client of Service at addr.
 func newClient(addr string) (*channel.Channel, *channel.Client, error) {
 	ch, err := channel.New("hostile-client")
 	if err != nil {
@@ -143,7 +142,6 @@ func (c Call) String() string {
 	return fmt.Sprintf("%s after %s (%s)", c.Code, ms(c.Latency.D()), c.Err)
 }
 
-// oneCall makes one echo call through a new client to addr.
 func oneCall(ctx context.Context, addr string, arg3 []byte, deadline time.Duration) Call {
 	ch, cl, err := newClient(addr)
 	if err != nil {
@@ -166,7 +164,6 @@ func oneCall(ctx context.Context, addr string, arg3 []byte, deadline time.Durati
 	return c
 }
 
-// codeOf is the code a failed call is counted under.
 func codeOf(err error) string {
 	var ce *channel.CallError
 	switch {
@@ -187,7 +184,6 @@ func quantile(d []time.Duration, q float64) time.Duration {
 	return d[min(len(d)-1, int(q*float64(len(d))))]
 }
 
-// ms formats d in milliseconds.
 func ms(d time.Duration) string {
 	switch {
 	case d >= 10*time.Second:

@@ -10,28 +10,23 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/table"
 )
 
-// Result is one attack's figures. The typed fields hold what tests check;
-// Figures is every figure as the table prints it, in order.
+// Result is one attack's figures: typed fields for what tests check, and
+// Figures, every figure as the table prints it, in order.
 type Result struct {
-	Attack Attack `json:"attack"`
-	Size   Size   `json:"size"`
-	// Commit names the server's build, when known.
-	Commit  string          `json:"commit"`
+	Attack  Attack          `json:"attack"`
+	Size    Size            `json:"size"`
 	Elapsed millis.Duration `json:"elapsed_ms"`
-
-	Server ServerFigures `json:"server"`
+	Server  ServerFigures   `json:"server"`
 	// Cases are the frames, requests or client runs sent one by one.
 	Cases []Case `json:"cases"`
 	Conns *Conns `json:"conns"` // the attacker's connections
-	// Probe is a new client's calls during the attack; Side a client's
-	// steady load during it.
-	Probe *Load `json:"probe"`
-	Side  *Load `json:"side"`
-	// Legit is a legitimate call made during the attack (unfinished: a
-	// large call; doorman-silent: `sluice doorman get`).
-	Legit *Call `json:"legit"`
-
-	Figures  []Figure `json:"figures"`  // every figure, as printed
+	// Probe is a new client's calls during the attack, Side a client's
+	// steady load, Legit one legitimate call (unfinished: a large call;
+	// doorman-silent: `sluice doorman get`).
+	Probe    *Load    `json:"probe"`
+	Side     *Load    `json:"side"`
+	Legit    *Call    `json:"legit"`
+	Figures  []Figure `json:"figures"`
 	Problems []string `json:"problems"` // what the harness could not measure
 }
 
@@ -41,72 +36,66 @@ type Figure struct {
 	Value string `json:"value"`
 }
 
-// ServerFigures are the server process's figures over an attack.
+// ServerFigures are the server process's figures over an attack: memory
+// in bytes (0 when unknown) and goroutines (-1 when unknown) before, at
+// the sampled peak and after. The live heap is HeapAlloc right after a
+// collection: freed memory shows there at once, while the runtime keeps
+// it resident for minutes.
 type ServerFigures struct {
-	// Flags are the limit flags the server was started with; Missing the
-	// flags asked for that its binary lacks.
+	// Flags are the limit flags the server was started with; Missing
+	// those its binary lacks.
 	Flags   []string `json:"flags"`
 	Missing []string `json:"missing"`
-	// Crashes are the server's deaths during the attack, each "case: how"
-	// (a Go panic's message and where).
-	Crashes []string `json:"crashes"`
-	// AliveAfter says the server was running at the end of the attack.
-	AliveAfter bool `json:"alive_after"`
-	// Resident memory in bytes before the attack, at the sampled peak,
-	// and after it; 0 when unknown.
-	RSSBefore int64 `json:"rss_before"`
-	RSSPeak   int64 `json:"rss_peak"`
-	RSSAfter  int64 `json:"rss_after"`
-	// Goroutines likewise, from its goroutine profile; -1 when unknown.
-	GoroutinesBefore int `json:"goroutines_before"`
-	GoroutinesPeak   int `json:"goroutines_peak"`
-	GoroutinesAfter  int `json:"goroutines_after"`
-	// HeapBefore and HeapAfter are its live heap in bytes (HeapAlloc
-	// right after a collection); 0 when unknown. Freed memory shows here at
-	// once, while the Go runtime keeps it resident for minutes.
-	HeapBefore int64 `json:"heap_before"`
-	HeapAfter  int64 `json:"heap_after"`
+	// Crashes are the server's deaths, each "case: how" (a Go panic's
+	// message and where).
+	Crashes          []string `json:"crashes"`
+	AliveAfter       bool     `json:"alive_after"`
+	RSSBefore        int64    `json:"rss_before"`
+	RSSPeak          int64    `json:"rss_peak"`
+	RSSAfter         int64    `json:"rss_after"`
+	GoroutinesBefore int      `json:"goroutines_before"`
+	GoroutinesPeak   int      `json:"goroutines_peak"`
+	GoroutinesAfter  int      `json:"goroutines_after"`
+	HeapBefore       int64    `json:"heap_before"`
+	HeapAfter        int64    `json:"heap_after"`
 }
 
-// Case is one frame, request or run sent on its own, and what followed.
+// Case is one frame, request or client run sent on its own, and what
+// followed.
 type Case struct {
 	Name string `json:"name"`
-	// Survived says the server process was still running after it; Crash
-	// is how it died otherwise.
+	// Survived says the server (or, for a Client run, the client) did not
+	// crash; Crash is how it died.
 	Survived bool   `json:"survived"`
 	Crash    string `json:"crash"`
-	// Closed says the server closed the connection the case was sent on,
-	// After how long; Answer is what the server sent on it first, if
-	// anything ("error BAD_REQUEST \"...\"", "call res").
+	// Closed says the server closed the case's connection, After how long;
+	// Answer is what it sent on it first ("error BAD_REQUEST \"...\"").
 	Closed bool            `json:"closed"`
 	After  millis.Duration `json:"after_ms"`
 	Answer string          `json:"answer"`
 	// Next is a call made after the case, on the same connection
-	// (big-args) or from a new client; nil if none.
-	Next *Call `json:"next"`
-	// Client marks a run of a client, whose Exit is its exit code (-1 if
-	// it did not exit) and whose Survived says it did not crash.
+	// (big-args) or from a new client.
+	Next   *Call  `json:"next"`
 	Client bool   `json:"client"`
-	Exit   int    `json:"exit"`
-	Note   string `json:"note"` // anything else worth saying
+	Exit   int    `json:"exit"` // a client's exit code, -1 if it did not exit
+	Note   string `json:"note"`
 }
 
-// Conns are an attacker's connections and what the server did to them.
+// Conns are an attacker's connections and what the server did to them:
+// of Wanted connects, Opened were held once the attack was in place
+// (after ReadyIn), Early closed by the server before, Failed did not
+// connect. The server closed Closed in all (Early included), First,
+// Median and Last at those times from the start.
 type Conns struct {
-	// Wanted connects were made: Opened were held once the attack was in
-	// place, Early closed by the server before, Failed did not connect.
-	Wanted int `json:"wanted"`
-	Opened int `json:"opened"`
-	Early  int `json:"early"`
-	Failed int `json:"failed"`
-	// ReadyIn is how long opening them took.
+	Wanted  int             `json:"wanted"`
+	Opened  int             `json:"opened"`
+	Early   int             `json:"early"`
+	Failed  int             `json:"failed"`
 	ReadyIn millis.Duration `json:"ready_in_ms"`
-	// Closed counts those the server closed (Early included); First,
-	// Median and Last when, from the start.
-	Closed int             `json:"closed"`
-	First  millis.Duration `json:"first_ms"`
-	Median millis.Duration `json:"median_ms"`
-	Last   millis.Duration `json:"last_ms"`
+	Closed  int             `json:"closed"`
+	First   millis.Duration `json:"first_ms"`
+	Median  millis.Duration `json:"median_ms"`
+	Last    millis.Duration `json:"last_ms"`
 }
 
 func (c *Conns) String() string {

@@ -101,7 +101,14 @@ func RunAttack(ctx context.Context, a Attack, c Config) (*Result, error) {
 	s := &e.r.Server
 	s.Flags, s.Missing = t.Flags, t.Missing
 	s.GoroutinesPeak, s.GoroutinesAfter = -1, -1
-	e.logf("server %s (pid %d)%s", t.Addr, t.PID, flagNote(t))
+	note := ""
+	if len(t.Flags) > 0 {
+		note += fmt.Sprintf(", limits %v", t.Flags)
+	}
+	if len(t.Missing) > 0 {
+		note += fmt.Sprintf(", the binary lacks %v", t.Missing)
+	}
+	e.logf("server %s (pid %d)%s", t.Addr, t.PID, note)
 	s.RSSBefore, _ = readRSS(t.PID)
 	s.GoroutinesBefore = readGoroutines(ctx, t.DebugURL)
 	s.HeapBefore, _ = readHeap(ctx, t.DebugURL)
@@ -119,22 +126,10 @@ func RunAttack(ctx context.Context, a Attack, c Config) (*Result, error) {
 	return e.r, err
 }
 
-// logf writes a progress line, if c.Progress is set.
 func (e *env) logf(format string, args ...any) {
 	if e.cfg.Progress != nil {
 		fmt.Fprintf(e.cfg.Progress, "  %s: %s\n", e.r.Attack, fmt.Sprintf(format, args...))
 	}
-}
-
-func flagNote(t *Target) string {
-	s := ""
-	if len(t.Flags) > 0 {
-		s += fmt.Sprintf(", limits %v", t.Flags)
-	}
-	if len(t.Missing) > 0 {
-		s += fmt.Sprintf(", the binary lacks %v", t.Missing)
-	}
-	return s
 }
 
 // target returns the server to attack; a started one stops with the
@@ -238,10 +233,8 @@ func (e *env) startLoad(what string, rate float64, payload int) func() *Load {
 // startSide starts the side client, at e.p.sideRate until the attack ends.
 func (e *env) startSide() { e.side = e.startLoad("the side client", e.p.sideRate, 100) }
 
-// sideFigure appends the side client's figure.
 func (e *env) sideFigure() { e.r.fig(fmt.Sprintf("side client (%g/s)", e.p.sideRate), "%s", e.r.Side) }
 
-// pause waits d, or less if ctx ends.
 func (e *env) pause(d time.Duration) error {
 	select {
 	case <-time.After(d):

@@ -22,19 +22,16 @@ import (
 // a child's exit once asked, and again once killed.
 const serverStartLimit, procExitLimit = 20 * time.Second, 10 * time.Second
 
-// Limits are the limit flags a server under attack is started with (of
-// `sluice serve`, and `sluice doorman serve` where it has them). A zero
-// field leaves the server's default; a flag the binary's help does not
-// list is left out, and the result says so.
+// Limits are the limit flags a server under attack is started with, each
+// field the flag of its name (--max-conns, ...): of `sluice serve`, and
+// `sluice doorman serve` where it has them (MaxClients is Doorman's
+// only). A zero field leaves the server's default; a flag the binary's
+// help does not list is left out, and the result says so.
 type Limits struct {
-	MaxConns         int           // --max-conns
-	IdleTimeout      time.Duration // --idle-timeout
-	HandshakeTimeout time.Duration // --handshake-timeout
-	StallTimeout     time.Duration // --stall-timeout
-	WriteTimeout     time.Duration // --write-timeout
-	// --max-unfinished and --max-unfinished-per-conn, in bytes.
-	MaxUnfinished, MaxUnfinishedPerConn int64
-	MaxClients                          int // `sluice doorman serve --max-clients`
+	MaxConns                                                  int
+	IdleTimeout, HandshakeTimeout, StallTimeout, WriteTimeout time.Duration
+	MaxUnfinished, MaxUnfinishedPerConn                       int64 // bytes
+	MaxClients                                                int
 }
 
 // CILimits are the limits of CI-size runs: low enough for the small
@@ -198,7 +195,7 @@ func startServer(spec *serverSpec) (*Target, error) {
 		return failed("exited right after saying where it listens: " + p.crash())
 	case <-time.After(5 * time.Second):
 	}
-	t.DebugURL = p.stderr.get(func() string { return p.stderr.debugURL })
+	t.DebugURL = p.stderr.debug()
 	t.PID, t.p = p.Pid(), p
 	if err := checkTarget(t.Addr); err != nil {
 		t.Close()
@@ -210,13 +207,12 @@ func startServer(spec *serverSpec) (*Target, error) {
 // Alive reports whether the server process is running.
 func (t *Target) Alive() bool {
 	if t.p != nil {
-		return !t.p.dead()
+		return !isClosed(t.p.Exited())
 	}
 	err := syscall.Kill(t.PID, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
-// waitDead waits at most limit for the server to die, polling.
 func (t *Target) waitDead(limit time.Duration) bool {
 	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if !t.Alive() {
@@ -238,7 +234,6 @@ func (t *Target) Crash() string {
 	return t.p.crash()
 }
 
-// restart starts a new server in place of a dead one the runner started.
 func (t *Target) restart() error {
 	t.Close()
 	n, err := startServer(t.spec)
@@ -277,22 +272,19 @@ func startChild(j job, onLine func(string)) (*proc, error) {
 	return p, nil
 }
 
-func (p *proc) dead() bool { return isClosed(p.Exited()) }
-
-// stop sends SIGTERM and closes stdin, killing the process after
-// procExitLimit; an error is a child that outlived SIGKILL.
+// stop sends SIGTERM (a server does not read its stdin) and closes stdin,
+// killing the process after procExitLimit; an error is a child that
+// outlived SIGKILL.
 func (p *proc) stop() error {
-	if !p.dead() {
-		p.Process().Signal(syscall.SIGTERM) // a server does not read its stdin
+	if !isClosed(p.Exited()) {
+		p.Process().Signal(syscall.SIGTERM)
 	}
 	return p.Close(procExitLimit)
 }
 
-// crash describes how the process died: its Go panic, or exit status.
+// crash describes how the exited process died: its Go panic, or exit
+// status.
 func (p *proc) crash() string {
-	if !p.dead() {
-		return ""
-	}
 	if c := p.stderr.crash(); c != "" {
 		return c
 	}
@@ -355,29 +347,29 @@ func (w *stderrWatch) line(l string) {
 	}
 }
 
-func (w *stderrWatch) get(f func() string) string {
+func (w *stderrWatch) debug() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return f()
+	return w.debugURL
 }
 
 func (w *stderrWatch) last() string {
-	return w.get(func() string {
-		if s := strings.TrimSpace(string(w.partial)); s != "" {
-			return s
-		}
-		return w.lastLine
-	})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s := strings.TrimSpace(string(w.partial)); s != "" {
+		return s
+	}
+	return w.lastLine
 }
 
 // crash is the panic the child died of, "" if none.
 func (w *stderrWatch) crash() string {
-	return w.get(func() string {
-		if w.at == "" {
-			return w.msg
-		}
-		return w.msg + " at " + w.at
-	})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.at == "" {
+		return w.msg
+	}
+	return w.msg + " at " + w.at
 }
 
 // errNoChildHook is a child that ran the program instead of its job.

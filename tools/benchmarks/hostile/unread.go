@@ -18,15 +18,9 @@ import (
 )
 
 const (
-	// writeLimit bounds one frame's write; past it the attacker gives up
-	// the connection.
-	writeLimit = 5 * time.Second
-	// unreadBuffer is the small receive buffer of connections that do not
-	// read, so that the server's writes block after 64 KB.
-	unreadBuffer = 64 << 10
-	// trickleBytes is what a trickling connection reads at a time: enough
-	// to keep each of the server's writes moving.
-	trickleBytes = 256 << 10
+	writeLimit   = 5 * time.Second // one frame's write, past which the attacker gives up the connection
+	unreadBuffer = 64 << 10        // the receive buffer of connections that do not read
+	trickleBytes = 256 << 10       // a trickling read: enough to keep each of the server's writes moving
 )
 
 // errLastFragment stops a call's frames before its last one.
@@ -69,9 +63,7 @@ func runUnfinished(e *env) error {
 	e.r.fig("unfinished requests sent", "%d of %d (%s MiB) in %s; held until %s", ready.Sent, p.unfinished, mb(ready.Bytes),
 		sec(time.Unix(0, ready.At).Sub(start)), sec(left.Sub(start)))
 	e.r.fig("attacker connections closed by the server", "%d", done.Closed)
-	if len(done.Got) > 0 {
-		e.r.fig("the server sent the attacker", "%s", countList(done.Got))
-	}
+	e.r.note("the server sent the attacker", countList(done.Got))
 	e.r.note("attacker", ready.Note)
 	e.r.fig(fmt.Sprintf("legitimate %d MB call", p.legitSize/1_000_000), "%s", e.r.Legit)
 	e.sideFigure()
@@ -79,7 +71,6 @@ func runUnfinished(e *env) error {
 	return err
 }
 
-// unfinishedConn is one of the attacker's connections.
 type unfinishedConn struct {
 	rc         *rawConn
 	dead, ours atomic.Bool // ours: closed by the attacker, not the server
@@ -396,7 +387,6 @@ func trickleRead(c net.Conn, d time.Duration, stop <-chan struct{}, read *atomic
 	})
 }
 
-// every calls f every d until stop is closed or f returns false.
 func every(d time.Duration, stop <-chan struct{}, f func() bool) {
 	t := time.NewTicker(d)
 	defer t.Stop()

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-rpc/sluice/codes"
@@ -49,7 +50,6 @@ type callSpec struct {
 	fragment   int // bounds every frame's argument chunks (0: as much as fits)
 }
 
-// echoCall is a raw call with arg3.
 func echoCall(id uint32, ttl time.Duration, arg3 []byte) callSpec {
 	return callSpec{id: id, ttl: ttl, scheme: "raw", arg3: arg3}
 }
@@ -101,7 +101,6 @@ type rawConn struct {
 	r *bufio.Reader
 }
 
-// dialRaw connects to addr through d.
 func dialRaw(ctx context.Context, addr string, d net.Dialer) (*rawConn, error) {
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -125,7 +124,6 @@ func dialHandshaken(ctx context.Context, addr string, d net.Dialer) (*rawConn, e
 	return c, nil
 }
 
-// initReq is the init request an attacker sends.
 func initReq() []byte {
 	return tframe.AppendInit(nil, tframe.InitReq, 1, tframe.Init{Version: 2, Params: tframe.InitParams("0.0.0.0:0", attackerName)})
 }
@@ -147,7 +145,6 @@ func (c *rawConn) handshake(limit time.Duration) error {
 	return nil
 }
 
-// readFrame reads one frame, header and payload, into a new slice.
 func (c *rawConn) readFrame() (tframe.Header, []byte, error) {
 	hb, err := c.r.Peek(tframe.HeaderSize)
 	if err != nil {
@@ -192,7 +189,6 @@ func (a answer) String() string {
 	return "application error"
 }
 
-// errClosed is the server closing the connection a call waits on.
 var errClosed = errors.New("the server closed the connection")
 
 // readAnswer reads the answer to call id within limit, skipping other
@@ -270,7 +266,6 @@ func splitChunks(p []byte, withHeaders bool) [][]byte {
 	return chunks
 }
 
-// isTimeout reports whether err is a deadline passing.
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
@@ -302,11 +297,11 @@ func (c *rawConn) waitClosed(limit time.Duration) (closed bool, after time.Durat
 // handle, which runs beside the connection's reader with a serialised
 // write function.
 type rawServer struct {
-	ln    net.Listener
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	conns []net.Conn
-	n     int // call requests received
+	ln       net.Listener
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	conns    []net.Conn
+	callReqs atomic.Int64
 }
 
 func startRawServer(handle func(ids <-chan uint32, write func([]byte) error)) (*rawServer, error) {
@@ -357,9 +352,7 @@ func (s *rawServer) serve(c net.Conn, handle func(<-chan uint32, func([]byte) er
 		var out []byte
 		switch h.Type {
 		case tframe.CallReq:
-			s.mu.Lock()
-			s.n++
-			s.mu.Unlock()
+			s.callReqs.Add(1)
 			ids <- h.ID
 		case tframe.InitReq:
 			out = tframe.AppendInit(nil, tframe.InitRes, h.ID, tframe.Init{Version: 2, Params: tframe.InitParams(s.addr(), "hostile-server")})
@@ -373,12 +366,6 @@ func (s *rawServer) serve(c net.Conn, handle func(<-chan uint32, func([]byte) er
 }
 
 func (s *rawServer) addr() string { return s.ln.Addr().String() }
-
-func (s *rawServer) calls() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.n
-}
 
 func (s *rawServer) close() {
 	s.ln.Close()
