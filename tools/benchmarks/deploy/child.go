@@ -20,7 +20,6 @@ import (
 
 	"github.com/sluice-rpc/sluice/channel"
 	"github.com/sluice-rpc/sluice/clock"
-	"github.com/sluice-rpc/sluice/discovery"
 	"github.com/sluice-rpc/sluice/discovery/etcd"
 	"github.com/sluice-rpc/sluice/tools/internal/fleet"
 )
@@ -34,9 +33,9 @@ const (
 	Method  = "echo"
 )
 
-// Bounds on a child server: listening on a port the server replaced has
-// just left, its registration's write, a Shutdown beyond its grace, a
-// plain tchannel-go server's Close.
+// Bounds on a child server's waits: to listen on a port the server it
+// replaces has just left, for its registration, for a Shutdown beyond its
+// grace, and for a plain tchannel-go server's Close.
 const (
 	listenLimit   = 5 * time.Second
 	registerLimit = 20 * time.Second
@@ -128,8 +127,7 @@ type childServer struct {
 
 	ch      *channel.Channel  // a Sluice server
 	tch     *tchannel.Channel // a plain one
-	regs    chan discovery.Registration
-	stopReg func() // closes the registrar's etcd client
+	stopReg func()            // closes the registrar's etcd client
 }
 
 // start makes the server and has it serve on j.Listen.
@@ -165,8 +163,7 @@ func (s *childServer) start() (err error) {
 		if err != nil {
 			return err
 		}
-		s.regs = make(chan discovery.Registration, 1)
-		opts = append(opts, channel.WithRegistrar(watchedRegistrar{Registrar: reg, regs: s.regs}))
+		opts = append(opts, channel.WithRegistrar(reg))
 	}
 	if s.ch, err = channel.New(Service, opts...); err != nil {
 		return err
@@ -201,22 +198,28 @@ func (*childServer) OnError(context.Context, error) {}
 // awaitRegistration reports when a registering server's registration is
 // written.
 func (s *childServer) awaitRegistration() {
-	if s.regs == nil {
+	if s.ch == nil || s.j.Etcd == "" {
 		return
 	}
-	select {
-	case reg := <-s.regs:
-		deadline := time.Now().Add(registerLimit)
-		for !reg.State().Registered {
-			if time.Now().After(deadline) {
-				s.out.Line(fleet.Error, fmt.Sprintf("the registration was not written within %v: %s", registerLimit, reg.State().LastError))
-				return
+	deadline := time.Now().Add(registerLimit)
+	for {
+		regs := s.ch.Debug().Registrations
+		switch {
+		case len(regs) == 0:
+			s.out.Line(fleet.Error, "the channel listened without registering")
+		case regs[0].Registered:
+			s.out.Line(lineRegistered, stamp(time.Now()))
+		case time.Now().After(deadline):
+			why := "no error"
+			if regs[0].LastError != nil {
+				why = *regs[0].LastError
 			}
+			s.out.Line(fleet.Error, fmt.Sprintf("the registration was not written within %v: %s", registerLimit, why))
+		default:
 			time.Sleep(200 * time.Microsecond)
+			continue
 		}
-		s.out.Line(lineRegistered, stamp(time.Now()))
-	default:
-		s.out.Line(fleet.Error, "the channel listened without registering")
+		return
 	}
 }
 
@@ -244,23 +247,6 @@ func (s *childServer) close() {
 		}
 	}
 	s.stopReg()
-}
-
-// watchedRegistrar hands the first Registration it makes to regs.
-type watchedRegistrar struct {
-	discovery.Registrar
-	regs chan<- discovery.Registration
-}
-
-func (w watchedRegistrar) Register(hostPort string) (discovery.Registration, error) {
-	r, err := w.Registrar.Register(hostPort)
-	if err == nil {
-		select {
-		case w.regs <- r:
-		default:
-		}
-	}
-	return r, err
 }
 
 // listenRetrying listens on addr, trying again for up to limit while it is

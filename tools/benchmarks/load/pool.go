@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-rpc/sluice/clock"
 )
 
 // ErrShed is Pool.Serve's answer to a request that found every worker
@@ -36,15 +38,12 @@ func (c PoolConfig) Validate() error {
 // Pool is a server's worker pool, the cost model of the benchmarks'
 // servers: Workers workers, each holding one request for its service
 // time, requests beyond them waiting in a queue. Its capacity is Workers /
-// service time on any machine.
-//
-// Each worker keeps its own schedule: a request that was waiting when the
-// worker's previous one was due to end starts at that moment, not when
-// the worker's timer fired late, so timer lateness does not come off the
-// capacity (8 workers of 2 ms served 3,000 requests/s without it, not
-// 4,000). A request that finds a worker free still holds it for its
-// timer's lateness: on Linux a timer under about a millisecond fires
-// after 1.1 ms, and Serve returns each request's time as served.
+// service time on any machine: a request that waited starts when its
+// worker's previous one was due to end, not when that one's timer fired
+// late, so timer lateness does not come off the capacity. A request that
+// finds a worker free still holds it for its own timer's lateness (on
+// Linux a timer under a millisecond fires after about 1.1 ms), which
+// Serve returns as served time.
 //
 // The pool integrates its in-flight count over time, so that two Stats
 // give a stretch's mean and peak in-flight. It is safe for concurrent use.
@@ -105,7 +104,10 @@ func (p *Pool) Serve(ctx context.Context, d time.Duration) (time.Duration, error
 		start = free
 	}
 	end := start.Add(d)
-	err := sleepCtx(ctx, time.Until(end))
+	var err error
+	if wait := time.Until(end); wait > 0 {
+		err = clock.Sleep(ctx, clock.Real, wait)
+	}
 	now := time.Now()
 	var held time.Duration
 	if err != nil {
@@ -118,21 +120,6 @@ func (p *Pool) Serve(ctx context.Context, d time.Duration) (time.Duration, error
 	p.add(now, -1)
 	p.workers <- end
 	return held, err
-}
-
-// sleepCtx waits d or until ctx ends, returning ctx's error then.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // add counts delta requests into flight at now, and returns the in-flight

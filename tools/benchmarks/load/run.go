@@ -136,8 +136,7 @@ func (c Config) calls() int {
 	return min(max(n, 1), MaxCalls)
 }
 
-// result is one call's outcome: its Record, and what else the Report
-// counts of it.
+// result is one call's outcome as the Report counts it.
 type result struct {
 	Record
 	attempts  int
@@ -170,8 +169,6 @@ func RunClients(ctx context.Context, cls []*channel.Client, cfg Config) (*Report
 			return nil, fmt.Errorf("load: Client %d calls service %q, Client 0 %q: a run calls one service", i, cl.Service(), cls[0].Service())
 		}
 	}
-	// Concurrency bounds the calls in flight over every channel in a rate
-	// run, on each channel in an unbounded one.
 	run, concurrency, channels := runRate, 100, 1
 	if cfg.RPS == 0 {
 		run, concurrency, channels = runUnbounded, 1, len(cls)
@@ -188,14 +185,13 @@ func RunClients(ctx context.Context, cls []*channel.Client, cfg Config) (*Report
 	r, t := run(ctx, cls, cfg)
 	ledger.stop()
 	ledger.read() // the counts at the run's end
-	r.Connections, r.Concurrency, r.MaxInFlight = len(cls), cfg.Concurrency, inFlight
-	r.WarmupCalls = warm
+	r.Connections, r.Concurrency, r.MaxInFlight, r.WarmupCalls = len(cls), cfg.Concurrency, inFlight, warm
 	r.fillPeers(ledger, t)
 	return r, nil
 }
 
 // call makes one call of req with opts through cl and returns its
-// outcome, but for its latency and arrival.
+// outcome; the caller fills in its latency and arrival.
 func call(ctx context.Context, cl *channel.Client, cfg *Config, req *channel.Request, opts []channel.CallOption) result {
 	cctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
@@ -257,9 +253,8 @@ func runRate(ctx context.Context, cls []*channel.Client, cfg Config) (*Report, *
 	results := make([]result, n)
 	slots := make(chan struct{}, cfg.Concurrency) // a token per call in flight
 	interval := time.Duration(float64(time.Second) / cfg.RPS)
-	timer := time.NewTimer(0)
+	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	<-timer.C
 	start := time.Now()
 	var totals counts
 	stopProgress := progress(cfg, start, &totals)

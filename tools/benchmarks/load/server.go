@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/clock"
 	tjson "github.com/uber/tchannel-go/json"
 )
 
@@ -130,7 +131,7 @@ func (s *Servers) serve(ctx context.Context, srv *server) {
 	d := s.cfg.Shape.Sample(srv.rng)
 	srv.mu.Unlock()
 	if srv.pool == nil {
-		sleepCtx(ctx, d)
+		clock.Sleep(ctx, clock.Real, d)
 	} else {
 		srv.pool.Serve(ctx, d)
 	}
