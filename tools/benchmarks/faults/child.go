@@ -12,23 +12,18 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/fleet"
 )
 
-// ChildEnv set to ChildServe makes ServeChildIfAsked a child server.
 const (
+	// ChildEnv set to ChildServe makes ServeChildIfAsked a child server.
 	ChildEnv   = "SLUICE_FAULTS_CHILD"
 	ChildServe = "serve"
-)
-
-// Bounds on a child's start, and on its exit once asked (then again
-// once killed).
-const (
+	// Bounds on a child's start, and on its exit once asked (then again
+	// once killed).
 	childStartLimit = 10 * time.Second
 	childExitLimit  = 5 * time.Second
-)
-
-// The lines a child writes besides fleet's.
-const (
-	lineAccept = "accept" // it accepted a TCP connection
-	lineExec   = "exec"   // a handler ran
+	// The lines a child writes besides fleet's: it accepted a TCP
+	// connection, a handler ran.
+	lineAccept = "accept"
+	lineExec   = "exec"
 )
 
 // ServeChildIfAsked makes this process a fault-suite child server when

@@ -90,7 +90,7 @@ func TestDialerCountsEveryAttemptAndDialsOnlyLoopback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &point{addr: addr, dials: &events{}}
+	p := &point{addr: addr}
 	f := &peers{points: []*point{p}}
 	ctx, cancel := context.WithTimeout(context.Background(), readBound)
 	defer cancel()

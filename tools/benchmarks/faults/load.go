@@ -54,31 +54,21 @@ type loadOutcome struct {
 	schedDelay time.Duration
 }
 
-// injection is when a fault struck (zero if it did not) and its error.
-type injection struct {
-	at  time.Time
-	err error
-}
-
 // watchSched sleeps schedTick at a time until stop is closed, then sends
 // on out the longest it woke up late: how far the machine held this
 // process's timers back.
 func watchSched(stop <-chan struct{}, out chan<- time.Duration) {
 	var worst time.Duration
-	due := time.Now().Add(schedTick)
-	t := time.NewTimer(schedTick)
-	defer t.Stop()
 	for {
 		select {
 		case <-stop:
 			out <- worst
 			return
-		case <-t.C:
-			now := time.Now() // when this goroutine ran, not when the timer fired
-			worst = max(worst, now.Sub(due))
-			due = now.Add(schedTick)
-			t.Reset(schedTick)
+		default:
 		}
+		due := time.Now().Add(schedTick)
+		time.Sleep(schedTick)
+		worst = max(worst, time.Since(due))
 	}
 }
 
@@ -89,6 +79,11 @@ func runLoad(ctx context.Context, cl *channel.Client, cfg Config, inject func() 
 	stopSched, schedc := make(chan struct{}), make(chan time.Duration, 1)
 	go watchSched(stopSched, schedc)
 	out := loadOutcome{start: time.Now()}
+	// When the fault struck (zero if it did not) and its error.
+	type injection struct {
+		at  time.Time
+		err error
+	}
 	faultc := make(chan injection, 1)
 	if inject == nil {
 		faultc <- injection{at: out.start} // there from the start, if at all

@@ -64,10 +64,10 @@ func (e *events) reset() {
 
 // point is one peer of a run: its address, the client's connection
 // attempts to it, and the connections accepted and handler executions
-// behind it (nil where there are none).
+// behind it.
 type point struct {
 	addr                  string
-	dials, accepts, execs *events
+	dials, accepts, execs events
 }
 
 // peers are the three peers of a run and its fault.
@@ -84,7 +84,8 @@ type peers struct {
 	closers       fleet.Closers
 }
 
-// startPeers starts the peers of scenario s.
+// startPeers starts the peers of scenario s: the failing ones first, then
+// good servers up to three.
 func startPeers(s Scenario) (_ *peers, err error) {
 	f := &peers{faulty: -1}
 	defer func() {
@@ -92,43 +93,32 @@ func startPeers(s Scenario) (_ *peers, err error) {
 			f.closers.Close()
 		}
 	}()
-	good := 2 // good servers after the failing peers
 	switch s {
 	case None, Declined, Busy:
-		good = 3
-	case Refused, AcceptClose:
-		good = 0
+	case Refused:
 		for range 3 {
-			p := &point{}
-			if s == Refused {
-				p.addr, err = refusedAddr()
-			} else {
-				err = f.listen(p, false)
-			}
+			addr, err := refusedAddr()
 			if err != nil {
 				return nil, err
 			}
-			f.points = append(f.points, p)
+			f.points = append(f.points, &point{addr: addr})
+		}
+	case AcceptClose:
+		for range 3 {
+			if err := f.listen(false); err != nil {
+				return nil, err
+			}
 		}
 	case BlackHole:
-		p := &point{}
-		if err := f.listen(p, true); err != nil {
-			return nil, err
-		}
-		f.points, f.faulty = append(f.points, p), 0
+		f.faulty, err = 0, f.listen(true)
 	case Reset, Latency, Bandwidth, Stall:
-		if err := f.startProxied(s); err != nil {
-			return nil, err
-		}
-		good = 0
+		err = f.startProxied(s)
 	case Erroring:
 		f.errs, f.faulty = newErratic(), 0
-		if _, err := f.startServer(f.errs); err != nil {
-			return nil, err
-		}
+		_, err = f.startServer(f.errs)
 	case Kill, Freeze:
-		p := &point{accepts: &events{}, execs: &events{}}
-		c, err := startChild(p.accepts, p.execs)
+		p := &point{}
+		c, err := startChild(&p.accepts, &p.execs)
 		if err != nil {
 			return nil, err
 		}
@@ -142,31 +132,33 @@ func startPeers(s Scenario) (_ *peers, err error) {
 	default:
 		return nil, fmt.Errorf("faults: Scenario is %q, must be one of %s", s, scenarioList())
 	}
-	for range good {
-		if _, err := f.startServer(nil); err != nil {
-			return nil, err
-		}
+	for err == nil && len(f.points) < 3 {
+		_, err = f.startServer(nil)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return f, nil
 }
 
-// listen starts testnet's accept-close listener, or with hold its black
-// hole (it reads and discards), as p.
-func (f *peers) listen(p *point, hold bool) error {
-	p.accepts = &events{}
+// listen adds testnet's accept-close listener, or with hold its black
+// hole (it reads and discards), as a point.
+func (f *peers) listen(hold bool) error {
+	p := &point{}
 	l, err := testnet.Listen(hold, p.accepts.now)
 	if err != nil {
 		return fmt.Errorf("faults: %w", err)
 	}
 	p.addr = l.Addr()
 	f.closers.Add(func() { l.Close() })
+	f.points = append(f.points, p)
 	return nil
 }
 
 // startServer starts a server and adds it as a point: a good one, or with
 // errs not nil one that fails the calls errs picks.
 func (f *peers) startServer(errs *erratic) (*point, error) {
-	p := &point{accepts: &events{}, execs: &events{}}
+	p := &point{}
 	s, err := startServer(p.accepts.now, p.execs.now, errs)
 	if err != nil {
 		return nil, err

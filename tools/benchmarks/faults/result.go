@@ -26,8 +26,7 @@ type Result struct {
 	// connections the peers accepted.
 	Dials   int `json:"dials"`
 	Accepts int `json:"accepts"`
-	// Connects is Accepts, or Dials for Refused; ConnectsAfter1s those
-	// from 1 s in.
+	// Connects is Accepts, or Dials for Refused; ConnectsAfter1s from 1 s in.
 	Connects        int `json:"connects"`
 	ConnectsAfter1s int `json:"connects_after1s"`
 	// FaultyConnects counts the failing peer's dials or accepts, the
@@ -58,17 +57,16 @@ type Result struct {
 	// first peer was Faulty; -1 when there were none.
 	FirstShare float64 `json:"first_share"`
 	// Streak reports that the erroring peer answered ErrorStreak
-	// UNEXPECTEDs in a row, in its handler's order or the client's;
-	// StreakAt is when the first such run ended. CallsAfterStreak counts
-	// the later calls that chose a peer, PickedAfterStreak those that
-	// chose the erroring one.
+	// UNEXPECTEDs in a row, in its handler's order or the client's, the
+	// first such run ending at StreakAt. Of the later calls that chose a
+	// peer (CallsAfterStreak), PickedAfterStreak chose the erroring one.
 	Streak            bool            `json:"streak"`
 	StreakAt          millis.Duration `json:"streak_at_ms"`
 	CallsAfterStreak  int             `json:"calls_after_streak"`
 	PickedAfterStreak int             `json:"picked_after_streak"`
 	// The goroutines (toxiproxy's left out) and live heap before the
 	// client exists and after the run, its client closed and SettleLimit
-	// passed. A Shared run counts the goroutines at once, no heap.
+	// passed; a Shared run counts the goroutines at once, no heap.
 	GoroutinesBefore int    `json:"goroutines_before"`
 	GoroutinesAfter  int    `json:"goroutines_after"`
 	HeapBefore       uint64 `json:"heap_before"`
@@ -82,24 +80,19 @@ type Result struct {
 	HedgeDue int `json:"hedge_due"`
 	// Hung counts calls still out DrainLimit after the last started.
 	Hung int `json:"hung"`
-	// Truncated reports that an event log overflowed: the after-1s counts
-	// are lower bounds.
+	// Truncated: an event log overflowed, the after-1s counts are lower
+	// bounds.
 	Truncated bool `json:"truncated"`
 	// Problems are what went wrong in the harness; the figures may be off.
 	Problems []string `json:"problems"`
 }
 
-// AttemptsPerCall is Attempts / Calls.
-func (r *Result) AttemptsPerCall() float64 { return per(r.Attempts, r.Calls) }
-
-// ExecutionsPerCall is Executions / Calls.
+// AttemptsPerCall, ExecutionsPerCall, ConnectsPerCall and DialsPerCall
+// divide a count by Calls.
+func (r *Result) AttemptsPerCall() float64   { return per(r.Attempts, r.Calls) }
 func (r *Result) ExecutionsPerCall() float64 { return per(r.Executions, r.Calls) }
-
-// ConnectsPerCall is Connects / Calls.
-func (r *Result) ConnectsPerCall() float64 { return per(r.Connects, r.Calls) }
-
-// DialsPerCall is Dials / Calls.
-func (r *Result) DialsPerCall() float64 { return per(r.Dials, r.Calls) }
+func (r *Result) ConnectsPerCall() float64   { return per(r.Connects, r.Calls) }
+func (r *Result) DialsPerCall() float64      { return per(r.Dials, r.Calls) }
 
 // ConnectsPerSecondAfter1s is ConnectsAfter1s per second from 1 s in to
 // the last return; 0 if the run was shorter.

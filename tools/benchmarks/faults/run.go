@@ -35,19 +35,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	r := &Result{Config: cfg}
-	problem := func(err error) {
-		if err != nil {
-			r.Problems = append(r.Problems, err.Error())
-		}
-	}
-	defer func() { problem(f.closers.Close()) }()
+	defer func() { r.problem(f.closers.Close()) }()
 
 	r.GoroutinesBefore = goroutines()
 	if !cfg.Shared {
 		r.HeapBefore = heapAfterGC()
-	}
-	for _, p := range f.points {
-		p.dials = &events{}
 	}
 	client, err := channel.New("faults-client", channel.WithTChannelOptions(tchannel.ChannelOptions{Dialer: f.dial}), channel.WithServiceConfig(svc))
 	if err != nil {
@@ -64,22 +56,44 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("faults: the client: %w", err)
 	}
 	lo := runLoad(ctx, cl, cfg, f.inject)
-	problem(lo.faultErr)
+	r.problem(lo.faultErr)
 	if f.after != nil {
-		problem(f.after())
+		r.problem(f.after())
 	}
+	r.count(f, lo)
+	client.Close() // closing is not part of the run
 
-	// Count before the client closes: closing is not part of the run.
+	if cfg.Shared {
+		r.GoroutinesAfter = goroutines()
+	} else {
+		r.GoroutinesAfter = settle(r.GoroutinesBefore)
+		// Drop what the run kept before weighing the heap.
+		lo.calls = nil
+		for _, p := range f.points {
+			p.dials.reset()
+			p.accepts.reset()
+			p.execs.reset()
+		}
+		r.HeapAfter = heapAfterGC()
+	}
+	if r.Hung > 0 {
+		r.problem(fmt.Errorf("%d calls had not returned %v after the last call started", r.Hung, DrainLimit))
+	}
+	return r, nil
+}
+
+// count fills r's figures from the peers' logs and the load's calls. Each
+// log is read once: the client still dials, and Connects must be the very
+// count of Accepts (or Dials) it stands for.
+func (r *Result) count(f *peers, lo loadOutcome) {
 	after1s := lo.start.Add(time.Second)
-	// Each log is read once: the client still dials, and Connects must be
-	// the very count of Accepts (or Dials) it stands for.
 	var dialsAfter, acceptsAfter int
 	var dialsCut, acceptsCut bool
-	r.Dials, dialsAfter, dialsCut = f.sum(func(p *point) *events { return p.dials }, after1s)
-	r.Accepts, acceptsAfter, acceptsCut = f.sum(func(p *point) *events { return p.accepts }, after1s)
-	r.Executions, _, _ = f.sum(func(p *point) *events { return p.execs }, after1s)
+	r.Dials, dialsAfter, dialsCut = f.sum(func(p *point) *events { return &p.dials }, after1s)
+	r.Accepts, acceptsAfter, acceptsCut = f.sum(func(p *point) *events { return &p.accepts }, after1s)
+	r.Executions, _, _ = f.sum(func(p *point) *events { return &p.execs }, after1s)
 	r.Connects, r.ConnectsAfter1s, r.Truncated = r.Accepts, acceptsAfter, acceptsCut
-	if cfg.Scenario == Refused { // nothing listens there to count
+	if r.Config.Scenario == Refused { // nothing listens there to count
 		r.Connects, r.ConnectsAfter1s, r.Truncated = r.Dials, dialsAfter, dialsCut
 	}
 	faulty := ""
@@ -98,29 +112,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		streakAt, calls, failed := f.errs.state()
 		r.summarizeStreak(lo, faulty, streakAt)
 		if !r.Streak {
-			r.Problems = append(r.Problems, fmt.Sprintf("the erroring peer never answered %d UNEXPECTEDs in a row (%d of its %d calls failed): its ejection was not put to the test",
+			r.problem(fmt.Errorf("the erroring peer never answered %d UNEXPECTEDs in a row (%d of its %d calls failed): its ejection was not put to the test",
 				ErrorStreak, failed, calls))
 		}
 	}
+}
 
-	client.Close()
-	if cfg.Shared {
-		r.GoroutinesAfter = goroutines()
-	} else {
-		r.GoroutinesAfter = settle(r.GoroutinesBefore)
-		// Drop what the run kept before weighing the heap.
-		lo.calls = nil
-		for _, p := range f.points {
-			p.dials.reset()
-			p.accepts.reset()
-			p.execs.reset()
-		}
-		r.HeapAfter = heapAfterGC()
+// problem notes err, if not nil, among r's Problems.
+func (r *Result) problem(err error) {
+	if err != nil {
+		r.Problems = append(r.Problems, err.Error())
 	}
-	if r.Hung > 0 {
-		r.Problems = append(r.Problems, fmt.Sprintf("%d calls had not returned %v after the last call started", r.Hung, DrainLimit))
-	}
-	return r, nil
 }
 
 // heapAfterGC returns the bytes of live heap objects after two collections

@@ -9,8 +9,8 @@ import (
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
-// Scenario names a fault, as `sluice-lab faults --scenarios` spells it:
-// three peers of Service, Describe says what fails.
+// Scenario names a fault of three peers of Service, as `sluice-lab faults
+// --scenarios` spells it; Describe says what fails.
 type Scenario string
 
 // The scenarios.
@@ -27,9 +27,7 @@ const (
 	Freeze      Scenario = "freeze"
 	Declined    Scenario = "declined"
 	Busy        Scenario = "busy"
-	// Erroring: one of three answers UNEXPECTED to a seeded half of its
-	// calls (ErrorSeed).
-	Erroring Scenario = "erroring"
+	Erroring    Scenario = "erroring"
 )
 
 // Scenarios returns every scenario, in the order the suite runs them.
@@ -38,13 +36,13 @@ func Scenarios() []Scenario {
 }
 
 // spec is a scenario's description, method, setups, duration and fault
-// time at each size, whether the fault strikes at FaultAt (else it is
-// there from the start) and whether the failing peer is a child process.
+// time (seconds) at each size, whether the fault strikes at FaultAt (else
+// it is there from the start) and whether the failing peer is a child.
 type spec struct {
 	desc              string
 	method            string
 	setups            []Setup
-	full, fullFaultAt float64 // seconds
+	full, fullFaultAt float64
 	ci, ciFaultAt     float64
 	midRun, child     bool
 }
@@ -78,13 +76,12 @@ func (s Scenario) Setups() []Setup { return append([]Setup(nil), specs[s].setups
 // Size is how big a suite's runs are: Full or CI ("full", "ci").
 type Size = benchrun.Size
 
-// The sizes.
+// The sizes: Full, `sluice-lab faults`'s default, is 3-20 s a run; CI,
+// what go test runs, 1-3 s, 6 s for freeze and stall (whose contract
+// allows 5 s to find the peer dead).
 const (
-	// Full is `sluice-lab faults`'s default: 3-20 s a run.
 	Full = benchrun.Full
-	// CI is what go test runs: 1-3 s a run, 6 s for freeze and stall
-	// (whose contract allows 5 s to find the peer dead).
-	CI = benchrun.CI
+	CI   = benchrun.CI
 )
 
 // Runs returns a Config per setup of s, with size z's Duration and
@@ -115,24 +112,19 @@ func scenarioList() string { return benchrun.Names(Scenarios()) }
 // Setup names a client's policy for the called method.
 type Setup string
 
-// The setups, and their service configs.
+// The setups: no policy, and the policies setups holds.
 const (
-	// NoPolicy: no retry or hedging policy.
-	NoPolicy Setup = "none"
-	// RetryPolicy: maxAttempts 3, backoff 10 ms x2 up to 100 ms,
-	// retryable BUSY and NETWORK.
+	NoPolicy    Setup = "none"
 	RetryPolicy Setup = "retry"
-	// HedgePolicy: maxAttempts 3, hedgingDelay 50 ms, non-fatal BUSY and
-	// NETWORK.
 	HedgePolicy Setup = "hedge"
-	// RetryBucket: maxAttempts 3, backoff 1 ms x2 up to 10 ms, retryable
-	// BUSY, and the retry-throttling bucket (maxTokens 10, tokenRatio 0.1).
 	RetryBucket Setup = "retry+bucket"
 )
 
 // HedgingDelay is HedgePolicy's hedging delay.
 const HedgingDelay = 50 * time.Millisecond
 
+// setups holds each setup's method config after its name, up to the end
+// of the service config.
 var setups = map[Setup]string{
 	NoPolicy:    "",
 	RetryPolicy: `"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.01s","maxBackoff":"0.1s","backoffMultiplier":2,"retryableStatusCodes":["BUSY","NETWORK"]}}]}`,

@@ -10,19 +10,13 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// toxic is a toxiproxy toxic: its type, the stream it acts on (upstream:
-// client to server) and its one attribute.
-type toxic struct {
-	typ, stream, attr string
-	value             int
-}
-
-// proxiedToxics are the toxics of the proxied scenarios.
-var proxiedToxics = map[Scenario]toxic{
-	Reset:     {"reset_peer", "upstream", "timeout", 0},
-	Latency:   {"latency", "downstream", "latency", 100},
-	Bandwidth: {"bandwidth", "downstream", "rate", 1},
-	Stall:     {"timeout", "upstream", "timeout", 0},
+// proxiedToxics are the toxiproxy toxics of the proxied scenarios, at
+// full toxicity (upstream: client to server).
+var proxiedToxics = map[Scenario]string{
+	Reset:     `{"type":"reset_peer","stream":"upstream","attributes":{"timeout":0}}`,
+	Latency:   `{"type":"latency","stream":"downstream","attributes":{"latency":100}}`,
+	Bandwidth: `{"type":"bandwidth","stream":"downstream","attributes":{"rate":1}}`,
+	Stall:     `{"type":"timeout","stream":"upstream","attributes":{"timeout":0}}`,
 }
 
 // startProxied starts three good servers, each behind an in-process
@@ -48,9 +42,9 @@ func (f *peers) startProxied(s Scenario) error {
 		switch {
 		case i > 0:
 		case s == Reset || s == Stall:
-			f.inject = func() error { return addToxic(px, proxiedToxics[s]) }
+			f.inject = func() error { return addToxic(px, s) }
 		default:
-			if err := addToxic(px, proxiedToxics[s]); err != nil {
+			if err := addToxic(px, s); err != nil {
 				return err
 			}
 		}
@@ -80,11 +74,10 @@ func clearToxics(proxies *toxiproxy.ProxyCollection) error {
 	}
 }
 
-// addToxic adds t to px at full toxicity.
-func addToxic(px *toxiproxy.Proxy, t toxic) error {
-	body := fmt.Sprintf(`{"name":"%s_%s","type":%q,"stream":%q,"toxicity":1,"attributes":{%q:%d}}`, t.typ, t.stream, t.typ, t.stream, t.attr, t.value)
-	if _, err := px.Toxics.AddToxicJson(strings.NewReader(body)); err != nil {
-		return fmt.Errorf("faults: add the %s toxic to the proxy at %s: %w", t.typ, px.Listen, err)
+// addToxic adds scenario s's toxic to px.
+func addToxic(px *toxiproxy.Proxy, s Scenario) error {
+	if _, err := px.Toxics.AddToxicJson(strings.NewReader(proxiedToxics[s])); err != nil {
+		return fmt.Errorf("faults: add the %s toxic to the proxy at %s: %w", s, px.Listen, err)
 	}
 	return nil
 }
