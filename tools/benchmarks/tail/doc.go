@@ -11,10 +11,9 @@
 // Tail at Scale" (Dean and Barroso, 2013), in miniature.
 //
 // The harness (Compare, RunMode, WriteTable) lives in the package's tests,
-// its only users. The comparison tests and the benchmarks are slow (about 10 s a
-// configuration; TestCompareSmall's small one 3-5 s) and run only when
-// asked: the tests behind the slow-test gate, which CI's slow step opens,
-// the benchmarks with -bench:
+// its only users. They are slow (about 10 s a configuration) and run only
+// when asked: the tests behind the slow-test gate, the benchmarks with
+// -bench:
 //
 //	SLUICE_SLOW=1 go test ./tools/benchmarks/tail/ -run 'TestTailLatencyTable|TestCompareSmall' -v
 //	go test ./tools/benchmarks/tail/ -run '^$' -bench TailLatency -benchtime 4000x
