@@ -71,10 +71,8 @@ func TestScenariosRunsAndSetups(t *testing.T) {
 			t.Errorf("%s: no description or no setups", s)
 		}
 		for _, z := range []Size{Full, CI} {
-			for _, c := range s.Runs(z) {
-				if err := c.Validate(); err != nil {
-					t.Errorf("%s at %s: %v", s, z, err)
-				}
+			if _, err := (Suite{Scenarios: []Scenario{s}, Size: z}).Configs(); err != nil {
+				t.Errorf("%s at %s: %v", s, z, err)
 			}
 		}
 		for _, st := range s.Setups() {
@@ -83,20 +81,30 @@ func TestScenariosRunsAndSetups(t *testing.T) {
 			}
 		}
 	}
-	if r := Freeze.Runs(CI); len(r) != 3 || r[0].Duration.D()-r[0].FaultAt.D() < 5*time.Second {
+	if r := runs(t, Freeze, CI); len(r) != 3 || r[0].Duration.D()-r[0].FaultAt.D() < 5*time.Second {
 		t.Errorf("freeze at CI size: %+v; want three setups watching over 5 s after the freeze", r)
 	}
 	// The slow peer's share is counted from 1 s in: the CI run must go on
 	// long enough to count it on a few hundred calls.
-	if r := Latency.Runs(CI); len(r) != 3 || r[0].Duration.D() < 3*time.Second {
+	if r := runs(t, Latency, CI); len(r) != 3 || r[0].Duration.D() < 3*time.Second {
 		t.Errorf("latency at CI size: %+v; want three setups of at least 3 s", r)
 	}
-	if r := Erroring.Runs(CI); len(r) != 3 || r[0].FaultAt != 0 {
+	if r := runs(t, Erroring, CI); len(r) != 3 || r[0].FaultAt != 0 {
 		t.Errorf("erroring at CI size: %+v; want three setups, the fault there from the start", r)
 	}
-	if Scenario("flood").Runs(CI) != nil {
-		t.Error("an unknown scenario has runs")
+	if r, err := (Suite{Scenarios: []Scenario{"flood"}}).Configs(); err == nil {
+		t.Errorf("an unknown scenario has runs: %+v", r)
 	}
+}
+
+// runs returns the Configs of scenario s at size z.
+func runs(t *testing.T, s Scenario, z Size) []Config {
+	t.Helper()
+	cfgs, err := Suite{Scenarios: []Scenario{s}, Size: z}.Configs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfgs
 }
 
 func TestParseScenarios(t *testing.T) {

@@ -25,7 +25,7 @@ func TestContract(t *testing.T) {
 	var all []*Result
 	for _, sc := range Scenarios() {
 		t.Run(string(sc), func(t *testing.T) {
-			cfgs := sc.Runs(CI)
+			cfgs := runs(t, sc, CI)
 			var results []*Result
 			if sc == BlackHole || len(cfgs) == 1 {
 				for _, cfg := range cfgs {

@@ -84,18 +84,6 @@ const (
 	CI   = benchrun.CI
 )
 
-// Runs returns a Config per setup of s, with size z's Duration and
-// FaultAt and the defaults; nil for an unknown scenario.
-func (s Scenario) Runs(z Size) []Config {
-	sp := specs[s]
-	d, at := benchrun.Pick(z, sp.full, sp.ci), benchrun.Pick(z, sp.fullFaultAt, sp.ciFaultAt)
-	var out []Config
-	for _, st := range sp.setups {
-		out = append(out, Config{Scenario: s, Setup: st, Duration: seconds(d), FaultAt: seconds(at)})
-	}
-	return out
-}
-
 func seconds(s float64) millis.Duration { return millis.Duration(s * float64(time.Second)) }
 
 // ParseScenarios reads a comma-separated list of scenarios, or "all".

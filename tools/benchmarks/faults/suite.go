@@ -1,11 +1,11 @@
 package faults
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"time"
 
+	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
@@ -14,7 +14,7 @@ import (
 type Suite struct {
 	// Scenarios to run, in order. Default: all of them (Scenarios()).
 	Scenarios []Scenario
-	// Size picks the runs' Duration and FaultAt (Scenario.Runs).
+	// Size picks the runs' Duration and FaultAt.
 	Size Size
 	// Rate, Duration and Deadline, when set, override every run's (a
 	// Duration puts mid-run faults at their default).
@@ -31,15 +31,17 @@ func (s Suite) Configs() ([]Config, error) {
 	}
 	var out []Config
 	for _, sc := range scenarios {
-		runs := sc.Runs(s.Size)
-		if runs == nil {
+		sp, ok := specs[sc]
+		if !ok {
 			return nil, fmt.Errorf("faults: unknown scenario %q; the scenarios are %s", sc, scenarioList())
 		}
-		for _, c := range runs {
-			c.Rate, c.Deadline = cmp.Or(s.Rate, c.Rate), cmp.Or(millis.Duration(s.Deadline), c.Deadline)
-			if s.Duration != 0 {
-				c.Duration, c.FaultAt = millis.Duration(s.Duration), 0
-			}
+		d := seconds(benchrun.Pick(s.Size, sp.full, sp.ci))
+		at := seconds(benchrun.Pick(s.Size, sp.fullFaultAt, sp.ciFaultAt))
+		if s.Duration != 0 {
+			d, at = millis.Duration(s.Duration), 0
+		}
+		for _, st := range sp.setups {
+			c := Config{Scenario: sc, Setup: st, Rate: s.Rate, Duration: d, FaultAt: at, Deadline: millis.Duration(s.Deadline)}
 			if err := c.Validate(); err != nil {
 				return nil, err
 			}
