@@ -288,11 +288,10 @@ func TestServerShedsBeyondItsQueue(t *testing.T) {
 
 // A cached server with the shard scenario's costs: a miss costs more than
 // a hit and then caches the key, and the costs as served (what the report
-// gives) are the model's within a factor 2, the miss / hit ratio too.
-// (The check used a 20 ms miss, which no timer's lateness can bring near
-// a hit; the scenario's 200 µs hits and 2 ms misses were served in 1.1
-// and 2.2 ms, 1:2 where the model said 1:10.) An erroring server answers
-// UNEXPECTED to about its share of requests.
+// gives) are the model's within a factor 2, the miss / hit ratio too. The
+// scenario's own costs are checked, not larger ones: a timer's lateness
+// (about 1 ms on Linux) can bring short costs near each other. An erroring
+// server answers UNEXPECTED to about its share of requests.
 func TestServerCostModel(t *testing.T) {
 	sh := Config{}.withDefaults().Shard
 	if ci := ciConfig().withDefaults().Shard; ci.Hit != sh.Hit || ci.Miss != sh.Miss {

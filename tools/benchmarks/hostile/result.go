@@ -13,8 +13,10 @@ import (
 // Result is one attack's figures: typed fields for what tests check, and
 // Figures, every figure as the table prints it, in order.
 type Result struct {
-	Attack  Attack          `json:"attack"`
-	Size    Size            `json:"size"`
+	Attack Attack `json:"attack"`
+	Size   Size   `json:"size"`
+	// Commit names the server's build, when known.
+	Commit  string          `json:"commit"`
 	Elapsed millis.Duration `json:"elapsed_ms"`
 	Server  ServerFigures   `json:"server"`
 	// Cases are the frames, requests or client runs sent one by one.

@@ -25,7 +25,8 @@ const (
 )
 
 // maxValues bounds the values in an answer (fields, elements, keys and
-// values at any depth): thriftrw decodes each into about 88 bytes.
+// values at any depth): thriftrw decodes each into memory of its own,
+// many times the 4 bytes a small field takes on the wire.
 const maxValues = 1 << 20
 
 // maxText bounds the JSON text of an answer's strings, binaries and map
