@@ -229,7 +229,8 @@ func (h *jsonHandler) respond(ctx tjson.Context, resp *tchannel.InboundCallRespo
 			"the handler's result cannot be encoded as JSON: %v", encErr))
 		return answered(codes.Unexpected, false)
 	}
-	if writeArg(resp.Arg2Writer, out.hdr) != nil || writeArg(resp.Arg3Writer, out.body.Bytes()) != nil {
+	if tchannel.NewArgWriter(resp.Arg2Writer()).Write(out.hdr) != nil ||
+		tchannel.NewArgWriter(resp.Arg3Writer()).Write(out.body.Bytes()) != nil {
 		return answered(codes.Cancelled, false)
 	}
 	return answered(codes.OK, err != nil)
@@ -267,18 +268,6 @@ func (o *jsonOut) encode(h map[string]string, v any) error {
 	}
 	o.hdr = append(hdr, '\n')
 	return nil
-}
-
-// writeArg writes b as the argument open opens.
-func writeArg(open func() (tchannel.ArgWriter, error), b []byte) error {
-	w, err := open()
-	if err != nil {
-		return err
-	}
-	if _, err := w.Write(b); err != nil {
-		return err
-	}
-	return w.Close()
 }
 
 // release puts o back in the pool, unless a large response grew it.

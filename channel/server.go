@@ -191,7 +191,7 @@ func (g *guarded) Handle(ctx context.Context, call *tchannel.InboundCall) {
 	}
 	// The Channel's own handlers are called from here, not through a
 	// function that picks one: a frame less on every request, which
-	// BenchmarkRawServerPaired/guard-off measures at about 1 point.
+	// BenchmarkRawServerPaired/guard-off measured at 0.6 to 1.2 points.
 	hctx := withInboundClass(ctx, cls, retried)
 	var ans answer
 	if g.own != nil {
