@@ -24,7 +24,7 @@ type Result struct {
 	Conns *Conns `json:"conns"` // the attacker's connections
 	// Probe is a new client's calls during the attack, Side a client's
 	// steady load, Legit one legitimate call (unfinished: a large call;
-	// doorman-silent: `sluice doorman get`).
+	// doorman-silent: `sluice-lab doorman get`).
 	Probe    *Load    `json:"probe"`
 	Side     *Load    `json:"side"`
 	Legit    *Call    `json:"legit"`

@@ -253,7 +253,7 @@ func runRate(ctx context.Context, cls []*channel.Client, cfg Config) (*Report, *
 	results := make([]result, n)
 	slots := make(chan struct{}, cfg.Concurrency) // a token per call in flight
 	interval := time.Duration(float64(time.Second) / cfg.RPS)
-	timer := time.NewTimer(time.Hour)
+	timer := time.NewTimer(time.Hour) // reset before each wait below
 	defer timer.Stop()
 	start := time.Now()
 	var totals counts

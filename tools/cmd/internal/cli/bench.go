@@ -213,8 +213,10 @@ func benchRun(ctx context.Context, args []string, lab *Lab, stdout, stderr io.Wr
 			*concurrency = 1
 		}
 	}
+	// Without -d a run lasts benchDefaultDuration, but with -n alone,
+	// which runs until the calls are made (a.duration stays 0).
 	if !fs.IsSet("max-duration") && *calls == 0 {
-		a.duration = benchDefaultDuration // -n alone: until the calls are made
+		a.duration = benchDefaultDuration
 	}
 	switch {
 	case src.empty() == (a.embedded == 0):
