@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/channel"
+	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
@@ -87,7 +87,7 @@ func runLoad(ctx context.Context, addr string, rate float64, payload int, stop <
 				lat = append(lat, time.Since(t0))
 				return
 			}
-			l.Errors[codeOf(err)]++
+			l.Errors[load.CodeOf(err)]++
 			l.FirstError = cmp.Or(l.FirstError, err.Error())
 		})
 	}
@@ -155,7 +155,7 @@ func oneCall(ctx context.Context, addr string, arg3 []byte, deadline time.Durati
 	c := Call{Latency: millis.Duration(time.Since(t0))}
 	switch {
 	case err != nil:
-		c.Code, c.Err = codeOf(err), err.Error()
+		c.Code, c.Err = load.CodeOf(err), err.Error()
 	case !bytes.Equal(res.Arg3, arg3):
 		c.Code, c.Err = "WRONG", fmt.Sprintf("echo answered %d bytes, not the %d sent", len(res.Arg3), len(arg3))
 	default:
@@ -164,24 +164,11 @@ func oneCall(ctx context.Context, addr string, arg3 []byte, deadline time.Durati
 	return c
 }
 
-func codeOf(err error) string {
-	var ce *channel.CallError
-	switch {
-	case errors.As(err, &ce):
-		return ce.CodeName()
-	case errors.Is(err, context.DeadlineExceeded):
-		return "TIMEOUT"
-	}
-	return "LOCAL"
-}
-
-// quantile returns the q-quantile of d, sorting it; 0 if empty.
+// quantile returns the q-quantile (nearest rank) of d, sorting it; 0 if
+// empty.
 func quantile(d []time.Duration, q float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
 	slices.Sort(d)
-	return d[min(len(d)-1, int(q*float64(len(d))))]
+	return load.Quantile(d, q)
 }
 
 func ms(d time.Duration) string {

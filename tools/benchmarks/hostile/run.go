@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
+	"github.com/sluice-rpc/sluice/tools/internal/childproc"
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
@@ -109,7 +110,7 @@ func RunAttack(ctx context.Context, a Attack, c Config) (*Result, error) {
 		note += fmt.Sprintf(", the binary lacks %v", t.Missing)
 	}
 	e.logf("server %s (pid %d)%s", t.Addr, t.PID, note)
-	s.RSSBefore, _ = readRSS(t.PID)
+	s.RSSBefore, _, _ = childproc.Memory(t.PID)
 	s.GoroutinesBefore = readGoroutines(ctx, t.DebugURL)
 	s.HeapBefore, _ = readHeap(ctx, t.DebugURL)
 	rssEvery, gorEvery := 250*time.Millisecond, time.Second
@@ -193,7 +194,7 @@ func (e *env) end(err error, settle time.Duration) error {
 		err = e.pause(settle)
 	}
 	if s := &e.r.Server; e.t.Alive() {
-		s.RSSAfter, _ = readRSS(e.t.PID)
+		s.RSSAfter, _, _ = childproc.Memory(e.t.PID)
 		s.GoroutinesAfter = readGoroutines(e.ctx, e.t.DebugURL)
 		s.HeapAfter, _ = readHeap(e.ctx, e.t.DebugURL)
 	}

@@ -6,27 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-)
 
-// readRSS returns a process's resident memory (VmRSS) in bytes.
-func readRSS(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("/proc/%d/status has no VmRSS (a zombie?)", pid)
-}
+	"github.com/sluice-rpc/sluice/tools/internal/childproc"
+)
 
 // debugClient reads profiles, within a timeout.
 var debugClient = &http.Client{Timeout: 10 * time.Second}
@@ -98,7 +84,7 @@ func startSampler(ctx context.Context, pid int, debugURL string, rssEvery, gorEv
 	s := &sampler{cancel: cancel, pid: pid, debugURL: debugURL, gorPeak: -1}
 	rss := func() bool {
 		pid, _ := s.target()
-		if rss, err := readRSS(pid); err == nil {
+		if rss, _, err := childproc.Memory(pid); err == nil {
 			s.mu.Lock()
 			s.rssPeak = max(s.rssPeak, rss)
 			s.rssSeries = append(s.rssSeries, rss)

@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +20,7 @@ import (
 	pb "github.com/sluice-rpc/sluice/leasing/doormanpb"
 	"github.com/sluice-rpc/sluice/tools/benchmarks/load"
 	"github.com/sluice-rpc/sluice/tools/cmd/internal/cli"
+	"github.com/sluice-rpc/sluice/tools/internal/childproc"
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
 )
 
@@ -411,7 +409,7 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	var server *doormanFloodServer
 	if *pid != 0 {
-		rss, _, err := procMemory(*pid)
+		rss, _, err := childproc.Memory(*pid)
 		if err != nil {
 			return fs.UsageError("--server-pid %d: %v", *pid, err)
 		}
@@ -509,7 +507,7 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			sideAnswered++
 		}
 		if server != nil {
-			if rss, _, err := procMemory(*pid); err == nil {
+			if rss, _, err := childproc.Memory(*pid); err == nil {
 				server.RSSPeakBytes = max(server.RSSPeakBytes, rss)
 			}
 		}
@@ -524,7 +522,7 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		rep.FirstRefusal = new(status.Convert(refused.err).Message())
 	}
 	if server != nil {
-		if server.RSSAfterBytes, server.VMHWMBytes, err = procMemory(*pid); err != nil {
+		if server.RSSAfterBytes, server.VMHWMBytes, err = childproc.Memory(*pid); err != nil {
 			return fs.Failure("reading the server's memory: %v", err)
 		}
 		server.RSSPeakBytes = max(server.RSSPeakBytes, server.RSSAfterBytes)
@@ -551,29 +549,4 @@ func doormanFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return fs.Failure("the side client failed: %v", sideErr)
 	}
 	return cli.ExitOK
-}
-
-// procMemory returns a process's resident memory now (VmRSS) and at its
-// peak (VmHWM), in bytes, from /proc (Linux).
-func procMemory(pid int) (rss, hwm int64, err error) {
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, l := range strings.Split(string(status), "\n") {
-		name, value, _ := strings.Cut(l, ":")
-		field := map[string]*int64{"VmRSS": &rss, "VmHWM": &hwm}[name]
-		if field == nil {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("/proc/%d/status: %s: %v", pid, name, err)
-		}
-		*field = kb << 10
-	}
-	if rss == 0 {
-		return 0, 0, errors.New("no VmRSS in its /proc status")
-	}
-	return rss, hwm, nil
 }

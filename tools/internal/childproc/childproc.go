@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -209,4 +210,29 @@ func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.b)
+}
+
+// Memory returns a process's resident memory now (VmRSS) and at its
+// peak (VmHWM), in bytes, from /proc (Linux).
+func Memory(pid int) (rss, hwm int64, err error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, l := range strings.Split(string(status), "\n") {
+		name, value, _ := strings.Cut(l, ":")
+		field := map[string]*int64{"VmRSS": &rss, "VmHWM": &hwm}[name]
+		if field == nil {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/%d/status: %s: %v", pid, name, err)
+		}
+		*field = kb << 10
+	}
+	if rss == 0 {
+		return 0, 0, fmt.Errorf("/proc/%d/status has no VmRSS (a zombie?)", pid)
+	}
+	return rss, hwm, nil
 }
