@@ -219,10 +219,15 @@ func Memory(pid int) (rss, hwm int64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	for _, l := range strings.Split(string(status), "\n") {
+	for l := range strings.Lines(string(status)) {
 		name, value, _ := strings.Cut(l, ":")
-		field := map[string]*int64{"VmRSS": &rss, "VmHWM": &hwm}[name]
-		if field == nil {
+		var field *int64
+		switch name {
+		case "VmRSS":
+			field = &rss
+		case "VmHWM":
+			field = &hwm
+		default:
 			continue
 		}
 		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
@@ -232,7 +237,7 @@ func Memory(pid int) (rss, hwm int64, err error) {
 		*field = kb << 10
 	}
 	if rss == 0 {
-		return 0, 0, fmt.Errorf("/proc/%d/status has no VmRSS (a zombie?)", pid)
+		return 0, 0, errors.New("no VmRSS in its /proc status")
 	}
 	return rss, hwm, nil
 }

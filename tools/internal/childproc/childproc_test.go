@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -121,5 +122,29 @@ func TestChildExitsWithoutTheRaceDetectorsSleep(t *testing.T) {
 	}
 	if err := p.Close(testwait.Limit); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Memory reads a live process's resident and peak memory, and fails for
+// a process that does not exist.
+func TestMemory(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("/proc is Linux's")
+	}
+	const size = 64 << 20
+	b := make([]byte, size)
+	for i := range b {
+		b[i] = 1 // touched, so resident
+	}
+	rss, hwm, err := Memory(os.Getpid())
+	runtime.KeepAlive(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rss < size || hwm < rss {
+		t.Errorf("RSS %d, peak %d bytes; want RSS >= %d (a touched buffer) and peak >= RSS", rss, hwm, size)
+	}
+	if _, _, err := Memory(-1); err == nil {
+		t.Error("Memory(-1) succeeded, want an error")
 	}
 }
