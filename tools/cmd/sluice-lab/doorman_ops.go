@@ -95,23 +95,23 @@ func (s *serveFlags) validate(listen string, onReloadError func(error)) error {
 	if s.tlsFiles, err = s.tls.Reloader(onReloadError); err != nil {
 		return err
 	}
+	const orDefault = ">= 0 (0: the default)"
 	for _, f := range []struct {
-		name     string
-		v        any
-		negative bool
+		name string
+		v    any
+		bad  bool
+		want string
 	}{
-		{"max-conns", c.MaxConns, c.MaxConns < 0},
-		{"max-calls-per-conn", c.MaxConcurrentStreams, c.MaxConcurrentStreams < 0},
-		{"idle-timeout", c.MaxConnectionIdle, c.MaxConnectionIdle < 0},
-		{"handshake-timeout", c.ConnectionTimeout, c.ConnectionTimeout < 0},
-		{"keepalive-min-time", c.KeepaliveMinTime, c.KeepaliveMinTime < 0},
+		{"max-conns", c.MaxConns, c.MaxConns < 0, orDefault},
+		{"max-calls-per-conn", c.MaxConcurrentStreams, c.MaxConcurrentStreams < 0, orDefault},
+		{"max-calls-per-conn", c.MaxConcurrentStreams, int64(c.MaxConcurrentStreams) > math.MaxUint32, fmt.Sprintf("<= %d", uint32(math.MaxUint32))},
+		{"idle-timeout", c.MaxConnectionIdle, c.MaxConnectionIdle < 0, orDefault},
+		{"handshake-timeout", c.ConnectionTimeout, c.ConnectionTimeout < 0, orDefault},
+		{"keepalive-min-time", c.KeepaliveMinTime, c.KeepaliveMinTime < 0, orDefault},
 	} {
-		if f.negative {
-			return fmt.Errorf("--%s is %v, must be >= 0 (0: the default)", f.name, f.v)
+		if f.bad {
+			return fmt.Errorf("--%s is %v, must be %s", f.name, f.v, f.want)
 		}
-	}
-	if int64(c.MaxConcurrentStreams) > math.MaxUint32 {
-		return fmt.Errorf("--max-calls-per-conn is %d, must be <= %d", c.MaxConcurrentStreams, uint32(math.MaxUint32))
 	}
 	if c.ParentDialOptions, err = dialOptions(s.parentTLS, onReloadError); err != nil {
 		return err

@@ -155,6 +155,7 @@ resources:
 		{[]string{"serve", "--config", bad, "--listen", "127.0.0.1:0", "--max-conns", "-1"}, 2, "--max-conns is -1, must be >= 0 (0: the default)"},
 		{[]string{"serve", "--config", bad, "--listen", "127.0.0.1:0", "--max-calls-per-conn", "-1"}, 2, "--max-calls-per-conn is -1, must be >= 0"},
 		{[]string{"serve", "--config", bad, "--listen", "127.0.0.1:0", "--max-calls-per-conn", "4294967296"}, 2, "--max-calls-per-conn is 4294967296, must be <= 4294967295"},
+		{[]string{"serve", "--config", bad, "--listen", "127.0.0.1:0", "--max-calls-per-conn", "4294967296", "--idle-timeout", "-1s"}, 2, "--max-calls-per-conn is 4294967296, must be <= 4294967295"}, // in the flags' order
 		{[]string{"serve", "--config", bad, "--listen", "127.0.0.1:0", "--handshake-timeout", "-1s"}, 2, "--handshake-timeout is -1s, must be >= 0"},
 		{[]string{"serve", "--config", bad, "--listen", "127.0.0.1:0", "--idle-timeout", "-1s"}, 2, "--idle-timeout is -1s, must be >= 0"},
 		{[]string{"serve", "--config", bad, "--listen", "127.0.0.1:0", "--keepalive-min-time", "-1s"}, 2, "--keepalive-min-time is -1s, must be >= 0"},
