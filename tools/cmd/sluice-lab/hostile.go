@@ -22,10 +22,10 @@ and when, its resident memory and goroutines before, at the peak during and
 after the attack, and whether a legitimate client is still served, and how
 fast, meanwhile. Each attack gets a fresh server: the 'serve' command (the
 'doorman serve' command for the doorman attacks) of --server-bin, by default
-this binary, started on 127.0.0.1 with a descriptor limit of 20,000. With --target
-and --pid it attacks a server already running (its goroutines need
---debug-url, its --debug-listen); such a server is not restarted after a
-crash. Only 127.0.0.1 is ever attacked.
+this binary, started on 127.0.0.1 with a descriptor limit of 20,000.
+With --target and --pid it attacks a server already running (its
+goroutines need --debug-url, its --debug-listen); such a server is not
+restarted after a crash. Only 127.0.0.1 is ever attacked.
 
 Bulk attackers run in child processes of this binary (2 x 10,000 connections
 for the stall attacks: no process may hold 20,000 here). The full size takes
