@@ -355,7 +355,7 @@ func runDoormanMalformed(e *env) error {
 				return err
 			}
 		}
-		c := e.doormanCase(cc, dc)
+		c := e.sendDoormanCase(cc, dc)
 		e.r.Cases = append(e.r.Cases, c)
 		if !c.Survived {
 			cc.Close()
@@ -368,8 +368,8 @@ func runDoormanMalformed(e *env) error {
 	return e.end(nil, 0)
 }
 
-// doormanCase sends dc on cc and, if the server survived, a valid request.
-func (e *env) doormanCase(cc *grpc.ClientConn, dc doormanCase) Case {
+// sendDoormanCase sends dc on cc and, if the server survived, a valid request.
+func (e *env) sendDoormanCase(cc *grpc.ClientConn, dc doormanCase) Case {
 	c := Case{Name: dc.name}
 	var resp []byte
 	ctx, cancel := context.WithTimeout(e.ctx, doormanCallLimit)

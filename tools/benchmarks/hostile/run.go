@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sluice-rpc/sluice/clock"
 	"github.com/sluice-rpc/sluice/tools/internal/benchrun"
 	"github.com/sluice-rpc/sluice/tools/internal/childproc"
 	"github.com/sluice-rpc/sluice/tools/internal/millis"
@@ -236,14 +237,8 @@ func (e *env) startSide() { e.side = e.startLoad("the side client", e.p.sideRate
 
 func (e *env) sideFigure() { e.r.fig(fmt.Sprintf("side client (%g/s)", e.p.sideRate), "%s", e.r.Side) }
 
-func (e *env) pause(d time.Duration) error {
-	select {
-	case <-time.After(d):
-		return nil
-	case <-e.ctx.Done():
-		return e.ctx.Err()
-	}
-}
+// pause waits d, or until the attack is interrupted (its error).
+func (e *env) pause(d time.Duration) error { return clock.Sleep(e.ctx, clock.Real, d) }
 
 // survived checks the server after case c, waiting up to wait for a death
 // to show: a crash is recorded against c and a started server restarted.
