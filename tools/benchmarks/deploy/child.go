@@ -210,7 +210,7 @@ func (s *childServer) awaitRegistration() {
 		case regs[0].Registered:
 			s.out.Line(lineRegistered, stamp(time.Now()))
 		case time.Now().After(deadline):
-			why := "no error"
+			why := ""
 			if regs[0].LastError != nil {
 				why = *regs[0].LastError
 			}

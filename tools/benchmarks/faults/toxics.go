@@ -77,7 +77,7 @@ func clearToxics(proxies *toxiproxy.ProxyCollection) error {
 // addToxic adds scenario s's toxic to px.
 func addToxic(px *toxiproxy.Proxy, s Scenario) error {
 	if _, err := px.Toxics.AddToxicJson(strings.NewReader(proxiedToxics[s])); err != nil {
-		return fmt.Errorf("faults: add the %s toxic to the proxy at %s: %w", s, px.Listen, err)
+		return fmt.Errorf("faults: add %s's toxic %s to the proxy at %s: %w", s, proxiedToxics[s], px.Listen, err)
 	}
 	return nil
 }
